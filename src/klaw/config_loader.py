@@ -1,0 +1,134 @@
+"""Loading `engine.yaml` into an `EngineConfig`, with environment overrides and provenance.
+
+Sources, lowest to highest precedence: built-in defaults, `engine.yaml`, environment variables
+named `KLAW__<SECTION>__<FIELD>` (camelCase or snake_case parts, e.g.
+`KLAW__PROCESSING__DEBOUNCEMS=500`; values are parsed as YAML scalars). `klaw config show` prints
+every effective value with the source it came from, so a person can see why the engine behaves as
+it does. Invalid input raises `ConfigError` whose message names the field, the value and the rule.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from klaw.config import EngineConfig
+
+ENV_PREFIX = "KLAW__"
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message says where, what and how to fix it."""
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    config: EngineConfig
+    # dotted camelCase path (e.g. "processing.debounceMs") -> "engine.yaml" | "env KLAW__…"
+    sources: Mapping[str, str]
+    path: Path
+
+
+def load_config(path: Path, env: Mapping[str, str] | None = None) -> LoadedConfig:
+    """Read `path` (missing file = all defaults), apply env overrides, validate."""
+    env = os.environ if env is None else env
+    raw = _read_yaml(path)
+    sources = {key: path.name for key in _leaf_paths(raw)}
+    for key, value, var in _env_overrides(env):
+        _set_path(raw, key, value)
+        sources[".".join(key)] = f"env {var}"
+    try:
+        config = EngineConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, path)) from None
+    return LoadedConfig(config=config, sources=sources, path=path)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{path}{where}: {problem}. Fix the YAML syntax there.") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(data).__name__}.")
+    return data
+
+
+def _leaf_paths(data: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[str]:
+    for key, value in data.items():
+        here = (*prefix, str(key))
+        if isinstance(value, Mapping) and value:
+            yield from _leaf_paths(value, here)
+        else:
+            yield ".".join(here)
+
+
+def _env_overrides(env: Mapping[str, str]) -> Iterator[tuple[tuple[str, ...], Any, str]]:
+    for var in sorted(env):
+        if not var.startswith(ENV_PREFIX):
+            continue
+        parts = tuple(p for p in var[len(ENV_PREFIX) :].split("__") if p)
+        if not parts:
+            continue
+        key = tuple(_canonical_key(p) for p in parts)
+        try:
+            value = yaml.safe_load(env[var])
+        except yaml.YAMLError:
+            value = env[var]
+        yield key, value, var
+
+
+_KNOWN_KEYS: dict[str, str] = {}
+
+
+def _canonical_key(part: str) -> str:
+    """Map an env-var path part (any case, snake or camel) onto the config's camelCase key."""
+    if not _KNOWN_KEYS:
+        for name in _all_aliases(EngineConfig):
+            _KNOWN_KEYS[name.lower().replace("_", "")] = name
+    return _KNOWN_KEYS.get(part.lower().replace("_", ""), part)
+
+
+def _all_aliases(model: type[BaseModel]) -> Iterator[str]:
+    for name, field in model.model_fields.items():
+        yield field.alias or name
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from _all_aliases(annotation)
+
+
+def _set_path(data: dict[str, Any], key: tuple[str, ...], value: Any) -> None:
+    node = data
+    for part in key[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[key[-1]] = value
+
+
+def _describe(exc: ValidationError, path: Path) -> str:
+    lines = [f"Invalid configuration in {path} (or a KLAW__ environment override):"]
+    for error in exc.errors():
+        field = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        rule = error["msg"]
+        if error["type"] == "extra_forbidden":
+            rule = "unknown field (check its spelling; fields are camelCase, e.g. debounceMs)"
+        value = error.get("input")
+        shown = "" if error["type"] in ("missing", "extra_forbidden") else f" = {value!r}"
+        lines.append(f"  - {field}{shown}: {rule}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""The engine: processor, context builder, sessions, commands, subagents, scheduler, socket server."""

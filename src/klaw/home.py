@@ -1,0 +1,56 @@
+"""Where klaw keeps its data: the layout of `KLAW_HOME` (default `~/.klaw`).
+
+One object names every path so no module builds paths of its own, and tests point a whole engine
+at a temporary directory by constructing one `KlawHome`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+HOME_ENV_VAR = "KLAW_HOME"
+
+
+@dataclass(frozen=True)
+class KlawHome:
+    root: Path
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> KlawHome:
+        """`$KLAW_HOME` if set, else `~/.klaw`."""
+        env = os.environ if env is None else env
+        value = env.get(HOME_ENV_VAR)
+        root = Path(value).expanduser() if value else Path.home() / ".klaw"
+        return cls(root.resolve())
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "engine.yaml"
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "workspace"
+
+    @property
+    def conversations(self) -> Path:
+        return self.root / "conversations"
+
+    @property
+    def socket_path(self) -> Path:
+        return self.root / "engine.sock"
+
+    @property
+    def core_memory_file(self) -> Path:
+        return self.root / "core_memory.json"
+
+    @property
+    def scheduler_db(self) -> Path:
+        return self.root / "scheduler.db"
+
+    def database_file(self, configured: str) -> Path:
+        """The SQLite file: `database.path` from the config, relative to KLAW_HOME unless absolute."""
+        path = Path(configured).expanduser()
+        return path if path.is_absolute() else self.root / path

@@ -1,0 +1,1 @@
+"""Memory: the conversation log, embedders, embedding queue, hybrid search, auto-RAG, summaries."""

@@ -1,0 +1,125 @@
+"""The conversation log: append-only JSONL per chat and day, the source of truth.
+
+`conversations/<channel>_<chat_id>/<YYYY-MM-DD>.jsonl` (UTC date of the message). A message counts
+as accepted only once its line is written and fsync'd. A crash can leave a torn last line; the
+next append starts a fresh line so the torn one stays isolated (and is skipped with a warning
+when read) instead of swallowing the new record. Reading skips malformed lines with a warning
+naming the file and line number, never the content, and goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from klaw.memory.log_format import MalformedLine, decode_record, encode_record
+from klaw.store.records import ChatRef, MessageRecord
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReadReport:
+    """What reading log files produced: the records, and where lines were skipped."""
+
+    records: list[MessageRecord] = field(default_factory=list)
+    skipped: list[tuple[Path, int, str]] = field(default_factory=list)  # (file, line number, reason)
+
+
+class ConversationLog:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def chat_dir(self, chat: ChatRef) -> Path:
+        return self.root / chat.log_dir_name
+
+    def file_for(self, record: MessageRecord) -> Path:
+        return self.chat_dir(record.chat) / f"{record.created_at.date().isoformat()}.jsonl"
+
+    async def append(self, record: MessageRecord) -> None:
+        """Write and fsync one record; returns once it is durable."""
+        await self.append_many([record])
+
+    async def append_many(self, records: Sequence[MessageRecord]) -> None:
+        """Write records in order, one fsync per file touched (for bulk imports)."""
+        by_file: dict[Path, list[str]] = {}
+        for record in records:
+            by_file.setdefault(self.file_for(record), []).append(encode_record(record))
+        for path, lines in by_file.items():
+            async with self._lock(path.parent.name):
+                await asyncio.to_thread(_append_lines, path, lines)
+
+    def chat_dirs(self) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.iterdir() if p.is_dir())
+
+    @staticmethod
+    def files(chat_dir: Path) -> list[Path]:
+        """The chat's log files, oldest first (file names are dates)."""
+        return sorted(chat_dir.glob("*.jsonl")) if chat_dir.is_dir() else []
+
+    async def read(self, paths: Sequence[Path]) -> ReadReport:
+        return await asyncio.to_thread(_read_files, list(paths))
+
+    def _lock(self, key: str) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+
+def _append_lines(path: Path, lines: list[str]) -> None:
+    is_new = not path.exists()
+    if is_new:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    payload = "".join(line + "\n" for line in lines).encode("utf-8")
+    with open(path, "ab+") as handle:
+        if not is_new and handle.tell() > 0:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                payload = b"\n" + payload  # isolate a torn last line left by a crash
+        handle.write(payload)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if is_new:
+        _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def iter_file(path: Path, report: ReadReport) -> Iterator[MessageRecord]:
+    """Records of one file in order; malformed lines are noted in `report` and logged."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                yield decode_record(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                _skip(report, path, number, "not valid UTF-8")
+            except MalformedLine as exc:
+                _skip(report, path, number, str(exc))
+
+
+def _skip(report: ReadReport, path: Path, number: int, reason: str) -> None:
+    log.warning("skipping malformed log line %s:%d (%s)", path, number, reason)
+    report.skipped.append((path, number, reason))
+
+
+def _read_files(paths: list[Path]) -> ReadReport:
+    report = ReadReport()
+    for path in paths:
+        report.records.extend(iter_file(path, report))
+    return report

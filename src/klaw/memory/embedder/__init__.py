@@ -1,0 +1,1 @@
+"""Embedders: turn texts into unit-length float32 vectors (local MiniLM, OpenAI-compatible, fake)."""

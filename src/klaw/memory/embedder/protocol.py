@@ -1,0 +1,36 @@
+"""The contract every embedding backend fulfils."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+Vectors = npt.NDArray[np.float32]
+
+
+class EmbedderError(RuntimeError):
+    """An embedder could not produce vectors; the message says why and what to do."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors.
+
+    `embed` returns a float32 array of shape `[len(texts), dim]` whose rows are L2-normalised, so
+    cosine similarity is a dot product. It is async because the core is async: local models run
+    their forward pass off the event loop, remote ones await HTTP. `model_id` names the model and
+    its vector space (recorded in `index_meta`: vectors of different ids are never mixed).
+    """
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    async def embed(self, texts: Sequence[str]) -> Vectors: ...
+
+    async def aclose(self) -> None: ...

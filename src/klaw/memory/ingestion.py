@@ -1,0 +1,59 @@
+"""Accepting messages: the log first (durable), then the database, and recovery between the two.
+
+The log is the source of truth. A message is appended to the log and fsync'd, then inserted into
+the store. If the process dies in between, `recover()` at start-up replays the tail of every
+chat's log into the store; inserts are idempotent on message id, so replaying is always safe.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from klaw.memory.conversation_log import ConversationLog
+from klaw.store.protocol import Storage
+from klaw.store.records import MessageRecord, StoredMessage
+
+log = logging.getLogger(__name__)
+
+# Log files from this long before a chat's newest stored message are replayed at start-up: long
+# enough to cover a crash at midnight and clock skew, short enough to keep start-up fast.
+RECOVERY_OVERLAP = timedelta(days=1)
+
+
+class Ingestion:
+    def __init__(self, log_: ConversationLog, store: Storage) -> None:
+        self.log = log_
+        self.store = store
+
+    async def accept(self, record: MessageRecord) -> StoredMessage:
+        """Make `record` durable in the log, then store it; returns it with its rowid."""
+        await self.log.append(record)
+        return await self.store.messages.append(record)
+
+    async def recover(self) -> int:
+        """Store log records the database is missing (after a crash); returns how many."""
+        recovered = 0
+        for chat_dir in self.log.chat_dirs():
+            files = self.log.files(chat_dir)
+            if not files:
+                continue
+            # The newest file names the chat; a store that lacks the chat replays every file.
+            newest = await self.log.read(files[-1:])
+            if not newest.records:
+                candidates = files
+            else:
+                latest = await self.store.messages.latest_created_at(newest.records[-1].chat)
+                if latest is None:
+                    candidates = files
+                else:
+                    cutoff = (latest - RECOVERY_OVERLAP).date().isoformat()
+                    candidates = [f for f in files if f.stem >= cutoff]
+            report = await self.log.read(candidates)
+            for record in report.records:
+                if await self.store.messages.get(record.id) is None:
+                    await self.store.messages.append(record)
+                    recovered += 1
+        if recovered:
+            log.warning("recovered %d messages from the conversation log into the database", recovered)
+        return recovered

@@ -1,0 +1,80 @@
+"""One conversation-log line: the JSON encoding of a `MessageRecord`, and its strict decoding.
+
+Decoding raises `MalformedLine` with a reason that never quotes the line (it may hold private
+text), so callers can log file, line number and reason safely.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
+
+
+class MalformedLine(ValueError):
+    """A log line that cannot be decoded; `str()` is safe to log (no content)."""
+
+
+def encode_record(record: MessageRecord) -> str:
+    """The record as one JSON line (no trailing newline)."""
+    line: dict[str, Any] = {
+        "id": record.id,
+        "channel": record.chat.channel,
+        "chat_id": record.chat.chat_id,
+        "role": record.role.value,
+        "type": record.type.value,
+        "content": record.content,
+        "created_at": record.created_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+    }
+    if record.metadata is not None:
+        line["metadata"] = record.metadata
+    return json.dumps(line, ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_record(line: str) -> MessageRecord:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise MalformedLine(f"invalid JSON at column {exc.colno}: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise MalformedLine("a line must be a JSON object")
+    try:
+        fields = {name: data[name] for name in ("id", "channel", "chat_id", "role", "type", "content", "created_at")}
+    except KeyError as missing:
+        raise MalformedLine(f"missing field {missing}") from None
+    for name, value in fields.items():
+        if not isinstance(value, str):
+            raise MalformedLine(f"field {name!r} must be a string")
+    metadata = data.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise MalformedLine("field 'metadata' must be an object")
+    try:
+        created_at = datetime.fromisoformat(fields["created_at"])
+        if created_at.tzinfo is None:
+            raise ValueError
+        return MessageRecord(
+            chat=ChatRef(fields["channel"], fields["chat_id"]),
+            role=Role(fields["role"]),
+            type=MessageType(fields["type"]),
+            content=fields["content"],
+            id=fields["id"],
+            created_at=created_at.astimezone(UTC),
+            metadata=metadata,
+        )
+    except ValueError as exc:
+        reason = "created_at must be an ISO-8601 time with a zone" if "created_at" in repr(exc) else None
+        raise MalformedLine(reason or _field_problem(fields)) from None
+
+
+def _field_problem(fields: dict[str, str]) -> str:
+    if fields["role"] not in {r.value for r in Role}:
+        return "unknown role"
+    if fields["type"] not in {t.value for t in MessageType}:
+        return "unknown type"
+    try:
+        datetime.fromisoformat(fields["created_at"])
+    except ValueError:
+        return "created_at is not an ISO-8601 time"
+    return "invalid channel or chat_id, or created_at without a time zone"

@@ -1,0 +1,1 @@
+"""Storage: the async storage protocol, its SQLite implementation and the schema migrations."""

@@ -1,0 +1,123 @@
+"""The storage protocol every backend implements (SQLite now, PostgreSQL later).
+
+It is split into small repositories, one per concern, so each stays easy to read and to
+implement twice; `Storage` bundles them with the lifecycle. Every method is async: backends run
+blocking database calls off the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from klaw.store.records import ChatRef, MessageRecord, SearchHit, Segment, StoredMessage
+
+
+class StorageError(RuntimeError):
+    """The store cannot do what was asked; the message says why and what to do."""
+
+
+class IndexMismatchError(StorageError):
+    """Vectors of another embedder (model or dimension) are already stored in a vector table."""
+
+
+class MessageRepository(Protocol):
+    async def append(self, record: MessageRecord) -> StoredMessage:
+        """Insert a message into the chat's current segment and return it with its rowid
+        (the rowid links `messages`, `messages_fts` and `vec_messages`). Idempotent on
+        `record.id`: appending an id that is already stored returns the stored message, so
+        replaying the log after a crash never duplicates. A `session_break` record closes the
+        chat's segment and opens a new one instead of inserting a message."""
+        ...
+
+    async def get(self, message_id: str) -> StoredMessage | None: ...
+
+    async def by_rowids(self, rowids: Sequence[int]) -> list[StoredMessage]: ...
+
+    async def window(self, segment_id: int, limit: int) -> list[StoredMessage]:
+        """The last `limit` messages of a segment, oldest first."""
+        ...
+
+    async def count_in_segment(self, segment_id: int) -> int: ...
+
+    async def known_ids(self, chat: ChatRef, since: datetime) -> set[str]:
+        """Ids of the chat's messages created at or after `since` (for log recovery)."""
+        ...
+
+    async def latest_created_at(self, chat: ChatRef) -> datetime | None: ...
+
+
+class SegmentRepository(Protocol):
+    async def current(self, chat: ChatRef) -> Segment:
+        """The chat's open segment, created on first use."""
+        ...
+
+    async def get(self, segment_id: int) -> Segment | None: ...
+
+    async def list(self, chat: ChatRef) -> list[Segment]: ...
+
+
+class SearchRepository(Protocol):
+    async def full_text(
+        self,
+        chat: ChatRef,
+        text: str,
+        *,
+        limit: int,
+        segment_id: int | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[SearchHit]:
+        """Full-text search over the chat's messages. `text` is what a person typed: the backend
+        turns it into a safe query (syntax characters never raise). Best first."""
+        ...
+
+    async def nearest(
+        self,
+        chat: ChatRef,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int,
+        segment_id: int | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[SearchHit]:
+        """K nearest messages by cosine distance (score = distance, lower is closer)."""
+        ...
+
+
+class VectorRepository(Protocol):
+    async def bind_embedder(self, embedder_id: str, dim: int) -> None:
+        """Record the embedder for the message vector table, creating it on first use.
+        Raises `IndexMismatchError` if vectors of another embedder or size are stored."""
+        ...
+
+    async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
+        """Store message vectors by rowid (existing ones are kept). Returns how many were new."""
+        ...
+
+    async def count(self) -> int: ...
+
+
+class SettingsRepository(Protocol):
+    async def get(self, key: str) -> Any | None: ...
+
+    async def set(self, key: str, value: Any) -> None: ...
+
+    async def delete(self, key: str) -> None: ...
+
+
+class Storage(Protocol):
+    messages: MessageRepository
+    segments: SegmentRepository
+    search: SearchRepository
+    vectors: VectorRepository
+    settings: SettingsRepository
+
+    async def schema_version(self) -> int: ...
+
+    async def aclose(self) -> None: ...

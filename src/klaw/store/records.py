@@ -1,0 +1,137 @@
+"""The values that cross the storage boundary: what the log holds and what the stores return.
+
+They are plain frozen dataclasses (not ORM rows) so the SQLite and PostgreSQL stores, the
+conversation log and the engine all speak the same types without importing each other.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+from urllib.parse import quote
+
+CHANNEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    SYSTEM = "system"
+
+
+class MessageType(StrEnum):
+    TEXT = "text"
+    TOOL_CALL = "tool_call"  # an assistant message that asks for tool calls
+    TOOL_RESULT = "tool_result"
+    SESSION_BREAK = "session_break"  # `/new`: closes the chat's segment; never stored as a message
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRef:
+    """One conversation partner on one channel."""
+
+    channel: str
+    chat_id: str
+
+    def __post_init__(self) -> None:
+        if not CHANNEL_NAME.match(self.channel):
+            raise ValueError(f"channel name {self.channel!r} is invalid: use 1-32 lowercase letters, digits or '-'")
+        if not self.chat_id:
+            raise ValueError("chat_id must not be empty")
+
+    @property
+    def log_dir_name(self) -> str:
+        """Directory name under conversations/: `<channel>_<chat_id>`, with the id percent-encoded
+        so that no chat id (containing '/', '..', spaces…) can escape or collide."""
+        return f"{self.channel}_{quote(self.chat_id, safe='-.@+=')}".replace("%2E", ".")
+
+    def __str__(self) -> str:
+        return f"{self.channel}:{self.chat_id}"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_message_id() -> str:
+    return uuid.uuid4().hex
+
+
+def to_utc_millis(moment: datetime) -> datetime:
+    """`moment` in UTC, truncated to whole milliseconds (what the log and the database keep)."""
+    if moment.tzinfo is None:
+        raise ValueError("timestamps must be timezone-aware (UTC)")
+    moment = moment.astimezone(UTC)
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
+def to_millis(moment: datetime) -> int:
+    if moment.tzinfo is None:
+        raise ValueError("timestamps must be timezone-aware (UTC)")
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def from_millis(millis: int) -> datetime:
+    """Exact integer arithmetic: float seconds would round some milliseconds off by one."""
+    return _EPOCH + timedelta(milliseconds=millis)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    """One line of the conversation log, and one row of `messages` once ingested."""
+
+    chat: ChatRef
+    role: Role
+    content: str
+    type: MessageType = MessageType.TEXT
+    id: str = field(default_factory=new_message_id)
+    created_at: datetime = field(default_factory=utc_now)
+    metadata: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        # The log and the database keep milliseconds in UTC; normalising here makes a record equal
+        # to itself after a round trip through either.
+        object.__setattr__(self, "created_at", to_utc_millis(self.created_at))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message as the database holds it: the record plus its rowid and segment."""
+
+    rowid: int
+    segment_id: int
+    record: MessageRecord
+
+    @property
+    def role(self) -> Role:
+        return self.record.role
+
+    @property
+    def content(self) -> str:
+        return self.record.content
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """The part of a chat since the last `/new`."""
+
+    id: int
+    chat: ChatRef
+    started_at: datetime
+    ended_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """A message found by a search, with the backend's own score (bm25 rank or cosine distance)."""
+
+    message: StoredMessage
+    score: float

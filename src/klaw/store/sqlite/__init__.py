@@ -1,0 +1,1 @@
+"""SQLite implementation of the storage protocol (apsw + FTS5 + sqlite-vec)."""

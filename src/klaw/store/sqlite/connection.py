@@ -1,0 +1,87 @@
+"""Opening klaw.db: apsw (which can always load extensions, unlike many Pythons' sqlite3 module),
+sqlite-vec loaded, WAL, and a single worker thread that owns the connection.
+
+SQLite serialises writers anyway, so one thread per connection costs nothing in throughput and
+keeps every blocking call off the event loop without locking. Callers `await db.run(fn)` with a
+function that receives the apsw connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+import apsw
+import sqlite_vec
+
+from klaw.store.protocol import StorageError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class SqliteDatabase:
+    """An apsw connection confined to one worker thread."""
+
+    def __init__(self, connection: apsw.Connection, executor: ThreadPoolExecutor, path: Path) -> None:
+        self._connection = connection
+        self._executor = executor
+        self.path = path
+        self._closed = False
+
+    @classmethod
+    async def open(cls, path: Path) -> SqliteDatabase:
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="klaw-sqlite")
+        loop = asyncio.get_running_loop()
+        try:
+            connection = await loop.run_in_executor(executor, _connect, path)
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
+        return cls(connection, executor, path)
+
+    async def run(self, fn: Callable[[apsw.Connection], T]) -> T:
+        if self._closed:
+            raise StorageError(f"the database {self.path} is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, self._connection)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, _checkpoint_and_close, self._connection)
+        self._closed = True
+        self._executor.shutdown(wait=True)
+
+
+def _connect(path: Path) -> apsw.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        connection = apsw.Connection(str(path))
+    except apsw.Error as exc:
+        raise StorageError(f"cannot open the database {path}: {exc}") from exc
+    connection.setbusytimeout(5000)
+    try:
+        connection.enable_load_extension(True)
+        connection.load_extension(sqlite_vec.loadable_path())
+        connection.enable_load_extension(False)
+    except apsw.Error as exc:
+        raise StorageError(
+            f"cannot load sqlite-vec into SQLite: {exc}. Reinstall it with 'pip install --force-reinstall sqlite-vec'."
+        ) from exc
+    connection.execute("PRAGMA journal_mode = WAL")
+    connection.execute("PRAGMA synchronous = NORMAL")
+    connection.execute("PRAGMA foreign_keys = ON")
+    return connection
+
+
+def _checkpoint_and_close(connection: apsw.Connection) -> None:
+    try:
+        connection.execute("PRAGMA optimize")
+    finally:
+        connection.close()

@@ -1,0 +1,132 @@
+"""Messages in SQLite: append (idempotent on id), window, counts, lookups."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+import apsw
+
+from klaw.store.records import ChatRef, MessageRecord, MessageType, StoredMessage, from_millis, to_millis
+from klaw.store.sqlite.chats import ChatKeys
+from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
+from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
+from klaw.store.sqlite.segments import close_segment, open_segment_id
+
+
+class SqliteMessages:
+    def __init__(self, db: SqliteDatabase, chats: ChatKeys) -> None:
+        self._db = db
+        self._chats = chats
+
+    async def append(self, record: MessageRecord) -> StoredMessage:
+        return await self._db.run(lambda connection: self.append_in(connection, record))
+
+    async def append_many(self, records: Sequence[MessageRecord]) -> list[StoredMessage]:
+        """Append several records in one transaction (reindex and imports)."""
+
+        def insert(connection: apsw.Connection) -> list[StoredMessage]:
+            with connection:
+                stored = [self.append_in(connection, record) for record in records]
+            return stored
+
+        return await self._db.run(insert)
+
+    def append_in(self, connection: apsw.Connection, record: MessageRecord) -> StoredMessage:
+        """Append on the worker thread; the one place that decides a message's segment."""
+        with connection:
+            existing = fetch_one(connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?", (record.id,))
+            if existing is not None:
+                return message_from_row(existing)
+            chat_key = self._chats.ensure(connection, record.chat)
+            created_at = to_millis(record.created_at)
+            segment_id = open_segment_id(connection, chat_key, created_at)
+            connection.execute(
+                "INSERT INTO messages (id, channel, chat_id, chat, segment_id, role, type, content, metadata,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.id,
+                    record.chat.channel,
+                    record.chat.chat_id,
+                    chat_key,
+                    segment_id,
+                    record.role.value,
+                    record.type.value,
+                    record.content,
+                    None if record.metadata is None else json.dumps(record.metadata, ensure_ascii=False),
+                    created_at,
+                ),
+            )
+            rowid = int(connection.last_insert_rowid())
+            if record.type is MessageType.SESSION_BREAK:
+                close_segment(connection, segment_id, chat_key, created_at)
+        return StoredMessage(rowid=rowid, segment_id=segment_id, record=record)
+
+    async def get(self, message_id: str) -> StoredMessage | None:
+        def query(connection: apsw.Connection) -> StoredMessage | None:
+            row = fetch_one(connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?", (message_id,))
+            return None if row is None else message_from_row(row)
+
+        return await self._db.run(query)
+
+    async def by_rowids(self, rowids: Sequence[int]) -> list[StoredMessage]:
+        """Messages for `rowids`, in the order given (missing rowids are skipped)."""
+        if not rowids:
+            return []
+        wanted = list(rowids)
+
+        def query(connection: apsw.Connection) -> list[StoredMessage]:
+            marks = ",".join("?" * len(wanted))
+            rows = fetch_all(connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.rowid IN ({marks})", wanted)
+            found = {row[0]: message_from_row(row) for row in rows}
+            return [found[rowid] for rowid in wanted if rowid in found]
+
+        return await self._db.run(query)
+
+    async def window(self, segment_id: int, limit: int) -> list[StoredMessage]:
+        def query(connection: apsw.Connection) -> list[StoredMessage]:
+            rows = fetch_all(
+                connection,
+                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.segment_id = ? AND m.type != ?"
+                " ORDER BY m.rowid DESC LIMIT ?",
+                (segment_id, MessageType.SESSION_BREAK.value, limit),
+            )
+            return [message_from_row(row) for row in reversed(rows)]
+
+        return await self._db.run(query)
+
+    async def count_in_segment(self, segment_id: int) -> int:
+        def query(connection: apsw.Connection) -> int:
+            return int(
+                fetch_value(
+                    connection,
+                    "SELECT count(*) FROM messages WHERE segment_id = ? AND type != ?",
+                    (segment_id, MessageType.SESSION_BREAK.value),
+                )
+            )
+
+        return await self._db.run(query)
+
+    async def known_ids(self, chat: ChatRef, since: datetime) -> set[str]:
+        def query(connection: apsw.Connection) -> set[str]:
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None:
+                return set()
+            rows = fetch_all(
+                connection, "SELECT id FROM messages WHERE chat = ? AND created_at >= ?", (chat_key, to_millis(since))
+            )
+            return {row[0] for row in rows}
+
+        return await self._db.run(query)
+
+    async def latest_created_at(self, chat: ChatRef) -> datetime | None:
+        def query(connection: apsw.Connection) -> datetime | None:
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None:
+                return None
+            latest = fetch_value(connection, "SELECT max(created_at) FROM messages WHERE chat = ?", (chat_key,))
+            return None if latest is None else from_millis(int(latest))
+
+        return await self._db.run(query)

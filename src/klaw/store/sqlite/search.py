@@ -1,0 +1,119 @@
+"""Full-text (FTS5 bm25) and vector (sqlite-vec KNN) search over a chat's messages.
+
+The KNN query filters by the vec0 partition key (chat) and metadata columns (segment, time) inside
+sqlite-vec, with `k = ?`, and fetches the messages in a second query: joining a CTE into a vec0
+query would re-run the KNN per row.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import apsw
+import numpy as np
+import numpy.typing as npt
+
+from klaw.store.records import ChatRef, SearchHit, to_millis
+from klaw.store.sqlite.chats import ChatKeys
+from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.fts_query import fts5_match_expression
+from klaw.store.sqlite.query import fetch_all
+from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
+from klaw.store.sqlite.vectors import MESSAGE_VECTORS, vector_table_exists
+
+
+class SqliteSearch:
+    def __init__(self, db: SqliteDatabase, chats: ChatKeys) -> None:
+        self._db = db
+        self._chats = chats
+
+    async def full_text(
+        self,
+        chat: ChatRef,
+        text: str,
+        *,
+        limit: int,
+        segment_id: int | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[SearchHit]:
+        expression = fts5_match_expression(text)
+        if expression is None or limit <= 0:
+            return []
+
+        def query(connection: apsw.Connection) -> list[SearchHit]:
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None:
+                return []
+            where, params = _scope("m.chat", chat_key, "m.segment_id", segment_id, "m.created_at", since, until)
+            rows = fetch_all(
+                connection,
+                f"SELECT {MESSAGE_COLUMNS}, bm25(messages_fts) AS score FROM messages_fts"
+                f" JOIN messages m ON m.rowid = messages_fts.rowid"
+                f" WHERE messages_fts MATCH ? AND {where} ORDER BY score LIMIT ?",
+                (expression, *params, limit),
+            )
+            return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
+
+        return await self._db.run(query)
+
+    async def nearest(
+        self,
+        chat: ChatRef,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int,
+        segment_id: int | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[SearchHit]:
+        if limit <= 0:
+            return []
+        blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+
+        def query(connection: apsw.Connection) -> list[SearchHit]:
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None or not vector_table_exists(connection, MESSAGE_VECTORS):
+                return []
+            where, params = _scope("chat_key", chat_key, "segment_id", segment_id, "created_at", since, until)
+            neighbours = fetch_all(
+                connection,
+                f"SELECT rowid, distance FROM {MESSAGE_VECTORS} WHERE embedding MATCH ? AND k = ? AND {where}"
+                " ORDER BY distance",
+                (blob, limit, *params),
+            )
+            if not neighbours:
+                return []
+            distances = {int(rowid): float(distance) for rowid, distance in neighbours}
+            marks = ",".join("?" * len(distances))
+            rows = fetch_all(
+                connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.rowid IN ({marks})", list(distances)
+            )
+            by_rowid = {row[0]: message_from_row(row) for row in rows}
+            return [SearchHit(by_rowid[rowid], distance) for rowid, distance in distances.items() if rowid in by_rowid]
+
+        return await self._db.run(query)
+
+
+def _scope(
+    chat_column: str,
+    chat_key: int,
+    segment_column: str,
+    segment_id: int | None,
+    time_column: str,
+    since: datetime | None,
+    until: datetime | None,
+) -> tuple[str, list[Any]]:
+    clauses = [f"{chat_column} = ?"]
+    params: list[Any] = [chat_key]
+    if segment_id is not None:
+        clauses.append(f"{segment_column} = ?")
+        params.append(segment_id)
+    if since is not None:
+        clauses.append(f"{time_column} >= ?")
+        params.append(to_millis(since))
+    if until is not None:
+        clauses.append(f"{time_column} < ?")
+        params.append(to_millis(until))
+    return " AND ".join(clauses), params

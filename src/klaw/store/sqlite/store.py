@@ -1,0 +1,45 @@
+"""`SqliteStore`: the storage protocol on one klaw.db file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from klaw.store.records import utc_now
+from klaw.store.sqlite.chats import ChatKeys
+from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.messages import SqliteMessages
+from klaw.store.sqlite.migrations import current_version, migrate
+from klaw.store.sqlite.search import SqliteSearch
+from klaw.store.sqlite.segments import SqliteSegments
+from klaw.store.sqlite.settings import SqliteSettings
+from klaw.store.sqlite.vectors import SqliteVectors
+
+
+class SqliteStore:
+    def __init__(self, db: SqliteDatabase, clock: Callable[[], datetime]) -> None:
+        self.db = db
+        chats = ChatKeys()
+        self.messages = SqliteMessages(db, chats)
+        self.segments = SqliteSegments(db, chats, clock)
+        self.search = SqliteSearch(db, chats)
+        self.vectors = SqliteVectors(db)
+        self.settings = SqliteSettings(db)
+
+    @classmethod
+    async def open(cls, path: Path, *, clock: Callable[[], datetime] = utc_now) -> SqliteStore:
+        """Open (creating if needed) and migrate the database at `path`."""
+        db = await SqliteDatabase.open(path)
+        try:
+            await db.run(lambda connection: migrate(connection))
+        except BaseException:
+            await db.aclose()
+            raise
+        return cls(db, clock)
+
+    async def schema_version(self) -> int:
+        return await self.db.run(current_version)
+
+    async def aclose(self) -> None:
+        await self.db.aclose()

@@ -1,0 +1,106 @@
+"""Message vectors in a sqlite-vec `vec0` table, bound to one embedder through `index_meta`.
+
+The table is partitioned by chat (`chat_key`) and carries `segment_id` and `created_at` as
+metadata columns, so per-chat, per-segment and time-bounded KNN are answered inside sqlite-vec
+(~1 ms per chat at 100k vectors with chunk_size 128) instead of filtering afterwards.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import apsw
+import numpy as np
+import numpy.typing as npt
+
+from klaw.store.protocol import IndexMismatchError, StorageError
+from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.query import fetch_one, fetch_value
+
+MESSAGE_VECTORS = "vec_messages"
+
+
+def vector_table_exists(connection: apsw.Connection, table: str) -> bool:
+    row = fetch_one(connection, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+    return row is not None
+
+
+class SqliteVectors:
+    def __init__(self, db: SqliteDatabase) -> None:
+        self._db = db
+        self._dim: int | None = None
+
+    async def bind_embedder(self, embedder_id: str, dim: int) -> None:
+        def bind(connection: apsw.Connection) -> None:
+            with connection:
+                row = fetch_one(
+                    connection, "SELECT embedder_id, dim FROM index_meta WHERE table_name = ?", (MESSAGE_VECTORS,)
+                )
+                exists = vector_table_exists(connection, MESSAGE_VECTORS)
+                if row is not None and exists and (row[0], row[1]) != (embedder_id, dim):
+                    stored = fetch_value(connection, f"SELECT count(*) FROM {MESSAGE_VECTORS}")
+                    if stored:
+                        raise IndexMismatchError(
+                            f"{MESSAGE_VECTORS} holds {stored} vectors from embedder {row[0]!r} (dim {row[1]}),"
+                            f" but the configured embedder is {embedder_id!r} (dim {dim}). Vectors of"
+                            " different models cannot be mixed: run 'klaw reindex' to re-embed with the"
+                            " configured embedder, or set the embedder back in engine.yaml."
+                        )
+                    connection.execute(f"DROP TABLE {MESSAGE_VECTORS}")
+                    exists = False
+                if not exists:
+                    connection.execute(
+                        f"CREATE VIRTUAL TABLE {MESSAGE_VECTORS} USING vec0("
+                        f"chat_key integer partition key, embedding float[{dim}] distance_metric=cosine,"
+                        " segment_id integer, created_at integer, chunk_size=128)"
+                    )
+                connection.execute(
+                    "INSERT INTO index_meta (table_name, embedder_id, dim, created_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (table_name) DO UPDATE SET embedder_id = excluded.embedder_id,"
+                    " dim = excluded.dim",
+                    (MESSAGE_VECTORS, embedder_id, dim, int(time.time() * 1000)),
+                )
+            self._dim = dim
+
+        await self._db.run(bind)
+
+    async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
+        if not vectors:
+            return 0
+        if self._dim is None:
+            raise StorageError("bind_embedder must be called before vectors are stored")
+        dim = self._dim
+        for rowid, vector in vectors:
+            if vector.shape != (dim,):
+                raise StorageError(f"vector for message {rowid} has shape {vector.shape}, expected ({dim},)")
+        blobs = [(rowid, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for rowid, v in vectors]
+
+        def insert(connection: apsw.Connection) -> int:
+            added = 0
+            with connection:
+                for rowid, blob in blobs:
+                    if fetch_one(connection, f"SELECT 1 FROM {MESSAGE_VECTORS} WHERE rowid = ?", (rowid,)):
+                        continue
+                    meta = fetch_one(
+                        connection, "SELECT chat, segment_id, created_at FROM messages WHERE rowid = ?", (rowid,)
+                    )
+                    if meta is None:
+                        continue
+                    connection.execute(
+                        f"INSERT INTO {MESSAGE_VECTORS} (rowid, chat_key, embedding, segment_id, created_at)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (rowid, meta[0], blob, meta[1], meta[2]),
+                    )
+                    added += 1
+            return added
+
+        return await self._db.run(insert)
+
+    async def count(self) -> int:
+        def query(connection: apsw.Connection) -> int:
+            if not vector_table_exists(connection, MESSAGE_VECTORS):
+                return 0
+            return int(fetch_value(connection, f"SELECT count(*) FROM {MESSAGE_VECTORS}"))
+
+        return await self._db.run(query)

@@ -1,0 +1,1 @@
+"""The tool registry and the built-in tools."""

@@ -1,0 +1,251 @@
+"""The SQLite store against a real file with sqlite-vec loaded through apsw."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import apsw
+import numpy as np
+import pytest
+
+from klaw.store.protocol import IndexMismatchError
+from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
+from klaw.store.sqlite.migrations import bundled_migrations
+from klaw.store.sqlite.store import SqliteStore
+
+ALICE = ChatRef("console", "alice")
+BOB = ChatRef("telegram", "-100200")
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def message(chat: ChatRef, text: str, minutes: int = 0, role: Role = Role.USER) -> MessageRecord:
+    return MessageRecord(chat=chat, role=role, content=text, created_at=T0 + timedelta(minutes=minutes))
+
+
+def unit(*values: float) -> np.ndarray:
+    vector = np.zeros(8, dtype=np.float32)
+    vector[: len(values)] = values
+    return vector / np.linalg.norm(vector)
+
+
+def test_default_python_loads_sqlite_vec_through_apsw() -> None:
+    """The machine's default python3 cannot load extensions via sqlite3; apsw always can."""
+    code = (
+        "import apsw, sqlite_vec; c = apsw.Connection(':memory:'); c.enable_load_extension(True);"
+        " c.load_extension(sqlite_vec.loadable_path()); print(c.execute('select vec_version()').fetchone()[0])"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.startswith("v0.")
+
+
+async def test_migrations_from_empty_create_every_table(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "new.db")
+    try:
+        assert await store.schema_version() == len(bundled_migrations())
+        names = await store.db.run(
+            lambda c: {row[0] for row in c.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
+        )
+        for table in (
+            "messages",
+            "messages_fts",
+            "segments",
+            "exchanges",
+            "sessions",
+            "settings",
+            "embedding_jobs",
+            "index_meta",
+            "chats",
+        ):
+            assert table in names
+        mode = await store.db.run(lambda c: c.execute("PRAGMA journal_mode").fetchone()[0])
+        assert mode == "wal"
+    finally:
+        await store.aclose()
+
+
+async def test_reopening_does_not_migrate_twice(tmp_path: Path) -> None:
+    path = tmp_path / "klaw.db"
+    first = await SqliteStore.open(path)
+    await first.messages.append(message(ALICE, "hello"))
+    await first.aclose()
+    second = await SqliteStore.open(path)
+    try:
+        rows = await second.db.run(lambda c: c.execute("SELECT count(*) FROM schema_version").fetchone()[0])
+        assert rows == len(bundled_migrations())
+        assert await second.messages.count_in_segment((await second.segments.current(ALICE)).id) == 1
+    finally:
+        await second.aclose()
+
+
+async def test_newer_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "klaw.db"
+    (await SqliteStore.open(path)).db  # noqa: B018 - create it
+    connection = apsw.Connection(str(path))
+    connection.execute("INSERT INTO schema_version VALUES (999, '0999_future.sql', 0)")
+    connection.close()
+    with pytest.raises(Exception, match="schema version 999.*upgrade klaw"):
+        await SqliteStore.open(path)
+
+
+async def test_append_returns_increasing_rowids_matching_sqlite(store: SqliteStore) -> None:
+    stored = [await store.messages.append(message(ALICE, f"m{i}", i)) for i in range(3)]
+    assert [s.rowid for s in stored] == sorted(s.rowid for s in stored)
+    assert len({s.rowid for s in stored}) == 3
+    actual = await store.db.run(lambda c: c.execute("SELECT rowid, id FROM messages ORDER BY rowid").fetchall())
+    assert [(s.rowid, s.record.id) for s in stored] == [tuple(row) for row in actual]
+
+
+async def test_append_is_idempotent_on_message_id(store: SqliteStore) -> None:
+    record = message(ALICE, "once")
+    first = await store.messages.append(record)
+    again = await store.messages.append(record)
+    assert again.rowid == first.rowid
+    assert await store.messages.count_in_segment(first.segment_id) == 1
+
+
+async def test_window_is_last_messages_oldest_first_with_rowids(store: SqliteStore) -> None:
+    stored = [await store.messages.append(message(ALICE, f"m{i}", i)) for i in range(5)]
+    window = await store.messages.window(stored[0].segment_id, 3)
+    assert [m.content for m in window] == ["m2", "m3", "m4"]
+    assert [m.rowid for m in window] == [s.rowid for s in stored[2:]]
+    assert window[0].record.created_at == T0 + timedelta(minutes=2)
+
+
+async def test_session_break_starts_a_new_segment(store: SqliteStore) -> None:
+    before = await store.messages.append(message(ALICE, "old topic"))
+    await store.messages.append(
+        MessageRecord(ALICE, Role.SYSTEM, "", type=MessageType.SESSION_BREAK, created_at=T0 + timedelta(minutes=1))
+    )
+    after = await store.messages.append(message(ALICE, "new topic", 2))
+    assert after.segment_id != before.segment_id
+    window = await store.messages.window(after.segment_id, 20)
+    assert [m.content for m in window] == ["new topic"]
+    segments = await store.segments.list(ALICE)
+    assert [s.ended_at is None for s in segments] == [False, True]
+    assert segments[1].started_at == T0 + timedelta(minutes=1)
+    assert (await store.segments.current(ALICE)).id == after.segment_id
+
+
+async def test_metadata_round_trips(store: SqliteStore) -> None:
+    record = MessageRecord(ALICE, Role.ASSISTANT, "x", type=MessageType.TOOL_CALL, metadata={"tool_calls": [1]})
+    await store.messages.append(record)
+    loaded = await store.messages.get(record.id)
+    assert loaded is not None
+    assert loaded.record == record
+
+
+async def test_full_text_is_scoped_by_chat(store: SqliteStore) -> None:
+    await store.messages.append(message(ALICE, "my cat is called Whiskers"))
+    await store.messages.append(message(BOB, "Bob's cat is called Tom"))
+    hits = await store.search.full_text(ALICE, "what is my cat called?", limit=10)
+    assert [h.message.content for h in hits] == ["my cat is called Whiskers"]
+
+
+async def test_full_text_is_scoped_by_segment_and_time(store: SqliteStore) -> None:
+    early = await store.messages.append(message(ALICE, "pizza in January", 0))
+    await store.messages.append(message(ALICE, "pizza in February", 60 * 24 * 31))
+    late = T0 + timedelta(days=20)
+    since = await store.search.full_text(ALICE, "pizza", limit=10, since=late)
+    assert [h.message.content for h in since] == ["pizza in February"]
+    until = await store.search.full_text(ALICE, "pizza", limit=10, until=late)
+    assert [h.message.content for h in until] == ["pizza in January"]
+    await store.messages.append(
+        MessageRecord(ALICE, Role.SYSTEM, "", type=MessageType.SESSION_BREAK, created_at=T0 + timedelta(days=40))
+    )
+    await store.messages.append(message(ALICE, "pizza again", 60 * 24 * 41))
+    current = await store.segments.current(ALICE)
+    scoped = await store.search.full_text(ALICE, "pizza", limit=10, segment_id=current.id)
+    assert [h.message.content for h in scoped] == ["pizza again"]
+    old = await store.search.full_text(ALICE, "pizza", limit=10, segment_id=early.segment_id)
+    assert len(old) == 2
+
+
+async def test_full_text_ranks_more_matching_words_first_and_stems(store: SqliteStore) -> None:
+    await store.messages.append(message(ALICE, "I was running in the park", 0))
+    await store.messages.append(message(ALICE, "the weather in the park was lovely", 1))
+    hits = await store.search.full_text(ALICE, "run park", limit=10)
+    assert hits[0].message.content == "I was running in the park"
+    assert len(hits) == 2
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"unbalanced', "a AND OR NOT", "NEAR(x y", "col:value", "*", "(", "-minus", "a^b", "'; DROP TABLE messages;--"],
+)
+async def test_full_text_never_raises_on_syntax_characters(store: SqliteStore, query: str) -> None:
+    await store.messages.append(message(ALICE, "value minus table near x"))
+    await store.search.full_text(ALICE, query, limit=5)
+
+
+async def test_full_text_without_words_returns_nothing(store: SqliteStore) -> None:
+    await store.messages.append(message(ALICE, "hello"))
+    assert await store.search.full_text(ALICE, "?!  ...", limit=5) == []
+
+
+async def test_vectors_are_scoped_by_chat_segment_and_time(store: SqliteStore) -> None:
+    await store.vectors.bind_embedder("test-embedder", 8)
+    a1 = await store.messages.append(message(ALICE, "a1", 0))
+    a2 = await store.messages.append(message(ALICE, "a2", 60))
+    b1 = await store.messages.append(message(BOB, "b1", 0))
+    added = await store.vectors.put([(a1.rowid, unit(1, 0)), (a2.rowid, unit(1, 0.2)), (b1.rowid, unit(1, 0))])
+    assert added == 3
+    hits = await store.search.nearest(ALICE, unit(1, 0), limit=10)
+    assert [h.message.content for h in hits] == ["a1", "a2"]
+    assert hits[0].score == pytest.approx(0.0, abs=1e-6)
+    later = await store.search.nearest(ALICE, unit(1, 0), limit=10, since=T0 + timedelta(minutes=30))
+    assert [h.message.content for h in later] == ["a2"]
+    earlier = await store.search.nearest(ALICE, unit(1, 0), limit=10, until=T0 + timedelta(minutes=30))
+    assert [h.message.content for h in earlier] == ["a1"]
+    top1 = await store.search.nearest(ALICE, unit(1, 0.2), limit=1)
+    assert [h.message.content for h in top1] == ["a2"]
+    await store.messages.append(
+        MessageRecord(ALICE, Role.SYSTEM, "", type=MessageType.SESSION_BREAK, created_at=T0 + timedelta(hours=2))
+    )
+    a3 = await store.messages.append(message(ALICE, "a3", 180))
+    await store.vectors.put([(a3.rowid, unit(0, 1))])
+    scoped = await store.search.nearest(ALICE, unit(1, 0), limit=10, segment_id=a3.segment_id)
+    assert [h.message.content for h in scoped] == ["a3"]
+
+
+async def test_putting_a_vector_twice_keeps_the_first(store: SqliteStore) -> None:
+    await store.vectors.bind_embedder("test-embedder", 8)
+    stored = await store.messages.append(message(ALICE, "x"))
+    assert await store.vectors.put([(stored.rowid, unit(1))]) == 1
+    assert await store.vectors.put([(stored.rowid, unit(0, 1))]) == 0
+    assert await store.vectors.count() == 1
+
+
+async def test_vectors_of_another_embedder_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "klaw.db"
+    store = await SqliteStore.open(path)
+    await store.vectors.bind_embedder("model-a", 8)
+    stored = await store.messages.append(message(ALICE, "x"))
+    await store.vectors.put([(stored.rowid, unit(1))])
+    await store.aclose()
+    reopened = await SqliteStore.open(path)
+    try:
+        with pytest.raises(IndexMismatchError, match=r"model-a.*model-b.*klaw reindex"):
+            await reopened.vectors.bind_embedder("model-b", 16)
+        await reopened.vectors.bind_embedder("model-a", 8)  # the same embedder is fine
+    finally:
+        await reopened.aclose()
+
+
+async def test_an_empty_vector_table_is_rebound_to_a_new_embedder(store: SqliteStore) -> None:
+    await store.vectors.bind_embedder("model-a", 8)
+    await store.vectors.bind_embedder("model-b", 4)
+    stored = await store.messages.append(message(ALICE, "x"))
+    assert await store.vectors.put([(stored.rowid, np.array([1, 0, 0, 0], dtype=np.float32))]) == 1
+
+
+async def test_settings_round_trip_json(store: SqliteStore) -> None:
+    assert await store.settings.get("rag") is None
+    await store.settings.set("rag", {"enabled": False, "limit": 3})
+    assert await store.settings.get("rag") == {"enabled": False, "limit": 3}
+    await store.settings.set("rag", {"enabled": True})
+    assert await store.settings.get("rag") == {"enabled": True}
+    await store.settings.delete("rag")
+    assert await store.settings.get("rag") is None
