@@ -1,0 +1,58 @@
+"""The root of the `klaw` command line; nouns are registered from their own modules."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from klaw.cli import bench_cmd, config_cmd, db_cmd, log_cmd
+from klaw.cli.context import home_from_env
+from klaw.home_init import initialise_home
+
+app = typer.Typer(
+    name="klaw",
+    help="klaw: a self-hosted personal AI agent with long-term conversational memory.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(config_cmd.app, name="config")
+app.add_typer(db_cmd.app, name="db")
+app.add_typer(log_cmd.app, name="log")
+app.add_typer(bench_cmd.app, name="bench")
+
+
+@app.callback()
+def _root(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details to stderr.")] = False,
+) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+
+
+@app.command()
+def init(
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files with the defaults.")] = False,
+    if_missing: Annotated[
+        bool, typer.Option("--if-missing", help="Say nothing when KLAW_HOME is already set up.")
+    ] = False,
+) -> None:
+    """Create KLAW_HOME (default ~/.klaw): a commented engine.yaml and the workspace files."""
+    home = home_from_env()
+    report = initialise_home(home, overwrite=force)
+    console = Console()
+    if if_missing and not report.written:
+        return
+    for path in report.written:
+        console.print(f"wrote  {path}")
+    for path in report.kept:
+        console.print(f"kept   {path} (exists; --force overwrites)")
+    console.print(f"\nklaw home: {home.root}\nEdit {home.config_file} to choose your model.")
+
+
+def main() -> None:
+    app()

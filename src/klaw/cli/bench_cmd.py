@@ -1,0 +1,101 @@
+"""`klaw bench …`: measured figures for speed targets (never timed unit tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+app = typer.Typer(help="Benchmarks: embedder throughput, vector search latency, …", no_args_is_help=True)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+    )
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {platform.system()}"
+
+
+def _emit(result: dict[str, Any], out: Path | None) -> None:
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+
+
+@app.command()
+def vectors(
+    rows: Annotated[int, typer.Option(help="Messages (and vectors) in the database.")] = 100_000,
+    chats: Annotated[int, typer.Option(help="Chats the rows are spread over; queries search one.")] = 1,
+    dim: Annotated[int, typer.Option(help="Vector size (384 = MiniLM).")] = 384,
+    k: Annotated[int, typer.Option(help="Neighbours per query.")] = 20,
+    queries: Annotated[int, typer.Option(help="Queries to time.")] = 200,
+    out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
+) -> None:
+    """Per-chat vector (sqlite-vec) and full-text latency at scale, beside a numpy brute-force floor."""
+    from klaw.bench.vector_bench import measure_vector_search
+
+    with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
+        tasks: dict[str, Any] = {}
+
+        def report(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = progress.add_task(stage, total=total)
+            progress.update(tasks[stage], completed=done)
+
+        result = asyncio.run(
+            measure_vector_search(
+                Path(tmp) / "bench.db", rows=rows, chats=chats, dim=dim, k=k, queries=queries, progress=report
+            )
+        )
+    console = Console()
+    console.print(f"machine: {machine()}")
+    console.print(
+        f"{result.rows} rows in {result.chats} chat(s), dim {result.dim}, k={result.k};"
+        f" insert {result.insert_rows_per_s:.0f} rows/s"
+    )
+    console.print(f"sqlite-vec KNN (messages fetched): {result.knn}   recall@k vs exact: {result.recall_at_k:.3f}")
+    console.print(f"numpy brute-force floor:          {result.numpy_floor}")
+    console.print(f"FTS5 bm25:                        {result.full_text}")
+    _emit({"machine": machine(), **asdict(result)}, out)
+
+
+@app.command()
+def embed(
+    texts: Annotated[int, typer.Option(help="Sentences to embed per batch size.")] = 512,
+    out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
+) -> None:
+    """Throughput of the configured embedder: one sentence at a time and batched."""
+    from klaw.bench.embedder_bench import benchmark_sentences, measure_embedder
+    from klaw.cli.context import home_from_env, load_or_exit
+    from klaw.memory.embedder.factory import create_embedder
+
+    config = load_or_exit(home_from_env()).config
+    embedder = create_embedder(config.embedder)
+
+    async def run() -> Any:
+        try:
+            with _progress() as progress:
+                task = progress.add_task(f"embedding with {embedder.model_id}", total=None)
+                return await measure_embedder(
+                    embedder,
+                    texts=benchmark_sentences(texts),
+                    progress=lambda done: progress.update(task, completed=done),
+                )
+        finally:
+            await embedder.aclose()
+
+    result = asyncio.run(run())
+    Console().print(f"machine: {machine()}\n{result}")
+    _emit({"machine": machine(), "embedder": embedder.model_id, **asdict(result)}, out)

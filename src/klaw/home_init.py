@@ -1,0 +1,36 @@
+"""`klaw init`: create KLAW_HOME with a commented engine.yaml and the workspace files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from klaw.home import KlawHome
+
+WORKSPACE_FILES = ("SOUL.md", "IDENTITY.md", "AGENTS.md")
+
+
+@dataclass
+class InitReport:
+    written: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)
+
+
+def initialise_home(home: KlawHome, *, overwrite: bool = False) -> InitReport:
+    """Write the default files that are missing (all of them with `overwrite`); never touch others."""
+    templates = resources.files("klaw.templates")
+    targets = [(templates / "engine.yaml", home.config_file)]
+    targets += [(templates / "workspace" / name, home.workspace / name) for name in WORKSPACE_FILES]
+    report = InitReport()
+    home.root.mkdir(parents=True, exist_ok=True)
+    home.root.chmod(0o700)  # conversations are private
+    for directory in (home.workspace, home.workspace / "skills", home.conversations):
+        directory.mkdir(parents=True, exist_ok=True)
+    for source, target in targets:
+        if target.exists() and not overwrite:
+            report.kept.append(target)
+            continue
+        target.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+        report.written.append(target)
+    return report

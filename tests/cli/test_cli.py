@@ -1,0 +1,93 @@
+"""The `klaw` command as a person runs it: a real subprocess with KLAW_HOME pointed at a temp dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def klaw(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "KLAW_HOME": str(home), "COLUMNS": "200", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "klaw", *args], capture_output=True, text=True, env=full_env, timeout=60
+    )
+
+
+def test_help_lists_every_command(tmp_path: Path) -> None:
+    result = klaw(tmp_path, "--help")
+    assert result.returncode == 0
+    for command in ("init", "config", "db", "log", "bench"):
+        assert command in result.stdout
+
+
+def test_init_writes_config_and_workspace_then_keeps_them(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first = klaw(home, "init")
+    assert first.returncode == 0, first.stderr
+    for name in ("engine.yaml", "workspace/SOUL.md", "workspace/IDENTITY.md", "workspace/AGENTS.md"):
+        assert (home / name).is_file()
+    assert oct((home).stat().st_mode & 0o777) == "0o700"
+    (home / "workspace" / "SOUL.md").write_text("mine", encoding="utf-8")
+    again = klaw(home, "init")
+    assert "kept" in again.stdout
+    assert (home / "workspace" / "SOUL.md").read_text(encoding="utf-8") == "mine"
+    assert klaw(home, "init", "--if-missing").stdout == ""
+
+
+def test_written_default_config_is_valid_and_equals_the_built_in_defaults(tmp_path: Path) -> None:
+    from klaw.config import EngineConfig
+    from klaw.config_loader import load_config
+
+    klaw(tmp_path, "init")
+    assert load_config(tmp_path / "engine.yaml", env={}).config == EngineConfig()
+
+
+def test_config_show_reports_values_and_their_sources(tmp_path: Path) -> None:
+    (tmp_path / "engine.yaml").write_text("processing:\n  debounceMs: 700\n", encoding="utf-8")
+    result = klaw(tmp_path, "config", "show", "--json", env={"KLAW__CONTEXT__SLIDINGWINDOW": "9"})
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["processing.debounceMs"] == {"value": 700, "source": "engine.yaml"}
+    assert shown["context.slidingWindow"] == {"value": 9, "source": "env KLAW__CONTEXT__SLIDINGWINDOW"}
+    assert shown["autoRag.topK"] == {"value": 3, "source": "default"}
+    table = klaw(tmp_path, "config", "show")
+    assert "processing.debounceMs" in table.stdout
+
+
+def test_invalid_config_stops_with_field_value_and_rule_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "engine.yaml").write_text("autoRag:\n  topK: 0\n", encoding="utf-8")
+    result = klaw(tmp_path, "config", "show")
+    assert result.returncode == 2
+    assert "autoRag.topK = 0" in result.stderr
+    assert "greater than 0" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_log_check_reports_malformed_lines_without_content(tmp_path: Path) -> None:
+    chat = tmp_path / "conversations" / "console_me"
+    chat.mkdir(parents=True)
+    (chat / "2026-01-01.jsonl").write_text(
+        '{"id":"a","channel":"console","chat_id":"me","role":"user","type":"text","content":"hi",'
+        '"created_at":"2026-01-01T10:00:00.000Z"}\n{broken PRIVATE\n',
+        encoding="utf-8",
+    )
+    result = klaw(tmp_path, "log", "check")
+    assert result.returncode == 1
+    assert "1 records, 1 malformed" in result.stdout
+    assert "2026-01-01.jsonl:2" in result.stdout
+    assert "PRIVATE" not in result.stdout + result.stderr
+
+
+def test_python_dash_m_and_script_agree(tmp_path: Path) -> None:
+    script = Path(sys.executable).with_name("klaw")
+    result = subprocess.run(
+        [str(script), "config", "path"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KLAW_HOME": str(tmp_path)},
+        check=True,
+    )
+    assert result.stdout.strip() == str(tmp_path.resolve() / "engine.yaml")
