@@ -14,7 +14,16 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.records import ChatRef, MessageRecord, SearchHit, Segment, StoredMessage
+from klaw.store.records import (
+    ChatRef,
+    Exchange,
+    ExchangeStatus,
+    MessageRecord,
+    SearchHit,
+    Segment,
+    SessionState,
+    StoredMessage,
+)
 
 
 class StorageError(RuntimeError):
@@ -111,12 +120,48 @@ class SettingsRepository(Protocol):
     async def delete(self, key: str) -> None: ...
 
 
+class SessionRepository(Protocol):
+    async def get(self, chat: ChatRef) -> SessionState | None: ...
+
+    async def save(self, chat: ChatRef, model: str, at: datetime) -> None: ...
+
+
+class ExchangeRepository(Protocol):
+    async def open(self, chat: ChatRef, segment_id: int, user_message_rowid: int | None, at: datetime) -> Exchange: ...
+
+    async def close(
+        self, exchange_id: int, status: ExchangeStatus, final_message_rowid: int | None, at: datetime
+    ) -> None: ...
+
+    async def get(self, exchange_id: int) -> Exchange | None: ...
+
+    async def for_segment(self, segment_id: int) -> list[Exchange]: ...
+
+
 class Storage(Protocol):
-    messages: MessageRepository
-    segments: SegmentRepository
-    search: SearchRepository
-    vectors: VectorRepository
-    settings: SettingsRepository
+    """A whole store. Repositories are read-only properties, so implementations may expose their
+    concrete repository classes."""
+
+    @property
+    def messages(self) -> MessageRepository: ...
+
+    @property
+    def segments(self) -> SegmentRepository: ...
+
+    @property
+    def search(self) -> SearchRepository: ...
+
+    @property
+    def vectors(self) -> VectorRepository: ...
+
+    @property
+    def settings(self) -> SettingsRepository: ...
+
+    @property
+    def sessions(self) -> SessionRepository: ...
+
+    @property
+    def exchanges(self) -> ExchangeRepository: ...
 
     async def schema_version(self) -> int: ...
 

@@ -28,7 +28,17 @@ class MessageType(StrEnum):
     TEXT = "text"
     TOOL_CALL = "tool_call"  # an assistant message that asks for tool calls
     TOOL_RESULT = "tool_result"
-    SESSION_BREAK = "session_break"  # `/new`: closes the chat's segment; never stored as a message
+    SESSION_BREAK = "session_break"  # `/new`: closes the chat's segment and opens the next
+    MODEL_SWITCH = "model_switch"  # `/model <id>`: metadata {"model": id}; rebuilds sessions from the log
+
+    @property
+    def is_control(self) -> bool:
+        """Control records change chat state; they are logged and stored but never shown to a model,
+        searched or embedded."""
+        return self in (MessageType.SESSION_BREAK, MessageType.MODEL_SWITCH)
+
+
+CONTROL_TYPES = tuple(t.value for t in MessageType if t.is_control)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +137,36 @@ class Segment:
     chat: ChatRef
     started_at: datetime
     ended_at: datetime | None = None
+
+
+class ExchangeStatus(StrEnum):
+    OPEN = "open"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TOOL_LIMIT = "tool_limit"
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One user turn and everything up to the agent's final reply."""
+
+    id: int
+    chat: ChatRef
+    segment_id: int
+    started_at: datetime
+    status: ExchangeStatus
+    user_message_rowid: int | None
+    final_message_rowid: int | None = None
+    ended_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """What the database keeps of a chat's session: its model (the segment lives in `segments`)."""
+
+    chat: ChatRef
+    model: str
+    updated_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

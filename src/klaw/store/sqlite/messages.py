@@ -8,12 +8,15 @@ from datetime import datetime
 
 import apsw
 
-from klaw.store.records import ChatRef, MessageRecord, MessageType, StoredMessage, from_millis, to_millis
+from klaw.store.records import CONTROL_TYPES, ChatRef, MessageRecord, MessageType, StoredMessage, from_millis, to_millis
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.segments import close_segment, open_segment_id
+from klaw.store.sqlite.sessions import save_session_model
+
+CONTROL_SQL = "(" + ", ".join(f"'{t}'" for t in CONTROL_TYPES) + ")"
 
 
 class SqliteMessages:
@@ -62,6 +65,10 @@ class SqliteMessages:
             rowid = int(connection.last_insert_rowid())
             if record.type is MessageType.SESSION_BREAK:
                 close_segment(connection, segment_id, chat_key, created_at)
+            elif record.type is MessageType.MODEL_SWITCH:
+                model = (record.metadata or {}).get("model")
+                if isinstance(model, str):
+                    save_session_model(connection, chat_key, model, created_at)
         return StoredMessage(rowid=rowid, segment_id=segment_id, record=record)
 
     async def get(self, message_id: str) -> StoredMessage | None:
@@ -89,9 +96,9 @@ class SqliteMessages:
         def query(connection: apsw.Connection) -> list[StoredMessage]:
             rows = fetch_all(
                 connection,
-                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.segment_id = ? AND m.type != ?"
+                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.segment_id = ? AND m.type NOT IN {CONTROL_SQL}"
                 " ORDER BY m.rowid DESC LIMIT ?",
-                (segment_id, MessageType.SESSION_BREAK.value, limit),
+                (segment_id, limit),
             )
             return [message_from_row(row) for row in reversed(rows)]
 
@@ -102,8 +109,8 @@ class SqliteMessages:
             return int(
                 fetch_value(
                     connection,
-                    "SELECT count(*) FROM messages WHERE segment_id = ? AND type != ?",
-                    (segment_id, MessageType.SESSION_BREAK.value),
+                    f"SELECT count(*) FROM messages WHERE segment_id = ? AND type NOT IN {CONTROL_SQL}",
+                    (segment_id,),
                 )
             )
 

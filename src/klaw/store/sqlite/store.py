@@ -13,6 +13,7 @@ from klaw.store.sqlite.messages import SqliteMessages
 from klaw.store.sqlite.migrations import current_version, migrate
 from klaw.store.sqlite.search import SqliteSearch
 from klaw.store.sqlite.segments import SqliteSegments
+from klaw.store.sqlite.sessions import SqliteExchanges, SqliteSessions
 from klaw.store.sqlite.settings import SqliteSettings
 from klaw.store.sqlite.vectors import SqliteVectors
 
@@ -26,6 +27,8 @@ class SqliteStore:
         self.search = SqliteSearch(db, chats)
         self.vectors = SqliteVectors(db)
         self.settings = SqliteSettings(db)
+        self.sessions = SqliteSessions(db, chats)
+        self.exchanges = SqliteExchanges(db, chats)
 
     @classmethod
     async def open(cls, path: Path, *, clock: Callable[[], datetime] = utc_now) -> SqliteStore:

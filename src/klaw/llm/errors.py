@@ -1,0 +1,90 @@
+"""Errors from calling a model, one class per thing a caller can do something about.
+
+The engine turns these into a reply the user reads ("the model server is down", "the key in
+OPENAI_API_KEY was rejected"), so every message says what happened, for which model id and base
+URL, and what to do. No message ever contains the request's content (the conversation) or an API
+key: errors end up in logs and chat replies. Server error messages are included (truncated)
+because they usually name the real problem, e.g. an unknown model name.
+"""
+
+from __future__ import annotations
+
+_MAX_SERVER_MESSAGE = 300
+
+
+class LlmError(RuntimeError):
+    """A model call failed. `model_id` and `base_url` say which endpoint; `status` the HTTP status."""
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        model_id: str,
+        base_url: str | None,
+        hint: str = "",
+        status: int | None = None,
+    ) -> None:
+        where = f"model {model_id!r}" + (f" at {base_url}" if base_url else "")
+        message = f"{what} ({where})."
+        if hint:
+            message += f" {hint}"
+        super().__init__(message)
+        self.model_id = model_id
+        self.base_url = base_url
+        self.status = status
+
+
+class LlmTimeoutError(LlmError):
+    """The server sent nothing for the configured timeout (not retried: see `klaw.llm.http`)."""
+
+
+class LlmRateLimitError(LlmError):
+    """HTTP 429 on every attempt. `retry_after` is the server's last requested wait, if it gave one."""
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        model_id: str,
+        base_url: str | None,
+        hint: str = "",
+        status: int | None = 429,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(what, model_id=model_id, base_url=base_url, hint=hint, status=status)
+        self.retry_after = retry_after
+
+
+class LlmServerError(LlmError):
+    """HTTP 5xx (or an error event mid-stream) on every attempt: the server is broken or overloaded."""
+
+
+class LlmConnectionError(LlmError):
+    """The server could not be reached or dropped the connection, on every attempt."""
+
+
+class LlmAuthError(LlmError):
+    """HTTP 401/403, or the environment variable that should hold the API key is unset."""
+
+
+class LlmBadRequestError(LlmError):
+    """HTTP 400/404/422 and other client errors: the request was wrong (e.g. an unknown model name).
+
+    Retrying the same request cannot succeed.
+    """
+
+
+class LlmMalformedResponseError(LlmError):
+    """The server answered 200 with something that is not a valid OpenAI-format response."""
+
+
+class UnknownModelError(LlmError):
+    """A model id that is not configured under `models:` in engine.yaml."""
+
+
+def server_message(text: str) -> str:
+    """A server-supplied error message, shortened so one verbose proxy page cannot flood a reply."""
+    text = " ".join(text.split())
+    if len(text) > _MAX_SERVER_MESSAGE:
+        return text[: _MAX_SERVER_MESSAGE - 1] + "…"
+    return text

@@ -1,0 +1,450 @@
+"""A real HTTP server speaking the OpenAI wire format, scripted by tests and benchmarks.
+
+It lives in the package, not under tests, because `klaw bench turn` and end-to-end tests drive the
+whole engine through it: the client, retries, SSE parsing and the engine's context building are
+all exercised over a real socket, exactly as against Ollama or OpenAI, without a model.
+
+    async with FakeOpenAiServer() as server:
+        server.reply_text("hi")                     # next chat reply; then echo of the last user message
+        config = ModelConfig(base_url=server.base_url)
+        ...
+        server.requests[-1].body["messages"]        # what the client sent
+
+Replies are queued per endpoint (chat, embeddings) and consumed in order; an empty chat queue falls
+back to `default_reply` (echo of the last user message). `latency` / `before=` are awaited before a
+reply, so a benchmark can simulate a slow model and a test can hold a reply until it says so.
+uvicorn runs inside the current event loop without signal handlers or access logs; hung replies
+are released on exit so shutdown is quick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import json
+import re
+import socket
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal
+
+import numpy as np
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from klaw.llm.tokens import approximate_token_count
+
+Endpoint = Literal["chat", "embeddings"]
+Before = Callable[[], Awaitable[None]]
+_SHUTDOWN_GRACE_SECONDS = 2.0
+_ERROR_DEFAULTS = {
+    400: ("invalid_request_error", None, "Invalid request."),
+    401: ("invalid_request_error", "invalid_api_key", "Incorrect API key provided."),
+    403: ("invalid_request_error", "forbidden", "You do not have access to this resource."),
+    404: ("invalid_request_error", "model_not_found", "The model does not exist."),
+    429: ("requests", "rate_limit_exceeded", "Rate limit reached for requests."),
+}
+
+
+@dataclass(frozen=True)
+class TextReply:
+    text: str
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class ToolCallsReply:
+    calls: tuple[tuple[str, str, str], ...]  # (id, name, raw arguments JSON)
+    content: str | None = None
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    status: int
+    message: str | None = None
+    retry_after: float | None = None
+    code: str | None = None
+
+
+@dataclass(frozen=True)
+class MalformedReply:
+    """HTTP 200 whose body (or first stream chunk) is not valid JSON."""
+
+
+@dataclass(frozen=True)
+class HangReply:
+    """Never answers until the server closes; when streaming, sends `partial` text first."""
+
+    partial: str | None = None
+
+
+Reply = TextReply | ToolCallsReply | ErrorReply | MalformedReply | HangReply
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: Mapping[str, str]  # lower-case names
+    body: Any  # parsed JSON, None for GET or unparsable bodies
+
+
+@dataclass
+class _Queued:
+    reply: Reply
+    before: Before | None = None
+
+
+def echo_last_user_message(body: Mapping[str, Any]) -> Reply:
+    """The default chat reply: `echo: <last user message>`."""
+    users = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "user"]
+    return TextReply(f"echo: {users[-1].get('content') or ''}" if users else "echo:")
+
+
+@dataclass(eq=False)
+class FakeOpenAiServer:
+    """See the module docstring. `known_models`, when set, makes other model names a 404 as on OpenAI."""
+
+    embedding_dim: int = 16
+    default_reply: Callable[[Mapping[str, Any]], Reply] = echo_last_user_message
+    latency: Before | None = None
+    known_models: Sequence[str] | None = None
+    reverse_embeddings: bool = False  # answer embeddings out of order, to test ordering by `index`
+    requests: list[RecordedRequest] = field(default_factory=list, init=False)
+    _queues: dict[str, deque[_Queued]] = field(init=False)
+    _closing: asyncio.Event = field(init=False)
+    _server: _QuietServer | None = field(default=None, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
+    _port: int = field(default=0, init=False)
+    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
+
+    def __post_init__(self) -> None:
+        self._queues = {"chat": deque(), "embeddings": deque()}
+        self._closing = asyncio.Event()
+
+    # -- scripting ------------------------------------------------------------------------------
+
+    def reply(self, reply: Reply, *, endpoint: Endpoint = "chat", before: Before | None = None) -> None:
+        self._queues[endpoint].append(_Queued(reply, before))
+
+    def reply_text(self, text: str, *, before: Before | None = None) -> None:
+        self.reply(TextReply(text), before=before)
+
+    def reply_tool_calls(
+        self,
+        calls: Sequence[tuple[str, Mapping[str, Any] | str]],
+        *,
+        content: str | None = None,
+        before: Before | None = None,
+    ) -> None:
+        """Calls as (name, arguments); a str argument is sent verbatim, so invalid JSON can be scripted."""
+        wire = tuple(
+            (f"call_{next(self._ids)}", name, args if isinstance(args, str) else json.dumps(args))
+            for name, args in calls
+        )
+        self.reply(ToolCallsReply(wire, content), before=before)
+
+    def reply_error(
+        self,
+        status: int,
+        *,
+        message: str | None = None,
+        retry_after: float | None = None,
+        code: str | None = None,
+        endpoint: Endpoint = "chat",
+    ) -> None:
+        self.reply(ErrorReply(status, message, retry_after, code), endpoint=endpoint)
+
+    def reply_malformed(self, *, endpoint: Endpoint = "chat") -> None:
+        self.reply(MalformedReply(), endpoint=endpoint)
+
+    def reply_hang(self, *, partial: str | None = None, endpoint: Endpoint = "chat") -> None:
+        self.reply(HangReply(partial), endpoint=endpoint)
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if not self._port:
+            raise RuntimeError("the fake server is not running; use `async with FakeOpenAiServer()`")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def __aenter__(self) -> FakeOpenAiServer:
+        self._closing = asyncio.Event()
+        # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on sockets that say they are TCP,
+        # and with Nagle on every non-streamed reply waits 40 ms for a delayed ACK.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        try:
+            sock.bind(("127.0.0.1", 0))
+        except OSError:
+            sock.close()
+            raise
+        self._port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self._app(),
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            http="h11",
+            ws="none",
+            server_header=False,
+        )
+        self._server = _QuietServer(config)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="fake-openai-server")
+        ready = asyncio.create_task(self._server.ready.wait())
+        await asyncio.wait({ready, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.done():
+            ready.cancel()
+            sock.close()
+            self._task.result()  # re-raise why it did not start
+            raise RuntimeError("the fake OpenAI server stopped during start-up")
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._closing.set()  # release hung replies first, or shutdown would wait for them
+        if self._server is not None and self._task is not None:
+            self._server.exit.set()
+            await self._task
+        self._server, self._task, self._port = None, None, 0
+
+    # -- the HTTP app ---------------------------------------------------------------------------
+
+    def _app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/embeddings", self._embeddings, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+            ]
+        )
+
+    async def _record(self, request: Request) -> Any:
+        try:
+            body = json.loads(await request.body()) if request.method == "POST" else None
+        except ValueError:
+            body = None
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        self.requests.append(RecordedRequest(request.method, request.url.path, headers, body))
+        return body
+
+    async def _next(self, endpoint: Endpoint, body: Any) -> Reply | None:
+        queued = self._queues[endpoint].popleft() if self._queues[endpoint] else None
+        if self.latency is not None:
+            await self.latency()
+        if queued is not None and queued.before is not None:
+            await queued.before()
+        if queued is None:
+            return self.default_reply(body) if endpoint == "chat" else None
+        return queued.reply
+
+    async def _chat(self, request: Request) -> Response:
+        body = await self._record(request)
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return _error(ErrorReply(400, "'messages' is a required property"))
+        model = str(body.get("model", ""))
+        if self.known_models is not None and model not in self.known_models:
+            return _error(ErrorReply(404, f"The model `{model}` does not exist or you do not have access to it."))
+        reply = await self._next("chat", body)
+        stream = bool(body.get("stream"))
+        if isinstance(reply, ErrorReply):
+            return _error(reply)
+        if isinstance(reply, MalformedReply):
+            if stream:
+                garbage = 'data: {"id": "chatcmpl-1", "choices": [\n\n'
+                return StreamingResponse(_lines([garbage]), media_type="text/event-stream")
+            return Response('{"id": "chatcmpl-1", "choices": [', media_type="application/json")
+        if isinstance(reply, HangReply):
+            if stream and reply.partial is not None:
+                chunks = [_sse(_chunk(model, {"role": "assistant", "content": reply.partial}))]
+                return StreamingResponse(self._then_hang(chunks), media_type="text/event-stream")
+            await self._closing.wait()
+            return _error(ErrorReply(503, "The server is shutting down."))
+        assert reply is not None
+        message, finish = _message(reply)
+        prompt = sum(approximate_token_count(str(m.get("content") or "")) for m in body["messages"])
+        completion = approximate_token_count(json.dumps(message))
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        if stream:
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            events = [_sse(c) for c in _stream_chunks(model, message, finish, usage if include_usage else None)]
+            return StreamingResponse(_lines([*events, "data: [DONE]\n\n"]), media_type="text/event-stream")
+        return JSONResponse(
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": usage,
+            }
+        )
+
+    async def _then_hang(self, chunks: list[str]) -> AsyncIterator[str]:
+        for chunk in chunks:
+            yield chunk
+        await self._closing.wait()
+
+    async def _embeddings(self, request: Request) -> Response:
+        body = await self._record(request)
+        reply = await self._next("embeddings", body)
+        if isinstance(reply, ErrorReply):
+            return _error(reply)
+        if isinstance(reply, MalformedReply):
+            return Response('{"data": [', media_type="application/json")
+        if isinstance(reply, HangReply):
+            await self._closing.wait()
+            return _error(ErrorReply(503, "The server is shutting down."))
+        texts = body.get("input") if isinstance(body, dict) else None
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list):
+            return _error(ErrorReply(400, "'input' is a required property"))
+        data = [
+            {"object": "embedding", "index": i, "embedding": fake_embedding(str(t), self.embedding_dim)}
+            for i, t in enumerate(texts)
+        ]
+        if self.reverse_embeddings:
+            data.reverse()
+        tokens = sum(approximate_token_count(str(t)) for t in texts)
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model", ""),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
+
+    async def _models(self, request: Request) -> Response:
+        await self._record(request)
+        names = self.known_models if self.known_models is not None else ["fake-model"]
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [{"id": name, "object": "model", "created": 0, "owned_by": "klaw-fake"} for name in names],
+            }
+        )
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without signal handlers (the host process owns those) and with an event-driven
+    main loop, so start-up is signalled and exit does not wait for a 0.1 s polling tick."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = asyncio.Event()
+        self.exit = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.ready.set()
+
+    async def main_loop(self) -> None:
+        await self.on_tick(0)  # sets the Date header once
+        await self.exit.wait()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's shutdown minus its fixed 0.1 s pause and 0.1 s polling: close the listener and
+        idle connections, let in-flight replies finish (hung ones were released), cancel stragglers."""
+        for server in self.servers:
+            server.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        deadline = asyncio.get_running_loop().time() + _SHUTDOWN_GRACE_SECONDS
+        while self.server_state.connections or self.server_state.tasks:
+            if asyncio.get_running_loop().time() > deadline:
+                for task in list(self.server_state.tasks):
+                    task.cancel()
+                break
+            await asyncio.sleep(0.005)
+        for server in self.servers:  # bounded: from Python 3.12 this also waits for open connections
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(server.wait_closed(), _SHUTDOWN_GRACE_SECONDS)
+
+
+def fake_embedding(text: str, dim: int) -> list[float]:
+    """A deterministic, deliberately not unit-length vector for `text`."""
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+    return [float(x) for x in np.random.default_rng(seed).standard_normal(dim) * 3.0]
+
+
+def _error(reply: ErrorReply) -> Response:
+    kind, code, message = _ERROR_DEFAULTS.get(reply.status, ("server_error", None, "The server had an error."))
+    headers = {"retry-after": f"{reply.retry_after:g}"} if reply.retry_after is not None else None
+    payload = {"error": {"message": reply.message or message, "type": kind, "code": reply.code or code}}
+    return JSONResponse(payload, status_code=reply.status, headers=headers)
+
+
+def _message(reply: Reply) -> tuple[dict[str, Any], str]:
+    if isinstance(reply, TextReply):
+        return {"role": "assistant", "content": reply.text}, reply.finish_reason
+    if isinstance(reply, ToolCallsReply):
+        calls = [{"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in reply.calls]
+        return {"role": "assistant", "content": reply.content, "tool_calls": calls}, "tool_calls"
+    raise TypeError(f"not a message reply: {reply!r}")
+
+
+def _stream_chunks(
+    model: str, message: Mapping[str, Any], finish: str, usage: Mapping[str, int] | None
+) -> Iterator[dict[str, Any]]:
+    """OpenAI's chunking: role first, text in word-sized pieces, each tool call's id and name once and
+    then its arguments in fragments, a final chunk with the finish reason, then usage if asked."""
+    yield _chunk(model, {"role": "assistant", "content": ""})
+    for piece in re.findall(r"\s*\S+\s*", message.get("content") or ""):
+        yield _chunk(model, {"content": piece})
+    for index, call in enumerate(message.get("tool_calls") or []):
+        head = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": ""},
+        }
+        yield _chunk(model, {"tool_calls": [head]})
+        arguments = call["function"]["arguments"]
+        for start in range(0, len(arguments), 7):
+            fragment = {"index": index, "function": {"arguments": arguments[start : start + 7]}}
+            yield _chunk(model, {"tool_calls": [fragment]})
+    yield _chunk(model, {}, finish)
+    if usage is not None:
+        yield {**_chunk(model, {}), "choices": [], "usage": dict(usage)}
+
+
+def _chunk(model: str, delta: Mapping[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": dict(delta), "finish_reason": finish}],
+    }
+
+
+def _sse(payload: Mapping[str, Any]) -> str:
+    return f"data: {json.dumps(payload)}\n\n"
+
+
+async def _lines(lines: Sequence[str]) -> AsyncIterator[str]:
+    for line in lines:
+        yield line

@@ -1,0 +1,332 @@
+"""One POST to an OpenAI-compatible endpoint, with retries and error mapping shared by chat and embeddings.
+
+Retry rules, and why:
+
+* HTTP 429 and 408/409/5xx and failures to connect are retried up to `max_retries` times with
+  exponential backoff plus jitter (so several clients that failed together do not retry together).
+  A `Retry-After` (or OpenAI's `retry-after-ms`) header is honoured, capped at
+  `RetryPolicy.max_retry_after` so a provider asking for an hour cannot stall a chat turn.
+* A timeout — no byte from the server for `timeout_seconds` — is NOT retried but raised as
+  `LlmTimeoutError`: the usual cause is a model too slow for the hardware or a hung server, and a
+  chat user would rather hear that after one 2-minute wait than after four.
+* Everything else (401/403, other 4xx, a 200 that is not JSON) fails at once: retrying the same
+  request cannot change the answer.
+
+The sleep between attempts is injected so tests never really wait. Logs carry the model id, status,
+attempt and duration — never the request body (the conversation) or the API key.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from klaw.llm.errors import (
+    LlmAuthError,
+    LlmBadRequestError,
+    LlmConnectionError,
+    LlmError,
+    LlmMalformedResponseError,
+    LlmRateLimitError,
+    LlmServerError,
+    LlmTimeoutError,
+    server_message,
+)
+
+logger = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+_RETRYABLE_STATUSES = frozenset({408, 409, 429})
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """What is being called, for the request itself and for error messages.
+
+    `section` is where the settings live in engine.yaml (e.g. `models.ollama/llama3.2` or
+    `embedder`), so a message can say exactly what to change.
+    """
+
+    model_id: str
+    base_url: str
+    api_key_env: str | None
+    timeout_seconds: float
+    max_retries: int
+    section: str
+
+    def url(self, path: str) -> str:
+        return f"{self.base_url.rstrip('/')}/{path.lstrip('/')}"
+
+    def error(self, cls: type[LlmError], what: str, hint: str = "", status: int | None = None) -> LlmError:
+        return cls(what, model_id=self.model_id, base_url=self.base_url, hint=hint, status=status)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Backoff shape: attempt n waits about `base_delay * 2**(n-1)` seconds, at most `max_delay`."""
+
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+    max_retry_after: float = 30.0
+
+    def backoff(self, attempt: int, rand: Callable[[], float]) -> float:
+        """'Equal jitter': half the exponential delay fixed, half random."""
+        delay = min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
+        return delay / 2 + rand() * delay / 2
+
+
+def new_http_client(transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
+    """An HTTP client for one base URL. Timeouts are per request, since models sharing a server may
+    have different `timeoutSeconds`."""
+    return httpx.AsyncClient(transport=transport, timeout=None, follow_redirects=False)
+
+
+def auth_headers(endpoint: Endpoint, env: Mapping[str, str]) -> dict[str, str]:
+    """The Authorization header, or none when no key is configured (Ollama, llama.cpp need none).
+
+    A configured but unset variable fails here, before any request, rather than as a 401 later.
+    """
+    if endpoint.api_key_env is None:
+        return {}
+    key = env.get(endpoint.api_key_env, "")
+    if not key:
+        raise endpoint.error(
+            LlmAuthError,
+            f"the environment variable {endpoint.api_key_env}, which should hold the API key, is not set",
+            f"Set it in the engine's environment, or remove apiKeyEnv under {endpoint.section} "
+            "if this server needs no key.",
+        )
+    return {"Authorization": f"Bearer {key}"}
+
+
+@asynccontextmanager
+async def open_with_retries(
+    http: httpx.AsyncClient,
+    endpoint: Endpoint,
+    path: str,
+    payload: Mapping[str, Any],
+    *,
+    env: Mapping[str, str],
+    sleep: Sleep,
+    policy: RetryPolicy = RetryPolicy(),
+    rand: Callable[[], float] = random.random,
+) -> AsyncIterator[httpx.Response]:
+    """POST `payload` and yield the successful (2xx) response with its body not yet read.
+
+    The body is left to the caller so streaming can read it chunk by chunk; read it inside
+    `reading_errors(endpoint)` so transport failures become `LlmError`s too.
+    """
+    headers = auth_headers(endpoint, env)
+    attempts = endpoint.max_retries + 1
+    timeout = httpx.Timeout(endpoint.timeout_seconds)
+    for attempt in range(1, attempts + 1):
+        started = time.monotonic()
+        delay: float | None = None
+        failure: LlmError
+        status: int | str
+        try:
+            request = http.build_request("POST", endpoint.url(path), json=payload, headers=headers, timeout=timeout)
+            response = await http.send(request, stream=True)
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+            raise endpoint.error(
+                LlmBadRequestError,
+                f"baseUrl is not a valid http(s) URL ({type(exc).__name__})",
+                f"Fix baseUrl under {endpoint.section}, e.g. http://localhost:11434/v1.",
+            ) from exc
+        except httpx.TimeoutException as exc:
+            if not isinstance(exc, httpx.ConnectTimeout):
+                raise _timeout(endpoint) from exc
+            failure, status = _unreachable(endpoint, exc, attempt), type(exc).__name__
+        except httpx.TransportError as exc:  # refused, reset, DNS failure, dropped keep-alive connection
+            failure, status = _unreachable(endpoint, exc, attempt), type(exc).__name__
+        else:
+            if response.is_success:
+                logger.debug(
+                    "llm call model=%s status=%d attempt=%d headers_ms=%.0f",
+                    endpoint.model_id,
+                    response.status_code,
+                    attempt,
+                    (time.monotonic() - started) * 1000,
+                )
+                try:
+                    yield response
+                finally:
+                    await response.aclose()
+                return
+            with reading_errors(endpoint):
+                body = await response.aread()
+            await response.aclose()
+            status = response.status_code
+            failure, delay = _classify(endpoint, response, body, attempt, policy)
+        logger.warning(
+            "llm call failed model=%s status=%s attempt=%d/%d after_ms=%.0f",
+            endpoint.model_id,
+            status,
+            attempt,
+            attempts,
+            (time.monotonic() - started) * 1000,
+        )
+        if attempt == attempts:
+            raise failure
+        await sleep(policy.backoff(attempt, rand) if delay is None else delay)
+    raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+
+async def post_json_with_retries(
+    http: httpx.AsyncClient,
+    endpoint: Endpoint,
+    path: str,
+    payload: Mapping[str, Any],
+    *,
+    env: Mapping[str, str],
+    sleep: Sleep,
+    policy: RetryPolicy = RetryPolicy(),
+    rand: Callable[[], float] = random.random,
+) -> Any:
+    """POST `payload`, retrying as described in the module docstring, and return the parsed JSON."""
+    async with open_with_retries(
+        http, endpoint, path, payload, env=env, sleep=sleep, policy=policy, rand=rand
+    ) as response:
+        with reading_errors(endpoint):
+            body = await response.aread()
+    try:
+        return json.loads(body)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise malformed(endpoint, f"the response was not valid JSON ({len(body)} bytes)") from exc
+
+
+@contextmanager
+def reading_errors(endpoint: Endpoint) -> Iterator[None]:
+    """Map transport failures while reading a response body (after the status line) to `LlmError`."""
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        raise _timeout(endpoint) from exc
+    except httpx.TransportError as exc:
+        raise endpoint.error(
+            LlmConnectionError,
+            f"the connection broke while reading the response: {type(exc).__name__}",
+            "Check the server's logs; it may have crashed or run out of memory.",
+        ) from exc
+
+
+def malformed(endpoint: Endpoint, what: str) -> LlmError:
+    return endpoint.error(
+        LlmMalformedResponseError,
+        what,
+        "Check that baseUrl points at an OpenAI-compatible API (it usually ends in /v1).",
+    )
+
+
+def _unreachable(endpoint: Endpoint, exc: Exception, attempt: int) -> LlmError:
+    return endpoint.error(
+        LlmConnectionError,
+        f"could not reach the server after {attempt} attempt(s): {type(exc).__name__}",
+        "Check that the server is running and that baseUrl is right.",
+    )
+
+
+def _timeout(endpoint: Endpoint) -> LlmError:
+    return endpoint.error(
+        LlmTimeoutError,
+        f"the server sent nothing for {endpoint.timeout_seconds:g} s",
+        f"The model may be too slow for this machine or the server hung; raise timeoutSeconds under "
+        f"{endpoint.section} or use a smaller model.",
+    )
+
+
+def _classify(
+    endpoint: Endpoint, response: httpx.Response, body: bytes, attempt: int, policy: RetryPolicy
+) -> tuple[LlmError, float | None]:
+    """The error a non-2xx response means, and how long to wait if it is worth retrying (else raise)."""
+    status = response.status_code
+    said = _error_message(body)
+    detail = f"HTTP {status}" + (f": {said}" if said else "")
+    if status == 429 or (status == 503 and _retry_after(response) is not None):
+        retry_after = _retry_after(response)
+        delay = None if retry_after is None else min(retry_after, policy.max_retry_after)
+        cls = LlmRateLimitError if status == 429 else LlmServerError
+        what = "the server is rate-limiting requests" if status == 429 else "the server is unavailable"
+        error = cls(
+            f"{what} ({detail}), still after {attempt} attempt(s)",
+            model_id=endpoint.model_id,
+            base_url=endpoint.base_url,
+            status=status,
+            hint="Wait a little before trying again, or lower processing.maxConcurrentLlm.",
+        )
+        if isinstance(error, LlmRateLimitError):
+            error.retry_after = retry_after
+        return error, delay
+    if status >= 500 or status in _RETRYABLE_STATUSES:
+        return endpoint.error(
+            LlmServerError,
+            f"the server failed ({detail}) on all {attempt} attempt(s)",
+            "Check the server's logs, or try again later.",
+            status,
+        ), None
+    if status in (401, 403):
+        raise endpoint.error(LlmAuthError, f"the server refused the request ({detail})", _auth_hint(endpoint), status)
+    raise endpoint.error(
+        LlmBadRequestError,
+        f"the server rejected the request ({detail})",
+        f"Check the model name and baseUrl under {endpoint.section} (most servers need the /v1 suffix), "
+        "and that this server supports the request (tool calling, context length).",
+        status,
+    )
+
+
+def _auth_hint(endpoint: Endpoint) -> str:
+    if endpoint.api_key_env is None:
+        return (
+            f"No API key is configured: set apiKeyEnv under {endpoint.section} to the name of the "
+            "environment variable that holds the key."
+        )
+    return f"Check that the environment variable {endpoint.api_key_env} holds a valid key with access to this model."
+
+
+def _error_message(body: bytes) -> str:
+    """The server's own error message, from OpenAI's `{"error": {"message"}}` or the common variants
+    (vLLM's top-level `message`, FastAPI's `detail`). Non-JSON bodies (proxy pages) give ''."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    error = data.get("error")
+    for candidate in (
+        error.get("message") if isinstance(error, dict) else error,
+        data.get("message"),
+        data.get("detail"),
+    ):
+        if isinstance(candidate, str) and candidate.strip():
+            return server_message(candidate)
+    return ""
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds the server asked us to wait: `retry-after-ms`, `Retry-After` seconds or HTTP date."""
+    millis = response.headers.get("retry-after-ms")
+    seconds = response.headers.get("retry-after")
+    try:
+        if millis is not None:
+            return max(0.0, float(millis) / 1000)
+        if seconds is not None:
+            return max(0.0, float(seconds))
+    except ValueError:
+        pass
+    if seconds:
+        try:
+            return max(0.0, parsedate_to_datetime(seconds).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+    return None

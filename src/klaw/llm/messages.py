@@ -1,0 +1,265 @@
+"""The chat data types the engine speaks, and their conversion to and from the OpenAI wire format.
+
+Every provider klaw talks to (OpenAI, Ollama, vLLM, llama.cpp server, OpenRouter) speaks the OpenAI
+chat-completions JSON, so that wire format is the only one; keeping the conversion next to the types
+means a field added here cannot be forgotten in the client. The types are frozen so a message that
+went into one turn's context cannot be mutated behind the store's back.
+
+Tool-call arguments stay the raw JSON string the model produced: models emit invalid JSON often
+enough that parsing and validating them is the tool registry's job, where the error can be fed back
+to the model, not a transport failure here.
+
+Parsing raises `WireFormatError` (a `ValueError`) for shapes that do not match; the client turns it
+into `LlmMalformedResponseError` with the model and endpoint attached.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+Role = Literal["system", "user", "assistant", "tool"]
+_ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
+
+
+class WireFormatError(ValueError):
+    """A JSON body did not have the shape of the OpenAI wire format; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One function call the model asked for. `arguments` is the model's raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool offered to the model: its name, what it does, and a JSON schema of its parameters."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    """One message of a conversation as the model sees it.
+
+    `tool_calls` is set on assistant messages that called tools; `tool_call_id` (and optionally
+    `name`) on the tool-role message carrying a call's result, so the model can match them up.
+    """
+
+    role: Role
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    @classmethod
+    def system(cls, content: str) -> ChatMessage:
+        return cls("system", content)
+
+    @classmethod
+    def user(cls, content: str, *, name: str | None = None) -> ChatMessage:
+        return cls("user", content, name=name)
+
+    @classmethod
+    def assistant(cls, content: str | None, tool_calls: Sequence[ToolCall] = ()) -> ChatMessage:
+        return cls("assistant", content, tool_calls=tuple(tool_calls))
+
+    @classmethod
+    def tool(cls, tool_call_id: str, content: str, *, name: str | None = None) -> ChatMessage:
+        return cls("tool", content, tool_call_id=tool_call_id, name=name)
+
+    def to_wire(self) -> dict[str, Any]:
+        """OpenAI's message object. `content` is null only on an assistant message that calls tools
+        (as OpenAI sends it); elsewhere a missing text becomes "", which every server accepts.
+        `name` is sent only when set: Gemini's endpoint wants it on tool messages, a few strict
+        proxies reject it."""
+        content = self.content if self.content is not None or self.tool_calls else ""
+        wire: dict[str, Any] = {"role": self.role, "content": content}
+        if self.tool_calls:
+            wire["tool_calls"] = [call.to_wire() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            wire["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            wire["name"] = self.name
+        return wire
+
+    @classmethod
+    def from_wire(cls, wire: Any) -> ChatMessage:
+        obj = _object(wire, "message")
+        role = obj.get("role", "assistant")
+        if role not in _ROLES:
+            raise WireFormatError(f"message.role is {role!r}, not one of {sorted(_ROLES)}")
+        return cls(
+            role=cast(Role, role),
+            content=_optional_text(obj.get("content"), "message.content"),
+            tool_calls=tuple(tool_call_from_wire(call) for call in _list(obj.get("tool_calls"), "tool_calls")),
+            tool_call_id=_optional_text(obj.get("tool_call_id"), "message.tool_call_id"),
+            name=_optional_text(obj.get("name"), "message.name"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts the provider reported for one call (absent when the server does not say)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+    @classmethod
+    def from_wire(cls, wire: Any) -> Usage | None:
+        if not isinstance(wire, Mapping):
+            return None
+        prompt = _int(wire.get("prompt_tokens"))
+        completion = _int(wire.get("completion_tokens"))
+        total = _int(wire.get("total_tokens"))
+        return cls(prompt, completion, total or prompt + completion)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResponse:
+    """The model's answer to one request: text, tool calls, or both."""
+
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    model: str = ""
+
+    @property
+    def message(self) -> ChatMessage:
+        """The answer as an assistant message, ready to append to the conversation."""
+        return ChatMessage.assistant(self.content, self.tool_calls)
+
+    @classmethod
+    def from_wire(cls, wire: Any) -> ChatResponse:
+        body = _object(wire, "response")
+        choices = _list(body.get("choices"), "choices")
+        if not choices:
+            raise WireFormatError("the response has no choices")
+        choice = _object(choices[0], "choices[0]")
+        message = ChatMessage.from_wire(choice.get("message"))
+        return cls(
+            content=message.content,
+            tool_calls=message.tool_calls,
+            finish_reason=_optional_text(choice.get("finish_reason"), "finish_reason"),
+            usage=Usage.from_wire(body.get("usage")),
+            model=str(body.get("model") or ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFragment:
+    """A piece of a streamed tool call.
+
+    OpenAI streams each call's id and name once, then its arguments in pieces, all tagged with the
+    call's position `index`; pieces with the same index are concatenated. Some servers omit the
+    index (it is then None) and send each call whole.
+    """
+
+    index: int | None
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDelta:
+    """One streamed chunk: a piece of text, tool-call fragments, and on the last chunks the finish
+    reason and usage."""
+
+    content: str | None = None
+    tool_calls: tuple[ToolCallFragment, ...] = ()
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    model: str = ""
+
+    @classmethod
+    def from_wire(cls, wire: Any) -> StreamDelta:
+        chunk = _object(wire, "chunk")
+        choices = _list(chunk.get("choices"), "choices")
+        content: str | None = None
+        fragments: tuple[ToolCallFragment, ...] = ()
+        finish_reason: str | None = None
+        if choices:  # the usage-only chunk at the end of a stream has no choices
+            choice = _object(choices[0], "choices[0]")
+            delta = _object(choice.get("delta") or {}, "delta")
+            content = _optional_text(delta.get("content"), "delta.content")
+            fragments = tuple(_fragment_from_wire(part) for part in _list(delta.get("tool_calls"), "tool_calls"))
+            finish_reason = _optional_text(choice.get("finish_reason"), "finish_reason")
+        return cls(
+            content, fragments, finish_reason, Usage.from_wire(chunk.get("usage")), str(chunk.get("model") or "")
+        )
+
+
+def tool_call_from_wire(wire: Any) -> ToolCall:
+    obj = _object(wire, "tool_call")
+    function = _object(obj.get("function"), "tool_call.function")
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise WireFormatError("tool_call.function.name is missing")
+    return ToolCall(id=str(obj.get("id") or ""), name=name, arguments=_arguments_text(function.get("arguments")))
+
+
+def _fragment_from_wire(wire: Any) -> ToolCallFragment:
+    obj = _object(wire, "tool_call delta")
+    function = _object(obj.get("function") or {}, "tool_call delta.function")
+    index = obj.get("index")
+    return ToolCallFragment(
+        index=index if isinstance(index, int) else None,
+        id=_optional_text(obj.get("id"), "tool_call.id"),
+        name=_optional_text(function.get("name"), "tool_call.function.name"),
+        arguments=_arguments_text(function.get("arguments")) if function.get("arguments") is not None else "",
+    )
+
+
+def _arguments_text(value: Any) -> str:
+    """Arguments as JSON text; a few servers send an already-parsed object instead of a string."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return json.dumps(value, ensure_ascii=False)
+    raise WireFormatError(f"tool_call.function.arguments is a {type(value).__name__}, not a string")
+
+
+def _object(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise WireFormatError(f"{what} is a {type(value).__name__}, not a JSON object")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise WireFormatError(f"{what} is a {type(value).__name__}, not a JSON array")
+    return value
+
+
+def _optional_text(value: Any, what: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise WireFormatError(f"{what} is a {type(value).__name__}, not a string")
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

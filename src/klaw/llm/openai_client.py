@@ -1,0 +1,250 @@
+"""The chat client for any OpenAI-compatible `/chat/completions` endpoint.
+
+One implementation serves OpenAI, Ollama, vLLM, llama.cpp server and OpenRouter, because they all
+speak the same wire format; provider quirks are absorbed in `klaw.llm.messages` (lenient parsing)
+rather than in per-provider clients.
+
+Retries and timeouts follow `klaw.llm.http`: 429, 5xx and connection failures are retried up to
+`max_retries` times with backoff (honouring Retry-After); a timeout — `timeout_seconds` without a
+byte from the server, which for streams means between two chunks — raises `LlmTimeoutError` at
+once, because a user waiting on a chat reply is better told after one hung call than after four.
+A stream is only retried before its first byte; once deltas have been handed out a broken stream
+raises, since the caller may already have shown the text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from klaw.config import ModelConfig
+from klaw.llm.errors import LlmServerError, server_message
+from klaw.llm.http import (
+    Endpoint,
+    RetryPolicy,
+    Sleep,
+    malformed,
+    new_http_client,
+    open_with_retries,
+    post_json_with_retries,
+    reading_errors,
+)
+from klaw.llm.messages import (
+    ChatMessage,
+    ChatResponse,
+    StreamDelta,
+    ToolCallFragment,
+    ToolSpec,
+    WireFormatError,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class OpenAiChatClient:
+    """A `ChatModel` backed by an OpenAI-compatible HTTP API.
+
+    Pass `http` to share one connection pool between models on the same base URL (the router does);
+    the client then does not close it. Without it the client makes its own (over `transport`, if
+    given) and closes it in `aclose`. `env` is where the API key is looked up, by the variable name
+    in `config.api_key_env`, at each request, so the key is never stored or logged.
+
+    Streams are async generators: close them (`contextlib.aclosing`) when stopping early, so the
+    connection is released at once rather than when the generator is garbage-collected.
+    """
+
+    def __init__(
+        self,
+        model_id: str,
+        config: ModelConfig,
+        *,
+        http: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Sleep = asyncio.sleep,
+        env: Mapping[str, str] = os.environ,
+        retry_policy: RetryPolicy | None = None,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._model_id = model_id
+        self._config = config
+        self._owns_http = http is None
+        self._http = http if http is not None else new_http_client(transport)
+        self._sleep = sleep
+        self._env = env
+        self._policy = retry_policy or RetryPolicy()
+        self._rand = rand
+        self._endpoint = Endpoint(
+            model_id=model_id,
+            base_url=config.base_url,
+            api_key_env=config.api_key_env,
+            timeout_seconds=config.timeout_seconds,
+            max_retries=config.max_retries,
+            section=f"models.{model_id}",
+        )
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def config(self) -> ModelConfig:
+        return self._config
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None = None,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> ChatResponse:
+        """Send the conversation and return the whole answer."""
+        payload = self._payload(messages, tools, temperature, max_tokens, stream=False)
+        started = time.monotonic()
+        body = await post_json_with_retries(
+            self._http,
+            self._endpoint,
+            "chat/completions",
+            payload,
+            env=self._env,
+            sleep=self._sleep,
+            policy=self._policy,
+            rand=self._rand,
+        )
+        self._raise_for_error_body(body)
+        try:
+            response = ChatResponse.from_wire(body)
+        except WireFormatError as exc:
+            raise malformed(self._endpoint, f"the response is not a chat completion: {exc}") from exc
+        logger.debug(
+            "llm complete model=%s finish=%s tool_calls=%d duration_ms=%.0f",
+            self._model_id,
+            response.finish_reason,
+            len(response.tool_calls),
+            (time.monotonic() - started) * 1000,
+        )
+        return response
+
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None = None,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> AsyncGenerator[StreamDelta, None]:
+        """Send the conversation and yield the answer as it is generated (server-sent events)."""
+        payload = self._payload(messages, tools, temperature, max_tokens, stream=True)
+        started = time.monotonic()
+        chunks = 0
+        async with open_with_retries(
+            self._http,
+            self._endpoint,
+            "chat/completions",
+            payload,
+            env=self._env,
+            sleep=self._sleep,
+            policy=self._policy,
+            rand=self._rand,
+        ) as response:
+            if "json" in response.headers.get("content-type", ""):
+                # The server ignored `stream: true` and answered in one piece: hand it out as one delta.
+                with reading_errors(self._endpoint):
+                    body = await response.aread()
+                yield self._whole_as_delta(body)
+                return
+            finished = False
+            with reading_errors(self._endpoint):
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue  # blank separators, `: keep-alive` comments, `event:` lines
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        finished = True
+                        break
+                    delta = self._parse_chunk(data)
+                    chunks += 1
+                    finished = finished or delta.finish_reason is not None
+                    yield delta
+            if not finished:
+                raise malformed(self._endpoint, "the stream ended before the model finished its answer")
+        logger.debug(
+            "llm stream model=%s chunks=%d duration_ms=%.0f",
+            self._model_id,
+            chunks,
+            (time.monotonic() - started) * 1000,
+        )
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    def _payload(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None,
+        temperature: float | None,
+        max_tokens: int | None,
+        *,
+        stream: bool,
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "model": self._config.provider_model_name(self._model_id),
+            "messages": [message.to_wire() for message in messages],
+        }
+        if tools:
+            payload["tools"] = [tool.to_wire() for tool in tools]
+        if temperature is not None:
+            payload["temperature"] = temperature
+        if max_tokens is not None:
+            payload["max_tokens"] = max_tokens
+        if stream:
+            payload["stream"] = True
+            payload["stream_options"] = {"include_usage": True}  # usage arrives in a last, choice-less chunk
+        return payload
+
+    def _parse_chunk(self, data: str) -> StreamDelta:
+        try:
+            chunk = json.loads(data)
+        except ValueError as exc:
+            raise malformed(self._endpoint, f"a stream chunk was not valid JSON ({len(data)} bytes)") from exc
+        self._raise_for_error_body(chunk)
+        try:
+            return StreamDelta.from_wire(chunk)
+        except WireFormatError as exc:
+            raise malformed(self._endpoint, f"a stream chunk is not a chat completion chunk: {exc}") from exc
+
+    def _whole_as_delta(self, body: bytes) -> StreamDelta:
+        try:
+            wire = json.loads(body)
+        except ValueError as exc:
+            raise malformed(self._endpoint, f"the response was not valid JSON ({len(body)} bytes)") from exc
+        self._raise_for_error_body(wire)
+        try:
+            whole = ChatResponse.from_wire(wire)
+        except WireFormatError as exc:
+            raise malformed(self._endpoint, f"the response is not a chat completion: {exc}") from exc
+        fragments = tuple(
+            ToolCallFragment(index=i, id=call.id, name=call.name, arguments=call.arguments)
+            for i, call in enumerate(whole.tool_calls)
+        )
+        return StreamDelta(whole.content, fragments, whole.finish_reason, whole.usage, whole.model)
+
+    def _raise_for_error_body(self, body: Any) -> None:
+        """Some servers (OpenRouter mid-stream, a few proxies) report failures in a 200 body."""
+        if isinstance(body, dict) and "error" in body and "choices" not in body:
+            error = body["error"]
+            said = error.get("message") if isinstance(error, dict) else error
+            raise self._endpoint.error(
+                LlmServerError,
+                f"the server reported an error: {server_message(said) if isinstance(said, str) else 'no message'}",
+                "Check the server's logs, or try again later.",
+            )

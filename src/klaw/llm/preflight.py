@@ -1,0 +1,67 @@
+"""Before a person starts chatting: is the routed model reachable? If not, say what to configure.
+
+A GET of `{baseUrl}/models` is answered by OpenAI, Ollama, vLLM, llama.cpp and OpenRouter alike and
+costs no tokens. The answer is a message naming the env var or `engine.yaml` key to change, with an
+Ollama example, instead of a traceback on the first turn.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import httpx
+
+from klaw.config import EngineConfig
+from klaw.llm.errors import LlmError
+from klaw.llm.http import Endpoint, auth_headers
+
+OLLAMA_EXAMPLE = """To use a local Ollama model:
+  1. install Ollama and run:  ollama pull llama3.2
+  2. in engine.yaml:
+       models:
+         ollama/llama3.2:
+           baseUrl: http://localhost:11434/v1
+           contextBudget: 8192
+       routing:
+         default: ollama/llama3.2
+For a hosted model, add it under models: with baseUrl and apiKeyEnv (e.g. OPENAI_API_KEY), export that
+variable, and point routing.default at it (or set KLAW__ROUTING__DEFAULT=<model id>)."""
+
+
+async def model_problem(
+    config: EngineConfig,
+    model_id: str,
+    *,
+    config_path: str,
+    env: Mapping[str, str] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> str | None:
+    """None when the model's server answers, else what is wrong and how to fix it."""
+    env = os.environ if env is None else env
+    model = config.model(model_id)
+    endpoint = Endpoint(
+        model_id=model_id,
+        base_url=model.base_url,
+        api_key_env=model.api_key_env,
+        timeout_seconds=5.0,
+        max_retries=0,
+        section=f"models.{model_id}",
+    )
+    where = f"(routing.default = {model_id} in {config_path})"
+    try:
+        headers = auth_headers(endpoint, env)
+    except LlmError as exc:
+        return f"{exc}\n{where}"
+    try:
+        async with httpx.AsyncClient(transport=transport, timeout=5.0) as client:
+            response = await client.get(endpoint.url("models"), headers=headers)
+    except httpx.HTTPError as exc:
+        return (
+            f"No model server answered at {model.base_url} {where}: {type(exc).__name__}.\n"
+            f"Start the server, or change models.{model_id}.baseUrl.\n\n{OLLAMA_EXAMPLE}"
+        )
+    if response.status_code in (401, 403):
+        key = model.api_key_env or "the API key variable"
+        return f"{model.base_url} refused the API key (HTTP {response.status_code}) {where}: check {key}."
+    return None

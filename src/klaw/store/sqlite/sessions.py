@@ -1,0 +1,119 @@
+"""Sessions and exchanges in SQLite."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import apsw
+
+from klaw.store.records import ChatRef, Exchange, ExchangeStatus, SessionState, from_millis, to_millis
+from klaw.store.sqlite.chats import ChatKeys
+from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.query import Row, fetch_all, fetch_one
+from klaw.store.sqlite.segments import open_segment_id
+
+
+def save_session_model(connection: apsw.Connection, chat_key: int, model: str, at: int) -> None:
+    segment_id = open_segment_id(connection, chat_key, at)
+    connection.execute(
+        "INSERT INTO sessions (chat, model, segment_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (chat) DO UPDATE SET model = excluded.model, segment_id = excluded.segment_id,"
+        " updated_at = excluded.updated_at",
+        (chat_key, model, segment_id, at, at),
+    )
+
+
+class SqliteSessions:
+    def __init__(self, db: SqliteDatabase, chats: ChatKeys) -> None:
+        self._db = db
+        self._chats = chats
+
+    async def get(self, chat: ChatRef) -> SessionState | None:
+        def query(connection: apsw.Connection) -> SessionState | None:
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None:
+                return None
+            row = fetch_one(connection, "SELECT model, updated_at FROM sessions WHERE chat = ?", (chat_key,))
+            return None if row is None else SessionState(chat, row[0], from_millis(row[1]))
+
+        return await self._db.run(query)
+
+    async def save(self, chat: ChatRef, model: str, at: datetime) -> None:
+        def write(connection: apsw.Connection) -> None:
+            with connection:
+                save_session_model(connection, self._chats.ensure(connection, chat), model, to_millis(at))
+
+        await self._db.run(write)
+
+
+_EXCHANGE_COLUMNS = (
+    "e.id, c.channel, c.chat_id, e.segment_id, e.started_at, e.status, e.user_message_rowid,"
+    " e.final_message_rowid, e.ended_at"
+)
+
+
+class SqliteExchanges:
+    def __init__(self, db: SqliteDatabase, chats: ChatKeys) -> None:
+        self._db = db
+        self._chats = chats
+
+    async def open(self, chat: ChatRef, segment_id: int, user_message_rowid: int | None, at: datetime) -> Exchange:
+        def write(connection: apsw.Connection) -> int:
+            with connection:
+                chat_key = self._chats.ensure(connection, chat)
+                connection.execute(
+                    "INSERT INTO exchanges (chat, segment_id, started_at, status, user_message_rowid)"
+                    " VALUES (?, ?, ?, 'open', ?)",
+                    (chat_key, segment_id, to_millis(at), user_message_rowid),
+                )
+                exchange_id = int(connection.last_insert_rowid())
+            return exchange_id
+
+        exchange_id = await self._db.run(write)
+        return Exchange(exchange_id, chat, segment_id, at, ExchangeStatus.OPEN, user_message_rowid)
+
+    async def close(
+        self, exchange_id: int, status: ExchangeStatus, final_message_rowid: int | None, at: datetime
+    ) -> None:
+        await self._db.run(
+            lambda connection: connection.execute(
+                "UPDATE exchanges SET status = ?, final_message_rowid = ?, ended_at = ? WHERE id = ?",
+                (status.value, final_message_rowid, to_millis(at), exchange_id),
+            )
+        )
+
+    async def get(self, exchange_id: int) -> Exchange | None:
+        def query(connection: apsw.Connection) -> Exchange | None:
+            row = fetch_one(
+                connection,
+                f"SELECT {_EXCHANGE_COLUMNS} FROM exchanges e JOIN chats c ON c.id = e.chat WHERE e.id = ?",
+                (exchange_id,),
+            )
+            return None if row is None else _exchange(row)
+
+        return await self._db.run(query)
+
+    async def for_segment(self, segment_id: int) -> list[Exchange]:
+        def query(connection: apsw.Connection) -> list[Exchange]:
+            rows = fetch_all(
+                connection,
+                f"SELECT {_EXCHANGE_COLUMNS} FROM exchanges e JOIN chats c ON c.id = e.chat"
+                " WHERE e.segment_id = ? ORDER BY e.id",
+                (segment_id,),
+            )
+            return [_exchange(row) for row in rows]
+
+        return await self._db.run(query)
+
+
+def _exchange(row: Row) -> Exchange:
+    return Exchange(
+        id=row[0],
+        chat=ChatRef(row[1], row[2]),
+        segment_id=row[3],
+        started_at=from_millis(row[4]),
+        status=ExchangeStatus(row[5]),
+        user_message_rowid=row[6],
+        final_message_rowid=row[7],
+        ended_at=None if row[8] is None else from_millis(row[8]),
+    )

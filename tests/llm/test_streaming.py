@@ -1,0 +1,225 @@
+"""Streaming chat completions over SSE, and assembling the deltas into one answer."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import httpx
+import pytest
+
+from klaw.config import ModelConfig
+from klaw.llm.errors import LlmMalformedResponseError, LlmServerError, LlmTimeoutError
+from klaw.llm.fake_server import FakeOpenAiServer
+from klaw.llm.messages import ChatMessage, StreamDelta, ToolCallFragment, Usage
+from klaw.llm.openai_client import OpenAiChatClient
+from klaw.llm.protocol import StreamAccumulator, collect
+from tests.llm.conftest import ClientFactory
+
+
+async def test_streamed_text_arrives_in_pieces_and_assembles(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory
+) -> None:
+    openai_server.reply_text("The quick brown fox jumps over the lazy dog.")
+    accumulator = StreamAccumulator()
+    pieces: list[str] = []
+
+    async for delta in make_client().stream([ChatMessage.user("go")]):
+        accumulator.add(delta)
+        if delta.content:
+            pieces.append(delta.content)
+
+    response = accumulator.result()
+    assert len(pieces) > 3
+    assert response.content == "The quick brown fox jumps over the lazy dog."
+    assert response.finish_reason == "stop"
+    assert response.model == "llama3.2"
+    assert response.usage is not None
+    assert response.usage.completion_tokens > 0
+    assert accumulator.finished
+
+
+async def test_stream_request_asks_for_sse_and_usage(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory
+) -> None:
+    await collect(make_client().stream([ChatMessage.user("go")], temperature=0.0))
+
+    body = openai_server.requests[-1].body
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["temperature"] == 0.0
+
+
+async def test_streamed_tool_call_fragments_assemble(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory
+) -> None:
+    long_args = {"query": "weather in Reykjavík tomorrow morning", "units": "metric", "days": 2}
+    openai_server.reply_tool_calls([("get_time", {"tz": "Europe/Berlin"}), ("search", long_args)], content="Checking")
+    fragments: list[ToolCallFragment] = []
+    accumulator = StreamAccumulator()
+
+    async for delta in make_client().stream([ChatMessage.user("go")]):
+        fragments.extend(delta.tool_calls)
+        accumulator.add(delta)
+
+    response = accumulator.result()
+    assert len(fragments) > 6  # arguments really arrived in pieces
+    assert {f.index for f in fragments} == {0, 1}
+    assert response.content == "Checking"
+    assert response.finish_reason == "tool_calls"
+    assert [c.name for c in response.tool_calls] == ["get_time", "search"]
+    assert json.loads(response.tool_calls[0].arguments) == {"tz": "Europe/Berlin"}
+    assert json.loads(response.tool_calls[1].arguments) == long_args
+    assert response.tool_calls[0].id != response.tool_calls[1].id
+
+
+async def test_stream_retries_before_the_first_byte(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory, sleeps: list[float]
+) -> None:
+    openai_server.reply_error(429, retry_after=1)
+    openai_server.reply_error(500)
+    openai_server.reply_text("ok")
+
+    response = await collect(make_client().stream([ChatMessage.user("go")]))
+
+    assert response.content == "ok"
+    assert sleeps[0] == 1.0
+    assert len(sleeps) == 2
+
+
+async def test_stream_server_error_after_retries(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory, sleeps: list[float]
+) -> None:
+    for _ in range(2):
+        openai_server.reply_error(500)
+
+    with pytest.raises(LlmServerError):
+        await collect(make_client(max_retries=1).stream([ChatMessage.user("go")]))
+
+    assert len(openai_server.requests) == 2
+
+
+async def test_malformed_stream_chunk(openai_server: FakeOpenAiServer, make_client: ClientFactory) -> None:
+    openai_server.reply_malformed()
+
+    with pytest.raises(LlmMalformedResponseError, match="not valid JSON"):
+        await collect(make_client().stream([ChatMessage.user("go")]))
+
+
+async def test_silence_between_chunks_times_out(openai_server: FakeOpenAiServer, make_client: ClientFactory) -> None:
+    openai_server.reply_hang(partial="Let me think")
+    received: list[StreamDelta] = []
+
+    async def drain() -> None:
+        async for delta in make_client(timeout_seconds=0.2).stream([ChatMessage.user("go")]):
+            received.append(delta)
+
+    with pytest.raises(LlmTimeoutError):
+        await drain()
+
+    assert [d.content for d in received] == ["Let me think"]
+
+
+async def test_stopping_early_releases_the_stream(openai_server: FakeOpenAiServer, make_client: ClientFactory) -> None:
+    openai_server.reply_text("one two three four")
+    client = make_client()
+
+    async with contextlib.aclosing(client.stream([ChatMessage.user("go")])) as deltas:
+        async for _ in deltas:
+            break
+
+    assert (await client.complete([ChatMessage.user("again")])).content == "echo: again"
+
+
+def _sse_client(*events: str, content_type: str = "text/event-stream") -> OpenAiChatClient:
+    body = "".join(events).encode()
+    transport = httpx.MockTransport(
+        lambda request: httpx.Response(200, content=body, headers={"content-type": content_type})
+    )
+    return OpenAiChatClient("m", ModelConfig(base_url="http://model.test/v1"), transport=transport, env={})
+
+
+def _data(chunk: object) -> str:
+    return f"data: {json.dumps(chunk)}\n\n"
+
+
+async def test_comments_and_usage_only_chunks_are_handled() -> None:
+    client = _sse_client(
+        ": OPENROUTER PROCESSING\n\n",
+        _data({"model": "m", "choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}]}),
+        _data({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+        _data({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}),
+        "data: [DONE]\n\n",
+    )
+
+    response = await collect(client.stream([ChatMessage.user("go")]))
+
+    assert response.content == "hi"
+    assert response.usage == Usage(3, 1, 4)
+    await client.aclose()
+
+
+async def test_error_event_mid_stream_is_a_server_error() -> None:
+    client = _sse_client(
+        _data({"choices": [{"index": 0, "delta": {"content": "par"}, "finish_reason": None}]}),
+        _data({"error": {"message": "provider overloaded", "code": 502}}),
+    )
+
+    with pytest.raises(LlmServerError, match="provider overloaded"):
+        await collect(client.stream([ChatMessage.user("go")]))
+    await client.aclose()
+
+
+async def test_stream_cut_before_the_end_is_malformed() -> None:
+    client = _sse_client(_data({"choices": [{"index": 0, "delta": {"content": "par"}, "finish_reason": None}]}))
+
+    with pytest.raises(LlmMalformedResponseError, match="ended before"):
+        await collect(client.stream([ChatMessage.user("go")]))
+    await client.aclose()
+
+
+async def test_server_that_ignores_stream_true_gives_one_delta() -> None:
+    whole = {
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+    }
+    client = _sse_client(json.dumps(whole), content_type="application/json")
+
+    response = await collect(client.stream([ChatMessage.user("go")]))
+
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [("c1", "f", "{}")]
+    assert response.finish_reason == "tool_calls"
+    await client.aclose()
+
+
+def test_accumulator_handles_unindexed_whole_calls() -> None:
+    """Some servers (older Ollama) send each tool call whole, without an index."""
+    accumulator = StreamAccumulator()
+    accumulator.add(StreamDelta(tool_calls=(ToolCallFragment(None, "a", "f", '{"x": 1}'),)))
+    accumulator.add(StreamDelta(tool_calls=(ToolCallFragment(None, "b", "g", "{}"),), finish_reason="tool_calls"))
+
+    calls = accumulator.result().tool_calls
+
+    assert [(c.id, c.name, c.arguments) for c in calls] == [("a", "f", '{"x": 1}'), ("b", "g", "{}")]
+
+
+def test_accumulator_with_repeated_names_and_missing_ids() -> None:
+    accumulator = StreamAccumulator()
+    accumulator.add(StreamDelta(tool_calls=(ToolCallFragment(0, None, "f", '{"a"'),)))
+    accumulator.add(StreamDelta(tool_calls=(ToolCallFragment(0, None, "f", ": 1}"),)))
+
+    (call,) = accumulator.result().tool_calls
+
+    assert (call.id, call.name, call.arguments) == ("call_0", "f", '{"a": 1}')
+    assert accumulator.result().content is None
+    assert not accumulator.finished
