@@ -86,7 +86,7 @@ async def test_newer_database_is_refused(tmp_path: Path) -> None:
     connection = apsw.Connection(str(path))
     connection.execute("INSERT INTO schema_version VALUES (999, '0999_future.sql', 0)")
     connection.close()
-    with pytest.raises(Exception, match="schema version 999.*upgrade klaw"):
+    with pytest.raises(Exception, match=r"schema version 999.*upgrade klaw"):
         await SqliteStore.open(path)
 
 

@@ -7,13 +7,14 @@ import json
 import os
 import platform
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 app = typer.Typer(help="Benchmarks: embedder throughput, vector search latency, …", no_args_is_help=True)
 
@@ -22,6 +23,18 @@ def _progress() -> Progress:
     return Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
     )
+
+
+def _stage_reporter(progress: Progress, prefix: str = "") -> Callable[[str, int, int], None]:
+    """A progress callback that shows one bar per stage name."""
+    tasks: dict[str, TaskID] = {}
+
+    def report(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = progress.add_task(f"{prefix}{stage}", total=total)
+        progress.update(tasks[stage], completed=done)
+
+    return report
 
 
 def machine() -> str:
@@ -47,13 +60,7 @@ def vectors(
     from klaw.bench.vector_bench import measure_vector_search
 
     with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
-        tasks: dict[str, Any] = {}
-
-        def report(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = progress.add_task(stage, total=total)
-            progress.update(tasks[stage], completed=done)
-
+        report = _stage_reporter(progress)
         result = asyncio.run(
             measure_vector_search(
                 Path(tmp) / "bench.db", rows=rows, chats=chats, dim=dim, k=k, queries=queries, progress=report
@@ -99,3 +106,33 @@ def embed(
     result = asyncio.run(run())
     Console().print(f"machine: {machine()}\n{result}")
     _emit({"machine": machine(), "embedder": embedder.model_id, **asdict(result)}, out)
+
+
+@app.command()
+def turn(
+    stored: Annotated[
+        list[int] | None, typer.Option(help="Stored messages in the chat before timing (repeatable).")
+    ] = None,
+    turns: Annotated[int, typer.Option(help="Sequential turns timed per size.")] = 200,
+    chats: Annotated[int, typer.Option(help="Concurrent chats in the throughput phase.")] = 50,
+    out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
+) -> None:
+    """Engine overhead per turn (context build + bookkeeping; model = zero-delay local fake server)."""
+    from klaw.bench.turn_bench import measure_turns
+
+    console = Console()
+    console.print(f"machine: {machine()}")
+    results = []
+    for size in stored or [1_000, 100_000]:
+        with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
+            report = _stage_reporter(progress, f"{size} stored: ")
+            result = asyncio.run(
+                measure_turns(Path(tmp) / "home", stored=size, turns=turns, concurrent_chats=chats, progress=report)
+            )
+        results.append(asdict(result))
+        console.print(
+            f"{size} stored messages: turn {result.turn}; context build {result.context_build};"
+            f" fake LLM round trip {result.fake_llm_round_trip};"
+            f" {result.concurrent_chats} concurrent chats: {result.turns_per_second:.1f} turns/s"
+        )
+    _emit({"machine": machine(), "results": results}, out)

@@ -1,0 +1,66 @@
+"""`klaw engine` (the engine alone, for gateways) and `klaw chat` (engine + console in one process)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.config import EngineConfig
+from klaw.engine.runtime import Engine
+from klaw.home import KlawHome
+from klaw.llm.preflight import model_problem
+from klaw.store.protocol import StorageError
+
+
+def engine() -> None:
+    """Run the engine: stores, model calls and the socket gateways connect to (engine.sock)."""
+    home = home_from_env()
+    loaded = load_or_exit(home)
+    asyncio.run(_serve(home, loaded.config))
+
+
+async def _serve(home: KlawHome, config: EngineConfig) -> None:
+    try:
+        running = await Engine.start(home, config)
+    except (StorageError, OSError, RuntimeError) as exc:
+        fail(str(exc))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    Console(stderr=True).print(f"klaw engine listening on {home.socket_path}")
+    await stop.wait()
+    Console(stderr=True).print("stopping: finishing turns in flight…")
+    await running.shutdown()
+
+
+def chat(
+    skip_check: Annotated[bool, typer.Option("--skip-check", help="Do not check that the model answers.")] = False,
+) -> None:
+    """Chat with your agent in this terminal (engine and console in one process)."""
+    from klaw.channels.console import ConsoleChannel
+
+    home = home_from_env()
+    loaded = load_or_exit(home)
+    config = loaded.config
+
+    async def run() -> None:
+        if not skip_check:
+            problem = await model_problem(config, config.routing.default, config_path=str(loaded.path))
+            if problem:
+                fail(problem)
+        try:
+            running = await Engine.start(home, config)
+        except (StorageError, OSError, RuntimeError) as exc:
+            fail(str(exc))
+        try:
+            await ConsoleChannel(running).run()
+        finally:
+            await running.shutdown()
+
+    asyncio.run(run())

@@ -1,0 +1,74 @@
+"""Time as a dependency: the engine asks a `Clock` for now and for waits, so tests control time.
+
+`SystemClock` is the real thing. `ManualClock` only moves when a test calls `advance()`, which
+wakes every sleeper whose deadline has passed, in deadline order, and lets them run before it
+returns — debounce and scheduling are tested without real sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current time, UTC."""
+        ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class ManualClock:
+    """A clock that only moves on `advance()`; for tests."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+        self._sleepers: list[tuple[datetime, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    def now(self) -> datetime:
+        return self._now
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self._now + timedelta(seconds=seconds), next(self._order), future))
+        await future
+
+    @property
+    def sleepers(self) -> int:
+        """Sleeps still waiting (cancelled ones excluded)."""
+        return sum(1 for _, _, f in self._sleepers if not f.done())
+
+    async def advance(self, seconds: float) -> None:
+        """Move time forward, waking due sleepers in order and letting the woken code run."""
+        target = self._now + timedelta(seconds=seconds)
+        await settle()
+        while self._sleepers and self._sleepers[0][0] <= target:
+            deadline, _, future = heapq.heappop(self._sleepers)
+            self._now = max(self._now, deadline)
+            if not future.done():
+                future.set_result(None)
+                await settle()
+        self._now = target
+        await settle()
+
+
+async def settle(rounds: int = 50) -> None:
+    """Let ready tasks run: yield to the event loop a number of times (no wall-clock waiting)."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)

@@ -1,0 +1,127 @@
+"""Slash commands: answered at once by the engine, without the model and without debounce."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from klaw.config import EngineConfig
+from klaw.engine.clock import Clock
+from klaw.engine.processor import MessageProcessor
+from klaw.engine.sessions import SessionManager, UnknownModel
+from klaw.memory.core_memory import CoreMemory
+from klaw.store.records import ChatRef
+
+
+@dataclass(frozen=True)
+class ParsedCommand:
+    name: str
+    args: str
+
+
+def parse_command(text: str) -> ParsedCommand | None:
+    """`/model  gpt-4o` → ParsedCommand("model", "gpt-4o"); None for text that is not a command."""
+    stripped = text.strip()
+    if not stripped.startswith("/") or len(stripped) < 2 or stripped[1].isspace() or stripped.startswith("//"):
+        return None
+    name, _, args = stripped[1:].partition(" ")
+    return ParsedCommand(name.lower(), args.strip())
+
+
+class CommandHandler:
+    def __init__(
+        self,
+        *,
+        config: EngineConfig,
+        sessions: SessionManager,
+        core_memory: CoreMemory,
+        processor: MessageProcessor,
+        clock: Clock,
+        started_at: datetime,
+    ) -> None:
+        self._config = config
+        self._sessions = sessions
+        self._core_memory = core_memory
+        self._processor = processor
+        self._clock = clock
+        self._started_at = started_at
+        self._handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = {
+            "new": self._new,
+            "model": self._model,
+            "models": self._models,
+            "memory": self._memory,
+            "status": self._status,
+            "help": self._help,
+            "context": self._context,
+        }
+
+    async def handle(self, chat: ChatRef, name: str, args: str = "") -> str:
+        handler = self._handlers.get(name.lower().lstrip("/"))
+        if handler is None:
+            return f"Unknown command /{name}. Type /help for the list of commands."
+        return await handler(chat, args.strip())
+
+    async def _new(self, chat: ChatRef, _: str) -> str:
+        await self._sessions.new_segment(chat)
+        return (
+            "Started a new conversation. Recent messages are out of my window now; core memory, "
+            "archival memory, your model and the full conversation log are kept."
+        )
+
+    async def _model(self, chat: ChatRef, args: str) -> str:
+        if not args:
+            session = await self._sessions.get_or_create(chat)
+            return f"Current model: {session.model}"
+        try:
+            session = await self._sessions.switch_model(chat, args)
+        except UnknownModel as exc:
+            return str(exc)
+        return f"Switched this chat to {session.model}."
+
+    async def _models(self, chat: ChatRef, _: str) -> str:
+        current = (await self._sessions.get_or_create(chat)).model
+        lines = ["Configured models (context budget in tokens):"]
+        for model_id in sorted(self._config.models):
+            marker = " (current)" if model_id == current else ""
+            lines.append(f"- {model_id}: {self._config.context_budget(model_id)}{marker}")
+        return "\n".join(lines)
+
+    async def _memory(self, _chat: ChatRef, _: str) -> str:
+        memory = await self._core_memory.read()
+        if not memory:
+            return "Core memory is empty."
+        return "Core memory:\n" + CoreMemory.render(memory)
+
+    async def _status(self, chat: ChatRef, _: str) -> str:
+        session = await self._sessions.get_or_create(chat)
+        uptime = self._clock.now() - self._started_at
+        slots = self._processor.slots
+        return "\n".join(
+            [
+                f"Uptime: {_duration(uptime.total_seconds())}",
+                f"Model: {session.model}",
+                f"Segment started: {session.segment.started_at.isoformat(timespec='seconds')}",
+                f"Queue depth: {slots.queue_depth} waiting for an LLM slot,"
+                f" {self._processor.waiting_chats} chat(s) in debounce",
+                f"LLM slots in use: {slots.in_use}/{slots.size}",
+            ]
+        )
+
+    async def _help(self, _chat: ChatRef, _: str) -> str:
+        return "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in self._config.commands)
+
+    async def _context(self, chat: ChatRef, _: str) -> str:
+        context = self._processor.last_context.get(chat)
+        if context is None:
+            return "No turn has been built for this chat since the engine started."
+        lines = [f"Last turn's context: {context.total_tokens} of {context.budget} tokens"]
+        lines += [f"- {layer.name}: {layer.tokens} tokens ({layer.items} item(s))" for layer in context.layers]
+        return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    return (f"{days}d " if days else "") + f"{hours:02d}:{minutes:02d}:{secs:02d}"

@@ -1,0 +1,148 @@
+"""Assembling a turn's context within the model's budget, and recording what went in.
+
+Layers, in order (DESIGN.md "The turn"): system prompt, core memory, the segment's last summary,
+related past conversations, auto-RAG ("From earlier in this conversation:"), the sliding window of
+the current segment, tools, and the pending messages. The budget is 90 % of the model's context
+budget (approximate token counts need the margin); fixed layers are placed first and the window
+shrinks to what is left. Summary, past conversations and auto-RAG are separate small methods:
+later memory features plug in there without touching the assembly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from klaw.config import EngineConfig
+from klaw.engine.sessions import Session
+from klaw.engine.system_prompt import SystemPrompt
+from klaw.engine.transcript import to_chat_messages
+from klaw.llm.messages import ChatMessage, ToolSpec
+from klaw.llm.tokens import approximate_token_count
+from klaw.memory.core_memory import CoreMemory
+from klaw.store.protocol import Storage
+from klaw.store.records import StoredMessage
+
+SAFETY_MARGIN = 0.9
+MESSAGE_OVERHEAD_TOKENS = 4  # role and framing per message
+
+
+@dataclass(frozen=True)
+class ContextLayer:
+    name: str
+    tokens: int
+    items: int = 1
+
+
+@dataclass(frozen=True)
+class BuiltContext:
+    messages: list[ChatMessage]
+    tools: list[ToolSpec]
+    layers: list[ContextLayer]
+    budget: int
+    window_rowids: frozenset[int] = field(default_factory=frozenset)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(layer.tokens for layer in self.layers)
+
+
+def message_tokens(message: StoredMessage) -> int:
+    extra = json.dumps(message.record.metadata) if message.record.metadata else ""
+    return approximate_token_count(message.content) + approximate_token_count(extra) + MESSAGE_OVERHEAD_TOKENS
+
+
+class ContextBuilder:
+    def __init__(
+        self,
+        config: EngineConfig,
+        store: Storage,
+        system_prompt: SystemPrompt,
+        core_memory: CoreMemory,
+        tools: Sequence[ToolSpec] = (),
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._system_prompt = system_prompt
+        self._core_memory = core_memory
+        self._tools = list(tools)
+
+    def set_tools(self, tools: Sequence[ToolSpec]) -> None:
+        self._tools = list(tools)
+
+    async def build(self, session: Session, pending: Sequence[StoredMessage]) -> BuiltContext:
+        budget = int(self._config.context_budget(session.model) * SAFETY_MARGIN)
+        layers: list[ContextLayer] = []
+        head: list[ChatMessage] = []
+
+        def place(name: str, text: str | None) -> None:
+            if text:
+                head.append(ChatMessage.system(text))
+                layers.append(ContextLayer(name, approximate_token_count(text) + MESSAGE_OVERHEAD_TOKENS))
+
+        place("system_prompt", await self._system_prompt.text())
+        memory = await self._core_memory.read()
+        place(
+            "core_memory",
+            f"Core memory (facts you keep about your person):\n{CoreMemory.render(memory)}" if memory else None,
+        )
+        place("summary", await self.summary_layer(session))
+        pending_text = "\n".join(m.content for m in pending)
+        tools_tokens = approximate_token_count(json.dumps([t.to_wire() for t in self._tools])) if self._tools else 0
+        pending_tokens = approximate_token_count(pending_text) + MESSAGE_OVERHEAD_TOKENS
+        remaining = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
+        place("past_conversations", await self.past_conversations_layer(session, pending_text, max(remaining, 0)))
+        remaining = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
+
+        pending_rowids = {m.rowid for m in pending}
+        recent = await self._store.messages.window(
+            session.segment.id, self._config.context.sliding_window + len(pending_rowids)
+        )
+        candidates = [m for m in recent if m.rowid not in pending_rowids][-self._config.context.sliding_window :]
+        window = _fit_newest(candidates, remaining)
+        rag = await self.auto_rag_layer(session, pending_text, frozenset(m.rowid for m in window), remaining)
+        if rag:
+            place("auto_rag", rag)
+            window = _fit_newest(candidates, remaining - layers[-1].tokens)
+
+        window_messages = to_chat_messages(window)
+        layers.append(ContextLayer("sliding_window", sum(message_tokens(m) for m in window), len(window_messages)))
+        if self._tools:
+            layers.append(ContextLayer("tools", tools_tokens, len(self._tools)))
+        layers.append(ContextLayer("pending", pending_tokens, len(pending)))
+        return BuiltContext(
+            messages=[*head, *window_messages, ChatMessage.user(pending_text)],
+            tools=list(self._tools),
+            layers=layers,
+            budget=budget,
+            window_rowids=frozenset(m.rowid for m in window),
+        )
+
+    async def summary_layer(self, session: Session) -> str | None:
+        """The segment's last summary (summarizers arrive with the cross-conversation memory issue)."""
+        return None
+
+    async def past_conversations_layer(self, session: Session, query: str, budget_tokens: int) -> str | None:
+        """Related past segments and exchanges (cross-conversation retrieval plugs in here)."""
+        return None
+
+    async def auto_rag_layer(
+        self, session: Session, query: str, window_rowids: frozenset[int], budget_tokens: int
+    ) -> str | None:
+        """Older messages of this segment found by hybrid search (auto-RAG plugs in here)."""
+        return None
+
+
+def _fit_newest(messages: Sequence[StoredMessage], budget_tokens: int) -> list[StoredMessage]:
+    """The longest run of newest messages whose tokens fit the budget."""
+    kept: list[StoredMessage] = []
+    used = 0
+    for message in reversed(messages):
+        cost = message_tokens(message)
+        if used + cost > budget_tokens:
+            break
+        kept.append(message)
+        used += cost
+    kept.reverse()
+    return kept

@@ -1,0 +1,150 @@
+"""The message processor: inbound → log and database → debounce → LLM slot → turn → reply.
+
+An inbound message is durable (log fsync'd, row stored) before anything else happens, then its
+chat's debounce timer restarts. When the chat goes quiet, the pending messages are joined and wait
+for an interactive LLM slot; the turn builds the context, runs the tool loop, records the reply,
+closes the exchange and delivers the reply. Failures of the model become a clear message to the
+person and a failed exchange, never a crash of the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from klaw.config import EngineConfig
+from klaw.engine.clock import Clock
+from klaw.engine.context_builder import BuiltContext, ContextBuilder
+from klaw.engine.debounce import Debouncer
+from klaw.engine.delivery import Delivery, Outbound
+from klaw.engine.sessions import SessionManager
+from klaw.engine.slots import LlmSlots, Priority
+from klaw.engine.tool_loop import run_tool_loop
+from klaw.home import KlawHome
+from klaw.llm.errors import LlmError
+from klaw.llm.router import ModelRouter
+from klaw.memory.ingestion import Ingestion
+from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role, StoredMessage
+from klaw.tools.registry import ToolContext, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Inbound:
+    chat: ChatRef
+    text: str
+    id: str | None = None
+
+
+class MessageProcessor:
+    def __init__(
+        self,
+        *,
+        config: EngineConfig,
+        home: KlawHome,
+        store: Storage,
+        ingestion: Ingestion,
+        sessions: SessionManager,
+        context_builder: ContextBuilder,
+        router: ModelRouter,
+        tools: ToolRegistry,
+        slots: LlmSlots,
+        delivery: Delivery,
+        clock: Clock,
+    ) -> None:
+        self._config = config
+        self._home = home
+        self._store = store
+        self._ingestion = ingestion
+        self._sessions = sessions
+        self.context_builder = context_builder
+        self._router = router
+        self._tools = tools
+        self.slots = slots
+        self._delivery = delivery
+        self._clock = clock
+        self._debouncer: Debouncer[ChatRef, StoredMessage] = Debouncer(
+            config.processing.debounce_ms / 1000, self._process, clock
+        )
+        self._turns: set[asyncio.Task[None]] = set()
+        self.last_context: dict[ChatRef, BuiltContext] = {}
+        self._accepting = True
+
+    @property
+    def waiting_chats(self) -> int:
+        return self._debouncer.waiting_chats
+
+    async def handle_inbound(self, inbound: Inbound) -> StoredMessage:
+        """Make the message durable and schedule its chat's turn; returns once it is stored."""
+        if not self._accepting:
+            raise RuntimeError("the engine is shutting down and accepts no new messages")
+        record = MessageRecord(inbound.chat, Role.USER, inbound.text, created_at=self._clock.now())
+        if inbound.id:
+            record = MessageRecord(inbound.chat, Role.USER, inbound.text, id=inbound.id, created_at=record.created_at)
+            existing = await self._store.messages.get(inbound.id)
+            if existing is not None:
+                return existing  # a replayed message (gateway reconnect): already accepted
+        stored = await self._ingestion.accept(record)
+        self._debouncer.add(inbound.chat, stored)
+        return stored
+
+    async def _process(self, chat: ChatRef, pending: list[StoredMessage]) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._turns.add(task)
+        try:
+            async with self.slots.hold(Priority.INTERACTIVE):
+                await self._run_turn(chat, pending)
+        finally:
+            if task is not None:
+                self._turns.discard(task)
+
+    async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage]) -> None:
+        session = await self._sessions.get_or_create(chat)
+        exchange = await self._store.exchanges.open(chat, session.segment.id, pending[-1].rowid, self._clock.now())
+        reply_to = pending[-1].record.id
+        try:
+            context = await self.context_builder.build(session, pending)
+            self.last_context[chat] = context
+            outcome = await run_tool_loop(
+                model=self._router.client(session.model),
+                messages=list(context.messages),
+                tools=context.tools,
+                registry=self._tools,
+                tool_context=ToolContext(chat=chat, workspace=self._home.workspace, extras={"clock": self._clock}),
+                max_rounds=self._config.processing.max_tool_call_rounds,
+                chat=chat,
+                record=self._ingestion.accept,
+                now=self._clock.now,
+            )
+        except LlmError as exc:
+            log.warning("turn failed for chat %s: %s", chat, type(exc).__name__)
+            await self._store.exchanges.close(exchange.id, ExchangeStatus.FAILED, None, self._clock.now())
+            await self._delivery.deliver(Outbound(chat, f"Sorry, I could not answer: {exc}", reply_to, "error"))
+            return
+        final = await self._ingestion.accept(
+            MessageRecord(chat, Role.ASSISTANT, outcome.text, created_at=self._clock.now())
+        )
+        await self._store.exchanges.close(exchange.id, outcome.status, final.rowid, self._clock.now())
+        await self._delivery.deliver(Outbound(chat, outcome.text, reply_to, "reply"))
+
+    def stop_accepting(self) -> None:
+        self._accepting = False
+
+    async def drain(self, timeout_seconds: float) -> bool:
+        """Answer everything accepted (pending debounces now), waiting up to the timeout for turns
+        in flight; returns False if some were still running and were cancelled."""
+        flush = asyncio.create_task(self._debouncer.flush_all())
+        try:
+            async with asyncio.timeout(timeout_seconds):
+                await flush
+                while self._turns:
+                    await asyncio.gather(*list(self._turns), return_exceptions=True)
+            return True
+        except TimeoutError:
+            for task in [flush, *self._turns]:
+                task.cancel()
+            return False

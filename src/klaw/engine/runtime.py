@@ -1,0 +1,181 @@
+"""`Engine`: every part of the engine assembled on one KLAW_HOME, with start-up and shutdown.
+
+Start-up: open the store, replay the log tail the database missed, register tools, start the
+socket server. Shutdown (SIGTERM/SIGINT, spec 004): stop accepting, tell gateways, let turns in
+flight finish (60 s), close the model clients and the store, remove the socket. The log needs no
+flush: every append is fsync'd before it counts.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from klaw.config import EngineConfig
+from klaw.engine.clock import Clock, SystemClock
+from klaw.engine.commands import CommandHandler, parse_command
+from klaw.engine.context_builder import ContextBuilder
+from klaw.engine.delivery import Delivery, Outbound
+from klaw.engine.frames import CommandFrame, InboundFrame, OutboundFrame
+from klaw.engine.processor import Inbound, MessageProcessor
+from klaw.engine.sessions import SessionManager
+from klaw.engine.slots import LlmSlots
+from klaw.engine.socket_server import EngineSocketServer
+from klaw.engine.system_prompt import SystemPrompt
+from klaw.home import KlawHome
+from klaw.llm.router import ModelRouter
+from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.core_memory import CoreMemory
+from klaw.memory.ingestion import Ingestion
+from klaw.store.records import ChatRef
+from klaw.store.sqlite.store import SqliteStore
+from klaw.tools.builtin.defaults import register_builtin_tools
+from klaw.tools.registry import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_TIMEOUT_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What happened to text a person sent: a command answered now, or a message accepted."""
+
+    command_reply: str | None = None
+    message_id: str | None = None
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        home: KlawHome,
+        config: EngineConfig,
+        store: SqliteStore,
+        router: ModelRouter,
+        sessions: SessionManager,
+        processor: MessageProcessor,
+        commands: CommandHandler,
+        delivery: Delivery,
+        socket: EngineSocketServer | None,
+    ) -> None:
+        self.home = home
+        self.config = config
+        self.store = store
+        self.router = router
+        self.sessions = sessions
+        self.processor = processor
+        self.commands = commands
+        self.delivery = delivery
+        self.socket = socket
+
+    @classmethod
+    async def start(
+        cls,
+        home: KlawHome,
+        config: EngineConfig,
+        *,
+        clock: Clock | None = None,
+        listen: bool = True,
+        router: ModelRouter | None = None,
+    ) -> Engine:
+        clock = clock or SystemClock()
+        home.root.mkdir(parents=True, exist_ok=True)
+        store = await SqliteStore.open(home.database_file(config.database.path), clock=clock.now)
+        try:
+            ingestion = Ingestion(ConversationLog(home.conversations), store)
+            await ingestion.recover()
+            tools = ToolRegistry()
+            register_builtin_tools(tools)
+            core_memory = CoreMemory(home.core_memory_file)
+            sessions = SessionManager(config, store, ingestion, clock)
+            delivery = Delivery()
+            router = router or ModelRouter(config)
+            processor = MessageProcessor(
+                config=config,
+                home=home,
+                store=store,
+                ingestion=ingestion,
+                sessions=sessions,
+                context_builder=ContextBuilder(config, store, SystemPrompt(home.workspace), core_memory, tools.specs()),
+                router=router,
+                tools=tools,
+                slots=LlmSlots(config.processing.max_concurrent_llm),
+                delivery=delivery,
+                clock=clock,
+            )
+            commands = CommandHandler(
+                config=config,
+                sessions=sessions,
+                core_memory=core_memory,
+                processor=processor,
+                clock=clock,
+                started_at=clock.now(),
+            )
+            engine = cls(
+                home=home,
+                config=config,
+                store=store,
+                router=router,
+                sessions=sessions,
+                processor=processor,
+                commands=commands,
+                delivery=delivery,
+                socket=None,
+            )
+            if listen:
+                engine.socket = EngineSocketServer(home.socket_path, _FrameAdapter(engine))
+                await engine.socket.start()
+                delivery.set_fallback(engine._send_over_socket)
+        except BaseException:
+            await store.aclose()
+            raise
+        return engine
+
+    async def submit(self, chat: ChatRef, text: str, message_id: str | None = None) -> SubmitResult:
+        """Text from a person: a slash command is answered at once, anything else is accepted."""
+        command = parse_command(text)
+        if command is not None:
+            return SubmitResult(command_reply=await self.commands.handle(chat, command.name, command.args))
+        stored = await self.processor.handle_inbound(Inbound(chat, text, message_id))
+        return SubmitResult(message_id=stored.record.id)
+
+    async def _send_over_socket(self, outbound: Outbound) -> None:
+        if self.socket is not None:
+            await self.socket.send_outbound(
+                OutboundFrame(
+                    channel=outbound.chat.channel,
+                    chat_id=outbound.chat.chat_id,
+                    text=outbound.text,
+                    reply_to=outbound.reply_to,
+                    kind=outbound.kind,
+                )
+            )
+
+    async def shutdown(self, timeout_seconds: float = SHUTDOWN_TIMEOUT_SECONDS) -> None:
+        self.processor.stop_accepting()
+        if self.socket is not None:
+            await self.socket.stop_accepting()
+            await self.socket.broadcast_shutdown("engine stopping")
+        if not await self.processor.drain(timeout_seconds):
+            log.warning("shutdown: turns still running after %.0f s were cancelled", timeout_seconds)
+        await self.router.aclose()
+        if self.socket is not None:
+            await self.socket.aclose()
+        await self.store.aclose()
+
+
+class _FrameAdapter:
+    """Socket frames → engine calls (the socket server's FrameHandler)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    async def on_inbound(self, frame: InboundFrame) -> None:
+        chat = ChatRef(frame.channel, frame.chat_id)
+        await self._engine.processor.handle_inbound(Inbound(chat, frame.text, frame.id))
+
+    async def on_command(self, frame: CommandFrame) -> None:
+        chat = ChatRef(frame.channel, frame.chat_id)
+        reply = await self._engine.commands.handle(chat, frame.command, frame.args)
+        await self._engine.delivery.deliver(Outbound(chat, reply, frame.id, "notice"))

@@ -1,0 +1,72 @@
+"""Sessions: a chat's live state (model, current segment), created on first contact.
+
+Changes go through the conversation log as control records (`session_break` for `/new`,
+`model_switch` for `/model`), so a lost database is rebuilt with the same segments and models.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from klaw.config import EngineConfig
+from klaw.engine.clock import Clock
+from klaw.memory.ingestion import Ingestion
+from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef, MessageRecord, MessageType, Role, Segment
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Session:
+    chat: ChatRef
+    model: str
+    segment: Segment
+
+
+class UnknownModel(ValueError):
+    """A model id that is not configured; the message lists the valid ones."""
+
+
+class SessionManager:
+    def __init__(self, config: EngineConfig, store: Storage, ingestion: Ingestion, clock: Clock) -> None:
+        self._config = config
+        self._store = store
+        self._ingestion = ingestion
+        self._clock = clock
+
+    async def get_or_create(self, chat: ChatRef) -> Session:
+        state = await self._store.sessions.get(chat)
+        model = self._config.routing.default
+        if state is None:
+            await self._store.sessions.save(chat, model, self._clock.now())
+        elif state.model in self._config.models:
+            model = state.model
+        else:
+            log.warning("chat %s used model %r, which is no longer configured; using %r", chat, state.model, model)
+        return Session(chat, model, await self._store.segments.current(chat))
+
+    async def switch_model(self, chat: ChatRef, model_id: str) -> Session:
+        if model_id not in self._config.models:
+            raise UnknownModel(
+                f"Unknown model '{model_id}'. Configured models: {', '.join(sorted(self._config.models))}"
+            )
+        await self._ingestion.accept(
+            MessageRecord(
+                chat,
+                Role.SYSTEM,
+                "",
+                type=MessageType.MODEL_SWITCH,
+                created_at=self._clock.now(),
+                metadata={"model": model_id},
+            )
+        )
+        return await self.get_or_create(chat)
+
+    async def new_segment(self, chat: ChatRef) -> Session:
+        """`/new`: close the current segment (a session_break in the log) and start the next."""
+        await self._ingestion.accept(
+            MessageRecord(chat, Role.SYSTEM, "", type=MessageType.SESSION_BREAK, created_at=self._clock.now())
+        )
+        return await self.get_or_create(chat)

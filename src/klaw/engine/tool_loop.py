@@ -1,0 +1,85 @@
+"""The tool-call loop: ask the model, run the tools it asks for, repeat, within a round limit.
+
+Every assistant tool-call message and every tool result is recorded through `record` (the log and
+the database) as it happens, so a crash mid-turn loses nothing and the window of later turns shows
+what the agent did. Tool calls of one round run concurrently. A tool's failure is a result the
+model sees, never a crash. More than `max_rounds` model calls that still ask for tools end the turn
+with a clear message to the person.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from klaw.engine.transcript import tool_calls_metadata
+from klaw.llm.messages import ChatMessage, ToolSpec
+from klaw.llm.protocol import ChatModel
+from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role, StoredMessage
+from klaw.tools.registry import ToolContext, ToolRegistry
+
+Recorder = Callable[[MessageRecord], Awaitable[StoredMessage]]
+
+
+@dataclass(frozen=True)
+class LoopOutcome:
+    text: str
+    status: ExchangeStatus
+    rounds: int
+    tool_calls: int
+
+
+def tool_limit_message(limit: int) -> str:
+    return (
+        f"I stopped after {limit} rounds of tool calls without reaching an answer "
+        f"(the limit is processing.maxToolCallRounds = {limit} in engine.yaml). "
+        "Ask me to continue, or break the request into smaller steps."
+    )
+
+
+async def run_tool_loop(
+    *,
+    model: ChatModel,
+    messages: list[ChatMessage],
+    tools: list[ToolSpec],
+    registry: ToolRegistry,
+    tool_context: ToolContext,
+    max_rounds: int,
+    chat: ChatRef,
+    record: Recorder,
+    now: Callable[[], datetime],
+) -> LoopOutcome:
+    """Run the loop on `messages` (extended in place); returns the final text and status."""
+    calls_made = 0
+    for round_number in range(1, max_rounds + 1):
+        response = await model.complete(messages, tools or None)
+        if not response.tool_calls:
+            return LoopOutcome(response.content or "", ExchangeStatus.COMPLETED, round_number, calls_made)
+        calls = list(response.tool_calls)
+        calls_made += len(calls)
+        messages.append(ChatMessage.assistant(response.content, calls))
+        await record(
+            MessageRecord(
+                chat,
+                Role.ASSISTANT,
+                response.content or "",
+                type=MessageType.TOOL_CALL,
+                metadata=tool_calls_metadata(calls),
+                created_at=now(),
+            )
+        )
+        results = await registry.execute_all(calls, tool_context)
+        for result in results:
+            messages.append(ChatMessage.tool(result.call_id, result.content, name=result.name))
+            await record(
+                MessageRecord(
+                    chat,
+                    Role.TOOL,
+                    result.content,
+                    type=MessageType.TOOL_RESULT,
+                    metadata={"tool_call_id": result.call_id, "name": result.name, "is_error": result.is_error},
+                    created_at=now(),
+                )
+            )
+    return LoopOutcome(tool_limit_message(max_rounds), ExchangeStatus.TOOL_LIMIT, max_rounds, calls_made)

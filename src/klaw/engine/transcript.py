@@ -1,0 +1,69 @@
+"""Stored messages → chat messages for a model, keeping tool calls and their results paired.
+
+A window cut at an arbitrary message can start with tool results whose call was cut off, or end
+with a tool call whose results were never written (a crash mid-turn). Providers reject both, so
+such fragments are dropped here, in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from klaw.llm.messages import ChatMessage, ToolCall
+from klaw.store.records import MessageType, Role, StoredMessage
+
+
+def tool_calls_metadata(calls: Sequence[ToolCall]) -> dict[str, Any]:
+    return {"tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]}
+
+
+def to_chat_message(message: StoredMessage) -> ChatMessage | None:
+    record = message.record
+    metadata = record.metadata or {}
+    if record.type is MessageType.TOOL_CALL:
+        calls = tuple(
+            ToolCall(id=str(c["id"]), name=str(c["name"]), arguments=str(c.get("arguments", "")))
+            for c in metadata.get("tool_calls", [])
+        )
+        return ChatMessage.assistant(record.content or None, calls)
+    if record.type is MessageType.TOOL_RESULT:
+        return ChatMessage.tool(str(metadata.get("tool_call_id", "")), record.content, name=metadata.get("name"))
+    if record.type.is_control:
+        return None
+    if record.role is Role.USER:
+        return ChatMessage.user(record.content)
+    if record.role is Role.ASSISTANT:
+        return ChatMessage.assistant(record.content)
+    return None
+
+
+def to_chat_messages(messages: Sequence[StoredMessage]) -> list[ChatMessage]:
+    converted = [m for m in (to_chat_message(s) for s in messages) if m is not None]
+    return paired_tool_messages(converted)
+
+
+def paired_tool_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """Drop tool results without their call, and tool calls without all of their results."""
+    kept: list[ChatMessage] = []
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        if message.role == "tool":
+            i += 1  # a result whose call is not (or no longer) before it
+            continue
+        if message.role == "assistant" and message.tool_calls:
+            wanted = {c.id for c in message.tool_calls}
+            j = i + 1
+            results: list[ChatMessage] = []
+            while j < len(messages) and messages[j].role == "tool":
+                results.append(messages[j])
+                j += 1
+            if wanted <= {r.tool_call_id for r in results}:
+                kept.append(message)
+                kept.extend(r for r in results if r.tool_call_id in wanted)
+            i = j
+            continue
+        kept.append(message)
+        i += 1
+    return kept

@@ -1,0 +1,80 @@
+"""Slash commands (spec 004 CommandHandlerTest and SessionManagerTest), answered without the model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from klaw.engine.commands import parse_command
+from tests.engine.harness import CHAT, running_engine
+
+
+def test_parse_command() -> None:
+    assert parse_command("/model  fake/large ") is not None
+    parsed = parse_command("/Model fake/large")
+    assert parsed is not None and (parsed.name, parsed.args) == ("model", "fake/large")
+    assert parse_command("hello /new") is None
+    assert parse_command("/") is None
+    assert parse_command("// not a command") is None
+
+
+async def reply(h: object, text: str) -> str:
+    from tests.engine.harness import Harness
+
+    assert isinstance(h, Harness)
+    result = await h.engine.submit(CHAT, text)
+    assert result.command_reply is not None
+    return result.command_reply
+
+
+async def test_model_shows_switches_and_rejects_unknown(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        assert await reply(h, "/model") == "Current model: fake/small"
+        assert await reply(h, "/model fake/large") == "Switched this chat to fake/large."
+        assert await reply(h, "/model") == "Current model: fake/large"
+        error = await reply(h, "/model nope/x")
+        assert "Unknown model 'nope/x'" in error and "fake/large, fake/small" in error
+        await h.turn("hi")
+        assert h.server.chat_requests[-1].body["model"] == "large"
+        assert h.server.chat_requests == h.server.chat_requests[:1]  # commands never call the model
+
+
+async def test_models_lists_budgets_and_marks_current(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        text = await reply(h, "/models")
+        assert "- fake/large: 32000" in text
+        assert "- fake/small: 4000 (current)" in text
+
+
+async def test_memory_status_help_context_and_unknown(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        assert await reply(h, "/memory") == "Core memory is empty."
+        h.home.core_memory_file.write_text(json.dumps({"city": "Porto"}), encoding="utf-8")
+        assert '"city": "Porto"' in await reply(h, "/memory")
+        await h.clock.advance(3725)
+        status = await reply(h, "/status")
+        assert "Uptime: 01:02:05" in status
+        assert "Model: fake/small" in status and "LLM slots in use: 0/2" in status
+        assert "Segment started:" in status and "Queue depth: 0" in status
+        assert "/new" in await reply(h, "/help")
+        assert "No turn" in await reply(h, "/context")
+        await h.turn("hello")
+        context = await reply(h, "/context")
+        assert "system_prompt" in context and "sliding_window" in context and "tokens" in context
+        assert "Unknown command /frobnicate" in await reply(h, "/frobnicate")
+
+
+async def test_sessions_survive_restart_and_a_lost_database(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        await reply(h, "/model fake/large")
+        await h.turn("before new")
+        await reply(h, "/new")
+        await h.turn("after new")
+        db = h.home.database_file(h.engine.config.database.path)
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)  # the database is lost; the log remains
+    async with running_engine(tmp_path) as h:
+        assert await reply(h, "/model") == "Current model: fake/large"
+        await h.turn("third")
+        contents = [m["content"] for m in h.last_request_messages() if m["role"] != "system"]
+        assert contents == ["after new", "echo: after new", "third"]

@@ -1,0 +1,109 @@
+"""The engine behind its real Unix socket, and graceful shutdown with a turn in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from klaw.engine.clock import ManualClock, settle
+from klaw.engine.runtime import Engine
+from klaw.home import KlawHome
+from klaw.home_init import initialise_home
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.engine.harness import CHAT, engine_config, running_engine
+
+
+@pytest.fixture
+def short_home() -> Iterator[KlawHome]:
+    """AF_UNIX paths are limited to ~107 bytes, so the socket lives under a short /tmp path."""
+    root = Path(tempfile.mkdtemp(prefix="klaw-", dir="/tmp"))
+    try:
+        home = KlawHome(root)
+        initialise_home(home)
+        yield home
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def read_frame(reader: asyncio.StreamReader) -> dict[str, Any]:
+    async with asyncio.timeout(10):
+        line = await reader.readline()
+    frame = json.loads(line)
+    assert isinstance(frame, dict)
+    return frame
+
+
+async def send(writer: asyncio.StreamWriter, frame: dict[str, Any]) -> None:
+    writer.write(json.dumps(frame).encode() + b"\n")
+    await writer.drain()
+
+
+async def test_a_gateway_gets_acks_replies_and_notices_over_the_socket(short_home: KlawHome) -> None:
+    async with FakeOpenAiServer() as server:
+        clock = ManualClock()
+        engine = await Engine.start(short_home, engine_config(server.base_url), clock=clock)
+        try:
+            assert stat.S_IMODE(short_home.socket_path.stat().st_mode) == 0o600
+            reader, writer = await asyncio.open_unix_connection(str(short_home.socket_path))
+            await send(writer, {"type": "hello", "channels": ["web"]})
+            await send(writer, {"type": "inbound", "id": "m-1", "channel": "web", "chat_id": "u1", "text": "hi"})
+            assert await read_frame(reader) == {"type": "ack", "id": "m-1"}
+            await clock.advance(1.5)
+            reply = await read_frame(reader)
+            assert (reply["type"], reply["chat_id"], reply["text"], reply["reply_to"]) == (
+                "outbound",
+                "u1",
+                "echo: hi",
+                "m-1",
+            )
+            await send(writer, {"type": "command", "id": "c-1", "channel": "web", "chat_id": "u1", "command": "model"})
+            frames = [await read_frame(reader), await read_frame(reader)]
+            kinds = sorted((f["type"], f.get("kind")) for f in frames)
+            assert kinds == [("ack", None), ("outbound", "notice")]
+            notice = next(f for f in frames if f["type"] == "outbound")
+            assert notice["text"] == "Current model: fake/small"
+            # A replayed inbound (gateway reconnect) is acknowledged but not answered twice.
+            await send(writer, {"type": "inbound", "id": "m-1", "channel": "web", "chat_id": "u1", "text": "hi"})
+            assert await read_frame(reader) == {"type": "ack", "id": "m-1"}
+            await clock.advance(5)
+            assert len(server.chat_requests) == 1
+            await engine.shutdown(timeout_seconds=5)
+            assert (await read_frame(reader))["type"] == "shutdown"
+            assert not short_home.socket_path.exists()
+            writer.close()
+        finally:
+            if short_home.socket_path.exists():
+                await engine.shutdown(timeout_seconds=1)
+
+
+async def test_shutdown_lets_a_turn_in_flight_finish(tmp_path: Path) -> None:
+    release = asyncio.Event()
+    async with running_engine(tmp_path) as h:
+        h.server.reply_text("finished politely", before=release.wait)
+        await h.say("slow question")
+        await h.clock.advance(1.5)
+        await settle()
+        assert h.engine.processor.slots.in_use == 1  # the model call is in flight
+        shutdown = asyncio.create_task(h.engine.shutdown(timeout_seconds=30))
+        await settle()
+        assert not shutdown.done()
+        with pytest.raises(RuntimeError, match="shutting down"):
+            await h.engine.submit(CHAT, "too late")
+        release.set()
+        await shutdown
+        assert [o.text for o in h.delivered] == ["finished politely"]
+
+
+async def test_shutdown_answers_messages_still_in_debounce(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        await h.say("said just before the stop")
+        await h.engine.shutdown(timeout_seconds=30)
+        assert [o.text for o in h.delivered] == ["echo: said just before the stop"]
