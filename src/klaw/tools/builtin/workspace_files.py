@@ -1,0 +1,149 @@
+"""`file_read`, `file_write`, `file_list`: the agent's notes and files, confined to its workspace.
+
+Every path is resolved — symlinks followed — before use and must land inside the workspace, so
+neither `../`, an absolute path elsewhere, nor a symlink planted inside pointing out can reach the
+rest of the disk. The check and the I/O happen one after the other in the same worker thread; only
+these tools write the workspace on the model's behalf, and none of them creates symlinks, so the
+model cannot race the check.
+
+Only UTF-8 text is handled: the model can do nothing useful with raw bytes, and a binary file
+decoded as text would waste its context. Writes are capped at 1 MiB to keep a looping model from
+filling the disk. All file I/O runs in `asyncio.to_thread`, off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
+
+from klaw.tools.registry import ToolContext
+
+MAX_WRITE_BYTES = 1024 * 1024
+MAX_LIST_ENTRIES = 500
+_SNIFF_BYTES = 8192
+_SKIP_CHUNK = 65536
+
+PathArg = Annotated[str, Field(description="Path relative to the workspace, e.g. 'notes/todo.md'.")]
+
+
+async def file_read(
+    context: ToolContext,
+    path: PathArg,
+    offset: Annotated[int, Field(ge=0, description="Character offset to start reading at.")] = 0,
+    limit: Annotated[
+        int, Field(ge=1, description="Maximum number of characters to return.")
+    ] = 12000,  # under the registry's 16,000-character result cap, so the continuation note survives
+) -> str:
+    """Read a UTF-8 text file from the workspace. Long files come in pieces: the reply ends with the
+    offset to continue from."""
+    return await asyncio.to_thread(_read, context.workspace, path, offset, limit)
+
+
+async def file_write(
+    context: ToolContext,
+    path: PathArg,
+    content: Annotated[str, Field(description="The text to write (at most 1 MiB as UTF-8).")],
+    append: Annotated[bool, Field(description="Add to the end of the file instead of replacing it.")] = False,
+) -> str:
+    """Write a UTF-8 text file in the workspace, creating missing folders. Replaces the file's
+    contents unless append is true."""
+    data = content.encode("utf-8")
+    if len(data) > MAX_WRITE_BYTES:
+        raise ValueError(f"the content is {len(data)} bytes; one write may be at most {MAX_WRITE_BYTES} bytes (1 MiB)")
+    return await asyncio.to_thread(_write, context.workspace, path, data, append)
+
+
+async def file_list(
+    context: ToolContext,
+    path: Annotated[str, Field(description="Folder relative to the workspace; '.' is the workspace itself.")] = ".",
+) -> str:
+    """List a folder of the workspace: sub-folders end with '/', files show their size."""
+    return await asyncio.to_thread(_list, context.workspace, path)
+
+
+def resolve_in_workspace(workspace: Path, path: str) -> tuple[Path, str]:
+    """The real location of `path` and its workspace-relative name; PermissionError if it is outside.
+
+    Non-strict resolution follows every symlink that exists (dangling ones included), so a file that
+    does not exist yet is judged by where its parents really are.
+    """
+    root = workspace.resolve()
+    target = (root / path).resolve()
+    if not target.is_relative_to(root):
+        raise PermissionError(f"{path!r} is outside the workspace; use a path relative to the workspace")
+    return target, target.relative_to(root).as_posix() or "."
+
+
+def _read(workspace: Path, path: str, offset: int, limit: int) -> str:
+    target, shown = resolve_in_workspace(workspace, path)
+    if target.is_dir():
+        raise IsADirectoryError(f"{shown!r} is a folder; use file_list to see what it holds")
+    if not target.exists():
+        raise FileNotFoundError(f"there is no file {shown!r} in the workspace")
+    with target.open("rb") as raw:
+        if b"\0" in raw.read(_SNIFF_BYTES):
+            raise ValueError(f"{shown!r} is a binary file; only text files can be read")
+        raw.seek(0)
+        text_file = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        try:
+            skipped = _skip(text_file, offset)
+            text = text_file.read(limit)
+            more = bool(text_file.read(1))
+        except UnicodeDecodeError:
+            raise ValueError(f"{shown!r} is not UTF-8 text (a binary file?); only text files can be read") from None
+    if skipped < offset:
+        return f"[offset {offset} is past the end of {shown!r}, which has {skipped} characters]"
+    if not text and offset == 0:
+        return f"[{shown!r} is empty]"
+    if more:
+        return f"{text}\n[… {shown!r} continues: call file_read with offset={offset + len(text)} for more]"
+    return text
+
+
+def _skip(text_file: io.TextIOWrapper, count: int) -> int:
+    """Skip `count` characters in bounded chunks (a huge offset must not load the whole file)."""
+    skipped = 0
+    while skipped < count:
+        chunk = text_file.read(min(_SKIP_CHUNK, count - skipped))
+        if not chunk:
+            break
+        skipped += len(chunk)
+    return skipped
+
+
+def _write(workspace: Path, path: str, data: bytes, append: bool) -> str:
+    target, shown = resolve_in_workspace(workspace, path)
+    if target.is_dir():
+        raise IsADirectoryError(f"{shown!r} is a folder; give a file name inside it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("ab" if append else "wb") as file:
+        file.write(data)
+    return f"{'appended' if append else 'wrote'} {len(data)} bytes to {shown}"
+
+
+def _list(workspace: Path, path: str) -> str:
+    target, shown = resolve_in_workspace(workspace, path)
+    if not target.exists():
+        raise FileNotFoundError(f"there is no folder {shown!r} in the workspace")
+    if not target.is_dir():
+        raise NotADirectoryError(f"{shown!r} is a file, not a folder; use file_read to read it")
+    entries = sorted(target.iterdir(), key=lambda entry: entry.name)
+    if not entries:
+        return f"[{shown!r} is empty]"
+    lines = [_describe(entry) for entry in entries[:MAX_LIST_ENTRIES]]
+    if len(entries) > MAX_LIST_ENTRIES:
+        lines.append(f"[… and {len(entries) - MAX_LIST_ENTRIES} more entries]")
+    return "\n".join(lines)
+
+
+def _describe(entry: Path) -> str:
+    # Symlinks are named, not followed: their target may be outside the workspace.
+    if entry.is_symlink():
+        return f"{entry.name}@ (symlink)"
+    if entry.is_dir():
+        return f"{entry.name}/"
+    return f"{entry.name} ({entry.stat().st_size} bytes)"

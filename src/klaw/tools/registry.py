@@ -1,0 +1,341 @@
+"""The tool registry: plain `async def` functions offered to the model, and calls run safely.
+
+A tool is an ordinary coroutine function with type hints and a docstring. Its JSON schema is derived
+by pydantic from the signature (one model per tool, `extra="forbid"`), so the schema the model sees
+and the validation its arguments go through cannot drift apart. Parameter descriptions come from
+`Annotated[..., Field(description=...)]` or, failing that, the docstring's `Args:` section; the tool's
+description is the docstring up to its first section header.
+
+`execute` never raises for anything the tool or the model got wrong: models send unknown names,
+broken JSON and wrong types often enough that each of those must become a readable error the model
+can correct on its next round, not a failed turn. The error texts name fields and rules but never
+echo the model's values back, and logs carry tool names and exception types, never argument
+contents (they are the user's conversation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import re
+import traceback
+import typing
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, TypeVar, overload
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticSerializationError, to_json
+
+from klaw.llm.messages import ToolCall, ToolSpec
+from klaw.store.records import ChatRef
+
+log = logging.getLogger(__name__)
+
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+ToolFunction = Callable[..., Awaitable[Any]]
+F = TypeVar("F", bound=ToolFunction)
+
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
+_ARG_LINE = re.compile(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_MAX_ERRORS_SHOWN = 10
+_MAX_LOC_PART = 60
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a tool may know about the turn that called it; injected, never chosen by the model.
+
+    A tool asks for it by declaring a parameter annotated `ToolContext`; that parameter is left out of
+    the schema. `extras` carries engine services by well-known key so that adding a service does not
+    change this type. Keys in use:
+
+    * `"clock"`: an object with `now() -> datetime` (timezone-aware, UTC); tools that tell the time
+      read it so tests control time. Absent means the system clock.
+    """
+
+    chat: ChatRef
+    workspace: Path
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The outcome of one call, ready to become a tool-role message (`content` is what the model reads)."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Tool:
+    spec: ToolSpec
+    fn: ToolFunction
+    arguments: type[BaseModel]
+    parameters: Mapping[str, str]  # pydantic field name -> the function's parameter name
+    context_parameter: str | None
+
+
+class ToolRegistry:
+    """The tools offered to the model, in registration order, and the one place calls are executed."""
+
+    def __init__(self, *, timeout_seconds: float = 60.0, max_result_chars: int = 16_000) -> None:
+        if timeout_seconds <= 0:
+            raise ValueError("timeout_seconds must be positive")
+        if max_result_chars < 1:
+            raise ValueError("max_result_chars must be at least 1")
+        self._timeout = timeout_seconds
+        self._max_chars = max_result_chars
+        self._tools: dict[str, _Tool] = {}
+
+    def register(self, fn: F, *, name: str | None = None, description: str | None = None) -> F:
+        """Offer `fn` to the model under `name` (default: the function's name); returns `fn` unchanged.
+
+        Raises ValueError for a bad or duplicate name, a function that is not `async def`, a missing
+        description, or parameters that cannot be described (no type hint, `*args`, `**kwargs`).
+        """
+        tool_name = name if name is not None else fn.__name__
+        if not TOOL_NAME.match(tool_name):
+            raise ValueError(f"tool name {tool_name!r} is invalid: use 1-64 letters, digits, '_' or '-'")
+        if tool_name in self._tools:
+            raise ValueError(f"a tool named {tool_name!r} is already registered")
+        if not _is_coroutine_function(fn):
+            raise ValueError(f"tool {tool_name!r} must be an async def function")
+        summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
+        text = description if description is not None else summary
+        if not text.strip():
+            raise ValueError(f"tool {tool_name!r} needs a description: give it a docstring or description=")
+        arguments, parameters, context_parameter = _arguments_model(fn, tool_name, arg_docs)
+        spec = ToolSpec(tool_name, text.strip(), _clean_schema(arguments.model_json_schema()))
+        self._tools[tool_name] = _Tool(spec, fn, arguments, parameters, context_parameter)
+        return fn
+
+    @overload
+    def tool(self, fn: F, /) -> F: ...
+
+    @overload
+    def tool(
+        self, fn: None = None, /, *, name: str | None = None, description: str | None = None
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self, fn: ToolFunction | None = None, /, *, name: str | None = None, description: str | None = None
+    ) -> Any:
+        """Decorator form of `register`: `@registry.tool` or `@registry.tool(name=...)`."""
+        if fn is not None:
+            return self.register(fn, name=name, description=description)
+        return lambda f: self.register(f, name=name, description=description)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._tools)
+
+    def specs(self) -> list[ToolSpec]:
+        """The tools as the model is offered them, in registration order (stable, so prompts cache)."""
+        return [tool.spec for tool in self._tools.values()]
+
+    async def execute_all(self, calls: Iterable[ToolCall], context: ToolContext) -> list[ToolResult]:
+        """Run the calls of one model response concurrently; results come back in the calls' order."""
+        return list(await asyncio.gather(*(self.execute(call, context) for call in calls)))
+
+    async def execute(self, call: ToolCall, context: ToolContext) -> ToolResult:
+        """Run one call. Every problem on the tool's or the model's side becomes an error result."""
+        tool = self._tools.get(call.name)
+        if tool is None:
+            available = ", ".join(self._tools) or "(none)"
+            return self._error(call, f"unknown tool {_clip(call.name)!r}; available tools: {available}")
+        try:
+            kwargs = self._arguments(tool, call.arguments)
+        except _BadArguments as exc:
+            return self._error(call, str(exc))
+        if tool.context_parameter is not None:
+            kwargs[tool.context_parameter] = context
+        try:
+            async with asyncio.timeout(self._timeout) as deadline:
+                value = await tool.fn(**kwargs)
+        except TimeoutError as exc:
+            if not deadline.expired():  # the tool's own timeout (an HTTP call, say), not ours
+                return self._failed(call, exc)
+            log.warning("tool %r timed out after %ss (call %s)", call.name, self._timeout, call.id)
+            return self._error(call, f"the tool did not finish within {self._timeout:g} seconds and was cancelled")
+        except Exception as exc:
+            return self._failed(call, exc)
+        return self._result(call, value)
+
+    def _arguments(self, tool: _Tool, raw: str) -> dict[str, Any]:
+        # Some servers send "" for a call without arguments; that means {} rather than broken JSON.
+        try:
+            parsed = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise _BadArguments(f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})") from None
+        if not isinstance(parsed, dict):
+            raise _BadArguments(f"the arguments must be a JSON object, not {_json_kind(parsed)}")
+        try:
+            validated = tool.arguments.model_validate(parsed)
+        except ValidationError as exc:
+            raise _BadArguments(_describe(exc)) from None
+        return {param: getattr(validated, field_name) for field_name, param in tool.parameters.items()}
+
+    def _result(self, call: ToolCall, value: Any) -> ToolResult:
+        """A str is the model's text as is; anything else (dict, list, pydantic model, None) goes as JSON."""
+        if isinstance(value, str):
+            return ToolResult(call.id, call.name, self._truncate(value))
+        try:
+            text = to_json(value).decode()
+        except PydanticSerializationError:
+            log.warning("tool %r returned a %s, which is not JSON-serialisable", call.name, type(value).__name__)
+            return self._error(call, f"the tool returned a {type(value).__name__}, which cannot be shown as text")
+        return ToolResult(call.id, call.name, self._truncate(text))
+
+    def _failed(self, call: ToolCall, exc: BaseException) -> ToolResult:
+        # The message often quotes arguments (paths, text), so the log gets the type and the frames only.
+        frames = "".join(traceback.format_tb(exc.__traceback__))
+        log.warning("tool %r raised %s (call %s)\n%s", call.name, type(exc).__name__, call.id, frames.rstrip())
+        message = str(exc)
+        return self._error(call, f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
+
+    def _error(self, call: ToolCall, message: str) -> ToolResult:
+        return ToolResult(call.id, call.name, self._truncate(message), is_error=True)
+
+    def _truncate(self, text: str) -> str:
+        if len(text) <= self._max_chars:
+            return text
+        cut = len(text) - self._max_chars
+        return f"{text[: self._max_chars]}\n[… truncated: {cut} of {len(text)} characters cut]"
+
+
+class _BadArguments(Exception):
+    """The model's arguments for a known tool were unusable; the message is for the model."""
+
+
+def _arguments_model(
+    fn: ToolFunction, tool_name: str, arg_docs: Mapping[str, str]
+) -> tuple[type[BaseModel], dict[str, str], str | None]:
+    """A pydantic model of `fn`'s parameters (minus the injected context) and the field→parameter map.
+
+    Fields get neutral names (`p0`, `p1`, …) and the parameter name as alias, so parameters called
+    `json`, `copy` or `model_id` cannot collide with BaseModel's own attributes; schema, validation
+    and error locations all use the alias.
+    """
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:
+        raise ValueError(f"tool {tool_name!r}: cannot resolve its type hints ({exc})") from exc
+    fields: dict[str, Any] = {}
+    parameters: dict[str, str] = {}
+    context_parameter: str | None = None
+    for index, param in enumerate(inspect.signature(fn).parameters.values()):
+        if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            raise ValueError(f"tool {tool_name!r}: parameter {param.name!r} must be a named parameter")
+        if param.name not in hints:
+            raise ValueError(f"tool {tool_name!r}: parameter {param.name!r} needs a type hint")
+        hint = hints[param.name]
+        if isinstance(hint, type) and issubclass(hint, ToolContext):  # exactly `ToolContext`, not Optional
+            if context_parameter is not None:
+                raise ValueError(f"tool {tool_name!r} asks for the ToolContext twice")
+            context_parameter = param.name
+            continue
+        info: dict[str, Any] = {"alias": param.name}
+        if param.default is not param.empty:
+            info["default"] = param.default
+        if param.name in arg_docs and not _has_description(hint):
+            info["description"] = arg_docs[param.name]
+        fields[f"p{index}"] = (hint, Field(**info))
+        parameters[f"p{index}"] = param.name
+    model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+    return model, parameters, context_parameter
+
+
+def _is_coroutine_function(fn: ToolFunction) -> bool:
+    # A plain bool, not inspect's TypeGuard, so `register` can hand back `fn` with its own type.
+    return inspect.iscoroutinefunction(fn)
+
+
+def _has_description(hint: Any) -> bool:
+    if typing.get_origin(hint) is not Annotated:
+        return False
+    return any(isinstance(meta, FieldInfo) and meta.description for meta in hint.__metadata__)
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Google-style docstring → (text before the first section, {parameter: description} from Args:).
+
+    Deliberately small: an entry is `name: text` or `name (type): text` at the section's first
+    indentation; deeper-indented lines continue it; an unindented line ends the section.
+    """
+    summary: list[str] = []
+    args: dict[str, str] = {}
+    section: str | None = None
+    entry_indent: int | None = None
+    current: str | None = None
+    for line in doc.splitlines():
+        header = _SECTION.match(line)
+        if header:
+            section, entry_indent, current = header.group(1), None, None
+        elif section is None:
+            summary.append(line)
+        elif section in ("Args", "Arguments", "Parameters") and line.strip():
+            indent = len(line) - len(line.lstrip())
+            if indent == 0:
+                section = "other"
+                continue
+            if entry_indent is None:
+                entry_indent = indent
+            entry = _ARG_LINE.match(line.strip()) if indent == entry_indent else None
+            if entry:
+                current = entry.group(1)
+                args[current] = entry.group(2).strip()
+            elif current is not None:
+                args[current] = f"{args[current]} {line.strip()}".strip()
+    # Wrapped lines are re-joined: the model reads one paragraph, not the source's line breaks.
+    paragraphs = "\n".join(summary).strip().split("\n\n")
+    text = "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+    return text, {name: described for name, described in args.items() if described}
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop pydantic's generated `title`s: they repeat the property names and cost tokens every turn."""
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("title"), str):
+                del node["title"]
+            for key, value in node.items():
+                if key in ("properties", "$defs") and isinstance(value, dict):
+                    for sub in value.values():
+                        walk(sub)
+                elif key not in ("default", "enum", "const", "examples"):
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(schema)
+    return schema
+
+
+def _describe(exc: ValidationError) -> str:
+    """Pydantic's errors as '- field: rule' lines, without the offending values (they can be huge)."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    lines = [
+        f"- {'.'.join(_clip(str(part), _MAX_LOC_PART) for part in e['loc']) or '(arguments)'}: {e['msg']}"
+        for e in errors[:_MAX_ERRORS_SHOWN]
+    ]
+    if len(errors) > _MAX_ERRORS_SHOWN:
+        lines.append(f"- … and {len(errors) - _MAX_ERRORS_SHOWN} more")
+    return "invalid arguments:\n" + "\n".join(lines)
+
+
+def _clip(text: str, limit: int = 100) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _json_kind(value: Any) -> str:
+    kinds: dict[type, str] = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number")
