@@ -66,7 +66,7 @@ class CommandHandler:
         await self._sessions.new_segment(chat)
         return (
             "Started a new conversation. Recent messages are out of my window now; core memory, "
-            "archival memory, your model and the full conversation log are kept."
+            "your model and the full conversation log are kept."
         )
 
     async def _model(self, chat: ChatRef, args: str) -> str:

@@ -72,6 +72,7 @@ class MessageProcessor:
         self._turns: set[asyncio.Task[None]] = set()
         self.last_context: dict[ChatRef, BuiltContext] = {}
         self._accepting = True
+        self._chat_locks: dict[ChatRef, asyncio.Lock] = {}
 
     @property
     def waiting_chats(self) -> int:
@@ -96,7 +97,9 @@ class MessageProcessor:
         if task is not None:
             self._turns.add(task)
         try:
-            async with self.slots.hold(Priority.INTERACTIVE):
+            # One turn at a time per chat: messages arriving mid-turn form the next turn, so replies
+            # and tool-call records of a chat never interleave.
+            async with self._chat_lock(chat), self.slots.hold(Priority.INTERACTIVE):
                 await self._run_turn(chat, pending)
         finally:
             if task is not None:
@@ -130,6 +133,12 @@ class MessageProcessor:
         )
         await self._store.exchanges.close(exchange.id, outcome.status, final.rowid, self._clock.now())
         await self._delivery.deliver(Outbound(chat, outcome.text, reply_to, "reply"))
+
+    def _chat_lock(self, chat: ChatRef) -> asyncio.Lock:
+        lock = self._chat_locks.get(chat)
+        if lock is None:
+            lock = self._chat_locks[chat] = asyncio.Lock()
+        return lock
 
     def stop_accepting(self) -> None:
         self._accepting = False

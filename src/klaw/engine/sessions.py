@@ -37,10 +37,12 @@ class SessionManager:
         self._clock = clock
 
     async def get_or_create(self, chat: ChatRef) -> Session:
+        # A chat follows routing.default until someone picks a model with /model (a model_switch
+        # record); so editing routing.default reaches every chat that never chose.
         state = await self._store.sessions.get(chat)
         model = self._config.routing.default
         if state is None:
-            await self._store.sessions.save(chat, model, self._clock.now())
+            pass
         elif state.model in self._config.models:
             model = state.model
         else:

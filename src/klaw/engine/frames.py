@@ -1,0 +1,259 @@
+"""The engine socket protocol: one frame per line of newline-delimited UTF-8 JSON, at most 1 MiB.
+
+Gateways send `hello`, `inbound`, `command` and `ping`; the engine sends `ack`, `outbound`, `pong`,
+`shutdown` and `error`. Both sides use the same models and `decode_frame`, so the gateway and the
+engine cannot drift apart on a field. Unknown extra fields are ignored so that a newer peer can add
+fields without breaking an older one; a missing or ill-typed field is an `invalid_frame` error.
+
+Error messages name the field and the problem and never quote the frame: a frame carries private
+message text, and the error goes back over the wire and into logs. `FrameReader` splits a stream
+into lines without letting an oversized one grow the buffer past the limit.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from asyncio import StreamReader
+from typing import Annotated, Any, Literal, NoReturn
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+MAX_FRAME_BYTES = 1 << 20
+"""The largest frame either side may send, counting the terminating newline."""
+READ_CHUNK_BYTES = 64 * 1024
+
+ErrorCode = Literal["frame_too_large", "malformed_json", "invalid_frame", "unknown_type", "internal"]
+OutboundKind = Literal["reply", "notice", "error"]
+NonEmptyStr = Annotated[str, Field(min_length=1)]
+
+
+class FrameError(ValueError):
+    """A line that is not a valid frame; `code`, `message` and `ref` become the `error` frame sent back.
+
+    `message` never contains the frame's content, so `str()` is safe to log.
+    """
+
+    def __init__(self, code: ErrorCode, message: str, ref: str | None = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code: ErrorCode = code
+        self.message = message
+        self.ref = ref
+
+    def to_frame(self) -> ErrorFrame:
+        return ErrorFrame(code=self.code, message=self.message, ref=self.ref)
+
+
+class _FrameModel(BaseModel):
+    # Frozen: a frame is a message on the wire, not a mutable object. extra="ignore": forward compatibility.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+# gateway → engine
+
+
+class HelloFrame(_FrameModel):
+    """The gateway names the channels it serves; outbound frames for them are routed to this connection."""
+
+    type: Literal["hello"] = "hello"
+    channels: list[NonEmptyStr]
+
+
+class InboundFrame(_FrameModel):
+    """A message from a person. `id` is chosen by the gateway and stable across replays, for deduplication."""
+
+    type: Literal["inbound"] = "inbound"
+    id: NonEmptyStr
+    channel: NonEmptyStr
+    chat_id: NonEmptyStr
+    text: str
+    created_at: AwareDatetime | None = None
+    sender: str | None = None
+
+
+class CommandFrame(_FrameModel):
+    """A slash command (`command` without the slash); acknowledged like an inbound message."""
+
+    type: Literal["command"] = "command"
+    id: NonEmptyStr
+    channel: NonEmptyStr
+    chat_id: NonEmptyStr
+    command: NonEmptyStr
+    args: str = ""
+
+
+class PingFrame(_FrameModel):
+    type: Literal["ping"] = "ping"
+    id: str | None = None
+
+
+# engine → gateway
+
+
+class AckFrame(_FrameModel):
+    """The inbound or command frame with this id is durably accepted; the gateway may drop its copy."""
+
+    type: Literal["ack"] = "ack"
+    id: NonEmptyStr
+
+
+class OutboundFrame(_FrameModel):
+    type: Literal["outbound"] = "outbound"
+    channel: NonEmptyStr
+    chat_id: NonEmptyStr
+    text: str
+    reply_to: str | None = None
+    kind: OutboundKind = "reply"
+
+
+class PongFrame(_FrameModel):
+    type: Literal["pong"] = "pong"
+    id: str | None = None
+
+
+class ShutdownFrame(_FrameModel):
+    """The engine is going down; the gateway should buffer inbound messages until it reconnects."""
+
+    type: Literal["shutdown"] = "shutdown"
+    reason: str | None = None
+
+
+class ErrorFrame(_FrameModel):
+    """A frame could not be accepted; `ref` is the offending frame's id when it could be read."""
+
+    type: Literal["error"] = "error"
+    code: ErrorCode
+    message: str
+    ref: str | None = None
+
+
+GatewayFrame = HelloFrame | InboundFrame | CommandFrame | PingFrame
+EngineFrame = AckFrame | OutboundFrame | PongFrame | ShutdownFrame | ErrorFrame
+Frame = Annotated[GatewayFrame | EngineFrame, Field(discriminator="type")]
+
+_MAX_REF_CHARS = 256  # an id longer than this is not echoed back: the error frame must stay small
+
+FRAME_TYPES: frozenset[str] = frozenset(
+    {"hello", "inbound", "command", "ping", "ack", "outbound", "pong", "shutdown", "error"}
+)
+
+
+@functools.cache
+def _frame_adapter() -> TypeAdapter[GatewayFrame | EngineFrame]:
+    # Built on first use, not at import: building the validator is the costly part of pydantic.
+    return TypeAdapter(Frame)
+
+
+def encode_frame(frame: GatewayFrame | EngineFrame, *, max_bytes: int = MAX_FRAME_BYTES) -> bytes:
+    """The frame as one line of compact JSON with its newline.
+
+    Raises `FrameError("frame_too_large")` rather than emit a frame the peer must reject.
+    """
+    line = frame.model_dump_json().encode() + b"\n"
+    if len(line) > max_bytes:
+        raise FrameError("frame_too_large", f"{frame.type} frame of {len(line)} bytes exceeds {max_bytes} bytes")
+    return line
+
+
+def decode_frame(line: bytes, *, max_bytes: int = MAX_FRAME_BYTES) -> GatewayFrame | EngineFrame:
+    """One line (with or without its newline) as a frame; raises `FrameError` saying what is wrong."""
+    if len(line) > max_bytes:
+        raise FrameError("frame_too_large", f"frame of {len(line)} bytes exceeds {max_bytes} bytes")
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FrameError("malformed_json", f"invalid UTF-8 at byte {exc.start}") from None
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise FrameError("malformed_json", f"invalid JSON at column {exc.colno}: {exc.msg}") from None
+    except (RecursionError, ValueError):  # nesting too deep; NaN/Infinity; integers too long to parse
+        raise FrameError("malformed_json", "invalid JSON: value too deeply nested or not representable") from None
+    if not isinstance(data, dict):
+        raise FrameError("invalid_frame", f"a frame must be a JSON object, not {_json_kind(data)}")
+    ref_id = data.get("id")
+    ref = ref_id if isinstance(ref_id, str) and 0 < len(ref_id) <= _MAX_REF_CHARS else None
+    kind = data.get("type")
+    if kind is None:
+        raise FrameError("invalid_frame", "field 'type': Field required", ref)
+    if not isinstance(kind, str):
+        raise FrameError("invalid_frame", "field 'type': must be a string", ref)
+    if kind not in FRAME_TYPES:
+        shown = f" {kind!r}" if len(kind) <= 32 and kind.isprintable() else ""
+        raise FrameError("unknown_type", f"unknown frame type{shown}", ref)
+    try:
+        return _frame_adapter().validate_python(data)
+    except ValidationError as exc:
+        raise FrameError("invalid_frame", _describe(exc, kind), ref) from None
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    return "a boolean" if isinstance(value, bool) else "a number"
+
+
+def _describe(exc: ValidationError, kind: str) -> str:
+    """'field 'chat_id': Field required; ...' — pydantic's messages name the expectation, not the input."""
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False)[:3]:
+        loc = list(error["loc"])
+        if loc and loc[0] == kind:  # the discriminated union prefixes the tag
+            loc = loc[1:]
+        where = ".".join(str(part) for part in loc) or "frame"
+        problems.append(f"field {where!r}: {error['msg']}")
+    more = exc.error_count() - len(problems)
+    return "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")
+
+
+class FrameReader:
+    """Splits a stream into frame lines while holding at most `max_bytes` plus one chunk in memory.
+
+    Both ends need it. StreamReader.readline() fails on a long line in a way that leaves the stream
+    awkward to resume; reading chunks lets an oversized line be reported once and skipped to its newline.
+    """
+
+    def __init__(self, reader: StreamReader, max_bytes: int = MAX_FRAME_BYTES) -> None:
+        self._reader = reader
+        self._max = max_bytes
+        self._buf = bytearray()
+        self._scanned = 0  # bytes of _buf known to hold no newline
+        self._discarding = False  # inside an oversized line already reported
+
+    @property
+    def mid_frame(self) -> bool:
+        return bool(self._buf) or self._discarding
+
+    async def next(self) -> bytes | int | None:
+        """The next line with its newline; for an oversized line its size so far (an int); None at end of stream."""
+        while True:
+            end = self._buf.find(b"\n", self._scanned)
+            if end >= 0:
+                line = bytes(self._buf[: end + 1])
+                del self._buf[: end + 1]
+                self._scanned = 0
+                if self._discarding:
+                    self._discarding = False
+                    continue
+                return len(line) if len(line) > self._max else line
+            if self._discarding:
+                self._buf.clear()
+            elif len(self._buf) >= self._max:  # no newline yet, so the line with its newline exceeds the limit
+                size = len(self._buf)
+                self._buf.clear()
+                self._discarding = True
+                self._scanned = 0
+                return size
+            self._scanned = len(self._buf)
+            chunk = await self._reader.read(READ_CHUNK_BYTES)
+            if not chunk:
+                return None
+            self._buf += chunk
