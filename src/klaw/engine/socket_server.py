@@ -208,6 +208,8 @@ class EngineSocketServer:
             return
         except TimeoutError:
             pass  # someone is listening but busy: treat as live
+        except OSError as exc:  # e.g. a socket of another user
+            raise EngineSocketError(f"cannot check {self.path}: {exc.strerror or exc}") from exc
         else:
             writer.close()
             with contextlib.suppress(OSError):

@@ -1,0 +1,70 @@
+"""A deterministic, model-free embedder for tests and benchmarks of everything around embeddings.
+
+It is a bag of words with feature hashing: each lowercase word token adds ±1 to one of `dim`
+buckets, then the vector is L2-normalised. Texts that share words therefore have a higher cosine
+than unrelated texts, which is enough to test retrieval plumbing without loading a model.
+
+The bucket and sign come from blake2b, not Python's `hash()`: `hash()` is salted per process
+(PYTHONHASHSEED), and vectors written by one process must match queries embedded by another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from klaw.memory.embedder.protocol import Vectors
+
+_WORD = re.compile(r"\w+")
+# Texts without any word token (empty, whitespace, punctuation only) embed as this pseudo-token's
+# vector, a fixed unit vector: every row stays unit-length as the protocol promises (a zero row
+# would make cosine distance undefined downstream), and all such texts are identical to each other,
+# much as a real model maps "" to one fixed vector.
+EMPTY_TOKEN = "\x00empty"
+
+
+class FakeEmbedder:
+    """Signed feature hashing of lowercase word tokens; `model_id` is `fake-hash-{dim}`."""
+
+    def __init__(self, dim: int = 384) -> None:
+        if dim < 1:
+            raise ValueError("dim must be >= 1")
+        self._dim = dim
+
+    @property
+    def model_id(self) -> str:
+        return f"fake-hash-{self._dim}"
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        # Pure Python and cheap: no worker thread needed.
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            tokens = _WORD.findall(text.lower()) or [EMPTY_TOKEN]
+            for token in tokens:
+                bucket, sign = self._slot(token)
+                out[row, bucket] += sign
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        # Signed hashing can cancel a row to zero (e.g. two words colliding with opposite signs):
+        # fall back to the empty-text vector so every row is still a unit vector.
+        zero = norms[:, 0] == 0
+        if zero.any():
+            bucket, sign = self._slot(EMPTY_TOKEN)
+            out[zero, bucket] = sign
+            norms[zero] = 1
+        out /= norms
+        return out
+
+    async def aclose(self) -> None:
+        return None
+
+    def _slot(self, token: str) -> tuple[int, float]:
+        """The token's bucket and sign; the sign keeps collisions from always adding up."""
+        value = int.from_bytes(hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest(), "little")
+        return value % self._dim, (1.0 if value >> 63 == 0 else -1.0)

@@ -1,0 +1,390 @@
+"""The engine socket over real Unix sockets: setup, acks, errors that keep the connection, routing, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import stat
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from klaw.engine.frames import (
+    MAX_FRAME_BYTES,
+    AckFrame,
+    CommandFrame,
+    ErrorFrame,
+    FrameError,
+    HelloFrame,
+    InboundFrame,
+    OutboundFrame,
+    PingFrame,
+    PongFrame,
+    ShutdownFrame,
+)
+from klaw.engine.socket_server import EngineAlreadyRunningError, EngineSocketError, EngineSocketServer
+from tests.engine import REPLY_TIMEOUT_SECONDS, GatewayClient, RecordingHandler, short_socket_dir
+
+SECRET = "the launch code is 0000"
+
+
+def inbound(msg_id: str, text: str = "hello", channel: str = "console") -> InboundFrame:
+    return InboundFrame(id=msg_id, channel=channel, chat_id="me", text=text)
+
+
+def outbound(text: str, channel: str = "console") -> OutboundFrame:
+    return OutboundFrame(channel=channel, chat_id="me", text=text)
+
+
+@pytest.fixture
+def sock_path() -> Iterator[Path]:
+    with short_socket_dir() as directory:
+        yield directory / "engine.sock"
+
+
+@pytest.fixture
+def handler() -> RecordingHandler:
+    return RecordingHandler()
+
+
+@pytest.fixture
+async def server(sock_path: Path, handler: RecordingHandler) -> AsyncIterator[EngineSocketServer]:
+    engine = EngineSocketServer(sock_path, handler)
+    await engine.start()
+    try:
+        yield engine
+    finally:
+        await engine.aclose()
+
+
+@pytest.fixture
+async def client(server: EngineSocketServer) -> AsyncIterator[GatewayClient]:
+    gateway = await GatewayClient.connect(server.path)
+    try:
+        yield gateway
+    finally:
+        await gateway.aclose()
+
+
+async def disconnected(server: EngineSocketServer) -> None:
+    async with asyncio.timeout(REPLY_TIMEOUT_SECONDS):
+        await server.wait_disconnected()
+
+
+# --- the socket file
+
+
+async def test_socket_file_is_0600_whatever_the_umask(sock_path: Path, handler: RecordingHandler) -> None:
+    engine = EngineSocketServer(sock_path, handler)
+    old = os.umask(0)
+    try:
+        await engine.start()
+    finally:
+        os.umask(old)
+    try:
+        mode = os.stat(sock_path).st_mode
+        assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
+    finally:
+        await engine.aclose()
+
+
+async def test_a_stale_socket_file_is_replaced(sock_path: Path, handler: RecordingHandler) -> None:
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(sock_path))
+    dead.close()  # the file stays behind, as after a crash
+    assert stat.S_ISSOCK(os.lstat(sock_path).st_mode)
+    engine = EngineSocketServer(sock_path, handler)
+    await engine.start()
+    try:
+        gateway = await GatewayClient.connect(sock_path)
+        assert await gateway.roundtrip() == []
+        await gateway.aclose()
+    finally:
+        await engine.aclose()
+
+
+async def test_a_live_engine_on_the_path_is_detected(server: EngineSocketServer, handler: RecordingHandler) -> None:
+    second = EngineSocketServer(server.path, handler)
+    with pytest.raises(EngineAlreadyRunningError, match="already running"):
+        await second.start()
+    await second.aclose()  # must not remove the first engine's socket
+    assert server.path.exists()
+    gateway = await GatewayClient.connect(server.path)
+    assert await gateway.roundtrip() == []
+    await gateway.aclose()
+
+
+async def test_a_file_that_is_not_a_socket_is_left_alone(sock_path: Path, handler: RecordingHandler) -> None:
+    sock_path.write_text("notes")
+    with pytest.raises(EngineSocketError, match="not a socket"):
+        await EngineSocketServer(sock_path, handler).start()
+    assert sock_path.read_text() == "notes"
+
+
+async def test_aclose_removes_the_socket_file_and_closes_connections(server: EngineSocketServer) -> None:
+    gateway = await GatewayClient.connect(server.path)
+    await gateway.roundtrip()
+    await server.aclose()
+    assert not server.path.exists()
+    assert await gateway.read_to_eof() == b""
+    await gateway.aclose()
+    assert server.connection_count == 0
+    assert asyncio.all_tasks() == {asyncio.current_task()}  # no connection task left behind
+
+
+async def test_stop_accepting_keeps_connected_gateways(server: EngineSocketServer, client: GatewayClient) -> None:
+    await client.roundtrip()
+    await server.stop_accepting()
+    with pytest.raises(ConnectionRefusedError):
+        await asyncio.open_unix_connection(str(server.path))
+    await client.send(inbound("after-stop"))
+    assert await client.roundtrip() == [AckFrame(id="after-stop")]
+
+
+# --- frames in
+
+
+async def test_inbound_is_handed_over_then_acked(client: GatewayClient, handler: RecordingHandler) -> None:
+    frame = inbound("m1", SECRET)
+    await client.send(frame)
+    assert await client.recv() == AckFrame(id="m1")
+    assert handler.inbound == [frame]
+
+
+async def test_command_is_handed_over_then_acked(client: GatewayClient, handler: RecordingHandler) -> None:
+    frame = CommandFrame(id="c1", channel="console", chat_id="me", command="new", args="x")
+    await client.send(frame)
+    assert await client.recv() == AckFrame(id="c1")
+    assert handler.commands == [frame]
+
+
+async def test_frames_are_handled_in_order(client: GatewayClient, handler: RecordingHandler) -> None:
+    await client.send_bytes(b"".join(inbound(f"m{i}").model_dump_json().encode() + b"\n" for i in range(20)))
+    assert await client.roundtrip() == [AckFrame(id=f"m{i}") for i in range(20)]
+    assert [frame.id for frame in handler.inbound] == [f"m{i}" for i in range(20)]
+
+
+async def test_ping_gets_a_pong_with_the_same_id(client: GatewayClient) -> None:
+    await client.send(PingFrame(id="abc"))
+    assert await client.recv() == PongFrame(id="abc")
+    await client.send(PingFrame())
+    assert await client.recv() == PongFrame(id=None)
+
+
+async def test_blank_lines_are_ignored(client: GatewayClient) -> None:
+    await client.send_bytes(b"\n  \r\n\n")
+    assert await client.roundtrip() == []
+
+
+BAD_LINES = {
+    "malformed_json": (b'{"type": "ping", \n', "malformed_json", None),
+    "invalid_utf8": (b'{"type": "inbound", "text": "\xc3\x28"}\n', "malformed_json", None),
+    "not_an_object": (b"[1, 2, 3]\n", "invalid_frame", None),
+    "missing_field": (
+        json.dumps({"type": "inbound", "id": "m9", "channel": "console", "text": SECRET}).encode() + b"\n",
+        "invalid_frame",
+        "m9",
+    ),
+    "unknown_type": (b'{"type": "teleport", "id": "t1"}\n', "unknown_type", "t1"),
+    "engine_only_type": (b'{"type": "ack", "id": "a1"}\n', "invalid_frame", None),
+}
+
+
+@pytest.mark.parametrize("case", BAD_LINES.values(), ids=BAD_LINES.keys())
+async def test_a_bad_frame_gets_an_error_and_the_connection_goes_on(
+    client: GatewayClient, handler: RecordingHandler, case: tuple[bytes, str, str | None]
+) -> None:
+    raw, code, ref = case
+    await client.send_bytes(raw)
+    error = await client.recv()
+    assert isinstance(error, ErrorFrame) and error.code == code and error.ref == ref
+    assert SECRET not in error.message
+    await client.send(inbound("next"))
+    assert await client.recv() == AckFrame(id="next")
+    assert [frame.id for frame in handler.inbound] == ["next"]
+
+
+async def test_an_invalid_frame_error_names_the_field(client: GatewayClient) -> None:
+    await client.send_bytes(BAD_LINES["missing_field"][0])
+    error = await client.recv()
+    assert isinstance(error, ErrorFrame) and "'chat_id'" in error.message
+
+
+async def test_a_2_mib_line_is_skipped_and_the_next_frame_works(client: GatewayClient) -> None:
+    await client.send_bytes(b'{"type": "inbound", "text": "' + b"x" * (2 * MAX_FRAME_BYTES) + b'"}\n')
+    assert await client.recv() == ErrorFrame(code="frame_too_large", message=f"frame exceeds {MAX_FRAME_BYTES} bytes")
+    await client.send(inbound("after-big"))
+    assert await client.recv() == AckFrame(id="after-big")
+
+
+async def test_oversized_frame_and_the_next_one_in_a_single_write(client: GatewayClient) -> None:
+    await client.send_bytes(
+        b"y" * (MAX_FRAME_BYTES + 1) + b"\n" + inbound("same-write").model_dump_json().encode() + b"\n"
+    )
+    error = await client.recv()
+    assert isinstance(error, ErrorFrame) and error.code == "frame_too_large"
+    assert await client.recv() == AckFrame(id="same-write")
+
+
+async def test_a_frame_of_exactly_the_limit_is_accepted_one_more_byte_is_not(client: GatewayClient) -> None:
+    def padded(total: int, msg_id: str) -> bytes:
+        head = inbound(msg_id, text="").model_dump_json().encode()
+        return head[:-1] + b" " * (total - len(head) - 1) + b"}\n"  # JSON whitespace before the closing brace
+
+    await client.send_bytes(padded(MAX_FRAME_BYTES, "exact") + padded(MAX_FRAME_BYTES + 1, "over"))
+    assert await client.recv() == AckFrame(id="exact")
+    error = await client.recv()
+    assert isinstance(error, ErrorFrame) and error.code == "frame_too_large"
+    assert await client.roundtrip() == []
+
+
+async def test_a_failing_handler_gets_an_internal_error_and_the_connection_goes_on(
+    client: GatewayClient, handler: RecordingHandler, caplog: pytest.LogCaptureFixture
+) -> None:
+    handler.fail_ids = {"bad", "bad-cmd"}
+    caplog.set_level(logging.DEBUG, logger="klaw.engine.socket_server")
+    await client.send(inbound("bad", SECRET))
+    await client.send(CommandFrame(id="bad-cmd", channel="console", chat_id="me", command="x", args=SECRET))
+    first, second = await client.recv(), await client.recv()
+    assert isinstance(first, ErrorFrame) and first.code == "internal" and first.ref == "bad"
+    assert isinstance(second, ErrorFrame) and second.code == "internal" and second.ref == "bad-cmd"
+    assert SECRET not in first.message + second.message
+    assert all(SECRET not in record.getMessage() for record in caplog.records)
+    await client.send(inbound("good"))
+    assert await client.recv() == AckFrame(id="good")
+
+
+async def test_logs_never_carry_message_text(
+    client: GatewayClient, server: EngineSocketServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="klaw.engine.socket_server")
+    await client.send(inbound("m", SECRET))
+    await client.send_bytes(json.dumps({"type": "inbound", "id": "m2", "text": SECRET}).encode() + b"\n")
+    await client.roundtrip()
+    await server.send_outbound(outbound(SECRET, channel="nobody"))
+    assert caplog.records and all(SECRET not in record.getMessage() for record in caplog.records)
+
+
+async def test_a_gateway_error_frame_is_not_answered(client: GatewayClient) -> None:
+    await client.send(ErrorFrame(code="internal", message="gateway trouble", ref="o1"))
+    assert await client.roundtrip() == []
+
+
+# --- connections that go away
+
+
+async def test_a_client_disconnecting_mid_frame_does_not_disturb_the_server(
+    server: EngineSocketServer, handler: RecordingHandler
+) -> None:
+    torn = await GatewayClient.connect(server.path)
+    await torn.roundtrip()  # the server has taken the connection in, so waiting for it to go means something
+    await torn.send_bytes(b'{"type": "inbound", "id": "half", "channel": "con')
+    await torn.aclose()
+    await disconnected(server)
+    assert handler.inbound == []
+    gateway = await GatewayClient.connect(server.path)
+    await gateway.send(inbound("whole"))
+    assert await gateway.recv() == AckFrame(id="whole")
+    await gateway.aclose()
+
+
+async def test_a_client_vanishing_with_replies_pending_does_not_disturb_the_server(
+    server: EngineSocketServer, handler: RecordingHandler
+) -> None:
+    rude = await GatewayClient.connect(server.path)
+    await rude.send(HelloFrame(channels=["console"]))
+    await rude.roundtrip()
+    await rude.send_bytes(b"".join(inbound(f"r{i}").model_dump_json().encode() + b"\n" for i in range(200)))
+    rude.writer.transport.abort()
+    await disconnected(server)
+    assert await server.send_outbound(outbound("later")) is False  # its route is gone: queued, not lost
+    gateway = await GatewayClient.connect(server.path)
+    assert await gateway.roundtrip() == []
+    await gateway.aclose()
+
+
+# --- frames out
+
+
+async def test_outbound_goes_to_the_gateway_serving_the_channel(server: EngineSocketServer) -> None:
+    console, telegram = await GatewayClient.connect(server.path), await GatewayClient.connect(server.path)
+    await console.send(HelloFrame(channels=["console"]))
+    await telegram.send(HelloFrame(channels=["telegram", "web"]))
+    await console.roundtrip()
+    await telegram.roundtrip()
+    assert await server.send_outbound(outbound("to telegram", channel="telegram")) is True
+    assert await server.send_outbound(outbound("to console")) is True
+    assert await telegram.roundtrip() == [outbound("to telegram", channel="telegram")]
+    assert await console.roundtrip() == [outbound("to console")]
+    await console.aclose()
+    await telegram.aclose()
+
+
+async def test_the_latest_hello_wins_and_an_earlier_gateway_takes_over_again(server: EngineSocketServer) -> None:
+    old, new = await GatewayClient.connect(server.path), await GatewayClient.connect(server.path)
+    for gateway in (old, new):
+        await gateway.send(HelloFrame(channels=["console"]))
+        await gateway.roundtrip()
+    assert await server.send_outbound(outbound("one")) is True
+    assert await new.roundtrip() == [outbound("one")]
+    await new.aclose()
+    # Whether or not the server has noticed yet, "two" cannot go to the closed socket (a write to it fails at once).
+    assert await server.send_outbound(outbound("two")) is True
+    assert await old.roundtrip() == [outbound("two")]
+    await old.aclose()
+
+
+async def test_outbound_waits_for_a_gateway_and_is_flushed_in_order(server: EngineSocketServer) -> None:
+    texts = [f"reply {i}" for i in range(5)]
+    for text in texts:
+        assert await server.send_outbound(outbound(text)) is False
+    assert await server.send_outbound(outbound("elsewhere", channel="telegram")) is False
+    assert server.pending_outbound("console") == 5
+    gateway = await GatewayClient.connect(server.path)
+    await gateway.send(HelloFrame(channels=["console"]))
+    assert await gateway.roundtrip() == [outbound(text) for text in texts]
+    assert server.pending_outbound("console") == 0
+    assert server.pending_outbound("telegram") == 1
+    assert await server.send_outbound(outbound("now")) is True
+    assert await gateway.roundtrip() == [outbound("now")]
+    await gateway.aclose()
+
+
+async def test_the_queue_drops_the_oldest_beyond_its_limit(
+    sock_path: Path, handler: RecordingHandler, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = EngineSocketServer(sock_path, handler, outbound_queue_limit=3)
+    await engine.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="klaw.engine.socket_server"):
+            for i in range(5):
+                await engine.send_outbound(outbound(f"r{i}"))
+        assert any("dropped the oldest" in record.getMessage() for record in caplog.records)
+        gateway = await GatewayClient.connect(sock_path)
+        await gateway.send(HelloFrame(channels=["console"]))
+        assert await gateway.roundtrip() == [outbound(f"r{i}") for i in (2, 3, 4)]
+        await gateway.aclose()
+    finally:
+        await engine.aclose()
+
+
+async def test_an_outbound_frame_too_large_to_send_is_refused(server: EngineSocketServer) -> None:
+    with pytest.raises(FrameError) as caught:
+        await server.send_outbound(outbound("x" * MAX_FRAME_BYTES))
+    assert caught.value.code == "frame_too_large"
+    assert server.pending_outbound("console") == 0
+
+
+async def test_shutdown_is_broadcast_to_every_gateway(server: EngineSocketServer) -> None:
+    gateways = [await GatewayClient.connect(server.path) for _ in range(3)]
+    for gateway in gateways:
+        await gateway.roundtrip()
+    assert await server.broadcast_shutdown("upgrade") == 3
+    for gateway in gateways:
+        assert await gateway.recv() == ShutdownFrame(reason="upgrade")
+        await gateway.aclose()
+    await disconnected(server)
