@@ -10,12 +10,18 @@ from tests.engine.harness import CHAT, running_engine
 
 
 async def test_a_message_arriving_mid_turn_waits_for_that_turn(tmp_path: Path) -> None:
-    release = asyncio.Event()
+    release, started = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        started.set()  # the first turn's request reached the model
+        await release.wait()
+
     async with running_engine(tmp_path) as h:
-        h.server.reply_text("first answer", before=release.wait)
+        h.server.reply_text("first answer", before=hold)
         await h.say("first")
         await h.clock.advance(1.5)
-        await settle()
+        async with asyncio.timeout(10):
+            await started.wait()
         await h.say("second")
         await h.clock.advance(1.5)
         await settle()
