@@ -23,7 +23,7 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -202,6 +202,29 @@ async def post_json_with_retries(
         return json.loads(body)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
         raise malformed(endpoint, f"the response was not valid JSON ({len(body)} bytes)") from exc
+
+
+@dataclass(frozen=True)
+class RetryingPoster:
+    """One endpoint's HTTP client, key lookup and retry settings, bundled so each call site names
+    only the path and the payload (the chat client and the embedder share this)."""
+
+    http: httpx.AsyncClient
+    endpoint: Endpoint
+    env: Mapping[str, str]
+    sleep: Sleep
+    policy: RetryPolicy = RetryPolicy()
+    rand: Callable[[], float] = random.random
+
+    async def post_json(self, path: str, payload: Mapping[str, Any]) -> Any:
+        return await post_json_with_retries(
+            self.http, self.endpoint, path, payload, env=self.env, sleep=self.sleep, policy=self.policy, rand=self.rand
+        )
+
+    def open(self, path: str, payload: Mapping[str, Any]) -> AbstractAsyncContextManager[httpx.Response]:
+        return open_with_retries(
+            self.http, self.endpoint, path, payload, env=self.env, sleep=self.sleep, policy=self.policy, rand=self.rand
+        )
 
 
 @contextmanager

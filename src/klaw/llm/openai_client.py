@@ -29,12 +29,11 @@ from klaw.config import ModelConfig
 from klaw.llm.errors import LlmServerError, server_message
 from klaw.llm.http import (
     Endpoint,
+    RetryingPoster,
     RetryPolicy,
     Sleep,
     malformed,
     new_http_client,
-    open_with_retries,
-    post_json_with_retries,
     reading_errors,
 )
 from klaw.llm.messages import (
@@ -77,10 +76,6 @@ class OpenAiChatClient:
         self._config = config
         self._owns_http = http is None
         self._http = http if http is not None else new_http_client(transport)
-        self._sleep = sleep
-        self._env = env
-        self._policy = retry_policy or RetryPolicy()
-        self._rand = rand
         self._endpoint = Endpoint(
             model_id=model_id,
             base_url=config.base_url,
@@ -89,6 +84,7 @@ class OpenAiChatClient:
             max_retries=config.max_retries,
             section=f"models.{model_id}",
         )
+        self._poster = RetryingPoster(self._http, self._endpoint, env, sleep, retry_policy or RetryPolicy(), rand)
 
     @property
     def model_id(self) -> str:
@@ -109,16 +105,7 @@ class OpenAiChatClient:
         """Send the conversation and return the whole answer."""
         payload = self._payload(messages, tools, temperature, max_tokens, stream=False)
         started = time.monotonic()
-        body = await post_json_with_retries(
-            self._http,
-            self._endpoint,
-            "chat/completions",
-            payload,
-            env=self._env,
-            sleep=self._sleep,
-            policy=self._policy,
-            rand=self._rand,
-        )
+        body = await self._poster.post_json("chat/completions", payload)
         self._raise_for_error_body(body)
         try:
             response = ChatResponse.from_wire(body)
@@ -145,16 +132,7 @@ class OpenAiChatClient:
         payload = self._payload(messages, tools, temperature, max_tokens, stream=True)
         started = time.monotonic()
         chunks = 0
-        async with open_with_retries(
-            self._http,
-            self._endpoint,
-            "chat/completions",
-            payload,
-            env=self._env,
-            sleep=self._sleep,
-            policy=self._policy,
-            rand=self._rand,
-        ) as response:
+        async with self._poster.open("chat/completions", payload) as response:
             if "json" in response.headers.get("content-type", ""):
                 # The server ignored `stream: true` and answered in one piece: hand it out as one delta.
                 with reading_errors(self._endpoint):

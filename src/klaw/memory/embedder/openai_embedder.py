@@ -22,7 +22,7 @@ import numpy as np
 
 from klaw.config import EmbedderConfig
 from klaw.llm.errors import LlmError
-from klaw.llm.http import Endpoint, RetryPolicy, Sleep, new_http_client, post_json_with_retries
+from klaw.llm.http import Endpoint, RetryingPoster, RetryPolicy, Sleep, new_http_client
 from klaw.memory.embedder.protocol import EmbedderError, Vectors
 
 
@@ -53,10 +53,6 @@ class OpenAiEmbedder:
         self._model_id = f"openai:{config.model}@{config.dim}"
         self._owns_http = http is None
         self._http = http if http is not None else new_http_client(transport)
-        self._sleep = sleep
-        self._env = env
-        self._policy = retry_policy or RetryPolicy()
-        self._rand = rand
         self._endpoint = Endpoint(
             model_id=self._model_id,
             base_url=config.base_url,
@@ -65,6 +61,7 @@ class OpenAiEmbedder:
             max_retries=max_retries,
             section="embedder",
         )
+        self._poster = RetryingPoster(self._http, self._endpoint, env, sleep, retry_policy or RetryPolicy(), rand)
 
     @property
     def model_id(self) -> str:
@@ -96,16 +93,7 @@ class OpenAiEmbedder:
     async def _embed_batch(self, texts: Sequence[str]) -> Vectors:
         payload = {"model": self._model, "input": list(texts)}
         try:
-            body = await post_json_with_retries(
-                self._http,
-                self._endpoint,
-                "embeddings",
-                payload,
-                env=self._env,
-                sleep=self._sleep,
-                policy=self._policy,
-                rand=self._rand,
-            )
+            body = await self._poster.post_json("embeddings", payload)
         except LlmError as exc:
             raise EmbedderError(str(exc)) from exc
         return self._vectors(body, len(texts))
