@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import itertools
 import json
-import re
 import socket
 import time
 from collections import deque
@@ -33,60 +31,45 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
-import numpy as np
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from klaw.llm.fake_wire import (
+    ErrorReply,
+    HangReply,
+    MalformedReply,
+    Reply,
+    TextReply,
+    ToolCallsReply,
+    chunk_payload,
+    echo_last_user_message,
+    error_response,
+    fake_embedding,
+    reply_message,
+    sse_event,
+    stream_chunks,
+)
 from klaw.llm.tokens import approximate_token_count
+
+__all__ = [
+    "ErrorReply",
+    "FakeOpenAiServer",
+    "HangReply",
+    "MalformedReply",
+    "RecordedRequest",
+    "Reply",
+    "TextReply",
+    "ToolCallsReply",
+    "echo_last_user_message",
+    "fake_embedding",
+]
 
 Endpoint = Literal["chat", "embeddings"]
 Before = Callable[[], Awaitable[None]]
 _SHUTDOWN_GRACE_SECONDS = 2.0
-_ERROR_DEFAULTS = {
-    400: ("invalid_request_error", None, "Invalid request."),
-    401: ("invalid_request_error", "invalid_api_key", "Incorrect API key provided."),
-    403: ("invalid_request_error", "forbidden", "You do not have access to this resource."),
-    404: ("invalid_request_error", "model_not_found", "The model does not exist."),
-    429: ("requests", "rate_limit_exceeded", "Rate limit reached for requests."),
-}
-
-
-@dataclass(frozen=True)
-class TextReply:
-    text: str
-    finish_reason: str = "stop"
-
-
-@dataclass(frozen=True)
-class ToolCallsReply:
-    calls: tuple[tuple[str, str, str], ...]  # (id, name, raw arguments JSON)
-    content: str | None = None
-
-
-@dataclass(frozen=True)
-class ErrorReply:
-    status: int
-    message: str | None = None
-    retry_after: float | None = None
-    code: str | None = None
-
-
-@dataclass(frozen=True)
-class MalformedReply:
-    """HTTP 200 whose body (or first stream chunk) is not valid JSON."""
-
-
-@dataclass(frozen=True)
-class HangReply:
-    """Never answers until the server closes; when streaming, sends `partial` text first."""
-
-    partial: str | None = None
-
-
-Reply = TextReply | ToolCallsReply | ErrorReply | MalformedReply | HangReply
 
 
 @dataclass(frozen=True)
@@ -101,12 +84,6 @@ class RecordedRequest:
 class _Queued:
     reply: Reply
     before: Before | None = None
-
-
-def echo_last_user_message(body: Mapping[str, Any]) -> Reply:
-    """The default chat reply: `echo: <last user message>`."""
-    users = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "user"]
-    return TextReply(f"echo: {users[-1].get('content') or ''}" if users else "echo:")
 
 
 @dataclass(eq=False)
@@ -259,14 +236,16 @@ class FakeOpenAiServer:
     async def _chat(self, request: Request) -> Response:
         body = await self._record(request)
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            return _error(ErrorReply(400, "'messages' is a required property"))
+            return error_response(ErrorReply(400, "'messages' is a required property"))
         model = str(body.get("model", ""))
         if self.known_models is not None and model not in self.known_models:
-            return _error(ErrorReply(404, f"The model `{model}` does not exist or you do not have access to it."))
+            return error_response(
+                ErrorReply(404, f"The model `{model}` does not exist or you do not have access to it.")
+            )
         reply = await self._next("chat", body)
         stream = bool(body.get("stream"))
         if isinstance(reply, ErrorReply):
-            return _error(reply)
+            return error_response(reply)
         if isinstance(reply, MalformedReply):
             if stream:
                 garbage = 'data: {"id": "chatcmpl-1", "choices": [\n\n'
@@ -274,18 +253,18 @@ class FakeOpenAiServer:
             return Response('{"id": "chatcmpl-1", "choices": [', media_type="application/json")
         if isinstance(reply, HangReply):
             if stream and reply.partial is not None:
-                chunks = [_sse(_chunk(model, {"role": "assistant", "content": reply.partial}))]
+                chunks = [sse_event(chunk_payload(model, {"role": "assistant", "content": reply.partial}))]
                 return StreamingResponse(self._then_hang(chunks), media_type="text/event-stream")
             await self._closing.wait()
-            return _error(ErrorReply(503, "The server is shutting down."))
+            return error_response(ErrorReply(503, "The server is shutting down."))
         assert reply is not None
-        message, finish = _message(reply)
+        message, finish = reply_message(reply)
         prompt = sum(approximate_token_count(str(m.get("content") or "")) for m in body["messages"])
         completion = approximate_token_count(json.dumps(message))
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         if stream:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            events = [_sse(c) for c in _stream_chunks(model, message, finish, usage if include_usage else None)]
+            events = [sse_event(c) for c in stream_chunks(model, message, finish, usage if include_usage else None)]
             return StreamingResponse(_lines([*events, "data: [DONE]\n\n"]), media_type="text/event-stream")
         return JSONResponse(
             {
@@ -307,16 +286,16 @@ class FakeOpenAiServer:
         body = await self._record(request)
         reply = await self._next("embeddings", body)
         if isinstance(reply, ErrorReply):
-            return _error(reply)
+            return error_response(reply)
         if isinstance(reply, MalformedReply):
             return Response('{"data": [', media_type="application/json")
         if isinstance(reply, HangReply):
             await self._closing.wait()
-            return _error(ErrorReply(503, "The server is shutting down."))
+            return error_response(ErrorReply(503, "The server is shutting down."))
         texts = body.get("input") if isinstance(body, dict) else None
         texts = [texts] if isinstance(texts, str) else texts
         if not isinstance(texts, list):
-            return _error(ErrorReply(400, "'input' is a required property"))
+            return error_response(ErrorReply(400, "'input' is a required property"))
         data = [
             {"object": "embedding", "index": i, "embedding": fake_embedding(str(t), self.embedding_dim)}
             for i, t in enumerate(texts)
@@ -382,67 +361,6 @@ class _QuietServer(uvicorn.Server):
         for server in self.servers:  # bounded: from Python 3.12 this also waits for open connections
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(server.wait_closed(), _SHUTDOWN_GRACE_SECONDS)
-
-
-def fake_embedding(text: str, dim: int) -> list[float]:
-    """A deterministic, deliberately not unit-length vector for `text`."""
-    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
-    return [float(x) for x in np.random.default_rng(seed).standard_normal(dim) * 3.0]
-
-
-def _error(reply: ErrorReply) -> Response:
-    kind, code, message = _ERROR_DEFAULTS.get(reply.status, ("server_error", None, "The server had an error."))
-    headers = {"retry-after": f"{reply.retry_after:g}"} if reply.retry_after is not None else None
-    payload = {"error": {"message": reply.message or message, "type": kind, "code": reply.code or code}}
-    return JSONResponse(payload, status_code=reply.status, headers=headers)
-
-
-def _message(reply: Reply) -> tuple[dict[str, Any], str]:
-    if isinstance(reply, TextReply):
-        return {"role": "assistant", "content": reply.text}, reply.finish_reason
-    if isinstance(reply, ToolCallsReply):
-        calls = [{"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in reply.calls]
-        return {"role": "assistant", "content": reply.content, "tool_calls": calls}, "tool_calls"
-    raise TypeError(f"not a message reply: {reply!r}")
-
-
-def _stream_chunks(
-    model: str, message: Mapping[str, Any], finish: str, usage: Mapping[str, int] | None
-) -> Iterator[dict[str, Any]]:
-    """OpenAI's chunking: role first, text in word-sized pieces, each tool call's id and name once and
-    then its arguments in fragments, a final chunk with the finish reason, then usage if asked."""
-    yield _chunk(model, {"role": "assistant", "content": ""})
-    for piece in re.findall(r"\s*\S+\s*", message.get("content") or ""):
-        yield _chunk(model, {"content": piece})
-    for index, call in enumerate(message.get("tool_calls") or []):
-        head = {
-            "index": index,
-            "id": call["id"],
-            "type": "function",
-            "function": {"name": call["function"]["name"], "arguments": ""},
-        }
-        yield _chunk(model, {"tool_calls": [head]})
-        arguments = call["function"]["arguments"]
-        for start in range(0, len(arguments), 7):
-            fragment = {"index": index, "function": {"arguments": arguments[start : start + 7]}}
-            yield _chunk(model, {"tool_calls": [fragment]})
-    yield _chunk(model, {}, finish)
-    if usage is not None:
-        yield {**_chunk(model, {}), "choices": [], "usage": dict(usage)}
-
-
-def _chunk(model: str, delta: Mapping[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-fake",
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "delta": dict(delta), "finish_reason": finish}],
-    }
-
-
-def _sse(payload: Mapping[str, Any]) -> str:
-    return f"data: {json.dumps(payload)}\n\n"
 
 
 async def _lines(lines: Sequence[str]) -> AsyncIterator[str]:
