@@ -26,6 +26,8 @@ from klaw.home import KlawHome
 from klaw.llm.router import ModelRouter
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.core_memory import CoreMemory
+from klaw.memory.embedder.factory import create_embedder
+from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.ingestion import Ingestion
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
@@ -53,6 +55,7 @@ class Engine:
         config: EngineConfig,
         store: SqliteStore,
         router: ModelRouter,
+        embedder: Embedder,
         sessions: SessionManager,
         processor: MessageProcessor,
         commands: CommandHandler,
@@ -63,6 +66,7 @@ class Engine:
         self.config = config
         self.store = store
         self.router = router
+        self.embedder = embedder
         self.sessions = sessions
         self.processor = processor
         self.commands = commands
@@ -82,7 +86,10 @@ class Engine:
         clock = clock or SystemClock()
         home.root.mkdir(parents=True, exist_ok=True)
         store = await SqliteStore.open(home.database_file(config.database.path), clock=clock.now)
+        embedder = create_embedder(config.embedder)
         try:
+            # Refuses to start on vectors of another embedder (the error says to run `klaw reindex`).
+            await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
             ingestion = Ingestion(ConversationLog(home.conversations), store)
             await ingestion.recover()
             tools = ToolRegistry()
@@ -117,6 +124,7 @@ class Engine:
                 config=config,
                 store=store,
                 router=router,
+                embedder=embedder,
                 sessions=sessions,
                 processor=processor,
                 commands=commands,
@@ -128,6 +136,7 @@ class Engine:
                 await engine.socket.start()
                 delivery.set_fallback(engine._send_over_socket)
         except BaseException:
+            await embedder.aclose()
             await store.aclose()
             raise
         return engine
@@ -160,6 +169,7 @@ class Engine:
         if not await self.processor.drain(timeout_seconds):
             log.warning("shutdown: turns still running after %.0f s were cancelled", timeout_seconds)
         await self.router.aclose()
+        await self.embedder.aclose()
         if self.socket is not None:
             await self.socket.aclose()
         await self.store.aclose()
