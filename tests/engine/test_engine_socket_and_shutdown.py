@@ -107,3 +107,81 @@ async def test_shutdown_answers_messages_still_in_debounce(tmp_path: Path) -> No
         await h.say("said just before the stop")
         await h.engine.shutdown(timeout_seconds=30)
         assert [o.text for o in h.delivered] == ["echo: said just before the stop"]
+
+
+async def test_replies_made_while_draining_reach_the_gateway_before_the_shutdown_frame(short_home: KlawHome) -> None:
+    """A gateway may hang up on `shutdown` at once, so a reply the drain produces must come first."""
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_model() -> None:
+        started.set()
+        await release.wait()
+
+    async with FakeOpenAiServer() as server:
+        server.reply_text("answered during the drain", before=slow_model)
+        clock = ManualClock()
+        engine = await Engine.start(short_home, engine_config(server.base_url), clock=clock)
+        try:
+            reader, writer = await asyncio.open_unix_connection(str(short_home.socket_path))
+            await send(writer, {"type": "hello", "channels": ["web"]})
+            await send(writer, {"type": "inbound", "id": "m-1", "channel": "web", "chat_id": "u1", "text": "slow"})
+            assert await read_frame(reader) == {"type": "ack", "id": "m-1"}
+            await clock.advance(1.5)
+            async with asyncio.timeout(10):
+                await started.wait()  # the model has the request and holds its answer
+            shutdown = asyncio.create_task(engine.shutdown(timeout_seconds=30))
+            await wait_until_refused(short_home.socket_path)  # shutdown has begun: no new gateways
+            await settle()  # the old order sent `shutdown` right after this point
+            assert not shutdown.done()
+            await send(writer, {"type": "inbound", "id": "m-2", "channel": "web", "chat_id": "u1", "text": "late"})
+            refused = await read_frame(reader)
+            assert (refused["type"], refused["ref"]) == ("error", "m-2")  # not stored: the gateway resends later
+            release.set()
+            reply = await read_frame(reader)
+            assert (reply["type"], reply["text"], reply["reply_to"]) == ("outbound", "answered during the drain", "m-1")
+            assert (await read_frame(reader))["type"] == "shutdown"
+            await shutdown
+            writer.close()
+        finally:
+            release.set()
+            if short_home.socket_path.exists():
+                await engine.shutdown(timeout_seconds=1)
+
+
+async def wait_until_refused(path: Path) -> None:
+    """Poll (10 s deadline) until the engine's listener is closed and a new connection is refused."""
+    async with asyncio.timeout(10):
+        while True:
+            try:
+                _, probe = await asyncio.open_unix_connection(str(path))
+            except ConnectionRefusedError:
+                return
+            probe.close()
+            await asyncio.sleep(0.01)
+
+
+async def test_slash_text_in_an_inbound_frame_is_a_command_answered_with_a_notice(short_home: KlawHome) -> None:
+    """A gateway forwarding raw text gets commands too, answered at once and never sent to the model."""
+    async with FakeOpenAiServer() as server:
+        clock = ManualClock()
+        engine = await Engine.start(short_home, engine_config(server.base_url), clock=clock)
+        try:
+            reader, writer = await asyncio.open_unix_connection(str(short_home.socket_path))
+            await send(writer, {"type": "hello", "channels": ["web"]})
+            inbound = {"type": "inbound", "id": "s-1", "channel": "web", "chat_id": "u1", "text": " /model  fake/large"}
+            await send(writer, inbound)
+            frames = [await read_frame(reader), await read_frame(reader)]
+            notice = next(f for f in frames if f["type"] == "outbound")
+            assert {"type": "ack", "id": "s-1"} in frames
+            assert (notice["kind"], notice["reply_to"], notice["chat_id"]) == ("notice", "s-1", "u1")
+            assert notice["text"] == "Switched this chat to fake/large."
+            await send(writer, {"type": "inbound", "id": "s-2", "channel": "web", "chat_id": "u1", "text": "/status"})
+            frames = [await read_frame(reader), await read_frame(reader)]
+            status = next(f for f in frames if f["type"] == "outbound")
+            assert status["reply_to"] == "s-2" and "Model: fake/large" in status["text"]
+            await clock.advance(5)
+            assert server.chat_requests == []  # commands never reach the model
+            assert await engine.store.messages.get("s-1") is None  # nor the conversation
+            writer.close()
+        finally:
+            await engine.shutdown(timeout_seconds=5)

@@ -1,9 +1,10 @@
 """`Engine`: every part of the engine assembled on one KLAW_HOME, with start-up and shutdown.
 
 Start-up: open the store, replay the log tail the database missed, register tools, start the
-socket server. Shutdown (SIGTERM/SIGINT, spec 004): stop accepting, tell gateways, let turns in
-flight finish (60 s), close the model clients and the store, remove the socket. The log needs no
-flush: every append is fsync'd before it counts.
+socket server. Shutdown (SIGTERM/SIGINT, spec 004): stop accepting new gateways and messages, let
+turns in flight finish (60 s) while connected gateways still receive their replies, only then tell
+gateways the engine is going, close the model clients and the store, remove the socket. The log
+needs no flush: every append is fsync'd before it counts.
 """
 
 from __future__ import annotations
@@ -162,12 +163,19 @@ class Engine:
             )
 
     async def shutdown(self, timeout_seconds: float = SHUTDOWN_TIMEOUT_SECONDS) -> None:
+        """Stop taking work, finish the turns in flight, then say goodbye and close.
+
+        The `shutdown` frame goes out only after the drain: a gateway may disconnect as soon as it
+        reads it, and the replies produced while draining must reach it first. Connections stay
+        open during the drain; inbound frames then get an error (not stored, send again later).
+        """
         self.processor.stop_accepting()
         if self.socket is not None:
             await self.socket.stop_accepting()
-            await self.socket.broadcast_shutdown("engine stopping")
         if not await self.processor.drain(timeout_seconds):
             log.warning("shutdown: turns still running after %.0f s were cancelled", timeout_seconds)
+        if self.socket is not None:
+            await self.socket.broadcast_shutdown("engine stopping")
         await self.router.aclose()
         await self.embedder.aclose()
         if self.socket is not None:
@@ -182,8 +190,15 @@ class _FrameAdapter:
         self._engine = engine
 
     async def on_inbound(self, frame: InboundFrame) -> None:
+        """Raw text from a gateway, read exactly as the console's: `/status` is a command there too.
+
+        A gateway forwarding whatever its person typed need not know klaw's commands; the answer
+        comes back as a `notice` replying to the frame, like a `command` frame's.
+        """
         chat = ChatRef(frame.channel, frame.chat_id)
-        await self._engine.processor.handle_inbound(Inbound(chat, frame.text, frame.id))
+        result = await self._engine.submit(chat, frame.text, frame.id)
+        if result.command_reply is not None:
+            await self._engine.delivery.deliver(Outbound(chat, result.command_reply, frame.id, "notice"))
 
     async def on_command(self, frame: CommandFrame) -> None:
         chat = ChatRef(frame.channel, frame.chat_id)
