@@ -99,6 +99,12 @@ class EmbedderConfig(_Section):
 class DatabaseConfig(_Section):
     backend: Literal["sqlite"] = "sqlite"
     path: str = Field(default="klaw.db", description="SQLite file, relative to KLAW_HOME.")
+    vector_cache_mb: int = Field(
+        default=256,
+        ge=0,
+        description="Memory for exact in-memory vector search per chat (384-dim: ~1.5 MB per 1000"
+        " messages); a chat that does not fit is searched by sqlite-vec, which is slower. 0 turns it off.",
+    )
 
 
 class CommandConfig(_Section):

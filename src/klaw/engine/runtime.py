@@ -86,7 +86,11 @@ class Engine:
     ) -> Engine:
         clock = clock or SystemClock()
         home.root.mkdir(parents=True, exist_ok=True)
-        store = await SqliteStore.open(home.database_file(config.database.path), clock=clock.now)
+        store = await SqliteStore.open(
+            home.database_file(config.database.path),
+            clock=clock.now,
+            vector_cache_bytes=config.database.vector_cache_mb * 1024 * 1024,
+        )
         embedder = create_embedder(config.embedder)
         try:
             # Refuses to start on vectors of another embedder (the error says to run `klaw reindex`).

@@ -1,8 +1,9 @@
 """Full-text (FTS5 bm25) and vector (sqlite-vec KNN) search over a chat's messages.
 
-The KNN query filters by the vec0 partition key (chat) and metadata columns (segment, time) inside
-sqlite-vec, with `k = ?`, and fetches the messages in a second query: joining a CTE into a vec0
-query would re-run the KNN per row.
+KNN is answered exactly by `ChatVectorCache` (one numpy product over the chat's vectors). A chat
+too large for the cache falls back to sqlite-vec, which filters by the vec0 partition key (chat) and
+metadata columns (segment, time) with `k = ?`. Messages are fetched in a second query: joining a
+CTE into a vec0 query would re-run the KNN per row.
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import fts5_match_expression
 from klaw.store.sqlite.query import fetch_all
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
+from klaw.store.sqlite.vector_cache import ChatVectorCache, VectorScope
 from klaw.store.sqlite.vectors import MESSAGE_VECTORS, vector_table_exists
 
 
 class SqliteSearch:
-    def __init__(self, db: SqliteDatabase, chats: ChatKeys) -> None:
+    def __init__(self, db: SqliteDatabase, chats: ChatKeys, cache: ChatVectorCache) -> None:
         self._db = db
         self._chats = chats
+        self._cache = cache
 
     async def full_text(
         self,
@@ -76,16 +79,25 @@ class SqliteSearch:
             chat_key = self._chats.find(connection, chat)
             if chat_key is None or not vector_table_exists(connection, MESSAGE_VECTORS):
                 return []
-            where, params = _scope("chat_key", chat_key, "segment_id", segment_id, "created_at", since, until)
-            neighbours = fetch_all(
-                connection,
-                f"SELECT rowid, distance FROM {MESSAGE_VECTORS} WHERE embedding MATCH ? AND k = ? AND {where}"
-                " ORDER BY distance",
-                (blob, limit, *params),
+            scope = VectorScope(
+                segment_id, None if since is None else to_millis(since), None if until is None else to_millis(until)
             )
+            query_vector = np.frombuffer(blob, dtype=np.float32)
+            neighbours = self._cache.nearest(connection, MESSAGE_VECTORS, chat_key, query_vector, limit, scope)
+            if neighbours is None:
+                where, params = _scope("chat_key", chat_key, "segment_id", segment_id, "created_at", since, until)
+                neighbours = [
+                    (int(rowid), float(distance))
+                    for rowid, distance in fetch_all(
+                        connection,
+                        f"SELECT rowid, distance FROM {MESSAGE_VECTORS} WHERE embedding MATCH ? AND k = ?"
+                        f" AND {where} ORDER BY distance",
+                        (blob, limit, *params),
+                    )
+                ]
             if not neighbours:
                 return []
-            distances = {int(rowid): float(distance) for rowid, distance in neighbours}
+            distances = dict(neighbours)
             marks = ",".join("?" * len(distances))
             rows = fetch_all(
                 connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.rowid IN ({marks})", list(distances)

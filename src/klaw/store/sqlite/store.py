@@ -15,31 +15,44 @@ from klaw.store.sqlite.search import SqliteSearch
 from klaw.store.sqlite.segments import SqliteSegments
 from klaw.store.sqlite.sessions import SqliteExchanges, SqliteSessions
 from klaw.store.sqlite.settings import SqliteSettings
+from klaw.store.sqlite.vector_cache import ChatVectorCache
 from klaw.store.sqlite.vectors import SqliteVectors
+
+DEFAULT_VECTOR_CACHE_BYTES = 256 * 1024 * 1024
 
 
 class SqliteStore:
-    def __init__(self, db: SqliteDatabase, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self, db: SqliteDatabase, clock: Callable[[], datetime], vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES
+    ) -> None:
         self.db = db
         chats = ChatKeys()
+        self.vector_cache = ChatVectorCache(vector_cache_bytes)
         self.messages = SqliteMessages(db, chats)
         self.segments = SqliteSegments(db, chats, clock)
-        self.search = SqliteSearch(db, chats)
-        self.vectors = SqliteVectors(db)
+        self.search = SqliteSearch(db, chats, self.vector_cache)
+        self.vectors = SqliteVectors(db, self.vector_cache)
         self.settings = SqliteSettings(db)
         self.sessions = SqliteSessions(db, chats)
         self.exchanges = SqliteExchanges(db, chats)
 
     @classmethod
-    async def open(cls, path: Path, *, clock: Callable[[], datetime] = utc_now) -> SqliteStore:
-        """Open (creating if needed) and migrate the database at `path`."""
+    async def open(
+        cls,
+        path: Path,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
+    ) -> SqliteStore:
+        """Open (creating if needed) and migrate the database at `path`. `vector_cache_bytes` bounds
+        the in-memory copies of chats' vectors that make KNN fast (0 = always sqlite-vec)."""
         db = await SqliteDatabase.open(path)
         try:
             await db.run(lambda connection: migrate(connection))
         except BaseException:
             await db.aclose()
             raise
-        return cls(db, clock)
+        return cls(db, clock, vector_cache_bytes)
 
     async def schema_version(self) -> int:
         return await self.db.run(current_version)

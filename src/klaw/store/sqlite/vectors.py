@@ -1,8 +1,9 @@
 """Message vectors in a sqlite-vec `vec0` table, bound to one embedder through `index_meta`.
 
 The table is partitioned by chat (`chat_key`) and carries `segment_id` and `created_at` as
-metadata columns, so per-chat, per-segment and time-bounded KNN are answered inside sqlite-vec
-(~1 ms per chat at 100k vectors with chunk_size 128) instead of filtering afterwards.
+metadata columns, so per-chat, per-segment and time-bounded KNN can be answered inside sqlite-vec.
+Searches normally go through `ChatVectorCache` (numpy, much faster); every committed insert is
+passed on to it so a cached chat never misses a vector.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy.typing as npt
 from klaw.store.protocol import IndexMismatchError, StorageError
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_one, fetch_value
+from klaw.store.sqlite.vector_cache import ChatVectorCache
 
 MESSAGE_VECTORS = "vec_messages"
 
@@ -27,8 +29,9 @@ def vector_table_exists(connection: apsw.Connection, table: str) -> bool:
 
 
 class SqliteVectors:
-    def __init__(self, db: SqliteDatabase) -> None:
+    def __init__(self, db: SqliteDatabase, cache: ChatVectorCache) -> None:
         self._db = db
+        self._cache = cache
         self._dim: int | None = None
 
     async def bind_embedder(self, embedder_id: str, dim: int) -> None:
@@ -48,6 +51,7 @@ class SqliteVectors:
                             " configured embedder, or set the embedder back in engine.yaml."
                         )
                     connection.execute(f"DROP TABLE {MESSAGE_VECTORS}")
+                    self._cache.invalidate()
                     exists = False
                 if not exists:
                     connection.execute(
@@ -75,9 +79,10 @@ class SqliteVectors:
             if vector.shape != (dim,):
                 raise StorageError(f"vector for message {rowid} has shape {vector.shape}, expected ({dim},)")
         blobs = [(rowid, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for rowid, v in vectors]
+        vectors_by_rowid = {rowid: np.asarray(v, dtype=np.float32) for rowid, v in vectors}
 
         def insert(connection: apsw.Connection) -> int:
-            added = 0
+            added: dict[int, list[tuple[int, int, int, npt.NDArray[np.float32]]]] = {}
             with connection:
                 for rowid, blob in blobs:
                     if fetch_one(connection, f"SELECT 1 FROM {MESSAGE_VECTORS} WHERE rowid = ?", (rowid,)):
@@ -92,8 +97,10 @@ class SqliteVectors:
                         " VALUES (?, ?, ?, ?, ?)",
                         (rowid, meta[0], blob, meta[1], meta[2]),
                     )
-                    added += 1
-            return added
+                    added.setdefault(meta[0], []).append((rowid, meta[1], meta[2], vectors_by_rowid[rowid]))
+            for chat_key, rows in added.items():  # committed: now the cached copies may see them
+                self._cache.added(chat_key, rows)
+            return sum(len(rows) for rows in added.values())
 
         return await self._db.run(insert)
 
