@@ -88,6 +88,12 @@ class EmbedderConfig(_Section):
     dim: int | None = Field(default=None, gt=0, description="Vector size (openai and fake backends).")
     batch_size: int = Field(default=64, gt=0)
     timeout_seconds: float = Field(default=60.0, gt=0)
+    threads: int = Field(
+        default=1,
+        gt=0,
+        description="CPU threads for the local embedder's matrix maths (numpy BLAS, process-wide). One"
+        " thread stays fast when a local LLM or other work shares the CPU; more only help on an idle machine.",
+    )
 
     @model_validator(mode="after")
     def _remote_needs_endpoint(self) -> EmbedderConfig:

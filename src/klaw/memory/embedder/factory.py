@@ -13,7 +13,7 @@ def create_embedder(config: EmbedderConfig, env: Mapping[str, str] | None = None
     if config.backend == "minilm":
         from klaw.memory.embedder.minilm import MiniLmEmbedder
 
-        return MiniLmEmbedder(batch_size=config.batch_size)
+        return MiniLmEmbedder(batch_size=config.batch_size, threads=config.threads)
     if config.backend == "openai":
         from klaw.memory.embedder.openai_embedder import OpenAiEmbedder
 
