@@ -10,8 +10,11 @@ from klaw.config import EngineConfig
 from klaw.engine.clock import Clock
 from klaw.engine.processor import MessageProcessor
 from klaw.engine.sessions import SessionManager, UnknownModel
+from klaw.memory.auto_rag import RecalledMessage
 from klaw.memory.core_memory import CoreMemory
 from klaw.store.records import ChatRef
+
+PREVIEW_CHARS = 60
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,22 @@ class CommandHandler:
             return "No turn has been built for this chat since the engine started."
         lines = [f"Last turn's context: {context.total_tokens} of {context.budget} tokens"]
         lines += [f"- {layer.name}: {layer.tokens} tokens ({layer.items} item(s))" for layer in context.layers]
+        if context.recalled:
+            lines.append("Auto-RAG recalled (best first; fused score, vector distance, full-text rank):")
+            lines += [f"  {rank}. {_recalled_line(r)}" for rank, r in enumerate(context.recalled, start=1)]
+        lines += [f"Warning: {warning}" for warning in context.warnings]
         return "\n".join(lines)
+
+
+def _recalled_line(recalled: RecalledMessage) -> str:
+    """One auto-RAG hit for the person whose chat it is: scores and a short preview."""
+    hit = recalled.hit
+    distance = f"{hit.distance:.3f}" if hit.distance is not None else "-"
+    fts = f"#{hit.fts_rank}" if hit.fts_rank is not None else "-"
+    preview = " ".join(recalled.text.split())
+    if len(preview) > PREVIEW_CHARS:
+        preview = preview[: PREVIEW_CHARS - 1] + "…"
+    return f"[{hit.message.role.value}] score {hit.score:.4f}, distance {distance}, full text {fts}: {preview}"
 
 
 def _duration(seconds: float) -> str:

@@ -6,23 +6,33 @@ the current segment, tools, and the pending messages. The budget is 90 % of the 
 budget (approximate token counts need the margin); fixed layers are placed first and the window
 shrinks to what is left. Summary, past conversations and auto-RAG are separate small methods:
 later memory features plug in there without touching the assembly.
+
+Auto-RAG runs for interactive turns only, when the segment (not counting the pending messages) holds
+more messages than `slidingWindow`. It excludes the window as first fitted and the pending
+messages; its block's tokens then come off the window's budget and the window is fitted again, so
+the oldest window messages may give way to the recalled ones (they were excluded from recall,
+which is the price of not searching twice).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from klaw.config import EngineConfig
 from klaw.engine.sessions import Session
 from klaw.engine.system_prompt import SystemPrompt
-from klaw.engine.transcript import to_chat_messages
+from klaw.engine.transcript import paired_tool_messages, to_chat_message
 from klaw.llm.messages import ChatMessage, ToolSpec
 from klaw.llm.tokens import approximate_token_count
+from klaw.memory.auto_rag import AutoRagService, RecalledMessage, format_block
 from klaw.memory.core_memory import CoreMemory
 from klaw.store.protocol import Storage
 from klaw.store.records import StoredMessage
+
+log = logging.getLogger(__name__)
 
 SAFETY_MARGIN = 0.9
 MESSAGE_OVERHEAD_TOKENS = 4  # role and framing per message
@@ -42,6 +52,8 @@ class BuiltContext:
     layers: list[ContextLayer]
     budget: int
     window_rowids: frozenset[int] = field(default_factory=frozenset)
+    recalled: list[RecalledMessage] = field(default_factory=list)  # auto-RAG hits, best first
+    warnings: list[str] = field(default_factory=list)  # budget problems, for /context (no content)
 
     @property
     def total_tokens(self) -> int:
@@ -61,25 +73,30 @@ class ContextBuilder:
         system_prompt: SystemPrompt,
         core_memory: CoreMemory,
         tools: Sequence[ToolSpec] = (),
+        auto_rag: AutoRagService | None = None,
     ) -> None:
         self._config = config
         self._store = store
         self._system_prompt = system_prompt
         self._core_memory = core_memory
         self._tools = list(tools)
+        self._auto_rag = auto_rag
 
     def set_tools(self, tools: Sequence[ToolSpec]) -> None:
         self._tools = list(tools)
 
-    async def build(self, session: Session, pending: Sequence[StoredMessage]) -> BuiltContext:
+    async def build(
+        self, session: Session, pending: Sequence[StoredMessage], *, subagent: bool = False
+    ) -> BuiltContext:
         budget = int(self._config.context_budget(session.model) * SAFETY_MARGIN)
         layers: list[ContextLayer] = []
         head: list[ChatMessage] = []
+        warnings: list[str] = []
 
-        def place(name: str, text: str | None) -> None:
+        def place(name: str, text: str | None, items: int = 1) -> None:
             if text:
                 head.append(ChatMessage.system(text))
-                layers.append(ContextLayer(name, approximate_token_count(text) + MESSAGE_OVERHEAD_TOKENS))
+                layers.append(ContextLayer(name, approximate_token_count(text) + MESSAGE_OVERHEAD_TOKENS, items))
 
         place("system_prompt", await self._system_prompt.text())
         memory = await self._core_memory.read()
@@ -92,6 +109,8 @@ class ContextBuilder:
         tools_tokens = approximate_token_count(json.dumps([t.to_wire() for t in self._tools])) if self._tools else 0
         pending_tokens = approximate_token_count(pending_text) + MESSAGE_OVERHEAD_TOKENS
         remaining = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
+        if remaining < 0:
+            warnings.append(self._over_budget(session, budget, layers, tools_tokens, pending_tokens))
         place("past_conversations", await self.past_conversations_layer(session, pending_text, max(remaining, 0)))
         remaining = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
 
@@ -101,13 +120,16 @@ class ContextBuilder:
         )
         candidates = [m for m in recent if m.rowid not in pending_rowids][-self._config.context.sliding_window :]
         window = _fit_newest(candidates, remaining)
-        rag = await self.auto_rag_layer(session, pending_text, frozenset(m.rowid for m in window), remaining)
-        if rag:
-            place("auto_rag", rag)
+        recalled: list[RecalledMessage] = []
+        if not subagent:
+            shown = frozenset(m.rowid for m in window) | pending_rowids
+            recalled = await self.auto_rag_layer(session, pending, pending_text, shown, remaining)
+        if recalled:
+            place("auto_rag", format_block(recalled), len(recalled))
             window = _fit_newest(candidates, remaining - layers[-1].tokens)
 
-        window_messages = to_chat_messages(window)
-        layers.append(ContextLayer("sliding_window", sum(message_tokens(m) for m in window), len(window_messages)))
+        sent, window_messages = _sendable(window)
+        layers.append(ContextLayer("sliding_window", sum(message_tokens(m) for m in sent), len(window_messages)))
         if self._tools:
             layers.append(ContextLayer("tools", tools_tokens, len(self._tools)))
         layers.append(ContextLayer("pending", pending_tokens, len(pending)))
@@ -117,6 +139,8 @@ class ContextBuilder:
             layers=layers,
             budget=budget,
             window_rowids=frozenset(m.rowid for m in window),
+            recalled=recalled,
+            warnings=warnings,
         )
 
     async def summary_layer(self, session: Session) -> str | None:
@@ -128,10 +152,49 @@ class ContextBuilder:
         return None
 
     async def auto_rag_layer(
-        self, session: Session, query: str, window_rowids: frozenset[int], budget_tokens: int
-    ) -> str | None:
-        """Older messages of this segment found by hybrid search (auto-RAG plugs in here)."""
-        return None
+        self,
+        session: Session,
+        pending: Sequence[StoredMessage],
+        query: str,
+        shown_rowids: frozenset[int],
+        budget_tokens: int,
+    ) -> list[RecalledMessage]:
+        """Older messages of this segment found by hybrid search, when the segment has outgrown the
+        sliding window (the guard); `shown_rowids` are already in the context."""
+        room = budget_tokens - MESSAGE_OVERHEAD_TOKENS
+        if self._auto_rag is None or not self._auto_rag.enabled or room <= 0:
+            return []
+        segment_id = session.segment.id
+        history = await self._store.messages.count_in_segment(segment_id)
+        history -= sum(1 for m in pending if m.segment_id == segment_id)
+        if history <= self._config.context.sliding_window:
+            return []
+        return await self._auto_rag.recall(session.chat, segment_id, query, shown_rowids, max_tokens=room)
+
+    @staticmethod
+    def _over_budget(
+        session: Session, budget: int, layers: Sequence[ContextLayer], tools_tokens: int, pending_tokens: int
+    ) -> str:
+        """Say (and log, with figures only) that the fixed layers alone exceed the budget."""
+        parts = [*(f"{layer.name} {layer.tokens}" for layer in layers), f"tools {tools_tokens}"]
+        parts.append(f"pending {pending_tokens}")
+        fixed = sum(layer.tokens for layer in layers) + tools_tokens + pending_tokens
+        message = (
+            f"the fixed layers take {fixed} tokens, over the {budget}-token budget ({', '.join(parts)}):"
+            " no room is left for the conversation window"
+        )
+        log.warning("context for chat %s: %s", session.chat, message)
+        return message
+
+
+def _sendable(window: Sequence[StoredMessage]) -> tuple[list[StoredMessage], list[ChatMessage]]:
+    """The window's messages that are really sent (tool fragments dropped), stored and converted.
+
+    `paired_tool_messages` keeps the very objects it is given, so identity maps them back."""
+    pairs = [(stored, chat) for stored in window if (chat := to_chat_message(stored)) is not None]
+    sent = paired_tool_messages([chat for _, chat in pairs])
+    kept = {id(chat) for chat in sent}
+    return [stored for stored, chat in pairs if id(chat) in kept], sent
 
 
 def _fit_newest(messages: Sequence[StoredMessage], budget_tokens: int) -> list[StoredMessage]:

@@ -25,10 +25,12 @@ from klaw.engine.socket_server import EngineSocketServer
 from klaw.engine.system_prompt import SystemPrompt
 from klaw.home import KlawHome
 from klaw.llm.router import ModelRouter
+from klaw.memory.auto_rag import AutoRagService
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedder.factory import create_embedder
 from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.ingestion import Ingestion
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
@@ -109,7 +111,14 @@ class Engine:
                 store=store,
                 ingestion=ingestion,
                 sessions=sessions,
-                context_builder=ContextBuilder(config, store, SystemPrompt(home.workspace), core_memory, tools.specs()),
+                context_builder=ContextBuilder(
+                    config,
+                    store,
+                    SystemPrompt(home.workspace),
+                    core_memory,
+                    tools.specs(),
+                    auto_rag=AutoRagService(config.auto_rag, HybridSearch(store, embedder)),
+                ),
                 router=router,
                 tools=tools,
                 slots=LlmSlots(config.processing.max_concurrent_llm),

@@ -1,0 +1,167 @@
+"""Auto-RAG: older messages of the current segment that bear on what the person just wrote.
+
+Before each interactive turn whose segment no longer fits the sliding window, the pending text is
+searched (hybrid search, scoped to the segment, without what the context already shows) and the
+best few messages are placed in the context as a block "From earlier in this conversation:".
+
+The steps, in order:
+1. hybrid search over the segment, 20 candidates a side, the window's and pending rowids excluded
+   before ranking (they take no candidate place);
+2. relevance gate: when the vector side returned any candidate, the closest of them (the smallest
+   cosine distance among the non-window candidates) must be ≤ `relevance_threshold`, or nothing is
+   recalled, full-text matches included. So "ok" or "thanks" pull nothing in although full text
+   may find another "ok". When the vector side returned nothing (embedder down, vector table
+   missing, or no message of the segment outside the window embedded yet), full-text results pass
+   as they are: there is nothing to judge them by, and keyword matches beat no recall;
+3. per candidate: one found by the vector side alone must itself be within the threshold (KNN
+   always returns the nearest messages, however unrelated); one full text found is kept, its
+   matching words being evidence of their own;
+4. the best `top_k` by fused score;
+5. the `max_tokens` budget for the whole block (header included): hits are taken best first while
+   they fit; one that does not fit is shortened to the room left (at least MIN_EXCERPT_TOKENS,
+   cut at a word, marked "…"), after which the block is full; with less room it is skipped and a
+   shorter, lower-ranked one may still fit.
+
+Whatever goes wrong, recall returns nothing and logs a warning naming the error type (never the
+text): auto-RAG must never fail a turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from klaw.config import AutoRagConfig
+from klaw.llm.tokens import approximate_token_count
+from klaw.memory.hybrid_search import HybridHit, HybridSearch
+from klaw.store.records import ChatRef
+
+log = logging.getLogger(__name__)
+
+HEADER = "From earlier in this conversation:"
+CANDIDATES_PER_SIDE = 20
+MIN_EXCERPT_TOKENS = 24
+ELLIPSIS = "…"
+_HEADER_TOKENS = approximate_token_count(HEADER + "\n\n")
+
+
+@dataclass(frozen=True, slots=True)
+class RecalledMessage:
+    """A hit placed in the block: `text` is the message, or its beginning when the budget cut it."""
+
+    hit: HybridHit
+    text: str
+
+    @property
+    def truncated(self) -> bool:
+        return self.text != self.hit.message.content
+
+    @property
+    def line(self) -> str:
+        return f"[{self.hit.message.role.value}] {self.text}"
+
+
+class AutoRagService:
+    def __init__(self, config: AutoRagConfig, hybrid: HybridSearch) -> None:
+        self._config = config
+        self._hybrid = hybrid
+
+    @property
+    def enabled(self) -> bool:
+        return self._config.enabled
+
+    async def recall(
+        self,
+        chat: ChatRef,
+        segment_id: int,
+        query: str,
+        window_rowids: Collection[int],
+        *,
+        max_tokens: int | None = None,
+    ) -> list[RecalledMessage]:
+        """The segment's messages to recall for `query`, best first (empty when disabled, when
+        nothing passes the gate, and on any error). `window_rowids` are what the context already
+        shows (the window and the pending messages); `max_tokens` can lower the configured budget."""
+        if not self._config.enabled:
+            return []
+        try:
+            return await self._recall(chat, segment_id, query, frozenset(window_rowids), max_tokens)
+        except Exception as exc:
+            log.warning("auto-RAG failed (%s); the turn goes on without it", type(exc).__name__)
+            return []
+
+    async def _recall(
+        self, chat: ChatRef, segment_id: int, query: str, window: frozenset[int], max_tokens: int | None
+    ) -> list[RecalledMessage]:
+        hits = await self._hybrid.search(
+            chat, query, segment_id=segment_id, limit=CANDIDATES_PER_SIDE, exclude=window
+        )
+        hits = [hit for hit in hits if hit.message.rowid not in window]
+        distances = [hit.distance for hit in hits if hit.distance is not None]
+        if distances and min(distances) > self._config.relevance_threshold:
+            log.debug(
+                "auto-RAG: closest vector candidate at distance %.3f is over the threshold %.3f; nothing recalled",
+                min(distances),
+                self._config.relevance_threshold,
+            )
+            return []
+        hits = [hit for hit in hits if hit.fts_rank is not None or _within(hit, self._config.relevance_threshold)]
+        budget = self._config.max_tokens if max_tokens is None else min(max_tokens, self._config.max_tokens)
+        recalled = fit_to_budget(hits[: self._config.top_k], budget)
+        log.debug("auto-RAG: %d candidate(s), %d recalled", len(hits), len(recalled))
+        return recalled
+
+
+def _within(hit: HybridHit, threshold: float) -> bool:
+    return hit.distance is not None and hit.distance <= threshold
+
+
+def fit_to_budget(hits: Sequence[HybridHit], max_tokens: int) -> list[RecalledMessage]:
+    """Hits, best first, whose block (header included) stays within `max_tokens`."""
+    room = max_tokens - _HEADER_TOKENS
+    kept: list[RecalledMessage] = []
+    for hit in hits:
+        whole = RecalledMessage(hit, hit.message.content)
+        cost = line_tokens(whole.line)
+        if cost <= room:
+            kept.append(whole)
+            room -= cost
+            continue
+        if room - 1 >= MIN_EXCERPT_TOKENS:
+            kept.append(RecalledMessage(hit, _shorten(hit, room - 1)))
+            break
+    return kept
+
+
+def line_tokens(line: str) -> int:
+    """A line's tokens plus its line break: summed over lines it bounds the block's count."""
+    return approximate_token_count(line) + 1
+
+
+def format_block(recalled: Sequence[RecalledMessage]) -> str:
+    """The block as the model reads it, oldest message first (the order they were said in)."""
+    ordered = sorted(recalled, key=lambda r: (r.hit.message.record.created_at, r.hit.message.rowid))
+    return HEADER + "\n\n" + "\n".join(r.line for r in ordered)
+
+
+def _shorten(hit: HybridHit, max_tokens: int) -> str:
+    """The longest beginning of the content, cut at a word, whose line fits `max_tokens`."""
+    content = hit.message.content
+    prefix = f"[{hit.message.role.value}] "
+
+    def fits(length: int) -> bool:
+        return approximate_token_count(prefix + content[:length].rstrip() + ELLIPSIS) <= max_tokens
+
+    low, high = 0, len(content)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    cut = content[:low]
+    space = cut.rfind(" ")
+    if space > low * 0.8:
+        cut = cut[:space]
+    return cut.rstrip() + ELLIPSIS

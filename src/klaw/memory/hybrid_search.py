@@ -1,0 +1,133 @@
+"""Hybrid search over a chat's messages: vector KNN and FTS5 bm25, merged by reciprocal rank fusion.
+
+This is the one retrieval path of conversation messages: auto-RAG, `klaw memory search` and the
+memory_search tool all call it, so what a person sees on the command line is what the agent would
+recall. Each side fetches its own best candidates through the storage protocol; fusion works on
+rowids (the key shared by `messages`, `messages_fts` and `vec_messages`).
+
+Only conversation messages are returned (user and assistant text): tool calls, tool results and
+control records are steps of a turn, not something to remember on their own; the final assistant
+reply carries their outcome (the embedding queue makes the same choice).
+
+The vector side degrades: if the embedder fails or the vector search raises, the search carries on
+with full text alone and logs a warning naming the error type, never the text. A failing full-text
+side is an error of the store and propagates.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.fusion import reciprocal_rank_fusion
+from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef, MessageType, Role, SearchHit, StoredMessage
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CANDIDATES = 20
+# Full text also matches tool results and tool-call records, which are then dropped; fetching
+# twice as many keeps them from crowding conversation messages out of the candidates.
+FTS_OVERFETCH = 2
+
+
+@dataclass(frozen=True, slots=True)
+class HybridHit:
+    """One message found, with how each side ranked it.
+
+    `score` is the fused RRF score (higher is better). `distance` is the cosine distance to the query
+    (lower is closer; None when the vector side did not return it), `fts_rank` its 1-based position
+    among the full-text candidates and `bm25` the FTS5 rank (lower is better; both None when full
+    text did not return it).
+    """
+
+    message: StoredMessage
+    score: float
+    distance: float | None = None
+    fts_rank: int | None = None
+    bm25: float | None = None
+
+
+def is_conversation_message(message: StoredMessage) -> bool:
+    record = message.record
+    return (
+        record.type is MessageType.TEXT and record.role in (Role.USER, Role.ASSISTANT) and bool(record.content.strip())
+    )
+
+
+class HybridSearch:
+    """`embedder=None` searches full text only (e.g. the stored vectors belong to another model)."""
+
+    def __init__(self, store: Storage, embedder: Embedder | None) -> None:
+        self._store = store
+        self._embedder = embedder
+
+    async def search(
+        self,
+        chat: ChatRef,
+        text: str,
+        *,
+        segment_id: int | None = None,
+        limit: int = DEFAULT_CANDIDATES,
+        exclude: Collection[int] = (),
+    ) -> list[HybridHit]:
+        """The chat's messages matching `text`, best first: the best `limit` of each side, fused.
+
+        `segment_id` limits the search to one segment (None: the whole chat). Rowids in `exclude`
+        (what the context already shows) are removed before ranking, so they take no candidate
+        place; each side fetches `limit` more than it would otherwise to make up for them.
+        """
+        if not text.strip() or limit <= 0:
+            return []
+        excluded = frozenset(exclude)
+        vector_hits = await self._vector_side(chat, text, segment_id, limit + len(excluded))
+        fts_hits = await self._store.search.full_text(
+            chat, text, limit=FTS_OVERFETCH * limit + len(excluded), segment_id=segment_id
+        )
+        by_vector = _keep(vector_hits, excluded, limit)
+        by_text = _keep(fts_hits, excluded, limit)
+        messages = {hit.message.rowid: hit.message for hit in [*by_vector, *by_text]}
+        distances = {hit.message.rowid: hit.score for hit in by_vector}
+        text_ranks = {hit.message.rowid: (rank, hit.score) for rank, hit in enumerate(by_text, start=1)}
+        fused = reciprocal_rank_fusion([[h.message.rowid for h in by_vector], [h.message.rowid for h in by_text]])
+        hits = []
+        for item in fused:
+            fts = text_ranks.get(item.rowid)
+            hits.append(
+                HybridHit(
+                    message=messages[item.rowid],
+                    score=item.score,
+                    distance=distances.get(item.rowid),
+                    fts_rank=fts[0] if fts else None,
+                    bm25=fts[1] if fts else None,
+                )
+            )
+        return hits
+
+    async def _vector_side(self, chat: ChatRef, text: str, segment_id: int | None, limit: int) -> list[SearchHit]:
+        if self._embedder is None:
+            return []
+        try:
+            vectors = await self._embedder.embed([text])
+            hits = await self._store.search.nearest(chat, vectors[0], limit=limit, segment_id=segment_id)
+        except Exception as exc:
+            log.warning("hybrid search: vector side unavailable (%s); using full text only", type(exc).__name__)
+            return []
+        return sorted(hits, key=lambda hit: hit.score)  # closest first, whatever order the backend used
+
+
+def _keep(hits: list[SearchHit], excluded: frozenset[int], limit: int) -> list[SearchHit]:
+    """Conversation messages not excluded, best first, each rowid once, at most `limit`."""
+    kept: list[SearchHit] = []
+    seen: set[int] = set()
+    for hit in hits:
+        rowid = hit.message.rowid
+        if rowid in excluded or rowid in seen or not is_conversation_message(hit.message):
+            continue
+        seen.add(rowid)
+        kept.append(hit)
+        if len(kept) == limit:
+            break
+    return kept

@@ -1,0 +1,173 @@
+"""AutoRagService (spec 001 Stage 5: AutoRagServiceTest) on a real store with the fake embedder."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from klaw.config import AutoRagConfig
+from klaw.llm.tokens import approximate_token_count
+from klaw.memory.auto_rag import HEADER, MIN_EXCERPT_TOKENS, AutoRagService, fit_to_budget, format_block
+from klaw.memory.hybrid_search import HybridHit, HybridSearch
+from klaw.store.records import MessageRecord, Role, StoredMessage
+from klaw.store.sqlite.store import SqliteStore
+from tests.memory.recall_helpers import ALICE, BOB, BrokenEmbedder, Conversation, FixedEmbedder, one_hot, rowids
+
+DEPLOY = "the deploy moves to friday night after the database migration"
+QUERY = "so the deploy moves to friday night after the migration?"
+
+
+def service(chat: Conversation, embedder: Any = None, **settings: Any) -> AutoRagService:
+    config = AutoRagConfig(**settings)
+    return AutoRagService(config, HybridSearch(chat.store, chat.embedder if embedder is None else embedder))
+
+
+@pytest.fixture
+async def chat(store: SqliteStore) -> Conversation:
+    return await Conversation(store).bind()
+
+
+async def recall(rag: AutoRagService, chat: Conversation, query: str = QUERY, window: Any = ()) -> list[int]:
+    recalled = await rag.recall(ALICE, await chat.segment_id(), query, window)
+    return [r.hit.message.rowid for r in recalled]
+
+
+async def test_query_is_close_enough_to_the_topic_for_the_default_threshold(chat: Conversation) -> None:
+    vectors = await chat.embedder.embed([DEPLOY, QUERY])
+    assert 1 - float(vectors[0] @ vectors[1]) < AutoRagConfig().relevance_threshold
+
+
+async def test_returns_empty_when_disabled(chat: Conversation) -> None:
+    await chat.say(DEPLOY)
+    assert await recall(service(chat), chat) != []
+    assert await recall(service(chat, enabled=False), chat) == []
+
+
+async def test_returns_empty_without_vectors_and_without_full_text_match(chat: Conversation) -> None:
+    await chat.filler(6, embed=False)
+    assert await recall(service(chat), chat) == []
+
+
+async def test_full_text_results_pass_when_the_vector_side_is_unavailable(chat: Conversation) -> None:
+    topic = await chat.say(DEPLOY, embed=False)
+    await chat.filler(4)
+    assert await recall(service(chat, embedder=BrokenEmbedder()), chat) == [topic.rowid]
+
+
+async def test_scoped_to_chat(chat: Conversation) -> None:
+    await chat.say(DEPLOY, chat=BOB)
+    await chat.filler(4)
+    assert await recall(service(chat), chat) == []
+
+
+async def test_scoped_to_segment(chat: Conversation) -> None:
+    await chat.say(DEPLOY)
+    await chat.new_segment()
+    await chat.filler(4)
+    assert await recall(service(chat), chat) == []
+    newer = await chat.say(DEPLOY.replace("friday", "saturday"))
+    assert await recall(service(chat), chat) == [newer.rowid]
+
+
+async def test_window_rowids_are_excluded(chat: Conversation) -> None:
+    older = await chat.say(DEPLOY)
+    newer = await chat.say(DEPLOY + " (confirmed)", Role.ASSISTANT)
+    assert set(await recall(service(chat), chat)) == {older.rowid, newer.rowid}
+    assert await recall(service(chat), chat, window=[newer.rowid]) == [older.rowid]
+    assert await recall(service(chat), chat, window=[older.rowid, newer.rowid]) == []
+
+
+async def test_respects_top_k(chat: Conversation) -> None:
+    for day in ("monday", "tuesday", "wednesday", "thursday", "friday"):
+        await chat.say(DEPLOY.replace("friday", day))
+    assert len(await recall(service(chat), chat)) == 3
+    assert len(await recall(service(chat, top_k=1), chat)) == 1
+
+
+async def test_truncates_to_the_max_tokens_budget(chat: Conversation) -> None:
+    for day in ("monday", "tuesday", "wednesday"):
+        await chat.say(DEPLOY.replace("friday", day))
+    rag = service(chat, max_tokens=50)
+    recalled = await rag.recall(ALICE, await chat.segment_id(), QUERY, ())
+    assert 0 < len(recalled) < 3
+    assert approximate_token_count(format_block(recalled)) <= 50
+    capped = await service(chat).recall(ALICE, await chat.segment_id(), QUERY, (), max_tokens=30)
+    assert approximate_token_count(format_block(capped)) <= 30
+
+
+async def test_a_message_longer_than_the_budget_is_shortened_at_a_word(chat: Conversation) -> None:
+    long = await chat.say(" ".join([DEPLOY] * 12) + " and then we will check every service twice" * 4)
+    recalled = await service(chat, max_tokens=120).recall(ALICE, await chat.segment_id(), QUERY, ())
+    assert [r.hit.message.rowid for r in recalled] == [long.rowid]
+    assert recalled[0].truncated and recalled[0].text.endswith("…")
+    assert long.content.startswith(recalled[0].text[:-1])
+    assert approximate_token_count(format_block(recalled)) <= 120
+
+
+def stored(rowid: int, text: str) -> StoredMessage:
+    return StoredMessage(rowid, 1, MessageRecord(ALICE, Role.USER, text))
+
+
+def test_budget_skips_what_does_not_fit_and_keeps_a_shorter_hit() -> None:
+    big = HybridHit(stored(1, "x" * 400), 0.03)
+    small = HybridHit(stored(2, "short one"), 0.02)
+    # Room for the header and a few words only: too little to excerpt `big`, enough for `small`.
+    kept = fit_to_budget([big, small], MIN_EXCERPT_TOKENS)
+    assert [r.hit.message.rowid for r in kept] == [2]
+
+
+async def test_returns_empty_when_there_are_no_matches(chat: Conversation) -> None:
+    assert await recall(service(chat), chat) == []  # an empty segment
+    only = await chat.say(DEPLOY)
+    assert await recall(service(chat), chat, window=[only.rowid]) == []
+
+
+async def test_returns_empty_when_the_best_result_exceeds_the_threshold(chat: Conversation) -> None:
+    # The message matches by full text, but its vector is orthogonal to the query's (distance 1.0).
+    await chat.say(DEPLOY, vector=one_hot(1))
+    far_query = FixedEmbedder(one_hot(0))
+    assert await recall(service(chat, embedder=far_query), chat) == []
+    assert await recall(service(chat, embedder=far_query, relevance_threshold=1.5), chat) != []
+
+
+async def test_small_talk_pulls_nothing(chat: Conversation) -> None:
+    await chat.say(DEPLOY)
+    await chat.say("thanks, sounds good")
+    await chat.filler(4)
+    assert await recall(service(chat), chat, query="ok") == []
+
+
+async def test_block_lists_recalled_messages_oldest_first_with_roles(chat: Conversation) -> None:
+    question = await chat.say("when is the deploy? friday night?")
+    answer = await chat.say(DEPLOY, Role.ASSISTANT)
+    recalled = await service(chat).recall(ALICE, await chat.segment_id(), QUERY, ())
+    assert rowids([r.hit.message for r in recalled]) == {question.rowid, answer.rowid}
+    block = format_block(recalled)
+    assert block == f"{HEADER}\n\n[user] {question.content}\n[assistant] {answer.content}"
+    assert block.startswith("From earlier in this conversation:\n\n")
+
+
+async def test_any_exception_gives_empty_and_a_warning_without_content(
+    chat: Conversation, caplog: pytest.LogCaptureFixture
+) -> None:
+    await chat.say(DEPLOY)
+
+    class FailingSearch(HybridSearch):
+        async def search(self, *args: Any, **kwargs: Any) -> list[HybridHit]:
+            raise OSError(f"disk I/O error while reading {DEPLOY}")
+
+    rag = AutoRagService(AutoRagConfig(), FailingSearch(chat.store, chat.embedder))
+    with caplog.at_level(logging.DEBUG):
+        assert await rag.recall(ALICE, await chat.segment_id(), QUERY, ()) == []
+    assert "auto-RAG failed (OSError)" in caplog.text
+    assert "friday" not in caplog.text and "deploy moves" not in caplog.text
+
+
+async def test_vector_only_candidates_must_be_within_the_threshold_full_text_ones_need_not(chat: Conversation) -> None:
+    close = await chat.say("lorem ipsum", vector=one_hot(0))  # no shared word, vector identical to the query's
+    await chat.say("dolor sit amet", vector=one_hot(1))  # no shared word, orthogonal: just the next neighbour
+    keyword = await chat.say(DEPLOY, vector=one_hot(2))  # shares words, orthogonal vector
+    recalled = await recall(service(chat, embedder=FixedEmbedder(one_hot(0))), chat)
+    assert set(recalled) == {close.rowid, keyword.rowid}
