@@ -12,6 +12,7 @@ from klaw.engine.processor import MessageProcessor
 from klaw.engine.sessions import SessionManager, UnknownModel
 from klaw.memory.auto_rag import RecalledMessage
 from klaw.memory.core_memory import CoreMemory
+from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.store.records import ChatRef
 
 PREVIEW_CHARS = 60
@@ -42,6 +43,7 @@ class CommandHandler:
         processor: MessageProcessor,
         clock: Clock,
         started_at: datetime,
+        embedding_queue: EmbeddingQueue | None = None,
     ) -> None:
         self._config = config
         self._sessions = sessions
@@ -49,6 +51,7 @@ class CommandHandler:
         self._processor = processor
         self._clock = clock
         self._started_at = started_at
+        self._embedding_queue = embedding_queue
         self._handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = {
             "new": self._new,
             "model": self._model,
@@ -100,16 +103,21 @@ class CommandHandler:
         session = await self._sessions.get_or_create(chat)
         uptime = self._clock.now() - self._started_at
         slots = self._processor.slots
-        return "\n".join(
-            [
-                f"Uptime: {_duration(uptime.total_seconds())}",
-                f"Model: {session.model}",
-                f"Segment started: {session.segment.started_at.isoformat(timespec='seconds')}",
-                f"Queue depth: {slots.queue_depth} waiting for an LLM slot,"
-                f" {self._processor.waiting_chats} chat(s) in debounce",
-                f"LLM slots in use: {slots.in_use}/{slots.size}",
-            ]
-        )
+        lines = [
+            f"Uptime: {_duration(uptime.total_seconds())}",
+            f"Model: {session.model}",
+            f"Segment started: {session.segment.started_at.isoformat(timespec='seconds')}",
+            f"Queue depth: {slots.queue_depth} waiting for an LLM slot,"
+            f" {self._processor.waiting_chats} chat(s) in debounce",
+            f"LLM slots in use: {slots.in_use}/{slots.size}",
+        ]
+        if self._embedding_queue is not None:
+            queue = await self._embedding_queue.status()
+            line = f"Embedding queue: {queue.pending} pending, {queue.failed} failed"
+            if queue.failed:
+                line += " (gave up after retries; the engine log names the error)"
+            lines.append(line)
+        return "\n".join(lines)
 
     async def _help(self, _chat: ChatRef, _: str) -> str:
         return "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in self._config.commands)

@@ -1,10 +1,11 @@
 """`Engine`: every part of the engine assembled on one KLAW_HOME, with start-up and shutdown.
 
-Start-up: open the store, replay the log tail the database missed, register tools, start the
-socket server. Shutdown (SIGTERM/SIGINT, spec 004): stop accepting new gateways and messages, let
-turns in flight finish (60 s) while connected gateways still receive their replies, only then tell
-gateways the engine is going, close the model clients and the store, remove the socket. The log
-needs no flush: every append is fsync'd before it counts.
+Start-up: open the store, replay the log tail the database missed, start the embedding queue,
+register tools, start the socket server. Shutdown (SIGTERM/SIGINT, spec 004): stop accepting new
+gateways and messages, let turns in flight finish (60 s) while connected gateways still receive
+their replies, only then tell gateways the engine is going, stop the embedding queue (pending jobs
+stay queued), close the model clients and the store, remove the socket. The log needs no flush:
+every append is fsync'd before it counts.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedder.factory import create_embedder
 from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.ingestion import Ingestion
 from klaw.store.records import ChatRef
@@ -59,6 +61,7 @@ class Engine:
         store: SqliteStore,
         router: ModelRouter,
         embedder: Embedder,
+        embedding_queue: EmbeddingQueue,
         sessions: SessionManager,
         processor: MessageProcessor,
         commands: CommandHandler,
@@ -70,6 +73,7 @@ class Engine:
         self.store = store
         self.router = router
         self.embedder = embedder
+        self.embedding_queue = embedding_queue
         self.sessions = sessions
         self.processor = processor
         self.commands = commands
@@ -94,11 +98,18 @@ class Engine:
             vector_cache_bytes=config.database.vector_cache_mb * 1024 * 1024,
         )
         embedder = create_embedder(config.embedder)
+        embedding_queue = EmbeddingQueue(store, embedder, clock, batch_size=config.embedder.batch_size)
         try:
             # Refuses to start on vectors of another embedder (the error says to run `klaw reindex`).
             await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
-            ingestion = Ingestion(ConversationLog(home.conversations), store)
+            ingestion = Ingestion(
+                ConversationLog(home.conversations),
+                store,
+                min_embed_tokens=config.auto_rag.min_message_tokens,
+                on_embedding_queued=embedding_queue.notify,
+            )
             await ingestion.recover()
+            embedding_queue.start()  # embeds what recovery and any earlier run left pending
             tools = ToolRegistry()
             register_builtin_tools(tools)
             core_memory = CoreMemory(home.core_memory_file)
@@ -132,6 +143,7 @@ class Engine:
                 processor=processor,
                 clock=clock,
                 started_at=clock.now(),
+                embedding_queue=embedding_queue,
             )
             engine = cls(
                 home=home,
@@ -139,6 +151,7 @@ class Engine:
                 store=store,
                 router=router,
                 embedder=embedder,
+                embedding_queue=embedding_queue,
                 sessions=sessions,
                 processor=processor,
                 commands=commands,
@@ -150,6 +163,7 @@ class Engine:
                 await engine.socket.start()
                 delivery.set_fallback(engine._send_over_socket)
         except BaseException:
+            await embedding_queue.aclose()
             await embedder.aclose()
             await store.aclose()
             raise
@@ -189,6 +203,9 @@ class Engine:
             log.warning("shutdown: turns still running after %.0f s were cancelled", timeout_seconds)
         if self.socket is not None:
             await self.socket.broadcast_shutdown("engine stopping")
+        # After the drain (its replies queue jobs too), before the embedder and store close; what is
+        # still pending stays in embedding_jobs for the next start.
+        await self.embedding_queue.aclose()
         await self.router.aclose()
         await self.embedder.aclose()
         if self.socket is not None:

@@ -3,14 +3,21 @@
 The log is the source of truth. A message is appended to the log and fsync'd, then inserted into
 the store. If the process dies in between, `recover()` at start-up replays the tail of every
 chat's log into the store; inserts are idempotent on message id, so replaying is always safe.
+
+Ingestion also decides which messages get embedded (`should_embed`): the store queues the job in
+the same transaction as the row, and `on_embedding_queued` (the embedding queue's `notify`) wakes
+the worker. Nothing here waits for an embedding.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 
+from klaw.config import AutoRagConfig
 from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.embedding_policy import should_embed
 from klaw.store.protocol import Storage
 from klaw.store.records import MessageRecord, StoredMessage
 
@@ -22,14 +29,32 @@ RECOVERY_OVERLAP = timedelta(days=1)
 
 
 class Ingestion:
-    def __init__(self, log_: ConversationLog, store: Storage) -> None:
+    def __init__(
+        self,
+        log_: ConversationLog,
+        store: Storage,
+        *,
+        min_embed_tokens: int | None = None,
+        on_embedding_queued: Callable[[], None] | None = None,
+    ) -> None:
+        """`min_embed_tokens` is `autoRag.minMessageTokens` (its default when None)."""
         self.log = log_
         self.store = store
+        self.min_embed_tokens = AutoRagConfig().min_message_tokens if min_embed_tokens is None else min_embed_tokens
+        self.on_embedding_queued = on_embedding_queued
 
     async def accept(self, record: MessageRecord) -> StoredMessage:
-        """Make `record` durable in the log, then store it; returns it with its rowid."""
+        """Make `record` durable in the log, then store it (queueing its embedding if it should
+        have one); returns it with its rowid."""
         await self.log.append(record)
-        return await self.store.messages.append(record)
+        return await self._store(record)
+
+    async def _store(self, record: MessageRecord) -> StoredMessage:
+        embed = should_embed(record, self.min_embed_tokens)
+        stored = await self.store.messages.append(record, embed=embed)
+        if embed and self.on_embedding_queued is not None:
+            self.on_embedding_queued()
+        return stored
 
     async def recover(self) -> int:
         """Store log records the database is missing (after a crash); returns how many."""
@@ -52,7 +77,7 @@ class Ingestion:
             report = await self.log.read(candidates)
             for record in report.records:
                 if await self.store.messages.get(record.id) is None:
-                    await self.store.messages.append(record)
+                    await self._store(record)
                     recovered += 1
         if recovered:
             log.warning("recovered %d messages from the conversation log into the database", recovered)

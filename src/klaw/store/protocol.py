@@ -16,6 +16,8 @@ import numpy.typing as npt
 
 from klaw.store.records import (
     ChatRef,
+    EmbeddingJob,
+    EmbeddingJobCounts,
     Exchange,
     ExchangeStatus,
     MessageRecord,
@@ -35,12 +37,22 @@ class IndexMismatchError(StorageError):
 
 
 class MessageRepository(Protocol):
-    async def append(self, record: MessageRecord) -> StoredMessage:
+    async def append(self, record: MessageRecord, *, embed: bool = False) -> StoredMessage:
         """Insert a message into the chat's current segment and return it with its rowid
         (the rowid links `messages`, `messages_fts` and `vec_messages`). Idempotent on
         `record.id`: appending an id that is already stored returns the stored message, so
         replaying the log after a crash never duplicates. A `session_break` record closes the
-        chat's segment and opens a new one instead of inserting a message."""
+        chat's segment and opens a new one instead of inserting a message.
+
+        With `embed`, a newly inserted message also gets an `embedding_jobs` row in the same
+        transaction, so no crash can leave a message that should be embedded without its job."""
+        ...
+
+    async def append_many(
+        self, records: Sequence[MessageRecord], *, embed: Sequence[bool] | None = None
+    ) -> list[StoredMessage]:
+        """`append` for several records in one transaction (reindex, imports); `embed[i]` is
+        record i's `embed` flag (None: no jobs)."""
         ...
 
     async def get(self, message_id: str) -> StoredMessage | None: ...
@@ -112,6 +124,42 @@ class VectorRepository(Protocol):
     async def count(self) -> int: ...
 
 
+class EmbeddingJobRepository(Protocol):
+    """The durable embedding queue (`embedding_jobs`): a row per thing to embed until it is embedded.
+
+    Completed jobs are deleted; pending ones wait for `next_attempt_at`; failed ones stay, counted,
+    until `retry_failed`. Times come from the store's clock."""
+
+    async def due(self, now: datetime, limit: int) -> list[EmbeddingJob]:
+        """Pending jobs whose next attempt is at or before `now`, oldest first."""
+        ...
+
+    async def next_due_at(self) -> datetime | None:
+        """When the earliest pending job is due (None when nothing is pending)."""
+        ...
+
+    async def complete(self, job_ids: Sequence[int]) -> None: ...
+
+    async def retry(self, job_id: int, error: str, next_attempt_at: datetime) -> None:
+        """Count a failed attempt and try again at `next_attempt_at`."""
+        ...
+
+    async def fail(self, job_id: int, error: str) -> None:
+        """Count a failed attempt and give up: the job stays, `failed`, until `retry_failed`."""
+        ...
+
+    async def counts(self) -> EmbeddingJobCounts: ...
+
+    async def retry_failed(self) -> int:
+        """Make every failed job pending again, due now, attempts reset; returns how many."""
+        ...
+
+    async def enqueue_messages(self, rowids: Sequence[int]) -> int:
+        """Queue the messages with these rowids (unknown rowids are skipped; a failed job is made
+        pending again, a pending one is left alone); returns how many jobs were added or revived."""
+        ...
+
+
 class SettingsRepository(Protocol):
     async def get(self, key: str) -> Any | None: ...
 
@@ -153,6 +201,9 @@ class Storage(Protocol):
 
     @property
     def vectors(self) -> VectorRepository: ...
+
+    @property
+    def embedding_jobs(self) -> EmbeddingJobRepository: ...
 
     @property
     def settings(self) -> SettingsRepository: ...

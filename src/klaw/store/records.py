@@ -169,6 +169,38 @@ class SessionState:
     updated_at: datetime
 
 
+MESSAGE_TARGET = "message"  # an embedding job whose target_rowid is a messages.rowid (vec_messages)
+
+
+class EmbeddingJobStatus(StrEnum):
+    PENDING = "pending"
+    FAILED = "failed"  # gave up after the last backoff step; kept, counted and retried on request
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingJob:
+    """One row of the durable embedding queue: something to embed, identified by target and rowid.
+
+    `target` names the table the vector belongs to (`MESSAGE_TARGET` now; summaries later);
+    `attempts` counts failed tries; `last_error` is an error class and short reason, never content.
+    """
+
+    id: int
+    target: str
+    target_rowid: int
+    status: EmbeddingJobStatus
+    attempts: int
+    next_attempt_at: datetime
+    last_error: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingJobCounts:
+    pending: int
+    failed: int
+
+
 @dataclass(frozen=True, slots=True)
 class SearchHit:
     """A message found by a search, with the backend's own score (bm25 rank or cosine distance)."""

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import apsw
 
-from klaw.store.records import CONTROL_TYPES, ChatRef, MessageRecord, MessageType, StoredMessage, from_millis, to_millis
+from klaw.store.records import (
+    CONTROL_TYPES,
+    ChatRef,
+    MessageRecord,
+    MessageType,
+    StoredMessage,
+    from_millis,
+    to_millis,
+    utc_now,
+)
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.embedding_jobs import insert_message_job
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.segments import close_segment, open_segment_id
@@ -20,25 +30,32 @@ CONTROL_SQL = "(" + ", ".join(f"'{t}'" for t in CONTROL_TYPES) + ")"
 
 
 class SqliteMessages:
-    def __init__(self, db: SqliteDatabase, chats: ChatKeys) -> None:
+    def __init__(self, db: SqliteDatabase, chats: ChatKeys, clock: Callable[[], datetime] = utc_now) -> None:
         self._db = db
         self._chats = chats
+        self._clock = clock  # when an embedding job is first due
 
-    async def append(self, record: MessageRecord) -> StoredMessage:
-        return await self._db.run(lambda connection: self.append_in(connection, record))
+    async def append(self, record: MessageRecord, *, embed: bool = False) -> StoredMessage:
+        return await self._db.run(lambda connection: self.append_in(connection, record, embed=embed))
 
-    async def append_many(self, records: Sequence[MessageRecord]) -> list[StoredMessage]:
+    async def append_many(
+        self, records: Sequence[MessageRecord], *, embed: Sequence[bool] | None = None
+    ) -> list[StoredMessage]:
         """Append several records in one transaction (reindex and imports)."""
+        flags = [False] * len(records) if embed is None else list(embed)
+        if len(flags) != len(records):
+            raise ValueError(f"embed has {len(flags)} flags for {len(records)} records")
 
         def insert(connection: apsw.Connection) -> list[StoredMessage]:
             with connection:
-                stored = [self.append_in(connection, record) for record in records]
+                stored = [self.append_in(connection, r, embed=e) for r, e in zip(records, flags, strict=True)]
             return stored
 
         return await self._db.run(insert)
 
-    def append_in(self, connection: apsw.Connection, record: MessageRecord) -> StoredMessage:
-        """Append on the worker thread; the one place that decides a message's segment."""
+    def append_in(self, connection: apsw.Connection, record: MessageRecord, *, embed: bool = False) -> StoredMessage:
+        """Append on the worker thread; the one place that decides a message's segment, and that
+        queues its embedding in the same transaction as the row."""
         with connection:
             existing = fetch_one(connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?", (record.id,))
             if existing is not None:
@@ -63,6 +80,8 @@ class SqliteMessages:
                 ),
             )
             rowid = int(connection.last_insert_rowid())
+            if embed:
+                insert_message_job(connection, rowid, to_millis(self._clock()))
             if record.type is MessageType.SESSION_BREAK:
                 close_segment(connection, segment_id, chat_key, created_at)
             elif record.type is MessageType.MODEL_SWITCH:

@@ -9,6 +9,7 @@ from pathlib import Path
 from klaw.store.records import utc_now
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.embedding_jobs import SqliteEmbeddingJobs
 from klaw.store.sqlite.messages import SqliteMessages
 from klaw.store.sqlite.migrations import current_version, migrate
 from klaw.store.sqlite.search import SqliteSearch
@@ -28,10 +29,11 @@ class SqliteStore:
         self.db = db
         chats = ChatKeys()
         self.vector_cache = ChatVectorCache(vector_cache_bytes)
-        self.messages = SqliteMessages(db, chats)
+        self.messages = SqliteMessages(db, chats, clock)
         self.segments = SqliteSegments(db, chats, clock)
         self.search = SqliteSearch(db, chats, self.vector_cache)
         self.vectors = SqliteVectors(db, self.vector_cache)
+        self.embedding_jobs = SqliteEmbeddingJobs(db, clock)
         self.settings = SqliteSettings(db)
         self.sessions = SqliteSessions(db, chats)
         self.exchanges = SqliteExchanges(db, chats)

@@ -1,0 +1,280 @@
+"""The durable embedding queue's worker: `embedding_jobs` rows in, vectors out, never blocking a reply.
+
+A message that should be embedded gets its job row in the same transaction as the message itself
+(`MessageRepository.append(..., embed=True)`), so the work owed survives any crash. This worker
+takes due jobs in batches of the embedder's batch size, loads their texts, embeds them, stores the
+vectors and deletes the jobs. A failed batch is tried again after 1, 2, 4, 8, 16 and 32 s; when the
+32 s retry fails too, its jobs are marked failed: kept, counted in `/status`, and made pending
+again by `retry_failed`. A job whose text is gone (message deleted) is simply dropped.
+
+Time passes only through the injected clock, so tests advance a `ManualClock` instead of sleeping.
+Logs name the error class and counts, never the text being embedded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from klaw.llm.errors import LlmError
+from klaw.memory.embedder.protocol import Embedder, EmbedderError
+from klaw.store.protocol import Storage, StorageError
+from klaw.store.records import MESSAGE_TARGET, EmbeddingJob
+
+log = logging.getLogger(__name__)
+
+# Waits before the 1st … 6th retry of a failed job; a failure after the last one marks it failed.
+BACKOFF_SECONDS = (1, 2, 4, 8, 16, 32)
+# How long the worker waits after the store itself failed (not an embedding), before trying again.
+STORE_ERROR_PAUSE_SECONDS = 5.0
+_MAX_REASON_CHARS = 200
+# Exceptions whose messages are content-free by contract (they name endpoints, shapes, statuses).
+_DESCRIBED_ERRORS = (EmbedderError, LlmError, StorageError)
+
+
+class QueueClock(Protocol):
+    """What the queue needs of `klaw.engine.clock.Clock` (declared here: memory does not import engine)."""
+
+    def now(self) -> datetime: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class EmbeddingTarget(Protocol):
+    """Where the texts of one job target come from and where their vectors go."""
+
+    async def texts(self, rowids: Sequence[int]) -> dict[int, str]:
+        """The texts of the rowids that still exist."""
+        ...
+
+    async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
+        """Store vectors by rowid; existing ones are kept (a re-run is harmless)."""
+        ...
+
+
+class MessageTarget:
+    """Jobs on `messages` rows: text from `messages.content`, vectors into `vec_messages`."""
+
+    def __init__(self, store: Storage) -> None:
+        self._store = store
+
+    async def texts(self, rowids: Sequence[int]) -> dict[int, str]:
+        return {m.rowid: m.content for m in await self._store.messages.by_rowids(rowids)}
+
+    async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
+        return await self._store.vectors.put(vectors)
+
+
+@dataclass(frozen=True)
+class EmbeddingQueueStatus:
+    pending: int
+    failed: int
+    embedded: int  # by this queue since it was created
+    running: bool  # the background worker is started and alive
+
+
+def describe_error(exc: BaseException) -> str:
+    """An error class and short reason for `last_error`; the reason only from klaw's own error
+    families, whose messages never quote content (a foreign exception's text might)."""
+    name = type(exc).__name__
+    if not isinstance(exc, _DESCRIBED_ERRORS):
+        return name
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if len(reason) > _MAX_REASON_CHARS:
+        reason = reason[: _MAX_REASON_CHARS - 1] + "…"
+    return f"{name}: {reason}" if reason else name
+
+
+class EmbeddingQueue:
+    def __init__(
+        self,
+        store: Storage,
+        embedder: Embedder,
+        clock: QueueClock,
+        *,
+        batch_size: int,
+        targets: Mapping[str, EmbeddingTarget] | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self._store = store
+        self._embedder = embedder
+        self._clock = clock
+        self._batch_size = batch_size
+        self._targets: dict[str, EmbeddingTarget] = dict(targets or {MESSAGE_TARGET: MessageTarget(store)})
+        self._wake = asyncio.Event()
+        self._batch_lock = asyncio.Lock()  # the worker and run_until_idle never take the same jobs
+        self._worker: asyncio.Task[None] | None = None
+        self._embedded = 0
+        self._idle = asyncio.Condition()  # notified whenever the worker has caught up
+        self._caught_up = False
+
+    def start(self) -> None:
+        """Start the background worker (once); it first embeds whatever a previous run left pending."""
+        if self._worker is None:
+            self._wake.set()
+            self._worker = asyncio.create_task(self._run(), name="klaw-embedding-queue")
+
+    def notify(self) -> None:
+        """A job was just queued: wake the worker now instead of at its next planned time."""
+        self._wake.set()
+
+    async def run_until_idle(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed every job due now, batch by batch, until none is due; returns how many were embedded.
+
+        Jobs that fail are rescheduled (not waited for). `progress(embedded, embedded + pending)` is
+        called after each batch."""
+        embedded = 0
+        while (batch := await self._run_batch()) is not None:
+            embedded += batch
+            if progress is not None:
+                pending = (await self._store.embedding_jobs.counts()).pending
+                progress(embedded, embedded + pending)
+        return embedded
+
+    async def wait_idle(self) -> None:
+        """Until the worker has handled every job due and waits for more (at once if it is not running).
+
+        For tests and tools that need the vectors now; the engine itself never waits for them."""
+        while self._running():
+            async with self._idle:
+                await self._idle.wait_for(lambda: not self._running() or (self._caught_up and not self._wake.is_set()))
+            next_due = await self._store.embedding_jobs.next_due_at()
+            if next_due is None or next_due > self._clock.now():
+                return
+            # Due now although the worker rests: it planned its sleep just before the clock moved
+            # (a test's manual clock jumps); wake it and wait for that pass too.
+            self.notify()
+
+    def _running(self) -> bool:
+        return self._worker is not None and not self._worker.done()
+
+    async def status(self) -> EmbeddingQueueStatus:
+        counts = await self._store.embedding_jobs.counts()
+        return EmbeddingQueueStatus(counts.pending, counts.failed, self._embedded, self._running())
+
+    async def aclose(self) -> None:
+        """Stop the worker. A batch in flight is abandoned: its jobs stay pending for the next start."""
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        worker.cancel()
+        try:
+            await worker
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # our caller is being cancelled too, not just the worker
+        except Exception as exc:  # the worker died earlier; shutdown goes on regardless
+            log.warning("embedding queue worker had stopped: %s", type(exc).__name__)
+        async with self._idle:
+            self._idle.notify_all()  # nobody waits for a worker that is gone
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            pause: float | None
+            try:
+                while await self._run_batch() is not None:
+                    pass
+                next_due = await self._store.embedding_jobs.next_due_at()
+                pause = None if next_due is None else max(0.0, (next_due - self._clock.now()).total_seconds())
+            except Exception as exc:  # the store failed: keep the worker alive and try again later
+                log.warning(
+                    "embedding queue: %s; trying again in %.0f s", type(exc).__name__, STORE_ERROR_PAUSE_SECONDS
+                )
+                pause = STORE_ERROR_PAUSE_SECONDS
+            if pause == 0.0:
+                continue  # due already (time moved while embedding): not caught up, go again
+            async with self._idle:
+                self._caught_up = True
+                self._idle.notify_all()
+            try:
+                await self._wait(pause)
+            finally:
+                self._caught_up = False
+
+    async def _wait(self, seconds: float | None) -> None:
+        """Until `notify()` or, if given, `seconds` on the clock."""
+        if self._wake.is_set():
+            return
+        waits: set[asyncio.Future[object]] = {asyncio.ensure_future(self._wake.wait())}
+        if seconds is not None:
+            waits.add(asyncio.ensure_future(self._clock.sleep(seconds)))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+
+    async def _run_batch(self) -> int | None:
+        """Handle one batch of due jobs; returns how many were embedded, None when none was due."""
+        async with self._batch_lock:
+            jobs = await self._store.embedding_jobs.due(self._clock.now(), self._batch_size)
+            if not jobs:
+                return None
+            embedded = 0
+            for target, group in _by_target(jobs).items():
+                handler = self._targets.get(target)
+                if handler is None:
+                    log.warning("embedding queue: %d job(s) for unknown target %r marked failed", len(group), target)
+                    for job in group:
+                        await self._store.embedding_jobs.fail(job.id, f"UnknownTarget: {target!r}")
+                    continue
+                embedded += await self._embed(handler, group)
+            self._embedded += embedded
+            return embedded
+
+    async def _embed(self, target: EmbeddingTarget, jobs: list[EmbeddingJob]) -> int:
+        texts = await target.texts([job.target_rowid for job in jobs])
+        gone = [job.id for job in jobs if job.target_rowid not in texts]
+        if gone:
+            await self._store.embedding_jobs.complete(gone)  # nothing left to embed
+        live = [job for job in jobs if job.target_rowid in texts]
+        if not live:
+            return 0
+        try:
+            vectors = await self._embedder.embed([texts[job.target_rowid] for job in live])
+            if vectors.shape[0] != len(live):
+                raise EmbedderError(f"the embedder returned {vectors.shape[0]} vectors for {len(live)} texts")
+            await target.put([(job.target_rowid, vectors[i]) for i, job in enumerate(live)])
+        except Exception as exc:
+            await self._reschedule(live, exc)
+            return 0
+        await self._store.embedding_jobs.complete([job.id for job in live])
+        return len(live)
+
+    async def _reschedule(self, jobs: list[EmbeddingJob], exc: Exception) -> None:
+        """Back off each job by its attempt count, or mark it failed after the last step."""
+        error = describe_error(exc)
+        now = self._clock.now()
+        failed = 0
+        for job in jobs:
+            attempt = job.attempts + 1
+            if attempt <= len(BACKOFF_SECONDS):
+                retry_at = now + timedelta(seconds=BACKOFF_SECONDS[attempt - 1])
+                await self._store.embedding_jobs.retry(job.id, error, retry_at)
+            else:
+                await self._store.embedding_jobs.fail(job.id, error)
+                failed += 1
+        log.warning(
+            "embedding %d item(s) failed (%s): %d will be retried, %d marked failed",
+            len(jobs),
+            type(exc).__name__,
+            len(jobs) - failed,
+            failed,
+        )
+
+
+def _by_target(jobs: list[EmbeddingJob]) -> dict[str, list[EmbeddingJob]]:
+    groups: dict[str, list[EmbeddingJob]] = {}
+    for job in jobs:
+        groups.setdefault(job.target, []).append(job)
+    return groups

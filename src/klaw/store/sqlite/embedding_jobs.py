@@ -1,0 +1,156 @@
+"""The durable embedding queue in SQLite (`embedding_jobs`): due jobs, retries, failures, counts.
+
+A job row is inserted in the same transaction as the thing it embeds (see `insert_message_job`,
+called by `SqliteMessages.append_in`), and deleted once its vector is stored, so the table holds
+exactly the work still owed: pending jobs waiting for their next attempt, and failed jobs that
+stay visible until someone retries them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+import apsw
+
+from klaw.store.records import (
+    MESSAGE_TARGET,
+    EmbeddingJob,
+    EmbeddingJobCounts,
+    EmbeddingJobStatus,
+    from_millis,
+    to_millis,
+)
+from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.query import Row, fetch_all, fetch_value
+
+_JOB_COLUMNS = "id, target, target_rowid, status, attempts, next_attempt_at, last_error, created_at"
+_PENDING = EmbeddingJobStatus.PENDING.value
+_FAILED = EmbeddingJobStatus.FAILED.value
+# Error text is already short and content-free by the caller's contract; the cap keeps a
+# misbehaving caller from filling the table.
+MAX_ERROR_CHARS = 300
+
+
+def insert_message_job(connection: apsw.Connection, rowid: int, now_millis: int) -> None:
+    """Queue a message's embedding, due now; a job already queued for it is left as it is."""
+    connection.execute(
+        "INSERT INTO embedding_jobs (target, target_rowid, status, attempts, next_attempt_at, created_at)"
+        " VALUES (?, ?, ?, 0, ?, ?) ON CONFLICT (target, target_rowid) DO NOTHING",
+        (MESSAGE_TARGET, rowid, _PENDING, now_millis, now_millis),
+    )
+
+
+def _job_from_row(row: Row) -> EmbeddingJob:
+    job_id, target, target_rowid, status, attempts, next_attempt_at, last_error, created_at = row
+    return EmbeddingJob(
+        id=int(job_id),
+        target=str(target),
+        target_rowid=int(target_rowid),
+        status=EmbeddingJobStatus(status),
+        attempts=int(attempts),
+        next_attempt_at=from_millis(int(next_attempt_at)),
+        last_error=last_error,
+        created_at=from_millis(int(created_at)),
+    )
+
+
+class SqliteEmbeddingJobs:
+    def __init__(self, db: SqliteDatabase, clock: Callable[[], datetime]) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def due(self, now: datetime, limit: int) -> list[EmbeddingJob]:
+        due_by = to_millis(now)
+
+        def query(connection: apsw.Connection) -> list[EmbeddingJob]:
+            rows = fetch_all(
+                connection,
+                f"SELECT {_JOB_COLUMNS} FROM embedding_jobs WHERE status = ? AND next_attempt_at <= ?"
+                " ORDER BY next_attempt_at, id LIMIT ?",
+                (_PENDING, due_by, limit),
+            )
+            return [_job_from_row(row) for row in rows]
+
+        return await self._db.run(query)
+
+    async def next_due_at(self) -> datetime | None:
+        def query(connection: apsw.Connection) -> datetime | None:
+            earliest = fetch_value(
+                connection, "SELECT min(next_attempt_at) FROM embedding_jobs WHERE status = ?", (_PENDING,)
+            )
+            return None if earliest is None else from_millis(int(earliest))
+
+        return await self._db.run(query)
+
+    async def complete(self, job_ids: Sequence[int]) -> None:
+        ids = [(job_id,) for job_id in job_ids]
+        if not ids:
+            return
+
+        def delete(connection: apsw.Connection) -> None:
+            with connection:
+                connection.executemany("DELETE FROM embedding_jobs WHERE id = ?", ids)
+
+        await self._db.run(delete)
+
+    async def retry(self, job_id: int, error: str, next_attempt_at: datetime) -> None:
+        params = (error[:MAX_ERROR_CHARS], to_millis(next_attempt_at), job_id)
+        await self._db.run(
+            lambda connection: connection.execute(
+                "UPDATE embedding_jobs SET attempts = attempts + 1, last_error = ?, next_attempt_at = ? WHERE id = ?",
+                params,
+            )
+        )
+
+    async def fail(self, job_id: int, error: str) -> None:
+        params = (_FAILED, error[:MAX_ERROR_CHARS], job_id)
+        await self._db.run(
+            lambda connection: connection.execute(
+                "UPDATE embedding_jobs SET status = ?, attempts = attempts + 1, last_error = ? WHERE id = ?", params
+            )
+        )
+
+    async def counts(self) -> EmbeddingJobCounts:
+        def query(connection: apsw.Connection) -> EmbeddingJobCounts:
+            rows: dict[str, int] = dict(
+                fetch_all(connection, "SELECT status, count(*) FROM embedding_jobs GROUP BY status")
+            )
+            return EmbeddingJobCounts(pending=int(rows.get(_PENDING, 0)), failed=int(rows.get(_FAILED, 0)))
+
+        return await self._db.run(query)
+
+    async def retry_failed(self) -> int:
+        now = to_millis(self._clock())
+
+        def revive(connection: apsw.Connection) -> int:
+            connection.execute(
+                "UPDATE embedding_jobs SET status = ?, attempts = 0, next_attempt_at = ? WHERE status = ?",
+                (_PENDING, now, _FAILED),
+            )
+            return int(connection.changes())
+
+        return await self._db.run(revive)
+
+    async def enqueue_messages(self, rowids: Sequence[int]) -> int:
+        wanted = list(dict.fromkeys(rowids))
+        if not wanted:
+            return 0
+        now = to_millis(self._clock())
+
+        def insert(connection: apsw.Connection) -> int:
+            queued = 0
+            with connection:
+                for rowid in wanted:
+                    # The WHERE on the SELECT skips unknown rowids (and lets SQLite parse the upsert).
+                    connection.execute(
+                        "INSERT INTO embedding_jobs (target, target_rowid, status, attempts, next_attempt_at,"
+                        " created_at) SELECT ?, rowid, ?, 0, ?, ? FROM messages WHERE rowid = ?"
+                        " ON CONFLICT (target, target_rowid) DO UPDATE SET status = excluded.status,"
+                        " attempts = 0, next_attempt_at = excluded.next_attempt_at WHERE status = ?",
+                        (MESSAGE_TARGET, _PENDING, now, now, rowid, _FAILED),
+                    )
+                    queued += int(connection.changes())
+            return queued
+
+        return await self._db.run(insert)
