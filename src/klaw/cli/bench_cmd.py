@@ -136,3 +136,61 @@ def turn(
             f" {result.concurrent_chats} concurrent chats: {result.turns_per_second:.1f} turns/s"
         )
     _emit({"machine": machine(), "results": results}, out)
+
+
+@app.command()
+def locomo(
+    data: Annotated[Path, typer.Option(help="A LoCoMo-format JSON file (locomo10.json or a split of it).")],
+    out: Annotated[Path, typer.Option(help="Directory for locomo.json and locomo.md.")] = Path("bench-results"),
+    variants: Annotated[str, typer.Option(help="Comma-separated retrieval variants.")] = "hybrid,vector,fts",
+) -> None:
+    """Retrieval quality on LoCoMo: evidence recall of hybrid, vector-only and full-text-only search
+    through the real ingestion and search path, with the configured embedder."""
+    from datetime import UTC, datetime
+
+    from rich.markdown import Markdown
+
+    from klaw.bench.locomo.dataset import LocomoFormatError, load_locomo
+    from klaw.bench.locomo.report import to_json, to_markdown
+    from klaw.bench.locomo.runner import LocomoRunError, RunSettings, run_locomo
+    from klaw.cli.context import fail, home_from_env, load_or_exit
+    from klaw.memory.embedder.factory import create_embedder
+
+    config = load_or_exit(home_from_env()).config
+    try:
+        settings = RunSettings(
+            variants=tuple(v.strip() for v in variants.split(",") if v.strip()),
+            min_embed_tokens=config.auto_rag.min_message_tokens,
+            batch_size=config.embedder.batch_size,
+        )
+    except ValueError as exc:
+        fail(str(exc))
+    try:
+        dataset = load_locomo(data)
+    except LocomoFormatError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot read {data}: {exc.strerror or exc}")
+    embedder = create_embedder(config.embedder)
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+
+    async def run(work_dir: Path) -> Any:
+        try:
+            with _progress() as progress:
+                return await run_locomo(dataset, embedder, work_dir, settings, _stage_reporter(progress))
+        finally:
+            await embedder.aclose()
+
+    with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp:
+        try:
+            result = asyncio.run(run(Path(tmp)))
+        except LocomoRunError as exc:
+            fail(str(exc), 1)
+    figures = to_json(result, machine=machine(), started_at=started_at, embedder_backend=config.embedder.backend)
+    markdown = to_markdown(result)
+    _emit(figures, out / "locomo.json")
+    (out / "locomo.md").write_text(markdown, encoding="utf-8")
+    console = Console()
+    console.print(f"machine: {machine()}")
+    console.print(Markdown(markdown))
+    console.print(f"wrote {out / 'locomo.json'} and {out / 'locomo.md'}")

@@ -1,0 +1,257 @@
+"""Running the LoCoMo bench: each conversation into a fresh store through the real ingestion path,
+then every scorable question through each retrieval variant.
+
+Indexing follows `bench/METRICS.md`: one chat per conversation, every turn one user message
+`"<speaker>: <text>"` (+ `" [shares <caption>]"`), dated by its session (turns one second apart),
+all sessions in one segment. Messages go through `Ingestion.accept` (JSONL log, then `messages`
+and FTS, with an embedding job for the messages the product embeds), then the durable
+`EmbeddingQueue` is drained. Which turns get a vector is the product's rule (`should_embed` with
+`autoRag.minMessageTokens`), not the bench's: short turns stay findable by full text only, exactly
+as they would in use, and the counts are reported.
+
+Timings: ingestion throughput is all turns over the wall time of storing plus embedding them;
+latency is the wall time of one retrieval call (query embedding included), per variant.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from klaw.bench.locomo.dataset import Conversation, LocomoDataset
+from klaw.bench.locomo.metrics import TOP_K, QuestionScores, Summary, score_question, summarise
+from klaw.bench.locomo.variants import VARIANTS, retriever
+from klaw.bench.stats import Latency
+from klaw.engine.clock import SystemClock
+from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.embedding_policy import should_embed
+from klaw.memory.embedding_queue import EmbeddingQueue
+from klaw.memory.ingestion import Ingestion
+from klaw.store.records import ChatRef, MessageRecord, Role
+from klaw.store.sqlite.store import SqliteStore
+
+CHANNEL = "locomo"
+
+Progress = Callable[[str, int, int], None]
+"""(stage, done, total): stages are "storing turns", "embedding turns" and "questions"."""
+
+
+class LocomoRunError(RuntimeError):
+    """The run cannot produce honest figures (e.g. embeddings failed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    variants: tuple[str, ...] = VARIANTS
+    min_embed_tokens: int = 10  # autoRag.minMessageTokens of the configuration in use
+    batch_size: int = 64  # embedder.batchSize: texts per embedding call of the queue
+    top_k: int = TOP_K
+
+    def __post_init__(self) -> None:
+        unknown = [v for v in self.variants if v not in VARIANTS]
+        if unknown or not self.variants:
+            raise ValueError(f"variants must be a non-empty subset of {', '.join(VARIANTS)}; got {self.variants}")
+
+
+@dataclass(slots=True)
+class IngestStats:
+    turns: int = 0
+    embedded: int = 0  # turns that got a vector
+    store_seconds: float = 0.0  # log + messages + FTS + job rows
+    embed_seconds: float = 0.0  # draining the embedding queue
+
+    @property
+    def not_embedded(self) -> int:
+        """Turns the product's embedding rule leaves to full text alone (too short)."""
+        return self.turns - self.embedded
+
+    @property
+    def turns_per_s(self) -> float:
+        seconds = self.store_seconds + self.embed_seconds
+        return self.turns / seconds if seconds > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionResult:
+    """One question's figures per variant, and where each evidence turn ranked (None: not in top_k)."""
+
+    sample_id: str
+    index: int
+    category: int
+    evidence: tuple[str, ...]
+    scores: dict[str, QuestionScores]
+    evidence_ranks: dict[str, tuple[int | None, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class VariantResult:
+    summary: Summary
+    latency: Latency
+
+
+@dataclass(frozen=True, slots=True)
+class LocomoRun:
+    dataset: LocomoDataset
+    settings: RunSettings
+    embedder_id: str
+    embedder_dim: int
+    ingest: IngestStats
+    variants: dict[str, VariantResult]
+    questions: list[QuestionResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def conversation_records(conversation: Conversation) -> list[tuple[MessageRecord, str]]:
+    """The messages a conversation becomes, in order, each with its turn id."""
+    chat = ChatRef(CHANNEL, conversation.sample_id)
+    return [
+        (
+            MessageRecord(
+                chat=chat,
+                role=Role.USER,
+                content=turn.message_text,
+                created_at=session.started_at + timedelta(seconds=offset),
+            ),
+            turn.dia_id,
+        )
+        for session in conversation.sessions
+        for offset, turn in enumerate(session.turns)
+    ]
+
+
+async def run_locomo(
+    dataset: LocomoDataset,
+    embedder: Embedder,
+    work_dir: Path,
+    settings: RunSettings | None = None,
+    progress: Progress | None = None,
+) -> LocomoRun:
+    """Measure every variant on every conversation of `dataset`; stores are created under `work_dir`."""
+    settings = settings or RunSettings()
+    report = progress or (lambda stage, done, total: None)
+    started = time.perf_counter()
+    records = {c.sample_id: conversation_records(c) for c in dataset.conversations}
+    totals = {
+        "storing turns": dataset.turn_count,
+        "embedding turns": sum(
+            1 for pairs in records.values() for record, _ in pairs if should_embed(record, settings.min_embed_tokens)
+        ),
+        "questions": dataset.question_count * len(settings.variants),
+    }
+    done = dict.fromkeys(totals, 0)
+
+    def advance(stage: str, count: int) -> None:
+        done[stage] += count
+        report(stage, done[stage], totals[stage])
+
+    ingest = IngestStats()
+    latencies: dict[str, list[float]] = {v: [] for v in settings.variants}
+    results: list[QuestionResult] = []
+    for position, conversation in enumerate(dataset.conversations):
+        directory = work_dir / f"{position:03d}"
+        directory.mkdir(parents=True, exist_ok=False)
+        store = await SqliteStore.open(directory / "klaw.db")
+        try:
+            segment_id, dia_of = await _ingest(
+                store, embedder, directory, records[conversation.sample_id], settings, ingest, advance
+            )
+            results += await _ask(store, embedder, conversation, segment_id, dia_of, settings, latencies, advance)
+        finally:
+            await store.aclose()
+
+    variants = {
+        v: VariantResult(summarise([(r.category, r.scores[v]) for r in results]), Latency.of(latencies[v]))
+        for v in settings.variants
+    }
+    return LocomoRun(
+        dataset=dataset,
+        settings=settings,
+        embedder_id=embedder.model_id,
+        embedder_dim=embedder.dim,
+        ingest=ingest,
+        variants=variants,
+        questions=results,
+        seconds=time.perf_counter() - started,
+    )
+
+
+async def _ingest(
+    store: SqliteStore,
+    embedder: Embedder,
+    directory: Path,
+    records: Sequence[tuple[MessageRecord, str]],
+    settings: RunSettings,
+    ingest: IngestStats,
+    advance: Callable[[str, int], None],
+) -> tuple[int, dict[str, str]]:
+    """Store and embed one conversation; returns its segment and message id → turn id."""
+    await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
+    queue = EmbeddingQueue(store, embedder, SystemClock(), batch_size=settings.batch_size)
+    log = ConversationLog(directory / "conversations")
+    ingestion = Ingestion(log, store, min_embed_tokens=settings.min_embed_tokens)
+    dia_of: dict[str, str] = {}
+    segments: set[int] = set()
+    began = time.perf_counter()
+    for record, dia_id in records:
+        stored = await ingestion.accept(record)
+        dia_of[stored.record.id] = dia_id
+        segments.add(stored.segment_id)
+        advance("storing turns", 1)
+    stored_at = time.perf_counter()
+    reported = 0
+
+    def embedding_progress(embedded: int, _total: int) -> None:
+        nonlocal reported
+        advance("embedding turns", embedded - reported)
+        reported = embedded
+
+    embedded = await queue.run_until_idle(embedding_progress)
+    ingest.store_seconds += stored_at - began
+    ingest.embed_seconds += time.perf_counter() - stored_at
+    ingest.turns += len(records)
+    ingest.embedded += embedded
+    counts = await store.embedding_jobs.counts()
+    if counts.pending or counts.failed:
+        raise LocomoRunError(
+            f"{counts.pending + counts.failed} embedding(s) did not complete (see the log for the error);"
+            " vector figures would be wrong"
+        )
+    if len(segments) != 1:
+        raise LocomoRunError(f"a conversation landed in {len(segments)} segments; expected one")
+    return segments.pop(), dia_of
+
+
+async def _ask(
+    store: SqliteStore,
+    embedder: Embedder,
+    conversation: Conversation,
+    segment_id: int,
+    dia_of: dict[str, str],
+    settings: RunSettings,
+    latencies: dict[str, list[float]],
+    advance: Callable[[str, int], None],
+) -> list[QuestionResult]:
+    chat = ChatRef(CHANNEL, conversation.sample_id)
+    session_of = conversation.session_of()
+    retrievers = {v: retriever(v, store, embedder) for v in settings.variants}
+    results = []
+    for question in conversation.questions:
+        scores: dict[str, QuestionScores] = {}
+        ranks: dict[str, tuple[int | None, ...]] = {}
+        for variant, retrieve in retrievers.items():
+            began = time.perf_counter()
+            messages = await retrieve(chat, question.text, segment_id, settings.top_k)
+            latencies[variant].append(time.perf_counter() - began)
+            ranking = [dia_of[m.record.id] for m in messages if m.record.id in dia_of][: settings.top_k]
+            scores[variant] = score_question(ranking, question.evidence, session_of)
+            position = {dia_id: rank for rank, dia_id in enumerate(ranking, start=1)}
+            ranks[variant] = tuple(position.get(dia_id) for dia_id in question.evidence)
+            advance("questions", 1)
+        results.append(
+            QuestionResult(conversation.sample_id, question.index, question.category, question.evidence, scores, ranks)
+        )
+    return results
