@@ -72,10 +72,62 @@ def vectors(
         f"{result.rows} rows in {result.chats} chat(s), dim {result.dim}, k={result.k};"
         f" insert {result.insert_rows_per_s:.0f} rows/s"
     )
-    console.print(f"sqlite-vec KNN (messages fetched): {result.knn}   recall@k vs exact: {result.recall_at_k:.3f}")
+    console.print(f"store KNN (messages fetched):     {result.knn}   recall@k vs exact: {result.recall_at_k:.3f}")
     console.print(f"numpy brute-force floor:          {result.numpy_floor}")
     console.print(f"FTS5 bm25:                        {result.full_text}")
     _emit({"machine": machine(), **asdict(result)}, out)
+
+
+@app.command()
+def scale(
+    size: Annotated[
+        list[int] | None, typer.Option(help="Messages in the bench chat (repeatable; default 10k and 100k).")
+    ] = None,
+    queries: Annotated[int, typer.Option(help="Queries timed per size.")] = 200,
+    vector_cache_mb: Annotated[int, typer.Option(help="database.vectorCacheMb for the run.")] = 256,
+    reindex_size: Annotated[int, typer.Option(help="Messages in the home reindexed for throughput (0 = skip).")] = 5000,
+    out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
+) -> None:
+    """Auto-RAG search latency at 10k/100k messages (with and without the query embedding) beside a
+    numpy floor, and `klaw reindex` throughput, with the configured embedder."""
+    from klaw.bench.scale_bench import measure_scale
+    from klaw.cli.context import home_from_env, load_or_exit
+    from klaw.memory.embedder.factory import create_embedder
+
+    config = load_or_exit(home_from_env()).config
+    console = Console()
+    console.print(f"machine: {machine()}")
+    results: dict[str, Any] = {"machine": machine(), "embedder": config.embedder.backend, "search": []}
+    for messages in size or [10_000, 100_000]:
+        embedder = create_embedder(config.embedder)
+        with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
+            report = _stage_reporter(progress, f"{messages} messages: ")
+            try:
+                result = asyncio.run(
+                    measure_scale(
+                        Path(tmp) / "bench.db",
+                        embedder,
+                        messages=messages,
+                        queries=queries,
+                        vector_cache_bytes=vector_cache_mb * 1024 * 1024,
+                        progress=report,
+                    )
+                )
+            finally:
+                asyncio.run(embedder.aclose())
+        results["search"].append(asdict(result))
+        console.print(
+            f"{messages} messages (dim {result.dim}, built at {result.build_rows_per_s:.0f} rows/s):\n"
+            f"  auto-RAG search without query embedding: {result.search_without_embedding}\n"
+            f"  auto-RAG search with query embedding:    {result.search_with_embedding}\n"
+            f"  query embedding alone:                   {result.query_embedding}\n"
+            f"  numpy brute-force floor (KNN only):      {result.numpy_floor}\n"
+            f"  first search (loads the chat's vectors): {result.first_search_ms:.0f} ms;"
+            f" {result.recalled_per_query:.1f} messages recalled per query"
+        )
+    if reindex_size > 0:
+        results["reindex"] = _reindex_throughput(console, config, reindex_size)
+    _emit(results, out)
 
 
 @app.command()
@@ -194,3 +246,18 @@ def locomo(
     console.print(f"machine: {machine()}")
     console.print(Markdown(markdown))
     console.print(f"wrote {out / 'locomo.json'} and {out / 'locomo.md'}")
+
+
+def _reindex_throughput(console: Console, config: Any, messages: int) -> dict[str, Any]:
+    from klaw.bench.reindex_bench import measure_reindex
+
+    with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
+        result = asyncio.run(
+            measure_reindex(Path(tmp) / "home", config, messages=messages, progress=_stage_reporter(progress))
+        )
+    console.print(
+        f"klaw reindex of {result.messages} messages ({result.embedded} embedded with {result.embedder}):"
+        f" {result.seconds:.1f} s = {result.messages_per_s:.0f} messages/s"
+        f" (rows {result.rows_per_s:.0f}/s, embedding {result.embedded_per_s:.0f}/s)"
+    )
+    return asdict(result)

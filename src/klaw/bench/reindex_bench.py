@@ -1,0 +1,78 @@
+"""`klaw reindex` throughput: a home whose log holds N messages, rebuilt and embedded from scratch.
+
+The log is written the way the engine writes it (`ConversationLog.append_many`, one fsync per
+batch) with Zipfian text (`corpus.py`), then `reindex` runs exactly as the command does, with the
+configured embedder. Rows per second (log → messages, FTS, segments, exchanges) and embeddings per
+second are reported apart: the second is the embedder's speed, the first is klaw's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from klaw.bench.corpus import ZipfCorpus
+from klaw.config import EngineConfig
+from klaw.home import KlawHome
+from klaw.home_init import initialise_home
+from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.reindex import ReindexStage, reindex
+from klaw.store.records import ChatRef, MessageRecord, Role
+
+Progress = Callable[[str, int, int], None]
+CHAT = ChatRef("bench", "reindex")
+LOG_BATCH = 1000
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class ReindexBenchResult:
+    messages: int
+    embedded: int
+    embedder: str
+    seconds: float
+    messages_per_s: float
+    rows_per_s: float
+    embedded_per_s: float
+
+
+async def measure_reindex(
+    root: Path, config: EngineConfig, *, messages: int, seed: int = 5, progress: Progress | None = None
+) -> ReindexBenchResult:
+    home = KlawHome(root)
+    initialise_home(home)
+    corpus = ZipfCorpus(seed=seed)
+    log = ConversationLog(home.conversations)
+    for first in range(0, messages, LOG_BATCH):
+        count = min(LOG_BATCH, messages - first)
+        await log.append_many(
+            [
+                MessageRecord(
+                    chat=CHAT,
+                    role=Role.USER if (first + i) % 2 == 0 else Role.ASSISTANT,
+                    content=corpus.sentence(),
+                    created_at=T0 + timedelta(seconds=30 * (first + i)),
+                )
+                for i in range(count)
+            ]
+        )
+        if progress:
+            progress("write log", first + count, messages)
+
+    def report(stage: ReindexStage, done: int, total: int) -> None:
+        if progress:
+            progress(f"reindex {stage.value}", done, total)
+
+    result = await reindex(home, config, progress=report)
+    embed_stage = next((s for s in result.stages if s.stage is ReindexStage.EMBED), None)
+    return ReindexBenchResult(
+        messages=result.records,
+        embedded=result.embedded,
+        embedder=config.embedder.backend,
+        seconds=result.seconds,
+        messages_per_s=result.records / result.seconds if result.seconds > 0 else 0.0,
+        rows_per_s=result.rows_per_second,
+        embedded_per_s=embed_stage.per_second if embed_stage else 0.0,
+    )

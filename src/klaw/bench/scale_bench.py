@@ -1,0 +1,174 @@
+"""`klaw bench scale`: auto-RAG search latency on chats of 10k, 100k (and 1M) messages.
+
+One chat of N messages is built per size: Zipfian text (`corpus.py`) through the store's append
+path, and random unit vectors of the configured embedder's size (search cost does not depend on
+what vectors mean, and embedding 100k messages would take minutes). Queries then go through the
+production auto-RAG path (`AutoRagService.recall` → `HybridSearch` → store KNN + FTS5 + fusion),
+scoped to the segment, with the newest 20 messages as the window:
+
+- including the query embedding: the configured embedder embeds each query;
+- excluding it: the same queries with their vectors computed beforehand;
+- a numpy brute-force floor: one matrix product + top-k over the same vectors in memory.
+
+The first search of a chat loads its vectors into memory (`ChatVectorCache`); that one-off cost is
+reported on its own rather than mixed into the percentiles.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from klaw.bench.corpus import ZipfCorpus
+from klaw.bench.stats import Latency
+from klaw.config import AutoRagConfig
+from klaw.memory.auto_rag import AutoRagService
+from klaw.memory.embedder.protocol import Embedder, Vectors
+from klaw.memory.hybrid_search import HybridSearch
+from klaw.store.records import ChatRef, MessageRecord, Role
+from klaw.store.sqlite.store import SqliteStore
+
+Progress = Callable[[str, int, int], None]
+CHAT = ChatRef("bench", "scale")
+WINDOW = 20
+BATCH = 5000
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class ScaleResult:
+    messages: int
+    dim: int
+    build_rows_per_s: float
+    first_search_ms: float  # includes loading the chat's vectors into memory
+    search_with_embedding: Latency
+    search_without_embedding: Latency
+    query_embedding: Latency
+    numpy_floor: Latency
+    recalled_per_query: float
+
+
+class PrecomputedEmbedder:
+    """Answers with vectors computed before timing starts, so a search is timed without embedding."""
+
+    def __init__(self, model_id: str, vectors: dict[str, npt.NDArray[np.float32]]) -> None:
+        self._model_id = model_id
+        self._vectors = vectors
+        self._dim = len(next(iter(vectors.values())))
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        return np.stack([self._vectors[text] for text in texts])
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def measure_scale(
+    db_path: Path,
+    embedder: Embedder,
+    *,
+    messages: int,
+    queries: int = 200,
+    vector_cache_bytes: int = 256 * 1024 * 1024,
+    seed: int = 11,
+    progress: Progress | None = None,
+) -> ScaleResult:
+    rng = np.random.default_rng(seed)
+    corpus = ZipfCorpus(seed=seed)
+    dim = embedder.dim
+    store = await SqliteStore.open(db_path, vector_cache_bytes=vector_cache_bytes)
+    try:
+        await store.vectors.bind_embedder(embedder.model_id, dim)
+        matrix = np.empty((messages, dim), dtype=np.float32)
+        rowids = np.empty(messages, dtype=np.int64)
+        started = time.perf_counter()
+        for first in range(0, messages, BATCH):
+            count = min(BATCH, messages - first)
+            records = [
+                MessageRecord(
+                    chat=CHAT,
+                    role=Role.USER if (first + i) % 2 == 0 else Role.ASSISTANT,
+                    content=corpus.sentence(),
+                    created_at=T0 + timedelta(seconds=30 * (first + i)),
+                )
+                for i in range(count)
+            ]
+            stored = await store.messages.append_many(records)
+            vectors = _unit_rows(rng.standard_normal((count, dim)).astype(np.float32))
+            matrix[first : first + count] = vectors
+            rowids[first : first + count] = [s.rowid for s in stored]
+            await store.vectors.put(list(zip(rowids[first : first + count].tolist(), vectors, strict=True)))
+            if progress:
+                progress("build", first + count, messages)
+        build_rate = messages / (time.perf_counter() - started)
+
+        segment = await store.segments.current(CHAT)
+        window = frozenset(rowids[-WINDOW:].tolist())
+        texts = corpus.sentences(queries, min_words=6, max_words=20)
+        config = AutoRagConfig(relevance_threshold=2.0)  # time the whole path: nothing cut by the gate
+        live = AutoRagService(config, HybridSearch(store, embedder))
+
+        embed_times = []
+        query_vectors: dict[str, npt.NDArray[np.float32]] = {}
+        for text in texts:
+            t = time.perf_counter()
+            query_vectors[text] = (await embedder.embed([text]))[0]
+            embed_times.append(time.perf_counter() - t)
+        offline = AutoRagService(config, HybridSearch(store, PrecomputedEmbedder(embedder.model_id, query_vectors)))
+
+        t = time.perf_counter()
+        await offline.recall(CHAT, segment.id, texts[0], window)
+        first_search = time.perf_counter() - t
+
+        with_embedding, without_embedding, floor, recalled = [], [], [], []
+        for i, text in enumerate(texts):
+            t = time.perf_counter()
+            await live.recall(CHAT, segment.id, text, window)
+            with_embedding.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            found = await offline.recall(CHAT, segment.id, text, window)
+            without_embedding.append(time.perf_counter() - t)
+            recalled.append(len(found))
+            t = time.perf_counter()
+            _numpy_top_k(matrix, query_vectors[text], 20)
+            floor.append(time.perf_counter() - t)
+            if progress:
+                progress("search", i + 1, len(texts))
+    finally:
+        await store.aclose()
+    return ScaleResult(
+        messages=messages,
+        dim=dim,
+        build_rows_per_s=build_rate,
+        first_search_ms=first_search * 1000,
+        search_with_embedding=Latency.of(with_embedding),
+        search_without_embedding=Latency.of(without_embedding),
+        query_embedding=Latency.of(embed_times),
+        numpy_floor=Latency.of(floor),
+        recalled_per_query=float(np.mean(recalled)),
+    )
+
+
+def _unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    normalised: npt.NDArray[np.float32] = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    return normalised
+
+
+def _numpy_top_k(vectors: npt.NDArray[np.float32], query: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
+    scores = vectors @ query
+    top = np.argpartition(-scores, k)[:k]
+    return top[np.argsort(-scores[top])]
