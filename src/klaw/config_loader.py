@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -105,9 +105,20 @@ def _canonical_key(part: str) -> str:
 def _all_aliases(model: type[BaseModel]) -> Iterator[str]:
     for name, field in model.model_fields.items():
         yield field.alias or name
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            yield from _all_aliases(annotation)
+        yield from _nested_aliases(field.annotation)
+
+
+def _nested_aliases(annotation: Any) -> Iterator[str]:
+    """Aliases of the models inside a field's type: a section, or the values of `models:`.
+
+    `models` is a `dict[str, ModelConfig]`; without looking inside it, `KLAW__MODELS__X__MAXRETRIES`
+    would stay upper-case and be rejected as an unknown field.
+    """
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield from _all_aliases(annotation)
+        return
+    for arg in get_args(annotation):
+        yield from _nested_aliases(arg)
 
 
 def _set_path(data: dict[str, Any], key: tuple[str, ...], value: Any) -> None:

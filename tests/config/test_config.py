@@ -106,6 +106,20 @@ def test_env_override_wins_and_is_reported(tmp_path: Path) -> None:
     assert loaded.sources["autoRag.enabled"] == "env KLAW__AUTORAG__ENABLED"
 
 
+def test_env_overrides_reach_fields_of_a_model_declared_by_id(tmp_path: Path) -> None:
+    """Model fields live under a dict of ids, not a section: their env names must still resolve."""
+    env = {
+        "KLAW__MODELS__LOCAL__BASEURL": "http://127.0.0.1:9/v1",
+        "KLAW__MODELS__LOCAL__MAXRETRIES": "0",
+        "KLAW__MODELS__LOCAL__CONTEXT_BUDGET": "2048",
+        "KLAW__ROUTING__DEFAULT": "LOCAL",
+    }
+    loaded = load_config(write(tmp_path, ""), env=env)
+    model = loaded.config.model("LOCAL")
+    assert (model.base_url, model.max_retries, model.context_budget) == ("http://127.0.0.1:9/v1", 0, 2048)
+    assert loaded.sources["models.LOCAL.maxRetries"] == "env KLAW__MODELS__LOCAL__MAXRETRIES"
+
+
 def test_model_budget_falls_back_to_default_budget() -> None:
     config = EngineConfig.model_validate(
         {

@@ -74,6 +74,12 @@ class ConsoleChannel:
                 return reply
             self._show(reply)
 
+    def show_pending(self) -> None:
+        """Print replies that arrived after the prompt closed: a person who pressed Ctrl-C while the
+        model was thinking still sees the answer the engine finished during its shutdown."""
+        while not self._replies.empty():
+            self._show(self._replies.get_nowait())
+
     def _show(self, reply: Outbound) -> None:
         if reply.kind == "error":
             self._console.print(reply.text, style="red", highlight=False)

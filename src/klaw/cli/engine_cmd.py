@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.cli.context import err_console, fail, home_from_env, load_or_exit
 from klaw.config import EngineConfig
 from klaw.engine.runtime import Engine
 from klaw.home import KlawHome
@@ -58,9 +58,24 @@ def chat(
             running = await Engine.start(home, config)
         except (StorageError, OSError, RuntimeError) as exc:
             fail(str(exc))
+        channel = ConsoleChannel(running)
+        interrupted = False
         try:
-            await ConsoleChannel(running).run()
+            await channel.run()
+        except asyncio.CancelledError:
+            # Ctrl-C while the model thinks: asyncio.run cancelled this task. Take the cancel back so
+            # the shutdown below is an ordinary one (parts ask `cancelling()` whether their caller
+            # is being cancelled, and would stop half-way), then exit 130 as after any Ctrl-C.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            interrupted = True
         finally:
+            if running.processor.slots.in_use or running.processor.waiting_chats:
+                err_console.print("stopping: finishing the reply in flight… (Ctrl-C again to quit at once)")
             await running.shutdown()
+            channel.show_pending()
+        if interrupted:
+            raise typer.Exit(130)
 
     asyncio.run(run())
