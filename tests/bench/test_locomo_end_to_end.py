@@ -192,11 +192,12 @@ def test_ingestion_counts_short_turns_and_skipped_questions(run: LocomoRun) -> N
 
 
 def test_json_and_markdown_carry_every_figure_and_the_configuration(run: LocomoRun) -> None:
-    figures = json.loads(json.dumps(to_json(run, machine="test box", started_at="now", embedder_backend="fake")))
+    embedder = {"backend": "fake", "threads": 1}
+    figures = json.loads(json.dumps(to_json(run, machine="test box", started_at="now", embedder_config=embedder)))
     config = figures["configuration"]
     assert config["data"]["name"] == "locomo_tiny.json"
     assert len(config["data"]["sha256"]) == 64
-    assert config["embedder"] == {"backend": "fake", "model_id": "fake-hash-32", "dim": 32, "batch_size": 64}
+    assert config["embedder"] == {**embedder, "model_id": "fake-hash-32", "dim": 32, "batch_size": 64}
     assert config["indexing"]["min_embed_tokens"] == 10
     assert config["retrieval"]["top_k"] == 50
     assert config["machine"] == "test box"
@@ -246,6 +247,7 @@ def test_cli_writes_json_and_markdown(tmp_path: Path) -> None:
     figures = json.loads((out / "locomo.json").read_text(encoding="utf-8"))
     assert figures["results"]["fts"]["all_categories"]["mrr50"] == pytest.approx(0.825)
     assert figures["configuration"]["embedder"]["model_id"] == "fake-hash-32"
+    assert figures["configuration"]["embedder"]["threads"] == 1
     assert "DRAGON" in (out / "locomo.md").read_text(encoding="utf-8")
     assert "hybrid" in result.stdout
 

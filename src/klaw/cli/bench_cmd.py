@@ -238,7 +238,9 @@ def locomo(
             result = asyncio.run(run(Path(tmp)))
         except LocomoRunError as exc:
             fail(str(exc), 1)
-    figures = to_json(result, machine=machine(), started_at=started_at, embedder_backend=config.embedder.backend)
+    figures = to_json(
+        result, machine=machine(), started_at=started_at, embedder_config=config.embedder.model_dump(mode="json")
+    )
     markdown = to_markdown(result)
     _emit(figures, out / "locomo.json")
     (out / "locomo.md").write_text(markdown, encoding="utf-8")

@@ -9,6 +9,7 @@ CC BY-NC and stays where it is.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -54,7 +55,8 @@ def klaw_version() -> str:
         return "unknown"
 
 
-def to_json(run: LocomoRun, *, machine: str, started_at: str, embedder_backend: str) -> dict[str, Any]:
+def to_json(run: LocomoRun, *, machine: str, started_at: str, embedder_config: Mapping[str, Any]) -> dict[str, Any]:
+    """Every figure; `embedder_config` is the `embedder` section in use (backend, threads, …)."""
     dataset = run.dataset
     skipped = [(c.sample_id, s) for c in dataset.conversations for s in c.skipped]
     return {
@@ -62,7 +64,7 @@ def to_json(run: LocomoRun, *, machine: str, started_at: str, embedder_backend: 
         "configuration": {
             "data": asdict(dataset.source),
             "embedder": {
-                "backend": embedder_backend,
+                **embedder_config,
                 "model_id": run.embedder_id,
                 "dim": run.embedder_dim,
                 "batch_size": run.settings.batch_size,
