@@ -6,6 +6,7 @@ Changes go through the conversation log as control records (`session_break` for 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -49,26 +50,34 @@ class SessionManager:
             log.warning("chat %s used model %r, which is no longer configured; using %r", chat, state.model, model)
         return Session(chat, model, await self._store.segments.current(chat))
 
-    async def switch_model(self, chat: ChatRef, model_id: str) -> Session:
+    async def switch_model(self, chat: ChatRef, model_id: str, record_id: str | None = None) -> Session:
+        """`/model <id>`. `record_id` (the command's message id, when a gateway sent one) makes a
+        replayed command a no-op, as replayed messages are."""
         if model_id not in self._config.models:
             raise UnknownModel(
                 f"Unknown model '{model_id}'. Configured models: {', '.join(sorted(self._config.models))}"
             )
-        await self._ingestion.accept(
-            MessageRecord(
-                chat,
-                Role.SYSTEM,
-                "",
-                type=MessageType.MODEL_SWITCH,
-                created_at=self._clock.now(),
-                metadata={"model": model_id},
-            )
+        record = MessageRecord(
+            chat,
+            Role.SYSTEM,
+            "",
+            type=MessageType.MODEL_SWITCH,
+            created_at=self._clock.now(),
+            metadata={"model": model_id},
         )
+        await self._accept_once(record, record_id)
         return await self.get_or_create(chat)
 
-    async def new_segment(self, chat: ChatRef) -> Session:
-        """`/new`: close the current segment (a session_break in the log) and start the next."""
-        await self._ingestion.accept(
-            MessageRecord(chat, Role.SYSTEM, "", type=MessageType.SESSION_BREAK, created_at=self._clock.now())
-        )
+    async def new_segment(self, chat: ChatRef, record_id: str | None = None) -> Session:
+        """`/new`: close the current segment (a session_break in the log) and start the next.
+        A replayed `/new` (same `record_id`) does not close a second segment."""
+        record = MessageRecord(chat, Role.SYSTEM, "", type=MessageType.SESSION_BREAK, created_at=self._clock.now())
+        await self._accept_once(record, record_id)
         return await self.get_or_create(chat)
+
+    async def _accept_once(self, record: MessageRecord, record_id: str | None) -> None:
+        if record_id is not None:
+            if await self._store.messages.get(record_id) is not None:
+                return
+            record = dataclasses.replace(record, id=record_id)
+        await self._ingestion.accept(record)
