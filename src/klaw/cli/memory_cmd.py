@@ -1,0 +1,195 @@
+"""`klaw memory search`: the agent's own hybrid search, from the command line, with its scores.
+
+It runs the same `HybridSearch` auto-RAG uses (vector KNN + full text, fused by RRF) so a person can
+see what the agent would recall for a question and why: fused score, vector distance, full-text
+rank. Unlike auto-RAG it shows the messages still in the sliding window too, and applies no
+relevance threshold: it is for looking, not for filling a context. Rows auto-RAG would drop as
+unrelated (found by the vector side alone, farther than `autoRag.relevanceThreshold`) are dimmed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console, JustifyMethod
+from rich.table import Table
+from rich.text import Text
+
+from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.config import EngineConfig
+from klaw.memory.auto_rag import CANDIDATES_PER_SIDE
+from klaw.memory.embedder.factory import create_embedder
+from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.hybrid_search import HybridHit, HybridSearch
+from klaw.store.records import ChatRef
+from klaw.store.sqlite.query import fetch_all, fetch_one
+from klaw.store.sqlite.store import SqliteStore
+from klaw.store.sqlite.vectors import MESSAGE_VECTORS
+
+app = typer.Typer(help="Look into what klaw remembers of your conversations.", no_args_is_help=True)
+
+PREVIEW_CHARS = 80
+
+
+class SegmentScope(StrEnum):
+    CURRENT = "current"
+    ALL = "all"
+
+
+class SearchProblem(Exception):
+    """Something the person must fix (which chat, an unknown chat…); the message says what."""
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    chat: ChatRef
+    scope: str
+    hits: list[HybridHit]
+    vector_note: str
+    threshold: float
+
+
+@app.command()
+def search(
+    text: Annotated[str, typer.Argument(help="What to look for, written as you would ask the agent.")],
+    chat: Annotated[
+        str | None,
+        typer.Option("--chat", help="The chat as channel:chat_id, e.g. console:me (default: the only chat)."),
+    ] = None,
+    segment: Annotated[
+        SegmentScope,
+        typer.Option("--segment", help="current: since the last /new, what auto-RAG searches; all: the whole chat."),
+    ] = SegmentScope.CURRENT,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=100, help="How many results to show.")] = 10,
+) -> None:
+    """Hybrid search (vector + full text, fused by RRF) over one chat's messages, with scores."""
+    home = home_from_env()
+    loaded = load_or_exit(home)
+    path = home.database_file(loaded.config.database.path)
+    if not path.exists():
+        fail(f"{path} does not exist yet: it is created when the engine first starts.", code=1)
+    try:
+        outcome = asyncio.run(_search(path, loaded.config, text, chat, segment, limit))
+    except SearchProblem as exc:
+        fail(str(exc), code=1)
+    _print(outcome, limit)
+
+
+async def _search(
+    path: Path, config: EngineConfig, text: str, chat_arg: str | None, scope: SegmentScope, limit: int
+) -> SearchOutcome:
+    store = await SqliteStore.open(path)
+    try:
+        chat = await _pick_chat(store, chat_arg)
+        segment_id: int | None = None
+        scope_label = "all segments"
+        if scope is SegmentScope.CURRENT:
+            segments = await store.segments.list(chat)
+            if segments:
+                current = next((s for s in reversed(segments) if s.ended_at is None), segments[-1])
+                segment_id = current.id
+                scope_label = f"current segment ({current.id}, since {current.started_at:%Y-%m-%d %H:%M} UTC)"
+        embedder, note = await _embedder_for(store, config)
+        try:
+            hybrid = HybridSearch(store, embedder)
+            hits = await hybrid.search(chat, text, segment_id=segment_id, limit=max(limit, CANDIDATES_PER_SIDE))
+        finally:
+            if embedder is not None:
+                await embedder.aclose()
+        return SearchOutcome(chat, scope_label, hits[:limit], note, config.auto_rag.relevance_threshold)
+    finally:
+        await store.aclose()
+
+
+async def _pick_chat(store: SqliteStore, chat_arg: str | None) -> ChatRef:
+    rows = await store.db.run(lambda c: fetch_all(c, "SELECT channel, chat_id FROM chats ORDER BY id"))
+    chats = [ChatRef(str(channel), str(chat_id)) for channel, chat_id in rows]
+    listing = "\n".join(f"  {c}" for c in chats)
+    if chat_arg is None:
+        if not chats:
+            raise SearchProblem("no chat is stored yet: talk to the agent first.")
+        if len(chats) > 1:
+            raise SearchProblem(f"several chats are stored; choose one with --chat channel:chat_id:\n{listing}")
+        return chats[0]
+    channel, sep, chat_id = chat_arg.partition(":")
+    try:
+        if not sep:
+            raise ValueError("write the chat as channel:chat_id, e.g. console:me")
+        chat = ChatRef(channel, chat_id)
+    except ValueError as exc:
+        raise SearchProblem(f"--chat {chat_arg!r}: {exc}") from None
+    if chat not in chats:
+        known = f"stored chats:\n{listing}" if chats else "no chat is stored yet."
+        raise SearchProblem(f"no chat {chat} in the database; {known}")
+    return chat
+
+
+async def _embedder_for(store: SqliteStore, config: EngineConfig) -> tuple[Embedder | None, str]:
+    """The configured embedder when the stored vectors are its own; otherwise full text only."""
+    row = await store.db.run(
+        lambda c: fetch_one(c, "SELECT embedder_id, dim FROM index_meta WHERE table_name = ?", (MESSAGE_VECTORS,))
+    )
+    if row is None:
+        return None, "vector side off: no message vectors are stored yet (full text only)"
+    try:
+        embedder = create_embedder(config.embedder)
+    except Exception as exc:
+        return None, f"vector side off: the configured embedder cannot start ({type(exc).__name__}); full text only"
+    if (embedder.model_id, embedder.dim) != (row[0], row[1]):
+        await embedder.aclose()
+        return None, (
+            f"vector side off: stored vectors come from {row[0]} (dim {row[1]}), the configured embedder is"
+            f" {embedder.model_id} (dim {embedder.dim}); run 'klaw reindex' (full text only)"
+        )
+    return embedder, f"vector side: {embedder.model_id}"
+
+
+def _unrelated(hit: HybridHit, threshold: float) -> bool:
+    return hit.fts_rank is None and hit.distance is not None and hit.distance > threshold
+
+
+def _print(outcome: SearchOutcome, limit: int) -> None:
+    console = Console()
+    if not outcome.hits:
+        console.print(f"No message of {outcome.chat} ({outcome.scope}) matches.", highlight=False)
+        console.print(outcome.vector_note, style="dim", highlight=False)
+        return
+    caption = (
+        f"{outcome.vector_note}; dimmed: found by vectors alone beyond the relevance threshold"
+        f" ({outcome.threshold}), which auto-RAG would not recall"
+    )
+    table = Table(title=f"{outcome.chat}: {outcome.scope}", caption=caption)
+    columns: list[tuple[str, JustifyMethod]] = [
+        ("#", "right"),
+        ("score", "right"),
+        ("distance", "right"),
+        ("FTS rank", "right"),
+        ("role", "left"),
+        ("time (UTC)", "left"),
+        ("segment", "right"),
+        ("message", "left"),
+    ]
+    for name, justify in columns:
+        table.add_column(name, justify=justify)
+    for rank, hit in enumerate(outcome.hits[:limit], start=1):
+        record = hit.message.record
+        preview = " ".join(record.content.split())
+        if len(preview) > PREVIEW_CHARS:
+            preview = preview[: PREVIEW_CHARS - 1] + "…"
+        table.add_row(
+            str(rank),
+            f"{hit.score:.4f}",
+            "-" if hit.distance is None else f"{hit.distance:.3f}",
+            "-" if hit.fts_rank is None else str(hit.fts_rank),
+            record.role.value,
+            f"{record.created_at:%Y-%m-%d %H:%M:%S}",
+            str(hit.message.segment_id),
+            Text(preview),  # message text is never read as rich markup
+            style="dim" if _unrelated(hit, outcome.threshold) else None,
+        )
+    console.print(table)

@@ -1,0 +1,114 @@
+"""`klaw memory search` through typer's CliRunner, on a store filled with fake-embedder vectors."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from klaw.cli.app import app
+from klaw.home import KlawHome
+from klaw.memory.embedder.fake import FakeEmbedder
+from klaw.store.records import Role
+from klaw.store.sqlite.store import SqliteStore
+from tests.memory.recall_helpers import ALICE, BOB, DIM, Conversation
+
+DEPLOY = "the deploy moves to friday night after the database migration"
+
+
+def fill(home: KlawHome, *, second_chat: bool = False, embedder: FakeEmbedder | None = None) -> None:
+    async def write() -> None:
+        store = await SqliteStore.open(home.database_file("klaw.db"))
+        try:
+            chat = await Conversation(store, embedder).bind()
+            await chat.say("[bold]deploy[/bold] plan for friday? let's talk", Role.USER)
+            await chat.new_segment()
+            await chat.say(DEPLOY, Role.ASSISTANT)
+            await chat.say("lunch is at noon", Role.USER)
+            if second_chat:
+                await chat.say("deploy on saturday", chat=BOB)
+        finally:
+            await store.aclose()
+
+    asyncio.run(write())
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> KlawHome:
+    home = KlawHome(tmp_path / "home")
+    home.root.mkdir(parents=True)
+    home.config_file.write_text(f"embedder:\n  backend: fake\n  dim: {DIM}\n", encoding="utf-8")
+    return home
+
+
+def run(home: KlawHome, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["memory", "search", *args], env={"KLAW_HOME": str(home.root), "COLUMNS": "200"})
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_searches_the_only_chat_current_segment_with_scores(home: KlawHome) -> None:
+    fill(home)
+    code, out, _ = run(home, "what did we decide about the deploy on friday?")
+    assert code == 0
+    assert "console:alice: current segment" in out
+    assert DEPLOY[:60] in out
+    assert "[bold]" not in out and "lunch" not in out.split(DEPLOY[:20])[0]
+    for column in ("score", "distance", "FTS rank", "role", "segment"):
+        assert column in out
+    assert "0.0" in out and "assistant" in out
+    assert "vector side: fake-hash-32" in out
+
+
+def test_all_segments_and_limit(home: KlawHome) -> None:
+    fill(home)
+    code, out, _ = run(home, "deploy friday", "--segment", "all", "--limit", "5")
+    assert code == 0
+    assert "[bold]deploy[/bold]" in out  # the older segment's message, its markup shown as text
+    assert DEPLOY[:40] in out
+    code, out, _ = run(home, "deploy friday", "--segment", "all", "--limit", "1")
+    assert code == 0 and out.count("deploy") == 1
+
+
+def test_several_chats_need_chat_and_it_is_checked(home: KlawHome) -> None:
+    fill(home, second_chat=True)
+    code, _, err = run(home, "deploy")
+    assert code == 1
+    assert "--chat" in err and "console:alice" in err and "telegram:bob" in err
+    code, out, _ = run(home, "deploy", "--chat", str(BOB))
+    assert code == 0 and "saturday" in out
+    code, _, err = run(home, "deploy", "--chat", "console:nobody")
+    assert code == 1 and "no chat console:nobody" in err
+    code, _, err = run(home, "deploy", "--chat", "no-colon")
+    assert code == 1 and "channel:chat_id" in err
+    assert "Traceback" not in err
+
+
+def test_syntax_characters_never_fail_and_unrelated_neighbours_are_explained(home: KlawHome) -> None:
+    fill(home)
+    for text in ['"unbalanced (NEAR', "🚀", "a AND OR NOT", "col:x*", "zebra"]:
+        code, out, err = run(home, text, "--chat", str(ALICE))
+        assert code == 0, err
+        assert "Traceback" not in err
+    assert "beyond the relevance threshold (0.5)" in out  # KNN always has nearest neighbours
+
+
+def test_nothing_found_says_so(home: KlawHome) -> None:
+    fill(home, embedder=FakeEmbedder(dim=16))  # full text only: see below
+    code, out, _ = run(home, "zebra")
+    assert code == 0 and "No message of console:alice" in out and "matches" in out
+
+
+def test_missing_database_is_a_clear_error(home: KlawHome) -> None:
+    code, _, err = run(home, "deploy")
+    assert code == 1 and "does not exist yet" in err
+
+
+def test_vectors_of_another_embedder_mean_full_text_only(home: KlawHome) -> None:
+    fill(home, embedder=FakeEmbedder(dim=16))
+    code, out, _ = run(home, "deploy friday")
+    assert code == 0
+    assert "vector side off" in out and "klaw reindex" in out
+    assert DEPLOY[:40] in out
