@@ -25,6 +25,7 @@ from klaw.home import KlawHome
 from klaw.llm.errors import LlmError
 from klaw.llm.router import ModelRouter
 from klaw.memory.ingestion import Ingestion
+from klaw.store.exchange_records import exchange_close_record, exchange_open_record
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role, StoredMessage
 from klaw.tools.registry import ToolContext, ToolRegistry
@@ -107,8 +108,10 @@ class MessageProcessor:
 
     async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage]) -> None:
         session = await self._sessions.get_or_create(chat)
-        exchange = await self._store.exchanges.open(chat, session.segment.id, pending[-1].rowid, self._clock.now())
         reply_to = pending[-1].record.id
+        # The exchange is opened and closed by log records (store/exchange_records.py), so a database
+        # rebuilt from the log (`klaw reindex`) has the same exchanges as this one.
+        opened = (await self._ingestion.accept(exchange_open_record(chat, reply_to, self._clock.now()))).record
         try:
             context = await self.context_builder.build(session, pending)
             self.last_context[chat] = context
@@ -125,13 +128,13 @@ class MessageProcessor:
             )
         except LlmError as exc:
             log.warning("turn failed for chat %s: %s", chat, type(exc).__name__)
-            await self._store.exchanges.close(exchange.id, ExchangeStatus.FAILED, None, self._clock.now())
+            await self._ingestion.accept(exchange_close_record(opened, ExchangeStatus.FAILED, None, self._clock.now()))
             await self._delivery.deliver(Outbound(chat, f"Sorry, I could not answer: {exc}", reply_to, "error"))
             return
         final = await self._ingestion.accept(
             MessageRecord(chat, Role.ASSISTANT, outcome.text, created_at=self._clock.now())
         )
-        await self._store.exchanges.close(exchange.id, outcome.status, final.rowid, self._clock.now())
+        await self._ingestion.accept(exchange_close_record(opened, outcome.status, final.record.id, self._clock.now()))
         await self._delivery.deliver(Outbound(chat, outcome.text, reply_to, "reply"))
 
     def _chat_lock(self, chat: ChatRef) -> asyncio.Lock:

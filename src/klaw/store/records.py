@@ -30,12 +30,19 @@ class MessageType(StrEnum):
     TOOL_RESULT = "tool_result"
     SESSION_BREAK = "session_break"  # `/new`: closes the chat's segment and opens the next
     MODEL_SWITCH = "model_switch"  # `/model <id>`: metadata {"model": id}; rebuilds sessions from the log
+    EXCHANGE_OPEN = "exchange_open"  # a turn starts; rebuilds `exchanges` from the log (store/exchange_records.py)
+    EXCHANGE_CLOSE = "exchange_close"  # a turn ends: status and final reply (store/exchange_records.py)
 
     @property
     def is_control(self) -> bool:
         """Control records change chat state; they are logged and stored but never shown to a model,
         searched or embedded."""
-        return self in (MessageType.SESSION_BREAK, MessageType.MODEL_SWITCH)
+        return self in (
+            MessageType.SESSION_BREAK,
+            MessageType.MODEL_SWITCH,
+            MessageType.EXCHANGE_OPEN,
+            MessageType.EXCHANGE_CLOSE,
+        )
 
 
 CONTROL_TYPES = tuple(t.value for t in MessageType if t.is_control)

@@ -21,6 +21,7 @@ from klaw.store.records import (
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.embedding_jobs import insert_message_job
+from klaw.store.sqlite.exchange_fold import fold_exchange_record
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.segments import close_segment, open_segment_id
@@ -88,6 +89,8 @@ class SqliteMessages:
                 model = (record.metadata or {}).get("model")
                 if isinstance(model, str):
                     save_session_model(connection, chat_key, model, created_at)
+            else:
+                fold_exchange_record(connection, record, chat_key, segment_id, created_at)
         return StoredMessage(rowid=rowid, segment_id=segment_id, record=record)
 
     async def get(self, message_id: str) -> StoredMessage | None:

@@ -1,0 +1,121 @@
+"""`klaw reindex`: rebuild klaw.db from the conversation log, with a progress bar per stage.
+
+The work is `klaw.memory.reindex`; this module only renders its progress and its report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.memory.embedder.protocol import EmbedderError
+from klaw.memory.reindex import LISTED_MALFORMED, ReindexError, ReindexReport, ReindexStage, reindex
+from klaw.store.protocol import StorageError
+
+SHOWN_MALFORMED = 5
+_LABELS = {
+    ReindexStage.READ: "reading log files",
+    ReindexStage.REBUILD: "rebuilding rows",
+    ReindexStage.EMBED: "embedding",
+}
+
+
+def reindex_command(
+    keep_backup: Annotated[
+        bool, typer.Option("--keep-backup", help="Keep the old database as klaw.db.bak after the swap.")
+    ] = False,
+) -> None:
+    """Rebuild the database (messages, search index, segments, exchanges, vectors) from the log.
+
+    Run it after changing the embedder, or when klaw.db is damaged or lost. Stop the engine first.
+    Interrupted (Ctrl-C), it resumes where it stopped when run again."""
+    home = home_from_env()
+    loaded = load_or_exit(home)
+    console = Console()
+    bars = _Bars(console)
+    if not logging.getLogger().isEnabledFor(logging.DEBUG):
+        # The report names the malformed lines; a warning per line would only break the bars (-v shows them).
+        logging.getLogger("klaw.memory.conversation_log").setLevel(logging.ERROR)
+    try:
+        with bars.progress:
+            report = asyncio.run(reindex(home, loaded.config, progress=bars.update, keep_backup=keep_backup))
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]: klaw.db is unchanged. Run 'klaw reindex' again to resume.")
+        raise typer.Exit(130) from None
+    except ReindexError as exc:
+        fail(str(exc), code=1)
+    except (StorageError, EmbedderError, OSError) as exc:
+        fail(f"{exc}. klaw.db is unchanged; run 'klaw reindex' again to resume.", code=1)
+    print_report(console, report)
+
+
+class _Bars:
+    def __init__(self, console: Console) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description:<18}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self._tasks: dict[ReindexStage, TaskID] = {}
+
+    def update(self, stage: ReindexStage, done: int, total: int) -> None:
+        task = self._tasks.get(stage)
+        if task is None:
+            task = self._tasks[stage] = self.progress.add_task(_LABELS[stage], total=total)
+        self.progress.update(task, completed=done, total=max(total, done))
+
+
+def print_report(console: Console, report: ReindexReport) -> None:
+    counts = report.counts
+    table = Table(title=f"Rebuilt {report.database}", show_header=False)
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    rows = [
+        ("log files", f"{report.log_files} ({report.resumed_files} done by an earlier run)"),
+        ("log records replayed", str(report.records)),
+        ("messages", str(counts.messages)),
+        ("control records (/new, /model, exchanges)", str(counts.control_records)),
+        ("chats", str(counts.chats)),
+        ("segments", str(counts.segments)),
+        ("exchanges", str(counts.exchanges)),
+        ("sessions", str(counts.sessions)),
+        ("vectors", f"{counts.vectors} ({report.embedded} embedded now)"),
+        ("malformed lines skipped", str(report.malformed)),
+        ("settings kept", str(report.settings_copied)),
+    ]
+    for what, value in rows:
+        table.add_row(what, value)
+    console.print(table)
+    for stage in report.stages:
+        rate = f" {stage.items} in" if stage.items else ""
+        speed = f" ({stage.per_second:,.0f}/s)" if stage.items else ""
+        console.print(f"{stage.stage.value}:{rate} {stage.seconds:.2f} s{speed}")
+    console.print(f"total: {report.seconds:.2f} s")
+    if report.malformed:
+        console.print(f"[yellow]{report.malformed} malformed log line(s) skipped[/yellow] (never their content):")
+        for path, line, reason in report.malformed_lines[:SHOWN_MALFORMED]:
+            console.print(f"  {path}:{line}: {reason}", highlight=False, soft_wrap=True)
+        if report.malformed > SHOWN_MALFORMED:
+            console.print(f"  … 'klaw log check' lists them all (the report keeps {LISTED_MALFORMED}).")
+    not_embedded = counts.embedding_pending + counts.embedding_failed
+    if not_embedded:
+        console.print(
+            f"[yellow]{not_embedded} message(s) not embedded yet[/yellow] ({counts.embedding_pending} pending,"
+            f" {counts.embedding_failed} failed): the engine retries them when it runs."
+        )
+        for error, jobs in counts.embedding_errors[:SHOWN_MALFORMED]:
+            console.print(f"  {jobs} × {error}", highlight=False, soft_wrap=True)
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+    if report.backup is not None:
+        console.print(f"the old database is kept at {report.backup}")

@@ -1,0 +1,360 @@
+"""`klaw reindex`: rebuild klaw.db from the conversation log, the source of truth.
+
+The database is an index of the log. A damaged or lost klaw.db, a change in how rows are derived,
+or a new embedder (vectors of different models never mix) is repaired by building a new database
+from the log and swapping it in:
+
+1. Refuse while an engine answers on engine.sock: it holds klaw.db open and keeps writing it.
+2. Build into `<klaw.db>.reindex`; the live file is not touched until the end. The log is replayed
+   day by day (`log_replay`) through the same `append_many` as live ingestion, so `messages`, FTS,
+   segments, sessions and exchanges come out of the same fold; every message `should_embed` picks
+   gets its embedding job in the same transaction, as live.
+3. Drain those jobs with the engine's own `EmbeddingQueue`. A job whose embedding fails stays in the
+   new database (pending with backoff, or failed), is reported, and is retried by the engine.
+4. Copy `settings` from the old database (commands set them; the log does not hold them), make the
+   new file self-contained and swap it in; the old one is kept as `.bak` until the swap succeeded.
+
+Resumable and idempotent: the new file carries a journal of the log files done (by size and
+mtime), so a second run after an interruption skips them and drains the jobs still pending;
+appends are idempotent on message id and jobs on rowid, so redoing a partly done day is harmless.
+A partial build for another embedder than the configured one is discarded and started over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+
+import apsw
+
+from klaw.config import EngineConfig
+from klaw.engine_presence import engine_answers
+from klaw.home import KlawHome
+from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.embedder.factory import create_embedder
+from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.embedding_policy import should_embed
+from klaw.memory.embedding_queue import EmbeddingQueue, QueueClock
+from klaw.memory.log_replay import LogDay, read_day, scan_log
+from klaw.store.protocol import StorageError
+from klaw.store.records import MessageRecord
+from klaw.store.sqlite.rebuild import (
+    DoneFile,
+    RebuildJournal,
+    RebuiltCounts,
+    copy_settings,
+    make_self_contained,
+    rebuilt_counts,
+    swap_into_place,
+)
+from klaw.store.sqlite.store import SqliteStore
+
+log = logging.getLogger(__name__)
+
+APPEND_BATCH = 500  # records per transaction: large enough to be fast, small enough to resume often
+LISTED_MALFORMED = 20  # malformed lines named in the report (all are counted)
+_EMBEDDER_KEY = "embedder"
+
+
+class ReindexStage(StrEnum):
+    READ = "read"  # log files read (done, total)
+    REBUILD = "rebuild"  # log lines turned into rows; malformed lines count as done (done, total)
+    EMBED = "embed"  # messages embedded (done, done + still pending)
+    SWAP = "swap"  # settings copied, file swapped in (timing only, no progress)
+
+
+ReindexProgress = Callable[[ReindexStage, int, int], None]
+
+
+class ReindexError(RuntimeError):
+    """Reindex cannot run; the message says why and what to do."""
+
+
+class EngineRunningError(ReindexError):
+    """An engine is serving the home; it must be stopped first."""
+
+
+@dataclass(frozen=True)
+class StageTiming:
+    stage: ReindexStage
+    seconds: float
+    items: int
+
+    @property
+    def per_second(self) -> float:
+        return self.items / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class ReindexReport:
+    database: Path
+    counts: RebuiltCounts
+    log_files: int
+    resumed_files: int  # files an interrupted run had already rebuilt
+    records: int  # log records replayed by this run
+    malformed: int  # malformed log lines skipped (all runs of this build)
+    malformed_lines: tuple[tuple[Path, int, str], ...]  # the first LISTED_MALFORMED: file, line, reason
+    embedded: int  # vectors stored by this run
+    settings_copied: int
+    backup: Path | None  # the old database, when kept
+    warnings: tuple[str, ...]
+    stages: tuple[StageTiming, ...]
+    seconds: float
+
+    @property
+    def rows_per_second(self) -> float:
+        return next((s.per_second for s in self.stages if s.stage is ReindexStage.REBUILD), 0.0)
+
+
+async def reindex(
+    home: KlawHome,
+    config: EngineConfig,
+    *,
+    progress: ReindexProgress | None = None,
+    embedder: Embedder | None = None,
+    clock: QueueClock | None = None,
+    keep_backup: bool = False,
+) -> ReindexReport:
+    """Rebuild the database of `home` from its log, embed, and swap the result in.
+
+    `embedder` defaults to the configured one (created and closed here). An exception (including
+    KeyboardInterrupt or cancellation) leaves the live database untouched and the partial build in
+    place for the next run to resume."""
+    began = time.perf_counter()
+    live = home.database_file(config.database.path)
+    await _refuse_if_engine_runs(home)
+    live.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(_beside(live, ".reindex.lock")):
+        owned = embedder is None
+        active = embedder or create_embedder(config.embedder)
+        try:
+            build = _Build(home, config, live, active, clock or _WallClock(), progress or _ignore)
+            return await build.run(began, keep_backup=keep_backup)
+        finally:
+            if owned:
+                await active.aclose()
+
+
+class _Build:
+    def __init__(
+        self,
+        home: KlawHome,
+        config: EngineConfig,
+        live: Path,
+        embedder: Embedder,
+        clock: QueueClock,
+        notify: ReindexProgress,
+    ) -> None:
+        self.home = home
+        self.config = config
+        self.live = live
+        self.work = _beside(live, ".reindex")
+        self.embedder = embedder
+        self.clock = clock
+        self.notify = notify
+        self.warnings: list[str] = []
+        self.stages: list[StageTiming] = []
+
+    async def run(self, began: float, *, keep_backup: bool) -> ReindexReport:
+        started = time.perf_counter()
+        days = await asyncio.to_thread(scan_log, ConversationLog(self.home.conversations))
+        store = await self._open(days)
+        try:
+            journal = RebuildJournal(store.db)
+            files, resumed, records = await self._rebuild(store, journal, days)
+            self.stages.append(StageTiming(ReindexStage.REBUILD, time.perf_counter() - started, records))
+            started = time.perf_counter()
+            embedded = await self._embed(store)
+            self.stages.append(StageTiming(ReindexStage.EMBED, time.perf_counter() - started, embedded))
+            started = time.perf_counter()
+            await _refuse_if_engine_runs(self.home)
+            settings = await self._copy_settings(store)
+            counts = await rebuilt_counts(store.db)
+            skipped = await journal.skipped()
+            await journal.drop()
+            await make_self_contained(store.db)
+        finally:
+            await store.aclose()
+        backup = await asyncio.to_thread(swap_into_place, self.work, self.live, keep_backup=keep_backup)
+        self.stages.append(StageTiming(ReindexStage.SWAP, time.perf_counter() - started, 0))
+        listed = tuple((self.home.conversations / key, line, reason) for key, line, reason in skipped)
+        return ReindexReport(
+            database=self.live,
+            counts=counts,
+            log_files=files,
+            resumed_files=resumed,
+            records=records,
+            malformed=len(skipped),
+            malformed_lines=listed[:LISTED_MALFORMED],
+            embedded=embedded,
+            settings_copied=settings,
+            backup=backup,
+            warnings=tuple(self.warnings),
+            stages=tuple(self.stages),
+            seconds=time.perf_counter() - began,
+        )
+
+    async def _open(self, days: Sequence[LogDay]) -> SqliteStore:
+        """The build file: resumed if it was started for the same embedder and no log file it
+        rebuilt has since shrunk or gone (a log edited by hand), else made anew."""
+        wanted = f"{self.embedder.model_id}:{self.embedder.dim}"
+        if self.work.exists():
+            store = await self._open_store(existing=True)
+            if store is not None:
+                journal = RebuildJournal(store.db)
+                await journal.create()
+                if await journal.get(_EMBEDDER_KEY) == wanted and not _log_rewritten(days, await journal.done_files()):
+                    await store.vectors.bind_embedder(self.embedder.model_id, self.embedder.dim)
+                    return store
+                await store.aclose()
+            self.warnings.append(
+                f"started over: the unfinished build at {self.work} was for another embedder, unreadable,"
+                " or older than log files edited since"
+            )
+            for path in [self.work, *(_beside(self.work, s) for s in ("-wal", "-shm", "-journal"))]:
+                path.unlink(missing_ok=True)
+        store = await self._open_store(existing=False)
+        assert store is not None
+        journal = RebuildJournal(store.db)
+        await journal.create()
+        await store.vectors.bind_embedder(self.embedder.model_id, self.embedder.dim)
+        await journal.set(_EMBEDDER_KEY, wanted)
+        return store
+
+    async def _open_store(self, *, existing: bool) -> SqliteStore | None:
+        try:
+            return await SqliteStore.open(self.work, clock=self.clock.now, vector_cache_bytes=0)
+        except (StorageError, apsw.Error) as exc:
+            if not existing:
+                raise
+            log.warning("cannot resume the build at %s: %s", self.work, exc)
+            return None
+
+    async def _rebuild(
+        self, store: SqliteStore, journal: RebuildJournal, days: Sequence[LogDay]
+    ) -> tuple[int, int, int]:
+        """Replay the log day by day; returns (log files, files skipped as done, records replayed)."""
+        done = await journal.done_files()
+        files_total = sum(len(day.files) for day in days)
+        lines_total = sum(day.lines for day in days)
+        files_done = lines_done = resumed = records = 0
+        self.notify(ReindexStage.READ, 0, files_total)
+        self.notify(ReindexStage.REBUILD, 0, lines_total)
+        for day in days:
+            if _already_done(day, done):
+                resumed += len(day.files)
+            else:
+                records += await self._replay_day(store, journal, day, lines_done, lines_total)
+            files_done += len(day.files)
+            lines_done += day.lines
+            self.notify(ReindexStage.READ, files_done, files_total)
+            self.notify(ReindexStage.REBUILD, lines_done, lines_total)
+        return files_total, resumed, records
+
+    async def _replay_day(
+        self, store: SqliteStore, journal: RebuildJournal, day: LogDay, lines_before: int, lines_total: int
+    ) -> int:
+        """Append one day's records in batches, then mark its files done; returns the records."""
+        read = await asyncio.to_thread(read_day, day)
+        lines = len(read.skipped)
+        for batch in _batches(read.records, APPEND_BATCH):
+            await self._append(store, batch)
+            lines += len(batch)
+            self.notify(ReindexStage.REBUILD, lines_before + lines, lines_total)
+        keys = {f.path: f.key for f in day.files}
+        await journal.mark_done(
+            [DoneFile(f.key, f.size, f.mtime_ns, f.lines) for f in day.files],
+            [(keys[path], line, reason) for path, line, reason in read.skipped],
+        )
+        return len(read.records)
+
+    async def _append(self, store: SqliteStore, batch: Sequence[MessageRecord]) -> None:
+        minimum = self.config.auto_rag.min_message_tokens
+        await store.messages.append_many(batch, embed=[should_embed(record, minimum) for record in batch])
+
+    async def _embed(self, store: SqliteStore) -> int:
+        pending = (await store.embedding_jobs.counts()).pending
+        self.notify(ReindexStage.EMBED, 0, pending)
+        queue = EmbeddingQueue(store, self.embedder, self.clock, batch_size=self.config.embedder.batch_size)
+        return await queue.run_until_idle(lambda done, total: self.notify(ReindexStage.EMBED, done, total))
+
+    async def _copy_settings(self, store: SqliteStore) -> int:
+        if not self.live.exists():
+            return 0
+        try:
+            return await copy_settings(store.db, self.live)
+        except apsw.Error as exc:
+            self.warnings.append(f"settings not copied from {self.live} ({type(exc).__name__}): set them again")
+            return 0
+
+
+class _WallClock:
+    """The queue's clock when none is given (memory does not import engine's SystemClock)."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+def _ignore(_stage: ReindexStage, _done: int, _total: int) -> None:
+    return None
+
+
+async def _refuse_if_engine_runs(home: KlawHome) -> None:
+    if await engine_answers(home.socket_path):
+        raise EngineRunningError(
+            f"a klaw engine is running on {home.socket_path}: stop it (Ctrl-C in 'klaw chat', or stop"
+            " 'klaw engine'), then run 'klaw reindex' again. An interrupted reindex resumes where it stopped."
+        )
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """One reindex per database at a time (an advisory lock on a file beside it)."""
+    descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ReindexError(f"another 'klaw reindex' is already running ({lock_path} is locked)") from None
+        try:
+            yield
+        finally:
+            lock_path.unlink(missing_ok=True)
+    finally:
+        os.close(descriptor)
+
+
+def _log_rewritten(days: Sequence[LogDay], done: dict[str, DoneFile]) -> bool:
+    """A file the build already holds rows of has shrunk or vanished: those rows may be stale.
+    (A file that grew is fine: it is read again, and its known records are skipped by id.)"""
+    sizes = {f.key: f.size for day in days for f in day.files}
+    return any(sizes.get(key, -1) < previous.size for key, previous in done.items())
+
+
+def _already_done(day: LogDay, done: dict[str, DoneFile]) -> bool:
+    for log_file in day.files:
+        previous = done.get(log_file.key)
+        if previous is None or (previous.size, previous.mtime_ns) != (log_file.size, log_file.mtime_ns):
+            return False
+    return True
+
+
+def _batches(records: Sequence[MessageRecord], size: int) -> Iterator[Sequence[MessageRecord]]:
+    for start in range(0, len(records), size):
+        yield records[start : start + size]
+
+
+def _beside(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)

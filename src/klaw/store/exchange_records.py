@@ -1,0 +1,69 @@
+"""Exchanges in the conversation log: the `exchange_open` and `exchange_close` control records.
+
+An exchange (one turn: the pending user messages up to the agent's final reply) used to live only
+in `exchanges`, written by the processor; a rebuilt database could not have it. It now goes
+through the log like `/new` and `/model` do, and the store folds these records into `exchanges`
+when they are appended (`store/sqlite/exchange_fold.py`). Live ingestion and `klaw reindex` run the
+same fold over the same records, so they cannot disagree, and a turn the engine never finished
+(crash, cancelled drain) stays `open` in both.
+
+Why records rather than deriving turns from the message sequence: a turn's start time (after the
+debounce), a failed turn (its error reply is delivered but not logged) and the exact user message
+that opened it are not recoverable from the messages alone.
+
+Both records are `system`, empty and never shown to a model, searched or embedded.
+- `exchange_open`: `{"user_message_id": id}`, the last pending user message; `created_at` = the start.
+- `exchange_close`: `{"opened": id of the exchange_open record, "status": completed|failed|tool_limit,
+  "final_message_id": id}` (no final id when the turn failed); `created_at` = the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
+
+
+def exchange_open_record(chat: ChatRef, user_message_id: str | None, at: datetime) -> MessageRecord:
+    metadata = {} if user_message_id is None else {"user_message_id": user_message_id}
+    return MessageRecord(chat, Role.SYSTEM, "", type=MessageType.EXCHANGE_OPEN, created_at=at, metadata=metadata)
+
+
+def exchange_close_record(
+    opened: MessageRecord, status: ExchangeStatus, final_message_id: str | None, at: datetime
+) -> MessageRecord:
+    if status is ExchangeStatus.OPEN:
+        raise ValueError("an exchange is closed with a final status, not 'open'")
+    metadata: dict[str, str] = {"opened": opened.id, "status": status.value}
+    if final_message_id is not None:
+        metadata["final_message_id"] = final_message_id
+    return MessageRecord(
+        opened.chat, Role.SYSTEM, "", type=MessageType.EXCHANGE_CLOSE, created_at=at, metadata=metadata
+    )
+
+
+@dataclass(frozen=True)
+class ExchangeClose:
+    """What an `exchange_close` record says, read tolerantly (a hand-edited log must not crash a fold)."""
+
+    opened: str
+    status: ExchangeStatus
+    final_message_id: str | None
+
+    @classmethod
+    def from_record(cls, record: MessageRecord) -> ExchangeClose | None:
+        metadata = record.metadata or {}
+        opened, status, final = metadata.get("opened"), metadata.get("status"), metadata.get("final_message_id")
+        if not isinstance(opened, str) or status not in _FINAL_STATUSES:
+            return None
+        return cls(opened, ExchangeStatus(status), final if isinstance(final, str) else None)
+
+
+def opened_user_message_id(record: MessageRecord) -> str | None:
+    """The user message an `exchange_open` record names, if any."""
+    value = (record.metadata or {}).get("user_message_id")
+    return value if isinstance(value, str) else None
+
+
+_FINAL_STATUSES = {s.value for s in ExchangeStatus if s is not ExchangeStatus.OPEN}

@@ -1,0 +1,239 @@
+"""What `klaw reindex` needs of SQLite beyond the repositories.
+
+- Its journal, kept inside the database being built (`reindex_*` tables): which log files are done
+  (by size and mtime, so a file that grew since is read again), the malformed lines they had, and
+  which embedder the build is for. An interrupted run resumes from it; the tables are dropped
+  before the file goes live.
+- The runtime settings copied from the old database (commands set them; the log does not hold them).
+- What the rebuilt file holds, for the report, and the swap of the finished file into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+
+from klaw.store.records import CONTROL_TYPES
+from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
+from klaw.store.sqlite.vectors import MESSAGE_VECTORS
+
+log = logging.getLogger(__name__)
+
+_JOURNAL = """
+CREATE TABLE IF NOT EXISTS reindex_files (
+    key TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, lines INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reindex_skipped (
+    key TEXT NOT NULL, line INTEGER NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (key, line)
+);
+CREATE TABLE IF NOT EXISTS reindex_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+_SIDECARS = ("-wal", "-shm", "-journal")
+
+
+@dataclass(frozen=True)
+class DoneFile:
+    key: str
+    size: int
+    mtime_ns: int
+    lines: int
+
+
+class RebuildJournal:
+    def __init__(self, db: SqliteDatabase) -> None:
+        self._db = db
+
+    async def create(self) -> None:
+        await self._db.run(lambda connection: connection.execute(_JOURNAL))
+
+    async def get(self, key: str) -> str | None:
+        def query(connection: apsw.Connection) -> str | None:
+            row = fetch_one(connection, "SELECT value FROM reindex_state WHERE key = ?", (key,))
+            return None if row is None else str(row[0])
+
+        return await self._db.run(query)
+
+    async def set(self, key: str, value: str) -> None:
+        await self._db.run(
+            lambda connection: connection.execute(
+                "INSERT INTO reindex_state (key, value) VALUES (?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+        )
+
+    async def done_files(self) -> dict[str, DoneFile]:
+        def query(connection: apsw.Connection) -> dict[str, DoneFile]:
+            rows = fetch_all(connection, "SELECT key, size, mtime_ns, lines FROM reindex_files")
+            return {row[0]: DoneFile(row[0], row[1], row[2], row[3]) for row in rows}
+
+        return await self._db.run(query)
+
+    async def mark_done(self, files: Sequence[DoneFile], skipped: Sequence[tuple[str, int, str]]) -> None:
+        """Record `files` as rebuilt, replacing the malformed lines noted for them before."""
+
+        def write(connection: apsw.Connection) -> None:
+            with connection:
+                for done in files:
+                    connection.execute("DELETE FROM reindex_skipped WHERE key = ?", (done.key,))
+                    connection.execute(
+                        "INSERT INTO reindex_files (key, size, mtime_ns, lines) VALUES (?, ?, ?, ?)"
+                        " ON CONFLICT (key) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns,"
+                        " lines = excluded.lines",
+                        (done.key, done.size, done.mtime_ns, done.lines),
+                    )
+                connection.executemany(
+                    "INSERT OR REPLACE INTO reindex_skipped (key, line, reason) VALUES (?, ?, ?)", list(skipped)
+                )
+
+        await self._db.run(write)
+
+    async def skipped(self) -> list[tuple[str, int, str]]:
+        def query(connection: apsw.Connection) -> list[tuple[str, int, str]]:
+            rows = fetch_all(connection, "SELECT key, line, reason FROM reindex_skipped ORDER BY key, line")
+            return [(str(row[0]), int(row[1]), str(row[2])) for row in rows]
+
+        return await self._db.run(query)
+
+    async def drop(self) -> None:
+        await self._db.run(
+            lambda connection: connection.execute(
+                "DROP TABLE IF EXISTS reindex_files; DROP TABLE IF EXISTS reindex_skipped;"
+                " DROP TABLE IF EXISTS reindex_state"
+            )
+        )
+
+
+async def copy_settings(db: SqliteDatabase, source: Path) -> int:
+    """Replace `db`'s settings with those of the database file `source`; returns how many.
+    Reading through ATTACH sees `source`'s WAL too, so nothing committed there is missed."""
+
+    def copy(connection: apsw.Connection) -> int:
+        connection.execute("ATTACH DATABASE ? AS old", (str(source),))
+        try:
+            present = fetch_one(connection, "SELECT 1 FROM old.sqlite_master WHERE name = 'settings'")
+            if present is None:
+                return 0
+            with connection:
+                connection.execute("DELETE FROM main.settings")
+                connection.execute(
+                    "INSERT INTO main.settings (key, value, updated_at) SELECT key, value, updated_at FROM old.settings"
+                )
+                copied = int(connection.changes())
+            return copied
+        finally:
+            connection.execute("DETACH DATABASE old")
+
+    return await db.run(copy)
+
+
+@dataclass(frozen=True)
+class RebuiltCounts:
+    """What a rebuilt database holds, for the report."""
+
+    messages: int  # rows of `messages` that are messages (not control records)
+    control_records: int  # session_break, model_switch, exchange_open, exchange_close rows
+    chats: int
+    segments: int
+    sessions: int
+    exchanges: int
+    vectors: int
+    embedding_pending: int
+    embedding_failed: int
+    embedding_errors: tuple[tuple[str, int], ...]  # (last error, jobs), most frequent first
+
+
+async def rebuilt_counts(db: SqliteDatabase) -> RebuiltCounts:
+    control = "(" + ", ".join(f"'{t}'" for t in CONTROL_TYPES) + ")"
+
+    def count(connection: apsw.Connection, sql: str) -> int:
+        return int(fetch_value(connection, sql) or 0)
+
+    def query(connection: apsw.Connection) -> RebuiltCounts:
+        has_vectors = fetch_one(connection, "SELECT 1 FROM sqlite_master WHERE name = ?", (MESSAGE_VECTORS,))
+        errors = fetch_all(
+            connection,
+            "SELECT last_error, count(*) AS jobs FROM embedding_jobs WHERE last_error IS NOT NULL"
+            " GROUP BY last_error ORDER BY jobs DESC, last_error",
+        )
+        return RebuiltCounts(
+            messages=count(connection, f"SELECT count(*) FROM messages WHERE type NOT IN {control}"),
+            control_records=count(connection, f"SELECT count(*) FROM messages WHERE type IN {control}"),
+            chats=count(connection, "SELECT count(*) FROM chats"),
+            segments=count(connection, "SELECT count(*) FROM segments"),
+            sessions=count(connection, "SELECT count(*) FROM sessions"),
+            exchanges=count(connection, "SELECT count(*) FROM exchanges"),
+            vectors=count(connection, f"SELECT count(*) FROM {MESSAGE_VECTORS}") if has_vectors else 0,
+            embedding_pending=count(connection, "SELECT count(*) FROM embedding_jobs WHERE status = 'pending'"),
+            embedding_failed=count(connection, "SELECT count(*) FROM embedding_jobs WHERE status = 'failed'"),
+            embedding_errors=tuple((str(row[0]), int(row[1])) for row in errors),
+        )
+
+    return await db.run(query)
+
+
+async def make_self_contained(db: SqliteDatabase) -> None:
+    """Fold the WAL into the file and leave WAL mode, so the file alone is the whole database
+    (a stray `-wal` next to it after a move would otherwise be applied to the wrong file). The
+    engine switches it back to WAL when it opens it."""
+    await db.run(lambda connection: connection.execute("PRAGMA journal_mode = DELETE"))
+
+
+def swap_into_place(new: Path, live: Path, *, keep_backup: bool) -> Path | None:
+    """Make `new` the database at `live` (blocking). The old database is kept as `<live>.bak` until
+    the new one is in place, then removed unless `keep_backup`; returns the backup kept, if any.
+
+    The old file is first made self-contained (its WAL checkpointed); if that fails (a damaged
+    database, the usual reason to reindex) its `-wal`/`-shm` move with it into the backup. No stale
+    `-wal` or `-shm` of the old file is ever left next to the new one."""
+    backup = live.with_name(live.name + ".bak")
+    for stale in [backup, *(_sidecar(backup, s) for s in _SIDECARS)]:
+        stale.unlink(missing_ok=True)
+    if live.exists():
+        _checkpoint(live)
+        os.replace(live, backup)
+        for suffix in _SIDECARS:
+            if _sidecar(live, suffix).exists():
+                os.replace(_sidecar(live, suffix), _sidecar(backup, suffix))
+    for suffix in _SIDECARS:
+        _sidecar(new, suffix).unlink(missing_ok=True)  # empty after make_self_contained
+    os.replace(new, live)
+    _fsync_dir(live.parent)
+    if keep_backup or not backup.exists():
+        return backup if backup.exists() else None
+    for path in [backup, *(_sidecar(backup, s) for s in _SIDECARS)]:
+        path.unlink(missing_ok=True)
+    return None
+
+
+def _checkpoint(path: Path) -> None:
+    try:
+        connection = apsw.Connection(str(path))
+        try:
+            connection.setbusytimeout(5000)
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            connection.execute("PRAGMA journal_mode = DELETE")
+        finally:
+            connection.close()
+    except apsw.Error as exc:
+        log.warning("could not checkpoint the old database %s (%s); keeping its WAL beside the backup", path, exc)
+
+
+def _sidecar(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
+
+def _fsync_dir(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,62 @@
+"""`klaw reindex` as a person runs it: a real subprocess on a temp KLAW_HOME with a log on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from klaw.memory.conversation_log import ConversationLog
+from klaw.store.records import ChatRef, MessageRecord, Role
+from tests.cli.test_cli import klaw
+
+CHAT = ChatRef("console", "me")
+T0 = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+
+
+def a_home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    assert klaw(home, "init").returncode == 0
+    (home / "engine.yaml").write_text("embedder:\n  backend: fake\n  dim: 32\n", encoding="utf-8")
+    records = [
+        MessageRecord(
+            CHAT,
+            Role.USER,
+            f"message number {i} about the lighthouse on the northern island",
+            created_at=T0 + timedelta(minutes=i),
+        )
+        for i in range(6)
+    ]
+    asyncio.run(ConversationLog(home / "conversations").append_many(records))
+    return home
+
+
+def test_reindex_rebuilds_and_reports(tmp_path: Path) -> None:
+    home = a_home(tmp_path)
+    log_file = next((home / "conversations").glob("*/*.jsonl"))
+    with open(log_file, "ab") as handle:
+        handle.write(b"{broken\n")
+    result = klaw(home, "reindex")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for expected in ("reading log files", "rebuilding rows", "embedding", "messages", "vectors", "total:"):
+        assert expected in out
+    assert f"{log_file}:7: invalid JSON" in out
+    assert "northern island" not in out  # never a message's content
+    info = klaw(home, "db", "info")
+    assert "│ messages " in info.stdout and " 6 │" in info.stdout
+
+
+def test_reindex_refuses_while_the_engine_listens(tmp_path: Path) -> None:
+    home = a_home(tmp_path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(str(home / "engine.sock"))
+        listener.listen()
+        result = klaw(home, "reindex")
+    finally:
+        listener.close()
+    assert result.returncode == 1
+    assert "engine is running" in result.stderr and "stop it" in result.stderr
+    assert not (home / "klaw.db").exists()

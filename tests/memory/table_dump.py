@@ -1,0 +1,39 @@
+"""Every row klaw.db derives from the log, for comparing a reindexed database with another one.
+
+Left out, because they record when a database was built rather than what the log says: the
+`created_at` of `index_meta` (when the vector table was bound) and the times of `embedding_jobs`
+(when a job was queued or retried). Everything else is compared row by row, rowids included.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from klaw.store.sqlite.store import SqliteStore
+
+QUERIES = {
+    "chats": "SELECT id, channel, chat_id FROM chats ORDER BY id",
+    "segments": "SELECT id, chat, started_at, ended_at FROM segments ORDER BY id",
+    "messages": "SELECT rowid, id, channel, chat_id, chat, segment_id, role, type, content, metadata, created_at"
+    " FROM messages ORDER BY rowid",
+    "messages_fts": "SELECT rowid, content FROM messages_fts ORDER BY rowid",
+    "sessions": "SELECT chat, model, segment_id, created_at, updated_at FROM sessions ORDER BY chat",
+    "exchanges": "SELECT id, chat, segment_id, started_at, ended_at, status, user_message_rowid, final_message_rowid"
+    " FROM exchanges ORDER BY id",
+    "vec_messages": "SELECT rowid, chat_key, segment_id, created_at, embedding FROM vec_messages ORDER BY rowid",
+    "index_meta": "SELECT table_name, embedder_id, dim FROM index_meta ORDER BY table_name",
+    "settings": "SELECT key, value, updated_at FROM settings ORDER BY key",
+    "embedding_jobs": "SELECT target, target_rowid, status, attempts, last_error FROM embedding_jobs"
+    " ORDER BY target, target_rowid",
+}
+
+
+async def dump_tables(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    store = await SqliteStore.open(path)
+    try:
+        return await store.db.run(
+            lambda c: {name: [tuple(row) for row in c.execute(sql).fetchall()] for name, sql in QUERIES.items()}
+        )
+    finally:
+        await store.aclose()

@@ -1,0 +1,135 @@
+"""Reindex equals live ingestion: a real engine runs turns (a tool call, /model, /new, a failed turn,
+a second chat), then a copy of its home is reindexed and both databases are compared row by row,
+and by full-text and vector search results."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+from typing import Any
+
+from klaw.home import KlawHome
+from klaw.memory.embedder.fake import FakeEmbedder
+from klaw.memory.reindex import reindex
+from klaw.store.records import ChatRef
+from klaw.store.sqlite.store import SqliteStore
+from tests.engine.harness import CHAT, Harness, engine_config, running_engine
+from tests.memory.table_dump import dump_tables
+
+OTHER = ChatRef("telegram", "42")
+UNUSED_MODELS = engine_config("http://127.0.0.1:9/v1")  # the harness's config; reindex calls no model
+QUERIES = ["lighthouse keeper", "northern island storms", "southern harbour boats", "what time is it"]
+
+
+async def live_turns(h: Harness, *, overlap: bool) -> None:
+    """Turns of two chats. With `overlap`, both chats' turns run at the same moment, so their
+    records interleave within one millisecond; otherwise a second passes between steps."""
+
+    async def pause() -> None:
+        if not overlap:
+            await h.clock.advance(1.0)
+
+    await h.turn("tell me about the old lighthouse keeper on the northern island and his storms")
+    await pause()
+    await h.engine.submit(CHAT, "/model fake/large")
+    await pause()
+    h.server.reply_tool_calls([("current_time", {"timezone": "UTC"})])
+    h.server.reply_text("it is nine in the morning on the northern island, the keeper lights the lamp")
+    await h.turn("what time is it on the northern island where the lighthouse keeper lives")
+    await pause()
+    if overlap:
+        before = len(h.delivered)
+        await h.say("the southern harbour shelters forty fishing boats in the winter storms", OTHER)
+        await h.say("does the keeper of the lighthouse ever visit the southern harbour boats")
+        await h.clock.advance(h.engine.config.processing.debounce_ms / 1000)
+        await h.wait_for_replies(before + 2)
+    else:
+        await h.turn("the southern harbour shelters forty fishing boats in the winter storms", OTHER)
+    await pause()
+    await h.engine.submit(CHAT, "/new")
+    await pause()
+    h.server.reply_error(500, message="boom")
+    await h.turn("this turn fails because the model server answers with an error")
+    await pause()
+    await h.turn("after the failure the keeper writes about storms and ships in his diary again")
+    await pause()
+    await h.engine.submit(CHAT, "/status")  # read-only: adds nothing to the log or the database
+    async with asyncio.timeout(10):
+        await h.engine.embedding_queue.wait_idle()
+
+
+async def run_live(tmp_path: Path, *, overlap: bool) -> KlawHome:
+    async with running_engine(tmp_path) as h:
+        await live_turns(h, overlap=overlap)
+        await h.engine.store.settings.set("summarizer", {"enabled": True})
+        home = h.home
+    copy = KlawHome(tmp_path / "copy")
+    shutil.copytree(home.root, copy.root)
+    return copy
+
+
+async def search_results(path: Path) -> dict[str, list[Any]]:
+    store = await SqliteStore.open(path)
+    embedder = FakeEmbedder(32)
+    try:
+        results: dict[str, list[Any]] = {}
+        for chat in (CHAT, OTHER):
+            for query in QUERIES:
+                text_hits = await store.search.full_text(chat, query, limit=10)
+                vector = (await embedder.embed([query]))[0]
+                near_hits = await store.search.nearest(chat, vector, limit=10)
+                results[f"{chat} fts {query}"] = [(h.message.record.id, round(h.score, 9)) for h in text_hits]
+                results[f"{chat} knn {query}"] = [(h.message.record.id, round(h.score, 6)) for h in near_hits]
+        return results
+    finally:
+        await store.aclose()
+
+
+def by_natural_keys(tables: dict[str, list[tuple[Any, ...]]]) -> dict[str, Any]:
+    """The rows with rowids and other surrogate keys replaced by what they point at (message ids,
+    a segment's chat and start), for databases whose rowids may differ."""
+    chats = {row[0]: (row[1], row[2]) for row in tables["chats"]}
+    segments = {row[0]: (chats[row[1]], row[2]) for row in tables["segments"]}
+    ids = {row[0]: row[1] for row in tables["messages"]}
+    return {
+        "segments": sorted((chats[chat], start, end) for _, chat, start, end in tables["segments"]),
+        "messages": sorted((m[1], m[2], m[3], segments[m[5]], *m[6:]) for m in tables["messages"]),
+        "sessions": sorted((chats[s[0]], s[1], segments[s[2]], s[3], s[4]) for s in tables["sessions"]),
+        "exchanges": sorted(
+            (chats[e[1]], segments[e[2]], e[3], e[4], e[5], ids.get(e[6]), ids.get(e[7])) for e in tables["exchanges"]
+        ),
+        "vectors": sorted((ids[v[0]], v[3], v[4]) for v in tables["vec_messages"]),
+        "fts": sorted((ids[row[0]], row[1]) for row in tables["messages_fts"]),
+        "settings": tables["settings"],
+    }
+
+
+async def test_reindex_gives_the_same_rows_and_search_results_as_live_ingestion(tmp_path: Path) -> None:
+    home = await run_live(tmp_path, overlap=False)
+    database = home.database_file("klaw.db")
+    live_path = database.with_name("live.db")
+    shutil.copy(database, live_path)
+    live = await dump_tables(live_path)
+    assert len(live["exchanges"]) == 5 and {row[5] for row in live["exchanges"]} == {"completed", "failed"}
+    assert len(live["vec_messages"]) >= 8 and live["embedding_jobs"] == []
+
+    report = await reindex(home, UNUSED_MODELS)
+    rebuilt = await dump_tables(database)
+    assert rebuilt == live  # every table, rowids and ids included
+    assert report.malformed == 0 and report.counts.exchanges == 5
+    assert await search_results(database) == await search_results(live_path)
+
+
+async def test_chats_whose_turns_overlapped_give_the_same_rows_up_to_rowids(tmp_path: Path) -> None:
+    """Two chats writing in the same millisecond: the log keeps each chat's order but not their
+    interleaving, so rowids (and the ids that follow from them) may differ; nothing else does."""
+    home = await run_live(tmp_path, overlap=True)
+    database = home.database_file("klaw.db")
+    live_path = database.with_name("live.db")
+    shutil.copy(database, live_path)
+    live = await dump_tables(live_path)
+    await reindex(home, UNUSED_MODELS)
+    rebuilt = await dump_tables(database)
+    assert by_natural_keys(rebuilt) == by_natural_keys(live)
+    assert await search_results(database) == await search_results(live_path)
