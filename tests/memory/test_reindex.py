@@ -4,11 +4,13 @@ check and settings): a log on disk, a real SQLite file with sqlite-vec, FakeEmbe
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import apsw
 import numpy as np
 import pytest
 
@@ -345,3 +347,30 @@ async def test_a_log_file_edited_by_hand_since_the_interruption_starts_the_build
     report = await reindex(resumed, cfg)
     assert report.resumed_files == 0 and any("started over" in warning for warning in report.warnings)
     assert await dump_tables(resumed.database_file("klaw.db")) == await dump_tables(straight.database_file("klaw.db"))
+
+
+async def test_settings_only_in_the_old_wal_are_kept_and_no_stale_wal_survives(klaw_home: KlawHome) -> None:
+    """An engine that crashed leaves committed data in klaw.db-wal: it is read, then moved away with
+    the old file, never left beside the new one (SQLite would apply it to the wrong database)."""
+    await write_log(klaw_home, a_conversation())
+    live = klaw_home.database_file("klaw.db")
+    scratch = klaw_home.root / "scratch"
+    scratch.mkdir()
+    connection = apsw.Connection(str(scratch / "klaw.db"))
+    connection.execute("PRAGMA journal_mode = WAL")
+    connection.execute("PRAGMA wal_autocheckpoint = 0")
+    connection.execute("CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at INTEGER)")
+    connection.execute("INSERT INTO settings VALUES ('rag', '{\"topK\": 5}', 1)")
+    for suffix in ("", "-wal"):  # a copy taken while the "engine" still runs = the state after a crash
+        shutil.copy(scratch / f"klaw.db{suffix}", live.with_name(f"klaw.db{suffix}"))
+    connection.close()
+    live.with_name("klaw.db-shm").unlink(missing_ok=True)
+    report = await reindex(klaw_home, config())
+    assert report.settings_copied == 1
+    assert not live.with_name("klaw.db-wal").exists()
+    store = await SqliteStore.open(live)
+    try:
+        assert await store.settings.get("rag") == {"topK": 5}
+        assert (await store.messages.get("user-1")) is not None
+    finally:
+        await store.aclose()

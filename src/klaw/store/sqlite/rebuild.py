@@ -199,15 +199,15 @@ def swap_into_place(new: Path, live: Path, *, keep_backup: bool) -> Path | None:
     if live.exists():
         _checkpoint(live)
         os.replace(live, backup)
-        for suffix in _SIDECARS:
-            if _sidecar(live, suffix).exists():
-                os.replace(_sidecar(live, suffix), _sidecar(backup, suffix))
+    for suffix in _SIDECARS:  # even without a live file: a stray -wal would be applied to the new one
+        if _sidecar(live, suffix).exists():
+            os.replace(_sidecar(live, suffix), _sidecar(backup, suffix))
     for suffix in _SIDECARS:
         _sidecar(new, suffix).unlink(missing_ok=True)  # empty after make_self_contained
     os.replace(new, live)
     _fsync_dir(live.parent)
-    if keep_backup or not backup.exists():
-        return backup if backup.exists() else None
+    if keep_backup and backup.exists():
+        return backup
     for path in [backup, *(_sidecar(backup, s) for s in _SIDECARS)]:
         path.unlink(missing_ok=True)
     return None
