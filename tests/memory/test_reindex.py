@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from klaw.config import EngineConfig
 from klaw.engine.clock import ManualClock
+from klaw.engine_presence import engine_answers
 from klaw.home import KlawHome
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.embedder.fake import FakeEmbedder
@@ -234,7 +236,11 @@ async def test_refuses_while_the_engine_socket_answers(klaw_home: KlawHome) -> N
         server.close()
         await server.wait_closed()
     assert not klaw_home.database_file("klaw.db").exists()
-    # Nobody listens now: a socket file left behind (a crashed engine) does not block.
+    klaw_home.socket_path.unlink(missing_ok=True)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(klaw_home.socket_path))  # a socket file nobody listens on, as a crashed engine leaves
+    stale.close()
+    assert klaw_home.socket_path.exists() and not await engine_answers(klaw_home.socket_path)
     report = await reindex(klaw_home, config())
     assert report.counts.messages == 7
 
