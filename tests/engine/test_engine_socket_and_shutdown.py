@@ -18,6 +18,7 @@ from klaw.engine.runtime import Engine
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
+from klaw.store.records import MessageType
 from tests.engine.harness import CHAT, engine_config, running_engine
 
 
@@ -181,7 +182,9 @@ async def test_slash_text_in_an_inbound_frame_is_a_command_answered_with_a_notic
             assert status["reply_to"] == "s-2" and "Model: fake/large" in status["text"]
             await clock.advance(5)
             assert server.chat_requests == []  # commands never reach the model
-            assert await engine.store.messages.get("s-1") is None  # nor the conversation
+            stored = await engine.store.messages.get("s-1")  # the switch is kept under the frame's id…
+            assert stored is not None and stored.record.type is MessageType.MODEL_SWITCH  # …not as text said
+            assert await engine.store.messages.get("s-2") is None  # read-only commands store nothing
             writer.close()
         finally:
             await engine.shutdown(timeout_seconds=5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -14,6 +15,9 @@ from klaw.memory.auto_rag import RecalledMessage
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.store.records import ChatRef
+
+# The id of the command being handled (set by `CommandHandler.handle` for state-changing commands).
+_command_id: ContextVar[str | None] = ContextVar("klaw_command_id", default=None)
 
 PREVIEW_CHARS = 60
 
@@ -62,14 +66,20 @@ class CommandHandler:
             "context": self._context,
         }
 
-    async def handle(self, chat: ChatRef, name: str, args: str = "") -> str:
+    async def handle(self, chat: ChatRef, name: str, args: str = "", command_id: str | None = None) -> str:
+        """Run a command. `command_id` is the id a gateway gave it: a command replayed after a lost
+        acknowledgement then changes nothing twice (`/new` does not close two segments)."""
         handler = self._handlers.get(name.lower().lstrip("/"))
         if handler is None:
             return f"Unknown command /{name}. Type /help for the list of commands."
-        return await handler(chat, args.strip())
+        token = _command_id.set(command_id)
+        try:
+            return await handler(chat, args.strip())
+        finally:
+            _command_id.reset(token)
 
     async def _new(self, chat: ChatRef, _: str) -> str:
-        await self._sessions.new_segment(chat)
+        await self._sessions.new_segment(chat, record_id=_command_id.get())
         return (
             "Started a new conversation. Recent messages are out of my window now; core memory, "
             "your model and the full conversation log are kept."
@@ -80,7 +90,7 @@ class CommandHandler:
             session = await self._sessions.get_or_create(chat)
             return f"Current model: {session.model}"
         try:
-            session = await self._sessions.switch_model(chat, args)
+            session = await self._sessions.switch_model(chat, args, record_id=_command_id.get())
         except UnknownModel as exc:
             return str(exc)
         return f"Switched this chat to {session.model}."

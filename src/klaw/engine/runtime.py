@@ -173,7 +173,8 @@ class Engine:
         """Text from a person: a slash command is answered at once, anything else is accepted."""
         command = parse_command(text)
         if command is not None:
-            return SubmitResult(command_reply=await self.commands.handle(chat, command.name, command.args))
+            reply = await self.commands.handle(chat, command.name, command.args, command_id=message_id)
+            return SubmitResult(command_reply=reply)
         stored = await self.processor.handle_inbound(Inbound(chat, text, message_id))
         return SubmitResult(message_id=stored.record.id)
 
@@ -232,5 +233,5 @@ class _FrameAdapter:
 
     async def on_command(self, frame: CommandFrame) -> None:
         chat = ChatRef(frame.channel, frame.chat_id)
-        reply = await self._engine.commands.handle(chat, frame.command, frame.args)
+        reply = await self._engine.commands.handle(chat, frame.command, frame.args, command_id=frame.id)
         await self._engine.delivery.deliver(Outbound(chat, reply, frame.id, "notice"))
