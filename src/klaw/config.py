@@ -10,6 +10,7 @@ came from where) live in `klaw.config_loader`.
 from __future__ import annotations
 
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
@@ -113,6 +114,30 @@ class DatabaseConfig(_Section):
     )
 
 
+class SchedulerConfig(_Section):
+    """Scheduled tasks (`scheduler.db`): the zone cron expressions are read in, and the misfire policy.
+
+    Misfires coalesce: a task whose fire times passed while the engine was down (or busy) runs once,
+    if its latest missed time is at most `misfireGraceSeconds` ago, else waits for its next time.
+    """
+
+    timezone: str | None = Field(
+        default=None, description="IANA zone for cron expressions, e.g. Europe/Berlin; null = the host's zone."
+    )
+    misfire_grace_seconds: int = Field(default=300, ge=0)
+
+    @model_validator(mode="after")
+    def _known_zone(self) -> SchedulerConfig:
+        if self.timezone is not None:
+            try:
+                ZoneInfo(self.timezone)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(
+                    f"unknown time zone {self.timezone!r}: use an IANA name such as Europe/Berlin"
+                ) from None
+        return self
+
+
 class CommandConfig(_Section):
     name: str
     description: str
@@ -147,6 +172,7 @@ class EngineConfig(_Section):
     auto_rag: AutoRagConfig = AutoRagConfig()
     embedder: EmbedderConfig = EmbedderConfig()
     database: DatabaseConfig = DatabaseConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
     commands: tuple[CommandConfig, ...] = Field(default_factory=_default_commands)
 
     @model_validator(mode="after")

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from klaw.cli import bench_cmd, config_cmd, db_cmd, engine_cmd, log_cmd, memory_cmd, reindex_cmd
+from klaw.cli import bench_cmd, config_cmd, db_cmd, engine_cmd, log_cmd, memory_cmd, reindex_cmd, schedule_cmd
 from klaw.cli.context import home_from_env
 from klaw.home_init import initialise_home
 
@@ -23,6 +23,7 @@ app.add_typer(config_cmd.app, name="config")
 app.add_typer(db_cmd.app, name="db")
 app.add_typer(log_cmd.app, name="log")
 app.add_typer(memory_cmd.app, name="memory")
+app.add_typer(schedule_cmd.app, name="schedule")
 app.add_typer(bench_cmd.app, name="bench")
 app.command(name="chat")(engine_cmd.chat)
 app.command(name="engine")(engine_cmd.engine)

@@ -19,7 +19,7 @@ def check() -> None:
     log = ConversationLog(home_from_env().conversations)
     console = Console()
     bad = 0
-    for chat_dir in log.chat_dirs():
+    for chat_dir in [*log.chat_dirs(), *log.task_dirs()]:
         report = asyncio.run(log.read(log.files(chat_dir)))
         console.print(f"{chat_dir.name}: {len(report.records)} records, {len(report.skipped)} malformed lines")
         for path, number, reason in report.skipped:

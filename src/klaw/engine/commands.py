@@ -10,6 +10,7 @@ from datetime import datetime
 from klaw.config import EngineConfig
 from klaw.engine.clock import Clock
 from klaw.engine.processor import MessageProcessor
+from klaw.engine.scheduler import Scheduler
 from klaw.engine.sessions import SessionManager, UnknownModel
 from klaw.memory.auto_rag import RecalledMessage
 from klaw.memory.core_memory import CoreMemory
@@ -48,6 +49,7 @@ class CommandHandler:
         clock: Clock,
         started_at: datetime,
         embedding_queue: EmbeddingQueue | None = None,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self._config = config
         self._sessions = sessions
@@ -56,6 +58,7 @@ class CommandHandler:
         self._clock = clock
         self._started_at = started_at
         self._embedding_queue = embedding_queue
+        self._scheduler = scheduler
         self._handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = {
             "new": self._new,
             "model": self._model,
@@ -127,6 +130,8 @@ class CommandHandler:
             if queue.failed:
                 line += " (gave up after retries; the engine log names the error)"
             lines.append(line)
+        if self._scheduler is not None:
+            lines.append(await _scheduler_line(self._scheduler))
         return "\n".join(lines)
 
     async def _help(self, _chat: ChatRef, _: str) -> str:
@@ -154,6 +159,18 @@ def _recalled_line(recalled: RecalledMessage) -> str:
     if len(preview) > PREVIEW_CHARS:
         preview = preview[: PREVIEW_CHARS - 1] + "…"
     return f"[{hit.message.role.value}] score {hit.score:.4f}, distance {distance}, full text {fts}: {preview}"
+
+
+async def _scheduler_line(scheduler: Scheduler) -> str:
+    status = await scheduler.status()
+    line = f"Scheduled tasks: {status.tasks}, subagent runs in progress: {len(status.running)}"
+    if status.running:
+        line += f" ({', '.join(status.running)})"
+    upcoming = status.next_task
+    if upcoming is not None and upcoming.next_run_at is not None:
+        at = upcoming.next_run_at.astimezone(scheduler.zone).isoformat(timespec="minutes")
+        line += f"; next: {upcoming.name} at {at}"
+    return line
 
 
 def _duration(seconds: float) -> str:

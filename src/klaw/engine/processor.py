@@ -137,6 +137,17 @@ class MessageProcessor:
         await self._ingestion.accept(exchange_close_record(opened, outcome.status, final.record.id, self._clock.now()))
         await self._delivery.deliver(Outbound(chat, outcome.text, reply_to, "reply"))
 
+    async def inject(self, chat: ChatRef, text: str, metadata: dict[str, str]) -> None:
+        """A message the agent sends on its own (a scheduled task's answer): recorded in the chat's log
+        and window as an assistant message (`metadata` says where it came from), then delivered.
+
+        Taken under the chat's turn lock, so it never lands between a turn's tool call and results.
+        """
+        async with self._chat_lock(chat):
+            record = MessageRecord(chat, Role.ASSISTANT, text, metadata=dict(metadata), created_at=self._clock.now())
+            await self._ingestion.accept(record)
+        await self._delivery.deliver(Outbound(chat, text, None, "reply"))
+
     def _chat_lock(self, chat: ChatRef) -> asyncio.Lock:
         lock = self._chat_locks.get(chat)
         if lock is None:

@@ -1,8 +1,9 @@
 """`Engine`: every part of the engine assembled on one KLAW_HOME, with start-up and shutdown.
 
 Start-up: open the store, replay the log tail the database missed, start the embedding queue,
-register tools, start the socket server. Shutdown (SIGTERM/SIGINT, spec 004): stop accepting new
-gateways and messages, let turns in flight finish (60 s) while connected gateways still receive
+register tools, start the socket server, then the scheduler. Shutdown (SIGTERM/SIGINT, spec 004): stop
+accepting new gateways and messages, stop firing scheduled tasks, let turns and task runs in flight
+finish (60 s) while connected gateways still receive
 their replies, only then tell gateways the engine is going, stop the embedding queue (pending jobs
 stay queued), close the model clients and the store, remove the socket. The log needs no flush:
 every append is fsync'd before it counts.
@@ -10,6 +11,7 @@ every append is fsync'd before it counts.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -20,6 +22,8 @@ from klaw.engine.context_builder import ContextBuilder
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.frames import CommandFrame, InboundFrame, OutboundFrame
 from klaw.engine.processor import Inbound, MessageProcessor
+from klaw.engine.scheduler import Scheduler
+from klaw.engine.scheduling import assemble_scheduler
 from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import LlmSlots
 from klaw.engine.socket_server import EngineSocketServer
@@ -34,6 +38,7 @@ from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.ingestion import Ingestion
+from klaw.scheduler.names import SUBAGENT_CHANNEL
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
 from klaw.tools.builtin.defaults import register_builtin_tools
@@ -79,6 +84,7 @@ class Engine:
         self.commands = commands
         self.delivery = delivery
         self.socket = socket
+        self.scheduler: Scheduler | None = None
 
     @classmethod
     async def start(
@@ -136,6 +142,17 @@ class Engine:
                 delivery=delivery,
                 clock=clock,
             )
+            scheduler = assemble_scheduler(
+                config=config,
+                home=home,
+                router=router,
+                tools=tools,
+                processor=processor,
+                log=ingestion.log,
+                core_memory=core_memory,
+                delivery=delivery,
+                clock=clock,
+            )
             commands = CommandHandler(
                 config=config,
                 sessions=sessions,
@@ -144,6 +161,7 @@ class Engine:
                 clock=clock,
                 started_at=clock.now(),
                 embedding_queue=embedding_queue,
+                scheduler=scheduler,
             )
             engine = cls(
                 home=home,
@@ -162,6 +180,8 @@ class Engine:
                 engine.socket = EngineSocketServer(home.socket_path, _FrameAdapter(engine))
                 await engine.socket.start()
                 delivery.set_fallback(engine._send_over_socket)
+            engine.scheduler = scheduler
+            await scheduler.start()  # after recovery, and once replies have somewhere to go
         except BaseException:
             await embedding_queue.aclose()
             await embedder.aclose()
@@ -171,6 +191,7 @@ class Engine:
 
     async def submit(self, chat: ChatRef, text: str, message_id: str | None = None) -> SubmitResult:
         """Text from a person: a slash command is answered at once, anything else is accepted."""
+        _refuse_task_channel(chat)
         command = parse_command(text)
         if command is not None:
             reply = await self.commands.handle(chat, command.name, command.args, command_id=message_id)
@@ -190,6 +211,9 @@ class Engine:
                 )
             )
 
+    async def _drain_runs(self, timeout_seconds: float) -> bool:
+        return await self.scheduler.runner.drain(timeout_seconds) if self.scheduler is not None else True
+
     async def shutdown(self, timeout_seconds: float = SHUTDOWN_TIMEOUT_SECONDS) -> None:
         """Stop taking work, finish the turns in flight, then say goodbye and close.
 
@@ -200,8 +224,10 @@ class Engine:
         self.processor.stop_accepting()
         if self.socket is not None:
             await self.socket.stop_accepting()
-        if not await self.processor.drain(timeout_seconds):
-            log.warning("shutdown: turns still running after %.0f s were cancelled", timeout_seconds)
+        if self.scheduler is not None:
+            await self.scheduler.stop()  # fires nothing more; runs already started finish in the drain
+        if not all(await asyncio.gather(self.processor.drain(timeout_seconds), self._drain_runs(timeout_seconds))):
+            log.warning("shutdown: turns or task runs still running after %.0f s were cancelled", timeout_seconds)
         if self.socket is not None:
             await self.socket.broadcast_shutdown("engine stopping")
         # After the drain (its replies queue jobs too), before the embedder and store close; what is
@@ -212,6 +238,12 @@ class Engine:
         if self.socket is not None:
             await self.socket.aclose()
         await self.store.aclose()
+
+
+def _refuse_task_channel(chat: ChatRef) -> None:
+    """The `scheduler` channel names scheduled tasks' logs (klaw/scheduler/names.py); no person writes there."""
+    if chat.channel == SUBAGENT_CHANNEL:
+        raise ValueError(f"the channel {SUBAGENT_CHANNEL!r} is reserved for scheduled tasks")
 
 
 class _FrameAdapter:
@@ -233,5 +265,6 @@ class _FrameAdapter:
 
     async def on_command(self, frame: CommandFrame) -> None:
         chat = ChatRef(frame.channel, frame.chat_id)
+        _refuse_task_channel(chat)
         reply = await self._engine.commands.handle(chat, frame.command, frame.args, command_id=frame.id)
         await self._engine.delivery.deliver(Outbound(chat, reply, frame.id, "notice"))

@@ -16,10 +16,10 @@ from datetime import datetime
 from klaw.engine.transcript import tool_calls_metadata
 from klaw.llm.messages import ChatMessage, ToolSpec
 from klaw.llm.protocol import ChatModel
-from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role, StoredMessage
+from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
 from klaw.tools.registry import ToolContext, ToolRegistry
 
-Recorder = Callable[[MessageRecord], Awaitable[StoredMessage]]
+Recorder = Callable[[MessageRecord], Awaitable[object]]  # ingestion (chats), or a task's log (subagents)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from klaw.llm.messages import ChatMessage, ToolCall
-from klaw.store.records import MessageType, Role, StoredMessage
+from klaw.store.records import MessageRecord, MessageType, Role, StoredMessage
 
 
 def tool_calls_metadata(calls: Sequence[ToolCall]) -> dict[str, Any]:
@@ -19,7 +19,11 @@ def tool_calls_metadata(calls: Sequence[ToolCall]) -> dict[str, Any]:
 
 
 def to_chat_message(message: StoredMessage) -> ChatMessage | None:
-    record = message.record
+    return record_to_chat_message(message.record)
+
+
+def record_to_chat_message(record: MessageRecord) -> ChatMessage | None:
+    """One log record as a model sees it; None for records a model is never shown (control)."""
     metadata = record.metadata or {}
     if record.type is MessageType.TOOL_CALL:
         calls = tuple(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from klaw.memory.log_format import MalformedLine, decode_record, encode_record
+from klaw.scheduler.names import is_task_log_dir
 from klaw.store.records import ChatRef, MessageRecord
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,15 @@ class ConversationLog:
                 await asyncio.to_thread(_append_lines, path, lines)
 
     def chat_dirs(self) -> list[Path]:
+        """The chats' directories, by name. Scheduled tasks' run logs (`scheduler_<task>`) are not
+        chats: recovery and reindexing, which read these, must never turn runs into chat messages."""
+        return [p for p in self._dirs() if not is_task_log_dir(p.name)]
+
+    def task_dirs(self) -> list[Path]:
+        """The scheduled tasks' run logs (`scheduler_<task>`), by name."""
+        return [p for p in self._dirs() if is_task_log_dir(p.name)]
+
+    def _dirs(self) -> list[Path]:
         if not self.root.is_dir():
             return []
         return sorted(p for p in self.root.iterdir() if p.is_dir())

@@ -1,0 +1,103 @@
+"""`klaw schedule list|add|remove`: the scheduled tasks in `scheduler.db`, for the person.
+
+The command edits the file directly, running engine or not: the engine re-reads the table at least
+once a minute, so an added task is picked up within a minute and a removed one stops firing.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, tzinfo
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.scheduler.names import parse_chat_target, validate_task_name
+from klaw.scheduler.schedules import TaskSchedule
+from klaw.scheduler.store import ScheduledTask, ScheduleStore
+from klaw.scheduler.zones import scheduler_zone
+
+app = typer.Typer(help="Scheduled tasks: background agent runs on a cron schedule or interval.", no_args_is_help=True)
+
+PICKUP = "A running engine picks the change up within a minute."
+
+
+@app.command("list")
+def list_tasks() -> None:
+    """Every task: schedule, next and last run, model, the chat it reports to, its message."""
+    home = home_from_env()
+    zone = scheduler_zone(load_or_exit(home).config.scheduler.timezone)
+    if not home.scheduler_db.exists():
+        typer.echo("No scheduled tasks.")
+        return
+    tasks = ScheduleStore(home.scheduler_db).list()
+    if not tasks:
+        typer.echo("No scheduled tasks.")
+        return
+    table = Table(title=f"Scheduled tasks (times in {zone})")
+    for column in ("name", "schedule", "next run", "last run", "model", "reports to", "message"):
+        table.add_column(column, overflow="fold")
+    for task in tasks:
+        last = f"{_local(task.last_run_at, zone)} ({task.last_status})" if task.last_run_at else "-"
+        table.add_row(
+            task.name,
+            task.schedule.describe(),
+            _local(task.next_run_at, zone),
+            last,
+            task.model or "(subagent default)",
+            str(task.inject_into) if task.inject_into else "(only logged)",
+            task.message,
+        )
+    Console().print(table)
+
+
+@app.command()
+def add(
+    name: Annotated[str, typer.Argument(help="Task name: lowercase letters, digits, '-' or '_'.")],
+    message: Annotated[str, typer.Option("--message", "-m", help="The request each run starts from.")],
+    cron: Annotated[
+        str | None, typer.Option("--cron", help="Crontab expression, e.g. '0 8 * * 1-5' (quote it).")
+    ] = None,
+    every: Annotated[str | None, typer.Option("--every", help="Interval instead of cron: 30m, 2h, 1d.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model id from engine.yaml for its runs.")] = None,
+    inject_into: Annotated[
+        str | None, typer.Option("--inject-into", help="Chat its answers go to: channel:chat_id.")
+    ] = None,
+) -> None:
+    """Add a task that runs on a cron schedule (--cron) or at an interval (--every)."""
+    home = home_from_env()
+    config = load_or_exit(home).config
+    if (cron is None) == (every is None):
+        fail("give exactly one of --cron EXPR or --every INTERVAL")
+    try:
+        validate_task_name(name)
+        schedule = TaskSchedule.cron(cron) if cron is not None else TaskSchedule.every(every or "")
+        target = parse_chat_target(inject_into) if inject_into is not None else None
+        if model is not None and model not in config.models:
+            raise ValueError(f"unknown model {model!r}; configured models: {', '.join(sorted(config.models))}")
+        zone = scheduler_zone(config.scheduler.timezone)
+        now = datetime.now(UTC)
+        task = ScheduledTask(
+            name, schedule, message, model, target, created_at=now, next_run_at=schedule.first_fire(now, zone)
+        )
+        store = ScheduleStore(home.scheduler_db)
+        store.create()
+        store.add(task)
+    except ValueError as exc:
+        fail(str(exc))
+    typer.echo(f"Added {name}: {schedule.describe()}, next run {_local(task.next_run_at, zone)}. {PICKUP}")
+
+
+@app.command()
+def remove(name: Annotated[str, typer.Argument(help="The task to remove.")]) -> None:
+    """Remove a task. A run in progress finishes; the task's log under conversations/ is kept."""
+    home = home_from_env()
+    if not home.scheduler_db.exists() or not ScheduleStore(home.scheduler_db).remove(name):
+        fail(f"there is no task named {name!r}; `klaw schedule list` shows the tasks", code=1)
+    typer.echo(f"Removed {name}. {PICKUP}")
+
+
+def _local(moment: datetime | None, zone: tzinfo) -> str:
+    return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M") if moment else "-"

@@ -1,0 +1,193 @@
+"""The scheduler: fires scheduled tasks on the engine's clock and hands each firing to a subagent run.
+
+The task table lives in `scheduler.db` (klaw/scheduler/store.py), so tasks survive restarts; the
+calendar maths is klaw/scheduler/schedules.py. The loop is klaw's own, driven by the injected
+`Clock`, so tests move time with `ManualClock.advance()` instead of waiting for it.
+
+Each wake-up re-reads the table — `klaw schedule add|remove` edits the file while the engine runs —
+fires what is due and sleeps until the next fire time, at most `RELOAD_SECONDS`, so a change made
+from the command line is picked up within a minute. Changes made by the agent's tools wake it at once.
+
+Misfire policy (coalesce, with a grace period): when a task's fire time has passed (the engine was
+down, or busy), its latest missed fire time decides — at most `scheduler.misfireGraceSeconds` late,
+the task runs once, however many times were missed; later than that, the firing is recorded as
+`missed` and the task waits for its next time. A fire time reached while the task's previous run is
+still going is skipped (`busy`): a task never overlaps itself. The next fire time is always
+computed from now, and stored before the run starts, so a crash mid-run does not re-run it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta, tzinfo
+
+from klaw.config import EngineConfig
+from klaw.engine.clock import Clock
+from klaw.engine.subagents import RunOutcome, SubagentRequest, SubagentRunner
+from klaw.scheduler.names import validate_task_name
+from klaw.scheduler.schedules import TaskSchedule
+from klaw.scheduler.store import ScheduledTask, ScheduleStore
+from klaw.scheduler.zones import scheduler_zone
+from klaw.store.records import ChatRef
+
+log = logging.getLogger(__name__)
+
+RELOAD_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class SchedulerStatus:
+    tasks: int
+    running: list[str]
+    next_task: ScheduledTask | None
+
+
+class Scheduler:
+    def __init__(self, *, config: EngineConfig, store: ScheduleStore, runner: SubagentRunner, clock: Clock) -> None:
+        self._config = config
+        self._store = store
+        self._runner = runner
+        self._clock = clock
+        self.zone: tzinfo = scheduler_zone(config.scheduler.timezone)
+        self._grace = timedelta(seconds=config.scheduler.misfire_grace_seconds)
+        self._wake = asyncio.Event()
+        self._asleep = asyncio.Event()
+        self._stopping = False
+        self._loop_task: asyncio.Task[None] | None = None
+        runner.on_finished = self._finished
+
+    @property
+    def runner(self) -> SubagentRunner:
+        return self._runner
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._store.create)
+        self._loop_task = asyncio.create_task(self._loop(), name="scheduler")
+
+    async def stop(self) -> None:
+        """Fire nothing more; runs already started are the runner's to finish (its `drain`)."""
+        self._stopping = True
+        self._runner.stop_accepting()
+        self._poke()
+        if self._loop_task is not None:
+            await asyncio.gather(self._loop_task, return_exceptions=True)
+
+    async def wait_asleep(self) -> None:
+        """Wait until the loop has handled everything due and sleeps (tests advance the clock then)."""
+        await self._asleep.wait()
+
+    def _poke(self) -> None:
+        """Make the loop look at the table again now (a task was added or removed, or it must stop)."""
+        self._asleep.clear()
+        self._wake.set()
+
+    # -- what the tools and commands use -----------------------------------------------------------
+
+    async def add_task(
+        self,
+        name: str,
+        schedule: TaskSchedule,
+        message: str,
+        *,
+        model: str | None = None,
+        inject_into: ChatRef | None = None,
+    ) -> ScheduledTask:
+        """Add a task; raises ValueError (bad name, unknown model, duplicate name) with the reason."""
+        validate_task_name(name)
+        if model is not None and model not in self._config.models:
+            raise ValueError(f"unknown model {model!r}; configured models: {', '.join(sorted(self._config.models))}")
+        now = self._clock.now()
+        task = ScheduledTask(
+            name, schedule, message, model, inject_into, created_at=now, next_run_at=schedule.first_fire(now, self.zone)
+        )
+        await asyncio.to_thread(self._store.add, task)
+        self._poke()
+        return task
+
+    async def list_tasks(self) -> list[ScheduledTask]:
+        return await asyncio.to_thread(self._store.list)
+
+    async def remove_task(self, name: str) -> bool:
+        removed = await asyncio.to_thread(self._store.remove, name)
+        self._poke()
+        return removed
+
+    def spawn(self, task_name: str, message: str, *, model: str | None, reply_to: ChatRef | None) -> None:
+        """A one-off run of `task_name` now (the `subagent_spawn` tool); its answer goes to `reply_to`."""
+        self._runner.spawn(SubagentRequest(task_name, message, model, reply_to, origin="spawn"))
+
+    async def status(self) -> SchedulerStatus:
+        tasks = await self.list_tasks()
+        upcoming = [t for t in tasks if t.next_run_at is not None]
+        first = min(upcoming, key=lambda t: t.next_run_at or self._clock.now(), default=None)
+        return SchedulerStatus(len(tasks), self._runner.running, first)
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            try:
+                wake_at = await self._tick()
+            except Exception as exc:  # a locked or damaged scheduler.db: say so, try again later
+                log.error("scheduler: %s; retrying in %.0f s", type(exc).__name__, RELOAD_SECONDS, exc_info=True)
+                wake_at = self._clock.now() + timedelta(seconds=RELOAD_SECONDS)
+            if self._stopping:
+                break
+            # From the time it is now, not when the tick began: the tick itself takes time.
+            await self._sleep((wake_at - self._clock.now()).total_seconds())
+
+    async def _tick(self) -> datetime:
+        """Fire what is due; returns when to look again."""
+        now = self._clock.now()
+        soonest = now + timedelta(seconds=RELOAD_SECONDS)
+        for task in await asyncio.to_thread(self._store.list):
+            due = task.next_run_at
+            if due is None or due <= now:
+                following = task.schedule.next_after(now, anchor=task.created_at, zone=self.zone)
+                await asyncio.to_thread(self._store.set_next_run, task.name, following)
+                if due is not None:
+                    await self._fire(task, now)
+                due = following
+            if due is not None:
+                soonest = min(soonest, due)
+        return soonest
+
+    async def _fire(self, task: ScheduledTask, now: datetime) -> None:
+        latest = task.schedule.latest_at_or_before(now, anchor=task.created_at, zone=self.zone) or task.next_run_at
+        if latest is not None and now - latest > self._grace:
+            late = now - latest
+            log.info("task %s missed its time by %s (grace %s); waiting for the next", task.name, late, self._grace)
+            await asyncio.to_thread(self._store.record_run, task.name, now, "missed")
+            return
+        if self._runner.is_running(task.name):
+            log.info("task %s is still running; this firing is skipped", task.name)
+            await asyncio.to_thread(self._store.record_run, task.name, now, "busy")
+            return
+        try:
+            request = SubagentRequest(task.name, task.message, task.model, task.inject_into, origin="schedule")
+            self._runner.spawn(request)
+        except (ValueError, RuntimeError) as exc:  # e.g. its model was removed from engine.yaml
+            log.warning("task %s could not start: %s", task.name, exc)
+            await asyncio.to_thread(self._store.record_run, task.name, now, "failed")
+
+    async def _finished(self, request: SubagentRequest, outcome: RunOutcome) -> None:
+        if request.origin == "schedule":
+            await asyncio.to_thread(self._store.record_run, request.task_name, self._clock.now(), outcome.status.value)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep on the engine's clock, or until a task changes or the scheduler stops."""
+        if seconds <= 0 or self._wake.is_set():
+            self._wake.clear()
+            return
+        sleeper = asyncio.ensure_future(self._clock.sleep(seconds))
+        waker = asyncio.ensure_future(self._wake.wait())
+        self._asleep.set()
+        try:
+            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._asleep.clear()
+            for pending in (sleeper, waker):
+                pending.cancel()
+            self._wake.clear()

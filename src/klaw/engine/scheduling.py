@@ -1,0 +1,66 @@
+"""Assembling scheduled tasks and subagents on the engine's parts (called from `Engine.start`).
+
+Kept out of runtime.py so the engine's assembly stays one screen: the history loader, the subagent
+context, the runner (sharing the engine's LLM slots, model router, tools and delivery), the
+scheduler on `scheduler.db`, and the scheduling tools, which every context then offers.
+"""
+
+from __future__ import annotations
+
+from klaw.config import EngineConfig
+from klaw.engine.clock import Clock
+from klaw.engine.delivery import Delivery
+from klaw.engine.processor import MessageProcessor
+from klaw.engine.scheduler import Scheduler
+from klaw.engine.subagent_context import SubagentContextBuilder
+from klaw.engine.subagents import SubagentRunner
+from klaw.engine.system_prompt import SystemPrompt
+from klaw.home import KlawHome
+from klaw.llm.messages import ToolSpec
+from klaw.llm.router import ModelRouter
+from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.core_memory import CoreMemory
+from klaw.memory.subagent_history import SubagentHistoryLoader
+from klaw.scheduler.store import ScheduleStore
+from klaw.tools.builtin.scheduler_tools import register_scheduler_tools
+from klaw.tools.registry import ToolRegistry
+
+# Tools a task's run is not offered: a run that starts runs could multiply without bound.
+SUBAGENT_EXCLUDED_TOOLS = frozenset({"subagent_spawn"})
+
+
+def assemble_scheduler(
+    *,
+    config: EngineConfig,
+    home: KlawHome,
+    router: ModelRouter,
+    tools: ToolRegistry,
+    processor: MessageProcessor,
+    log: ConversationLog,
+    core_memory: CoreMemory,
+    delivery: Delivery,
+    clock: Clock,
+) -> Scheduler:
+    """The scheduler (not started) with its runner; registers the scheduling tools on `tools`."""
+    history = SubagentHistoryLoader(home.conversations)
+
+    def subagent_tools() -> list[ToolSpec]:
+        return [spec for spec in tools.specs() if spec.name not in SUBAGENT_EXCLUDED_TOOLS]
+
+    runner = SubagentRunner(
+        config=config,
+        home=home,
+        router=router,
+        tools=tools,
+        slots=processor.slots,
+        context=SubagentContextBuilder(config, SystemPrompt(home.workspace), core_memory, history, subagent_tools),
+        log_=log,
+        history=history,
+        inject=processor.inject,
+        delivery=delivery,
+        clock=clock,
+    )
+    scheduler = Scheduler(config=config, store=ScheduleStore(home.scheduler_db), runner=runner, clock=clock)
+    register_scheduler_tools(tools, scheduler)
+    processor.context_builder.set_tools(tools.specs())
+    return scheduler

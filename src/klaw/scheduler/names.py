@@ -1,0 +1,53 @@
+"""Task names and where a task's runs are logged: `conversations/scheduler_<task>/<date>.jsonl`.
+
+A task name becomes a directory name, so it is validated strictly: lowercase letters, digits, '-'
+and '_', starting with a letter or digit — no separators, no dots, no path traversal, and no two
+names that a case-insensitive file system would merge. The `scheduler` channel is reserved for
+these logs: a person's chat on a channel of that name would share their directories.
+"""
+
+from __future__ import annotations
+
+import re
+
+from klaw.store.records import ChatRef
+
+SUBAGENT_CHANNEL = "scheduler"
+TASK_LOG_DIR_PREFIX = f"{SUBAGENT_CHANNEL}_"
+MAX_TASK_NAME = 64
+_TASK_NAME = re.compile(rf"[a-z0-9][a-z0-9_-]{{0,{MAX_TASK_NAME - 1}}}")
+
+
+class InvalidTaskName(ValueError):
+    """A task name that cannot be a directory name; the message says what is allowed."""
+
+
+def validate_task_name(name: str) -> str:
+    """`name` unchanged if it is a valid task name, else `InvalidTaskName`."""
+    if not _TASK_NAME.fullmatch(name):  # fullmatch: `$` would let a trailing newline through
+        shown = name if len(name) <= MAX_TASK_NAME else name[:MAX_TASK_NAME] + "…"
+        raise InvalidTaskName(
+            f"invalid task name {shown!r}: use 1-{MAX_TASK_NAME} lowercase letters, digits, '-' or '_',"
+            " starting with a letter or digit (it becomes a directory name)"
+        )
+    return name
+
+
+def task_chat(name: str) -> ChatRef:
+    """The chat a task's runs are logged under; its `log_dir_name` is `scheduler_<name>`."""
+    return ChatRef(SUBAGENT_CHANNEL, validate_task_name(name))
+
+
+def is_task_log_dir(dir_name: str) -> bool:
+    """Whether a directory under conversations/ holds a task's runs rather than a chat."""
+    return dir_name.startswith(TASK_LOG_DIR_PREFIX)
+
+
+def parse_chat_target(text: str) -> ChatRef:
+    """`channel:chat_id` → the chat a task's replies are injected into."""
+    channel, sep, chat_id = text.strip().partition(":")
+    if not sep or not chat_id:
+        raise ValueError(f"invalid chat {text!r}: write it as channel:chat_id, e.g. console:alice")
+    if channel == SUBAGENT_CHANNEL:
+        raise ValueError(f"the {SUBAGENT_CHANNEL!r} channel holds task logs; a task cannot reply into it")
+    return ChatRef(channel, chat_id)

@@ -1,0 +1,127 @@
+"""When a task fires: a standard 5-field crontab expression, or a fixed interval (`every 10m`).
+
+Cron maths is cronsim's (it follows Debian cron: 0 and 7 are Sunday, day-of-month and day-of-week
+are ORed when both are restricted, the DST quirks of cron). APScheduler 3 was not used: its
+`from_crontab` reads weekday 0 as Monday (its issue #286, unfixable in 3.x) and ANDs the two day
+fields, and its scheduler loop runs on wall time, which the engine's injected clock replaces.
+
+Cron expressions are evaluated in the scheduler's time zone; intervals are counted from an anchor
+(the task's first fire time, creation + interval), so they stay on the same grid across restarts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Literal
+
+from cronsim import CronSim, CronSimError
+
+ScheduleKind = Literal["cron", "every"]
+MIN_INTERVAL_SECONDS = 60
+_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_EVERY = re.compile(r"^(?:\d+[dhms])+$")
+_EVERY_PART = re.compile(r"(\d+)([dhms])")
+_CRON_HELP = "five fields: minute hour day-of-month month day-of-week, e.g. '0 8 * * 1-5' (08:00 on weekdays)"
+
+
+class InvalidSchedule(ValueError):
+    """A cron expression or interval that cannot be used; the message says why and what works."""
+
+
+@dataclass(frozen=True)
+class TaskSchedule:
+    kind: ScheduleKind
+    expression: str  # the crontab expression, or the interval in seconds
+
+    @classmethod
+    def cron(cls, expression: str) -> TaskSchedule:
+        text = " ".join(expression.split())
+        if len(text.split(" ")) != 5:
+            raise InvalidSchedule(f"invalid cron expression {expression!r}: expected {_CRON_HELP}")
+        try:
+            CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))
+        except CronSimError as exc:
+            raise InvalidSchedule(f"invalid cron expression {expression!r}: {exc}; expected {_CRON_HELP}") from None
+        return cls("cron", text)
+
+    @classmethod
+    def every(cls, text: str) -> TaskSchedule:
+        """`90s`, `10m`, `2h`, `1d`, `1h30m`: at least one minute."""
+        compact = text.strip().lower().replace(" ", "")
+        if not _EVERY.match(compact):
+            raise InvalidSchedule(f"invalid interval {text!r}: use a number and a unit (s, m, h, d), e.g. 10m or 1h30m")
+        seconds = sum(int(n) * _UNITS[unit] for n, unit in _EVERY_PART.findall(compact))
+        if seconds < MIN_INTERVAL_SECONDS:
+            raise InvalidSchedule(f"invalid interval {text!r}: the shortest interval is {MIN_INTERVAL_SECONDS} seconds")
+        return cls("every", str(seconds))
+
+    @classmethod
+    def stored(cls, kind: str, expression: str) -> TaskSchedule:
+        """A schedule as scheduler.db keeps it (validated again: the file may have been edited)."""
+        if kind == "cron":
+            return cls.cron(expression)
+        if kind == "every" and expression.isdigit():
+            return cls.every(f"{expression}s")
+        raise InvalidSchedule(f"unknown schedule {kind!r} {expression!r}")
+
+    @property
+    def interval(self) -> timedelta:
+        if self.kind != "every":
+            raise ValueError("a cron schedule has no fixed interval")
+        return timedelta(seconds=int(self.expression))
+
+    def describe(self) -> str:
+        if self.kind == "cron":
+            return f"cron '{self.expression}'"
+        return f"every {format_interval(int(self.expression))}"
+
+    def first_fire(self, created_at: datetime, zone: tzinfo) -> datetime | None:
+        """The first fire time of a task created at `created_at`."""
+        if self.kind == "every":
+            return created_at + self.interval
+        return self.next_after(created_at, anchor=created_at, zone=zone)
+
+    def next_after(self, moment: datetime, *, anchor: datetime, zone: tzinfo) -> datetime | None:
+        """The first fire time strictly after `moment` (UTC); None if there is none in 50 years.
+
+        `anchor` is the task's creation time: interval tasks fire at anchor + k × interval (k ≥ 1).
+        """
+        if self.kind == "every":
+            interval = self.interval
+            first = anchor + interval
+            if moment < first:
+                return first
+            return first + ((moment - first) // interval + 1) * interval
+        try:
+            fire = next(CronSim(self.expression, moment.astimezone(zone)))
+        except StopIteration:
+            return None
+        return fire.astimezone(UTC)
+
+    def latest_at_or_before(self, moment: datetime, *, anchor: datetime, zone: tzinfo) -> datetime | None:
+        """The last fire time at or before `moment` (UTC): how late a missed task really is."""
+        if self.kind == "every":
+            interval = self.interval
+            first = anchor + interval
+            if moment < first:
+                return None
+            return first + ((moment - first) // interval) * interval
+        # cronsim's reverse iteration starts one second before its start: start a second after `moment`.
+        start = moment.replace(microsecond=0) + timedelta(seconds=1)
+        try:
+            fire = next(CronSim(self.expression, start.astimezone(zone), reverse=True))
+        except StopIteration:
+            return None
+        return fire.astimezone(UTC)
+
+
+def format_interval(seconds: int) -> str:
+    """600 → '10m', 5400 → '1h30m'."""
+    parts = []
+    for unit, size in _UNITS.items():
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"

@@ -1,0 +1,169 @@
+"""`scheduler.db`: the table of scheduled tasks, so they survive restarts.
+
+A small SQLite file of its own (plain sqlite3: it needs no extension). Both the engine and
+`klaw schedule` edit it; every call opens a short connection (WAL, busy timeout), so neither holds
+a lock between calls. The methods are synchronous: the CLI calls them directly, the engine from a
+worker thread. Times are UTC milliseconds.
+
+A row that no longer validates (edited by hand) is skipped with a warning naming the task, never
+a crash of the scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+
+from klaw.scheduler.names import parse_chat_target, validate_task_name
+from klaw.scheduler.schedules import TaskSchedule
+from klaw.store.records import ChatRef, from_millis, to_millis
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    name TEXT PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('cron', 'every')),
+    expression TEXT NOT NULL,
+    message TEXT NOT NULL,
+    model TEXT,
+    inject_into TEXT,
+    created_at INTEGER NOT NULL,
+    next_run_at INTEGER,
+    last_run_at INTEGER,
+    last_status TEXT
+);
+"""
+_COLUMNS = "name, kind, expression, message, model, inject_into, created_at, next_run_at, last_run_at, last_status"
+
+
+class DuplicateTask(ValueError):
+    """A task of that name exists already."""
+
+
+@dataclass(frozen=True)
+class ScheduledTask:
+    name: str
+    schedule: TaskSchedule
+    message: str
+    model: str | None
+    inject_into: ChatRef | None
+    created_at: datetime
+    next_run_at: datetime | None = None  # None: the engine computes it at its next look
+    last_run_at: datetime | None = None
+    last_status: str | None = None
+
+    def __post_init__(self) -> None:
+        validate_task_name(self.name)
+        if not self.message.strip():
+            raise ValueError("a task needs a message: the request its runs start from")
+
+
+class ScheduleStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def create(self) -> None:
+        """Create the file and table if missing (idempotent)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as connection:
+            version = connection.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise RuntimeError(f"{self.path} has schema version {version}; this klaw knows {SCHEMA_VERSION}")
+            connection.execute(_SCHEMA)
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def add(self, task: ScheduledTask) -> None:
+        with self._connect() as connection:
+            try:
+                connection.execute(f"INSERT INTO tasks ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _row(task))
+            except sqlite3.IntegrityError:
+                raise DuplicateTask(
+                    f"a task named {task.name!r} already exists; remove it first or choose another name"
+                ) from None
+
+    def remove(self, name: str) -> bool:
+        with self._connect() as connection:
+            return connection.execute("DELETE FROM tasks WHERE name = ?", (name,)).rowcount > 0
+
+    def get(self, name: str) -> ScheduledTask | None:
+        with self._connect() as connection:
+            row = connection.execute(f"SELECT {_COLUMNS} FROM tasks WHERE name = ?", (name,)).fetchone()
+        return None if row is None else _task(row)
+
+    def list(self) -> list[ScheduledTask]:
+        """Every valid task, by name."""
+        with self._connect() as connection:
+            rows = connection.execute(f"SELECT {_COLUMNS} FROM tasks ORDER BY name").fetchall()
+        return [task for task in (_task(row) for row in rows) if task is not None]
+
+    def set_next_run(self, name: str, next_run_at: datetime | None) -> None:
+        with self._connect() as connection:
+            connection.execute(
+                "UPDATE tasks SET next_run_at = ? WHERE name = ?", (_millis(next_run_at), name)
+            )
+
+    def record_run(self, name: str, at: datetime, status: str) -> None:
+        with self._connect() as connection:
+            connection.execute(
+                "UPDATE tasks SET last_run_at = ?, last_status = ? WHERE name = ?", (to_millis(at), status, name)
+            )
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        with closing(sqlite3.connect(self.path, timeout=10, isolation_level=None)) as connection:
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield connection
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+
+
+def _millis(moment: datetime | None) -> int | None:
+    return None if moment is None else to_millis(moment)
+
+
+def _row(task: ScheduledTask) -> tuple[object, ...]:
+    return (
+        task.name,
+        task.schedule.kind,
+        task.schedule.expression,
+        task.message,
+        task.model,
+        str(task.inject_into) if task.inject_into else None,
+        to_millis(task.created_at),
+        _millis(task.next_run_at),
+        _millis(task.last_run_at),
+        task.last_status,
+    )
+
+
+def _task(row: tuple[object, ...]) -> ScheduledTask | None:
+    name, kind, expression, message, model, inject_into, created, next_run, last_run, status = row
+    try:
+        task = ScheduledTask(
+            name=str(name),
+            schedule=TaskSchedule.stored(str(kind), str(expression)),
+            message=str(message),
+            model=str(model) if model else None,
+            inject_into=parse_chat_target(str(inject_into)) if inject_into else None,
+            created_at=from_millis(int(str(created))),
+        )
+    except ValueError as exc:
+        log.warning("scheduler.db: skipping task %r, which does not validate: %s", name, exc)
+        return None
+    return replace(
+        task,
+        next_run_at=None if next_run is None else from_millis(int(str(next_run))),
+        last_run_at=None if last_run is None else from_millis(int(str(last_run))),
+        last_status=None if status is None else str(status),
+    )

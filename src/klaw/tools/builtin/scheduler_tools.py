@@ -1,0 +1,125 @@
+"""`schedule_add`, `schedule_list`, `schedule_remove`, `subagent_spawn`: the agent's hands on the scheduler.
+
+The tools are closures over a `TaskScheduler` (the engine's scheduler satisfies it), registered by
+the engine once it has one; this package imports nothing from the engine. Mistakes (a bad cron
+expression, a duplicate name, an unknown model) raise ValueError, which the registry hands back to
+the model as a readable error it can correct.
+
+A task created from a chat reports to that chat unless told otherwise. A run of a task cannot start
+other runs (`subagent_spawn` refuses inside one), so a task cannot multiply itself.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, tzinfo
+from typing import Annotated, Any, Protocol
+
+from pydantic import Field
+
+from klaw.scheduler.names import SUBAGENT_CHANNEL, parse_chat_target
+from klaw.scheduler.schedules import TaskSchedule
+from klaw.scheduler.store import ScheduledTask
+from klaw.store.records import ChatRef
+from klaw.tools.registry import ToolContext, ToolRegistry
+
+NO_CHAT = "none"
+
+TaskName = Annotated[
+    str,
+    Field(description="Task name: 1-64 lowercase letters, digits, '-' or '_' (e.g. 'morning-briefing')."),
+]
+
+
+class TaskScheduler(Protocol):
+    zone: tzinfo
+
+    async def add_task(
+        self, name: str, schedule: TaskSchedule, message: str, *, model: str | None, inject_into: ChatRef | None
+    ) -> ScheduledTask: ...
+
+    async def list_tasks(self) -> list[ScheduledTask]: ...
+
+    async def remove_task(self, name: str) -> bool: ...
+
+    def spawn(self, task_name: str, message: str, *, model: str | None, reply_to: ChatRef | None) -> None: ...
+
+
+def register_scheduler_tools(registry: ToolRegistry, scheduler: TaskScheduler) -> None:
+    """Offer the scheduling tools, bound to `scheduler`."""
+
+    async def schedule_add(
+        context: ToolContext,
+        name: TaskName,
+        message: Annotated[str, Field(description="The request each run starts from, written as an instruction.")],
+        cron: Annotated[
+            str | None,
+            Field(description="5-field crontab expression (minute hour day month weekday), e.g. '0 8 * * 1-5'."),
+        ] = None,
+        every: Annotated[str | None, Field(description="Interval instead of cron: e.g. '30m', '2h', '1d'.")] = None,
+        model: Annotated[str | None, Field(description="Model id for its runs; default: the subagent model.")] = None,
+        inject_into: Annotated[
+            str | None,
+            Field(description="Chat its answers go to, as channel:chat_id; default: this chat; 'none': only logged."),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Schedule a recurring task. Each run is a background agent that sees the task's earlier runs;
+        its final answer is sent to the chat unless it answers exactly {"silent": true}. Give exactly one
+        of cron or every. Cron expressions use the scheduler's time zone."""
+        if (cron is None) == (every is None):
+            raise ValueError("give exactly one of cron (a crontab expression) or every (an interval such as 30m)")
+        schedule = TaskSchedule.cron(cron) if cron is not None else TaskSchedule.every(every or "")
+        target = _target(context, inject_into)
+        task = await scheduler.add_task(name, schedule, message, model=model, inject_into=target)
+        return _describe(task, scheduler.zone)
+
+    async def schedule_list() -> list[dict[str, Any]]:
+        """List the scheduled tasks: schedule, next and last run, model and the chat each reports to."""
+        return [_describe(task, scheduler.zone) for task in await scheduler.list_tasks()]
+
+    async def schedule_remove(name: TaskName) -> str:
+        """Remove a scheduled task. A run in progress finishes; its log is kept."""
+        if not await scheduler.remove_task(name):
+            raise ValueError(f"there is no task named {name!r}; schedule_list shows the tasks")
+        return f"Removed the task {name!r}."
+
+    async def subagent_spawn(
+        context: ToolContext,
+        task_name: TaskName,
+        message: Annotated[str, Field(description="What the subagent should do, as a complete instruction.")],
+        model: Annotated[str | None, Field(description="Model id; default: the subagent model.")] = None,
+    ) -> str:
+        """Start a background agent on a task now, without waiting for it. It sees earlier runs of the same
+        task name; its answer is sent to this chat when done, unless it answers exactly {"silent": true}."""
+        if context.chat.channel == SUBAGENT_CHANNEL:
+            raise ValueError("a task's run cannot start other runs")
+        scheduler.spawn(task_name, message, model=model, reply_to=context.chat)
+        return f"Started a run of {task_name!r}; its answer will arrive in this chat when it is done."
+
+    for tool in (schedule_add, schedule_list, schedule_remove, subagent_spawn):
+        registry.register(tool)
+
+
+def _target(context: ToolContext, inject_into: str | None) -> ChatRef | None:
+    if inject_into is None:
+        # From a chat: report there. From a task's run: nowhere, unless told.
+        return None if context.chat.channel == SUBAGENT_CHANNEL else context.chat
+    if inject_into.strip().lower() == NO_CHAT:
+        return None
+    return parse_chat_target(inject_into)
+
+
+def _describe(task: ScheduledTask, zone: tzinfo) -> dict[str, Any]:
+    return {
+        "name": task.name,
+        "schedule": task.schedule.describe(),
+        "message": task.message,
+        "model": task.model or "(subagent default)",
+        "reports_to": str(task.inject_into) if task.inject_into else "(only logged)",
+        "next_run": _local(task.next_run_at, zone),
+        "last_run": _local(task.last_run_at, zone),
+        "last_status": task.last_status,
+    }
+
+
+def _local(moment: datetime | None, zone: tzinfo) -> str | None:
+    return moment.astimezone(zone).isoformat(timespec="minutes") if moment else None

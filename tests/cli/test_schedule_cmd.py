@@ -1,0 +1,103 @@
+"""`klaw schedule list|add|remove` through typer's CliRunner, on scheduler.db in a temp KLAW_HOME."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from klaw.cli.app import app
+from klaw.scheduler.schedules import TaskSchedule
+from klaw.scheduler.store import ScheduleStore
+from klaw.store.records import ChatRef
+
+CONFIG = """
+models:
+  fake/small: {baseUrl: "http://127.0.0.1:9/v1"}
+routing: {default: fake/small}
+scheduler: {timezone: Europe/Berlin}
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    (tmp_path / "engine.yaml").write_text(CONFIG, encoding="utf-8")
+    return tmp_path
+
+
+def klaw(home: Path, *args: str) -> Result:
+    return CliRunner().invoke(app, ["schedule", *args], env={"KLAW_HOME": str(home), "COLUMNS": "200"})
+
+
+def test_add_list_remove(home: Path) -> None:
+    added = klaw(home, "add", "morning", "--cron", "0 8 * * 1-5", "--message", "Brief me", "--inject-into", "web:u1")
+    assert added.exit_code == 0, added.output
+    assert "Added morning: cron '0 8 * * 1-5', next run" in added.output
+    assert "within a minute" in added.output
+    assert klaw(home, "add", "poll", "--every", "30m", "-m", "Check the feed", "--model", "fake/small").exit_code == 0
+
+    tasks = ScheduleStore(home / "scheduler.db").list()
+    assert [(t.name, t.schedule, t.inject_into, t.model) for t in tasks] == [
+        ("morning", TaskSchedule.cron("0 8 * * 1-5"), ChatRef("web", "u1"), None),
+        ("poll", TaskSchedule.every("30m"), None, "fake/small"),
+    ]
+    assert all(t.next_run_at is not None for t in tasks)
+    morning = tasks[0].next_run_at
+    # 08:00 in Berlin is 07:00 UTC in winter, 06:00 in summer.
+    assert morning is not None and morning.minute == 0 and morning.hour in (6, 7)
+
+    listed = klaw(home, "list")
+    assert listed.exit_code == 0
+    for text in ("morning", "cron '0 8 * * 1-5'", "web:u1", "Brief me", "poll", "every 30m", "(only logged)"):
+        assert text in listed.output
+    assert "Europe/Berlin" in listed.output and " 08:00" in listed.output
+
+    removed = klaw(home, "remove", "poll")
+    assert removed.exit_code == 0 and "Removed poll" in removed.output
+    assert [t.name for t in ScheduleStore(home / "scheduler.db").list()] == ["morning"]
+
+
+def test_list_without_tasks(home: Path) -> None:
+    result = klaw(home, "list")
+    assert result.exit_code == 0 and "No scheduled tasks." in result.output
+    assert not (home / "scheduler.db").exists()  # listing creates nothing
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["bad", "--cron", "61 * * * *", "-m", "x"], "invalid cron expression '61 * * * *': Bad minute"),
+        (["bad", "--cron", "* * *", "-m", "x"], "expected five fields"),
+        (["bad", "--every", "10", "-m", "x"], "invalid interval '10'"),
+        (["bad", "--every", "30s", "-m", "x"], "the shortest interval is 60 seconds"),
+        (["bad", "-m", "x"], "give exactly one of --cron EXPR or --every INTERVAL"),
+        (["bad", "--cron", "* * * * *", "--every", "1h", "-m", "x"], "give exactly one of"),
+        (["../etc", "--every", "1h", "-m", "x"], "invalid task name '../etc'"),
+        (["a/b", "--every", "1h", "-m", "x"], "invalid task name"),
+        (["bad", "--every", "1h", "-m", "x", "--model", "nope/x"], "unknown model 'nope/x'"),
+        (["bad", "--every", "1h", "-m", "x", "--inject-into", "nochat"], "write it as channel:chat_id"),
+        (["bad", "--every", "1h", "-m", " "], "a task needs a message"),
+    ],
+)
+def test_invalid_input_gets_a_clear_error_and_nothing_is_added(home: Path, args: list[str], message: str) -> None:
+    result = klaw(home, "add", *args)
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+    assert not (home / "scheduler.db").exists() or ScheduleStore(home / "scheduler.db").list() == []
+
+
+def test_duplicate_names_are_refused(home: Path) -> None:
+    assert klaw(home, "add", "daily", "--every", "1d", "-m", "x").exit_code == 0
+    again = klaw(home, "add", "daily", "--cron", "0 9 * * *", "-m", "y")
+    assert again.exit_code == 2
+    assert "a task named 'daily' already exists" in again.output
+    (task,) = ScheduleStore(home / "scheduler.db").list()
+    assert task.message == "x"
+
+
+def test_removing_an_unknown_task_fails(home: Path) -> None:
+    result = klaw(home, "remove", "ghost")
+    assert result.exit_code == 1
+    assert "there is no task named 'ghost'" in result.output
