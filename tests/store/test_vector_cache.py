@@ -138,3 +138,22 @@ async def test_rebinding_to_another_embedder_drops_cached_vectors(tmp_path: Path
         assert await store.search.nearest(ALICE, np.ones(8, dtype=np.float32) / np.sqrt(8), limit=1) == []
     finally:
         await store.aclose()
+
+
+async def test_warming_loads_recent_chats_that_fit_without_evicting(tmp_path: Path) -> None:
+    rng = np.random.default_rng(6)
+    one_chat = 60 * (DIM * 4 + 24)
+    path = tmp_path / "warm.db"
+    store = await SqliteStore.open(path)
+    await store.vectors.bind_embedder("test", DIM)
+    await fill(store, ALICE, unit_rows(rng, 60))
+    await fill(store, BOB, unit_rows(rng, 60))
+    await store.aclose()
+
+    store = await SqliteStore.open(path, vector_cache_bytes=int(1.5 * one_chat))
+    try:
+        await store.vectors.bind_embedder("test", DIM)
+        assert await store.vectors.warm_cache() == 1  # only one of the two fits
+        assert store.vector_cache.cached_bytes == one_chat
+    finally:
+        await store.aclose()

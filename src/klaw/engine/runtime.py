@@ -108,6 +108,8 @@ class Engine:
         try:
             # Refuses to start on vectors of another embedder (the error says to run `klaw reindex`).
             await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
+            # Recent chats' vectors into memory now (~1 s per 100k), not during someone's first turn.
+            await store.vectors.warm_cache()
             ingestion = Ingestion(
                 ConversationLog(home.conversations),
                 store,

@@ -121,6 +121,16 @@ class ChatVectorCache:
             self._chats.move_to_end(chat_key)
         return matrix.nearest(query, limit, scope)
 
+    def preload(self, connection: apsw.Connection, table: str, chat_key: int, dim: int) -> bool:
+        """Load a chat's vectors ahead of its first search if they fit beside what is cached, without
+        evicting anything; False when they do not fit (the caller stops warming)."""
+        if chat_key in self._chats:
+            return True
+        room = self._budget - self.cached_bytes
+        if _upper_bound_bytes(connection, chat_key, dim) > room:
+            return False
+        return self._load(connection, table, chat_key, dim) is not None
+
     def added(self, chat_key: int, rows: list[tuple[int, int, int, npt.NDArray[np.float32]]]) -> None:
         """Vectors committed to the table: (rowid, segment_id, created_at, vector). Only a chat
         already cached is updated; others load everything on their first search."""
@@ -137,10 +147,7 @@ class ChatVectorCache:
             self._chats.pop(chat_key, None)
 
     def _load(self, connection: apsw.Connection, table: str, chat_key: int, dim: int) -> _ChatMatrix | None:
-        # Messages bound the chat's vectors from above, and counting them is an index lookup
-        # (counting inside vec0 scans it).
-        upper_bound = int(fetch_value(connection, "SELECT count(*) FROM messages WHERE chat = ?", (chat_key,)))
-        if upper_bound * (dim * 4 + 24) > self._budget:
+        if _upper_bound_bytes(connection, chat_key, dim) > self._budget:
             return None
         rows = fetch_all(
             connection,
@@ -175,6 +182,13 @@ class ChatVectorCache:
         matrix = self._chats.get(keep)
         if matrix is not None and matrix.nbytes > self._budget:
             del self._chats[keep]  # grew past the budget: sqlite-vec serves it from now on
+
+
+def _upper_bound_bytes(connection: apsw.Connection, chat_key: int, dim: int) -> int:
+    # Messages bound the chat's vectors from above, and counting them is an index lookup
+    # (counting inside vec0 scans it).
+    messages = int(fetch_value(connection, "SELECT count(*) FROM messages WHERE chat = ?", (chat_key,)))
+    return messages * (dim * 4 + 24)
 
 
 def _resized(array: npt.NDArray[np.int64], capacity: int, size: int) -> npt.NDArray[np.int64]:

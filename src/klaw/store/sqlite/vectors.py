@@ -9,7 +9,7 @@ passed on to it so a cached chat never misses a vector.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import apsw
 import numpy as np
@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from klaw.store.protocol import IndexMismatchError, StorageError
 from klaw.store.sqlite.connection import SqliteDatabase
-from klaw.store.sqlite.query import fetch_one, fetch_value
+from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.sqlite.vector_cache import ChatVectorCache
 
 MESSAGE_VECTORS = "vec_messages"
@@ -103,6 +103,30 @@ class SqliteVectors:
             return sum(len(rows) for rows in added.values())
 
         return await self._db.run(insert)
+
+    async def warm_cache(self) -> int:
+        """Load the most recently active chats' vectors into memory while they fit, so the first
+        search after a start does not pay for it (~1 s per 100k vectors). Returns chats loaded."""
+        dim = self._dim
+        if dim is None:
+            return 0
+
+        def recent_chats(connection: apsw.Connection) -> list[int]:
+            if not vector_table_exists(connection, MESSAGE_VECTORS):
+                return []
+            rows = fetch_all(connection, "SELECT chat FROM messages GROUP BY chat ORDER BY max(created_at) DESC")
+            return [int(row[0]) for row in rows]
+
+        def preload(chat_key: int) -> Callable[[apsw.Connection], bool]:
+            return lambda connection: self._cache.preload(connection, MESSAGE_VECTORS, chat_key, dim)
+
+        loaded = 0
+        for chat_key in await self._db.run(recent_chats):
+            # One chat per call: other database work interleaves between chats.
+            if not await self._db.run(preload(chat_key)):
+                break
+            loaded += 1
+        return loaded
 
     async def count(self) -> int:
         def query(connection: apsw.Connection) -> int:
