@@ -26,6 +26,16 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 if [ "${1:-}" = "--dev" ]; then
   .venv/bin/python -m pip install -q -e ".[dev]"
+  # The web page's browser tests drive Debian's chromium through Playwright (never a downloaded browser);
+  # they are skipped, saying why, when /usr/bin/chromium is missing.
+  if [ ! -x /usr/bin/chromium ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      echo "Installing chromium (Debian) for the browser tests..." >&2
+      apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null
+    else
+      echo "chromium is missing: the web page browser tests will be skipped (sudo apt-get install chromium)." >&2
+    fi
+  fi
 else
   .venv/bin/python -m pip install -q -e .
 fi

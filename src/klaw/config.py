@@ -9,11 +9,14 @@ came from where) live in `klaw.config_loader`.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+
+ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class _Section(BaseModel):
@@ -138,6 +141,44 @@ class SchedulerConfig(_Section):
         return self
 
 
+class WebChannelConfig(_Section):
+    """The web page (chat, memory inspector, settings), served by the gateway."""
+
+    enabled: bool = True
+    host: str = Field(default="127.0.0.1", min_length=1, description="Listen address; keep 127.0.0.1 unless proxied.")
+    port: int = Field(default=8765, ge=0, le=65535, description="TCP port (0: any free port).")
+
+
+class TelegramChannelConfig(_Section):
+    """A Telegram bot (long polling). The bot token is read from the environment variable `tokenEnv`."""
+
+    enabled: bool = False
+    token_env: str = Field(
+        default="KLAW_TELEGRAM_TOKEN", description="Name of the environment variable holding the bot token."
+    )
+    allowed_chat_ids: tuple[int, ...] = Field(
+        default=(), description="Chats the bot answers; any other chat gets one refusal and nothing is stored."
+    )
+    api_base_url: str = Field(default="https://api.telegram.org", description="Bot API server (tests: a fake).")
+
+    @model_validator(mode="after")
+    def _names_not_secrets(self) -> TelegramChannelConfig:
+        if not ENV_VAR_NAME.match(self.token_env):
+            raise ValueError(
+                "tokenEnv must be the name of an environment variable (letters, digits, _), not the token itself"
+            )
+        if not self.api_base_url.startswith(("http://", "https://")):
+            raise ValueError("apiBaseUrl must start with http:// or https://")
+        return self
+
+
+class ChannelsConfig(_Section):
+    """The channels `klaw gateway` (and `klaw serve`) runs."""
+
+    web: WebChannelConfig = WebChannelConfig()
+    telegram: TelegramChannelConfig = TelegramChannelConfig()
+
+
 class CommandConfig(_Section):
     name: str
     description: str
@@ -174,6 +215,7 @@ class EngineConfig(_Section):
     database: DatabaseConfig = DatabaseConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
     commands: tuple[CommandConfig, ...] = Field(default_factory=_default_commands)
+    channels: ChannelsConfig = ChannelsConfig()
 
     @model_validator(mode="after")
     def _routes_name_known_models(self) -> EngineConfig:

@@ -47,6 +47,16 @@ class KlawHome:
         return self.root / "core_memory.json"
 
     @property
+    def web_token_file(self) -> Path:
+        """The web page's login token (mode 0600), created by the gateway on first start."""
+        return self.root / "web_token"
+
+    @property
+    def gateway_dir(self) -> Path:
+        """The gateway's durable inbound buffer (messages not yet acknowledged by the engine)."""
+        return self.root / "gateway"
+
+    @property
     def scheduler_db(self) -> Path:
         return self.root / "scheduler.db"
 

@@ -14,6 +14,7 @@ from klaw.memory.conversation_log import ConversationLog
 from klaw.scheduler.names import InvalidTaskName, is_task_log_dir, parse_chat_target, task_chat, validate_task_name
 from klaw.scheduler.schedules import InvalidSchedule, TaskSchedule
 from klaw.scheduler.store import DuplicateTask, ScheduledTask, ScheduleStore
+from klaw.scheduler.zones import scheduler_zone
 from klaw.store.records import ChatRef
 
 NOW = datetime(2026, 1, 1, 9, 0, 30, tzinfo=UTC)  # a Thursday
@@ -198,3 +199,11 @@ def test_scheduler_config_validates_the_zone() -> None:
         EngineConfig.model_validate({"scheduler": {"timezone": "Mars/Olympus"}})
     with pytest.raises(ValueError, match="greater than or equal to 0"):
         EngineConfig.model_validate({"scheduler": {"misfireGraceSeconds": -1}})
+
+
+def test_the_scheduler_zone_is_the_configured_one_else_the_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert scheduler_zone("Europe/Berlin") == ZoneInfo("Europe/Berlin")
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    assert scheduler_zone(None) == ZoneInfo("Asia/Tokyo")
+    monkeypatch.setenv("TZ", ":America/New_York")  # the glibc form
+    assert scheduler_zone(None) == ZoneInfo("America/New_York")

@@ -115,7 +115,7 @@ async def test_a_failed_run_still_ends_its_block_and_tells_the_chat(tmp_path: Pa
         h.server.reply_error(500, message="boom")
         outcome = await runner(h).spawn(SubagentRequest(TASK, "first", inject_into=CHAT))
         assert (outcome.status, outcome.delivered) == (RunStatus.FAILED, False)
-        assert [o.kind for o in h.delivered] == ["error"]
+        assert [o.kind for o in h.delivered] == ["notice"]
         assert "The task 'digest' could not run" in h.delivered[0].text
         final = task_log(h)[-1]
         assert (final.role, final.metadata) == (Role.ASSISTANT, {"run_status": "failed"})
@@ -158,7 +158,8 @@ async def test_a_task_never_runs_twice_at_once(tmp_path: Path) -> None:
 
 
 async def test_subagent_spawn_from_a_conversation_answers_back_in_that_chat(tmp_path: Path) -> None:
-    async with running_engine(tmp_path) as h:
+    # One slot: the turn keeps it to its end, so the scripted replies go to the turn, in order.
+    async with running_engine(tmp_path, processing={"maxConcurrentLlm": 1}) as h:
         h.server.reply_tool_calls([("subagent_spawn", {"task_name": "research", "message": "find three sources"})])
         h.server.reply_text("I started the research; results will follow.")
         reply = await h.turn("please research this in the background")
@@ -187,7 +188,7 @@ async def test_a_run_is_not_offered_subagent_spawn_and_cannot_call_it(tmp_path: 
 
 
 async def test_schedule_add_from_a_chat_reports_to_that_chat(tmp_path: Path) -> None:
-    async with running_engine(tmp_path) as h:
+    async with running_engine(tmp_path, scheduler={"timezone": "UTC"}) as h:
         h.server.reply_tool_calls(
             [("schedule_add", {"name": "morning", "message": "Brief me", "cron": "0 8 * * 1-5"})]
         )

@@ -47,15 +47,24 @@ class ConsoleChannel:
         )
         with patch_stdout(raw=True):
             while True:
+                printer = asyncio.create_task(self._print_arrivals())
                 try:
                     text = await session.prompt_async("you › ")
                 except (EOFError, KeyboardInterrupt):
                     break
+                finally:
+                    printer.cancel()
+                    await asyncio.gather(printer, return_exceptions=True)
                 if not text.strip():
                     continue
                 if text.strip().lower() in EXIT_WORDS:
                     break
                 await self._exchange(chat, text)
+
+    async def _print_arrivals(self) -> None:
+        """While the person is at the prompt, show what arrives on its own (a scheduled task's answer)."""
+        while True:
+            self._show(await self._replies.get())
 
     async def _exchange(self, chat: ChatRef, text: str) -> None:
         result = await self._engine.submit(chat, text)

@@ -8,7 +8,17 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from klaw.cli import bench_cmd, config_cmd, db_cmd, engine_cmd, log_cmd, memory_cmd, reindex_cmd, schedule_cmd
+from klaw.cli import (
+    bench_cmd,
+    config_cmd,
+    db_cmd,
+    engine_cmd,
+    gateway_cmd,
+    log_cmd,
+    memory_cmd,
+    reindex_cmd,
+    schedule_cmd,
+)
 from klaw.cli.context import home_from_env
 from klaw.home_init import initialise_home
 
@@ -27,6 +37,8 @@ app.add_typer(schedule_cmd.app, name="schedule")
 app.add_typer(bench_cmd.app, name="bench")
 app.command(name="chat")(engine_cmd.chat)
 app.command(name="engine")(engine_cmd.engine)
+app.command(name="gateway")(gateway_cmd.gateway)
+app.command(name="serve")(gateway_cmd.serve)
 app.command(name="reindex")(reindex_cmd.reindex_command)
 
 

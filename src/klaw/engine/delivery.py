@@ -2,6 +2,8 @@
 
 The processor only says "deliver this to that chat"; the runtime decides how each channel is
 reached, so the same engine serves `klaw chat` in one process and gateways over the socket.
+A reply can also be streamed while the model writes it (`delta_sink`), to a channel whose gateway
+asked for it; the complete reply is still delivered as usual afterwards.
 """
 
 from __future__ import annotations
@@ -27,18 +29,40 @@ class Outbound:
 
 
 Sink = Callable[[Outbound], Awaitable[None]]
+TextSink = Callable[[str], Awaitable[None]]
 
 
 class Delivery:
     def __init__(self) -> None:
         self._sinks: dict[str, Sink] = {}
         self._fallback: Sink | None = None
+        self._wants_stream: Callable[[str], bool] | None = None
+        self._stream: Sink | None = None
 
     def register(self, channel: str, sink: Sink) -> None:
         self._sinks[channel] = sink
 
     def set_fallback(self, sink: Sink) -> None:
         self._fallback = sink
+
+    def set_streamer(self, wants: Callable[[str], bool], send: Sink) -> None:
+        """`wants(channel)`: does that channel's gateway want deltas now; `send` writes one (best effort)."""
+        self._wants_stream = wants
+        self._stream = send
+
+    def delta_sink(self, chat: ChatRef, reply_to: str | None) -> TextSink | None:
+        """Where to send pieces of the reply to `reply_to` as they are written, or None: no streaming."""
+        stream, wants = self._stream, self._wants_stream
+        if stream is None or wants is None or chat.channel in self._sinks or not wants(chat.channel):
+            return None
+
+        async def send(text: str) -> None:
+            try:
+                await stream(Outbound(chat, text, reply_to, "reply"))
+            except Exception as exc:  # a lost delta must never fail the turn: the whole reply follows
+                log.debug("delta for %s not sent: %s", chat, type(exc).__name__)
+
+        return send
 
     async def deliver(self, outbound: Outbound) -> None:
         sink = self._sinks.get(outbound.chat.channel, self._fallback)

@@ -1,9 +1,10 @@
 """The engine socket protocol: one frame per line of newline-delimited UTF-8 JSON, at most 1 MiB.
 
-Gateways send `hello`, `inbound`, `command` and `ping`; the engine sends `ack`, `outbound`, `pong`,
-`shutdown` and `error`. Both sides use the same models and `decode_frame`, so the gateway and the
-engine cannot drift apart on a field. Unknown extra fields are ignored so that a newer peer can add
-fields without breaking an older one; a missing or ill-typed field is an `invalid_frame` error.
+Gateways send `hello`, `inbound`, `command`, `query` and `ping`; the engine sends `ack`, `outbound`,
+`delta`, `result`, `pong`, `shutdown` and `error`. Both sides use the same models and `decode_frame`,
+so the gateway and the engine cannot drift apart on a field. Unknown extra fields are ignored so
+that a newer peer can add fields without breaking an older one; a missing or ill-typed field is an
+`invalid_frame` error.
 
 Error messages name the field and the problem and never quote the frame: a frame carries private
 message text, and the error goes back over the wire and into logs. `FrameReader` splits a stream
@@ -57,6 +58,8 @@ class HelloFrame(_FrameModel):
 
     type: Literal["hello"] = "hello"
     channels: list[NonEmptyStr]
+    # Channels that want `delta` frames (a reply's text while the model writes it), e.g. the web page.
+    streaming: list[NonEmptyStr] = Field(default_factory=list)
 
 
 class InboundFrame(_FrameModel):
@@ -80,6 +83,16 @@ class CommandFrame(_FrameModel):
     chat_id: NonEmptyStr
     command: NonEmptyStr
     args: str = ""
+
+
+class QueryFrame(_FrameModel):
+    """A read-only question about the engine's memory (the web inspector); answered by a `result` frame
+    with the same id. Queries change nothing, so a gateway never buffers or replays them."""
+
+    type: Literal["query"] = "query"
+    id: NonEmptyStr
+    query: NonEmptyStr
+    params: dict[str, Any] = Field(default_factory=dict)
 
 
 class PingFrame(_FrameModel):
@@ -106,6 +119,28 @@ class OutboundFrame(_FrameModel):
     kind: OutboundKind = "reply"
 
 
+class DeltaFrame(_FrameModel):
+    """A piece of a reply as the model writes it, for a channel that asked for `streaming` in `hello`.
+
+    Best effort: never queued; the complete text still follows as an `outbound` frame with the same
+    `reply_to`, which is what a gateway should keep."""
+
+    type: Literal["delta"] = "delta"
+    channel: NonEmptyStr
+    chat_id: NonEmptyStr
+    text: str
+    reply_to: str | None = None
+
+
+class ResultFrame(_FrameModel):
+    """The answer to a `query`: `data` (JSON) or `error` (a sentence for the person, never content)."""
+
+    type: Literal["result"] = "result"
+    id: NonEmptyStr
+    data: Any = None
+    error: str | None = None
+
+
 class PongFrame(_FrameModel):
     type: Literal["pong"] = "pong"
     id: str | None = None
@@ -127,14 +162,14 @@ class ErrorFrame(_FrameModel):
     ref: str | None = None
 
 
-GatewayFrame = HelloFrame | InboundFrame | CommandFrame | PingFrame
-EngineFrame = AckFrame | OutboundFrame | PongFrame | ShutdownFrame | ErrorFrame
+GatewayFrame = HelloFrame | InboundFrame | CommandFrame | QueryFrame | PingFrame
+EngineFrame = AckFrame | OutboundFrame | DeltaFrame | ResultFrame | PongFrame | ShutdownFrame | ErrorFrame
 Frame = Annotated[GatewayFrame | EngineFrame, Field(discriminator="type")]
 
 _MAX_REF_CHARS = 256  # an id longer than this is not echoed back: the error frame must stay small
 
 FRAME_TYPES: frozenset[str] = frozenset(
-    {"hello", "inbound", "command", "ping", "ack", "outbound", "pong", "shutdown", "error"}
+    {"hello", "inbound", "command", "query", "ping", "ack", "outbound", "delta", "result", "pong", "shutdown", "error"}
 )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from klaw.config import EngineConfig
 from klaw.engine.clock import Clock
 from klaw.engine.context_builder import BuiltContext, ContextBuilder
+from klaw.engine.context_history import ContextHistory, TurnContext
 from klaw.engine.debounce import Debouncer
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.sessions import SessionManager
@@ -72,6 +73,7 @@ class MessageProcessor:
         )
         self._turns: set[asyncio.Task[None]] = set()
         self.last_context: dict[ChatRef, BuiltContext] = {}
+        self.context_history = ContextHistory()  # the last turns per chat, for the web inspector
         self._accepting = True
         self._chat_locks: dict[ChatRef, asyncio.Lock] = {}
 
@@ -115,6 +117,12 @@ class MessageProcessor:
         try:
             context = await self.context_builder.build(session, pending)
             self.last_context[chat] = context
+            self.context_history.record(
+                chat,
+                TurnContext.of(
+                    context, at=self._clock.now(), reply_to=reply_to, model=session.model, segment_id=session.segment.id
+                ),
+            )
             outcome = await run_tool_loop(
                 model=self._router.client(session.model),
                 messages=list(context.messages),
@@ -125,6 +133,7 @@ class MessageProcessor:
                 chat=chat,
                 record=self._ingestion.accept,
                 now=self._clock.now,
+                on_text=self._delivery.delta_sink(chat, reply_to),
             )
         except LlmError as exc:
             log.warning("turn failed for chat %s: %s", chat, type(exc).__name__)

@@ -20,8 +20,9 @@ from klaw.engine.clock import Clock, SystemClock
 from klaw.engine.commands import CommandHandler, parse_command
 from klaw.engine.context_builder import ContextBuilder
 from klaw.engine.delivery import Delivery, Outbound
-from klaw.engine.frames import CommandFrame, InboundFrame, OutboundFrame
+from klaw.engine.frames import CommandFrame, DeltaFrame, InboundFrame, OutboundFrame
 from klaw.engine.processor import Inbound, MessageProcessor
+from klaw.engine.queries import EngineQueries
 from klaw.engine.scheduler import Scheduler
 from klaw.engine.scheduling import assemble_scheduler
 from klaw.engine.sessions import SessionManager
@@ -179,9 +180,11 @@ class Engine:
                 socket=None,
             )
             if listen:
-                engine.socket = EngineSocketServer(home.socket_path, _FrameAdapter(engine))
+                queries = EngineQueries(store, processor.context_history, HybridSearch(store, embedder))
+                engine.socket = EngineSocketServer(home.socket_path, _FrameAdapter(engine), queries=queries.answer)
                 await engine.socket.start()
                 delivery.set_fallback(engine._send_over_socket)
+                delivery.set_streamer(engine.socket.wants_delta, engine._send_delta)
             engine.scheduler = scheduler
             await scheduler.start()  # after recovery, and once replies have somewhere to go
         except BaseException:
@@ -215,6 +218,12 @@ class Engine:
 
     async def _drain_runs(self, timeout_seconds: float) -> bool:
         return await self.scheduler.runner.drain(timeout_seconds) if self.scheduler is not None else True
+
+    async def _send_delta(self, delta: Outbound) -> None:
+        if self.socket is not None:
+            chat = delta.chat
+            frame = DeltaFrame(channel=chat.channel, chat_id=chat.chat_id, text=delta.text, reply_to=delta.reply_to)
+            await self.socket.send_delta(frame)
 
     async def shutdown(self, timeout_seconds: float = SHUTDOWN_TIMEOUT_SECONDS) -> None:
         """Stop taking work, finish the turns in flight, then say goodbye and close.

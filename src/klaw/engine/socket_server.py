@@ -7,6 +7,8 @@ goes on: a gateway bug must not cut a chat off. Outbound frames go to the connec
 recently said `hello` for their channel; with no gateway connected they wait in a bounded queue per
 channel and are flushed in order on the next `hello`, so replies made while the gateway restarts
 are not lost. Logs carry frame types, ids, sizes and peer counts, never message text.
+`query` frames get a `result` from the optional `QueryHandler`; `delta` frames (a reply as it is
+written) go only to a connection whose `hello` asked for them, and are dropped, never queued.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ import os
 import socket
 import stat
 from collections import deque
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from klaw.engine.frames import (
     MAX_FRAME_BYTES,
     AckFrame,
     CommandFrame,
+    DeltaFrame,
     EngineFrame,
     ErrorFrame,
     FrameError,
@@ -34,6 +38,8 @@ from klaw.engine.frames import (
     OutboundFrame,
     PingFrame,
     PongFrame,
+    QueryFrame,
+    ResultFrame,
     ShutdownFrame,
     decode_frame,
     encode_frame,
@@ -54,6 +60,13 @@ class FrameHandler(Protocol):
     async def on_command(self, frame: CommandFrame) -> None: ...
 
 
+class QueryError(ValueError):
+    """A query that cannot be answered (unknown name, bad parameter); the message goes back to the gateway."""
+
+
+QueryHandler = Callable[[QueryFrame], Awaitable[Any]]  # JSON-able data, or QueryError with a sentence
+
+
 class EngineSocketError(RuntimeError):
     """The socket could not be set up; the message says why, for the person starting the engine."""
 
@@ -68,6 +81,7 @@ class _Connection:
     def __init__(self, name: str, writer: asyncio.StreamWriter) -> None:
         self.name = name
         self.lock = asyncio.Lock()
+        self.streaming: frozenset[str] = frozenset()  # channels whose replies it wants as deltas too
         self._writer = writer
 
     async def send(self, frame: EngineFrame) -> bool:
@@ -110,9 +124,11 @@ class EngineSocketServer:
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         outbound_queue_limit: int = 1000,
+        queries: QueryHandler | None = None,
     ) -> None:
         self.path = path
         self._handler = handler
+        self._queries = queries
         self._max = max_frame_bytes
         self._queue_limit = outbound_queue_limit
         self._server: asyncio.Server | None = None
@@ -184,6 +200,16 @@ class EngineSocketServer:
                     return True
         self._enqueue(frame.channel, data)
         return False
+
+    def wants_delta(self, channel: str) -> bool:
+        """Whether the gateway serving `channel` asked for its replies as deltas too."""
+        routes = self._routes.get(channel)
+        return routes is not None and channel in routes[-1].streaming
+
+    async def send_delta(self, frame: DeltaFrame) -> bool:
+        """Best effort: write to the gateway serving the channel if it wants deltas; never queued."""
+        routes = self._routes.get(frame.channel) if self.wants_delta(frame.channel) else None
+        return routes is not None and await routes[-1].send(frame)
 
     async def broadcast_shutdown(self, reason: str | None = None) -> int:
         """Tell every gateway the engine is going down; returns how many were told."""
@@ -293,7 +319,10 @@ class EngineSocketServer:
             await self._accept(conn, frame)
         elif isinstance(frame, PingFrame):
             await conn.send(PongFrame(id=frame.id))
+        elif isinstance(frame, QueryFrame):
+            await self._query(conn, frame)
         elif isinstance(frame, HelloFrame):
+            conn.streaming = frozenset(frame.streaming)
             await self._hello(conn, frame.channels)
         elif isinstance(frame, ErrorFrame):  # never answered, so two peers cannot bounce errors forever
             log.warning("%s reported %s about frame %s", conn.name, frame.code, frame.ref)
@@ -315,6 +344,22 @@ class EngineSocketServer:
             await conn.send(ErrorFrame(code="internal", message=message, ref=frame.id))
             return
         await conn.send(AckFrame(id=frame.id))
+
+    async def _query(self, conn: _Connection, frame: QueryFrame) -> None:
+        """Answer with a `result`; the query's parameters (search text) are never logged."""
+        try:
+            if self._queries is None:
+                raise QueryError("this engine answers no queries")
+            result = ResultFrame(id=frame.id, data=await self._queries(frame))
+        except QueryError as exc:
+            result = ResultFrame(id=frame.id, error=str(exc))
+        except Exception as exc:
+            log.error("query %s from %s failed: %s", frame.query[:32], conn.name, type(exc).__name__)
+            log.debug("query traceback", exc_info=True)  # debug only: messages may quote the search text
+            result = ResultFrame(id=frame.id, error="the engine could not answer this query (see its log)")
+        if len(result.model_dump_json().encode()) >= self._max:  # the newline makes it one byte more
+            result = ResultFrame(id=frame.id, error="the answer is too large for one frame; ask for less")
+        await conn.send(result)
 
     async def _hello(self, conn: _Connection, channels: list[str]) -> None:
         # Under the connection lock, so an outbound sent meanwhile waits behind the queued ones.

@@ -10,7 +10,7 @@ When the slot is released the answer is judged: a silent answer (`{"silent": tru
 anything else is injected into the task's chat (`injectInto`, or the chat that spawned the run),
 where it is recorded as an assistant message marked with the task's name and delivered through the
 gateway. A run that fails (the model unreachable) still ends with a final record saying so, so the
-log stays a sequence of complete runs; the chat gets an error notice. A run cut off by a crash is
+log stays a sequence of complete runs; the chat gets a notice. A run cut off by a crash is
 closed with an "interrupted" record when the task next runs.
 
 A task never runs twice at once: runs of one task append to one log, and a second one would
@@ -208,8 +208,9 @@ class SubagentRunner:
         target = request.inject_into
         if failure is not None:
             if target is not None:
+                # A notice, not an "error": that kind answers the person's own message in a channel.
                 notice = f"The task '{name}' could not run: {failure}"
-                await self._delivery.deliver(Outbound(target, notice, None, "error"))
+                await self._delivery.deliver(Outbound(target, notice, None, "notice"))
             return RunOutcome(name, RunStatus.FAILED, delivered=False)
         status = RunStatus.TOOL_LIMIT if outcome.status is ExchangeStatus.TOOL_LIMIT else RunStatus.COMPLETED
         if is_silent(outcome.text):

@@ -4,22 +4,25 @@ Every assistant tool-call message and every tool result is recorded through `rec
 the database) as it happens, so a crash mid-turn loses nothing and the window of later turns shows
 what the agent did. Tool calls of one round run concurrently. A tool's failure is a result the
 model sees, never a crash. More than `max_rounds` model calls that still ask for tools end the turn
-with a clear message to the person.
+with a clear message to the person. With `on_text`, each answer is streamed and its text pieces are
+passed on as they arrive (a channel showing the reply as it is written); the outcome is the same.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import datetime
 
 from klaw.engine.transcript import tool_calls_metadata
-from klaw.llm.messages import ChatMessage, ToolSpec
-from klaw.llm.protocol import ChatModel
+from klaw.llm.messages import ChatMessage, ChatResponse, ToolSpec
+from klaw.llm.protocol import ChatModel, StreamAccumulator
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
 from klaw.tools.registry import ToolContext, ToolRegistry
 
 Recorder = Callable[[MessageRecord], Awaitable[object]]  # ingestion (chats), or a task's log (subagents)
+TextSink = Callable[[str], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -49,11 +52,12 @@ async def run_tool_loop(
     chat: ChatRef,
     record: Recorder,
     now: Callable[[], datetime],
+    on_text: TextSink | None = None,
 ) -> LoopOutcome:
     """Run the loop on `messages` (extended in place); returns the final text and status."""
     calls_made = 0
     for round_number in range(1, max_rounds + 1):
-        response = await model.complete(messages, tools or None)
+        response = await _ask(model, messages, tools, on_text)
         if not response.tool_calls:
             return LoopOutcome(response.content or "", ExchangeStatus.COMPLETED, round_number, calls_made)
         calls = list(response.tool_calls)
@@ -83,3 +87,18 @@ async def run_tool_loop(
                 )
             )
     return LoopOutcome(tool_limit_message(max_rounds), ExchangeStatus.TOOL_LIMIT, max_rounds, calls_made)
+
+
+async def _ask(
+    model: ChatModel, messages: list[ChatMessage], tools: list[ToolSpec], on_text: TextSink | None
+) -> ChatResponse:
+    """One model call: whole, or streamed with each text piece passed to `on_text`."""
+    if on_text is None:
+        return await model.complete(messages, tools or None)
+    accumulator = StreamAccumulator()
+    async with aclosing(model.stream(messages, tools or None)) as deltas:
+        async for delta in deltas:
+            accumulator.add(delta)
+            if delta.content:
+                await on_text(delta.content)
+    return accumulator.result()

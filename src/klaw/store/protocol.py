@@ -81,6 +81,10 @@ class SegmentRepository(Protocol):
 
     async def list(self, chat: ChatRef) -> list[Segment]: ...
 
+    async def chats(self) -> Sequence[ChatRef]:
+        """Every chat that has a segment, the one with the newest segment first (the inspector's list)."""
+        ...
+
 
 class SearchRepository(Protocol):
     async def full_text(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import apsw
@@ -69,6 +69,17 @@ class SqliteSegments:
                 connection, "SELECT id, started_at, ended_at FROM segments WHERE chat = ? ORDER BY id", (chat_key,)
             )
             return [_segment(chat, row[0], row[1], row[2]) for row in rows]
+
+        return await self._db.run(query)
+
+    async def chats(self) -> Sequence[ChatRef]:
+        def query(connection: apsw.Connection) -> list[ChatRef]:
+            rows = fetch_all(
+                connection,
+                "SELECT c.channel, c.chat_id FROM chats c JOIN segments s ON s.chat = c.id"
+                " GROUP BY c.id ORDER BY max(s.id) DESC",
+            )
+            return [ChatRef(row[0], row[1]) for row in rows]
 
         return await self._db.run(query)
 

@@ -1,0 +1,227 @@
+"""`TelegramChannel`: a Telegram bot over long polling (python-telegram-bot's `Bot`).
+
+Only chats on `allowedChatIds` are served. Any other chat gets one refusal (per gateway run) and
+nothing else: its message is neither buffered nor forwarded, and only its chat id is logged.
+
+The polling loop is ours rather than the library's `Updater`, for one reason: an update is
+confirmed to Telegram (the next `getUpdates` offset) only after its message is in the gateway's
+durable buffer, so a crash can never lose a message Telegram already considers delivered. Message
+ids are `tg-<chat>-<message id>`, so an update fetched twice is buffered and stored once.
+
+Slash commands (`/new`, `/model x`, also `/new@thisbot`) are forwarded as commands; `/start`
+(what Telegram sends first) is `/help`. While a turn is under way the chat shows "typing…"
+(`sendChatAction`, renewed every 4 s for up to 2 minutes). Replies are plain text, split at
+Telegram's 4096-character limit. The bot token and message text are never logged, and the HTTP
+libraries' loggers are held at WARNING, since their request lines carry the token in the URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+
+from telegram import Bot, BotCommand, Update
+from telegram.error import RetryAfter, TelegramError
+from telegram.request import HTTPXRequest
+
+from klaw.channels.telegram_split import split_message
+from klaw.config import CommandConfig, TelegramChannelConfig
+from klaw.engine.clock import Clock, SystemClock
+from klaw.engine.frames import DeltaFrame, OutboundFrame
+from klaw.gateway.link import Backoff
+from klaw.gateway.service import Gateway, split_command
+
+log = logging.getLogger(__name__)
+
+TELEGRAM_CHANNEL = "telegram"
+POLL_TIMEOUT_SECONDS = 30
+TYPING_EVERY_SECONDS = 4.0
+TYPING_AT_MOST_SECONDS = 120.0
+MAX_REFUSED_CHATS = 10_000
+SEND_ATTEMPTS = 3
+REFUSAL = (
+    "Sorry, this is a private assistant and this chat (id {chat_id}) is not on its allow-list."
+    " Nothing you send here is kept."
+)
+NOT_TEXT = "I can only read text messages for now."
+QUIET_LOGGERS = ("httpx", "httpcore", "telegram")
+
+
+class TelegramChannel:
+    def __init__(
+        self,
+        config: TelegramChannelConfig,
+        token: str,
+        *,
+        commands: Iterable[CommandConfig] = (),
+        clock: Clock | None = None,
+        poll_timeout: int = POLL_TIMEOUT_SECONDS,
+    ) -> None:
+        self._allowed = frozenset(config.allowed_chat_ids)
+        self._commands = list(commands)
+        self._clock = clock or SystemClock()
+        self._poll_timeout = poll_timeout
+        base = config.api_base_url.rstrip("/")
+        self._bot = Bot(
+            token,
+            base_url=f"{base}/bot",
+            base_file_url=f"{base}/file/bot",
+            get_updates_request=HTTPXRequest(read_timeout=10.0, connect_timeout=10.0),
+        )
+        self._gateway: Gateway | None = None
+        self._poller: asyncio.Task[None] | None = None
+        self._offset: int | None = None
+        self._refused: set[int] = set()
+        self._typing: dict[int, asyncio.Task[None]] = {}
+        self._username = ""
+
+    @property
+    def name(self) -> str:
+        return TELEGRAM_CHANNEL
+
+    @property
+    def streaming(self) -> bool:
+        return False
+
+    async def start(self, gateway: Gateway) -> None:
+        for name in QUIET_LOGGERS:  # their request lines and debug dumps carry the token and message text
+            logging.getLogger(name).setLevel(max(logging.getLogger(name).getEffectiveLevel(), logging.WARNING))
+        self._gateway = gateway
+        if not self._allowed:
+            log.warning("telegram: channels.telegram.allowedChatIds is empty; every chat will be refused")
+        await self._bot.initialize()  # getMe: fails here on a wrong token
+        self._username = (self._bot.username or "").lower()
+        with contextlib.suppress(TelegramError):  # the command menu is a nicety
+            await self._bot.delete_webhook()
+            await self._bot.set_my_commands([BotCommand(c.name, c.description[:256]) for c in self._commands])
+        self._poller = asyncio.create_task(self._poll(), name="telegram-poll")
+        log.info("telegram: polling as @%s for %d allowed chat(s)", self._username, len(self._allowed))
+
+    async def stop(self) -> None:
+        for task in [*self._typing.values(), *([self._poller] if self._poller else [])]:
+            task.cancel()
+        await asyncio.gather(*self._typing.values(), *([self._poller] if self._poller else []), return_exceptions=True)
+        self._typing.clear()
+        self._poller = None
+        if self._offset is not None:  # confirm what was buffered, so it is not fetched again
+            with contextlib.suppress(TelegramError, OSError):
+                await self._bot.get_updates(offset=self._offset, timeout=0)
+        await self._bot.shutdown()
+
+    async def deliver(self, frame: OutboundFrame) -> None:
+        chat_id = int(frame.chat_id) if frame.chat_id.lstrip("-").isdigit() else None
+        if chat_id is None or chat_id not in self._allowed:
+            log.warning("telegram: dropping a %s for chat %s, which is not allowed", frame.kind, frame.chat_id)
+            return
+        self._stop_typing(chat_id)
+        for part in split_message(frame.text) or ["(empty reply)"]:
+            await self._send(chat_id, part)
+
+    async def delta(self, frame: DeltaFrame) -> None:
+        """Not asked for (`streaming` is False): Telegram gets whole replies."""
+
+    async def _poll(self) -> None:
+        backoff = Backoff(initial=1.0, maximum=60.0)
+        while True:
+            try:
+                updates = await self._bot.get_updates(
+                    offset=self._offset, timeout=self._poll_timeout, allowed_updates=["message"]
+                )
+            except RetryAfter as exc:
+                await self._clock.sleep(_seconds(exc.retry_after))
+                continue
+            except (TelegramError, OSError) as exc:
+                delay = backoff.next()
+                log.warning("telegram: getUpdates failed (%s); retrying in %.0f s", type(exc).__name__, delay)
+                await self._clock.sleep(delay)
+                continue
+            backoff.reset()
+            for update in updates:
+                try:
+                    await self._handle(update)
+                except TelegramError as exc:  # taken in, but an answer (refusal, notice) failed
+                    log.warning("telegram: could not answer update %d (%s)", update.update_id, type(exc).__name__)
+                except Exception as exc:  # not buffered (disk full?): leave it unconfirmed, fetch it again
+                    delay = backoff.next()
+                    name = type(exc).__name__
+                    log.error("telegram: could not take update %d (%s); retry in %.0f s", update.update_id, name, delay)
+                    await self._clock.sleep(delay)
+                    break
+                self._offset = update.update_id + 1  # confirmed by the next getUpdates, after buffering
+
+    async def _handle(self, update: Update) -> None:
+        message = update.message
+        if message is None:
+            return
+        chat_id = message.chat.id
+        if chat_id not in self._allowed:
+            if chat_id not in self._refused and len(self._refused) < MAX_REFUSED_CHATS:
+                self._refused.add(chat_id)
+                log.info("telegram: refused chat %d (not on the allow-list)", chat_id)
+                await self._send(chat_id, REFUSAL.format(chat_id=chat_id))
+            return
+        if message.text is None:
+            await self._send(chat_id, NOT_TEXT)
+            return
+        text = self._as_klaw_text(message.text)
+        sender = str(message.from_user.id) if message.from_user else None
+        submitted = await self._require_gateway().submit(
+            TELEGRAM_CHANNEL, str(chat_id), text, message_id=f"tg-{chat_id}-{message.message_id}", sender=sender
+        )
+        if not submitted.duplicate and split_command(text) is None:
+            self._start_typing(chat_id)
+
+    def _as_klaw_text(self, text: str) -> str:
+        """`/new@thisbot x` → `/new x`; `/start` → `/help`; anything else unchanged."""
+        command = split_command(text)
+        if command is None:
+            return text
+        name, args = command
+        name, _, bot = name.partition("@")
+        if bot and bot != self._username:
+            return text  # addressed to another bot in a group: not a command for us
+        name = "help" if name == "start" else name
+        return f"/{name} {args}".rstrip()
+
+    def _start_typing(self, chat_id: int) -> None:
+        self._stop_typing(chat_id)
+        self._typing[chat_id] = asyncio.create_task(self._keep_typing(chat_id), name=f"telegram-typing-{chat_id}")
+
+    def _stop_typing(self, chat_id: int) -> None:
+        task = self._typing.pop(chat_id, None)
+        if task is not None:
+            task.cancel()
+
+    async def _keep_typing(self, chat_id: int) -> None:
+        waited = 0.0
+        while waited < TYPING_AT_MOST_SECONDS:
+            with contextlib.suppress(TelegramError, OSError):
+                await self._bot.send_chat_action(chat_id, "typing")
+            await self._clock.sleep(TYPING_EVERY_SECONDS)
+            waited += TYPING_EVERY_SECONDS
+        self._typing.pop(chat_id, None)
+
+    async def _send(self, chat_id: int, text: str) -> None:
+        for attempt in range(1, SEND_ATTEMPTS + 1):
+            try:
+                await self._bot.send_message(chat_id, text)
+                return
+            except RetryAfter as exc:
+                await self._clock.sleep(_seconds(exc.retry_after))
+            except (TelegramError, OSError) as exc:
+                if attempt == SEND_ATTEMPTS:
+                    raise
+                log.warning("telegram: sendMessage failed (%s); retrying", type(exc).__name__)
+                await self._clock.sleep(attempt)
+
+    def _require_gateway(self) -> Gateway:
+        if self._gateway is None:
+            raise RuntimeError("the telegram channel is not started")
+        return self._gateway
+
+
+def _seconds(retry_after: object) -> float:
+    total = getattr(retry_after, "total_seconds", None)
+    return float(total()) if callable(total) else float(retry_after)  # type: ignore[arg-type]

@@ -1,0 +1,1 @@
+"""The web page: chat with streaming replies, memory inspector, memory search and settings."""

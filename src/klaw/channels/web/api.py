@@ -1,0 +1,144 @@
+"""The page's JSON and event-stream endpoints: chat, inspector, memory browsing and search, settings.
+
+Everything needs a valid session; POSTs also need the session's CSRF token in `X-CSRF-Token` and a
+JSON body (a cross-site form cannot send one without a CORS preflight, which is never granted).
+Inspector data comes from the engine over its socket (`query` frames), so while the engine is down
+those endpoints answer 503 and the chat keeps working, its messages buffered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, Field
+
+from klaw.channels.web.auth import CSRF_HEADER, SESSION_COOKIE, WebAuth
+from klaw.channels.web.events import EventHub
+from klaw.config_view import ConfigRow
+from klaw.engine.frames import FrameError
+from klaw.gateway.link import EngineUnavailable, QueryFailed
+from klaw.gateway.service import Submitted
+
+log = logging.getLogger(__name__)
+
+KEEPALIVE_SECONDS = 15.0
+MAX_MESSAGE_CHARS = 100_000
+
+
+class WebBackend(Protocol):
+    """What the page needs from the gateway side (the `WebChannel`)."""
+
+    @property
+    def chat_id(self) -> str: ...
+
+    @property
+    def hub(self) -> EventHub: ...
+
+    async def submit(self, text: str) -> Submitted: ...
+
+    async def query(self, name: str, params: dict[str, Any]) -> Any: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def settings(self) -> list[ConfigRow]: ...
+
+
+class MessageIn(BaseModel):
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+
+
+def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
+    def session(request: Request) -> str:
+        cookie = request.cookies.get(SESSION_COOKIE)
+        if cookie is None or not auth.valid_session(cookie):
+            raise HTTPException(401, "sign in first")
+        return cookie
+
+    def csrf(request: Request, cookie: str = Depends(session)) -> str:
+        if not auth.valid_csrf(cookie, request.headers.get(CSRF_HEADER)):
+            raise HTTPException(403, "missing or wrong CSRF token; reload the page")
+        return cookie
+
+    router = APIRouter(prefix="/api")
+
+    @router.get("/session")
+    async def session_info(cookie: str = Depends(session)) -> dict[str, Any]:
+        return {"csrf": auth.csrf_for(cookie), "channel": "web", "chat_id": backend.chat_id, **backend.status()}
+
+    @router.get("/status", dependencies=[Depends(session)])
+    async def status() -> dict[str, Any]:
+        return backend.status()
+
+    @router.post("/messages", dependencies=[Depends(csrf)])
+    async def post_message(message: MessageIn) -> dict[str, Any]:
+        if not message.text.strip():
+            raise HTTPException(422, "the message is empty")
+        try:
+            submitted = await backend.submit(message.text)
+        except FrameError:
+            raise HTTPException(413, "the message is too long") from None
+        return {"id": submitted.id, "queued": submitted.queued}
+
+    @router.get("/events", dependencies=[Depends(session)])
+    async def events(request: Request) -> StreamingResponse:
+        last_event_id = request.headers.get("last-event-id")
+
+        async def stream() -> AsyncIterator[str]:
+            async with backend.hub.subscribe(last_event_id) as subscription:
+                yield "retry: 2000\n\n"
+                while True:
+                    try:
+                        async with asyncio.timeout(KEEPALIVE_SECONDS):
+                            event = await subscription.next()
+                    except TimeoutError:
+                        yield ": keep-alive\n\n"
+                        continue
+                    if event is None:
+                        return
+                    yield event.encode()
+
+        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+
+    async def ask(name: str, params: dict[str, Any]) -> Any:
+        try:
+            return await backend.query(name, params)
+        except EngineUnavailable:
+            raise HTTPException(503, "the engine is not running; start it (klaw engine) and try again") from None
+        except QueryFailed as exc:
+            raise HTTPException(400, str(exc)) from None
+
+    @router.get("/chats", dependencies=[Depends(session)])
+    async def chats() -> Any:
+        found = (await ask("chats", {}))["chats"]
+        mine = {"channel": "web", "chat_id": backend.chat_id}
+        return {"chats": [mine, *(chat for chat in found if chat != mine)]}
+
+    @router.get("/turns", dependencies=[Depends(session)])
+    async def turns(channel: str, chat_id: str) -> Any:
+        return await ask("turns", {"channel": channel, "chat_id": chat_id})
+
+    @router.get("/segments", dependencies=[Depends(session)])
+    async def segments(channel: str, chat_id: str) -> Any:
+        return await ask("segments", {"channel": channel, "chat_id": chat_id})
+
+    @router.get("/segments/{segment_id}", dependencies=[Depends(session)])
+    async def segment(segment_id: int) -> Any:
+        return await ask("segment", {"segment_id": segment_id})
+
+    @router.get("/search", dependencies=[Depends(session)])
+    async def search(channel: str, chat_id: str, q: str, segment_id: int | None = None, limit: int = 10) -> Any:
+        params = {"channel": channel, "chat_id": chat_id, "text": q, "segment_id": segment_id, "limit": limit}
+        return await ask("search", params)
+
+    @router.get("/settings", dependencies=[Depends(session)])
+    async def settings() -> JSONResponse:
+        rows = [{"field": row.field, "value": row.value, "source": row.source} for row in backend.settings()]
+        return JSONResponse({"settings": rows})
+
+    return router

@@ -1,0 +1,71 @@
+"""Sign-in for the web page: the token once, then a signed session cookie and CSRF tokens.
+
+The person types the token (printed when the gateway starts, kept in `KLAW_HOME/web_token`) into
+the login form. A valid token gets a session cookie `klaw_session` = `<expiry>.<nonce>.<signature>`:
+HttpOnly (scripts cannot read it), SameSite=Strict (other sites' pages never send it), signed with
+HMAC-SHA256 under a key derived from the token, so no session state is kept and a new token
+signs everyone out. Every state-changing request carries a CSRF token bound to the session
+(HMAC of the cookie) in the `X-CSRF-Token` header or a `csrf` form field; the login form itself
+is protected the same way by a short-lived pre-session cookie. All comparisons are constant-time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Callable
+
+SESSION_COOKIE = "klaw_session"
+LOGIN_COOKIE = "klaw_login"
+CSRF_HEADER = "x-csrf-token"
+SESSION_SECONDS = 7 * 24 * 3600
+LOGIN_SECONDS = 3600
+
+
+class WebAuth:
+    def __init__(self, token: str, clock: Callable[[], float] = time.time) -> None:
+        self._token = token.encode()
+        self._key = hmac.new(self._token, b"klaw web session key", hashlib.sha256).digest()
+        self._clock = clock
+
+    def check_token(self, typed: str) -> bool:
+        return hmac.compare_digest(typed.strip().encode(), self._token)
+
+    def new_session(self) -> str:
+        return self._signed("session", SESSION_SECONDS)
+
+    def valid_session(self, cookie: str | None) -> bool:
+        return self._valid("session", cookie)
+
+    def csrf_for(self, cookie: str) -> str:
+        """The CSRF token of a session (or of a login form's pre-session cookie)."""
+        return self._mac("csrf", cookie)
+
+    def valid_csrf(self, cookie: str | None, presented: str | None) -> bool:
+        if not cookie or not presented:
+            return False
+        return hmac.compare_digest(self.csrf_for(cookie), presented)
+
+    def new_login_nonce(self) -> str:
+        return self._signed("login", LOGIN_SECONDS)
+
+    def valid_login_nonce(self, cookie: str | None) -> bool:
+        return self._valid("login", cookie)
+
+    def _signed(self, purpose: str, lifetime: int) -> str:
+        body = f"{int(self._clock()) + lifetime}.{secrets.token_urlsafe(16)}"
+        return f"{body}.{self._mac(purpose, body)}"
+
+    def _valid(self, purpose: str, value: str | None) -> bool:
+        if not value or value.count(".") != 2:
+            return False
+        body, _, signature = value.rpartition(".")
+        expiry = body.partition(".")[0]
+        if not expiry.isdigit() or int(expiry) < self._clock():
+            return False
+        return hmac.compare_digest(self._mac(purpose, body), signature)
+
+    def _mac(self, purpose: str, value: str) -> str:
+        return hmac.new(self._key, f"{purpose}:{value}".encode(), hashlib.sha256).hexdigest()

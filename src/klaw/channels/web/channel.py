@@ -1,0 +1,104 @@
+"""`WebChannel`: the web page as one of the gateway's channels.
+
+The person on the page is one chat, `web:<chat_id>` (default `web:main`). What they type goes
+through the gateway (buffered, then to the engine); replies come back as frames and are published
+to every open tab's event stream, pieces first (`delta`) and then the whole reply. The server runs
+in the gateway's event loop; the login token is created on first start and printed by the command
+that starts the gateway, never logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from klaw.channels.web.app import create_app
+from klaw.channels.web.auth import WebAuth
+from klaw.channels.web.events import EventHub
+from klaw.channels.web.server import EmbeddedServer
+from klaw.channels.web.token import load_or_create_token
+from klaw.config import WebChannelConfig
+from klaw.config_loader import LoadedConfig
+from klaw.config_view import ConfigRow, config_rows
+from klaw.engine.frames import DeltaFrame, OutboundFrame
+from klaw.gateway.service import Gateway, Submitted
+from klaw.home import KlawHome
+
+log = logging.getLogger(__name__)
+
+WEB_CHANNEL = "web"
+
+
+class WebChannel:
+    def __init__(self, home: KlawHome, config: WebChannelConfig, loaded: LoadedConfig, chat_id: str = "main") -> None:
+        self._home = home
+        self._config = config
+        self._loaded = loaded
+        self._chat_id = chat_id
+        self._hub = EventHub()
+        self._gateway: Gateway | None = None
+        self._server: EmbeddedServer | None = None
+        self.token = ""
+
+    # -- Channel ----------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return WEB_CHANNEL
+
+    @property
+    def streaming(self) -> bool:
+        return True
+
+    async def start(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self.token = load_or_create_token(self._home)
+        self._server = EmbeddedServer(create_app(self, WebAuth(self.token)), self._config.host, self._config.port)
+        await self._server.start()
+        log.info("web page listening on %s", self.url)
+
+    async def stop(self) -> None:
+        self._hub.close()
+        if self._server is not None:
+            await self._server.stop()
+            self._server = None
+
+    async def deliver(self, frame: OutboundFrame) -> None:
+        self._hub.publish(frame.kind, {"chat_id": frame.chat_id, "reply_to": frame.reply_to, "text": frame.text})
+
+    async def delta(self, frame: DeltaFrame) -> None:
+        self._hub.publish("delta", {"chat_id": frame.chat_id, "reply_to": frame.reply_to, "text": frame.text})
+
+    # -- WebBackend -------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        host = self._config.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self._server.port if self._server else self._config.port}/"
+
+    @property
+    def chat_id(self) -> str:
+        return self._chat_id
+
+    @property
+    def hub(self) -> EventHub:
+        return self._hub
+
+    async def submit(self, text: str) -> Submitted:
+        return await self._require_gateway().submit(WEB_CHANNEL, self._chat_id, text)
+
+    async def query(self, name: str, params: dict[str, Any]) -> Any:
+        return await self._require_gateway().query(name, params)
+
+    def status(self) -> dict[str, Any]:
+        gateway = self._require_gateway()
+        return {"engine_connected": gateway.connected, "buffered": len(gateway.buffer)}
+
+    def settings(self) -> list[ConfigRow]:
+        return config_rows(self._loaded)
+
+    def _require_gateway(self) -> Gateway:
+        if self._gateway is None:
+            raise RuntimeError("the web channel is not started")
+        return self._gateway

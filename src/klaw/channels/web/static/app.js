@@ -1,0 +1,246 @@
+// klaw web page: chat with streamed replies, memory inspector, memory browser and search, settings.
+// Plain JavaScript, no build step. Text from messages is only ever set with textContent (never as HTML).
+"use strict";
+
+const state = { csrf: "", chat: { channel: "web", chat_id: "main" }, bubbles: new Map(), chats: [] };
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  return node;
+}
+
+async function api(path, options = {}) {
+  const init = { credentials: "same-origin", headers: {}, ...options };
+  if (init.body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.headers["X-CSRF-Token"] = state.csrf;
+    init.body = JSON.stringify(init.body);
+  }
+  const response = await fetch(path, init);
+  if (response.status === 401) { window.location.assign("/login"); throw new Error("signed out"); }
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.detail || `HTTP ${response.status}`);
+  return data;
+}
+
+function fmtTime(iso) { return iso ? new Date(iso).toLocaleString() : ""; }
+function fmtNum(value, digits) { return value === null || value === undefined ? "–" : Number(value).toFixed(digits); }
+function table(headers, rows) {
+  const head = el("tr", {}, ...headers.map(([label, cls]) => el("th", { class: cls || "", text: label })));
+  const body = rows.map((cells) => el("tr", {}, ...cells.map(([value, cls]) => el("td", { class: cls || "", text: value ?? "" }))));
+  return el("table", {}, el("thead", {}, head), el("tbody", {}, ...body));
+}
+function showError(container, error) { container.replaceChildren(el("p", { class: "error", text: error.message })); }
+
+// ---- chat -------------------------------------------------------------------------------------------
+
+function addBubble(kind, text, meta) {
+  const box = document.getElementById("messages");
+  const bubble = el("div", { class: `msg ${kind}` }, el("span", { class: "body", text }));
+  if (meta) bubble.append(el("span", { class: "meta", text: meta }));
+  box.append(bubble);
+  box.scrollTop = box.scrollHeight;
+  return bubble;
+}
+
+function replyBubble(replyTo) {
+  let bubble = replyTo ? state.bubbles.get(replyTo) : undefined;
+  if (!bubble) {
+    bubble = addBubble("assistant streaming", "");
+    if (replyTo) state.bubbles.set(replyTo, bubble);
+  }
+  return bubble;
+}
+
+function onEvent(kind, event) {
+  const data = JSON.parse(event.data);
+  if (kind === "delta") {
+    const bubble = replyBubble(data.reply_to);
+    bubble.querySelector(".body").textContent += data.text;
+  } else {
+    const bubble = replyBubble(data.reply_to);
+    bubble.className = `msg ${kind === "reply" ? "assistant" : kind}`;
+    bubble.querySelector(".body").textContent = data.text;
+    state.bubbles.delete(data.reply_to);
+    const sent = document.querySelector(`.msg.user[data-id="${CSS.escape(data.reply_to || "")}"] .meta`);
+    if (sent) sent.textContent = "answered";
+  }
+  document.getElementById("messages").scrollTop = 1e9;
+}
+
+function openEvents() {
+  const source = new EventSource("/api/events");
+  for (const kind of ["delta", "reply", "notice", "error"]) source.addEventListener(kind, (event) => onEvent(kind, event));
+}
+
+async function send(text) {
+  const bubble = addBubble("user", text, "sending…");
+  try {
+    const result = await api("/api/messages", { method: "POST", body: { text } });
+    bubble.dataset.id = result.id;
+    bubble.querySelector(".meta").textContent = result.queued ? "queued: the engine is offline" : "sent";
+  } catch (error) {
+    bubble.classList.add("error");
+    bubble.querySelector(".meta").textContent = `not sent: ${error.message}`;
+  }
+}
+
+// ---- inspector --------------------------------------------------------------------------------------
+
+function selectedChat(selectId) {
+  const value = document.getElementById(selectId).value;
+  return state.chats[Number(value)] || state.chat;
+}
+
+function chatQuery(chat) { return `channel=${encodeURIComponent(chat.channel)}&chat_id=${encodeURIComponent(chat.chat_id)}`; }
+
+async function loadChats() {
+  try {
+    state.chats = (await api("/api/chats")).chats;
+  } catch (error) {
+    state.chats = [state.chat];
+  }
+  for (const select of document.querySelectorAll(".chat-select")) {
+    const previous = select.value;
+    select.replaceChildren(...state.chats.map((chat, index) => el("option", { value: String(index), text: `${chat.channel}:${chat.chat_id}` })));
+    if (previous && Number(previous) < state.chats.length) select.value = previous;
+  }
+}
+
+function renderTurn(turn) {
+  const box = el("article", { class: "turn" });
+  box.append(el("h3", { text: `${fmtTime(turn.at)} · ${turn.model} · ${turn.total_tokens} of ${turn.budget} tokens` }));
+  box.append(table([["layer"], ["tokens", "num"], ["items", "num"]],
+    turn.layers.map((layer) => [[layer.name], [String(layer.tokens), "num"], [String(layer.items), "num"]])));
+  if (turn.recalled.length) {
+    box.append(el("h4", { text: "Auto-RAG recalled (best first)" }));
+    box.append(table([["#", "num"], ["score", "num"], ["distance", "num"], ["full-text rank", "num"], ["role"], ["text"]],
+      turn.recalled.map((hit, index) => [[String(index + 1), "num"], [fmtNum(hit.score, 4), "num"], [fmtNum(hit.distance, 3), "num"],
+        [hit.fts_rank === null ? "–" : `#${hit.fts_rank}`, "num"], [hit.role], [hit.text + (hit.truncated ? " …" : ""), "text"]])));
+  } else {
+    box.append(el("p", { class: "hint", text: "No auto-RAG hits for this turn." }));
+  }
+  for (const warning of turn.warnings) box.append(el("p", { class: "error", text: warning }));
+  return box;
+}
+
+async function loadTurns() {
+  const container = document.getElementById("turns");
+  try {
+    const { turns } = await api(`/api/turns?${chatQuery(selectedChat("inspector-chat"))}`);
+    container.replaceChildren(...(turns.length ? turns.map(renderTurn)
+      : [el("p", { class: "hint", text: "No turn of this chat since the engine started." })]));
+  } catch (error) { showError(container, error); }
+}
+
+// ---- memory -----------------------------------------------------------------------------------------
+
+async function loadSegments() {
+  const container = document.getElementById("segments");
+  document.getElementById("segment-detail").replaceChildren();
+  try {
+    const { segments } = await api(`/api/segments?${chatQuery(selectedChat("memory-chat"))}`);
+    const rows = segments.map((s) => el("tr", { class: "clickable", onclick: () => loadSegment(s.id) },
+      el("td", { class: "num", text: String(s.id) }), el("td", { text: fmtTime(s.started_at) }),
+      el("td", { text: s.ended_at ? fmtTime(s.ended_at) : "open" }), el("td", { class: "num", text: String(s.messages) })));
+    container.replaceChildren(el("table", {}, el("thead", {}, el("tr", {}, el("th", { class: "num", text: "segment" }),
+      el("th", { text: "started" }), el("th", { text: "ended" }), el("th", { class: "num", text: "messages" }))), el("tbody", {}, ...rows)));
+  } catch (error) { showError(container, error); }
+}
+
+async function loadSegment(id) {
+  const container = document.getElementById("segment-detail");
+  try {
+    const data = await api(`/api/segments/${id}`);
+    container.replaceChildren(
+      el("h2", { text: `Segment ${id}` }),
+      el("h3", { text: "Exchanges" }),
+      table([["#", "num"], ["status"], ["started"], ["user"], ["reply"]],
+        data.exchanges.map((e) => [[String(e.id), "num"], [e.status], [fmtTime(e.started_at)], [e.user_text ?? "", "text"], [e.reply_text ?? "", "text"]])),
+      el("h3", { text: "Summaries" }),
+      data.summaries.length ? table([["summary"]], data.summaries.map((s) => [[s.text, "text"]]))
+        : el("p", { class: "hint", text: "No summaries for this segment yet." }),
+      el("h3", { text: `Messages (last ${data.messages.length} of ${data.segment.messages})` }),
+      table([["time"], ["role"], ["type"], ["text"]],
+        data.messages.map((m) => [[fmtTime(m.created_at)], [m.role], [m.type], [m.text + (m.truncated ? " …" : ""), "text"]])));
+  } catch (error) { showError(container, error); }
+}
+
+async function search(text) {
+  const container = document.getElementById("search-results");
+  try {
+    const { hits } = await api(`/api/search?${chatQuery(selectedChat("memory-chat"))}&q=${encodeURIComponent(text)}`);
+    container.replaceChildren(el("h2", { text: `Search results (${hits.length})` }),
+      table([["score", "num"], ["distance", "num"], ["full-text rank", "num"], ["segment", "num"], ["time"], ["role"], ["text"]],
+        hits.map((h) => [[fmtNum(h.score, 4), "num"], [fmtNum(h.distance, 3), "num"], [h.fts_rank === null ? "–" : `#${h.fts_rank}`, "num"],
+          [String(h.segment_id), "num"], [fmtTime(h.created_at)], [h.role], [h.text + (h.truncated ? " …" : ""), "text"]])));
+  } catch (error) { showError(container, error); }
+}
+
+// ---- settings, status, tabs -----------------------------------------------------------------------------
+
+async function loadSettings() {
+  const container = document.getElementById("settings");
+  try {
+    const { settings } = await api("/api/settings");
+    container.replaceChildren(table([["field"], ["value"], ["source"]],
+      settings.map((row) => [[row.field], [JSON.stringify(row.value), "text"], [row.source]])));
+  } catch (error) { showError(container, error); }
+}
+
+async function refreshStatus() {
+  const badge = document.getElementById("engine-status");
+  try {
+    const status = await api("/api/status");
+    badge.textContent = status.engine_connected ? "engine connected"
+      : `engine offline — ${status.buffered} message(s) buffered`;
+    badge.className = `status ${status.engine_connected ? "up" : "down"}`;
+  } catch (error) { badge.textContent = "gateway unreachable"; badge.className = "status down"; }
+}
+
+const loaders = { inspector: async () => { await loadChats(); await loadTurns(); }, memory: async () => { await loadChats(); await loadSegments(); }, settings: loadSettings };
+
+function showTab(name) {
+  for (const button of document.querySelectorAll("nav button")) button.classList.toggle("active", button.dataset.tab === name);
+  for (const section of document.querySelectorAll(".tab")) section.classList.toggle("active", section.id === `tab-${name}`);
+  if (loaders[name]) loaders[name]();
+}
+
+async function main() {
+  const session = await api("/api/session");
+  state.csrf = session.csrf;
+  state.chat = { channel: session.channel, chat_id: session.chat_id };
+  document.getElementById("logout-csrf").value = session.csrf;
+  for (const button of document.querySelectorAll("nav button")) button.addEventListener("click", () => showTab(button.dataset.tab));
+  const input = document.getElementById("input");
+  document.getElementById("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = input.value;
+    if (!text.trim()) return;
+    input.value = "";
+    send(text);
+  });
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); document.getElementById("composer").requestSubmit(); }
+  });
+  document.getElementById("inspector-refresh").addEventListener("click", loadTurns);
+  document.getElementById("inspector-chat").addEventListener("change", loadTurns);
+  document.getElementById("memory-chat").addEventListener("change", loadSegments);
+  document.getElementById("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    search(document.getElementById("search-text").value);
+  });
+  openEvents();
+  refreshStatus();
+  setInterval(refreshStatus, 5000);
+  document.body.dataset.ready = "true";
+}
+
+document.addEventListener("DOMContentLoaded", main);

@@ -1,0 +1,42 @@
+"""The web page's login token: random, kept in `KLAW_HOME/web_token` with mode 0600.
+
+Created on the gateway's first start and reused after, so a bookmarked login keeps working;
+deleting the file (and restarting) issues a new token and signs every browser out, since session
+cookies are signed with a key derived from the token.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import stat
+
+from klaw.home import KlawHome
+
+log = logging.getLogger(__name__)
+
+TOKEN_BYTES = 32
+
+
+def load_or_create_token(home: KlawHome) -> str:
+    """The token in `web_token`, creating it (0600, never group/world readable) when missing or empty."""
+    path = home.web_token_file
+    home.root.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        pass
+    else:
+        if stat.S_IMODE(mode) & 0o077:
+            log.warning("%s was readable by others; restricting it to its owner (0600)", path)
+            os.chmod(path, 0o600)
+        token = path.read_text(encoding="utf-8").strip()
+        if token:
+            return token
+        path.unlink()
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(token + "\n")
+    return token

@@ -1,0 +1,98 @@
+"""`klaw gateway` (the channels, talking to a running engine) and `klaw serve` (engine and gateway together).
+
+`klaw serve` runs both in one process, still talking over `engine.sock` exactly as two processes
+would. On SIGTERM/SIGINT the engine stops first, while the gateway is still connected to receive
+the replies of the turns it finishes; messages arriving meanwhile stay in the gateway's buffer for
+the next start. Then the gateway stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+from rich.console import Console
+
+from klaw.channels.telegram import TelegramChannel
+from klaw.channels.web.channel import WebChannel
+from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.config_loader import LoadedConfig
+from klaw.engine.runtime import Engine
+from klaw.gateway.service import Channel, Gateway
+from klaw.home import KlawHome
+from klaw.store.protocol import StorageError
+
+
+def gateway() -> None:
+    """Run the channels (web page, Telegram) and forward them to the engine over engine.sock."""
+    home = home_from_env()
+    loaded = load_or_exit(home)
+    asyncio.run(_run(home, loaded, with_engine=False))
+
+
+def serve() -> None:
+    """Run the engine and the gateway (web page, Telegram) together in this process."""
+    home = home_from_env()
+    loaded = load_or_exit(home)
+    asyncio.run(_run(home, loaded, with_engine=True))
+
+
+def build_channels(home: KlawHome, loaded: LoadedConfig) -> list[Channel]:
+    """The enabled channels; exits with what to set when one cannot run (a missing bot token)."""
+    config = loaded.config.channels
+    channels: list[Channel] = []
+    if config.web.enabled:
+        channels.append(WebChannel(home, config.web, loaded))
+    if config.telegram.enabled:
+        token = os.environ.get(config.telegram.token_env, "").strip()
+        if not token:
+            fail(
+                f"channels.telegram is enabled but the environment variable {config.telegram.token_env} is empty;"
+                " put the bot token from @BotFather there (channels.telegram.tokenEnv names the variable)"
+            )
+        channels.append(TelegramChannel(config.telegram, token, commands=loaded.config.commands))
+    if not channels:
+        fail("no channel is enabled: set channels.web.enabled or channels.telegram.enabled in engine.yaml")
+    return channels
+
+
+async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> None:
+    console = Console(stderr=True)
+    channels = build_channels(home, loaded)
+    engine: Engine | None = None
+    if with_engine:
+        try:
+            engine = await Engine.start(home, loaded.config)
+        except (StorageError, OSError, RuntimeError) as exc:
+            fail(str(exc))
+    running = Gateway(home, channels)
+    try:
+        await running.start()
+    except Exception as exc:  # a port in use, a rejected bot token: say which, not a traceback
+        await running.stop()
+        if engine is not None:
+            await engine.shutdown()
+        fail(f"the gateway could not start: {exc}")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    _announce(home, channels, with_engine)
+    await stop.wait()
+    console.print("stopping…")
+    if engine is not None:
+        await engine.shutdown()
+    await running.stop()
+
+
+def _announce(home: KlawHome, channels: list[Channel], with_engine: bool) -> None:
+    """Say where things are; the token goes to this terminal only, never to a log."""
+    out = Console(highlight=False)
+    out.print(f"klaw {'engine and gateway' if with_engine else 'gateway'} running (engine socket {home.socket_path})")
+    for channel in channels:
+        if isinstance(channel, WebChannel):
+            out.print(f"web page: {channel.url}")
+            out.print(f"access token: {channel.token}  (also in {home.web_token_file})")
+        else:
+            out.print(f"{channel.name}: polling")

@@ -1,0 +1,68 @@
+"""The effective configuration as rows (field, value, source) for `klaw config show` and the web page.
+
+Values come from the validated config, sources from the loader's provenance (default, engine.yaml
+or a `KLAW__…` variable). klaw keeps secrets out of engine.yaml (only the *names* of environment
+variables, `…Env`), but a row is masked anyway if its field looks like a secret or its value is a
+URL with a password in it: the settings page must never become the place a key leaks from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from klaw.config_loader import LoadedConfig
+
+MASK = "••••••"
+_SECRET_FIELD = re.compile(r"(?i)(api_?key|token|secret|password|passwd)$")
+
+
+@dataclass(frozen=True)
+class ConfigRow:
+    field: str
+    value: Any
+    source: str
+
+
+def config_rows(loaded: LoadedConfig, *, mask: bool = True) -> list[ConfigRow]:
+    effective = loaded.config.model_dump(mode="json", by_alias=True)
+    return [
+        ConfigRow(key, masked(key, value) if mask else value, source_of(key, loaded.sources))
+        for key, value in flatten(effective)
+    ]
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in data.items():
+        here = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            yield from flatten(value, here + ".")
+        else:
+            yield here, value
+
+
+def source_of(key: str, sources: Mapping[str, str]) -> str:
+    """The source of `key`, or of the nearest configured ancestor (a whole section or model entry)."""
+    parts = key.split(".")
+    for end in range(len(parts), 0, -1):
+        found = sources.get(".".join(parts[:end]))
+        if found:
+            return found
+    return "default"
+
+
+def masked(key: str, value: Any) -> Any:
+    """`value` with anything secret-looking replaced by a mask (field names ending in Env are names)."""
+    name = key.rsplit(".", 1)[-1]
+    if value not in (None, "") and _SECRET_FIELD.search(name) and not name.endswith("Env"):
+        return MASK
+    if isinstance(value, str) and "@" in value and "://" in value:
+        parts = urlsplit(value)
+        if parts.password:
+            host = parts.hostname or ""
+            port = f":{parts.port}" if parts.port else ""
+            return urlunsplit(parts._replace(netloc=f"{parts.username}:{MASK}@{host}{port}"))
+    return value

@@ -1,0 +1,161 @@
+"""Read-only answers for the web inspector, asked over the engine socket (`query` → `result`).
+
+The engine stays the only process that opens klaw.db (DESIGN.md): a gateway in another process
+asks here instead of reading the database itself, and memory search runs with the engine's own
+embedder (no second copy of the model in the gateway). Every answer is bounded (so it fits one
+1 MiB frame) and JSON-ready; message text is cut to `TEXT_CHARS`. Bad parameters raise `QueryError`
+with a sentence for the person; nothing here writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from klaw.engine.context_history import ContextHistory
+from klaw.engine.frames import QueryFrame
+from klaw.engine.socket_server import QueryError
+from klaw.memory.hybrid_search import HybridSearch
+from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef, Exchange, StoredMessage
+
+TEXT_CHARS = 2000
+MAX_SEGMENTS = 100
+MAX_MESSAGES = 200
+MAX_HITS = 50
+
+Answer = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class EngineQueries:
+    def __init__(self, store: Storage, history: ContextHistory, search: HybridSearch) -> None:
+        self._store = store
+        self._history = history
+        self._search = search
+        self._answers: dict[str, Answer] = {
+            "chats": self._chats,
+            "turns": self._turns,
+            "segments": self._segments,
+            "segment": self._segment,
+            "search": self._search_memory,
+        }
+
+    async def answer(self, frame: QueryFrame) -> dict[str, Any]:
+        handler = self._answers.get(frame.query)
+        if handler is None:
+            raise QueryError(f"unknown query; known: {', '.join(sorted(self._answers))}")
+        return await handler(frame.params)
+
+    async def _chats(self, _: Mapping[str, Any]) -> dict[str, Any]:
+        chats = list(dict.fromkeys([*self._history.chats(), *await self._store.segments.chats()]))
+        return {"chats": [{"channel": chat.channel, "chat_id": chat.chat_id} for chat in chats]}
+
+    async def _turns(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        return {"turns": [turn.to_json() for turn in self._history.turns(_chat(params))]}
+
+    async def _segments(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        segments = (await self._store.segments.list(_chat(params)))[-MAX_SEGMENTS:]
+        rows = []
+        for segment in reversed(segments):  # newest first
+            rows.append(
+                {
+                    "id": segment.id,
+                    "started_at": segment.started_at.isoformat(),
+                    "ended_at": segment.ended_at.isoformat() if segment.ended_at else None,
+                    "messages": await self._store.messages.count_in_segment(segment.id),
+                }
+            )
+        return {"segments": rows}
+
+    async def _segment(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        segment_id = _int(params, "segment_id", low=1)
+        segment = await self._store.segments.get(segment_id)
+        if segment is None:
+            raise QueryError(f"there is no segment {segment_id}")
+        messages = await self._store.messages.window(segment_id, _int(params, "limit", MAX_MESSAGES, 1, MAX_MESSAGES))
+        exchanges = await self._store.exchanges.for_segment(segment_id)
+        linked = [r for e in exchanges for r in (e.user_message_rowid, e.final_message_rowid) if r is not None]
+        by_rowid = {m.rowid: m for m in await self._store.messages.by_rowids(linked)} if linked else {}
+        return {
+            "segment": {
+                "id": segment.id,
+                "channel": segment.chat.channel,
+                "chat_id": segment.chat.chat_id,
+                "started_at": segment.started_at.isoformat(),
+                "ended_at": segment.ended_at.isoformat() if segment.ended_at else None,
+                "messages": await self._store.messages.count_in_segment(segment_id),
+            },
+            "messages": [_message(m) for m in messages],
+            "exchanges": [_exchange(e, by_rowid) for e in exchanges[-MAX_MESSAGES:]],
+            "summaries": [],  # filled once segment and exchange summaries exist (cross-conversation memory)
+        }
+
+    async def _search_memory(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        text = params.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise QueryError("type something to search for")
+        segment = params.get("segment_id")
+        segment_id = None if segment in (None, "") else _int(params, "segment_id", low=1)
+        hits = await self._search.search(
+            _chat(params), text, segment_id=segment_id, limit=_int(params, "limit", 10, 1, MAX_HITS)
+        )
+        return {
+            "hits": [
+                {
+                    **_message(hit.message),
+                    "score": hit.score,
+                    "distance": hit.distance,
+                    "fts_rank": hit.fts_rank,
+                    "bm25": hit.bm25,
+                }
+                for hit in hits
+            ]
+        }
+
+
+def _chat(params: Mapping[str, Any]) -> ChatRef:
+    channel, chat_id = params.get("channel"), params.get("chat_id")
+    if not isinstance(channel, str) or not isinstance(chat_id, str):
+        raise QueryError("name the chat: channel and chat_id")
+    try:
+        return ChatRef(channel, chat_id)
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+
+
+def _int(params: Mapping[str, Any], key: str, default: int | None = None, low: int = 0, high: int = 2**62) -> int:
+    value = params.get(key, default)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise QueryError(f"{key} must be a whole number from {low} to {high}")
+    return value
+
+
+def _message(message: StoredMessage) -> dict[str, Any]:
+    record = message.record
+    return {
+        "rowid": message.rowid,
+        "id": record.id,
+        "segment_id": message.segment_id,
+        "role": record.role.value,
+        "type": record.type.value,
+        "created_at": record.created_at.isoformat(),
+        "text": record.content[:TEXT_CHARS],
+        "truncated": len(record.content) > TEXT_CHARS,
+    }
+
+
+def _exchange(exchange: Exchange, messages: Mapping[int, StoredMessage]) -> dict[str, Any]:
+    def text(rowid: int | None) -> str | None:
+        found = messages.get(rowid) if rowid is not None else None
+        return found.content[:TEXT_CHARS] if found is not None else None
+
+    return {
+        "id": exchange.id,
+        "status": exchange.status.value,
+        "started_at": exchange.started_at.isoformat(),
+        "ended_at": exchange.ended_at.isoformat() if exchange.ended_at else None,
+        "user_text": text(exchange.user_message_rowid),
+        "reply_text": text(exchange.final_message_rowid),
+    }

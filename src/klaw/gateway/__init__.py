@@ -1,0 +1,1 @@
+"""The gateway: runs the channels (web page, Telegram) and forwards their messages to the engine."""

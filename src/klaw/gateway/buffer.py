@@ -1,0 +1,160 @@
+"""The gateway's durable inbound buffer: every message is on disk before it goes to the engine.
+
+A message a person sent is appended (fsync'd) to `KLAW_HOME/gateway/inbound.jsonl` first, exactly
+as the frame that goes on the wire; it stays pending until the engine acknowledges it, and an
+`{"ack": id}` line (fsync'd too) records that. So whether the engine is down, is killed while a
+frame is in flight, or the gateway itself restarts, the pending frames are sent again in their
+original order with their original ids; the engine's ingestion is idempotent on message id, so a
+frame whose ack was lost is stored once. When nothing is pending the file is emptied, so it stays
+small. A torn last line (a crash mid-append) is skipped with a warning naming the line, never its
+text. File and directory are private (0600 / 0700): they hold message text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+
+from klaw.engine.frames import CommandFrame, FrameError, InboundFrame, decode_frame, encode_frame
+
+log = logging.getLogger(__name__)
+
+BufferedFrame = InboundFrame | CommandFrame
+FILE_NAME = "inbound.jsonl"
+COMPACT_AFTER_LINES = 256  # rewrite the file once this many lines hold nothing pending
+
+
+class InboundBuffer:
+    """Pending frames in arrival order; one writer at a time (an asyncio lock), disk work off the loop."""
+
+    def __init__(self, path: Path, pending: OrderedDict[str, BufferedFrame], lines: int) -> None:
+        self.path = path
+        self._pending = pending
+        self._lines = lines  # lines in the file, pending or not
+        self._lock = asyncio.Lock()
+        self._changed = asyncio.Condition()
+        self.acked = 0  # acknowledged since opened
+
+    @classmethod
+    async def open(cls, directory: Path) -> InboundBuffer:
+        """Read what an earlier run left pending (in order) and compact the file."""
+        path = directory / FILE_NAME
+        pending = await asyncio.to_thread(_load, directory, path)
+        buffer = cls(path, pending, 0)
+        async with buffer._lock:
+            await asyncio.to_thread(buffer._rewrite)
+        if pending:
+            log.info("gateway buffer: %d message(s) pending from before, to be sent first", len(pending))
+        return buffer
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def __contains__(self, frame_id: object) -> bool:
+        return frame_id in self._pending
+
+    def first(self) -> BufferedFrame | None:
+        """The oldest frame not yet acknowledged: the next to send."""
+        return next(iter(self._pending.values()), None)
+
+    def pending(self) -> list[BufferedFrame]:
+        return list(self._pending.values())
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        """Return once `predicate()` holds; it is checked after every append and ack (status, tests)."""
+        async with self._changed:
+            await self._changed.wait_for(predicate)
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def append(self, frame: BufferedFrame) -> bool:
+        """Make `frame` durable; False (and nothing written) if a frame with its id is already pending.
+
+        Raises `FrameError("frame_too_large")` for a frame the engine could never accept."""
+        line = encode_frame(frame)
+        async with self._lock:
+            if frame.id in self._pending:
+                return False
+            await asyncio.to_thread(self._write, line)
+            self._pending[frame.id] = frame
+        await self._notify()
+        return True
+
+    async def ack(self, frame_id: str) -> bool:
+        """The engine has the frame: forget it (durably). False for an id that is not pending."""
+        async with self._lock:
+            if frame_id not in self._pending:
+                return False
+            if len(self._pending) == 1 or self._lines >= COMPACT_AFTER_LINES + len(self._pending):
+                del self._pending[frame_id]
+                await asyncio.to_thread(self._rewrite)
+            else:
+                await asyncio.to_thread(self._write, json.dumps({"ack": frame_id}).encode() + b"\n")
+                del self._pending[frame_id]
+            self.acked += 1
+        await self._notify()
+        return True
+
+    def _write(self, line: bytes) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._lines += 1
+
+    def _rewrite(self) -> None:
+        """Replace the file by the pending frames alone (atomically: temp file, fsync, rename)."""
+        temp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            for frame in self._pending.values():
+                os.write(fd, encode_frame(frame))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, self.path)
+        _fsync_dir(self.path.parent)
+        self._lines = len(self._pending)
+
+
+def _load(directory: Path, path: Path) -> OrderedDict[str, BufferedFrame]:
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    pending: OrderedDict[str, BufferedFrame] = OrderedDict()
+    if not path.exists():
+        return pending
+    with path.open("rb") as file:
+        for number, line in enumerate(file, start=1):
+            if not line.strip():
+                continue
+            try:
+                marker = json.loads(line)
+                if isinstance(marker, dict) and set(marker) == {"ack"}:
+                    pending.pop(str(marker["ack"]), None)
+                    continue
+                frame = decode_frame(line)
+            except (ValueError, FrameError) as exc:
+                reason = exc.code if isinstance(exc, FrameError) else "invalid JSON"
+                log.warning("gateway buffer %s:%d: skipping an unreadable line (%s)", path, number, reason)
+                continue
+            if isinstance(frame, InboundFrame | CommandFrame):
+                pending.setdefault(frame.id, frame)
+            else:
+                log.warning("gateway buffer %s:%d: skipping a %s frame", path, number, frame.type)
+    return pending
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,182 @@
+"""`Gateway`: the channels, the durable buffer and the engine link, run together (`klaw gateway`).
+
+A channel hands over what a person typed with `submit`: slash text becomes a `command` frame, the
+rest an `inbound` frame; either is buffered on disk before `submit` returns, then sent when the
+engine is there. What the engine sends back is routed by channel name to the channel's `deliver`
+(a finished reply, notice or error) or `delta` (a piece of a reply being written), through one queue
+per channel so a slow channel (a Telegram API call) never holds up the others or the link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from klaw.engine.clock import Clock, SystemClock
+from klaw.engine.frames import CommandFrame, DeltaFrame, InboundFrame, OutboundFrame
+from klaw.gateway.buffer import BufferedFrame, InboundBuffer
+from klaw.gateway.link import Backoff, EngineLink
+from klaw.home import KlawHome
+
+log = logging.getLogger(__name__)
+
+
+class Channel(Protocol):
+    """A way people reach the agent. `name` is the channel in frames; `streaming`: wants deltas."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def streaming(self) -> bool: ...
+
+    async def start(self, gateway: Gateway) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def deliver(self, frame: OutboundFrame) -> None: ...
+
+    async def delta(self, frame: DeltaFrame) -> None: ...
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A message taken in: its id (replies name it in `reply_to`) and whether it waits for the engine."""
+
+    id: str
+    queued: bool
+    duplicate: bool = False
+
+
+def split_command(text: str) -> tuple[str, str] | None:
+    """`/model  gpt-4o` → ("model", "gpt-4o"); None for text that is not a slash command (as the engine reads it)."""
+    stripped = text.strip()
+    if not stripped.startswith("/") or len(stripped) < 2 or stripped[1].isspace() or stripped.startswith("//"):
+        return None
+    name, _, args = stripped[1:].partition(" ")
+    return name.lower(), args.strip()
+
+
+class Gateway:
+    def __init__(
+        self, home: KlawHome, channels: Sequence[Channel], *, clock: Clock | None = None, backoff: Backoff | None = None
+    ) -> None:
+        self.home = home
+        self.channels = {channel.name: channel for channel in channels}
+        self._clock = clock or SystemClock()
+        self._backoff = backoff
+        self._buffer: InboundBuffer | None = None
+        self._link: EngineLink | None = None
+        self._queues: dict[str, asyncio.Queue[OutboundFrame | DeltaFrame]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started: list[Channel] = []
+
+    @property
+    def link(self) -> EngineLink:
+        if self._link is None:
+            raise RuntimeError("the gateway is not started")
+        return self._link
+
+    @property
+    def buffer(self) -> InboundBuffer:
+        if self._buffer is None:
+            raise RuntimeError("the gateway is not started")
+        return self._buffer
+
+    @property
+    def connected(self) -> bool:
+        return self._link is not None and self._link.connected.is_set()
+
+    async def start(self) -> None:
+        """Open the buffer, start the link (it connects in the background), then the channels."""
+        self._buffer = await InboundBuffer.open(self.home.gateway_dir)
+        names = list(self.channels)
+        streaming = [name for name, channel in self.channels.items() if channel.streaming]
+        self._link = EngineLink(
+            self.home.socket_path,
+            self._buffer,
+            self._route,
+            self._clock,
+            channels=names,
+            streaming=streaming,
+            backoff=self._backoff,
+        )
+        for name in names:
+            queue: asyncio.Queue[OutboundFrame | DeltaFrame] = asyncio.Queue()
+            self._queues[name] = queue
+            self._tasks.append(asyncio.create_task(self._dispatch(self.channels[name], queue), name=f"deliver-{name}"))
+        self._tasks.append(asyncio.create_task(self._link.run(), name="engine-link"))
+        for channel in self.channels.values():
+            await channel.start(self)
+            self._started.append(channel)
+
+    async def stop(self) -> None:
+        """Stop the channels (no new messages), then the link; what is buffered stays for next time."""
+        for channel in reversed(self._started):
+            try:
+                await channel.stop()
+            except Exception as exc:
+                log.error("channel %s failed to stop: %s", channel.name, type(exc).__name__)
+        self._started.clear()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def submit(
+        self, channel: str, chat_id: str, text: str, *, message_id: str | None = None, sender: str | None = None
+    ) -> Submitted:
+        """Buffer what a person typed and send it when the engine is there. A `message_id` that is
+        already pending is not buffered twice (`duplicate`). Raises `FrameError` for text too large."""
+        frame_id = message_id or uuid.uuid4().hex
+        command = split_command(text)
+        frame: BufferedFrame
+        if command is not None:
+            frame = CommandFrame(id=frame_id, channel=channel, chat_id=chat_id, command=command[0], args=command[1])
+        else:
+            frame = InboundFrame(
+                id=frame_id, channel=channel, chat_id=chat_id, text=text, created_at=self._clock.now(), sender=sender
+            )
+        added = await self.buffer.append(frame)
+        self.link.kick()
+        return Submitted(frame_id, queued=not self.connected, duplicate=not added)
+
+    async def query(self, name: str, params: dict[str, Any]) -> Any:
+        """A read-only question to the engine (`EngineUnavailable` while it is down, `QueryFailed`)."""
+        return await self.link.query(name, params)
+
+    async def _route(self, frame: OutboundFrame | DeltaFrame) -> None:
+        queue = self._queues.get(frame.channel)
+        if queue is None:
+            log.warning("engine sent a %s for channel %s, which this gateway does not run", frame.type, frame.channel)
+            return
+        queue.put_nowait(frame)
+
+    async def _dispatch(self, channel: Channel, queue: asyncio.Queue[OutboundFrame | DeltaFrame]) -> None:
+        while True:
+            frame = await queue.get()
+            try:
+                if isinstance(frame, DeltaFrame):
+                    await channel.delta(frame)
+                else:
+                    await channel.deliver(frame)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("channel %s could not deliver a %s: %s", channel.name, frame.type, type(exc).__name__)
+                log.debug("delivery traceback", exc_info=True)
+
+
+async def run_until_stopped(gateway: Gateway, stop: asyncio.Event) -> None:
+    """Start the gateway, wait for `stop`, stop it (what `klaw gateway` and `klaw serve` do)."""
+    await gateway.start()
+    try:
+        await stop.wait()
+    finally:
+        with contextlib.suppress(Exception):
+            await gateway.stop()

@@ -1,0 +1,106 @@
+"""The `channels` section of engine.yaml, and `klaw gateway` / `klaw serve` refusing to start half-configured."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from klaw.config import EngineConfig
+from klaw.config_loader import ConfigError, load_config
+from tests.cli.test_cli import klaw
+from tests.engine import short_socket_dir
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "engine.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_serve_the_web_page_on_localhost_only() -> None:
+    channels = EngineConfig().channels
+    assert (channels.web.enabled, channels.web.host, channels.web.port) == (True, "127.0.0.1", 8765)
+    assert not channels.telegram.enabled and channels.telegram.allowed_chat_ids == ()
+    assert channels.telegram.token_env == "KLAW_TELEGRAM_TOKEN"
+
+
+def test_telegram_section_is_parsed_and_env_can_set_the_allow_list(tmp_path: Path) -> None:
+    text = "channels:\n  telegram:\n    enabled: true\n    tokenEnv: MY_BOT\n    allowedChatIds: [1, -1002]\n"
+    loaded = load_config(write(tmp_path, text), env={"KLAW__CHANNELS__TELEGRAM__ALLOWEDCHATIDS": "[7]"})
+    telegram = loaded.config.channels.telegram
+    assert telegram.enabled and telegram.token_env == "MY_BOT" and telegram.allowed_chat_ids == (7,)
+    assert loaded.sources["channels.telegram.allowedChatIds"] == "env KLAW__CHANNELS__TELEGRAM__ALLOWEDCHATIDS"
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        ("channels:\n  telegram:\n    tokenEnv: '123456:ABC-DEF'\n", "not the token itself"),
+        ("channels:\n  telegram:\n    apiBaseUrl: api.telegram.org\n", "must start with http"),
+        ("channels:\n  web:\n    port: 70000\n", "channels.web.port = 70000"),
+        ("channels:\n  telegram:\n    allowedChatIds: [me]\n", "channels.telegram.allowedChatIds.0"),
+    ],
+)
+def test_invalid_channel_settings_say_what_is_wrong(tmp_path: Path, yaml_text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path, yaml_text), env={})
+
+
+def test_gateway_without_any_channel_says_what_to_enable(tmp_path: Path) -> None:
+    write(tmp_path, "channels:\n  web:\n    enabled: false\n")
+    result = klaw(tmp_path, "gateway")
+    assert result.returncode == 2
+    assert "no channel is enabled" in result.stderr
+
+
+def test_telegram_without_its_token_variable_names_the_variable(tmp_path: Path) -> None:
+    telegram = "  telegram:\n    enabled: true\n    tokenEnv: KLAW_TEST_BOT\n"
+    write(tmp_path, "channels:\n  web:\n    enabled: false\n" + telegram)
+    result = klaw(tmp_path, "serve", env={"KLAW_TEST_BOT": ""})
+    assert result.returncode == 2
+    assert "KLAW_TEST_BOT" in result.stderr and "@BotFather" in result.stderr
+
+
+async def test_klaw_serve_runs_engine_and_web_page_and_stops_on_sigterm() -> None:
+    with short_socket_dir() as directory:
+        home = directory / "home"
+        home.mkdir()
+        write(
+            home,
+            "models:\n  fake/x:\n    baseUrl: http://127.0.0.1:9/v1\nrouting:\n  default: fake/x\n"
+            "embedder:\n  backend: fake\n  dim: 32\nchannels:\n  web:\n    port: 0\n",
+        )
+        env = {**os.environ, "KLAW_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+        pipe = asyncio.subprocess.PIPE
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "klaw", "serve", env=env, stdout=pipe, stderr=pipe
+        )
+        assert process.stdout is not None
+        try:
+            lines: list[str] = []
+            async with asyncio.timeout(30):
+                while not any(line.startswith("access token:") for line in lines):
+                    line = (await process.stdout.readline()).decode()
+                    assert line, "klaw serve exited early"
+                    lines.append(line)
+            url = next(line for line in lines if line.startswith("web page:")).split()[-1]
+            token = (home / "web_token").read_text(encoding="utf-8").strip()
+            assert any(token in line for line in lines)
+            async with httpx.AsyncClient() as client:
+                assert (await client.get(url + "login")).status_code == 200
+            assert (home / "engine.sock").exists()
+            process.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(30):
+                assert await process.wait() == 0
+            stderr = (await process.stderr.read()).decode() if process.stderr else ""
+            assert token not in stderr
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()

@@ -1,0 +1,123 @@
+"""The Telegram channel end to end: python-telegram-bot against a local fake Bot API, a real gateway
+and engine, and the fake OpenAI server. Allow-list, reply splitting, commands, typing, and quiet logs."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from klaw.channels.telegram import NOT_TEXT, REFUSAL, TelegramChannel
+from klaw.config import TelegramChannelConfig
+from klaw.config_loader import LoadedConfig
+from klaw.home import KlawHome
+from klaw.llm.fake_server import FakeOpenAiServer
+from klaw.store.records import ChatRef
+from tests.channels.fake_telegram import FakeTelegram
+from tests.channels.stack import running_stack
+
+TOKEN = "123456:SECRET-bot-token-value"
+ANA = 4242
+STRANGER = 999
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram(TOKEN) as fake:
+        yield fake
+
+
+def channel_factory(fake: FakeTelegram) -> Any:
+    def make(home: KlawHome, loaded: LoadedConfig, server: FakeOpenAiServer) -> list[TelegramChannel]:
+        config = TelegramChannelConfig(enabled=True, allowed_chat_ids=(ANA,), api_base_url=fake.base_url)
+        return [TelegramChannel(config, TOKEN, commands=loaded.config.commands, poll_timeout=1)]
+
+    return make
+
+
+async def test_an_allowed_chat_gets_the_reply_with_a_typing_indicator(telegram: FakeTelegram) -> None:
+    async with running_stack(channel_factory(telegram)) as stack:
+        stack.server.reply_text("Hello Ana, nice to meet you.")
+        telegram.push_text(ANA, "hi there")
+        await telegram.wait_for_sent(1)
+        assert telegram.sent_to(ANA) == ["Hello Ana, nice to meet you."]
+        assert (ANA, "typing") in telegram.actions
+        assert {"getMe", "getUpdates", "sendMessage", "sendChatAction"} <= set(telegram.calls)
+
+
+async def test_unknown_chats_get_one_refusal_and_nothing_is_stored(telegram: FakeTelegram) -> None:
+    async with running_stack(channel_factory(telegram)) as stack:
+        telegram.push_text(STRANGER, "let me in")
+        telegram.push_text(STRANGER, "please, my secret is 1234")
+        telegram.push_text(ANA, "hello")
+        await telegram.wait_for(lambda: len(telegram.sent_to(ANA)) == 1)
+        assert telegram.sent_to(STRANGER) == [REFUSAL.format(chat_id=STRANGER)]  # once, not per message
+        assert not telegram.updates or all(u["message"]["chat"]["id"] == ANA for u in telegram.updates)
+        chats = await stack.engine.store.segments.chats()
+        assert ChatRef("telegram", str(STRANGER)) not in chats
+        assert ChatRef("telegram", str(ANA)) in chats
+        assert not any(str(STRANGER) in path.name for path in stack.home.conversations.iterdir())
+        assert all(frame.chat_id == str(ANA) for frame in stack.gateway.buffer.pending())
+        buffered = stack.gateway.buffer.path.read_text(encoding="utf-8")
+        assert "1234" not in buffered and "let me in" not in buffered
+
+
+async def test_long_replies_are_split_at_telegram_limits(telegram: FakeTelegram) -> None:
+    paragraphs = [f"Paragraph {n}: " + "word " * 300 for n in range(8)]  # ~12 000 characters
+    long_reply = "\n\n".join(paragraphs)
+    async with running_stack(channel_factory(telegram)) as stack:
+        stack.server.reply_text(long_reply)
+        telegram.push_text(ANA, "tell me a long story")
+        await telegram.wait_for(lambda: len(telegram.sent_to(ANA)) >= 4)
+        parts = telegram.sent_to(ANA)
+        assert telegram.rejected == []  # the fake refuses anything over 4096, as Telegram does
+        assert all(len(part) <= 4096 for part in parts)
+        assert [p.split(":")[0] for p in "\n\n".join(parts).split("\n\n")] == [f"Paragraph {n}" for n in range(8)]
+        assert "".join(parts).replace("\n", "") == long_reply.replace("\n", "")
+
+
+async def test_commands_are_routed_to_the_engine(telegram: FakeTelegram) -> None:
+    async with running_stack(channel_factory(telegram)) as stack:
+        before = (await stack.engine.sessions.get_or_create(ChatRef("telegram", str(ANA)))).segment.id
+        telegram.push_text(ANA, "/new@klaw_test_bot")
+        await telegram.wait_for_sent(1)
+        assert telegram.sent_to(ANA)[0].startswith("Started a new conversation")
+        after = (await stack.engine.sessions.get_or_create(ChatRef("telegram", str(ANA)))).segment.id
+        assert after != before
+        assert stack.server.chat_requests == []  # answered by the engine, not the model
+        telegram.push_text(ANA, "/start")
+        await telegram.wait_for_sent(2)
+        assert telegram.sent_to(ANA)[1].startswith("Commands:")  # /start is /help
+
+
+async def test_non_text_messages_get_a_note(telegram: FakeTelegram) -> None:
+    async with running_stack(channel_factory(telegram)):
+        telegram.push_text(ANA, "placeholder")
+        telegram.updates[-1]["message"].pop("text")
+        telegram.updates[-1]["message"]["sticker"] = {
+            "file_id": "x",
+            "file_unique_id": "y",
+            "width": 1,
+            "height": 1,
+            "is_animated": False,
+            "is_video": False,
+            "type": "regular",
+        }
+        await telegram.wait_for_sent(1)
+        assert telegram.sent_to(ANA) == [NOT_TEXT]
+
+
+async def test_neither_the_token_nor_message_text_reaches_the_logs(
+    telegram: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with running_stack(channel_factory(telegram)) as stack:
+        stack.server.reply_text("the reply mentions rosebud")
+        telegram.push_text(ANA, "my password is swordfish")
+        telegram.push_text(STRANGER, "stranger danger text")
+        await telegram.wait_for(lambda: len(telegram.sent) >= 2)
+    assert "SECRET-bot-token" not in caplog.text
+    for secret in ("swordfish", "rosebud", "stranger danger"):
+        assert secret not in caplog.text

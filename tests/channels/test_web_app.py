@@ -1,0 +1,215 @@
+"""The web page's server over real HTTP: login, sessions, CSRF, same-origin, headers, events, quiet logs."""
+
+from __future__ import annotations
+
+import logging
+import re
+import stat
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from klaw.channels.web.app import create_app
+from klaw.channels.web.auth import CSRF_HEADER, SESSION_COOKIE, WebAuth
+from klaw.channels.web.events import EventHub
+from klaw.channels.web.server import EmbeddedServer
+from klaw.channels.web.token import load_or_create_token
+from klaw.config import EngineConfig
+from klaw.config_loader import LoadedConfig
+from klaw.config_view import MASK, ConfigRow, config_rows, masked
+from klaw.gateway.link import EngineUnavailable, QueryFailed
+from klaw.gateway.service import Submitted
+from klaw.home import KlawHome
+
+TOKEN = "the-web-token-0123456789"
+
+
+@dataclass
+class FakeBackend:
+    chat_id: str = "main"
+    hub: EventHub = field(default_factory=EventHub)
+    submitted: list[str] = field(default_factory=list)
+    answers: dict[str, Any] = field(default_factory=dict)
+    engine_up: bool = True
+
+    async def submit(self, text: str) -> Submitted:
+        self.submitted.append(text)
+        return Submitted(f"id{len(self.submitted)}", queued=not self.engine_up)
+
+    async def query(self, name: str, params: dict[str, Any]) -> Any:
+        if not self.engine_up:
+            raise EngineUnavailable("down")
+        answer = self.answers.get(name)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def status(self) -> dict[str, Any]:
+        return {"engine_connected": self.engine_up, "buffered": 0}
+
+    def settings(self) -> list[ConfigRow]:
+        return [ConfigRow("channels.web.port", 8765, "default")]
+
+
+@pytest.fixture
+def backend() -> FakeBackend:
+    return FakeBackend()
+
+
+@pytest.fixture
+async def base_url(backend: FakeBackend) -> AsyncIterator[str]:
+    server = EmbeddedServer(create_app(backend, WebAuth(TOKEN)), "127.0.0.1", 0, grace_seconds=1)
+    await server.start()
+    try:
+        yield f"http://127.0.0.1:{server.port}"
+    finally:
+        backend.hub.close()
+        await server.stop()
+
+
+@pytest.fixture
+async def client(base_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=base_url, follow_redirects=False) as http:
+        yield http
+
+
+async def sign_in(client: httpx.AsyncClient, token: str = TOKEN) -> httpx.Response:
+    page = await client.get("/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf is not None
+    return await client.post("/login", data={"token": token, "csrf": csrf.group(1)})
+
+
+async def session_csrf(client: httpx.AsyncClient) -> str:
+    response = await client.get("/api/session")
+    assert response.status_code == 200
+    return str(response.json()["csrf"])
+
+
+async def test_everything_but_the_login_needs_a_session(client: httpx.AsyncClient) -> None:
+    page = await client.get("/")
+    assert page.status_code == 303 and page.headers["location"] == "/login"
+    for path in ("/api/session", "/api/status", "/api/events", "/api/chats", "/api/settings"):
+        assert (await client.get(path)).status_code == 401, path
+    assert (await client.post("/api/messages", json={"text": "hi"})).status_code == 401
+    forged = "9999999999.nonce.deadbeef"
+    client.cookies.set(SESSION_COOKIE, forged)
+    assert (await client.get("/api/status")).status_code == 401
+
+
+async def test_the_token_gets_a_strict_httponly_session(client: httpx.AsyncClient) -> None:
+    response = await sign_in(client)
+    assert response.status_code == 303 and response.headers["location"] == "/"
+    cookie = next(h for h in response.headers.get_list("set-cookie") if h.startswith(SESSION_COOKIE))
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
+    page = await client.get("/")
+    assert page.status_code == 200 and "/static/app.js" in page.text
+    session = (await client.get("/api/session")).json()
+    assert session["chat_id"] == "main" and len(session["csrf"]) == 64 and session["engine_connected"] is True
+    assert (await client.get("/login")).status_code == 303  # already signed in
+
+
+async def test_a_wrong_token_or_a_forged_login_form_is_refused(client: httpx.AsyncClient) -> None:
+    wrong = await sign_in(client, "not-the-token")
+    assert wrong.status_code == 401 and "not right" in wrong.text and SESSION_COOKIE not in client.cookies
+    async with httpx.AsyncClient(base_url=str(client.base_url)) as fresh:  # no login cookie: a cross-site post
+        forged = await fresh.post("/login", data={"token": TOKEN, "csrf": "x" * 64})
+        assert forged.status_code == 403 and SESSION_COOKIE not in fresh.cookies
+
+
+async def test_posts_need_the_session_csrf_token_and_this_origin(
+    client: httpx.AsyncClient, backend: FakeBackend, base_url: str
+) -> None:
+    await sign_in(client)
+    csrf = await session_csrf(client)
+    assert (await client.post("/api/messages", json={"text": "a"})).status_code == 403
+    assert (await client.post("/api/messages", json={"text": "b"}, headers={CSRF_HEADER: "0" * 64})).status_code == 403
+    evil = {CSRF_HEADER: csrf, "Origin": "http://evil.example"}
+    assert (await client.post("/api/messages", json={"text": "c"}, headers=evil)).status_code == 403
+    ok = await client.post("/api/messages", json={"text": "hello"}, headers={CSRF_HEADER: csrf, "Origin": base_url})
+    assert ok.status_code == 200 and ok.json() == {"id": "id1", "queued": False}
+    assert backend.submitted == ["hello"]
+    empty = await client.post("/api/messages", json={"text": ""}, headers={CSRF_HEADER: csrf})
+    assert empty.status_code == 422
+    assert (await client.post("/logout", data={"csrf": "wrong"})).status_code == 403
+    out = await client.post("/logout", data={"csrf": csrf})
+    assert out.status_code == 303 and SESSION_COOKIE not in client.cookies
+
+
+async def test_pages_carry_a_strict_content_security_policy(client: httpx.AsyncClient) -> None:
+    for path in ("/login", "/static/app.js"):
+        headers = (await client.get(path)).headers
+        assert "script-src 'self'" in headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in headers["content-security-policy"]
+        assert headers["x-frame-options"] == "DENY" and headers["referrer-policy"] == "same-origin"
+    assert (await client.get("/login")).headers["cache-control"] == "no-store"
+
+
+async def test_replies_stream_as_server_sent_events(client: httpx.AsyncClient, backend: FakeBackend) -> None:
+    await sign_in(client)
+    backend.hub.publish("reply", {"reply_to": "before", "text": "missed while away"})
+    async with client.stream("GET", "/api/events", headers={"Last-Event-ID": "0"}) as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        lines = stream.aiter_lines()
+        backend.hub.publish("delta", {"reply_to": "id1", "text": "Hel"})
+        backend.hub.publish("reply", {"reply_to": "id1", "text": "Hello"})
+        seen: list[str] = []
+        async for line in lines:
+            seen.append(line)
+            if line.startswith("data:") and '"Hello"' in line:
+                break
+    events = [line for line in seen if line.startswith("event:")]
+    assert events == ["event: reply", "event: delta", "event: reply"]
+    assert 'data: {"reply_to": "before", "text": "missed while away"}' in seen
+
+
+async def test_inspector_endpoints_relay_engine_answers_and_say_when_it_is_down(
+    client: httpx.AsyncClient, backend: FakeBackend
+) -> None:
+    await sign_in(client)
+    backend.answers = {"chats": {"chats": [{"channel": "telegram", "chat_id": "42"}]}, "search": QueryFailed("nope")}
+    chats = (await client.get("/api/chats")).json()["chats"]
+    assert chats == [{"channel": "web", "chat_id": "main"}, {"channel": "telegram", "chat_id": "42"}]
+    bad = await client.get("/api/search", params={"channel": "web", "chat_id": "main", "q": "x"})
+    assert bad.status_code == 400 and bad.json()["detail"] == "nope"
+    backend.engine_up = False
+    down = await client.get("/api/turns", params={"channel": "web", "chat_id": "main"})
+    assert down.status_code == 503 and "engine is not running" in down.json()["detail"]
+    assert (await client.get("/api/settings")).json()["settings"][0]["field"] == "channels.web.port"
+
+
+async def test_no_message_text_or_token_in_logs(
+    client: httpx.AsyncClient, backend: FakeBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    await sign_in(client)
+    csrf = await session_csrf(client)
+    await client.post("/api/messages", json={"text": "my diary entry"}, headers={CSRF_HEADER: csrf})
+    await client.get("/api/search", params={"channel": "web", "chat_id": "main", "q": "diary secrets"})
+    assert backend.submitted == ["my diary entry"]
+    server_side = [r.getMessage() for r in caplog.records if not r.name.startswith(("httpx", "httpcore"))]  # not ours
+    assert not [line for line in server_side if "diary" in line or TOKEN in line]
+
+
+def test_the_token_file_is_private_and_reused(tmp_path: Path) -> None:
+    home = KlawHome(tmp_path / "home")
+    token = load_or_create_token(home)
+    assert len(token) >= 40 and stat.S_IMODE(home.web_token_file.stat().st_mode) == 0o600
+    home.web_token_file.chmod(0o644)
+    assert load_or_create_token(home) == token
+    assert stat.S_IMODE(home.web_token_file.stat().st_mode) == 0o600
+
+
+def test_settings_rows_mask_anything_secret_looking(tmp_path: Path) -> None:
+    assert masked("models.x.apiKey", "sk-123") == MASK
+    assert masked("models.x.apiKeyEnv", "OPENAI_API_KEY") == "OPENAI_API_KEY"
+    assert masked("models.x.baseUrl", "https://user:pw@example.com:8443/v1") == f"https://user:{MASK}@example.com:8443/v1"
+    loaded = LoadedConfig(EngineConfig(), {"channels.telegram": "engine.yaml"}, tmp_path / "engine.yaml")
+    rows = {row.field: row for row in config_rows(loaded)}
+    assert rows["channels.telegram.tokenEnv"].value == "KLAW_TELEGRAM_TOKEN"
+    assert rows["channels.telegram.tokenEnv"].source == "engine.yaml"
+    assert rows["channels.web.host"].value == "127.0.0.1" and rows["channels.web.host"].source == "default"

@@ -1,0 +1,120 @@
+"""The web page in a real headless Chromium (Debian's /usr/bin/chromium driven by Playwright).
+
+Signs in with the token, chats through the gateway, the engine and the fake OpenAI server (the reply
+arrives streamed), runs `/new`, opens the inspector, the memory browser and search, and the
+settings. A screenshot of the inspector is saved to `test-artifacts/web-inspector.png`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from klaw.channels.web.channel import WebChannel
+from klaw.config import WebChannelConfig
+from klaw.config_loader import LoadedConfig
+from klaw.home import KlawHome
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.channels.stack import running_stack
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium; .ci/run does it)",
+)
+
+# Counts the server-sent events the page receives, by kind, so the test can see the reply was streamed.
+COUNT_EVENTS = """
+window.__events = {};
+const original = EventSource.prototype.addEventListener;
+EventSource.prototype.addEventListener = function (kind, listener, options) {
+  return original.call(this, kind, (event) => {
+    window.__events[kind] = (window.__events[kind] || 0) + 1;
+    listener(event);
+  }, options);
+};
+"""
+
+
+def web_channel(holder: list[WebChannel]) -> Any:
+    def make(home: KlawHome, loaded: LoadedConfig, server: FakeOpenAiServer) -> list[WebChannel]:
+        holder.append(WebChannel(home, WebChannelConfig(port=0), loaded))
+        return holder
+
+    return make
+
+
+async def test_sign_in_chat_new_segment_and_inspect_in_chromium() -> None:
+    playwright_api = pytest.importorskip("playwright.async_api")
+    ARTIFACTS.mkdir(exist_ok=True)
+    holder: list[WebChannel] = []
+    # A small window and a lenient relevance gate, so the third message's turn recalls the first (auto-RAG).
+    overrides: dict[str, Any] = {"context": {"slidingWindow": 2}, "autoRag": {"relevanceThreshold": 2.0}}
+    stack_running = running_stack(web_channel(holder), **overrides)
+    async with stack_running as stack, playwright_api.async_playwright() as playwright:
+        web = holder[0]
+        browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            page = await browser.new_page(viewport={"width": 1200, "height": 900})
+            page.set_default_timeout(15_000)
+            await page.add_init_script(COUNT_EVENTS)
+
+            await page.goto(web.url)
+            assert page.url.endswith("/login")
+            await page.fill("#token", "wrong")
+            await page.click("#sign-in")
+            await page.wait_for_selector("text=That token is not right")
+            await page.fill("#token", web.token)
+            await page.click("#sign-in")
+            await page.wait_for_selector("body[data-ready=true]")
+            await page.wait_for_selector("#engine-status.up")
+
+            stack.server.reply_text("Hello from the fake model, streamed word by word.")
+            await page.fill("#input", "hi klaw, remember that my favourite colour is teal")
+            await page.press("#input", "Enter")
+            reply = page.locator(".msg.assistant", has_text="streamed word by word")
+            await reply.wait_for()
+            assert await page.evaluate("window.__events.delta") > 1
+            assert await page.locator(".msg.user .meta", has_text="answered").count() == 1
+            for n, text in enumerate(["I also like hiking in the mountains", "which colour do I like best?"], start=2):
+                await page.fill("#input", text)
+                await page.press("#input", "Enter")
+                await page.locator(".msg.user .meta", has_text="answered").nth(n - 1).wait_for()
+
+            await page.fill("#input", "/new")
+            await page.press("#input", "Enter")
+            await page.locator(".msg.notice", has_text="Started a new conversation").wait_for()
+
+            await page.click("nav button[data-tab=inspector]")
+            turn = page.locator(".turn").first
+            await turn.wait_for()
+            await turn.locator("td", has_text="system_prompt").wait_for()
+            await turn.locator("td", has_text="auto_rag").wait_for()
+            await turn.locator("td.text", has_text="favourite colour is teal").first.wait_for()
+            assert "of 3600 tokens" in await turn.locator("h3").inner_text()
+            screenshot = ARTIFACTS / "web-inspector.png"
+            await page.screenshot(path=str(screenshot), full_page=True)
+            print(f"screenshot: {screenshot}")
+
+            await page.click("nav button[data-tab=memory]")
+            await page.locator("#segments tbody tr").nth(1).wait_for()
+            assert await page.locator("#segments tbody tr").count() == 2
+            await page.locator("#segments tbody tr").nth(1).click()
+            await page.locator("#segment-detail td", has_text="favourite colour is teal").first.wait_for()
+            await page.fill("#search-text", "teal colour")
+            await page.press("#search-text", "Enter")
+            await page.locator("#search-results td", has_text="favourite colour").first.wait_for()
+            await page.screenshot(path=str(ARTIFACTS / "web-memory.png"), full_page=True)
+
+            await page.click("nav button[data-tab=settings]")
+            await page.locator("#settings td", has_text="channels.web.host").wait_for()
+
+            await page.click("#logout-form button")
+            await page.wait_for_url("**/login")
+        finally:
+            await browser.close()
+    assert screenshot.stat().st_size > 10_000
