@@ -48,6 +48,7 @@ from klaw.tools.registry import ToolRegistry
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT_SECONDS = 60.0
+LIVE_EMBEDDING_BATCH = 16
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,10 @@ class Engine:
             vector_cache_bytes=config.database.vector_cache_mb * 1024 * 1024,
         )
         embedder = create_embedder(config.embedder)
-        embedding_queue = EmbeddingQueue(store, embedder, clock, batch_size=config.embedder.batch_size)
+        # Live batches stay small: a turn's query embedding waits behind the batch running on the
+        # embedder's one thread (reindex, with nobody waiting, uses the full batch size).
+        live_batch = min(config.embedder.batch_size, LIVE_EMBEDDING_BATCH)
+        embedding_queue = EmbeddingQueue(store, embedder, clock, batch_size=live_batch)
         try:
             # Refuses to start on vectors of another embedder (the error says to run `klaw reindex`).
             await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
