@@ -170,8 +170,8 @@ class TelegramChannel:
         submitted = await self._require_gateway().submit(
             TELEGRAM_CHANNEL, str(chat_id), text, message_id=f"tg-{chat_id}-{message.message_id}", sender=sender
         )
-        if not submitted.duplicate and split_command(text) is None:
-            self._start_typing(chat_id)
+        if not (submitted.duplicate or submitted.queued) and split_command(text) is None:
+            self._start_typing(chat_id)  # not while the engine is down: nobody is typing then
 
     def _as_klaw_text(self, text: str) -> str:
         """`/new@thisbot x` → `/new x`; `/start` → `/help`; anything else unchanged."""
