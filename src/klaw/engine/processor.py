@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
 from klaw.config import EngineConfig
 from klaw.engine.clock import Clock
@@ -28,10 +29,14 @@ from klaw.llm.router import ModelRouter
 from klaw.memory.ingestion import Ingestion
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role, StoredMessage
+from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role, StoredMessage
 from klaw.tools.registry import ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
+
+# After a crash, unanswered messages younger than this get their turn; an answer hours late to
+# something the person has moved on from would confuse more than it helps.
+RESUME_WITHIN = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,34 @@ class MessageProcessor:
         stored = await self._ingestion.accept(record)
         self._debouncer.add(inbound.chat, stored)
         return stored
+
+    async def resume_unanswered(self, within: timedelta = RESUME_WITHIN) -> int:
+        """Give their turn to messages that were stored (and acknowledged to a gateway) but never
+        answered because the engine stopped before or during their turn; returns how many.
+
+        Unanswered = a user message of the chat's current segment newer than the user message of
+        its last closed exchange. A failed exchange counts as answered: the person saw the error.
+        """
+        cutoff = self._clock.now() - within
+        resumed = 0
+        for chat in await self._store.segments.chats():
+            segment = await self._store.segments.current(chat)
+            exchanges = await self._store.exchanges.for_segment(segment.id)
+            closed = [e.user_message_rowid or 0 for e in exchanges if e.status is not ExchangeStatus.OPEN]
+            answered = max(closed, default=0)
+            for message in await self._store.messages.window(segment.id, self._config.context.sliding_window):
+                record = message.record
+                if (
+                    message.rowid > answered
+                    and record.role is Role.USER
+                    and record.type is MessageType.TEXT
+                    and record.created_at >= cutoff
+                ):
+                    self._debouncer.add(chat, message)
+                    resumed += 1
+        if resumed:
+            log.warning("resuming %d message(s) left unanswered by the previous run", resumed)
+        return resumed
 
     async def _process(self, chat: ChatRef, pending: list[StoredMessage]) -> None:
         task = asyncio.current_task()

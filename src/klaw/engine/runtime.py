@@ -191,6 +191,8 @@ class Engine:
                 delivery.set_streamer(engine.socket.wants_delta, engine._send_delta)
             engine.scheduler = scheduler
             await scheduler.start()  # after recovery, and once replies have somewhere to go
+            # Messages a crash left unanswered get their turn (after the debounce, like any other).
+            await processor.resume_unanswered()
         except BaseException:
             await embedding_queue.aclose()
             await embedder.aclose()

@@ -1,0 +1,80 @@
+"""Messages stored but never answered (the engine died first) get their turn at the next start."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from klaw.engine.clock import ManualClock
+from klaw.home import KlawHome
+from klaw.home_init import initialise_home
+from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.ingestion import Ingestion
+from klaw.store.exchange_records import exchange_close_record, exchange_open_record
+from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role
+from klaw.store.sqlite.store import SqliteStore
+from tests.engine.harness import CHAT, running_engine
+
+NOW = ManualClock().now()  # the harness clock's start
+
+
+async def stored_before_start(tmp_path: Path, records: list[MessageRecord]) -> None:
+    """What a previous run left: records in the log and the database, as the engine writes them."""
+    home = KlawHome(tmp_path / "home")
+    initialise_home(home)
+    store = await SqliteStore.open(home.database_file("klaw.db"))
+    try:
+        ingestion = Ingestion(ConversationLog(home.conversations), store)
+        for record in records:
+            await ingestion.accept(record)
+    finally:
+        await store.aclose()
+
+
+def said(text: str, minutes_ago: float, chat: ChatRef = CHAT, role: Role = Role.USER) -> MessageRecord:
+    return MessageRecord(chat, role, text, created_at=NOW - timedelta(minutes=minutes_ago))
+
+
+async def test_an_unanswered_message_is_answered_after_restart(tmp_path: Path) -> None:
+    answered = said("first question", 10)
+    opened = exchange_open_record(CHAT, answered.id, NOW - timedelta(minutes=10))
+    reply = said("first answer", 9.9, role=Role.ASSISTANT)
+    await stored_before_start(
+        tmp_path,
+        [
+            answered,
+            opened,
+            reply,
+            exchange_close_record(opened, ExchangeStatus.COMPLETED, reply.id, NOW - timedelta(minutes=9.9)),
+            said("acknowledged, then the engine died", 2),
+        ],
+    )
+    async with running_engine(tmp_path) as h:
+        await h.clock.advance(h.engine.config.processing.debounce_ms / 1000)
+        await h.wait_for_replies(1)
+    # After shutdown (which drains every turn): nothing else was answered.
+    assert [o.text for o in h.delivered] == ["echo: acknowledged, then the engine died"]
+    assert len(h.server.chat_requests) == 1  # the answered question was not asked again
+
+
+async def test_a_turn_cut_off_mid_way_is_run_again_but_old_and_failed_ones_are_not(tmp_path: Path) -> None:
+    other = ChatRef("console", "other")
+    failed = said("this one failed", 20, chat=other)
+    failed_open = exchange_open_record(other, failed.id, NOW - timedelta(minutes=20))
+    cut_off = said("cut off mid-turn", 3)
+    await stored_before_start(
+        tmp_path,
+        [
+            said("from yesterday, never answered", 24 * 60),
+            failed,
+            failed_open,
+            exchange_close_record(failed_open, ExchangeStatus.FAILED, None, NOW - timedelta(minutes=20)),
+            cut_off,
+            exchange_open_record(CHAT, cut_off.id, NOW - timedelta(minutes=3)),  # never closed
+        ],
+    )
+    async with running_engine(tmp_path) as h:
+        await h.clock.advance(h.engine.config.processing.debounce_ms / 1000)
+        await h.wait_for_replies(1)
+    assert [o.text for o in h.delivered] == ["echo: cut off mid-turn"]
+    assert len(h.server.chat_requests) == 1
