@@ -3,6 +3,11 @@
 Read on every turn (it is small), so an edit by a tool, a command or a person with an editor is
 seen at once. A missing file is empty memory; an unreadable one is reported and treated as empty
 rather than failing the turn.
+
+`update` (the memory_core_update tool) changes top-level keys: it refuses a file it cannot read
+(rather than overwrite what a person wrote), invalid keys and values, and a result larger than the
+cap (the memory goes into every context), and writes atomically (temporary file, fsync, rename) so
+a crash never leaves half a file. Updates are serialised; errors never quote the values.
 """
 
 from __future__ import annotations
@@ -10,15 +15,72 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from klaw.memory.atomic_file import replace_file
+
 log = logging.getLogger(__name__)
+
+MAX_KEY_CHARS = 64
+
+
+class CoreMemoryError(ValueError):
+    """An update that was refused; the message says why and never quotes a value."""
 
 
 class CoreMemory:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._lock = asyncio.Lock()
+
+    async def update(
+        self, set_values: Mapping[str, Any] | None = None, remove: Sequence[str] = (), *, max_chars: int
+    ) -> dict[str, Any]:
+        """Set and remove top-level keys; returns the new memory. `CoreMemoryError` when the file is
+        unreadable, a key or value is invalid, a removed key is missing, or the rendered memory would
+        exceed `max_chars` characters. Nothing is written unless everything is valid."""
+        async with self._lock:
+            return await asyncio.to_thread(self._update, dict(set_values or {}), list(remove), max_chars)
+
+    def _update(self, set_values: dict[str, Any], remove: list[str], max_chars: int) -> dict[str, Any]:
+        memory = self._read_strict()
+        for key in remove:
+            if key not in memory:
+                raise CoreMemoryError(f"core memory has no key {_shown(key)}; memory_core_get lists the keys")
+            del memory[key]
+        for key, value in set_values.items():
+            _check_key(key)
+            _check_value(key, value)
+            memory[key] = value
+        size = len(self.render(memory))
+        if size > max_chars:
+            raise CoreMemoryError(
+                f"core memory would take {size} characters, over its limit of {max_chars}"
+                " (memory.coreMaxChars): shorten or remove entries; memory_save keeps longer notes searchable"
+            )
+        replace_file(self.path, (self.render(memory) + "\n").encode("utf-8"))
+        return memory
+
+    def _read_strict(self) -> dict[str, Any]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        if not text.strip():
+            return {}
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CoreMemoryError(
+                f"{self.path.name} is not valid JSON (line {exc.lineno}); it is left as it is: ask the person"
+                " to fix it by hand"
+            ) from None
+        if not isinstance(data, dict):
+            raise CoreMemoryError(f"{self.path.name} does not hold a JSON object; ask the person to fix it by hand")
+        return data
 
     async def read(self) -> dict[str, Any]:
         return await asyncio.to_thread(self._read)
@@ -41,3 +103,33 @@ class CoreMemory:
     @staticmethod
     def render(memory: dict[str, Any]) -> str:
         return json.dumps(memory, ensure_ascii=False, indent=2, sort_keys=True)
+
+
+def _shown(key: str) -> str:
+    return repr(key if len(key) <= MAX_KEY_CHARS else key[:MAX_KEY_CHARS] + "…")
+
+
+def _check_key(key: str) -> None:
+    if not key.strip() or key != key.strip():
+        raise CoreMemoryError("a key must be non-empty text without leading or trailing spaces")
+    if len(key) > MAX_KEY_CHARS:
+        raise CoreMemoryError(f"key {_shown(key)} is longer than {MAX_KEY_CHARS} characters")
+
+
+def _check_value(key: str, value: Any) -> None:
+    """JSON values only (text, numbers, true/false, lists, objects), no null (remove the key instead)."""
+    if value is None:
+        raise CoreMemoryError(f"the value of {_shown(key)} is null: to delete a key, pass it in remove")
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise CoreMemoryError(f"the value of {_shown(key)} holds a number that JSON cannot store")
+        if isinstance(item, dict):
+            if not all(isinstance(k, str) for k in item):
+                raise CoreMemoryError(f"the value of {_shown(key)} has an object key that is not text")
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif item is not None and not isinstance(item, str | int | float | bool):
+            raise CoreMemoryError(f"the value of {_shown(key)} is not a JSON value")

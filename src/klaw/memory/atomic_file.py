@@ -1,0 +1,37 @@
+"""Replacing a file so that a crash leaves either the old or the new content, never half of either.
+
+Used where klaw rewrites a file in place (core memory, conversation-log files after `/forget`): the
+new content goes to a sibling temporary file, is fsync'd, renamed over the old file (atomic on
+POSIX), and the folder is fsync'd so the rename itself survives a power cut.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def replace_file(path: Path, data: bytes, *, new_file_mode: int = 0o600) -> None:
+    """Atomically give `path` the content `data`, keeping its permission bits (or `new_file_mode`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = new_file_mode
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
