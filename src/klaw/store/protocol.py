@@ -25,7 +25,9 @@ from klaw.store.records import (
     Segment,
     SessionState,
     StoredMessage,
+    TargetJobCounts,
 )
+from klaw.store.summary_protocol import SummaryRepository
 
 
 class StorageError(RuntimeError):
@@ -154,6 +156,10 @@ class EmbeddingJobRepository(Protocol):
 
     async def counts(self) -> EmbeddingJobCounts: ...
 
+    async def by_target(self) -> list[TargetJobCounts]:
+        """Pending and failed jobs per target that has any, with the newest failure's error."""
+        ...
+
     async def retry_failed(self) -> int:
         """Make every failed job pending again, due now, attempts reset; returns how many."""
         ...
@@ -217,6 +223,9 @@ class Storage(Protocol):
 
     @property
     def exchanges(self) -> ExchangeRepository: ...
+
+    @property
+    def summaries(self) -> SummaryRepository: ...
 
     async def schema_version(self) -> int: ...
 

@@ -209,6 +209,16 @@ class EmbeddingJobCounts:
 
 
 @dataclass(frozen=True, slots=True)
+class TargetJobCounts:
+    """Jobs of one target (`/embeddings status`); `last_error` is the newest failed job's error."""
+
+    target: str
+    pending: int
+    failed: int
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class SearchHit:
     """A message found by a search, with the backend's own score (bm25 rank or cosine distance)."""
 

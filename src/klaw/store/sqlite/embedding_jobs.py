@@ -18,6 +18,7 @@ from klaw.store.records import (
     EmbeddingJob,
     EmbeddingJobCounts,
     EmbeddingJobStatus,
+    TargetJobCounts,
     from_millis,
     to_millis,
 )
@@ -117,6 +118,19 @@ class SqliteEmbeddingJobs:
                 fetch_all(connection, "SELECT status, count(*) FROM embedding_jobs GROUP BY status")
             )
             return EmbeddingJobCounts(pending=int(rows.get(_PENDING, 0)), failed=int(rows.get(_FAILED, 0)))
+
+        return await self._db.run(query)
+
+    async def by_target(self) -> list[TargetJobCounts]:
+        def query(connection: apsw.Connection) -> list[TargetJobCounts]:
+            rows = fetch_all(
+                connection,
+                "SELECT target, sum(status = ?), sum(status = ?),"
+                " (SELECT j.last_error FROM embedding_jobs j WHERE j.target = embedding_jobs.target AND j.status = ?"
+                " ORDER BY j.id DESC LIMIT 1) FROM embedding_jobs GROUP BY target ORDER BY target",
+                (_PENDING, _FAILED, _FAILED),
+            )
+            return [TargetJobCounts(str(r[0]), int(r[1] or 0), int(r[2] or 0), r[3]) for r in rows]
 
         return await self._db.run(query)
 

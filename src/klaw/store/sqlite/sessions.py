@@ -52,6 +52,9 @@ _EXCHANGE_COLUMNS = (
 )
 
 
+EXCHANGE_COLUMNS = _EXCHANGE_COLUMNS
+
+
 class SqliteExchanges:
     def __init__(self, db: SqliteDatabase, chats: ChatKeys) -> None:
         self._db = db
@@ -104,6 +107,11 @@ class SqliteExchanges:
             return [_exchange(row) for row in rows]
 
         return await self._db.run(query)
+
+
+def exchange_from_row(row: Row) -> Exchange:
+    """An `exchanges` row selected with `EXCHANGE_COLUMNS` (aliases `e` and `c` for chats)."""
+    return _exchange(row)
 
 
 def _exchange(row: Row) -> Exchange:

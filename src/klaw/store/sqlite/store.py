@@ -16,6 +16,7 @@ from klaw.store.sqlite.search import SqliteSearch
 from klaw.store.sqlite.segments import SqliteSegments
 from klaw.store.sqlite.sessions import SqliteExchanges, SqliteSessions
 from klaw.store.sqlite.settings import SqliteSettings
+from klaw.store.sqlite.summaries import SqliteSummaries
 from klaw.store.sqlite.vector_cache import ChatVectorCache
 from klaw.store.sqlite.vectors import SqliteVectors
 
@@ -37,6 +38,7 @@ class SqliteStore:
         self.settings = SqliteSettings(db)
         self.sessions = SqliteSessions(db, chats)
         self.exchanges = SqliteExchanges(db, chats)
+        self.summaries = SqliteSummaries(db, chats, clock)
 
     @classmethod
     async def open(

@@ -1,0 +1,322 @@
+"""`SqliteSummaries`: the summary repository on klaw.db (see `store/summary_protocol.py`).
+
+Writes queue a summary's embedding in the same transaction as its text, so no crash leaves an
+embeddable summary without its job; the queries deciding what to summarize live in
+`summary_work.py`, the vector table in `summary_vectors.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime
+
+import apsw
+import numpy as np
+import numpy.typing as npt
+
+from klaw.store.protocol import StorageError
+from klaw.store.records import ChatRef, Exchange, to_millis
+from klaw.store.sqlite.chats import ChatKeys
+from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.query import fetch_all, fetch_one
+from klaw.store.sqlite.summary_rows import EMBEDDABLE, load_summaries, load_summary, queue_summary_job
+from klaw.store.sqlite.summary_vectors import (
+    bind_summary_vectors,
+    bound_dim,
+    insert_vectors,
+    knn,
+    rebuild_vectors,
+    vector_count,
+)
+from klaw.store.sqlite.summary_work import pending_exchanges, scan_exchanges, segment_work
+from klaw.store.summary_records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit, SummaryKind
+
+_EXCHANGE = SummaryKind.EXCHANGE.value
+_SEGMENT = SummaryKind.SEGMENT.value
+
+
+def delete_summaries_in(
+    connection: apsw.Connection, exchange_ids: Collection[int], segment_ids: Collection[int]
+) -> int:
+    """Inside the caller's transaction, delete the summaries of these exchanges and the segment
+    summaries of their segments (which retell them), and every summary of these segments; vectors go
+    with them by trigger. Returns how many summaries were deleted."""
+    deleted = 0
+    exchanges = sorted(set(exchange_ids))
+    if exchanges:
+        marks = ",".join("?" * len(exchanges))
+        connection.execute(
+            f"DELETE FROM summaries WHERE kind = ? AND segment_id IN (SELECT segment_id FROM exchanges"
+            f" WHERE id IN ({marks}))",
+            (_SEGMENT, *exchanges),
+        )
+        deleted += connection.changes()
+        connection.execute(f"DELETE FROM summaries WHERE exchange_id IN ({marks})", exchanges)
+        deleted += connection.changes()
+    segments = sorted(set(segment_ids))
+    if segments:
+        connection.execute(f"DELETE FROM summaries WHERE segment_id IN ({','.join('?' * len(segments))})", segments)
+        deleted += connection.changes()
+    return int(deleted)
+
+
+class SqliteSummaries:
+    def __init__(self, db: SqliteDatabase, chats: ChatKeys, clock: Callable[[], datetime]) -> None:
+        self._db = db
+        self._chats = chats
+        self._clock = clock
+        self._dim: int | None = None
+
+    async def bind_embedder(self, embedder_id: str, dim: int) -> int:
+        now = to_millis(self._clock())
+        queued = await self._db.run(lambda connection: bind_summary_vectors(connection, embedder_id, dim, now))
+        self._dim = dim
+        return queued
+
+    # -- what to summarize -------------------------------------------------------------------------
+
+    async def scan_exchanges(self, after_id: int, recheck: Collection[int], limit: int) -> ExchangeScan:
+        ids = sorted(set(recheck))
+        return await self._db.run(lambda connection: scan_exchanges(connection, after_id, ids, limit))
+
+    async def pending_exchanges(self) -> int:
+        return await self._db.run(pending_exchanges)
+
+    async def segment_work(
+        self, *, rolling_every: int, skip_exchanges: Collection[int], limit: int
+    ) -> list[SegmentWork]:
+        skipped = sorted(set(skip_exchanges))
+        return await self._db.run(
+            lambda connection: segment_work(
+                connection, rolling_every=rolling_every, skip_exchanges=skipped, limit=limit
+            )
+        )
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    async def save_exchange_summary(self, exchange: Exchange, text: str, model: str, at: datetime) -> Summary:
+        when, queued_at = to_millis(at), to_millis(self._clock())
+
+        def write(connection: apsw.Connection) -> Summary:
+            with connection:
+                chat_key = self._chats.ensure(connection, exchange.chat)
+                connection.execute(
+                    "INSERT INTO summaries (kind, chat, segment_id, exchange_id, text, model, final,"
+                    " covers_exchange_id, exchanges_covered, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, 1, ?, 1, ?, ?) ON CONFLICT (exchange_id) WHERE exchange_id IS NOT NULL"
+                    " DO UPDATE SET text = excluded.text, model = excluded.model, updated_at = excluded.updated_at",
+                    (_EXCHANGE, chat_key, exchange.segment_id, exchange.id, text, model, exchange.id, when, when),
+                )
+                summary_id = _id_of(connection, "exchange_id = ?", exchange.id)
+                queue_summary_job(connection, summary_id, queued_at)
+            return _loaded(connection, summary_id)
+
+        return await self._db.run(write)
+
+    async def save_segment_summary(
+        self,
+        segment_id: int,
+        text: str,
+        model: str,
+        *,
+        final: bool,
+        covers_exchange_id: int | None,
+        exchanges_covered: int,
+        at: datetime,
+    ) -> Summary:
+        when, queued_at = to_millis(at), to_millis(self._clock())
+
+        def write(connection: apsw.Connection) -> Summary:
+            with connection:
+                chat = fetch_one(connection, "SELECT chat FROM segments WHERE id = ?", (segment_id,))
+                if chat is None:
+                    raise StorageError(f"segment {segment_id} does not exist")
+                params: tuple[object, ...] = (_SEGMENT, chat[0], segment_id, text, model, int(final))
+                params += (covers_exchange_id, exchanges_covered, when, when)
+                connection.execute(
+                    "INSERT INTO summaries (kind, chat, segment_id, exchange_id, text, model, final,"
+                    " covers_exchange_id, exchanges_covered, created_at, updated_at)"
+                    " VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (segment_id) WHERE kind = 'segment'"
+                    " DO UPDATE SET text = excluded.text, model = excluded.model, final = excluded.final,"
+                    " covers_exchange_id = excluded.covers_exchange_id,"
+                    " exchanges_covered = excluded.exchanges_covered, updated_at = excluded.updated_at",
+                    params,
+                )
+                summary_id = _id_of(connection, "segment_id = ? AND kind = 'segment'", segment_id)
+                if final:
+                    queue_summary_job(connection, summary_id, queued_at)
+            return _loaded(connection, summary_id)
+
+        return await self._db.run(write)
+
+    async def mark_final(self, summary_id: int, at: datetime) -> Summary | None:
+        when, queued_at = to_millis(at), to_millis(self._clock())
+
+        def write(connection: apsw.Connection) -> Summary | None:
+            with connection:
+                connection.execute(
+                    "UPDATE summaries SET final = 1, updated_at = ? WHERE id = ? AND kind = ?",
+                    (when, summary_id, _SEGMENT),
+                )
+                if not connection.changes():
+                    return None
+                queue_summary_job(connection, summary_id, queued_at)
+            return load_summary(connection, summary_id)
+
+        return await self._db.run(write)
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    async def get(self, summary_id: int) -> Summary | None:
+        return await self._db.run(lambda connection: load_summary(connection, summary_id))
+
+    async def segment_summary(self, segment_id: int) -> Summary | None:
+        return await self._first("s.segment_id = ? AND s.kind = ?", (segment_id, _SEGMENT))
+
+    async def exchange_summary(self, exchange_id: int) -> Summary | None:
+        return await self._first("s.exchange_id = ?", (exchange_id,))
+
+    async def in_segment(self, segment_id: int) -> list[Summary]:
+        return await self._db.run(
+            lambda connection: load_summaries(
+                connection, "s.segment_id = ? ORDER BY s.kind = ?, s.exchange_id", (segment_id, _EXCHANGE)
+            )
+        )
+
+    async def counts(self) -> SummaryCounts:
+        def query(connection: apsw.Connection) -> SummaryCounts:
+            rows = fetch_all(connection, "SELECT kind, final, count(*) FROM summaries GROUP BY kind, final")
+            by = {(str(kind), bool(final)): int(n) for kind, final, n in rows}
+            return SummaryCounts(
+                exchanges=sum(n for (kind, _), n in by.items() if kind == _EXCHANGE),
+                segments_final=by.get((_SEGMENT, True), 0),
+                segments_rolling=by.get((_SEGMENT, False), 0),
+                vectors=vector_count(connection),
+            )
+
+        return await self._db.run(query)
+
+    # -- vectors -----------------------------------------------------------------------------------
+
+    async def texts(self, summary_ids: Sequence[int]) -> dict[int, str]:
+        if not summary_ids:
+            return {}
+        wanted = list(summary_ids)
+
+        def query(connection: apsw.Connection) -> dict[int, str]:
+            marks = ",".join("?" * len(wanted))
+            rows = fetch_all(
+                connection, f"SELECT s.id, s.text FROM summaries s WHERE s.id IN ({marks}) AND {EMBEDDABLE}", wanted
+            )
+            return {int(row[0]): str(row[1]) for row in rows}
+
+        return await self._db.run(query)
+
+    async def put_vectors(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
+        if not vectors:
+            return 0
+        dim = self._dim if self._dim is not None else await self._db.run(bound_dim)
+        if dim is None:
+            raise StorageError("bind_embedder must be called before summary vectors are stored")
+        blobs = []
+        for summary_id, vector in vectors:
+            if vector.shape != (dim,):
+                raise StorageError(f"vector for summary {summary_id} has shape {vector.shape}, expected ({dim},)")
+            blobs.append((summary_id, np.ascontiguousarray(vector, dtype=np.float32).tobytes()))
+        return await self._db.run(lambda connection: insert_vectors(connection, blobs))
+
+    async def has_past_segments(self, chat: ChatRef, *, exclude_segment_id: int | None) -> bool:
+        def query(connection: apsw.Connection) -> bool:
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None:
+                return False
+            row = fetch_one(
+                connection,
+                "SELECT 1 FROM summaries WHERE chat = ? AND kind = ? AND final = 1 AND segment_id IS NOT ? LIMIT 1",
+                (chat_key, _SEGMENT, exclude_segment_id),
+            )
+            return row is not None
+
+        return await self._db.run(query)
+
+    async def nearest_segments(
+        self, chat: ChatRef, vector: npt.NDArray[np.float32], *, limit: int, exclude_segment_id: int | None
+    ) -> list[SummaryHit]:
+        return await self._nearest(chat, vector, SummaryKind.SEGMENT, limit, None, exclude_segment_id)
+
+    async def nearest_exchanges(
+        self, chat: ChatRef, vector: npt.NDArray[np.float32], *, segment_id: int, limit: int
+    ) -> list[SummaryHit]:
+        return await self._nearest(chat, vector, SummaryKind.EXCHANGE, limit, segment_id, None)
+
+    async def reembed_all(self) -> int:
+        now = to_millis(self._clock())
+        return await self._db.run(lambda connection: rebuild_vectors(connection, now))
+
+    # -- privacy -----------------------------------------------------------------------------------
+
+    async def forget_exchanges(self, exchange_ids: Collection[int]) -> int:
+        ids = sorted(set(exchange_ids))
+        return await self._db.run(lambda connection: _in_transaction(connection, ids, ()))
+
+    async def forget_segments(self, segment_ids: Collection[int]) -> int:
+        ids = sorted(set(segment_ids))
+        return await self._db.run(lambda connection: _in_transaction(connection, (), ids))
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    async def _first(self, where: str, params: Sequence[object]) -> Summary | None:
+        found = await self._db.run(lambda connection: load_summaries(connection, where, params))
+        return found[0] if found else None
+
+    async def _nearest(
+        self,
+        chat: ChatRef,
+        vector: npt.NDArray[np.float32],
+        kind: SummaryKind,
+        limit: int,
+        segment_id: int | None,
+        exclude_segment_id: int | None,
+    ) -> list[SummaryHit]:
+        query_vector = np.ascontiguousarray(vector, dtype=np.float32)
+
+        def query(connection: apsw.Connection) -> list[SummaryHit]:
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None:
+                return []
+            found = knn(
+                connection,
+                chat_key,
+                query_vector,
+                kind,
+                limit,
+                segment_id=segment_id,
+                exclude_segment_id=exclude_segment_id,
+            )
+            if not found:
+                return []
+            marks = ",".join("?" * len(found))
+            by_id = {s.id: s for s in load_summaries(connection, f"s.id IN ({marks})", [i for i, _ in found])}
+            return [SummaryHit(by_id[i], 1.0 - distance) for i, distance in found if i in by_id]
+
+        return await self._db.run(query)
+
+
+def _in_transaction(connection: apsw.Connection, exchanges: Collection[int], segments: Collection[int]) -> int:
+    with connection:
+        deleted = delete_summaries_in(connection, exchanges, segments)
+    return deleted
+
+
+def _id_of(connection: apsw.Connection, where: str, value: int) -> int:
+    row = fetch_one(connection, f"SELECT id FROM summaries WHERE {where}", (value,))
+    if row is None:
+        raise StorageError("the summary just written is missing")
+    return int(row[0])
+
+
+def _loaded(connection: apsw.Connection, summary_id: int) -> Summary:
+    summary = load_summary(connection, summary_id)
+    if summary is None:
+        raise StorageError(f"summary {summary_id} is missing")
+    return summary

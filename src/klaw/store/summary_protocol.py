@@ -1,0 +1,128 @@
+"""The summaries repository of the storage protocol (`Storage.summaries`).
+
+Kept beside `protocol.py` rather than in it: summaries are one concern with many queries (what to
+summarize next, folding, vectors, retrieval), and a PostgreSQL backend implements it as one unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from klaw.store.records import ChatRef, Exchange
+from klaw.store.summary_records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit
+
+
+class SummaryRepository(Protocol):
+    async def bind_embedder(self, embedder_id: str, dim: int) -> int:
+        """Record the embedder for the summary vector table, creating it on first use. Summary vectors
+        of another embedder are dropped and every embeddable summary is queued again (summaries are
+        few; re-embedding them is cheap); returns how many were queued."""
+        ...
+
+    # -- what to summarize -------------------------------------------------------------------------
+
+    async def scan_exchanges(self, after_id: int, recheck: Collection[int], limit: int) -> ExchangeScan:
+        """Exchanges with an id above `after_id`, and those in `recheck`, that need a summary or are
+        still open (see `ExchangeScan`); at most `limit` from the range."""
+        ...
+
+    async def pending_exchanges(self) -> int:
+        """How many completed exchanges with a final reply have no summary yet."""
+        ...
+
+    async def segment_work(
+        self, *, rolling_every: int, skip_exchanges: Collection[int], limit: int
+    ) -> list[SegmentWork]:
+        """Segments that may need their summary written: closed ones with exchange summaries not folded
+        in (or a rolling summary not yet final), open ones with at least `rolling_every` new exchange
+        summaries. Exchanges in `skip_exchanges` (given up on) do not hold a fold back."""
+        ...
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    async def save_exchange_summary(self, exchange: Exchange, text: str, model: str, at: datetime) -> Summary:
+        """Store (or replace) the exchange's summary and queue its embedding in the same transaction."""
+        ...
+
+    async def save_segment_summary(
+        self,
+        segment_id: int,
+        text: str,
+        model: str,
+        *,
+        final: bool,
+        covers_exchange_id: int | None,
+        exchanges_covered: int,
+        at: datetime,
+    ) -> Summary:
+        """Store (or roll forward) the segment's summary; a final one gets its embedding queued in the
+        same transaction (a changed text drops the old vector)."""
+        ...
+
+    async def mark_final(self, summary_id: int, at: datetime) -> Summary | None:
+        """A rolling segment summary that already covers its closed segment becomes final (and queued)."""
+        ...
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    async def get(self, summary_id: int) -> Summary | None: ...
+
+    async def segment_summary(self, segment_id: int) -> Summary | None:
+        """The segment's summary, rolling or final."""
+        ...
+
+    async def exchange_summary(self, exchange_id: int) -> Summary | None: ...
+
+    async def in_segment(self, segment_id: int) -> list[Summary]:
+        """The segment's summary first (if any), then its exchange summaries in exchange order."""
+        ...
+
+    async def counts(self) -> SummaryCounts: ...
+
+    # -- vectors -----------------------------------------------------------------------------------
+
+    async def texts(self, summary_ids: Sequence[int]) -> dict[int, str]:
+        """Texts of the embeddable summaries among `summary_ids` that still exist (the embedding target)."""
+        ...
+
+    async def put_vectors(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
+        """Store vectors by summary id in one transaction (existing ones kept); returns how many were new."""
+        ...
+
+    async def has_past_segments(self, chat: ChatRef, *, exclude_segment_id: int | None) -> bool:
+        """Whether the chat has a final segment summary other than of `exclude_segment_id`."""
+        ...
+
+    async def nearest_segments(
+        self, chat: ChatRef, vector: npt.NDArray[np.float32], *, limit: int, exclude_segment_id: int | None
+    ) -> list[SummaryHit]:
+        """The chat's final segment summaries closest to `vector`, most similar first, never of
+        `exclude_segment_id` (the current segment)."""
+        ...
+
+    async def nearest_exchanges(
+        self, chat: ChatRef, vector: npt.NDArray[np.float32], *, segment_id: int, limit: int
+    ) -> list[SummaryHit]:
+        """The segment's exchange summaries closest to `vector`, most similar first."""
+        ...
+
+    async def reembed_all(self) -> int:
+        """Drop every summary vector and queue every embeddable summary again; returns how many."""
+        ...
+
+    # -- privacy -----------------------------------------------------------------------------------
+
+    async def forget_exchanges(self, exchange_ids: Collection[int]) -> int:
+        """Delete the summaries of these exchanges and of their segments (a segment summary retells its
+        exchanges), vectors included; the summarizers write the segments' summaries again from what is
+        left. Returns how many summaries were deleted."""
+        ...
+
+    async def forget_segments(self, segment_ids: Collection[int]) -> int:
+        """Delete every summary of these segments, vectors included; returns how many."""
+        ...

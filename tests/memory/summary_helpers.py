@@ -1,0 +1,68 @@
+"""Exchanges written straight into a real store as a turn writes them (user message, exchange_open,
+reply, exchange_close), for the summary store, summarizer and retrieval tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from klaw.store.exchange_records import exchange_close_record, exchange_open_record
+from klaw.store.records import ChatRef, Exchange, ExchangeStatus, MessageRecord, MessageType, Role
+from klaw.store.sqlite.store import SqliteStore
+
+ALICE = ChatRef("console", "alice")
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+class Turns:
+    """Appends turns a few seconds apart; `open_turn` leaves one in progress."""
+
+    def __init__(self, store: SqliteStore, chat: ChatRef = ALICE) -> None:
+        self.store = store
+        self.chat = chat
+        self._tick = 0
+
+    def now(self) -> datetime:
+        self._tick += 1
+        return T0 + timedelta(seconds=5 * self._tick)
+
+    async def turn(
+        self, question: str, answer: str | None, status: ExchangeStatus = ExchangeStatus.COMPLETED
+    ) -> Exchange:
+        opened = await self.open_turn(question)
+        final_id = None
+        if answer is not None:
+            final = await self.store.messages.append(
+                MessageRecord(self.chat, Role.ASSISTANT, answer, created_at=self.now())
+            )
+            final_id = final.record.id
+        await self.store.messages.append(exchange_close_record(opened, status, final_id, self.now()))
+        return await self.latest()
+
+    async def open_turn(self, question: str) -> MessageRecord:
+        user = await self.store.messages.append(MessageRecord(self.chat, Role.USER, question, created_at=self.now()))
+        opened = exchange_open_record(self.chat, user.record.id, self.now())
+        await self.store.messages.append(opened)
+        return opened
+
+    async def close(self, opened: MessageRecord, answer: str) -> Exchange:
+        final = await self.store.messages.append(
+            MessageRecord(self.chat, Role.ASSISTANT, answer, created_at=self.now())
+        )
+        await self.store.messages.append(
+            exchange_close_record(opened, ExchangeStatus.COMPLETED, final.record.id, self.now())
+        )
+        return await self.latest()
+
+    async def new_segment(self) -> int:
+        await self.store.messages.append(
+            MessageRecord(self.chat, Role.SYSTEM, "", type=MessageType.SESSION_BREAK, created_at=self.now())
+        )
+        return (await self.store.segments.current(self.chat)).id
+
+    async def latest(self) -> Exchange:
+        segments = await self.store.segments.list(self.chat)
+        for segment in reversed(segments):
+            exchanges = await self.store.exchanges.for_segment(segment.id)
+            if exchanges:
+                return max(exchanges, key=lambda e: e.id)
+        raise AssertionError("no exchange stored")

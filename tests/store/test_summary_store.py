@@ -1,0 +1,192 @@
+"""The summary repository on a real klaw.db (spec 002 phase 1: storage and similarity search of
+exchange and segment summaries; phase 3: summaries found for embedding, stored with their keys)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+
+from klaw.memory.embedder.fake import FakeEmbedder
+from klaw.store.records import ExchangeStatus
+from klaw.store.sqlite.store import SqliteStore
+from klaw.store.sqlite.summaries import delete_summaries_in
+from klaw.store.summary_records import SUMMARY_TARGET, SummaryKind
+from tests.memory.summary_helpers import ALICE, T0, Turns
+
+DIM = 32
+EMBEDDER = FakeEmbedder(DIM)
+
+
+async def bound(store: SqliteStore) -> SqliteStore:
+    await store.summaries.bind_embedder(EMBEDDER.model_id, DIM)
+    return store
+
+
+async def summary_jobs(store: SqliteStore) -> list[int]:
+    jobs = await store.embedding_jobs.due(T0 + timedelta(days=36500), 100)
+    return sorted(job.target_rowid for job in jobs if job.target == SUMMARY_TARGET)
+
+
+async def embed_all(store: SqliteStore) -> int:
+    ids = await summary_jobs(store)
+    texts = await store.summaries.texts(ids)
+    vectors = await EMBEDDER.embed([texts[i] for i in texts])
+    return await store.summaries.put_vectors(list(zip(texts, vectors, strict=True)))
+
+
+async def test_exchange_summary_is_stored_with_its_job_and_found_by_similarity(store: SqliteStore) -> None:
+    await bound(store)
+    turns = Turns(store)
+    tea = await turns.turn("how do I brew green tea", "steep at 80 degrees for two minutes")
+    bike = await turns.turn("my bike chain squeaks", "oil the chain and wipe it")
+    first = await store.summaries.save_exchange_summary(tea, "Asked how to brew green tea.", "fake/small", T0)
+    second = await store.summaries.save_exchange_summary(bike, "Asked about a squeaking bike chain.", "fake/small", T0)
+    assert (first.kind, first.exchange_id, first.segment_id, first.final) == (
+        SummaryKind.EXCHANGE,
+        tea.id,
+        tea.segment_id,
+        True,
+    )
+    assert await summary_jobs(store) == [first.id, second.id]  # queued in the same transaction
+    assert await embed_all(store) == 2
+    assert await embed_all(store) == 0  # stored vectors are kept, not duplicated
+    [query] = await EMBEDDER.embed(["green tea brew"])
+    hits = await store.summaries.nearest_exchanges(ALICE, query, segment_id=tea.segment_id, limit=2)
+    assert [hit.summary.id for hit in hits] == [first.id, second.id]
+    assert hits[0].similarity > hits[1].similarity
+    assert await store.summaries.exchange_summary(tea.id) == first
+
+
+async def test_only_final_segment_summaries_are_embedded_and_a_new_text_drops_the_old_vector(
+    store: SqliteStore,
+) -> None:
+    await bound(store)
+    turns = Turns(store)
+    tea = await turns.turn("green tea?", "80 degrees")
+    rolling = await store.summaries.save_segment_summary(
+        tea.segment_id, "Talking about tea.", "m", final=False, covers_exchange_id=tea.id, exchanges_covered=1, at=T0
+    )
+    assert not rolling.embeddable and await summary_jobs(store) == []
+    assert await store.summaries.texts([rolling.id]) == {}
+    final = await store.summaries.mark_final(rolling.id, T0)
+    assert final is not None and final.final and await summary_jobs(store) == [rolling.id]
+    assert await embed_all(store) == 1
+    assert (await store.summaries.counts()).vectors == 1
+    again = await store.summaries.save_segment_summary(
+        tea.segment_id, "Tea, then coffee.", "m", final=True, covers_exchange_id=tea.id, exchanges_covered=1, at=T0
+    )
+    assert again.id == rolling.id and again.text == "Tea, then coffee."
+    counts = await store.summaries.counts()
+    assert (counts.segments_final, counts.segments_rolling, counts.vectors) == (1, 0, 0)  # stale vector dropped
+    assert await summary_jobs(store) == [rolling.id]
+
+
+async def test_nearest_segments_never_returns_the_excluded_segment(store: SqliteStore) -> None:
+    await bound(store)
+    turns = Turns(store)
+    ids = []
+    for topic in ("tea brewing", "tea brewing again"):
+        exchange = await turns.turn(topic, "ok")
+        summary = await store.summaries.save_segment_summary(
+            exchange.segment_id, topic, "m", final=True, covers_exchange_id=exchange.id, exchanges_covered=1, at=T0
+        )
+        ids.append((exchange.segment_id, summary.id))
+        await turns.new_segment()
+    await embed_all(store)
+    [query] = await EMBEDDER.embed(["tea brewing"])
+    hits = await store.summaries.nearest_segments(ALICE, query, limit=5, exclude_segment_id=ids[0][0])
+    assert [hit.summary.segment_id for hit in hits] == [ids[1][0]]
+    assert (
+        await store.summaries.nearest_segments(
+            ALICE.__class__("console", "nobody"), query, limit=5, exclude_segment_id=None
+        )
+        == []
+    )
+
+
+async def test_scan_finds_finished_exchanges_once_and_rechecks_open_ones(store: SqliteStore) -> None:
+    turns = Turns(store)
+    done = await turns.turn("question one", "answer one")
+    failed = await turns.turn("question two", None, ExchangeStatus.FAILED)
+    opened = await turns.open_turn("question three")
+    scan = await store.summaries.scan_exchanges(0, (), 50)
+    assert [e.id for e in scan.to_summarize] == [done.id]
+    assert failed.id not in scan.still_open and len(scan.still_open) == 1
+    assert scan.scanned_to >= max(scan.still_open)
+    later = await store.summaries.scan_exchanges(scan.scanned_to, scan.still_open, 50)
+    assert later.to_summarize == [] and later.still_open == scan.still_open
+    closed = await turns.close(opened, "answer three")
+    after = await store.summaries.scan_exchanges(later.scanned_to, later.still_open, 50)
+    assert [e.id for e in after.to_summarize] == [closed.id] and after.still_open == frozenset()
+    assert await store.summaries.pending_exchanges() == 2
+    page = await store.summaries.scan_exchanges(0, (), 1)
+    assert [e.id for e in page.to_summarize] == [done.id] and page.scanned_to == done.id
+
+
+async def test_segment_work_folds_contiguously_and_waits_for_a_missing_exchange_summary(store: SqliteStore) -> None:
+    turns = Turns(store)
+    one, two, three = [await turns.turn(f"question {i}", f"answer {i}") for i in range(3)]
+    for exchange in (one, three):
+        await store.summaries.save_exchange_summary(exchange, f"summary {exchange.id}", "m", T0)
+    [work] = await store.summaries.segment_work(rolling_every=1, skip_exchanges=(), limit=10)
+    assert [s.exchange_id for s in work.new] == [one.id] and work.waiting and not work.closed
+    [skipping] = await store.summaries.segment_work(rolling_every=1, skip_exchanges=[two.id], limit=10)
+    assert [s.exchange_id for s in skipping.new] == [one.id, three.id] and not skipping.waiting
+    assert await store.summaries.segment_work(rolling_every=3, skip_exchanges=(), limit=10) == []
+    await store.summaries.save_segment_summary(
+        one.segment_id, "rolled", "m", final=False, covers_exchange_id=three.id, exchanges_covered=2, at=T0
+    )
+    await turns.new_segment()
+    [closed] = await store.summaries.segment_work(rolling_every=5, skip_exchanges=(), limit=10)
+    assert closed.closed and closed.summary is not None and closed.new == [] and not closed.waiting
+
+
+async def test_another_embedder_rebuilds_summary_vectors_instead_of_refusing(store: SqliteStore) -> None:
+    await bound(store)
+    exchange = await Turns(store).turn("tea", "green")
+    await store.summaries.save_exchange_summary(exchange, "About tea.", "m", T0)
+    await embed_all(store)
+    assert await store.summaries.bind_embedder("other-model", 16) == 1
+    assert (await store.summaries.counts()).vectors == 0
+    vector = np.ones(16, dtype=np.float32) / 4
+    [job] = await summary_jobs(store)
+    assert await store.summaries.put_vectors([(job, vector)]) == 1
+    assert await store.summaries.reembed_all() == 1 and (await store.summaries.counts()).vectors == 0
+
+
+async def test_forgetting_removes_summaries_of_exchanges_their_segments_and_vectors(store: SqliteStore) -> None:
+    await bound(store)
+    turns = Turns(store)
+    tea, bike = await turns.turn("tea", "green"), await turns.turn("bike", "oil")
+    for exchange in (tea, bike):
+        await store.summaries.save_exchange_summary(exchange, f"about {exchange.id}", "m", T0)
+    await store.summaries.save_segment_summary(
+        tea.segment_id, "tea and bike", "m", final=True, covers_exchange_id=bike.id, exchanges_covered=2, at=T0
+    )
+    await embed_all(store)
+    assert await store.summaries.forget_exchanges([tea.id]) == 2
+    remaining = await store.summaries.in_segment(tea.segment_id)
+    assert [s.exchange_id for s in remaining] == [bike.id]
+    assert (await store.summaries.counts()).vectors == 1
+    assert await store.summaries.forget_segments([tea.segment_id]) == 1
+    assert (await store.summaries.counts()).vectors == 0
+
+
+async def test_deleting_an_exchange_cascades_to_its_summary_and_vector(store: SqliteStore) -> None:
+    await bound(store)
+    exchange = await Turns(store).turn("tea", "green")
+    await store.summaries.save_exchange_summary(exchange, "About tea.", "m", T0)
+    await embed_all(store)
+
+    def delete(connection: object) -> int:
+        import apsw
+
+        assert isinstance(connection, apsw.Connection)
+        with connection:
+            connection.execute("DELETE FROM exchanges WHERE id = ?", (exchange.id,))
+            return delete_summaries_in(connection, [], [])
+
+    await store.db.run(delete)
+    counts = await store.summaries.counts()
+    assert (counts.exchanges, counts.vectors) == (0, 0)
