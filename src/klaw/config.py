@@ -106,6 +106,18 @@ class EmbedderConfig(_Section):
         return self
 
 
+class MemoryConfig(_Section):
+    """Limits of the memory tools: core memory goes into every context, saved memories into results."""
+
+    core_max_chars: int = Field(
+        default=2000,
+        gt=0,
+        description="Largest core memory memory_core_update may write, counted as the indented JSON the model"
+        " reads every turn (~4 characters per token).",
+    )
+    save_max_chars: int = Field(default=2000, gt=0, description="Longest text memory_save accepts.")
+
+
 class DatabaseConfig(_Section):
     backend: Literal["sqlite"] = "sqlite"
     path: str = Field(default="klaw.db", description="SQLite file, relative to KLAW_HOME.")
@@ -192,6 +204,7 @@ def _default_commands() -> tuple[CommandConfig, ...]:
             ("model", "Show or switch this chat's model: /model [id]"),
             ("models", "List configured models and their context budgets"),
             ("memory", "Show core memory"),
+            ("forget", "Erase an exchange, segment or saved memory: /forget last | exchange|segment|memory <id>"),
             ("status", "Uptime, model, segment start, queue depth"),
             ("context", "What went into the last turn's context"),
             ("help", "List commands"),
@@ -213,6 +226,7 @@ class EngineConfig(_Section):
     auto_rag: AutoRagConfig = AutoRagConfig()
     embedder: EmbedderConfig = EmbedderConfig()
     database: DatabaseConfig = DatabaseConfig()
+    memory: MemoryConfig = MemoryConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
     commands: tuple[CommandConfig, ...] = Field(default_factory=_default_commands)
     channels: ChannelsConfig = ChannelsConfig()

@@ -23,6 +23,9 @@ QUERIES = {
     " FROM exchanges ORDER BY id",
     "vec_messages": "SELECT rowid, chat_key, segment_id, created_at, embedding FROM vec_messages ORDER BY rowid",
     "index_meta": "SELECT table_name, embedder_id, dim FROM index_meta ORDER BY table_name",
+    "memory_chunks": "SELECT rowid, chat, segment_id, content, created_at FROM memory_chunks ORDER BY rowid",
+    "memory_chunks_fts": "SELECT rowid, content FROM memory_chunks_fts ORDER BY rowid",
+    "vec_memory": "SELECT rowid, chat_key, created_at, embedding FROM vec_memory ORDER BY rowid",
     "settings": "SELECT key, value, updated_at FROM settings ORDER BY key",
     "embedding_jobs": "SELECT target, target_rowid, status, attempts, last_error FROM embedding_jobs"
     " ORDER BY target, target_rowid",

@@ -1,4 +1,5 @@
 """`klaw memory search`: the agent's own hybrid search, from the command line, with its scores.
+(`klaw memory forget` lives in memory_forget_cmd.py.)
 
 It runs the same `HybridSearch` auto-RAG uses (vector KNN + full text, fused by RRF) so a person can
 see what the agent would recall for a question and why: fused score, vector distance, full-text
@@ -21,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.cli.memory_forget_cmd import register_forget
 from klaw.config import EngineConfig
 from klaw.memory.auto_rag import CANDIDATES_PER_SIDE
 from klaw.memory.embedder.factory import create_embedder
@@ -32,6 +34,7 @@ from klaw.store.sqlite.store import SqliteStore
 from klaw.store.sqlite.vectors import MESSAGE_VECTORS
 
 app = typer.Typer(help="Look into what klaw remembers of your conversations.", no_args_is_help=True)
+register_forget(app)  # `klaw memory forget` (cli/memory_forget_cmd.py)
 
 PREVIEW_CHARS = 80
 

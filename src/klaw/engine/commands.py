@@ -15,6 +15,7 @@ from klaw.engine.sessions import SessionManager, UnknownModel
 from klaw.memory.auto_rag import RecalledMessage
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedding_queue import EmbeddingQueue
+from klaw.memory.forgetting import ForgetError, ForgetKind, Forgetting
 from klaw.store.records import ChatRef
 
 # The id of the command being handled (set by `CommandHandler.handle` for state-changing commands).
@@ -50,6 +51,7 @@ class CommandHandler:
         started_at: datetime,
         embedding_queue: EmbeddingQueue | None = None,
         scheduler: Scheduler | None = None,
+        forgetting: Forgetting | None = None,
     ) -> None:
         self._config = config
         self._sessions = sessions
@@ -59,6 +61,7 @@ class CommandHandler:
         self._started_at = started_at
         self._embedding_queue = embedding_queue
         self._scheduler = scheduler
+        self._forgetting = forgetting
         self._handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = {
             "new": self._new,
             "model": self._model,
@@ -67,6 +70,7 @@ class CommandHandler:
             "status": self._status,
             "help": self._help,
             "context": self._context,
+            "forget": self._forget,
         }
 
     async def handle(self, chat: ChatRef, name: str, args: str = "", command_id: str | None = None) -> str:
@@ -134,6 +138,27 @@ class CommandHandler:
             lines.append(await _scheduler_line(self._scheduler))
         return "\n".join(lines)
 
+    async def _forget(self, chat: ChatRef, args: str) -> str:
+        if self._forgetting is None:
+            return "Forgetting is not available in this engine."
+        record_id = _command_id.get()
+        if await self._forgetting.already_done(record_id):
+            return "Already forgotten."
+        try:
+            kind, target_id = await _forget_target(self._forgetting, chat, args)
+            plan = await self._forgetting.plan(kind, target_id, chat)
+        except ForgetError as exc:
+            return f"Cannot forget: {exc}."
+        outcome = await self._forgetting.forget(plan, record_id=record_id)
+        # What the running engine still holds of the text in memory: the last turns' context records.
+        self._processor.last_context.pop(chat, None)
+        self._processor.context_history.drop(chat)
+        return (
+            f"Forgot {plan.label}: {plan.describe()} erased from the database, its search indexes, summaries"
+            f" and the conversation log ({outcome.files_rewritten} log file(s) rewritten). Core memory is"
+            " unchanged: /memory shows it."
+        )
+
     async def _help(self, _chat: ChatRef, _: str) -> str:
         return "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in self._config.commands)
 
@@ -159,6 +184,18 @@ def _recalled_line(recalled: RecalledMessage) -> str:
     if len(preview) > PREVIEW_CHARS:
         preview = preview[: PREVIEW_CHARS - 1] + "…"
     return f"[{hit.message.role.value}] score {hit.score:.4f}, distance {distance}, full text {fts}: {preview}"
+
+
+FORGET_USAGE = "usage: /forget last | /forget exchange <id> | /forget segment <id> | /forget memory <id>"
+
+
+async def _forget_target(forgetting: Forgetting, chat: ChatRef, args: str) -> tuple[ForgetKind, int]:
+    words = args.lower().split()
+    if words == ["last"]:
+        return ForgetKind.EXCHANGE, await forgetting.latest_exchange(chat)
+    if len(words) != 2 or words[0] not in {k.value for k in ForgetKind} or not words[1].isdigit():
+        raise ForgetError(FORGET_USAGE)
+    return ForgetKind(words[0]), int(words[1])
 
 
 async def _scheduler_line(scheduler: Scheduler) -> str:

@@ -31,18 +31,22 @@ from klaw.engine.socket_server import EngineSocketServer
 from klaw.engine.system_prompt import SystemPrompt
 from klaw.home import KlawHome
 from klaw.llm.router import ModelRouter
+from klaw.memory.archival_memory import ArchivalMemory
 from klaw.memory.auto_rag import AutoRagService
+from klaw.memory.conversation_details import ConversationDetails
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedder.factory import create_embedder
 from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.embedding_queue import EmbeddingQueue
+from klaw.memory.forgetting import Forgetting
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.ingestion import Ingestion
 from klaw.scheduler.names import SUBAGENT_CHANNEL
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
 from klaw.tools.builtin.defaults import register_builtin_tools
+from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
 from klaw.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -115,6 +119,7 @@ class Engine:
             await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
             # Recent chats' vectors into memory now (~1 s per 100k), not during someone's first turn.
             await store.vectors.warm_cache()
+            await store.memory_chunks.bind_embedder(embedder.model_id, embedder.dim)
             ingestion = Ingestion(
                 ConversationLog(home.conversations),
                 store,
@@ -122,10 +127,20 @@ class Engine:
                 on_embedding_queued=embedding_queue.notify,
             )
             await ingestion.recover()
+            forgetting = Forgetting(ingestion, clock.now)
+            await forgetting.finish_pending()  # log files a crash left holding forgotten records
             embedding_queue.start()  # embeds what recovery and any earlier run left pending
             tools = ToolRegistry()
             register_builtin_tools(tools)
             core_memory = CoreMemory(home.core_memory_file)
+            memory_services = MemoryServices(
+                details=ConversationDetails(store),
+                archival=ArchivalMemory(ingestion, embedder, clock.now, max_chars=config.memory.save_max_chars),
+                core=core_memory,
+                core_max_chars=config.memory.core_max_chars,
+                window=config.context.sliding_window,
+            )
+            register_memory_tools(tools, memory_services)
             sessions = SessionManager(config, store, ingestion, clock)
             delivery = Delivery()
             router = router or ModelRouter(config)
@@ -169,6 +184,7 @@ class Engine:
                 started_at=clock.now(),
                 embedding_queue=embedding_queue,
                 scheduler=scheduler,
+                forgetting=forgetting,
             )
             engine = cls(
                 home=home,

@@ -25,8 +25,12 @@ from klaw.scheduler.store import ScheduleStore
 from klaw.tools.builtin.scheduler_tools import register_scheduler_tools
 from klaw.tools.registry import ToolRegistry
 
-# Tools a task's run is not offered: a run that starts runs could multiply without bound.
-SUBAGENT_EXCLUDED_TOOLS = frozenset({"subagent_spawn"})
+# Tools a task's run is not offered: a run that starts runs could multiply without bound, and a run
+# has no conversation of its own to search or save into, and reads core memory only (the memory
+# tools refuse there anyway; not offering them saves the tokens of their schemas).
+SUBAGENT_EXCLUDED_TOOLS = frozenset(
+    {"subagent_spawn", "fetch_conversation_details", "memory_save", "memory_search", "memory_core_update"}
+)
 
 
 def assemble_scheduler(

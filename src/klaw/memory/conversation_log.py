@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from klaw.memory.log_format import MalformedLine, decode_record, encode_record
+from klaw.memory.log_rewrite import DAY, remove_lines
 from klaw.scheduler.names import is_task_log_dir
 from klaw.store.records import ChatRef, MessageRecord
 
@@ -54,6 +55,25 @@ class ConversationLog:
         for path, lines in by_file.items():
             async with self._lock(path.parent.name):
                 await asyncio.to_thread(_append_lines, path, lines)
+
+    async def remove_records(
+        self, chat: ChatRef, ids: Collection[str], days: Iterable[str] | None = None
+    ) -> list[Path]:
+        """Rewrite the chat's files of `days` (UTC dates; None: all its files) without the records `ids`,
+        each atomically and under the chat's append lock, so no append is lost. The one exception to
+        append-only: `/forget` (memory/log_rewrite.py). Returns the files rewritten."""
+        directory = self.chat_dir(chat)
+        if days is None:
+            paths = self.files(directory)
+        else:
+            paths = [directory / f"{day}.jsonl" for day in sorted(set(days)) if DAY.match(day)]
+        wanted = frozenset(ids)
+        rewritten: list[Path] = []
+        async with self._lock(directory.name):
+            for path in paths:
+                if await asyncio.to_thread(remove_lines, path, wanted):
+                    rewritten.append(path)
+        return rewritten
 
     def chat_dirs(self) -> list[Path]:
         """The chats' directories, by name. Scheduled tasks' run logs (`scheduler_<task>`) are not

@@ -26,7 +26,7 @@ import numpy.typing as npt
 from klaw.llm.errors import LlmError
 from klaw.memory.embedder.protocol import Embedder, EmbedderError
 from klaw.store.protocol import Storage, StorageError
-from klaw.store.records import MESSAGE_TARGET, EmbeddingJob
+from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, EmbeddingJob
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,30 @@ class MessageTarget:
         return await self._store.vectors.put(vectors)
 
 
+class MemoryTarget:
+    """Jobs on `memory_chunks` rows (archival memory): text from the chunk, vectors into `vec_memory`,
+    which is bound to the queue's embedder before the first vectors go in."""
+
+    def __init__(self, store: Storage, embedder: Embedder) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._bound = False
+
+    async def texts(self, rowids: Sequence[int]) -> dict[int, str]:
+        return await self._store.memory_chunks.texts(rowids)
+
+    async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
+        if not self._bound:
+            await self._store.memory_chunks.bind_embedder(self._embedder.model_id, self._embedder.dim)
+            self._bound = True
+        return await self._store.memory_chunks.put(vectors)
+
+
+def default_targets(store: Storage, embedder: Embedder) -> dict[str, EmbeddingTarget]:
+    """Every job target the store queues: messages and archival memories."""
+    return {MESSAGE_TARGET: MessageTarget(store), MEMORY_TARGET: MemoryTarget(store, embedder)}
+
+
 @dataclass(frozen=True)
 class EmbeddingQueueStatus:
     pending: int
@@ -108,7 +132,7 @@ class EmbeddingQueue:
         self._embedder = embedder
         self._clock = clock
         self._batch_size = batch_size
-        self._targets: dict[str, EmbeddingTarget] = dict(targets or {MESSAGE_TARGET: MessageTarget(store)})
+        self._targets: dict[str, EmbeddingTarget] = dict(targets or default_targets(store, embedder))
         self._wake = asyncio.Event()
         self._batch_lock = asyncio.Lock()  # the worker and run_until_idle never take the same jobs
         self._worker: asyncio.Task[None] | None = None

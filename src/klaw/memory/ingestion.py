@@ -3,6 +3,7 @@
 The log is the source of truth. A message is appended to the log and fsync'd, then inserted into
 the store. If the process dies in between, `recover()` at start-up replays the tail of every
 chat's log into the store; inserts are idempotent on message id, so replaying is always safe.
+Records a `forget` tombstone names are never replayed (memory/forgetting.py).
 
 Ingestion also decides which messages get embedded (`should_embed`): the store queues the job in
 the same transaction as the row, and `on_embedding_queued` (the embedding queue's `notify`) wakes
@@ -18,6 +19,7 @@ from datetime import timedelta
 from klaw.config import AutoRagConfig
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.embedding_policy import should_embed
+from klaw.store.archival_records import tombstoned
 from klaw.store.protocol import Storage
 from klaw.store.records import MessageRecord, StoredMessage
 
@@ -75,8 +77,9 @@ class Ingestion:
                     cutoff = (latest - RECOVERY_OVERLAP).date().isoformat()
                     candidates = [f for f in files if f.stem >= cutoff]
             report = await self.log.read(candidates)
+            forgotten = tombstoned(report.records)  # lines a crash kept from being removed by /forget
             for record in report.records:
-                if await self.store.messages.get(record.id) is None:
+                if record.id not in forgotten and await self.store.messages.get(record.id) is None:
                     await self._store(record)
                     recovered += 1
         if recovered:

@@ -8,7 +8,8 @@ from the log and swapping it in:
 2. Build into `<klaw.db>.reindex`; the live file is not touched until the end. The log is replayed
    day by day (`log_replay`) through the same `append_many` as live ingestion, so `messages`, FTS,
    segments, sessions and exchanges come out of the same fold; every message `should_embed` picks
-   gets its embedding job in the same transaction, as live.
+   gets its embedding job in the same transaction, as live. Records a `forget` tombstone names
+   (`/forget`) are skipped, wherever the tombstone is in the log, so forgotten text never comes back.
 3. Drain those jobs with the engine's own `EmbeddingQueue`. A job whose embedding fails stays in the
    new database (pending with backoff, or failed), is reported, and is retried by the engine.
 4. Copy `settings` from the old database (commands set them; the log does not hold them), make the
@@ -45,6 +46,7 @@ from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.embedding_policy import should_embed
 from klaw.memory.embedding_queue import EmbeddingQueue, QueueClock
 from klaw.memory.log_replay import LogDay, read_day, scan_log
+from klaw.memory.log_tombstones import forgotten_in_log
 from klaw.store.protocol import StorageError
 from klaw.store.records import MessageRecord
 from klaw.store.sqlite.rebuild import (
@@ -163,10 +165,12 @@ class _Build:
         self.notify = notify
         self.warnings: list[str] = []
         self.stages: list[StageTiming] = []
+        self.forgotten: frozenset[str] = frozenset()  # ids named by `forget` tombstones: never rebuilt
 
     async def run(self, began: float, *, keep_backup: bool) -> ReindexReport:
         started = time.perf_counter()
         days = await asyncio.to_thread(scan_log, ConversationLog(self.home.conversations))
+        self.forgotten = await asyncio.to_thread(forgotten_in_log, ConversationLog(self.home.conversations))
         store = await self._open(days)
         try:
             journal = RebuildJournal(store.db)
@@ -214,6 +218,7 @@ class _Build:
                 await journal.create()
                 if await journal.get(_EMBEDDER_KEY) == wanted and not _log_rewritten(days, await journal.done_files()):
                     await store.vectors.bind_embedder(self.embedder.model_id, self.embedder.dim)
+                    await store.memory_chunks.bind_embedder(self.embedder.model_id, self.embedder.dim)
                     return store
                 await store.aclose()
             self.warnings.append(
@@ -227,6 +232,7 @@ class _Build:
         journal = RebuildJournal(store.db)
         await journal.create()
         await store.vectors.bind_embedder(self.embedder.model_id, self.embedder.dim)
+        await store.memory_chunks.bind_embedder(self.embedder.model_id, self.embedder.dim)
         await journal.set(_EMBEDDER_KEY, wanted)
         return store
 
@@ -265,8 +271,9 @@ class _Build:
     ) -> int:
         """Append one day's records in batches, then mark its files done; returns the records."""
         read = await asyncio.to_thread(read_day, day)
-        lines = len(read.skipped)
-        for batch in _batches(read.records, APPEND_BATCH):
+        records = [record for record in read.records if record.id not in self.forgotten]
+        lines = len(read.skipped) + len(read.records) - len(records)
+        for batch in _batches(records, APPEND_BATCH):
             await self._append(store, batch)
             lines += len(batch)
             self.notify(ReindexStage.REBUILD, lines_before + lines, lines_total)
@@ -275,7 +282,7 @@ class _Build:
             [DoneFile(f.key, f.size, f.mtime_ns, f.lines) for f in day.files],
             [(keys[path], line, reason) for path, line, reason in read.skipped],
         )
-        return len(read.records)
+        return len(records)
 
     async def _append(self, store: SqliteStore, batch: Sequence[MessageRecord]) -> None:
         minimum = self.config.auto_rag.min_message_tokens

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from klaw.store.archival_records import MemoryChunk, MemoryHit
 from klaw.store.records import (
     ChatRef,
     EmbeddingJob,
@@ -196,6 +197,61 @@ class ExchangeRepository(Protocol):
     async def for_segment(self, segment_id: int) -> list[Exchange]: ...
 
 
+class MemoryChunkRepository(Protocol):
+    """Archival memory (`memory_chunks`): written only by folding `memory_saved` log records."""
+
+    async def bind_embedder(self, embedder_id: str, dim: int) -> None:
+        """Record the embedder for the memory vector table, creating it on first use.
+        Raises `IndexMismatchError` if vectors of another embedder or size are stored."""
+        ...
+
+    async def get(self, rowid: int) -> MemoryChunk | None: ...
+
+    async def find(self, chat: ChatRef, content: str) -> MemoryChunk | None:
+        """The chat's memory with exactly this text, if any."""
+        ...
+
+    async def texts(self, rowids: Sequence[int]) -> dict[int, str]: ...
+
+    async def count(self, chat: ChatRef | None = None) -> int: ...
+
+    async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int: ...
+
+    async def full_text(self, chat: ChatRef, text: str, *, limit: int) -> list[MemoryHit]:
+        """The chat's memories matching `text` (bm25, lower is better), best first."""
+        ...
+
+    async def nearest(self, chat: ChatRef, vector: npt.NDArray[np.float32], *, limit: int) -> list[MemoryHit]:
+        """The chat's memories nearest to `vector` (cosine distance), closest first."""
+        ...
+
+
+class HistoryRepository(Protocol):
+    """Which stored records make up an exchange or a segment (details and forgetting)."""
+
+    async def exchange_messages(self, exchange_id: int) -> list[StoredMessage] | None:
+        """Every record of the exchange, control records included, oldest first; None if unknown."""
+        ...
+
+    async def segment_messages(self, segment_id: int) -> list[StoredMessage]:
+        """Every record of the segment except `/new` and `/model` records, oldest first."""
+        ...
+
+    async def exchange_ids(self, messages: Sequence[StoredMessage]) -> dict[int, int]:
+        """message rowid → exchange id, for user messages and final replies that belong to one."""
+        ...
+
+    async def tool_rounds(self, chat: ChatRef, tool_name: str) -> list[list[StoredMessage]]:
+        """Each tool-call record of the chat calling `tool_name`, followed by the results of its calls."""
+        ...
+
+    async def latest_exchange_id(self, chat: ChatRef) -> int | None: ...
+
+    async def checkpoint(self) -> None:
+        """Make deleted data leave every file of the store (e.g. the SQLite WAL)."""
+        ...
+
+
 class Storage(Protocol):
     """A whole store. Repositories are read-only properties, so implementations may expose their
     concrete repository classes."""
@@ -223,6 +279,12 @@ class Storage(Protocol):
 
     @property
     def exchanges(self) -> ExchangeRepository: ...
+
+    @property
+    def memory_chunks(self) -> MemoryChunkRepository: ...
+
+    @property
+    def history(self) -> HistoryRepository: ...
 
     @property
     def summaries(self) -> SummaryRepository: ...

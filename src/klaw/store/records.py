@@ -32,6 +32,8 @@ class MessageType(StrEnum):
     MODEL_SWITCH = "model_switch"  # `/model <id>`: metadata {"model": id}; rebuilds sessions from the log
     EXCHANGE_OPEN = "exchange_open"  # a turn starts; rebuilds `exchanges` from the log (store/exchange_records.py)
     EXCHANGE_CLOSE = "exchange_close"  # a turn ends: status and final reply (store/exchange_records.py)
+    MEMORY_SAVED = "memory_saved"  # memory_save: the text of one archival memory (store/archival_records.py)
+    FORGET = "forget"  # tombstone: metadata lists the ids of forgotten records, never their text
 
     @property
     def is_control(self) -> bool:
@@ -42,6 +44,8 @@ class MessageType(StrEnum):
             MessageType.MODEL_SWITCH,
             MessageType.EXCHANGE_OPEN,
             MessageType.EXCHANGE_CLOSE,
+            MessageType.MEMORY_SAVED,
+            MessageType.FORGET,
         )
 
 
@@ -177,6 +181,7 @@ class SessionState:
 
 
 MESSAGE_TARGET = "message"  # an embedding job whose target_rowid is a messages.rowid (vec_messages)
+MEMORY_TARGET = "memory"  # an embedding job whose target_rowid is a memory_chunks.rowid (vec_memory)
 
 
 class EmbeddingJobStatus(StrEnum):

@@ -18,6 +18,7 @@ from klaw.store.records import (
     to_millis,
     utc_now,
 )
+from klaw.store.sqlite.archival_fold import fold_archival_record, stored_content
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.embedding_jobs import insert_message_job
@@ -26,15 +27,23 @@ from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.segments import close_segment, open_segment_id
 from klaw.store.sqlite.sessions import save_session_model
+from klaw.store.sqlite.vector_cache import ChatVectorCache
 
 CONTROL_SQL = "(" + ", ".join(f"'{t}'" for t in CONTROL_TYPES) + ")"
 
 
 class SqliteMessages:
-    def __init__(self, db: SqliteDatabase, chats: ChatKeys, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(
+        self,
+        db: SqliteDatabase,
+        chats: ChatKeys,
+        clock: Callable[[], datetime] = utc_now,
+        vector_cache: ChatVectorCache | None = None,
+    ) -> None:
         self._db = db
         self._chats = chats
         self._clock = clock  # when an embedding job is first due
+        self._vector_cache = vector_cache  # copies of a chat's vectors, dropped when a `forget` deletes some
 
     async def append(self, record: MessageRecord, *, embed: bool = False) -> StoredMessage:
         return await self._db.run(lambda connection: self.append_in(connection, record, embed=embed))
@@ -75,7 +84,7 @@ class SqliteMessages:
                     segment_id,
                     record.role.value,
                     record.type.value,
-                    record.content,
+                    stored_content(record),
                     None if record.metadata is None else json.dumps(record.metadata, ensure_ascii=False),
                     created_at,
                 ),
@@ -91,6 +100,10 @@ class SqliteMessages:
                     save_session_model(connection, chat_key, model, created_at)
             else:
                 fold_exchange_record(connection, record, chat_key, segment_id, created_at)
+                now = to_millis(self._clock())
+                forgot = fold_archival_record(connection, record, chat_key, segment_id, rowid, created_at, now)
+                if forgot and self._vector_cache is not None:
+                    self._vector_cache.invalidate(chat_key)
         return StoredMessage(rowid=rowid, segment_id=segment_id, record=record)
 
     async def get(self, message_id: str) -> StoredMessage | None:

@@ -10,6 +10,8 @@ from klaw.store.records import utc_now
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.embedding_jobs import SqliteEmbeddingJobs
+from klaw.store.sqlite.history import SqliteHistory
+from klaw.store.sqlite.memory_chunks import SqliteMemoryChunks
 from klaw.store.sqlite.messages import SqliteMessages
 from klaw.store.sqlite.migrations import current_version, migrate
 from klaw.store.sqlite.search import SqliteSearch
@@ -30,7 +32,7 @@ class SqliteStore:
         self.db = db
         chats = ChatKeys()
         self.vector_cache = ChatVectorCache(vector_cache_bytes)
-        self.messages = SqliteMessages(db, chats, clock)
+        self.messages = SqliteMessages(db, chats, clock, self.vector_cache)
         self.segments = SqliteSegments(db, chats, clock)
         self.search = SqliteSearch(db, chats, self.vector_cache)
         self.vectors = SqliteVectors(db, self.vector_cache)
@@ -38,6 +40,8 @@ class SqliteStore:
         self.settings = SqliteSettings(db)
         self.sessions = SqliteSessions(db, chats)
         self.exchanges = SqliteExchanges(db, chats)
+        self.memory_chunks = SqliteMemoryChunks(db, chats)
+        self.history = SqliteHistory(db, chats)
         self.summaries = SqliteSummaries(db, chats, clock)
 
     @classmethod

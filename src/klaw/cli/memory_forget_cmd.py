@@ -1,0 +1,110 @@
+"""`klaw memory forget`: erase an exchange, a segment or a saved memory from the command line.
+
+The same `Forgetting` as `/forget` (database rows, indexes, vectors, summaries, the log's lines, a
+tombstone so `klaw reindex` never brings the text back). It refuses while an engine serves the home:
+the engine holds klaw.db open, appends to the same log files under its own locks and keeps copies
+of vectors and recent contexts in memory, none of which a second process can safely change under
+it. `/forget` in the chat does the same work inside the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.engine_presence import engine_answers
+from klaw.home import KlawHome
+from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.forgetting import ForgetError, ForgetKind, ForgetOutcome, ForgetPlan, Forgetting
+from klaw.memory.ingestion import Ingestion
+from klaw.store.records import ChatRef, utc_now
+from klaw.store.sqlite.store import SqliteStore
+
+
+def register_forget(app: typer.Typer) -> None:
+    app.command("forget")(forget)
+
+
+def forget(
+    kind: Annotated[ForgetKind, typer.Argument(help="What to forget: exchange, segment or memory.")],
+    target_id: Annotated[int, typer.Argument(metavar="ID", help="Its id, as memory_search and the inspector show.")],
+    chat: Annotated[
+        str | None,
+        typer.Option("--chat", help="Only if it belongs to this chat (channel:chat_id), e.g. console:me."),
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Erase an exchange, segment or saved memory everywhere: database, search indexes, summaries, log."""
+    home = home_from_env()
+    loaded = load_or_exit(home)
+    path = home.database_file(loaded.config.database.path)
+    if not path.exists():
+        fail(f"{path} does not exist yet: there is nothing to forget.", code=1)
+    owner = _chat(chat) if chat is not None else None
+    console = Console()
+
+    def confirm(plan: ForgetPlan) -> bool:
+        console.print(f"This erases {plan.label} of {plan.chat}: {plan.describe()}, for good.", highlight=False)
+        return yes or typer.confirm("Forget it?", default=False)
+
+    try:
+        outcome = asyncio.run(_forget(home, path, kind, target_id, owner, confirm))
+    except ForgetError as exc:
+        fail(f"cannot forget: {exc}", code=1)
+    except _EngineRunning:
+        fail(
+            f"an engine is running on {home.socket_path}: type `/forget {kind.value} {target_id}` in that chat"
+            " instead (it forgets everywhere, the running engine included), or stop the engine first.",
+            code=1,
+        )
+    if outcome is None:
+        console.print("Nothing was forgotten.", highlight=False)
+        raise typer.Exit(1)
+    assert outcome.plan is not None
+    console.print(
+        f"Forgot {outcome.plan.label}: erased from klaw.db, its search indexes and summaries, and from the"
+        f" conversation log ({outcome.files_rewritten} log file(s) rewritten). A tombstone in the log keeps"
+        " `klaw reindex` from bringing it back.",
+        highlight=False,
+    )
+
+
+class _EngineRunning(Exception):
+    pass
+
+
+async def _forget(
+    home: KlawHome,
+    path: Path,
+    kind: ForgetKind,
+    target_id: int,
+    chat: ChatRef | None,
+    confirm: Callable[[ForgetPlan], bool],
+) -> ForgetOutcome | None:
+    if await engine_answers(home.socket_path):
+        raise _EngineRunning
+    store = await SqliteStore.open(path)
+    try:
+        forgetting = Forgetting(Ingestion(ConversationLog(home.conversations), store), utc_now)
+        plan = await forgetting.plan(kind, target_id, chat)
+        if not confirm(plan):
+            return None
+        return await forgetting.forget(plan)
+    finally:
+        await store.aclose()
+
+
+def _chat(text: str) -> ChatRef:
+    channel, sep, chat_id = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError("write the chat as channel:chat_id, e.g. console:me")
+        return ChatRef(channel, chat_id)
+    except ValueError as exc:
+        fail(f"--chat {text!r}: {exc}")

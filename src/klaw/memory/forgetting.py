@@ -1,0 +1,211 @@
+"""Forgetting an exchange, a segment or a saved memory: its text leaves the database, every index,
+every summary that could quote it, and the conversation log.
+
+1. Plan: the records that make up the target (`HistoryRepository`), refused if the target is not
+   the given chat's (a person can only forget their own conversation). A saved memory's records
+   are its `memory_saved` record and the memory_save tool calls (with their round's results) whose
+   arguments hold its text; the conversation it came up in stays unless it is forgotten too.
+2. The tombstone: a `forget` record naming the records' ids (never their text) goes through
+   ingestion like any record: appended to the log and fsync'd, then folded by the store, which
+   deletes the rows, FTS entries, vectors, embedding jobs, exchanges, memory chunks and summaries
+   in one transaction with secure delete (`store/sqlite/archival_fold.py`).
+3. The log files that held the records are rewritten without their lines (atomic per file), and
+   the store's WAL is emptied so no old page keeps the text.
+
+Crash safety: the tombstone id is noted in `settings` (`PENDING_KEY`) before step 2 and dropped
+after step 3. At start-up `finish_pending` redoes step 3 for any tombstone still noted; a tombstone
+that reached the log but not the database is folded by crash recovery, which, like `klaw reindex`,
+skips every record a tombstone names. The in-memory copies of recent contexts are the engine's
+to drop (`/forget` does).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from klaw.memory.archival_memory import SAVE_TOOL
+from klaw.memory.ingestion import Ingestion
+from klaw.store.archival_records import forget_record, forgotten_days, forgotten_ids
+from klaw.store.records import ChatRef, MessageType, StoredMessage
+
+log = logging.getLogger(__name__)
+
+PENDING_KEY = "forget.pendingLogRewrites"  # tombstone ids whose log files may still hold forgotten lines
+
+
+class ForgetKind(StrEnum):
+    EXCHANGE = "exchange"
+    SEGMENT = "segment"
+    MEMORY = "memory"
+
+
+class ForgetError(ValueError):
+    """The target cannot be forgotten (unknown, another chat's, nothing left); the message says why."""
+
+
+@dataclass(frozen=True)
+class ForgetPlan:
+    chat: ChatRef
+    kind: ForgetKind
+    target_id: int
+    records: tuple[StoredMessage, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind.value} {self.target_id}"
+
+    @property
+    def ids(self) -> list[str]:
+        return [m.record.id for m in self.records]
+
+    @property
+    def days(self) -> list[str]:
+        return sorted({m.record.created_at.date().isoformat() for m in self.records})
+
+    @property
+    def messages(self) -> int:
+        """Conversation messages: user and assistant text, tool calls and tool results."""
+        return sum(1 for m in self.records if not m.record.type.is_control)
+
+    @property
+    def memories(self) -> int:
+        return sum(1 for m in self.records if m.record.type is MessageType.MEMORY_SAVED)
+
+    @property
+    def exchanges(self) -> int:
+        return sum(1 for m in self.records if m.record.type is MessageType.EXCHANGE_OPEN)
+
+    def describe(self) -> str:
+        parts = [f"{self.messages} message(s)"]
+        if self.kind is not ForgetKind.EXCHANGE and self.exchanges:
+            parts.append(f"{self.exchanges} exchange(s)")
+        if self.memories:
+            parts.append(f"{self.memories} saved memor{'y' if self.memories == 1 else 'ies'}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class ForgetOutcome:
+    plan: ForgetPlan | None  # None: the command was replayed and had already been carried out
+    files_rewritten: int
+
+
+class Forgetting:
+    def __init__(self, ingestion: Ingestion, clock: Callable[[], datetime]) -> None:
+        self._ingestion = ingestion
+        self._store = ingestion.store
+        self._log = ingestion.log
+        self._clock = clock
+
+    async def plan(self, kind: ForgetKind, target_id: int, chat: ChatRef | None) -> ForgetPlan:
+        """What forgetting the target removes. `chat` (None: any chat) must own the target; a target
+        of another chat is reported exactly like an unknown one, so nothing about it leaks."""
+        owner, records = await self._resolve(kind, target_id)
+        if owner is None or (chat is not None and owner != chat):
+            where = "" if chat is None else " in this chat"
+            raise ForgetError(f"there is no {kind.value} {target_id}{where}")
+        if not records:
+            raise ForgetError(f"{kind.value} {target_id} holds nothing left to forget")
+        return ForgetPlan(owner, kind, target_id, tuple(records))
+
+    async def latest_exchange(self, chat: ChatRef) -> int:
+        exchange_id = await self._store.history.latest_exchange_id(chat)
+        if exchange_id is None:
+            raise ForgetError("this chat has no exchange to forget yet")
+        return exchange_id
+
+    async def already_done(self, record_id: str | None) -> bool:
+        """A command replayed with the id it was first carried out under changes nothing twice."""
+        return record_id is not None and await self._store.messages.get(record_id) is not None
+
+    async def forget(self, plan: ForgetPlan, *, record_id: str | None = None) -> ForgetOutcome:
+        """Carry out `plan`; `record_id` (a command's id) becomes the tombstone's id."""
+        if await self.already_done(record_id):
+            return ForgetOutcome(None, 0)
+        tombstone = forget_record(plan.chat, plan.ids, plan.label, plan.days, self._clock(), record_id)
+        await self._note_pending(tombstone.id, add=True)
+        await self._ingestion.accept(tombstone)
+        rewritten = await self._log.remove_records(plan.chat, plan.ids, plan.days)
+        await self._store.history.checkpoint()
+        await self._note_pending(tombstone.id, add=False)
+        log.info(
+            "forgot %s of chat %s: %d record(s), %d log file(s) rewritten",
+            plan.label,
+            plan.chat,
+            len(plan.records),
+            len(rewritten),
+        )
+        return ForgetOutcome(plan, len(rewritten))
+
+    async def finish_pending(self) -> int:
+        """Rewrite the log files a forget interrupted by a crash left holding forgotten records
+        (run at start-up, after crash recovery); returns how many files were rewritten."""
+        pending = await self._pending()
+        rewritten = 0
+        for tombstone_id in pending:
+            stored = await self._store.messages.get(tombstone_id)
+            if stored is not None:
+                record = stored.record
+                days = forgotten_days(record) or None
+                rewritten += len(await self._log.remove_records(record.chat, forgotten_ids(record), days))
+            await self._note_pending(tombstone_id, add=False)
+        if pending:
+            await self._store.history.checkpoint()
+            log.warning("finished %d interrupted forget(s): %d log file(s) rewritten", len(pending), rewritten)
+        return rewritten
+
+    async def _resolve(self, kind: ForgetKind, target_id: int) -> tuple[ChatRef | None, list[StoredMessage]]:
+        if kind is ForgetKind.EXCHANGE:
+            exchange = await self._store.exchanges.get(target_id)
+            if exchange is None:
+                return None, []
+            return exchange.chat, await self._store.history.exchange_messages(target_id) or []
+        if kind is ForgetKind.SEGMENT:
+            segment = await self._store.segments.get(target_id)
+            if segment is None:
+                return None, []
+            return segment.chat, await self._store.history.segment_messages(target_id)
+        chunk = await self._store.memory_chunks.get(target_id)
+        if chunk is None:
+            return None, []
+        saved = await self._store.messages.get(chunk.record_id)
+        records = [saved] if saved is not None else []
+        # The memory_save call that wrote it holds the text in its arguments: that round goes too.
+        for tool_round in await self._store.history.tool_rounds(chunk.chat, SAVE_TOOL):
+            if chunk.content in _saved_texts(tool_round[0]):
+                records.extend(tool_round)
+        return chunk.chat, sorted({m.rowid: m for m in records}.values(), key=lambda m: m.rowid)
+
+    async def _pending(self) -> list[str]:
+        value = await self._store.settings.get(PENDING_KEY)
+        return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+    async def _note_pending(self, tombstone_id: str, *, add: bool) -> None:
+        pending = [item for item in await self._pending() if item != tombstone_id]
+        if add:
+            pending.append(tombstone_id)
+        if pending:
+            await self._store.settings.set(PENDING_KEY, pending)
+        else:
+            await self._store.settings.delete(PENDING_KEY)
+
+
+def _saved_texts(call_record: StoredMessage) -> set[str]:
+    """The texts a tool-call record asked memory_save to keep (as `ArchivalMemory.save` stores them)."""
+    texts = set()
+    for call in (call_record.record.metadata or {}).get("tool_calls", []):
+        if not isinstance(call, dict) or call.get("name") != SAVE_TOOL:
+            continue
+        try:
+            arguments = json.loads(str(call.get("arguments") or "{}"))
+        except ValueError:
+            continue
+        text = arguments.get("text") if isinstance(arguments, dict) else None
+        if isinstance(text, str):
+            texts.add(text.strip())
+    return texts

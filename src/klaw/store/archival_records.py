@@ -1,0 +1,87 @@
+"""Archival memory and forgetting in the conversation log: the `memory_saved` and `forget` records.
+
+Both go through the log like every other record, so `klaw reindex` rebuilds what they did and crash
+recovery finishes what they started; the store folds them as they are appended
+(`store/sqlite/archival_fold.py`), exactly as `exchange_open`/`exchange_close` are folded.
+
+- `memory_saved` (`system`): `content` is the memory's text, the only copy the log has. The store
+  keeps that text in `memory_chunks` (searchable, embedded) and an empty `messages` row for the id.
+- `forget` (`system`, empty): a tombstone. `metadata = {"ids": [record ids], "target": "segment 3",
+  "days": ["2026-01-01", …]}`: which records are forgotten (ids only, never their text), what a person
+  asked to forget (for reading the log; ids of another database), and the UTC days whose log files
+  held them, so an interrupted rewrite of those files can be finished at the next start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from klaw.store.records import ChatRef, MessageRecord, MessageType, Role, new_message_id
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryChunk:
+    """One saved memory: its rowid (= the rowid of its `memory_saved` record) is its id."""
+
+    rowid: int
+    record_id: str  # the memory_saved record's id in the log
+    chat: ChatRef
+    segment_id: int
+    content: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit:
+    """A memory found by a search, with the backend's own score (bm25 rank or cosine distance)."""
+
+    chunk: MemoryChunk
+    score: float
+
+
+def memory_saved_record(chat: ChatRef, text: str, at: datetime) -> MessageRecord:
+    return MessageRecord(chat, Role.SYSTEM, text, type=MessageType.MEMORY_SAVED, created_at=at)
+
+
+def forget_record(
+    chat: ChatRef, ids: Iterable[str], target: str, days: Iterable[str], at: datetime, record_id: str | None = None
+) -> MessageRecord:
+    """A tombstone for `ids` (records of `chat`). `record_id` makes a replayed command idempotent."""
+    metadata = {"ids": sorted(set(ids)), "target": target, "days": sorted(set(days))}
+    return MessageRecord(
+        chat,
+        Role.SYSTEM,
+        "",
+        type=MessageType.FORGET,
+        id=record_id or new_message_id(),
+        created_at=at,
+        metadata=metadata,
+    )
+
+
+def forgotten_ids(record: MessageRecord) -> frozenset[str]:
+    """The ids a `forget` record names (empty for any other record), read tolerantly: a hand-edited
+    log must not crash a fold or a rebuild."""
+    if record.type is not MessageType.FORGET:
+        return frozenset()
+    ids = (record.metadata or {}).get("ids")
+    if not isinstance(ids, list):
+        return frozenset()
+    return frozenset(value for value in ids if isinstance(value, str))
+
+
+def forgotten_days(record: MessageRecord) -> frozenset[str]:
+    days = (record.metadata or {}).get("days")
+    if not isinstance(days, list):
+        return frozenset()
+    return frozenset(value for value in days if isinstance(value, str))
+
+
+def tombstoned(records: Iterable[MessageRecord]) -> frozenset[str]:
+    """Every id forgotten by the `forget` records among `records`."""
+    found: set[str] = set()
+    for record in records:
+        found |= forgotten_ids(record)
+    return frozenset(found)

@@ -1,0 +1,184 @@
+"""`memory_saved` and `forget` records folded into the database as they are appended.
+
+Called by `SqliteMessages.append_in` inside the append's transaction, like the exchange fold: live
+ingestion, crash recovery and `klaw reindex` therefore do the same thing with the same records.
+
+- `memory_saved`: a `memory_chunks` row sharing the record's rowid, with its embedding job (target
+  `memory`) in the same transaction. The messages row keeps no text (`stored_content`).
+- `forget`: every row derived from the named records of the chat is deleted: messages (their FTS
+  rows by trigger), vectors, embedding jobs, memory chunks, the exchanges they make up and the
+  summaries that could quote them (those of every exchange holding a forgotten record, and their
+  segments' summaries). `PRAGMA secure_delete` zeroes the freed space and the FTS tables
+  use FTS5 secure-delete (migration 0003), so no copy of the text stays in the file; the WAL still
+  holds old pages until `checkpoint_truncate` (the forgetting service calls it after the commit).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+
+import apsw
+
+from klaw.store.archival_records import forgotten_ids
+from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, MessageRecord, MessageType, Role
+from klaw.store.sqlite.memory_chunks import MEMORY_VECTORS
+from klaw.store.sqlite.query import Row, fetch_all, fetch_value
+from klaw.store.sqlite.summaries import delete_summaries_in
+from klaw.store.sqlite.vector_tables import table_exists
+from klaw.store.sqlite.vectors import MESSAGE_VECTORS
+from klaw.store.summary_records import SUMMARY_TARGET
+
+_FULL_TEXT_TABLES = ("messages_fts", "memory_chunks_fts")
+
+
+def stored_content(record: MessageRecord) -> str:
+    """What `messages.content` keeps of a record: a saved memory's text lives in `memory_chunks`
+    only, so it is neither stored twice nor matched as a message by full-text search."""
+    return "" if record.type is MessageType.MEMORY_SAVED else record.content
+
+
+def fold_archival_record(
+    connection: apsw.Connection,
+    record: MessageRecord,
+    chat_key: int,
+    segment_id: int,
+    rowid: int,
+    created_at: int,
+    now_millis: int,
+) -> bool:
+    """Fold a `memory_saved` or `forget` record (no-op for other types). True when rows were
+    forgotten: the caller drops its in-memory vector copies of the chat."""
+    if record.type is MessageType.MEMORY_SAVED:
+        connection.execute(
+            "INSERT INTO memory_chunks (rowid, chat, segment_id, content, created_at) VALUES (?, ?, ?, ?, ?)",
+            (rowid, chat_key, segment_id, record.content, created_at),
+        )
+        connection.execute(
+            "INSERT INTO embedding_jobs (target, target_rowid, status, attempts, next_attempt_at, created_at)"
+            " VALUES (?, ?, 'pending', 0, ?, ?) ON CONFLICT (target, target_rowid) DO NOTHING",
+            (MEMORY_TARGET, rowid, now_millis, now_millis),
+        )
+        return False
+    if record.type is MessageType.FORGET:
+        return forget_rows(connection, chat_key, forgotten_ids(record)) > 0
+    return False
+
+
+def forget_rows(connection: apsw.Connection, chat_key: int, ids: Collection[str]) -> int:
+    """Delete everything derived from the records `ids` of the chat; returns how many records.
+
+    Ids of other chats are ignored: a tombstone in one chat's log can never touch another chat."""
+    if not ids:
+        return 0
+    rows = fetch_all(
+        connection,
+        "SELECT rowid, segment_id, type, metadata, created_at FROM messages"
+        " WHERE chat = ? AND id IN (SELECT value FROM json_each(?))",
+        (chat_key, json.dumps(sorted(ids))),
+    )
+    if not rows:
+        return 0
+    rowids = [int(row[0]) for row in rows]
+    as_json = json.dumps(rowids)
+    previous = fetch_value(connection, "PRAGMA secure_delete")
+    connection.execute("PRAGMA secure_delete = ON")
+    restore = True
+    try:
+        exchanges = _exchanges_of(connection, chat_key, rows, as_json)
+        # Summaries of every exchange holding a forgotten row and of their segments (which retell
+        # them), vectors by trigger; the summarizers write new ones from what is left.
+        delete_summaries_in(connection, _exchanges_touched(connection, chat_key, rows) | set(exchanges), ())
+        connection.execute(
+            "DELETE FROM embedding_jobs WHERE target = ? AND target_rowid NOT IN (SELECT id FROM summaries)",
+            (SUMMARY_TARGET,),
+        )
+        connection.executemany("DELETE FROM exchanges WHERE id = ?", [(e,) for e in exchanges])
+        connection.execute(
+            "DELETE FROM embedding_jobs WHERE target IN (?, ?) AND target_rowid IN (SELECT value FROM json_each(?))",
+            (MESSAGE_TARGET, MEMORY_TARGET, as_json),
+        )
+        for table in (MESSAGE_VECTORS, MEMORY_VECTORS):
+            if table_exists(connection, table):
+                # One point delete per rowid: vec0 answers `rowid = ?` directly, an IN list by scanning.
+                connection.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r,) for r in rowids])
+        connection.execute("DELETE FROM memory_chunks WHERE rowid IN (SELECT value FROM json_each(?))", (as_json,))
+        connection.execute("DELETE FROM messages WHERE rowid IN (SELECT value FROM json_each(?))", (as_json,))
+        restore = _flush_full_text(connection)
+    finally:
+        if restore:
+            connection.execute(f"PRAGMA secure_delete = {int(previous or 0)}")
+    return len(rowids)
+
+
+def _flush_full_text(connection: apsw.Connection) -> bool:
+    """Write FTS5's pending changes now, while secure_delete is on: FTS5 buffers them until commit,
+    and a rewritten index page would otherwise leave the old one's bytes (the forgotten tokens) in
+    free space. True when flushed; if this SQLite lacks the command, secure_delete simply stays on
+    for the rest of the connection, covering the commit as well."""
+    try:
+        for table in _FULL_TEXT_TABLES:
+            connection.execute(f"INSERT INTO {table} ({table}) VALUES ('flush')")
+    except apsw.SQLError:
+        return False
+    return True
+
+
+def checkpoint_truncate(connection: apsw.Connection) -> None:
+    """Copy the WAL into the database file and empty it: the WAL keeps the pages as they were
+    before a forget until then. Outside any transaction."""
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+
+def _exchanges_of(connection: apsw.Connection, chat_key: int, rows: list[Row], rowids: str) -> list[int]:
+    """Exchanges built on the forgotten rows: their user message or final reply is forgotten, or
+    their opening record is (found as the exchange fold finds it: chat, start, user message)."""
+    found = {
+        int(row[0])
+        for row in fetch_all(
+            connection,
+            "SELECT id FROM exchanges WHERE chat = ? AND (user_message_rowid IN (SELECT value FROM json_each(?))"
+            " OR final_message_rowid IN (SELECT value FROM json_each(?)))",
+            (chat_key, rowids, rowids),
+        )
+    }
+    for _rowid, _segment, type_, metadata, created_at in rows:
+        if type_ != MessageType.EXCHANGE_OPEN.value:
+            continue
+        opened = json.loads(str(metadata)) if metadata else {}
+        user_id = opened.get("user_message_id") if isinstance(opened, dict) else None
+        user_rowid = fetch_value(connection, "SELECT rowid FROM messages WHERE id = ?", (user_id,)) if user_id else None
+        found.update(
+            int(row[0])
+            for row in fetch_all(
+                connection,
+                "SELECT id FROM exchanges WHERE chat = ? AND started_at = ? AND user_message_rowid IS ?",
+                (chat_key, created_at, user_rowid),
+            )
+        )
+    return sorted(found)
+
+
+def _exchanges_touched(connection: apsw.Connection, chat_key: int, rows: list[Row]) -> set[int]:
+    """Exchanges holding a forgotten row, whose summaries may retell it: a user message belongs to the
+    first exchange answering it, any other record to the exchange running when it was written."""
+    found: set[int] = set()
+    for rowid, _segment, type_, _metadata, created_at in rows:
+        if type_ == MessageType.TEXT.value and _role(connection, int(rowid)) == Role.USER.value:
+            sql = "SELECT id FROM exchanges WHERE chat = ? AND user_message_rowid >= ? ORDER BY user_message_rowid"
+            params: tuple[object, ...] = (chat_key, rowid)
+        else:
+            sql = (
+                "SELECT id FROM exchanges WHERE chat = ? AND started_at <= ? AND (ended_at IS NULL OR ended_at >= ?)"
+                " ORDER BY started_at DESC, id DESC"
+            )
+            params = (chat_key, created_at, created_at)
+        exchange_id = fetch_value(connection, sql + " LIMIT 1", params)
+        if exchange_id is not None:
+            found.add(int(exchange_id))
+    return found
+
+
+def _role(connection: apsw.Connection, rowid: int) -> str | None:
+    value = fetch_value(connection, "SELECT role FROM messages WHERE rowid = ?", (rowid,))
+    return None if value is None else str(value)

@@ -1,0 +1,189 @@
+"""Archival memory in SQLite: `memory_chunks`, its FTS5 index and its vectors (`vec_memory`).
+
+Chunks are written only by the `memory_saved` fold (`archival_fold.py`), so the log stays the source
+of truth; this repository reads and searches them and stores their vectors. A chat saves a few
+hundred memories, not hundreds of thousands of messages, so KNN is sqlite-vec's own (partitioned by
+chat) without the in-memory cache messages need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import apsw
+import numpy as np
+import numpy.typing as npt
+
+from klaw.store.archival_records import MemoryChunk, MemoryHit
+from klaw.store.protocol import StorageError
+from klaw.store.records import ChatRef, from_millis
+from klaw.store.sqlite.chats import ChatKeys
+from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.fts_query import fts5_match_expression
+from klaw.store.sqlite.query import Row, fetch_all, fetch_one, fetch_value
+from klaw.store.sqlite.vector_tables import bind_vector_table, table_exists
+
+MEMORY_VECTORS = "vec_memory"
+_VEC_COLUMNS = "chat_key integer partition key, embedding float[{dim}] distance_metric=cosine, created_at integer"
+_CHUNK_COLUMNS = "c.rowid, m.id, m.channel, m.chat_id, c.segment_id, c.content, c.created_at"
+_FROM = "memory_chunks c JOIN messages m ON m.rowid = c.rowid"
+
+
+def _chunk(row: Row) -> MemoryChunk:
+    rowid, record_id, channel, chat_id, segment_id, content, created_at = row[:7]
+    chat = ChatRef(channel, chat_id)
+    return MemoryChunk(int(rowid), str(record_id), chat, int(segment_id), str(content), from_millis(int(created_at)))
+
+
+class SqliteMemoryChunks:
+    def __init__(self, db: SqliteDatabase, chats: ChatKeys) -> None:
+        self._db = db
+        self._chats = chats
+        self._dim: int | None = None
+
+    async def bind_embedder(self, embedder_id: str, dim: int) -> None:
+        """Record the embedder for `vec_memory`, creating it on first use; `IndexMismatchError` if
+        vectors of another embedder or size are stored."""
+        await self._db.run(
+            lambda connection: bind_vector_table(connection, MEMORY_VECTORS, _VEC_COLUMNS, embedder_id, dim)
+        )
+        self._dim = dim
+
+    @property
+    def bound(self) -> bool:
+        return self._dim is not None
+
+    async def get(self, rowid: int) -> MemoryChunk | None:
+        def query(connection: apsw.Connection) -> MemoryChunk | None:
+            row = fetch_one(connection, f"SELECT {_CHUNK_COLUMNS} FROM {_FROM} WHERE c.rowid = ?", (rowid,))
+            return None if row is None else _chunk(row)
+
+        return await self._db.run(query)
+
+    async def find(self, chat: ChatRef, content: str) -> MemoryChunk | None:
+        """The chat's memory with exactly this text, if any (saving it again adds nothing)."""
+
+        def query(connection: apsw.Connection) -> MemoryChunk | None:
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None:
+                return None
+            row = fetch_one(
+                connection,
+                f"SELECT {_CHUNK_COLUMNS} FROM {_FROM} WHERE c.chat = ? AND c.content = ? ORDER BY c.rowid LIMIT 1",
+                (chat_key, content),
+            )
+            return None if row is None else _chunk(row)
+
+        return await self._db.run(query)
+
+    async def texts(self, rowids: Sequence[int]) -> dict[int, str]:
+        """The texts of the chunks that still exist (the embedding queue's source)."""
+        wanted = list(rowids)
+        if not wanted:
+            return {}
+
+        def query(connection: apsw.Connection) -> dict[int, str]:
+            marks = ",".join("?" * len(wanted))
+            rows = fetch_all(connection, f"SELECT rowid, content FROM memory_chunks WHERE rowid IN ({marks})", wanted)
+            return {int(row[0]): str(row[1]) for row in rows}
+
+        return await self._db.run(query)
+
+    async def count(self, chat: ChatRef | None = None) -> int:
+        def query(connection: apsw.Connection) -> int:
+            if chat is None:
+                return int(fetch_value(connection, "SELECT count(*) FROM memory_chunks"))
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None:
+                return 0
+            return int(fetch_value(connection, "SELECT count(*) FROM memory_chunks WHERE chat = ?", (chat_key,)))
+
+        return await self._db.run(query)
+
+    async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
+        """Store chunk vectors by rowid (existing ones kept, vanished chunks skipped); returns how many
+        were new."""
+        if not vectors:
+            return 0
+        if self._dim is None:
+            raise StorageError("bind_embedder must be called before memory vectors are stored")
+        dim = self._dim
+        for rowid, vector in vectors:
+            if vector.shape != (dim,):
+                raise StorageError(f"vector for memory {rowid} has shape {vector.shape}, expected ({dim},)")
+        blobs = [(rowid, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for rowid, v in vectors]
+
+        def insert(connection: apsw.Connection) -> int:
+            added = 0
+            with connection:
+                for rowid, blob in blobs:
+                    if fetch_one(connection, f"SELECT 1 FROM {MEMORY_VECTORS} WHERE rowid = ?", (rowid,)):
+                        continue
+                    meta = fetch_one(connection, "SELECT chat, created_at FROM memory_chunks WHERE rowid = ?", (rowid,))
+                    if meta is None:
+                        continue  # forgotten while it was being embedded
+                    connection.execute(
+                        f"INSERT INTO {MEMORY_VECTORS} (rowid, chat_key, embedding, created_at) VALUES (?, ?, ?, ?)",
+                        (rowid, meta[0], blob, meta[1]),
+                    )
+                    added += 1
+            return added
+
+        return await self._db.run(insert)
+
+    async def vector_count(self) -> int:
+        def query(connection: apsw.Connection) -> int:
+            if not table_exists(connection, MEMORY_VECTORS):
+                return 0
+            return int(fetch_value(connection, f"SELECT count(*) FROM {MEMORY_VECTORS}"))
+
+        return await self._db.run(query)
+
+    async def full_text(self, chat: ChatRef, text: str, *, limit: int) -> list[MemoryHit]:
+        """The chat's memories matching `text` by FTS5 bm25 (lower is better), best first."""
+        expression = fts5_match_expression(text)
+        if expression is None or limit <= 0:
+            return []
+
+        def query(connection: apsw.Connection) -> list[MemoryHit]:
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None:
+                return []
+            rows = fetch_all(
+                connection,
+                f"SELECT {_CHUNK_COLUMNS}, bm25(memory_chunks_fts) AS score FROM memory_chunks_fts"
+                " JOIN memory_chunks c ON c.rowid = memory_chunks_fts.rowid JOIN messages m ON m.rowid = c.rowid"
+                " WHERE memory_chunks_fts MATCH ? AND c.chat = ? ORDER BY score LIMIT ?",
+                (expression, chat_key, limit),
+            )
+            return [MemoryHit(_chunk(row), float(row[7])) for row in rows]
+
+        return await self._db.run(query)
+
+    async def nearest(self, chat: ChatRef, vector: npt.NDArray[np.float32], *, limit: int) -> list[MemoryHit]:
+        """The chat's `limit` memories nearest to `vector` (score = cosine distance), closest first."""
+        if limit <= 0:
+            return []
+        blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+
+        def query(connection: apsw.Connection) -> list[MemoryHit]:
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None or not table_exists(connection, MEMORY_VECTORS):
+                return []
+            neighbours = fetch_all(
+                connection,
+                f"SELECT rowid, distance FROM {MEMORY_VECTORS} WHERE embedding MATCH ? AND k = ? AND chat_key = ?"
+                " ORDER BY distance",
+                (blob, limit, chat_key),
+            )
+            if not neighbours:
+                return []
+            distances = {int(rowid): float(distance) for rowid, distance in neighbours}
+            marks = ",".join("?" * len(distances))
+            rows = fetch_all(
+                connection, f"SELECT {_CHUNK_COLUMNS} FROM {_FROM} WHERE c.rowid IN ({marks})", list(distances)
+            )
+            chunks = {int(row[0]): _chunk(row) for row in rows}
+            return [MemoryHit(chunks[r], d) for r, d in distances.items() if r in chunks]
+
+        return await self._db.run(query)

@@ -1,0 +1,56 @@
+"""Binding a sqlite-vec table to one embedder through `index_meta`, for any vector table.
+
+`vec_messages` has its own copy of this logic in `vectors.py` (with its cache); vector tables added
+since (`vec_memory`, …) share this one. A table that holds vectors of another embedder (model or
+dimension) is refused with `IndexMismatchError`; an empty one is recreated for the new embedder.
+"""
+
+from __future__ import annotations
+
+import time
+
+import apsw
+
+from klaw.store.protocol import IndexMismatchError
+from klaw.store.sqlite.query import fetch_one, fetch_value
+
+
+def table_exists(connection: apsw.Connection, table: str) -> bool:
+    row = fetch_one(connection, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+    return row is not None
+
+
+def bind_vector_table(connection: apsw.Connection, table: str, columns: str, embedder_id: str, dim: int) -> bool:
+    """Create `table` as `vec0(<columns with {dim}>)` if needed and record its embedder, in one
+    transaction; returns True when an empty table of another embedder was dropped and recreated.
+
+    `columns` is the vec0 column list with `{dim}` where the vector size goes."""
+    with connection:
+        row = fetch_one(connection, "SELECT embedder_id, dim FROM index_meta WHERE table_name = ?", (table,))
+        exists = table_exists(connection, table)
+        recreated = False
+        if row is not None and exists and (row[0], row[1]) != (embedder_id, dim):
+            stored = fetch_value(connection, f"SELECT count(*) FROM {table}")
+            if stored:
+                raise IndexMismatchError(
+                    f"{table} holds {stored} vectors from embedder {row[0]!r} (dim {row[1]}), but the configured"
+                    f" embedder is {embedder_id!r} (dim {dim}). Vectors of different models cannot be mixed:"
+                    " run 'klaw reindex' to re-embed with the configured embedder, or set the embedder back"
+                    " in engine.yaml."
+                )
+            connection.execute(f"DROP TABLE {table}")
+            exists, recreated = False, True
+        if not exists:
+            connection.execute(f"CREATE VIRTUAL TABLE {table} USING vec0({columns.format(dim=dim)})")
+        connection.execute(
+            "INSERT INTO index_meta (table_name, embedder_id, dim, created_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (table_name) DO UPDATE SET embedder_id = excluded.embedder_id, dim = excluded.dim",
+            (table, embedder_id, dim, int(time.time() * 1000)),
+        )
+    return recreated
+
+
+def bound_embedder(connection: apsw.Connection, table: str) -> tuple[str, int] | None:
+    """(embedder id, dim) recorded for `table`, or None when it was never bound."""
+    row = fetch_one(connection, "SELECT embedder_id, dim FROM index_meta WHERE table_name = ?", (table,))
+    return None if row is None else (str(row[0]), int(row[1]))

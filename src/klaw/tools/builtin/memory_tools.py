@@ -1,0 +1,131 @@
+"""The memory tools: `fetch_conversation_details`, `memory_save`, `memory_search`, `memory_core_get`,
+`memory_core_update`.
+
+Closures over the memory services, registered by the engine once it has them (this package imports
+nothing from the engine). Everything is scoped to the chat that called: a tool never reads or
+writes another chat's conversations or memories. A scheduled task's run has no conversation of its
+own and sees core memory read-only, so there the conversation tools and `memory_core_update`
+refuse. Mistakes raise ValueError, which the registry hands back to the model as a readable error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from klaw.memory.archival_memory import ArchivalMemory, ArchivalResult
+from klaw.memory.conversation_details import ConversationDetails
+from klaw.memory.core_memory import CoreMemory
+from klaw.scheduler.names import SUBAGENT_CHANNEL
+from klaw.tools.registry import ToolContext, ToolRegistry
+
+RESULT_TEXT_CHARS = 700  # one memory_search result; fetch_conversation_details has the whole text
+
+
+@dataclass(frozen=True)
+class MemoryServices:
+    details: ConversationDetails
+    archival: ArchivalMemory
+    core: CoreMemory
+    core_max_chars: int  # memory.coreMaxChars
+    window: int  # context.slidingWindow: messages memory_search leaves out (the model sees them already)
+
+
+def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> None:
+    """Offer the five memory tools, bound to `services`."""
+
+    async def fetch_conversation_details(
+        context: ToolContext,
+        segment_id: int | None = None,
+        exchange_id: int | None = None,
+        include_full_transcript: Annotated[bool, Field(description="Also every message and tool call.")] = False,
+    ) -> dict[str, Any]:
+        """Read a past conversation (segment_id) or one exchange (exchange_id) of this chat: summary,
+        messages and replies. Ids come from past-conversation context and memory_search."""
+        _refuse_in_task_run(context, "past conversations")
+        if (segment_id is None) == (exchange_id is None):
+            raise ValueError("give exactly one of segment_id or exchange_id")
+        return await services.details.fetch(
+            context.chat, segment_id=segment_id, exchange_id=exchange_id, full_transcript=include_full_transcript
+        )
+
+    async def memory_save(
+        context: ToolContext,
+        text: Annotated[str, Field(description="Self-contained text to remember.")],
+    ) -> str:
+        """Save a fact, decision or note to archival memory, found later by memory_search in any
+        conversation of this chat."""
+        _refuse_in_task_run(context, "archival memory")
+        saved = await services.archival.save(context.chat, text)
+        if not saved.created:
+            return f"Already saved as memory {saved.memory_id}; nothing added."
+        return f"Saved as memory {saved.memory_id}."
+
+    async def memory_search(
+        context: ToolContext,
+        query: str,
+        limit: Annotated[int, Field(ge=1, le=20)] = 5,
+    ) -> list[dict[str, Any]] | str:
+        """Search saved memories and all earlier messages of this chat (every past conversation), by
+        meaning and words, best first."""
+        _refuse_in_task_run(context, "archival memory")
+        results = await services.archival.search(context.chat, query, limit=limit, skip_recent=services.window)
+        if not results:
+            return "No saved memory or earlier message matches."
+        return [_result(r) for r in results]
+
+    async def memory_core_get() -> dict[str, Any]:
+        """Show core memory (lasting facts in every context) with its size and limit."""
+        memory = await services.core.read()
+        return {
+            "memory": memory,
+            "chars": len(CoreMemory.render(memory)),
+            "max_chars": services.core_max_chars,
+        }
+
+    async def memory_core_update(
+        context: ToolContext,
+        set: Annotated[dict[str, Any] | None, Field(description='Keys to add or replace: {"city": "Porto"}')] = None,
+        remove: Annotated[list[str] | None, Field(description="Keys to delete")] = None,
+    ) -> dict[str, Any]:
+        """Update core memory: only lasting, important facts about the person (size-limited; use
+        memory_save for the rest)."""
+        if context.chat.channel == SUBAGENT_CHANNEL:
+            raise ValueError("core memory is read-only in a scheduled task's run")
+        if not set and not remove:
+            raise ValueError("give keys to set or to remove")
+        memory = await services.core.update(set or {}, remove or [], max_chars=services.core_max_chars)
+        return {"memory": memory, "chars": len(CoreMemory.render(memory)), "max_chars": services.core_max_chars}
+
+    for tool in (fetch_conversation_details, memory_save, memory_search, memory_core_get, memory_core_update):
+        registry.register(tool)
+
+
+def _refuse_in_task_run(context: ToolContext, what: str) -> None:
+    if context.chat.channel == SUBAGENT_CHANNEL:
+        raise ValueError(f"a scheduled task's run has no {what}: it works from its own earlier runs")
+
+
+def _result(result: ArchivalResult) -> dict[str, Any]:
+    item: dict[str, Any] = {"kind": result.kind}
+    if result.kind == "memory":
+        item["memory_id"] = result.id
+    else:
+        item["role"] = result.role
+        item["exchange_id"] = result.exchange_id
+    item["segment_id"] = result.segment_id
+    item["at"] = result.created_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    text = result.text
+    if len(text) > RESULT_TEXT_CHARS:
+        text = text[:RESULT_TEXT_CHARS] + f"… [{len(result.text) - RESULT_TEXT_CHARS} more characters]"
+    item["text"] = text
+    item["matched_by"] = _matched_by(result)
+    return item
+
+
+def _matched_by(result: ArchivalResult) -> str:
+    sides = [name for name, hit in (("meaning", result.distance), ("words", result.fts_rank)) if hit is not None]
+    return " and ".join(sides)

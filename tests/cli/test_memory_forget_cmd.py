@@ -1,0 +1,95 @@
+"""`klaw memory forget` through typer's CliRunner, on a home written through real ingestion."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from klaw.cli.app import app
+from klaw.home import KlawHome
+from klaw.store.sqlite.store import SqliteStore
+from tests.memory.archive_helpers import DIM, ME, OTHER, ScriptedChat, log_text
+
+SECRET = "cassowarymarmalade"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> KlawHome:
+    home = KlawHome(tmp_path / "home")
+    home.root.mkdir(parents=True)
+    home.config_file.write_text(f"embedder:\n  backend: fake\n  dim: {DIM}\n", encoding="utf-8")
+    return home
+
+
+def fill(home: KlawHome) -> dict[str, int]:
+    async def write() -> dict[str, int]:
+        store = await SqliteStore.open(home.database_file("klaw.db"))
+        try:
+            chat = ScriptedChat(home, store)
+            gone = await chat.turn(f"the safe combination is {SECRET}", reply="noted")
+            await chat.new_segment()
+            await chat.turn("what is for lunch", reply="soup")
+            theirs = await chat.turn("something of theirs", reply="ok", chat=OTHER)
+            exchange_id = await chat.exchange_id(gone)
+            their_segment = theirs.opened.segment_id
+            return {"segment": gone.opened.segment_id, "exchange": exchange_id, "their_segment": their_segment}
+        finally:
+            await store.aclose()
+
+    return asyncio.run(write())
+
+
+def run(home: KlawHome, *args: str, answer: str | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(
+        app, ["memory", "forget", *args], input=answer, env={"KLAW_HOME": str(home.root), "COLUMNS": "200"}
+    )
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_forget_a_segment_with_confirmation(home: KlawHome) -> None:
+    ids = fill(home)
+    code, out, _ = run(home, "segment", str(ids["segment"]), answer="n\n")
+    assert code == 1 and "This erases segment" in out and "1 exchange(s)" in out and "Nothing was forgotten" in out
+    assert SECRET in log_text(home)
+    code, out, _ = run(home, "segment", str(ids["segment"]), "--chat", str(ME), answer="y\n")
+    assert code == 0 and f"Forgot segment {ids['segment']}" in out and "1 log file(s) rewritten" in out
+    assert SECRET not in log_text(home) and "lunch" in log_text(home)
+
+
+def test_forget_an_exchange_with_yes_and_refusals(home: KlawHome) -> None:
+    ids = fill(home)
+    code, _, err = run(home, "segment", str(ids["their_segment"]), "--chat", "console:me", "--yes")
+    assert code == 1 and f"there is no segment {ids['their_segment']} in this chat" in err
+    code, _, err = run(home, "exchange", "9999", "--yes")
+    assert code == 1 and "there is no exchange 9999" in err
+    code, _, err = run(home, "exchange", "1", "--chat", "not-a-chat", "--yes")
+    assert code == 2 and "channel:chat_id" in err
+    code, _, err = run(home, "message", "1")
+    assert code == 2
+    code, out, _ = run(home, "exchange", str(ids["exchange"]), "-y")
+    assert code == 0 and "Forgot exchange" in out and SECRET not in log_text(home)
+
+
+def test_refuses_while_an_engine_serves_the_home(home: KlawHome) -> None:
+    ids = fill(home)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(str(home.socket_path))
+        listener.listen()
+        code, _, err = run(home, "segment", str(ids["segment"]), "--yes")
+    finally:
+        listener.close()
+    assert code == 1 and "an engine is running" in err and f"/forget segment {ids['segment']}" in err
+    assert SECRET in log_text(home)
+
+
+def test_a_home_without_a_database(tmp_path: Path) -> None:
+    home = KlawHome(tmp_path / "empty")
+    home.root.mkdir()
+    code, _, err = run(home, "segment", "1", "--yes")
+    assert code == 1 and "nothing to forget" in err

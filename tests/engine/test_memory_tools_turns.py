@@ -1,0 +1,191 @@
+"""The memory tools and /forget through real engine turns: FakeOpenAiServer over HTTP asks for the tools,
+the engine runs them on its own store and log, and their results go back to the model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from klaw.llm.fake_server import Reply, TextReply, ToolCallsReply, echo_last_user_message
+from klaw.memory.reindex import reindex
+from klaw.store.records import ChatRef
+from klaw.store.sqlite.store import SqliteStore
+from tests.engine.harness import CHAT, Harness, engine_config, running_engine
+from tests.memory.archive_helpers import database_bytes, log_text
+
+TOPICS = (
+    "we agreed to repaint the boat hull with antifouling paint before june",
+    "the tax return needs the pharmacy receipts from march",
+    "the garden tomatoes need staking this weekend",
+)
+QUESTION = "remind me what we decided about the boat paint"
+
+
+def tool_results(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in body["messages"] if m.get("role") == "tool"]
+
+
+def model_that_looks_back(body: Mapping[str, Any]) -> Reply:
+    """memory_search for the question, then fetch_conversation_details of the best message's exchange,
+    then an answer; any other request (a plain turn, a summary) is echoed."""
+    last = body["messages"][-1]
+    if last.get("role") == "user" and last.get("content") == QUESTION:
+        return ToolCallsReply((("call_search", "memory_search", json.dumps({"query": "boat paint"})),))
+    if last.get("role") == "tool" and last.get("name") == "memory_search":
+        best = next(r for r in json.loads(last["content"]) if r["kind"] == "message")
+        arguments = {"exchange_id": best["exchange_id"], "include_full_transcript": True}
+        return ToolCallsReply((("call_fetch", "fetch_conversation_details", json.dumps(arguments)),))
+    if last.get("role") == "tool" and last.get("name") == "fetch_conversation_details":
+        return TextReply("We decided on antifouling paint for the hull, before June.")
+    return echo_last_user_message(body)
+
+
+async def command(h: Harness, text: str, chat: ChatRef = CHAT) -> str:
+    result = await h.engine.submit(chat, text)
+    assert result.command_reply is not None
+    return result.command_reply
+
+
+async def test_a_question_about_the_first_of_three_segments_reads_its_transcript(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        h.server.default_reply = model_that_looks_back
+        for topic in TOPICS:
+            await h.turn(topic)
+            await command(h, "/new")
+        store = h.engine.store
+        first = (await store.segments.list(CHAT))[0]
+        [first_exchange] = await store.exchanges.for_segment(first.id)
+
+        reply = await h.turn(QUESTION)
+
+        assert reply.text == "We decided on antifouling paint for the hull, before June."
+        [search, fetch] = tool_results(h.server.chat_requests[-1].body)
+        hits = json.loads(search["content"])
+        best = next(r for r in hits if r["kind"] == "message")
+        assert (best["segment_id"], best["exchange_id"]) == (first.id, first_exchange.id)
+        assert TOPICS[0] in best["text"]
+        details = json.loads(fetch["content"])
+        assert (details["exchange_id"], details["segment_id"]) == (first_exchange.id, first.id)
+        assert details["user_message"] == TOPICS[0]
+        assert [m["content"] for m in details["messages"]] == [TOPICS[0], f"echo: {TOPICS[0]}"]
+        # the tool calls and results are part of the exchange's stored transcript too
+        [asked] = await store.exchanges.for_segment((await store.segments.current(CHAT)).id)
+        transcript = await store.history.exchange_messages(asked.id)
+        names = [m.record.metadata.get("name") for m in transcript or [] if m.record.metadata]
+        assert "memory_search" in names and "fetch_conversation_details" in names
+
+
+def model_that_saves(body: Mapping[str, Any]) -> Reply:
+    last = body["messages"][-1]
+    content = str(last.get("content") or "")
+    if last.get("role") == "user" and content.startswith("please remember"):
+        fact = content.removeprefix("please remember ")
+        return ToolCallsReply((("call_save", "memory_save", json.dumps({"text": fact})),))
+    if last.get("role") == "user" and content.startswith("look up"):
+        query = content.removeprefix("look up ")
+        return ToolCallsReply((("call_search", "memory_search", json.dumps({"query": query})),))
+    if last.get("role") == "tool":
+        return TextReply(f"tool said: {last['content']}")
+    return echo_last_user_message(body)
+
+
+async def test_memory_save_in_one_segment_is_found_by_memory_search_in_a_later_one(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        h.server.default_reply = model_that_saves
+        saved = await h.turn("please remember the storage unit is number 42 at Rua Nova")
+        assert saved.text.startswith("tool said: Saved as memory ")
+        await command(h, "/new")
+        found = await h.turn("look up storage unit number")
+        results = json.loads(found.text.removeprefix("tool said: "))
+        memory = next(r for r in results if r["kind"] == "memory")
+        assert memory["text"] == "the storage unit is number 42 at Rua Nova"
+        await h.engine.embedding_queue.wait_idle()  # now it has a vector too
+        assert await h.engine.store.memory_chunks.vector_count() == 1
+        again = json.loads((await h.turn("look up storage unit number")).text.removeprefix("tool said: "))
+        assert next(r for r in again if r["kind"] == "memory")["matched_by"] == "meaning and words"
+        other = ChatRef("console", "someone-else")
+        elsewhere = await h.turn("look up storage unit number", chat=other)
+        assert "Rua Nova" not in elsewhere.text
+
+
+async def test_forget_in_the_chat_erases_everywhere_and_reindex_does_not_bring_it_back(tmp_path: Path) -> None:
+    secret = "flamingoteapot"
+    async with running_engine(tmp_path) as h:
+        h.server.default_reply = model_that_saves
+        await h.turn("the weather is nice today, a good day for a walk")
+        await h.turn(f"please remember my locker code is {secret}")
+        await h.engine.embedding_queue.wait_idle()
+        assert secret in log_text(h.home)
+        assert h.engine.processor.context_history.turns(CHAT)
+        assert await command(h, "/forget") == (
+            "Cannot forget: usage: /forget last | /forget exchange <id> | /forget segment <id> | /forget memory <id>."
+        )
+        segment_of_other = await other_chats_segment(h)
+        assert await command(h, f"/forget segment {segment_of_other}") == (
+            f"Cannot forget: there is no segment {segment_of_other} in this chat."
+        )
+
+        answer = await command(h, "/forget last")
+
+        assert answer.startswith("Forgot exchange ") and "4 message(s), 1 saved memory" in answer
+        assert secret not in log_text(h.home) and "good day for a walk" in log_text(h.home)
+        assert await h.engine.store.memory_chunks.count(CHAT) == 0
+        assert secret.encode() not in database_bytes(h.home.database_file("klaw.db"))
+        assert h.engine.processor.context_history.turns(CHAT) == []
+        assert "No turn" in await command(h, "/context")
+        # a gateway replaying the same command (same frame id) changes nothing twice
+        first = await h.engine.commands.handle(CHAT, "forget", "last", command_id="frame-1")
+        assert first.startswith("Forgot exchange ")
+        assert await h.engine.commands.handle(CHAT, "forget", "last", command_id="frame-1") == "Already forgotten."
+        assert "/forget" in await command(h, "/help")
+    await reindex(h.home, engine_config("http://127.0.0.1:1"))
+    store = await SqliteStore.open(h.home.database_file("klaw.db"))
+    try:
+        assert [h.message.content for h in await store.search.full_text(CHAT, secret, limit=5)] == []
+        assert await store.memory_chunks.count(CHAT) == 0
+        assert await store.search.full_text(CHAT, "walk", limit=5) == []  # forgotten by frame-1
+    finally:
+        await store.aclose()
+    assert secret.encode() not in database_bytes(h.home.database_file("klaw.db"))
+
+
+async def other_chats_segment(h: Harness) -> int:
+    other = ChatRef("console", "someone-else")
+    await h.turn("my own business", chat=other)
+    return (await h.engine.store.segments.current(other)).id
+
+
+def model_that_updates_core_memory(body: Mapping[str, Any]) -> Reply:
+    last = body["messages"][-1]
+    if last.get("role") == "user" and last.get("content") == "I moved to Lisbon":
+        arguments = {"set": {"city": "Lisbon"}, "remove": []}
+        return ToolCallsReply((("call_core", "memory_core_update", json.dumps(arguments)),))
+    if last.get("role") == "tool":
+        return TextReply("Noted.")
+    return echo_last_user_message(body)
+
+
+async def test_memory_core_update_reaches_the_next_turns_context(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        h.server.default_reply = model_that_updates_core_memory
+        assert (await h.turn("I moved to Lisbon")).text == "Noted."
+        assert json.loads(h.home.core_memory_file.read_text(encoding="utf-8")) == {"city": "Lisbon"}
+        await h.turn("hello again")
+        system = " ".join(str(m["content"]) for m in h.last_request_messages() if m["role"] == "system")
+        assert '"city": "Lisbon"' in system
+
+
+async def test_a_task_run_is_offered_core_memory_reading_only(tmp_path: Path) -> None:
+    from klaw.engine.subagents import SubagentRequest
+
+    async with running_engine(tmp_path) as h:
+        assert h.engine.scheduler is not None
+        await h.engine.scheduler.runner.spawn(SubagentRequest("digest", "go"))
+        offered = {t["function"]["name"] for t in h.server.chat_requests[0].body["tools"]}
+        assert "memory_core_get" in offered
+        assert not offered & {"memory_save", "memory_search", "fetch_conversation_details", "memory_core_update"}
+        await h.turn("hello")
+        in_a_chat = {t["function"]["name"] for t in h.server.chat_requests[-1].body["tools"]}
+        assert {"memory_save", "memory_search", "fetch_conversation_details", "memory_core_update"} <= in_a_chat
