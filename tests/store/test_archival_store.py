@@ -163,7 +163,13 @@ async def test_forgotten_text_leaves_the_database_file(home: KlawHome) -> None:
         chat = ScriptedChat(home, store)
         for n in range(30):  # enough rows that the forgotten ones share pages with kept ones
             await chat.turn(f"ordinary message number {n} about the weather", reply=f"reply {n} about clouds")
-        gone = await chat.turn(f"the alarm code is {SECRET}", reply=f"{SECRET} stored", memories=[f"{SECRET}!"])
+        long_result = " ".join(f"line {n} of a long file mentions {SECRET}" for n in range(600))  # overflow pages
+        gone = await chat.turn(
+            f"the alarm code is {SECRET}",
+            reply=f"{SECRET} stored",
+            tools=[("file_read", long_result)],
+            memories=[f"{SECRET}!"],
+        )
         await store.history.checkpoint()
         assert SECRET.encode() in database_bytes(path)
         await chat.accept(forget_record(ME, [m.record.id for m in gone.all], "exchange", [], chat.tick()))

@@ -8,9 +8,10 @@ ingestion, crash recovery and `klaw reindex` therefore do the same thing with th
 - `forget`: every row derived from the named records of the chat is deleted: messages (their FTS
   rows by trigger), vectors, embedding jobs, memory chunks, the exchanges they make up and the
   summaries that could quote them (those of every exchange holding a forgotten record, and their
-  segments' summaries). `PRAGMA secure_delete` zeroes the freed space and the FTS tables
-  use FTS5 secure-delete (migration 0003), so no copy of the text stays in the file; the WAL still
-  holds old pages until `checkpoint_truncate` (the forgetting service calls it after the commit).
+  segments' summaries). The connection runs with `PRAGMA secure_delete` (connection.py), which
+  zeroes freed space, and the FTS tables use FTS5 secure-delete (migration 0003), so no copy of the
+  text stays in the file; the WAL still holds old pages until `checkpoint_truncate` (the forgetting
+  service calls it after the commit).
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ from klaw.store.sqlite.summaries import delete_summaries_in
 from klaw.store.sqlite.vector_tables import table_exists
 from klaw.store.sqlite.vectors import MESSAGE_VECTORS
 from klaw.store.summary_records import SUMMARY_TARGET
-
-_FULL_TEXT_TABLES = ("messages_fts", "memory_chunks_fts")
 
 
 def stored_content(record: MessageRecord) -> str:
@@ -81,47 +80,26 @@ def forget_rows(connection: apsw.Connection, chat_key: int, ids: Collection[str]
         return 0
     rowids = [int(row[0]) for row in rows]
     as_json = json.dumps(rowids)
-    previous = fetch_value(connection, "PRAGMA secure_delete")
-    connection.execute("PRAGMA secure_delete = ON")
-    restore = True
-    try:
-        exchanges = _exchanges_of(connection, chat_key, rows, as_json)
-        # Summaries of every exchange holding a forgotten row and of their segments (which retell
-        # them), vectors by trigger; the summarizers write new ones from what is left.
-        delete_summaries_in(connection, _exchanges_touched(connection, chat_key, rows) | set(exchanges), ())
-        connection.execute(
-            "DELETE FROM embedding_jobs WHERE target = ? AND target_rowid NOT IN (SELECT id FROM summaries)",
-            (SUMMARY_TARGET,),
-        )
-        connection.executemany("DELETE FROM exchanges WHERE id = ?", [(e,) for e in exchanges])
-        connection.execute(
-            "DELETE FROM embedding_jobs WHERE target IN (?, ?) AND target_rowid IN (SELECT value FROM json_each(?))",
-            (MESSAGE_TARGET, MEMORY_TARGET, as_json),
-        )
-        for table in (MESSAGE_VECTORS, MEMORY_VECTORS):
-            if table_exists(connection, table):
-                # One point delete per rowid: vec0 answers `rowid = ?` directly, an IN list by scanning.
-                connection.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r,) for r in rowids])
-        connection.execute("DELETE FROM memory_chunks WHERE rowid IN (SELECT value FROM json_each(?))", (as_json,))
-        connection.execute("DELETE FROM messages WHERE rowid IN (SELECT value FROM json_each(?))", (as_json,))
-        restore = _flush_full_text(connection)
-    finally:
-        if restore:
-            connection.execute(f"PRAGMA secure_delete = {int(previous or 0)}")
+    exchanges = _exchanges_of(connection, chat_key, rows, as_json)
+    # Summaries of every exchange holding a forgotten row and of their segments (which retell them),
+    # vectors by trigger; the summarizers write new ones from what is left.
+    delete_summaries_in(connection, _exchanges_touched(connection, chat_key, rows) | set(exchanges), ())
+    connection.execute(
+        "DELETE FROM embedding_jobs WHERE target = ? AND target_rowid NOT IN (SELECT id FROM summaries)",
+        (SUMMARY_TARGET,),
+    )
+    connection.executemany("DELETE FROM exchanges WHERE id = ?", [(e,) for e in exchanges])
+    connection.execute(
+        "DELETE FROM embedding_jobs WHERE target IN (?, ?) AND target_rowid IN (SELECT value FROM json_each(?))",
+        (MESSAGE_TARGET, MEMORY_TARGET, as_json),
+    )
+    for table in (MESSAGE_VECTORS, MEMORY_VECTORS):
+        if table_exists(connection, table):
+            # One point delete per rowid: vec0 answers `rowid = ?` directly, an IN list by scanning.
+            connection.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r,) for r in rowids])
+    connection.execute("DELETE FROM memory_chunks WHERE rowid IN (SELECT value FROM json_each(?))", (as_json,))
+    connection.execute("DELETE FROM messages WHERE rowid IN (SELECT value FROM json_each(?))", (as_json,))
     return len(rowids)
-
-
-def _flush_full_text(connection: apsw.Connection) -> bool:
-    """Write FTS5's pending changes now, while secure_delete is on: FTS5 buffers them until commit,
-    and a rewritten index page would otherwise leave the old one's bytes (the forgotten tokens) in
-    free space. True when flushed; if this SQLite lacks the command, secure_delete simply stays on
-    for the rest of the connection, covering the commit as well."""
-    try:
-        for table in _FULL_TEXT_TABLES:
-            connection.execute(f"INSERT INTO {table} ({table}) VALUES ('flush')")
-    except apsw.SQLError:
-        return False
-    return True
 
 
 def checkpoint_truncate(connection: apsw.Connection) -> None:

@@ -77,6 +77,9 @@ def _connect(path: Path) -> apsw.Connection:
     connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = NORMAL")
     connection.execute("PRAGMA foreign_keys = ON")
+    # Freed and moved-away content is overwritten with zeros, so text erased by `/forget` leaves no
+    # copy in free space or in the unused part of a page reused later (measured: no cost to ingestion).
+    connection.execute("PRAGMA secure_delete = ON")
     return connection
 
 
