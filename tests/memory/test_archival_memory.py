@@ -129,3 +129,16 @@ async def test_search_degrades_to_full_text_when_the_embedder_fails(home: KlawHo
     await archival(chat).save(ME, BIRTHDAY)
     [found] = await archival(chat, embedder=BrokenEmbedder()).search(ME, "birthday", limit=3)
     assert found.text == BIRTHDAY and found.distance is None
+
+
+async def test_what_only_the_vector_side_found_far_away_is_left_out(home: KlawHome, store: SqliteStore) -> None:
+    chat = ScriptedChat(home, store)
+    await chat.turn("the boiler makes a knocking noise", reply="call the technician")
+    await archival(chat).save(ME, "the boiler technician is called Rui")
+    await drain(store)
+    unrelated = "quantum chromodynamics lattice"
+    assert await archival(chat).search(ME, unrelated, limit=5)  # nearest neighbours always exist
+    gated = ArchivalMemory(chat.ingestion, FakeEmbedder(DIM), chat.tick, max_chars=100, relevance_threshold=0.5)
+    assert await gated.search(ME, unrelated, limit=5) == []
+    found = await gated.search(ME, "boiler technician", limit=5)
+    assert {r.kind for r in found} == {"memory", "message"}

@@ -135,7 +135,13 @@ class Engine:
             core_memory = CoreMemory(home.core_memory_file)
             memory_services = MemoryServices(
                 details=ConversationDetails(store),
-                archival=ArchivalMemory(ingestion, embedder, clock.now, max_chars=config.memory.save_max_chars),
+                archival=ArchivalMemory(
+                    ingestion,
+                    embedder,
+                    clock.now,
+                    max_chars=config.memory.save_max_chars,
+                    relevance_threshold=config.auto_rag.relevance_threshold,
+                ),
                 core=core_memory,
                 core_max_chars=config.memory.core_max_chars,
                 window=config.context.sliding_window,

@@ -67,13 +67,17 @@ class ArchivalMemory:
         *,
         max_chars: int,
         messages: HybridSearch | None = None,
+        relevance_threshold: float | None = None,
     ) -> None:
         """`messages` is the engine's hybrid search over messages (tuned as for auto-RAG); default: one
-        with default settings on the same store and embedder."""
+        with default settings on the same store and embedder. `relevance_threshold` (a cosine
+        distance, auto-RAG's) drops what only the vector side found farther than it: nearest
+        neighbours always exist, and unrelated ones would only mislead."""
         self._ingestion = ingestion
         self._store = ingestion.store
         self._clock = clock
         self._max_chars = max_chars
+        self._threshold = relevance_threshold
         self._chunks = ChunkSearch(self._store, embedder)
         self._messages = messages or HybridSearch(self._store, embedder)
 
@@ -105,8 +109,8 @@ class ArchivalMemory:
             exclude = {m.rowid for m in await self._store.messages.window(segment.id, skip_recent)}
         chunk_hits = await self._chunks.search(chat, text, limit=CANDIDATES)
         message_hits = await self._messages.search(chat, text, limit=CANDIDATES, exclude=exclude)
-        chunks = {hit.chunk.rowid: hit for hit in chunk_hits}
-        messages = {hit.message.rowid: hit for hit in message_hits}
+        chunks = {hit.chunk.rowid: hit for hit in chunk_hits if self._relevant(hit.distance, hit.fts_rank)}
+        messages = {hit.message.rowid: hit for hit in message_hits if self._relevant(hit.distance, hit.fts_rank)}
         fused = reciprocal_rank_fusion([list(chunks), list(messages)])[:limit]
         kept = [messages[item.rowid].message for item in fused if item.rowid in messages]
         exchanges = await self._store.history.exchange_ids(kept)
@@ -117,6 +121,10 @@ class ArchivalMemory:
             else:
                 results.append(_message_result(messages[item.rowid], item.score, exchanges.get(item.rowid)))
         return results
+
+    def _relevant(self, distance: float | None, fts_rank: int | None) -> bool:
+        """Found by words, or close enough in meaning (a hit found by neither is context around one)."""
+        return self._threshold is None or fts_rank is not None or distance is None or distance <= self._threshold
 
 
 def _memory_result(hit: ChunkHit, score: float) -> ArchivalResult:

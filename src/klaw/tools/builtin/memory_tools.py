@@ -128,4 +128,4 @@ def _result(result: ArchivalResult) -> dict[str, Any]:
 
 def _matched_by(result: ArchivalResult) -> str:
     sides = [name for name, hit in (("meaning", result.distance), ("words", result.fts_rank)) if hit is not None]
-    return " and ".join(sides)
+    return " and ".join(sides) or "next to a match"  # a neighbour the search adds as context
