@@ -78,6 +78,32 @@ class AutoRagConfig(_Section):
     min_message_tokens: int = Field(default=10, gt=0)
 
 
+class SearchConfig(_Section):
+    """How hybrid search ranks a chat's messages (auto-RAG, `klaw memory search`, the memory tools).
+
+    The defaults were measured on LoCoMo dev (docs/memory/how-memory-works.md); change them only
+    with a measurement of your own (`klaw bench locomo`).
+    """
+
+    vector_weight: float = Field(
+        default=0.4,
+        ge=0.0,
+        le=1.0,
+        description="Share of the vector side in the fused score (the rest is full text); each side's"
+        " scores are first rescaled to 0..1 over its candidates.",
+    )
+    neighbour_weight: float = Field(
+        default=0.4,
+        ge=0.0,
+        le=1.0,
+        description="Share of a found message's score lent to the message just before and after it"
+        " (half as much per further step); 0 turns neighbours off.",
+    )
+    neighbour_span: int = Field(
+        default=2, ge=0, le=5, description="How many conversation messages each way receive a share."
+    )
+
+
 class EmbedderConfig(_Section):
     """Which embedding model turns text into vectors.
 
@@ -224,6 +250,7 @@ class EngineConfig(_Section):
     processing: ProcessingConfig = ProcessingConfig()
     context: ContextConfig = ContextConfig()
     auto_rag: AutoRagConfig = AutoRagConfig()
+    search: SearchConfig = SearchConfig()
     embedder: EmbedderConfig = EmbedderConfig()
     database: DatabaseConfig = DatabaseConfig()
     memory: MemoryConfig = MemoryConfig()

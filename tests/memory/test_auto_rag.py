@@ -52,8 +52,11 @@ async def test_returns_empty_without_vectors_and_without_full_text_match(chat: C
 
 async def test_full_text_results_pass_when_the_vector_side_is_unavailable(chat: Conversation) -> None:
     topic = await chat.say(DEPLOY, embed=False)
-    await chat.filler(4)
-    assert await recall(service(chat, embedder=BrokenEmbedder()), chat) == [topic.rowid]
+    after = await chat.filler(4)
+    recalled = await service(chat, embedder=BrokenEmbedder()).recall(ALICE, await chat.segment_id(), QUERY, ())
+    # The match, then the two messages after it as its context (neighbours, since search shares scores).
+    assert [r.hit.message.rowid for r in recalled] == [topic.rowid, after[0].rowid, after[1].rowid]
+    assert [r.hit.context_of for r in recalled] == [None, topic.rowid, topic.rowid]
 
 
 async def test_scoped_to_chat(chat: Conversation) -> None:

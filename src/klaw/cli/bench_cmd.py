@@ -214,6 +214,7 @@ def locomo(
             variants=tuple(v.strip() for v in variants.split(",") if v.strip()),
             min_embed_tokens=config.auto_rag.min_message_tokens,
             batch_size=config.embedder.batch_size,
+            search=config.search,
         )
     except ValueError as exc:
         fail(str(exc))

@@ -1,9 +1,10 @@
 """`klaw memory search`: the agent's own hybrid search, from the command line, with its scores.
 (`klaw memory forget` lives in memory_forget_cmd.py.)
 
-It runs the same `HybridSearch` auto-RAG uses (vector KNN + full text, fused by RRF) so a person can
-see what the agent would recall for a question and why: fused score, vector distance, full-text
-rank. Unlike auto-RAG it shows the messages still in the sliding window too, and applies no
+It runs the same `HybridSearch` auto-RAG uses (vector KNN + full text, fused by weighted scores,
+shared with neighbouring messages) so a person can see what the agent would recall for a question
+and why: final score, vector distance, full-text rank (a row with neither is there as the neighbour
+of a hit). Unlike auto-RAG it shows the messages still in the sliding window too, and applies no
 relevance threshold: it is for looking, not for filling a context. Rows auto-RAG would drop as
 unrelated (found by the vector side alone, farther than `autoRag.relevanceThreshold`) are dimmed.
 """
@@ -70,7 +71,7 @@ def search(
     ] = SegmentScope.CURRENT,
     limit: Annotated[int, typer.Option("--limit", min=1, max=100, help="How many results to show.")] = 10,
 ) -> None:
-    """Hybrid search (vector + full text, fused by RRF) over one chat's messages, with scores."""
+    """Hybrid search (vector + full text, with neighbouring messages) over one chat's messages, with scores."""
     home = home_from_env()
     loaded = load_or_exit(home)
     path = home.database_file(loaded.config.database.path)
@@ -99,7 +100,7 @@ async def _search(
                 scope_label = f"current segment ({current.id}, since {current.started_at:%Y-%m-%d %H:%M} UTC)"
         embedder, note = await _embedder_for(store, config)
         try:
-            hybrid = HybridSearch(store, embedder)
+            hybrid = HybridSearch(store, embedder, config.search)
             hits = await hybrid.search(chat, text, segment_id=segment_id, limit=max(limit, CANDIDATES_PER_SIDE))
         finally:
             if embedder is not None:

@@ -162,7 +162,7 @@ class Engine:
                     SystemPrompt(home.workspace),
                     core_memory,
                     tools.specs(),
-                    auto_rag=AutoRagService(config.auto_rag, HybridSearch(store, embedder)),
+                    auto_rag=AutoRagService(config.auto_rag, HybridSearch(store, embedder, config.search)),
                 ),
                 router=router,
                 tools=tools,
@@ -206,7 +206,9 @@ class Engine:
                 socket=None,
             )
             if listen:
-                queries = EngineQueries(store, processor.context_history, HybridSearch(store, embedder))
+                queries = EngineQueries(
+                    store, processor.context_history, HybridSearch(store, embedder, config.search)
+                )
                 engine.socket = EngineSocketServer(home.socket_path, _FrameAdapter(engine), queries=queries.answer)
                 await engine.socket.start()
                 delivery.set_fallback(engine._send_over_socket)

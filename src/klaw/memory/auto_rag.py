@@ -5,8 +5,8 @@ searched (hybrid search, scoped to the segment, without what the context already
 best few messages are placed in the context as a block "From earlier in this conversation:".
 
 The steps, in order:
-1. hybrid search over the segment, 20 candidates a side, the window's and pending rowids excluded
-   before ranking (they take no candidate place);
+1. hybrid search over the segment, 20 candidates a side and their neighbours, the window's and
+   pending rowids excluded before ranking (they take no candidate place);
 2. relevance gate: when the vector side returned any candidate, the closest of them (the smallest
    cosine distance among the non-window candidates) must be ≤ `relevance_threshold`, or nothing is
    recalled, full-text matches included. So "ok" or "thanks" pull nothing in although full text
@@ -15,7 +15,8 @@ The steps, in order:
    as they are: there is nothing to judge them by, and keyword matches beat no recall;
 3. per candidate: one found by the vector side alone must itself be within the threshold (KNN
    always returns the nearest messages, however unrelated); one full text found is kept, its
-   matching words being evidence of their own;
+   matching words being evidence of their own; one that is there only as the neighbour of a hit
+   (`context_of`) is kept when that hit is;
 4. the best `top_k` by fused score;
 5. the `max_tokens` budget for the whole block (header included): hits are taken best first while
    they fit; one that does not fit is shortened to the room left (at least MIN_EXCERPT_TOKENS,
@@ -106,7 +107,7 @@ class AutoRagService:
                 self._config.relevance_threshold,
             )
             return []
-        hits = [hit for hit in hits if hit.fts_rank is not None or _within(hit, self._config.relevance_threshold)]
+        hits = _evidenced(hits, self._config.relevance_threshold)
         budget = self._config.max_tokens if max_tokens is None else min(max_tokens, self._config.max_tokens)
         recalled = fit_to_budget(hits[: self._config.top_k], budget)
         log.debug("auto-RAG: %d candidate(s), %d recalled", len(hits), len(recalled))
@@ -115,6 +116,12 @@ class AutoRagService:
 
 def _within(hit: HybridHit, threshold: float) -> bool:
     return hit.distance is not None and hit.distance <= threshold
+
+
+def _evidenced(hits: Sequence[HybridHit], threshold: float) -> list[HybridHit]:
+    """The hits step 3 keeps, in their order."""
+    found = {hit.message.rowid for hit in hits if hit.fts_rank is not None or _within(hit, threshold)}
+    return [hit for hit in hits if hit.message.rowid in found or hit.context_of in found]
 
 
 def fit_to_budget(hits: Sequence[HybridHit], max_tokens: int) -> list[RecalledMessage]:

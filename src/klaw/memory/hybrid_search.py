@@ -1,9 +1,18 @@
-"""Hybrid search over a chat's messages: vector KNN and FTS5 bm25, merged by reciprocal rank fusion.
+"""Hybrid search over a chat's messages: vector KNN and FTS5 bm25, fused by weighted scores, then
+shared with neighbouring messages.
 
 This is the one retrieval path of conversation messages: auto-RAG, `klaw memory search` and the
 memory_search tool all call it, so what a person sees on the command line is what the agent would
 recall. Each side fetches its own best candidates through the storage protocol; fusion works on
 rowids (the key shared by `messages`, `messages_fts` and `vec_messages`).
+
+Ranking, in three steps (`SearchConfig`; why and what each step measured: docs/memory/how-memory-works.md):
+1. each side's scores (cosine similarity; −bm25) are rescaled to 0..1 over its own candidates and
+   mixed, `vectorWeight` for the vector side and the rest for full text (`fusion.score_fusion`);
+2. each candidate lends `neighbourWeight` × its score to the conversation messages next to it in its
+   segment, half as much per further step up to `neighbourSpan` (`neighbour_scores`): an answer is
+   often in the message after the one whose words match;
+3. the best `limit` by that score.
 
 Only conversation messages are returned (user and assistant text): tool calls, tool results and
 control records are steps of a turn, not something to remember on their own; the final assistant
@@ -20,8 +29,10 @@ import logging
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from klaw.config import SearchConfig
 from klaw.memory.embedder.protocol import Embedder
-from klaw.memory.fusion import reciprocal_rank_fusion
+from klaw.memory.fusion import score_fusion
+from klaw.memory.neighbour_scores import spread_to_neighbours
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageType, Role, SearchHit, StoredMessage
 
@@ -37,10 +48,11 @@ FTS_OVERFETCH = 2
 class HybridHit:
     """One message found, with how each side ranked it.
 
-    `score` is the fused RRF score (higher is better). `distance` is the cosine distance to the query
-    (lower is closer; None when the vector side did not return it), `fts_rank` its 1-based position
-    among the full-text candidates and `bm25` the FTS5 rank (lower is better; both None when full
-    text did not return it).
+    `score` is the final score (higher is better; at most 1 + what neighbours lent). `distance` is the
+    cosine distance to the query (lower is closer; None when the vector side did not return it),
+    `fts_rank` its 1-based position among the full-text candidates and `bm25` the FTS5 rank (lower is
+    better; both None when full text did not return it). `context_of` is set for a message neither
+    side found, which is here only as the neighbour of a hit: that hit's rowid.
     """
 
     message: StoredMessage
@@ -48,6 +60,7 @@ class HybridHit:
     distance: float | None = None
     fts_rank: int | None = None
     bm25: float | None = None
+    context_of: int | None = None
 
 
 def is_conversation_message(message: StoredMessage) -> bool:
@@ -60,9 +73,10 @@ def is_conversation_message(message: StoredMessage) -> bool:
 class HybridSearch:
     """`embedder=None` searches full text only (e.g. the stored vectors belong to another model)."""
 
-    def __init__(self, store: Storage, embedder: Embedder | None) -> None:
+    def __init__(self, store: Storage, embedder: Embedder | None, config: SearchConfig | None = None) -> None:
         self._store = store
         self._embedder = embedder
+        self._config = config or SearchConfig()
 
     async def search(
         self,
@@ -73,11 +87,13 @@ class HybridSearch:
         limit: int = DEFAULT_CANDIDATES,
         exclude: Collection[int] = (),
     ) -> list[HybridHit]:
-        """The chat's messages matching `text`, best first: the best `limit` of each side, fused.
+        """The best `limit` of the chat's messages for `text`, best first: the best `limit` of each
+        side, fused, with their neighbours.
 
-        `segment_id` limits the search to one segment (None: the whole chat). Rowids in `exclude`
-        (what the context already shows) are removed before ranking, so they take no candidate
-        place; each side fetches `limit` more than it would otherwise to make up for them.
+        `segment_id` limits the search to one segment (None: the whole chat; neighbours are always
+        taken from a hit's own segment). Rowids in `exclude` (what the context already shows) are
+        removed before ranking, so they take no candidate place and are never added as neighbours;
+        each side fetches `limit` more than it would otherwise to make up for them.
         """
         if not text.strip() or limit <= 0:
             return []
@@ -91,20 +107,46 @@ class HybridSearch:
         messages = {hit.message.rowid: hit.message for hit in [*by_vector, *by_text]}
         distances = {hit.message.rowid: hit.score for hit in by_vector}
         text_ranks = {hit.message.rowid: (rank, hit.score) for rank, hit in enumerate(by_text, start=1)}
-        fused = reciprocal_rank_fusion([[h.message.rowid for h in by_vector], [h.message.rowid for h in by_text]])
+        weight = self._config.vector_weight
+        fused = score_fusion(
+            [
+                ({rowid: 1.0 - distance for rowid, distance in distances.items()}, weight),
+                ({rowid: -bm25 for rowid, (_, bm25) in text_ranks.items()}, 1.0 - weight),
+            ]
+        )
+        spread = spread_to_neighbours(
+            fused,
+            await self._neighbours(list(messages.values())),
+            self._config.neighbour_weight,
+            excluded=excluded,
+        )
+        # Best score first; at equal scores a message found by a side before one that is only a
+        # neighbour, then the older message: deterministic whatever the backends' order.
+        ranked = sorted(spread, key=lambda rowid: (-spread[rowid].score, rowid not in fused, rowid))[:limit]
+        missing = [rowid for rowid in ranked if rowid not in messages]
+        for message in await self._store.messages.by_rowids(missing) if missing else []:
+            if is_conversation_message(message):
+                messages[message.rowid] = message
         hits = []
-        for item in fused:
-            fts = text_ranks.get(item.rowid)
+        for rowid in (r for r in ranked if r in messages):
+            fts = text_ranks.get(rowid)
             hits.append(
                 HybridHit(
-                    message=messages[item.rowid],
-                    score=item.score,
-                    distance=distances.get(item.rowid),
+                    message=messages[rowid],
+                    score=spread[rowid].score,
+                    distance=distances.get(rowid),
                     fts_rank=fts[0] if fts else None,
                     bm25=fts[1] if fts else None,
+                    context_of=None if rowid in fused else spread[rowid].lender,
                 )
             )
         return hits
+
+    async def _neighbours(self, candidates: list[StoredMessage]) -> dict[int, list[tuple[int, int]]]:
+        """Rowid → (neighbour rowid, distance) of the messages around each candidate."""
+        if self._config.neighbour_weight <= 0 or self._config.neighbour_span <= 0 or not candidates:
+            return {}
+        return await self._store.search.neighbours(candidates, self._config.neighbour_span)
 
     async def _vector_side(self, chat: ChatRef, text: str, segment_id: int | None, limit: int) -> list[SearchHit]:
         if self._embedder is None:

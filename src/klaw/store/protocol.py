@@ -117,6 +117,13 @@ class SearchRepository(Protocol):
         """K nearest messages by cosine distance (score = distance, lower is closer)."""
         ...
 
+    async def neighbours(self, messages: Sequence[StoredMessage], span: int) -> dict[int, list[tuple[int, int]]]:
+        """For each message (by rowid), the rowids of the conversation messages (user or assistant
+        text) of its own segment up to `span` such messages before and after it, each with its
+        distance (1 = adjacent), nearest first. Tool calls, tool results and control records are
+        skipped, not counted."""
+        ...
+
 
 class VectorRepository(Protocol):
     async def bind_embedder(self, embedder_id: str, dim: int) -> None:

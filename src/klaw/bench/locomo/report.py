@@ -16,7 +16,6 @@ from typing import Any
 
 from klaw.bench.locomo.metrics import CATEGORY_NAMES, HEADLINE_CATEGORIES, METRIC_NAMES, MeanScores
 from klaw.bench.locomo.runner import CHANNEL, LocomoRun
-from klaw.memory.fusion import RRF_K
 
 # Published figures, in percent (bench/METRICS.md; LoCoMo paper Table 3, DRAGON, dialog turns;
 # R@25/R@50 from bench/data/README.md §3). The FTS5 line is the team's sanity reference
@@ -81,9 +80,11 @@ def to_json(run: LocomoRun, *, machine: str, started_at: str, embedder_config: M
             "retrieval": {
                 "variants": list(run.settings.variants),
                 "top_k": run.settings.top_k,
-                "hybrid": f"HybridSearch.search, {run.settings.top_k} candidates a side, RRF k={RRF_K}",
+                "hybrid": f"HybridSearch.search, {run.settings.top_k} candidates a side, min-max score fusion,"
+                " scores shared with neighbouring messages",
+                "search": run.settings.search.model_dump(mode="json", by_alias=True),
                 "vector": "embedder + store.search.nearest, closest first",
-                "fts": "HybridSearch without embedder (FTS5 bm25, stop words dropped, words OR-ed)",
+                "fts": "store.search.full_text alone (FTS5 bm25, stop words dropped, words OR-ed)",
                 "scope": "the conversation's segment, no exclusions",
             },
             "evidence_normalisation": EVIDENCE_RULE,

@@ -25,6 +25,7 @@ from klaw.bench.locomo.dataset import Conversation, LocomoDataset
 from klaw.bench.locomo.metrics import TOP_K, QuestionScores, Summary, score_question, summarise
 from klaw.bench.locomo.variants import VARIANTS, retriever
 from klaw.bench.stats import Latency
+from klaw.config import SearchConfig
 from klaw.engine.clock import SystemClock
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.embedder.protocol import Embedder
@@ -50,6 +51,7 @@ class RunSettings:
     min_embed_tokens: int = 10  # autoRag.minMessageTokens of the configuration in use
     batch_size: int = 64  # embedder.batchSize: texts per embedding call of the queue
     top_k: int = TOP_K
+    search: SearchConfig = field(default_factory=SearchConfig)  # the `search` section of the configuration in use
 
     def __post_init__(self) -> None:
         unknown = [v for v in self.variants if v not in VARIANTS]
@@ -237,7 +239,7 @@ async def _ask(
 ) -> list[QuestionResult]:
     chat = ChatRef(CHANNEL, conversation.sample_id)
     session_of = conversation.session_of()
-    retrievers = {v: retriever(v, store, embedder) for v in settings.variants}
+    retrievers = {v: retriever(v, store, embedder, settings.search) for v in settings.variants}
     results = []
     for question in conversation.questions:
         scores: dict[str, QuestionScores] = {}
