@@ -78,6 +78,39 @@ class AutoRagConfig(_Section):
     min_message_tokens: int = Field(default=10, gt=0)
 
 
+class SummarizerConfig(_Section):
+    """The exchange and segment summarizers (background, on the `routing.tasks.summarization` model).
+
+    `/summarizer on|off` overrides `enabled` at run time (kept in the database's settings)."""
+
+    enabled: bool = True
+    idle_seconds: float = Field(
+        default=30.0, gt=0, description="How often an idle summarizer looks for work it was not signalled about."
+    )
+    rolling_every: int = Field(
+        default=3,
+        gt=0,
+        description="Roll the open segment's summary forward once this many new exchanges are summarized"
+        " (a closed segment is always summarized to its end).",
+    )
+    max_input_tokens: int = Field(
+        default=3000, ge=200, description="Most tokens of conversation sent in one summary request (longer is cut)."
+    )
+
+
+class RagConfig(_Section):
+    """Cross-conversation retrieval: this chat's past segments and their exchanges related to the new
+    message, found by their summaries' vectors. `/rag on|off|set` override these at run time."""
+
+    enabled: bool = True
+    conversation_limit: int = Field(default=3, gt=0, description="Past segments at most.")
+    exchange_limit_per_conversation: int = Field(default=2, gt=0, description="Exchanges at most per segment.")
+    min_similarity: float = Field(
+        default=0.7, ge=0.0, le=1.0, description="Least cosine similarity of a segment or exchange summary."
+    )
+    max_tokens: int = Field(default=600, gt=0, description="Token budget of the past-conversations block.")
+
+
 class SearchConfig(_Section):
     """How hybrid search ranks a chat's messages (auto-RAG, `klaw memory search`, the memory tools).
 
@@ -116,8 +149,13 @@ class EmbedderConfig(_Section):
     base_url: str | None = Field(default=None, description="Endpoint base URL (openai backend).")
     api_key_env: str | None = None
     dim: int | None = Field(default=None, gt=0, description="Vector size (openai and fake backends).")
-    batch_size: int = Field(default=64, gt=0)
+    batch_size: int = Field(default=64, gt=0, description="Texts per embedding call (at most 100 are sent).")
     timeout_seconds: float = Field(default=60.0, gt=0)
+    pipeline_enabled: bool = Field(
+        default=True,
+        description="Run the background embedding worker (messages, memories, summaries); `/embeddings off|on`"
+        " overrides it at run time. Jobs wait in the database while it is off.",
+    )
     threads: int = Field(
         default=1,
         gt=0,
@@ -233,6 +271,9 @@ def _default_commands() -> tuple[CommandConfig, ...]:
             ("forget", "Erase an exchange, segment or saved memory: /forget last | exchange|segment|memory <id>"),
             ("status", "Uptime, model, segment start, queue depth"),
             ("context", "What went into the last turn's context"),
+            ("summarizer", "Background summaries of exchanges and segments: /summarizer [on|off|status]"),
+            ("embeddings", "The embedding worker: /embeddings [on|off|status|rebuild]"),
+            ("rag", "Past conversations in the context: /rag [on|off|config|set <key> <value>]"),
             ("help", "List commands"),
         )
     )
@@ -250,6 +291,8 @@ class EngineConfig(_Section):
     processing: ProcessingConfig = ProcessingConfig()
     context: ContextConfig = ContextConfig()
     auto_rag: AutoRagConfig = AutoRagConfig()
+    summarizer: SummarizerConfig = SummarizerConfig()
+    rag: RagConfig = RagConfig()
     search: SearchConfig = SearchConfig()
     embedder: EmbedderConfig = EmbedderConfig()
     database: DatabaseConfig = DatabaseConfig()

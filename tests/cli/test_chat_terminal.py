@@ -53,6 +53,7 @@ def chat_env(home: Path, base_url: str) -> dict[str, str]:
         "KLAW__PROCESSING__DEBOUNCEMS": "50",
         "KLAW__EMBEDDER__BACKEND": "fake",
         "KLAW__EMBEDDER__DIM": "32",
+        "KLAW__SUMMARIZER__ENABLED": "false",  # background summary requests would mix with the turns'
     }
 
 

@@ -28,6 +28,9 @@ def engine_config(base_url: str, **overrides: Any) -> EngineConfig:
         },
         "routing": {"default": "fake/small"},
         "embedder": {"backend": "fake", "dim": 32},
+        # The summarizers call the model in the background, which would race tests' scripted replies;
+        # tests of summaries turn them on (summarizer={"enabled": True}).
+        "summarizer": {"enabled": False},
     }
     for section, values in overrides.items():
         data.setdefault(section, {}).update(values)

@@ -136,9 +136,11 @@ async def test_block_sits_between_summary_and_window(home: KlawHome, chat: Conve
     assert layer_names(context) == ["system_prompt", "summary", "auto_rag", "sliding_window", "pending"]
     contents = [m.content or "" for m in context.messages]
     assert contents[1].startswith("Summary of this conversation")
-    assert contents[2] == f"{HEADER}\n\n[assistant] {topic.content}"
-    assert [r.hit.message.rowid for r in context.recalled] == [topic.rowid]
-    assert layer(context, "auto_rag").items == 1
+    # The topic, and the message after it: full text finds that one through the words of the topic,
+    # the message before it (the context column of messages_fts).
+    assert contents[2] == f"{HEADER}\n\n[assistant] {topic.content}\n[user] filler number 0 lorem ipsum dolor"
+    assert [r.hit.message.rowid for r in context.recalled] == [topic.rowid, topic.rowid + 1]
+    assert layer(context, "auto_rag").items == 2
 
 
 async def test_block_absent_when_nothing_is_recalled(home: KlawHome, chat: Conversation) -> None:

@@ -3,8 +3,12 @@ reply, exchange_close), for the summary store, summarizer and retrieval tests.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from klaw.llm.fake_server import Reply, TextReply, echo_last_user_message
+from klaw.memory.summaries.prompts import EXCHANGE_INSTRUCTIONS, SEGMENT_INSTRUCTIONS
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
 from klaw.store.records import ChatRef, Exchange, ExchangeStatus, MessageRecord, MessageType, Role
 from klaw.store.sqlite.store import SqliteStore
@@ -66,3 +70,28 @@ class Turns:
             if exchanges:
                 return max(exchanges, key=lambda e: e.id)
         raise AssertionError("no exchange stored")
+
+
+def summarizing_reply(body: Mapping[str, Any]) -> Reply:
+    """A fake model that summarizes like the prompts ask, deterministically, keeping the topic's words
+    (so the fake embedder finds related summaries); any other request is echoed as usual."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    system = str(messages[0].get("content") or "") if messages else ""
+    user = str(messages[-1].get("content") or "") if messages else ""
+    if system == EXCHANGE_INSTRUCTIONS:
+        asked = user.split("The person wrote:\n", 1)[1].split("\n\n", 1)[0]
+        return TextReply(f"Summary: The person asked: {asked}")
+    if system == SEGMENT_INSTRUCTIONS:
+        so_far = user.split("Summary so far:\n", 1)[1].split("\n\n", 1)[0]
+        new = user.split("New exchanges, oldest first:\n", 1)[1].splitlines()
+        parts = [] if so_far == "(none yet)" else [so_far]
+        parts += [line.split(". ", 1)[1] for line in new]
+        return TextReply(" ".join(parts))
+    return echo_last_user_message(body)
+
+
+def is_summary_request(body: Any) -> bool:
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not messages:
+        return False
+    return messages[0].get("content") in (EXCHANGE_INSTRUCTIONS, SEGMENT_INSTRUCTIONS)

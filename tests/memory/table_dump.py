@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import apsw
+
 from klaw.store.sqlite.store import SqliteStore
 
 QUERIES = {
@@ -17,7 +19,9 @@ QUERIES = {
     "segments": "SELECT id, chat, started_at, ended_at FROM segments ORDER BY id",
     "messages": "SELECT rowid, id, channel, chat_id, chat, segment_id, role, type, content, metadata, created_at"
     " FROM messages ORDER BY rowid",
-    "messages_fts": "SELECT rowid, content FROM messages_fts ORDER BY rowid",
+    "messages_fts": "SELECT rowid, content, context FROM messages_fts ORDER BY rowid",
+    # The index itself, term by term (`messages_fts` above reads its source view, not the index).
+    "messages_fts_terms": "SELECT doc, term, col, offset FROM temp.messages_fts_terms ORDER BY doc, col, offset",
     "sessions": "SELECT chat, model, segment_id, created_at, updated_at FROM sessions ORDER BY chat",
     "exchanges": "SELECT id, chat, segment_id, started_at, ended_at, status, user_message_rowid, final_message_rowid"
     " FROM exchanges ORDER BY id",
@@ -32,11 +36,16 @@ QUERIES = {
 }
 
 
+def _dump(connection: apsw.Connection) -> dict[str, list[tuple[Any, ...]]]:
+    connection.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.messages_fts_terms USING fts5vocab(main, messages_fts, instance)"
+    )
+    return {name: [tuple(row) for row in connection.execute(sql).fetchall()] for name, sql in QUERIES.items()}
+
+
 async def dump_tables(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     store = await SqliteStore.open(path)
     try:
-        return await store.db.run(
-            lambda c: {name: [tuple(row) for row in c.execute(sql).fetchall()] for name, sql in QUERIES.items()}
-        )
+        return await store.db.run(_dump)
     finally:
         await store.aclose()

@@ -54,9 +54,10 @@ async def test_full_text_results_pass_when_the_vector_side_is_unavailable(chat: 
     topic = await chat.say(DEPLOY, embed=False)
     after = await chat.filler(4)
     recalled = await service(chat, embedder=BrokenEmbedder()).recall(ALICE, await chat.segment_id(), QUERY, ())
-    # The match, then the two messages after it as its context (neighbours, since search shares scores).
+    # The match, then the two messages after it: the first found by full text through its context
+    # column (the topic is the message before it), the second as the topic's neighbour.
     assert [r.hit.message.rowid for r in recalled] == [topic.rowid, after[0].rowid, after[1].rowid]
-    assert [r.hit.context_of for r in recalled] == [None, topic.rowid, topic.rowid]
+    assert [(r.hit.fts_rank, r.hit.context_of) for r in recalled] == [(1, None), (2, None), (None, topic.rowid)]
 
 
 async def test_scoped_to_chat(chat: Conversation) -> None:

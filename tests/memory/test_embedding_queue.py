@@ -209,7 +209,7 @@ async def test_failure_after_the_32_second_retry_is_marked_failed_and_visible(
 async def test_unknown_target_is_marked_failed_not_looped_on(store: SqliteStore, clock: ManualClock) -> None:
     await store.db.run(
         lambda c: c.execute(
-            "INSERT INTO embedding_jobs (target, target_rowid, next_attempt_at, created_at) VALUES ('summary', 1, 0, 0)"
+            "INSERT INTO embedding_jobs (target, target_rowid, next_attempt_at, created_at) VALUES ('nowhere', 1, 0, 0)"
         )
     )
     assert await EmbeddingQueue(store, FakeEmbedder(DIM), clock, batch_size=8).run_until_idle() == 0

@@ -37,19 +37,18 @@ async def test_store_neighbours_skip_tool_records_and_stay_in_the_segment(chat: 
     assert await chat.store.search.neighbours([], 2) == {}
 
 
-async def test_the_answer_after_a_matching_question_is_found_as_its_neighbour(chat: Conversation) -> None:
+async def test_a_message_next_to_a_hit_enters_the_ranking_as_its_neighbour(chat: Conversation) -> None:
     await chat.filler(3)
-    question = await chat.say("how did the interview at the bakery go?")
-    answer = await chat.say("great, they offered me the job", Role.ASSISTANT, embed=False)
+    opening = await chat.say("guess who called me this morning", embed=False)
+    news = await chat.say("the bakery from the interview, they offered me the job")
     await chat.filler(3)
     hits = await HybridSearch(chat.store, chat.embedder).search(ALICE, "bakery interview")
-    assert hits[0].message.rowid == question.rowid
-    by_rowid = {h.message.rowid: h for h in hits}
-    found = by_rowid[answer.rowid]
-    assert (found.distance, found.fts_rank, found.bm25, found.context_of) == (None, None, None, question.rowid)
+    assert hits[0].message.rowid == news.rowid
+    found = {h.message.rowid: h for h in hits}[opening.rowid]
+    assert (found.distance, found.fts_rank, found.bm25, found.context_of) == (None, None, None, news.rowid)
     assert found.score == pytest.approx(0.4 * hits[0].score, rel=0.3)  # its share, plus what fillers lend
     plain = await HybridSearch(chat.store, chat.embedder, NO_NEIGHBOURS).search(ALICE, "bakery interview")
-    assert answer.rowid not in {h.message.rowid for h in plain}
+    assert opening.rowid not in {h.message.rowid for h in plain}
     assert all(h.context_of is None for h in plain)
 
 

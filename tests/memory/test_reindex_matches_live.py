@@ -100,7 +100,7 @@ def by_natural_keys(tables: dict[str, list[tuple[Any, ...]]]) -> dict[str, Any]:
             (chats[e[1]], segments[e[2]], e[3], e[4], e[5], ids.get(e[6]), ids.get(e[7])) for e in tables["exchanges"]
         ),
         "vectors": sorted((ids[v[0]], v[3], v[4]) for v in tables["vec_messages"]),
-        "fts": sorted((ids[row[0]], row[1]) for row in tables["messages_fts"]),
+        "fts": sorted((ids[row[0]], *row[1:]) for row in tables["messages_fts"]),
         "settings": tables["settings"],
     }
 

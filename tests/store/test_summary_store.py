@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import numpy as np
+import pytest
 
 from klaw.memory.embedder.fake import FakeEmbedder
 from klaw.store.records import ExchangeStatus
@@ -52,9 +53,10 @@ async def test_exchange_summary_is_stored_with_its_job_and_found_by_similarity(s
     assert await embed_all(store) == 2
     assert await embed_all(store) == 0  # stored vectors are kept, not duplicated
     [query] = await EMBEDDER.embed(["green tea brew"])
-    hits = await store.summaries.nearest_exchanges(ALICE, query, segment_id=tea.segment_id, limit=2)
+    hits = await store.summaries.nearest_exchanges(ALICE, query, segment_ids=[tea.segment_id], limit_per_segment=2)
     assert [hit.summary.id for hit in hits] == [first.id, second.id]
     assert hits[0].similarity > hits[1].similarity
+    assert hits[0].started_at == tea.started_at and hits[1].started_at == bike.started_at
     assert await store.summaries.exchange_summary(tea.id) == first
 
 
@@ -190,3 +192,22 @@ async def test_deleting_an_exchange_cascades_to_its_summary_and_vector(store: Sq
     await store.db.run(delete)
     counts = await store.summaries.counts()
     assert (counts.exchanges, counts.vectors) == (0, 0)
+
+
+async def test_exchange_search_gives_the_same_answer_by_point_lookups_and_by_knn(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await bound(store)
+    turns = Turns(store)
+    for topic in ("green tea brewing", "bike chain oil", "green tea cups", "tax forms"):
+        exchange = await turns.turn(topic, "ok")
+        await store.summaries.save_exchange_summary(exchange, f"Asked about {topic}.", "m", T0)
+    await embed_all(store)
+    [query] = await EMBEDDER.embed(["green tea"])
+    segment = exchange.segment_id
+    by_lookup = await store.summaries.nearest_exchanges(ALICE, query, segment_ids=[segment], limit_per_segment=3)
+    monkeypatch.setattr("klaw.store.sqlite.summary_vectors.POINT_LOOKUP_MAX", 1)
+    by_knn = await store.summaries.nearest_exchanges(ALICE, query, segment_ids=[segment], limit_per_segment=3)
+    assert {h.summary.id for h in by_lookup} == {h.summary.id for h in by_knn}  # ties may swap places
+    assert [h.similarity for h in by_lookup] == pytest.approx([h.similarity for h in by_knn], abs=1e-5)
+    assert by_lookup[0].summary.text.startswith("Asked about green tea")

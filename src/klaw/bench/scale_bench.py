@@ -12,6 +12,10 @@ scoped to the segment, with the newest 20 messages as the window:
 
 The first search of a chat loads its vectors into memory (`ChatVectorCache`); that one-off cost is
 reported on its own rather than mixed into the percentiles.
+
+The chat also has 500 past segments of 20 summarized exchanges each (`past_bench.py`), written before
+the big current segment: past-conversation retrieval is timed alone and together with auto-RAG ("all
+layers", what a turn's context costs in retrieval), both without the query embedding.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.bench.corpus import ZipfCorpus
+from klaw.bench.past_bench import BENCH_RAG, add_past_segments, past_retriever
 from klaw.bench.stats import Latency
 from klaw.config import AutoRagConfig
 from klaw.memory.auto_rag import AutoRagService
@@ -52,6 +57,11 @@ class ScaleResult:
     query_embedding: Latency
     numpy_floor: Latency
     recalled_per_query: float
+    past_segments: int = 0
+    summaries: int = 0
+    past_conversations: Latency | None = None  # past-conversation retrieval alone, no query embedding
+    all_layers: Latency | None = None  # auto-RAG + past conversations, no query embedding
+    past_shown_per_query: float = 0.0  # past segments placed in the block
 
 
 class PrecomputedEmbedder:
@@ -93,6 +103,9 @@ async def measure_scale(
     store = await SqliteStore.open(db_path, vector_cache_bytes=vector_cache_bytes)
     try:
         await store.vectors.bind_embedder(embedder.model_id, dim)
+        past = await add_past_segments(
+            store, CHAT, rng, embedder_id=embedder.model_id, dim=dim, start=T0 - timedelta(days=30)
+        )
         matrix = np.empty((messages, dim), dtype=np.float32)
         rowids = np.empty(messages, dtype=np.int64)
         started = time.perf_counter()
@@ -128,13 +141,18 @@ async def measure_scale(
             t = time.perf_counter()
             query_vectors[text] = (await embedder.embed([text]))[0]
             embed_times.append(time.perf_counter() - t)
-        offline = AutoRagService(config, HybridSearch(store, PrecomputedEmbedder(embedder.model_id, query_vectors)))
+        precomputed = PrecomputedEmbedder(embedder.model_id, query_vectors)
+        offline = AutoRagService(config, HybridSearch(store, precomputed))
+        offline_past = past_retriever(store, precomputed)
 
         t = time.perf_counter()
         await offline.recall(CHAT, segment.id, texts[0], window)
         first_search = time.perf_counter() - t
 
         with_embedding, without_embedding, floor, recalled = [], [], [], []
+        past_alone: list[float] = []
+        all_layers: list[float] = []
+        shown: list[int] = []
         for i, text in enumerate(texts):
             t = time.perf_counter()
             await live.recall(CHAT, segment.id, text, window)
@@ -143,6 +161,11 @@ async def measure_scale(
             found = await offline.recall(CHAT, segment.id, text, window)
             without_embedding.append(time.perf_counter() - t)
             recalled.append(len(found))
+            t = time.perf_counter()
+            retrieved = await offline_past.retrieve(CHAT, segment.id, text, BENCH_RAG.max_tokens)
+            past_alone.append(time.perf_counter() - t)
+            shown.append(len(retrieved.shown) if retrieved is not None else 0)
+            all_layers.append(without_embedding[-1] + past_alone[-1])
             t = time.perf_counter()
             _numpy_top_k(matrix, query_vectors[text], 20)
             floor.append(time.perf_counter() - t)
@@ -160,6 +183,11 @@ async def measure_scale(
         query_embedding=Latency.of(embed_times),
         numpy_floor=Latency.of(floor),
         recalled_per_query=float(np.mean(recalled)),
+        past_segments=past.segments,
+        summaries=past.summaries,
+        past_conversations=Latency.of(past_alone),
+        all_layers=Latency.of(all_layers),
+        past_shown_per_query=float(np.mean(shown)),
     )
 
 

@@ -123,7 +123,10 @@ def scale(
             f"  query embedding alone:                   {result.query_embedding}\n"
             f"  numpy brute-force floor (KNN only):      {result.numpy_floor}\n"
             f"  first search (loads the chat's vectors): {result.first_search_ms:.0f} ms;"
-            f" {result.recalled_per_query:.1f} messages recalled per query"
+            f" {result.recalled_per_query:.1f} messages recalled per query\n"
+            f"  past conversations without query embedding ({result.past_segments} past segments,"
+            f" {result.summaries} summaries, {result.past_shown_per_query:.1f} shown): {result.past_conversations}\n"
+            f"  all retrieval layers (auto-RAG + past conversations) without query embedding: {result.all_layers}"
         )
     if reindex_size > 0:
         results["reindex"] = _reindex_throughput(console, config, reindex_size)

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from klaw.config import EngineConfig
 from klaw.engine.clock import Clock
+from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.processor import MessageProcessor
 from klaw.engine.scheduler import Scheduler
 from klaw.engine.sessions import SessionManager, UnknownModel
@@ -52,6 +53,7 @@ class CommandHandler:
         embedding_queue: EmbeddingQueue | None = None,
         scheduler: Scheduler | None = None,
         forgetting: Forgetting | None = None,
+        memory_commands: MemoryCommands | None = None,
     ) -> None:
         self._config = config
         self._sessions = sessions
@@ -72,6 +74,8 @@ class CommandHandler:
             "context": self._context,
             "forget": self._forget,
         }
+        if memory_commands is not None:  # /summarizer, /embeddings, /rag
+            self._handlers.update(memory_commands.handlers())
 
     async def handle(self, chat: ChatRef, name: str, args: str = "", command_id: str | None = None) -> str:
         """Run a command. `command_id` is the id a gateway gave it: a command replayed after a lost

@@ -5,7 +5,8 @@ related past conversations, auto-RAG ("From earlier in this conversation:"), the
 the current segment, tools, and the pending messages. The budget is 90 % of the model's context
 budget (approximate token counts need the margin); fixed layers are placed first and the window
 shrinks to what is left. Summary, past conversations and auto-RAG are separate small methods:
-later memory features plug in there without touching the assembly.
+the summary is the segment summarizer's rolling summary; past conversations come from
+`PastConversationRetriever` (interactive turns only, within the room the fixed layers leave).
 
 Auto-RAG runs for interactive turns only, when the segment (not counting the pending messages) holds
 more messages than `slidingWindow`. It excludes the window as first fitted and the pending
@@ -29,6 +30,7 @@ from klaw.llm.messages import ChatMessage, ToolSpec
 from klaw.llm.tokens import approximate_token_count
 from klaw.memory.auto_rag import AutoRagService, RecalledMessage, format_block
 from klaw.memory.core_memory import CoreMemory
+from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.store.protocol import Storage
 from klaw.store.records import StoredMessage
 
@@ -36,6 +38,7 @@ log = logging.getLogger(__name__)
 
 SAFETY_MARGIN = 0.9
 MESSAGE_OVERHEAD_TOKENS = 4  # role and framing per message
+SUMMARY_HEADER = "Summary of this conversation so far:"
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class ContextBuilder:
         core_memory: CoreMemory,
         tools: Sequence[ToolSpec] = (),
         auto_rag: AutoRagService | None = None,
+        past_conversations: PastConversationRetriever | None = None,
     ) -> None:
         self._config = config
         self._store = store
@@ -81,6 +85,7 @@ class ContextBuilder:
         self._core_memory = core_memory
         self._tools = list(tools)
         self._auto_rag = auto_rag
+        self._past_conversations = past_conversations
 
     def set_tools(self, tools: Sequence[ToolSpec]) -> None:
         self._tools = list(tools)
@@ -111,7 +116,8 @@ class ContextBuilder:
         remaining = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
         if remaining < 0:
             warnings.append(self._over_budget(session, budget, layers, tools_tokens, pending_tokens))
-        place("past_conversations", await self.past_conversations_layer(session, pending_text, max(remaining, 0)))
+        if not subagent:
+            place("past_conversations", await self.past_conversations_layer(session, pending_text, max(remaining, 0)))
         remaining = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
 
         pending_rowids = {m.rowid for m in pending}
@@ -144,12 +150,19 @@ class ContextBuilder:
         )
 
     async def summary_layer(self, session: Session) -> str | None:
-        """The segment's last summary (summarizers arrive with the cross-conversation memory issue)."""
-        return None
+        """The segment's summary so far, as the segment summarizer last rolled it forward."""
+        summary = await self._store.summaries.segment_summary(session.segment.id)
+        return None if summary is None else f"{SUMMARY_HEADER}\n{summary.text}"
 
     async def past_conversations_layer(self, session: Session, query: str, budget_tokens: int) -> str | None:
-        """Related past segments and exchanges (cross-conversation retrieval plugs in here)."""
-        return None
+        """Related past segments of this chat and their exchanges (never the current segment), within
+        `budget_tokens` and the `rag` settings; None when disabled, nothing is related, or on error."""
+        if self._past_conversations is None:
+            return None
+        found = await self._past_conversations.retrieve(
+            session.chat, session.segment.id, query, budget_tokens - MESSAGE_OVERHEAD_TOKENS
+        )
+        return None if found is None else found.block
 
     async def auto_rag_layer(
         self,

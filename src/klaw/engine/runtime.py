@@ -21,12 +21,14 @@ from klaw.engine.commands import CommandHandler, parse_command
 from klaw.engine.context_builder import ContextBuilder
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.frames import CommandFrame, DeltaFrame, InboundFrame, OutboundFrame
+from klaw.engine.memory_commands import MemoryCommands
+from klaw.engine.memory_settings import MemorySettings
 from klaw.engine.processor import Inbound, MessageProcessor
 from klaw.engine.queries import EngineQueries
 from klaw.engine.scheduler import Scheduler
 from klaw.engine.scheduling import assemble_scheduler
 from klaw.engine.sessions import SessionManager
-from klaw.engine.slots import LlmSlots
+from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.socket_server import EngineSocketServer
 from klaw.engine.system_prompt import SystemPrompt
 from klaw.home import KlawHome
@@ -37,11 +39,15 @@ from klaw.memory.conversation_details import ConversationDetails
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedder.factory import create_embedder
+from klaw.memory.embedder.memo import QueryMemo
 from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.forgetting import Forgetting
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.ingestion import Ingestion
+from klaw.memory.past_conversations.retriever import PastConversationRetriever
+from klaw.memory.summaries.service import SummarizerService
+from klaw.memory.summaries.texts import SummaryTexts
 from klaw.scheduler.names import SUBAGENT_CHANNEL
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
@@ -91,6 +97,7 @@ class Engine:
         self.delivery = delivery
         self.socket = socket
         self.scheduler: Scheduler | None = None
+        self.summarizer: SummarizerService | None = None
 
     @classmethod
     async def start(
@@ -114,12 +121,15 @@ class Engine:
         # embedder's one thread (reindex, with nobody waiting, uses the full batch size).
         live_batch = min(config.embedder.batch_size, LIVE_EMBEDDING_BATCH)
         embedding_queue = EmbeddingQueue(store, embedder, clock, batch_size=live_batch)
+        summarizer: SummarizerService | None = None
         try:
             # Refuses to start on vectors of another embedder (the error says to run `klaw reindex`).
             await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
             # Recent chats' vectors into memory now (~1 s per 100k), not during someone's first turn.
             await store.vectors.warm_cache()
             await store.memory_chunks.bind_embedder(embedder.model_id, embedder.dim)
+            await store.summaries.bind_embedder(embedder.model_id, embedder.dim)
+            memory_settings = await MemorySettings(config, store.settings).load()  # engine.yaml + commands
             ingestion = Ingestion(
                 ConversationLog(home.conversations),
                 store,
@@ -129,12 +139,14 @@ class Engine:
             await ingestion.recover()
             forgetting = Forgetting(ingestion, clock.now)
             await forgetting.finish_pending()  # log files a crash left holding forgotten records
-            embedding_queue.start()  # embeds what recovery and any earlier run left pending
+            if memory_settings.embeddings_enabled:
+                embedding_queue.start()  # embeds what recovery and any earlier run left pending
+            query_embedder = QueryMemo(embedder)  # auto-RAG and past conversations embed a turn's text once
             tools = ToolRegistry()
             register_builtin_tools(tools)
             core_memory = CoreMemory(home.core_memory_file)
             memory_services = MemoryServices(
-                details=ConversationDetails(store),
+                details=ConversationDetails(store, SummaryTexts(store.summaries)),
                 archival=ArchivalMemory(
                     ingestion,
                     embedder,
@@ -162,7 +174,8 @@ class Engine:
                     SystemPrompt(home.workspace),
                     core_memory,
                     tools.specs(),
-                    auto_rag=AutoRagService(config.auto_rag, HybridSearch(store, embedder, config.search)),
+                    auto_rag=AutoRagService(config.auto_rag, HybridSearch(store, query_embedder, config.search)),
+                    past_conversations=PastConversationRetriever(store, query_embedder, lambda: memory_settings.rag),
                 ),
                 router=router,
                 tools=tools,
@@ -170,6 +183,15 @@ class Engine:
                 delivery=delivery,
                 clock=clock,
             )
+            summarizer = SummarizerService(
+                store,
+                lambda: router.for_task("summarization"),
+                lambda: processor.slots.hold(Priority.BACKGROUND),
+                clock,
+                config.summarizer,
+                on_embedding_queued=embedding_queue.notify,
+            )
+            ingestion.on_stored = summarizer.observe
             scheduler = assemble_scheduler(
                 config=config,
                 home=home,
@@ -191,6 +213,7 @@ class Engine:
                 embedding_queue=embedding_queue,
                 scheduler=scheduler,
                 forgetting=forgetting,
+                memory_commands=MemoryCommands(memory_settings, summarizer, embedding_queue, store),
             )
             engine = cls(
                 home=home,
@@ -217,7 +240,12 @@ class Engine:
             await scheduler.start()  # after recovery, and once replies have somewhere to go
             # Messages a crash left unanswered get their turn (after the debounce, like any other).
             await processor.resume_unanswered()
+            engine.summarizer = summarizer
+            if memory_settings.summarizer_enabled:
+                summarizer.start()  # after recovery: summarizes what earlier runs left
         except BaseException:
+            if summarizer is not None:
+                await summarizer.aclose()
             await embedding_queue.aclose()
             await embedder.aclose()
             await store.aclose()
@@ -273,6 +301,8 @@ class Engine:
             await self.socket.broadcast_shutdown("engine stopping")
         # After the drain (its replies queue jobs too), before the embedder and store close; what is
         # still pending stays in embedding_jobs for the next start.
+        if self.summarizer is not None:
+            await self.summarizer.aclose()  # before the queue: a summary written now queues an embedding
         await self.embedding_queue.aclose()
         await self.router.aclose()
         await self.embedder.aclose()

@@ -18,6 +18,7 @@ from enum import IntEnum
 class Priority(IntEnum):
     INTERACTIVE = 0
     SUBAGENT = 1
+    BACKGROUND = 2  # summaries: after everything a person or a scheduled task waits for
 
 
 class LlmSlots:

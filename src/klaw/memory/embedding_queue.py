@@ -1,8 +1,9 @@
 """The durable embedding queue's worker: `embedding_jobs` rows in, vectors out, never blocking a reply.
 
+Jobs name a target (`message`, `memory`, `summary`) that says where texts come from and vectors go.
 A message that should be embedded gets its job row in the same transaction as the message itself
 (`MessageRepository.append(..., embed=True)`), so the work owed survives any crash. This worker
-takes due jobs in batches of the embedder's batch size, loads their texts, embeds them, stores the
+takes due jobs in batches of the embedder's batch size (at most 100), loads their texts, embeds them, stores the
 vectors and deletes the jobs. A failed batch is tried again after 1, 2, 4, 8, 16 and 32 s; when the
 32 s retry fails too, its jobs are marked failed: kept, counted in `/status`, and made pending
 again by `retry_failed`. A job whose text is gone (message deleted) is simply dropped.
@@ -27,11 +28,15 @@ from klaw.llm.errors import LlmError
 from klaw.memory.embedder.protocol import Embedder, EmbedderError
 from klaw.store.protocol import Storage, StorageError
 from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, EmbeddingJob
+from klaw.store.summary_records import SUMMARY_TARGET
 
 log = logging.getLogger(__name__)
 
 # Waits before the 1st … 6th retry of a failed job; a failure after the last one marks it failed.
 BACKOFF_SECONDS = (1, 2, 4, 8, 16, 32)
+# No embedding call carries more texts than this, whatever `embedder.batchSize` says: the limit of
+# common embedding APIs, and a bound on how much one failed call puts back.
+MAX_TEXTS_PER_CALL = 100
 # How long the worker waits after the store itself failed (not an embedding), before trying again.
 STORE_ERROR_PAUSE_SECONDS = 5.0
 _MAX_REASON_CHARS = 200
@@ -91,9 +96,27 @@ class MemoryTarget:
         return await self._store.memory_chunks.put(vectors)
 
 
+class SummaryTarget:
+    """Jobs on `summaries` rows: exchange summaries and final segment summaries, into `vec_summaries`
+    (bound by the engine at start, like `vec_messages`). A batch's vectors go in in one transaction."""
+
+    def __init__(self, store: Storage) -> None:
+        self._store = store
+
+    async def texts(self, rowids: Sequence[int]) -> dict[int, str]:
+        return await self._store.summaries.texts(rowids)
+
+    async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
+        return await self._store.summaries.put_vectors(vectors)
+
+
 def default_targets(store: Storage, embedder: Embedder) -> dict[str, EmbeddingTarget]:
-    """Every job target the store queues: messages and archival memories."""
-    return {MESSAGE_TARGET: MessageTarget(store), MEMORY_TARGET: MemoryTarget(store, embedder)}
+    """Every job target the store queues: messages, archival memories and summaries."""
+    return {
+        MESSAGE_TARGET: MessageTarget(store),
+        MEMORY_TARGET: MemoryTarget(store, embedder),
+        SUMMARY_TARGET: SummaryTarget(store),
+    }
 
 
 @dataclass(frozen=True)
@@ -131,7 +154,7 @@ class EmbeddingQueue:
         self._store = store
         self._embedder = embedder
         self._clock = clock
-        self._batch_size = batch_size
+        self._batch_size = min(batch_size, MAX_TEXTS_PER_CALL)
         self._targets: dict[str, EmbeddingTarget] = dict(targets or default_targets(store, embedder))
         self._wake = asyncio.Event()
         self._batch_lock = asyncio.Lock()  # the worker and run_until_idle never take the same jobs

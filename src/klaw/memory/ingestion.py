@@ -44,6 +44,8 @@ class Ingestion:
         self.store = store
         self.min_embed_tokens = AutoRagConfig().min_message_tokens if min_embed_tokens is None else min_embed_tokens
         self.on_embedding_queued = on_embedding_queued
+        # Told of every record stored (live or recovered), e.g. the summarizers wake on a closed exchange.
+        self.on_stored: Callable[[StoredMessage], None] | None = None
 
     async def accept(self, record: MessageRecord) -> StoredMessage:
         """Make `record` durable in the log, then store it (queueing its embedding if it should
@@ -56,6 +58,8 @@ class Ingestion:
         stored = await self.store.messages.append(record, embed=embed)
         if embed and self.on_embedding_queued is not None:
             self.on_embedding_queued()
+        if self.on_stored is not None:
+            self.on_stored(stored)
         return stored
 
     async def recover(self) -> int:

@@ -106,9 +106,10 @@ class SummaryRepository(Protocol):
         ...
 
     async def nearest_exchanges(
-        self, chat: ChatRef, vector: npt.NDArray[np.float32], *, segment_id: int, limit: int
+        self, chat: ChatRef, vector: npt.NDArray[np.float32], *, segment_ids: Sequence[int], limit_per_segment: int
     ) -> list[SummaryHit]:
-        """The segment's exchange summaries closest to `vector`, most similar first."""
+        """Each segment's exchange summaries closest to `vector` (at most `limit_per_segment` per
+        segment), most similar first."""
         ...
 
     async def reembed_all(self) -> int:

@@ -48,10 +48,12 @@ class Summary:
 
 @dataclass(frozen=True, slots=True)
 class SummaryHit:
-    """A summary found by vector search; `similarity` is the cosine similarity (1 = same direction)."""
+    """A summary found by vector search; `similarity` is the cosine similarity (1 = same direction)
+    and `started_at` when its segment or exchange started (what a reader dates it by)."""
 
     summary: Summary
     similarity: float
+    started_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,7 +84,8 @@ def to_json(run: LocomoRun, *, machine: str, started_at: str, embedder_config: M
                 " scores shared with neighbouring messages",
                 "search": run.settings.search.model_dump(mode="json", by_alias=True),
                 "vector": "embedder + store.search.nearest, closest first",
-                "fts": "store.search.full_text alone (FTS5 bm25, stop words dropped, words OR-ed)",
+                "fts": "store.search.full_text alone (FTS5 bm25 over the message and, at 0.2, the message before"
+                " it; stop words dropped, words OR-ed)",
                 "scope": "the conversation's segment, no exclusions",
             },
             "evidence_normalisation": EVIDENCE_RULE,

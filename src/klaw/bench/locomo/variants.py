@@ -4,7 +4,8 @@
   (vector KNN + FTS5 bm25, weighted score fusion, scores shared with neighbouring messages), asked
   for `top_k` candidates a side and cut to the `top_k` best.
 - `fts`: the store's full-text search that `HybridSearch`'s text side calls (`store.search.full_text`,
-  bm25 order, conversation messages only): full text alone, without fusion or neighbours.
+  bm25 over each message and the message before it, conversation messages only): full text alone,
+  without fusion or neighbours.
 - `vector`: the store KNN that `HybridSearch`'s vector side calls (query embedded by the same
   embedder, `store.search.nearest`, closest first, conversation messages only). Unlike inside
   `HybridSearch`, an embedder failure is not degraded to full text here: it fails the run, so a

@@ -15,16 +15,16 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.store.protocol import StorageError
-from klaw.store.records import ChatRef, Exchange, to_millis
+from klaw.store.records import ChatRef, Exchange, from_millis, to_millis
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.summary_rows import EMBEDDABLE, load_summaries, load_summary, queue_summary_job
 from klaw.store.sqlite.summary_vectors import (
     bind_summary_vectors,
-    bound_dim,
     insert_vectors,
-    knn,
+    nearest_exchange_summaries,
+    nearest_segment_summaries,
     rebuild_vectors,
     vector_count,
 )
@@ -65,12 +65,12 @@ class SqliteSummaries:
         self._db = db
         self._chats = chats
         self._clock = clock
-        self._dim: int | None = None
+        self._bound: tuple[str, int] | None = None  # (embedder id, dim) of bind_embedder
 
     async def bind_embedder(self, embedder_id: str, dim: int) -> int:
         now = to_millis(self._clock())
         queued = await self._db.run(lambda connection: bind_summary_vectors(connection, embedder_id, dim, now))
-        self._dim = dim
+        self._bound = (embedder_id, dim)
         return queued
 
     # -- what to summarize -------------------------------------------------------------------------
@@ -215,15 +215,15 @@ class SqliteSummaries:
     async def put_vectors(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         if not vectors:
             return 0
-        dim = self._dim if self._dim is not None else await self._db.run(bound_dim)
-        if dim is None:
+        if self._bound is None:
             raise StorageError("bind_embedder must be called before summary vectors are stored")
+        embedder_id, dim = self._bound
         blobs = []
         for summary_id, vector in vectors:
             if vector.shape != (dim,):
                 raise StorageError(f"vector for summary {summary_id} has shape {vector.shape}, expected ({dim},)")
             blobs.append((summary_id, np.ascontiguousarray(vector, dtype=np.float32).tobytes()))
-        return await self._db.run(lambda connection: insert_vectors(connection, blobs))
+        return await self._db.run(lambda connection: insert_vectors(connection, blobs, embedder_id, dim))
 
     async def has_past_segments(self, chat: ChatRef, *, exclude_segment_id: int | None) -> bool:
         def query(connection: apsw.Connection) -> bool:
@@ -242,12 +242,36 @@ class SqliteSummaries:
     async def nearest_segments(
         self, chat: ChatRef, vector: npt.NDArray[np.float32], *, limit: int, exclude_segment_id: int | None
     ) -> list[SummaryHit]:
-        return await self._nearest(chat, vector, SummaryKind.SEGMENT, limit, None, exclude_segment_id)
+        query_vector = np.ascontiguousarray(vector, dtype=np.float32)
+
+        def query(connection: apsw.Connection) -> list[SummaryHit]:
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None:
+                return []
+            found = nearest_segment_summaries(connection, chat_key, query_vector, limit, exclude_segment_id)
+            return _hits(connection, found, "segments", "segment_id")
+
+        return await self._db.run(query)
 
     async def nearest_exchanges(
-        self, chat: ChatRef, vector: npt.NDArray[np.float32], *, segment_id: int, limit: int
+        self, chat: ChatRef, vector: npt.NDArray[np.float32], *, segment_ids: Sequence[int], limit_per_segment: int
     ) -> list[SummaryHit]:
-        return await self._nearest(chat, vector, SummaryKind.EXCHANGE, limit, segment_id, None)
+        query_vector = np.ascontiguousarray(vector, dtype=np.float32)
+        wanted = list(dict.fromkeys(segment_ids))
+
+        def query(connection: apsw.Connection) -> list[SummaryHit]:
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None:
+                return []
+            found = [
+                hit
+                for segment_id in wanted
+                for hit in nearest_exchange_summaries(connection, chat_key, segment_id, query_vector, limit_per_segment)
+            ]
+            hits = _hits(connection, found, "exchanges", "exchange_id")
+            return sorted(hits, key=lambda hit: -hit.similarity)
+
+        return await self._db.run(query)
 
     async def reembed_all(self) -> int:
         now = to_millis(self._clock())
@@ -269,37 +293,23 @@ class SqliteSummaries:
         found = await self._db.run(lambda connection: load_summaries(connection, where, params))
         return found[0] if found else None
 
-    async def _nearest(
-        self,
-        chat: ChatRef,
-        vector: npt.NDArray[np.float32],
-        kind: SummaryKind,
-        limit: int,
-        segment_id: int | None,
-        exclude_segment_id: int | None,
-    ) -> list[SummaryHit]:
-        query_vector = np.ascontiguousarray(vector, dtype=np.float32)
 
-        def query(connection: apsw.Connection) -> list[SummaryHit]:
-            chat_key = self._chats.find(connection, chat)
-            if chat_key is None:
-                return []
-            found = knn(
-                connection,
-                chat_key,
-                query_vector,
-                kind,
-                limit,
-                segment_id=segment_id,
-                exclude_segment_id=exclude_segment_id,
-            )
-            if not found:
-                return []
-            marks = ",".join("?" * len(found))
-            by_id = {s.id: s for s in load_summaries(connection, f"s.id IN ({marks})", [i for i, _ in found])}
-            return [SummaryHit(by_id[i], 1.0 - distance) for i, distance in found if i in by_id]
-
-        return await self._db.run(query)
+def _hits(connection: apsw.Connection, found: list[tuple[int, float]], table: str, key: str) -> list[SummaryHit]:
+    """Summaries by (id, distance), with the start of their segment or exchange (`table`.id = s.`key`)."""
+    if not found:
+        return []
+    marks = ",".join("?" * len(found))
+    ids = [summary_id for summary_id, _ in found]
+    by_id = {s.id: s for s in load_summaries(connection, f"s.id IN ({marks})", ids)}
+    starts = {
+        int(row[0]): from_millis(int(row[1]))
+        for row in fetch_all(
+            connection,
+            f"SELECT s.id, t.started_at FROM summaries s JOIN {table} t ON t.id = s.{key} WHERE s.id IN ({marks})",
+            ids,
+        )
+    }
+    return [SummaryHit(by_id[i], 1.0 - distance, starts.get(i)) for i, distance in found if i in by_id]
 
 
 def _in_transaction(connection: apsw.Connection, exchanges: Collection[int], segments: Collection[int]) -> int:

@@ -1,14 +1,18 @@
 """Summary vectors in the sqlite-vec table `vec_summaries`, bound to one embedder through `index_meta`.
 
-Partitioned by chat, with `kind` and `segment_id` as metadata columns, so "final segment summaries of
-this chat except the current segment" and "exchange summaries of segment S" are answered inside
-sqlite-vec. There is no in-memory cache as for messages (`vector_cache.py`): a chat has one summary
-per exchange and segment, a few thousand at most, and sqlite-vec's exact KNN over that many takes
-about a millisecond (`klaw bench scale` reports it).
+Partitioned by chat and kind, so "final segment summaries of this chat except the current segment"
+is an exact sqlite-vec KNN over that chat's segment summaries only (a few thousand at most: about a
+millisecond), never over its exchange summaries, which grow with every turn (sqlite-vec scans a whole
+partition, filtering metadata row by row: ~17 ms at 50k vectors). "Exchange summaries of segment S"
+reads that segment's vectors by rowid and ranks them with one numpy product, exact too; only a
+segment of more than `POINT_LOOKUP_MAX` exchanges falls back to a KNN over the chat's exchange
+partition. No in-memory cache is needed as for messages (`vector_cache.py`); `klaw bench scale`
+reports the latency.
 
-Unlike message vectors, summary vectors of another embedder are not refused but rebuilt: the table is
-recreated and every embeddable summary queued again. Triggers created with the table drop a vector
-when its summary's text changes or the summary is deleted, so a vector never outlives its text.
+The table is created with the first summary vector. Unlike message vectors, summary vectors of another
+embedder are not refused but rebuilt: the table is dropped and every embeddable summary queued again.
+Triggers created with the table drop a vector when its summary's text changes or the summary is
+deleted, so a vector never outlives its text.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ from klaw.store.sqlite.vectors import vector_table_exists
 from klaw.store.summary_records import SummaryKind
 
 SUMMARY_VECTORS = "vec_summaries"
+# A segment with more exchange summaries than this is searched by KNN instead of point lookups.
+POINT_LOOKUP_MAX = 512
+_SEGMENT = SummaryKind.SEGMENT.value
+_EXCHANGE = SummaryKind.EXCHANGE.value
 _TRIGGERS = (
     f"CREATE TRIGGER IF NOT EXISTS summaries_vector_stale AFTER UPDATE OF text ON summaries BEGIN"
     f" DELETE FROM {SUMMARY_VECTORS} WHERE rowid = old.id; END",
@@ -34,40 +42,24 @@ _TRIGGERS = (
 
 
 def bind_summary_vectors(connection: apsw.Connection, embedder_id: str, dim: int, now_millis: int) -> int:
-    """Create the table (and its triggers) for this embedder, rebuilding it if another embedder filled
-    it; returns how many summaries were queued for embedding because of a rebuild."""
+    """Check the table against this embedder: vectors of another one are dropped and every summary is
+    queued again; returns how many were queued. The table itself is created with its first vector
+    (`insert_vectors`), so a database without summary vectors has no summary vector table."""
     with connection:
         row = fetch_one(connection, "SELECT embedder_id, dim FROM index_meta WHERE table_name = ?", (SUMMARY_VECTORS,))
         exists = vector_table_exists(connection, SUMMARY_VECTORS)
-        queued = 0
-        if exists and row is not None and (row[0], row[1]) != (embedder_id, dim):
-            _drop(connection)
-            exists = False
-            queued = queue_all(connection, now_millis)
-        if not exists:
-            _create(connection, dim)
-        connection.execute(
-            "INSERT INTO index_meta (table_name, embedder_id, dim, created_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (table_name) DO UPDATE SET embedder_id = excluded.embedder_id, dim = excluded.dim",
-            (SUMMARY_VECTORS, embedder_id, dim, int(time.time() * 1000)),
-        )
+        if not exists or row is None or (row[0], row[1]) == (embedder_id, dim):
+            return 0
+        _drop(connection)
+        queued = queue_all(connection, now_millis)
     return queued
 
 
-def bound_dim(connection: apsw.Connection) -> int | None:
-    row = fetch_one(connection, "SELECT dim FROM index_meta WHERE table_name = ?", (SUMMARY_VECTORS,))
-    if row is None or not vector_table_exists(connection, SUMMARY_VECTORS):
-        return None
-    return int(row[0])
-
-
 def rebuild_vectors(connection: apsw.Connection, now_millis: int) -> int:
-    """Empty the table and queue every embeddable summary again (`/embeddings rebuild`)."""
-    dim = bound_dim(connection)
+    """Drop every summary vector and queue every embeddable summary again (`/embeddings rebuild`)."""
     with connection:
-        if dim is not None:
+        if vector_table_exists(connection, SUMMARY_VECTORS):
             _drop(connection)
-            _create(connection, dim)
         queued = queue_all(connection, now_millis)
     return queued
 
@@ -79,10 +71,18 @@ def queue_all(connection: apsw.Connection, now_millis: int) -> int:
     return len(ids)
 
 
-def insert_vectors(connection: apsw.Connection, vectors: list[tuple[int, bytes]]) -> int:
-    """Insert vectors of embeddable summaries that have none yet, in one transaction."""
+def insert_vectors(connection: apsw.Connection, vectors: list[tuple[int, bytes]], embedder_id: str, dim: int) -> int:
+    """Insert vectors of embeddable summaries that have none yet, in one transaction; the table is
+    created (for `embedder_id`, `dim`) on first use."""
     added = 0
     with connection:
+        if not vector_table_exists(connection, SUMMARY_VECTORS):
+            _create(connection, dim)
+            connection.execute(
+                "INSERT INTO index_meta (table_name, embedder_id, dim, created_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (table_name) DO UPDATE SET embedder_id = excluded.embedder_id, dim = excluded.dim",
+                (SUMMARY_VECTORS, embedder_id, dim, int(time.time() * 1000)),
+            )
         for summary_id, blob in vectors:
             meta = fetch_one(
                 connection,
@@ -99,33 +99,59 @@ def insert_vectors(connection: apsw.Connection, vectors: list[tuple[int, bytes]]
     return added
 
 
-def knn(
+def nearest_segment_summaries(
     connection: apsw.Connection,
     chat_key: int,
     vector: npt.NDArray[np.float32],
-    kind: SummaryKind,
     limit: int,
-    *,
-    segment_id: int | None = None,
-    exclude_segment_id: int | None = None,
+    exclude_segment_id: int | None,
 ) -> list[tuple[int, float]]:
-    """(summary id, cosine distance), closest first."""
+    """(summary id, cosine distance) of the chat's closest segment summaries, closest first."""
     if limit <= 0 or not vector_table_exists(connection, SUMMARY_VECTORS):
         return []
-    clauses = ["embedding MATCH ?", "k = ?", "chat_key = ?", "kind = ?"]
-    params: list[object] = [np.ascontiguousarray(vector, dtype=np.float32).tobytes(), limit, chat_key, kind.value]
-    if segment_id is not None:
-        clauses.append("segment_id = ?")
-        params.append(segment_id)
-    if exclude_segment_id is not None:
-        clauses.append("segment_id != ?")
-        params.append(exclude_segment_id)
+    exclude = "" if exclude_segment_id is None else " AND segment_id != ?"
     rows = fetch_all(
         connection,
-        f"SELECT rowid, distance FROM {SUMMARY_VECTORS} WHERE {' AND '.join(clauses)} ORDER BY distance",
-        params,
+        f"SELECT rowid, distance FROM {SUMMARY_VECTORS} WHERE embedding MATCH ? AND k = ? AND chat_key = ?"
+        f" AND kind = ?{exclude} ORDER BY distance",
+        (_blob(vector), limit, chat_key, _SEGMENT, *(() if exclude_segment_id is None else (exclude_segment_id,))),
     )
     return [(int(row[0]), float(row[1])) for row in rows]
+
+
+def nearest_exchange_summaries(
+    connection: apsw.Connection, chat_key: int, segment_id: int, vector: npt.NDArray[np.float32], limit: int
+) -> list[tuple[int, float]]:
+    """(summary id, cosine distance) of the segment's closest exchange summaries, closest first."""
+    if limit <= 0 or not vector_table_exists(connection, SUMMARY_VECTORS):
+        return []
+    ids = [
+        int(row[0])
+        for row in fetch_all(
+            connection, "SELECT id FROM summaries WHERE segment_id = ? AND kind = ?", (segment_id, _EXCHANGE)
+        )
+    ]
+    if len(ids) > POINT_LOOKUP_MAX:
+        rows = fetch_all(
+            connection,
+            f"SELECT rowid, distance FROM {SUMMARY_VECTORS} WHERE embedding MATCH ? AND k = ? AND chat_key = ?"
+            " AND kind = ? AND segment_id = ? ORDER BY distance",
+            (_blob(vector), limit, chat_key, _EXCHANGE, segment_id),
+        )
+        return [(int(row[0]), float(row[1])) for row in rows]
+    found: list[tuple[int, bytes]] = []
+    for summary_id in ids:  # point lookups: vec0 answers `rowid = ?` directly, an IN list by scanning
+        row = fetch_one(connection, f"SELECT embedding FROM {SUMMARY_VECTORS} WHERE rowid = ?", (summary_id,))
+        if row is not None:
+            found.append((summary_id, bytes(row[0])))
+    if not found:
+        return []
+    matrix = np.frombuffer(b"".join(blob for _, blob in found), dtype=np.float32).reshape(len(found), -1)
+    query = np.asarray(vector, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
+    similarities = (matrix @ query) / np.maximum(norms, 1e-12)
+    order = np.argsort(-similarities, kind="stable")[:limit]
+    return [(found[i][0], float(1.0 - similarities[i])) for i in order]
 
 
 def vector_count(connection: apsw.Connection) -> int:
@@ -135,10 +161,14 @@ def vector_count(connection: apsw.Connection) -> int:
     return 0 if row is None else int(row[0])
 
 
+def _blob(vector: npt.NDArray[np.float32]) -> bytes:
+    return np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+
+
 def _create(connection: apsw.Connection, dim: int) -> None:
     connection.execute(
-        f"CREATE VIRTUAL TABLE {SUMMARY_VECTORS} USING vec0(chat_key integer partition key,"
-        f" embedding float[{dim}] distance_metric=cosine, kind text, segment_id integer)"
+        f"CREATE VIRTUAL TABLE {SUMMARY_VECTORS} USING vec0(chat_key integer partition key, kind text partition key,"
+        f" embedding float[{dim}] distance_metric=cosine, segment_id integer, chunk_size=128)"
     )
     for trigger in _TRIGGERS:
         connection.execute(trigger)
@@ -149,3 +179,4 @@ def _drop(connection: apsw.Connection) -> None:
     connection.execute("DROP TRIGGER IF EXISTS summaries_vector_stale")
     connection.execute("DROP TRIGGER IF EXISTS summaries_vector_gone")
     connection.execute(f"DROP TABLE {SUMMARY_VECTORS}")
+    connection.execute("DELETE FROM index_meta WHERE table_name = ?", (SUMMARY_VECTORS,))

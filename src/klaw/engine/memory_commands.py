@@ -1,0 +1,194 @@
+"""`/summarizer`, `/embeddings` and `/rag`: switching the memory workers and retrieval, and their state.
+
+Switches and `/rag set` are stored in the database's settings (`MemorySettings`), so they survive a
+restart and override engine.yaml; the engine starts its workers according to them. Everything shown
+is counts, states and error classes: never the text of a summary or message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+from klaw.engine.memory_settings import (
+    EMBEDDINGS_ENABLED,
+    RAG_ENABLED,
+    RAG_KEYS,
+    SUMMARIZER_ENABLED,
+    MemorySettings,
+    SettingError,
+)
+from klaw.memory.embedding_queue import BACKOFF_SECONDS, EmbeddingQueue
+from klaw.memory.summaries.service import SummarizerService
+from klaw.memory.summaries.worker import WorkerState, WorkerStatus
+from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef
+
+Handler = Callable[[ChatRef, str], Awaitable[str]]
+CONFIRM = "confirm"
+
+
+class MemoryCommands:
+    def __init__(
+        self, settings: MemorySettings, summarizer: SummarizerService, embedding_queue: EmbeddingQueue, store: Storage
+    ) -> None:
+        self._settings = settings
+        self._summarizer = summarizer
+        self._queue = embedding_queue
+        self._store = store
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"summarizer": self.summarizer, "embeddings": self.embeddings, "rag": self.rag}
+
+    # -- /summarizer -------------------------------------------------------------------------------
+
+    async def summarizer(self, _chat: ChatRef, args: str) -> str:
+        action = args.lower()
+        if action == "on":
+            await self._settings.set_flag(SUMMARIZER_ENABLED, True)
+            self._summarizer.start()
+            return "Summarizer on: exchanges and segments are summarized in the background."
+        if action == "off":
+            await self._settings.set_flag(SUMMARIZER_ENABLED, False)
+            await self._summarizer.stop()
+            return "Summarizer off: no new summaries until /summarizer on (existing ones are still used)."
+        if action in ("", "status"):
+            return await self._summarizer_status()
+        return "Usage: /summarizer [on|off|status]"
+
+    async def _summarizer_status(self) -> str:
+        status = await self._summarizer.status()
+        switch = "on" if self._settings.summarizer_enabled else "off"
+        counts = status.counts
+        return "\n".join(
+            [
+                f"Summarizer: {switch} ({'running' if status.running else 'stopped'}), model {status.model}",
+                f"- {_worker_line(status.exchange)}",
+                f"- {_worker_line(status.segment)}",
+                f"Summaries: {counts.exchanges} exchange(s) ({status.pending_exchanges} waiting),"
+                f" {counts.segments_final} final and {counts.segments_rolling} rolling segment summaries,"
+                f" {counts.vectors} embedded",
+            ]
+        )
+
+    # -- /embeddings -------------------------------------------------------------------------------
+
+    async def embeddings(self, _chat: ChatRef, args: str) -> str:
+        words = args.lower().split() or ["status"]
+        action = words[0]
+        if action == "on" and len(words) == 1:
+            await self._settings.set_flag(EMBEDDINGS_ENABLED, True)
+            revived = await self._store.embedding_jobs.retry_failed()
+            self._queue.start()
+            self._queue.notify()
+            again = f"; {revived} failed job(s) queued again" if revived else ""
+            return f"Embedding worker on{again}."
+        if action == "off" and len(words) == 1:
+            await self._settings.set_flag(EMBEDDINGS_ENABLED, False)
+            await self._queue.aclose()
+            return "Embedding worker off: new jobs wait in the database until /embeddings on."
+        if action == "status" and len(words) == 1:
+            return await self._embeddings_status()
+        if action == "rebuild" and words[1:] in ([], [CONFIRM]):
+            return await self._rebuild(confirmed=words[1:] == [CONFIRM])
+        return "Usage: /embeddings [on|off|status|rebuild]"
+
+    async def _embeddings_status(self) -> str:
+        status = await self._queue.status()
+        switch = "on" if self._settings.embeddings_enabled else "off"
+        lines = [
+            f"Embedding worker: {switch} ({'running' if status.running else 'stopped'});"
+            f" {status.embedded} embedded since the engine started"
+        ]
+        for target in await self._store.embedding_jobs.by_target():
+            line = f"- {target.target}: {target.pending} pending, {target.failed} failed"
+            if target.failed and target.last_error:
+                line += f" (last error: {target.last_error})"
+            lines.append(line)
+        if len(lines) == 1:
+            lines.append("- no jobs waiting")
+        summaries = await self._store.summaries.counts()
+        lines.append(f"Vectors: {await self._store.vectors.count()} messages, {summaries.vectors} summaries")
+        if status.failed:
+            lines.append(
+                f"Failed jobs gave up after {len(BACKOFF_SECONDS)} retries ({BACKOFF_SECONDS[0]}–"
+                f"{BACKOFF_SECONDS[-1]} s apart); /embeddings on queues them again."
+            )
+        return "\n".join(lines)
+
+    async def _rebuild(self, *, confirmed: bool) -> str:
+        if not confirmed:
+            counts = await self._store.summaries.counts()
+            return (
+                f"This deletes the {counts.vectors} summary vectors and embeds every summary again"
+                " (message vectors are rebuilt by `klaw reindex`). Send /embeddings rebuild confirm to go ahead."
+            )
+        queued = await self._store.summaries.reembed_all()
+        self._queue.notify()
+        running = (await self._queue.status()).running
+        waiting = "" if running else " The worker is off: /embeddings on starts it."
+        return f"Summary vectors dropped; {queued} summaries queued for embedding.{waiting}"
+
+    # -- /rag --------------------------------------------------------------------------------------
+
+    async def rag(self, _chat: ChatRef, args: str) -> str:
+        words = args.split()
+        action = words[0].lower() if words else ""
+        if action in ("on", "off") and len(words) == 1:
+            await self._settings.set_flag(RAG_ENABLED, action == "on")
+            if action == "on":
+                return "Past conversations on: related earlier segments are placed in the context."
+            return "Past conversations off: the context holds only this segment (and core memory)."
+        if action == "config" and len(words) == 1:
+            return self._rag_config()
+        if action == "set":
+            if len(words) != 3:
+                return "Usage: /rag set <key> <value>"
+            try:
+                key, value = await self._settings.set_rag(words[1], words[2])
+            except SettingError as exc:
+                return str(exc)
+            return f"Updated: {key} = {value}"
+        if action in ("", "status"):
+            return await self._rag_status()
+        return "Usage: /rag [on|off|config|set <key> <value>]"
+
+    def _rag_config(self) -> str:
+        rag = self._settings.rag
+        lines = ["Past-conversation retrieval:"]
+        lines.append(f"  {RAG_ENABLED}: {str(rag.enabled).lower()}{self._source(RAG_ENABLED)}")
+        for key, field in RAG_KEYS.items():
+            lines.append(f"  {key}: {getattr(rag, field)}{self._source(key)}")
+        lines.append("To change one: /rag set <key> <value>")
+        return "\n".join(lines)
+
+    def _source(self, key: str) -> str:
+        return " (set by command)" if self._settings.overridden(key) else ""
+
+    async def _rag_status(self) -> str:
+        rag = self._settings.rag
+        counts = await self._store.summaries.counts()
+        return "\n".join(
+            [
+                f"Past conversations: {'on' if rag.enabled else 'off'}",
+                f"Searchable: {counts.segments_final} segment summaries, {counts.exchanges} exchange summaries,"
+                f" {counts.vectors} embedded",
+                f"Up to {rag.conversation_limit} segment(s) and {rag.exchange_limit_per_conversation} exchange(s)"
+                f" each, similarity at least {rag.min_similarity}, within {rag.max_tokens} tokens",
+            ]
+        )
+
+
+def _worker_line(status: WorkerStatus) -> str:
+    line = f"{status.name}: {status.state.value}; {status.completed} written, {status.failed} failed attempt(s)"
+    if status.given_up:
+        line += f", {status.given_up} given up until restart"
+    if status.state is WorkerState.BACKING_OFF and status.retry_at is not None:
+        line += f"; next try at {_clock(status.retry_at)}"
+    if status.last_error:
+        line += f" (last error: {status.last_error})"
+    return line
+
+
+def _clock(moment: datetime) -> str:
+    return moment.strftime("%H:%M:%S UTC")

@@ -1,0 +1,1 @@
+"""Cross-conversation retrieval: this chat's past segments and exchanges related to the new message."""

@@ -1,0 +1,98 @@
+"""What the summarization model is asked, and what is kept of its answer.
+
+Inputs are clipped to a token budget (`summarizer.maxInputTokens`), so one enormous message cannot
+make a request the model rejects; answers are cleaned (a "Summary:" label dropped, whitespace
+collapsed, length capped). An empty answer is an error (`EmptySummaryError`): the item is tried again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from klaw.llm.messages import ChatMessage
+from klaw.llm.tokens import approximate_token_count
+from klaw.store.records import MessageType, Role, StoredMessage
+from klaw.store.summary_records import Summary
+
+EXCHANGE_INSTRUCTIONS = (
+    "You summarize one exchange between a person and their AI assistant, for the assistant's long-term"
+    " memory. Write one or two sentences in the third person: what the person asked, what the assistant"
+    " did (tools it used), and the outcome. Keep names, numbers, dates and decisions. Reply with the"
+    " summary only, no preamble."
+)
+SEGMENT_INSTRUCTIONS = (
+    "You keep the running summary of one conversation between a person and their AI assistant, for the"
+    " assistant's long-term memory. Update the summary so far with the new exchanges: at most five"
+    " sentences on the topics, facts, decisions and open questions, as they stand now. Keep names,"
+    " numbers and dates. Reply with the summary only, no preamble."
+)
+EXCHANGE_ANSWER_TOKENS = 150
+SEGMENT_ANSWER_TOKENS = 400
+MAX_EXCHANGE_CHARS = 1000
+MAX_SEGMENT_CHARS = 2500
+ELLIPSIS = "…"
+_LABEL = re.compile(r"^\s*(?:\*\*)?summary(?:\*\*)?\s*:\s*", re.IGNORECASE)
+
+
+class EmptySummaryError(ValueError):
+    """The model answered with no text."""
+
+
+def exchange_prompt(messages: Sequence[StoredMessage], max_input_tokens: int) -> list[ChatMessage] | None:
+    """The request summarizing an exchange from its transcript; None when it holds nothing to
+    summarize (no question and no reply are stored, e.g. forgotten)."""
+    asked = [m.content for m in messages if m.role is Role.USER and m.record.type is MessageType.TEXT]
+    replies = [m.content for m in messages if m.role is Role.ASSISTANT and m.record.type is MessageType.TEXT]
+    tools = sorted({name for m in messages for name in _tool_names(m)})
+    question, reply = "\n".join(asked).strip(), (replies[-1] if replies else "").strip()
+    if not question and not reply:
+        return None
+    half = max(max_input_tokens // 2, 1)
+    parts = [f"The person wrote:\n{clip(question, half) or '(nothing)'}"]
+    if tools:
+        parts.append("Tools the assistant used: " + ", ".join(tools))
+    parts.append(f"The assistant's final reply:\n{clip(reply, half) or '(none)'}")
+    return [ChatMessage.system(EXCHANGE_INSTRUCTIONS), ChatMessage.user("\n\n".join(parts))]
+
+
+def segment_prompt(previous: Summary | None, new: Sequence[Summary], max_input_tokens: int) -> list[ChatMessage]:
+    """The request rolling a segment summary forward over `new` exchange summaries."""
+    so_far = clip(previous.text, max_input_tokens // 3) if previous is not None else "(none yet)"
+    room = max((max_input_tokens - approximate_token_count(so_far)) // max(len(new), 1), 16)
+    lines = [f"{i}. {clip(s.text, room)}" for i, s in enumerate(new, start=1)]
+    text = f"Summary so far:\n{so_far}\n\nNew exchanges, oldest first:\n" + "\n".join(lines)
+    return [ChatMessage.system(SEGMENT_INSTRUCTIONS), ChatMessage.user(text)]
+
+
+def clean_summary(answer: str | None, max_chars: int) -> str:
+    """The model's answer as stored: label dropped, whitespace collapsed, at most `max_chars`."""
+    text = " ".join(_LABEL.sub("", answer or "").split())
+    if not text:
+        raise EmptySummaryError("the summarization model answered with no text")
+    if len(text) > max_chars:
+        cut = text[: max_chars - 1]
+        space = cut.rfind(" ")
+        text = (cut[:space] if space > max_chars * 0.8 else cut).rstrip() + ELLIPSIS
+    return text
+
+
+def clip(text: str, max_tokens: int) -> str:
+    """The longest beginning of `text` within `max_tokens` (approximately), marked "…" when cut."""
+    if approximate_token_count(text) <= max_tokens:
+        return text
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if approximate_token_count(text[:middle]) + 1 <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low].rstrip() + ELLIPSIS
+
+
+def _tool_names(message: StoredMessage) -> list[str]:
+    if message.record.type is not MessageType.TOOL_CALL:
+        return []
+    calls = (message.record.metadata or {}).get("tool_calls", [])
+    return [str(c["name"]) for c in calls if isinstance(c, dict) and c.get("name")] if isinstance(calls, list) else []

@@ -1,0 +1,113 @@
+"""The segment summarizer: a rolling summary of each segment, final once the segment is closed.
+
+It folds exchange summaries into the segment's summary with the summarization model: the summary
+so far plus the next exchange summaries in, the updated summary out, at most `FOLD_MAX` at a time
+so a long segment never makes one huge request. The open segment's summary is rolled forward once
+`rollingEvery` new exchange summaries wait (it feeds the context's "summary" layer); a closed
+segment is folded to its end as soon as no exchange of it still waits for its own summary, and that
+final summary is what cross-conversation retrieval searches (it alone is embedded). A rolling
+summary that already covers everything when its segment closes just becomes final, without a call.
+
+Failures behave as in the exchange summarizer: back off and retry; a segment whose fold the model
+keeps rejecting is left alone until the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+
+from klaw.memory.embedding_queue import QueueClock
+from klaw.memory.summaries.exchange_summarizer import ITEM_ERRORS, MAX_ATTEMPTS, Summarize
+from klaw.memory.summaries.prompts import MAX_SEGMENT_CHARS, SEGMENT_ANSWER_TOKENS, clean_summary, segment_prompt
+from klaw.memory.summaries.worker import BackgroundWorker
+from klaw.store.protocol import Storage
+from klaw.store.summary_records import SegmentWork
+
+log = logging.getLogger(__name__)
+
+FOLD_MAX = 20
+WORK_PAGE = 100
+
+
+class SegmentSummarizer(BackgroundWorker):
+    def __init__(
+        self,
+        store: Storage,
+        summarize: Summarize,
+        clock: QueueClock,
+        *,
+        idle_seconds: float,
+        max_input_tokens: int,
+        rolling_every: int,
+        skipped_exchanges: Callable[[], Collection[int]] = frozenset,
+        on_final: Callable[[], None] = lambda: None,
+    ) -> None:
+        super().__init__("segment summarizer", clock, idle_seconds=idle_seconds)
+        self._store = store
+        self._summarize = summarize
+        self._max_input_tokens = max_input_tokens
+        self._rolling_every = rolling_every
+        self._skipped_exchanges = skipped_exchanges
+        self._on_final = on_final
+        self._attempts: dict[int, int] = {}
+        self._skipped: set[int] = set()
+
+    async def step(self) -> bool:
+        works = await self._store.summaries.segment_work(
+            rolling_every=self._rolling_every, skip_exchanges=self._skipped_exchanges(), limit=WORK_PAGE
+        )
+        for work in works:
+            if work.segment.id not in self._skipped and self._actionable(work):
+                await self._attempt(work)
+                return True
+        return False
+
+    def _actionable(self, work: SegmentWork) -> bool:
+        if not work.closed:
+            return len(work.new) >= self._rolling_every
+        return not work.waiting and (bool(work.new) or (work.summary is not None and not work.summary.final))
+
+    async def _attempt(self, work: SegmentWork) -> None:
+        segment_id = work.segment.id
+        try:
+            await self._fold(work)
+        except ITEM_ERRORS as exc:
+            attempts = self._attempts.get(segment_id, 0) + 1
+            self._attempts[segment_id] = attempts
+            if attempts < MAX_ATTEMPTS:
+                raise
+            self.record_failure(exc)
+            self.given_up += 1
+            self._skipped.add(segment_id)
+            log.warning("segment %d: summary given up after %d attempts (%s)", segment_id, attempts, type(exc).__name__)
+        self._attempts.pop(segment_id, None)
+
+    async def _fold(self, work: SegmentWork) -> None:
+        now = self._clock.now()
+        if not work.new:
+            assert work.summary is not None  # _actionable: a rolling summary waiting to become final
+            await self._store.summaries.mark_final(work.summary.id, now)
+            self.completed += 1
+            self._on_final()
+            return
+        chunk = work.new[:FOLD_MAX]
+        final = work.closed and not work.waiting and len(work.new) <= FOLD_MAX
+        answer, model = await self._summarize(
+            segment_prompt(work.summary, chunk, self._max_input_tokens), SEGMENT_ANSWER_TOKENS
+        )
+        text = clean_summary(answer, MAX_SEGMENT_CHARS)
+        covered = (work.summary.exchanges_covered if work.summary is not None else 0) + len(chunk)
+        await self._store.summaries.save_segment_summary(
+            work.segment.id,
+            text,
+            model,
+            final=final,
+            covers_exchange_id=chunk[-1].exchange_id,
+            exchanges_covered=covered,
+            at=now,
+        )
+        self.completed += 1
+        log.debug("segment %d summary %s (%d exchange(s))", work.segment.id, "final" if final else "rolled", covered)
+        if final:
+            self._on_final()

@@ -1,0 +1,127 @@
+"""`SummarizerService`: the exchange and segment summarizers as one switchable unit (`/summarizer`).
+
+It owns how a summary request is made: the model routed to `routing.tasks.summarization`, called
+while holding a background LLM slot, so summaries wait behind interactive turns and subagent runs
+instead of starving them. It wires the signals: a stored `exchange_close` or `/new` record wakes
+the summarizers; a written summary wakes the embedding queue (its job is already stored) and the
+segment summarizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+
+from klaw.config import SummarizerConfig
+from klaw.llm.messages import ChatMessage
+from klaw.llm.protocol import ChatModel
+from klaw.memory.embedding_queue import QueueClock
+from klaw.memory.summaries.exchange_summarizer import ExchangeSummarizer
+from klaw.memory.summaries.segment_summarizer import SegmentSummarizer
+from klaw.memory.summaries.worker import WorkerStatus
+from klaw.store.protocol import Storage
+from klaw.store.records import MessageType, StoredMessage
+from klaw.store.summary_records import SummaryCounts
+
+SUMMARY_TEMPERATURE = 0.2
+_WAKING = (MessageType.EXCHANGE_CLOSE, MessageType.SESSION_BREAK)
+
+
+@dataclass(frozen=True)
+class SummarizerStatus:
+    running: bool
+    exchange: WorkerStatus
+    segment: WorkerStatus
+    pending_exchanges: int  # finished exchanges without a summary yet
+    counts: SummaryCounts
+    model: str
+
+
+class SummarizerService:
+    def __init__(
+        self,
+        store: Storage,
+        model: Callable[[], ChatModel],
+        slot: Callable[[], AbstractAsyncContextManager[None]],
+        clock: QueueClock,
+        config: SummarizerConfig,
+        *,
+        on_embedding_queued: Callable[[], None] = lambda: None,
+    ) -> None:
+        """`model` returns the summarization model (the router's task route); `slot` holds a
+        background LLM slot for one call."""
+        self._store = store
+        self._model = model
+        self._slot = slot
+        self._on_embedding_queued = on_embedding_queued
+        self.exchanges = ExchangeSummarizer(
+            store,
+            self._complete,
+            clock,
+            idle_seconds=config.idle_seconds,
+            max_input_tokens=config.max_input_tokens,
+            on_saved=self._exchange_saved,
+        )
+        self.segments = SegmentSummarizer(
+            store,
+            self._complete,
+            clock,
+            idle_seconds=config.idle_seconds,
+            max_input_tokens=config.max_input_tokens,
+            rolling_every=config.rolling_every,
+            skipped_exchanges=lambda: self.exchanges.skipped,
+            on_final=on_embedding_queued,
+        )
+
+    @property
+    def running(self) -> bool:
+        return self.exchanges.running or self.segments.running
+
+    def start(self) -> None:
+        self.exchanges.start()
+        self.segments.start()
+
+    async def stop(self) -> None:
+        """Stop both workers; work in flight is done again after the next start."""
+        await self.exchanges.aclose()
+        await self.segments.aclose()
+
+    aclose = stop
+
+    def notify(self) -> None:
+        self.exchanges.notify()
+        self.segments.notify()
+
+    def observe(self, stored: StoredMessage) -> None:
+        """Called for every stored record (`Ingestion.on_stored`): a turn ended or a segment closed."""
+        if stored.record.type in _WAKING:
+            self.notify()
+
+    async def wait_idle(self) -> None:
+        """Until both workers rest with nothing left to do (each may wake the other). For tests."""
+        while True:
+            await self.exchanges.wait_idle()
+            await self.segments.wait_idle()
+            if self.exchanges.resting and self.segments.resting:
+                return
+
+    async def status(self) -> SummarizerStatus:
+        return SummarizerStatus(
+            running=self.running,
+            exchange=self.exchanges.status(),
+            segment=self.segments.status(),
+            pending_exchanges=await self.exchanges.pending(),
+            counts=await self._store.summaries.counts(),
+            model=self._model().model_id,
+        )
+
+    def _exchange_saved(self) -> None:
+        self._on_embedding_queued()
+        self.segments.notify()
+
+    async def _complete(self, messages: Sequence[ChatMessage], max_tokens: int) -> tuple[str | None, str]:
+        model = self._model()
+        async with self._slot():
+            response = await model.complete(messages, temperature=SUMMARY_TEMPERATURE, max_tokens=max_tokens)
+        return response.content, model.model_id

@@ -1,0 +1,155 @@
+"""A background worker that does items one at a time, sleeps until signalled or a timeout, and backs
+off when its model fails: the shape both summarizers share.
+
+`step()` handles one item and says whether there was one. When nothing is left the worker rests
+until `notify()` or `idle_seconds` on the clock; a step that raises (the model is down, times out,
+rate-limits) makes it wait 1, 2, 4 … up to `MAX_BACKOFF_SECONDS` and try again, ignoring signals
+meanwhile so a busy chat cannot hammer a failing model. Nothing here ever touches a turn: a worker
+failure only delays summaries. Time passes through the injected clock (tests advance a ManualClock).
+Logs name the error class, never the text being summarized.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from klaw.memory.embedding_queue import QueueClock, describe_error
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_SECONDS = 300.0
+
+
+def backoff_seconds(failures: int) -> float:
+    """1, 2, 4, … seconds after the 1st, 2nd, 3rd … consecutive failure, at most 5 minutes."""
+    return min(float(2 ** max(failures - 1, 0)), MAX_BACKOFF_SECONDS)
+
+
+class WorkerState(StrEnum):
+    STOPPED = "stopped"
+    IDLE = "idle"
+    WORKING = "working"
+    BACKING_OFF = "backing off"
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    name: str
+    state: WorkerState
+    completed: int  # items done since the engine started
+    failed: int  # failed attempts since the engine started (each is tried again later)
+    given_up: int  # items left alone until the next start (the model kept rejecting them)
+    last_error: str | None  # error class and short reason, never content
+    retry_at: datetime | None  # when a backing-off worker tries again
+
+
+class BackgroundWorker(ABC):
+    def __init__(self, name: str, clock: QueueClock, *, idle_seconds: float) -> None:
+        self.name = name
+        self._clock = clock
+        self._idle_seconds = idle_seconds
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._state = WorkerState.STOPPED
+        self._idle = asyncio.Condition()
+        self._failures = 0
+        self._retry_at: datetime | None = None
+        self.completed = 0
+        self.failed = 0
+        self.given_up = 0
+        self.last_error: str | None = None
+
+    @abstractmethod
+    async def step(self) -> bool:
+        """Handle one item; False when there is none. Raise to back off (the item is tried again)."""
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        if not self.running:
+            self._wake.set()  # first look for work left by an earlier run
+            self._state = WorkerState.WORKING
+            self._task = asyncio.create_task(self._run(), name=f"klaw-{self.name}")
+
+    def notify(self) -> None:
+        """New work may exist: look now instead of at the next timeout."""
+        self._wake.set()
+
+    def status(self) -> WorkerStatus:
+        state = self._state if self.running else WorkerState.STOPPED
+        retry_at = self._retry_at if state is WorkerState.BACKING_OFF else None
+        return WorkerStatus(self.name, state, self.completed, self.failed, self.given_up, self.last_error, retry_at)
+
+    @property
+    def resting(self) -> bool:
+        """Stopped, or idle with no signal pending."""
+        return not self.running or (self._state is WorkerState.IDLE and not self._wake.is_set())
+
+    async def wait_idle(self) -> None:
+        """Until the worker has done everything it can and rests (at once when stopped). For tests."""
+        async with self._idle:
+            await self._idle.wait_for(lambda: self.resting)
+
+    async def aclose(self) -> None:
+        """Stop. An item in flight is abandoned and done again after the next start."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+        except Exception as exc:  # it had died earlier; stopping goes on regardless
+            log.warning("%s had stopped: %s", self.name, type(exc).__name__)
+        self._state = WorkerState.STOPPED
+        async with self._idle:
+            self._idle.notify_all()
+
+    def record_failure(self, exc: BaseException) -> None:
+        self.failed += 1
+        self.last_error = describe_error(exc)
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            self._state = WorkerState.WORKING
+            try:
+                while await self.step():
+                    pass
+            except Exception as exc:
+                self.record_failure(exc)
+                self._failures += 1
+                delay = backoff_seconds(self._failures)
+                self._retry_at = self._clock.now() + timedelta(seconds=delay)
+                self._state = WorkerState.BACKING_OFF
+                log.warning("%s: %s; trying again in %.0f s", self.name, type(exc).__name__, delay)
+                await self._clock.sleep(delay)
+                continue
+            self._failures = 0
+            if self._wake.is_set():
+                continue  # signalled while working: look again before resting
+            async with self._idle:
+                self._state = WorkerState.IDLE
+                self._idle.notify_all()
+            await self._rest()
+
+    async def _rest(self) -> None:
+        waits: set[asyncio.Future[object]] = {
+            asyncio.ensure_future(self._wake.wait()),
+            asyncio.ensure_future(self._clock.sleep(self._idle_seconds)),
+        }
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()

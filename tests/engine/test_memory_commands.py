@@ -1,0 +1,139 @@
+"""`/summarizer`, `/embeddings` and `/rag` (spec 002 phase 5: SummarizerCommand, EmbeddingsCommand,
+RagCommand; auto-start from the settings store): answers, validation, settings that survive a
+restart and override engine.yaml, workers started accordingly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from klaw.engine.memory_settings import SettingError, parse_rag_value
+from tests.engine.harness import CHAT, Harness, running_engine
+from tests.memory.summary_helpers import summarizing_reply
+
+ON = {"summarizer": {"enabled": True}}
+
+
+async def reply(h: Harness, text: str) -> str:
+    result = await h.engine.submit(CHAT, text)
+    assert result.command_reply is not None
+    return result.command_reply
+
+
+async def test_summarizer_switch_persists_and_decides_the_auto_start(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, **ON) as h:
+        h.server.default_reply = summarizing_reply
+        assert h.engine.summarizer is not None and h.engine.summarizer.running
+        await h.engine.summarizer.wait_idle()
+        status = await reply(h, "/summarizer")
+        assert status.startswith("Summarizer: on (running), model fake/small")
+        assert "exchange summarizer: idle; 0 written" in status and "segment summarizer" in status
+        await h.turn("how do I brew green tea")
+        await h.engine.summarizer.wait_idle()
+        assert "exchange summarizer: idle; 1 written" in await reply(h, "/summarizer status")
+        assert "Summaries: 1 exchange(s) (0 waiting)" in await reply(h, "/summarizer status")
+        assert (await reply(h, "/summarizer off")).startswith("Summarizer off")
+        assert not h.engine.summarizer.running
+        assert (await reply(h, "/summarizer")).startswith("Summarizer: off (stopped)")
+        assert await reply(h, "/summarizer sometimes") == "Usage: /summarizer [on|off|status]"
+    async with running_engine(tmp_path, **ON) as h:  # engine.yaml says on; the command said off
+        assert h.engine.summarizer is not None and not h.engine.summarizer.running
+        await reply(h, "/summarizer on")
+        assert h.engine.summarizer.running
+    async with running_engine(tmp_path) as h:  # engine.yaml says off (the harness); the command said on
+        assert h.engine.summarizer is not None and h.engine.summarizer.running
+
+
+async def test_embeddings_switch_status_and_rebuild_with_confirmation(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, **ON) as h:
+        h.server.default_reply = summarizing_reply
+        await h.turn("how do I brew green tea at eighty degrees")
+        assert h.engine.summarizer is not None
+        await h.engine.summarizer.wait_idle()
+        await h.engine.embedding_queue.wait_idle()
+        status = await reply(h, "/embeddings")
+        assert status.startswith("Embedding worker: on (running)") and "- no jobs waiting" in status
+        assert "Vectors: 2 messages, 1 summaries" in status  # the question and its echo
+        assert (await reply(h, "/embeddings off")).startswith("Embedding worker off")
+        await h.turn("and how long should the green tea steep in the pot")
+        await h.engine.summarizer.wait_idle()
+        stopped = await reply(h, "/embeddings status")
+        assert stopped.startswith("Embedding worker: off (stopped)")
+        assert "- message: " in stopped and "- summary: 1 pending, 0 failed" in stopped
+        ask = await reply(h, "/embeddings rebuild")
+        assert "deletes the 1 summary vectors" in ask and "/embeddings rebuild confirm" in ask
+        assert (await h.engine.store.summaries.counts()).vectors == 1  # nothing happened yet
+        done = await reply(h, "/embeddings rebuild confirm")
+        assert done.startswith("Summary vectors dropped; 2 summaries queued") and "worker is off" in done
+        assert await reply(h, "/embeddings now") == "Usage: /embeddings [on|off|status|rebuild]"
+    async with running_engine(tmp_path, **ON) as h:  # still off after a restart
+        assert not (await h.engine.embedding_queue.status()).running
+        assert await reply(h, "/embeddings on") == "Embedding worker on."
+        await h.clock.advance(60)  # a new manual clock starts at the same time: jobs queued later wait
+        await h.engine.embedding_queue.wait_idle()
+        assert (await h.engine.store.summaries.counts()).vectors == 2
+        assert "- no jobs waiting" in await reply(h, "/embeddings")
+
+
+async def test_rag_config_set_validation_and_persistence(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, rag={"conversationLimit": 4}) as h:
+        status = await reply(h, "/rag")
+        assert status.startswith("Past conversations: on")
+        assert "Up to 4 segment(s) and 2 exchange(s) each, similarity at least 0.7, within 600 tokens" in status
+        config = await reply(h, "/rag config")
+        assert "  rag_conversation_limit: 4\n" in config and "(set by command)" not in config
+        assert await reply(h, "/rag set rag_min_similarity 0.5") == "Updated: rag_min_similarity = 0.5"
+        assert await reply(h, "/rag set conversation_limit 5") == "Updated: rag_conversation_limit = 5"
+        assert await reply(h, "/rag set rag_nope 1") == (
+            "Invalid key. Valid keys: rag_conversation_limit, rag_exchange_limit_per_conversation,"
+            " rag_min_similarity, rag_max_tokens"
+        )
+        assert await reply(h, "/rag set rag_conversation_limit 0") == "Limit must be greater than 0"
+        assert await reply(h, "/rag set rag_min_similarity 1.5") == "Similarity must be between 0 and 1"
+        assert "Invalid value for rag_exchange_limit_per_conversation" in await reply(
+            h, "/rag set rag_exchange_limit_per_conversation 2.5"
+        )
+        assert await reply(h, "/rag set rag_max_tokens") == "Usage: /rag set <key> <value>"
+        assert (
+            await reply(h, "/rag off")
+            == "Past conversations off: the context holds only this segment (and core memory)."
+        )
+        assert await reply(h, "/rag maybe") == "Usage: /rag [on|off|config|set <key> <value>]"
+    async with running_engine(tmp_path, rag={"conversationLimit": 4}) as h:
+        config = await reply(h, "/rag config")
+        assert "  rag_enabled: false (set by command)" in config
+        assert "  rag_conversation_limit: 5 (set by command)" in config
+        assert "  rag_min_similarity: 0.5 (set by command)" in config
+        assert "  rag_exchange_limit_per_conversation: 2\n" in config
+        assert "/summarizer" in await reply(h, "/help") and "/rag" in await reply(h, "/help")
+
+
+@pytest.mark.parametrize(
+    ("key", "raw", "expected"),
+    [
+        ("rag_conversation_limit", "3", ("rag_conversation_limit", 3)),
+        ("exchange_limit_per_conversation", "1", ("rag_exchange_limit_per_conversation", 1)),
+        ("rag_min_similarity", "0", ("rag_min_similarity", 0.0)),
+        ("rag_min_similarity", "1", ("rag_min_similarity", 1.0)),
+        ("rag_max_tokens", "200", ("rag_max_tokens", 200)),
+    ],
+)
+def test_rag_values_that_pass(key: str, raw: str, expected: tuple[str, float]) -> None:
+    assert parse_rag_value(key, raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("key", "raw"),
+    [
+        ("rag_conversation_limit", "-1"),
+        ("rag_conversation_limit", "three"),
+        ("rag_min_similarity", "-0.1"),
+        ("rag_min_similarity", "high"),
+        ("rag_max_tokens", "0"),
+        ("rag_enabled", "true"),
+    ],
+)
+def test_rag_values_that_fail(key: str, raw: str) -> None:
+    with pytest.raises(SettingError):
+        parse_rag_value(key, raw)

@@ -1,0 +1,251 @@
+"""The exchange and segment summarizers (spec 002 phase 2: ExchangeSummarizer; the segment summary that
+replaces its ConversationSummarizer), on a real store and the fake OpenAI server over HTTP, with a
+manual clock for idle timeouts and backoff."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from klaw.engine.clock import ManualClock
+from klaw.engine.slots import LlmSlots, Priority
+from klaw.llm.fake_server import FakeOpenAiServer
+from klaw.llm.router import ModelRouter
+from klaw.memory.summaries.service import SummarizerService
+from klaw.memory.summaries.worker import WorkerState, backoff_seconds
+from klaw.store.records import ExchangeStatus
+from klaw.store.sqlite.store import SqliteStore
+from klaw.store.summary_records import SUMMARY_TARGET, SummaryKind
+from tests.engine.harness import engine_config
+from tests.memory.summary_helpers import Turns, is_summary_request, summarizing_reply
+
+SECRET = "my locker code is 31-17-4 under the blue flower pot"
+
+
+@dataclass
+class Rig:
+    store: SqliteStore
+    server: FakeOpenAiServer
+    clock: ManualClock
+    router: ModelRouter
+    slots: LlmSlots
+    service: SummarizerService
+    embeddings_queued: list[int] = field(default_factory=list)
+
+    @property
+    def summary_requests(self) -> list[Any]:
+        return [r for r in self.server.chat_requests if is_summary_request(r.body)]
+
+
+async def eventually(predicate: Callable[[], Any], what: str) -> None:
+    """Wait for work crossing real HTTP (the manual clock moves only when told); 10 s safety net."""
+    for _ in range(2000):
+        if await _value(predicate()):
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"gave up waiting for: {what}")
+
+
+async def _value(value: Any) -> Any:
+    return await value if asyncio.iscoroutine(value) else value
+
+
+@pytest.fixture
+async def rig(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
+    summarizer = getattr(request, "param", {})
+    clock = ManualClock()
+    store = await SqliteStore.open(tmp_path / "klaw.db", clock=clock.now)
+    async with FakeOpenAiServer(default_reply=summarizing_reply) as server:
+        config = engine_config(
+            server.base_url, routing={"tasks": {"summarization": "fake/large"}}, summarizer=summarizer
+        )
+        router = ModelRouter(config)
+        slots = LlmSlots(2)
+        queued: list[int] = []
+        service = SummarizerService(
+            store,
+            lambda: router.for_task("summarization"),
+            lambda: slots.hold(Priority.BACKGROUND),
+            clock,
+            config.summarizer,
+            on_embedding_queued=lambda: queued.append(1),
+        )
+        try:
+            yield Rig(store, server, clock, router, slots, service, queued)
+        finally:
+            await service.aclose()
+            await router.aclose()
+            await store.aclose()
+
+
+async def test_exchanges_are_summarized_oldest_first_on_the_summarization_model_skipping_the_open_one(
+    rig: Rig,
+) -> None:
+    turns = Turns(rig.store)
+    tea = await turns.turn("how do I brew green tea", "steep it at 80 degrees")
+    bike = await turns.turn("which oil for a bike chain", "a dry lube")
+    opened = await turns.open_turn("and black tea?")
+    rig.service.start()
+    await rig.service.wait_idle()
+    summaries = [s for s in await rig.store.summaries.in_segment(tea.segment_id) if s.kind is SummaryKind.EXCHANGE]
+    assert [(s.exchange_id, s.text) for s in summaries] == [
+        (tea.id, "The person asked: how do I brew green tea"),
+        (bike.id, "The person asked: which oil for a bike chain"),
+    ]
+    assert {s.model for s in summaries} == {"fake/large"}
+    assert [r.body["model"] for r in rig.summary_requests] == ["large", "large"]
+    assert "steep it at 80 degrees" in rig.summary_requests[0].body["messages"][1]["content"]
+    assert len(rig.embeddings_queued) == 2
+    jobs = await rig.store.embedding_jobs.due(rig.clock.now() + timedelta(days=1), 10)
+    assert sorted(j.target_rowid for j in jobs if j.target == SUMMARY_TARGET) == [s.id for s in summaries]
+
+    black = await turns.close(opened, "steep it at 95 degrees")
+    rig.service.notify()  # the engine's ingestion does this when the exchange_close record is stored
+    await rig.service.wait_idle()
+    assert (await rig.store.summaries.exchange_summary(black.id)) is not None
+    status = await rig.service.status()
+    assert (status.exchange.completed, status.exchange.failed, status.pending_exchanges) == (3, 0, 0)
+    assert status.exchange.state is WorkerState.IDLE and status.model == "fake/large"
+
+
+@pytest.mark.parametrize("rig", [{"rollingEvery": 2}], indirect=True)
+async def test_segment_summary_rolls_forward_and_becomes_final_when_the_segment_closes(rig: Rig) -> None:
+    turns = Turns(rig.store)
+    first = await turns.turn("plan a trip to Lisbon", "book the hotel in Alfama")
+    rig.service.start()
+    await rig.service.wait_idle()
+    assert await rig.store.summaries.segment_summary(first.segment_id) is None  # 1 < rollingEvery
+    await turns.turn("what about trams in Lisbon", "take tram 28")
+    rig.service.notify()
+    await rig.service.wait_idle()
+    rolling = await rig.store.summaries.segment_summary(first.segment_id)
+    assert rolling is not None and not rolling.final and rolling.exchanges_covered == 2
+    assert rolling.text == "The person asked: plan a trip to Lisbon The person asked: what about trams in Lisbon"
+    assert (await rig.store.summaries.counts()).vectors == 0 and len(rig.embeddings_queued) == 2
+
+    before = len(rig.summary_requests)
+    await turns.new_segment()
+    rig.service.notify()
+    await rig.service.wait_idle()
+    final = await rig.store.summaries.segment_summary(first.segment_id)
+    assert final is not None and final.final and final.text == rolling.text
+    assert len(rig.summary_requests) == before  # it already covered everything: no model call
+    assert len(rig.embeddings_queued) == 3  # the final summary is queued for embedding
+
+    await turns.turn("new topic entirely", "sure")  # the next segment: 1 exchange, not yet rolled
+    rig.service.notify()
+    await rig.service.wait_idle()
+    assert (await rig.store.summaries.counts()).segments_final == 1
+
+
+async def test_a_closed_segment_is_folded_to_its_end_in_one_final_summary(rig: Rig) -> None:
+    turns = Turns(rig.store)
+    one = await turns.turn("question about cheese", "brie")
+    await turns.turn("question about wine", "port")
+    await turns.new_segment()
+    rig.service.start()
+    await rig.service.wait_idle()
+    final = await rig.store.summaries.segment_summary(one.segment_id)
+    assert final is not None and final.final and final.exchanges_covered == 2
+    assert "cheese" in final.text and "wine" in final.text
+
+
+async def test_a_failing_model_backs_off_and_retries_later_without_losing_the_exchange(rig: Rig) -> None:
+    rig.server.reply_error(500)
+    rig.server.reply_error(503)
+    exchange = await Turns(rig.store).turn(SECRET, "noted")
+    rig.service.start()
+    await eventually(lambda: rig.service.exchanges.status().state is WorkerState.BACKING_OFF, "backing off")
+    status = rig.service.exchanges.status()
+    assert status.failed == 1 and status.last_error is not None and status.last_error.startswith("LlmServerError")
+    assert status.retry_at == rig.clock.now() + timedelta(seconds=1)
+    await rig.clock.advance(1)
+    await eventually(lambda: rig.service.exchanges.status().failed == 2, "second failure")
+    assert rig.service.exchanges.status().retry_at == rig.clock.now() + timedelta(seconds=2)
+    await rig.clock.advance(2)
+    await eventually(_summarized(rig, exchange.id), "summary")
+    await rig.service.wait_idle()
+    assert rig.service.exchanges.status().state is WorkerState.IDLE
+    assert [backoff_seconds(n) for n in (1, 2, 3, 9, 20)] == [1, 2, 4, 256, 300]
+
+
+def _summarized(rig: Rig, exchange_id: int) -> Callable[[], Any]:
+    async def check() -> bool:
+        return await rig.store.summaries.exchange_summary(exchange_id) is not None
+
+    return check
+
+
+async def test_an_exchange_the_model_keeps_rejecting_is_given_up_and_the_fold_goes_past_it(rig: Rig) -> None:
+    for _ in range(3):
+        rig.server.reply_error(400, message="prompt too long")
+    turns = Turns(rig.store)
+    rejected = await turns.turn("a question the model rejects", "an answer")
+    fine = await turns.turn("a question about cheese", "brie")
+    await turns.new_segment()
+    rig.service.start()
+    for delay in (1, 2):
+        await eventually(lambda: rig.service.exchanges.status().state is WorkerState.BACKING_OFF, "backing off")
+        await rig.clock.advance(delay)
+    await eventually(_summarized(rig, fine.id), "the next exchange")
+    await rig.service.wait_idle()
+    status = rig.service.exchanges.status()
+    assert (status.failed, status.given_up) == (3, 1)
+    assert status.last_error is not None and status.last_error.startswith("LlmBadRequestError")
+    assert await rig.store.summaries.exchange_summary(rejected.id) is None
+    final = await rig.store.summaries.segment_summary(fine.segment_id)
+    assert final is not None and final.final and final.exchanges_covered == 1
+
+
+async def test_failed_turns_are_not_summarized_and_idle_workers_wake_on_their_timeout(rig: Rig) -> None:
+    turns = Turns(rig.store)
+    rig.service.start()
+    await rig.service.wait_idle()
+    await turns.turn("this turn failed", None, ExchangeStatus.FAILED)
+    done = await turns.turn("a question about bread", "sourdough")  # stored, but nobody signals
+    await rig.clock.advance(30)  # summarizer.idleSeconds
+    await eventually(_summarized(rig, done.id), "summary after the idle timeout")
+    await rig.service.wait_idle()
+    assert len(rig.summary_requests) == 1
+
+
+async def test_summaries_are_never_logged_with_content(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    rig.server.reply_error(500)
+    turns = Turns(rig.store)
+    await turns.turn(SECRET, f"I will remember that {SECRET}")
+    await turns.new_segment()
+    rig.service.start()
+    await eventually(lambda: rig.service.exchanges.status().state is WorkerState.BACKING_OFF, "backing off")
+    await rig.clock.advance(1)
+    await rig.service.wait_idle()
+    assert (await rig.store.summaries.counts()).segments_final == 1
+    assert "31-17-4" not in caplog.text and "flower" not in caplog.text
+    assert "LlmServerError" in caplog.text
+
+
+async def test_a_background_slot_waits_behind_interactive_and_subagent_calls() -> None:
+    slots = LlmSlots(1)
+    order: list[str] = []
+
+    async def use(priority: Priority, name: str) -> None:
+        async with slots.hold(priority):
+            order.append(name)
+
+    async with slots.hold(Priority.INTERACTIVE):
+        waiting = [
+            asyncio.create_task(use(Priority.BACKGROUND, "summary")),
+            asyncio.create_task(use(Priority.SUBAGENT, "task")),
+            asyncio.create_task(use(Priority.INTERACTIVE, "turn")),
+        ]
+        await asyncio.sleep(0)
+        assert slots.queue_depth == 3
+    await asyncio.gather(*waiting)
+    assert order == ["turn", "task", "summary"]
