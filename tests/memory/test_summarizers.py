@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from klaw.engine.clock import ManualClock
@@ -249,3 +250,21 @@ async def test_a_background_slot_waits_behind_interactive_and_subagent_calls() -
         assert slots.queue_depth == 3
     await asyncio.gather(*waiting)
     assert order == ["turn", "task", "summary"]
+
+
+async def test_an_exchange_forgotten_while_the_model_writes_leaves_no_summary(rig: Rig) -> None:
+    exchange = await Turns(rig.store).turn(SECRET, "noted")
+
+    async def forget_meanwhile() -> None:
+        def delete(connection: apsw.Connection) -> None:
+            with connection:
+                connection.execute("DELETE FROM exchanges WHERE id = ?", (exchange.id,))
+
+        await rig.store.db.run(delete)
+
+    rig.server.reply_text(f"The person shared: {SECRET}", before=forget_meanwhile)
+    rig.service.start()
+    await rig.service.wait_idle()
+    assert (await rig.store.summaries.counts()).exchanges == 0
+    status = rig.service.exchanges.status()
+    assert (status.completed, status.failed) == (0, 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import apsw
 import numpy as np
 import pytest
 
@@ -211,3 +212,37 @@ async def test_exchange_search_gives_the_same_answer_by_point_lookups_and_by_knn
     assert {h.summary.id for h in by_lookup} == {h.summary.id for h in by_knn}  # ties may swap places
     assert [h.similarity for h in by_lookup] == pytest.approx([h.similarity for h in by_knn], abs=1e-5)
     assert by_lookup[0].summary.text.startswith("Asked about green tea")
+
+
+async def test_nothing_is_stored_from_what_was_forgotten_while_the_model_wrote(store: SqliteStore) -> None:
+    turns = Turns(store)
+    tea = await turns.turn("tea", "green")
+    messages = await store.history.exchange_messages(tea.id)
+    assert messages
+    sources = [m.rowid for m in messages]
+
+    def forget_reply(connection: apsw.Connection) -> None:
+        with connection:
+            connection.execute("DELETE FROM messages WHERE rowid = ?", (sources[-1],))
+
+    rolled = await store.summaries.save_exchange_summary(tea, "About tea.", "m", T0, sources=sources)
+    assert rolled is not None
+    await store.db.run(forget_reply)
+    assert await store.summaries.save_exchange_summary(tea, "About tea, again.", "m", T0, sources=sources) is None
+    assert (await store.summaries.exchange_summary(tea.id)) == rolled  # unchanged
+
+    await store.summaries.forget_exchanges([tea.id])
+    assert (
+        await store.summaries.save_segment_summary(
+            tea.segment_id,
+            "retells tea",
+            "m",
+            final=True,
+            covers_exchange_id=tea.id,
+            exchanges_covered=1,
+            at=T0,
+            sources=[rolled.id],
+        )
+        is None
+    )
+    assert await store.summaries.segment_summary(tea.segment_id) is None

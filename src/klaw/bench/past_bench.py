@@ -19,6 +19,7 @@ from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
 from klaw.store.sqlite.store import SqliteStore
+from klaw.store.summary_records import Summary
 
 PAST_SEGMENTS = 500
 EXCHANGES_PER_SEGMENT = 20
@@ -53,7 +54,7 @@ async def add_past_segments(
             exchange = await store.exchanges.open(chat, segment.id, None, moment)
             await store.exchanges.close(exchange.id, ExchangeStatus.COMPLETED, None, moment)
             text = f"The person asked question {turn} of past conversation {number}; the assistant answered it."
-            ids.append((await store.summaries.save_exchange_summary(exchange, text, "bench", moment)).id)
+            ids.append(_written(await store.summaries.save_exchange_summary(exchange, text, "bench", moment)).id)
         text = f"Past conversation {number}: {exchanges_per_segment} questions asked and answered."
         final = await store.summaries.save_segment_summary(
             segment.id,
@@ -64,7 +65,7 @@ async def add_past_segments(
             exchanges_covered=exchanges_per_segment,
             at=moment,
         )
-        ids.append(final.id)
+        ids.append(_written(final).id)
         vectors = rng.standard_normal((len(ids), dim)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         await store.summaries.put_vectors(list(zip(ids, vectors, strict=True)))
@@ -74,6 +75,12 @@ async def add_past_segments(
             MessageRecord(chat, Role.SYSTEM, "", type=MessageType.SESSION_BREAK, created_at=moment)
         )
     return PastHistory(segments, written)
+
+
+def _written(summary: Summary | None) -> Summary:
+    if summary is None:
+        raise RuntimeError("a bench summary was not stored")
+    return summary
 
 
 def past_retriever(store: SqliteStore, embedder: Embedder) -> PastConversationRetriever:

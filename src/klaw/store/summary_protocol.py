@@ -45,8 +45,12 @@ class SummaryRepository(Protocol):
 
     # -- writing -----------------------------------------------------------------------------------
 
-    async def save_exchange_summary(self, exchange: Exchange, text: str, model: str, at: datetime) -> Summary:
-        """Store (or replace) the exchange's summary and queue its embedding in the same transaction."""
+    async def save_exchange_summary(
+        self, exchange: Exchange, text: str, model: str, at: datetime, *, sources: Sequence[int] = ()
+    ) -> Summary | None:
+        """Store (or replace) the exchange's summary and queue its embedding in the same transaction.
+        `sources` are the rowids of the messages it was written from: when the exchange or one of them
+        is gone (forgotten while the model wrote), nothing is stored and None is returned."""
         ...
 
     async def save_segment_summary(
@@ -59,9 +63,11 @@ class SummaryRepository(Protocol):
         covers_exchange_id: int | None,
         exchanges_covered: int,
         at: datetime,
-    ) -> Summary:
+        sources: Sequence[int] = (),
+    ) -> Summary | None:
         """Store (or roll forward) the segment's summary; a final one gets its embedding queued in the
-        same transaction (a changed text drops the old vector)."""
+        same transaction (a changed text drops the old vector). `sources` are the ids of the summaries
+        it was written from: when one is gone (forgotten meanwhile), nothing is stored (None)."""
         ...
 
     async def mark_final(self, summary_id: int, at: datetime) -> Summary | None:

@@ -111,7 +111,14 @@ class ExchangeSummarizer(BackgroundWorker):
             return False
         answer, model = await self._summarize(prompt, EXCHANGE_ANSWER_TOKENS)
         text = clean_summary(answer, MAX_EXCHANGE_CHARS)
-        await self._store.summaries.save_exchange_summary(exchange, text, model, self._clock.now())
+        sources = [m.rowid for m in transcript or []]
+        saved = await self._store.summaries.save_exchange_summary(
+            exchange, text, model, self._clock.now(), sources=sources
+        )
+        if saved is None:
+            log.info("exchange %d was forgotten while it was summarized; nothing kept", exchange.id)
+            self.skipped.add(exchange.id)
+            return False
         log.debug("exchange %d summarized (%d chars)", exchange.id, len(text))
         self._on_saved()
         return True

@@ -98,7 +98,8 @@ class SegmentSummarizer(BackgroundWorker):
         )
         text = clean_summary(answer, MAX_SEGMENT_CHARS)
         covered = (work.summary.exchanges_covered if work.summary is not None else 0) + len(chunk)
-        await self._store.summaries.save_segment_summary(
+        sources = [s.id for s in chunk] + ([work.summary.id] if work.summary is not None else [])
+        saved = await self._store.summaries.save_segment_summary(
             work.segment.id,
             text,
             model,
@@ -106,7 +107,11 @@ class SegmentSummarizer(BackgroundWorker):
             covers_exchange_id=chunk[-1].exchange_id,
             exchanges_covered=covered,
             at=now,
+            sources=sources,
         )
+        if saved is None:  # something it retells was forgotten meanwhile: the next pass folds what is left
+            log.info("segment %d changed while its summary was written; folded again", work.segment.id)
+            return
         self.completed += 1
         log.debug("segment %d summary %s (%d exchange(s))", work.segment.id, "final" if final else "rolled", covered)
         if final:

@@ -94,11 +94,17 @@ class SqliteSummaries:
 
     # -- writing -----------------------------------------------------------------------------------
 
-    async def save_exchange_summary(self, exchange: Exchange, text: str, model: str, at: datetime) -> Summary:
+    async def save_exchange_summary(
+        self, exchange: Exchange, text: str, model: str, at: datetime, *, sources: Sequence[int] = ()
+    ) -> Summary | None:
         when, queued_at = to_millis(at), to_millis(self._clock())
+        rowids = sorted(set(sources))
 
-        def write(connection: apsw.Connection) -> Summary:
+        def write(connection: apsw.Connection) -> Summary | None:
             with connection:
+                exists = fetch_one(connection, "SELECT 1 FROM exchanges WHERE id = ?", (exchange.id,))
+                if exists is None or not _all_exist(connection, "messages", "rowid", rowids):
+                    return None  # forgotten while the model was writing: nothing of it may stay
                 chat_key = self._chats.ensure(connection, exchange.chat)
                 connection.execute(
                     "INSERT INTO summaries (kind, chat, segment_id, exchange_id, text, model, final,"
@@ -123,14 +129,16 @@ class SqliteSummaries:
         covers_exchange_id: int | None,
         exchanges_covered: int,
         at: datetime,
-    ) -> Summary:
+        sources: Sequence[int] = (),
+    ) -> Summary | None:
         when, queued_at = to_millis(at), to_millis(self._clock())
+        summary_ids = sorted(set(sources))
 
-        def write(connection: apsw.Connection) -> Summary:
+        def write(connection: apsw.Connection) -> Summary | None:
             with connection:
                 chat = fetch_one(connection, "SELECT chat FROM segments WHERE id = ?", (segment_id,))
-                if chat is None:
-                    raise StorageError(f"segment {segment_id} does not exist")
+                if chat is None or not _all_exist(connection, "summaries", "id", summary_ids):
+                    return None  # forgotten while the model was writing: nothing of it may stay
                 params: tuple[object, ...] = (_SEGMENT, chat[0], segment_id, text, model, int(final))
                 params += (covers_exchange_id, exchanges_covered, when, when)
                 connection.execute(
@@ -316,6 +324,14 @@ def _in_transaction(connection: apsw.Connection, exchanges: Collection[int], seg
     with connection:
         deleted = delete_summaries_in(connection, exchanges, segments)
     return deleted
+
+
+def _all_exist(connection: apsw.Connection, table: str, column: str, ids: Sequence[int]) -> bool:
+    if not ids:
+        return True
+    marks = ",".join("?" * len(ids))
+    row = fetch_one(connection, f"SELECT count(*) FROM {table} WHERE {column} IN ({marks})", ids)
+    return row is not None and int(row[0]) == len(ids)
 
 
 def _id_of(connection: apsw.Connection, where: str, value: int) -> int:
