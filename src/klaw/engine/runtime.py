@@ -152,6 +152,7 @@ class Engine:
                     embedder,
                     clock.now,
                     max_chars=config.memory.save_max_chars,
+                    messages=HybridSearch(store, embedder, config.search),
                     relevance_threshold=config.auto_rag.relevance_threshold,
                 ),
                 core=core_memory,
