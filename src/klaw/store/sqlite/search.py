@@ -6,9 +6,10 @@ metadata columns (segment, time) with `k = ?`. Messages are fetched in a second 
 CTE into a vec0 query would re-run the KNN per row.
 
 Full text ranks by bm25 over two columns (migration 0004): the message's own words, and at
-`CONTEXT_WEIGHT` the words of the conversation message before it, so a reply is found by the words
-of what it answers. 0.2 was the best of 0.1–0.3 on LoCoMo dev (R@5 within 0.6 points across them);
-more lets the previous message's matches crowd out the message's own.
+`full_text.CONTEXT_WEIGHT` the words of the conversation message before it, so a reply is found by
+the words of what it answers. 0.2 was the best of 0.1–0.3 on LoCoMo dev (R@5 within 0.6 points
+across them); more lets the previous message's matches crowd out the message's own. How matches
+are ranked within a scope quickly: `full_text.py`.
 
 `neighbours` gives hybrid search the conversation messages around its candidates (see
 `klaw.memory.neighbour_scores`): two `(segment_id, rowid)` index range scans per candidate.
@@ -29,12 +30,11 @@ from klaw.store.records import ChatRef, MessageType, Role, SearchHit, StoredMess
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import fts5_match_expression
+from klaw.store.sqlite.full_text import ranked_matches
 from klaw.store.sqlite.query import fetch_all
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.vector_cache import ChatVectorCache, VectorScope
 from klaw.store.sqlite.vectors import MESSAGE_VECTORS, vector_table_exists
-
-CONTEXT_WEIGHT = 0.2  # bm25 weight of the previous message's words (the message's own: 1)
 
 
 class SqliteSearch:
@@ -62,13 +62,7 @@ class SqliteSearch:
             if chat_key is None:
                 return []
             where, params = _scope("m.chat", chat_key, "m.segment_id", segment_id, "m.created_at", since, until)
-            rows = fetch_all(
-                connection,
-                f"SELECT {MESSAGE_COLUMNS}, bm25(messages_fts, 1.0, {CONTEXT_WEIGHT}) AS score FROM messages_fts"
-                f" JOIN messages m ON m.rowid = messages_fts.rowid"
-                f" WHERE messages_fts MATCH ? AND {where} ORDER BY score LIMIT ?",
-                (expression, *params, limit),
-            )
+            rows = ranked_matches(connection, expression, where, params, segment_id, limit)
             return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
 
         return await self._db.run(query)

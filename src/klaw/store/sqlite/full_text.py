@@ -1,0 +1,86 @@
+"""Ranking `messages_fts` matches by bm25 within a chat, segment and time range, quickly.
+
+The full-text index covers every chat, so a search must rank matches and keep those in scope. The
+plain way (join every match to `messages`, filter, sort) pays a `messages` lookup per match: with
+an OR of common words on 100k messages that is thousands of lookups, most of the query's time.
+Instead:
+
+1. the best `limit × FAST_FACTOR` matches by bm25 are taken from the index alone, within the rowid
+   range of the segment when the search has one (FTS5 seeks to it: older history is never read);
+2. only those are looked up and filtered by scope.
+
+That is exact whenever step 2 keeps `limit` rows (a row in scope outside step 1's best scores
+worse than every row step 1 kept) or step 1 returned every match. Otherwise (other chats or
+segments crowd the best matches) the plain query runs. At 100k messages in one chat this takes
+a search from ~11 to ~5 ms (bench scale's Zipfian text, the two-column index of migration 0004).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import apsw
+
+from klaw.store.sqlite.query import fetch_all, fetch_one
+from klaw.store.sqlite.rows import MESSAGE_COLUMNS
+
+CONTEXT_WEIGHT = 0.2  # bm25 weight of the previous message's words (the message's own: 1)
+FAST_FACTOR = 4
+FAST_MINIMUM = 200
+_BM25 = f"bm25(messages_fts, 1.0, {CONTEXT_WEIGHT})"
+
+
+def ranked_matches(
+    connection: apsw.Connection,
+    expression: str,
+    where: str,
+    params: list[Any],
+    segment_id: int | None,
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """Rows of `MESSAGE_COLUMNS` plus the bm25 score (lower is better), best first, at most `limit`;
+    `where`/`params` filter `messages m` (chat, segment, time)."""
+    bounds = _segment_rowids(connection, segment_id)
+    if segment_id is not None and bounds is None:
+        return []  # an empty or unknown segment
+    in_range = " AND rowid BETWEEN ? AND ?" if bounds else ""
+    fast_limit = max(FAST_FACTOR * limit, FAST_MINIMUM)
+    best = fetch_all(
+        connection,
+        f"SELECT rowid, {_BM25} AS score FROM messages_fts WHERE messages_fts MATCH ?{in_range}"
+        " ORDER BY score LIMIT ?",
+        (expression, *(bounds or ()), fast_limit),
+    )
+    scores = {int(rowid): float(score) for rowid, score in best}
+    rows = fetch_all(
+        connection,
+        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.rowid IN (SELECT value FROM json_each(?)) AND {where}",
+        (json.dumps(list(scores)), *params),
+    )
+    if len(rows) >= limit or len(best) < fast_limit:
+        ranked = sorted(rows, key=lambda row: (scores[row[0]], row[0]))[:limit]
+        return [(*row, scores[row[0]]) for row in ranked]
+    return fetch_all(
+        connection,
+        f"SELECT {MESSAGE_COLUMNS}, {_BM25} AS score FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
+        f" WHERE messages_fts MATCH ?{in_range.replace('rowid', 'messages_fts.rowid')} AND {where}"
+        " ORDER BY score, m.rowid LIMIT ?",
+        (expression, *(bounds or ()), *params, limit),
+    )
+
+
+def _segment_rowids(connection: apsw.Connection, segment_id: int | None) -> tuple[int, int] | None:
+    """The first and last rowid of a segment (index `messages_by_segment`), None without one."""
+    if segment_id is None:
+        return None
+    # Two subqueries: SQLite answers a lone min() or max() from the index, both together by a scan.
+    row = fetch_one(
+        connection,
+        "SELECT (SELECT min(rowid) FROM messages WHERE segment_id = ?1),"
+        " (SELECT max(rowid) FROM messages WHERE segment_id = ?1)",
+        (segment_id,),
+    )
+    if row is None or row[0] is None:
+        return None
+    return int(row[0]), int(row[1])

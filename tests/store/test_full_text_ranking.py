@@ -1,0 +1,74 @@
+"""`full_text.ranked_matches`: the fast path (best matches of the index first, then scope) gives
+exactly what the plain join-filter-sort query gives, including when other chats crowd it out."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
+from klaw.store.sqlite.fts_query import fts5_match_expression
+from klaw.store.sqlite.full_text import _BM25, FAST_MINIMUM
+from klaw.store.sqlite.rows import MESSAGE_COLUMNS
+from klaw.store.sqlite.store import SqliteStore
+
+ALICE = ChatRef("console", "alice")
+BOB = ChatRef("telegram", "bob")
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+async def say(store: SqliteStore, chat: ChatRef, texts: list[str]) -> list[int]:
+    records = [
+        MessageRecord(chat, Role.USER, text, created_at=T0 + timedelta(seconds=i)) for i, text in enumerate(texts)
+    ]
+    return [m.rowid for m in await store.messages.append_many(records)]
+
+
+async def exact(store: SqliteStore, chat: ChatRef, text: str, limit: int, segment_id: int | None = None) -> list[int]:
+    """The plain query: every match joined to `messages`, filtered, sorted."""
+    scope = "m.chat = (SELECT id FROM chats WHERE channel = ? AND chat_id = ?)"
+    params: list[object] = [chat.channel, chat.chat_id]
+    if segment_id is not None:
+        scope += " AND m.segment_id = ?"
+        params.append(segment_id)
+    sql = (
+        f"SELECT {MESSAGE_COLUMNS}, {_BM25} AS score FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
+        f" WHERE messages_fts MATCH ? AND {scope} ORDER BY score, m.rowid LIMIT ?"
+    )
+    expression = fts5_match_expression(text)
+    rows = await store.db.run(lambda c: c.execute(sql, (expression, *params, limit)).fetchall())
+    return [int(row[0]) for row in rows]
+
+
+async def fast(store: SqliteStore, chat: ChatRef, text: str, limit: int, segment_id: int | None = None) -> list[int]:
+    return [h.message.rowid for h in await store.search.full_text(chat, text, limit=limit, segment_id=segment_id)]
+
+
+async def test_matches_the_plain_query_when_the_chat_has_enough_matches(store: SqliteStore) -> None:
+    await say(store, ALICE, [f"garden note {i} " + "tomato " * (i % 5) for i in range(60)])
+    assert await fast(store, ALICE, "tomato garden", 20) == await exact(store, ALICE, "tomato garden", 20)
+
+
+async def test_matches_the_plain_query_when_another_chat_crowds_the_best_matches(store: SqliteStore) -> None:
+    # Bob's messages match better (short, the word twice) and outnumber what the fast path reads.
+    await say(store, BOB, ["tomato tomato"] * (FAST_MINIMUM + 50))
+    mine = await say(store, ALICE, [f"a long note about the garden and one tomato, number {i}" for i in range(30)])
+    found = await fast(store, ALICE, "tomato", 20)
+    assert found == await exact(store, ALICE, "tomato", 20)
+    assert len(found) == 20 and set(found) <= set(mine)
+
+
+async def test_a_segment_search_reads_only_that_segments_rowids_and_matches_the_plain_query(
+    store: SqliteStore,
+) -> None:
+    await say(store, ALICE, [f"old tomato talk {i}" for i in range(40)])
+    await store.messages.append(MessageRecord(ALICE, Role.SYSTEM, "", type=MessageType.SESSION_BREAK, created_at=T0))
+    segment = (await store.segments.current(ALICE)).id
+    newer = await say(store, ALICE, ["fresh tomato salad", "nothing here", "tomato soup again"])
+    found = await fast(store, ALICE, "tomato", 10, segment)
+    assert found == await exact(store, ALICE, "tomato", 10, segment)
+    assert set(found) == set(newer) and found[-1] == newer[1]  # "nothing here" only by its context
+
+
+async def test_an_empty_or_unknown_segment_finds_nothing(store: SqliteStore) -> None:
+    await say(store, ALICE, ["tomato"])
+    assert await fast(store, ALICE, "tomato", 5, segment_id=999) == []
