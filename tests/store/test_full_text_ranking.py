@@ -1,11 +1,15 @@
 """`full_text.ranked_matches`: the fast path (best matches of the index first, then scope) gives
-exactly what the plain join-filter-sort query gives, including when other chats crowd it out."""
+exactly what the plain join-filter-sort query gives, including when other chats crowd it out; and
+`match_expression`: a very common word is matched in messages' own words only."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
+from klaw.store.sqlite import full_text
 from klaw.store.sqlite.fts_query import fts5_match_expression
 from klaw.store.sqlite.full_text import _BM25, FAST_MINIMUM
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS
@@ -72,3 +76,16 @@ async def test_a_segment_search_reads_only_that_segments_rowids_and_matches_the_
 async def test_an_empty_or_unknown_segment_finds_nothing(store: SqliteStore) -> None:
     await say(store, ALICE, ["tomato"])
     assert await fast(store, ALICE, "tomato", 5, segment_id=999) == []
+
+
+async def test_a_word_in_many_messages_is_matched_in_their_own_words_only(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(full_text, "CONTEXT_MAX_MATCHES", 3)
+    rowids = await say(store, ALICE, ["tea time", "tea again", "more tea", "tea please", "lovely pottery", "thanks"])
+    # "tea" is in 4 messages' own words (> 3): only those match it, not the message after the last one.
+    assert sorted(await fast(store, ALICE, "tea", 10)) == rowids[:4]
+    # "pottery" is rare: the message after it matches through its context column, below it.
+    assert await fast(store, ALICE, "pottery", 10) == [rowids[4], rowids[5]]
+    expression = await store.db.run(lambda c: full_text.match_expression(c, ["tea", "pottery"]))
+    assert expression == '{content} : "tea" OR "pottery"'

@@ -45,5 +45,10 @@ def fts5_match_expression(text: str) -> str | None:
     """An FTS5 expression OR-ing the search words of `text`, or None when it has no words.
 
     Each word is a quoted FTS5 string (a `"` doubled), so no character a person types is syntax."""
-    terms = ['"' + word.replace('"', '""') + '"' for word in search_words(text)]
+    terms = [quoted(word) for word in search_words(text)]
     return " OR ".join(terms) if terms else None
+
+
+def quoted(word: str) -> str:
+    """`word` as an FTS5 string literal: never syntax, whatever it contains."""
+    return '"' + word.replace('"', '""') + '"'

@@ -11,8 +11,16 @@ Instead:
 
 That is exact whenever step 2 keeps `limit` rows (a row in scope outside step 1's best scores
 worse than every row step 1 kept) or step 1 returned every match. Otherwise (other chats or
-segments crowd the best matches) the plain query runs. At 100k messages in one chat this takes
-a search from ~11 to ~5 ms (bench scale's Zipfian text, the two-column index of migration 0004).
+segments crowd the best matches) the plain query runs.
+
+The cost of a query is the number of messages it matches: bm25 is computed for each. The
+`context` column (the previous message's words, migration 0004) doubles that number for every
+word, and for a common word that is thousands of messages, the most expensive part of a search at
+scale, for a word that says little about which message a reply answers. So a word found in the
+own words of more than `CONTEXT_MAX_MATCHES` messages is matched in messages' own words only
+(`{content} : "word"`); rarer words, the telling ones, are matched in both columns. Below that
+size nothing changes (LoCoMo's conversations never reach it); at 100k messages of bench scale's
+Zipfian text it brings full text back to the cost it had with one column.
 """
 
 from __future__ import annotations
@@ -22,10 +30,12 @@ from typing import Any
 
 import apsw
 
+from klaw.store.sqlite.fts_query import quoted
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS
 
 CONTEXT_WEIGHT = 0.2  # bm25 weight of the previous message's words (the message's own: 1)
+CONTEXT_MAX_MATCHES = 1000  # a word in more messages' own words is not matched in `context`
 FAST_FACTOR = 4
 FAST_MINIMUM = 200
 _BM25 = f"bm25(messages_fts, 1.0, {CONTEXT_WEIGHT})"
@@ -53,21 +63,44 @@ def ranked_matches(
         (expression, *(bounds or ()), fast_limit),
     )
     scores = {int(rowid): float(score) for rowid, score in best}
+    # CROSS JOIN keeps this order: one rowid lookup per match. Left to itself the planner may walk
+    # the whole segment through `messages_by_segment` and test each row against the list.
     rows = fetch_all(
         connection,
-        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.rowid IN (SELECT value FROM json_each(?)) AND {where}",
+        f"SELECT {MESSAGE_COLUMNS} FROM json_each(?) AS j CROSS JOIN messages m ON m.rowid = j.value WHERE {where}",
         (json.dumps(list(scores)), *params),
     )
     if len(rows) >= limit or len(best) < fast_limit:
         ranked = sorted(rows, key=lambda row: (scores[row[0]], row[0]))[:limit]
         return [(*row, scores[row[0]]) for row in ranked]
+    # CROSS JOIN: the index drives. With the rowid range, the planner would otherwise walk the
+    # segment's rows and ask FTS5 whether each one matches.
     return fetch_all(
         connection,
-        f"SELECT {MESSAGE_COLUMNS}, {_BM25} AS score FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
-        f" WHERE messages_fts MATCH ?{in_range.replace('rowid', 'messages_fts.rowid')} AND {where}"
-        " ORDER BY score, m.rowid LIMIT ?",
+        f"SELECT {MESSAGE_COLUMNS}, {_BM25} AS score FROM messages_fts CROSS JOIN messages m"
+        f" ON m.rowid = messages_fts.rowid WHERE messages_fts MATCH ?{in_range.replace('rowid', 'messages_fts.rowid')}"
+        f" AND {where} ORDER BY score, m.rowid LIMIT ?",
         (expression, *(bounds or ()), *params, limit),
     )
+
+
+def match_expression(connection: apsw.Connection, words: list[str]) -> str:
+    """The OR of `words` as an FTS5 expression, a common word limited to the `content` column."""
+    terms = []
+    for word in words:
+        term = quoted(word)
+        terms.append("{content} : " + term if _more_matches_than(connection, term, CONTEXT_MAX_MATCHES) else term)
+    return " OR ".join(terms)
+
+
+def _more_matches_than(connection: apsw.Connection, term: str, bound: int) -> bool:
+    """Whether more than `bound` messages hold `term` in their own words (reads at most bound + 1)."""
+    row = fetch_one(
+        connection,
+        "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
+        ("{content} : " + term, bound + 1),
+    )
+    return row is not None and int(row[0]) > bound
 
 
 def _segment_rowids(connection: apsw.Connection, segment_id: int | None) -> tuple[int, int] | None:

@@ -29,8 +29,8 @@ import numpy.typing as npt
 from klaw.store.records import ChatRef, MessageType, Role, SearchHit, StoredMessage, to_millis
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
-from klaw.store.sqlite.fts_query import fts5_match_expression
-from klaw.store.sqlite.full_text import ranked_matches
+from klaw.store.sqlite.fts_query import search_words
+from klaw.store.sqlite.full_text import match_expression, ranked_matches
 from klaw.store.sqlite.query import fetch_all
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.vector_cache import ChatVectorCache, VectorScope
@@ -53,8 +53,8 @@ class SqliteSearch:
         since: datetime | None = None,
         until: datetime | None = None,
     ) -> list[SearchHit]:
-        expression = fts5_match_expression(text)
-        if expression is None or limit <= 0:
+        words = search_words(text)
+        if not words or limit <= 0:
             return []
 
         def query(connection: apsw.Connection) -> list[SearchHit]:
@@ -62,6 +62,7 @@ class SqliteSearch:
             if chat_key is None:
                 return []
             where, params = _scope("m.chat", chat_key, "m.segment_id", segment_id, "m.created_at", since, until)
+            expression = match_expression(connection, words)
             rows = ranked_matches(connection, expression, where, params, segment_id, limit)
             return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
 
