@@ -275,14 +275,14 @@ class Engine:
                 )
             )
 
-    async def _drain_runs(self, timeout_seconds: float) -> bool:
-        return await self.scheduler.runner.drain(timeout_seconds) if self.scheduler is not None else True
-
     async def _send_delta(self, delta: Outbound) -> None:
         if self.socket is not None:
             chat = delta.chat
             frame = DeltaFrame(channel=chat.channel, chat_id=chat.chat_id, text=delta.text, reply_to=delta.reply_to)
             await self.socket.send_delta(frame)
+
+    async def _drain_runs(self, timeout_seconds: float) -> bool:
+        return await self.scheduler.runner.drain(timeout_seconds) if self.scheduler is not None else True
 
     async def shutdown(self, timeout_seconds: float = SHUTDOWN_TIMEOUT_SECONDS) -> None:
         """Stop taking work, finish the turns in flight, then say goodbye and close.
