@@ -38,9 +38,7 @@ def loaded_config(config: EngineConfig, home: KlawHome) -> LoadedConfig:
 
 
 @asynccontextmanager
-async def running_stack(
-    make_channels: Any, *, debounce_ms: int = 20, **overrides: Any
-) -> AsyncIterator[Stack]:
+async def running_stack(make_channels: Any, *, debounce_ms: int = 20, **overrides: Any) -> AsyncIterator[Stack]:
     """`make_channels(home, loaded, fake_openai_server) -> Sequence[Channel]` builds the gateway's channels."""
     with short_socket_dir() as directory:
         home = KlawHome(directory / "home")

@@ -207,7 +207,9 @@ def test_the_token_file_is_private_and_reused(tmp_path: Path) -> None:
 def test_settings_rows_mask_anything_secret_looking(tmp_path: Path) -> None:
     assert masked("models.x.apiKey", "sk-123") == MASK
     assert masked("models.x.apiKeyEnv", "OPENAI_API_KEY") == "OPENAI_API_KEY"
-    assert masked("models.x.baseUrl", "https://user:pw@example.com:8443/v1") == f"https://user:{MASK}@example.com:8443/v1"
+    assert (
+        masked("models.x.baseUrl", "https://user:pw@example.com:8443/v1") == f"https://user:{MASK}@example.com:8443/v1"
+    )
     loaded = LoadedConfig(EngineConfig(), {"channels.telegram": "engine.yaml"}, tmp_path / "engine.yaml")
     rows = {row.field: row for row in config_rows(loaded)}
     assert rows["channels.telegram.tokenEnv"].value == "KLAW_TELEGRAM_TOKEN"

@@ -189,9 +189,7 @@ async def test_a_run_is_not_offered_subagent_spawn_and_cannot_call_it(tmp_path: 
 
 async def test_schedule_add_from_a_chat_reports_to_that_chat(tmp_path: Path) -> None:
     async with running_engine(tmp_path, scheduler={"timezone": "UTC"}) as h:
-        h.server.reply_tool_calls(
-            [("schedule_add", {"name": "morning", "message": "Brief me", "cron": "0 8 * * 1-5"})]
-        )
+        h.server.reply_tool_calls([("schedule_add", {"name": "morning", "message": "Brief me", "cron": "0 8 * * 1-5"})])
         h.server.reply_tool_calls([("schedule_add", {"name": "morning", "message": "dup", "every": "1h"})])
         h.server.reply_tool_calls([("schedule_list", {}), ("schedule_remove", {"name": "nope"})])
         h.server.reply_text("Scheduled.")

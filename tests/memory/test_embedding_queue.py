@@ -155,7 +155,9 @@ async def test_embedder_exception_is_logged_without_content_and_not_raised(
 def test_last_error_keeps_the_reason_of_klaws_own_errors() -> None:
     from klaw.memory.embedder.protocol import EmbedderError
 
-    assert describe_error(EmbedderError("HTTP 503 from http://h/v1\nmore")) == "EmbedderError: HTTP 503 from http://h/v1"
+    assert (
+        describe_error(EmbedderError("HTTP 503 from http://h/v1\nmore")) == "EmbedderError: HTTP 503 from http://h/v1"
+    )
     assert describe_error(RuntimeError("anything at all")) == "RuntimeError"
     assert len(describe_error(EmbedderError("x" * 1000))) < 250
 

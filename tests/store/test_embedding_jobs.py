@@ -131,4 +131,3 @@ async def test_enqueue_messages_adds_skips_unknown_and_revives_failed(store: Sql
     assert added == 2  # plain added, failed revived; the pending one and the unknown rowid untouched
     assert await store.embedding_jobs.counts() == EmbeddingJobCounts(pending=3, failed=0)
     assert await store.embedding_jobs.enqueue_messages([]) == 0
-

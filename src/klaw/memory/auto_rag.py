@@ -95,9 +95,7 @@ class AutoRagService:
     async def _recall(
         self, chat: ChatRef, segment_id: int, query: str, window: frozenset[int], max_tokens: int | None
     ) -> list[RecalledMessage]:
-        hits = await self._hybrid.search(
-            chat, query, segment_id=segment_id, limit=CANDIDATES_PER_SIDE, exclude=window
-        )
+        hits = await self._hybrid.search(chat, query, segment_id=segment_id, limit=CANDIDATES_PER_SIDE, exclude=window)
         hits = [hit for hit in hits if hit.message.rowid not in window]
         distances = [hit.distance for hit in hits if hit.distance is not None]
         if distances and min(distances) > self._config.relevance_threshold:

@@ -54,8 +54,7 @@ class ChunkSearch:
         ranks = {hit.chunk.rowid: rank for rank, hit in enumerate(by_text, start=1)}
         fused = reciprocal_rank_fusion([[h.chunk.rowid for h in by_vector], [h.chunk.rowid for h in by_text]])
         return [
-            ChunkHit(chunks[item.rowid], item.score, distances.get(item.rowid), ranks.get(item.rowid))
-            for item in fused
+            ChunkHit(chunks[item.rowid], item.score, distances.get(item.rowid), ranks.get(item.rowid)) for item in fused
         ]
 
     async def _vector_side(self, chat: ChatRef, text: str, limit: int) -> list[MemoryHit]:

@@ -105,9 +105,7 @@ class ScheduleStore:
 
     def set_next_run(self, name: str, next_run_at: datetime | None) -> None:
         with self._connect() as connection:
-            connection.execute(
-                "UPDATE tasks SET next_run_at = ? WHERE name = ?", (_millis(next_run_at), name)
-            )
+            connection.execute("UPDATE tasks SET next_run_at = ? WHERE name = ?", (_millis(next_run_at), name))
 
     def record_run(self, name: str, at: datetime, status: str) -> None:
         with self._connect() as connection:

@@ -58,8 +58,7 @@ def ranked_matches(
     fast_limit = max(FAST_FACTOR * limit, FAST_MINIMUM)
     best = fetch_all(
         connection,
-        f"SELECT rowid, {_BM25} AS score FROM messages_fts WHERE messages_fts MATCH ?{in_range}"
-        " ORDER BY score LIMIT ?",
+        f"SELECT rowid, {_BM25} AS score FROM messages_fts WHERE messages_fts MATCH ?{in_range} ORDER BY score LIMIT ?",
         (expression, *(bounds or ()), fast_limit),
     )
     scores = {int(rowid): float(score) for rowid, score in best}
