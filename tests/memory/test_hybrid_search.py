@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from klaw.memory.embedder.fake import FakeEmbedder
@@ -109,9 +113,7 @@ async def test_scoped_to_chat_and_segment(chat: Conversation) -> None:
 async def test_excluded_rowids_take_no_place_and_only_conversation_messages_are_returned(chat: Conversation) -> None:
     shown = await chat.say("deploy checklist one")
     kept = await chat.say("deploy checklist two", Role.ASSISTANT)
-    await chat.say(
-        "deploy", Role.ASSISTANT, type=MessageType.TOOL_CALL, embed=False, metadata={"tool_calls": []}
-    )
+    await chat.say("deploy", Role.ASSISTANT, type=MessageType.TOOL_CALL, embed=False, metadata={"tool_calls": []})
     await chat.say("deploy checklist result", Role.TOOL, type=MessageType.TOOL_RESULT, embed=False)
     hybrid = HybridSearch(chat.store, chat.embedder)
     hits = await hybrid.search(ALICE, "deploy checklist", limit=1, exclude=[shown.rowid])
@@ -145,3 +147,43 @@ async def test_blank_text_and_unknown_chat_find_nothing(chat: Conversation) -> N
     assert await hybrid.search(ALICE, "  ") == []
     assert await hybrid.search(BOB, "deploy") == []
     assert await hybrid.search(ALICE, "deploy", limit=0) == []
+
+
+async def test_full_text_runs_while_the_query_is_being_embedded(store: SqliteStore) -> None:
+    """The two sides overlap: with the embedder held, the full-text query still reaches the database."""
+    conversation = await Conversation(store).bind()
+    await conversation.say("the deploy moved to friday")
+    await conversation.say("lunch was good")
+    held = GatedEmbedder(DIM)
+    loop = asyncio.get_running_loop()
+    full_text_ran = asyncio.Event()
+
+    def watch(cursor: object, sql: str, bindings: object) -> bool:
+        if "messages_fts MATCH" in sql:
+            loop.call_soon_threadsafe(full_text_ran.set)
+        return True
+
+    await store.db.run(lambda connection: setattr(connection, "exec_trace", watch))
+    search = asyncio.create_task(HybridSearch(store, held).search(ALICE, "when is the deploy"))
+    await asyncio.wait_for(held.entered.wait(), timeout=5)
+    await asyncio.wait_for(full_text_ran.wait(), timeout=5)  # sequential sides would wait here forever
+    assert not search.done()
+    held.gate.set()
+    hits = await asyncio.wait_for(search, timeout=5)
+    assert hits[0].message.record.content == "the deploy moved to friday"
+    assert hits[0].distance is not None and hits[0].fts_rank == 1
+    await store.db.run(lambda connection: setattr(connection, "exec_trace", None))
+
+
+class GatedEmbedder(FakeEmbedder):
+    """Waits at `gate` before answering; `entered` is set once a call is waiting."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__(dim=dim)
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+
+    async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.entered.set()
+        await self.gate.wait()
+        return await super().embed(texts)

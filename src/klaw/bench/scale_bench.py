@@ -8,7 +8,9 @@ scoped to the segment, with the newest 20 messages as the window:
 
 - including the query embedding: the configured embedder embeds each query;
 - excluding it: the same queries with their vectors computed beforehand;
-- a numpy brute-force floor: one matrix product + top-k over the same vectors in memory.
+- a numpy brute-force floor: one matrix product + top-k over the same vectors in memory, on one
+  thread, and split over as many threads as the search may use (`database.vectorSearchThreads`):
+  the search is compared with the second, which had the same cores.
 
 The first search of a chat loads its vectors into memory (`ChatVectorCache`); that one-off cost is
 reported on its own rather than mixed into the percentiles.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.bench.corpus import ZipfCorpus
-from klaw.bench.past_bench import BENCH_RAG, add_past_segments, past_retriever
+from klaw.bench.past_bench import BENCH_RAG, PAST_SEGMENTS, add_past_segments, past_retriever
 from klaw.bench.stats import Latency
 from klaw.config import AutoRagConfig
 from klaw.memory.auto_rag import AutoRagService
@@ -38,6 +41,7 @@ from klaw.memory.embedder.protocol import Embedder, Vectors
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.records import ChatRef, MessageRecord, Role
 from klaw.store.sqlite.store import SqliteStore
+from klaw.store.sqlite.vector_cache import SPLIT_MIN_ROWS
 
 Progress = Callable[[str, int, int], None]
 CHAT = ChatRef("bench", "scale")
@@ -55,13 +59,15 @@ class ScaleResult:
     search_with_embedding: Latency
     search_without_embedding: Latency
     query_embedding: Latency
-    numpy_floor: Latency
+    numpy_floor: Latency  # one thread
     recalled_per_query: float
     past_segments: int = 0
     summaries: int = 0
     past_conversations: Latency | None = None  # past-conversation retrieval alone, no query embedding
     all_layers: Latency | None = None  # auto-RAG + past conversations, no query embedding
     past_shown_per_query: float = 0.0  # past segments placed in the block
+    search_threads: int = 1
+    numpy_floor_threaded: Latency | None = None  # split over `search_threads` threads
 
 
 class PrecomputedEmbedder:
@@ -94,17 +100,28 @@ async def measure_scale(
     messages: int,
     queries: int = 200,
     vector_cache_bytes: int = 256 * 1024 * 1024,
+    vector_search_threads: int = 2,
+    past_segments: int = PAST_SEGMENTS,
     seed: int = 11,
     progress: Progress | None = None,
 ) -> ScaleResult:
     rng = np.random.default_rng(seed)
     corpus = ZipfCorpus(seed=seed)
     dim = embedder.dim
-    store = await SqliteStore.open(db_path, vector_cache_bytes=vector_cache_bytes)
+    store = await SqliteStore.open(
+        db_path, vector_cache_bytes=vector_cache_bytes, vector_search_threads=vector_search_threads
+    )
+    floor_pool = ThreadPoolExecutor(max_workers=vector_search_threads, thread_name_prefix="klaw-bench-floor")
     try:
         await store.vectors.bind_embedder(embedder.model_id, dim)
         past = await add_past_segments(
-            store, CHAT, rng, embedder_id=embedder.model_id, dim=dim, start=T0 - timedelta(days=30)
+            store,
+            CHAT,
+            rng,
+            embedder_id=embedder.model_id,
+            dim=dim,
+            start=T0 - timedelta(days=30),
+            segments=past_segments,
         )
         matrix = np.empty((messages, dim), dtype=np.float32)
         rowids = np.empty(messages, dtype=np.int64)
@@ -149,7 +166,7 @@ async def measure_scale(
         await offline.recall(CHAT, segment.id, texts[0], window)
         first_search = time.perf_counter() - t
 
-        with_embedding, without_embedding, floor, recalled = [], [], [], []
+        with_embedding, without_embedding, floor, floor_threaded, recalled = [], [], [], [], []
         past_alone: list[float] = []
         all_layers: list[float] = []
         shown: list[int] = []
@@ -169,9 +186,13 @@ async def measure_scale(
             t = time.perf_counter()
             _numpy_top_k(matrix, query_vectors[text], 20)
             floor.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            _threaded_top_k(floor_pool, vector_search_threads, matrix, query_vectors[text], 20)
+            floor_threaded.append(time.perf_counter() - t)
             if progress:
                 progress("search", i + 1, len(texts))
     finally:
+        floor_pool.shutdown()
         await store.aclose()
     return ScaleResult(
         messages=messages,
@@ -188,6 +209,8 @@ async def measure_scale(
         past_conversations=Latency.of(past_alone),
         all_layers=Latency.of(all_layers),
         past_shown_per_query=float(np.mean(shown)),
+        search_threads=vector_search_threads,
+        numpy_floor_threaded=Latency.of(floor_threaded),
     )
 
 
@@ -198,5 +221,20 @@ def _unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
 
 def _numpy_top_k(vectors: npt.NDArray[np.float32], query: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
     scores = vectors @ query
+    top = np.argpartition(-scores, k)[:k]
+    return top[np.argsort(-scores[top])]
+
+
+def _threaded_top_k(
+    pool: ThreadPoolExecutor, threads: int, vectors: npt.NDArray[np.float32], query: npt.NDArray[np.float32], k: int
+) -> npt.NDArray[np.intp]:
+    """The same top-k, each thread taking the product of an equal share of the rows (one thread
+    below `SPLIT_MIN_ROWS` per thread, as the search does)."""
+    threads = max(1, min(threads, len(vectors) // SPLIT_MIN_ROWS))
+    if threads == 1:
+        return _numpy_top_k(vectors, query, k)
+    bounds = np.linspace(0, len(vectors), threads + 1).astype(int)
+    parts = pool.map(lambda a, b: vectors[a:b] @ query, bounds[:-1], bounds[1:])
+    scores = np.concatenate(list(parts))
     top = np.argpartition(-scores, k)[:k]
     return top[np.argsort(-scores[top])]

@@ -110,6 +110,7 @@ def scale(
                         messages=messages,
                         queries=queries,
                         vector_cache_bytes=vector_cache_mb * 1024 * 1024,
+                        vector_search_threads=config.database.vector_search_threads,
                         progress=report,
                     )
                 )
@@ -121,7 +122,8 @@ def scale(
             f"  auto-RAG search without query embedding: {result.search_without_embedding}\n"
             f"  auto-RAG search with query embedding:    {result.search_with_embedding}\n"
             f"  query embedding alone:                   {result.query_embedding}\n"
-            f"  numpy brute-force floor (KNN only):      {result.numpy_floor}\n"
+            f"  numpy brute-force floor (KNN only):      {result.numpy_floor} on 1 thread;"
+            f" {result.numpy_floor_threaded} on {result.search_threads} (as the search)\n"
             f"  first search (loads the chat's vectors): {result.first_search_ms:.0f} ms;"
             f" {result.recalled_per_query:.1f} messages recalled per query\n"
             f"  past conversations without query embedding ({result.past_segments} past segments,"

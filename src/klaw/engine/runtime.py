@@ -115,6 +115,7 @@ class Engine:
             home.database_file(config.database.path),
             clock=clock.now,
             vector_cache_bytes=config.database.vector_cache_mb * 1024 * 1024,
+            vector_search_threads=config.database.vector_search_threads,
         )
         embedder = create_embedder(config.embedder)
         # Live batches stay small: a turn's query embedding waits behind the batch running on the
@@ -230,9 +231,7 @@ class Engine:
                 socket=None,
             )
             if listen:
-                queries = EngineQueries(
-                    store, processor.context_history, HybridSearch(store, embedder, config.search)
-                )
+                queries = EngineQueries(store, processor.context_history, HybridSearch(store, embedder, config.search))
                 engine.socket = EngineSocketServer(home.socket_path, _FrameAdapter(engine), queries=queries.answer)
                 await engine.socket.start()
                 delivery.set_fallback(engine._send_over_socket)

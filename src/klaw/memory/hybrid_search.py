@@ -25,6 +25,7 @@ side is an error of the store and propagates.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -98,9 +99,13 @@ class HybridSearch:
         if not text.strip() or limit <= 0:
             return []
         excluded = frozenset(exclude)
-        vector_hits = await self._vector_side(chat, text, segment_id, limit + len(excluded))
-        fts_hits = await self._store.search.full_text(
-            chat, text, limit=FTS_OVERFETCH * limit + len(excluded), segment_id=segment_id
+        # Both sides at once: the query embedding and the KNN product run on their own threads while
+        # the database runs the full-text query (the vector side never raises; see `_vector_side`).
+        vector_hits, fts_hits = await asyncio.gather(
+            self._vector_side(chat, text, segment_id, limit + len(excluded)),
+            self._store.search.full_text(
+                chat, text, limit=FTS_OVERFETCH * limit + len(excluded), segment_id=segment_id
+            ),
         )
         by_vector = _keep(vector_hits, excluded, limit)
         by_text = _keep(fts_hits, excluded, limit)

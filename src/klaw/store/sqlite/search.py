@@ -1,6 +1,7 @@
 """Full-text (FTS5 bm25) and vector (sqlite-vec KNN) search over a chat's messages.
 
-KNN is answered exactly by `ChatVectorCache` (one numpy product over the chat's vectors). A chat
+KNN is answered exactly by `ChatVectorCache` (one numpy product over the chat's vectors, computed
+off the database thread so full text can run meanwhile). A chat
 too large for the cache falls back to sqlite-vec, which filters by the vec0 partition key (chat) and
 metadata columns (segment, time) with `k = ?`. Messages are fetched in a second query: joining a
 CTE into a vec0 query would re-run the KNN per row.
@@ -17,6 +18,7 @@ are ranked within a scope quickly: `full_text.py`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -33,7 +35,7 @@ from klaw.store.sqlite.fts_query import search_words
 from klaw.store.sqlite.full_text import match_expression, ranked_matches
 from klaw.store.sqlite.query import fetch_all
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
-from klaw.store.sqlite.vector_cache import ChatVectorCache, VectorScope
+from klaw.store.sqlite.vector_cache import ChatVectorCache, MatrixView, VectorScope, merge_nearest
 from klaw.store.sqlite.vectors import MESSAGE_VECTORS, vector_table_exists
 
 
@@ -80,40 +82,55 @@ class SqliteSearch:
     ) -> list[SearchHit]:
         if limit <= 0:
             return []
-        blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+        query_vector = np.ascontiguousarray(vector, dtype=np.float32)
+        blob = query_vector.tobytes()
+        scope = VectorScope(
+            segment_id, None if since is None else to_millis(since), None if until is None else to_millis(until)
+        )
 
-        def query(connection: apsw.Connection) -> list[SearchHit]:
+        def locate(connection: apsw.Connection) -> MatrixView | list[tuple[int, float]]:
+            """The cached matrix to search, or (too large to cache) sqlite-vec's answer."""
             chat_key = self._chats.find(connection, chat)
             if chat_key is None or not vector_table_exists(connection, MESSAGE_VECTORS):
                 return []
-            scope = VectorScope(
-                segment_id, None if since is None else to_millis(since), None if until is None else to_millis(until)
+            view = self._cache.view(connection, MESSAGE_VECTORS, chat_key, len(query_vector))
+            if view is not None:
+                return view
+            where, params = _scope("chat_key", chat_key, "segment_id", segment_id, "created_at", since, until)
+            return [
+                (int(rowid), float(distance))
+                for rowid, distance in fetch_all(
+                    connection,
+                    f"SELECT rowid, distance FROM {MESSAGE_VECTORS} WHERE embedding MATCH ? AND k = ?"
+                    f" AND {where} ORDER BY distance",
+                    (blob, limit, *params),
+                )
+            ]
+
+        located = await self._db.run(locate)
+        # The product runs off the database thread, so a full-text query can use it meanwhile.
+        if isinstance(located, MatrixView):
+            parts = located.split(self._cache.search_threads)
+            answers = await asyncio.gather(
+                *(asyncio.to_thread(part.nearest, query_vector, limit, scope) for part in parts)
             )
-            query_vector = np.frombuffer(blob, dtype=np.float32)
-            neighbours = self._cache.nearest(connection, MESSAGE_VECTORS, chat_key, query_vector, limit, scope)
-            if neighbours is None:
-                where, params = _scope("chat_key", chat_key, "segment_id", segment_id, "created_at", since, until)
-                neighbours = [
-                    (int(rowid), float(distance))
-                    for rowid, distance in fetch_all(
-                        connection,
-                        f"SELECT rowid, distance FROM {MESSAGE_VECTORS} WHERE embedding MATCH ? AND k = ?"
-                        f" AND {where} ORDER BY distance",
-                        (blob, limit, *params),
-                    )
-                ]
-            if not neighbours:
-                return []
-            distances = dict(neighbours)
+            neighbours = merge_nearest(list(answers), limit)
+        else:
+            neighbours = located
+        if not neighbours:
+            return []
+        distances = dict(neighbours)
+
+        def query(connection: apsw.Connection) -> list[SearchHit]:
             marks = ",".join("?" * len(distances))
             rows = fetch_all(
                 connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.rowid IN ({marks})", list(distances)
             )
             by_rowid = {row[0]: message_from_row(row) for row in rows}
+            # A rowid deleted since the view was taken has no row: it is dropped here.
             return [SearchHit(by_rowid[rowid], distance) for rowid, distance in distances.items() if rowid in by_rowid]
 
         return await self._db.run(query)
-
 
     async def neighbours(self, messages: Sequence[StoredMessage], span: int) -> dict[int, list[tuple[int, int]]]:
         if span <= 0 or not messages:

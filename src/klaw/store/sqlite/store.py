@@ -23,15 +23,20 @@ from klaw.store.sqlite.vector_cache import ChatVectorCache
 from klaw.store.sqlite.vectors import SqliteVectors
 
 DEFAULT_VECTOR_CACHE_BYTES = 256 * 1024 * 1024
+DEFAULT_VECTOR_SEARCH_THREADS = 2
 
 
 class SqliteStore:
     def __init__(
-        self, db: SqliteDatabase, clock: Callable[[], datetime], vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES
+        self,
+        db: SqliteDatabase,
+        clock: Callable[[], datetime],
+        vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
+        vector_search_threads: int = DEFAULT_VECTOR_SEARCH_THREADS,
     ) -> None:
         self.db = db
         chats = ChatKeys()
-        self.vector_cache = ChatVectorCache(vector_cache_bytes)
+        self.vector_cache = ChatVectorCache(vector_cache_bytes, vector_search_threads)
         self.messages = SqliteMessages(db, chats, clock, self.vector_cache)
         self.segments = SqliteSegments(db, chats, clock)
         self.search = SqliteSearch(db, chats, self.vector_cache)
@@ -51,16 +56,18 @@ class SqliteStore:
         *,
         clock: Callable[[], datetime] = utc_now,
         vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
+        vector_search_threads: int = DEFAULT_VECTOR_SEARCH_THREADS,
     ) -> SqliteStore:
         """Open (creating if needed) and migrate the database at `path`. `vector_cache_bytes` bounds
-        the in-memory copies of chats' vectors that make KNN fast (0 = always sqlite-vec)."""
+        the in-memory copies of chats' vectors that make KNN fast (0 = always sqlite-vec);
+        `vector_search_threads` share one search over a large chat."""
         db = await SqliteDatabase.open(path)
         try:
             await db.run(lambda connection: migrate(connection))
         except BaseException:
             await db.aclose()
             raise
-        return cls(db, clock, vector_cache_bytes)
+        return cls(db, clock, vector_cache_bytes, vector_search_threads)
 
     async def schema_version(self) -> int:
         return await self.db.run(current_version)

@@ -1,0 +1,37 @@
+"""`klaw bench scale` end to end on a small chat: every figure is measured over the asked queries and
+the production path recalls messages (the window excluded), past conversations included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from klaw.bench.scale_bench import measure_scale
+from klaw.memory.embedder.fake import FakeEmbedder
+
+
+async def test_scale_bench_measures_every_layer(tmp_path: Path) -> None:
+    stages: set[str] = set()
+    result = await measure_scale(
+        tmp_path / "bench.db",
+        FakeEmbedder(dim=32),
+        messages=400,
+        queries=4,
+        past_segments=6,
+        progress=lambda stage, done, total: stages.add(stage),
+    )
+    assert stages == {"build", "search"}
+    assert (result.messages, result.dim, result.past_segments, result.search_threads) == (400, 32, 6, 2)
+    latencies = [
+        result.search_with_embedding,
+        result.search_without_embedding,
+        result.query_embedding,
+        result.numpy_floor,
+        result.numpy_floor_threaded,
+        result.past_conversations,
+        result.all_layers,
+    ]
+    assert all(latency is not None and latency.count == 4 and latency.p50_ms > 0 for latency in latencies)
+    assert result.recalled_per_query > 0
+    assert result.past_shown_per_query > 0
+    assert result.all_layers is not None and result.past_conversations is not None
+    assert result.all_layers.p50_ms >= result.past_conversations.p50_ms
