@@ -10,7 +10,7 @@ beginning.
 Failures: a model that is down, slow or rate-limited makes the worker back off and try the same
 exchange again later, however long it takes. An exchange the model keeps rejecting (bad request,
 malformed or empty answer) is given up after `MAX_ATTEMPTS` tries until the next start, so it
-cannot block the rest.
+cannot block the rest (`BackgroundWorker.gives_up`, shared with the segment summarizer).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from klaw.store.records import Exchange
 
 log = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 3
 SCAN_PAGE = 50
 # Errors about this item rather than the model's health: retrying cannot help forever.
 ITEM_ERRORS = (LlmBadRequestError, LlmMalformedResponseError, EmptySummaryError)
@@ -63,7 +62,6 @@ class ExchangeSummarizer(BackgroundWorker):
         self._scanned_to = 0
         self._open: frozenset[int] = frozenset()
         self._queue: list[Exchange] = []
-        self._attempts: dict[int, int] = {}
         self.skipped: set[int] = set()  # given up until the next start (the segment fold goes past them)
 
     async def pending(self) -> int:
@@ -79,20 +77,13 @@ class ExchangeSummarizer(BackgroundWorker):
         try:
             written = await self._summarize_one(exchange)
         except ITEM_ERRORS as exc:
-            attempts = self._attempts.get(exchange.id, 0) + 1
-            self._attempts[exchange.id] = attempts
-            if attempts < MAX_ATTEMPTS:
+            if not self.gives_up(exchange.id, exc, "exchange"):
                 raise
-            self.record_failure(exc)
-            self.given_up += 1
             self.skipped.add(exchange.id)
-            log.warning(
-                "exchange %d: summary given up after %d attempts (%s)", exchange.id, attempts, type(exc).__name__
-            )
             self._on_saved()  # the segment fold no longer waits for it
         else:
             self.completed += int(written)
-        self._attempts.pop(exchange.id, None)
+            self.succeeded(exchange.id)
         self._queue.pop(0)
         return True
 

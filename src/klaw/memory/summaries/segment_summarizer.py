@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Collection
 
 from klaw.memory.embedding_queue import QueueClock
-from klaw.memory.summaries.exchange_summarizer import ITEM_ERRORS, MAX_ATTEMPTS, Summarize
+from klaw.memory.summaries.exchange_summarizer import ITEM_ERRORS, Summarize
 from klaw.memory.summaries.prompts import MAX_SEGMENT_CHARS, SEGMENT_ANSWER_TOKENS, clean_summary, segment_prompt
 from klaw.memory.summaries.worker import BackgroundWorker
 from klaw.store.protocol import Storage
@@ -50,7 +50,6 @@ class SegmentSummarizer(BackgroundWorker):
         self._rolling_every = rolling_every
         self._skipped_exchanges = skipped_exchanges
         self._on_final = on_final
-        self._attempts: dict[int, int] = {}
         self._skipped: set[int] = set()
 
     async def step(self) -> bool:
@@ -73,15 +72,11 @@ class SegmentSummarizer(BackgroundWorker):
         try:
             await self._fold(work)
         except ITEM_ERRORS as exc:
-            attempts = self._attempts.get(segment_id, 0) + 1
-            self._attempts[segment_id] = attempts
-            if attempts < MAX_ATTEMPTS:
+            if not self.gives_up(segment_id, exc, "segment"):
                 raise
-            self.record_failure(exc)
-            self.given_up += 1
             self._skipped.add(segment_id)
-            log.warning("segment %d: summary given up after %d attempts (%s)", segment_id, attempts, type(exc).__name__)
-        self._attempts.pop(segment_id, None)
+        else:
+            self.succeeded(segment_id)
 
     async def _fold(self, work: SegmentWork) -> None:
         now = self._clock.now()

@@ -23,6 +23,8 @@ from klaw.memory.embedding_queue import QueueClock, describe_error
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 300.0
+# Tries of one item the model keeps rejecting before it is given up until the next start.
+MAX_ATTEMPTS = 3
 
 
 def backoff_seconds(failures: int) -> float:
@@ -63,6 +65,7 @@ class BackgroundWorker(ABC):
         self.failed = 0
         self.given_up = 0
         self.last_error: str | None = None
+        self._rejections: dict[int, int] = {}  # item id → rejections in a row
 
     @abstractmethod
     async def step(self) -> bool:
@@ -118,6 +121,28 @@ class BackgroundWorker(ABC):
     def record_failure(self, exc: BaseException) -> None:
         self.failed += 1
         self.last_error = describe_error(exc)
+
+    def gives_up(self, item: int, exc: BaseException, what: str) -> bool:
+        """Count one rejection of `item` by the model (bad request, malformed or empty answer: about the
+        item, not the model's health), the same rule for both summarizers.
+
+        False while it has tries left: the caller re-raises, so the worker backs off and tries it again.
+        True at the `MAX_ATTEMPTS`-th: it is counted and logged as given up until the next start, and
+        the caller skips it so it cannot block the items behind it.
+        """
+        attempts = self._rejections.get(item, 0) + 1
+        if attempts < MAX_ATTEMPTS:
+            self._rejections[item] = attempts
+            return False
+        self._rejections.pop(item, None)
+        self.record_failure(exc)
+        self.given_up += 1
+        log.warning("%s %d: summary given up after %d attempts (%s)", what, item, attempts, type(exc).__name__)
+        return True
+
+    def succeeded(self, item: int) -> None:
+        """`item` went through: its earlier rejections no longer count."""
+        self._rejections.pop(item, None)
 
     async def _run(self) -> None:
         while True:
