@@ -17,15 +17,13 @@ deleted, so a vector never outlives its text.
 
 from __future__ import annotations
 
-import time
-
 import apsw
 import numpy as np
 import numpy.typing as npt
 
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.summary_rows import EMBEDDABLE, queue_summary_job
-from klaw.store.sqlite.vectors import vector_table_exists
+from klaw.store.sqlite.vector_tables import record_embedder, table_exists
 from klaw.store.summary_records import SummaryKind
 
 SUMMARY_VECTORS = "vec_summaries"
@@ -47,7 +45,7 @@ def bind_summary_vectors(connection: apsw.Connection, embedder_id: str, dim: int
     (`insert_vectors`), so a database without summary vectors has no summary vector table."""
     with connection:
         row = fetch_one(connection, "SELECT embedder_id, dim FROM index_meta WHERE table_name = ?", (SUMMARY_VECTORS,))
-        exists = vector_table_exists(connection, SUMMARY_VECTORS)
+        exists = table_exists(connection, SUMMARY_VECTORS)
         if not exists or row is None or (row[0], row[1]) == (embedder_id, dim):
             return 0
         _drop(connection)
@@ -58,7 +56,7 @@ def bind_summary_vectors(connection: apsw.Connection, embedder_id: str, dim: int
 def rebuild_vectors(connection: apsw.Connection, now_millis: int) -> int:
     """Drop every summary vector and queue every embeddable summary again (`/embeddings rebuild`)."""
     with connection:
-        if vector_table_exists(connection, SUMMARY_VECTORS):
+        if table_exists(connection, SUMMARY_VECTORS):
             _drop(connection)
         queued = queue_all(connection, now_millis)
     return queued
@@ -76,13 +74,9 @@ def insert_vectors(connection: apsw.Connection, vectors: list[tuple[int, bytes]]
     created (for `embedder_id`, `dim`) on first use."""
     added = 0
     with connection:
-        if not vector_table_exists(connection, SUMMARY_VECTORS):
+        if not table_exists(connection, SUMMARY_VECTORS):
             _create(connection, dim)
-            connection.execute(
-                "INSERT INTO index_meta (table_name, embedder_id, dim, created_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (table_name) DO UPDATE SET embedder_id = excluded.embedder_id, dim = excluded.dim",
-                (SUMMARY_VECTORS, embedder_id, dim, int(time.time() * 1000)),
-            )
+            record_embedder(connection, SUMMARY_VECTORS, embedder_id, dim)
         for summary_id, blob in vectors:
             meta = fetch_one(
                 connection,
@@ -107,7 +101,7 @@ def nearest_segment_summaries(
     exclude_segment_id: int | None,
 ) -> list[tuple[int, float]]:
     """(summary id, cosine distance) of the chat's closest segment summaries, closest first."""
-    if limit <= 0 or not vector_table_exists(connection, SUMMARY_VECTORS):
+    if limit <= 0 or not table_exists(connection, SUMMARY_VECTORS):
         return []
     exclude = "" if exclude_segment_id is None else " AND segment_id != ?"
     rows = fetch_all(
@@ -123,7 +117,7 @@ def nearest_exchange_summaries(
     connection: apsw.Connection, chat_key: int, segment_id: int, vector: npt.NDArray[np.float32], limit: int
 ) -> list[tuple[int, float]]:
     """(summary id, cosine distance) of the segment's closest exchange summaries, closest first."""
-    if limit <= 0 or not vector_table_exists(connection, SUMMARY_VECTORS):
+    if limit <= 0 or not table_exists(connection, SUMMARY_VECTORS):
         return []
     ids = [
         int(row[0])
@@ -155,7 +149,7 @@ def nearest_exchange_summaries(
 
 
 def vector_count(connection: apsw.Connection) -> int:
-    if not vector_table_exists(connection, SUMMARY_VECTORS):
+    if not table_exists(connection, SUMMARY_VECTORS):
         return 0
     row = fetch_one(connection, f"SELECT count(*) FROM {SUMMARY_VECTORS}")
     return 0 if row is None else int(row[0])

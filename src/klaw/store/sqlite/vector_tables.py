@@ -1,8 +1,9 @@
 """Binding a sqlite-vec table to one embedder through `index_meta`, for any vector table.
 
-`vec_messages` has its own copy of this logic in `vectors.py` (with its cache); vector tables added
-since (`vec_memory`, …) share this one. A table that holds vectors of another embedder (model or
-dimension) is refused with `IndexMismatchError`; an empty one is recreated for the new embedder.
+`vec_messages` and `vec_memory` bind through `bind_vector_table`: a table that holds vectors of
+another embedder (model or dimension) is refused with `IndexMismatchError`; an empty one is
+recreated for the new embedder. `vec_summaries` rebuilds instead of refusing (summary_vectors.py)
+but records its embedder with the same `record_embedder`.
 """
 
 from __future__ import annotations
@@ -42,12 +43,17 @@ def bind_vector_table(connection: apsw.Connection, table: str, columns: str, emb
             exists, recreated = False, True
         if not exists:
             connection.execute(f"CREATE VIRTUAL TABLE {table} USING vec0({columns.format(dim=dim)})")
-        connection.execute(
-            "INSERT INTO index_meta (table_name, embedder_id, dim, created_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (table_name) DO UPDATE SET embedder_id = excluded.embedder_id, dim = excluded.dim",
-            (table, embedder_id, dim, int(time.time() * 1000)),
-        )
+        record_embedder(connection, table, embedder_id, dim)
     return recreated
+
+
+def record_embedder(connection: apsw.Connection, table: str, embedder_id: str, dim: int) -> None:
+    """Note in `index_meta` which embedder fills `table` (what a later start and `klaw db info` check)."""
+    connection.execute(
+        "INSERT INTO index_meta (table_name, embedder_id, dim, created_at) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (table_name) DO UPDATE SET embedder_id = excluded.embedder_id, dim = excluded.dim",
+        (table, embedder_id, dim, int(time.time() * 1000)),
+    )
 
 
 def bound_embedder(connection: apsw.Connection, table: str) -> tuple[str, int] | None:

@@ -8,24 +8,26 @@ passed on to it so a cached chat never misses a vector.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 
 import apsw
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.protocol import IndexMismatchError, StorageError
+from klaw.store.protocol import StorageError
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.sqlite.vector_cache import ChatVectorCache
+from klaw.store.sqlite.vector_tables import bind_vector_table, table_exists
 
 MESSAGE_VECTORS = "vec_messages"
-
-
-def vector_table_exists(connection: apsw.Connection, table: str) -> bool:
-    row = fetch_one(connection, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
-    return row is not None
+# Partitioned by chat; segment and time as metadata columns so scoped KNN stays inside sqlite-vec.
+MESSAGE_VECTOR_COLUMNS = (
+    "chat_key integer partition key, embedding float[{dim}] distance_metric=cosine,"
+    " segment_id integer, created_at integer, chunk_size=128"
+)
+# The name search.py imports; the check itself is vector_tables.py's.
+vector_table_exists = table_exists
 
 
 class SqliteVectors:
@@ -36,35 +38,8 @@ class SqliteVectors:
 
     async def bind_embedder(self, embedder_id: str, dim: int) -> None:
         def bind(connection: apsw.Connection) -> None:
-            with connection:
-                row = fetch_one(
-                    connection, "SELECT embedder_id, dim FROM index_meta WHERE table_name = ?", (MESSAGE_VECTORS,)
-                )
-                exists = vector_table_exists(connection, MESSAGE_VECTORS)
-                if row is not None and exists and (row[0], row[1]) != (embedder_id, dim):
-                    stored = fetch_value(connection, f"SELECT count(*) FROM {MESSAGE_VECTORS}")
-                    if stored:
-                        raise IndexMismatchError(
-                            f"{MESSAGE_VECTORS} holds {stored} vectors from embedder {row[0]!r} (dim {row[1]}),"
-                            f" but the configured embedder is {embedder_id!r} (dim {dim}). Vectors of"
-                            " different models cannot be mixed: run 'klaw reindex' to re-embed with the"
-                            " configured embedder, or set the embedder back in engine.yaml."
-                        )
-                    connection.execute(f"DROP TABLE {MESSAGE_VECTORS}")
-                    self._cache.invalidate()
-                    exists = False
-                if not exists:
-                    connection.execute(
-                        f"CREATE VIRTUAL TABLE {MESSAGE_VECTORS} USING vec0("
-                        f"chat_key integer partition key, embedding float[{dim}] distance_metric=cosine,"
-                        " segment_id integer, created_at integer, chunk_size=128)"
-                    )
-                connection.execute(
-                    "INSERT INTO index_meta (table_name, embedder_id, dim, created_at) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT (table_name) DO UPDATE SET embedder_id = excluded.embedder_id,"
-                    " dim = excluded.dim",
-                    (MESSAGE_VECTORS, embedder_id, dim, int(time.time() * 1000)),
-                )
+            if bind_vector_table(connection, MESSAGE_VECTORS, MESSAGE_VECTOR_COLUMNS, embedder_id, dim):
+                self._cache.invalidate()  # the cached copies were another embedder's (the table was empty)
             self._dim = dim
 
         await self._db.run(bind)
