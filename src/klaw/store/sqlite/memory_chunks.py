@@ -21,7 +21,7 @@ from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import fts5_match_expression
 from klaw.store.sqlite.query import Row, fetch_all, fetch_one, fetch_value
-from klaw.store.sqlite.vector_tables import bind_vector_table, table_exists
+from klaw.store.sqlite.vector_tables import bind_vector_table, table_exists, vector_blobs
 
 MEMORY_VECTORS = "vec_memory"
 _VEC_COLUMNS = "chat_key integer partition key, embedding float[{dim}] distance_metric=cosine, created_at integer"
@@ -107,11 +107,7 @@ class SqliteMemoryChunks:
             return 0
         if self._dim is None:
             raise StorageError("bind_embedder must be called before memory vectors are stored")
-        dim = self._dim
-        for rowid, vector in vectors:
-            if vector.shape != (dim,):
-                raise StorageError(f"vector for memory {rowid} has shape {vector.shape}, expected ({dim},)")
-        blobs = [(rowid, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for rowid, v in vectors]
+        blobs = vector_blobs(vectors, self._dim, "memory")
 
         def insert(connection: apsw.Connection) -> int:
             added = 0

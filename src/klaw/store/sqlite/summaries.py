@@ -29,6 +29,7 @@ from klaw.store.sqlite.summary_vectors import (
     vector_count,
 )
 from klaw.store.sqlite.summary_work import pending_exchanges, scan_exchanges, segment_work
+from klaw.store.sqlite.vector_tables import vector_blobs
 from klaw.store.summary_records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit, SummaryKind
 
 _EXCHANGE = SummaryKind.EXCHANGE.value
@@ -226,11 +227,7 @@ class SqliteSummaries:
         if self._bound is None:
             raise StorageError("bind_embedder must be called before summary vectors are stored")
         embedder_id, dim = self._bound
-        blobs = []
-        for summary_id, vector in vectors:
-            if vector.shape != (dim,):
-                raise StorageError(f"vector for summary {summary_id} has shape {vector.shape}, expected ({dim},)")
-            blobs.append((summary_id, np.ascontiguousarray(vector, dtype=np.float32).tobytes()))
+        blobs = vector_blobs(vectors, dim, "summary")
         return await self._db.run(lambda connection: insert_vectors(connection, blobs, embedder_id, dim))
 
     async def has_past_segments(self, chat: ChatRef, *, exclude_segment_id: int | None) -> bool:

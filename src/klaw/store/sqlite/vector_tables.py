@@ -9,10 +9,13 @@ but records its embedder with the same `record_embedder`.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import apsw
+import numpy as np
+import numpy.typing as npt
 
-from klaw.store.protocol import IndexMismatchError
+from klaw.store.protocol import IndexMismatchError, StorageError
 from klaw.store.sqlite.query import fetch_one, fetch_value
 
 
@@ -54,6 +57,18 @@ def record_embedder(connection: apsw.Connection, table: str, embedder_id: str, d
         " ON CONFLICT (table_name) DO UPDATE SET embedder_id = excluded.embedder_id, dim = excluded.dim",
         (table, embedder_id, dim, int(time.time() * 1000)),
     )
+
+
+def vector_blobs(
+    vectors: Sequence[tuple[int, npt.NDArray[np.float32]]], dim: int, what: str
+) -> list[tuple[int, bytes]]:
+    """Each (rowid, vector) as the float32 bytes vec0 stores, once every vector is checked against the
+    bound embedder's `dim`: a wrong size is refused here, naming the row, before anything is written.
+    `what` names the rows in the message (message, memory, summary)."""
+    for rowid, vector in vectors:
+        if vector.shape != (dim,):
+            raise StorageError(f"vector for {what} {rowid} has shape {vector.shape}, expected ({dim},)")
+    return [(rowid, np.ascontiguousarray(vector, dtype=np.float32).tobytes()) for rowid, vector in vectors]
 
 
 def bound_embedder(connection: apsw.Connection, table: str) -> tuple[str, int] | None:

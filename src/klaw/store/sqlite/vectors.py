@@ -18,7 +18,7 @@ from klaw.store.protocol import StorageError
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.sqlite.vector_cache import ChatVectorCache
-from klaw.store.sqlite.vector_tables import bind_vector_table, table_exists
+from klaw.store.sqlite.vector_tables import bind_vector_table, table_exists, vector_blobs
 
 MESSAGE_VECTORS = "vec_messages"
 # Partitioned by chat; segment and time as metadata columns so scoped KNN stays inside sqlite-vec.
@@ -49,11 +49,7 @@ class SqliteVectors:
             return 0
         if self._dim is None:
             raise StorageError("bind_embedder must be called before vectors are stored")
-        dim = self._dim
-        for rowid, vector in vectors:
-            if vector.shape != (dim,):
-                raise StorageError(f"vector for message {rowid} has shape {vector.shape}, expected ({dim},)")
-        blobs = [(rowid, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for rowid, v in vectors]
+        blobs = vector_blobs(vectors, self._dim, "message")
         vectors_by_rowid = {rowid: np.asarray(v, dtype=np.float32) for rowid, v in vectors}
 
         def insert(connection: apsw.Connection) -> int:
