@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.llm.errors import LlmError
+from klaw.memory.background_task import rest, stop_task
 from klaw.memory.embedder.protocol import Embedder, EmbedderError
 from klaw.store.protocol import Storage, StorageError
 from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, EmbeddingJob
@@ -212,15 +213,7 @@ class EmbeddingQueue:
         worker, self._worker = self._worker, None
         if worker is None:
             return
-        worker.cancel()
-        try:
-            await worker
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise  # our caller is being cancelled too, not just the worker
-        except Exception as exc:  # the worker died earlier; shutdown goes on regardless
-            log.warning("embedding queue worker had stopped: %s", type(exc).__name__)
+        await stop_task(worker, "embedding queue worker")
         async with self._idle:
             self._idle.notify_all()  # nobody waits for a worker that is gone
 
@@ -244,22 +237,9 @@ class EmbeddingQueue:
                 self._caught_up = True
                 self._idle.notify_all()
             try:
-                await self._wait(pause)
+                await rest(self._wake, self._clock.sleep, pause)
             finally:
                 self._caught_up = False
-
-    async def _wait(self, seconds: float | None) -> None:
-        """Until `notify()` or, if given, `seconds` on the clock."""
-        if self._wake.is_set():
-            return
-        waits: set[asyncio.Future[object]] = {asyncio.ensure_future(self._wake.wait())}
-        if seconds is not None:
-            waits.add(asyncio.ensure_future(self._clock.sleep(seconds)))
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiting in waits:
-                waiting.cancel()
 
     async def _run_batch(self) -> int | None:
         """Handle one batch of due jobs; returns how many were embedded, None when none was due."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from klaw.memory.background_task import rest, stop_task
 from klaw.memory.embedding_queue import QueueClock, describe_error
 
 log = logging.getLogger(__name__)
@@ -105,15 +106,7 @@ class BackgroundWorker(ABC):
         task, self._task = self._task, None
         if task is None:
             return
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise
-        except Exception as exc:  # it had died earlier; stopping goes on regardless
-            log.warning("%s had stopped: %s", self.name, type(exc).__name__)
+        await stop_task(task, self.name)
         self._state = WorkerState.STOPPED
         async with self._idle:
             self._idle.notify_all()
@@ -166,15 +159,4 @@ class BackgroundWorker(ABC):
             async with self._idle:
                 self._state = WorkerState.IDLE
                 self._idle.notify_all()
-            await self._rest()
-
-    async def _rest(self) -> None:
-        waits: set[asyncio.Future[object]] = {
-            asyncio.ensure_future(self._wake.wait()),
-            asyncio.ensure_future(self._clock.sleep(self._idle_seconds)),
-        }
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiting in waits:
-                waiting.cancel()
+            await rest(self._wake, self._clock.sleep, self._idle_seconds)
