@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from klaw.config import EngineConfig
 from klaw.engine.sessions import Session
@@ -35,6 +36,7 @@ from klaw.store.protocol import Storage
 from klaw.store.records import StoredMessage
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SAFETY_MARGIN = 0.9
 MESSAGE_OVERHEAD_TOKENS = 4  # role and framing per message
@@ -125,14 +127,14 @@ class ContextBuilder:
             session.segment.id, self._config.context.sliding_window + len(pending_rowids)
         )
         candidates = [m for m in recent if m.rowid not in pending_rowids][-self._config.context.sliding_window :]
-        window = _fit_newest(candidates, remaining)
+        window = fit_newest(candidates, message_tokens, remaining)
         recalled: list[RecalledMessage] = []
         if not subagent:
             shown = frozenset(m.rowid for m in window) | pending_rowids
             recalled = await self.auto_rag_layer(session, pending, pending_text, shown, remaining)
         if recalled:
             place("auto_rag", format_block(recalled), len(recalled))
-            window = _fit_newest(candidates, remaining - layers[-1].tokens)
+            window = fit_newest(candidates, message_tokens, remaining - layers[-1].tokens)
 
         sent, window_messages = _sendable(window)
         layers.append(ContextLayer("sliding_window", sum(message_tokens(m) for m in sent), len(window_messages)))
@@ -210,15 +212,17 @@ def _sendable(window: Sequence[StoredMessage]) -> tuple[list[StoredMessage], lis
     return [stored for stored, chat in pairs if id(chat) in kept], sent
 
 
-def _fit_newest(messages: Sequence[StoredMessage], budget_tokens: int) -> list[StoredMessage]:
-    """The longest run of newest messages whose tokens fit the budget."""
-    kept: list[StoredMessage] = []
+def fit_newest(items: Sequence[T], tokens: Callable[[T], int], budget_tokens: int) -> list[T]:
+    """The longest run of newest items whose tokens fit the budget, oldest first: a chat's window
+    (messages) or a task's history (whole runs). Never a gap: an older item that would still fit
+    after a newer one did not is left out too, so what is sent stays contiguous."""
+    kept: list[T] = []
     used = 0
-    for message in reversed(messages):
-        cost = message_tokens(message)
+    for item in reversed(items):
+        cost = tokens(item)
         if used + cost > budget_tokens:
             break
-        kept.append(message)
+        kept.append(item)
         used += cost
     kept.reverse()
     return kept

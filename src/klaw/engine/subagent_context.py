@@ -15,7 +15,13 @@ import logging
 from collections.abc import Callable, Sequence
 
 from klaw.config import EngineConfig
-from klaw.engine.context_builder import MESSAGE_OVERHEAD_TOKENS, SAFETY_MARGIN, BuiltContext, ContextLayer
+from klaw.engine.context_builder import (
+    MESSAGE_OVERHEAD_TOKENS,
+    SAFETY_MARGIN,
+    BuiltContext,
+    ContextLayer,
+    fit_newest,
+)
 from klaw.engine.system_prompt import SystemPrompt
 from klaw.engine.transcript import paired_tool_messages, record_to_chat_message
 from klaw.llm.messages import ChatMessage, ToolSpec
@@ -74,7 +80,7 @@ class SubagentContextBuilder:
         room = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
 
         runs = [_run_messages(run) for run in await self._history.load_runs(task_name, self._subagent_history)]
-        kept = _fit_newest_runs(runs, room)
+        kept = fit_newest(runs, _run_tokens, room)  # whole runs, never cut
         if len(kept) < len(runs):
             warning = f"only the last {len(kept)} of {len(runs)} runs fit the {budget}-token budget"
             log.warning("context for task %s: %s", task_name, warning)
@@ -105,15 +111,5 @@ def _tokens(message: ChatMessage) -> int:
     return approximate_token_count(json.dumps(message.to_wire(), ensure_ascii=False)) + MESSAGE_OVERHEAD_TOKENS
 
 
-def _fit_newest_runs(runs: Sequence[list[ChatMessage]], budget_tokens: int) -> list[list[ChatMessage]]:
-    """The newest whole runs whose tokens fit the budget, oldest first."""
-    kept: list[list[ChatMessage]] = []
-    used = 0
-    for run in reversed(runs):
-        cost = sum(_tokens(m) for m in run)
-        if used + cost > budget_tokens:
-            break
-        kept.append(run)
-        used += cost
-    kept.reverse()
-    return kept
+def _run_tokens(run: Sequence[ChatMessage]) -> int:
+    return sum(_tokens(m) for m in run)
