@@ -181,29 +181,6 @@ async def open_with_retries(
     raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
 
-async def post_json_with_retries(
-    http: httpx.AsyncClient,
-    endpoint: Endpoint,
-    path: str,
-    payload: Mapping[str, Any],
-    *,
-    env: Mapping[str, str],
-    sleep: Sleep,
-    policy: RetryPolicy = RetryPolicy(),
-    rand: Callable[[], float] = random.random,
-) -> Any:
-    """POST `payload`, retrying as described in the module docstring, and return the parsed JSON."""
-    async with open_with_retries(
-        http, endpoint, path, payload, env=env, sleep=sleep, policy=policy, rand=rand
-    ) as response:
-        with reading_errors(endpoint):
-            body = await response.aread()
-    try:
-        return json.loads(body)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        raise malformed(endpoint, f"the response was not valid JSON ({len(body)} bytes)") from exc
-
-
 @dataclass(frozen=True)
 class RetryingPoster:
     """One endpoint's HTTP client, key lookup and retry settings, bundled so each call site names
@@ -217,9 +194,14 @@ class RetryingPoster:
     rand: Callable[[], float] = random.random
 
     async def post_json(self, path: str, payload: Mapping[str, Any]) -> Any:
-        return await post_json_with_retries(
-            self.http, self.endpoint, path, payload, env=self.env, sleep=self.sleep, policy=self.policy, rand=self.rand
-        )
+        """POST `payload`, retrying as described in the module docstring, and return the parsed JSON."""
+        async with self.open(path, payload) as response:
+            with reading_errors(self.endpoint):
+                body = await response.aread()
+        try:
+            return json.loads(body)
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            raise malformed(self.endpoint, f"the response was not valid JSON ({len(body)} bytes)") from exc
 
     def open(self, path: str, payload: Mapping[str, Any]) -> AbstractAsyncContextManager[httpx.Response]:
         return open_with_retries(
