@@ -30,8 +30,15 @@ def replace_file(path: Path, data: bytes, *, new_file_mode: int = 0o600) -> None
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-    folder = os.open(path.parent, os.O_RDONLY)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a file created, renamed or removed in `directory` survive a power cut (its entry lives in
+    the folder, which has to be fsync'd too): here after the rename, and after the conversation log
+    creates a day file."""
+    descriptor = os.open(directory, os.O_RDONLY)
     try:
-        os.fsync(folder)
+        os.fsync(descriptor)
     finally:
-        os.close(folder)
+        os.close(descriptor)

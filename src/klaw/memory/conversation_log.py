@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from klaw.memory.atomic_file import fsync_dir
 from klaw.memory.log_format import MalformedLine, decode_record, encode_record
 from klaw.memory.log_rewrite import DAY, remove_lines
 from klaw.scheduler.names import is_task_log_dir
@@ -118,15 +119,7 @@ def _append_lines(path: Path, lines: list[str]) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     if is_new:
-        _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+        fsync_dir(path.parent)
 
 
 def iter_file(path: Path, report: ReadReport) -> Iterator[MessageRecord]:
