@@ -4,7 +4,6 @@ asking chat, with or without the full transcript, summaries when there are, resu
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -20,16 +19,6 @@ class Summaries:
 
     async def exchange_summary(self, exchange_id: int) -> str | None:
         return None if exchange_id % 2 else f"exchange {exchange_id} in brief"
-
-
-@pytest.fixture
-async def store(home: KlawHome) -> AsyncIterator[SqliteStore]:
-    home.root.mkdir(parents=True)
-    opened = await SqliteStore.open(home.database_file("klaw.db"))
-    try:
-        yield opened
-    finally:
-        await opened.aclose()
 
 
 async def test_an_exchange_with_and_without_its_transcript(home: KlawHome, store: SqliteStore) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +22,6 @@ from klaw.tools.registry import ToolContext, ToolRegistry, ToolResult
 from tests.memory.archive_helpers import DIM, ME, OTHER, ScriptedChat
 
 NAMES = ("fetch_conversation_details", "memory_save", "memory_search", "memory_core_get", "memory_core_update")
-
-
-@pytest.fixture
-async def store(home: KlawHome) -> AsyncIterator[SqliteStore]:
-    home.root.mkdir(parents=True)
-    opened = await SqliteStore.open(home.database_file("klaw.db"))
-    try:
-        yield opened
-    finally:
-        await opened.aclose()
 
 
 @pytest.fixture
