@@ -9,7 +9,14 @@ exercised) and pronounceable made-up words below them. Deterministic for a seed;
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import numpy as np
+
+from klaw.store.records import ChatRef, MessageRecord, Role
+
+BENCH_START = datetime(2024, 1, 1, tzinfo=UTC)  # when a bench chat's first message is sent
+MESSAGE_SPACING_S = 30
 
 FUNCTION_WORDS = [
     "the",
@@ -127,3 +134,16 @@ class ZipfCorpus:
 
     def sentences(self, n: int, min_words: int = 5, max_words: int = 30) -> list[str]:
         return [self.sentence(min_words, max_words) for _ in range(n)]
+
+    def chat_records(self, chat: ChatRef, first: int, count: int, start: datetime) -> list[MessageRecord]:
+        """Messages `first` … `first + count - 1` of a bench chat: user and assistant in turn, 30 s
+        apart from `start`, so batches written one after another make one conversation."""
+        return [
+            MessageRecord(
+                chat=chat,
+                role=Role.USER if (first + i) % 2 == 0 else Role.ASSISTANT,
+                content=self.sentence(),
+                created_at=start + timedelta(seconds=MESSAGE_SPACING_S * (first + i)),
+            )
+            for i in range(count)
+        ]

@@ -10,21 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from klaw.bench.corpus import ZipfCorpus
+from klaw.bench.corpus import BENCH_START, ZipfCorpus
 from klaw.config import EngineConfig
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.reindex import ReindexStage, reindex
-from klaw.store.records import ChatRef, MessageRecord, Role
+from klaw.store.records import ChatRef
 
 Progress = Callable[[str, int, int], None]
 CHAT = ChatRef("bench", "reindex")
 LOG_BATCH = 1000
-T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -47,17 +45,7 @@ async def measure_reindex(
     log = ConversationLog(home.conversations)
     for first in range(0, messages, LOG_BATCH):
         count = min(LOG_BATCH, messages - first)
-        await log.append_many(
-            [
-                MessageRecord(
-                    chat=CHAT,
-                    role=Role.USER if (first + i) % 2 == 0 else Role.ASSISTANT,
-                    content=corpus.sentence(),
-                    created_at=T0 + timedelta(seconds=30 * (first + i)),
-                )
-                for i in range(count)
-            ]
-        )
+        await log.append_many(corpus.chat_records(CHAT, first, count, BENCH_START))
         if progress:
             progress("write log", first + count, messages)
 

@@ -26,20 +26,20 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
-from klaw.bench.corpus import ZipfCorpus
+from klaw.bench.corpus import BENCH_START, ZipfCorpus
 from klaw.bench.past_bench import BENCH_RAG, PAST_SEGMENTS, add_past_segments, past_retriever
 from klaw.bench.stats import Latency
 from klaw.config import AutoRagConfig
 from klaw.memory.auto_rag import AutoRagService
 from klaw.memory.embedder.protocol import Embedder, Vectors
 from klaw.memory.hybrid_search import HybridSearch
-from klaw.store.records import ChatRef, MessageRecord, Role
+from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
 from klaw.store.sqlite.vector_cache import SPLIT_MIN_ROWS
 
@@ -47,7 +47,7 @@ Progress = Callable[[str, int, int], None]
 CHAT = ChatRef("bench", "scale")
 WINDOW = 20
 BATCH = 5000
-T0 = datetime(2024, 1, 1, tzinfo=UTC)
+T0 = BENCH_START
 
 
 @dataclass(frozen=True)
@@ -128,15 +128,7 @@ async def measure_scale(
         started = time.perf_counter()
         for first in range(0, messages, BATCH):
             count = min(BATCH, messages - first)
-            records = [
-                MessageRecord(
-                    chat=CHAT,
-                    role=Role.USER if (first + i) % 2 == 0 else Role.ASSISTANT,
-                    content=corpus.sentence(),
-                    created_at=T0 + timedelta(seconds=30 * (first + i)),
-                )
-                for i in range(count)
-            ]
+            records = corpus.chat_records(CHAT, first, count, T0)
             stored = await store.messages.append_many(records)
             vectors = _unit_rows(rng.standard_normal((count, dim)).astype(np.float32))
             matrix[first : first + count] = vectors
