@@ -26,7 +26,8 @@ from klaw.engine.frames import (
     PongFrame,
     ShutdownFrame,
 )
-from klaw.engine.socket_server import EngineAlreadyRunningError, EngineSocketError, EngineSocketServer
+from klaw.engine.socket_file import EngineAlreadyRunningError, EngineSocketError
+from klaw.engine.socket_server import EngineSocketServer
 from tests.engine import REPLY_TIMEOUT_SECONDS, GatewayClient, RecordingHandler, short_socket_dir
 
 SECRET = "the launch code is 0000"
@@ -246,7 +247,7 @@ async def test_a_failing_handler_gets_an_internal_error_and_the_connection_goes_
     client: GatewayClient, handler: RecordingHandler, caplog: pytest.LogCaptureFixture
 ) -> None:
     handler.fail_ids = {"bad", "bad-cmd"}
-    caplog.set_level(logging.DEBUG, logger="klaw.engine.socket_server")
+    caplog.set_level(logging.DEBUG, logger="klaw.engine")
     await client.send(inbound("bad", SECRET))
     await client.send(CommandFrame(id="bad-cmd", channel="console", chat_id="me", command="x", args=SECRET))
     first, second = await client.recv(), await client.recv()
@@ -261,7 +262,7 @@ async def test_a_failing_handler_gets_an_internal_error_and_the_connection_goes_
 async def test_logs_never_carry_message_text(
     client: GatewayClient, server: EngineSocketServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="klaw.engine.socket_server")
+    caplog.set_level(logging.DEBUG, logger="klaw.engine")
     await client.send(inbound("m", SECRET))
     await client.send_bytes(json.dumps({"type": "inbound", "id": "m2", "text": SECRET}).encode() + b"\n")
     await client.roundtrip()
@@ -360,7 +361,7 @@ async def test_the_queue_drops_the_oldest_beyond_its_limit(
     engine = EngineSocketServer(sock_path, handler, outbound_queue_limit=3)
     await engine.start()
     try:
-        with caplog.at_level(logging.WARNING, logger="klaw.engine.socket_server"):
+        with caplog.at_level(logging.WARNING, logger="klaw.engine.outbound_routes"):
             for i in range(5):
                 await engine.send_outbound(outbound(f"r{i}"))
         assert any("dropped the oldest" in record.getMessage() for record in caplog.records)

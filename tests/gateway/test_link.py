@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from klaw.engine.clock import ManualClock
+from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.frames import DeltaFrame, InboundFrame, OutboundFrame, QueryFrame
-from klaw.engine.socket_server import EngineSocketServer, QueryError
+from klaw.engine.socket_server import EngineSocketServer
 from klaw.gateway.buffer import InboundBuffer
 from klaw.gateway.link import Backoff, EngineLink, EngineUnavailable, QueryFailed
 from tests.engine import RecordingHandler, short_socket_dir

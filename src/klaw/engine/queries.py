@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from klaw.engine.context_history import ContextHistory
+from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.frames import QueryFrame
-from klaw.engine.socket_server import QueryError
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, Exchange, StoredMessage

@@ -1,0 +1,119 @@
+"""What the engine does with each line a gateway sends: decode it, act on it, answer on the same connection.
+
+A bad frame (too large, not JSON, invalid, unknown type) gets an `error` frame and the connection
+goes on: a gateway bug must not cut a chat off. `inbound` and `command` frames are acked only once
+the handler has made them durable, so a gateway can replay safely; a handler that fails gets an
+`internal` error naming the frame instead. `query` frames get a `result` from the optional
+`QueryHandler`. Apart from the server so that the protocol's rules live in one place, away from the
+sockets. Logs carry frame types, ids and sizes, never message text or query parameters.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from klaw.engine.frames import (
+    MAX_FRAME_BYTES,
+    AckFrame,
+    CommandFrame,
+    ErrorFrame,
+    FrameError,
+    HelloFrame,
+    InboundFrame,
+    PingFrame,
+    PongFrame,
+    QueryFrame,
+    ResultFrame,
+    decode_frame,
+)
+from klaw.engine.gateway_connection import GatewayConnection
+from klaw.engine.outbound_routes import OutboundRoutes
+
+log = logging.getLogger(__name__)
+
+
+class FrameHandler(Protocol):
+    """What the engine does with a message: make it durable and return quickly; the server then acks."""
+
+    async def on_inbound(self, frame: InboundFrame) -> None: ...
+
+    async def on_command(self, frame: CommandFrame) -> None: ...
+
+
+class QueryError(ValueError):
+    """A query that cannot be answered (unknown name, bad parameter); the message goes back to the gateway."""
+
+
+QueryHandler = Callable[[QueryFrame], Awaitable[Any]]  # JSON-able data, or QueryError with a sentence
+
+
+class FrameDispatcher:
+    """Turns one received line into the handler call, the routing change or the answer it asks for."""
+
+    def __init__(
+        self,
+        handler: FrameHandler,
+        routes: OutboundRoutes,
+        *,
+        queries: QueryHandler | None = None,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+    ) -> None:
+        self._handler = handler
+        self._routes = routes
+        self._queries = queries
+        self._max = max_frame_bytes
+
+    async def dispatch(self, conn: GatewayConnection, line: bytes) -> None:
+        """Handle one non-blank line from `conn`, answering on `conn` (errors included)."""
+        try:
+            frame = decode_frame(line, max_bytes=self._max)
+        except FrameError as exc:
+            log.warning("%s sent a bad frame (%d bytes): %s", conn.name, len(line), exc)
+            await conn.send(exc.to_frame())
+            return
+        if isinstance(frame, InboundFrame | CommandFrame):
+            await self._accept(conn, frame)
+        elif isinstance(frame, PingFrame):
+            await conn.send(PongFrame(id=frame.id))
+        elif isinstance(frame, QueryFrame):
+            await self._query(conn, frame)
+        elif isinstance(frame, HelloFrame):
+            await self._routes.hello(conn, frame)
+        elif isinstance(frame, ErrorFrame):  # never answered, so two peers cannot bounce errors forever
+            log.warning("%s reported %s about frame %s", conn.name, frame.code, frame.ref)
+        else:
+            message = f"{frame.type} frames are sent by the engine, not to it"
+            await conn.send(ErrorFrame(code="invalid_frame", message=message))
+
+    async def _accept(self, conn: GatewayConnection, frame: InboundFrame | CommandFrame) -> None:
+        try:
+            if isinstance(frame, InboundFrame):
+                await self._handler.on_inbound(frame)
+            else:
+                await self._handler.on_command(frame)
+        except Exception as exc:
+            # The traceback only at debug level: exception messages (e.g. pydantic's) can quote the text.
+            log.error("handler failed on %s %s from %s: %s", frame.type, frame.id, conn.name, type(exc).__name__)
+            log.debug("handler traceback", exc_info=True)
+            message = f"the engine could not accept this {frame.type}; it was not stored, send it again later"
+            await conn.send(ErrorFrame(code="internal", message=message, ref=frame.id))
+            return
+        await conn.send(AckFrame(id=frame.id))
+
+    async def _query(self, conn: GatewayConnection, frame: QueryFrame) -> None:
+        """Answer with a `result`; the query's parameters (search text) are never logged."""
+        try:
+            if self._queries is None:
+                raise QueryError("this engine answers no queries")
+            result = ResultFrame(id=frame.id, data=await self._queries(frame))
+        except QueryError as exc:
+            result = ResultFrame(id=frame.id, error=str(exc))
+        except Exception as exc:
+            log.error("query %s from %s failed: %s", frame.query[:32], conn.name, type(exc).__name__)
+            log.debug("query traceback", exc_info=True)  # debug only: messages may quote the search text
+            result = ResultFrame(id=frame.id, error="the engine could not answer this query (see its log)")
+        if len(result.model_dump_json().encode()) >= self._max:  # the newline makes it one byte more
+            result = ResultFrame(id=frame.id, error="the answer is too large for one frame; ask for less")
+        await conn.send(result)

@@ -1,0 +1,59 @@
+"""One gateway's connection as the engine writes to it: whole frames, a bounded wait, a lock for order.
+
+Apart from the server so that the dispatcher and the outbound routes can write to a connection
+without knowing how connections are accepted. Every write waits at most `DRAIN_TIMEOUT_SECONDS` for
+the gateway to read: a stuck gateway is dropped rather than left to block a turn's reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from klaw.engine.frames import EngineFrame, FrameError, encode_frame
+
+log = logging.getLogger(__name__)
+
+DRAIN_TIMEOUT_SECONDS = 10.0
+"""A gateway that does not read for this long is stuck; its connection is dropped so the engine never blocks on it."""
+
+
+class GatewayConnection:
+    """One gateway connection; the lock keeps each frame whole and flushed queues in order."""
+
+    def __init__(self, name: str, writer: asyncio.StreamWriter) -> None:
+        self.name = name
+        self.lock = asyncio.Lock()
+        self.streaming: frozenset[str] = frozenset()  # channels whose replies it wants as deltas too
+        self._writer = writer
+
+    async def send(self, frame: EngineFrame) -> bool:
+        """Encode and write one frame under the lock; False if the connection is gone or stuck."""
+        try:
+            data = encode_frame(frame)
+        except FrameError as exc:  # e.g. a pong echoing an id too long to fit: tell the peer instead
+            data = encode_frame(exc.to_frame())
+        async with self.lock:
+            return await self.write_locked(data)
+
+    async def write_locked(self, data: bytes) -> bool:
+        """Write one encoded frame (caller holds `lock`); False if the connection is gone or stuck."""
+        if self._writer.is_closing():
+            return False
+        try:
+            self._writer.write(data)
+            async with asyncio.timeout(DRAIN_TIMEOUT_SECONDS):
+                await self._writer.drain()
+        except OSError as exc:  # ConnectionError, and TimeoutError from a gateway that stopped reading
+            log.warning("%s: write failed (%s), dropping the connection", self.name, type(exc).__name__)
+            self._writer.transport.abort()
+            return False
+        return True
+
+    def close(self) -> None:
+        self._writer.close()
+
+    async def wait_closed(self) -> None:
+        with contextlib.suppress(OSError):
+            await self._writer.wait_closed()

@@ -1,0 +1,90 @@
+"""The engine socket's file: bound 0600, a stale one replaced, a live one refused, removed only if ours.
+
+Apart from the connections because it is about the file system, not the protocol: one engine per
+KLAW_HOME is enforced here (a second engine would steal the first one's gateways), and the file is
+identified by (st_dev, st_ino) so that closing an old engine never unlinks a newer engine's socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import stat
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_MAX_UNIX_PATH_BYTES = 107  # sockaddr_un.sun_path is 108 bytes on Linux, including the NUL
+
+
+class EngineSocketError(RuntimeError):
+    """The socket could not be set up; the message says why, for the person starting the engine."""
+
+
+class EngineAlreadyRunningError(EngineSocketError):
+    """Another engine answers on the socket path; starting a second one would steal its gateways."""
+
+
+class SocketFile:
+    """The socket file at `path`, and which inode is ours once bound."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of our socket file
+
+    async def remove_stale(self) -> None:
+        """Unlink a socket file nobody answers on; raise if the path is not a socket or an engine answers."""
+        try:
+            mode = os.lstat(self.path).st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(mode):
+            raise EngineSocketError(f"{self.path} exists and is not a socket; move it away and start again")
+        try:
+            async with asyncio.timeout(5):
+                _, writer = await asyncio.open_unix_connection(str(self.path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            log.info("removing stale engine socket %s (no engine answers on it)", self.path)
+            self.path.unlink(missing_ok=True)
+            return
+        except TimeoutError:
+            pass  # someone is listening but busy: treat as live
+        except OSError as exc:  # e.g. a socket of another user
+            raise EngineSocketError(f"cannot check {self.path}: {exc.strerror or exc}") from exc
+        else:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+        raise EngineAlreadyRunningError(f"another klaw engine is already running on {self.path}; stop it first")
+
+    def bind(self) -> socket.socket:
+        """A stream socket bound to `path` with mode 0600, not yet listening; remembers the file as ours."""
+        if len(os.fsencode(self.path)) > _MAX_UNIX_PATH_BYTES:
+            raise EngineSocketError(f"socket path {self.path} is longer than {_MAX_UNIX_PATH_BYTES} bytes")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            # On Linux the socket file takes the socket inode's mode at bind: 0600 from birth, with no
+            # process-wide umask change racing other threads. The chmod covers systems that ignore it.
+            with contextlib.suppress(OSError):
+                os.fchmod(sock.fileno(), 0o600)
+            sock.bind(str(self.path))
+            os.chmod(self.path, 0o600)
+            info = os.stat(self.path)
+        except OSError as exc:
+            sock.close()
+            raise EngineSocketError(f"cannot listen on {self.path}: {exc.strerror or exc}") from exc
+        self._identity = (info.st_dev, info.st_ino)
+        return sock
+
+    def remove(self) -> None:
+        """Unlink the socket file if it is still ours (not one a newer engine bound since)."""
+        if self._identity is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            info = os.lstat(self.path)
+            if (info.st_dev, info.st_ino) == self._identity:
+                self.path.unlink()
+        self._identity = None
