@@ -106,7 +106,7 @@ async def test_schema_is_derived_from_the_signature() -> None:
     assert props["travellers"]["description"] == "Names of everyone who comes along."
     assert props["mode"]["enum"] == ["train", "car"]
     assert props["mode"]["default"] == "train"
-    assert props["note"]["default"] is None
+    assert props["note"] == {"type": "string"}  # optional already says "may be left out": no null branch, no default
     nested = schema["$defs"]["Place"]
     assert nested["required"] == ["city"]
     assert nested["properties"]["country"]["default"] == "DE"
@@ -127,6 +127,30 @@ async def test_a_tool_without_parameters_has_an_empty_object_schema() -> None:
     registry = ToolRegistry()
     registry.register(structured)
     assert registry.specs()[0].parameters == {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+async def test_the_schema_carries_no_keys_that_tell_the_model_nothing(context: ToolContext) -> None:
+    async def tag(
+        must: int | None,
+        labels: Annotated[dict[str, Any] | None, Field(description="Labels to set.")] = None,
+        either: str | int | None = None,
+        maybe: int | None = 3,
+    ) -> str:
+        """Optional and nullable parameters."""
+        return f"{labels}/{either}/{maybe}/{must}"
+
+    registry = ToolRegistry()
+    registry.register(tag)
+    props = registry.specs()[0].parameters["properties"]
+    # Defaulting to None: no null branch, no `default: null`, no `additionalProperties: true` on a dict.
+    assert props["labels"] == {"type": "object", "description": "Labels to set."}
+    assert props["either"] == {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+    # A real default, or null as a value the model must choose, stays as it is.
+    assert props["maybe"] == {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": 3}
+    assert props["must"] == {"anyOf": [{"type": "integer"}, {"type": "null"}]}
+    # An explicit null is still accepted where the schema no longer mentions it.
+    result = await registry.execute(call("tag", {"labels": None, "either": None, "must": None}), context)
+    assert result.content == "None/None/3/None"
 
 
 async def test_parameter_names_that_shadow_pydantic_attributes_work(context: ToolContext) -> None:

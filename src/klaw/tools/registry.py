@@ -300,14 +300,26 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Drop pydantic's generated `title`s: they repeat the property names and cost tokens every turn."""
+    """Drop what pydantic's schema carries for nothing; it is sent, and paid for in tokens, every turn.
+
+    Gone: `title`s (they repeat the property names), `additionalProperties: true` (the default), and on
+    a parameter that defaults to None its `null` branch and `default: null`: leaving the parameter out
+    says the same, and an explicit null still validates. `additionalProperties: false` stays: grammar-
+    constrained servers (llama.cpp) turn it into "no other keys" while the model writes the call.
+    """
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
             if isinstance(node.get("title"), str):
                 del node["title"]
+            if node.get("additionalProperties") is True:
+                del node["additionalProperties"]
             for key, value in node.items():
-                if key in ("properties", "$defs") and isinstance(value, dict):
+                if key == "properties" and isinstance(value, dict):
+                    for name, sub in value.items():
+                        value[name] = _without_null_default(sub)
+                        walk(value[name])
+                elif key == "$defs" and isinstance(value, dict):
                     for sub in value.values():
                         walk(sub)
                 elif key not in ("default", "enum", "const", "examples"):
@@ -318,6 +330,24 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
     walk(schema)
     return schema
+
+
+def _without_null_default(prop: Any) -> Any:
+    """`{"anyOf": [X, {"type": "null"}], "default": null, ...}` → `{...X, ...}`: optional says it already."""
+    if not isinstance(prop, dict) or "default" not in prop or prop["default"] is not None:
+        return prop
+    rest = {key: value for key, value in prop.items() if key != "default"}
+    options = rest.get("anyOf")
+    if not isinstance(options, list):
+        return rest
+    kept = [option for option in options if option != {"type": "null"}]
+    if not kept:  # `x: None = None`: nothing else to offer
+        return prop
+    if len(kept) == 1 and isinstance(kept[0], dict):
+        del rest["anyOf"]
+        return {**kept[0], **rest}
+    rest["anyOf"] = kept
+    return rest
 
 
 def _describe(exc: ValidationError) -> str:

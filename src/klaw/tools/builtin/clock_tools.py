@@ -19,9 +19,7 @@ CLOCK_EXTRA = "clock"
 
 async def current_time(
     context: ToolContext,
-    timezone: Annotated[
-        str, Field(description="IANA time zone name, e.g. 'Europe/Berlin' or 'America/New_York'.")
-    ] = "UTC",
+    timezone: Annotated[str, Field(description="IANA zone name, e.g. 'Europe/Berlin'.")] = "UTC",
 ) -> dict[str, str]:
     """The current date, time and weekday in a time zone."""
     zone = _zone(timezone)

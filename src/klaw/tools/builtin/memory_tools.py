@@ -43,8 +43,8 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
         exchange_id: int | None = None,
         include_full_transcript: Annotated[bool, Field(description="Also every message and tool call.")] = False,
     ) -> dict[str, Any]:
-        """Read a past conversation (segment_id) or one exchange (exchange_id) of this chat: summary,
-        messages and replies. Ids come from past-conversation context and memory_search."""
+        """Read one past conversation (segment_id) or exchange (exchange_id) of this chat; the ids come
+        from past-conversation context and memory_search."""
         _refuse_in_task_run(context, "past conversations")
         if (segment_id is None) == (exchange_id is None):
             raise ValueError("give exactly one of segment_id or exchange_id")
@@ -56,8 +56,8 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
         context: ToolContext,
         text: Annotated[str, Field(description="Self-contained text to remember.")],
     ) -> str:
-        """Save a fact, decision or note to archival memory, found later by memory_search in any
-        conversation of this chat."""
+        """Save a fact, decision or note for memory_search to find later, in any conversation of this
+        chat."""
         _refuse_in_task_run(context, "archival memory")
         saved = await services.archival.save(context.chat, text)
         if not saved.created:
@@ -69,8 +69,8 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
         query: str,
         limit: Annotated[int, Field(ge=1, le=20)] = 5,
     ) -> list[dict[str, Any]] | str:
-        """Search saved memories and all earlier messages of this chat (every past conversation), by
-        meaning and words, best first."""
+        """Search this chat's saved memories and earlier messages (all past conversations) by meaning and
+        words, best first."""
         _refuse_in_task_run(context, "archival memory")
         results = await services.archival.search(context.chat, query, limit=limit, skip_recent=services.window)
         if not results:
@@ -78,7 +78,7 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
         return [_result(r) for r in results]
 
     async def memory_core_get() -> dict[str, Any]:
-        """Show core memory (lasting facts in every context) with its size and limit."""
+        """Show core memory (facts kept in every context), its size and limit."""
         memory = await services.core.read()
         return {
             "memory": memory,

@@ -23,10 +23,11 @@ from klaw.store.records import ChatRef
 from klaw.tools.registry import ToolContext, ToolRegistry
 
 NO_CHAT = "none"
+_DEFAULT_MODEL = "Model id; default: the subagent model."
 
 TaskName = Annotated[
     str,
-    Field(description="Task name: 1-64 lowercase letters, digits, '-' or '_' (e.g. 'morning-briefing')."),
+    Field(description="1-64 of a-z, 0-9, '-', '_', e.g. 'morning-briefing'."),
 ]
 
 
@@ -50,21 +51,19 @@ def register_scheduler_tools(registry: ToolRegistry, scheduler: TaskScheduler) -
     async def schedule_add(
         context: ToolContext,
         name: TaskName,
-        message: Annotated[str, Field(description="The request each run starts from, written as an instruction.")],
+        message: Annotated[str, Field(description="Instruction each run starts from.")],
         cron: Annotated[
-            str | None,
-            Field(description="5-field crontab expression (minute hour day month weekday), e.g. '0 8 * * 1-5'."),
+            str | None, Field(description="5-field cron (minute hour day month weekday), e.g. '0 8 * * 1-5'.")
         ] = None,
-        every: Annotated[str | None, Field(description="Interval instead of cron: e.g. '30m', '2h', '1d'.")] = None,
-        model: Annotated[str | None, Field(description="Model id for its runs; default: the subagent model.")] = None,
+        every: Annotated[str | None, Field(description="Interval, e.g. '30m', '2h', '1d'.")] = None,
+        model: Annotated[str | None, Field(description=_DEFAULT_MODEL)] = None,
         inject_into: Annotated[
             str | None,
-            Field(description="Chat its answers go to, as channel:chat_id; default: this chat; 'none': only logged."),
+            Field(description="Chat for its answers, channel:chat_id; default: this chat; 'none': only logged."),
         ] = None,
     ) -> dict[str, Any]:
-        """Schedule a recurring task. Each run is a background agent that sees the task's earlier runs;
-        its final answer is sent to the chat unless it answers exactly {"silent": true}. Give exactly one
-        of cron or every. Cron expressions use the scheduler's time zone."""
+        """Schedule a recurring task run by a background agent; give cron (in the scheduler's time zone) or
+        every. A run sees the task's earlier runs; its answer goes to the chat unless it is exactly {"silent": true}."""
         if (cron is None) == (every is None):
             raise ValueError("give exactly one of cron (a crontab expression) or every (an interval such as 30m)")
         schedule = TaskSchedule.cron(cron) if cron is not None else TaskSchedule.every(every or "")
@@ -73,11 +72,11 @@ def register_scheduler_tools(registry: ToolRegistry, scheduler: TaskScheduler) -
         return _describe(task, scheduler.zone)
 
     async def schedule_list() -> list[dict[str, Any]]:
-        """List the scheduled tasks: schedule, next and last run, model and the chat each reports to."""
+        """List scheduled tasks: schedule, next and last run, model, the chat each reports to."""
         return [_describe(task, scheduler.zone) for task in await scheduler.list_tasks()]
 
-    async def schedule_remove(name: TaskName) -> str:
-        """Remove a scheduled task. A run in progress finishes; its log is kept."""
+    async def schedule_remove(name: str) -> str:
+        """Remove a scheduled task by name; a run in progress finishes."""
         if not await scheduler.remove_task(name):
             raise ValueError(f"there is no task named {name!r}; schedule_list shows the tasks")
         return f"Removed the task {name!r}."
@@ -85,11 +84,11 @@ def register_scheduler_tools(registry: ToolRegistry, scheduler: TaskScheduler) -
     async def subagent_spawn(
         context: ToolContext,
         task_name: TaskName,
-        message: Annotated[str, Field(description="What the subagent should do, as a complete instruction.")],
-        model: Annotated[str | None, Field(description="Model id; default: the subagent model.")] = None,
+        message: Annotated[str, Field(description="Complete, self-contained instruction.")],
+        model: Annotated[str | None, Field(description=_DEFAULT_MODEL)] = None,
     ) -> str:
-        """Start a background agent on a task now, without waiting for it. It sees earlier runs of the same
-        task name; its answer is sent to this chat when done, unless it answers exactly {"silent": true}."""
+        """Start a background agent now without waiting; it sees earlier runs of the same task name, and its
+        answer comes to this chat unless it is exactly {"silent": true}."""
         if context.chat.channel == SUBAGENT_CHANNEL:
             raise ValueError("a task's run cannot start other runs")
         scheduler.spawn(task_name, message, model=model, reply_to=context.chat)

@@ -27,30 +27,27 @@ MAX_LIST_ENTRIES = 500
 _SNIFF_BYTES = 8192
 _SKIP_CHUNK = 65536
 
-PathArg = Annotated[str, Field(description="Path relative to the workspace, e.g. 'notes/todo.md'.")]
+PathArg = Annotated[str, Field(description="Relative to the workspace, e.g. 'notes/todo.md'.")]
 
 
 async def file_read(
     context: ToolContext,
     path: PathArg,
-    offset: Annotated[int, Field(ge=0, description="Character offset to start reading at.")] = 0,
-    limit: Annotated[
-        int, Field(ge=1, description="Maximum number of characters to return.")
-    ] = 12000,  # under the registry's 16,000-character result cap, so the continuation note survives
+    offset: Annotated[int, Field(ge=0)] = 0,
+    limit: Annotated[int, Field(ge=1)] = 12000,  # under the registry's 16,000-character cap: the note survives
 ) -> str:
-    """Read a UTF-8 text file from the workspace. Long files come in pieces: the reply ends with the
-    offset to continue from."""
+    """Read a text file in the workspace; offset and limit count characters, and a cut reply ends with
+    the offset to continue from."""
     return await asyncio.to_thread(_read, context.workspace, path, offset, limit)
 
 
 async def file_write(
     context: ToolContext,
     path: PathArg,
-    content: Annotated[str, Field(description="The text to write (at most 1 MiB as UTF-8).")],
-    append: Annotated[bool, Field(description="Add to the end of the file instead of replacing it.")] = False,
+    content: Annotated[str, Field(description="At most 1 MiB.")],
+    append: bool = False,
 ) -> str:
-    """Write a UTF-8 text file in the workspace, creating missing folders. Replaces the file's
-    contents unless append is true."""
+    """Write a text file in the workspace (creating folders), replacing it unless append is true."""
     data = content.encode("utf-8")
     if len(data) > MAX_WRITE_BYTES:
         raise ValueError(f"the content is {len(data)} bytes; one write may be at most {MAX_WRITE_BYTES} bytes (1 MiB)")
@@ -59,9 +56,9 @@ async def file_write(
 
 async def file_list(
     context: ToolContext,
-    path: Annotated[str, Field(description="Folder relative to the workspace; '.' is the workspace itself.")] = ".",
+    path: Annotated[str, Field(description="Folder relative to the workspace.")] = ".",
 ) -> str:
-    """List a folder of the workspace: sub-folders end with '/', files show their size."""
+    """List a workspace folder: sub-folders end with '/', files show their size."""
     return await asyncio.to_thread(_list, context.workspace, path)
 
 

@@ -1,0 +1,94 @@
+"""The tool schemas a default engine sends with every model call: a token budget, and what they must still say.
+
+They cost the same tokens on every turn, which a 4k–8k context model feels; the budget makes growth
+a decision (raise it on purpose, with the reason in the commit). Measured on the `tools` array of a
+real request, with the estimate every budget uses (`approximate_token_count` over its JSON), which is
+also what `/context` shows as the tools layer.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from klaw.llm.tokens import approximate_token_count
+from tests.engine.harness import CHAT, running_engine
+
+# 1,734 before the schemas were tightened; 1,440 after. Raise it on purpose, never to make a test pass.
+TOOL_SCHEMA_BUDGET_TOKENS = 1500
+
+# Every tool of a default engine, in the order offered, with the arguments whose description the model
+# needs (a format, unit, limit or default it cannot guess from the name and type).
+DESCRIBED_ARGUMENTS: dict[str, set[str]] = {
+    "current_time": {"timezone"},
+    "file_read": {"path"},
+    "file_write": {"path", "content"},
+    "file_list": {"path"},
+    "fetch_conversation_details": {"include_full_transcript"},
+    "memory_save": {"text"},
+    "memory_search": set(),
+    "memory_core_get": set(),
+    "memory_core_update": {"set", "remove"},
+    "schedule_add": {"name", "message", "cron", "every", "model", "inject_into"},
+    "schedule_list": set(),
+    "schedule_remove": set(),
+    "subagent_spawn": {"task_name", "message", "model"},
+}
+
+# Facts a model cannot call these tools correctly without: (tool, argument or None for the tool, words).
+MUST_SAY = [
+    ("current_time", "timezone", "IANA"),
+    ("file_read", None, "characters"),
+    ("file_write", "content", "1 MiB"),
+    ("schedule_add", None, "time zone"),
+    ("schedule_add", None, '{"silent": true}'),
+    ("schedule_add", "name", "1-64"),
+    ("schedule_add", "cron", "minute hour day month weekday"),
+    ("schedule_add", "every", "'30m'"),
+    ("schedule_add", "inject_into", "channel:chat_id"),
+    ("subagent_spawn", None, '{"silent": true}'),
+    ("subagent_spawn", "task_name", "1-64"),
+]
+
+
+async def sent_tools(tmp_path: Path, **overrides: Any) -> tuple[list[dict[str, Any]], str]:
+    """The `tools` array of a real turn's request, and `/context` after it."""
+    async with running_engine(tmp_path, **overrides) as h:
+        await h.turn("hello")
+        body = h.server.chat_requests[-1].body
+        assert isinstance(body, dict)
+        context = await h.engine.commands.handle(CHAT, "context", "")
+        return body.get("tools", []), context
+
+
+def _functions(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {tool["function"]["name"]: tool["function"] for tool in tools}
+
+
+async def test_the_default_tools_fit_their_token_budget_and_context_shows_them(tmp_path: Path) -> None:
+    tools, context = await sent_tools(tmp_path)
+    assert list(_functions(tools)) == list(DESCRIBED_ARGUMENTS)  # a new tool is a budget decision too
+    tokens = approximate_token_count(json.dumps(tools))
+    assert tokens <= TOOL_SCHEMA_BUDGET_TOKENS, f"tool schemas: {tokens} tokens, budget {TOOL_SCHEMA_BUDGET_TOKENS}"
+    assert f"- tools: {tokens} tokens ({len(tools)} item(s))" in context
+
+
+async def test_every_tool_and_the_arguments_that_need_one_are_described(tmp_path: Path) -> None:
+    functions = _functions((await sent_tools(tmp_path))[0])
+    for name, described in DESCRIBED_ARGUMENTS.items():
+        function = functions[name]
+        assert function["description"].strip(), name
+        properties = function["parameters"]["properties"]
+        for argument in described:
+            assert properties[argument].get("description", "").strip(), f"{name}.{argument}"
+    for name, argument, words in MUST_SAY:
+        where = functions[name] if argument is None else functions[name]["parameters"]["properties"][argument]
+        assert words in where["description"], (name, argument, words)
+
+
+async def test_the_schemas_carry_no_generated_filler(tmp_path: Path) -> None:
+    tools = (await sent_tools(tmp_path))[0]
+    text = json.dumps(tools)
+    assert '"title"' not in text and '"default": null' not in text and '{"type": "null"}' not in text
+    assert '"additionalProperties": true' not in text
