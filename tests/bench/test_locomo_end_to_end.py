@@ -107,7 +107,7 @@ EXPECTED: dict[str, dict[tuple[str, int], tuple[float, ...]]] = {
         ("tiny-2", 5): (1, 1, 1, 1, 1, 0.25, G4, 1),
     },
 }
-EVIDENCE_RANKS = {
+EVIDENCE_RANKS: dict[str, dict[tuple[str, int], tuple[int | None, ...]]] = {
     "vector": {("tiny-1", 1): (1, None), ("tiny-1", 5): (None,)},
     "fts": {("tiny-1", 1): (1, 3), ("tiny-1", 5): (4,), ("tiny-2", 5): (None,)},
     "hybrid": {("tiny-1", 1): (1, 6), ("tiny-1", 2): (1,), ("tiny-1", 5): (4,), ("tiny-2", 1): (1, 3)},
@@ -124,7 +124,7 @@ OVERALL = {  # all 10 scored questions
     "fts": (10, 0.9, 0.9, 0.9, 0.9, 0.9, 0.825, (7 + N2 + G4) / 10, 0.9),
     "hybrid": (10, 0.95, 1, 1, 1, 1, 0.85, (6 + N6 + N2 + 2 * G4) / 10, 1),
 }
-BY_CATEGORY = {
+BY_CATEGORY: dict[str, dict[int, tuple[float, ...]]] = {
     "vector": {
         1: (2, 0.5, 0.5, 0.5, 0.5, 0, 1, N1, 1),
         2: (3, 0, 0, 0, 0, 0, 0, 0, 1),

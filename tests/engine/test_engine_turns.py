@@ -81,8 +81,8 @@ async def test_sliding_window_respects_size_and_budget(tmp_path: Path) -> None:
         context = h.engine.processor.last_context[CHAT]
         assert context.budget == 3600  # 90 % of contextBudget 4000
         assert context.total_tokens <= context.budget
-        window = next(layer for layer in context.layers if layer.name == "sliding_window")
-        assert 0 < window.items < 10
+        window_layer = next(layer for layer in context.layers if layer.name == "sliding_window")
+        assert 0 < window_layer.items < 10
 
 
 async def test_single_tool_call_is_executed_and_its_result_sent_back(tmp_path: Path) -> None:

@@ -56,7 +56,12 @@ async def test_round_trip_preserves_every_field(tmp_path: Path) -> None:
 async def test_append_is_fsynced_before_returning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[int] = []
     real_fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
     await ConversationLog(tmp_path).append(record("durable"))
     assert synced, "append returned without fsync"
 

@@ -21,6 +21,7 @@ from klaw.memory.log_format import decode_record
 from klaw.memory.reindex import reindex
 from klaw.store.archival_records import forget_record
 from klaw.store.records import MessageType
+from klaw.store.sqlite.query import Row, fetch_all
 from klaw.store.sqlite.store import SqliteStore
 from klaw.store.summary_records import SUMMARY_TARGET
 from tests.memory.archive_helpers import DIM, ME, OTHER, ScriptedChat, config, database_bytes, log_text
@@ -62,8 +63,8 @@ async def summarise(store: SqliteStore, chat_key: int, segment_id: int, exchange
     return await store.db.run(insert)
 
 
-async def rows(store: SqliteStore, sql: str) -> list[tuple[object, ...]]:
-    return await store.db.run(lambda c: [tuple(r) for r in c.execute(sql).fetchall()])
+async def rows(store: SqliteStore, sql: str) -> list[Row]:
+    return await store.db.run(lambda c: fetch_all(c, sql))
 
 
 async def everything_mentioning(store: SqliteStore, word: str) -> dict[str, int]:

@@ -107,7 +107,8 @@ def embedder() -> Iterator[MiniLmEmbedder]:
 
 
 def _cosines(got: npt.NDArray[np.float32], want: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    return np.sum(got.astype(np.float64) * want, axis=1)
+    cosines: npt.NDArray[np.float64] = np.sum(got.astype(np.float64) * want, axis=1)  # numpy types sum as Any
+    return cosines
 
 
 async def test_protocol_and_identity(embedder: MiniLmEmbedder) -> None:

@@ -58,6 +58,12 @@ class Past:
     current: int
 
 
+def saved(summary: Summary | None) -> Summary:
+    """A summary just written; the store returns None only when its exchange was forgotten meanwhile."""
+    assert summary is not None
+    return summary
+
+
 async def embed_summaries(store: SqliteStore, summaries: Sequence[Summary]) -> None:
     vectors = await FakeEmbedder(DIM).embed([s.text for s in summaries])
     await store.summaries.put_vectors([(s.id, vectors[i]) for i, s in enumerate(summaries)])
@@ -86,18 +92,20 @@ async def past_segments(store: SqliteStore) -> Past:
         exchange_ids = []
         for question, summary in exchanges:
             exchange = await turns.turn(question, "answered")
-            written.append(await store.summaries.save_exchange_summary(exchange, summary, "m", T0))
+            written.append(saved(await store.summaries.save_exchange_summary(exchange, summary, "m", T0)))
             exchange_ids.append(exchange.id)
         segment = (await store.exchanges.get(exchange_ids[0])).segment_id  # type: ignore[union-attr]
         written.append(
-            await store.summaries.save_segment_summary(
-                segment,
-                segment_text[topic],
-                "m",
-                final=True,
-                covers_exchange_id=exchange_ids[-1],
-                exchanges_covered=len(exchange_ids),
-                at=T0,
+            saved(
+                await store.summaries.save_segment_summary(
+                    segment,
+                    segment_text[topic],
+                    "m",
+                    final=True,
+                    covers_exchange_id=exchange_ids[-1],
+                    exchanges_covered=len(exchange_ids),
+                    at=T0,
+                )
             )
         )
         ids[topic] = (segment, exchange_ids)
@@ -134,7 +142,7 @@ async def test_similar_segments_stage_never_returns_the_current_segment(store: S
     same = await store.summaries.save_segment_summary(
         past.current, QUERY, "m", final=True, covers_exchange_id=None, exchanges_covered=0, at=T0
     )
-    await embed_summaries(store, [same])
+    await embed_summaries(store, [saved(same)])
     embedded = await EmbedQuery(FakeEmbedder(DIM))(start(past))
     result = await SimilarSegments(store)(embedded)
     assert [hit.summary.segment_id for hit in result.segments] == [past.tea_segment]

@@ -50,7 +50,8 @@ def test_neighbours_receive_a_share_and_may_enter_the_ranking() -> None:
     neighbours = {10: [(9, 1), (11, 1), (12, 2)], 20: [(19, 1), (21, 1)]}
     spread = spread_to_neighbours(scores, neighbours, 0.4)
     assert spread[10] == Spread(1.0, 1.0, None)
-    assert spread[11] == Spread(pytest.approx(0.4), 0.0, 10)
+    assert (spread[11].own, spread[11].lender) == (0.0, 10)
+    assert spread[11].score == pytest.approx(0.4)
     assert spread[12].score == pytest.approx(0.2)
     assert spread[19].score == pytest.approx(0.2) and spread[19].lender == 20
     assert set(spread) == {9, 10, 11, 12, 19, 20, 21}

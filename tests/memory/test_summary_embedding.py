@@ -116,7 +116,7 @@ async def test_a_batch_of_summary_vectors_is_stored_whole_or_not_at_all(store: S
     with pytest.raises(apsw.Error):
         await store.db.run(insert)
     assert (await store.summaries.counts()).vectors == 0
-    vector = np.ones(DIM, dtype=np.float32) / 4
+    vector = np.full(DIM, 0.25, dtype=np.float32)
     assert await store.summaries.put_vectors([(1, vector), (2, vector), (3, vector)]) == 3
 
 

@@ -11,6 +11,7 @@ from klaw.memory.embedder.fake import FakeEmbedder
 from klaw.store.archival_records import forget_record, memory_saved_record
 from klaw.store.protocol import IndexMismatchError
 from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, MessageRecord, MessageType, Role
+from klaw.store.sqlite.query import fetch_value
 from klaw.store.sqlite.store import SqliteStore
 from tests.memory.archive_helpers import DIM, ME, OTHER, ScriptedChat, database_bytes
 
@@ -18,7 +19,7 @@ SECRET = "zanzibarquokka"
 
 
 async def count(store: SqliteStore, sql: str, *params: object) -> int:
-    return int(await store.db.run(lambda c: c.execute(sql, params).fetchone()[0]))
+    return int(await store.db.run(lambda c: fetch_value(c, sql, params)))
 
 
 async def bound(store: SqliteStore) -> FakeEmbedder:

@@ -17,6 +17,7 @@ from klaw.store.records import (
     MessageRecord,
     Role,
 )
+from klaw.store.sqlite.query import fetch_one
 from klaw.store.sqlite.store import SqliteStore
 
 CHAT = ChatRef("console", "me")
@@ -110,8 +111,9 @@ async def test_fail_counts_and_retry_failed_revives(store: SqliteStore, clock: M
     assert await store.embedding_jobs.counts() == EmbeddingJobCounts(pending=1, failed=1)
     assert [j.id for j in await store.embedding_jobs.due(clock.now(), 10)] == [job_b.id]
     failed_error = await store.db.run(
-        lambda c: c.execute("SELECT last_error, attempts FROM embedding_jobs WHERE id = ?", (job_a.id,)).fetchone()
+        lambda c: fetch_one(c, "SELECT last_error, attempts FROM embedding_jobs WHERE id = ?", (job_a.id,))
     )
+    assert failed_error is not None
     assert len(failed_error[0]) == 300 and failed_error[1] == 2
     await clock.advance(60)
     assert await store.embedding_jobs.retry_failed() == 1

@@ -9,6 +9,7 @@ import apsw
 
 from klaw.store.records import MessageType, Role
 from klaw.store.sqlite.migrations import bundled_migrations, migrate
+from klaw.store.sqlite.query import fetch_all
 from klaw.store.sqlite.store import SqliteStore
 from tests.memory.recall_helpers import ALICE, Conversation
 
@@ -18,7 +19,7 @@ async def found(store: SqliteStore, text: str) -> list[int]:
 
 
 async def indexed(store: SqliteStore) -> dict[int, tuple[str, str | None]]:
-    rows = await store.db.run(lambda c: c.execute("SELECT rowid, content, context FROM messages_fts").fetchall())
+    rows = await store.db.run(lambda c: fetch_all(c, "SELECT rowid, content, context FROM messages_fts"))
     return {int(r[0]): (r[1], r[2]) for r in rows}
 
 

@@ -12,6 +12,7 @@ from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
 from klaw.store.sqlite import full_text
 from klaw.store.sqlite.fts_query import fts5_match_expression
 from klaw.store.sqlite.full_text import _BM25, FAST_MINIMUM
+from klaw.store.sqlite.query import fetch_all
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS
 from klaw.store.sqlite.store import SqliteStore
 
@@ -39,7 +40,7 @@ async def exact(store: SqliteStore, chat: ChatRef, text: str, limit: int, segmen
         f" WHERE messages_fts MATCH ? AND {scope} ORDER BY score, m.rowid LIMIT ?"
     )
     expression = fts5_match_expression(text)
-    rows = await store.db.run(lambda c: c.execute(sql, (expression, *params, limit)).fetchall())
+    rows = await store.db.run(lambda c: fetch_all(c, sql, (expression, *params, limit)))
     return [int(row[0]) for row in rows]
 
 

@@ -14,6 +14,7 @@ import pytest
 from klaw.store.protocol import IndexMismatchError
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
 from klaw.store.sqlite.migrations import bundled_migrations
+from klaw.store.sqlite.query import fetch_value
 from klaw.store.sqlite.store import SqliteStore
 
 ALICE = ChatRef("console", "alice")
@@ -60,7 +61,7 @@ async def test_migrations_from_empty_create_every_table(tmp_path: Path) -> None:
             "chats",
         ):
             assert table in names
-        mode = await store.db.run(lambda c: c.execute("PRAGMA journal_mode").fetchone()[0])
+        mode = await store.db.run(lambda c: fetch_value(c, "PRAGMA journal_mode"))
         assert mode == "wal"
     finally:
         await store.aclose()
@@ -73,7 +74,7 @@ async def test_reopening_does_not_migrate_twice(tmp_path: Path) -> None:
     await first.aclose()
     second = await SqliteStore.open(path)
     try:
-        rows = await second.db.run(lambda c: c.execute("SELECT count(*) FROM schema_version").fetchone()[0])
+        rows = await second.db.run(lambda c: fetch_value(c, "SELECT count(*) FROM schema_version"))
         assert rows == len(bundled_migrations())
         assert await second.messages.count_in_segment((await second.segments.current(ALICE)).id) == 1
     finally:

@@ -44,6 +44,7 @@ async def test_exchange_summary_is_stored_with_its_job_and_found_by_similarity(s
     bike = await turns.turn("my bike chain squeaks", "oil the chain and wipe it")
     first = await store.summaries.save_exchange_summary(tea, "Asked how to brew green tea.", "fake/small", T0)
     second = await store.summaries.save_exchange_summary(bike, "Asked about a squeaking bike chain.", "fake/small", T0)
+    assert first is not None and second is not None
     assert (first.kind, first.exchange_id, first.segment_id, first.final) == (
         SummaryKind.EXCHANGE,
         tea.id,
@@ -70,6 +71,7 @@ async def test_only_final_segment_summaries_are_embedded_and_a_new_text_drops_th
     rolling = await store.summaries.save_segment_summary(
         tea.segment_id, "Talking about tea.", "m", final=False, covers_exchange_id=tea.id, exchanges_covered=1, at=T0
     )
+    assert rolling is not None
     assert not rolling.embeddable and await summary_jobs(store) == []
     assert await store.summaries.texts([rolling.id]) == {}
     final = await store.summaries.mark_final(rolling.id, T0)
@@ -79,6 +81,7 @@ async def test_only_final_segment_summaries_are_embedded_and_a_new_text_drops_th
     again = await store.summaries.save_segment_summary(
         tea.segment_id, "Tea, then coffee.", "m", final=True, covers_exchange_id=tea.id, exchanges_covered=1, at=T0
     )
+    assert again is not None
     assert again.id == rolling.id and again.text == "Tea, then coffee."
     counts = await store.summaries.counts()
     assert (counts.segments_final, counts.segments_rolling, counts.vectors) == (1, 0, 0)  # stale vector dropped
@@ -94,6 +97,7 @@ async def test_nearest_segments_never_returns_the_excluded_segment(store: Sqlite
         summary = await store.summaries.save_segment_summary(
             exchange.segment_id, topic, "m", final=True, covers_exchange_id=exchange.id, exchanges_covered=1, at=T0
         )
+        assert summary is not None
         ids.append((exchange.segment_id, summary.id))
         await turns.new_segment()
     await embed_all(store)
@@ -152,7 +156,7 @@ async def test_another_embedder_rebuilds_summary_vectors_instead_of_refusing(sto
     await embed_all(store)
     assert await store.summaries.bind_embedder("other-model", 16) == 1
     assert (await store.summaries.counts()).vectors == 0
-    vector = np.ones(16, dtype=np.float32) / 4
+    vector = np.full(16, 0.25, dtype=np.float32)
     [job] = await summary_jobs(store)
     assert await store.summaries.put_vectors([(job, vector)]) == 1
     assert await store.summaries.reembed_all() == 1 and (await store.summaries.counts()).vectors == 0
@@ -188,7 +192,8 @@ async def test_deleting_an_exchange_cascades_to_its_summary_and_vector(store: Sq
         assert isinstance(connection, apsw.Connection)
         with connection:
             connection.execute("DELETE FROM exchanges WHERE id = ?", (exchange.id,))
-            return delete_summaries_in(connection, [], [])
+            deleted = delete_summaries_in(connection, [], [])
+        return deleted
 
     await store.db.run(delete)
     counts = await store.summaries.counts()

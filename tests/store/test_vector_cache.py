@@ -64,8 +64,8 @@ async def test_cached_search_returns_what_sqlite_vec_returns(tmp_path: Path) -> 
                 {"segment_id": second_segment},
                 {"since": T0 + timedelta(minutes=40), "until": T0 + timedelta(minutes=90)},
             ):
-                got = await cached.search.nearest(ALICE, query, limit=7, **scope)  # type: ignore[arg-type]
-                want = await plain.search.nearest(ALICE, query, limit=7, **scope)  # type: ignore[arg-type]
+                got = await cached.search.nearest(ALICE, query, limit=7, **scope)
+                want = await plain.search.nearest(ALICE, query, limit=7, **scope)
                 assert [h.message.record.content for h in got] == [h.message.record.content for h in want]
                 assert np.allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
         assert cached.vector_cache.cached_bytes > 0

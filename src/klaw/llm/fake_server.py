@@ -68,7 +68,8 @@ __all__ = [
 ]
 
 Endpoint = Literal["chat", "embeddings"]
-Before = Callable[[], Awaitable[None]]
+# Awaited only for its timing, so any awaitable works, e.g. `asyncio.Event().wait` (which returns True).
+Before = Callable[[], Awaitable[object]]
 _SHUTDOWN_GRACE_SECONDS = 2.0
 
 
