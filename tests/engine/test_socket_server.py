@@ -8,7 +8,7 @@ import logging
 import os
 import socket
 import stat
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,8 +17,10 @@ from klaw.engine.frames import (
     MAX_FRAME_BYTES,
     AckFrame,
     CommandFrame,
+    EngineFrame,
     ErrorFrame,
     FrameError,
+    GatewayFrame,
     HelloFrame,
     InboundFrame,
     OutboundFrame,
@@ -353,6 +355,58 @@ async def test_outbound_waits_for_a_gateway_and_is_flushed_in_order(server: Engi
     assert await server.send_outbound(outbound("now")) is True
     assert await gateway.roundtrip() == [outbound("now")]
     await gateway.aclose()
+
+
+BIG_TEXT = "x" * (256 * 1024)
+BIG_COUNT = 40  # 10 MiB queued: far more than the socket buffers, so a gateway that does not read stalls a flush
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Yield to the loop until `condition` holds: the server's side of a stalled write has no event to wait on."""
+    async with asyncio.timeout(REPLY_TIMEOUT_SECONDS):
+        while not condition():  # noqa: ASYNC110 - nothing to wait on; yielding lets the server's I/O run
+            await asyncio.sleep(0)
+
+
+def numbers(frames: list[GatewayFrame | EngineFrame]) -> list[int]:
+    return [int(frame.text.split(":")[0]) for frame in frames if isinstance(frame, OutboundFrame)]
+
+
+async def stalled_flush(server: EngineSocketServer) -> tuple[GatewayClient, GatewayClient, list[int]]:
+    """A gateway whose flush of the queue stalls (it does not read), then a second one that flushes the rest."""
+    for i in range(BIG_COUNT):
+        await server.send_outbound(outbound(f"{i}:{BIG_TEXT}"))
+    slow, fast = await GatewayClient.connect(server.path), await GatewayClient.connect(server.path)
+    slow.writer.transport.pause_reading()  # type: ignore[attr-defined]
+    await slow.send(HelloFrame(channels=["console"]))
+    await until(lambda: server.pending_outbound("console") < BIG_COUNT)
+    await fast.send(HelloFrame(channels=["console"]))
+    rest = numbers(await fast.roundtrip())
+    assert rest and rest == list(range(rest[0], BIG_COUNT)), "the second flush must take the frames left"
+    return slow, fast, rest
+
+
+async def test_two_gateways_flushing_one_queue_at_once_both_stay_connected(server: EngineSocketServer) -> None:
+    slow, fast, rest = await stalled_flush(server)
+    slow.writer.transport.resume_reading()  # type: ignore[attr-defined]
+    assert numbers(await slow.roundtrip()) == list(range(rest[0]))  # and the pong: the connection goes on
+    assert server.connection_count == 2 and server.pending_outbound("console") == 0
+    assert await server.send_outbound(outbound("next")) is True
+    assert await fast.roundtrip() == [outbound("next")]
+    await slow.aclose()
+    await fast.aclose()
+
+
+async def test_a_frame_whose_flush_failed_is_queued_again_after_another_flush_emptied_the_queue(
+    server: EngineSocketServer,
+) -> None:
+    slow, fast, rest = await stalled_flush(server)
+    slow.writer.transport.abort()  # the stalled write fails; the other flush has emptied the queue meanwhile
+    await until(lambda: server.connection_count == 1)
+    assert server.pending_outbound("console") == 1
+    assert await server.send_outbound(outbound("next")) is True
+    assert await fast.roundtrip() == [outbound(f"{rest[0] - 1}:{BIG_TEXT}"), outbound("next")]
+    await fast.aclose()
 
 
 async def test_the_queue_drops_the_oldest_beyond_its_limit(

@@ -80,18 +80,26 @@ class OutboundRoutes:
         return routes is not None and await routes[-1].send(frame)
 
     async def _flush_locked(self, conn: GatewayConnection, channel: str) -> bool:
-        """Send the frames queued for `channel` in order (caller holds the lock); False if the connection failed."""
+        """Send the frames queued for `channel` in order (caller holds the lock); False if the connection failed.
+
+        Two connections can flush one queue at once (both said `hello` for the channel while it held
+        frames): each takes the next frame, so the queue may be emptied and dropped by the other one
+        while this one waits on a write. Hence the queue is dropped only if it is still the channel's,
+        and a frame that failed goes back to the front of whatever queue the channel has now.
+        """
         queue = self._pending.get(channel)
         if not queue:
             return True
-        count = len(queue)
+        sent = 0
         while queue:
             data = queue.popleft()
             if not await conn.write_locked(data):
-                queue.appendleft(data)
+                self._pending.setdefault(channel, queue).appendleft(data)
                 return False
-        del self._pending[channel]
-        log.info("%s: flushed %d queued outbound frame(s) for %s", conn.name, count, channel)
+            sent += 1
+        if self._pending.get(channel) is queue:
+            del self._pending[channel]
+        log.info("%s: flushed %d queued outbound frame(s) for %s", conn.name, sent, channel)
         return True
 
     def _enqueue(self, channel: str, data: bytes) -> None:
