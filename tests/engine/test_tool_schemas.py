@@ -82,9 +82,9 @@ async def test_every_tool_and_the_arguments_that_need_one_are_described(tmp_path
         properties = function["parameters"]["properties"]
         for argument in described:
             assert properties[argument].get("description", "").strip(), f"{name}.{argument}"
-    for name, argument, words in MUST_SAY:
-        where = functions[name] if argument is None else functions[name]["parameters"]["properties"][argument]
-        assert words in where["description"], (name, argument, words)
+    for name, said_of, words in MUST_SAY:  # said_of: an argument, or None for the tool itself
+        where = functions[name] if said_of is None else functions[name]["parameters"]["properties"][said_of]
+        assert words in where["description"], (name, said_of, words)
 
 
 async def test_the_schemas_carry_no_generated_filler(tmp_path: Path) -> None:
