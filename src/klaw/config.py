@@ -225,6 +225,24 @@ class SchedulerConfig(_Section):
         return self
 
 
+ToolGroup = Literal["clock", "files", "memory", "scheduler", "subagents"]
+ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = ("clock", "files", "memory", "scheduler", "subagents")
+
+
+class ToolsConfig(_Section):
+    """Which tools the model is offered, by group: every schema is sent with every model call.
+
+    A small-context model can drop the groups it does not need (the scheduler's three tools cost
+    ~380 tokens a call); `[]` offers none, for a model without tool calling. The groups' tools are
+    listed in `klaw.tools.builtin.groups`.
+    """
+
+    enabled: tuple[ToolGroup, ...] = Field(
+        default=ALL_TOOL_GROUPS,
+        description="Tool groups offered to the model: clock, files, memory, scheduler, subagents.",
+    )
+
+
 class WebChannelConfig(_Section):
     """The web page (chat, memory inspector, settings), served by the gateway."""
 
@@ -306,6 +324,7 @@ class EngineConfig(_Section):
     database: DatabaseConfig = DatabaseConfig()
     memory: MemoryConfig = MemoryConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
+    tools: ToolsConfig = ToolsConfig()
     commands: tuple[CommandConfig, ...] = Field(default_factory=_default_commands)
     channels: ChannelsConfig = ChannelsConfig()
 

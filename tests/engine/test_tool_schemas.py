@@ -9,10 +9,13 @@ also what `/context` shows as the tools layer.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from klaw.llm.fake_server import Reply, TextReply, ToolCallsReply
 from klaw.llm.tokens import approximate_token_count
+from klaw.tools.builtin.groups import TOOL_GROUPS
 from tests.engine.harness import CHAT, running_engine
 
 # 1,734 before the schemas were tightened; 1,440 after. Raise it on purpose, never to make a test pass.
@@ -92,3 +95,34 @@ async def test_the_schemas_carry_no_generated_filler(tmp_path: Path) -> None:
     text = json.dumps(tools)
     assert '"title"' not in text and '"default": null' not in text and '{"type": "null"}' not in text
     assert '"additionalProperties": true' not in text
+
+
+def test_the_tool_groups_cover_exactly_the_default_tools() -> None:
+    grouped = [name for names in TOOL_GROUPS.values() for name in names]
+    assert sorted(grouped) == sorted(DESCRIBED_ARGUMENTS)  # each tool in one group; none left unoffered
+
+
+def model_that_lists_tasks(body: Mapping[str, Any]) -> Reply:
+    """Calls schedule_list, offered or not, then answers with what the tool said."""
+    last = body["messages"][-1]
+    if last.get("role") == "tool":
+        return TextReply(last["content"])
+    return ToolCallsReply((("call_list", "schedule_list", "{}"),))
+
+
+async def test_tools_enabled_offers_only_its_groups_and_the_others_cannot_be_called(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, tools={"enabled": ["clock", "files"]}) as h:
+        h.server.default_reply = model_that_lists_tasks
+        reply = await h.turn("what is scheduled?")
+        body = h.server.chat_requests[-1].body
+        assert isinstance(body, dict)
+        assert list(_functions(body["tools"])) == ["current_time", "file_read", "file_write", "file_list"]
+        assert reply.text.startswith("unknown tool 'schedule_list'")
+
+
+async def test_no_tool_groups_means_no_tools_in_the_request(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, tools={"enabled": []}) as h:
+        await h.turn("hello")
+        body = h.server.chat_requests[-1].body
+        assert isinstance(body, dict) and "tools" not in body
+        assert "- tools:" not in await h.engine.commands.handle(CHAT, "context", "")

@@ -129,6 +129,16 @@ async def test_a_tool_without_parameters_has_an_empty_object_schema() -> None:
     assert registry.specs()[0].parameters == {"type": "object", "properties": {}, "additionalProperties": False}
 
 
+async def test_only_the_offered_tools_are_registered_but_every_one_is_checked(context: ToolContext) -> None:
+    registry = ToolRegistry(offered={"echo"})
+    registry.register(echo)
+    registry.register(boom)
+    assert registry.names == ("echo",)
+    assert (await registry.execute(call("boom", {"text": "x"}), context)).is_error
+    with pytest.raises(ValueError, match="description"):
+        registry.register(echo, name="undescribed", description="")  # not offered, still refused
+
+
 async def test_the_schema_carries_no_keys_that_tell_the_model_nothing(context: ToolContext) -> None:
     async def tag(
         must: int | None,

@@ -52,6 +52,7 @@ from klaw.scheduler.names import SUBAGENT_CHANNEL
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
 from klaw.tools.builtin.defaults import register_builtin_tools
+from klaw.tools.builtin.groups import tools_in
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
 from klaw.tools.registry import ToolRegistry
 
@@ -143,7 +144,7 @@ class Engine:
             if memory_settings.embeddings_enabled:
                 embedding_queue.start()  # embeds what recovery and any earlier run left pending
             query_embedder = QueryMemo(embedder)  # auto-RAG and past conversations embed a turn's text once
-            tools = ToolRegistry()
+            tools = ToolRegistry(offered=tools_in(config.tools.enabled))  # the groups engine.yaml offers
             register_builtin_tools(tools)
             core_memory = CoreMemory(home.core_memory_file)
             memory_services = MemoryServices(

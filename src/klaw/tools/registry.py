@@ -22,7 +22,7 @@ import logging
 import re
 import traceback
 import typing
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, overload
@@ -85,7 +85,12 @@ class _Tool:
 class ToolRegistry:
     """The tools offered to the model, in registration order, and the one place calls are executed."""
 
-    def __init__(self, *, timeout_seconds: float = 60.0, max_result_chars: int = 16_000) -> None:
+    def __init__(
+        self, *, timeout_seconds: float = 60.0, max_result_chars: int = 16_000, offered: Collection[str] | None = None
+    ) -> None:
+        """`offered`: the names of the tools to offer (config `tools.enabled`), None for all. Registering
+        any other tool is checked as usual, then skipped, so code that registers a group of tools need
+        not know the configuration."""
         if timeout_seconds <= 0:
             raise ValueError("timeout_seconds must be positive")
         if max_result_chars < 1:
@@ -93,9 +98,11 @@ class ToolRegistry:
         self._timeout = timeout_seconds
         self._max_chars = max_result_chars
         self._tools: dict[str, _Tool] = {}
+        self._offered = None if offered is None else frozenset(offered)
 
     def register(self, fn: F, *, name: str | None = None, description: str | None = None) -> F:
         """Offer `fn` to the model under `name` (default: the function's name); returns `fn` unchanged.
+        A name outside the registry's `offered` tools is checked, then not offered.
 
         Raises ValueError for a bad or duplicate name, a function that is not `async def`, a missing
         description, or parameters that cannot be described (no type hint, `*args`, `**kwargs`).
@@ -113,7 +120,8 @@ class ToolRegistry:
             raise ValueError(f"tool {tool_name!r} needs a description: give it a docstring or description=")
         arguments, parameters, context_parameter = _arguments_model(fn, tool_name, arg_docs)
         spec = ToolSpec(tool_name, text.strip(), _clean_schema(arguments.model_json_schema()))
-        self._tools[tool_name] = _Tool(spec, fn, arguments, parameters, context_parameter)
+        if self._offered is None or tool_name in self._offered:
+            self._tools[tool_name] = _Tool(spec, fn, arguments, parameters, context_parameter)
         return fn
 
     @overload

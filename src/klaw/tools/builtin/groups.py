@@ -1,0 +1,25 @@
+"""The tool groups `tools.enabled` chooses from, and the tools in each.
+
+A group is what a person turns off as one decision ("this model does not schedule"); the names are
+the ones each `register_*` function gives its tools. A tool outside every group would never be
+offered, so the engine tests check that the groups cover exactly the default engine's tools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from klaw.config import ToolGroup
+
+TOOL_GROUPS: Mapping[ToolGroup, tuple[str, ...]] = {
+    "clock": ("current_time",),
+    "files": ("file_read", "file_write", "file_list"),
+    "memory": ("fetch_conversation_details", "memory_save", "memory_search", "memory_core_get", "memory_core_update"),
+    "scheduler": ("schedule_add", "schedule_list", "schedule_remove"),
+    "subagents": ("subagent_spawn",),
+}
+
+
+def tools_in(groups: Iterable[ToolGroup]) -> frozenset[str]:
+    """The names of the tools in `groups`."""
+    return frozenset(name for group in groups for name in TOOL_GROUPS[group])
