@@ -30,6 +30,10 @@ QUERIES = {
     "memory_chunks": "SELECT rowid, chat, segment_id, content, created_at FROM memory_chunks ORDER BY rowid",
     "memory_chunks_fts": "SELECT rowid, content FROM memory_chunks_fts ORDER BY rowid",
     "vec_memory": "SELECT rowid, chat_key, created_at, embedding FROM vec_memory ORDER BY rowid",
+    "summaries": "SELECT id, kind, chat, segment_id, exchange_id, text, model, final, covers_exchange_id,"
+    " exchanges_covered, created_at, updated_at, record_rowid FROM summaries ORDER BY id",
+    "summary_records": "SELECT rowid, segment_id, exchange_id FROM summary_records ORDER BY rowid",
+    "vec_summaries": "SELECT rowid, embedding FROM vec_summaries ORDER BY rowid",
     "settings": "SELECT key, value, updated_at FROM settings ORDER BY key",
     "embedding_jobs": "SELECT target, target_rowid, status, attempts, last_error FROM embedding_jobs"
     " ORDER BY target, target_rowid",
@@ -40,7 +44,10 @@ def _dump(connection: apsw.Connection) -> dict[str, list[tuple[Any, ...]]]:
     connection.execute(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.messages_fts_terms USING fts5vocab(main, messages_fts, instance)"
     )
-    return {name: [tuple(row) for row in connection.execute(sql).fetchall()] for name, sql in QUERIES.items()}
+    tables = {str(row[0]) for row in connection.execute("SELECT name FROM sqlite_master").fetchall()}
+    # vec_summaries exists once a summary embedder was bound (the engine and reindex bind one).
+    queries = {name: sql for name, sql in QUERIES.items() if name != "vec_summaries" or name in tables}
+    return {name: [tuple(row) for row in connection.execute(sql).fetchall()] for name, sql in queries.items()}
 
 
 async def dump_tables(path: Path) -> dict[str, list[tuple[Any, ...]]]:

@@ -15,6 +15,7 @@ from klaw.memory.reindex import reindex
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
 from tests.engine.harness import CHAT, Harness, engine_config, running_engine
+from tests.memory.summary_helpers import summarizing_reply
 from tests.memory.table_dump import dump_tables
 
 OTHER = ChatRef("telegram", "42")
@@ -59,9 +60,24 @@ async def live_turns(h: Harness, *, overlap: bool) -> None:
         await h.engine.embedding_queue.wait_idle()
 
 
-async def run_live(tmp_path: Path, *, overlap: bool) -> KlawHome:
-    async with running_engine(tmp_path) as h:
+async def summarize(h: Harness) -> None:
+    """Turn the summarizers on once the scripted turns are done (a summary request would take a
+    scripted reply) and let them write every summary, and the queue embed them."""
+    h.server.default_reply = summarizing_reply
+    await h.engine.submit(CHAT, "/summarizer on")
+    assert h.engine.summarizer is not None
+    async with asyncio.timeout(20):
+        await h.engine.summarizer.wait_idle()
+        await h.engine.embedding_queue.wait_idle()
+
+
+async def run_live(tmp_path: Path, *, overlap: bool, summaries: bool = False) -> KlawHome:
+    """With `summaries`, the summarizers then write every summary at one instant of the manual clock,
+    both chats' records in the same millisecond (rowids follow each chat's order only)."""
+    async with running_engine(tmp_path, summarizer={"rollingEvery": 1}) as h:
         await live_turns(h, overlap=overlap)
+        if summaries:
+            await summarize(h)
         await h.engine.store.settings.set("summarizer", {"enabled": True})
         home = h.home
     copy = KlawHome(tmp_path / "copy")
@@ -102,6 +118,7 @@ def by_natural_keys(tables: dict[str, list[tuple[Any, ...]]]) -> dict[str, Any]:
         "vectors": sorted((ids[v[0]], v[3], v[4]) for v in tables["vec_messages"]),
         "fts": sorted((ids[row[0]], *row[1:]) for row in tables["messages_fts"]),
         "settings": tables["settings"],
+        "summaries": sorted((s[1], chats[s[2]], segments[s[3]], *s[5:8], s[9]) for s in tables["summaries"]),
     }
 
 
@@ -123,12 +140,22 @@ async def test_reindex_gives_the_same_rows_and_search_results_as_live_ingestion(
 
 async def test_chats_whose_turns_overlapped_give_the_same_rows_up_to_rowids(tmp_path: Path) -> None:
     """Two chats writing in the same millisecond: the log keeps each chat's order but not their
-    interleaving, so rowids (and the ids that follow from them) may differ; nothing else does."""
-    home = await run_live(tmp_path, overlap=True)
+    interleaving, so rowids (and the ids that follow from them) may differ; nothing else does.
+    Summaries included: rebuilt from their log records, not by the model."""
+    home = await run_live(tmp_path, overlap=True, summaries=True)
     database = home.database_file("klaw.db")
     live_path = database.with_name("live.db")
     shutil.copy(database, live_path)
     live = await dump_tables(live_path)
+    # Every completed exchange summarized, the closed segment's summary final, the two open ones rolling.
+    completed = sum(1 for row in live["exchanges"] if row[5] == "completed")
+    assert [(row[1], row[7]) for row in live["summaries"]].count(("exchange", 1)) == completed == 5
+    assert sorted((row[1], row[7]) for row in live["summaries"] if row[1] == "segment") == [
+        ("segment", 0),
+        ("segment", 0),
+        ("segment", 1),
+    ]
+    assert len(live["vec_summaries"]) == 6 and all(row[12] is not None for row in live["summaries"])
     await reindex(home, UNUSED_MODELS)
     rebuilt = await dump_tables(database)
     assert by_natural_keys(rebuilt) == by_natural_keys(live)

@@ -19,6 +19,8 @@ from klaw.engine.clock import ManualClock
 from klaw.engine.slots import LlmSlots, Priority
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.llm.router import ModelRouter
+from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.ingestion import Ingestion
 from klaw.memory.summaries.service import SummarizerService
 from klaw.memory.summaries.worker import WorkerState, backoff_seconds
 from klaw.store.records import ExchangeStatus
@@ -71,7 +73,7 @@ async def rig(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[R
         slots = LlmSlots(2)
         queued: list[int] = []
         service = SummarizerService(
-            store,
+            Ingestion(ConversationLog(tmp_path / "conversations"), store),
             lambda: router.for_task("summarization"),
             lambda: slots.hold(Priority.BACKGROUND),
             clock,

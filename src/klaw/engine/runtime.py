@@ -47,6 +47,7 @@ from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.ingestion import Ingestion
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.memory.summaries.service import SummarizerService
+from klaw.memory.summaries.summary_export import export_unlogged_summaries
 from klaw.memory.summaries.texts import SummaryTexts
 from klaw.scheduler.names import SUBAGENT_CHANNEL
 from klaw.store.records import ChatRef
@@ -141,6 +142,7 @@ class Engine:
             await ingestion.recover()
             forgetting = Forgetting(ingestion, clock.now)
             await forgetting.finish_pending()  # log files a crash left holding forgotten records
+            await export_unlogged_summaries(ingestion, clock.now)  # summaries from before they were logged
             if memory_settings.embeddings_enabled:
                 embedding_queue.start()  # embeds what recovery and any earlier run left pending
             query_embedder = QueryMemo(embedder)  # auto-RAG and past conversations embed a turn's text once
@@ -187,7 +189,7 @@ class Engine:
                 clock=clock,
             )
             summarizer = SummarizerService(
-                store,
+                ingestion,
                 lambda: router.for_task("summarization"),
                 lambda: processor.slots.hold(Priority.BACKGROUND),
                 clock,

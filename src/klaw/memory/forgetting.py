@@ -5,7 +5,8 @@ every summary that could quote it, and the conversation log.
    the given chat's (a person can only forget their own conversation). A saved memory's records
    are its `memory_saved` record and the memory_save tool calls (with their round's results) whose
    arguments hold its text; the conversation it came up in stays unless it is forgotten too.
-2. The tombstone: a `forget` record naming the records' ids (never their text) goes through
+2. The tombstone: a `forget` record naming the records' ids (never their text), and those of the
+   summary records that retell them (`HistoryRepository.summary_records`), goes through
    ingestion like any record: appended to the log and fsync'd, then folded by the store, which
    deletes the rows, FTS entries, vectors, embedding jobs, exchanges, memory chunks and summaries
    in one transaction with secure delete (`store/sqlite/archival_fold.py`).
@@ -125,14 +126,20 @@ class Forgetting:
 
     async def forget(self, plan: ForgetPlan, *, record_id: str | None = None) -> ForgetOutcome:
         """Carry out `plan`; `record_id` (a command's id) becomes the tombstone's id."""
-        if await self.already_done(record_id):
-            return ForgetOutcome(None, 0)
-        tombstone = forget_record(plan.chat, plan.ids, plan.label, plan.days, self._clock(), record_id)
-        await self._note_pending(tombstone.id, add=True)
-        await self._ingestion.accept(tombstone)
-        rewritten = await self._log.remove_records(plan.chat, plan.ids, plan.days)
-        await self._store.history.checkpoint()
-        await self._note_pending(tombstone.id, add=False)
+        async with self._ingestion.exclusive:  # no summary of these records is logged meanwhile
+            if await self.already_done(record_id):
+                return ForgetOutcome(None, 0)
+            # The summary records retelling them go too (every version): out of the log files, and
+            # named by the tombstone so that a reindex never folds them again.
+            summaries = await self._store.history.summary_records(plan.chat, plan.ids)
+            ids = [*plan.ids, *(m.record.id for m in summaries)]
+            days = sorted({*plan.days, *(m.record.created_at.date().isoformat() for m in summaries)})
+            tombstone = forget_record(plan.chat, ids, plan.label, days, self._clock(), record_id)
+            await self._note_pending(tombstone.id, add=True)
+            await self._ingestion.accept(tombstone)
+            rewritten = await self._log.remove_records(plan.chat, ids, days)
+            await self._store.history.checkpoint()
+            await self._note_pending(tombstone.id, add=False)
         log.info(
             "forgot %s of chat %s: %d record(s), %d log file(s) rewritten",
             plan.label,

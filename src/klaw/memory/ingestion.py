@@ -12,6 +12,7 @@ the worker. Nothing here waits for an embedding.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from datetime import timedelta
@@ -46,6 +47,10 @@ class Ingestion:
         self.on_embedding_queued = on_embedding_queued
         # Told of every record stored (live or recovered), e.g. the summarizers wake on a closed exchange.
         self.on_stored: Callable[[StoredMessage], None] | None = None
+        # Held by `/forget` from its plan to its rewritten log files, and by a writer of records derived
+        # from others (summaries) while it checks that they still exist and appends: no derived record
+        # about forgotten records can reach the log in between.
+        self.exclusive = asyncio.Lock()
 
     async def accept(self, record: MessageRecord) -> StoredMessage:
         """Make `record` durable in the log, then store it (queueing its embedding if it should

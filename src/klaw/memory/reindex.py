@@ -7,7 +7,8 @@ from the log and swapping it in:
 1. Refuse while an engine answers on engine.sock: it holds klaw.db open and keeps writing it.
 2. Build into `<klaw.db>.reindex`; the live file is not touched until the end. The log is replayed
    day by day (`log_replay`) through the same `append_many` as live ingestion, so `messages`, FTS,
-   segments, sessions and exchanges come out of the same fold; every message `should_embed` picks
+   segments, sessions, exchanges, saved memories and summaries come out of the same fold (no model
+   is called: summaries are read from their records); every message `should_embed` picks
    gets its embedding job in the same transaction, as live. Records a `forget` tombstone names
    (`/forget`) are skipped, wherever the tombstone is in the log, so forgotten text never comes back.
 3. Drain those jobs with the engine's own `EmbeddingQueue`. A job whose embedding fails stays in the
@@ -219,6 +220,7 @@ class _Build:
                 if await journal.get(_EMBEDDER_KEY) == wanted and not _log_rewritten(days, await journal.done_files()):
                     await store.vectors.bind_embedder(self.embedder.model_id, self.embedder.dim)
                     await store.memory_chunks.bind_embedder(self.embedder.model_id, self.embedder.dim)
+                    await store.summaries.bind_embedder(self.embedder.model_id, self.embedder.dim)
                     return store
                 await store.aclose()
             self.warnings.append(
@@ -233,6 +235,7 @@ class _Build:
         await journal.create()
         await store.vectors.bind_embedder(self.embedder.model_id, self.embedder.dim)
         await store.memory_chunks.bind_embedder(self.embedder.model_id, self.embedder.dim)
+        await store.summaries.bind_embedder(self.embedder.model_id, self.embedder.dim)
         await journal.set(_EMBEDDER_KEY, wanted)
         return store
 

@@ -244,6 +244,11 @@ class HistoryRepository(Protocol):
         """Every record of the segment except `/new` and `/model` records, oldest first."""
         ...
 
+    async def summary_records(self, chat: ChatRef, record_ids: Sequence[str]) -> list[StoredMessage]:
+        """The chat's summary records (every version) that forgetting `record_ids` makes obsolete: the
+        summaries of the exchanges holding them and of their segments. `/forget` erases them too."""
+        ...
+
     async def exchange_ids(self, messages: Sequence[StoredMessage]) -> dict[int, int]:
         """message rowid → exchange id, for user messages and final replies that belong to one."""
         ...

@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.records import ChatRef, Exchange
+from klaw.store.records import ChatRef, Exchange, MessageRecord
 from klaw.store.summary_records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit
 
 
@@ -48,7 +48,9 @@ class SummaryRepository(Protocol):
     async def save_exchange_summary(
         self, exchange: Exchange, text: str, model: str, at: datetime, *, sources: Sequence[int] = ()
     ) -> Summary | None:
-        """Store (or replace) the exchange's summary and queue its embedding in the same transaction.
+        """Store (or replace) the exchange's summary and queue its embedding in the same transaction,
+        without a log record: for benchmarks and store tests (the summarizers append records instead,
+        `memory/summaries/summary_log.py`, so that `klaw reindex` keeps what they wrote).
         `sources` are the rowids of the messages it was written from: when the exchange or one of them
         is gone (forgotten while the model wrote), nothing is stored and None is returned."""
         ...
@@ -72,6 +74,23 @@ class SummaryRepository(Protocol):
 
     async def mark_final(self, summary_id: int, at: datetime) -> Summary | None:
         """A rolling segment summary that already covers its closed segment becomes final (and queued)."""
+        ...
+
+    # -- the log's summary records (store/summary_log_records.py) ------------------------------------
+
+    async def exchange_record_id(self, exchange_id: int) -> str | None:
+        """The id of the log record that opened the exchange (what a summary record names it by);
+        None for an unknown exchange or one without such a record (logged by an older klaw)."""
+        ...
+
+    async def foldable(self, record: MessageRecord) -> bool:
+        """Whether appending this summary record now would store its summary: its exchange and every
+        record it was written from are still stored (the writer checks before logging it)."""
+        ...
+
+    async def unlogged(self, limit: int) -> list[Summary]:
+        """Summaries with no log record (written before summaries were logged), exchange summaries
+        first, oldest first: the one-time export appends records for them."""
         ...
 
     # -- reading -----------------------------------------------------------------------------------

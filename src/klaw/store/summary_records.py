@@ -1,8 +1,8 @@
 """The values of summaries crossing the storage boundary (beside `records.py`, which holds messages).
 
 A summary is derived data: the summarizers write it from an exchange's messages or a segment's
-exchange summaries with the routed summarization model. It is not in the conversation log; a
-rebuilt database (`klaw reindex`) simply has none until the summarizers write them again.
+exchange summaries with the routed summarization model. It reaches the database as a log record
+(`summary_log_records.py`), so a rebuilt database (`klaw reindex`) has it without a model call.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ class Summary:
     exchanges_covered: int
     created_at: datetime
     updated_at: datetime
+    record_id: str | None = None  # the log record it was last written from (None: not logged yet)
 
     @property
     def embeddable(self) -> bool:

@@ -2,7 +2,8 @@
 
 It takes exchanges oldest first, skipping the one still in progress (an `open` exchange is looked at
 again on later passes until it closes), summarizes each from its transcript with the summarization
-model, and stores the summary with its embedding job in one transaction; then it signals the
+model, and logs the summary (`SummaryLog`; the store folds it with its embedding job in one
+transaction, so `klaw reindex` keeps it); then it signals the
 embedding queue and the segment summarizer. Which exchanges were looked at is kept in memory (the
 highest id scanned and the open ones), so a pass reads only new rows; a restart scans once from the
 beginning.
@@ -28,6 +29,7 @@ from klaw.memory.summaries.prompts import (
     clean_summary,
     exchange_prompt,
 )
+from klaw.memory.summaries.summary_log import SummaryLog
 from klaw.memory.summaries.worker import BackgroundWorker
 from klaw.store.protocol import Storage
 from klaw.store.records import Exchange
@@ -47,6 +49,7 @@ class ExchangeSummarizer(BackgroundWorker):
     def __init__(
         self,
         store: Storage,
+        summary_log: SummaryLog,
         summarize: Summarize,
         clock: QueueClock,
         *,
@@ -56,6 +59,7 @@ class ExchangeSummarizer(BackgroundWorker):
     ) -> None:
         super().__init__("exchange summarizer", clock, idle_seconds=idle_seconds)
         self._store = store
+        self._log = summary_log
         self._summarize = summarize
         self._max_input_tokens = max_input_tokens
         self._on_saved = on_saved
@@ -102,10 +106,7 @@ class ExchangeSummarizer(BackgroundWorker):
             return False
         answer, model = await self._summarize(prompt, EXCHANGE_ANSWER_TOKENS)
         text = clean_summary(answer, MAX_EXCHANGE_CHARS)
-        sources = [m.rowid for m in transcript or []]
-        saved = await self._store.summaries.save_exchange_summary(
-            exchange, text, model, self._clock.now(), sources=sources
-        )
+        saved = await self._log.exchange_summary(exchange, transcript or [], text, model, self._clock.now())
         if saved is None:
             log.info("exchange %d was forgotten while it was summarized; nothing kept", exchange.id)
             self.skipped.add(exchange.id)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection
 from klaw.memory.embedding_queue import QueueClock
 from klaw.memory.summaries.exchange_summarizer import ITEM_ERRORS, Summarize
 from klaw.memory.summaries.prompts import MAX_SEGMENT_CHARS, SEGMENT_ANSWER_TOKENS, clean_summary, segment_prompt
+from klaw.memory.summaries.summary_log import SummaryLog
 from klaw.memory.summaries.worker import BackgroundWorker
 from klaw.store.protocol import Storage
 from klaw.store.summary_records import SegmentWork
@@ -34,6 +35,7 @@ class SegmentSummarizer(BackgroundWorker):
     def __init__(
         self,
         store: Storage,
+        summary_log: SummaryLog,
         summarize: Summarize,
         clock: QueueClock,
         *,
@@ -45,6 +47,7 @@ class SegmentSummarizer(BackgroundWorker):
     ) -> None:
         super().__init__("segment summarizer", clock, idle_seconds=idle_seconds)
         self._store = store
+        self._log = summary_log
         self._summarize = summarize
         self._max_input_tokens = max_input_tokens
         self._rolling_every = rolling_every
@@ -82,7 +85,7 @@ class SegmentSummarizer(BackgroundWorker):
         now = self._clock.now()
         if not work.new:
             assert work.summary is not None  # _actionable: a rolling summary waiting to become final
-            await self._store.summaries.mark_final(work.summary.id, now)
+            await self._log.mark_final(work.summary, work.segment, now)
             self.completed += 1
             self._on_final()
             return
@@ -93,16 +96,17 @@ class SegmentSummarizer(BackgroundWorker):
         )
         text = clean_summary(answer, MAX_SEGMENT_CHARS)
         covered = (work.summary.exchanges_covered if work.summary is not None else 0) + len(chunk)
-        sources = [s.id for s in chunk] + ([work.summary.id] if work.summary is not None else [])
-        saved = await self._store.summaries.save_segment_summary(
-            work.segment.id,
+        covers = chunk[-1].exchange_id
+        assert covers is not None  # chunk holds exchange summaries
+        saved = await self._log.segment_summary(
+            work.segment,
             text,
             model,
             final=final,
-            covers_exchange_id=chunk[-1].exchange_id,
+            covers_exchange_id=covers,
             exchanges_covered=covered,
+            sources=[*chunk, *([work.summary] if work.summary is not None else [])],
             at=now,
-            sources=sources,
         )
         if saved is None:  # something it retells was forgotten meanwhile: the next pass folds what is left
             log.info("segment %d changed while its summary was written; folded again", work.segment.id)

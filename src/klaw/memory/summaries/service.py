@@ -17,10 +17,11 @@ from klaw.config import SummarizerConfig
 from klaw.llm.messages import ChatMessage
 from klaw.llm.protocol import ChatModel
 from klaw.memory.embedding_queue import QueueClock
+from klaw.memory.ingestion import Ingestion
 from klaw.memory.summaries.exchange_summarizer import ExchangeSummarizer
 from klaw.memory.summaries.segment_summarizer import SegmentSummarizer
+from klaw.memory.summaries.summary_log import SummaryLog
 from klaw.memory.summaries.worker import WorkerStatus
-from klaw.store.protocol import Storage
 from klaw.store.records import MessageType, StoredMessage
 from klaw.store.summary_records import SummaryCounts
 
@@ -41,7 +42,7 @@ class SummarizerStatus:
 class SummarizerService:
     def __init__(
         self,
-        store: Storage,
+        ingestion: Ingestion,
         model: Callable[[], ChatModel],
         slot: Callable[[], AbstractAsyncContextManager[None]],
         clock: QueueClock,
@@ -50,13 +51,16 @@ class SummarizerService:
         on_embedding_queued: Callable[[], None] = lambda: None,
     ) -> None:
         """`model` returns the summarization model (the router's task route); `slot` holds a
-        background LLM slot for one call."""
+        background LLM slot for one call. Summaries are logged through `ingestion` (`SummaryLog`)."""
+        store = ingestion.store
+        summary_log = SummaryLog(ingestion)
         self._store = store
         self._model = model
         self._slot = slot
         self._on_embedding_queued = on_embedding_queued
         self.exchanges = ExchangeSummarizer(
             store,
+            summary_log,
             self._complete,
             clock,
             idle_seconds=config.idle_seconds,
@@ -65,6 +69,7 @@ class SummarizerService:
         )
         self.segments = SegmentSummarizer(
             store,
+            summary_log,
             self._complete,
             clock,
             idle_seconds=config.idle_seconds,

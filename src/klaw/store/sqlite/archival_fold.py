@@ -26,15 +26,21 @@ from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, MessageRecord, Mes
 from klaw.store.sqlite.memory_chunks import MEMORY_VECTORS
 from klaw.store.sqlite.query import Row, fetch_all, fetch_value
 from klaw.store.sqlite.summaries import delete_summaries_in
+from klaw.store.sqlite.summary_fold import summary_record_rowids
 from klaw.store.sqlite.vector_tables import table_exists
 from klaw.store.sqlite.vectors import MESSAGE_VECTORS
+from klaw.store.summary_log_records import SUMMARY_RECORD_TYPES
 from klaw.store.summary_records import SUMMARY_TARGET
+
+_TEXT_ELSEWHERE = (MessageType.MEMORY_SAVED, *SUMMARY_RECORD_TYPES)
+_SUMMARY_TYPES = {t.value for t in SUMMARY_RECORD_TYPES}
 
 
 def stored_content(record: MessageRecord) -> str:
     """What `messages.content` keeps of a record: a saved memory's text lives in `memory_chunks`
-    only, so it is neither stored twice nor matched as a message by full-text search."""
-    return "" if record.type is MessageType.MEMORY_SAVED else record.content
+    only, a summary's in `summaries`, so neither is stored twice nor matched as a message by
+    full-text search."""
+    return "" if record.type in _TEXT_ELSEWHERE else record.content
 
 
 def fold_archival_record(
@@ -70,20 +76,18 @@ def forget_rows(connection: apsw.Connection, chat_key: int, ids: Collection[str]
     Ids of other chats are ignored: a tombstone in one chat's log can never touch another chat."""
     if not ids:
         return 0
-    rows = fetch_all(
-        connection,
-        "SELECT rowid, segment_id, type, metadata, created_at FROM messages"
-        " WHERE chat = ? AND id IN (SELECT value FROM json_each(?))",
-        (chat_key, json.dumps(sorted(ids))),
-    )
+    rows = _named_rows(connection, chat_key, ids)
     if not rows:
         return 0
     rowids = [int(row[0]) for row in rows]
     as_json = json.dumps(rowids)
-    exchanges = _exchanges_of(connection, chat_key, rows, as_json)
+    exchanges, touched = _summarized_exchanges(connection, chat_key, rows)
     # Summaries of every exchange holding a forgotten row and of their segments (which retell them),
-    # vectors by trigger; the summarizers write new ones from what is left.
-    delete_summaries_in(connection, _exchanges_touched(connection, chat_key, rows) | set(exchanges), ())
+    # vectors by trigger; the summarizers write new ones from what is left. A summary whose own
+    # record is named goes too (the tombstone names those records: `summary_records_for`).
+    delete_summaries_in(connection, touched, ())
+    connection.execute("DELETE FROM summaries WHERE record_rowid IN (SELECT value FROM json_each(?))", (as_json,))
+    connection.execute("DELETE FROM summary_records WHERE rowid IN (SELECT value FROM json_each(?))", (as_json,))
     connection.execute(
         "DELETE FROM embedding_jobs WHERE target = ? AND target_rowid NOT IN (SELECT id FROM summaries)",
         (SUMMARY_TARGET,),
@@ -100,6 +104,32 @@ def forget_rows(connection: apsw.Connection, chat_key: int, ids: Collection[str]
     connection.execute("DELETE FROM memory_chunks WHERE rowid IN (SELECT value FROM json_each(?))", (as_json,))
     connection.execute("DELETE FROM messages WHERE rowid IN (SELECT value FROM json_each(?))", (as_json,))
     return len(rowids)
+
+
+def summary_records_for(connection: apsw.Connection, chat_key: int, ids: Collection[str]) -> list[int]:
+    """Rowids of the summary records that forgetting the records `ids` makes obsolete (the summaries
+    `forget_rows` deletes, every version of them): a tombstone names them too, so their text leaves
+    the log and a reindex never folds them again."""
+    rows = _named_rows(connection, chat_key, ids)
+    return summary_record_rowids(connection, _summarized_exchanges(connection, chat_key, rows)[1]) if rows else []
+
+
+def _named_rows(connection: apsw.Connection, chat_key: int, ids: Collection[str]) -> list[Row]:
+    return fetch_all(
+        connection,
+        "SELECT rowid, segment_id, type, metadata, created_at FROM messages"
+        " WHERE chat = ? AND id IN (SELECT value FROM json_each(?))",
+        (chat_key, json.dumps(sorted(ids))),
+    )
+
+
+def _summarized_exchanges(connection: apsw.Connection, chat_key: int, rows: list[Row]) -> tuple[list[int], set[int]]:
+    """(exchanges built on the rows, exchanges whose summaries may retell them). Summary records
+    among the rows are left out: they are about earlier exchanges, not the one running when they
+    were written."""
+    rows = [row for row in rows if row[2] not in _SUMMARY_TYPES]
+    exchanges = _exchanges_of(connection, chat_key, rows, json.dumps([int(row[0]) for row in rows]))
+    return exchanges, _exchanges_touched(connection, chat_key, rows) | set(exchanges)
 
 
 def checkpoint_truncate(connection: apsw.Connection) -> None:

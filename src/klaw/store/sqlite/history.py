@@ -10,7 +10,9 @@ Messages carry no exchange id, so an exchange's records are found from what its 
   at a time per chat and injects other messages only between turns, so nothing else lands there.
 
 A segment's records are all of its rows except `/new` and `/model` records, which shape the chat's
-segments and models and hold no text.
+segments and models and hold no text. Summary records are in neither: the summarizers append them in
+the background, in the middle of a later turn or segment; `summary_records` finds those about an
+exchange (`/forget` erases them with it).
 """
 
 from __future__ import annotations
@@ -21,14 +23,15 @@ from collections.abc import Sequence
 import apsw
 
 from klaw.store.records import ChatRef, MessageType, Role, StoredMessage
-from klaw.store.sqlite.archival_fold import checkpoint_truncate
+from klaw.store.sqlite.archival_fold import checkpoint_truncate, summary_records_for
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
+from klaw.store.summary_log_records import SUMMARY_RECORD_TYPES
 
-_STRUCTURE = (MessageType.SESSION_BREAK.value, MessageType.MODEL_SWITCH.value)
-_NOT_STRUCTURE = f"m.type NOT IN ('{_STRUCTURE[0]}', '{_STRUCTURE[1]}')"
+_STRUCTURE = (MessageType.SESSION_BREAK, MessageType.MODEL_SWITCH, *SUMMARY_RECORD_TYPES)
+_NOT_STRUCTURE = "m.type NOT IN (" + ", ".join(f"'{t.value}'" for t in _STRUCTURE) + ")"
 _USER_TEXT = f"m.role = '{Role.USER.value}' AND m.type = '{MessageType.TEXT.value}'"
 
 
@@ -136,6 +139,17 @@ class SqliteHistory:
                 (segment_id,),
             )
             return [message_from_row(row) for row in rows]
+
+        return await self._db.run(query)
+
+    async def summary_records(self, chat: ChatRef, record_ids: Sequence[str]) -> list[StoredMessage]:
+        """The summary records of the chat that forgetting `record_ids` makes obsolete, oldest first."""
+
+        def query(connection: apsw.Connection) -> list[StoredMessage]:
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None:
+                return []
+            return _messages(connection, summary_records_for(connection, chat_key, record_ids))
 
         return await self._db.run(query)
 

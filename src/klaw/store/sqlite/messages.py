@@ -27,6 +27,7 @@ from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.segments import close_segment, open_segment_id
 from klaw.store.sqlite.sessions import save_session_model
+from klaw.store.sqlite.summary_fold import fold_summary_record
 from klaw.store.sqlite.vector_cache import ChatVectorCache
 
 CONTROL_SQL = "(" + ", ".join(f"'{t}'" for t in CONTROL_TYPES) + ")"
@@ -102,6 +103,7 @@ class SqliteMessages:
                 fold_exchange_record(connection, record, chat_key, segment_id, created_at)
                 now = to_millis(self._clock())
                 forgot = fold_archival_record(connection, record, chat_key, segment_id, rowid, created_at, now)
+                fold_summary_record(connection, record, chat_key, rowid, created_at, now)
                 if forgot and self._vector_cache is not None:
                     self._vector_cache.invalidate(chat_key)
         return StoredMessage(rowid=rowid, segment_id=segment_id, record=record)

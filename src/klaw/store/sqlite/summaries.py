@@ -15,10 +15,11 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.store.protocol import StorageError
-from klaw.store.records import ChatRef, Exchange, from_millis, to_millis
+from klaw.store.records import ChatRef, Exchange, MessageRecord, from_millis, to_millis
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one
+from klaw.store.sqlite.summary_fold import foldable, open_record_id
 from klaw.store.sqlite.summary_rows import EMBEDDABLE, load_summaries, load_summary, queue_summary_job
 from klaw.store.sqlite.summary_vectors import (
     bind_summary_vectors,
@@ -29,6 +30,7 @@ from klaw.store.sqlite.summary_vectors import (
     vector_count,
 )
 from klaw.store.sqlite.summary_work import pending_exchanges, scan_exchanges, segment_work
+from klaw.store.sqlite.summary_writes import SummaryWrite, write_exchange_summary, write_segment_summary
 from klaw.store.sqlite.vector_tables import vector_blobs
 from klaw.store.summary_records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit, SummaryKind
 
@@ -107,15 +109,8 @@ class SqliteSummaries:
                 if exists is None or not _all_exist(connection, "messages", "rowid", rowids):
                     return None  # forgotten while the model was writing: nothing of it may stay
                 chat_key = self._chats.ensure(connection, exchange.chat)
-                connection.execute(
-                    "INSERT INTO summaries (kind, chat, segment_id, exchange_id, text, model, final,"
-                    " covers_exchange_id, exchanges_covered, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, 1, ?, 1, ?, ?) ON CONFLICT (exchange_id) WHERE exchange_id IS NOT NULL"
-                    " DO UPDATE SET text = excluded.text, model = excluded.model, updated_at = excluded.updated_at",
-                    (_EXCHANGE, chat_key, exchange.segment_id, exchange.id, text, model, exchange.id, when, when),
-                )
-                summary_id = _id_of(connection, "exchange_id = ?", exchange.id)
-                queue_summary_job(connection, summary_id, queued_at)
+                write_ = SummaryWrite(chat_key, exchange.segment_id, text, model, when, queued_at)
+                summary_id = write_exchange_summary(connection, write_, exchange.id)
             return _loaded(connection, summary_id)
 
         return await self._db.run(write)
@@ -140,20 +135,13 @@ class SqliteSummaries:
                 chat = fetch_one(connection, "SELECT chat FROM segments WHERE id = ?", (segment_id,))
                 if chat is None or not _all_exist(connection, "summaries", "id", summary_ids):
                     return None  # forgotten while the model was writing: nothing of it may stay
-                params: tuple[object, ...] = (_SEGMENT, chat[0], segment_id, text, model, int(final))
-                params += (covers_exchange_id, exchanges_covered, when, when)
-                connection.execute(
-                    "INSERT INTO summaries (kind, chat, segment_id, exchange_id, text, model, final,"
-                    " covers_exchange_id, exchanges_covered, created_at, updated_at)"
-                    " VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (segment_id) WHERE kind = 'segment'"
-                    " DO UPDATE SET text = excluded.text, model = excluded.model, final = excluded.final,"
-                    " covers_exchange_id = excluded.covers_exchange_id,"
-                    " exchanges_covered = excluded.exchanges_covered, updated_at = excluded.updated_at",
-                    params,
+                summary_id = write_segment_summary(
+                    connection,
+                    SummaryWrite(int(chat[0]), segment_id, text, model, when, queued_at),
+                    final=final,
+                    covers_exchange_id=covers_exchange_id,
+                    exchanges_covered=exchanges_covered,
                 )
-                summary_id = _id_of(connection, "segment_id = ? AND kind = 'segment'", segment_id)
-                if final:
-                    queue_summary_job(connection, summary_id, queued_at)
             return _loaded(connection, summary_id)
 
         return await self._db.run(write)
@@ -173,6 +161,25 @@ class SqliteSummaries:
             return load_summary(connection, summary_id)
 
         return await self._db.run(write)
+
+    # -- the log's summary records -----------------------------------------------------------------
+
+    async def exchange_record_id(self, exchange_id: int) -> str | None:
+        return await self._db.run(lambda connection: open_record_id(connection, exchange_id))
+
+    async def foldable(self, record: MessageRecord) -> bool:
+        def query(connection: apsw.Connection) -> bool:
+            chat_key = self._chats.find(connection, record.chat)
+            return chat_key is not None and foldable(connection, chat_key, record)
+
+        return await self._db.run(query)
+
+    async def unlogged(self, limit: int) -> list[Summary]:
+        return await self._db.run(
+            lambda connection: load_summaries(
+                connection, "s.record_rowid IS NULL ORDER BY s.kind = ?, s.id LIMIT ?", (_SEGMENT, limit)
+            )
+        )
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -329,13 +336,6 @@ def _all_exist(connection: apsw.Connection, table: str, column: str, ids: Sequen
     marks = ",".join("?" * len(ids))
     row = fetch_one(connection, f"SELECT count(*) FROM {table} WHERE {column} IN ({marks})", ids)
     return row is not None and int(row[0]) == len(ids)
-
-
-def _id_of(connection: apsw.Connection, where: str, value: int) -> int:
-    row = fetch_one(connection, f"SELECT id FROM summaries WHERE {where}", (value,))
-    if row is None:
-        raise StorageError("the summary just written is missing")
-    return int(row[0])
 
 
 def _loaded(connection: apsw.Connection, summary_id: int) -> Summary:

@@ -12,9 +12,9 @@ from klaw.store.summary_records import SUMMARY_TARGET, Summary, SummaryKind
 
 SUMMARY_COLUMNS = (
     "s.id, s.kind, c.channel, c.chat_id, s.segment_id, s.exchange_id, s.text, s.model, s.final,"
-    " s.covers_exchange_id, s.exchanges_covered, s.created_at, s.updated_at"
+    " s.covers_exchange_id, s.exchanges_covered, s.created_at, s.updated_at, r.id"
 )
-SUMMARY_FROM = "summaries s JOIN chats c ON c.id = s.chat"
+SUMMARY_FROM = "summaries s JOIN chats c ON c.id = s.chat LEFT JOIN messages r ON r.rowid = s.record_rowid"
 # The condition a summary needs to get a vector (see `Summary.embeddable`), on alias `s`.
 EMBEDDABLE = f"(s.kind = '{SummaryKind.EXCHANGE.value}' OR s.final = 1)"
 
@@ -33,6 +33,7 @@ def summary_from_row(row: Row) -> Summary:
         exchanges_covered=int(row[10]),
         created_at=from_millis(int(row[11])),
         updated_at=from_millis(int(row[12])),
+        record_id=None if row[13] is None else str(row[13]),
     )
 
 

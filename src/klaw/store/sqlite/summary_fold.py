@@ -1,0 +1,135 @@
+"""`exchange_summary` / `segment_summary` records folded into `summaries` as they are appended.
+
+Called by `SqliteMessages.append_in` inside the append's transaction, like the exchange and archival
+folds: live ingestion, crash recovery and `klaw reindex` store the same summaries from the same
+records, and a reindex needs no model call. The record names its exchange by the id of its
+`exchange_open` record (a segment summary: the newest exchange it covers, which names its segment),
+found here as the exchange fold finds it (chat, start, user message), the same in any database
+built from the log.
+
+A summary is stored only if its exchange and every record it was written from are still stored:
+one written while they were being forgotten is dropped (the guarantee of commit f7817fc, now in
+the fold, so a reindex keeps it too). Every summary record whose exchange is found gets a
+`summary_records` row, kept or not, so `/forget` can name it (`summary_record_rowids`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Collection, Sequence
+
+import apsw
+
+from klaw.store.records import MessageRecord, MessageType
+from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
+from klaw.store.sqlite.summary_writes import SummaryWrite, write_exchange_summary, write_segment_summary
+from klaw.store.summary_log_records import SUMMARY_RECORD_TYPES, SummaryRecord
+from klaw.store.summary_records import SummaryKind
+
+log = logging.getLogger(__name__)
+
+
+def fold_summary_record(
+    connection: apsw.Connection, record: MessageRecord, chat_key: int, rowid: int, created_at: int, now_millis: int
+) -> None:
+    """Store the summary a summary record holds (no-op for other types)."""
+    if record.type not in SUMMARY_RECORD_TYPES:
+        return
+    parsed = SummaryRecord.from_record(record)
+    if parsed is None:
+        log.warning("%s record %s has no usable text or exchange; ignored", record.type.value, record.id)
+        return
+    target = exchange_of_open_record(connection, chat_key, parsed.exchange_open_id)
+    if target is None:
+        log.info("%s record %s names an exchange that is not stored; not kept", record.type.value, record.id)
+        return
+    exchange_id, segment_id = target
+    is_exchange = parsed.kind is SummaryKind.EXCHANGE
+    connection.execute(
+        "INSERT OR REPLACE INTO summary_records (rowid, segment_id, exchange_id) VALUES (?, ?, ?)",
+        (rowid, segment_id, exchange_id if is_exchange else None),
+    )
+    if not records_exist(connection, chat_key, parsed.sources):
+        log.info("%s record %s was written from records since forgotten; not kept", record.type.value, record.id)
+        return
+    write = SummaryWrite(chat_key, segment_id, parsed.text, parsed.model, created_at, now_millis, rowid)
+    if is_exchange:
+        write_exchange_summary(connection, write, exchange_id)
+    else:
+        write_segment_summary(
+            connection,
+            write,
+            final=parsed.final,
+            covers_exchange_id=exchange_id,
+            exchanges_covered=parsed.exchanges_covered,
+        )
+
+
+def foldable(connection: apsw.Connection, chat_key: int, record: MessageRecord) -> bool:
+    """Whether folding `record` now would store its summary (the writer checks before logging it)."""
+    parsed = SummaryRecord.from_record(record)
+    if parsed is None or exchange_of_open_record(connection, chat_key, parsed.exchange_open_id) is None:
+        return False
+    return records_exist(connection, chat_key, parsed.sources)
+
+
+def exchange_of_open_record(connection: apsw.Connection, chat_key: int, open_id: str) -> tuple[int, int] | None:
+    """(exchange id, segment id) of the exchange an `exchange_open` record of the chat opened."""
+    opened = fetch_one(
+        connection,
+        "SELECT created_at, metadata FROM messages WHERE id = ? AND chat = ? AND type = ?",
+        (open_id, chat_key, MessageType.EXCHANGE_OPEN.value),
+    )
+    if opened is None:
+        return None
+    metadata = json.loads(opened[1]) if opened[1] else {}
+    user_id = metadata.get("user_message_id") if isinstance(metadata, dict) else None
+    user_rowid = fetch_value(connection, "SELECT rowid FROM messages WHERE id = ?", (user_id,)) if user_id else None
+    row = fetch_one(
+        connection,
+        "SELECT id, segment_id FROM exchanges WHERE chat = ? AND started_at = ? AND user_message_rowid IS ?"
+        " ORDER BY id DESC LIMIT 1",
+        (chat_key, opened[0], user_rowid),
+    )
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def open_record_id(connection: apsw.Connection, exchange_id: int) -> str | None:
+    """The id of the `exchange_open` record that opened the exchange (None: not stored, e.g. an
+    exchange from before exchanges were logged)."""
+    value = fetch_value(
+        connection,
+        "SELECT m.id FROM exchanges e JOIN messages m ON m.chat = e.chat AND m.type = ? AND m.created_at = e.started_at"
+        " WHERE e.id = ? AND json_extract(m.metadata, '$.user_message_id')"
+        " IS (SELECT id FROM messages WHERE rowid = e.user_message_rowid) ORDER BY m.rowid DESC LIMIT 1",
+        (MessageType.EXCHANGE_OPEN.value, exchange_id),
+    )
+    return None if value is None else str(value)
+
+
+def records_exist(connection: apsw.Connection, chat_key: int, ids: Sequence[str]) -> bool:
+    wanted = sorted(set(ids))
+    if not wanted:
+        return True
+    found = fetch_value(
+        connection,
+        "SELECT count(*) FROM messages WHERE chat = ? AND id IN (SELECT value FROM json_each(?))",
+        (chat_key, json.dumps(wanted)),
+    )
+    return int(found or 0) == len(wanted)
+
+
+def summary_record_rowids(connection: apsw.Connection, exchange_ids: Collection[int]) -> list[int]:
+    """The summary records that retell these exchanges: their exchange summaries and every segment
+    summary (each rolling version) of their segments, as `delete_summaries_in` deletes them."""
+    wanted = json.dumps(sorted(set(exchange_ids)))
+    rows = fetch_all(
+        connection,
+        "SELECT rowid FROM summary_records WHERE exchange_id IN (SELECT value FROM json_each(?))"
+        " OR (exchange_id IS NULL AND segment_id IN"
+        " (SELECT segment_id FROM exchanges WHERE id IN (SELECT value FROM json_each(?))))"
+        " ORDER BY rowid",
+        (wanted, wanted),
+    )
+    return [int(row[0]) for row in rows]
