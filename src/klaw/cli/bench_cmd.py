@@ -256,6 +256,73 @@ def locomo(
     console.print(f"wrote {out / 'locomo.json'} and {out / 'locomo.md'}")
 
 
+@app.command("past-sessions")
+def past_sessions(
+    data: Annotated[Path, typer.Option(help="A LoCoMo-format JSON file with session summaries and observations.")],
+    out: Annotated[Path, typer.Option(help="Directory for past_sessions.json and .md.")] = Path("bench-results"),
+    exchange_texts: Annotated[str, typer.Option(help="Comma-separated exchange texts: turns, facts.")] = "turns,facts",
+    names: Annotated[str, typer.Option(help="Comma-separated ways of naming the speakers: kept, neutral.")] = (
+        "kept,neutral"
+    ),
+) -> None:
+    """How similar a new message is to the summaries of the past segments holding its answer, through
+    past-conversation retrieval with the configured embedder: where `rag.minSimilarity` should sit."""
+    from datetime import UTC, datetime
+
+    from rich.markdown import Markdown
+
+    from klaw.bench.locomo.annotations import load_session_notes
+    from klaw.bench.locomo.dataset import LocomoFormatError, load_locomo
+    from klaw.bench.locomo.past_sessions import PastRunSettings, run_past_sessions
+    from klaw.bench.locomo.past_sessions_chat import PastSessionsRunError
+    from klaw.bench.locomo.past_sessions_report import to_json, to_markdown
+    from klaw.cli.context import fail, home_from_env, load_or_exit
+    from klaw.memory.embedder.factory import create_embedder
+
+    config = load_or_exit(home_from_env()).config
+    try:
+        settings = PastRunSettings(
+            exchange_texts=tuple(t.strip() for t in exchange_texts.split(",") if t.strip()),
+            names=tuple(n.strip() for n in names.split(",") if n.strip()),
+            batch_size=config.embedder.batch_size,
+            rag=config.rag,
+        )
+    except ValueError as exc:
+        fail(str(exc))
+    try:
+        dataset = load_locomo(data)
+        notes = load_session_notes(data, dataset)
+    except LocomoFormatError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot read {data}: {exc.strerror or exc}")
+    embedder = create_embedder(config.embedder)
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+
+    async def run(work_dir: Path) -> Any:
+        try:
+            with _progress() as progress:
+                return await run_past_sessions(dataset, notes, embedder, work_dir, settings, _stage_reporter(progress))
+        finally:
+            await embedder.aclose()
+
+    with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp:
+        try:
+            result = asyncio.run(run(Path(tmp)))
+        except PastSessionsRunError as exc:
+            fail(str(exc), 1)
+    figures = to_json(
+        result, machine=machine(), started_at=started_at, embedder_config=config.embedder.model_dump(mode="json")
+    )
+    markdown = to_markdown(result)
+    _emit(figures, out / "past_sessions.json")
+    (out / "past_sessions.md").write_text(markdown, encoding="utf-8")
+    console = Console()
+    console.print(f"machine: {machine()}")
+    console.print(Markdown(markdown))
+    console.print(f"wrote {out / 'past_sessions.json'} and {out / 'past_sessions.md'}")
+
+
 def _reindex_throughput(console: Console, config: Any, messages: int) -> dict[str, Any]:
     from klaw.bench.reindex_bench import measure_reindex
 
