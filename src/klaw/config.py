@@ -106,7 +106,13 @@ class RagConfig(_Section):
     conversation_limit: int = Field(default=3, gt=0, description="Past segments at most.")
     exchange_limit_per_conversation: int = Field(default=2, gt=0, description="Exchanges at most per segment.")
     min_similarity: float = Field(
-        default=0.7, ge=0.0, le=1.0, description="Least cosine similarity of a segment or exchange summary."
+        # Measured for the default embedder (all-MiniLM-L6-v2) by `klaw bench past-sessions` on LoCoMo dev: the
+        # lowest gate no chit-chat passes; the spec's 0.7 let through 5 % of the summaries holding an answer.
+        # Other embedders have another scale (docs/memory/summaries-and-past-conversations.md).
+        default=0.35,
+        ge=0.0,
+        le=1.0,
+        description="Least cosine similarity of a segment or exchange summary (embedder-dependent).",
     )
     max_tokens: int = Field(default=600, gt=0, description="Token budget of the past-conversations block.")
 

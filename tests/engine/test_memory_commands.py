@@ -80,7 +80,7 @@ async def test_rag_config_set_validation_and_persistence(tmp_path: Path) -> None
     async with running_engine(tmp_path, rag={"conversationLimit": 4}) as h:
         status = await reply(h, "/rag")
         assert status.startswith("Past conversations: on")
-        assert "Up to 4 segment(s) and 2 exchange(s) each, similarity at least 0.7, within 600 tokens" in status
+        assert "Up to 4 segment(s) and 2 exchange(s) each, similarity at least 0.35, within 600 tokens" in status
         config = await reply(h, "/rag config")
         assert "  rag_conversation_limit: 4\n" in config and "(set by command)" not in config
         assert await reply(h, "/rag set rag_min_similarity 0.5") == "Updated: rag_min_similarity = 0.5"
