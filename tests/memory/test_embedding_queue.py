@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from klaw.config import EmbedderConfig
 from klaw.engine.clock import ManualClock
+from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.embedder.fake import FakeEmbedder
+from klaw.memory.embedder.openai_embedder import OpenAiEmbedder
 from klaw.memory.embedding_queue import EmbeddingQueue, describe_error
 from klaw.memory.ingestion import Ingestion
 from klaw.store.records import ChatRef, EmbeddingJobCounts, MessageRecord, MessageType, Role, StoredMessage
@@ -206,6 +209,43 @@ async def test_failure_after_the_32_second_retry_is_marked_failed_and_visible(
     assert await queue.run_until_idle() == 1
     assert await vector_rowids(store) == {stored.rowid}
     assert await store.embedding_jobs.counts() == EmbeddingJobCounts(0, 0)
+
+
+async def test_a_text_the_endpoint_rejects_does_not_hold_back_its_batch(
+    tmp_path: Path, store: SqliteStore, clock: ManualClock
+) -> None:
+    accept = ingestion(tmp_path, store).accept
+    stored = [await accept(said(f"{SECRET} number {i}")) for i in range(2)]
+    too_long = await accept(said("a pasted document " * 300))  # third of nine jobs, with eight good ones
+    stored += [too_long] + [await accept(said(f"{SECRET} number {i}")) for i in range(2, 8)]
+    async with FakeOpenAiServer(embedding_dim=DIM, max_input_tokens=500) as server:
+        config = EmbedderConfig(backend="openai", base_url=server.base_url, model="nomic-embed-text", dim=DIM)
+        embedder = OpenAiEmbedder(config, env={})
+        try:
+            queue = EmbeddingQueue(store, embedder, clock, batch_size=9)
+            assert await queue.run_until_idle() == 8
+            calls = [r for r in server.requests if r.path == "/v1/embeddings"]
+            # 9 -> 4 (holds it) + 5; 4 -> 2 + 2 (holds it); 2 -> 1 (it) + 1: seven calls, not one per text
+            assert [len(r.body["input"]) for r in calls] == [9, 4, 2, 2, 1, 1, 5]
+            assert await vector_rowids(store) == {m.rowid for m in stored} - {too_long.rowid}
+            [job] = await store.embedding_jobs.due(clock.now() + timedelta(days=1), 10)
+            assert (job.target_rowid, job.attempts) == (too_long.rowid, 1)
+            assert job.last_error is not None and "HTTP 400" in job.last_error
+        finally:
+            await embedder.aclose()
+
+
+async def test_an_outage_fails_the_batch_whole_without_splitting(
+    tmp_path: Path, store: SqliteStore, clock: ManualClock
+) -> None:
+    accept = ingestion(tmp_path, store).accept
+    for i in range(4):
+        await accept(said(f"{SECRET} number {i}"))
+    down = StubEmbedder(failures=1)  # the server cannot be reached: any batch would fail
+    assert await EmbeddingQueue(store, down, clock, batch_size=8).run_until_idle() == 0
+    assert [len(batch) for batch in down.batches] == [4]
+    jobs = await store.embedding_jobs.due(clock.now() + timedelta(seconds=1), 10)
+    assert [job.attempts for job in jobs] == [1, 1, 1, 1]
 
 
 async def test_unknown_target_is_marked_failed_not_looped_on(store: SqliteStore, clock: ManualClock) -> None:

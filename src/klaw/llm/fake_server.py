@@ -89,13 +89,16 @@ class _Queued:
 
 @dataclass(eq=False)
 class FakeOpenAiServer:
-    """See the module docstring. `known_models`, when set, makes other model names a 404 as on OpenAI."""
+    """See the module docstring. `known_models`, when set, makes other model names a 404 as on OpenAI.
+    `max_input_tokens`, when set, makes an embeddings request with a longer input a 400 naming the
+    limit, as OpenAI answers a text over its embedding model's context length."""
 
     embedding_dim: int = 16
     default_reply: Callable[[Mapping[str, Any]], Reply] = echo_last_user_message
     latency: Before | None = None
     known_models: Sequence[str] | None = None
     reverse_embeddings: bool = False  # answer embeddings out of order, to test ordering by `index`
+    max_input_tokens: int | None = None
     requests: list[RecordedRequest] = field(default_factory=list, init=False)
     _queues: dict[str, deque[_Queued]] = field(init=False)
     _closing: asyncio.Event = field(init=False)
@@ -297,6 +300,15 @@ class FakeOpenAiServer:
         texts = [texts] if isinstance(texts, str) else texts
         if not isinstance(texts, list):
             return error_response(ErrorReply(400, "'input' is a required property"))
+        longest = max((approximate_token_count(str(t)) for t in texts), default=0)
+        if self.max_input_tokens is not None and longest > self.max_input_tokens:
+            return error_response(
+                ErrorReply(
+                    400,
+                    f"This model's maximum context length is {self.max_input_tokens} tokens, however you "
+                    f"requested {longest} tokens. Please reduce your prompt.",
+                )
+            )
         data = [
             {"object": "embedding", "index": i, "embedding": fake_embedding(str(t), self.embedding_dim)}
             for i, t in enumerate(texts)

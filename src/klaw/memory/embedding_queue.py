@@ -8,6 +8,13 @@ vectors and deletes the jobs. A failed batch is tried again after 1, 2, 4, 8, 16
 32 s retry fails too, its jobs are marked failed: kept, counted in `/status`, and made pending
 again by `retry_failed`. A job whose text is gone (message deleted) is simply dropped.
 
+One text can sink a whole batch: a remote endpoint answers HTTP 400 to the request when any input is
+over its model's length (a pasted document), and the other 99 texts would share its fate, retried
+and finally failed with it. So a batch the endpoint rejected as a request (400, 413, 422) is halved
+until the text at fault is alone: the others get their vectors at once, for at most 2·log2(batch)
+extra calls per bad text, and only the bad one backs off. An outage, a wrong key or a rate limit
+fails any batch, so those are not split.
+
 Time passes only through the injected clock, so tests advance a `ManualClock` instead of sleeping.
 Logs name the error class and counts, never the text being embedded.
 """
@@ -24,7 +31,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from klaw.llm.errors import LlmError
+from klaw.llm.errors import LlmBadRequestError, LlmError
 from klaw.memory.background_task import rest, stop_task
 from klaw.memory.embedder.protocol import Embedder, EmbedderError
 from klaw.store.protocol import Storage, StorageError
@@ -41,6 +48,9 @@ MAX_TEXTS_PER_CALL = 100
 # How long the worker waits after the store itself failed (not an embedding), before trying again.
 STORE_ERROR_PAUSE_SECONDS = 5.0
 _MAX_REASON_CHARS = 200
+# HTTP statuses by which an endpoint refuses a request for what it carries (too long, too large,
+# unprocessable), not for who asks or where: a batch without the offending text would pass.
+INPUT_REJECTED_STATUSES = frozenset({400, 413, 422})
 # Exceptions whose messages are content-free by contract (they name endpoints, shapes, statuses).
 _DESCRIBED_ERRORS = (EmbedderError, LlmError, StorageError)
 
@@ -267,16 +277,25 @@ class EmbeddingQueue:
         live = [job for job in jobs if job.target_rowid in texts]
         if not live:
             return 0
+        return await self._embed_texts(target, live, texts)
+
+    async def _embed_texts(self, target: EmbeddingTarget, jobs: list[EmbeddingJob], texts: Mapping[int, str]) -> int:
+        """Embed and store `jobs` in one call; a batch whose request the endpoint rejected is halved
+        (see the module docstring), anything else reschedules the whole batch."""
         try:
-            vectors = await self._embedder.embed([texts[job.target_rowid] for job in live])
-            if vectors.shape[0] != len(live):
-                raise EmbedderError(f"the embedder returned {vectors.shape[0]} vectors for {len(live)} texts")
-            await target.put([(job.target_rowid, vectors[i]) for i, job in enumerate(live)])
+            vectors = await self._embedder.embed([texts[job.target_rowid] for job in jobs])
+            if vectors.shape[0] != len(jobs):
+                raise EmbedderError(f"the embedder returned {vectors.shape[0]} vectors for {len(jobs)} texts")
+            await target.put([(job.target_rowid, vectors[i]) for i, job in enumerate(jobs)])
         except Exception as exc:
-            await self._reschedule(live, exc)
+            if len(jobs) > 1 and rejects_the_input(exc):
+                middle = len(jobs) // 2
+                first = await self._embed_texts(target, jobs[:middle], texts)
+                return first + await self._embed_texts(target, jobs[middle:], texts)
+            await self._reschedule(jobs, exc)
             return 0
-        await self._store.embedding_jobs.complete([job.id for job in live])
-        return len(live)
+        await self._store.embedding_jobs.complete([job.id for job in jobs])
+        return len(jobs)
 
     async def _reschedule(self, jobs: list[EmbeddingJob], exc: Exception) -> None:
         """Back off each job by its attempt count, or mark it failed after the last step."""
@@ -298,6 +317,14 @@ class EmbeddingQueue:
             len(jobs) - failed,
             failed,
         )
+
+
+def rejects_the_input(exc: BaseException) -> bool:
+    """Whether an embedding call failed because the endpoint refused what the request carried
+    (`INPUT_REJECTED_STATUSES`), which a smaller batch might not: the embedder's error is caused by
+    the HTTP client's `LlmBadRequestError`."""
+    cause = exc if isinstance(exc, LlmBadRequestError) else exc.__cause__
+    return isinstance(cause, LlmBadRequestError) and cause.status in INPUT_REJECTED_STATUSES
 
 
 def _by_target(jobs: list[EmbeddingJob]) -> dict[str, list[EmbeddingJob]]:
