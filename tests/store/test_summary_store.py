@@ -219,6 +219,30 @@ async def test_exchange_search_gives_the_same_answer_by_point_lookups_and_by_knn
     assert by_lookup[0].summary.text.startswith("Asked about green tea")
 
 
+async def test_limits_above_sqlite_vecs_knn_cap_still_find_every_summary(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`/rag set rag_conversation_limit 5000` is valid (limits need only be > 0), but sqlite-vec refuses
+    a KNN with k over 4096: retrieval then failed on every turn, and its fail-safe hid it."""
+    await bound(store)
+    turns = Turns(store)
+    tea = await turns.turn("green tea", "80 degrees")
+    await store.summaries.save_exchange_summary(tea, "Asked about green tea.", "m", T0)
+    await store.summaries.save_segment_summary(
+        tea.segment_id, "About tea.", "m", final=True, covers_exchange_id=tea.id, exchanges_covered=1, at=T0
+    )
+    await turns.new_segment()
+    await embed_all(store)
+    [query] = await EMBEDDER.embed(["green tea"])
+    segments = await store.summaries.nearest_segments(ALICE, query, limit=5000, exclude_segment_id=None)
+    assert [hit.summary.segment_id for hit in segments] == [tea.segment_id]
+    monkeypatch.setattr("klaw.store.sqlite.summary_vectors.POINT_LOOKUP_MAX", 0)  # the KNN path, not lookups
+    exchanges = await store.summaries.nearest_exchanges(
+        ALICE, query, segment_ids=[tea.segment_id], limit_per_segment=5000
+    )
+    assert [hit.summary.exchange_id for hit in exchanges] == [tea.id]
+
+
 async def test_nothing_is_stored_from_what_was_forgotten_while_the_model_wrote(store: SqliteStore) -> None:
     turns = Turns(store)
     tea = await turns.turn("tea", "green")

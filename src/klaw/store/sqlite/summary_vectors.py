@@ -29,6 +29,9 @@ from klaw.store.summary_records import SummaryKind
 SUMMARY_VECTORS = "vec_summaries"
 # A segment with more exchange summaries than this is searched by KNN instead of point lookups.
 POINT_LOOKUP_MAX = 512
+# sqlite-vec refuses a KNN with k above this ("k value in knn query too large"). The limits come from
+# `/rag set` and engine.yaml, which only ask them to be > 0: a larger one asks for every row there is.
+VEC0_MAX_K = 4096
 _SEGMENT = SummaryKind.SEGMENT.value
 _EXCHANGE = SummaryKind.EXCHANGE.value
 _TRIGGERS = (
@@ -108,7 +111,13 @@ def nearest_segment_summaries(
         connection,
         f"SELECT rowid, distance FROM {SUMMARY_VECTORS} WHERE embedding MATCH ? AND k = ? AND chat_key = ?"
         f" AND kind = ?{exclude} ORDER BY distance",
-        (_blob(vector), limit, chat_key, _SEGMENT, *(() if exclude_segment_id is None else (exclude_segment_id,))),
+        (
+            _blob(vector),
+            min(limit, VEC0_MAX_K),
+            chat_key,
+            _SEGMENT,
+            *(() if exclude_segment_id is None else (exclude_segment_id,)),
+        ),
     )
     return [(int(row[0]), float(row[1])) for row in rows]
 
@@ -130,7 +139,7 @@ def nearest_exchange_summaries(
             connection,
             f"SELECT rowid, distance FROM {SUMMARY_VECTORS} WHERE embedding MATCH ? AND k = ? AND chat_key = ?"
             " AND kind = ? AND segment_id = ? ORDER BY distance",
-            (_blob(vector), limit, chat_key, _EXCHANGE, segment_id),
+            (_blob(vector), min(limit, VEC0_MAX_K), chat_key, _EXCHANGE, segment_id),
         )
         return [(int(row[0]), float(row[1])) for row in rows]
     found: list[tuple[int, bytes]] = []
