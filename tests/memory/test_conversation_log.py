@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -143,3 +143,24 @@ async def test_recovery_rebuilds_a_lost_database_including_segments(tmp_path: Pa
         assert [m.content for m in window] == ["second topic"]
     finally:
         await store.aclose()
+
+
+async def test_time_is_utc_milliseconds_so_a_record_equals_itself_after_the_log_and_the_database(
+    tmp_path: Path, store: SqliteStore
+) -> None:
+    india = timezone(timedelta(hours=5, minutes=30))
+    original = MessageRecord(CHAT, Role.USER, "hello", created_at=datetime(2026, 7, 1, 0, 30, 0, 123456, tzinfo=india))
+    assert original.created_at.utcoffset() == timedelta(0)
+    assert (original.created_at.day, original.created_at.hour, original.created_at.microsecond) == (30, 19, 123000)
+    log = ConversationLog(tmp_path / "conversations")
+    await log.append(original)
+    [day_file] = log.files(log.chat_dir(CHAT))
+    assert day_file.name == "2026-06-30.jsonl"  # the UTC day, not the sender's
+    [from_log] = (await log.read([day_file])).records
+    assert from_log == original and from_log.created_at.utcoffset() == timedelta(0)
+    await store.messages.append(from_log)
+    from_database = await store.messages.get(original.id)
+    assert from_database is not None and from_database.record == original
+    assert from_database.record.created_at.utcoffset() == timedelta(0)
+    with pytest.raises(ValueError, match="timezone-aware"):
+        MessageRecord(CHAT, Role.USER, "naive", created_at=datetime(2026, 7, 1, 0, 30))
