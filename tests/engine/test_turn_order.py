@@ -42,3 +42,9 @@ async def test_chat_follows_routing_default_until_model_is_chosen(tmp_path: Path
     async with running_engine(tmp_path, routing={"default": "fake/large"}) as h:
         reply = await h.engine.submit(CHAT, "/model")
         assert reply.command_reply == "Current model: fake/large"
+        await h.engine.submit(CHAT, "/model fake/small")  # now the chat has chosen
+    async with running_engine(tmp_path, routing={"default": "fake/large"}) as h:
+        reply = await h.engine.submit(CHAT, "/model")
+        assert reply.command_reply == "Current model: fake/small"
+        await h.turn("hello again")
+        assert h.server.chat_requests[-1].body["model"] == "small"
