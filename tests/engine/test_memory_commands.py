@@ -76,6 +76,28 @@ async def test_embeddings_switch_status_and_rebuild_with_confirmation(tmp_path: 
         assert "- no jobs waiting" in await reply(h, "/embeddings")
 
 
+async def test_embeddings_shows_failed_jobs_per_target_and_on_queues_them_again(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, **ON) as h:
+        h.server.default_reply = summarizing_reply
+        await reply(h, "/embeddings off")
+        await h.turn("how do I brew green tea at eighty degrees")
+        assert h.engine.summarizer is not None
+        await h.engine.summarizer.wait_idle()
+        store = h.engine.store
+        jobs = await store.embedding_jobs.due(h.clock.now(), 100)
+        assert sorted(job.target for job in jobs) == ["message", "message", "summary"]
+        for job in jobs:  # the state the queue leaves after the 32 s retry failed (test_summary_embedding.py)
+            await store.embedding_jobs.fail(job.id, "LlmServerError: HTTP 503")
+        status = await reply(h, "/embeddings")
+        assert "- message: 0 pending, 2 failed (last error: LlmServerError: HTTP 503)" in status
+        assert "- summary: 0 pending, 1 failed (last error: LlmServerError: HTTP 503)" in status
+        assert "Failed jobs gave up after 6 retries (1–32 s apart); /embeddings on queues them again." in status
+        assert await reply(h, "/embeddings on") == "Embedding worker on; 3 failed job(s) queued again."
+        await h.engine.embedding_queue.wait_idle()
+        assert "- no jobs waiting" in await reply(h, "/embeddings")
+        assert (await store.summaries.counts()).vectors == 1 and await store.vectors.count() == 2
+
+
 async def test_rag_config_set_validation_and_persistence(tmp_path: Path) -> None:
     async with running_engine(tmp_path, rag={"conversationLimit": 4}) as h:
         status = await reply(h, "/rag")
