@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from klaw.cli.app import app
 from klaw.home import KlawHome
+from klaw.memory.reindex import reindex
 from klaw.store.sqlite.store import SqliteStore
-from tests.memory.archive_helpers import DIM, ME, OTHER, ScriptedChat, log_text
+from tests.memory.archive_helpers import DIM, ME, OTHER, ScriptedChat, config, database_bytes, log_text
 
 SECRET = "cassowarymarmalade"
 
@@ -73,6 +74,31 @@ def test_forget_an_exchange_with_yes_and_refusals(home: KlawHome) -> None:
     assert code == 2
     code, out, _ = run(home, "exchange", str(ids["exchange"]), "-y")
     assert code == 0 and "Forgot exchange" in out and SECRET not in log_text(home)
+
+
+def test_reindex_honours_the_commands_tombstone_even_from_a_log_restored_from_before(home: KlawHome) -> None:
+    ids = fill(home)
+    before = {path: path.read_bytes() for path in home.conversations.rglob("*.jsonl")}
+    assert run(home, "exchange", str(ids["exchange"]), "--yes")[0] == 0
+    [holder] = [path for path in home.conversations.rglob("*.jsonl") if b'"type":"forget"' in path.read_bytes()]
+    tombstones = [line for line in holder.read_bytes().splitlines(keepends=True) if b'"type":"forget"' in line]
+    assert len(tombstones) == 1 and SECRET.encode() not in tombstones[0]
+    for path, content in before.items():  # a backup of the log from before the forget is put back…
+        path.write_bytes(content)
+    holder.write_bytes(before.get(holder, b"") + b"".join(tombstones))  # …with the tombstone written since
+    assert SECRET in log_text(home)
+
+    asyncio.run(reindex(home, config()))
+
+    async def search(text: str) -> list[str]:
+        store = await SqliteStore.open(home.database_file("klaw.db"))
+        try:
+            return [hit.message.content for hit in await store.search.full_text(ME, text, limit=5)]
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(search(SECRET)) == [] and "what is for lunch" in asyncio.run(search("lunch"))
+    assert SECRET.encode() not in database_bytes(home.database_file("klaw.db"))
 
 
 def test_refuses_while_an_engine_serves_the_home(home: KlawHome) -> None:
