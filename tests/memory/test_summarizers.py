@@ -23,7 +23,7 @@ from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.ingestion import Ingestion
 from klaw.memory.summaries.service import SummarizerService
 from klaw.memory.summaries.worker import WorkerState, backoff_seconds
-from klaw.store.records import ExchangeStatus
+from klaw.store.records import ExchangeStatus, MessageRecord, MessageType, Role
 from klaw.store.sqlite.store import SqliteStore
 from klaw.store.summary_records import SUMMARY_TARGET, SummaryKind
 from tests.engine.harness import engine_config
@@ -205,6 +205,44 @@ async def test_an_exchange_the_model_keeps_rejecting_is_given_up_and_the_fold_go
     assert await rig.store.summaries.exchange_summary(rejected.id) is None
     final = await rig.store.summaries.segment_summary(fine.segment_id)
     assert final is not None and final.final and final.exchanges_covered == 1
+
+
+async def test_the_exchange_request_names_the_tools_used_and_an_empty_answer_is_a_failed_attempt(rig: Rig) -> None:
+    """Spec 002's prompt: what was asked, what was done, the outcome. An empty answer is no summary:
+    it is tried again like a rejection and given up after the third."""
+    turns = Turns(rig.store)
+    opened = await turns.open_turn("what time is it in Lisbon")
+    calls = [{"id": "c1", "name": "current_time", "arguments": '{"timezone": "Europe/Lisbon"}'}]
+    await rig.store.messages.append(
+        MessageRecord(
+            turns.chat,
+            Role.ASSISTANT,
+            "",
+            MessageType.TOOL_CALL,
+            created_at=turns.now(),
+            metadata={"tool_calls": calls},
+        )
+    )
+    result = {"tool_call_id": "c1", "name": "current_time", "is_error": False}
+    await rig.store.messages.append(
+        MessageRecord(turns.chat, Role.TOOL, "10:04", MessageType.TOOL_RESULT, created_at=turns.now(), metadata=result)
+    )
+    lisbon = await turns.close(opened, "It is 10:04 in Lisbon.")
+    for _ in range(3):
+        rig.server.reply_text("  ")
+    rig.service.start()
+    for delay in (1, 2):
+        await eventually(lambda: rig.service.exchanges.status().state is WorkerState.BACKING_OFF, "backing off")
+        await rig.clock.advance(delay)
+    await rig.service.wait_idle()
+    [request, *_] = rig.summary_requests
+    asked = request.body["messages"][1]["content"]
+    assert "what time is it in Lisbon" in asked and "Tools the assistant used: current_time" in asked
+    assert "It is 10:04 in Lisbon." in asked
+    status = rig.service.exchanges.status()
+    assert (status.completed, status.failed, status.given_up) == (0, 3, 1)
+    assert status.last_error is not None and status.last_error.startswith("EmptySummaryError")
+    assert await rig.store.summaries.exchange_summary(lisbon.id) is None
 
 
 async def test_failed_turns_are_not_summarized_and_idle_workers_wake_on_their_timeout(rig: Rig) -> None:
