@@ -15,7 +15,7 @@ from klaw.config import RagConfig
 from klaw.llm.tokens import approximate_token_count
 from klaw.memory.embedder.fake import FakeEmbedder
 from klaw.memory.past_conversations.block import HEADER, fit_block
-from klaw.memory.past_conversations.pipeline import Retrieval, ShownExchange, ShownSegment
+from klaw.memory.past_conversations.pipeline import Pipeline, Retrieval, ShownExchange, ShownSegment
 from klaw.memory.past_conversations.retriever import PastConversationRetriever, default_pipeline
 from klaw.memory.past_conversations.stages import (
     EmbedQuery,
@@ -149,6 +149,8 @@ async def test_similar_segments_stage_never_returns_the_current_segment(store: S
     assert result.segments[0].similarity >= SETTINGS.min_similarity
     loose = await SimilarSegments(store)(embedded.replace(settings=RagConfig(min_similarity=0.0, conversation_limit=2)))
     assert len(loose.segments) == 2 and past.current not in {h.summary.segment_id for h in loose.segments}
+    similarities = [hit.similarity for hit in loose.segments]
+    assert similarities == sorted(similarities, reverse=True) and similarities[0] > similarities[1]
     strict = await SimilarSegments(store)(embedded.replace(settings=RagConfig(min_similarity=0.99)))
     assert strict.done and strict.skipped_by == "segments" and strict.segments == ()
 
@@ -207,6 +209,35 @@ async def test_a_stage_can_be_switched_off(store: SqliteStore) -> None:
     assert result.block is not None and "  - exchange" not in result.block and result.exchanges == ()
     with pytest.raises(ValueError, match="no stage named nope"):
         pipeline.without("nope")
+
+
+@dataclass
+class OnlySegment:
+    """A stage of the test's own, to insert: keeps one segment of those found."""
+
+    segment_id: int
+    name: str = "only"
+
+    async def __call__(self, retrieval: Retrieval) -> Retrieval:
+        kept = tuple(hit for hit in retrieval.segments if hit.summary.segment_id == self.segment_id)
+        return retrieval.replace(segments=kept) if kept else retrieval.finish(self.name)
+
+
+async def test_a_stage_can_be_inserted_without_touching_the_others(store: SqliteStore) -> None:
+    past = await past_segments(store)
+    stages = default_pipeline(store, FakeEmbedder(DIM)).stages
+    pipeline = Pipeline([*stages[:3], OnlySegment(past.bike_segment), *stages[3:]])
+    assert pipeline.names == ("guard", "embed_query", "segments", "only", "exchanges", "format")
+    loose = RagConfig(min_similarity=0.0, conversation_limit=3)
+    assert past.bike_segment in {
+        hit.summary.segment_id for hit in (await pipeline.without("only").run(start(past, loose))).segments
+    }
+    result = await pipeline.run(start(past, loose))
+    assert [hit.summary.segment_id for hit in result.segments] == [past.bike_segment]
+    assert [shown.segment_id for shown in result.shown] == [past.bike_segment]
+    assert result.block is not None and f"segment {past.tea_segment} " not in result.block
+    stopped = await Pipeline([*stages[:3], OnlySegment(past.current), *stages[3:]]).run(start(past, loose))
+    assert stopped.skipped_by == "only" and stopped.block is None
 
 
 async def test_retriever_is_fail_safe_and_switchable(store: SqliteStore, caplog: pytest.LogCaptureFixture) -> None:
