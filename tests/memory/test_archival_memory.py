@@ -16,6 +16,7 @@ from klaw.memory.log_format import decode_record
 from klaw.store.records import MessageType
 from klaw.store.sqlite.store import SqliteStore
 from tests.memory.archive_helpers import DIM, ME, OTHER, ScriptedChat, log_text
+from tests.memory.test_hybrid_search import SYNTAX_QUERIES
 
 BIRTHDAY = "Ada's birthday is on the 4th of March; she likes lemon cake"
 
@@ -142,3 +143,16 @@ async def test_what_only_the_vector_side_found_far_away_is_left_out(home: KlawHo
     assert await gated.search(ME, unrelated, limit=5) == []
     found = await gated.search(ME, "boiler technician", limit=5)
     assert {r.kind for r in found} == {"memory", "message"}
+
+
+@pytest.mark.parametrize("text", SYNTAX_QUERIES)
+async def test_search_never_raises_on_fts_syntax_characters(home: KlawHome, store: SqliteStore, text: str) -> None:
+    """memory_search passes the model's query to both FTS5 indexes (saved memories, messages)."""
+    chat = ScriptedChat(home, store)
+    await archival(chat).save(ME, "the deploy plan: NEAR the col value, minus (parentheses) and café")
+    await chat.turn("deploy) on friday? AND OR NOT", reply='yes, "quoted" deploy*')
+    if not text.strip():
+        with pytest.raises(ArchivalError, match="the query is empty"):  # a clear error the model reads
+            await archival(chat).search(ME, text, limit=5)
+    else:
+        await archival(chat).search(ME, text, limit=5)
