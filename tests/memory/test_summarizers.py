@@ -1,6 +1,7 @@
 """The exchange and segment summarizers (spec 002 phase 2: ExchangeSummarizer; the segment summary that
 replaces its ConversationSummarizer), on a real store and the fake OpenAI server over HTTP, with a
-manual clock for idle timeouts and backoff."""
+manual clock for idle timeouts and backoff. Tests wait for the state the workers signal (`wait_until`,
+`wait_idle`), never by polling."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from klaw.llm.router import ModelRouter
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.ingestion import Ingestion
 from klaw.memory.summaries.service import SummarizerService
-from klaw.memory.summaries.worker import WorkerState, backoff_seconds
+from klaw.memory.summaries.worker import BackgroundWorker, WorkerState, WorkerStatus, backoff_seconds
 from klaw.store.records import ExchangeStatus, MessageRecord, MessageType, Role
 from klaw.store.sqlite.store import SqliteStore
 from klaw.store.summary_records import SUMMARY_TARGET, SummaryKind
@@ -47,17 +48,31 @@ class Rig:
         return [r for r in self.server.chat_requests if is_summary_request(r.body)]
 
 
-async def eventually(predicate: Callable[[], Any], what: str) -> None:
-    """Wait for work crossing real HTTP (the manual clock moves only when told); 10 s safety net."""
-    for _ in range(2000):
-        if await _value(predicate()):
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"gave up waiting for: {what}")
+async def until(worker: BackgroundWorker, predicate: Callable[[WorkerStatus], bool], what: str) -> WorkerStatus:
+    """The worker's status once it signals one matching `predicate` (its work crosses real HTTP and the
+    manual clock moves only when told). The 10 s timeout is a safety net: a bug fails, never hangs."""
+    try:
+        async with asyncio.timeout(10):
+            return await worker.wait_until(predicate)
+    except TimeoutError:
+        raise AssertionError(f"gave up waiting for: {what} ({worker.status()})") from None
 
 
-async def _value(value: Any) -> Any:
-    return await value if asyncio.iscoroutine(value) else value
+async def idle(rig: Rig) -> None:
+    """Until both summarizers rest with nothing left to do; a safety net as in `until`."""
+    try:
+        async with asyncio.timeout(10):
+            await rig.service.wait_idle()
+    except TimeoutError:
+        raise AssertionError(f"gave up waiting for the summarizers to rest ({await rig.service.status()})") from None
+
+
+def backing_off_after(failures: int) -> Callable[[WorkerStatus], bool]:
+    return lambda s: s.state is WorkerState.BACKING_OFF and s.failed == failures
+
+
+def completed(items: int) -> Callable[[WorkerStatus], bool]:
+    return lambda s: s.completed == items
 
 
 @pytest.fixture
@@ -96,7 +111,7 @@ async def test_exchanges_are_summarized_oldest_first_on_the_summarization_model_
     bike = await turns.turn("which oil for a bike chain", "a dry lube")
     opened = await turns.open_turn("and black tea?")
     rig.service.start()
-    await rig.service.wait_idle()
+    await idle(rig)
     summaries = [s for s in await rig.store.summaries.in_segment(tea.segment_id) if s.kind is SummaryKind.EXCHANGE]
     assert [(s.exchange_id, s.text) for s in summaries] == [
         (tea.id, "The person asked: how do I brew green tea"),
@@ -111,7 +126,7 @@ async def test_exchanges_are_summarized_oldest_first_on_the_summarization_model_
 
     black = await turns.close(opened, "steep it at 95 degrees")
     rig.service.notify()  # the engine's ingestion does this when the exchange_close record is stored
-    await rig.service.wait_idle()
+    await idle(rig)
     assert (await rig.store.summaries.exchange_summary(black.id)) is not None
     status = await rig.service.status()
     assert (status.exchange.completed, status.exchange.failed, status.pending_exchanges) == (3, 0, 0)
@@ -123,11 +138,11 @@ async def test_segment_summary_rolls_forward_and_becomes_final_when_the_segment_
     turns = Turns(rig.store)
     first = await turns.turn("plan a trip to Lisbon", "book the hotel in Alfama")
     rig.service.start()
-    await rig.service.wait_idle()
+    await idle(rig)
     assert await rig.store.summaries.segment_summary(first.segment_id) is None  # 1 < rollingEvery
     await turns.turn("what about trams in Lisbon", "take tram 28")
     rig.service.notify()
-    await rig.service.wait_idle()
+    await idle(rig)
     rolling = await rig.store.summaries.segment_summary(first.segment_id)
     assert rolling is not None and not rolling.final and rolling.exchanges_covered == 2
     assert rolling.text == "The person asked: plan a trip to Lisbon The person asked: what about trams in Lisbon"
@@ -136,7 +151,7 @@ async def test_segment_summary_rolls_forward_and_becomes_final_when_the_segment_
     before = len(rig.summary_requests)
     await turns.new_segment()
     rig.service.notify()
-    await rig.service.wait_idle()
+    await idle(rig)
     final = await rig.store.summaries.segment_summary(first.segment_id)
     assert final is not None and final.final and final.text == rolling.text
     assert len(rig.summary_requests) == before  # it already covered everything: no model call
@@ -144,7 +159,7 @@ async def test_segment_summary_rolls_forward_and_becomes_final_when_the_segment_
 
     await turns.turn("new topic entirely", "sure")  # the next segment: 1 exchange, not yet rolled
     rig.service.notify()
-    await rig.service.wait_idle()
+    await idle(rig)
     assert (await rig.store.summaries.counts()).segments_final == 1
 
 
@@ -154,7 +169,7 @@ async def test_a_closed_segment_is_folded_to_its_end_in_one_final_summary(rig: R
     await turns.turn("question about wine", "port")
     await turns.new_segment()
     rig.service.start()
-    await rig.service.wait_idle()
+    await idle(rig)
     final = await rig.store.summaries.segment_summary(one.segment_id)
     assert final is not None and final.final and final.exchanges_covered == 2
     assert "cheese" in final.text and "wine" in final.text
@@ -165,25 +180,19 @@ async def test_a_failing_model_backs_off_and_retries_later_without_losing_the_ex
     rig.server.reply_error(503)
     exchange = await Turns(rig.store).turn(SECRET, "noted")
     rig.service.start()
-    await eventually(lambda: rig.service.exchanges.status().state is WorkerState.BACKING_OFF, "backing off")
-    status = rig.service.exchanges.status()
+    exchanges = rig.service.exchanges
+    status = await until(exchanges, lambda s: s.state is WorkerState.BACKING_OFF, "backing off")
     assert status.failed == 1 and status.last_error is not None and status.last_error.startswith("LlmServerError")
     assert status.retry_at == rig.clock.now() + timedelta(seconds=1)
     await rig.clock.advance(1)
-    await eventually(lambda: rig.service.exchanges.status().failed == 2, "second failure")
-    assert rig.service.exchanges.status().retry_at == rig.clock.now() + timedelta(seconds=2)
+    status = await until(exchanges, backing_off_after(2), "second failure")
+    assert status.retry_at == rig.clock.now() + timedelta(seconds=2)
     await rig.clock.advance(2)
-    await eventually(_summarized(rig, exchange.id), "summary")
-    await rig.service.wait_idle()
+    await until(exchanges, completed(1), "summary")
+    assert await rig.store.summaries.exchange_summary(exchange.id) is not None
+    await idle(rig)
     assert rig.service.exchanges.status().state is WorkerState.IDLE
     assert [backoff_seconds(n) for n in (1, 2, 3, 9, 20)] == [1, 2, 4, 256, 300]
-
-
-def _summarized(rig: Rig, exchange_id: int) -> Callable[[], Any]:
-    async def check() -> bool:
-        return await rig.store.summaries.exchange_summary(exchange_id) is not None
-
-    return check
 
 
 async def test_an_exchange_the_model_keeps_rejecting_is_given_up_and_the_fold_goes_past_it(rig: Rig) -> None:
@@ -194,11 +203,12 @@ async def test_an_exchange_the_model_keeps_rejecting_is_given_up_and_the_fold_go
     fine = await turns.turn("a question about cheese", "brie")
     await turns.new_segment()
     rig.service.start()
-    for delay in (1, 2):
-        await eventually(lambda: rig.service.exchanges.status().state is WorkerState.BACKING_OFF, "backing off")
+    for failures, delay in ((1, 1), (2, 2)):
+        await until(rig.service.exchanges, backing_off_after(failures), f"backing off after failure {failures}")
         await rig.clock.advance(delay)
-    await eventually(_summarized(rig, fine.id), "the next exchange")
-    await rig.service.wait_idle()
+    await until(rig.service.exchanges, completed(1), "the next exchange")
+    assert await rig.store.summaries.exchange_summary(fine.id) is not None
+    await idle(rig)
     status = rig.service.exchanges.status()
     assert (status.failed, status.given_up) == (3, 1)
     assert status.last_error is not None and status.last_error.startswith("LlmBadRequestError")
@@ -231,10 +241,10 @@ async def test_the_exchange_request_names_the_tools_used_and_an_empty_answer_is_
     for _ in range(3):
         rig.server.reply_text("  ")
     rig.service.start()
-    for delay in (1, 2):
-        await eventually(lambda: rig.service.exchanges.status().state is WorkerState.BACKING_OFF, "backing off")
+    for failures, delay in ((1, 1), (2, 2)):
+        await until(rig.service.exchanges, backing_off_after(failures), f"backing off after failure {failures}")
         await rig.clock.advance(delay)
-    await rig.service.wait_idle()
+    await idle(rig)
     [request, *_] = rig.summary_requests
     asked = request.body["messages"][1]["content"]
     assert "what time is it in Lisbon" in asked and "Tools the assistant used: current_time" in asked
@@ -248,12 +258,13 @@ async def test_the_exchange_request_names_the_tools_used_and_an_empty_answer_is_
 async def test_failed_turns_are_not_summarized_and_idle_workers_wake_on_their_timeout(rig: Rig) -> None:
     turns = Turns(rig.store)
     rig.service.start()
-    await rig.service.wait_idle()
+    await idle(rig)
     await turns.turn("this turn failed", None, ExchangeStatus.FAILED)
     done = await turns.turn("a question about bread", "sourdough")  # stored, but nobody signals
     await rig.clock.advance(30)  # summarizer.idleSeconds
-    await eventually(_summarized(rig, done.id), "summary after the idle timeout")
-    await rig.service.wait_idle()
+    await until(rig.service.exchanges, completed(1), "summary after the idle timeout")
+    assert await rig.store.summaries.exchange_summary(done.id) is not None
+    await idle(rig)
     assert len(rig.summary_requests) == 1
 
 
@@ -264,9 +275,9 @@ async def test_summaries_are_never_logged_with_content(rig: Rig, caplog: pytest.
     await turns.turn(SECRET, f"I will remember that {SECRET}")
     await turns.new_segment()
     rig.service.start()
-    await eventually(lambda: rig.service.exchanges.status().state is WorkerState.BACKING_OFF, "backing off")
+    await until(rig.service.exchanges, backing_off_after(1), "backing off")
     await rig.clock.advance(1)
-    await rig.service.wait_idle()
+    await idle(rig)
     assert (await rig.store.summaries.counts()).segments_final == 1
     assert "31-17-4" not in caplog.text and "flower" not in caplog.text
     assert "LlmServerError" in caplog.text
@@ -304,7 +315,7 @@ async def test_an_exchange_forgotten_while_the_model_writes_leaves_no_summary(ri
 
     rig.server.reply_text(f"The person shared: {SECRET}", before=forget_meanwhile)
     rig.service.start()
-    await rig.service.wait_idle()
+    await idle(rig)
     assert (await rig.store.summaries.counts()).exchanges == 0
     status = rig.service.exchanges.status()
     assert (status.completed, status.failed) == (0, 0)

@@ -6,6 +6,8 @@ until `notify()` or `idle_seconds` on the clock; a step that raises (the model i
 rate-limits) makes it wait 1, 2, 4 … up to `MAX_BACKOFF_SECONDS` and try again, ignoring signals
 meanwhile so a busy chat cannot hammer a failing model. Nothing here ever touches a turn: a worker
 failure only delays summaries. Time passes through the injected clock (tests advance a ManualClock).
+Every change of state or count is signalled on a condition, so tests (and tools) wait for the state
+they expect with `wait_until` / `wait_idle` instead of polling `status()`.
 Logs name the error class, never the text being summarized.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -59,7 +62,7 @@ class BackgroundWorker(ABC):
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._state = WorkerState.STOPPED
-        self._idle = asyncio.Condition()
+        self._changed = asyncio.Condition()  # notified on every state or count change
         self._failures = 0
         self._retry_at: datetime | None = None
         self.completed = 0
@@ -98,8 +101,23 @@ class BackgroundWorker(ABC):
 
     async def wait_idle(self) -> None:
         """Until the worker has done everything it can and rests (at once when stopped). For tests."""
-        async with self._idle:
-            await self._idle.wait_for(lambda: self.resting)
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.resting)
+
+    async def wait_until(self, predicate: Callable[[WorkerStatus], bool]) -> WorkerStatus:
+        """Until `predicate(status())` holds, checked at once and after every state or count change;
+        returns that status. For tests and tools that must see a change (backing off, the n-th failure,
+        an item done) as it happens: the manual clock does not move by itself and the model answers over
+        real HTTP, so there is no fixed moment to look, and polling would be timing. It waits forever if
+        the state never comes: callers put a timeout around it."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: predicate(self.status()))
+            return self.status()
+
+    async def _signal(self) -> None:
+        """Wake `wait_idle` and `wait_until` to look again at the state and counts."""
+        async with self._changed:
+            self._changed.notify_all()
 
     async def aclose(self) -> None:
         """Stop. An item in flight is abandoned and done again after the next start."""
@@ -108,8 +126,7 @@ class BackgroundWorker(ABC):
             return
         await stop_task(task, self.name)
         self._state = WorkerState.STOPPED
-        async with self._idle:
-            self._idle.notify_all()
+        await self._signal()
 
     def record_failure(self, exc: BaseException) -> None:
         self.failed += 1
@@ -141,9 +158,10 @@ class BackgroundWorker(ABC):
         while True:
             self._wake.clear()
             self._state = WorkerState.WORKING
+            await self._signal()
             try:
                 while await self.step():
-                    pass
+                    await self._signal()  # an item done, given up or skipped: the counts may have moved
             except Exception as exc:
                 self.record_failure(exc)
                 self._failures += 1
@@ -151,12 +169,12 @@ class BackgroundWorker(ABC):
                 self._retry_at = self._clock.now() + timedelta(seconds=delay)
                 self._state = WorkerState.BACKING_OFF
                 log.warning("%s: %s; trying again in %.0f s", self.name, type(exc).__name__, delay)
+                await self._signal()
                 await self._clock.sleep(delay)
                 continue
             self._failures = 0
             if self._wake.is_set():
                 continue  # signalled while working: look again before resting
-            async with self._idle:
-                self._state = WorkerState.IDLE
-                self._idle.notify_all()
+            self._state = WorkerState.IDLE
+            await self._signal()
             await rest(self._wake, self._clock.sleep, self._idle_seconds)
