@@ -1,10 +1,14 @@
-"""The engine link: backoff on the injected clock, replay in order, lost acks, refusals, queries, routing."""
+"""The engine link: backoff on the injected clock, replay in order, lost acks, refusals, queries, routing.
+
+Tests wait for what the code signals (the buffer's changes, `connected`, a delivery, a sleep on the
+clock) and end each backoff by moving the manual clock exactly its length; nothing polls."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +25,41 @@ from tests.gateway.fake_engine import Decision, FakeEngine
 
 
 class RecordingClock(ManualClock):
+    """Records each sleep's length and signals it, so a test sees the link start a backoff and ends it."""
+
     def __init__(self) -> None:
         super().__init__()
         self.sleeps: list[float] = []
+        self.slept = asyncio.Event()  # set when a sleep starts; cleared by whoever ends it
 
     async def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
+        self.slept.set()
         await super().sleep(seconds)
+
+    async def end_sleep(self) -> None:
+        """Wait for the next sleep to start (10 s safety net), then move time to its end."""
+        async with asyncio.timeout(10):
+            await self.slept.wait()
+        self.slept.clear()
+        await self.advance(self.sleeps[-1])
+
+
+@dataclass
+class Channel:
+    """The channel the link delivers to: keeps the frames and signals each one."""
+
+    frames: list[OutboundFrame | DeltaFrame] = field(default_factory=list)
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    async def deliver(self, frame: OutboundFrame | DeltaFrame) -> None:
+        self.frames.append(frame)
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def received(self, count: int) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: len(self.frames) >= count)
 
 
 def frame(n: int) -> InboundFrame:
@@ -36,14 +68,10 @@ def frame(n: int) -> InboundFrame:
 
 @asynccontextmanager
 async def link_on(
-    directory: Path, clock: ManualClock, delivered: list[OutboundFrame | DeltaFrame] | None = None
+    directory: Path, clock: ManualClock, channel: Channel | None = None
 ) -> AsyncIterator[tuple[EngineLink, InboundBuffer]]:
     buffer = await InboundBuffer.open(directory / "gateway")
-    sink = delivered if delivered is not None else []
-
-    async def deliver(frame: OutboundFrame | DeltaFrame) -> None:
-        sink.append(frame)
-
+    deliver = (channel or Channel()).deliver
     link = EngineLink(directory / "engine.sock", buffer, deliver, clock, channels=["web"], streaming=["web"])
     task = asyncio.create_task(link.run())
     try:
@@ -53,13 +81,27 @@ async def link_on(
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def until(condition: Callable[[], bool], clock: ManualClock | None = None, step: float = 0.05) -> None:
-    """Wait for `condition`, moving the manual clock (if given) so backoff sleeps end."""
-    async with asyncio.timeout(10):
-        while not condition():
-            if clock is not None:
-                await clock.advance(step)
-            await asyncio.sleep(0.005)
+async def until(signalled: Awaitable[object], clock: RecordingClock | None = None) -> None:
+    """Await `signalled` (10 s safety net). With `clock`, every backoff the link starts meanwhile
+    (a reconnect, a retry) is ended by moving the clock exactly its length."""
+    done = asyncio.ensure_future(signalled)
+    try:
+        async with asyncio.timeout(10):
+            while clock is not None and not done.done():
+                slept = asyncio.ensure_future(clock.slept.wait())
+                await asyncio.wait({done, slept}, return_when=asyncio.FIRST_COMPLETED)
+                slept.cancel()
+                if clock.slept.is_set():
+                    clock.slept.clear()
+                    await clock.advance(clock.sleeps[-1])
+            await done
+    finally:
+        done.cancel()
+
+
+def drained(buffer: InboundBuffer) -> Awaitable[None]:
+    """Signalled once the engine has acknowledged (or the link given up) every buffered frame."""
+    return buffer.wait_for(lambda: len(buffer) == 0)
 
 
 def test_backoff_doubles_up_to_the_maximum_and_resets() -> None:
@@ -77,18 +119,17 @@ async def test_reconnects_with_backoff_then_replays_the_buffer_in_order() -> Non
                 await buffer.append(frame(n))
             link.kick()
             for _ in range(4):  # the engine is down: each attempt fails and waits longer
-                await until(lambda: clock.sleepers == 1)
-                await clock.advance(clock.sleeps[-1])
+                await clock.end_sleep()
             assert clock.sleeps[:4] == [0.2, 0.4, 0.8, 1.6]
             engine = FakeEngine(directory / "engine.sock")
             await engine.start()
             try:
-                await until(lambda: len(buffer) == 0, clock)
+                await until(drained(buffer), clock)
                 assert engine.ids() == [f"m{n}" for n in range(5)]
                 assert engine.hellos[0].channels == ["web"] and engine.hellos[0].streaming == ["web"]
                 await buffer.append(frame(5))  # live traffic after the backlog
                 link.kick()
-                await until(lambda: len(buffer) == 0)
+                await until(drained(buffer))
                 assert engine.ids()[-1] == "m5"
             finally:
                 await engine.stop()
@@ -98,7 +139,7 @@ async def test_a_frame_whose_ack_was_lost_is_resent_with_the_same_id_before_late
     def policy(frame: Any, seen: int) -> Decision:
         return "hang_up" if frame.id == "m2" and seen == 1 else "ack"  # stored, but the ack never left
 
-    clock = ManualClock()
+    clock = RecordingClock()
     with short_socket_dir() as directory:
         engine = FakeEngine(directory / "engine.sock", policy)
         await engine.start()
@@ -107,7 +148,7 @@ async def test_a_frame_whose_ack_was_lost_is_resent_with_the_same_id_before_late
                 for n in range(1, 5):
                     await buffer.append(frame(n))
                 link.kick()
-                await until(lambda: len(buffer) == 0, clock)
+                await until(drained(buffer), clock)
             assert engine.ids() == ["m1", "m2", "m2", "m3", "m4"]
             assert engine.connections == 2
         finally:
@@ -120,20 +161,20 @@ async def test_a_refused_frame_is_retried_then_given_up_with_a_message_to_its_ch
             return "internal" if seen < 3 else "ack"  # e.g. the engine was shutting down
         return "invalid" if frame.id == "m2" else "ack"
 
-    clock = ManualClock()
-    delivered: list[OutboundFrame | DeltaFrame] = []
+    clock = RecordingClock()
+    channel = Channel()
     with short_socket_dir() as directory:
         engine = FakeEngine(directory / "engine.sock", policy)
         await engine.start()
         try:
-            async with link_on(directory, clock, delivered) as (link, buffer):
+            async with link_on(directory, clock, channel) as (link, buffer):
                 for n in range(1, 4):
                     await buffer.append(frame(n))
                 link.kick()
-                await until(lambda: len(buffer) == 0, clock)
+                await until(drained(buffer), clock)
             assert engine.ids() == ["m1", "m1", "m1", "m2", "m3"]
-            assert len(delivered) == 1
-            notice = delivered[0]
+            assert clock.sleeps == [0.2, 0.4]  # m1's two refusals, retried after a backoff
+            [notice] = channel.frames
             assert isinstance(notice, OutboundFrame) and notice.kind == "error" and notice.reply_to == "m2"
         finally:
             await engine.stop()
@@ -145,7 +186,7 @@ async def test_queries_answers_errors_and_an_absent_engine() -> None:
             raise QueryError("no such thing")
         return {"echo": query.params}
 
-    clock = ManualClock()
+    clock = RecordingClock()
     with short_socket_dir() as directory:
         async with link_on(directory, clock) as (link, _):
             with pytest.raises(EngineUnavailable):
@@ -153,30 +194,31 @@ async def test_queries_answers_errors_and_an_absent_engine() -> None:
             server = EngineSocketServer(directory / "engine.sock", RecordingHandler(), queries=answer)
             await server.start()
             try:
-                await until(link.connected.is_set, clock)
+                await until(link.connected.wait(), clock)
                 assert await link.query("chats", {"a": 1}) == {"echo": {"a": 1}}
                 with pytest.raises(QueryFailed, match="no such thing"):
                     await link.query("boom", {})
             finally:
                 await server.aclose()
-            await until(lambda: not link.connected.is_set())
+            await until(clock.slept.wait())  # the link backs off once it has seen the engine go
+            assert not link.connected.is_set()
             with pytest.raises(EngineUnavailable):
                 await link.query("chats", {})
 
 
 async def test_outbound_and_delta_frames_reach_the_channel() -> None:
-    clock = ManualClock()
-    delivered: list[OutboundFrame | DeltaFrame] = []
+    clock = RecordingClock()
+    channel = Channel()
     with short_socket_dir() as directory:
         server = EngineSocketServer(directory / "engine.sock", RecordingHandler())
         await server.send_outbound(OutboundFrame(channel="web", chat_id="main", text="queued while away"))
         await server.start()
         try:
-            async with link_on(directory, clock, delivered):
-                await until(lambda: len(delivered) == 1, clock)
+            async with link_on(directory, clock, channel):
+                await until(channel.received(1), clock)
                 assert server.wants_delta("web") and not server.wants_delta("telegram")
                 assert await server.send_delta(DeltaFrame(channel="web", chat_id="main", text="pie", reply_to="m1"))
-                await until(lambda: len(delivered) == 2)
-                assert [f.type for f in delivered] == ["outbound", "delta"]
+                await until(channel.received(2))
+                assert [f.type for f in channel.frames] == ["outbound", "delta"]
         finally:
             await server.aclose()
