@@ -131,7 +131,11 @@ async def test_replies_made_while_draining_reach_the_gateway_before_the_shutdown
             async with asyncio.timeout(10):
                 await started.wait()  # the model has the request and holds its answer
             shutdown = asyncio.create_task(engine.shutdown(timeout_seconds=30))
-            await wait_until_refused(short_home.socket_path)  # shutdown has begun: no new gateways
+            assert engine.socket is not None
+            async with asyncio.timeout(10):
+                await engine.socket.wait_stopped_accepting()  # shutdown has begun…
+            with pytest.raises(ConnectionRefusedError):  # …and no new gateway gets in
+                await asyncio.open_unix_connection(str(short_home.socket_path))
             await settle()  # the old order sent `shutdown` right after this point
             assert not shutdown.done()
             await send(writer, {"type": "inbound", "id": "m-2", "channel": "web", "chat_id": "u1", "text": "late"})
@@ -147,18 +151,6 @@ async def test_replies_made_while_draining_reach_the_gateway_before_the_shutdown
             release.set()
             if short_home.socket_path.exists():
                 await engine.shutdown(timeout_seconds=1)
-
-
-async def wait_until_refused(path: Path) -> None:
-    """Poll (10 s deadline) until the engine's listener is closed and a new connection is refused."""
-    async with asyncio.timeout(10):
-        while True:
-            try:
-                _, probe = await asyncio.open_unix_connection(str(path))
-            except ConnectionRefusedError:
-                return
-            probe.close()
-            await asyncio.sleep(0.01)
 
 
 async def test_slash_text_in_an_inbound_frame_is_a_command_answered_with_a_notice(short_home: KlawHome) -> None:

@@ -46,6 +46,7 @@ class EngineSocketServer:
         self._connections: dict[GatewayConnection, asyncio.Task[None]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
+        self._closed_to_new = asyncio.Event()
         self._count = 0
 
     @property
@@ -74,6 +75,12 @@ class EngineSocketServer:
         """Close the listening socket; connected gateways stay connected (to receive the last replies)."""
         if self._server is not None:
             self._server.close()
+        self._closed_to_new.set()
+
+    async def wait_stopped_accepting(self) -> None:
+        """Return once the listener is closed and a new gateway would be refused. For tests that must
+        see a shutdown begin: it closes the listener first, then drains, with no other outside sign."""
+        await self._closed_to_new.wait()
 
     async def wait_disconnected(self) -> None:
         """Return once no gateway is connected (e.g. after `broadcast_shutdown`, under a timeout)."""
