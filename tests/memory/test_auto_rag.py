@@ -175,3 +175,29 @@ async def test_vector_only_candidates_must_be_within_the_threshold_full_text_one
     keyword = await chat.say(DEPLOY, vector=one_hot(2))  # shares words, orthogonal vector
     recalled = await recall(service(chat, embedder=FixedEmbedder(one_hot(0))), chat)
     assert set(recalled) == {close.rowid, keyword.rowid}
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        'so the "deploy moves to friday',
+        "deploy* (friday) NEAR(migration",
+        "deploy: friday AND OR NOT migration?",
+        "col:deploy -friday ^migration",
+        "'; DROP TABLE messages;-- deploy friday migration",
+        "{deploy} + [friday] 🚀 migration",
+    ],
+)
+async def test_syntax_characters_in_the_message_still_recall_by_full_text_and_never_warn(
+    chat: Conversation, query: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a person types is text, never FTS5 syntax. Recall swallows every error (a turn must not
+    fail), so a query that broke the full-text side would pass unseen but for the warning and the
+    missing recall: both are checked. The vector side is down, so only full text can find the topic."""
+    topic = await chat.say(DEPLOY, embed=False)
+    await chat.filler(4, embed=False)
+    rag = service(chat, embedder=BrokenEmbedder())
+    with caplog.at_level(logging.WARNING):
+        recalled = await recall(rag, chat, query=query)
+    assert recalled[:1] == [topic.rowid]
+    assert "auto-RAG failed" not in caplog.text
