@@ -24,7 +24,8 @@ from klaw.home_init import initialise_home
 from klaw.memory.auto_rag import HEADER, AutoRagService, RecalledMessage
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.hybrid_search import HybridSearch
-from klaw.store.records import ChatRef, MessageType, Role, StoredMessage
+from klaw.store.exchange_records import exchange_close_record, exchange_open_record
+from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role, StoredMessage
 from klaw.store.sqlite.store import SqliteStore
 from tests.engine.harness import CHAT, engine_config, running_engine
 from tests.memory.recall_helpers import ALICE, Conversation
@@ -114,6 +115,34 @@ async def test_skipped_when_segment_count_does_not_exceed_sliding_window(home: K
     assert spy.calls == []
     assert "auto_rag" not in layer_names(context)
     assert layer(context, "sliding_window").items == WINDOW
+
+
+async def test_control_records_do_not_count_towards_the_guard(home: KlawHome, chat: Conversation) -> None:
+    """A turn also stores exchange_open/exchange_close records, and /model a model_switch: they are
+    not messages. A segment of exactly WINDOW messages skips auto-RAG however many of them it holds;
+    one message more and auto-RAG runs."""
+    for i in range(WINDOW // 2):
+        question = await chat.say(f"question {i}: does the deploy still move to friday night?")
+        opened = exchange_open_record(ALICE, question.record.id, question.record.created_at)
+        await chat.store.messages.append(opened)
+        answer = await chat.say(f"answer {i}: yes, right after the database migration", Role.ASSISTANT)
+        closed = exchange_close_record(opened, ExchangeStatus.COMPLETED, answer.record.id, answer.record.created_at)
+        await chat.store.messages.append(closed)
+        switch = MessageRecord(
+            ALICE,
+            Role.SYSTEM,
+            "",
+            type=MessageType.MODEL_SWITCH,
+            metadata={"model": "fake/large"},
+            created_at=answer.record.created_at,
+        )
+        await chat.store.messages.append(switch)
+    context, spy = await build(home, chat, config(), [await chat.say(QUERY)])
+    assert spy.calls == [] and "auto_rag" not in layer_names(context)
+    assert layer(context, "sliding_window").items == WINDOW
+    await chat.say("one more message, and the segment no longer fits the window")
+    _, spy = await build(home, chat, config(), [await chat.say(QUERY)])
+    assert len(spy.calls) == 1
 
 
 async def test_skipped_for_a_subagent(home: KlawHome, chat: Conversation) -> None:
