@@ -6,6 +6,7 @@ AutoRagService records what the builder asked for.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import re
@@ -279,3 +280,28 @@ async def test_engine_turn_recalls_and_context_command_shows_scores(tmp_path: Pa
         assert "Auto-RAG recalled" in reply.command_reply
         assert re.search(r"score [01]\.\d{4}", reply.command_reply)  # fused score, 0..1 plus neighbours' share
         assert "distance 0." in reply.command_reply
+
+
+async def test_engine_turn_after_new_recalls_only_from_the_new_segment(tmp_path: Path) -> None:
+    """/new starts afresh for auto-RAG: the old segment's topic, embedded and a near match by meaning
+    and by words, is never recalled, while an older message of the new segment is."""
+    harbour = "the southern harbour shelters forty fishing boats during the winter storms"
+    async with running_engine(tmp_path, context={"slidingWindow": WINDOW}) as h:
+        await h.turn(DEPLOY)
+        await h.engine.submit(CHAT, "/new")
+        await h.turn(harbour)
+        for i in range(WINDOW):
+            await h.turn(f"filler number {i} lorem ipsum dolor")
+        async with asyncio.timeout(10):
+            await h.engine.embedding_queue.wait_idle()
+        assert await h.engine.store.vectors.count() >= 4  # both topics and their echoes have vectors
+
+        def recalled_blocks() -> list[str]:
+            messages = h.last_request_messages()
+            return [m["content"] for m in messages if m["role"] == "system" and m["content"].startswith(HEADER)]
+
+        await h.turn(QUERY)
+        assert recalled_blocks() == []
+        await h.turn("how many fishing boats does the southern harbour shelter in winter storms?")
+        [block] = recalled_blocks()
+        assert harbour in block and "deploy" not in block
