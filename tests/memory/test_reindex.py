@@ -325,6 +325,25 @@ async def test_a_run_interrupted_mid_rebuild_resumes_and_new_log_lines_are_picke
     assert await dump_tables(resumed.database_file("klaw.db")) == await dump_tables(straight.database_file("klaw.db"))
 
 
+async def test_reindexing_a_reindexed_database_changes_nothing(klaw_home: KlawHome) -> None:
+    """Idempotent: a second full run over an unchanged log rebuilds every table row for row, rowids,
+    vectors and settings included (the maintenance guide: running it twice is always safe)."""
+    cfg = config()
+    await write_log(klaw_home, a_conversation())
+    old = await SqliteStore.open(klaw_home.database_file("klaw.db"))
+    try:
+        await old.settings.set("rag", {"enabled": False})
+    finally:
+        await old.aclose()
+    first = await reindex(klaw_home, cfg)
+    once = await dump_tables(klaw_home.database_file("klaw.db"))
+    second = await reindex(klaw_home, cfg)
+    assert await dump_tables(klaw_home.database_file("klaw.db")) == once
+    assert (second.records, second.embedded, second.settings_copied) == (first.records, 4, 1)
+    assert second.counts == first.counts
+    assert len(once["vec_messages"]) == 4 and len(once["settings"]) == 1
+
+
 async def test_reindex_of_a_home_without_a_log_gives_an_empty_database(klaw_home: KlawHome) -> None:
     report = await reindex(klaw_home, config())
     assert (report.log_files, report.counts.messages, report.counts.vectors) == (0, 0, 0)
