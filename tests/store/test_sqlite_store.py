@@ -211,6 +211,30 @@ async def test_vectors_are_scoped_by_chat_segment_and_time(store: SqliteStore) -
     assert [h.message.content for h in scoped] == ["a3"]
 
 
+async def test_vec_messages_is_a_vec0_table_of_the_bound_embedder_keyed_by_message_rowid(store: SqliteStore) -> None:
+    """Spec 001 Stage 2: vec_messages is a sqlite-vec table (created when the embedder is bound, since
+    its size is the embedder's), and vec_messages.rowid is messages.rowid."""
+    await store.vectors.bind_embedder("test-embedder", 8)
+    sql = await store.db.run(lambda c: fetch_value(c, "SELECT sql FROM sqlite_master WHERE name = 'vec_messages'"))
+    assert "USING vec0(" in sql and "float[8]" in sql
+    meta = await store.db.run(
+        lambda c: c.execute("SELECT embedder_id, dim FROM index_meta WHERE table_name = 'vec_messages'").fetchall()
+    )
+    assert [tuple(row) for row in meta] == [("test-embedder", 8)]
+    first = await store.messages.append(message(ALICE, "first"))
+    second = await store.messages.append(message(ALICE, "second", 1))
+    await store.vectors.put([(second.rowid, unit(0, 1)), (first.rowid, unit(1))])
+    joined = await store.db.run(
+        lambda c: c.execute(
+            "SELECT m.id, v.embedding FROM vec_messages v JOIN messages m ON m.rowid = v.rowid ORDER BY v.rowid"
+        ).fetchall()
+    )
+    assert [(row[0], bytes(row[1])) for row in joined] == [
+        (first.record.id, unit(1).tobytes()),
+        (second.record.id, unit(0, 1).tobytes()),
+    ]
+
+
 async def test_putting_a_vector_twice_keeps_the_first(store: SqliteStore) -> None:
     await store.vectors.bind_embedder("test-embedder", 8)
     stored = await store.messages.append(message(ALICE, "x"))
