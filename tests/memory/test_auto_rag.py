@@ -201,3 +201,12 @@ async def test_syntax_characters_in_the_message_still_recall_by_full_text_and_ne
         recalled = await recall(rag, chat, query=query)
     assert recalled[:1] == [topic.rowid]
     assert "auto-RAG failed" not in caplog.text
+
+
+async def test_each_side_offers_at_most_twenty_candidates(chat: Conversation) -> None:
+    """The spec's 20 candidates a side: however many messages match and however high topK and the
+    budget are set, recall ranks at most 20 of them."""
+    for i in range(30):
+        await chat.say(f"deploy note {i}: the deploy moves to friday night after the migration", embed=i % 2 == 0)
+    rag = service(chat, top_k=100, max_tokens=100_000)
+    assert len(await recall(rag, chat)) == 20
