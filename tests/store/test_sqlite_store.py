@@ -115,6 +115,16 @@ async def test_window_is_last_messages_oldest_first_with_rowids(store: SqliteSto
     assert window[0].record.created_at == T0 + timedelta(minutes=2)
 
 
+async def test_window_holds_only_its_chats_messages_when_chats_interleave(store: SqliteStore) -> None:
+    """Spec 001 Stage 4: the window is filtered by chat and segment; two chats writing in turns each
+    get their own segment and a window of their own messages only."""
+    alice = [await store.messages.append(message(ALICE, f"alice {i}", 2 * i)) for i in range(3)]
+    bob = [await store.messages.append(message(BOB, f"bob {i}", 2 * i + 1)) for i in range(3)]
+    assert alice[0].segment_id != bob[0].segment_id
+    assert [m.rowid for m in await store.messages.window(alice[0].segment_id, 20)] == [m.rowid for m in alice]
+    assert [m.rowid for m in await store.messages.window(bob[0].segment_id, 20)] == [m.rowid for m in bob]
+
+
 async def test_session_break_starts_a_new_segment(store: SqliteStore) -> None:
     before = await store.messages.append(message(ALICE, "old topic"))
     await store.messages.append(
