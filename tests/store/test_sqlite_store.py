@@ -239,7 +239,7 @@ async def test_vec_messages_is_a_vec0_table_of_the_bound_embedder_keyed_by_messa
             "SELECT m.id, v.embedding FROM vec_messages v JOIN messages m ON m.rowid = v.rowid ORDER BY v.rowid"
         ).fetchall()
     )
-    assert [(row[0], bytes(row[1])) for row in joined] == [
+    assert [(row[0], row[1]) for row in joined] == [
         (first.record.id, unit(1).tobytes()),
         (second.record.id, unit(0, 1).tobytes()),
     ]
