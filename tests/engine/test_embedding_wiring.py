@@ -1,28 +1,54 @@
 """Embedding wired into the engine (spec 000 MessageProcessorEmbeddingTest, made durable): the user's message
 and the final reply are queued as they are saved, tool calls and results are not, the reply never waits
-for the embedder, failures show in /status, and a restart finishes what the last run left."""
+for the embedder, failures show in /status, and a restart finishes what the last run left.
+
+The engine embeds through its `openai` backend over real HTTP to the fake OpenAI server, which holds,
+hangs or refuses /v1/embeddings requests as a test scripts it."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
-import pytest
-
-from klaw.config import EmbedderConfig
-from klaw.engine import runtime
+from klaw.llm.fake_server import FakeOpenAiServer, HangReply
 from klaw.store.records import EmbeddingJobCounts, MessageType, StoredMessage
 from tests.engine.harness import CHAT, Harness, running_engine
-from tests.memory.stub_embedders import StubEmbedder
 
 QUESTION = "please remember that my sister's birthday party is on the fourteenth at the lake house"
+EMBEDDING_MODEL = "nomic-embed-text"
+# The fake server's vectors are 16 numbers long; no baseUrl: the harness points it at the fake server. A
+# held request never times out during a test, so only a release (or a shutdown) ends it.
+REMOTE_EMBEDDER: dict[str, Any] = {"backend": "openai", "model": EMBEDDING_MODEL, "dim": 16, "timeoutSeconds": 3600}
 
 
-def use_embedder(monkeypatch: pytest.MonkeyPatch, embedder: StubEmbedder) -> None:
-    def create(_config: EmbedderConfig) -> StubEmbedder:
-        return embedder
+def held_request(server: FakeOpenAiServer) -> tuple[asyncio.Event, asyncio.Event]:
+    """Script the next /v1/embeddings request to wait until `release` is set; `arrived` is set when it is in."""
+    arrived, release = asyncio.Event(), asyncio.Event()
 
-    monkeypatch.setattr(runtime, "create_embedder", create)
+    async def hold() -> None:
+        arrived.set()
+        await release.wait()
+
+    server.reply_embeddings(before=hold)
+    return arrived, release
+
+
+def hung_request(server: FakeOpenAiServer) -> asyncio.Event:
+    """Script the next /v1/embeddings request to get no answer until the server closes; the event is set
+    when it is in."""
+    arrived = asyncio.Event()
+
+    async def note_arrival() -> None:
+        arrived.set()
+
+    server.reply(HangReply(), endpoint="embeddings", before=note_arrival)
+    return arrived
+
+
+def embedding_inputs(server: FakeOpenAiServer) -> list[list[str]]:
+    """The texts of every /v1/embeddings request the server received, request by request."""
+    return [list(r.body["input"]) for r in server.requests if r.path == "/v1/embeddings"]
 
 
 async def stored_messages(h: Harness) -> list[StoredMessage]:
@@ -39,32 +65,27 @@ async def caught_up(h: Harness) -> None:
         await h.engine.embedding_queue.wait_idle()
 
 
-async def test_reply_is_delivered_while_the_embedder_is_blocked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    stuck = StubEmbedder(blocked=True)
-    use_embedder(monkeypatch, stuck)
-    async with running_engine(tmp_path) as h:
-        reply = await h.turn(QUESTION)
+async def test_reply_is_delivered_while_the_embedder_is_blocked(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, embedder=REMOTE_EMBEDDER) as h:
+        arrived, release = held_request(h.server)
+        async with asyncio.timeout(10):  # a turn that waited for the held embedding would never end
+            reply = await h.turn(QUESTION)
         assert reply.text == f"echo: {QUESTION}"
         async with asyncio.timeout(10):
-            await stuck.entered.wait()  # the worker took the user's message and is stuck in embed()
+            await arrived.wait()  # the worker sent the user's message and waits for the server's answer
+        assert embedding_inputs(h.server) == [[QUESTION]]
         assert await h.engine.store.vectors.count() == 0
         assert (await h.engine.embedding_queue.status()).pending == 2  # the user's message and the reply
 
-        stuck.gate.set()
+        release.set()
         await caught_up(h)
         user, answer = await stored_messages(h)
         assert await vector_rowids(h) == {user.rowid, answer.rowid}
         assert await h.engine.store.embedding_jobs.counts() == EmbeddingJobCounts(0, 0)
 
 
-async def test_final_reply_is_embedded_but_tool_calls_and_results_are_not(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    embedder = StubEmbedder()
-    use_embedder(monkeypatch, embedder)
-    async with running_engine(tmp_path, autoRag={"minMessageTokens": 1}) as h:
+async def test_final_reply_is_embedded_but_tool_calls_and_results_are_not(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, autoRag={"minMessageTokens": 1}, embedder=REMOTE_EMBEDDER) as h:
         h.server.reply_tool_calls(
             [("current_time", {"timezone": "UTC"})], content="Let me look at the clock before I answer you"
         )
@@ -79,14 +100,15 @@ async def test_final_reply_is_embedded_but_tool_calls_and_results_are_not(
             MessageType.TEXT,
         ]
         assert await vector_rowids(h) == {messages[0].rowid, messages[3].rowid}
-        embedded = [text for batch in embedder.batches for text in batch]
+        embedded = [text for batch in embedding_inputs(h.server) for text in batch]
         assert sorted(embedded) == sorted([messages[0].content, messages[3].content])
 
 
-async def test_permanent_failures_show_in_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    broken = StubEmbedder(failures=1000)
-    use_embedder(monkeypatch, broken)
-    async with running_engine(tmp_path) as h:
+async def test_permanent_failures_show_in_status(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, embedder=REMOTE_EMBEDDER) as h:
+        # The server has the chat models but not the embedding model (never pulled, or misspelt): every
+        # embedding request is a 404, which no retry can change, so the HTTP client fails it at once.
+        h.server.known_models = [h.engine.config.models[m].provider_model_name(m) for m in h.engine.config.models]
         status = (await h.engine.submit(CHAT, "/status")).command_reply
         assert status is not None and "Embedding queue: 0 pending, 0 failed" in status
         await h.turn(QUESTION)
@@ -98,22 +120,22 @@ async def test_permanent_failures_show_in_status(tmp_path: Path, monkeypatch: py
             await h.clock.advance(32)
             await caught_up(h)
         assert await h.engine.store.embedding_jobs.counts() == EmbeddingJobCounts(pending=0, failed=2)
-        assert len(broken.batches) >= 7  # the first try and six retries each
+        assert len(embedding_inputs(h.server)) >= 7  # the first try and six retries each
+        [messages] = await h.engine.store.embedding_jobs.by_target()
+        assert messages.last_error is not None and "HTTP 404" in messages.last_error
         status = (await h.engine.submit(CHAT, "/status")).command_reply
         assert status is not None and "Embedding queue: 0 pending, 2 failed" in status
 
 
-async def test_restart_embeds_what_the_last_run_left_pending(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    stuck = StubEmbedder(blocked=True)
-    use_embedder(monkeypatch, stuck)
-    async with running_engine(tmp_path) as h:
+async def test_restart_embeds_what_the_last_run_left_pending(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, embedder=REMOTE_EMBEDDER) as h:
+        arrived = hung_request(h.server)
         await h.turn(QUESTION)
         async with asyncio.timeout(10):
-            await stuck.entered.wait()
-    # shut down with the embedder stuck: both jobs stay in embedding_jobs
+            await arrived.wait()
+    # shut down while the server had not answered: both jobs stay in embedding_jobs
 
-    use_embedder(monkeypatch, StubEmbedder())
-    async with running_engine(tmp_path) as h:
+    async with running_engine(tmp_path, embedder=REMOTE_EMBEDDER) as h:
         # The new engine's manual clock starts again at 09:00, behind the reply's job (due at the end
         # of the first run's debounce); a real clock has moved on by the time an engine restarts.
         await h.clock.advance(2)

@@ -104,6 +104,17 @@ async def test_unknown_model_is_404_when_models_are_known() -> None:
     assert [m["id"] for m in listed.json()["data"]] == ["llama3.2"]
 
 
+async def test_unknown_embedding_model_is_404_when_models_are_known() -> None:
+    async with FakeOpenAiServer(known_models=["nomic-embed-text"]) as server:
+        unknown = await _post(server, "embeddings", {"model": "nomic-embed-txt", "input": ["a"]})
+        known = await _post(server, "embeddings", {"model": "nomic-embed-text", "input": ["a"]})
+
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["code"] == "model_not_found"
+    assert "nomic-embed-txt" in unknown.json()["error"]["message"]
+    assert known.status_code == 200
+
+
 async def test_embeddings_are_deterministic_and_indexed(openai_server: FakeOpenAiServer) -> None:
     openai_server.embedding_dim = 8
 
@@ -131,6 +142,29 @@ async def test_before_hook_holds_a_reply_until_released(openai_server: FakeOpenA
     release.set()
 
     assert (await pending).json()["choices"][0]["message"]["content"] == "held"
+
+
+async def test_reply_embeddings_holds_one_request_then_answers_its_vectors(openai_server: FakeOpenAiServer) -> None:
+    openai_server.embedding_dim = 8
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        arrived.set()
+        await release.wait()
+
+    openai_server.reply_embeddings(before=hold)
+
+    held = asyncio.create_task(_post(openai_server, "embeddings", {"model": "e", "input": ["held"]}))
+    async with asyncio.timeout(10):  # a guard against a hanging test, not a timing assumption
+        await arrived.wait()
+        after = await _post(openai_server, "embeddings", {"model": "e", "input": ["next"]})
+        assert not held.done()  # only the scripted request waits; the next one is answered meanwhile
+        release.set()
+        response = await held
+
+    assert after.json()["data"][0]["embedding"] == fake_embedding("next", 8)
+    assert response.status_code == 200
+    assert response.json()["data"] == [{"object": "embedding", "index": 0, "embedding": fake_embedding("held", 8)}]
 
 
 async def test_custom_default_reply() -> None:

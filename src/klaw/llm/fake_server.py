@@ -11,8 +11,10 @@ all exercised over a real socket, exactly as against Ollama or OpenAI, without a
         server.requests[-1].body["messages"]        # what the client sent
 
 Replies are queued per endpoint (chat, embeddings) and consumed in order; an empty chat queue falls
-back to `default_reply` (echo of the last user message). `latency` / `before=` are awaited before a
-reply, so a benchmark can simulate a slow model and a test can hold a reply until it says so.
+back to `default_reply` (echo of the last user message), an empty embeddings queue to the inputs'
+vectors. `latency` / `before=` are awaited before a reply, so a benchmark can simulate a slow model
+and a test can hold a reply (or, with `reply_embeddings(before=...)`, one embeddings request) until
+it says so.
 uvicorn runs inside the current event loop without signal handlers or access logs; hung replies
 are released on exit so shutdown is quick.
 """
@@ -83,13 +85,14 @@ class RecordedRequest:
 
 @dataclass
 class _Queued:
-    reply: Reply
+    reply: Reply | None  # None: the endpoint's usual answer (the default chat reply, the inputs' vectors)
     before: Before | None = None
 
 
 @dataclass(eq=False)
 class FakeOpenAiServer:
-    """See the module docstring. `known_models`, when set, makes other model names a 404 as on OpenAI.
+    """See the module docstring. `known_models`, when set, makes other model names a 404 as on OpenAI
+    (chat and embeddings alike, so an embedding model that is not served can be scripted).
     `max_input_tokens`, when set, makes an embeddings request with a longer input a 400 naming the
     limit, as OpenAI answers a text over its embedding model's context length."""
 
@@ -132,6 +135,11 @@ class FakeOpenAiServer:
             for name, args in calls
         )
         self.reply(ToolCallsReply(wire, content), before=before)
+
+    def reply_embeddings(self, *, before: Before | None = None) -> None:
+        """The next embeddings request gets its usual answer (the inputs' vectors), after `before`: with
+        a hook that waits for an event, a test holds that one request while it checks what goes on meanwhile."""
+        self._queues["embeddings"].append(_Queued(None, before))
 
     def reply_error(
         self,
@@ -233,7 +241,7 @@ class FakeOpenAiServer:
             await self.latency()
         if queued is not None and queued.before is not None:
             await queued.before()
-        if queued is None:
+        if queued is None or queued.reply is None:
             return self.default_reply(body) if endpoint == "chat" else None
         return queued.reply
 
@@ -241,11 +249,9 @@ class FakeOpenAiServer:
         body = await self._record(request)
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return error_response(ErrorReply(400, "'messages' is a required property"))
+        if (unknown := self._unknown_model(body)) is not None:
+            return unknown
         model = str(body.get("model", ""))
-        if self.known_models is not None and model not in self.known_models:
-            return error_response(
-                ErrorReply(404, f"The model `{model}` does not exist or you do not have access to it.")
-            )
         reply = await self._next("chat", body)
         stream = bool(body.get("stream"))
         if isinstance(reply, ErrorReply):
@@ -286,8 +292,17 @@ class FakeOpenAiServer:
             yield chunk
         await self._closing.wait()
 
+    def _unknown_model(self, body: Mapping[str, Any]) -> Response | None:
+        """OpenAI's 404 for a model name it does not serve, when `known_models` is set."""
+        model = str(body.get("model", ""))
+        if self.known_models is None or model in self.known_models:
+            return None
+        return error_response(ErrorReply(404, f"The model `{model}` does not exist or you do not have access to it."))
+
     async def _embeddings(self, request: Request) -> Response:
         body = await self._record(request)
+        if isinstance(body, dict) and (unknown := self._unknown_model(body)) is not None:
+            return unknown
         reply = await self._next("embeddings", body)
         if isinstance(reply, ErrorReply):
             return error_response(reply)
