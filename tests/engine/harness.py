@@ -21,8 +21,8 @@ CHAT = ChatRef("console", "me")
 
 
 def engine_config(base_url: str, **overrides: Any) -> EngineConfig:
-    """The test engine's config, `overrides` merged per section. An `openai` embedder without a
-    baseUrl embeds through the same fake server as the models (its port is only known here)."""
+    """The test engine's config, `overrides` merged per section. A model or an `openai` embedder
+    without a baseUrl talks to the fake server (its port is only known here)."""
     data: dict[str, Any] = {
         "models": {
             "fake/small": {"baseUrl": base_url, "contextBudget": 4000, "maxRetries": 0},
@@ -36,6 +36,8 @@ def engine_config(base_url: str, **overrides: Any) -> EngineConfig:
     }
     for section, values in overrides.items():
         data.setdefault(section, {}).update(values)
+    for model in data["models"].values():
+        model.setdefault("baseUrl", base_url)
     if data["embedder"].get("backend") == "openai":
         data["embedder"].setdefault("baseUrl", base_url)
     return EngineConfig.model_validate(data)

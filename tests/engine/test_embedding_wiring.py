@@ -143,3 +143,21 @@ async def test_restart_embeds_what_the_last_run_left_pending(tmp_path: Path) -> 
         user, answer = await stored_messages(h)
         assert await vector_rowids(h) == {user.rowid, answer.rowid}
         assert await h.engine.store.embedding_jobs.counts() == EmbeddingJobCounts(0, 0)
+
+
+async def test_http_retries_wait_on_the_engine_clock(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, embedder=REMOTE_EMBEDDER) as h:
+        # The server is busy and asks to be retried in 25 s: the embedder's HTTP client waits them on the
+        # engine's clock, which only this test moves (a real 25 s wait would outlast every timeout here).
+        h.server.reply_error(429, message="slow down", retry_after=25, endpoint="embeddings")
+        await h.turn(QUESTION)
+        async with asyncio.timeout(10):
+            await h.clock.wait_for_sleeper(25)
+        assert await h.engine.store.vectors.count() == 0
+        await h.clock.advance(25)
+        await caught_up(h)
+        user, answer = await stored_messages(h)
+        assert await vector_rowids(h) == {user.rowid, answer.rowid}
+        first, retried = embedding_inputs(h.server)[:2]
+        assert first == retried  # the same batch, sent again after the wait
+        assert await h.engine.store.embedding_jobs.counts() == EmbeddingJobCounts(0, 0)

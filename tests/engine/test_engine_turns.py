@@ -3,6 +3,7 @@ ContextBuilderTest, SessionManagerTest, CommandHandlerTest) over real HTTP and a
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -134,6 +135,23 @@ async def test_llm_failure_tells_the_person_and_marks_the_exchange_failed(tmp_pa
         assert (await h.engine.store.exchanges.for_segment(segment.id))[-1].status is ExchangeStatus.FAILED
         ok = await h.turn("again")  # the engine keeps serving
         assert ok.text == "echo: again"
+
+
+async def test_a_rate_limited_model_is_retried_on_the_engine_clock(tmp_path: Path) -> None:
+    # The server asks for 25 s: the chat client waits them on the engine's clock, which only this test
+    # moves (a real 25 s wait would outlast every timeout here).
+    patient = {"fake/patient": {"contextBudget": 4000, "maxRetries": 1}}
+    async with running_engine(tmp_path, models=patient, routing={"default": "fake/patient"}) as h:
+        h.server.reply_error(429, message="slow down", retry_after=25)
+        await h.say("hi")
+        await h.clock.advance(h.engine.config.processing.debounce_ms / 1000)
+        async with asyncio.timeout(10):
+            await h.clock.wait_for_sleeper(25)
+        assert h.delivered == [] and len(h.server.chat_requests) == 1
+        await h.clock.advance(25)
+        await h.wait_for_replies(1)
+        assert h.delivered[0].text == "echo: hi"
+        assert len(h.server.chat_requests) == 2
 
 
 async def test_chats_are_processed_independently(tmp_path: Path) -> None:

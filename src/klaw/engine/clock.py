@@ -35,8 +35,9 @@ class ManualClock:
 
     def __init__(self, start: datetime | None = None) -> None:
         self._now = start or datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
-        self._sleepers: list[tuple[datetime, int, asyncio.Future[None]]] = []
+        self._sleepers: list[tuple[datetime, int, asyncio.Future[None], float]] = []
         self._order = itertools.count()
+        self._slept = asyncio.Event()  # set on every new sleep, for `wait_for_sleeper`
 
     def now(self) -> datetime:
         return self._now
@@ -46,20 +47,30 @@ class ManualClock:
             await asyncio.sleep(0)
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._sleepers, (self._now + timedelta(seconds=seconds), next(self._order), future))
+        heapq.heappush(self._sleepers, (self._now + timedelta(seconds=seconds), next(self._order), future, seconds))
+        self._slept.set()
         await future
 
     @property
     def sleepers(self) -> int:
         """Sleeps still waiting (cancelled ones excluded)."""
-        return sum(1 for _, _, f in self._sleepers if not f.done())
+        return sum(1 for _, _, f, _ in self._sleepers if not f.done())
+
+    async def wait_for_sleeper(self, seconds: float) -> None:
+        """Return once some task is asleep for exactly `seconds`: a test that must move time past a
+        sleep started out of its sight (an HTTP retry's backoff, say) waits here for it to begin."""
+        while True:
+            self._slept.clear()
+            if any(not f.done() and s == seconds for _, _, f, s in self._sleepers):
+                return
+            await self._slept.wait()
 
     async def advance(self, seconds: float) -> None:
         """Move time forward, waking due sleepers in order and letting the woken code run."""
         target = self._now + timedelta(seconds=seconds)
         await settle()
         while self._sleepers and self._sleepers[0][0] <= target:
-            deadline, _, future = heapq.heappop(self._sleepers)
+            deadline, _, future, _ = heapq.heappop(self._sleepers)
             self._now = max(self._now, deadline)
             if not future.done():
                 future.set_result(None)

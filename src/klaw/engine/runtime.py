@@ -119,7 +119,7 @@ class Engine:
             vector_cache_bytes=config.database.vector_cache_mb * 1024 * 1024,
             vector_search_threads=config.database.vector_search_threads,
         )
-        embedder = create_embedder(config.embedder)
+        embedder = create_embedder(config.embedder, sleep=clock.sleep)  # HTTP retries wait on engine time
         # Live batches stay small: a turn's query embedding waits behind the batch running on the
         # embedder's one thread (reindex, with nobody waiting, uses the full batch size).
         live_batch = min(config.embedder.batch_size, LIVE_EMBEDDING_BATCH)
@@ -166,7 +166,7 @@ class Engine:
             register_memory_tools(tools, memory_services)
             sessions = SessionManager(config, store, ingestion, clock)
             delivery = Delivery()
-            router = router or ModelRouter(config)
+            router = router or ModelRouter(config, sleep=clock.sleep)
             processor = MessageProcessor(
                 config=config,
                 home=home,

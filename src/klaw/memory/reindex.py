@@ -138,9 +138,10 @@ async def reindex(
     live.parent.mkdir(parents=True, exist_ok=True)
     with _exclusive(_beside(live, ".reindex.lock")):
         owned = embedder is None
-        active = embedder or create_embedder(config.embedder)
+        queue_clock = clock or _WallClock()
+        active = embedder or create_embedder(config.embedder, sleep=queue_clock.sleep)
         try:
-            build = _Build(home, config, live, active, clock or _WallClock(), progress or _ignore)
+            build = _Build(home, config, live, active, queue_clock, progress or _ignore)
             return await build.run(began, keep_backup=keep_backup)
         finally:
             if owned:
