@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from rich.console import Console
 
 from klaw.config_loader import ConfigError, LoadedConfig, load_config
 from klaw.home import KlawHome
+
+if TYPE_CHECKING:
+    from klaw.store.sqlite.store import SqliteStore
 
 err_console = Console(stderr=True)
 
@@ -28,3 +32,15 @@ def load_or_exit(home: KlawHome) -> LoadedConfig:
 def fail(message: str, code: int = 2) -> NoReturn:
     err_console.print(f"[red]error:[/red] {message}", highlight=False)
     raise typer.Exit(code)
+
+
+async def open_store_or_exit(path: Path) -> SqliteStore:
+    """klaw.db for a command that reads or edits it, or exit 2 with the store's message (a file SQLite
+    cannot open, sqlite-vec that will not load and how to reinstall it), never a traceback."""
+    from klaw.store.protocol import StorageError
+    from klaw.store.sqlite.store import SqliteStore  # apsw and sqlite-vec only for commands that need them
+
+    try:
+        return await SqliteStore.open(path)
+    except StorageError as exc:
+        fail(str(exc))

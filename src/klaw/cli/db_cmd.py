@@ -9,9 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from klaw.cli.context import home_from_env, load_or_exit
+from klaw.cli.context import home_from_env, load_or_exit, open_store_or_exit
 from klaw.store.sqlite.query import fetch_all
-from klaw.store.sqlite.store import SqliteStore
 
 app = typer.Typer(help="Inspect the database (klaw.db).", no_args_is_help=True)
 
@@ -29,7 +28,7 @@ def info() -> None:
 
 
 async def _info(path: Path) -> None:
-    store = await SqliteStore.open(path)
+    store = await open_store_or_exit(path)
     try:
         version = await store.schema_version()
         counts = await store.db.run(

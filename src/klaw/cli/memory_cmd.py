@@ -22,7 +22,7 @@ from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit
 from klaw.cli.memory_forget_cmd import register_forget
 from klaw.config import EngineConfig
 from klaw.memory.auto_rag import CANDIDATES_PER_SIDE
@@ -87,7 +87,7 @@ def search(
 async def _search(
     path: Path, config: EngineConfig, text: str, chat_arg: str | None, scope: SegmentScope, limit: int
 ) -> SearchOutcome:
-    store = await SqliteStore.open(path)
+    store = await open_store_or_exit(path)
     try:
         chat = await _pick_chat(store, chat_arg)
         segment_id: int | None = None

@@ -17,14 +17,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit
 from klaw.engine_presence import engine_answers
 from klaw.home import KlawHome
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.forgetting import ForgetError, ForgetKind, ForgetOutcome, ForgetPlan, Forgetting
 from klaw.memory.ingestion import Ingestion
 from klaw.store.records import ChatRef, utc_now
-from klaw.store.sqlite.store import SqliteStore
 
 
 def register_forget(app: typer.Typer) -> None:
@@ -89,7 +88,7 @@ async def _forget(
 ) -> ForgetOutcome | None:
     if await engine_answers(home.socket_path):
         raise _EngineRunning
-    store = await SqliteStore.open(path)
+    store = await open_store_or_exit(path)
     try:
         forgetting = Forgetting(Ingestion(ConversationLog(home.conversations), store), utc_now)
         plan = await forgetting.plan(kind, target_id, chat)
