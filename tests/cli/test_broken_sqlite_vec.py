@@ -35,6 +35,8 @@ def klaw(home: Path, site: Path, *args: str) -> subprocess.CompletedProcess[str]
 COMMANDS = [
     ("engine",),
     ("chat", "--skip-check"),
+    ("serve",),
+    ("reindex",),
     ("db", "info"),
     ("memory", "search", "lake house"),
     ("memory", "forget", "exchange", "1", "--yes"),
