@@ -357,7 +357,7 @@ async def test_invalid_base_url_is_a_configuration_error() -> None:
     await client.aclose()
 
 
-@pytest.mark.parametrize("failure", ["401", "400", "429", "500", "malformed", "hang"])
+@pytest.mark.parametrize("failure", ["401", "400", "429", "500", "malformed", "hang", "400 echo", "500 echo"])
 async def test_errors_and_logs_never_contain_content_or_key(
     failure: str, openai_server: FakeOpenAiServer, make_client: ClientFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -365,6 +365,9 @@ async def test_errors_and_logs_never_contain_content_or_key(
         openai_server.reply_malformed()
     elif failure == "hang":
         openai_server.reply_hang()
+    elif failure.endswith(" echo"):  # a server whose error message quotes the prompt back
+        for _ in range(2):
+            openai_server.reply_error(int(failure.split()[0]), message=f"cannot tokenize {SECRET_TEXT!r} here")
     else:
         for _ in range(2):
             openai_server.reply_error(int(failure))

@@ -136,6 +136,23 @@ async def test_http_errors_become_embedder_errors_with_the_cause(
     assert "sk-embed" not in str(caught.value)
 
 
+async def test_a_server_message_that_quotes_an_input_is_left_out(
+    server: FakeOpenAiServer, make_embedder: EmbedderFactory
+) -> None:
+    text = "the alarm code for the back door is 5521, and the spare key is in the shed"
+    server.reply_error(400, message=f"input 1 could not be tokenized: '{text[:40]}...'", endpoint="embeddings")
+    server.reply_error(400, message="This model's maximum context length is 512 tokens.", endpoint="embeddings")
+    embedder = make_embedder()
+
+    with pytest.raises(EmbedderError, match="HTTP 400") as quoting:  # a shortened echo of the input
+        await embedder.embed(["a short first text", text])
+    with pytest.raises(EmbedderError, match="maximum context length is 512 tokens"):  # quotes nothing: kept
+        await embedder.embed(["a short first text", text])
+
+    assert "5521" not in str(quoting.value) and "alarm code" not in str(quoting.value)
+    assert "the server's message quotes the request and is left out" in str(quoting.value)
+
+
 async def test_server_errors_after_retries(
     server: FakeOpenAiServer, make_embedder: EmbedderFactory, sleeps: list[float]
 ) -> None:

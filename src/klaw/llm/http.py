@@ -12,6 +12,10 @@ Retry rules, and why:
 * Everything else (401/403, other 4xx, a 200 that is not JSON) fails at once: retrying the same
   request cannot change the answer.
 
+A server's own error message goes into the error (it usually names the real problem, e.g. an unknown
+model), unless it quotes what the request carried: some servers echo the input they could not handle,
+and errors end up in logs, chat replies and the embedding queue's `last_error`.
+
 The sleep between attempts is injected so tests never really wait. Logs carry the model id, status,
 attempt and duration — never the request body (the conversation) or the API key.
 """
@@ -46,6 +50,8 @@ logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
 _RETRYABLE_STATUSES = frozenset({408, 409, 429})
+# A server message that shares this many characters in a row with a text of the request quotes it.
+_QUOTE_CHARS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +172,7 @@ async def open_with_retries(
                 body = await response.aread()
             await response.aclose()
             status = response.status_code
-            failure, delay = _classify(endpoint, response, body, attempt, policy)
+            failure, delay = _classify(endpoint, response, _error_message(body, payload), attempt, policy)
         logger.warning(
             "llm call failed model=%s status=%s attempt=%d/%d after_ms=%.0f",
             endpoint.model_id,
@@ -250,11 +256,11 @@ def _timeout(endpoint: Endpoint) -> LlmError:
 
 
 def _classify(
-    endpoint: Endpoint, response: httpx.Response, body: bytes, attempt: int, policy: RetryPolicy
+    endpoint: Endpoint, response: httpx.Response, said: str, attempt: int, policy: RetryPolicy
 ) -> tuple[LlmError, float | None]:
-    """The error a non-2xx response means, and how long to wait if it is worth retrying (else raise)."""
+    """The error a non-2xx response means, and how long to wait if it is worth retrying (else raise).
+    `said` is the server's message as `_error_message` gives it."""
     status = response.status_code
-    said = _error_message(body)
     detail = f"HTTP {status}" + (f": {said}" if said else "")
     if status == 429 or (status == 503 and _retry_after(response) is not None):
         retry_after = _retry_after(response)
@@ -298,7 +304,48 @@ def _auth_hint(endpoint: Endpoint) -> str:
     return f"Check that the environment variable {endpoint.api_key_env} holds a valid key with access to this model."
 
 
-def _error_message(body: bytes) -> str:
+def _error_message(body: bytes, payload: Mapping[str, Any]) -> str:
+    """The server's own error message (see `_server_said`), or a note that it is left out when it
+    quotes a text of the request `payload`."""
+    said = _server_said(body)
+    if said and _quotes(said, _request_texts(payload)):
+        return "the server's message quotes the request and is left out"
+    return said
+
+
+def _request_texts(payload: Mapping[str, Any]) -> list[str]:
+    """What a request carries that is content: chat messages' text and tool-call arguments, embedding
+    inputs; whitespace collapsed as `server_message` does."""
+    texts: list[Any] = []
+    inputs = payload.get("input")
+    texts.extend(inputs if isinstance(inputs, list) else [inputs])
+    for message in payload.get("messages") or ():
+        if not isinstance(message, Mapping):
+            continue
+        content = message.get("content")
+        parts = content if isinstance(content, list) else [content]
+        texts.extend(part.get("text") if isinstance(part, Mapping) else part for part in parts)
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, Mapping) else None
+            texts.append(function.get("arguments") if isinstance(function, Mapping) else None)
+    return [" ".join(text.split()) for text in texts if isinstance(text, str)]
+
+
+def _quotes(said: str, texts: list[str]) -> bool:
+    """Whether `said` contains a whole text, or `_QUOTE_CHARS` characters in a row of one, of `texts`
+    (a server that echoes an input often shortens it). Texts shorter than 8 characters ("hi") are
+    too common to count."""
+    pieces = {said[i : i + _QUOTE_CHARS] for i in range(len(said) - _QUOTE_CHARS + 1)}
+    for text in texts:
+        if len(text) < _QUOTE_CHARS:
+            if len(text) >= 8 and text in said:
+                return True
+        elif any(piece in text for piece in pieces):
+            return True
+    return False
+
+
+def _server_said(body: bytes) -> str:
     """The server's own error message, from OpenAI's `{"error": {"message"}}` or the common variants
     (vLLM's top-level `message`, FastAPI's `detail`). Non-JSON bodies (proxy pages) give ''."""
     try:
