@@ -1,11 +1,17 @@
 """The durable embedding queue (spec 001 MessageEmbeddingServiceTest, made durable): jobs in, vectors out,
-retries with backoff on a manual clock, failures kept visible, pending work surviving a restart."""
+retries with backoff on a manual clock, failures kept visible, pending work surviving a restart.
+
+Where the embedder must fail, hang or be watched, it is the real `openai` embedder over HTTP to the fake
+OpenAI server, which answers, refuses (an HTTP error, an unserved model) or holds /v1/embeddings requests
+as a test scripts it and records what it was sent. Its HTTP client makes no retries of its own
+(`max_retries=0`) and would wait on the manual clock anyway, so the only backoff is the queue's."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,7 +19,7 @@ import pytest
 
 from klaw.config import EmbedderConfig
 from klaw.engine.clock import ManualClock
-from klaw.llm.fake_server import FakeOpenAiServer
+from klaw.llm.fake_server import FakeOpenAiServer, HangReply
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.embedder.fake import FakeEmbedder
 from klaw.memory.embedder.openai_embedder import OpenAiEmbedder
@@ -21,12 +27,13 @@ from klaw.memory.embedding_queue import EmbeddingQueue, describe_error
 from klaw.memory.ingestion import Ingestion
 from klaw.store.records import ChatRef, EmbeddingJobCounts, MessageRecord, MessageType, Role, StoredMessage
 from klaw.store.sqlite.store import SqliteStore
-from tests.memory.stub_embedders import DIM, StubEmbedder
 
 CHAT = ChatRef("console", "me")
 MIN_TOKENS = 10
 SECRET = "my locker combination is 31-17-4 and the spare key sits under the blue flower pot"
 BACKOFF = [1, 2, 4, 8, 16, 32]
+DIM = 32  # of FakeEmbedder and of the fake server's vectors alike
+EMBEDDING_MODEL = "nomic-embed-text"
 
 
 @pytest.fixture
@@ -34,9 +41,9 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
-async def open_store(path: Path, clock: ManualClock) -> SqliteStore:
+async def open_store(path: Path, clock: ManualClock, embedder_id: str = FakeEmbedder(DIM).model_id) -> SqliteStore:
     store = await SqliteStore.open(path, clock=clock.now)
-    await store.vectors.bind_embedder(FakeEmbedder(DIM).model_id, DIM)
+    await store.vectors.bind_embedder(embedder_id, DIM)
     return store
 
 
@@ -47,6 +54,39 @@ async def store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[SqliteStore
         yield opened
     finally:
         await opened.aclose()
+
+
+@dataclass
+class Remote:
+    """The fake OpenAI server and an `OpenAiEmbedder` that calls it."""
+
+    server: FakeOpenAiServer
+    embedder: OpenAiEmbedder
+
+    def inputs(self) -> list[list[str]]:
+        """The texts of every /v1/embeddings request the server received, request by request."""
+        return [list(r.body["input"]) for r in self.server.requests if r.path == "/v1/embeddings"]
+
+
+def remote_embedder(server: FakeOpenAiServer, clock: ManualClock) -> OpenAiEmbedder:
+    """The openai embedder on `server`, without HTTP retries (the queue's backoff is what is tested), its
+    waits on `clock`, and a timeout no test reaches (a held request ends only when it is released)."""
+    config = EmbedderConfig(
+        backend="openai", base_url=server.base_url, model=EMBEDDING_MODEL, dim=DIM, timeout_seconds=3600
+    )
+    return OpenAiEmbedder(config, env={}, sleep=clock.sleep, max_retries=0)
+
+
+@pytest.fixture
+async def remote(store: SqliteStore, clock: ManualClock) -> AsyncIterator[Remote]:
+    """A running fake server and its embedder, with `store`'s (empty) vector index bound to that embedder."""
+    async with FakeOpenAiServer(embedding_dim=DIM) as server:
+        embedder = remote_embedder(server, clock)
+        try:
+            await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
+            yield Remote(server, embedder)
+        finally:
+            await embedder.aclose()
 
 
 def ingestion(tmp_path: Path, store: SqliteStore, queue: EmbeddingQueue | None = None) -> Ingestion:
@@ -119,39 +159,46 @@ async def test_duplicate_job_or_existing_vector_is_harmless(tmp_path: Path, stor
     assert await store.embedding_jobs.counts() == EmbeddingJobCounts(0, 0)
 
 
-async def test_job_whose_message_is_gone_is_dropped(tmp_path: Path, store: SqliteStore) -> None:
+async def test_job_whose_message_is_gone_is_dropped(
+    tmp_path: Path, store: SqliteStore, clock: ManualClock, remote: Remote
+) -> None:
     stored = await ingestion(tmp_path, store).accept(said(SECRET))
     await store.db.run(lambda c: c.execute("DELETE FROM messages WHERE rowid = ?", (stored.rowid,)))
-    embedder = StubEmbedder()
-    assert await EmbeddingQueue(store, embedder, ManualClock(), batch_size=8).run_until_idle() == 0
-    assert embedder.batches == []
+    assert await EmbeddingQueue(store, remote.embedder, clock, batch_size=8).run_until_idle() == 0
+    assert remote.inputs() == []  # the server was not asked
     assert await store.embedding_jobs.counts() == EmbeddingJobCounts(0, 0)
 
 
-async def test_batches_follow_batch_size_and_report_progress(tmp_path: Path, store: SqliteStore) -> None:
+async def test_batches_follow_batch_size_and_report_progress(
+    tmp_path: Path, store: SqliteStore, clock: ManualClock, remote: Remote
+) -> None:
     accept = ingestion(tmp_path, store).accept
-    for i in range(5):
-        await accept(said(f"{SECRET} number {i}"))
-    embedder = StubEmbedder()
+    texts = [f"{SECRET} number {i}" for i in range(5)]
+    for text in texts:
+        await accept(said(text))
     seen: list[tuple[int, int]] = []
-    queue = EmbeddingQueue(store, embedder, ManualClock(), batch_size=2)
+    queue = EmbeddingQueue(store, remote.embedder, clock, batch_size=2)
     assert await queue.run_until_idle(progress=lambda done, total: seen.append((done, total))) == 5
-    assert [len(batch) for batch in embedder.batches] == [2, 2, 1]
+    assert remote.inputs() == [texts[0:2], texts[2:4], texts[4:5]]
     assert seen == [(2, 5), (4, 5), (5, 5)]
+    assert await store.vectors.count() == 5
 
 
 async def test_embedder_exception_is_logged_without_content_and_not_raised(
-    tmp_path: Path, store: SqliteStore, clock: ManualClock, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, store: SqliteStore, clock: ManualClock, remote: Remote, caplog: pytest.LogCaptureFixture
 ) -> None:
     await ingestion(tmp_path, store).accept(said(SECRET))
-    leaky = StubEmbedder(failures=1, error=ValueError(f"cannot embed {SECRET!r}"))
-    queue = EmbeddingQueue(store, leaky, clock, batch_size=8)
-    with caplog.at_level(logging.WARNING, logger="klaw.memory.embedding_queue"):
+    # A server whose error message quotes the input back, as some do for a text they cannot handle.
+    remote.server.reply_error(500, message=f"cannot embed {SECRET!r}: tokenizer failed", endpoint="embeddings")
+    queue = EmbeddingQueue(store, remote.embedder, clock, batch_size=8)
+    with caplog.at_level(logging.WARNING):  # the queue's log and the HTTP client's
         assert await queue.run_until_idle() == 0
-    assert "ValueError" in caplog.text and "1 item(s)" in caplog.text
+    assert remote.inputs() == [[SECRET]]
+    assert "EmbedderError" in caplog.text and "1 item(s)" in caplog.text
     assert "locker" not in caplog.text and "31-17-4" not in caplog.text
     [job] = await store.embedding_jobs.due(clock.now() + timedelta(seconds=1), 10)
-    assert job.last_error == "ValueError"  # a foreign exception's text might quote content: class only
+    assert job.last_error is not None and job.last_error.startswith("EmbedderError: the server failed (HTTP 500")
+    assert "locker" not in job.last_error and "31-17-4" not in job.last_error  # kept for /status: no content
     assert await store.vectors.count() == 0
 
 
@@ -165,46 +212,53 @@ def test_last_error_keeps_the_reason_of_klaws_own_errors() -> None:
     assert len(describe_error(EmbedderError("x" * 1000))) < 250
 
 
-async def test_embedder_that_fails_twice_then_recovers(tmp_path: Path, store: SqliteStore, clock: ManualClock) -> None:
+async def test_embedder_that_fails_twice_then_recovers(
+    tmp_path: Path, store: SqliteStore, clock: ManualClock, remote: Remote
+) -> None:
     stored = await ingestion(tmp_path, store).accept(said(SECRET))
-    flaky = StubEmbedder(failures=2)
-    queue = EmbeddingQueue(store, flaky, clock, batch_size=8)
+    for _ in range(2):  # the server is overloaded twice, then answers
+        remote.server.reply_error(503, message="The server is overloaded", endpoint="embeddings")
+    queue = EmbeddingQueue(store, remote.embedder, clock, batch_size=8)
     assert await queue.run_until_idle() == 0
     assert await only_job_delay(store, clock) == (1, 1.0)
     await clock.advance(0.5)
     assert await queue.run_until_idle() == 0  # not due yet: the embedder is not asked
-    assert len(flaky.batches) == 1
+    assert len(remote.inputs()) == 1
     await clock.advance(0.5)
     assert await queue.run_until_idle() == 0
     assert await only_job_delay(store, clock) == (2, 2.0)
     [job] = await store.embedding_jobs.due(clock.now() + timedelta(seconds=2), 1)
-    assert job.last_error is not None and job.last_error.startswith("EmbedderError: the embedding server")
+    assert job.last_error is not None and job.last_error.startswith("EmbedderError: the server failed (HTTP 503")
     await clock.advance(2)
     assert await queue.run_until_idle() == 1
+    assert remote.inputs() == [[SECRET]] * 3
     assert await vector_rowids(store) == {stored.rowid}
     assert await store.embedding_jobs.counts() == EmbeddingJobCounts(0, 0)
 
 
 async def test_failure_after_the_32_second_retry_is_marked_failed_and_visible(
-    tmp_path: Path, store: SqliteStore, clock: ManualClock
+    tmp_path: Path, store: SqliteStore, clock: ManualClock, remote: Remote
 ) -> None:
     stored = await ingestion(tmp_path, store).accept(said(SECRET))
-    broken = StubEmbedder(failures=1000)
-    queue = EmbeddingQueue(store, broken, clock, batch_size=8)
+    # The server does not serve the embedding model (never pulled, or misspelt): every request is a 404.
+    remote.server.known_models = ["llama3.2"]
+    queue = EmbeddingQueue(store, remote.embedder, clock, batch_size=8)
     for attempt, delay in enumerate(BACKOFF, start=1):
         await queue.run_until_idle()
         assert await only_job_delay(store, clock) == (attempt, float(delay))
         await clock.advance(delay)
     await queue.run_until_idle()  # the 7th try, after the 32 s wait, fails too
-    assert len(broken.batches) == 7
+    assert remote.inputs() == [[SECRET]] * 7
     assert await store.embedding_jobs.counts() == EmbeddingJobCounts(pending=0, failed=1)
     status = await queue.status()
     assert (status.pending, status.failed, status.embedded, status.running) == (0, 1, 0, False)
     assert await store.embedding_jobs.next_due_at() is None
     await clock.advance(3600)
-    assert await queue.run_until_idle() == 0 and len(broken.batches) == 7  # failed jobs are not retried alone
+    assert await queue.run_until_idle() == 0 and len(remote.inputs()) == 7  # failed jobs are not retried alone
+    [messages] = await store.embedding_jobs.by_target()
+    assert messages.last_error is not None and "HTTP 404" in messages.last_error
 
-    broken.failures = 0
+    remote.server.known_models = None  # the model is pulled
     assert await store.embedding_jobs.retry_failed() == 1
     assert await queue.run_until_idle() == 1
     assert await vector_rowids(store) == {stored.rowid}
@@ -219,9 +273,9 @@ async def test_a_text_the_endpoint_rejects_does_not_hold_back_its_batch(
     too_long = await accept(said("a pasted document " * 300))  # third of nine jobs, with eight good ones
     stored += [too_long] + [await accept(said(f"{SECRET} number {i}")) for i in range(2, 8)]
     async with FakeOpenAiServer(embedding_dim=DIM, max_input_tokens=500) as server:
-        config = EmbedderConfig(backend="openai", base_url=server.base_url, model="nomic-embed-text", dim=DIM)
-        embedder = OpenAiEmbedder(config, env={})
+        embedder = remote_embedder(server, clock)
         try:
+            await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
             queue = EmbeddingQueue(store, embedder, clock, batch_size=9)
             assert await queue.run_until_idle() == 8
             calls = [r for r in server.requests if r.path == "/v1/embeddings"]
@@ -236,14 +290,15 @@ async def test_a_text_the_endpoint_rejects_does_not_hold_back_its_batch(
 
 
 async def test_an_outage_fails_the_batch_whole_without_splitting(
-    tmp_path: Path, store: SqliteStore, clock: ManualClock
+    tmp_path: Path, store: SqliteStore, clock: ManualClock, remote: Remote
 ) -> None:
     accept = ingestion(tmp_path, store).accept
     for i in range(4):
         await accept(said(f"{SECRET} number {i}"))
-    down = StubEmbedder(failures=1)  # the server cannot be reached: any batch would fail
-    assert await EmbeddingQueue(store, down, clock, batch_size=8).run_until_idle() == 0
-    assert [len(batch) for batch in down.batches] == [4]
+    # The server is down for this one request (any batch would fail); halves of the batch would be answered.
+    remote.server.reply_error(503, message="Service Unavailable", endpoint="embeddings")
+    assert await EmbeddingQueue(store, remote.embedder, clock, batch_size=8).run_until_idle() == 0
+    assert [len(batch) for batch in remote.inputs()] == [4]
     jobs = await store.embedding_jobs.due(clock.now() + timedelta(seconds=1), 10)
     assert [job.attempts for job in jobs] == [1, 1, 1, 1]
 
@@ -259,10 +314,9 @@ async def test_unknown_target_is_marked_failed_not_looped_on(store: SqliteStore,
 
 
 async def test_worker_wakes_on_notify_and_again_after_backoff(
-    tmp_path: Path, store: SqliteStore, clock: ManualClock
+    tmp_path: Path, store: SqliteStore, clock: ManualClock, remote: Remote
 ) -> None:
-    embedder = StubEmbedder()
-    queue = EmbeddingQueue(store, embedder, clock, batch_size=8)
+    queue = EmbeddingQueue(store, remote.embedder, clock, batch_size=8)
     accept = ingestion(tmp_path, store, queue).accept
     queue.start()
     try:
@@ -271,13 +325,14 @@ async def test_worker_wakes_on_notify_and_again_after_backoff(
             await queue.wait_idle()
             assert await vector_rowids(store) == {first.rowid}
 
-            embedder.failures = 1
+            remote.server.reply_error(503, message="The server is overloaded", endpoint="embeddings")
             second = await accept(said(f"{SECRET}, and the bike lock is 0420"))
             await queue.wait_idle()
             assert await only_job_delay(store, clock) == (1, 1.0)
             await clock.advance(1)  # the worker sleeps on the clock, not on wall time
             await queue.wait_idle()
             assert await vector_rowids(store) == {first.rowid, second.rowid}
+            assert remote.inputs() == [[first.content], [second.content], [second.content]]
             status = await queue.status()
             assert (status.pending, status.failed, status.embedded, status.running) == (0, 0, 2, True)
     finally:
@@ -287,27 +342,40 @@ async def test_worker_wakes_on_notify_and_again_after_backoff(
 
 async def test_closing_with_jobs_pending_and_reopening_embeds_them(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "klaw.db"
-    store = await open_store(path, clock)
-    stuck = StubEmbedder(blocked=True)
-    queue = EmbeddingQueue(store, stuck, clock, batch_size=8)
-    accept = ingestion(tmp_path, store, queue).accept
-    queue.start()
-    stored: list[StoredMessage] = [await accept(said(f"{SECRET} ({i})")) for i in range(3)]
-    async with asyncio.timeout(10):
-        await stuck.entered.wait()  # the worker is inside embed() when the engine stops
-    await queue.aclose()
-    await store.aclose()
+    async with FakeOpenAiServer(embedding_dim=DIM) as server:
+        arrived = asyncio.Event()
 
-    reopened = await open_store(path, clock)
-    try:
-        assert await reopened.embedding_jobs.counts() == EmbeddingJobCounts(pending=3, failed=0)
-        assert await reopened.vectors.count() == 0
-        resumed = EmbeddingQueue(reopened, FakeEmbedder(DIM), clock, batch_size=8)
-        resumed.start()  # no notify needed: start looks for what an earlier run left
+        async def note_arrival() -> None:
+            arrived.set()
+
+        # The first /v1/embeddings request gets no answer until the server closes: the engine stops meanwhile.
+        server.reply(HangReply(), endpoint="embeddings", before=note_arrival)
+        stuck = remote_embedder(server, clock)
+        store = await open_store(path, clock, stuck.model_id)
+        queue = EmbeddingQueue(store, stuck, clock, batch_size=8)
+        accept = ingestion(tmp_path, store, queue).accept
+        queue.start()
+        stored: list[StoredMessage] = [await accept(said(f"{SECRET} ({i})")) for i in range(3)]
         async with asyncio.timeout(10):
-            await resumed.wait_idle()
-        await resumed.aclose()
-        assert await vector_rowids(reopened) == {s.rowid for s in stored}
-        assert await reopened.embedding_jobs.counts() == EmbeddingJobCounts(0, 0)
-    finally:
-        await reopened.aclose()
+            await arrived.wait()  # the worker is inside embed(), waiting for the server, when the engine stops
+        await queue.aclose()
+        await stuck.aclose()
+        await store.aclose()
+
+        reopened = await open_store(path, clock, stuck.model_id)
+        embedder = remote_embedder(server, clock)
+        try:
+            assert await reopened.embedding_jobs.counts() == EmbeddingJobCounts(pending=3, failed=0)
+            assert await reopened.vectors.count() == 0
+            resumed = EmbeddingQueue(reopened, embedder, clock, batch_size=8)
+            resumed.start()  # no notify needed: start looks for what an earlier run left
+            async with asyncio.timeout(10):
+                await resumed.wait_idle()
+            await resumed.aclose()
+            assert await vector_rowids(reopened) == {s.rowid for s in stored}
+            assert await reopened.embedding_jobs.counts() == EmbeddingJobCounts(0, 0)
+            requests = [r.body["input"] for r in server.requests if r.path == "/v1/embeddings"]
+            assert len(requests) == 2 and sorted(requests[-1]) == sorted(s.content for s in stored)
+        finally:
+            await embedder.aclose()
+            await reopened.aclose()
