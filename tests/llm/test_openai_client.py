@@ -292,6 +292,31 @@ async def test_error_in_a_200_body_is_a_server_error() -> None:
     await client.aclose()
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_an_error_in_a_200_body_that_quotes_the_prompt_is_left_out(streamed: bool) -> None:
+    error = {"error": {"message": f"moderation rejected {SECRET_TEXT!r}", "code": 400}}
+    if streamed:  # OpenRouter reports a failure mid-stream as an SSE chunk
+        sse = f"data: {json.dumps(error)}\n\n".encode()
+        response = httpx.Response(200, content=sse, headers={"content-type": "text/event-stream"})
+    else:
+        response = httpx.Response(200, json=error)
+    transport = httpx.MockTransport(lambda request: response)
+    client = OpenAiChatClient("m", ModelConfig(base_url="http://model.test/v1"), transport=transport, env={})
+
+    async def ask() -> None:
+        if streamed:
+            async for _ in client.stream([ChatMessage.user(SECRET_TEXT)]):
+                pass
+        else:
+            await client.complete([ChatMessage.user(SECRET_TEXT)])
+
+    with pytest.raises(LlmServerError) as caught:
+        await ask()
+    assert SECRET_TEXT not in str(caught.value)
+    assert "the server's message quotes the request and is left out" in str(caught.value)
+    await client.aclose()
+
+
 async def test_hang_past_the_timeout_raises_timeout_without_retrying(
     openai_server: FakeOpenAiServer, make_client: ClientFactory, sleeps: list[float]
 ) -> None:

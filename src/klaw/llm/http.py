@@ -305,9 +305,13 @@ def _auth_hint(endpoint: Endpoint) -> str:
 
 
 def _error_message(body: bytes, payload: Mapping[str, Any]) -> str:
-    """The server's own error message (see `_server_said`), or a note that it is left out when it
-    quotes a text of the request `payload`."""
-    said = _server_said(body)
+    """The server's own error message (see `_server_said`), unless it quotes the request `payload`."""
+    return unless_quoting(_server_said(body), payload)
+
+
+def unless_quoting(said: str, payload: Mapping[str, Any]) -> str:
+    """`said` (a server's error message), or a note that it is left out when it quotes a text of the
+    request `payload`: errors reach logs, chat replies and /status, which never show content."""
     if said and _quotes(said, _request_texts(payload)):
         return "the server's message quotes the request and is left out"
     return said

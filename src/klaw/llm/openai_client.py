@@ -35,6 +35,7 @@ from klaw.llm.http import (
     malformed,
     new_http_client,
     reading_errors,
+    unless_quoting,
 )
 from klaw.llm.messages import (
     ChatMessage,
@@ -106,7 +107,7 @@ class OpenAiChatClient:
         payload = self._payload(messages, tools, temperature, max_tokens, stream=False)
         started = time.monotonic()
         body = await self._poster.post_json("chat/completions", payload)
-        self._raise_for_error_body(body)
+        self._raise_for_error_body(body, payload)
         try:
             response = ChatResponse.from_wire(body)
         except WireFormatError as exc:
@@ -137,7 +138,7 @@ class OpenAiChatClient:
                 # The server ignored `stream: true` and answered in one piece: hand it out as one delta.
                 with reading_errors(self._endpoint):
                     body = await response.aread()
-                yield self._whole_as_delta(body)
+                yield self._whole_as_delta(body, payload)
                 return
             finished = False
             with reading_errors(self._endpoint):
@@ -148,7 +149,7 @@ class OpenAiChatClient:
                     if data == "[DONE]":
                         finished = True
                         break
-                    delta = self._parse_chunk(data)
+                    delta = self._parse_chunk(data, payload)
                     chunks += 1
                     finished = finished or delta.finish_reason is not None
                     yield delta
@@ -189,23 +190,23 @@ class OpenAiChatClient:
             payload["stream_options"] = {"include_usage": True}  # usage arrives in a last, choice-less chunk
         return payload
 
-    def _parse_chunk(self, data: str) -> StreamDelta:
+    def _parse_chunk(self, data: str, payload: Mapping[str, Any]) -> StreamDelta:
         try:
             chunk = json.loads(data)
         except ValueError as exc:
             raise malformed(self._endpoint, f"a stream chunk was not valid JSON ({len(data)} bytes)") from exc
-        self._raise_for_error_body(chunk)
+        self._raise_for_error_body(chunk, payload)
         try:
             return StreamDelta.from_wire(chunk)
         except WireFormatError as exc:
             raise malformed(self._endpoint, f"a stream chunk is not a chat completion chunk: {exc}") from exc
 
-    def _whole_as_delta(self, body: bytes) -> StreamDelta:
+    def _whole_as_delta(self, body: bytes, payload: Mapping[str, Any]) -> StreamDelta:
         try:
             wire = json.loads(body)
         except ValueError as exc:
             raise malformed(self._endpoint, f"the response was not valid JSON ({len(body)} bytes)") from exc
-        self._raise_for_error_body(wire)
+        self._raise_for_error_body(wire, payload)
         try:
             whole = ChatResponse.from_wire(wire)
         except WireFormatError as exc:
@@ -216,13 +217,15 @@ class OpenAiChatClient:
         )
         return StreamDelta(whole.content, fragments, whole.finish_reason, whole.usage, whole.model)
 
-    def _raise_for_error_body(self, body: Any) -> None:
-        """Some servers (OpenRouter mid-stream, a few proxies) report failures in a 200 body."""
+    def _raise_for_error_body(self, body: Any, payload: Mapping[str, Any]) -> None:
+        """Some servers (OpenRouter mid-stream, a few proxies) report failures in a 200 body; their
+        message is left out when it quotes the request, as for any error status."""
         if isinstance(body, dict) and "error" in body and "choices" not in body:
             error = body["error"]
             said = error.get("message") if isinstance(error, dict) else error
+            message = unless_quoting(server_message(said), payload) if isinstance(said, str) else "no message"
             raise self._endpoint.error(
                 LlmServerError,
-                f"the server reported an error: {server_message(said) if isinstance(said, str) else 'no message'}",
+                f"the server reported an error: {message}",
                 "Check the server's logs, or try again later.",
             )
