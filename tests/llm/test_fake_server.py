@@ -93,6 +93,30 @@ async def test_malformed_reply_is_not_json(openai_server: FakeOpenAiServer) -> N
         response.json()
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_raw_reply_is_sent_verbatim(openai_server: FakeOpenAiServer, stream: bool) -> None:
+    sse = b': OPENROUTER PROCESSING\n\ndata: {"error": {"message": "cut"}}\n\n'
+    openai_server.reply_raw(sse, content_type="text/event-stream", status=202)
+    openai_server.reply_raw('{"error": "in a 200"}')
+
+    first = await _post(openai_server, "chat/completions", {**CHAT, "stream": stream})
+    second = await _post(openai_server, "chat/completions", {**CHAT, "stream": stream})
+
+    assert (first.status_code, first.content) == (202, sse)
+    assert first.headers["content-type"].startswith("text/event-stream")
+    assert (second.status_code, second.content) == (200, b'{"error": "in a 200"}')
+    assert second.headers["content-type"] == "application/json"
+
+
+async def test_raw_reply_on_the_embeddings_endpoint(openai_server: FakeOpenAiServer) -> None:
+    openai_server.reply_raw(b"<html>Bad Gateway</html>", content_type="text/html", status=502, endpoint="embeddings")
+
+    response = await _post(openai_server, "embeddings", {"model": "e", "input": ["x"]})
+
+    assert (response.status_code, response.text) == (502, "<html>Bad Gateway</html>")
+    assert response.headers["content-type"].startswith("text/html")
+
+
 async def test_unknown_model_is_404_when_models_are_known() -> None:
     async with FakeOpenAiServer(known_models=["llama3.2"]) as server:
         response = await _post(server, "chat/completions", CHAT)

@@ -6,7 +6,6 @@ import json
 import logging
 import socket
 
-import httpx
 import pytest
 
 from klaw.config import ModelConfig
@@ -273,35 +272,34 @@ async def test_malformed_json_raises_malformed_response_error(
     "body",
     [{"object": "list"}, {"choices": []}, {"choices": [{"message": {"role": "assistant", "content": 42}}]}, [1, 2]],
 )
-async def test_json_of_the_wrong_shape_is_malformed(body: object) -> None:
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=body))
-    client = OpenAiChatClient("m", ModelConfig(base_url="http://model.test/v1"), transport=transport, env={})
+async def test_json_of_the_wrong_shape_is_malformed(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory, body: object
+) -> None:
+    openai_server.reply_raw(json.dumps(body))
 
     with pytest.raises(LlmMalformedResponseError, match="not a chat completion"):
-        await client.complete([ChatMessage.user("hi")])
-    await client.aclose()
+        await make_client().complete([ChatMessage.user("hi")])
 
 
-async def test_error_in_a_200_body_is_a_server_error() -> None:
-    body = {"error": {"message": "upstream provider failed", "code": 502}}
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=body))
-    client = OpenAiChatClient("m", ModelConfig(base_url="http://model.test/v1"), transport=transport, env={})
+async def test_error_in_a_200_body_is_a_server_error(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory
+) -> None:
+    openai_server.reply_raw(json.dumps({"error": {"message": "upstream provider failed", "code": 502}}))
 
     with pytest.raises(LlmServerError, match="upstream provider failed"):
-        await client.complete([ChatMessage.user("hi")])
-    await client.aclose()
+        await make_client().complete([ChatMessage.user("hi")])
 
 
 @pytest.mark.parametrize("streamed", [False, True])
-async def test_an_error_in_a_200_body_that_quotes_the_prompt_is_left_out(streamed: bool) -> None:
+async def test_an_error_in_a_200_body_that_quotes_the_prompt_is_left_out(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory, streamed: bool
+) -> None:
     error = {"error": {"message": f"moderation rejected {SECRET_TEXT!r}", "code": 400}}
     if streamed:  # OpenRouter reports a failure mid-stream as an SSE chunk
-        sse = f"data: {json.dumps(error)}\n\n".encode()
-        response = httpx.Response(200, content=sse, headers={"content-type": "text/event-stream"})
+        openai_server.reply_raw(f"data: {json.dumps(error)}\n\n", content_type="text/event-stream")
     else:
-        response = httpx.Response(200, json=error)
-    transport = httpx.MockTransport(lambda request: response)
-    client = OpenAiChatClient("m", ModelConfig(base_url="http://model.test/v1"), transport=transport, env={})
+        openai_server.reply_raw(json.dumps(error))
+    client = make_client()
 
     async def ask() -> None:
         if streamed:
@@ -314,7 +312,6 @@ async def test_an_error_in_a_200_body_that_quotes_the_prompt_is_left_out(streame
         await ask()
     assert SECRET_TEXT not in str(caught.value)
     assert "the server's message quotes the request and is left out" in str(caught.value)
-    await client.aclose()
 
 
 async def test_hang_past_the_timeout_raises_timeout_without_retrying(

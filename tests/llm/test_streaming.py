@@ -5,14 +5,11 @@ from __future__ import annotations
 import contextlib
 import json
 
-import httpx
 import pytest
 
-from klaw.config import ModelConfig
 from klaw.llm.errors import LlmMalformedResponseError, LlmServerError, LlmTimeoutError
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.llm.messages import ChatMessage, StreamDelta, ToolCallFragment, Usage
-from klaw.llm.openai_client import OpenAiChatClient
 from klaw.llm.protocol import StreamAccumulator, collect
 from tests.llm.conftest import ClientFactory
 
@@ -131,20 +128,20 @@ async def test_stopping_early_releases_the_stream(openai_server: FakeOpenAiServe
     assert (await client.complete([ChatMessage.user("again")])).content == "echo: again"
 
 
-def _sse_client(*events: str, content_type: str = "text/event-stream") -> OpenAiChatClient:
-    body = "".join(events).encode()
-    transport = httpx.MockTransport(
-        lambda request: httpx.Response(200, content=body, headers={"content-type": content_type})
-    )
-    return OpenAiChatClient("m", ModelConfig(base_url="http://model.test/v1"), transport=transport, env={})
-
-
 def _data(chunk: object) -> str:
     return f"data: {json.dumps(chunk)}\n\n"
 
 
-async def test_comments_and_usage_only_chunks_are_handled() -> None:
-    client = _sse_client(
+def _reply_sse(server: FakeOpenAiServer, *events: str) -> None:
+    """The next chat reply is exactly these SSE events, written by hand as some servers send them."""
+    server.reply_raw("".join(events), content_type="text/event-stream")
+
+
+async def test_comments_and_usage_only_chunks_are_handled(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory
+) -> None:
+    _reply_sse(
+        openai_server,
         ": OPENROUTER PROCESSING\n\n",
         _data({"model": "m", "choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}]}),
         _data({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
@@ -152,33 +149,37 @@ async def test_comments_and_usage_only_chunks_are_handled() -> None:
         "data: [DONE]\n\n",
     )
 
-    response = await collect(client.stream([ChatMessage.user("go")]))
+    response = await collect(make_client().stream([ChatMessage.user("go")]))
 
     assert response.content == "hi"
     assert response.usage == Usage(3, 1, 4)
-    await client.aclose()
 
 
-async def test_error_event_mid_stream_is_a_server_error() -> None:
-    client = _sse_client(
+async def test_error_event_mid_stream_is_a_server_error(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory
+) -> None:
+    _reply_sse(
+        openai_server,
         _data({"choices": [{"index": 0, "delta": {"content": "par"}, "finish_reason": None}]}),
         _data({"error": {"message": "provider overloaded", "code": 502}}),
     )
 
     with pytest.raises(LlmServerError, match="provider overloaded"):
-        await collect(client.stream([ChatMessage.user("go")]))
-    await client.aclose()
+        await collect(make_client().stream([ChatMessage.user("go")]))
 
 
-async def test_stream_cut_before_the_end_is_malformed() -> None:
-    client = _sse_client(_data({"choices": [{"index": 0, "delta": {"content": "par"}, "finish_reason": None}]}))
+async def test_stream_cut_before_the_end_is_malformed(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory
+) -> None:
+    _reply_sse(openai_server, _data({"choices": [{"index": 0, "delta": {"content": "par"}, "finish_reason": None}]}))
 
     with pytest.raises(LlmMalformedResponseError, match="ended before"):
-        await collect(client.stream([ChatMessage.user("go")]))
-    await client.aclose()
+        await collect(make_client().stream([ChatMessage.user("go")]))
 
 
-async def test_server_that_ignores_stream_true_gives_one_delta() -> None:
+async def test_server_that_ignores_stream_true_gives_one_delta(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory
+) -> None:
     whole = {
         "model": "m",
         "choices": [
@@ -193,13 +194,12 @@ async def test_server_that_ignores_stream_true_gives_one_delta() -> None:
             }
         ],
     }
-    client = _sse_client(json.dumps(whole), content_type="application/json")
+    openai_server.reply_raw(json.dumps(whole), content_type="application/json")
 
-    response = await collect(client.stream([ChatMessage.user("go")]))
+    response = await collect(make_client().stream([ChatMessage.user("go")]))
 
     assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [("c1", "f", "{}")]
     assert response.finish_reason == "tool_calls"
-    await client.aclose()
 
 
 def test_accumulator_handles_unindexed_whole_calls() -> None:

@@ -43,6 +43,7 @@ from klaw.llm.fake_wire import (
     ErrorReply,
     HangReply,
     MalformedReply,
+    RawReply,
     Reply,
     TextReply,
     ToolCallsReply,
@@ -50,6 +51,7 @@ from klaw.llm.fake_wire import (
     echo_last_user_message,
     error_response,
     fake_embedding,
+    raw_response,
     reply_message,
     sse_event,
     stream_chunks,
@@ -61,6 +63,7 @@ __all__ = [
     "FakeOpenAiServer",
     "HangReply",
     "MalformedReply",
+    "RawReply",
     "RecordedRequest",
     "Reply",
     "TextReply",
@@ -154,6 +157,19 @@ class FakeOpenAiServer:
 
     def reply_malformed(self, *, endpoint: Endpoint = "chat") -> None:
         self.reply(MalformedReply(), endpoint=endpoint)
+
+    def reply_raw(
+        self,
+        body: bytes | str,
+        *,
+        content_type: str = "application/json",
+        status: int = 200,
+        endpoint: Endpoint = "chat",
+    ) -> None:
+        """The next reply is exactly `body` (a str is sent as UTF-8), for shapes no other reply kind
+        makes: an error inside a 200 body, a hand-written SSE stream, a wrong content type."""
+        raw = body.encode() if isinstance(body, str) else body
+        self.reply(RawReply(raw, content_type, status), endpoint=endpoint)
 
     def reply_hang(self, *, partial: str | None = None, endpoint: Endpoint = "chat") -> None:
         self.reply(HangReply(partial), endpoint=endpoint)
@@ -256,6 +272,8 @@ class FakeOpenAiServer:
         stream = bool(body.get("stream"))
         if isinstance(reply, ErrorReply):
             return error_response(reply)
+        if isinstance(reply, RawReply):
+            return raw_response(reply)
         if isinstance(reply, MalformedReply):
             if stream:
                 garbage = 'data: {"id": "chatcmpl-1", "choices": [\n\n'
@@ -306,6 +324,8 @@ class FakeOpenAiServer:
         reply = await self._next("embeddings", body)
         if isinstance(reply, ErrorReply):
             return error_response(reply)
+        if isinstance(reply, RawReply):
+            return raw_response(reply)
         if isinstance(reply, MalformedReply):
             return Response('{"data": [', media_type="application/json")
         if isinstance(reply, HangReply):

@@ -1,5 +1,5 @@
-"""The OpenAI wire shapes the fake server answers with: scripted reply kinds, error bodies,
-completion messages, streaming chunks and deterministic embeddings.
+"""The OpenAI wire shapes the fake server answers with: scripted reply kinds (raw bytes among them),
+error bodies, completion messages, streaming chunks and deterministic embeddings.
 
 Split from `fake_server.py`, which owns serving and scripting, so each file has one job.
 """
@@ -58,7 +58,18 @@ class HangReply:
     partial: str | None = None
 
 
-Reply = TextReply | ToolCallsReply | ErrorReply | MalformedReply | HangReply
+@dataclass(frozen=True)
+class RawReply:
+    """Exactly these bytes, for the odd shapes real servers send: an error inside a 200 body, an SSE
+    stream written by hand (comments, usage-only chunks, cut short), a wrong content type.
+    Answered verbatim whether or not the request asked to stream."""
+
+    body: bytes
+    content_type: str = "application/json"
+    status: int = 200
+
+
+Reply = TextReply | ToolCallsReply | ErrorReply | MalformedReply | HangReply | RawReply
 
 
 def echo_last_user_message(body: Mapping[str, Any]) -> Reply:
@@ -78,6 +89,10 @@ def error_response(reply: ErrorReply) -> Response:
     headers = {"retry-after": f"{reply.retry_after:g}"} if reply.retry_after is not None else None
     payload = {"error": {"message": reply.message or message, "type": kind, "code": reply.code or code}}
     return JSONResponse(payload, status_code=reply.status, headers=headers)
+
+
+def raw_response(reply: RawReply) -> Response:
+    return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
 
 
 def reply_message(reply: Reply) -> tuple[dict[str, Any], str]:
