@@ -90,10 +90,10 @@ class RetryPolicy:
         return delay / 2 + rand() * delay / 2
 
 
-def new_http_client(transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
+def new_http_client() -> httpx.AsyncClient:
     """An HTTP client for one base URL. Timeouts are per request, since models sharing a server may
     have different `timeoutSeconds`."""
-    return httpx.AsyncClient(transport=transport, timeout=None, follow_redirects=False)
+    return httpx.AsyncClient(timeout=None, follow_redirects=False)
 
 
 def auth_headers(endpoint: Endpoint, env: Mapping[str, str]) -> dict[str, str]:

@@ -52,10 +52,10 @@ logger = logging.getLogger(__name__)
 class OpenAiChatClient:
     """A `ChatModel` backed by an OpenAI-compatible HTTP API.
 
-    Pass `http` to share one connection pool between models on the same base URL (the router does);
-    the client then does not close it. Without it the client makes its own (over `transport`, if
-    given) and closes it in `aclose`. `env` is where the API key is looked up, by the variable name
-    in `config.api_key_env`, at each request, so the key is never stored or logged.
+    Pass `http` to share one connection pool between models on the same base URL (the router does); the
+    client then does not close it. Without it the client makes its own and closes it in `aclose`. `env` is
+    where the API key is looked up, by the variable name in `config.api_key_env`, at each request, so the
+    key is never stored or logged.
 
     Streams are async generators: close them (`contextlib.aclosing`) when stopping early, so the
     connection is released at once rather than when the generator is garbage-collected.
@@ -67,7 +67,6 @@ class OpenAiChatClient:
         config: ModelConfig,
         *,
         http: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
         sleep: Sleep = asyncio.sleep,
         env: Mapping[str, str] = os.environ,
         retry_policy: RetryPolicy | None = None,
@@ -76,7 +75,7 @@ class OpenAiChatClient:
         self._model_id = model_id
         self._config = config
         self._owns_http = http is None
-        self._http = http if http is not None else new_http_client(transport)
+        self._http = http if http is not None else new_http_client()
         self._endpoint = Endpoint(
             model_id=model_id,
             base_url=config.base_url,

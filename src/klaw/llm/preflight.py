@@ -35,7 +35,6 @@ async def model_problem(
     *,
     config_path: str,
     env: Mapping[str, str] | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
 ) -> str | None:
     """None when the model's server answers, else what is wrong and how to fix it."""
     env = os.environ if env is None else env
@@ -54,7 +53,7 @@ async def model_problem(
     except LlmError as exc:
         return f"{exc}\n{where}"
     try:
-        async with httpx.AsyncClient(transport=transport, timeout=5.0) as client:
+        async with httpx.AsyncClient(timeout=5.0) as client:
             response = await client.get(endpoint.url("models"), headers=headers)
     except httpx.HTTPError as exc:
         return (

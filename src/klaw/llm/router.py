@@ -28,7 +28,7 @@ class ModelRouter:
     """Hands out the `ChatModel` for a model id, the routing default, or a task.
 
     `factory` replaces the OpenAI-compatible client (tests, benchmarks with scripted models);
-    `transport`, `sleep` and `env` are passed to the clients the router builds itself.
+    `sleep` and `env` are passed to the clients the router builds itself.
     """
 
     def __init__(
@@ -36,13 +36,11 @@ class ModelRouter:
         config: EngineConfig,
         *,
         factory: ModelFactory | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
         sleep: Sleep = asyncio.sleep,
         env: Mapping[str, str] = os.environ,
     ) -> None:
         self._config = config
         self._factory = factory
-        self._transport = transport
         self._sleep = sleep
         self._env = env
         self._models: dict[str, ChatModel] = {}
@@ -99,5 +97,5 @@ class ModelRouter:
         key = config.base_url.rstrip("/")
         http = self._http.get(key)
         if http is None:
-            http = self._http[key] = new_http_client(self._transport)
+            http = self._http[key] = new_http_client()
         return OpenAiChatClient(model_id, config, http=http, sleep=self._sleep, env=self._env)

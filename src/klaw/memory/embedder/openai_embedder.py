@@ -29,8 +29,8 @@ from klaw.memory.embedder.protocol import EmbedderError, Vectors
 class OpenAiEmbedder:
     """Embeds texts in batches of `config.batch_size` via POST `{base_url}/embeddings`.
 
-    `http` shares a connection pool (not closed by `aclose`); otherwise one is made over
-    `transport`. `env` is where the API key variable (`config.api_key_env`) is looked up.
+    `http` shares a connection pool (not closed by `aclose`); otherwise one is made. `env` is where the API
+    key variable (`config.api_key_env`) is looked up.
     """
 
     def __init__(
@@ -38,7 +38,6 @@ class OpenAiEmbedder:
         config: EmbedderConfig,
         *,
         http: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
         sleep: Sleep = asyncio.sleep,
         env: Mapping[str, str] = os.environ,
         max_retries: int = 3,
@@ -52,7 +51,7 @@ class OpenAiEmbedder:
         self._batch_size = config.batch_size
         self._model_id = f"openai:{config.model}@{config.dim}"
         self._owns_http = http is None
-        self._http = http if http is not None else new_http_client(transport)
+        self._http = http if http is not None else new_http_client()
         self._endpoint = Endpoint(
             model_id=self._model_id,
             base_url=config.base_url,
