@@ -245,6 +245,63 @@ async def test_ctrl_c_while_the_model_thinks_says_it_is_stopping_and_still_shows
     assert not (home / "engine.sock").exists()
 
 
+@needs_tmux
+async def test_ctrl_d_while_the_model_thinks_shows_the_reply_then_exits(tmp_path: Path) -> None:
+    """Ctrl-D pressed while the spinner runs means leave, as at an empty prompt: the turn's answer is
+    shown first, then the chat ends (exit 0). In the terminal's line mode between prompts it was lost."""
+    home = tmp_path / "home"
+    init_home(home)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_model() -> None:
+        started.set()
+        await release.wait()
+
+    async with FakeOpenAiServer() as model:
+        model.reply_text("the late answer", before=slow_model)
+        env = chat_env(home, model.base_url)
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
+            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+            await term.type_line("a slow question")
+            async with asyncio.timeout(DEADLINE_SECONDS):
+                await started.wait()  # the model holds the request: the turn is in flight
+            await term.tmux("send-keys", "-t", term.target, "C-d")
+            release.set()
+            assert await term.exit_status() == 0
+            screen = await term.screen()
+            assert "the late answer" in screen
+            assert "Traceback" not in screen
+    assert not (home / "engine.sock").exists()
+
+
+@needs_tmux
+async def test_what_is_typed_while_the_model_thinks_waits_at_the_next_prompt(tmp_path: Path) -> None:
+    """Typeahead is kept: the next message typed during the spinner is in the prompt when it returns."""
+    home = tmp_path / "home"
+    init_home(home)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_model() -> None:
+        started.set()
+        await release.wait()
+
+    async with FakeOpenAiServer() as model:
+        model.reply_text("the late answer", before=slow_model)
+        env = chat_env(home, model.base_url)
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
+            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+            await term.type_line("a slow question")
+            async with asyncio.timeout(DEADLINE_SECONDS):
+                await started.wait()
+            await term.tmux("send-keys", "-t", term.target, "-l", "and the next one")
+            release.set()
+            await term.wait_for(lambda s: s.rstrip().endswith("you › and the next one"), "the typeahead at the prompt")
+            await term.tmux("send-keys", "-t", term.target, "Enter")
+            await term.wait_for_prompt_after("echo: and the next one", "the reply to the typeahead")
+            await term.tmux("send-keys", "-t", term.target, "C-d")
+            assert await term.exit_status() == 0
+
+
 def closed_port() -> int:
     """A local TCP port nothing listens on (bound, then released)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:

@@ -17,6 +17,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 from rich.markdown import Markdown
 
+from klaw.channels.console_keys import KeysWhileThinking
 from klaw.engine.delivery import Outbound
 from klaw.engine.runtime import Engine
 from klaw.store.records import ChatRef
@@ -35,6 +36,7 @@ class ConsoleChannel:
         self._engine = engine
         self._console = console or Console()
         self._replies: asyncio.Queue[Outbound] = asyncio.Queue()
+        self._keys = KeysWhileThinking()
         engine.delivery.register(CONSOLE_CHANNEL, self._replies.put)
 
     async def run(self) -> None:
@@ -49,7 +51,9 @@ class ConsoleChannel:
             while True:
                 printer = asyncio.create_task(self._print_arrivals())
                 try:
-                    text = await session.prompt_async("you › ")
+                    text = await session.prompt_async(
+                        "you › ", pre_run=lambda: self._keys.replay(session.app.key_processor)
+                    )
                 except (EOFError, KeyboardInterrupt):
                     break
                 finally:
@@ -60,6 +64,8 @@ class ConsoleChannel:
                 if text.strip().lower() in EXIT_WORDS:
                     break
                 await self._exchange(chat, text)
+                if self._keys.leave:  # Ctrl-D while the model was thinking
+                    break
 
     async def _print_arrivals(self) -> None:
         """While the person is at the prompt, show what arrives on its own (a scheduled task's answer)."""
@@ -71,7 +77,7 @@ class ConsoleChannel:
         if result.command_reply is not None:
             self._console.print(result.command_reply, style="cyan", highlight=False)
             return
-        with self._console.status("thinking…", spinner="dots"):
+        with self._console.status("thinking…", spinner="dots"), self._keys.watching():
             reply = await self._next_reply_to(result.message_id)
         self._show(reply)
 
