@@ -215,68 +215,18 @@ async def test_klaw_chat_in_a_terminal_answers_runs_commands_and_exits_cleanly(t
     assert not (home / "engine.sock").exists()  # shut down, not killed
 
 
-@needs_tmux
-async def test_ctrl_c_while_the_model_thinks_says_it_is_stopping_and_still_shows_the_reply(tmp_path: Path) -> None:
-    """Ctrl-C mid-turn stops the chat gracefully: the turn finishes, its answer is shown, then exit."""
-    home = tmp_path / "home"
-    init_home(home)
-    started, release = asyncio.Event(), asyncio.Event()
+@dataclass
+class Thinking:
+    """A `klaw chat` whose model holds the answer to "a slow question" until `release` is set."""
 
-    async def slow_model() -> None:
-        started.set()
-        await release.wait()
-
-    async with FakeOpenAiServer() as model:
-        model.reply_text("the late answer", before=slow_model)
-        env = chat_env(home, model.base_url)
-        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
-            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
-            await term.type_line("a slow question")
-            async with asyncio.timeout(DEADLINE_SECONDS):
-                await started.wait()  # the model holds the request: the turn is in flight
-            await term.tmux("send-keys", "-t", term.target, "C-c")
-            await term.wait_for(lambda s: "stopping: finishing the reply in flight" in s, "the stopping notice")
-            release.set()
-            assert await term.exit_status() == 130  # interrupted, as after any Ctrl-C
-            screen = await term.screen()
-            assert "the late answer" in screen, [p.read_text() for p in home.rglob("*.jsonl")]
-            assert screen.index("the late answer") > screen.index("stopping: finishing the reply")
-            assert "Traceback" not in screen
-    assert not (home / "engine.sock").exists()
+    home: Path
+    term: Terminal
+    release: asyncio.Event
 
 
-@needs_tmux
-async def test_ctrl_d_while_the_model_thinks_shows_the_reply_then_exits(tmp_path: Path) -> None:
-    """Ctrl-D pressed while the spinner runs means leave, as at an empty prompt: the turn's answer is
-    shown first, then the chat ends (exit 0). In the terminal's line mode between prompts it was lost."""
-    home = tmp_path / "home"
-    init_home(home)
-    started, release = asyncio.Event(), asyncio.Event()
-
-    async def slow_model() -> None:
-        started.set()
-        await release.wait()
-
-    async with FakeOpenAiServer() as model:
-        model.reply_text("the late answer", before=slow_model)
-        env = chat_env(home, model.base_url)
-        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
-            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
-            await term.type_line("a slow question")
-            async with asyncio.timeout(DEADLINE_SECONDS):
-                await started.wait()  # the model holds the request: the turn is in flight
-            await term.tmux("send-keys", "-t", term.target, "C-d")
-            release.set()
-            assert await term.exit_status() == 0
-            screen = await term.screen()
-            assert "the late answer" in screen
-            assert "Traceback" not in screen
-    assert not (home / "engine.sock").exists()
-
-
-@needs_tmux
-async def test_what_is_typed_while_the_model_thinks_waits_at_the_next_prompt(tmp_path: Path) -> None:
-    """Typeahead is kept: the next message typed during the spinner is in the prompt when it returns."""
+@asynccontextmanager
+async def model_thinking(tmp_path: Path) -> AsyncIterator[Thinking]:
+    """A chat in a terminal with its first turn in flight: the model has the request and holds it."""
     home = tmp_path / "home"
     init_home(home)
     started, release = asyncio.Event(), asyncio.Event()
@@ -293,13 +243,49 @@ async def test_what_is_typed_while_the_model_thinks_waits_at_the_next_prompt(tmp
             await term.type_line("a slow question")
             async with asyncio.timeout(DEADLINE_SECONDS):
                 await started.wait()
-            await term.tmux("send-keys", "-t", term.target, "-l", "and the next one")
-            release.set()
-            await term.wait_for(lambda s: s.rstrip().endswith("you › and the next one"), "the typeahead at the prompt")
-            await term.tmux("send-keys", "-t", term.target, "Enter")
-            await term.wait_for_prompt_after("echo: and the next one", "the reply to the typeahead")
-            await term.tmux("send-keys", "-t", term.target, "C-d")
-            assert await term.exit_status() == 0
+            yield Thinking(home, term, release)
+    assert not (home / "engine.sock").exists()  # shut down, not killed
+
+
+@needs_tmux
+async def test_ctrl_c_while_the_model_thinks_says_it_is_stopping_and_still_shows_the_reply(tmp_path: Path) -> None:
+    """Ctrl-C mid-turn stops the chat gracefully: the turn finishes, its answer is shown, then exit."""
+    async with model_thinking(tmp_path) as chat:
+        await chat.term.tmux("send-keys", "-t", chat.term.target, "C-c")
+        await chat.term.wait_for(lambda s: "stopping: finishing the reply in flight" in s, "the stopping notice")
+        chat.release.set()
+        assert await chat.term.exit_status() == 130  # interrupted, as after any Ctrl-C
+        screen = await chat.term.screen()
+        assert "the late answer" in screen, [p.read_text() for p in chat.home.rglob("*.jsonl")]
+        assert screen.index("the late answer") > screen.index("stopping: finishing the reply")
+        assert "Traceback" not in screen
+
+
+@needs_tmux
+async def test_ctrl_d_while_the_model_thinks_shows_the_reply_then_exits(tmp_path: Path) -> None:
+    """Ctrl-D pressed while the spinner runs means leave, as at an empty prompt: the turn's answer is
+    shown first, then the chat ends (exit 0). In the terminal's line mode between prompts it was lost."""
+    async with model_thinking(tmp_path) as chat:
+        await chat.term.tmux("send-keys", "-t", chat.term.target, "C-d")
+        chat.release.set()
+        assert await chat.term.exit_status() == 0
+        screen = await chat.term.screen()
+        assert "the late answer" in screen
+        assert "Traceback" not in screen
+
+
+@needs_tmux
+async def test_what_is_typed_while_the_model_thinks_waits_at_the_next_prompt(tmp_path: Path) -> None:
+    """Typeahead is kept: the next message typed during the spinner is in the prompt when it returns."""
+    async with model_thinking(tmp_path) as chat:
+        term = chat.term
+        await term.tmux("send-keys", "-t", term.target, "-l", "and the next one")
+        chat.release.set()
+        await term.wait_for(lambda s: s.rstrip().endswith("you › and the next one"), "the typeahead at the prompt")
+        await term.tmux("send-keys", "-t", term.target, "Enter")
+        await term.wait_for_prompt_after("echo: and the next one", "the reply to the typeahead")
+        await term.tmux("send-keys", "-t", term.target, "C-d")
+        assert await term.exit_status() == 0
 
 
 def closed_port() -> int:
