@@ -15,30 +15,28 @@ back to `default_reply` (echo of the last user message), an empty embeddings que
 vectors. `latency` / `before=` are awaited before a reply, so a benchmark can simulate a slow model
 and a test can hold a reply (or, with `reply_embeddings(before=...)`, one embeddings request) until
 it says so.
-uvicorn runs inside the current event loop without signal handlers or access logs; hung replies
-are released on exit so shutdown is quick.
+uvicorn runs inside the current event loop (`klaw.embedded_http`); hung replies are released on
+exit so shutdown is quick.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
-import socket
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from klaw.embedded_http import EmbeddedHttpServer
 from klaw.llm.fake_wire import (
     ErrorReply,
     HangReply,
@@ -108,9 +106,7 @@ class FakeOpenAiServer:
     requests: list[RecordedRequest] = field(default_factory=list, init=False)
     _queues: dict[str, deque[_Queued]] = field(init=False)
     _closing: asyncio.Event = field(init=False)
-    _server: _QuietServer | None = field(default=None, init=False)
-    _task: asyncio.Task[None] | None = field(default=None, init=False)
-    _port: int = field(default=0, init=False)
+    _http: EmbeddedHttpServer | None = field(default=None, init=False)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
 
     def __post_init__(self) -> None:
@@ -182,9 +178,9 @@ class FakeOpenAiServer:
 
     @property
     def port(self) -> int:
-        if not self._port:
+        if self._http is None:
             raise RuntimeError("the fake server is not running; use `async with FakeOpenAiServer()`")
-        return self._port
+        return self._http.port
 
     @property
     def base_url(self) -> str:
@@ -192,44 +188,20 @@ class FakeOpenAiServer:
 
     async def __aenter__(self) -> FakeOpenAiServer:
         self._closing = asyncio.Event()
-        # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on sockets that say they are TCP,
-        # and with Nagle on every non-streamed reply waits 40 ms for a delayed ACK.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        try:
-            sock.bind(("127.0.0.1", 0))
-        except OSError:
-            sock.close()
-            raise
-        self._port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self._app(),
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            http="h11",
-            ws="none",
-            server_header=False,
+        http = EmbeddedHttpServer(
+            self._app(), "127.0.0.1", 0, grace_seconds=_SHUTDOWN_GRACE_SECONDS, http="h11", name="fake-openai-server"
         )
-        self._server = _QuietServer(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="fake-openai-server")
-        ready = asyncio.create_task(self._server.ready.wait())
-        await asyncio.wait({ready, self._task}, return_when=asyncio.FIRST_COMPLETED)
-        if not ready.done():
-            ready.cancel()
-            sock.close()
-            self._task.result()  # re-raise why it did not start
-            raise RuntimeError("the fake OpenAI server stopped during start-up")
+        await http.start()
+        self._http = http
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._closing.set()  # release hung replies first, or shutdown would wait for them
-        if self._server is not None and self._task is not None:
-            self._server.exit.set()
-            await self._task
-        self._server, self._task, self._port = None, None, 0
+        if self._http is not None:
+            await self._http.stop()
+        self._http = None
 
     # -- the HTTP app ---------------------------------------------------------------------------
 
@@ -369,46 +341,6 @@ class FakeOpenAiServer:
                 "data": [{"id": name, "object": "model", "created": 0, "owned_by": "klaw-fake"} for name in names],
             }
         )
-
-
-class _QuietServer(uvicorn.Server):
-    """uvicorn without signal handlers (the host process owns those) and with an event-driven
-    main loop, so start-up is signalled and exit does not wait for a 0.1 s polling tick."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = asyncio.Event()
-        self.exit = asyncio.Event()
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        self.ready.set()
-
-    async def main_loop(self) -> None:
-        await self.on_tick(0)  # sets the Date header once
-        await self.exit.wait()
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        """uvicorn's shutdown minus its fixed 0.1 s pause and 0.1 s polling: close the listener and
-        idle connections, let in-flight replies finish (hung ones were released), cancel stragglers."""
-        for server in self.servers:
-            server.close()
-        for connection in list(self.server_state.connections):
-            connection.shutdown()
-        deadline = asyncio.get_running_loop().time() + _SHUTDOWN_GRACE_SECONDS
-        while self.server_state.connections or self.server_state.tasks:
-            if asyncio.get_running_loop().time() > deadline:
-                for task in list(self.server_state.tasks):
-                    task.cancel()
-                break
-            await asyncio.sleep(0.005)
-        for server in self.servers:  # bounded: from Python 3.12 this also waits for open connections
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(server.wait_closed(), _SHUTDOWN_GRACE_SECONDS)
 
 
 async def _lines(lines: Sequence[str]) -> AsyncIterator[str]:

@@ -1,0 +1,199 @@
+"""uvicorn embedded in the current event loop: the web page's server and the fake OpenAI server.
+
+The host process (`klaw gateway`, `klaw serve`, a benchmark, a test) owns the loop and the signals,
+so uvicorn gets neither: no signal handlers (its own would swallow SIGTERM), no access log (request
+lines carry search text and paths that name chats), no lifespan, no websockets.
+
+We bind the socket ourselves, so port 0 works and the chosen port is known before serving. Start-up
+and exit are events, not uvicorn's 0.1 s polling tick: `start` returns as soon as uvicorn listens
+(or raises why it could not), and `stop` closes the listener and idle connections, lets in-flight
+replies finish for `grace_seconds`, then cancels what is left. A reply that never ends on its own
+(a held or streaming one) must be released by its owner before `stop`, or it costs the whole grace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import Generator
+from email.utils import formatdate
+from typing import Any, Literal
+
+import uvicorn
+from uvicorn.server import ServerState
+
+__all__ = ["EmbeddedHttpServer", "bind_tcp"]
+
+
+def bind_tcp(host: str, port: int, *, reuse_address: bool = False) -> socket.socket:
+    """A TCP socket bound to (host, port), the first address the host resolves to; port 0 picks a free one.
+    `reuse_address` lets a fixed port be bound again while the last run's connections linger in TIME_WAIT."""
+    family, kind, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)[0]
+    # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on sockets that say they are TCP,
+    # and with Nagle on every non-streamed reply waits 40 ms for a delayed ACK.
+    sock = socket.socket(family, kind, socket.IPPROTO_TCP)
+    try:
+        if reuse_address:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class EmbeddedHttpServer:
+    """`app` served by uvicorn in a task of the running loop; see the module docstring.
+    `port` is the bound port once `start` has bound it (the real one when asked for 0)."""
+
+    def __init__(
+        self,
+        app: Any,
+        host: str,
+        port: int,
+        *,
+        grace_seconds: float,
+        reuse_address: bool = False,
+        http: Literal["auto", "h11"] = "auto",
+        name: str = "http-server",
+    ) -> None:
+        self._app = app
+        self._host = host
+        self._port = port
+        self._grace = grace_seconds
+        self._reuse_address = reuse_address
+        self._http: Literal["auto", "h11"] = http
+        self._name = name
+        self._server: _Uvicorn | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        """Bind and serve; returns once uvicorn listens. Raises OSError from binding (port taken, bad
+        address), else whatever stopped uvicorn during start-up."""
+        sock = bind_tcp(self._host, self._port, reuse_address=self._reuse_address)
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self._app,
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            http=self._http,
+            ws="none",
+            server_header=False,
+        )
+        self._server = server = _Uvicorn(config, self._grace)
+        self._task = task = asyncio.create_task(server.serve(sockets=[sock]), name=self._name)
+        ready = asyncio.create_task(server.ready.wait())
+        try:
+            await asyncio.wait({ready, task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ready.cancel()
+        if not server.ready.is_set():
+            sock.close()
+            self._server, self._task = None, None
+            task.result()  # re-raise why it did not start
+            raise RuntimeError(f"the {self._name} stopped during start-up")
+
+    async def stop(self) -> None:
+        if self._server is None or self._task is None:
+            return
+        self._server.exit.set()
+        try:
+            async with asyncio.timeout(self._grace + 3):  # a last resort: shutdown is bounded by itself
+                await self._task
+        except TimeoutError:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._server, self._task = None, None
+
+
+class _Watched(set[Any]):
+    """uvicorn's set of connections or of request tasks, telling `left` whenever one leaves it,
+    so shutdown waits for them to drain on that event rather than by polling."""
+
+    def __init__(self, left: asyncio.Event) -> None:
+        super().__init__()
+        self._left = left
+
+    def discard(self, item: Any) -> None:
+        super().discard(item)
+        self._left.set()
+
+    def remove(self, item: Any) -> None:
+        super().remove(item)
+        self._left.set()
+
+
+class _State(ServerState):
+    """uvicorn's shared server state with watched connections and tasks, and the Date header made when
+    a reply asks for it: with no ticking main loop nothing would refresh it once a second."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        self._config = config
+        self._second = -1
+        self._headers: list[tuple[bytes, bytes]] = []
+        super().__init__()
+        self.left = asyncio.Event()
+        self.connections = _Watched(self.left)
+        self.tasks = _Watched(self.left)
+
+    @property
+    def default_headers(self) -> list[tuple[bytes, bytes]]:
+        now = int(time.time())
+        if now != self._second:
+            date = [(b"date", formatdate(now, usegmt=True).encode())] if self._config.date_header else []
+            self._second, self._headers = now, date + self._config.encoded_headers
+        return self._headers
+
+    @default_headers.setter
+    def default_headers(self, value: list[tuple[bytes, bytes]]) -> None:
+        pass  # uvicorn's tick would set them; they are made on demand instead
+
+    async def drained(self) -> None:
+        while self.connections or self.tasks:
+            self.left.clear()
+            await self.left.wait()
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without signal handlers and with an event-driven main loop: `ready` is set once it
+    listens, setting `exit` stops it without waiting for a 0.1 s polling tick."""
+
+    def __init__(self, config: uvicorn.Config, grace_seconds: float) -> None:
+        super().__init__(config)
+        self.server_state = self._state = _State(config)
+        self.ready = asyncio.Event()
+        self.exit = asyncio.Event()
+        self._grace = grace_seconds
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.ready.set()
+
+    async def main_loop(self) -> None:
+        await self.exit.wait()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's shutdown minus its fixed 0.1 s pause and 0.1 s polling: close the listener and
+        idle connections, let in-flight replies finish within the grace, cancel stragglers."""
+        for server in self.servers:
+            server.close()
+        for connection in list(self._state.connections):
+            connection.shutdown()
+        try:
+            async with asyncio.timeout(self._grace):
+                await self._state.drained()
+        except TimeoutError:
+            for task in list(self._state.tasks):
+                task.cancel()
+        for server in self.servers:  # bounded: from Python 3.12 this also waits for open connections
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(server.wait_closed(), self._grace)
