@@ -1,0 +1,154 @@
+"""`FunctionModel`: a chat model whose answers come from a Python function, in the same process.
+
+Unit tests of the tool loop and the turn logic need a model that answers instantly and can look at
+what it was sent; `FakeOpenAiServer` gives the same over real HTTP and stays the double for the
+client and end-to-end tests. The function is the model (pydantic-ai's `FunctionModel` idea):
+
+    def model(messages: Sequence[ChatMessage], info: AgentInfo) -> ChatResponse | str:
+        if info.round == 1:
+            return tool_calls(call_tool("current_time"))
+        return f"it is {messages[-1].content}"
+
+    FunctionModel(model)                      # satisfies `klaw.llm.protocol.ChatModel`
+
+The function may be sync or async, return text or a whole `ChatResponse`, and raise any
+`klaw.llm.errors.LlmError` to play a failing server. `stream` cuts the same answer into deltas the
+way OpenAI streams it (text in small pieces, each tool call's id and name first and then its
+arguments in pieces, the finish reason last), so a consumer goes through `StreamAccumulator` as it
+would against a server; `stream_function` replaces that with the test's own deltas.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from klaw.llm.messages import ChatMessage, ChatResponse, StreamDelta, ToolCall, ToolCallFragment, ToolSpec
+
+__all__ = ["AgentInfo", "FunctionModel", "ModelCall", "call_tool", "tool_calls"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentInfo:
+    """What the function may know besides the messages: the tools offered and the request options.
+    `round` counts this model's calls, from 1."""
+
+    tools: tuple[ToolSpec, ...]
+    temperature: float | None
+    max_tokens: int | None
+    round: int
+    streamed: bool
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        return tuple(tool.name for tool in self.tools)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """One request as the model received it (a copy: the caller's list may grow afterwards)."""
+
+    messages: tuple[ChatMessage, ...]
+    info: AgentInfo
+
+
+Answer = ChatResponse | str
+ModelFunction = Callable[[Sequence[ChatMessage], AgentInfo], Answer | Awaitable[Answer]]
+StreamFunction = Callable[[Sequence[ChatMessage], AgentInfo], AsyncIterator[StreamDelta | str]]
+
+
+def call_tool(name: str, arguments: Mapping[str, Any] | str | None = None, *, id: str | None = None) -> ToolCall:
+    """A tool call as a model would send it; `arguments` as an object (sent as JSON) or raw text,
+    so a test can send the invalid JSON real models produce."""
+    text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments or {}))
+    return ToolCall(id=id or f"call_{name}", name=name, arguments=text)
+
+
+def tool_calls(*calls: ToolCall, content: str | None = None) -> ChatResponse:
+    """An answer that asks for tools (with optional text beside them, as some models send)."""
+    return ChatResponse(content=content, tool_calls=calls, finish_reason="tool_calls")
+
+
+@dataclass(eq=False)
+class FunctionModel:
+    """See the module docstring. `calls` records every request in order; `chunk_chars` is the size of
+    the text pieces `stream` sends."""
+
+    function: ModelFunction
+    stream_function: StreamFunction | None = None
+    name: str = "function-model"
+    chunk_chars: int = 4
+    calls: list[ModelCall] = field(default_factory=list, init=False)
+    closed: bool = field(default=False, init=False)
+
+    @property
+    def model_id(self) -> str:
+        return self.name
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None = None,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> ChatResponse:
+        info = self._record(messages, tools, temperature, max_tokens, streamed=False)
+        return await self._answer(messages, info)
+
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None = None,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> AsyncGenerator[StreamDelta, None]:
+        info = self._record(messages, tools, temperature, max_tokens, streamed=True)
+        if self.stream_function is not None:
+            async for piece in self.stream_function(tuple(messages), info):
+                yield StreamDelta(content=piece, model=self.name) if isinstance(piece, str) else piece
+            return
+        for delta in self._deltas(await self._answer(messages, info)):
+            yield delta
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+    def _record(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None,
+        temperature: float | None,
+        max_tokens: int | None,
+        *,
+        streamed: bool,
+    ) -> AgentInfo:
+        if self.closed:
+            raise RuntimeError(f"model {self.name!r} was used after aclose()")
+        info = AgentInfo(tuple(tools or ()), temperature, max_tokens, len(self.calls) + 1, streamed)
+        self.calls.append(ModelCall(tuple(messages), info))
+        return info
+
+    async def _answer(self, messages: Sequence[ChatMessage], info: AgentInfo) -> ChatResponse:
+        answer = self.function(tuple(messages), info)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if isinstance(answer, str):
+            return ChatResponse(content=answer, finish_reason="stop", model=self.name)
+        return answer if answer.model else replace(answer, model=self.name)
+
+    def _deltas(self, response: ChatResponse) -> Iterator[StreamDelta]:
+        text = response.content or ""
+        for start in range(0, len(text), self.chunk_chars):
+            yield StreamDelta(content=text[start : start + self.chunk_chars], model=self.name)
+        for index, call in enumerate(response.tool_calls):
+            yield StreamDelta(tool_calls=(ToolCallFragment(index, id=call.id, name=call.name),), model=self.name)
+            for start in range(0, len(call.arguments), self.chunk_chars):
+                piece = call.arguments[start : start + self.chunk_chars]
+                yield StreamDelta(tool_calls=(ToolCallFragment(index, arguments=piece),), model=self.name)
+        finish = response.finish_reason or ("tool_calls" if response.tool_calls else "stop")
+        yield StreamDelta(finish_reason=finish, usage=response.usage, model=response.model)
