@@ -52,6 +52,11 @@ class KlawHome:
         return self.root / "web_token"
 
     @property
+    def web_revoked_file(self) -> Path:
+        """Web sessions signed out before their cookie expired (mode 0600), refused until then."""
+        return self.root / "web_revoked.json"
+
+    @property
     def gateway_dir(self) -> Path:
         """The gateway's durable inbound buffer (messages not yet acknowledged by the engine)."""
         return self.root / "gateway"

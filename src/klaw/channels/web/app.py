@@ -4,7 +4,9 @@ Plain HTML, CSS and JavaScript shipped in the package (`static/`), no build step
 page to itself: a strict Content-Security-Policy (scripts and styles only from this origin, no
 inline code, no framing), no referrer to other sites, no caching of pages or API answers. Unsafe methods from
 another origin are refused before any handler runs (the `Origin` header must name this host), on
-top of SameSite=Strict cookies and CSRF tokens.
+top of SameSite=Strict cookies and CSRF tokens. Before any body is read, the sender must hold a
+session (or, for the login form, its pre-session cookie) and the body must fit the cap (body_guard.py);
+wrong tokens are rate-limited per client (login_limit.py).
 """
 
 from __future__ import annotations
@@ -15,17 +17,21 @@ from importlib import resources
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from klaw.channels.web.api import WebBackend, build_api
 from klaw.channels.web.auth import LOGIN_COOKIE, LOGIN_SECONDS, SESSION_COOKIE, SESSION_SECONDS, WebAuth
+from klaw.channels.web.body_guard import BodyGuard
+from klaw.channels.web.login_limit import LoginLimiter
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self';"
     " frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'"
 )
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+EXPIRED_FORM = "The form expired; please try again."
 
 
 def _page(name: str) -> str:
@@ -36,6 +42,28 @@ def create_app(backend: WebBackend, auth: WebAuth) -> FastAPI:
     app = FastAPI(title="klaw", docs_url=None, redoc_url=None, openapi_url=None)
     app.include_router(build_api(backend, auth))
     app.mount("/static", StaticFiles(packages=[("klaw.channels.web", "static")]), name="static")
+    limiter = LoginLimiter(auth.clock)
+
+    def admit(request: Request) -> Response | None:
+        """Who may send a body at all, from headers and cookies alone (the body is not read yet)."""
+        path = request.url.path
+        if path == "/login":
+            wait = limiter.retry_after(_client(request))
+            if wait is not None:
+                return _too_many_tries(auth, wait)
+            if not auth.valid_login_nonce(request.cookies.get(LOGIN_COOKIE)):
+                return _login_form(auth, EXPIRED_FORM, status=403)
+            return None
+        if auth.valid_session(request.cookies.get(SESSION_COOKIE)):
+            return None
+        if path == "/logout":  # a tab left open past its session: it is signed out already
+            return RedirectResponse("/login", status_code=303)
+        return JSONResponse({"detail": "sign in first"}, status_code=401)
+
+    app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
+
+    # Added before `guard`, so it runs inside it: its refusals get the same security headers.
+    app.add_middleware(BodyGuard, admit=admit)
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -68,8 +96,9 @@ def create_app(backend: WebBackend, auth: WebAuth) -> FastAPI:
         typed, presented = form.get("token"), form.get("csrf")
         nonce = request.cookies.get(LOGIN_COOKIE)
         if not auth.valid_login_nonce(nonce) or not isinstance(presented, str) or not auth.valid_csrf(nonce, presented):
-            return _login_form(auth, "The form expired; please try again.", status=403)
+            return _login_form(auth, EXPIRED_FORM, status=403)
         if not isinstance(typed, str) or not auth.check_token(typed):
+            limiter.failed(_client(request))
             return _login_form(auth, "That token is not right. It is in KLAW_HOME/web_token.", status=401)
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(
@@ -83,13 +112,45 @@ def create_app(backend: WebBackend, auth: WebAuth) -> FastAPI:
         form = await request.form()
         cookie = request.cookies.get(SESSION_COOKIE)
         presented = form.get("csrf")
-        if not auth.valid_session(cookie) or not isinstance(presented, str) or not auth.valid_csrf(cookie, presented):
+        if cookie is None or not isinstance(presented, str) or not auth.valid_csrf(cookie, presented):
             return JSONResponse({"detail": "missing or wrong CSRF token"}, status_code=403)
+        auth.revoke_session(cookie)
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path="/")
         return response
 
     return app
+
+
+async def _invalid_request(_: Request, exc: RequestValidationError) -> Response:
+    """422 naming each bad field and what is wrong with it, never quoting what was sent.
+
+    FastAPI's own answer echoes the input: that put message text into the response, and text that is
+    not Unicode (a lone surrogate such as `\ud800`, valid in JSON) made the echo fail with a 500 whose
+    traceback, input included, went to the log.
+    """
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error.get("loc", ())[1:]) or "body"
+        if error.get("type") == "string_unicode":
+            problems.append(
+                f"{where}: holds a lone surrogate (\\ud800 to \\udfff), which is not Unicode text; remove it"
+                " (it usually comes from text cut in the middle of an emoji)"
+            )
+        else:
+            problems.append(f"{where}: {error.get('msg', 'invalid')}")
+    return JSONResponse({"detail": "; ".join(problems)}, status_code=422)
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client is not None else "unknown"
+
+
+def _too_many_tries(auth: WebAuth, wait: int) -> Response:
+    message = f"Too many wrong tokens from this address; try again in {wait} seconds."
+    response = _login_form(auth, message, status=429)
+    response.headers["Retry-After"] = str(wait)
+    return response
 
 
 def _login_form(auth: WebAuth, error: str = "", status: int = 200) -> Response:

@@ -4,7 +4,8 @@ The person types the token (printed when the gateway starts, kept in `KLAW_HOME/
 the login form. A valid token gets a session cookie `klaw_session` = `<expiry>.<nonce>.<signature>`:
 HttpOnly (scripts cannot read it), SameSite=Strict (other sites' pages never send it), signed with
 HMAC-SHA256 under a key derived from the token, so no session state is kept and a new token
-signs everyone out. Every state-changing request carries a CSRF token bound to the session
+signs everyone out. Signing out revokes the cookie on the server too (revoked.py), so a copy of it
+stops working at once rather than at its expiry. Every state-changing request carries a CSRF token bound to the session
 (HMAC of the cookie) in the `X-CSRF-Token` header or a `csrf` form field; the login form itself
 is protected the same way by a short-lived pre-session cookie. All comparisons are constant-time.
 """
@@ -16,6 +17,9 @@ import hmac
 import secrets
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+from klaw.channels.web.revoked import RevokedSessions
 
 SESSION_COOKIE = "klaw_session"
 LOGIN_COOKIE = "klaw_login"
@@ -25,10 +29,15 @@ LOGIN_SECONDS = 3600
 
 
 class WebAuth:
-    def __init__(self, token: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, token: str, clock: Callable[[], float] = time.time, revoked_file: Path | None = None) -> None:
         self._token = token.encode()
         self._key = hmac.new(self._token, b"klaw web session key", hashlib.sha256).digest()
         self._clock = clock
+        self._revoked = RevokedSessions(revoked_file, clock)
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self._clock
 
     def check_token(self, typed: str) -> bool:
         return hmac.compare_digest(typed.strip().encode(), self._token)
@@ -37,7 +46,13 @@ class WebAuth:
         return self._signed("session", SESSION_SECONDS)
 
     def valid_session(self, cookie: str | None) -> bool:
-        return self._valid("session", cookie)
+        return self._valid("session", cookie) and cookie is not None and cookie.split(".")[1] not in self._revoked
+
+    def revoke_session(self, cookie: str) -> None:
+        """Sign this cookie out for good (until it would have expired anyway)."""
+        if self._valid("session", cookie):
+            expiry, nonce, _ = cookie.split(".")
+            self._revoked.revoke(nonce, int(expiry))
 
     def csrf_for(self, cookie: str) -> str:
         """The CSRF token of a session (or of a login form's pre-session cookie)."""

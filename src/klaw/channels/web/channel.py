@@ -9,6 +9,7 @@ that starts the gateway, never logged.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from typing import Any
 
@@ -27,6 +28,21 @@ from klaw.home import KlawHome
 log = logging.getLogger(__name__)
 
 WEB_CHANNEL = "web"
+PLAIN_HTTP_WARNING = (
+    "the web page listens on %s, beyond this machine, over plain HTTP: the token and every message cross the"
+    " network unencrypted. Keep host: 127.0.0.1 and reach it through SSH or a TLS reverse proxy"
+    " (docs/channels.md), or make sure the network is yours alone."
+)
+
+
+def is_loopback(host: str) -> bool:
+    """Only this machine can connect (`localhost`, 127.0.0.0/8, ::1); anything else, `0.0.0.0` included, cannot be."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class WebChannel:
@@ -53,9 +69,12 @@ class WebChannel:
     async def start(self, gateway: Gateway) -> None:
         self._gateway = gateway
         self.token = load_or_create_token(self._home)
-        self._server = EmbeddedServer(create_app(self, WebAuth(self.token)), self._config.host, self._config.port)
+        auth = WebAuth(self.token, revoked_file=self._home.web_revoked_file)
+        self._server = EmbeddedServer(create_app(self, auth), self._config.host, self._config.port)
         await self._server.start()
         log.info("web page listening on %s", self.url)
+        if not is_loopback(self._config.host):
+            log.warning(PLAIN_HTTP_WARNING, self._config.host)
 
     async def stop(self) -> None:
         self._hub.close()

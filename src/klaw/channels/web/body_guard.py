@@ -1,0 +1,74 @@
+"""Nothing reads a request body before the sender is let in, and no body grows past a cap.
+
+FastAPI parses a handler's body before its dependencies run, so a session check written as a
+dependency came too late: anyone who could reach the port could make the gateway read and parse
+a body of any size (100 MB took it from 91 to 287 MB). This ASGI middleware runs first for every
+request that may carry a body: `admit` looks at the headers and cookies only and may answer at
+once (401, the login form, 429); then a `Content-Length` over the cap is refused with 413 unread,
+and a body without one is read only up to the cap. What passes is handed on whole, so handlers
+read it as usual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+MAX_BODY_BYTES = 1 << 20
+"""As large as one engine frame: a message that would not fit one could not be sent anyway."""
+BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+Admit = Callable[[Request], Response | None]
+
+
+class BodyGuard:
+    def __init__(self, app: ASGIApp, admit: Admit, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        self._app = app
+        self._admit = admit
+        self._max = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in BODYLESS_METHODS:
+            await self._app(scope, receive, send)
+            return
+        refusal = self._admit(Request(scope))
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        length = Request(scope).headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self._max):
+            await self._too_large(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > self._max:
+                await self._too_large(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        await self._app(scope, _replay(bytes(body), receive), send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        detail = f"the request is larger than {self._max // 1024} KiB; send a shorter message"
+        await JSONResponse({"detail": detail}, status_code=413)(scope, receive, send)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives the buffered body once, then whatever the server says next (a disconnect)."""
+    pending = True
+
+    async def replay() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

@@ -1,0 +1,210 @@
+"""The web server refuses before it reads: no session, no body; no body past the cap; sign-out is final;
+wrong tokens are rate-limited; text that is not Unicode gets a clear refusal with nothing of it in the log."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import stat
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import cast
+
+import httpx
+import pytest
+
+from klaw.channels.web.app import create_app
+from klaw.channels.web.auth import CSRF_HEADER, SESSION_COOKIE, WebAuth
+from klaw.channels.web.body_guard import MAX_BODY_BYTES
+from klaw.channels.web.channel import WebChannel, is_loopback
+from klaw.channels.web.login_limit import FAILURES
+from klaw.channels.web.server import EmbeddedServer
+from klaw.config import EngineConfig, WebChannelConfig
+from klaw.config_loader import LoadedConfig
+from klaw.gateway.service import Gateway
+from klaw.home import KlawHome
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.channels.stack import running_stack
+from tests.channels.test_web_app import TOKEN, FakeBackend, session_csrf, sign_in
+
+
+class Clock:
+    """The app's injected clock (seconds), moved by the test instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@asynccontextmanager
+async def serving(auth: WebAuth, backend: FakeBackend | None = None) -> AsyncIterator[str]:
+    backend = backend or FakeBackend()
+    server = EmbeddedServer(create_app(backend, auth), "127.0.0.1", 0, grace_seconds=1)
+    await server.start()
+    try:
+        yield f"http://127.0.0.1:{server.port}"
+    finally:
+        backend.hub.close()
+        await server.stop()
+
+
+async def raw_request(base_url: str, head: str, body: bytes = b"") -> str:
+    """Send a request's head (and maybe part of a body) over a plain socket and return the status line
+    and headers the server answers, without ever sending the rest of the body it announced."""
+    host, port = base_url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
+        await writer.drain()
+        async with asyncio.timeout(5):  # the old server waited for the 100 MB forever
+            answer = await reader.readuntil(b"\r\n\r\n")
+        return answer.decode()
+    finally:
+        writer.close()
+
+
+async def chunks(chunk: bytes, count: int) -> AsyncIterator[bytes]:
+    for _ in range(count):
+        yield chunk
+
+
+def post_head(path: str, length: int, cookie: str = "", extra: str = "") -> str:
+    cookies = f"Cookie: {cookie}\n" if cookie else ""
+    return (
+        f"POST {path} HTTP/1.1\nHost: 127.0.0.1\nContent-Type: application/json\n"
+        f"Content-Length: {length}\n{cookies}{extra}\n"
+    )
+
+
+async def test_a_post_without_a_session_is_refused_before_its_body_is_sent() -> None:
+    async with serving(WebAuth(TOKEN)) as base_url:
+        hundred_mb = 100 * 1024 * 1024
+        answer = await raw_request(base_url, post_head("/api/messages", hundred_mb))
+        assert answer.startswith("HTTP/1.1 401"), answer
+        forged = await raw_request(base_url, post_head("/api/messages", hundred_mb, f"{SESSION_COOKIE}=9.x.deadbeef"))
+        assert forged.startswith("HTTP/1.1 401"), forged
+        login = await raw_request(base_url, post_head("/login", hundred_mb))  # no login-form cookie
+        assert login.startswith("HTTP/1.1 403"), login
+
+
+async def test_a_signed_in_body_over_the_cap_gets_413_unread(tmp_path: Path) -> None:
+    async with serving(WebAuth(TOKEN)) as base_url, httpx.AsyncClient(base_url=base_url) as client:
+        await sign_in(client)
+        csrf = await session_csrf(client)
+        cookie = f"{SESSION_COOKIE}={client.cookies[SESSION_COOKIE]}"
+        head = post_head("/api/messages", 100 * 1024 * 1024, cookie, f"{CSRF_HEADER}: {csrf}\n")
+        answer = await raw_request(base_url, head)
+        assert answer.startswith("HTTP/1.1 413"), answer
+        # Without a Content-Length (chunked), reading stops at the cap.
+        chunked = await client.post("/api/messages", content=chunks(b"x" * 65536, 17), headers={CSRF_HEADER: csrf})
+        assert chunked.status_code == 413 and "larger than" in chunked.json()["detail"]
+        # Under the cap, everything works as before.
+        ok = await client.post("/api/messages", json={"text": "y" * 90_000}, headers={CSRF_HEADER: csrf})
+        assert ok.status_code == 200
+        assert MAX_BODY_BYTES == 1 << 20
+
+
+async def test_a_signed_out_cookie_stays_refused_even_after_a_restart(tmp_path: Path) -> None:
+    revoked = tmp_path / "web_revoked.json"
+    async with (
+        serving(WebAuth(TOKEN, revoked_file=revoked)) as base_url,
+        httpx.AsyncClient(base_url=base_url) as client,
+    ):
+        await sign_in(client)
+        stolen = client.cookies[SESSION_COOKIE]
+        csrf = await session_csrf(client)
+        out = await client.post("/logout", data={"csrf": csrf})
+        assert out.status_code == 303
+        async with httpx.AsyncClient(base_url=base_url, cookies={SESSION_COOKIE: stolen}) as thief:
+            assert (await thief.get("/api/status")).status_code == 401
+            assert (await thief.get("/")).status_code == 303
+        # Another browser's session is untouched by this sign-out.
+        async with httpx.AsyncClient(base_url=base_url) as other:
+            await sign_in(other)
+            assert (await other.get("/api/status")).status_code == 200
+    assert stat.S_IMODE(revoked.stat().st_mode) == 0o600
+    restarted = serving(WebAuth(TOKEN, revoked_file=revoked))
+    async with restarted as base_url, httpx.AsyncClient(base_url=base_url, cookies={SESSION_COOKIE: stolen}) as thief:
+        assert (await thief.get("/api/status")).status_code == 401
+
+
+async def test_wrong_tokens_are_rate_limited_per_client() -> None:
+    clock = Clock()
+    async with serving(WebAuth(TOKEN, clock=clock)) as base_url, httpx.AsyncClient(base_url=base_url) as client:
+        for _ in range(FAILURES):
+            assert (await sign_in(client, "wrong")).status_code == 401
+            clock.now += 5
+        limited = await sign_in(client, TOKEN)  # even the right token waits
+        assert limited.status_code == 429 and "Too many wrong tokens" in limited.text
+        assert limited.headers["retry-after"] == str(60 - 5 * FAILURES)
+        assert SESSION_COOKIE not in client.cookies
+        clock.now += 60 - 5 * FAILURES
+        assert (await sign_in(client, TOKEN)).status_code == 303
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("localhost", True),
+        ("::1", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.5", False),
+    ],
+)
+def test_which_hosts_are_this_machine_only(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+async def test_listening_beyond_loopback_warns_about_plain_http(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    for host in ("0.0.0.0", "127.0.0.1"):
+        home = KlawHome(tmp_path / host)
+        loaded = LoadedConfig(config=EngineConfig(), sources={}, path=home.config_file)
+        channel = WebChannel(home, WebChannelConfig(host=host, port=0), loaded)
+        await channel.start(cast(Gateway, object()))  # serving the page needs no gateway until a request
+        await channel.stop()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "0.0.0.0" in warnings[0] and "plain HTTP" in warnings[0], warnings
+
+
+def web_channel(holder: list[WebChannel]) -> Callable[..., list[WebChannel]]:
+    def make(home: KlawHome, loaded: LoadedConfig, server: FakeOpenAiServer) -> list[WebChannel]:
+        holder.append(WebChannel(home, WebChannelConfig(port=0), loaded))
+        return holder
+
+    return make
+
+
+async def test_a_lone_surrogate_is_refused_clearly_and_never_logged(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    holder: list[WebChannel] = []
+    async with running_stack(web_channel(holder)) as stack:
+        web = holder[0]
+        async with httpx.AsyncClient(base_url=web.url.rstrip("/")) as client:
+            await sign_in_with(client, web.token)
+            csrf = await session_csrf(client)
+            body = b'{"text": "my secret diary \\ud800 entry"}'  # valid JSON, but not Unicode text
+            headers = {CSRF_HEADER: csrf, "Content-Type": "application/json"}
+            refused = await client.post("/api/messages", content=body, headers=headers)
+            assert refused.status_code == 422, refused.text
+            assert "surrogate" in refused.json()["detail"] and "diary" not in refused.text
+            ok = await client.post("/api/messages", json={"text": "still fine after that"}, headers=headers)
+            assert ok.status_code == 200
+        assert len(stack.gateway.buffer) <= 1
+    logged = [r.getMessage() + (r.exc_text or "") for r in caplog.records]
+    assert not [line for line in logged if "diary" in line], logged
+
+
+async def sign_in_with(client: httpx.AsyncClient, token: str) -> None:
+    page = await client.get("/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf is not None
+    assert (await client.post("/login", data={"token": token, "csrf": csrf.group(1)})).status_code == 303
