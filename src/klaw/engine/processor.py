@@ -29,7 +29,7 @@ from klaw.llm.router import ModelRouter
 from klaw.memory.ingestion import Ingestion
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role, StoredMessage
+from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, RecordKind, Role, StoredMessage
 from klaw.tools.registry import ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -116,12 +116,7 @@ class MessageProcessor:
             answered = max(closed, default=0)
             for message in await self._store.messages.window(segment.id, self._config.context.sliding_window):
                 record = message.record
-                if (
-                    message.rowid > answered
-                    and record.role is Role.USER
-                    and record.type is MessageType.TEXT
-                    and record.created_at >= cutoff
-                ):
+                if message.rowid > answered and record.kind is RecordKind.USER_MESSAGE and record.created_at >= cutoff:
                     self._debouncer.add(chat, message)
                     resumed += 1
         if resumed:

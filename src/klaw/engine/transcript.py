@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from klaw.llm.messages import ChatMessage, ToolCall
-from klaw.store.records import MessageRecord, MessageType, Role, StoredMessage
+from klaw.store.records import MessageRecord, MessageType, RecordKind, StoredMessage
 
 
 def tool_calls_metadata(calls: Sequence[ToolCall]) -> dict[str, Any]:
@@ -33,13 +33,11 @@ def record_to_chat_message(record: MessageRecord) -> ChatMessage | None:
         return ChatMessage.assistant(record.content or None, calls)
     if record.type is MessageType.TOOL_RESULT:
         return ChatMessage.tool(str(metadata.get("tool_call_id", "")), record.content, name=metadata.get("name"))
-    if record.type.is_control:
-        return None
-    if record.role is Role.USER:
+    if record.kind is RecordKind.USER_MESSAGE:
         return ChatMessage.user(record.content)
-    if record.role is Role.ASSISTANT:
+    if record.kind is RecordKind.REPLY:
         return ChatMessage.assistant(record.content)
-    return None
+    return None  # control records, and text of other roles
 
 
 def to_chat_messages(messages: Sequence[StoredMessage]) -> list[ChatMessage]:

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef, Exchange, MessageType, Role, StoredMessage
+from klaw.store.records import ChatRef, Exchange, MessageType, RecordKind, StoredMessage
 
 MAX_RESULT_CHARS = 12_000  # under the registry's 16,000-character cut, with room for the JSON around it
 OVERVIEW_TEXT_CHARS = 300  # a user message or reply in a segment's list of exchanges
@@ -95,7 +95,7 @@ class ConversationDetails:
     async def _exchange_view(
         self, exchange: Exchange, records: Sequence[StoredMessage], full: bool, limit: int
     ) -> dict[str, Any]:
-        users = [m.content for m in records if m.role is Role.USER and m.record.type is MessageType.TEXT]
+        users = [m.content for m in records if m.kind is RecordKind.USER_MESSAGE]
         final = next((m for m in records if m.rowid == exchange.final_message_rowid), None)
         view: dict[str, Any] = {
             "exchange_id": exchange.id,
@@ -108,7 +108,7 @@ class ConversationDetails:
             "assistant_message": _clip(final.content, limit) if final is not None else None,
         }
         if full:
-            view["messages"] = [_transcript_entry(m, limit) for m in records if not m.record.type.is_control]
+            view["messages"] = [_transcript_entry(m, limit) for m in records if not m.record.is_control]
         return view
 
     async def _segment_summary(self, segment_id: int) -> str | None:

@@ -10,13 +10,11 @@ a model at all. Very short messages ("ok", "thanks") match everything and help n
 from __future__ import annotations
 
 from klaw.llm.tokens import approximate_token_count
-from klaw.store.records import MessageRecord, MessageType, Role
-
-_EMBEDDED_ROLES = (Role.USER, Role.ASSISTANT)
+from klaw.store.records import MessageRecord
 
 
 def should_embed(record: MessageRecord, min_tokens: int) -> bool:
     """True for user and assistant text of at least `min_tokens` approximate tokens."""
-    if record.role not in _EMBEDDED_ROLES or record.type is not MessageType.TEXT:
+    if not record.is_conversation:
         return False
     return approximate_token_count(record.content) >= min_tokens

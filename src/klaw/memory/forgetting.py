@@ -71,7 +71,7 @@ class ForgetPlan:
     @property
     def messages(self) -> int:
         """Conversation messages: user and assistant text, tool calls and tool results."""
-        return sum(1 for m in self.records if not m.record.type.is_control)
+        return sum(1 for m in self.records if not m.record.is_control)
 
     @property
     def memories(self) -> int:

@@ -35,7 +35,7 @@ from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.fusion import score_fusion
 from klaw.memory.neighbour_scores import spread_to_neighbours
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef, MessageType, Role, SearchHit, StoredMessage
+from klaw.store.records import ChatRef, SearchHit, StoredMessage
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +65,8 @@ class HybridHit:
 
 
 def is_conversation_message(message: StoredMessage) -> bool:
-    record = message.record
-    return (
-        record.type is MessageType.TEXT and record.role in (Role.USER, Role.ASSISTANT) and bool(record.content.strip())
-    )
+    """User or assistant text that says something (a blank one is no hit and no neighbour)."""
+    return message.is_conversation and bool(message.content.strip())
 
 
 class HybridSearch:

@@ -26,14 +26,14 @@ from pathlib import Path
 
 from klaw.memory.conversation_log import ConversationLog, ReadReport, iter_file
 from klaw.scheduler.names import task_chat
-from klaw.store.records import MessageRecord, MessageType, Role
+from klaw.store.records import MessageRecord, RecordKind
 
 Run = list[MessageRecord]
 
 
 def ends_run(record: MessageRecord) -> bool:
     """The final answer of a run: an assistant record that is not a request for tool calls."""
-    return record.role is Role.ASSISTANT and record.type is not MessageType.TOOL_CALL
+    return record.kind is RecordKind.REPLY
 
 
 def split_runs(records: Sequence[MessageRecord]) -> tuple[list[Run], Run]:
@@ -41,7 +41,7 @@ def split_runs(records: Sequence[MessageRecord]) -> tuple[list[Run], Run]:
     runs: list[Run] = []
     current: Run = []
     for record in records:
-        if record.type.is_control:
+        if record.is_control:
             continue  # state changes of chats; never part of what a model is shown
         current.append(record)
         if ends_run(record):
@@ -82,7 +82,7 @@ class SubagentHistoryLoader:
         for path in reversed(files):
             chunk = list(iter_file(path, report))
             records[:0] = chunk
-            finals += sum(1 for record in chunk if ends_run(record) and not record.type.is_control)
+            finals += sum(1 for record in chunk if ends_run(record))
             if finals > n:
                 break
         return split_runs(records)

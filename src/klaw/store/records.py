@@ -54,6 +54,38 @@ class MessageType(StrEnum):
 
 
 CONTROL_TYPES = tuple(t.value for t in MessageType if t.is_control)
+TOOL_TYPES = (MessageType.TOOL_CALL.value, MessageType.TOOL_RESULT.value)
+CONVERSATION_ROLES = (Role.USER.value, Role.ASSISTANT.value)
+
+
+class RecordKind(StrEnum):
+    """What a record is to the rest of klaw. `MessageRecord.kind` derives it from type and role, and
+    every "is this a conversation message?" asks it (the SQLite queries use the same rule in SQL:
+    `store/sqlite/record_kinds.py`, checked against this one by a test), so a new record type is
+    classified once."""
+
+    USER_MESSAGE = "user_message"  # text a person wrote
+    REPLY = "reply"  # text the agent answered
+    TOOL_STEP = "tool_step"  # a tool call or a tool's result: how the agent got to its reply
+    CONTROL = "control"  # changes chat state (`MessageType.is_control`); never shown to a model
+    OTHER = "other"  # text of another role (system, tool): klaw writes none; kept, shown to no model
+
+    @property
+    def is_conversation(self) -> bool:
+        """What the person and the agent said to each other: searched, embedded, summarized."""
+        return self in (RecordKind.USER_MESSAGE, RecordKind.REPLY)
+
+
+def record_kind(type_: MessageType, role: Role) -> RecordKind:
+    if type_.is_control:
+        return RecordKind.CONTROL
+    if type_.value in TOOL_TYPES:
+        return RecordKind.TOOL_STEP
+    if role is Role.USER:
+        return RecordKind.USER_MESSAGE
+    if role is Role.ASSISTANT:
+        return RecordKind.REPLY
+    return RecordKind.OTHER
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +158,20 @@ class MessageRecord:
         # to itself after a round trip through either.
         object.__setattr__(self, "created_at", to_utc_millis(self.created_at))
 
+    @property
+    def kind(self) -> RecordKind:
+        return record_kind(self.type, self.role)
+
+    @property
+    def is_conversation(self) -> bool:
+        """User or assistant text: what the person and the agent said to each other."""
+        return self.kind.is_conversation
+
+    @property
+    def is_control(self) -> bool:
+        """A state change (`/new`, `/model`, exchanges, summaries, saved memories, forgetting)."""
+        return self.type.is_control
+
 
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
@@ -142,6 +188,14 @@ class StoredMessage:
     @property
     def content(self) -> str:
         return self.record.content
+
+    @property
+    def kind(self) -> RecordKind:
+        return self.record.kind
+
+    @property
+    def is_conversation(self) -> bool:
+        return self.record.is_conversation
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from klaw.llm.messages import ChatMessage
 from klaw.llm.tokens import approximate_token_count
-from klaw.store.records import MessageType, Role, StoredMessage
+from klaw.store.records import MessageType, RecordKind, StoredMessage
 from klaw.store.summary_records import Summary
 
 EXCHANGE_INSTRUCTIONS = (
@@ -42,8 +42,8 @@ class EmptySummaryError(ValueError):
 def exchange_prompt(messages: Sequence[StoredMessage], max_input_tokens: int) -> list[ChatMessage] | None:
     """The request summarizing an exchange from its transcript; None when it holds nothing to
     summarize (no question and no reply are stored, e.g. forgotten)."""
-    asked = [m.content for m in messages if m.role is Role.USER and m.record.type is MessageType.TEXT]
-    replies = [m.content for m in messages if m.role is Role.ASSISTANT and m.record.type is MessageType.TEXT]
+    asked = [m.content for m in messages if m.kind is RecordKind.USER_MESSAGE]
+    replies = [m.content for m in messages if m.kind is RecordKind.REPLY]
     tools = sorted({name for m in messages for name in _tool_names(m)})
     question, reply = "\n".join(asked).strip(), (replies[-1] if replies else "").strip()
     if not question and not reply:

@@ -22,7 +22,7 @@ from collections.abc import Collection
 import apsw
 
 from klaw.store.archival_records import forgotten_ids
-from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, MessageRecord, MessageType, Role
+from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, MessageRecord, MessageType, RecordKind, Role, record_kind
 from klaw.store.sqlite.memory_chunks import MEMORY_VECTORS
 from klaw.store.sqlite.query import Row, fetch_all, fetch_value
 from klaw.store.sqlite.summaries import delete_summaries_in
@@ -172,7 +172,7 @@ def _exchanges_touched(connection: apsw.Connection, chat_key: int, rows: list[Ro
     first exchange answering it, any other record to the exchange running when it was written."""
     found: set[int] = set()
     for rowid, _segment, type_, _metadata, created_at in rows:
-        if type_ == MessageType.TEXT.value and _role(connection, int(rowid)) == Role.USER.value:
+        if _kind(connection, int(rowid), str(type_)) is RecordKind.USER_MESSAGE:
             sql = "SELECT id FROM exchanges WHERE chat = ? AND user_message_rowid >= ? ORDER BY user_message_rowid"
             params: tuple[object, ...] = (chat_key, rowid)
         else:
@@ -187,6 +187,6 @@ def _exchanges_touched(connection: apsw.Connection, chat_key: int, rows: list[Ro
     return found
 
 
-def _role(connection: apsw.Connection, rowid: int) -> str | None:
-    value = fetch_value(connection, "SELECT role FROM messages WHERE rowid = ?", (rowid,))
-    return None if value is None else str(value)
+def _kind(connection: apsw.Connection, rowid: int, type_: str) -> RecordKind:
+    role = fetch_value(connection, "SELECT role FROM messages WHERE rowid = ?", (rowid,))
+    return record_kind(MessageType(type_), Role(str(role)))

@@ -27,12 +27,12 @@ from klaw.store.sqlite.archival_fold import checkpoint_truncate, summary_records
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
+from klaw.store.sqlite.record_kinds import user_message_sql
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.summary_log_records import SUMMARY_RECORD_TYPES
 
 _STRUCTURE = (MessageType.SESSION_BREAK, MessageType.MODEL_SWITCH, *SUMMARY_RECORD_TYPES)
 _NOT_STRUCTURE = "m.type NOT IN (" + ", ".join(f"'{t.value}'" for t in _STRUCTURE) + ")"
-_USER_TEXT = f"m.role = '{Role.USER.value}' AND m.type = '{MessageType.TEXT.value}'"
 
 
 def exchange_rowids(connection: apsw.Connection, exchange_id: int) -> list[int] | None:
@@ -56,7 +56,8 @@ def exchange_rowids(connection: apsw.Connection, exchange_id: int) -> list[int] 
             int(r[0])
             for r in fetch_all(
                 connection,
-                f"SELECT m.rowid FROM messages m WHERE m.chat = ? AND {_USER_TEXT} AND m.rowid > ? AND m.rowid <= ?",
+                f"SELECT m.rowid FROM messages m WHERE m.chat = ? AND {user_message_sql()}"
+                " AND m.rowid > ? AND m.rowid <= ?",
                 (chat_key, previous or 0, user_rowid),
             )
         )

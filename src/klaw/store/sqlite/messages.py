@@ -9,7 +9,6 @@ from datetime import datetime
 import apsw
 
 from klaw.store.records import (
-    CONTROL_TYPES,
     ChatRef,
     MessageRecord,
     MessageType,
@@ -24,13 +23,12 @@ from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.embedding_jobs import insert_message_job
 from klaw.store.sqlite.exchange_fold import fold_exchange_record
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
+from klaw.store.sqlite.record_kinds import not_control_sql
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.segments import close_segment, open_segment_id
 from klaw.store.sqlite.sessions import save_session_model
 from klaw.store.sqlite.summary_fold import fold_summary_record
 from klaw.store.sqlite.vector_cache import ChatVectorCache
-
-CONTROL_SQL = "(" + ", ".join(f"'{t}'" for t in CONTROL_TYPES) + ")"
 
 
 class SqliteMessages:
@@ -133,7 +131,7 @@ class SqliteMessages:
         def query(connection: apsw.Connection) -> list[StoredMessage]:
             rows = fetch_all(
                 connection,
-                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.segment_id = ? AND m.type NOT IN {CONTROL_SQL}"
+                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.segment_id = ? AND {not_control_sql()}"
                 " ORDER BY m.rowid DESC LIMIT ?",
                 (segment_id, limit),
             )
@@ -146,7 +144,7 @@ class SqliteMessages:
             return int(
                 fetch_value(
                     connection,
-                    f"SELECT count(*) FROM messages WHERE segment_id = ? AND type NOT IN {CONTROL_SQL}",
+                    f"SELECT count(*) FROM messages m WHERE m.segment_id = ? AND {not_control_sql()}",
                     (segment_id,),
                 )
             )

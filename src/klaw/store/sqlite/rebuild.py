@@ -19,9 +19,9 @@ from pathlib import Path
 
 import apsw
 
-from klaw.store.records import CONTROL_TYPES
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
+from klaw.store.sqlite.record_kinds import control_sql, not_control_sql
 from klaw.store.sqlite.vectors import MESSAGE_VECTORS
 
 log = logging.getLogger(__name__)
@@ -151,8 +151,6 @@ class RebuiltCounts:
 
 
 async def rebuilt_counts(db: SqliteDatabase) -> RebuiltCounts:
-    control = "(" + ", ".join(f"'{t}'" for t in CONTROL_TYPES) + ")"
-
     def count(connection: apsw.Connection, sql: str) -> int:
         return int(fetch_value(connection, sql) or 0)
 
@@ -164,8 +162,8 @@ async def rebuilt_counts(db: SqliteDatabase) -> RebuiltCounts:
             " GROUP BY last_error ORDER BY jobs DESC, last_error",
         )
         return RebuiltCounts(
-            messages=count(connection, f"SELECT count(*) FROM messages WHERE type NOT IN {control}"),
-            control_records=count(connection, f"SELECT count(*) FROM messages WHERE type IN {control}"),
+            messages=count(connection, f"SELECT count(*) FROM messages m WHERE {not_control_sql()}"),
+            control_records=count(connection, f"SELECT count(*) FROM messages m WHERE {control_sql()}"),
             chats=count(connection, "SELECT count(*) FROM chats"),
             segments=count(connection, "SELECT count(*) FROM segments"),
             sessions=count(connection, "SELECT count(*) FROM sessions"),

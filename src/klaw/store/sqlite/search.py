@@ -28,12 +28,13 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.records import ChatRef, MessageType, Role, SearchHit, StoredMessage, to_millis
+from klaw.store.records import ChatRef, SearchHit, StoredMessage, to_millis
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import search_words
 from klaw.store.sqlite.full_text import match_expression, ranked_matches
 from klaw.store.sqlite.query import fetch_all
+from klaw.store.sqlite.record_kinds import conversation_sql
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.vector_cache import ChatVectorCache, MatrixView, VectorScope, merge_nearest
 from klaw.store.sqlite.vectors import MESSAGE_VECTORS, vector_table_exists
@@ -149,9 +150,9 @@ class SqliteSearch:
         return await self._db.run(query)
 
 
-# `klaw.memory.hybrid_search.is_conversation_message` in SQL, but for its blank-content test: trimming
-# every row's text costs more than the whole lookup, and a blank message is dropped when loaded.
-_CONVERSATION = f"m.type = '{MessageType.TEXT.value}' AND m.role IN ('{Role.USER.value}', '{Role.ASSISTANT.value}')"
+# `MessageRecord.is_conversation` in SQL. Blank messages are not excluded here (hybrid search does
+# when it loads them): trimming every row's text costs more than the whole lookup.
+_CONVERSATION = conversation_sql()
 # Per (rowid, segment) pair of the JSON list ?2: the nearest ?1 conversation rowids before and after
 # it, each side comma-separated (in no promised order: sorted by the caller).
 _NEIGHBOURS = (
