@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from klaw.cli.app import app
-from klaw.scheduler.schedules import TaskSchedule
-from klaw.scheduler.store import ScheduleStore
+from klaw.scheduling.schedules import TaskSchedule
+from klaw.scheduling.task_store import ScheduleStore
 from klaw.store.records import ChatRef
 
 CONFIG = """

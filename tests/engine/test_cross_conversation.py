@@ -13,7 +13,7 @@ from typing import Any
 
 from klaw.engine.context_builder import SUMMARY_HEADER
 from klaw.memory.past_conversations.block import HEADER
-from klaw.store.summary_records import SummaryKind
+from klaw.store.summaries.records import SummaryKind
 from tests.engine.harness import CHAT, Harness, running_engine
 from tests.memory.summary_helpers import is_summary_request, summarizing_reply
 

@@ -15,11 +15,11 @@ from klaw.config import EngineConfig
 from klaw.engine.clock import ManualClock
 from klaw.engine.delivery import Outbound
 from klaw.engine.runtime import Engine
-from klaw.engine.scheduler import Scheduler
+from klaw.engine.scheduler_loop import Scheduler
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
-from klaw.scheduler.store import ScheduleStore
+from klaw.scheduling.task_store import ScheduleStore
 from tests.engine.harness import CHAT, engine_config
 
 REQUEST = "Report what is new"

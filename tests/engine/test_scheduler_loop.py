@@ -14,10 +14,10 @@ import pytest
 
 from klaw.config import EngineConfig
 from klaw.engine.clock import ManualClock
-from klaw.engine.scheduler import Scheduler
+from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.subagents import RunOutcome, RunStatus, SubagentRequest
-from klaw.scheduler.schedules import TaskSchedule
-from klaw.scheduler.store import DuplicateTask, ScheduledTask, ScheduleStore
+from klaw.scheduling.schedules import TaskSchedule
+from klaw.scheduling.task_store import DuplicateTask, ScheduledTask, ScheduleStore
 from klaw.store.records import ChatRef
 
 START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)

@@ -11,10 +11,10 @@ import pytest
 
 from klaw.config import EngineConfig
 from klaw.memory.conversation_log import ConversationLog
-from klaw.scheduler.names import InvalidTaskName, is_task_log_dir, parse_chat_target, task_chat, validate_task_name
-from klaw.scheduler.schedules import InvalidSchedule, TaskSchedule
-from klaw.scheduler.store import DuplicateTask, ScheduledTask, ScheduleStore
-from klaw.scheduler.zones import scheduler_zone
+from klaw.scheduling.names import InvalidTaskName, is_task_log_dir, parse_chat_target, task_chat, validate_task_name
+from klaw.scheduling.schedules import InvalidSchedule, TaskSchedule
+from klaw.scheduling.task_store import DuplicateTask, ScheduledTask, ScheduleStore
+from klaw.scheduling.zones import scheduler_zone
 from klaw.store.records import ChatRef
 
 NOW = datetime(2026, 1, 1, 9, 0, 30, tzinfo=UTC)  # a Thursday

@@ -17,7 +17,7 @@ from klaw.memory.auto_rag import HEADER as AUTO_RAG_HEADER
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.subagent_history import Run, SubagentHistoryLoader
-from klaw.scheduler.names import task_chat
+from klaw.scheduling.names import task_chat
 from klaw.store.records import MessageRecord, MessageType, Role
 
 TASK = "daily-summary"

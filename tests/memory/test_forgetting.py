@@ -23,7 +23,7 @@ from klaw.store.archival_records import forget_record
 from klaw.store.records import MessageType
 from klaw.store.sqlite.query import Row, fetch_all
 from klaw.store.sqlite.store import SqliteStore
-from klaw.store.summary_records import SUMMARY_TARGET
+from klaw.store.summaries.records import SUMMARY_TARGET
 from tests.memory.archive_helpers import DIM, ME, OTHER, ScriptedChat, config, database_bytes, log_text
 
 SECRET = "quixoticpangolin"

@@ -25,7 +25,7 @@ from klaw.memory.past_conversations.stages import (
     SimilarSegments,
 )
 from klaw.store.sqlite.store import SqliteStore
-from klaw.store.summary_records import Summary, SummaryHit, SummaryKind
+from klaw.store.summaries.records import Summary, SummaryHit, SummaryKind
 from tests.memory.summary_helpers import ALICE, T0, Turns
 
 DIM = 32

@@ -21,7 +21,7 @@ from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.memory.reindex import reindex
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
-from klaw.store.summary_records import SummaryHit
+from klaw.store.summaries.records import SummaryHit
 from tests.engine.harness import CHAT, Harness, engine_config, running_engine
 from tests.memory.summary_helpers import summarizing_reply
 from tests.memory.table_dump import dump_tables

@@ -10,7 +10,7 @@ import pytest
 
 from klaw.memory.log_format import encode_record
 from klaw.memory.subagent_history import SubagentHistoryLoader
-from klaw.scheduler.names import task_chat
+from klaw.scheduling.names import task_chat
 from klaw.store.records import MessageRecord, MessageType, Role
 
 TASK = "daily-summary"

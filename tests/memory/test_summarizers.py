@@ -26,7 +26,7 @@ from klaw.memory.summaries.service import SummarizerService
 from klaw.memory.summaries.worker import BackgroundWorker, WorkerState, WorkerStatus, backoff_seconds
 from klaw.store.records import ExchangeStatus, MessageRecord, MessageType, Role
 from klaw.store.sqlite.store import SqliteStore
-from klaw.store.summary_records import SUMMARY_TARGET, SummaryKind
+from klaw.store.summaries.records import SUMMARY_TARGET, SummaryKind
 from tests.engine.harness import engine_config
 from tests.memory.summary_helpers import Turns, is_summary_request, summarizing_reply
 

@@ -19,8 +19,8 @@ from klaw.memory.embedder.openai_embedder import OpenAiEmbedder
 from klaw.memory.embedding_queue import BACKOFF_SECONDS, EmbeddingQueue
 from klaw.store.records import Exchange
 from klaw.store.sqlite.store import SqliteStore
-from klaw.store.sqlite.summary_vectors import insert_vectors
-from klaw.store.summary_records import SUMMARY_TARGET
+from klaw.store.summaries.records import SUMMARY_TARGET
+from klaw.store.summaries.sqlite.vectors import insert_vectors
 from tests.memory.summary_helpers import T0, Turns
 
 DIM = 16

@@ -16,7 +16,7 @@ from klaw.memory.summaries.summary_export import export_unlogged_summaries
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
 from klaw.store.records import ChatRef, Exchange, ExchangeStatus, MessageRecord, Role
 from klaw.store.sqlite.store import SqliteStore
-from klaw.store.summary_log_records import exchange_summary_record
+from klaw.store.summaries.log_records import exchange_summary_record
 from tests.engine.harness import engine_config
 
 ALICE = ChatRef("console", "alice")

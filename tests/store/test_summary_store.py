@@ -12,8 +12,8 @@ import pytest
 from klaw.memory.embedder.fake import FakeEmbedder
 from klaw.store.records import ExchangeStatus
 from klaw.store.sqlite.store import SqliteStore
-from klaw.store.sqlite.summaries import delete_summaries_in
-from klaw.store.summary_records import SUMMARY_TARGET, SummaryKind
+from klaw.store.summaries.records import SUMMARY_TARGET, SummaryKind
+from klaw.store.summaries.sqlite.repository import delete_summaries_in
 from tests.memory.summary_helpers import ALICE, T0, Turns
 
 DIM = 32
@@ -212,7 +212,7 @@ async def test_exchange_search_gives_the_same_answer_by_point_lookups_and_by_knn
     [query] = await EMBEDDER.embed(["green tea"])
     segment = exchange.segment_id
     by_lookup = await store.summaries.nearest_exchanges(ALICE, query, segment_ids=[segment], limit_per_segment=3)
-    monkeypatch.setattr("klaw.store.sqlite.summary_vectors.POINT_LOOKUP_MAX", 1)
+    monkeypatch.setattr("klaw.store.summaries.sqlite.vectors.POINT_LOOKUP_MAX", 1)
     by_knn = await store.summaries.nearest_exchanges(ALICE, query, segment_ids=[segment], limit_per_segment=3)
     assert {h.summary.id for h in by_lookup} == {h.summary.id for h in by_knn}  # ties may swap places
     assert [h.similarity for h in by_lookup] == pytest.approx([h.similarity for h in by_knn], abs=1e-5)
@@ -236,7 +236,7 @@ async def test_limits_above_sqlite_vecs_knn_cap_still_find_every_summary(
     [query] = await EMBEDDER.embed(["green tea"])
     segments = await store.summaries.nearest_segments(ALICE, query, limit=5000, exclude_segment_id=None)
     assert [hit.summary.segment_id for hit in segments] == [tea.segment_id]
-    monkeypatch.setattr("klaw.store.sqlite.summary_vectors.POINT_LOOKUP_MAX", 0)  # the KNN path, not lookups
+    monkeypatch.setattr("klaw.store.summaries.sqlite.vectors.POINT_LOOKUP_MAX", 0)  # the KNN path, not lookups
     exchanges = await store.summaries.nearest_exchanges(
         ALICE, query, segment_ids=[tea.segment_id], limit_per_segment=5000
     )

@@ -14,7 +14,7 @@ from klaw.memory.archival_memory import SAVE_TOOL, ArchivalMemory
 from klaw.memory.conversation_details import ConversationDetails
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedder.fake import FakeEmbedder
-from klaw.scheduler.names import task_chat
+from klaw.scheduling.names import task_chat
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools

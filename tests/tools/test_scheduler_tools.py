@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from klaw.llm.messages import ToolCall
-from klaw.scheduler.schedules import TaskSchedule
-from klaw.scheduler.store import ScheduledTask
+from klaw.scheduling.schedules import TaskSchedule
+from klaw.scheduling.task_store import ScheduledTask
+from klaw.scheduling.tools import register_scheduler_tools
 from klaw.store.records import ChatRef
-from klaw.tools.builtin.scheduler_tools import register_scheduler_tools
 from klaw.tools.registry import ToolContext, ToolRegistry, ToolResult
 
 CHAT = ChatRef("telegram", "42")

@@ -19,7 +19,7 @@ from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
 from klaw.store.sqlite.store import SqliteStore
-from klaw.store.summary_records import Summary
+from klaw.store.summaries.records import Summary
 
 PAST_SEGMENTS = 500
 EXCHANGES_PER_SEGMENT = 20

@@ -14,10 +14,10 @@ from rich.console import Console
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit
-from klaw.scheduler.names import parse_chat_target, validate_task_name
-from klaw.scheduler.schedules import TaskSchedule
-from klaw.scheduler.store import ScheduledTask, ScheduleStore
-from klaw.scheduler.zones import scheduler_zone
+from klaw.scheduling.names import parse_chat_target, validate_task_name
+from klaw.scheduling.schedules import TaskSchedule
+from klaw.scheduling.task_store import ScheduledTask, ScheduleStore
+from klaw.scheduling.zones import scheduler_zone
 
 app = typer.Typer(help="Scheduled tasks: background agent runs on a cron schedule or interval.", no_args_is_help=True)
 

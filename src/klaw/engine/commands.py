@@ -11,7 +11,7 @@ from klaw.config import EngineConfig
 from klaw.engine.clock import Clock
 from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.processor import MessageProcessor
-from klaw.engine.scheduler import Scheduler
+from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.sessions import SessionManager, UnknownModel
 from klaw.memory.auto_rag import RecalledMessage
 from klaw.memory.core_memory import CoreMemory

@@ -25,8 +25,8 @@ from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.memory_settings import MemorySettings
 from klaw.engine.processor import Inbound, MessageProcessor
 from klaw.engine.queries import EngineQueries
-from klaw.engine.scheduler import Scheduler
-from klaw.engine.scheduling import assemble_scheduler
+from klaw.engine.scheduler_assembly import assemble_scheduler
+from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.socket_server import EngineSocketServer
@@ -49,7 +49,7 @@ from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.memory.summaries.service import SummarizerService
 from klaw.memory.summaries.summary_export import export_unlogged_summaries
 from klaw.memory.summaries.texts import SummaryTexts
-from klaw.scheduler.names import SUBAGENT_CHANNEL
+from klaw.scheduling.names import SUBAGENT_CHANNEL
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
 from klaw.tools.builtin.defaults import register_builtin_tools
@@ -315,7 +315,7 @@ class Engine:
 
 
 def _refuse_task_channel(chat: ChatRef) -> None:
-    """The `scheduler` channel names scheduled tasks' logs (klaw/scheduler/names.py); no person writes there."""
+    """The `scheduler` channel names scheduled tasks' logs (klaw/scheduling/names.py); no person writes there."""
     if chat.channel == SUBAGENT_CHANNEL:
         raise ValueError(f"the channel {SUBAGENT_CHANNEL!r} is reserved for scheduled tasks")
 

@@ -38,7 +38,7 @@ from klaw.llm.errors import LlmError
 from klaw.llm.router import ModelRouter
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.subagent_history import SubagentHistoryLoader
-from klaw.scheduler.names import task_chat, validate_task_name
+from klaw.scheduling.names import task_chat, validate_task_name
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role
 from klaw.tools.registry import ToolContext, ToolRegistry
 

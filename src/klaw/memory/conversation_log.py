@@ -19,7 +19,7 @@ from pathlib import Path
 from klaw.memory.atomic_file import fsync_dir
 from klaw.memory.log_format import MalformedLine, decode_record, encode_record
 from klaw.memory.log_rewrite import DAY, remove_lines
-from klaw.scheduler.names import is_task_log_dir
+from klaw.scheduling.names import is_task_log_dir
 from klaw.store.records import ChatRef, MessageRecord
 
 log = logging.getLogger(__name__)

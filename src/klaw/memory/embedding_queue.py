@@ -36,7 +36,7 @@ from klaw.memory.background_task import rest, stop_task
 from klaw.memory.embedder.protocol import Embedder, EmbedderError
 from klaw.store.protocol import Storage, StorageError
 from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, EmbeddingJob
-from klaw.store.summary_records import SUMMARY_TARGET
+from klaw.store.summaries.records import SUMMARY_TARGET
 
 log = logging.getLogger(__name__)
 

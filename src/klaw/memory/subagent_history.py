@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from klaw.memory.conversation_log import ConversationLog, ReadReport, iter_file
-from klaw.scheduler.names import task_chat
+from klaw.scheduling.names import task_chat
 from klaw.store.records import MessageRecord, RecordKind
 
 Run = list[MessageRecord]

@@ -28,7 +28,7 @@ from klaw.store.records import (
     StoredMessage,
     TargetJobCounts,
 )
-from klaw.store.summary_protocol import SummaryRepository
+from klaw.store.summaries.protocol import SummaryRepository
 
 
 class StorageError(RuntimeError):

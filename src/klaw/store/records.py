@@ -34,8 +34,8 @@ class MessageType(StrEnum):
     EXCHANGE_CLOSE = "exchange_close"  # a turn ends: status and final reply (store/exchange_records.py)
     MEMORY_SAVED = "memory_saved"  # memory_save: the text of one archival memory (store/archival_records.py)
     FORGET = "forget"  # tombstone: metadata lists the ids of forgotten records, never their text
-    EXCHANGE_SUMMARY = "exchange_summary"  # a summarizer's summary of one exchange (store/summary_log_records.py)
-    SEGMENT_SUMMARY = "segment_summary"  # a segment's rolling or final summary (store/summary_log_records.py)
+    EXCHANGE_SUMMARY = "exchange_summary"  # a summarizer's summary of one exchange (store/summaries/log_records.py)
+    SEGMENT_SUMMARY = "segment_summary"  # a segment's rolling or final summary (store/summaries/log_records.py)
 
     @property
     def is_control(self) -> bool:

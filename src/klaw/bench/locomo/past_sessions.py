@@ -50,7 +50,7 @@ from klaw.memory.past_conversations.pipeline import Retrieval
 from klaw.memory.past_conversations.retriever import PastConversationRetriever, default_pipeline
 from klaw.memory.past_conversations.stages import SimilarExchanges
 from klaw.store.sqlite.store import SqliteStore
-from klaw.store.summary_records import SummaryHit
+from klaw.store.summaries.records import SummaryHit
 
 HEADLINE_CATEGORIES: Final = (1, 2, 3, 4)
 ADVERSARIAL_CATEGORY: Final = 5

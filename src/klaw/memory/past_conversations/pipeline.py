@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from klaw.config import RagConfig
 from klaw.store.records import ChatRef
-from klaw.store.summary_records import SummaryHit
+from klaw.store.summaries.records import SummaryHit
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from klaw.llm.messages import ChatMessage
 from klaw.llm.tokens import approximate_token_count
 from klaw.store.records import MessageType, RecordKind, StoredMessage
-from klaw.store.summary_records import Summary
+from klaw.store.summaries.records import Summary
 
 EXCHANGE_INSTRUCTIONS = (
     "You summarize one exchange between a person and their AI assistant, for the assistant's long-term"

@@ -23,7 +23,7 @@ from klaw.memory.summaries.prompts import MAX_SEGMENT_CHARS, SEGMENT_ANSWER_TOKE
 from klaw.memory.summaries.summary_log import SummaryLog
 from klaw.memory.summaries.worker import BackgroundWorker
 from klaw.store.protocol import Storage
-from klaw.store.summary_records import SegmentWork
+from klaw.store.summaries.records import SegmentWork
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from klaw.memory.summaries.segment_summarizer import SegmentSummarizer
 from klaw.memory.summaries.summary_log import SummaryLog
 from klaw.memory.summaries.worker import WorkerStatus
 from klaw.store.records import MessageType, StoredMessage
-from klaw.store.summary_records import SummaryCounts
+from klaw.store.summaries.records import SummaryCounts
 
 SUMMARY_TEMPERATURE = 0.2
 _WAKING = (MessageType.EXCHANGE_CLOSE, MessageType.SESSION_BREAK)

@@ -20,8 +20,8 @@ from datetime import datetime
 
 from klaw.memory.ingestion import Ingestion
 from klaw.store.records import MessageRecord
-from klaw.store.summary_log_records import exchange_summary_record, segment_summary_record
-from klaw.store.summary_records import Summary, SummaryKind
+from klaw.store.summaries.log_records import exchange_summary_record, segment_summary_record
+from klaw.store.summaries.records import Summary, SummaryKind
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ The log is the source of truth: a summary stored only in klaw.db would be lost b
 and cost a model call per exchange to write again (different text, too). So a summary is appended
 to its chat's log as an `exchange_summary` or `segment_summary` record through ingestion, and the
 store folds it into `summaries` (with its embedding job) in the append's transaction
-(`store/summary_log_records.py`, `store/sqlite/summary_fold.py`).
+(`store/summaries/log_records.py`, `store/summaries/sqlite/fold.py`).
 
 A summary written while what it retells was being forgotten must leave no line in the log either:
 the check that its exchange and sources still exist and the append run under
@@ -21,8 +21,8 @@ from datetime import datetime
 
 from klaw.memory.ingestion import Ingestion
 from klaw.store.records import Exchange, MessageRecord, Segment, StoredMessage
-from klaw.store.summary_log_records import exchange_summary_record, segment_summary_record
-from klaw.store.summary_records import Summary
+from klaw.store.summaries.log_records import exchange_summary_record, segment_summary_record
+from klaw.store.summaries.records import Summary
 
 
 class SummaryLog:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from klaw.store.summary_protocol import SummaryRepository
+from klaw.store.summaries.protocol import SummaryRepository
 
 
 class SummaryTexts:

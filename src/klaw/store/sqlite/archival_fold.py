@@ -25,12 +25,12 @@ from klaw.store.archival_records import forgotten_ids
 from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, MessageRecord, MessageType, RecordKind, Role, record_kind
 from klaw.store.sqlite.memory_chunks import MEMORY_VECTORS
 from klaw.store.sqlite.query import Row, fetch_all, fetch_value
-from klaw.store.sqlite.summaries import delete_summaries_in
-from klaw.store.sqlite.summary_fold import summary_record_rowids
 from klaw.store.sqlite.vector_tables import table_exists
 from klaw.store.sqlite.vectors import MESSAGE_VECTORS
-from klaw.store.summary_log_records import SUMMARY_RECORD_TYPES
-from klaw.store.summary_records import SUMMARY_TARGET
+from klaw.store.summaries.log_records import SUMMARY_RECORD_TYPES
+from klaw.store.summaries.records import SUMMARY_TARGET
+from klaw.store.summaries.sqlite.fold import summary_record_rowids
+from klaw.store.summaries.sqlite.repository import delete_summaries_in
 
 _TEXT_ELSEWHERE = (MessageType.MEMORY_SAVED, *SUMMARY_RECORD_TYPES)
 _SUMMARY_TYPES = {t.value for t in SUMMARY_RECORD_TYPES}

@@ -29,7 +29,7 @@ from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.sqlite.record_kinds import user_message_sql
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
-from klaw.store.summary_log_records import SUMMARY_RECORD_TYPES
+from klaw.store.summaries.log_records import SUMMARY_RECORD_TYPES
 
 _STRUCTURE = (MessageType.SESSION_BREAK, MessageType.MODEL_SWITCH, *SUMMARY_RECORD_TYPES)
 _NOT_STRUCTURE = "m.type NOT IN (" + ", ".join(f"'{t.value}'" for t in _STRUCTURE) + ")"

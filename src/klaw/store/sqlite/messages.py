@@ -27,8 +27,8 @@ from klaw.store.sqlite.record_kinds import not_control_sql
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.segments import close_segment, open_segment_id
 from klaw.store.sqlite.sessions import save_session_model
-from klaw.store.sqlite.summary_fold import fold_summary_record
 from klaw.store.sqlite.vector_cache import ChatVectorCache
+from klaw.store.summaries.sqlite.fold import fold_summary_record
 
 
 class SqliteMessages:

@@ -18,9 +18,9 @@ from klaw.store.sqlite.search import SqliteSearch
 from klaw.store.sqlite.segments import SqliteSegments
 from klaw.store.sqlite.sessions import SqliteExchanges, SqliteSessions
 from klaw.store.sqlite.settings import SqliteSettings
-from klaw.store.sqlite.summaries import SqliteSummaries
 from klaw.store.sqlite.vector_cache import ChatVectorCache
 from klaw.store.sqlite.vectors import SqliteVectors
+from klaw.store.summaries.sqlite.repository import SqliteSummaries
 
 DEFAULT_VECTOR_CACHE_BYTES = 256 * 1024 * 1024
 DEFAULT_VECTOR_SEARCH_THREADS = 2

@@ -2,7 +2,7 @@
 
 `vec_messages` and `vec_memory` bind through `bind_vector_table`: a table that holds vectors of
 another embedder (model or dimension) is refused with `IndexMismatchError`; an empty one is
-recreated for the new embedder. `vec_summaries` rebuilds instead of refusing (summary_vectors.py)
+recreated for the new embedder. `vec_summaries` rebuilds instead of refusing (klaw/store/summaries/sqlite/vectors.py)
 but records its embedder with the same `record_embedder`.
 """
 

@@ -19,7 +19,7 @@ from pydantic import Field
 from klaw.memory.archival_memory import ArchivalMemory, ArchivalResult
 from klaw.memory.conversation_details import ConversationDetails
 from klaw.memory.core_memory import CoreMemory
-from klaw.scheduler.names import SUBAGENT_CHANNEL
+from klaw.scheduling.names import SUBAGENT_CHANNEL
 from klaw.tools.registry import ToolContext, ToolRegistry
 
 RESULT_TEXT_CHARS = 700  # one memory_search result; fetch_conversation_details has the whole text

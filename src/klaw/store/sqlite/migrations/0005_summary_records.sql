@@ -1,5 +1,5 @@
 -- klaw.db schema, version 5: summaries are folded from the log's exchange_summary / segment_summary
--- records (store/summary_log_records.py), so `klaw reindex` rebuilds them without a model call.
+-- records (store/summaries/log_records.py), so `klaw reindex` rebuilds them without a model call.
 --
 -- `summaries.record_rowid`: the messages row of the log record the summary was last written from
 -- (its `record_id` for the summarizers' sources). NULL: written before this version (exported to

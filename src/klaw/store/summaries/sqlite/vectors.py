@@ -22,9 +22,9 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.store.sqlite.query import fetch_all, fetch_one
-from klaw.store.sqlite.summary_rows import EMBEDDABLE, queue_summary_job
 from klaw.store.sqlite.vector_tables import record_embedder, table_exists
-from klaw.store.summary_records import SummaryKind
+from klaw.store.summaries.records import SummaryKind
+from klaw.store.summaries.sqlite.rows import EMBEDDABLE, queue_summary_job
 
 SUMMARY_VECTORS = "vec_summaries"
 # A segment with more exchange summaries than this is searched by KNN instead of point lookups.

@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from klaw.scheduler.names import parse_chat_target, validate_task_name
-from klaw.scheduler.schedules import TaskSchedule
+from klaw.scheduling.names import parse_chat_target, validate_task_name
+from klaw.scheduling.schedules import TaskSchedule
 from klaw.store.records import ChatRef, from_millis, to_millis
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 A summary costs a model call (on a small machine with a local model, seconds each; a year of chat,
 hours), and a second call would not write the same text. So a summary goes through the log like
 every other record, and the store folds it into `summaries` as it is appended
-(`store/sqlite/summary_fold.py`): live ingestion, crash recovery and `klaw reindex` do the same
+(`store/summaries/sqlite/fold.py`): live ingestion, crash recovery and `klaw reindex` do the same
 thing, and a rebuilt database has the same summaries without a single model call.
 
 Both records are `system` control records (never shown to a model, searched or embedded as
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
-from klaw.store.summary_records import SummaryKind
+from klaw.store.summaries.records import SummaryKind
 
 SUMMARY_RECORD_TYPES = (MessageType.EXCHANGE_SUMMARY, MessageType.SEGMENT_SUMMARY)
 

@@ -16,9 +16,9 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import Field
 
-from klaw.scheduler.names import SUBAGENT_CHANNEL, parse_chat_target
-from klaw.scheduler.schedules import TaskSchedule
-from klaw.scheduler.store import ScheduledTask
+from klaw.scheduling.names import SUBAGENT_CHANNEL, parse_chat_target
+from klaw.scheduling.schedules import TaskSchedule
+from klaw.scheduling.task_store import ScheduledTask
 from klaw.store.records import ChatRef
 from klaw.tools.registry import ToolContext, ToolRegistry
 

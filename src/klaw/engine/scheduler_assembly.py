@@ -11,7 +11,7 @@ from klaw.config import EngineConfig
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Delivery
 from klaw.engine.processor import MessageProcessor
-from klaw.engine.scheduler import Scheduler
+from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.subagent_context import SubagentContextBuilder
 from klaw.engine.subagents import SubagentRunner
 from klaw.engine.system_prompt import SystemPrompt
@@ -21,8 +21,8 @@ from klaw.llm.router import ModelRouter
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.subagent_history import SubagentHistoryLoader
-from klaw.scheduler.store import ScheduleStore
-from klaw.tools.builtin.scheduler_tools import register_scheduler_tools
+from klaw.scheduling.task_store import ScheduleStore
+from klaw.scheduling.tools import register_scheduler_tools
 from klaw.tools.registry import ToolRegistry
 
 # Tools a task's run is not offered: a run that starts runs could multiply without bound, and a run

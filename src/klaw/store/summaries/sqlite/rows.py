@@ -8,7 +8,7 @@ import apsw
 
 from klaw.store.records import ChatRef, EmbeddingJobStatus, from_millis
 from klaw.store.sqlite.query import Row, fetch_all
-from klaw.store.summary_records import SUMMARY_TARGET, Summary, SummaryKind
+from klaw.store.summaries.records import SUMMARY_TARGET, Summary, SummaryKind
 
 SUMMARY_COLUMNS = (
     "s.id, s.kind, c.channel, c.chat_id, s.segment_id, s.exchange_id, s.text, s.model, s.final,"

@@ -20,8 +20,8 @@ import apsw
 from klaw.store.records import ChatRef, ExchangeStatus, Segment, from_millis
 from klaw.store.sqlite.query import fetch_all, fetch_value
 from klaw.store.sqlite.sessions import EXCHANGE_COLUMNS, exchange_from_row
-from klaw.store.sqlite.summary_rows import load_summaries
-from klaw.store.summary_records import ExchangeScan, SegmentWork, SummaryKind
+from klaw.store.summaries.records import ExchangeScan, SegmentWork, SummaryKind
+from klaw.store.summaries.sqlite.rows import load_summaries
 
 _FINISHED = f"('{ExchangeStatus.COMPLETED.value}', '{ExchangeStatus.TOOL_LIMIT.value}')"
 SUMMARIZABLE = f"e.status IN {_FINISHED} AND EXISTS (SELECT 1 FROM messages f WHERE f.rowid = e.final_message_rowid)"

@@ -2,7 +2,7 @@
 
 A summary is derived data: the summarizers write it from an exchange's messages or a segment's
 exchange summaries with the routed summarization model. It reaches the database as a log record
-(`summary_log_records.py`), so a rebuilt database (`klaw reindex`) has it without a model call.
+(`log_records.py`), so a rebuilt database (`klaw reindex`) has it without a model call.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.store.records import ChatRef, Exchange, MessageRecord
-from klaw.store.summary_records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit
+from klaw.store.summaries.records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit
 
 
 class SummaryRepository(Protocol):
@@ -76,7 +76,7 @@ class SummaryRepository(Protocol):
         """A rolling segment summary that already covers its closed segment becomes final (and queued)."""
         ...
 
-    # -- the log's summary records (store/summary_log_records.py) ------------------------------------
+    # -- the log's summary records (store/summaries/log_records.py) ------------------------------------
 
     async def exchange_record_id(self, exchange_id: int) -> str | None:
         """The id of the log record that opened the exchange (what a summary record names it by);

@@ -1,6 +1,6 @@
 """Writing one summary row with its embedding job, inside the caller's transaction.
 
-Shared by the fold of the log's summary records (`summary_fold.py`, the engine's path) and the
+Shared by the fold of the log's summary records (`fold.py`, the engine's path) and the
 repository's direct writes (benchmarks and store tests build summaries without a log), so both
 keep the same rules: one summary per exchange, one per segment (a later one replaces it: rolling),
 and an embeddable summary gets its job in the same transaction. A job is queued only when the
@@ -16,8 +16,8 @@ import apsw
 
 from klaw.store.protocol import StorageError
 from klaw.store.sqlite.query import fetch_one
-from klaw.store.sqlite.summary_rows import queue_summary_job
-from klaw.store.summary_records import SummaryKind
+from klaw.store.summaries.records import SummaryKind
+from klaw.store.summaries.sqlite.rows import queue_summary_job
 
 _EXCHANGE = SummaryKind.EXCHANGE.value
 _SEGMENT = SummaryKind.SEGMENT.value

@@ -1,7 +1,7 @@
 """The scheduler: fires scheduled tasks on the engine's clock and hands each firing to a subagent run.
 
-The task table lives in `scheduler.db` (klaw/scheduler/store.py), so tasks survive restarts; the
-calendar maths is klaw/scheduler/schedules.py. The loop is klaw's own, driven by the injected
+The task table lives in `scheduler.db` (klaw/scheduling/task_store.py), so tasks survive restarts; the
+calendar maths is klaw/scheduling/schedules.py. The loop is klaw's own, driven by the injected
 `Clock`, so tests move time with `ManualClock.advance()` instead of waiting for it.
 
 Each wake-up re-reads the table — `klaw schedule add|remove` edits the file while the engine runs —
@@ -26,10 +26,10 @@ from datetime import datetime, timedelta, tzinfo
 from klaw.config import EngineConfig
 from klaw.engine.clock import Clock
 from klaw.engine.subagents import RunOutcome, SubagentRequest, SubagentRunner
-from klaw.scheduler.names import validate_task_name
-from klaw.scheduler.schedules import TaskSchedule
-from klaw.scheduler.store import ScheduledTask, ScheduleStore
-from klaw.scheduler.zones import scheduler_zone
+from klaw.scheduling.names import validate_task_name
+from klaw.scheduling.schedules import TaskSchedule
+from klaw.scheduling.task_store import ScheduledTask, ScheduleStore
+from klaw.scheduling.zones import scheduler_zone
 from klaw.store.records import ChatRef
 
 log = logging.getLogger(__name__)

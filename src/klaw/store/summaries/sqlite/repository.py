@@ -1,8 +1,8 @@
-"""`SqliteSummaries`: the summary repository on klaw.db (see `store/summary_protocol.py`).
+"""`SqliteSummaries`: the summary repository on klaw.db (see `store/summaries/protocol.py`).
 
 Writes queue a summary's embedding in the same transaction as its text, so no crash leaves an
 embeddable summary without its job; the queries deciding what to summarize live in
-`summary_work.py`, the vector table in `summary_vectors.py`.
+`work.py`, the vector table in `vectors.py`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from klaw.store.records import ChatRef, Exchange, MessageRecord, from_millis, to
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one
-from klaw.store.sqlite.summary_fold import foldable, open_record_id
-from klaw.store.sqlite.summary_rows import EMBEDDABLE, load_summaries, load_summary, queue_summary_job
-from klaw.store.sqlite.summary_vectors import (
+from klaw.store.sqlite.vector_tables import vector_blobs
+from klaw.store.summaries.records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit, SummaryKind
+from klaw.store.summaries.sqlite.fold import foldable, open_record_id
+from klaw.store.summaries.sqlite.rows import EMBEDDABLE, load_summaries, load_summary, queue_summary_job
+from klaw.store.summaries.sqlite.vectors import (
     bind_summary_vectors,
     insert_vectors,
     nearest_exchange_summaries,
@@ -29,10 +31,8 @@ from klaw.store.sqlite.summary_vectors import (
     rebuild_vectors,
     vector_count,
 )
-from klaw.store.sqlite.summary_work import pending_exchanges, scan_exchanges, segment_work
-from klaw.store.sqlite.summary_writes import SummaryWrite, write_exchange_summary, write_segment_summary
-from klaw.store.sqlite.vector_tables import vector_blobs
-from klaw.store.summary_records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit, SummaryKind
+from klaw.store.summaries.sqlite.work import pending_exchanges, scan_exchanges, segment_work
+from klaw.store.summaries.sqlite.writes import SummaryWrite, write_exchange_summary, write_segment_summary
 
 _EXCHANGE = SummaryKind.EXCHANGE.value
 _SEGMENT = SummaryKind.SEGMENT.value

@@ -1,1 +1,0 @@
-"""Scheduled tasks as data: names, schedules and `scheduler.db`; the engine's loop runs them."""
