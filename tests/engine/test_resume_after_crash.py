@@ -78,3 +78,27 @@ async def test_a_turn_cut_off_mid_way_is_run_again_but_old_and_failed_ones_are_n
         await h.wait_for_replies(1)
     assert [o.text for o in h.delivered] == ["echo: cut off mid-turn"]
     assert len(h.server.chat_requests) == 1
+
+
+async def test_every_unanswered_message_is_resumed_however_many(tmp_path: Path) -> None:
+    """30 acknowledged messages (more than the 20-message window) all reach the model, in one turn."""
+    texts = [f"unanswered message {n}" for n in range(30)]
+    await stored_before_start(tmp_path, [said(text, 5 - n / 10) for n, text in enumerate(texts)])
+    async with running_engine(tmp_path) as h:
+        assert h.engine.config.context.sliding_window < len(texts)
+        await h.clock.advance(h.engine.config.processing.debounce_ms / 1000)
+        await h.wait_for_replies(1)
+    assert len(h.server.chat_requests) == 1  # merged, as debounce would
+    sent = h.last_request_messages()[-1]
+    assert sent["role"] == "user"
+    assert sent["content"].split("\n") == texts
+
+
+async def test_a_message_arriving_live_is_not_resumed_as_well(tmp_path: Path) -> None:
+    """A message taken live and still waiting for its turn is queued once, whatever resume finds."""
+    async with running_engine(tmp_path) as h:
+        await h.say("arrived while the engine was starting")
+        assert await h.engine.processor.resume_unanswered() == 0
+        await h.clock.advance(h.engine.config.processing.debounce_ms / 1000)
+        await h.wait_for_replies(1)
+    assert h.last_request_messages()[-1]["content"] == "arrived while the engine was starting"

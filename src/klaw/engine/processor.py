@@ -29,7 +29,7 @@ from klaw.llm.router import ModelRouter
 from klaw.memory.ingestion import Ingestion
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, RecordKind, Role, StoredMessage
+from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role, StoredMessage
 from klaw.tools.registry import ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ class MessageProcessor:
         self.context_history = ContextHistory()  # the last turns per chat, for the web inspector
         self._accepting = True
         self._chat_locks: dict[ChatRef, asyncio.Lock] = {}
+        self._queued: set[int] = set()  # rowids waiting for, or in, their turn
 
     @property
     def waiting_chats(self) -> int:
@@ -97,7 +98,7 @@ class MessageProcessor:
             if existing is not None:
                 return existing  # a replayed message (gateway reconnect): already accepted
         stored = await self._ingestion.accept(record)
-        self._debouncer.add(inbound.chat, stored)
+        self._queue(inbound.chat, stored)
         return stored
 
     async def resume_unanswered(self, within: timedelta = RESUME_WITHIN) -> int:
@@ -105,7 +106,9 @@ class MessageProcessor:
         answered because the engine stopped before or during their turn; returns how many.
 
         Unanswered = a user message of the chat's current segment newer than the user message of
-        its last closed exchange. A failed exchange counts as answered: the person saw the error.
+        its last closed exchange, however many there are (they join one turn, as a burst would).
+        A failed exchange counts as answered: the person saw the error. A message already waiting
+        for its turn (arrived live) is not queued twice, so the model never sees it twice.
         """
         cutoff = self._clock.now() - within
         resumed = 0
@@ -113,15 +116,18 @@ class MessageProcessor:
             segment = await self._store.segments.current(chat)
             exchanges = await self._store.exchanges.for_segment(segment.id)
             closed = [e.user_message_rowid or 0 for e in exchanges if e.status is not ExchangeStatus.OPEN]
-            answered = max(closed, default=0)
-            for message in await self._store.messages.window(segment.id, self._config.context.sliding_window):
-                record = message.record
-                if message.rowid > answered and record.kind is RecordKind.USER_MESSAGE and record.created_at >= cutoff:
-                    self._debouncer.add(chat, message)
+            for message in await self._store.messages.user_messages_after(segment.id, max(closed, default=0)):
+                if message.record.created_at >= cutoff and message.rowid not in self._queued:
+                    self._queue(chat, message)
                     resumed += 1
         if resumed:
             log.warning("resuming %d message(s) left unanswered by the previous run", resumed)
         return resumed
+
+    def _queue(self, chat: ChatRef, message: StoredMessage) -> None:
+        """Into the chat's debounce; remembered until its turn ends (see `resume_unanswered`)."""
+        self._queued.add(message.rowid)
+        self._debouncer.add(chat, message)
 
     async def _process(self, chat: ChatRef, pending: list[StoredMessage]) -> None:
         task = asyncio.current_task()
@@ -133,6 +139,7 @@ class MessageProcessor:
             async with self._chat_lock(chat), self.slots.hold(Priority.INTERACTIVE):
                 await self._run_turn(chat, pending)
         finally:
+            self._queued.difference_update(m.rowid for m in pending)
             if task is not None:
                 self._turns.discard(task)
 

@@ -1,7 +1,8 @@
 """`Engine`: every part of the engine assembled on one KLAW_HOME, with start-up and shutdown.
 
 Start-up: open the store, replay the log tail the database missed, start the embedding queue,
-register tools, start the socket server, then the scheduler. Shutdown (SIGTERM/SIGINT, spec 004): stop
+register tools, claim the socket file, queue the turns a crash left unanswered, start the scheduler,
+and only then listen (a message arriving live is never resumed as well). Shutdown (SIGTERM/SIGINT, spec 004): stop
 accepting new gateways and messages, stop firing scheduled tasks, let turns and task runs in flight
 finish (60 s) while connected gateways still receive
 their replies, only then tell gateways the engine is going, stop the embedding queue (pending jobs
@@ -236,13 +237,16 @@ class Engine:
             if listen:
                 queries = EngineQueries(store, processor.context_history, HybridSearch(store, embedder, config.search))
                 engine.socket = EngineSocketServer(home.socket_path, _FrameAdapter(engine), queries=queries.answer)
-                await engine.socket.start()
-                delivery.set_fallback(engine._send_over_socket)
+                await engine.socket.bind()  # a second engine on this home stops here
+                delivery.set_fallback(engine._send_over_socket)  # queued per channel until a gateway says hello
                 delivery.set_streamer(engine.socket.wants_delta, engine._send_delta)
+            # Messages a crash left unanswered get their turn (after the debounce, like any other), queued
+            # before the socket opens: a message arriving live is then never resumed as well.
+            await processor.resume_unanswered()
             engine.scheduler = scheduler
             await scheduler.start()  # after recovery, and once replies have somewhere to go
-            # Messages a crash left unanswered get their turn (after the debounce, like any other).
-            await processor.resume_unanswered()
+            if engine.socket is not None:
+                await engine.socket.start()
             engine.summarizer = summarizer
             if memory_settings.summarizer_enabled:
                 summarizer.start()  # after recovery: summarizes what earlier runs left

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from pathlib import Path
 
 from klaw.engine.frame_dispatch import FrameDispatcher, FrameHandler, QueryHandler
@@ -43,6 +44,7 @@ class EngineSocketServer:
         self._routes = OutboundRoutes(max_frame_bytes=max_frame_bytes, queue_limit=outbound_queue_limit)
         self._dispatcher = FrameDispatcher(handler, self._routes, queries=queries, max_frame_bytes=max_frame_bytes)
         self._server: asyncio.Server | None = None
+        self._bound: socket.socket | None = None  # claimed by `bind`, not yet listening
         self._connections: dict[GatewayConnection, asyncio.Task[None]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
@@ -57,12 +59,21 @@ class EngineSocketServer:
         """How many outbound frames wait for a gateway serving `channel`."""
         return self._routes.pending(channel)
 
-    async def start(self) -> None:
-        """Listen on `path` (mode 0600); raises `EngineSocketError` or `EngineAlreadyRunningError`."""
-        if self._server is not None:
+    async def bind(self) -> None:
+        """Claim `path` (mode 0600) without listening yet; raises `EngineSocketError` or
+        `EngineAlreadyRunningError`. The engine claims it before start-up recovery, so a second engine
+        fails before touching anything, and listens only after recovery (`start`)."""
+        if self._server is not None or self._bound is not None:
             raise EngineSocketError("the engine socket server is already started")
         await self._file.remove_stale()
-        sock = self._file.bind()
+        self._bound = self._file.bind()
+
+    async def start(self) -> None:
+        """Listen on `path` (bound first if `bind` was not called)."""
+        if self._bound is None:
+            await self.bind()
+        sock, self._bound = self._bound, None
+        assert sock is not None
         try:
             self._server = await asyncio.start_unix_server(self._serve, sock=sock)
         except BaseException:
@@ -101,6 +112,9 @@ class EngineSocketServer:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+        if self._bound is not None:
+            self._bound.close()
+            self._bound = None
         self._file.remove()
 
     async def send_outbound(self, frame: OutboundFrame) -> bool:

@@ -66,6 +66,11 @@ class MessageRepository(Protocol):
         """The last `limit` messages of a segment, oldest first."""
         ...
 
+    async def user_messages_after(self, segment_id: int, rowid: int) -> list[StoredMessage]:
+        """The segment's user text messages stored after `rowid`, oldest first, however many: what a
+        crash left unanswered (the window would show only the newest of them)."""
+        ...
+
     async def count_in_segment(self, segment_id: int) -> int: ...
 
     async def known_ids(self, chat: ChatRef, since: datetime) -> set[str]:

@@ -23,7 +23,7 @@ from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.embedding_jobs import insert_message_job
 from klaw.store.sqlite.exchange_fold import fold_exchange_record
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
-from klaw.store.sqlite.record_kinds import not_control_sql
+from klaw.store.sqlite.record_kinds import not_control_sql, user_message_sql
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.segments import close_segment, open_segment_id
 from klaw.store.sqlite.sessions import save_session_model
@@ -136,6 +136,18 @@ class SqliteMessages:
                 (segment_id, limit),
             )
             return [message_from_row(row) for row in reversed(rows)]
+
+        return await self._db.run(query)
+
+    async def user_messages_after(self, segment_id: int, rowid: int) -> list[StoredMessage]:
+        def query(connection: apsw.Connection) -> list[StoredMessage]:
+            rows = fetch_all(
+                connection,
+                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.segment_id = ? AND m.rowid > ?"
+                f" AND {user_message_sql()} ORDER BY m.rowid",
+                (segment_id, rowid),
+            )
+            return [message_from_row(row) for row in rows]
 
         return await self._db.run(query)
 
