@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from klaw.memory.atomic_file import fsync_dir
+from klaw.atomic_file import fsync_dir
 from klaw.memory.log_format import MalformedLine, decode_record, encode_record
 from klaw.memory.log_rewrite import DAY, remove_lines
 from klaw.scheduling.names import is_task_log_dir

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from klaw.memory.atomic_file import replace_file
+from klaw.atomic_file import replace_file
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Collection
 from pathlib import Path
 
-from klaw.memory.atomic_file import replace_file
+from klaw.atomic_file import replace_file
 
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")  # a log file's stem; anything else is never turned into a path
 

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from klaw.memory.atomic_file import replace_file
+from klaw.atomic_file import replace_file
 
 log = logging.getLogger(__name__)
 
