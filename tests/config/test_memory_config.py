@@ -1,5 +1,5 @@
-"""The `summarizer` and `rag` sections and `embedder.pipelineEnabled` (spec 002's configuration keys):
-defaults, the template, validation naming the field."""
+"""The `summarizer` and `rag` sections and `embedder.pipelineEnabled` (carried-over configuration keys,
+docs/decisions/009-carried-over-requirements.md): defaults, the template, validation naming the field."""
 
 from __future__ import annotations
 

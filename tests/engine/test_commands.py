@@ -1,4 +1,5 @@
-"""Slash commands (spec 004 CommandHandlerTest and SessionManagerTest), answered without the model."""
+"""Slash commands (CommandHandlerTest and SessionManagerTest,
+docs/decisions/009-carried-over-requirements.md), answered without the model."""
 
 from __future__ import annotations
 

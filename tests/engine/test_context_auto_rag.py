@@ -1,4 +1,5 @@
-"""Auto-RAG in the context builder (spec 000: ContextBuilderAutoRagTest), and the window's accounting.
+"""Auto-RAG in the context builder (ContextBuilderAutoRagTest,
+docs/decisions/009-carried-over-requirements.md), and the window's accounting.
 
 The builder runs on a real store with vectors from the fake embedder; a spy around the real
 AutoRagService records what the builder asked for.

@@ -1,7 +1,7 @@
-"""Cross-conversation memory end to end (spec 002 phase 6: RAG integration): a whole engine on the fake
-OpenAI server summarizes exchanges and segments in the background, embeds the summaries, and a later
-question about an earlier topic brings that segment and exchange into the context, which
-fetch_conversation_details then opens."""
+"""Cross-conversation memory end to end (RAG integration, docs/decisions/009-carried-over-requirements.md):
+a whole engine on the fake OpenAI server summarizes exchanges and segments in the background, embeds the
+summaries, and a later question about an earlier topic brings that segment and exchange into the context,
+which fetch_conversation_details then opens."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Debounce (spec 004 DebounceTest) and priority rate limiting (RateLimitingTest), on a manual clock."""
+"""Debounce (DebounceTest) and priority rate limiting (RateLimitingTest;
+docs/decisions/009-carried-over-requirements.md), on a manual clock."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Embedding wired into the engine (spec 000 MessageProcessorEmbeddingTest, made durable): the user's message
-and the final reply are queued as they are saved, tool calls and results are not, the reply never waits
-for the embedder, failures show in /status, and a restart finishes what the last run left.
+"""Embedding wired into the engine (MessageProcessorEmbeddingTest, made durable;
+docs/decisions/009-carried-over-requirements.md): the user's message and the final reply are queued as they
+are saved, tool calls and results are not, the reply never waits for the embedder, failures show in /status,
+and a restart finishes what the last run left.
 
 The engine embeds through its `openai` backend over real HTTP to the fake OpenAI server, which holds,
 hangs or refuses /v1/embeddings requests as a test scripts it."""

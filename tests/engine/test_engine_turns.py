@@ -1,5 +1,6 @@
-"""End-to-end turns through the whole engine (spec 004: MessageProcessorIntegrationTest, ToolCallLoopTest,
-ContextBuilderTest, SessionManagerTest, CommandHandlerTest) over real HTTP and a real SQLite file."""
+"""End-to-end turns through the whole engine (docs/decisions/009-carried-over-requirements.md:
+MessageProcessorIntegrationTest, ToolCallLoopTest, ContextBuilderTest, SessionManagerTest,
+CommandHandlerTest) over real HTTP and a real SQLite file."""
 
 from __future__ import annotations
 

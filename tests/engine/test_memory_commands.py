@@ -1,6 +1,6 @@
-"""`/summarizer`, `/embeddings` and `/rag` (spec 002 phase 5: SummarizerCommand, EmbeddingsCommand,
-RagCommand; auto-start from the settings store): answers, validation, settings that survive a
-restart and override engine.yaml, workers started accordingly."""
+"""`/summarizer`, `/embeddings` and `/rag` (docs/decisions/009-carried-over-requirements.md:
+SummarizerCommand, EmbeddingsCommand, RagCommand; auto-start from the settings store): answers, validation,
+settings that survive a restart and override engine.yaml, workers started accordingly."""
 
 from __future__ import annotations
 

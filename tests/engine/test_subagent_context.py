@@ -1,4 +1,4 @@
-"""A subagent's context (spec 000 ContextBuilder subagent tests; spec 003 §3): system prompt, task note,
+"""A subagent's context (docs/decisions/003-subagent-runs.md): system prompt, task note,
 core memory, the last completed runs from the task's JSONL, the request, tools. No window, no auto-RAG."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Silent logic (spec 004 SubagentSilentLogicTest): a subagent's `{"silent": true}` is not delivered;
-anything else reaches the gateway over the engine's real socket, as the task's chat expects it."""
+"""Silent logic (SubagentSilentLogicTest, docs/decisions/004-silent-replies.md): a subagent's
+`{"silent": true}` is not delivered; anything else reaches the gateway over the engine's real socket, as
+the task's chat expects it."""
 
 from __future__ import annotations
 

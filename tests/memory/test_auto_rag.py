@@ -1,4 +1,5 @@
-"""AutoRagService (spec 001 Stage 5: AutoRagServiceTest) on a real store with the fake embedder."""
+"""AutoRagService (AutoRagServiceTest, docs/decisions/009-carried-over-requirements.md) on a real store with
+the fake embedder."""
 
 from __future__ import annotations
 

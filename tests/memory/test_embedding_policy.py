@@ -1,4 +1,5 @@
-"""Which messages get a vector (spec 001 MessageEmbeddingServiceTest, the isEligible cases)."""
+"""Which messages get a vector (MessageEmbeddingServiceTest's isEligible cases,
+docs/decisions/009-carried-over-requirements.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The durable embedding queue (spec 001 MessageEmbeddingServiceTest, made durable): jobs in, vectors out,
-retries with backoff on a manual clock, failures kept visible, pending work surviving a restart.
+"""The durable embedding queue (MessageEmbeddingServiceTest, made durable;
+docs/decisions/009-carried-over-requirements.md): jobs in, vectors out, retries with backoff on a manual
+clock, failures kept visible, pending work surviving a restart.
 
 Where the embedder must fail, hang or be watched, it is the real `openai` embedder over HTTP to the fake
 OpenAI server, which answers, refuses (an HTTP error, an unserved model) or holds /v1/embeddings requests

@@ -1,4 +1,4 @@
-"""Reciprocal rank fusion (spec 001: rrfMerge tests)."""
+"""Reciprocal rank fusion (the rrfMerge tests, docs/decisions/009-carried-over-requirements.md)."""
 
 from __future__ import annotations
 

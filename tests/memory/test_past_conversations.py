@@ -1,5 +1,6 @@
-"""Past-conversation retrieval (spec 002 phase 4: the context processors and ConversationRetriever), stage
-by stage and as a pipeline, on a real store with summary vectors from the fake embedder (dim 32)."""
+"""Past-conversation retrieval (context processors, ConversationRetriever;
+docs/decisions/009-carried-over-requirements.md), stage by stage and as a pipeline, on a real store with
+summary vectors from the fake embedder (dim 32)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""`klaw reindex` (spec 001 Stage 6 ReindexServiceTest, plus resumability, malformed lines, the engine
-check and settings): a log on disk, a real SQLite file with sqlite-vec, FakeEmbedder (dim 32)."""
+"""`klaw reindex` (ReindexServiceTest, docs/decisions/009-carried-over-requirements.md; plus resumability,
+malformed lines, the engine check and settings): a log on disk, a real SQLite file with sqlite-vec,
+FakeEmbedder (dim 32)."""
 
 from __future__ import annotations
 

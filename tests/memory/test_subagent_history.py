@@ -1,4 +1,5 @@
-"""SubagentHistoryLoader (spec 000 SubagentHistoryLoaderTest): a task's last N complete runs from its JSONL."""
+"""SubagentHistoryLoader (SubagentHistoryLoaderTest, docs/decisions/003-subagent-runs.md): a task's last N
+complete runs from its JSONL."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The exchange and segment summarizers (spec 002 phase 2: ExchangeSummarizer; the segment summary that
-replaces its ConversationSummarizer), on a real store and the fake OpenAI server over HTTP, with a
-manual clock for idle timeouts and backoff. Tests wait for the state the workers signal (`wait_until`,
-`wait_idle`), never by polling."""
+"""The exchange and segment summarizers (docs/decisions/009-carried-over-requirements.md:
+ExchangeSummarizer; the segment summary that replaces its ConversationSummarizer), on a real store and the
+fake OpenAI server over HTTP, with a manual clock for idle timeouts and backoff. Tests wait for the state
+the workers signal (`wait_until`, `wait_idle`), never by polling."""
 
 from __future__ import annotations
 

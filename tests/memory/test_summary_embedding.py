@@ -1,6 +1,6 @@
-"""Summary embeddings through the durable queue (spec 002 phase 3: EmbeddingPipeline): batches of at
-most 100 texts to the OpenAI-protocol embeddings endpoint, stored atomically, 1–32 s backoff, then a
-permanent `failed` state counted per target."""
+"""Summary embeddings through the durable queue (EmbeddingPipeline,
+docs/decisions/009-carried-over-requirements.md): batches of at most 100 texts to the OpenAI-protocol
+embeddings endpoint, stored atomically, 1–32 s backoff, then a permanent `failed` state counted per target."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The summary repository on a real klaw.db (spec 002 phase 1: storage and similarity search of
-exchange and segment summaries; phase 3: summaries found for embedding, stored with their keys)."""
+"""The summary repository on a real klaw.db (docs/decisions/009-carried-over-requirements.md: storage and
+similarity search of exchange and segment summaries; summaries found for embedding, stored with their keys)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Assembling a turn's context within the model's budget, and recording what went in.
 
-Layers, in order (DESIGN.md "The turn"): system prompt, core memory, the segment's last summary,
+Layers, in order (docs/decisions/000-concepts.md, "The turn"): system prompt, core memory, the segment's last summary,
 related past conversations, auto-RAG ("From earlier in this conversation:"), the sliding window of
 the current segment, tools, and the pending messages. The budget is 90 % of the model's context
 budget (approximate token counts need the margin); fixed layers are placed first and the window

@@ -1,5 +1,5 @@
-"""The memory settings in force: `engine.yaml` overridden by what `/summarizer`, `/embeddings` and `/rag`
-stored in the database's `settings` table (spec 002's ConfigStore keys).
+"""The memory settings in force: `engine.yaml` overridden by what `/summarizer`, `/embeddings` and
+`/rag` stored in the database's `settings` table (docs/decisions/006-runtime-memory-settings.md).
 
 Loaded once at start and kept in memory (retrieval reads them on every turn); a command writes the
 table first and the memory copy after, so what is shown is what survives a restart. A stored value
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 SUMMARIZER_ENABLED = "summarizer_enabled"
 EMBEDDINGS_ENABLED = "embedding_pipeline_enabled"
 RAG_ENABLED = "rag_enabled"
-# `/rag set` keys (spec 002) → RagConfig fields.
+# `/rag set` keys (docs/decisions/006-runtime-memory-settings.md) → RagConfig fields.
 RAG_KEYS = {
     "rag_conversation_limit": "conversation_limit",
     "rag_exchange_limit_per_conversation": "exchange_limit_per_conversation",
@@ -36,8 +36,9 @@ class SettingError(ValueError):
 
 
 def parse_rag_value(key: str, raw: str) -> tuple[str, int | float]:
-    """Validate `/rag set <key> <value>` as spec 002 does: limits are integers > 0, the similarity a
-    number from 0 to 1, the token budget an integer > 0. Returns (canonical key, value)."""
+    """Validate `/rag set <key> <value>` as docs/decisions/006-runtime-memory-settings.md says: limits are
+    integers > 0, the similarity a number from 0 to 1, the token budget an integer > 0. Returns
+    (canonical key, value)."""
     canonical = key if key in RAG_KEYS else f"rag_{key}"
     if canonical not in RAG_KEYS:
         raise SettingError(f"Invalid key. Valid keys: {', '.join(RAG_KEYS)}")

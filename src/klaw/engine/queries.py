@@ -1,10 +1,10 @@
 """Read-only answers for the web inspector, asked over the engine socket (`query` → `result`).
 
-The engine stays the only process that opens klaw.db (DESIGN.md): a gateway in another process
-asks here instead of reading the database itself, and memory search runs with the engine's own
-embedder (no second copy of the model in the gateway). Every answer is bounded (so it fits one
-1 MiB frame) and JSON-ready; message text is cut to `TEXT_CHARS`. Bad parameters raise `QueryError`
-with a sentence for the person; nothing here writes.
+The engine stays the only process that opens klaw.db (docs/decisions/002-engine-owns-the-database.md): a
+gateway in another process asks here instead of reading the database itself, and memory search runs with
+the engine's own embedder (no second copy of the model in the gateway). Every answer is bounded (so it
+fits one 1 MiB frame) and JSON-ready; message text is cut to `TEXT_CHARS`. Bad parameters raise
+`QueryError` with a sentence for the person; nothing here writes.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Start-up: open the store, replay the log tail the database missed, start the embedding queue,
 register tools, claim the socket file, queue the turns a crash left unanswered, start the scheduler,
-and only then listen (a message arriving live is never resumed as well). Shutdown (SIGTERM/SIGINT, spec 004): stop
+and only then listen (a message arriving live is never resumed as well). Shutdown
+(SIGTERM/SIGINT, docs/decisions/005-graceful-shutdown.md): stop
 accepting new gateways and messages, stop firing scheduled tasks, let turns and task runs in flight
 finish (60 s) while connected gateways still receive
 their replies, only then tell gateways the engine is going, stop the embedding queue (pending jobs

@@ -2,7 +2,8 @@
 
 Only a reply that is, as a whole, a JSON object whose `silent` member is the JSON value `true` is
 silent. Anything else — no `silent` member, `"silent": false` or `"true"`, a JSON array, plain text,
-JSON that does not parse — is delivered: when in doubt, the person hears about it (spec 004).
+JSON that does not parse — is delivered: when in doubt, the person hears about it
+(docs/decisions/004-silent-replies.md).
 """
 
 from __future__ import annotations

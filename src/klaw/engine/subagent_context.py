@@ -1,5 +1,5 @@
 """A subagent run's context: system prompt, the task note, core memory, the task's past runs, the
-request, tools (DESIGN.md "Subagent turn"; spec 003 §3).
+request, tools (docs/decisions/003-subagent-runs.md).
 
 Unlike a chat turn it has no sliding window, no summary and no auto-RAG: its history is the last
 `context.subagentHistory` *completed runs* of the same task, read whole from the task's JSONL log by

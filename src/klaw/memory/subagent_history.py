@@ -1,4 +1,5 @@
-"""The past of a scheduled task: its last N completed runs, read from its JSONL log (spec 000).
+"""The past of a scheduled task: its last N completed runs, read from its JSONL log
+(docs/decisions/003-subagent-runs.md).
 
 A subagent's history is not a sliding window and never comes from the database: it is the log
 under `conversations/scheduler_<task>/`, which holds nothing but that task's runs.

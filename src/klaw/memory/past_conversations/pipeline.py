@@ -1,4 +1,4 @@
-"""Retrieval of past conversations as a pipeline of small stages (spec 002's chain of responsibility).
+"""Retrieval of past conversations as a pipeline of small stages (docs/decisions/007-past-conversations-pipeline.md).
 
 Each stage takes the `Retrieval` so far and returns it with its own part filled in; a stage that
 finds nothing left to do marks it `done` and the later stages are skipped. Stages know nothing of

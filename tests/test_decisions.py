@@ -1,0 +1,52 @@
+"""The decisions the code cites live in the repository (docs/decisions/), and every citation resolves.
+
+The earlier design notes klaw was created from do not ship with it, so no file may point at them
+(a path out of the repository, the design page, a numbered note); it cites a decision file instead,
+and that file must exist.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DECISIONS = REPO / "docs" / "decisions"
+# Built from parts so this file does not match itself.
+OUTSIDE = re.compile("|".join([r"\.\./" + "shared", "DESIGN" + r"\.md", "spec" + r" 00\d", "shared/" + "spec"]))
+CITATION = re.compile(r"docs/decisions/(\d{3})([\w-]*\.md)?")
+TEXT_SUFFIXES = {".py", ".md", ".toml", ".yaml", ".yml", ".sql", ".sh", ".txt", ".js", ".html", ".css", ".cfg"}
+
+
+def _repository_texts() -> list[Path]:
+    roots = [REPO / "src", REPO / "tests", REPO / "docs", REPO / "scripts"]
+    files = [p for root in roots for p in root.rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES]
+    files += [p for p in REPO.glob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES]
+    return sorted(p for p in files if "__pycache__" not in p.parts and ".venv" not in p.parts)
+
+
+def test_no_file_points_outside_the_repository() -> None:
+    offenders = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for path in _repository_texts()
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
+    assert not offenders, (
+        "These lines cite design notes that do not ship with klaw; write the decision as a short "
+        "docs/decisions/NNN-short-name.md (context, decision, why, consequences) and cite that:\n"
+        + "\n".join(offenders)
+    )
+
+
+def test_every_cited_decision_exists() -> None:
+    present = {p.name for p in DECISIONS.glob("*.md")}
+    missing = []
+    for path in _repository_texts():
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            for match in CITATION.finditer(line):
+                prefix, rest = match.groups()
+                found = f"{prefix}{rest}" in present if rest else any(n.startswith(prefix) for n in present)
+                if not found:
+                    missing.append(f"{path.relative_to(REPO)}:{number}: {match.group(0)}")
+    assert not missing, "These citations name no file in docs/decisions/:\n" + "\n".join(missing)
