@@ -10,6 +10,7 @@ came from where) live in `klaw.config_loader`.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -56,6 +57,14 @@ class RoutingTasks(_Section):
 class RoutingConfig(_Section):
     default: str = "ollama/llama3.2"
     tasks: RoutingTasks = RoutingTasks()
+
+    @property
+    def summarization_model(self) -> str:
+        return self.tasks.summarization or self.default
+
+    @property
+    def subagent_model(self) -> str:
+        return self.tasks.subagent or self.default
 
 
 class ProcessingConfig(_Section):
@@ -350,15 +359,20 @@ class EngineConfig(_Section):
 
     def context_budget(self, model_id: str) -> int:
         """The model's context window, else `context.defaultBudgetTokens`."""
-        model = self.models.get(model_id)
-        if model is not None and model.context_budget:
-            return model.context_budget
-        return self.context.default_budget_tokens
+        return context_budget(self.models, model_id, self.context.default_budget_tokens)
 
     @property
     def summarization_model(self) -> str:
-        return self.routing.tasks.summarization or self.routing.default
+        return self.routing.summarization_model
 
     @property
     def subagent_model(self) -> str:
-        return self.routing.tasks.subagent or self.routing.default
+        return self.routing.subagent_model
+
+
+def context_budget(models: Mapping[str, ModelConfig], model_id: str, default_budget_tokens: int) -> int:
+    """The model's `contextBudget`, else `default_budget_tokens` (`context.defaultBudgetTokens`)."""
+    model = models.get(model_id)
+    if model is not None and model.context_budget:
+        return model.context_budget
+    return default_budget_tokens

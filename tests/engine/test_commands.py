@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from klaw.engine.commands import parse_command
+from klaw.command_syntax import parse_command
 from tests.engine.harness import CHAT, running_engine
 
 

@@ -16,6 +16,7 @@ from klaw.config import EngineConfig
 from klaw.engine.clock import ManualClock
 from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.subagents import RunOutcome, RunStatus, SubagentRequest
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.scheduling.schedules import TaskSchedule
 from klaw.scheduling.task_store import DuplicateTask, ScheduledTask, ScheduleStore
 from klaw.store.records import ChatRef
@@ -92,7 +93,14 @@ def store(tmp_path: Path) -> ScheduleStore:
 async def start(store: ScheduleStore, clock: ManualClock | None = None, **scheduler: Any) -> Rig:
     runner = StubRunner()
     clock = clock or ManualClock(START)
-    started = Scheduler(config=config(**scheduler), store=store, runner=runner, clock=clock)  # type: ignore[arg-type]
+    loaded = config(**scheduler)
+    started = Scheduler(
+        config=loaded.scheduler,
+        catalogue=ModelCatalogue.from_config(loaded),
+        store=store,
+        runner=runner,  # type: ignore[arg-type]
+        clock=clock,
+    )
     await started.start()
     rig = Rig(started, runner, store, clock)
     await rig.asleep()

@@ -7,6 +7,7 @@ from collections.abc import AsyncGenerator, Sequence
 import pytest
 
 from klaw.config import EngineConfig, ModelConfig, RoutingConfig, RoutingTasks
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.errors import UnknownModelError
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.llm.messages import ChatMessage, ChatResponse, StreamDelta, ToolSpec
@@ -48,8 +49,8 @@ class ScriptedModel:
         self.closed = True
 
 
-def _config(base_url: str = "http://localhost:11434/v1", *, summarization: str | None = None) -> EngineConfig:
-    return EngineConfig(
+def _config(base_url: str = "http://localhost:11434/v1", *, summarization: str | None = None) -> ModelCatalogue:
+    config = EngineConfig(
         models={
             "ollama/llama3.2": ModelConfig(base_url=base_url),
             "ollama/qwen2.5": ModelConfig(base_url=base_url),
@@ -57,6 +58,7 @@ def _config(base_url: str = "http://localhost:11434/v1", *, summarization: str |
         },
         routing=RoutingConfig(default="ollama/llama3.2", tasks=RoutingTasks(summarization=summarization)),
     )
+    return ModelCatalogue.from_config(config)
 
 
 class Built:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -164,3 +165,23 @@ async def test_time_is_utc_milliseconds_so_a_record_equals_itself_after_the_log_
     assert from_database.record.created_at.utcoffset() == timedelta(0)
     with pytest.raises(ValueError, match="timezone-aware"):
         MessageRecord(CHAT, Role.USER, "naive", created_at=datetime(2026, 7, 1, 0, 30))
+
+
+async def test_a_record_accepted_once_is_neither_logged_nor_stored_twice(tmp_path: Path) -> None:
+    """A gateway resends a message it is not sure reached the engine: the same id is accepted once."""
+    log = ConversationLog(tmp_path / "conversations")
+    store = await SqliteStore.open(tmp_path / "klaw.db")
+    try:
+        ingestion = Ingestion(log, store)
+        first = record("hello", 0)
+        stored, new = await ingestion.accept_once(first)
+        resent = dataclasses.replace(record("hello, resent", 1), id=first.id)
+        again, new_again = await ingestion.accept_once(resent)
+        assert (new, new_again) == (True, False)
+        assert again == stored and again.content == "hello"
+        assert await ingestion.stored(first.id) == stored
+        assert await ingestion.stored(None) is None
+        report = await log.read(log.files(log.chat_dir(CHAT)))
+        assert [r.content for r in report.records] == ["hello"]
+    finally:
+        await store.aclose()

@@ -18,6 +18,7 @@ import pytest
 
 from klaw.engine.clock import ManualClock
 from klaw.engine.slots import LlmSlots, Priority
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.llm.router import ModelRouter
 from klaw.memory.conversation_log import ConversationLog
@@ -84,7 +85,7 @@ async def rig(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[R
         config = engine_config(
             server.base_url, routing={"tasks": {"summarization": "fake/large"}}, summarizer=summarizer
         )
-        router = ModelRouter(config)
+        router = ModelRouter(ModelCatalogue.from_config(config))
         slots = LlmSlots(2)
         queued: list[int] = []
         service = SummarizerService(

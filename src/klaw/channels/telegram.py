@@ -27,11 +27,12 @@ from telegram.error import RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 
 from klaw.channels.telegram_split import split_message
+from klaw.command_syntax import parse_command
 from klaw.config import CommandConfig, TelegramChannelConfig
 from klaw.engine.clock import Clock, SystemClock
 from klaw.engine.frames import DeltaFrame, OutboundFrame
 from klaw.gateway.link import Backoff
-from klaw.gateway.service import Gateway, split_command
+from klaw.gateway.service import Gateway
 
 log = logging.getLogger(__name__)
 
@@ -170,15 +171,15 @@ class TelegramChannel:
         submitted = await self._require_gateway().submit(
             TELEGRAM_CHANNEL, str(chat_id), text, message_id=f"tg-{chat_id}-{message.message_id}", sender=sender
         )
-        if not (submitted.duplicate or submitted.queued) and split_command(text) is None:
+        if not (submitted.duplicate or submitted.queued) and parse_command(text) is None:
             self._start_typing(chat_id)  # not while the engine is down: nobody is typing then
 
     def _as_klaw_text(self, text: str) -> str:
         """`/new@thisbot x` → `/new x`; `/start` → `/help`; anything else unchanged."""
-        command = split_command(text)
+        command = parse_command(text)
         if command is None:
             return text
-        name, args = command
+        name, args = command.name, command.args
         name, _, bot = name.partition("@")
         if bot and bot != self._username:
             return text  # addressed to another bot in a group: not a command for us

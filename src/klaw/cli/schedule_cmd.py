@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.scheduling.names import parse_chat_target, validate_task_name
 from klaw.scheduling.schedules import TaskSchedule
 from klaw.scheduling.task_store import ScheduledTask, ScheduleStore
@@ -75,8 +76,7 @@ def add(
         validate_task_name(name)
         schedule = TaskSchedule.cron(cron) if cron is not None else TaskSchedule.every(every or "")
         target = parse_chat_target(inject_into) if inject_into is not None else None
-        if model is not None and model not in config.models:
-            raise ValueError(f"unknown model {model!r}; configured models: {', '.join(sorted(config.models))}")
+        ModelCatalogue.from_config(config).check(model)
         zone = scheduler_zone(config.scheduler.timezone)
         now = datetime.now(UTC)
         task = ScheduledTask(

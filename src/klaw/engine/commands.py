@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
 from datetime import datetime
 
 from klaw.config import EngineConfig
@@ -12,7 +11,8 @@ from klaw.engine.clock import Clock
 from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.processor import MessageProcessor
 from klaw.engine.scheduler_loop import Scheduler
-from klaw.engine.sessions import SessionManager, UnknownModel
+from klaw.engine.sessions import SessionManager
+from klaw.llm.errors import UnknownModelError
 from klaw.memory.auto_rag import RecalledMessage
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedding_queue import EmbeddingQueue
@@ -23,21 +23,6 @@ from klaw.store.records import ChatRef
 _command_id: ContextVar[str | None] = ContextVar("klaw_command_id", default=None)
 
 PREVIEW_CHARS = 60
-
-
-@dataclass(frozen=True)
-class ParsedCommand:
-    name: str
-    args: str
-
-
-def parse_command(text: str) -> ParsedCommand | None:
-    """`/model  gpt-4o` → ParsedCommand("model", "gpt-4o"); None for text that is not a command."""
-    stripped = text.strip()
-    if not stripped.startswith("/") or len(stripped) < 2 or stripped[1].isspace() or stripped.startswith("//"):
-        return None
-    name, _, args = stripped[1:].partition(" ")
-    return ParsedCommand(name.lower(), args.strip())
 
 
 class CommandHandler:
@@ -102,8 +87,8 @@ class CommandHandler:
             return f"Current model: {session.model}"
         try:
             session = await self._sessions.switch_model(chat, args, record_id=_command_id.get())
-        except UnknownModel as exc:
-            return str(exc)
+        except UnknownModelError as exc:
+            return _sentence(str(exc))
         return f"Switched this chat to {session.model}."
 
     async def _models(self, chat: ChatRef, _: str) -> str:
@@ -219,3 +204,9 @@ def _duration(seconds: float) -> str:
     hours, minutes = divmod(minutes, 60)
     days, hours = divmod(hours, 24)
     return (f"{days}d " if days else "") + f"{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+def _sentence(text: str) -> str:
+    """An error message as a reply: capitalised, ending with a full stop."""
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."

@@ -10,6 +10,7 @@ person and a failed exchange, never a crash of the engine.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
@@ -92,12 +93,13 @@ class MessageProcessor:
         if not self._accepting:
             raise RuntimeError("the engine is shutting down and accepts no new messages")
         record = MessageRecord(inbound.chat, Role.USER, inbound.text, created_at=self._clock.now())
-        if inbound.id:
-            record = MessageRecord(inbound.chat, Role.USER, inbound.text, id=inbound.id, created_at=record.created_at)
-            existing = await self._store.messages.get(inbound.id)
-            if existing is not None:
-                return existing  # a replayed message (gateway reconnect): already accepted
-        stored = await self._ingestion.accept(record)
+        if not inbound.id:
+            stored = await self._ingestion.accept(record)
+        else:
+            record = dataclasses.replace(record, id=inbound.id)
+            stored, new = await self._ingestion.accept_once(record)
+            if not new:
+                return stored  # a replayed message (gateway reconnect): already accepted
         self._queue(inbound.chat, stored)
         return stored
 

@@ -17,9 +17,10 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+from klaw.command_syntax import parse_command
 from klaw.config import EngineConfig
 from klaw.engine.clock import Clock, SystemClock
-from klaw.engine.commands import CommandHandler, parse_command
+from klaw.engine.commands import CommandHandler
 from klaw.engine.context_builder import ContextBuilder
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.frames import CommandFrame, DeltaFrame, InboundFrame, OutboundFrame
@@ -34,6 +35,7 @@ from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.socket_server import EngineSocketServer
 from klaw.engine.system_prompt import SystemPrompt
 from klaw.home import KlawHome
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.router import ModelRouter
 from klaw.memory.archival_memory import ArchivalMemory
 from klaw.memory.auto_rag import AutoRagService
@@ -166,9 +168,10 @@ class Engine:
                 window=config.context.sliding_window,
             )
             register_memory_tools(tools, memory_services)
-            sessions = SessionManager(config, store, ingestion, clock)
+            catalogue = ModelCatalogue.from_config(config)
+            sessions = SessionManager(catalogue, store, ingestion, clock)
             delivery = Delivery()
-            router = router or ModelRouter(config, sleep=clock.sleep)
+            router = router or ModelRouter(catalogue, sleep=clock.sleep)
             processor = MessageProcessor(
                 config=config,
                 home=home,

@@ -64,7 +64,13 @@ def assemble_scheduler(
         delivery=delivery,
         clock=clock,
     )
-    scheduler = Scheduler(config=config, store=ScheduleStore(home.scheduler_db), runner=runner, clock=clock)
+    scheduler = Scheduler(
+        config=config.scheduler,
+        catalogue=router.catalogue,
+        store=ScheduleStore(home.scheduler_db),
+        runner=runner,
+        clock=clock,
+    )
     register_scheduler_tools(tools, scheduler)
     processor.context_builder.set_tools(tools.specs())
     return scheduler

@@ -23,9 +23,10 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 
-from klaw.config import EngineConfig
+from klaw.config import SchedulerConfig
 from klaw.engine.clock import Clock
 from klaw.engine.subagents import RunOutcome, SubagentRequest, SubagentRunner
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.scheduling.names import validate_task_name
 from klaw.scheduling.schedules import TaskSchedule
 from klaw.scheduling.task_store import ScheduledTask, ScheduleStore
@@ -45,13 +46,22 @@ class SchedulerStatus:
 
 
 class Scheduler:
-    def __init__(self, *, config: EngineConfig, store: ScheduleStore, runner: SubagentRunner, clock: Clock) -> None:
-        self._config = config
+    def __init__(
+        self,
+        *,
+        config: SchedulerConfig,
+        catalogue: ModelCatalogue,
+        store: ScheduleStore,
+        runner: SubagentRunner,
+        clock: Clock,
+    ) -> None:
+        """`config` is the `scheduler` section; `catalogue` checks a task's model."""
+        self._catalogue = catalogue
         self._store = store
         self._runner = runner
         self._clock = clock
-        self.zone: tzinfo = scheduler_zone(config.scheduler.timezone)
-        self._grace = timedelta(seconds=config.scheduler.misfire_grace_seconds)
+        self.zone: tzinfo = scheduler_zone(config.timezone)
+        self._grace = timedelta(seconds=config.misfire_grace_seconds)
         self._wake = asyncio.Event()
         self._asleep = asyncio.Event()
         self._stopping = False
@@ -96,8 +106,7 @@ class Scheduler:
     ) -> ScheduledTask:
         """Add a task; raises ValueError (bad name, unknown model, duplicate name) with the reason."""
         validate_task_name(name)
-        if model is not None and model not in self._config.models:
-            raise ValueError(f"unknown model {model!r}; configured models: {', '.join(sorted(self._config.models))}")
+        self._catalogue.check(model)
         now = self._clock.now()
         task = ScheduledTask(
             name, schedule, message, model, inject_into, created_at=now, next_run_at=schedule.first_fire(now, self.zone)

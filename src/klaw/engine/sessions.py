@@ -10,8 +10,8 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
-from klaw.config import EngineConfig
 from klaw.engine.clock import Clock
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.memory.ingestion import Ingestion
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role, Segment
@@ -26,13 +26,9 @@ class Session:
     segment: Segment
 
 
-class UnknownModel(ValueError):
-    """A model id that is not configured; the message lists the valid ones."""
-
-
 class SessionManager:
-    def __init__(self, config: EngineConfig, store: Storage, ingestion: Ingestion, clock: Clock) -> None:
-        self._config = config
+    def __init__(self, catalogue: ModelCatalogue, store: Storage, ingestion: Ingestion, clock: Clock) -> None:
+        self._catalogue = catalogue
         self._store = store
         self._ingestion = ingestion
         self._clock = clock
@@ -41,22 +37,20 @@ class SessionManager:
         # A chat follows routing.default until someone picks a model with /model (a model_switch
         # record); so editing routing.default reaches every chat that never chose.
         state = await self._store.sessions.get(chat)
-        model = self._config.routing.default
+        model = self._catalogue.default
         if state is None:
             pass
-        elif state.model in self._config.models:
+        elif state.model in self._catalogue:
             model = state.model
         else:
             log.warning("chat %s used model %r, which is no longer configured; using %r", chat, state.model, model)
         return Session(chat, model, await self._store.segments.current(chat))
 
     async def switch_model(self, chat: ChatRef, model_id: str, record_id: str | None = None) -> Session:
-        """`/model <id>`. `record_id` (the command's message id, when a gateway sent one) makes a
-        replayed command a no-op, as replayed messages are."""
-        if model_id not in self._config.models:
-            raise UnknownModel(
-                f"Unknown model '{model_id}'. Configured models: {', '.join(sorted(self._config.models))}"
-            )
+        """`/model <id>` (`UnknownModelError` for an id that is not configured). `record_id` (the
+        command's message id, when a gateway sent one) makes a replayed command a no-op, as replayed
+        messages are."""
+        self._catalogue.check(model_id)
         record = MessageRecord(
             chat,
             Role.SYSTEM,
@@ -76,8 +70,7 @@ class SessionManager:
         return await self.get_or_create(chat)
 
     async def _accept_once(self, record: MessageRecord, record_id: str | None) -> None:
-        if record_id is not None:
-            if await self._store.messages.get(record_id) is not None:
-                return
-            record = dataclasses.replace(record, id=record_id)
-        await self._ingestion.accept(record)
+        if record_id is None:
+            await self._ingestion.accept(record)
+        else:
+            await self._ingestion.accept_once(dataclasses.replace(record, id=record_id))

@@ -123,9 +123,7 @@ class SubagentRunner:
     def spawn(self, request: SubagentRequest) -> asyncio.Task[RunOutcome]:
         """Start a run in the background; raises for a bad name or model, a busy task, or shutdown."""
         validate_task_name(request.task_name)
-        if request.model is not None and request.model not in self._config.models:
-            known = ", ".join(sorted(self._config.models))
-            raise ValueError(f"unknown model {request.model!r}; configured models: {known}")
+        self._router.catalogue.check(request.model)
         if not self._accepting:
             raise RuntimeError("the engine is shutting down and starts no new runs")
         if request.task_name in self._runs:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from klaw.command_syntax import parse_command
 from klaw.engine.clock import Clock, SystemClock
 from klaw.engine.frames import CommandFrame, DeltaFrame, InboundFrame, OutboundFrame
 from klaw.gateway.buffer import BufferedFrame, InboundBuffer
@@ -51,15 +52,6 @@ class Submitted:
     id: str
     queued: bool
     duplicate: bool = False
-
-
-def split_command(text: str) -> tuple[str, str] | None:
-    """`/model  gpt-4o` → ("model", "gpt-4o"); None for text that is not a slash command (as the engine reads it)."""
-    stripped = text.strip()
-    if not stripped.startswith("/") or len(stripped) < 2 or stripped[1].isspace() or stripped.startswith("//"):
-        return None
-    name, _, args = stripped[1:].partition(" ")
-    return name.lower(), args.strip()
 
 
 class Gateway:
@@ -134,10 +126,10 @@ class Gateway:
         """Buffer what a person typed and send it when the engine is there. A `message_id` that is
         already pending is not buffered twice (`duplicate`). Raises `FrameError` for text too large."""
         frame_id = message_id or uuid.uuid4().hex
-        command = split_command(text)
+        command = parse_command(text)
         frame: BufferedFrame
         if command is not None:
-            frame = CommandFrame(id=frame_id, channel=channel, chat_id=chat_id, command=command[0], args=command[1])
+            frame = CommandFrame(id=frame_id, channel=channel, chat_id=chat_id, command=command.name, args=command.args)
         else:
             frame = InboundFrame(
                 id=frame_id, channel=channel, chat_id=chat_id, text=text, created_at=self._clock.now(), sender=sender

@@ -9,6 +9,8 @@ because they usually name the real problem, e.g. an unknown model name.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 _MAX_SERVER_MESSAGE = 300
 
 
@@ -78,8 +80,16 @@ class LlmMalformedResponseError(LlmError):
     """The server answered 200 with something that is not a valid OpenAI-format response."""
 
 
-class UnknownModelError(LlmError):
-    """A model id that is not configured under `models:` in engine.yaml."""
+class UnknownModelError(LlmError, ValueError):
+    """A model id that is not configured under `models:` in engine.yaml (`klaw.llm.catalogue`). A
+    `ValueError` too: where a person or a model chose the id, it is bad input, answered as such."""
+
+    def __init__(self, model_id: str, known: Sequence[str]) -> None:
+        Exception.__init__(self, f"unknown model {model_id!r}; configured models: {', '.join(known) or '(none)'}")
+        self.model_id = model_id
+        self.base_url = None
+        self.status = None
+        self.known = tuple(known)
 
 
 def server_message(text: str) -> str:

@@ -14,8 +14,8 @@ from typing import Literal
 
 import httpx
 
-from klaw.config import EngineConfig, ModelConfig
-from klaw.llm.errors import UnknownModelError
+from klaw.config import ModelConfig
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.http import Sleep, new_http_client
 from klaw.llm.openai_client import OpenAiChatClient
 from klaw.llm.protocol import ChatModel
@@ -33,13 +33,13 @@ class ModelRouter:
 
     def __init__(
         self,
-        config: EngineConfig,
+        catalogue: ModelCatalogue,
         *,
         factory: ModelFactory | None = None,
         sleep: Sleep = asyncio.sleep,
         env: Mapping[str, str] = os.environ,
     ) -> None:
-        self._config = config
+        self.catalogue = catalogue
         self._factory = factory
         self._sleep = sleep
         self._env = env
@@ -50,18 +50,18 @@ class ModelRouter:
     @property
     def model_ids(self) -> tuple[str, ...]:
         """Every configured model id, sorted (for `/models` and error messages)."""
-        return tuple(sorted(self._config.models))
+        return self.catalogue.ids
 
     @property
     def default(self) -> ChatModel:
-        return self.client(self._config.routing.default)
+        return self.client(self.catalogue.default)
 
     def for_task(self, task: Task) -> ChatModel:
         """The model routed to `task` (`routing.tasks.*`), else the default."""
         if task == "summarization":
-            return self.client(self._config.summarization_model)
+            return self.client(self.catalogue.summarization)
         if task == "subagent":
-            return self.client(self._config.subagent_model)
+            return self.client(self.catalogue.subagent)
         raise ValueError(f"unknown task {task!r}; expected 'summarization' or 'subagent'")
 
     def client(self, model_id: str) -> ChatModel:
@@ -71,14 +71,7 @@ class ModelRouter:
         model = self._models.get(model_id)
         if model is not None:
             return model
-        config = self._config.models.get(model_id)
-        if config is None:
-            raise UnknownModelError(
-                "no such model is configured",
-                model_id=model_id,
-                base_url=None,
-                hint=f"Configured models: {', '.join(self.model_ids) or '(none)'}.",
-            )
+        config = self.catalogue.get(model_id)
         model = self._factory(model_id, config) if self._factory else self._build(model_id, config)
         self._models[model_id] = model
         return model

@@ -122,7 +122,7 @@ class Forgetting:
 
     async def already_done(self, record_id: str | None) -> bool:
         """A command replayed with the id it was first carried out under changes nothing twice."""
-        return record_id is not None and await self._store.messages.get(record_id) is not None
+        return await self._ingestion.stored(record_id) is not None
 
     async def forget(self, plan: ForgetPlan, *, record_id: str | None = None) -> ForgetOutcome:
         """Carry out `plan`; `record_id` (a command's id) becomes the tombstone's id."""

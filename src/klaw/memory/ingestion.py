@@ -58,6 +58,20 @@ class Ingestion:
         await self.log.append(record)
         return await self._store(record)
 
+    async def stored(self, record_id: str | None) -> StoredMessage | None:
+        """The one "already stored?" rule: a record whose id the store holds was accepted before.
+        Ids from outside make replays harmless: a gateway resends a message or command it is not
+        sure reached us, and crash recovery replays the log (None: no id given, nothing stored)."""
+        return None if record_id is None else await self.store.messages.get(record_id)
+
+    async def accept_once(self, record: MessageRecord) -> tuple[StoredMessage, bool]:
+        """`accept`, unless a record with this id is already stored: then that one, neither logged
+        nor stored again. Returns the stored record and whether it was accepted just now."""
+        existing = await self.stored(record.id)
+        if existing is not None:
+            return existing, False
+        return await self.accept(record), True
+
     async def _store(self, record: MessageRecord) -> StoredMessage:
         embed = should_embed(record, self.min_embed_tokens)
         stored = await self.store.messages.append(record, embed=embed)
@@ -88,7 +102,7 @@ class Ingestion:
             report = await self.log.read(candidates)
             forgotten = tombstoned(report.records)  # lines a crash kept from being removed by /forget
             for record in report.records:
-                if record.id not in forgotten and await self.store.messages.get(record.id) is None:
+                if record.id not in forgotten and await self.stored(record.id) is None:
                     await self._store(record)
                     recovered += 1
         if recovered:
