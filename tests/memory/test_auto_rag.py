@@ -130,11 +130,25 @@ async def test_returns_empty_when_there_are_no_matches(chat: Conversation) -> No
 
 
 async def test_returns_empty_when_the_best_result_exceeds_the_threshold(chat: Conversation) -> None:
-    # The message matches by full text, but its vector is orthogonal to the query's (distance 1.0).
-    await chat.say(DEPLOY, vector=one_hot(1))
+    # The messages match by full text, but their vectors are orthogonal to the query's (distance 1.0),
+    # and the words they share with it are common in the segment (each in 3 of its messages), so they
+    # are no evidence of their own.
+    for _ in range(3):
+        await chat.say(DEPLOY, vector=one_hot(1))
     far_query = FixedEmbedder(one_hot(0))
     assert await recall(service(chat, embedder=far_query), chat) == []
     assert await recall(service(chat, embedder=far_query, relevance_threshold=1.5), chat) != []
+
+
+async def test_a_word_rare_in_the_segment_passes_the_gate_on_its_own(chat: Conversation) -> None:
+    """A name said once is found by full text although every vector is far: the words alone are the
+    evidence (the message after it may come along as its neighbour). A common word alone opens nothing."""
+    fact = await chat.say("my sister's dog is called Zorblax", vector=one_hot(1))
+    for i in range(3):
+        await chat.say(f"the dog park was busy again today, round {i}", vector=one_hot(2))
+    far_query = FixedEmbedder(one_hot(0))
+    assert (await recall(service(chat, embedder=far_query), chat, query="recall? zorblax the dog"))[:1] == [fact.rowid]
+    assert await recall(service(chat, embedder=far_query), chat, query="the dog") == []
 
 
 async def test_small_talk_pulls_nothing(chat: Conversation) -> None:

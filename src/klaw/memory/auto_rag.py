@@ -7,16 +7,18 @@ best few messages are placed in the context as a block "From earlier in this con
 The steps, in order:
 1. hybrid search over the segment, 20 candidates a side and their neighbours, the window's and
    pending rowids excluded before ranking (they take no candidate place);
-2. relevance gate: when the vector side returned any candidate, the closest of them (the smallest
-   cosine distance among the non-window candidates) must be ≤ `relevance_threshold`, or nothing is
-   recalled, full-text matches included. So "ok" or "thanks" pull nothing in although full text
-   may find another "ok". When the vector side returned nothing (embedder down, vector table
-   missing, or no message of the segment outside the window embedded yet), full-text results pass
-   as they are: there is nothing to judge them by, and keyword matches beat no recall;
-3. per candidate: one found by the vector side alone must itself be within the threshold (KNN
-   always returns the nearest messages, however unrelated); one full text found is kept, its
-   matching words being evidence of their own; one that is there only as the neighbour of a hit
-   (`context_of`) is kept when that hit is;
+2. relevance gate, weighing both kinds of evidence (`word_evidence`): a message with no content
+   word ("ok thanks", "good morning") recalls nothing. Otherwise the gate opens when the closest
+   vector candidate (the smallest cosine distance among the non-window candidates) is within
+   `relevance_threshold`, or when messages of the segment hold a word of the query that is rare in
+   it (a name, a code, a place: "Zorblax" is said once, "thanks" everywhere), or when the vector side
+   returned nothing (embedder down, vector table missing, or nothing outside the window embedded
+   yet: full text is all there is to judge by, and keyword matches beat no recall);
+3. per candidate: when the gate opened by vector, one found by the vector side alone must itself
+   be within the threshold (KNN always returns the nearest messages, however unrelated) and one
+   full text found is kept, its matching words being evidence of their own; when it opened by rare
+   words alone, a candidate is kept when it holds one of them or is within the threshold. One that
+   is there only as the neighbour of a hit (`context_of`) is kept when that hit is;
 4. the best `top_k` by fused score;
 5. the `max_tokens` budget for the whole block (header included): hits are taken best first while
    they fit; one that does not fit is shortened to the room left (at least MIN_EXCERPT_TOKENS,
@@ -36,6 +38,8 @@ from dataclasses import dataclass
 from klaw.config import AutoRagConfig
 from klaw.llm.tokens import approximate_token_count
 from klaw.memory.hybrid_search import HybridHit, HybridSearch
+from klaw.memory.word_evidence import is_small_talk, messages_with_telling_words
+from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
 
 log = logging.getLogger(__name__)
@@ -67,6 +71,7 @@ class AutoRagService:
     def __init__(self, config: AutoRagConfig, hybrid: HybridSearch) -> None:
         self._config = config
         self._hybrid = hybrid
+        self._store: Storage = hybrid.store
 
     @property
     def enabled(self) -> bool:
@@ -95,17 +100,27 @@ class AutoRagService:
     async def _recall(
         self, chat: ChatRef, segment_id: int, query: str, window: frozenset[int], max_tokens: int | None
     ) -> list[RecalledMessage]:
+        if is_small_talk(query):
+            return []
         hits = await self._hybrid.search(chat, query, segment_id=segment_id, limit=CANDIDATES_PER_SIDE, exclude=window)
         hits = [hit for hit in hits if hit.message.rowid not in window]
-        distances = [hit.distance for hit in hits if hit.distance is not None]
-        if distances and min(distances) > self._config.relevance_threshold:
-            log.debug(
-                "auto-RAG: closest vector candidate at distance %.3f is over the threshold %.3f; nothing recalled",
-                min(distances),
-                self._config.relevance_threshold,
-            )
+        if not hits:
             return []
-        hits = _evidenced(hits, self._config.relevance_threshold)
+        threshold = self._config.relevance_threshold
+        distances = [hit.distance for hit in hits if hit.distance is not None]
+        if not distances or min(distances) <= threshold:
+            hits = _evidenced(hits, threshold)
+        else:
+            telling = await messages_with_telling_words(self._store, chat, query, segment_id=segment_id, exclude=window)
+            if not telling & {hit.message.rowid for hit in hits}:
+                log.debug(
+                    "auto-RAG: closest vector candidate at distance %.3f is over the threshold %.3f and no rare"
+                    " word matched; nothing recalled",
+                    min(distances),
+                    threshold,
+                )
+                return []
+            hits = _evidenced(hits, threshold, telling)
         budget = self._config.max_tokens if max_tokens is None else min(max_tokens, self._config.max_tokens)
         recalled = fit_to_budget(hits[: self._config.top_k], budget)
         log.debug("auto-RAG: %d candidate(s), %d recalled", len(hits), len(recalled))
@@ -116,9 +131,14 @@ def _within(hit: HybridHit, threshold: float) -> bool:
     return hit.distance is not None and hit.distance <= threshold
 
 
-def _evidenced(hits: Sequence[HybridHit], threshold: float) -> list[HybridHit]:
-    """The hits step 3 keeps, in their order."""
-    found = {hit.message.rowid for hit in hits if hit.fts_rank is not None or _within(hit, threshold)}
+def _evidenced(hits: Sequence[HybridHit], threshold: float, telling: Collection[int] | None = None) -> list[HybridHit]:
+    """The hits step 3 keeps, in their order: `telling` (rowids holding a rare word of the query)
+    replaces "found by full text" when the gate opened by words alone."""
+
+    def words(hit: HybridHit) -> bool:
+        return hit.fts_rank is not None if telling is None else hit.message.rowid in telling
+
+    found = {hit.message.rowid for hit in hits if words(hit) or _within(hit, threshold)}
     return [hit for hit in hits if hit.message.rowid in found or hit.context_of in found]
 
 

@@ -77,6 +77,10 @@ class HybridSearch:
         self._embedder = embedder
         self._config = config or SearchConfig()
 
+    @property
+    def store(self) -> Storage:
+        return self._store
+
     async def search(
         self,
         chat: ChatRef,

@@ -27,6 +27,7 @@ from klaw.store.records import (
     SessionState,
     StoredMessage,
     TargetJobCounts,
+    WordCounts,
 )
 from klaw.store.summaries.protocol import SummaryRepository
 
@@ -120,6 +121,23 @@ class SearchRepository(Protocol):
         until: datetime | None = None,
     ) -> list[SearchHit]:
         """K nearest messages by cosine distance (score = distance, lower is closer)."""
+        ...
+
+    async def word_counts(
+        self,
+        chat: ChatRef,
+        text: str,
+        *,
+        max_share: float,
+        min_cap: int,
+        segment_id: int | None = None,
+        until: datetime | None = None,
+        exclude: Sequence[int] = (),
+    ) -> WordCounts:
+        """For each search word of `text` (as `full_text` reads it), how many conversation messages of
+        the scope (less the rowids in `exclude`) hold it in their own text, and the scope's size.
+        Counting stops past the cap, max(`min_cap`, `max_share` × the scope's size), so a common word
+        costs little."""
         ...
 
     async def neighbours(self, messages: Sequence[StoredMessage], span: int) -> dict[int, list[tuple[int, int]]]:

@@ -282,6 +282,16 @@ class TargetJobCounts:
 
 
 @dataclass(frozen=True, slots=True)
+class WordCounts:
+    """How telling a query's words are in a scope: `messages` is the number of conversation messages
+    in it, `counts[word]` how many of them hold the word in their own text (capped: a value over the
+    cap asked for only means "more than the cap")."""
+
+    messages: int
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
 class SearchHit:
     """A message found by a search, with the backend's own score (bm25 rank or cosine distance)."""
 

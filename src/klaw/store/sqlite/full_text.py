@@ -83,6 +83,24 @@ def ranked_matches(
     )
 
 
+def scoped_count(
+    connection: apsw.Connection, expression: str, where: str, params: list[Any], segment_id: int | None, cap: int
+) -> int:
+    """How many messages of the scope (`where` over `messages m`) match `expression`, counting no
+    further than `cap` + 1, so a common word costs at most that many lookups."""
+    bounds = _segment_rowids(connection, segment_id)
+    if segment_id is not None and bounds is None:
+        return 0
+    in_range = " AND messages_fts.rowid BETWEEN ? AND ?" if bounds else ""
+    row = fetch_one(
+        connection,
+        "SELECT count(*) FROM (SELECT 1 FROM messages_fts CROSS JOIN messages m ON m.rowid = messages_fts.rowid"
+        f" WHERE messages_fts MATCH ?{in_range} AND {where} LIMIT ?)",
+        (expression, *(bounds or ()), *params, cap + 1),
+    )
+    return 0 if row is None else int(row[0])
+
+
 def match_expression(connection: apsw.Connection, words: list[str]) -> str:
     """The OR of `words` as an FTS5 expression, a common word limited to the `content` column."""
     terms = []

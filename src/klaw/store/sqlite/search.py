@@ -28,12 +28,12 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.records import ChatRef, SearchHit, StoredMessage, to_millis
+from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts, to_millis
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
-from klaw.store.sqlite.fts_query import search_words
-from klaw.store.sqlite.full_text import match_expression, ranked_matches
-from klaw.store.sqlite.query import fetch_all
+from klaw.store.sqlite.fts_query import quoted, search_words
+from klaw.store.sqlite.full_text import match_expression, ranked_matches, scoped_count
+from klaw.store.sqlite.query import fetch_all, fetch_value
 from klaw.store.sqlite.record_kinds import conversation_sql
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.vector_cache import ChatVectorCache, MatrixView, VectorScope, merge_nearest
@@ -130,6 +130,37 @@ class SqliteSearch:
             by_rowid = {row[0]: message_from_row(row) for row in rows}
             # A rowid deleted since the view was taken has no row: it is dropped here.
             return [SearchHit(by_rowid[rowid], distance) for rowid, distance in distances.items() if rowid in by_rowid]
+
+        return await self._db.run(query)
+
+    async def word_counts(
+        self,
+        chat: ChatRef,
+        text: str,
+        *,
+        max_share: float,
+        min_cap: int,
+        segment_id: int | None = None,
+        until: datetime | None = None,
+        exclude: Sequence[int] = (),
+    ) -> WordCounts:
+        words = search_words(text)
+        left_out = json.dumps(sorted(set(exclude)))
+
+        def query(connection: apsw.Connection) -> WordCounts:
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None:
+                return WordCounts(0, dict.fromkeys(words, 0))
+            where, params = _scope("m.chat", chat_key, "m.segment_id", segment_id, "m.created_at", None, until)
+            where = f"{where} AND {_CONVERSATION} AND m.rowid NOT IN (SELECT value FROM json_each(?))"
+            params.append(left_out)
+            size = int(fetch_value(connection, f"SELECT count(*) FROM messages m WHERE {where}", params))
+            cap = max(min_cap, int(max_share * size))
+            counts = {
+                word: scoped_count(connection, "{content} : " + quoted(word), where, params, segment_id, cap)
+                for word in words
+            }
+            return WordCounts(size, counts)
 
         return await self._db.run(query)
 

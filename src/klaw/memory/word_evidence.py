@@ -1,0 +1,102 @@
+"""Words as evidence of relevance: which words of a message are telling in this chat, and which
+stored messages hold them.
+
+Recall has two kinds of evidence that an older message bears on what the person just wrote: its
+meaning is close (vector distance) or it shares telling words. A name, a code, a place or an id
+("Zorblax", "INV-2291", "Carcassonne") is exactly what people ask their memory for, and a small
+embedder places a lone rare name far from everything, so words must be able to open the gate on
+their own. Not every shared word is evidence, though: "ok thanks" shares "thanks" with half a chat.
+
+A word is telling when:
+- it is a content word: not an English function word (`fts_query.STOP_WORDS`) and not small talk
+  (`SMALL_TALK`: greetings, thanks, acknowledgements, interjections); a message made only of such
+  words ("ok thanks", "good morning", "haha yes") recalls nothing at all, by either kind of evidence;
+- it is rare in the scope searched (the segment, or the chat's past): held in the own text of at
+  most max(`RARE_MIN_MESSAGES`, `RARE_MAX_SHARE` × the scope's conversation messages). A word said
+  in a tenth of the chat says little about which message is meant, whatever the language.
+
+The counts come from the full-text index (`SearchRepository.word_counts`, a bounded count per
+word), so the same stemming applies as in search: "dogs" counts "dog". Why these figures:
+docs/decisions/080-word-evidence-gate.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+
+from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef
+from klaw.store.sqlite.fts_query import STOP_WORDS, search_words
+
+RARE_MAX_SHARE = 0.02
+RARE_MIN_MESSAGES = 2
+# How many messages holding telling words are looked up to be passed by them (best by bm25 first).
+EVIDENCE_LIMIT = 40
+
+# Words of English small talk: a message made of these and function words asks nothing of memory.
+# A closed class like the function words; a word missing here can still be rare in a chat and
+# open the gate, which the share above then limits.
+_SMALL_TALK_TEXT = """
+    ah aha alright anyway awesome bye cheers cool evening fine gm gn good goodbye goodnight great
+    ha haha hahaha hehe hello hey hi hmm hmmm k kk lol lmao morning nice night no nope ok okay oh
+    oops please right sorry sure thank thanks thx ty well wow ya yay yea yeah yep yes yup
+"""
+SMALL_TALK = frozenset(_SMALL_TALK_TEXT.split())
+
+
+def content_words(text: str) -> list[str]:
+    """The words of `text` that could tell what it is about: no function words, no small talk."""
+    return [word for word in search_words(text) if word not in STOP_WORDS and word not in SMALL_TALK]
+
+
+def is_small_talk(text: str) -> bool:
+    """Whether `text` has no content word ("ok thanks", "good morning!", "what?")."""
+    return not content_words(text)
+
+
+async def telling_words(
+    store: Storage,
+    chat: ChatRef,
+    text: str,
+    *,
+    segment_id: int | None = None,
+    until: datetime | None = None,
+    exclude: Collection[int] = (),
+) -> list[str]:
+    """The content words of `text` that are rare in the scope (less `exclude`: the window and the
+    message asking, which holds its own words) and held by at least one message of it."""
+    words = content_words(text)
+    if not words:
+        return []
+    found = await store.search.word_counts(
+        chat,
+        " ".join(words),
+        max_share=RARE_MAX_SHARE,
+        min_cap=RARE_MIN_MESSAGES,
+        segment_id=segment_id,
+        until=until,
+        exclude=sorted(exclude),
+    )
+    limit = max(RARE_MIN_MESSAGES, int(RARE_MAX_SHARE * found.messages))
+    return [word for word in words if 0 < found.counts.get(word, 0) <= limit]
+
+
+async def messages_with_telling_words(
+    store: Storage,
+    chat: ChatRef,
+    text: str,
+    *,
+    segment_id: int | None = None,
+    until: datetime | None = None,
+    exclude: Collection[int] = (),
+) -> set[int]:
+    """Rowids of the scope's messages holding a telling word of `text` (at most `EVIDENCE_LIMIT`,
+    plus those in `exclude`, which are left out)."""
+    words = await telling_words(store, chat, text, segment_id=segment_id, until=until, exclude=exclude)
+    if not words:
+        return set()
+    hits = await store.search.full_text(
+        chat, " ".join(words), limit=EVIDENCE_LIMIT + len(exclude), segment_id=segment_id, until=until
+    )
+    return {hit.message.rowid for hit in hits} - set(exclude)

@@ -1,0 +1,69 @@
+"""Recall a person can trust, through a running engine: the local MiniLM embedder, a real store, the
+fake OpenAI server recording what the model is sent.
+
+A fact said 31 messages back (out of the default 20-message window) must reach the context when the
+person asks by the name alone, where the small embedder puts the lone name far from everything
+(the words must open the gate on their own), and when they ask in words; small talk must bring
+nothing back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from klaw.memory.auto_rag import HEADER
+from tests.engine.harness import CHAT, Harness, running_engine
+
+FACT = "My sister's dog is called Zorblax, a grey whippet she adopted from a shelter in March."
+TALK = [
+    "I finally repainted the kitchen cabinets a dark green colour this weekend.",
+    "The quarterly report for the logistics team is due on the fourteenth of next month.",
+    "We are thinking of taking the night train from Vienna down to Venice in the summer.",
+    "My landlord says the boiler will be replaced before the heating season starts.",
+    "I started reading a long novel about a lighthouse keeper on a remote Scottish island.",
+    "The choir rehearsal moved from Tuesday evenings to Thursday evenings at the community hall.",
+    "I have been trying to bake sourdough bread but the crust always comes out too thick.",
+    "Our football club lost the derby two to one after a penalty in the final minute.",
+    "The dentist wants me back in six weeks to check how the new filling has settled.",
+    "I signed up for an evening course on the history of medieval architecture in Europe.",
+    "The tomatoes on the balcony finally turned red after weeks of cold and rainy weather.",
+    "My manager approved the budget for two new laptops for the design department.",
+    "We watched a documentary about deep sea creatures that glow in complete darkness.",
+    "I need to renew my passport before the trip, the current one expires in October.",
+    "The bakery on the corner closed down and a bicycle repair shop is opening there instead.",
+]
+
+
+def recall_blocks(h: Harness) -> list[str]:
+    messages = h.last_request_messages()
+    return [m["content"] for m in messages if m["role"] == "system" and m["content"].startswith(HEADER)]
+
+
+async def conversation(h: Harness) -> None:
+    """The fact, then fifteen turns on other things: the fact is 31 messages before the question."""
+    for text in [FACT, *TALK]:
+        h.server.reply_text("Noted, thanks for telling me.")
+        await h.turn(text)
+    async with asyncio.timeout(30):
+        await h.engine.embedding_queue.wait_idle()
+    segment = await h.engine.store.segments.current(CHAT)
+    assert await h.engine.store.messages.count_in_segment(segment.id) == 32
+
+
+async def ask(h: Harness, text: str) -> list[str]:
+    h.server.reply_text("Let me think.")
+    await h.turn(text)
+    return recall_blocks(h)
+
+
+async def test_a_fact_31_messages_back_is_recalled_by_its_name_and_in_words_and_small_talk_recalls_nothing(
+    tmp_path: Path,
+) -> None:
+    async with running_engine(tmp_path, embedder={"backend": "minilm"}) as h:
+        await conversation(h)
+        for question in ["recall? Zorblax", "Zorblax", "What was the name of my sister's dog?"]:
+            blocks = await ask(h, question)
+            assert len(blocks) == 1 and FACT in blocks[0], question
+        for small_talk in ["ok thanks", "good morning!", "haha yes, sounds good"]:
+            assert await ask(h, small_talk) == [], small_talk
