@@ -50,6 +50,7 @@ async def test_a_broken_sqlite_vec_install_is_one_clear_error(
     home = tmp_path / "home"
     assert klaw(home, broken_sqlite_vec, "init").returncode == 0
     await (await SqliteStore.open(home / "klaw.db")).aclose()  # a home an engine has run in (with sqlite-vec)
+    (home / "klaw.db").chmod(0o600)  # as the engine leaves it (this process's umask is not klaw's)
     result = klaw(home, broken_sqlite_vec, *command)
     said = " ".join(result.stderr.split())  # rich wraps long lines
     assert result.returncode != 0

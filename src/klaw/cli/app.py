@@ -19,8 +19,9 @@ from klaw.cli import (
     reindex_cmd,
     schedule_cmd,
 )
-from klaw.cli.context import home_from_env
+from klaw.cli.context import home_from_env, make_private_or_warn
 from klaw.home_init import initialise_home
+from klaw.home_privacy import restrict_umask
 
 app = typer.Typer(
     name="klaw",
@@ -60,6 +61,7 @@ def init(
 ) -> None:
     """Create KLAW_HOME (default ~/.klaw): a commented engine.yaml and the workspace files."""
     home = home_from_env()
+    make_private_or_warn(home)
     report = initialise_home(home, overwrite=force)
     console = Console()
     if if_missing and not report.written:
@@ -72,4 +74,5 @@ def init(
 
 
 def main() -> None:
+    restrict_umask()  # everything this process creates is 0700/0600, whoever creates it (klaw/home_privacy.py)
     app()

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from klaw.config_loader import ConfigError, LoadedConfig, load_config
 from klaw.home import KlawHome
+from klaw.home_privacy import make_private
 
 if TYPE_CHECKING:
     from klaw.store.sqlite.store import SqliteStore
@@ -22,11 +23,30 @@ def home_from_env() -> KlawHome:
 
 
 def load_or_exit(home: KlawHome) -> LoadedConfig:
-    """The effective configuration, or exit 2 with the validation message (no traceback)."""
+    """The effective configuration, or exit 2 with the validation message (no traceback).
+
+    Every command that reads the config also makes the home private first, saying what it changed:
+    a home an older klaw (or a person) left readable by others is tightened before anything runs."""
     try:
-        return load_config(home.config_file)
+        loaded = load_config(home.config_file)
     except ConfigError as exc:
+        make_private_or_warn(home)
         fail(str(exc))
+    database = home.database_file(loaded.config.database.path)
+    make_private_or_warn(home, [database, *(database.with_name(database.name + end) for end in ("-wal", "-shm"))])
+    return loaded
+
+
+def make_private_or_warn(home: KlawHome, extra: list[Path] | None = None) -> None:
+    """`make_private`, with one warning line naming how many paths others could read."""
+    changed = make_private(home, extra or [])
+    if changed:
+        shown = ", ".join(str(path) for path in changed[:3]) + (", …" if len(changed) > 3 else "")
+        err_console.print(
+            f"[yellow]warning:[/yellow] other users could read {len(changed)} path(s) klaw keeps ({shown});"
+            " made them private (directories 0700, files 0600)",
+            highlight=False,
+        )
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
