@@ -11,7 +11,7 @@ A home made by an older klaw, or by hand, may already be readable by others: `ma
 it at every command's start and says what it changed. It leaves alone symlinks (chmod would follow
 them out of the home), paths owned by another user, and what is inside the workspace: those are the
 person's own files, perhaps hard links to files elsewhere whose mode is not ours to change (the home
-itself being 0700 keeps them from other users).
+itself being 0700 keeps them from other users). Why one umask: docs/decisions/050-private-by-umask.md.
 """
 
 from __future__ import annotations
