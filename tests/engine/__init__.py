@@ -4,6 +4,7 @@ frame handler and a minimal gateway client speaking raw bytes over a real Unix s
 from __future__ import annotations
 
 import asyncio
+import errno
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -35,22 +36,27 @@ def short_socket_dir() -> Iterator[Path]:
 
 
 class RecordingHandler:
-    """Records what the server hands over; raises for ids in `fail_ids` (with the text in the message,
-    to prove the server does not pass it on)."""
+    """Records what the server hands over; raises for ids in `fail_ids` (a full disk) and `poison_ids`
+    (a bug), with the text in the message, to prove the server does not pass it on."""
 
     def __init__(self) -> None:
         self.inbound: list[InboundFrame] = []
         self.commands: list[CommandFrame] = []
         self.fail_ids: set[str] = set()
+        self.poison_ids: set[str] = set()
 
     async def on_inbound(self, frame: InboundFrame) -> None:
-        if frame.id in self.fail_ids:
-            raise RuntimeError(f"cannot store {frame.text}")
+        if frame.id in self.fail_ids:  # a transient fault: the disk is full
+            raise OSError(errno.ENOSPC, f"cannot store {frame.text}")
+        if frame.id in self.poison_ids:  # a bug met by this message alone
+            raise OverflowError(f"cannot store {frame.text}")
         self.inbound.append(frame)
 
     async def on_command(self, frame: CommandFrame) -> None:
         if frame.id in self.fail_ids:
-            raise RuntimeError(f"cannot run {frame.args}")
+            raise OSError(errno.ENOSPC, f"cannot run {frame.args}")
+        if frame.id in self.poison_ids:
+            raise OverflowError(f"cannot run {frame.args}")
         self.commands.append(frame)
 
 

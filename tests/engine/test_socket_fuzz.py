@@ -29,6 +29,8 @@ from klaw.engine.frames import (
     decode_frame,
 )
 from klaw.engine.socket_server import EngineSocketServer
+from klaw.scheduling.names import SUBAGENT_CHANNEL
+from klaw.store.records import CHANNEL_NAME, chat_id_problem
 from tests.engine import GatewayClient, RecordingHandler, short_socket_dir
 
 FUZZ = settings(
@@ -119,17 +121,20 @@ def test_random_json_values(value: Any) -> None:
 
 
 ids = st.text(min_size=1, max_size=12)
+# Frames only name channels and chat ids klaw can keep a log for (store/records.py).
+channels = st.from_regex(CHANNEL_NAME, fullmatch=True).filter(lambda name: name != SUBAGENT_CHANNEL)
+chat_ids = ids.filter(lambda chat_id: chat_id_problem(chat_id) is None)
 valid_frames = st.one_of(
     st.builds(
         InboundFrame,
         id=ids,
-        channel=ids,
-        chat_id=ids,
+        channel=channels,
+        chat_id=chat_ids,
         text=st.text(max_size=40),
         created_at=st.none() | st.datetimes(timezones=st.just(UTC)),
         sender=st.none() | short_text,
     ),
-    st.builds(CommandFrame, id=ids, channel=ids, chat_id=ids, command=ids, args=short_text),
+    st.builds(CommandFrame, id=ids, channel=channels, chat_id=chat_ids, command=ids, args=short_text),
     st.builds(HelloFrame, channels=st.lists(ids, max_size=3)),
     st.builds(PingFrame, id=st.none() | short_text),
 ).map(lambda frame: frame.model_dump(mode="json"))

@@ -175,6 +175,7 @@ def _recalled_line(recalled: RecalledMessage) -> str:
     return f"[{hit.message.role.value}] score {hit.score:.4f}, distance {distance}, full text {fts}: {preview}"
 
 
+MAX_ROW_ID = 2**63 - 1
 FORGET_USAGE = "usage: /forget last | /forget exchange <id> | /forget segment <id> | /forget memory <id>"
 
 
@@ -182,9 +183,15 @@ async def _forget_target(forgetting: Forgetting, chat: ChatRef, args: str) -> tu
     words = args.lower().split()
     if words == ["last"]:
         return ForgetKind.EXCHANGE, await forgetting.latest_exchange(chat)
-    if len(words) != 2 or words[0] not in {k.value for k in ForgetKind} or not words[1].isdigit():
+    if len(words) != 2 or words[0] not in {k.value for k in ForgetKind} or not _is_id(words[1]):
         raise ForgetError(FORGET_USAGE)
     return ForgetKind(words[0]), int(words[1])
+
+
+def _is_id(word: str) -> bool:
+    """ASCII digits within SQLite's integer range: `²` passes isdigit() and int() refuses it, and
+    an id past 2**63 - 1 cannot even be looked up (OverflowError)."""
+    return word.isascii() and word.isdigit() and int(word) <= MAX_ROW_ID
 
 
 async def _scheduler_line(scheduler: Scheduler) -> str:

@@ -3,9 +3,11 @@
 A bad frame (too large, not JSON, invalid, unknown type) gets an `error` frame and the connection
 goes on: a gateway bug must not cut a chat off. `inbound` and `command` frames are acked only once
 the handler has made them durable, so a gateway can replay safely; a handler that fails gets an
-`internal` error naming the frame instead. `query` frames get a `result` from the optional
-`QueryHandler`. Apart from the server so that the protocol's rules live in one place, away from the
-sockets. Logs carry frame types, ids and sizes, never message text or query parameters.
+error naming the frame instead: `internal` (retry later) for a transient fault such as a full disk,
+`refused` (final) for anything else, so one poison message never stalls a gateway's queue. `query`
+frames get a `result` from the optional `QueryHandler`. Apart from the server so that the protocol's
+rules live in one place, away from the sockets. Logs carry frame types, ids and sizes, never message
+text or query parameters.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from klaw.engine.failures import is_transient
 from klaw.engine.frames import (
     MAX_FRAME_BYTES,
     AckFrame,
@@ -97,8 +100,7 @@ class FrameDispatcher:
             # The traceback only at debug level: exception messages (e.g. pydantic's) can quote the text.
             log.error("handler failed on %s %s from %s: %s", frame.type, frame.id, conn.name, type(exc).__name__)
             log.debug("handler traceback", exc_info=True)
-            message = f"the engine could not accept this {frame.type}; it was not stored, send it again later"
-            await conn.send(ErrorFrame(code="internal", message=message, ref=frame.id))
+            await conn.send(_refusal(frame, exc))
             return
         await conn.send(AckFrame(id=frame.id))
 
@@ -117,3 +119,13 @@ class FrameDispatcher:
         if len(result.model_dump_json().encode()) >= self._max:  # the newline makes it one byte more
             result = ResultFrame(id=frame.id, error="the answer is too large for one frame; ask for less")
         await conn.send(result)
+
+
+def _refusal(frame: InboundFrame | CommandFrame, exc: Exception) -> ErrorFrame:
+    """`internal` (send it again later) only for a fault that can pass (engine/failures.py); otherwise
+    a final `refused`: retrying the same frame would fail the same way and hold up every chat behind it."""
+    if is_transient(exc):
+        message = f"the engine could not accept this {frame.type} now; it was not stored, send it again later"
+        return ErrorFrame(code="internal", message=message, ref=frame.id)
+    message = f"the engine could not handle this {frame.type} ({type(exc).__name__}; see its log); it was not stored"
+    return ErrorFrame(code="refused", message=message, ref=frame.id)

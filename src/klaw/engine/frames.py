@@ -16,17 +16,51 @@ from __future__ import annotations
 import functools
 import json
 from asyncio import StreamReader
-from typing import Annotated, Any, Literal, NoReturn
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from klaw import strict_json
+from klaw.scheduling.names import SUBAGENT_CHANNEL
+from klaw.store.records import CHANNEL_NAME, chat_id_problem
 
 MAX_FRAME_BYTES = 1 << 20
 """The largest frame either side may send, counting the terminating newline."""
 READ_CHUNK_BYTES = 64 * 1024
 
-ErrorCode = Literal["frame_too_large", "malformed_json", "invalid_frame", "unknown_type", "internal"]
+ErrorCode = Literal["frame_too_large", "malformed_json", "invalid_frame", "unknown_type", "refused", "internal"]
+"""`internal` alone is worth sending again (a transient fault: the engine stopping, its disk full);
+every other code is final: the same frame would be refused the same way, so a gateway gives up at once
+and tells the person `message`. `refused`: the frame was valid but its content cannot be accepted."""
+RETRYABLE_CODES: frozenset[str] = frozenset({"internal"})
 OutboundKind = Literal["reply", "notice", "error"]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
+
+
+def _channel_name(value: str) -> str:
+    if not CHANNEL_NAME.match(value):
+        raise ValueError("a channel is 1-32 lowercase letters, digits or '-', starting with a letter")
+    if value == SUBAGENT_CHANNEL:
+        raise ValueError(f"the channel {SUBAGENT_CHANNEL!r} is reserved for scheduled tasks")
+    return value
+
+
+def _chat_id(value: str) -> str:
+    problem = chat_id_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _text(value: str) -> str:
+    if not strict_json.is_text(value):
+        raise ValueError("holds a lone surrogate (\\ud800-\\udfff), which is not text; send valid UTF-8")
+    return value
+
+
+ChannelName = Annotated[str, AfterValidator(_channel_name)]
+ChatId = Annotated[str, AfterValidator(_chat_id)]
+Text = Annotated[str, AfterValidator(_text)]  # pydantic lets a lone surrogate through in some fields
 
 
 class FrameError(ValueError):
@@ -67,11 +101,11 @@ class InboundFrame(_FrameModel):
 
     type: Literal["inbound"] = "inbound"
     id: NonEmptyStr
-    channel: NonEmptyStr
-    chat_id: NonEmptyStr
-    text: str
+    channel: ChannelName
+    chat_id: ChatId
+    text: Text
     created_at: AwareDatetime | None = None
-    sender: str | None = None
+    sender: Text | None = None
 
 
 class CommandFrame(_FrameModel):
@@ -79,10 +113,10 @@ class CommandFrame(_FrameModel):
 
     type: Literal["command"] = "command"
     id: NonEmptyStr
-    channel: NonEmptyStr
-    chat_id: NonEmptyStr
-    command: NonEmptyStr
-    args: str = ""
+    channel: ChannelName
+    chat_id: ChatId
+    command: Annotated[Text, Field(min_length=1)]
+    args: Text = ""
 
 
 class QueryFrame(_FrameModel):
@@ -199,7 +233,7 @@ def decode_frame(line: bytes, *, max_bytes: int = MAX_FRAME_BYTES) -> GatewayFra
     except UnicodeDecodeError as exc:
         raise FrameError("malformed_json", f"invalid UTF-8 at byte {exc.start}") from None
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = json.loads(text, parse_constant=strict_json.reject_constant)
     except json.JSONDecodeError as exc:
         raise FrameError("malformed_json", f"invalid JSON at column {exc.colno}: {exc.msg}") from None
     except (RecursionError, ValueError):  # nesting too deep; NaN/Infinity; integers too long to parse
@@ -207,7 +241,15 @@ def decode_frame(line: bytes, *, max_bytes: int = MAX_FRAME_BYTES) -> GatewayFra
     if not isinstance(data, dict):
         raise FrameError("invalid_frame", f"a frame must be a JSON object, not {_json_kind(data)}")
     ref_id = data.get("id")
-    ref = ref_id if isinstance(ref_id, str) and 0 < len(ref_id) <= _MAX_REF_CHARS else None
+    # An id that is not text (a lone surrogate) cannot be echoed: the error frame could not be encoded.
+    ref = (
+        ref_id
+        if isinstance(ref_id, str) and 0 < len(ref_id) <= _MAX_REF_CHARS and strict_json.is_text(ref_id)
+        else None
+    )
+    problem = strict_json.find_problem(data)  # lone surrogates anywhere, nesting too deep for later steps
+    if problem is not None:
+        raise FrameError("invalid_frame", problem, ref)
     kind = data.get("type")
     if kind is None:
         raise FrameError("invalid_frame", "field 'type': Field required", ref)
@@ -219,11 +261,7 @@ def decode_frame(line: bytes, *, max_bytes: int = MAX_FRAME_BYTES) -> GatewayFra
     try:
         return _frame_adapter().validate_python(data)
     except ValidationError as exc:
-        raise FrameError("invalid_frame", _describe(exc, kind), ref) from None
-
-
-def _reject_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not JSON")
+        raise FrameError("invalid_frame", describe_invalid(exc, kind), ref) from None
 
 
 def _json_kind(value: Any) -> str:
@@ -236,7 +274,7 @@ def _json_kind(value: Any) -> str:
     return "a boolean" if isinstance(value, bool) else "a number"
 
 
-def _describe(exc: ValidationError, kind: str) -> str:
+def describe_invalid(exc: ValidationError, kind: str) -> str:
     """'field 'chat_id': Field required; ...' — pydantic's messages name the expectation, not the input."""
     problems = []
     for error in exc.errors(include_url=False, include_input=False, include_context=False)[:3]:

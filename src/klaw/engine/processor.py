@@ -21,6 +21,7 @@ from klaw.engine.context_builder import BuiltContext, ContextBuilder
 from klaw.engine.context_history import ContextHistory, TurnContext
 from klaw.engine.debounce import Debouncer
 from klaw.engine.delivery import Delivery, Outbound
+from klaw.engine.failures import EngineStopping
 from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.tool_loop import run_tool_loop
@@ -91,7 +92,7 @@ class MessageProcessor:
     async def handle_inbound(self, inbound: Inbound) -> StoredMessage:
         """Make the message durable and schedule its chat's turn; returns once it is stored."""
         if not self._accepting:
-            raise RuntimeError("the engine is shutting down and accepts no new messages")
+            raise EngineStopping("the engine is shutting down and accepts no new messages")
         record = MessageRecord(inbound.chat, Role.USER, inbound.text, created_at=self._clock.now())
         if not inbound.id:
             stored = await self._ingestion.accept(record)

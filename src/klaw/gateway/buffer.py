@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
+from klaw import strict_json
 from klaw.engine.frames import CommandFrame, FrameError, InboundFrame, decode_frame, encode_frame
 
 log = logging.getLogger(__name__)
@@ -136,13 +137,13 @@ def _load(directory: Path, path: Path) -> OrderedDict[str, BufferedFrame]:
             if not line.strip():
                 continue
             try:
-                marker = json.loads(line)
+                marker = strict_json.loads(line)  # a line nested too deep must not stop the gateway
                 if isinstance(marker, dict) and set(marker) == {"ack"}:
                     pending.pop(str(marker["ack"]), None)
                     continue
                 frame = decode_frame(line)
-            except (ValueError, FrameError) as exc:
-                reason = exc.code if isinstance(exc, FrameError) else "invalid JSON"
+            except (ValueError, FrameError) as exc:  # StrictJsonError is a ValueError; neither quotes the line
+                reason = exc.code if isinstance(exc, FrameError) else str(exc)
                 log.warning("gateway buffer %s:%d: skipping an unreadable line (%s)", path, number, reason)
                 continue
             if isinstance(frame, InboundFrame | CommandFrame):

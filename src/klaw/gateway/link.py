@@ -7,10 +7,11 @@ refused and retried. A connection that fails, closes, or leaves an ack unanswere
 `ACK_TIMEOUT_SECONDS` is dropped; reconnecting waits an exponential backoff on the injected clock
 (0.2 s doubling to 10 s, reset once a hello went through).
 
-A frame the engine refuses with `internal` (it could not store it, e.g. while shutting down) is
+A frame the engine refuses with `internal` (a transient fault: shutting down, a full disk) is
 retried after a backoff, `MAX_ATTEMPTS` times, then given up with an error message to its chat; a
-frame refused as invalid is given up at once. `query` frames are not buffered: they are asked on
-the live connection and fail fast with `EngineUnavailable` while the engine is down.
+frame refused with any other code (invalid, or `refused`: final) is given up at once and the chat is
+told the engine's reason, so one bad message never holds up the others. `query` frames are not
+buffered: they are asked on the live connection and fail fast with `EngineUnavailable` while the engine is down.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from klaw.engine.clock import Clock
 from klaw.engine.frames import (
+    RETRYABLE_CODES,
     AckFrame,
     DeltaFrame,
     EngineFrame,
@@ -222,7 +224,8 @@ class EngineLink:
 
     async def _refused(self, frame: BufferedFrame, error: ErrorFrame) -> None:
         attempts = self._attempts[frame.id] = self._attempts.get(frame.id, 0) + 1
-        if error.code == "internal" and attempts < MAX_ATTEMPTS:
+        retryable = error.code in RETRYABLE_CODES
+        if retryable and attempts < MAX_ATTEMPTS:
             delay = self._retry.next()
             log.warning("engine could not take message %s (attempt %d); retrying in %.1f s", frame.id, attempts, delay)
             await self._clock.sleep(delay)
@@ -230,7 +233,10 @@ class EngineLink:
         log.error("engine refused message %s (%s) after %d attempt(s); giving up on it", frame.id, error.code, attempts)
         self._attempts.pop(frame.id, None)
         await self._buffer.ack(frame.id)
-        text = "Sorry, this message could not be passed to the engine and was dropped; please send it again."
+        if retryable:
+            text = "Sorry, this message could not be passed to the engine and was dropped; please send it again."
+        else:  # final: the same message would be refused again; say why (error messages never quote content)
+            text = f"Sorry, the engine did not accept this message: {error.message}."
         with contextlib.suppress(Exception):
             await self._deliver(
                 OutboundFrame(channel=frame.channel, chat_id=frame.chat_id, text=text, reply_to=frame.id, kind="error")

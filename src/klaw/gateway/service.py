@@ -17,9 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from klaw.command_syntax import parse_command
 from klaw.engine.clock import Clock, SystemClock
-from klaw.engine.frames import CommandFrame, DeltaFrame, InboundFrame, OutboundFrame
+from klaw.engine.frames import CommandFrame, DeltaFrame, FrameError, InboundFrame, OutboundFrame, describe_invalid
 from klaw.gateway.buffer import BufferedFrame, InboundBuffer
 from klaw.gateway.link import Backoff, EngineLink
 from klaw.home import KlawHome
@@ -124,16 +126,27 @@ class Gateway:
         self, channel: str, chat_id: str, text: str, *, message_id: str | None = None, sender: str | None = None
     ) -> Submitted:
         """Buffer what a person typed and send it when the engine is there. A `message_id` that is
-        already pending is not buffered twice (`duplicate`). Raises `FrameError` for text too large."""
+        already pending is not buffered twice (`duplicate`). Raises `FrameError` for text too large or
+        not valid (a lone surrogate, a chat id no log could be named after): the channel tells the person."""
         frame_id = message_id or uuid.uuid4().hex
         command = parse_command(text)
         frame: BufferedFrame
-        if command is not None:
-            frame = CommandFrame(id=frame_id, channel=channel, chat_id=chat_id, command=command.name, args=command.args)
-        else:
-            frame = InboundFrame(
-                id=frame_id, channel=channel, chat_id=chat_id, text=text, created_at=self._clock.now(), sender=sender
-            )
+        try:
+            if command is not None:
+                frame = CommandFrame(
+                    id=frame_id, channel=channel, chat_id=chat_id, command=command.name, args=command.args
+                )
+            else:
+                frame = InboundFrame(
+                    id=frame_id,
+                    channel=channel,
+                    chat_id=chat_id,
+                    text=text,
+                    created_at=self._clock.now(),
+                    sender=sender,
+                )
+        except ValidationError as exc:  # refused here, as the engine would (never buffered, never retried)
+            raise FrameError("invalid_frame", describe_invalid(exc, "command" if command else "inbound")) from None
         added = await self.buffer.append(frame)
         self.link.kick()
         return Submitted(frame_id, queued=not self.connected, duplicate=not added)

@@ -1,7 +1,9 @@
 """One conversation-log line: the JSON encoding of a `MessageRecord`, and its strict decoding.
 
 Decoding raises `MalformedLine` with a reason that never quotes the line (it may hold private
-text), so callers can log file, line number and reason safely.
+text), so callers can log file, line number and reason safely. A line every later step could not
+handle (nested too deep, a `\ud800` escape that is not text) is malformed here, so no reader of
+the log (start-up recovery, reindex, `klaw log check`, a task's history) stops on it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from klaw import strict_json
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
 
 
@@ -35,9 +38,9 @@ def encode_record(record: MessageRecord) -> str:
 
 def decode_record(line: str) -> MessageRecord:
     try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise MalformedLine(f"invalid JSON at column {exc.colno}: {exc.msg}") from None
+        data = strict_json.loads(line)  # too deep, lone surrogates, NaN: refused here, not deep in SQLite
+    except strict_json.StrictJsonError as exc:
+        raise MalformedLine(str(exc)) from None
     if not isinstance(data, dict):
         raise MalformedLine("a line must be a JSON object")
     try:

@@ -15,6 +15,33 @@ from typing import Any
 from urllib.parse import quote
 
 CHANNEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+MAX_CHAT_ID_CHARS = 128
+# A chat's log directory is `<channel>_<percent-encoded chat id>`; file systems allow 255 bytes per name.
+MAX_CHAT_ID_ENCODED_BYTES = 200
+
+
+def chat_id_problem(chat_id: str) -> str | None:
+    """Why `chat_id` cannot name a chat (a sentence for the sender, never quoting it), or None.
+
+    Checked where chat ids come in (socket frames), so a bad one is refused at once instead of
+    failing later where its log directory is created."""
+    if not chat_id:
+        return "the chat id is empty"
+    if len(chat_id) > MAX_CHAT_ID_CHARS:
+        return f"the chat id has {len(chat_id)} characters; at most {MAX_CHAT_ID_CHARS} are allowed"
+    if not chat_id.isprintable():
+        return "the chat id holds control, line-break or invalid characters; use printable text"
+    encoded = len(_encoded_chat_id(chat_id))
+    if encoded > MAX_CHAT_ID_ENCODED_BYTES:
+        return (
+            f"the chat id takes {encoded} bytes in its log directory's name (non-ASCII characters take 9 each);"
+            f" at most {MAX_CHAT_ID_ENCODED_BYTES} are allowed"
+        )
+    return None
+
+
+def _encoded_chat_id(chat_id: str) -> str:
+    return quote(chat_id, safe="-.@+=").replace("%2E", ".")
 
 
 class Role(StrEnum):
@@ -100,12 +127,14 @@ class ChatRef:
             raise ValueError(f"channel name {self.channel!r} is invalid: use 1-32 lowercase letters, digits or '-'")
         if not self.chat_id:
             raise ValueError("chat_id must not be empty")
+        if len(_encoded_chat_id(self.chat_id)) > MAX_CHAT_ID_ENCODED_BYTES:
+            raise ValueError(chat_id_problem(self.chat_id))
 
     @property
     def log_dir_name(self) -> str:
         """Directory name under conversations/: `<channel>_<chat_id>`, with the id percent-encoded
         so that no chat id (containing '/', '..', spaces…) can escape or collide."""
-        return f"{self.channel}_{quote(self.chat_id, safe='-.@+=')}".replace("%2E", ".")
+        return f"{self.channel}_{_encoded_chat_id(self.chat_id)}"
 
     def __str__(self) -> str:
         return f"{self.channel}:{self.chat_id}"

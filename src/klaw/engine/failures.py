@@ -1,0 +1,42 @@
+"""Which failures to accept a message are worth the gateway sending it again, and which are final.
+
+A gateway sends one frame at a time and retries a refused one with a backoff, so a frame refused as
+retryable holds up every chat behind it. Only faults that can pass by themselves are retryable: the
+engine stopping, the disk full or failing, the database busy. Anything else — bad input that slipped
+past the frame checks, a bug met by this one message — would fail the same way every time: the frame
+is refused for good at once and the person is told, so nobody else waits on it.
+"""
+
+from __future__ import annotations
+
+import errno
+
+import apsw
+
+# Errors of the machine, not of the message: space or quota runs out, a device hiccups, resources run short.
+TRANSIENT_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EAGAIN, errno.EBUSY, errno.EMFILE, errno.ENFILE}
+    | {errno.ENOMEM, errno.EINTR, errno.EROFS}
+)
+# SQLite's counterparts: SQLITE_FULL, SQLITE_IOERR, SQLITE_BUSY, SQLITE_LOCKED, SQLITE_NOMEM.
+_TRANSIENT_SQLITE: tuple[type[BaseException], ...] = (
+    apsw.FullError,
+    apsw.IOError,
+    apsw.BusyError,
+    apsw.LockedError,
+    apsw.NoMemError,
+)
+
+
+class EngineStopping(RuntimeError):
+    """The engine is shutting down and takes no new messages; the gateway keeps them for the next run."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether the same message may well be accepted if sent again later."""
+    if isinstance(exc, (EngineStopping, TimeoutError, *_TRANSIENT_SQLITE)):
+        return True
+    if isinstance(exc, OSError):
+        return exc.errno in TRANSIENT_ERRNOS
+    cause = exc.__cause__  # e.g. a StorageError raised from SQLITE_FULL
+    return cause is not None and is_transient(cause)

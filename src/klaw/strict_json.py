@@ -1,0 +1,78 @@
+"""Reading one JSON document that came from outside (a log line, a socket frame) without letting it crash us.
+
+`json.loads` accepts things klaw cannot live with: nesting deep enough to raise `RecursionError`
+(which is not a `ValueError`, so callers catching bad JSON miss it), `NaN`/`Infinity`, and `\\ud800`
+escapes that decode to lone surrogates, which are not text: every later UTF-8 encode of them fails
+(SQLite, the log, the socket), far from the line that carried them. `loads` refuses all of these with
+`StrictJsonError`, whose message never quotes the input (it may be private text), so a reader can
+report file:line and the reason and skip the line.
+
+Imports nothing else of klaw, so the log (memory), the socket protocol (engine) and the gateway share it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NoReturn
+
+MAX_DEPTH = 64
+"""Deeper than this is refused: no record or frame klaw writes nests more than a few levels."""
+
+
+class StrictJsonError(ValueError):
+    """Not a JSON document klaw accepts; `str()` names the problem, never the content."""
+
+
+def loads(text: str | bytes) -> Any:
+    """The parsed value, or `StrictJsonError` saying what is wrong (never what the text said)."""
+    try:
+        value = json.loads(text, parse_constant=reject_constant)
+    except json.JSONDecodeError as exc:
+        raise StrictJsonError(f"invalid JSON at column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise StrictJsonError(f"JSON nested more than {MAX_DEPTH} levels deep") from None
+    except UnicodeDecodeError:
+        raise StrictJsonError("not valid UTF-8") from None
+    except ValueError:  # NaN/Infinity; an integer too long to convert
+        raise StrictJsonError("invalid JSON: a number that is not representable") from None
+    problem = find_problem(value)
+    if problem is not None:
+        raise StrictJsonError(problem)
+    return value
+
+
+def find_problem(value: Any) -> str | None:
+    """Why `value` (parsed JSON) is refused — too deep, or a string that is not valid Unicode — or None.
+
+    Iterative, so a deep value cannot exhaust the stack while being checked."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if not is_text(item):
+                return "a string holds a lone surrogate (a \\ud800-\\udfff escape), which is not text"
+        elif isinstance(item, dict | list):
+            if depth >= MAX_DEPTH:
+                return f"JSON nested more than {MAX_DEPTH} levels deep"
+            if isinstance(item, dict):
+                stack.extend((key, depth + 1) for key in item)
+                stack.extend((child, depth + 1) for child in item.values())
+            else:
+                stack.extend((child, depth + 1) for child in item)
+    return None
+
+
+def is_text(value: str) -> bool:
+    """Whether `value` can be written as UTF-8 (it holds no lone surrogate)."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def reject_constant(name: str) -> NoReturn:
+    """For `json.loads(parse_constant=...)`: NaN and Infinity are not JSON."""
+    raise ValueError(f"{name} is not JSON")
