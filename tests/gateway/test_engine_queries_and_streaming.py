@@ -14,6 +14,7 @@ from klaw.gateway.link import QueryFailed
 from klaw.gateway.service import Gateway
 from klaw.home import KlawHome
 from klaw.llm.fake_server import FakeOpenAiServer
+from klaw.store.records import ChatRef
 from tests.channels.stack import running_stack
 
 
@@ -123,3 +124,39 @@ async def test_bad_queries_get_a_sentence_back(name: str, params: dict[str, Any]
     async with running_stack(channels(RecordingChannel("web"))) as stack:
         with pytest.raises(QueryFailed, match=message):
             await stack.gateway.query(name, params)
+
+
+async def test_history_is_the_chat_as_seen_and_a_task_answer_names_its_task() -> None:
+    web = RecordingChannel("web")
+    async with running_stack(channels(web)) as stack:
+        stack.server.reply_text("first answer")
+        first = await stack.gateway.submit("web", "main", "first question")
+        await web.wait_for(lambda: len(web.outbound()) == 1)
+        await stack.gateway.submit("web", "main", "/new")
+        await web.wait_for(lambda: len(web.outbound()) == 2)
+        stack.server.reply_text("second answer")
+        await stack.gateway.submit("web", "main", "second question")
+        await web.wait_for(lambda: len(web.outbound()) == 3)
+        task = {"source": "task", "task": "morning digest", "origin": "schedule"}
+        await stack.engine.processor.inject(ChatRef("web", "main"), "Your digest: all quiet.", task)
+        await web.wait_for(lambda: len(web.outbound()) == 4)
+        assert web.outbound()[-1].task == "morning digest" and web.outbound()[-1].reply_to is None
+        assert web.outbound()[2].task is None
+
+        history = await stack.gateway.query("history", {"channel": "web", "chat_id": "main"})
+        messages = history["messages"]
+        assert [(m["role"], m["text"]) for m in messages] == [
+            ("user", "first question"),
+            ("assistant", "first answer"),
+            ("user", "second question"),
+            ("assistant", "second answer"),
+            ("assistant", "Your digest: all quiet."),
+        ]
+        assert messages[0]["id"] == first.id and history["complete"] is True
+        assert messages[0]["segment_id"] == messages[1]["segment_id"] != messages[2]["segment_id"]
+        assert [m["task"] for m in messages] == [None, None, None, None, "morning digest"]
+        last_two = await stack.gateway.query("history", {"channel": "web", "chat_id": "main", "limit": 2})
+        assert [m["text"] for m in last_two["messages"]] == ["second answer", "Your digest: all quiet."]
+        assert last_two["complete"] is False
+        nobody = await stack.gateway.query("history", {"channel": "web", "chat_id": "nobody"})
+        assert nobody == {"messages": [], "complete": True}

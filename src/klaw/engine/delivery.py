@@ -26,6 +26,7 @@ class Outbound:
     text: str
     reply_to: str | None = None
     kind: OutboundKind = "reply"
+    task: str | None = None  # the scheduled task whose answer this is
 
 
 Sink = Callable[[Outbound], Awaitable[None]]

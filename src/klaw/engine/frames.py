@@ -151,6 +151,9 @@ class OutboundFrame(_FrameModel):
     text: str
     reply_to: str | None = None
     kind: OutboundKind = "reply"
+    # The scheduled task whose answer this is (None: anything else), so a channel can label it. Optional:
+    # an older engine leaves it out and an older gateway ignores it.
+    task: str | None = None
 
 
 class DeltaFrame(_FrameModel):

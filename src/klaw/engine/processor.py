@@ -193,7 +193,7 @@ class MessageProcessor:
         async with self._chat_lock(chat):
             record = MessageRecord(chat, Role.ASSISTANT, text, metadata=dict(metadata), created_at=self._clock.now())
             await self._ingestion.accept(record)
-        await self._delivery.deliver(Outbound(chat, text, None, "reply"))
+        await self._delivery.deliver(Outbound(chat, text, None, "reply", task=metadata.get("task")))
 
     def _chat_lock(self, chat: ChatRef) -> asyncio.Lock:
         lock = self._chat_locks.get(chat)

@@ -9,6 +9,7 @@ fits one 1 MiB frame) and JSON-ready; message text is cut to `TEXT_CHARS`. Bad p
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -17,12 +18,17 @@ from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.frames import QueryFrame
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef, Exchange, StoredMessage
+from klaw.store.records import ChatRef, Exchange, MessageType, Role, StoredMessage
 
 TEXT_CHARS = 2000
 MAX_SEGMENTS = 100
 MAX_MESSAGES = 200
 MAX_HITS = 50
+HISTORY_MESSAGES = 50
+HISTORY_TEXT_CHARS = 20_000
+HISTORY_BYTES = 768 * 1024
+"""What `history` returns at most, in JSON bytes counted as if every character were escaped: a safe
+bound under the 1 MiB frame whatever the text."""
 
 Answer = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -38,6 +44,7 @@ class EngineQueries:
             "segments": self._segments,
             "segment": self._segment,
             "search": self._search_memory,
+            "history": self._chat_history,
         }
 
     async def answer(self, frame: QueryFrame) -> dict[str, Any]:
@@ -112,6 +119,29 @@ class EngineQueries:
             ]
         }
 
+    async def _chat_history(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The chat as its person saw it, oldest first: their messages and the agent's replies (text
+        only: no tool calls or results), newest segments back to the `limit`, for a page that opens
+        or reloads. Each message says its segment, so a page can show where `/new` started a fresh one,
+        and a scheduled task's answer names its task."""
+        limit = _int(params, "limit", HISTORY_MESSAGES, 1, MAX_MESSAGES)
+        picked: list[dict[str, Any]] = []
+        budget = HISTORY_BYTES
+        for segment in reversed(await self._store.segments.list(_chat(params))):
+            window = await self._store.messages.window(segment.id, MAX_MESSAGES)
+            for message in reversed(window):
+                record = message.record
+                if record.type is not MessageType.TEXT or record.role not in (Role.USER, Role.ASSISTANT):
+                    continue
+                entry = _message(message, HISTORY_TEXT_CHARS)
+                metadata = record.metadata or {}
+                entry["task"] = metadata.get("task") if metadata.get("source") == "task" else None
+                budget -= len(json.dumps(entry))
+                if budget < 0 or len(picked) == limit:
+                    return {"messages": picked[::-1], "complete": False}
+                picked.append(entry)
+        return {"messages": picked[::-1], "complete": True}
+
 
 def _chat(params: Mapping[str, Any]) -> ChatRef:
     channel, chat_id = params.get("channel"), params.get("chat_id")
@@ -132,7 +162,7 @@ def _int(params: Mapping[str, Any], key: str, default: int | None = None, low: i
     return value
 
 
-def _message(message: StoredMessage) -> dict[str, Any]:
+def _message(message: StoredMessage, chars: int = TEXT_CHARS) -> dict[str, Any]:
     record = message.record
     return {
         "rowid": message.rowid,
@@ -141,8 +171,8 @@ def _message(message: StoredMessage) -> dict[str, Any]:
         "role": record.role.value,
         "type": record.type.value,
         "created_at": record.created_at.isoformat(),
-        "text": record.content[:TEXT_CHARS],
-        "truncated": len(record.content) > TEXT_CHARS,
+        "text": record.content[:chars],
+        "truncated": len(record.content) > chars,
     }
 
 

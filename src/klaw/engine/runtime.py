@@ -282,6 +282,7 @@ class Engine:
                     text=outbound.text,
                     reply_to=outbound.reply_to,
                     kind=outbound.kind,
+                    task=outbound.task,
                 )
             )
 
