@@ -215,3 +215,22 @@ def test_settings_rows_mask_anything_secret_looking(tmp_path: Path) -> None:
     assert rows["channels.telegram.tokenEnv"].value == "KLAW_TELEGRAM_TOKEN"
     assert rows["channels.telegram.tokenEnv"].source == "engine.yaml"
     assert rows["channels.web.host"].value == "127.0.0.1" and rows["channels.web.host"].source == "default"
+
+
+async def test_history_relays_the_engine_and_renders_replies_as_sanitized_html(
+    client: httpx.AsyncClient, backend: FakeBackend
+) -> None:
+    await sign_in(client)
+    backend.answers["history"] = {
+        "messages": [
+            {"role": "user", "text": "**not rendered**", "task": None},
+            {"role": "assistant", "text": "**yes** <script>x()</script>", "task": "digest"},
+        ],
+        "complete": True,
+    }
+    messages = (await client.get("/api/history")).json()["messages"]
+    assert "html" not in messages[0]
+    assert messages[1]["html"] == "<p><strong>yes</strong> &lt;script&gt;x()&lt;/script&gt;</p>\n"
+    assert messages[1]["task"] == "digest"
+    backend.engine_up = False
+    assert (await client.get("/api/history")).status_code == 503

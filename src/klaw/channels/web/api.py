@@ -1,4 +1,4 @@
-"""The page's JSON and event-stream endpoints: chat, inspector, memory browsing and search, settings.
+"""The page's JSON and event-stream endpoints: chat and its history, inspector, memory browsing and search, settings.
 
 Everything needs a valid session; POSTs also need the session's CSRF token in `X-CSRF-Token` and a
 JSON body (a cross-site form cannot send one without a CORS preflight, which is never granted).
@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from klaw.channels.web.auth import CSRF_HEADER, SESSION_COOKIE, WebAuth
 from klaw.channels.web.events import EventHub
+from klaw.channels.web.markdown import render as render_markdown
 from klaw.config_view import ConfigRow
 from klaw.engine.frames import FrameError
 from klaw.gateway.link import EngineUnavailable, QueryFailed
@@ -112,6 +113,15 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
             raise HTTPException(503, "the engine is not running; start it (klaw engine) and try again") from None
         except QueryFailed as exc:
             raise HTTPException(400, str(exc)) from None
+
+    @router.get("/history", dependencies=[Depends(session)])
+    async def history() -> Any:
+        """The page's own chat so far (newest 50 messages), replies rendered like live ones."""
+        answer = await ask("history", {"channel": "web", "chat_id": backend.chat_id})
+        for message in answer["messages"]:
+            if message["role"] == "assistant":
+                message["html"] = render_markdown(message["text"])
+        return answer
 
     @router.get("/chats", dependencies=[Depends(session)])
     async def chats() -> Any:

@@ -84,6 +84,11 @@ def create_app(backend: WebBackend, auth: WebAuth) -> FastAPI:
             return RedirectResponse("/login", status_code=303)
         return HTMLResponse(_page("index.html"))
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        """Browsers ask for /favicon.ico on their own (a bookmark, a tab without the page's `<link>`)."""
+        return RedirectResponse("/static/favicon.svg", status_code=308)
+
     @app.get("/login")
     async def login_page(request: Request) -> Response:
         if auth.valid_session(request.cookies.get(SESSION_COOKIE)):

@@ -2,7 +2,8 @@
 
 The person on the page is one chat, `web:<chat_id>` (default `web:main`). What they type goes
 through the gateway (buffered, then to the engine); replies come back as frames and are published
-to every open tab's event stream, pieces first (`delta`) and then the whole reply. The server runs
+to every open tab's event stream, pieces first (`delta`) and then the whole reply, with its Markdown
+rendered as sanitized HTML (markdown.py) and, for a scheduled task's answer, the task's name. The server runs
 in the gateway's event loop; the login token is created on first start and printed by the command
 that starts the gateway, never logged.
 """
@@ -16,6 +17,7 @@ from typing import Any
 from klaw.channels.web.app import create_app
 from klaw.channels.web.auth import WebAuth
 from klaw.channels.web.events import EventHub
+from klaw.channels.web.markdown import render as render_markdown
 from klaw.channels.web.server import EmbeddedServer
 from klaw.channels.web.token import load_or_create_token
 from klaw.config import WebChannelConfig
@@ -83,7 +85,12 @@ class WebChannel:
             self._server = None
 
     async def deliver(self, frame: OutboundFrame) -> None:
-        self._hub.publish(frame.kind, {"chat_id": frame.chat_id, "reply_to": frame.reply_to, "text": frame.text})
+        data: dict[str, Any] = {"chat_id": frame.chat_id, "reply_to": frame.reply_to, "text": frame.text}
+        if frame.kind == "reply":  # notices (command output) and errors stay plain text
+            data["html"] = render_markdown(frame.text)
+        if frame.task is not None:
+            data["task"] = frame.task
+        self._hub.publish(frame.kind, data)
 
     async def delta(self, frame: DeltaFrame) -> None:
         self._hub.publish("delta", {"chat_id": frame.chat_id, "reply_to": frame.reply_to, "text": frame.text})

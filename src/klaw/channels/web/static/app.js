@@ -1,8 +1,13 @@
 // klaw web page: chat with streamed replies, memory inspector, memory browser and search, settings.
-// Plain JavaScript, no build step. Text from messages is only ever set with textContent (never as HTML).
+// Plain JavaScript, no build step. Text from messages is only ever set with textContent, except a reply's
+// `html`: the gateway rendered it from Markdown and sanitized it (channels/web/markdown.py), and the page's
+// Content-Security-Policy runs no inline script whatever it holds.
 "use strict";
 
-const state = { csrf: "", chat: { channel: "web", chat_id: "main" }, bubbles: new Map(), chats: [] };
+// bubbles: reply_to → the reply bubble being written; answered: ids whose reply came before the POST said
+// which id the message got (a fast reply), so `send` can still mark its message answered.
+const state = { csrf: "", chat: { channel: "web", chat_id: "main" }, bubbles: new Map(), answered: new Set(), chats: [] };
+const SVG = "http://www.w3.org/2000/svg";
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -34,8 +39,9 @@ function fmtTime(iso) { return iso ? new Date(iso).toLocaleString() : ""; }
 function fmtNum(value, digits) { return value === null || value === undefined ? "–" : Number(value).toFixed(digits); }
 function table(headers, rows) {
   const head = el("tr", {}, ...headers.map(([label, cls]) => el("th", { class: cls || "", text: label })));
-  const body = rows.map((cells) => el("tr", {}, ...cells.map(([value, cls]) => el("td", { class: cls || "", text: value ?? "" }))));
-  return el("table", {}, el("thead", {}, head), el("tbody", {}, ...body));
+  const body = rows.map((cells) => el("tr", {}, ...cells.map(([value, cls]) =>
+    el("td", { class: cls || "" }, value instanceof Node ? value : String(value ?? "")))));
+  return el("div", { class: "table-wrap" }, el("table", {}, el("thead", {}, head), el("tbody", {}, ...body)));
 }
 function showError(container, error) { container.replaceChildren(el("p", { class: "error", text: error.message })); }
 
@@ -43,11 +49,34 @@ function showError(container, error) { container.replaceChildren(el("p", { class
 
 function addBubble(kind, text, meta) {
   const box = document.getElementById("messages");
-  const bubble = el("div", { class: `msg ${kind}` }, el("span", { class: "body", text }));
+  const bubble = el("div", { class: `msg ${kind}` }, el("div", { class: "body", text }));
   if (meta) bubble.append(el("span", { class: "meta", text: meta }));
   box.append(bubble);
   box.scrollTop = box.scrollHeight;
   return bubble;
+}
+
+// A finished reply: sanitized HTML from the server when it rendered Markdown, else the plain text;
+// a scheduled task's answer is labelled with its task.
+function fillReply(bubble, data) {
+  const body = bubble.querySelector(".body");
+  if (typeof data.html === "string") {
+    body.innerHTML = data.html;
+    bubble.classList.add("markdown");
+  } else {
+    body.textContent = data.text;
+  }
+  bubble.querySelector(".task-label")?.remove();
+  if (data.task) {
+    bubble.classList.add("task");
+    bubble.prepend(el("span", { class: "task-label", text: `Scheduled task: ${data.task}` }));
+  }
+}
+
+function markAnswered(id) {
+  const sent = document.querySelector(`.msg.user[data-id="${CSS.escape(id)}"] .meta`);
+  if (sent) sent.textContent = "answered";
+  else state.answered.add(id);  // the POST has not told us this message's id yet
 }
 
 function replyBubble(replyTo) {
@@ -67,10 +96,9 @@ function onEvent(kind, event) {
   } else {
     const bubble = replyBubble(data.reply_to);
     bubble.className = `msg ${kind === "reply" ? "assistant" : kind}`;
-    bubble.querySelector(".body").textContent = data.text;
+    fillReply(bubble, data);
     state.bubbles.delete(data.reply_to);
-    const sent = document.querySelector(`.msg.user[data-id="${CSS.escape(data.reply_to || "")}"] .meta`);
-    if (sent) sent.textContent = "answered";
+    if (data.reply_to) markAnswered(data.reply_to);
   }
   document.getElementById("messages").scrollTop = 1e9;
 }
@@ -85,11 +113,35 @@ async function send(text) {
   try {
     const result = await api("/api/messages", { method: "POST", body: { text } });
     bubble.dataset.id = result.id;
-    bubble.querySelector(".meta").textContent = result.queued ? "queued: the engine is offline" : "sent";
+    const early = state.answered.delete(result.id);
+    bubble.querySelector(".meta").textContent = early ? "answered" : result.queued ? "queued: the engine is offline" : "sent";
   } catch (error) {
     bubble.classList.add("error");
     bubble.querySelector(".meta").textContent = `not sent: ${error.message}`;
   }
+}
+
+// The chat so far, so a reload or a new sign-in does not open on an empty page. Older messages than
+// these are in the Memory tab; a line marks where `/new` started a new conversation.
+async function loadHistory() {
+  const box = document.getElementById("messages");
+  try {
+    const { messages, complete } = await api("/api/history");
+    if (!complete) box.append(el("p", { class: "hint", text: "Earlier messages are in the Memory tab." }));
+    let segment = null;
+    for (const message of messages) {
+      if (segment !== null && message.segment_id !== segment) box.append(el("div", { class: "divider", text: "new conversation" }));
+      segment = message.segment_id;
+      if (message.role === "user") {
+        addBubble("user", message.text, fmtTime(message.created_at)).dataset.id = message.id;
+      } else {
+        fillReply(addBubble("assistant", "", fmtTime(message.created_at)), message);
+      }
+    }
+  } catch (error) {
+    box.append(el("p", { class: "hint", text: `Earlier messages could not be shown: ${error.message}` }));
+  }
+  box.scrollTop = box.scrollHeight;
 }
 
 // ---- inspector --------------------------------------------------------------------------------------
@@ -114,15 +166,53 @@ async function loadChats() {
   }
 }
 
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, String(value));
+  node.append(...children);
+  return node;
+}
+
+// The turn's context at a glance: one bar for the whole token budget, a coloured block per layer in
+// the order the prompt holds them, the rest of the budget left pale (or a red edge when over it).
+function contextBar(turn) {
+  const scale = Math.max(turn.budget, turn.total_tokens, 1);
+  const bar = svg("svg", { class: "context-bar", viewBox: "0 0 1000 36", preserveAspectRatio: "none", role: "img",
+    "aria-label": `${turn.total_tokens} of ${turn.budget} tokens used` });
+  bar.append(svg("rect", { class: "budget", x: 0, y: 0, width: 1000 * turn.budget / scale, height: 36 }));
+  let x = 0;
+  turn.layers.forEach((layer, index) => {
+    const width = 1000 * layer.tokens / scale;
+    if (width <= 0) return;
+    bar.append(svg("rect", { class: `layer layer-${index % 8}`, "data-layer": layer.name, x, y: 4, width, height: 28 },
+      svg("title", {}, `${layer.name}: ${layer.tokens} tokens, ${layer.items} item(s)`)));
+    x += width;
+  });
+  if (turn.total_tokens > turn.budget) bar.append(svg("rect", { class: "over", x: 1000 * turn.budget / scale - 2, y: 0, width: 4, height: 36 }));
+  return bar;
+}
+
+function scoreBar(score, best) {
+  const meter = el("span", { class: "score-bar" });
+  const fill = el("span", { class: "score-fill" });
+  fill.style.width = `${best > 0 && score !== null ? Math.round(100 * score / best) : 0}%`;
+  meter.append(fill);
+  return el("span", { class: "score" }, meter, fmtNum(score, 4));
+}
+
 function renderTurn(turn) {
   const box = el("article", { class: "turn" });
-  box.append(el("h3", { text: `${fmtTime(turn.at)} · ${turn.model} · ${turn.total_tokens} of ${turn.budget} tokens` }));
-  box.append(table([["layer"], ["tokens", "num"], ["items", "num"]],
-    turn.layers.map((layer) => [[layer.name], [String(layer.tokens), "num"], [String(layer.items), "num"]])));
+  const percent = turn.budget ? Math.round(100 * turn.total_tokens / turn.budget) : 0;
+  box.append(el("h3", { text: `${fmtTime(turn.at)} · ${turn.model} · ${turn.total_tokens} of ${turn.budget} tokens (${percent}%)` }));
+  box.append(contextBar(turn));
+  box.append(table([["", "key"], ["layer"], ["tokens", "num"], ["share", "num"], ["items", "num"]],
+    turn.layers.map((layer, index) => [[el("span", { class: `swatch layer-${index % 8}` }), "key"], [layer.name],
+      [String(layer.tokens), "num"], [`${turn.budget ? Math.round(100 * layer.tokens / turn.budget) : 0}%`, "num"], [String(layer.items), "num"]])));
   if (turn.recalled.length) {
+    const best = Math.max(...turn.recalled.map((hit) => hit.score || 0));
     box.append(el("h4", { text: "Auto-RAG recalled (best first)" }));
-    box.append(table([["#", "num"], ["score", "num"], ["distance", "num"], ["full-text rank", "num"], ["role"], ["text"]],
-      turn.recalled.map((hit, index) => [[String(index + 1), "num"], [fmtNum(hit.score, 4), "num"], [fmtNum(hit.distance, 3), "num"],
+    box.append(table([["#", "num"], ["score"], ["distance", "num"], ["full-text rank", "num"], ["role"], ["text"]],
+      turn.recalled.map((hit, index) => [[String(index + 1), "num"], [scoreBar(hit.score, best)], [fmtNum(hit.distance, 3), "num"],
         [hit.fts_rank === null ? "–" : `#${hit.fts_rank}`, "num"], [hit.role], [hit.text + (hit.truncated ? " …" : ""), "text"]])));
   } else {
     box.append(el("p", { class: "hint", text: "No auto-RAG hits for this turn." }));
@@ -237,6 +327,7 @@ async function main() {
     event.preventDefault();
     search(document.getElementById("search-text").value);
   });
+  await loadHistory();
   openEvents();
   refreshStatus();
   setInterval(refreshStatus, 5000);

@@ -1,0 +1,38 @@
+"""A reply's Markdown as HTML that is safe to put into the page: rendered on the server, then sanitized.
+
+Models answer in Markdown; shown raw, code blocks and lists were a wall of asterisks and backticks.
+The gateway renders with markdown-it-py (CommonMark, plus tables and strikethrough) with raw HTML
+off, so `<script>` in a reply stays text, and markdown-it refuses `javascript:`, `vbscript:`,
+`file:` and `data:` links. Then nh3 (the Ammonia sanitizer) keeps only an allow-list of tags and
+attributes, links only to http, https and mailto, opened in a new tab without referrer or opener.
+Images are not rendered (an image link is a plain link): an image in a reply could call home, and
+the page's Content-Security-Policy would block it anyway. Doing it here rather than in the browser
+needs no JavaScript library vendored into the page; the CSP (no inline script) is the second wall.
+"""
+
+from __future__ import annotations
+
+import nh3
+from markdown_it import MarkdownIt
+
+TAGS = {
+    *("p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li"),
+    *("h1", "h2", "h3", "h4", "h5", "h6", "a", "table", "thead", "tbody", "tr", "th", "td"),
+}
+ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}}
+URL_SCHEMES = {"http", "https", "mailto"}
+
+_parser = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
+_parser.disable("image")
+
+
+def render(text: str) -> str:
+    """The sanitized HTML of `text` read as Markdown."""
+    return nh3.clean(
+        _parser.render(text),
+        tags=TAGS,
+        attributes=ATTRIBUTES,
+        url_schemes=URL_SCHEMES,
+        link_rel="noopener noreferrer nofollow",
+        set_tag_attribute_values={"a": {"target": "_blank"}},
+    )

@@ -1,0 +1,243 @@
+"""The web page in headless Chromium: history on open, Markdown rendered safely, task answers labelled,
+a phone-width header, a fast reply marked answered, a favicon, and the inspector's picture of a turn.
+
+Each test runs the whole stack (fake OpenAI server, engine, gateway with the web channel) and signs in
+as a person would. Screenshots go to `test-artifacts/`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from klaw.channels.web.channel import WebChannel
+from klaw.store.records import ChatRef
+from tests.channels.stack import Stack, running_stack
+from tests.channels.test_web_browser import ARTIFACTS, CHROMIUM, COUNT_EVENTS, web_channel
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium; .ci/run does it)",
+)
+
+
+@dataclass
+class Session:
+    stack: Stack
+    web: WebChannel
+    page: Any
+    not_found: list[str]
+
+
+@asynccontextmanager
+async def signed_in(width: int = 1100, height: int = 800, **overrides: Any) -> AsyncIterator[Session]:
+    playwright_api = pytest.importorskip("playwright.async_api")
+    ARTIFACTS.mkdir(exist_ok=True)
+    holder: list[WebChannel] = []
+    async with running_stack(web_channel(holder), **overrides) as stack, playwright_api.async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            page = await browser.new_page(viewport={"width": width, "height": height})
+            page.set_default_timeout(15_000)
+            await page.add_init_script(COUNT_EVENTS)
+            not_found: list[str] = []
+
+            def note_missing(response: Any) -> None:
+                if response.status == 404:
+                    not_found.append(response.url)
+
+            page.on("response", note_missing)
+            session = Session(stack, holder[0], page, not_found)
+            await sign_in(session)
+            yield session
+        finally:
+            await browser.close()
+
+
+async def sign_in(session: Session) -> None:
+    page = session.page
+    await page.goto(session.web.url)
+    await page.fill("#token", session.web.token)
+    await page.click("#sign-in")
+    await page.wait_for_selector("body[data-ready=true]")
+
+
+async def say(page: Any, text: str, answered: int) -> None:
+    """Type a message and wait until `answered` messages show as answered."""
+    await page.fill("#input", text)
+    await page.press("#input", "Enter")
+    await page.locator(".msg.user .meta", has_text="answered").nth(answered - 1).wait_for()
+
+
+async def test_the_chat_so_far_is_shown_after_a_reload_and_a_new_sign_in() -> None:
+    async with signed_in() as session:
+        page, server = session.page, session.stack.server
+        server.reply_text("Teal it is.")
+        await say(page, "my favourite colour is teal", 1)
+        await page.fill("#input", "/new")
+        await page.press("#input", "Enter")
+        await page.locator(".msg.notice", has_text="Started a new conversation").wait_for()
+        server.reply_text("Hiking is great.")
+        await say(page, "I like hiking", 2)
+
+        for again in ("reload", "sign in again"):
+            if again == "reload":
+                await page.reload()
+                await page.wait_for_selector("body[data-ready=true]")
+            else:
+                await page.click("#logout-form button")
+                await page.wait_for_url("**/login")
+                await sign_in(session)
+            bubbles = page.locator("#messages .msg")
+            texts = [text.strip() for text in await bubbles.locator(".body").all_inner_texts()]
+            assert texts == ["my favourite colour is teal", "Teal it is.", "I like hiking", "Hiking is great."], again
+            assert await page.locator("#messages .divider", has_text="new conversation").count() == 1
+            # The divider sits between the two conversations.
+            order = await page.eval_on_selector_all("#messages > *", "nodes => nodes.map(n => n.className)")
+            assert order.index("divider") == 2, order
+
+
+MARKDOWN_REPLY = (
+    "Here is **bold** and a list:\n\n- one\n- two\n\n```python\nprint('hi')\n```\n\n"
+    "<script>window.__pwned = 'script'</script>\n\n"
+    "<img src=x onerror=\"window.__pwned = 'onerror'\">\n\n"
+    "[click me](javascript:window.__pwned='link') and [the docs](https://example.com/docs)"
+)
+
+
+async def check_rendered_safely(page: Any) -> None:
+    reply = page.locator(".msg.assistant").last
+    assert await reply.locator("strong").inner_text() == "bold"
+    assert await reply.locator("li").count() == 2
+    assert await reply.locator("pre code").inner_text() == "print('hi')\n"
+    assert "window.__pwned = 'script'" in await reply.inner_text()  # shown as text, not run
+    assert await page.locator("#messages script, #messages img, #messages [onerror]").count() == 0
+    links = await reply.locator("a").evaluate_all("links => links.map(a => [a.textContent, a.href, a.target, a.rel])")
+    assert links == [["the docs", "https://example.com/docs", "_blank", "noopener noreferrer nofollow"]]
+    await reply.get_by_text("click me").click()
+    assert await page.evaluate("window.__pwned") is None
+
+
+async def test_replies_render_markdown_and_nothing_in_them_runs() -> None:
+    async with signed_in() as session:
+        page = session.page
+        session.stack.server.reply_text(MARKDOWN_REPLY)
+        await say(page, "show me some formatting", 1)
+        await check_rendered_safely(page)
+        await page.screenshot(path=str(ARTIFACTS / "web-markdown.png"), full_page=True)
+        await page.reload()
+        await page.wait_for_selector("body[data-ready=true]")
+        await check_rendered_safely(page)  # the history renders the same way
+
+
+async def test_a_scheduled_task_answer_is_labelled_with_its_task() -> None:
+    async with signed_in() as session:
+        page, engine = session.page, session.stack.engine
+        origin = {"source": "task", "task": "morning digest", "origin": "schedule"}
+        await engine.processor.inject(ChatRef("web", "main"), "Nothing new overnight.", origin)
+        answer = page.locator(".msg.assistant.task", has_text="Nothing new overnight.")
+        await answer.wait_for()
+        assert await answer.locator(".task-label").inner_text() == "Scheduled task: morning digest"
+        session.stack.server.reply_text("An ordinary reply.")
+        await say(page, "hello", 1)
+        assert await page.locator(".msg.assistant", has_text="An ordinary reply.").locator(".task-label").count() == 0
+        await page.reload()
+        await page.wait_for_selector("body[data-ready=true]")
+        label = page.locator(".msg.assistant", has_text="Nothing new overnight.").locator(".task-label")
+        assert await label.inner_text() == "Scheduled task: morning digest"
+        assert await page.locator(".task-label").count() == 1
+
+
+async def test_at_phone_width_the_header_fits_and_every_tab_and_sign_out_are_visible() -> None:
+    async with signed_in(width=390, height=844) as session:
+        page = session.page
+        await page.wait_for_selector("#engine-status.up")
+        session.stack.server.reply_text("A reply with a long unbroken word: " + "x" * 200)
+        await say(page, "hello from a phone", 1)
+        await page.screenshot(path=str(ARTIFACTS / "web-phone.png"))
+        for tab in ("chat", "settings", "inspector", "memory"):
+            await page.click(f"nav button[data-tab={tab}]")
+            await page.locator(f"#tab-{tab}.active").wait_for()
+            sizes = await page.evaluate(
+                "[document.documentElement.scrollWidth, document.querySelector('header').scrollWidth]"
+            )
+            assert max(sizes) <= 390, (tab, sizes)
+        for target in ("nav button[data-tab=settings]", "#logout-form button", "#engine-status"):
+            box = await page.locator(target).bounding_box()
+            assert box is not None and await page.locator(target).is_visible(), target
+            assert box["x"] >= 0 and box["x"] + box["width"] <= 390 and box["y"] + box["height"] <= 844, (target, box)
+        await page.click("#logout-form button")
+        await page.wait_for_url("**/login")
+
+
+async def test_a_reply_faster_than_the_send_answer_still_marks_the_message_answered() -> None:
+    async with signed_in() as session:
+        page = session.page
+
+        async def hold_the_answer(route: Any) -> None:
+            response = await route.fetch()  # the message is sent; its reply event comes before this answer
+            await page.locator(".msg.assistant", has_text="Quick!").wait_for()
+            await route.fulfill(response=response)
+
+        await page.route("**/api/messages", hold_the_answer)
+        session.stack.server.reply_text("Quick!")
+        await page.fill("#input", "be quick")
+        await page.press("#input", "Enter")
+        await page.locator(".msg.user .meta", has_text="answered").wait_for()
+        assert await page.locator(".msg.user .meta", has_text="sent").count() == 0
+
+
+async def test_the_page_has_a_favicon_and_the_login_names_both_commands() -> None:
+    async with signed_in() as session:
+        page = session.page
+        status = await page.evaluate("fetch(document.querySelector('link[rel=icon]').href).then(r => r.status)")
+        assert status == 200
+        async with httpx.AsyncClient(base_url=session.web.url, follow_redirects=True) as client:
+            icon = await client.get("/favicon.ico")
+            assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+            login = (await client.get("/login")).text
+            assert "klaw serve" in login and "klaw gateway" in login and 'rel="icon"' in login
+        assert session.not_found == []
+
+
+async def test_the_inspector_draws_each_turn_against_its_budget() -> None:
+    # A small window and a lenient relevance gate, so the third message's turn recalls the first (auto-RAG).
+    overrides: dict[str, Any] = {"context": {"slidingWindow": 2}, "autoRag": {"relevanceThreshold": 2.0}}
+    async with signed_in(**overrides) as session:
+        page = session.page
+        for n, text in enumerate(
+            ["remember that my favourite colour is teal", "I also like hiking", "which colour do I like?"], start=1
+        ):
+            await say(page, text, n)
+        await page.click("nav button[data-tab=inspector]")
+        turn = page.locator(".turn").first
+        await turn.locator("svg.context-bar").wait_for()
+        drawn = await turn.locator("svg.context-bar rect.layer").evaluate_all(
+            "rects => rects.map(r => [r.dataset.layer, Number(r.getAttribute('x')), Number(r.getAttribute('width'))])"
+        )
+        numbers = (
+            await turn.locator("tbody")
+            .first.locator("tr")
+            .evaluate_all("rows => rows.map(r => [r.cells[1].textContent, Number(r.cells[2].textContent)])")
+        )
+        tokens = dict(numbers)
+        budget = 3600
+        assert {"system_prompt", "auto_rag", "sliding_window", "pending"} <= {name for name, _, _ in drawn}
+        x = 0.0
+        for name, left, width in drawn:  # blocks side by side, each as wide as its share of the budget
+            assert left == pytest.approx(x, abs=0.01) and width == pytest.approx(1000 * tokens[name] / budget, abs=0.01)
+            x += width
+        assert x < 1000
+        hits = turn.locator(".score-fill")
+        assert await hits.count() >= 1
+        widths = await hits.evaluate_all("bars => bars.map(b => b.style.width)")
+        assert widths[0] == "100%"  # the best hit fills its bar; the others are drawn against it
+        await turn.locator("td.text", has_text="favourite colour is teal").first.wait_for()
+        screenshot = ARTIFACTS / "web-inspector-picture.png"
+        await turn.screenshot(path=str(screenshot))
+        assert screenshot.stat().st_size > 5_000
