@@ -83,7 +83,7 @@ async def test_the_chat_so_far_is_shown_after_a_reload_and_a_new_sign_in() -> No
         await page.press("#input", "Enter")
         await page.locator(".msg.notice", has_text="Started a new conversation").wait_for()
         server.reply_text("Hiking is great.")
-        await say(page, "I like hiking", 2)
+        await say(page, "I like hiking", 3)  # `/new` counts: its notice answers it
 
         for again in ("reload", "sign in again"):
             if again == "reload":

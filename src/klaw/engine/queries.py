@@ -18,7 +18,7 @@ from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.frames import QueryFrame
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef, Exchange, MessageType, Role, StoredMessage
+from klaw.store.records import ChatRef, Exchange, StoredMessage
 
 TEXT_CHARS = 2000
 MAX_SEGMENTS = 100
@@ -131,7 +131,7 @@ class EngineQueries:
             window = await self._store.messages.window(segment.id, MAX_MESSAGES)
             for message in reversed(window):
                 record = message.record
-                if record.type is not MessageType.TEXT or record.role not in (Role.USER, Role.ASSISTANT):
+                if not record.kind.is_conversation:
                     continue
                 entry = _message(message, HISTORY_TEXT_CHARS)
                 metadata = record.metadata or {}
