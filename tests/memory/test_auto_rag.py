@@ -225,3 +225,29 @@ async def test_each_side_offers_at_most_twenty_candidates(chat: Conversation) ->
         await chat.say(f"deploy note {i}: the deploy moves to friday night after the migration", embed=i % 2 == 0)
     rag = service(chat, top_k=100, max_tokens=100_000)
     assert len(await recall(rag, chat)) == 20
+
+
+@pytest.mark.parametrize(
+    ("said", "asked"),
+    [
+        ("the invoice number was INV-2291, paid in full", "what about 2291?"),
+        ("we stayed two nights in Carcassonne in the old town", "carcassonne"),
+        ("NASA moved the launch window again", "any news from nasa?"),
+    ],
+)
+async def test_a_name_or_code_said_once_opens_the_gate_whatever_the_vectors(
+    chat: Conversation, said: str, asked: str
+) -> None:
+    fact = await chat.say(said, vector=one_hot(1))
+    await chat.filler(4, embed=False)
+    assert (await recall(service(chat, embedder=FixedEmbedder(one_hot(0))), chat, query=asked))[:1] == [fact.rowid]
+
+
+async def test_a_rare_common_word_alone_does_not_open_the_gate(chat: Conversation) -> None:
+    """In a long chat many ordinary words are said once; sharing one is no evidence that a message
+    is meant ("research" asked about another person's project), so the vectors must decide."""
+    await chat.say("my brother started his research on coral reefs", vector=one_hot(1))
+    await chat.filler(4, embed=False)
+    assert (
+        await recall(service(chat, embedder=FixedEmbedder(one_hot(0))), chat, query="what did Caroline research?") == []
+    )

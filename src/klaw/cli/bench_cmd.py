@@ -323,6 +323,65 @@ def past_sessions(
     console.print(f"wrote {out / 'past_sessions.json'} and {out / 'past_sessions.md'}")
 
 
+@app.command()
+def recall(
+    data: Annotated[Path, typer.Option(help="A LoCoMo-format JSON file with session summaries and observations.")],
+    out: Annotated[Path, typer.Option(help="Directory for recall.json and recall.md.")] = Path("bench-results"),
+    layers: Annotated[str, typer.Option(help="Comma-separated layers: auto_rag, past.")] = "auto_rag,past",
+) -> None:
+    """What reaches the model: each LoCoMo question asked as a live turn, and what the auto-RAG and
+    past-conversations blocks would hold with the settings in force (context recall, false injection)."""
+    from datetime import UTC, datetime
+
+    from rich.markdown import Markdown
+
+    from klaw.bench.locomo.annotations import load_session_notes
+    from klaw.bench.locomo.dataset import LocomoFormatError, load_locomo
+    from klaw.bench.locomo.recall_bench import RecallSettings, run_recall
+    from klaw.bench.locomo.recall_report import to_json, to_markdown
+    from klaw.bench.locomo.runner import LocomoRunError
+    from klaw.cli.context import fail, home_from_env, load_or_exit
+    from klaw.memory.embedder.factory import create_embedder
+
+    config = load_or_exit(home_from_env()).config
+    try:
+        settings = RecallSettings(
+            layers=tuple(part.strip() for part in layers.split(",") if part.strip()),
+            auto_rag=config.auto_rag,
+            search=config.search,
+            rag=config.rag,
+            sliding_window=config.context.sliding_window,
+            batch_size=config.embedder.batch_size,
+        )
+        dataset = load_locomo(data)
+        notes = load_session_notes(data, dataset)
+    except (ValueError, LocomoFormatError) as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot read {data}: {exc.strerror or exc}")
+    embedder = create_embedder(config.embedder)
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+
+    async def run(work_dir: Path) -> Any:
+        try:
+            with _progress() as progress:
+                return await run_recall(dataset, notes, embedder, work_dir, settings, _stage_reporter(progress))
+        finally:
+            await embedder.aclose()
+
+    with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp:
+        try:
+            result = asyncio.run(run(Path(tmp)))
+        except LocomoRunError as exc:
+            fail(str(exc), 1)
+    markdown = to_markdown(result)
+    _emit(to_json(result, machine=machine(), started_at=started_at), out / "recall.json")
+    (out / "recall.md").write_text(markdown, encoding="utf-8")
+    console = Console()
+    console.print(Markdown(markdown))
+    console.print(f"wrote {out / 'recall.json'} and {out / 'recall.md'}")
+
+
 def _reindex_throughput(console: Console, config: Any, messages: int) -> dict[str, Any]:
     from klaw.bench.reindex_bench import measure_reindex
 

@@ -13,7 +13,11 @@ A word is telling when:
   words ("ok thanks", "good morning", "haha yes") recalls nothing at all, by either kind of evidence;
 - it is rare in the scope searched (the segment, or the chat's past): held in the own text of at
   most max(`RARE_MIN_MESSAGES`, `RARE_MAX_SHARE` × the scope's conversation messages). A word said
-  in a tenth of the chat says little about which message is meant, whatever the language.
+  in a tenth of the chat says little about which message is meant, whatever the language;
+- it names something: written like a name or a code where it is said or asked (a capital letter
+  inside a sentence, all capitals, or digits: "Zorblax", "Kraków", "NASA", "INV-2291"). Rare common
+  words are everywhere in a long chat: on LoCoMo, a question about another conversation shares one
+  with some message four times in five ("research", "funny"), while a name rarely crosses over.
 
 The counts come from the full-text index (`SearchRepository.word_counts`, a bounded count per
 word), so the same stemming applies as in search: "dogs" counts "dog". Why these figures:
@@ -22,7 +26,8 @@ docs/decisions/080-word-evidence-gate.md.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import re
+from collections.abc import Collection, Iterable
 from datetime import datetime
 
 from klaw.store.protocol import Storage
@@ -39,10 +44,39 @@ EVIDENCE_LIMIT = 40
 # open the gate, which the share above then limits.
 _SMALL_TALK_TEXT = """
     ah aha alright anyway awesome bye cheers cool evening fine gm gn good goodbye goodnight great
-    ha haha hahaha hehe hello hey hi hmm hmmm k kk lol lmao morning nice night no nope ok okay oh
+    ha haha hahaha hehe hello hey hi hmm hmmm k kk lol lmao lot lots morning nice night no nope ok okay oh
     oops please right sorry sure thank thanks thx ty well wow ya yay yea yeah yep yes yup
 """
 SMALL_TALK = frozenset(_SMALL_TALK_TEXT.split())
+
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+_SENTENCE_END = frozenset(".!?:\n")
+_SAME_STEM_CHARS = 4  # "zorblax" and "zorblaxes" are one word when they share this many
+
+
+def named_words(text: str) -> set[str]:
+    """The lowercase words of `text` written like a name or a code: a capital inside a sentence
+    ("my dog Zorblax"), all capitals of two letters or more ("NASA"), or a digit ("2291")."""
+    found: set[str] = set()
+    for match in _TOKEN.finditer(text):
+        token = match.group(0)
+        before = text[: match.start()].rstrip()
+        inside = bool(before) and before[-1] not in _SENTENCE_END
+        if any(ch.isdigit() for ch in token) or (len(token) > 1 and token.isupper()) or (inside and token[0].isupper()):
+            found.add(token.lower())
+    return found
+
+
+def _same_word(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    shorter, longer = sorted((a, b), key=len)
+    return len(shorter) >= _SAME_STEM_CHARS and longer.startswith(shorter)
+
+
+def _holds(words: Iterable[str], word: str) -> bool:
+    return any(_same_word(candidate, word) for candidate in words)
 
 
 def content_words(text: str) -> list[str]:
@@ -91,12 +125,23 @@ async def messages_with_telling_words(
     until: datetime | None = None,
     exclude: Collection[int] = (),
 ) -> set[int]:
-    """Rowids of the scope's messages holding a telling word of `text` (at most `EVIDENCE_LIMIT`,
-    plus those in `exclude`, which are left out)."""
+    """Rowids of the scope's messages holding, in their own words, a word of `text` that is rare in
+    the scope and written like a name or code there or in `text` (at most `EVIDENCE_LIMIT`; those
+    in `exclude` left out)."""
     words = await telling_words(store, chat, text, segment_id=segment_id, until=until, exclude=exclude)
     if not words:
         return set()
     hits = await store.search.full_text(
         chat, " ".join(words), limit=EVIDENCE_LIMIT + len(exclude), segment_id=segment_id, until=until
     )
-    return {hit.message.rowid for hit in hits} - set(exclude)
+    asked_names = named_words(text)
+    found: set[int] = set()
+    for hit in hits:
+        if hit.message.rowid in exclude:
+            continue
+        content = hit.message.content
+        said = {token.lower() for token in _TOKEN.findall(content)}
+        names = named_words(content) | asked_names
+        if any(_holds(said, word) and _holds(names, word) for word in words):
+            found.add(hit.message.rowid)
+    return found

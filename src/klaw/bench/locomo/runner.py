@@ -227,6 +227,20 @@ async def _ingest(
     return segments.pop(), dia_of
 
 
+async def ingest_conversation(
+    store: SqliteStore,
+    embedder: Embedder,
+    directory: Path,
+    records: Sequence[tuple[MessageRecord, str]],
+    min_embed_tokens: int,
+    batch_size: int,
+) -> tuple[int, dict[str, str]]:
+    """One conversation stored and embedded as the bench does (one segment); returns its segment and
+    message id → turn id."""
+    settings = RunSettings(min_embed_tokens=min_embed_tokens, batch_size=batch_size)
+    return await _ingest(store, embedder, directory, records, settings, IngestStats(), lambda stage, count: None)
+
+
 async def _ask(
     store: SqliteStore,
     embedder: Embedder,
