@@ -11,7 +11,7 @@ import apsw
 import numpy as np
 import pytest
 
-from klaw.store.protocol import IndexMismatchError
+from klaw.store.protocol import IndexMismatchError, VectorIndex
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
 from klaw.store.sqlite.migrations import bundled_migrations
 from klaw.store.sqlite.query import fetch_value
@@ -284,3 +284,20 @@ async def test_settings_round_trip_json(store: SqliteStore) -> None:
     assert await store.settings.get("rag") == {"enabled": True}
     await store.settings.delete("rag")
     assert await store.settings.get("rag") is None
+
+
+async def test_counts_and_vector_indexes_answer_what_klaw_db_info_shows(store: SqliteStore) -> None:
+    """The repository methods `klaw db info` and the reindex report use instead of SQL of their own."""
+    assert await store.vectors.bound_embedder() is None
+    assert await store.vector_indexes() == []
+    hello = await store.messages.append(message(ALICE, "hello"), embed=True)
+    await store.messages.append(message(BOB, "hi", 1))
+    await store.messages.append(MessageRecord(ALICE, Role.SYSTEM, "", type=MessageType.SESSION_BREAK, created_at=T0))
+    await store.vectors.bind_embedder("fake-8", 8)
+    await store.vectors.put([(hello.rowid, unit(1, 0))])
+
+    counts = await store.counts()
+    assert (counts.messages, counts.control_records, counts.chats, counts.vectors) == (2, 1, 2, 1)
+    assert (counts.embedding_pending, counts.embedding_failed, counts.embedding_errors) == (1, 0, ())
+    assert await store.vectors.bound_embedder() == VectorIndex("vec_messages", "fake-8", 8)
+    assert await store.vector_indexes() == [VectorIndex("vec_messages", "fake-8", 8)]

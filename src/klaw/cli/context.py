@@ -13,7 +13,8 @@ from klaw.home import KlawHome
 from klaw.home_privacy import make_private
 
 if TYPE_CHECKING:
-    from klaw.store.sqlite.store import SqliteStore
+    from klaw.config import DatabaseConfig
+    from klaw.store.protocol import Storage
 
 err_console = Console(stderr=True)
 
@@ -54,13 +55,14 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-async def open_store_or_exit(path: Path) -> SqliteStore:
-    """klaw.db for a command that reads or edits it, or exit 2 with the store's message (a file SQLite
-    cannot open, sqlite-vec that will not load and how to reinstall it), never a traceback."""
+async def open_store_or_exit(path: Path, database: DatabaseConfig) -> Storage:
+    """klaw.db for a command that reads or edits it, through the storage protocol, or exit 2 with the
+    store's message (a file SQLite cannot open, sqlite-vec that will not load and how to reinstall
+    it), never a traceback."""
+    from klaw.store.backend import open_storage  # apsw and sqlite-vec only for commands that need them
     from klaw.store.protocol import StorageError
-    from klaw.store.sqlite.store import SqliteStore  # apsw and sqlite-vec only for commands that need them
 
     try:
-        return await SqliteStore.open(path)
+        return await open_storage(path, database)
     except StorageError as exc:
         fail(str(exc))

@@ -29,10 +29,8 @@ from klaw.memory.auto_rag import CANDIDATES_PER_SIDE
 from klaw.memory.embedder.factory import create_embedder
 from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.hybrid_search import HybridHit, HybridSearch
+from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
-from klaw.store.sqlite.query import fetch_all, fetch_one
-from klaw.store.sqlite.store import SqliteStore
-from klaw.store.sqlite.vectors import MESSAGE_VECTORS
 
 app = typer.Typer(help="Look into what klaw remembers of your conversations.", no_args_is_help=True)
 register_forget(app)  # `klaw memory forget` (cli/memory_forget_cmd.py)
@@ -87,7 +85,7 @@ def search(
 async def _search(
     path: Path, config: EngineConfig, text: str, chat_arg: str | None, scope: SegmentScope, limit: int
 ) -> SearchOutcome:
-    store = await open_store_or_exit(path)
+    store = await open_store_or_exit(path, config.database)
     try:
         chat = await _pick_chat(store, chat_arg)
         segment_id: int | None = None
@@ -110,9 +108,8 @@ async def _search(
         await store.aclose()
 
 
-async def _pick_chat(store: SqliteStore, chat_arg: str | None) -> ChatRef:
-    rows = await store.db.run(lambda c: fetch_all(c, "SELECT channel, chat_id FROM chats ORDER BY id"))
-    chats = [ChatRef(str(channel), str(chat_id)) for channel, chat_id in rows]
+async def _pick_chat(store: Storage, chat_arg: str | None) -> ChatRef:
+    chats = sorted(await store.segments.chats(), key=str)
     listing = "\n".join(f"  {c}" for c in chats)
     if chat_arg is None:
         if not chats:
@@ -133,22 +130,20 @@ async def _pick_chat(store: SqliteStore, chat_arg: str | None) -> ChatRef:
     return chat
 
 
-async def _embedder_for(store: SqliteStore, config: EngineConfig) -> tuple[Embedder | None, str]:
+async def _embedder_for(store: Storage, config: EngineConfig) -> tuple[Embedder | None, str]:
     """The configured embedder when the stored vectors are its own; otherwise full text only."""
-    row = await store.db.run(
-        lambda c: fetch_one(c, "SELECT embedder_id, dim FROM index_meta WHERE table_name = ?", (MESSAGE_VECTORS,))
-    )
-    if row is None:
+    bound = await store.vectors.bound_embedder()
+    if bound is None:
         return None, "vector side off: no message vectors are stored yet (full text only)"
     try:
         embedder = create_embedder(config.embedder)
     except Exception as exc:
         return None, f"vector side off: the configured embedder cannot start ({type(exc).__name__}); full text only"
-    if (embedder.model_id, embedder.dim) != (row[0], row[1]):
+    if (embedder.model_id, embedder.dim) != (bound.embedder_id, bound.dim):
         await embedder.aclose()
         return None, (
-            f"vector side off: stored vectors come from {row[0]} (dim {row[1]}), the configured embedder is"
-            f" {embedder.model_id} (dim {embedder.dim}); run 'klaw reindex' (full text only)"
+            f"vector side off: stored vectors come from {bound.embedder_id} (dim {bound.dim}), the configured"
+            f" embedder is {embedder.model_id} (dim {embedder.dim}); run 'klaw reindex' (full text only)"
         )
     return embedder, f"vector side: {embedder.model_id}"
 

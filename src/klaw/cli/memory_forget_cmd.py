@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit
+from klaw.config import DatabaseConfig
 from klaw.engine_presence import engine_answers
 from klaw.home import KlawHome
 from klaw.memory.conversation_log import ConversationLog
@@ -53,7 +54,7 @@ def forget(
         return yes or typer.confirm("Forget it?", default=False)
 
     try:
-        outcome = asyncio.run(_forget(home, path, kind, target_id, owner, confirm))
+        outcome = asyncio.run(_forget(home, path, loaded.config.database, kind, target_id, owner, confirm))
     except ForgetError as exc:
         fail(f"cannot forget: {exc}", code=1)
     except _EngineRunning:
@@ -81,6 +82,7 @@ class _EngineRunning(Exception):
 async def _forget(
     home: KlawHome,
     path: Path,
+    database: DatabaseConfig,
     kind: ForgetKind,
     target_id: int,
     chat: ChatRef | None,
@@ -88,7 +90,7 @@ async def _forget(
 ) -> ForgetOutcome | None:
     if await engine_answers(home.socket_path):
         raise _EngineRunning
-    store = await open_store_or_exit(path)
+    store = await open_store_or_exit(path, database)
     try:
         forgetting = Forgetting(Ingestion(ConversationLog(home.conversations), store), utc_now)
         plan = await forgetting.plan(kind, target_id, chat)

@@ -36,8 +36,6 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-import apsw
-
 from klaw.config import EngineConfig
 from klaw.engine_presence import engine_answers
 from klaw.home import KlawHome
@@ -48,18 +46,10 @@ from klaw.memory.embedding_policy import should_embed
 from klaw.memory.embedding_queue import EmbeddingQueue, QueueClock
 from klaw.memory.log_replay import LogDay, read_day, scan_log
 from klaw.memory.log_tombstones import forgotten_in_log
-from klaw.store.protocol import StorageError
+from klaw.store.backend import rebuild_backend
+from klaw.store.protocol import StorageError, StoreCounts
+from klaw.store.rebuild_protocol import DoneFile, RebuildBackend, RebuildTarget
 from klaw.store.records import MessageRecord
-from klaw.store.sqlite.rebuild import (
-    DoneFile,
-    RebuildJournal,
-    RebuiltCounts,
-    copy_settings,
-    make_self_contained,
-    rebuilt_counts,
-    swap_into_place,
-)
-from klaw.store.sqlite.store import SqliteStore
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +90,7 @@ class StageTiming:
 @dataclass(frozen=True)
 class ReindexReport:
     database: Path
-    counts: RebuiltCounts
+    counts: StoreCounts
     log_files: int
     resumed_files: int  # files an interrupted run had already rebuilt
     records: int  # log records replayed by this run
@@ -126,12 +116,13 @@ async def reindex(
     embedder: Embedder | None = None,
     clock: QueueClock | None = None,
     keep_backup: bool = False,
+    backend: RebuildBackend | None = None,
 ) -> ReindexReport:
     """Rebuild the database of `home` from its log, embed, and swap the result in.
 
-    `embedder` defaults to the configured one (created and closed here). An exception (including
-    KeyboardInterrupt or cancellation) leaves the live database untouched and the partial build in
-    place for the next run to resume."""
+    `embedder` defaults to the configured one (created and closed here), `backend` to the configured
+    `database.backend`'s. An exception (including KeyboardInterrupt or cancellation) leaves the live
+    database untouched and the partial build in place for the next run to resume."""
     began = time.perf_counter()
     live = home.database_file(config.database.path)
     await _refuse_if_engine_runs(home)
@@ -141,7 +132,8 @@ async def reindex(
         queue_clock = clock or _WallClock()
         active = embedder or create_embedder(config.embedder, sleep=queue_clock.sleep)
         try:
-            build = _Build(home, config, live, active, queue_clock, progress or _ignore)
+            target = backend or rebuild_backend(live, config.database)
+            build = _Build(home, config, target, active, queue_clock, progress or _ignore)
             return await build.run(began, keep_backup=keep_backup)
         finally:
             if owned:
@@ -153,15 +145,15 @@ class _Build:
         self,
         home: KlawHome,
         config: EngineConfig,
-        live: Path,
+        backend: RebuildBackend,
         embedder: Embedder,
         clock: QueueClock,
         notify: ReindexProgress,
     ) -> None:
         self.home = home
         self.config = config
-        self.live = live
-        self.work = _beside(live, ".reindex")
+        self.live = home.database_file(config.database.path)
+        self.backend = backend
         self.embedder = embedder
         self.clock = clock
         self.notify = notify
@@ -173,24 +165,24 @@ class _Build:
         started = time.perf_counter()
         days = await asyncio.to_thread(scan_log, ConversationLog(self.home.conversations))
         self.forgotten = await asyncio.to_thread(forgotten_in_log, ConversationLog(self.home.conversations))
-        store = await self._open(days)
+        build = await self._open(days)
         try:
-            journal = RebuildJournal(store.db)
-            files, resumed, records = await self._rebuild(store, journal, days)
+            journal = build.journal
+            files, resumed, records = await self._rebuild(build, days)
             self.stages.append(StageTiming(ReindexStage.REBUILD, time.perf_counter() - started, records))
             started = time.perf_counter()
-            embedded = await self._embed(store)
+            embedded = await self._embed(build)
             self.stages.append(StageTiming(ReindexStage.EMBED, time.perf_counter() - started, embedded))
             started = time.perf_counter()
             await _refuse_if_engine_runs(self.home)
-            settings = await self._copy_settings(store)
-            counts = await rebuilt_counts(store.db)
+            settings = await self._copy_settings(build)
+            counts = await build.store.counts()
             skipped = await journal.skipped()
             await journal.drop()
-            await make_self_contained(store.db)
+            await build.finish()
         finally:
-            await store.aclose()
-        backup = await asyncio.to_thread(swap_into_place, self.work, self.live, keep_backup=keep_backup)
+            await build.aclose()
+        backup = await asyncio.to_thread(lambda: self.backend.swap_into_place(keep_backup=keep_backup))
         self.stages.append(StageTiming(ReindexStage.SWAP, time.perf_counter() - started, 0))
         listed = tuple((self.home.conversations / key, line, reason) for key, line, reason in skipped)
         return ReindexReport(
@@ -209,51 +201,38 @@ class _Build:
             seconds=time.perf_counter() - began,
         )
 
-    async def _open(self, days: Sequence[LogDay]) -> SqliteStore:
-        """The build file: resumed if it was started for the same embedder and no log file it
-        rebuilt has since shrunk or gone (a log edited by hand), else made anew."""
+    async def _open(self, days: Sequence[LogDay]) -> RebuildTarget:
+        """The build: resumed if it was started for the same embedder and no log file it rebuilt
+        has since shrunk or gone (a log edited by hand), else made anew."""
         wanted = f"{self.embedder.model_id}:{self.embedder.dim}"
-        if self.work.exists():
-            store = await self._open_store(existing=True)
-            if store is not None:
-                journal = RebuildJournal(store.db)
-                await journal.create()
+        if self.backend.exists():
+            build = await self.backend.open(self.clock.now, resume=True)
+            if build is not None:
+                await build.journal.create()
+                journal = build.journal
                 if await journal.get(_EMBEDDER_KEY) == wanted and not _log_rewritten(days, await journal.done_files()):
-                    await store.vectors.bind_embedder(self.embedder.model_id, self.embedder.dim)
-                    await store.memory_chunks.bind_embedder(self.embedder.model_id, self.embedder.dim)
-                    await store.summaries.bind_embedder(self.embedder.model_id, self.embedder.dim)
-                    return store
-                await store.aclose()
+                    await self._bind(build)
+                    return build
+                await build.aclose()
             self.warnings.append(
-                f"started over: the unfinished build at {self.work} was for another embedder, unreadable,"
-                " or older than log files edited since"
+                f"started over: the unfinished build at {self.backend.location} was for another embedder,"
+                " unreadable, or older than log files edited since"
             )
-            for path in [self.work, *(_beside(self.work, s) for s in ("-wal", "-shm", "-journal"))]:
-                path.unlink(missing_ok=True)
-        store = await self._open_store(existing=False)
-        assert store is not None
-        journal = RebuildJournal(store.db)
-        await journal.create()
-        await store.vectors.bind_embedder(self.embedder.model_id, self.embedder.dim)
-        await store.memory_chunks.bind_embedder(self.embedder.model_id, self.embedder.dim)
-        await store.summaries.bind_embedder(self.embedder.model_id, self.embedder.dim)
-        await journal.set(_EMBEDDER_KEY, wanted)
-        return store
+            await asyncio.to_thread(self.backend.discard)
+        build = await self.backend.open(self.clock.now, resume=False)
+        assert build is not None
+        await build.journal.create()
+        await self._bind(build)
+        await build.journal.set(_EMBEDDER_KEY, wanted)
+        return build
 
-    async def _open_store(self, *, existing: bool) -> SqliteStore | None:
-        try:
-            return await SqliteStore.open(self.work, clock=self.clock.now, vector_cache_bytes=0)
-        except (StorageError, apsw.Error) as exc:
-            if not existing:
-                raise
-            log.warning("cannot resume the build at %s: %s", self.work, exc)
-            return None
+    async def _bind(self, build: RebuildTarget) -> None:
+        for index in (build.store.vectors, build.store.memory_chunks, build.store.summaries):
+            await index.bind_embedder(self.embedder.model_id, self.embedder.dim)
 
-    async def _rebuild(
-        self, store: SqliteStore, journal: RebuildJournal, days: Sequence[LogDay]
-    ) -> tuple[int, int, int]:
+    async def _rebuild(self, build: RebuildTarget, days: Sequence[LogDay]) -> tuple[int, int, int]:
         """Replay the log day by day; returns (log files, files skipped as done, records replayed)."""
-        done = await journal.done_files()
+        done = await build.journal.done_files()
         files_total = sum(len(day.files) for day in days)
         lines_total = sum(day.lines for day in days)
         files_done = lines_done = resumed = records = 0
@@ -263,48 +242,45 @@ class _Build:
             if _already_done(day, done):
                 resumed += len(day.files)
             else:
-                records += await self._replay_day(store, journal, day, lines_done, lines_total)
+                records += await self._replay_day(build, day, lines_done, lines_total)
             files_done += len(day.files)
             lines_done += day.lines
             self.notify(ReindexStage.READ, files_done, files_total)
             self.notify(ReindexStage.REBUILD, lines_done, lines_total)
         return files_total, resumed, records
 
-    async def _replay_day(
-        self, store: SqliteStore, journal: RebuildJournal, day: LogDay, lines_before: int, lines_total: int
-    ) -> int:
+    async def _replay_day(self, build: RebuildTarget, day: LogDay, lines_before: int, lines_total: int) -> int:
         """Append one day's records in batches, then mark its files done; returns the records."""
         read = await asyncio.to_thread(read_day, day)
         records = [record for record in read.records if record.id not in self.forgotten]
         lines = len(read.skipped) + len(read.records) - len(records)
         for batch in _batches(records, APPEND_BATCH):
-            await self._append(store, batch)
+            await self._append(build, batch)
             lines += len(batch)
             self.notify(ReindexStage.REBUILD, lines_before + lines, lines_total)
         keys = {f.path: f.key for f in day.files}
-        await journal.mark_done(
+        await build.journal.mark_done(
             [DoneFile(f.key, f.size, f.mtime_ns, f.lines) for f in day.files],
             [(keys[path], line, reason) for path, line, reason in read.skipped],
         )
         return len(records)
 
-    async def _append(self, store: SqliteStore, batch: Sequence[MessageRecord]) -> None:
+    async def _append(self, build: RebuildTarget, batch: Sequence[MessageRecord]) -> None:
         minimum = self.config.auto_rag.min_message_tokens
-        await store.messages.append_many(batch, embed=[should_embed(record, minimum) for record in batch])
+        await build.store.messages.append_many(batch, embed=[should_embed(record, minimum) for record in batch])
 
-    async def _embed(self, store: SqliteStore) -> int:
-        pending = (await store.embedding_jobs.counts()).pending
+    async def _embed(self, build: RebuildTarget) -> int:
+        pending = (await build.store.embedding_jobs.counts()).pending
         self.notify(ReindexStage.EMBED, 0, pending)
-        queue = EmbeddingQueue(store, self.embedder, self.clock, batch_size=self.config.embedder.batch_size)
+        queue = EmbeddingQueue(build.store, self.embedder, self.clock, batch_size=self.config.embedder.batch_size)
         return await queue.run_until_idle(lambda done, total: self.notify(ReindexStage.EMBED, done, total))
 
-    async def _copy_settings(self, store: SqliteStore) -> int:
-        if not self.live.exists():
-            return 0
+    async def _copy_settings(self, build: RebuildTarget) -> int:
         try:
-            return await copy_settings(store.db, self.live)
-        except apsw.Error as exc:
-            self.warnings.append(f"settings not copied from {self.live} ({type(exc).__name__}): set them again")
+            return await build.copy_settings()
+        except StorageError as exc:
+            cause = type(exc.__cause__ or exc).__name__
+            self.warnings.append(f"settings not copied from {self.live} ({cause}): set them again")
             return 0
 
 

@@ -8,6 +8,7 @@ blocking database calls off the event loop.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -38,6 +39,31 @@ class StorageError(RuntimeError):
 
 class IndexMismatchError(StorageError):
     """Vectors of another embedder (model or dimension) are already stored in a vector table."""
+
+
+@dataclass(frozen=True)
+class StoreCounts:
+    """What a store holds, for `klaw db info` and the reindex report."""
+
+    messages: int  # conversation messages and tool steps (not control records)
+    control_records: int  # /new, /model, exchanges, summaries, saved memories, forget tombstones
+    chats: int
+    segments: int
+    sessions: int
+    exchanges: int
+    vectors: int  # message vectors
+    embedding_pending: int
+    embedding_failed: int
+    embedding_errors: tuple[tuple[str, int], ...]  # (last error, jobs), most frequent first
+
+
+@dataclass(frozen=True)
+class VectorIndex:
+    """A vector index and the embedder that filled it (vectors of two embedders never mix)."""
+
+    name: str
+    embedder_id: str
+    dim: int
 
 
 class MessageRepository(Protocol):
@@ -159,6 +185,10 @@ class VectorRepository(Protocol):
         ...
 
     async def count(self) -> int: ...
+
+    async def bound_embedder(self) -> VectorIndex | None:
+        """The embedder the message vectors come from; None before any is bound."""
+        ...
 
 
 class EmbeddingJobRepository(Protocol):
@@ -325,5 +355,11 @@ class Storage(Protocol):
     def summaries(self) -> SummaryRepository: ...
 
     async def schema_version(self) -> int: ...
+
+    async def counts(self) -> StoreCounts: ...
+
+    async def vector_indexes(self) -> list[VectorIndex]:
+        """Every vector index bound to an embedder (messages, saved memories, summaries)."""
+        ...
 
     async def aclose(self) -> None: ...

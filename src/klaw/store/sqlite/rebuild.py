@@ -1,11 +1,13 @@
-"""What `klaw reindex` needs of SQLite beyond the repositories.
+"""`SqliteRebuild`: what `klaw reindex` needs of SQLite beyond the repositories (the protocols are
+`store/rebuild_protocol.py`).
 
+- The build is `<klaw.db>.reindex`, a whole `SqliteStore` beside the live file (no vector cache).
 - Its journal, kept inside the database being built (`reindex_*` tables): which log files are done
   (by size and mtime, so a file that grew since is read again), the malformed lines they had, and
   which embedder the build is for. An interrupted run resumes from it; the tables are dropped
   before the file goes live.
 - The runtime settings copied from the old database (commands set them; the log does not hold them).
-- What the rebuilt file holds, for the report, and the swap of the finished file into place.
+- The finished file made self-contained and swapped into place.
 """
 
 from __future__ import annotations
@@ -13,16 +15,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 
 import apsw
 
+from klaw.store.protocol import StorageError
+from klaw.store.rebuild_protocol import DoneFile
 from klaw.store.sqlite.connection import SqliteDatabase
-from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
-from klaw.store.sqlite.record_kinds import control_sql, not_control_sql
-from klaw.store.sqlite.vectors import MESSAGE_VECTORS
+from klaw.store.sqlite.query import fetch_all, fetch_one
+from klaw.store.sqlite.store import SqliteStore
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +41,7 @@ CREATE TABLE IF NOT EXISTS reindex_state (key TEXT PRIMARY KEY, value TEXT NOT N
 _SIDECARS = ("-wal", "-shm", "-journal")
 
 
-@dataclass(frozen=True)
-class DoneFile:
-    key: str
-    size: int
-    mtime_ns: int
-    lines: int
-
-
-class RebuildJournal:
+class SqliteRebuildJournal:
     def __init__(self, db: SqliteDatabase) -> None:
         self._db = db
 
@@ -134,49 +129,6 @@ async def copy_settings(db: SqliteDatabase, source: Path) -> int:
     return await db.run(copy)
 
 
-@dataclass(frozen=True)
-class RebuiltCounts:
-    """What a rebuilt database holds, for the report."""
-
-    messages: int  # rows of `messages` that are messages (not control records)
-    control_records: int  # session_break, model_switch, exchange_open, exchange_close rows
-    chats: int
-    segments: int
-    sessions: int
-    exchanges: int
-    vectors: int
-    embedding_pending: int
-    embedding_failed: int
-    embedding_errors: tuple[tuple[str, int], ...]  # (last error, jobs), most frequent first
-
-
-async def rebuilt_counts(db: SqliteDatabase) -> RebuiltCounts:
-    def count(connection: apsw.Connection, sql: str) -> int:
-        return int(fetch_value(connection, sql) or 0)
-
-    def query(connection: apsw.Connection) -> RebuiltCounts:
-        has_vectors = fetch_one(connection, "SELECT 1 FROM sqlite_master WHERE name = ?", (MESSAGE_VECTORS,))
-        errors = fetch_all(
-            connection,
-            "SELECT last_error, count(*) AS jobs FROM embedding_jobs WHERE last_error IS NOT NULL"
-            " GROUP BY last_error ORDER BY jobs DESC, last_error",
-        )
-        return RebuiltCounts(
-            messages=count(connection, f"SELECT count(*) FROM messages m WHERE {not_control_sql()}"),
-            control_records=count(connection, f"SELECT count(*) FROM messages m WHERE {control_sql()}"),
-            chats=count(connection, "SELECT count(*) FROM chats"),
-            segments=count(connection, "SELECT count(*) FROM segments"),
-            sessions=count(connection, "SELECT count(*) FROM sessions"),
-            exchanges=count(connection, "SELECT count(*) FROM exchanges"),
-            vectors=count(connection, f"SELECT count(*) FROM {MESSAGE_VECTORS}") if has_vectors else 0,
-            embedding_pending=count(connection, "SELECT count(*) FROM embedding_jobs WHERE status = 'pending'"),
-            embedding_failed=count(connection, "SELECT count(*) FROM embedding_jobs WHERE status = 'failed'"),
-            embedding_errors=tuple((str(row[0]), int(row[1])) for row in errors),
-        )
-
-    return await db.run(query)
-
-
 async def make_self_contained(db: SqliteDatabase) -> None:
     """Fold the WAL into the file and leave WAL mode, so the file alone is the whole database
     (a stray `-wal` next to it after a move would otherwise be applied to the wrong file). The
@@ -235,3 +187,66 @@ def _fsync_dir(directory: Path) -> None:
             os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+class SqliteBuild:
+    """An open build: the store being filled, its journal, and the steps that finish it."""
+
+    def __init__(self, store: SqliteStore, live: Path) -> None:
+        self._store = store
+        self._live = live
+        self._journal = SqliteRebuildJournal(store.db)
+
+    @property
+    def store(self) -> SqliteStore:
+        return self._store
+
+    @property
+    def journal(self) -> SqliteRebuildJournal:
+        return self._journal
+
+    async def copy_settings(self) -> int:
+        if not self._live.exists():
+            return 0
+        try:
+            return await copy_settings(self._store.db, self._live)
+        except apsw.Error as exc:
+            raise StorageError(f"the settings of {self._live} cannot be read ({type(exc).__name__})") from exc
+
+    async def finish(self) -> None:
+        await make_self_contained(self._store.db)
+
+    async def aclose(self) -> None:
+        await self._store.aclose()
+
+
+class SqliteRebuild:
+    """`klaw reindex` on SQLite: the build is `<klaw.db>.reindex`, swapped in when finished."""
+
+    def __init__(self, live: Path) -> None:
+        self._live = live
+        self._work = _sidecar(live, ".reindex")
+
+    @property
+    def location(self) -> Path:
+        return self._work
+
+    def exists(self) -> bool:
+        return self._work.exists()
+
+    async def open(self, clock: Callable[[], datetime], *, resume: bool) -> SqliteBuild | None:
+        try:
+            store = await SqliteStore.open(self._work, clock=clock, vector_cache_bytes=0)
+        except (StorageError, apsw.Error) as exc:
+            if not resume:
+                raise
+            log.warning("cannot resume the build at %s: %s", self._work, exc)
+            return None
+        return SqliteBuild(store, self._live)
+
+    def discard(self) -> None:
+        for path in [self._work, *(_sidecar(self._work, s) for s in _SIDECARS)]:
+            path.unlink(missing_ok=True)
+
+    def swap_into_place(self, *, keep_backup: bool) -> Path | None:
+        return swap_into_place(self._work, self._live, keep_backup=keep_backup)

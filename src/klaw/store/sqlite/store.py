@@ -6,14 +6,19 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+import apsw
+
+from klaw.store.protocol import StoreCounts, VectorIndex
 from klaw.store.records import utc_now
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.counts import store_counts
 from klaw.store.sqlite.embedding_jobs import SqliteEmbeddingJobs
 from klaw.store.sqlite.history import SqliteHistory
 from klaw.store.sqlite.memory_chunks import SqliteMemoryChunks
 from klaw.store.sqlite.messages import SqliteMessages
 from klaw.store.sqlite.migrations import current_version, migrate
+from klaw.store.sqlite.query import fetch_all
 from klaw.store.sqlite.search import SqliteSearch
 from klaw.store.sqlite.segments import SqliteSegments
 from klaw.store.sqlite.sessions import SqliteExchanges, SqliteSessions
@@ -71,6 +76,16 @@ class SqliteStore:
 
     async def schema_version(self) -> int:
         return await self.db.run(current_version)
+
+    async def counts(self) -> StoreCounts:
+        return await self.db.run(store_counts)
+
+    async def vector_indexes(self) -> list[VectorIndex]:
+        def query(connection: apsw.Connection) -> list[VectorIndex]:
+            rows = fetch_all(connection, "SELECT table_name, embedder_id, dim FROM index_meta ORDER BY table_name")
+            return [VectorIndex(str(name), str(embedder_id), int(dim)) for name, embedder_id, dim in rows]
+
+        return await self.db.run(query)
 
     async def aclose(self) -> None:
         await self.db.aclose()

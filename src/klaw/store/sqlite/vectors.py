@@ -14,11 +14,11 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.protocol import StorageError
+from klaw.store.protocol import StorageError, VectorIndex
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.sqlite.vector_cache import ChatVectorCache
-from klaw.store.sqlite.vector_tables import bind_vector_table, table_exists, vector_blobs
+from klaw.store.sqlite.vector_tables import bind_vector_table, bound_embedder, table_exists, vector_blobs
 
 MESSAGE_VECTORS = "vec_messages"
 # Partitioned by chat; segment and time as metadata columns so scoped KNN stays inside sqlite-vec.
@@ -104,5 +104,12 @@ class SqliteVectors:
             if not vector_table_exists(connection, MESSAGE_VECTORS):
                 return 0
             return int(fetch_value(connection, f"SELECT count(*) FROM {MESSAGE_VECTORS}"))
+
+        return await self._db.run(query)
+
+    async def bound_embedder(self) -> VectorIndex | None:
+        def query(connection: apsw.Connection) -> VectorIndex | None:
+            bound = bound_embedder(connection, MESSAGE_VECTORS)
+            return None if bound is None else VectorIndex(MESSAGE_VECTORS, *bound)
 
         return await self._db.run(query)

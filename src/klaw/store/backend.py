@@ -1,0 +1,36 @@
+"""The configured storage backend (`database.backend`): the live store, or a rebuild beside it.
+
+The one place that names an implementation, so the engine's tools that need a store (the CLI, `klaw
+reindex`) depend on the storage protocol only. Backends are imported when asked for: apsw and
+sqlite-vec load only for commands that open the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from klaw.config import DatabaseConfig
+from klaw.store.protocol import Storage
+from klaw.store.rebuild_protocol import RebuildBackend
+from klaw.store.records import utc_now
+
+
+async def open_storage(path: Path, database: DatabaseConfig, *, clock: Callable[[], datetime] = utc_now) -> Storage:
+    """Open (creating and migrating if needed) the store at `path`; `StorageError` says why not."""
+    from klaw.store.sqlite.store import SqliteStore
+
+    return await SqliteStore.open(
+        path,
+        clock=clock,
+        vector_cache_bytes=database.vector_cache_mb * 1024 * 1024,
+        vector_search_threads=database.vector_search_threads,
+    )
+
+
+def rebuild_backend(live: Path, database: DatabaseConfig) -> RebuildBackend:
+    """Where `klaw reindex` builds a new store for the one at `live`."""
+    from klaw.store.sqlite.rebuild import SqliteRebuild
+
+    return SqliteRebuild(live)

@@ -1,0 +1,98 @@
+"""What `klaw reindex` needs of a storage backend beyond the repositories: a store built beside the
+live one, the journal that lets an interrupted build resume, and the swap into place.
+
+`memory/reindex.py` codes against these protocols only; `store/backend.py` hands out the
+implementation of the configured `database.backend` (SQLite: `store/sqlite/rebuild.py`), so a
+second backend slots in without touching the rebuild itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from klaw.store.protocol import Storage
+
+
+@dataclass(frozen=True)
+class DoneFile:
+    """A log file the build holds the rows of, as it was when read (a file that changed is read again)."""
+
+    key: str
+    size: int
+    mtime_ns: int
+    lines: int
+
+
+class RebuildJournal(Protocol):
+    """Kept inside the build: which log files are done, their malformed lines, and small state (which
+    embedder the build is for). Dropped before the build goes live."""
+
+    async def create(self) -> None: ...
+
+    async def get(self, key: str) -> str | None: ...
+
+    async def set(self, key: str, value: str) -> None: ...
+
+    async def done_files(self) -> dict[str, DoneFile]: ...
+
+    async def mark_done(self, files: Sequence[DoneFile], skipped: Sequence[tuple[str, int, str]]) -> None:
+        """Record `files` as rebuilt, replacing the malformed lines noted for them before."""
+        ...
+
+    async def skipped(self) -> list[tuple[str, int, str]]:
+        """Every malformed line noted: (file key, line number, reason), in order."""
+        ...
+
+    async def drop(self) -> None: ...
+
+
+class RebuildTarget(Protocol):
+    """An open build: a whole store, its journal, and the steps that finish it."""
+
+    @property
+    def store(self) -> Storage: ...
+
+    @property
+    def journal(self) -> RebuildJournal: ...
+
+    async def copy_settings(self) -> int:
+        """Replace the build's runtime settings with the live store's (commands set them; the log does
+        not hold them); returns how many. 0 when there is no live store. `StorageError` when the live
+        store cannot be read."""
+        ...
+
+    async def finish(self) -> None:
+        """Make the build whole on its own (e.g. no write-ahead log beside it), ready to swap in."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class RebuildBackend(Protocol):
+    """Where a backend builds a new store for the live one, and how it swaps it in."""
+
+    @property
+    def location(self) -> Path:
+        """Where the build is made (named in messages)."""
+        ...
+
+    def exists(self) -> bool:
+        """Whether an earlier, unfinished build is there."""
+        ...
+
+    async def open(self, clock: Callable[[], datetime], *, resume: bool) -> RebuildTarget | None:
+        """Open the build (created if missing). With `resume`, None when the one there cannot be
+        opened; without, such a failure raises."""
+        ...
+
+    def discard(self) -> None:
+        """Remove an unfinished build (blocking)."""
+        ...
+
+    def swap_into_place(self, *, keep_backup: bool) -> Path | None:
+        """Make the finished build the live store (blocking); returns the old one's backup if kept."""
+        ...
