@@ -35,25 +35,47 @@ class SettingError(ValueError):
     """A `/rag set` that cannot be applied; the message says why, for the person who typed it."""
 
 
+# What the person calls each value in a refusal ("Limit must be greater than 0").
+_NOUNS = {
+    "conversation_limit": "Limit",
+    "exchange_limit_per_conversation": "Limit",
+    "min_similarity": "Similarity",
+    "max_tokens": "Token budget",
+}
+_OUT_OF_RANGE = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+
+
 def parse_rag_value(key: str, raw: str) -> tuple[str, int | float]:
-    """Validate `/rag set <key> <value>` as docs/decisions/006-runtime-memory-settings.md says: limits are
-    integers > 0, the similarity a number from 0 to 1, the token budget an integer > 0. Returns
-    (canonical key, value)."""
+    """Validate `/rag set <key> <value>` (docs/decisions/006-runtime-memory-settings.md) by `RagConfig`
+    itself, so a value engine.yaml would refuse is refused here too, with the same bounds; the
+    refusal is put in the person's words. Returns (canonical key, value)."""
     canonical = key if key in RAG_KEYS else f"rag_{key}"
     if canonical not in RAG_KEYS:
         raise SettingError(f"Invalid key. Valid keys: {', '.join(RAG_KEYS)}")
+    name = RAG_KEYS[canonical]
     try:
-        value: int | float = float(raw) if "similarity" in canonical else int(raw)
-    except ValueError:
-        kind = "a number from 0 to 1" if "similarity" in canonical else "a whole number"
+        checked = RagConfig.model_validate({name: raw})
+    except ValidationError as exc:
+        low, high = _bounds(name)
+        if exc.errors()[0]["type"] in _OUT_OF_RANGE:
+            within = f"between {low:g} and {high:g}" if high is not None else f"greater than {low:g}"
+            raise SettingError(f"{_NOUNS[name]} must be {within}") from None
+        kind = "a whole number" if RagConfig.model_fields[name].annotation in (int, "int") else "a number"
+        if high is not None:
+            kind += f" from {low:g} to {high:g}"
         raise SettingError(f"Invalid value for {canonical}: {raw!r} is not {kind}") from None
-    if "similarity" in canonical and not 0.0 <= value <= 1.0:
-        raise SettingError("Similarity must be between 0 and 1")
-    if "limit" in canonical and value <= 0:
-        raise SettingError("Limit must be greater than 0")
-    if "tokens" in canonical and value <= 0:
-        raise SettingError("Token budget must be greater than 0")
+    value: int | float = getattr(checked, name)
     return canonical, value
+
+
+def _bounds(name: str) -> tuple[float, float | None]:
+    """The field's lower bound and upper bound (None: unbounded) as `RagConfig` declares them."""
+    low, high = 0.0, None
+    for rule in RagConfig.model_fields[name].metadata:
+        low = float(getattr(rule, "gt", getattr(rule, "ge", low)))
+        bound = getattr(rule, "le", getattr(rule, "lt", None))
+        high = float(bound) if bound is not None else high
+    return low, high
 
 
 class MemorySettings:
