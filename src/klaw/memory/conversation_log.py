@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from klaw.atomic_file import fsync_dir
 from klaw.memory.log_format import MalformedLine, decode_record, encode_record
@@ -23,6 +25,7 @@ from klaw.scheduling.names import is_task_log_dir
 from klaw.store.records import ChatRef, MessageRecord
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass
@@ -55,7 +58,7 @@ class ConversationLog:
             by_file.setdefault(self.file_for(record), []).append(encode_record(record))
         for path, lines in by_file.items():
             async with self._lock(path.parent.name):
-                await asyncio.to_thread(_append_lines, path, lines)
+                await _on_log_threads(_append_lines, path, lines)
 
     async def remove_records(
         self, chat: ChatRef, ids: Collection[str], days: Iterable[str] | None = None
@@ -72,7 +75,7 @@ class ConversationLog:
         rewritten: list[Path] = []
         async with self._lock(directory.name):
             for path in paths:
-                if await asyncio.to_thread(remove_lines, path, wanted):
+                if await _on_log_threads(remove_lines, path, wanted):
                     rewritten.append(path)
         return rewritten
 
@@ -96,13 +99,23 @@ class ConversationLog:
         return sorted(chat_dir.glob("*.jsonl")) if chat_dir.is_dir() else []
 
     async def read(self, paths: Sequence[Path]) -> ReadReport:
-        return await asyncio.to_thread(_read_files, list(paths))
+        return await _on_log_threads(_read_files, list(paths))
 
     def _lock(self, key: str) -> asyncio.Lock:
         lock = self._locks.get(key)
         if lock is None:
             lock = self._locks[key] = asyncio.Lock()
         return lock
+
+
+# The log's own threads. Appends must never queue behind work that can block for long on the default
+# pool asyncio.to_thread uses (a tool reading a slow file, say): every acknowledgement waits for one.
+# Few threads suffice, appends are short; more than one lets chats fsync side by side.
+_LOG_THREADS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="klaw-log")
+
+
+async def _on_log_threads(fn: Callable[..., T], *args: Any) -> T:
+    return await asyncio.get_running_loop().run_in_executor(_LOG_THREADS, fn, *args)
 
 
 def _append_lines(path: Path, lines: list[str]) -> None:

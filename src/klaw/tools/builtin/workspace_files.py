@@ -8,13 +8,17 @@ model cannot race the check.
 
 Only UTF-8 text is handled: the model can do nothing useful with raw bytes, and a binary file
 decoded as text would waste its context. Writes are capped at 1 MiB to keep a looping model from
-filling the disk. All file I/O runs in `asyncio.to_thread`, off the event loop.
+filling the disk. All file I/O runs in `asyncio.to_thread`, off the event loop; only regular files
+are opened (`open_regular`), so a FIFO or device planted in the workspace cannot hold those threads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import io
+import os
+import stat
 from pathlib import Path
 from typing import Annotated
 
@@ -81,7 +85,7 @@ def _read(workspace: Path, path: str, offset: int, limit: int) -> str:
         raise IsADirectoryError(f"{shown!r} is a folder; use file_list to see what it holds")
     if not target.exists():
         raise FileNotFoundError(f"there is no file {shown!r} in the workspace")
-    with target.open("rb") as raw:
+    with open_regular(target, shown, os.O_RDONLY) as raw:
         if b"\0" in raw.read(_SNIFF_BYTES):
             raise ValueError(f"{shown!r} is a binary file; only text files can be read")
         raw.seek(0)
@@ -101,6 +105,32 @@ def _read(workspace: Path, path: str, offset: int, limit: int) -> str:
     return text
 
 
+def open_regular(target: Path, shown: str, flags: int) -> io.BufferedReader | io.BufferedWriter:
+    """`target` opened unbuffered, or a clear refusal if it is not a regular file.
+
+    Opening a FIFO blocks until its other end opens, and reading a device may never end: a few such
+    calls would hold every worker thread they run on. O_NONBLOCK makes the open itself return at once
+    (a FIFO without a writer opens for reading; without a reader, opening to write fails with ENXIO),
+    and fstat on the opened descriptor judges the very file opened, with no window for a swap."""
+    try:
+        fd = os.open(target, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO nobody reads, or a device without its hardware
+            raise ValueError(_not_regular(shown)) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(_not_regular(shown))
+    os.set_blocking(fd, True)
+    if flags & os.O_WRONLY:
+        return os.fdopen(fd, "ab" if flags & os.O_APPEND else "wb")  # "wb" on an fd does not truncate
+    return os.fdopen(fd, "rb")
+
+
+def _not_regular(shown: str) -> str:
+    return f"{shown!r} is not a regular file (a pipe, socket or device); only regular files can be read or written"
+
+
 def _skip(text_file: io.TextIOWrapper, count: int) -> int:
     """Skip `count` characters in bounded chunks (a huge offset must not load the whole file)."""
     skipped = 0
@@ -117,7 +147,9 @@ def _write(workspace: Path, path: str, data: bytes, append: bool) -> str:
     if target.is_dir():
         raise IsADirectoryError(f"{shown!r} is a folder; give a file name inside it")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with target.open("ab" if append else "wb") as file:
+    with open_regular(target, shown, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0)) as file:
+        if not append:
+            file.truncate(0)  # only now: a special file is refused before anything is changed
         file.write(data)
     return f"{'appended' if append else 'wrote'} {len(data)} bytes to {shown}"
 
