@@ -21,6 +21,7 @@ from klaw.channels.web.token import load_or_create_token
 from klaw.config import EngineConfig
 from klaw.config_loader import LoadedConfig
 from klaw.config_view import MASK, ConfigRow, config_rows, masked
+from klaw.engine.frames import FrameError
 from klaw.gateway.link import EngineUnavailable, QueryFailed
 from klaw.gateway.service import Submitted
 from klaw.home import KlawHome
@@ -35,8 +36,11 @@ class FakeBackend:
     submitted: list[str] = field(default_factory=list)
     answers: dict[str, Any] = field(default_factory=dict)
     engine_up: bool = True
+    refusal: FrameError | None = None
 
     async def submit(self, text: str) -> Submitted:
+        if self.refusal is not None:
+            raise self.refusal
         self.submitted.append(text)
         return Submitted(f"id{len(self.submitted)}", queued=not self.engine_up)
 
@@ -234,3 +238,14 @@ async def test_history_relays_the_engine_and_renders_replies_as_sanitized_html(
     assert messages[1]["task"] == "digest"
     backend.engine_up = False
     assert (await client.get("/api/history")).status_code == 503
+
+
+async def test_a_message_the_gateway_refuses_gets_its_reason(client: httpx.AsyncClient, backend: FakeBackend) -> None:
+    await sign_in(client)
+    csrf = await session_csrf(client)
+    backend.refusal = FrameError("invalid_frame", "inbound field 'chat_id': too long")
+    refused = await client.post("/api/messages", json={"text": "hi"}, headers={CSRF_HEADER: csrf})
+    assert refused.status_code == 422 and refused.json()["detail"] == "inbound field 'chat_id': too long"
+    backend.refusal = FrameError("frame_too_large", "inbound frame of 2000000 bytes exceeds 1048576 bytes")
+    too_long = await client.post("/api/messages", json={"text": "hi"}, headers={CSRF_HEADER: csrf})
+    assert too_long.status_code == 413 and too_long.json()["detail"] == "the message is too long"

@@ -81,8 +81,10 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
             raise HTTPException(422, "the message is empty")
         try:
             submitted = await backend.submit(message.text)
-        except FrameError:
-            raise HTTPException(413, "the message is too long") from None
+        except FrameError as exc:  # final: never buffered, so nothing is lost by refusing
+            if exc.code == "frame_too_large":
+                raise HTTPException(413, "the message is too long") from None
+            raise HTTPException(422, exc.message) from None
         return {"id": submitted.id, "queued": submitted.queued}
 
     @router.get("/events", dependencies=[Depends(session)])
