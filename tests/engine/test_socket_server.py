@@ -19,7 +19,6 @@ from klaw.engine.frames import (
     CommandFrame,
     EngineFrame,
     ErrorFrame,
-    FrameError,
     GatewayFrame,
     HelloFrame,
     InboundFrame,
@@ -27,6 +26,7 @@ from klaw.engine.frames import (
     PingFrame,
     PongFrame,
     ShutdownFrame,
+    decode_frame,
 )
 from klaw.engine.socket_file import EngineAlreadyRunningError, EngineSocketError
 from klaw.engine.socket_server import EngineSocketServer
@@ -427,11 +427,29 @@ async def test_the_queue_drops_the_oldest_beyond_its_limit(
         await engine.aclose()
 
 
-async def test_an_outbound_frame_too_large_to_send_is_refused(server: EngineSocketServer) -> None:
-    with pytest.raises(FrameError) as caught:
-        await server.send_outbound(outbound("x" * MAX_FRAME_BYTES))
-    assert caught.value.code == "frame_too_large"
-    assert server.pending_outbound("console") == 0
+async def test_an_outbound_text_too_large_for_one_frame_goes_in_parts_under_the_limit(
+    server: EngineSocketServer,
+) -> None:
+    """Never one line a gateway must reject (the old refusal lost the reply): parts, in order, each
+    frame within the limit, split between paragraphs, joined exactly the text."""
+    paragraph = 'a line of a long reply with "quotes" and tabs\t\n' * 2000 + "\n"
+    text = paragraph * 20  # about 2 MiB once escaped
+    assert not await server.send_outbound(outbound(text))  # no gateway yet: queued
+    parts = server.pending_outbound("console")
+    assert parts >= 2
+    gateway = await GatewayClient.connect(server.path)
+    await gateway.send(HelloFrame(channels=["console"]))
+    lines = []
+    for _ in range(parts):
+        async with asyncio.timeout(10):
+            lines.append(await gateway.reader.readline())
+    assert all(len(line) <= MAX_FRAME_BYTES for line in lines)
+    frames = [decode_frame(line) for line in lines]
+    assert all(isinstance(f, OutboundFrame) and f.reply_to is None for f in frames)
+    texts = [f.text for f in frames if isinstance(f, OutboundFrame)]
+    assert "".join(texts) == text
+    assert all(t.endswith("\n\n") for t in texts[:-1])  # cut between paragraphs
+    await gateway.aclose()
 
 
 async def test_shutdown_is_broadcast_to_every_gateway(server: EngineSocketServer) -> None:

@@ -55,8 +55,10 @@ class Debouncer(Generic[K, T]):
         self._flushing.add(task)
         try:
             await self._on_flush(key, items)
-        except Exception:
-            log.exception("processing a debounced batch failed (chat %s, %d messages)", key, len(items))
+        except Exception as exc:  # the turn runner catches its own; this is a guard, by type only
+            log.error(
+                "processing a debounced batch failed (chat %s, %d messages): %s", key, len(items), type(exc).__name__
+            )
         finally:
             self._flushing.discard(task)
 
@@ -66,7 +68,16 @@ class Debouncer(Generic[K, T]):
             timer.cancel()
         self._timers.clear()
         batches, self._pending = self._pending, {}
-        await asyncio.gather(*(self._on_flush(key, items) for key, items in batches.items()))
+        results = await asyncio.gather(
+            *(self._on_flush(key, items) for key, items in batches.items()), return_exceptions=True
+        )
+        # One failing batch must not stop the others, nor the shutdown that waits for them (the store
+        # still has to close); the failure is logged by type, as `_expire` does.
+        for key, result in zip(batches, results, strict=True):
+            if isinstance(result, Exception):
+                log.error("processing a debounced batch failed (chat %s): %s", key, type(result).__name__)
+            elif isinstance(result, BaseException):
+                raise result
 
     async def wait_idle(self) -> None:
         """Wait for flushes in progress to finish."""

@@ -3,8 +3,9 @@
 An inbound message is durable (log fsync'd, row stored) before anything else happens, then its
 chat's debounce timer restarts. When the chat goes quiet, the pending messages are joined and wait
 for an interactive LLM slot; the turn builds the context, runs the tool loop, records the reply,
-closes the exchange and delivers the reply. Failures of the model become a clear message to the
-person and a failed exchange, never a crash of the engine.
+closes the exchange and delivers the reply. The turn itself runs in the shared `TurnRunner`
+(turn_runner.py), whose one failure policy makes any failure a failed exchange and a short apology
+with an error id, never silence and never a crash of the engine.
 """
 
 from __future__ import annotations
@@ -24,15 +25,12 @@ from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.failures import EngineStopping
 from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import LlmSlots, Priority
-from klaw.engine.tool_loop import run_tool_loop
-from klaw.home import KlawHome
-from klaw.llm.errors import LlmError
-from klaw.llm.router import ModelRouter
+from klaw.engine.tool_loop import LoopOutcome
+from klaw.engine.turn_runner import Turn, TurnFailure, TurnPrompt, TurnRunner
 from klaw.memory.ingestion import Ingestion
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role, StoredMessage
-from klaw.tools.registry import ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -53,25 +51,21 @@ class MessageProcessor:
         self,
         *,
         config: EngineConfig,
-        home: KlawHome,
         store: Storage,
         ingestion: Ingestion,
         sessions: SessionManager,
         context_builder: ContextBuilder,
-        router: ModelRouter,
-        tools: ToolRegistry,
+        turns: TurnRunner,
         slots: LlmSlots,
         delivery: Delivery,
         clock: Clock,
     ) -> None:
         self._config = config
-        self._home = home
         self._store = store
         self._ingestion = ingestion
         self._sessions = sessions
         self.context_builder = context_builder
-        self._router = router
-        self._tools = tools
+        self._turns_runner = turns
         self.slots = slots
         self._delivery = delivery
         self._clock = clock
@@ -147,42 +141,34 @@ class MessageProcessor:
                 self._turns.discard(task)
 
     async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage]) -> None:
-        session = await self._sessions.get_or_create(chat)
-        reply_to = pending[-1].record.id
-        # The exchange is opened and closed by log records (store/exchange_records.py), so a database
-        # rebuilt from the log (`klaw reindex`) has the same exchanges as this one.
-        opened = (await self._ingestion.accept(exchange_open_record(chat, reply_to, self._clock.now()))).record
-        try:
-            context = await self.context_builder.build(session, pending)
-            self.last_context[chat] = context
+        """The chat's turn through the shared runner: its context, ingestion as recorder, this chat as sink."""
+        sink = _ChatReply(self._ingestion, self._delivery, self._clock, chat, reply_to=pending[-1].record.id)
+
+        async def context() -> TurnPrompt:
+            session = await self._sessions.get_or_create(chat)
+            built = await self.context_builder.build(session, pending)
+            self.last_context[chat] = built
             self.context_history.record(
                 chat,
                 TurnContext.of(
-                    context, at=self._clock.now(), reply_to=reply_to, model=session.model, segment_id=session.segment.id
+                    built,
+                    at=self._clock.now(),
+                    reply_to=sink.reply_to,
+                    model=session.model,
+                    segment_id=session.segment.id,
                 ),
             )
-            outcome = await run_tool_loop(
-                model=self._router.client(session.model),
-                messages=list(context.messages),
-                tools=context.tools,
-                registry=self._tools,
-                tool_context=ToolContext(chat=chat, workspace=self._home.workspace, extras={"clock": self._clock}),
-                max_rounds=self._config.processing.max_tool_call_rounds,
-                chat=chat,
-                record=self._ingestion.accept,
-                now=self._clock.now,
-                on_text=self._delivery.delta_sink(chat, reply_to),
-            )
-        except LlmError as exc:
-            log.warning("turn failed for chat %s: %s", chat, type(exc).__name__)
-            await self._ingestion.accept(exchange_close_record(opened, ExchangeStatus.FAILED, None, self._clock.now()))
-            await self._delivery.deliver(Outbound(chat, f"Sorry, I could not answer: {exc}", reply_to, "error"))
-            return
-        final = await self._ingestion.accept(
-            MessageRecord(chat, Role.ASSISTANT, outcome.text, created_at=self._clock.now())
+            return TurnPrompt(built.messages, built.tools, session.model)
+
+        turn = Turn(
+            label=f"turn of chat {chat}",
+            chat=chat,
+            context=context,
+            record=self._ingestion.accept,
+            sink=sink,
+            on_text=self._delivery.delta_sink(chat, sink.reply_to),
         )
-        await self._ingestion.accept(exchange_close_record(opened, outcome.status, final.record.id, self._clock.now()))
-        await self._delivery.deliver(Outbound(chat, outcome.text, reply_to, "reply"))
+        await self._turns_runner.run(turn)
 
     async def inject(self, chat: ChatRef, text: str, metadata: dict[str, str]) -> None:
         """A message the agent sends on its own (a scheduled task's answer): recorded in the chat's log
@@ -218,3 +204,39 @@ class MessageProcessor:
             for task in [flush, *self._turns]:
                 task.cancel()
             return False
+
+
+class _ChatReply:
+    """A chat turn's sink: the exchange opened and closed by log records (store/exchange_records.py, so
+    a database rebuilt from the log has the same exchanges), the reply or the apology delivered."""
+
+    def __init__(self, ingestion: Ingestion, delivery: Delivery, clock: Clock, chat: ChatRef, reply_to: str) -> None:
+        self._ingestion = ingestion
+        self._delivery = delivery
+        self._clock = clock
+        self._chat = chat
+        self.reply_to = reply_to
+        self._opened: MessageRecord | None = None
+        self._closed = False
+
+    async def begin(self) -> None:
+        record = exchange_open_record(self._chat, self.reply_to, self._clock.now())
+        self._opened = (await self._ingestion.accept(record)).record
+
+    async def finish(self, outcome: LoopOutcome) -> None:
+        assert self._opened is not None
+        final = MessageRecord(self._chat, Role.ASSISTANT, outcome.text, created_at=self._clock.now())
+        final_id = (await self._ingestion.accept(final)).record.id
+        await self._ingestion.accept(exchange_close_record(self._opened, outcome.status, final_id, self._clock.now()))
+        self._closed = True
+        await self._delivery.deliver(Outbound(self._chat, outcome.text, self.reply_to, "reply"))
+
+    async def fail(self, failure: TurnFailure) -> None:
+        """Close the exchange as failed (unless it closed before the delivery failed), then apologise;
+        the apology goes out even when the close cannot be recorded (a full disk)."""
+        try:
+            if self._opened is not None and not self._closed:
+                close = exchange_close_record(self._opened, ExchangeStatus.FAILED, None, self._clock.now())
+                await self._ingestion.accept(close)
+        finally:
+            await self._delivery.deliver(Outbound(self._chat, failure.apology(), self.reply_to, "error"))

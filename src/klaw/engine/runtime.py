@@ -34,6 +34,7 @@ from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.socket_server import EngineSocketServer
 from klaw.engine.system_prompt import SystemPrompt
+from klaw.engine.turn_runner import TurnRunner
 from klaw.home import KlawHome
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.router import ModelRouter
@@ -172,9 +173,15 @@ class Engine:
             sessions = SessionManager(catalogue, store, ingestion, clock)
             delivery = Delivery()
             router = router or ModelRouter(catalogue, sleep=clock.sleep)
+            turns = TurnRunner(
+                model_for=router.client,
+                tools=tools,
+                workspace=home.workspace,
+                clock=clock,
+                max_rounds=config.processing.max_tool_call_rounds,
+            )
             processor = MessageProcessor(
                 config=config,
-                home=home,
                 store=store,
                 ingestion=ingestion,
                 sessions=sessions,
@@ -187,8 +194,7 @@ class Engine:
                     auto_rag=AutoRagService(config.auto_rag, HybridSearch(store, query_embedder, config.search)),
                     past_conversations=PastConversationRetriever(store, query_embedder, lambda: memory_settings.rag),
                 ),
-                router=router,
-                tools=tools,
+                turns=turns,
                 slots=LlmSlots(config.processing.max_concurrent_llm),
                 delivery=delivery,
                 clock=clock,
@@ -205,7 +211,8 @@ class Engine:
             scheduler = assemble_scheduler(
                 config=config,
                 home=home,
-                router=router,
+                catalogue=router.catalogue,
+                turns=turns,
                 tools=tools,
                 processor=processor,
                 log=ingestion.log,

@@ -15,9 +15,10 @@ from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.subagent_context import SubagentContextBuilder
 from klaw.engine.subagents import SubagentRunner
 from klaw.engine.system_prompt import SystemPrompt
+from klaw.engine.turn_runner import TurnRunner
 from klaw.home import KlawHome
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.messages import ToolSpec
-from klaw.llm.router import ModelRouter
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.subagent_history import SubagentHistoryLoader
@@ -37,7 +38,8 @@ def assemble_scheduler(
     *,
     config: EngineConfig,
     home: KlawHome,
-    router: ModelRouter,
+    catalogue: ModelCatalogue,
+    turns: TurnRunner,
     tools: ToolRegistry,
     processor: MessageProcessor,
     log: ConversationLog,
@@ -53,9 +55,8 @@ def assemble_scheduler(
 
     runner = SubagentRunner(
         config=config,
-        home=home,
-        router=router,
-        tools=tools,
+        catalogue=catalogue,
+        turns=turns,
         slots=processor.slots,
         context=SubagentContextBuilder(config, SystemPrompt(home.workspace), core_memory, history, subagent_tools),
         log_=log,
@@ -66,7 +67,7 @@ def assemble_scheduler(
     )
     scheduler = Scheduler(
         config=config.scheduler,
-        catalogue=router.catalogue,
+        catalogue=catalogue,
         store=ScheduleStore(home.scheduler_db),
         runner=runner,
         clock=clock,

@@ -18,6 +18,7 @@ import socket
 from pathlib import Path
 
 from klaw.engine.frame_dispatch import FrameDispatcher, FrameHandler, QueryHandler
+from klaw.engine.frame_parts import outbound_parts
 from klaw.engine.frames import MAX_FRAME_BYTES, DeltaFrame, ErrorFrame, FrameReader, OutboundFrame, ShutdownFrame
 from klaw.engine.gateway_connection import GatewayConnection
 from klaw.engine.outbound_routes import OutboundRoutes
@@ -120,9 +121,12 @@ class EngineSocketServer:
     async def send_outbound(self, frame: OutboundFrame) -> bool:
         """Write to the gateway serving the channel; True if written now, False if queued for later.
 
-        Raises `FrameError("frame_too_large")` for a frame no gateway could accept: split the text.
+        A text too large for one frame goes as several frames in order (frame_parts.py).
         """
-        return await self._routes.send_outbound(frame)
+        written = True
+        for part in outbound_parts(frame, self._max):
+            written = await self._routes.send_outbound(part) and written
+        return written
 
     def wants_delta(self, channel: str) -> bool:
         """Whether the gateway serving `channel` asked for its replies as deltas too."""

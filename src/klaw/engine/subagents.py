@@ -9,8 +9,10 @@ window, not to the database, not to the embedding queue.
 When the slot is released the answer is judged: a silent answer (`{"silent": true}`) goes nowhere;
 anything else is injected into the task's chat (`injectInto`, or the chat that spawned the run),
 where it is recorded as an assistant message marked with the task's name and delivered through the
-gateway. A run that fails (the model unreachable) still ends with a final record saying so, so the
-log stays a sequence of complete runs; the chat gets a notice. A run cut off by a crash is
+gateway. The run itself goes through the shared `TurnRunner` (turn_runner.py) and its one failure
+policy: a run that fails for any reason (the model unreachable, a disk error, a bug) still ends with a
+final record saying so, so the log stays a sequence of complete runs; the chat gets a notice with the
+error id the log also names. A run cut off by a crash is
 closed with an "interrupted" record when the task next runs.
 
 A task never runs twice at once: runs of one task append to one log, and a second one would
@@ -23,6 +25,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
@@ -32,15 +35,14 @@ from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.silent import is_silent
 from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.subagent_context import SubagentContextBuilder
-from klaw.engine.tool_loop import run_tool_loop
-from klaw.home import KlawHome
+from klaw.engine.tool_loop import LoopOutcome
+from klaw.engine.turn_runner import Turn, TurnFailure, TurnPrompt, TurnRunner
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.errors import LlmError
-from klaw.llm.router import ModelRouter
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.subagent_history import SubagentHistoryLoader
 from klaw.scheduling.names import task_chat, validate_task_name
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role
-from klaw.tools.registry import ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +86,8 @@ class SubagentRunner:
         self,
         *,
         config: EngineConfig,
-        home: KlawHome,
-        router: ModelRouter,
-        tools: ToolRegistry,
+        catalogue: ModelCatalogue,
+        turns: TurnRunner,
         slots: LlmSlots,
         context: SubagentContextBuilder,
         log_: ConversationLog,
@@ -96,13 +97,12 @@ class SubagentRunner:
         clock: Clock,
     ) -> None:
         self._config = config
-        self._home = home
-        self._router = router
-        self._tools = tools
+        self._catalogue = catalogue
+        self._turns = turns
         self._slots = slots
         self._context = context
         self._log = log_
-        self._history = history
+        self.history = history
         self._inject = inject
         self._delivery = delivery
         self._clock = clock
@@ -123,7 +123,7 @@ class SubagentRunner:
     def spawn(self, request: SubagentRequest) -> asyncio.Task[RunOutcome]:
         """Start a run in the background; raises for a bad name or model, a busy task, or shutdown."""
         validate_task_name(request.task_name)
-        self._router.catalogue.check(request.model)
+        self._catalogue.check(request.model)
         if not self._accepting:
             raise RuntimeError("the engine is shutting down and starts no new runs")
         if request.task_name in self._runs:
@@ -175,53 +175,72 @@ class SubagentRunner:
         name = request.task_name
         chat = task_chat(name)
         model_id = request.model or self._config.subagent_model
-        failure: LlmError | None = None
+        sink = _TaskLog(self, chat, request)
+
+        async def context() -> TurnPrompt:
+            built = await self._context.build(name, request.message, model_id)
+            return TurnPrompt(list(built.messages), built.tools, model_id)
+
+        turn = Turn(label=f"run of task {name}", chat=chat, context=context, record=self.append, sink=sink)
         async with self._slots.hold(Priority.SUBAGENT):
-            if await self._history.has_unfinished_run(name):
-                await self._append(self._final(chat, INTERRUPTED_TEXT, "interrupted"))
-            context = await self._context.build(name, request.message, model_id)
-            request_record = MessageRecord(
-                chat, Role.USER, request.message, metadata={"origin": request.origin}, created_at=self._clock.now()
-            )
-            await self._append(request_record)
-            try:
-                outcome = await run_tool_loop(
-                    model=self._router.client(model_id),
-                    messages=list(context.messages),
-                    tools=context.tools,
-                    registry=self._tools,
-                    tool_context=ToolContext(chat=chat, workspace=self._home.workspace, extras={"clock": self._clock}),
-                    max_rounds=self._config.processing.max_tool_call_rounds,
-                    chat=chat,
-                    record=self._append,
-                    now=self._clock.now,
-                )
-            except LlmError as exc:
-                log.warning("run of task %s failed: %s", name, type(exc).__name__)
-                failure = exc
-                await self._append(self._final(chat, f"(no answer: this run failed: {type(exc).__name__})", "failed"))
-            else:
-                await self._append(self._final(chat, outcome.text, outcome.status.value))
+            result = await self._turns.run(turn)
         # The slot is free again before delivery, which may wait for the target chat's turn to end.
         target = request.inject_into
-        if failure is not None:
+        if isinstance(result, TurnFailure):
             if target is not None:
                 # A notice, not an "error": that kind answers the person's own message in a channel.
-                notice = f"The task '{name}' could not run: {failure}"
+                notice = f"The task '{name}' could not run: {_reason(result)} (error {result.error_id})"
                 await self._delivery.deliver(Outbound(target, notice, None, "notice"))
             return RunOutcome(name, RunStatus.FAILED, delivered=False)
-        status = RunStatus.TOOL_LIMIT if outcome.status is ExchangeStatus.TOOL_LIMIT else RunStatus.COMPLETED
-        if is_silent(outcome.text):
+        status = RunStatus.TOOL_LIMIT if result.status is ExchangeStatus.TOOL_LIMIT else RunStatus.COMPLETED
+        if is_silent(result.text):
             return RunOutcome(name, RunStatus.SILENT, delivered=False)
         if target is None:
             return RunOutcome(name, status, delivered=False)
-        await self._inject(target, outcome.text, {"source": "task", "task": name, "origin": request.origin})
+        await self._inject(target, result.text, {"source": "task", "task": name, "origin": request.origin})
         return RunOutcome(name, status, delivered=True)
 
-    def _final(self, chat: ChatRef, text: str, status: str) -> MessageRecord:
+    def final(self, chat: ChatRef, text: str, status: str) -> MessageRecord:
         """A run's last record: what ends a run in the task's log (memory/subagent_history.py)."""
         return MessageRecord(chat, Role.ASSISTANT, text, metadata={"run_status": status}, created_at=self._clock.now())
 
-    async def _append(self, record: MessageRecord) -> None:
+    def now(self) -> datetime:
+        return self._clock.now()
+
+    async def append(self, record: MessageRecord) -> None:
         """The task's log only: subagent messages never enter a chat's window or the database."""
         await self._log.append(record)
+
+
+def _reason(failure: TurnFailure) -> str:
+    """A model error's own words (they say what to fix); anything else only by its type."""
+    return str(failure.error) if isinstance(failure.error, LlmError) else "something went wrong"
+
+
+class _TaskLog:
+    """A run's sink: the task's log gets the request first (after closing a run a crash cut off) and a
+    final record last, whatever happened, so the log stays a sequence of complete runs."""
+
+    def __init__(self, runner: SubagentRunner, chat: ChatRef, request: SubagentRequest) -> None:
+        self._runner = runner
+        self._chat = chat
+        self._request = request
+        self._finished = False
+
+    async def begin(self) -> None:
+        runner, request = self._runner, self._request
+        if await runner.history.has_unfinished_run(request.task_name):
+            await runner.append(runner.final(self._chat, INTERRUPTED_TEXT, "interrupted"))
+        metadata = {"origin": request.origin}
+        await runner.append(
+            MessageRecord(self._chat, Role.USER, request.message, metadata=metadata, created_at=runner.now())
+        )
+
+    async def finish(self, outcome: LoopOutcome) -> None:
+        await self._runner.append(self._runner.final(self._chat, outcome.text, outcome.status.value))
+        self._finished = True
+
+    async def fail(self, failure: TurnFailure) -> None:
+        if not self._finished:
+            text = f"(no answer: this run failed: {failure.kind})"
+            await self._runner.append(self._runner.final(self._chat, text, "failed"))

@@ -182,12 +182,16 @@ class ToolRegistry:
             parsed = json.loads(raw) if raw.strip() else {}
         except json.JSONDecodeError as exc:
             raise _BadArguments(f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})") from None
+        except RecursionError:  # nesting deeper than the parser's stack: not arguments any tool takes
+            raise _BadArguments("the arguments are nested too deeply; send a flat JSON object") from None
         if not isinstance(parsed, dict):
             raise _BadArguments(f"the arguments must be a JSON object, not {_json_kind(parsed)}")
         try:
             validated = tool.arguments.model_validate(parsed)
         except ValidationError as exc:
             raise _BadArguments(_describe(exc)) from None
+        except RecursionError:
+            raise _BadArguments("the arguments are nested too deeply; send a flat JSON object") from None
         return {param: getattr(validated, field_name) for field_name, param in tool.parameters.items()}
 
     def _result(self, call: ToolCall, value: Any) -> ToolResult:

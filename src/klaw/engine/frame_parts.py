@@ -1,0 +1,80 @@
+"""A reply too large for one socket frame, as several `outbound` frames each under the limit.
+
+A frame is one line of at most `MAX_FRAME_BYTES` (1 MiB) and a gateway must reject a longer one, so a
+longer reply (a model asked to print a big file) used to be stored as answered and never delivered.
+It now goes in parts, in order, each with the same `reply_to`: split between paragraphs where it
+can, else between lines, else (one line over the limit) anywhere between characters. Joined again the
+parts are exactly the text. The size that counts is the text as the frame's JSON carries it (quotes,
+backslashes and control characters escaped), so each character is costed as it will be encoded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+from klaw.engine.frames import OutboundFrame
+
+_PARAGRAPHS = re.compile(r"(?<=\n\n)")
+_LINES = re.compile(r"(?<=\n)")
+_SPARE_BYTES = 64  # the newline and room for any difference in escaping between encoders
+
+
+def outbound_parts(frame: OutboundFrame, max_bytes: int) -> list[OutboundFrame]:
+    """`frame` itself if it fits, else its text in parts, each part's frame under `max_bytes`."""
+    empty = len(frame.model_copy(update={"text": ""}).model_dump_json().encode())
+    budget = max_bytes - empty - _SPARE_BYTES
+    if _cost(frame.text) <= budget:
+        return [frame]
+    return [frame.model_copy(update={"text": part}) for part in split_text(frame.text, budget)]
+
+
+def split_text(text: str, budget: int) -> list[str]:
+    """`text` in consecutive parts of at most `budget` JSON-escaped bytes, cut at the widest boundary."""
+    if budget < 16:
+        raise ValueError("the budget is too small to carry any text")
+    parts: list[str] = []
+    current: list[str] = []
+    used = 0
+    for piece, cost in _pieces(text, budget):
+        if current and used + cost > budget:
+            parts.append("".join(current))
+            current, used = [], 0
+        current.append(piece)
+        used += cost
+    if current:
+        parts.append("".join(current))
+    return parts
+
+
+def _pieces(text: str, budget: int) -> Iterator[tuple[str, int]]:
+    """Paragraphs; a paragraph over the budget as lines; a line over it as runs of characters."""
+    for paragraph in _PARAGRAPHS.split(text):
+        cost = _cost(paragraph)
+        if cost <= budget:
+            yield paragraph, cost
+            continue
+        for line in _LINES.split(paragraph):
+            cost = _cost(line)
+            if cost <= budget:
+                yield line, cost
+            else:
+                yield from _runs(line, budget)
+
+
+def _runs(line: str, budget: int) -> Iterator[tuple[str, int]]:
+    start, used = 0, 0
+    for index, char in enumerate(line):
+        cost = _cost(char)
+        if used + cost > budget:
+            yield line[start:index], used
+            start, used = index, 0
+        used += cost
+    if start < len(line):
+        yield line[start:], used
+
+
+def _cost(text: str) -> int:
+    """Bytes of `text` inside a JSON string (without its quotes)."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) - 2

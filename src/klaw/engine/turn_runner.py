@@ -1,0 +1,148 @@
+"""One turn, whoever asked for it: a chat turn (processor.py) or a task run (subagents.py).
+
+A turn is three parts its caller gives: where its context comes from (`Turn.context`), where its
+steps are recorded (`Turn.record`: ingestion for a chat, the task's log for a run) and where its
+outcome goes (`Turn.sink`). The runner owns the sequence, begin → context → tool loop → finish, and
+the one failure policy, so the two kinds of turn cannot drift apart again:
+
+* any exception (the model unreachable, a disk or store error, a bug) ends the turn as failed: the
+  sink closes what it opened and tells the person a short "something went wrong" with an error id;
+* the same error id is logged with the exception's type and its frames, never its message (messages
+  quote arguments and text, which are the person's conversation);
+* the engine goes on: `run` returns the failure instead of raising, so the chat's next message and
+  every other chat are served. Cancellation (shutdown past its deadline) is not a failure and passes.
+
+A model error (`LlmError`) says what went wrong in words a person can act on ("the model timed
+out"), so its text is kept in the apology; any other error is only named by its id.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from klaw.engine.clock import Clock
+from klaw.engine.tool_loop import LoopOutcome, Recorder, TextSink, run_tool_loop
+from klaw.llm.errors import LlmError
+from klaw.llm.messages import ChatMessage, ToolSpec
+from klaw.llm.protocol import ChatModel
+from klaw.store.records import ChatRef
+from klaw.tools.registry import ToolContext, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TurnPrompt:
+    """What the context source gives the loop: the messages, the tools offered, the model to ask."""
+
+    messages: list[ChatMessage]
+    tools: list[ToolSpec]
+    model: str
+
+
+@dataclass(frozen=True)
+class TurnFailure:
+    """A turn that ended in an exception: its id (in the log and in what the person reads) and the error."""
+
+    error_id: str
+    error: Exception
+
+    @property
+    def kind(self) -> str:
+        return type(self.error).__name__
+
+    def apology(self) -> str:
+        """What the person reads: short, with the id to find the log lines by."""
+        if isinstance(self.error, LlmError):
+            return f"Sorry, I could not answer: {self.error} (error {self.error_id})"
+        return f"Sorry, something went wrong and I could not answer (error {self.error_id}); the engine log says more."
+
+
+class TurnSink(Protocol):
+    """Where a turn's outcome goes. `fail` is called at most once, after `begin` or `finish` raised
+    or at any point between; it must tolerate a `begin` that never completed."""
+
+    async def begin(self) -> None: ...
+
+    async def finish(self, outcome: LoopOutcome) -> None: ...
+
+    async def fail(self, failure: TurnFailure) -> None: ...
+
+
+@dataclass(frozen=True)
+class Turn:
+    label: str  # for the log: "turn of chat console:me", "run of task digest" (ids, never content)
+    chat: ChatRef  # the chat the tools act for (a task run: its `scheduler_<task>` chat)
+    context: Callable[[], Awaitable[TurnPrompt]]
+    record: Recorder
+    sink: TurnSink
+    on_text: TextSink | None = None  # pieces of the answer as they are written, for a streaming channel
+
+
+ModelFor = Callable[[str], ChatModel]
+
+
+class TurnRunner:
+    """Runs turns on the engine's model router and tools; shared by chat turns and task runs."""
+
+    def __init__(
+        self, *, model_for: ModelFor, tools: ToolRegistry, workspace: Path, clock: Clock, max_rounds: int
+    ) -> None:
+        self._model_for = model_for
+        self._tools = tools
+        self._workspace = workspace
+        self._clock = clock
+        self._max_rounds = max_rounds
+
+    async def run(self, turn: Turn) -> LoopOutcome | TurnFailure:
+        """The turn's outcome, or its failure once the sink has been told; never raises an Exception."""
+        try:
+            await turn.sink.begin()
+            prompt = await turn.context()
+            outcome = await run_tool_loop(
+                model=self._model_for(prompt.model),
+                messages=list(prompt.messages),
+                tools=prompt.tools,
+                registry=self._tools,
+                tool_context=ToolContext(chat=turn.chat, workspace=self._workspace, extras={"clock": self._clock}),
+                max_rounds=self._max_rounds,
+                chat=turn.chat,
+                record=turn.record,
+                now=self._clock.now,
+                on_text=turn.on_text,
+            )
+            await turn.sink.finish(outcome)
+            return outcome
+        except Exception as exc:
+            failure = TurnFailure(new_error_id(), exc)
+            log_failure(turn.label, failure)
+            try:
+                await turn.sink.fail(failure)
+            except Exception as second:  # the disk that failed the turn may fail its notice too
+                log.error(
+                    "%s: telling the person about error %s failed too: %s",
+                    turn.label,
+                    failure.error_id,
+                    type(second).__name__,
+                )
+            return failure
+
+
+def new_error_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def log_failure(label: str, failure: TurnFailure) -> None:
+    """Type, id and frames; the message stays out (it can quote the conversation)."""
+    error = failure.error
+    if isinstance(error, LlmError):  # expected weather: the model's state, not a bug in klaw
+        log.warning("%s failed: %s (error %s)", label, failure.kind, failure.error_id)
+        return
+    frames = "".join(traceback.format_tb(error.__traceback__)).rstrip()
+    log.error("%s failed: %s (error %s)\n%s", label, failure.kind, failure.error_id, frames)
