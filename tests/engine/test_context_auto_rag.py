@@ -174,6 +174,17 @@ async def test_block_sits_between_summary_and_window(home: KlawHome, chat: Conve
     assert layer(context, "auto_rag").items == 2
 
 
+async def test_each_layer_says_how_long_it_took(home: KlawHome, chat: Conversation) -> None:
+    """Every build times its layers (engine/turn_timing.py): the bench and the inspector read them."""
+    await history_with_topic(chat)
+    context, _ = await build(home, chat, config(), [await chat.say(QUERY)])
+    timed = context.timings.seconds
+    assert list(timed) == ["system_prompt", "core_memory", "summary", "past_conversations", "window", "auto_rag"]
+    assert all(seconds >= 0 for seconds in timed.values())
+    subagent, _ = await build(home, chat, config(), [await chat.say(QUERY)], subagent=True)
+    assert "auto_rag" not in subagent.timings.seconds and "window" in subagent.timings.seconds
+
+
 async def test_block_absent_when_nothing_is_recalled(home: KlawHome, chat: Conversation) -> None:
     await history_with_topic(chat)
     context, spy = await build(home, chat, config(), [await chat.say("ok")])

@@ -107,6 +107,28 @@ async def test_append_is_idempotent_on_message_id(store: SqliteStore) -> None:
     assert await store.messages.count_in_segment(first.segment_id) == 1
 
 
+async def test_count_in_segment_at_most_stops_counting_there(store: SqliteStore) -> None:
+    """The auto-RAG guard asks only "more than the window?": a bounded count answers it without
+    reading the whole segment, and counts the same rows (control records are left out)."""
+    first = await store.messages.append(message(ALICE, "m0", 0))
+    for i in range(1, 6):
+        await store.messages.append(message(ALICE, f"m{i}", i))
+    model_switch = MessageRecord(
+        ALICE, Role.SYSTEM, "", type=MessageType.MODEL_SWITCH, metadata={"model": "x"}, created_at=T0
+    )
+    await store.messages.append(model_switch)
+    segment = first.segment_id
+    assert await store.messages.count_in_segment(segment) == 6
+    assert [await store.messages.count_in_segment(segment, at_most=n) for n in (0, 1, 5, 6, 7, 100)] == [
+        0,
+        1,
+        5,
+        6,
+        6,
+        6,
+    ]
+
+
 async def test_window_is_last_messages_oldest_first_with_rowids(store: SqliteStore) -> None:
     stored = [await store.messages.append(message(ALICE, f"m{i}", i)) for i in range(5)]
     window = await store.messages.window(stored[0].segment_id, 3)

@@ -27,6 +27,7 @@ from klaw.config import EngineConfig
 from klaw.engine.sessions import Session
 from klaw.engine.system_prompt import SystemPrompt
 from klaw.engine.transcript import paired_tool_messages, to_chat_message
+from klaw.engine.turn_timing import PhaseTimes
 from klaw.llm.messages import ChatMessage, ToolSpec
 from klaw.llm.tokens import approximate_token_count
 from klaw.memory.auto_rag import AutoRagService, RecalledMessage, format_block
@@ -59,6 +60,7 @@ class BuiltContext:
     window_rowids: frozenset[int] = field(default_factory=frozenset)
     recalled: list[RecalledMessage] = field(default_factory=list)  # auto-RAG hits, best first
     warnings: list[str] = field(default_factory=list)  # budget problems, for /context (no content)
+    timings: PhaseTimes = field(default_factory=PhaseTimes)  # seconds per layer (engine/turn_timing.py)
 
     @property
     def total_tokens(self) -> int:
@@ -99,19 +101,23 @@ class ContextBuilder:
         layers: list[ContextLayer] = []
         head: list[ChatMessage] = []
         warnings: list[str] = []
+        timings = PhaseTimes()
 
         def place(name: str, text: str | None, items: int = 1) -> None:
             if text:
                 head.append(ChatMessage.system(text))
                 layers.append(ContextLayer(name, approximate_token_count(text) + MESSAGE_OVERHEAD_TOKENS, items))
 
-        place("system_prompt", await self._system_prompt.text())
-        memory = await self._core_memory.read()
+        with timings.phase("system_prompt"):
+            place("system_prompt", await self._system_prompt.text())
+        with timings.phase("core_memory"):
+            memory = await self._core_memory.read()
         place(
             "core_memory",
             f"Core memory (facts you keep about your person):\n{CoreMemory.render(memory)}" if memory else None,
         )
-        place("summary", await self.summary_layer(session))
+        with timings.phase("summary"):
+            place("summary", await self.summary_layer(session))
         pending_text = "\n".join(m.content for m in pending)
         tools_tokens = approximate_token_count(json.dumps([t.to_wire() for t in self._tools])) if self._tools else 0
         pending_tokens = approximate_token_count(pending_text) + MESSAGE_OVERHEAD_TOKENS
@@ -119,19 +125,23 @@ class ContextBuilder:
         if remaining < 0:
             warnings.append(self._over_budget(session, budget, layers, tools_tokens, pending_tokens))
         if not subagent:
-            place("past_conversations", await self.past_conversations_layer(session, pending_text, max(remaining, 0)))
+            with timings.phase("past_conversations"):
+                room = max(remaining, 0)
+                place("past_conversations", await self.past_conversations_layer(session, pending_text, room))
         remaining = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
 
         pending_rowids = {m.rowid for m in pending}
-        recent = await self._store.messages.window(
-            session.segment.id, self._config.context.sliding_window + len(pending_rowids)
-        )
-        candidates = [m for m in recent if m.rowid not in pending_rowids][-self._config.context.sliding_window :]
-        window = fit_newest(candidates, message_tokens, remaining)
+        with timings.phase("window"):
+            recent = await self._store.messages.window(
+                session.segment.id, self._config.context.sliding_window + len(pending_rowids)
+            )
+            candidates = [m for m in recent if m.rowid not in pending_rowids][-self._config.context.sliding_window :]
+            window = fit_newest(candidates, message_tokens, remaining)
         recalled: list[RecalledMessage] = []
         if not subagent:
             shown = frozenset(m.rowid for m in window) | pending_rowids
-            recalled = await self.auto_rag_layer(session, pending, pending_text, shown, remaining)
+            with timings.phase("auto_rag"):
+                recalled = await self.auto_rag_layer(session, pending, pending_text, shown, remaining)
         if recalled:
             place("auto_rag", format_block(recalled), len(recalled))
             window = fit_newest(candidates, message_tokens, remaining - layers[-1].tokens)
@@ -149,6 +159,7 @@ class ContextBuilder:
             window_rowids=frozenset(m.rowid for m in window),
             recalled=recalled,
             warnings=warnings,
+            timings=timings,
         )
 
     async def summary_layer(self, session: Session) -> str | None:
@@ -180,9 +191,12 @@ class ContextBuilder:
         if self._auto_rag is None or not self._auto_rag.enabled or room <= 0:
             return []
         segment_id = session.segment.id
-        history = await self._store.messages.count_in_segment(segment_id)
-        history -= sum(1 for m in pending if m.segment_id == segment_id)
-        if history <= self._config.context.sliding_window:
+        in_segment = sum(1 for m in pending if m.segment_id == segment_id)
+        # Only "more than the window?" matters: counting stops one past it, so a 100k-message
+        # segment costs what a short one does.
+        window = self._config.context.sliding_window
+        history = await self._store.messages.count_in_segment(segment_id, at_most=window + in_segment + 1)
+        if history - in_segment <= window:
             return []
         return await self._auto_rag.recall(session.chat, segment_id, query, shown_rowids, max_tokens=room)
 

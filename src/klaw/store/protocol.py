@@ -98,7 +98,10 @@ class MessageRepository(Protocol):
         crash left unanswered (the window would show only the newest of them)."""
         ...
 
-    async def count_in_segment(self, segment_id: int) -> int: ...
+    async def count_in_segment(self, segment_id: int, *, at_most: int | None = None) -> int:
+        """The segment's messages a model may be shown (not control records); with `at_most`, counting
+        stops there, so "does the segment hold more than N?" costs N rows, not the whole segment."""
+        ...
 
     async def known_ids(self, chat: ChatRef, since: datetime) -> set[str]:
         """Ids of the chat's messages created at or after `since` (for log recovery)."""
