@@ -13,6 +13,7 @@ text. File and directory are private (0600 / 0700): they hold message text.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -28,6 +29,11 @@ log = logging.getLogger(__name__)
 BufferedFrame = InboundFrame | CommandFrame
 FILE_NAME = "inbound.jsonl"
 COMPACT_AFTER_LINES = 256  # rewrite the file once this many lines hold nothing pending
+
+
+class BufferUnavailable(RuntimeError):
+    """The buffer's disk refused a message (full, read-only, failing); the message says what to do
+    and never quotes the message. Nothing was buffered: the channel tells the person to send it again."""
 
 
 class InboundBuffer:
@@ -78,12 +84,20 @@ class InboundBuffer:
     async def append(self, frame: BufferedFrame) -> bool:
         """Make `frame` durable; False (and nothing written) if a frame with its id is already pending.
 
-        Raises `FrameError("frame_too_large")` for a frame the engine could never accept."""
+        Raises `FrameError("frame_too_large")` for a frame the engine could never accept, and
+        `BufferUnavailable` (a sentence for the person) when the disk cannot take it (full, failing)."""
         line = encode_frame(frame)
         async with self._lock:
             if frame.id in self._pending:
                 return False
-            await asyncio.to_thread(self._write, line)
+            try:
+                await asyncio.to_thread(self._write, line)
+            except OSError as exc:
+                log.error("gateway buffer %s: could not save a message (%s)", self.path, exc.strerror)
+                raise BufferUnavailable(
+                    f"the gateway could not save this message ({exc.strerror or type(exc).__name__}"
+                    f" in {self.path.parent}); it was not sent. Free some disk space, then send it again."
+                ) from exc
             self._pending[frame.id] = frame
         await self._notify()
         return True
@@ -104,10 +118,20 @@ class InboundBuffer:
         return True
 
     def _write(self, line: bytes) -> None:
+        """Append and fsync one line, or leave the file as it was (a write cut short by a full disk
+        is truncated away, so no torn line is left for the next append)."""
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            os.write(fd, line)
-            os.fsync(fd)
+            size = os.fstat(fd).st_size
+            try:
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):  # shrinking needs no space
+                    os.ftruncate(fd, size)
+                raise
         finally:
             os.close(fd)
         self._lines += 1

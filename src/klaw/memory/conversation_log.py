@@ -1,7 +1,8 @@
 """The conversation log: append-only JSONL per chat and day, the source of truth.
 
 `conversations/<channel>_<chat_id>/<YYYY-MM-DD>.jsonl` (UTC date of the message). A message counts
-as accepted only once its line is written and fsync'd. A crash can leave a torn last line; the
+as accepted only once its line is written and fsync'd; an append that fails (a full disk) is cut
+back to where it started. A crash can leave a torn last line; the
 next append starts a fresh line so the torn one stays isolated (and is skipped with a warning
 when read) instead of swallowing the new record. Reading skips malformed lines with a warning
 naming the file and line number, never the content, and goes on.
@@ -10,6 +11,7 @@ naming the file and line number, never the content, and goes on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -119,18 +121,29 @@ async def _on_log_threads(fn: Callable[..., T], *args: Any) -> T:
 
 
 def _append_lines(path: Path, lines: list[str]) -> None:
+    """Append and fsync, or leave the file as it was: a write cut short (disk full, file size limit)
+    is truncated away, so a failed append leaves no torn line for a retry to append after."""
     is_new = not path.exists()
     if is_new:
         path.parent.mkdir(parents=True, exist_ok=True)
     payload = "".join(line + "\n" for line in lines).encode("utf-8")
-    with open(path, "ab+") as handle:
-        if not is_new and handle.tell() > 0:
-            handle.seek(-1, os.SEEK_END)
-            if handle.read(1) != b"\n":
-                payload = b"\n" + payload  # isolate a torn last line left by a crash
-        handle.write(payload)
-        handle.flush()
-        os.fsync(handle.fileno())
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        size = os.fstat(fd).st_size
+        if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+            payload = b"\n" + payload  # isolate a torn last line left by a crash
+        try:
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):  # shrinking needs no space
+                os.ftruncate(fd, size)
+                os.fsync(fd)
+            raise
+    finally:
+        os.close(fd)
     if is_new:
         fsync_dir(path.parent)
 

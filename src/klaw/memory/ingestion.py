@@ -51,12 +51,23 @@ class Ingestion:
         # from others (summaries) while it checks that they still exist and appends: no derived record
         # about forgotten records can reach the log in between.
         self.exclusive = asyncio.Lock()
+        # Records in the log whose store failed (until a retry stores them; recovery does at start-up).
+        self._logged_not_stored: dict[str, MessageRecord] = {}
 
     async def accept(self, record: MessageRecord) -> StoredMessage:
         """Make `record` durable in the log, then store it (queueing its embedding if it should
-        have one); returns it with its rowid."""
-        await self.log.append(record)
-        return await self._store(record)
+        have one); returns it with its rowid.
+
+        If the log took a record and the store then failed (SQLITE_FULL on a full disk), the record
+        is in the log: a retry with the same id (a gateway resending it) stores that logged record
+        without appending it again, so the log keeps every record exactly once."""
+        logged = self._logged_not_stored.get(record.id)
+        if logged is None:
+            await self.log.append(record)
+            logged = self._logged_not_stored[record.id] = record
+        stored = await self._store(logged)
+        del self._logged_not_stored[record.id]
+        return stored
 
     async def stored(self, record_id: str | None) -> StoredMessage | None:
         """The one "already stored?" rule: a record whose id the store holds was accepted before.

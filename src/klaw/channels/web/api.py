@@ -22,6 +22,7 @@ from klaw.channels.web.events import EventHub
 from klaw.channels.web.markdown import render as render_markdown
 from klaw.config_view import ConfigRow
 from klaw.engine.frames import FrameError
+from klaw.gateway.buffer import BufferUnavailable
 from klaw.gateway.link import EngineUnavailable, QueryFailed
 from klaw.gateway.service import Submitted
 
@@ -85,6 +86,8 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
             if exc.code == "frame_too_large":
                 raise HTTPException(413, "the message is too long") from None
             raise HTTPException(422, exc.message) from None
+        except BufferUnavailable as exc:  # the gateway's disk is full: say so, never a bare 500
+            raise HTTPException(503, str(exc)) from None
         return {"id": submitted.id, "queued": submitted.queued}
 
     @router.get("/events", dependencies=[Depends(session)])
