@@ -233,6 +233,9 @@ async def test_the_inspector_draws_each_turn_against_its_budget() -> None:
             assert left == pytest.approx(x, abs=0.01) and width == pytest.approx(1000 * tokens[name] / budget, abs=0.01)
             x += width
         assert x < 1000
+        colours = page.locator(".turn svg.context-bar rect.layer[data-layer=tools]")
+        classes = await colours.evaluate_all("rects => rects.map(r => r.getAttribute('class'))")
+        assert len(classes) == 3 and len(set(classes)) == 1  # a layer has one colour in every turn
         hits = turn.locator(".score-fill")
         assert await hits.count() >= 1
         widths = await hits.evaluate_all("bars => bars.map(b => b.style.width)")

@@ -8,6 +8,9 @@
 // which id the message got (a fast reply), so `send` can still mark its message answered.
 const state = { csrf: "", chat: { channel: "web", chat_id: "main" }, bubbles: new Map(), answered: new Set(), chats: [] };
 const SVG = "http://www.w3.org/2000/svg";
+// Each context layer keeps its colour in every turn (style.css .layer-N); an unknown one is grey.
+const LAYERS = ["system_prompt", "core_memory", "summary", "past_conversations", "auto_rag", "sliding_window", "tools", "pending"];
+function layerClass(name) { const index = LAYERS.indexOf(name); return `layer-${index < 0 ? LAYERS.length : index}`; }
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -181,13 +184,13 @@ function contextBar(turn) {
     "aria-label": `${turn.total_tokens} of ${turn.budget} tokens used` });
   bar.append(svg("rect", { class: "budget", x: 0, y: 0, width: 1000 * turn.budget / scale, height: 36 }));
   let x = 0;
-  turn.layers.forEach((layer, index) => {
+  for (const layer of turn.layers) {
     const width = 1000 * layer.tokens / scale;
-    if (width <= 0) return;
-    bar.append(svg("rect", { class: `layer layer-${index % 8}`, "data-layer": layer.name, x, y: 4, width, height: 28 },
+    if (width <= 0) continue;
+    bar.append(svg("rect", { class: `layer ${layerClass(layer.name)}`, "data-layer": layer.name, x, y: 4, width, height: 28 },
       svg("title", {}, `${layer.name}: ${layer.tokens} tokens, ${layer.items} item(s)`)));
     x += width;
-  });
+  }
   if (turn.total_tokens > turn.budget) bar.append(svg("rect", { class: "over", x: 1000 * turn.budget / scale - 2, y: 0, width: 4, height: 36 }));
   return bar;
 }
@@ -206,7 +209,7 @@ function renderTurn(turn) {
   box.append(el("h3", { text: `${fmtTime(turn.at)} · ${turn.model} · ${turn.total_tokens} of ${turn.budget} tokens (${percent}%)` }));
   box.append(contextBar(turn));
   box.append(table([["", "key"], ["layer"], ["tokens", "num"], ["share", "num"], ["items", "num"]],
-    turn.layers.map((layer, index) => [[el("span", { class: `swatch layer-${index % 8}` }), "key"], [layer.name],
+    turn.layers.map((layer) => [[el("span", { class: `swatch ${layerClass(layer.name)}` }), "key"], [layer.name],
       [String(layer.tokens), "num"], [`${turn.budget ? Math.round(100 * layer.tokens / turn.budget) : 0}%`, "num"], [String(layer.items), "num"]])));
   if (turn.recalled.length) {
     const best = Math.max(...turn.recalled.map((hit) => hit.score || 0));
