@@ -11,13 +11,32 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Literal
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _variable_name(secret: str, example: str) -> AfterValidator:
+    """A `…Env` field names the environment variable holding a secret; the secret itself pasted there
+    (`sk-…`, `123456:ABC…`) would be shown by `config show`, the settings page and every error naming
+    the variable, so it is refused. The loader never repeats a `…Env` field's value in its error."""
+
+    def check(value: str) -> str:
+        if not ENV_VAR_NAME.match(value):
+            raise ValueError(
+                f"must be the name of an environment variable (letters, digits, _), not the {secret} itself:"
+                f" put the {secret} in a variable (export {example}=…) and write its name ({example}) here"
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+ApiKeyEnv = Annotated[str, _variable_name("key", "OPENAI_API_KEY")]
 
 
 class _Section(BaseModel):
@@ -30,7 +49,7 @@ class ModelConfig(_Section):
     """One chat model reachable through an OpenAI-compatible endpoint."""
 
     base_url: str = Field(description="OpenAI-compatible base URL, e.g. http://localhost:11434/v1")
-    api_key_env: str | None = Field(
+    api_key_env: ApiKeyEnv | None = Field(
         default=None, description="Name of the environment variable holding the API key (never the key)."
     )
     name: str | None = Field(
@@ -162,7 +181,9 @@ class EmbedderConfig(_Section):
     backend: Literal["minilm", "openai", "fake"] = "minilm"
     model: str | None = Field(default=None, description="Remote model name (openai backend).")
     base_url: str | None = Field(default=None, description="Endpoint base URL (openai backend).")
-    api_key_env: str | None = None
+    api_key_env: ApiKeyEnv | None = Field(
+        default=None, description="Name of the environment variable holding the API key (never the key)."
+    )
     dim: int | None = Field(default=None, gt=0, description="Vector size (openai and fake backends).")
     batch_size: int = Field(default=64, gt=0, description="Texts per embedding call (at most 100 are sent).")
     timeout_seconds: float = Field(default=60.0, gt=0)
@@ -270,7 +291,7 @@ class TelegramChannelConfig(_Section):
     """A Telegram bot (long polling). The bot token is read from the environment variable `tokenEnv`."""
 
     enabled: bool = False
-    token_env: str = Field(
+    token_env: Annotated[str, _variable_name("token", "KLAW_TELEGRAM_TOKEN")] = Field(
         default="KLAW_TELEGRAM_TOKEN", description="Name of the environment variable holding the bot token."
     )
     allowed_chat_ids: tuple[int, ...] = Field(
@@ -279,11 +300,7 @@ class TelegramChannelConfig(_Section):
     api_base_url: str = Field(default="https://api.telegram.org", description="Bot API server (tests: a fake).")
 
     @model_validator(mode="after")
-    def _names_not_secrets(self) -> TelegramChannelConfig:
-        if not ENV_VAR_NAME.match(self.token_env):
-            raise ValueError(
-                "tokenEnv must be the name of an environment variable (letters, digits, _), not the token itself"
-            )
+    def _api_is_http(self) -> TelegramChannelConfig:
         if not self.api_base_url.startswith(("http://", "https://")):
             raise ValueError("apiBaseUrl must start with http:// or https://")
         return self

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from klaw.config import EngineConfig
+from klaw.redaction import mask_url_credentials
 
 ENV_PREFIX = "KLAW__"
 
@@ -139,7 +140,14 @@ def _describe(exc: ValidationError, path: Path) -> str:
         rule = error["msg"]
         if error["type"] == "extra_forbidden":
             rule = "unknown field (check its spelling; fields are camelCase, e.g. debounceMs)"
-        value = error.get("input")
-        shown = "" if error["type"] in ("missing", "extra_forbidden") else f" = {value!r}"
+        shown = "" if error["type"] in ("missing", "extra_forbidden") else _shown(field, error.get("input"))
         lines.append(f"  - {field}{shown}: {rule}")
     return "\n".join(lines)
+
+
+def _shown(field: str, value: Any) -> str:
+    """` = value` for the error line, unless it may hold a secret: a `…Env` field that failed is probably
+    the key itself, a whole section may contain one, and a URL's password is masked."""
+    if field.endswith("Env") or isinstance(value, (dict, list)):
+        return ""
+    return f" = {mask_url_credentials(repr(value))}"

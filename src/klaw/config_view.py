@@ -12,11 +12,11 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from klaw.config_loader import LoadedConfig
+from klaw.redaction import MASK, mask_url_credentials
 
-MASK = "••••••"
+__all__ = ["MASK", "ConfigRow", "config_rows", "masked"]
 _SECRET_FIELD = re.compile(r"(?i)(api_?key|token|secret|password|passwd)$")
 
 
@@ -59,10 +59,6 @@ def masked(key: str, value: Any) -> Any:
     name = key.rsplit(".", 1)[-1]
     if value not in (None, "") and _SECRET_FIELD.search(name) and not name.endswith("Env"):
         return MASK
-    if isinstance(value, str) and "@" in value and "://" in value:
-        parts = urlsplit(value)
-        if parts.password:
-            host = parts.hostname or ""
-            port = f":{parts.port}" if parts.port else ""
-            return urlunsplit(parts._replace(netloc=f"{parts.username}:{MASK}@{host}{port}"))
+    if isinstance(value, str):
+        return mask_url_credentials(value)
     return value

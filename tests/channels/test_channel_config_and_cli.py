@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pty
 import signal
 import sys
 from pathlib import Path
@@ -67,7 +68,33 @@ def test_telegram_without_its_token_variable_names_the_variable(tmp_path: Path) 
     assert "KLAW_TEST_BOT" in result.stderr and "@BotFather" in result.stderr
 
 
-async def test_klaw_serve_runs_engine_and_web_page_and_stops_on_sigterm() -> None:
+class Output:
+    """The stdout of `klaw serve`, a pipe (as under systemd) or a terminal (a pty, as for a person)."""
+
+    def __init__(self, terminal: bool) -> None:
+        self.terminal = terminal
+        self.reader, self.writer = pty.openpty() if terminal else os.pipe()
+        self.pending = b""
+
+    async def readline(self) -> str:
+        while b"\n" not in self.pending:
+            try:
+                chunk = await asyncio.to_thread(os.read, self.reader, 4096)
+            except OSError:  # a pty whose other end closed
+                chunk = b""
+            if not chunk:
+                line, self.pending = self.pending, b""
+                return line.decode()
+            self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line.decode().rstrip("\r") + "\n"
+
+    def close(self) -> None:
+        os.close(self.reader)
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["stdout a pipe", "stdout a terminal"])
+async def test_klaw_serve_runs_engine_and_web_page_and_stops_on_sigterm(terminal: bool) -> None:
     with short_socket_dir() as directory:
         home = directory / "home"
         home.mkdir()
@@ -77,21 +104,23 @@ async def test_klaw_serve_runs_engine_and_web_page_and_stops_on_sigterm() -> Non
             "embedder:\n  backend: fake\n  dim: 32\nchannels:\n  web:\n    port: 0\n",
         )
         env = {**os.environ, "KLAW_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
-        pipe = asyncio.subprocess.PIPE
+        output = Output(terminal)
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "klaw", "serve", env=env, stdout=pipe, stderr=pipe
+            sys.executable, "-m", "klaw", "serve", env=env, stdout=output.writer, stderr=asyncio.subprocess.PIPE
         )
-        assert process.stdout is not None
+        os.close(output.writer)
         try:
             lines: list[str] = []
             async with asyncio.timeout(30):
                 while not any(line.startswith("access token:") for line in lines):
-                    line = (await process.stdout.readline()).decode()
+                    line = await output.readline()
                     assert line, "klaw serve exited early"
                     lines.append(line)
             url = next(line for line in lines if line.startswith("web page:")).split()[-1]
             token = (home / "web_token").read_text(encoding="utf-8").strip()
-            assert any(token in line for line in lines)
+            # A person at a terminal is shown the token; a journal or log file only where it is kept.
+            assert any(token in line for line in lines) is terminal
+            assert any(str(home / "web_token") in line for line in lines if line.startswith("access token:"))
             async with httpx.AsyncClient() as client:
                 assert (await client.get(url + "login")).status_code == 200
             assert (home / "engine.sock").exists()
@@ -100,7 +129,10 @@ async def test_klaw_serve_runs_engine_and_web_page_and_stops_on_sigterm() -> Non
                 assert await process.wait() == 0
             stderr = (await process.stderr.read()).decode() if process.stderr else ""
             assert token not in stderr
+            while line := await output.readline():
+                assert terminal or token not in line
         finally:
             if process.returncode is None:
                 process.kill()
                 await process.wait()
+            output.close()

@@ -18,10 +18,11 @@ app = typer.Typer(help="Inspect the engine configuration (engine.yaml).", no_arg
 @app.command()
 def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: {field: {value, source}}.")] = False,
+    reveal: Annotated[bool, typer.Option("--reveal", help="Show passwords in URLs instead of a mask.")] = False,
 ) -> None:
     """Print every effective setting and where it came from (default, engine.yaml, or env)."""
     loaded = load_or_exit(home_from_env())
-    rows = config_rows(loaded, mask=False)  # the person's own terminal: show what is configured
+    rows = config_rows(loaded, mask=not reveal)  # masked: this output gets pasted into bug reports and chats
     if as_json:
         typer.echo(json.dumps({row.field: {"value": row.value, "source": row.source} for row in rows}, indent=2))
         return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 
 from rich.console import Console
 
@@ -87,12 +88,16 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
 
 
 def _announce(home: KlawHome, channels: list[Channel], with_engine: bool) -> None:
-    """Say where things are; the token goes to this terminal only, never to a log."""
+    """Say where things are. The token is shown only to a person at a terminal: when stdout is a pipe or
+    a file (systemd's journal, a log), it would be kept where others may read it, so only its file is named."""
     out = Console(highlight=False)
     out.print(f"klaw {'engine and gateway' if with_engine else 'gateway'} running (engine socket {home.socket_path})")
     for channel in channels:
         if isinstance(channel, WebChannel):
             out.print(f"web page: {channel.url}")
-            out.print(f"access token: {channel.token}  (also in {home.web_token_file})")
+            if sys.stdout.isatty():
+                out.print(f"access token: {channel.token}  (also in {home.web_token_file})")
+            else:
+                out.print(f"access token: in {home.web_token_file} (not printed: output is not a terminal)")
         else:
             out.print(f"{channel.name}: polling")

@@ -3,13 +3,16 @@
 The engine turns these into a reply the user reads ("the model server is down", "the key in
 OPENAI_API_KEY was rejected"), so every message says what happened, for which model id and base
 URL, and what to do. No message ever contains the request's content (the conversation) or an API
-key: errors end up in logs and chat replies. Server error messages are included (truncated)
+key, nor a password in the base URL (masked here, for every subclass): errors end up in logs and chat
+replies. Server error messages are included (truncated)
 because they usually name the real problem, e.g. an unknown model name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+from klaw.redaction import mask_url_credentials
 
 _MAX_SERVER_MESSAGE = 300
 
@@ -30,7 +33,7 @@ class LlmError(RuntimeError):
         message = f"{what} ({where})."
         if hint:
             message += f" {hint}"
-        super().__init__(message)
+        super().__init__(mask_url_credentials(message))  # a password in baseUrl never reaches the chat
         self.model_id = model_id
         self.base_url = base_url
         self.status = status

@@ -15,6 +15,7 @@ import httpx
 from klaw.config import EngineConfig
 from klaw.llm.errors import LlmError
 from klaw.llm.http import Endpoint, auth_headers
+from klaw.redaction import mask_url_credentials
 
 OLLAMA_EXAMPLE = """To use a local Ollama model:
   1. install Ollama and run:  ollama pull llama3.2
@@ -57,10 +58,11 @@ async def model_problem(
             response = await client.get(endpoint.url("models"), headers=headers)
     except httpx.HTTPError as exc:
         return (
-            f"No model server answered at {model.base_url} {where}: {type(exc).__name__}.\n"
+            f"No model server answered at {mask_url_credentials(model.base_url)} {where}: {type(exc).__name__}.\n"
             f"Start the server, or change models.{model_id}.baseUrl.\n\n{OLLAMA_EXAMPLE}"
         )
     if response.status_code in (401, 403):
         key = model.api_key_env or "the API key variable"
-        return f"{model.base_url} refused the API key (HTTP {response.status_code}) {where}: check {key}."
+        server = mask_url_credentials(model.base_url)
+        return f"{server} refused the API key (HTTP {response.status_code}) {where}: check {key}."
     return None

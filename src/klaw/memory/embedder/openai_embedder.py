@@ -24,6 +24,7 @@ from klaw.config import EmbedderConfig
 from klaw.llm.errors import LlmError
 from klaw.llm.http import Endpoint, RetryingPoster, RetryPolicy, Sleep, new_http_client
 from klaw.memory.embedder.protocol import EmbedderError, Vectors
+from klaw.redaction import mask_url_credentials
 
 
 class OpenAiEmbedder:
@@ -128,6 +129,6 @@ class OpenAiEmbedder:
 
     def _malformed(self, what: str) -> EmbedderError:
         return EmbedderError(
-            f"{what} (model {self._model_id!r} at {self._endpoint.base_url}). "
+            f"{what} (model {self._model_id!r} at {mask_url_credentials(self._endpoint.base_url)}). "
             "Check that embedder.baseUrl points at an OpenAI-compatible API (usually ending in /v1)."
         )
