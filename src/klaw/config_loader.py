@@ -19,12 +19,13 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from klaw.config import EngineConfig
+from klaw.errors import KlawError
 from klaw.redaction import mask_url_credentials
 
 ENV_PREFIX = "KLAW__"
 
 
-class ConfigError(ValueError):
+class ConfigError(KlawError, ValueError):
     """The configuration cannot be used; the message says where, what and how to fix it."""
 
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 import json
 from typing import Any, NoReturn
 
+from klaw.errors import KlawError
+
 MAX_DEPTH = 64
 """Deeper than this is refused: no record or frame klaw writes nests more than a few levels."""
 
 
-class StrictJsonError(ValueError):
+class StrictJsonError(KlawError, ValueError):
     """Not a JSON document klaw accepts; `str()` names the problem, never the content."""
 
 

@@ -25,6 +25,7 @@ from rich.text import Text
 from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit
 from klaw.cli.memory_forget_cmd import register_forget
 from klaw.config import EngineConfig
+from klaw.errors import KlawError
 from klaw.memory.auto_rag import CANDIDATES_PER_SIDE
 from klaw.memory.embedder.factory import create_embedder
 from klaw.memory.embedder.protocol import Embedder
@@ -43,7 +44,7 @@ class SegmentScope(StrEnum):
     ALL = "all"
 
 
-class SearchProblem(Exception):
+class SearchProblem(KlawError):
     """Something the person must fix (which chat, an unknown chat…); the message says what."""
 
 

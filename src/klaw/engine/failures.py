@@ -13,6 +13,8 @@ import errno
 
 import apsw
 
+from klaw.errors import KlawError
+
 # Errors of the machine, not of the message: space or quota runs out, a device hiccups, resources run short.
 TRANSIENT_ERRNOS = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EAGAIN, errno.EBUSY, errno.EMFILE, errno.ENFILE}
@@ -28,7 +30,7 @@ _TRANSIENT_SQLITE: tuple[type[BaseException], ...] = (
 )
 
 
-class EngineStopping(RuntimeError):
+class EngineStopping(KlawError, RuntimeError):
     """The engine is shutting down and takes no new messages; the gateway keeps them for the next run."""
 
 

@@ -33,6 +33,7 @@ from klaw.engine.frames import (
 )
 from klaw.engine.gateway_connection import GatewayConnection
 from klaw.engine.outbound_routes import OutboundRoutes
+from klaw.errors import KlawError
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class FrameHandler(Protocol):
     async def on_command(self, frame: CommandFrame) -> None: ...
 
 
-class QueryError(ValueError):
+class QueryError(KlawError, ValueError):
     """A query that cannot be answered (unknown name, bad parameter); the message goes back to the gateway."""
 
 

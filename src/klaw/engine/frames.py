@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from klaw import strict_json
+from klaw.errors import KlawError
 from klaw.scheduling.names import SUBAGENT_CHANNEL
 from klaw.store.records import CHANNEL_NAME, chat_id_problem
 
@@ -63,7 +64,7 @@ ChatId = Annotated[str, AfterValidator(_chat_id)]
 Text = Annotated[str, AfterValidator(_text)]  # pydantic lets a lone surrogate through in some fields
 
 
-class FrameError(ValueError):
+class FrameError(KlawError, ValueError):
     """A line that is not a valid frame; `code`, `message` and `ref` become the `error` frame sent back.
 
     `message` never contains the frame's content, so `str()` is safe to log.

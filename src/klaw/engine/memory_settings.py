@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from klaw.config import EngineConfig, RagConfig
+from klaw.errors import KlawError
 from klaw.store.protocol import SettingsRepository
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ RAG_KEYS = {
 _FLAGS = (SUMMARIZER_ENABLED, EMBEDDINGS_ENABLED, RAG_ENABLED)
 
 
-class SettingError(ValueError):
+class SettingError(KlawError, ValueError):
     """A `/rag set` that cannot be applied; the message says why, for the person who typed it."""
 
 

@@ -15,12 +15,14 @@ import socket
 import stat
 from pathlib import Path
 
+from klaw.errors import KlawError
+
 log = logging.getLogger(__name__)
 
 _MAX_UNIX_PATH_BYTES = 107  # sockaddr_un.sun_path is 108 bytes on Linux, including the NUL
 
 
-class EngineSocketError(RuntimeError):
+class EngineSocketError(KlawError, RuntimeError):
     """The socket could not be set up; the message says why, for the person starting the engine."""
 
 

@@ -37,6 +37,7 @@ from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.subagent_context import SubagentContextBuilder
 from klaw.engine.tool_loop import LoopOutcome
 from klaw.engine.turn_runner import Turn, TurnFailure, TurnPrompt, TurnRunner
+from klaw.errors import KlawError
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.errors import LlmError
 from klaw.memory.conversation_log import ConversationLog
@@ -74,7 +75,7 @@ class RunOutcome:
     delivered: bool
 
 
-class TaskBusy(ValueError):
+class TaskBusy(KlawError, ValueError):
     """A run of the task is already in progress."""
 
 

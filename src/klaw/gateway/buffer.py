@@ -23,6 +23,7 @@ from pathlib import Path
 
 from klaw import strict_json
 from klaw.engine.frames import CommandFrame, FrameError, InboundFrame, decode_frame, encode_frame
+from klaw.errors import KlawError
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ FILE_NAME = "inbound.jsonl"
 COMPACT_AFTER_LINES = 256  # rewrite the file once this many lines hold nothing pending
 
 
-class BufferUnavailable(RuntimeError):
+class BufferUnavailable(KlawError, RuntimeError):
     """The buffer's disk refused a message (full, read-only, failing); the message says what to do
     and never quotes the message. Nothing was buffered: the channel tells the person to send it again."""
 

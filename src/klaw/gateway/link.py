@@ -43,6 +43,7 @@ from klaw.engine.frames import (
     decode_frame,
     encode_frame,
 )
+from klaw.errors import KlawError
 from klaw.gateway.buffer import BufferedFrame, InboundBuffer
 
 log = logging.getLogger(__name__)
@@ -54,11 +55,11 @@ MAX_ATTEMPTS = 8
 Deliver = Callable[[OutboundFrame | DeltaFrame], Awaitable[None]]
 
 
-class EngineUnavailable(RuntimeError):
+class EngineUnavailable(KlawError, RuntimeError):
     """The engine is not connected (or went away while answering); try again later."""
 
 
-class QueryFailed(RuntimeError):
+class QueryFailed(KlawError, RuntimeError):
     """The engine answered a query with an error; the message is for the person."""
 
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from klaw.errors import KlawError
 from klaw.redaction import mask_url_credentials
 
 _MAX_SERVER_MESSAGE = 300
 
 
-class LlmError(RuntimeError):
+class LlmError(KlawError, RuntimeError):
     """A model call failed. `model_id` and `base_url` say which endpoint; `status` the HTTP status."""
 
     def __init__(

@@ -20,11 +20,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from klaw.errors import KlawError
+
 Role = Literal["system", "user", "assistant", "tool"]
 _ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 
 
-class WireFormatError(ValueError):
+class WireFormatError(KlawError, ValueError):
     """A JSON body did not have the shape of the OpenAI wire format; the message names the field."""
 
 

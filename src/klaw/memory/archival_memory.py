@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from klaw.errors import KlawError
 from klaw.memory.chunk_search import ChunkHit, ChunkSearch
 from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.fusion import reciprocal_rank_fusion
@@ -31,7 +32,7 @@ CANDIDATES = 20  # per side and per corpus, before fusion
 SAVE_TOOL = "memory_save"  # the tool that calls `save`: forgetting a memory erases its calls too
 
 
-class ArchivalError(ValueError):
+class ArchivalError(KlawError, ValueError):
     """A save or search that was refused; the message says why (for the model)."""
 
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from klaw.errors import KlawError
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, Exchange, MessageType, RecordKind, StoredMessage
 
@@ -27,7 +28,7 @@ TRANSCRIPT_TEXT_CHARS = 4_000  # one message of a full transcript
 TOOL_TEXT_CHARS = 600  # one tool call's arguments or one tool result
 
 
-class DetailsError(ValueError):
+class DetailsError(KlawError, ValueError):
     """Nothing to show (unknown id, another chat's, no id given); the message is for the model."""
 
 

@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from klaw.atomic_file import replace_file
+from klaw.errors import KlawError
 
 log = logging.getLogger(__name__)
 
 MAX_KEY_CHARS = 64
 
 
-class CoreMemoryError(ValueError):
+class CoreMemoryError(KlawError, ValueError):
     """An update that was refused; the message says why and never quotes a value."""
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from klaw.errors import KlawError
 from klaw.memory.archival_memory import SAVE_TOOL
 from klaw.memory.ingestion import Ingestion
 from klaw.store.archival_records import forget_record, forgotten_days, forgotten_ids
@@ -45,7 +46,7 @@ class ForgetKind(StrEnum):
     MEMORY = "memory"
 
 
-class ForgetError(ValueError):
+class ForgetError(KlawError, ValueError):
     """The target cannot be forgotten (unknown, another chat's, nothing left); the message says why."""
 
 

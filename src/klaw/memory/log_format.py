@@ -13,10 +13,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from klaw import strict_json
+from klaw.errors import KlawError
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
 
 
-class MalformedLine(ValueError):
+class MalformedLine(KlawError, ValueError):
     """A log line that cannot be decoded; `str()` is safe to log (no content)."""
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from klaw.config import EngineConfig
 from klaw.engine_presence import engine_answers
+from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.embedder.factory import create_embedder
@@ -68,7 +69,7 @@ class ReindexStage(StrEnum):
 ReindexProgress = Callable[[ReindexStage, int, int], None]
 
 
-class ReindexError(RuntimeError):
+class ReindexError(KlawError, RuntimeError):
     """Reindex cannot run; the message says why and what to do."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from klaw.errors import KlawError
 from klaw.store.records import ChatRef
 
 SUBAGENT_CHANNEL = "scheduler"
@@ -18,7 +19,7 @@ MAX_TASK_NAME = 64
 _TASK_NAME = re.compile(rf"[a-z0-9][a-z0-9_-]{{0,{MAX_TASK_NAME - 1}}}")
 
 
-class InvalidTaskName(ValueError):
+class InvalidTaskName(KlawError, ValueError):
     """A task name that cannot be a directory name; the message says what is allowed."""
 
 

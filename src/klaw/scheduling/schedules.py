@@ -18,6 +18,8 @@ from typing import Literal
 
 from cronsim import CronSim, CronSimError
 
+from klaw.errors import KlawError
+
 ScheduleKind = Literal["cron", "every"]
 MIN_INTERVAL_SECONDS = 60
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -26,7 +28,7 @@ _EVERY_PART = re.compile(r"(\d+)([dhms])")
 _CRON_HELP = "five fields: minute hour day-of-month month day-of-week, e.g. '0 8 * * 1-5' (08:00 on weekdays)"
 
 
-class InvalidSchedule(ValueError):
+class InvalidSchedule(KlawError, ValueError):
     """A cron expression or interval that cannot be used; the message says why and what works."""
 
 

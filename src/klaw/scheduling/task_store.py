@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+from klaw.errors import KlawError
 from klaw.scheduling.names import parse_chat_target, validate_task_name
 from klaw.scheduling.schedules import TaskSchedule
 from klaw.store.records import ChatRef, from_millis, to_millis
@@ -43,7 +44,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 _COLUMNS = "name, kind, expression, message, model, inject_into, created_at, next_run_at, last_run_at, last_status"
 
 
-class DuplicateTask(ValueError):
+class DuplicateTask(KlawError, ValueError):
     """A task of that name exists already."""
 
 

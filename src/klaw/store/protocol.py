@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from klaw.errors import KlawError
 from klaw.store.archival_records import MemoryChunk, MemoryHit
 from klaw.store.records import (
     ChatRef,
@@ -33,7 +34,7 @@ from klaw.store.records import (
 from klaw.store.summaries.protocol import SummaryRepository
 
 
-class StorageError(RuntimeError):
+class StorageError(KlawError, RuntimeError):
     """The store cannot do what was asked; the message says why and what to do."""
 
 

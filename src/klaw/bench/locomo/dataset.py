@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from klaw.errors import KlawError
+
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _EVIDENCE_SEPARATORS = re.compile(r"[;,\s]+")
 _EVIDENCE_ID = re.compile(r"^D:?(\d+):(\d+)$")
@@ -54,7 +56,7 @@ _MONTHS = {
 }
 
 
-class LocomoFormatError(ValueError):
+class LocomoFormatError(KlawError, ValueError):
     """The file is not LoCoMo-format; the message says where and what."""
 
 

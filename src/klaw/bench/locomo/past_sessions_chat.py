@@ -31,6 +31,7 @@ from typing import Final
 from klaw.bench.locomo.annotations import SessionNotes
 from klaw.bench.locomo.dataset import Conversation, Session
 from klaw.engine.clock import SystemClock
+from klaw.errors import KlawError
 from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
@@ -45,7 +46,7 @@ NEUTRAL_NAMES: Final = ("the person", "the assistant")
 Rename = Callable[[str], str]
 
 
-class PastSessionsRunError(RuntimeError):
+class PastSessionsRunError(KlawError, RuntimeError):
     """The run cannot produce honest figures (a summary not stored, embeddings or retrieval failed)."""
 
 

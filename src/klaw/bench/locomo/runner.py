@@ -27,6 +27,7 @@ from klaw.bench.locomo.variants import VARIANTS, retriever
 from klaw.bench.stats import Latency
 from klaw.config import SearchConfig
 from klaw.engine.clock import SystemClock
+from klaw.errors import KlawError
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.embedding_policy import should_embed
@@ -41,7 +42,7 @@ Progress = Callable[[str, int, int], None]
 """(stage, done, total): stages are "storing turns", "embedding turns" and "questions"."""
 
 
-class LocomoRunError(RuntimeError):
+class LocomoRunError(KlawError, RuntimeError):
     """The run cannot produce honest figures (e.g. embeddings failed)."""
 
 

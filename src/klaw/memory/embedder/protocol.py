@@ -8,10 +8,12 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from klaw.errors import KlawError
+
 Vectors = npt.NDArray[np.float32]
 
 
-class EmbedderError(RuntimeError):
+class EmbedderError(KlawError, RuntimeError):
     """An embedder could not produce vectors; the message says why and what to do."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from klaw.errors import KlawError
 from klaw.llm.messages import ChatMessage
 from klaw.llm.tokens import approximate_token_count
 from klaw.store.records import MessageType, RecordKind, StoredMessage
@@ -35,7 +36,7 @@ ELLIPSIS = "…"
 _LABEL = re.compile(r"^\s*(?:\*\*)?summary(?:\*\*)?\s*:\s*", re.IGNORECASE)
 
 
-class EmptySummaryError(ValueError):
+class EmptySummaryError(KlawError, ValueError):
     """The model answered with no text."""
 
 

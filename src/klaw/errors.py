@@ -1,0 +1,60 @@
+"""`KlawError`: the root of every error klaw raises on purpose, and the whole tree, drawn once.
+
+`except KlawError` catches what klaw itself refused or could not do, each with a message written for
+whoever reads it (the person, the model, a log); anything else is a bug. Each class keeps the
+built-in base it had (`ValueError` for bad input, `RuntimeError` for a failed operation) as a second
+base, so code that catches those behaves as before. tests/test_errors.py checks that this drawing
+lists every error class in klaw, under its parent, and nothing else. (Three private exceptions that
+never leave their module, for control flow, are not errors in this sense: `_Refused` in
+gateway/link.py, `_BadArguments` in tools/registry.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
+
+* KlawError
+  - ConfigError (ValueError) ............... config_loader: engine.yaml cannot be used; where, what, how to fix
+  - StrictJsonError (ValueError) ........... strict_json: not a JSON document klaw accepts
+  - LlmError (RuntimeError) ................ llm/errors: a model call failed (model id, base URL, status)
+    + LlmTimeoutError
+    + LlmRateLimitError
+    + LlmServerError
+    + LlmConnectionError
+    + LlmAuthError
+    + LlmBadRequestError
+    + LlmMalformedResponseError
+    + UnknownModelError (ValueError) ....... llm/catalogue: a model id that is not configured
+  - WireFormatError (ValueError) ........... llm/messages: a body not in the OpenAI wire format
+  - StorageError (RuntimeError) ............ store/protocol: the store cannot do what was asked
+    + IndexMismatchError ................... vectors of another embedder are stored
+  - EmbedderError (RuntimeError) ........... memory/embedder: no vectors; why and what to do
+  - MalformedLine (ValueError) ............. memory/log_format: a log line that cannot be decoded
+  - CoreMemoryError (ValueError) ........... memory/core_memory: a refused update
+  - ArchivalError (ValueError) ............. memory/archival_memory: a refused save or search
+  - DetailsError (ValueError) .............. memory/conversation_details: nothing to show
+  - ForgetError (ValueError) ............... memory/forgetting: the target cannot be forgotten
+  - EmptySummaryError (ValueError) ......... memory/summaries/prompts: the model answered no text
+  - ReindexError (RuntimeError) ............ memory/reindex: reindex cannot run
+    + EngineRunningError ................... an engine serves the home
+  - InvalidTaskName (ValueError) ........... scheduling/names
+  - InvalidSchedule (ValueError) ........... scheduling/schedules
+  - DuplicateTask (ValueError) ............. scheduling/task_store
+  - FrameError (ValueError) ................ engine/frames: a line that is not a valid frame
+  - QueryError (ValueError) ................ engine/frame_dispatch: a query that cannot be answered
+  - SettingError (ValueError) .............. engine/memory_settings: a `/rag set` that cannot be applied
+  - TaskBusy (ValueError) .................. engine/subagents: a run of the task is in progress
+  - EngineStopping (RuntimeError) .......... engine/failures: shutting down, no new messages
+  - EngineSocketError (RuntimeError) ....... engine/socket_file: the socket could not be set up
+    + EngineAlreadyRunningError ............ another engine serves the home
+  - BufferUnavailable (RuntimeError) ....... gateway/buffer: the buffer's disk refused a message
+  - EngineUnavailable (RuntimeError) ....... gateway/link: the engine is not connected
+  - QueryFailed (RuntimeError) ............. gateway/link: the engine refused a query
+  - SearchProblem .......................... cli/memory_cmd: which chat to search, for the person to fix
+  - LocomoFormatError (ValueError) ......... bench/locomo/dataset: not a LoCoMo-format file
+  - LocomoRunError (RuntimeError) .......... bench/locomo/runner: no honest figures from this run
+  - PastSessionsRunError (RuntimeError) .... bench/locomo/past_sessions_chat: no honest figures
+"""
+
+from __future__ import annotations
+
+__all__ = ["KlawError"]
+
+
+class KlawError(Exception):
+    """Something klaw refused or could not do; the message says what, and what to do about it."""
