@@ -196,6 +196,43 @@ def turn(
 
 
 @app.command()
+def load(
+    chats: Annotated[int, typer.Option(help="Chats sending at once, each on its own socket connection.")] = 50,
+    seconds: Annotated[float, typer.Option(help="How long the chats keep sending.")] = 20.0,
+    debounce_ms: Annotated[int, typer.Option("--debounce-ms", help="processing.debounceMs of the engine.")] = 0,
+    kill_after: Annotated[
+        float | None, typer.Option(help="SIGKILL the engine this many seconds in, then start it again.")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
+) -> None:
+    """Many chats through a real `klaw engine`'s socket (model: zero-delay fake server): turns/s, send → reply
+    p50/p95, and whether acknowledged = stored = answered (optionally across a SIGKILL and restart)."""
+    from klaw.bench.load_bench import measure_load
+
+    console = Console(soft_wrap=True)
+    console.print(f"machine: {machine()}")
+    with tempfile.TemporaryDirectory(prefix="klaw-bench-", dir="/tmp") as tmp:  # short: a socket path
+        result = asyncio.run(
+            measure_load(
+                Path(tmp) / "home", chats=chats, seconds=seconds, debounce_ms=debounce_ms, kill_after=kill_after
+            )
+        )
+    killed = " (engine SIGKILLed and restarted mid-run)" if result.killed else ""
+    console.print(
+        f"{result.chats} chats, {seconds:g} s, debounceMs {result.debounce_ms}{killed}: {result.turns_per_second:.1f}"
+        f" turns/s, send → reply {result.latency}"
+    )
+    verdict = "yes" if result.consistent else f"NO (unanswered, first ids: {', '.join(result.unanswered_ids)})"
+    console.print(
+        f"acknowledged {result.acknowledged}, stored {result.stored}, answered {result.answered}:"
+        f" acknowledged = stored = answered: {verdict}"
+    )
+    _emit({"machine": machine(), **asdict(result), "consistent": result.consistent}, out)
+    if not result.consistent:
+        raise typer.Exit(1)
+
+
+@app.command()
 def locomo(
     data: Annotated[Path, typer.Option(help="A LoCoMo-format JSON file (locomo10.json or a split of it).")],
     out: Annotated[Path, typer.Option(help="Directory for locomo.json and locomo.md.")] = Path("bench-results"),

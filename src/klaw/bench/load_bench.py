@@ -1,0 +1,223 @@
+"""`klaw bench load`: many chats through a real `klaw engine` subprocess's socket, for a bounded time.
+
+What a person's gateways do under load: each chat sends a message, waits for its acknowledgement and
+its reply, and sends the next, until the time is up. The model is the fake OpenAI server answering at
+once, so the figures are the engine's own cost: turns per second, and send → reply latency (p50/p95).
+The check that matters is "acknowledged = stored = answered": every message the engine acknowledged
+is in klaw.db as a user message and got a reply.
+
+`kill_after` SIGKILLs the engine mid-run and starts it again: a chat whose connection broke sends
+again what was not acknowledged (same id, as the gateway's buffer does), and every message
+acknowledged before the kill must still be answered after the restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import apsw
+
+from klaw.bench.stats import Latency
+from klaw.engine.frames import AckFrame, FrameError, HelloFrame, InboundFrame, OutboundFrame, decode_frame, encode_frame
+from klaw.home import KlawHome
+from klaw.home_init import initialise_home
+from klaw.llm.fake_server import FakeOpenAiServer
+
+START_TIMEOUT_S = 60.0
+DRAIN_TIMEOUT_S = 60.0
+
+
+@dataclass
+class LoadResult:
+    chats: int
+    seconds: float
+    debounce_ms: int
+    killed: bool
+    turns: int
+    turns_per_second: float
+    latency: Latency
+    acknowledged: int
+    stored: int
+    answered: int
+    unanswered_ids: list[str] = field(default_factory=list)
+
+    @property
+    def consistent(self) -> bool:
+        return self.acknowledged == self.stored == self.answered
+
+
+@dataclass
+class _Chat:
+    """One chat's client: its own connection and channel (outbound frames are routed by channel)."""
+
+    index: int
+    acked: set[str] = field(default_factory=set)
+    answered: set[str] = field(default_factory=set)
+    sent_at: dict[str, float] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)
+    next_id: int = 0
+
+    @property
+    def channel(self) -> str:
+        return f"load{self.index}"
+
+
+def _write_config(home: KlawHome, base_url: str, debounce_ms: int) -> None:
+    home.config_file.write_text(
+        "models:\n"
+        f"  fake/fast:\n    baseUrl: {base_url}\n    contextBudget: 8000\n    maxRetries: 0\n"
+        "routing:\n  default: fake/fast\n"
+        "embedder:\n  backend: fake\n  dim: 384\n"
+        "summarizer:\n  enabled: false\n"
+        f"processing:\n  debounceMs: {debounce_ms}\n",
+        encoding="utf-8",
+    )
+
+
+async def _start_engine(home: KlawHome) -> asyncio.subprocess.Process:
+    env = {**os.environ, "KLAW_HOME": str(home.root)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "klaw",
+        "engine",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            _, writer = await asyncio.open_unix_connection(str(home.socket_path))
+            writer.close()
+            return process
+        if process.returncode is not None:
+            raise RuntimeError(f"klaw engine exited with {process.returncode} at start")
+        await asyncio.sleep(0.05)
+    process.kill()
+    raise RuntimeError("klaw engine did not open its socket in time")
+
+
+async def _run_chat(chat: _Chat, socket_path: Path, until: float, drain_until: list[float]) -> None:
+    """Send, wait for the ack and the reply, repeat until `until`; after a broken connection, reconnect
+    and send the unacknowledged message again (as a gateway replays its buffer); at the end wait for
+    the replies to every acknowledged message, up to `drain_until`."""
+    pending: InboundFrame | None = None
+    while True:
+        try:
+            reader, writer = await asyncio.open_unix_connection(str(socket_path), limit=4 << 20)
+        except OSError:
+            if time.monotonic() > drain_until[0]:
+                return
+            await asyncio.sleep(0.05)
+            continue
+        try:
+            writer.write(encode_frame(HelloFrame(channels=[chat.channel])))
+            if pending is not None:  # not acknowledged before the connection broke: send it again
+                writer.write(encode_frame(pending))
+            await writer.drain()
+            while True:
+                if pending is None and chat.acked <= chat.answered:
+                    if time.monotonic() >= until:
+                        return
+                    message_id = f"{chat.channel}-{chat.next_id}"
+                    chat.next_id += 1
+                    pending = InboundFrame(id=message_id, channel=chat.channel, chat_id="c", text=f"hello {message_id}")
+                    chat.sent_at[message_id] = time.monotonic()
+                    writer.write(encode_frame(pending))
+                    await writer.drain()
+                left = drain_until[0] - time.monotonic()
+                if left <= 0:
+                    return
+                line = await asyncio.wait_for(reader.readline(), timeout=left)
+                if not line:
+                    raise ConnectionResetError
+                pending = _take(chat, line, pending)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+            writer.close()
+            if time.monotonic() > drain_until[0]:
+                return
+            await asyncio.sleep(0.05)
+
+
+def _take(chat: _Chat, line: bytes, pending: InboundFrame | None) -> InboundFrame | None:
+    """Record one frame from the engine; the message still to (re)send, if any."""
+    try:
+        frame = decode_frame(line)
+    except FrameError:
+        return pending
+    if isinstance(frame, AckFrame) and pending is not None and frame.id == pending.id:
+        chat.acked.add(frame.id)
+        return None
+    reply_to = frame.reply_to if isinstance(frame, OutboundFrame) and frame.kind == "reply" else None
+    if reply_to is not None and reply_to not in chat.answered:
+        chat.answered.add(reply_to)
+        chat.latencies.append(time.monotonic() - chat.sent_at.get(reply_to, time.monotonic()))
+    return pending
+
+
+def _stored_user_messages(database: Path) -> int:
+    connection = apsw.Connection(str(database), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        row = next(iter(connection.execute("SELECT count(*) FROM messages WHERE role = 'user' AND type = 'text'")))
+        return int(row[0])
+    finally:
+        connection.close()
+
+
+async def measure_load(
+    root: Path, *, chats: int = 50, seconds: float = 20.0, debounce_ms: int = 0, kill_after: float | None = None
+) -> LoadResult:
+    """Drive `chats` chats for `seconds` against a `klaw engine` subprocess on a fresh home under `root`."""
+    home = KlawHome(root)
+    initialise_home(home)
+    async with FakeOpenAiServer() as server:
+        _write_config(home, server.base_url, debounce_ms)
+        engine = await _start_engine(home)
+        clients = [_Chat(n) for n in range(chats)]
+        started = time.monotonic()
+        until = started + seconds
+        drain_until = [until + DRAIN_TIMEOUT_S]
+        tasks = [asyncio.create_task(_run_chat(chat, home.socket_path, until, drain_until)) for chat in clients]
+        killed = False
+        try:
+            if kill_after is not None:
+                await asyncio.sleep(kill_after)
+                engine.send_signal(signal.SIGKILL)
+                await engine.wait()
+                killed = True
+                engine = await _start_engine(home)
+            await asyncio.gather(*tasks)
+            elapsed = time.monotonic() - started
+        finally:
+            for task in tasks:
+                task.cancel()
+            if engine.returncode is None:
+                engine.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(engine.wait(), 60)
+                except TimeoutError:
+                    engine.kill()
+    acked = set().union(*(chat.acked for chat in clients))
+    answered = set().union(*(chat.answered for chat in clients)) & acked
+    turns = sum(len(chat.answered) for chat in clients)
+    return LoadResult(
+        chats=chats,
+        seconds=round(elapsed, 2),
+        debounce_ms=debounce_ms,
+        killed=killed,
+        turns=turns,
+        turns_per_second=turns / min(elapsed, seconds) if elapsed else 0.0,
+        latency=Latency.of([s for chat in clients for s in chat.latencies]),
+        acknowledged=len(acked),
+        stored=_stored_user_messages(home.database_file("klaw.db")),
+        answered=len(answered),
+        unanswered_ids=sorted(acked - answered)[:20],
+    )
