@@ -10,10 +10,15 @@ nothing back.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+from klaw.llm.fake_wire import Reply, TextReply
 from klaw.memory.auto_rag import HEADER
+from klaw.memory.summaries.prompts import EXCHANGE_INSTRUCTIONS, SEGMENT_INSTRUCTIONS
 from tests.engine.harness import CHAT, Harness, running_engine
+from tests.engine.test_cross_conversation import past_block, settle
 
 FACT = "My sister's dog is called Zorblax, a grey whippet she adopted from a shelter in March."
 TALK = [
@@ -67,3 +72,38 @@ async def test_a_fact_31_messages_back_is_recalled_by_its_name_and_in_words_and_
             assert len(blocks) == 1 and FACT in blocks[0], question
         for small_talk in ["ok thanks", "good morning!", "haha yes, sounds good"]:
             assert await ask(h, small_talk) == [], small_talk
+
+
+TRIP = "We spent two nights in Carcassonne inside the old walls, then drove on to the coast."
+
+
+def vague_summaries(body: Mapping[str, Any]) -> Reply:
+    """A fake model whose summaries, like real ones often do, leave the details out."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    system = str(messages[0].get("content") or "") if messages else ""
+    if system == EXCHANGE_INSTRUCTIONS:
+        return TextReply("Summary: The person talked about a holiday.")
+    if system == SEGMENT_INSTRUCTIONS:
+        return TextReply("The person talked about a holiday in the south.")
+    return TextReply("Noted.")
+
+
+async def test_a_fact_the_summary_left_out_is_found_in_a_past_conversation(tmp_path: Path) -> None:
+    """After /new, a place named in the previous segment, which its summary does not mention, reaches the
+    past-conversations block when asked by its name, and when asked in words; small talk brings no block."""
+    memory = {"summarizer": {"enabled": True, "rollingEvery": 1}}
+    async with running_engine(tmp_path, **memory) as h:
+        h.server.default_reply = vague_summaries
+        await h.turn(TRIP)
+        await settle(h)
+        await h.engine.submit(CHAT, "/new")
+        await settle(h)
+        assert (await h.engine.store.summaries.counts()).segments_final == 1
+        for question in ["Carcassonne?", "how many nights did we spend inside the old walls?"]:
+            await h.turn(question)
+            block = past_block(h.last_request_messages())
+            assert block is not None and TRIP in block, question
+            assert "found by its messages" in block
+            await settle(h)
+        await h.turn("ok thanks")
+        assert past_block(h.last_request_messages()) is None

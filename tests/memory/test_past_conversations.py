@@ -170,8 +170,9 @@ async def test_similar_exchanges_stage_keeps_the_closest_per_segment_above_the_t
 
 
 async def test_the_block_lists_ids_dates_and_similarities(store: SqliteStore) -> None:
+    """The segment-first path alone (its messages found directly: `test_past_messages.py`)."""
     past = await past_segments(store)
-    result = await default_pipeline(store, FakeEmbedder(DIM)).run(start(past))
+    result = await default_pipeline(store, FakeEmbedder(DIM)).without("messages").run(start(past))
     assert result.block is not None and result.skipped_by is None
     lines = result.block.splitlines()
     assert lines[0] == HEADER
@@ -205,7 +206,7 @@ async def test_the_block_stays_within_its_token_budget(store: SqliteStore) -> No
 async def test_a_stage_can_be_switched_off(store: SqliteStore) -> None:
     past = await past_segments(store)
     pipeline = default_pipeline(store, FakeEmbedder(DIM)).without("exchanges")
-    assert pipeline.names == ("guard", "embed_query", "segments", "format")
+    assert pipeline.names == ("guard", "embed_query", "messages", "segments", "format")
     result = await pipeline.run(start(past))
     assert result.block is not None and "  - exchange" not in result.block and result.exchanges == ()
     with pytest.raises(ValueError, match="no stage named nope"):
@@ -227,7 +228,7 @@ class OnlySegment:
 async def test_a_stage_can_be_inserted_without_touching_the_others(store: SqliteStore) -> None:
     past = await past_segments(store)
     stages = default_pipeline(store, FakeEmbedder(DIM)).stages
-    pipeline = Pipeline([*stages[:3], OnlySegment(past.bike_segment), *stages[3:]])
+    pipeline = Pipeline([*stages[:4], OnlySegment(past.bike_segment), *stages[4:]]).without("messages")
     assert pipeline.names == ("guard", "embed_query", "segments", "only", "exchanges", "format")
     loose = RagConfig(min_similarity=0.0, conversation_limit=3)
     assert past.bike_segment in {
@@ -237,7 +238,7 @@ async def test_a_stage_can_be_inserted_without_touching_the_others(store: Sqlite
     assert [hit.summary.segment_id for hit in result.segments] == [past.bike_segment]
     assert [shown.segment_id for shown in result.shown] == [past.bike_segment]
     assert result.block is not None and f"segment {past.tea_segment} " not in result.block
-    stopped = await Pipeline([*stages[:3], OnlySegment(past.current), *stages[3:]]).run(start(past, loose))
+    stopped = await Pipeline([*stages[:4], OnlySegment(past.current), *stages[4:]]).run(start(past, loose))
     assert stopped.skipped_by == "only" and stopped.block is None
 
 

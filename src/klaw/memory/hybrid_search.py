@@ -29,6 +29,7 @@ import asyncio
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass
+from datetime import datetime
 
 from klaw.config import SearchConfig
 from klaw.memory.embedder.protocol import Embedder
@@ -89,6 +90,7 @@ class HybridSearch:
         segment_id: int | None = None,
         limit: int = DEFAULT_CANDIDATES,
         exclude: Collection[int] = (),
+        until: datetime | None = None,
     ) -> list[HybridHit]:
         """The best `limit` of the chat's messages for `text`, best first: the best `limit` of each
         side, fused, with their neighbours.
@@ -96,7 +98,8 @@ class HybridSearch:
         `segment_id` limits the search to one segment (None: the whole chat; neighbours are always
         taken from a hit's own segment). Rowids in `exclude` (what the context already shows) are
         removed before ranking, so they take no candidate place and are never added as neighbours;
-        each side fetches `limit` more than it would otherwise to make up for them.
+        each side fetches `limit` more than it would otherwise to make up for them. `until` keeps
+        messages created before it (past conversations: what was said before the current segment).
         """
         if not text.strip() or limit <= 0:
             return []
@@ -104,9 +107,9 @@ class HybridSearch:
         # Both sides at once: the query embedding and the KNN product run on their own threads while
         # the database runs the full-text query (the vector side never raises; see `_vector_side`).
         vector_hits, fts_hits = await asyncio.gather(
-            self._vector_side(chat, text, segment_id, limit + len(excluded)),
+            self._vector_side(chat, text, segment_id, limit + len(excluded), until),
             self._store.search.full_text(
-                chat, text, limit=FTS_OVERFETCH * limit + len(excluded), segment_id=segment_id
+                chat, text, limit=FTS_OVERFETCH * limit + len(excluded), segment_id=segment_id, until=until
             ),
         )
         by_vector = _keep(vector_hits, excluded, limit)
@@ -155,12 +158,14 @@ class HybridSearch:
             return {}
         return await self._store.search.neighbours(candidates, self._config.neighbour_span)
 
-    async def _vector_side(self, chat: ChatRef, text: str, segment_id: int | None, limit: int) -> list[SearchHit]:
+    async def _vector_side(
+        self, chat: ChatRef, text: str, segment_id: int | None, limit: int, until: datetime | None
+    ) -> list[SearchHit]:
         if self._embedder is None:
             return []
         try:
             vectors = await self._embedder.embed([text])
-            hits = await self._store.search.nearest(chat, vectors[0], limit=limit, segment_id=segment_id)
+            hits = await self._store.search.nearest(chat, vectors[0], limit=limit, segment_id=segment_id, until=until)
         except Exception as exc:
             log.warning("hybrid search: vector side unavailable (%s); using full text only", type(exc).__name__)
             return []

@@ -187,11 +187,17 @@ async def _past(
     notes: dict[str, SessionNotes],
     settings: RecallSettings,
 ) -> list[Asked]:
-    chat, sessions, exchanges, _dia_of = await _sessions_as_segments(
+    chat, sessions, exchanges, dia_of = await _sessions_as_segments(
         store, embedder, directory, conversation, notes[conversation.sample_id], settings
     )
     current = (await store.segments.current(chat)).id
-    retriever = PastConversationRetriever(store, embedder, lambda: settings.rag)
+    retriever = PastConversationRetriever(
+        store,
+        embedder,
+        lambda: settings.rag,
+        search=settings.search,
+        max_message_distance=settings.auto_rag.relevance_threshold,
+    )
     position_of = exchange_position(conversation)
     session_of = conversation.session_of()
 
@@ -205,6 +211,7 @@ async def _past(
             for segment in found.shown:
                 shown_sessions.add(sessions[segment.segment_id])
                 shown_exchanges.update(exchanges[e.exchange_id] for e in segment.exchanges)
+                shown_turns.update(dia_of[m.message.rowid] for m in segment.messages if m.message.rowid in dia_of)
         return Asked(
             "past",
             conversation.sample_id,

@@ -3,9 +3,15 @@
     Related past conversations of this chat (most similar first). fetch_conversation_details with a
     segment_id or exchange_id gives the full transcript:
     - segment 12 (2026-01-03, similarity 0.82): Planned a trip to Lisbon …
+      - said 2026-01-03 14:07 UTC: [user] we fly on the 14th and stay in Alfama
       - exchange 57 (2026-01-03 14:05 UTC, similarity 0.79): Asked for hotels near Alfama …
+    - segment 9 (2025-12-20, found by its messages): Talked about music lessons …
+      - said 2025-12-20 18:31 UTC: [user] I finally bought a cello
 
-Ids, dates and similarities are there so the model can judge relevance and drill down. Lines are
+Ids, dates and similarities are there so the model can judge relevance and drill down. Messages
+found directly (`past_messages.py`) come under their segment before its exchanges, and a segment
+shown for its messages has its summary cut to `SUMMARY_WITH_MESSAGES_TOKENS`: the messages are the
+evidence, the summary only says what the conversation was about. Lines are
 taken best first while they fit; a line that does not fit is shortened to the room left (at least
 `MIN_LINE_TOKENS`), after which the block is full; a segment that no longer fits ends the block (its
 exchanges would hang without it).
@@ -18,6 +24,7 @@ from datetime import datetime
 from functools import partial
 
 from klaw.llm.tokens import approximate_token_count
+from klaw.memory.hybrid_search import HybridHit
 from klaw.memory.past_conversations.pipeline import ShownExchange, ShownSegment
 from klaw.memory.summaries.prompts import clip
 
@@ -26,13 +33,20 @@ HEADER = (
     " segment_id or exchange_id gives the full transcript:"
 )
 MIN_LINE_TOKENS = 24
+SUMMARY_WITH_MESSAGES_TOKENS = 60
 _HEADER_TOKENS = approximate_token_count(HEADER) + 1
 
 
 def segment_line(segment: ShownSegment, text: str | None = None) -> str:
     day = _date(segment.started_at, "%Y-%m-%d")
-    similarity = f"similarity {segment.hit.similarity:.2f}"
+    similarity = "found by its messages" if segment.by_messages else f"similarity {segment.hit.similarity:.2f}"
     return f"- segment {segment.segment_id} ({day}, {similarity}): {text or segment.hit.summary.text}"
+
+
+def message_line(message: HybridHit, text: str | None = None) -> str:
+    record = message.message.record
+    when = record.created_at.strftime("%Y-%m-%d %H:%M UTC")
+    return f"  - said {when}: [{record.role.value}] {text or message.message.content}"
 
 
 def exchange_line(exchange: ShownExchange, text: str | None = None) -> str:
@@ -50,10 +64,22 @@ def fit_block(segments: Sequence[ShownSegment], max_tokens: int) -> tuple[str | 
     shown: list[ShownSegment] = []
     full = False
     for segment in segments:
-        line, room, full = _fit(segment.hit.summary.text, room, partial(segment_line, segment))
+        summary = segment.hit.summary.text
+        if segment.messages and approximate_token_count(summary) > SUMMARY_WITH_MESSAGES_TOKENS:
+            summary = clip(summary, SUMMARY_WITH_MESSAGES_TOKENS)
+        line, room, full = _fit(summary, room, partial(segment_line, segment))
         if line is None:
             break
         lines.append(line)
+        said: list[HybridHit] = []
+        for message in segment.messages:
+            if full:
+                break
+            fitted, room, full = _fit(message.message.content, room, partial(message_line, message))
+            if fitted is None:
+                continue
+            lines.append(fitted)
+            said.append(message)
         kept: list[ShownExchange] = []
         for exchange in segment.exchanges:
             if full:
@@ -63,7 +89,9 @@ def fit_block(segments: Sequence[ShownSegment], max_tokens: int) -> tuple[str | 
                 continue
             lines.append(fitted)
             kept.append(exchange)
-        shown.append(ShownSegment(segment.hit, segment.started_at, tuple(kept)))
+        shown.append(
+            ShownSegment(segment.hit, segment.started_at, tuple(kept), tuple(said), by_messages=segment.by_messages)
+        )
         if full:
             break
     if not lines:

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.config import RagConfig
+from klaw.memory.hybrid_search import HybridHit
 from klaw.store.records import ChatRef
 from klaw.store.summaries.records import SummaryHit
 
@@ -36,11 +37,15 @@ class ShownExchange:
 
 @dataclass(frozen=True, slots=True)
 class ShownSegment:
-    """A past segment as the block shows it, with its exchanges (most similar first)."""
+    """A past segment as the block shows it, with its messages found directly (best first) and its
+    exchanges (most similar first). `by_messages`: found by its messages alone (its summary was
+    not similar enough), so the block gives no similarity for it."""
 
     hit: SummaryHit
     started_at: datetime | None
     exchanges: tuple[ShownExchange, ...] = ()
+    messages: tuple[HybridHit, ...] = ()
+    by_messages: bool = False
 
     @property
     def segment_id(self) -> int:
@@ -59,6 +64,8 @@ class Retrieval:
     vector: npt.NDArray[np.float32] | None = None
     segments: tuple[SummaryHit, ...] = ()  # similar past segments, most similar first
     exchanges: tuple[SummaryHit, ...] = ()  # their similar exchanges, most similar first
+    messages: tuple[HybridHit, ...] = ()  # past segments' messages found directly, best first
+    message_segments: tuple[SummaryHit, ...] = ()  # the final summaries of the segments those are in
     shown: tuple[ShownSegment, ...] = ()  # what the block holds
     block: str | None = None
     done: bool = False

@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from klaw.config import RagConfig
+from klaw.config import RagConfig, SearchConfig
 from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.hybrid_search import HybridSearch
+from klaw.memory.past_conversations.past_messages import DEFAULT_MAX_DISTANCE, PastMessages
 from klaw.memory.past_conversations.pipeline import Pipeline, Retrieval
 from klaw.memory.past_conversations.stages import (
     EmbedQuery,
@@ -27,11 +29,19 @@ from klaw.store.records import ChatRef
 log = logging.getLogger(__name__)
 
 
-def default_pipeline(store: Storage, embedder: Embedder) -> Pipeline:
+def default_pipeline(
+    store: Storage,
+    embedder: Embedder,
+    search: SearchConfig | None = None,
+    max_message_distance: float = DEFAULT_MAX_DISTANCE,
+) -> Pipeline:
+    """The stages in their default order; `search` and `max_message_distance` (auto-RAG's relevance
+    threshold) are how the messages stage searches and judges past messages."""
     return Pipeline(
         [
             PastSegmentsGuard(store),
             EmbedQuery(embedder),
+            PastMessages(store, HybridSearch(store, embedder, search), max_message_distance),
             SimilarSegments(store),
             SimilarExchanges(store),
             FormatBlock(),
@@ -47,10 +57,12 @@ class PastConversationRetriever:
         settings: Callable[[], RagConfig],
         *,
         pipeline: Pipeline | None = None,
+        search: SearchConfig | None = None,
+        max_message_distance: float = DEFAULT_MAX_DISTANCE,
     ) -> None:
         """`settings` gives the `rag` settings in force (read on every retrieval)."""
         self._settings = settings
-        self.pipeline = pipeline or default_pipeline(store, embedder)
+        self.pipeline = pipeline or default_pipeline(store, embedder, search, max_message_distance)
 
     @property
     def enabled(self) -> bool:

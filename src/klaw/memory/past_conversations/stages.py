@@ -3,18 +3,23 @@
 1. `PastSegmentsGuard` ("guard"): stop at once when the chat has no final summary of another segment
    (a new chat pays no query embedding);
 2. `EmbedQuery` ("embed_query"): the new message's vector;
-3. `SimilarSegments` ("segments"): the chat's final segment summaries closest to it, never the
-   current segment's, at least `minSimilarity`, at most `conversationLimit`;
-4. `SimilarExchanges` ("exchanges"): in each of those segments, its closest exchange summaries, at
+3. `PastMessages` ("messages", `past_messages.py`): past segments' own messages found directly,
+   kept by vector distance or rare names and codes, for the facts summaries leave out;
+4. `SimilarSegments` ("segments"): the chat's final segment summaries closest to it, never the
+   current segment's, at least `minSimilarity`, at most `conversationLimit`; the retrieval ends
+   here when neither these nor the messages found anything;
+5. `SimilarExchanges` ("exchanges"): in each of those segments, its closest exchange summaries, at
    least `minSimilarity`, at most `exchangeLimitPerConversation`;
-5. `FormatBlock` ("format"): the block, fitted to the token budget.
+6. `FormatBlock` ("format"): the block, fitted to the token budget: the segments of both paths
+   ranked together by reciprocal rank fusion (similar summaries; segments of the messages found).
 
-Each stage makes at most one store call: a retrieval is three round trips to the database.
+Each summary stage makes one store call; the messages stage is one hybrid search and a few lookups.
 """
 
 from __future__ import annotations
 
 from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.fusion import reciprocal_rank_fusion
 from klaw.memory.past_conversations.block import fit_block
 from klaw.memory.past_conversations.pipeline import Retrieval, ShownExchange, ShownSegment
 from klaw.store.protocol import Storage
@@ -66,7 +71,7 @@ class SimilarSegments:
             for hit in hits
             if hit.similarity >= settings.min_similarity and hit.summary.segment_id != retrieval.current_segment_id
         )
-        if not kept:
+        if not kept and not retrieval.messages:
             return retrieval.finish(self.name)
         return retrieval.replace(segments=kept)
 
@@ -94,18 +99,29 @@ class FormatBlock:
     name = "format"
 
     async def __call__(self, retrieval: Retrieval) -> Retrieval:
-        segments = [
-            ShownSegment(
-                hit,
-                hit.started_at,
-                tuple(
-                    ShownExchange(found, found.started_at)
-                    for found in retrieval.exchanges
-                    if found.summary.segment_id == hit.summary.segment_id
-                ),
+        by_summary = {hit.summary.segment_id: hit for hit in retrieval.segments}
+        by_messages = {hit.summary.segment_id: hit for hit in retrieval.message_segments}
+        order = reciprocal_rank_fusion(
+            [list(by_summary), list(dict.fromkeys(hit.message.segment_id for hit in retrieval.messages))]
+        )
+        segments = []
+        for item in order:
+            hit = by_summary.get(item.rowid) or by_messages.get(item.rowid)
+            if hit is None:
+                continue  # messages of a segment without a final summary: nothing to name it by
+            segments.append(
+                ShownSegment(
+                    hit,
+                    hit.started_at,
+                    tuple(
+                        ShownExchange(found, found.started_at)
+                        for found in retrieval.exchanges
+                        if found.summary.segment_id == item.rowid
+                    ),
+                    tuple(found for found in retrieval.messages if found.message.segment_id == item.rowid),
+                    by_messages=item.rowid not in by_summary,
+                )
             )
-            for hit in retrieval.segments
-        ]
         budget = min(retrieval.settings.max_tokens, retrieval.budget_tokens)
         block, shown = fit_block(segments, budget)
         return retrieval.replace(block=block, shown=shown)

@@ -1,0 +1,83 @@
+"""The `messages` stage of past-conversation retrieval: past segments' own messages found directly and
+fused with the segment-first path in the block, on a real store with the fake embedder (dim 32)."""
+
+from __future__ import annotations
+
+from klaw.config import RagConfig
+from klaw.llm.tokens import approximate_token_count
+from klaw.memory.embedder.fake import FakeEmbedder
+from klaw.memory.hybrid_search import HybridSearch
+from klaw.memory.past_conversations.past_messages import PastMessages
+from klaw.memory.past_conversations.pipeline import Retrieval
+from klaw.memory.past_conversations.retriever import default_pipeline
+from klaw.store.sqlite.store import SqliteStore
+from tests.memory.recall_helpers import ALICE, Conversation
+from tests.memory.test_past_conversations import embed_summaries, saved
+
+DIM = 32
+TRIP = "We spent two nights in Carcassonne inside the old walls, then drove on to the coast."
+SUMMARY = "The person talked about a holiday in the south of France and the long drive home afterwards."
+
+
+async def chat_with_a_past_trip(store: SqliteStore, summary_text: str = SUMMARY) -> tuple[Conversation, int, int]:
+    """A closed segment whose summary leaves the place out, then a current segment that names it too."""
+    chat = await Conversation(store).bind()
+    await store.summaries.bind_embedder(chat.embedder.model_id, DIM)
+    trip = await chat.say(TRIP)
+    await chat.filler(3)
+    summary = await store.summaries.save_segment_summary(
+        trip.segment_id,
+        summary_text,
+        "m",
+        final=True,
+        covers_exchange_id=None,
+        exchanges_covered=0,
+        at=chat._next_time(),
+    )
+    await embed_summaries(store, [saved(summary)])
+    await chat.new_segment()
+    await chat.say("Carcassonne again next year, maybe")  # the current segment: never shown as past
+    return chat, trip.segment_id, await chat.segment_id()
+
+
+def ask(current: int, query: str, settings: RagConfig | None = None, budget: int = 1000) -> Retrieval:
+    return Retrieval(ALICE, current, query, settings or RagConfig(), budget)
+
+
+async def test_a_name_the_summary_left_out_is_shown_under_its_segment(store: SqliteStore) -> None:
+    chat, past, current = await chat_with_a_past_trip(store)
+    result = await default_pipeline(store, chat.embedder).run(ask(current, "Carcassonne?"))
+    assert result.block is not None
+    lines = result.block.splitlines()
+    assert lines[1].startswith(f"- segment {past} (") and "found by its messages" in lines[1]
+    assert lines[2].startswith("  - said ") and lines[2].endswith(f"[user] {TRIP}")
+    assert [m.message.segment_id for s in result.shown for m in s.messages] == [past]
+
+
+async def test_small_talk_and_unrelated_words_find_no_past_message(store: SqliteStore) -> None:
+    chat, _, current = await chat_with_a_past_trip(store)
+    pipeline = default_pipeline(store, chat.embedder)
+    for query in ["ok thanks", "good morning!", "what should I cook for dinner?"]:
+        result = await pipeline.run(ask(current, query))
+        assert result.block is None and result.messages == (), query
+
+
+async def test_the_stage_alone_keeps_at_most_three_best_first_never_of_the_current_segment(
+    store: SqliteStore,
+) -> None:
+    chat, past, current = await chat_with_a_past_trip(store)
+    stage = PastMessages(store, HybridSearch(store, chat.embedder), max_distance=2.0)  # every vector is close
+    result = await stage(ask(current, "the old walls of carcassonne and the coast"))
+    assert 0 < len(result.messages) <= 3 and result.messages[0].message.content == TRIP
+    assert {hit.message.segment_id for hit in result.messages} == {past}
+    assert [hit.summary.text for hit in result.message_segments] == [SUMMARY]
+
+
+async def test_a_long_summary_gives_way_to_the_messages_within_the_budget(store: SqliteStore) -> None:
+    """Whole, the summary would fill the block; shown for its messages it is cut to 60 tokens, and the
+    message that is the evidence fits."""
+    long_summary = " ".join([SUMMARY] * 8)
+    _, _, current = await chat_with_a_past_trip(store, long_summary)
+    result = await default_pipeline(store, FakeEmbedder(DIM)).run(ask(current, "Carcassonne?", budget=160))
+    assert result.block is not None and approximate_token_count(result.block) <= 160
+    assert TRIP in result.block and long_summary not in result.block
