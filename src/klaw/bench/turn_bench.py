@@ -5,6 +5,13 @@ the fake OpenAI server with zero model delay, so what remains is klaw's overhead
 HTTP round trip, which is measured separately and reported beside it. The bench chat is first
 filled with `stored` messages (the window and counts then run against a large table), and a second
 phase measures throughput with many chats talking at once.
+
+Each timed turn is broken into its phases from the timings the engine records on every turn
+(engine/turn_timing.py, kept with the turn's context record), so a regression shows where it is:
+accept (log fsync + row, before the turn), exchange (its open record), context and each of its
+layers, model (the loopback call to the fake server, and tools if any), reply (the answer's and the
+exchange's records, delivery). Background work the turns trigger is counted: model calls made
+for summaries while the timed turns ran, per turn.
 """
 
 from __future__ import annotations
@@ -16,8 +23,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from rich.table import Table
+
 from klaw.bench.stats import Latency
 from klaw.config import EngineConfig
+from klaw.engine.context_history import TurnContext
 from klaw.engine.delivery import Outbound
 from klaw.engine.runtime import Engine
 from klaw.home import KlawHome
@@ -39,6 +49,8 @@ class TurnBenchResult:
     concurrent_chats: int
     concurrent_turns: int
     turns_per_second: float
+    phases: dict[str, Latency]  # per phase of a timed turn (engine/turn_timing.py names)
+    background_model_calls_per_turn: float  # summarizer requests during the timed turns
 
 
 async def measure_turns(
@@ -68,12 +80,16 @@ async def measure_turns(
             chat = ChatRef(BENCH_CHANNEL, "main")
             await _fill(engine, chat, stored, progress)
             turn_times = []
+            records: list[TurnContext] = []
+            requests_before = len(server.chat_requests)
             for i in range(turns):
                 start = time.perf_counter()
                 await replies.turn(engine, chat, f"turn {i}: what did we say about the garden last week?")
                 turn_times.append(time.perf_counter() - start)
+                records.append(engine.processor.context_history.turns(chat)[0])
                 if progress:
                     progress("turns", i + 1, turns)
+            background_calls = len(server.chat_requests) - requests_before - turns
             build_times = await _context_builds(engine, chat, turns)
             round_trips = await _round_trips(engine, turns)
             start = time.perf_counter()
@@ -95,7 +111,18 @@ async def measure_turns(
         concurrent_chats=concurrent_chats,
         concurrent_turns=total,
         turns_per_second=total / elapsed,
+        phases=phase_latencies(records),
+        background_model_calls_per_turn=background_calls / turns if turns else 0.0,
     )
+
+
+def phase_latencies(records: list[TurnContext]) -> dict[str, Latency]:
+    """p50/p95 per phase over the turns, phases in the order a turn runs them (a phase a turn
+    skipped, e.g. auto-RAG below the window, counts as 0 for that turn)."""
+    names: dict[str, None] = {}
+    for record in records:
+        names.update(dict.fromkeys(record.timings.seconds))
+    return {name: Latency.of([r.timings.seconds.get(name, 0.0) for r in records]) for name in names}
 
 
 class _ReplyWaiter:
@@ -155,3 +182,14 @@ async def _round_trips(engine: Engine, count: int) -> list[float]:
         await model.complete([ChatMessage.user(f"ping {i}")])
         times.append(time.perf_counter() - start)
     return times
+
+
+def phase_table(size: int, phases: dict[str, Latency]) -> Table:
+    """A turn's phases as rows (dotted names are parts of the phase above them)."""
+    table = Table(title=f"turn phases at {size} stored messages (ms)")
+    for column in ("phase", "p50", "p95"):
+        table.add_column(column, justify="left" if column == "phase" else "right")
+    for name, latency in phases.items():
+        indent = "  " * name.count(".")
+        table.add_row(indent + name.rsplit(".", 1)[-1], f"{latency.p50_ms:.2f}", f"{latency.p95_ms:.2f}")
+    return table

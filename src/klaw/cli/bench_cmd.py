@@ -175,7 +175,7 @@ def turn(
     out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
 ) -> None:
     """Engine overhead per turn (context build + bookkeeping; model = zero-delay local fake server)."""
-    from klaw.bench.turn_bench import measure_turns
+    from klaw.bench.turn_bench import measure_turns, phase_table
 
     console = Console()
     console.print(f"machine: {machine()}")
@@ -190,8 +190,10 @@ def turn(
         console.print(
             f"{size} stored messages: turn {result.turn}; context build {result.context_build};"
             f" fake LLM round trip {result.fake_llm_round_trip};"
-            f" {result.concurrent_chats} concurrent chats: {result.turns_per_second:.1f} turns/s"
+            f" {result.concurrent_chats} concurrent chats: {result.turns_per_second:.1f} turns/s;"
+            f" background model calls per turn {result.background_model_calls_per_turn:.2f}"
         )
+        console.print(phase_table(size, result.phases))
     _emit({"machine": machine(), "results": results}, out)
 
 

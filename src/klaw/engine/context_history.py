@@ -11,11 +11,12 @@ A record is slim on purpose (no copy of the whole prompt): recalled text is cut 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from klaw.engine.context_builder import BuiltContext, ContextLayer
+from klaw.engine.turn_timing import PhaseTimes
 from klaw.store.records import ChatRef
 
 RECALLED_TEXT_CHARS = 1000
@@ -49,13 +50,25 @@ class TurnContext:
     layers: tuple[ContextLayer, ...]
     recalled: tuple[RecalledHit, ...]
     warnings: tuple[str, ...]
+    # Seconds per phase; the same object the turn keeps filling after this record is made (the
+    # model and the reply come after the context), so a reader sees the whole turn once it ended.
+    timings: PhaseTimes = field(default_factory=PhaseTimes)
 
     @property
     def total_tokens(self) -> int:
         return sum(layer.tokens for layer in self.layers)
 
     @classmethod
-    def of(cls, context: BuiltContext, *, at: datetime, reply_to: str, model: str, segment_id: int) -> TurnContext:
+    def of(
+        cls,
+        context: BuiltContext,
+        *,
+        at: datetime,
+        reply_to: str,
+        model: str,
+        segment_id: int,
+        timings: PhaseTimes | None = None,
+    ) -> TurnContext:
         recalled = tuple(
             RecalledHit(
                 rowid=r.hit.message.rowid,
@@ -80,6 +93,7 @@ class TurnContext:
             layers=tuple(context.layers),
             recalled=recalled,
             warnings=tuple(context.warnings),
+            timings=context.timings if timings is None else timings,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -107,6 +121,7 @@ class TurnContext:
                 for hit in self.recalled
             ],
             "warnings": list(self.warnings),
+            "timings_ms": self.timings.milliseconds(),
         }
 
 

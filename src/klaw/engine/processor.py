@@ -27,6 +27,7 @@ from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.tool_loop import LoopOutcome
 from klaw.engine.turn_runner import Turn, TurnFailure, TurnPrompt, TurnRunner
+from klaw.engine.turn_timing import PhaseTimes
 from klaw.memory.ingestion import Ingestion
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
 from klaw.store.protocol import Storage
@@ -78,6 +79,7 @@ class MessageProcessor:
         self._accepting = True
         self._chat_locks: dict[ChatRef, asyncio.Lock] = {}
         self._queued: set[int] = set()  # rowids waiting for, or in, their turn
+        self._accept_seconds: dict[int, float] = {}  # rowid → its accept's time, until its turn reads it
 
     @property
     def waiting_chats(self) -> int:
@@ -88,13 +90,16 @@ class MessageProcessor:
         if not self._accepting:
             raise EngineStopping("the engine is shutting down and accepts no new messages")
         record = MessageRecord(inbound.chat, Role.USER, inbound.text, created_at=self._clock.now())
-        if not inbound.id:
-            stored = await self._ingestion.accept(record)
-        else:
-            record = dataclasses.replace(record, id=inbound.id)
-            stored, new = await self._ingestion.accept_once(record)
-            if not new:
-                return stored  # a replayed message (gateway reconnect): already accepted
+        accepting = PhaseTimes()
+        with accepting.phase("accept"):
+            if not inbound.id:
+                stored = await self._ingestion.accept(record)
+            else:
+                record = dataclasses.replace(record, id=inbound.id)
+                stored, new = await self._ingestion.accept_once(record)
+                if not new:
+                    return stored  # a replayed message (gateway reconnect): already accepted
+        self._accept_seconds[stored.rowid] = accepting.seconds["accept"]
         self._queue(inbound.chat, stored)
         return stored
 
@@ -137,16 +142,23 @@ class MessageProcessor:
                 await self._run_turn(chat, pending)
         finally:
             self._queued.difference_update(m.rowid for m in pending)
+            for message in pending:
+                self._accept_seconds.pop(message.rowid, None)
             if task is not None:
                 self._turns.discard(task)
 
     async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage]) -> None:
         """The chat's turn through the shared runner: its context, ingestion as recorder, this chat as sink."""
         sink = _ChatReply(self._ingestion, self._delivery, self._clock, chat, reply_to=pending[-1].record.id)
+        # Accepting the messages (log fsync + row) happened before the turn: it is part of its cost.
+        timings = PhaseTimes()
+        timings.add("accept", sum(self._accept_seconds.get(m.rowid, 0.0) for m in pending))
 
         async def context() -> TurnPrompt:
-            session = await self._sessions.get_or_create(chat)
+            with timings.phase("context.session"):
+                session = await self._sessions.get_or_create(chat)
             built = await self.context_builder.build(session, pending)
+            timings.merge(built.timings, "context.")
             self.last_context[chat] = built
             self.context_history.record(
                 chat,
@@ -156,6 +168,7 @@ class MessageProcessor:
                     reply_to=sink.reply_to,
                     model=session.model,
                     segment_id=session.segment.id,
+                    timings=timings,
                 ),
             )
             return TurnPrompt(built.messages, built.tools, session.model)
@@ -167,6 +180,7 @@ class MessageProcessor:
             record=self._ingestion.accept,
             sink=sink,
             on_text=self._delivery.delta_sink(chat, sink.reply_to),
+            timings=timings,
         )
         await self._turns_runner.run(turn)
 

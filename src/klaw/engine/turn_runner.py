@@ -22,12 +22,13 @@ import logging
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from klaw.engine.clock import Clock
 from klaw.engine.tool_loop import LoopOutcome, Recorder, TextSink, run_tool_loop
+from klaw.engine.turn_timing import PhaseTimes
 from klaw.llm.errors import LlmError
 from klaw.llm.messages import ChatMessage, ToolSpec
 from klaw.llm.protocol import ChatModel
@@ -83,6 +84,9 @@ class Turn:
     record: Recorder
     sink: TurnSink
     on_text: TextSink | None = None  # pieces of the answer as they are written, for a streaming channel
+    # How long each phase took: exchange (the sink's begin), context, model (the tool loop: model
+    # calls, tools and their records), reply (the sink's finish); see engine/turn_timing.py.
+    timings: PhaseTimes = field(default_factory=PhaseTimes)
 
 
 ModelFor = Callable[[str], ChatModel]
@@ -103,21 +107,26 @@ class TurnRunner:
     async def run(self, turn: Turn) -> LoopOutcome | TurnFailure:
         """The turn's outcome, or its failure once the sink has been told; never raises an Exception."""
         try:
-            await turn.sink.begin()
-            prompt = await turn.context()
-            outcome = await run_tool_loop(
-                model=self._model_for(prompt.model),
-                messages=list(prompt.messages),
-                tools=prompt.tools,
-                registry=self._tools,
-                tool_context=ToolContext(chat=turn.chat, workspace=self._workspace, extras={"clock": self._clock}),
-                max_rounds=self._max_rounds,
-                chat=turn.chat,
-                record=turn.record,
-                now=self._clock.now,
-                on_text=turn.on_text,
-            )
-            await turn.sink.finish(outcome)
+            timed = turn.timings.phase
+            with timed("exchange"):
+                await turn.sink.begin()
+            with timed("context"):
+                prompt = await turn.context()
+            with timed("model"):
+                outcome = await run_tool_loop(
+                    model=self._model_for(prompt.model),
+                    messages=list(prompt.messages),
+                    tools=prompt.tools,
+                    registry=self._tools,
+                    tool_context=ToolContext(chat=turn.chat, workspace=self._workspace, extras={"clock": self._clock}),
+                    max_rounds=self._max_rounds,
+                    chat=turn.chat,
+                    record=turn.record,
+                    now=self._clock.now,
+                    on_text=turn.on_text,
+                )
+            with timed("reply"):
+                await turn.sink.finish(outcome)
             return outcome
         except Exception as exc:
             failure = TurnFailure(new_error_id(), exc)

@@ -1,0 +1,37 @@
+"""`klaw bench turn` end to end on a small chat: each timed turn is broken into its phases from the
+timings the engine records on every turn, and the figures reach the screen and the JSON file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from klaw.bench.turn_bench import measure_turns
+from klaw.cli.app import app
+
+TURN_PHASES = ["accept", "exchange", "context", "model", "reply"]
+CONTEXT_LAYERS = ["session", "system_prompt", "core_memory", "summary", "past_conversations", "window", "auto_rag"]
+
+
+async def test_every_timed_turn_is_broken_into_its_phases(tmp_path: Path) -> None:
+    result = await measure_turns(tmp_path / "home", stored=60, turns=3, concurrent_chats=2, turns_per_chat=1)
+    assert result.turn.count == 3
+    assert all(name in result.phases for name in TURN_PHASES)
+    assert [name.removeprefix("context.") for name in result.phases if name.startswith("context.")] == CONTEXT_LAYERS
+    assert all(latency.count == 3 and latency.p50_ms >= 0 for latency in result.phases.values())
+    assert result.phases["context"].p50_ms > 0 and result.phases["model"].p50_ms > 0
+    assert result.background_model_calls_per_turn >= 0
+
+
+def test_the_command_prints_the_phases_and_writes_them_as_json(tmp_path: Path) -> None:
+    out = tmp_path / "turn.json"
+    args = ["bench", "turn", "--stored", "40", "--turns", "2", "--chats", "2", "--out", str(out)]
+    run = CliRunner().invoke(app, args)
+    assert run.exit_code == 0, run.output
+    assert "turn phases at 40 stored messages" in run.output and "auto_rag" in run.output
+    figures = json.loads(out.read_text())["results"][0]
+    assert figures["stored_messages"] == 40
+    assert set(TURN_PHASES) <= set(figures["phases"])
+    assert figures["phases"]["context.window"]["count"] == 2
