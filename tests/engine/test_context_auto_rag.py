@@ -23,6 +23,7 @@ from klaw.engine.sessions import Session
 from klaw.engine.system_prompt import SystemPrompt
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.memory.auto_rag import HEADER, AutoRagService, RecalledMessage
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.hybrid_search import HybridSearch
@@ -89,7 +90,12 @@ async def build(
 ) -> tuple[BuiltContext, SpyAutoRag]:
     spy = SpyAutoRag(settings, chat)
     builder = builder_class(
-        settings, chat.store, SystemPrompt(home.workspace), CoreMemory(home.core_memory_file), auto_rag=spy
+        ModelCatalogue.from_config(settings),
+        settings.context,
+        chat.store,
+        SystemPrompt(home.workspace),
+        CoreMemory(home.core_memory_file),
+        auto_rag=spy,
     )
     session = Session(ALICE, settings.routing.default, await chat.store.segments.current(ALICE))
     return await builder.build(session, pending, subagent=subagent), spy

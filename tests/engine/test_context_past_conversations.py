@@ -10,6 +10,7 @@ from klaw.engine.sessions import Session
 from klaw.engine.system_prompt import SystemPrompt
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedder.fake import FakeEmbedder
 from klaw.memory.past_conversations.block import HEADER
@@ -31,7 +32,12 @@ async def test_layers_sit_in_order_and_subagents_get_no_past_conversations(tmp_p
     config = engine_config("http://127.0.0.1:9")
     retriever = PastConversationRetriever(store, FakeEmbedder(32), lambda: RagConfig(min_similarity=0.3))
     builder = ContextBuilder(
-        config, store, SystemPrompt(home.workspace), CoreMemory(home.core_memory_file), past_conversations=retriever
+        ModelCatalogue.from_config(config),
+        config.context,
+        store,
+        SystemPrompt(home.workspace),
+        CoreMemory(home.core_memory_file),
+        past_conversations=retriever,
     )
     session = Session(ALICE, config.routing.default, await store.segments.current(ALICE))
     pending = [await store.messages.append(MessageRecord(ALICE, Role.USER, QUERY))]

@@ -12,6 +12,7 @@ import pytest
 from klaw.config import EngineConfig
 from klaw.engine.subagent_context import SubagentContextBuilder
 from klaw.engine.system_prompt import SystemPrompt
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.messages import ChatMessage, ToolSpec
 from klaw.memory.auto_rag import HEADER as AUTO_RAG_HEADER
 from klaw.memory.conversation_log import ConversationLog
@@ -60,8 +61,10 @@ def builder(
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
     (workspace / "SOUL.md").write_text("You are Soul.", encoding="utf-8")
+    loaded = cfg or config()
     return SubagentContextBuilder(
-        cfg or config(),
+        ModelCatalogue.from_config(loaded),
+        loaded.context,
         SystemPrompt(workspace),
         CoreMemory(tmp_path / "core_memory.json"),
         SpyLoader(tmp_path / "conversations"),

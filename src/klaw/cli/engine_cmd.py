@@ -51,7 +51,9 @@ def chat(
 
     async def run() -> None:
         if not skip_check:
-            problem = await model_problem(config, config.routing.default, config_path=str(loaded.path))
+            problem = await model_problem(
+                config.model(config.routing.default), config.routing.default, config_path=str(loaded.path)
+            )
             if problem:
                 fail(problem)
         try:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from datetime import datetime
 
-from klaw.config import EngineConfig
+from klaw.config import CommandConfig
 from klaw.engine.clock import Clock
 from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.processor import MessageProcessor
 from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.sessions import SessionManager
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.errors import UnknownModelError
 from klaw.memory.auto_rag import RecalledMessage
 from klaw.memory.core_memory import CoreMemory
@@ -29,7 +30,8 @@ class CommandHandler:
     def __init__(
         self,
         *,
-        config: EngineConfig,
+        catalogue: ModelCatalogue,
+        commands: Sequence[CommandConfig],
         sessions: SessionManager,
         core_memory: CoreMemory,
         processor: MessageProcessor,
@@ -40,7 +42,8 @@ class CommandHandler:
         forgetting: Forgetting | None = None,
         memory_commands: MemoryCommands | None = None,
     ) -> None:
-        self._config = config
+        self._catalogue = catalogue
+        self._commands = tuple(commands)  # `commands` in engine.yaml: what /help lists
         self._sessions = sessions
         self._core_memory = core_memory
         self._processor = processor
@@ -94,9 +97,9 @@ class CommandHandler:
     async def _models(self, chat: ChatRef, _: str) -> str:
         current = (await self._sessions.get_or_create(chat)).model
         lines = ["Configured models (context budget in tokens):"]
-        for model_id in sorted(self._config.models):
+        for model_id in self._catalogue.ids:
             marker = " (current)" if model_id == current else ""
-            lines.append(f"- {model_id}: {self._config.context_budget(model_id)}{marker}")
+            lines.append(f"- {model_id}: {self._catalogue.context_budget(model_id)}{marker}")
         return "\n".join(lines)
 
     async def _memory(self, _chat: ChatRef, _: str) -> str:
@@ -149,7 +152,7 @@ class CommandHandler:
         )
 
     async def _help(self, _chat: ChatRef, _: str) -> str:
-        return "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in self._config.commands)
+        return "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in self._commands)
 
     async def _context(self, chat: ChatRef, _: str) -> str:
         context = self._processor.last_context.get(chat)

@@ -23,11 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from klaw.config import EngineConfig
+from klaw.config import ContextConfig
 from klaw.engine.sessions import Session
 from klaw.engine.system_prompt import SystemPrompt
 from klaw.engine.transcript import paired_tool_messages, to_chat_message
 from klaw.engine.turn_timing import PhaseTimes
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.messages import ChatMessage, ToolSpec
 from klaw.llm.tokens import approximate_token_count
 from klaw.memory.auto_rag import AutoRagService, RecalledMessage, format_block
@@ -75,7 +76,8 @@ def message_tokens(message: StoredMessage) -> int:
 class ContextBuilder:
     def __init__(
         self,
-        config: EngineConfig,
+        catalogue: ModelCatalogue,
+        config: ContextConfig,
         store: Storage,
         system_prompt: SystemPrompt,
         core_memory: CoreMemory,
@@ -83,6 +85,8 @@ class ContextBuilder:
         auto_rag: AutoRagService | None = None,
         past_conversations: PastConversationRetriever | None = None,
     ) -> None:
+        """`catalogue` gives each model's context budget; `config` is the `context` section."""
+        self._catalogue = catalogue
         self._config = config
         self._store = store
         self._system_prompt = system_prompt
@@ -97,7 +101,7 @@ class ContextBuilder:
     async def build(
         self, session: Session, pending: Sequence[StoredMessage], *, subagent: bool = False
     ) -> BuiltContext:
-        budget = int(self._config.context_budget(session.model) * SAFETY_MARGIN)
+        budget = int(self._catalogue.context_budget(session.model) * SAFETY_MARGIN)
         layers: list[ContextLayer] = []
         head: list[ChatMessage] = []
         warnings: list[str] = []
@@ -133,9 +137,9 @@ class ContextBuilder:
         pending_rowids = {m.rowid for m in pending}
         with timings.phase("window"):
             recent = await self._store.messages.window(
-                session.segment.id, self._config.context.sliding_window + len(pending_rowids)
+                session.segment.id, self._config.sliding_window + len(pending_rowids)
             )
-            candidates = [m for m in recent if m.rowid not in pending_rowids][-self._config.context.sliding_window :]
+            candidates = [m for m in recent if m.rowid not in pending_rowids][-self._config.sliding_window :]
             window = fit_newest(candidates, message_tokens, remaining)
         recalled: list[RecalledMessage] = []
         if not subagent:
@@ -194,7 +198,7 @@ class ContextBuilder:
         in_segment = sum(1 for m in pending if m.segment_id == segment_id)
         # Only "more than the window?" matters: counting stops one past it, so a 100k-message
         # segment costs what a short one does.
-        window = self._config.context.sliding_window
+        window = self._config.sliding_window
         history = await self._store.messages.count_in_segment(segment_id, at_most=window + in_segment + 1)
         if history - in_segment <= window:
             return []

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from klaw.config import EngineConfig, RagConfig
+from klaw.config import EmbedderConfig, RagConfig, SummarizerConfig
 from klaw.errors import KlawError
 from klaw.store.protocol import SettingsRepository
 
@@ -80,11 +80,16 @@ def _bounds(name: str) -> tuple[float, float | None]:
 
 
 class MemorySettings:
-    def __init__(self, config: EngineConfig, settings: SettingsRepository) -> None:
-        self._config = config
+    def __init__(
+        self, summarizer: SummarizerConfig, embedder: EmbedderConfig, rag: RagConfig, settings: SettingsRepository
+    ) -> None:
+        """The engine.yaml sections the commands override: `summarizer`, `embedder`, `rag`."""
+        self._summarizer = summarizer
+        self._embedder = embedder
+        self._defaults = rag
         self._settings = settings
         self._stored: dict[str, Any] = {}
-        self._rag = config.rag
+        self._rag = rag
 
     async def load(self) -> MemorySettings:
         for key in (*_FLAGS, *RAG_KEYS):
@@ -104,11 +109,11 @@ class MemorySettings:
 
     @property
     def summarizer_enabled(self) -> bool:
-        return bool(self._stored.get(SUMMARIZER_ENABLED, self._config.summarizer.enabled))
+        return bool(self._stored.get(SUMMARIZER_ENABLED, self._summarizer.enabled))
 
     @property
     def embeddings_enabled(self) -> bool:
-        return bool(self._stored.get(EMBEDDINGS_ENABLED, self._config.embedder.pipeline_enabled))
+        return bool(self._stored.get(EMBEDDINGS_ENABLED, self._embedder.pipeline_enabled))
 
     def overridden(self, key: str) -> bool:
         """Whether `key` comes from a command rather than engine.yaml."""
@@ -130,7 +135,7 @@ class MemorySettings:
         return canonical, value
 
     def _merged_rag(self) -> RagConfig:
-        rag = self._config.rag
+        rag = self._defaults
         if RAG_ENABLED in self._stored:
             rag = rag.model_copy(update={"enabled": self._stored[RAG_ENABLED]})
         for key, field in RAG_KEYS.items():

@@ -137,7 +137,10 @@ class Engine:
             await store.vectors.warm_cache()
             await store.memory_chunks.bind_embedder(embedder.model_id, embedder.dim)
             await store.summaries.bind_embedder(embedder.model_id, embedder.dim)
-            memory_settings = await MemorySettings(config, store.settings).load()  # engine.yaml + commands
+            # engine.yaml + what commands stored
+            memory_settings = await MemorySettings(
+                config.summarizer, config.embedder, config.rag, store.settings
+            ).load()
             ingestion = Ingestion(
                 ConversationLog(home.conversations),
                 store,
@@ -186,7 +189,8 @@ class Engine:
                 ingestion=ingestion,
                 sessions=sessions,
                 context_builder=ContextBuilder(
-                    config,
+                    catalogue,
+                    config.context,
                     store,
                     SystemPrompt(home.workspace),
                     core_memory,
@@ -227,7 +231,8 @@ class Engine:
                 clock=clock,
             )
             commands = CommandHandler(
-                config=config,
+                catalogue=catalogue,
+                commands=config.commands,
                 sessions=sessions,
                 core_memory=core_memory,
                 processor=processor,

@@ -58,7 +58,9 @@ def assemble_scheduler(
         catalogue=catalogue,
         turns=turns,
         slots=processor.slots,
-        context=SubagentContextBuilder(config, SystemPrompt(home.workspace), core_memory, history, subagent_tools),
+        context=SubagentContextBuilder(
+            catalogue, config.context, SystemPrompt(home.workspace), core_memory, history, subagent_tools
+        ),
         log_=log,
         history=history,
         inject=processor.inject,

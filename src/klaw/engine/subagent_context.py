@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 
-from klaw.config import EngineConfig
+from klaw.config import ContextConfig
 from klaw.engine.context_builder import (
     MESSAGE_OVERHEAD_TOKENS,
     SAFETY_MARGIN,
@@ -24,6 +24,7 @@ from klaw.engine.context_builder import (
 )
 from klaw.engine.system_prompt import SystemPrompt
 from klaw.engine.transcript import paired_tool_messages, record_to_chat_message
+from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.messages import ChatMessage, ToolSpec
 from klaw.llm.tokens import approximate_token_count
 from klaw.memory.core_memory import CoreMemory
@@ -47,12 +48,15 @@ def task_note(task_name: str) -> str:
 class SubagentContextBuilder:
     def __init__(
         self,
-        config: EngineConfig,
+        catalogue: ModelCatalogue,
+        config: ContextConfig,
         system_prompt: SystemPrompt,
         core_memory: CoreMemory,
         history: SubagentHistoryLoader,
         tools: Callable[[], Sequence[ToolSpec]] = list,
     ) -> None:
+        """`catalogue` gives each model's context budget; `config` is the `context` section."""
+        self._catalogue = catalogue
         self._config = config
         self._system_prompt = system_prompt
         self._core_memory = core_memory
@@ -60,7 +64,7 @@ class SubagentContextBuilder:
         self._tools = tools
 
     async def build(self, task_name: str, request: str, model_id: str) -> BuiltContext:
-        budget = int(self._config.context_budget(model_id) * SAFETY_MARGIN)
+        budget = int(self._catalogue.context_budget(model_id) * SAFETY_MARGIN)
         head: list[ChatMessage] = []
         layers: list[ContextLayer] = []
         warnings: list[str] = []
@@ -100,7 +104,7 @@ class SubagentContextBuilder:
 
     @property
     def _subagent_history(self) -> int:
-        return self._config.context.subagent_history
+        return self._config.subagent_history
 
 
 def _run_messages(run: Run) -> list[ChatMessage]:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import httpx
 
-from klaw.config import EngineConfig
+from klaw.config import ModelConfig
 from klaw.llm.errors import LlmError
 from klaw.llm.http import Endpoint, auth_headers
 from klaw.redaction import mask_url_credentials
@@ -31,15 +31,15 @@ variable, and point routing.default at it (or set KLAW__ROUTING__DEFAULT=<model 
 
 
 async def model_problem(
-    config: EngineConfig,
+    model: ModelConfig,
     model_id: str,
     *,
     config_path: str,
     env: Mapping[str, str] | None = None,
 ) -> str | None:
-    """None when the model's server answers, else what is wrong and how to fix it."""
+    """None when the model's server answers, else what is wrong and how to fix it. `model` is
+    `models.<model_id>` of engine.yaml."""
     env = os.environ if env is None else env
-    model = config.model(model_id)
     endpoint = Endpoint(
         model_id=model_id,
         base_url=model.base_url,

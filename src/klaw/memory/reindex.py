@@ -134,7 +134,16 @@ async def reindex(
         active = embedder or create_embedder(config.embedder, sleep=queue_clock.sleep)
         try:
             target = backend or rebuild_backend(live, config.database)
-            build = _Build(home, config, target, active, queue_clock, progress or _ignore)
+            build = _Build(
+                home,
+                live,
+                target,
+                active,
+                queue_clock,
+                progress or _ignore,
+                min_embed_tokens=config.auto_rag.min_message_tokens,
+                batch_size=config.embedder.batch_size,
+            )
             return await build.run(began, keep_backup=keep_backup)
         finally:
             if owned:
@@ -145,15 +154,19 @@ class _Build:
     def __init__(
         self,
         home: KlawHome,
-        config: EngineConfig,
+        live: Path,
         backend: RebuildBackend,
         embedder: Embedder,
         clock: QueueClock,
         notify: ReindexProgress,
+        *,
+        min_embed_tokens: int,  # `autoRag.minMessageTokens`: which messages get a vector
+        batch_size: int,  # `embedder.batchSize`
     ) -> None:
         self.home = home
-        self.config = config
-        self.live = home.database_file(config.database.path)
+        self.live = live
+        self.min_embed_tokens = min_embed_tokens
+        self.batch_size = batch_size
         self.backend = backend
         self.embedder = embedder
         self.clock = clock
@@ -267,13 +280,13 @@ class _Build:
         return len(records)
 
     async def _append(self, build: RebuildTarget, batch: Sequence[MessageRecord]) -> None:
-        minimum = self.config.auto_rag.min_message_tokens
+        minimum = self.min_embed_tokens
         await build.store.messages.append_many(batch, embed=[should_embed(record, minimum) for record in batch])
 
     async def _embed(self, build: RebuildTarget) -> int:
         pending = (await build.store.embedding_jobs.counts()).pending
         self.notify(ReindexStage.EMBED, 0, pending)
-        queue = EmbeddingQueue(build.store, self.embedder, self.clock, batch_size=self.config.embedder.batch_size)
+        queue = EmbeddingQueue(build.store, self.embedder, self.clock, batch_size=self.batch_size)
         return await queue.run_until_idle(lambda done, total: self.notify(ReindexStage.EMBED, done, total))
 
     async def _copy_settings(self, build: RebuildTarget) -> int:
