@@ -187,6 +187,12 @@ class EmbedderConfig(_Section):
     dim: int | None = Field(default=None, gt=0, description="Vector size (openai and fake backends).")
     batch_size: int = Field(default=64, gt=0, description="Texts per embedding call (at most 100 are sent).")
     timeout_seconds: float = Field(default=60.0, gt=0)
+    query_timeout_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description="How long a turn waits for the embedding of its own text; past it, recall goes on with"
+        " full-text search alone (a remote embedder that hangs must not hold up every turn for timeoutSeconds).",
+    )
     pipeline_enabled: bool = Field(
         default=True,
         description="Run the background embedding worker (messages, memories, summaries); `/embeddings off|on`"

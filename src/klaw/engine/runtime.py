@@ -153,7 +153,8 @@ class Engine:
             await export_unlogged_summaries(ingestion, clock.now)  # summaries from before they were logged
             if memory_settings.embeddings_enabled:
                 embedding_queue.start()  # embeds what recovery and any earlier run left pending
-            query_embedder = QueryMemo(embedder)  # auto-RAG and past conversations embed a turn's text once
+            # auto-RAG and past conversations embed a turn's text once, waiting for it at most queryTimeoutSeconds
+            query_embedder = QueryMemo(embedder, deadline_seconds=config.embedder.query_timeout_seconds)
             tools = ToolRegistry(offered=tools_in(config.tools.enabled))  # the groups engine.yaml offers
             register_builtin_tools(tools)
             core_memory = CoreMemory(home.core_memory_file)

@@ -1,26 +1,37 @@
-"""`QueryMemo`: an embedder that remembers its last few single-text answers.
+"""`QueryMemo`: an embedder that remembers its last few single-text answers, and bounds the wait for them.
 
 A turn's pending text is embedded by auto-RAG (hybrid search of the segment) and again by
 past-conversation retrieval; with a local model that is ~10 ms each, with a remote one a round trip.
-Both ask for the same single text within milliseconds, so the second is answered from memory.
-Batches (the embedding queue's) pass straight through and are never kept.
+Both ask for the same single text within milliseconds, so the second is answered from memory (or
+waits on the same request). Batches (the embedding queue's) pass straight through and are never kept.
+
+A turn waits at most `deadline_seconds` for its text's vector, counted from the first request for
+it: a remote embedder that hangs would otherwise hold up every turn for its whole HTTP timeout
+(60 s by default). Past the deadline `embed` raises `EmbedderError`, which recall treats as a
+failed vector side (full-text search alone); the request itself goes on in the background and its
+answer is kept for the next ask.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from klaw.memory.embedder.protocol import Embedder, Vectors
+from klaw.memory.embedder.protocol import Embedder, EmbedderError, Vectors
 
 DEFAULT_SIZE = 8
+DEFAULT_DEADLINE_SECONDS = 2.0
 
 
 class QueryMemo:
-    def __init__(self, inner: Embedder, size: int = DEFAULT_SIZE) -> None:
+    def __init__(self, inner: Embedder, size: int = DEFAULT_SIZE, deadline_seconds: float | None = None) -> None:
         self._inner = inner
         self._size = size
+        self._deadline = deadline_seconds
         self._kept: OrderedDict[str, Vectors] = OrderedDict()
+        self._asked: dict[str, tuple[asyncio.Task[Vectors], float]] = {}  # in flight: request, due (loop time)
 
     @property
     def model_id(self) -> str:
@@ -35,15 +46,37 @@ class QueryMemo:
             return await self._inner.embed(texts)
         text = texts[0]
         found = self._kept.get(text)
-        if found is None:
-            found = await self._inner.embed([text])
-            self._kept[text] = found
-            while len(self._kept) > self._size:
-                self._kept.popitem(last=False)
-        else:
+        if found is not None:
             self._kept.move_to_end(text)
-        return found.copy()
+            return found.copy()
+        task, due = self._asked.get(text) or self._ask(text)
+        try:
+            if self._deadline is None:
+                return (await asyncio.shield(task)).copy()
+            async with asyncio.timeout_at(due):
+                return (await asyncio.shield(task)).copy()
+        except TimeoutError:
+            raise EmbedderError(f"the query embedding took longer than {self._deadline:g} s") from None
+
+    def _ask(self, text: str) -> tuple[asyncio.Task[Vectors], float]:
+        loop = asyncio.get_running_loop()
+        task = asyncio.create_task(self._inner.embed([text]), name="query-embedding")
+        entry = self._asked[text] = (task, loop.time() + (self._deadline or 0.0))
+        task.add_done_callback(lambda done: self._settle(text, done))
+        return entry
+
+    def _settle(self, text: str, task: asyncio.Task[Vectors]) -> None:
+        self._asked.pop(text, None)
+        if task.cancelled() or task.exception() is not None:
+            return  # each caller saw the failure; the next turn asks again
+        self._kept[text] = task.result()
+        while len(self._kept) > self._size:
+            self._kept.popitem(last=False)
 
     async def aclose(self) -> None:
-        """The inner embedder belongs to whoever made it (the engine closes it)."""
-        return None
+        """Cancel requests still in flight; the inner embedder belongs to whoever made it (the engine closes it)."""
+        for task, _ in list(self._asked.values()):
+            task.cancel()
+        for task, _ in list(self._asked.values()):
+            with contextlib.suppress(BaseException):
+                await task
