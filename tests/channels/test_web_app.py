@@ -249,3 +249,20 @@ async def test_a_message_the_gateway_refuses_gets_its_reason(client: httpx.Async
     backend.refusal = FrameError("frame_too_large", "inbound frame of 2000000 bytes exceeds 1048576 bytes")
     too_long = await client.post("/api/messages", json={"text": "hi"}, headers={CSRF_HEADER: csrf})
     assert too_long.status_code == 413 and too_long.json()["detail"] == "the message is too long"
+
+
+async def test_settings_show_what_a_command_changed_in_place_of_the_file(
+    client: httpx.AsyncClient, backend: FakeBackend
+) -> None:
+    await sign_in(client)
+    backend.answers["settings"] = {"overrides": [{"field": "channels.web.port", "value": 9000, "command": "/rag set"}]}
+    row = (await client.get("/api/settings")).json()["settings"][0]
+    assert row == {
+        "field": "channels.web.port",
+        "value": 9000,
+        "source": "set by /rag set (overrides default: 8765)",
+        "command": "/rag set",
+    }
+    backend.engine_up = False
+    down = (await client.get("/api/settings")).json()
+    assert down["settings"][0]["value"] == 8765 and "engine is not running" in down["note"]

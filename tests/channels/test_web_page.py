@@ -244,3 +244,18 @@ async def test_the_inspector_draws_each_turn_against_its_budget() -> None:
         screenshot = ARTIFACTS / "web-inspector-picture.png"
         await turn.screenshot(path=str(screenshot))
         assert screenshot.stat().st_size > 5_000
+
+
+async def test_settings_show_a_value_a_command_changed_and_say_so() -> None:
+    async with signed_in() as session:
+        page = session.page
+        await page.fill("#input", "/rag set conversation_limit 5")
+        await page.press("#input", "Enter")
+        await page.locator(".msg.user .meta", has_text="answered").wait_for()
+        await page.click("nav button[data-tab=settings]")
+        row = page.locator("#settings tr", has=page.locator("td", has_text="rag.conversationLimit"))
+        await row.wait_for()
+        cells = await row.locator("td").all_inner_texts()
+        assert cells == ["rag.conversationLimit", "5", "set by /rag set (overrides default: 3)"]
+        untouched = page.locator("#settings tr", has=page.locator("td", has_text="rag.maxTokens"))
+        assert (await untouched.locator("td").all_inner_texts())[2] == "default"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -160,3 +161,18 @@ async def test_history_is_the_chat_as_seen_and_a_task_answer_names_its_task() ->
         assert last_two["complete"] is False
         nobody = await stack.gateway.query("history", {"channel": "web", "chat_id": "nobody"})
         assert nobody == {"messages": [], "complete": True}
+
+
+async def test_the_settings_query_names_what_commands_changed() -> None:
+    web = RecordingChannel("web")
+    async with running_stack(channels(web)) as stack:
+        assert await stack.gateway.query("settings", {}) == {"overrides": []}
+        for n, command in enumerate(["/rag set conversation_limit 5", "/summarizer off", "/rag off"], start=1):
+            await stack.gateway.submit("web", "main", command)
+            await web.wait_for(partial(lambda count: len(web.outbound()) == count, n))
+        overrides = (await stack.gateway.query("settings", {}))["overrides"]
+        assert {(o["field"], o["value"], o["command"]) for o in overrides} == {
+            ("summarizer.enabled", False, "/summarizer"),
+            ("rag.enabled", False, "/rag"),
+            ("rag.conversationLimit", 5, "/rag set"),
+        }

@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic.alias_generators import to_camel
 
 from klaw.config import EmbedderConfig, RagConfig, SummarizerConfig
 from klaw.errors import KlawError
@@ -30,6 +31,13 @@ RAG_KEYS = {
     "rag_max_tokens": "max_tokens",
 }
 _FLAGS = (SUMMARIZER_ENABLED, EMBEDDINGS_ENABLED, RAG_ENABLED)
+# Each stored setting → the engine.yaml field it overrides (as `config_view` names fields) and the command that sets it.
+OVERRIDDEN_FIELDS = {
+    SUMMARIZER_ENABLED: ("summarizer.enabled", "/summarizer"),
+    EMBEDDINGS_ENABLED: ("embedder.pipelineEnabled", "/embeddings"),
+    RAG_ENABLED: ("rag.enabled", "/rag"),
+    **{key: (f"rag.{to_camel(field)}", "/rag set") for key, field in RAG_KEYS.items()},
+}
 
 
 class SettingError(KlawError, ValueError):
@@ -118,6 +126,15 @@ class MemorySettings:
     def overridden(self, key: str) -> bool:
         """Whether `key` comes from a command rather than engine.yaml."""
         return key in self._stored and (key not in RAG_KEYS or self._valid(key))
+
+    def overrides(self) -> list[tuple[str, Any, str]]:
+        """(engine.yaml field, value in force, command that set it) for each setting a command overrides,
+        so a settings view can show the effective value and why it differs from the file."""
+        return [
+            (field, self._stored[key], command)
+            for key, (field, command) in OVERRIDDEN_FIELDS.items()
+            if self.overridden(key)
+        ]
 
     async def set_flag(self, key: str, on: bool) -> None:
         if key not in _FLAGS:

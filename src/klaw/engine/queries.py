@@ -16,6 +16,7 @@ from typing import Any
 from klaw.engine.context_history import ContextHistory
 from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.frames import QueryFrame
+from klaw.engine.memory_settings import MemorySettings
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, Exchange, StoredMessage
@@ -34,10 +35,13 @@ Answer = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
 
 
 class EngineQueries:
-    def __init__(self, store: Storage, history: ContextHistory, search: HybridSearch) -> None:
+    def __init__(
+        self, store: Storage, history: ContextHistory, search: HybridSearch, settings: MemorySettings | None = None
+    ) -> None:
         self._store = store
         self._history = history
         self._search = search
+        self._settings = settings
         self._answers: dict[str, Answer] = {
             "chats": self._chats,
             "turns": self._turns,
@@ -45,6 +49,7 @@ class EngineQueries:
             "segment": self._segment,
             "search": self._search_memory,
             "history": self._chat_history,
+            "settings": self._overrides,
         }
 
     async def answer(self, frame: QueryFrame) -> dict[str, Any]:
@@ -141,6 +146,12 @@ class EngineQueries:
                     return {"messages": picked[::-1], "complete": False}
                 picked.append(entry)
         return {"messages": picked[::-1], "complete": True}
+
+    async def _overrides(self, _: Mapping[str, Any]) -> dict[str, Any]:
+        """The settings `/summarizer`, `/embeddings` and `/rag` override, with their values in force: a
+        gateway's settings view knows engine.yaml only, and these live in the engine's database."""
+        rows = self._settings.overrides() if self._settings is not None else []
+        return {"overrides": [{"field": field, "value": value, "command": command} for field, value, command in rows]}
 
 
 def _chat(params: Mapping[str, Any]) -> ChatRef:

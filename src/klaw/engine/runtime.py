@@ -258,7 +258,8 @@ class Engine:
                 socket=None,
             )
             if listen:
-                queries = EngineQueries(store, processor.context_history, HybridSearch(store, embedder, config.search))
+                search = HybridSearch(store, embedder, config.search)
+                queries = EngineQueries(store, processor.context_history, search, memory_settings)
                 engine.socket = EngineSocketServer(home.socket_path, _FrameAdapter(engine), queries=queries.answer)
                 await engine.socket.bind()  # a second engine on this home stops here
                 delivery.set_fallback(engine._send_over_socket)  # queued per channel until a gateway says hello

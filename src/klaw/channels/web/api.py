@@ -9,6 +9,7 @@ those endpoints answer 503 and the chat keeps working, its messages buffered.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
@@ -153,7 +154,23 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
 
     @router.get("/settings", dependencies=[Depends(session)])
     async def settings() -> JSONResponse:
+        """engine.yaml as the gateway loaded it, with what `/summarizer`, `/embeddings` and `/rag` changed
+        (kept in the engine's database, so asked of the engine) in place of the file's value."""
         rows = [{"field": row.field, "value": row.value, "source": row.source} for row in backend.settings()]
-        return JSONResponse({"settings": rows})
+        note = None
+        try:
+            overrides = {o["field"]: o for o in (await backend.query("settings", {}))["overrides"]}
+        except EngineUnavailable:
+            overrides, note = {}, "The engine is not running: values set by /summarizer, /embeddings, /rag not shown."
+        except QueryFailed:  # an engine older than this query
+            overrides, note = {}, "This engine does not say which values commands changed; restart it after updating."
+        for row in rows:
+            override = overrides.get(str(row["field"]))
+            if override is not None:
+                was = json.dumps(row["value"])
+                row["source"] = f"set by {override['command']} (overrides {row['source']}: {was})"
+                row["value"] = override["value"]
+                row["command"] = override["command"]
+        return JSONResponse({"settings": rows, "note": note})
 
     return router

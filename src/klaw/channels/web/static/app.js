@@ -282,9 +282,10 @@ async function search(text) {
 async function loadSettings() {
   const container = document.getElementById("settings");
   try {
-    const { settings } = await api("/api/settings");
-    container.replaceChildren(table([["field"], ["value"], ["source"]],
-      settings.map((row) => [[row.field], [JSON.stringify(row.value), "text"], [row.source]])));
+    const { settings, note } = await api("/api/settings");
+    const shown = table([["field"], ["value"], ["source"]],
+      settings.map((row) => [[row.field], [JSON.stringify(row.value), "text"], [row.source, row.command ? "overridden" : ""]]));
+    container.replaceChildren(...(note ? [el("p", { class: "hint", text: note })] : []), shown);
   } catch (error) { showError(container, error); }
 }
 
