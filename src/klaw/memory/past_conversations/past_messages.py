@@ -13,7 +13,8 @@ best first.
 Its results are fused with the segment-first path in the block (`FormatBlock`): the segments of
 the kept messages are ranked with the similar segments by reciprocal rank fusion, each shown with
 its summary and, under it, its messages before its exchanges. The stage also loads the final
-summaries of segments found by their messages alone, so the block can name them.
+summaries of segments found by their messages alone, so the block can name them. Why:
+docs/decisions/084-past-messages-stage.md.
 """
 
 from __future__ import annotations
