@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import apsw
 import numpy as np
 import numpy.typing as npt
 
@@ -155,5 +156,39 @@ async def test_warming_loads_recent_chats_that_fit_without_evicting(tmp_path: Pa
         await store.vectors.bind_embedder("test", DIM)
         assert await store.vectors.warm_cache() == 1  # only one of the two fits
         assert store.vector_cache.cached_bytes == one_chat
+    finally:
+        await store.aclose()
+
+
+async def test_warming_reads_the_vector_table_once_however_many_chats(tmp_path: Path) -> None:
+    """Start-up time must not grow with chats x vectors: one query per chat cost ~35 ms each (105 s for
+    3,050 chats). Counted as statements SQLite runs, not timed."""
+    rng = np.random.default_rng(7)
+    chats = [ChatRef("web", f"chat{n}") for n in range(30)]
+    path = tmp_path / "warm.db"
+    store = await SqliteStore.open(path)
+    await store.vectors.bind_embedder("test", DIM)
+    for chat in chats:
+        await fill(store, chat, unit_rows(rng, 3))
+    await store.aclose()
+
+    store = await SqliteStore.open(path)
+    statements: list[str] = []
+
+    def record(_cursor: apsw.Cursor, sql: str, _bindings: object) -> bool:
+        statements.append(sql)
+        return True
+
+    def trace(connection: apsw.Connection) -> None:
+        connection.exec_trace = record
+
+    try:
+        await store.vectors.bind_embedder("test", DIM)
+        await store.db.run(trace)
+        assert await store.vectors.warm_cache() == len(chats)
+        assert store.vector_cache.cached_bytes == len(chats) * 3 * (DIM * 4 + 24)
+        assert len([sql for sql in statements if "vec_messages" in sql and "sqlite_master" not in sql]) == 1
+        hits = await store.search.nearest(chats[7], unit_rows(rng, 1)[0], limit=3)
+        assert len(hits) == 3
     finally:
         await store.aclose()

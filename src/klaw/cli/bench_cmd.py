@@ -235,6 +235,27 @@ def load(
 
 
 @app.command()
+def warm(
+    chats: Annotated[int, typer.Option(help="Chats in the database.")] = 3050,
+    per_chat: Annotated[int, typer.Option(help="Vectors per chat.")] = 10,
+    dim: Annotated[int, typer.Option(help="Vector size (384 = MiniLM).")] = 384,
+    out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
+) -> None:
+    """How long filling the vector cache takes at start-up, with many chats."""
+    from klaw.bench.warm_bench import measure_warm
+
+    console = Console(soft_wrap=True)
+    console.print(f"machine: {machine()}")
+    with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp:
+        result = asyncio.run(measure_warm(Path(tmp), chats=chats, per_chat=per_chat, dim=dim))
+    console.print(
+        f"{result.chats} chats x {result.per_chat} vectors ({result.dim} dims): warm_cache {result.warm_seconds:.2f} s,"
+        f" {result.chats_loaded} chats loaded"
+    )
+    _emit({"machine": machine(), **asdict(result)}, out)
+
+
+@app.command()
 def locomo(
     data: Annotated[Path, typer.Option(help="A LoCoMo-format JSON file (locomo10.json or a split of it).")],
     out: Annotated[Path, typer.Option(help="Directory for locomo.json and locomo.md.")] = Path("bench-results"),

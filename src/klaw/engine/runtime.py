@@ -104,6 +104,7 @@ class Engine:
         self.delivery = delivery
         self.socket = socket
         self.scheduler: Scheduler | None = None
+        self.warming: asyncio.Task[None] | None = None  # filling the vector cache after start-up
         self.summarizer: SummarizerService | None = None
 
     @classmethod
@@ -133,8 +134,6 @@ class Engine:
         try:
             # Refuses to start on vectors of another embedder (the error says to run `klaw reindex`).
             await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
-            # Recent chats' vectors into memory now (~1 s per 100k), not during someone's first turn.
-            await store.vectors.warm_cache()
             await store.memory_chunks.bind_embedder(embedder.model_id, embedder.dim)
             await store.summaries.bind_embedder(embedder.model_id, embedder.dim)
             # engine.yaml + what commands stored
@@ -271,6 +270,9 @@ class Engine:
             await scheduler.start()  # after recovery, and once replies have somewhere to go
             if engine.socket is not None:
                 await engine.socket.start()
+            # Recent chats' vectors into memory (one pass), after the socket opens: start-up time must not
+            # grow with chats x vectors; a turn meanwhile waits for, or loads, its own chat's vectors.
+            engine.warming = asyncio.create_task(_warm_vector_cache(store), name="warm-vector-cache")
             engine.summarizer = summarizer
             if memory_settings.summarizer_enabled:
                 summarizer.start()  # after recovery: summarizes what earlier runs left
@@ -335,12 +337,23 @@ class Engine:
         # still pending stays in embedding_jobs for the next start.
         if self.summarizer is not None:
             await self.summarizer.aclose()  # before the queue: a summary written now queues an embedding
+        if self.warming is not None:
+            await asyncio.gather(self.warming, return_exceptions=True)  # one database call; let it end
         await self.embedding_queue.aclose()
         await self.router.aclose()
         await self.embedder.aclose()
         if self.socket is not None:
             await self.socket.aclose()
         await self.store.aclose()
+
+
+async def _warm_vector_cache(store: SqliteStore) -> None:
+    try:
+        loaded = await store.vectors.warm_cache()
+    except Exception as exc:  # only a slower first search: searches load their chat themselves
+        log.warning("could not warm the vector cache: %s", type(exc).__name__)
+        return
+    log.info("vector cache warmed: %d chat(s)", loaded)
 
 
 def _refuse_task_channel(chat: ChatRef) -> None:

@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import apsw
 import numpy as np
 import numpy.typing as npt
 
 from klaw.store.sqlite.query import fetch_all, fetch_value
+from klaw.store.sqlite.vector_tables import table_exists
 
 MIN_CAPACITY = 256
 # A view at least this large is searched in parts on several threads (`MatrixView.split`): the
@@ -165,15 +168,37 @@ class ChatVectorCache:
             self._chats.move_to_end(chat_key)
         return matrix.view()
 
-    def preload(self, connection: apsw.Connection, table: str, chat_key: int, dim: int) -> bool:
-        """Load a chat's vectors ahead of its first search if they fit beside what is cached, without
-        evicting anything; False when they do not fit (the caller stops warming)."""
-        if chat_key in self._chats:
-            return True
+    def warm(self, connection: apsw.Connection, table: str, dim: int) -> int:
+        """Fill the cache in one pass over `table`: the most recently active chats first, each while
+        its vectors fit beside what is cached (never evicting). Returns how many chats were loaded.
+
+        Chats are chosen from one grouped count of `messages` (an upper bound of each chat's
+        vectors), then every chosen chat's rows come from a single scan of the table."""
+        if not table_exists(connection, table):
+            return 0
         room = self._budget - self.cached_bytes
-        if _upper_bound_bytes(connection, chat_key, dim) > room:
-            return False
-        return self._load(connection, table, chat_key, dim) is not None
+        chosen: set[int] = set()
+        counts = "SELECT chat, count(*) FROM messages GROUP BY chat ORDER BY max(created_at) DESC"
+        for chat_key, messages in fetch_all(connection, counts):
+            if chat_key in self._chats:
+                continue
+            size = int(messages) * (dim * 4 + 24)
+            if size > room:
+                break
+            chosen.add(int(chat_key))
+            room -= size
+        if not chosen:
+            return 0
+        rows: dict[int, list[tuple[int, int, int, bytes]]] = {key: [] for key in chosen}
+        for rowid, chat_key, segment_id, created_at, blob in connection.execute(
+            f"SELECT rowid, chat_key, segment_id, created_at, embedding FROM {table}"
+        ):
+            kept = rows.get(chat_key)
+            if kept is not None:
+                kept.append((rowid, segment_id, created_at, blob))
+        for chat_key, chat_rows in rows.items():
+            self._chats[chat_key] = _matrix(chat_rows, dim)
+        return len(rows)
 
     def added(self, chat_key: int, rows: list[tuple[int, int, int, npt.NDArray[np.float32]]]) -> None:
         """Vectors committed to the table: (rowid, segment_id, created_at, vector). Only a chat
@@ -198,21 +223,7 @@ class ChatVectorCache:
             f"SELECT rowid, segment_id, created_at, embedding FROM {table} WHERE chat_key = ?",
             (chat_key,),
         )
-        size = len(rows)
-        capacity = max(size, 1)
-        matrix = _ChatMatrix(
-            vectors=np.zeros((capacity, dim), dtype=np.float32),
-            rowids=np.zeros(capacity, dtype=np.int64),
-            segments=np.zeros(capacity, dtype=np.int64),
-            created=np.zeros(capacity, dtype=np.int64),
-            size=size,
-        )
-        if size:
-            matrix.vectors[:size] = np.frombuffer(b"".join(row[3] for row in rows), dtype=np.float32).reshape(size, dim)
-            matrix.rowids[:size] = [row[0] for row in rows]
-            matrix.segments[:size] = [row[1] for row in rows]
-            matrix.created[:size] = [row[2] for row in rows]
-        self._chats[chat_key] = matrix
+        matrix = self._chats[chat_key] = _matrix(rows, dim)
         self._evict(keep=chat_key)
         return matrix
 
@@ -226,6 +237,25 @@ class ChatVectorCache:
         matrix = self._chats.get(keep)
         if matrix is not None and matrix.nbytes > self._budget:
             del self._chats[keep]  # grew past the budget: sqlite-vec serves it from now on
+
+
+def _matrix(rows: Sequence[Sequence[Any]], dim: int) -> _ChatMatrix:
+    """A chat's matrix from its (rowid, segment_id, created_at, embedding blob) rows."""
+    size = len(rows)
+    capacity = max(size, 1)
+    matrix = _ChatMatrix(
+        vectors=np.zeros((capacity, dim), dtype=np.float32),
+        rowids=np.zeros(capacity, dtype=np.int64),
+        segments=np.zeros(capacity, dtype=np.int64),
+        created=np.zeros(capacity, dtype=np.int64),
+        size=size,
+    )
+    if size:
+        matrix.vectors[:size] = np.frombuffer(b"".join(row[3] for row in rows), dtype=np.float32).reshape(size, dim)
+        matrix.rowids[:size] = [row[0] for row in rows]
+        matrix.segments[:size] = [row[1] for row in rows]
+        matrix.created[:size] = [row[2] for row in rows]
+    return matrix
 
 
 def _upper_bound_bytes(connection: apsw.Connection, chat_key: int, dim: int) -> int:
