@@ -5,6 +5,7 @@ retryable holds up every chat behind it. Only faults that can pass by themselves
 engine stopping, the disk full or failing, the database busy. Anything else — bad input that slipped
 past the frame checks, a bug met by this one message — would fail the same way every time: the frame
 is refused for good at once and the person is told, so nobody else waits on it.
+(docs/decisions/040-final-and-transient-refusals.md)
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ it: a remote embedder that hangs would otherwise hold up every turn for its whol
 (60 s by default). Past the deadline `embed` raises `EmbedderError`, which recall treats as a
 failed vector side (full-text search alone); the request itself goes on in the background and its
 answer is kept for the next ask.
+(docs/decisions/041-query-embedding-deadline.md)
 """
 
 from __future__ import annotations
