@@ -369,8 +369,8 @@ class EngineConfig(_Section):
     @model_validator(mode="after")
     def _routes_name_known_models(self) -> EngineConfig:
         routed = {"routing.default": self.routing.default}
-        routed["routing.tasks.summarization"] = self.routing.tasks.summarization or self.routing.default
-        routed["routing.tasks.subagent"] = self.routing.tasks.subagent or self.routing.default
+        routed["routing.tasks.summarization"] = self.routing.summarization_model
+        routed["routing.tasks.subagent"] = self.routing.subagent_model
         for where, model_id in routed.items():
             if model_id not in self.models:
                 known = ", ".join(sorted(self.models)) or "(none)"
@@ -383,14 +383,6 @@ class EngineConfig(_Section):
     def context_budget(self, model_id: str) -> int:
         """The model's context window, else `context.defaultBudgetTokens`."""
         return context_budget(self.models, model_id, self.context.default_budget_tokens)
-
-    @property
-    def summarization_model(self) -> str:
-        return self.routing.summarization_model
-
-    @property
-    def subagent_model(self) -> str:
-        return self.routing.subagent_model
 
 
 def context_budget(models: Mapping[str, ModelConfig], model_id: str, default_budget_tokens: int) -> int:

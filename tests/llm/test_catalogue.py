@@ -38,7 +38,8 @@ def test_an_unknown_id_names_itself_and_the_configured_ones() -> None:
 
 def test_routing_and_budgets() -> None:
     catalogue = _catalogue()
-    assert (catalogue.default, catalogue.summarization, catalogue.subagent) == (
+    routing = catalogue.routing
+    assert (routing.default, routing.summarization_model, routing.subagent_model) == (
         "fake/small",
         "fake/small",
         "fake/large",

@@ -37,7 +37,7 @@ class SessionManager:
         # A chat follows routing.default until someone picks a model with /model (a model_switch
         # record); so editing routing.default reaches every chat that never chose.
         state = await self._store.sessions.get(chat)
-        model = self._catalogue.default
+        model = self._catalogue.routing.default
         if state is None:
             pass
         elif state.model in self._catalogue:

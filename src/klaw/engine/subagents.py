@@ -175,7 +175,7 @@ class SubagentRunner:
     async def _run(self, request: SubagentRequest) -> RunOutcome:
         name = request.task_name
         chat = task_chat(name)
-        model_id = request.model or self._config.subagent_model
+        model_id = request.model or self._catalogue.routing.subagent_model
         sink = _TaskLog(self, chat, request)
 
         async def context() -> TurnPrompt:

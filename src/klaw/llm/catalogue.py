@@ -46,18 +46,6 @@ class ModelCatalogue:
         if model_id is not None:
             self.get(model_id)
 
-    @property
-    def default(self) -> str:
-        return self.routing.default
-
-    @property
-    def summarization(self) -> str:
-        return self.routing.summarization_model
-
-    @property
-    def subagent(self) -> str:
-        return self.routing.subagent_model
-
     def context_budget(self, model_id: str) -> int:
         """The model's context window, else `context.defaultBudgetTokens`."""
         return context_budget(self.models, model_id, self.default_budget_tokens)

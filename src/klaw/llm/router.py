@@ -54,14 +54,14 @@ class ModelRouter:
 
     @property
     def default(self) -> ChatModel:
-        return self.client(self.catalogue.default)
+        return self.client(self.catalogue.routing.default)
 
     def for_task(self, task: Task) -> ChatModel:
         """The model routed to `task` (`routing.tasks.*`), else the default."""
         if task == "summarization":
-            return self.client(self.catalogue.summarization)
+            return self.client(self.catalogue.routing.summarization_model)
         if task == "subagent":
-            return self.client(self.catalogue.subagent)
+            return self.client(self.catalogue.routing.subagent_model)
         raise ValueError(f"unknown task {task!r}; expected 'summarization' or 'subagent'")
 
     def client(self, model_id: str) -> ChatModel:

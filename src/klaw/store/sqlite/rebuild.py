@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -189,35 +190,27 @@ def _fsync_dir(directory: Path) -> None:
         os.close(descriptor)
 
 
+@dataclass(frozen=True)
 class SqliteBuild:
     """An open build: the store being filled, its journal, and the steps that finish it."""
 
-    def __init__(self, store: SqliteStore, live: Path) -> None:
-        self._store = store
-        self._live = live
-        self._journal = SqliteRebuildJournal(store.db)
-
-    @property
-    def store(self) -> SqliteStore:
-        return self._store
-
-    @property
-    def journal(self) -> SqliteRebuildJournal:
-        return self._journal
+    store: SqliteStore
+    journal: SqliteRebuildJournal
+    live: Path
 
     async def copy_settings(self) -> int:
-        if not self._live.exists():
+        if not self.live.exists():
             return 0
         try:
-            return await copy_settings(self._store.db, self._live)
+            return await copy_settings(self.store.db, self.live)
         except apsw.Error as exc:
-            raise StorageError(f"the settings of {self._live} cannot be read ({type(exc).__name__})") from exc
+            raise StorageError(f"the settings of {self.live} cannot be read ({type(exc).__name__})") from exc
 
     async def finish(self) -> None:
-        await make_self_contained(self._store.db)
+        await make_self_contained(self.store.db)
 
     async def aclose(self) -> None:
-        await self._store.aclose()
+        await self.store.aclose()
 
 
 class SqliteRebuild:
@@ -242,7 +235,7 @@ class SqliteRebuild:
                 raise
             log.warning("cannot resume the build at %s: %s", self._work, exc)
             return None
-        return SqliteBuild(store, self._live)
+        return SqliteBuild(store, SqliteRebuildJournal(store.db), self._live)
 
     def discard(self) -> None:
         for path in [self._work, *(_sidecar(self._work, s) for s in _SIDECARS)]:
