@@ -55,8 +55,16 @@ def load_config(path: Path, env: Mapping[str, str] | None = None) -> LoadedConfi
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory; engine.yaml must be a file (move it aside and run 'klaw init').")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start} cannot be decoded); save it as UTF-8.") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}.") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

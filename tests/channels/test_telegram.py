@@ -92,6 +92,23 @@ async def test_commands_are_routed_to_the_engine(telegram: FakeTelegram) -> None
         assert telegram.sent_to(ANA)[1].startswith("Commands:")  # /start is /help
 
 
+async def test_a_command_addressed_to_another_bot_is_ignored(telegram: FakeTelegram) -> None:
+    """In a group with several bots, `/new@other_bot` is for the other bot: not run, not stored, no reply."""
+    async with running_stack(channel_factory(telegram)) as stack:
+        chat = ChatRef("telegram", str(ANA))
+        before = (await stack.engine.sessions.get_or_create(chat)).segment.id
+        stack.server.reply_text("Hi Ana.")
+        telegram.push_text(ANA, "/new@other_bot")
+        telegram.push_text(ANA, "/status@Other_Bot please")
+        telegram.push_text(ANA, "hello")
+        await telegram.wait_for_sent(1)
+        assert telegram.sent_to(ANA) == ["Hi Ana."]  # no "Unknown command"
+        assert (await stack.engine.sessions.get_or_create(chat)).segment.id == before
+        assert [m["content"] for m in stack.server.chat_requests[-1].body["messages"] if m["role"] == "user"] == [
+            "hello"
+        ]
+
+
 async def test_non_text_messages_get_a_note(telegram: FakeTelegram) -> None:
     async with running_stack(channel_factory(telegram)):
         telegram.push_text(ANA, "placeholder")

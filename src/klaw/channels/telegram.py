@@ -8,7 +8,8 @@ confirmed to Telegram (the next `getUpdates` offset) only after its message is i
 durable buffer, so a crash can never lose a message Telegram already considers delivered. Message
 ids are `tg-<chat>-<message id>`, so an update fetched twice is buffered and stored once.
 
-Slash commands (`/new`, `/model x`, also `/new@thisbot`) are forwarded as commands; `/start`
+Slash commands (`/new`, `/model x`, also `/new@thisbot`) are forwarded as commands, `/new@otherbot` (for
+another bot in a group) is ignored; `/start`
 (what Telegram sends first) is `/help`. While a turn is under way the chat shows "typing…"
 (`sendChatAction`, renewed every 4 s for up to 2 minutes). Replies are plain text, split at
 Telegram's 4096-character limit. The bot token and message text are never logged, and the HTTP
@@ -167,6 +168,8 @@ class TelegramChannel:
             await self._send(chat_id, NOT_TEXT)
             return
         text = self._as_klaw_text(message.text)
+        if text is None:
+            return  # `/cmd@other_bot` in a group: for another bot, not a message to us
         sender = str(message.from_user.id) if message.from_user else None
         submitted = await self._require_gateway().submit(
             TELEGRAM_CHANNEL, str(chat_id), text, message_id=f"tg-{chat_id}-{message.message_id}", sender=sender
@@ -174,15 +177,16 @@ class TelegramChannel:
         if not (submitted.duplicate or submitted.queued) and parse_command(text) is None:
             self._start_typing(chat_id)  # not while the engine is down: nobody is typing then
 
-    def _as_klaw_text(self, text: str) -> str:
-        """`/new@thisbot x` → `/new x`; `/start` → `/help`; anything else unchanged."""
+    def _as_klaw_text(self, text: str) -> str | None:
+        """`/new@thisbot x` → `/new x`; `/start` → `/help`; None for `/new@otherbot` (a group's command
+        for another bot: neither a command nor a message for klaw); anything else unchanged."""
         command = parse_command(text)
         if command is None:
             return text
         name, args = command.name, command.args
         name, _, bot = name.partition("@")
         if bot and bot != self._username:
-            return text  # addressed to another bot in a group: not a command for us
+            return None
         name = "help" if name == "start" else name
         return f"/{name} {args}".rstrip()
 

@@ -13,7 +13,8 @@ from klaw.home import KlawHome
 from klaw.home_privacy import make_private
 
 if TYPE_CHECKING:
-    from klaw.config import DatabaseConfig
+    from klaw.config import DatabaseConfig, EngineConfig
+    from klaw.engine.runtime import Engine
     from klaw.store.protocol import Storage
 
 err_console = Console(stderr=True)
@@ -66,3 +67,21 @@ async def open_store_or_exit(path: Path, database: DatabaseConfig) -> Storage:
         return await open_storage(path, database)
     except StorageError as exc:
         fail(str(exc))
+
+
+async def start_engine_or_exit(home: KlawHome, config: EngineConfig) -> Engine:
+    """A running engine, or exit 2 with one line saying why it could not start: the store's message, an
+    engine already serving this home, a file it cannot write, or SQLite refusing part-way through start-up
+    (another klaw process holding klaw.db: the second engine of a start race), never a traceback."""
+    import apsw
+
+    from klaw.engine.runtime import Engine
+    from klaw.store.protocol import StorageError
+    from klaw.store.sqlite.connection import database_error
+
+    try:
+        return await Engine.start(home, config)
+    except (StorageError, OSError, RuntimeError) as exc:
+        fail(str(exc))
+    except apsw.Error as exc:
+        fail(str(database_error(home.database_file(config.database.path), exc)))

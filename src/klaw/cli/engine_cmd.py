@@ -9,12 +9,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from klaw.cli.context import err_console, fail, home_from_env, load_or_exit
+from klaw.cli.context import err_console, fail, home_from_env, load_or_exit, start_engine_or_exit
 from klaw.config import EngineConfig
-from klaw.engine.runtime import Engine
 from klaw.home import KlawHome
 from klaw.llm.preflight import model_problem
-from klaw.store.protocol import StorageError
 
 
 def engine() -> None:
@@ -25,10 +23,7 @@ def engine() -> None:
 
 
 async def _serve(home: KlawHome, config: EngineConfig) -> None:
-    try:
-        running = await Engine.start(home, config)
-    except (StorageError, OSError, RuntimeError) as exc:
-        fail(str(exc))
+    running = await start_engine_or_exit(home, config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -56,10 +51,7 @@ def chat(
             )
             if problem:
                 fail(problem)
-        try:
-            running = await Engine.start(home, config)
-        except (StorageError, OSError, RuntimeError) as exc:
-            fail(str(exc))
+        running = await start_engine_or_exit(home, config)
         channel = ConsoleChannel(running)
         interrupted = False
         try:

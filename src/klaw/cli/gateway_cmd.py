@@ -17,12 +17,11 @@ from rich.console import Console
 
 from klaw.channels.telegram import TelegramChannel
 from klaw.channels.web.channel import WebChannel
-from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.cli.context import fail, home_from_env, load_or_exit, start_engine_or_exit
 from klaw.config_loader import LoadedConfig
 from klaw.engine.runtime import Engine
 from klaw.gateway.service import Channel, Gateway
 from klaw.home import KlawHome
-from klaw.store.protocol import StorageError
 
 
 def gateway() -> None:
@@ -63,10 +62,7 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
     channels = build_channels(home, loaded)
     engine: Engine | None = None
     if with_engine:
-        try:
-            engine = await Engine.start(home, loaded.config)
-        except (StorageError, OSError, RuntimeError) as exc:
-            fail(str(exc))
+        engine = await start_engine_or_exit(home, loaded.config)
     running = Gateway(home, channels)
     try:
         await running.start()

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import apsw
-import sqlite_vec
 
 from klaw.store.protocol import StorageError
 
@@ -59,27 +58,56 @@ class SqliteDatabase:
         self._executor.shutdown(wait=True)
 
 
+def database_error(path: Path, exc: apsw.Error) -> StorageError:
+    """What an SQLite failure while opening or migrating `path` means for the person, in one line: a file
+    that is not a database or is damaged (rebuilt from the log by `klaw reindex`), or one another klaw
+    process holds (a second engine losing the start race, a reindex swapping it in)."""
+    if isinstance(exc, (apsw.NotADBError, apsw.CorruptError)):
+        return StorageError(
+            f"{path} is not a klaw database or is damaged ({exc}). The conversation log holds everything it"
+            f" had: move the file aside (mv {path} {path}.damaged) and run 'klaw reindex' to rebuild it."
+        )
+    if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+        return StorageError(
+            f"{path} is in use by another klaw process (an engine starting or running on this home, or"
+            " klaw reindex); stop it or wait for it, then try again."
+        )
+    return StorageError(f"cannot open the database {path}: {exc}")
+
+
 def _connect(path: Path) -> apsw.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
+        import sqlite_vec  # here, not at import time: a missing package is this one clear error, not a crash
+    except ImportError as exc:
+        raise StorageError(
+            f"sqlite-vec is not installed ({exc}); klaw keeps its vectors in it. Install it with"
+            " 'pip install sqlite-vec' in klaw's environment (scripts/setup-venv.sh does)."
+        ) from exc
+    try:
         connection = apsw.Connection(str(path))
     except apsw.Error as exc:
-        raise StorageError(f"cannot open the database {path}: {exc}") from exc
+        raise database_error(path, exc) from exc
     connection.setbusytimeout(5000)
     try:
         connection.enable_load_extension(True)
         connection.load_extension(sqlite_vec.loadable_path())
         connection.enable_load_extension(False)
     except apsw.Error as exc:
+        connection.close()
         raise StorageError(
             f"cannot load sqlite-vec into SQLite: {exc}. Reinstall it with 'pip install --force-reinstall sqlite-vec'."
         ) from exc
-    connection.execute("PRAGMA journal_mode = WAL")
-    connection.execute("PRAGMA synchronous = NORMAL")
-    connection.execute("PRAGMA foreign_keys = ON")
-    # Freed and moved-away content is overwritten with zeros, so text erased by `/forget` leaves no
-    # copy in free space or in the unused part of a page reused later (measured: no cost to ingestion).
-    connection.execute("PRAGMA secure_delete = ON")
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = NORMAL")
+        connection.execute("PRAGMA foreign_keys = ON")
+        # Freed and moved-away content is overwritten with zeros, so text erased by `/forget` leaves no
+        # copy in free space or in the unused part of a page reused later (measured: no cost to ingestion).
+        connection.execute("PRAGMA secure_delete = ON")
+    except apsw.Error as exc:
+        connection.close()
+        raise database_error(path, exc) from exc
     return connection
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -11,7 +12,7 @@ import apsw
 from klaw.store.protocol import StoreCounts, VectorIndex
 from klaw.store.records import utc_now
 from klaw.store.sqlite.chats import ChatKeys
-from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.connection import SqliteDatabase, database_error
 from klaw.store.sqlite.counts import store_counts
 from klaw.store.sqlite.embedding_jobs import SqliteEmbeddingJobs
 from klaw.store.sqlite.history import SqliteHistory
@@ -69,6 +70,10 @@ class SqliteStore:
         db = await SqliteDatabase.open(path)
         try:
             await db.run(lambda connection: migrate(connection))
+        except apsw.Error as exc:
+            with contextlib.suppress(apsw.Error):  # closing a damaged file may fail too; the first error says why
+                await db.aclose()
+            raise database_error(path, exc) from exc
         except BaseException:
             await db.aclose()
             raise
