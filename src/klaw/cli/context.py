@@ -73,15 +73,16 @@ async def start_engine_or_exit(home: KlawHome, config: EngineConfig) -> Engine:
     """A running engine, or exit 2 with one line saying why it could not start: the store's message, an
     engine already serving this home, a file it cannot write, or SQLite refusing part-way through start-up
     (another klaw process holding klaw.db: the second engine of a start race), never a traceback."""
-    import apsw
-
     from klaw.engine.runtime import Engine
+    from klaw.store.backend import storage_failure
     from klaw.store.protocol import StorageError
-    from klaw.store.sqlite.connection import database_error
 
     try:
         return await Engine.start(home, config)
     except (StorageError, OSError, RuntimeError) as exc:
         fail(str(exc))
-    except apsw.Error as exc:
-        fail(str(database_error(home.database_file(config.database.path), exc)))
+    except Exception as exc:
+        failure = storage_failure(home.database_file(config.database.path), exc)
+        if failure is None:
+            raise
+        fail(str(failure))

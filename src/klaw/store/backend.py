@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 from klaw.config import DatabaseConfig
-from klaw.store.protocol import Storage
+from klaw.store.protocol import Storage, StorageError
 from klaw.store.rebuild_protocol import RebuildBackend
 from klaw.store.records import utc_now
 
@@ -34,3 +34,14 @@ def rebuild_backend(live: Path, database: DatabaseConfig) -> RebuildBackend:
     from klaw.store.sqlite.rebuild import SqliteRebuild
 
     return SqliteRebuild(live)
+
+
+def storage_failure(path: Path, exc: BaseException) -> StorageError | None:
+    """The backend's own error raised outside `open_storage` (e.g. SQLite busy part-way through an engine's
+    start-up, when another klaw process holds the file) as a `StorageError` a person can read; None when
+    `exc` is not the backend's."""
+    import apsw
+
+    from klaw.store.sqlite.connection import database_error
+
+    return database_error(path, exc) if isinstance(exc, apsw.Error) else None
