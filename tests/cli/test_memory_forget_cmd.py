@@ -119,3 +119,9 @@ def test_a_home_without_a_database(tmp_path: Path) -> None:
     home.root.mkdir()
     code, _, err = run(home, "segment", "1", "--yes")
     assert code == 1 and "nothing to forget" in err
+
+
+def test_an_id_past_sqlites_range_is_a_usage_error_not_a_traceback(home: KlawHome) -> None:
+    fill(home)
+    code, _, err = run(home, "exchange", "99999999999999999999", "--yes")
+    assert code == 2 and "Invalid value for 'ID'" in err and "Traceback" not in err

@@ -33,7 +33,10 @@ def register_forget(app: typer.Typer) -> None:
 
 def forget(
     kind: Annotated[ForgetKind, typer.Argument(help="What to forget: exchange, segment or memory.")],
-    target_id: Annotated[int, typer.Argument(metavar="ID", help="Its id, as memory_search and the inspector show.")],
+    target_id: Annotated[
+        int,  # SQLite's integer range: a larger id cannot even be looked up (OverflowError)
+        typer.Argument(metavar="ID", min=1, max=2**63 - 1, help="Its id, as memory_search and the inspector show."),
+    ],
     chat: Annotated[
         str | None,
         typer.Option("--chat", help="Only if it belongs to this chat (channel:chat_id), e.g. console:me."),

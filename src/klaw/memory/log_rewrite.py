@@ -11,11 +11,11 @@ apart, and a torn line was never accepted as a record).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection
 from pathlib import Path
 
+from klaw import strict_json
 from klaw.atomic_file import replace_file
 
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")  # a log file's stem; anything else is never turned into a path
@@ -45,8 +45,8 @@ def remove_lines(path: Path, ids: Collection[str]) -> int:
 
 def _line_id(raw: bytes) -> str | None:
     try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        data = strict_json.loads(raw)  # a line nested too deep must not stop /forget (RecursionError)
+    except strict_json.StrictJsonError:
         return None
     value = data.get("id") if isinstance(data, dict) else None
     return value if isinstance(value, str) else None
