@@ -83,6 +83,9 @@ async def test_a_word_in_many_messages_is_matched_in_their_own_words_only(
     store: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(full_text, "CONTEXT_MAX_MATCHES", 3)
+    # Another chat's messages keep "tea" under half of the index (a word in half or more is left out
+    # of the search altogether: the next test).
+    await say(store, BOB, ["good morning", "see you", "on my way", "ok"])
     rowids = await say(store, ALICE, ["tea time", "tea again", "more tea", "tea please", "lovely pottery", "thanks"])
     # "tea" is in 4 messages' own words (> 3): only those match it, not the message after the last one.
     assert sorted(await fast(store, ALICE, "tea", 10)) == rowids[:4]
@@ -90,3 +93,20 @@ async def test_a_word_in_many_messages_is_matched_in_their_own_words_only(
     assert await fast(store, ALICE, "pottery", 10) == [rowids[4], rowids[5]]
     expression = await store.db.run(lambda c: full_text.match_expression(c, ["tea", "pottery"]))
     assert expression == '{content} : "tea" OR "pottery"'
+
+
+async def test_a_word_in_half_the_index_or_more_is_left_out_of_the_search(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bm25 weighs such a word 1e-6 (its idf is at most 0): it cannot change which messages rank
+    first, and scoring its matches was most of a search's time at 100k messages. Alone, it is kept."""
+    monkeypatch.setattr(full_text, "CONTEXT_MAX_MATCHES", 3)
+    texts = ["garden party", "garden gnome", "the garden", "garden tools", "a rare orchid", "garden hose"]
+    rowids = await say(store, ALICE, [*texts, "garden bench", "garden bench again"])
+    expression = await store.db.run(lambda c: full_text.match_expression(c, ["garden", "orchid"]))
+    assert expression == '"orchid"'
+    # The message that holds the rare word, and the one after it through its context column.
+    assert await fast(store, ALICE, "garden orchid", 10) == [rowids[4], rowids[5]]
+    alone = await store.db.run(lambda c: full_text.match_expression(c, ["garden"]))
+    assert alone == '{content} : "garden"'
+    assert len(await fast(store, ALICE, "garden", 10)) == 7

@@ -52,3 +52,49 @@ async def test_an_unknown_chat_or_segment_counts_nothing(store: SqliteStore) -> 
     assert (await store.search.word_counts(ALICE, "zorblax", max_share=0.1, min_cap=2, segment_id=99)).counts == {
         "zorblax": 0
     }
+
+
+async def test_a_segments_size_is_kept_by_the_database_through_inserts_deletes_and_refiling(
+    store: SqliteStore,
+) -> None:
+    """The segment's conversation messages are counted by triggers (migration 0006), so the gate
+    reads one row instead of the whole segment: the kept count equals a fresh count through inserts,
+    tool and control records, an excluded rowid, a delete (`/forget`) and a row moved to another
+    segment, and another chat's segment reads as empty."""
+    rowids = [await say(store, ALICE, f"note {i} about the garden") for i in range(6)]
+    await say(store, ALICE, "garden", type=MessageType.TOOL_RESULT, role=Role.TOOL)
+    await say(store, ALICE, "", type=MessageType.EXCHANGE_OPEN, role=Role.SYSTEM)
+    segment = (await store.segments.current(ALICE)).id
+
+    async def sizes(exclude: list[int]) -> tuple[int, int]:
+        kept = await store.search.word_counts(
+            ALICE, "garden", max_share=0.0, min_cap=10, segment_id=segment, exclude=exclude
+        )
+        fresh = await store.search.word_counts(
+            ALICE,
+            "garden",
+            max_share=0.0,
+            min_cap=10,
+            segment_id=segment,
+            exclude=exclude,
+            until=T0 + timedelta(days=1),
+        )  # with `until`, the size is counted row by row
+        return kept.messages, fresh.messages
+
+    assert await sizes([]) == (6, 6)
+    assert await sizes([rowids[0], rowids[1], 10**9]) == (4, 4)
+    await store.db.run(lambda c: c.execute("DELETE FROM messages WHERE rowid = ?", (rowids[2],)))
+    assert await sizes([]) == (5, 5)
+    other = await store.db.run(
+        lambda c: c.execute("INSERT INTO segments (chat, started_at) VALUES (1, 0) RETURNING id").fetchall()[0][0]
+    )
+    await store.db.run(lambda c: c.execute("UPDATE messages SET segment_id = ? WHERE rowid = ?", (other, rowids[3])))
+    assert await sizes([]) == (4, 4)
+    kept = await store.db.run(
+        lambda c: c.execute("SELECT conversation_messages FROM segments WHERE id = ?", (segment,)).fetchall()
+    )
+    assert kept == [(4,)]
+    await say(store, BOB, "garden")
+    bobs = (await store.segments.current(BOB)).id
+    found = await store.search.word_counts(ALICE, "garden", max_share=0.0, min_cap=10, segment_id=bobs)
+    assert found.messages == 0

@@ -119,9 +119,12 @@ async def measure_turns(
 def phase_latencies(records: list[TurnContext]) -> dict[str, Latency]:
     """p50/p95 per phase over the turns, phases in the order a turn runs them (a phase a turn
     skipped, e.g. auto-RAG below the window, counts as 0 for that turn)."""
-    names: dict[str, None] = {}
+    seen: dict[str, None] = {}
     for record in records:
-        names.update(dict.fromkeys(record.timings.seconds))
+        seen.update(dict.fromkeys(record.timings.seconds))
+    # A phase's parts are timed before it ends: list each top phase first, then its parts.
+    tops = list(dict.fromkeys(name.split(".", 1)[0] for name in seen))
+    names = [name for top in tops for name in [top, *(n for n in seen if n.startswith(top + "."))] if name in seen]
     return {name: Latency.of([r.timings.seconds.get(name, 0.0) for r in records]) for name in names}
 
 

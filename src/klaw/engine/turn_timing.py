@@ -5,6 +5,7 @@ model, the reply), and a regression only shows where it is if every turn says ho
 The engine records this on every turn rather than a benchmark patching it in, so what the bench
 measures is the code that runs; the cost is a `perf_counter` pair per phase (well under a
 microsecond), the record a dict of a dozen floats kept with the turn's context record.
+Why always on, and what the figures showed: docs/decisions/095-turn-cost-at-scale.md.
 
 Phase names are dotted: `context.summary` is part of `context`, so a reader can show either level.
 A phase timed twice in one turn (several tool-loop rounds) adds up.

@@ -102,12 +102,29 @@ def scoped_count(
 
 
 def match_expression(connection: apsw.Connection, words: list[str]) -> str:
-    """The OR of `words` as an FTS5 expression, a common word limited to the `content` column."""
-    terms = []
+    """The OR of `words` as an FTS5 expression, a common word limited to the `content` column, and a
+    word held by half the index or more left out (unless every word is)."""
+    terms: list[str] = []
+    idle: list[str] = []  # words held by half the index or more
     for word in words:
         term = quoted(word)
-        terms.append("{content} : " + term if _more_matches_than(connection, term, CONTEXT_MAX_MATCHES) else term)
-    return " OR ".join(terms)
+        if not _more_matches_than(connection, term, CONTEXT_MAX_MATCHES):
+            terms.append(term)
+            continue
+        # bm25's idf, log((N - n + 0.5) / (n + 0.5)), is at most 0 once n >= N / 2, and FTS5 then
+        # weighs the word 1e-6: it changes no ranking beyond a tie-break, yet scoring its matches
+        # was nearly all of a search's time (370 ms for a word in all of 100k messages, 0.3 ms
+        # without it). Counting to N / 2 costs ~3 ms at 100k (docs/decisions/095-turn-cost-at-scale.md).
+        half = (_index_rows(connection) + 1) // 2
+        (idle if _more_matches_than(connection, term, half - 1) else terms).append("{content} : " + term)
+    return " OR ".join(terms or idle)
+
+
+def _index_rows(connection: apsw.Connection) -> int:
+    """Rows of messages_fts (bm25's N): it indexes every messages row. A count without a condition
+    is answered from the smallest index's pages."""
+    row = fetch_one(connection, "SELECT count(*) FROM messages")
+    return 0 if row is None else int(row[0])
 
 
 def _more_matches_than(connection: apsw.Connection, term: str, bound: int) -> bool:

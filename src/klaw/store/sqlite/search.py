@@ -154,7 +154,7 @@ class SqliteSearch:
             where, params = _scope("m.chat", chat_key, "m.segment_id", segment_id, "m.created_at", None, until)
             where = f"{where} AND {_CONVERSATION} AND m.rowid NOT IN (SELECT value FROM json_each(?))"
             params.append(left_out)
-            size = int(fetch_value(connection, f"SELECT count(*) FROM messages m WHERE {where}", params))
+            size = _scope_size(connection, where, params, chat_key, segment_id, until, left_out)
             cap = max(min_cap, int(max_share * size))
             counts = {
                 word: scoped_count(connection, "{content} : " + quoted(word), where, params, segment_id, cap)
@@ -198,6 +198,32 @@ _NEIGHBOURS = (
 
 def _rowids(joined: object) -> list[int]:
     return [int(part) for part in str(joined).split(",")] if joined else []
+
+
+def _scope_size(
+    connection: apsw.Connection,
+    where: str,
+    params: list[Any],
+    chat_key: int,
+    segment_id: int | None,
+    until: datetime | None,
+    left_out: str,
+) -> int:
+    """The conversation messages `where` selects. A whole segment's count is kept by triggers
+    (migration 0006): that count less the excluded rowids it holds is one row and a few lookups,
+    where counting reads every row of the segment (~70 ms at 100k messages)."""
+    if segment_id is None or until is not None:
+        return int(fetch_value(connection, f"SELECT count(*) FROM messages m WHERE {where}", params))
+    kept = fetch_value(
+        connection, "SELECT conversation_messages FROM segments WHERE id = ? AND chat = ?", (segment_id, chat_key)
+    )
+    excluded = fetch_value(
+        connection,
+        f"SELECT count(*) FROM json_each(?) AS j CROSS JOIN messages m ON m.rowid = j.value"
+        f" WHERE m.segment_id = ? AND {_CONVERSATION}",
+        (left_out, segment_id),
+    )
+    return max(int(kept or 0) - int(excluded), 0)
 
 
 def _scope(
