@@ -283,6 +283,11 @@ class ToolsConfig(_Section):
         default=ALL_TOOL_GROUPS,
         description="Tool groups offered to the model: clock, files, memory, scheduler, subagents.",
     )
+    allow_prompt_edits: bool = Field(
+        default=False,
+        description="Let file_write change SOUL.md, IDENTITY.md and AGENTS.md, which go into every turn of every"
+        " chat (off: an instruction injected into one turn cannot persist there).",
+    )
 
 
 class WebChannelConfig(_Section):

@@ -155,7 +155,7 @@ class Engine:
             # auto-RAG and past conversations embed a turn's text once, waiting for it at most queryTimeoutSeconds
             query_embedder = QueryMemo(embedder, deadline_seconds=config.embedder.query_timeout_seconds)
             tools = ToolRegistry(offered=tools_in(config.tools.enabled))  # the groups engine.yaml offers
-            register_builtin_tools(tools)
+            register_builtin_tools(tools, allow_prompt_edits=config.tools.allow_prompt_edits)
             core_memory = CoreMemory(home.core_memory_file)
             memory_services = MemoryServices(
                 details=ConversationDetails(store, SummaryTexts(store.summaries)),

@@ -10,6 +10,11 @@ Only UTF-8 text is handled: the model can do nothing useful with raw bytes, and 
 decoded as text would waste its context. Writes are capped at 1 MiB to keep a looping model from
 filling the disk. All file I/O runs in `asyncio.to_thread`, off the event loop; only regular files
 are opened (`open_regular`), so a FIFO or device planted in the workspace cannot hold those threads.
+
+The prompt files (SOUL.md, IDENTITY.md, AGENTS.md) go into every turn of every chat, so a write there
+would carry an instruction injected into one turn (a web page, a forwarded message) into all later ones:
+`file_write` refuses them (the path as resolved, so a symlink to them is refused too) unless the person
+set `tools.allowPromptEdits`, when the engine registers `file_write_prompts_too` under the same name.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
 from klaw.tools.registry import ToolContext
 
 MAX_WRITE_BYTES = 1024 * 1024
@@ -52,10 +58,24 @@ async def file_write(
     append: bool = False,
 ) -> str:
     """Write a text file in the workspace (creating folders), replacing it unless append is true."""
+    return await _file_write(context, path, content, append, protected=PROMPT_FILES)
+
+
+async def file_write_prompts_too(
+    context: ToolContext,
+    path: PathArg,
+    content: Annotated[str, Field(description="At most 1 MiB.")],
+    append: bool = False,
+) -> str:
+    """Write a text file in the workspace (creating folders), replacing it unless append is true."""
+    return await _file_write(context, path, content, append, protected=())
+
+
+async def _file_write(context: ToolContext, path: str, content: str, append: bool, protected: tuple[str, ...]) -> str:
     data = content.encode("utf-8")
     if len(data) > MAX_WRITE_BYTES:
         raise ValueError(f"the content is {len(data)} bytes; one write may be at most {MAX_WRITE_BYTES} bytes (1 MiB)")
-    return await asyncio.to_thread(_write, context.workspace, path, data, append)
+    return await asyncio.to_thread(_write, context.workspace, path, data, append, protected)
 
 
 async def file_list(
@@ -142,8 +162,14 @@ def _skip(text_file: io.TextIOWrapper, count: int) -> int:
     return skipped
 
 
-def _write(workspace: Path, path: str, data: bytes, append: bool) -> str:
+def _write(workspace: Path, path: str, data: bytes, append: bool, protected: tuple[str, ...]) -> str:
     target, shown = resolve_in_workspace(workspace, path)
+    if shown in protected:
+        raise PermissionError(
+            f"{shown} is one of the prompt files ({', '.join(PROMPT_FILES)}) that go into every turn of every"
+            " chat, so tools may not change it (tools.allowPromptEdits in engine.yaml allows it). Tell the person"
+            " what to change and they can edit the file."
+        )
     if target.is_dir():
         raise IsADirectoryError(f"{shown!r} is a folder; give a file name inside it")
     target.parent.mkdir(parents=True, exist_ok=True)
