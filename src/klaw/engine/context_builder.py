@@ -81,7 +81,7 @@ class ContextBuilder:
         store: Storage,
         system_prompt: SystemPrompt,
         core_memory: CoreMemory,
-        tools: Sequence[ToolSpec] = (),
+        tools: Callable[[], Sequence[ToolSpec]] = lambda: (),
         auto_rag: AutoRagService | None = None,
         past_conversations: PastConversationRetriever | None = None,
     ) -> None:
@@ -91,17 +91,15 @@ class ContextBuilder:
         self._store = store
         self._system_prompt = system_prompt
         self._core_memory = core_memory
-        self._tools = list(tools)
+        self._tools = tools  # the registry's specs now: tools registered later are offered too
         self._auto_rag = auto_rag
         self._past_conversations = past_conversations
-
-    def set_tools(self, tools: Sequence[ToolSpec]) -> None:
-        self._tools = list(tools)
 
     async def build(
         self, session: Session, pending: Sequence[StoredMessage], *, subagent: bool = False
     ) -> BuiltContext:
         budget = int(self._catalogue.context_budget(session.model) * SAFETY_MARGIN)
+        tools = list(self._tools())
         layers: list[ContextLayer] = []
         head: list[ChatMessage] = []
         warnings: list[str] = []
@@ -123,7 +121,7 @@ class ContextBuilder:
         with timings.phase("summary"):
             place("summary", await self.summary_layer(session))
         pending_text = "\n".join(m.content for m in pending)
-        tools_tokens = approximate_token_count(json.dumps([t.to_wire() for t in self._tools])) if self._tools else 0
+        tools_tokens = approximate_token_count(json.dumps([t.to_wire() for t in tools])) if tools else 0
         pending_tokens = approximate_token_count(pending_text) + MESSAGE_OVERHEAD_TOKENS
         remaining = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
         if remaining < 0:
@@ -152,12 +150,12 @@ class ContextBuilder:
 
         sent, window_messages = _sendable(window)
         layers.append(ContextLayer("sliding_window", sum(message_tokens(m) for m in sent), len(window_messages)))
-        if self._tools:
-            layers.append(ContextLayer("tools", tools_tokens, len(self._tools)))
+        if tools:
+            layers.append(ContextLayer("tools", tools_tokens, len(tools)))
         layers.append(ContextLayer("pending", pending_tokens, len(pending)))
         return BuiltContext(
             messages=[*head, *window_messages, ChatMessage.user(pending_text)],
-            tools=list(self._tools),
+            tools=tools,
             layers=layers,
             budget=budget,
             window_rowids=frozenset(m.rowid for m in window),

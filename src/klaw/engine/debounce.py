@@ -44,8 +44,9 @@ class Debouncer(Generic[K, T]):
     def waiting_chats(self) -> int:
         return len(self._pending)
 
-    async def _expire(self, key: K) -> None:
-        await self._clock.sleep(self._delay)
+    async def _expire(self, key: K, delay: float | None = None) -> None:
+        if delay != 0.0:
+            await self._clock.sleep(self._delay if delay is None else delay)
         self._timers.pop(key, None)
         items = self._pending.pop(key, [])
         if not items:
@@ -78,6 +79,23 @@ class Debouncer(Generic[K, T]):
                 log.error("processing a debounced batch failed (chat %s): %s", key, type(result).__name__)
             elif isinstance(result, BaseException):
                 raise result
+
+    def expire_now(self, key: K) -> None:
+        """End `key`'s wait now: its pending items are handed over without waiting for the delay."""
+        if key not in self._pending:
+            return
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        self._timers[key] = asyncio.create_task(self._expire(key, delay=0.0), name=f"debounce-{key}")
+
+    def cancel_all(self) -> None:
+        """Drop every timer and pending batch without running it (a start-up that failed: the messages
+        stay stored and unanswered, and the next start resumes them)."""
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        self._pending.clear()
 
     async def wait_idle(self) -> None:
         """Wait for flushes in progress to finish."""

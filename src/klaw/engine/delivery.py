@@ -31,25 +31,32 @@ class Outbound:
 
 Sink = Callable[[Outbound], Awaitable[None]]
 TextSink = Callable[[str], Awaitable[None]]
+Streamer = tuple[Callable[[str], bool], Sink]  # (does the channel's gateway want deltas now, send one)
 
 
 class Delivery:
-    def __init__(self) -> None:
+    """`fallback`: where a channel without an in-process sink is reached (the socket), None for nowhere;
+    `streamer`: (does that channel's gateway want deltas now, write one best effort), or None."""
+
+    def __init__(self, *, fallback: Sink | None = None, streamer: Streamer | None = None) -> None:
         self._sinks: dict[str, Sink] = {}
-        self._fallback: Sink | None = None
+        self._fallback = fallback
         self._wants_stream: Callable[[str], bool] | None = None
         self._stream: Sink | None = None
+        if streamer is not None:
+            self._wants_stream, self._stream = streamer
 
     def register(self, channel: str, sink: Sink) -> None:
+        """An in-process channel (the console of `klaw chat`, a library caller) gets its replies here."""
         self._sinks[channel] = sink
 
-    def set_fallback(self, sink: Sink) -> None:
-        self._fallback = sink
+    def unregister(self, channel: str, sink: Sink) -> None:
+        if self._sinks.get(channel) is sink:
+            del self._sinks[channel]
 
-    def set_streamer(self, wants: Callable[[str], bool], send: Sink) -> None:
-        """`wants(channel)`: does that channel's gateway want deltas now; `send` writes one (best effort)."""
-        self._wants_stream = wants
-        self._stream = send
+    def set_fallback(self, sink: Sink) -> None:
+        """Tests only: catch every reply of channels without a sink."""
+        self._fallback = sink
 
     def delta_sink(self, chat: ChatRef, reply_to: str | None) -> TextSink | None:
         """Where to send pieces of the reply to `reply_to` as they are written, or None: no streaming."""

@@ -204,6 +204,16 @@ class MessageProcessor:
     def stop_accepting(self) -> None:
         self._accepting = False
 
+    def answer_now(self, chat: ChatRef) -> None:
+        """Start the chat's turn without waiting for its debounce (a library call is one whole message)."""
+        self._debouncer.expire_now(chat)
+
+    def abandon(self) -> None:
+        """Forget the turns waiting for their debounce, for a start-up that failed after resuming."""
+        self._accepting = False
+        self._debouncer.cancel_all()
+        self._queued.clear()
+
     async def drain(self, timeout_seconds: float) -> bool:
         """Answer everything accepted (pending debounces now), waiting up to the timeout for turns
         in flight; returns False if some were still running and were cancelled."""

@@ -75,5 +75,4 @@ def assemble_scheduler(
         clock=clock,
     )
     register_scheduler_tools(tools, scheduler)
-    processor.context_builder.set_tools(tools.specs())
     return scheduler

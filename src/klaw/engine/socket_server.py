@@ -17,6 +17,7 @@ import logging
 import socket
 from pathlib import Path
 
+from klaw.engine.delivery import Outbound
 from klaw.engine.frame_dispatch import FrameDispatcher, FrameHandler, QueryHandler
 from klaw.engine.frame_parts import outbound_parts
 from klaw.engine.frames import MAX_FRAME_BYTES, DeltaFrame, ErrorFrame, FrameReader, OutboundFrame, ShutdownFrame
@@ -33,7 +34,7 @@ class EngineSocketServer:
     def __init__(
         self,
         path: Path,
-        handler: FrameHandler,
+        handler: FrameHandler | None = None,
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         outbound_queue_limit: int = 1000,
@@ -43,7 +44,10 @@ class EngineSocketServer:
         self._file = SocketFile(path)
         self._max = max_frame_bytes
         self._routes = OutboundRoutes(max_frame_bytes=max_frame_bytes, queue_limit=outbound_queue_limit)
-        self._dispatcher = FrameDispatcher(handler, self._routes, queries=queries, max_frame_bytes=max_frame_bytes)
+        self._queries = queries
+        self._dispatcher: FrameDispatcher | None = None
+        if handler is not None:
+            self._dispatcher = FrameDispatcher(handler, self._routes, queries=queries, max_frame_bytes=max_frame_bytes)
         self._server: asyncio.Server | None = None
         self._bound: socket.socket | None = None  # claimed by `bind`, not yet listening
         self._connections: dict[GatewayConnection, asyncio.Task[None]] = {}
@@ -69,8 +73,15 @@ class EngineSocketServer:
         await self._file.remove_stale()
         self._bound = self._file.bind()
 
-    async def start(self) -> None:
-        """Listen on `path` (bound first if `bind` was not called)."""
+    async def start(self, handler: FrameHandler | None = None, queries: QueryHandler | None = None) -> None:
+        """Listen on `path` (bound first if `bind` was not called), frames going to `handler` (or the
+        one given at construction). The engine builds its server before the parts that answer frames
+        (they deliver through it), so it gives the handler here."""
+        if handler is not None:
+            queries = queries or self._queries
+            self._dispatcher = FrameDispatcher(handler, self._routes, queries=queries, max_frame_bytes=self._max)
+        if self._dispatcher is None:
+            raise EngineSocketError("the engine socket server has no frame handler")
         if self._bound is None:
             await self.bind()
         sock, self._bound = self._bound, None
@@ -128,6 +139,25 @@ class EngineSocketServer:
             written = await self._routes.send_outbound(part) and written
         return written
 
+    async def send_reply(self, outbound: Outbound) -> None:
+        """`Delivery`'s way to a gateway: the reply as `outbound` frames (queued while none serves it)."""
+        chat = outbound.chat
+        frame = OutboundFrame(
+            channel=chat.channel,
+            chat_id=chat.chat_id,
+            text=outbound.text,
+            reply_to=outbound.reply_to,
+            kind=outbound.kind,
+            task=outbound.task,
+        )
+        await self.send_outbound(frame)
+
+    async def send_reply_delta(self, delta: Outbound) -> None:
+        chat = delta.chat
+        await self.send_delta(
+            DeltaFrame(channel=chat.channel, chat_id=chat.chat_id, text=delta.text, reply_to=delta.reply_to)
+        )
+
     def wants_delta(self, channel: str) -> bool:
         """Whether the gateway serving `channel` asked for its replies as deltas too."""
         return self._routes.wants_delta(channel)
@@ -158,6 +188,7 @@ class EngineSocketServer:
                     log.warning("%s sent a frame over %d bytes (%d seen), skipping it", conn.name, self._max, line)
                     await conn.send(ErrorFrame(code="frame_too_large", message=f"frame exceeds {self._max} bytes"))
                 elif line.strip():  # blank lines are tolerated, e.g. from a person typing into socat
+                    assert self._dispatcher is not None  # set before listening
                     await self._dispatcher.dispatch(conn, line)
             if lines.mid_frame:
                 log.info("%s disconnected in the middle of a frame", conn.name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from klaw.config import AutoRagConfig
@@ -39,14 +39,16 @@ class Ingestion:
         *,
         min_embed_tokens: int | None = None,
         on_embedding_queued: Callable[[], None] | None = None,
+        observers: Sequence[Callable[[StoredMessage], None]] = (),
     ) -> None:
-        """`min_embed_tokens` is `autoRag.minMessageTokens` (its default when None)."""
+        """`min_embed_tokens` is `autoRag.minMessageTokens` (its default when None). `observers` are told
+        of every record stored, live or recovered (the summarizers wake on a closed exchange); a list
+        the assembly fills as it builds them is read at each append."""
         self.log = log_
         self.store = store
         self.min_embed_tokens = AutoRagConfig().min_message_tokens if min_embed_tokens is None else min_embed_tokens
         self.on_embedding_queued = on_embedding_queued
-        # Told of every record stored (live or recovered), e.g. the summarizers wake on a closed exchange.
-        self.on_stored: Callable[[StoredMessage], None] | None = None
+        self._observers = observers
         # Held by `/forget` from its plan to its rewritten log files, and by a writer of records derived
         # from others (summaries) while it checks that they still exist and appends: no derived record
         # about forgotten records can reach the log in between.
@@ -88,8 +90,8 @@ class Ingestion:
         stored = await self.store.messages.append(record, embed=embed)
         if embed and self.on_embedding_queued is not None:
             self.on_embedding_queued()
-        if self.on_stored is not None:
-            self.on_stored(stored)
+        for observe in self._observers:
+            observe(stored)
         return stored
 
     async def recover(self) -> int:

@@ -39,7 +39,7 @@ class SqliteDatabase:
         try:
             connection = await loop.run_in_executor(executor, _connect, path)
         except BaseException:
-            executor.shutdown(wait=False)
+            executor.shutdown(wait=True)  # its one worker is idle: joined at once, no thread left behind
             raise
         return cls(connection, executor, path)
 

@@ -1,0 +1,284 @@
+"""Building the engine's parts, each by a small function that returns it whole, under one exit stack.
+
+Every part that holds something (the store's thread and file, the embedder, model HTTP pools, the
+embedding queue's task, the summarizers, the socket, the scheduler) registers its close on the
+`AsyncExitStack` the moment it exists, so a failure at any later step of start-up closes everything
+already started, in reverse, and shutdown closes it the same way once turns are drained
+(docs/decisions/090-engine-assembly.md). Parts get what they use at construction: callbacks and
+subscriber lists are passed in, never assigned afterwards; where two parts need each other (a stored
+record wakes the summarizers, which store records) a subscriber list is created first and filled.
+
+The order is the start-up order: memory (store, embedder, recovery), tools, the turn's parts, the
+scheduler, the socket claimed, unanswered messages resumed, the scheduler started, then listening.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+from klaw.config import EngineConfig
+from klaw.engine.clock import Clock
+from klaw.engine.commands import CommandHandler
+from klaw.engine.context_builder import ContextBuilder
+from klaw.engine.delivery import Delivery
+from klaw.engine.memory_commands import MemoryCommands
+from klaw.engine.memory_settings import MemorySettings
+from klaw.engine.processor import MessageProcessor
+from klaw.engine.scheduler_assembly import assemble_scheduler
+from klaw.engine.scheduler_loop import Scheduler
+from klaw.engine.sessions import SessionManager
+from klaw.engine.slots import LlmSlots, Priority
+from klaw.engine.socket_server import EngineSocketServer
+from klaw.engine.system_prompt import SystemPrompt
+from klaw.engine.turn_runner import TurnRunner
+from klaw.home import KlawHome
+from klaw.llm.catalogue import ModelCatalogue
+from klaw.llm.router import ModelRouter
+from klaw.memory.archival_memory import ArchivalMemory
+from klaw.memory.auto_rag import AutoRagService
+from klaw.memory.conversation_details import ConversationDetails
+from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.core_memory import CoreMemory
+from klaw.memory.embedder.factory import create_embedder
+from klaw.memory.embedder.memo import QueryMemo
+from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.embedding_queue import EmbeddingQueue
+from klaw.memory.forgetting import Forgetting
+from klaw.memory.hybrid_search import HybridSearch
+from klaw.memory.ingestion import Ingestion
+from klaw.memory.past_conversations.retriever import PastConversationRetriever
+from klaw.memory.summaries.service import SummarizerService
+from klaw.memory.summaries.summary_export import export_unlogged_summaries
+from klaw.memory.summaries.texts import SummaryTexts
+from klaw.store.records import StoredMessage
+from klaw.store.sqlite.store import SqliteStore
+from klaw.tools.builtin.defaults import register_builtin_tools
+from klaw.tools.builtin.groups import tools_in
+from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
+from klaw.tools.registry import ToolFunction, ToolRegistry
+
+LIVE_EMBEDDING_BATCH = 16
+
+
+@dataclass(frozen=True)
+class Memory:
+    """The memory side, recovered and ready: what a turn reads and writes."""
+
+    store: SqliteStore
+    embedder: Embedder
+    embedding_queue: EmbeddingQueue
+    ingestion: Ingestion
+    forgetting: Forgetting
+    settings: MemorySettings
+    core: CoreMemory
+    observers: list[Callable[[StoredMessage], None]]  # told of every stored record
+
+
+@dataclass(frozen=True)
+class Parts:
+    """Everything `Engine` holds; closed by the exit stack it was built under."""
+
+    memory: Memory
+    router: ModelRouter
+    tools: ToolRegistry
+    sessions: SessionManager
+    delivery: Delivery
+    processor: MessageProcessor
+    summarizer: SummarizerService
+    scheduler: Scheduler
+    commands: CommandHandler
+    socket: EngineSocketServer | None
+
+
+async def open_memory(
+    home: KlawHome, config: EngineConfig, clock: Clock, stack: AsyncExitStack, embedder: Embedder | None
+) -> Memory:
+    """Store, embedder and queue opened, the log tail replayed, interrupted forgets finished."""
+    home.root.mkdir(parents=True, exist_ok=True)
+    store = await SqliteStore.open(
+        home.database_file(config.database.path),
+        clock=clock.now,
+        vector_cache_bytes=config.database.vector_cache_mb * 1024 * 1024,
+        vector_search_threads=config.database.vector_search_threads,
+    )
+    stack.push_async_callback(store.aclose)
+    if embedder is None:
+        embedder = create_embedder(config.embedder, sleep=clock.sleep)  # HTTP retries wait on engine time
+    stack.push_async_callback(embedder.aclose)
+    # Live batches stay small: a turn's query embedding waits behind the batch running on the
+    # embedder's one thread (reindex, with nobody waiting, uses the full batch size).
+    queue = EmbeddingQueue(store, embedder, clock, batch_size=min(config.embedder.batch_size, LIVE_EMBEDDING_BATCH))
+    stack.push_async_callback(queue.aclose)
+    # Refuses to start on vectors of another embedder (the error says to run `klaw reindex`).
+    await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
+    await store.memory_chunks.bind_embedder(embedder.model_id, embedder.dim)
+    await store.summaries.bind_embedder(embedder.model_id, embedder.dim)
+    # engine.yaml + what commands stored
+    settings = await MemorySettings(config.summarizer, config.embedder, config.rag, store.settings).load()
+    observers: list[Callable[[StoredMessage], None]] = []
+    ingestion = Ingestion(
+        ConversationLog(home.conversations),
+        store,
+        min_embed_tokens=config.auto_rag.min_message_tokens,
+        on_embedding_queued=queue.notify,
+        observers=observers,
+    )
+    await ingestion.recover()
+    forgetting = Forgetting(ingestion, clock.now)
+    await forgetting.finish_pending()  # log files a crash left holding forgotten records
+    await export_unlogged_summaries(ingestion, clock.now)  # summaries from before they were logged
+    if settings.embeddings_enabled:
+        queue.start()  # embeds what recovery and any earlier run left pending
+    core = CoreMemory(home.core_memory_file)
+    return Memory(store, embedder, queue, ingestion, forgetting, settings, core, observers)
+
+
+def memory_services(config: EngineConfig, memory: Memory, clock: Clock) -> MemoryServices:
+    store = memory.store
+    return MemoryServices(
+        details=ConversationDetails(store, SummaryTexts(store.summaries)),
+        archival=ArchivalMemory(
+            memory.ingestion,
+            memory.embedder,
+            clock.now,
+            max_chars=config.memory.save_max_chars,
+            messages=HybridSearch(store, memory.embedder, config.search),
+            relevance_threshold=config.auto_rag.relevance_threshold,
+        ),
+        core=memory.core,
+        core_max_chars=config.memory.core_max_chars,
+        window=config.context.sliding_window,
+    )
+
+
+def tool_registry(config: EngineConfig, services: MemoryServices, extra: Sequence[ToolFunction]) -> ToolRegistry:
+    """The built-in groups engine.yaml offers, then the caller's own tools (always offered). The
+    scheduling tools join when the scheduler exists (engine/scheduler_assembly.py)."""
+    registry = ToolRegistry(offered=tools_in(config.tools.enabled) | {tool.__name__ for tool in extra})
+    register_builtin_tools(registry, allow_prompt_edits=config.tools.allow_prompt_edits)
+    register_memory_tools(registry, services)
+    for tool in extra:
+        registry.register(tool)
+    return registry
+
+
+def open_router(config: EngineConfig, clock: Clock, stack: AsyncExitStack, router: ModelRouter | None) -> ModelRouter:
+    router = router or ModelRouter(ModelCatalogue.from_config(config), sleep=clock.sleep)
+    stack.push_async_callback(router.aclose)
+    return router
+
+
+def context_builder(
+    home: KlawHome, config: EngineConfig, catalogue: ModelCatalogue, memory: Memory, tools: ToolRegistry
+) -> ContextBuilder:
+    store = memory.store
+    # auto-RAG and past conversations embed a turn's text once, waiting for it at most queryTimeoutSeconds
+    query_embedder = QueryMemo(memory.embedder, deadline_seconds=config.embedder.query_timeout_seconds)
+    return ContextBuilder(
+        catalogue,
+        config.context,
+        store,
+        SystemPrompt(home.workspace),
+        memory.core,
+        tools.specs,
+        auto_rag=AutoRagService(config.auto_rag, HybridSearch(store, query_embedder, config.search)),
+        past_conversations=PastConversationRetriever(
+            store,
+            query_embedder,
+            lambda: memory.settings.rag,
+            search=config.search,
+            max_message_distance=config.auto_rag.relevance_threshold,
+        ),
+    )
+
+
+async def assemble(
+    home: KlawHome,
+    config: EngineConfig,
+    clock: Clock,
+    stack: AsyncExitStack,
+    *,
+    listen: bool,
+    router: ModelRouter | None = None,
+    embedder: Embedder | None = None,
+    tools: Sequence[ToolFunction] = (),
+) -> Parts:
+    """Every part built and started (listening last when `listen`); each close is on `stack`."""
+    memory = await open_memory(home, config, clock, stack, embedder)
+    registry = tool_registry(config, memory_services(config, memory, clock), tools)
+    router = open_router(config, clock, stack, router)
+    socket = EngineSocketServer(home.socket_path) if listen else None
+    delivery = Delivery(
+        fallback=socket.send_reply if socket is not None else None,
+        streamer=(socket.wants_delta, socket.send_reply_delta) if socket is not None else None,
+    )
+    slots = LlmSlots(config.processing.max_concurrent_llm)
+    turns = TurnRunner(
+        model_for=router.client,
+        tools=registry,
+        workspace=home.workspace,
+        clock=clock,
+        max_rounds=config.processing.max_tool_call_rounds,
+    )
+    sessions = SessionManager(router.catalogue, memory.store, memory.ingestion, clock)
+    processor = MessageProcessor(
+        config=config,
+        store=memory.store,
+        ingestion=memory.ingestion,
+        sessions=sessions,
+        context_builder=context_builder(home, config, router.catalogue, memory, registry),
+        turns=turns,
+        slots=slots,
+        delivery=delivery,
+        clock=clock,
+    )
+    stack.callback(processor.abandon)  # a failure after resume: its timers go; shutdown has drained them
+    summarizer = SummarizerService(
+        memory.ingestion,
+        lambda: router.for_task("summarization"),
+        lambda: slots.hold(Priority.BACKGROUND),
+        clock,
+        config.summarizer,
+        on_embedding_queued=memory.embedding_queue.notify,
+    )
+    stack.push_async_callback(summarizer.aclose)
+    memory.observers.append(summarizer.observe)
+    scheduler = assemble_scheduler(
+        config=config,
+        home=home,
+        catalogue=router.catalogue,
+        turns=turns,
+        tools=registry,
+        processor=processor,
+        log=memory.ingestion.log,
+        core_memory=memory.core,
+        delivery=delivery,
+        clock=clock,
+    )
+    commands = CommandHandler(
+        catalogue=router.catalogue,
+        commands=config.commands,
+        sessions=sessions,
+        core_memory=memory.core,
+        processor=processor,
+        clock=clock,
+        started_at=clock.now(),
+        embedding_queue=memory.embedding_queue,
+        scheduler=scheduler,
+        forgetting=memory.forgetting,
+        memory_commands=MemoryCommands(memory.settings, summarizer, memory.embedding_queue, memory.store),
+    )
+    parts = Parts(memory, router, registry, sessions, delivery, processor, summarizer, scheduler, commands, socket)
+    if socket is not None:
+        await socket.bind()  # a second engine on this home stops here, before any turn runs
+        stack.push_async_callback(socket.aclose)
+    # Messages a crash left unanswered get their turn (after the debounce, like any other), queued
+    # before the socket listens: a message arriving live is then never resumed as well.
+    await processor.resume_unanswered()
+    await scheduler.start()  # after recovery, and once replies have somewhere to go
+    stack.push_async_callback(scheduler.stop)
+    if memory.settings.summarizer_enabled:
+        summarizer.start()  # after recovery: summarizes what earlier runs left
+    return parts

@@ -1,0 +1,156 @@
+"""klaw as a Python library: an engine opened on a home, asked questions, closed.
+
+    async with Klaw("~/klaw-home", model=my_model, tools=[my_tool]) as agent:
+        reply = await agent.ask("alice", "what did we decide about the garden?")
+
+`Klaw` is the whole engine of `klaw engine` (log, database, memory, tools, scheduled tasks), started
+without the socket unless `listen=True`, so a program can hold conversations with long-term memory
+without running a server. `ask` goes the way every message goes (stored durably, a turn with its
+context, the tool loop, the reply recorded) and returns the reply's text; only the debounce wait is
+skipped, since a call is one whole message, not a burst being typed. A failed turn raises
+`TurnFailed` with the text the person would have read (it names the error id in the log).
+Decision: docs/decisions/092-library-api.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from klaw.config import EngineConfig
+from klaw.config_loader import load_config
+from klaw.engine.clock import Clock
+from klaw.engine.delivery import Outbound
+from klaw.engine.runtime import Engine
+from klaw.home import KlawHome
+from klaw.home_init import initialise_home
+from klaw.llm.catalogue import ModelCatalogue
+from klaw.llm.protocol import ChatModel
+from klaw.llm.router import ModelRouter
+from klaw.memory.embedder.protocol import Embedder
+from klaw.store.records import ChatRef
+from klaw.tools.registry import ToolFunction
+
+LIBRARY_CHANNEL = "library"
+
+
+class TurnFailed(RuntimeError):
+    """The turn for an `ask` failed; the message is what a person would have read (with its error id)."""
+
+
+class Klaw:
+    def __init__(
+        self,
+        home: str | Path | KlawHome,
+        *,
+        config: EngineConfig | Mapping[str, Any] | None = None,
+        model: ChatModel | None = None,
+        embedder: Embedder | None = None,
+        tools: Sequence[ToolFunction] = (),
+        clock: Clock | None = None,
+        listen: bool = False,
+    ) -> None:
+        """`home`: the KLAW_HOME (created with the default workspace files if missing). `config`: an
+        `EngineConfig`, its engine.yaml shape as a mapping, or None to read the home's engine.yaml
+        (defaults when there is none). `model`: a `ChatModel` answering for every configured model id
+        (e.g. `FunctionModel`), instead of the configured HTTP clients. `embedder`: instead of the
+        configured one. `tools`: plain typed `async def` functions with docstrings, offered beside the
+        built-in groups. `clock`: the engine's time (a `ManualClock` in tests). `listen`: also open
+        `engine.sock` for gateways, as `klaw engine` does."""
+        self.home = home if isinstance(home, KlawHome) else KlawHome(Path(home).expanduser())
+        self._config = config
+        self._model = model
+        self._embedder = embedder
+        self._tools = tuple(tools)
+        self._clock = clock
+        self._listen = listen
+        self._engine: Engine | None = None
+        self._waiting: dict[ChatRef, list[tuple[str, asyncio.Future[Outbound]]]] = {}
+
+    @property
+    def engine(self) -> Engine:
+        """The running engine (its parts, for what this class does not offer)."""
+        if self._engine is None:
+            raise RuntimeError("the engine is not started: use `async with Klaw(...)` or `await klaw.start()`")
+        return self._engine
+
+    async def start(self) -> Klaw:
+        if self._engine is not None:
+            return self
+        initialise_home(self.home)  # writes only the files that are missing
+        config = self._load_config()
+        router = None
+        if self._model is not None:
+            model = self._model
+            router = ModelRouter(ModelCatalogue.from_config(config), factory=lambda _id, _config: model)
+        self._engine = await Engine.start(
+            self.home,
+            config,
+            clock=self._clock,
+            listen=self._listen,
+            router=router,
+            embedder=self._embedder,
+            tools=self._tools,
+        )
+        self._engine.delivery.register(LIBRARY_CHANNEL, self._deliver)
+        return self
+
+    async def ask(self, chat: str | ChatRef, text: str) -> str:
+        """Send `text` as the person of `chat` and return the reply once the turn ends. A slash
+        command (`/status`) is answered at once. Raises `TurnFailed` when the turn fails."""
+        engine = self.engine
+        ref = chat if isinstance(chat, ChatRef) else ChatRef(LIBRARY_CHANNEL, chat)
+        result = await engine.submit(ref, text)
+        if result.command_reply is not None:
+            return result.command_reply
+        assert result.message_id is not None
+        if ref.channel != LIBRARY_CHANNEL:
+            engine.delivery.register(ref.channel, self._deliver)
+        reply: asyncio.Future[Outbound] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(ref, []).append((result.message_id, reply))
+        engine.processor.answer_now(ref)
+        outbound = await reply
+        if outbound.kind == "error":
+            raise TurnFailed(outbound.text)
+        return outbound.text
+
+    async def aclose(self) -> None:
+        """Finish the turns in flight and close everything (the engine's graceful shutdown)."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            await engine.shutdown()
+        for waiting in self._waiting.values():
+            for _, future in waiting:
+                future.cancel()
+        self._waiting.clear()
+
+    async def __aenter__(self) -> Klaw:
+        return await self.start()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def _deliver(self, outbound: Outbound) -> None:
+        """A reply answers the `ask` whose message it replies to, and every earlier one of the chat
+        that joined its turn; a message sent on the agent's own (a task's answer) answers none."""
+        waiting = self._waiting.get(outbound.chat, [])
+        ids = [message_id for message_id, _ in waiting]
+        if outbound.reply_to not in ids:
+            return
+        answered = ids.index(outbound.reply_to) + 1
+        for _, future in waiting[:answered]:
+            if not future.done():
+                future.set_result(outbound)
+        del waiting[:answered]
+
+    def _load_config(self) -> EngineConfig:
+        if isinstance(self._config, EngineConfig):
+            return self._config
+        if self._config is not None:
+            return EngineConfig.model_validate(self._config)
+        return load_config(self.home.config_file).config
