@@ -254,6 +254,10 @@ class SchedulerConfig(_Section):
         default=None, description="IANA zone for cron expressions, e.g. Europe/Berlin; null = the host's zone."
     )
     misfire_grace_seconds: int = Field(default=300, ge=0)
+    max_tasks: int = Field(default=50, ge=0, description="Most tasks the agent may create (schedule_add).")
+    max_runs_per_day: int = Field(
+        default=1440, ge=0, description="Most runs a day of all tasks together that schedule_add lets the agent reach."
+    )
 
     @model_validator(mode="after")
     def _known_zone(self) -> SchedulerConfig:

@@ -48,3 +48,29 @@ async def test_the_person_can_allow_prompt_edits(tmp_path: Path) -> None:
         h.server.reply_text("hello")
         await h.turn("hi")
         assert "You are called Nova." in h.last_request_messages()[0]["content"]
+
+
+async def test_one_reply_cannot_create_more_tasks_than_the_cap(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, scheduler={"maxTasks": 3, "maxRunsPerDay": 100}) as h:
+        h.server.reply_tool_calls(
+            [("schedule_add", {"name": f"spam-{n}", "every": "2h", "message": "nag"}) for n in range(5)]
+        )
+        h.server.reply_text("Some tasks could not be created.")
+        await h.turn("remind me of everything, all the time")
+        results = [m["content"] for m in h.last_request_messages() if m["role"] == "tool"]
+        refused = [r for r in results if "scheduler.maxTasks = 3" in r]
+        assert len(refused) == 2 and "schedule_remove" in refused[0]
+        assert len(await h.engine.scheduler.list_tasks()) == 3  # type: ignore[union-attr]
+
+
+async def test_tasks_cannot_run_more_often_than_the_daily_cap(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, scheduler={"maxRunsPerDay": 100}) as h:
+        h.server.reply_tool_calls([("schedule_add", {"name": "often", "cron": "*/10 * * * *", "message": "news"})])
+        h.server.reply_text("Too often.")
+        await h.turn("and check the news every ten minutes")
+        (result,) = [m["content"] for m in h.last_request_messages() if m["role"] == "tool"][-1:]
+        assert "more than 100 times a day (scheduler.maxRunsPerDay)" in result
+        h.server.reply_tool_calls([("schedule_add", {"name": "hourly", "cron": "0 * * * *", "message": "news"})])
+        h.server.reply_text("Hourly then.")
+        await h.turn("every hour is fine")
+        assert [t.name for t in await h.engine.scheduler.list_tasks()] == ["hourly"]  # type: ignore[union-attr]

@@ -74,5 +74,10 @@ def assemble_scheduler(
         runner=runner,
         clock=clock,
     )
-    register_scheduler_tools(tools, scheduler)
+    register_scheduler_tools(
+        tools,
+        scheduler,
+        max_tasks=config.scheduler.max_tasks,
+        max_runs_per_day=config.scheduler.max_runs_per_day,
+    )
     return scheduler

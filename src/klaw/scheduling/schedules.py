@@ -102,6 +102,19 @@ class TaskSchedule:
             return None
         return fire.astimezone(UTC)
 
+    def runs_per_day(self, start: datetime, zone: tzinfo, *, at_most: int) -> int:
+        """How many times it fires in the 24 hours after `start`, counted up to `at_most` + 1 (enough to
+        tell a schedule over a daily cap; `* * * * *` alone is 1440)."""
+        if self.kind == "every":
+            return min(-(-86_400 // int(self.expression)), at_most + 1)
+        end = start + timedelta(days=1)
+        count = 0
+        for fire in CronSim(self.expression, start.astimezone(zone)):
+            if fire > end or count > at_most:
+                break
+            count += 1
+        return count
+
     def latest_at_or_before(self, moment: datetime, *, anchor: datetime, zone: tzinfo) -> datetime | None:
         """The last fire time at or before `moment` (UTC): how late a missed task really is."""
         if self.kind == "every":

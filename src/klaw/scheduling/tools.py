@@ -11,7 +11,8 @@ other runs (`subagent_spawn` refuses inside one), so a task cannot multiply itse
 
 from __future__ import annotations
 
-from datetime import datetime, tzinfo
+import asyncio
+from datetime import UTC, datetime, tzinfo
 from typing import Annotated, Any, Protocol
 
 from pydantic import Field
@@ -45,8 +46,29 @@ class TaskScheduler(Protocol):
     def spawn(self, task_name: str, message: str, *, model: str | None, reply_to: ChatRef | None) -> None: ...
 
 
-def register_scheduler_tools(registry: ToolRegistry, scheduler: TaskScheduler) -> None:
-    """Offer the scheduling tools, bound to `scheduler`."""
+def register_scheduler_tools(
+    registry: ToolRegistry, scheduler: TaskScheduler, *, max_tasks: int = 50, max_runs_per_day: int = 1440
+) -> None:
+    """Offer the scheduling tools, bound to `scheduler`. The model may create at most `max_tasks` tasks
+    firing at most `max_runs_per_day` times a day together (`scheduler.maxTasks`, `scheduler.maxRunsPerDay`):
+    one reply once created 100 recurring tasks. `klaw schedule add`, the person's own, is not capped."""
+
+    adding = asyncio.Lock()
+
+    async def check_limits(schedule: TaskSchedule, now: datetime) -> None:
+        tasks = await scheduler.list_tasks()
+        if len(tasks) >= max_tasks:
+            raise ValueError(
+                f"there are already {len(tasks)} scheduled tasks, the most allowed (scheduler.maxTasks = {max_tasks});"
+                " remove one with schedule_remove first, or ask the person to raise scheduler.maxTasks"
+            )
+        runs = sum(t.schedule.runs_per_day(now, scheduler.zone, at_most=max_runs_per_day) for t in tasks)
+        runs += schedule.runs_per_day(now, scheduler.zone, at_most=max_runs_per_day)
+        if runs > max_runs_per_day:
+            raise ValueError(
+                f"with this task the scheduled tasks would run more than {max_runs_per_day} times a day"
+                f" (scheduler.maxRunsPerDay); choose a longer interval, remove a task, or ask the person to raise it"
+            )
 
     async def schedule_add(
         context: ToolContext,
@@ -68,7 +90,10 @@ def register_scheduler_tools(registry: ToolRegistry, scheduler: TaskScheduler) -
             raise ValueError("give exactly one of cron (a crontab expression) or every (an interval such as 30m)")
         schedule = TaskSchedule.cron(cron) if cron is not None else TaskSchedule.every(every or "")
         target = _target(context, inject_into)
-        task = await scheduler.add_task(name, schedule, message, model=model, inject_into=target)
+        clock = context.extras.get("clock")  # the engine's time when it gives it (tests move it)
+        async with adding:  # the calls of one round run concurrently: each must see the others' tasks
+            await check_limits(schedule, clock.now() if clock is not None else datetime.now(UTC))
+            task = await scheduler.add_task(name, schedule, message, model=model, inject_into=target)
         return _describe(task, scheduler.zone)
 
     async def schedule_list() -> list[dict[str, Any]]:
