@@ -1,7 +1,9 @@
 """The console channel: a person chatting with the engine in a terminal (`klaw chat`).
 
-prompt_toolkit gives line editing, persistent history and bracketed paste (a pasted block of
-several lines arrives as one message); rich shows replies and a spinner while the model thinks.
+prompt_toolkit gives line editing, history (`console_history.py`: only slash commands are kept on disk)
+and bracketed paste (a pasted block of several lines arrives as one message); rich shows replies and a
+spinner while the model thinks. Text a person or the model wrote is printed as `Text` (or Markdown for
+replies), never as rich markup, and log lines are printed through the same console.
 Replies arrive through the engine's delivery for the `console` channel and are printed above the
 prompt, so a scheduled message can appear while the person is typing.
 """
@@ -12,12 +14,15 @@ import asyncio
 import getpass
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.history import FileHistory
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.text import Text
 
+from klaw.channels.console_history import ConsoleHistory
 from klaw.channels.console_keys import KeysWhileThinking
+from klaw.command_syntax import parse_command
+from klaw.console_logging import logs_through
 from klaw.engine.delivery import Outbound
 from klaw.engine.runtime import Engine
 from klaw.store.records import ChatRef
@@ -34,20 +39,22 @@ def console_chat() -> ChatRef:
 class ConsoleChannel:
     def __init__(self, engine: Engine, console: Console | None = None) -> None:
         self._engine = engine
-        self._console = console or Console()
+        self._console = console or Console(markup=False)
         self._replies: asyncio.Queue[Outbound] = asyncio.Queue()
         self._keys = KeysWhileThinking()
+        self._history = ConsoleHistory(engine.home.root / "chat_history")
         engine.delivery.register(CONSOLE_CHANNEL, self._replies.put)
 
     async def run(self) -> None:
         chat = console_chat()
-        history = FileHistory(str(self._engine.home.root / "chat_history"))
-        session: PromptSession[str] = PromptSession(history=history)
-        self._console.print(
-            f"[bold]klaw[/bold] — model {self._engine.config.routing.default}. "
-            "Type /help for commands, /exit or Ctrl-D to leave."
+        session: PromptSession[str] = PromptSession(history=self._history)
+        greeting = Text.assemble(
+            ("klaw", "bold"),
+            f" — model {self._engine.config.routing.default}. Type /help for commands, /exit or Ctrl-D to leave.",
         )
-        with patch_stdout(raw=True):
+        self._console.print(greeting, highlight=False)
+        # Log lines go through the console: above the spinner and the prompt, never into them.
+        with patch_stdout(raw=True), logs_through(self._console):
             while True:
                 printer = asyncio.create_task(self._print_arrivals())
                 try:
@@ -75,7 +82,11 @@ class ConsoleChannel:
     async def _exchange(self, chat: ChatRef, text: str) -> None:
         result = await self._engine.submit(chat, text)
         if result.command_reply is not None:
-            self._console.print(result.command_reply, style="cyan", highlight=False)
+            command = parse_command(text)
+            if command is not None and command.name == "forget":
+                self._history.forget_messages()
+            # Text, not markup: a reply quotes what a person or the model wrote ("[urgent] call mom").
+            self._console.print(Text(result.command_reply, style="cyan"), highlight=False)
             return
         with self._console.status("thinking…", spinner="dots"), self._keys.watching():
             reply = await self._next_reply_to(result.message_id)
@@ -97,6 +108,6 @@ class ConsoleChannel:
 
     def _show(self, reply: Outbound) -> None:
         if reply.kind == "error":
-            self._console.print(reply.text, style="red", highlight=False)
+            self._console.print(Text(reply.text, style="red"), highlight=False)
         else:
             self._console.print(Markdown(reply.text))

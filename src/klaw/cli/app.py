@@ -63,7 +63,7 @@ def init(
     home = home_from_env()
     make_private_or_warn(home)
     report = initialise_home(home, overwrite=force)
-    console = Console()
+    console = Console(markup=False)
     if if_missing and not report.written:
         return
     for path in report.written:

@@ -66,7 +66,7 @@ def vectors(
                 Path(tmp) / "bench.db", rows=rows, chats=chats, dim=dim, k=k, queries=queries, progress=report
             )
         )
-    console = Console()
+    console = Console(markup=False)
     console.print(f"machine: {machine()}")
     console.print(
         f"{result.rows} rows in {result.chats} chat(s), dim {result.dim}, k={result.k};"
@@ -95,7 +95,7 @@ def scale(
     from klaw.memory.embedder.factory import create_embedder
 
     config = load_or_exit(home_from_env()).config
-    console = Console()
+    console = Console(markup=False)
     console.print(f"machine: {machine()}")
     results: dict[str, Any] = {"machine": machine(), "embedder": config.embedder.backend, "search": []}
     for messages in size or [10_000, 100_000]:
@@ -161,7 +161,7 @@ def embed(
             await embedder.aclose()
 
     result = asyncio.run(run())
-    Console().print(f"machine: {machine()}\n{result}")
+    Console(markup=False).print(f"machine: {machine()}\n{result}")
     _emit({"machine": machine(), "embedder": embedder.model_id, **asdict(result)}, out)
 
 
@@ -177,7 +177,7 @@ def turn(
     """Engine overhead per turn (context build + bookkeeping; model = zero-delay local fake server)."""
     from klaw.bench.turn_bench import measure_turns, phase_table
 
-    console = Console()
+    console = Console(markup=False)
     console.print(f"machine: {machine()}")
     results = []
     for size in stored or [1_000, 100_000]:
@@ -310,7 +310,7 @@ def locomo(
     markdown = to_markdown(result)
     _emit(figures, out / "locomo.json")
     (out / "locomo.md").write_text(markdown, encoding="utf-8")
-    console = Console()
+    console = Console(markup=False)
     console.print(f"machine: {machine()}")
     console.print(Markdown(markdown))
     console.print(f"wrote {out / 'locomo.json'} and {out / 'locomo.md'}")
@@ -377,7 +377,7 @@ def past_sessions(
     markdown = to_markdown(result)
     _emit(figures, out / "past_sessions.json")
     (out / "past_sessions.md").write_text(markdown, encoding="utf-8")
-    console = Console()
+    console = Console(markup=False)
     console.print(f"machine: {machine()}")
     console.print(Markdown(markdown))
     console.print(f"wrote {out / 'past_sessions.json'} and {out / 'past_sessions.md'}")
@@ -437,7 +437,7 @@ def recall(
     markdown = to_markdown(result)
     _emit(to_json(result, machine=machine(), started_at=started_at), out / "recall.json")
     (out / "recall.md").write_text(markdown, encoding="utf-8")
-    console = Console()
+    console = Console(markup=False)
     console.print(Markdown(markdown))
     console.print(f"wrote {out / 'recall.json'} and {out / 'recall.md'}")
 

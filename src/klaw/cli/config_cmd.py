@@ -31,7 +31,7 @@ def show(
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(row.field, json.dumps(row.value), row.source)
-    Console().print(table)
+    Console(markup=False).print(table)
 
 
 @app.command()

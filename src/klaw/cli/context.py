@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from klaw.config_loader import ConfigError, LoadedConfig, load_config
 from klaw.home import KlawHome
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from klaw.engine.runtime import Engine
     from klaw.store.protocol import Storage
 
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, markup=False)
 
 
 def home_from_env() -> KlawHome:
@@ -45,14 +46,17 @@ def make_private_or_warn(home: KlawHome, extra: list[Path] | None = None) -> Non
     if changed:
         shown = ", ".join(str(path) for path in changed[:3]) + (", …" if len(changed) > 3 else "")
         err_console.print(
-            f"[yellow]warning:[/yellow] other users could read {len(changed)} path(s) klaw keeps ({shown});"
-            " made them private (directories 0700, files 0600)",
+            Text.assemble(
+                ("warning:", "yellow"),
+                f" other users could read {len(changed)} path(s) klaw keeps ({shown});"
+                " made them private (directories 0700, files 0600)",
+            ),
             highlight=False,
         )
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    err_console.print(f"[red]error:[/red] {message}", highlight=False)
+    err_console.print(Text.assemble(("error:", "red"), f" {message}"), highlight=False)
     raise typer.Exit(code)
 
 

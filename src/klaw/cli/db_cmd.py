@@ -50,7 +50,7 @@ async def _info(path: Path, database: DatabaseConfig) -> None:
     ]
     for name, count in rows:
         table.add_row(name, str(count))
-    console = Console()
+    console = Console(markup=False)
     console.print(table)
     for index in indexes:
         console.print(f"{index.name}: embedder {index.embedder_id}, dim {index.dim}")

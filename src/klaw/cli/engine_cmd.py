@@ -28,9 +28,9 @@ async def _serve(home: KlawHome, config: EngineConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    Console(stderr=True).print(f"klaw engine listening on {home.socket_path}")
+    Console(stderr=True, markup=False).print(f"klaw engine listening on {home.socket_path}")
     await stop.wait()
-    Console(stderr=True).print("stopping: finishing turns in flight…")
+    Console(stderr=True, markup=False).print("stopping: finishing turns in flight…")
     await running.shutdown()
 
 

@@ -58,7 +58,7 @@ def build_channels(home: KlawHome, loaded: LoadedConfig) -> list[Channel]:
 
 
 async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> None:
-    console = Console(stderr=True)
+    console = Console(stderr=True, markup=False)
     channels = build_channels(home, loaded)
     engine: Engine | None = None
     if with_engine:
@@ -86,7 +86,7 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
 def _announce(home: KlawHome, channels: list[Channel], with_engine: bool) -> None:
     """Say where things are. The token is shown only to a person at a terminal: when stdout is a pipe or
     a file (systemd's journal, a log), it would be kept where others may read it, so only its file is named."""
-    out = Console(highlight=False)
+    out = Console(highlight=False, markup=False)
     out.print(f"klaw {'engine and gateway' if with_engine else 'gateway'} running (engine socket {home.socket_path})")
     for channel in channels:
         if isinstance(channel, WebChannel):

@@ -17,7 +17,7 @@ app = typer.Typer(help="Inspect the conversation log (the source of truth).", no
 def check() -> None:
     """Count the records per chat and list malformed lines (file:line and reason, never content)."""
     log = ConversationLog(home_from_env().conversations)
-    console = Console()
+    console = Console(markup=False)
     bad = 0
     for chat_dir in [*log.chat_dirs(), *log.task_dirs()]:
         report = asyncio.run(log.read(log.files(chat_dir)))

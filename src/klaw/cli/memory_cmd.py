@@ -154,7 +154,7 @@ def _unrelated(hit: HybridHit, threshold: float) -> bool:
 
 
 def _print(outcome: SearchOutcome, limit: int) -> None:
-    console = Console()
+    console = Console(markup=False)
     if not outcome.hits:
         console.print(f"No message of {outcome.chat} ({outcome.scope}) matches.", highlight=False)
         console.print(outcome.vector_note, style="dim", highlight=False)

@@ -50,7 +50,7 @@ def forget(
     if not path.exists():
         fail(f"{path} does not exist yet: there is nothing to forget.", code=1)
     owner = _chat(chat) if chat is not None else None
-    console = Console()
+    console = Console(markup=False)
 
     def confirm(plan: ForgetPlan) -> bool:
         console.print(f"This erases {plan.label} of {plan.chat}: {plan.describe()}, for good.", highlight=False)

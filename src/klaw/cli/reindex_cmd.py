@@ -13,8 +13,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.console_logging import logs_through
 from klaw.memory.embedder.protocol import EmbedderError
 from klaw.memory.reindex import LISTED_MALFORMED, ReindexError, ReindexReport, ReindexStage, reindex
 from klaw.store.protocol import StorageError
@@ -38,16 +40,18 @@ def reindex_command(
     Interrupted (Ctrl-C), it resumes where it stopped when run again."""
     home = home_from_env()
     loaded = load_or_exit(home)
-    console = Console()
+    console = Console(markup=False)
     bars = _Bars(console)
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
         # The report names the malformed lines; a warning per line would only break the bars (-v shows them).
         logging.getLogger("klaw.memory.conversation_log").setLevel(logging.ERROR)
     try:
-        with bars.progress:
+        with bars.progress, logs_through(console):  # log lines above the bars, never into them
             report = asyncio.run(reindex(home, loaded.config, progress=bars.update, keep_backup=keep_backup))
     except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/yellow]: klaw.db is unchanged. Run 'klaw reindex' again to resume.")
+        console.print(
+            Text.assemble(("interrupted", "yellow"), ": klaw.db is unchanged. Run 'klaw reindex' again to resume.")
+        )
         raise typer.Exit(130) from None
     except ReindexError as exc:
         fail(str(exc), code=1)
@@ -102,7 +106,9 @@ def print_report(console: Console, report: ReindexReport) -> None:
         console.print(f"{stage.stage.value}:{rate} {stage.seconds:.2f} s{speed}")
     console.print(f"total: {report.seconds:.2f} s")
     if report.malformed:
-        console.print(f"[yellow]{report.malformed} malformed log line(s) skipped[/yellow] (never their content):")
+        console.print(
+            Text.assemble((f"{report.malformed} malformed log line(s) skipped", "yellow"), " (never their content):")
+        )
         for path, line, reason in report.malformed_lines[:SHOWN_MALFORMED]:
             console.print(f"  {path}:{line}: {reason}", highlight=False, soft_wrap=True)
         if report.malformed > SHOWN_MALFORMED:
@@ -110,12 +116,15 @@ def print_report(console: Console, report: ReindexReport) -> None:
     not_embedded = counts.embedding_pending + counts.embedding_failed
     if not_embedded:
         console.print(
-            f"[yellow]{not_embedded} message(s) not embedded yet[/yellow] ({counts.embedding_pending} pending,"
-            f" {counts.embedding_failed} failed): the engine retries them when it runs."
+            Text.assemble(
+                (f"{not_embedded} message(s) not embedded yet", "yellow"),
+                f" ({counts.embedding_pending} pending, {counts.embedding_failed} failed):"
+                " the engine retries them when it runs.",
+            )
         )
         for error, jobs in counts.embedding_errors[:SHOWN_MALFORMED]:
             console.print(f"  {jobs} × {error}", highlight=False, soft_wrap=True)
     for warning in report.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+        console.print(Text.assemble(("warning:", "yellow"), f" {warning}"), highlight=False)
     if report.backup is not None:
         console.print(f"the old database is kept at {report.backup}")

@@ -51,7 +51,7 @@ def list_tasks() -> None:
             str(task.inject_into) if task.inject_into else "(only logged)",
             task.message,
         )
-    Console().print(table)
+    Console(markup=False).print(table)
 
 
 @app.command()

@@ -1,0 +1,45 @@
+"""What a person wrote is printed literally by every command: square brackets are not rich markup.
+
+`[/tmp]` read as a closing tag raised rich's MarkupError (a traceback instead of the answer);
+`[urgent]` read as a style vanished. Real `klaw` subprocesses, as in test_cli.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.test_cli import klaw
+
+
+def test_config_show_prints_values_with_brackets_literally(tmp_path: Path) -> None:
+    (tmp_path / "engine.yaml").write_text(
+        "commands:\n  - name: help\n    description: '[urgent] list [all] commands in [/tmp]'\n", encoding="utf-8"
+    )
+    result = klaw(tmp_path, "config", "show")
+    assert result.returncode == 0, result.stderr
+    assert "[urgent] list [all] commands in [/tmp]" in result.stdout
+
+
+def test_an_invalid_value_with_brackets_is_named_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "engine.yaml").write_text("processing:\n  debounceMs: '[/tmp] soon'\n", encoding="utf-8")
+    result = klaw(tmp_path, "config", "check")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "[/tmp] soon" in result.stderr
+    assert "processing.debounceMs" in result.stderr
+
+
+def test_init_in_a_home_whose_path_has_brackets(tmp_path: Path) -> None:
+    home = tmp_path / "[urgent]" / "klaw"
+    result = klaw(home, "init")
+    assert result.returncode == 0, result.stderr
+    assert f"wrote  {home / 'engine.yaml'}" in result.stdout
+    assert f"klaw home: {home}" in result.stdout
+
+
+def test_schedule_list_shows_a_task_message_with_brackets(tmp_path: Path) -> None:
+    added = klaw(tmp_path, "schedule", "add", "mom", "--every", "30m", "--message", "[urgent] call mom [/b]")
+    assert added.returncode == 0, added.stderr
+    listed = klaw(tmp_path, "schedule", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "[urgent] call mom [/b]" in listed.stdout
