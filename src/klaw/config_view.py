@@ -1,9 +1,11 @@
 """The effective configuration as rows (field, value, source) for `klaw config show` and the web page.
 
 Values come from the validated config, sources from the loader's provenance (default, engine.yaml
-or a `KLAW__…` variable). klaw keeps secrets out of engine.yaml (only the *names* of environment
-variables, `…Env`), but a row is masked anyway if its field looks like a secret or its value is a
-URL with a password in it: the settings page must never become the place a key leaks from.
+or a `KLAW__…` variable), unless a chat command stored an override in klaw.db's settings (`/rag set`,
+`/summarizer off`, `/embeddings off`): then the command's value and `command (…)`. klaw keeps secrets
+out of engine.yaml (only the *names* of environment variables, `…Env`), but a row is masked anyway if
+its field looks like a secret or its value is a URL with a password in it: the settings page must never
+become the place a key leaks from.
 """
 
 from __future__ import annotations
@@ -27,12 +29,28 @@ class ConfigRow:
     source: str
 
 
-def config_rows(loaded: LoadedConfig, *, mask: bool = True) -> list[ConfigRow]:
+@dataclass(frozen=True)
+class ConfigOverride:
+    """A value a chat command stored (`/rag set`, `/summarizer off`…), in force over engine.yaml."""
+
+    value: Any
+    command: str
+
+
+def config_rows(
+    loaded: LoadedConfig, *, mask: bool = True, overrides: Mapping[str, ConfigOverride] | None = None
+) -> list[ConfigRow]:
+    """Every field with its effective value and source; a field a command overrides shows the command's
+    value and `command (/rag set)` as its source."""
     effective = loaded.config.model_dump(mode="json", by_alias=True)
-    return [
-        ConfigRow(key, masked(key, value) if mask else value, source_of(key, loaded.sources))
-        for key, value in flatten(effective)
-    ]
+    rows = []
+    for key, value in flatten(effective):
+        override = (overrides or {}).get(key)
+        if override is not None:
+            rows.append(ConfigRow(key, override.value, f"command ({override.command})"))
+        else:
+            rows.append(ConfigRow(key, masked(key, value) if mask else value, source_of(key, loaded.sources)))
+    return rows
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:

@@ -211,7 +211,7 @@ def load(
     p50/p95, and whether acknowledged = stored = answered (optionally across a SIGKILL and restart)."""
     from klaw.bench.load_bench import measure_load
 
-    console = Console(soft_wrap=True)
+    console = Console(soft_wrap=True, markup=False)
     console.print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory(prefix="klaw-bench-", dir="/tmp") as tmp:  # short: a socket path
         result = asyncio.run(

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from klaw.cli.context import home_from_env, load_or_exit
-from klaw.config_view import config_rows
+from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.config import EngineConfig
+from klaw.config_view import ConfigOverride, config_rows
+from klaw.home import HOME_ENV_VAR, KlawHome
 
 app = typer.Typer(help="Inspect the engine configuration (engine.yaml).", no_args_is_help=True)
 
@@ -20,9 +24,12 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: {field: {value, source}}.")] = False,
     reveal: Annotated[bool, typer.Option("--reveal", help="Show passwords in URLs instead of a mask.")] = False,
 ) -> None:
-    """Print every effective setting and where it came from (default, engine.yaml, or env)."""
-    loaded = load_or_exit(home_from_env())
-    rows = config_rows(loaded, mask=not reveal)  # masked: this output gets pasted into bug reports and chats
+    """Print every effective setting and where it came from (default, engine.yaml, env, or a chat command)."""
+    home = home_from_env()
+    loaded = load_or_exit(home)
+    overrides, note = asyncio.run(_command_overrides(home, loaded.config))
+    # masked: this output gets pasted into bug reports and chats
+    rows = config_rows(loaded, mask=not reveal, overrides=overrides)
     if as_json:
         typer.echo(json.dumps({row.field: {"value": row.value, "source": row.source} for row in rows}, indent=2))
         return
@@ -31,7 +38,31 @@ def show(
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(row.field, json.dumps(row.value), row.source)
-    Console(markup=False).print(table)
+    console = Console(markup=False)
+    console.print(table)
+    if note:
+        console.print(note, style="dim")
+
+
+async def _command_overrides(home: KlawHome, config: EngineConfig) -> tuple[dict[str, ConfigOverride], str]:
+    """What `/rag set`, `/summarizer`, `/embeddings` stored in klaw.db's settings (none before the
+    engine first ran); a database that cannot be opened leaves them out with a note saying so."""
+    from klaw.engine.memory_settings import MemorySettings
+    from klaw.store.protocol import StorageError
+    from klaw.store.sqlite.store import SqliteStore
+
+    path = home.database_file(config.database.path)
+    if not path.exists():
+        return {}, ""
+    try:
+        store = await SqliteStore.open(path)
+    except StorageError as exc:
+        return {}, f"settings changed by chat commands are not shown: {exc}"
+    try:
+        settings = await MemorySettings(config.summarizer, config.embedder, config.rag, store.settings).load()
+        return {field: ConfigOverride(value, command) for field, value, command in settings.overrides()}, ""
+    finally:
+        await store.aclose()
 
 
 @app.command()
@@ -42,6 +73,14 @@ def path() -> None:
 
 @app.command()
 def check() -> None:
-    """Validate engine.yaml (exit 2 with the reason when it is invalid)."""
-    loaded = load_or_exit(home_from_env())
+    """Validate engine.yaml (exit 2 with the reason when it is invalid, 1 when there is none)."""
+    home = home_from_env()
+    if not home.config_file.exists():
+        where = f"KLAW_HOME={os.environ[HOME_ENV_VAR]}" if os.environ.get(HOME_ENV_VAR) else "KLAW_HOME is not set"
+        fail(
+            f"no engine.yaml at {home.config_file} ({where}; klaw would run on its built-in defaults)."
+            " Check KLAW_HOME, or run 'klaw init' to write one.",
+            code=1,
+        )
+    loaded = load_or_exit(home)
     typer.echo(f"{loaded.path}: valid")

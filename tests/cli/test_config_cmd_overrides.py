@@ -1,0 +1,44 @@
+"""`klaw config show` names what chat commands changed; `klaw config check` says when there is no file.
+
+The overrides are set as a person sets them, by `/rag set`, `/summarizer off` and `/embeddings off`
+in a running engine; the engine stops, and `klaw config show` (a real subprocess) reads them from
+the database's settings.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.cli.test_cli import klaw
+from tests.engine.harness import CHAT, running_engine
+
+
+async def test_config_show_gives_the_value_a_command_set_and_names_the_command(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        for command in ("/rag set min_similarity 0.42", "/summarizer off", "/embeddings off"):
+            submitted = await h.engine.submit(CHAT, command)
+            assert submitted.command_reply is not None
+    home = tmp_path / "home"
+    result = klaw(home, "config", "show", "--json")
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["rag.minSimilarity"] == {"value": 0.42, "source": "command (/rag set)"}
+    assert shown["summarizer.enabled"] == {"value": False, "source": "command (/summarizer)"}
+    assert shown["embedder.pipelineEnabled"] == {"value": False, "source": "command (/embeddings)"}
+    assert shown["rag.maxTokens"]["source"] != "command (/rag set)"  # only what was set
+    table = klaw(home, "config", "show")
+    assert "command (/rag set)" in table.stdout
+
+
+def test_config_check_without_a_file_says_it_is_missing_and_where_it_looked(tmp_path: Path) -> None:
+    home = tmp_path / "mistyped-home"
+    result = klaw(home, "config", "check")
+    assert result.returncode == 1
+    assert "valid" not in result.stdout
+    said = " ".join(result.stderr.split())
+    assert f"no engine.yaml at {home / 'engine.yaml'}" in said
+    assert f"KLAW_HOME={home}" in said
+    assert "klaw init" in said
+    klaw(home, "init")
+    assert klaw(home, "config", "check").stdout.strip() == f"{home / 'engine.yaml'}: valid"
