@@ -113,3 +113,15 @@ def test_vectors_of_another_embedder_mean_full_text_only(home: KlawHome) -> None
     assert code == 0
     assert "vector side off" in out and "klaw reindex" in out
     assert DEPLOY[:40] in out
+
+
+def test_at_80_columns_the_message_gets_the_width(home: KlawHome) -> None:
+    """The figures stay on one line each; the message wraps across the width they leave, not a word per line."""
+    fill(home)
+    result = CliRunner().invoke(
+        app, ["memory", "search", "deploy friday"], env={"KLAW_HOME": str(home.root), "COLUMNS": "80"}
+    )
+    assert result.exit_code == 0, result.stdout
+    assert "the deploy moves to friday night" in result.stdout, result.stdout  # not a word per line
+    assert "score" in result.stdout and "distance" in result.stdout and "segment 2" in result.stdout
+    assert all(len(line) <= 80 for line in result.stdout.splitlines())

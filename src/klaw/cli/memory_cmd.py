@@ -19,6 +19,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console, JustifyMethod
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -37,6 +38,9 @@ app = typer.Typer(help="Look into what klaw remembers of your conversations.", n
 register_forget(app)  # `klaw memory forget` (cli/memory_forget_cmd.py)
 
 PREVIEW_CHARS = 80
+# Below this width the figures would squeeze the message to a word per line: each hit becomes a line
+# of figures with its message under it, across the whole width.
+WIDE_TABLE_COLUMNS = 120
 
 
 class SegmentScope(StrEnum):
@@ -174,13 +178,14 @@ def _print(outcome: SearchOutcome, limit: int) -> None:
         ("segment", "right"),
         ("message", "left"),
     ]
+    if console.width < WIDE_TABLE_COLUMNS:
+        _print_stacked(console, outcome, limit, caption)
+        return
     for name, justify in columns:
         table.add_column(name, justify=justify)
     for rank, hit in enumerate(outcome.hits[:limit], start=1):
         record = hit.message.record
-        preview = " ".join(record.content.split())
-        if len(preview) > PREVIEW_CHARS:
-            preview = preview[: PREVIEW_CHARS - 1] + "…"
+        preview = _preview(record.content)
         table.add_row(
             str(rank),
             f"{hit.score:.4f}",
@@ -193,3 +198,25 @@ def _print(outcome: SearchOutcome, limit: int) -> None:
             style="dim" if _unrelated(hit, outcome.threshold) else None,
         )
     console.print(table)
+
+
+def _print_stacked(console: Console, outcome: SearchOutcome, limit: int, caption: str) -> None:
+    console.print(f"{outcome.chat}: {outcome.scope}", style="bold", highlight=False)
+    for rank, hit in enumerate(outcome.hits[:limit], start=1):
+        record = hit.message.record
+        distance = "-" if hit.distance is None else f"{hit.distance:.3f}"
+        fts = "-" if hit.fts_rank is None else str(hit.fts_rank)
+        style = "dim" if _unrelated(hit, outcome.threshold) else ""
+        console.print(
+            f"{rank}. score {hit.score:.4f}, distance {distance}, FTS rank {fts}, {record.role.value},"
+            f" {record.created_at:%Y-%m-%d %H:%M:%S} UTC, segment {hit.message.segment_id}",
+            style=style,
+            highlight=False,
+        )
+        console.print(Padding(Text(_preview(record.content), style=style), (0, 0, 0, 3)))
+    console.print(caption, style="dim", highlight=False)
+
+
+def _preview(content: str) -> str:
+    preview = " ".join(content.split())
+    return preview if len(preview) <= PREVIEW_CHARS else preview[: PREVIEW_CHARS - 1] + "…"
