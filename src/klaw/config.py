@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from importlib.metadata import entry_points
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -273,6 +274,12 @@ class SchedulerConfig(_Section):
 
 ToolGroup = Literal["clock", "files", "memory", "scheduler", "subagents"]
 ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = ("clock", "files", "memory", "scheduler", "subagents")
+TOOL_PLUGIN_GROUP = "klaw.tools"  # the entry point group through which installed packages offer tools
+
+
+def installed_tool_plugins() -> frozenset[str]:
+    """The names installed packages offer tools under (klaw/tools/plugins.py loads them)."""
+    return frozenset(point.name for point in entry_points(group=TOOL_PLUGIN_GROUP))
 
 
 class ToolsConfig(_Section):
@@ -283,10 +290,27 @@ class ToolsConfig(_Section):
     listed in `klaw.tools.builtin.groups`.
     """
 
-    enabled: tuple[ToolGroup, ...] = Field(
+    enabled: tuple[str, ...] = Field(
         default=ALL_TOOL_GROUPS,
-        description="Tool groups offered to the model: clock, files, memory, scheduler, subagents.",
+        description="Tool groups offered to the model: clock, files, memory, scheduler, subagents, or the"
+        f" name of an installed tool plugin (entry point group {TOOL_PLUGIN_GROUP}).",
     )
+
+    @field_validator("enabled")
+    @classmethod
+    def _known_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [name for name in names if name not in ALL_TOOL_GROUPS]
+        if unknown:
+            plugins = installed_tool_plugins()
+            missing = [name for name in unknown if name not in plugins]
+            if missing:
+                offered = ", ".join([*ALL_TOOL_GROUPS, *sorted(plugins)])
+                raise ValueError(
+                    f"unknown tool group {missing[0]!r}: use one of {offered}"
+                    f" (a package offers more through the {TOOL_PLUGIN_GROUP!r} entry point group)"
+                )
+        return names
+
     allow_prompt_edits: bool = Field(
         default=False,
         description="Let file_write change SOUL.md, IDENTITY.md and AGENTS.md, which go into every turn of every"

@@ -57,6 +57,7 @@ from klaw.store.sqlite.store import SqliteStore
 from klaw.tools.builtin.defaults import register_builtin_tools
 from klaw.tools.builtin.groups import tools_in
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
+from klaw.tools.plugins import register_plugins
 from klaw.tools.registry import ToolFunction, ToolRegistry
 
 LIVE_EMBEDDING_BATCH = 16
@@ -156,11 +157,12 @@ def memory_services(config: EngineConfig, memory: Memory, clock: Clock) -> Memor
 def tool_registry(config: EngineConfig, services: MemoryServices, extra: Sequence[ToolFunction]) -> ToolRegistry:
     """The built-in groups engine.yaml offers, then the caller's own tools (always offered). The
     scheduling tools join when the scheduler exists (engine/scheduler_assembly.py)."""
-    registry = ToolRegistry(offered=tools_in(config.tools.enabled) | {tool.__name__ for tool in extra})
+    registry = ToolRegistry(offered=tools_in(config.tools.enabled))
     register_builtin_tools(registry, allow_prompt_edits=config.tools.allow_prompt_edits)
     register_memory_tools(registry, services)
     for tool in extra:
-        registry.register(tool)
+        registry.register(tool, offer=True)
+    register_plugins(registry, config.tools.enabled)  # installed packages' tools, enabled by name
     return registry
 
 

@@ -100,9 +100,10 @@ class ToolRegistry:
         self._tools: dict[str, _Tool] = {}
         self._offered = None if offered is None else frozenset(offered)
 
-    def register(self, fn: F, *, name: str | None = None, description: str | None = None) -> F:
+    def register(self, fn: F, *, name: str | None = None, description: str | None = None, offer: bool = False) -> F:
         """Offer `fn` to the model under `name` (default: the function's name); returns `fn` unchanged.
-        A name outside the registry's `offered` tools is checked, then not offered.
+        A name outside the registry's `offered` tools is checked, then not offered, unless `offer` (the
+        engine's caller's own tools and plugins' tools, which were asked for by name).
 
         Raises ValueError for a bad or duplicate name, a function that is not `async def`, a missing
         description, or parameters that cannot be described (no type hint, `*args`, `**kwargs`).
@@ -120,7 +121,7 @@ class ToolRegistry:
             raise ValueError(f"tool {tool_name!r} needs a description: give it a docstring or description=")
         arguments, parameters, context_parameter = _arguments_model(fn, tool_name, arg_docs)
         spec = ToolSpec(tool_name, text.strip(), _clean_schema(arguments.model_json_schema()))
-        if self._offered is None or tool_name in self._offered:
+        if offer or self._offered is None or tool_name in self._offered:
             self._tools[tool_name] = _Tool(spec, fn, arguments, parameters, context_parameter)
         return fn
 

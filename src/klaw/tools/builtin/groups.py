@@ -20,6 +20,6 @@ TOOL_GROUPS: Mapping[ToolGroup, tuple[str, ...]] = {
 }
 
 
-def tools_in(groups: Iterable[ToolGroup]) -> frozenset[str]:
-    """The names of the tools in `groups`."""
-    return frozenset(name for group in groups for name in TOOL_GROUPS[group])
+def tools_in(groups: Iterable[str]) -> frozenset[str]:
+    """The names of the built-in tools in `groups` (a plugin's name adds none here: klaw/tools/plugins.py)."""
+    return frozenset(name for group in groups for name in TOOL_GROUPS.get(group, ()))  # type: ignore[call-overload]

@@ -1,0 +1,81 @@
+"""A third-party tool arrives through the `klaw.tools` entry point group: a package installed on the
+path (a real dist-info with entry_points.txt, as pip writes it), enabled by name in `tools.enabled`,
+is offered to the model and called in a turn. Unknown names are refused when the config is read; a
+plugin that fails to load is logged naming it and the engine serves turns without it."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from klaw.config_loader import ConfigError, load_config
+from tests.engine.harness import running_engine
+
+PLUGIN = '''
+async def shout(text: str) -> str:
+    """Say something loudly.
+
+    Args:
+        text: what to say
+    """
+    return text.upper() + "!"
+
+
+TOOLS = [shout]
+'''
+
+
+def install(site: Path, name: str, module: str, source: str, target: str) -> None:
+    (site / f"{module}.py").write_text(source, encoding="utf-8")
+    info = site / f"{module}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text(f"[klaw.tools]\n{name} = {module}:{target}\n", encoding="utf-8")
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "site"
+    path.mkdir()
+    monkeypatch.syspath_prepend(str(path))
+    return path
+
+
+async def test_an_installed_plugin_is_offered_and_called(tmp_path: Path, site: Path) -> None:
+    install(site, "shouting", "klaw_shout_plugin", PLUGIN, "TOOLS")
+    async with running_engine(tmp_path, tools={"enabled": ["clock", "shouting"]}) as h:
+        h.server.reply_tool_calls([("shout", {"text": "hello"})])
+        h.server.reply_text("done")
+        assert (await h.turn("shout hello")).text == "done"
+        offered = [tool["function"]["name"] for tool in h.server.chat_requests[0].body["tools"]]
+        assert offered == ["current_time", "shout"]
+        assert h.last_request_messages()[-1] == {
+            "role": "tool",
+            "tool_call_id": h.last_request_messages()[-1]["tool_call_id"],
+            "name": "shout",
+            "content": "HELLO!",
+        }
+
+
+def test_a_name_neither_built_in_nor_installed_is_refused_naming_it(tmp_path: Path, site: Path) -> None:
+    install(site, "shouting", "klaw_shout_plugin2", PLUGIN, "TOOLS")
+    path = tmp_path / "engine.yaml"
+    path.write_text("tools:\n  enabled: [clock, whispering]\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"tools\.enabled.*whispering.*shouting"):
+        load_config(path, env={})
+    path.write_text("tools:\n  enabled: [clock, shouting]\n", encoding="utf-8")
+    assert load_config(path, env={}).config.tools.enabled == ("clock", "shouting")
+
+
+async def test_a_plugin_that_fails_to_load_is_left_out_and_turns_go_on(
+    tmp_path: Path, site: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    install(site, "broken", "klaw_broken_plugin", "raise ImportError('missing dependency')\n", "TOOLS")
+    with caplog.at_level(logging.ERROR, logger="klaw.tools.plugins"):
+        async with running_engine(tmp_path, tools={"enabled": ["clock", "broken"]}) as h:
+            assert (await h.turn("hi")).text == "echo: hi"
+            offered = [tool["function"]["name"] for tool in h.server.chat_requests[0].body["tools"]]
+            assert offered == ["current_time"]
+    assert any("'broken'" in r.getMessage() and "ImportError" in r.getMessage() for r in caplog.records)
