@@ -14,7 +14,7 @@ if [ ! -x .venv/bin/python ]; then
     rm -rf .venv
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
       echo "Installing python3-venv (Debian)..." >&2
-      apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+      apt-get -o DPkg::Lock::Timeout=300 update -qq && apt-get -o DPkg::Lock::Timeout=300 install -y -qq python3-venv >/dev/null
       "$PYTHON" -m venv .venv
     else
       echo "Cannot create a virtualenv: install python3-venv (sudo apt-get install python3-venv)." >&2
@@ -28,13 +28,9 @@ if [ "${1:-}" = "--dev" ]; then
   .venv/bin/python -m pip install -q -e ".[dev]"
   # The web page's browser tests drive Debian's chromium through Playwright (never a downloaded browser);
   # they are skipped, saying why, when /usr/bin/chromium is missing.
+  # A busy apt (dpkg lock) is waited for, then the tests are skipped rather than the set-up failing.
   if [ ! -x /usr/bin/chromium ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-      echo "Installing chromium (Debian) for the browser tests..." >&2
-      apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null
-    else
-      echo "chromium is missing: the web page browser tests will be skipped (sudo apt-get install chromium)." >&2
-    fi
+    scripts/apt-optional.sh chromium "the web page browser tests"
   fi
 else
   .venv/bin/python -m pip install -q -e .
