@@ -18,6 +18,7 @@ from klaw.cli import (
     memory_cmd,
     reindex_cmd,
     schedule_cmd,
+    service_cmd,
 )
 from klaw.cli.context import home_from_env, make_private_or_warn
 from klaw.home_init import initialise_home
@@ -36,6 +37,7 @@ app.add_typer(log_cmd.app, name="log")
 app.add_typer(memory_cmd.app, name="memory")
 app.add_typer(schedule_cmd.app, name="schedule")
 app.add_typer(bench_cmd.app, name="bench")
+app.add_typer(service_cmd.app, name="service")
 app.command(name="chat")(engine_cmd.chat)
 app.command(name="engine")(engine_cmd.engine)
 app.command(name="gateway")(gateway_cmd.gateway)
