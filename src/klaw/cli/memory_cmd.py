@@ -25,6 +25,7 @@ from rich.text import Text
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit
 from klaw.cli.memory_forget_cmd import register_forget
+from klaw.cli.memory_list_cmd import register_list
 from klaw.config import EngineConfig
 from klaw.errors import KlawError
 from klaw.memory.auto_rag import CANDIDATES_PER_SIDE
@@ -220,3 +221,6 @@ def _print_stacked(console: Console, outcome: SearchOutcome, limit: int, caption
 def _preview(content: str) -> str:
     preview = " ".join(content.split())
     return preview if len(preview) <= PREVIEW_CHARS else preview[: PREVIEW_CHARS - 1] + "…"
+
+
+register_list(app, _pick_chat)  # `klaw memory list` (cli/memory_list_cmd.py)

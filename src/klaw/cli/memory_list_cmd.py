@@ -1,0 +1,76 @@
+"""`klaw memory list`: a chat's segments and exchanges with the ids `klaw memory forget` takes.
+
+Each segment with its id, dates and message count, then its exchanges: id, time, status and the first
+words of the person's message. Text is printed literally (never rich markup).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit
+from klaw.config import DatabaseConfig
+from klaw.errors import KlawError
+from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef
+
+FIRST_WORDS = 60
+ChatPicker = Callable[[Storage, str | None], Awaitable[ChatRef]]
+
+
+def register_list(app: typer.Typer, pick_chat: ChatPicker) -> None:
+    @app.command(name="list")
+    def list_command(
+        chat: Annotated[
+            str | None,
+            typer.Option("--chat", help="The chat as channel:chat_id, e.g. console:me (default: the only chat)."),
+        ] = None,
+    ) -> None:
+        """A chat's segments and exchanges with their ids (for klaw memory forget), dates and first words."""
+        home = home_from_env()
+        loaded = load_or_exit(home)
+        path = home.database_file(loaded.config.database.path)
+        if not path.exists():
+            fail(f"{path} does not exist yet: it is created when the engine first starts.", code=1)
+        try:
+            lines = asyncio.run(_listing(path, loaded.config.database, chat, pick_chat))
+        except KlawError as exc:
+            fail(str(exc), code=1)
+        console = Console(markup=False, highlight=False)
+        for line in lines:
+            console.print(line)
+
+
+async def _listing(path: Path, database: DatabaseConfig, chat_arg: str | None, pick_chat: ChatPicker) -> list[Text]:
+    store = await open_store_or_exit(path, database)
+    try:
+        chat = await pick_chat(store, chat_arg)
+        lines = [Text(f"{chat}", style="bold")]
+        for segment in await store.segments.list(chat):
+            ended = f" – {segment.ended_at:%Y-%m-%d %H:%M}" if segment.ended_at else " (current)"
+            count = await store.messages.count_in_segment(segment.id)
+            lines.append(
+                Text(f"segment {segment.id}: {segment.started_at:%Y-%m-%d %H:%M}{ended} UTC, {count} message(s)")
+            )
+            exchanges = await store.exchanges.for_segment(segment.id)
+            rowids = [e.user_message_rowid for e in exchanges if e.user_message_rowid is not None]
+            by_rowid = {m.rowid: m for m in await store.messages.by_rowids(rowids)} if rowids else {}
+            for exchange in exchanges:
+                said = by_rowid.get(exchange.user_message_rowid) if exchange.user_message_rowid else None
+                words = " ".join(said.record.content.split()) if said else ""
+                if len(words) > FIRST_WORDS:
+                    words = words[: FIRST_WORDS - 1] + "…"
+                lines.append(
+                    Text(f"  exchange {exchange.id}: {exchange.started_at:%Y-%m-%d %H:%M} {exchange.status.value}:")
+                    + Text(f" {words}")
+                )
+        return lines
+    finally:
+        await store.aclose()

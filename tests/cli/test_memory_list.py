@@ -1,0 +1,30 @@
+"""`klaw memory list` shows the ids `klaw memory forget` needs: segments and exchanges with dates and
+first words, after real turns through the engine; a listed id is the one forget erases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.test_cli import klaw
+from tests.engine.harness import CHAT, running_engine
+
+
+async def test_list_shows_segments_and_exchanges_with_ids_and_first_words(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        await h.turn("[urgent] book the dentist for tuesday")
+        await h.engine.submit(CHAT, "/new")
+        await h.turn("what is the weather like in Lisbon")
+    home = tmp_path / "home"
+    result = klaw(home, "memory", "list", "--chat", str(CHAT))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "segment 1:" in out and "segment 2:" in out and "(current)" in out
+    assert "exchange 1:" in out and "[urgent] book the dentist for tuesday" in out
+    assert "exchange 2:" in out and "what is the weather like in Lisbon" in out
+    assert out.index("segment 1:") < out.index("exchange 1:") < out.index("segment 2:") < out.index("exchange 2:")
+
+
+def test_list_without_a_database_says_so(tmp_path: Path) -> None:
+    result = klaw(tmp_path, "memory", "list")
+    assert result.returncode == 1
+    assert "does not exist yet" in result.stderr
