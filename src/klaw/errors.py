@@ -45,6 +45,7 @@ gateway/link.py, `_BadArguments` in tools/registry.py, `_EngineRunning` in cli/m
   - BufferUnavailable (RuntimeError) ....... gateway/buffer: the buffer's disk refused a message
   - EngineUnavailable (RuntimeError) ....... gateway/link: the engine is not connected
   - QueryFailed (RuntimeError) ............. gateway/link: the engine refused a query
+  - TurnFailed (RuntimeError) .............. library: the turn behind `Klaw.ask` failed (its error id)
   - SearchProblem .......................... cli/memory_cmd: which chat to search, for the person to fix
   - LocomoFormatError (ValueError) ......... bench/locomo/dataset: not a LoCoMo-format file
   - LocomoRunError (RuntimeError) .......... bench/locomo/runner: no honest figures from this run

@@ -25,6 +25,7 @@ from klaw.config_loader import load_config
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Outbound
 from klaw.engine.runtime import Engine
+from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.catalogue import ModelCatalogue
@@ -37,7 +38,7 @@ from klaw.tools.registry import ToolFunction
 LIBRARY_CHANNEL = "library"
 
 
-class TurnFailed(RuntimeError):
+class TurnFailed(KlawError, RuntimeError):
     """The turn for an `ask` failed; the message is what a person would have read (with its error id)."""
 
 

@@ -48,14 +48,14 @@ async def _command_overrides(home: KlawHome, config: EngineConfig) -> tuple[dict
     """What `/rag set`, `/summarizer`, `/embeddings` stored in klaw.db's settings (none before the
     engine first ran); a database that cannot be opened leaves them out with a note saying so."""
     from klaw.engine.memory_settings import MemorySettings
+    from klaw.store.backend import open_storage
     from klaw.store.protocol import StorageError
-    from klaw.store.sqlite.store import SqliteStore
 
     path = home.database_file(config.database.path)
     if not path.exists():
         return {}, ""
     try:
-        store = await SqliteStore.open(path)
+        store = await open_storage(path, config.database)
     except StorageError as exc:
         return {}, f"settings changed by chat commands are not shown: {exc}"
     try:
