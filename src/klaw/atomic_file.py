@@ -7,6 +7,7 @@ POSIX), and the folder is fsync'd so the rename itself survives a power cut.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -42,3 +43,19 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+def append_whole(fd: int, payload: bytes, size: int) -> None:
+    """Write all of `payload` at the end of the append-mode `fd` and fsync, or leave the file at `size`
+    bytes: a write cut short (a full disk) is truncated away, so no torn line is left for the next
+    append or a retry to land after. Used by the conversation log and the gateway's buffer."""
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except OSError:
+        with contextlib.suppress(OSError):  # shrinking needs no space
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        raise

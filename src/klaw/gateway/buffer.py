@@ -13,7 +13,6 @@ text. File and directory are private (0600 / 0700): they hold message text.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -22,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from klaw import strict_json
+from klaw.atomic_file import append_whole
 from klaw.engine.frames import CommandFrame, FrameError, InboundFrame, decode_frame, encode_frame
 from klaw.errors import KlawError
 
@@ -123,16 +123,7 @@ class InboundBuffer:
         is truncated away, so no torn line is left for the next append)."""
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            size = os.fstat(fd).st_size
-            try:
-                view = memoryview(line)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            except OSError:
-                with contextlib.suppress(OSError):  # shrinking needs no space
-                    os.ftruncate(fd, size)
-                raise
+            append_whole(fd, line, os.fstat(fd).st_size)
         finally:
             os.close(fd)
         self._lines += 1

@@ -11,7 +11,6 @@ naming the file and line number, never the content, and goes on.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from klaw.atomic_file import fsync_dir
+from klaw.atomic_file import append_whole, fsync_dir
 from klaw.memory.log_format import MalformedLine, decode_record, encode_record
 from klaw.memory.log_rewrite import DAY, remove_lines
 from klaw.scheduling.names import is_task_log_dir
@@ -132,16 +131,7 @@ def _append_lines(path: Path, lines: list[str]) -> None:
         size = os.fstat(fd).st_size
         if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
             payload = b"\n" + payload  # isolate a torn last line left by a crash
-        try:
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        except OSError:
-            with contextlib.suppress(OSError):  # shrinking needs no space
-                os.ftruncate(fd, size)
-                os.fsync(fd)
-            raise
+        append_whole(fd, payload, size)
     finally:
         os.close(fd)
     if is_new:
