@@ -8,7 +8,7 @@ docstrings, or a callable returning one, registered exactly like klaw's own tool
     weather = "klaw_weather:TOOLS"
 
 A name that is neither a built-in group nor an installed plugin is refused when engine.yaml is read
-(config.py). A plugin that fails to import, or hands over something that cannot be a tool, is logged
+(klaw/config/tools.py). A plugin that fails to import, or hands over something that cannot be a tool, is logged
 naming it and left out: the engine starts and every turn runs without it (decision 093).
 """
 

@@ -1,0 +1,67 @@
+"""The channels the gateway runs (`channels:`) and the slash commands offered (`commands:`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, model_validator
+
+from klaw.config.base import Section, variable_name
+
+
+class WebChannelConfig(Section):
+    """The web page (chat, memory inspector, settings), served by the gateway."""
+
+    enabled: bool = True
+    host: str = Field(default="127.0.0.1", min_length=1, description="Listen address; keep 127.0.0.1 unless proxied.")
+    port: int = Field(default=8765, ge=0, le=65535, description="TCP port (0: any free port).")
+
+
+class TelegramChannelConfig(Section):
+    """A Telegram bot (long polling). The bot token is read from the environment variable `tokenEnv`."""
+
+    enabled: bool = False
+    token_env: Annotated[str, variable_name("token", "KLAW_TELEGRAM_TOKEN")] = Field(
+        default="KLAW_TELEGRAM_TOKEN", description="Name of the environment variable holding the bot token."
+    )
+    allowed_chat_ids: tuple[int, ...] = Field(
+        default=(), description="Chats the bot answers; any other chat gets one refusal and nothing is stored."
+    )
+    api_base_url: str = Field(default="https://api.telegram.org", description="Bot API server (tests: a fake).")
+
+    @model_validator(mode="after")
+    def _api_is_http(self) -> TelegramChannelConfig:
+        if not self.api_base_url.startswith(("http://", "https://")):
+            raise ValueError("apiBaseUrl must start with http:// or https://")
+        return self
+
+
+class ChannelsConfig(Section):
+    """The channels `klaw gateway` (and `klaw serve`) runs."""
+
+    web: WebChannelConfig = WebChannelConfig()
+    telegram: TelegramChannelConfig = TelegramChannelConfig()
+
+
+class CommandConfig(Section):
+    name: str
+    description: str
+
+
+def _default_commands() -> tuple[CommandConfig, ...]:
+    return tuple(
+        CommandConfig(name=name, description=description)
+        for name, description in (
+            ("new", "Start a new conversation segment"),
+            ("model", "Show or switch this chat's model: /model [id]"),
+            ("models", "List configured models and their context budgets"),
+            ("memory", "Show core memory"),
+            ("forget", "Erase an exchange, segment or saved memory: /forget last | exchange|segment|memory <id>"),
+            ("status", "Uptime, model, segment start, queue depth"),
+            ("context", "What went into the last turn's context"),
+            ("summarizer", "Background summaries of exchanges and segments: /summarizer [on|off|status]"),
+            ("embeddings", "The embedding worker: /embeddings [on|off|status|rebuild]"),
+            ("rag", "Past conversations in the context: /rag [on|off|config|set <key> <value>]"),
+            ("help", "List commands"),
+        )
+    )

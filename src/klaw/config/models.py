@@ -1,0 +1,58 @@
+"""The chat models (`models:`) and which one serves what (`routing:`), and a model's context budget."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import Field
+
+from klaw.config.base import ApiKeyEnv, Section
+
+
+class ModelConfig(Section):
+    """One chat model reachable through an OpenAI-compatible endpoint."""
+
+    base_url: str = Field(description="OpenAI-compatible base URL, e.g. http://localhost:11434/v1")
+    api_key_env: ApiKeyEnv | None = Field(
+        default=None, description="Name of the environment variable holding the API key (never the key)."
+    )
+    name: str | None = Field(
+        default=None,
+        description="Model name sent to the provider; default: the id without its 'provider/' prefix.",
+    )
+    context_budget: int | None = Field(default=None, gt=0, description="Context window in tokens.")
+    timeout_seconds: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+
+    def provider_model_name(self, model_id: str) -> str:
+        """The name the provider knows this model by (`ollama/llama3.2` → `llama3.2`)."""
+        if self.name:
+            return self.name
+        _, sep, rest = model_id.partition("/")
+        return rest if sep else model_id
+
+
+class RoutingTasks(Section):
+    summarization: str | None = None
+    subagent: str | None = None
+
+
+class RoutingConfig(Section):
+    default: str = "ollama/llama3.2"
+    tasks: RoutingTasks = RoutingTasks()
+
+    @property
+    def summarization_model(self) -> str:
+        return self.tasks.summarization or self.default
+
+    @property
+    def subagent_model(self) -> str:
+        return self.tasks.subagent or self.default
+
+
+def context_budget(models: Mapping[str, ModelConfig], model_id: str, default_budget_tokens: int) -> int:
+    """The model's `contextBudget`, else `default_budget_tokens` (`context.defaultBudgetTokens`)."""
+    model = models.get(model_id)
+    if model is not None and model.context_budget:
+        return model.context_budget
+    return default_budget_tokens

@@ -1,0 +1,85 @@
+"""The sections of what the agent can do: `scheduler:` and `tools:` (groups, plugins)."""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import Field, field_validator, model_validator
+
+from klaw.config.base import Section
+
+
+class SchedulerConfig(Section):
+    """Scheduled tasks (`scheduler.db`): the zone cron expressions are read in, and the misfire policy.
+
+    Misfires coalesce: a task whose fire times passed while the engine was down (or busy) runs once,
+    if its latest missed time is at most `misfireGraceSeconds` ago, else waits for its next time.
+    """
+
+    timezone: str | None = Field(
+        default=None, description="IANA zone for cron expressions, e.g. Europe/Berlin; null = the host's zone."
+    )
+    misfire_grace_seconds: int = Field(default=300, ge=0)
+    max_tasks: int = Field(default=50, ge=0, description="Most tasks the agent may create (schedule_add).")
+    max_runs_per_day: int = Field(
+        default=1440, ge=0, description="Most runs a day of all tasks together that schedule_add lets the agent reach."
+    )
+
+    @model_validator(mode="after")
+    def _known_zone(self) -> SchedulerConfig:
+        if self.timezone is not None:
+            try:
+                ZoneInfo(self.timezone)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(
+                    f"unknown time zone {self.timezone!r}: use an IANA name such as Europe/Berlin"
+                ) from None
+        return self
+
+
+ToolGroup = Literal["clock", "files", "memory", "scheduler", "subagents"]
+ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = ("clock", "files", "memory", "scheduler", "subagents")
+TOOL_PLUGIN_GROUP = "klaw.tools"  # the entry point group through which installed packages offer tools
+
+
+def installed_tool_plugins() -> frozenset[str]:
+    """The names installed packages offer tools under (klaw/tools/plugins.py loads them)."""
+    return frozenset(point.name for point in entry_points(group=TOOL_PLUGIN_GROUP))
+
+
+class ToolsConfig(Section):
+    """Which tools the model is offered, by group: every schema is sent with every model call.
+
+    A small-context model can drop the groups it does not need (the scheduler's three tools cost
+    ~380 tokens a call); `[]` offers none, for a model without tool calling. The groups' tools are
+    listed in `klaw.tools.builtin.groups`.
+    """
+
+    enabled: tuple[str, ...] = Field(
+        default=ALL_TOOL_GROUPS,
+        description="Tool groups offered to the model: clock, files, memory, scheduler, subagents, or the"
+        f" name of an installed tool plugin (entry point group {TOOL_PLUGIN_GROUP}).",
+    )
+
+    @field_validator("enabled")
+    @classmethod
+    def _known_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [name for name in names if name not in ALL_TOOL_GROUPS]
+        if unknown:
+            plugins = installed_tool_plugins()
+            missing = [name for name in unknown if name not in plugins]
+            if missing:
+                offered = ", ".join([*ALL_TOOL_GROUPS, *sorted(plugins)])
+                raise ValueError(
+                    f"unknown tool group {missing[0]!r}: use one of {offered}"
+                    f" (a package offers more through the {TOOL_PLUGIN_GROUP!r} entry point group)"
+                )
+        return names
+
+    allow_prompt_edits: bool = Field(
+        default=False,
+        description="Let file_write change SOUL.md, IDENTITY.md and AGENTS.md, which go into every turn of every"
+        " chat (off: an instruction injected into one turn cannot persist there).",
+    )
