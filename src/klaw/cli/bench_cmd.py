@@ -1,50 +1,27 @@
-"""`klaw bench …`: measured figures for speed targets (never timed unit tests)."""
+"""`klaw bench …`: measured figures for speed targets (never timed unit tests).
+
+The LoCoMo family (`locomo`, `past-sessions`, `recall`) lives in `bench_locomo_cmd.py`; the progress bars and
+JSON output they share live in `bench_output.py`.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import platform
 import tempfile
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from klaw.cli.bench_locomo_cmd import locomo, past_sessions, recall
+from klaw.cli.bench_output import emit as _emit
+from klaw.cli.bench_output import machine
+from klaw.cli.bench_output import progress as _progress
+from klaw.cli.bench_output import stage_reporter as _stage_reporter
 
 app = typer.Typer(help="Benchmarks: embedder throughput, vector search latency, …", no_args_is_help=True)
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
-    )
-
-
-def _stage_reporter(progress: Progress, prefix: str = "") -> Callable[[str, int, int], None]:
-    """A progress callback that shows one bar per stage name."""
-    tasks: dict[str, TaskID] = {}
-
-    def report(stage: str, done: int, total: int) -> None:
-        if stage not in tasks:
-            tasks[stage] = progress.add_task(f"{prefix}{stage}", total=total)
-        progress.update(tasks[stage], completed=done)
-
-    return report
-
-
-def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {platform.system()}"
-
-
-def _emit(result: dict[str, Any], out: Path | None) -> None:
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
 
 
 @app.command()
@@ -255,193 +232,6 @@ def warm(
     _emit({"machine": machine(), **asdict(result)}, out)
 
 
-@app.command()
-def locomo(
-    data: Annotated[Path, typer.Option(help="A LoCoMo-format JSON file (locomo10.json or a split of it).")],
-    out: Annotated[Path, typer.Option(help="Directory for locomo.json and locomo.md.")] = Path("bench-results"),
-    variants: Annotated[str, typer.Option(help="Comma-separated retrieval variants.")] = "hybrid,vector,fts",
-) -> None:
-    """Retrieval quality on LoCoMo: evidence recall of hybrid, vector-only and full-text-only search
-    through the real ingestion and search path, with the configured embedder."""
-    from datetime import UTC, datetime
-
-    from rich.markdown import Markdown
-
-    from klaw.bench.locomo.dataset import LocomoFormatError, load_locomo
-    from klaw.bench.locomo.report import to_json, to_markdown
-    from klaw.bench.locomo.runner import LocomoRunError, RunSettings, run_locomo
-    from klaw.cli.context import fail, home_from_env, load_or_exit
-    from klaw.memory.embedder.factory import create_embedder
-
-    config = load_or_exit(home_from_env()).config
-    try:
-        settings = RunSettings(
-            variants=tuple(v.strip() for v in variants.split(",") if v.strip()),
-            min_embed_tokens=config.auto_rag.min_message_tokens,
-            batch_size=config.embedder.batch_size,
-            search=config.search,
-        )
-    except ValueError as exc:
-        fail(str(exc))
-    try:
-        dataset = load_locomo(data)
-    except LocomoFormatError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"cannot read {data}: {exc.strerror or exc}")
-    embedder = create_embedder(config.embedder)
-    started_at = datetime.now(UTC).isoformat(timespec="seconds")
-
-    async def run(work_dir: Path) -> Any:
-        try:
-            with _progress() as progress:
-                return await run_locomo(dataset, embedder, work_dir, settings, _stage_reporter(progress))
-        finally:
-            await embedder.aclose()
-
-    with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp:
-        try:
-            result = asyncio.run(run(Path(tmp)))
-        except LocomoRunError as exc:
-            fail(str(exc), 1)
-    figures = to_json(
-        result, machine=machine(), started_at=started_at, embedder_config=config.embedder.model_dump(mode="json")
-    )
-    markdown = to_markdown(result)
-    _emit(figures, out / "locomo.json")
-    (out / "locomo.md").write_text(markdown, encoding="utf-8")
-    console = Console(markup=False)
-    console.print(f"machine: {machine()}")
-    console.print(Markdown(markdown))
-    console.print(f"wrote {out / 'locomo.json'} and {out / 'locomo.md'}")
-
-
-@app.command("past-sessions")
-def past_sessions(
-    data: Annotated[Path, typer.Option(help="A LoCoMo-format JSON file with session summaries and observations.")],
-    out: Annotated[Path, typer.Option(help="Directory for past_sessions.json and .md.")] = Path("bench-results"),
-    exchange_texts: Annotated[str, typer.Option(help="Comma-separated exchange texts: turns, facts.")] = "turns,facts",
-    names: Annotated[str, typer.Option(help="Comma-separated ways of naming the speakers: kept, neutral.")] = (
-        "kept,neutral"
-    ),
-) -> None:
-    """How similar a new message is to the summaries of the past segments holding its answer, through
-    past-conversation retrieval with the configured embedder: where `rag.minSimilarity` should sit."""
-    from datetime import UTC, datetime
-
-    from rich.markdown import Markdown
-
-    from klaw.bench.locomo.annotations import load_session_notes
-    from klaw.bench.locomo.dataset import LocomoFormatError, load_locomo
-    from klaw.bench.locomo.past_sessions import PastRunSettings, run_past_sessions
-    from klaw.bench.locomo.past_sessions_chat import PastSessionsRunError
-    from klaw.bench.locomo.past_sessions_report import to_json, to_markdown
-    from klaw.cli.context import fail, home_from_env, load_or_exit
-    from klaw.memory.embedder.factory import create_embedder
-
-    config = load_or_exit(home_from_env()).config
-    try:
-        settings = PastRunSettings(
-            exchange_texts=tuple(t.strip() for t in exchange_texts.split(",") if t.strip()),
-            names=tuple(n.strip() for n in names.split(",") if n.strip()),
-            batch_size=config.embedder.batch_size,
-            rag=config.rag,
-        )
-    except ValueError as exc:
-        fail(str(exc))
-    try:
-        dataset = load_locomo(data)
-        notes = load_session_notes(data, dataset)
-    except LocomoFormatError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"cannot read {data}: {exc.strerror or exc}")
-    embedder = create_embedder(config.embedder)
-    started_at = datetime.now(UTC).isoformat(timespec="seconds")
-
-    async def run(work_dir: Path) -> Any:
-        try:
-            with _progress() as progress:
-                return await run_past_sessions(dataset, notes, embedder, work_dir, settings, _stage_reporter(progress))
-        finally:
-            await embedder.aclose()
-
-    with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp:
-        try:
-            result = asyncio.run(run(Path(tmp)))
-        except PastSessionsRunError as exc:
-            fail(str(exc), 1)
-    figures = to_json(
-        result, machine=machine(), started_at=started_at, embedder_config=config.embedder.model_dump(mode="json")
-    )
-    markdown = to_markdown(result)
-    _emit(figures, out / "past_sessions.json")
-    (out / "past_sessions.md").write_text(markdown, encoding="utf-8")
-    console = Console(markup=False)
-    console.print(f"machine: {machine()}")
-    console.print(Markdown(markdown))
-    console.print(f"wrote {out / 'past_sessions.json'} and {out / 'past_sessions.md'}")
-
-
-@app.command()
-def recall(
-    data: Annotated[Path, typer.Option(help="A LoCoMo-format JSON file with session summaries and observations.")],
-    out: Annotated[Path, typer.Option(help="Directory for recall.json and recall.md.")] = Path("bench-results"),
-    layers: Annotated[str, typer.Option(help="Comma-separated layers: auto_rag, past.")] = "auto_rag,past",
-) -> None:
-    """What reaches the model: each LoCoMo question asked as a live turn, and what the auto-RAG and
-    past-conversations blocks would hold with the settings in force (context recall, false injection)."""
-    from datetime import UTC, datetime
-
-    from rich.markdown import Markdown
-
-    from klaw.bench.locomo.annotations import load_session_notes
-    from klaw.bench.locomo.dataset import LocomoFormatError, load_locomo
-    from klaw.bench.locomo.recall_bench import RecallSettings, run_recall
-    from klaw.bench.locomo.recall_report import to_json, to_markdown
-    from klaw.bench.locomo.runner import LocomoRunError
-    from klaw.cli.context import fail, home_from_env, load_or_exit
-    from klaw.memory.embedder.factory import create_embedder
-
-    config = load_or_exit(home_from_env()).config
-    try:
-        settings = RecallSettings(
-            layers=tuple(part.strip() for part in layers.split(",") if part.strip()),
-            auto_rag=config.auto_rag,
-            search=config.search,
-            rag=config.rag,
-            sliding_window=config.context.sliding_window,
-            batch_size=config.embedder.batch_size,
-        )
-        dataset = load_locomo(data)
-        notes = load_session_notes(data, dataset)
-    except (ValueError, LocomoFormatError) as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"cannot read {data}: {exc.strerror or exc}")
-    embedder = create_embedder(config.embedder)
-    started_at = datetime.now(UTC).isoformat(timespec="seconds")
-
-    async def run(work_dir: Path) -> Any:
-        try:
-            with _progress() as progress:
-                return await run_recall(dataset, notes, embedder, work_dir, settings, _stage_reporter(progress))
-        finally:
-            await embedder.aclose()
-
-    with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp:
-        try:
-            result = asyncio.run(run(Path(tmp)))
-        except LocomoRunError as exc:
-            fail(str(exc), 1)
-    markdown = to_markdown(result)
-    _emit(to_json(result, machine=machine(), started_at=started_at), out / "recall.json")
-    (out / "recall.md").write_text(markdown, encoding="utf-8")
-    console = Console(markup=False)
-    console.print(Markdown(markdown))
-    console.print(f"wrote {out / 'recall.json'} and {out / 'recall.md'}")
-
-
 def _reindex_throughput(console: Console, config: Any, messages: int) -> dict[str, Any]:
     from klaw.bench.reindex_bench import measure_reindex
 
@@ -455,3 +245,9 @@ def _reindex_throughput(console: Console, config: Any, messages: int) -> dict[st
         f" (rows {result.rows_per_s:.0f}/s, embedding {result.embedded_per_s:.0f}/s)"
     )
     return asdict(result)
+
+
+# The LoCoMo family, registered last so `klaw bench --help` lists the speed benchmarks first.
+app.command()(locomo)
+app.command("past-sessions")(past_sessions)
+app.command()(recall)

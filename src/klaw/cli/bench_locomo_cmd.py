@@ -1,0 +1,161 @@
+"""`klaw bench locomo | past-sessions | recall`: retrieval quality on a LoCoMo-format file.
+
+The three differ in what they run and how they report it; everything around that is one path
+(`_run_bench`): read the home's config, build the run's settings (a bad option is a one-line error),
+read the data set, run in a scratch directory with progress bars, write `NAME.json` and `NAME.md`,
+show the Markdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from klaw.cli.bench_output import emit, machine, progress, stage_reporter
+
+# (dataset, session notes or None, embedder, scratch directory, settings, progress callback) -> result
+Runner = Callable[[Any, Any, Any, Path, Any, Callable[[str, int, int], None]], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Bench:
+    """One LoCoMo benchmark: its output name, how it runs and how it reports."""
+
+    name: str
+    run: Runner
+    to_json: Callable[..., dict[str, Any]]
+    to_markdown: Callable[[Any], str]
+    run_errors: tuple[type[Exception], ...]
+    needs_notes: bool = True
+    json_names_embedder: bool = True
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _run_bench(bench: _Bench, data: Path, out: Path, settings_from: Callable[[Any], object]) -> None:
+    from rich.markdown import Markdown
+
+    from klaw.bench.locomo.annotations import load_session_notes
+    from klaw.bench.locomo.dataset import LocomoFormatError, load_locomo
+    from klaw.cli.context import fail, home_from_env, load_or_exit
+    from klaw.memory.embedder.factory import create_embedder
+
+    config = load_or_exit(home_from_env()).config
+    try:
+        settings = settings_from(config)
+        dataset = load_locomo(data)
+        notes = load_session_notes(data, dataset) if bench.needs_notes else None
+    except (ValueError, LocomoFormatError) as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot read {data}: {exc.strerror or exc}")
+    embedder = create_embedder(config.embedder)
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+
+    async def run(work_dir: Path) -> Any:
+        try:
+            with progress() as bars:
+                return await bench.run(dataset, notes, embedder, work_dir, settings, stage_reporter(bars))
+        finally:
+            await embedder.aclose()
+
+    with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp:
+        try:
+            result = asyncio.run(run(Path(tmp)))
+        except bench.run_errors as exc:
+            fail(str(exc), 1)
+    extra = {"embedder_config": config.embedder.model_dump(mode="json")} if bench.json_names_embedder else {}
+    markdown = bench.to_markdown(result)
+    emit(bench.to_json(result, machine=machine(), started_at=started_at, **extra), out / f"{bench.name}.json")
+    (out / f"{bench.name}.md").write_text(markdown, encoding="utf-8")
+    console = Console(markup=False)
+    console.print(f"machine: {machine()}")
+    console.print(Markdown(markdown))
+    console.print(f"wrote {out / f'{bench.name}.json'} and {out / f'{bench.name}.md'}")
+
+
+def locomo(
+    data: Annotated[Path, typer.Option(help="A LoCoMo-format JSON file (locomo10.json or a split of it).")],
+    out: Annotated[Path, typer.Option(help="Directory for locomo.json and locomo.md.")] = Path("bench-results"),
+    variants: Annotated[str, typer.Option(help="Comma-separated retrieval variants.")] = "hybrid,vector,fts",
+) -> None:
+    """Retrieval quality on LoCoMo: evidence recall of hybrid, vector-only and full-text-only search
+    through the real ingestion and search path, with the configured embedder."""
+    from klaw.bench.locomo.report import to_json, to_markdown
+    from klaw.bench.locomo.runner import LocomoRunError, RunSettings, run_locomo
+
+    def run(dataset: Any, _notes: Any, embedder: Any, work_dir: Path, settings: Any, stages: Any) -> Awaitable[Any]:
+        return run_locomo(dataset, embedder, work_dir, settings, stages)
+
+    def settings_from(config: Any) -> RunSettings:
+        return RunSettings(
+            variants=_csv(variants),
+            min_embed_tokens=config.auto_rag.min_message_tokens,
+            batch_size=config.embedder.batch_size,
+            search=config.search,
+        )
+
+    _run_bench(
+        _Bench("locomo", run, to_json, to_markdown, (LocomoRunError,), needs_notes=False), data, out, settings_from
+    )
+
+
+def past_sessions(
+    data: Annotated[Path, typer.Option(help="A LoCoMo-format JSON file with session summaries and observations.")],
+    out: Annotated[Path, typer.Option(help="Directory for past_sessions.json and .md.")] = Path("bench-results"),
+    exchange_texts: Annotated[str, typer.Option(help="Comma-separated exchange texts: turns, facts.")] = "turns,facts",
+    names: Annotated[str, typer.Option(help="Comma-separated ways of naming the speakers: kept, neutral.")] = (
+        "kept,neutral"
+    ),
+) -> None:
+    """How similar a new message is to the summaries of the past segments holding its answer, through
+    past-conversation retrieval with the configured embedder: where `rag.minSimilarity` should sit."""
+    from klaw.bench.locomo.past_sessions import PastRunSettings, run_past_sessions
+    from klaw.bench.locomo.past_sessions_chat import PastSessionsRunError
+    from klaw.bench.locomo.past_sessions_report import to_json, to_markdown
+
+    def settings_from(config: Any) -> PastRunSettings:
+        return PastRunSettings(
+            exchange_texts=_csv(exchange_texts),
+            names=_csv(names),
+            batch_size=config.embedder.batch_size,
+            rag=config.rag,
+        )
+
+    bench = _Bench("past_sessions", run_past_sessions, to_json, to_markdown, (PastSessionsRunError,))
+    _run_bench(bench, data, out, settings_from)
+
+
+def recall(
+    data: Annotated[Path, typer.Option(help="A LoCoMo-format JSON file with session summaries and observations.")],
+    out: Annotated[Path, typer.Option(help="Directory for recall.json and recall.md.")] = Path("bench-results"),
+    layers: Annotated[str, typer.Option(help="Comma-separated layers: auto_rag, past.")] = "auto_rag,past",
+) -> None:
+    """What reaches the model: each LoCoMo question asked as a live turn, and what the auto-RAG and
+    past-conversations blocks would hold with the settings in force (context recall, false injection)."""
+    from klaw.bench.locomo.recall_bench import RecallSettings, run_recall
+    from klaw.bench.locomo.recall_report import to_json, to_markdown
+    from klaw.bench.locomo.runner import LocomoRunError
+
+    def settings_from(config: Any) -> RecallSettings:
+        return RecallSettings(
+            layers=_csv(layers),
+            auto_rag=config.auto_rag,
+            search=config.search,
+            rag=config.rag,
+            sliding_window=config.context.sliding_window,
+            batch_size=config.embedder.batch_size,
+        )
+
+    bench = _Bench("recall", run_recall, to_json, to_markdown, (LocomoRunError,), json_names_embedder=False)
+    _run_bench(bench, data, out, settings_from)

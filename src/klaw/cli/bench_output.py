@@ -1,0 +1,43 @@
+"""What every `klaw bench` command shares: rich progress bars per stage, the machine's description, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+
+def progress() -> Progress:
+    """Bars that vanish when done, so the figures printed after them stand alone."""
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+    )
+
+
+def stage_reporter(progress: Progress, prefix: str = "") -> Callable[[str, int, int], None]:
+    """A progress callback that shows one bar per stage name."""
+    tasks: dict[str, TaskID] = {}
+
+    def report(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = progress.add_task(f"{prefix}{stage}", total=total)
+        progress.update(tasks[stage], completed=done)
+
+    return report
+
+
+def machine() -> str:
+    """The machine a figure was measured on, printed beside every figure."""
+    return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {platform.system()}"
+
+
+def emit(result: dict[str, Any], out: Path | None) -> None:
+    """Write the figures as JSON (for comparing runs), when `--out` names a file."""
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
