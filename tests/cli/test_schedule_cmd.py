@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,37 @@ def test_removing_an_unknown_task_fails(home: Path) -> None:
     result = klaw(home, "remove", "ghost")
     assert result.exit_code == 1
     assert "there is no task named 'ghost'" in result.output
+
+
+def test_add_allows_a_held_tool_and_refuses_one_that_is_not_held(home: Path) -> None:
+    (home / "engine.yaml").write_text(CONFIG + "tools: {approval: [host_exec]}\n", encoding="utf-8")
+    added = klaw(home, "add", "cleanup", "--every", "1d", "-m", "Clean up", "--allow-tool", "host_exec")
+    assert added.exit_code == 0, added.output
+    [task] = ScheduleStore(home / "scheduler.db").list()
+    assert task.allowed_tools == ("host_exec",)
+    assert "may run without asking: host_exec" in klaw(home, "list").output
+
+    refused = klaw(home, "add", "other", "--every", "1d", "-m", "Read", "--allow-tool", "file_read")
+    assert refused.exit_code != 0
+    assert "'file_read' is not held for approval (tools.approval in engine.yaml lists host_exec)" in refused.output
+    assert [t.name for t in ScheduleStore(home / "scheduler.db").list()] == ["cleanup"]
+
+
+def test_a_scheduler_db_of_an_older_klaw_keeps_its_tasks(home: Path) -> None:
+    """Version 1 had no allowed_tools column: the first open adds it, tasks allow nothing."""
+    path = home / "scheduler.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "CREATE TABLE tasks (name TEXT PRIMARY KEY, kind TEXT NOT NULL, expression TEXT NOT NULL,"
+            " message TEXT NOT NULL, model TEXT, inject_into TEXT, created_at INTEGER NOT NULL,"
+            " next_run_at INTEGER, last_run_at INTEGER, last_status TEXT)"
+        )
+        connection.execute(
+            "INSERT INTO tasks VALUES ('old', 'every', '3600', 'Check', NULL, NULL, 0, NULL, NULL, NULL)"
+        )
+        connection.execute("PRAGMA user_version = 1")
+    listed = klaw(home, "list")
+    assert listed.exit_code == 0, listed.output
+    assert "old" in listed.output
+    [task] = ScheduleStore(path).list()
+    assert (task.name, task.allowed_tools) == ("old", ())

@@ -28,9 +28,16 @@ class StubScheduler:
     spawned: list[tuple[str, str, str | None, ChatRef | None]] = field(default_factory=list)
 
     async def add_task(
-        self, name: str, schedule: TaskSchedule, message: str, *, model: str | None, inject_into: ChatRef | None
+        self,
+        name: str,
+        schedule: TaskSchedule,
+        message: str,
+        *,
+        model: str | None,
+        inject_into: ChatRef | None,
+        allowed_tools: tuple[str, ...] = (),
     ) -> ScheduledTask:
-        task = ScheduledTask(name, schedule, message, model, inject_into, created_at=NOW)
+        task = ScheduledTask(name, schedule, message, model, inject_into, created_at=NOW, allowed_tools=allowed_tools)
         self.tasks[name] = replace(task, next_run_at=schedule.first_fire(NOW, UTC))
         return self.tasks[name]
 

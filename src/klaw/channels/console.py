@@ -5,7 +5,9 @@ and bracketed paste (a pasted block of several lines arrives as one message); ri
 spinner while the model thinks. Text a person or the model wrote is printed as `Text` (or Markdown for
 replies), never as rich markup, and log lines are printed through the same console.
 Replies arrive through the engine's delivery for the `console` channel and are printed above the
-prompt, so a scheduled message can appear while the person is typing.
+prompt, so a scheduled message can appear while the person is typing. A question to approve a held
+tool (engine/approval.py) stops the spinner and asks `approve? [y/N]`; the answer goes to the engine
+as `/approve ID` or `/deny ID` while the turn that asked waits for it.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class ConsoleChannel:
                     continue
                 if text.strip().lower() in EXIT_WORDS:
                     break
-                await self._exchange(chat, text)
+                await self._exchange(chat, text, session)
                 if self._keys.leave:  # Ctrl-D while the model was thinking
                     break
 
@@ -79,7 +81,7 @@ class ConsoleChannel:
         while True:
             self._show(await self._replies.get())
 
-    async def _exchange(self, chat: ChatRef, text: str) -> None:
+    async def _exchange(self, chat: ChatRef, text: str, session: PromptSession[str]) -> None:
         result = await self._engine.submit(chat, text)
         if result.command_reply is not None:
             command = parse_command(text)
@@ -88,15 +90,30 @@ class ConsoleChannel:
             # Text, not markup: a reply quotes what a person or the model wrote ("[urgent] call mom").
             self._console.print(Text(result.command_reply, style="cyan"), highlight=False)
             return
-        with self._console.status("thinking…", spinner="dots"), self._keys.watching():
-            reply = await self._next_reply_to(result.message_id)
-        self._show(reply)
+        while True:
+            with self._console.status("thinking…", spinner="dots"), self._keys.watching():
+                reply = await self._next_reply_to(result.message_id)
+            self._show(reply)
+            if reply.approval is None:
+                return
+            await self._answer_approval(chat, reply.approval, session)
+
+    async def _answer_approval(self, chat: ChatRef, request_id: str, session: PromptSession[str]) -> None:
+        """y or yes approves; anything else (Enter, Ctrl-C, Ctrl-D) denies. The engine's answer is shown."""
+        try:
+            answer = await session.prompt_async("approve? [y/N] › ")
+        except (EOFError, KeyboardInterrupt):
+            answer = ""
+        command = "approve" if answer.strip().lower() in {"y", "yes"} else "deny"
+        reply = await self._engine.commands.handle(chat, command, request_id)
+        self._console.print(Text(reply, style="cyan"), highlight=False)
 
     async def _next_reply_to(self, message_id: str | None) -> Outbound:
-        """The reply to this message; other messages that arrive first are shown as they come."""
+        """The reply to this message, or a question to approve a tool on its way; other messages that
+        arrive first are shown as they come."""
         while True:
             reply = await self._replies.get()
-            if reply.reply_to == message_id or reply.kind == "error":
+            if reply.reply_to == message_id or reply.kind == "error" or reply.approval is not None:
                 return reply
             self._show(reply)
 

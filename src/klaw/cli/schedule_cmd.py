@@ -33,7 +33,9 @@ def list_tasks() -> None:
     if not home.scheduler_db.exists():
         typer.echo("No scheduled tasks.")
         return
-    tasks = ScheduleStore(home.scheduler_db).list()
+    store = ScheduleStore(home.scheduler_db)
+    store.create()  # brings a file of an older klaw up to date (idempotent)
+    tasks = store.list()
     if not tasks:
         typer.echo("No scheduled tasks.")
         return
@@ -49,7 +51,8 @@ def list_tasks() -> None:
             last,
             task.model or "(subagent default)",
             str(task.inject_into) if task.inject_into else "(only logged)",
-            task.message,
+            task.message
+            + (f" (may run without asking: {', '.join(task.allowed_tools)})" if task.allowed_tools else ""),
         )
     Console(markup=False).print(table)
 
@@ -66,6 +69,13 @@ def add(
     inject_into: Annotated[
         str | None, typer.Option("--inject-into", help="Chat its answers go to: channel:chat_id.")
     ] = None,
+    allow_tool: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-tool",
+            help="A tool held for approval (tools.approval) its runs may use without asking; repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Add a task that runs on a cron schedule (--cron) or at an interval (--every)."""
     home = home_from_env()
@@ -79,8 +89,22 @@ def add(
         ModelCatalogue.from_config(config).check(model)
         zone = scheduler_zone(config.scheduler.timezone)
         now = datetime.now(UTC)
+        allowed = tuple(dict.fromkeys(allow_tool or ()))
+        not_held = [tool for tool in allowed if tool not in config.tools.approval]
+        if not_held:
+            fail(
+                f"{not_held[0]!r} is not held for approval (tools.approval in engine.yaml lists"
+                f" {', '.join(config.tools.approval) or 'nothing'}); --allow-tool names a held tool"
+            )
         task = ScheduledTask(
-            name, schedule, message, model, target, created_at=now, next_run_at=schedule.first_fire(now, zone)
+            name,
+            schedule,
+            message,
+            model,
+            target,
+            created_at=now,
+            next_run_at=schedule.first_fire(now, zone),
+            allowed_tools=allowed,
         )
         store = ScheduleStore(home.scheduler_db)
         store.create()

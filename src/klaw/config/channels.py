@@ -62,6 +62,8 @@ def _default_commands() -> tuple[CommandConfig, ...]:
             ("summarizer", "Background summaries of exchanges and segments: /summarizer [on|off|status]"),
             ("embeddings", "The embedding worker: /embeddings [on|off|status|rebuild]"),
             ("rag", "Past conversations in the context: /rag [on|off|config|set <key> <value>]"),
+            ("approve", "Let the agent run a tool it asked for: /approve ID"),
+            ("deny", "Refuse a tool the agent asked for: /deny ID"),
             ("help", "List commands"),
         )
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from importlib.metadata import entry_points
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -41,6 +42,7 @@ class SchedulerConfig(Section):
 
 ToolGroup = Literal["clock", "files", "memory", "scheduler", "subagents"]
 ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = ("clock", "files", "memory", "scheduler", "subagents")
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # as klaw/tools/registry.py checks them
 TOOL_PLUGIN_GROUP = "klaw.tools"  # the entry point group through which installed packages offer tools
 
 
@@ -83,3 +85,20 @@ class ToolsConfig(Section):
         description="Let file_write change SOUL.md, IDENTITY.md and AGENTS.md, which go into every turn of every"
         " chat (off: an instruction injected into one turn cannot persist there).",
     )
+    approval: tuple[str, ...] = Field(
+        default=(),
+        description="Tools the engine holds until the person answers /approve or /deny in the chat (any tool"
+        " name: host_exec, an MCP server's server__tool, a plugin's tool). A scheduled task's run has nobody to"
+        " ask: these tools are denied there unless the task was created allowing them.",
+    )
+    approval_timeout_seconds: float = Field(
+        default=300.0, gt=0, le=86_400, description="No answer to an approval question within this time: denied."
+    )
+
+    @field_validator("approval")
+    @classmethod
+    def _tool_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [name for name in names if not _TOOL_NAME.match(name)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a tool name: use 1-64 letters, digits, '_' or '-'")
+        return tuple(dict.fromkeys(names))

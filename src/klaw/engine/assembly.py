@@ -19,6 +19,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from klaw.config import EngineConfig
+from klaw.engine.approval import ApprovalGate
 from klaw.engine.clock import Clock
 from klaw.engine.commands import CommandHandler
 from klaw.engine.context_builder import ContextBuilder
@@ -52,6 +53,7 @@ from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.memory.summaries.service import SummarizerService
 from klaw.memory.summaries.summary_export import export_unlogged_summaries
 from klaw.memory.summaries.texts import SummaryTexts
+from klaw.scheduling.tools import asks_to_allow_tools
 from klaw.store.records import StoredMessage
 from klaw.store.sqlite.store import SqliteStore
 from klaw.tools.builtin.defaults import register_builtin_tools
@@ -91,6 +93,7 @@ class Parts:
     scheduler: Scheduler
     commands: CommandHandler
     socket: EngineSocketServer | None
+    approvals: ApprovalGate
 
 
 async def open_memory(
@@ -217,12 +220,20 @@ async def assemble(
         streamer=(socket.wants_delta, socket.send_reply_delta) if socket is not None else None,
     )
     slots = LlmSlots(config.processing.max_concurrent_llm)
+    approvals = ApprovalGate(
+        tools=config.tools.approval,
+        timeout_seconds=config.tools.approval_timeout_seconds,
+        clock=clock,
+        delivery=delivery,
+        conditions={"schedule_add": asks_to_allow_tools},  # a task allowed held tools: the person says yes first
+    )
     turns = TurnRunner(
         model_for=router.client,
         tools=registry,
         workspace=home.workspace,
         clock=clock,
         max_rounds=config.processing.max_tool_call_rounds,
+        approvals=approvals,
     )
     sessions = SessionManager(router.catalogue, memory.store, memory.ingestion, clock)
     processor = MessageProcessor(
@@ -271,8 +282,11 @@ async def assemble(
         scheduler=scheduler,
         forgetting=memory.forgetting,
         memory_commands=MemoryCommands(memory.settings, summarizer, memory.embedding_queue, memory.store),
+        approvals=approvals,
     )
-    parts = Parts(memory, router, registry, sessions, delivery, processor, summarizer, scheduler, commands, socket)
+    parts = Parts(
+        memory, router, registry, sessions, delivery, processor, summarizer, scheduler, commands, socket, approvals
+    )
     if socket is not None:
         await socket.bind()  # a second engine on this home stops here, before any turn runs
         stack.push_async_callback(socket.aclose)

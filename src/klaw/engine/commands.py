@@ -1,4 +1,5 @@
-"""Slash commands: answered at once by the engine, without the model and without debounce."""
+"""Slash commands: answered at once by the engine, without the model, debounce or the chat's turn lock
+(so `/approve` reaches the turn that waits for it)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from contextvars import ContextVar
 from datetime import datetime
 
 from klaw.config import CommandConfig
+from klaw.engine.approval import ApprovalGate
 from klaw.engine.clock import Clock
 from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.processor import MessageProcessor
@@ -41,6 +43,7 @@ class CommandHandler:
         scheduler: Scheduler | None = None,
         forgetting: Forgetting | None = None,
         memory_commands: MemoryCommands | None = None,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         self._catalogue = catalogue
         self._commands = tuple(commands)  # `commands` in engine.yaml: what /help lists
@@ -64,6 +67,8 @@ class CommandHandler:
         }
         if memory_commands is not None:  # /summarizer, /embeddings, /rag
             self._handlers.update(memory_commands.handlers())
+        if approvals is not None:  # /approve, /deny: answered at once, while the turn that asked waits
+            self._handlers.update(approvals.handlers())
 
     async def handle(self, chat: ChatRef, name: str, args: str = "", command_id: str | None = None) -> str:
         """Run a command. `command_id` is the id a gateway gave it: a command replayed after a lost

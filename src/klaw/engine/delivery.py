@@ -27,6 +27,7 @@ class Outbound:
     reply_to: str | None = None
     kind: OutboundKind = "reply"
     task: str | None = None  # the scheduled task whose answer this is
+    approval: str | None = None  # a question of engine/approval.py: the id `/approve` and `/deny` take
 
 
 Sink = Callable[[Outbound], Awaitable[None]]

@@ -155,6 +155,9 @@ class OutboundFrame(_FrameModel):
     # The scheduled task whose answer this is (None: anything else), so a channel can label it. Optional:
     # an older engine leaves it out and an older gateway ignores it.
     task: str | None = None
+    # An approval question's id (engine/approval.py): a channel may offer approve/deny buttons that send
+    # `/approve ID` or `/deny ID`; optional like `task`.
+    approval: str | None = None
 
 
 class DeltaFrame(_FrameModel):

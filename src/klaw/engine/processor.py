@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from klaw.config import EngineConfig
+from klaw.engine.approval import PERSON_PRESENT
 from klaw.engine.clock import Clock
 from klaw.engine.context_builder import BuiltContext, ContextBuilder
 from klaw.engine.context_history import ContextHistory, TurnContext
@@ -181,6 +182,7 @@ class MessageProcessor:
             sink=sink,
             on_text=self._delivery.delta_sink(chat, sink.reply_to),
             timings=timings,
+            approval=PERSON_PRESENT,  # a held tool asks this chat's person
         )
         await self._turns_runner.run(turn)
 

@@ -68,6 +68,7 @@ class Engine:
         self.commands = parts.commands
         self.delivery = parts.delivery
         self.socket = parts.socket
+        self.approvals = parts.approvals
         self.scheduler: Scheduler | None = parts.scheduler
         self.summarizer: SummarizerService | None = parts.summarizer
         self.warming: asyncio.Task[None] | None = None  # filling the vector cache after start-up
@@ -139,6 +140,7 @@ class Engine:
         open during the drain; inbound frames then get an error (not stored, send again later).
         """
         self.processor.stop_accepting()
+        self.approvals.close()  # questions still waiting are denied: their turns end instead of the drain timing out
         if self.socket is not None:
             await self.socket.stop_accepting()
         if self.scheduler is not None:

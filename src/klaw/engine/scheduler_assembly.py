@@ -79,5 +79,6 @@ def assemble_scheduler(
         scheduler,
         max_tasks=config.scheduler.max_tasks,
         max_runs_per_day=config.scheduler.max_runs_per_day,
+        held_tools=config.tools.approval,
     )
     return scheduler

@@ -103,13 +103,21 @@ class Scheduler:
         *,
         model: str | None = None,
         inject_into: ChatRef | None = None,
+        allowed_tools: tuple[str, ...] = (),
     ) -> ScheduledTask:
         """Add a task; raises ValueError (bad name, unknown model, duplicate name) with the reason."""
         validate_task_name(name)
         self._catalogue.check(model)
         now = self._clock.now()
         task = ScheduledTask(
-            name, schedule, message, model, inject_into, created_at=now, next_run_at=schedule.first_fire(now, self.zone)
+            name,
+            schedule,
+            message,
+            model,
+            inject_into,
+            created_at=now,
+            next_run_at=schedule.first_fire(now, self.zone),
+            allowed_tools=allowed_tools,
         )
         await asyncio.to_thread(self._store.add, task)
         self._poke()
@@ -175,7 +183,14 @@ class Scheduler:
             await asyncio.to_thread(self._store.record_run, task.name, now, "busy")
             return
         try:
-            request = SubagentRequest(task.name, task.message, task.model, task.inject_into, origin="schedule")
+            request = SubagentRequest(
+                task.name,
+                task.message,
+                task.model,
+                task.inject_into,
+                origin="schedule",
+                allowed_tools=task.allowed_tools,
+            )
             self._runner.spawn(request)
         except (ValueError, RuntimeError) as exc:  # e.g. its model was removed from engine.yaml
             log.warning("task %s could not start: %s", task.name, exc)

@@ -149,6 +149,7 @@ class EngineSocketServer:
             reply_to=outbound.reply_to,
             kind=outbound.kind,
             task=outbound.task,
+            approval=outbound.approval,
         )
         await self.send_outbound(frame)
 

@@ -30,6 +30,7 @@ from enum import StrEnum
 from typing import Literal
 
 from klaw.config import EngineConfig
+from klaw.engine.approval import ApprovalScope
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.silent import is_silent
@@ -66,6 +67,7 @@ class SubagentRequest:
     model: str | None = None  # None: routing.tasks.subagent, else routing.default
     inject_into: ChatRef | None = None
     origin: Origin = "schedule"
+    allowed_tools: tuple[str, ...] = ()  # held tools (tools.approval) its task was created allowing
 
 
 @dataclass(frozen=True)
@@ -182,7 +184,11 @@ class SubagentRunner:
             built = await self._context.build(name, request.message, model_id)
             return TurnPrompt(list(built.messages), built.tools, model_id)
 
-        turn = Turn(label=f"run of task {name}", chat=chat, context=context, record=self.append, sink=sink)
+        # Nobody answers approval questions in a run: a held tool runs only if the task allows it.
+        approval = ApprovalScope(ask=False, allowed=frozenset(request.allowed_tools))
+        turn = Turn(
+            label=f"run of task {name}", chat=chat, context=context, record=self.append, sink=sink, approval=approval
+        )
         async with self._slots.hold(Priority.SUBAGENT):
             result = await self._turns.run(turn)
         # The slot is free again before delivery, which may wait for the target chat's turn to end.

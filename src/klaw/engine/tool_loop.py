@@ -6,21 +6,26 @@ what the agent did. Tool calls of one round run concurrently. A tool's failure i
 model sees, never a crash. More than `max_rounds` model calls that still ask for tools end the turn
 with a clear message to the person. With `on_text`, each answer is streamed and its text pieces are
 passed on as they arrive (a channel showing the reply as it is written); the outcome is the same.
+A call of a tool the person must approve (engine/approval.py) waits for `approve` first; one not
+approved never reaches the registry, its result says why, and its record names the decision.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import datetime
 
+from klaw.engine.approval import Verdict
 from klaw.engine.transcript import tool_calls_metadata
-from klaw.llm.messages import ChatMessage, ChatResponse, ToolSpec
+from klaw.llm.messages import ChatMessage, ChatResponse, ToolCall, ToolSpec
 from klaw.llm.protocol import ChatModel, StreamAccumulator
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
-from klaw.tools.registry import ToolContext, ToolRegistry
+from klaw.tools.registry import ToolContext, ToolRegistry, ToolResult
 
+Approver = Callable[[ToolCall], Awaitable[Verdict | None]]  # None: not held; else what became of it
 Recorder = Callable[[MessageRecord], Awaitable[object]]  # ingestion (chats), or a task's log (subagents)
 TextSink = Callable[[str], Awaitable[None]]
 
@@ -53,6 +58,7 @@ async def run_tool_loop(
     record: Recorder,
     now: Callable[[], datetime],
     on_text: TextSink | None = None,
+    approve: Approver | None = None,
 ) -> LoopOutcome:
     """Run the loop on `messages` (extended in place); returns the final text and status."""
     calls_made = 0
@@ -73,20 +79,35 @@ async def run_tool_loop(
                 created_at=now(),
             )
         )
-        results = await registry.execute_all(calls, tool_context)
-        for result in results:
+        results = await asyncio.gather(*(_run(call, registry, tool_context, approve) for call in calls))
+        for result, decision in results:
             messages.append(ChatMessage.tool(result.call_id, result.content, name=result.name))
+            metadata: dict[str, object] = {"tool_call_id": result.call_id, "name": result.name}
+            metadata["is_error"] = result.is_error
+            if decision is not None:
+                metadata["approval"] = decision
             await record(
                 MessageRecord(
                     chat,
                     Role.TOOL,
                     result.content,
                     type=MessageType.TOOL_RESULT,
-                    metadata={"tool_call_id": result.call_id, "name": result.name, "is_error": result.is_error},
+                    metadata=metadata,
                     created_at=now(),
                 )
             )
     return LoopOutcome(tool_limit_message(max_rounds), ExchangeStatus.TOOL_LIMIT, max_rounds, calls_made)
+
+
+async def _run(
+    call: ToolCall, registry: ToolRegistry, context: ToolContext, approve: Approver | None
+) -> tuple[ToolResult, str | None]:
+    """One call, approved first if it is held; with the decision's name for its record (None: not held)."""
+    verdict = await approve(call) if approve is not None else None
+    if verdict is not None and not verdict.approved:
+        return ToolResult(call.id, call.name, verdict.message, is_error=True), verdict.decision.value
+    result = await registry.execute(call, context)
+    return result, None if verdict is None else verdict.decision.value
 
 
 async def _ask(

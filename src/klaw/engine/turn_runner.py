@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from klaw.engine.approval import NOBODY, ApprovalGate, ApprovalScope, Verdict
 from klaw.engine.clock import Clock
 from klaw.engine.tool_loop import LoopOutcome, Recorder, TextSink, run_tool_loop
 from klaw.engine.turn_timing import PhaseTimes
 from klaw.llm.errors import LlmError
-from klaw.llm.messages import ChatMessage, ToolSpec
+from klaw.llm.messages import ChatMessage, ToolCall, ToolSpec
 from klaw.llm.protocol import ChatModel
 from klaw.store.records import ChatRef
 from klaw.tools.registry import ToolContext, ToolRegistry
@@ -87,6 +88,8 @@ class Turn:
     # How long each phase took: exchange (the sink's begin), context, model (the tool loop: model
     # calls, tools and their records), reply (the sink's finish); see engine/turn_timing.py.
     timings: PhaseTimes = field(default_factory=PhaseTimes)
+    # Who answers for a held tool (engine/approval.py): the person of a chat turn, or nobody (a task's run).
+    approval: ApprovalScope = NOBODY
 
 
 ModelFor = Callable[[str], ChatModel]
@@ -96,9 +99,18 @@ class TurnRunner:
     """Runs turns on the engine's model router and tools; shared by chat turns and task runs."""
 
     def __init__(
-        self, *, model_for: ModelFor, tools: ToolRegistry, workspace: Path, clock: Clock, max_rounds: int
+        self,
+        *,
+        model_for: ModelFor,
+        tools: ToolRegistry,
+        workspace: Path,
+        clock: Clock,
+        max_rounds: int,
+        approvals: ApprovalGate | None = None,
     ) -> None:
+        """`approvals`: the tools held for the person's answer; None holds none."""
         self._model_for = model_for
+        self.approvals = approvals
         self._tools = tools
         self._workspace = workspace
         self._clock = clock
@@ -124,6 +136,7 @@ class TurnRunner:
                     record=turn.record,
                     now=self._clock.now,
                     on_text=turn.on_text,
+                    approve=self._approver(turn),
                 )
             with timed("reply"):
                 await turn.sink.finish(outcome)
@@ -141,6 +154,16 @@ class TurnRunner:
                     type(second).__name__,
                 )
             return failure
+
+    def _approver(self, turn: Turn) -> Callable[[ToolCall], Awaitable[Verdict | None]] | None:
+        gate = self.approvals
+        if gate is None:
+            return None
+
+        async def approve(call: ToolCall) -> Verdict | None:
+            return await gate.check(call, turn.chat, turn.approval)
+
+        return approve
 
 
 def new_error_id() -> str:

@@ -26,7 +26,7 @@ from klaw.store.records import ChatRef, from_millis, to_millis
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
     name TEXT PRIMARY KEY,
@@ -38,10 +38,16 @@ CREATE TABLE IF NOT EXISTS tasks (
     created_at INTEGER NOT NULL,
     next_run_at INTEGER,
     last_run_at INTEGER,
-    last_status TEXT
+    last_status TEXT,
+    allowed_tools TEXT NOT NULL DEFAULT ''
 );
 """
-_COLUMNS = "name, kind, expression, message, model, inject_into, created_at, next_run_at, last_run_at, last_status"
+# Version 2: `allowed_tools`, the held tools (tools.approval) a run may use without asking, space-separated.
+_MIGRATE_TO_2 = "ALTER TABLE tasks ADD COLUMN allowed_tools TEXT NOT NULL DEFAULT ''"
+_COLUMNS = (
+    "name, kind, expression, message, model, inject_into, created_at, next_run_at, last_run_at, last_status,"
+    " allowed_tools"
+)
 
 
 class DuplicateTask(KlawError, ValueError):
@@ -59,6 +65,8 @@ class ScheduledTask:
     next_run_at: datetime | None = None  # None: the engine computes it at its next look
     last_run_at: datetime | None = None
     last_status: str | None = None
+    # Tools held for approval (tools.approval) that this task's runs may use: nobody is there to ask.
+    allowed_tools: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         validate_task_name(self.name)
@@ -77,13 +85,18 @@ class ScheduleStore:
             version = connection.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise RuntimeError(f"{self.path} has schema version {version}; this klaw knows {SCHEMA_VERSION}")
+            existed = connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'tasks'").fetchone() is not None
+            if existed and version < 2:
+                connection.execute(_MIGRATE_TO_2)
             connection.execute(_SCHEMA)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def add(self, task: ScheduledTask) -> None:
         with self._connect() as connection:
             try:
-                connection.execute(f"INSERT INTO tasks ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _row(task))
+                connection.execute(
+                    f"INSERT INTO tasks ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _row(task)
+                )
             except sqlite3.IntegrityError:
                 raise DuplicateTask(
                     f"a task named {task.name!r} already exists; remove it first or choose another name"
@@ -143,11 +156,12 @@ def _row(task: ScheduledTask) -> tuple[object, ...]:
         _millis(task.next_run_at),
         _millis(task.last_run_at),
         task.last_status,
+        " ".join(task.allowed_tools),
     )
 
 
 def _task(row: tuple[object, ...]) -> ScheduledTask | None:
-    name, kind, expression, message, model, inject_into, created, next_run, last_run, status = row
+    name, kind, expression, message, model, inject_into, created, next_run, last_run, status, allowed = row
     try:
         task = ScheduledTask(
             name=str(name),
@@ -165,4 +179,5 @@ def _task(row: tuple[object, ...]) -> ScheduledTask | None:
         next_run_at=None if next_run is None else from_millis(int(str(next_run))),
         last_run_at=None if last_run is None else from_millis(int(str(last_run))),
         last_status=None if status is None else str(status),
+        allowed_tools=tuple(str(allowed or "").split()),
     )

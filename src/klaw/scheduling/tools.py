@@ -12,6 +12,8 @@ other runs (`subagent_spawn` refuses inside one), so a task cannot multiply itse
 from __future__ import annotations
 
 import asyncio
+import inspect
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, tzinfo
 from typing import Annotated, Any, Protocol
 
@@ -25,6 +27,9 @@ from klaw.tools.registry import ToolContext, ToolRegistry
 
 NO_CHAT = "none"
 _DEFAULT_MODEL = "Model id; default: the subagent model."
+_CRON = "5-field cron (minute hour day month weekday), e.g. '0 8 * * 1-5'."
+_EVERY = "Interval, e.g. '30m', '2h', '1d'."
+_INJECT_INTO = "Chat for its answers, channel:chat_id; default: this chat; 'none': only logged."
 
 TaskName = Annotated[
     str,
@@ -36,7 +41,14 @@ class TaskScheduler(Protocol):
     zone: tzinfo
 
     async def add_task(
-        self, name: str, schedule: TaskSchedule, message: str, *, model: str | None, inject_into: ChatRef | None
+        self,
+        name: str,
+        schedule: TaskSchedule,
+        message: str,
+        *,
+        model: str | None,
+        inject_into: ChatRef | None,
+        allowed_tools: tuple[str, ...] = (),
     ) -> ScheduledTask: ...
 
     async def list_tasks(self) -> list[ScheduledTask]: ...
@@ -46,12 +58,25 @@ class TaskScheduler(Protocol):
     def spawn(self, task_name: str, message: str, *, model: str | None, reply_to: ChatRef | None) -> None: ...
 
 
+def asks_to_allow_tools(arguments: Mapping[str, Any]) -> bool:
+    """Whether a schedule_add call would let a task run held tools without asking: then the call itself
+    is held for the person's approval (engine/approval.py), so an instruction injected into a turn
+    cannot create a task that runs host_exec unasked."""
+    return bool(arguments.get("allow_tools"))
+
+
 def register_scheduler_tools(
-    registry: ToolRegistry, scheduler: TaskScheduler, *, max_tasks: int = 50, max_runs_per_day: int = 1440
+    registry: ToolRegistry,
+    scheduler: TaskScheduler,
+    *,
+    max_tasks: int = 50,
+    max_runs_per_day: int = 1440,
+    held_tools: Collection[str] = (),
 ) -> None:
     """Offer the scheduling tools, bound to `scheduler`. The model may create at most `max_tasks` tasks
     firing at most `max_runs_per_day` times a day together (`scheduler.maxTasks`, `scheduler.maxRunsPerDay`):
-    one reply once created 100 recurring tasks. `klaw schedule add`, the person's own, is not capped."""
+    one reply once created 100 recurring tasks. `klaw schedule add`, the person's own, is not capped.
+    `held_tools` (tools.approval) are the tools schedule_add's `allow_tools` may name."""
 
     adding = asyncio.Lock()
 
@@ -70,31 +95,64 @@ def register_scheduler_tools(
                 f" (scheduler.maxRunsPerDay); choose a longer interval, remove a task, or ask the person to raise it"
             )
 
-    async def schedule_add(
+    async def add(
         context: ToolContext,
-        name: TaskName,
-        message: Annotated[str, Field(description="Instruction each run starts from.")],
-        cron: Annotated[
-            str | None, Field(description="5-field cron (minute hour day month weekday), e.g. '0 8 * * 1-5'.")
-        ] = None,
-        every: Annotated[str | None, Field(description="Interval, e.g. '30m', '2h', '1d'.")] = None,
-        model: Annotated[str | None, Field(description=_DEFAULT_MODEL)] = None,
-        inject_into: Annotated[
-            str | None,
-            Field(description="Chat for its answers, channel:chat_id; default: this chat; 'none': only logged."),
-        ] = None,
+        name: str,
+        message: str,
+        cron: str | None,
+        every: str | None,
+        model: str | None,
+        inject_into: str | None,
+        allow_tools: list[str] | None,
     ) -> dict[str, Any]:
-        """Schedule a recurring task run by a background agent; give cron (in the scheduler's time zone) or
-        every. A run sees the task's earlier runs; its answer goes to the chat unless it is exactly {"silent": true}."""
         if (cron is None) == (every is None):
             raise ValueError("give exactly one of cron (a crontab expression) or every (an interval such as 30m)")
         schedule = TaskSchedule.cron(cron) if cron is not None else TaskSchedule.every(every or "")
         target = _target(context, inject_into)
+        allowed = tuple(dict.fromkeys(allow_tools or ()))
+        not_held = [tool for tool in allowed if tool not in held_tools]
+        if not_held:
+            raise ValueError(
+                f"allow_tools names {not_held[0]!r}, which needs no approval (held tools:"
+                f" {', '.join(sorted(held_tools)) or 'none'}); leave it out"
+            )
         clock = context.extras.get("clock")  # the engine's time when it gives it (tests move it)
         async with adding:  # the calls of one round run concurrently: each must see the others' tasks
             await check_limits(schedule, clock.now() if clock is not None else datetime.now(UTC))
-            task = await scheduler.add_task(name, schedule, message, model=model, inject_into=target)
+            task = await scheduler.add_task(
+                name, schedule, message, model=model, inject_into=target, allowed_tools=allowed
+            )
         return _describe(task, scheduler.zone)
+
+    async def schedule_add(
+        context: ToolContext,
+        name: TaskName,
+        message: Annotated[str, Field(description="Instruction each run starts from.")],
+        cron: Annotated[str | None, Field(description=_CRON)] = None,
+        every: Annotated[str | None, Field(description=_EVERY)] = None,
+        model: Annotated[str | None, Field(description=_DEFAULT_MODEL)] = None,
+        inject_into: Annotated[str | None, Field(description=_INJECT_INTO)] = None,
+    ) -> dict[str, Any]:
+        """Schedule a recurring task run by a background agent; give cron (in the scheduler's time zone) or
+        every. A run sees the task's earlier runs; its answer goes to the chat unless it is exactly {"silent": true}."""
+        return await add(context, name, message, cron, every, model, inject_into, None)
+
+    # With tools held for approval, schedule_add may name those its runs use unasked (the call itself is
+    # then held: asks_to_allow_tools); without, the parameter is not offered (its schema costs tokens).
+    async def schedule_add_allowing(
+        context: ToolContext,
+        name: TaskName,
+        message: Annotated[str, Field(description="Instruction each run starts from.")],
+        cron: Annotated[str | None, Field(description=_CRON)] = None,
+        every: Annotated[str | None, Field(description=_EVERY)] = None,
+        model: Annotated[str | None, Field(description=_DEFAULT_MODEL)] = None,
+        inject_into: Annotated[str | None, Field(description=_INJECT_INTO)] = None,
+        allow_tools: Annotated[
+            list[str] | None,
+            Field(description="Tools needing approval its runs may use unasked; the person is asked first."),
+        ] = None,
+    ) -> dict[str, Any]:
+        return await add(context, name, message, cron, every, model, inject_into, allow_tools)
 
     async def schedule_list() -> list[dict[str, Any]]:
         """List scheduled tasks: schedule, next and last run, model, the chat each reports to."""
@@ -119,7 +177,11 @@ def register_scheduler_tools(
         scheduler.spawn(task_name, message, model=model, reply_to=context.chat)
         return f"Started a run of {task_name!r}; its answer will arrive in this chat when it is done."
 
-    for tool in (schedule_add, schedule_list, schedule_remove, subagent_spawn):
+    if held_tools:
+        registry.register(schedule_add_allowing, name="schedule_add", description=inspect.getdoc(schedule_add))
+    else:
+        registry.register(schedule_add)
+    for tool in (schedule_list, schedule_remove, subagent_spawn):
         registry.register(tool)
 
 
@@ -142,6 +204,7 @@ def _describe(task: ScheduledTask, zone: tzinfo) -> dict[str, Any]:
         "next_run": _local(task.next_run_at, zone),
         "last_run": _local(task.last_run_at, zone),
         "last_status": task.last_status,
+        **({"allowed_tools": list(task.allowed_tools)} if task.allowed_tools else {}),
     }
 
 

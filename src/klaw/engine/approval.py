@@ -1,0 +1,291 @@
+"""Approval of dangerous tools: the engine holds a call of a tool named in `tools.approval` and asks the
+person in the chat, who answers `/approve ID` or `/deny ID` (docs/tools.md, "Approval";
+docs/decisions/107-tool-approval.md).
+
+One mechanism over tool names, so host_exec, an MCP server's tool or a plugin's tool are held alike:
+the tool loop asks `ApprovalGate.check` before it runs a call, and a call that is not approved never
+reaches the registry; the model reads why as the call's result. The question is an ordinary outbound
+notice (every channel shows it) carrying the request's id (`Outbound.approval`), so a channel may offer
+its own way to answer (the console asks y/n).
+
+The answer arrives as a slash command, which the engine handles at once, outside the chat's debounce and
+turn lock: the turn that asked holds that lock while it waits, and a queued answer would wait for the
+turn that waits for it. No answer within `tools.approvalTimeoutSeconds` (on the engine's clock) is a
+denial. A turn with nobody to ask (a scheduled task's run) runs a held tool only if its task was
+created allowing it; anything else is denied at once.
+
+What is logged: the request id, tool name, chat and decision; never the arguments (they are the
+conversation). The decision is also in the conversation log, on the tool result's record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from klaw.engine.clock import Clock
+from klaw.engine.delivery import Delivery, Outbound
+from klaw.llm.messages import ToolCall
+from klaw.store.records import ChatRef
+
+log = logging.getLogger(__name__)
+
+MAX_SHOWN_CHARS = 1500  # of a call's arguments in the question; the whole call is in the conversation log
+Condition = Callable[[Mapping[str, Any]], bool]  # a tool held only for some arguments (schedule_add allowTools)
+
+
+class Decision(StrEnum):
+    APPROVED = "approved"
+    DENIED = "denied"
+    TIMED_OUT = "timed_out"
+    NO_PERSON = "no_person"  # a task's run: nobody to ask, and the task was not created allowing the tool
+    UNAVAILABLE = "unavailable"  # the question could not be asked, or the engine is stopping
+
+
+@dataclass(frozen=True)
+class ApprovalScope:
+    """Who answers for a turn: the person in its chat (`ask`), or nobody, in which case only the tools
+    in `allowed` (a task created allowing them) run without asking."""
+
+    ask: bool = False
+    allowed: frozenset[str] = frozenset()
+
+
+PERSON_PRESENT = ApprovalScope(ask=True)
+NOBODY = ApprovalScope()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What became of a held call: its decision and, unless approved, the result the model reads."""
+
+    decision: Decision
+    message: str = ""
+
+    @property
+    def approved(self) -> bool:
+        return self.decision is Decision.APPROVED
+
+
+@dataclass
+class _Pending:
+    id: str
+    chat: ChatRef
+    tool: str
+    answer: asyncio.Future[bool]
+
+
+class ApprovalGate:
+    """The held tools, the questions waiting for an answer, and the `/approve` and `/deny` commands."""
+
+    def __init__(
+        self,
+        *,
+        tools: Collection[str],
+        timeout_seconds: float,
+        clock: Clock,
+        delivery: Delivery,
+        conditions: Mapping[str, Condition] | None = None,
+    ) -> None:
+        self._tools = frozenset(tools)
+        self._timeout = timeout_seconds
+        self._clock = clock
+        self._delivery = delivery
+        self._conditions = dict(conditions or {})
+        self._pending: dict[str, _Pending] = {}
+        self._closed = False
+
+    @property
+    def tools(self) -> frozenset[str]:
+        return self._tools
+
+    def hold_when(self, tool: str, condition: Condition) -> None:
+        """Hold `tool` too when `condition(arguments)` is true, whatever `tools.approval` says."""
+        self._conditions[tool] = condition
+
+    def holds(self, call: ToolCall) -> bool:
+        if call.name in self._tools:
+            return True
+        condition = self._conditions.get(call.name)
+        if condition is None:
+            return False
+        arguments = _arguments(call.arguments)
+        # Arguments that do not parse fail validation in the registry; held anyway, to be safe.
+        return arguments is None or condition(arguments)
+
+    async def check(self, call: ToolCall, chat: ChatRef, scope: ApprovalScope) -> Verdict | None:
+        """None: the call is not held and runs. Else the verdict (asking the person if there is one)."""
+        if not self.holds(call):
+            return None
+        if not scope.ask:
+            if call.name in scope.allowed:
+                log.info("approval: %s allowed without asking in %s (its task allows it)", call.name, chat)
+                return Verdict(Decision.APPROVED)
+            log.info("approval: %s denied in %s: nobody to ask", call.name, chat)
+            return Verdict(
+                Decision.NO_PERSON,
+                f"Not run: {call.name} needs the person's approval, and a scheduled task's run has nobody to ask."
+                f" A task may use it only if it was created allowing it (schedule_add allow_tools, asked of the"
+                f" person; or `klaw schedule add --allow-tool {call.name}`).",
+            )
+        if self._closed:
+            return Verdict(Decision.UNAVAILABLE, f"Not run: {call.name} needs approval and the engine is stopping.")
+        return await self._ask(call, chat)
+
+    async def _ask(self, call: ToolCall, chat: ChatRef) -> Verdict:
+        pending = _Pending(self._new_id(), chat, call.name, asyncio.get_running_loop().create_future())
+        self._pending[pending.id] = pending
+        try:
+            try:
+                await self._delivery.deliver(
+                    Outbound(chat, question(pending.id, call, self._timeout), kind="notice", approval=pending.id)
+                )
+            except Exception as exc:  # no way to ask is no approval
+                log.warning("approval %s: could not ask in %s: %s", pending.id, chat, type(exc).__name__)
+                return Verdict(
+                    Decision.UNAVAILABLE, f"Not run: {call.name} needs approval, and the question could not be sent."
+                )
+            log.info("approval %s: %s waits for the person in %s", pending.id, call.name, chat)
+            decision = await self._wait(pending)
+        finally:
+            self._pending.pop(pending.id, None)
+        log.info("approval %s: %s in %s %s", pending.id, call.name, chat, decision.value)
+        return Verdict(decision, _outcome_text(decision, call.name, self._timeout))
+
+    async def _wait(self, pending: _Pending) -> Decision:
+        timer = asyncio.ensure_future(self._clock.sleep(self._timeout))
+        waiters: set[asyncio.Future[Any]] = {pending.answer, timer}
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+        if not pending.answer.done():
+            pending.answer.cancel()
+            return Decision.TIMED_OUT
+        if pending.answer.cancelled():
+            return Decision.UNAVAILABLE
+        return Decision.APPROVED if pending.answer.result() else Decision.DENIED
+
+    def _new_id(self) -> str:
+        while True:
+            candidate = secrets.token_hex(2)  # four hex digits: short to type, unique among the waiting
+            if candidate not in self._pending:
+                return candidate
+
+    def waiting(self, chat: ChatRef) -> list[str]:
+        """The ids of the questions waiting in `chat`, oldest first."""
+        return [p.id for p in self._pending.values() if p.chat == chat and not p.answer.done()]
+
+    def handlers(self) -> dict[str, Callable[[ChatRef, str], Awaitable[str]]]:
+        """`/approve [ID]` and `/deny [ID]` for the command handler."""
+
+        async def approve(chat: ChatRef, args: str) -> str:
+            return self.answer(chat, args, approved=True)
+
+        async def deny(chat: ChatRef, args: str) -> str:
+            return self.answer(chat, args, approved=False)
+
+        return {"approve": approve, "deny": deny}
+
+    def answer(self, chat: ChatRef, args: str, *, approved: bool) -> str:
+        """The person's answer: only from the chat that was asked; no id is fine when one question waits."""
+        verb = "approve" if approved else "deny"
+        waiting = self.waiting(chat)
+        words = args.split()
+        if not words:
+            if len(waiting) != 1:
+                return _which(verb, waiting)
+            request_id = waiting[0]
+        elif len(words) == 1:
+            request_id = words[0].lower()
+        else:
+            return f"Usage: /{verb} ID (the id the question gave)."
+        pending = self._pending.get(request_id)
+        if pending is None or pending.chat != chat or pending.answer.done():
+            return (
+                f"No approval request {request_id!r} is waiting in this chat (answered, timed out, or never asked). "
+                + _which(verb, waiting)
+            )
+        pending.answer.set_result(approved)
+        return f"Approved: {pending.tool} runs now." if approved else f"Denied: {pending.tool} will not run."
+
+    def close(self) -> None:
+        """The engine is stopping: deny what waits, so turns end instead of holding up shutdown."""
+        self._closed = True
+        for pending in self._pending.values():
+            if not pending.answer.done():
+                pending.answer.cancel()
+
+
+def question(request_id: str, call: ToolCall, timeout_seconds: float) -> str:
+    """The question as the person reads it: the tool, its arguments literally (in a code block), the id."""
+    shown = _shown_arguments(call.arguments)
+    cut = len(shown) - MAX_SHOWN_CHARS
+    if cut > 0:
+        shown = shown[:MAX_SHOWN_CHARS] + f"\n… ({cut} more characters; the whole call is in the conversation log)"
+    fence = "`" * max(3, _longest_backtick_run(shown) + 1)
+    return (
+        f"The agent wants to run {call.name}:\n{fence}\n{shown}\n{fence}\n"
+        f"/approve {request_id} or /deny {request_id} (no answer within {_duration(timeout_seconds)} means no)"
+    )
+
+
+def _shown_arguments(raw: str) -> str:
+    """One string argument as itself (a command reads as typed); several as `name: value` lines; anything
+    else as the JSON the model sent."""
+    arguments = _arguments(raw)
+    if not arguments:
+        return raw.strip() or "(no arguments)"
+    if len(arguments) == 1:
+        (value,) = arguments.values()
+        if isinstance(value, str):
+            return value
+    return "\n".join(
+        f"{name}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
+        for name, value in arguments.items()
+    )
+
+
+def _arguments(raw: str) -> dict[str, Any] | None:
+    try:
+        parsed = json.loads(raw) if raw.strip() else {}
+    except (ValueError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _longest_backtick_run(text: str) -> int:
+    longest = run = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    return longest
+
+
+def _outcome_text(decision: Decision, tool: str, timeout_seconds: float) -> str:
+    if decision is Decision.APPROVED:
+        return ""
+    if decision is Decision.DENIED:
+        return f"Not run: the person denied {tool}. Do not retry it unless they ask you to."
+    if decision is Decision.TIMED_OUT:
+        return f"Not run: the person did not approve {tool} within {_duration(timeout_seconds)}, so it was denied."
+    return f"Not run: {tool} needs approval and the engine is stopping."
+
+
+def _which(verb: str, waiting: list[str]) -> str:
+    if not waiting:
+        return "No approval request is waiting in this chat."
+    return f"Waiting: {', '.join(waiting)}. Answer /{verb} ID."
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 60 and seconds % 60 == 0:
+        minutes = int(seconds // 60)
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{seconds:g} seconds"

@@ -1,0 +1,53 @@
+"""`klaw chat` asks the person before a held tool runs: the spinner stops, the question shows the call
+literally, `approve? [y/N]` takes the answer in the same terminal while the turn waits for it, and the
+tool runs only on "y" (a real process in tmux, the model a `FakeOpenAiServer`, `file_write` held)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.test_chat_terminal import PROMPT, chat_env, init_home, needs_tmux, terminal
+
+APPROVE = "approve? [y/N] › "
+
+
+def hold_file_write(home: Path) -> None:
+    config = home / "engine.yaml"
+    text = config.read_text(encoding="utf-8")
+    assert "  approval: []" in text
+    config.write_text(text.replace("  approval: []", "  approval: [file_write]"), encoding="utf-8")
+
+
+@needs_tmux
+async def test_the_console_asks_y_or_n_and_runs_the_tool_only_on_yes(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    hold_file_write(home)
+    async with FakeOpenAiServer() as model:
+        model.reply_tool_calls([("file_write", {"path": "kept.txt", "content": "yes please"})])
+        model.reply_text("Wrote kept.txt.")
+        model.reply_tool_calls([("file_write", {"path": "refused.txt", "content": "no thanks"})])
+        model.reply_text("I did not write it.")
+        async with terminal([sys.executable, "-m", "klaw", "chat"], chat_env(home, model.base_url), tmp_path) as term:
+            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+
+            await term.type_line("note that I said yes")
+            screen = await term.wait_for(lambda s: s.rstrip().endswith(APPROVE.rstrip()), "the approval prompt")
+            assert "The agent wants to run file_write:" in screen
+            assert "path: kept.txt" in screen and "content: yes please" in screen
+            assert not (home / "workspace" / "kept.txt").exists()  # held until the answer
+            await term.type_line("y")
+            await term.wait_for_prompt_after("Wrote kept.txt.", "the reply after approving")
+            assert "Approved: file_write runs now." in await term.screen()
+            assert (home / "workspace" / "kept.txt").read_text(encoding="utf-8") == "yes please"
+
+            await term.type_line("note that I said no")
+            await term.wait_for(lambda s: s.count(APPROVE.rstrip()) == 2, "the second approval prompt")
+            await term.type_line("")  # Enter alone is no
+            await term.wait_for_prompt_after("I did not write it.", "the reply after denying")
+            assert "Denied: file_write will not run." in await term.screen()
+            assert not (home / "workspace" / "refused.txt").exists()
+            assert "Traceback" not in await term.screen()
+            assert (await term.screen()).rstrip().endswith(PROMPT.rstrip())
