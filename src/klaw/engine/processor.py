@@ -246,7 +246,8 @@ class _ChatReply:
         self._closed = False
 
     async def begin(self) -> None:
-        record = exchange_open_record(self._chat, self.reply_to, self._clock.now())
+        exchange_id = await self._ingestion.store.exchanges.reserve_id()
+        record = exchange_open_record(self._chat, self.reply_to, self._clock.now(), exchange_id)
         self._opened = (await self._ingestion.accept(record)).record
 
     async def finish(self, outcome: LoopOutcome) -> None:

@@ -135,7 +135,8 @@ class Forgetting:
             summaries = await self._store.history.summary_records(plan.chat, plan.ids)
             ids = [*plan.ids, *(m.record.id for m in summaries)]
             days = sorted({*plan.days, *(m.record.created_at.date().isoformat() for m in summaries)})
-            tombstone = forget_record(plan.chat, ids, plan.label, days, self._clock(), record_id)
+            high = await self._store.exchanges.high_water()
+            tombstone = forget_record(plan.chat, ids, plan.label, days, self._clock(), record_id, high)
             await self._note_pending(tombstone.id, add=True)
             await self._ingestion.accept(tombstone)
             rewritten = await self._log.remove_records(plan.chat, ids, days)

@@ -9,7 +9,10 @@ recovery finishes what they started; the store folds them as they are appended
 - `forget` (`system`, empty): a tombstone. `metadata = {"ids": [record ids], "target": "segment 3",
   "days": ["2026-01-01", …]}`: which records are forgotten (ids only, never their text), what a person
   asked to forget (for reading the log; ids of another database), and the UTC days whose log files
-  held them, so an interrupted rewrite of those files can be finished at the next start.
+  held them, so an interrupted rewrite of those files can be finished at the next start; and
+  `"exchange_high": n`, the highest exchange id given out when it was written, so a database rebuilt
+  from the log (where the forgotten exchanges left no record) never numbers a new exchange with a
+  forgotten one's id (docs/decisions/100-stable-exchange-ids.md).
 """
 
 from __future__ import annotations
@@ -46,10 +49,18 @@ def memory_saved_record(chat: ChatRef, text: str, at: datetime) -> MessageRecord
 
 
 def forget_record(
-    chat: ChatRef, ids: Iterable[str], target: str, days: Iterable[str], at: datetime, record_id: str | None = None
+    chat: ChatRef,
+    ids: Iterable[str],
+    target: str,
+    days: Iterable[str],
+    at: datetime,
+    record_id: str | None = None,
+    exchange_high: int | None = None,
 ) -> MessageRecord:
     """A tombstone for `ids` (records of `chat`). `record_id` makes a replayed command idempotent."""
-    metadata = {"ids": sorted(set(ids)), "target": target, "days": sorted(set(days))}
+    metadata: dict[str, object] = {"ids": sorted(set(ids)), "target": target, "days": sorted(set(days))}
+    if exchange_high is not None:
+        metadata["exchange_high"] = exchange_high
     return MessageRecord(
         chat,
         Role.SYSTEM,
@@ -70,6 +81,14 @@ def forgotten_ids(record: MessageRecord) -> frozenset[str]:
     if not isinstance(ids, list):
         return frozenset()
     return frozenset(value for value in ids if isinstance(value, str))
+
+
+def remembered_exchange_high(record: MessageRecord) -> int | None:
+    """The exchange high-water mark a `forget` record remembers (None: an older tombstone, or not one)."""
+    value = (record.metadata or {}).get("exchange_high") if record.type is MessageType.FORGET else None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+        return None
+    return value
 
 
 def forgotten_days(record: MessageRecord) -> frozenset[str]:

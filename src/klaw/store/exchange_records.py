@@ -12,7 +12,11 @@ debounce), a failed turn (its error reply is delivered but not logged) and the e
 that opened it are not recoverable from the messages alone.
 
 Both records are `system`, empty and never shown to a model, searched or embedded.
-- `exchange_open`: `{"user_message_id": id}`, the last pending user message; `created_at` = the start.
+- `exchange_open`: `{"user_message_id": id, "exchange": n}`: the last pending user message and the
+  exchange's id, reserved from the store's high-water mark before the record is logged, so the id a
+  person sees survives `/forget` + `klaw reindex` (docs/decisions/100-stable-exchange-ids.md); a
+  record of an older log has no `exchange` and is numbered by the fold as it always was;
+  `created_at` = the start.
 - `exchange_close`: `{"opened": id of the exchange_open record, "status": completed|failed|tool_limit,
   "final_message_id": id}` (no final id when the turn failed); `created_at` = the end.
 """
@@ -25,8 +29,12 @@ from datetime import datetime
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
 
 
-def exchange_open_record(chat: ChatRef, user_message_id: str | None, at: datetime) -> MessageRecord:
-    metadata = {} if user_message_id is None else {"user_message_id": user_message_id}
+def exchange_open_record(
+    chat: ChatRef, user_message_id: str | None, at: datetime, exchange_id: int | None = None
+) -> MessageRecord:
+    metadata: dict[str, str | int] = {} if user_message_id is None else {"user_message_id": user_message_id}
+    if exchange_id is not None:
+        metadata["exchange"] = exchange_id
     return MessageRecord(chat, Role.SYSTEM, "", type=MessageType.EXCHANGE_OPEN, created_at=at, metadata=metadata)
 
 
@@ -64,6 +72,15 @@ def opened_user_message_id(record: MessageRecord) -> str | None:
     """The user message an `exchange_open` record names, if any."""
     value = (record.metadata or {}).get("user_message_id")
     return value if isinstance(value, str) else None
+
+
+def opened_exchange_id(metadata: object) -> int | None:
+    """The exchange id an `exchange_open` record's metadata carries: a positive integer, else None
+    (an older log, or a hand-edited value the fold numbers itself)."""
+    value = metadata.get("exchange") if isinstance(metadata, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+        return None
+    return value
 
 
 _FINAL_STATUSES = {s.value for s in ExchangeStatus if s is not ExchangeStatus.OPEN}

@@ -260,6 +260,15 @@ class ExchangeRepository(Protocol):
 
     async def for_segment(self, segment_id: int) -> list[Exchange]: ...
 
+    async def reserve_id(self) -> int:
+        """A new exchange id, never given out before (not even to an exchange since forgotten), for the
+        `exchange_open` record about to be logged (docs/decisions/100-stable-exchange-ids.md)."""
+        ...
+
+    async def high_water(self) -> int:
+        """The highest exchange id ever given out or reserved; a `forget` tombstone remembers it."""
+        ...
+
 
 class MemoryChunkRepository(Protocol):
     """Archival memory (`memory_chunks`): written only by folding `memory_saved` log records."""

@@ -5,7 +5,8 @@ ingestion, crash recovery and `klaw reindex` therefore do the same thing with th
 
 - `memory_saved`: a `memory_chunks` row sharing the record's rowid, with its embedding job (target
   `memory`) in the same transaction. The messages row keeps no text (`stored_content`).
-- `forget`: every row derived from the named records of the chat is deleted: messages (their FTS
+- `forget`: the exchange high-water mark raised to the one the tombstone remembers, and every row
+  derived from the named records of the chat is deleted: messages (their FTS
   rows by trigger), vectors, embedding jobs, memory chunks, the exchanges they make up and the
   summaries that could quote them (those of every exchange holding a forgotten record, and their
   segments' summaries). The connection runs with `PRAGMA secure_delete` (connection.py), which
@@ -21,8 +22,9 @@ from collections.abc import Collection
 
 import apsw
 
-from klaw.store.archival_records import forgotten_ids
+from klaw.store.archival_records import forgotten_ids, remembered_exchange_high
 from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, MessageRecord, MessageType, RecordKind, Role, record_kind
+from klaw.store.sqlite.exchange_fold import raise_exchange_mark
 from klaw.store.sqlite.memory_chunks import MEMORY_VECTORS
 from klaw.store.sqlite.query import Row, fetch_all, fetch_value
 from klaw.store.sqlite.vector_tables import table_exists
@@ -66,6 +68,9 @@ def fold_archival_record(
         )
         return False
     if record.type is MessageType.FORGET:
+        high = remembered_exchange_high(record)
+        if high is not None:
+            raise_exchange_mark(connection, high)
         return forget_rows(connection, chat_key, forgotten_ids(record)) > 0
     return False
 

@@ -4,6 +4,13 @@ Called by `SqliteMessages.append_in` inside the append's transaction, exactly li
 closes a segment: live ingestion and `klaw reindex` therefore build the same rows. A close finds
 its exchange by what the open record says (chat, start time, user message), which needs no extra
 column and is the same in any database built from the same log.
+
+Exchange ids are stable (migration 0007, docs/decisions/100-stable-exchange-ids.md): an open record
+carrying its id (`"exchange"`, reserved by `reserve_exchange_id` before it was logged) is inserted
+under that id; one of an older log, without it, gets the next id after the high-water mark, as
+`INTEGER PRIMARY KEY` gave before. Every id inserted raises the mark, and so does the mark a
+`forget` tombstone remembers (`raise_exchange_mark`), so no id is ever handed out twice, even by a
+database rebuilt from a log whose forgotten exchanges left no record.
 """
 
 from __future__ import annotations
@@ -13,9 +20,9 @@ import logging
 
 import apsw
 
-from klaw.store.exchange_records import ExchangeClose, opened_user_message_id
+from klaw.store.exchange_records import ExchangeClose, opened_exchange_id, opened_user_message_id
 from klaw.store.records import ExchangeStatus, MessageRecord, MessageType
-from klaw.store.sqlite.query import fetch_one
+from klaw.store.sqlite.query import fetch_one, fetch_value
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +33,60 @@ def fold_exchange_record(
     """Open or close an exchange for an exchange control record (no-op for other types)."""
     if record.type is MessageType.EXCHANGE_OPEN:
         user_rowid = _rowid(connection, opened_user_message_id(record))
-        connection.execute(
-            "INSERT INTO exchanges (chat, segment_id, started_at, status, user_message_rowid) VALUES (?, ?, ?, ?, ?)",
-            (chat_key, segment_id, created_at, ExchangeStatus.OPEN.value, user_rowid),
-        )
+        insert_exchange(connection, opened_exchange_id(record.metadata), chat_key, segment_id, created_at, user_rowid)
     elif record.type is MessageType.EXCHANGE_CLOSE:
         _close(connection, record, chat_key, created_at)
+
+
+def insert_exchange(
+    connection: apsw.Connection,
+    exchange_id: int | None,
+    chat_key: int,
+    segment_id: int,
+    started_at: int,
+    user_rowid: int | None,
+) -> int:
+    """Insert an open exchange under `exchange_id` (None, or an id already taken: the next one after
+    the high-water mark) and raise the mark to it; returns the id used."""
+    if exchange_id is not None and fetch_value(connection, "SELECT 1 FROM exchanges WHERE id = ?", (exchange_id,)):
+        log.warning("exchange_open names exchange %d, which is already stored; numbered anew", exchange_id)
+        exchange_id = None
+    if exchange_id is None:
+        exchange_id = _high(connection) + 1
+    connection.execute(
+        "INSERT INTO exchanges (id, chat, segment_id, started_at, status, user_message_rowid)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (exchange_id, chat_key, segment_id, started_at, ExchangeStatus.OPEN.value, user_rowid),
+    )
+    raise_exchange_mark(connection, exchange_id)
+    return exchange_id
+
+
+def reserve_exchange_id(connection: apsw.Connection) -> int:
+    """The next exchange id, taken from the high-water mark at once (inside a transaction): two turns
+    opening exchanges together get different ids; an id reserved and never logged is just skipped."""
+    high = _high(connection) + 1
+    raise_exchange_mark(connection, high)
+    return high
+
+
+def exchange_mark(connection: apsw.Connection) -> int:
+    """The highest exchange id ever given out or reserved (a `forget` tombstone remembers it)."""
+    return _high(connection)
+
+
+def raise_exchange_mark(connection: apsw.Connection, exchange_id: int) -> None:
+    connection.execute(
+        "INSERT INTO id_marks (name, high) VALUES ('exchange', ?)"
+        " ON CONFLICT (name) DO UPDATE SET high = max(high, excluded.high)",
+        (exchange_id,),
+    )
+
+
+def _high(connection: apsw.Connection) -> int:
+    value = fetch_value(connection, "SELECT high FROM id_marks WHERE name = 'exchange'")
+    stored = fetch_value(connection, "SELECT max(id) FROM exchanges")
+    return max(int(value or 0), int(stored or 0))
 
 
 def _close(connection: apsw.Connection, record: MessageRecord, chat_key: int, ended_at: int) -> None:
@@ -52,8 +107,8 @@ def _close(connection: apsw.Connection, record: MessageRecord, chat_key: int, en
     row = fetch_one(
         connection,
         "SELECT id FROM exchanges WHERE chat = ? AND started_at = ? AND user_message_rowid IS ? AND status = ?"
-        " ORDER BY id DESC LIMIT 1",
-        (chat_key, opened[0], user_rowid, ExchangeStatus.OPEN.value),
+        " ORDER BY id = ? DESC, id DESC LIMIT 1",
+        (chat_key, opened[0], user_rowid, ExchangeStatus.OPEN.value, opened_exchange_id(metadata)),
     )
     if row is None:
         log.warning("exchange_close record %s found no open exchange; ignored", record.id)

@@ -9,6 +9,7 @@ import apsw
 from klaw.store.records import ChatRef, Exchange, ExchangeStatus, SessionState, from_millis, to_millis
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.exchange_fold import exchange_mark, insert_exchange, reserve_exchange_id
 from klaw.store.sqlite.query import Row, fetch_all, fetch_one
 from klaw.store.sqlite.segments import open_segment_id
 
@@ -64,16 +65,22 @@ class SqliteExchanges:
         def write(connection: apsw.Connection) -> int:
             with connection:
                 chat_key = self._chats.ensure(connection, chat)
-                connection.execute(
-                    "INSERT INTO exchanges (chat, segment_id, started_at, status, user_message_rowid)"
-                    " VALUES (?, ?, ?, 'open', ?)",
-                    (chat_key, segment_id, to_millis(at), user_message_rowid),
-                )
-                exchange_id = int(connection.last_insert_rowid())
+                exchange_id = insert_exchange(connection, None, chat_key, segment_id, to_millis(at), user_message_rowid)
             return exchange_id
 
         exchange_id = await self._db.run(write)
         return Exchange(exchange_id, chat, segment_id, at, ExchangeStatus.OPEN, user_message_rowid)
+
+    async def reserve_id(self) -> int:
+        def write(connection: apsw.Connection) -> int:
+            with connection:
+                exchange_id = reserve_exchange_id(connection)
+            return exchange_id
+
+        return await self._db.run(write)
+
+    async def high_water(self) -> int:
+        return await self._db.run(exchange_mark)
 
     async def close(
         self, exchange_id: int, status: ExchangeStatus, final_message_rowid: int | None, at: datetime

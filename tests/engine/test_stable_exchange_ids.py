@@ -1,0 +1,71 @@
+"""Exchange ids a person reads and types back stay the same across `/forget` and `klaw reindex`, and
+are never handed out twice (docs/decisions/100-stable-exchange-ids.md): a real engine answers over
+the fake OpenAI server, `klaw memory forget` and `klaw reindex` run as commands, a new engine reads
+the rebuilt database."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from klaw.cli.app import app
+from klaw.home import KlawHome
+from tests.engine.harness import CHAT, Harness, running_engine
+
+SAID = ("first apple", "second banana", "third cherry")
+
+
+async def command(h: Harness, text: str) -> str:
+    result = await h.engine.submit(CHAT, text)
+    assert result.command_reply is not None
+    return result.command_reply
+
+
+async def exchanges_by_id(h: Harness) -> dict[int, str]:
+    """Each exchange of the chat, by id, with the user message that opened it."""
+    store = h.engine.store
+    found: dict[int, str] = {}
+    for segment in await store.segments.list(CHAT):
+        for exchange in await store.exchanges.for_segment(segment.id):
+            records = await store.history.exchange_messages(exchange.id) or []
+            said = [m.record.content for m in records if m.record.role == "user" and not m.record.is_control]
+            found[exchange.id] = said[0]
+    return found
+
+
+async def klaw(home: KlawHome, *args: str) -> str:
+    """`klaw ARGS` on the home, in a thread (the command runs its own event loop)."""
+    return await asyncio.to_thread(_klaw, home, *args)
+
+
+def _klaw(home: KlawHome, *args: str) -> str:
+    result = CliRunner().invoke(app, list(args), env={"KLAW_HOME": str(home.root), "COLUMNS": "200"})
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    return result.stdout
+
+
+async def test_exchange_ids_survive_forget_and_reindex_and_are_never_reused(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        for text in SAID:
+            await h.turn(text)
+        assert await exchanges_by_id(h) == {1: SAID[0], 2: SAID[1], 3: SAID[2]}
+        assert "Forgot exchange 1" in await command(h, "/forget exchange 1")
+    home = h.home
+    home.config_file.write_text("embedder:\n  backend: fake\n  dim: 32\nsummarizer:\n  enabled: false\n")
+    assert "Forgot exchange 3" in await klaw(home, "memory", "forget", "exchange", "3", "--chat", "console:me", "--yes")
+
+    await klaw(home, "reindex")
+
+    async with running_engine(tmp_path) as h:
+        assert await exchanges_by_id(h) == {2: SAID[1]}  # the banana is still exchange 2
+        await h.turn("fourth date")  # a new exchange takes neither a forgotten id (1, 3) nor a kept one
+        assert await exchanges_by_id(h) == {2: SAID[1], 4: "fourth date"}
+        assert "Forgot exchange 2" in await command(h, "/forget exchange 2")  # the same exchange as before
+        assert await exchanges_by_id(h) == {4: "fourth date"}
+    await klaw(home, "reindex")
+    async with running_engine(tmp_path) as h:
+        assert await exchanges_by_id(h) == {4: "fourth date"}
+        await h.turn("fifth elderberry")
+        assert await exchanges_by_id(h) == {4: "fourth date", 5: "fifth elderberry"}
