@@ -40,8 +40,9 @@ class SchedulerConfig(Section):
         return self
 
 
-ToolGroup = Literal["clock", "files", "memory", "scheduler", "subagents"]
-ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = ("clock", "files", "memory", "scheduler", "subagents")
+ToolGroup = Literal["clock", "files", "memory", "scheduler", "subagents", "messaging"]
+ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = ("clock", "files", "memory", "scheduler", "subagents", "messaging")
+_CHANNEL = re.compile(r"^[a-z0-9-]{1,32}$")  # as klaw/store/records.py checks channel names
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # as klaw/tools/registry.py checks them
 TOOL_PLUGIN_GROUP = "klaw.tools"  # the entry point group through which installed packages offer tools
 
@@ -61,7 +62,7 @@ class ToolsConfig(Section):
 
     enabled: tuple[str, ...] = Field(
         default=ALL_TOOL_GROUPS,
-        description="Tool groups offered to the model: clock, files, memory, scheduler, subagents, or the"
+        description="Tool groups offered to the model: clock, files, memory, scheduler, subagents, messaging, or the"
         f" name of an installed tool plugin (entry point group {TOOL_PLUGIN_GROUP}).",
     )
 
@@ -94,6 +95,21 @@ class ToolsConfig(Section):
     approval_timeout_seconds: float = Field(
         default=300.0, gt=0, le=86_400, description="No answer to an approval question within this time: denied."
     )
+
+    message_targets: tuple[str, ...] | None = Field(
+        default=None,
+        description="Chats message_send may write to, as channel:chat_id; null = the person's own chats (web:main,"
+        " the Telegram allow-list, the console).",
+    )
+
+    @field_validator("message_targets")
+    @classmethod
+    def _chat_targets(cls, targets: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for target in targets or ():
+            channel, sep, chat_id = target.partition(":")
+            if not sep or not chat_id.strip() or not _CHANNEL.match(channel) or channel == "scheduler":
+                raise ValueError(f"{target!r} is not a chat: write channel:chat_id, e.g. telegram:123456789")
+        return targets
 
     @field_validator("approval")
     @classmethod

@@ -19,6 +19,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from klaw.config import EngineConfig
+from klaw.engine.agent_messages import AgentMessages
 from klaw.engine.approval import ApprovalGate
 from klaw.engine.clock import Clock
 from klaw.engine.commands import CommandHandler
@@ -59,6 +60,7 @@ from klaw.store.sqlite.store import SqliteStore
 from klaw.tools.builtin.defaults import register_builtin_tools
 from klaw.tools.builtin.groups import tools_in
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
+from klaw.tools.messaging.send import message_targets, register_message_tools
 from klaw.tools.plugins import register_plugins
 from klaw.tools.registry import ToolFunction, ToolRegistry
 
@@ -218,6 +220,7 @@ async def assemble(
     delivery = Delivery(
         fallback=socket.send_reply if socket is not None else None,
         streamer=(socket.wants_delta, socket.send_reply_delta) if socket is not None else None,
+        served=socket.serves if socket is not None else None,
     )
     slots = LlmSlots(config.processing.max_concurrent_llm)
     approvals = ApprovalGate(
@@ -270,6 +273,7 @@ async def assemble(
         delivery=delivery,
         clock=clock,
     )
+    register_message_tools(registry, AgentMessages(processor, delivery), message_targets(config))
     commands = CommandHandler(
         catalogue=router.catalogue,
         commands=config.commands,

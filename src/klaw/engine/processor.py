@@ -197,6 +197,24 @@ class MessageProcessor:
             await self._ingestion.accept(record)
         await self._delivery.deliver(Outbound(chat, text, None, "reply", task=metadata.get("task")))
 
+    async def post(self, chat: ChatRef, text: str, metadata: dict[str, str]) -> bool:
+        """`inject` now if the chat is between turns (True), else in the background once its turn ends
+        (False): a turn sending to a chat that is itself sending back would otherwise wait for each other.
+        The background send counts as a turn in flight, so shutdown's drain waits for it."""
+        if not self._chat_lock(chat).locked():
+            await self.inject(chat, text, metadata)  # the free lock is taken without yielding
+            return True
+        task = asyncio.create_task(self._post_later(chat, text, metadata), name=f"post-{chat}")
+        self._turns.add(task)
+        task.add_done_callback(self._turns.discard)
+        return False
+
+    async def _post_later(self, chat: ChatRef, text: str, metadata: dict[str, str]) -> None:
+        try:
+            await self.inject(chat, text, metadata)
+        except Exception as exc:  # a full disk: the sender was told it would go; say in the log it did not
+            log.error("a message for %s was not recorded or delivered: %s", chat, type(exc).__name__)
+
     def _chat_lock(self, chat: ChatRef) -> asyncio.Lock:
         lock = self._chat_locks.get(chat)
         if lock is None:
