@@ -76,6 +76,17 @@ function fillReply(bubble, data) {
   }
 }
 
+// A question to approve a held tool: two buttons that send `/approve ID` or `/deny ID` as if typed.
+function addApprovalButtons(bubble, id) {
+  const answer = (command) => () => {
+    for (const button of bubble.querySelectorAll(".approval button")) button.disabled = true;
+    send(`/${command} ${id}`);
+  };
+  bubble.append(el("div", { class: "approval" },
+    el("button", { type: "button", class: "approve", text: "Approve", onclick: answer("approve") }),
+    el("button", { type: "button", class: "deny", text: "Deny", onclick: answer("deny") })));
+}
+
 function markAnswered(id) {
   const sent = document.querySelector(`.msg.user[data-id="${CSS.escape(id)}"] .meta`);
   if (sent) sent.textContent = "answered";
@@ -100,6 +111,7 @@ function onEvent(kind, event) {
     const bubble = replyBubble(data.reply_to);
     bubble.className = `msg ${kind === "reply" ? "assistant" : kind}`;
     fillReply(bubble, data);
+    if (data.approval) addApprovalButtons(bubble, data.approval);
     state.bubbles.delete(data.reply_to);
     if (data.reply_to) markAnswered(data.reply_to);
   }
