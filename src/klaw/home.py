@@ -62,6 +62,11 @@ class KlawHome:
         return self.root / "gateway"
 
     @property
+    def mcp_logs(self) -> Path:
+        """What the MCP servers klaw starts write to stderr, one file per server (rewritten at each start)."""
+        return self.root / "mcp"
+
+    @property
     def scheduler_db(self) -> Path:
         return self.root / "scheduler.db"
 

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, field_validator, model_validator
 
 from klaw.config.base import Section
+from klaw.config.mcp import MCP_GROUP_PREFIX
 
 
 class SchedulerConfig(Section):
@@ -62,14 +63,16 @@ class ToolsConfig(Section):
 
     enabled: tuple[str, ...] = Field(
         default=ALL_TOOL_GROUPS,
-        description="Tool groups offered to the model: clock, files, memory, scheduler, subagents, messaging, or the"
-        f" name of an installed tool plugin (entry point group {TOOL_PLUGIN_GROUP}).",
+        description="Tool groups offered to the model: clock, files, memory, scheduler, subagents, messaging, the"
+        f" name of an installed tool plugin (entry point group {TOOL_PLUGIN_GROUP}), or mcp:<server> for a"
+        " server of the mcp section.",
     )
 
     @field_validator("enabled")
     @classmethod
     def _known_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [name for name in names if name not in ALL_TOOL_GROUPS]
+        # mcp:<server> names are checked against the mcp section by EngineConfig
+        unknown = [name for name in names if name not in ALL_TOOL_GROUPS and not name.startswith(MCP_GROUP_PREFIX)]
         if unknown:
             plugins = installed_tool_plugins()
             missing = [name for name in unknown if name not in plugins]

@@ -8,7 +8,7 @@ already started, in reverse, and shutdown closes it the same way once turns are 
 subscriber lists are passed in, never assigned afterwards; where two parts need each other (a stored
 record wakes the summarizers, which store records) a subscriber list is created first and filled.
 
-The order is the start-up order: memory (store, embedder, recovery), tools, the turn's parts, the
+The order is the start-up order: memory (store, embedder, recovery), tools (MCP servers started), the turn's parts, the
 scheduler, the socket claimed, unanswered messages resumed, the scheduler started, then listening.
 """
 
@@ -60,6 +60,7 @@ from klaw.store.sqlite.store import SqliteStore
 from klaw.tools.builtin.defaults import register_builtin_tools
 from klaw.tools.builtin.groups import tools_in
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
+from klaw.tools.mcp.servers import McpServers
 from klaw.tools.messaging.send import message_targets, register_message_tools
 from klaw.tools.plugins import register_plugins
 from klaw.tools.registry import ToolFunction, ToolRegistry
@@ -96,6 +97,7 @@ class Parts:
     commands: CommandHandler
     socket: EngineSocketServer | None
     approvals: ApprovalGate
+    mcp_servers: McpServers
 
 
 async def open_memory(
@@ -171,6 +173,25 @@ def tool_registry(config: EngineConfig, services: MemoryServices, extra: Sequenc
     return registry
 
 
+async def start_mcp_servers(
+    home: KlawHome, config: EngineConfig, clock: Clock, stack: AsyncExitStack, registry: ToolRegistry
+) -> McpServers:
+    """The MCP servers tools.enabled names, started (waited for at most mcp.startWaitSeconds); their tools
+    join the registry as each lists them. A server that fails never fails the start: /status says why."""
+    servers = McpServers(
+        config.mcp,
+        config.tools.enabled,
+        registry,
+        now=clock.now,
+        sleep=clock.sleep,
+        workspace=home.workspace,
+        log_dir=home.mcp_logs,
+    )
+    stack.push_async_callback(servers.aclose)
+    await servers.start()
+    return servers
+
+
 def open_router(config: EngineConfig, clock: Clock, stack: AsyncExitStack, router: ModelRouter | None) -> ModelRouter:
     router = router or ModelRouter(ModelCatalogue.from_config(config), sleep=clock.sleep)
     stack.push_async_callback(router.aclose)
@@ -215,6 +236,7 @@ async def assemble(
     """Every part built and started (listening last when `listen`); each close is on `stack`."""
     memory = await open_memory(home, config, clock, stack, embedder)
     registry = tool_registry(config, memory_services(config, memory, clock), tools)
+    mcp_servers = await start_mcp_servers(home, config, clock, stack, registry)
     router = open_router(config, clock, stack, router)
     socket = EngineSocketServer(home.socket_path) if listen else None
     delivery = Delivery(
@@ -287,9 +309,21 @@ async def assemble(
         forgetting=memory.forgetting,
         memory_commands=MemoryCommands(memory.settings, summarizer, memory.embedding_queue, memory.store),
         approvals=approvals,
+        status_lines=[mcp_servers.status_lines],
     )
     parts = Parts(
-        memory, router, registry, sessions, delivery, processor, summarizer, scheduler, commands, socket, approvals
+        memory,
+        router,
+        registry,
+        sessions,
+        delivery,
+        processor,
+        summarizer,
+        scheduler,
+        commands,
+        socket,
+        approvals,
+        mcp_servers,
     )
     if socket is not None:
         await socket.bind()  # a second engine on this home stops here, before any turn runs

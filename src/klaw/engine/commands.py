@@ -44,7 +44,9 @@ class CommandHandler:
         forgetting: Forgetting | None = None,
         memory_commands: MemoryCommands | None = None,
         approvals: ApprovalGate | None = None,
+        status_lines: Sequence[Callable[[], list[str]]] = (),
     ) -> None:
+        """`status_lines`: parts that add lines of their own to /status (the MCP servers)."""
         self._catalogue = catalogue
         self._commands = tuple(commands)  # `commands` in engine.yaml: what /help lists
         self._sessions = sessions
@@ -55,6 +57,7 @@ class CommandHandler:
         self._embedding_queue = embedding_queue
         self._scheduler = scheduler
         self._forgetting = forgetting
+        self._status_lines = tuple(status_lines)
         self._handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = {
             "new": self._new,
             "model": self._model,
@@ -133,6 +136,8 @@ class CommandHandler:
             lines.append(line)
         if self._scheduler is not None:
             lines.append(await _scheduler_line(self._scheduler))
+        for source in self._status_lines:
+            lines += source()
         return "\n".join(lines)
 
     async def _forget(self, chat: ChatRef, args: str) -> str:

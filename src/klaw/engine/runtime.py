@@ -69,6 +69,7 @@ class Engine:
         self.delivery = parts.delivery
         self.socket = parts.socket
         self.approvals = parts.approvals
+        self.mcp_servers = parts.mcp_servers
         self.scheduler: Scheduler | None = parts.scheduler
         self.summarizer: SummarizerService | None = parts.summarizer
         self.warming: asyncio.Task[None] | None = None  # filling the vector cache after start-up
