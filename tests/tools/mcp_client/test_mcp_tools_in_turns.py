@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -205,3 +206,20 @@ def test_a_server_enabled_but_not_configured_is_refused_naming_it() -> None:
     with pytest.raises(ValueError, match="name of an environment variable"):
         EngineConfig.model_validate({"mcp": {"servers": {"x": {"url": "https://a/mcp", "authorizationEnv": "sk-1"}}}})
     assert json.dumps(EngineConfig.model_validate({"mcp": notes()}).mcp.servers["notes"].args)
+
+
+async def test_an_mcp_tool_listed_in_tools_approval_runs_only_once_the_person_approves(tmp_path: Path) -> None:
+    tools = {"enabled": ["mcp:notes"], "approval": ["notes__add"]}
+    async with running_engine(tmp_path, tools=tools, mcp=notes()) as h:
+        h.server.reply_tool_calls([("notes__add", {"a": 2, "b": 3})])
+        h.server.reply_text("done")
+        await h.say("add 2 and 3")
+        await h.clock.advance(h.engine.config.processing.debounce_ms / 1000)
+        await h.wait_for_replies(1)
+        question = h.delivered[-1].text
+        found = re.search(r"/approve ([0-9a-f]{4})", question)
+        assert "notes__add" in question and found is not None
+        await h.engine.submit(CHAT, f"/approve {found.group(1)}")
+        await h.wait_for_replies(2)
+        assert h.delivered[-1].text == "done"
+        assert tool_result(h) == "5"
