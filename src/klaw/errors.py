@@ -35,6 +35,7 @@ gateway/link.py, `_BadArguments` in tools/registry.py, `_EngineRunning` in cli/m
   - InvalidTaskName (ValueError) ........... scheduling/names
   - InvalidSchedule (ValueError) ........... scheduling/schedules
   - DuplicateTask (ValueError) ............. scheduling/task_store
+  - SkillPathError (ValueError) ............ tools/skills/skill_files: a skill file that may not be read
   - FrameError (ValueError) ................ engine/frames: a line that is not a valid frame
   - QueryError (ValueError) ................ engine/frame_dispatch: a query that cannot be answered
   - SettingError (ValueError) .............. engine/memory_settings: a `/rag set` that cannot be applied

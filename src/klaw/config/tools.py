@@ -41,8 +41,8 @@ class SchedulerConfig(Section):
         return self
 
 
-ToolGroup = Literal["clock", "files", "memory", "scheduler", "subagents", "messaging"]
-ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = ("clock", "files", "memory", "scheduler", "subagents", "messaging")
+ToolGroup = Literal["clock", "files", "memory", "scheduler", "subagents", "messaging", "skills"]
+ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = ("clock", "files", "memory", "scheduler", "subagents", "messaging", "skills")
 _CHANNEL = re.compile(r"^[a-z0-9-]{1,32}$")  # as klaw/store/records.py checks channel names
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # as klaw/tools/registry.py checks them
 TOOL_PLUGIN_GROUP = "klaw.tools"  # the entry point group through which installed packages offer tools
@@ -51,6 +51,18 @@ TOOL_PLUGIN_GROUP = "klaw.tools"  # the entry point group through which installe
 def installed_tool_plugins() -> frozenset[str]:
     """The names installed packages offer tools under (klaw/tools/plugins.py loads them)."""
     return frozenset(point.name for point in entry_points(group=TOOL_PLUGIN_GROUP))
+
+
+class SkillsConfig(Section):
+    """Skills (`workspace/skills/<name>/SKILL.md`, docs/skills.md): the context layer listing them and
+    the size of what skill_read returns."""
+
+    budget_tokens: int = Field(
+        default=500, ge=0, description="Tokens the skills layer (each skill's name and description) may take."
+    )
+    max_file_bytes: int = Field(
+        default=65536, ge=1024, description="Largest SKILL.md or skill file read; a larger SKILL.md is skipped."
+    )
 
 
 class ToolsConfig(Section):
@@ -63,8 +75,8 @@ class ToolsConfig(Section):
 
     enabled: tuple[str, ...] = Field(
         default=ALL_TOOL_GROUPS,
-        description="Tool groups offered to the model: clock, files, memory, scheduler, subagents, messaging, the"
-        f" name of an installed tool plugin (entry point group {TOOL_PLUGIN_GROUP}), or mcp:<server> for a"
+        description="Tool groups offered to the model: clock, files, memory, scheduler, subagents, messaging,"
+        f" skills, the name of an installed tool plugin (entry point group {TOOL_PLUGIN_GROUP}), or mcp:<server> for a"
         " server of the mcp section.",
     )
 
@@ -89,6 +101,7 @@ class ToolsConfig(Section):
         description="Let file_write change SOUL.md, IDENTITY.md and AGENTS.md, which go into every turn of every"
         " chat (off: an instruction injected into one turn cannot persist there).",
     )
+    skills: SkillsConfig = SkillsConfig()
     approval: tuple[str, ...] = Field(
         default=(),
         description="Tools the engine holds until the person answers /approve or /deny in the chat (any tool"

@@ -64,6 +64,8 @@ from klaw.tools.mcp.servers import McpServers
 from klaw.tools.messaging.send import message_targets, register_message_tools
 from klaw.tools.plugins import register_plugins
 from klaw.tools.registry import ToolFunction, ToolRegistry
+from klaw.tools.skills.catalogue import SkillCatalogue
+from klaw.tools.skills.tools import register_skill_tools
 
 LIVE_EMBEDDING_BATCH = 16
 
@@ -161,12 +163,23 @@ def memory_services(config: EngineConfig, memory: Memory, clock: Clock) -> Memor
     )
 
 
-def tool_registry(config: EngineConfig, services: MemoryServices, extra: Sequence[ToolFunction]) -> ToolRegistry:
+def skill_catalogue(home: KlawHome, config: EngineConfig) -> SkillCatalogue | None:
+    """The workspace's skills, when the `skills` group is enabled (else no layer and no tools)."""
+    if "skills" not in config.tools.enabled:
+        return None
+    return SkillCatalogue(home.skills_dir, max_bytes=config.tools.skills.max_file_bytes)
+
+
+def tool_registry(
+    config: EngineConfig, services: MemoryServices, extra: Sequence[ToolFunction], skills: SkillCatalogue | None
+) -> ToolRegistry:
     """The built-in groups engine.yaml offers, then the caller's own tools (always offered). The
     scheduling tools join when the scheduler exists (engine/scheduler_assembly.py)."""
     registry = ToolRegistry(offered=tools_in(config.tools.enabled))
     register_builtin_tools(registry, allow_prompt_edits=config.tools.allow_prompt_edits)
     register_memory_tools(registry, services)
+    if skills is not None:
+        register_skill_tools(registry, skills, max_bytes=config.tools.skills.max_file_bytes)
     for tool in extra:
         registry.register(tool, offer=True)
     register_plugins(registry, config.tools.enabled)  # installed packages' tools, enabled by name
@@ -199,7 +212,12 @@ def open_router(config: EngineConfig, clock: Clock, stack: AsyncExitStack, route
 
 
 def context_builder(
-    home: KlawHome, config: EngineConfig, catalogue: ModelCatalogue, memory: Memory, tools: ToolRegistry
+    home: KlawHome,
+    config: EngineConfig,
+    catalogue: ModelCatalogue,
+    memory: Memory,
+    tools: ToolRegistry,
+    skills: SkillCatalogue | None,
 ) -> ContextBuilder:
     store = memory.store
     # auto-RAG and past conversations embed a turn's text once, waiting for it at most queryTimeoutSeconds
@@ -219,6 +237,7 @@ def context_builder(
             search=config.search,
             max_message_distance=config.auto_rag.relevance_threshold,
         ),
+        skills=None if skills is None else lambda: skills.layer(config.tools.skills.budget_tokens),
     )
 
 
@@ -235,7 +254,8 @@ async def assemble(
 ) -> Parts:
     """Every part built and started (listening last when `listen`); each close is on `stack`."""
     memory = await open_memory(home, config, clock, stack, embedder)
-    registry = tool_registry(config, memory_services(config, memory, clock), tools)
+    skills = skill_catalogue(home, config)
+    registry = tool_registry(config, memory_services(config, memory, clock), tools, skills)
     mcp_servers = await start_mcp_servers(home, config, clock, stack, registry)
     router = open_router(config, clock, stack, router)
     socket = EngineSocketServer(home.socket_path) if listen else None
@@ -266,7 +286,7 @@ async def assemble(
         store=memory.store,
         ingestion=memory.ingestion,
         sessions=sessions,
-        context_builder=context_builder(home, config, router.catalogue, memory, registry),
+        context_builder=context_builder(home, config, router.catalogue, memory, registry, skills),
         turns=turns,
         slots=slots,
         delivery=delivery,

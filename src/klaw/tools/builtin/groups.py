@@ -18,6 +18,7 @@ TOOL_GROUPS: Mapping[ToolGroup, tuple[str, ...]] = {
     "scheduler": ("schedule_add", "schedule_list", "schedule_remove"),
     "subagents": ("subagent_spawn",),
     "messaging": ("message_send",),
+    "skills": ("skill_list", "skill_read"),
 }
 
 

@@ -9,7 +9,7 @@
 const state = { csrf: "", chat: { channel: "web", chat_id: "main" }, bubbles: new Map(), answered: new Set(), chats: [] };
 const SVG = "http://www.w3.org/2000/svg";
 // Each context layer keeps its colour in every turn (style.css .layer-N); an unknown one is grey.
-const LAYERS = ["system_prompt", "core_memory", "summary", "past_conversations", "auto_rag", "sliding_window", "tools", "pending"];
+const LAYERS = ["system_prompt", "core_memory", "summary", "past_conversations", "auto_rag", "sliding_window", "tools", "pending", "skills"];
 function layerClass(name) { const index = LAYERS.indexOf(name); return `layer-${index < 0 ? LAYERS.length : index}`; }
 
 function el(tag, attrs = {}, ...children) {
