@@ -217,6 +217,9 @@ async def test_an_unknown_id_or_another_chats_answer_approves_nothing(tmp_path: 
         await s.acked("other")
         assert (await s.outbound()).text.startswith(f"No approval request '{request_id}' is waiting in this chat")
         assert s.ran == [] and s.engine.approvals.waiting(WEB) == [request_id]
+        await s.send("/status")
+        status = (await s.outbound()).text
+        assert f"Held for approval: host_exec; waiting here: {request_id} (host_exec)" in status
 
         await s.send("/approve")  # one question waits: no id needed
         assert (await s.outbound()).text == "Approved: host_exec runs now."

@@ -182,6 +182,11 @@ class ApprovalGate:
         """The ids of the questions waiting in `chat`, oldest first."""
         return [p.id for p in self._pending.values() if p.chat == chat and not p.answer.done()]
 
+    def describe_waiting(self, chat: ChatRef) -> str:
+        """`3f2a (host_exec), 09bc (schedule_add)` or `none`, for /status."""
+        waiting = [p for p in self._pending.values() if p.chat == chat and not p.answer.done()]
+        return ", ".join(f"{p.id} ({p.tool})" for p in waiting) or "none"
+
     def handlers(self) -> dict[str, Callable[[ChatRef, str], Awaitable[str]]]:
         """`/approve [ID]` and `/deny [ID]` for the command handler."""
 

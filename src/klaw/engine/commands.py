@@ -70,6 +70,7 @@ class CommandHandler:
         }
         if memory_commands is not None:  # /summarizer, /embeddings, /rag
             self._handlers.update(memory_commands.handlers())
+        self._approvals = approvals
         if approvals is not None:  # /approve, /deny: answered at once, while the turn that asked waits
             self._handlers.update(approvals.handlers())
 
@@ -138,6 +139,9 @@ class CommandHandler:
             lines.append(await _scheduler_line(self._scheduler))
         for source in self._status_lines:
             lines += source()
+        if self._approvals is not None and self._approvals.tools:
+            waiting = self._approvals.describe_waiting(chat)
+            lines.append(f"Held for approval: {', '.join(sorted(self._approvals.tools))}; waiting here: {waiting}")
         return "\n".join(lines)
 
     async def _forget(self, chat: ChatRef, args: str) -> str:
