@@ -25,7 +25,7 @@ from klaw.engine.debounce import Debouncer
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.failures import EngineStopping
 from klaw.engine.sessions import SessionManager
-from klaw.engine.slots import LlmSlots, Priority
+from klaw.engine.slots import HeldSlot, LlmSlots, Priority
 from klaw.engine.tool_loop import LoopOutcome
 from klaw.engine.turn_runner import Turn, TurnFailure, TurnPrompt, TurnRunner
 from klaw.engine.turn_timing import PhaseTimes
@@ -139,8 +139,8 @@ class MessageProcessor:
         try:
             # One turn at a time per chat: messages arriving mid-turn form the next turn, so replies
             # and tool-call records of a chat never interleave.
-            async with self._chat_lock(chat), self.slots.hold(Priority.INTERACTIVE):
-                await self._run_turn(chat, pending)
+            async with self._chat_lock(chat), self.slots.held(Priority.INTERACTIVE) as slot:
+                await self._run_turn(chat, pending, slot)
         finally:
             self._queued.difference_update(m.rowid for m in pending)
             for message in pending:
@@ -148,7 +148,7 @@ class MessageProcessor:
             if task is not None:
                 self._turns.discard(task)
 
-    async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage]) -> None:
+    async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage], slot: HeldSlot) -> None:
         """The chat's turn through the shared runner: its context, ingestion as recorder, this chat as sink."""
         sink = _ChatReply(self._ingestion, self._delivery, self._clock, chat, reply_to=pending[-1].record.id)
         # Accepting the messages (log fsync + row) happened before the turn: it is part of its cost.
@@ -183,6 +183,7 @@ class MessageProcessor:
             on_text=self._delivery.delta_sink(chat, sink.reply_to),
             timings=timings,
             approval=PERSON_PRESENT,  # a held tool asks this chat's person
+            while_asking=slot.set_aside,  # other chats use the model meanwhile
         )
         await self._turns_runner.run(turn)
 

@@ -178,12 +178,22 @@ class ToolRegistry:
         """Run the calls of one model response concurrently; results come back in the calls' order."""
         return list(await asyncio.gather(*(self.execute(call, context) for call in calls)))
 
+    def refuse(self, call: ToolCall) -> ToolResult | None:
+        """The error result `execute` would give for an unknown tool or unusable arguments, else None;
+        so a call nobody could run is not put to the person for approval first."""
+        if call.name not in self._tools:
+            return self._error(call, self._unknown(call))
+        try:
+            self._arguments(self._tools[call.name], call.arguments)
+        except _BadArguments as exc:
+            return self._error(call, str(exc))
+        return None
+
     async def execute(self, call: ToolCall, context: ToolContext) -> ToolResult:
         """Run one call. Every problem on the tool's or the model's side becomes an error result."""
         tool = self._tools.get(call.name)
         if tool is None:
-            available = ", ".join(self._tools) or "(none)"
-            return self._error(call, f"unknown tool {_clip(call.name)!r}; available tools: {available}")
+            return self._error(call, self._unknown(call))
         try:
             kwargs = self._arguments(tool, call.arguments)
         except _BadArguments as exc:
@@ -203,6 +213,10 @@ class ToolRegistry:
         except Exception as exc:
             return self._failed(call, exc)
         return self._result(call, value)
+
+    def _unknown(self, call: ToolCall) -> str:
+        available = ", ".join(self._tools) or "(none)"
+        return f"unknown tool {_clip(call.name)!r}; available tools: {available}"
 
     def _arguments(self, tool: _Tool, raw: str) -> dict[str, Any]:
         # Some servers send "" for a call without arguments; that means {} rather than broken JSON.
