@@ -15,6 +15,7 @@ from klaw.cli import (
     engine_cmd,
     gateway_cmd,
     log_cmd,
+    mcp_cmd,
     memory_cmd,
     reindex_cmd,
     schedule_cmd,
@@ -40,6 +41,7 @@ app.add_typer(schedule_cmd.app, name="schedule")
 app.add_typer(bench_cmd.app, name="bench")
 app.add_typer(service_cmd.app, name="service")
 app.add_typer(skills_cmd.app, name="skills")
+app.add_typer(mcp_cmd.app, name="mcp")
 app.command(name="chat")(engine_cmd.chat)
 app.command(name="engine")(engine_cmd.engine)
 app.command(name="gateway")(gateway_cmd.gateway)

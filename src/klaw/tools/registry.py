@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError, to_json
 
+from klaw.errors import KlawError
 from klaw.llm.messages import ToolCall, ToolSpec
 from klaw.store.records import ChatRef
 
@@ -76,7 +77,7 @@ class ToolResult:
     is_error: bool = False
 
 
-class ToolRefusal(Exception):
+class ToolRefusal(KlawError, RuntimeError):
     """An expected refusal (a server unavailable, a limit reached): its message is the whole result the
     model reads, and the log gets no traceback."""
 

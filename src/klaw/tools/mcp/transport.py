@@ -22,9 +22,10 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from klaw.config import McpServerConfig
+from klaw.errors import KlawError
 
 
-class MissingVariable(RuntimeError):
+class MissingVariable(KlawError, RuntimeError):
     """A variable the server's config names is not set in klaw's environment."""
 
 
