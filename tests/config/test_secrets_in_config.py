@@ -34,8 +34,9 @@ KEY = "sk-proj-Abc123_def456-ghi789"
             "embedder.apiKeyEnv",
         ),
         (f"channels:\n  telegram:\n    tokenEnv: '{KEY}'\n", "channels.telegram.tokenEnv"),
+        (f"database:\n  backend: postgres\n  urlEnv: 'postgresql://klaw:{KEY}@db/klaw'\n", "database.urlEnv"),
     ],
-    ids=["model", "embedder", "telegram"],
+    ids=["model", "embedder", "telegram", "postgres"],
 )
 def test_a_key_pasted_where_its_variable_name_goes_is_refused_without_repeating_it(
     tmp_path: Path, section: str, field: str
@@ -46,7 +47,7 @@ def test_a_key_pasted_where_its_variable_name_goes_is_refused_without_repeating_
         said = " ".join(result.stderr.split())
         assert result.returncode == 2
         assert field in said and "must be the name of an environment variable" in said
-        assert "not the key itself" in said or "not the token itself" in said
+        assert any(f"not the {secret} itself" in said for secret in ("key", "token", "connection string"))
         assert KEY not in result.stdout + result.stderr
         assert "Traceback" not in result.stderr
 

@@ -18,6 +18,9 @@ from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.store.records import ChatRef
 
 CHAT = ChatRef("console", "me")
+# The `database` section every test engine gets unless a test gives its own: empty is SQLite in the
+# home; tests/engine/test_postgres_engine.py points it at PostgreSQL to run whole scenarios there.
+DATABASE: dict[str, Any] = {}
 
 
 def engine_config(base_url: str, **overrides: Any) -> EngineConfig:
@@ -33,6 +36,7 @@ def engine_config(base_url: str, **overrides: Any) -> EngineConfig:
         # The summarizers call the model in the background, which would race tests' scripted replies;
         # tests of summaries turn them on (summarizer={"enabled": True}).
         "summarizer": {"enabled": False},
+        "database": dict(DATABASE),
     }
     for section, values in overrides.items():
         data.setdefault(section, {}).update(values)

@@ -14,6 +14,7 @@ from typing import Any
 
 from klaw.llm.fake_server import FakeOpenAiServer, HangReply
 from klaw.store.records import EmbeddingJobCounts, MessageType, StoredMessage
+from klaw.store.sqlite.store import SqliteStore
 from tests.engine.harness import CHAT, Harness, running_engine
 
 QUESTION = "please remember that my sister's birthday party is on the fourteenth at the lake house"
@@ -58,7 +59,9 @@ async def stored_messages(h: Harness) -> list[StoredMessage]:
 
 
 async def vector_rowids(h: Harness) -> set[int]:
-    return await h.engine.store.db.run(lambda c: {row[0] for row in c.execute("SELECT rowid FROM vec_messages")})
+    store = h.engine.store
+    assert isinstance(store, SqliteStore)
+    return await store.db.run(lambda c: {int(row[0]) for row in c.execute("SELECT rowid FROM vec_messages")})
 
 
 async def caught_up(h: Harness) -> None:

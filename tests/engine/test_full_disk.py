@@ -26,6 +26,7 @@ from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.memory.conversation_log import ConversationLog
+from klaw.store.sqlite.store import SqliteStore
 from tests.engine import GatewayClient, short_socket_dir
 from tests.engine.harness import engine_config
 
@@ -57,6 +58,7 @@ async def cap_database(engine: Engine, pages: int | None) -> None:
             limit = int(next(iter(connection.execute("PRAGMA page_count")))[0])
         connection.execute(f"PRAGMA max_page_count = {limit}")
 
+    assert isinstance(engine.store, SqliteStore)
     await engine.store.db.run(cap)
 
 

@@ -102,6 +102,7 @@ async def test_memory_save_in_one_segment_is_found_by_memory_search_in_a_later_o
         memory = next(r for r in results if r["kind"] == "memory")
         assert memory["text"] == "the storage unit is number 42 at Rua Nova"
         await h.engine.embedding_queue.wait_idle()  # now it has a vector too
+        assert isinstance(h.engine.store, SqliteStore)
         assert await h.engine.store.memory_chunks.vector_count() == 1
         again = json.loads((await h.turn("look up storage unit number")).text.removeprefix("tool said: "))
         assert next(r for r in again if r["kind"] == "memory")["matched_by"] == "meaning and words"

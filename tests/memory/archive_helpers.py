@@ -19,8 +19,8 @@ from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.ingestion import Ingestion
 from klaw.store.archival_records import memory_saved_record
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
+from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role, StoredMessage
-from klaw.store.sqlite.store import SqliteStore
 
 ME = ChatRef("console", "me")
 OTHER = ChatRef("telegram", "other")
@@ -46,7 +46,7 @@ class Turn:
 
 
 class ScriptedChat:
-    def __init__(self, home: KlawHome, store: SqliteStore, start: datetime = T0) -> None:
+    def __init__(self, home: KlawHome, store: Storage, start: datetime = T0) -> None:
         self.ingestion = Ingestion(ConversationLog(home.conversations), store, min_embed_tokens=1)
         self.store = store
         self.now = start

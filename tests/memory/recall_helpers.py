@@ -13,8 +13,8 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.memory.embedder.fake import FakeEmbedder
+from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role, StoredMessage
-from klaw.store.sqlite.store import SqliteStore
 
 ALICE = ChatRef("console", "alice")
 BOB = ChatRef("telegram", "bob")
@@ -25,7 +25,7 @@ DIM = 32
 class Conversation:
     """Appends messages a second apart and embeds them (unless told not to)."""
 
-    def __init__(self, store: SqliteStore, embedder: FakeEmbedder | None = None) -> None:
+    def __init__(self, store: Storage, embedder: FakeEmbedder | None = None) -> None:
         self.store = store
         self.embedder = embedder or FakeEmbedder(dim=DIM)
         self._tick = 0

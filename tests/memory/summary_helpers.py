@@ -10,8 +10,8 @@ from typing import Any
 from klaw.llm.fake_server import Reply, TextReply, echo_last_user_message
 from klaw.memory.summaries.prompts import EXCHANGE_INSTRUCTIONS, SEGMENT_INSTRUCTIONS
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
+from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, Exchange, ExchangeStatus, MessageRecord, MessageType, Role
-from klaw.store.sqlite.store import SqliteStore
 
 ALICE = ChatRef("console", "alice")
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -20,7 +20,7 @@ T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 class Turns:
     """Appends turns a few seconds apart; `open_turn` leaves one in progress."""
 
-    def __init__(self, store: SqliteStore, chat: ChatRef = ALICE) -> None:
+    def __init__(self, store: Storage, chat: ChatRef = ALICE) -> None:
         self.store = store
         self.chat = chat
         self._tick = 0

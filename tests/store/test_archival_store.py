@@ -9,7 +9,7 @@ import pytest
 from klaw.home import KlawHome
 from klaw.memory.embedder.fake import FakeEmbedder
 from klaw.store.archival_records import forget_record, memory_saved_record
-from klaw.store.protocol import IndexMismatchError
+from klaw.store.protocol import IndexMismatchError, Storage
 from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, MessageRecord, MessageType, Role
 from klaw.store.sqlite.query import fetch_value
 from klaw.store.sqlite.store import SqliteStore
@@ -22,7 +22,7 @@ async def count(store: SqliteStore, sql: str, *params: object) -> int:
     return int(await store.db.run(lambda c: fetch_value(c, sql, params)))
 
 
-async def bound(store: SqliteStore) -> FakeEmbedder:
+async def bound(store: Storage) -> FakeEmbedder:
     embedder = FakeEmbedder(dim=DIM)
     await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
     await store.memory_chunks.bind_embedder(embedder.model_id, embedder.dim)
@@ -52,58 +52,58 @@ async def test_a_saved_memory_is_a_chunk_with_its_job_and_its_text_is_stored_onc
     assert await store.memory_chunks.texts([saved.rowid, 999]) == {saved.rowid: "Ada's sister lives in Lisbon"}
 
 
-async def test_memory_vectors_are_per_chat_and_bound_to_one_embedder(home: KlawHome, store: SqliteStore) -> None:
-    embedder = await bound(store)
-    chat = ScriptedChat(home, store)
+async def test_memory_vectors_are_per_chat_and_bound_to_one_embedder(home: KlawHome, storage: Storage) -> None:
+    embedder = await bound(storage)
+    chat = ScriptedChat(home, storage)
     mine = await chat.accept(memory_saved_record(ME, "the bike lock code is 4711", chat.tick()))
     theirs = await chat.accept(memory_saved_record(OTHER, "the bike lock code is 1234", chat.tick()))
     vectors = await embedder.embed(["the bike lock code is 4711", "the bike lock code is 1234"])
-    assert await store.memory_chunks.put([(mine.rowid, vectors[0]), (theirs.rowid, vectors[1])]) == 2
-    assert await store.memory_chunks.put([(mine.rowid, vectors[0]), (12345, vectors[0])]) == 0  # kept; gone: skipped
+    assert await storage.memory_chunks.put([(mine.rowid, vectors[0]), (theirs.rowid, vectors[1])]) == 2
+    assert await storage.memory_chunks.put([(mine.rowid, vectors[0]), (12345, vectors[0])]) == 0  # kept; gone: skipped
     query = (await embedder.embed(["bike lock code"]))[0]
-    assert [h.chunk.rowid for h in await store.memory_chunks.nearest(ME, query, limit=5)] == [mine.rowid]
-    assert [h.chunk.rowid for h in await store.memory_chunks.nearest(OTHER, query, limit=5)] == [theirs.rowid]
+    assert [h.chunk.rowid for h in await storage.memory_chunks.nearest(ME, query, limit=5)] == [mine.rowid]
+    assert [h.chunk.rowid for h in await storage.memory_chunks.nearest(OTHER, query, limit=5)] == [theirs.rowid]
     with pytest.raises(IndexMismatchError, match="klaw reindex"):
-        await store.memory_chunks.bind_embedder("another-model", DIM)
+        await storage.memory_chunks.bind_embedder("another-model", DIM)
 
 
 async def test_an_exchange_is_its_burst_its_turn_and_not_what_was_typed_mid_turn(
-    home: KlawHome, store: SqliteStore
+    home: KlawHome, storage: Storage
 ) -> None:
-    chat = ScriptedChat(home, store)
+    chat = ScriptedChat(home, storage)
     first = await chat.turn("hello", reply="hi there")
     burst = await chat.say("one more thing")
     second = await chat.turn("and another", reply=None, pending=[burst], tools=[("current_time", "09:00")])
     third_user = await chat.say("typed while the turn ran")  # belongs to the next exchange
     third = await chat.turn("so?", reply="done", pending=[third_user], memories=["likes tea"])
     for turn in (first, second, third):
-        got = await store.history.exchange_messages(await chat.exchange_id(turn))
+        got = await storage.history.exchange_messages(await chat.exchange_id(turn))
         assert [m.record.id for m in got or []] == [m.record.id for m in turn.all]
-    assert await store.history.exchange_messages(9999) is None
+    assert await storage.history.exchange_messages(9999) is None
 
 
-async def test_a_turn_still_open_ends_where_the_next_one_starts(home: KlawHome, store: SqliteStore) -> None:
+async def test_a_turn_still_open_ends_where_the_next_one_starts(home: KlawHome, storage: Storage) -> None:
     from klaw.store.exchange_records import exchange_open_record
 
-    chat = ScriptedChat(home, store)
+    chat = ScriptedChat(home, storage)
     user = await chat.say("crash during this turn")
     opened = await chat.accept(exchange_open_record(ME, user.record.id, chat.tick()))
     call = await chat.accept(
         MessageRecord(ME, Role.ASSISTANT, "", type=MessageType.TOOL_CALL, created_at=chat.tick(), metadata={})
     )
     later = await chat.turn("after the restart", reply="back")
-    [crashed, _] = await store.exchanges.for_segment(user.segment_id)
-    got = await store.history.exchange_messages(crashed.id)
+    [crashed, _] = await storage.exchanges.for_segment(user.segment_id)
+    got = await storage.history.exchange_messages(crashed.id)
     assert [m.rowid for m in got or []] == [user.rowid, opened.rowid, call.rowid]
     assert later.users[0].rowid not in {m.rowid for m in got or []}
 
 
-async def test_a_segment_is_all_of_its_records_but_new_and_model(home: KlawHome, store: SqliteStore) -> None:
-    chat = ScriptedChat(home, store)
+async def test_a_segment_is_all_of_its_records_but_new_and_model(home: KlawHome, storage: Storage) -> None:
+    chat = ScriptedChat(home, storage)
     turn = await chat.turn("first segment", reply="ok")
     brk = await chat.new_segment()
     await chat.turn("second segment", reply="ok")
-    got = await store.history.segment_messages(turn.opened.segment_id)
+    got = await storage.history.segment_messages(turn.opened.segment_id)
     assert [m.rowid for m in got] == [m.rowid for m in turn.all]
     assert brk.rowid not in {m.rowid for m in got}
 
@@ -149,11 +149,11 @@ async def test_forgetting_deletes_rows_indexes_vectors_jobs_exchanges_and_chunks
     assert [h.message.rowid for h in await store.search.full_text(ME, "garden watering", limit=5)]
 
 
-async def test_a_tombstone_only_ever_touches_its_own_chat(home: KlawHome, store: SqliteStore) -> None:
-    chat = ScriptedChat(home, store)
+async def test_a_tombstone_only_ever_touches_its_own_chat(home: KlawHome, storage: Storage) -> None:
+    chat = ScriptedChat(home, storage)
     theirs = await chat.turn("their secret plan", reply="ok", chat=OTHER)
     await chat.accept(forget_record(ME, [m.record.id for m in theirs.all], "exchange", [], chat.tick()))
-    assert all([await store.messages.get(m.record.id) for m in theirs.all])
+    assert all([await storage.messages.get(m.record.id) for m in theirs.all])
 
 
 async def test_forgotten_text_leaves_the_database_file(home: KlawHome) -> None:
@@ -181,10 +181,10 @@ async def test_forgotten_text_leaves_the_database_file(home: KlawHome) -> None:
         await store.aclose()
 
 
-async def test_forget_and_memory_records_are_control_records(home: KlawHome, store: SqliteStore) -> None:
-    chat = ScriptedChat(home, store)
+async def test_forget_and_memory_records_are_control_records(home: KlawHome, storage: Storage) -> None:
+    chat = ScriptedChat(home, storage)
     said = await chat.say("hello")
     await chat.accept(memory_saved_record(ME, "a memory", chat.tick()))
     await chat.accept(forget_record(ME, ["unknown-id"], "segment 9", [], chat.tick()))
     assert MessageType.MEMORY_SAVED.is_control and MessageType.FORGET.is_control
-    assert [m.rowid for m in await store.messages.window(said.segment_id, 10)] == [said.rowid]
+    assert [m.rowid for m in await storage.messages.window(said.segment_id, 10)] == [said.rowid]

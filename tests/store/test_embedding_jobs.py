@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
 from klaw.engine.clock import ManualClock
+from klaw.store.protocol import Storage
 from klaw.store.records import (
     MESSAGE_TARGET,
     ChatRef,
@@ -17,8 +16,8 @@ from klaw.store.records import (
     MessageRecord,
     Role,
 )
-from klaw.store.sqlite.query import fetch_one
-from klaw.store.sqlite.store import SqliteStore
+from tests.conftest import StoreOpener
+from tests.store.raw import rows
 
 CHAT = ChatRef("console", "me")
 
@@ -33,15 +32,12 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "klaw.db", clock=clock.now)
-    try:
-        yield opened
-    finally:
-        await opened.aclose()
+async def store(open_store: StoreOpener, clock: ManualClock) -> Storage:
+    """Each backend's store, on the test's clock (the queue's times come from it)."""
+    return await open_store(clock=clock.now)
 
 
-async def test_append_with_embed_queues_a_job_due_now(store: SqliteStore, clock: ManualClock) -> None:
+async def test_append_with_embed_queues_a_job_due_now(store: Storage, clock: ManualClock) -> None:
     stored = await store.messages.append(text("remember the milk"), embed=True)
     [job] = await store.embedding_jobs.due(clock.now(), 10)
     assert (job.target, job.target_rowid, job.status, job.attempts) == (
@@ -54,30 +50,30 @@ async def test_append_with_embed_queues_a_job_due_now(store: SqliteStore, clock:
     assert await store.embedding_jobs.next_due_at() == clock.now()
 
 
-async def test_append_without_embed_queues_nothing(store: SqliteStore, clock: ManualClock) -> None:
+async def test_append_without_embed_queues_nothing(store: Storage, clock: ManualClock) -> None:
     await store.messages.append(text("hello"))
     assert await store.embedding_jobs.due(clock.now(), 10) == []
     assert await store.embedding_jobs.next_due_at() is None
     assert await store.embedding_jobs.counts() == EmbeddingJobCounts(0, 0)
 
 
-async def test_appending_the_same_message_again_adds_no_second_job(store: SqliteStore) -> None:
+async def test_appending_the_same_message_again_adds_no_second_job(store: Storage) -> None:
     record = text("idempotent")
     await store.messages.append(record, embed=True)
     await store.messages.append(record, embed=True)
     assert await store.embedding_jobs.counts() == EmbeddingJobCounts(pending=1, failed=0)
 
 
-async def test_the_job_is_in_the_same_transaction_as_the_message(store: SqliteStore) -> None:
+async def test_the_job_is_in_the_same_transaction_as_the_message(store: Storage) -> None:
     """If the job cannot be written, the message is not stored either (and the log replays it later)."""
-    await store.db.run(lambda c: c.execute("ALTER TABLE embedding_jobs RENAME TO embedding_jobs_gone"))
+    await rows(store, "ALTER TABLE embedding_jobs RENAME TO embedding_jobs_gone")
     record = text("never half-stored")
     with pytest.raises(Exception, match="embedding_jobs"):
         await store.messages.append(record, embed=True)
     assert await store.messages.get(record.id) is None
 
 
-async def test_append_many_follows_each_records_flag(store: SqliteStore, clock: ManualClock) -> None:
+async def test_append_many_follows_each_records_flag(store: Storage, clock: ManualClock) -> None:
     records = [text("first"), text("second"), text("third")]
     stored = await store.messages.append_many(records, embed=[True, False, True])
     due = await store.embedding_jobs.due(clock.now(), 10)
@@ -88,7 +84,7 @@ async def test_append_many_follows_each_records_flag(store: SqliteStore, clock: 
     assert (await store.embedding_jobs.counts()).pending == 2
 
 
-async def test_due_is_oldest_first_limited_and_respects_next_attempt(store: SqliteStore, clock: ManualClock) -> None:
+async def test_due_is_oldest_first_limited_and_respects_next_attempt(store: Storage, clock: ManualClock) -> None:
     stored = [await store.messages.append(text(f"m{i}"), embed=True) for i in range(4)]
     first, second = await store.embedding_jobs.due(clock.now(), 2)
     assert [first.target_rowid, second.target_rowid] == [stored[0].rowid, stored[1].rowid]
@@ -102,7 +98,7 @@ async def test_due_is_oldest_first_limited_and_respects_next_attempt(store: Sqli
     assert (retried.attempts, retried.last_error, retried.next_attempt_at) == (1, "EmbedderError: down", later)
 
 
-async def test_fail_counts_and_retry_failed_revives(store: SqliteStore, clock: ManualClock) -> None:
+async def test_fail_counts_and_retry_failed_revives(store: Storage, clock: ManualClock) -> None:
     a = await store.messages.append(text("a"), embed=True)
     await store.messages.append(text("b"), embed=True)
     job_a, job_b = await store.embedding_jobs.due(clock.now(), 10)
@@ -110,10 +106,7 @@ async def test_fail_counts_and_retry_failed_revives(store: SqliteStore, clock: M
     await store.embedding_jobs.fail(job_a.id, "EmbedderError: " + "x" * 1000)
     assert await store.embedding_jobs.counts() == EmbeddingJobCounts(pending=1, failed=1)
     assert [j.id for j in await store.embedding_jobs.due(clock.now(), 10)] == [job_b.id]
-    failed_error = await store.db.run(
-        lambda c: fetch_one(c, "SELECT last_error, attempts FROM embedding_jobs WHERE id = ?", (job_a.id,))
-    )
-    assert failed_error is not None
+    (failed_error,) = await rows(store, "SELECT last_error, attempts FROM embedding_jobs WHERE id = ?", job_a.id)
     assert len(failed_error[0]) == 300 and failed_error[1] == 2
     await clock.advance(60)
     assert await store.embedding_jobs.retry_failed() == 1
@@ -123,7 +116,7 @@ async def test_fail_counts_and_retry_failed_revives(store: SqliteStore, clock: M
     assert (revived.attempts, revived.next_attempt_at) == (0, clock.now())
 
 
-async def test_enqueue_messages_adds_skips_unknown_and_revives_failed(store: SqliteStore, clock: ManualClock) -> None:
+async def test_enqueue_messages_adds_skips_unknown_and_revives_failed(store: Storage, clock: ManualClock) -> None:
     plain = await store.messages.append(text("stored without a job"))
     queued = await store.messages.append(text("already queued"), embed=True)
     failed = await store.messages.append(text("gave up"), embed=True)

@@ -7,41 +7,58 @@ from pathlib import Path
 
 import apsw
 
+from klaw.store.protocol import Storage
 from klaw.store.records import MessageType, Role
 from klaw.store.sqlite.migrations import bundled_migrations, migrate
-from klaw.store.sqlite.query import fetch_all
 from klaw.store.sqlite.store import SqliteStore
 from tests.memory.recall_helpers import ALICE, Conversation
+from tests.store.raw import is_postgres, rows, value
 
 
-async def found(store: SqliteStore, text: str) -> list[int]:
+async def found(store: Storage, text: str) -> list[int]:
     return [hit.message.rowid for hit in await store.search.full_text(ALICE, text, limit=10)]
 
 
-async def indexed(store: SqliteStore) -> dict[int, tuple[str, str | None]]:
-    rows = await store.db.run(lambda c: fetch_all(c, "SELECT rowid, content, context FROM messages_fts"))
-    return {int(r[0]): (r[1], r[2]) for r in rows}
+async def indexed(store: Storage) -> dict[int, tuple[str, str | None]]:
+    """What the full-text index holds per message: its text and its context (PostgreSQL: the columns the
+    generated tsvector is built from)."""
+    table = "messages" if is_postgres(store) else "messages_fts"
+    found = await rows(store, f"SELECT rowid, content, context FROM {table}")
+    return {int(r[0]): (r[1], r[2]) for r in found}
 
 
-async def integrity_check(store: SqliteStore) -> None:
-    """Raises if the index differs from what `messages_fts_source` says it should hold."""
-    await store.db.run(
-        lambda c: c.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
+async def integrity_check(store: Storage) -> None:
+    """Raises if the index differs from what it should hold: FTS5's own check against
+    `messages_fts_source`; in PostgreSQL, each message's context against the previous conversation message
+    of its segment computed afresh."""
+    if not is_postgres(store):
+        assert isinstance(store, SqliteStore)
+        await store.db.run(
+            lambda c: c.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
+        )
+        return
+    wrong = await value(
+        store,
+        "SELECT count(*) FROM messages m WHERE m.context IS DISTINCT FROM"
+        " CASE WHEN klaw_is_conversation(m.type, m.role) THEN (SELECT p.content FROM messages p"
+        " WHERE p.segment_id = m.segment_id AND p.rowid < m.rowid"
+        " AND klaw_is_conversation(p.type, p.role) ORDER BY p.rowid DESC LIMIT 1) END",
     )
+    assert wrong == 0
 
 
-async def test_a_reply_is_found_by_the_words_it_answers_below_the_message_holding_them(store: SqliteStore) -> None:
-    chat = Conversation(store)
+async def test_a_reply_is_found_by_the_words_it_answers_below_the_message_holding_them(storage: Storage) -> None:
+    chat = Conversation(storage)
     question = await chat.say("how did the interview at the bakery go?", embed=False)
     reply = await chat.say("great, they offered me the job", Role.ASSISTANT, embed=False)
     await chat.say("congratulations!", embed=False)
-    assert await found(store, "bakery interview") == [question.rowid, reply.rowid]
-    assert await found(store, "job offered") == [reply.rowid, reply.rowid + 1]
-    await integrity_check(store)
+    assert await found(storage, "bakery interview") == [question.rowid, reply.rowid]
+    assert await found(storage, "job offered") == [reply.rowid, reply.rowid + 1]
+    await integrity_check(storage)
 
 
-async def test_context_skips_tool_records_and_stops_at_a_new_segment(store: SqliteStore) -> None:
-    chat = Conversation(store)
+async def test_context_skips_tool_records_and_stops_at_a_new_segment(storage: Storage) -> None:
+    chat = Conversation(storage)
     question = await chat.say("what is the weather in lisbon?", embed=False)
     call = await chat.say(
         "weather", Role.ASSISTANT, type=MessageType.TOOL_CALL, metadata={"tool_calls": []}, embed=False
@@ -50,45 +67,45 @@ async def test_context_skips_tool_records_and_stops_at_a_new_segment(store: Sqli
     reply = await chat.say("clear skies all day", Role.ASSISTANT, embed=False)
     await chat.new_segment()
     first = await chat.say("something else", embed=False)
-    entries = await indexed(store)
+    entries = await indexed(storage)
     assert entries[reply.rowid] == ("clear skies all day", question.content)
     assert entries[call.rowid][1] is None and entries[result.rowid][1] is None
     assert entries[first.rowid] == ("something else", None)
-    await integrity_check(store)
+    await integrity_check(storage)
 
 
-async def test_deleting_a_message_reindexes_the_next_one_without_its_words(store: SqliteStore) -> None:
-    chat = Conversation(store)
+async def test_deleting_a_message_reindexes_the_next_one_without_its_words(storage: Storage) -> None:
+    chat = Conversation(storage)
     before = await chat.say("we talked about gardening", embed=False)
     secret = await chat.say("my alarm code is zanzibarquokka", embed=False)
     reply = await chat.say("noted, I will keep it safe", Role.ASSISTANT, embed=False)
-    assert await found(store, "zanzibarquokka") == [secret.rowid, reply.rowid]
-    await store.db.run(lambda c: c.execute("DELETE FROM messages WHERE rowid = ?", (secret.rowid,)))
-    assert await found(store, "zanzibarquokka") == []
-    assert (await indexed(store))[reply.rowid] == (reply.content, before.content)
-    assert await found(store, "gardening") == [before.rowid, reply.rowid]
-    await integrity_check(store)
+    assert await found(storage, "zanzibarquokka") == [secret.rowid, reply.rowid]
+    await rows(storage, "DELETE FROM messages WHERE rowid = ?", secret.rowid)
+    assert await found(storage, "zanzibarquokka") == []
+    assert (await indexed(storage))[reply.rowid] == (reply.content, before.content)
+    assert await found(storage, "gardening") == [before.rowid, reply.rowid]
+    await integrity_check(storage)
 
 
-async def test_deleting_consecutive_messages_in_one_statement_keeps_the_index_exact(store: SqliteStore) -> None:
-    chat = Conversation(store)
+async def test_deleting_consecutive_messages_in_one_statement_keeps_the_index_exact(storage: Storage) -> None:
+    chat = Conversation(storage)
     said = [await chat.say(f"message {word} here", embed=False) for word in ("alpha", "bravo", "charlie", "delta")]
     gone = (said[1].rowid, said[2].rowid)
-    await store.db.run(lambda c: c.execute("DELETE FROM messages WHERE rowid IN (?, ?)", gone))
-    assert await found(store, "bravo") == [] and await found(store, "charlie") == []
-    assert (await indexed(store))[said[3].rowid] == (said[3].content, said[0].content)
-    await integrity_check(store)
+    await rows(storage, "DELETE FROM messages WHERE rowid IN (?, ?)", *gone)
+    assert await found(storage, "bravo") == [] and await found(storage, "charlie") == []
+    assert (await indexed(storage))[said[3].rowid] == (said[3].content, said[0].content)
+    await integrity_check(storage)
 
 
-async def test_editing_a_message_reindexes_it_and_the_next_one(store: SqliteStore) -> None:
-    chat = Conversation(store)
+async def test_editing_a_message_reindexes_it_and_the_next_one(storage: Storage) -> None:
+    chat = Conversation(storage)
     edited = await chat.say("the meeting is on monday", embed=False)
     after = await chat.say("ok, noted", Role.ASSISTANT, embed=False)
     update = "UPDATE messages SET content = 'the meeting is on tuesday' WHERE rowid = ?"
-    await store.db.run(lambda c: c.execute(update, (edited.rowid,)))
-    assert await found(store, "monday") == []
-    assert await found(store, "tuesday") == [edited.rowid, after.rowid]
-    await integrity_check(store)
+    await rows(storage, update, edited.rowid)
+    assert await found(storage, "monday") == []
+    assert await found(storage, "tuesday") == [edited.rowid, after.rowid]
+    await integrity_check(storage)
 
 
 def _version_3_database(path: Path) -> None:

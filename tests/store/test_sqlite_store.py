@@ -1,4 +1,5 @@
-"""The SQLite store against a real file with sqlite-vec loaded through apsw."""
+"""The storage contract against both backends (`storage`: SQLite with sqlite-vec, and a real PostgreSQL with
+pgvector), and what is SQLite's own (`store`: a real file with sqlite-vec loaded through apsw)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import apsw
 import numpy as np
 import pytest
 
-from klaw.store.protocol import IndexMismatchError, VectorIndex
+from klaw.store.protocol import IndexMismatchError, Storage, VectorIndex
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
 from klaw.store.sqlite.migrations import bundled_migrations
 from klaw.store.sqlite.query import fetch_value
 from klaw.store.sqlite.store import SqliteStore
+from tests.conftest import StoreOpener
+from tests.store.raw import message_vectors, rows
 
 ALICE = ChatRef("console", "alice")
 BOB = ChatRef("telegram", "-100200")
@@ -91,35 +94,36 @@ async def test_newer_database_is_refused(tmp_path: Path) -> None:
         await SqliteStore.open(path)
 
 
-async def test_append_returns_increasing_rowids_matching_sqlite(store: SqliteStore) -> None:
+async def test_append_returns_increasing_rowids_matching_the_database(storage: Storage) -> None:
+    store = storage
     stored = [await store.messages.append(message(ALICE, f"m{i}", i)) for i in range(3)]
     assert [s.rowid for s in stored] == sorted(s.rowid for s in stored)
     assert len({s.rowid for s in stored}) == 3
-    actual = await store.db.run(lambda c: c.execute("SELECT rowid, id FROM messages ORDER BY rowid").fetchall())
+    actual = await rows(store, "SELECT rowid, id FROM messages ORDER BY rowid")
     assert [(s.rowid, s.record.id) for s in stored] == [tuple(row) for row in actual]
 
 
-async def test_append_is_idempotent_on_message_id(store: SqliteStore) -> None:
+async def test_append_is_idempotent_on_message_id(storage: Storage) -> None:
     record = message(ALICE, "once")
-    first = await store.messages.append(record)
-    again = await store.messages.append(record)
+    first = await storage.messages.append(record)
+    again = await storage.messages.append(record)
     assert again.rowid == first.rowid
-    assert await store.messages.count_in_segment(first.segment_id) == 1
+    assert await storage.messages.count_in_segment(first.segment_id) == 1
 
 
-async def test_count_in_segment_at_most_stops_counting_there(store: SqliteStore) -> None:
+async def test_count_in_segment_at_most_stops_counting_there(storage: Storage) -> None:
     """The auto-RAG guard asks only "more than the window?": a bounded count answers it without
     reading the whole segment, and counts the same rows (control records are left out)."""
-    first = await store.messages.append(message(ALICE, "m0", 0))
+    first = await storage.messages.append(message(ALICE, "m0", 0))
     for i in range(1, 6):
-        await store.messages.append(message(ALICE, f"m{i}", i))
+        await storage.messages.append(message(ALICE, f"m{i}", i))
     model_switch = MessageRecord(
         ALICE, Role.SYSTEM, "", type=MessageType.MODEL_SWITCH, metadata={"model": "x"}, created_at=T0
     )
-    await store.messages.append(model_switch)
+    await storage.messages.append(model_switch)
     segment = first.segment_id
-    assert await store.messages.count_in_segment(segment) == 6
-    assert [await store.messages.count_in_segment(segment, at_most=n) for n in (0, 1, 5, 6, 7, 100)] == [
+    assert await storage.messages.count_in_segment(segment) == 6
+    assert [await storage.messages.count_in_segment(segment, at_most=n) for n in (0, 1, 5, 6, 7, 100)] == [
         0,
         1,
         5,
@@ -129,77 +133,77 @@ async def test_count_in_segment_at_most_stops_counting_there(store: SqliteStore)
     ]
 
 
-async def test_window_is_last_messages_oldest_first_with_rowids(store: SqliteStore) -> None:
-    stored = [await store.messages.append(message(ALICE, f"m{i}", i)) for i in range(5)]
-    window = await store.messages.window(stored[0].segment_id, 3)
+async def test_window_is_last_messages_oldest_first_with_rowids(storage: Storage) -> None:
+    stored = [await storage.messages.append(message(ALICE, f"m{i}", i)) for i in range(5)]
+    window = await storage.messages.window(stored[0].segment_id, 3)
     assert [m.content for m in window] == ["m2", "m3", "m4"]
     assert [m.rowid for m in window] == [s.rowid for s in stored[2:]]
     assert window[0].record.created_at == T0 + timedelta(minutes=2)
 
 
-async def test_window_holds_only_its_chats_messages_when_chats_interleave(store: SqliteStore) -> None:
+async def test_window_holds_only_its_chats_messages_when_chats_interleave(storage: Storage) -> None:
     """Spec 001 Stage 4: the window is filtered by chat and segment; two chats writing in turns each
     get their own segment and a window of their own messages only."""
-    alice = [await store.messages.append(message(ALICE, f"alice {i}", 2 * i)) for i in range(3)]
-    bob = [await store.messages.append(message(BOB, f"bob {i}", 2 * i + 1)) for i in range(3)]
+    alice = [await storage.messages.append(message(ALICE, f"alice {i}", 2 * i)) for i in range(3)]
+    bob = [await storage.messages.append(message(BOB, f"bob {i}", 2 * i + 1)) for i in range(3)]
     assert alice[0].segment_id != bob[0].segment_id
-    assert [m.rowid for m in await store.messages.window(alice[0].segment_id, 20)] == [m.rowid for m in alice]
-    assert [m.rowid for m in await store.messages.window(bob[0].segment_id, 20)] == [m.rowid for m in bob]
+    assert [m.rowid for m in await storage.messages.window(alice[0].segment_id, 20)] == [m.rowid for m in alice]
+    assert [m.rowid for m in await storage.messages.window(bob[0].segment_id, 20)] == [m.rowid for m in bob]
 
 
-async def test_session_break_starts_a_new_segment(store: SqliteStore) -> None:
-    before = await store.messages.append(message(ALICE, "old topic"))
-    await store.messages.append(
+async def test_session_break_starts_a_new_segment(storage: Storage) -> None:
+    before = await storage.messages.append(message(ALICE, "old topic"))
+    await storage.messages.append(
         MessageRecord(ALICE, Role.SYSTEM, "", type=MessageType.SESSION_BREAK, created_at=T0 + timedelta(minutes=1))
     )
-    after = await store.messages.append(message(ALICE, "new topic", 2))
+    after = await storage.messages.append(message(ALICE, "new topic", 2))
     assert after.segment_id != before.segment_id
-    window = await store.messages.window(after.segment_id, 20)
+    window = await storage.messages.window(after.segment_id, 20)
     assert [m.content for m in window] == ["new topic"]
-    segments = await store.segments.list(ALICE)
+    segments = await storage.segments.list(ALICE)
     assert [s.ended_at is None for s in segments] == [False, True]
     assert segments[1].started_at == T0 + timedelta(minutes=1)
-    assert (await store.segments.current(ALICE)).id == after.segment_id
+    assert (await storage.segments.current(ALICE)).id == after.segment_id
 
 
-async def test_metadata_round_trips(store: SqliteStore) -> None:
+async def test_metadata_round_trips(storage: Storage) -> None:
     record = MessageRecord(ALICE, Role.ASSISTANT, "x", type=MessageType.TOOL_CALL, metadata={"tool_calls": [1]})
-    await store.messages.append(record)
-    loaded = await store.messages.get(record.id)
+    await storage.messages.append(record)
+    loaded = await storage.messages.get(record.id)
     assert loaded is not None
     assert loaded.record == record
 
 
-async def test_full_text_is_scoped_by_chat(store: SqliteStore) -> None:
-    await store.messages.append(message(ALICE, "my cat is called Whiskers"))
-    await store.messages.append(message(BOB, "Bob's cat is called Tom"))
-    hits = await store.search.full_text(ALICE, "what is my cat called?", limit=10)
+async def test_full_text_is_scoped_by_chat(storage: Storage) -> None:
+    await storage.messages.append(message(ALICE, "my cat is called Whiskers"))
+    await storage.messages.append(message(BOB, "Bob's cat is called Tom"))
+    hits = await storage.search.full_text(ALICE, "what is my cat called?", limit=10)
     assert [h.message.content for h in hits] == ["my cat is called Whiskers"]
 
 
-async def test_full_text_is_scoped_by_segment_and_time(store: SqliteStore) -> None:
-    early = await store.messages.append(message(ALICE, "pizza in January", 0))
-    await store.messages.append(message(ALICE, "pizza in February", 60 * 24 * 31))
+async def test_full_text_is_scoped_by_segment_and_time(storage: Storage) -> None:
+    early = await storage.messages.append(message(ALICE, "pizza in January", 0))
+    await storage.messages.append(message(ALICE, "pizza in February", 60 * 24 * 31))
     late = T0 + timedelta(days=20)
-    since = await store.search.full_text(ALICE, "pizza", limit=10, since=late)
+    since = await storage.search.full_text(ALICE, "pizza", limit=10, since=late)
     assert [h.message.content for h in since] == ["pizza in February"]
-    until = await store.search.full_text(ALICE, "pizza", limit=10, until=late)
+    until = await storage.search.full_text(ALICE, "pizza", limit=10, until=late)
     assert [h.message.content for h in until] == ["pizza in January"]
-    await store.messages.append(
+    await storage.messages.append(
         MessageRecord(ALICE, Role.SYSTEM, "", type=MessageType.SESSION_BREAK, created_at=T0 + timedelta(days=40))
     )
-    await store.messages.append(message(ALICE, "pizza again", 60 * 24 * 41))
-    current = await store.segments.current(ALICE)
-    scoped = await store.search.full_text(ALICE, "pizza", limit=10, segment_id=current.id)
+    await storage.messages.append(message(ALICE, "pizza again", 60 * 24 * 41))
+    current = await storage.segments.current(ALICE)
+    scoped = await storage.search.full_text(ALICE, "pizza", limit=10, segment_id=current.id)
     assert [h.message.content for h in scoped] == ["pizza again"]
-    old = await store.search.full_text(ALICE, "pizza", limit=10, segment_id=early.segment_id)
+    old = await storage.search.full_text(ALICE, "pizza", limit=10, segment_id=early.segment_id)
     assert len(old) == 2
 
 
-async def test_full_text_ranks_more_matching_words_first_and_stems(store: SqliteStore) -> None:
-    await store.messages.append(message(ALICE, "I was running in the park", 0))
-    await store.messages.append(message(ALICE, "the weather in the park was lovely", 1))
-    hits = await store.search.full_text(ALICE, "run park", limit=10)
+async def test_full_text_ranks_more_matching_words_first_and_stems(storage: Storage) -> None:
+    await storage.messages.append(message(ALICE, "I was running in the park", 0))
+    await storage.messages.append(message(ALICE, "the weather in the park was lovely", 1))
+    hits = await storage.search.full_text(ALICE, "run park", limit=10)
     assert hits[0].message.content == "I was running in the park"
     assert len(hits) == 2
 
@@ -208,38 +212,38 @@ async def test_full_text_ranks_more_matching_words_first_and_stems(store: Sqlite
     "query",
     ['"unbalanced', "a AND OR NOT", "NEAR(x y", "col:value", "*", "(", "-minus", "a^b", "'; DROP TABLE messages;--"],
 )
-async def test_full_text_never_raises_on_syntax_characters(store: SqliteStore, query: str) -> None:
-    await store.messages.append(message(ALICE, "value minus table near x"))
-    await store.search.full_text(ALICE, query, limit=5)
+async def test_full_text_never_raises_on_syntax_characters(storage: Storage, query: str) -> None:
+    await storage.messages.append(message(ALICE, "value minus table near x"))
+    await storage.search.full_text(ALICE, query, limit=5)
 
 
-async def test_full_text_without_words_returns_nothing(store: SqliteStore) -> None:
-    await store.messages.append(message(ALICE, "hello"))
-    assert await store.search.full_text(ALICE, "?!  ...", limit=5) == []
+async def test_full_text_without_words_returns_nothing(storage: Storage) -> None:
+    await storage.messages.append(message(ALICE, "hello"))
+    assert await storage.search.full_text(ALICE, "?!  ...", limit=5) == []
 
 
-async def test_vectors_are_scoped_by_chat_segment_and_time(store: SqliteStore) -> None:
-    await store.vectors.bind_embedder("test-embedder", 8)
-    a1 = await store.messages.append(message(ALICE, "a1", 0))
-    a2 = await store.messages.append(message(ALICE, "a2", 60))
-    b1 = await store.messages.append(message(BOB, "b1", 0))
-    added = await store.vectors.put([(a1.rowid, unit(1, 0)), (a2.rowid, unit(1, 0.2)), (b1.rowid, unit(1, 0))])
+async def test_vectors_are_scoped_by_chat_segment_and_time(storage: Storage) -> None:
+    await storage.vectors.bind_embedder("test-embedder", 8)
+    a1 = await storage.messages.append(message(ALICE, "a1", 0))
+    a2 = await storage.messages.append(message(ALICE, "a2", 60))
+    b1 = await storage.messages.append(message(BOB, "b1", 0))
+    added = await storage.vectors.put([(a1.rowid, unit(1, 0)), (a2.rowid, unit(1, 0.2)), (b1.rowid, unit(1, 0))])
     assert added == 3
-    hits = await store.search.nearest(ALICE, unit(1, 0), limit=10)
+    hits = await storage.search.nearest(ALICE, unit(1, 0), limit=10)
     assert [h.message.content for h in hits] == ["a1", "a2"]
     assert hits[0].score == pytest.approx(0.0, abs=1e-6)
-    later = await store.search.nearest(ALICE, unit(1, 0), limit=10, since=T0 + timedelta(minutes=30))
+    later = await storage.search.nearest(ALICE, unit(1, 0), limit=10, since=T0 + timedelta(minutes=30))
     assert [h.message.content for h in later] == ["a2"]
-    earlier = await store.search.nearest(ALICE, unit(1, 0), limit=10, until=T0 + timedelta(minutes=30))
+    earlier = await storage.search.nearest(ALICE, unit(1, 0), limit=10, until=T0 + timedelta(minutes=30))
     assert [h.message.content for h in earlier] == ["a1"]
-    top1 = await store.search.nearest(ALICE, unit(1, 0.2), limit=1)
+    top1 = await storage.search.nearest(ALICE, unit(1, 0.2), limit=1)
     assert [h.message.content for h in top1] == ["a2"]
-    await store.messages.append(
+    await storage.messages.append(
         MessageRecord(ALICE, Role.SYSTEM, "", type=MessageType.SESSION_BREAK, created_at=T0 + timedelta(hours=2))
     )
-    a3 = await store.messages.append(message(ALICE, "a3", 180))
-    await store.vectors.put([(a3.rowid, unit(0, 1))])
-    scoped = await store.search.nearest(ALICE, unit(1, 0), limit=10, segment_id=a3.segment_id)
+    a3 = await storage.messages.append(message(ALICE, "a3", 180))
+    await storage.vectors.put([(a3.rowid, unit(0, 1))])
+    scoped = await storage.search.nearest(ALICE, unit(1, 0), limit=10, segment_id=a3.segment_id)
     assert [h.message.content for h in scoped] == ["a3"]
 
 
@@ -267,48 +271,45 @@ async def test_vec_messages_is_a_vec0_table_of_the_bound_embedder_keyed_by_messa
     ]
 
 
-async def test_putting_a_vector_twice_keeps_the_first(store: SqliteStore) -> None:
-    await store.vectors.bind_embedder("test-embedder", 8)
-    stored = await store.messages.append(message(ALICE, "x"))
-    assert await store.vectors.put([(stored.rowid, unit(1))]) == 1
-    assert await store.vectors.put([(stored.rowid, unit(0, 1))]) == 0
-    assert await store.vectors.count() == 1
+async def test_putting_a_vector_twice_keeps_the_first(storage: Storage) -> None:
+    await storage.vectors.bind_embedder("test-embedder", 8)
+    stored = await storage.messages.append(message(ALICE, "x"))
+    assert await storage.vectors.put([(stored.rowid, unit(1))]) == 1
+    assert await storage.vectors.put([(stored.rowid, unit(0, 1))]) == 0
+    assert await storage.vectors.count() == 1
 
 
-async def test_vectors_of_another_embedder_are_refused(tmp_path: Path) -> None:
-    path = tmp_path / "klaw.db"
-    store = await SqliteStore.open(path)
+async def test_vectors_of_another_embedder_are_refused(open_store: StoreOpener) -> None:
+    store = await open_store()
     await store.vectors.bind_embedder("model-a", 8)
     stored = await store.messages.append(message(ALICE, "x"))
     await store.vectors.put([(stored.rowid, unit(1))])
     await store.aclose()
-    reopened = await SqliteStore.open(path)
-    try:
-        with pytest.raises(IndexMismatchError, match=r"model-a.*model-b.*klaw reindex"):
-            await reopened.vectors.bind_embedder("model-b", 16)
-        await reopened.vectors.bind_embedder("model-a", 8)  # the same embedder is fine
-    finally:
-        await reopened.aclose()
+    reopened = await open_store()
+    with pytest.raises(IndexMismatchError, match=r"model-a.*model-b.*klaw reindex"):
+        await reopened.vectors.bind_embedder("model-b", 16)
+    await reopened.vectors.bind_embedder("model-a", 8)  # the same embedder is fine
 
 
-async def test_an_empty_vector_table_is_rebound_to_a_new_embedder(store: SqliteStore) -> None:
-    await store.vectors.bind_embedder("model-a", 8)
-    await store.vectors.bind_embedder("model-b", 4)
-    stored = await store.messages.append(message(ALICE, "x"))
-    assert await store.vectors.put([(stored.rowid, np.array([1, 0, 0, 0], dtype=np.float32))]) == 1
+async def test_an_empty_vector_table_is_rebound_to_a_new_embedder(storage: Storage) -> None:
+    await storage.vectors.bind_embedder("model-a", 8)
+    await storage.vectors.bind_embedder("model-b", 4)
+    stored = await storage.messages.append(message(ALICE, "x"))
+    assert await storage.vectors.put([(stored.rowid, np.array([1, 0, 0, 0], dtype=np.float32))]) == 1
 
 
-async def test_settings_round_trip_json(store: SqliteStore) -> None:
-    assert await store.settings.get("rag") is None
-    await store.settings.set("rag", {"enabled": False, "limit": 3})
-    assert await store.settings.get("rag") == {"enabled": False, "limit": 3}
-    await store.settings.set("rag", {"enabled": True})
-    assert await store.settings.get("rag") == {"enabled": True}
-    await store.settings.delete("rag")
-    assert await store.settings.get("rag") is None
+async def test_settings_round_trip_json(storage: Storage) -> None:
+    assert await storage.settings.get("rag") is None
+    await storage.settings.set("rag", {"enabled": False, "limit": 3})
+    assert await storage.settings.get("rag") == {"enabled": False, "limit": 3}
+    await storage.settings.set("rag", {"enabled": True})
+    assert await storage.settings.get("rag") == {"enabled": True}
+    await storage.settings.delete("rag")
+    assert await storage.settings.get("rag") is None
 
 
-async def test_counts_and_vector_indexes_answer_what_klaw_db_info_shows(store: SqliteStore) -> None:
+async def test_counts_and_vector_indexes_answer_what_klaw_db_info_shows(storage: Storage) -> None:
+    store = storage
     """The repository methods `klaw db info` and the reindex report use instead of SQL of their own."""
     assert await store.vectors.bound_embedder() is None
     assert await store.vector_indexes() == []
@@ -321,5 +322,6 @@ async def test_counts_and_vector_indexes_answer_what_klaw_db_info_shows(store: S
     counts = await store.counts()
     assert (counts.messages, counts.control_records, counts.chats, counts.vectors) == (2, 1, 2, 1)
     assert (counts.embedding_pending, counts.embedding_failed, counts.embedding_errors) == (1, 0, ())
-    assert await store.vectors.bound_embedder() == VectorIndex("vec_messages", "fake-8", 8)
-    assert await store.vector_indexes() == [VectorIndex("vec_messages", "fake-8", 8)]
+    table = message_vectors(store)
+    assert await store.vectors.bound_embedder() == VectorIndex(table, "fake-8", 8)
+    assert await store.vector_indexes() == [VectorIndex(table, "fake-8", 8)]

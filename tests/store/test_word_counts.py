@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
 from klaw.store.sqlite.store import SqliteStore
 
@@ -18,38 +19,38 @@ _tick = iter(range(1, 10**6))
 
 
 async def say(
-    store: SqliteStore, chat: ChatRef, text: str, *, role: Role = Role.USER, type: MessageType = MessageType.TEXT
+    store: Storage, chat: ChatRef, text: str, *, role: Role = Role.USER, type: MessageType = MessageType.TEXT
 ) -> int:
     record = MessageRecord(chat, role, text, type=type, created_at=T0 + timedelta(seconds=next(_tick)))
     return (await store.messages.append(record)).rowid
 
 
-async def test_counts_per_word_within_the_scope(store: SqliteStore) -> None:
-    fact = await say(store, ALICE, "my sister's dog is called Zorblax")
-    await say(store, ALICE, "the dogs barked all night")
-    await say(store, ALICE, "the dog park again")
-    await say(store, BOB, "zorblax zorblax dog")  # another chat
-    await say(store, ALICE, "zorblax", type=MessageType.TOOL_RESULT, role=Role.TOOL)  # not a conversation message
-    segment = (await store.segments.current(ALICE)).id
-    found = await store.search.word_counts(ALICE, "Zorblax? the dog!", max_share=0.0, min_cap=10, segment_id=segment)
+async def test_counts_per_word_within_the_scope(storage: Storage) -> None:
+    fact = await say(storage, ALICE, "my sister's dog is called Zorblax")
+    await say(storage, ALICE, "the dogs barked all night")
+    await say(storage, ALICE, "the dog park again")
+    await say(storage, BOB, "zorblax zorblax dog")  # another chat
+    await say(storage, ALICE, "zorblax", type=MessageType.TOOL_RESULT, role=Role.TOOL)  # not a conversation message
+    segment = (await storage.segments.current(ALICE)).id
+    found = await storage.search.word_counts(ALICE, "Zorblax? the dog!", max_share=0.0, min_cap=10, segment_id=segment)
     assert found.messages == 3
     assert found.counts == {"zorblax": 1, "dog": 3}  # "dogs" counts as "dog"; "the" is a stop word
-    without = await store.search.word_counts(ALICE, "zorblax", max_share=0.0, min_cap=10, exclude=[fact])
+    without = await storage.search.word_counts(ALICE, "zorblax", max_share=0.0, min_cap=10, exclude=[fact])
     assert (without.messages, without.counts) == (2, {"zorblax": 0})
 
 
-async def test_counting_stops_past_the_cap(store: SqliteStore) -> None:
+async def test_counting_stops_past_the_cap(storage: Storage) -> None:
     for i in range(30):
-        await say(store, ALICE, f"the weather again, day {i}")
-    found = await store.search.word_counts(ALICE, "weather", max_share=0.1, min_cap=2)
+        await say(storage, ALICE, f"the weather again, day {i}")
+    found = await storage.search.word_counts(ALICE, "weather", max_share=0.1, min_cap=2)
     assert found.messages == 30
     assert found.counts == {"weather": 4}  # cap 3 (a tenth of 30), counted no further than one past it
 
 
-async def test_an_unknown_chat_or_segment_counts_nothing(store: SqliteStore) -> None:
-    await say(store, ALICE, "zorblax")
-    assert (await store.search.word_counts(BOB, "zorblax", max_share=0.1, min_cap=2)).counts == {"zorblax": 0}
-    assert (await store.search.word_counts(ALICE, "zorblax", max_share=0.1, min_cap=2, segment_id=99)).counts == {
+async def test_an_unknown_chat_or_segment_counts_nothing(storage: Storage) -> None:
+    await say(storage, ALICE, "zorblax")
+    assert (await storage.search.word_counts(BOB, "zorblax", max_share=0.1, min_cap=2)).counts == {"zorblax": 0}
+    assert (await storage.search.word_counts(ALICE, "zorblax", max_share=0.1, min_cap=2, segment_id=99)).counts == {
         "zorblax": 0
     }
 

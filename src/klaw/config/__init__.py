@@ -15,7 +15,6 @@ from __future__ import annotations
 from klaw.config.base import ENV_VAR_NAME, ApiKeyEnv
 from klaw.config.channels import ChannelsConfig, CommandConfig, TelegramChannelConfig, WebChannelConfig
 from klaw.config.engine import EngineConfig
-from klaw.config.mcp import MCP_GROUP_PREFIX, McpConfig, McpServerConfig
 from klaw.config.memory import (
     AutoRagConfig,
     ContextConfig,
@@ -32,7 +31,6 @@ from klaw.config.tools import (
     ALL_TOOL_GROUPS,
     TOOL_PLUGIN_GROUP,
     SchedulerConfig,
-    SkillsConfig,
     ToolGroup,
     ToolsConfig,
     installed_tool_plugins,
@@ -41,7 +39,6 @@ from klaw.config.tools import (
 __all__ = [
     "ALL_TOOL_GROUPS",
     "ENV_VAR_NAME",
-    "MCP_GROUP_PREFIX",
     "TOOL_PLUGIN_GROUP",
     "ApiKeyEnv",
     "AutoRagConfig",
@@ -51,8 +48,6 @@ __all__ = [
     "DatabaseConfig",
     "EmbedderConfig",
     "EngineConfig",
-    "McpConfig",
-    "McpServerConfig",
     "MemoryConfig",
     "ModelConfig",
     "ProcessingConfig",
@@ -61,7 +56,6 @@ __all__ = [
     "RoutingTasks",
     "SchedulerConfig",
     "SearchConfig",
-    "SkillsConfig",
     "SummarizerConfig",
     "TelegramChannelConfig",
     "ToolGroup",

@@ -29,6 +29,7 @@ def variable_name(secret: str, example: str) -> AfterValidator:
 
 
 ApiKeyEnv = Annotated[str, variable_name("key", "OPENAI_API_KEY")]
+DsnEnv = Annotated[str, variable_name("connection string", "KLAW_DATABASE_URL")]
 
 
 class Section(BaseModel):

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from klaw.config.base import ApiKeyEnv, Section
+from klaw.config.base import ApiKeyEnv, DsnEnv, Section
 
 
 class ProcessingConfig(Section):
@@ -149,8 +149,18 @@ class MemoryConfig(Section):
 
 
 class DatabaseConfig(Section):
-    backend: Literal["sqlite"] = "sqlite"
+    """Where memory is stored: `sqlite` (one file in KLAW_HOME, the default) or `postgres` (a PostgreSQL
+    server with pgvector, docs/postgres.md), whose connection string is read from the environment
+    variable `urlEnv` names (never written here: it holds a password)."""
+
+    backend: Literal["sqlite", "postgres"] = "sqlite"
     path: str = Field(default="klaw.db", description="SQLite file, relative to KLAW_HOME.")
+    url_env: DsnEnv | None = Field(
+        default=None,
+        description="postgres: name of the environment variable holding the connection string"
+        " (postgresql://user:password@host:5432/db), never the string itself.",
+    )
+    pool_size: int = Field(default=8, ge=1, le=100, description="postgres: most connections one klaw process opens.")
     vector_cache_mb: int = Field(
         default=256,
         ge=0,
@@ -165,3 +175,12 @@ class DatabaseConfig(Section):
         " the product is memory-bound, and 2 threads read 100k vectors in ~7 ms where 1 takes ~11 ms."
         " 1 keeps searches to one core.",
     )
+
+    @model_validator(mode="after")
+    def _postgres_needs_url_env(self) -> DatabaseConfig:
+        if self.backend == "postgres" and not self.url_env:
+            raise ValueError(
+                "the postgres backend needs urlEnv: the name of the environment variable holding the connection"
+                " string (e.g. urlEnv: KLAW_DATABASE_URL)"
+            )
+        return self

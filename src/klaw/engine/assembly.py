@@ -8,7 +8,7 @@ already started, in reverse, and shutdown closes it the same way once turns are 
 subscriber lists are passed in, never assigned afterwards; where two parts need each other (a stored
 record wakes the summarizers, which store records) a subscriber list is created first and filled.
 
-The order is the start-up order: memory (store, embedder, recovery), tools (MCP servers started), the turn's parts, the
+The order is the start-up order: memory (store, embedder, recovery), tools, the turn's parts, the
 scheduler, the socket claimed, unanswered messages resumed, the scheduler started, then listening.
 """
 
@@ -19,7 +19,6 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from klaw.config import EngineConfig
-from klaw.engine.agent_messages import AgentMessages
 from klaw.engine.approval import ApprovalGate
 from klaw.engine.clock import Clock
 from klaw.engine.commands import CommandHandler
@@ -55,17 +54,14 @@ from klaw.memory.summaries.service import SummarizerService
 from klaw.memory.summaries.summary_export import export_unlogged_summaries
 from klaw.memory.summaries.texts import SummaryTexts
 from klaw.scheduling.tools import asks_to_allow_tools
+from klaw.store.backend import open_storage
+from klaw.store.protocol import Storage
 from klaw.store.records import StoredMessage
-from klaw.store.sqlite.store import SqliteStore
 from klaw.tools.builtin.defaults import register_builtin_tools
 from klaw.tools.builtin.groups import tools_in
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
-from klaw.tools.mcp.servers import McpServers
-from klaw.tools.messaging.send import message_targets, register_message_tools
 from klaw.tools.plugins import register_plugins
 from klaw.tools.registry import ToolFunction, ToolRegistry
-from klaw.tools.skills.catalogue import SkillCatalogue
-from klaw.tools.skills.tools import register_skill_tools
 
 LIVE_EMBEDDING_BATCH = 16
 
@@ -74,7 +70,7 @@ LIVE_EMBEDDING_BATCH = 16
 class Memory:
     """The memory side, recovered and ready: what a turn reads and writes."""
 
-    store: SqliteStore
+    store: Storage
     embedder: Embedder
     embedding_queue: EmbeddingQueue
     ingestion: Ingestion
@@ -99,7 +95,6 @@ class Parts:
     commands: CommandHandler
     socket: EngineSocketServer | None
     approvals: ApprovalGate
-    mcp_servers: McpServers
 
 
 async def open_memory(
@@ -107,12 +102,7 @@ async def open_memory(
 ) -> Memory:
     """Store, embedder and queue opened, the log tail replayed, interrupted forgets finished."""
     home.root.mkdir(parents=True, exist_ok=True)
-    store = await SqliteStore.open(
-        home.database_file(config.database.path),
-        clock=clock.now,
-        vector_cache_bytes=config.database.vector_cache_mb * 1024 * 1024,
-        vector_search_threads=config.database.vector_search_threads,
-    )
+    store = await open_storage(home.database_file(config.database.path), config.database, clock=clock.now)
     stack.push_async_callback(store.aclose)
     if embedder is None:
         embedder = create_embedder(config.embedder, sleep=clock.sleep)  # HTTP retries wait on engine time
@@ -163,46 +153,16 @@ def memory_services(config: EngineConfig, memory: Memory, clock: Clock) -> Memor
     )
 
 
-def skill_catalogue(home: KlawHome, config: EngineConfig) -> SkillCatalogue | None:
-    """The workspace's skills, when the `skills` group is enabled (else no layer and no tools)."""
-    if "skills" not in config.tools.enabled:
-        return None
-    return SkillCatalogue(home.skills_dir, max_bytes=config.tools.skills.max_file_bytes)
-
-
-def tool_registry(
-    config: EngineConfig, services: MemoryServices, extra: Sequence[ToolFunction], skills: SkillCatalogue | None
-) -> ToolRegistry:
+def tool_registry(config: EngineConfig, services: MemoryServices, extra: Sequence[ToolFunction]) -> ToolRegistry:
     """The built-in groups engine.yaml offers, then the caller's own tools (always offered). The
     scheduling tools join when the scheduler exists (engine/scheduler_assembly.py)."""
     registry = ToolRegistry(offered=tools_in(config.tools.enabled))
     register_builtin_tools(registry, allow_prompt_edits=config.tools.allow_prompt_edits)
     register_memory_tools(registry, services)
-    if skills is not None:
-        register_skill_tools(registry, skills, max_bytes=config.tools.skills.max_file_bytes)
     for tool in extra:
         registry.register(tool, offer=True)
     register_plugins(registry, config.tools.enabled)  # installed packages' tools, enabled by name
     return registry
-
-
-async def start_mcp_servers(
-    home: KlawHome, config: EngineConfig, clock: Clock, stack: AsyncExitStack, registry: ToolRegistry
-) -> McpServers:
-    """The MCP servers tools.enabled names, started (waited for at most mcp.startWaitSeconds); their tools
-    join the registry as each lists them. A server that fails never fails the start: /status says why."""
-    servers = McpServers(
-        config.mcp,
-        config.tools.enabled,
-        registry,
-        now=clock.now,
-        sleep=clock.sleep,
-        workspace=home.workspace,
-        log_dir=home.mcp_logs,
-    )
-    stack.push_async_callback(servers.aclose)
-    await servers.start()
-    return servers
 
 
 def open_router(config: EngineConfig, clock: Clock, stack: AsyncExitStack, router: ModelRouter | None) -> ModelRouter:
@@ -212,12 +172,7 @@ def open_router(config: EngineConfig, clock: Clock, stack: AsyncExitStack, route
 
 
 def context_builder(
-    home: KlawHome,
-    config: EngineConfig,
-    catalogue: ModelCatalogue,
-    memory: Memory,
-    tools: ToolRegistry,
-    skills: SkillCatalogue | None,
+    home: KlawHome, config: EngineConfig, catalogue: ModelCatalogue, memory: Memory, tools: ToolRegistry
 ) -> ContextBuilder:
     store = memory.store
     # auto-RAG and past conversations embed a turn's text once, waiting for it at most queryTimeoutSeconds
@@ -237,7 +192,6 @@ def context_builder(
             search=config.search,
             max_message_distance=config.auto_rag.relevance_threshold,
         ),
-        skills=None if skills is None else lambda: skills.layer(config.tools.skills.budget_tokens),
     )
 
 
@@ -254,15 +208,12 @@ async def assemble(
 ) -> Parts:
     """Every part built and started (listening last when `listen`); each close is on `stack`."""
     memory = await open_memory(home, config, clock, stack, embedder)
-    skills = skill_catalogue(home, config)
-    registry = tool_registry(config, memory_services(config, memory, clock), tools, skills)
-    mcp_servers = await start_mcp_servers(home, config, clock, stack, registry)
+    registry = tool_registry(config, memory_services(config, memory, clock), tools)
     router = open_router(config, clock, stack, router)
     socket = EngineSocketServer(home.socket_path) if listen else None
     delivery = Delivery(
         fallback=socket.send_reply if socket is not None else None,
         streamer=(socket.wants_delta, socket.send_reply_delta) if socket is not None else None,
-        served=socket.serves if socket is not None else None,
     )
     slots = LlmSlots(config.processing.max_concurrent_llm)
     approvals = ApprovalGate(
@@ -286,7 +237,7 @@ async def assemble(
         store=memory.store,
         ingestion=memory.ingestion,
         sessions=sessions,
-        context_builder=context_builder(home, config, router.catalogue, memory, registry, skills),
+        context_builder=context_builder(home, config, router.catalogue, memory, registry),
         turns=turns,
         slots=slots,
         delivery=delivery,
@@ -315,7 +266,6 @@ async def assemble(
         delivery=delivery,
         clock=clock,
     )
-    register_message_tools(registry, AgentMessages(processor, delivery), message_targets(config))
     commands = CommandHandler(
         catalogue=router.catalogue,
         commands=config.commands,
@@ -329,21 +279,9 @@ async def assemble(
         forgetting=memory.forgetting,
         memory_commands=MemoryCommands(memory.settings, summarizer, memory.embedding_queue, memory.store),
         approvals=approvals,
-        status_lines=[mcp_servers.status_lines],
     )
     parts = Parts(
-        memory,
-        router,
-        registry,
-        sessions,
-        delivery,
-        processor,
-        summarizer,
-        scheduler,
-        commands,
-        socket,
-        approvals,
-        mcp_servers,
+        memory, router, registry, sessions, delivery, processor, summarizer, scheduler, commands, socket, approvals
     )
     if socket is not None:
         await socket.bind()  # a second engine on this home stops here, before any turn runs

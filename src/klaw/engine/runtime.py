@@ -21,11 +21,10 @@ from dataclasses import dataclass
 
 from klaw.command_syntax import parse_command
 from klaw.config import EngineConfig
-from klaw.engine.assembly import Parts, assemble, memory_services
+from klaw.engine.assembly import Parts, assemble
 from klaw.engine.clock import Clock, SystemClock
 from klaw.engine.delivery import Outbound
 from klaw.engine.frames import CommandFrame, InboundFrame
-from klaw.engine.memory_access import MemoryAccess
 from klaw.engine.processor import Inbound
 from klaw.engine.queries import EngineQueries
 from klaw.engine.scheduler_loop import Scheduler
@@ -35,6 +34,7 @@ from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.summaries.service import SummarizerService
 from klaw.scheduling.names import SUBAGENT_CHANNEL
+from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
 from klaw.tools.registry import ToolFunction
@@ -70,11 +70,9 @@ class Engine:
         self.delivery = parts.delivery
         self.socket = parts.socket
         self.approvals = parts.approvals
-        self.mcp_servers = parts.mcp_servers
         self.scheduler: Scheduler | None = parts.scheduler
         self.summarizer: SummarizerService | None = parts.summarizer
         self.warming: asyncio.Task[None] | None = None  # filling the vector cache after start-up
-        self.memory_access: MemoryAccess | None = None  # a chat's memory for `klaw mcp serve`
 
     @classmethod
     async def start(
@@ -93,12 +91,11 @@ class Engine:
         `router`, `embedder` and `tools` (plain typed async functions, always offered) replace or add
         to what engine.yaml configures; the engine closes a router or embedder it is given."""
         lifetimes = AsyncExitStack()
-        clock = clock or SystemClock()
         try:
             parts = await assemble(
                 home,
                 config,
-                clock,
+                clock or SystemClock(),
                 lifetimes,
                 listen=listen,
                 router=router,
@@ -106,14 +103,12 @@ class Engine:
                 tools=tools,
             )
             engine = cls(home=home, config=config, parts=parts, lifetimes=lifetimes)
-            engine.memory_access = MemoryAccess(memory_services(config, parts.memory, clock), home.workspace)
             if parts.socket is not None:  # listening last: recovery and resume are done
                 queries = EngineQueries(
                     parts.memory.store,
                     parts.processor.context_history,
                     HybridSearch(parts.memory.store, parts.memory.embedder, config.search),
                     parts.memory.settings,
-                    extra={"memory_tool": engine.memory_access.answer},
                 )
                 await parts.socket.start(_FrameAdapter(engine), queries.answer)
             # Recent chats' vectors into memory (one pass), after the socket opens: start-up time must not
@@ -161,7 +156,9 @@ class Engine:
         await self._lifetimes.aclose()
 
 
-async def _warm_vector_cache(store: SqliteStore) -> None:
+async def _warm_vector_cache(store: Storage) -> None:
+    if not isinstance(store, SqliteStore):
+        return  # the in-memory vector cache is SQLite's; PostgreSQL searches in the server
     try:
         loaded = await store.vectors.warm_cache()
     except Exception as exc:  # only a slower first search: searches load their chat themselves

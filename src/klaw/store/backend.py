@@ -18,7 +18,16 @@ from klaw.store.records import utc_now
 
 
 async def open_storage(path: Path, database: DatabaseConfig, *, clock: Callable[[], datetime] = utc_now) -> Storage:
-    """Open (creating and migrating if needed) the store at `path`; `StorageError` says why not."""
+    """Open (creating and migrating if needed) the configured store: the SQLite file at `path`, or the
+    PostgreSQL database named by the environment variable `database.urlEnv`; `StorageError` says why not."""
+    if database.backend == "postgres":
+        from klaw.store.postgres.connection import dsn_from_env
+        from klaw.store.postgres.store import PostgresStore
+
+        variable = database.url_env or ""
+        return await PostgresStore.open(
+            dsn_from_env(variable), variable=variable, clock=clock, pool_size=database.pool_size
+        )
     from klaw.store.sqlite.store import SqliteStore
 
     return await SqliteStore.open(
@@ -31,6 +40,10 @@ async def open_storage(path: Path, database: DatabaseConfig, *, clock: Callable[
 
 def rebuild_backend(live: Path, database: DatabaseConfig) -> RebuildBackend:
     """Where `klaw reindex` builds a new store for the one at `live`."""
+    if database.backend == "postgres":
+        raise StorageError(
+            "klaw reindex does not rebuild a PostgreSQL store yet: it rebuilds klaw.db (database.backend: sqlite)"
+        )
     from klaw.store.sqlite.rebuild import SqliteRebuild
 
     return SqliteRebuild(live)
@@ -41,7 +54,13 @@ def storage_failure(path: Path, exc: BaseException) -> StorageError | None:
     start-up, when another klaw process holds the file) as a `StorageError` a person can read; None when
     `exc` is not the backend's."""
     import apsw
+    import psycopg
 
     from klaw.store.sqlite.connection import database_error
+
+    if isinstance(exc, psycopg.Error):
+        from klaw.store.postgres.connection import server_error
+
+        return server_error("database.urlEnv", exc)
 
     return database_error(path, exc) if isinstance(exc, apsw.Error) else None

@@ -1,0 +1,1 @@
+"""The storage protocol on PostgreSQL with pgvector (`database.backend: postgres`)."""

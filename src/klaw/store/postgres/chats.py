@@ -1,0 +1,40 @@
+"""The integer key of each chat (`chats.id`), looked up or created, cached once committed elsewhere."""
+
+from __future__ import annotations
+
+from klaw.store.postgres.connection import Connection, fetch_one
+from klaw.store.records import ChatRef
+
+
+class ChatKeys:
+    """A chat's key never changes, so it is cached; a key is cached only when found by a lookup, so a
+    rolled-back insert never leaves a stale key behind. Two engines creating the same chat at once
+    both get the one row (`ON CONFLICT`)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[ChatRef, int] = {}
+
+    async def ensure(self, connection: Connection, chat: ChatRef) -> int:
+        key = await self.find(connection, chat)
+        if key is not None:
+            return key
+        row = await fetch_one(
+            connection,
+            "INSERT INTO chats (channel, chat_id) VALUES (%s, %s) ON CONFLICT (channel, chat_id)"
+            " DO UPDATE SET channel = excluded.channel RETURNING id",
+            (chat.channel, chat.chat_id),
+        )
+        assert row is not None  # RETURNING always yields the row
+        return int(row[0])
+
+    async def find(self, connection: Connection, chat: ChatRef) -> int | None:
+        key = self._cache.get(chat)
+        if key is None:
+            row = await fetch_one(
+                connection, "SELECT id FROM chats WHERE channel = %s AND chat_id = %s", (chat.channel, chat.chat_id)
+            )
+            if row is None:
+                return None
+            key = int(row[0])
+            self._cache[chat] = key
+        return key

@@ -1,0 +1,117 @@
+"""Opening a PostgreSQL store: the DSN from the environment, a psycopg 3 async pool, pgvector's types.
+
+The DSN is read from the variable `database.urlEnv` names (engine.yaml never holds it, and no message
+repeats it: it carries a password). Every repository borrows a connection for one call; a call that
+writes runs in one transaction (`transaction()`), so the rules SQLite keeps with `with connection:`
+hold here too. psycopg's errors become `StorageError`s a person can act on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from klaw.store.protocol import StorageError
+
+Connection = psycopg.AsyncConnection[tuple[Any, ...]]
+Row = tuple[Any, ...]
+
+
+def dsn_from_env(variable: str | None) -> str:
+    """The DSN held by `variable`; `StorageError` naming the variable (never a value) when it is unset."""
+    if not variable:
+        raise StorageError(
+            "database.backend is postgres but database.urlEnv is not set: name the environment variable"
+            " holding the connection string (e.g. urlEnv: KLAW_DATABASE_URL) in engine.yaml"
+        )
+    value = os.environ.get(variable, "").strip()
+    if not value:
+        raise StorageError(
+            f"the environment variable {variable} (database.urlEnv) is not set: export"
+            f" {variable}=postgresql://user:password@host:5432/klaw before starting klaw"
+        )
+    return value
+
+
+def server_error(variable: str, exc: BaseException) -> StorageError:
+    """A psycopg failure as one line that names the variable, never the DSN (it holds the password)."""
+    if isinstance(exc, psycopg.OperationalError):
+        return StorageError(
+            f"cannot reach the PostgreSQL server named by {variable}: {_first_line(exc)}. Check that it is"
+            " running and that the connection string (host, port, user, password, database) is right."
+        )
+    if isinstance(exc, psycopg.errors.FeatureNotSupported | psycopg.errors.UndefinedFile) or "vector" in str(exc):
+        return StorageError(
+            f"the PostgreSQL server named by {variable} lacks the pgvector extension ({_first_line(exc)}):"
+            " install pgvector 0.8 or newer there (docs/postgres.md), or have an administrator run"
+            " CREATE EXTENSION vector in the database"
+        )
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return StorageError(
+            f"the database user of {variable} may not create klaw's tables ({_first_line(exc)}): grant it"
+            " CREATE on the database (docs/postgres.md)"
+        )
+    return StorageError(f"PostgreSQL ({variable}): {_first_line(exc)}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+class PostgresDatabase:
+    """A pool of async connections; `connection()` borrows one, `transaction()` one in a transaction."""
+
+    def __init__(self, pool: AsyncConnectionPool[Connection], variable: str) -> None:
+        self.pool = pool
+        self.variable = variable  # the name of the DSN's environment variable, for messages
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[Connection]:
+        try:
+            async with self.pool.connection() as connection:
+                yield connection
+        except psycopg.OperationalError as exc:
+            raise server_error(self.variable, exc) from exc
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        async with self.connection() as connection, connection.transaction():
+            yield connection
+
+    async def aclose(self) -> None:
+        await self.pool.close()
+
+
+async def fetch_all(connection: Connection, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+    cursor = await connection.execute(sql, params)  # SQL built from constants, values bound
+    return [tuple(row) for row in await cursor.fetchall()]
+
+
+async def fetch_one(connection: Connection, sql: str, params: Sequence[Any] = ()) -> Row | None:
+    cursor = await connection.execute(sql, params)
+    row = await cursor.fetchone()
+    return None if row is None else tuple(row)
+
+
+async def fetch_value(connection: Connection, sql: str, params: Sequence[Any] = ()) -> Any:
+    """The first column of the first row, or None when there is no row."""
+    row = await fetch_one(connection, sql, params)
+    return None if row is None else row[0]
+
+
+async def execute(connection: Connection, sql: str, params: Sequence[Any] = ()) -> int:
+    """Run a statement; returns how many rows it changed."""
+    cursor = await connection.execute(sql, params)
+    return max(cursor.rowcount, 0)
+
+
+def clean_text(text: str) -> str:
+    """PostgreSQL text cannot hold NUL characters: each becomes U+FFFD in the database (the conversation
+    log, the source of truth, keeps the text as it came)."""
+    return text.replace("\x00", "\ufffd")

@@ -1,0 +1,138 @@
+"""The durable embedding queue in PostgreSQL (`embedding_jobs`): as SQLite's (`store/sqlite/embedding_jobs.py`).
+
+A job row is inserted in the same transaction as the thing it embeds and deleted once its vector is
+stored, so the table holds exactly the work still owed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from klaw.store.postgres.connection import Connection, PostgresDatabase, Row, execute, fetch_all, fetch_value
+from klaw.store.records import (
+    MESSAGE_TARGET,
+    EmbeddingJob,
+    EmbeddingJobCounts,
+    EmbeddingJobStatus,
+    TargetJobCounts,
+    from_millis,
+    to_millis,
+)
+
+_JOB_COLUMNS = "id, target, target_rowid, status, attempts, next_attempt_at, last_error, created_at"
+_PENDING = EmbeddingJobStatus.PENDING.value
+_FAILED = EmbeddingJobStatus.FAILED.value
+MAX_ERROR_CHARS = 300  # error text is short and content-free by contract; the cap guards the table
+
+
+async def insert_job(connection: Connection, target: str, rowid: int, now_millis: int) -> None:
+    """Queue an embedding, due now; a job already queued for it is left as it is."""
+    await execute(
+        connection,
+        "INSERT INTO embedding_jobs (target, target_rowid, status, attempts, next_attempt_at, created_at)"
+        " VALUES (%s, %s, %s, 0, %s, %s) ON CONFLICT (target, target_rowid) DO NOTHING",
+        (target, rowid, _PENDING, now_millis, now_millis),
+    )
+
+
+def _job_from_row(row: Row) -> EmbeddingJob:
+    job_id, target, target_rowid, status, attempts, next_attempt_at, last_error, created_at = row
+    return EmbeddingJob(
+        id=int(job_id),
+        target=str(target),
+        target_rowid=int(target_rowid),
+        status=EmbeddingJobStatus(status),
+        attempts=int(attempts),
+        next_attempt_at=from_millis(int(next_attempt_at)),
+        last_error=last_error,
+        created_at=from_millis(int(created_at)),
+    )
+
+
+class PostgresEmbeddingJobs:
+    def __init__(self, db: PostgresDatabase, clock: Callable[[], datetime]) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def due(self, now: datetime, limit: int) -> list[EmbeddingJob]:
+        async with self._db.connection() as connection:
+            rows = await fetch_all(
+                connection,
+                f"SELECT {_JOB_COLUMNS} FROM embedding_jobs WHERE status = %s AND next_attempt_at <= %s"
+                " ORDER BY next_attempt_at, id LIMIT %s",
+                (_PENDING, to_millis(now), limit),
+            )
+        return [_job_from_row(row) for row in rows]
+
+    async def next_due_at(self) -> datetime | None:
+        async with self._db.connection() as connection:
+            earliest = await fetch_value(
+                connection, "SELECT min(next_attempt_at) FROM embedding_jobs WHERE status = %s", (_PENDING,)
+            )
+        return None if earliest is None else from_millis(int(earliest))
+
+    async def complete(self, job_ids: Sequence[int]) -> None:
+        if not job_ids:
+            return
+        async with self._db.transaction() as connection:
+            await execute(connection, "DELETE FROM embedding_jobs WHERE id = ANY(%s)", (list(job_ids),))
+
+    async def retry(self, job_id: int, error: str, next_attempt_at: datetime) -> None:
+        async with self._db.transaction() as connection:
+            await execute(
+                connection,
+                "UPDATE embedding_jobs SET attempts = attempts + 1, last_error = %s, next_attempt_at = %s"
+                " WHERE id = %s",
+                (error[:MAX_ERROR_CHARS], to_millis(next_attempt_at), job_id),
+            )
+
+    async def fail(self, job_id: int, error: str) -> None:
+        async with self._db.transaction() as connection:
+            await execute(
+                connection,
+                "UPDATE embedding_jobs SET status = %s, attempts = attempts + 1, last_error = %s WHERE id = %s",
+                (_FAILED, error[:MAX_ERROR_CHARS], job_id),
+            )
+
+    async def counts(self) -> EmbeddingJobCounts:
+        async with self._db.connection() as connection:
+            rows: dict[str, int] = dict(
+                await fetch_all(connection, "SELECT status, count(*) FROM embedding_jobs GROUP BY status")
+            )
+        return EmbeddingJobCounts(pending=int(rows.get(_PENDING, 0)), failed=int(rows.get(_FAILED, 0)))
+
+    async def by_target(self) -> list[TargetJobCounts]:
+        async with self._db.connection() as connection:
+            rows = await fetch_all(
+                connection,
+                "SELECT target, count(*) FILTER (WHERE status = %s), count(*) FILTER (WHERE status = %s),"
+                " (SELECT j.last_error FROM embedding_jobs j WHERE j.target = embedding_jobs.target AND j.status = %s"
+                " ORDER BY j.id DESC LIMIT 1) FROM embedding_jobs GROUP BY target ORDER BY target",
+                (_PENDING, _FAILED, _FAILED),
+            )
+        return [TargetJobCounts(str(r[0]), int(r[1] or 0), int(r[2] or 0), r[3]) for r in rows]
+
+    async def retry_failed(self) -> int:
+        now = to_millis(self._clock())
+        async with self._db.transaction() as connection:
+            return await execute(
+                connection,
+                "UPDATE embedding_jobs SET status = %s, attempts = 0, next_attempt_at = %s WHERE status = %s",
+                (_PENDING, now, _FAILED),
+            )
+
+    async def enqueue_messages(self, rowids: Sequence[int]) -> int:
+        wanted = list(dict.fromkeys(rowids))
+        if not wanted:
+            return 0
+        now = to_millis(self._clock())
+        async with self._db.transaction() as connection:
+            return await execute(
+                connection,
+                "INSERT INTO embedding_jobs (target, target_rowid, status, attempts, next_attempt_at, created_at)"
+                " SELECT %s, m.rowid, %s, 0, %s, %s FROM messages m WHERE m.rowid = ANY(%s)"
+                " ON CONFLICT (target, target_rowid) DO UPDATE SET status = excluded.status, attempts = 0,"
+                " next_attempt_at = excluded.next_attempt_at WHERE embedding_jobs.status = %s",
+                (MESSAGE_TARGET, _PENDING, now, now, wanted, _FAILED),
+            )

@@ -1,0 +1,136 @@
+"""Archival memory in PostgreSQL: `memory_chunks` (written only by the `memory_saved` fold), its
+generated tsvector and its vectors (`memory_vectors`, exact KNN per chat: a chat saves hundreds)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from klaw.store.archival_records import MemoryChunk, MemoryHit
+from klaw.store.postgres.chats import ChatKeys
+from klaw.store.postgres.connection import PostgresDatabase, Row, execute, fetch_all, fetch_one, fetch_value
+from klaw.store.postgres.search import RANK_WEIGHTS, word_query
+from klaw.store.postgres.vectors import MEMORY_VECTORS, bind_table, checked, query_vector
+from klaw.store.protocol import StorageError
+from klaw.store.records import ChatRef, from_millis
+from klaw.store.sqlite.fts_query import search_words
+
+_CHUNK_COLUMNS = "c.rowid, m.id, m.channel, m.chat_id, c.segment_id, c.content, c.created_at"
+_FROM = "memory_chunks c JOIN messages m ON m.rowid = c.rowid"
+
+
+def _chunk(row: Row) -> MemoryChunk:
+    rowid, record_id, channel, chat_id, segment_id, content, created_at = row[:7]
+    chat = ChatRef(channel, chat_id)
+    return MemoryChunk(int(rowid), str(record_id), chat, int(segment_id), str(content), from_millis(int(created_at)))
+
+
+class PostgresMemoryChunks:
+    def __init__(self, db: PostgresDatabase, chats: ChatKeys) -> None:
+        self._db = db
+        self._chats = chats
+        self._dim: int | None = None
+
+    async def bind_embedder(self, embedder_id: str, dim: int) -> None:
+        async with self._db.transaction() as connection:
+            await bind_table(connection, MEMORY_VECTORS, embedder_id, dim)
+        self._dim = dim
+
+    @property
+    def bound(self) -> bool:
+        return self._dim is not None
+
+    async def get(self, rowid: int) -> MemoryChunk | None:
+        async with self._db.connection() as connection:
+            row = await fetch_one(connection, f"SELECT {_CHUNK_COLUMNS} FROM {_FROM} WHERE c.rowid = %s", (rowid,))
+        return None if row is None else _chunk(row)
+
+    async def find(self, chat: ChatRef, content: str) -> MemoryChunk | None:
+        async with self._db.connection() as connection:
+            chat_key = await self._chats.find(connection, chat)
+            if chat_key is None:
+                return None
+            row = await fetch_one(
+                connection,
+                f"SELECT {_CHUNK_COLUMNS} FROM {_FROM} WHERE c.chat = %s AND c.content = %s ORDER BY c.rowid LIMIT 1",
+                (chat_key, content.replace("\x00", "\ufffd")),
+            )
+        return None if row is None else _chunk(row)
+
+    async def texts(self, rowids: Sequence[int]) -> dict[int, str]:
+        if not rowids:
+            return {}
+        async with self._db.connection() as connection:
+            rows = await fetch_all(
+                connection, "SELECT rowid, content FROM memory_chunks WHERE rowid = ANY(%s)", (list(rowids),)
+            )
+        return {int(row[0]): str(row[1]) for row in rows}
+
+    async def count(self, chat: ChatRef | None = None) -> int:
+        async with self._db.connection() as connection:
+            if chat is None:
+                return int(await fetch_value(connection, "SELECT count(*) FROM memory_chunks"))
+            chat_key = await self._chats.find(connection, chat)
+            if chat_key is None:
+                return 0
+            return int(await fetch_value(connection, "SELECT count(*) FROM memory_chunks WHERE chat = %s", (chat_key,)))
+
+    async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
+        if not vectors:
+            return 0
+        if self._dim is None:
+            raise StorageError("bind_embedder must be called before memory vectors are stored")
+        rows = checked(vectors, self._dim, "memory")
+        added = 0
+        async with self._db.transaction() as connection:
+            for rowid, vector in rows:
+                added += await execute(
+                    connection,
+                    f"INSERT INTO {MEMORY_VECTORS} (rowid, chat, created_at, embedding)"
+                    " SELECT c.rowid, c.chat, c.created_at, %s FROM memory_chunks c WHERE c.rowid = %s"
+                    " ON CONFLICT (rowid) DO NOTHING",
+                    (vector, rowid),
+                )
+        return added
+
+    async def vector_count(self) -> int:
+        async with self._db.connection() as connection:
+            return int(await fetch_value(connection, f"SELECT count(*) FROM {MEMORY_VECTORS}"))
+
+    async def full_text(self, chat: ChatRef, text: str, *, limit: int) -> list[MemoryHit]:
+        """The chat's memories matching `text`, best first (score: the negated ts_rank_cd)."""
+        words = search_words(text)
+        if not words or limit <= 0:
+            return []
+        query = " || ".join(word_query(w) for w in words)
+        async with self._db.connection() as connection:
+            chat_key = await self._chats.find(connection, chat)
+            if chat_key is None:
+                return []
+            rows = await fetch_all(
+                connection,
+                f"SELECT {_CHUNK_COLUMNS}, -ts_rank_cd('{RANK_WEIGHTS}', c.search, q.query) AS score"
+                f" FROM {_FROM}, (SELECT {query} AS query) AS q"
+                " WHERE c.search @@ q.query AND c.chat = %s ORDER BY score, c.rowid LIMIT %s",
+                (*words, chat_key, limit),
+            )
+        return [MemoryHit(_chunk(row), float(row[7])) for row in rows]
+
+    async def nearest(self, chat: ChatRef, vector: npt.NDArray[np.float32], *, limit: int) -> list[MemoryHit]:
+        if limit <= 0:
+            return []
+        async with self._db.connection() as connection:
+            chat_key = await self._chats.find(connection, chat)
+            if chat_key is None:
+                return []
+            rows = await fetch_all(
+                connection,
+                f"SELECT {_CHUNK_COLUMNS}, n.distance FROM (SELECT v.rowid, v.embedding <=> %s AS distance"
+                f" FROM {MEMORY_VECTORS} v WHERE v.chat = %s ORDER BY distance, v.rowid LIMIT %s) AS n"
+                f" JOIN memory_chunks c ON c.rowid = n.rowid JOIN messages m ON m.rowid = c.rowid"
+                " ORDER BY n.distance, c.rowid",
+                (query_vector(vector), chat_key, limit),
+            )
+        return [MemoryHit(_chunk(row), float(row[7])) for row in rows]

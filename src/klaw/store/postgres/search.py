@@ -1,0 +1,224 @@
+"""Full-text and vector search over a chat's messages in PostgreSQL.
+
+Full text: `messages.search`, a generated tsvector (GIN index) of the message's own words at weight A
+and the previous conversation message's words (`context`) at weight C, which ts_rank_cd weighs 0.2,
+the weight SQLite's bm25 gives that column. What a person typed becomes search words
+(`fts_query.search_words`, shared with SQLite: stop words dropped, at most 32), each turned into a
+tsquery by `plainto_tsquery` from a bound parameter, so no character can be query syntax; the words
+are OR-ed. ts_rank_cd alone knows nothing of how rare a word is, so each word's rank is weighted by
+its idf over the whole table (bm25's, counted no further than `IDF_COUNT_CAP` matches through the
+GIN index): a message holding a rare word of the question outranks one holding a common one, as
+with bm25. Scores are negated (lower is better), as the protocol's bm25 scores are.
+
+Vectors: exact cosine KNN over the chat's rows (`vectors.py` says why not HNSW).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from klaw.store.postgres.chats import ChatKeys
+from klaw.store.postgres.connection import Connection, PostgresDatabase, fetch_all, fetch_value
+from klaw.store.postgres.rows import MESSAGE_COLUMNS, conversation_sql, message_from_row
+from klaw.store.postgres.vectors import MESSAGE_VECTORS, query_vector
+from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts, to_millis
+from klaw.store.sqlite.fts_query import search_words
+
+RANK_WEIGHTS = "{0.1, 0.2, 0.4, 1.0}"  # D, C (the previous message), B, A (the message's own words)
+IDF_COUNT_CAP = 5000
+_CONVERSATION = conversation_sql()
+
+
+def word_query(word: str) -> str:
+    """SQL for one word's tsquery, its text a bound parameter (`plainto_tsquery` reads no syntax)."""
+    del word
+    return "plainto_tsquery('english', %s)"
+
+
+def own_words_query() -> str:
+    """SQL for one word's tsquery matching a message's own words only (weight A). The word is `\\w+`
+    (letters, digits, underscore: no quote can end the literal); it is quoted as a tsquery lexeme."""
+    return "to_tsquery('english', '''' || %s || ''':A')"
+
+
+async def idf_weights(connection: Connection, words: Sequence[str]) -> list[float]:
+    total = await fetch_value(connection, "SELECT reltuples FROM pg_class WHERE oid = 'messages'::regclass")
+    n_all = float(total) if total is not None and float(total) > 0 else 0.0
+    if n_all <= 0:
+        n_all = float(await fetch_value(connection, "SELECT count(*) FROM messages"))
+    weights = []
+    for word in words:
+        held = int(
+            await fetch_value(
+                connection,
+                "SELECT count(*) FROM (SELECT 1 FROM messages m WHERE m.search @@ plainto_tsquery('english', %s)"
+                " LIMIT %s) AS held",
+                (word, IDF_COUNT_CAP),
+            )
+        )
+        weights.append(math.log(1.0 + (max(n_all, held) - held + 0.5) / (held + 0.5)))
+    return weights
+
+
+class PostgresSearch:
+    def __init__(self, db: PostgresDatabase, chats: ChatKeys) -> None:
+        self._db = db
+        self._chats = chats
+
+    async def full_text(
+        self,
+        chat: ChatRef,
+        text: str,
+        *,
+        limit: int,
+        segment_id: int | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[SearchHit]:
+        words = search_words(text)
+        if not words or limit <= 0:
+            return []
+        async with self._db.connection() as connection:
+            chat_key = await self._chats.find(connection, chat)
+            if chat_key is None:
+                return []
+            where, params = scope("m", chat_key, segment_id, since, until)
+            weights = await idf_weights(connection, words)
+            rank = " + ".join(f"%s * ts_rank_cd('{RANK_WEIGHTS}', m.search, {word_query(w)})" for w in words)
+            matches = " || ".join(word_query(w) for w in words)
+            rank_params = [value for pair in zip(weights, words, strict=True) for value in pair]
+            rows = await fetch_all(
+                connection,
+                f"SELECT {MESSAGE_COLUMNS}, -({rank}) AS score FROM messages m"
+                f" WHERE m.search @@ ({matches}) AND {where} ORDER BY score, m.rowid LIMIT %s",
+                (*rank_params, *words, *params, limit),
+            )
+        return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
+
+    async def nearest(
+        self,
+        chat: ChatRef,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int,
+        segment_id: int | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[SearchHit]:
+        if limit <= 0:
+            return []
+        async with self._db.connection() as connection:
+            chat_key = await self._chats.find(connection, chat)
+            if chat_key is None:
+                return []
+            where, params = scope("v", chat_key, segment_id, since, until)
+            rows = await fetch_all(
+                connection,
+                f"SELECT {MESSAGE_COLUMNS}, n.distance FROM (SELECT v.rowid, v.embedding <=> %s AS distance"
+                f" FROM {MESSAGE_VECTORS} v WHERE {where} ORDER BY distance, v.rowid LIMIT %s) AS n"
+                " JOIN messages m ON m.rowid = n.rowid ORDER BY n.distance, m.rowid",
+                (query_vector(vector), *params, limit),
+            )
+        return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
+
+    async def word_counts(
+        self,
+        chat: ChatRef,
+        text: str,
+        *,
+        max_share: float,
+        min_cap: int,
+        segment_id: int | None = None,
+        until: datetime | None = None,
+        exclude: Sequence[int] = (),
+    ) -> WordCounts:
+        words = search_words(text)
+        left_out = sorted(set(exclude))
+        async with self._db.connection() as connection:
+            chat_key = await self._chats.find(connection, chat)
+            if chat_key is None:
+                return WordCounts(0, dict.fromkeys(words, 0))
+            where, params = scope("m", chat_key, segment_id, None, until)
+            where = f"{where} AND {_CONVERSATION} AND NOT (m.rowid = ANY(%s))"
+            params.append(left_out)
+            size = await _scope_size(connection, where, params, chat_key, segment_id, until, left_out)
+            cap = max(min_cap, int(max_share * size))
+            counts = {}
+            for word in words:
+                counts[word] = int(
+                    await fetch_value(
+                        connection,
+                        f"SELECT count(*) FROM (SELECT 1 FROM messages m WHERE m.search @@ {own_words_query()}"
+                        f" AND {where} LIMIT %s) AS held",
+                        (word, *params, cap + 1),
+                    )
+                )
+        return WordCounts(size, counts)
+
+    async def neighbours(self, messages: Sequence[StoredMessage], span: int) -> dict[int, list[tuple[int, int]]]:
+        if span <= 0 or not messages:
+            return {}
+        pairs = sorted({(m.rowid, m.segment_id) for m in messages})
+        side = (
+            "(SELECT array_agg(x.rowid) FROM (SELECT m.rowid FROM messages m WHERE m.segment_id = j.s"
+            f" AND m.rowid {{op}} j.r AND {_CONVERSATION} ORDER BY m.rowid {{order}} LIMIT %s) AS x)"
+        )
+        async with self._db.connection() as connection:
+            rows = await fetch_all(
+                connection,
+                f"SELECT j.r, {side.format(op='<', order='DESC')}, {side.format(op='>', order='ASC')}"
+                " FROM unnest(%s::bigint[], %s::bigint[]) AS j(r, s)",
+                (span, span, [p[0] for p in pairs], [p[1] for p in pairs]),
+            )
+        found: dict[int, list[tuple[int, int]]] = {}
+        for rowid, before, after in rows:
+            nearest_first = (sorted(before or [], reverse=True), sorted(after or []))
+            found[int(rowid)] = [(int(r), d) for side_ in nearest_first for d, r in enumerate(side_, start=1)]
+        return found
+
+
+async def _scope_size(
+    connection: Connection,
+    where: str,
+    params: list[Any],
+    chat_key: int,
+    segment_id: int | None,
+    until: datetime | None,
+    left_out: list[int],
+) -> int:
+    """The conversation messages `where` selects; a whole segment's count is kept by trigger."""
+    if segment_id is None or until is not None:
+        return int(await fetch_value(connection, f"SELECT count(*) FROM messages m WHERE {where}", params))
+    kept = await fetch_value(
+        connection, "SELECT conversation_messages FROM segments WHERE id = %s AND chat = %s", (segment_id, chat_key)
+    )
+    excluded = await fetch_value(
+        connection,
+        f"SELECT count(*) FROM messages m WHERE m.rowid = ANY(%s) AND m.segment_id = %s AND {_CONVERSATION}",
+        (left_out, segment_id),
+    )
+    return max(int(kept or 0) - int(excluded or 0), 0)
+
+
+def scope(
+    alias: str, chat_key: int, segment_id: int | None, since: datetime | None, until: datetime | None
+) -> tuple[str, list[Any]]:
+    """`alias.chat = …` and the segment and time bounds, for `messages` or `message_vectors`."""
+    clauses = [f"{alias}.chat = %s"]
+    params: list[Any] = [chat_key]
+    if segment_id is not None:
+        clauses.append(f"{alias}.segment_id = %s")
+        params.append(segment_id)
+    if since is not None:
+        clauses.append(f"{alias}.created_at >= %s")
+        params.append(to_millis(since))
+    if until is not None:
+        clauses.append(f"{alias}.created_at < %s")
+        params.append(to_millis(until))
+    return " AND ".join(clauses), params

@@ -1,0 +1,136 @@
+"""Sessions, exchanges and runtime settings in PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from typing import Any
+
+from klaw.store.postgres.chats import ChatKeys
+from klaw.store.postgres.connection import Connection, PostgresDatabase, Row, execute, fetch_all, fetch_one
+from klaw.store.postgres.folds import exchange_mark, insert_exchange, reserve_exchange_id
+from klaw.store.postgres.segments import open_segment_id
+from klaw.store.records import ChatRef, Exchange, ExchangeStatus, SessionState, from_millis, to_millis
+
+EXCHANGE_COLUMNS = (
+    "e.id, c.channel, c.chat_id, e.segment_id, e.started_at, e.status, e.user_message_rowid,"
+    " e.final_message_rowid, e.ended_at"
+)
+
+
+async def save_session_model(connection: Connection, chat_key: int, model: str, at: int) -> None:
+    segment_id = await open_segment_id(connection, chat_key, at)
+    await execute(
+        connection,
+        "INSERT INTO sessions (chat, model, segment_id, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
+        " ON CONFLICT (chat) DO UPDATE SET model = excluded.model, segment_id = excluded.segment_id,"
+        " updated_at = excluded.updated_at",
+        (chat_key, model, segment_id, at, at),
+    )
+
+
+def exchange_from_row(row: Row) -> Exchange:
+    """An `exchanges` row selected with `EXCHANGE_COLUMNS` (aliases `e` and `c` for chats)."""
+    return Exchange(
+        id=int(row[0]),
+        chat=ChatRef(row[1], row[2]),
+        segment_id=int(row[3]),
+        started_at=from_millis(int(row[4])),
+        status=ExchangeStatus(row[5]),
+        user_message_rowid=None if row[6] is None else int(row[6]),
+        final_message_rowid=None if row[7] is None else int(row[7]),
+        ended_at=None if row[8] is None else from_millis(int(row[8])),
+    )
+
+
+class PostgresSessions:
+    def __init__(self, db: PostgresDatabase, chats: ChatKeys) -> None:
+        self._db = db
+        self._chats = chats
+
+    async def get(self, chat: ChatRef) -> SessionState | None:
+        async with self._db.connection() as connection:
+            chat_key = await self._chats.find(connection, chat)
+            if chat_key is None:
+                return None
+            row = await fetch_one(connection, "SELECT model, updated_at FROM sessions WHERE chat = %s", (chat_key,))
+        return None if row is None else SessionState(chat, row[0], from_millis(int(row[1])))
+
+    async def save(self, chat: ChatRef, model: str, at: datetime) -> None:
+        async with self._db.transaction() as connection:
+            await save_session_model(connection, await self._chats.ensure(connection, chat), model, to_millis(at))
+
+
+class PostgresExchanges:
+    def __init__(self, db: PostgresDatabase, chats: ChatKeys) -> None:
+        self._db = db
+        self._chats = chats
+
+    async def open(self, chat: ChatRef, segment_id: int, user_message_rowid: int | None, at: datetime) -> Exchange:
+        async with self._db.transaction() as connection:
+            chat_key = await self._chats.ensure(connection, chat)
+            exchange_id = await insert_exchange(
+                connection, None, chat_key, segment_id, to_millis(at), user_message_rowid
+            )
+        return Exchange(exchange_id, chat, segment_id, at, ExchangeStatus.OPEN, user_message_rowid)
+
+    async def reserve_id(self) -> int:
+        async with self._db.transaction() as connection:
+            return await reserve_exchange_id(connection)
+
+    async def high_water(self) -> int:
+        async with self._db.connection() as connection:
+            return await exchange_mark(connection)
+
+    async def close(
+        self, exchange_id: int, status: ExchangeStatus, final_message_rowid: int | None, at: datetime
+    ) -> None:
+        async with self._db.transaction() as connection:
+            await execute(
+                connection,
+                "UPDATE exchanges SET status = %s, final_message_rowid = %s, ended_at = %s WHERE id = %s",
+                (status.value, final_message_rowid, to_millis(at), exchange_id),
+            )
+
+    async def get(self, exchange_id: int) -> Exchange | None:
+        async with self._db.connection() as connection:
+            row = await fetch_one(
+                connection,
+                f"SELECT {EXCHANGE_COLUMNS} FROM exchanges e JOIN chats c ON c.id = e.chat WHERE e.id = %s",
+                (exchange_id,),
+            )
+        return None if row is None else exchange_from_row(row)
+
+    async def for_segment(self, segment_id: int) -> list[Exchange]:
+        async with self._db.connection() as connection:
+            rows = await fetch_all(
+                connection,
+                f"SELECT {EXCHANGE_COLUMNS} FROM exchanges e JOIN chats c ON c.id = e.chat"
+                " WHERE e.segment_id = %s ORDER BY e.id",
+                (segment_id,),
+            )
+        return [exchange_from_row(row) for row in rows]
+
+
+class PostgresSettings:
+    def __init__(self, db: PostgresDatabase) -> None:
+        self._db = db
+
+    async def get(self, key: str) -> Any | None:
+        async with self._db.connection() as connection:
+            row = await fetch_one(connection, "SELECT value FROM settings WHERE key = %s", (key,))
+        return None if row is None else json.loads(row[0])
+
+    async def set(self, key: str, value: Any) -> None:
+        async with self._db.transaction() as connection:
+            await execute(
+                connection,
+                "INSERT INTO settings (key, value, updated_at) VALUES (%s, %s, %s) ON CONFLICT (key) DO UPDATE"
+                " SET value = excluded.value, updated_at = excluded.updated_at",
+                (key, json.dumps(value), int(time.time() * 1000)),
+            )
+
+    async def delete(self, key: str) -> None:
+        async with self._db.transaction() as connection:
+            await execute(connection, "DELETE FROM settings WHERE key = %s", (key,))

@@ -1,0 +1,133 @@
+"""`PostgresStore`: the storage protocol on a PostgreSQL database with pgvector.
+
+Opened from the DSN in the environment variable `database.urlEnv` names: the schema is migrated
+(under an advisory lock, so engines starting together migrate once), then a pool of async
+connections, each with pgvector's types registered, serves the repositories.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from datetime import datetime
+
+import psycopg
+from pgvector.psycopg import register_vector_async
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from klaw.store.postgres.chats import ChatKeys
+from klaw.store.postgres.connection import Connection, PostgresDatabase, fetch_all, fetch_value, server_error
+from klaw.store.postgres.embedding_jobs import PostgresEmbeddingJobs
+from klaw.store.postgres.history import PostgresHistory
+from klaw.store.postgres.memory_chunks import PostgresMemoryChunks
+from klaw.store.postgres.messages import PostgresMessages
+from klaw.store.postgres.migrations import current_version, migrate
+from klaw.store.postgres.rows import control_sql, not_control_sql
+from klaw.store.postgres.search import PostgresSearch
+from klaw.store.postgres.segments import PostgresSegments
+from klaw.store.postgres.sessions import PostgresExchanges, PostgresSessions, PostgresSettings
+from klaw.store.postgres.vectors import MESSAGE_VECTORS, PostgresVectors
+from klaw.store.protocol import StorageError, StoreCounts, VectorIndex
+from klaw.store.records import utc_now
+from klaw.store.summaries.postgres.repository import PostgresSummaries
+
+DEFAULT_POOL_SIZE = 8
+CONNECT_TIMEOUT_SECONDS = 10
+
+
+class PostgresStore:
+    def __init__(self, db: PostgresDatabase, clock: Callable[[], datetime]) -> None:
+        self.db = db
+        chats = ChatKeys()
+        self.messages = PostgresMessages(db, chats, clock)
+        self.segments = PostgresSegments(db, chats, clock)
+        self.search = PostgresSearch(db, chats)
+        self.vectors = PostgresVectors(db)
+        self.embedding_jobs = PostgresEmbeddingJobs(db, clock)
+        self.settings = PostgresSettings(db)
+        self.sessions = PostgresSessions(db, chats)
+        self.exchanges = PostgresExchanges(db, chats)
+        self.memory_chunks = PostgresMemoryChunks(db, chats)
+        self.history = PostgresHistory(db, chats)
+        self.summaries = PostgresSummaries(db, chats, clock)
+
+    @classmethod
+    async def open(
+        cls,
+        dsn: str,
+        *,
+        variable: str,
+        clock: Callable[[], datetime] = utc_now,
+        pool_size: int = DEFAULT_POOL_SIZE,
+    ) -> PostgresStore:
+        """Migrate the database `dsn` names and open a pool on it. `variable` is the environment
+        variable the DSN came from: messages name it, never the DSN (it may hold a password)."""
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS
+            ) as connection:
+                await migrate(connection)
+        except StorageError:
+            raise
+        except psycopg.Error as exc:
+            raise server_error(variable, exc) from exc
+
+        async def configure(connection: Connection) -> None:
+            await register_vector_async(connection)
+
+        pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS},
+            configure=configure,
+            open=False,
+            timeout=30,
+        )
+        try:
+            await pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                await pool.close()
+            if isinstance(exc, psycopg.Error | PoolTimeout):
+                raise server_error(variable, exc) from exc
+            raise
+        return cls(PostgresDatabase(pool, variable), clock)
+
+    async def schema_version(self) -> int:
+        async with self.db.connection() as connection:
+            return await current_version(connection)
+
+    async def counts(self) -> StoreCounts:
+        async with self.db.connection() as connection:
+
+            async def count(sql: str) -> int:
+                return int(await fetch_value(connection, sql) or 0)
+
+            errors = await fetch_all(
+                connection,
+                "SELECT last_error, count(*) AS jobs FROM embedding_jobs WHERE last_error IS NOT NULL"
+                " GROUP BY last_error ORDER BY jobs DESC, last_error",
+            )
+            return StoreCounts(
+                messages=await count(f"SELECT count(*) FROM messages m WHERE {not_control_sql()}"),
+                control_records=await count(f"SELECT count(*) FROM messages m WHERE {control_sql()}"),
+                chats=await count("SELECT count(*) FROM chats"),
+                segments=await count("SELECT count(*) FROM segments"),
+                sessions=await count("SELECT count(*) FROM sessions"),
+                exchanges=await count("SELECT count(*) FROM exchanges"),
+                vectors=await count(f"SELECT count(*) FROM {MESSAGE_VECTORS}"),
+                embedding_pending=await count("SELECT count(*) FROM embedding_jobs WHERE status = 'pending'"),
+                embedding_failed=await count("SELECT count(*) FROM embedding_jobs WHERE status = 'failed'"),
+                embedding_errors=tuple((str(row[0]), int(row[1])) for row in errors),
+            )
+
+    async def vector_indexes(self) -> list[VectorIndex]:
+        async with self.db.connection() as connection:
+            rows = await fetch_all(
+                connection, "SELECT table_name, embedder_id, dim FROM index_meta ORDER BY table_name"
+            )
+        return [VectorIndex(str(name), str(embedder_id), int(dim)) for name, embedder_id, dim in rows]
+
+    async def aclose(self) -> None:
+        await self.db.aclose()

@@ -1,0 +1,109 @@
+"""Vectors in pgvector tables, each bound to one embedder through `index_meta`, as in SQLite.
+
+`message_vectors` and `memory_vectors` refuse vectors of another embedder (`IndexMismatchError`,
+`klaw reindex` re-embeds) and are re-bound while empty; summary vectors are dropped and re-queued
+instead (summaries/postgres/repository.py). The column type is `vector` without a dimension: the bound
+embedder's dimension is checked here, before anything is written.
+
+Search is exact: `embedding <=> query` over the chat's rows, found through the (chat, segment, time)
+index, then sorted. A chat's vectors are a small share of the table, so the scan reads only them; an
+HNSW index would search the whole table and filter after (pgvector 0.8's iterative scans help, but
+recall still depends on the filter's selectivity), for a gain only at hundreds of thousands of vectors
+in one chat (docs/decisions/, the PostgreSQL backend).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_one, fetch_value
+from klaw.store.protocol import IndexMismatchError, StorageError, VectorIndex
+
+MESSAGE_VECTORS = "message_vectors"
+MEMORY_VECTORS = "memory_vectors"
+SUMMARY_VECTORS = "summary_vectors"
+
+
+async def bound_embedder(connection: Connection, table: str) -> tuple[str, int] | None:
+    row = await fetch_one(connection, "SELECT embedder_id, dim FROM index_meta WHERE table_name = %s", (table,))
+    return None if row is None else (str(row[0]), int(row[1]))
+
+
+async def record_embedder(connection: Connection, table: str, embedder_id: str, dim: int) -> None:
+    await execute(
+        connection,
+        "INSERT INTO index_meta (table_name, embedder_id, dim, created_at) VALUES (%s, %s, %s, %s)"
+        " ON CONFLICT (table_name) DO UPDATE SET embedder_id = excluded.embedder_id, dim = excluded.dim",
+        (table, embedder_id, dim, int(time.time() * 1000)),
+    )
+
+
+async def bind_table(connection: Connection, table: str, embedder_id: str, dim: int) -> None:
+    """Record `table`'s embedder; `IndexMismatchError` when it holds vectors of another one."""
+    bound = await bound_embedder(connection, table)
+    if bound is not None and bound != (embedder_id, dim):
+        stored = int(await fetch_value(connection, f"SELECT count(*) FROM {table}"))
+        if stored:
+            raise IndexMismatchError(
+                f"{table} holds {stored} vectors from embedder {bound[0]!r} (dim {bound[1]}), but the configured"
+                f" embedder is {embedder_id!r} (dim {dim}). Vectors of different models cannot be mixed:"
+                " run 'klaw reindex' to re-embed with the configured embedder, or set the embedder back"
+                " in engine.yaml."
+            )
+    await record_embedder(connection, table, embedder_id, dim)
+
+
+def checked(
+    vectors: Sequence[tuple[int, npt.NDArray[np.float32]]], dim: int, what: str
+) -> list[tuple[int, npt.NDArray[np.float32]]]:
+    """Each vector as float32, once all are checked against the bound `dim` (a wrong size names its row)."""
+    for rowid, vector in vectors:
+        if vector.shape != (dim,):
+            raise StorageError(f"vector for {what} {rowid} has shape {vector.shape}, expected ({dim},)")
+    return [(rowid, np.ascontiguousarray(vector, dtype=np.float32)) for rowid, vector in vectors]
+
+
+def query_vector(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    return np.ascontiguousarray(vector, dtype=np.float32)
+
+
+class PostgresVectors:
+    def __init__(self, db: PostgresDatabase) -> None:
+        self._db = db
+        self._dim: int | None = None
+
+    async def bind_embedder(self, embedder_id: str, dim: int) -> None:
+        async with self._db.transaction() as connection:
+            await bind_table(connection, MESSAGE_VECTORS, embedder_id, dim)
+        self._dim = dim
+
+    async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
+        if not vectors:
+            return 0
+        if self._dim is None:
+            raise StorageError("bind_embedder must be called before vectors are stored")
+        rows = checked(vectors, self._dim, "message")
+        added = 0
+        async with self._db.transaction() as connection:
+            for rowid, vector in rows:
+                added += await execute(
+                    connection,
+                    f"INSERT INTO {MESSAGE_VECTORS} (rowid, chat, segment_id, created_at, embedding)"
+                    " SELECT m.rowid, m.chat, m.segment_id, m.created_at, %s FROM messages m WHERE m.rowid = %s"
+                    " ON CONFLICT (rowid) DO NOTHING",
+                    (vector, rowid),
+                )
+        return added
+
+    async def count(self) -> int:
+        async with self._db.connection() as connection:
+            return int(await fetch_value(connection, f"SELECT count(*) FROM {MESSAGE_VECTORS}"))
+
+    async def bound_embedder(self) -> VectorIndex | None:
+        async with self._db.connection() as connection:
+            bound = await bound_embedder(connection, MESSAGE_VECTORS)
+        return None if bound is None else VectorIndex(MESSAGE_VECTORS, *bound)

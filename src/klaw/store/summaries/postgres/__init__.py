@@ -1,0 +1,1 @@
+"""The summary repository on PostgreSQL (the same rules as `store/summaries/sqlite/`)."""

@@ -1,0 +1,103 @@
+"""`exchange_summary` / `segment_summary` records folded into `summaries` as they are appended (the
+rules of `store/summaries/sqlite/fold.py`): stored only if their exchange and every record they were
+written from are still stored; each gets a `summary_records` row so `/forget` can name it."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+
+from klaw.store.postgres.connection import Connection, execute, fetch_one, fetch_value
+from klaw.store.postgres.folds import rowid_of
+from klaw.store.records import MessageRecord, MessageType
+from klaw.store.summaries.log_records import SUMMARY_RECORD_TYPES, SummaryRecord
+from klaw.store.summaries.postgres.rows import SummaryWrite, write_exchange_summary, write_segment_summary
+from klaw.store.summaries.records import SummaryKind
+
+log = logging.getLogger(__name__)
+
+
+async def fold_summary_record(
+    connection: Connection, record: MessageRecord, chat_key: int, rowid: int, created_at: int, now_millis: int
+) -> None:
+    if record.type not in SUMMARY_RECORD_TYPES:
+        return
+    parsed = SummaryRecord.from_record(record)
+    if parsed is None:
+        log.warning("%s record %s has no usable text or exchange; ignored", record.type.value, record.id)
+        return
+    target = await exchange_of_open_record(connection, chat_key, parsed.exchange_open_id)
+    if target is None:
+        log.info("%s record %s names an exchange that is not stored; not kept", record.type.value, record.id)
+        return
+    exchange_id, segment_id = target
+    is_exchange = parsed.kind is SummaryKind.EXCHANGE
+    await execute(
+        connection,
+        "INSERT INTO summary_records (rowid, segment_id, exchange_id) VALUES (%s, %s, %s) ON CONFLICT (rowid)"
+        " DO UPDATE SET segment_id = excluded.segment_id, exchange_id = excluded.exchange_id",
+        (rowid, segment_id, exchange_id if is_exchange else None),
+    )
+    if not await records_exist(connection, chat_key, parsed.sources):
+        log.info("%s record %s was written from records since forgotten; not kept", record.type.value, record.id)
+        return
+    write = SummaryWrite(chat_key, segment_id, parsed.text, parsed.model, created_at, now_millis, rowid)
+    if is_exchange:
+        await write_exchange_summary(connection, write, exchange_id)
+    else:
+        await write_segment_summary(
+            connection,
+            write,
+            final=parsed.final,
+            covers_exchange_id=exchange_id,
+            exchanges_covered=parsed.exchanges_covered,
+        )
+
+
+async def foldable(connection: Connection, chat_key: int, record: MessageRecord) -> bool:
+    parsed = SummaryRecord.from_record(record)
+    if parsed is None or await exchange_of_open_record(connection, chat_key, parsed.exchange_open_id) is None:
+        return False
+    return await records_exist(connection, chat_key, parsed.sources)
+
+
+async def exchange_of_open_record(connection: Connection, chat_key: int, open_id: str) -> tuple[int, int] | None:
+    opened = await fetch_one(
+        connection,
+        "SELECT created_at, metadata FROM messages WHERE id = %s AND chat = %s AND type = %s",
+        (open_id, chat_key, MessageType.EXCHANGE_OPEN.value),
+    )
+    if opened is None:
+        return None
+    metadata = json.loads(opened[1]) if opened[1] else {}
+    user_rowid = await rowid_of(connection, metadata.get("user_message_id") if isinstance(metadata, dict) else None)
+    row = await fetch_one(
+        connection,
+        "SELECT id, segment_id FROM exchanges WHERE chat = %s AND started_at = %s"
+        " AND user_message_rowid IS NOT DISTINCT FROM %s::bigint ORDER BY id DESC LIMIT 1",
+        (chat_key, opened[0], user_rowid),
+    )
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+async def open_record_id(connection: Connection, exchange_id: int) -> str | None:
+    value = await fetch_value(
+        connection,
+        "SELECT m.id FROM exchanges e JOIN messages m ON m.chat = e.chat AND m.type = %s"
+        " AND m.created_at = e.started_at WHERE e.id = %s AND (m.metadata::json ->> 'user_message_id')"
+        " IS NOT DISTINCT FROM (SELECT id FROM messages WHERE rowid = e.user_message_rowid)"
+        " ORDER BY m.rowid DESC LIMIT 1",
+        (MessageType.EXCHANGE_OPEN.value, exchange_id),
+    )
+    return None if value is None else str(value)
+
+
+async def records_exist(connection: Connection, chat_key: int, ids: Sequence[str]) -> bool:
+    wanted = sorted(set(ids))
+    if not wanted:
+        return True
+    found = await fetch_value(
+        connection, "SELECT count(*) FROM messages WHERE chat = %s AND id = ANY(%s)", (chat_key, wanted)
+    )
+    return int(found or 0) == len(wanted)

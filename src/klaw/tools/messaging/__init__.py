@@ -1,1 +1,0 @@
-"""`message_send`: the agent writes to another of the person's chats (docs/tools.md, "Messaging")."""
