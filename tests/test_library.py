@@ -14,8 +14,9 @@ import pytest
 
 import klaw
 from klaw import FunctionModel, Klaw, ManualClock, TurnFailed
-from klaw.llm.function_model import AgentInfo
-from klaw.llm.messages import ChatMessage
+from klaw.llm.function_model import AgentInfo, call_tool, tool_calls
+from klaw.llm.messages import ChatMessage, ChatResponse
+from klaw.store.records import ChatRef
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = {"embedder": {"backend": "fake", "dim": 32}, "summarizer": {"enabled": False}}
@@ -67,3 +68,38 @@ async def test_a_failed_turn_raises_with_the_error_id_and_the_next_ask_works(tmp
         with pytest.raises(TurnFailed, match=r"could not answer.*\(error [0-9a-f]{12}\)"):
             await agent.ask("alice", "hello")
         assert await agent.ask("alice", "again") == "fine"
+
+
+async def test_a_held_tool_is_asked_of_the_approve_callback_and_denied_without_one(tmp_path: Path) -> None:
+    ran: list[str] = []
+
+    async def host_exec(command: str) -> str:
+        """Run a command on the host."""
+        ran.append(command)
+        return "ok"
+
+    def model(messages: Sequence[ChatMessage], info: AgentInfo) -> ChatResponse | str:
+        if messages[-1].role == "user":
+            return tool_calls(call_tool("host_exec", {"command": "uptime"}))
+        return f"tool said: {messages[-1].content}"
+
+    asked: list[tuple[ChatRef, str]] = []
+
+    async def approve(chat: ChatRef, question: str) -> bool:
+        asked.append((chat, question))
+        return True
+
+    config = {**CONFIG, "tools": {"approval": ["host_exec"]}}
+    home = tmp_path / "home"
+    async with Klaw(home, config=config, model=FunctionModel(model), tools=[host_exec], approve=approve) as agent:
+        assert await agent.ask("alice", "how long has it been up?") == "tool said: ok"
+    assert ran == ["uptime"]
+    [(chat, question)] = asked
+    assert chat == ChatRef("library", "alice")
+    assert question.startswith("The agent wants to run host_exec:\n```\nuptime\n```\n/approve ")
+
+    # Without a callback nobody can say yes: denied at once, not after the approval timeout.
+    async with Klaw(home, config=config, model=FunctionModel(model), tools=[host_exec], clock=ManualClock()) as agent:
+        answer = await asyncio.wait_for(agent.ask("alice", "and now?"), 10)
+    assert answer == "tool said: Not run: the person denied host_exec. Do not retry it unless they ask you to."
+    assert ran == ["uptime"]

@@ -35,6 +35,7 @@ gateway/link.py, `_BadArguments` in tools/registry.py, `_EngineRunning` in cli/m
   - InvalidTaskName (ValueError) ........... scheduling/names
   - InvalidSchedule (ValueError) ........... scheduling/schedules
   - DuplicateTask (ValueError) ............. scheduling/task_store
+  - SkillPathError (ValueError) ............ tools/skills/skill_files: a skill file that may not be read
   - FrameError (ValueError) ................ engine/frames: a line that is not a valid frame
   - QueryError (ValueError) ................ engine/frame_dispatch: a query that cannot be answered
   - SettingError (ValueError) .............. engine/memory_settings: a `/rag set` that cannot be applied
@@ -46,6 +47,9 @@ gateway/link.py, `_BadArguments` in tools/registry.py, `_EngineRunning` in cli/m
   - EngineUnavailable (RuntimeError) ....... gateway/link: the engine is not connected
   - QueryFailed (RuntimeError) ............. gateway/link: the engine refused a query
   - TurnFailed (RuntimeError) .............. library: the turn behind `Klaw.ask` failed (its error id)
+  - ToolRefusal (RuntimeError) ............. tools/registry: an expected refusal; its message is the whole result
+  - MissingVariable (RuntimeError) ......... tools/mcp/transport: a variable an MCP server's config names is unset
+  - MemoryUnavailable (RuntimeError) ....... mcp_server/memory_link: klaw mcp serve cannot reach the engine
   - SearchProblem .......................... cli/memory_cmd: which chat to search, for the person to fix
   - LocomoFormatError (ValueError) ......... bench/locomo/dataset: not a LoCoMo-format file
   - LocomoRunError (RuntimeError) .......... bench/locomo/runner: no honest figures from this run

@@ -35,6 +35,16 @@ class KlawHome:
         return self.root / "workspace"
 
     @property
+    def skills_dir(self) -> Path:
+        """The skills the agent may load: one folder per skill, each with a SKILL.md (docs/skills.md)."""
+        return self.workspace / "skills"
+
+    @property
+    def docs_index_file(self) -> Path:
+        """The search index of the docs shipped with klaw (mode 0600), rebuilt when they or the embedder change."""
+        return self.root / "docs_index.db"
+
+    @property
     def conversations(self) -> Path:
         return self.root / "conversations"
 
@@ -60,6 +70,11 @@ class KlawHome:
     def gateway_dir(self) -> Path:
         """The gateway's durable inbound buffer (messages not yet acknowledged by the engine)."""
         return self.root / "gateway"
+
+    @property
+    def mcp_logs(self) -> Path:
+        """What the MCP servers klaw starts write to stderr, one file per server (rewritten at each start)."""
+        return self.root / "mcp"
 
     @property
     def scheduler_db(self) -> Path:

@@ -25,7 +25,7 @@ def initialise_home(home: KlawHome, *, overwrite: bool = False) -> InitReport:
     report = InitReport()
     home.root.mkdir(parents=True, exist_ok=True)
     home.root.chmod(0o700)  # conversations are private
-    for directory in (home.workspace, home.workspace / "skills", home.conversations):
+    for directory in (home.workspace, home.skills_dir, home.conversations):
         directory.mkdir(parents=True, exist_ok=True)
     for source, target in targets:
         if target.exists() and not overwrite:

@@ -8,14 +8,16 @@ without the socket unless `listen=True`, so a program can hold conversations wit
 without running a server. `ask` goes the way every message goes (stored durably, a turn with its
 context, the tool loop, the reply recorded) and returns the reply's text; only the debounce wait is
 skipped, since a call is one whole message, not a burst being typed. A failed turn raises
-`TurnFailed` with the text the person would have read (it names the error id in the log).
+`TurnFailed` with the text the person would have read (it names the error id in the log). A tool held
+by `tools.approval` is asked of the `approve` callback (the question's text, as a person would read it);
+without one it is denied at once rather than after the approval timeout.
 Decision: docs/decisions/092-library-api.md.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -36,6 +38,7 @@ from klaw.store.records import ChatRef
 from klaw.tools.registry import ToolFunction
 
 LIBRARY_CHANNEL = "library"
+Approve = Callable[[ChatRef, str], Awaitable[bool]]  # (chat, the question as a person reads it) → run it?
 
 
 class TurnFailed(KlawError, RuntimeError):
@@ -53,6 +56,7 @@ class Klaw:
         tools: Sequence[ToolFunction] = (),
         clock: Clock | None = None,
         listen: bool = False,
+        approve: Approve | None = None,
     ) -> None:
         """`home`: the KLAW_HOME (created with the default workspace files if missing). `config`: an
         `EngineConfig`, its engine.yaml shape as a mapping, or None to read the home's engine.yaml
@@ -60,7 +64,8 @@ class Klaw:
         (e.g. `FunctionModel`), instead of the configured HTTP clients. `embedder`: instead of the
         configured one. `tools`: plain typed `async def` functions with docstrings, offered beside the
         built-in groups. `clock`: the engine's time (a `ManualClock` in tests). `listen`: also open
-        `engine.sock` for gateways, as `klaw engine` does."""
+        `engine.sock` for gateways, as `klaw engine` does. `approve`: asked whether a call of a tool held
+        by `tools.approval` may run (True runs it); None denies every such call at once."""
         self.home = home if isinstance(home, KlawHome) else KlawHome(Path(home).expanduser())
         self._config = config
         self._model = model
@@ -70,6 +75,8 @@ class Klaw:
         self._listen = listen
         self._engine: Engine | None = None
         self._waiting: dict[ChatRef, list[tuple[str, asyncio.Future[Outbound]]]] = {}
+        self._approve = approve
+        self._answering: set[asyncio.Task[None]] = set()
 
     @property
     def engine(self) -> Engine:
@@ -138,7 +145,14 @@ class Klaw:
 
     async def _deliver(self, outbound: Outbound) -> None:
         """A reply answers the `ask` whose message it replies to, and every earlier one of the chat
-        that joined its turn; a message sent on the agent's own (a task's answer) answers none."""
+        that joined its turn; a message sent on the agent's own (a task's answer) answers none. A
+        question to approve a tool is answered by the `approve` callback, in a task of its own (the
+        engine's approval timeout still bounds a callback that never returns)."""
+        if outbound.approval is not None:
+            task = asyncio.create_task(self._answer_approval(outbound.chat, outbound.approval, outbound.text))
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
+            return
         waiting = self._waiting.get(outbound.chat, [])
         ids = [message_id for message_id, _ in waiting]
         if outbound.reply_to not in ids:
@@ -148,6 +162,11 @@ class Klaw:
             if not future.done():
                 future.set_result(outbound)
         del waiting[:answered]
+
+    async def _answer_approval(self, chat: ChatRef, request_id: str, question: str) -> None:
+        approved = self._approve is not None and await self._approve(chat, question)
+        if self._engine is not None:
+            await self._engine.commands.handle(chat, "approve" if approved else "deny", request_id)
 
     def _load_config(self) -> EngineConfig:
         if isinstance(self._config, EngineConfig):

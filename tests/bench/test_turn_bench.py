@@ -12,7 +12,16 @@ from klaw.bench.turn_bench import measure_turns
 from klaw.cli.app import app
 
 TURN_PHASES = ["accept", "exchange", "context", "model", "reply"]
-CONTEXT_LAYERS = ["session", "system_prompt", "core_memory", "summary", "past_conversations", "window", "auto_rag"]
+CONTEXT_LAYERS = [
+    "session",
+    "system_prompt",
+    "core_memory",
+    "summary",
+    "skills",
+    "past_conversations",
+    "window",
+    "auto_rag",
+]
 
 
 async def test_every_timed_turn_is_broken_into_its_phases(tmp_path: Path) -> None:

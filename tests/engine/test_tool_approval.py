@@ -93,7 +93,7 @@ class Stand:
 
 
 @asynccontextmanager
-async def stand(**tools: Any) -> AsyncIterator[Stand]:
+async def stand(processing: dict[str, Any] | None = None, **tools: Any) -> AsyncIterator[Stand]:
     """An engine on a socket with `host_exec` (a recording stand-in) held for approval, a gateway serving `web`."""
     settings = {"approval": ["host_exec"], "approvalTimeoutSeconds": TIMEOUT, **tools}
     with short_socket_dir() as root:
@@ -108,7 +108,9 @@ async def stand(**tools: Any) -> AsyncIterator[Stand]:
                 ran.append(command)
                 return f"ran: {command}"
 
-            config = engine_config(server.base_url, tools=settings, scheduler={"timezone": "UTC"})
+            config = engine_config(
+                server.base_url, tools=settings, scheduler={"timezone": "UTC"}, processing=processing or {}
+            )
             engine = await Engine.start(home, config, clock=clock, tools=[host_exec])
             gateway = await GatewayClient.connect(home.socket_path)
             the_stand = Stand(engine, server, clock, gateway, home, ran)
@@ -217,6 +219,9 @@ async def test_an_unknown_id_or_another_chats_answer_approves_nothing(tmp_path: 
         await s.acked("other")
         assert (await s.outbound()).text.startswith(f"No approval request '{request_id}' is waiting in this chat")
         assert s.ran == [] and s.engine.approvals.waiting(WEB) == [request_id]
+        await s.send("/status")
+        status = (await s.outbound()).text
+        assert f"Held for approval: host_exec; waiting here: {request_id} (host_exec)" in status
 
         await s.send("/approve")  # one question waits: no id needed
         assert (await s.outbound()).text == "Approved: host_exec runs now."
@@ -321,3 +326,36 @@ async def test_the_question_and_answers_never_reach_the_python_log(tmp_path: Pat
     assert f"approval {request_id}: host_exec in web:main approved" in decisions
     assert not any("backups" in r.getMessage() for r in caplog.records)
     assert json.dumps(COMMAND) not in caplog.text
+
+
+async def test_other_chats_are_answered_while_a_question_waits_with_one_llm_slot(tmp_path: Path) -> None:
+    async with stand(processing={"maxConcurrentLlm": 1}) as s:
+        s.server.reply_tool_calls([("host_exec", {"command": COMMAND})])
+        s.server.reply_text("Answered the guest meanwhile.")
+        s.server.reply_text("Cleaned up.")
+        await s.ask("clean up my old backups")
+        request_id, _ = await s.question()
+
+        # The only LLM slot is set aside while the person is asked: another chat's turn gets it.
+        await s.gateway.send(InboundFrame(id="g1", channel="web", chat_id="guest", text="hello"))
+        await s.acked("g1")
+        await s.clock.advance(s.engine.config.processing.debounce_ms / 1000)
+        guest = await s.outbound()
+        assert (guest.chat_id, guest.text) == ("guest", "Answered the guest meanwhile.")
+
+        await s.send(f"/approve {request_id}")
+        assert (await s.outbound()).text == "Approved: host_exec runs now."
+        assert (await s.outbound()).text == "Cleaned up."
+        assert s.ran == [COMMAND]
+        assert s.engine.processor.slots.in_use == 0
+
+
+async def test_a_call_with_unusable_arguments_is_not_put_to_the_person(tmp_path: Path) -> None:
+    async with stand() as s:
+        s.server.reply_tool_calls([("host_exec", {"cmd": COMMAND})])  # the parameter is `command`
+        s.server.reply_text("I got the arguments wrong.")
+        await s.ask("clean up my old backups")
+        assert (await s.outbound()).text == "I got the arguments wrong."  # no question came first
+        [result] = s.tool_results()
+        assert result["content"].startswith("invalid arguments:")
+        assert s.ran == []

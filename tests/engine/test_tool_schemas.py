@@ -19,7 +19,8 @@ from klaw.tools.builtin.groups import TOOL_GROUPS
 from tests.engine.harness import CHAT, running_engine
 
 # 1,734 before the schemas were tightened; 1,440 after. Raise it on purpose, never to make a test pass.
-TOOL_SCHEMA_BUDGET_TOKENS = 1500
+# 1500, then message_send (~85 with its wrapper), then the skills group (skill_list, skill_read: ~150).
+TOOL_SCHEMA_BUDGET_TOKENS = 1700
 
 # Every tool of a default engine, in the order offered, with the arguments whose description the model
 # needs (a format, unit, limit or default it cannot guess from the name and type).
@@ -33,10 +34,13 @@ DESCRIBED_ARGUMENTS: dict[str, set[str]] = {
     "memory_search": set(),
     "memory_core_get": set(),
     "memory_core_update": {"set", "remove"},
+    "skill_list": set(),
+    "skill_read": {"name", "path"},
     "schedule_add": {"name", "message", "cron", "every", "model", "inject_into"},
     "schedule_list": set(),
     "schedule_remove": set(),
     "subagent_spawn": {"task_name", "message", "model"},
+    "message_send": {"target"},
 }
 
 # Facts a model cannot call these tools correctly without: (tool, argument or None for the tool, words).

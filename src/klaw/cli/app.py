@@ -15,10 +15,12 @@ from klaw.cli import (
     engine_cmd,
     gateway_cmd,
     log_cmd,
+    mcp_cmd,
     memory_cmd,
     reindex_cmd,
     schedule_cmd,
     service_cmd,
+    skills_cmd,
 )
 from klaw.cli.context import home_from_env, make_private_or_warn
 from klaw.home_init import initialise_home
@@ -38,6 +40,8 @@ app.add_typer(memory_cmd.app, name="memory")
 app.add_typer(schedule_cmd.app, name="schedule")
 app.add_typer(bench_cmd.app, name="bench")
 app.add_typer(service_cmd.app, name="service")
+app.add_typer(skills_cmd.app, name="skills")
+app.add_typer(mcp_cmd.app, name="mcp")
 app.command(name="chat")(engine_cmd.chat)
 app.command(name="engine")(engine_cmd.engine)
 app.command(name="gateway")(gateway_cmd.gateway)

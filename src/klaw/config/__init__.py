@@ -15,6 +15,7 @@ from __future__ import annotations
 from klaw.config.base import ENV_VAR_NAME, ApiKeyEnv
 from klaw.config.channels import ChannelsConfig, CommandConfig, TelegramChannelConfig, WebChannelConfig
 from klaw.config.engine import EngineConfig
+from klaw.config.mcp import MCP_GROUP_PREFIX, McpConfig, McpServerConfig
 from klaw.config.memory import (
     AutoRagConfig,
     ContextConfig,
@@ -31,6 +32,7 @@ from klaw.config.tools import (
     ALL_TOOL_GROUPS,
     TOOL_PLUGIN_GROUP,
     SchedulerConfig,
+    SkillsConfig,
     ToolGroup,
     ToolsConfig,
     installed_tool_plugins,
@@ -39,6 +41,7 @@ from klaw.config.tools import (
 __all__ = [
     "ALL_TOOL_GROUPS",
     "ENV_VAR_NAME",
+    "MCP_GROUP_PREFIX",
     "TOOL_PLUGIN_GROUP",
     "ApiKeyEnv",
     "AutoRagConfig",
@@ -48,6 +51,8 @@ __all__ = [
     "DatabaseConfig",
     "EmbedderConfig",
     "EngineConfig",
+    "McpConfig",
+    "McpServerConfig",
     "MemoryConfig",
     "ModelConfig",
     "ProcessingConfig",
@@ -56,6 +61,7 @@ __all__ = [
     "RoutingTasks",
     "SchedulerConfig",
     "SearchConfig",
+    "SkillsConfig",
     "SummarizerConfig",
     "TelegramChannelConfig",
     "ToolGroup",

@@ -6,6 +6,7 @@ from pydantic import Field, model_validator
 
 from klaw.config.base import Section
 from klaw.config.channels import ChannelsConfig, CommandConfig, _default_commands
+from klaw.config.mcp import MCP_GROUP_PREFIX, McpConfig
 from klaw.config.memory import (
     AutoRagConfig,
     ContextConfig,
@@ -43,6 +44,7 @@ class EngineConfig(Section):
     tools: ToolsConfig = ToolsConfig()
     commands: tuple[CommandConfig, ...] = Field(default_factory=_default_commands)
     channels: ChannelsConfig = ChannelsConfig()
+    mcp: McpConfig = McpConfig()
 
     @model_validator(mode="after")
     def _routes_name_known_models(self) -> EngineConfig:
@@ -53,6 +55,18 @@ class EngineConfig(Section):
             if model_id not in self.models:
                 known = ", ".join(sorted(self.models)) or "(none)"
                 raise ValueError(f"{where} names model {model_id!r}, which is not under models: ({known})")
+        return self
+
+    @model_validator(mode="after")
+    def _enabled_mcp_servers_exist(self) -> EngineConfig:
+        for name in self.tools.enabled:
+            server = name.removeprefix(MCP_GROUP_PREFIX)
+            if name.startswith(MCP_GROUP_PREFIX) and server not in self.mcp.servers:
+                known = ", ".join(sorted(self.mcp.servers)) or "(none configured)"
+                raise ValueError(
+                    f"tools.enabled names {name!r}, but mcp.servers has no server {server!r}: add it there"
+                    f" (configured: {known})"
+                )
         return self
 
     def model(self, model_id: str) -> ModelConfig:

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, field_validator, model_validator
 
 from klaw.config.base import Section
+from klaw.config.mcp import MCP_GROUP_PREFIX
 
 
 class SchedulerConfig(Section):
@@ -40,8 +41,9 @@ class SchedulerConfig(Section):
         return self
 
 
-ToolGroup = Literal["clock", "files", "memory", "scheduler", "subagents"]
-ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = ("clock", "files", "memory", "scheduler", "subagents")
+ToolGroup = Literal["clock", "files", "memory", "scheduler", "subagents", "messaging", "skills"]
+ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = ("clock", "files", "memory", "scheduler", "subagents", "messaging", "skills")
+_CHANNEL = re.compile(r"^[a-z0-9-]{1,32}$")  # as klaw/store/records.py checks channel names
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # as klaw/tools/registry.py checks them
 TOOL_PLUGIN_GROUP = "klaw.tools"  # the entry point group through which installed packages offer tools
 
@@ -49,6 +51,18 @@ TOOL_PLUGIN_GROUP = "klaw.tools"  # the entry point group through which installe
 def installed_tool_plugins() -> frozenset[str]:
     """The names installed packages offer tools under (klaw/tools/plugins.py loads them)."""
     return frozenset(point.name for point in entry_points(group=TOOL_PLUGIN_GROUP))
+
+
+class SkillsConfig(Section):
+    """Skills (`workspace/skills/<name>/SKILL.md`, docs/skills.md): the context layer listing them and
+    the size of what skill_read returns."""
+
+    budget_tokens: int = Field(
+        default=500, ge=0, description="Tokens the skills layer (each skill's name and description) may take."
+    )
+    max_file_bytes: int = Field(
+        default=65536, ge=1024, description="Largest SKILL.md or skill file read; a larger SKILL.md is skipped."
+    )
 
 
 class ToolsConfig(Section):
@@ -61,14 +75,16 @@ class ToolsConfig(Section):
 
     enabled: tuple[str, ...] = Field(
         default=ALL_TOOL_GROUPS,
-        description="Tool groups offered to the model: clock, files, memory, scheduler, subagents, or the"
-        f" name of an installed tool plugin (entry point group {TOOL_PLUGIN_GROUP}).",
+        description="Tool groups offered to the model: clock, files, memory, scheduler, subagents, messaging,"
+        f" skills, the name of an installed tool plugin (entry point group {TOOL_PLUGIN_GROUP}), or mcp:<server> for a"
+        " server of the mcp section.",
     )
 
     @field_validator("enabled")
     @classmethod
     def _known_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [name for name in names if name not in ALL_TOOL_GROUPS]
+        # mcp:<server> names are checked against the mcp section by EngineConfig
+        unknown = [name for name in names if name not in ALL_TOOL_GROUPS and not name.startswith(MCP_GROUP_PREFIX)]
         if unknown:
             plugins = installed_tool_plugins()
             missing = [name for name in unknown if name not in plugins]
@@ -85,6 +101,7 @@ class ToolsConfig(Section):
         description="Let file_write change SOUL.md, IDENTITY.md and AGENTS.md, which go into every turn of every"
         " chat (off: an instruction injected into one turn cannot persist there).",
     )
+    skills: SkillsConfig = SkillsConfig()
     approval: tuple[str, ...] = Field(
         default=(),
         description="Tools the engine holds until the person answers /approve or /deny in the chat (any tool"
@@ -94,6 +111,21 @@ class ToolsConfig(Section):
     approval_timeout_seconds: float = Field(
         default=300.0, gt=0, le=86_400, description="No answer to an approval question within this time: denied."
     )
+
+    message_targets: tuple[str, ...] | None = Field(
+        default=None,
+        description="Chats message_send may write to, as channel:chat_id; null = the person's own chats (web:main,"
+        " the Telegram allow-list, the console).",
+    )
+
+    @field_validator("message_targets")
+    @classmethod
+    def _chat_targets(cls, targets: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for target in targets or ():
+            channel, sep, chat_id = target.partition(":")
+            if not sep or not chat_id.strip() or not _CHANNEL.match(channel) or channel == "scheduler":
+                raise ValueError(f"{target!r} is not a chat: write channel:chat_id, e.g. telegram:123456789")
+        return targets
 
     @field_validator("approval")
     @classmethod

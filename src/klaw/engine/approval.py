@@ -25,6 +25,7 @@ import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Collection, Mapping
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 
 MAX_SHOWN_CHARS = 1500  # of a call's arguments in the question; the whole call is in the conversation log
 Condition = Callable[[Mapping[str, Any]], bool]  # a tool held only for some arguments (schedule_add allowTools)
+Waiting = Callable[[], AbstractAsyncContextManager[None]]  # entered while the person is waited for
 
 
 class Decision(StrEnum):
@@ -119,8 +121,11 @@ class ApprovalGate:
         # Arguments that do not parse fail validation in the registry; held anyway, to be safe.
         return arguments is None or condition(arguments)
 
-    async def check(self, call: ToolCall, chat: ChatRef, scope: ApprovalScope) -> Verdict | None:
-        """None: the call is not held and runs. Else the verdict (asking the person if there is one)."""
+    async def check(
+        self, call: ToolCall, chat: ChatRef, scope: ApprovalScope, *, while_waiting: Waiting | None = None
+    ) -> Verdict | None:
+        """None: the call is not held and runs. Else the verdict (asking the person if there is one;
+        `while_waiting` is entered for the wait: the turn's LLM slot set aside)."""
         if not self.holds(call):
             return None
         if not scope.ask:
@@ -136,9 +141,9 @@ class ApprovalGate:
             )
         if self._closed:
             return Verdict(Decision.UNAVAILABLE, f"Not run: {call.name} needs approval and the engine is stopping.")
-        return await self._ask(call, chat)
+        return await self._ask(call, chat, while_waiting or nullcontext)
 
-    async def _ask(self, call: ToolCall, chat: ChatRef) -> Verdict:
+    async def _ask(self, call: ToolCall, chat: ChatRef, while_waiting: Waiting) -> Verdict:
         pending = _Pending(self._new_id(), chat, call.name, asyncio.get_running_loop().create_future())
         self._pending[pending.id] = pending
         try:
@@ -152,7 +157,8 @@ class ApprovalGate:
                     Decision.UNAVAILABLE, f"Not run: {call.name} needs approval, and the question could not be sent."
                 )
             log.info("approval %s: %s waits for the person in %s", pending.id, call.name, chat)
-            decision = await self._wait(pending)
+            async with while_waiting():
+                decision = await self._wait(pending)
         finally:
             self._pending.pop(pending.id, None)
         log.info("approval %s: %s in %s %s", pending.id, call.name, chat, decision.value)
@@ -181,6 +187,11 @@ class ApprovalGate:
     def waiting(self, chat: ChatRef) -> list[str]:
         """The ids of the questions waiting in `chat`, oldest first."""
         return [p.id for p in self._pending.values() if p.chat == chat and not p.answer.done()]
+
+    def describe_waiting(self, chat: ChatRef) -> str:
+        """`3f2a (host_exec), 09bc (schedule_add)` or `none`, for /status."""
+        waiting = [p for p in self._pending.values() if p.chat == chat and not p.answer.done()]
+        return ", ".join(f"{p.id} ({p.tool})" for p in waiting) or "none"
 
     def handlers(self) -> dict[str, Callable[[ChatRef, str], Awaitable[str]]]:
         """`/approve [ID]` and `/deny [ID]` for the command handler."""

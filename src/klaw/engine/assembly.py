@@ -8,7 +8,7 @@ already started, in reverse, and shutdown closes it the same way once turns are 
 subscriber lists are passed in, never assigned afterwards; where two parts need each other (a stored
 record wakes the summarizers, which store records) a subscriber list is created first and filled.
 
-The order is the start-up order: memory (store, embedder, recovery), tools, the turn's parts, the
+The order is the start-up order: memory (store, embedder, recovery), tools (MCP servers started), the turn's parts, the
 scheduler, the socket claimed, unanswered messages resumed, the scheduler started, then listening.
 """
 
@@ -19,6 +19,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from klaw.config import EngineConfig
+from klaw.engine.agent_messages import AgentMessages
 from klaw.engine.approval import ApprovalGate
 from klaw.engine.clock import Clock
 from klaw.engine.commands import CommandHandler
@@ -60,8 +61,12 @@ from klaw.store.records import StoredMessage
 from klaw.tools.builtin.defaults import register_builtin_tools
 from klaw.tools.builtin.groups import tools_in
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
+from klaw.tools.mcp.servers import McpServers
+from klaw.tools.messaging.send import message_targets, register_message_tools
 from klaw.tools.plugins import register_plugins
 from klaw.tools.registry import ToolFunction, ToolRegistry
+from klaw.tools.skills.catalogue import SkillCatalogue
+from klaw.tools.skills.tools import register_skill_tools
 
 LIVE_EMBEDDING_BATCH = 16
 
@@ -95,6 +100,7 @@ class Parts:
     commands: CommandHandler
     socket: EngineSocketServer | None
     approvals: ApprovalGate
+    mcp_servers: McpServers
 
 
 async def open_memory(
@@ -153,16 +159,46 @@ def memory_services(config: EngineConfig, memory: Memory, clock: Clock) -> Memor
     )
 
 
-def tool_registry(config: EngineConfig, services: MemoryServices, extra: Sequence[ToolFunction]) -> ToolRegistry:
+def skill_catalogue(home: KlawHome, config: EngineConfig) -> SkillCatalogue | None:
+    """The workspace's skills, when the `skills` group is enabled (else no layer and no tools)."""
+    if "skills" not in config.tools.enabled:
+        return None
+    return SkillCatalogue(home.skills_dir, max_bytes=config.tools.skills.max_file_bytes)
+
+
+def tool_registry(
+    config: EngineConfig, services: MemoryServices, extra: Sequence[ToolFunction], skills: SkillCatalogue | None
+) -> ToolRegistry:
     """The built-in groups engine.yaml offers, then the caller's own tools (always offered). The
     scheduling tools join when the scheduler exists (engine/scheduler_assembly.py)."""
     registry = ToolRegistry(offered=tools_in(config.tools.enabled))
     register_builtin_tools(registry, allow_prompt_edits=config.tools.allow_prompt_edits)
     register_memory_tools(registry, services)
+    if skills is not None:
+        register_skill_tools(registry, skills, max_bytes=config.tools.skills.max_file_bytes)
     for tool in extra:
         registry.register(tool, offer=True)
     register_plugins(registry, config.tools.enabled)  # installed packages' tools, enabled by name
     return registry
+
+
+async def start_mcp_servers(
+    home: KlawHome, config: EngineConfig, clock: Clock, stack: AsyncExitStack, registry: ToolRegistry
+) -> McpServers:
+    """The MCP servers tools.enabled names, started (waited for at most mcp.startWaitSeconds); their tools
+    join the registry as each lists them. A server that fails never fails the start: /status says why."""
+    servers = McpServers(
+        config.mcp,
+        config.tools.enabled,
+        registry,
+        now=clock.now,
+        sleep=clock.sleep,
+        workspace=home.workspace,
+        log_dir=home.mcp_logs,
+    )
+    stack.push_async_callback(servers.aclose)
+    await servers.start()
+    return servers
 
 
 def open_router(config: EngineConfig, clock: Clock, stack: AsyncExitStack, router: ModelRouter | None) -> ModelRouter:
@@ -172,7 +208,12 @@ def open_router(config: EngineConfig, clock: Clock, stack: AsyncExitStack, route
 
 
 def context_builder(
-    home: KlawHome, config: EngineConfig, catalogue: ModelCatalogue, memory: Memory, tools: ToolRegistry
+    home: KlawHome,
+    config: EngineConfig,
+    catalogue: ModelCatalogue,
+    memory: Memory,
+    tools: ToolRegistry,
+    skills: SkillCatalogue | None,
 ) -> ContextBuilder:
     store = memory.store
     # auto-RAG and past conversations embed a turn's text once, waiting for it at most queryTimeoutSeconds
@@ -192,6 +233,7 @@ def context_builder(
             search=config.search,
             max_message_distance=config.auto_rag.relevance_threshold,
         ),
+        skills=None if skills is None else lambda: skills.layer(config.tools.skills.budget_tokens),
     )
 
 
@@ -208,12 +250,15 @@ async def assemble(
 ) -> Parts:
     """Every part built and started (listening last when `listen`); each close is on `stack`."""
     memory = await open_memory(home, config, clock, stack, embedder)
-    registry = tool_registry(config, memory_services(config, memory, clock), tools)
+    skills = skill_catalogue(home, config)
+    registry = tool_registry(config, memory_services(config, memory, clock), tools, skills)
+    mcp_servers = await start_mcp_servers(home, config, clock, stack, registry)
     router = open_router(config, clock, stack, router)
     socket = EngineSocketServer(home.socket_path) if listen else None
     delivery = Delivery(
         fallback=socket.send_reply if socket is not None else None,
         streamer=(socket.wants_delta, socket.send_reply_delta) if socket is not None else None,
+        served=socket.serves if socket is not None else None,
     )
     slots = LlmSlots(config.processing.max_concurrent_llm)
     approvals = ApprovalGate(
@@ -237,7 +282,7 @@ async def assemble(
         store=memory.store,
         ingestion=memory.ingestion,
         sessions=sessions,
-        context_builder=context_builder(home, config, router.catalogue, memory, registry),
+        context_builder=context_builder(home, config, router.catalogue, memory, registry, skills),
         turns=turns,
         slots=slots,
         delivery=delivery,
@@ -266,6 +311,7 @@ async def assemble(
         delivery=delivery,
         clock=clock,
     )
+    register_message_tools(registry, AgentMessages(processor, delivery), message_targets(config))
     commands = CommandHandler(
         catalogue=router.catalogue,
         commands=config.commands,
@@ -279,9 +325,21 @@ async def assemble(
         forgetting=memory.forgetting,
         memory_commands=MemoryCommands(memory.settings, summarizer, memory.embedding_queue, memory.store),
         approvals=approvals,
+        status_lines=[mcp_servers.status_lines],
     )
     parts = Parts(
-        memory, router, registry, sessions, delivery, processor, summarizer, scheduler, commands, socket, approvals
+        memory,
+        router,
+        registry,
+        sessions,
+        delivery,
+        processor,
+        summarizer,
+        scheduler,
+        commands,
+        socket,
+        approvals,
+        mcp_servers,
     )
     if socket is not None:
         await socket.bind()  # a second engine on this home stops here, before any turn runs

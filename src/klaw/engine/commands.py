@@ -44,7 +44,9 @@ class CommandHandler:
         forgetting: Forgetting | None = None,
         memory_commands: MemoryCommands | None = None,
         approvals: ApprovalGate | None = None,
+        status_lines: Sequence[Callable[[], list[str]]] = (),
     ) -> None:
+        """`status_lines`: parts that add lines of their own to /status (the MCP servers)."""
         self._catalogue = catalogue
         self._commands = tuple(commands)  # `commands` in engine.yaml: what /help lists
         self._sessions = sessions
@@ -55,6 +57,7 @@ class CommandHandler:
         self._embedding_queue = embedding_queue
         self._scheduler = scheduler
         self._forgetting = forgetting
+        self._status_lines = tuple(status_lines)
         self._handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = {
             "new": self._new,
             "model": self._model,
@@ -67,6 +70,7 @@ class CommandHandler:
         }
         if memory_commands is not None:  # /summarizer, /embeddings, /rag
             self._handlers.update(memory_commands.handlers())
+        self._approvals = approvals
         if approvals is not None:  # /approve, /deny: answered at once, while the turn that asked waits
             self._handlers.update(approvals.handlers())
 
@@ -133,6 +137,11 @@ class CommandHandler:
             lines.append(line)
         if self._scheduler is not None:
             lines.append(await _scheduler_line(self._scheduler))
+        for source in self._status_lines:
+            lines += source()
+        if self._approvals is not None and self._approvals.tools:
+            waiting = self._approvals.describe_waiting(chat)
+            lines.append(f"Held for approval: {', '.join(sorted(self._approvals.tools))}; waiting here: {waiting}")
         return "\n".join(lines)
 
     async def _forget(self, chat: ChatRef, args: str) -> str:

@@ -1,12 +1,14 @@
 """Assembling a turn's context within the model's budget, and recording what went in.
 
-Layers, in order (docs/decisions/000-concepts.md, "The turn"): system prompt, core memory, the segment's last summary,
-related past conversations, auto-RAG ("From earlier in this conversation:"), the sliding window of
-the current segment, tools, and the pending messages. The budget is 90 % of the model's context
-budget (approximate token counts need the margin); fixed layers are placed first and the window
-shrinks to what is left. Summary, past conversations and auto-RAG are separate small methods:
-the summary is the segment summarizer's rolling summary; past conversations come from
-`PastConversationRetriever` (interactive turns only, within the room the fixed layers leave).
+Layers, in order (docs/decisions/000-concepts.md, "The turn"): system prompt, core memory, the
+segment's last summary, the skills (each one's name and description, within
+`tools.skills.budgetTokens`), related past conversations, auto-RAG ("From earlier in this
+conversation:"), the sliding window of the current segment, tools, and the pending messages. The
+budget is 90 % of the model's context budget (approximate token counts need the margin); fixed
+layers are placed first and the window shrinks to what is left. Summary, past conversations and
+auto-RAG are separate small methods: the summary is the segment summarizer's rolling summary; past
+conversations come from `PastConversationRetriever` (interactive turns only, within the room the
+fixed layers leave).
 
 Auto-RAG runs for interactive turns only, when the segment (not counting the pending messages) holds
 more messages than `slidingWindow`. It excludes the window as first fitted and the pending
@@ -17,6 +19,7 @@ which is the price of not searching twice).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -84,6 +87,7 @@ class ContextBuilder:
         tools: Callable[[], Sequence[ToolSpec]] = lambda: (),
         auto_rag: AutoRagService | None = None,
         past_conversations: PastConversationRetriever | None = None,
+        skills: Callable[[], str | None] | None = None,
     ) -> None:
         """`catalogue` gives each model's context budget; `config` is the `context` section."""
         self._catalogue = catalogue
@@ -94,6 +98,7 @@ class ContextBuilder:
         self._tools = tools  # the registry's specs now: tools registered later are offered too
         self._auto_rag = auto_rag
         self._past_conversations = past_conversations
+        self._skills = skills  # the skills layer's text (file checks: run in a thread), None when off
 
     async def build(
         self, session: Session, pending: Sequence[StoredMessage], *, subagent: bool = False
@@ -120,6 +125,9 @@ class ContextBuilder:
         )
         with timings.phase("summary"):
             place("summary", await self.summary_layer(session))
+        if self._skills is not None:
+            with timings.phase("skills"):
+                place("skills", await asyncio.to_thread(self._skills))
         pending_text = "\n".join(m.content for m in pending)
         tools_tokens = approximate_token_count(json.dumps([t.to_wire() for t in tools])) if tools else 0
         pending_tokens = approximate_token_count(pending_text) + MESSAGE_OVERHEAD_TOKENS

@@ -39,9 +39,17 @@ class Delivery:
     """`fallback`: where a channel without an in-process sink is reached (the socket), None for nowhere;
     `streamer`: (does that channel's gateway want deltas now, write one best effort), or None."""
 
-    def __init__(self, *, fallback: Sink | None = None, streamer: Streamer | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        fallback: Sink | None = None,
+        streamer: Streamer | None = None,
+        served: Callable[[str], bool] | None = None,
+    ) -> None:
+        """`served`: whether a gateway serves a channel now (the socket's routes), for `reachable`."""
         self._sinks: dict[str, Sink] = {}
         self._fallback = fallback
+        self._served = served
         self._wants_stream: Callable[[str], bool] | None = None
         self._stream: Sink | None = None
         if streamer is not None:
@@ -54,6 +62,15 @@ class Delivery:
     def unregister(self, channel: str, sink: Sink) -> None:
         if self._sinks.get(channel) is sink:
             del self._sinks[channel]
+
+    def reachable(self, channel: str) -> bool:
+        """Whether a message to `channel` reaches it now (an in-process sink, or a gateway serving it)."""
+        return channel in self._sinks or (self._served is not None and self._served(channel))
+
+    @property
+    def can_queue(self) -> bool:
+        """Whether a message to a channel nobody serves now waits for one (the socket queues it)."""
+        return self._fallback is not None
 
     def set_fallback(self, sink: Sink) -> None:
         """Tests only: catch every reply of channels without a sink."""

@@ -28,6 +28,10 @@ class OutboundRoutes:
         self._routes: dict[str, list[GatewayConnection]] = {}  # channel → connections by hello time, latest last
         self._pending: dict[str, deque[bytes]] = {}  # channel → encoded outbound frames waiting for a gateway
 
+    def serves(self, channel: str) -> bool:
+        """Whether a connected gateway serves `channel` now."""
+        return bool(self._routes.get(channel))
+
     def pending(self, channel: str) -> int:
         """How many outbound frames wait for a gateway serving `channel`."""
         return len(self._pending.get(channel, ()))

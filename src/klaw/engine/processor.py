@@ -25,7 +25,7 @@ from klaw.engine.debounce import Debouncer
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.failures import EngineStopping
 from klaw.engine.sessions import SessionManager
-from klaw.engine.slots import LlmSlots, Priority
+from klaw.engine.slots import HeldSlot, LlmSlots, Priority
 from klaw.engine.tool_loop import LoopOutcome
 from klaw.engine.turn_runner import Turn, TurnFailure, TurnPrompt, TurnRunner
 from klaw.engine.turn_timing import PhaseTimes
@@ -139,8 +139,8 @@ class MessageProcessor:
         try:
             # One turn at a time per chat: messages arriving mid-turn form the next turn, so replies
             # and tool-call records of a chat never interleave.
-            async with self._chat_lock(chat), self.slots.hold(Priority.INTERACTIVE):
-                await self._run_turn(chat, pending)
+            async with self._chat_lock(chat), self.slots.held(Priority.INTERACTIVE) as slot:
+                await self._run_turn(chat, pending, slot)
         finally:
             self._queued.difference_update(m.rowid for m in pending)
             for message in pending:
@@ -148,7 +148,7 @@ class MessageProcessor:
             if task is not None:
                 self._turns.discard(task)
 
-    async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage]) -> None:
+    async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage], slot: HeldSlot) -> None:
         """The chat's turn through the shared runner: its context, ingestion as recorder, this chat as sink."""
         sink = _ChatReply(self._ingestion, self._delivery, self._clock, chat, reply_to=pending[-1].record.id)
         # Accepting the messages (log fsync + row) happened before the turn: it is part of its cost.
@@ -183,6 +183,7 @@ class MessageProcessor:
             on_text=self._delivery.delta_sink(chat, sink.reply_to),
             timings=timings,
             approval=PERSON_PRESENT,  # a held tool asks this chat's person
+            while_asking=slot.set_aside,  # other chats use the model meanwhile
         )
         await self._turns_runner.run(turn)
 
@@ -196,6 +197,24 @@ class MessageProcessor:
             record = MessageRecord(chat, Role.ASSISTANT, text, metadata=dict(metadata), created_at=self._clock.now())
             await self._ingestion.accept(record)
         await self._delivery.deliver(Outbound(chat, text, None, "reply", task=metadata.get("task")))
+
+    async def post(self, chat: ChatRef, text: str, metadata: dict[str, str]) -> bool:
+        """`inject` now if the chat is between turns (True), else in the background once its turn ends
+        (False): a turn sending to a chat that is itself sending back would otherwise wait for each other.
+        The background send counts as a turn in flight, so shutdown's drain waits for it."""
+        if not self._chat_lock(chat).locked():
+            await self.inject(chat, text, metadata)  # the free lock is taken without yielding
+            return True
+        task = asyncio.create_task(self._post_later(chat, text, metadata), name=f"post-{chat}")
+        self._turns.add(task)
+        task.add_done_callback(self._turns.discard)
+        return False
+
+    async def _post_later(self, chat: ChatRef, text: str, metadata: dict[str, str]) -> None:
+        try:
+            await self.inject(chat, text, metadata)
+        except Exception as exc:  # a full disk: the sender was told it would go; say in the log it did not
+            log.error("a message for %s was not recorded or delivered: %s", chat, type(exc).__name__)
 
     def _chat_lock(self, chat: ChatRef) -> asyncio.Lock:
         lock = self._chat_locks.get(chat)

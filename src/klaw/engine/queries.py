@@ -36,8 +36,14 @@ Answer = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
 
 class EngineQueries:
     def __init__(
-        self, store: Storage, history: ContextHistory, search: HybridSearch, settings: MemorySettings | None = None
+        self,
+        store: Storage,
+        history: ContextHistory,
+        search: HybridSearch,
+        settings: MemorySettings | None = None,
+        extra: Mapping[str, Answer] | None = None,
     ) -> None:
+        """`extra`: more answers by query name (`memory_tool`: engine/memory_access.py)."""
         self._store = store
         self._history = history
         self._search = search
@@ -50,6 +56,7 @@ class EngineQueries:
             "search": self._search_memory,
             "history": self._chat_history,
             "settings": self._overrides,
+            **(extra or {}),
         }
 
     async def answer(self, frame: QueryFrame) -> dict[str, Any]:

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 
 from klaw.command_syntax import parse_command
 from klaw.config import EngineConfig
-from klaw.engine.assembly import Parts, assemble
+from klaw.engine.assembly import Parts, assemble, memory_services
 from klaw.engine.clock import Clock, SystemClock
 from klaw.engine.delivery import Outbound
 from klaw.engine.frames import CommandFrame, InboundFrame
+from klaw.engine.memory_access import MemoryAccess
 from klaw.engine.processor import Inbound
 from klaw.engine.queries import EngineQueries
 from klaw.engine.scheduler_loop import Scheduler
@@ -70,9 +71,11 @@ class Engine:
         self.delivery = parts.delivery
         self.socket = parts.socket
         self.approvals = parts.approvals
+        self.mcp_servers = parts.mcp_servers
         self.scheduler: Scheduler | None = parts.scheduler
         self.summarizer: SummarizerService | None = parts.summarizer
         self.warming: asyncio.Task[None] | None = None  # filling the vector cache after start-up
+        self.memory_access: MemoryAccess | None = None  # a chat's memory for `klaw mcp serve`
 
     @classmethod
     async def start(
@@ -91,11 +94,12 @@ class Engine:
         `router`, `embedder` and `tools` (plain typed async functions, always offered) replace or add
         to what engine.yaml configures; the engine closes a router or embedder it is given."""
         lifetimes = AsyncExitStack()
+        clock = clock or SystemClock()
         try:
             parts = await assemble(
                 home,
                 config,
-                clock or SystemClock(),
+                clock,
                 lifetimes,
                 listen=listen,
                 router=router,
@@ -103,12 +107,14 @@ class Engine:
                 tools=tools,
             )
             engine = cls(home=home, config=config, parts=parts, lifetimes=lifetimes)
+            engine.memory_access = MemoryAccess(memory_services(config, parts.memory, clock), home.workspace)
             if parts.socket is not None:  # listening last: recovery and resume are done
                 queries = EngineQueries(
                     parts.memory.store,
                     parts.processor.context_history,
                     HybridSearch(parts.memory.store, parts.memory.embedder, config.search),
                     parts.memory.settings,
+                    extra={"memory_tool": engine.memory_access.answer},
                 )
                 await parts.socket.start(_FrameAdapter(engine), queries.answer)
             # Recent chats' vectors into memory (one pass), after the socket opens: start-up time must not

@@ -2,7 +2,9 @@
 
 A person waiting for an answer should never queue behind a background task. Waiters are served
 by (priority, arrival) order; a call in flight is never interrupted; a slot freed goes straight
-to the best waiter, so a late interactive request overtakes earlier subagent requests.
+to the best waiter, so a late interactive request overtakes earlier subagent requests. A holder
+waiting on something other than a model (a person's answer to an approval question) sets its slot
+aside meanwhile (`HeldSlot.set_aside`), so the other chats are not held up by a person away.
 """
 
 from __future__ import annotations
@@ -40,11 +42,19 @@ class LlmSlots:
 
     @asynccontextmanager
     async def hold(self, priority: Priority) -> AsyncIterator[None]:
-        await self._acquire(priority)
-        try:
+        async with self.held(priority):
             yield
+
+    @asynccontextmanager
+    async def held(self, priority: Priority) -> AsyncIterator[HeldSlot]:
+        """`hold`, giving the holder the slot to set aside while it waits for a person."""
+        await self._acquire(priority)
+        held = HeldSlot(self, priority)
+        try:
+            yield held
         finally:
-            self._release()
+            if held.holding:  # not if taking it back after `set_aside` was cancelled
+                self._release()
 
     async def _acquire(self, priority: Priority) -> None:
         if self._in_use < self.size and not self.queue_depth:
@@ -66,3 +76,23 @@ class LlmSlots:
                 future.set_result(None)  # the slot passes directly to this waiter
                 return
         self._in_use -= 1
+
+
+class HeldSlot:
+    """A slot held by `LlmSlots.hold`, which its holder may set aside while it waits for a person."""
+
+    def __init__(self, slots: LlmSlots, priority: Priority) -> None:
+        self._slots = slots
+        self._priority = priority
+        self.holding = True
+
+    @asynccontextmanager
+    async def set_aside(self) -> AsyncIterator[None]:
+        """Free the slot for the body's duration, then wait for one again (at the same priority)."""
+        self._slots._release()
+        self.holding = False
+        try:
+            yield
+        finally:
+            await self._slots._acquire(self._priority)
+            self.holding = True

@@ -159,6 +159,10 @@ class EngineSocketServer:
             DeltaFrame(channel=chat.channel, chat_id=chat.chat_id, text=delta.text, reply_to=delta.reply_to)
         )
 
+    def serves(self, channel: str) -> bool:
+        """Whether a connected gateway serves `channel` now."""
+        return self._routes.serves(channel)
+
     def wants_delta(self, channel: str) -> bool:
         """Whether the gateway serving `channel` asked for its replies as deltas too."""
         return self._routes.wants_delta(channel)

@@ -102,7 +102,10 @@ async def run_tool_loop(
 async def _run(
     call: ToolCall, registry: ToolRegistry, context: ToolContext, approve: Approver | None
 ) -> tuple[ToolResult, str | None]:
-    """One call, approved first if it is held; with the decision's name for its record (None: not held)."""
+    """One call, approved first if it is held; with the decision's name for its record (None: not held).
+    A call no tool could run (unknown name, bad arguments) gets its error without asking anyone."""
+    if approve is not None and (refused := registry.refuse(call)) is not None:
+        return refused, None
     verdict = await approve(call) if approve is not None else None
     if verdict is not None and not verdict.approved:
         return ToolResult(call.id, call.name, verdict.message, is_error=True), verdict.decision.value

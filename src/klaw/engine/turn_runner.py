@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from klaw.engine.approval import NOBODY, ApprovalGate, ApprovalScope, Verdict
+from klaw.engine.approval import NOBODY, ApprovalGate, ApprovalScope, Verdict, Waiting
 from klaw.engine.clock import Clock
 from klaw.engine.tool_loop import LoopOutcome, Recorder, TextSink, run_tool_loop
 from klaw.engine.turn_timing import PhaseTimes
@@ -90,6 +90,7 @@ class Turn:
     timings: PhaseTimes = field(default_factory=PhaseTimes)
     # Who answers for a held tool (engine/approval.py): the person of a chat turn, or nobody (a task's run).
     approval: ApprovalScope = NOBODY
+    while_asking: Waiting | None = None  # around waiting for the person's answer (the LLM slot set aside)
 
 
 ModelFor = Callable[[str], ChatModel]
@@ -161,7 +162,7 @@ class TurnRunner:
             return None
 
         async def approve(call: ToolCall) -> Verdict | None:
-            return await gate.check(call, turn.chat, turn.approval)
+            return await gate.check(call, turn.chat, turn.approval, while_waiting=turn.while_asking)
 
         return approve
 

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from importlib.metadata import entry_points
 
-from klaw.config import ALL_TOOL_GROUPS, TOOL_PLUGIN_GROUP
+from klaw.config import ALL_TOOL_GROUPS, MCP_GROUP_PREFIX, TOOL_PLUGIN_GROUP
 from klaw.tools.registry import ToolFunction, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 def register_plugins(registry: ToolRegistry, enabled: Iterable[str]) -> list[str]:
     """Register the tools of every enabled plugin (always offered); returns the tool names registered."""
-    wanted = [name for name in enabled if name not in ALL_TOOL_GROUPS]
+    wanted = [name for name in enabled if name not in ALL_TOOL_GROUPS and not name.startswith(MCP_GROUP_PREFIX)]
     if not wanted:
         return []
     found = {point.name: point for point in entry_points(group=TOOL_PLUGIN_GROUP)}

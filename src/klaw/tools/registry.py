@@ -16,6 +16,7 @@ contents (they are the user's conversation).
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import json
 import logging
@@ -31,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError, to_json
 
+from klaw.errors import KlawError
 from klaw.llm.messages import ToolCall, ToolSpec
 from klaw.store.records import ChatRef
 
@@ -38,6 +40,8 @@ log = logging.getLogger(__name__)
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 ToolFunction = Callable[..., Awaitable[Any]]
+SchemaToolFunction = Callable[[dict[str, Any], "ToolContext"], Awaitable[Any]]
+"""A tool described by a JSON schema of its own (an MCP server's): called with the model's argument object."""
 F = TypeVar("F", bound=ToolFunction)
 
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
@@ -73,11 +77,16 @@ class ToolResult:
     is_error: bool = False
 
 
+class ToolRefusal(KlawError, RuntimeError):
+    """An expected refusal (a server unavailable, a limit reached): its message is the whole result the
+    model reads, and the log gets no traceback."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Tool:
     spec: ToolSpec
     fn: ToolFunction
-    arguments: type[BaseModel]
+    arguments: type[BaseModel] | None  # None: a schema tool, given the argument object as it came
     parameters: Mapping[str, str]  # pydantic field name -> the function's parameter name
     context_parameter: str | None
 
@@ -125,6 +134,23 @@ class ToolRegistry:
             self._tools[tool_name] = _Tool(spec, fn, arguments, parameters, context_parameter)
         return fn
 
+    def register_schema(
+        self, name: str, description: str, parameters: dict[str, Any], fn: SchemaToolFunction, *, replace: bool = False
+    ) -> None:
+        """Offer a tool whose JSON schema comes from elsewhere (an MCP server lists its own); `fn` gets the
+        model's argument object (checked to be a JSON object; the schema is the tool's to enforce) and
+        the context. `replace`: a tool of that name is replaced, not refused (a server restarted)."""
+        if not TOOL_NAME.match(name):
+            raise ValueError(f"tool name {name!r} is invalid: use 1-64 letters, digits, '_' or '-'")
+        if name in self._tools and not replace:
+            raise ValueError(f"a tool named {name!r} is already registered")
+        spec = ToolSpec(name, description.strip() or name, _clean_schema(copy.deepcopy(parameters)))
+        self._tools[name] = _Tool(spec, fn, None, {}, None)
+
+    def remove(self, name: str) -> None:
+        """Stop offering `name` (a server's tool it no longer lists); unknown names are ignored."""
+        self._tools.pop(name, None)
+
     @overload
     def tool(self, fn: F, /) -> F: ...
 
@@ -153,12 +179,22 @@ class ToolRegistry:
         """Run the calls of one model response concurrently; results come back in the calls' order."""
         return list(await asyncio.gather(*(self.execute(call, context) for call in calls)))
 
+    def refuse(self, call: ToolCall) -> ToolResult | None:
+        """The error result `execute` would give for an unknown tool or unusable arguments, else None;
+        so a call nobody could run is not put to the person for approval first."""
+        if call.name not in self._tools:
+            return self._error(call, self._unknown(call))
+        try:
+            self._arguments(self._tools[call.name], call.arguments)
+        except _BadArguments as exc:
+            return self._error(call, str(exc))
+        return None
+
     async def execute(self, call: ToolCall, context: ToolContext) -> ToolResult:
         """Run one call. Every problem on the tool's or the model's side becomes an error result."""
         tool = self._tools.get(call.name)
         if tool is None:
-            available = ", ".join(self._tools) or "(none)"
-            return self._error(call, f"unknown tool {_clip(call.name)!r}; available tools: {available}")
+            return self._error(call, self._unknown(call))
         try:
             kwargs = self._arguments(tool, call.arguments)
         except _BadArguments as exc:
@@ -167,15 +203,21 @@ class ToolRegistry:
             kwargs[tool.context_parameter] = context
         try:
             async with asyncio.timeout(self._timeout) as deadline:
-                value = await tool.fn(**kwargs)
+                value = await (tool.fn(kwargs["arguments"], context) if tool.arguments is None else tool.fn(**kwargs))
         except TimeoutError as exc:
             if not deadline.expired():  # the tool's own timeout (an HTTP call, say), not ours
                 return self._failed(call, exc)
             log.warning("tool %r timed out after %ss (call %s)", call.name, self._timeout, call.id)
             return self._error(call, f"the tool did not finish within {self._timeout:g} seconds and was cancelled")
+        except ToolRefusal as exc:
+            return self._error(call, str(exc))
         except Exception as exc:
             return self._failed(call, exc)
         return self._result(call, value)
+
+    def _unknown(self, call: ToolCall) -> str:
+        available = ", ".join(self._tools) or "(none)"
+        return f"unknown tool {_clip(call.name)!r}; available tools: {available}"
 
     def _arguments(self, tool: _Tool, raw: str) -> dict[str, Any]:
         # Some servers send "" for a call without arguments; that means {} rather than broken JSON.
@@ -187,6 +229,8 @@ class ToolRegistry:
             raise _BadArguments("the arguments are nested too deeply; send a flat JSON object") from None
         if not isinstance(parsed, dict):
             raise _BadArguments(f"the arguments must be a JSON object, not {_json_kind(parsed)}")
+        if tool.arguments is None:
+            return {"arguments": parsed}
         try:
             validated = tool.arguments.model_validate(parsed)
         except ValidationError as exc:

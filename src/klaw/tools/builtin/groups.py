@@ -17,6 +17,8 @@ TOOL_GROUPS: Mapping[ToolGroup, tuple[str, ...]] = {
     "memory": ("fetch_conversation_details", "memory_save", "memory_search", "memory_core_get", "memory_core_update"),
     "scheduler": ("schedule_add", "schedule_list", "schedule_remove"),
     "subagents": ("subagent_spawn",),
+    "messaging": ("message_send",),
+    "skills": ("skill_list", "skill_read"),
 }
 
 

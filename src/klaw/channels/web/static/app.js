@@ -9,7 +9,7 @@
 const state = { csrf: "", chat: { channel: "web", chat_id: "main" }, bubbles: new Map(), answered: new Set(), chats: [] };
 const SVG = "http://www.w3.org/2000/svg";
 // Each context layer keeps its colour in every turn (style.css .layer-N); an unknown one is grey.
-const LAYERS = ["system_prompt", "core_memory", "summary", "past_conversations", "auto_rag", "sliding_window", "tools", "pending"];
+const LAYERS = ["system_prompt", "core_memory", "summary", "past_conversations", "auto_rag", "sliding_window", "tools", "pending", "skills"];
 function layerClass(name) { const index = LAYERS.indexOf(name); return `layer-${index < 0 ? LAYERS.length : index}`; }
 
 function el(tag, attrs = {}, ...children) {
@@ -76,6 +76,17 @@ function fillReply(bubble, data) {
   }
 }
 
+// A question to approve a held tool: two buttons that send `/approve ID` or `/deny ID` as if typed.
+function addApprovalButtons(bubble, id) {
+  const answer = (command) => () => {
+    for (const button of bubble.querySelectorAll(".approval button")) button.disabled = true;
+    send(`/${command} ${id}`);
+  };
+  bubble.append(el("div", { class: "approval" },
+    el("button", { type: "button", class: "approve", text: "Approve", onclick: answer("approve") }),
+    el("button", { type: "button", class: "deny", text: "Deny", onclick: answer("deny") })));
+}
+
 function markAnswered(id) {
   const sent = document.querySelector(`.msg.user[data-id="${CSS.escape(id)}"] .meta`);
   if (sent) sent.textContent = "answered";
@@ -100,6 +111,7 @@ function onEvent(kind, event) {
     const bubble = replyBubble(data.reply_to);
     bubble.className = `msg ${kind === "reply" ? "assistant" : kind}`;
     fillReply(bubble, data);
+    if (data.approval) addApprovalButtons(bubble, data.approval);
     state.bubbles.delete(data.reply_to);
     if (data.reply_to) markAnswered(data.reply_to);
   }

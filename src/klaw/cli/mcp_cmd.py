@@ -1,0 +1,95 @@
+"""`klaw mcp serve`: one chat's memory for another MCP client, over stdio or streamable HTTP (docs/mcp.md).
+
+With an engine answering on the home's socket, every call goes to it; with none, this process opens
+the home itself (it is then the home's engine until it exits). Over stdio, stdout is the protocol:
+everything klaw says goes to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Annotated
+
+import typer
+
+from klaw.cli.context import err_console, fail, home_from_env, load_or_exit
+from klaw.engine_presence import engine_answers
+from klaw.home import KlawHome
+from klaw.mcp_server.memory_link import LibraryMemory, MemoryLink, SocketMemory
+from klaw.scheduling.names import parse_chat_target
+from klaw.store.records import ChatRef
+
+DEFAULT_PORT = 8766
+
+app = typer.Typer(help="klaw and the Model Context Protocol.", no_args_is_help=True)
+
+
+@app.command()
+def serve(
+    chat: Annotated[
+        str, typer.Option("--chat", help="The chat whose memory is shared, as channel:chat_id (e.g. telegram:123).")
+    ],
+    allow_write: Annotated[
+        bool, typer.Option("--allow-write", help="Offer memory_save too (default: read-only).")
+    ] = False,
+    http: Annotated[
+        bool,
+        typer.Option("--http", help="Serve streamable HTTP on 127.0.0.1 (bearer: the web token) instead of stdio."),
+    ] = False,
+    port: Annotated[int, typer.Option("--port", help="HTTP port (0: any free one).", min=0, max=65535)] = DEFAULT_PORT,
+) -> None:
+    """Share one chat's memory with another MCP client (memory_search, fetch_conversation_details,
+    memory_core_get; memory_save with --allow-write)."""
+    home = home_from_env()
+    load_or_exit(home)  # a broken engine.yaml is said now, not at the first call
+    try:
+        target = parse_chat_target(chat)
+    except ValueError as exc:
+        fail(str(exc))
+    asyncio.run(_serve(home, target, allow_write=allow_write, http=http, port=port))
+
+
+async def _serve(home: KlawHome, chat: ChatRef, *, allow_write: bool, http: bool, port: int) -> None:
+    from klaw.mcp_server.server import build_server, serve_http
+
+    link = await _link(home, chat)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    server = build_server(link, chat, allow_write=allow_write)
+    mode = "read and write" if allow_write else "read-only"
+    try:
+        if http:
+            from klaw.channels.web.token import load_or_create_token
+
+            def ready(bound: int) -> None:
+                err_console.print(
+                    f"klaw mcp serve: http://127.0.0.1:{bound}/mcp, memory of {chat} ({mode}); bearer token:"
+                    f" the web token in {home.web_token_file}"
+                )
+
+            await serve_http(server, load_or_create_token(home), port, stop, ready)
+        else:
+            err_console.print(f"klaw mcp serve: stdio, memory of {chat} ({mode})")
+            serving = asyncio.create_task(server.run_stdio_async())
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not serving.done():
+                serving.cancel()
+            await asyncio.gather(serving, stopping, return_exceptions=True)
+    finally:
+        await link.aclose()
+
+
+async def _link(home: KlawHome, chat: ChatRef) -> MemoryLink:
+    if await engine_answers(home.socket_path):
+        err_console.print(f"klaw mcp serve: using the engine running on {home.socket_path}")
+        return SocketMemory(home, chat)
+    err_console.print(f"klaw mcp serve: no engine runs on {home.root}; opening it in this process")
+    try:
+        return await LibraryMemory.open(home, chat)
+    except (OSError, RuntimeError, ValueError) as exc:
+        fail(f"cannot open {home}: {exc}")

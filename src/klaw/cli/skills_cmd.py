@@ -1,0 +1,51 @@
+"""`klaw skills list|check`: the workspace's skills as the engine sees them (klaw/tools/skills/catalogue.py)."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from klaw.cli.context import home_from_env, load_or_exit
+from klaw.tools.skills.catalogue import SkillScan, scan_skills
+
+app = typer.Typer(help="The agent's skills: folders under workspace/skills/ with a SKILL.md.", no_args_is_help=True)
+
+
+def _scan() -> tuple[SkillScan, str]:
+    home = home_from_env()
+    config = load_or_exit(home).config
+    return scan_skills(home.skills_dir, max_bytes=config.tools.skills.max_file_bytes), str(home.skills_dir)
+
+
+def _print_problems(console: Console, scan: SkillScan) -> None:
+    for problem in scan.problems:
+        label = "skipped" if problem.severity == "error" else "warning"
+        console.print(f"{label}: {problem}", soft_wrap=True)
+
+
+@app.command("list")
+def list_skills() -> None:
+    """Each usable skill's name, description and files; then the skills left out, and why."""
+    scan, folder = _scan()
+    console = Console(markup=False, highlight=False)
+    if not scan.skills:
+        console.print(f"No usable skills in {folder}.")
+    else:
+        table = Table("name", "description", "files")
+        for skill in scan.skills.values():
+            table.add_row(skill.name, skill.summary, str(len(skill.files)))
+        console.print(table)
+    _print_problems(console, scan)
+
+
+@app.command()
+def check() -> None:
+    """Check every skill (front matter, names, sizes, paths inside the skill's folder); exit 1 if one is left out."""
+    scan, folder = _scan()
+    console = Console(markup=False, highlight=False)
+    _print_problems(console, scan)
+    errors = len({p.path.split("/", 1)[0] for p in scan.errors})
+    console.print(f"{len(scan.skills)} skill(s) usable, {errors} left out, in {folder}")
+    if scan.errors:
+        raise typer.Exit(1)

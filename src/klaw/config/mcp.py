@@ -1,0 +1,103 @@
+"""The `mcp:` section: MCP servers whose tools the model is offered (klaw/tools/mcp/).
+
+A server is either a command klaw starts and talks to over stdio, or a streamable-HTTP URL. Secrets
+never sit in engine.yaml: `env` names the variables passed through to a command (it gets only those
+and a minimal safe set, not klaw's whole environment), `authorizationEnv` and `headersEnv` name the
+variables whose values are sent as HTTP headers. A server is offered only when `tools.enabled` names
+it as `mcp:<name>`; its tools reach the model as `<name>__<tool>`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from klaw.config.base import Section, variable_name
+
+MCP_GROUP_PREFIX = "mcp:"  # `tools.enabled` names a server as mcp:<name>
+SERVER_NAME = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9-]|_(?!_)){0,23}$")
+HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+
+EnvName = Annotated[str, variable_name("value", "MY_MCP_KEY")]
+
+
+class McpServerConfig(Section):
+    """One MCP server: `command` (+ `args`, `env`, `cwd`) or `url` (+ `authorizationEnv`, `headersEnv`)."""
+
+    command: str | None = Field(default=None, min_length=1, description="Program to start (stdio transport).")
+    args: tuple[str, ...] = Field(default=(), description="Its arguments.")
+    env: tuple[EnvName, ...] = Field(
+        default=(),
+        description="Names of environment variables passed through to the command (their values never sit here).",
+    )
+    cwd: str | None = Field(default=None, description="Working directory of the command (default: the workspace).")
+    url: str | None = Field(default=None, description="Streamable-HTTP endpoint, e.g. https://example.com/mcp.")
+    authorization_env: EnvName | None = Field(
+        default=None, description="Variable holding a key sent as 'Authorization: Bearer <key>' (url servers)."
+    )
+    headers_env: dict[str, EnvName] = Field(
+        default_factory=dict, description="HTTP header name -> variable holding its value (url servers)."
+    )
+    timeout_seconds: float = Field(default=30.0, gt=0, le=600, description="Longest wait for one tool call.")
+    start_timeout_seconds: float = Field(
+        default=20.0, gt=0, le=600, description="Longest wait for the server to start and list its tools."
+    )
+    tools: tuple[str, ...] | None = Field(
+        default=None, description="Offer only these of the server's tools (its own names); null = all."
+    )
+    max_tools: int = Field(default=20, ge=0, le=128, description="Most tools of this server offered to the model.")
+    max_schema_tokens: int = Field(
+        default=3000, ge=0, description="Most tokens the server's tool schemas may take (sent with every model call)."
+    )
+
+    @field_validator("headers_env")
+    @classmethod
+    def _header_names(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name in headers:
+            if not HEADER_NAME.match(name):
+                raise ValueError(f"header name {name[:64]!r} is invalid: use letters, digits and '-'")
+        return headers
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (a program klaw starts) or url (a streamable-HTTP server)")
+        if self.url is not None:
+            if urlsplit(self.url).scheme not in ("http", "https") or not urlsplit(self.url).hostname:
+                raise ValueError("url must be an http:// or https:// address")
+            if self.args or self.env or self.cwd:
+                raise ValueError("args, env and cwd are for a command; a url server takes authorizationEnv/headersEnv")
+        elif self.authorization_env or self.headers_env:
+            raise ValueError("authorizationEnv and headersEnv are for a url server; a command takes env")
+        return self
+
+
+class McpConfig(Section):
+    """The MCP servers klaw can take tools from, by name."""
+
+    servers: dict[str, McpServerConfig] = Field(
+        default_factory=dict, description="Server name (the prefix of its tools) -> how to reach it."
+    )
+    start_wait_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        le=120,
+        description="How long engine start-up waits for servers to connect; slower ones join when ready.",
+    )
+    check_interval_seconds: float = Field(
+        default=60.0, gt=0, description="How often an idle server is asked for its tools (notices a dead or hung one)."
+    )
+
+    @field_validator("servers")
+    @classmethod
+    def _names(cls, servers: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        for name in servers:
+            if not SERVER_NAME.match(name):
+                raise ValueError(
+                    f"server name {name[:40]!r} is invalid: use 1-24 letters, digits, '-' or single '_'"
+                    " (it prefixes the server's tool names as <name>__<tool>)"
+                )
+        return servers

@@ -1,0 +1,40 @@
+"""The engine's side of `message_send` (klaw/tools/messaging/send.py): a message from the agent, written
+in one chat, recorded in another chat's log as the agent's and delivered there
+(docs/decisions/108-message-send.md).
+
+The record is an assistant message with `{"source": "message_send", "from": "<chat>"}` in its metadata,
+taken under the target chat's turn lock like a scheduled task's answer, so the target chat's window and
+its later turns see it. A channel no gateway serves right now still gets it recorded, and the socket
+queues the delivery until a gateway says hello (in memory: an engine restart drops what waits there);
+an engine without a socket (`klaw chat`) reaches only its in-process channels, so other targets are
+refused before anything is recorded. Logged: source, target and length, never the text.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from klaw.engine.delivery import Delivery
+from klaw.engine.processor import MessageProcessor
+from klaw.store.records import ChatRef
+from klaw.tools.messaging.send import Sent
+
+log = logging.getLogger(__name__)
+
+
+class AgentMessages:
+    """`MessageSender` on the engine's processor (records, turn locks) and delivery (routes)."""
+
+    def __init__(self, processor: MessageProcessor, delivery: Delivery) -> None:
+        self._processor = processor
+        self._delivery = delivery
+
+    async def send(self, source: ChatRef, target: ChatRef, text: str) -> Sent:
+        reachable = self._delivery.reachable(target.channel)
+        if not reachable and not self._delivery.can_queue:
+            log.info("message_send from %s to %s refused: channel %s unreachable", source, target, target.channel)
+            return Sent.UNREACHABLE
+        now = await self._processor.post(target, text, {"source": "message_send", "from": str(source)})
+        sent = Sent.AFTER_TURN if not now else Sent.DELIVERED if reachable else Sent.QUEUED
+        log.info("message_send from %s to %s: %s (%d characters)", source, target, sent.value, len(text))
+        return sent

@@ -1,0 +1,1 @@
+"""Tools from MCP servers configured in engine.yaml (`mcp.servers`), through the official `mcp` SDK."""

@@ -1,0 +1,258 @@
+"""One configured MCP server kept connected: started, watched, restarted with backoff, called.
+
+The SDK's client enters anyio task groups, whose contexts must be entered and exited in the same
+task, so each connection lives whole inside one task of its own (`_connection`): it opens the
+transport, lists the tools, says it is ready, and waits until it is told to stop or the link is
+found broken, then closes in that same task. A supervisor task around it times the start, probes an
+idle server, and after any failure (no start, a crash, a hang) waits 1 s, 2 s, 4 s … 5 min on the
+engine's clock before the next start; a connection that served resets the delay.
+
+A call never raises anything but `ToolRefusal`: a server that is down, dies mid-call or does not
+answer in `timeoutSeconds` gives the model a sentence saying so, and the turn goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED, Implementation, Tool
+
+from klaw.config import McpServerConfig
+from klaw.tools.mcp.results import describe, result_text
+from klaw.tools.mcp.transport import open_transport
+from klaw.tools.registry import ToolRefusal
+
+log = logging.getLogger(__name__)
+
+BACKOFF_FIRST_SECONDS = 1.0
+BACKOFF_MAX_SECONDS = 300.0
+PROBE_TIMEOUT_SECONDS = 10.0
+MAX_LIST_PAGES = 20
+CLIENT_INFO = Implementation(name="klaw", version="0.1.0")
+
+Phase = Literal["starting", "ready", "unavailable", "stopped"]
+
+
+@dataclass(frozen=True)
+class LinkStatus:
+    phase: Phase
+    reason: str | None  # why it is unavailable
+    retry_at: datetime | None
+    failures: int  # failed starts or broken links since the last one that served
+
+
+class ServerLink:
+    def __init__(
+        self,
+        name: str,
+        config: McpServerConfig,
+        *,
+        now: Callable[[], datetime],
+        sleep: Callable[[float], Awaitable[None]],
+        workspace: Path,
+        log_dir: Path,
+        check_interval_seconds: float,
+        on_tools: Callable[[Sequence[Tool]], None],
+    ) -> None:
+        self.name = name
+        self.config = config
+        self._now = now
+        self._sleep = sleep
+        self._workspace = workspace
+        self._log_dir = log_dir
+        self._check_interval = check_interval_seconds
+        self._on_tools = on_tools
+        self._client: Client | None = None
+        self._phase: Phase = "starting"
+        self._reason: str | None = None
+        self._retry_at: datetime | None = None
+        self._failures = 0
+        self._broken = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self.settled = asyncio.Event()  # the first start ended, ready or failed
+        self.ready = asyncio.Event()  # set while the server is ready
+        self._task: asyncio.Task[None] | None = None
+        self._checks: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._supervise(), name=f"mcp-{self.name}")
+
+    async def aclose(self) -> None:
+        self._stopping.set()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._phase = "stopped"
+
+    def status(self) -> LinkStatus:
+        return LinkStatus(self._phase, self._reason, self._retry_at, self._failures)
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> str:
+        """The tool's result text; ToolRefusal with a sentence for the model on any failure."""
+        client = self._client
+        if client is None or self._phase != "ready":
+            raise ToolRefusal(self._unavailable())
+        timeout = self.config.timeout_seconds
+        try:
+            async with asyncio.timeout(timeout):
+                result = await client.call_tool(tool, arguments)
+        except TimeoutError:
+            log.warning("MCP server %r: %s did not answer within %gs", self.name, tool, timeout)
+            check = asyncio.create_task(self._check_alive())  # a hung server is restarted
+            self._checks.add(check)
+            check.add_done_callback(self._checks.discard)
+            raise ToolRefusal(
+                f"the MCP server {self.name!r} did not answer {tool} within {timeout:g} seconds; the call was"
+                " abandoned (it may still have acted)"
+            ) from None
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self._mark_broken("it stopped during a call")
+                raise ToolRefusal(
+                    f"the MCP server {self.name!r} stopped during the call to {tool}, which did not complete;"
+                    " klaw is restarting it"
+                ) from None
+            raise ToolRefusal(f"the MCP server {self.name!r} refused the call to {tool}: {exc.message}") from None
+        except Exception as exc:
+            self._mark_broken(describe(exc))
+            reason = describe(exc)
+            raise ToolRefusal(f"the MCP server {self.name!r} failed during the call to {tool} ({reason})") from None
+        text = result_text(result)
+        if result.is_error:
+            raise ToolRefusal(text)
+        return text
+
+    def _unavailable(self) -> str:
+        if self._phase == "starting":
+            return f"the MCP server {self.name!r} is still starting; try again shortly"
+        retry = ""
+        if self._retry_at is not None:
+            seconds = max(0, round((self._retry_at - self._now()).total_seconds()))
+            retry = f"; klaw retries in {seconds} s"
+        return f"the MCP server {self.name!r} is unavailable ({self._reason}){retry}"
+
+    def _mark_broken(self, reason: str) -> None:
+        if self._phase == "ready":
+            self._reason = reason
+            self._broken.set()
+
+    async def _check_alive(self) -> None:
+        """Ask for the tool list (the 2026-07-28 protocol has no ping): any answer, even an error, means
+        the server lives; none within the time means it hangs or died, and it is restarted."""
+        client = self._client
+        if client is None:
+            return
+        try:
+            async with asyncio.timeout(min(PROBE_TIMEOUT_SECONDS, self.config.timeout_seconds)):
+                await client.list_tools(cache_mode="refresh")
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self._mark_broken("it stopped")
+        except Exception as exc:
+            self._mark_broken(f"it stopped answering ({describe(exc)})")
+
+    async def _supervise(self) -> None:
+        delay = BACKOFF_FIRST_SECONDS
+        while not self._stopping.is_set():
+            served = await self._run_once()
+            self.settled.set()
+            if self._stopping.is_set():
+                return
+            if served:
+                delay, self._failures = BACKOFF_FIRST_SECONDS, 0
+            self._failures += 1
+            self._phase = "unavailable"
+            self._retry_at = self._now() + timedelta(seconds=delay)
+            log.warning("MCP server %r is unavailable (%s); retrying in %gs", self.name, self._reason, delay)
+            await self._wait(self._sleep(delay))
+            delay = min(delay * 2, BACKOFF_MAX_SECONDS)
+            self._retry_at = None
+            self._phase = "starting"
+
+    async def _run_once(self) -> bool:
+        """One connection from start to end; True when it became ready (it served)."""
+        ready = asyncio.Event()
+        self._broken.clear()
+        connection = asyncio.create_task(self._connection(ready), name=f"mcp-{self.name}-link")
+        try:
+            async with asyncio.timeout(self.config.start_timeout_seconds):
+                await self._first(ready.wait(), asyncio.shield(connection), self._stopping.wait())
+        except TimeoutError:
+            self._reason = f"it did not start within {self.config.start_timeout_seconds:g} seconds"
+        if not ready.is_set():
+            connection.cancel()
+            await asyncio.gather(connection, return_exceptions=True)
+            return False
+        self._phase = "ready"
+        self._reason = None
+        self.settled.set()
+        self.ready.set()
+        log.info("MCP server %r is ready", self.name)
+        while not connection.done() and not self._stopping.is_set():
+            await self._wait(self._sleep(self._check_interval), self._broken.wait(), asyncio.shield(connection))
+            if not self._broken.is_set() and not self._stopping.is_set() and not connection.done():
+                await self._check_alive()
+            if self._broken.is_set():
+                break
+        self._phase = "unavailable"
+        self.ready.clear()
+        self._client = None
+        self._broken.set()  # tells the connection to close
+        await asyncio.gather(connection, return_exceptions=True)
+        return True
+
+    async def _connection(self, ready: asyncio.Event) -> None:
+        """The whole life of one client, in this one task (anyio's rule)."""
+        try:
+            async with AsyncExitStack() as stack:
+                transport = await open_transport(
+                    self.name, self.config, stack, workspace=self._workspace, log_dir=self._log_dir
+                )
+                client = await stack.enter_async_context(Client(transport, client_info=CLIENT_INFO))
+                self._on_tools(await self._list_tools(client))
+                self._client = client
+                ready.set()
+                await self._broken.wait()
+                self._client = None
+        except Exception as exc:
+            if not self._broken.is_set() or self._reason is None:
+                what = "it failed" if ready.is_set() else "it failed to start"
+                self._reason = f"{what}: {describe(exc)}"
+                if self.config.command is not None:
+                    self._reason += f" (its error output: {self._log_dir / self.name}.log)"
+            self._broken.set()
+
+    async def _list_tools(self, client: Client) -> list[Tool]:
+        tools: list[Tool] = []
+        cursor: str | None = None
+        for _ in range(MAX_LIST_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools += page.tools
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tools
+
+    async def _wait(self, *waits: Awaitable[Any]) -> None:
+        """Until the first of `waits` ends, or klaw stops."""
+        await self._first(self._stopping.wait(), *waits)
+
+    @staticmethod
+    async def _first(*waits: Awaitable[Any]) -> None:
+        tasks = [asyncio.ensure_future(wait) for wait in waits]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.gather(*tasks, return_exceptions=True)

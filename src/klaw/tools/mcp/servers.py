@@ -1,0 +1,138 @@
+"""The MCP servers `tools.enabled` turns on (`mcp:<name>`): their tools in the registry, their state
+for /status, and their life under the engine's exit stack.
+
+A server's tools are registered when it lists them, as `<server>__<tool>` with the server's own JSON
+schema, within its budget: `tools` (an allow-list of its names), then at most `maxTools` tools whose
+schemas take at most `maxSchemaTokens`, in the server's order; what is left out is said in /status.
+A tool a restarted server no longer lists is withdrawn. A server that is down keeps its tools
+offered (prompts stay stable): calling one answers that the server is unavailable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mcp.types import Tool
+
+from klaw.config import MCP_GROUP_PREFIX, McpConfig, McpServerConfig
+from klaw.llm.tokens import approximate_token_count
+from klaw.tools.mcp.names import model_names
+from klaw.tools.mcp.server_link import ServerLink
+from klaw.tools.registry import ToolContext, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+
+class McpServers:
+    def __init__(
+        self,
+        config: McpConfig,
+        enabled: Sequence[str],
+        registry: ToolRegistry,
+        *,
+        now: Callable[[], datetime],
+        sleep: Callable[[float], Awaitable[None]],
+        workspace: Path,
+        log_dir: Path,
+    ) -> None:
+        """`enabled`: `tools.enabled`; only the servers it names as mcp:<name> are started."""
+        self._config = config
+        self._registry = registry
+        self._now = now
+        wanted = {name.removeprefix(MCP_GROUP_PREFIX) for name in enabled if name.startswith(MCP_GROUP_PREFIX)}
+        self._links = {
+            name: ServerLink(
+                name,
+                server,
+                now=now,
+                sleep=sleep,
+                workspace=workspace,
+                log_dir=log_dir,
+                check_interval_seconds=config.check_interval_seconds,
+                on_tools=lambda tools, name=name, server=server: self._offer(name, server, tools),  # type: ignore[misc]
+            )
+            for name, server in config.servers.items()
+            if name in wanted
+        }
+        self._offered: dict[str, list[str]] = {name: [] for name in self._links}
+        self._left_out: dict[str, int] = {name: 0 for name in self._links}
+
+    @property
+    def links(self) -> dict[str, ServerLink]:
+        return self._links
+
+    async def start(self) -> None:
+        """Start every enabled server; wait at most `startWaitSeconds` for them (slower ones join later)."""
+        for link in self._links.values():
+            link.start()
+        if self._links and self._config.start_wait_seconds > 0:
+            waits = [asyncio.ensure_future(link.settled.wait()) for link in self._links.values()]
+            _, pending = await asyncio.wait(waits, timeout=self._config.start_wait_seconds)
+            for wait in pending:
+                wait.cancel()
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(link.aclose() for link in self._links.values()))
+
+    def status_lines(self) -> list[str]:
+        """One line per configured server for /status: ready with its tools, or why not and when klaw retries."""
+        lines = []
+        for name in self._config.servers:
+            link = self._links.get(name)
+            if link is None:
+                lines.append(f"MCP {name}: configured, not enabled (add {MCP_GROUP_PREFIX}{name} to tools.enabled)")
+                continue
+            status = link.status()
+            if status.phase == "ready":
+                line = f"MCP {name}: ready, {len(self._offered[name])} tool(s)"
+                if self._left_out[name]:
+                    line += f" ({self._left_out[name]} more left out by tools, maxTools or maxSchemaTokens)"
+            elif status.phase == "unavailable":
+                line = f"MCP {name}: unavailable, {status.reason}"
+                if status.retry_at is not None:
+                    seconds = max(0, round((status.retry_at - self._now()).total_seconds()))
+                    line += f"; retry in {seconds} s (failure {status.failures})"
+            else:
+                line = f"MCP {name}: {status.phase}"
+            lines.append(line)
+        return lines
+
+    def _offer(self, server: str, config: McpServerConfig, tools: Sequence[Tool]) -> None:
+        """(Re-)register what the server lists, within its budget; withdraw what it no longer lists."""
+        listed = [tool for tool in tools if config.tools is None or tool.name in config.tools]
+        chosen: list[tuple[str, Tool]] = []
+        tokens = 0
+        for model_name, tool in zip(model_names(server, [t.name for t in listed]), listed, strict=True):
+            cost = approximate_token_count(json.dumps([model_name, tool.description or "", tool.input_schema]))
+            if len(chosen) == config.max_tools or tokens + cost > config.max_schema_tokens:
+                continue
+            tokens += cost
+            chosen.append((model_name, tool))
+        for old in set(self._offered[server]) - {name for name, _ in chosen}:
+            self._registry.remove(old)
+        for model_name, tool in chosen:
+            self._registry.register_schema(
+                model_name,
+                f"[{server}] {tool.description or tool.name}",
+                tool.input_schema,
+                self._caller(server, tool.name),
+                replace=True,
+            )
+        self._offered[server] = [name for name, _ in chosen]
+        self._left_out[server] = len(tools) - len(chosen)
+        if self._left_out[server]:
+            log.warning("MCP server %r: %d tool(s) left out by its budget", server, self._left_out[server])
+
+    def _caller(self, server: str, tool: str) -> Callable[[dict[str, Any], ToolContext], Awaitable[str]]:
+        link = self._links[server]
+
+        async def call(arguments: dict[str, Any], _context: ToolContext) -> str:
+            return await link.call(tool, arguments)
+
+        return call

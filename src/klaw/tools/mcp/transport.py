@@ -1,0 +1,74 @@
+"""How klaw reaches one configured MCP server: a command over stdio, or a streamable-HTTP URL.
+
+A command gets the SDK's minimal safe environment (PATH, HOME, …) plus only the variables its `env`
+names, never klaw's whole environment (which holds the model keys); it runs in the workspace unless
+`cwd` says otherwise, and its stderr goes to `KLAW_HOME/mcp/<server>.log` (0600), not into the
+terminal of `klaw chat`. A URL server gets the headers whose values its `authorizationEnv` and
+`headersEnv` variables hold. A variable that is not set is a start failure naming it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import TextIO
+
+import httpx2
+from mcp import StdioServerParameters
+from mcp.client import Transport
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from klaw.config import McpServerConfig
+from klaw.errors import KlawError
+
+
+class MissingVariable(KlawError, RuntimeError):
+    """A variable the server's config names is not set in klaw's environment."""
+
+
+def _variables(names: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
+    """{key: value of the variable named}; MissingVariable names the first unset one."""
+    values: dict[str, str] = {}
+    for key, variable in names.items():
+        value = env.get(variable)
+        if not value:
+            raise MissingVariable(f"environment variable {variable} is not set (named by the server's config)")
+        values[key] = value
+    return values
+
+
+async def open_transport(
+    name: str,
+    config: McpServerConfig,
+    stack: AsyncExitStack,
+    *,
+    workspace: Path,
+    log_dir: Path,
+    env: Mapping[str, str] | None = None,
+) -> Transport:
+    """A transport for `mcp.Client`, its resources (log file, HTTP client) closed by `stack`."""
+    env = os.environ if env is None else env
+    if config.url is not None:
+        headers = _variables(dict(config.headers_env), env)
+        if config.authorization_env is not None:
+            key = _variables({"key": config.authorization_env}, env)["key"]
+            headers["Authorization"] = f"Bearer {key}"
+        client = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0)))
+        return streamable_http_client(config.url, http_client=client)
+    assert config.command is not None
+    variables = _variables({variable: variable for variable in config.env}, env)
+    params = StdioServerParameters(
+        command=config.command, args=list(config.args), env=variables, cwd=config.cwd or str(workspace)
+    )
+    return stdio_client(params, errlog=stack.enter_context(_stderr_log(log_dir, name)))
+
+
+def _stderr_log(log_dir: Path, name: str) -> TextIO:
+    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = log_dir / f"{name}.log"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    return open(fd, "w", encoding="utf-8", errors="replace")  # closed by the caller's exit stack

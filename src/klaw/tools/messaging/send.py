@@ -1,0 +1,100 @@
+"""`message_send(target, text)`: a message from the agent to another chat, e.g. from the web page to the
+person's Telegram (docs/decisions/108-message-send.md).
+
+Only the person's own chats are targets unless `tools.messageTargets` says otherwise: the chats of the
+configured channels' allow-lists, `web:main` and the console; anything else is refused with a reason
+the model can read and act on ("ask the person to add it to tools.messageTargets"). The tool decides
+where a message may go; the engine (its `MessageSender`) records it in the target chat's log, marked as
+the agent's, and delivers it. Nothing of the text is logged.
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Iterable
+from enum import StrEnum
+from typing import Annotated, Protocol
+
+from pydantic import Field
+
+from klaw.config import EngineConfig
+from klaw.scheduling.names import parse_chat_target
+from klaw.store.records import ChatRef
+from klaw.tools.registry import ToolContext, ToolRegistry
+
+MAX_MESSAGE_CHARS = 8000
+WEB_CHAT = ChatRef("web", "main")
+CONSOLE_CHANNEL = "console"
+
+
+class Sent(StrEnum):
+    DELIVERED = "delivered"  # recorded and handed to the channel now
+    QUEUED = "queued"  # recorded; no gateway serves the channel now: delivered when one connects
+    AFTER_TURN = "after_turn"  # the target chat is in a turn: recorded and delivered when it ends
+    UNREACHABLE = "unreachable"  # nothing can reach the channel from this engine: nothing recorded
+
+
+class MessageSender(Protocol):
+    """The engine's side: record `text` in `target`'s log as the agent's message and deliver it."""
+
+    async def send(self, source: ChatRef, target: ChatRef, text: str) -> Sent: ...
+
+
+def own_chats(config: EngineConfig) -> frozenset[ChatRef]:
+    """The person's own chats, the default targets: the web page's chat (when the page is on), the
+    Telegram chats of the allow-list (when Telegram is on) and this user's console chat."""
+    chats = {ChatRef(CONSOLE_CHANNEL, getpass.getuser() or "local")}
+    if config.channels.web.enabled:
+        chats.add(WEB_CHAT)
+    if config.channels.telegram.enabled:
+        chats.update(ChatRef("telegram", str(chat_id)) for chat_id in config.channels.telegram.allowed_chat_ids)
+    return frozenset(chats)
+
+
+def message_targets(config: EngineConfig) -> frozenset[ChatRef]:
+    """`tools.messageTargets` when set (exactly those chats), else the person's own chats."""
+    if config.tools.message_targets is None:
+        return own_chats(config)
+    return frozenset(parse_chat_target(target) for target in config.tools.message_targets)
+
+
+def register_message_tools(registry: ToolRegistry, sender: MessageSender, targets: Iterable[ChatRef]) -> None:
+    allowed = frozenset(targets)
+    listed = ", ".join(sorted(str(chat) for chat in allowed)) or "none"
+
+    async def message_send(
+        context: ToolContext,
+        target: Annotated[str, Field(description="channel:chat_id, e.g. telegram:123")],
+        text: str,
+    ) -> str:
+        """Send text to another of the person's chats."""
+        try:
+            chat = parse_chat_target(target)
+        except ValueError as exc:
+            raise ValueError(f"{exc}; allowed targets: {listed}") from None
+        if chat == context.chat:
+            raise ValueError("that is this chat: answer here instead of sending")
+        if chat not in allowed:
+            raise ValueError(
+                f"{chat} is not one of the person's chats this agent may write to (allowed: {listed});"
+                " the person can add it to tools.messageTargets in engine.yaml"
+            )
+        if not text.strip():
+            raise ValueError("the text is empty")
+        if len(text) > MAX_MESSAGE_CHARS:
+            raise ValueError(f"the text has {len(text)} characters; send at most {MAX_MESSAGE_CHARS} at a time")
+        sent = await sender.send(context.chat, chat, text)
+        if sent is Sent.UNREACHABLE:
+            raise ValueError(
+                f"nothing was sent: no channel {chat.channel!r} is running with this engine"
+                " (klaw serve or klaw gateway runs the web page and Telegram)"
+            )
+        return {
+            Sent.DELIVERED: f"Sent to {chat}.",
+            Sent.QUEUED: f"Recorded in {chat}, but no gateway serves {chat.channel} right now: it is delivered when"
+            " one connects (unless the engine restarts first).",
+            Sent.AFTER_TURN: f"{chat} is in the middle of a turn: the message is recorded there and delivered as soon"
+            " as that turn ends.",
+        }[sent]
+
+    registry.register(message_send)

@@ -1,0 +1,222 @@
+"""One skill folder read and checked: its `SKILL.md` front matter, its size, and its paths.
+
+The agent-skills convention: `workspace/skills/<name>/SKILL.md` opens with YAML front matter between
+`---` lines giving `name` (lowercase letters, digits and single hyphens, at most 64 characters, the
+folder's own name) and `description` (what the skill is for and when to use it, at most 1024
+characters); other keys (`license`, `metadata`, ...) are allowed and ignored. The body is the
+instructions; it may refer to other files of the folder by relative links.
+
+Everything the agent may read must lie inside the skill's folder once symlinks are resolved: a
+folder, `SKILL.md`, a linked file or any file of the folder that leads elsewhere is a problem, and
+`confined_file` refuses it at read time too (the files can change between a check and a read).
+Problems name the file and the rule, never the file's content. Decision: docs/decisions/110-skills.md.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+import yaml
+
+from klaw.errors import KlawError
+
+SKILL_FILE = "SKILL.md"
+NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+MAX_NAME_CHARS = 64
+MAX_DESCRIPTION_CHARS = 1024
+MAX_FILES = 200  # files listed per skill: a skill is a few instructions, not a tree to crawl
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?$\n?", re.S | re.M)
+_LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")  # [text](target "title") and ![alt](...)
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is wrong with a skill: `path` (relative to the skills folder) and the rule it breaks. An
+    error leaves the skill out; a warning (a link to a file that does not exist) does not."""
+
+    path: str
+    reason: str
+    severity: Severity = "error"
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Skill:
+    name: str
+    description: str
+    folder: Path  # resolved: inside the resolved skills folder
+    files: tuple[str, ...] = ()  # the folder's files other than SKILL.md, relative, '/'-separated
+
+    @property
+    def summary(self) -> str:
+        """The description on one line, for the context layer."""
+        return " ".join(self.description.split())
+
+
+@dataclass(frozen=True)
+class SkillCheck:
+    """One folder's outcome: the skill (None when an error leaves it out) and every problem found."""
+
+    folder_name: str
+    skill: Skill | None
+    problems: list[Problem] = field(default_factory=list)
+
+
+class SkillPathError(KlawError, ValueError):
+    """A path a skill may not be read at (outside its folder, missing, not a file, too large);
+    `escapes` when it leads outside the folder (a missing file is merely absent)."""
+
+    def __init__(self, message: str, *, escapes: bool = False) -> None:
+        super().__init__(message)
+        self.escapes = escapes
+
+
+def check_skill(folder: Path, skills_root: Path, *, max_bytes: int) -> SkillCheck:
+    """Read and check `folder` (an entry of the skills folder `skills_root`, already resolved)."""
+    label = folder.name
+    problems: list[Problem] = []
+
+    def fail(reason: str, where: str = label) -> SkillCheck:
+        problems.append(Problem(where, reason))
+        return SkillCheck(label, None, problems)
+
+    resolved = folder.resolve()
+    if not resolved.is_relative_to(skills_root) or resolved == skills_root:
+        return fail("is a symlink leading outside the skills folder")
+    where = f"{label}/{SKILL_FILE}"
+    try:
+        text = read_confined(resolved, SKILL_FILE, max_bytes=max_bytes)
+    except SkillPathError as exc:
+        return fail(str(exc), where)
+    front, body = split_front_matter(text)
+    if front is None:
+        return fail("does not start with YAML front matter between '---' lines (name, description)", where)
+    fields, error = parse_front_matter(front)
+    if error:
+        return fail(error, where)
+    name, description = fields
+    if name != label:
+        return fail(f"name {name!r} is not the folder's name {label!r} (they must match, so names are unique)", where)
+    files, walk_problems = _list_files(resolved, label, max_bytes)
+    problems += walk_problems
+    problems += _link_problems(body, resolved, label)
+    if any(p.severity == "error" for p in problems):
+        return SkillCheck(label, None, problems)
+    return SkillCheck(label, Skill(name, description, resolved, files), problems)
+
+
+def split_front_matter(text: str) -> tuple[str | None, str]:
+    """(front matter, body), or (None, text) when the file does not open with a `---` block."""
+    match = _FRONT_MATTER.match(text.lstrip("\ufeff"))
+    if match is None:
+        return None, text
+    return match.group(1), text.lstrip("\ufeff")[match.end() :]
+
+
+def parse_front_matter(front: str) -> tuple[tuple[str, str], str | None]:
+    """((name, description), None), or (("", ""), what is wrong): the rule, never the content."""
+    try:
+        data = yaml.safe_load(front)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 2}, column {mark.column + 1})" if mark is not None else ""
+        return ("", ""), f"front matter is not valid YAML{where}"
+    if not isinstance(data, dict):
+        return ("", ""), "front matter must be a mapping with name and description"
+    name, description = data.get("name"), data.get("description")
+    if not isinstance(name, str) or not name:
+        return ("", ""), "front matter has no name (a string)"
+    if len(name) > MAX_NAME_CHARS or not NAME.match(name):
+        return ("", ""), (
+            f"name must be 1-{MAX_NAME_CHARS} lowercase letters, digits and single hyphens (like pdf-forms)"
+        )
+    if not isinstance(description, str) or not description.strip():
+        return ("", ""), "front matter has no description (a string saying what the skill is for and when)"
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        return ("", ""), f"description is longer than {MAX_DESCRIPTION_CHARS} characters"
+    return (name, description.strip()), None
+
+
+def confined_file(folder: Path, relative: str) -> Path:
+    """The file `relative` names inside the skill's (resolved) `folder`, symlinks resolved; raises
+    SkillPathError when it is absolute, leads outside the folder, or is not an existing regular file."""
+    pure = PurePosixPath(relative.replace("\\", "/"))
+    if not relative.strip() or pure.is_absolute() or relative.startswith("~"):
+        raise SkillPathError(f"{relative!r} is not a path relative to the skill's folder", escapes=True)
+    target = (folder / pure).resolve()
+    if not target.is_relative_to(folder):
+        raise SkillPathError(f"{relative!r} leads outside the skill's folder", escapes=True)
+    if not target.exists():
+        raise SkillPathError(f"{relative!r} does not exist in the skill")
+    if not target.is_file():
+        raise SkillPathError(f"{relative!r} is not a regular file")
+    return target
+
+
+def read_confined(folder: Path, relative: str, *, max_bytes: int) -> str:
+    """The UTF-8 text of a file of the skill, refused beyond `max_bytes` (checked before reading)."""
+    target = confined_file(folder, relative)
+    size = target.stat().st_size
+    if size > max_bytes:
+        raise SkillPathError(f"{relative!r} is {size} bytes, more than the {max_bytes} a skill file may hold")
+    try:
+        return target.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SkillPathError(f"{relative!r} is not UTF-8 text") from None
+    except OSError as exc:
+        raise SkillPathError(f"{relative!r} cannot be read ({exc.strerror or type(exc).__name__})") from None
+
+
+def _list_files(folder: Path, label: str, max_bytes: int) -> tuple[tuple[str, ...], list[Problem]]:
+    """The folder's files (hidden ones skipped), and problems: a symlink leading outside, a file
+    too large, more than MAX_FILES."""
+    files: list[str] = []
+    problems: list[Problem] = []
+    for root, dirs, names in os.walk(folder, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        base = Path(root)
+        for entry in [*dirs, *sorted(names)]:
+            path = base / entry
+            relative = path.relative_to(folder).as_posix()
+            if entry in dirs and not path.is_symlink():
+                continue
+            if entry.startswith("."):
+                continue
+            if path.is_symlink() and not path.resolve().is_relative_to(folder):
+                problems.append(Problem(f"{label}/{relative}", "is a symlink leading outside the skill's folder"))
+                continue
+            if relative == SKILL_FILE or not path.is_file():
+                continue
+            if path.stat().st_size > max_bytes:
+                problems.append(Problem(f"{label}/{relative}", f"is larger than {max_bytes} bytes"))
+                continue
+            files.append(relative)
+            if len(files) > MAX_FILES:
+                problems.append(Problem(label, f"holds more than {MAX_FILES} files"))
+                return tuple(files[:MAX_FILES]), problems
+    return tuple(files), problems
+
+
+def _link_problems(body: str, folder: Path, label: str) -> list[Problem]:
+    """Relative links of the body that lead outside the folder (an error) or to nothing (a warning)."""
+    problems: list[Problem] = []
+    where = f"{label}/{SKILL_FILE}"
+    for target in dict.fromkeys(match.group(1) for match in _LINK.finditer(body)):
+        path = target.split("#", 1)[0].split("?", 1)[0]
+        if not path or _SCHEME.match(path):
+            continue  # an anchor or a URL
+        try:
+            confined_file(folder, path)
+        except SkillPathError as exc:
+            severity: Severity = "error" if exc.escapes else "warning"
+            problems.append(Problem(where, f"links to {exc}", severity))
+    return problems

@@ -1,0 +1,57 @@
+"""Approval and message_send in Telegram end to end (python-telegram-bot against the fake Bot API, a real
+gateway and engine, the fake OpenAI server): the question to run a held tool arrives as a Telegram
+message and `/approve ID` typed there lets the turn go on; a message the agent sends from the web page's
+chat arrives in the person's Telegram chat."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+import pytest
+
+from klaw.store.records import ChatRef
+from tests.channels.fake_telegram import FakeTelegram
+from tests.channels.stack import running_stack
+from tests.channels.test_telegram import ANA, TOKEN, channel_factory
+
+TELEGRAM_CHAT = {"telegram": {"enabled": True, "allowedChatIds": [ANA]}}  # the engine's view: Ana is the person
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram(TOKEN) as fake:
+        yield fake
+
+
+async def test_a_held_tool_is_approved_from_telegram(telegram: FakeTelegram) -> None:
+    async with running_stack(channel_factory(telegram), tools={"approval": ["file_write"]}) as stack:
+        stack.server.reply_tool_calls([("file_write", {"path": "list.txt", "content": "milk, eggs"})])
+        stack.server.reply_text("Saved your list.")
+        telegram.push_text(ANA, "save my shopping list")
+        await telegram.wait_for_sent(1)
+        question = telegram.sent_to(ANA)[0]
+        assert question.startswith("The agent wants to run file_write:")
+        found = re.search(r"/approve ([0-9a-f]{4})", question)
+        assert found is not None, question
+        assert not (stack.home.workspace / "list.txt").exists()
+
+        telegram.push_text(ANA, f"/approve {found.group(1)}")
+        await telegram.wait_for(lambda: "Saved your list." in telegram.sent_to(ANA))
+        assert "Approved: file_write runs now." in telegram.sent_to(ANA)
+        assert (stack.home.workspace / "list.txt").read_text(encoding="utf-8") == "milk, eggs"
+
+
+async def test_message_send_from_the_web_chat_arrives_in_telegram(telegram: FakeTelegram) -> None:
+    async with running_stack(channel_factory(telegram), channels=TELEGRAM_CHAT) as stack:
+        stack.server.reply_tool_calls([("message_send", {"target": f"telegram:{ANA}", "text": "The build is green."})])
+        stack.server.reply_text("Told you on Telegram.")
+        await stack.engine.submit(ChatRef("web", "main"), "tell me on telegram when the build is green: it is")
+        await telegram.wait_for_sent(1)
+        assert telegram.sent_to(ANA) == ["The build is green."]
+        segment = await stack.engine.store.segments.current(ChatRef("telegram", str(ANA)))
+        [message] = await stack.engine.store.messages.window(segment.id, 10)
+        assert (message.content, message.record.metadata) == (
+            "The build is green.",
+            {"source": "message_send", "from": "web:main"},
+        )

@@ -1,0 +1,210 @@
+"""`message_send` end to end through the engine's socket: from the web page's chat the agent writes to the
+person's Telegram chat, which a gateway receives and whose log and window hold the message as the
+agent's; a chat that is not the person's is refused with a reason the model reads, nothing recorded or
+sent; `tools.messageTargets` replaces the default targets; a channel no gateway serves gets the message
+recorded and delivered when a gateway for it connects."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from klaw.engine.clock import ManualClock
+from klaw.engine.frames import AckFrame, HelloFrame, InboundFrame, OutboundFrame
+from klaw.engine.runtime import Engine
+from klaw.home import KlawHome
+from klaw.home_init import initialise_home
+from klaw.llm.fake_server import FakeOpenAiServer
+from klaw.memory.log_format import decode_record
+from klaw.store.records import ChatRef, Role
+from tests.engine import GatewayClient, short_socket_dir
+from tests.engine.harness import engine_config
+
+WEB = ChatRef("web", "main")
+TELEGRAM = ChatRef("telegram", "42")
+TEXT = "Your parcel arrived: it is with the neighbour at no. 7."
+
+
+@dataclass
+class Stand:
+    engine: Engine
+    server: FakeOpenAiServer
+    clock: ManualClock
+    home: KlawHome
+    web: GatewayClient
+
+    async def turn(self, text: str) -> list[OutboundFrame]:
+        """A message on the web page's chat; the frames this gateway gets until the turn's reply."""
+        await self.web.send(InboundFrame(id="m1", channel=WEB.channel, chat_id=WEB.chat_id, text=text))
+        assert await self.web.recv() == AckFrame(id="m1")
+        await self.clock.advance(self.engine.config.processing.debounce_ms / 1000)
+        frames: list[OutboundFrame] = []
+        while not frames or frames[-1].reply_to != "m1":
+            frame = await self.web.recv()
+            assert isinstance(frame, OutboundFrame), frame
+            frames.append(frame)
+        return frames
+
+    def tool_result(self) -> dict[str, Any]:
+        [result] = [m for m in self.server.chat_requests[-1].body["messages"] if m["role"] == "tool"]
+        return dict(result)
+
+    def logged(self, chat: ChatRef) -> list[Any]:
+        directory = self.home.conversations / chat.log_dir_name
+        return [decode_record(line) for p in sorted(directory.glob("*.jsonl")) for line in p.read_text().splitlines()]
+
+
+@asynccontextmanager
+async def stand(channels: list[str], **tools: Any) -> AsyncIterator[Stand]:
+    """An engine on a socket, Telegram configured with chat 42 allowed, one gateway serving `channels`."""
+    with short_socket_dir() as root:
+        home = KlawHome(root / "home")
+        initialise_home(home)
+        async with FakeOpenAiServer() as server:
+            clock = ManualClock()
+            config = engine_config(
+                server.base_url,
+                channels={"telegram": {"enabled": True, "allowedChatIds": [42]}},
+                tools=tools,
+            )
+            engine = await Engine.start(home, config, clock=clock)
+            web = await GatewayClient.connect(home.socket_path)
+            try:
+                await web.send(HelloFrame(channels=channels))
+                await web.roundtrip()
+                yield Stand(engine, server, clock, home, web)
+            finally:
+                await web.aclose()
+                await engine.shutdown(timeout_seconds=5)
+
+
+async def test_the_agent_writes_from_the_web_page_to_the_persons_telegram() -> None:
+    async with stand(["web", "telegram"]) as s:
+        s.server.reply_tool_calls([("message_send", {"target": "telegram:42", "text": TEXT})])
+        s.server.reply_text("I sent it to your Telegram.")
+
+        frames = await s.turn("tell me on telegram when the parcel is here: it is")
+
+        sent, reply = frames
+        assert (sent.channel, sent.chat_id, sent.text, sent.kind) == ("telegram", "42", TEXT, "reply")
+        assert (reply.channel, reply.chat_id, reply.text) == ("web", "main", "I sent it to your Telegram.")
+        assert s.tool_result()["content"] == "Sent to telegram:42."
+        # The target chat's log holds it as the agent's message, saying where it was written.
+        [record] = s.logged(TELEGRAM)
+        assert (record.role, record.content) == (Role.ASSISTANT, TEXT)
+        assert record.metadata == {"source": "message_send", "from": "web:main"}
+        # ... and so does its window: the next turn in Telegram sees what the agent said there.
+        segment = await s.engine.store.segments.current(TELEGRAM)
+        assert [m.content for m in await s.engine.store.messages.window(segment.id, 10)] == [TEXT]
+
+
+async def test_a_chat_that_is_not_the_persons_is_refused_and_nothing_is_sent() -> None:
+    async with stand(["web", "telegram"]) as s:
+        s.server.reply_tool_calls([("message_send", {"target": "telegram:99", "text": TEXT})])
+        s.server.reply_text("I may not write there.")
+
+        frames = await s.turn("message my colleague on telegram 99")
+
+        assert [(f.channel, f.text) for f in frames] == [("web", "I may not write there.")]
+        result = s.tool_result()
+        assert result["content"] == (
+            "ValueError: telegram:99 is not one of the person's chats this agent may write to (allowed:"
+            f" console:{_user()}, telegram:42, web:main); the person can add it to tools.messageTargets in engine.yaml"
+        )
+        assert not (s.home.conversations / "telegram_99").exists()
+
+
+async def test_message_targets_replaces_the_persons_chats() -> None:
+    async with stand(["web", "telegram"], messageTargets=["telegram:99"]) as s:
+        s.server.reply_tool_calls(
+            [
+                ("message_send", {"target": "telegram:99", "text": TEXT}),
+                ("message_send", {"target": "telegram:42", "text": TEXT}),
+            ]
+        )
+        s.server.reply_text("One sent, one refused.")
+
+        frames = await s.turn("send it to both")
+
+        assert [(f.chat_id, f.text) for f in frames] == [("99", TEXT), ("main", "One sent, one refused.")]
+        results = [m["content"] for m in s.server.chat_requests[-1].body["messages"] if m["role"] == "tool"]
+        assert results[0] == "Sent to telegram:99."
+        assert results[1].startswith("ValueError: telegram:42 is not one of the person's chats")
+        assert "(allowed: telegram:99)" in results[1]
+
+
+async def test_a_channel_without_a_gateway_gets_it_when_one_connects() -> None:
+    async with stand(["web"]) as s:
+        s.server.reply_tool_calls([("message_send", {"target": "telegram:42", "text": TEXT})])
+        s.server.reply_text("Telegram is away; it will get it.")
+
+        frames = await s.turn("tell me on telegram")
+
+        assert [f.text for f in frames] == ["Telegram is away; it will get it."]
+        assert s.tool_result()["content"] == (
+            "Recorded in telegram:42, but no gateway serves telegram right now: it is delivered when one connects"
+            " (unless the engine restarts first)."
+        )
+        assert [r.content for r in s.logged(TELEGRAM)] == [TEXT]
+        telegram = await GatewayClient.connect(s.home.socket_path)
+        try:
+            await telegram.send(HelloFrame(channels=["telegram"]))
+            queued = await telegram.recv()
+            assert isinstance(queued, OutboundFrame)
+            assert (queued.channel, queued.chat_id, queued.text) == ("telegram", "42", TEXT)
+        finally:
+            await telegram.aclose()
+
+
+async def test_the_tool_schema_is_short_and_the_own_chat_is_refused() -> None:
+    async with stand(["web"]) as s:
+        [spec] = [spec for spec in s.engine.tools.specs() if spec.name == "message_send"]
+        assert len(json.dumps(spec.parameters)) < 400
+        s.server.reply_tool_calls([("message_send", {"target": "web:main", "text": TEXT})])
+        s.server.reply_text("Right, I answer here.")
+        await s.turn("send it to me here")
+        assert s.tool_result()["content"] == "ValueError: that is this chat: answer here instead of sending"
+
+
+def _user() -> str:
+    import getpass
+
+    return getpass.getuser() or "local"
+
+
+async def test_a_target_in_the_middle_of_a_turn_gets_it_after_that_turn_without_holding_up_the_sender() -> None:
+    async with stand(["web", "telegram"]) as s:
+        started, release = asyncio.Event(), asyncio.Event()
+
+        async def telegram_model_thinking() -> None:
+            started.set()
+            await release.wait()
+
+        s.server.reply_text("Telegram's own answer.", before=telegram_model_thinking)
+        await s.web.send(InboundFrame(id="t1", channel="telegram", chat_id="42", text="what is the weather"))
+        assert await s.web.recv() == AckFrame(id="t1")
+        await s.clock.advance(s.engine.config.processing.debounce_ms / 1000)
+        async with asyncio.timeout(10):
+            await started.wait()  # Telegram's turn holds its chat
+
+        s.server.reply_tool_calls([("message_send", {"target": "telegram:42", "text": TEXT})])
+        s.server.reply_text("It goes out after Telegram's turn.")
+        frames = await s.turn("tell me on telegram")  # ends although the target chat is still busy
+
+        assert [f.text for f in frames] == ["It goes out after Telegram's turn."]
+        assert s.tool_result()["content"] == (
+            "telegram:42 is in the middle of a turn: the message is recorded there and delivered as soon as that"
+            " turn ends."
+        )
+        release.set()
+        after = [await s.web.recv(), await s.web.recv()]
+        assert [(f.chat_id, f.text) for f in after if isinstance(f, OutboundFrame)] == [
+            ("42", "Telegram's own answer."),
+            ("42", TEXT),
+        ]
+        said = [r.content for r in s.logged(TELEGRAM) if r.role in (Role.USER, Role.ASSISTANT) and r.content]
+        assert said == ["what is the weather", "Telegram's own answer.", TEXT]

@@ -1,0 +1,173 @@
+"""`klaw mcp serve` as another MCP client meets it: the official SDK's own client starts the real command
+(a subprocess) over stdio, or connects over streamable HTTP, lists klaw's memory tools and calls them on a
+home whose chat was filled through the library. With an engine running the calls go through its socket;
+without one the command opens the home itself. The desktop configuration in docs/mcp.md is run exactly as
+written. Writes are refused without --allow-write; HTTP without the web token is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+import yaml
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
+
+from klaw import Klaw
+from klaw.config_loader import load_config
+from klaw.engine.runtime import Engine
+from klaw.home import KlawHome
+from klaw.llm.fake_server import FakeOpenAiServer
+from klaw.store.records import ChatRef
+from tests.engine import short_socket_dir
+
+CHAT = ChatRef("telegram", "123456789")
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "mcp.md"
+KLAW = str(Path(sys.executable).with_name("klaw"))
+READ_TOOLS = ["fetch_conversation_details", "memory_core_get", "memory_search"]
+
+
+def text(result: CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+@asynccontextmanager
+async def filled_home() -> AsyncIterator[KlawHome]:
+    """A home (short path: it holds the engine's socket) whose chat told klaw where the spare key is,
+    with a fact in core memory; fake model and embedder, as engine.yaml says."""
+    with short_socket_dir() as root:
+        home = KlawHome(root / "home")
+        async with FakeOpenAiServer() as server:
+            home.root.mkdir()
+            config = {
+                "models": {"fake/small": {"baseUrl": server.base_url, "contextBudget": 4000, "maxRetries": 0}},
+                "routing": {"default": "fake/small"},
+                "embedder": {"backend": "fake", "dim": 32},
+                "summarizer": {"enabled": False},
+            }
+            home.config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
+            async with Klaw(home) as agent:
+                await agent.ask(CHAT, "the spare key is under the blue flowerpot")
+            home.core_memory_file.write_text(json.dumps({"city": "Porto"}), encoding="utf-8")
+            yield home
+
+
+@asynccontextmanager
+async def running_engine(home: KlawHome) -> AsyncIterator[Engine]:
+    engine = await Engine.start(home, load_config(home.config_file).config, listen=True)
+    try:
+        yield engine
+    finally:
+        await engine.shutdown(timeout_seconds=5)
+
+
+def desktop_config() -> dict[str, Any]:
+    """The `mcpServers` JSON block of docs/mcp.md, as a person would paste it."""
+    blocks = re.findall(r"```json\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+    configs = [json.loads(block) for block in blocks if "mcpServers" in block]
+    assert len(configs) == 1
+    server = configs[0]["mcpServers"]["klaw-memory"]
+    assert isinstance(server, dict)
+    return server
+
+
+async def test_the_desktop_configuration_in_the_docs_runs_as_written_and_is_read_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    entry = desktop_config()
+    assert entry["command"] == "klaw" and entry["args"] == ["mcp", "serve", "--chat", str(CHAT)]
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    async with filled_home() as home:  # no engine runs: the command opens the home itself
+        env = {**entry["env"], "KLAW_HOME": str(home.root)}  # the person's home, here the test's
+        async with Client(StdioServerParameters(command=entry["command"], args=entry["args"], env=env)) as client:
+            assert sorted(tool.name for tool in (await client.list_tools()).tools) == READ_TOOLS
+            found = await client.call_tool("memory_search", {"query": "where is the spare key"})
+            assert not found.is_error and "under the blue flowerpot" in text(found)
+            core = await client.call_tool("memory_core_get", {})
+            assert json.loads(text(core))["memory"] == {"city": "Porto"}
+            segment = json.loads(text(found))[0]["segment_id"]
+            details = await client.call_tool("fetch_conversation_details", {"segment_id": segment})
+            assert not details.is_error and "blue flowerpot" in text(details)
+            refused = await client.call_tool("memory_save", {"text": "the code is 1234"})
+            assert refused.is_error
+        # the engine it opened is closed: a later engine starts on the home
+        async with running_engine(home) as engine:
+            assert engine.memory_access is not None
+
+
+async def test_with_an_engine_running_calls_go_through_its_socket_and_allow_write_saves(tmp_path: Path) -> None:
+    async with filled_home() as home, running_engine(home) as engine, AsyncExitStack() as stack:
+        errors = stack.enter_context((tmp_path / "stderr.txt").open("w+"))
+        params = StdioServerParameters(
+            command=KLAW, args=["mcp", "serve", "--chat", str(CHAT), "--allow-write"], env={"KLAW_HOME": str(home.root)}
+        )
+        client = await stack.enter_async_context(Client(stdio_client(params, errlog=errors)))
+        assert sorted(tool.name for tool in (await client.list_tools()).tools) == sorted([*READ_TOOLS, "memory_save"])
+        saved = await client.call_tool("memory_save", {"text": "the wifi password is on the fridge"})
+        assert re.fullmatch(r"Saved as memory \d+\.", text(saved))
+        assert engine.memory_access is not None  # the engine's own search finds what the other client saved
+        found = await engine.memory_access.call(CHAT, "memory_search", {"query": "wifi password"})
+        assert "on the fridge" in found.content
+        again = await client.call_tool("memory_search", {"query": "where is the spare key"})
+        assert "under the blue flowerpot" in text(again)
+        errors.seek(0)
+        assert "using the engine running on" in errors.read()
+
+
+async def test_http_needs_the_web_token_before_anything_is_read(tmp_path: Path) -> None:
+    async with filled_home() as home, running_engine(home):
+        process = await asyncio.create_subprocess_exec(
+            KLAW, "mcp", "serve", "--chat", str(CHAT), "--http", "--port", "0",
+            env={**os.environ, "KLAW_HOME": str(home.root)},
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            url = await _served_url(process)
+            token = home.web_token_file.read_text(encoding="utf-8").strip()
+            async with httpx.AsyncClient() as http:
+                for headers in ({}, {"Authorization": "Bearer wrong"}):
+                    refused = await http.post(url, headers=headers, content=b"x" * 100_000)
+                    assert refused.status_code == 401
+            # headers announcing a body that never comes: refused at once, so the body was never waited for
+            host, port = url.removeprefix("http://").removesuffix("/mcp").split(":")
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Length: 1000000\r\n\r\n".encode())
+            async with asyncio.timeout(10):
+                assert (await reader.readline()).startswith(b"HTTP/1.1 401")
+            writer.close()
+            with pytest.raises(Exception):  # noqa: B017, PT011 (the SDK's client fails in its own ways)
+                async with Client(url):
+                    pass
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as keyed,
+                Client(streamable_http_client(url, http_client=keyed)) as client,
+            ):
+                assert sorted(tool.name for tool in (await client.list_tools()).tools) == READ_TOOLS
+                found = await client.call_tool("memory_search", {"query": "spare key"})
+                assert "under the blue flowerpot" in text(found)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            assert await asyncio.wait_for(process.wait(), 30) == 0
+
+
+async def _served_url(process: asyncio.subprocess.Process) -> str:
+    assert process.stderr is not None
+    async with asyncio.timeout(60):
+        while line := (await process.stderr.readline()).decode():
+            found = re.search(r"http://127\.0\.0\.1:\d+/mcp", line)
+            if found:
+                return found.group(0)
+    raise AssertionError("klaw mcp serve --http did not say where it listens")
