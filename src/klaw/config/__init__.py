@@ -6,8 +6,8 @@ turned into `ConfigError` naming the field, the value given and the rule broken,
 stop with a message a person can act on instead of a traceback. Loading and provenance (which value
 came from where) live in `klaw.config_loader`.
 
-A feature adds its section in the module of its group (`tools.py` for what the agent can do) and
-names it here; everything outside imports from `klaw.config`.
+A feature adds its section in the module of its group (`tools.py` for what the agent can do; a large
+one a module of its own, as `web.py`) and names it here; everything outside imports from `klaw.config`.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from klaw.config.tools import (
     ToolsConfig,
     installed_tool_plugins,
 )
+from klaw.config.web import WebConfig, WebFetchConfig, WebSearchConfig
 
 __all__ = [
     "ALL_TOOL_GROUPS",
@@ -67,6 +68,9 @@ __all__ = [
     "ToolGroup",
     "ToolsConfig",
     "WebChannelConfig",
+    "WebConfig",
+    "WebFetchConfig",
+    "WebSearchConfig",
     "context_budget",
     "installed_tool_plugins",
 ]

@@ -20,6 +20,7 @@ from klaw.config.memory import (
 )
 from klaw.config.models import ModelConfig, RoutingConfig, context_budget
 from klaw.config.tools import SchedulerConfig, ToolsConfig
+from klaw.config.web import WebConfig
 
 
 def _default_models() -> dict[str, ModelConfig]:
@@ -42,6 +43,7 @@ class EngineConfig(Section):
     memory: MemoryConfig = MemoryConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
     tools: ToolsConfig = ToolsConfig()
+    web: WebConfig = WebConfig()
     commands: tuple[CommandConfig, ...] = Field(default_factory=_default_commands)
     channels: ChannelsConfig = ChannelsConfig()
     mcp: McpConfig = McpConfig()

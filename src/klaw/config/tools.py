@@ -41,8 +41,19 @@ class SchedulerConfig(Section):
         return self
 
 
-ToolGroup = Literal["clock", "files", "memory", "scheduler", "subagents", "messaging", "skills"]
-ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = ("clock", "files", "memory", "scheduler", "subagents", "messaging", "skills")
+ToolGroup = Literal["clock", "files", "memory", "scheduler", "subagents", "messaging", "skills", "web", "websearch"]
+# `websearch` is on when available: offered once web.search names a provider.
+ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = (
+    "clock",
+    "files",
+    "memory",
+    "scheduler",
+    "subagents",
+    "messaging",
+    "skills",
+    "web",
+    "websearch",
+)
 _CHANNEL = re.compile(r"^[a-z0-9-]{1,32}$")  # as klaw/store/records.py checks channel names
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # as klaw/tools/registry.py checks them
 TOOL_PLUGIN_GROUP = "klaw.tools"  # the entry point group through which installed packages offer tools
@@ -76,8 +87,8 @@ class ToolsConfig(Section):
     enabled: tuple[str, ...] = Field(
         default=ALL_TOOL_GROUPS,
         description="Tool groups offered to the model: clock, files, memory, scheduler, subagents, messaging,"
-        f" skills, the name of an installed tool plugin (entry point group {TOOL_PLUGIN_GROUP}), or mcp:<server> for a"
-        " server of the mcp section.",
+        f" skills, web, websearch, the name of an installed tool plugin (entry point group {TOOL_PLUGIN_GROUP}),"
+        " or mcp:<server> for a server of the mcp section.",
     )
 
     @field_validator("enabled")

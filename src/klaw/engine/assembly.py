@@ -67,6 +67,7 @@ from klaw.tools.plugins import register_plugins
 from klaw.tools.registry import ToolFunction, ToolRegistry
 from klaw.tools.skills.catalogue import SkillCatalogue
 from klaw.tools.skills.tools import register_skill_tools
+from klaw.tools.web.tools import register_web_tools, search_unavailable
 
 LIVE_EMBEDDING_BATCH = 16
 
@@ -176,6 +177,9 @@ def tool_registry(
     register_memory_tools(registry, services)
     if skills is not None:
         register_skill_tools(registry, skills, max_bytes=config.tools.skills.max_file_bytes)
+    register_web_tools(registry, config.web)
+    if (why := search_unavailable(config.web)) is not None:
+        registry.note_unavailable("web_search", why)
     for tool in extra:
         registry.register(tool, offer=True)
     register_plugins(registry, config.tools.enabled)  # installed packages' tools, enabled by name
@@ -199,6 +203,11 @@ async def start_mcp_servers(
     stack.push_async_callback(servers.aclose)
     await servers.start()
     return servers
+
+
+def unavailable_tools(registry: ToolRegistry) -> list[str]:
+    """/status lines: each tool the configuration asks for but cannot offer, and why."""
+    return [f"Not offered: {name}: {why}" for name, why in registry.unavailable.items()]
 
 
 def open_router(config: EngineConfig, clock: Clock, stack: AsyncExitStack, router: ModelRouter | None) -> ModelRouter:
@@ -325,7 +334,7 @@ async def assemble(
         forgetting=memory.forgetting,
         memory_commands=MemoryCommands(memory.settings, summarizer, memory.embedding_queue, memory.store),
         approvals=approvals,
-        status_lines=[mcp_servers.status_lines],
+        status_lines=[mcp_servers.status_lines, lambda: unavailable_tools(registry)],
     )
     parts = Parts(
         memory,

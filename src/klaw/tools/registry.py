@@ -108,6 +108,7 @@ class ToolRegistry:
         self._max_chars = max_result_chars
         self._tools: dict[str, _Tool] = {}
         self._offered = None if offered is None else frozenset(offered)
+        self._unavailable: dict[str, str] = {}
 
     def register(self, fn: F, *, name: str | None = None, description: str | None = None, offer: bool = False) -> F:
         """Offer `fn` to the model under `name` (default: the function's name); returns `fn` unchanged.
@@ -170,6 +171,21 @@ class ToolRegistry:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self._tools)
+
+    def wants(self, name: str) -> bool:
+        """Would a tool of this name be offered? (Spares building one the configuration left out.)"""
+        return self._offered is None or name in self._offered
+
+    def note_unavailable(self, name: str, reason: str) -> None:
+        """Record why a tool the configuration asks for is not offered (no sandbox, no allow-list):
+        `/status` tells the person. Nothing is recorded for a tool the configuration left out."""
+        if self.wants(name):
+            self._unavailable[name] = reason
+
+    @property
+    def unavailable(self) -> Mapping[str, str]:
+        """Tool name → why it is not offered, for the tools the configuration asked for."""
+        return dict(self._unavailable)
 
     def specs(self) -> list[ToolSpec]:
         """The tools as the model is offered them, in registration order (stable, so prompts cache)."""

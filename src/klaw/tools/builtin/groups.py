@@ -19,6 +19,8 @@ TOOL_GROUPS: Mapping[ToolGroup, tuple[str, ...]] = {
     "subagents": ("subagent_spawn",),
     "messaging": ("message_send",),
     "skills": ("skill_list", "skill_read"),
+    "web": ("web_fetch",),
+    "websearch": ("web_search",),
 }
 
 

@@ -1,0 +1,95 @@
+"""Which IP addresses `web_fetch` may connect to: public unicast only, unless the person allow-listed more.
+
+A model that reads pages can be talked into fetching `http://169.254.169.254/…` (a cloud's metadata
+service, with credentials), `http://localhost:8765/` (klaw's own web page) or a router's admin page.
+So every address a fetch would connect to, after DNS resolution and on every redirect, must be a
+global unicast address. The rule is "global and not multicast" from `ipaddress` (which knows the IANA
+special-purpose registries), plus: IPv6 addresses that carry an IPv4 address (mapped, NAT64, 6to4,
+Teredo) are judged by that IPv4 address too, and the cloud metadata endpoints that sit on otherwise
+global addresses (Azure's 168.63.129.16) are named and refused. `web.fetch.allowAddresses` lets
+chosen addresses or networks through (a NAS at home): the person's decision, written in engine.yaml.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
+
+IpAddress = IPv4Address | IPv6Address
+IpNetwork = IPv4Network | IPv6Network
+
+# Metadata services of cloud hosts; most are link-local or private anyway, named here for the reason given.
+CLOUD_METADATA: frozenset[IpAddress] = frozenset(
+    ip_address(a)
+    for a in (
+        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean, Oracle…
+        "169.254.170.2",  # AWS ECS task credentials
+        "fd00:ec2::254",  # AWS over IPv6
+        "100.100.100.200",  # Alibaba Cloud
+        "168.63.129.16",  # Azure WireServer (a global address)
+    )
+)
+_NAT64 = ip_network("64:ff9b::/96")
+
+
+def parse_address(text: str) -> IpAddress:
+    """An address as getaddrinfo or a URL gives it (an IPv6 zone `%eth0` is dropped)."""
+    return ip_address(text.split("%", 1)[0])
+
+
+class AddressPolicy:
+    """Says whether an address may be connected to, and if not, why (for the model and the person)."""
+
+    def __init__(self, allowed: Iterable[IpNetwork] = ()) -> None:
+        self._allowed = tuple(allowed)
+
+    def refusal(self, address: IpAddress) -> str | None:
+        """None when `address` may be reached; else a short reason ("private", "cloud metadata"…)."""
+        candidates = _judged(address)
+        if any(self._allows(candidate) for candidate in candidates):
+            return None
+        for candidate in candidates:
+            reason = _special(candidate)
+            if reason is not None:
+                return reason
+        return None
+
+    def _allows(self, address: IpAddress) -> bool:
+        return any(address.version == net.version and address in net for net in self._allowed)
+
+
+def _special(address: IpAddress) -> str | None:
+    if address in CLOUD_METADATA:
+        return "a cloud metadata service"
+    if address.is_loopback:
+        return "loopback (this machine)"
+    if address.is_unspecified:
+        return "unspecified (this machine)"
+    if address.is_link_local:
+        return "link-local"
+    if address.is_multicast:
+        return "multicast"
+    if address.is_reserved:
+        return "reserved"
+    if address.is_private:
+        return "private (a local network)"
+    if not address.is_global:  # shared address space (100.64/10, carrier NAT), and the like
+        return "not a public address"
+    return None
+
+
+def _judged(address: IpAddress) -> tuple[IpAddress, ...]:
+    """The addresses a connection to `address` really reaches: an IPv4-mapped or NAT64 address is its
+    IPv4 address; a 6to4 or Teredo address is itself and the IPv4 relays it names."""
+    if not isinstance(address, IPv6Address):
+        return (address,)
+    if address.ipv4_mapped is not None:
+        return (address.ipv4_mapped,)
+    if address in _NAT64:
+        return (IPv4Address(int(address) & 0xFFFFFFFF),)
+    carried: list[IpAddress] = []
+    if address.sixtofour is not None:
+        carried.append(address.sixtofour)
+    if address.teredo is not None:
+        carried.extend(address.teredo)
+    return (*carried, address)

@@ -1,0 +1,147 @@
+"""`WebFetcher`: one http(s) GET of a page, within limits, through the address guard, redirects followed here.
+
+Redirects are followed one hop at a time (httpx's own following is off) so each hop's URL is
+checked (http or https only) and counted; each hop's connection is checked by the guarded transport
+(klaw/tools/web/guarded_transport.py). The limits bound what a call costs: the whole fetch, redirects
+included, has `timeoutSeconds`; a body larger than `maxBytes` (as announced, or as read after
+decompression) is refused, not cut, so a gzip bomb stops at the limit; a type that is not text
+(images, PDFs, archives…) is refused with its type, before its body is read. Every refusal is a
+`WebError` whose message says what was wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from dataclasses import dataclass
+
+import httpx
+
+from klaw.config.web import WebFetchConfig
+from klaw.tools.web.addresses import AddressPolicy
+from klaw.tools.web.errors import WebError
+from klaw.tools.web.guarded_transport import GuardedTransport, Resolver, system_resolver
+
+USER_AGENT = "klaw-web-fetch/1 (a personal agent reading a page for its person)"
+ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,text/markdown;q=0.9,application/json;q=0.8,*/*;q=0.1"
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+TEXT_APPLICATION_TYPES = frozenset({"application/json", "application/xml", "application/javascript"})
+
+
+@dataclass(frozen=True)
+class FetchedPage:
+    """A page's body as read, before extraction: where it ended up, its type, its text."""
+
+    url: str  # after redirects
+    content_type: str  # media type, lower case, without parameters ("" when the server sent none)
+    text: str
+    bytes_read: int
+    redirects: tuple[str, ...]  # the URLs redirected from, in order
+
+    @property
+    def is_html(self) -> bool:
+        return self.content_type in HTML_TYPES or (not self.content_type and "<html" in self.text[:2000].lower())
+
+
+class WebFetcher:
+    """Fetches pages for `web_fetch` under `web.fetch`'s guard and limits."""
+
+    def __init__(self, config: WebFetchConfig, resolver: Resolver = system_resolver) -> None:
+        self._config = config
+        self._policy = AddressPolicy(config.allowed_networks())
+        self._resolver = resolver
+        self._ssl_context: ssl.SSLContext | None = None
+
+    async def fetch(self, url: str) -> FetchedPage:
+        """The page at `url`; WebError saying why when it cannot be read."""
+        target = _http_url(url)
+        limit = self._config.timeout_seconds
+        try:
+            async with asyncio.timeout(limit):
+                async with self._client() as client:
+                    return await self._follow(client, target)
+        except TimeoutError:
+            raise WebError(f"the page did not arrive within {limit:g} seconds (web.fetch.timeoutSeconds)") from None
+        except httpx.HTTPError as exc:
+            raise WebError(f"the page could not be fetched: {_network_failure(exc)}") from None
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._ssl_context is None:  # made once: loading the CA bundle takes a while
+            self._ssl_context = ssl.create_default_context()
+        transport = GuardedTransport(self._policy, self._ssl_context, self._resolver)
+        return httpx.AsyncClient(
+            transport=transport,
+            follow_redirects=False,
+            trust_env=False,  # no proxy from the environment: it would resolve names out of the guard's sight
+            timeout=httpx.Timeout(self._config.timeout_seconds),
+            headers={"User-Agent": USER_AGENT, "Accept": ACCEPT},
+        )
+
+    async def _follow(self, client: httpx.AsyncClient, url: httpx.URL) -> FetchedPage:
+        redirects: list[str] = []
+        request = client.build_request("GET", url)
+        while True:
+            response = await client.send(request, stream=True)
+            try:
+                if response.next_request is None:
+                    return await self._read(response, tuple(redirects))
+                if len(redirects) >= self._config.max_redirects:
+                    raise WebError(
+                        f"more than {self._config.max_redirects} redirects (web.fetch.maxRedirects);"
+                        f" the last one pointed to {str(response.next_request.url)[:200]}"
+                    )
+                redirects.append(str(request.url))
+                request = response.next_request
+                _http_url(str(request.url), redirect=True)
+            finally:
+                await response.aclose()
+
+    async def _read(self, response: httpx.Response, redirects: tuple[str, ...]) -> FetchedPage:
+        if response.status_code >= 400:
+            raise WebError(f"the server answered {response.status_code} {response.reason_phrase} for {response.url}")
+        media_type = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media_type and not _is_text(media_type):
+            raise WebError(f"{response.url} is {media_type}, not a text page: web_fetch reads HTML and text only")
+        limit = self._config.max_bytes
+        announced = response.headers.get("content-length", "")
+        if announced.isdigit() and int(announced) > limit:
+            raise WebError(_too_large(int(announced), limit))
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > limit:
+                raise WebError(_too_large(None, limit))
+        if not media_type and b"\x00" in body[:4096]:
+            raise WebError(f"{response.url} sent binary data without a type: web_fetch reads HTML and text only")
+        text = bytes(body).decode(response.charset_encoding or "utf-8", errors="replace")
+        return FetchedPage(str(response.url), media_type, text, len(body), redirects)
+
+
+def _http_url(url: str, *, redirect: bool = False) -> httpx.URL:
+    where = "a redirect to" if redirect else "the URL"
+    try:
+        parsed = httpx.URL(url.strip())
+    except (httpx.InvalidURL, TypeError):
+        raise WebError(f"{where} {url[:200]!r} is not a valid URL") from None
+    if parsed.scheme not in ("http", "https"):
+        raise WebError(f"{where} {url[:200]!r} is not http or https: web_fetch reads web pages only")
+    if not parsed.host:
+        raise WebError(f"{where} {url[:200]!r} names no host")
+    return parsed
+
+
+def _is_text(media_type: str) -> bool:
+    if media_type.startswith("text/") or media_type in HTML_TYPES or media_type in TEXT_APPLICATION_TYPES:
+        return True
+    return media_type.startswith("application/") and media_type.endswith(("+json", "+xml"))
+
+
+def _too_large(size: int | None, limit: int) -> str:
+    said = f"{size:,} bytes" if size is not None else "more than that"
+    return f"the page is larger than {limit:,} bytes (web.fetch.maxBytes): {said}"
+
+
+def _network_failure(exc: httpx.HTTPError) -> str:
+    """What went wrong on the network, without the library's wording when it is empty."""
+    detail = str(exc).strip()
+    return f"{type(exc).__name__} ({detail})" if detail else type(exc).__name__
