@@ -6,11 +6,10 @@ the rebuilt database."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from klaw.cli.app import app
 from klaw.home import KlawHome
 from tests.engine.harness import CHAT, Harness, running_engine
 
@@ -36,14 +35,20 @@ async def exchanges_by_id(h: Harness) -> dict[int, str]:
 
 
 async def klaw(home: KlawHome, *args: str) -> str:
-    """`klaw ARGS` on the home, in a thread (the command runs its own event loop)."""
-    return await asyncio.to_thread(_klaw, home, *args)
-
-
-def _klaw(home: KlawHome, *args: str) -> str:
-    result = CliRunner().invoke(app, list(args), env={"KLAW_HOME": str(home.root), "COLUMNS": "200"})
-    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
-    return result.stdout
+    """`klaw ARGS` on the home, as a person runs it: a process of its own."""
+    done = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "klaw",
+        *args,
+        env={**os.environ, "KLAW_HOME": str(home.root), "COLUMNS": "200"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(120):
+        out, err = await done.communicate()
+    assert done.returncode == 0, (out, err)
+    return out.decode()
 
 
 async def test_exchange_ids_survive_forget_and_reindex_and_are_never_reused(tmp_path: Path) -> None:
