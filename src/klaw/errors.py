@@ -48,10 +48,10 @@ gateway/link.py, `_BadArguments` in tools/registry.py, `_EngineRunning` in cli/m
   - QueryFailed (RuntimeError) ............. gateway/link: the engine refused a query
   - TurnFailed (RuntimeError) .............. library: the turn behind `Klaw.ask` failed (its error id)
   - ToolRefusal (RuntimeError) ............. tools/registry: an expected refusal; its message is the whole result
+    + WebError (ValueError) ................ tools/web/errors: a page or search that gave no text, and why
+      + AddressRefused ..................... the address guard forbids where a URL leads
   - MissingVariable (RuntimeError) ......... tools/mcp/transport: a variable an MCP server's config names is unset
   - MemoryUnavailable (RuntimeError) ....... mcp_server/memory_link: klaw mcp serve cannot reach the engine
-  - WebError (ValueError) .................. tools/web/errors: a page or search that gave no text, and why
-    + AddressRefused ....................... the address guard forbids where a URL leads
   - SearchProblem .......................... cli/memory_cmd: which chat to search, for the person to fix
   - LocomoFormatError (ValueError) ......... bench/locomo/dataset: not a LoCoMo-format file
   - LocomoRunError (RuntimeError) .......... bench/locomo/runner: no honest figures from this run
