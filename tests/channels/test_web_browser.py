@@ -96,6 +96,8 @@ async def test_sign_in_chat_new_segment_and_inspect_in_chromium() -> None:
             await turn.locator("td", has_text="auto_rag").wait_for()
             await turn.locator("td.text", has_text="favourite colour is teal").first.wait_for()
             assert "of 3600 tokens" in await turn.locator("h3").inner_text()
+            await turn.locator("details.tool-parts summary").click()  # the tools layer, tool by tool
+            await turn.locator("details.tool-parts td", has_text="web_fetch").wait_for()
             screenshot = ARTIFACTS / "web-inspector.png"
             await page.screenshot(path=str(screenshot), full_page=True)
             print(f"screenshot: {screenshot}")

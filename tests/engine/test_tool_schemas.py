@@ -82,6 +82,8 @@ async def test_the_default_tools_fit_their_token_budget_and_context_shows_them(t
     tokens = approximate_token_count(json.dumps(tools))
     assert tokens <= TOOL_SCHEMA_BUDGET_TOKENS, f"tool schemas: {tokens} tokens, budget {TOOL_SCHEMA_BUDGET_TOKENS}"
     assert f"- tools: {tokens} tokens ({len(tools)} item(s))" in context
+    for tool in tools:  # and each tool's share, in the order offered
+        assert f"\n    {tool['function']['name']}: {approximate_token_count(json.dumps(tool))}\n" in context
 
 
 async def test_every_tool_and_the_arguments_that_need_one_are_described(tmp_path: Path) -> None:

@@ -96,6 +96,10 @@ async def test_inspector_queries_answer_from_the_engine() -> None:
         layers = {layer["name"]: layer for layer in newest["layers"]}
         assert layers["system_prompt"]["tokens"] > 0 and layers["pending"]["items"] == 1
         assert newest["total_tokens"] == sum(layer["tokens"] for layer in newest["layers"])
+        tools = layers["tools"]
+        assert len(tools["parts"]) == tools["items"]
+        assert {"web_fetch", "current_time"} <= {part["name"] for part in tools["parts"]}
+        assert all(part["tokens"] > 0 for part in tools["parts"])
         assert turns[1]["reply_to"] == first.id
 
         segments = (await stack.gateway.query("segments", {"channel": "web", "chat_id": "main"}))["segments"]

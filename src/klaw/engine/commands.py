@@ -173,7 +173,9 @@ class CommandHandler:
         if context is None:
             return "No turn has been built for this chat since the engine started."
         lines = [f"Last turn's context: {context.total_tokens} of {context.budget} tokens"]
-        lines += [f"- {layer.name}: {layer.tokens} tokens ({layer.items} item(s))" for layer in context.layers]
+        for layer in context.layers:
+            lines.append(f"- {layer.name}: {layer.tokens} tokens ({layer.items} item(s))")
+            lines += [f"    {name}: {tokens}" for name, tokens in layer.parts]
         if context.recalled:
             lines.append("Auto-RAG recalled (best first; fused score, vector distance, full-text rank):")
             lines += [f"  {rank}. {_recalled_line(r)}" for rank, r in enumerate(context.recalled, start=1)]

@@ -53,6 +53,15 @@ class ContextLayer:
     name: str
     tokens: int
     items: int = 1
+    parts: tuple[tuple[str, int], ...] = ()  # (name, tokens) of each item where it helps: the tools, per tool
+
+
+def tools_layer(tools: Sequence[ToolSpec]) -> ContextLayer:
+    """The tools layer: the whole `tools` array's tokens (what is sent), and each tool's own share
+    (its schema alone; the parts add up to the whole give or take the array's brackets)."""
+    total = approximate_token_count(json.dumps([t.to_wire() for t in tools])) if tools else 0
+    parts = tuple((t.name, approximate_token_count(json.dumps(t.to_wire()))) for t in tools)
+    return ContextLayer("tools", total, len(tools), parts)
 
 
 @dataclass(frozen=True)
@@ -129,7 +138,7 @@ class ContextBuilder:
             with timings.phase("skills"):
                 place("skills", await asyncio.to_thread(self._skills))
         pending_text = "\n".join(m.content for m in pending)
-        tools_tokens = approximate_token_count(json.dumps([t.to_wire() for t in tools])) if tools else 0
+        tools_tokens = tools_layer(tools).tokens
         pending_tokens = approximate_token_count(pending_text) + MESSAGE_OVERHEAD_TOKENS
         remaining = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
         if remaining < 0:
@@ -159,7 +168,7 @@ class ContextBuilder:
         sent, window_messages = _sendable(window)
         layers.append(ContextLayer("sliding_window", sum(message_tokens(m) for m in sent), len(window_messages)))
         if tools:
-            layers.append(ContextLayer("tools", tools_tokens, len(tools)))
+            layers.append(tools_layer(tools))
         layers.append(ContextLayer("pending", pending_tokens, len(pending)))
         return BuiltContext(
             messages=[*head, *window_messages, ChatMessage.user(pending_text)],

@@ -104,7 +104,15 @@ class TurnContext:
             "segment_id": self.segment_id,
             "budget": self.budget,
             "total_tokens": self.total_tokens,
-            "layers": [{"name": layer.name, "tokens": layer.tokens, "items": layer.items} for layer in self.layers],
+            "layers": [
+                {
+                    "name": layer.name,
+                    "tokens": layer.tokens,
+                    "items": layer.items,
+                    "parts": [{"name": name, "tokens": tokens} for name, tokens in layer.parts],
+                }
+                for layer in self.layers
+            ],
             "recalled": [
                 {
                     "rowid": hit.rowid,

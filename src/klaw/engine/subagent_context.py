@@ -21,6 +21,7 @@ from klaw.engine.context_builder import (
     BuiltContext,
     ContextLayer,
     fit_newest,
+    tools_layer,
 )
 from klaw.engine.system_prompt import SystemPrompt
 from klaw.engine.transcript import paired_tool_messages, record_to_chat_message
@@ -79,7 +80,7 @@ class SubagentContextBuilder:
         memory = await self._core_memory.read()
         place("core_memory", f"Core memory (read-only here):\n{CoreMemory.render(memory)}" if memory else None)
         tools = list(self._tools())
-        tools_tokens = approximate_token_count(json.dumps([t.to_wire() for t in tools])) if tools else 0
+        tools_tokens = tools_layer(tools).tokens
         pending_tokens = approximate_token_count(request) + MESSAGE_OVERHEAD_TOKENS
         room = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
 
@@ -92,7 +93,7 @@ class SubagentContextBuilder:
         history = [message for run in kept for message in run]
         layers.append(ContextLayer("subagent_history", sum(_tokens(m) for m in history), len(kept)))
         if tools:
-            layers.append(ContextLayer("tools", tools_tokens, len(tools)))
+            layers.append(tools_layer(tools))
         layers.append(ContextLayer("pending", pending_tokens))
         return BuiltContext(
             messages=[*head, *history, ChatMessage.user(request)],

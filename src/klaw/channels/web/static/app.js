@@ -223,6 +223,15 @@ function renderTurn(turn) {
   box.append(table([["", "key"], ["layer"], ["tokens", "num"], ["share", "num"], ["items", "num"]],
     turn.layers.map((layer) => [[el("span", { class: `swatch ${layerClass(layer.name)}` }), "key"], [layer.name],
       [String(layer.tokens), "num"], [`${turn.budget ? Math.round(100 * layer.tokens / turn.budget) : 0}%`, "num"], [String(layer.items), "num"]])));
+  // The tools layer tool by tool: every schema is sent with every call, so this is where tokens go unseen.
+  const tools = turn.layers.find((layer) => layer.name === "tools" && (layer.parts || []).length);
+  if (tools) {
+    const details = el("details", { class: "tool-parts" });
+    details.append(el("summary", { text: `Tools offered: ${tools.items}, ${tools.tokens} tokens` }));
+    details.append(table([["tool"], ["tokens", "num"]],
+      [...tools.parts].sort((a, b) => b.tokens - a.tokens).map((part) => [[part.name], [String(part.tokens), "num"]])));
+    box.append(details);
+  }
   if (turn.recalled.length) {
     const best = Math.max(...turn.recalled.map((hit) => hit.score || 0));
     box.append(el("h4", { text: "Auto-RAG recalled (best first)" }));
