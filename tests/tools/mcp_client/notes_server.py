@@ -4,13 +4,15 @@ Run as a program it serves stdio (`python notes_server.py`); `--fail-at-start` e
 handshake, as a server with a bad installation does. `build()` gives the same server for tests that
 serve it over streamable HTTP in their own loop. Tools: `add`, `lookup` (reads the environment
 variable `NOTES_SECRET`, so tests see which variables reach the process), `crash` (the process dies
-mid-call), `hang` (never answers) and `dotted.name` (a name OpenAI's rule refuses).
+mid-call), `hang` (never answers), `freeze`
+(blocks the whole server, which then answers nothing) and `dotted.name` (a name OpenAI's rule refuses).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -38,6 +40,12 @@ def build() -> MCPServer:
     async def hang() -> str:
         """Never answer."""
         await anyio.sleep_forever()
+        return "unreachable"
+
+    @server.tool()
+    async def freeze() -> str:
+        """Block the whole server: nothing it is asked is answered any more."""
+        time.sleep(3600)  # noqa: ASYNC251 (on purpose: the event loop stops)
         return "unreachable"
 
     @server.tool(name="dotted.name")

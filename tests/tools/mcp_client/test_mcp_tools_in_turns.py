@@ -78,7 +78,7 @@ async def test_a_stdio_servers_tools_are_offered_prefixed_and_called_in_a_turn(
         h.server.reply_text("ok")
         await h.turn("the dotted one")
         assert tool_result(h) == "dotted ok"
-        assert "MCP notes: ready, 5 tool(s)" in await status(h)
+        assert "MCP notes: ready, 6 tool(s)" in await status(h)
     log_file = h.home.root / "mcp" / "notes.log"
     assert log_file.stat().st_mode & 0o077 == 0
 
@@ -118,6 +118,27 @@ async def test_a_call_that_hangs_times_out_and_the_turn_answers(tmp_path: Path) 
         assert (await h.turn("wait for it")).text == "it did not answer"
         assert "did not answer hang within 0.5 seconds" in tool_result(h)
         assert "MCP notes: ready" in await status(h)  # the server itself still answers pings
+
+
+async def test_a_server_that_stops_answering_is_found_out_and_restarted(tmp_path: Path) -> None:
+    fast = {"debounceMs": 100}
+    async with running_engine(
+        tmp_path, tools={"enabled": ["mcp:notes"]}, mcp=notes(timeoutSeconds=0.5), processing=fast
+    ) as h:
+        h.server.reply_tool_calls([("notes__freeze", {})])
+        h.server.reply_text("it froze")
+        assert (await h.turn("freeze it")).text == "it froze"
+        assert "did not answer freeze within 0.5 seconds" in tool_result(h)
+        link = h.engine.mcp_servers.links["notes"]
+        async with asyncio.timeout(20):
+            await link.down.wait()  # asked for its tools after the timeout, it did not answer either
+        assert "MCP notes: unavailable, it stopped answering" in await status(h)
+        await h.clock.advance(1.0)
+        await wait_ready(h)
+        h.server.reply_tool_calls([("notes__add", {"a": 2, "b": 2})])
+        h.server.reply_text("back")
+        assert (await h.turn("add")).text == "back"
+        assert tool_result(h) == "4"
 
 
 @pytest.mark.parametrize(

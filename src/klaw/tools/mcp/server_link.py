@@ -81,6 +81,7 @@ class ServerLink:
         self._stopping = asyncio.Event()
         self.settled = asyncio.Event()  # the first start ended, ready or failed
         self.ready = asyncio.Event()  # set while the server is ready
+        self.down = asyncio.Event()  # set while it is unavailable (waiting for its next start)
         self._task: asyncio.Task[None] | None = None
         self._checks: set[asyncio.Task[None]] = set()
 
@@ -172,11 +173,13 @@ class ServerLink:
             self._failures += 1
             self._phase = "unavailable"
             self._retry_at = self._now() + timedelta(seconds=delay)
+            self.down.set()
             log.warning("MCP server %r is unavailable (%s); retrying in %gs", self.name, self._reason, delay)
             await self._wait(self._sleep(delay))
             delay = min(delay * 2, BACKOFF_MAX_SECONDS)
             self._retry_at = None
             self._phase = "starting"
+            self.down.clear()
 
     async def _run_once(self) -> bool:
         """One connection from start to end; True when it became ready (it served)."""
