@@ -7,6 +7,10 @@ scripts/setup-venv.sh --dev
 if ! command -v tmux >/dev/null; then
   scripts/apt-optional.sh tmux "the klaw chat terminal tests"
 fi
+# code_execute's sandbox (tests/tools/test_sandbox_escapes.py runs code in it for real; skipped without it).
+if ! command -v bwrap >/dev/null; then
+  scripts/apt-optional.sh bubblewrap "the code_execute sandbox tests"
+fi
 .venv/bin/ruff check src tests
 .venv/bin/mypy
 .venv/bin/pytest "$@"

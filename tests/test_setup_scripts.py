@@ -39,6 +39,6 @@ def test_a_busy_apt_waits_for_the_lock_then_skips_saying_why(tmp_path: Path) -> 
 
 
 def test_setup_and_test_scripts_install_optional_packages_through_it() -> None:
-    for script, package in (("setup-venv.sh", "chromium"), ("test.sh", "tmux")):
+    for script, package in (("setup-venv.sh", "chromium"), ("test.sh", "tmux"), ("test.sh", "bubblewrap")):
         text = (SCRIPTS / script).read_text(encoding="utf-8")
         assert f"scripts/apt-optional.sh {package}" in text

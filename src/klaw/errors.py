@@ -40,6 +40,8 @@ gateway/link.py, `_BadArguments` in tools/registry.py, `_EngineRunning` in cli/m
   - QueryError (ValueError) ................ engine/frame_dispatch: a query that cannot be answered
   - SettingError (ValueError) .............. engine/memory_settings: a `/rag set` that cannot be applied
   - TaskBusy (ValueError) .................. engine/subagents: a run of the task is in progress
+  - CommandRefused (ValueError) ............ tools/host/patterns: a command host_exec may not run; why
+  - SandboxInstallError (RuntimeError) ..... tools/sandbox/venv: packages not installed; pip's words
   - EngineStopping (RuntimeError) .......... engine/failures: shutting down, no new messages
   - EngineSocketError (RuntimeError) ....... engine/socket_file: the socket could not be set up
     + EngineAlreadyRunningError ............ another engine serves the home

@@ -80,6 +80,11 @@ class KlawHome:
     def scheduler_db(self) -> Path:
         return self.root / "scheduler.db"
 
+    @property
+    def sandbox_venv(self) -> Path:
+        """The virtualenv `klaw sandbox install` fills, read-only inside code_execute's sandbox."""
+        return self.root / "sandbox" / "venv"
+
     def database_file(self, configured: str) -> Path:
         """The SQLite file: `database.path` from the config, relative to KLAW_HOME unless absolute."""
         path = Path(configured).expanduser()

@@ -18,6 +18,7 @@ from klaw.cli import (
     mcp_cmd,
     memory_cmd,
     reindex_cmd,
+    sandbox_cmd,
     schedule_cmd,
     service_cmd,
     skills_cmd,
@@ -40,6 +41,7 @@ app.add_typer(memory_cmd.app, name="memory")
 app.add_typer(schedule_cmd.app, name="schedule")
 app.add_typer(bench_cmd.app, name="bench")
 app.add_typer(service_cmd.app, name="service")
+app.add_typer(sandbox_cmd.app, name="sandbox")
 app.add_typer(skills_cmd.app, name="skills")
 app.add_typer(mcp_cmd.app, name="mcp")
 app.command(name="chat")(engine_cmd.chat)

@@ -232,6 +232,30 @@ def warm(
     _emit({"machine": machine(), **asdict(result)}, out)
 
 
+@app.command()
+def sandbox(
+    runs: Annotated[int, typer.Option(help="Calls timed per language.")] = 50,
+    out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
+) -> None:
+    """Start-up overhead of code_execute: a trivial call (shell `true`, Python print) timed end to end."""
+    from klaw.bench.sandbox_bench import measure_sandbox
+    from klaw.cli.context import home_from_env, load_or_exit
+    from klaw.config import EngineConfig
+    from klaw.tools.sandbox.backend import Unavailable
+
+    home = home_from_env()
+    config = load_or_exit(home).config if home.config_file.exists() else EngineConfig()
+    console = Console(soft_wrap=True)
+    console.print(f"machine: {machine()}")
+    with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp:
+        result = asyncio.run(measure_sandbox(Path(tmp), config.sandbox, runs))
+    if isinstance(result, Unavailable):
+        console.print(f"no sandbox here: {result.reason}")
+        raise typer.Exit(1)
+    console.print(f"backend {result.backend}: shell true {result.shell_true}; python print {result.python_print}")
+    _emit({"machine": machine(), **asdict(result)}, out)
+
+
 def _reindex_throughput(console: Console, config: Any, messages: int) -> dict[str, Any]:
     from klaw.bench.reindex_bench import measure_reindex
 

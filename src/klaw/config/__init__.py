@@ -28,6 +28,7 @@ from klaw.config.memory import (
     SummarizerConfig,
 )
 from klaw.config.models import ModelConfig, RoutingConfig, RoutingTasks, context_budget
+from klaw.config.sandbox import HostExecConfig, SandboxBackendName, SandboxConfig
 from klaw.config.tools import (
     ALL_TOOL_GROUPS,
     TOOL_PLUGIN_GROUP,
@@ -52,6 +53,7 @@ __all__ = [
     "DatabaseConfig",
     "EmbedderConfig",
     "EngineConfig",
+    "HostExecConfig",
     "McpConfig",
     "McpServerConfig",
     "MemoryConfig",
@@ -60,6 +62,8 @@ __all__ = [
     "RagConfig",
     "RoutingConfig",
     "RoutingTasks",
+    "SandboxBackendName",
+    "SandboxConfig",
     "SchedulerConfig",
     "SearchConfig",
     "SkillsConfig",

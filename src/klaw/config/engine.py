@@ -19,6 +19,7 @@ from klaw.config.memory import (
     SummarizerConfig,
 )
 from klaw.config.models import ModelConfig, RoutingConfig, context_budget
+from klaw.config.sandbox import HostExecConfig, SandboxConfig
 from klaw.config.tools import SchedulerConfig, ToolsConfig
 from klaw.config.web import WebConfig
 
@@ -44,6 +45,8 @@ class EngineConfig(Section):
     scheduler: SchedulerConfig = SchedulerConfig()
     tools: ToolsConfig = ToolsConfig()
     web: WebConfig = WebConfig()
+    sandbox: SandboxConfig = SandboxConfig()
+    host_exec: HostExecConfig = HostExecConfig()
     commands: tuple[CommandConfig, ...] = Field(default_factory=_default_commands)
     channels: ChannelsConfig = ChannelsConfig()
     mcp: McpConfig = McpConfig()

@@ -41,8 +41,11 @@ class SchedulerConfig(Section):
         return self
 
 
-ToolGroup = Literal["clock", "files", "memory", "scheduler", "subagents", "messaging", "skills", "web", "websearch"]
-# `websearch` is on when available: offered once web.search names a provider.
+ToolGroup = Literal[
+    "clock", "files", "memory", "scheduler", "subagents", "messaging", "skills", "web", "websearch", "code", "host"
+]
+# `websearch` is on when available: offered once web.search names a provider; so are `code` (a sandbox
+# works here, sandbox:) and `host` (an allow-list given, hostExec:).
 ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = (
     "clock",
     "files",
@@ -53,6 +56,8 @@ ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = (
     "skills",
     "web",
     "websearch",
+    "code",
+    "host",
 )
 _CHANNEL = re.compile(r"^[a-z0-9-]{1,32}$")  # as klaw/store/records.py checks channel names
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # as klaw/tools/registry.py checks them
@@ -87,8 +92,8 @@ class ToolsConfig(Section):
     enabled: tuple[str, ...] = Field(
         default=ALL_TOOL_GROUPS,
         description="Tool groups offered to the model: clock, files, memory, scheduler, subagents, messaging,"
-        f" skills, web, websearch, the name of an installed tool plugin (entry point group {TOOL_PLUGIN_GROUP}),"
-        " or mcp:<server> for a server of the mcp section.",
+        " skills, web, websearch, code, host, the name of an installed tool plugin (entry point group"
+        f" {TOOL_PLUGIN_GROUP}), or mcp:<server> for a server of the mcp section.",
     )
 
     @field_validator("enabled")

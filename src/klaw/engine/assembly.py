@@ -61,10 +61,13 @@ from klaw.store.records import StoredMessage
 from klaw.tools.builtin.defaults import register_builtin_tools
 from klaw.tools.builtin.groups import tools_in
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
+from klaw.tools.host.tool import register_host_exec
 from klaw.tools.mcp.servers import McpServers
 from klaw.tools.messaging.send import message_targets, register_message_tools
 from klaw.tools.plugins import register_plugins
 from klaw.tools.registry import ToolFunction, ToolRegistry
+from klaw.tools.sandbox.choice import choose_backend
+from klaw.tools.sandbox.tool import register_code_execute
 from klaw.tools.skills.catalogue import SkillCatalogue
 from klaw.tools.skills.tools import register_skill_tools
 from klaw.tools.web.tools import register_web_tools, search_unavailable
@@ -168,10 +171,15 @@ def skill_catalogue(home: KlawHome, config: EngineConfig) -> SkillCatalogue | No
 
 
 def tool_registry(
-    config: EngineConfig, services: MemoryServices, extra: Sequence[ToolFunction], skills: SkillCatalogue | None
+    home: KlawHome,
+    config: EngineConfig,
+    services: MemoryServices,
+    extra: Sequence[ToolFunction],
+    skills: SkillCatalogue | None,
 ) -> ToolRegistry:
     """The built-in groups engine.yaml offers, then the caller's own tools (always offered). The
-    scheduling tools join when the scheduler exists (engine/scheduler_assembly.py)."""
+    scheduling tools join when the scheduler exists (engine/scheduler_assembly.py). code_execute and
+    host_exec are offered when available (a sandbox works here; hostExec.allow lists commands)."""
     registry = ToolRegistry(offered=tools_in(config.tools.enabled))
     register_builtin_tools(registry, allow_prompt_edits=config.tools.allow_prompt_edits)
     register_memory_tools(registry, services)
@@ -180,6 +188,9 @@ def tool_registry(
     register_web_tools(registry, config.web)
     if (why := search_unavailable(config.web)) is not None:
         registry.note_unavailable("web_search", why)
+    if registry.wants("code_execute"):
+        register_code_execute(registry, choose_backend(config.sandbox, home), config.sandbox)
+    register_host_exec(registry, config.host_exec)
     for tool in extra:
         registry.register(tool, offer=True)
     register_plugins(registry, config.tools.enabled)  # installed packages' tools, enabled by name
@@ -260,7 +271,7 @@ async def assemble(
     """Every part built and started (listening last when `listen`); each close is on `stack`."""
     memory = await open_memory(home, config, clock, stack, embedder)
     skills = skill_catalogue(home, config)
-    registry = tool_registry(config, memory_services(config, memory, clock), tools, skills)
+    registry = tool_registry(home, config, memory_services(config, memory, clock), tools, skills)
     mcp_servers = await start_mcp_servers(home, config, clock, stack, registry)
     router = open_router(config, clock, stack, router)
     socket = EngineSocketServer(home.socket_path) if listen else None

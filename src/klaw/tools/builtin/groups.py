@@ -21,6 +21,8 @@ TOOL_GROUPS: Mapping[ToolGroup, tuple[str, ...]] = {
     "skills": ("skill_list", "skill_read"),
     "web": ("web_fetch",),
     "websearch": ("web_search",),
+    "code": ("code_execute",),
+    "host": ("host_exec",),
 }
 
 

@@ -1,0 +1,55 @@
+"""`klaw bench sandbox`: what a trivial `code_execute` costs, start to result, on this machine.
+
+A call makes fresh namespaces, mounts, a process under `prlimit`, and the workspace snapshots around
+it; the figure is the whole tool call as the engine makes it (through the registry), for a shell
+`true` and for Python printing a line, each `runs` times after one warm-up call.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from klaw.bench.stats import Latency
+from klaw.config import SandboxConfig
+from klaw.home import KlawHome
+from klaw.llm.messages import ToolCall
+from klaw.store.records import ChatRef
+from klaw.tools.registry import ToolContext, ToolRegistry
+from klaw.tools.sandbox.backend import Unavailable
+from klaw.tools.sandbox.choice import choose_backend
+from klaw.tools.sandbox.tool import register_code_execute
+
+
+@dataclass(frozen=True)
+class SandboxFigures:
+    backend: str
+    shell_true: Latency
+    python_print: Latency
+
+
+async def measure_sandbox(root: Path, config: SandboxConfig, runs: int) -> SandboxFigures | Unavailable:
+    home = KlawHome(root)
+    home.workspace.mkdir(parents=True, exist_ok=True)
+    backend = choose_backend(config, home)
+    if isinstance(backend, Unavailable):
+        return backend
+    registry = ToolRegistry()
+    register_code_execute(registry, backend, config)
+    context = ToolContext(ChatRef("bench", "sandbox"), home.workspace)
+
+    async def timed(language: str, code: str) -> Latency:
+        call = ToolCall("bench", "code_execute", json.dumps({"language": language, "code": code}))
+        await registry.execute(call, context)  # warm-up: page cache, the probe's leftovers
+        seconds = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            result = await registry.execute(call, context)
+            seconds.append(time.perf_counter() - started)
+            if not result.content.startswith("exit code 0"):
+                raise RuntimeError(f"the benchmark's trivial call failed: {result.content[:200]}")
+        return Latency.of(seconds)
+
+    return SandboxFigures(backend.name, await timed("shell", "true"), await timed("python", "print('hi')"))

@@ -1,0 +1,45 @@
+"""`klaw sandbox status|install`: which sandbox `code_execute` gets here, and its Python packages."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.tools.sandbox.backend import Unavailable
+from klaw.tools.sandbox.choice import choose_backend
+from klaw.tools.sandbox.venv import SandboxInstallError, install
+
+app = typer.Typer(help="The sandbox code_execute runs code in (docs/sandbox.md).", no_args_is_help=True)
+
+
+@app.command()
+def status() -> None:
+    """Say which backend code_execute uses here, or why it is not offered."""
+    home = home_from_env()
+    config = load_or_exit(home).config
+    console = Console(markup=False, highlight=False)
+    backend = choose_backend(config.sandbox, home)
+    if isinstance(backend, Unavailable):
+        console.print(f"code_execute is not offered: {backend.reason}")
+        raise typer.Exit(1)
+    network = "on" if config.sandbox.network else "off"
+    venv = home.sandbox_venv if home.sandbox_venv.is_dir() else "none (klaw sandbox install PKG makes one)"
+    console.print(f"backend: {backend.name}\nnetwork: {network}\nvirtualenv: {venv}")
+
+
+@app.command(name="install", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def install_command(
+    packages: Annotated[list[str], typer.Argument(help="Packages as pip takes them (pip's options too).")],
+) -> None:
+    """Install Python packages into the sandbox's virtualenv (KLAW_HOME/sandbox/venv), for code_execute."""
+    home = home_from_env()
+    console = Console(markup=False, highlight=False)
+    try:
+        said = install(home.sandbox_venv, packages)
+    except SandboxInstallError as exc:
+        fail(str(exc), code=1)
+    console.print(said)
+    console.print(f"installed into {home.sandbox_venv}; code_execute's python sees them from its next call")

@@ -1,0 +1,67 @@
+"""The `host_exec` tool: one allowed command on the host, in the workspace, within time and output limits.
+
+Nothing isolates it: it runs as the klaw user, with that user's files and network, which is why it is
+off until `hostExec.allow` names commands, and why `tools.approval` can make each call wait for the
+person. Its environment is PATH, HOME, USER, LOGNAME, LANG and TZ only: the model's keys and tokens,
+which klaw reads from its own environment, never reach a command.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+from pydantic import Field
+
+from klaw.config import HostExecConfig
+from klaw.tools.bounded_process import run_bounded
+from klaw.tools.host.patterns import CommandRefused, argument_vector, parse
+from klaw.tools.registry import ToolContext, ToolFunction, ToolRefusal, ToolRegistry
+
+KEEP_BYTES = (6000, 4000)
+_PASSED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ")
+
+
+def host_exec_tool(config: HostExecConfig) -> ToolFunction:
+    patterns = parse(config.allow)
+
+    async def host_exec(
+        context: ToolContext,
+        command: Annotated[str, Field(description="One command line, e.g. 'git status'; no shell operators.")],
+    ) -> str:
+        try:
+            argv = argument_vector(command, patterns)
+        except CommandRefused as exc:  # expected: the model reads why, the log gets no traceback
+            raise ToolRefusal(str(exc)) from None
+        env = {name: os.environ[name] for name in _PASSED_ENV if name in os.environ}
+        env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+        context.workspace.mkdir(parents=True, exist_ok=True)
+        try:
+            outcome = await run_bounded(
+                argv,
+                env=env,
+                cwd=context.workspace,
+                timeout_seconds=config.timeout_seconds,
+                max_output_bytes=config.max_output_kb * 1024,
+                keep_bytes=KEEP_BYTES,
+            )
+        except FileNotFoundError:
+            raise ToolRefusal(f"there is no program {argv[0]!r} on the PATH") from None
+        except PermissionError:
+            raise ToolRefusal(f"{argv[0]!r} cannot be run (not executable)") from None
+        return "\n".join(outcome.report())
+
+    return host_exec
+
+
+def register_host_exec(registry: ToolRegistry, config: HostExecConfig) -> None:
+    """Offer `host_exec` when engine.yaml allows commands; else record why not (for /status)."""
+    if not config.allow:
+        registry.note_unavailable("host_exec", "hostExec.allow in engine.yaml lists no command patterns")
+        return
+    allowed = "; ".join(config.allow)
+    registry.register(
+        host_exec_tool(config),
+        name="host_exec",
+        description=f"Run a command on the host (not sandboxed), in the workspace, without a shell. Allowed: {allowed}",
+    )

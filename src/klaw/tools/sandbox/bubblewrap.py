@@ -1,0 +1,207 @@
+"""The bubblewrap backend: each run in fresh namespaces (user, mount, pid, network, ipc, uts, cgroup).
+
+What the code sees is built from nothing: /usr (and the /bin, /lib… links or directories) read-only,
+a few named files of /etc (not the whole of it: as root, files only root may read would be readable),
+a new /proc and /dev, a private tmpfs /tmp of bounded size, the workspace read-write at /workspace,
+and the sandbox virtualenv read-only at /opt/klaw-venv when `klaw sandbox install` made one. KLAW_HOME
+is never mounted, only its workspace. The network namespace holds only an unconfigured loopback
+unless `sandbox.network`. The environment is cleared. Capabilities are dropped, and nested user
+namespaces are refused.
+
+Limits are set inside the sandbox by `prlimit` (address space, CPU seconds, file size, open files,
+no core files, processes): set there, RLIMIT_NPROC counts only the sandbox's own processes in its
+user namespace. As root the kernel ignores that limit, so the run is started in a pids cgroup
+(pids_cgroup.py); where root cannot make one, the backend is unavailable rather than unbounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from klaw.tools.bounded_process import ProcessOutcome, run_bounded
+from klaw.tools.sandbox.backend import KEEP_BYTES, SANDBOX_WORKSPACE, Job, SandboxLimits, Unavailable
+from klaw.tools.sandbox.pids_cgroup import PidsCgroups, enter_argv
+
+VENV_MOUNT = "/opt/klaw-venv"
+_SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_ETC = (
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "hosts",
+    "host.conf",
+    "gai.conf",
+    "resolv.conf",
+    "localtime",
+    "timezone",
+    "mime.types",
+    "protocols",
+    "services",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "fonts",
+    "matplotlibrc",
+)
+_PROBE_SECONDS = 10
+
+
+class BubblewrapBackend:
+    """Runs jobs under `bwrap`; build with `bubblewrap_backend`, which checks it works here."""
+
+    name = "bubblewrap"
+
+    def __init__(
+        self, bwrap: str, limits: SandboxLimits, *, home_root: Path, venv: Path | None, cgroups: PidsCgroups | None
+    ) -> None:
+        self._bwrap = bwrap
+        self._limits = limits
+        self._home_root = home_root
+        self._venv = venv
+        self._cgroups = cgroups
+
+    async def run(self, job: Job) -> ProcessOutcome:
+        group = None
+        if self._cgroups is not None:
+            group = await asyncio.to_thread(self._cgroups.create, self._limits.max_processes)
+        try:
+            argv = (enter_argv(group) if group is not None else []) + self.argv(job)
+            return await run_bounded(
+                argv,
+                env={"PATH": "/usr/bin:/bin"},
+                cwd=None,
+                timeout_seconds=job.timeout_seconds,
+                max_output_bytes=self._limits.max_output_bytes,
+                keep_bytes=KEEP_BYTES,
+            )
+        finally:
+            if group is not None and self._cgroups is not None:
+                await asyncio.to_thread(self._cgroups.remove, group)
+
+    def argv(self, job: Job) -> list[str]:
+        """The whole `bwrap … -- prlimit … -- interpreter` command line for `job`."""
+        venv = self._venv if self._venv is not None and self._venv.is_dir() else None
+        python = f"{VENV_MOUNT}/bin/python" if venv is not None else "python3"
+        inner = [python, "-c", job.code] if job.language == "python" else ["/bin/sh", "-c", job.code]
+        return [
+            self._bwrap,
+            *self._mounts(job.workspace, venv),
+            *self._environment(venv),
+            "--",
+            *self._rlimits(job.timeout_seconds),
+            *inner,
+        ]
+
+    def _mounts(self, workspace: Path, venv: Path | None) -> list[str]:
+        uid = os.getuid() or 1000  # never 0 inside: nothing there is root, even when klaw is
+        gid = os.getgid() or 1000
+        args = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
+        args += ["--uid", str(uid), "--gid", str(gid), "--hostname", "sandbox", "--cap-drop", "ALL"]
+        if self._limits.network:
+            args.append("--share-net")
+        args += ["--ro-bind", "/usr", "/usr"]
+        for path in _SYSTEM_LINKS:
+            if os.path.islink(path):
+                args += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                args += ["--ro-bind", path, path]
+        for name in _ETC:
+            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--size", str(self._limits.tmp_bytes), "--tmpfs", "/tmp"]
+        home = self._home_root.resolve()
+        if home.is_relative_to("/usr"):  # a home under a system directory stays hidden all the same
+            args += ["--tmpfs", str(home)]
+        args += ["--bind", str(workspace.resolve()), SANDBOX_WORKSPACE, "--chdir", SANDBOX_WORKSPACE]
+        if venv is not None:
+            args += ["--ro-bind", str(venv.resolve()), VENV_MOUNT]
+        args += ["--remount-ro", "/"]  # the sandbox's own root (its /etc, /opt…): only /tmp and /workspace are writable
+        return args
+
+    def _environment(self, venv: Path | None) -> list[str]:
+        path = "/usr/local/bin:/usr/bin:/bin"
+        if venv is not None:
+            path = f"{VENV_MOUNT}/bin:{path}"
+        env = {
+            "PATH": path,
+            "HOME": "/tmp",
+            "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",  # what was printed before a limit stopped it is not lost in a buffer
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "MPLBACKEND": "Agg",
+        }
+        args = ["--clearenv"]
+        for key, value in env.items():
+            args += ["--setenv", key, value]
+        return args
+
+    def _rlimits(self, timeout_seconds: int) -> list[str]:
+        limits = self._limits
+        return [
+            "prlimit",
+            f"--as={limits.memory_bytes}",
+            f"--cpu={timeout_seconds}",
+            f"--fsize={limits.max_file_bytes}",
+            "--nofile=256",
+            "--core=0",
+            f"--nproc={limits.max_processes}",
+            "--",
+        ]
+
+
+def bubblewrap_backend(
+    limits: SandboxLimits, *, home_root: Path, venv: Path | None = None
+) -> BubblewrapBackend | Unavailable:
+    """The backend when `bwrap` is installed and really isolates a run here, else why not."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return Unavailable("bwrap is not installed: install the package bubblewrap (apt install bubblewrap)")
+    cgroups = None
+    if os.geteuid() == 0:
+        cgroups = _root_cgroups()
+        if cgroups is None:
+            return Unavailable(
+                "klaw runs as root, where the kernel does not limit processes, and no pids cgroup could be made"
+                " to limit them: run klaw as a normal user"
+            )
+    backend = BubblewrapBackend(bwrap, limits, home_root=home_root, venv=venv, cgroups=cgroups)
+    failure = _probe(backend)
+    return Unavailable(failure) if failure is not None else backend
+
+
+@functools.cache
+def _root_cgroups() -> PidsCgroups | None:
+    return PidsCgroups.find()
+
+
+def _probe(backend: BubblewrapBackend) -> str | None:
+    """None when a trivial run works; else what failed, from bwrap's own words."""
+    return _probe_once(backend._bwrap, backend._limits)
+
+
+@functools.cache  # per command and limits: engines start often (tests), the answer does not change
+def _probe_once(bwrap: str, limits: SandboxLimits) -> str | None:
+    backend = BubblewrapBackend(bwrap, limits, home_root=Path("/nonexistent"), venv=None, cgroups=None)
+    with tempfile.TemporaryDirectory(prefix="klaw-sandbox-probe-") as workspace:
+        argv = backend.argv(Job("shell", "echo ok", Path(workspace), _PROBE_SECONDS))
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=_PROBE_SECONDS, check=False, env={})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bwrap could not be started ({type(exc).__name__}: {exc})"
+    if done.returncode != 0 or done.stdout.strip() != b"ok":
+        said = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
+        detail = said[-1] if said else f"exit code {done.returncode}"
+        return f"bwrap does not work here ({detail}); user namespaces may be disabled (see docs/sandbox.md)"
+    return None

@@ -1,0 +1,127 @@
+"""The Docker backend: each run in a fresh container of the configured image (`sandbox.dockerImage`).
+
+The same promises as bubblewrap, in Docker's words: the workspace bound at /workspace, the image's
+root file system read-only, a tmpfs /tmp, `--network none` unless `sandbox.network`, every capability
+dropped, no new privileges, the person's uid, and the limits as `--memory`, `--pids-limit` and ulimits.
+The container is named, so a run that must be stopped is killed through the daemon (killing the
+`docker run` client alone would leave it running). Used only when named in engine.yaml and the daemon
+answers; the sandbox virtualenv is not mounted (the image brings its own Python and packages).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import subprocess
+
+from klaw.tools.bounded_process import ProcessOutcome, run_bounded
+from klaw.tools.sandbox.backend import KEEP_BYTES, SANDBOX_WORKSPACE, Job, SandboxLimits, Unavailable
+
+_PROBE_SECONDS = 5
+
+
+class DockerBackend:
+    name = "docker"
+
+    def __init__(self, docker: str, image: str, limits: SandboxLimits) -> None:
+        self._docker = docker
+        self._image = image
+        self._limits = limits
+
+    async def run(self, job: Job) -> ProcessOutcome:
+        container = f"klaw-sandbox-{secrets.token_hex(6)}"
+
+        async def kill() -> None:
+            await run_bounded(
+                [self._docker, "kill", container],
+                env=_client_env(),
+                cwd=None,
+                timeout_seconds=_PROBE_SECONDS,
+                max_output_bytes=65536,
+                keep_bytes=(0, 0),
+            )
+
+        return await run_bounded(
+            self.argv(job, container),
+            env=_client_env(),
+            cwd=None,
+            timeout_seconds=job.timeout_seconds,
+            max_output_bytes=self._limits.max_output_bytes,
+            keep_bytes=KEEP_BYTES,
+            kill=kill,
+        )
+
+    def argv(self, job: Job, container: str) -> list[str]:
+        limits = self._limits
+        inner = ["python3", "-c", job.code] if job.language == "python" else ["/bin/sh", "-c", job.code]
+        return [
+            self._docker,
+            "run",
+            "--rm",
+            "--name",
+            container,
+            "--network",
+            "bridge" if limits.network else "none",
+            "--read-only",
+            "--tmpfs",
+            f"/tmp:rw,size={limits.tmp_bytes},mode=1777",
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            "--user",
+            f"{os.getuid() or 1000}:{os.getgid() or 1000}",
+            "--memory",
+            str(limits.memory_bytes),
+            "--memory-swap",
+            str(limits.memory_bytes),
+            "--pids-limit",
+            str(limits.max_processes),
+            "--ulimit",
+            f"cpu={job.timeout_seconds}",
+            "--ulimit",
+            f"fsize={limits.max_file_bytes}",
+            "--ulimit",
+            "core=0",
+            "--env",
+            "HOME=/tmp",
+            "--env",
+            "PYTHONUNBUFFERED=1",
+            "--volume",
+            f"{job.workspace.resolve()}:{SANDBOX_WORKSPACE}:rw",
+            "--workdir",
+            SANDBOX_WORKSPACE,
+            self._image,
+            *inner,
+        ]
+
+
+def docker_backend(image: str, limits: SandboxLimits) -> DockerBackend | Unavailable:
+    """The backend when the `docker` client is installed and its daemon answers, else why not."""
+    docker = shutil.which("docker")
+    if docker is None:
+        return Unavailable("sandbox.backend is docker but the docker command is not installed")
+    try:
+        done = subprocess.run(
+            [docker, "version", "--format", "{{.Server.Version}}"],
+            capture_output=True,
+            timeout=_PROBE_SECONDS,
+            check=False,
+            env=_client_env(),
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        done = None
+    if done is None or done.returncode != 0 or not done.stdout.strip():
+        return Unavailable("sandbox.backend is docker but no Docker daemon answers (is it running, may klaw use it?)")
+    return DockerBackend(docker, image, limits)
+
+
+def _client_env() -> dict[str, str]:
+    """The docker client needs to find its daemon and config, and nothing else of klaw's environment."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    for name in ("DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT", "HOME", "XDG_RUNTIME_DIR"):
+        with contextlib.suppress(KeyError):
+            env[name] = os.environ[name]
+    return env

@@ -1,0 +1,71 @@
+"""The `code_execute` tool: the model's code run by the configured backend, the outcome as text.
+
+The result is what the model needs to go on and little more: how the run ended (exit code, signal or
+the limit that stopped it), its output (head and tail of each stream, with how much was cut), and
+which workspace files it created, changed or deleted. Code the model wrote that fails is an ordinary
+result (a traceback in stderr, exit code 1), not a tool error: the model reads it and fixes its code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from klaw.config import SandboxConfig
+from klaw.tools.bounded_process import ProcessOutcome
+from klaw.tools.registry import ToolContext, ToolFunction, ToolRefusal, ToolRegistry
+from klaw.tools.sandbox.backend import Job, SandboxBackend, Unavailable
+from klaw.tools.sandbox.workspace_changes import Changes, compare, snapshot
+
+MAX_CODE_BYTES = 100_000  # one argument of the command line: Linux allows 128 KiB
+
+
+def code_execute_tool(backend: SandboxBackend, config: SandboxConfig) -> ToolFunction:
+    """`code_execute` bound to `backend` and the limits of `config`."""
+
+    async def code_execute(
+        context: ToolContext,
+        language: Literal["python", "shell"],
+        code: str,
+        timeout_seconds: Annotated[int, Field(ge=1)] | None = None,
+    ) -> str:
+        size = len(code.encode("utf-8"))
+        if size > MAX_CODE_BYTES:
+            raise ToolRefusal(
+                f"the code is {size} bytes; at most {MAX_CODE_BYTES} run at once: write a file with"
+                " file_write and run it (python /workspace/NAME.py)"
+            )
+        if "\0" in code:
+            raise ToolRefusal("the code holds a NUL character, which no interpreter accepts")
+        seconds = min(timeout_seconds or config.timeout_seconds, config.max_timeout_seconds)
+        context.workspace.mkdir(parents=True, exist_ok=True)
+        before = await asyncio.to_thread(snapshot, context.workspace)
+        outcome = await backend.run(Job(language, code, context.workspace, seconds))
+        after = await asyncio.to_thread(snapshot, context.workspace)
+        return describe(outcome, compare(before, after), capped=(timeout_seconds or 0) > seconds)
+
+    return code_execute
+
+
+def describe(outcome: ProcessOutcome, changes: Changes, *, capped: bool = False) -> str:
+    lines = outcome.report()
+    if capped:
+        lines.insert(1, "(timeout_seconds was more than sandbox.maxTimeoutSeconds allows, so that was used)")
+    lines += changes.lines()
+    return "\n".join(lines)
+
+
+def register_code_execute(registry: ToolRegistry, backend: SandboxBackend | Unavailable, config: SandboxConfig) -> None:
+    """Offer `code_execute` when a backend is available; else record why not (for /status)."""
+    if isinstance(backend, Unavailable):
+        registry.note_unavailable("code_execute", backend.reason)
+        return
+    reach = "the network" if config.network else "no network"
+    registry.register(
+        code_execute_tool(backend, config),
+        name="code_execute",
+        description=f"Run code in a sandbox: cwd /workspace (your files), {reach}, {config.timeout_seconds} s"
+        " unless timeout_seconds.",
+    )
