@@ -71,7 +71,7 @@ def postgres_server() -> Iterator[PgServer]:
 def new_database(server: PgServer) -> str:
     """A fresh, migrated database (a copy of the template); returns its name."""
     name = f"klaw_test_{next(_databases)}"
-    server.psql(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+    server.admin(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
     return name
 
 
@@ -105,7 +105,7 @@ async def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         for store in opened:
             await store.aclose()
         if server is not None:  # each copy takes ~8 MB: dropped, not left until the session ends
-            server.psql(f"DROP DATABASE {database} WITH (FORCE)")
+            server.admin(f"DROP DATABASE {database} WITH (FORCE)")
 
 
 @pytest.fixture

@@ -50,6 +50,13 @@ class PgServer:
         )
         return result.stdout
 
+    def admin(self, sql: str) -> None:
+        """One statement on the `postgres` database (CREATE/DROP DATABASE), without spawning psql."""
+        import psycopg
+
+        with psycopg.connect(self.dsn(), autocommit=True) as connection:
+            connection.execute(sql.encode())
+
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():
             self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop", check=False)

@@ -10,7 +10,7 @@ its idf over the whole table (bm25's, counted no further than `IDF_COUNT_CAP` ma
 GIN index): a message holding a rare word of the question outranks one holding a common one, as
 with bm25. Scores are negated (lower is better), as the protocol's bm25 scores are.
 
-Vectors: exact cosine KNN over the chat's rows (`vectors.py` says why not HNSW).
+Vectors: exact cosine KNN over the chat's rows (why: docs/decisions/130-postgres-backend.md).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Search is exact: `embedding <=> query` over the chat's rows, found through the (
 index, then sorted. A chat's vectors are a small share of the table, so the scan reads only them; an
 HNSW index would search the whole table and filter after (pgvector 0.8's iterative scans help, but
 recall still depends on the filter's selectivity), for a gain only at hundreds of thousands of vectors
-in one chat (docs/decisions/, the PostgreSQL backend).
+in one chat (measured: docs/decisions/130-postgres-backend.md).
 """
 
 from __future__ import annotations
