@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from klaw.config import HostExecConfig
 from klaw.tools.bounded_process import run_bounded
@@ -25,10 +25,16 @@ _PASSED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ")
 def host_exec_tool(config: HostExecConfig) -> ToolFunction:
     patterns = parse(config.allow)
 
-    async def host_exec(
-        context: ToolContext,
-        command: Annotated[str, Field(description="One command line, e.g. 'git status'; no shell operators.")],
-    ) -> str:
+    def allowed(command: str) -> str:
+        # Checked as the arguments are validated, so a call that could never run is refused before
+        # `tools.approval` asks the person about it (ToolRegistry.refuse).
+        try:
+            argument_vector(command, patterns)
+        except CommandRefused as exc:
+            raise ValueError(str(exc)) from None
+        return command
+
+    async def host_exec(context: ToolContext, command: str) -> str:
         try:
             argv = argument_vector(command, patterns)
         except CommandRefused as exc:  # expected: the model reads why, the log gets no traceback
@@ -51,6 +57,11 @@ def host_exec_tool(config: HostExecConfig) -> ToolFunction:
             raise ToolRefusal(f"{argv[0]!r} cannot be run (not executable)") from None
         return "\n".join(outcome.report())
 
+    # The validator closes over this allow-list, so the annotation is an object, not a string (this
+    # module's annotations are strings, resolved in its globals, where `allowed` is not).
+    host_exec.__annotations__["command"] = Annotated[
+        str, AfterValidator(allowed), Field(description="One command line, e.g. 'git status'; no shell operators.")
+    ]
     return host_exec
 
 

@@ -27,7 +27,7 @@ class SandboxInstallError(KlawError, RuntimeError):
 def install(venv: Path, packages: Sequence[str], *, python: Path = SYSTEM_PYTHON) -> str:
     """Make `venv` if needed and pip-install `packages` (pip's own arguments allowed) into it; returns
     pip's last lines. Blocking: a CLI command, or a thread."""
-    if not packages:
+    if all(word.startswith("-") for word in packages):  # nothing named, only pip's options
         raise SandboxInstallError("name at least one package to install, e.g. klaw sandbox install pandas")
     target = venv / "bin" / "python"
     if not target.exists():

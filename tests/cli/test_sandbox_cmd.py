@@ -1,0 +1,46 @@
+"""`klaw sandbox status|install` as a person runs them: a subprocess on a temp KLAW_HOME. The package
+installed is a wheel built in the test (no network), then imported by code_execute's Python."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from klaw.home import KlawHome
+from tests.cli.test_cli import klaw
+from tests.tools.sandbox_helpers import Runner
+from tests.tools.test_code_execute_turns import _wheel
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed (apt install bubblewrap)")
+
+
+def test_status_names_the_backend_or_why_there_is_none(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert klaw(home, "init").returncode == 0
+    shown = klaw(home, "sandbox", "status")
+    assert shown.returncode == 0, shown.stderr
+    assert "backend: bubblewrap" in shown.stdout and "network: off" in shown.stdout
+    config = home / "engine.yaml"
+    config.write_text(config.read_text(encoding="utf-8").replace("backend: auto", "backend: none"), encoding="utf-8")
+    off = klaw(home, "sandbox", "status")
+    assert off.returncode == 1
+    assert "code_execute is not offered: sandbox.backend is none in engine.yaml" in off.stdout
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="the sandbox's Python, /usr/bin/python3, is missing")
+async def test_install_puts_a_package_where_code_execute_imports_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert klaw(home, "init").returncode == 0
+    installed = klaw(home, "sandbox", "install", "--no-index", str(_wheel(tmp_path)))
+    assert installed.returncode == 0, installed.stderr
+    assert f"installed into {home / 'sandbox' / 'venv'}" in installed.stdout
+    result = await Runner(KlawHome(home)).run("import klawdemo; print('answer', klawdemo.ANSWER)")
+    assert "answer 42" in result.content
+
+
+def test_install_without_a_package_says_what_to_write(tmp_path: Path) -> None:
+    failed = klaw(tmp_path / "home", "sandbox", "install", "--no-index")
+    assert failed.returncode == 1
+    assert "name at least one package" in failed.stderr
