@@ -4,7 +4,7 @@ Like an HTTP client's transports, a backend knows one way of starting an isolate
 (bubblewrap, Docker) and nothing about tools, models or results; `code_execute` knows nothing about
 namespaces or containers. Every backend gives the same promises (docs/sandbox.md): the workspace at
 /workspace read-write, system directories read-only, a private /tmp, no network unless configured,
-nothing of KLAW_HOME but the workspace, and the limits in `SandboxLimits` (docs/decisions/130-code-sandbox.md).
+nothing of KLAW_HOME but the workspace, and the limits in `SandboxLimits` (docs/decisions/131-code-sandbox.md).
 """
 
 from __future__ import annotations
