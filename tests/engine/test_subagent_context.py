@@ -68,7 +68,7 @@ def builder(
         SystemPrompt(workspace),
         CoreMemory(tmp_path / "core_memory.json"),
         SpyLoader(tmp_path / "conversations"),
-        lambda: list(tools or []),
+        lambda _model: list(tools or []),
     )
 
 

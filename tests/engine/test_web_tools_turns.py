@@ -63,7 +63,7 @@ async def test_a_turn_searches_through_searxng(tmp_path: Path) -> None:
             status = await h.engine.commands.handle(CHAT, "status", "")
     assert "1. Lisbon weather — https://weather.example/lisbon\n   Sunny, 21 °C." in result
     assert result.startswith(FENCE_OPEN)
-    assert "Not offered" not in status
+    assert "Not offered: web_search" not in status
 
 
 async def test_the_library_api_fetches_a_page_in_a_turn(tmp_path: Path) -> None:

@@ -64,15 +64,31 @@ class EngineConfig(Section):
 
     @model_validator(mode="after")
     def _enabled_mcp_servers_exist(self) -> EngineConfig:
-        for name in self.tools.enabled:
-            server = name.removeprefix(MCP_GROUP_PREFIX)
-            if name.startswith(MCP_GROUP_PREFIX) and server not in self.mcp.servers:
-                known = ", ".join(sorted(self.mcp.servers)) or "(none configured)"
-                raise ValueError(
-                    f"tools.enabled names {name!r}, but mcp.servers has no server {server!r}: add it there"
-                    f" (configured: {known})"
-                )
+        lists = {"tools.enabled": self.tools.enabled}
+        lists |= {f"models.{model_id}.tools": model.tools for model_id, model in self.models.items() if model.tools}
+        for where, names in lists.items():
+            for name in names:
+                server = name.removeprefix(MCP_GROUP_PREFIX)
+                if name.startswith(MCP_GROUP_PREFIX) and server not in self.mcp.servers:
+                    known = ", ".join(sorted(self.mcp.servers)) or "(none configured)"
+                    raise ValueError(
+                        f"{where} names {name!r}, but mcp.servers has no server {server!r}: add it there"
+                        f" (configured: {known})"
+                    )
         return self
+
+    @property
+    def tool_groups(self) -> tuple[str, ...]:
+        """Every group some model is offered: `tools.enabled` and each model's own `tools`, in that order."""
+        groups = dict.fromkeys(self.tools.enabled)
+        for model in self.models.values():
+            groups |= dict.fromkeys(model.tools or ())
+        return tuple(groups)
+
+    def tools_for(self, model_id: str) -> tuple[str, ...]:
+        """The groups `model_id` is offered: its own `tools`, else `tools.enabled`."""
+        model = self.models.get(model_id)
+        return model.tools if model is not None and model.tools is not None else self.tools.enabled
 
     def model(self, model_id: str) -> ModelConfig:
         return self.models[model_id]

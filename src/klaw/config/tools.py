@@ -69,6 +69,22 @@ def installed_tool_plugins() -> frozenset[str]:
     return frozenset(point.name for point in entry_points(group=TOOL_PLUGIN_GROUP))
 
 
+def known_tool_groups(names: tuple[str, ...]) -> tuple[str, ...]:
+    """`names` if each is a built-in group, an installed plugin or `mcp:<server>` (checked against the mcp
+    section by EngineConfig); else ValueError naming the first unknown one and what there is."""
+    unknown = [name for name in names if name not in ALL_TOOL_GROUPS and not name.startswith(MCP_GROUP_PREFIX)]
+    if unknown:
+        plugins = installed_tool_plugins()
+        missing = [name for name in unknown if name not in plugins]
+        if missing:
+            offered = ", ".join([*ALL_TOOL_GROUPS, *sorted(plugins)])
+            raise ValueError(
+                f"unknown tool group {missing[0]!r}: use one of {offered}"
+                f" (a package offers more through the {TOOL_PLUGIN_GROUP!r} entry point group)"
+            )
+    return names
+
+
 class SkillsConfig(Section):
     """Skills (`workspace/skills/<name>/SKILL.md`, docs/skills.md): the context layer listing them and
     the size of what skill_read returns."""
@@ -99,18 +115,7 @@ class ToolsConfig(Section):
     @field_validator("enabled")
     @classmethod
     def _known_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
-        # mcp:<server> names are checked against the mcp section by EngineConfig
-        unknown = [name for name in names if name not in ALL_TOOL_GROUPS and not name.startswith(MCP_GROUP_PREFIX)]
-        if unknown:
-            plugins = installed_tool_plugins()
-            missing = [name for name in unknown if name not in plugins]
-            if missing:
-                offered = ", ".join([*ALL_TOOL_GROUPS, *sorted(plugins)])
-                raise ValueError(
-                    f"unknown tool group {missing[0]!r}: use one of {offered}"
-                    f" (a package offers more through the {TOOL_PLUGIN_GROUP!r} entry point group)"
-                )
-        return names
+        return known_tool_groups(names)
 
     allow_prompt_edits: bool = Field(
         default=False,

@@ -68,6 +68,7 @@ from klaw.tools.plugins import register_plugins
 from klaw.tools.registry import ToolFunction, ToolRegistry
 from klaw.tools.sandbox.choice import choose_backend
 from klaw.tools.sandbox.tool import register_code_execute
+from klaw.tools.selection import ToolSelection
 from klaw.tools.skills.catalogue import SkillCatalogue
 from klaw.tools.skills.tools import register_skill_tools
 from klaw.tools.web.tools import register_web_tools, search_unavailable
@@ -165,7 +166,7 @@ def memory_services(config: EngineConfig, memory: Memory, clock: Clock) -> Memor
 
 def skill_catalogue(home: KlawHome, config: EngineConfig) -> SkillCatalogue | None:
     """The workspace's skills, when the `skills` group is enabled (else no layer and no tools)."""
-    if "skills" not in config.tools.enabled:
+    if "skills" not in config.tool_groups:
         return None
     return SkillCatalogue(home.skills_dir, max_bytes=config.tools.skills.max_file_bytes)
 
@@ -176,11 +177,12 @@ def tool_registry(
     services: MemoryServices,
     extra: Sequence[ToolFunction],
     skills: SkillCatalogue | None,
-) -> ToolRegistry:
-    """The built-in groups engine.yaml offers, then the caller's own tools (always offered). The
-    scheduling tools join when the scheduler exists (engine/scheduler_assembly.py). code_execute and
+) -> ToolSelection:
+    """The built-in groups engine.yaml offers (to any model), then the caller's own tools (always
+    offered); which a model gets is the selection's. The scheduling tools join when the scheduler
+    exists (engine/scheduler_assembly.py), MCP servers' as each lists them. code_execute and
     host_exec are offered when available (a sandbox works here; hostExec.allow lists commands)."""
-    registry = ToolRegistry(offered=tools_in(config.tools.enabled))
+    registry = ToolRegistry(offered=tools_in(config.tool_groups))
     register_builtin_tools(registry, allow_prompt_edits=config.tools.allow_prompt_edits)
     register_memory_tools(registry, services)
     if skills is not None:
@@ -193,8 +195,8 @@ def tool_registry(
     register_host_exec(registry, config.host_exec)
     for tool in extra:
         registry.register(tool, offer=True)
-    register_plugins(registry, config.tools.enabled)  # installed packages' tools, enabled by name
-    return registry
+    plugins = register_plugins(registry, config.tool_groups)  # installed packages' tools, enabled by name
+    return ToolSelection(registry, config.tools_for, plugins, config.mcp.servers)
 
 
 async def start_mcp_servers(
@@ -204,7 +206,7 @@ async def start_mcp_servers(
     join the registry as each lists them. A server that fails never fails the start: /status says why."""
     servers = McpServers(
         config.mcp,
-        config.tools.enabled,
+        config.tool_groups,
         registry,
         now=clock.now,
         sleep=clock.sleep,
@@ -232,7 +234,7 @@ def context_builder(
     config: EngineConfig,
     catalogue: ModelCatalogue,
     memory: Memory,
-    tools: ToolRegistry,
+    tools: ToolSelection,
     skills: SkillCatalogue | None,
 ) -> ContextBuilder:
     store = memory.store
@@ -244,7 +246,7 @@ def context_builder(
         store,
         SystemPrompt(home.workspace),
         memory.core,
-        tools.specs,
+        tools.specs,  # the session's model's tools
         auto_rag=AutoRagService(config.auto_rag, HybridSearch(store, query_embedder, config.search)),
         past_conversations=PastConversationRetriever(
             store,
@@ -271,7 +273,8 @@ async def assemble(
     """Every part built and started (listening last when `listen`); each close is on `stack`."""
     memory = await open_memory(home, config, clock, stack, embedder)
     skills = skill_catalogue(home, config)
-    registry = tool_registry(home, config, memory_services(config, memory, clock), tools, skills)
+    selection = tool_registry(home, config, memory_services(config, memory, clock), tools, skills)
+    registry = selection.registry
     mcp_servers = await start_mcp_servers(home, config, clock, stack, registry)
     router = open_router(config, clock, stack, router)
     socket = EngineSocketServer(home.socket_path) if listen else None
@@ -295,6 +298,7 @@ async def assemble(
         clock=clock,
         max_rounds=config.processing.max_tool_call_rounds,
         approvals=approvals,
+        callable_for=selection.names,
     )
     sessions = SessionManager(router.catalogue, memory.store, memory.ingestion, clock)
     processor = MessageProcessor(
@@ -302,7 +306,7 @@ async def assemble(
         store=memory.store,
         ingestion=memory.ingestion,
         sessions=sessions,
-        context_builder=context_builder(home, config, router.catalogue, memory, registry, skills),
+        context_builder=context_builder(home, config, router.catalogue, memory, selection, skills),
         turns=turns,
         slots=slots,
         delivery=delivery,
@@ -330,6 +334,7 @@ async def assemble(
         core_memory=memory.core,
         delivery=delivery,
         clock=clock,
+        specs_for=selection.specs,
     )
     register_message_tools(registry, AgentMessages(processor, delivery), message_targets(config))
     commands = CommandHandler(

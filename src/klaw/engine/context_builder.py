@@ -93,7 +93,7 @@ class ContextBuilder:
         store: Storage,
         system_prompt: SystemPrompt,
         core_memory: CoreMemory,
-        tools: Callable[[], Sequence[ToolSpec]] = lambda: (),
+        tools: Callable[[str], Sequence[ToolSpec]] = lambda _model: (),
         auto_rag: AutoRagService | None = None,
         past_conversations: PastConversationRetriever | None = None,
         skills: Callable[[], str | None] | None = None,
@@ -104,7 +104,8 @@ class ContextBuilder:
         self._store = store
         self._system_prompt = system_prompt
         self._core_memory = core_memory
-        self._tools = tools  # the registry's specs now: tools registered later are offered too
+        # the model's tools as the registry holds them now: tools registered later are offered too
+        self._tools = tools
         self._auto_rag = auto_rag
         self._past_conversations = past_conversations
         self._skills = skills  # the skills layer's text (file checks: run in a thread), None when off
@@ -113,7 +114,7 @@ class ContextBuilder:
         self, session: Session, pending: Sequence[StoredMessage], *, subagent: bool = False
     ) -> BuiltContext:
         budget = int(self._catalogue.context_budget(session.model) * SAFETY_MARGIN)
-        tools = list(self._tools())
+        tools = list(self._tools(session.model))
         layers: list[ContextLayer] = []
         head: list[ChatMessage] = []
         warnings: list[str] = []

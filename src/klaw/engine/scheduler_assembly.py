@@ -7,6 +7,8 @@ scheduler on `scheduler.db`, and the scheduling tools, which every context then 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from klaw.config import EngineConfig
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Delivery
@@ -46,12 +48,14 @@ def assemble_scheduler(
     core_memory: CoreMemory,
     delivery: Delivery,
     clock: Clock,
+    specs_for: Callable[[str], Sequence[ToolSpec]] | None = None,
 ) -> Scheduler:
     """The scheduler (not started) with its runner; registers the scheduling tools on `tools`."""
     history = SubagentHistoryLoader(home.conversations)
 
-    def subagent_tools() -> list[ToolSpec]:
-        return [spec for spec in tools.specs() if spec.name not in SUBAGENT_EXCLUDED_TOOLS]
+    def subagent_tools(model_id: str) -> list[ToolSpec]:
+        offered = tools.specs() if specs_for is None else specs_for(model_id)
+        return [spec for spec in offered if spec.name not in SUBAGENT_EXCLUDED_TOOLS]
 
     runner = SubagentRunner(
         config=config,

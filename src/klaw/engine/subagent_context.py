@@ -54,7 +54,7 @@ class SubagentContextBuilder:
         system_prompt: SystemPrompt,
         core_memory: CoreMemory,
         history: SubagentHistoryLoader,
-        tools: Callable[[], Sequence[ToolSpec]] = list,
+        tools: Callable[[str], Sequence[ToolSpec]] = lambda _model: (),
     ) -> None:
         """`catalogue` gives each model's context budget; `config` is the `context` section."""
         self._catalogue = catalogue
@@ -79,7 +79,7 @@ class SubagentContextBuilder:
         place("task", task_note(task_name))
         memory = await self._core_memory.read()
         place("core_memory", f"Core memory (read-only here):\n{CoreMemory.render(memory)}" if memory else None)
-        tools = list(self._tools())
+        tools = list(self._tools(model_id))
         tools_tokens = tools_layer(tools).tokens
         pending_tokens = approximate_token_count(request) + MESSAGE_OVERHEAD_TOKENS
         room = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens

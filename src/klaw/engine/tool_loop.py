@@ -13,7 +13,7 @@ approved never reaches the registry, its result says why, and its record names t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import datetime
@@ -59,8 +59,10 @@ async def run_tool_loop(
     now: Callable[[], datetime],
     on_text: TextSink | None = None,
     approve: Approver | None = None,
+    callable_: Sequence[str] | None = None,
 ) -> LoopOutcome:
-    """Run the loop on `messages` (extended in place); returns the final text and status."""
+    """Run the loop on `messages` (extended in place); returns the final text and status. `callable_`:
+    the tools this model may call (its groups, `models.<id>.tools`), None for every registered one."""
     calls_made = 0
     for round_number in range(1, max_rounds + 1):
         response = await _ask(model, messages, tools, on_text)
@@ -79,7 +81,7 @@ async def run_tool_loop(
                 created_at=now(),
             )
         )
-        results = await asyncio.gather(*(_run(call, registry, tool_context, approve) for call in calls))
+        results = await asyncio.gather(*(_run(call, registry, tool_context, approve, callable_) for call in calls))
         for result, decision in results:
             messages.append(ChatMessage.tool(result.call_id, result.content, name=result.name))
             metadata: dict[str, object] = {"tool_call_id": result.call_id, "name": result.name}
@@ -100,10 +102,17 @@ async def run_tool_loop(
 
 
 async def _run(
-    call: ToolCall, registry: ToolRegistry, context: ToolContext, approve: Approver | None
+    call: ToolCall,
+    registry: ToolRegistry,
+    context: ToolContext,
+    approve: Approver | None,
+    callable_: Sequence[str] | None,
 ) -> tuple[ToolResult, str | None]:
     """One call, approved first if it is held; with the decision's name for its record (None: not held).
-    A call no tool could run (unknown name, bad arguments) gets its error without asking anyone."""
+    A call no tool could run (unknown name, bad arguments) gets its error without asking anyone, and so
+    does a call to a tool this model was not offered (it cannot run what its context did not list)."""
+    if callable_ is not None and (unoffered := registry.not_offered(call, callable_)) is not None:
+        return unoffered, None
     if approve is not None and (refused := registry.refuse(call)) is not None:
         return refused, None
     verdict = await approve(call) if approve is not None else None

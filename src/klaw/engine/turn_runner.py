@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import traceback
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -108,8 +108,11 @@ class TurnRunner:
         clock: Clock,
         max_rounds: int,
         approvals: ApprovalGate | None = None,
+        callable_for: Callable[[str], Sequence[str]] | None = None,
     ) -> None:
-        """`approvals`: the tools held for the person's answer; None holds none."""
+        """`approvals`: the tools held for the person's answer; None holds none. `callable_for`: the
+        tools a model may call (its groups); None lets every model call every registered tool."""
+        self._callable_for = callable_for
         self._model_for = model_for
         self.approvals = approvals
         self._tools = tools
@@ -138,6 +141,7 @@ class TurnRunner:
                     now=self._clock.now,
                     on_text=turn.on_text,
                     approve=self._approver(turn),
+                    callable_=None if self._callable_for is None else self._callable_for(prompt.model),
                 )
             with timed("reply"):
                 await turn.sink.finish(outcome)

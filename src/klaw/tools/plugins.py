@@ -24,20 +24,20 @@ from klaw.tools.registry import ToolFunction, ToolRegistry
 log = logging.getLogger(__name__)
 
 
-def register_plugins(registry: ToolRegistry, enabled: Iterable[str]) -> list[str]:
-    """Register the tools of every enabled plugin (always offered); returns the tool names registered."""
+def register_plugins(registry: ToolRegistry, enabled: Iterable[str]) -> dict[str, list[str]]:
+    """Register the tools of every enabled plugin (always offered); returns each plugin's tool names."""
     wanted = [name for name in enabled if name not in ALL_TOOL_GROUPS and not name.startswith(MCP_GROUP_PREFIX)]
     if not wanted:
-        return []
+        return {}
     found = {point.name: point for point in entry_points(group=TOOL_PLUGIN_GROUP)}
-    registered: list[str] = []
+    registered: dict[str, list[str]] = {}
     for name in wanted:
         point = found.get(name)
         if point is None:
             log.warning("tools.enabled names %r, which no installed package offers (%s)", name, TOOL_PLUGIN_GROUP)
             continue
         try:
-            registered += _register(registry, point.load())
+            registered[name] = _register(registry, point.load())
         except Exception as exc:
             log.error("tool plugin %r (%s) is left out: %s: %s", name, point.value, type(exc).__name__, exc)
     return registered

@@ -23,7 +23,7 @@ import logging
 import re
 import traceback
 import typing
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, overload
@@ -232,8 +232,14 @@ class ToolRegistry:
         return self._result(call, value)
 
     def _unknown(self, call: ToolCall) -> str:
-        available = ", ".join(self._tools) or "(none)"
-        return f"unknown tool {_clip(call.name)!r}; available tools: {available}"
+        return unknown_tool(call, self._tools)
+
+    def not_offered(self, call: ToolCall, offered: Sequence[str]) -> ToolResult | None:
+        """The unknown-tool error for a call to a tool this model was not offered (another model's
+        groups, `models.<id>.tools`), naming the ones it was; None when it was offered."""
+        if call.name in offered:
+            return None
+        return self._error(call, unknown_tool(call, offered))
 
     def _arguments(self, tool: _Tool, raw: str) -> dict[str, Any]:
         # Some servers send "" for a call without arguments; that means {} rather than broken JSON.
@@ -323,6 +329,11 @@ def _arguments_model(
         parameters[f"p{index}"] = param.name
     model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
     return model, parameters, context_parameter
+
+
+def unknown_tool(call: ToolCall, available: Iterable[str]) -> str:
+    listed = ", ".join(available) or "(none)"
+    return f"unknown tool {_clip(call.name)!r}; available tools: {listed}"
 
 
 def _is_coroutine_function(fn: ToolFunction) -> bool:
