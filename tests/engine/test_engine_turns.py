@@ -76,7 +76,9 @@ async def test_sliding_window_respects_size_and_budget(tmp_path: Path) -> None:
         window = [m for m in h.last_request_messages() if m["role"] != "system"]
         assert len(window) == 4 + 1  # four from the window plus the pending message
         assert window[-1]["content"] == "message 3"
-    async with running_engine(tmp_path / "tight", models={}) as h:
+    # The tools are a fixed layer too (every default group: ~1,860 tokens); this engine offers one group so
+    # the window has room to be measured against the budget.
+    async with running_engine(tmp_path / "tight", models={}, tools={"enabled": ["clock"]}) as h:
         long_text = "word " * 600  # ~750 tokens a message; the 3600-token budget holds only a few
         for _ in range(6):
             await h.turn(long_text)
