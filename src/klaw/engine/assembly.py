@@ -36,6 +36,7 @@ from klaw.engine.socket_server import EngineSocketServer
 from klaw.engine.system_prompt import SystemPrompt
 from klaw.engine.turn_runner import TurnRunner
 from klaw.home import KlawHome
+from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.router import ModelRouter
 from klaw.memory.archival_memory import ArchivalMemory
@@ -191,7 +192,9 @@ def tool_registry(
     if (why := search_unavailable(config.web)) is not None:
         registry.note_unavailable("web_search", why)
     if registry.wants("code_execute"):
-        register_code_execute(registry, choose_backend(config.sandbox, home), config.sandbox)
+        # The prompt files go into every turn: code may not change them unless file_write may.
+        protected = () if config.tools.allow_prompt_edits else PROMPT_FILES
+        register_code_execute(registry, choose_backend(config.sandbox, home), config.sandbox, read_only=protected)
     register_host_exec(registry, config.host_exec)
     for tool in extra:
         registry.register(tool, offer=True)

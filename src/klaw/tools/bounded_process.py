@@ -122,10 +122,11 @@ async def run_bounded(
     async def read(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
         assert stream is not None
         while chunk := await stream.read(_CHUNK):
+            if over_limit.is_set():
+                continue  # the program is being killed: read on to the end, so the pipe closes
             capture.feed(chunk)
             if out.total + err.total > max_output_bytes:
                 over_limit.set()
-                return
 
     readers = asyncio.gather(read(process.stdout, out), read(process.stderr, err))
     limit = asyncio.ensure_future(over_limit.wait())

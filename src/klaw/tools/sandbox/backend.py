@@ -47,12 +47,25 @@ class SandboxLimits:
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """Code to run: `language` picks the interpreter (python, or /bin/sh for shell)."""
+    """Code to run: `language` picks the interpreter (python, or /bin/sh for shell). `read_only` names
+    workspace files the code may read but not change, move or delete (the prompt files)."""
 
     language: Language
     code: str
     workspace: Path
     timeout_seconds: int
+    read_only: tuple[str, ...] = ()
+
+    def read_only_files(self) -> list[tuple[Path, str]]:
+        """(host file, path inside) for each `read_only` file that exists and really lies in the
+        workspace: a symlink pointing out is left alone (binding it would show its target inside)."""
+        root = self.workspace.resolve()
+        found = []
+        for name in self.read_only:
+            target = (self.workspace / name).resolve()
+            if target.is_file() and target.is_relative_to(root):
+                found.append((target, f"{SANDBOX_WORKSPACE}/{name}"))
+        return found
 
 
 class SandboxBackend(Protocol):

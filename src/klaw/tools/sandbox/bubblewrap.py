@@ -96,14 +96,14 @@ class BubblewrapBackend:
         inner = [python, "-c", job.code] if job.language == "python" else ["/bin/sh", "-c", job.code]
         return [
             self._bwrap,
-            *self._mounts(job.workspace, venv),
+            *self._mounts(job.workspace, venv, job.read_only_files()),
             *self._environment(venv),
             "--",
             *self._rlimits(job.timeout_seconds),
             *inner,
         ]
 
-    def _mounts(self, workspace: Path, venv: Path | None) -> list[str]:
+    def _mounts(self, workspace: Path, venv: Path | None, read_only: list[tuple[Path, str]]) -> list[str]:
         uid = os.getuid() or 1000  # never 0 inside: nothing there is root, even when klaw is
         gid = os.getgid() or 1000
         args = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
@@ -124,6 +124,8 @@ class BubblewrapBackend:
         if home.is_relative_to("/usr"):  # a home under a system directory stays hidden all the same
             args += ["--tmpfs", str(home)]
         args += ["--bind", str(workspace.resolve()), SANDBOX_WORKSPACE, "--chdir", SANDBOX_WORKSPACE]
+        for source, inside in read_only:  # a mount point: cannot be written, renamed or deleted
+            args += ["--ro-bind", str(source), inside]
         if venv is not None:
             args += ["--ro-bind", str(venv.resolve()), VENV_MOUNT]
         args += ["--remount-ro", "/"]  # the sandbox's own root (its /etc, /opt…): only /tmp and /workspace are writable

@@ -91,6 +91,7 @@ class DockerBackend:
             "PYTHONUNBUFFERED=1",
             "--volume",
             f"{job.workspace.resolve()}:{SANDBOX_WORKSPACE}:rw",
+            *[part for source, inside in job.read_only_files() for part in ("--volume", f"{source}:{inside}:ro")],
             "--workdir",
             SANDBOX_WORKSPACE,
             self._image,

@@ -22,8 +22,9 @@ from klaw.tools.sandbox.workspace_changes import Changes, compare, snapshot
 MAX_CODE_BYTES = 100_000  # one argument of the command line: Linux allows 128 KiB
 
 
-def code_execute_tool(backend: SandboxBackend, config: SandboxConfig) -> ToolFunction:
-    """`code_execute` bound to `backend` and the limits of `config`."""
+def code_execute_tool(backend: SandboxBackend, config: SandboxConfig, read_only: tuple[str, ...] = ()) -> ToolFunction:
+    """`code_execute` bound to `backend` and the limits of `config`; `read_only`: workspace files the
+    code may not change (the prompt files, unless `tools.allowPromptEdits`)."""
 
     async def code_execute(
         context: ToolContext,
@@ -42,7 +43,7 @@ def code_execute_tool(backend: SandboxBackend, config: SandboxConfig) -> ToolFun
         seconds = min(timeout_seconds or config.timeout_seconds, config.max_timeout_seconds)
         context.workspace.mkdir(parents=True, exist_ok=True)
         before = await asyncio.to_thread(snapshot, context.workspace)
-        outcome = await backend.run(Job(language, code, context.workspace, seconds))
+        outcome = await backend.run(Job(language, code, context.workspace, seconds, read_only))
         after = await asyncio.to_thread(snapshot, context.workspace)
         return describe(outcome, compare(before, after), capped=(timeout_seconds or 0) > seconds)
 
@@ -57,14 +58,21 @@ def describe(outcome: ProcessOutcome, changes: Changes, *, capped: bool = False)
     return "\n".join(lines)
 
 
-def register_code_execute(registry: ToolRegistry, backend: SandboxBackend | Unavailable, config: SandboxConfig) -> None:
-    """Offer `code_execute` when a backend is available; else record why not (for /status)."""
+def register_code_execute(
+    registry: ToolRegistry,
+    backend: SandboxBackend | Unavailable,
+    config: SandboxConfig,
+    *,
+    read_only: tuple[str, ...] = (),
+) -> None:
+    """Offer `code_execute` when a backend is available; else record why not (for /status). The
+    `read_only` workspace files are mounted read-only over the writable workspace."""
     if isinstance(backend, Unavailable):
         registry.note_unavailable("code_execute", backend.reason)
         return
     reach = "the network" if config.network else "no network"
     registry.register(
-        code_execute_tool(backend, config),
+        code_execute_tool(backend, config, read_only),
         name="code_execute",
         description=f"Run code in a sandbox: cwd /workspace (your files), {reach}, {config.timeout_seconds} s"
         " unless timeout_seconds.",
