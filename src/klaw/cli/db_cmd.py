@@ -1,16 +1,18 @@
-"""`klaw db info`: what klaw.db holds."""
+"""`klaw db info`: what the database holds; `klaw db migrate --to postgres`: move a home into PostgreSQL."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from klaw.cli.context import home_from_env, load_or_exit, open_store_or_exit
-from klaw.config import DatabaseConfig
+from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit
+from klaw.config import ENV_VAR_NAME, DatabaseConfig, EngineConfig
+from klaw.home import KlawHome
 
 app = typer.Typer(help="Inspect the database (klaw.db).", no_args_is_help=True)
 
@@ -21,7 +23,7 @@ def info() -> None:
     home = home_from_env()
     loaded = load_or_exit(home)
     path = home.database_file(loaded.config.database.path)
-    if not path.exists():
+    if loaded.config.database.backend == "sqlite" and not path.exists():
         typer.echo(f"{path} does not exist yet: it is created when the engine first starts.")
         raise typer.Exit(0)
     asyncio.run(_info(path, loaded.config.database))
@@ -54,3 +56,84 @@ async def _info(path: Path, database: DatabaseConfig) -> None:
     console.print(table)
     for index in indexes:
         console.print(f"{index.name}: embedder {index.embedder_id}, dim {index.dim}")
+
+
+@app.command()
+def migrate(
+    to: Annotated[str, typer.Option("--to", help="The backend to move into: postgres.")],
+    url_env: Annotated[
+        str | None,
+        typer.Option(
+            "--url-env",
+            help="Name of the environment variable holding the PostgreSQL connection string (default:"
+            " database.urlEnv, else KLAW_DATABASE_URL).",
+        ),
+    ] = None,
+) -> None:
+    """Move this home's memory into an empty PostgreSQL database: rebuilt from the conversation log (as
+    klaw reindex does, with progress bars), settings copied from klaw.db, then row counts compared.
+
+    Stop the engine first. Interrupted, it resumes where it stopped when run again. klaw.db is left as
+    it was; set database.backend: postgres and urlEnv in engine.yaml afterwards."""
+    home = home_from_env()
+    loaded = load_or_exit(home)
+    if to != "postgres":
+        fail(f"klaw db migrate moves a home into postgres only, not {to!r}: use --to postgres")
+    variable = url_env or loaded.config.database.url_env or "KLAW_DATABASE_URL"
+    if not ENV_VAR_NAME.match(variable):
+        fail("--url-env takes the NAME of an environment variable (e.g. KLAW_DATABASE_URL), not its value")
+    asyncio.run(_migrate(home, loaded.config, variable))
+
+
+async def _migrate(home: KlawHome, config: EngineConfig, variable: str) -> None:
+    from klaw.cli.reindex_cmd import run_with_bars
+    from klaw.store.backend import migration_backend
+    from klaw.store.protocol import StorageError
+
+    sqlite_file = home.database_file(config.database.path)
+    try:
+        backend = migration_backend(sqlite_file, variable)
+    except StorageError as exc:
+        fail(str(exc))
+    console = Console(markup=False)
+    report = await run_with_bars(console, home, config, backend, "the PostgreSQL database is left as it is")
+    target = DatabaseConfig(backend="postgres", url_env=variable)
+    source = DatabaseConfig(backend="sqlite", path=config.database.path) if sqlite_file.exists() else None
+    await _compare(console, sqlite_file, source, target, report.records)
+
+
+async def _compare(
+    console: Console, sqlite_file: Path, source: DatabaseConfig | None, target: DatabaseConfig, records: int
+) -> None:
+    """Row counts of klaw.db beside PostgreSQL's: the same log gives the same rows."""
+    moved = await open_store_or_exit(sqlite_file, target)
+    try:
+        after = await moved.counts()
+    finally:
+        await moved.aclose()
+    before = None
+    if source is not None:
+        old = await open_store_or_exit(sqlite_file, source)
+        try:
+            before = await old.counts()
+        finally:
+            await old.aclose()
+    table = Table(title=f"moved {records} log records into PostgreSQL ({target.url_env})")
+    table.add_column("what")
+    table.add_column("klaw.db", justify="right")
+    table.add_column("PostgreSQL", justify="right")
+    fields = ("chats", "segments", "messages", "control_records", "exchanges", "vectors")
+    differ = []
+    for name in fields:
+        new = getattr(after, name)
+        old_value = "" if before is None else str(getattr(before, name))
+        if before is not None and getattr(before, name) != new and name != "vectors":
+            differ.append(name)
+        table.add_row(name.replace("_", " "), old_value, str(new))
+    console.print(table)
+    if differ:
+        console.print(
+            f"warning: {', '.join(differ)} differ from klaw.db: klaw.db may hold rows its log does not (or the"
+            " other way round); run 'klaw reindex' on the SQLite home and compare again"
+        )
+    console.print(f"Now set in engine.yaml:  database: {{backend: postgres, urlEnv: {target.url_env}}}")

@@ -16,10 +16,13 @@ from rich.table import Table
 from rich.text import Text
 
 from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.config import EngineConfig
 from klaw.console_logging import logs_through
+from klaw.home import KlawHome
 from klaw.memory.embedder.protocol import EmbedderError
 from klaw.memory.reindex import LISTED_MALFORMED, ReindexError, ReindexReport, ReindexStage, reindex
 from klaw.store.protocol import StorageError
+from klaw.store.rebuild_protocol import RebuildBackend
 
 SHOWN_MALFORMED = 5
 _LABELS = {
@@ -27,6 +30,24 @@ _LABELS = {
     ReindexStage.REBUILD: "rebuilding rows",
     ReindexStage.EMBED: "embedding",
 }
+
+
+async def run_with_bars(
+    console: Console, home: KlawHome, config: EngineConfig, backend: RebuildBackend, unchanged: str
+) -> ReindexReport:
+    """`reindex` into `backend` with the progress bars, its failures as one line (`unchanged`: what is
+    left as it was), an interruption as how to resume (`klaw db migrate` moves a home this way)."""
+    bars = _Bars(console)
+    try:
+        with bars.progress, logs_through(console):
+            return await reindex(home, config, progress=bars.update, backend=backend)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        console.print(Text.assemble(("interrupted", "yellow"), f": {unchanged}; run the command again to resume."))
+        raise typer.Exit(130) from None
+    except ReindexError as exc:
+        fail(str(exc), code=1)
+    except (StorageError, EmbedderError, OSError) as exc:
+        fail(f"{exc}. {unchanged[0].upper()}{unchanged[1:]}; run the command again to resume.", code=1)
 
 
 def reindex_command(

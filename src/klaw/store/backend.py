@@ -64,3 +64,12 @@ def storage_failure(path: Path, exc: BaseException) -> StorageError | None:
         return server_error("database.urlEnv", exc)
 
     return database_error(path, exc) if isinstance(exc, apsw.Error) else None
+
+
+def migration_backend(sqlite_file: Path, variable: str) -> RebuildBackend:
+    """Where `klaw db migrate --to postgres` rebuilds the home from its log: the PostgreSQL database the
+    environment variable `variable` names (`StorageError` when it is unset)."""
+    from klaw.store.postgres.connection import dsn_from_env
+    from klaw.store.postgres.rebuild import PostgresMigration
+
+    return PostgresMigration(dsn_from_env(variable), variable, sqlite_file)

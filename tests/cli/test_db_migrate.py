@@ -1,0 +1,67 @@
+"""`klaw db migrate --to postgres` as a person runs it: a real subprocess moves a home (its log and klaw.db)
+into a real PostgreSQL database, with progress bars and the row counts of both side by side; the
+engine then runs on PostgreSQL and finds what was said before."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from klaw.config import DatabaseConfig
+from klaw.store.backend import open_storage
+from tests.cli.test_cli import klaw
+from tests.cli.test_reindex_cmd import CHAT, a_home
+from tests.conftest import new_database
+from tests.pg_server import PgServer
+
+VARIABLE = "KLAW_TEST_DATABASE_URL"
+
+
+def test_a_home_moves_into_postgres_with_equal_counts_and_only_once(
+    tmp_path: Path, postgres_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = a_home(tmp_path)
+    assert klaw(home, "reindex").returncode == 0  # klaw.db, as a home that ran on SQLite has
+    assert klaw(home, "memory", "search", "--chat", "console:me", "lighthouse").returncode == 0
+    env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
+
+    moved = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+
+    assert moved.returncode == 0, moved.stderr
+    out = moved.stdout
+    for expected in ("rebuilding rows", "embedding", "klaw.db", "PostgreSQL", "urlEnv: " + VARIABLE):
+        assert expected in out, out
+    messages = next(line for line in out.splitlines() if "│ messages" in line)
+    assert messages.count(" 6 ") == 2, out  # six messages in klaw.db and in PostgreSQL
+    assert "differ" not in out and "lighthouse" not in out
+    assert "postgresql://" not in out + moved.stderr
+
+    async def search() -> list[str]:
+        store = await open_storage(tmp_path, DatabaseConfig(backend="postgres", url_env=VARIABLE))
+        try:
+            hits = await store.search.full_text(CHAT, "lighthouse island", limit=10)
+            counts = await store.counts()
+        finally:
+            await store.aclose()
+        assert counts.vectors == 6  # embedded on the way
+        return [hit.message.content for hit in hits]
+
+    monkeypatch.setenv(VARIABLE, env[VARIABLE])
+    assert len(asyncio.run(search())) == 6
+
+    again = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+    assert again.returncode != 0
+    assert "already holds 6 klaw messages" in " ".join(again.stderr.split())
+    assert "Traceback" not in again.stderr
+
+
+def test_a_missing_variable_or_a_value_in_its_place_is_one_line(tmp_path: Path) -> None:
+    home = a_home(tmp_path)
+    unset = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", "KLAW_NOT_SET_ANYWHERE")
+    assert unset.returncode == 2 and "KLAW_NOT_SET_ANYWHERE" in unset.stderr and "is not set" in unset.stderr
+    pasted = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", "postgresql://u:hunter2@h/db")
+    assert pasted.returncode == 2 and "hunter2" not in pasted.stderr
+    sqlite = klaw(home, "db", "migrate", "--to", "sqlite")
+    assert sqlite.returncode == 2 and "--to postgres" in sqlite.stderr
