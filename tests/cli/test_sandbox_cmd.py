@@ -3,17 +3,16 @@ installed is a wheel built in the test (no network), then imported by code_execu
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from klaw.home import KlawHome
 from tests.cli.test_cli import klaw
-from tests.tools.sandbox_helpers import Runner
+from tests.tools.sandbox_helpers import Runner, no_sandbox_reason
 from tests.tools.test_code_execute_turns import _wheel
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed (apt install bubblewrap)")
+pytestmark = pytest.mark.skipif(no_sandbox_reason() is not None, reason=f"no sandbox here: {no_sandbox_reason()}")
 
 
 def test_status_names_the_backend_or_why_there_is_none(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ also what `/context` shows as the tools layer.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from klaw.llm.fake_server import Reply, TextReply, ToolCallsReply
 from klaw.llm.tokens import approximate_token_count
 from klaw.tools.builtin.groups import TOOL_GROUPS
 from tests.engine.harness import CHAT, running_engine
+from tests.tools.sandbox_helpers import no_sandbox_reason
 
 # 1,734 before the schemas were tightened; 1,440 after. Raise it on purpose, never to make a test pass.
 # 1500, then message_send (~85 with its wrapper), then the skills group (skill_list, skill_read: ~150), then
@@ -81,7 +81,7 @@ def _functions(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 async def test_the_default_tools_fit_their_token_budget_and_context_shows_them(tmp_path: Path) -> None:
     tools, context = await sent_tools(tmp_path)
-    expected = [name for name in DESCRIBED_ARGUMENTS if name != "code_execute" or shutil.which("bwrap")]
+    expected = [name for name in DESCRIBED_ARGUMENTS if name != "code_execute" or no_sandbox_reason() is None]
     assert list(_functions(tools)) == expected  # a new tool is a budget decision too (code_execute: a sandbox here)
     tokens = approximate_token_count(json.dumps(tools))
     assert tokens <= TOOL_SCHEMA_BUDGET_TOKENS, f"tool schemas: {tokens} tokens, budget {TOOL_SCHEMA_BUDGET_TOKENS}"

@@ -18,6 +18,12 @@ from klaw.tools.sandbox.choice import choose_backend
 from klaw.tools.sandbox.tool import register_code_execute
 
 
+def no_sandbox_reason() -> str | None:
+    """Why the default sandbox does not work here (no bwrap; root without a pids cgroup), or None."""
+    found = choose_backend(SandboxConfig(), KlawHome(Path("/nonexistent")))
+    return found.reason if isinstance(found, Unavailable) else None
+
+
 def backend_or_skip(home: KlawHome, **config: Any) -> tuple[SandboxBackend, SandboxConfig]:
     """The configured backend, or the test skipped saying why there is none here (Docker without a daemon)."""
     sandbox = SandboxConfig.model_validate(config)

@@ -4,7 +4,6 @@ the next request carries what the model gets back. Without a sandbox the tool is
 
 from __future__ import annotations
 
-import shutil
 import zipfile
 from pathlib import Path
 
@@ -16,9 +15,9 @@ from klaw.tools.sandbox.backend import Unavailable
 from klaw.tools.sandbox.bubblewrap import bubblewrap_backend
 from klaw.tools.sandbox.venv import install
 from tests.engine.harness import CHAT, running_engine
-from tests.tools.sandbox_helpers import Runner, backend_or_skip, home_with_secrets
+from tests.tools.sandbox_helpers import Runner, backend_or_skip, home_with_secrets, no_sandbox_reason
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed (apt install bubblewrap)")
+pytestmark = pytest.mark.skipif(no_sandbox_reason() is not None, reason=f"no sandbox here: {no_sandbox_reason()}")
 
 
 def offered(h: object) -> list[str]:
