@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 BACKOFF_FIRST_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 300.0
 PROBE_TIMEOUT_SECONDS = 10.0
+PROBE_MIN_SECONDS = 2.0  # a busy machine may take a moment to answer even a tool list
 MAX_LIST_PAGES = 20
 CLIENT_INFO = Implementation(name="klaw", version="0.1.0")
 
@@ -153,7 +154,7 @@ class ServerLink:
         if client is None:
             return
         try:
-            async with asyncio.timeout(min(PROBE_TIMEOUT_SECONDS, self.config.timeout_seconds)):
+            async with asyncio.timeout(min(PROBE_TIMEOUT_SECONDS, max(PROBE_MIN_SECONDS, self.config.timeout_seconds))):
                 await client.list_tools(cache_mode="refresh")
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
