@@ -65,3 +65,15 @@ def test_a_missing_variable_or_a_value_in_its_place_is_one_line(tmp_path: Path) 
     assert pasted.returncode == 2 and "hunter2" not in pasted.stderr
     sqlite = klaw(home, "db", "migrate", "--to", "sqlite")
     assert sqlite.returncode == 2 and "--to postgres" in sqlite.stderr
+
+
+def test_reindex_on_a_postgres_home_says_it_is_not_built_and_changes_nothing(tmp_path: Path) -> None:
+    home = a_home(tmp_path)
+    (home / "engine.yaml").write_text(
+        f"embedder:\n  backend: fake\n  dim: 32\ndatabase:\n  backend: postgres\n  urlEnv: {VARIABLE}\n",
+        encoding="utf-8",
+    )
+    result = klaw(home, "reindex")
+    said = " ".join(result.stderr.split())
+    assert result.returncode == 2 and "rebuilding a PostgreSQL home is not built yet" in said
+    assert "Traceback" not in result.stderr and not (home / "klaw.db").exists()

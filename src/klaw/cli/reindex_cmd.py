@@ -61,6 +61,11 @@ def reindex_command(
     Interrupted (Ctrl-C), it resumes where it stopped when run again."""
     home = home_from_env()
     loaded = load_or_exit(home)
+    if loaded.config.database.backend == "postgres":
+        fail(
+            "klaw reindex rebuilds klaw.db (database.backend: sqlite) only; rebuilding a PostgreSQL home is not"
+            " built yet (docs/postgres.md). Nothing was changed."
+        )
     console = Console(markup=False)
     bars = _Bars(console)
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
