@@ -160,6 +160,24 @@ async def test_a_channel_without_a_gateway_gets_it_when_one_connects() -> None:
             await telegram.aclose()
 
 
+async def test_the_console_under_a_socket_engine_is_refused_not_queued() -> None:
+    """No gateway ever serves the console (it is `klaw chat`'s terminal): under `klaw serve` a message to it
+    would wait forever, so it is refused with the reason and nothing is recorded there."""
+    console = ChatRef("console", _user())
+    async with stand(["web", "telegram"]) as s:
+        s.server.reply_tool_calls([("message_send", {"target": str(console), "text": TEXT})])
+        s.server.reply_text("The console is not open.")
+
+        frames = await s.turn("tell me on the console")
+
+        assert [f.text for f in frames] == ["The console is not open."]
+        assert s.tool_result()["content"] == (
+            f"ValueError: nothing was sent: {console} is the terminal of `klaw chat`, and no klaw chat runs with"
+            " this engine; write to the web page or Telegram instead"
+        )
+        assert s.logged(console) == []
+
+
 async def test_the_tool_schema_is_short_and_the_own_chat_is_refused() -> None:
     async with stand(["web"]) as s:
         [spec] = [spec for spec in s.engine.tools.specs() if spec.name == "message_send"]

@@ -7,7 +7,9 @@ taken under the target chat's turn lock like a scheduled task's answer, so the t
 its later turns see it. A channel no gateway serves right now still gets it recorded, and the socket
 queues the delivery until a gateway says hello (in memory: an engine restart drops what waits there);
 an engine without a socket (`klaw chat`) reaches only its in-process channels, so other targets are
-refused before anything is recorded. Logged: source, target and length, never the text.
+refused before anything is recorded. The console is never served by a gateway (it is `klaw chat`'s own
+terminal), so an engine without one refuses it too rather than queueing for a gateway that never comes.
+Logged: source, target and length, never the text.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import logging
 from klaw.engine.delivery import Delivery
 from klaw.engine.processor import MessageProcessor
 from klaw.store.records import ChatRef
-from klaw.tools.messaging.send import Sent
+from klaw.tools.messaging.send import CONSOLE_CHANNEL, Sent
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +33,7 @@ class AgentMessages:
 
     async def send(self, source: ChatRef, target: ChatRef, text: str) -> Sent:
         reachable = self._delivery.reachable(target.channel)
-        if not reachable and not self._delivery.can_queue:
+        if not reachable and (target.channel == CONSOLE_CHANNEL or not self._delivery.can_queue):
             log.info("message_send from %s to %s refused: channel %s unreachable", source, target, target.channel)
             return Sent.UNREACHABLE
         now = await self._processor.post(target, text, {"source": "message_send", "from": str(source)})

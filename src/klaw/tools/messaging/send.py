@@ -84,6 +84,11 @@ def register_message_tools(registry: ToolRegistry, sender: MessageSender, target
         if len(text) > MAX_MESSAGE_CHARS:
             raise ValueError(f"the text has {len(text)} characters; send at most {MAX_MESSAGE_CHARS} at a time")
         sent = await sender.send(context.chat, chat, text)
+        if sent is Sent.UNREACHABLE and chat.channel == CONSOLE_CHANNEL:
+            raise ValueError(
+                f"nothing was sent: {chat} is the terminal of `klaw chat`, and no klaw chat runs with this"
+                " engine; write to the web page or Telegram instead"
+            )
         if sent is Sent.UNREACHABLE:
             raise ValueError(
                 f"nothing was sent: no channel {chat.channel!r} is running with this engine"
