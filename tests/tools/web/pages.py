@@ -8,11 +8,13 @@ route answers one way (a page, a redirect, a type, a size); the server records t
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 ARTICLE = """<!doctype html><html><head><title>Friday deploy</title></head><body>
@@ -208,6 +210,28 @@ def serving(routes: dict[str, Route]) -> Iterator[PageServer]:
     thread.start()
     try:
         yield pages
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@contextmanager
+def serving_tls(routes: dict[str, Route], cert: Path, key: Path) -> Iterator[tuple[PageServer, list[str | None]]]:
+    """The routes over HTTPS on 127.0.0.1 with `cert`; also the server names clients sent (SNI)."""
+    server_names: list[str | None] = []
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.sni_callback = lambda _socket, name, _context: server_names.append(name)
+    pages = PageServer(0)
+    handler = type("Handler", (_Handler,), {"routes": routes, "pages": pages})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    pages.port = int(server.server_address[1])
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield pages, server_names
     finally:
         server.shutdown()
         server.server_close()

@@ -46,11 +46,14 @@ class FetchedPage:
 class WebFetcher:
     """Fetches pages for `web_fetch` under `web.fetch`'s guard and limits."""
 
-    def __init__(self, config: WebFetchConfig, resolver: Resolver = system_resolver) -> None:
+    def __init__(
+        self, config: WebFetchConfig, resolver: Resolver = system_resolver, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
+        """`resolver` and `ssl_context` (the CAs trusted): the system's unless given (tests)."""
         self._config = config
         self._policy = AddressPolicy(config.allowed_networks())
         self._resolver = resolver
-        self._ssl_context: ssl.SSLContext | None = None
+        self._ssl_context = ssl_context
 
     async def fetch(self, url: str) -> FetchedPage:
         """The page at `url`; WebError saying why when it cannot be read."""
