@@ -13,6 +13,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from klaw.engine.clock import ManualClock
 from klaw.engine.frames import AckFrame, HelloFrame, InboundFrame, OutboundFrame
 from klaw.engine.runtime import Engine
@@ -102,7 +104,7 @@ async def test_the_agent_writes_from_the_web_page_to_the_persons_telegram() -> N
         assert [m.content for m in await s.engine.store.messages.window(segment.id, 10)] == [TEXT]
 
 
-async def test_a_chat_that_is_not_the_persons_is_refused_and_nothing_is_sent() -> None:
+async def test_a_chat_that_is_not_the_persons_is_refused_and_nothing_is_sent(caplog: pytest.LogCaptureFixture) -> None:
     async with stand(["web", "telegram"]) as s:
         s.server.reply_tool_calls([("message_send", {"target": "telegram:99", "text": TEXT})])
         s.server.reply_text("I may not write there.")
@@ -112,10 +114,11 @@ async def test_a_chat_that_is_not_the_persons_is_refused_and_nothing_is_sent() -
         assert [(f.channel, f.text) for f in frames] == [("web", "I may not write there.")]
         result = s.tool_result()
         assert result["content"] == (
-            "ValueError: telegram:99 is not one of the person's chats this agent may write to (allowed:"
+            "telegram:99 is not one of the person's chats this agent may write to (allowed:"
             f" console:{_user()}, telegram:42, web:main); the person can add it to tools.messageTargets in engine.yaml"
         )
         assert not (s.home.conversations / "telegram_99").exists()
+        assert not [r for r in caplog.records if r.name == "klaw.tools.registry"]  # a refusal, not a traceback
 
 
 async def test_message_targets_replaces_the_persons_chats() -> None:
@@ -133,7 +136,7 @@ async def test_message_targets_replaces_the_persons_chats() -> None:
         assert [(f.chat_id, f.text) for f in frames] == [("99", TEXT), ("main", "One sent, one refused.")]
         results = [m["content"] for m in s.server.chat_requests[-1].body["messages"] if m["role"] == "tool"]
         assert results[0] == "Sent to telegram:99."
-        assert results[1].startswith("ValueError: telegram:42 is not one of the person's chats")
+        assert results[1].startswith("telegram:42 is not one of the person's chats")
         assert "(allowed: telegram:99)" in results[1]
 
 
@@ -172,7 +175,7 @@ async def test_the_console_under_a_socket_engine_is_refused_not_queued() -> None
 
         assert [f.text for f in frames] == ["The console is not open."]
         assert s.tool_result()["content"] == (
-            f"ValueError: nothing was sent: {console} is the terminal of `klaw chat`, and no klaw chat runs with"
+            f"nothing was sent: {console} is the terminal of `klaw chat`, and no klaw chat runs with"
             " this engine; write to the web page or Telegram instead"
         )
         assert s.logged(console) == []
@@ -185,7 +188,7 @@ async def test_the_tool_schema_is_short_and_the_own_chat_is_refused() -> None:
         s.server.reply_tool_calls([("message_send", {"target": "web:main", "text": TEXT})])
         s.server.reply_text("Right, I answer here.")
         await s.turn("send it to me here")
-        assert s.tool_result()["content"] == "ValueError: that is this chat: answer here instead of sending"
+        assert s.tool_result()["content"] == "that is this chat: answer here instead of sending"
 
 
 def _user() -> str:

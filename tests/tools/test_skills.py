@@ -4,6 +4,7 @@ the skill's folder, the layer's token budget, re-scanning only on change, and `k
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -97,7 +98,9 @@ def test_symlinks_and_links_leading_outside_are_refused(tmp_path: Path) -> None:
     assert found["ok-links/SKILL.md"] == ["warning: links to 'gone.md' does not exist in the skill"]
 
 
-async def test_skill_read_refuses_a_symlink_made_after_the_check(tmp_path: Path) -> None:
+async def test_skill_read_refuses_a_symlink_made_after_the_check(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     root = tmp_path / "skills"
     folder = skill(root, "tricky")
     (folder / "ref").mkdir()
@@ -114,6 +117,10 @@ async def test_skill_read_refuses_a_symlink_made_after_the_check(tmp_path: Path)
         return (await registry.execute(call, context)).content
 
     assert await read("ref/a.md") == "fine"
+    # A path leading out is the model's slip, not a bug: the reason alone, and no traceback in the log.
+    with caplog.at_level(logging.DEBUG, logger="klaw.tools.registry"):
+        assert await read("../../secret.txt") == "skill 'tricky': '../../secret.txt' leads outside the skill's folder"
+    assert not caplog.records
     # Swapped for a symlink in a subfolder: neither the skill's folder nor its SKILL.md changed, so the
     # catalogue does not scan again; the read itself must refuse.
     (folder / "ref" / "a.md").unlink()

@@ -20,7 +20,7 @@ from pydantic import Field
 from klaw.config import EngineConfig
 from klaw.scheduling.names import parse_chat_target
 from klaw.store.records import ChatRef
-from klaw.tools.registry import ToolContext, ToolRegistry
+from klaw.tools.registry import ToolContext, ToolRefusal, ToolRegistry
 
 MAX_MESSAGE_CHARS = 8000
 WEB_CHAT = ChatRef("web", "main")
@@ -71,26 +71,26 @@ def register_message_tools(registry: ToolRegistry, sender: MessageSender, target
         try:
             chat = parse_chat_target(target)
         except ValueError as exc:
-            raise ValueError(f"{exc}; allowed targets: {listed}") from None
+            raise ToolRefusal(f"{exc}; allowed targets: {listed}") from None
         if chat == context.chat:
-            raise ValueError("that is this chat: answer here instead of sending")
+            raise ToolRefusal("that is this chat: answer here instead of sending")
         if chat not in allowed:
-            raise ValueError(
+            raise ToolRefusal(
                 f"{chat} is not one of the person's chats this agent may write to (allowed: {listed});"
                 " the person can add it to tools.messageTargets in engine.yaml"
             )
         if not text.strip():
-            raise ValueError("the text is empty")
+            raise ToolRefusal("the text is empty")
         if len(text) > MAX_MESSAGE_CHARS:
-            raise ValueError(f"the text has {len(text)} characters; send at most {MAX_MESSAGE_CHARS} at a time")
+            raise ToolRefusal(f"the text has {len(text)} characters; send at most {MAX_MESSAGE_CHARS} at a time")
         sent = await sender.send(context.chat, chat, text)
         if sent is Sent.UNREACHABLE and chat.channel == CONSOLE_CHANNEL:
-            raise ValueError(
+            raise ToolRefusal(
                 f"nothing was sent: {chat} is the terminal of `klaw chat`, and no klaw chat runs with this"
                 " engine; write to the web page or Telegram instead"
             )
         if sent is Sent.UNREACHABLE:
-            raise ValueError(
+            raise ToolRefusal(
                 f"nothing was sent: no channel {chat.channel!r} is running with this engine"
                 " (klaw serve or klaw gateway runs the web page and Telegram)"
             )

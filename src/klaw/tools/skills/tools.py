@@ -3,7 +3,8 @@
 Closures over the engine's `SkillCatalogue` (this package imports nothing from the engine). Both
 look at the catalogue as it is now (a skill edited since the last turn is read fresh); `skill_read`
 reads the file at call time, confined to the skill's folder (klaw/tools/skills/skill_files.py). A
-mistake raises ValueError, which the registry hands back to the model as a readable error.
+mistake (no such skill, a path leading out, a missing file) raises ToolRefusal: the model reads the reason
+as the call's result, and the engine's log gets no traceback for what is the model's slip, not a bug.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from klaw.tools.registry import ToolRegistry
+from klaw.tools.registry import ToolRefusal, ToolRegistry
 from klaw.tools.skills.catalogue import SkillCatalogue
 from klaw.tools.skills.skill_files import SKILL_FILE, Skill, SkillPathError, read_confined, split_front_matter
 
@@ -42,13 +43,13 @@ def register_skill_tools(registry: ToolRegistry, catalogue: SkillCatalogue, *, m
 def _read(catalogue: SkillCatalogue, name: str, path: str | None, max_bytes: int) -> str:
     skill = catalogue.current().skills.get(name)
     if skill is None:
-        raise ValueError(f"there is no usable skill named {name!r}: skill_list lists the skills")
+        raise ToolRefusal(f"there is no usable skill named {name!r}: skill_list lists the skills")
     try:
         if path is None or path.strip() in (SKILL_FILE, f"./{SKILL_FILE}"):
             return _instructions(skill, read_confined(skill.folder, SKILL_FILE, max_bytes=max_bytes))
         return read_confined(skill.folder, path, max_bytes=max_bytes)
     except SkillPathError as exc:
-        raise ValueError(f"skill {name!r}: {exc}") from None
+        raise ToolRefusal(f"skill {name!r}: {exc}") from None
 
 
 def _instructions(skill: Skill, text: str) -> str:
