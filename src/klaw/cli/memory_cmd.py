@@ -79,7 +79,7 @@ def search(
     home = home_from_env()
     loaded = load_or_exit(home)
     path = home.database_file(loaded.config.database.path)
-    if not path.exists():
+    if loaded.config.database.backend == "sqlite" and not path.exists():
         fail(f"{path} does not exist yet: it is created when the engine first starts.", code=1)
     try:
         outcome = asyncio.run(_search(path, loaded.config, text, chat, segment, limit))

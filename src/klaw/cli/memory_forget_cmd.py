@@ -47,7 +47,7 @@ def forget(
     home = home_from_env()
     loaded = load_or_exit(home)
     path = home.database_file(loaded.config.database.path)
-    if not path.exists():
+    if loaded.config.database.backend == "sqlite" and not path.exists():
         fail(f"{path} does not exist yet: there is nothing to forget.", code=1)
     owner = _chat(chat) if chat is not None else None
     console = Console(markup=False)

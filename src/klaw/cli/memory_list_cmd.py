@@ -37,7 +37,7 @@ def register_list(app: typer.Typer, pick_chat: ChatPicker) -> None:
         home = home_from_env()
         loaded = load_or_exit(home)
         path = home.database_file(loaded.config.database.path)
-        if not path.exists():
+        if loaded.config.database.backend == "sqlite" and not path.exists():
             fail(f"{path} does not exist yet: it is created when the engine first starts.", code=1)
         try:
             lines = asyncio.run(_listing(path, loaded.config.database, chat, pick_chat))
