@@ -23,7 +23,8 @@ from tests.tools.sandbox_helpers import no_sandbox_reason
 # 1500, then message_send (~85 with its wrapper), then the skills group (skill_list, skill_read: ~150), then
 # web_fetch (74: one argument, and the untrusted-content warning the model must read): 1,751.
 # Then code_execute (~107, offered when a sandbox works here).
-TOOL_SCHEMA_BUDGET_TOKENS = 1860
+# Then the docs group (docs_list, docs_read, docs_search: ~215).
+TOOL_SCHEMA_BUDGET_TOKENS = 2100
 
 # Every tool of a default engine, in the order offered, with the arguments whose description the model
 # needs (a format, unit, limit or default it cannot guess from the name and type).
@@ -41,6 +42,9 @@ DESCRIBED_ARGUMENTS: dict[str, set[str]] = {
     "skill_read": {"name", "path"},
     "web_fetch": set(),
     "code_execute": set(),
+    "docs_list": set(),
+    "docs_read": {"path"},
+    "docs_search": {"query"},
     "schedule_add": {"name", "message", "cron", "every", "model", "inject_into"},
     "schedule_list": set(),
     "schedule_remove": set(),

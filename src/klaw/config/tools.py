@@ -42,7 +42,18 @@ class SchedulerConfig(Section):
 
 
 ToolGroup = Literal[
-    "clock", "files", "memory", "scheduler", "subagents", "messaging", "skills", "web", "websearch", "code", "host"
+    "clock",
+    "files",
+    "memory",
+    "scheduler",
+    "subagents",
+    "messaging",
+    "skills",
+    "web",
+    "websearch",
+    "code",
+    "host",
+    "docs",
 ]
 # `websearch` is on when available: offered once web.search names a provider; so are `code` (a sandbox
 # works here, sandbox:) and `host` (an allow-list given, hostExec:).
@@ -58,6 +69,7 @@ ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = (
     "websearch",
     "code",
     "host",
+    "docs",
 )
 _CHANNEL = re.compile(r"^[a-z0-9-]{1,32}$")  # as klaw/store/records.py checks channel names
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # as klaw/tools/registry.py checks them
@@ -108,7 +120,7 @@ class ToolsConfig(Section):
     enabled: tuple[str, ...] = Field(
         default=ALL_TOOL_GROUPS,
         description="Tool groups offered to the model: clock, files, memory, scheduler, subagents, messaging,"
-        " skills, web, websearch, code, host, the name of an installed tool plugin (entry point group"
+        " skills, web, websearch, code, host, docs, the name of an installed tool plugin (entry point group"
         f" {TOOL_PLUGIN_GROUP}), or mcp:<server> for a server of the mcp section.",
     )
 

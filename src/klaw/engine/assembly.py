@@ -62,6 +62,9 @@ from klaw.store.records import StoredMessage
 from klaw.tools.builtin.defaults import register_builtin_tools
 from klaw.tools.builtin.groups import tools_in
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
+from klaw.tools.docs.bundle import DocsBundle
+from klaw.tools.docs.index import DocsIndex
+from klaw.tools.docs.tools import DOCS_PROMPT, register_docs_tools
 from klaw.tools.host.tool import register_host_exec
 from klaw.tools.mcp.servers import McpServers
 from klaw.tools.messaging.send import message_targets, register_message_tools
@@ -75,6 +78,7 @@ from klaw.tools.skills.tools import register_skill_tools
 from klaw.tools.web.tools import register_web_tools, search_unavailable
 
 LIVE_EMBEDDING_BATCH = 16
+DOCS_WARM_DELAY_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -172,12 +176,20 @@ def skill_catalogue(home: KlawHome, config: EngineConfig) -> SkillCatalogue | No
     return SkillCatalogue(home.skills_dir, max_bytes=config.tools.skills.max_file_bytes)
 
 
+def docs_index(home: KlawHome, config: EngineConfig, memory: Memory) -> DocsIndex | None:
+    """The search index of the docs shipped with klaw, when the `docs` group is enabled."""
+    if "docs" not in config.tool_groups:
+        return None
+    return DocsIndex(home.docs_index_file, DocsBundle.shipped(), memory.embedder, config.search)
+
+
 def tool_registry(
     home: KlawHome,
     config: EngineConfig,
     services: MemoryServices,
     extra: Sequence[ToolFunction],
     skills: SkillCatalogue | None,
+    docs: DocsIndex | None,
 ) -> ToolSelection:
     """The built-in groups engine.yaml offers (to any model), then the caller's own tools (always
     offered); which a model gets is the selection's. The scheduling tools join when the scheduler
@@ -196,6 +208,8 @@ def tool_registry(
         protected = () if config.tools.allow_prompt_edits else PROMPT_FILES
         register_code_execute(registry, choose_backend(config.sandbox, home), config.sandbox, read_only=protected)
     register_host_exec(registry, config.host_exec)
+    if docs is not None:
+        register_docs_tools(registry, docs.bundle, docs)
     for tool in extra:
         registry.register(tool, offer=True)
     plugins = register_plugins(registry, config.tool_groups)  # installed packages' tools, enabled by name
@@ -239,6 +253,7 @@ def context_builder(
     memory: Memory,
     tools: ToolSelection,
     skills: SkillCatalogue | None,
+    docs: DocsIndex | None,
 ) -> ContextBuilder:
     store = memory.store
     # auto-RAG and past conversations embed a turn's text once, waiting for it at most queryTimeoutSeconds
@@ -247,7 +262,7 @@ def context_builder(
         catalogue,
         config.context,
         store,
-        SystemPrompt(home.workspace),
+        SystemPrompt(home.workspace, DOCS_PROMPT if docs is not None else None),
         memory.core,
         tools.specs,  # the session's model's tools
         auto_rag=AutoRagService(config.auto_rag, HybridSearch(store, query_embedder, config.search)),
@@ -276,7 +291,8 @@ async def assemble(
     """Every part built and started (listening last when `listen`); each close is on `stack`."""
     memory = await open_memory(home, config, clock, stack, embedder)
     skills = skill_catalogue(home, config)
-    selection = tool_registry(home, config, memory_services(config, memory, clock), tools, skills)
+    docs = docs_index(home, config, memory)
+    selection = tool_registry(home, config, memory_services(config, memory, clock), tools, skills, docs)
     registry = selection.registry
     mcp_servers = await start_mcp_servers(home, config, clock, stack, registry)
     router = open_router(config, clock, stack, router)
@@ -309,7 +325,7 @@ async def assemble(
         store=memory.store,
         ingestion=memory.ingestion,
         sessions=sessions,
-        context_builder=context_builder(home, config, router.catalogue, memory, selection, skills),
+        context_builder=context_builder(home, config, router.catalogue, memory, selection, skills, docs),
         turns=turns,
         slots=slots,
         delivery=delivery,
@@ -377,6 +393,8 @@ async def assemble(
     await processor.resume_unanswered()
     await scheduler.start()  # after recovery, and once replies have somewhere to go
     stack.push_async_callback(scheduler.stop)
+    if docs is not None:  # built (once per klaw version and embedder) before the first docs_search needs it
+        stack.push_async_callback(docs.warm_in_background(lambda: clock.sleep(DOCS_WARM_DELAY_SECONDS)))
     if memory.settings.summarizer_enabled:
         summarizer.start()  # after recovery: summarizes what earlier runs left
     return parts

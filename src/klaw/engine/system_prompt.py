@@ -2,7 +2,8 @@
 
 SOUL.md (character), IDENTITY.md (name and tone) and AGENTS.md (instructions) are joined in that
 order. They are re-read when they change on disk (checked by modification time), so a person can
-edit them while the engine runs.
+edit them while the engine runs. `appendix` is what the engine itself adds after them (how to use
+the docs tools, when they are offered).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ FALLBACK_PROMPT = "You are a helpful personal assistant."
 
 
 class SystemPrompt:
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, appendix: str | None = None) -> None:
         self.workspace = workspace
+        self._appendix = appendix
         self._cache: tuple[tuple[float, ...], str] | None = None
 
     async def text(self) -> str:
@@ -29,5 +31,7 @@ class SystemPrompt:
             return self._cache[1]
         parts = [p.read_text(encoding="utf-8").strip() for p in paths if p.exists()]
         text = "\n\n".join(part for part in parts if part) or FALLBACK_PROMPT
+        if self._appendix:
+            text = f"{text}\n\n{self._appendix}"
         self._cache = (stamps, text)
         return text

@@ -23,6 +23,7 @@ TOOL_GROUPS: Mapping[ToolGroup, tuple[str, ...]] = {
     "websearch": ("web_search",),
     "code": ("code_execute",),
     "host": ("host_exec",),
+    "docs": ("docs_list", "docs_read", "docs_search"),
 }
 
 

@@ -1,0 +1,1 @@
+"""The docs tools: klaw's own user documentation, shipped inside the package, listed, read and searched."""

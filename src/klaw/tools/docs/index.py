@@ -1,0 +1,220 @@
+"""The docs' search index: full text and vectors over their sections, ranked like message search.
+
+`KLAW_HOME/docs_index.db` (SQLite, 0600) holds each section of the shipped docs (klaw/tools/docs/bundle.py)
+with its vector from the engine's embedder, and an FTS5 table with the messages' tokenizer (porter:
+"forget" finds "forgetting"). It is built on first use and rebuilt when the docs' fingerprint or the
+embedder's model id changes (a new klaw version, another embedder); building embeds every section
+once, in batches. A search is the messages' hybrid search on a few hundred rows: the same FTS5
+query (stop words dropped, every word quoted), cosine similarity by a numpy product over all
+vectors, both sides fused with the same weights (`search.vectorWeight`, `fusion.score_fusion`),
+then the best section of each page, best page first. If the embedder fails, the index is built or
+searched on full text alone (and built again with vectors next time), never a failed turn.
+Decision: docs/decisions/111-docs-tools.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+from collections.abc import Awaitable, Callable
+from contextlib import closing, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from klaw.config import SearchConfig
+from klaw.memory.embedder.protocol import Embedder, Vectors
+from klaw.memory.fusion import score_fusion
+from klaw.store.sqlite.fts_query import fts5_match_expression
+from klaw.tools.docs.bundle import DocsBundle, DocSection
+
+log = logging.getLogger(__name__)
+
+EMBED_BATCH = 32
+FTS_CANDIDATES = 40
+EXCERPT_CHARS = 400
+PAGE_SECTIONS = 3  # sections of a page that count towards its rank
+PAGE_DECAY = 0.5
+NO_VECTORS = "none"  # the embedder id recorded when the index was built on full text alone
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sections (
+    id INTEGER PRIMARY KEY, path TEXT NOT NULL, heading TEXT NOT NULL, text TEXT NOT NULL, vector BLOB
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS sections_fts USING fts5 (
+    heading, text, content = 'sections', content_rowid = 'id', tokenize = 'porter unicode61 remove_diacritics 2'
+);
+"""
+
+
+@dataclass(frozen=True)
+class DocHit:
+    path: str
+    heading: str
+    excerpt: str
+    score: float
+
+
+class DocsIndex:
+    def __init__(
+        self, file: Path, bundle: DocsBundle, embedder: Embedder | None, search: SearchConfig | None = None
+    ) -> None:
+        self.file = file
+        self.bundle = bundle
+        self._bundle = bundle
+        self._embedder = embedder
+        self._search = search or SearchConfig()
+        self._lock = asyncio.Lock()
+        self._ready = False
+
+    async def ensure(self) -> None:
+        """Build the index unless it matches the docs and the embedder (once per engine, then cheap)."""
+        async with self._lock:
+            if self._ready:
+                return
+            fingerprint = await asyncio.to_thread(self._bundle.fingerprint)
+            wanted = self._embedder.model_id if self._embedder is not None else NO_VECTORS
+            stored = await asyncio.to_thread(self._meta)
+            if stored != (fingerprint, wanted):
+                await self._build(fingerprint)
+            self._ready = True
+
+    async def warm(self, wait: Callable[[], Awaitable[object]] | None = None) -> None:
+        """`ensure` in the background after `wait` (the engine waits a little on its clock, so the build never
+        competes with start-up and the first turn), so the first docs_search does not wait for the build; a
+        failure is logged (the next search tries again), never raised."""
+        try:
+            if wait is not None:
+                await wait()
+            await self.ensure()
+        except Exception as exc:
+            log.warning("docs index: not built (%s); docs_search will try again", type(exc).__name__)
+
+    def warm_in_background(self, wait: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
+        """`warm` as a task of its own; returns what stops it (for the engine's exit stack)."""
+        task = asyncio.create_task(self.warm(wait))
+
+        async def stop() -> None:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+
+        return stop
+
+    async def search(self, query: str, limit: int = 5) -> list[DocHit]:
+        """The best section of each page matching `query`, best page first, at most `limit` pages."""
+        await self.ensure()
+        query_vector = await self._embed_query(query)
+        return await asyncio.to_thread(self._search_sync, query, query_vector, limit)
+
+    async def _embed_query(self, query: str) -> Vectors | None:
+        if self._embedder is None:
+            return None
+        try:
+            return await self._embedder.embed([query])
+        except Exception as exc:  # the vector side degrades to full text alone, as in message search
+            log.warning("docs search: the embedder failed (%s); full text alone", type(exc).__name__)
+            return None
+
+    async def _build(self, fingerprint: str) -> None:
+        sections = await asyncio.to_thread(self._bundle.sections)
+        vectors: Vectors | None = None
+        embedder_id = NO_VECTORS
+        if self._embedder is not None:
+            try:
+                texts = [f"{s.heading}\n{s.text}" for s in sections]
+                batches = [
+                    await self._embedder.embed(texts[i : i + EMBED_BATCH]) for i in range(0, len(texts), EMBED_BATCH)
+                ]
+                vectors = np.concatenate(batches) if batches else None
+                embedder_id = self._embedder.model_id
+            except Exception as exc:
+                log.warning("docs index: the embedder failed (%s); built on full text alone", type(exc).__name__)
+        await asyncio.to_thread(self._write, sections, vectors, fingerprint, embedder_id)
+        log.info("docs index built: %d sections of %d pages", len(sections), len(self._bundle.pages()))
+
+    def _connect(self) -> sqlite3.Connection:
+        self.file.parent.mkdir(parents=True, exist_ok=True)
+        if not self.file.exists():
+            os.close(os.open(self.file, os.O_WRONLY | os.O_CREAT, 0o600))
+        os.chmod(self.file, 0o600)
+        connection = sqlite3.connect(self.file)
+        connection.executescript(_SCHEMA)
+        return connection
+
+    def _meta(self) -> tuple[str, str] | None:
+        with closing(self._connect()) as db:
+            rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        if "fingerprint" not in rows or "embedder" not in rows:
+            return None
+        return rows["fingerprint"], rows["embedder"]
+
+    def _write(self, sections: list[DocSection], vectors: Vectors | None, fingerprint: str, embedder: str) -> None:
+        with closing(self._connect()) as db, db:
+            db.execute("INSERT INTO sections_fts (sections_fts) VALUES ('delete-all')")
+            db.execute("DELETE FROM sections")
+            for index, section in enumerate(sections):
+                blob = None if vectors is None else np.asarray(vectors[index], dtype=np.float32).tobytes()
+                cursor = db.execute(
+                    "INSERT INTO sections (path, heading, text, vector) VALUES (?, ?, ?, ?)",
+                    (section.path, section.heading, section.text, blob),
+                )
+                db.execute(
+                    "INSERT INTO sections_fts (rowid, heading, text) VALUES (?, ?, ?)",
+                    (cursor.lastrowid, section.heading, section.text),
+                )
+            db.execute("DELETE FROM meta")
+            db.executemany("INSERT INTO meta VALUES (?, ?)", [("fingerprint", fingerprint), ("embedder", embedder)])
+
+    def _search_sync(self, query: str, query_vector: Vectors | None, limit: int) -> list[DocHit]:
+        with closing(self._connect()) as db:
+            rows = {row[0]: row[1:] for row in db.execute("SELECT id, path, heading, text, vector FROM sections")}
+            full_text: dict[int, float] = {}
+            expression = fts5_match_expression(query)
+            if expression is not None:
+                matches = db.execute(
+                    "SELECT rowid, bm25(sections_fts, 2.0, 1.0) FROM sections_fts WHERE sections_fts MATCH ?"
+                    " ORDER BY bm25(sections_fts, 2.0, 1.0) LIMIT ?",
+                    (expression, FTS_CANDIDATES),
+                ).fetchall()
+                full_text = {rowid: -rank for rowid, rank in matches}
+        similarity: dict[int, float] = {}
+        with_vectors = [(rowid, row[3]) for rowid, row in rows.items() if row[3] is not None]
+        if query_vector is not None and with_vectors:
+            matrix = np.frombuffer(b"".join(blob for _, blob in with_vectors), dtype=np.float32)
+            matrix = matrix.reshape(len(with_vectors), -1)
+            if matrix.shape[1] == query_vector.shape[1]:
+                scores = matrix @ query_vector[0]
+                best = np.argsort(-scores)[:FTS_CANDIDATES]
+                similarity = {with_vectors[i][0]: float(scores[i]) for i in best}
+        weight = self._search.vector_weight if similarity else 0.0
+        fused = score_fusion([(similarity, weight), (full_text, 1.0 - weight if similarity else 1.0)])
+        return _pages(fused, rows, limit)
+
+
+def _pages(fused: dict[int, float], rows: dict[int, tuple[str, str, str, bytes | None]], limit: int) -> list[DocHit]:
+    """Pages ranked by their matching sections: the best one's score, plus half the next one's, a quarter
+    of the third's (a page about the question matches in several places; a page that mentions a word
+    once does not win on it alone); each shown by its best section."""
+    by_page: dict[str, list[int]] = {}
+    for rowid in sorted(fused, key=lambda r: (-fused[r], r)):
+        by_page.setdefault(rows[rowid][0], []).append(rowid)
+    scores = {
+        path: sum(fused[rowid] * PAGE_DECAY**rank for rank, rowid in enumerate(rowids[:PAGE_SECTIONS]))
+        for path, rowids in by_page.items()
+    }
+    ranked = sorted(scores, key=lambda path: (-scores[path], path))[:limit]
+    hits = []
+    for path in ranked:
+        _, heading, text, _ = rows[by_page[path][0]]
+        hits.append(DocHit(path, heading, _excerpt(text), round(scores[path], 4)))
+    return hits
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1].rstrip() + "…"

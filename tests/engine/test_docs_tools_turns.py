@@ -1,0 +1,143 @@
+"""The docs tools through real engine turns (FakeOpenAiServer over HTTP as the model): the system prompt
+says how to use the docs, docs_search finds the forgetting page first for "how do I forget something",
+docs_read returns a page and refuses anything else, docs_list leaves the design decisions out; and the
+index is rebuilt when the docs or the embedder change, in a 0600 file under KLAW_HOME."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import stat
+from collections.abc import Mapping
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from klaw.config import SearchConfig
+from klaw.llm.fake_server import Reply, TextReply, ToolCallsReply, echo_last_user_message
+from klaw.memory.embedder.fake import FakeEmbedder
+from klaw.tools.docs.bundle import DocsBundle
+from klaw.tools.docs.index import DocsIndex
+from klaw.tools.docs.tools import DOCS_PROMPT
+from tests.engine.harness import running_engine
+
+REPO = Path(__file__).resolve().parents[2]
+STEPS = [
+    ("docs_search", {"query": "how do I forget something"}),
+    ("docs_read", {"path": "memory/forgetting.md"}),
+    ("docs_read", {"path": "decisions/000-concepts.md"}),
+    ("docs_read", {"path": "../../engine.yaml"}),
+    ("docs_list", {}),
+]
+
+
+def tool_results(body: Mapping[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"] if m.get("role") == "tool"]
+
+
+def model_that_reads_the_docs(body: Mapping[str, Any]) -> Reply:
+    last = body["messages"][-1]
+    if last.get("role") == "user" and last.get("content") != "how do I make you forget something?":
+        return echo_last_user_message(body)
+    done = len(tool_results(body))
+    if done < len(STEPS):
+        name, arguments = STEPS[done]
+        return ToolCallsReply(((f"call_{done}", name, json.dumps(arguments)),))
+    return TextReply("Use /forget.")
+
+
+async def test_the_agent_searches_reads_and_lists_its_docs(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        h.server.default_reply = model_that_reads_the_docs
+        reply = await h.turn("how do I make you forget something?")
+        assert reply.text == "Use /forget."
+        body = h.server.chat_requests[-1].body
+        assert DOCS_PROMPT in body["messages"][0]["content"]  # the system prompt says how to use them
+        assert {"docs_list", "docs_read", "docs_search"} <= {t["function"]["name"] for t in body["tools"]}
+
+        found, page, decision, outside, listing = tool_results(body)
+        hits = json.loads(found)
+        assert hits[0]["path"] == "memory/forgetting.md"
+        assert "forget" in hits[0]["excerpt"].lower()
+        assert len({hit["path"] for hit in hits}) == len(hits)  # one hit per page
+        assert page == (REPO / "docs" / "memory" / "forgetting.md").read_text(encoding="utf-8")
+        assert "there is no page 'decisions/000-concepts.md'" in decision
+        assert "there is no page '../../engine.yaml'" in outside and "models" not in outside
+        paths = [entry["path"] for entry in json.loads(listing)]
+        assert "index.md" in paths and "memory/forgetting.md" in paths and "skills.md" in paths
+        assert not any(path.startswith("decisions/") for path in paths)
+        assert {"path": "memory/forgetting.md", "title": "Forgetting"} in json.loads(listing)
+
+        index_file = h.home.docs_index_file
+        assert index_file.exists() and stat.S_IMODE(index_file.stat().st_mode) == 0o600
+
+
+async def test_without_the_docs_group_no_tools_and_no_prompt_paragraph(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, tools={"enabled": ["clock"]}) as h:
+        await h.turn("hello")
+        body = h.server.chat_requests[-1].body
+        assert DOCS_PROMPT not in body["messages"][0]["content"]
+        assert [t["function"]["name"] for t in body["tools"]] == ["current_time"]
+        assert not h.home.docs_index_file.exists()
+
+
+class CountingEmbedder(FakeEmbedder):
+    def __init__(self, dim: int, model: str) -> None:
+        super().__init__(dim=dim)
+        self._model = model
+        self.texts = 0
+
+    @property
+    def model_id(self) -> str:
+        return self._model
+
+    async def embed(self, texts: Any) -> Any:
+        self.texts += len(texts)
+        return await super().embed(texts)
+
+
+async def test_the_index_is_built_once_and_rebuilt_when_the_docs_or_the_embedder_change(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    (docs / "decisions").mkdir(parents=True)
+    (docs / "garden.md").write_text("# Garden\n\nWater the tomatoes every evening.\n", encoding="utf-8")
+    (docs / "decisions" / "001-x.md").write_text("# Decision\n\nTomatoes are a decision.\n", encoding="utf-8")
+    file = tmp_path / "home" / "docs_index.db"
+    first = CountingEmbedder(16, "fake-a")
+    hits = await DocsIndex(file, DocsBundle(docs), first, SearchConfig()).search("tomatoes")
+    assert [h.path for h in hits] == ["garden.md"] and first.texts == 2  # one section + the query
+
+    again = CountingEmbedder(16, "fake-a")
+    await DocsIndex(file, DocsBundle(docs), again).search("tomatoes")
+    assert again.texts == 1  # only the query: the stored index matched
+
+    (docs / "bees.md").write_text("# Bees\n\nThe hive needs checking in spring.\n", encoding="utf-8")
+    changed = CountingEmbedder(16, "fake-a")
+    hits = await DocsIndex(file, DocsBundle(docs), changed).search("when to check the hive")
+    assert hits[0].path == "bees.md" and changed.texts == 3
+
+    other = CountingEmbedder(32, "fake-b")
+    hits = await DocsIndex(file, DocsBundle(docs), other).search("hive")
+    assert hits[0].path == "bees.md" and other.texts == 3  # another embedder: every section again
+
+
+async def test_the_engine_builds_the_index_in_the_background_soon_after_start(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        await h.turn("hello")
+        assert not h.home.docs_index_file.exists()  # not during start-up and the first turn
+        await h.clock.advance(10)
+        async with asyncio.timeout(10):
+            while not _built(h.home.docs_index_file):  # noqa: ASYNC110 - the build leaves only its file to see
+                await asyncio.sleep(0.02)
+        with closing(sqlite3.connect(h.home.docs_index_file)) as db:
+            assert dict(db.execute("SELECT key, value FROM meta"))["embedder"] == "fake-hash-32"
+
+
+def _built(file: Path) -> bool:
+    if not file.exists():
+        return False
+    try:
+        with closing(sqlite3.connect(file)) as db:
+            return bool(db.execute("SELECT count(*) FROM meta").fetchone()[0])
+    except sqlite3.OperationalError:  # the build has not created its tables yet
+        return False
