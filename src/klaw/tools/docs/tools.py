@@ -2,7 +2,8 @@
 
 `DOCS_PROMPT` is the paragraph the engine adds to the system prompt when the group is offered, so
 the model knows its own manual exists and how to use it. A page is named by its path in the docs
-(`memory/forgetting.md`); a name that is not a page is refused with where to find the names.
+(`memory/forgetting.md`); a name that is not a page is refused (a ToolRefusal: the model reads where
+to find the names, the log gets no traceback).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pydantic import Field
 
 from klaw.tools.docs.bundle import DocsBundle
 from klaw.tools.docs.index import DocsIndex
-from klaw.tools.registry import ToolRegistry
+from klaw.tools.registry import ToolRefusal, ToolRegistry
 
 SEARCH_LIMIT = 5  # pages per search: enough to choose from, few enough to stay cheap
 
@@ -37,7 +38,7 @@ def register_docs_tools(registry: ToolRegistry, bundle: DocsBundle, index: DocsI
         try:
             return await asyncio.to_thread(bundle.read, path)
         except KeyError:
-            raise ValueError(f"there is no page {path!r}: docs_list lists the pages, docs_search finds one") from None
+            raise ToolRefusal(f"there is no page {path!r}: docs_list lists the pages, docs_search finds one") from None
 
     async def docs_search(
         query: Annotated[str, Field(description="A plain question, e.g. 'how do I forget something'.")],
