@@ -50,3 +50,13 @@ def test_every_cited_decision_exists() -> None:
                 if not found:
                     missing.append(f"{path.relative_to(REPO)}:{number}: {match.group(0)}")
     assert not missing, "These citations name no file in docs/decisions/:\n" + "\n".join(missing)
+
+
+def test_every_decision_has_a_number_of_its_own() -> None:
+    """Work landed side by side once gave two decisions the same number; a citation by number is then ambiguous."""
+    numbers: dict[str, list[str]] = {}
+    for path in DECISIONS.glob("*.md"):
+        if re.match(r"\d{3}-", path.name):
+            numbers.setdefault(path.name[:3], []).append(path.name)
+    shared = {number: names for number, names in numbers.items() if len(names) > 1}
+    assert not shared, f"decisions sharing a number (give each its own): {shared}"

@@ -6,7 +6,7 @@ has them wherever it was installed; they are read with `importlib.resources`. In
 (an editable install) `src/klaw/docs` does not exist and the repository's `docs/` is read instead,
 without `decisions/` too. Pages are Markdown files named by their path relative to the docs root
 (`memory/forgetting.md`), the only names `docs_read` accepts, so no path a model sends can reach
-any other file. Decision: docs/decisions/111-docs-tools.md.
+any other file. Decision: docs/decisions/113-docs-tools.md.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ query (stop words dropped, every word quoted), cosine similarity by a numpy prod
 vectors, both sides fused with the same weights (`search.vectorWeight`, `fusion.score_fusion`),
 then the best section of each page, best page first. If the embedder fails, the index is built or
 searched on full text alone (and built again with vectors next time), never a failed turn.
-Decision: docs/decisions/111-docs-tools.md.
+Decision: docs/decisions/113-docs-tools.md.
 """
 
 from __future__ import annotations

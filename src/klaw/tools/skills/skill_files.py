@@ -9,7 +9,7 @@ instructions; it may refer to other files of the folder by relative links.
 Everything the agent may read must lie inside the skill's folder once symlinks are resolved: a
 folder, `SKILL.md`, a linked file or any file of the folder that leads elsewhere is a problem, and
 `confined_file` refuses it at read time too (the files can change between a check and a read).
-Problems name the file and the rule, never the file's content. Decision: docs/decisions/110-skills.md.
+Problems name the file and the rule, never the file's content. Decision: docs/decisions/112-skills.md.
 """
 
 from __future__ import annotations
