@@ -35,6 +35,10 @@ async def test_install_puts_a_package_where_code_execute_imports_it(tmp_path: Pa
     installed = klaw(home, "sandbox", "install", "--no-index", str(_wheel(tmp_path)))
     assert installed.returncode == 0, installed.stderr
     assert f"installed into {home / 'sandbox' / 'venv'}" in installed.stdout
+    venv = home / "sandbox" / "venv"
+    readable = [p for p in (venv, *venv.rglob("*")) if not p.is_symlink() and p.stat().st_mode & 0o077]
+    assert readable == []  # private like the rest of KLAW_HOME, whatever the umask
+    assert "other users could read" not in klaw(home, "sandbox", "status").stderr
     result = await Runner(KlawHome(home)).run("import klawdemo; print('answer', klawdemo.ANSWER)")
     assert "answer 42" in result.content
 

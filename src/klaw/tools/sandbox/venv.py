@@ -38,12 +38,28 @@ def install(venv: Path, packages: Sequence[str], *, python: Path = SYSTEM_PYTHON
         _run([str(python), "-m", "venv", "--without-pip", str(venv)], "making the virtualenv")
     pip = [sys.executable, "-m", "pip", "--python", str(target)]
     command = [*pip, "install", "--disable-pip-version-check", "--no-input"]
-    return _run([*command, *packages], "pip install")
+    try:
+        return _run([*command, *packages], "pip install")
+    finally:
+        _make_private(venv)
+
+
+def _make_private(venv: Path) -> None:
+    """Take group and others' bits off every file of the virtualenv: the umask covers what is written,
+    but venv copies its activate scripts with their source's mode (0644)."""
+    for path in (venv, *venv.rglob("*")):
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode
+        if mode & 0o077:
+            path.chmod(mode & 0o700)
 
 
 def _run(argv: list[str], what: str) -> str:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        # umask 077: the virtualenv and the packages pip writes are private like the rest of KLAW_HOME
+        # (0700/0600), instead of the activate scripts and site-packages others could read.
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, umask=0o077)
     except OSError as exc:
         raise SandboxInstallError(f"{what} could not start: {exc}") from None
     said = "\n".join((done.stdout + done.stderr).strip().splitlines()[-_TAIL_LINES:])
