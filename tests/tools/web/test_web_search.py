@@ -71,8 +71,17 @@ async def test_searxng_without_its_json_format_enabled_says_how_to_fix_it() -> N
 async def test_an_unreachable_provider_and_an_empty_query_are_refused() -> None:
     with serving({}) as server:
         port = server.port
-    with pytest.raises(WebError, match="could not be reached: ConnectError"):
+    with pytest.raises(WebError, match="could not be reached: ConnectError") as unreachable:
         await WebSearch(WebSearchConfig(provider="searxng", url=f"http://127.0.0.1:{port}")).search("x")
+    # The person reads where klaw looked and what to check; a password in the URL is never shown.
+    assert f"at http://127.0.0.1:{port} could not be reached" in str(unreachable.value)
+    assert "web.search.url in engine.yaml" in str(unreachable.value)
+    with pytest.raises(WebError) as with_password:
+        await WebSearch(WebSearchConfig(provider="searxng", url=f"http://me:hunter2@127.0.0.1:{port}/?key=k3y")).search(
+            "x"
+        )
+    said = str(with_password.value)
+    assert f"at http://127.0.0.1:{port} could not" in said and "hunter2" not in said and "k3y" not in said
     with pytest.raises(WebError, match="the query is empty"):
         await WebSearch(WebSearchConfig(provider="searxng", url=f"http://127.0.0.1:{port}")).search("  ")
 

@@ -45,8 +45,16 @@ class WebSearch:
         try:
             async with httpx.AsyncClient(timeout=self._config.timeout_seconds, transport=self._transport) as client:
                 response = await self._ask(client, query)
+        except httpx.TimeoutException:
+            raise WebError(
+                f"the {provider} search at {self._shown_endpoint()} did not answer within"
+                f" {self._config.timeout_seconds:g} s (web.search.timeoutSeconds)"
+            ) from None
         except httpx.HTTPError as exc:
-            raise WebError(f"the {provider} search could not be reached: {type(exc).__name__}") from None
+            raise WebError(
+                f"the {provider} search at {self._shown_endpoint()} could not be reached: {type(exc).__name__}"
+                " (is it running, and is web.search.url in engine.yaml right?)"
+            ) from None
         if response.status_code == 403 and provider == "searxng":
             raise WebError("SearXNG refused the JSON API (403): add json to search.formats in its settings.yml")
         if response.status_code >= 400:
@@ -68,6 +76,11 @@ class WebSearch:
             return await client.get(endpoint, params={"q": query, "count": count}, headers=headers)
         body = {"query": query, "max_results": count}
         return await client.post(endpoint, json=body, headers={"Authorization": f"Bearer {key}"})
+
+    def _shown_endpoint(self) -> str:
+        """The address asked, for an error: without the user, password or query a URL might carry a key in."""
+        url = httpx.URL(self._config.endpoint() or "")
+        return f"{url.scheme}://{url.netloc.decode()}{url.path}".rstrip("/")
 
     def _key(self) -> str:
         name = self._config.api_key_env or ""
