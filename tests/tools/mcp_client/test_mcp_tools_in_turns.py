@@ -169,6 +169,10 @@ async def test_a_server_that_never_starts_fails_no_turn(tmp_path: Path, server: 
         text = await status(h)
         assert "MCP notes: unavailable" in text and ("failed to start" in text or "did not start within" in text)
         assert "retry in 1 s (failure 1)" in text
+        if server["servers"]["notes"]["command"] == "/nonexistent/mcp-notes":  # says what to fix, in words
+            said = " ".join(text.split())
+            assert "there is no program '/nonexistent/mcp-notes' (mcp.servers.notes.command in engine.yaml)" in said
+            assert "FileNotFoundError" not in said
 
 
 class BearerOnly:

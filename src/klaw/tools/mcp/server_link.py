@@ -231,9 +231,20 @@ class ServerLink:
             if not self._broken.is_set() or self._reason is None:
                 what = "it failed" if ready.is_set() else "it failed to start"
                 self._reason = f"{what}: {describe(exc)}"
-                if self.config.command is not None:
+                if self._no_program(exc):
+                    self._reason = (
+                        f"it failed to start: there is no program {self.config.command!r}"
+                        f" (mcp.servers.{self.name}.command in engine.yaml)"
+                    )
+                elif self.config.command is not None:
                     self._reason += f" (its error output: {self._log_dir / self.name}.log)"
             self._broken.set()
+
+    def _no_program(self, exc: BaseException) -> bool:
+        """Whether the command itself is missing (its error output is then empty: no process ran)."""
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        return isinstance(exc, FileNotFoundError) and exc.filename == self.config.command
 
     async def _list_tools(self, client: Client) -> list[Tool]:
         tools: list[Tool] = []
