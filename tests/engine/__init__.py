@@ -13,6 +13,7 @@ from pathlib import Path
 
 from klaw.engine.frames import (
     CommandFrame,
+    DeliveredFrame,
     EngineFrame,
     GatewayFrame,
     InboundFrame,
@@ -42,6 +43,7 @@ class RecordingHandler:
     def __init__(self) -> None:
         self.inbound: list[InboundFrame] = []
         self.commands: list[CommandFrame] = []
+        self.delivered: list[str] = []
         self.fail_ids: set[str] = set()
         self.poison_ids: set[str] = set()
 
@@ -51,6 +53,9 @@ class RecordingHandler:
         if frame.id in self.poison_ids:  # a bug met by this message alone
             raise OverflowError(f"cannot store {frame.text}")
         self.inbound.append(frame)
+
+    async def on_delivered(self, frame: DeliveredFrame) -> None:
+        self.delivered.append(frame.id)
 
     async def on_command(self, frame: CommandFrame) -> None:
         if frame.id in self.fail_ids:

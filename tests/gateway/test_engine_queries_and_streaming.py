@@ -65,8 +65,11 @@ async def test_a_streaming_channel_gets_the_reply_in_pieces_then_whole() -> None
         deltas = [f for f in web.frames if isinstance(f, DeltaFrame)]
         assert len(deltas) > 1 and all(d.reply_to == sent.id for d in deltas)
         assert "".join(d.text for d in deltas) == "one two three four five"
+        whole = web.frames[-1]
+        assert isinstance(whole, OutboundFrame) and whole.id  # the reply's record id, confirmed once shown
+        reply_id = whole.id
         assert web.frames[-1] == OutboundFrame(
-            channel="web", chat_id="main", text="one two three four five", reply_to=sent.id, kind="reply"
+            channel="web", chat_id="main", text="one two three four five", reply_to=sent.id, kind="reply", id=reply_id
         )
         stack.server.reply_text("whole only")
         await stack.gateway.submit("batch", "b1", "hi")

@@ -301,6 +301,7 @@ async def assemble(
         fallback=socket.send_reply if socket is not None else None,
         streamer=(socket.wants_delta, socket.send_reply_delta) if socket is not None else None,
         served=socket.serves if socket is not None else None,
+        confirm=memory.store.exchanges.mark_delivered,
     )
     slots = LlmSlots(config.processing.max_concurrent_llm)
     approvals = ApprovalGate(
@@ -391,6 +392,7 @@ async def assemble(
     # Messages a crash left unanswered get their turn (after the debounce, like any other), queued
     # before the socket listens: a message arriving live is then never resumed as well.
     await processor.resume_unanswered()
+    await processor.redeliver()  # replies a crash left unconfirmed: queued until their gateway says hello
     await scheduler.start()  # after recovery, and once replies have somewhere to go
     stack.push_async_callback(scheduler.stop)
     if docs is not None:  # built (once per klaw version and embedder) before the first docs_search needs it

@@ -4,12 +4,16 @@ The processor only says "deliver this to that chat"; the runtime decides how eac
 reached, so the same engine serves `klaw chat` in one process and gateways over the socket.
 A reply can also be streamed while the model writes it (`delta_sink`), to a channel whose gateway
 asked for it; the complete reply is still delivered as usual afterwards.
+
+A turn's reply carries its record id: the store keeps it as undelivered until it is confirmed (an
+in-process sink returned, or a gateway sent `delivered`), and the engine sends what is left again
+at start (docs/decisions/101-reply-redelivery.md).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,11 +32,13 @@ class Outbound:
     kind: OutboundKind = "reply"
     task: str | None = None  # the scheduled task whose answer this is
     approval: str | None = None  # a question of engine/approval.py: the id `/approve` and `/deny` take
+    id: str | None = None  # a turn's reply: its record id, kept to send again until a channel confirms it
 
 
 Sink = Callable[[Outbound], Awaitable[None]]
 TextSink = Callable[[str], Awaitable[None]]
 Streamer = tuple[Callable[[str], bool], Sink]  # (does the channel's gateway want deltas now, send one)
+Confirm = Callable[[Sequence[str]], Awaitable[int]]  # these replies were shown: stop keeping them to resend
 
 
 class Delivery:
@@ -45,11 +51,14 @@ class Delivery:
         fallback: Sink | None = None,
         streamer: Streamer | None = None,
         served: Callable[[str], bool] | None = None,
+        confirm: Confirm | None = None,
     ) -> None:
-        """`served`: whether a gateway serves a channel now (the socket's routes), for `reachable`."""
+        """`served`: whether a gateway serves a channel now (the socket's routes), for `reachable`;
+        `confirm`: how replies shown are no longer kept to send again (the store)."""
         self._sinks: dict[str, Sink] = {}
         self._fallback = fallback
         self._served = served
+        self._confirm = confirm
         self._wants_stream: Callable[[str], bool] | None = None
         self._stream: Sink | None = None
         if streamer is not None:
@@ -91,8 +100,18 @@ class Delivery:
         return send
 
     async def deliver(self, outbound: Outbound) -> None:
-        sink = self._sinks.get(outbound.chat.channel, self._fallback)
+        """Hand the reply to its channel. An in-process sink has shown it when it returns, so a reply with
+        an id is confirmed at once; through the socket the gateway confirms it (`confirmed`)."""
+        in_process = self._sinks.get(outbound.chat.channel)
+        sink = in_process or self._fallback
         if sink is None:
             log.warning("no route for channel %s; a %s was not delivered", outbound.chat.channel, outbound.kind)
             return
         await sink(outbound)
+        if in_process is not None and outbound.id is not None:
+            await self.confirmed([outbound.id])
+
+    async def confirmed(self, record_ids: Sequence[str]) -> None:
+        """These replies were shown (a gateway's `delivered` frame): they are not sent again at start."""
+        if self._confirm is not None:
+            await self._confirm(record_ids)

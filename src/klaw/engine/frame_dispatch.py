@@ -5,7 +5,8 @@ goes on: a gateway bug must not cut a chat off. `inbound` and `command` frames a
 the handler has made them durable, so a gateway can replay safely; a handler that fails gets an
 error naming the frame instead: `internal` (retry later) for a transient fault such as a full disk,
 `refused` (final) for anything else, so one poison message never stalls a gateway's queue. `query`
-frames get a `result` from the optional `QueryHandler`. Apart from the server so that the protocol's
+frames get a `result` from the optional `QueryHandler`; `delivered` frames (a reply shown) are
+passed to the handler and never answered. Apart from the server so that the protocol's
 rules live in one place, away from the sockets. Logs carry frame types, ids and sizes, never message
 text or query parameters.
 """
@@ -21,6 +22,7 @@ from klaw.engine.frames import (
     MAX_FRAME_BYTES,
     AckFrame,
     CommandFrame,
+    DeliveredFrame,
     ErrorFrame,
     FrameError,
     HelloFrame,
@@ -44,6 +46,8 @@ class FrameHandler(Protocol):
     async def on_inbound(self, frame: InboundFrame) -> None: ...
 
     async def on_command(self, frame: CommandFrame) -> None: ...
+
+    async def on_delivered(self, frame: DeliveredFrame) -> None: ...
 
 
 class QueryError(KlawError, ValueError):
@@ -85,6 +89,8 @@ class FrameDispatcher:
             await self._query(conn, frame)
         elif isinstance(frame, HelloFrame):
             await self._routes.hello(conn, frame)
+        elif isinstance(frame, DeliveredFrame):
+            await self._delivered(conn, frame)
         elif isinstance(frame, ErrorFrame):  # never answered, so two peers cannot bounce errors forever
             log.warning("%s reported %s about frame %s", conn.name, frame.code, frame.ref)
         else:
@@ -104,6 +110,14 @@ class FrameDispatcher:
             await conn.send(_refusal(frame, exc))
             return
         await conn.send(AckFrame(id=frame.id))
+
+    async def _delivered(self, conn: GatewayConnection, frame: DeliveredFrame) -> None:
+        """Never answered: a confirmation lost (an engine stopping) only means the reply is sent again
+        at the next start, and the gateway shows it once."""
+        try:
+            await self._handler.on_delivered(frame)
+        except Exception as exc:
+            log.error("delivery confirmation %s from %s not recorded: %s", frame.id, conn.name, type(exc).__name__)
 
     async def _query(self, conn: GatewayConnection, frame: QueryFrame) -> None:
         """Answer with a `result`; the query's parameters (search text) are never logged."""

@@ -4,7 +4,8 @@ A frame is one line of at most `MAX_FRAME_BYTES` (1 MiB) and a gateway must reje
 longer reply (a model asked to print a big file) used to be stored as answered and never delivered.
 It now goes in parts, in order, each with the same `reply_to`: split between paragraphs where it
 can, else between lines, else (one line over the limit) anywhere between characters. Joined again the
-parts are exactly the text. The size that counts is the text as the frame's JSON carries it (quotes,
+parts are exactly the text; each says which part of how many it is (a gateway confirms a reply once
+it has shown the last). The size that counts is the text as the frame's JSON carries it (quotes,
 backslashes and control characters escaped), so each character is costed as it will be encoded.
 """
 
@@ -27,7 +28,8 @@ def outbound_parts(frame: OutboundFrame, max_bytes: int) -> list[OutboundFrame]:
     budget = max_bytes - empty - _SPARE_BYTES
     if _cost(frame.text) <= budget:
         return [frame]
-    return [frame.model_copy(update={"text": part}) for part in split_text(frame.text, budget)]
+    parts = split_text(frame.text, budget)
+    return [frame.model_copy(update={"text": part, "part": n, "parts": len(parts)}) for n, part in enumerate(parts)]
 
 
 def split_text(text: str, budget: int) -> list[str]:

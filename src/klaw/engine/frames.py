@@ -1,6 +1,6 @@
 """The engine socket protocol: one frame per line of newline-delimited UTF-8 JSON, at most 1 MiB.
 
-Gateways send `hello`, `inbound`, `command`, `query` and `ping`; the engine sends `ack`, `outbound`,
+Gateways send `hello`, `inbound`, `command`, `query`, `ping` and `delivered`; the engine sends `ack`, `outbound`,
 `delta`, `result`, `pong`, `shutdown` and `error`. Both sides use the same models and `decode_frame`,
 so the gateway and the engine cannot drift apart on a field. Unknown extra fields are ignored so
 that a newer peer can add fields without breaking an older one; a missing or ill-typed field is an
@@ -120,6 +120,14 @@ class CommandFrame(_FrameModel):
     args: Text = ""
 
 
+class DeliveredFrame(_FrameModel):
+    """The channel has shown the reply whose `outbound` frames carried this `id` (all its parts); the
+    engine stops keeping it to send again at its next start. Never answered."""
+
+    type: Literal["delivered"] = "delivered"
+    id: NonEmptyStr
+
+
 class QueryFrame(_FrameModel):
     """A read-only question about the engine's memory (the web inspector); answered by a `result` frame
     with the same id. Queries change nothing, so a gateway never buffers or replays them."""
@@ -155,6 +163,11 @@ class OutboundFrame(_FrameModel):
     # The scheduled task whose answer this is (None: anything else), so a channel can label it. Optional:
     # an older engine leaves it out and an older gateway ignores it.
     task: str | None = None
+    # A turn's reply carries its record id: sent again after an engine restart until the gateway
+    # confirms it (`delivered`), so a gateway shows each (id, part) once. None: nothing to confirm.
+    id: str | None = None
+    part: int = Field(default=0, ge=0)  # a reply too large for one frame: this part's index…
+    parts: int = Field(default=1, ge=1)  # …of how many (frame_parts.py)
     # An approval question's id (engine/approval.py): a channel may offer approve/deny buttons that send
     # `/approve ID` or `/deny ID`; optional like `task`.
     approval: str | None = None
@@ -203,14 +216,17 @@ class ErrorFrame(_FrameModel):
     ref: str | None = None
 
 
-GatewayFrame = HelloFrame | InboundFrame | CommandFrame | QueryFrame | PingFrame
+GatewayFrame = HelloFrame | InboundFrame | CommandFrame | QueryFrame | PingFrame | DeliveredFrame
 EngineFrame = AckFrame | OutboundFrame | DeltaFrame | ResultFrame | PongFrame | ShutdownFrame | ErrorFrame
 Frame = Annotated[GatewayFrame | EngineFrame, Field(discriminator="type")]
 
 _MAX_REF_CHARS = 256  # an id longer than this is not echoed back: the error frame must stay small
 
 FRAME_TYPES: frozenset[str] = frozenset(
-    {"hello", "inbound", "command", "query", "ping", "ack", "outbound", "delta", "result", "pong", "shutdown", "error"}
+    {
+        *("hello", "inbound", "command", "query", "ping", "delivered"),
+        *("ack", "outbound", "delta", "result", "pong", "shutdown", "error"),
+    }
 )
 
 

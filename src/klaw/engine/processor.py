@@ -127,6 +127,26 @@ class MessageProcessor:
             log.warning("resuming %d message(s) left unanswered by the previous run", resumed)
         return resumed
 
+    async def redeliver(self, within: timedelta = RESUME_WITHIN) -> int:
+        """Send again the replies no channel confirmed (the engine stopped between closing their
+        exchange and a gateway showing them); returns how many. Each goes under its record id, so a
+        gateway that did show it shows it once. One older than `within` is given up: a person who
+        waited that long has moved on, and a gateway too old to confirm must not get every reply
+        again at each start."""
+        cutoff = self._clock.now() - within
+        waiting = await self._store.exchanges.undelivered()
+        stale = [u.reply.id for u in waiting if u.reply.created_at < cutoff]
+        await self._store.exchanges.mark_delivered(stale)
+        sent = 0
+        for item in waiting:
+            if item.reply.created_at >= cutoff:
+                reply = item.reply
+                await self._delivery.deliver(Outbound(reply.chat, reply.content, item.reply_to, "reply", id=reply.id))
+                sent += 1
+        if sent or stale:
+            log.warning("sending again %d reply(ies) not confirmed delivered; %d older ones given up", sent, len(stale))
+        return sent
+
     def _queue(self, chat: ChatRef, message: StoredMessage) -> None:
         """Into the chat's debounce; remembered until its turn ends (see `resume_unanswered`)."""
         self._queued.add(message.rowid)
@@ -275,7 +295,7 @@ class _ChatReply:
         final_id = (await self._ingestion.accept(final)).record.id
         await self._ingestion.accept(exchange_close_record(self._opened, outcome.status, final_id, self._clock.now()))
         self._closed = True
-        await self._delivery.deliver(Outbound(self._chat, outcome.text, self.reply_to, "reply"))
+        await self._delivery.deliver(Outbound(self._chat, outcome.text, self.reply_to, "reply", id=final_id))
 
     async def fail(self, failure: TurnFailure) -> None:
         """Close the exchange as failed (unless it closed before the delivery failed), then apologise;

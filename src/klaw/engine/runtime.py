@@ -24,7 +24,7 @@ from klaw.config import EngineConfig
 from klaw.engine.assembly import Parts, assemble, memory_services
 from klaw.engine.clock import Clock, SystemClock
 from klaw.engine.delivery import Outbound
-from klaw.engine.frames import CommandFrame, InboundFrame
+from klaw.engine.frames import CommandFrame, DeliveredFrame, InboundFrame
 from klaw.engine.memory_access import MemoryAccess
 from klaw.engine.processor import Inbound
 from klaw.engine.queries import EngineQueries
@@ -199,6 +199,9 @@ class _FrameAdapter:
         result = await self._engine.submit(chat, frame.text, frame.id)
         if result.command_reply is not None:
             await self._engine.delivery.deliver(Outbound(chat, result.command_reply, frame.id, "notice"))
+
+    async def on_delivered(self, frame: DeliveredFrame) -> None:
+        await self._engine.delivery.confirmed([frame.id])
 
     async def on_command(self, frame: CommandFrame) -> None:
         chat = ChatRef(frame.channel, frame.chat_id)

@@ -150,6 +150,7 @@ class EngineSocketServer:
             kind=outbound.kind,
             task=outbound.task,
             approval=outbound.approval,
+            id=outbound.id,
         )
         await self.send_outbound(frame)
 

@@ -29,6 +29,7 @@ from klaw.engine.clock import Clock
 from klaw.engine.frames import (
     RETRYABLE_CODES,
     AckFrame,
+    DeliveredFrame,
     DeltaFrame,
     EngineFrame,
     ErrorFrame,
@@ -137,6 +138,12 @@ class EngineLink:
             finally:
                 await self._disconnected(writer)
             await self._clock.sleep(self._backoff.next())
+
+    async def confirm(self, reply_id: str) -> None:
+        """Tell the engine a reply was shown (`delivered`), best effort: one not told (the engine is
+        down) is sent again at its next start and the gateway shows it once (`Gateway`)."""
+        with contextlib.suppress(OSError, EngineUnavailable):
+            await self._send(DeliveredFrame(id=reply_id))
 
     async def query(self, name: str, params: dict[str, Any], wait_seconds: float = QUERY_TIMEOUT_SECONDS) -> Any:
         """Ask the engine a read-only question; its `data`, or `QueryFailed` / `EngineUnavailable`."""

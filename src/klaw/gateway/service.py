@@ -4,7 +4,9 @@ A channel hands over what a person typed with `submit`: slash text becomes a `co
 rest an `inbound` frame; either is buffered on disk before `submit` returns, then sent when the
 engine is there. What the engine sends back is routed by channel name to the channel's `deliver`
 (a finished reply, notice or error) or `delta` (a piece of a reply being written), through one queue
-per channel so a slow channel (a Telegram API call) never holds up the others or the link.
+per channel so a slow channel (a Telegram API call) never holds up the others or the link. A turn's
+reply carries an id: once its channel has shown it the gateway confirms it (`delivered`), and a reply
+the engine sends again after a restart is shown once (docs/decisions/101-reply-redelivery.md).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -27,6 +30,10 @@ from klaw.gateway.link import Backoff, EngineLink
 from klaw.home import KlawHome
 
 log = logging.getLogger(__name__)
+
+SHOWN_REMEMBERED = 4096
+"""Reply parts remembered as shown, to show a reply sent again by a restarted engine only once: far more
+than the replies one engine start sends again (those of the last hour no channel confirmed)."""
 
 
 class Channel(Protocol):
@@ -69,6 +76,7 @@ class Gateway:
         self._queues: dict[str, asyncio.Queue[OutboundFrame | DeltaFrame]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._started: list[Channel] = []
+        self._shown: OrderedDict[tuple[str, int], None] = OrderedDict()  # (reply id, part) shown, newest last
 
     @property
     def link(self) -> EngineLink:
@@ -168,13 +176,27 @@ class Gateway:
             try:
                 if isinstance(frame, DeltaFrame):
                     await channel.delta(frame)
-                else:
+                elif frame.id is None:
                     await channel.deliver(frame)
+                else:
+                    await self._deliver_once(channel, frame, frame.id)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.error("channel %s could not deliver a %s: %s", channel.name, frame.type, type(exc).__name__)
                 log.debug("delivery traceback", exc_info=True)
+
+    async def _deliver_once(self, channel: Channel, frame: OutboundFrame, reply_id: str) -> None:
+        """A reply the engine keeps until confirmed: each part shown once (the engine sends it again
+        after a restart when the confirmation did not reach it), the whole confirmed after its last part."""
+        key = (reply_id, frame.part)
+        if key not in self._shown:
+            await channel.deliver(frame)
+            self._shown[key] = None
+            while len(self._shown) > SHOWN_REMEMBERED:
+                self._shown.popitem(last=False)
+        if frame.part == frame.parts - 1:
+            await self.link.confirm(reply_id)
 
 
 async def run_until_stopped(gateway: Gateway, stop: asyncio.Event) -> None:

@@ -29,6 +29,7 @@ from klaw.store.records import (
     SessionState,
     StoredMessage,
     TargetJobCounts,
+    UndeliveredReply,
     WordCounts,
 )
 from klaw.store.summaries.protocol import SummaryRepository
@@ -267,6 +268,15 @@ class ExchangeRepository(Protocol):
 
     async def high_water(self) -> int:
         """The highest exchange id ever given out or reserved; a `forget` tombstone remembers it."""
+        ...
+
+    async def undelivered(self) -> list[UndeliveredReply]:
+        """Final replies of closed exchanges no channel has confirmed showing, oldest first
+        (docs/decisions/101-reply-redelivery.md)."""
+        ...
+
+    async def mark_delivered(self, record_ids: Sequence[str]) -> int:
+        """The replies with these record ids were shown (or are given up); returns how many were pending."""
         ...
 
 

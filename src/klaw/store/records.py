@@ -326,3 +326,11 @@ class SearchHit:
 
     message: StoredMessage
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class UndeliveredReply:
+    """A turn's final reply no channel has confirmed showing yet (sent again when the engine starts)."""
+
+    reply: MessageRecord
+    reply_to: str | None  # the id of the user message it answers (the gateway's frame id)

@@ -137,11 +137,18 @@ async def _close(connection: Connection, record: MessageRecord, chat_key: int, e
     if row is None:
         log.warning("exchange_close record %s found no open exchange; ignored", record.id)
         return
+    final_rowid = await rowid_of(connection, close.final_message_id)
     await execute(
         connection,
         "UPDATE exchanges SET status = %s, final_message_rowid = %s, ended_at = %s WHERE id = %s",
-        (close.status.value, await rowid_of(connection, close.final_message_id), ended_at, row[0]),
+        (close.status.value, final_rowid, ended_at, row[0]),
     )
+    if final_rowid is not None:  # to deliver, until a channel confirms it (decision 101)
+        await execute(
+            connection,
+            "INSERT INTO undelivered_replies (message_rowid, exchange_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+            (final_rowid, row[0]),
+        )
 
 
 async def fold_archival_record(

@@ -4,14 +4,32 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from klaw.store.postgres.chats import ChatKeys
-from klaw.store.postgres.connection import Connection, PostgresDatabase, Row, execute, fetch_all, fetch_one
+from klaw.store.postgres.connection import (
+    Connection,
+    PostgresDatabase,
+    Row,
+    execute,
+    fetch_all,
+    fetch_one,
+    fetch_value,
+)
 from klaw.store.postgres.folds import exchange_mark, insert_exchange, reserve_exchange_id
+from klaw.store.postgres.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.postgres.segments import open_segment_id
-from klaw.store.records import ChatRef, Exchange, ExchangeStatus, SessionState, from_millis, to_millis
+from klaw.store.records import (
+    ChatRef,
+    Exchange,
+    ExchangeStatus,
+    SessionState,
+    UndeliveredReply,
+    from_millis,
+    to_millis,
+)
 
 EXCHANGE_COLUMNS = (
     "e.id, c.channel, c.chat_id, e.segment_id, e.started_at, e.status, e.user_message_rowid,"
@@ -82,6 +100,28 @@ class PostgresExchanges:
     async def high_water(self) -> int:
         async with self._db.connection() as connection:
             return await exchange_mark(connection)
+
+    async def undelivered(self) -> list[UndeliveredReply]:
+        async with self._db.connection() as connection:
+            rows = await fetch_all(
+                connection,
+                f"SELECT {MESSAGE_COLUMNS}, (SELECT id FROM messages WHERE rowid = e.user_message_rowid)"
+                " FROM undelivered_replies u JOIN messages m ON m.rowid = u.message_rowid"
+                " LEFT JOIN exchanges e ON e.id = u.exchange_id ORDER BY u.message_rowid",
+            )
+        return [UndeliveredReply(message_from_row(row).record, row[10]) for row in rows]
+
+    async def mark_delivered(self, record_ids: Sequence[str]) -> int:
+        if not record_ids:
+            return 0
+        async with self._db.transaction() as connection:
+            value = await fetch_value(
+                connection,
+                "WITH gone AS (DELETE FROM undelivered_replies WHERE message_rowid IN"
+                " (SELECT rowid FROM messages WHERE id = ANY(%s)) RETURNING 1) SELECT count(*) FROM gone",
+                (list(record_ids),),
+            )
+        return int(value or 0)
 
     async def close(
         self, exchange_id: int, status: ExchangeStatus, final_message_rowid: int | None, at: datetime

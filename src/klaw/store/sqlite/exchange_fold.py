@@ -11,6 +11,10 @@ under that id; one of an older log, without it, gets the next id after the high-
 `INTEGER PRIMARY KEY` gave before. Every id inserted raises the mark, and so does the mark a
 `forget` tombstone remembers (`raise_exchange_mark`), so no id is ever handed out twice, even by a
 database rebuilt from a log whose forgotten exchanges left no record.
+
+A close naming its final reply notes that reply in `undelivered_replies` (migration 0008) in the same
+transaction: it is delivered after the close is logged, so a crash in between leaves the row, and
+the engine sends the reply again at start (docs/decisions/101-reply-redelivery.md).
 """
 
 from __future__ import annotations
@@ -113,10 +117,16 @@ def _close(connection: apsw.Connection, record: MessageRecord, chat_key: int, en
     if row is None:
         log.warning("exchange_close record %s found no open exchange; ignored", record.id)
         return
+    final_rowid = _rowid(connection, close.final_message_id)
     connection.execute(
         "UPDATE exchanges SET status = ?, final_message_rowid = ?, ended_at = ? WHERE id = ?",
-        (close.status.value, _rowid(connection, close.final_message_id), ended_at, row[0]),
+        (close.status.value, final_rowid, ended_at, row[0]),
     )
+    if final_rowid is not None:  # to deliver, until a channel confirms it (migration 0008)
+        connection.execute(
+            "INSERT OR IGNORE INTO undelivered_replies (message_rowid, exchange_id) VALUES (?, ?)",
+            (final_rowid, row[0]),
+        )
 
 
 def _rowid(connection: apsw.Connection, message_id: object) -> int | None:

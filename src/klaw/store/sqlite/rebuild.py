@@ -6,7 +6,8 @@
   (by size and mtime, so a file that grew since is read again), the malformed lines they had, and
   which embedder the build is for. An interrupted run resumes from it; the tables are dropped
   before the file goes live.
-- The runtime settings copied from the old database (commands set them; the log does not hold them).
+- The runtime settings copied from the old database (commands set them; the log does not hold them),
+  and which replies still wait for delivery (gateways confirm them; the log does not say).
 - The finished file made self-contained and swapped into place.
 """
 
@@ -130,6 +131,34 @@ async def copy_settings(db: SqliteDatabase, source: Path) -> int:
     return await db.run(copy)
 
 
+def keep_undelivered(connection: apsw.Connection, source: Path) -> None:
+    """Keep, of the replies the rebuilt database would send again, those `source` (the live file)
+    still waits for (by record id); none when it cannot be read: resending every reply the log ever
+    held would be worse than losing one that was waiting at the moment of a reindex."""
+    with connection:
+        connection.execute("DELETE FROM main.undelivered_replies")
+    if not source.exists():
+        return
+    try:
+        connection.execute("ATTACH DATABASE ? AS old", (str(source),))
+    except apsw.Error as exc:
+        log.warning("undelivered replies not carried over: %s cannot be read (%s)", source, type(exc).__name__)
+        return
+    try:
+        if fetch_one(connection, "SELECT 1 FROM old.sqlite_master WHERE name = 'undelivered_replies'") is None:
+            return
+        with connection:
+            connection.execute(
+                "INSERT OR IGNORE INTO main.undelivered_replies (message_rowid, exchange_id)"
+                " SELECT m.rowid, u.exchange_id FROM old.undelivered_replies u"
+                " JOIN old.messages o ON o.rowid = u.message_rowid JOIN main.messages m ON m.id = o.id"
+            )
+    except apsw.Error as exc:
+        log.warning("undelivered replies not carried over from %s (%s)", source, type(exc).__name__)
+    finally:
+        connection.execute("DETACH DATABASE old")
+
+
 async def make_self_contained(db: SqliteDatabase) -> None:
     """Fold the WAL into the file and leave WAL mode, so the file alone is the whole database
     (a stray `-wal` next to it after a move would otherwise be applied to the wrong file). The
@@ -199,6 +228,9 @@ class SqliteBuild:
     live: Path
 
     async def copy_settings(self) -> int:
+        # Which replies still wait for delivery is the live database's to say, not the log's: folding
+        # the log marked every reply ever closed; only those the live file still waits for are kept.
+        await self.store.db.run(lambda connection: keep_undelivered(connection, self.live))
         if not self.live.exists():
             return 0
         try:

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from datetime import datetime
 
 import apsw
 
-from klaw.store.records import ChatRef, Exchange, ExchangeStatus, SessionState, from_millis, to_millis
+from klaw.store.records import (
+    ChatRef,
+    Exchange,
+    ExchangeStatus,
+    SessionState,
+    UndeliveredReply,
+    from_millis,
+    to_millis,
+)
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.exchange_fold import exchange_mark, insert_exchange, reserve_exchange_id
 from klaw.store.sqlite.query import Row, fetch_all, fetch_one
+from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.segments import open_segment_id
 
 
@@ -81,6 +92,31 @@ class SqliteExchanges:
 
     async def high_water(self) -> int:
         return await self._db.run(exchange_mark)
+
+    async def undelivered(self) -> list[UndeliveredReply]:
+        def query(connection: apsw.Connection) -> list[UndeliveredReply]:
+            rows = fetch_all(
+                connection,
+                f"SELECT {MESSAGE_COLUMNS}, (SELECT id FROM messages WHERE rowid = e.user_message_rowid)"
+                " FROM undelivered_replies u JOIN messages m ON m.rowid = u.message_rowid"
+                " LEFT JOIN exchanges e ON e.id = u.exchange_id ORDER BY u.message_rowid",
+            )
+            return [UndeliveredReply(message_from_row(row).record, row[10]) for row in rows]
+
+        return await self._db.run(query)
+
+    async def mark_delivered(self, record_ids: Sequence[str]) -> int:
+        def write(connection: apsw.Connection) -> int:
+            with connection:
+                connection.execute(
+                    "DELETE FROM undelivered_replies WHERE message_rowid IN"
+                    " (SELECT rowid FROM messages WHERE id IN (SELECT value FROM json_each(?)))",
+                    (json.dumps(list(record_ids)),),
+                )
+                changed = int(connection.changes())
+            return changed
+
+        return await self._db.run(write) if record_ids else 0
 
     async def close(
         self, exchange_id: int, status: ExchangeStatus, final_message_rowid: int | None, at: datetime
