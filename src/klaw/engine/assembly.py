@@ -24,7 +24,7 @@ from klaw.engine.approval import ApprovalGate
 from klaw.engine.clock import Clock
 from klaw.engine.commands import CommandHandler
 from klaw.engine.context_builder import ContextBuilder
-from klaw.engine.delivery import Delivery
+from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.memory_settings import MemorySettings
 from klaw.engine.processor import MessageProcessor
@@ -58,7 +58,7 @@ from klaw.memory.summaries.texts import SummaryTexts
 from klaw.scheduling.tools import asks_to_allow_tools
 from klaw.store.backend import open_storage
 from klaw.store.protocol import Storage
-from klaw.store.records import StoredMessage
+from klaw.store.records import ChatRef, StoredMessage
 from klaw.tools.builtin.defaults import register_builtin_tools
 from klaw.tools.builtin.groups import tools_in
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
@@ -151,8 +151,12 @@ async def open_memory(
     return Memory(store, embedder, queue, ingestion, forgetting, settings, core, observers)
 
 
-def memory_services(config: EngineConfig, memory: Memory, clock: Clock) -> MemoryServices:
+def memory_services(config: EngineConfig, memory: Memory, clock: Clock, delivery: Delivery) -> MemoryServices:
     store = memory.store
+
+    async def announce(chat: ChatRef, text: str) -> None:
+        await delivery.deliver(Outbound(chat, text, None, "notice"))
+
     return MemoryServices(
         details=ConversationDetails(store, SummaryTexts(store.summaries)),
         archival=ArchivalMemory(
@@ -166,6 +170,7 @@ def memory_services(config: EngineConfig, memory: Memory, clock: Clock) -> Memor
         core=memory.core,
         core_max_chars=config.memory.core_max_chars,
         window=config.context.sliding_window,
+        announce=announce,
     )
 
 
@@ -292,10 +297,6 @@ async def assemble(
     memory = await open_memory(home, config, clock, stack, embedder)
     skills = skill_catalogue(home, config)
     docs = docs_index(home, config, memory)
-    selection = tool_registry(home, config, memory_services(config, memory, clock), tools, skills, docs)
-    registry = selection.registry
-    mcp_servers = await start_mcp_servers(home, config, clock, stack, registry)
-    router = open_router(config, clock, stack, router)
     socket = EngineSocketServer(home.socket_path) if listen else None
     delivery = Delivery(
         fallback=socket.send_reply if socket is not None else None,
@@ -303,6 +304,10 @@ async def assemble(
         served=socket.serves if socket is not None else None,
         confirm=memory.store.exchanges.mark_delivered,
     )
+    selection = tool_registry(home, config, memory_services(config, memory, clock, delivery), tools, skills, docs)
+    registry = selection.registry
+    mcp_servers = await start_mcp_servers(home, config, clock, stack, registry)
+    router = open_router(config, clock, stack, router)
     slots = LlmSlots(config.processing.max_concurrent_llm)
     approvals = ApprovalGate(
         tools=config.tools.approval,

@@ -107,7 +107,8 @@ class Engine:
                 tools=tools,
             )
             engine = cls(home=home, config=config, parts=parts, lifetimes=lifetimes)
-            engine.memory_access = MemoryAccess(memory_services(config, parts.memory, clock), home.workspace)
+            services = memory_services(config, parts.memory, clock, parts.delivery)
+            engine.memory_access = MemoryAccess(services, home.workspace)
             if parts.socket is not None:  # listening last: recovery and resume are done
                 queries = EngineQueries(
                     parts.memory.store,

@@ -6,10 +6,14 @@ nothing from the engine). Everything is scoped to the chat that called: a tool n
 writes another chat's conversations or memories. A scheduled task's run has no conversation of its
 own and sees core memory read-only, so there the conversation tools and `memory_core_update`
 refuse. Mistakes raise ValueError, which the registry hands back to the model as a readable error.
+A change to core memory is announced in the chat whose turn made it (`MemoryServices.announce`).
 """
 
 from __future__ import annotations
 
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC
 from typing import Annotated, Any
@@ -20,9 +24,16 @@ from klaw.memory.archival_memory import ArchivalMemory, ArchivalResult
 from klaw.memory.conversation_details import ConversationDetails
 from klaw.memory.core_memory import CoreMemory
 from klaw.scheduling.names import SUBAGENT_CHANNEL
+from klaw.store.records import ChatRef
 from klaw.tools.registry import ToolContext, ToolRegistry
 
+log = logging.getLogger(__name__)
+
+NOTICE_VALUE_CHARS = 300  # a value longer than this is cut in the chat's notice of a core memory change
 RESULT_TEXT_CHARS = 700  # one memory_search result; fetch_conversation_details has the whole text
+
+
+Announce = Callable[[ChatRef, str], Awaitable[None]]  # a notice into a chat, outside the model's reply
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,7 @@ class MemoryServices:
     core: CoreMemory
     core_max_chars: int  # memory.coreMaxChars
     window: int  # context.slidingWindow: messages memory_search leaves out (the model sees them already)
+    announce: Announce | None = None  # where a change to core memory is shown (the chat that made it)
 
 
 def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> None:
@@ -97,11 +109,40 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
             raise ValueError("core memory is read-only in a scheduled task's run")
         if not set and not remove:
             raise ValueError("give keys to set or to remove")
+        before = await services.core.read()
         memory = await services.core.update(set or {}, remove or [], max_chars=services.core_max_chars)
+        notice = core_change_notice(before, memory)
+        if notice is not None and services.announce is not None:
+            try:
+                await services.announce(context.chat, notice)
+            except Exception as exc:  # the change is made; a notice that cannot go out must not undo the call
+                log.warning("core memory change not shown in %s: %s", context.chat, type(exc).__name__)
         return {"memory": memory, "chars": len(CoreMemory.render(memory)), "max_chars": services.core_max_chars}
 
     for tool in (fetch_conversation_details, memory_save, memory_search, memory_core_get, memory_core_update):
         registry.register(tool)
+
+
+def core_change_notice(before: Mapping[str, Any], after: Mapping[str, Any]) -> str | None:
+    """What changed in core memory, for the person (None: nothing). Core memory is in every later turn of
+    every chat, so an instruction slipped into it (a prompt injection) would steer them all: the chat
+    whose turn changed it is shown each key set or removed, values literally, long ones cut."""
+    changes = [f"{_key(k)} = {_value(v)}" for k, v in after.items() if k not in before or before[k] != v]
+    removed = [_key(k) for k in before if k not in after]
+    if not changes and not removed:
+        return None
+    lines = ["Core memory changed (kept in every chat's context; /memory shows it all):"]
+    lines += [f"+ {change}" for change in changes] + [f"- {key} (removed)" for key in removed]
+    return "\n".join(lines)
+
+
+def _key(key: str) -> str:
+    return json.dumps(key, ensure_ascii=False)
+
+
+def _value(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= NOTICE_VALUE_CHARS else text[: NOTICE_VALUE_CHARS - 1] + "…"
 
 
 def _refuse_in_task_run(context: ToolContext, what: str) -> None:
