@@ -120,3 +120,46 @@ async def test_sign_in_chat_new_segment_and_inspect_in_chromium() -> None:
         finally:
             await browser.close()
     assert screenshot.stat().st_size > 10_000
+
+
+async def test_a_reply_arriving_while_the_history_loads_is_shown_once_in_chromium() -> None:
+    """The page loads the chat's history, then opens its event stream: a reply published in between
+    (held here by making the stream's request wait until the engine has answered) must still show."""
+    playwright_api = pytest.importorskip("playwright.async_api")
+    holder: list[WebChannel] = []
+    async with running_stack(web_channel(holder)) as stack, playwright_api.async_playwright() as playwright:
+        web = holder[0]
+        browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            page = await browser.new_page(viewport={"width": 1200, "height": 900})
+            page.set_default_timeout(15_000)
+            await page.goto(web.url)
+            await page.fill("#token", web.token)
+            await page.click("#sign-in")
+            await page.wait_for_selector("body[data-ready=true]")
+            stack.server.reply_text("earlier answer")
+            await page.fill("#input", "an earlier question")
+            await page.press("#input", "Enter")
+            await page.locator(".msg.assistant", has_text="earlier answer").wait_for()
+
+            async def reply_before_the_stream_opens(route: Any) -> None:
+                async with web.hub.subscribe() as events:
+                    stack.server.reply_text("the answer that came in between")
+                    await stack.gateway.submit("web", "main", "asked from another tab")
+                    while (event := await events.next()) is not None and event.kind != "reply":
+                        pass
+                await route.continue_()
+
+            await page.route("**/api/events*", reply_before_the_stream_opens)
+            await page.reload()
+            await page.wait_for_selector("body[data-ready=true]")
+            await page.locator(".msg.assistant", has_text="the answer that came in between").wait_for(timeout=5_000)
+            # A second load after it: the reply is in the history now and in the replayed events, shown once.
+            await page.unroute("**/api/events*")
+            await page.reload()
+            await page.wait_for_selector("body[data-ready=true]")
+            await page.locator(".msg.assistant", has_text="the answer that came in between").wait_for()
+            assert await page.locator(".msg.assistant", has_text="earlier answer").count() == 1
+            assert await page.locator(".msg.assistant", has_text="the answer that came in between").count() == 1
+        finally:
+            await browser.close()

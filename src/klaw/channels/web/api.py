@@ -93,7 +93,8 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
 
     @router.get("/events", dependencies=[Depends(session)])
     async def events(request: Request) -> StreamingResponse:
-        last_event_id = request.headers.get("last-event-id")
+        # A reconnect names the last event it got; a first stream the cursor its history load returned.
+        last_event_id = request.headers.get("last-event-id") or request.query_params.get("since")
 
         async def stream() -> AsyncIterator[str]:
             async with backend.hub.subscribe(last_event_id) as subscription:
@@ -122,8 +123,12 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
 
     @router.get("/history", dependencies=[Depends(session)])
     async def history() -> Any:
-        """The page's own chat so far (newest 50 messages), replies rendered like live ones."""
+        """The page's own chat so far (newest 50 messages), replies rendered like live ones, and the
+        event cursor read before asking: the page streams events after it, so a reply arriving while
+        the history loads is not missed (one in both is shown once, by its id)."""
+        cursor = backend.hub.last_id
         answer = await ask("history", {"channel": "web", "chat_id": backend.chat_id})
+        answer["event_cursor"] = cursor
         for message in answer["messages"]:
             if message["role"] == "assistant":
                 message["html"] = render_markdown(message["text"])

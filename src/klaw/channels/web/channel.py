@@ -90,6 +90,8 @@ class WebChannel:
             data["html"] = render_markdown(frame.text)
         if frame.task is not None:
             data["task"] = frame.task
+        if frame.id is not None:  # a turn's reply: the page shows it once, were it also in the history
+            data["id"] = frame.id
         if frame.approval is not None:  # the page offers Approve / Deny buttons, which send /approve ID
             data["approval"] = frame.approval
         self._hub.publish(frame.kind, data)

@@ -4,6 +4,8 @@ Each tab holds a server-sent-events stream with a queue of its own. Events are n
 last `HISTORY` are kept, so a tab whose stream dropped (laptop asleep, proxy timeout) reconnects
 with `Last-Event-ID` and gets what it missed. A tab that stops reading is cut off once its queue is
 full rather than letting memory grow; its browser reconnects and catches up from the history.
+A page opening the stream for the first time gives the number it read with the chat's history
+(`since`), so a reply that came between the two is replayed too.
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ class EventHub:
     @property
     def subscribers(self) -> int:
         return len(self._subscribers)
+
+    @property
+    def last_id(self) -> int:
+        """The newest event's number (0: none yet): a page loading the chat's history notes it first and
+        opens its stream after it, so a reply published in between is replayed, not missed."""
+        return self._next_id - 1
 
     def publish(self, kind: str, data: dict[str, Any]) -> Event:
         event = Event(self._next_id, kind, data)

@@ -6,7 +6,7 @@
 
 // bubbles: reply_to → the reply bubble being written; answered: ids whose reply came before the POST said
 // which id the message got (a fast reply), so `send` can still mark its message answered.
-const state = { csrf: "", chat: { channel: "web", chat_id: "main" }, bubbles: new Map(), answered: new Set(), chats: [] };
+const state = { csrf: "", chat: { channel: "web", chat_id: "main" }, bubbles: new Map(), answered: new Set(), shown: new Set(), chats: [] };
 const SVG = "http://www.w3.org/2000/svg";
 // Each context layer keeps its colour in every turn (style.css .layer-N); an unknown one is grey.
 const LAYERS = ["system_prompt", "core_memory", "summary", "past_conversations", "auto_rag", "sliding_window", "tools", "pending", "skills"];
@@ -107,7 +107,12 @@ function onEvent(kind, event) {
   if (kind === "delta") {
     const bubble = replyBubble(data.reply_to);
     bubble.querySelector(".body").textContent += data.text;
+  } else if (data.id && state.shown.has(data.id)) {
+    // Already on the page (the history held it, or the engine sent it again): drop its streamed copy.
+    if (data.reply_to && state.bubbles.has(data.reply_to)) state.bubbles.get(data.reply_to).remove();
+    state.bubbles.delete(data.reply_to);
   } else {
+    if (data.id) state.shown.add(data.id);
     const bubble = replyBubble(data.reply_to);
     bubble.className = `msg ${kind === "reply" ? "assistant" : kind}`;
     fillReply(bubble, data);
@@ -118,8 +123,9 @@ function onEvent(kind, event) {
   document.getElementById("messages").scrollTop = 1e9;
 }
 
-function openEvents() {
-  const source = new EventSource("/api/events");
+// `cursor`: the event number read with the history, so what came while it loaded is replayed too.
+function openEvents(cursor) {
+  const source = new EventSource(cursor == null ? "/api/events" : `/api/events?since=${encodeURIComponent(cursor)}`);
   for (const kind of ["delta", "reply", "notice", "error"]) source.addEventListener(kind, (event) => onEvent(kind, event));
 }
 
@@ -141,7 +147,7 @@ async function send(text) {
 async function loadHistory() {
   const box = document.getElementById("messages");
   try {
-    const { messages, complete } = await api("/api/history");
+    const { messages, complete, event_cursor: cursor } = await api("/api/history");
     if (!complete) box.append(el("p", { class: "hint", text: "Earlier messages are in the Memory tab." }));
     let segment = null;
     for (const message of messages) {
@@ -151,12 +157,16 @@ async function loadHistory() {
         addBubble("user", message.text, fmtTime(message.created_at)).dataset.id = message.id;
       } else {
         fillReply(addBubble("assistant", "", fmtTime(message.created_at)), message);
+        if (message.id) state.shown.add(message.id);
       }
     }
+    box.scrollTop = box.scrollHeight;
+    return cursor;
   } catch (error) {
     box.append(el("p", { class: "hint", text: `Earlier messages could not be shown: ${error.message}` }));
   }
   box.scrollTop = box.scrollHeight;
+  return null;
 }
 
 // ---- inspector --------------------------------------------------------------------------------------
@@ -352,8 +362,7 @@ async function main() {
     event.preventDefault();
     search(document.getElementById("search-text").value);
   });
-  await loadHistory();
-  openEvents();
+  openEvents(await loadHistory());
   refreshStatus();
   setInterval(refreshStatus, 5000);
   document.body.dataset.ready = "true";
