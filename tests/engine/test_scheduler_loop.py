@@ -245,3 +245,25 @@ async def test_status_counts_tasks_and_names_the_next(rig: Rig) -> None:
     status = await rig.scheduler.status()
     assert status.tasks == 2 and status.running == ["later"]
     assert status.next_task is not None and status.next_task.name == "soon"
+
+
+async def test_runs_stop_at_the_daily_cap_however_they_were_scheduled(store: ScheduleStore) -> None:
+    """A Sunday-only schedule added on a Thursday fires nothing in the next 24 hours, so schedule_add's
+    estimate lets it through; on Sunday it would fire every minute. Runs stop at the cap as they start,
+    and start again once 24 hours have passed since the first."""
+    sunday = datetime(2026, 1, 4, 0, 0, tzinfo=UTC)
+    store.add(stored_task("sundays", TaskSchedule.cron("* * * * 0"), next_run_at=sunday))
+    rig = await start(store, ManualClock(sunday - timedelta(seconds=30)), maxRunsPerDay=3)
+    try:
+        await rig.advance(30)
+        for _ in range(5):
+            await rig.advance(60)
+        assert rig.fired() == ["sundays"] * 3
+        task = store.get("sundays")
+        assert task is not None and task.last_status == "capped"
+        with pytest.raises(ValueError, match=r"scheduler\.maxRunsPerDay"):
+            rig.scheduler.spawn("extra", "one more", model=None, reply_to=CHAT)
+        await rig.advance(24 * 3600 - 5 * 60)  # a day after the first run: room for one more
+        assert rig.fired() == ["sundays"] * 4
+    finally:
+        await rig.scheduler.stop()

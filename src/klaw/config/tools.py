@@ -26,7 +26,10 @@ class SchedulerConfig(Section):
     misfire_grace_seconds: int = Field(default=300, ge=0)
     max_tasks: int = Field(default=50, ge=0, description="Most tasks the agent may create (schedule_add).")
     max_runs_per_day: int = Field(
-        default=1440, ge=0, description="Most runs a day of all tasks together that schedule_add lets the agent reach."
+        default=1440,
+        ge=0,
+        description="Most runs of all tasks together in any 24 hours: schedule_add refuses a task that would"
+        " exceed it, and runs over it (fired or spawned) do not start.",
     )
 
     @model_validator(mode="after")

@@ -14,12 +14,16 @@ the task runs once, however many times were missed; later than that, the firing 
 `missed` and the task waits for its next time. A fire time reached while the task's previous run is
 still going is skipped (`busy`): a task never overlaps itself. The next fire time is always
 computed from now, and stored before the run starts, so a crash mid-run does not re-run it.
+
+At most `scheduler.maxRunsPerDay` runs start in any 24 hours (`DailyRuns`), fired or spawned: a
+firing over the cap is recorded as `capped`, a spawn over it refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 
@@ -45,6 +49,27 @@ class SchedulerStatus:
     next_task: ScheduledTask | None
 
 
+class DailyRuns:
+    """Runs started in the last 24 hours, against `scheduler.maxRunsPerDay`. `schedule_add` refuses a
+    task that would exceed the cap, but a schedule can fire more on another day than in the next 24
+    hours (`* * * * 0` added on a Thursday) and `subagent_spawn` adds runs no schedule shows: the cap
+    is also checked as runs start, for every task (the person's included: a firing over it is recorded
+    `capped`). Kept in memory: a restart starts counting afresh."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._starts: deque[datetime] = deque()
+
+    def has_room(self, now: datetime) -> bool:
+        cutoff = now - timedelta(days=1)
+        while self._starts and self._starts[0] <= cutoff:
+            self._starts.popleft()
+        return len(self._starts) < self.cap
+
+    def started(self, now: datetime) -> None:
+        self._starts.append(now)
+
+
 class Scheduler:
     def __init__(
         self,
@@ -62,6 +87,7 @@ class Scheduler:
         self._clock = clock
         self.zone: tzinfo = scheduler_zone(config.timezone)
         self._grace = timedelta(seconds=config.misfire_grace_seconds)
+        self._daily = DailyRuns(config.max_runs_per_day)
         self._wake = asyncio.Event()
         self._asleep = asyncio.Event()
         self._stopping = False
@@ -132,8 +158,16 @@ class Scheduler:
         return removed
 
     def spawn(self, task_name: str, message: str, *, model: str | None, reply_to: ChatRef | None) -> None:
-        """A one-off run of `task_name` now (the `subagent_spawn` tool); its answer goes to `reply_to`."""
+        """A one-off run of `task_name` now (the `subagent_spawn` tool); its answer goes to `reply_to`.
+        Refused (ValueError, read by the model) once runs reached `scheduler.maxRunsPerDay` in 24 hours."""
+        now = self._clock.now()
+        if not self._daily.has_room(now):
+            raise ValueError(
+                f"tasks already ran {self._daily.cap} times in the last 24 hours, the most allowed"
+                " (scheduler.maxRunsPerDay); try again later, or ask the person to raise it"
+            )
         self._runner.spawn(SubagentRequest(task_name, message, model, reply_to, origin="spawn"))
+        self._daily.started(now)
 
     async def status(self) -> SchedulerStatus:
         tasks = await self.list_tasks()
@@ -182,6 +216,14 @@ class Scheduler:
             log.info("task %s is still running; this firing is skipped", task.name)
             await asyncio.to_thread(self._store.record_run, task.name, now, "busy")
             return
+        if not self._daily.has_room(now):
+            log.warning(
+                "task %s not run: tasks already ran %d times in 24 hours (scheduler.maxRunsPerDay)",
+                task.name,
+                self._daily.cap,
+            )
+            await asyncio.to_thread(self._store.record_run, task.name, now, "capped")
+            return
         try:
             request = SubagentRequest(
                 task.name,
@@ -192,6 +234,7 @@ class Scheduler:
                 allowed_tools=task.allowed_tools,
             )
             self._runner.spawn(request)
+            self._daily.started(now)
         except (ValueError, RuntimeError) as exc:  # e.g. its model was removed from engine.yaml
             log.warning("task %s could not start: %s", task.name, exc)
             await asyncio.to_thread(self._store.record_run, task.name, now, "failed")
