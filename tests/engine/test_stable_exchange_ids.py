@@ -74,3 +74,21 @@ async def test_exchange_ids_survive_forget_and_reindex_and_are_never_reused(tmp_
         assert await exchanges_by_id(h) == {4: "fourth date"}
         await h.turn("fifth elderberry")
         assert await exchanges_by_id(h) == {4: "fourth date", 5: "fifth elderberry"}
+
+
+async def test_segment_ids_survive_forgetting_a_segment_and_reindex(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        for text in SAID:
+            await h.turn(text)
+            await command(h, "/new")
+        segments = {s.id: s for s in await h.engine.store.segments.list(CHAT)}
+        assert sorted(segments) == [1, 2, 3, 4]
+        assert "Forgot segment 2" in await command(h, "/forget segment 2")
+    h.home.config_file.write_text("embedder:\n  backend: fake\n  dim: 32\nsummarizer:\n  enabled: false\n")
+    await klaw(h.home, "reindex")
+    async with running_engine(tmp_path) as h:
+        assert await exchanges_by_id(h) == {1: SAID[0], 3: SAID[2]}
+        third = await h.engine.store.exchanges.get(3)
+        assert third is not None and third.segment_id == 3  # the third message is still in segment 3
+        assert "Forgot segment 3" in await command(h, "/forget segment 3")
+        assert await exchanges_by_id(h) == {1: SAID[0]}
