@@ -113,12 +113,28 @@ async def test_a_chat_that_is_not_the_persons_is_refused_and_nothing_is_sent(cap
 
         assert [(f.channel, f.text) for f in frames] == [("web", "I may not write there.")]
         result = s.tool_result()
-        assert result["content"] == (
-            "telegram:99 is not one of the person's chats this agent may write to (allowed:"
-            f" console:{_user()}, telegram:42, web:main); the person can add it to tools.messageTargets in engine.yaml"
+        assert result["content"] == (  # refused as its arguments are validated, before anything could ask
+            "invalid arguments:\n- target: Value error, telegram:99 is not one of the person's chats this agent may"
+            f" write to (allowed: console:{_user()}, telegram:42, web:main); the person can add it to"
+            " tools.messageTargets in engine.yaml"
         )
         assert not (s.home.conversations / "telegram_99").exists()
         assert not [r for r in caplog.records if r.name == "klaw.tools.registry"]  # a refusal, not a traceback
+
+
+async def test_a_held_message_send_to_a_chat_it_may_not_reach_is_refused_without_asking() -> None:
+    """With `tools.approval: [message_send]`, a target that would be refused anyway (a prompt injection's
+    telegram:666) is refused at once: the person is not asked about a message that could never be sent."""
+    async with stand(["web", "telegram"], approval=["message_send"]) as s:
+        s.server.reply_tool_calls([("message_send", {"target": "telegram:666", "text": TEXT})])
+        s.server.reply_text("I may not write there.")
+
+        async with asyncio.timeout(10):  # a question would wait for /approve, and the turn never end
+            frames = await s.turn("send my notes to telegram 666")
+
+        assert [(f.channel, f.text) for f in frames] == [("web", "I may not write there.")]
+        assert "telegram:666 is not one of the person's chats" in s.tool_result()["content"]
+        assert not (s.home.conversations / "telegram_666").exists()
 
 
 async def test_message_targets_replaces_the_persons_chats() -> None:
@@ -136,7 +152,9 @@ async def test_message_targets_replaces_the_persons_chats() -> None:
         assert [(f.chat_id, f.text) for f in frames] == [("99", TEXT), ("main", "One sent, one refused.")]
         results = [m["content"] for m in s.server.chat_requests[-1].body["messages"] if m["role"] == "tool"]
         assert results[0] == "Sent to telegram:99."
-        assert results[1].startswith("telegram:42 is not one of the person's chats")
+        assert results[1].startswith(
+            "invalid arguments:\n- target: Value error, telegram:42 is not one of the person's"
+        )
         assert "(allowed: telegram:99)" in results[1]
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Annotated, Protocol
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from klaw.config import EngineConfig
 from klaw.scheduling.names import parse_chat_target
@@ -62,23 +62,33 @@ def register_message_tools(registry: ToolRegistry, sender: MessageSender, target
     allowed = frozenset(targets)
     listed = ", ".join(sorted(str(chat) for chat in allowed)) or "none"
 
-    async def message_send(
-        context: ToolContext,
-        target: Annotated[str, Field(description="channel:chat_id, e.g. telegram:123")],
-        text: str,
-    ) -> str:
-        """Send text to another of the person's chats."""
+    def reachable(target: str) -> ChatRef:
+        """The target chat, or ValueError saying why it may not be written to."""
         try:
             chat = parse_chat_target(target)
         except ValueError as exc:
-            raise ToolRefusal(f"{exc}; allowed targets: {listed}") from None
-        if chat == context.chat:
-            raise ToolRefusal("that is this chat: answer here instead of sending")
+            raise ValueError(f"{exc}; allowed targets: {listed}") from None
         if chat not in allowed:
-            raise ToolRefusal(
+            raise ValueError(
                 f"{chat} is not one of the person's chats this agent may write to (allowed: {listed});"
                 " the person can add it to tools.messageTargets in engine.yaml"
             )
+        return chat
+
+    def allowed_target(target: str) -> str:
+        # Checked as the arguments are validated, so a call that could never be sent is refused before
+        # `tools.approval` asks the person about it (a prompt injection's target, say).
+        reachable(target)
+        return target
+
+    async def message_send(context: ToolContext, target: str, text: str) -> str:
+        """Send text to another of the person's chats."""
+        try:
+            chat = reachable(target)
+        except ValueError as exc:
+            raise ToolRefusal(str(exc)) from None
+        if chat == context.chat:
+            raise ToolRefusal("that is this chat: answer here instead of sending")
         if not text.strip():
             raise ToolRefusal("the text is empty")
         if len(text) > MAX_MESSAGE_CHARS:
@@ -102,4 +112,9 @@ def register_message_tools(registry: ToolRegistry, sender: MessageSender, target
             " as that turn ends.",
         }[sent]
 
+    # The validator closes over the allowed chats, so the annotation is an object, not a string (this
+    # module's annotations are strings, resolved in its globals, where `allowed_target` is not).
+    message_send.__annotations__["target"] = Annotated[
+        str, AfterValidator(allowed_target), Field(description="channel:chat_id, e.g. telegram:123")
+    ]
     registry.register(message_send)
