@@ -171,3 +171,12 @@ async def _served_url(process: asyncio.subprocess.Process) -> str:
             if found:
                 return found.group(0)
     raise AssertionError("klaw mcp serve --http did not say where it listens")
+
+
+def test_a_port_without_http_is_refused_rather_than_ignored(tmp_path: Path) -> None:
+    from tests.cli.test_cli import klaw
+
+    home = tmp_path / "home"
+    assert klaw(home, "init").returncode == 0
+    result = klaw(home, "mcp", "serve", "--chat", "console:me", "--port", "9999")
+    assert result.returncode == 2 and "--port is for --http" in " ".join(result.stderr.split())

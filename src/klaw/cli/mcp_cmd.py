@@ -37,7 +37,10 @@ def serve(
         bool,
         typer.Option("--http", help="Serve streamable HTTP on 127.0.0.1 (bearer: the web token) instead of stdio."),
     ] = False,
-    port: Annotated[int, typer.Option("--port", help="HTTP port (0: any free one).", min=0, max=65535)] = DEFAULT_PORT,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", help=f"HTTP port (0: any free one; default {DEFAULT_PORT}).", min=0, max=65535),
+    ] = None,
 ) -> None:
     """Share one chat's memory with another MCP client (memory_search, fetch_conversation_details,
     memory_core_get; memory_save with --allow-write)."""
@@ -47,7 +50,9 @@ def serve(
         target = parse_chat_target(chat)
     except ValueError as exc:
         fail(str(exc))
-    asyncio.run(_serve(home, target, allow_write=allow_write, http=http, port=port))
+    if port is not None and not http:  # stdio has no port: say so rather than ignore it
+        fail(f"--port is for --http: add --http to serve on 127.0.0.1:{port}, or drop --port for stdio")
+    asyncio.run(_serve(home, target, allow_write=allow_write, http=http, port=DEFAULT_PORT if port is None else port))
 
 
 async def _serve(home: KlawHome, chat: ChatRef, *, allow_write: bool, http: bool, port: int) -> None:
