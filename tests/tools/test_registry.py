@@ -312,6 +312,10 @@ async def test_a_raising_tool_becomes_an_error_result_and_is_logged_without_argu
     assert "boom" in logged
     assert "ValueError" in logged
     assert "secret-diary-entry" not in logged
+    # One line saying where (klaw chat prints warnings into the person's terminal), frames only at DEBUG.
+    (warning,) = [record for record in caplog.records if record.levelno == logging.WARNING]
+    assert "\n" not in warning.getMessage()
+    assert "test_registry.py" in warning.getMessage()
 
 
 async def test_a_tool_exceeding_the_timeout_is_cancelled(context: ToolContext) -> None:

@@ -273,9 +273,13 @@ class ToolRegistry:
         return ToolResult(call.id, call.name, self._truncate(text))
 
     def _failed(self, call: ToolCall, exc: BaseException) -> ToolResult:
-        # The message often quotes arguments (paths, text), so the log gets the type and the frames only.
-        frames = "".join(traceback.format_tb(exc.__traceback__))
-        log.warning("tool %r raised %s (call %s)\n%s", call.name, type(exc).__name__, call.id, frames.rstrip())
+        # The message often quotes arguments (paths, text), so the log gets the type and where it was raised,
+        # never the message. One line: `klaw chat` prints warnings into the person's terminal, and a missing
+        # file the model asked for is no reason for ten lines of frames there; the frames go to DEBUG.
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+        log.warning("tool %r raised %s (call %s)%s", call.name, type(exc).__name__, call.id, where)
+        log.debug("tool %r call %s frames:\n%s", call.name, call.id, "".join(frames.format()).rstrip())
         message = str(exc)
         return self._error(call, f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
 
