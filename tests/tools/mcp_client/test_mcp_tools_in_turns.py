@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import sys
 from collections.abc import AsyncIterator
@@ -173,6 +174,24 @@ async def test_a_server_that_never_starts_fails_no_turn(tmp_path: Path, server: 
             said = " ".join(text.split())
             assert "there is no program '/nonexistent/mcp-notes' (mcp.servers.notes.command in engine.yaml)" in said
             assert "FileNotFoundError" not in said
+
+
+async def test_a_server_that_keeps_failing_is_warned_about_once_per_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`klaw chat` prints warnings into the person's terminal: the same failure at every retry (1, 2, 4 … s)
+    would repeat one line there for the whole session. /status shows the state whenever asked."""
+    server = {"servers": {"notes": {"command": "/nonexistent/mcp-notes"}}}
+    with caplog.at_level(logging.INFO, logger="klaw.tools.mcp.server_link"):
+        async with running_engine(tmp_path, tools={"enabled": ["clock", "mcp:notes"]}, mcp=server) as h:
+            for failures, delay in ((1, 1.0), (2, 2.0), (3, 4.0)):
+                async with asyncio.timeout(20):
+                    while f"(failure {failures})" not in await status(h):  # noqa: ASYNC110 - /status, as a person reads it
+                        await asyncio.sleep(0.02)
+                await h.clock.advance(delay)
+    said = [r for r in caplog.records if "is unavailable" in r.getMessage()]
+    assert len(said) >= 3
+    assert [r.levelno for r in said].count(logging.WARNING) == 1
 
 
 class BearerOnly:

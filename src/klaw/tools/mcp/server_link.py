@@ -76,6 +76,7 @@ class ServerLink:
         self._client: Client | None = None
         self._phase: Phase = "starting"
         self._reason: str | None = None
+        self._reason_warned: str | None = None  # the reason last logged as a warning (said once per reason)
         self._retry_at: datetime | None = None
         self._failures = 0
         self._broken = asyncio.Event()
@@ -170,12 +171,17 @@ class ServerLink:
             if self._stopping.is_set():
                 return
             if served:
-                delay, self._failures = BACKOFF_FIRST_SECONDS, 0
+                delay, self._failures, self._reason_warned = BACKOFF_FIRST_SECONDS, 0, None
             self._failures += 1
             self._phase = "unavailable"
             self._retry_at = self._now() + timedelta(seconds=delay)
             self.down.set()
-            log.warning("MCP server %r is unavailable (%s); retrying in %gs", self.name, self._reason, delay)
+            # Said once per reason: `klaw chat` prints warnings into the person's terminal, and a server that
+            # cannot start would otherwise repeat the same line at every retry for the whole session (/status
+            # shows the state at any time).
+            level = logging.INFO if self._reason == self._reason_warned else logging.WARNING
+            self._reason_warned = self._reason
+            log.log(level, "MCP server %r is unavailable (%s); retrying in %gs", self.name, self._reason, delay)
             await self._wait(self._sleep(delay))
             delay = min(delay * 2, BACKOFF_MAX_SECONDS)
             self._retry_at = None
