@@ -15,6 +15,7 @@ WORKSPACE_FILES = ("SOUL.md", "IDENTITY.md", "AGENTS.md")
 class InitReport:
     written: list[Path] = field(default_factory=list)
     kept: list[Path] = field(default_factory=list)
+    made: list[Path] = field(default_factory=list)  # directories created (workspace/skills/ among them)
 
 
 def initialise_home(home: KlawHome, *, overwrite: bool = False) -> InitReport:
@@ -26,6 +27,8 @@ def initialise_home(home: KlawHome, *, overwrite: bool = False) -> InitReport:
     home.root.mkdir(parents=True, exist_ok=True)
     home.root.chmod(0o700)  # conversations are private
     for directory in (home.workspace, home.skills_dir, home.conversations):
+        if not directory.is_dir():
+            report.made.append(directory)
         directory.mkdir(parents=True, exist_ok=True)
     for source, target in targets:
         if target.exists() and not overwrite:

@@ -29,6 +29,7 @@ def test_init_writes_config_and_workspace_then_keeps_them(tmp_path: Path) -> Non
     assert first.returncode == 0, first.stderr
     for name in ("engine.yaml", "workspace/SOUL.md", "workspace/IDENTITY.md", "workspace/AGENTS.md"):
         assert (home / name).is_file()
+    assert f"made   {home / 'workspace' / 'skills'}/ (one folder per skill" in first.stdout
     assert oct((home).stat().st_mode & 0o777) == "0o700"
     (home / "workspace" / "SOUL.md").write_text("mine", encoding="utf-8")
     again = klaw(home, "init")

@@ -191,3 +191,9 @@ def test_the_cli_lists_and_checks(tmp_path: Path) -> None:
     assert checked.exit_code == 1
     assert "skipped: broken/SKILL.md: front matter has no description" in checked.output
     assert "1 skill(s) usable, 1 left out" in checked.output
+
+
+def test_the_cli_on_a_home_that_does_not_exist_says_so(tmp_path: Path) -> None:
+    result = klaw(tmp_path / "no-such-home", "check")
+    assert result.exit_code == 2
+    assert "no klaw home at" in result.output and "klaw init" in result.output

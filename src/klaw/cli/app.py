@@ -76,6 +76,11 @@ def init(
         return
     for path in report.written:
         console.print(f"wrote  {path}")
+    for path in report.made:
+        console.print(
+            f"made   {path}/"
+            + (" (one folder per skill, with a SKILL.md: docs/skills.md)" if path == home.skills_dir else "")
+        )
     for path in report.kept:
         console.print(f"kept   {path} (exists; --force overwrites)")
     console.print(f"\nklaw home: {home.root}\nEdit {home.config_file} to choose your model.")

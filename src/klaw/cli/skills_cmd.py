@@ -6,7 +6,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from klaw.cli.context import home_from_env, load_or_exit
+from klaw.cli.context import fail, home_from_env, load_or_exit
 from klaw.tools.skills.catalogue import SkillScan, scan_skills
 
 app = typer.Typer(help="The agent's skills: folders under workspace/skills/ with a SKILL.md.", no_args_is_help=True)
@@ -14,6 +14,8 @@ app = typer.Typer(help="The agent's skills: folders under workspace/skills/ with
 
 def _scan() -> tuple[SkillScan, str]:
     home = home_from_env()
+    if not home.root.is_dir():  # a mistyped KLAW_HOME would otherwise just look like a home without skills
+        fail(f"no klaw home at {home.root}: check KLAW_HOME, or run 'klaw init' to create one")
     config = load_or_exit(home).config
     return scan_skills(home.skills_dir, max_bytes=config.tools.skills.max_file_bytes), str(home.skills_dir)
 
