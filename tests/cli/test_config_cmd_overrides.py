@@ -42,3 +42,13 @@ def test_config_check_without_a_file_says_it_is_missing_and_where_it_looked(tmp_
     assert "klaw init" in said
     klaw(home, "init")
     assert klaw(home, "config", "check").stdout.strip() == f"{home / 'engine.yaml'}: valid"
+
+
+def test_config_check_warns_when_the_postgres_variable_is_not_set(tmp_path: Path) -> None:
+    (tmp_path / "engine.yaml").write_text("database:\n  backend: postgres\n  urlEnv: KLAW_TEST_UNSET_DSN\n", "utf-8")
+    result = klaw(tmp_path, "config", "check", env={"KLAW_TEST_UNSET_DSN": ""})
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "warning: database.urlEnv names KLAW_TEST_UNSET_DSN, which is not set here" in said
+    quiet = klaw(tmp_path, "config", "check", env={"KLAW_TEST_UNSET_DSN": "postgresql://u@localhost/klaw"})
+    assert quiet.returncode == 0 and "warning" not in quiet.stderr

@@ -84,3 +84,10 @@ def check() -> None:
         )
     loaded = load_or_exit(home)
     typer.echo(f"{loaded.path}: valid")
+    database = loaded.config.database
+    if database.backend == "postgres" and database.url_env and not os.environ.get(database.url_env):
+        # Valid, yet the engine would not start from this shell (a service may set the variable elsewhere).
+        Console(stderr=True, markup=False, highlight=False).print(
+            f"warning: database.urlEnv names {database.url_env}, which is not set here: the engine will not"
+            f" start until it holds the PostgreSQL connection string (export {database.url_env}=postgresql://…)"
+        )
