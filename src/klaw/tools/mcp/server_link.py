@@ -213,7 +213,11 @@ class ServerLink:
                 await self._check_alive()
             if self._broken.is_set():
                 break
-        self._phase = "unavailable"
+        # Unavailable from this moment, with the retry time _supervise will set (a server that served restarts
+        # after the first backoff): the connection's teardown below can take a while, and /status asked
+        # meanwhile must not show a server that is down with no retry planned.
+        self._phase, self._failures = "unavailable", 1
+        self._retry_at = self._now() + timedelta(seconds=BACKOFF_FIRST_SECONDS)
         self.ready.clear()
         self._client = None
         self._broken.set()  # tells the connection to close
