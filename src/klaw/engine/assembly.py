@@ -34,9 +34,9 @@ from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.socket_server import EngineSocketServer
 from klaw.engine.system_prompt import SystemPrompt
+from klaw.engine.tool_assembly import docs_index, skill_catalogue, start_mcp_servers, tool_registry, unavailable_tools
 from klaw.engine.turn_runner import TurnRunner
 from klaw.home import KlawHome
-from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.router import ModelRouter
 from klaw.memory.archival_memory import ArchivalMemory
@@ -59,23 +59,14 @@ from klaw.scheduling.tools import asks_to_allow_tools
 from klaw.store.backend import open_storage
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, StoredMessage
-from klaw.tools.builtin.defaults import register_builtin_tools
-from klaw.tools.builtin.groups import tools_in
-from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
-from klaw.tools.docs.bundle import DocsBundle
+from klaw.tools.builtin.memory_tools import MemoryServices
 from klaw.tools.docs.index import DocsIndex
-from klaw.tools.docs.tools import DOCS_PROMPT, register_docs_tools
-from klaw.tools.host.tool import register_host_exec
+from klaw.tools.docs.tools import DOCS_PROMPT
 from klaw.tools.mcp.servers import McpServers
 from klaw.tools.messaging.send import message_targets, register_message_tools
-from klaw.tools.plugins import register_plugins
 from klaw.tools.registry import ToolFunction, ToolRegistry
-from klaw.tools.sandbox.choice import choose_backend
-from klaw.tools.sandbox.tool import register_code_execute
 from klaw.tools.selection import ToolSelection
 from klaw.tools.skills.catalogue import SkillCatalogue
-from klaw.tools.skills.tools import register_skill_tools
-from klaw.tools.web.tools import register_web_tools, search_unavailable
 
 LIVE_EMBEDDING_BATCH = 16
 DOCS_WARM_DELAY_SECONDS = 10.0
@@ -174,77 +165,6 @@ def memory_services(config: EngineConfig, memory: Memory, clock: Clock, delivery
     )
 
 
-def skill_catalogue(home: KlawHome, config: EngineConfig) -> SkillCatalogue | None:
-    """The workspace's skills, when the `skills` group is enabled (else no layer and no tools)."""
-    if "skills" not in config.tool_groups:
-        return None
-    return SkillCatalogue(home.skills_dir, max_bytes=config.tools.skills.max_file_bytes)
-
-
-def docs_index(home: KlawHome, config: EngineConfig, memory: Memory) -> DocsIndex | None:
-    """The search index of the docs shipped with klaw, when the `docs` group is enabled."""
-    if "docs" not in config.tool_groups:
-        return None
-    return DocsIndex(home.docs_index_file, DocsBundle.shipped(), memory.embedder, config.search)
-
-
-def tool_registry(
-    home: KlawHome,
-    config: EngineConfig,
-    services: MemoryServices,
-    extra: Sequence[ToolFunction],
-    skills: SkillCatalogue | None,
-    docs: DocsIndex | None,
-) -> ToolSelection:
-    """The built-in groups engine.yaml offers (to any model), then the caller's own tools (always
-    offered); which a model gets is the selection's. The scheduling tools join when the scheduler
-    exists (engine/scheduler_assembly.py), MCP servers' as each lists them. code_execute and
-    host_exec are offered when available (a sandbox works here; hostExec.allow lists commands)."""
-    registry = ToolRegistry(offered=tools_in(config.tool_groups))
-    register_builtin_tools(registry, allow_prompt_edits=config.tools.allow_prompt_edits)
-    register_memory_tools(registry, services)
-    if skills is not None:
-        register_skill_tools(registry, skills, max_bytes=config.tools.skills.max_file_bytes)
-    register_web_tools(registry, config.web)
-    if (why := search_unavailable(config.web)) is not None:
-        registry.note_unavailable("web_search", why)
-    if registry.wants("code_execute"):
-        # The prompt files go into every turn: code may not change them unless file_write may.
-        protected = () if config.tools.allow_prompt_edits else PROMPT_FILES
-        register_code_execute(registry, choose_backend(config.sandbox, home), config.sandbox, read_only=protected)
-    register_host_exec(registry, config.host_exec)
-    if docs is not None:
-        register_docs_tools(registry, docs.bundle, docs)
-    for tool in extra:
-        registry.register(tool, offer=True)
-    plugins = register_plugins(registry, config.tool_groups)  # installed packages' tools, enabled by name
-    return ToolSelection(registry, config.tools_for, plugins, config.mcp.servers)
-
-
-async def start_mcp_servers(
-    home: KlawHome, config: EngineConfig, clock: Clock, stack: AsyncExitStack, registry: ToolRegistry
-) -> McpServers:
-    """The MCP servers tools.enabled names, started (waited for at most mcp.startWaitSeconds); their tools
-    join the registry as each lists them. A server that fails never fails the start: /status says why."""
-    servers = McpServers(
-        config.mcp,
-        config.tool_groups,
-        registry,
-        now=clock.now,
-        sleep=clock.sleep,
-        workspace=home.workspace,
-        log_dir=home.mcp_logs,
-    )
-    stack.push_async_callback(servers.aclose)
-    await servers.start()
-    return servers
-
-
-def unavailable_tools(registry: ToolRegistry) -> list[str]:
-    """/status lines: each tool the configuration asks for but cannot offer, and why."""
-    return [f"Not offered: {name}: {why}" for name, why in registry.unavailable.items()]
-
-
 def open_router(config: EngineConfig, clock: Clock, stack: AsyncExitStack, router: ModelRouter | None) -> ModelRouter:
     router = router or ModelRouter(ModelCatalogue.from_config(config), sleep=clock.sleep)
     stack.push_async_callback(router.aclose)
@@ -296,7 +216,7 @@ async def assemble(
     """Every part built and started (listening last when `listen`); each close is on `stack`."""
     memory = await open_memory(home, config, clock, stack, embedder)
     skills = skill_catalogue(home, config)
-    docs = docs_index(home, config, memory)
+    docs = docs_index(home, config, memory.embedder)
     socket = EngineSocketServer(home.socket_path) if listen else None
     delivery = Delivery(
         fallback=socket.send_reply if socket is not None else None,
