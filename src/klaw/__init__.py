@@ -27,7 +27,7 @@ _EXPORTS = {
     "ToolCall": "klaw.llm.messages",
     "LlmError": "klaw.llm.errors",
     "Embedder": "klaw.memory.embedder.protocol",
-    "ToolContext": "klaw.tools.registry",
+    "ToolContext": "klaw.tools.schema",
 }
 
 __all__ = [
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from klaw.llm.messages import ChatMessage, ChatResponse, ToolCall
     from klaw.llm.protocol import ChatModel
     from klaw.memory.embedder.protocol import Embedder
-    from klaw.tools.registry import ToolContext
+    from klaw.tools.schema import ToolContext
 
 
 def __getattr__(name: str) -> Any:

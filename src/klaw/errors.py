@@ -4,9 +4,9 @@
 whoever reads it (the person, the model, a log); anything else is a bug. Each class keeps the
 built-in base it had (`ValueError` for bad input, `RuntimeError` for a failed operation) as a second
 base, so code that catches those behaves as before. tests/test_errors.py checks that this drawing
-lists every error class in klaw, under its parent, and nothing else. (Three private exceptions that
+lists every error class in klaw, under its parent, and nothing else. (Two private exceptions that
 never leave their module, for control flow, are not errors in this sense: `_Refused` in
-gateway/link.py, `_BadArguments` in tools/registry.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
+gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
 
 * KlawError
   - ConfigError (ValueError) ............... config_loader: engine.yaml cannot be used; where, what, how to fix
@@ -49,7 +49,8 @@ gateway/link.py, `_BadArguments` in tools/registry.py, `_EngineRunning` in cli/m
   - EngineUnavailable (RuntimeError) ....... gateway/link: the engine is not connected
   - QueryFailed (RuntimeError) ............. gateway/link: the engine refused a query
   - TurnFailed (RuntimeError) .............. library: the turn behind `Klaw.ask` failed (its error id)
-  - ToolRefusal (RuntimeError) ............. tools/registry: an expected refusal; its message is the whole result
+  - BadArguments (ValueError) .............. tools/schema: the model's arguments do not fit the tool's schema
+  - ToolRefusal (RuntimeError) ............. tools/calls: an expected refusal; its message is the whole result
     + WebError (ValueError) ................ tools/web/errors: a page or search that gave no text, and why
       + AddressRefused ..................... the address guard forbids where a URL leads
   - MissingVariable (RuntimeError) ......... tools/mcp/transport: a variable an MCP server's config names is unset

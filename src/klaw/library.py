@@ -35,7 +35,7 @@ from klaw.llm.protocol import ChatModel
 from klaw.llm.router import ModelRouter
 from klaw.memory.embedder.protocol import Embedder
 from klaw.store.records import ChatRef
-from klaw.tools.registry import ToolFunction
+from klaw.tools.schema import ToolFunction
 
 LIBRARY_CHANNEL = "library"
 Approve = Callable[[ChatRef, str], Awaitable[bool]]  # (chat, the question as a person reads it) → run it?

@@ -119,7 +119,7 @@ async def test_a_chat_that_is_not_the_persons_is_refused_and_nothing_is_sent(cap
             " tools.messageTargets in engine.yaml"
         )
         assert not (s.home.conversations / "telegram_99").exists()
-        assert not [r for r in caplog.records if r.name == "klaw.tools.registry"]  # a refusal, not a traceback
+        assert not [r for r in caplog.records if r.name == "klaw.tools.calls"]  # a refusal, not a traceback
 
 
 async def test_a_held_message_send_to_a_chat_it_may_not_reach_is_refused_without_asking() -> None:

@@ -22,7 +22,7 @@ from klaw.llm.fake_server import TextReply, ToolCallsReply
 from klaw.memory.conversation_log import ConversationLog
 from klaw.store.records import ChatRef, MessageRecord, Role
 from klaw.tools.builtin.workspace_files import file_read, file_write
-from klaw.tools.registry import ToolContext
+from klaw.tools.schema import ToolContext
 from tests.engine.harness import running_engine
 
 PIPES = 8

@@ -20,7 +20,8 @@ from klaw.llm.errors import LlmServerError
 from klaw.llm.function_model import AgentInfo, FunctionModel, ModelFunction, call_tool, tool_calls
 from klaw.llm.messages import ChatMessage, ChatResponse
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
-from klaw.tools.registry import ToolContext, ToolRegistry
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
 
 CHAT = ChatRef("console", "me")
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

@@ -12,10 +12,12 @@ from klaw.config import SandboxConfig
 from klaw.home import KlawHome
 from klaw.llm.messages import ToolCall
 from klaw.store.records import ChatRef
-from klaw.tools.registry import ToolContext, ToolRegistry, ToolResult
+from klaw.tools.calls import ToolResult
+from klaw.tools.registry import ToolRegistry
 from klaw.tools.sandbox.backend import SandboxBackend, Unavailable
 from klaw.tools.sandbox.choice import choose_backend
 from klaw.tools.sandbox.tool import register_code_execute
+from klaw.tools.schema import ToolContext
 
 
 def no_sandbox_reason() -> str | None:

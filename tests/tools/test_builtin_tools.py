@@ -14,7 +14,9 @@ from klaw.llm.messages import ToolCall
 from klaw.store.records import ChatRef
 from klaw.tools.builtin import register_builtin_tools
 from klaw.tools.builtin.workspace_files import MAX_WRITE_BYTES
-from klaw.tools.registry import ToolContext, ToolRegistry, ToolResult
+from klaw.tools.calls import ToolResult
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
 
 
 class FixedClock:

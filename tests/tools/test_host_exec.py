@@ -13,8 +13,10 @@ import pytest
 from klaw.config import HostExecConfig
 from klaw.llm.messages import ToolCall
 from klaw.store.records import ChatRef
+from klaw.tools.calls import ToolResult
 from klaw.tools.host.tool import register_host_exec
-from klaw.tools.registry import ToolContext, ToolRegistry, ToolResult
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
 from tests.engine.harness import CHAT, running_engine
 
 

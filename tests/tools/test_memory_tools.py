@@ -18,7 +18,9 @@ from klaw.scheduling.names import task_chat
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
-from klaw.tools.registry import ToolContext, ToolRegistry, ToolResult
+from klaw.tools.calls import ToolResult
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
 from tests.memory.archive_helpers import DIM, ME, OTHER, ScriptedChat
 
 NAMES = ("fetch_conversation_details", "memory_save", "memory_search", "memory_core_get", "memory_core_update")

@@ -13,7 +13,9 @@ from pydantic import BaseModel, Field
 
 from klaw.llm.messages import ToolCall
 from klaw.store.records import ChatRef
-from klaw.tools.registry import ToolContext, ToolRegistry, ToolResult
+from klaw.tools.calls import ToolResult
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
 
 
 class Place(BaseModel):
@@ -304,7 +306,7 @@ async def test_a_raising_tool_becomes_an_error_result_and_is_logged_without_argu
 ) -> None:
     registry = ToolRegistry()
     registry.register(boom)
-    with caplog.at_level(logging.WARNING, logger="klaw.tools.registry"):
+    with caplog.at_level(logging.WARNING, logger="klaw.tools.calls"):
         result = await registry.execute(call("boom", {"text": "secret-diary-entry"}), context)
     assert result == ToolResult("c1", "boom", "ValueError: cannot handle secret-diary-entry", is_error=True)
     assert "Traceback" not in result.content

@@ -15,7 +15,9 @@ from klaw.scheduling.schedules import TaskSchedule
 from klaw.scheduling.task_store import ScheduledTask
 from klaw.scheduling.tools import register_scheduler_tools
 from klaw.store.records import ChatRef
-from klaw.tools.registry import ToolContext, ToolRegistry, ToolResult
+from klaw.tools.calls import ToolResult
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
 
 CHAT = ChatRef("telegram", "42")
 NOW = datetime(2026, 1, 1, 9, tzinfo=UTC)

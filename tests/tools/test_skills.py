@@ -15,7 +15,8 @@ from klaw.cli.app import app
 from klaw.llm.messages import ToolCall
 from klaw.llm.tokens import approximate_token_count
 from klaw.store.records import ChatRef
-from klaw.tools.registry import ToolContext, ToolRegistry
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
 from klaw.tools.skills import catalogue as catalogue_module
 from klaw.tools.skills.catalogue import SkillCatalogue, scan_skills
 from klaw.tools.skills.tools import register_skill_tools
@@ -118,7 +119,7 @@ async def test_skill_read_refuses_a_symlink_made_after_the_check(
 
     assert await read("ref/a.md") == "fine"
     # A path leading out is the model's slip, not a bug: the reason alone, and no traceback in the log.
-    with caplog.at_level(logging.DEBUG, logger="klaw.tools.registry"):
+    with caplog.at_level(logging.DEBUG, logger="klaw.tools.calls"):
         assert await read("../../secret.txt") == "skill 'tricky': '../../secret.txt' leads outside the skill's folder"
     assert not caplog.records
     # Swapped for a symlink in a subfolder: neither the skill's folder nor its SKILL.md changed, so the

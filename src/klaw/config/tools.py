@@ -75,7 +75,7 @@ ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = (
     "docs",
 )
 _CHANNEL = re.compile(r"^[a-z0-9-]{1,32}$")  # as klaw/store/records.py checks channel names
-_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # as klaw/tools/registry.py checks them
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # as klaw/tools/schema.py checks them
 TOOL_PLUGIN_GROUP = "klaw.tools"  # the entry point group through which installed packages offer tools
 
 

@@ -64,7 +64,8 @@ from klaw.tools.docs.index import DocsIndex
 from klaw.tools.docs.tools import DOCS_PROMPT
 from klaw.tools.mcp.servers import McpServers
 from klaw.tools.messaging.send import message_targets, register_message_tools
-from klaw.tools.registry import ToolFunction, ToolRegistry
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolFunction
 from klaw.tools.selection import ToolSelection
 from klaw.tools.skills.catalogue import SkillCatalogue
 

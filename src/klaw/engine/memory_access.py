@@ -21,7 +21,9 @@ from klaw.engine.frame_dispatch import QueryError
 from klaw.llm.messages import ToolCall
 from klaw.store.records import ChatRef
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
-from klaw.tools.registry import ToolContext, ToolRegistry, ToolResult
+from klaw.tools.calls import ToolResult
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
 
 SHARED_TOOLS = ("memory_search", "fetch_conversation_details", "memory_core_get", "memory_save")
 

@@ -38,7 +38,7 @@ from klaw.scheduling.names import SUBAGENT_CHANNEL
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
-from klaw.tools.registry import ToolFunction
+from klaw.tools.schema import ToolFunction
 
 log = logging.getLogger(__name__)
 

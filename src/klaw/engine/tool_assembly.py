@@ -23,9 +23,10 @@ from klaw.tools.docs.tools import register_docs_tools
 from klaw.tools.host.tool import register_host_exec
 from klaw.tools.mcp.servers import McpServers
 from klaw.tools.plugins import register_plugins
-from klaw.tools.registry import ToolFunction, ToolRegistry
+from klaw.tools.registry import ToolRegistry
 from klaw.tools.sandbox.choice import choose_backend
 from klaw.tools.sandbox.tool import register_code_execute
+from klaw.tools.schema import ToolFunction
 from klaw.tools.selection import ToolSelection
 from klaw.tools.skills.catalogue import SkillCatalogue
 from klaw.tools.skills.tools import register_skill_tools

@@ -23,7 +23,9 @@ from klaw.engine.transcript import tool_calls_metadata
 from klaw.llm.messages import ChatMessage, ChatResponse, ToolCall, ToolSpec
 from klaw.llm.protocol import ChatModel, StreamAccumulator
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
-from klaw.tools.registry import ToolContext, ToolRegistry, ToolResult
+from klaw.tools.calls import ToolResult
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
 
 Approver = Callable[[ToolCall], Awaitable[Verdict | None]]  # None: not held; else what became of it
 Recorder = Callable[[MessageRecord], Awaitable[object]]  # ingestion (chats), or a task's log (subagents)

@@ -34,7 +34,8 @@ from klaw.llm.errors import LlmError
 from klaw.llm.messages import ChatMessage, ToolCall, ToolSpec
 from klaw.llm.protocol import ChatModel
 from klaw.store.records import ChatRef
-from klaw.tools.registry import ToolContext, ToolRegistry
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
 
 log = logging.getLogger(__name__)
 

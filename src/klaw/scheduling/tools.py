@@ -23,7 +23,8 @@ from klaw.scheduling.names import SUBAGENT_CHANNEL, parse_chat_target
 from klaw.scheduling.schedules import TaskSchedule
 from klaw.scheduling.task_store import ScheduledTask
 from klaw.store.records import ChatRef
-from klaw.tools.registry import ToolContext, ToolRegistry
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
 
 NO_CHAT = "none"
 _DEFAULT_MODEL = "Model id; default: the subagent model."

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Sequence
 from importlib.metadata import entry_points
 
 from klaw.config import ALL_TOOL_GROUPS, MCP_GROUP_PREFIX, TOOL_PLUGIN_GROUP
-from klaw.tools.registry import ToolFunction, ToolRegistry
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolFunction
 
 log = logging.getLogger(__name__)
 

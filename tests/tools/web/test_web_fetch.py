@@ -13,7 +13,8 @@ import pytest
 from klaw.config import WebConfig, WebFetchConfig
 from klaw.llm.messages import ToolCall
 from klaw.store.records import ChatRef
-from klaw.tools.registry import ToolContext, ToolRegistry
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
 from klaw.tools.web.errors import AddressRefused, WebError
 from klaw.tools.web.fetch import WebFetcher
 from klaw.tools.web.readable import FENCE_CLOSE, FENCE_OPEN, readable_page
@@ -153,4 +154,4 @@ async def test_the_tool_result_is_an_error_the_model_reads_and_the_log_has_no_tr
     assert result.is_error
     assert result.content.startswith("127.0.0.1 is loopback") and "web.fetch.allowAddresses" in result.content
     assert pages.requests == []
-    assert not [r for r in caplog.records if r.name == "klaw.tools.registry"]  # a refusal, not a failure
+    assert not [r for r in caplog.records if r.name == "klaw.tools.calls"]  # a refusal, not a failure

@@ -50,7 +50,7 @@ async def test_the_tool_numbers_the_results_inside_the_untrusted_fence() -> None
 
         from klaw.llm.messages import ToolCall
         from klaw.store.records import ChatRef
-        from klaw.tools.registry import ToolContext
+        from klaw.tools.schema import ToolContext
 
         result = await registry.execute(
             ToolCall("c1", "web_search", '{"query": "searxng"}'), ToolContext(ChatRef("console", "me"), Path("."))

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field
 
-from klaw.tools.registry import ToolContext
+from klaw.tools.schema import ToolContext
 
 CLOCK_EXTRA = "clock"
 

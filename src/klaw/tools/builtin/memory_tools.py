@@ -25,7 +25,8 @@ from klaw.memory.conversation_details import ConversationDetails
 from klaw.memory.core_memory import CoreMemory
 from klaw.scheduling.names import SUBAGENT_CHANNEL
 from klaw.store.records import ChatRef
-from klaw.tools.registry import ToolContext, ToolRegistry
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
 
 log = logging.getLogger(__name__)
 

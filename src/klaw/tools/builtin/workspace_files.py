@@ -30,7 +30,7 @@ from typing import Annotated
 from pydantic import Field
 
 from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
-from klaw.tools.registry import ToolContext
+from klaw.tools.schema import ToolContext
 
 MAX_WRITE_BYTES = 1024 * 1024
 MAX_LIST_ENTRIES = 500

@@ -13,9 +13,10 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from klaw.tools.calls import ToolRefusal
 from klaw.tools.docs.bundle import DocsBundle
 from klaw.tools.docs.index import DocsIndex
-from klaw.tools.registry import ToolRefusal, ToolRegistry
+from klaw.tools.registry import ToolRegistry
 
 SEARCH_LIMIT = 5  # pages per search: enough to choose from, few enough to stay cheap
 

@@ -15,8 +15,10 @@ from pydantic import AfterValidator, Field
 
 from klaw.config import HostExecConfig
 from klaw.tools.bounded_process import run_bounded
+from klaw.tools.calls import ToolRefusal
 from klaw.tools.host.patterns import CommandRefused, argument_vector, parse
-from klaw.tools.registry import ToolContext, ToolFunction, ToolRefusal, ToolRegistry
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext, ToolFunction
 
 KEEP_BYTES = (6000, 4000)
 _PASSED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ")

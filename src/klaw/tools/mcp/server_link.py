@@ -28,9 +28,9 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, Implementation, Tool
 
 from klaw.config import McpServerConfig
+from klaw.tools.calls import ToolRefusal
 from klaw.tools.mcp.results import describe, result_text
 from klaw.tools.mcp.transport import open_transport
-from klaw.tools.registry import ToolRefusal
 
 log = logging.getLogger(__name__)
 

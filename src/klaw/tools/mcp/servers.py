@@ -24,7 +24,8 @@ from klaw.config import MCP_GROUP_PREFIX, McpConfig, McpServerConfig
 from klaw.llm.tokens import approximate_token_count
 from klaw.tools.mcp.names import model_names
 from klaw.tools.mcp.server_link import ServerLink
-from klaw.tools.registry import ToolContext, ToolRegistry
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
 
 log = logging.getLogger(__name__)
 

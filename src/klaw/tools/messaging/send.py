@@ -20,7 +20,9 @@ from pydantic import AfterValidator, Field
 from klaw.config import EngineConfig
 from klaw.scheduling.names import parse_chat_target
 from klaw.store.records import ChatRef
-from klaw.tools.registry import ToolContext, ToolRefusal, ToolRegistry
+from klaw.tools.calls import ToolRefusal
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
 
 MAX_MESSAGE_CHARS = 8000
 WEB_CHAT = ChatRef("web", "main")

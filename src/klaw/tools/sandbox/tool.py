@@ -15,9 +15,11 @@ from pydantic import Field
 
 from klaw.config import SandboxConfig
 from klaw.tools.bounded_process import ProcessOutcome
-from klaw.tools.registry import ToolContext, ToolFunction, ToolRefusal, ToolRegistry
+from klaw.tools.calls import ToolRefusal
+from klaw.tools.registry import ToolRegistry
 from klaw.tools.sandbox.backend import Job, SandboxBackend, Unavailable
 from klaw.tools.sandbox.workspace_changes import Changes, compare, snapshot
+from klaw.tools.schema import ToolContext, ToolFunction
 
 MAX_CODE_BYTES = 100_000  # one argument of the command line: Linux allows 128 KiB
 

@@ -14,7 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from klaw.tools.registry import ToolRefusal, ToolRegistry
+from klaw.tools.calls import ToolRefusal
+from klaw.tools.registry import ToolRegistry
 from klaw.tools.skills.catalogue import SkillCatalogue
 from klaw.tools.skills.skill_files import SKILL_FILE, Skill, SkillPathError, read_confined, split_front_matter
 

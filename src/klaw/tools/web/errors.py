@@ -6,7 +6,7 @@ traceback, since a refused address, a 404 or a page too large is the web's weath
 
 from __future__ import annotations
 
-from klaw.tools.registry import ToolRefusal
+from klaw.tools.calls import ToolRefusal
 
 
 class WebError(ToolRefusal, ValueError):

@@ -1,0 +1,306 @@
+"""What a tool is as the model sees it: a typed `async def` function turned into a JSON schema, and the
+model's arguments checked against that same schema.
+
+A tool is an ordinary coroutine function with type hints and a docstring. Its JSON schema is derived
+by pydantic from the signature (one model per tool, `extra="forbid"`), so the schema the model sees
+and the validation its arguments go through cannot drift apart. Parameter descriptions come from
+`Annotated[..., Field(description=...)]` or, failing that, the docstring's `Args:` section; the tool's
+description is the docstring up to its first section header.
+
+Argument errors are texts for the model (`BadArguments`): they name fields and rules but never echo
+the model's values back. Running a call is klaw/tools/calls.py's; the set of tools, klaw/tools/registry.py's.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import re
+import typing
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
+
+from klaw.errors import KlawError
+from klaw.llm.messages import ToolCall, ToolSpec
+from klaw.store.records import ChatRef
+
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+ToolFunction = Callable[..., Awaitable[Any]]
+SchemaToolFunction = Callable[[dict[str, Any], "ToolContext"], Awaitable[Any]]
+"""A tool described by a JSON schema of its own (an MCP server's): called with the model's argument object."""
+
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
+_ARG_LINE = re.compile(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_MAX_ERRORS_SHOWN = 10
+_MAX_LOC_PART = 60
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a tool may know about the turn that called it; injected, never chosen by the model.
+
+    A tool asks for it by declaring a parameter annotated `ToolContext`; that parameter is left out of
+    the schema. `extras` carries engine services by well-known key so that adding a service does not
+    change this type. Keys in use:
+
+    * `"clock"`: an object with `now() -> datetime` (timezone-aware, UTC); tools that tell the time
+      read it so tests control time. Absent means the system clock.
+    """
+
+    chat: ChatRef
+    workspace: Path
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class BadArguments(KlawError, ValueError):
+    """The model's arguments for a known tool were unusable; the message is for the model (the tool
+    call's error result), naming fields and rules, never the values."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """One tool: its spec as offered, its function, and how the model's arguments reach the function."""
+
+    spec: ToolSpec
+    fn: ToolFunction
+    arguments: type[BaseModel] | None  # None: a schema tool, given the argument object as it came
+    parameters: Mapping[str, str]  # pydantic field name -> the function's parameter name
+    context_parameter: str | None
+
+    def kwargs(self, raw: str, context: ToolContext) -> dict[str, Any]:
+        """The function's keyword arguments for the model's raw JSON `raw`; raises BadArguments."""
+        values = self.validate(raw)
+        if self.context_parameter is not None:
+            values[self.context_parameter] = context
+        return values
+
+    def validate(self, raw: str) -> dict[str, Any]:
+        """The model's arguments, parsed and checked against the schema (without the context)."""
+        parsed = _json_object(raw)
+        if self.arguments is None:
+            return {"arguments": parsed}
+        try:
+            validated = self.arguments.model_validate(parsed)
+        except ValidationError as exc:
+            raise BadArguments(_describe(exc)) from None
+        except RecursionError:
+            raise BadArguments(_TOO_DEEP) from None
+        return {param: getattr(validated, field_name) for field_name, param in self.parameters.items()}
+
+    def call(self, kwargs: dict[str, Any], context: ToolContext) -> Awaitable[Any]:
+        """The coroutine running the tool on arguments from `kwargs`."""
+        return self.fn(kwargs["arguments"], context) if self.arguments is None else self.fn(**kwargs)
+
+
+def check_name(name: str) -> None:
+    """Raises ValueError for a name the model's API would refuse."""
+    if not TOOL_NAME.match(name):
+        raise ValueError(f"tool name {name!r} is invalid: use 1-64 letters, digits, '_' or '-'")
+
+
+def function_tool(fn: ToolFunction, name: str, description: str | None) -> ToolDefinition:
+    """The definition of `fn` offered as `name`. Raises ValueError for a function that is not `async def`,
+    a missing description, or parameters that cannot be described (no type hint, `*args`, `**kwargs`)."""
+    check_name(name)
+    if not _is_coroutine_function(fn):
+        raise ValueError(f"tool {name!r} must be an async def function")
+    summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
+    text = description if description is not None else summary
+    if not text.strip():
+        raise ValueError(f"tool {name!r} needs a description: give it a docstring or description=")
+    arguments, parameters, context_parameter = _arguments_model(fn, name, arg_docs)
+    spec = ToolSpec(name, text.strip(), _clean_schema(arguments.model_json_schema()))
+    return ToolDefinition(spec, fn, arguments, parameters, context_parameter)
+
+
+def schema_tool(name: str, description: str, parameters: dict[str, Any], fn: SchemaToolFunction) -> ToolDefinition:
+    """The definition of a tool whose JSON schema comes from elsewhere (an MCP server's); `fn` gets the
+    model's argument object (checked to be a JSON object; the schema is the tool's to enforce)."""
+    check_name(name)
+    spec = ToolSpec(name, description.strip() or name, _clean_schema(copy.deepcopy(parameters)))
+    return ToolDefinition(spec, fn, None, {}, None)
+
+
+def unknown_tool(call: ToolCall, available: Iterable[str]) -> str:
+    """The model's error for a call to a tool it was not offered, naming the ones it was."""
+    listed = ", ".join(available) or "(none)"
+    return f"unknown tool {_clip(call.name)!r}; available tools: {listed}"
+
+
+_TOO_DEEP = "the arguments are nested too deeply; send a flat JSON object"
+
+
+def _json_object(raw: str) -> dict[str, Any]:
+    # Some servers send "" for a call without arguments; that means {} rather than broken JSON.
+    try:
+        parsed = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise BadArguments(f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})") from None
+    except RecursionError:  # nesting deeper than the parser's stack: not arguments any tool takes
+        raise BadArguments(_TOO_DEEP) from None
+    if not isinstance(parsed, dict):
+        raise BadArguments(f"the arguments must be a JSON object, not {_json_kind(parsed)}")
+    return parsed
+
+
+def _arguments_model(
+    fn: ToolFunction, tool_name: str, arg_docs: Mapping[str, str]
+) -> tuple[type[BaseModel], dict[str, str], str | None]:
+    """A pydantic model of `fn`'s parameters (minus the injected context) and the field→parameter map.
+
+    Fields get neutral names (`p0`, `p1`, …) and the parameter name as alias, so parameters called
+    `json`, `copy` or `model_id` cannot collide with BaseModel's own attributes; schema, validation
+    and error locations all use the alias.
+    """
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:
+        raise ValueError(f"tool {tool_name!r}: cannot resolve its type hints ({exc})") from exc
+    fields: dict[str, Any] = {}
+    parameters: dict[str, str] = {}
+    context_parameter: str | None = None
+    for index, param in enumerate(inspect.signature(fn).parameters.values()):
+        if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            raise ValueError(f"tool {tool_name!r}: parameter {param.name!r} must be a named parameter")
+        if param.name not in hints:
+            raise ValueError(f"tool {tool_name!r}: parameter {param.name!r} needs a type hint")
+        hint = hints[param.name]
+        if isinstance(hint, type) and issubclass(hint, ToolContext):  # exactly `ToolContext`, not Optional
+            if context_parameter is not None:
+                raise ValueError(f"tool {tool_name!r} asks for the ToolContext twice")
+            context_parameter = param.name
+            continue
+        info: dict[str, Any] = {"alias": param.name}
+        if param.default is not param.empty:
+            info["default"] = param.default
+        if param.name in arg_docs and not _has_description(hint):
+            info["description"] = arg_docs[param.name]
+        fields[f"p{index}"] = (hint, Field(**info))
+        parameters[f"p{index}"] = param.name
+    model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+    return model, parameters, context_parameter
+
+
+def _is_coroutine_function(fn: ToolFunction) -> bool:
+    # A plain bool, not inspect's TypeGuard, so `register` can hand back `fn` with its own type.
+    return inspect.iscoroutinefunction(fn)
+
+
+def _has_description(hint: Any) -> bool:
+    if typing.get_origin(hint) is not Annotated:
+        return False
+    return any(isinstance(meta, FieldInfo) and meta.description for meta in hint.__metadata__)
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Google-style docstring → (text before the first section, {parameter: description} from Args:).
+
+    Deliberately small: an entry is `name: text` or `name (type): text` at the section's first
+    indentation; deeper-indented lines continue it; an unindented line ends the section.
+    """
+    summary: list[str] = []
+    args: dict[str, str] = {}
+    section: str | None = None
+    entry_indent: int | None = None
+    current: str | None = None
+    for line in doc.splitlines():
+        header = _SECTION.match(line)
+        if header:
+            section, entry_indent, current = header.group(1), None, None
+        elif section is None:
+            summary.append(line)
+        elif section in ("Args", "Arguments", "Parameters") and line.strip():
+            indent = len(line) - len(line.lstrip())
+            if indent == 0:
+                section = "other"
+                continue
+            if entry_indent is None:
+                entry_indent = indent
+            entry = _ARG_LINE.match(line.strip()) if indent == entry_indent else None
+            if entry:
+                current = entry.group(1)
+                args[current] = entry.group(2).strip()
+            elif current is not None:
+                args[current] = f"{args[current]} {line.strip()}".strip()
+    # Wrapped lines are re-joined: the model reads one paragraph, not the source's line breaks.
+    paragraphs = "\n".join(summary).strip().split("\n\n")
+    text = "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+    return text, {name: described for name, described in args.items() if described}
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop what pydantic's schema carries for nothing; it is sent, and paid for in tokens, every turn.
+
+    Gone: `title`s (they repeat the property names), `additionalProperties: true` (the default), and on
+    a parameter that defaults to None its `null` branch and `default: null`: leaving the parameter out
+    says the same, and an explicit null still validates. `additionalProperties: false` stays: grammar-
+    constrained servers (llama.cpp) turn it into "no other keys" while the model writes the call.
+    """
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("title"), str):
+                del node["title"]
+            if node.get("additionalProperties") is True:
+                del node["additionalProperties"]
+            for key, value in node.items():
+                if key == "properties" and isinstance(value, dict):
+                    for name, sub in value.items():
+                        value[name] = _without_null_default(sub)
+                        walk(value[name])
+                elif key == "$defs" and isinstance(value, dict):
+                    for sub in value.values():
+                        walk(sub)
+                elif key not in ("default", "enum", "const", "examples"):
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(schema)
+    return schema
+
+
+def _without_null_default(prop: Any) -> Any:
+    """`{"anyOf": [X, {"type": "null"}], "default": null, ...}` → `{...X, ...}`: optional says it already."""
+    if not isinstance(prop, dict) or "default" not in prop or prop["default"] is not None:
+        return prop
+    rest = {key: value for key, value in prop.items() if key != "default"}
+    options = rest.get("anyOf")
+    if not isinstance(options, list):
+        return rest
+    kept = [option for option in options if option != {"type": "null"}]
+    if not kept:  # `x: None = None`: nothing else to offer
+        return prop
+    if len(kept) == 1 and isinstance(kept[0], dict):
+        del rest["anyOf"]
+        return {**kept[0], **rest}
+    rest["anyOf"] = kept
+    return rest
+
+
+def _describe(exc: ValidationError) -> str:
+    """Pydantic's errors as '- field: rule' lines, without the offending values (they can be huge)."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    lines = [
+        f"- {'.'.join(_clip(str(part), _MAX_LOC_PART) for part in e['loc']) or '(arguments)'}: {e['msg']}"
+        for e in errors[:_MAX_ERRORS_SHOWN]
+    ]
+    if len(errors) > _MAX_ERRORS_SHOWN:
+        lines.append(f"- … and {len(errors) - _MAX_ERRORS_SHOWN} more")
+    return "invalid arguments:\n" + "\n".join(lines)
+
+
+def _clip(text: str, limit: int = 100) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _json_kind(value: Any) -> str:
+    kinds: dict[type, str] = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number")
