@@ -107,3 +107,43 @@ async def test_a_fact_the_summary_left_out_is_found_in_a_past_conversation(tmp_p
             await settle(h)
         await h.turn("ok thanks")
         assert past_block(h.last_request_messages()) is None
+
+
+SHOP = "My sister Anna is redesigning her flower shop with oak shelves and a long counter."
+
+
+def shop_summaries(body: Mapping[str, Any]) -> Reply:
+    """Summaries that retell the shop without the details, as real ones do."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    system = str(messages[0].get("content") or "") if messages else ""
+    if system == EXCHANGE_INSTRUCTIONS:
+        return TextReply("Summary: The person talked about their sister's shop.")
+    if system == SEGMENT_INSTRUCTIONS:
+        return TextReply("The person talked about their sister redesigning her flower shop.")
+    return TextReply("Noted.")
+
+
+async def test_a_question_about_someone_the_chat_never_named_brings_no_past_conversation(tmp_path: Path) -> None:
+    """After /new, "What did Gina design for her store?" is about as similar to the summary of the
+    sister's shop (0.58 with MiniLM) as a question about the sister herself, but nobody called Gina
+    was ever mentioned: no past conversation is injected. Asked about Anna, or without a name, the
+    same past segment is."""
+    memory = {
+        "summarizer": {"enabled": True, "rollingEvery": 1},
+        "embedder": {"backend": "minilm", "queryTimeoutSeconds": 60},  # a loaded CI machine must not decide
+    }
+    async with running_engine(tmp_path, **memory) as h:
+        h.server.default_reply = shop_summaries
+        await h.turn(SHOP)
+        await settle(h)
+        await h.engine.submit(CHAT, "/new")
+        await settle(h)
+        for question in ["What did Gina design for her store?", "Has Gina finished the new counter?"]:
+            await h.turn(question)
+            assert past_block(h.last_request_messages()) is None, question
+            await settle(h)
+        for question in ["How is Anna's shop redesign going?", "What did my sister design for her shop?"]:
+            await h.turn(question)
+            block = past_block(h.last_request_messages())
+            assert block is not None and "flower shop" in block, question
+            await settle(h)

@@ -206,7 +206,7 @@ async def test_the_block_stays_within_its_token_budget(store: SqliteStore) -> No
 async def test_a_stage_can_be_switched_off(store: SqliteStore) -> None:
     past = await past_segments(store)
     pipeline = default_pipeline(store, FakeEmbedder(DIM)).without("exchanges")
-    assert pipeline.names == ("guard", "embed_query", "messages", "segments", "format")
+    assert pipeline.names == ("guard", "names", "embed_query", "messages", "segments", "format")
     result = await pipeline.run(start(past))
     assert result.block is not None and "  - exchange" not in result.block and result.exchanges == ()
     with pytest.raises(ValueError, match="no stage named nope"):
@@ -228,8 +228,8 @@ class OnlySegment:
 async def test_a_stage_can_be_inserted_without_touching_the_others(store: SqliteStore) -> None:
     past = await past_segments(store)
     stages = default_pipeline(store, FakeEmbedder(DIM)).stages
-    pipeline = Pipeline([*stages[:4], OnlySegment(past.bike_segment), *stages[4:]]).without("messages")
-    assert pipeline.names == ("guard", "embed_query", "segments", "only", "exchanges", "format")
+    pipeline = Pipeline([*stages[:5], OnlySegment(past.bike_segment), *stages[5:]]).without("messages")
+    assert pipeline.names == ("guard", "names", "embed_query", "segments", "only", "exchanges", "format")
     loose = RagConfig(min_similarity=0.0, conversation_limit=3)
     assert past.bike_segment in {
         hit.summary.segment_id for hit in (await pipeline.without("only").run(start(past, loose))).segments

@@ -81,3 +81,16 @@ async def test_a_long_summary_gives_way_to_the_messages_within_the_budget(store:
     result = await default_pipeline(store, FakeEmbedder(DIM)).run(ask(current, "Carcassonne?", budget=160))
     assert result.block is not None and approximate_token_count(result.block) <= 160
     assert TRIP in result.block and long_summary not in result.block
+
+
+async def test_a_name_the_past_never_said_shuts_meaning_out_but_not_dates_or_known_words(store: SqliteStore) -> None:
+    """Every vector counts as close here: what decides is whether the question names someone the past
+    never mentioned ("Gina"). A date ("on May 3, 2023") is no name; a rare word the past did say
+    ("Carcassonne") still opens the gate beside an unknown name."""
+    chat, _, current = await chat_with_a_past_trip(store)
+    pipeline = default_pipeline(store, chat.embedder, max_message_distance=2.0)
+    result = await pipeline.run(ask(current, "what did Gina say about the old walls?"))
+    assert result.unknown_names == ("gina",) and result.block is None
+    for query in ["what did we see by the old walls on May 3, 2023?", "did Gina like Carcassonne?"]:
+        result = await pipeline.run(ask(current, query))
+        assert result.block is not None and TRIP in result.block, query

@@ -7,7 +7,8 @@ summary and the segment-first path never reaches it. This stage runs the one mes
 segment started, and keeps a message when either kind of evidence says it is related (as auto-RAG
 judges its own segment, `auto_rag.py`): its vector is within `max_distance` of the query's, or it
 holds a word of the query that is rare in the chat's past and written like a name or a code
-(`word_evidence.py`); a neighbour of a kept message comes along. At most `MESSAGES_SHOWN` are kept,
+(`word_evidence.py`); a neighbour of a kept message comes along. When the query names something
+the chat's past never said (`Retrieval.unknown_names`), only the second kind counts. At most `MESSAGES_SHOWN` are kept,
 best first.
 
 Its results are fused with the segment-first path in the block (`FormatBlock`): the segments of
@@ -48,14 +49,15 @@ class PastMessages:
         if not hits:
             return retrieval
         telling = await messages_with_telling_words(self._store, retrieval.chat, retrieval.query, until=until)
-        found = {hit.message.rowid for hit in hits if self._close(hit) or hit.message.rowid in telling}
+        found = {hit.message.rowid for hit in hits if self._close(hit, retrieval) or hit.message.rowid in telling}
         kept = tuple(hit for hit in hits if hit.message.rowid in found or hit.context_of in found)[:MESSAGES_SHOWN]
         if not kept:
             return retrieval
         return retrieval.replace(messages=kept, message_segments=await self._summaries(retrieval, kept))
 
-    def _close(self, hit: HybridHit) -> bool:
-        return hit.distance is not None and hit.distance <= self._max_distance
+    def _close(self, hit: HybridHit, retrieval: Retrieval) -> bool:
+        """Meaning is evidence unless the query names something the past never said (`UnknownNames`)."""
+        return not retrieval.unknown_names and hit.distance is not None and hit.distance <= self._max_distance
 
     async def _summaries(self, retrieval: Retrieval, kept: tuple[HybridHit, ...]) -> tuple[SummaryHit, ...]:
         """The final summaries of the kept messages' segments, in the order they are first found."""

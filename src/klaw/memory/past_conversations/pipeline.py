@@ -62,6 +62,7 @@ class Retrieval:
     settings: RagConfig
     budget_tokens: int
     vector: npt.NDArray[np.float32] | None = None
+    unknown_names: tuple[str, ...] = ()  # names the query asks about that the chat's past never said
     segments: tuple[SummaryHit, ...] = ()  # similar past segments, most similar first
     exchanges: tuple[SummaryHit, ...] = ()  # their similar exchanges, most similar first
     messages: tuple[HybridHit, ...] = ()  # past segments' messages found directly, best first

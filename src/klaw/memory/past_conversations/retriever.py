@@ -22,6 +22,7 @@ from klaw.memory.past_conversations.stages import (
     PastSegmentsGuard,
     SimilarExchanges,
     SimilarSegments,
+    UnknownNames,
 )
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
@@ -40,6 +41,7 @@ def default_pipeline(
     return Pipeline(
         [
             PastSegmentsGuard(store),
+            UnknownNames(store),
             EmbedQuery(embedder),
             PastMessages(store, HybridSearch(store, embedder, search), max_message_distance),
             SimilarSegments(store),

@@ -2,18 +2,23 @@
 
 1. `PastSegmentsGuard` ("guard"): stop at once when the chat has no final summary of another segment
    (a new chat pays no query embedding);
-2. `EmbedQuery` ("embed_query"): the new message's vector;
-3. `PastMessages` ("messages", `past_messages.py`): past segments' own messages found directly,
+2. `UnknownNames` ("names"): the names the new message asks about that the chat's past never said
+   (`memory/unknown_names.py`); when there is one, meaning alone opens nothing below: whatever is
+   similar is about something else, and only messages holding a rare word of the query are kept;
+3. `EmbedQuery` ("embed_query"): the new message's vector;
+4. `PastMessages` ("messages", `past_messages.py`): past segments' own messages found directly,
    kept by vector distance or rare names and codes, for the facts summaries leave out;
-4. `SimilarSegments` ("segments"): the chat's final segment summaries closest to it, never the
-   current segment's, at least `minSimilarity`, at most `conversationLimit`; the retrieval ends
-   here when neither these nor the messages found anything;
-5. `SimilarExchanges` ("exchanges"): in each of those segments, its closest exchange summaries, at
+5. `SimilarSegments` ("segments"): the chat's final segment summaries closest to it, never the
+   current segment's, at least `minSimilarity`, at most `conversationLimit` (none when the message
+   names something unknown); the retrieval ends here when neither these nor the messages found
+   anything;
+6. `SimilarExchanges` ("exchanges"): in each of those segments, its closest exchange summaries, at
    least `minSimilarity`, at most `exchangeLimitPerConversation`;
-6. `FormatBlock` ("format"): the block, fitted to the token budget: the segments of both paths
+7. `FormatBlock` ("format"): the block, fitted to the token budget: the segments of both paths
    ranked together by reciprocal rank fusion (similar summaries; segments of the messages found).
 
-Each summary stage makes one store call; the messages stage is one hybrid search and a few lookups.
+Each summary stage makes one store call (the names stage one bounded count per name); the messages
+stage is one hybrid search and a few lookups.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.fusion import reciprocal_rank_fusion
 from klaw.memory.past_conversations.block import fit_block
 from klaw.memory.past_conversations.pipeline import Retrieval, ShownExchange, ShownSegment
+from klaw.memory.unknown_names import unknown_names
 from klaw.store.protocol import Storage
 
 
@@ -37,6 +43,19 @@ class PastSegmentsGuard:
         ):
             return retrieval.finish(self.name)
         return retrieval
+
+
+class UnknownNames:
+    name = "names"
+
+    def __init__(self, store: Storage) -> None:
+        self._store = store
+
+    async def __call__(self, retrieval: Retrieval) -> Retrieval:
+        current = await self._store.segments.get(retrieval.current_segment_id)
+        until = None if current is None else current.started_at
+        unknown = await unknown_names(self._store, retrieval.chat, retrieval.query, until=until)
+        return retrieval.replace(unknown_names=unknown) if unknown else retrieval
 
 
 class EmbedQuery:
@@ -57,8 +76,8 @@ class SimilarSegments:
         self._store = store
 
     async def __call__(self, retrieval: Retrieval) -> Retrieval:
-        if retrieval.vector is None:
-            return retrieval.finish(self.name)
+        if retrieval.vector is None or retrieval.unknown_names:
+            return retrieval if retrieval.messages else retrieval.finish(self.name)
         settings = retrieval.settings
         hits = await self._store.summaries.nearest_segments(
             retrieval.chat,
