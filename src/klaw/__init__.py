@@ -28,6 +28,7 @@ _EXPORTS = {
     "LlmError": "klaw.llm.errors",
     "Embedder": "klaw.memory.embedder.protocol",
     "ToolContext": "klaw.tools.schema",
+    "ToolSetup": "klaw.tools.groups",
 }
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "SystemClock",
     "ToolCall",
     "ToolContext",
+    "ToolSetup",
     "TurnFailed",
     "__version__",
 ]
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
     from klaw.llm.messages import ChatMessage, ChatResponse, ToolCall
     from klaw.llm.protocol import ChatModel
     from klaw.memory.embedder.protocol import Embedder
+    from klaw.tools.groups import ToolSetup
     from klaw.tools.schema import ToolContext
 
 

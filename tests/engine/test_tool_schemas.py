@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from klaw.config import ALL_TOOL_GROUPS
 from klaw.llm.fake_server import Reply, TextReply, ToolCallsReply
 from klaw.llm.tokens import approximate_token_count
-from klaw.tools.builtin.groups import TOOL_GROUPS
 from tests.engine.harness import CHAT, running_engine
 from tests.tools.sandbox_helpers import no_sandbox_reason
 
@@ -114,11 +114,16 @@ async def test_the_schemas_carry_no_generated_filler(tmp_path: Path) -> None:
     assert '"additionalProperties": true' not in text
 
 
-def test_the_tool_groups_cover_exactly_the_default_tools() -> None:
-    grouped = [name for names in TOOL_GROUPS.values() for name in names]
-    # each tool in one group; none left unoffered (web_search joins once a provider is configured, host_exec
-    # once hostExec.allow names commands: test_host_exec.py)
-    assert sorted(grouped) == sorted([*DESCRIBED_ARGUMENTS, "web_search", "host_exec"])
+async def test_each_default_tool_comes_from_one_of_klaws_groups(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        selection = h.engine.tool_selection
+        groups = {name: selection.group_of(name) for name in h.engine.tools.names}
+    # none left unoffered (web_search joins once a provider is configured, host_exec once hostExec.allow names
+    # commands: test_host_exec.py); each offered by the group whose name a person turns it off by
+    assert list(groups) == list(DESCRIBED_ARGUMENTS)
+    assert set(groups.values()) == set(ALL_TOOL_GROUPS) - {"websearch", "host"}
+    assert groups["web_fetch"] == "web" and groups["subagent_spawn"] == "subagents"
+    assert groups["schedule_add"] == "scheduler" and groups["message_send"] == "messaging"
 
 
 def model_that_lists_tasks(body: Mapping[str, Any]) -> Reply:

@@ -12,7 +12,8 @@ import pytest
 
 from klaw.llm.messages import ToolCall
 from klaw.store.records import ChatRef
-from klaw.tools.builtin import register_builtin_tools
+from klaw.tools.builtin.clock_tools import current_time
+from klaw.tools.builtin.groups import register_file_tools
 from klaw.tools.builtin.workspace_files import MAX_WRITE_BYTES
 from klaw.tools.calls import ToolResult
 from klaw.tools.registry import ToolRegistry
@@ -30,7 +31,8 @@ class FixedClock:
 @pytest.fixture
 def registry() -> ToolRegistry:
     tools = ToolRegistry()
-    register_builtin_tools(tools)
+    tools.register(current_time)
+    register_file_tools(tools)
     return tools
 
 

@@ -6,12 +6,13 @@ plugin that fails to load is logged naming it and the engine serves turns withou
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
 
 from klaw.config_loader import ConfigError, load_config
-from tests.engine.harness import running_engine
+from tests.engine.harness import CHAT, running_engine
 
 PLUGIN = '''
 async def shout(text: str) -> str:
@@ -73,9 +74,41 @@ async def test_a_plugin_that_fails_to_load_is_left_out_and_turns_go_on(
     tmp_path: Path, site: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     install(site, "broken", "klaw_broken_plugin", "raise ImportError('missing dependency')\n", "TOOLS")
-    with caplog.at_level(logging.ERROR, logger="klaw.tools.plugins"):
+    with caplog.at_level(logging.ERROR, logger="klaw.tools.groups"):
         async with running_engine(tmp_path, tools={"enabled": ["clock", "broken"]}) as h:
             assert (await h.turn("hi")).text == "echo: hi"
             offered = [tool["function"]["name"] for tool in h.server.chat_requests[0].body["tools"]]
             assert offered == ["current_time"]
     assert any("'broken'" in r.getMessage() and "ImportError" in r.getMessage() for r in caplog.records)
+
+
+REPO = Path(__file__).resolve().parents[2]
+# docs/library.md's example of a group built from the engine it joins, as klaw's own groups are
+NOTES = re.findall(r"```py\n(.*?)```", (REPO / "docs" / "library.md").read_text(encoding="utf-8"), flags=re.S)[0]
+
+
+async def test_a_package_group_gets_the_engine_setup_and_is_chosen_per_model_like_klaws_own(
+    tmp_path: Path, site: Path
+) -> None:
+    install(site, "notes", "klaw_notes_plugin", NOTES, "provide")
+    models = {"fake/small": {"tools": ["clock"]}}  # the default model; fake/large has tools.enabled
+    async with running_engine(tmp_path, tools={"enabled": ["clock", "notes"]}, models=models) as h:
+        h.server.reply_tool_calls([("note_write", {"text": "buy milk"})])
+        h.server.reply_text("cannot")
+        await h.turn("note: buy milk")
+        assert [t["function"]["name"] for t in h.server.chat_requests[0].body["tools"]] == ["current_time"]
+        assert h.last_request_messages()[-1]["content"].startswith("unknown tool 'note_write'")
+        assert not (h.home.workspace / "notes.txt").exists()
+
+        await h.engine.commands.handle(CHAT, "model", "fake/large")
+        h.server.reply_tool_calls([("note_write", {"text": "buy milk"})])
+        h.server.reply_text("noted")
+        assert (await h.turn("note: buy milk")).text == "noted"
+        assert [t["function"]["name"] for t in h.server.chat_requests[-1].body["tools"]] == [
+            "current_time",
+            "note_write",
+        ]
+        assert h.last_request_messages()[-1]["content"] == "noted"
+        assert (h.home.workspace / "notes.txt").read_text(encoding="utf-8") == "buy milk\n"
+        status = await h.engine.commands.handle(CHAT, "status", "")
+        assert "Not offered: note_sync: no sync server set" in status

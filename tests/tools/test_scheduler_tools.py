@@ -13,7 +13,7 @@ import pytest
 from klaw.llm.messages import ToolCall
 from klaw.scheduling.schedules import TaskSchedule
 from klaw.scheduling.task_store import ScheduledTask
-from klaw.scheduling.tools import register_scheduler_tools
+from klaw.scheduling.tools import register_scheduler_tools, register_subagent_tools
 from klaw.store.records import ChatRef
 from klaw.tools.calls import ToolResult
 from klaw.tools.registry import ToolRegistry
@@ -61,6 +61,7 @@ def stub() -> StubScheduler:
 async def call(stub: StubScheduler, tool: str, chat: ChatRef = CHAT, /, **arguments: Any) -> ToolResult:
     registry = ToolRegistry()
     register_scheduler_tools(registry, stub)
+    register_subagent_tools(registry, stub)
     context = ToolContext(chat=chat, workspace=Path("/nonexistent"))
     return await registry.execute(ToolCall(id="c1", name=tool, arguments=json.dumps(arguments)), context)
 
@@ -68,6 +69,7 @@ async def call(stub: StubScheduler, tool: str, chat: ChatRef = CHAT, /, **argume
 def test_the_tools_and_their_schemas() -> None:
     registry = ToolRegistry()
     register_scheduler_tools(registry, StubScheduler())
+    register_subagent_tools(registry, StubScheduler())
     assert registry.names == ("schedule_add", "schedule_list", "schedule_remove", "subagent_spawn")
     add = next(spec for spec in registry.specs() if spec.name == "schedule_add")
     assert add.parameters["required"] == ["name", "message"]

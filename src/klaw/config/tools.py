@@ -80,7 +80,7 @@ TOOL_PLUGIN_GROUP = "klaw.tools"  # the entry point group through which installe
 
 
 def installed_tool_plugins() -> frozenset[str]:
-    """The names installed packages offer tools under (klaw/tools/plugins.py loads them)."""
+    """The names installed packages offer tools under (klaw/tools/groups.py loads them)."""
     return frozenset(point.name for point in entry_points(group=TOOL_PLUGIN_GROUP))
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from typing import Any
 
 from klaw.config import EngineConfig
 from klaw.engine.agent_messages import AgentMessages
@@ -34,7 +35,14 @@ from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.socket_server import EngineSocketServer
 from klaw.engine.system_prompt import SystemPrompt
-from klaw.engine.tool_assembly import docs_index, skill_catalogue, start_mcp_servers, tool_registry, unavailable_tools
+from klaw.engine.tool_assembly import (
+    docs_index,
+    provide_late_groups,
+    skill_catalogue,
+    start_mcp_servers,
+    tool_registry,
+    unavailable_tools,
+)
 from klaw.engine.turn_runner import TurnRunner
 from klaw.home import KlawHome
 from klaw.llm.catalogue import ModelCatalogue
@@ -59,11 +67,12 @@ from klaw.scheduling.tools import asks_to_allow_tools
 from klaw.store.backend import open_storage
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, StoredMessage
+from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SKILLS
 from klaw.tools.builtin.memory_tools import MemoryServices
 from klaw.tools.docs.index import DocsIndex
 from klaw.tools.docs.tools import DOCS_PROMPT
+from klaw.tools.groups import ServiceKey
 from klaw.tools.mcp.servers import McpServers
-from klaw.tools.messaging.send import message_targets, register_message_tools
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolFunction
 from klaw.tools.selection import ToolSelection
@@ -94,6 +103,7 @@ class Parts:
     memory: Memory
     router: ModelRouter
     tools: ToolRegistry
+    selection: ToolSelection
     sessions: SessionManager
     delivery: Delivery
     processor: MessageProcessor
@@ -225,7 +235,9 @@ async def assemble(
         served=socket.serves if socket is not None else None,
         confirm=memory.store.exchanges.mark_delivered,
     )
-    selection = tool_registry(home, config, memory_services(config, memory, clock, delivery), tools, skills, docs)
+    early: dict[ServiceKey[Any], object] = {MEMORY: memory_services(config, memory, clock, delivery)}
+    early |= {key: value for key, value in ((SKILLS, skills), (DOCS, docs)) if value is not None}
+    selection = tool_registry(home, config, early, tools)
     registry = selection.registry
     mcp_servers = await start_mcp_servers(home, config, clock, stack, registry)
     router = open_router(config, clock, stack, router)
@@ -282,7 +294,7 @@ async def assemble(
         clock=clock,
         specs_for=selection.specs,
     )
-    register_message_tools(registry, AgentMessages(processor, delivery), message_targets(config))
+    provide_late_groups(home, config, selection, {SCHEDULER: scheduler, MESSAGES: AgentMessages(processor, delivery)})
     commands = CommandHandler(
         catalogue=router.catalogue,
         commands=config.commands,
@@ -302,6 +314,7 @@ async def assemble(
         memory,
         router,
         registry,
+        selection,
         sessions,
         delivery,
         processor,

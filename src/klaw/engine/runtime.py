@@ -65,6 +65,7 @@ class Engine:
         self.embedding_queue = parts.memory.embedding_queue
         self.router = parts.router
         self.tools = parts.tools
+        self.tool_selection = parts.selection  # which group offered each tool, and each model's tools
         self.sessions = parts.sessions
         self.processor = parts.processor
         self.commands = parts.commands

@@ -2,7 +2,7 @@
 
 Kept out of runtime.py so the engine's assembly stays one screen: the history loader, the subagent
 context, the runner (sharing the engine's LLM slots, model router, tools and delivery), the
-scheduler on `scheduler.db`, and the scheduling tools, which every context then offers.
+scheduler on `scheduler.db`. Its tools come through the tool groups (klaw/tools/builtin/groups.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.subagent_history import SubagentHistoryLoader
 from klaw.scheduling.task_store import ScheduleStore
-from klaw.scheduling.tools import register_scheduler_tools
 from klaw.tools.registry import ToolRegistry
 
 # Tools a task's run is not offered: a run that starts runs could multiply without bound, and a run
@@ -50,7 +49,7 @@ def assemble_scheduler(
     clock: Clock,
     specs_for: Callable[[str], Sequence[ToolSpec]] | None = None,
 ) -> Scheduler:
-    """The scheduler (not started) with its runner; registers the scheduling tools on `tools`."""
+    """The scheduler (not started) with its runner (its tools are the `scheduler` and `subagents` groups')."""
     history = SubagentHistoryLoader(home.conversations)
 
     def subagent_tools(model_id: str) -> list[ToolSpec]:
@@ -77,12 +76,5 @@ def assemble_scheduler(
         store=ScheduleStore(home.scheduler_db),
         runner=runner,
         clock=clock,
-    )
-    register_scheduler_tools(
-        tools,
-        scheduler,
-        max_tasks=config.scheduler.max_tasks,
-        max_runs_per_day=config.scheduler.max_runs_per_day,
-        held_tools=config.tools.approval,
     )
     return scheduler

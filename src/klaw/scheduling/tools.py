@@ -165,6 +165,17 @@ def register_scheduler_tools(
             raise ValueError(f"there is no task named {name!r}; schedule_list shows the tasks")
         return f"Removed the task {name!r}."
 
+    if held_tools:
+        registry.register(schedule_add_allowing, name="schedule_add", description=inspect.getdoc(schedule_add))
+    else:
+        registry.register(schedule_add)
+    for tool in (schedule_list, schedule_remove):
+        registry.register(tool)
+
+
+def register_subagent_tools(registry: ToolRegistry, scheduler: TaskScheduler) -> None:
+    """Offer `subagent_spawn` (the group `subagents`), bound to `scheduler`."""
+
     async def subagent_spawn(
         context: ToolContext,
         task_name: TaskName,
@@ -178,12 +189,7 @@ def register_scheduler_tools(
         scheduler.spawn(task_name, message, model=model, reply_to=context.chat)
         return f"Started a run of {task_name!r}; its answer will arrive in this chat when it is done."
 
-    if held_tools:
-        registry.register(schedule_add_allowing, name="schedule_add", description=inspect.getdoc(schedule_add))
-    else:
-        registry.register(schedule_add)
-    for tool in (schedule_list, schedule_remove, subagent_spawn):
-        registry.register(tool)
+    registry.register(subagent_spawn)
 
 
 def _target(context: ToolContext, inject_into: str | None) -> ChatRef | None:

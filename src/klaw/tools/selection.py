@@ -2,18 +2,19 @@
 
 Every offered tool's schema goes with every call, so a small local model is better off with fewer
 groups (docs/decisions/121-tools-per-model.md). The registry holds the tools of every group some
-model is offered; this picks, per model, the tools whose group that model has: a built-in tool by
-`TOOL_GROUPS`, a plugin's by the plugin's name, an MCP server's (`<server>__<tool>`) by
-`mcp:<server>`. A tool of no group (a program's own, passed to `Klaw(tools=…)`) goes to every model.
+model is offered; this picks, per model, the tools whose group that model has: a tool provided by a
+group (klaw's or an installed package's, klaw/tools/groups.py) by that group's name, an MCP
+server's (`<server>__<tool>`) by `mcp:<server>`. A tool of no group (a program's own, passed to
+`Klaw(tools=…)`) goes to every model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from klaw.config import MCP_GROUP_PREFIX
 from klaw.llm.messages import ToolSpec
-from klaw.tools.builtin.groups import TOOL_GROUPS
+from klaw.tools.groups import ToolGroups
 from klaw.tools.registry import ToolRegistry
 
 MCP_SEPARATOR = "__"  # as klaw/tools/mcp/names.py joins a server's name and its tool's
@@ -26,17 +27,15 @@ class ToolSelection:
         self,
         registry: ToolRegistry,
         groups_for: Callable[[str], Sequence[str]],
-        plugin_tools: Mapping[str, Sequence[str]] | None = None,
+        groups: ToolGroups,
         mcp_servers: Collection[str] = (),
     ) -> None:
-        """`groups_for`: a model's groups (EngineConfig.tools_for); `plugin_tools`: each plugin's tool
-        names (register_plugins); `mcp_servers`: the configured servers' names."""
+        """`groups_for`: a model's groups (EngineConfig.tools_for); `groups`: which group provided each
+        tool (those provided later included); `mcp_servers`: the configured servers' names."""
         self.registry = registry
+        self.groups = groups
         self._mcp_servers = frozenset(mcp_servers)
         self._groups_for = groups_for
-        self._group_of: dict[str, str] = {name: group for group, names in TOOL_GROUPS.items() for name in names}
-        for plugin, names in (plugin_tools or {}).items():
-            self._group_of.update(dict.fromkeys(names, plugin))
 
     def specs(self, model_id: str) -> list[ToolSpec]:
         """The tools `model_id` is offered, in registration order."""
@@ -49,7 +48,7 @@ class ToolSelection:
 
     def group_of(self, name: str) -> str | None:
         """The group a tool is enabled by; None for a tool of no group (offered to every model)."""
-        group = self._group_of.get(name)
+        group = self.groups.group_of(name)
         if group is None and MCP_SEPARATOR in name:
             server = name.split(MCP_SEPARATOR, 1)[0]
             return f"{MCP_GROUP_PREFIX}{server}" if server in self._mcp_servers else None

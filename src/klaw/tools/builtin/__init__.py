@@ -1,5 +1,1 @@
-"""The tools klaw ships with: time, and files inside the agent's workspace."""
-
-from klaw.tools.builtin.defaults import register_builtin_tools
-
-__all__ = ["register_builtin_tools"]
+"""klaw's own tool groups (groups.py) and the tools of time and of files inside the agent's workspace."""

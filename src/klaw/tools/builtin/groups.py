@@ -1,32 +1,106 @@
-"""The tool groups `tools.enabled` chooses from, and the tools in each.
+"""klaw's own tool groups, the ones `tools.enabled` names besides installed packages', and their providers.
 
-A group is what a person turns off as one decision ("this model does not schedule"); the names are
-the ones each `register_*` function gives its tools. A tool outside every group would never be
-offered, so the engine tests check that the groups cover exactly the default engine's tools.
+Each group is declared here exactly as a package declares one through the `klaw.tools` entry point
+group (klaw/tools/groups.py): a list of functions, or a provider given the `ToolSetup`. What klaw's
+groups use beyond the configuration and the home are the engine's services, named by the keys below;
+`scheduler`, `subagents` and `messaging` need services that exist only once the turn runner does, so
+they are provided later in the start (engine/assembly.py). The keys equal `ALL_TOOL_GROUPS` (a test
+checks it), the names config validation accepts without looking for packages.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
-from klaw.config import ToolGroup
+from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
+from klaw.scheduling.tools import TaskScheduler, register_scheduler_tools, register_subagent_tools
+from klaw.tools.builtin.clock_tools import current_time
+from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
+from klaw.tools.builtin.workspace_files import file_list, file_read, file_write, file_write_prompts_too
+from klaw.tools.docs.index import DocsIndex
+from klaw.tools.docs.tools import register_docs_tools
+from klaw.tools.groups import GroupProvider, ServiceKey, ToolProvider, ToolSetup
+from klaw.tools.host.tool import register_host_exec
+from klaw.tools.messaging.send import MessageSender, message_targets, register_message_tools
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.sandbox.choice import choose_backend
+from klaw.tools.sandbox.tool import register_code_execute
+from klaw.tools.skills.catalogue import SkillCatalogue
+from klaw.tools.skills.tools import register_skill_tools
+from klaw.tools.web.tools import register_web_fetch, register_web_search
 
-TOOL_GROUPS: Mapping[ToolGroup, tuple[str, ...]] = {
-    "clock": ("current_time",),
-    "files": ("file_read", "file_write", "file_list"),
-    "memory": ("fetch_conversation_details", "memory_save", "memory_search", "memory_core_get", "memory_core_update"),
-    "scheduler": ("schedule_add", "schedule_list", "schedule_remove"),
-    "subagents": ("subagent_spawn",),
-    "messaging": ("message_send",),
-    "skills": ("skill_list", "skill_read"),
-    "web": ("web_fetch",),
-    "websearch": ("web_search",),
-    "code": ("code_execute",),
-    "host": ("host_exec",),
-    "docs": ("docs_list", "docs_read", "docs_search"),
+MEMORY = ServiceKey[MemoryServices]("memory")
+SKILLS = ServiceKey[SkillCatalogue]("skills")
+DOCS = ServiceKey[DocsIndex]("docs")
+SCHEDULER = ServiceKey[TaskScheduler]("scheduler")
+MESSAGES = ServiceKey[MessageSender]("messages")
+
+
+def register_file_tools(registry: ToolRegistry, *, allow_prompt_edits: bool = False) -> None:
+    """`file_read`, `file_write`, `file_list`; `file_write` may change the prompt files only with
+    `allow_prompt_edits` (`tools.allowPromptEdits`)."""
+    writer = file_write_prompts_too if allow_prompt_edits else file_write
+    for tool in (file_read, writer, file_list):
+        registry.register(tool, name=tool.__name__ if tool is not writer else "file_write")
+
+
+def _files(setup: ToolSetup) -> None:
+    register_file_tools(setup.registry, allow_prompt_edits=setup.config.tools.allow_prompt_edits)
+
+
+def _memory(setup: ToolSetup) -> None:
+    register_memory_tools(setup.registry, setup.service(MEMORY))
+
+
+def _skills(setup: ToolSetup) -> None:
+    register_skill_tools(setup.registry, setup.service(SKILLS), max_bytes=setup.config.tools.skills.max_file_bytes)
+
+
+def _code(setup: ToolSetup) -> None:
+    # The prompt files go into every turn: code may not change them unless file_write may.
+    protected = () if setup.config.tools.allow_prompt_edits else PROMPT_FILES
+    backend = choose_backend(setup.config.sandbox, setup.home)
+    register_code_execute(setup.registry, backend, setup.config.sandbox, read_only=protected)
+
+
+def _docs(setup: ToolSetup) -> None:
+    index = setup.service(DOCS)
+    register_docs_tools(setup.registry, index.bundle, index)
+
+
+def _scheduler(setup: ToolSetup) -> None:
+    limits = setup.config.scheduler
+    register_scheduler_tools(
+        setup.registry,
+        setup.service(SCHEDULER),
+        max_tasks=limits.max_tasks,
+        max_runs_per_day=limits.max_runs_per_day,
+        held_tools=setup.config.tools.approval,
+    )
+
+
+def _subagents(setup: ToolSetup) -> None:
+    register_subagent_tools(setup.registry, setup.service(SCHEDULER))
+
+
+def _messaging(setup: ToolSetup) -> None:
+    register_message_tools(setup.registry, setup.service(MESSAGES), message_targets(setup.config))
+
+
+BUILTIN_GROUPS: Mapping[str, ToolProvider] = {
+    "clock": [current_time],
+    "files": _files,
+    "memory": GroupProvider(_memory, (MEMORY,)),
+    "scheduler": GroupProvider(_scheduler, (SCHEDULER,)),
+    "subagents": GroupProvider(
+        lambda setup: register_subagent_tools(setup.registry, setup.service(SCHEDULER)), (SCHEDULER,)
+    ),
+    "messaging": GroupProvider(_messaging, (MESSAGES,)),
+    "skills": GroupProvider(_skills, (SKILLS,)),
+    "web": lambda setup: register_web_fetch(setup.registry, setup.config.web),
+    "websearch": lambda setup: register_web_search(setup.registry, setup.config.web),
+    "code": _code,
+    "host": lambda setup: register_host_exec(setup.registry, setup.config.host_exec),
+    "docs": GroupProvider(_docs, (DOCS,)),
 }
-
-
-def tools_in(groups: Iterable[str]) -> frozenset[str]:
-    """The names of the built-in tools in `groups` (a plugin's name adds none here: klaw/tools/plugins.py)."""
-    return frozenset(name for group in groups for name in TOOL_GROUPS.get(group, ()))  # type: ignore[call-overload]
+"""Each of klaw's groups as `tools.enabled` names it → its provider, in the order their tools are offered."""

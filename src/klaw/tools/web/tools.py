@@ -16,7 +16,13 @@ from klaw.tools.web.search import WebSearch
 
 
 def register_web_tools(registry: ToolRegistry, config: WebConfig, resolver: Resolver = system_resolver) -> None:
-    """`web_fetch` always (the registry offers it when `web` is enabled); `web_search` when configured."""
+    """`web_fetch` (group `web`), then `web_search` when configured (group `websearch`)."""
+    register_web_fetch(registry, config, resolver)
+    register_web_search(registry, config)
+
+
+def register_web_fetch(registry: ToolRegistry, config: WebConfig, resolver: Resolver = system_resolver) -> None:
+    """`web_fetch`, the group `web`."""
     fetcher = WebFetcher(config.fetch, resolver)
     max_chars = config.fetch.max_chars
 
@@ -25,7 +31,12 @@ def register_web_tools(registry: ToolRegistry, config: WebConfig, resolver: Reso
         return await readable_page(await fetcher.fetch(url), max_chars)
 
     registry.register(web_fetch)
-    if config.search.provider is None:
+
+
+def register_web_search(registry: ToolRegistry, config: WebConfig) -> None:
+    """`web_search`, the group `websearch`: offered when web.search names a provider, else noted unavailable."""
+    if (why := search_unavailable(config)) is not None:
+        registry.note_unavailable("web_search", why)
         return
     searcher = WebSearch(config.search)
 

@@ -1,0 +1,151 @@
+"""The one way tools join the engine: a group, named as `tools.enabled` names it, and its provider.
+
+klaw's own groups (tools/builtin/groups.py) and installed packages' (the `klaw.tools` entry point
+group) are providers of one shape, found by name the same way and called the same way (decision 180):
+
+* a sequence of typed `async def` functions with docstrings, offered under their own names; or
+* a callable taking a `ToolSetup` and returning such a sequence, or None once it has registered its
+  tools itself (under other names, or noting one unavailable for /status); or
+* a `GroupProvider` wrapping such a callable with the engine services it `needs`.
+
+The tools a provider registers are that group's: a model is offered them when its groups include
+the name (`models.<id>.tools`, else `tools.enabled`; klaw/tools/selection.py). A group whose needed
+services do not exist yet is provided at a later `provide` (the scheduler's tools once the scheduler
+is built). A provider that fails, or hands over something that cannot be a tool, is logged naming the
+group and left out whole; the engine starts and turns run without it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any, Generic, TypeVar, cast
+
+from klaw.config import MCP_GROUP_PREFIX, TOOL_PLUGIN_GROUP, EngineConfig
+from klaw.home import KlawHome
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolFunction
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class ServiceKey(Generic[T]):
+    """The name of one engine service a provider may use, typed: `setup.service(MEMORY)` is a MemoryServices.
+    Keys compare by identity, so two packages choosing the same name cannot read each other's service."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"ServiceKey({self.name!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSetup:
+    """What a group's provider builds its tools from: the registry (for a tool under a name of its own,
+    or `note_unavailable` for /status), the engine's configuration and home, and its services."""
+
+    registry: ToolRegistry
+    config: EngineConfig
+    home: KlawHome
+    services: Mapping[ServiceKey[Any], object]
+
+    def service(self, key: ServiceKey[T]) -> T:
+        """The service `key` names; LookupError when the engine has none (its group declares what it needs)."""
+        if key not in self.services:
+            raise LookupError(f"the engine offers no service {key.name!r} to tool groups")
+        return cast("T", self.services[key])
+
+
+ProvideTools = Callable[[ToolSetup], Iterable[ToolFunction] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupProvider:
+    """A provider that needs engine services which exist only part-way through the start."""
+
+    provide: ProvideTools
+    needs: tuple[ServiceKey[Any], ...] = ()
+
+
+ToolProvider = Sequence[ToolFunction] | ProvideTools | GroupProvider
+"""What a group's name stands for: its tools, or what provides them (the module docstring's three forms)."""
+
+
+class ToolGroups:
+    """The enabled groups' providers, klaw's and installed packages' alike, and the group of each tool."""
+
+    def __init__(self, enabled: Iterable[str], builtin: Mapping[str, ToolProvider]) -> None:
+        """`enabled`: every group some model is offered (EngineConfig.tool_groups); `builtin`: klaw's own
+        providers by name. klaw's groups are provided in `builtin`'s order, then the others in `enabled`'s,
+        so the order tools are offered in (and prompts cached by) does not depend on how they are listed."""
+        names = [name for name in dict.fromkeys(enabled) if not name.startswith(MCP_GROUP_PREFIX)]
+        plugins = [name for name in names if name not in builtin]
+        self._pending: dict[str, GroupProvider] = {}
+        for name in [name for name in builtin if name in names]:
+            self._pending[name] = _as_provider(builtin[name])
+        self._pending.update(_installed(plugins))
+        self._group_of: dict[str, str] = {}
+
+    def provide(self, setup: ToolSetup) -> None:
+        """Call each provider not called yet whose needed services `setup` has; record its tools' group."""
+        for name, provider in list(self._pending.items()):
+            if all(key in setup.services for key in provider.needs):
+                del self._pending[name]
+                self._provide(name, provider, setup)
+
+    def group_of(self, tool: str) -> str | None:
+        """The group that offered `tool`, None for a tool of no group (a program's own; an MCP server's)."""
+        return self._group_of.get(tool)
+
+    def _provide(self, name: str, provider: GroupProvider, setup: ToolSetup) -> None:
+        before = set(setup.registry.names)
+        try:
+            tools = provider.provide(setup)
+            for tool in _functions(tools):
+                setup.registry.register(tool)
+        except Exception as exc:
+            for added in set(setup.registry.names) - before:  # all or nothing: a bad tool leaves the group out
+                setup.registry.remove(added)
+            log.error("tool group %r is left out: %s: %s", name, type(exc).__name__, exc)
+            return
+        self._group_of.update(dict.fromkeys([n for n in setup.registry.names if n not in before], name))
+
+
+def _as_provider(loaded: object) -> GroupProvider:
+    if isinstance(loaded, GroupProvider):
+        return loaded
+    if callable(loaded):
+        return GroupProvider(cast("ProvideTools", loaded))
+    return GroupProvider(lambda _setup: cast("Iterable[ToolFunction]", loaded))
+
+
+def _functions(tools: Iterable[ToolFunction] | None) -> Sequence[ToolFunction]:
+    if tools is None:
+        return ()
+    if not isinstance(tools, Iterable) or isinstance(tools, str | bytes):
+        raise TypeError("a tool group's provider must give a list of async functions (or register them itself)")
+    return list(tools)
+
+
+def _installed(names: Sequence[str]) -> dict[str, GroupProvider]:
+    """The providers installed packages declare for `names`; a name none declares, or one that fails to
+    load, is logged and skipped."""
+    if not names:
+        return {}
+    found = {point.name: point for point in entry_points(group=TOOL_PLUGIN_GROUP)}
+    providers: dict[str, GroupProvider] = {}
+    for name in names:
+        point = found.get(name)
+        if point is None:
+            log.warning("tools.enabled names %r, which no installed package offers (%s)", name, TOOL_PLUGIN_GROUP)
+            continue
+        try:
+            providers[name] = _as_provider(point.load())
+        except Exception as exc:
+            log.error("tool group %r (%s) is left out: %s: %s", name, point.value, type(exc).__name__, exc)
+    return providers
