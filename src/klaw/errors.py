@@ -24,7 +24,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
   - StorageError (RuntimeError) ............ store/protocol: the store cannot do what was asked
     + IndexMismatchError ................... vectors of another embedder are stored
   - EmbedderError (RuntimeError) ........... memory/embedder: no vectors; why and what to do
-  - MalformedLine (ValueError) ............. memory/log_format: a log line that cannot be decoded
+  - MalformedLine (ValueError) ............. store/log_format: a log line that cannot be decoded
   - CoreMemoryError (ValueError) ........... memory/core_memory: a refused update
   - ArchivalError (ValueError) ............. memory/archival_memory: a refused save or search
   - DetailsError (ValueError) .............. memory/conversation_details: nothing to show

@@ -5,6 +5,7 @@ engine then runs on PostgreSQL and finds what was said before."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 import pytest
@@ -67,13 +68,34 @@ def test_a_missing_variable_or_a_value_in_its_place_is_one_line(tmp_path: Path) 
     assert sqlite.returncode == 2 and "--to postgres" in sqlite.stderr
 
 
-def test_reindex_on_a_postgres_home_says_it_is_not_built_and_changes_nothing(tmp_path: Path) -> None:
+def test_reindex_on_a_postgres_home_rebuilds_it_from_the_log_the_database_keeps(
+    tmp_path: Path, postgres_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = a_home(tmp_path)
+    env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
+    assert klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env).returncode == 0
     (home / "engine.yaml").write_text(
         f"embedder:\n  backend: fake\n  dim: 32\ndatabase:\n  backend: postgres\n  urlEnv: {VARIABLE}\n",
         encoding="utf-8",
     )
-    result = klaw(home, "reindex")
-    said = " ".join(result.stderr.split())
-    assert result.returncode == 2 and "rebuilding a PostgreSQL home is not built yet" in said
-    assert "Traceback" not in result.stderr and not (home / "klaw.db").exists()
+    shutil.rmtree(home / "conversations")  # the moved home's log is in the database (log_records)
+    monkeypatch.setenv(VARIABLE, env[VARIABLE])
+
+    async def state() -> tuple[list[str], int, int]:
+        store = await open_storage(tmp_path, DatabaseConfig(backend="postgres", url_env=VARIABLE))
+        try:
+            hits = await store.search.full_text(CHAT, "lighthouse island", limit=10)
+            counts = await store.counts()
+        finally:
+            await store.aclose()
+        return sorted(hit.message.content for hit in hits), counts.messages, counts.vectors
+
+    before = asyncio.run(state())
+    result = klaw(home, "reindex", env=env)
+
+    assert result.returncode == 0, result.stderr
+    assert "log records replayed" in result.stdout and "Traceback" not in result.stderr
+    assert asyncio.run(state()) == before == (before[0], 6, 6)
+    assert not (home / "klaw.db").exists() and not (home / "conversations").exists()
+    again = klaw(home, "reindex", env=env)  # a rebuilt home rebuilds again (its log came along)
+    assert again.returncode == 0 and asyncio.run(state()) == before

@@ -12,9 +12,9 @@ import pytest
 from klaw.engine.clock import settle
 from klaw.engine.subagents import INTERRUPTED_TEXT, RunStatus, SubagentRequest, SubagentRunner, TaskBusy
 from klaw.memory.conversation_log import ConversationLog
-from klaw.memory.log_format import decode_record, encode_record
 from klaw.scheduling.names import task_chat
 from klaw.scheduling.schedules import TaskSchedule
+from klaw.store.log_format import decode_record, encode_record
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
 from tests.engine.harness import CHAT, Harness, running_engine
 

@@ -20,7 +20,7 @@ from klaw.engine.runtime import Engine
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
-from klaw.memory.log_format import decode_record
+from klaw.store.log_format import decode_record
 from klaw.store.records import ChatRef
 from tests.engine import GatewayClient, short_socket_dir
 from tests.engine.harness import engine_config

@@ -12,7 +12,7 @@ from klaw.home import KlawHome
 from klaw.memory.archival_memory import ArchivalError, ArchivalMemory
 from klaw.memory.embedder.fake import FakeEmbedder
 from klaw.memory.embedding_queue import EmbeddingQueue
-from klaw.memory.log_format import decode_record
+from klaw.store.log_format import decode_record
 from klaw.store.records import MessageType
 from klaw.store.sqlite.store import SqliteStore
 from tests.memory.archive_helpers import DIM, ME, OTHER, ScriptedChat, log_text

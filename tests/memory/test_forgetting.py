@@ -17,9 +17,9 @@ from klaw.memory.embedder.fake import FakeEmbedder
 from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.forgetting import PENDING_KEY, ForgetError, ForgetKind, Forgetting
 from klaw.memory.ingestion import Ingestion
-from klaw.memory.log_format import decode_record
 from klaw.memory.reindex import reindex
 from klaw.store.archival_records import forget_record
+from klaw.store.log_format import decode_record
 from klaw.store.records import MessageType
 from klaw.store.sqlite.query import Row, fetch_all
 from klaw.store.sqlite.store import SqliteStore

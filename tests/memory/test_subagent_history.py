@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from klaw.memory.log_format import encode_record
 from klaw.memory.subagent_history import SubagentHistoryLoader
 from klaw.scheduling.names import task_chat
+from klaw.store.log_format import encode_record
 from klaw.store.records import MessageRecord, MessageType, Role
 
 TASK = "daily-summary"

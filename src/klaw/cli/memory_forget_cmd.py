@@ -21,7 +21,7 @@ from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_ex
 from klaw.config import DatabaseConfig
 from klaw.engine_presence import engine_answers
 from klaw.home import KlawHome
-from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.conversation_log import open_log
 from klaw.memory.forgetting import ForgetError, ForgetKind, ForgetOutcome, ForgetPlan, Forgetting
 from klaw.memory.ingestion import Ingestion
 from klaw.store.records import ChatRef, utc_now
@@ -95,7 +95,7 @@ async def _forget(
         raise _EngineRunning
     store = await open_store_or_exit(path, database)
     try:
-        forgetting = Forgetting(Ingestion(ConversationLog(home.conversations), store), utc_now)
+        forgetting = Forgetting(Ingestion(open_log(home.conversations, kept_by_store=store.keeps_log), store), utc_now)
         plan = await forgetting.plan(kind, target_id, chat)
         if not confirm(plan):
             return None

@@ -57,15 +57,12 @@ def reindex_command(
 ) -> None:
     """Rebuild the database (messages, search index, segments, exchanges, vectors) from the log.
 
-    Run it after changing the embedder, or when klaw.db is damaged or lost. Stop the engine first.
+    Run it after changing the embedder, or when klaw.db is damaged or lost. Stop the engine first (on
+    PostgreSQL: every engine sharing the database). The log is the home's JSONL files, or on PostgreSQL
+    the database's own `log_records`, rebuilt in a schema beside the live tables and swapped in.
     Interrupted (Ctrl-C), it resumes where it stopped when run again."""
     home = home_from_env()
     loaded = load_or_exit(home)
-    if loaded.config.database.backend == "postgres":
-        fail(
-            "klaw reindex rebuilds klaw.db (database.backend: sqlite) only; rebuilding a PostgreSQL home is not"
-            " built yet (docs/postgres.md). Nothing was changed."
-        )
     console = Console(markup=False)
     bars = _Bars(console)
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
@@ -76,13 +73,15 @@ def reindex_command(
             report = asyncio.run(reindex(home, loaded.config, progress=bars.update, keep_backup=keep_backup))
     except KeyboardInterrupt:
         console.print(
-            Text.assemble(("interrupted", "yellow"), ": klaw.db is unchanged. Run 'klaw reindex' again to resume.")
+            Text.assemble(
+                ("interrupted", "yellow"), ": the live database is unchanged. Run 'klaw reindex' again to resume."
+            )
         )
         raise typer.Exit(130) from None
     except ReindexError as exc:
         fail(str(exc), code=1)
     except (StorageError, EmbedderError, OSError) as exc:
-        fail(f"{exc}. klaw.db is unchanged; run 'klaw reindex' again to resume.", code=1)
+        fail(f"{exc}. The live database is unchanged; run 'klaw reindex' again to resume.", code=1)
     print_report(console, report)
 
 

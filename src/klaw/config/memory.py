@@ -161,6 +161,13 @@ class DatabaseConfig(Section):
         " (postgresql://user:password@host:5432/db), never the string itself.",
     )
     pool_size: int = Field(default=8, ge=1, le=100, description="postgres: most connections one klaw process opens.")
+    lease_seconds: float = Field(
+        default=30,
+        ge=0.5,
+        le=3600,
+        description="postgres: how long an engine's hold on a chat lasts unless renewed (every third of it):"
+        " another engine sharing the database takes over the chats of one that died after this long.",
+    )
     vector_cache_mb: int = Field(
         default=256,
         ge=0,

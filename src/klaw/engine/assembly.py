@@ -22,13 +22,14 @@ from typing import Any
 from klaw.config import EngineConfig
 from klaw.engine.agent_messages import AgentMessages
 from klaw.engine.approval import ApprovalGate
+from klaw.engine.chat_leases import ChatLeases
 from klaw.engine.clock import Clock
 from klaw.engine.commands import CommandHandler
 from klaw.engine.context_builder import ContextBuilder
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.memory_settings import MemorySettings
-from klaw.engine.processor import MessageProcessor
+from klaw.engine.processor import RESUME_WITHIN, MessageProcessor
 from klaw.engine.scheduler_assembly import assemble_scheduler
 from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.sessions import SessionManager
@@ -50,7 +51,7 @@ from klaw.llm.router import ModelRouter
 from klaw.memory.archival_memory import ArchivalMemory
 from klaw.memory.auto_rag import AutoRagService
 from klaw.memory.conversation_details import ConversationDetails
-from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.conversation_log import ConversationLog, open_log
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedder.factory import create_embedder
 from klaw.memory.embedder.memo import QueryMemo
@@ -137,7 +138,7 @@ async def open_memory(
     settings = await MemorySettings(config.summarizer, config.embedder, config.rag, store.settings).load()
     observers: list[Callable[[StoredMessage], None]] = []
     ingestion = Ingestion(
-        ConversationLog(home.conversations),
+        open_log(home.conversations, kept_by_store=store.keeps_log),
         store,
         min_embed_tokens=config.auto_rag.min_message_tokens,
         on_embedding_queued=queue.notify,
@@ -174,6 +175,16 @@ def memory_services(config: EngineConfig, memory: Memory, clock: Clock, delivery
         window=config.context.sliding_window,
         announce=announce,
     )
+
+
+def chat_leases(config: EngineConfig, store: Storage, stack: AsyncExitStack) -> ChatLeases | None:
+    """This engine's chat leases on a store several engines may share (None: one engine owns it);
+    given back at close, so another engine takes these chats at once."""
+    if store.leases is None:
+        return None
+    leases = ChatLeases(store.leases, config.database.lease_seconds)
+    stack.push_async_callback(leases.aclose)
+    return leases
 
 
 def open_router(config: EngineConfig, clock: Clock, stack: AsyncExitStack, router: ModelRouter | None) -> ModelRouter:
@@ -259,6 +270,7 @@ async def assemble(
         callable_for=selection.names,
     )
     sessions = SessionManager(router.catalogue, memory.store, memory.ingestion, clock)
+    leases = chat_leases(config, memory.store, stack)
     processor = MessageProcessor(
         config=config,
         store=memory.store,
@@ -269,6 +281,7 @@ async def assemble(
         slots=slots,
         delivery=delivery,
         clock=clock,
+        leases=leases,
     )
     stack.callback(processor.abandon)  # a failure after resume: its timers go; shutdown has drained them
     summarizer = SummarizerService(
@@ -288,7 +301,7 @@ async def assemble(
         turns=turns,
         tools=registry,
         processor=processor,
-        log=memory.ingestion.log,
+        log=ConversationLog(home.conversations),  # task runs are the home's own files, whatever the store
         core_memory=memory.core,
         delivery=delivery,
         clock=clock,
@@ -332,6 +345,8 @@ async def assemble(
     # before the socket listens: a message arriving live is then never resumed as well.
     await processor.resume_unanswered()
     await processor.redeliver()  # replies a crash left unconfirmed: queued until their gateway says hello
+    if leases is not None:  # chats an engine sharing the store left unanswered when it died
+        leases.start(processor.take_over, clock.now, RESUME_WITHIN)
     await scheduler.start()  # after recovery, and once replies have somewhere to go
     stack.push_async_callback(scheduler.stop)
     if docs is not None:  # built (once per klaw version and embedder) before the first docs_search needs it

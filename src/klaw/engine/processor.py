@@ -11,6 +11,7 @@ with an error id, never silence and never a crash of the engine.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from datetime import timedelta
 
 from klaw.config import EngineConfig
 from klaw.engine.approval import PERSON_PRESENT
+from klaw.engine.chat_leases import ChatLeases
 from klaw.engine.clock import Clock
 from klaw.engine.context_builder import BuiltContext, ContextBuilder
 from klaw.engine.context_history import ContextHistory, TurnContext
@@ -61,8 +63,11 @@ class MessageProcessor:
         slots: LlmSlots,
         delivery: Delivery,
         clock: Clock,
+        leases: ChatLeases | None = None,
     ) -> None:
+        """`leases`: on a store several engines share, a chat's turn runs only under its lease."""
         self._config = config
+        self._leases = leases
         self._store = store
         self._ingestion = ingestion
         self._sessions = sessions
@@ -113,19 +118,35 @@ class MessageProcessor:
         A failed exchange counts as answered: the person saw the error. A message already waiting
         for its turn (arrived live) is not queued twice, so the model never sees it twice.
         """
-        cutoff = self._clock.now() - within
         resumed = 0
         for chat in await self._store.segments.chats():
-            segment = await self._store.segments.current(chat)
-            exchanges = await self._store.exchanges.for_segment(segment.id)
-            closed = [e.user_message_rowid or 0 for e in exchanges if e.status is not ExchangeStatus.OPEN]
-            for message in await self._store.messages.user_messages_after(segment.id, max(closed, default=0)):
-                if message.record.created_at >= cutoff and message.rowid not in self._queued:
-                    self._queue(chat, message)
-                    resumed += 1
+            resumed += await self._resume(chat, within)
         if resumed:
             log.warning("resuming %d message(s) left unanswered by the previous run", resumed)
         return resumed
+
+    async def take_over(self, chat: ChatRef) -> None:
+        """Queue the chat's unanswered messages (those not queued here already): another engine sharing
+        the store accepted them and died, or released the chat before their turn."""
+        if await self._resume(chat, RESUME_WITHIN):
+            log.warning("taking over chat %s: messages no engine answered", chat)
+
+    async def _resume(self, chat: ChatRef, within: timedelta) -> int:
+        cutoff = self._clock.now() - within
+        resumed = 0
+        for message in await self._unanswered(chat):
+            if message.record.created_at >= cutoff and message.rowid not in self._queued:
+                self._queue(chat, message)
+                resumed += 1
+        return resumed
+
+    async def _unanswered(self, chat: ChatRef) -> list[StoredMessage]:
+        """The user messages of the chat's current segment newer than the one its last closed exchange
+        answered, oldest first."""
+        segment = await self._store.segments.current(chat)
+        exchanges = await self._store.exchanges.for_segment(segment.id)
+        closed = [e.user_message_rowid or 0 for e in exchanges if e.status is not ExchangeStatus.OPEN]
+        return await self._store.messages.user_messages_after(segment.id, max(closed, default=0))
 
     async def redeliver(self, within: timedelta = RESUME_WITHIN) -> int:
         """Send again the replies no channel confirmed (the engine stopped between closing their
@@ -156,17 +177,32 @@ class MessageProcessor:
         task = asyncio.current_task()
         if task is not None:
             self._turns.add(task)
+        answering = pending
         try:
             # One turn at a time per chat: messages arriving mid-turn form the next turn, so replies
-            # and tool-call records of a chat never interleave.
-            async with self._chat_lock(chat), self.slots.held(Priority.INTERACTIVE) as slot:
-                await self._run_turn(chat, pending, slot)
+            # and tool-call records of a chat never interleave; across engines, under the chat's lease.
+            async with self._chat_lock(chat), self._lease(chat):
+                if self._leases is not None:
+                    answering = await self._still_unanswered(chat, pending)
+                if answering:
+                    async with self.slots.held(Priority.INTERACTIVE) as slot:
+                        await self._run_turn(chat, answering, slot)
         finally:
-            self._queued.difference_update(m.rowid for m in pending)
-            for message in pending:
+            for message in [*pending, *answering]:
+                self._queued.discard(message.rowid)
                 self._accept_seconds.pop(message.rowid, None)
             if task is not None:
                 self._turns.discard(task)
+
+    async def _still_unanswered(self, chat: ChatRef, pending: list[StoredMessage]) -> list[StoredMessage]:
+        """Under the lease, what the chat's turn answers, read afresh: another engine may have answered
+        these messages before the lease came here, or accepted others that join this turn."""
+        mine = {m.rowid for m in pending}
+        cutoff = self._clock.now() - RESUME_WITHIN
+        return [m for m in await self._unanswered(chat) if m.rowid in mine or m.record.created_at >= cutoff]
+
+    def _lease(self, chat: ChatRef) -> contextlib.AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext() if self._leases is None else self._leases.hold(chat)
 
     async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage], slot: HeldSlot) -> None:
         """The chat's turn through the shared runner: its context, ingestion as recorder, this chat as sink."""
@@ -213,7 +249,7 @@ class MessageProcessor:
 
         Taken under the chat's turn lock, so it never lands between a turn's tool call and results.
         """
-        async with self._chat_lock(chat):
+        async with self._chat_lock(chat), self._lease(chat):
             record = MessageRecord(chat, Role.ASSISTANT, text, metadata=dict(metadata), created_at=self._clock.now())
             await self._ingestion.accept(record)
         await self._delivery.deliver(Outbound(chat, text, None, "reply", task=metadata.get("task")))

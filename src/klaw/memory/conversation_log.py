@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from klaw.atomic_file import append_whole, fsync_dir
-from klaw.memory.log_format import MalformedLine, decode_record, encode_record
 from klaw.memory.log_rewrite import DAY, remove_lines
 from klaw.scheduling.names import is_task_log_dir
+from klaw.store.log_format import MalformedLine, decode_record, encode_record
 from klaw.store.records import ChatRef, MessageRecord
 
 log = logging.getLogger(__name__)
@@ -141,15 +141,20 @@ def _append_lines(path: Path, lines: list[str]) -> None:
 def iter_file(path: Path, report: ReadReport) -> Iterator[MessageRecord]:
     """Records of one file in order; malformed lines are noted in `report` and logged."""
     with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                yield decode_record(raw.decode("utf-8"))
-            except UnicodeDecodeError:
-                _skip(report, path, number, "not valid UTF-8")
-            except MalformedLine as exc:
-                _skip(report, path, number, str(exc))
+        yield from iter_lines(path, enumerate(handle, start=1), report)
+
+
+def iter_lines(path: Path, lines: Iterable[tuple[int, bytes | str]], report: ReadReport) -> Iterator[MessageRecord]:
+    """Records of numbered lines (a file's, or the rows of a log a store keeps, named `path`)."""
+    for number, raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            yield decode_record(raw if isinstance(raw, str) else raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            _skip(report, path, number, "not valid UTF-8")
+        except MalformedLine as exc:
+            _skip(report, path, number, str(exc))
 
 
 def _skip(report: ReadReport, path: Path, number: int, reason: str) -> None:
@@ -162,3 +167,28 @@ def _read_files(paths: list[Path]) -> ReadReport:
     for path in paths:
         report.records.extend(iter_file(path, report))
     return report
+
+
+class StoreKeptLog(ConversationLog):
+    """The log of a store that keeps it itself (PostgreSQL's `log_records`: each append writes the
+    record's line in the transaction that folds it; docs/decisions/132-log-with-several-engines.md).
+
+    Nothing to write here, nothing to replay (no fold exists without its record), nothing to rewrite
+    (the tombstone's fold deletes the forgotten lines). Scheduled tasks' run logs stay files: they are
+    the home's own (scheduler.db is), and `open_log` leaves them to a `ConversationLog`."""
+
+    async def append_many(self, records: Sequence[MessageRecord]) -> None:
+        return None
+
+    async def remove_records(
+        self, chat: ChatRef, ids: Collection[str], days: Iterable[str] | None = None
+    ) -> list[Path]:
+        return []
+
+    def _dirs(self) -> list[Path]:
+        return []
+
+
+def open_log(conversations: Path, *, kept_by_store: bool) -> ConversationLog:
+    """The conversation log of a home: JSONL files under `conversations`, or the store's own."""
+    return StoreKeptLog(conversations) if kept_by_store else ConversationLog(conversations)

@@ -48,6 +48,9 @@ MAX_TEXTS_PER_CALL = 100
 # How long the worker waits after the store itself failed (not an embedding), before trying again.
 STORE_ERROR_PAUSE_SECONDS = 5.0
 _MAX_REASON_CHARS = 200
+# A batch claimed on a store several engines share is theirs for this long (due again after it if the
+# engine dies mid-batch); a batch takes seconds.
+CLAIM_HOLD = timedelta(minutes=2)
 # HTTP statuses by which an endpoint refuses a request for what it carries (too long, too large,
 # unprocessable), not for who asks or where: a batch without the offending text would pass.
 INPUT_REJECTED_STATUSES = frozenset({400, 413, 422})
@@ -254,7 +257,7 @@ class EmbeddingQueue:
     async def _run_batch(self) -> int | None:
         """Handle one batch of due jobs; returns how many were embedded, None when none was due."""
         async with self._batch_lock:
-            jobs = await self._store.embedding_jobs.due(self._clock.now(), self._batch_size)
+            jobs = await self._store.embedding_jobs.claim(self._clock.now(), self._batch_size, CLAIM_HOLD)
             if not jobs:
                 return None
             embedded = 0

@@ -9,17 +9,25 @@ millisecond (their relative order is not in the log).
 
 A day is also the unit `klaw reindex` resumes by: a day whose files are unchanged since an
 interrupted run is not read again.
+
+A store that keeps the log itself (PostgreSQL's `log_records`) is read the same way, a day at a time
+(`kept_source`): one "file" per day, its lines in the order they were appended, its size the line
+count and its stamp the last append's number.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from klaw.memory.conversation_log import ConversationLog, ReadReport, iter_file
+from klaw.memory.conversation_log import ConversationLog, ReadReport, iter_file, iter_lines
+from klaw.memory.log_tombstones import forgotten_in_log
+from klaw.store.rebuild_protocol import KeptLog
 from klaw.store.records import MessageRecord
+
+KEPT_LOG = "log_records"  # how the days of a log the store keeps are named in reports
 
 
 @dataclass(frozen=True)
@@ -69,3 +77,36 @@ def _measure(path: Path, key: str) -> LogFile:
     with open(path, "rb") as handle:
         lines = sum(1 for raw in handle if raw.strip())
     return LogFile(path, key, info.st_size, info.st_mtime_ns, lines)
+
+
+@dataclass(frozen=True)
+class LogSource:
+    """Where a rebuild reads the log (blocking calls: run them in a thread): its days, one day's
+    records, and the ids its tombstones forgot."""
+
+    scan: Callable[[], list[LogDay]]
+    read: Callable[[LogDay], ReadReport]
+    forgotten: Callable[[], frozenset[str]]
+
+
+def file_source(log: ConversationLog) -> LogSource:
+    """The home's JSONL files."""
+    return LogSource(lambda: scan_log(log), read_day, lambda: forgotten_in_log(log))
+
+
+def kept_source(kept: KeptLog) -> LogSource:
+    """A log the store keeps. Its forgotten records are gone already: the tombstone's fold deleted them."""
+
+    def scan() -> list[LogDay]:
+        return [
+            LogDay(d.day, (LogFile(Path(KEPT_LOG) / d.day, f"{KEPT_LOG}/{d.day}", d.lines, d.last_seq, d.lines),))
+            for d in kept.days()
+        ]
+
+    def read(day: LogDay) -> ReadReport:
+        report = ReadReport()
+        numbered = enumerate(kept.lines(day.day), start=1)
+        report.records = list(iter_lines(day.files[0].path, numbered, report))
+        return report
+
+    return LogSource(scan, read, frozenset)

@@ -45,8 +45,7 @@ from klaw.memory.embedder.factory import create_embedder
 from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.embedding_policy import should_embed
 from klaw.memory.embedding_queue import EmbeddingQueue, QueueClock
-from klaw.memory.log_replay import LogDay, read_day, scan_log
-from klaw.memory.log_tombstones import forgotten_in_log
+from klaw.memory.log_replay import LogDay, LogSource, file_source, kept_source
 from klaw.store.backend import rebuild_backend
 from klaw.store.protocol import StorageError, StoreCounts
 from klaw.store.rebuild_protocol import DoneFile, RebuildBackend, RebuildTarget
@@ -134,10 +133,12 @@ async def reindex(
         active = embedder or create_embedder(config.embedder, sleep=queue_clock.sleep)
         try:
             target = backend or rebuild_backend(live, config.database)
+            kept = target.kept_log()
             build = _Build(
                 home,
                 live,
                 target,
+                kept_source(kept) if kept is not None else file_source(ConversationLog(home.conversations)),
                 active,
                 queue_clock,
                 progress or _ignore,
@@ -156,6 +157,7 @@ class _Build:
         home: KlawHome,
         live: Path,
         backend: RebuildBackend,
+        source: LogSource,
         embedder: Embedder,
         clock: QueueClock,
         notify: ReindexProgress,
@@ -168,6 +170,7 @@ class _Build:
         self.min_embed_tokens = min_embed_tokens
         self.batch_size = batch_size
         self.backend = backend
+        self.source = source
         self.embedder = embedder
         self.clock = clock
         self.notify = notify
@@ -177,8 +180,8 @@ class _Build:
 
     async def run(self, began: float, *, keep_backup: bool) -> ReindexReport:
         started = time.perf_counter()
-        days = await asyncio.to_thread(scan_log, ConversationLog(self.home.conversations))
-        self.forgotten = await asyncio.to_thread(forgotten_in_log, ConversationLog(self.home.conversations))
+        days = await asyncio.to_thread(self.source.scan)
+        self.forgotten = await asyncio.to_thread(self.source.forgotten)
         build = await self._open(days)
         try:
             journal = build.journal
@@ -265,7 +268,7 @@ class _Build:
 
     async def _replay_day(self, build: RebuildTarget, day: LogDay, lines_before: int, lines_total: int) -> int:
         """Append one day's records in batches, then mark its files done; returns the records."""
-        read = await asyncio.to_thread(read_day, day)
+        read = await asyncio.to_thread(self.source.read, day)
         records = [record for record in read.records if record.id not in self.forgotten]
         lines = len(read.skipped) + len(read.records) - len(records)
         for batch in _batches(records, APPEND_BATCH):

@@ -41,9 +41,10 @@ async def open_storage(path: Path, database: DatabaseConfig, *, clock: Callable[
 def rebuild_backend(live: Path, database: DatabaseConfig) -> RebuildBackend:
     """Where `klaw reindex` builds a new store for the one at `live`."""
     if database.backend == "postgres":
-        raise StorageError(
-            "klaw reindex does not rebuild a PostgreSQL store yet: it rebuilds klaw.db (database.backend: sqlite)"
-        )
+        from klaw.store.postgres.connection import dsn_from_env
+        from klaw.store.postgres.reindex_build import PostgresRebuild
+
+        return PostgresRebuild(dsn_from_env(database.url_env), database.url_env or "")
     from klaw.store.sqlite.rebuild import SqliteRebuild
 
     return SqliteRebuild(live)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import numpy as np
@@ -206,6 +206,11 @@ class EmbeddingJobRepository(Protocol):
         """Pending jobs whose next attempt is at or before `now`, oldest first."""
         ...
 
+    async def claim(self, now: datetime, limit: int, hold: timedelta) -> list[EmbeddingJob]:
+        """`due`, taken for the embedding worker: on a store several engines share, the jobs are postponed
+        by `hold` so no other engine takes them meanwhile (due again after `hold` if this one dies)."""
+        ...
+
     async def next_due_at(self) -> datetime | None:
         """When the earliest pending job is due (None when nothing is pending)."""
         ...
@@ -340,6 +345,28 @@ class HistoryRepository(Protocol):
         ...
 
 
+class ChatLeaseRepository(Protocol):
+    """Which engine serves each chat's turns, on a store several engines share (docs/decisions/170-chat-leases.md).
+    `holder` names one engine process; lease times are the store's own clock, never an engine's."""
+
+    async def acquire(self, chat: ChatRef, holder: str, seconds: float) -> bool:
+        """Take or extend the chat's lease for `seconds`; False while another holder's is still valid."""
+        ...
+
+    async def renew(self, chats: Sequence[ChatRef], holder: str, seconds: float) -> set[ChatRef]:
+        """Extend `holder`'s leases among `chats`; returns the chats it no longer holds."""
+        ...
+
+    async def release(self, chat: ChatRef, holder: str) -> None: ...
+
+    async def release_all(self, holder: str) -> None: ...
+
+    async def unserved(self, since: datetime, until: datetime, holder: str) -> list[ChatRef]:
+        """Chats with a person's message created between `since` and `until` that no exchange answered,
+        and no other holder's valid lease: what a dead engine left to answer."""
+        ...
+
+
 class Storage(Protocol):
     """A whole store. Repositories are read-only properties, so implementations may expose their
     concrete repository classes."""
@@ -376,6 +403,18 @@ class Storage(Protocol):
 
     @property
     def summaries(self) -> SummaryRepository: ...
+
+    @property
+    def leases(self) -> ChatLeaseRepository | None:
+        """Chat leases when several engines may share the store (PostgreSQL); None when one engine owns
+        it (SQLite: the file is opened by one process)."""
+        ...
+
+    @property
+    def keeps_log(self) -> bool:
+        """Whether the store holds the conversation log itself (PostgreSQL's `log_records`, written by each
+        append; docs/decisions/132-log-with-several-engines.md) instead of JSONL files in KLAW_HOME."""
+        ...
 
     async def schema_version(self) -> int: ...
 

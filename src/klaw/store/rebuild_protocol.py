@@ -2,8 +2,9 @@
 live one, the journal that lets an interrupted build resume, and the swap into place.
 
 `memory/reindex.py` codes against these protocols only; `store/backend.py` hands out the
-implementation of the configured `database.backend` (SQLite: `store/sqlite/rebuild.py`), so a
-second backend slots in without touching the rebuild itself.
+implementation of the configured `database.backend` (SQLite: `store/sqlite/rebuild.py`; PostgreSQL:
+`store/postgres/reindex_build.py`), so a backend slots in without touching the rebuild itself. A store
+that keeps the log itself (PostgreSQL) hands it over as a `KeptLog`.
 """
 
 from __future__ import annotations
@@ -72,8 +73,35 @@ class RebuildTarget(Protocol):
     async def aclose(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class KeptLogDay:
+    """One UTC day of a log the store keeps: how many lines, and the last append's number (a day whose
+    count and last number are unchanged since an interrupted build is not read again)."""
+
+    day: str  # YYYY-MM-DD
+    lines: int
+    last_seq: int
+
+
+class KeptLog(Protocol):
+    """The conversation log of a store that keeps it (PostgreSQL's `log_records`), read for a rebuild.
+    Blocking calls: run them in a thread."""
+
+    def days(self) -> list[KeptLogDay]:
+        """Every day holding records, oldest first."""
+        ...
+
+    def lines(self, day: str) -> list[str]:
+        """The day's lines (by the records' UTC dates), in the order they were appended."""
+        ...
+
+
 class RebuildBackend(Protocol):
     """Where a backend builds a new store for the live one, and how it swaps it in."""
+
+    def kept_log(self) -> KeptLog | None:
+        """The log to rebuild from when the live store keeps it; None: the JSONL files in KLAW_HOME."""
+        ...
 
     @property
     def location(self) -> Path:

@@ -7,7 +7,7 @@ stored, so the table holds exactly the work still owed.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from klaw.store.postgres.connection import Connection, PostgresDatabase, Row, execute, fetch_all, fetch_value
 from klaw.store.records import (
@@ -64,6 +64,20 @@ class PostgresEmbeddingJobs:
                 (_PENDING, to_millis(now), limit),
             )
         return [_job_from_row(row) for row in rows]
+
+    async def claim(self, now: datetime, limit: int, hold: timedelta) -> list[EmbeddingJob]:
+        """`due`, each job postponed by `hold` in the same statement: engines sharing the database skip
+        the rows another one is claiming (`FOR UPDATE SKIP LOCKED`) and, once claimed, find them not due,
+        so no job is embedded twice; one whose engine dies is due again after `hold`."""
+        async with self._db.transaction() as connection:
+            rows = await fetch_all(
+                connection,
+                f"UPDATE embedding_jobs SET next_attempt_at = %s WHERE id IN (SELECT id FROM embedding_jobs"
+                " WHERE status = %s AND next_attempt_at <= %s ORDER BY next_attempt_at, id LIMIT %s"
+                f" FOR UPDATE SKIP LOCKED) RETURNING {_JOB_COLUMNS}",
+                (to_millis(now + hold), _PENDING, to_millis(now), limit),
+            )
+        return [_job_from_row(row) for row in sorted(rows, key=lambda row: int(row[0]))]
 
     async def next_due_at(self) -> datetime | None:
         async with self._db.connection() as connection:

@@ -194,6 +194,8 @@ async def forget_rows(connection: Connection, chat_key: int, ids: Collection[str
     other chats are ignored."""
     if not ids:
         return 0
+    # The log's own lines go too (the rewrite of the SQLite home's files, done by the database).
+    await execute(connection, "DELETE FROM log_records WHERE chat = %s AND id = ANY(%s)", (chat_key, sorted(ids)))
     rows = await _named_rows(connection, chat_key, ids)
     if not rows:
         return 0

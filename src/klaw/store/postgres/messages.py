@@ -1,5 +1,8 @@
 """Messages in PostgreSQL: append (idempotent on id) with the folds of control records, window, lookups.
 
+The append also writes the record's log line (`log_records`, docs/decisions/132-log-with-several-engines.md)
+in the same transaction: the database holds the log, and no fold exists without its record.
+
 An append holds the chat's advisory lock for its transaction (`segments.lock_chat`): the chat's open
 segment, the rowid order of its messages and each message's `context` (the previous conversation
 message, searched at a lower weight) are decided one append at a time, whichever engine appends.
@@ -11,8 +14,17 @@ import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from klaw.store.log_format import encode_record
 from klaw.store.postgres.chats import ChatKeys
-from klaw.store.postgres.connection import Connection, PostgresDatabase, clean_text, fetch_all, fetch_one, fetch_value
+from klaw.store.postgres.connection import (
+    Connection,
+    PostgresDatabase,
+    clean_text,
+    execute,
+    fetch_all,
+    fetch_one,
+    fetch_value,
+)
 from klaw.store.postgres.embedding_jobs import insert_job
 from klaw.store.postgres.folds import fold_archival_record, fold_exchange_record, stored_content
 from klaw.store.postgres.rows import (
@@ -97,6 +109,11 @@ class PostgresMessages:
         )
         assert row is not None
         rowid = int(row[0])
+        await execute(
+            connection,
+            "INSERT INTO log_records (id, chat, created_at, line) VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+            (record.id, chat_key, created_at, encode_record(record)),
+        )
         now = to_millis(self._clock())
         if embed:
             await insert_job(connection, MESSAGE_TARGET, rowid, now)

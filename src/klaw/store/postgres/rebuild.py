@@ -178,6 +178,10 @@ class PostgresMigration:
             raise
         return PostgresBuild(store, PostgresRebuildJournal(store), self._sqlite_file)
 
+    def kept_log(self) -> None:
+        """The log is the home's JSONL files."""
+        return None
+
     def discard(self) -> None:
         """Empty what an unfinished move wrote, to start over."""
         try:

@@ -8,8 +8,9 @@ connections, each with pgvector's types registered, serves the repositories.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector_async
@@ -19,6 +20,7 @@ from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import Connection, PostgresDatabase, fetch_all, fetch_value, server_error
 from klaw.store.postgres.embedding_jobs import PostgresEmbeddingJobs
 from klaw.store.postgres.history import PostgresHistory
+from klaw.store.postgres.leases import PostgresLeases
 from klaw.store.postgres.memory_chunks import PostgresMemoryChunks
 from klaw.store.postgres.messages import PostgresMessages
 from klaw.store.postgres.migrations import current_version, migrate
@@ -27,7 +29,7 @@ from klaw.store.postgres.search import PostgresSearch
 from klaw.store.postgres.segments import PostgresSegments
 from klaw.store.postgres.sessions import PostgresExchanges, PostgresSessions, PostgresSettings
 from klaw.store.postgres.vectors import MESSAGE_VECTORS, PostgresVectors
-from klaw.store.protocol import StorageError, StoreCounts, VectorIndex
+from klaw.store.protocol import ChatLeaseRepository, StorageError, StoreCounts, VectorIndex
 from klaw.store.records import utc_now
 from klaw.store.summaries.postgres.repository import PostgresSummaries
 
@@ -50,6 +52,8 @@ class PostgresStore:
         self.memory_chunks = PostgresMemoryChunks(db, chats)
         self.history = PostgresHistory(db, chats)
         self.summaries = PostgresSummaries(db, chats, clock)
+        self.leases: ChatLeaseRepository | None = PostgresLeases(db, chats)
+        self.keeps_log = True  # log_records, written by each append
 
     @classmethod
     async def open(
@@ -59,12 +63,16 @@ class PostgresStore:
         variable: str,
         clock: Callable[[], datetime] = utc_now,
         pool_size: int = DEFAULT_POOL_SIZE,
+        search_path: Sequence[str] = (),
     ) -> PostgresStore:
         """Migrate the database `dsn` names and open a pool on it. `variable` is the environment
-        variable the DSN came from: messages name it, never the DSN (it may hold a password)."""
+        variable the DSN came from: messages name it, never the DSN (it may hold a password).
+        `search_path`: the schemas its tables are made and found in, first first (default: the
+        server's; `klaw reindex` builds in a schema of its own)."""
+        options: dict[str, Any] = {"options": f"-c search_path={','.join(search_path)}"} if search_path else {}
         try:
             async with await psycopg.AsyncConnection.connect(
-                dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS
+                dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS, **options
             ) as connection:
                 await migrate(connection)
         except StorageError:
@@ -79,7 +87,7 @@ class PostgresStore:
             dsn,
             min_size=1,
             max_size=pool_size,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS},
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS, **options},
             configure=configure,
             open=False,
             timeout=30,

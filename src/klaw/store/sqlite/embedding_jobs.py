@@ -9,7 +9,7 @@ stay visible until someone retries them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import apsw
 
@@ -74,6 +74,10 @@ class SqliteEmbeddingJobs:
             return [_job_from_row(row) for row in rows]
 
         return await self._db.run(query)
+
+    async def claim(self, now: datetime, limit: int, hold: timedelta) -> list[EmbeddingJob]:
+        """`due`: one engine owns klaw.db, so there is nobody to claim jobs from (`hold` unused)."""
+        return await self.due(now, limit)
 
     async def next_due_at(self) -> datetime | None:
         def query(connection: apsw.Connection) -> datetime | None:

@@ -269,6 +269,10 @@ class SqliteRebuild:
             return None
         return SqliteBuild(store, SqliteRebuildJournal(store.db), self._live)
 
+    def kept_log(self) -> None:
+        """The log is the home's JSONL files."""
+        return None
+
     def discard(self) -> None:
         for path in [self._work, *(_sidecar(self._work, s) for s in _SIDECARS)]:
             path.unlink(missing_ok=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import apsw
 
-from klaw.store.protocol import StoreCounts, VectorIndex
+from klaw.store.protocol import ChatLeaseRepository, StoreCounts, VectorIndex
 from klaw.store.records import utc_now
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase, database_error
@@ -54,6 +54,9 @@ class SqliteStore:
         self.memory_chunks = SqliteMemoryChunks(db, chats)
         self.history = SqliteHistory(db, chats)
         self.summaries = SqliteSummaries(db, chats, clock)
+        # One process opens klaw.db, so no chat needs a lease; its log is the JSONL files.
+        self.leases: ChatLeaseRepository | None = None
+        self.keeps_log = False
 
     @classmethod
     async def open(

@@ -1,0 +1,84 @@
+"""Chat leases in PostgreSQL (`chat_leases`): which engine serves a chat's turns, until when.
+
+Several engines share one database (docs/decisions/170-chat-leases.md): a chat's turn runs only in the
+engine holding its lease, so a chat's turns never overlap. A lease is a row with an expiry on the
+server's clock (engines on machines whose clocks differ still agree), taken when free, expired or
+already ours, renewed while the engine lives, released when the chat is idle. An engine that dies
+stops renewing: after the expiry another engine takes the chat over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from klaw.store.postgres.chats import ChatKeys
+from klaw.store.postgres.connection import PostgresDatabase, execute, fetch_all, fetch_one
+from klaw.store.postgres.rows import user_message_sql
+from klaw.store.records import ChatRef, to_millis
+
+
+class PostgresLeases:
+    def __init__(self, db: PostgresDatabase, chats: ChatKeys) -> None:
+        self._db = db
+        self._chats = chats
+
+    async def acquire(self, chat: ChatRef, holder: str, seconds: float) -> bool:
+        """Take (or extend) the chat's lease for `seconds` unless another holder's is still valid."""
+        async with self._db.transaction() as connection:
+            chat_key = await self._chats.ensure(connection, chat)
+            row = await fetch_one(
+                connection,
+                "INSERT INTO chat_leases (chat, holder, expires_at)"
+                " VALUES (%s, %s, clock_timestamp() + make_interval(secs => %s))"
+                " ON CONFLICT (chat) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at"
+                " WHERE chat_leases.holder = excluded.holder OR chat_leases.expires_at <= clock_timestamp()"
+                " RETURNING holder",
+                (chat_key, holder, seconds),
+            )
+        return row is not None
+
+    async def renew(self, chats: Sequence[ChatRef], holder: str, seconds: float) -> set[ChatRef]:
+        """Extend the leases `holder` still holds among `chats`; returns those it no longer holds
+        (expired and taken by another engine meanwhile)."""
+        if not chats:
+            return set()
+        async with self._db.transaction() as connection:
+            keys = {await self._chats.ensure(connection, chat): chat for chat in chats}
+            rows = await fetch_all(
+                connection,
+                "UPDATE chat_leases SET expires_at = clock_timestamp() + make_interval(secs => %s)"
+                " WHERE chat = ANY(%s) AND holder = %s RETURNING chat",
+                (seconds, list(keys), holder),
+            )
+        kept = {int(row[0]) for row in rows}
+        return {chat for key, chat in keys.items() if key not in kept}
+
+    async def release(self, chat: ChatRef, holder: str) -> None:
+        async with self._db.transaction() as connection:
+            chat_key = await self._chats.find(connection, chat)
+            if chat_key is not None:
+                await execute(connection, "DELETE FROM chat_leases WHERE chat = %s AND holder = %s", (chat_key, holder))
+
+    async def release_all(self, holder: str) -> None:
+        async with self._db.transaction() as connection:
+            await execute(connection, "DELETE FROM chat_leases WHERE holder = %s", (holder,))
+
+    async def unserved(self, since: datetime, until: datetime, holder: str) -> list[ChatRef]:
+        """Chats with a person's message created between `since` and `until` that no exchange answered
+        yet, whose lease no other engine holds: what an engine that died (or released the chat with a
+        message arriving at another engine meanwhile) left to answer."""
+        async with self._db.connection() as connection:
+            rows = await fetch_all(
+                connection,
+                "SELECT c.channel, c.chat_id FROM chats c WHERE c.id IN ("
+                f" SELECT DISTINCT m.chat FROM messages m WHERE m.created_at BETWEEN %s AND %s AND {user_message_sql()}"
+                "  AND m.segment_id = (SELECT max(s.id) FROM segments s WHERE s.chat = m.chat)"
+                "  AND m.rowid > COALESCE((SELECT max(e.user_message_rowid) FROM exchanges e"
+                "   WHERE e.segment_id = m.segment_id AND e.status <> 'open'), 0))"
+                " AND NOT EXISTS (SELECT 1 FROM chat_leases l WHERE l.chat = c.id AND l.holder <> %s"
+                "  AND l.expires_at > clock_timestamp())"
+                " ORDER BY c.id",
+                (to_millis(since), to_millis(until), holder),
+            )
+        return [ChatRef(str(channel), str(chat_id)) for channel, chat_id in rows]
