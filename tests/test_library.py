@@ -103,3 +103,44 @@ async def test_a_held_tool_is_asked_of_the_approve_callback_and_denied_without_o
         answer = await asyncio.wait_for(agent.ask("alice", "and now?"), 10)
     assert answer == "tool said: Not run: the person denied host_exec. Do not retry it unless they ask you to."
     assert ran == ["uptime"]
+
+
+async def test_a_chat_is_read_back_as_a_person_saw_it(tmp_path: Path) -> None:
+    """history, turns, sessions, search_memory and core_memory: what a program may read without internals."""
+
+    def model(messages: Sequence[ChatMessage], info: AgentInfo) -> str | ChatResponse:
+        last = messages[-1]
+        if last.role == "tool":
+            return "saved"
+        if last.content == "remember the gate code":
+            return tool_calls(call_tool("memory_save", {"text": "the gate code is 2468"}))
+        if last.content == "and that I live in Porto":
+            return tool_calls(call_tool("memory_core_update", {"set": {"city": "Porto"}}))
+        raise RuntimeError("a bug in the model")
+
+    async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(model), clock=ManualClock()) as agent:
+        assert await agent.history("alice") == [] and await agent.sessions("alice") == []
+        await agent.ask("alice", "remember the gate code")
+        await agent.ask("alice", "and that I live in Porto")
+        with pytest.raises(TurnFailed):
+            await agent.ask("alice", "one more")
+        history = await agent.history("alice")
+        assert [(m.role, m.type) for m in history][:4] == [
+            ("user", "text"),
+            ("assistant", "tool_call"),
+            ("tool", "tool_result"),
+            ("assistant", "text"),
+        ]
+        assert history[0].text == "remember the gate code" and history[-1].text == "one more"
+        turns = await agent.turns("alice")
+        assert [t.status for t in turns] == ["completed", "completed", "failed"]
+        assert turns[0].message == history[0].id and turns[0].reply == history[3].id
+        [found] = [hit for hit in await agent.search_memory("alice", "gate code") if hit.kind == "memory"]
+        assert found.text == "the gate code is 2468"
+        assert await agent.core_memory() == {"city": "Porto"}
+        [first] = await agent.sessions("alice")
+        await agent.ask("alice", "/new")
+        assert await agent.history("alice") == []
+        assert [s.id for s in await agent.sessions("alice")] == [first.id, first.id + 1]
+        assert len(await agent.history("alice", session=first.id)) == len(history)
+        assert await agent.history("bob") == []

@@ -15,6 +15,11 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Klaw": "klaw.library",
     "TurnFailed": "klaw.library",
+    "HistoryEntry": "klaw.engine.chat_reading",
+    "MemoryFound": "klaw.engine.chat_reading",
+    "SessionInfo": "klaw.engine.chat_reading",
+    "TurnState": "klaw.engine.chat_reading",
+    "ChatRef": "klaw.store.records",
     "EngineConfig": "klaw.config",
     "KlawHome": "klaw.home",
     "Clock": "klaw.engine.clock",
@@ -34,25 +39,31 @@ _EXPORTS = {
 __all__ = [
     "ChatMessage",
     "ChatModel",
+    "ChatRef",
     "ChatResponse",
     "Clock",
     "Embedder",
     "EngineConfig",
     "FunctionModel",
+    "HistoryEntry",
     "Klaw",
     "KlawHome",
     "LlmError",
     "ManualClock",
+    "MemoryFound",
+    "SessionInfo",
     "SystemClock",
     "ToolCall",
     "ToolContext",
     "ToolSetup",
     "TurnFailed",
+    "TurnState",
     "__version__",
 ]
 
 if TYPE_CHECKING:
     from klaw.config import EngineConfig
+    from klaw.engine.chat_reading import HistoryEntry, MemoryFound, SessionInfo, TurnState
     from klaw.engine.clock import Clock, ManualClock, SystemClock
     from klaw.library import Klaw, TurnFailed
     from klaw.llm.errors import LlmError
@@ -60,6 +71,7 @@ if TYPE_CHECKING:
     from klaw.llm.messages import ChatMessage, ChatResponse, ToolCall
     from klaw.llm.protocol import ChatModel
     from klaw.memory.embedder.protocol import Embedder
+    from klaw.store.records import ChatRef
     from klaw.tools.groups import ToolSetup
     from klaw.tools.schema import ToolContext
 

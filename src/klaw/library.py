@@ -10,7 +10,8 @@ context, the tool loop, the reply recorded) and returns the reply's text; only t
 skipped, since a call is one whole message, not a burst being typed. A failed turn raises
 `TurnFailed` with the text the person would have read (it names the error id in the log). A tool held
 by `tools.approval` is asked of the `approve` callback (the question's text, as a person would read it);
-without one it is denied at once rather than after the approval timeout.
+without one it is denied at once rather than after the approval timeout. What a person could see of
+a chat is read back with `history`, `turns`, `sessions`, `search_memory` and `core_memory`.
 Decision: docs/decisions/092-library-api.md.
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from klaw.config import EngineConfig
 from klaw.config_loader import load_config
+from klaw.engine.chat_reading import DEFAULT_LIMIT, HistoryEntry, MemoryFound, SessionInfo, TurnState
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Outbound
 from klaw.engine.runtime import Engine
@@ -110,7 +112,7 @@ class Klaw:
         """Send `text` as the person of `chat` and return the reply once the turn ends. A slash
         command (`/status`) is answered at once. Raises `TurnFailed` when the turn fails."""
         engine = self.engine
-        ref = chat if isinstance(chat, ChatRef) else ChatRef(LIBRARY_CHANNEL, chat)
+        ref = _chat(chat)
         result = await engine.submit(ref, text)
         if result.command_reply is not None:
             return result.command_reply
@@ -124,6 +126,30 @@ class Klaw:
         if outbound.kind == "error":
             raise TurnFailed(outbound.text)
         return outbound.text
+
+    async def history(
+        self, chat: str | ChatRef, *, limit: int = DEFAULT_LIMIT, session: int | None = None
+    ) -> list[HistoryEntry]:
+        """The last `limit` messages of the chat's current session (since its last `/new`), or of
+        `session` (an id from `sessions`), oldest first."""
+        return await self.engine.chats.history(_chat(chat), limit=limit, session=session)
+
+    async def turns(self, chat: str | ChatRef, *, session: int | None = None) -> list[TurnState]:
+        """The turns of the current session (or of `session`), oldest first, each `completed`, `failed`,
+        `tool_limit` or `open`."""
+        return await self.engine.chats.turns(_chat(chat), session=session)
+
+    async def sessions(self, chat: str | ChatRef) -> list[SessionInfo]:
+        """The chat's sessions, oldest first (the last is the current one)."""
+        return await self.engine.chats.sessions(_chat(chat))
+
+    async def search_memory(self, chat: str | ChatRef, query: str, *, limit: int = 5) -> list[MemoryFound]:
+        """The chat's saved memories and earlier messages that best match `query`, best first."""
+        return await self.engine.chats.search_memory(_chat(chat), query, limit=limit)
+
+    async def core_memory(self) -> dict[str, Any]:
+        """Core memory: the facts about the person kept in every context."""
+        return await self.engine.chats.core_memory()
 
     async def aclose(self) -> None:
         """Finish the turns in flight and close everything (the engine's graceful shutdown)."""
@@ -174,3 +200,8 @@ class Klaw:
         if self._config is not None:
             return EngineConfig.model_validate(self._config)
         return load_config(self.home.config_file).config
+
+
+def _chat(chat: str | ChatRef) -> ChatRef:
+    """A chat by name is `library:<name>`."""
+    return chat if isinstance(chat, ChatRef) else ChatRef(LIBRARY_CHANNEL, chat)

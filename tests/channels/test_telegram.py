@@ -55,9 +55,8 @@ async def test_unknown_chats_get_one_refusal_and_nothing_is_stored(telegram: Fak
         await telegram.wait_for(lambda: len(telegram.sent_to(ANA)) == 1)
         assert telegram.sent_to(STRANGER) == [REFUSAL.format(chat_id=STRANGER)]  # once, not per message
         assert not telegram.updates or all(u["message"]["chat"]["id"] == ANA for u in telegram.updates)
-        chats = await stack.engine.store.segments.chats()
-        assert ChatRef("telegram", str(STRANGER)) not in chats
-        assert ChatRef("telegram", str(ANA)) in chats
+        assert await stack.engine.chats.sessions(ChatRef("telegram", str(STRANGER))) == []
+        assert await stack.engine.chats.sessions(ChatRef("telegram", str(ANA)))
         assert not any(str(STRANGER) in path.name for path in stack.home.conversations.iterdir())
         assert all(frame.chat_id == str(ANA) for frame in stack.gateway.buffer.pending())
         buffered = stack.gateway.buffer.path.read_text(encoding="utf-8")

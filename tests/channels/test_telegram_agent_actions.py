@@ -49,6 +49,7 @@ async def test_message_send_from_the_web_chat_arrives_in_telegram(telegram: Fake
         await stack.engine.submit(ChatRef("web", "main"), "tell me on telegram when the build is green: it is")
         await telegram.wait_for_sent(1)
         assert telegram.sent_to(ANA) == ["The build is green."]
+        # where the message came from is the stored record's metadata, not history a person reads
         segment = await stack.engine.store.segments.current(ChatRef("telegram", str(ANA)))
         [message] = await stack.engine.store.messages.window(segment.id, 10)
         assert (message.content, message.record.metadata) == (

@@ -84,13 +84,14 @@ async def test_sessions_survive_restart_and_a_lost_database(tmp_path: Path) -> N
 async def test_a_replayed_command_id_changes_nothing_twice(tmp_path: Path) -> None:
     """A gateway that lost an acknowledgement resends the frame with the same id."""
     async with running_engine(tmp_path) as h:
-        first = await h.engine.store.segments.current(CHAT)
+        await h.turn("hello")
+        [first] = await h.engine.chats.sessions(CHAT)
         await h.engine.submit(CHAT, "/new", message_id="gw-1")
-        second = await h.engine.store.segments.current(CHAT)
+        second = (await h.engine.chats.sessions(CHAT))[-1]
         await h.engine.submit(CHAT, "/new", message_id="gw-1")
-        assert (await h.engine.store.segments.current(CHAT)).id == second.id != first.id
+        assert (await h.engine.chats.sessions(CHAT))[-1].id == second.id != first.id
         await h.engine.submit(CHAT, "/new", message_id="gw-2")
-        assert len(await h.engine.store.segments.list(CHAT)) == 3
+        assert len(await h.engine.chats.sessions(CHAT)) == 3
 
         await h.engine.commands.handle(CHAT, "model", "fake/large", command_id="gw-3")
         await h.engine.commands.handle(CHAT, "model", "fake/small")

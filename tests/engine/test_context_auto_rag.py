@@ -283,6 +283,7 @@ async def test_engine_turn_recalls_and_context_command_shows_scores(tmp_path: Pa
         await h.turn(DEPLOY)
         for i in range(WINDOW):
             await h.turn(f"filler number {i} lorem ipsum dolor")
+        # the vectors are written straight into storage (no embedding queue in this test): by rowid
         segment = await h.engine.store.segments.current(CHAT)
         stored = await h.engine.store.messages.window(segment.id, 100)
         vectors = await h.engine.embedder.embed([m.content for m in stored])

@@ -68,10 +68,9 @@ async def test_a_question_about_the_first_topic_retrieves_its_segment_and_exchan
     async with running_engine(tmp_path, **MEMORY) as h:
         h.server.default_reply = summarizing_reply
         segments = await three_topics(h)
-        store = h.engine.store
-        counts = await store.summaries.counts()
+        counts = await h.engine.store.summaries.counts()  # summaries and their vectors: storage's own counts
         assert (counts.exchanges, counts.segments_final, counts.vectors) == (3, 3, 6)
-        [tea_exchange] = await store.exchanges.for_segment(segments[0])
+        [tea_exchange] = await h.engine.chats.turns(CHAT, session=segments[0])
 
         await h.turn(QUESTION)
         block = past_block(h.last_request_messages())
@@ -145,10 +144,10 @@ async def test_a_failing_summarizer_never_fails_a_turn(tmp_path: Path) -> None:
         assert h.engine.summarizer is not None
         status = await command(h, "/summarizer")
         assert "backing off" in status and "LlmServerError" in status
-        assert (await h.engine.store.summaries.counts()).exchanges == 0
+        assert (await h.engine.store.summaries.counts()).exchanges == 0  # storage's count: none written
         h.server.default_reply = summarizing_reply
         await h.clock.advance(300)  # past the longest backoff
         await settle(h)
-        assert (await h.engine.store.summaries.counts()).exchanges == 3
+        assert (await h.engine.store.summaries.counts()).exchanges == 3  # the summaries as stored
         summaries = await h.engine.store.summaries.in_segment((await h.engine.sessions.get_or_create(CHAT)).segment.id)
         assert {s.kind for s in summaries} >= {SummaryKind.EXCHANGE}

@@ -4,7 +4,8 @@ are saved, tool calls and results are not, the reply never waits for the embedde
 and a restart finishes what the last run left.
 
 The engine embeds through its `openai` backend over real HTTP to the fake OpenAI server, which holds,
-hangs or refuses /v1/embeddings requests as a test scripts it."""
+hangs or refuses /v1/embeddings requests as a test scripts it. What is checked is what the queue writes to
+storage (jobs, vectors by rowid), so these tests read the store directly, not the library's read API."""
 
 from __future__ import annotations
 

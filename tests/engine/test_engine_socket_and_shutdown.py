@@ -174,6 +174,7 @@ async def test_slash_text_in_an_inbound_frame_is_a_command_answered_with_a_notic
             assert status["reply_to"] == "s-2" and "Model: fake/large" in status["text"]
             await clock.advance(5)
             assert server.chat_requests == []  # commands never reach the model
+            # a control record is storage's, not history a person reads: looked up in the store by id
             stored = await engine.store.messages.get("s-1")  # the switch is kept under the frame's id…
             assert stored is not None and stored.record.type is MessageType.MODEL_SWITCH  # …not as text said
             assert await engine.store.messages.get("s-2") is None  # read-only commands store nothing

@@ -8,7 +8,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from klaw.store.records import ChatRef, ExchangeStatus, MessageType
+from klaw.store.records import ChatRef, MessageType
 from tests.engine.harness import CHAT, running_engine
 
 
@@ -20,16 +20,10 @@ async def test_simple_message_processed_end_to_end(tmp_path: Path) -> None:
         assert reply.kind == "reply"
         body = h.server.chat_requests[-1].body
         assert body["model"] == "small"  # provider name = id without "fake/"
-        segment = await h.engine.store.segments.current(CHAT)
-        stored = await h.engine.store.messages.window(segment.id, 10)
-        assert [(m.role.value, m.content) for m in stored] == [
-            ("user", "hello there"),
-            ("assistant", "echo: hello there"),
-        ]
-        exchanges = await h.engine.store.exchanges.for_segment(segment.id)
-        assert [(e.status, e.user_message_rowid, e.final_message_rowid) for e in exchanges] == [
-            (ExchangeStatus.COMPLETED, stored[0].rowid, stored[1].rowid)
-        ]
+        stored = await h.engine.chats.history(CHAT)
+        assert [(m.role, m.text) for m in stored] == [("user", "hello there"), ("assistant", "echo: hello there")]
+        turns = await h.engine.chats.turns(CHAT)
+        assert [(t.status, t.message, t.reply) for t in turns] == [("completed", stored[0].id, stored[1].id)]
 
 
 async def test_debounced_messages_are_joined_into_one_turn(tmp_path: Path) -> None:
@@ -98,8 +92,7 @@ async def test_single_tool_call_is_executed_and_its_result_sent_back(tmp_path: P
         second = h.last_request_messages()
         assert second[-2]["role"] == "assistant" and second[-2]["tool_calls"][0]["function"]["name"] == "current_time"
         assert second[-1]["role"] == "tool" and "2026-01-01T09:00" in second[-1]["content"]
-        segment = await h.engine.store.segments.current(CHAT)
-        types = [m.record.type.value for m in await h.engine.store.messages.window(segment.id, 10)]
+        types = [m.type for m in await h.engine.chats.history(CHAT)]
         assert types == ["text", "tool_call", "tool_result", "text"]
 
 
@@ -123,9 +116,7 @@ async def test_tool_round_limit_gives_a_clear_message_and_closes_the_exchange(tm
         reply = await h.turn("loop forever")
         assert "3 rounds" in reply.text and "maxToolCallRounds" in reply.text
         assert len(h.server.chat_requests) == 3
-        segment = await h.engine.store.segments.current(CHAT)
-        exchanges = await h.engine.store.exchanges.for_segment(segment.id)
-        assert exchanges[-1].status is ExchangeStatus.TOOL_LIMIT
+        assert (await h.engine.chats.turns(CHAT))[-1].status == "tool_limit"
 
 
 async def test_llm_failure_tells_the_person_and_marks_the_exchange_failed(tmp_path: Path) -> None:
@@ -134,8 +125,7 @@ async def test_llm_failure_tells_the_person_and_marks_the_exchange_failed(tmp_pa
         reply = await h.turn("hi")
         assert reply.kind == "error"
         assert "could not answer" in reply.text
-        segment = await h.engine.store.segments.current(CHAT)
-        assert (await h.engine.store.exchanges.for_segment(segment.id))[-1].status is ExchangeStatus.FAILED
+        assert (await h.engine.chats.turns(CHAT))[-1].status == "failed"
         ok = await h.turn("again")  # the engine keeps serving
         assert ok.text == "echo: again"
 

@@ -58,7 +58,7 @@ async def cap_database(engine: Engine, pages: int | None) -> None:
             limit = int(next(iter(connection.execute("PRAGMA page_count")))[0])
         connection.execute(f"PRAGMA max_page_count = {limit}")
 
-    assert isinstance(engine.store, SqliteStore)
+    assert isinstance(engine.store, SqliteStore)  # the disk is made full under SQLite itself
     await engine.store.db.run(cap)
 
 

@@ -63,7 +63,7 @@ async def test_embeddings_switch_status_and_rebuild_with_confirmation(tmp_path: 
         assert "- message: " in stopped and "- summary: 1 pending, 0 failed" in stopped
         ask = await reply(h, "/embeddings rebuild")
         assert "deletes the 1 summary vectors" in ask and "/embeddings rebuild confirm" in ask
-        assert (await h.engine.store.summaries.counts()).vectors == 1  # nothing happened yet
+        assert (await h.engine.store.summaries.counts()).vectors == 1  # storage's count: nothing happened yet
         done = await reply(h, "/embeddings rebuild confirm")
         assert done.startswith("Summary vectors dropped; 2 summaries queued") and "worker is off" in done
         assert await reply(h, "/embeddings now") == "Usage: /embeddings [on|off|status|rebuild]"
@@ -72,7 +72,7 @@ async def test_embeddings_switch_status_and_rebuild_with_confirmation(tmp_path: 
         assert await reply(h, "/embeddings on") == "Embedding worker on."
         await h.clock.advance(60)  # a new manual clock starts at the same time: jobs queued later wait
         await h.engine.embedding_queue.wait_idle()
-        assert (await h.engine.store.summaries.counts()).vectors == 2
+        assert (await h.engine.store.summaries.counts()).vectors == 2  # storage's count of summary vectors
         assert "- no jobs waiting" in await reply(h, "/embeddings")
 
 
@@ -83,7 +83,7 @@ async def test_embeddings_shows_failed_jobs_per_target_and_on_queues_them_again(
         await h.turn("how do I brew green tea at eighty degrees")
         assert h.engine.summarizer is not None
         await h.engine.summarizer.wait_idle()
-        store = h.engine.store
+        store = h.engine.store  # the embedding queue's jobs, as stored
         jobs = await store.embedding_jobs.due(h.clock.now(), 100)
         assert sorted(job.target for job in jobs) == ["message", "message", "summary"]
         for job in jobs:  # the state the queue leaves after the 32 s retry failed (test_summary_embedding.py)

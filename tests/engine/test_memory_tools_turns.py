@@ -54,9 +54,8 @@ async def test_a_question_about_the_first_of_three_segments_reads_its_transcript
         for topic in TOPICS:
             await h.turn(topic)
             await command(h, "/new")
-        store = h.engine.store
-        first = (await store.segments.list(CHAT))[0]
-        [first_exchange] = await store.exchanges.for_segment(first.id)
+        first = (await h.engine.chats.sessions(CHAT))[0]
+        [first_exchange] = await h.engine.chats.turns(CHAT, session=first.id)
 
         reply = await h.turn(QUESTION)
 
@@ -70,11 +69,9 @@ async def test_a_question_about_the_first_of_three_segments_reads_its_transcript
         assert (details["exchange_id"], details["segment_id"]) == (first_exchange.id, first.id)
         assert details["user_message"] == TOPICS[0]
         assert [m["content"] for m in details["messages"]] == [TOPICS[0], f"echo: {TOPICS[0]}"]
-        # the tool calls and results are part of the exchange's stored transcript too
-        [asked] = await store.exchanges.for_segment((await store.segments.current(CHAT)).id)
-        transcript = await store.history.exchange_messages(asked.id)
-        names = [m.record.metadata.get("name") for m in transcript or [] if m.record.metadata]
-        assert "memory_search" in names and "fetch_conversation_details" in names
+        # the tool calls and results are part of the session's history too
+        kinds = [m.type for m in await h.engine.chats.history(CHAT)]
+        assert kinds == ["text", "tool_call", "tool_result", "tool_call", "tool_result", "text"]
 
 
 def model_that_saves(body: Mapping[str, Any]) -> Reply:
@@ -102,6 +99,7 @@ async def test_memory_save_in_one_segment_is_found_by_memory_search_in_a_later_o
         memory = next(r for r in results if r["kind"] == "memory")
         assert memory["text"] == "the storage unit is number 42 at Rua Nova"
         await h.engine.embedding_queue.wait_idle()  # now it has a vector too
+        # the vector itself is storage's to show (no person sees one)
         assert isinstance(h.engine.store, SqliteStore)
         assert await h.engine.store.memory_chunks.vector_count() == 1
         again = json.loads((await h.turn("look up storage unit number")).text.removeprefix("tool said: "))
@@ -132,7 +130,7 @@ async def test_forget_in_the_chat_erases_everywhere_and_reindex_does_not_bring_i
 
         assert answer.startswith("Forgot exchange ") and "4 message(s), 1 saved memory" in answer
         assert secret not in log_text(h.home) and "good day for a walk" in log_text(h.home)
-        assert await h.engine.store.memory_chunks.count(CHAT) == 0
+        assert await h.engine.chats.search_memory(CHAT, "locker code") == []
         assert secret.encode() not in database_bytes(h.home.database_file("klaw.db"))
         assert h.engine.processor.context_history.turns(CHAT) == []
         assert "No turn" in await command(h, "/context")
@@ -155,7 +153,7 @@ async def test_forget_in_the_chat_erases_everywhere_and_reindex_does_not_bring_i
 async def other_chats_segment(h: Harness) -> int:
     other = ChatRef("console", "someone-else")
     await h.turn("my own business", chat=other)
-    return (await h.engine.store.segments.current(other)).id
+    return (await h.engine.chats.sessions(other))[-1].id
 
 
 def model_that_updates_core_memory(body: Mapping[str, Any]) -> Reply:

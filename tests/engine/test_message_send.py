@@ -100,8 +100,7 @@ async def test_the_agent_writes_from_the_web_page_to_the_persons_telegram() -> N
         assert (record.role, record.content) == (Role.ASSISTANT, TEXT)
         assert record.metadata == {"source": "message_send", "from": "web:main"}
         # ... and so does its window: the next turn in Telegram sees what the agent said there.
-        segment = await s.engine.store.segments.current(TELEGRAM)
-        assert [m.content for m in await s.engine.store.messages.window(segment.id, 10)] == [TEXT]
+        assert [m.text for m in await s.engine.chats.history(TELEGRAM)] == [TEXT]
 
 
 async def test_a_chat_that_is_not_the_persons_is_refused_and_nothing_is_sent(caplog: pytest.LogCaptureFixture) -> None:

@@ -45,7 +45,7 @@ async def test_a_past_conversation_is_found_on_postgres(tmp_path: Path) -> None:
 async def test_forget_erases_a_saved_memory_and_its_exchange_from_postgres(tmp_path: Path) -> None:
     secret = "flamingoteapot"
     async with running_engine(tmp_path) as h:
-        store = h.engine.store
+        store = h.engine.store  # what PostgreSQL itself holds is the point: read the store
         assert isinstance(store, PostgresStore)
         h.server.default_reply = model_that_saves
         await h.turn("the weather is nice today, a good day for a walk")

@@ -109,8 +109,7 @@ async def test_a_minutely_task_runs_sees_its_past_stays_silent_and_survives_a_re
             ]
             # The runs live in the task's own log; the chat's window got only the two delivered answers.
             assert (home.conversations / "scheduler_news" / "2026-01-01.jsonl").is_file()
-            segment = await engine.store.segments.current(CHAT)
-            window = [m.content for m in await engine.store.messages.window(segment.id, 50)]
+            window = [m.text for m in await engine.chats.history(CHAT, limit=50)]
             assert REQUEST not in window and '{"silent": true}' not in window
             assert window[-2:] == ["first report", "second report"]
             task = (await scheduler_of(engine).list_tasks())[0]

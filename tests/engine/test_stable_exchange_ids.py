@@ -24,13 +24,12 @@ async def command(h: Harness, text: str) -> str:
 
 async def exchanges_by_id(h: Harness) -> dict[int, str]:
     """Each exchange of the chat, by id, with the user message that opened it."""
-    store = h.engine.store
     found: dict[int, str] = {}
-    for segment in await store.segments.list(CHAT):
-        for exchange in await store.exchanges.for_segment(segment.id):
-            records = await store.history.exchange_messages(exchange.id) or []
-            said = [m.record.content for m in records if m.record.role == "user" and not m.record.is_control]
-            found[exchange.id] = said[0]
+    for session in await h.engine.chats.sessions(CHAT):
+        said = {m.id: m.text for m in await h.engine.chats.history(CHAT, session=session.id)}
+        for turn in await h.engine.chats.turns(CHAT, session=session.id):
+            assert turn.message is not None
+            found[turn.id] = said[turn.message]
     return found
 
 
@@ -81,14 +80,14 @@ async def test_segment_ids_survive_forgetting_a_segment_and_reindex(tmp_path: Pa
         for text in SAID:
             await h.turn(text)
             await command(h, "/new")
-        segments = {s.id: s for s in await h.engine.store.segments.list(CHAT)}
+        segments = {s.id: s for s in await h.engine.chats.sessions(CHAT)}
         assert sorted(segments) == [1, 2, 3, 4]
         assert "Forgot segment 2" in await command(h, "/forget segment 2")
     h.home.config_file.write_text("embedder:\n  backend: fake\n  dim: 32\nsummarizer:\n  enabled: false\n")
     await klaw(h.home, "reindex")
     async with running_engine(tmp_path) as h:
         assert await exchanges_by_id(h) == {1: SAID[0], 3: SAID[2]}
-        third = await h.engine.store.exchanges.get(3)
-        assert third is not None and third.segment_id == 3  # the third message is still in segment 3
+        # the third message is still in segment 3
+        assert [turn.id for turn in await h.engine.chats.turns(CHAT, session=3)] == [3]
         assert "Forgot segment 3" in await command(h, "/forget segment 3")
         assert await exchanges_by_id(h) == {1: SAID[0]}

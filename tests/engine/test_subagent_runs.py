@@ -48,14 +48,11 @@ def held_reply(h: Harness, text: str) -> tuple[asyncio.Event, asyncio.Event]:
 
 
 async def tool_results(h: Harness, chat: ChatRef = CHAT) -> list[str]:
-    segment = await h.engine.store.segments.current(chat)
-    window = await h.engine.store.messages.window(segment.id, 100)
-    return [m.content for m in window if m.record.type is MessageType.TOOL_RESULT]
+    return [m.text for m in await h.engine.chats.history(chat) if m.type == "tool_result"]
 
 
 async def chat_contents(h: Harness, chat: ChatRef = CHAT) -> list[tuple[str, str]]:
-    segment = await h.engine.store.segments.current(chat)
-    return [(m.role.value, m.content) for m in await h.engine.store.messages.window(segment.id, 100)]
+    return [(m.role, m.text) for m in await h.engine.chats.history(chat)]
 
 
 async def test_a_run_is_logged_to_its_task_jsonl_only_and_its_answer_injected(tmp_path: Path) -> None:
@@ -75,10 +72,11 @@ async def test_a_run_is_logged_to_its_task_jsonl_only_and_its_answer_injected(tm
         ]
         assert all(r.chat == task_chat(TASK) for r in records)
         assert records[-1].metadata == {"run_status": "completed"}
-        # Not a chat: no rows in `messages`, so nothing to embed either.
-        assert await h.engine.store.messages.latest_created_at(task_chat(TASK)) is None
+        # Not a chat: no session and no messages stored, so nothing to embed either.
+        assert await h.engine.chats.sessions(task_chat(TASK)) == []
         # The answer is the target chat's message now, marked as coming from the task.
         assert await chat_contents(h) == [("assistant", "It is nine; nothing else.")]
+        # the record's metadata is storage's, not the history a person reads: read from the store
         injected = await h.engine.store.messages.window((await h.engine.store.segments.current(CHAT)).id, 1)
         assert injected[0].record.metadata == {"source": "task", "task": TASK, "origin": "schedule"}
         assert [(o.chat, o.text, o.kind) for o in h.delivered] == [(CHAT, "It is nine; nothing else.", "reply")]
@@ -94,7 +92,7 @@ async def test_task_logs_are_not_replayed_into_the_database_at_start_up(tmp_path
     async with running_engine(tmp_path) as h:
         await runner(h).spawn(SubagentRequest(TASK, "go"))
     async with running_engine(tmp_path) as h:
-        assert await h.engine.store.messages.latest_created_at(task_chat(TASK)) is None
+        assert await h.engine.chats.sessions(task_chat(TASK)) == []
         assert len(task_log(h)) == 2
 
 

@@ -49,8 +49,7 @@ class Gateway:
         return dict(frame)
 
     async def injected(self) -> list[str]:
-        segment = await self.engine.store.segments.current(WEB)
-        return [m.content for m in await self.engine.store.messages.window(segment.id, 50)]
+        return [m.text for m in await self.engine.chats.history(WEB, limit=50)]
 
 
 @pytest.fixture

@@ -75,8 +75,8 @@ def _bytes_of(path: Path) -> bytes:
 async def test_summaries_are_log_records_that_no_reader_of_messages_sees(tmp_path: Path) -> None:
     async with running_engine(tmp_path, **SUMMARIZING) as h:
         await turns(h)
-        store = h.engine.store
-        first = (await store.segments.list(CHAT))[0]
+        store = h.engine.store  # the summaries as stored
+        first = (await h.engine.chats.sessions(CHAT))[0]
         summaries = await store.summaries.in_segment(first.id)
         kinds = [(s.kind.value, s.final) for s in summaries]
         assert kinds == [("segment", True), ("exchange", True), ("exchange", True)]
@@ -109,9 +109,9 @@ async def test_forgetting_a_summarized_exchange_erases_its_summary_from_database
     async with running_engine(tmp_path, **SUMMARIZING) as h:
         await turns(h)
         home = h.home
-        store = h.engine.store
-        first = (await store.segments.list(CHAT))[0]
-        tea = (await store.exchanges.for_segment(first.id))[0]
+        store = h.engine.store  # the summaries as stored
+        first = (await h.engine.chats.sessions(CHAT))[0]
+        tea = (await h.engine.chats.turns(CHAT, session=first.id))[0]
         tea_summary = await store.summaries.exchange_summary(tea.id)
         assert tea_summary is not None and files_holding(home.conversations, tea_summary.text)
         reply = await h.engine.submit(CHAT, f"/forget exchange {tea.id}")

@@ -93,7 +93,7 @@ async def run_live(tmp_path: Path, *, overlap: bool, summaries: bool = False) ->
         await live_turns(h, overlap=overlap)
         if summaries:
             await summarize(h)
-        await h.engine.store.settings.set("summarizer", {"enabled": True})
+        await h.engine.store.settings.set("summarizer", {"enabled": True})  # a stored setting reindex must keep
         home = h.home
     copy = KlawHome(tmp_path / "copy")
     shutil.copytree(home.root, copy.root)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from klaw.command_syntax import parse_command
 from klaw.config import EngineConfig
 from klaw.engine.assembly import Parts, assemble, memory_services
+from klaw.engine.chat_reading import ChatReader
 from klaw.engine.clock import Clock, SystemClock
 from klaw.engine.delivery import Outbound
 from klaw.engine.frames import CommandFrame, DeliveredFrame, InboundFrame
@@ -56,7 +57,9 @@ class SubmitResult:
 class Engine:
     """The running engine: its parts (engine/assembly.py) and the exit stack that closes them."""
 
-    def __init__(self, *, home: KlawHome, config: EngineConfig, parts: Parts, lifetimes: AsyncExitStack) -> None:
+    def __init__(
+        self, *, home: KlawHome, config: EngineConfig, parts: Parts, lifetimes: AsyncExitStack, chats: ChatReader
+    ) -> None:
         self.home = home
         self.config = config
         self._lifetimes = lifetimes
@@ -66,6 +69,7 @@ class Engine:
         self.router = parts.router
         self.tools = parts.tools
         self.tool_selection = parts.selection  # which group offered each tool, and each model's tools
+        self.chats = chats  # each chat as a person could read it (history, turns, sessions, memory)
         self.sessions = parts.sessions
         self.processor = parts.processor
         self.commands = parts.commands
@@ -107,8 +111,9 @@ class Engine:
                 embedder=embedder,
                 tools=tools,
             )
-            engine = cls(home=home, config=config, parts=parts, lifetimes=lifetimes)
             services = memory_services(config, parts.memory, clock, parts.delivery)
+            chats = ChatReader(parts.memory.store, services.archival, services.core)
+            engine = cls(home=home, config=config, parts=parts, lifetimes=lifetimes, chats=chats)
             engine.memory_access = MemoryAccess(services, home.workspace)
             if parts.socket is not None:  # listening last: recovery and resume are done
                 queries = EngineQueries(

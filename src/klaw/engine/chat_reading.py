@@ -1,0 +1,128 @@
+"""Reading a chat as a person could: its sessions, the current session's messages and turns, its memory.
+
+For programs using klaw as a library (`Klaw.history`, `Klaw.turns`, …; docs/library.md) and for tests
+that assert what a person could observe, so neither reaches into the storage repositories. Built on
+the storage protocol only (either backend), and read-only: nothing here creates a session or writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from klaw.memory.archival_memory import ArchivalMemory
+from klaw.memory.core_memory import CoreMemory
+from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef
+
+DEFAULT_LIMIT = 100
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One message of a chat's conversation. `type` says what it is: `text` (what was said), `tool_call`
+    and `tool_result` (the agent's tool use), or another conversation record (`memory_saved`, a summary).
+    Records of the chat's state (a `/new`, a turn's start and end) are not history: see `TurnState`."""
+
+    id: str
+    role: str  # user, assistant, tool, system
+    text: str
+    type: str
+    created_at: datetime
+    session: int  # the session (the part of the chat since a `/new`) it belongs to
+
+
+@dataclass(frozen=True, slots=True)
+class TurnState:
+    """One turn of a chat: a person's message and everything up to the agent's final reply."""
+
+    id: int
+    status: Literal["open", "completed", "failed", "tool_limit"]
+    started_at: datetime
+    ended_at: datetime | None
+    message: str | None  # the id of the person's message it answers (None: a task's run, a resumed turn)
+    reply: str | None  # the id of the agent's final reply, once there is one
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """The part of a chat between two `/new`s; the last one of a chat is its current session."""
+
+    id: int
+    started_at: datetime
+    ended_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFound:
+    """A saved memory or an earlier message of the chat that a memory search found, best first."""
+
+    kind: Literal["memory", "message"]
+    text: str
+    created_at: datetime
+    score: float
+
+
+class ChatReader:
+    """What a person could see of each chat, read through the storage protocol."""
+
+    def __init__(self, store: Storage, archival: ArchivalMemory, core: CoreMemory) -> None:
+        self._store = store
+        self._archival = archival
+        self._core = core
+
+    async def sessions(self, chat: ChatRef) -> list[SessionInfo]:
+        """The chat's sessions, oldest first; empty for a chat that never had a message."""
+        return [SessionInfo(s.id, s.started_at, s.ended_at) for s in await self._store.segments.list(chat)]
+
+    async def history(
+        self, chat: ChatRef, *, limit: int = DEFAULT_LIMIT, session: int | None = None
+    ) -> list[HistoryEntry]:
+        """The last `limit` messages of the chat's current session (or of `session`, one of its
+        `sessions`), oldest first, each with its type."""
+        segment = await self._session(chat, session)
+        if segment is None:
+            return []
+        return [
+            HistoryEntry(m.record.id, m.role.value, m.content, m.record.type.value, m.record.created_at, m.segment_id)
+            for m in await self._store.messages.window(segment, limit)
+        ]
+
+    async def turns(self, chat: ChatRef, *, session: int | None = None) -> list[TurnState]:
+        """The turns of the chat's current session (or of `session`), oldest first, each with how it
+        ended (or `open`)."""
+        segment = await self._session(chat, session)
+        if segment is None:
+            return []
+        exchanges = await self._store.exchanges.for_segment(segment)
+        linked = [r for e in exchanges for r in (e.user_message_rowid, e.final_message_rowid) if r is not None]
+        ids = {m.rowid: m.record.id for m in await self._store.messages.by_rowids(linked)} if linked else {}
+        return [
+            TurnState(
+                e.id,
+                e.status.value,
+                e.started_at,
+                e.ended_at,
+                None if e.user_message_rowid is None else ids.get(e.user_message_rowid),
+                None if e.final_message_rowid is None else ids.get(e.final_message_rowid),
+            )
+            for e in exchanges
+        ]
+
+    async def search_memory(self, chat: ChatRef, query: str, *, limit: int = 5) -> list[MemoryFound]:
+        """The chat's saved memories and earlier messages (all sessions) that best match `query`, as the
+        model's `memory_search` finds them (by meaning and words). Raises ArchivalError for an empty query."""
+        found = await self._archival.search(chat, query, limit=limit)
+        return [MemoryFound(r.kind, r.text, r.created_at, r.score) for r in found]
+
+    async def core_memory(self) -> dict[str, Any]:
+        """Core memory: the facts kept in every context (one for all chats)."""
+        return await self._core.read()
+
+    async def _session(self, chat: ChatRef, session: int | None) -> int | None:
+        """The id of the chat's `session`, or of its current one; None when the chat has no such session."""
+        ids = [segment.id for segment in await self._store.segments.list(chat)]
+        if session is None:
+            return ids[-1] if ids else None
+        return session if session in ids else None
