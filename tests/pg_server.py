@@ -57,6 +57,33 @@ class PgServer:
         with psycopg.connect(self.dsn(), autocommit=True) as connection:
             connection.execute(sql.encode())
 
+    def pause(self) -> None:
+        """Stop the server (fast: connections are cut, as a restart or a crash does), keeping its data."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start the server again on the same data."""
+        self._start()
+
+    def _start(self) -> None:
+        options = (
+            f"-c listen_addresses='' -k {self.data} -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+            " -c max_connections=200"
+        )
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.data / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
+
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():
             self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop", check=False)
@@ -106,11 +133,7 @@ def start() -> PgServer:
     data.chmod(0o700)
     try:
         server._run("initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--no-sync")
-        options = (
-            f"-c listen_addresses='' -k {data} -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-            " -c max_connections=200"
-        )
-        server._run("pg_ctl", "-D", str(data), "-l", str(data / "server.log"), "-o", options, "-w", "-t", "60", "start")
+        server._start()
         server.psql("CREATE EXTENSION IF NOT EXISTS vector")
     except BaseException:
         server.stop()

@@ -23,6 +23,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
   - WireFormatError (ValueError) ........... llm/messages: a body not in the OpenAI wire format
   - StorageError (RuntimeError) ............ store/protocol: the store cannot do what was asked
     + IndexMismatchError ................... vectors of another embedder are stored
+    + StorageUnavailable ................... the database server cannot be reached now (worth retrying)
   - EmbedderError (RuntimeError) ........... memory/embedder: no vectors; why and what to do
   - MalformedLine (ValueError) ............. store/log_format: a log line that cannot be decoded
   - CoreMemoryError (ValueError) ........... memory/core_memory: a refused update

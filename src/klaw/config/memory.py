@@ -161,6 +161,13 @@ class DatabaseConfig(Section):
         " (postgresql://user:password@host:5432/db), never the string itself.",
     )
     pool_size: int = Field(default=8, ge=1, le=100, description="postgres: most connections one klaw process opens.")
+    wait_seconds: float = Field(
+        default=30,
+        ge=0.5,
+        le=600,
+        description="postgres: how long a database call waits for a connection (all busy, or the server down"
+        " or restarting) before failing; a message refused then is kept by the gateway and sent again.",
+    )
     lease_seconds: float = Field(
         default=30,
         ge=0.5,

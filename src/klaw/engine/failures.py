@@ -2,9 +2,9 @@
 
 A gateway sends one frame at a time and retries a refused one with a backoff, so a frame refused as
 retryable holds up every chat behind it. Only faults that can pass by themselves are retryable: the
-engine stopping, the disk full or failing, the database busy. Anything else — bad input that slipped
-past the frame checks, a bug met by this one message — would fail the same way every time: the frame
-is refused for good at once and the person is told, so nobody else waits on it.
+engine stopping, the disk full or failing, the database busy or its server unreachable. Anything else —
+bad input that slipped past the frame checks, a bug met by this one message — would fail the same way
+every time: the frame is refused for good at once and the person is told, so nobody else waits on it.
 (docs/decisions/040-final-and-transient-refusals.md)
 """
 
@@ -15,6 +15,7 @@ import errno
 import apsw
 
 from klaw.errors import KlawError
+from klaw.store.protocol import StorageUnavailable
 
 # Errors of the machine, not of the message: space or quota runs out, a device hiccups, resources run short.
 TRANSIENT_ERRNOS = frozenset(
@@ -37,7 +38,7 @@ class EngineStopping(KlawError, RuntimeError):
 
 def is_transient(exc: BaseException) -> bool:
     """Whether the same message may well be accepted if sent again later."""
-    if isinstance(exc, (EngineStopping, TimeoutError, *_TRANSIENT_SQLITE)):
+    if isinstance(exc, (EngineStopping, TimeoutError, StorageUnavailable, *_TRANSIENT_SQLITE)):
         return True
     if isinstance(exc, OSError):
         return exc.errno in TRANSIENT_ERRNOS

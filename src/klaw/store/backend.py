@@ -26,7 +26,11 @@ async def open_storage(path: Path, database: DatabaseConfig, *, clock: Callable[
 
         variable = database.url_env or ""
         return await PostgresStore.open(
-            dsn_from_env(variable), variable=variable, clock=clock, pool_size=database.pool_size
+            dsn_from_env(variable),
+            variable=variable,
+            clock=clock,
+            pool_size=database.pool_size,
+            wait_seconds=database.wait_seconds,
         )
     from klaw.store.sqlite.store import SqliteStore
 

@@ -43,6 +43,11 @@ class IndexMismatchError(StorageError):
     """Vectors of another embedder (model or dimension) are already stored in a vector table."""
 
 
+class StorageUnavailable(StorageError):
+    """The database server cannot be reached now (down, restarting, the network away): the same call may
+    well succeed later, so a message refused for it is worth sending again."""
+
+
 @dataclass(frozen=True)
 class StoreCounts:
     """What a store holds, for `klaw db info` and the reindex report."""

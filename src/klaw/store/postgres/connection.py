@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from klaw.store.protocol import StorageError
+from klaw.store.protocol import StorageError, StorageUnavailable
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 Row = tuple[Any, ...]
@@ -41,7 +41,7 @@ def dsn_from_env(variable: str | None) -> str:
 def server_error(variable: str, exc: BaseException) -> StorageError:
     """A psycopg failure as one line that names the variable, never the DSN (it holds the password)."""
     if isinstance(exc, psycopg.OperationalError):
-        return StorageError(
+        return StorageUnavailable(
             f"cannot reach the PostgreSQL server named by {variable}: {_first_line(exc)}. Check that it is"
             " running and that the connection string (host, port, user, password, database) is right."
         )

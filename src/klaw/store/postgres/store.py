@@ -35,6 +35,7 @@ from klaw.store.summaries.postgres.repository import PostgresSummaries
 
 DEFAULT_POOL_SIZE = 8
 CONNECT_TIMEOUT_SECONDS = 10
+DEFAULT_WAIT_SECONDS = 30.0
 
 
 class PostgresStore:
@@ -64,11 +65,13 @@ class PostgresStore:
         clock: Callable[[], datetime] = utc_now,
         pool_size: int = DEFAULT_POOL_SIZE,
         search_path: Sequence[str] = (),
+        wait_seconds: float = DEFAULT_WAIT_SECONDS,
     ) -> PostgresStore:
         """Migrate the database `dsn` names and open a pool on it. `variable` is the environment
         variable the DSN came from: messages name it, never the DSN (it may hold a password).
         `search_path`: the schemas its tables are made and found in, first first (default: the
-        server's; `klaw reindex` builds in a schema of its own)."""
+        server's; `klaw reindex` builds in a schema of its own). `wait_seconds`: how long a call waits for
+        a connection (all busy, or the server away) before failing with `StorageUnavailable`."""
         options: dict[str, Any] = {"options": f"-c search_path={','.join(search_path)}"} if search_path else {}
         try:
             async with await psycopg.AsyncConnection.connect(
@@ -90,7 +93,10 @@ class PostgresStore:
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS, **options},
             configure=configure,
             open=False,
-            timeout=30,
+            timeout=wait_seconds,
+            # A connection is checked as it is handed out: after the server restarted, the pool's old
+            # connections are replaced at once instead of each failing one call.
+            check=AsyncConnectionPool.check_connection,
         )
         try:
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)

@@ -1,0 +1,88 @@
+"""The PostgreSQL server going away under a running engine: restarting mid-turn, or down for a while.
+
+A real server (tests/pg_server.py) is stopped and started again while the engine answers; what a person
+must see: a restart in the middle of a turn costs nothing but time; a server down longer gets a short
+apology, a message sent meanwhile is refused as worth sending again (the gateway keeps it), and the
+message whose turn was cut is answered, once, when the server is back."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from klaw.engine.failures import is_transient
+from klaw.store.protocol import StorageUnavailable
+from tests.conftest import new_database
+from tests.engine import harness
+from tests.engine.harness import Harness, running_engine
+from tests.pg_server import PgServer
+
+VARIABLE = "KLAW_TEST_DATABASE_URL"
+# Calls wait this long for the server before failing; a dead engine's chats are free after a lease.
+DATABASE = {"backend": "postgres", "urlEnv": VARIABLE, "waitSeconds": 2, "leaseSeconds": 1}
+
+
+@pytest.fixture
+def on_postgres(postgres_server: PgServer, monkeypatch: pytest.MonkeyPatch) -> PgServer:
+    monkeypatch.setenv(VARIABLE, postgres_server.dsn(new_database(postgres_server)))
+    monkeypatch.setattr(harness, "DATABASE", DATABASE)
+    return postgres_server
+
+
+async def _completed_exchanges(h: Harness) -> int:
+    segment = await h.engine.store.segments.current(harness.CHAT)
+    return sum(1 for e in await h.engine.store.exchanges.for_segment(segment.id) if e.status.value == "completed")
+
+
+async def test_a_server_restart_in_the_middle_of_a_turn_costs_the_person_nothing(
+    tmp_path: Path, on_postgres: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(harness, "DATABASE", {**DATABASE, "waitSeconds": 30})  # longer than a restart
+    async with running_engine(tmp_path) as h:
+        assert (await h.turn("good morning")).kind == "reply"
+
+        async def restart() -> None:  # while the model writes the answer: cut, then back a moment later
+            await asyncio.to_thread(on_postgres.pause)
+            restarting.append(asyncio.create_task(asyncio.to_thread(on_postgres.resume)))
+
+        restarting: list[asyncio.Task[None]] = []
+        h.server.reply_text("Paris.", before=restart)
+        await h.say("what is the capital of France?")
+        await h.clock.advance(h.engine.config.processing.debounce_ms / 1000)
+        async with asyncio.timeout(60), h.arrived:
+            await h.arrived.wait_for(lambda: len(h.delivered) == 2)
+        await asyncio.gather(*restarting)
+
+        answer = h.delivered[-1]
+        assert (answer.kind, answer.text) == ("reply", "Paris.")
+        assert await _completed_exchanges(h) == 2
+
+
+async def test_a_turn_cut_by_the_server_going_down_is_answered_once_it_is_back(
+    tmp_path: Path, on_postgres: PgServer
+) -> None:
+    async with running_engine(tmp_path) as h:
+        assert (await h.turn("good morning")).kind == "reply"
+        h.server.reply_text("Paris.", before=lambda: asyncio.to_thread(on_postgres.pause))
+
+        apology = await h.turn("what is the capital of France?")
+
+        assert apology.kind == "error"  # the turn could not be recorded: said so, with an error id
+        with pytest.raises(StorageUnavailable) as refused:  # the database is down: nothing can be kept
+            await h.say("are you there?")
+        assert is_transient(refused.value)  # the gateway keeps the message and sends it again
+        assert VARIABLE in str(refused.value) and "postgresql://" not in str(refused.value)
+        await asyncio.to_thread(on_postgres.resume)
+        h.server.reply_text("Paris, as I was saying.")
+        before = len(h.delivered)
+        async with asyncio.timeout(30):
+            while len(h.delivered) == before:  # the engine takes the unanswered chat over by itself
+                await h.clock.advance(0.5)
+                await asyncio.sleep(0.2)
+        answer = h.delivered[-1]
+        assert (answer.kind, answer.text) == ("reply", "Paris, as I was saying.")
+        assert answer.reply_to == apology.reply_to
+        await asyncio.sleep(2)  # another round of the watch: nothing is answered twice
+        assert len(h.delivered) == before + 1 and await _completed_exchanges(h) == 2
