@@ -16,7 +16,7 @@ from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
 from klaw.scheduling.tools import TaskScheduler, register_scheduler_tools, register_subagent_tools
 from klaw.tools.builtin.clock_tools import current_time
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
-from klaw.tools.builtin.workspace_files import file_list, file_read, file_write, file_write_prompts_too
+from klaw.tools.builtin.workspace_files import file_list, file_read, file_writer
 from klaw.tools.docs.index import DocsIndex
 from klaw.tools.docs.tools import register_docs_tools
 from klaw.tools.groups import GroupProvider, ServiceKey, ToolProvider, ToolSetup
@@ -39,9 +39,8 @@ MESSAGES = ServiceKey[MessageSender]("messages")
 def register_file_tools(registry: ToolRegistry, *, allow_prompt_edits: bool = False) -> None:
     """`file_read`, `file_write`, `file_list`; `file_write` may change the prompt files only with
     `allow_prompt_edits` (`tools.allowPromptEdits`)."""
-    writer = file_write_prompts_too if allow_prompt_edits else file_write
-    for tool in (file_read, writer, file_list):
-        registry.register(tool, name=tool.__name__ if tool is not writer else "file_write")
+    for tool in (file_read, file_writer(() if allow_prompt_edits else PROMPT_FILES), file_list):
+        registry.register(tool)
 
 
 def _files(setup: ToolSetup) -> None:

@@ -14,7 +14,7 @@ are opened (`open_regular`), so a FIFO or device planted in the workspace cannot
 The prompt files (SOUL.md, IDENTITY.md, AGENTS.md) go into every turn of every chat, so a write there
 would carry an instruction injected into one turn (a web page, a forwarded message) into all later ones:
 `file_write` refuses them (the path as resolved, so a symlink to them is refused too) unless the person
-set `tools.allowPromptEdits`, when the engine registers `file_write_prompts_too` under the same name.
+set `tools.allowPromptEdits`, when the engine registers `file_writer(protected=())` instead.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Annotated
 from pydantic import Field
 
 from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
-from klaw.tools.schema import ToolContext
+from klaw.tools.schema import ToolContext, ToolFunction
 
 MAX_WRITE_BYTES = 1024 * 1024
 MAX_LIST_ENTRIES = 500
@@ -51,24 +51,22 @@ async def file_read(
     return await asyncio.to_thread(_read, context.workspace, path, offset, limit)
 
 
-async def file_write(
-    context: ToolContext,
-    path: PathArg,
-    content: Annotated[str, Field(description="At most 1 MiB.")],
-    append: bool = False,
-) -> str:
-    """Write a text file in the workspace (creating folders), replacing it unless append is true."""
-    return await _file_write(context, path, content, append, protected=PROMPT_FILES)
+def file_writer(protected: tuple[str, ...] = PROMPT_FILES) -> ToolFunction:
+    """`file_write`, refusing the `protected` workspace files (the prompt files unless told otherwise)."""
+
+    async def file_write(
+        context: ToolContext,
+        path: PathArg,
+        content: Annotated[str, Field(description="At most 1 MiB.")],
+        append: bool = False,
+    ) -> str:
+        """Write a text file in the workspace (creating folders), replacing it unless append is true."""
+        return await _file_write(context, path, content, append, protected=protected)
+
+    return file_write
 
 
-async def file_write_prompts_too(
-    context: ToolContext,
-    path: PathArg,
-    content: Annotated[str, Field(description="At most 1 MiB.")],
-    append: bool = False,
-) -> str:
-    """Write a text file in the workspace (creating folders), replacing it unless append is true."""
-    return await _file_write(context, path, content, append, protected=())
+file_write = file_writer()
 
 
 async def _file_write(context: ToolContext, path: str, content: str, append: bool, protected: tuple[str, ...]) -> str:
