@@ -34,8 +34,9 @@ def engine_config(base_url: str, **overrides: Any) -> EngineConfig:
         "routing": {"default": "fake/small"},
         "embedder": {"backend": "fake", "dim": 32},
         # The summarizers call the model in the background, which would race tests' scripted replies;
-        # tests of summaries turn them on (summarizer={"enabled": True}).
-        "summarizer": {"enabled": False},
+        # tests of summaries turn them on (summarizer={"enabled": True}). Each exchange is summarized
+        # at once, alone, unless a test asks for batches (batchExchanges): most tests look at one summary.
+        "summarizer": {"enabled": False, "batchExchanges": 1},
         "database": dict(DATABASE),
     }
     for section, values in overrides.items():

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from klaw.llm.fake_server import Reply, TextReply, echo_last_user_message
-from klaw.memory.summaries.prompts import EXCHANGE_INSTRUCTIONS, SEGMENT_INSTRUCTIONS
+from klaw.memory.summaries.prompts import BATCH_INSTRUCTIONS, EXCHANGE_INSTRUCTIONS, SEGMENT_INSTRUCTIONS
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, Exchange, ExchangeStatus, MessageRecord, MessageType, Role
@@ -81,6 +81,10 @@ def summarizing_reply(body: Mapping[str, Any]) -> Reply:
     if system == EXCHANGE_INSTRUCTIONS:
         asked = user.split("The person wrote:\n", 1)[1].split("\n\n", 1)[0]
         return TextReply(f"Summary: The person asked: {asked}")
+    if system == BATCH_INSTRUCTIONS:  # "### Exchange N" parts, answered "N. …" one line each
+        parts = user.split("### Exchange ")[1:]
+        lines = [f"{n}. The person asked: {_asked(part)}" for n, part in enumerate(parts, start=1)]
+        return TextReply("\n".join(lines))
     if system == SEGMENT_INSTRUCTIONS:
         so_far = user.split("Summary so far:\n", 1)[1].split("\n\n", 1)[0]
         new = user.split("New exchanges, oldest first:\n", 1)[1].splitlines()
@@ -90,8 +94,12 @@ def summarizing_reply(body: Mapping[str, Any]) -> Reply:
     return echo_last_user_message(body)
 
 
+def _asked(part: str) -> str:
+    return part.split("The person wrote:\n", 1)[1].split("\n\n", 1)[0]
+
+
 def is_summary_request(body: Any) -> bool:
     messages = body.get("messages") if isinstance(body, dict) else None
     if not messages:
         return False
-    return messages[0].get("content") in (EXCHANGE_INSTRUCTIONS, SEGMENT_INSTRUCTIONS)
+    return messages[0].get("content") in (EXCHANGE_INSTRUCTIONS, BATCH_INSTRUCTIONS, SEGMENT_INSTRUCTIONS)

@@ -136,6 +136,17 @@ async def test_scan_finds_finished_exchanges_once_and_rechecks_open_ones(storage
     assert [e.id for e in page.to_summarize] == [done.id] and page.scanned_to == done.id
 
 
+async def test_an_open_segment_is_rolled_by_the_characters_of_its_new_exchange_summaries(storage: Storage) -> None:
+    turns = Turns(storage)
+    for i in range(2):
+        exchange = await turns.turn(f"question {i}", f"answer {i}")
+        await storage.summaries.save_exchange_summary(exchange, "x" * 100, "m", T0)
+    assert await storage.summaries.segment_work(rolling_every=5, skip_exchanges=(), limit=10) == []
+    [work] = await storage.summaries.segment_work(rolling_every=5, rolling_chars=200, skip_exchanges=(), limit=10)
+    assert len(work.new) == 2 and not work.closed
+    assert await storage.summaries.segment_work(rolling_every=5, rolling_chars=201, skip_exchanges=(), limit=10) == []
+
+
 async def test_segment_work_folds_contiguously_and_waits_for_a_missing_exchange_summary(storage: Storage) -> None:
     turns = Turns(storage)
     one, two, three = [await turns.turn(f"question {i}", f"answer {i}") for i in range(3)]

@@ -1,4 +1,4 @@
-"""`klaw bench …`: measured figures for speed targets (never timed unit tests).
+"""`klaw bench …`: measured figures for speed and cost targets (never timed unit tests).
 
 The LoCoMo family (`locomo`, `past-sessions`, `recall`) lives in `bench_locomo_cmd.py`; the progress bars and
 JSON output they share live in `bench_output.py`.
@@ -172,6 +172,74 @@ def turn(
         )
         console.print(phase_table(size, result.phases))
     _emit({"machine": machine(), "results": results}, out)
+
+
+@app.command()
+def summaries(
+    turns: Annotated[int, typer.Option(help="Turns of the scripted conversation.")] = 200,
+    seconds_between_turns: Annotated[float, typer.Option(help="Engine-clock seconds between two turns.")] = 30.0,
+    setting: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="A summarizer setting for the run, NAME=VALUE as in engine.yaml (repeatable)."),
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
+) -> None:
+    """Background summarization calls per chat turn, and what the summaries cover, over a scripted
+    conversation through the real engine (in-process model answering turns and summaries)."""
+    from klaw.bench.summary_bench import measure_summaries
+
+    overrides = _summarizer_settings(setting or [])
+    console = Console(markup=False)
+    console.print(f"machine: {machine()}")
+    with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
+        result = asyncio.run(
+            measure_summaries(
+                Path(tmp) / "home",
+                turns=turns,
+                seconds_between_turns=seconds_between_turns,
+                summarizer=overrides,
+                progress=_stage_reporter(progress),
+            )
+        )
+    kinds = ", ".join(f"{n} {kind}" for kind, n in result.turns_by_kind.items())
+    calls = ", ".join(f"{n} {kind}" for kind, n in result.calls_by_kind.items()) or "none"
+    console.print(f"{result.turns} turns ({kinds}), {result.seconds_between_turns:g} s apart")
+    console.print(f"summary requests: {result.calls} ({calls}) = {result.calls_per_turn:.2f} per turn")
+    console.print(
+        f"coverage: exchanges with a summary {result.exchanges_covered:.3f} of {result.exchanges};"
+        f" facts in their exchange's summary {result.facts_in_exchange_summaries:.3f},"
+        f" in the segment's final summary {result.facts_in_segment_summary:.3f} (of {result.facts})"
+    )
+    console.print(
+        f"exchanges not yet in the rolling summary after a turn: p50 {result.lag_p50:g}, max {result.lag_max}"
+        f" (the sliding window holds {result.window_exchanges})"
+    )
+    _emit({"machine": machine(), **asdict(result)}, out)
+
+
+def _summarizer_settings(settings: list[str]) -> dict[str, Any]:
+    """`--set batchExchanges=1` → {"batchExchanges": 1}, checked as engine.yaml's summarizer section is."""
+    import json
+
+    from pydantic import ValidationError
+
+    from klaw.config import SummarizerConfig
+
+    overrides: dict[str, Any] = {}
+    for item in settings:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise typer.BadParameter(f"{item!r}: write NAME=VALUE, e.g. batchExchanges=1", param_hint="--set")
+        try:
+            overrides[name.strip()] = json.loads(value)
+        except ValueError:
+            overrides[name.strip()] = value
+    try:
+        SummarizerConfig.model_validate(overrides)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise typer.BadParameter(f"not a valid summarizer setting ({problems})", param_hint="--set") from None
+    return overrides
 
 
 @app.command()

@@ -39,11 +39,29 @@ class SummarizerConfig(Section):
     idle_seconds: float = Field(
         default=30.0, gt=0, description="How often an idle summarizer looks for work it was not signalled about."
     )
-    rolling_every: int = Field(
-        default=3,
+    batch_exchanges: int = Field(
+        default=6,
         gt=0,
-        description="Roll the open segment's summary forward once this many new exchanges are summarized"
-        " (a closed segment is always summarized to its end).",
+        description="Most finished exchanges summarized in one request: they wait for each other, up to"
+        " batchWaitSeconds (1 = each exchange at once, alone).",
+    )
+    batch_wait_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        description="Longest a finished exchange waits for others to share its summary request (those of a"
+        " closed segment never wait).",
+    )
+    rolling_tokens: int = Field(
+        default=300,
+        gt=0,
+        description="Roll the open segment's summary forward once the exchange summaries not yet in it hold"
+        " this many tokens (short exchanges roll it less often; a closed segment is always summarized to its end).",
+    )
+    rolling_every: int = Field(
+        default=6,
+        gt=0,
+        description="Roll the open segment's summary forward once this many exchange summaries are not yet"
+        " in it, however short.",
     )
     max_input_tokens: int = Field(
         default=3000, ge=200, description="Most tokens of conversation sent in one summary request (longer is cut)."

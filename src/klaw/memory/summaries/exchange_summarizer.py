@@ -1,17 +1,21 @@
 """The exchange summarizer: one or two sentences per finished exchange (asked, done, outcome).
 
 It takes exchanges oldest first, skipping the one still in progress (an `open` exchange is looked at
-again on later passes until it closes), summarizes each from its transcript with the summarization
-model, and logs the summary (`SummaryLog`; the store folds it with its embedding job in one
-transaction, so `klaw reindex` keeps it); then it signals the
+again on later passes until it closes), and logs each one's summary (`SummaryLog`; the store folds
+it with its embedding job in one transaction, so `klaw reindex` keeps it); then it signals the
 embedding queue and the segment summarizer. Which exchanges were looked at is kept in memory (the
 highest id scanned and the open ones), so a pass reads only new rows; a restart scans once from the
 beginning.
 
+Fewer model calls (docs/decisions/150-fewer-summary-calls.md): small talk is summarized by a rule,
+at once (`small_talk.py`); the other exchanges of a segment wait to share one request
+(`exchange_batches.py`), asked as numbered exchanges and answered one line each. An exchange the
+answer leaves out is asked again alone; a batch the model rejects is split into single requests.
+
 Failures: a model that is down, slow or rate-limited makes the worker back off and try the same
-exchange again later, however long it takes. An exchange the model keeps rejecting (bad request,
-malformed or empty answer) is given up after `MAX_ATTEMPTS` tries until the next start, so it
-cannot block the rest (`BackgroundWorker.gives_up`, shared with the segment summarizer).
+exchanges again later, however long it takes. An exchange the model keeps rejecting alone (bad
+request, malformed or empty answer) is given up after `MAX_ATTEMPTS` tries until the next start, so
+it cannot block the rest (`BackgroundWorker.gives_up`, shared with the segment summarizer).
 """
 
 from __future__ import annotations
@@ -22,17 +26,22 @@ from collections.abc import Awaitable, Callable, Sequence
 from klaw.llm.errors import LlmBadRequestError, LlmMalformedResponseError
 from klaw.llm.messages import ChatMessage
 from klaw.memory.embedding_queue import QueueClock
+from klaw.memory.summaries.exchange_batches import ExchangeBatches, Waiting
 from klaw.memory.summaries.prompts import (
     EXCHANGE_ANSWER_TOKENS,
     MAX_EXCHANGE_CHARS,
     EmptySummaryError,
+    Transcript,
+    batch_prompt,
     clean_summary,
     exchange_prompt,
+    numbered_answers,
 )
+from klaw.memory.summaries.small_talk import SMALL_TALK_MODEL, small_talk_summary
 from klaw.memory.summaries.summary_log import SummaryLog
 from klaw.memory.summaries.worker import BackgroundWorker
 from klaw.store.protocol import Storage
-from klaw.store.records import Exchange
+from klaw.store.records import Exchange, StoredMessage
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +64,8 @@ class ExchangeSummarizer(BackgroundWorker):
         *,
         idle_seconds: float,
         max_input_tokens: int,
+        batch_exchanges: int = 1,
+        batch_wait_seconds: float = 0.0,
         on_saved: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__("exchange summarizer", clock, idle_seconds=idle_seconds)
@@ -65,52 +76,130 @@ class ExchangeSummarizer(BackgroundWorker):
         self._on_saved = on_saved
         self._scanned_to = 0
         self._open: frozenset[int] = frozenset()
-        self._queue: list[Exchange] = []
+        self._queue: list[Exchange] = []  # scanned, not yet sorted into small talk or a batch
+        self._batches = ExchangeBatches(
+            most=batch_exchanges, wait_seconds=batch_wait_seconds, max_tokens=max_input_tokens
+        )
         self.skipped: set[int] = set()  # given up until the next start (the segment fold goes past them)
 
     async def pending(self) -> int:
-        """Finished exchanges without a summary (those given up included)."""
+        """Finished exchanges without a summary (those given up or waiting for a batch included)."""
         return await self._store.summaries.pending_exchanges()
 
     async def step(self) -> bool:
         if not self._queue:
             await self._scan()
-            if not self._queue:
-                return False
-        exchange = self._queue[0]
-        try:
-            written = await self._summarize_one(exchange)
-        except ITEM_ERRORS as exc:
-            if not self.gives_up(exchange.id, exc, "exchange"):
-                raise
-            self.skipped.add(exchange.id)
-            self._on_saved()  # the segment fold no longer waits for it
+        if self._queue:
+            await self._sort(self._queue[0])
+            self._queue.pop(0)
+            return True
+        batch = await self._due_batch()
+        if batch is None:
+            return False
+        if len(batch) == 1:
+            await self._alone(batch[0].exchange)
         else:
-            self.completed += int(written)
-            self.succeeded(exchange.id)
-        self._queue.pop(0)
+            await self._together(batch)
         return True
 
     async def _scan(self) -> None:
         scan = await self._store.summaries.scan_exchanges(self._scanned_to, self._open, SCAN_PAGE)
         self._scanned_to = scan.scanned_to
         self._open = scan.still_open
-        self._queue = [e for e in scan.to_summarize if e.id not in self.skipped]
+        self._queue = [e for e in scan.to_summarize if e.id not in self.skipped and e.id not in self._batches]
 
-    async def _summarize_one(self, exchange: Exchange) -> bool:
-        transcript = await self._store.history.exchange_messages(exchange.id)
-        prompt = exchange_prompt(transcript or [], self._max_input_tokens)
-        if prompt is None:
-            log.info("exchange %d has nothing left to summarize; skipped", exchange.id)
+    async def _sort(self, exchange: Exchange) -> None:
+        """Small talk is summarized at once by the rule; anything else waits for its batch."""
+        messages = await self._store.history.exchange_messages(exchange.id) or []
+        transcript = Transcript.of(messages)
+        if transcript is None:
+            self._nothing_left(exchange)
+            return
+        rule = small_talk_summary(transcript)
+        if rule is not None:
+            await self._save(exchange, messages, rule, SMALL_TALK_MODEL)
+            return
+        self._batches.add(exchange, transcript.tokens)
+
+    async def _due_batch(self) -> list[Waiting] | None:
+        now = self._clock.now()
+        for segment_id in self._batches.segments():
+            segment = await self._store.segments.get(segment_id)
+            batch = self._batches.due(segment_id, closed=segment is None or segment.ended_at is not None, now=now)
+            if batch is not None:
+                return batch
+        return None
+
+    async def _alone(self, exchange: Exchange) -> None:
+        """One exchange in its own request, given up after `MAX_ATTEMPTS` rejections."""
+        try:
+            await self._summarize_one(exchange)
+        except ITEM_ERRORS as exc:
+            if not self.gives_up(exchange.id, exc, "exchange"):
+                raise
             self.skipped.add(exchange.id)
-            return False
+            self._on_saved()  # the segment fold no longer waits for it
+        self._batches.remove(exchange.id)
+
+    async def _summarize_one(self, exchange: Exchange) -> None:
+        transcript = await self._store.history.exchange_messages(exchange.id) or []
+        prompt = exchange_prompt(transcript, self._max_input_tokens)
+        if prompt is None:
+            self._nothing_left(exchange)
+            return
         answer, model = await self._summarize(prompt, EXCHANGE_ANSWER_TOKENS)
-        text = clean_summary(answer, MAX_EXCHANGE_CHARS)
-        saved = await self._log.exchange_summary(exchange, transcript or [], text, model, self._clock.now())
+        await self._save(exchange, transcript, clean_summary(answer, MAX_EXCHANGE_CHARS), model)
+
+    async def _together(self, batch: Sequence[Waiting]) -> None:
+        """Several exchanges in one request (read again now: one forgotten while it waited is not sent)."""
+        present: list[tuple[Exchange, list[StoredMessage], Transcript]] = []
+        for item in batch:
+            messages = await self._store.history.exchange_messages(item.exchange.id) or []
+            transcript = Transcript.of(messages)
+            if transcript is None:
+                self._nothing_left(item.exchange)
+            else:
+                present.append((item.exchange, messages, transcript))
+        if len(present) < 2:
+            self._batches.ask_alone(exchange.id for exchange, _, _ in present)
+            return
+        prompt = batch_prompt([t for _, _, t in present], self._max_input_tokens)
+        try:
+            answer, model = await self._summarize(prompt, EXCHANGE_ANSWER_TOKENS * len(present))
+        except ITEM_ERRORS as exc:
+            log.info("a batch of %d exchanges was rejected (%s); each is asked alone", len(present), type(exc).__name__)
+            self._batches.ask_alone(exchange.id for exchange, _, _ in present)
+            return
+        texts = numbered_answers(answer, len(present))
+        left_out: list[int] = []
+        for number, (exchange, messages, _) in enumerate(present, start=1):
+            try:
+                text = clean_summary(texts.get(number), MAX_EXCHANGE_CHARS)
+            except EmptySummaryError:
+                left_out.append(exchange.id)
+                continue
+            await self._save(exchange, messages, text, model, signal=False)
+        self._on_saved()  # once for the batch: the segment fold sees it whole
+        if left_out:
+            log.info("a batch answer left out %d of %d exchanges; they are asked alone", len(left_out), len(present))
+            self._batches.ask_alone(left_out)
+
+    async def _save(
+        self, exchange: Exchange, transcript: Sequence[StoredMessage], text: str, model: str, *, signal: bool = True
+    ) -> None:
+        saved = await self._log.exchange_summary(exchange, transcript, text, model, self._clock.now())
+        self._batches.remove(exchange.id)
         if saved is None:
             log.info("exchange %d was forgotten while it was summarized; nothing kept", exchange.id)
             self.skipped.add(exchange.id)
-            return False
+            return
         log.debug("exchange %d summarized (%d chars)", exchange.id, len(text))
-        self._on_saved()
-        return True
+        self.completed += 1
+        self.succeeded(exchange.id)
+        if signal:
+            self._on_saved()
+
+    def _nothing_left(self, exchange: Exchange) -> None:
+        log.info("exchange %d has nothing left to summarize; skipped", exchange.id)
+        self.skipped.add(exchange.id)
+        self._batches.remove(exchange.id)

@@ -3,7 +3,9 @@
 It folds exchange summaries into the segment's summary with the summarization model: the summary
 so far plus the next exchange summaries in, the updated summary out, at most `FOLD_MAX` at a time
 so a long segment never makes one huge request. The open segment's summary is rolled forward once
-`rollingEvery` new exchange summaries wait (it feeds the context's "summary" layer); a closed
+the new exchange summaries hold `rollingTokens` tokens, or `rollingEvery` of them wait however short
+(it feeds the context's "summary" layer): a run of short exchanges, small talk above all, no longer
+costs a fold every few turns (docs/decisions/150-fewer-summary-calls.md). A closed
 segment is folded to its end as soon as no exchange of it still waits for its own summary, and that
 final summary is what cross-conversation retrieval searches (it alone is embedded). A rolling
 summary that already covers everything when its segment closes just becomes final, without a call.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 
+from klaw.llm.tokens import approximate_token_count
 from klaw.memory.embedding_queue import QueueClock
 from klaw.memory.summaries.exchange_summarizer import ITEM_ERRORS, Summarize
 from klaw.memory.summaries.prompts import MAX_SEGMENT_CHARS, SEGMENT_ANSWER_TOKENS, clean_summary, segment_prompt
@@ -42,6 +45,7 @@ class SegmentSummarizer(BackgroundWorker):
         idle_seconds: float,
         max_input_tokens: int,
         rolling_every: int,
+        rolling_tokens: int | None = None,
         skipped_exchanges: Callable[[], Collection[int]] = frozenset,
         on_final: Callable[[], None] = lambda: None,
     ) -> None:
@@ -51,13 +55,18 @@ class SegmentSummarizer(BackgroundWorker):
         self._summarize = summarize
         self._max_input_tokens = max_input_tokens
         self._rolling_every = rolling_every
+        self._rolling_tokens = rolling_tokens
         self._skipped_exchanges = skipped_exchanges
         self._on_final = on_final
         self._skipped: set[int] = set()
 
     async def step(self) -> bool:
         works = await self._store.summaries.segment_work(
-            rolling_every=self._rolling_every, skip_exchanges=self._skipped_exchanges(), limit=WORK_PAGE
+            rolling_every=self._rolling_every,
+            # A candidate filter in characters: a token is never fewer than two (llm/tokens.py).
+            rolling_chars=None if self._rolling_tokens is None else 2 * self._rolling_tokens,
+            skip_exchanges=self._skipped_exchanges(),
+            limit=WORK_PAGE,
         )
         for work in works:
             if work.segment.id not in self._skipped and self._actionable(work):
@@ -67,7 +76,10 @@ class SegmentSummarizer(BackgroundWorker):
 
     def _actionable(self, work: SegmentWork) -> bool:
         if not work.closed:
-            return len(work.new) >= self._rolling_every
+            if len(work.new) >= self._rolling_every:
+                return True
+            tokens = sum(approximate_token_count(s.text) for s in work.new)
+            return self._rolling_tokens is not None and tokens >= self._rolling_tokens
         return not work.waiting and (bool(work.new) or (work.summary is not None and not work.summary.final))
 
     async def _attempt(self, work: SegmentWork) -> None:

@@ -65,6 +65,8 @@ class SummarizerService:
             clock,
             idle_seconds=config.idle_seconds,
             max_input_tokens=config.max_input_tokens,
+            batch_exchanges=config.batch_exchanges,
+            batch_wait_seconds=config.batch_wait_seconds,
             on_saved=self._exchange_saved,
         )
         self.segments = SegmentSummarizer(
@@ -75,6 +77,7 @@ class SummarizerService:
             idle_seconds=config.idle_seconds,
             max_input_tokens=config.max_input_tokens,
             rolling_every=config.rolling_every,
+            rolling_tokens=config.rolling_tokens,
             skipped_exchanges=lambda: self.exchanges.skipped,
             on_final=on_embedding_queued,
         )

@@ -36,11 +36,17 @@ class SummaryRepository(Protocol):
         ...
 
     async def segment_work(
-        self, *, rolling_every: int, skip_exchanges: Collection[int], limit: int
+        self,
+        *,
+        rolling_every: int,
+        skip_exchanges: Collection[int],
+        limit: int,
+        rolling_chars: int | None = None,
     ) -> list[SegmentWork]:
         """Segments that may need their summary written: closed ones with exchange summaries not folded
         in (or a rolling summary not yet final), open ones with at least `rolling_every` new exchange
-        summaries. Exchanges in `skip_exchanges` (given up on) do not hold a fold back."""
+        summaries or, when `rolling_chars` is given, new exchange summaries of that many characters in
+        all. Exchanges in `skip_exchanges` (given up on) do not hold a fold back."""
         ...
 
     # -- writing -----------------------------------------------------------------------------------

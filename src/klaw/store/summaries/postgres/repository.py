@@ -72,11 +72,20 @@ class PostgresSummaries:
             return await pending_exchanges(connection)
 
     async def segment_work(
-        self, *, rolling_every: int, skip_exchanges: Collection[int], limit: int
+        self,
+        *,
+        rolling_every: int,
+        skip_exchanges: Collection[int],
+        limit: int,
+        rolling_chars: int | None = None,
     ) -> list[SegmentWork]:
         async with self._db.connection() as connection:
             return await segment_work(
-                connection, rolling_every=rolling_every, skip_exchanges=skip_exchanges, limit=limit
+                connection,
+                rolling_every=rolling_every,
+                rolling_chars=rolling_chars,
+                skip_exchanges=skip_exchanges,
+                limit=limit,
             )
 
     async def save_exchange_summary(

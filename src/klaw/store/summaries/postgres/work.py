@@ -48,21 +48,31 @@ async def pending_exchanges(connection: Connection) -> int:
 
 
 async def segment_work(
-    connection: Connection, *, rolling_every: int, skip_exchanges: Collection[int], limit: int
+    connection: Connection,
+    *,
+    rolling_every: int,
+    skip_exchanges: Collection[int],
+    limit: int,
+    rolling_chars: int | None = None,
 ) -> list[SegmentWork]:
     covered = "coalesce(sm.covers_exchange_id, 0)"
     new_count = (
         f"(SELECT count(*) FROM summaries x WHERE x.segment_id = s.id AND x.kind = '{EXCHANGE}'"
         f" AND x.exchange_id > {covered})"
     )
+    new_chars = (
+        f"(SELECT coalesce(sum(length(x.text)), 0) FROM summaries x WHERE x.segment_id = s.id"
+        f" AND x.kind = '{EXCHANGE}' AND x.exchange_id > {covered})"
+    )
+    by_chars = f" OR {new_chars} >= %s" if rolling_chars is not None else ""
     rows = await fetch_all(
         connection,
         "SELECT s.id, c.channel, c.chat_id, s.started_at, s.ended_at FROM segments s JOIN chats c ON c.id = s.chat"
         f" LEFT JOIN summaries sm ON sm.segment_id = s.id AND sm.kind = '{SEGMENT}'"
         f" WHERE (s.ended_at IS NOT NULL AND ({new_count} > 0 OR (sm.id IS NOT NULL AND NOT sm.final)))"
-        f" OR (s.ended_at IS NULL AND {new_count} >= %s)"
+        f" OR (s.ended_at IS NULL AND ({new_count} >= %s{by_chars}))"
         " ORDER BY s.id LIMIT %s",
-        (rolling_every, limit),
+        (rolling_every, *(() if rolling_chars is None else (rolling_chars,)), limit),
     )
     skipped = sorted(set(skip_exchanges))
     return [await _work(connection, row, skipped) for row in rows]

@@ -86,12 +86,21 @@ class SqliteSummaries:
         return await self._db.run(pending_exchanges)
 
     async def segment_work(
-        self, *, rolling_every: int, skip_exchanges: Collection[int], limit: int
+        self,
+        *,
+        rolling_every: int,
+        skip_exchanges: Collection[int],
+        limit: int,
+        rolling_chars: int | None = None,
     ) -> list[SegmentWork]:
         skipped = sorted(set(skip_exchanges))
         return await self._db.run(
             lambda connection: segment_work(
-                connection, rolling_every=rolling_every, skip_exchanges=skipped, limit=limit
+                connection,
+                rolling_every=rolling_every,
+                rolling_chars=rolling_chars,
+                skip_exchanges=skipped,
+                limit=limit,
             )
         )
 

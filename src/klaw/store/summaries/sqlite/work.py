@@ -62,21 +62,31 @@ def pending_exchanges(connection: apsw.Connection) -> int:
 
 
 def segment_work(
-    connection: apsw.Connection, *, rolling_every: int, skip_exchanges: Collection[int], limit: int
+    connection: apsw.Connection,
+    *,
+    rolling_every: int,
+    skip_exchanges: Collection[int],
+    limit: int,
+    rolling_chars: int | None = None,
 ) -> list[SegmentWork]:
     covered = "coalesce(sm.covers_exchange_id, 0)"
     new_count = (
         f"(SELECT count(*) FROM summaries x WHERE x.segment_id = s.id AND x.kind = '{_EXCHANGE}'"
         f" AND x.exchange_id > {covered})"
     )
+    new_chars = (
+        f"(SELECT coalesce(sum(length(x.text)), 0) FROM summaries x WHERE x.segment_id = s.id"
+        f" AND x.kind = '{_EXCHANGE}' AND x.exchange_id > {covered})"
+    )
+    by_chars = f" OR {new_chars} >= ?" if rolling_chars is not None else ""
     rows = fetch_all(
         connection,
         "SELECT s.id, c.channel, c.chat_id, s.started_at, s.ended_at FROM segments s JOIN chats c ON c.id = s.chat"
         f" LEFT JOIN summaries sm ON sm.segment_id = s.id AND sm.kind = '{_SEGMENT}'"
         f" WHERE (s.ended_at IS NOT NULL AND ({new_count} > 0 OR (sm.id IS NOT NULL AND sm.final = 0)))"
-        f" OR (s.ended_at IS NULL AND {new_count} >= ?)"
+        f" OR (s.ended_at IS NULL AND ({new_count} >= ?{by_chars}))"
         " ORDER BY s.id LIMIT ?",
-        (rolling_every, limit),
+        (rolling_every, *(() if rolling_chars is None else (rolling_chars,)), limit),
     )
     skipped = sorted(set(skip_exchanges))
     return [_work(connection, row, skipped) for row in rows]

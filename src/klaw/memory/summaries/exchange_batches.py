@@ -1,0 +1,91 @@
+"""Finished exchanges waiting to share one summary request, and when they stop waiting.
+
+One request per exchange made summaries the largest part of a chat's model calls (a second call for
+every turn, on a small machine with a local model). Exchanges of one segment are therefore
+summarized together: a segment's waiting exchanges are *due* once `most` of them wait, or their
+text fills `max_tokens` (long exchanges batch less, short ones more), or the oldest has waited
+`wait_seconds` (a quiet chat still gets its summaries), or the segment is closed (the final segment
+summary and the past conversations wait for them). A batch takes them oldest first while they fit
+both limits; an exchange too long to share goes alone (cut as it always was), and so does one a
+batch answer left out (`ask_alone`).
+
+This is memory only: what waits is an exchange without a summary in the database, found again by
+the summarizer's scan after a restart, so a crash loses no summary, only the wait so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from klaw.store.records import Exchange
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    exchange: Exchange
+    tokens: int  # its question and final reply, approximately
+
+    @property
+    def finished_at(self) -> datetime:
+        return self.exchange.ended_at or self.exchange.started_at
+
+
+class ExchangeBatches:
+    def __init__(self, *, most: int, wait_seconds: float, max_tokens: int) -> None:
+        self._most = most
+        self._wait = timedelta(seconds=wait_seconds)
+        self._max_tokens = max_tokens
+        self._by_segment: dict[int, list[Waiting]] = {}
+        self._alone: set[int] = set()
+
+    def __contains__(self, exchange_id: object) -> bool:
+        return any(w.exchange.id == exchange_id for waiting in self._by_segment.values() for w in waiting)
+
+    def add(self, exchange: Exchange, tokens: int) -> None:
+        if exchange.id not in self:
+            waiting = self._by_segment.setdefault(exchange.segment_id, [])
+            waiting.append(Waiting(exchange, tokens))
+            waiting.sort(key=lambda w: w.exchange.id)
+
+    def remove(self, exchange_id: int) -> None:
+        self._alone.discard(exchange_id)
+        for segment_id, waiting in list(self._by_segment.items()):
+            waiting[:] = [w for w in waiting if w.exchange.id != exchange_id]
+            if not waiting:
+                del self._by_segment[segment_id]
+
+    def ask_alone(self, exchange_ids: Iterable[int]) -> None:
+        """These go alone, at once: a batch answer left them out, or the batch was rejected."""
+        self._alone.update(exchange_ids)
+
+    def segments(self) -> list[int]:
+        """Segments with waiting exchanges, the one waiting longest first."""
+        return sorted(self._by_segment, key=lambda s: self._by_segment[s][0].exchange.id)
+
+    def due(self, segment_id: int, *, closed: bool, now: datetime) -> list[Waiting] | None:
+        """The segment's next batch when its exchanges should wait no longer, else None."""
+        waiting = self._by_segment.get(segment_id)
+        if not waiting:
+            return None
+        ready = (
+            closed
+            or len(waiting) >= self._most
+            or sum(w.tokens for w in waiting) >= self._max_tokens
+            or now - waiting[0].finished_at >= self._wait
+            or waiting[0].exchange.id in self._alone
+        )
+        return self._take(waiting) if ready else None
+
+    def _take(self, waiting: list[Waiting]) -> list[Waiting]:
+        first = waiting[0]
+        batch, total = [first], first.tokens
+        if first.exchange.id in self._alone:
+            return batch
+        for item in waiting[1:]:
+            if len(batch) >= self._most or item.exchange.id in self._alone or total + item.tokens > self._max_tokens:
+                break
+            batch.append(item)
+            total += item.tokens
+        return batch
