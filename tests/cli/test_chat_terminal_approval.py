@@ -1,9 +1,15 @@
 """`klaw chat` asks the person before a held tool runs: the spinner stops, the question shows the call
 literally, `approve? [y/N]` takes the answer in the same terminal while the turn waits for it, and the
-tool runs only on "y" (a real process in tmux, the model a `FakeOpenAiServer`, `file_write` held)."""
+tool runs only on "y" (a real process in tmux, the model a `FakeOpenAiServer`, `file_write` held).
+
+The chat runs as on a busy machine: prompt_toolkit's stdout flush thread runs half a second late
+(`sitecustomize.py` in the chat's PYTHONPATH), as on the loaded CI runner where the question was once not
+on screen when the prompt was. The question must be there no later than the prompt that asks about it:
+printed through that thread, it came only after the prompt was drawn."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -11,6 +17,31 @@ from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.test_chat_terminal import PROMPT, chat_env, init_home, needs_tmux, terminal
 
 APPROVE = "approve? [y/N] › "
+QUESTION = "The agent wants to run file_write:"
+# Loaded in the chat process at start: prompt_toolkit's StdoutProxy thread writes each batch 0.5 s late,
+# looking for a running prompt (to write above it) only then, as a thread scheduled late does.
+LATE_FLUSH_THREAD = """
+import time
+from prompt_toolkit.patch_stdout import StdoutProxy
+
+_write_and_flush = StdoutProxy._write_and_flush
+
+
+def _late(self, loop, text):
+    time.sleep(0.5)
+    _write_and_flush(self, self._get_app_loop(), text)
+
+
+StdoutProxy._write_and_flush = _late
+"""
+
+
+def busy_machine(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """`env` with a sitecustomize.py that delays prompt_toolkit's flush thread (LATE_FLUSH_THREAD)."""
+    folder = tmp_path / "busy"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(LATE_FLUSH_THREAD, encoding="utf-8")
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder), env.get("PYTHONPATH")]))}
 
 
 def hold_file_write(home: Path) -> None:
@@ -30,12 +61,13 @@ async def test_the_console_asks_y_or_n_and_runs_the_tool_only_on_yes(tmp_path: P
         model.reply_text("Wrote kept.txt.")
         model.reply_tool_calls([("file_write", {"path": "refused.txt", "content": "no thanks"})])
         model.reply_text("I did not write it.")
-        async with terminal([sys.executable, "-m", "klaw", "chat"], chat_env(home, model.base_url), tmp_path) as term:
+        env = busy_machine(chat_env(home, model.base_url), tmp_path)
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
             await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
 
             await term.type_line("note that I said yes")
             screen = await term.wait_for(lambda s: s.rstrip().endswith(APPROVE.rstrip()), "the approval prompt")
-            assert "The agent wants to run file_write:" in screen
+            assert QUESTION in screen  # as soon as the prompt shows, the question is above it
             assert "path: kept.txt" in screen and "content: yes please" in screen
             assert not (home / "workspace" / "kept.txt").exists()  # held until the answer
             await term.type_line("y")
@@ -44,7 +76,8 @@ async def test_the_console_asks_y_or_n_and_runs_the_tool_only_on_yes(tmp_path: P
             assert (home / "workspace" / "kept.txt").read_text(encoding="utf-8") == "yes please"
 
             await term.type_line("note that I said no")
-            await term.wait_for(lambda s: s.count(APPROVE.rstrip()) == 2, "the second approval prompt")
+            screen = await term.wait_for(lambda s: s.count(APPROVE.rstrip()) == 2, "the second approval prompt")
+            assert screen.count(QUESTION) == 2
             await term.type_line("")  # Enter alone is no
             await term.wait_for_prompt_after("I did not write it.", "the reply after denying")
             assert "Denied: file_write will not run." in await term.screen()

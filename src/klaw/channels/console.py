@@ -4,6 +4,11 @@ prompt_toolkit gives line editing, history (`console_history.py`: only slash com
 and bracketed paste (a pasted block of several lines arrives as one message); rich shows replies and a
 spinner while the model thinks. Text a person or the model wrote is printed as `Text` (or Markdown for
 replies), never as rich markup, and log lines are printed through the same console.
+Output goes to the terminal directly, except while a prompt is on screen: only then is stdout patched
+(`_prompt`) so that what arrives is drawn above the prompt. Patched all along, text printed just before
+a prompt (the approval question, a reply) went through prompt_toolkit's flush thread, and on a busy
+machine that thread ran after the prompt was drawn: the question showed after the prompt, or only
+once the person pressed a key.
 Replies arrive through the engine's delivery for the `console` channel and are printed above the
 prompt, so a scheduled message can appear while the person is typing. A question to approve a held
 tool (engine/approval.py) stops the spinner and asks `approve? [y/N]`; the answer goes to the engine
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+from collections.abc import Callable
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.patch_stdout import patch_stdout
@@ -38,6 +44,13 @@ def console_chat() -> ChatRef:
     return ChatRef(CONSOLE_CHANNEL, getpass.getuser() or "local")
 
 
+async def _prompt(session: PromptSession[str], message: str, pre_run: Callable[[], None] | None = None) -> str:
+    """Ask at the prompt, stdout patched only meanwhile: what is printed while it waits (a scheduled
+    task's answer, a log line) goes above it, and what was printed before it is on screen already."""
+    with patch_stdout(raw=True):
+        return await session.prompt_async(message, pre_run=pre_run)
+
+
 class ConsoleChannel:
     def __init__(self, engine: Engine, console: Console | None = None) -> None:
         self._engine = engine
@@ -56,12 +69,12 @@ class ConsoleChannel:
         )
         self._console.print(greeting, highlight=False)
         # Log lines go through the console: above the spinner and the prompt, never into them.
-        with patch_stdout(raw=True), logs_through(self._console):
+        with logs_through(self._console):
             while True:
                 printer = asyncio.create_task(self._print_arrivals())
                 try:
-                    text = await session.prompt_async(
-                        "you › ", pre_run=lambda: self._keys.replay(session.app.key_processor)
+                    text = await _prompt(
+                        session, "you › ", pre_run=lambda: self._keys.replay(session.app.key_processor)
                     )
                 except (EOFError, KeyboardInterrupt):
                     break
@@ -101,7 +114,7 @@ class ConsoleChannel:
     async def _answer_approval(self, chat: ChatRef, request_id: str, session: PromptSession[str]) -> None:
         """y or yes approves; anything else (Enter, Ctrl-C, Ctrl-D) denies. The engine's answer is shown."""
         try:
-            answer = await session.prompt_async("approve? [y/N] › ")
+            answer = await _prompt(session, "approve? [y/N] › ")
         except (EOFError, KeyboardInterrupt):
             answer = ""
         command = "approve" if answer.strip().lower() in {"y", "yes"} else "deny"
