@@ -2,15 +2,19 @@
 
 The same promises as bubblewrap, in Docker's words: the workspace bound at /workspace, the image's
 root file system read-only, a tmpfs /tmp, `--network none` unless `sandbox.network`, every capability
-dropped, no new privileges, the person's uid, and the limits as `--memory`, `--pids-limit` and ulimits.
-The container is named, so a run that must be stopped is killed through the daemon (killing the
-`docker run` client alone would leave it running). Used only when named in engine.yaml and the daemon
-answers; the sandbox virtualenv is not mounted (the image brings its own Python and packages).
+dropped, no new privileges, klaw's own uid (root stays root, without a capability: it can write the
+workspace klaw owns and nothing of the host it does not), and the limits as `--memory`, `--pids-limit`
+and ulimits. A container killed by a signal (the memory limit's SIGKILL) exits with 128 + the signal,
+read back as the signal, as bubblewrap's runs report it. The container is named, so a run that must be
+stopped is killed through the daemon (killing the `docker run` client alone would leave it running).
+Used only when named in engine.yaml and the daemon answers; the sandbox virtualenv is not mounted (the
+image brings its own Python and packages). The container's start counts against the call's wall time.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import secrets
 import shutil
@@ -20,6 +24,7 @@ from klaw.tools.bounded_process import ProcessOutcome, run_bounded
 from klaw.tools.sandbox.backend import KEEP_BYTES, SANDBOX_WORKSPACE, Job, SandboxLimits, Unavailable
 
 _PROBE_SECONDS = 5
+_SIGNALLED = 128
 
 
 class DockerBackend:
@@ -43,7 +48,7 @@ class DockerBackend:
                 keep_bytes=(0, 0),
             )
 
-        return await run_bounded(
+        outcome = await run_bounded(
             self.argv(job, container),
             env=_client_env(),
             cwd=None,
@@ -52,6 +57,7 @@ class DockerBackend:
             keep_bytes=KEEP_BYTES,
             kill=kill,
         )
+        return _signal_from_exit_code(outcome)
 
     def argv(self, job: Job, container: str) -> list[str]:
         limits = self._limits
@@ -72,7 +78,7 @@ class DockerBackend:
             "--security-opt",
             "no-new-privileges",
             "--user",
-            f"{os.getuid() or 1000}:{os.getgid() or 1000}",
+            f"{os.getuid()}:{os.getgid()}",
             "--memory",
             str(limits.memory_bytes),
             "--memory-swap",
@@ -97,6 +103,13 @@ class DockerBackend:
             self._image,
             *inner,
         ]
+
+
+def _signal_from_exit_code(outcome: ProcessOutcome) -> ProcessOutcome:
+    """`docker run` exits with 128 + N when the container's process was killed by signal N."""
+    if outcome.stopped is None and _SIGNALLED < outcome.returncode < _SIGNALLED + 65:
+        return dataclasses.replace(outcome, returncode=_SIGNALLED - outcome.returncode)
+    return outcome
 
 
 def docker_backend(image: str, limits: SandboxLimits) -> DockerBackend | Unavailable:
