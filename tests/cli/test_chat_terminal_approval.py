@@ -47,8 +47,8 @@ def busy_machine(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
 def hold_file_write(home: Path) -> None:
     config = home / "engine.yaml"
     text = config.read_text(encoding="utf-8")
-    assert "  approval: []" in text
-    config.write_text(text.replace("  approval: []", "  approval: [file_write]"), encoding="utf-8")
+    assert "  approval: [host_exec]" in text
+    config.write_text(text.replace("  approval: [host_exec]", "  approval: [file_write]"), encoding="utf-8")
 
 
 @needs_tmux

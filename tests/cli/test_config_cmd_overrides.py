@@ -1,4 +1,5 @@
-"""`klaw config show` names what chat commands changed; `klaw config check` says when there is no file.
+"""`klaw config show` names what chat commands changed; `klaw config check` says when there is no file,
+and warns of a valid setting that will not do what a person likely wants.
 
 The overrides are set as a person sets them, by `/rag set`, `/summarizer off` and `/embeddings off`
 in a running engine; the engine stops, and `klaw config show` (a real subprocess) reads them from
@@ -51,4 +52,17 @@ def test_config_check_warns_when_the_postgres_variable_is_not_set(tmp_path: Path
     said = " ".join(result.stderr.split())
     assert "warning: database.urlEnv names KLAW_TEST_UNSET_DSN, which is not set here" in said
     quiet = klaw(tmp_path, "config", "check", env={"KLAW_TEST_UNSET_DSN": "postgresql://u@localhost/klaw"})
+    assert quiet.returncode == 0 and "warning" not in quiet.stderr
+
+
+def test_config_check_warns_when_host_exec_would_run_unasked(tmp_path: Path) -> None:
+    allowed = "hostExec:\n  allow: ['git status']\n"
+    (tmp_path / "engine.yaml").write_text(allowed + "tools:\n  approval: [message_send]\n", "utf-8")
+    result = klaw(tmp_path, "config", "check")
+    assert result.returncode == 0, result.stderr  # valid: a person may choose it
+    said = " ".join(result.stderr.split())
+    assert "warning: host_exec runs the commands hostExec.allow lists on this machine without asking you" in said
+    assert "add host_exec to tools.approval" in said
+    (tmp_path / "engine.yaml").write_text(allowed, "utf-8")  # tools.approval's default holds host_exec
+    quiet = klaw(tmp_path, "config", "check")
     assert quiet.returncode == 0 and "warning" not in quiet.stderr

@@ -106,10 +106,39 @@ async def test_through_a_turn_only_with_an_allow_list(tmp_path: Path) -> None:
         assert "host_exec" not in names
         status = await h.engine.commands.handle(CHAT, "status", "")
         assert "Not offered: host_exec: hostExec.allow in engine.yaml lists no command patterns" in status
-    async with running_engine(tmp_path / "on", hostExec={"allow": ["echo *"]}) as h:
+    # approval: [] — the person chose to let the allowed commands run unasked (held by default, below)
+    async with running_engine(tmp_path / "on", hostExec={"allow": ["echo *"]}, tools={"approval": []}) as h:
         h.server.reply_tool_calls([("host_exec", {"command": "echo from the host"}), ("host_exec", {"command": "id"})])
         h.server.reply_text("done")
         await h.turn("say something")
         first, second = h.last_request_messages()[-2:]
         assert first["content"].startswith("exit code 0") and "from the host" in first["content"]
         assert "not in hostExec.allow" in second["content"]
+
+
+async def test_by_default_an_allowed_command_is_asked_about_before_it_runs(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, hostExec={"allow": ["touch *"]}) as h:  # tools.approval left as it is
+        made = h.home.workspace / "made-by-host"
+        h.server.reply_tool_calls([("host_exec", {"command": "touch made-by-host"})])
+        h.server.reply_text("not made")
+        question = await h.turn("make the file")
+        assert question.approval is not None
+        assert question.text.startswith("The agent wants to run host_exec:\n```\ntouch made-by-host\n```")
+        assert not made.exists()  # held until the person answers
+        assert (await h.engine.commands.handle(CHAT, "deny", question.approval)) == "Denied: host_exec will not run."
+        await h.wait_for_replies(2)
+        assert h.delivered[-1].text == "not made" and not made.exists()
+        assert h.last_request_messages()[-1]["content"].startswith("Not run: the person denied host_exec.")
+
+
+async def test_schedule_add_offers_allow_tools_only_once_a_held_tool_is_offered(tmp_path: Path) -> None:
+    def schedule_add_arguments(h: Any) -> set[str]:
+        tools = {tool["function"]["name"]: tool["function"] for tool in h.server.chat_requests[-1].body["tools"]}
+        return set(tools["schedule_add"]["parameters"]["properties"])
+
+    async with running_engine(tmp_path / "off") as h:  # host_exec held by default, but not offered
+        await h.turn("hello")
+        assert "allow_tools" not in schedule_add_arguments(h)
+    async with running_engine(tmp_path / "on", hostExec={"allow": ["git status"]}) as h:
+        await h.turn("hello")
+        assert "allow_tools" in schedule_add_arguments(h)

@@ -84,10 +84,24 @@ def check() -> None:
         )
     loaded = load_or_exit(home)
     typer.echo(f"{loaded.path}: valid")
+    warn = Console(stderr=True, markup=False, highlight=False).print
     database = loaded.config.database
     if database.backend == "postgres" and database.url_env and not os.environ.get(database.url_env):
         # Valid, yet the engine would not start from this shell (a service may set the variable elsewhere).
-        Console(stderr=True, markup=False, highlight=False).print(
+        warn(
             f"warning: database.urlEnv names {database.url_env}, which is not set here: the engine will not"
             f" start until it holds the PostgreSQL connection string (export {database.url_env}=postgresql://…)"
         )
+    if (unasked := _host_exec_unasked(loaded.config)) is not None:
+        warn(unasked)
+
+
+def _host_exec_unasked(config: EngineConfig) -> str | None:
+    """A warning when host_exec is offered (hostExec.allow lists commands) but not held for approval:
+    valid (a person may choose it, decision 185), yet the model then runs those commands unasked."""
+    if not config.host_exec.allow or "host" not in config.tool_groups or "host_exec" in config.tools.approval:
+        return None
+    return (
+        "warning: host_exec runs the commands hostExec.allow lists on this machine without asking you:"
+        " tools.approval does not name it (add host_exec to tools.approval to be asked each time)"
+    )

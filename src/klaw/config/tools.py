@@ -139,10 +139,11 @@ class ToolsConfig(Section):
     )
     skills: SkillsConfig = SkillsConfig()
     approval: tuple[str, ...] = Field(
-        default=(),
+        default=("host_exec",),
         description="Tools the engine holds until the person answers /approve or /deny in the chat (any tool"
-        " name: host_exec, an MCP server's server__tool, a plugin's tool). A scheduled task's run has nobody to"
-        " ask: these tools are denied there unless the task was created allowing them.",
+        " name: host_exec, an MCP server's server__tool, a plugin's tool); host_exec unless a list leaves it out"
+        " (decision 185). A scheduled task's run has nobody to ask: these tools are denied there unless the task"
+        " was created allowing them.",
     )
     approval_timeout_seconds: float = Field(
         default=300.0, gt=0, le=86_400, description="No answer to an approval question within this time: denied."

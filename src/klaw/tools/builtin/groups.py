@@ -25,6 +25,7 @@ from klaw.tools.messaging.send import MessageSender, message_targets, register_m
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.sandbox.choice import choose_backend
 from klaw.tools.sandbox.tool import register_code_execute
+from klaw.tools.selection import MCP_SEPARATOR
 from klaw.tools.skills.catalogue import SkillCatalogue
 from klaw.tools.skills.tools import register_skill_tools
 from klaw.tools.web.tools import register_web_fetch, register_web_search
@@ -74,8 +75,16 @@ def _scheduler(setup: ToolSetup) -> None:
         setup.service(SCHEDULER),
         max_tasks=limits.max_tasks,
         max_runs_per_day=limits.max_runs_per_day,
-        held_tools=setup.config.tools.approval,
+        held_tools=_held_here(setup),
     )
+
+
+def _held_here(setup: ToolSetup) -> tuple[str, ...]:
+    """The held tools a task may be allowed (schedule_add's `allow_tools`, offered only when there are
+    some): those of `tools.approval` registered by now (this group is provided late in the start), and
+    MCP servers' (`server__tool`), which join as their servers list them. host_exec, held by default
+    (decision 185), so counts only once hostExec.allow offers it."""
+    return tuple(name for name in setup.config.tools.approval if name in setup.registry.names or MCP_SEPARATOR in name)
 
 
 def _subagents(setup: ToolSetup) -> None:
