@@ -8,7 +8,8 @@ the gate sits for the configured embedder.
 Each LoCoMo conversation becomes a chat of past segments (`past_sessions_chat.py`), once per way of
 naming its speakers and per exchange text, in a fresh `SqliteStore`. The queries are asked in a new
 segment after the last one, through `PastConversationRetriever` running the default stages (guard,
-query embedding, similar segments, their exchanges) with the gate open (below any cosine) and every
+query embedding, similar segments, their exchanges; not the names stage: these chats hold no
+messages, so every name would look unknown) with the gate open (below any cosine) and every
 past segment asked for, so each query's whole ranking is known; the exchanges of its evidence
 sessions are then ranked in full by the same `SimilarExchanges` stage. What a gate and the limits
 would show is derived from the rankings in `past_sessions_figures.py` (the stages keep a prefix of
@@ -262,9 +263,13 @@ class _Asker:
         settings = rag.model_copy(
             update={"enabled": True, "min_similarity": _OPEN_GATE, "conversation_limit": max(len(chat.sessions), 1)}
         )
-        pipeline = default_pipeline(store, embedder).without("format")
-        self._retriever = PastConversationRetriever(store, embedder, lambda: settings, pipeline=pipeline)
-        self._in_force = PastConversationRetriever(store, embedder, lambda: rag)
+        # The chat holds summaries and no messages, so every name a question asks would look unknown
+        # (decision 165) and shut the summaries out: the names stage is left out of both.
+        stages = default_pipeline(store, embedder).without("names")
+        self._retriever = PastConversationRetriever(
+            store, embedder, lambda: settings, pipeline=stages.without("format")
+        )
+        self._in_force = PastConversationRetriever(store, embedder, lambda: rag, pipeline=stages)
 
     async def __call__(self, sample_id: str, query: _Query) -> Asked:
         chat = self._chat
