@@ -11,7 +11,8 @@ Ranking, in three steps (`SearchConfig`; why and what each step measured: docs/m
    mixed, `vectorWeight` for the vector side and the rest for full text (`fusion.score_fusion`);
 2. each candidate lends `neighbourWeight` × its score to the conversation messages next to it in its
    segment, half as much per further step up to `neighbourSpan` (`neighbour_scores`): an answer is
-   often in the message after the one whose words match;
+   often in the message after the one whose words match; a candidate that asks something lends
+   its whole score to the message right after it, its reply;
 3. the best `limit` by that score.
 
 Only conversation messages are returned (user and assistant text): tool calls, tool results and
@@ -44,6 +45,7 @@ DEFAULT_CANDIDATES = 20
 # Full text also matches tool results and tool-call records, which are then dropped; fetching
 # twice as many keeps them from crowding conversation messages out of the candidates.
 FTS_OVERFETCH = 2
+QUESTION_MARK = "?"  # a candidate that asks lends its whole score to its reply (`neighbour_scores`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,7 @@ class HybridSearch:
             await self._neighbours(list(messages.values())),
             self._config.neighbour_weight,
             excluded=excluded,
+            asks={rowid for rowid, message in messages.items() if QUESTION_MARK in message.content},
         )
         # Best score first; at equal scores a message found by a side before one that is only a
         # neighbour, then the older message: deterministic whatever the backends' order.
