@@ -45,6 +45,11 @@ def engine_config(base_url: str, **overrides: Any) -> EngineConfig:
         model.setdefault("baseUrl", base_url)
     if data["embedder"].get("backend") == "openai":
         data["embedder"].setdefault("baseUrl", base_url)
+    if data["embedder"].get("backend") == "minilm":
+        # A turn gives up on its query embedding after 2 s by default; on a loaded CI machine the real
+        # model's first load can take longer, and the test would then measure the machine, not recall.
+        # tests/engine/test_query_embedding_deadline.py sets its own deadline.
+        data["embedder"].setdefault("queryTimeoutSeconds", 60)
     return EngineConfig.model_validate(data)
 
 
@@ -69,8 +74,9 @@ class Harness:
         return self.delivered[-1]
 
     async def wait_for_replies(self, count: int) -> None:
-        """Wait until `count` replies were delivered (turns cross real HTTP); 10 s is a safety net."""
-        async with asyncio.timeout(10), self.arrived:
+        """Wait until `count` replies were delivered (turns cross real HTTP); 30 s is a safety net (a
+        turn that loads the real MiniLM model on a loaded CI machine has taken over 10 s)."""
+        async with asyncio.timeout(30), self.arrived:
             await self.arrived.wait_for(lambda: len(self.delivered) >= count)
 
     async def record(self, outbound: Outbound) -> None:
