@@ -35,3 +35,10 @@ async def test_scale_bench_measures_every_layer(tmp_path: Path) -> None:
     assert result.past_shown_per_query > 0
     assert result.all_layers is not None and result.past_conversations is not None
     assert result.all_layers.p50_ms >= result.past_conversations.p50_ms
+    # Exactness and the physical floor are reported: int8 search with the exact rescore finds what
+    # exact float search finds, and the bytes it scans are set against a measured bandwidth.
+    assert result.recall_at_20 == 1.0
+    assert result.scanned_bytes_per_query > 0
+    assert result.bandwidth is not None and result.bandwidth.threaded_gb_s > 0
+    assert result.bandwidth_floor_ms > 0 and result.vector_bytes > 0
+    assert result.reload_first_search_ms > 0

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.sqlite.vector_cache import SPLIT_MIN_ROWS, MatrixView, VectorScope, _ChatMatrix, merge_nearest
+from klaw.store.sqlite.vector_matrix import SPLIT_MIN_ROWS, ChatMatrix, MatrixView, VectorScope, merge_nearest
+from klaw.store.sqlite.vector_quant import quantize
 
 DIM = 4
 
@@ -19,7 +20,8 @@ def unit_rows(rng: np.random.Generator, n: int) -> npt.NDArray[np.float32]:
 
 def view_of(vectors: npt.NDArray[np.float32], segments: npt.NDArray[np.int64]) -> MatrixView:
     n = len(vectors)
-    return MatrixView(vectors, np.arange(1, n + 1, dtype=np.int64), segments, np.arange(n, dtype=np.int64) * 1000)
+    codes, scales = quantize(vectors)
+    return MatrixView(codes, scales, np.arange(1, n + 1, dtype=np.int64), segments, np.arange(n, dtype=np.int64) * 1000)
 
 
 def test_a_split_search_equals_the_whole_search() -> None:
@@ -48,13 +50,7 @@ def test_small_views_and_one_thread_are_not_split() -> None:
 
 def test_a_view_is_untouched_by_appends_and_growth() -> None:
     rng = np.random.default_rng(9)
-    matrix = _ChatMatrix(
-        vectors=np.zeros((8, DIM), dtype=np.float32),
-        rowids=np.zeros(8, dtype=np.int64),
-        segments=np.zeros(8, dtype=np.int64),
-        created=np.zeros(8, dtype=np.int64),
-        size=0,
-    )
+    matrix = ChatMatrix.empty(8, DIM)
     first = unit_rows(rng, 5)
     matrix.append([(i + 1, 1, i, first[i]) for i in range(5)])
     view = matrix.view()
@@ -65,7 +61,7 @@ def test_a_view_is_untouched_by_appends_and_growth() -> None:
     matrix.append([(100 + i, 1, 100 + i, later[i]) for i in range(2)])  # fits the capacity
     matrix.append([(200 + i, 1, 200 + i, later[i]) for i in range(2, 300)])  # grows into new arrays
     assert len(view) == 5
-    assert np.array_equal(view.vectors, first)
+    assert np.array_equal(view.codes, quantize(first)[0])
     assert view.nearest(query, 3, VectorScope()) == before
     assert before[0][0] == 3
     assert matrix.view().nearest(query, 1, VectorScope())[0][0] in (3, 100)

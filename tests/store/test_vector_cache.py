@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
 from klaw.store.sqlite.store import SqliteStore
+from klaw.store.sqlite.vector_matrix import row_bytes
 
 DIM = 16
 ALICE = ChatRef("console", "alice")
@@ -98,7 +99,7 @@ async def test_vectors_stored_after_the_first_search_are_found(tmp_path: Path) -
 async def test_a_chat_too_large_for_the_budget_is_searched_by_sqlite_vec(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     vectors = unit_rows(rng, 100)
-    store = await SqliteStore.open(tmp_path / "small.db", vector_cache_bytes=100 * DIM * 4 // 2)
+    store = await SqliteStore.open(tmp_path / "small.db", vector_cache_bytes=100 * row_bytes(DIM) // 2)
     try:
         await store.vectors.bind_embedder("test", DIM)
         await fill(store, ALICE, vectors)
@@ -111,7 +112,7 @@ async def test_a_chat_too_large_for_the_budget_is_searched_by_sqlite_vec(tmp_pat
 
 async def test_least_recently_searched_chat_is_evicted(tmp_path: Path) -> None:
     rng = np.random.default_rng(4)
-    one_chat = 60 * (DIM * 4 + 24)
+    one_chat = 60 * row_bytes(DIM)
     store = await SqliteStore.open(tmp_path / "lru.db", vector_cache_bytes=int(1.5 * one_chat))
     try:
         await store.vectors.bind_embedder("test", DIM)
@@ -143,7 +144,7 @@ async def test_rebinding_to_another_embedder_drops_cached_vectors(tmp_path: Path
 
 async def test_warming_loads_recent_chats_that_fit_without_evicting(tmp_path: Path) -> None:
     rng = np.random.default_rng(6)
-    one_chat = 60 * (DIM * 4 + 24)
+    one_chat = 60 * row_bytes(DIM)
     path = tmp_path / "warm.db"
     store = await SqliteStore.open(path)
     await store.vectors.bind_embedder("test", DIM)
@@ -186,7 +187,7 @@ async def test_warming_reads_the_vector_table_once_however_many_chats(tmp_path: 
         await store.vectors.bind_embedder("test", DIM)
         await store.db.run(trace)
         assert await store.vectors.warm_cache() == len(chats)
-        assert store.vector_cache.cached_bytes == len(chats) * 3 * (DIM * 4 + 24)
+        assert store.vector_cache.cached_bytes == len(chats) * 3 * row_bytes(DIM)
         assert len([sql for sql in statements if "vec_messages" in sql and "sqlite_master" not in sql]) == 1
         hits = await store.search.nearest(chats[7], unit_rows(rng, 1)[0], limit=3)
         assert len(hits) == 3

@@ -12,8 +12,14 @@ scoped to the segment, with the newest 20 messages as the window:
   thread, and split over as many threads as the search may use (`database.vectorSearchThreads`):
   the search is compared with the second, which had the same cores.
 
-The first search of a chat loads its vectors into memory (`ChatVectorCache`); that one-off cost is
-reported on its own rather than mixed into the percentiles.
+The first search of a chat loads its vectors into memory (`ChatVectorCache`, int8); that one-off
+cost is reported on its own rather than mixed into the percentiles, and so is the first search after
+the store is closed (which saves the chat's int8 copy beside the database) and opened again.
+
+Exactness and the physical floor: each query's vector search (top 20 in the segment) is compared
+with exact float search over the same vectors (recall@20), and the bytes one search scans (int8
+codes, row scales, the segment column its scope reads) are set against the memory bandwidth
+measured with a numpy copy at the start (`bandwidth.py`).
 
 The chat also has 500 past segments of 20 summarized exchanges each (`past_bench.py`), written before
 the big current segment: past-conversation retrieval is timed alone and together with auto-RAG ("all
@@ -32,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from klaw.bench.bandwidth import Bandwidth, measure_bandwidth
 from klaw.bench.corpus import BENCH_START, ZipfCorpus
 from klaw.bench.past_bench import BENCH_RAG, PAST_SEGMENTS, add_past_segments, past_retriever
 from klaw.bench.stats import Latency
@@ -41,7 +48,7 @@ from klaw.memory.embedder.protocol import Embedder, Vectors
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
-from klaw.store.sqlite.vector_cache import SPLIT_MIN_ROWS
+from klaw.store.sqlite.vector_matrix import SPLIT_MIN_ROWS
 
 Progress = Callable[[str, int, int], None]
 CHAT = ChatRef("bench", "scale")
@@ -68,6 +75,13 @@ class ScaleResult:
     past_shown_per_query: float = 0.0  # past segments placed in the block
     search_threads: int = 1
     numpy_floor_threaded: Latency | None = None  # split over `search_threads` threads
+    recall_at_20: float = 1.0  # store KNN (int8 + exact rescore) against exact float search
+    vector_bytes: int = 0  # the chat's vectors in memory (int8 codes and their columns)
+    scanned_bytes_per_query: int = 0  # what one segment-scoped search reads
+    bandwidth: Bandwidth | None = None
+    bandwidth_floor_ms: float = 0.0  # scanned bytes / measured bandwidth (search threads)
+    save_ms: float = 0.0  # closing the store: saving the int8 copy beside the database
+    reload_first_search_ms: float = 0.0  # first search after opening again (loads the saved copy)
 
 
 class PrecomputedEmbedder:
@@ -108,6 +122,7 @@ async def measure_scale(
     rng = np.random.default_rng(seed)
     corpus = ZipfCorpus(seed=seed)
     dim = embedder.dim
+    bandwidth = measure_bandwidth(vector_search_threads)
     store = await SqliteStore.open(
         db_path, vector_cache_bytes=vector_cache_bytes, vector_search_threads=vector_search_threads
     )
@@ -159,6 +174,7 @@ async def measure_scale(
         first_search = time.perf_counter() - t
 
         with_embedding, without_embedding, floor, floor_threaded, recalled = [], [], [], [], []
+        recall: list[float] = []
         past_alone: list[float] = []
         all_layers: list[float] = []
         shown: list[int] = []
@@ -179,10 +195,24 @@ async def measure_scale(
             _numpy_top_k(matrix, query_vectors[text], 20)
             floor.append(time.perf_counter() - t)
             t = time.perf_counter()
-            _threaded_top_k(floor_pool, vector_search_threads, matrix, query_vectors[text], 20)
+            exact = _threaded_top_k(floor_pool, vector_search_threads, matrix, query_vectors[text], 20)
             floor_threaded.append(time.perf_counter() - t)
+            knn = await store.search.nearest(CHAT, query_vectors[text], limit=20, segment_id=segment.id)
+            recall.append(len({h.message.rowid for h in knn} & set(rowids[exact].tolist())) / 20)
             if progress:
                 progress("search", i + 1, len(texts))
+        vector_bytes = store.vector_cache.cached_bytes
+        scanned = await store.vectors.count() * (dim + 4 + 8)  # codes, scale, segment id per row
+        t = time.perf_counter()
+        await store.aclose()
+        save = time.perf_counter() - t
+        store = await SqliteStore.open(
+            db_path, vector_cache_bytes=vector_cache_bytes, vector_search_threads=vector_search_threads
+        )
+        await store.vectors.bind_embedder(embedder.model_id, dim)
+        t = time.perf_counter()
+        await store.search.nearest(CHAT, query_vectors[texts[0]], limit=20, segment_id=segment.id)
+        reload = time.perf_counter() - t
     finally:
         floor_pool.shutdown()
         await store.aclose()
@@ -203,6 +233,13 @@ async def measure_scale(
         past_shown_per_query=float(np.mean(shown)),
         search_threads=vector_search_threads,
         numpy_floor_threaded=Latency.of(floor_threaded),
+        recall_at_20=float(np.mean(recall)),
+        vector_bytes=vector_bytes,
+        scanned_bytes_per_query=scanned,
+        bandwidth=bandwidth,
+        bandwidth_floor_ms=bandwidth.floor_ms(scanned),
+        save_ms=save * 1000,
+        reload_first_search_ms=reload * 1000,
     )
 
 

@@ -61,7 +61,7 @@ def scale(
         list[int] | None, typer.Option(help="Messages in the bench chat (repeatable; default 10k and 100k).")
     ] = None,
     queries: Annotated[int, typer.Option(help="Queries timed per size.")] = 200,
-    vector_cache_mb: Annotated[int, typer.Option(help="database.vectorCacheMb for the run.")] = 256,
+    vector_cache_mb: Annotated[int, typer.Option(help="database.vectorCacheMb for the run.")] = 512,
     reindex_size: Annotated[int, typer.Option(help="Messages in the home reindexed for throughput (0 = skip).")] = 5000,
     out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
 ) -> None:
@@ -105,11 +105,24 @@ def scale(
             f" {result.recalled_per_query:.1f} messages recalled per query\n"
             f"  past conversations without query embedding ({result.past_segments} past segments,"
             f" {result.summaries} summaries, {result.past_shown_per_query:.1f} shown): {result.past_conversations}\n"
-            f"  all retrieval layers (auto-RAG + past conversations) without query embedding: {result.all_layers}"
+            f"  all retrieval layers (auto-RAG + past conversations) without query embedding: {result.all_layers}\n"
+            f"  vector search: recall@20 {result.recall_at_20:.3f} against exact float search;"
+            f" {result.vector_bytes / 1e6:.0f} MB in memory; {result.scanned_bytes_per_query / 1e6:.1f} MB scanned"
+            f" per query = {result.bandwidth_floor_ms:.2f} ms at the measured {_bandwidth(result)}\n"
+            f"  closing (saves the int8 copy): {result.save_ms:.0f} ms; first search after opening again:"
+            f" {result.reload_first_search_ms:.0f} ms"
         )
     if reindex_size > 0:
         results["reindex"] = _reindex_throughput(console, config, reindex_size)
     _emit(results, out)
+
+
+def _bandwidth(result: Any) -> str:
+    measured = result.bandwidth
+    return (
+        f"{measured.threaded_gb_s:.1f} GB/s on {measured.threads} threads ({measured.one_thread_gb_s:.1f} on one,"
+        " numpy copy, bytes read + written)"
+    )
 
 
 @app.command()

@@ -33,7 +33,8 @@ def stage_reporter(progress: Progress, prefix: str = "") -> Callable[[str, int, 
 
 def machine() -> str:
     """The machine a figure was measured on, printed beside every figure."""
-    return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {platform.system()}"
+    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
+    return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {platform.system()}{load}"
 
 
 def emit(result: dict[str, Any], out: Path | None) -> None:

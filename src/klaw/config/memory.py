@@ -194,18 +194,18 @@ class DatabaseConfig(Section):
         " another engine sharing the database takes over the chats of one that died after this long.",
     )
     vector_cache_mb: int = Field(
-        default=256,
+        default=512,
         ge=0,
-        description="Memory for exact in-memory vector search per chat (384-dim: ~1.5 MB per 1000"
-        " messages); a chat that does not fit is searched by sqlite-vec, which is slower. 0 turns it off.",
+        description="Memory for in-memory vector search (int8 copies of each searched chat's vectors, exact after"
+        " a float rescore; 384-dim: ~0.41 MB per 1000 messages, so a 1M-message chat fits); a chat that does not"
+        " fit is searched by sqlite-vec, which is slower. 0 turns it off.",
     )
     vector_search_threads: int = Field(
         default=2,
         ge=1,
         le=64,
         description="Threads that share one in-memory vector search over a large chat (20k+ vectors):"
-        " the product is memory-bound, and 2 threads read 100k vectors in ~7 ms where 1 takes ~11 ms."
-        " 1 keeps searches to one core.",
+        " the scan is memory-bound, so 2 threads read a large chat faster than 1. 1 keeps searches to one core.",
     )
 
     @model_validator(mode="after")

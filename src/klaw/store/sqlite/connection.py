@@ -43,6 +43,10 @@ class SqliteDatabase:
             raise
         return cls(connection, executor, path)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     async def run(self, fn: Callable[[apsw.Connection], T]) -> T:
         if self._closed:
             raise StorageError(f"the database {self.path} is closed")

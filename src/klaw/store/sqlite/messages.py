@@ -28,6 +28,7 @@ from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.segments import close_segment, open_segment_id
 from klaw.store.sqlite.sessions import save_session_model
 from klaw.store.sqlite.vector_cache import ChatVectorCache
+from klaw.store.sqlite.vector_snapshot import bump_version
 from klaw.store.summaries.sqlite.fold import fold_summary_record
 
 
@@ -102,8 +103,10 @@ class SqliteMessages:
                 now = to_millis(self._clock())
                 forgot = fold_archival_record(connection, record, chat_key, segment_id, rowid, created_at, now)
                 fold_summary_record(connection, record, chat_key, rowid, created_at, now)
-                if forgot and self._vector_cache is not None:
-                    self._vector_cache.invalidate(chat_key)
+                if forgot:
+                    bump_version(connection, chat_key)  # a saved copy of the chat's vectors is stale now
+                    if self._vector_cache is not None:
+                        self._vector_cache.invalidate(chat_key)
         return StoredMessage(rowid=rowid, segment_id=segment_id, record=record)
 
     async def get(self, message_id: str) -> StoredMessage | None:

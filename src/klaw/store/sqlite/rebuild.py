@@ -28,6 +28,7 @@ from klaw.store.rebuild_protocol import DoneFile
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.store import SqliteStore
+from klaw.store.sqlite.vector_snapshot import SnapshotFolder
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +173,8 @@ def swap_into_place(new: Path, live: Path, *, keep_backup: bool) -> Path | None:
 
     The old file is first made self-contained (its WAL checkpointed); if that fails (a damaged
     database, the usual reason to reindex) its `-wal`/`-shm` move with it into the backup. No stale
-    `-wal` or `-shm` of the old file is ever left next to the new one."""
+    `-wal` or `-shm` of the old file is ever left next to the new one, nor its saved vectors
+    (`vector_snapshot.py`)."""
     backup = live.with_name(live.name + ".bak")
     for stale in [backup, *(_sidecar(backup, s) for s in _SIDECARS)]:
         stale.unlink(missing_ok=True)
@@ -186,6 +188,7 @@ def swap_into_place(new: Path, live: Path, *, keep_backup: bool) -> Path | None:
         _sidecar(new, suffix).unlink(missing_ok=True)  # empty after make_self_contained
     os.replace(new, live)
     _fsync_dir(live.parent)
+    SnapshotFolder.beside(live).remove()  # the old file's saved vectors: stale for the new one
     if keep_backup and backup.exists():
         return backup
     for path in [backup, *(_sidecar(backup, s) for s in _SIDECARS)]:

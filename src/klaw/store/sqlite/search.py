@@ -1,7 +1,8 @@
 """Full-text (FTS5 bm25) and vector (sqlite-vec KNN) search over a chat's messages.
 
-KNN is answered exactly by `ChatVectorCache` (one numpy product over the chat's vectors, computed
-off the database thread so full text can run meanwhile). A chat
+KNN scans the chat's int8 copy in `ChatVectorCache` off the database thread (so full text can run
+meanwhile) for a shortlist, then rescores the shortlist with the exact float vectors read from
+`vec_messages` by rowid: hits and distances are those of exact float search (decision 145). A chat
 too large for the cache falls back to sqlite-vec, which filters by the vec0 partition key (chat) and
 metadata columns (segment, time) with `k = ?`. Messages are fetched in a second query: joining a
 CTE into a vec0 query would re-run the KNN per row.
@@ -36,7 +37,9 @@ from klaw.store.sqlite.full_text import match_expression, ranked_matches, scoped
 from klaw.store.sqlite.query import fetch_all, fetch_value
 from klaw.store.sqlite.record_kinds import conversation_sql
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
-from klaw.store.sqlite.vector_cache import ChatVectorCache, MatrixView, VectorScope, merge_nearest
+from klaw.store.sqlite.vector_cache import ChatVectorCache
+from klaw.store.sqlite.vector_matrix import MatrixView, VectorScope, merge_nearest
+from klaw.store.sqlite.vector_quant import exact_distances, shortlist
 from klaw.store.sqlite.vectors import MESSAGE_VECTORS, vector_table_exists
 
 
@@ -109,20 +112,23 @@ class SqliteSearch:
             ]
 
         located = await self._db.run(locate)
-        # The product runs off the database thread, so a full-text query can use it meanwhile.
+        # The scan runs off the database thread, so a full-text query can use it meanwhile.
         if isinstance(located, MatrixView):
+            count = shortlist(limit)
             parts = located.split(self._cache.search_threads)
             answers = await asyncio.gather(
-                *(asyncio.to_thread(part.nearest, query_vector, limit, scope) for part in parts)
+                *(asyncio.to_thread(part.nearest, query_vector, count, scope) for part in parts)
             )
-            neighbours = merge_nearest(list(answers), limit)
+            candidates: list[int] | None = [rowid for rowid, _ in merge_nearest(list(answers), count)]
+            neighbours: list[tuple[int, float]] = []
         else:
-            neighbours = located
-        if not neighbours:
+            candidates, neighbours = None, located
+        if not neighbours and not candidates:
             return []
-        distances = dict(neighbours)
 
         def query(connection: apsw.Connection) -> list[SearchHit]:
+            ranked = neighbours if candidates is None else _rescored(connection, query_vector, candidates, limit)
+            distances = dict(ranked)
             marks = ",".join("?" * len(distances))
             rows = fetch_all(
                 connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.rowid IN ({marks})", list(distances)
@@ -194,6 +200,20 @@ _NEIGHBOURS = (
     f" AND m.rowid > j.value ->> 0 AND {_CONVERSATION} ORDER BY m.rowid ASC LIMIT ?1))"
     " FROM json_each(?2) j"
 )
+
+
+def _rescored(
+    connection: apsw.Connection, query: npt.NDArray[np.float32], candidates: list[int], limit: int
+) -> list[tuple[int, float]]:
+    """The `limit` nearest of the int8 shortlist by exact float distance, from `vec_messages` (one
+    point lookup per rowid through json_each; an IN list would scan vec0). A rowid without a vector
+    (forgotten since the view was taken) is left out."""
+    rows = fetch_all(
+        connection,
+        f"SELECT v.rowid, v.embedding FROM json_each(?) AS j JOIN {MESSAGE_VECTORS} AS v ON v.rowid = j.value",
+        (json.dumps(candidates),),
+    )
+    return exact_distances(query, [(int(rowid), bytes(blob)) for rowid, blob in rows], limit)
 
 
 def _rowids(joined: object) -> list[int]:

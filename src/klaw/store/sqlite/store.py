@@ -25,10 +25,11 @@ from klaw.store.sqlite.segments import SqliteSegments
 from klaw.store.sqlite.sessions import SqliteExchanges, SqliteSessions
 from klaw.store.sqlite.settings import SqliteSettings
 from klaw.store.sqlite.vector_cache import ChatVectorCache
+from klaw.store.sqlite.vector_snapshot import SNAPSHOT_MIN_ROWS, SnapshotFolder
 from klaw.store.sqlite.vectors import SqliteVectors
 from klaw.store.summaries.sqlite.repository import SqliteSummaries
 
-DEFAULT_VECTOR_CACHE_BYTES = 256 * 1024 * 1024
+DEFAULT_VECTOR_CACHE_BYTES = 512 * 1024 * 1024
 DEFAULT_VECTOR_SEARCH_THREADS = 2
 
 
@@ -39,10 +40,14 @@ class SqliteStore:
         clock: Callable[[], datetime],
         vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
         vector_search_threads: int = DEFAULT_VECTOR_SEARCH_THREADS,
+        vector_snapshot_min_rows: int = SNAPSHOT_MIN_ROWS,
     ) -> None:
         self.db = db
         chats = ChatKeys()
-        self.vector_cache = ChatVectorCache(vector_cache_bytes, vector_search_threads)
+        snapshots = SnapshotFolder.beside(db.path) if vector_cache_bytes > 0 else None
+        self.vector_cache = ChatVectorCache(
+            vector_cache_bytes, vector_search_threads, snapshots, vector_snapshot_min_rows
+        )
         self.messages = SqliteMessages(db, chats, clock, self.vector_cache)
         self.segments = SqliteSegments(db, chats, clock)
         self.search = SqliteSearch(db, chats, self.vector_cache)
@@ -66,10 +71,12 @@ class SqliteStore:
         clock: Callable[[], datetime] = utc_now,
         vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
         vector_search_threads: int = DEFAULT_VECTOR_SEARCH_THREADS,
+        vector_snapshot_min_rows: int = SNAPSHOT_MIN_ROWS,
     ) -> SqliteStore:
         """Open (creating if needed) and migrate the database at `path`. `vector_cache_bytes` bounds
         the in-memory copies of chats' vectors that make KNN fast (0 = always sqlite-vec);
-        `vector_search_threads` share one search over a large chat."""
+        `vector_search_threads` share one search over a large chat; chats of at least
+        `vector_snapshot_min_rows` vectors have their in-memory copy saved beside the file."""
         db = await SqliteDatabase.open(path)
         try:
             await db.run(lambda connection: migrate(connection))
@@ -80,7 +87,7 @@ class SqliteStore:
         except BaseException:
             await db.aclose()
             raise
-        return cls(db, clock, vector_cache_bytes, vector_search_threads)
+        return cls(db, clock, vector_cache_bytes, vector_search_threads, vector_snapshot_min_rows)
 
     async def schema_version(self) -> int:
         return await self.db.run(current_version)
@@ -96,4 +103,9 @@ class SqliteStore:
         return await self.db.run(query)
 
     async def aclose(self) -> None:
-        await self.db.aclose()
+        if self.db.closed:
+            return
+        try:
+            await self.vectors.persist_cache()  # large chats' int8 copies, so the next start loads them fast
+        finally:
+            await self.db.aclose()

@@ -2,8 +2,9 @@
 
 The table is partitioned by chat (`chat_key`) and carries `segment_id` and `created_at` as
 metadata columns, so per-chat, per-segment and time-bounded KNN can be answered inside sqlite-vec.
-Searches normally go through `ChatVectorCache` (numpy, much faster); every committed insert is
-passed on to it so a cached chat never misses a vector.
+Searches normally go through `ChatVectorCache` (int8 in memory, much faster); every committed insert
+is passed on to it so a cached chat never misses a vector, and raises the chat's `vector_marks`
+version in the same transaction, so a copy saved beside the database knows it is stale.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from klaw.store.protocol import StorageError, VectorIndex
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_one, fetch_value
 from klaw.store.sqlite.vector_cache import ChatVectorCache
+from klaw.store.sqlite.vector_snapshot import bump_version
 from klaw.store.sqlite.vector_tables import bind_vector_table, bound_embedder, table_exists, vector_blobs
 
 MESSAGE_VECTORS = "vec_messages"
@@ -54,6 +56,7 @@ class SqliteVectors:
 
         def insert(connection: apsw.Connection) -> int:
             added: dict[int, list[tuple[int, int, int, npt.NDArray[np.float32]]]] = {}
+            versions: dict[int, int] = {}
             with connection:
                 for rowid, blob in blobs:
                     if fetch_one(connection, f"SELECT 1 FROM {MESSAGE_VECTORS} WHERE rowid = ?", (rowid,)):
@@ -69,8 +72,9 @@ class SqliteVectors:
                         (rowid, meta[0], blob, meta[1], meta[2]),
                     )
                     added.setdefault(meta[0], []).append((rowid, meta[1], meta[2], vectors_by_rowid[rowid]))
+                versions = {chat_key: bump_version(connection, chat_key) for chat_key in added}
             for chat_key, rows in added.items():  # committed: now the cached copies may see them
-                self._cache.added(chat_key, rows)
+                self._cache.added(chat_key, rows, versions[chat_key])
             return sum(len(rows) for rows in added.values())
 
         return await self._db.run(insert)
@@ -87,6 +91,11 @@ class SqliteVectors:
         if dim is None:
             return 0
         return await self._db.run(lambda connection: self._cache.warm(connection, MESSAGE_VECTORS, dim))
+
+    async def persist_cache(self) -> int:
+        """Save the cached copies of large chats beside the database (at close), so the next start
+        loads them without scanning the table. Returns chats saved."""
+        return await self._db.run(lambda connection: self._cache.persist(connection, MESSAGE_VECTORS))
 
     async def count(self) -> int:
         def query(connection: apsw.Connection) -> int:

@@ -1,0 +1,213 @@
+"""One chat's message vectors in memory as int8 rows (`vector_quant.py`), and the views searched.
+
+The matrix is kept by the database's single worker thread, but searched on other threads: `view`
+hands out a `MatrixView` (numpy views of the rows present at that moment), and rows a view covers
+are never written again (appends go past them; growing copies into new arrays; a delete drops the
+whole matrix). A view taken before a delete may still name a deleted rowid: the exact rescore reads
+the rowid's vector from `vec_messages`, finds none, and drops it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from klaw.store.sqlite.vector_quant import quantize, scores
+
+G = TypeVar("G", bound=np.generic)
+
+MIN_CAPACITY = 256
+# A view at least this large is searched in parts on several threads (`MatrixView.split`): the
+# scan is memory-bound, and two threads read a large chat faster than one; below it a scan takes
+# well under a millisecond and a thread hop would cost more than it saves.
+SPLIT_MIN_ROWS = 20_000
+# Below this share of a chat's rows, gathering the scoped rows beats a full scan plus a mask.
+GATHER_FRACTION = 0.25
+# Bytes a row costs besides its codes: scale (float32), rowid, segment, created (int64 each).
+ROW_OVERHEAD_BYTES = 4 + 3 * 8
+# Rows quantized at a time while loading, so a large chat never exists in memory as float32.
+LOAD_BLOCK = 8192
+
+
+@dataclass(frozen=True)
+class VectorScope:
+    segment_id: int | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class MatrixView:
+    """The rows of a chat's matrix at one moment; safe to search on any thread (see module doc)."""
+
+    codes: npt.NDArray[np.int8]
+    scales: npt.NDArray[np.float32]
+    rowids: npt.NDArray[np.int64]
+    segments: npt.NDArray[np.int64]
+    created: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return len(self.rowids)
+
+    @property
+    def bytes_per_row(self) -> int:
+        """What a full scan reads per row: its codes and its scale."""
+        return int(self.codes.shape[1]) + 4 if self.codes.ndim == 2 else 4
+
+    def split(self, parts: int) -> list[MatrixView]:
+        """Contiguous parts of about equal size (one part when the view is small), each searched on
+        its own thread; `merge_nearest` combines their answers into the whole view's."""
+        count = min(parts, len(self) // SPLIT_MIN_ROWS) if parts > 1 else 1
+        if count <= 1:
+            return [self]
+        bounds = np.linspace(0, len(self), count + 1).astype(int)
+        return [
+            MatrixView(self.codes[a:b], self.scales[a:b], self.rowids[a:b], self.segments[a:b], self.created[a:b])
+            for a, b in itertools.pairwise(bounds)
+        ]
+
+    def nearest(self, query: npt.NDArray[np.float32], count: int, scope: VectorScope) -> list[tuple[int, float]]:
+        """The `count` nearest (rowid, approximate cosine distance) within `scope`, closest first."""
+        n = len(self.rowids)
+        mask = np.ones(n, dtype=bool)
+        if scope.segment_id is not None:
+            mask &= self.segments == scope.segment_id
+        if scope.since_ms is not None:
+            mask &= self.created >= scope.since_ms
+        if scope.until_ms is not None:
+            mask &= self.created < scope.until_ms
+        selected = np.flatnonzero(mask)
+        if len(selected) == 0 or count <= 0:
+            return []
+        if len(selected) < n * GATHER_FRACTION:
+            similarities = scores(self.codes[selected], self.scales[selected], query)
+            candidates = selected
+        else:
+            similarities = scores(self.codes, self.scales, query)
+            if len(selected) < n:
+                similarities[~mask] = -np.inf
+            candidates = np.arange(n)
+        k = min(count, len(selected))
+        top = np.argpartition(-similarities, k - 1)[:k] if k < len(similarities) else np.arange(len(similarities))
+        top = top[np.argsort(-similarities[top], kind="stable")]
+        return [(int(self.rowids[candidates[i]]), float(1.0 - similarities[i])) for i in top]
+
+
+def merge_nearest(answers: list[list[tuple[int, float]]], count: int) -> list[tuple[int, float]]:
+    """The `count` closest of several parts' answers (each the part's own closest): exactly the
+    whole view's answer, since a row among the whole's closest is among its part's closest."""
+    if len(answers) == 1:
+        return answers[0][:count]
+    return sorted((pair for answer in answers for pair in answer), key=lambda pair: (pair[1], pair[0]))[:count]
+
+
+@dataclass
+class ChatMatrix:
+    codes: npt.NDArray[np.int8]
+    scales: npt.NDArray[np.float32]
+    rowids: npt.NDArray[np.int64]
+    segments: npt.NDArray[np.int64]
+    created: npt.NDArray[np.int64]
+    size: int
+    version: int = 0  # the chat's `vector_marks` version these rows reflect
+    saved_version: int | None = None  # the version of the copy saved beside the database, if any
+
+    @classmethod
+    def empty(cls, capacity: int, dim: int, version: int = 0) -> ChatMatrix:
+        capacity = max(capacity, 1)
+        return cls(
+            codes=np.zeros((capacity, dim), dtype=np.int8),
+            scales=np.zeros(capacity, dtype=np.float32),
+            rowids=np.zeros(capacity, dtype=np.int64),
+            segments=np.zeros(capacity, dtype=np.int64),
+            created=np.zeros(capacity, dtype=np.int64),
+            size=0,
+            version=version,
+        )
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, npt.NDArray[np.generic]], version: int) -> ChatMatrix:
+        """A matrix from saved arrays (`arrays()`), full to capacity: an append grows it."""
+        return cls(
+            codes=np.ascontiguousarray(arrays["codes"], dtype=np.int8),
+            scales=np.asarray(arrays["scales"], dtype=np.float32),
+            rowids=np.asarray(arrays["rowids"], dtype=np.int64),
+            segments=np.asarray(arrays["segments"], dtype=np.int64),
+            created=np.asarray(arrays["created"], dtype=np.int64),
+            size=len(arrays["rowids"]),
+            version=version,
+            saved_version=version,
+        )
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Sequence[object]], dim: int, version: int) -> ChatMatrix:
+        """A matrix from (rowid, segment_id, created_at, float32 blob) rows, quantized a block at a time."""
+        matrix = cls.empty(len(rows), dim, version)
+        for first in range(0, len(rows), LOAD_BLOCK):
+            block = rows[first : first + LOAD_BLOCK]
+            vectors = np.frombuffer(b"".join(row[3] for row in block), dtype=np.float32).reshape(len(block), dim)  # type: ignore[misc]
+            matrix.append_quantized(((r[0], r[1], r[2]) for r in block), *quantize(vectors))  # type: ignore[misc]
+        return matrix
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(array.nbytes) for array in (self.codes, self.scales, self.rowids, self.segments, self.created))
+
+    def arrays(self) -> dict[str, npt.NDArray[np.generic]]:
+        n = self.size
+        return {
+            "codes": self.codes[:n],
+            "scales": self.scales[:n],
+            "rowids": self.rowids[:n],
+            "segments": self.segments[:n],
+            "created": self.created[:n],
+        }
+
+    def append(self, rows: Sequence[tuple[int, int, int, npt.NDArray[np.float32]]]) -> None:
+        """Add (rowid, segment_id, created_at, float32 vector) rows after the present ones."""
+        if rows:
+            codes, scales = quantize(np.stack([row[3] for row in rows]))
+            self.append_quantized(((r[0], r[1], r[2]) for r in rows), codes, scales)
+
+    def append_quantized(
+        self, meta: Iterable[tuple[int, int, int]], codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32]
+    ) -> None:
+        first, needed = self.size, self.size + len(codes)
+        if needed > len(self.rowids):
+            self._grow(max(needed, 2 * len(self.rowids), MIN_CAPACITY))
+        self.codes[first:needed] = codes
+        self.scales[first:needed] = scales
+        columns = np.array(list(meta), dtype=np.int64).reshape(len(codes), 3)
+        self.rowids[first:needed] = columns[:, 0]
+        self.segments[first:needed] = columns[:, 1]
+        self.created[first:needed] = columns[:, 2]
+        self.size = needed
+
+    def _grow(self, capacity: int) -> None:
+        codes = np.zeros((capacity, self.codes.shape[1]), dtype=np.int8)
+        codes[: self.size] = self.codes[: self.size]
+        self.codes = codes
+        self.scales = _resized(self.scales, capacity, self.size)
+        self.rowids = _resized(self.rowids, capacity, self.size)
+        self.segments = _resized(self.segments, capacity, self.size)
+        self.created = _resized(self.created, capacity, self.size)
+
+    def view(self) -> MatrixView:
+        n = self.size
+        return MatrixView(self.codes[:n], self.scales[:n], self.rowids[:n], self.segments[:n], self.created[:n])
+
+
+def row_bytes(dim: int) -> int:
+    """Memory one cached vector of `dim` takes (codes and the row's other columns)."""
+    return dim + ROW_OVERHEAD_BYTES
+
+
+def _resized(array: npt.NDArray[G], capacity: int, size: int) -> npt.NDArray[G]:
+    grown: npt.NDArray[G] = np.zeros(capacity, dtype=array.dtype)
+    grown[:size] = array[:size]
+    return grown
