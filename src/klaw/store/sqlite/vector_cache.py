@@ -20,6 +20,7 @@ only on the database's worker thread, so it needs no locks.
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -167,11 +168,12 @@ def _table_rows(connection: apsw.Connection, table: str, chat_keys: Sequence[int
     Segment and time come from `messages` (the same values, written from it): reading vec0's
     metadata columns doubled the time of a scan. A vector whose message is gone is left out."""
     keys = sorted(set(chat_keys))
-    marks = ",".join("?" * len(keys))
     meta = {
         int(rowid): (int(chat), int(segment), int(created))
         for rowid, chat, segment, created in fetch_all(
-            connection, f"SELECT rowid, chat, segment_id, created_at FROM messages WHERE chat IN ({marks})", keys
+            connection,
+            "SELECT rowid, chat, segment_id, created_at FROM messages WHERE chat IN (SELECT value FROM json_each(?))",
+            (json.dumps(keys),),
         )
     }
     scan = (
