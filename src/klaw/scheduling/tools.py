@@ -27,14 +27,14 @@ from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolContext
 
 NO_CHAT = "none"
-_DEFAULT_MODEL = "Model id; default: the subagent model."
-_CRON = "5-field cron (minute hour day month weekday), e.g. '0 8 * * 1-5'."
-_EVERY = "Interval, e.g. '30m', '2h', '1d'."
-_INJECT_INTO = "Chat for its answers, channel:chat_id; default: this chat; 'none': only logged."
+_DEFAULT_MODEL = "Default: the subagent model"
+_CRON = "minute hour day month weekday, e.g. '0 8 * * 1-5'"
+_EVERY = "e.g. '30m', '2h', '1d'"
+_INJECT_INTO = "Chat for answers, channel:chat_id; default this one; 'none': logged only"
 
 TaskName = Annotated[
     str,
-    Field(description="1-64 of a-z, 0-9, '-', '_', e.g. 'morning-briefing'."),
+    Field(description="1-64 of a-z 0-9 - _"),
 ]
 
 
@@ -128,14 +128,14 @@ def register_scheduler_tools(
     async def schedule_add(
         context: ToolContext,
         name: TaskName,
-        message: Annotated[str, Field(description="Instruction each run starts from.")],
+        message: Annotated[str, Field(description="What each run is told")],
         cron: Annotated[str | None, Field(description=_CRON)] = None,
         every: Annotated[str | None, Field(description=_EVERY)] = None,
         model: Annotated[str | None, Field(description=_DEFAULT_MODEL)] = None,
         inject_into: Annotated[str | None, Field(description=_INJECT_INTO)] = None,
     ) -> dict[str, Any]:
-        """Schedule a recurring task run by a background agent; give cron (in the scheduler's time zone) or
-        every. A run sees the task's earlier runs; its answer goes to the chat unless it is exactly {"silent": true}."""
+        """Schedule a background agent's recurring task by cron (scheduler's time zone) or every. A run sees
+        earlier runs; its answer is sent unless exactly {"silent": true}."""
         return await add(context, name, message, cron, every, model, inject_into, None)
 
     # With tools held for approval, schedule_add may name those its runs use unasked (the call itself is
@@ -143,24 +143,24 @@ def register_scheduler_tools(
     async def schedule_add_allowing(
         context: ToolContext,
         name: TaskName,
-        message: Annotated[str, Field(description="Instruction each run starts from.")],
+        message: Annotated[str, Field(description="What each run is told")],
         cron: Annotated[str | None, Field(description=_CRON)] = None,
         every: Annotated[str | None, Field(description=_EVERY)] = None,
         model: Annotated[str | None, Field(description=_DEFAULT_MODEL)] = None,
         inject_into: Annotated[str | None, Field(description=_INJECT_INTO)] = None,
         allow_tools: Annotated[
             list[str] | None,
-            Field(description="Tools needing approval its runs may use unasked; the person is asked first."),
+            Field(description="Held tools its runs may use unasked (asked of the person first)"),
         ] = None,
     ) -> dict[str, Any]:
         return await add(context, name, message, cron, every, model, inject_into, allow_tools)
 
     async def schedule_list() -> list[dict[str, Any]]:
-        """List scheduled tasks: schedule, next and last run, model, the chat each reports to."""
+        """List scheduled tasks: schedule, next and last run, model, target chat."""
         return [_describe(task, scheduler.zone) for task in await scheduler.list_tasks()]
 
     async def schedule_remove(name: str) -> str:
-        """Remove a scheduled task by name; a run in progress finishes."""
+        """Remove a scheduled task; a run in progress finishes."""
         if not await scheduler.remove_task(name):
             raise ValueError(f"there is no task named {name!r}; schedule_list shows the tasks")
         return f"Removed the task {name!r}."
@@ -179,11 +179,11 @@ def register_subagent_tools(registry: ToolRegistry, scheduler: TaskScheduler) ->
     async def subagent_spawn(
         context: ToolContext,
         task_name: TaskName,
-        message: Annotated[str, Field(description="Complete, self-contained instruction.")],
+        message: Annotated[str, Field(description="Complete instruction")],
         model: Annotated[str | None, Field(description=_DEFAULT_MODEL)] = None,
     ) -> str:
-        """Start a background agent now without waiting; it sees earlier runs of the same task name, and its
-        answer comes to this chat unless it is exactly {"silent": true}."""
+        """Start a background agent now, not waited for; it sees earlier runs of task_name; its answer comes
+        here unless exactly {"silent": true}."""
         if context.chat.channel == SUBAGENT_CHANNEL:
             raise ValueError("a task's run cannot start other runs")
         scheduler.spawn(task_name, message, model=model, reply_to=context.chat)

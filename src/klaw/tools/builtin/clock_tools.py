@@ -19,9 +19,9 @@ CLOCK_EXTRA = "clock"
 
 async def current_time(
     context: ToolContext,
-    timezone: Annotated[str, Field(description="IANA zone name, e.g. 'Europe/Berlin'.")] = "UTC",
+    timezone: Annotated[str, Field(description="IANA zone, e.g. 'Europe/Berlin'")] = "UTC",
 ) -> dict[str, str]:
-    """The current date, time and weekday in a time zone."""
+    """Current date, time and weekday."""
     zone = _zone(timezone)
     now = _now(context).astimezone(zone)
     return {"time": now.isoformat(timespec="seconds"), "weekday": now.strftime("%A"), "timezone": timezone}

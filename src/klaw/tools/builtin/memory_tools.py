@@ -54,10 +54,10 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
         context: ToolContext,
         segment_id: int | None = None,
         exchange_id: int | None = None,
-        include_full_transcript: Annotated[bool, Field(description="Also every message and tool call.")] = False,
+        include_full_transcript: Annotated[bool, Field(description="Every message and tool call too")] = False,
     ) -> dict[str, Any]:
-        """Read one past conversation (segment_id) or exchange (exchange_id) of this chat; the ids come
-        from past-conversation context and memory_search."""
+        """Read a past conversation (segment_id) or exchange (exchange_id) of this chat, ids as memory_search
+        or the context give them."""
         _refuse_in_task_run(context, "past conversations")
         if (segment_id is None) == (exchange_id is None):
             raise ValueError("give exactly one of segment_id or exchange_id")
@@ -67,10 +67,9 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
 
     async def memory_save(
         context: ToolContext,
-        text: Annotated[str, Field(description="Self-contained text to remember.")],
+        text: Annotated[str, Field(description="Self-contained")],
     ) -> str:
-        """Save a fact, decision or note for memory_search to find later, in any conversation of this
-        chat."""
+        """Save a fact or note for memory_search to find later in this chat."""
         _refuse_in_task_run(context, "archival memory")
         saved = await services.archival.save(context.chat, text)
         if not saved.created:
@@ -82,8 +81,7 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
         query: str,
         limit: Annotated[int, Field(ge=1, le=20)] = 5,
     ) -> list[dict[str, Any]] | str:
-        """Search this chat's saved memories and earlier messages (all past conversations) by meaning and
-        words, best first."""
+        """Search this chat's saved memories and past messages, best first."""
         _refuse_in_task_run(context, "archival memory")
         results = await services.archival.search(context.chat, query, limit=limit, skip_recent=services.window)
         if not results:
@@ -91,7 +89,7 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
         return [_result(r) for r in results]
 
     async def memory_core_get() -> dict[str, Any]:
-        """Show core memory (facts kept in every context), its size and limit."""
+        """Core memory (kept in every context), its size and limit."""
         memory = await services.core.read()
         return {
             "memory": memory,
@@ -101,11 +99,10 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
 
     async def memory_core_update(
         context: ToolContext,
-        set: Annotated[dict[str, Any] | None, Field(description='Keys to add or replace: {"city": "Porto"}')] = None,
-        remove: Annotated[list[str] | None, Field(description="Keys to delete")] = None,
+        set: Annotated[dict[str, Any] | None, Field(description='e.g. {"city": "Porto"}')] = None,
+        remove: Annotated[list[str] | None, Field(description="Keys")] = None,
     ) -> dict[str, Any]:
-        """Update core memory: only lasting, important facts about the person (size-limited; use
-        memory_save for the rest)."""
+        """Change core memory: lasting key facts about the person only (size-limited; else memory_save)."""
         if context.chat.channel == SUBAGENT_CHANNEL:
             raise ValueError("core memory is read-only in a scheduled task's run")
         if not set and not remove:

@@ -37,7 +37,7 @@ MAX_LIST_ENTRIES = 500
 _SNIFF_BYTES = 8192
 _SKIP_CHUNK = 65536
 
-PathArg = Annotated[str, Field(description="Relative to the workspace, e.g. 'notes/todo.md'.")]
+PathArg = Annotated[str, Field(description="Relative to the workspace")]
 
 
 async def file_read(
@@ -46,8 +46,7 @@ async def file_read(
     offset: Annotated[int, Field(ge=0)] = 0,
     limit: Annotated[int, Field(ge=1)] = 12000,  # under the registry's 16,000-character cap: the note survives
 ) -> str:
-    """Read a text file in the workspace; offset and limit count characters, and a cut reply ends with
-    the offset to continue from."""
+    """Read a workspace text file; offset and limit count characters (a cut reply says where to go on)."""
     return await asyncio.to_thread(_read, context.workspace, path, offset, limit)
 
 
@@ -57,10 +56,10 @@ def file_writer(protected: tuple[str, ...] = PROMPT_FILES) -> ToolFunction:
     async def file_write(
         context: ToolContext,
         path: PathArg,
-        content: Annotated[str, Field(description="At most 1 MiB.")],
+        content: Annotated[str, Field(description="At most 1 MiB")],
         append: bool = False,
     ) -> str:
-        """Write a text file in the workspace (creating folders), replacing it unless append is true."""
+        """Write a workspace text file (folders made); replaces it unless append."""
         return await _file_write(context, path, content, append, protected=protected)
 
     return file_write
@@ -78,9 +77,9 @@ async def _file_write(context: ToolContext, path: str, content: str, append: boo
 
 async def file_list(
     context: ToolContext,
-    path: Annotated[str, Field(description="Folder relative to the workspace.")] = ".",
+    path: PathArg = ".",
 ) -> str:
-    """List a workspace folder: sub-folders end with '/', files show their size."""
+    """List a workspace folder: folders end in '/', files show their size."""
     return await asyncio.to_thread(_list, context.workspace, path)
 
 

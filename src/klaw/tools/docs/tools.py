@@ -31,20 +31,20 @@ def register_docs_tools(registry: ToolRegistry, bundle: DocsBundle, index: DocsI
     """Offer the three docs tools over `bundle`, searched through `index`."""
 
     async def docs_list() -> list[dict[str, str]]:
-        """List your documentation's pages: path and title."""
+        """List your (klaw's) doc pages: path, title."""
         return await asyncio.to_thread(lambda: [{"path": p, "title": bundle.title(p)} for p in bundle.pages()])
 
-    async def docs_read(path: Annotated[str, Field(description="As docs_list gives it.")]) -> str:
-        """Read one page of your documentation."""
+    async def docs_read(path: Annotated[str, Field(description="As docs_list gives it")]) -> str:
+        """Read one of your doc pages."""
         try:
             return await asyncio.to_thread(bundle.read, path)
         except KeyError:
             raise ToolRefusal(f"there is no page {path!r}: docs_list lists the pages, docs_search finds one") from None
 
     async def docs_search(
-        query: Annotated[str, Field(description="A plain question, e.g. 'how do I forget something'.")],
+        query: Annotated[str, Field(description="A question, e.g. 'how do I forget something'")],
     ) -> list[dict[str, Any]] | str:
-        """Search your documentation by meaning and words: best pages first, each with its best section."""
+        """Search your docs: best pages first, each with its best section."""
         hits = await index.search(query, SEARCH_LIMIT)
         if not hits:
             return "No page matches; docs_list lists them all."

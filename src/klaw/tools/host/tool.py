@@ -62,7 +62,7 @@ def host_exec_tool(config: HostExecConfig) -> ToolFunction:
     # The validator closes over this allow-list, so the annotation is an object, not a string (this
     # module's annotations are strings, resolved in its globals, where `allowed` is not).
     host_exec.__annotations__["command"] = Annotated[
-        str, AfterValidator(allowed), Field(description="One command line, e.g. 'git status'; no shell operators.")
+        str, AfterValidator(allowed), Field(description="e.g. 'git status'; no shell operators")
     ]
     return host_exec
 

@@ -117,6 +117,6 @@ def register_message_tools(registry: ToolRegistry, sender: MessageSender, target
     # The validator closes over the allowed chats, so the annotation is an object, not a string (this
     # module's annotations are strings, resolved in its globals, where `allowed_target` is not).
     message_send.__annotations__["target"] = Annotated[
-        str, AfterValidator(allowed_target), Field(description="channel:chat_id, e.g. telegram:123")
+        str, AfterValidator(allowed_target), Field(description="channel:chat_id")
     ]
     registry.register(message_send)

@@ -24,17 +24,17 @@ def register_skill_tools(registry: ToolRegistry, catalogue: SkillCatalogue, *, m
     """Offer `skill_list` and `skill_read` over `catalogue` (files up to `max_bytes`)."""
 
     async def skill_list() -> list[dict[str, Any]] | str:
-        """List the skills: name, what each is for, its files."""
+        """List skills: name, purpose, files."""
         scan = await asyncio.to_thread(catalogue.current)
         if not scan.skills:
             return "No skills are installed (a skill is a folder under workspace/skills/ with a SKILL.md)."
         return [{"name": s.name, "description": s.description, "files": list(s.files)} for s in scan.skills.values()]
 
     async def skill_read(
-        name: Annotated[str, Field(description="As skill_list gives it.")],
-        path: Annotated[str | None, Field(description="A file of the skill; omit for its SKILL.md.")] = None,
+        name: Annotated[str, Field(description="As skill_list gives it")],
+        path: Annotated[str | None, Field(description="Default SKILL.md")] = None,
     ) -> str:
-        """Load a skill's instructions, or one of its files."""
+        """Load a skill's instructions or one of its files."""
         return await asyncio.to_thread(_read, catalogue, name, path, max_bytes)
 
     registry.register(skill_list)
