@@ -1,7 +1,8 @@
 """The real host_exec held for approval (`tools.approval: [host_exec]`), end to end through the engine's
 socket: the person is asked with the command shown, and it runs on the host only after /approve; a
-denial leaves the host untouched; a command the allow-list refuses (an injection attempt) is refused
-at once, without bothering the person with a question about something that could never run."""
+denial, or no answer within the timeout, leaves the host untouched; a command the allow-list refuses
+(an injection attempt) is refused at once, without bothering the person with a question about
+something that could never run. A task run refused a held tool: tests/engine/test_tool_approval.py."""
 
 from __future__ import annotations
 
@@ -84,3 +85,17 @@ async def test_a_command_the_allow_list_refuses_is_refused_without_a_question() 
         assert "without a shell" in result["content"]
         assert not (s.home.workspace / "a.txt").exists()
         assert s.engine.approvals.waiting(WEB) == []
+
+
+async def test_no_answer_within_the_timeout_and_the_command_never_runs() -> None:
+    async with held_host_exec() as s:
+        s.server.reply_tool_calls([("host_exec", {"command": "touch unanswered.txt"})])
+        s.server.reply_text("No answer, so nothing ran.")
+        await s.ask("make unanswered.txt")
+        await s.question()
+        await s.clock.wait_for_sleeper(TIMEOUT)
+        await s.clock.advance(TIMEOUT)
+        assert (await s.outbound()).text == "No answer, so nothing ran."
+        assert not (s.home.workspace / "unanswered.txt").exists()
+        [result] = s.tool_results()
+        assert result["content"].startswith("Not run: the person did not approve host_exec within")
