@@ -193,3 +193,20 @@ async def test_warming_reads_the_vector_table_once_however_many_chats(tmp_path: 
         assert len(hits) == 3
     finally:
         await store.aclose()
+
+
+async def test_a_chat_that_fits_stays_cached_when_it_grows_within_the_budget(tmp_path: Path) -> None:
+    """Appending past the arrays' capacity allocates room ahead; only rows in use count against the
+    budget, so a chat near it is not pushed out to sqlite-vec by its next message."""
+    rng = np.random.default_rng(8)
+    store = await SqliteStore.open(tmp_path / "grow.db", vector_cache_bytes=100 * row_bytes(DIM))
+    try:
+        await store.vectors.bind_embedder("test", DIM)
+        first, later = unit_rows(rng, 90), unit_rows(rng, 5)
+        await fill(store, ALICE, first)
+        await store.search.nearest(ALICE, first[0], limit=1)
+        assert store.vector_cache.cached_bytes == 90 * row_bytes(DIM)
+        await fill(store, ALICE, later)
+        assert store.vector_cache.cached_bytes == 95 * row_bytes(DIM)
+    finally:
+        await store.aclose()

@@ -22,6 +22,8 @@ from klaw.store.sqlite.vector_quant import quantize, scores
 G = TypeVar("G", bound=np.generic)
 
 MIN_CAPACITY = 256
+# Growing adds a quarter: a copy per ~25 % of growth, and at most a quarter of a chat's matrix allocated ahead.
+GROWTH_DIVISOR = 4
 # A view at least this large is searched in parts on several threads (`MatrixView.split`): the
 # scan is memory-bound, and two threads read a large chat faster than one; below it a scan takes
 # well under a millisecond and a thread hop would cost more than it saves.
@@ -156,7 +158,10 @@ class ChatMatrix:
 
     @property
     def nbytes(self) -> int:
-        return sum(int(array.nbytes) for array in (self.codes, self.scales, self.rowids, self.segments, self.created))
+        """Memory the rows in use take. Capacity beyond them is zeroed on allocation and untouched
+        until appended to, so the system has not given it pages yet: counting it would let the
+        first append after a load (which grows the arrays) push a chat that fits out of the cache."""
+        return self.size * row_bytes(int(self.codes.shape[1]))
 
     def arrays(self) -> dict[str, npt.NDArray[np.generic]]:
         n = self.size
@@ -179,7 +184,7 @@ class ChatMatrix:
     ) -> None:
         first, needed = self.size, self.size + len(codes)
         if needed > len(self.rowids):
-            self._grow(max(needed, 2 * len(self.rowids), MIN_CAPACITY))
+            self._grow(max(needed, len(self.rowids) + len(self.rowids) // GROWTH_DIVISOR, MIN_CAPACITY))
         self.codes[first:needed] = codes
         self.scales[first:needed] = scales
         columns = np.array(list(meta), dtype=np.int64).reshape(len(codes), 3)
