@@ -11,6 +11,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
 * KlawError
   - ConfigError (ValueError) ............... config_loader: engine.yaml cannot be used; where, what, how to fix
   - StrictJsonError (ValueError) ........... strict_json: not a JSON document klaw accepts
+  - LanguageError (ValueError) ............. home_language: a language code klaw init cannot use
   - LlmError (RuntimeError) ................ llm/errors: a model call failed (model id, base URL, status)
     + LlmTimeoutError
     + LlmRateLimitError
@@ -22,7 +23,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
     + UnknownModelError (ValueError) ....... llm/catalogue: a model id that is not configured
   - WireFormatError (ValueError) ........... llm/messages: a body not in the OpenAI wire format
   - StorageError (RuntimeError) ............ store/protocol: the store cannot do what was asked
-    + IndexMismatchError ................... vectors of another embedder are stored
+    + IndexMismatchError ................... vectors of another embedder, or words of another tokenizer, are stored
     + StorageUnavailable ................... the database server cannot be reached now (worth retrying)
   - EmbedderError (RuntimeError) ........... memory/embedder: no vectors; why and what to do
   - MalformedLine (ValueError) ............. store/log_format: a log line that cannot be decoded

@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from klaw.home import KlawHome
+from klaw.home_language import LanguageSettings, apply_to_config_text
 
 WORKSPACE_FILES = ("SOUL.md", "IDENTITY.md", "AGENTS.md")
 
@@ -18,8 +19,9 @@ class InitReport:
     made: list[Path] = field(default_factory=list)  # directories created (workspace/skills/ among them)
 
 
-def initialise_home(home: KlawHome, *, overwrite: bool = False) -> InitReport:
-    """Write the default files that are missing (all of them with `overwrite`); never touch others."""
+def initialise_home(home: KlawHome, *, overwrite: bool = False, language: LanguageSettings | None = None) -> InitReport:
+    """Write the default files that are missing (all of them with `overwrite`); never touch others.
+    With `language`, engine.yaml carries its tokenizer, embedder and gates (klaw/home_language.py)."""
     templates = resources.files("klaw.templates")
     targets = [(templates / "engine.yaml", home.config_file)]
     targets += [(templates / "workspace" / name, home.workspace / name) for name in WORKSPACE_FILES]
@@ -34,6 +36,9 @@ def initialise_home(home: KlawHome, *, overwrite: bool = False) -> InitReport:
         if target.exists() and not overwrite:
             report.kept.append(target)
             continue
-        target.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+        text = source.read_text(encoding="utf-8")
+        if language is not None and target == home.config_file:
+            text = apply_to_config_text(text, language)
+        target.write_text(text, encoding="utf-8")
         report.written.append(target)
     return report

@@ -44,7 +44,7 @@ from klaw.bench.past_bench import BENCH_RAG, PAST_SEGMENTS, add_past_segments, p
 from klaw.bench.stats import Latency
 from klaw.config import AutoRagConfig
 from klaw.memory.auto_rag import AutoRagService
-from klaw.memory.embedder.protocol import Embedder, Vectors
+from klaw.memory.embedder.protocol import Embedder, Vectors, embed_queries
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
@@ -163,7 +163,7 @@ async def measure_scale(
         query_vectors: dict[str, npt.NDArray[np.float32]] = {}
         for text in texts:
             t = time.perf_counter()
-            query_vectors[text] = (await embedder.embed([text]))[0]
+            query_vectors[text] = (await embed_queries(embedder, [text]))[0]
             embed_times.append(time.perf_counter() - t)
         precomputed = PrecomputedEmbedder(embedder.model_id, query_vectors)
         offline = AutoRagService(config, HybridSearch(store, precomputed))

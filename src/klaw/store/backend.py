@@ -39,6 +39,7 @@ async def open_storage(path: Path, database: DatabaseConfig, *, clock: Callable[
         clock=clock,
         vector_cache_bytes=database.vector_cache_mb * 1024 * 1024,
         vector_search_threads=database.vector_search_threads,
+        tokenizer=database.tokenizer,
     )
 
 
@@ -51,7 +52,7 @@ def rebuild_backend(live: Path, database: DatabaseConfig) -> RebuildBackend:
         return PostgresRebuild(dsn_from_env(database.url_env), database.url_env or "")
     from klaw.store.sqlite.rebuild import SqliteRebuild
 
-    return SqliteRebuild(live)
+    return SqliteRebuild(live, database.tokenizer)
 
 
 def storage_failure(path: Path, exc: BaseException) -> StorageError | None:

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 from klaw.config import SearchConfig
-from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.embedder.protocol import Embedder, embed_queries
 from klaw.memory.hybrid_search import FTS_OVERFETCH, HybridSearch, is_conversation_message
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, StoredMessage
@@ -64,7 +64,7 @@ def _full_text(store: Storage) -> Retrieve:
 
 def _vector(store: Storage, embedder: Embedder) -> Retrieve:
     async def retrieve(chat: ChatRef, text: str, segment_id: int, top_k: int) -> list[StoredMessage]:
-        vectors = await embedder.embed([text])
+        vectors = await embed_queries(embedder, [text])
         hits = await store.search.nearest(chat, vectors[0], limit=top_k, segment_id=segment_id)
         ordered = sorted(hits, key=lambda hit: hit.score)  # closest first, whatever the backend's order
         return [hit.message for hit in ordered if is_conversation_message(hit.message)][:top_k]

@@ -22,6 +22,10 @@ def create_embedder(
         from klaw.memory.embedder.minilm import MiniLmEmbedder
 
         return MiniLmEmbedder(batch_size=config.batch_size, threads=config.threads)
+    if config.backend == "e5":
+        from klaw.memory.embedder.e5 import E5Embedder
+
+        return E5Embedder(batch_size=config.batch_size, threads=config.threads)
     if config.backend == "openai":
         from klaw.memory.embedder.openai_embedder import OpenAiEmbedder
 

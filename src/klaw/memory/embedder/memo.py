@@ -4,6 +4,8 @@ A turn's pending text is embedded by auto-RAG (hybrid search of the segment) and
 past-conversation retrieval; with a local model that is ~10 ms each, with a remote one a round trip.
 Both ask for the same single text within milliseconds, so the second is answered from memory (or
 waits on the same request). Batches (the embedding queue's) pass straight through and are never kept.
+It is the query side of search: a single text is embedded in the inner embedder's query form
+(`protocol.embed_queries`, e5's "query: "), whether asked by `embed` or `embed_queries`.
 
 A turn waits at most `deadline_seconds` for its text's vector, counted from the first request for
 it: a remote embedder that hangs would otherwise hold up every turn for its whole HTTP timeout
@@ -20,7 +22,7 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from klaw.memory.embedder.protocol import Embedder, EmbedderError, Vectors
+from klaw.memory.embedder.protocol import Embedder, EmbedderError, Vectors, embed_queries
 
 DEFAULT_SIZE = 8
 DEFAULT_DEADLINE_SECONDS = 2.0
@@ -42,6 +44,11 @@ class QueryMemo:
     def dim(self) -> int:
         return self._inner.dim
 
+    async def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        if len(texts) != 1:
+            return await embed_queries(self._inner, texts)
+        return await self.embed(texts)
+
     async def embed(self, texts: Sequence[str]) -> Vectors:
         if len(texts) != 1:
             return await self._inner.embed(texts)
@@ -61,7 +68,7 @@ class QueryMemo:
 
     def _ask(self, text: str) -> tuple[asyncio.Task[Vectors], float]:
         loop = asyncio.get_running_loop()
-        task = asyncio.create_task(self._inner.embed([text]), name="query-embedding")
+        task = asyncio.create_task(embed_queries(self._inner, [text]), name="query-embedding")
         entry = self._asked[text] = (task, loop.time() + (self._deadline or 0.0))
         task.add_done_callback(lambda done: self._settle(text, done))
         return entry

@@ -36,3 +36,21 @@ class Embedder(Protocol):
     async def embed(self, texts: Sequence[str]) -> Vectors: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class QueryEmbedder(Embedder, Protocol):
+    """An embedder trained to embed a search query unlike a stored text (e5's "query: " and "passage: "
+    prefixes): `embed` is for what is stored, `embed_queries` for what is searched with."""
+
+    async def embed_queries(self, texts: Sequence[str]) -> Vectors: ...
+
+
+async def embed_queries(embedder: Embedder, texts: Sequence[str]) -> Vectors:
+    """Vectors of `texts` as search queries: the query form when `embedder` has one, else `embed`.
+
+    Every search embeds its query through this, every stored text through `embed`; an embedder without
+    the distinction (MiniLM, OpenAI) answers both the same way."""
+    if isinstance(embedder, QueryEmbedder):
+        return await embedder.embed_queries(texts)
+    return await embedder.embed(texts)

@@ -23,7 +23,7 @@ stage is one hybrid search and a few lookups.
 
 from __future__ import annotations
 
-from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.embedder.protocol import Embedder, embed_queries
 from klaw.memory.fusion import reciprocal_rank_fusion
 from klaw.memory.past_conversations.block import fit_block
 from klaw.memory.past_conversations.pipeline import Retrieval, ShownExchange, ShownSegment
@@ -65,7 +65,7 @@ class EmbedQuery:
         self._embedder = embedder
 
     async def __call__(self, retrieval: Retrieval) -> Retrieval:
-        vectors = await self._embedder.embed([retrieval.query])
+        vectors = await embed_queries(self._embedder, [retrieval.query])
         return retrieval.replace(vector=vectors[0])
 
 

@@ -1,25 +1,40 @@
-"""Turning what a person typed into a safe FTS5 MATCH expression.
+"""Turning what a person typed into a safe FTS5 MATCH expression, for each tokenizer a home may use.
 
 Users type quotes, colons, parentheses, `*`, `-`, `AND`/`NEAR`…, all of which are FTS5 syntax and
 would raise or change the meaning of a raw query. Every word is therefore extracted and quoted as a
 string literal, and the words are joined with OR so that bm25 ranks messages matching more (and
 rarer) words first instead of requiring all of them.
 
-English stop words ("what", "did", "we", "about", "the"…) are dropped first: OR-ing them would rank
-a message by how many function words it shares with the question, so "what did we decide about the
-deploy" searches "decide" and "deploy". A text made only of stop words ("what is it?") keeps them
-all: searching for something beats searching for nothing.
+Function words of English and Russian ("what", "did", "we", "about", "the"; "что", "мы", "про"…) are
+dropped first: OR-ing them would rank a message by how many function words it shares with the
+question, so "what did we decide about the deploy" searches "decide" and "deploy". A text made only
+of stop words ("what is it?") keeps them all: searching for something beats searching for nothing.
+
+Words are runs of letters and digits; a run of Chinese characters or Japanese kana is a word of its
+own even when glued to Latin letters ("叫Mimi" → "叫", "mimi"). With the `trigram` tokenizer
+(`database.tokenizer`, docs/memory/languages.md) the index holds no words, only every three
+characters: a run written without spaces (a whole Chinese clause) is searched by its overlapping
+three-character pieces, so a message sharing a word of three characters or more with the question
+matches, and the more pieces it shares the better it ranks. A term shorter than three characters
+cannot be asked of a trigram index (FTS5 matches nothing): `short_terms` are what full-text search
+then looks up by substring instead (store/sqlite/search.py).
 """
 
 from __future__ import annotations
 
 import re
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+from klaw.config import FullTextTokenizer
+
+# Scripts written without spaces between words: Japanese kana, CJK ideographs (and their extensions).
+_UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
+WORD = re.compile(rf"[{_UNSPACED}]+|[^\W{_UNSPACED}]+", re.UNICODE)
+_UNSPACED_RUN = re.compile(rf"[{_UNSPACED}]+")
 MAX_TERMS = 32
+TRIGRAM = 3  # characters per piece of the trigram tokenizer
 
 # Function words of English, lowercase, plus the pieces `\w+` cuts contractions into ("don't" →
-# "don", "t"). Kept short on purpose: a word missing here only costs ranking, never a match.
+# "don", "t"); then Russian's. Kept short on purpose: a word missing here only costs ranking, never a match.
 _STOP_WORDS_TEXT = """
     a about above after again against all am an and any are aren as at be because been before being
     below between both but by can couldn d did didn do does doesn doing don down during each few for
@@ -29,23 +44,63 @@ _STOP_WORDS_TEXT = """
     the their theirs them themselves then there these they this those through to too under until up us
     ve very was wasn we were weren what when where which while who whom why will with won would
     wouldn y you your yours yourself yourselves
+    а без бы был была были было быть в вам вас во вот все всё вы где да для до его ее её если есть
+    ещё еще же за и из или им их к как какая какой кто ли меня мне мной мы на над не него нее неё нет
+    ни них но ну о об он она они оно от по под при про с со та так там те тебе тебя то тоже того той
+    тот ты у уже чем что чтобы эта это этот я
 """
 STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+
+
+def words_of(text: str) -> list[str]:
+    """Every lowercase word of `text`, in order, repeats included (letters and digits; a run of
+    Chinese or Japanese apart from the Latin letters around it)."""
+    return [match.group(0).lower() for match in WORD.finditer(text)]
 
 
 def search_words(text: str) -> list[str]:
     """The distinct lowercase words of `text` worth searching for, in order: its content words,
     or all of its words when every one is a stop word. At most MAX_TERMS."""
-    words = list(dict.fromkeys(match.group(0).lower() for match in _WORD.finditer(text)))
+    words = list(dict.fromkeys(words_of(text)))
     content = [word for word in words if word not in STOP_WORDS]
     return (content or words)[:MAX_TERMS]
 
 
-def fts5_match_expression(text: str) -> str | None:
-    """An FTS5 expression OR-ing the search words of `text`, or None when it has no words.
+def is_unspaced(word: str) -> bool:
+    """Whether `word` is written in a script without spaces (Chinese, Japanese kana)."""
+    return _UNSPACED_RUN.fullmatch(word) is not None
 
-    Each word is a quoted FTS5 string (a `"` doubled), so no character a person types is syntax."""
-    terms = [quoted(word) for word in search_words(text)]
+
+def search_terms(text: str, tokenizer: FullTextTokenizer = "porter") -> list[str]:
+    """What the index is asked for: the search words, and with `trigram` each word written without
+    spaces cut into its overlapping three-character pieces. Distinct, at most MAX_TERMS."""
+    words = search_words(text)
+    if tokenizer != "trigram":
+        return words
+    terms: list[str] = []
+    for word in words:
+        if is_unspaced(word) and len(word) > TRIGRAM:
+            terms.extend(word[i : i + TRIGRAM] for i in range(len(word) - TRIGRAM + 1))
+        else:
+            terms.append(word)
+    return list(dict.fromkeys(terms))[:MAX_TERMS]
+
+
+def matchable(term: str, tokenizer: FullTextTokenizer) -> bool:
+    """Whether FTS5 can find `term` (a trigram index cannot find fewer than three characters)."""
+    return tokenizer != "trigram" or len(term) >= TRIGRAM
+
+
+def short_terms(text: str, tokenizer: FullTextTokenizer) -> list[str]:
+    """The terms of `text` the index cannot be asked for (trigram: under three characters)."""
+    return [term for term in search_terms(text, tokenizer) if not matchable(term, tokenizer)]
+
+
+def fts5_match_expression(text: str, tokenizer: FullTextTokenizer = "porter") -> str | None:
+    """An FTS5 expression OR-ing the search terms of `text` the index can answer, or None when none.
+
+    Each term is a quoted FTS5 string (a `"` doubled), so no character a person types is syntax."""
+    terms = [quoted(term) for term in search_terms(text, tokenizer) if matchable(term, tokenizer)]
     return " OR ".join(terms) if terms else None
 
 

@@ -101,6 +101,31 @@ def scoped_count(
     return 0 if row is None else int(row[0])
 
 
+def substring_matches(
+    connection: apsw.Connection, terms: list[str], where: str, params: list[Any], limit: int
+) -> list[tuple[Any, ...]]:
+    """Rows of the scope whose own text holds any of `terms` (those a trigram index cannot answer:
+    under three characters), holding more of them first, then the newest; the score is minus the
+    number held (lower is better, as bm25's). A scan of the scope's rows: only for such short queries."""
+    held = " + ".join("(instr(lower(m.content), ?) > 0)" for _ in terms)
+    return fetch_all(
+        connection,
+        f"SELECT {MESSAGE_COLUMNS}, -({held}) AS score FROM messages m WHERE {where} AND ({held}) > 0"
+        " ORDER BY score, m.rowid DESC LIMIT ?",
+        (*terms, *params, *terms, limit),
+    )
+
+
+def scoped_substring_count(connection: apsw.Connection, term: str, where: str, params: list[Any], cap: int) -> int:
+    """`scoped_count` for a term a trigram index cannot answer: messages whose own text holds it."""
+    row = fetch_one(
+        connection,
+        f"SELECT count(*) FROM (SELECT 1 FROM messages m WHERE {where} AND instr(lower(m.content), ?) > 0 LIMIT ?)",
+        (*params, term, cap + 1),
+    )
+    return 0 if row is None else int(row[0])
+
+
 def match_expression(connection: apsw.Connection, words: list[str]) -> str:
     """The OR of `words` as an FTS5 expression, a common word limited to the `content` column, and a
     word held by half the index or more left out (unless every word is)."""

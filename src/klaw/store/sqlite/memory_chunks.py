@@ -14,6 +14,7 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
+from klaw.config import FullTextTokenizer
 from klaw.store.archival_records import MemoryChunk, MemoryHit
 from klaw.store.protocol import StorageError
 from klaw.store.records import ChatRef, from_millis
@@ -36,8 +37,9 @@ def _chunk(row: Row) -> MemoryChunk:
 
 
 class SqliteMemoryChunks:
-    def __init__(self, db: SqliteDatabase, chats: ChatKeys) -> None:
+    def __init__(self, db: SqliteDatabase, chats: ChatKeys, tokenizer: FullTextTokenizer = "porter") -> None:
         self._db = db
+        self._tokenizer = tokenizer
         self._chats = chats
         self._dim: int | None = None
 
@@ -137,7 +139,7 @@ class SqliteMemoryChunks:
 
     async def full_text(self, chat: ChatRef, text: str, *, limit: int) -> list[MemoryHit]:
         """The chat's memories matching `text` by FTS5 bm25 (lower is better), best first."""
-        expression = fts5_match_expression(text)
+        expression = fts5_match_expression(text, self._tokenizer)
         if expression is None or limit <= 0:
             return []
 

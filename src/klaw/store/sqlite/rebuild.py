@@ -23,6 +23,7 @@ from pathlib import Path
 
 import apsw
 
+from klaw.config import FullTextTokenizer
 from klaw.store.protocol import StorageError
 from klaw.store.rebuild_protocol import DoneFile
 from klaw.store.sqlite.connection import SqliteDatabase
@@ -251,8 +252,9 @@ class SqliteBuild:
 class SqliteRebuild:
     """`klaw reindex` on SQLite: the build is `<klaw.db>.reindex`, swapped in when finished."""
 
-    def __init__(self, live: Path) -> None:
+    def __init__(self, live: Path, tokenizer: FullTextTokenizer = "porter") -> None:
         self._live = live
+        self._tokenizer = tokenizer
         self._work = _sidecar(live, ".reindex")
 
     @property
@@ -264,7 +266,7 @@ class SqliteRebuild:
 
     async def open(self, clock: Callable[[], datetime], *, resume: bool) -> SqliteBuild | None:
         try:
-            store = await SqliteStore.open(self._work, clock=clock, vector_cache_bytes=0)
+            store = await SqliteStore.open(self._work, clock=clock, vector_cache_bytes=0, tokenizer=self._tokenizer)
         except (StorageError, apsw.Error) as exc:
             if not resume:
                 raise

@@ -29,11 +29,18 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
+from klaw.config import FullTextTokenizer
 from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts, to_millis
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
-from klaw.store.sqlite.fts_query import quoted, search_words
-from klaw.store.sqlite.full_text import match_expression, ranked_matches, scoped_count
+from klaw.store.sqlite.fts_query import matchable, quoted, search_terms, search_words
+from klaw.store.sqlite.full_text import (
+    match_expression,
+    ranked_matches,
+    scoped_count,
+    scoped_substring_count,
+    substring_matches,
+)
 from klaw.store.sqlite.query import fetch_all, fetch_value
 from klaw.store.sqlite.record_kinds import conversation_sql
 from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
@@ -44,8 +51,11 @@ from klaw.store.sqlite.vectors import MESSAGE_VECTORS, vector_table_exists
 
 
 class SqliteSearch:
-    def __init__(self, db: SqliteDatabase, chats: ChatKeys, cache: ChatVectorCache) -> None:
+    def __init__(
+        self, db: SqliteDatabase, chats: ChatKeys, cache: ChatVectorCache, tokenizer: FullTextTokenizer = "porter"
+    ) -> None:
         self._db = db
+        self._tokenizer = tokenizer
         self._chats = chats
         self._cache = cache
 
@@ -59,8 +69,9 @@ class SqliteSearch:
         since: datetime | None = None,
         until: datetime | None = None,
     ) -> list[SearchHit]:
-        words = search_words(text)
-        if not words or limit <= 0:
+        terms = search_terms(text, self._tokenizer)
+        indexed = [term for term in terms if matchable(term, self._tokenizer)]
+        if not terms or limit <= 0:
             return []
 
         def query(connection: apsw.Connection) -> list[SearchHit]:
@@ -68,8 +79,11 @@ class SqliteSearch:
             if chat_key is None:
                 return []
             where, params = _scope("m.chat", chat_key, "m.segment_id", segment_id, "m.created_at", since, until)
-            expression = match_expression(connection, words)
-            rows = ranked_matches(connection, expression, where, params, segment_id, limit)
+            if not indexed:  # only terms a trigram index cannot answer ("旺财"): looked up by substring
+                rows = substring_matches(connection, terms, where, params, limit)
+            else:
+                expression = match_expression(connection, indexed)
+                rows = ranked_matches(connection, expression, where, params, segment_id, limit)
             return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
 
         return await self._db.run(query)
@@ -164,6 +178,8 @@ class SqliteSearch:
             cap = max(min_cap, int(max_share * size))
             counts = {
                 word: scoped_count(connection, "{content} : " + quoted(word), where, params, segment_id, cap)
+                if matchable(word, self._tokenizer)
+                else scoped_substring_count(connection, word, where, params, cap)
                 for word in words
             }
             return WordCounts(size, counts)

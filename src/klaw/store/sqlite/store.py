@@ -9,6 +9,7 @@ from pathlib import Path
 
 import apsw
 
+from klaw.config import FullTextTokenizer
 from klaw.store.protocol import ChatLeaseRepository, StoreCounts, VectorIndex
 from klaw.store.records import utc_now
 from klaw.store.sqlite.chats import ChatKeys
@@ -24,6 +25,7 @@ from klaw.store.sqlite.search import SqliteSearch
 from klaw.store.sqlite.segments import SqliteSegments
 from klaw.store.sqlite.sessions import SqliteExchanges, SqliteSessions
 from klaw.store.sqlite.settings import SqliteSettings
+from klaw.store.sqlite.tokenizers import bind_tokenizer
 from klaw.store.sqlite.vector_cache import ChatVectorCache
 from klaw.store.sqlite.vector_snapshot import SNAPSHOT_MIN_ROWS, SnapshotFolder
 from klaw.store.sqlite.vectors import SqliteVectors
@@ -41,8 +43,10 @@ class SqliteStore:
         vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
         vector_search_threads: int = DEFAULT_VECTOR_SEARCH_THREADS,
         vector_snapshot_min_rows: int = SNAPSHOT_MIN_ROWS,
+        tokenizer: FullTextTokenizer = "porter",
     ) -> None:
         self.db = db
+        self.tokenizer = tokenizer
         chats = ChatKeys()
         snapshots = SnapshotFolder.beside(db.path) if vector_cache_bytes > 0 else None
         self.vector_cache = ChatVectorCache(
@@ -50,13 +54,13 @@ class SqliteStore:
         )
         self.messages = SqliteMessages(db, chats, clock, self.vector_cache)
         self.segments = SqliteSegments(db, chats, clock)
-        self.search = SqliteSearch(db, chats, self.vector_cache)
+        self.search = SqliteSearch(db, chats, self.vector_cache, tokenizer)
         self.vectors = SqliteVectors(db, self.vector_cache)
         self.embedding_jobs = SqliteEmbeddingJobs(db, clock)
         self.settings = SqliteSettings(db)
         self.sessions = SqliteSessions(db, chats)
         self.exchanges = SqliteExchanges(db, chats)
-        self.memory_chunks = SqliteMemoryChunks(db, chats)
+        self.memory_chunks = SqliteMemoryChunks(db, chats, tokenizer)
         self.history = SqliteHistory(db, chats)
         self.summaries = SqliteSummaries(db, chats, clock)
         # One process opens klaw.db, so no chat needs a lease; its log is the JSONL files.
@@ -72,14 +76,18 @@ class SqliteStore:
         vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
         vector_search_threads: int = DEFAULT_VECTOR_SEARCH_THREADS,
         vector_snapshot_min_rows: int = SNAPSHOT_MIN_ROWS,
+        tokenizer: FullTextTokenizer = "porter",
     ) -> SqliteStore:
         """Open (creating if needed) and migrate the database at `path`. `vector_cache_bytes` bounds
         the in-memory copies of chats' vectors that make KNN fast (0 = always sqlite-vec);
         `vector_search_threads` share one search over a large chat; chats of at least
-        `vector_snapshot_min_rows` vectors have their in-memory copy saved beside the file."""
+        `vector_snapshot_min_rows` vectors have their in-memory copy saved beside the file. The
+        full-text index is bound to `tokenizer` (`IndexMismatchError` when messages are indexed with
+        another: store/sqlite/tokenizers.py)."""
         db = await SqliteDatabase.open(path)
         try:
             await db.run(lambda connection: migrate(connection))
+            await db.run(lambda connection: bind_tokenizer(connection, tokenizer))
         except apsw.Error as exc:
             with contextlib.suppress(apsw.Error):  # closing a damaged file may fail too; the first error says why
                 await db.aclose()
@@ -87,7 +95,7 @@ class SqliteStore:
         except BaseException:
             await db.aclose()
             raise
-        return cls(db, clock, vector_cache_bytes, vector_search_threads, vector_snapshot_min_rows)
+        return cls(db, clock, vector_cache_bytes, vector_search_threads, vector_snapshot_min_rows, tokenizer)
 
     async def schema_version(self) -> int:
         return await self.db.run(current_version)

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from klaw.config import SearchConfig
-from klaw.memory.embedder.protocol import Embedder, Vectors
+from klaw.memory.embedder.protocol import Embedder, Vectors, embed_queries
 from klaw.memory.fusion import score_fusion
 from klaw.store.sqlite.fts_query import fts5_match_expression
 from klaw.tools.docs.bundle import DocsBundle, DocSection
@@ -115,7 +115,7 @@ class DocsIndex:
         if self._embedder is None:
             return None
         try:
-            return await self._embedder.embed([query])
+            return await embed_queries(self._embedder, [query])
         except Exception as exc:  # the vector side degrades to full text alone, as in message search
             log.warning("docs search: the embedder failed (%s); full text alone", type(exc).__name__)
             return None
