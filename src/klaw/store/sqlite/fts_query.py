@@ -32,6 +32,7 @@ WORD = re.compile(rf"[{_UNSPACED}]+|[^\W{_UNSPACED}]+", re.UNICODE)
 _UNSPACED_RUN = re.compile(rf"[{_UNSPACED}]+")
 MAX_TERMS = 32
 TRIGRAM = 3  # characters per piece of the trigram tokenizer
+_STEM_MIN = 4  # letters a word shares with its other forms, at least (as word_evidence's same-word rule)
 
 # Function words of English, lowercase, plus the pieces `\w+` cuts contractions into ("don't" →
 # "don", "t"); then Russian's. Kept short on purpose: a word missing here only costs ranking, never a match.
@@ -94,6 +95,23 @@ def matchable(term: str, tokenizer: FullTextTokenizer) -> bool:
 def short_terms(text: str, tokenizer: FullTextTokenizer) -> list[str]:
     """The terms of `text` the index cannot be asked for (trigram: under three characters)."""
     return [term for term in search_terms(text, tokenizer) if not matchable(term, tokenizer)]
+
+
+def count_expression(word: str, tokenizer: FullTextTokenizer) -> str | None:
+    """The expression counting the messages that hold `word` in their own text, in any of its forms
+    as far as the tokenizer can tell; None when the index cannot answer it (`short_terms`).
+
+    porter stems English ("dogs" counts "dog"). Without a stemmer, a word of another language is
+    counted by its first letters: `unicode61` as a prefix of at least four letters, the last two of a
+    longer word left off ("Шарика" counts "Шарик", "Шарику"), `trigram` as a substring the same way.
+    Counting too many only makes a word less rare; counting too few would call a name said in
+    another form never said (memory/unknown_names.py)."""
+    if tokenizer == "porter" or is_unspaced(word):
+        return "{content} : " + quoted(word) if matchable(word, tokenizer) else None
+    stem = word[:-2] if len(word) > _STEM_MIN + 1 else word
+    if tokenizer == "unicode61":
+        return "{content} : " + quoted(stem) + (" *" if len(stem) >= _STEM_MIN else "")
+    return "{content} : " + quoted(stem) if matchable(stem, tokenizer) else None
 
 
 def fts5_match_expression(text: str, tokenizer: FullTextTokenizer = "porter") -> str | None:

@@ -33,7 +33,7 @@ from klaw.config import FullTextTokenizer
 from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts, to_millis
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
-from klaw.store.sqlite.fts_query import matchable, quoted, search_terms, search_words
+from klaw.store.sqlite.fts_query import count_expression, matchable, search_terms, search_words
 from klaw.store.sqlite.full_text import (
     match_expression,
     ranked_matches,
@@ -176,15 +176,18 @@ class SqliteSearch:
             params.append(left_out)
             size = _scope_size(connection, where, params, chat_key, segment_id, until, left_out)
             cap = max(min_cap, int(max_share * size))
-            counts = {
-                word: scoped_count(connection, "{content} : " + quoted(word), where, params, segment_id, cap)
-                if matchable(word, self._tokenizer)
-                else scoped_substring_count(connection, word, where, params, cap)
-                for word in words
-            }
+            counts = {word: self._count(connection, word, where, params, segment_id, cap) for word in words}
             return WordCounts(size, counts)
 
         return await self._db.run(query)
+
+    def _count(
+        self, connection: apsw.Connection, word: str, where: str, params: list[Any], segment_id: int | None, cap: int
+    ) -> int:
+        expression = count_expression(word, self._tokenizer)
+        if expression is None:  # too short for a trigram index
+            return scoped_substring_count(connection, word, where, params, cap)
+        return scoped_count(connection, expression, where, params, segment_id, cap)
 
     async def neighbours(self, messages: Sequence[StoredMessage], span: int) -> dict[int, list[tuple[int, int]]]:
         if span <= 0 or not messages:
