@@ -41,7 +41,10 @@ from klaw.bench.locomo.dataset import load_locomo
 from klaw.bench.locomo.metrics import METRIC_NAMES, MeanScores
 from klaw.bench.locomo.report import to_json, to_markdown
 from klaw.bench.locomo.runner import LocomoRun, RunSettings, run_locomo
+from klaw.config import DatabaseConfig
 from klaw.memory.embedder.fake import FakeEmbedder
+from tests.conftest import new_database
+from tests.pg_server import PgServer
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "locomo_tiny.json"
 
@@ -292,3 +295,19 @@ def test_cli_names_what_is_wrong_with_a_broken_file(tmp_path: Path) -> None:
     )
     assert bad_variant.returncode == 2
     assert "variants" in bad_variant.stderr
+
+
+async def test_on_postgres_vector_search_scores_every_question_as_on_sqlite(
+    run: LocomoRun, tmp_path: Path, postgres_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KLAW_TEST_DATABASE_URL", postgres_server.dsn(new_database(postgres_server)))
+    settings = RunSettings(database=DatabaseConfig(backend="postgres", url_env="KLAW_TEST_DATABASE_URL"))
+
+    on_postgres = await run_locomo(load_locomo(FIXTURE), FakeEmbedder(dim=32), tmp_path, settings)
+
+    assert (on_postgres.ingest.turns, on_postgres.ingest.embedded) == (18, 7)
+    by_key = {(q.sample_id, q.index): q for q in run.questions}
+    for question in on_postgres.questions:  # exact KNN on both backends: the same ranks
+        assert question.scores["vector"] == by_key[(question.sample_id, question.index)].scores["vector"]
+    assert on_postgres.variants["fts"].summary.headline is not None  # full text ranks its own way
+    assert not list(tmp_path.glob("*/klaw.db"))  # nothing went to SQLite

@@ -17,8 +17,8 @@ import numpy as np
 from klaw.config import RagConfig
 from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
+from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
-from klaw.store.sqlite.store import SqliteStore
 from klaw.store.summaries.records import Summary
 
 PAST_SEGMENTS = 500
@@ -33,7 +33,7 @@ class PastHistory:
 
 
 async def add_past_segments(
-    store: SqliteStore,
+    store: Storage,
     chat: ChatRef,
     rng: np.random.Generator,
     *,
@@ -83,5 +83,5 @@ def _written(summary: Summary | None) -> Summary:
     return summary
 
 
-def past_retriever(store: SqliteStore, embedder: Embedder) -> PastConversationRetriever:
+def past_retriever(store: Storage, embedder: Embedder) -> PastConversationRetriever:
     return PastConversationRetriever(store, embedder, lambda: BENCH_RAG)

@@ -103,6 +103,7 @@ def locomo(
             min_embed_tokens=config.auto_rag.min_message_tokens,
             batch_size=config.embedder.batch_size,
             search=config.search,
+            database=config.database,
         )
 
     _run_bench(

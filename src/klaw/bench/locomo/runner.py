@@ -21,20 +21,21 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+from klaw.bench.bench_store import bench_store
 from klaw.bench.locomo.dataset import Conversation, LocomoDataset
 from klaw.bench.locomo.metrics import TOP_K, QuestionScores, Summary, score_question, summarise
 from klaw.bench.locomo.variants import VARIANTS, retriever
 from klaw.bench.stats import Latency
-from klaw.config import SearchConfig
+from klaw.config import DatabaseConfig, SearchConfig
 from klaw.engine.clock import SystemClock
 from klaw.errors import KlawError
-from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.conversation_log import open_log
 from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.embedding_policy import should_embed
 from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.ingestion import Ingestion
+from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord, Role
-from klaw.store.sqlite.store import SqliteStore
 
 CHANNEL = "locomo"
 
@@ -53,6 +54,8 @@ class RunSettings:
     batch_size: int = 64  # embedder.batchSize: texts per embedding call of the queue
     top_k: int = TOP_K
     search: SearchConfig = field(default_factory=SearchConfig)  # the `search` section of the configuration in use
+    # The `database` section in use: SQLite files in the scratch directory, or PostgreSQL (a schema per conversation).
+    database: DatabaseConfig = field(default_factory=DatabaseConfig)
 
     def __post_init__(self) -> None:
         unknown = [v for v in self.variants if v not in VARIANTS]
@@ -157,14 +160,11 @@ async def run_locomo(
     for position, conversation in enumerate(dataset.conversations):
         directory = work_dir / f"{position:03d}"
         directory.mkdir(parents=True, exist_ok=False)
-        store = await SqliteStore.open(directory / "klaw.db")
-        try:
+        async with bench_store(directory / "klaw.db", settings.database) as store:
             segment_id, dia_of = await _ingest(
                 store, embedder, directory, records[conversation.sample_id], settings, ingest, advance
             )
             results += await _ask(store, embedder, conversation, segment_id, dia_of, settings, latencies, advance)
-        finally:
-            await store.aclose()
 
     variants = {
         v: VariantResult(summarise([(r.category, r.scores[v]) for r in results]), Latency.of(latencies[v]))
@@ -183,7 +183,7 @@ async def run_locomo(
 
 
 async def _ingest(
-    store: SqliteStore,
+    store: Storage,
     embedder: Embedder,
     directory: Path,
     records: Sequence[tuple[MessageRecord, str]],
@@ -194,7 +194,7 @@ async def _ingest(
     """Store and embed one conversation; returns its segment and message id → turn id."""
     await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
     queue = EmbeddingQueue(store, embedder, SystemClock(), batch_size=settings.batch_size)
-    log = ConversationLog(directory / "conversations")
+    log = open_log(directory / "conversations", kept_by_store=store.keeps_log)
     ingestion = Ingestion(log, store, min_embed_tokens=settings.min_embed_tokens)
     dia_of: dict[str, str] = {}
     segments: set[int] = set()
@@ -229,7 +229,7 @@ async def _ingest(
 
 
 async def ingest_conversation(
-    store: SqliteStore,
+    store: Storage,
     embedder: Embedder,
     directory: Path,
     records: Sequence[tuple[MessageRecord, str]],
@@ -243,7 +243,7 @@ async def ingest_conversation(
 
 
 async def _ask(
-    store: SqliteStore,
+    store: Storage,
     embedder: Embedder,
     conversation: Conversation,
     segment_id: int,

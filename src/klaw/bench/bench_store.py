@@ -1,0 +1,64 @@
+"""The store a benchmark builds its data in: a SQLite file in a temporary directory, or, on PostgreSQL,
+a schema of its own in the database `database.urlEnv` names, dropped at the end (the figures of both
+backends come from the same code; a person's own tables are never touched)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from klaw.config import DatabaseConfig
+from klaw.store.protocol import Storage
+
+BENCH_SCHEMA = "klaw_bench_{pid}"
+
+
+@asynccontextmanager
+async def bench_store(db_path: Path, database: DatabaseConfig) -> AsyncIterator[Storage]:
+    """A fresh store on `database.backend`: the file `db_path`, or a fresh schema of the PostgreSQL database."""
+    if database.backend != "postgres":
+        from klaw.store.sqlite.store import SqliteStore
+
+        store: Storage = await SqliteStore.open(
+            db_path,
+            vector_cache_bytes=database.vector_cache_mb * 1024 * 1024,
+            vector_search_threads=database.vector_search_threads,
+        )
+        try:
+            yield store
+        finally:
+            await store.aclose()
+        return
+    import psycopg
+    from psycopg import sql
+
+    from klaw.store.postgres.connection import dsn_from_env
+    from klaw.store.postgres.store import PostgresStore
+
+    variable = database.url_env or ""
+    dsn = dsn_from_env(variable)
+    schema = BENCH_SCHEMA.format(pid=os.getpid())
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        # pgvector where the database keeps it (not in the bench schema, dropped at the end), on the path.
+        connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        row = connection.execute(
+            "SELECT current_schemas(false), (SELECT extnamespace::regnamespace::text FROM pg_extension"
+            " WHERE extname = 'vector')"
+        ).fetchone()
+        path = [str(name) for name in row[0]] if row else []
+        if row and row[1] and row[1] not in path:
+            path.append(str(row[1]))
+        connection.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+    try:
+        store = await PostgresStore.open(
+            dsn, variable=variable, pool_size=database.pool_size, search_path=[schema, *path]
+        )
+        try:
+            yield store
+        finally:
+            await store.aclose()
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as connection:
+            connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
