@@ -45,6 +45,11 @@ class KlawHome:
         return self.root / "docs_index.db"
 
     @property
+    def embedder_cache(self) -> Path:
+        """The local embedder's ONNX graphs (0700, files 0600), built from the weights on first use."""
+        return self.root / "cache" / "embedder"
+
+    @property
     def conversations(self) -> Path:
         return self.root / "conversations"
 

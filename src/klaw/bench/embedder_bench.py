@@ -12,10 +12,16 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from klaw.config import EmbedderConfig
+from klaw.memory.embedder.factory import create_embedder
+from klaw.memory.embedder.minilm import Runtime
 from klaw.memory.embedder.protocol import Embedder
+
+LOCAL_RUNTIMES: tuple[Runtime, ...] = ("numpy", "onnx-fp32", "onnx-int8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +109,37 @@ async def measure_embedder(
         mean_words=sum(len(t.split()) for t in items) / len(items),
         warmup_ms=warmup_ms,
         batches=tuple(measurements),
+    )
+
+
+def compared_embedders(
+    config: EmbedderConfig, cache_dir: Path, runtimes: Sequence[str] | None
+) -> list[tuple[str, Embedder]]:
+    """(label, embedder) for each run of `klaw bench embed`: every local runtime asked for (default
+    all) when the backend is minilm, else the configured embedder alone. The ONNX ones use the home's
+    cache, so their first run includes building it (`warmup_ms`) and later runs do not."""
+    if config.backend != "minilm":
+        if runtimes:
+            raise ValueError(f"--runtime compares minilm runtimes; embedder.backend is {config.backend}")
+        return [(config.backend, create_embedder(config, cache_dir=cache_dir))]
+    chosen = list(runtimes or LOCAL_RUNTIMES)
+    unknown = [name for name in chosen if name not in LOCAL_RUNTIMES]
+    if unknown:
+        raise ValueError(f"unknown --runtime {', '.join(unknown)}: choose from {', '.join(LOCAL_RUNTIMES)}")
+    return [
+        (runtime, create_embedder(config.model_copy(update={"runtime": runtime}), cache_dir=cache_dir))
+        for runtime in LOCAL_RUNTIMES
+        if runtime in chosen
+    ]
+
+
+def summary_line(label: str, result: EmbedderBenchResult) -> str:
+    """One runtime's figures on one line: what the comparison table of `klaw bench embed` shows."""
+    single, batched = result.for_batch_size(1), result.batches[-1]
+    return (
+        f"{label:<10} {result.model_id}: one text p50 {single.ms_per_call_p50:.1f} ms"
+        f" (p95 {single.ms_per_call_p95:.1f}); batch {batched.batch_size}: {batched.sentences_per_second:.0f} texts/s;"
+        f" first call (load) {result.warmup_ms:.0f} ms"
     )
 
 

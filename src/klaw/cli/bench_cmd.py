@@ -71,12 +71,13 @@ def scale(
     from klaw.cli.context import home_from_env, load_or_exit
     from klaw.memory.embedder.factory import create_embedder
 
-    config = load_or_exit(home_from_env()).config
+    home = home_from_env()
+    config = load_or_exit(home).config
     console = Console(markup=False)
     console.print(f"machine: {machine()}")
     results: dict[str, Any] = {"machine": machine(), "embedder": config.embedder.backend, "search": []}
     for messages in size or [10_000, 100_000]:
-        embedder = create_embedder(config.embedder)
+        embedder = create_embedder(config.embedder, cache_dir=home.embedder_cache)
         with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
             report = _stage_reporter(progress, f"{messages} messages: ")
             try:
@@ -128,31 +129,49 @@ def _bandwidth(result: Any) -> str:
 @app.command()
 def embed(
     texts: Annotated[int, typer.Option(help="Sentences to embed per batch size.")] = 512,
+    runtime: Annotated[
+        list[str] | None,
+        typer.Option(help="minilm runtimes to compare (repeatable; default numpy, onnx-fp32 and onnx-int8)."),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
 ) -> None:
-    """Throughput of the configured embedder: one sentence at a time and batched."""
-    from klaw.bench.embedder_bench import benchmark_sentences, measure_embedder
-    from klaw.cli.context import home_from_env, load_or_exit
-    from klaw.memory.embedder.factory import create_embedder
+    """Embedder speed: one sentence at a time and batches of 64, for each local runtime side by side
+    (the configured embedder alone when it is not minilm)."""
+    from klaw.bench.embedder_bench import benchmark_sentences, compared_embedders, measure_embedder, summary_line
+    from klaw.cli.context import fail, home_from_env, load_or_exit
+    from klaw.memory.embedder.protocol import EmbedderError
 
-    config = load_or_exit(home_from_env()).config
-    embedder = create_embedder(config.embedder)
+    home = home_from_env()
+    config = load_or_exit(home).config
+    try:
+        embedders = compared_embedders(config.embedder, home.embedder_cache, runtime)
+    except ValueError as exc:
+        fail(str(exc))
+    sentences = benchmark_sentences(texts)
+    console = Console(markup=False)
+    console.print(f"machine: {machine()}")
 
-    async def run() -> Any:
+    async def run(label: str, embedder: Any) -> Any:
         try:
             with _progress() as progress:
-                task = progress.add_task(f"embedding with {embedder.model_id}", total=None)
+                task = progress.add_task(f"embedding with {label}", total=None)
                 return await measure_embedder(
-                    embedder,
-                    texts=benchmark_sentences(texts),
-                    progress=lambda done: progress.update(task, completed=done),
+                    embedder, texts=sentences, progress=lambda done: progress.update(task, completed=done)
                 )
         finally:
             await embedder.aclose()
 
-    result = asyncio.run(run())
-    Console(markup=False).print(f"machine: {machine()}\n{result}")
-    _emit({"machine": machine(), "embedder": embedder.model_id, **asdict(result)}, out)
+    results: list[dict[str, Any]] = []
+    for label, embedder in embedders:
+        try:
+            result = asyncio.run(run(label, embedder))
+        except EmbedderError as exc:  # e.g. onnxruntime not installed: the other runtimes still run
+            console.print(f"{label:<10} not measured: {exc}")
+            results.append({"runtime": label, "error": str(exc)})
+            continue
+        console.print(summary_line(label, result))
+        results.append({"runtime": label, **asdict(result)})
+    _emit({"machine": machine(), "runs": results}, out)
 
 
 @app.command()

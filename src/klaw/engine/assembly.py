@@ -124,7 +124,8 @@ async def open_memory(
     store = await open_storage(home.database_file(config.database.path), config.database, clock=clock.now)
     stack.push_async_callback(store.aclose)
     if embedder is None:
-        embedder = create_embedder(config.embedder, sleep=clock.sleep)  # HTTP retries wait on engine time
+        # HTTP retries wait on engine time; the local model's ONNX graphs are cached in the home
+        embedder = create_embedder(config.embedder, sleep=clock.sleep, cache_dir=home.embedder_cache)
     stack.push_async_callback(embedder.aclose)
     # Live batches stay small: a turn's query embedding waits behind the batch running on the
     # embedder's one thread (reindex, with nobody waiting, uses the full batch size).

@@ -130,7 +130,7 @@ async def reindex(
     with _exclusive(_beside(live, ".reindex.lock")):
         owned = embedder is None
         queue_clock = clock or _WallClock()
-        active = embedder or create_embedder(config.embedder, sleep=queue_clock.sleep)
+        active = embedder or create_embedder(config.embedder, sleep=queue_clock.sleep, cache_dir=home.embedder_cache)
         try:
             target = backend or rebuild_backend(live, config.database)
             kept = target.kept_log()

@@ -3,25 +3,40 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
 
 from klaw.config import EmbedderConfig
 from klaw.llm.http import Sleep
+from klaw.memory.embedder.minilm import Runtime
 from klaw.memory.embedder.protocol import Embedder
 
 
 def create_embedder(
-    config: EmbedderConfig, env: Mapping[str, str] | None = None, *, sleep: Sleep = asyncio.sleep
+    config: EmbedderConfig,
+    env: Mapping[str, str] | None = None,
+    *,
+    sleep: Sleep = asyncio.sleep,
+    cache_dir: Path | None = None,
 ) -> Embedder:
     """A ready embedder for `config`. Local models load lazily, on the first `embed`.
 
     `sleep` is how a remote embedder waits between HTTP retries: the engine passes its clock's, so
-    retries keep the engine's time (and tests never really wait).
+    retries keep the engine's time (and tests never really wait). `cache_dir` is where the local
+    model's ONNX graphs are kept (`KlawHome.embedder_cache`); without one they are built in memory
+    at every start.
     """
     if config.backend == "minilm":
         from klaw.memory.embedder.minilm import MiniLmEmbedder
 
-        return MiniLmEmbedder(batch_size=config.batch_size, threads=config.threads)
+        return MiniLmEmbedder(
+            batch_size=config.batch_size,
+            threads=config.threads,
+            runtime=local_runtime(config.runtime),
+            cache_dir=cache_dir,
+        )
     if config.backend == "e5":
         from klaw.memory.embedder.e5 import E5Embedder
 
@@ -33,3 +48,13 @@ def create_embedder(
     from klaw.memory.embedder.fake import FakeEmbedder
 
     return FakeEmbedder(dim=config.dim or 384)
+
+
+def local_runtime(configured: Literal["auto"] | Runtime) -> Runtime:
+    """`embedder.runtime` resolved: `auto` is onnx-fp32 where onnxruntime and onnx are installed (both
+    have wheels for x86_64 and aarch64 Linux), else numpy. Both give the same vectors, so which one
+    `auto` lands on never changes the embedder's identity (docs/decisions/140-onnx-embedder.md)."""
+    if configured == "auto":
+        installed = all(importlib.util.find_spec(name) is not None for name in ("onnxruntime", "onnx"))
+        return "onnx-fp32" if installed else "numpy"
+    return configured

