@@ -21,8 +21,9 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
 
-from klaw.store.protocol import ChatLeaseRepository, StorageError
+from klaw.store.protocol import StorageError
 from klaw.store.records import ChatRef
+from klaw.store.work_protocol import ChatLeaseRepository
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -19,8 +19,6 @@ from klaw.errors import KlawError
 from klaw.store.archival_records import MemoryChunk, MemoryHit
 from klaw.store.records import (
     ChatRef,
-    EmbeddingJob,
-    EmbeddingJobCounts,
     Exchange,
     ExchangeStatus,
     MessageRecord,
@@ -28,11 +26,11 @@ from klaw.store.records import (
     Segment,
     SessionState,
     StoredMessage,
-    TargetJobCounts,
     UndeliveredReply,
     WordCounts,
 )
 from klaw.store.summaries.protocol import SummaryRepository
+from klaw.store.work_protocol import ChatLeaseRepository, EmbeddingJobRepository
 
 
 class StorageError(KlawError, RuntimeError):
@@ -201,51 +199,6 @@ class VectorRepository(Protocol):
         ...
 
 
-class EmbeddingJobRepository(Protocol):
-    """The durable embedding queue (`embedding_jobs`): a row per thing to embed until it is embedded.
-
-    Completed jobs are deleted; pending ones wait for `next_attempt_at`; failed ones stay, counted,
-    until `retry_failed`. Times come from the store's clock."""
-
-    async def due(self, now: datetime, limit: int) -> list[EmbeddingJob]:
-        """Pending jobs whose next attempt is at or before `now`, oldest first."""
-        ...
-
-    async def claim(self, now: datetime, limit: int, hold: timedelta) -> list[EmbeddingJob]:
-        """`due`, taken for the embedding worker: on a store several engines share, the jobs are postponed
-        by `hold` so no other engine takes them meanwhile (due again after `hold` if this one dies)."""
-        ...
-
-    async def next_due_at(self) -> datetime | None:
-        """When the earliest pending job is due (None when nothing is pending)."""
-        ...
-
-    async def complete(self, job_ids: Sequence[int]) -> None: ...
-
-    async def retry(self, job_id: int, error: str, next_attempt_at: datetime) -> None:
-        """Count a failed attempt and try again at `next_attempt_at`."""
-        ...
-
-    async def fail(self, job_id: int, error: str) -> None:
-        """Count a failed attempt and give up: the job stays, `failed`, until `retry_failed`."""
-        ...
-
-    async def counts(self) -> EmbeddingJobCounts: ...
-
-    async def by_target(self) -> list[TargetJobCounts]:
-        """Pending and failed jobs per target that has any, with the newest failure's error."""
-        ...
-
-    async def retry_failed(self) -> int:
-        """Make every failed job pending again, due now, attempts reset; returns how many."""
-        ...
-
-    async def enqueue_messages(self, rowids: Sequence[int]) -> int:
-        """Queue the messages with these rowids (unknown rowids are skipped; a failed job is made
-        pending again, a pending one is left alone); returns how many jobs were added or revived."""
-        ...
-
-
 class SettingsRepository(Protocol):
     async def get(self, key: str) -> Any | None: ...
 
@@ -347,28 +300,6 @@ class HistoryRepository(Protocol):
 
     async def checkpoint(self) -> None:
         """Make deleted data leave every file of the store (e.g. the SQLite WAL)."""
-        ...
-
-
-class ChatLeaseRepository(Protocol):
-    """Which engine serves each chat's turns, on a store several engines share (docs/decisions/170-chat-leases.md).
-    `holder` names one engine process; lease times are the store's own clock, never an engine's."""
-
-    async def acquire(self, chat: ChatRef, holder: str, seconds: float) -> bool:
-        """Take or extend the chat's lease for `seconds`; False while another holder's is still valid."""
-        ...
-
-    async def renew(self, chats: Sequence[ChatRef], holder: str, seconds: float) -> set[ChatRef]:
-        """Extend `holder`'s leases among `chats`; returns the chats it no longer holds."""
-        ...
-
-    async def release(self, chat: ChatRef, holder: str) -> None: ...
-
-    async def release_all(self, holder: str) -> None: ...
-
-    async def unserved(self, since: datetime, until: datetime, holder: str) -> list[ChatRef]:
-        """Chats with a person's message created between `since` and `until` that no exchange answered,
-        and no other holder's valid lease: what a dead engine left to answer."""
         ...
 
 

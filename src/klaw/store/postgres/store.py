@@ -29,9 +29,10 @@ from klaw.store.postgres.search import PostgresSearch
 from klaw.store.postgres.segments import PostgresSegments
 from klaw.store.postgres.sessions import PostgresExchanges, PostgresSessions, PostgresSettings
 from klaw.store.postgres.vectors import MESSAGE_VECTORS, PostgresVectors
-from klaw.store.protocol import ChatLeaseRepository, StorageError, StoreCounts, VectorIndex
+from klaw.store.protocol import StorageError, StoreCounts, VectorIndex
 from klaw.store.records import utc_now
 from klaw.store.summaries.postgres.repository import PostgresSummaries
+from klaw.store.work_protocol import ChatLeaseRepository
 
 DEFAULT_POOL_SIZE = 8
 CONNECT_TIMEOUT_SECONDS = 10

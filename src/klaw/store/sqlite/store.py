@@ -10,7 +10,7 @@ from pathlib import Path
 import apsw
 
 from klaw.config import FullTextTokenizer
-from klaw.store.protocol import ChatLeaseRepository, StoreCounts, VectorIndex
+from klaw.store.protocol import StoreCounts, VectorIndex
 from klaw.store.records import utc_now
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase, database_error
@@ -30,6 +30,7 @@ from klaw.store.sqlite.vector_cache import ChatVectorCache
 from klaw.store.sqlite.vector_snapshot import SNAPSHOT_MIN_ROWS, SnapshotFolder
 from klaw.store.sqlite.vectors import SqliteVectors
 from klaw.store.summaries.sqlite.repository import SqliteSummaries
+from klaw.store.work_protocol import ChatLeaseRepository
 
 DEFAULT_VECTOR_CACHE_BYTES = 512 * 1024 * 1024
 DEFAULT_VECTOR_SEARCH_THREADS = 2
