@@ -16,16 +16,20 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
-
-from mcp.types import Tool
+from typing import TYPE_CHECKING, Any
 
 from klaw.config import MCP_GROUP_PREFIX, McpConfig, McpServerConfig
 from klaw.llm.tokens import approximate_token_count
 from klaw.tools.mcp.names import model_names
-from klaw.tools.mcp.server_link import ServerLink
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolContext
+
+if TYPE_CHECKING:
+    # The MCP SDK takes about a second to import (half of every `klaw` command's start-up): it is
+    # imported only when tools.enabled names an MCP server (see McpServers.__init__).
+    from mcp.types import Tool
+
+    from klaw.tools.mcp.server_link import ServerLink
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +51,8 @@ class McpServers:
         self._registry = registry
         self._now = now
         wanted = {name.removeprefix(MCP_GROUP_PREFIX) for name in enabled if name.startswith(MCP_GROUP_PREFIX)}
+        if wanted:
+            from klaw.tools.mcp.server_link import ServerLink  # the SDK, only when a server is wanted
         self._links = {
             name: ServerLink(
                 name,
