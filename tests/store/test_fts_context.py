@@ -9,7 +9,8 @@ import apsw
 
 from klaw.store.protocol import Storage
 from klaw.store.records import MessageType, Role
-from klaw.store.sqlite.migrations import bundled_migrations, migrate
+from klaw.store.shared.migrations import bundled_migrations
+from klaw.store.sqlite.migrations import migrate
 from klaw.store.sqlite.store import SqliteStore
 from tests.memory.recall_helpers import ALICE, Conversation
 from tests.store.raw import is_postgres, rows, value
@@ -111,7 +112,7 @@ async def test_editing_a_message_reindexes_it_and_the_next_one(storage: Storage)
 def _version_3_database(path: Path) -> None:
     """A database as the previous klaw left it: schema 3, two chat messages and a tool result."""
     connection = apsw.Connection(str(path))
-    migrate(connection, bundled_migrations()[:3])
+    migrate(connection, bundled_migrations("klaw.store.sqlite")[:3])
     with connection:
         connection.execute("INSERT INTO chats (id, channel, chat_id) VALUES (1, 'console', 'alice')")
         connection.execute("INSERT INTO segments (id, chat, started_at) VALUES (1, 1, 0)")
@@ -134,7 +135,7 @@ async def test_migration_indexes_existing_messages_with_their_context(tmp_path: 
     _version_3_database(path)
     store = await SqliteStore.open(path)
     try:
-        assert await store.schema_version() == len(bundled_migrations())
+        assert await store.schema_version() == len(bundled_migrations("klaw.store.sqlite"))
         assert (await indexed(store))[3] == ("wonderful, we ate too much", "how was the trip to porto?")
         assert await found(store, "porto trip") == [1, 3]
         await integrity_check(store)

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
+from klaw.store.shared.rows import MESSAGE_COLUMNS
 from klaw.store.sqlite import full_text
 from klaw.store.sqlite.fts_query import fts5_match_expression
 from klaw.store.sqlite.full_text import _BM25, FAST_MINIMUM
 from klaw.store.sqlite.query import fetch_all
-from klaw.store.sqlite.rows import MESSAGE_COLUMNS
 from klaw.store.sqlite.store import SqliteStore
 
 ALICE = ChatRef("console", "alice")

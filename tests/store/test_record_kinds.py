@@ -12,7 +12,7 @@ import apsw
 import pytest
 
 from klaw.store.records import ChatRef, MessageRecord, MessageType, RecordKind, Role
-from klaw.store.sqlite.record_kinds import control_sql, conversation_sql, not_control_sql, user_message_sql
+from klaw.store.shared.record_kinds import control_sql, conversation_sql, not_control_sql, user_message_sql
 
 CHAT = ChatRef("console", "me")
 PAIRS = [(t, r) for t in MessageType for r in Role]

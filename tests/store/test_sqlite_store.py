@@ -14,7 +14,7 @@ import pytest
 
 from klaw.store.protocol import IndexMismatchError, Storage, VectorIndex
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
-from klaw.store.sqlite.migrations import bundled_migrations
+from klaw.store.shared.migrations import bundled_migrations
 from klaw.store.sqlite.query import fetch_value
 from klaw.store.sqlite.store import SqliteStore
 from tests.conftest import StoreOpener
@@ -48,7 +48,7 @@ def test_default_python_loads_sqlite_vec_through_apsw() -> None:
 async def test_migrations_from_empty_create_every_table(tmp_path: Path) -> None:
     store = await SqliteStore.open(tmp_path / "new.db")
     try:
-        assert await store.schema_version() == len(bundled_migrations())
+        assert await store.schema_version() == len(bundled_migrations("klaw.store.sqlite"))
         names = await store.db.run(
             lambda c: {row[0] for row in c.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
         )
@@ -78,7 +78,7 @@ async def test_reopening_does_not_migrate_twice(tmp_path: Path) -> None:
     second = await SqliteStore.open(path)
     try:
         rows = await second.db.run(lambda c: fetch_value(c, "SELECT count(*) FROM schema_version"))
-        assert rows == len(bundled_migrations())
+        assert rows == len(bundled_migrations("klaw.store.sqlite"))
         assert await second.messages.count_in_segment((await second.segments.current(ALICE)).id) == 1
     finally:
         await second.aclose()

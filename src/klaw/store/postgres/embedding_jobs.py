@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from klaw.store.postgres.connection import Connection, PostgresDatabase, Row, execute, fetch_all, fetch_value
+from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_all, fetch_value
 from klaw.store.records import (
     MESSAGE_TARGET,
     EmbeddingJob,
@@ -19,8 +19,9 @@ from klaw.store.records import (
     from_millis,
     to_millis,
 )
+from klaw.store.shared.rows import JOB_COLUMNS, job_from_row
+from klaw.store.shared.statements import PG_ENQUEUE_JOB
 
-_JOB_COLUMNS = "id, target, target_rowid, status, attempts, next_attempt_at, last_error, created_at"
 _PENDING = EmbeddingJobStatus.PENDING.value
 _FAILED = EmbeddingJobStatus.FAILED.value
 MAX_ERROR_CHARS = 300  # error text is short and content-free by contract; the cap guards the table
@@ -30,23 +31,8 @@ async def insert_job(connection: Connection, target: str, rowid: int, now_millis
     """Queue an embedding, due now; a job already queued for it is left as it is."""
     await execute(
         connection,
-        "INSERT INTO embedding_jobs (target, target_rowid, status, attempts, next_attempt_at, created_at)"
-        " VALUES (%s, %s, %s, 0, %s, %s) ON CONFLICT (target, target_rowid) DO NOTHING",
+        PG_ENQUEUE_JOB,
         (target, rowid, _PENDING, now_millis, now_millis),
-    )
-
-
-def _job_from_row(row: Row) -> EmbeddingJob:
-    job_id, target, target_rowid, status, attempts, next_attempt_at, last_error, created_at = row
-    return EmbeddingJob(
-        id=int(job_id),
-        target=str(target),
-        target_rowid=int(target_rowid),
-        status=EmbeddingJobStatus(status),
-        attempts=int(attempts),
-        next_attempt_at=from_millis(int(next_attempt_at)),
-        last_error=last_error,
-        created_at=from_millis(int(created_at)),
     )
 
 
@@ -59,11 +45,11 @@ class PostgresEmbeddingJobs:
         async with self._db.connection() as connection:
             rows = await fetch_all(
                 connection,
-                f"SELECT {_JOB_COLUMNS} FROM embedding_jobs WHERE status = %s AND next_attempt_at <= %s"
+                f"SELECT {JOB_COLUMNS} FROM embedding_jobs WHERE status = %s AND next_attempt_at <= %s"
                 " ORDER BY next_attempt_at, id LIMIT %s",
                 (_PENDING, to_millis(now), limit),
             )
-        return [_job_from_row(row) for row in rows]
+        return [job_from_row(row) for row in rows]
 
     async def claim(self, now: datetime, limit: int, hold: timedelta) -> list[EmbeddingJob]:
         """`due`, each job postponed by `hold` in the same statement: engines sharing the database skip
@@ -74,10 +60,10 @@ class PostgresEmbeddingJobs:
                 connection,
                 f"UPDATE embedding_jobs SET next_attempt_at = %s WHERE id IN (SELECT id FROM embedding_jobs"
                 " WHERE status = %s AND next_attempt_at <= %s ORDER BY next_attempt_at, id LIMIT %s"
-                f" FOR UPDATE SKIP LOCKED) RETURNING {_JOB_COLUMNS}",
+                f" FOR UPDATE SKIP LOCKED) RETURNING {JOB_COLUMNS}",
                 (to_millis(now + hold), _PENDING, to_millis(now), limit),
             )
-        return [_job_from_row(row) for row in sorted(rows, key=lambda row: int(row[0]))]
+        return [job_from_row(row) for row in sorted(rows, key=lambda row: int(row[0]))]
 
     async def next_due_at(self) -> datetime | None:
         async with self._db.connection() as connection:

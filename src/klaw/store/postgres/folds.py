@@ -32,15 +32,8 @@ from klaw.store.summaries.records import SUMMARY_TARGET
 
 log = logging.getLogger(__name__)
 
-_TEXT_ELSEWHERE = (MessageType.MEMORY_SAVED, *SUMMARY_RECORD_TYPES)
 _SUMMARY_TYPES = {t.value for t in SUMMARY_RECORD_TYPES}
 _SEGMENT = "segment"
-
-
-def stored_content(record: MessageRecord) -> str:
-    """What `messages.content` keeps: a saved memory's text lives in `memory_chunks`, a summary's in
-    `summaries`, so neither is stored twice nor matched as a message."""
-    return "" if record.type in _TEXT_ELSEWHERE else clean_text(record.content)
 
 
 async def rowid_of(connection: Connection, message_id: object) -> int | None:

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import Connection, PostgresDatabase, fetch_all, fetch_one, fetch_value
 from klaw.store.postgres.folds import summary_records_for
-from klaw.store.postgres.rows import MESSAGE_COLUMNS, message_from_row, user_message_sql
 from klaw.store.records import ChatRef, MessageType, Role, StoredMessage
+from klaw.store.shared.record_kinds import user_message_sql
+from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.summaries.log_records import SUMMARY_RECORD_TYPES
 
 _STRUCTURE = (MessageType.SESSION_BREAK, MessageType.MODEL_SWITCH, *SUMMARY_RECORD_TYPES)

@@ -14,8 +14,8 @@ from datetime import datetime
 
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import PostgresDatabase, execute, fetch_all, fetch_one
-from klaw.store.postgres.rows import user_message_sql
 from klaw.store.records import ChatRef, to_millis
+from klaw.store.shared.record_kinds import user_message_sql
 
 
 class PostgresLeases:

@@ -10,21 +10,13 @@ import numpy.typing as npt
 
 from klaw.store.archival_records import MemoryChunk, MemoryHit
 from klaw.store.postgres.chats import ChatKeys
-from klaw.store.postgres.connection import PostgresDatabase, Row, execute, fetch_all, fetch_one, fetch_value
+from klaw.store.postgres.connection import PostgresDatabase, execute, fetch_all, fetch_one, fetch_value
 from klaw.store.postgres.search import RANK_WEIGHTS, word_query
 from klaw.store.postgres.vectors import MEMORY_VECTORS, bind_table, checked, query_vector
 from klaw.store.protocol import StorageError
-from klaw.store.records import ChatRef, from_millis
+from klaw.store.records import ChatRef
+from klaw.store.shared.rows import CHUNK_COLUMNS, CHUNK_FROM, chunk_from_row
 from klaw.store.sqlite.fts_query import search_words
-
-_CHUNK_COLUMNS = "c.rowid, m.id, m.channel, m.chat_id, c.segment_id, c.content, c.created_at"
-_FROM = "memory_chunks c JOIN messages m ON m.rowid = c.rowid"
-
-
-def _chunk(row: Row) -> MemoryChunk:
-    rowid, record_id, channel, chat_id, segment_id, content, created_at = row[:7]
-    chat = ChatRef(channel, chat_id)
-    return MemoryChunk(int(rowid), str(record_id), chat, int(segment_id), str(content), from_millis(int(created_at)))
 
 
 class PostgresMemoryChunks:
@@ -44,8 +36,8 @@ class PostgresMemoryChunks:
 
     async def get(self, rowid: int) -> MemoryChunk | None:
         async with self._db.connection() as connection:
-            row = await fetch_one(connection, f"SELECT {_CHUNK_COLUMNS} FROM {_FROM} WHERE c.rowid = %s", (rowid,))
-        return None if row is None else _chunk(row)
+            row = await fetch_one(connection, f"SELECT {CHUNK_COLUMNS} FROM {CHUNK_FROM} WHERE c.rowid = %s", (rowid,))
+        return None if row is None else chunk_from_row(row)
 
     async def find(self, chat: ChatRef, content: str) -> MemoryChunk | None:
         async with self._db.connection() as connection:
@@ -54,10 +46,11 @@ class PostgresMemoryChunks:
                 return None
             row = await fetch_one(
                 connection,
-                f"SELECT {_CHUNK_COLUMNS} FROM {_FROM} WHERE c.chat = %s AND c.content = %s ORDER BY c.rowid LIMIT 1",
+                f"SELECT {CHUNK_COLUMNS} FROM {CHUNK_FROM} WHERE c.chat = %s AND c.content = %s"
+                " ORDER BY c.rowid LIMIT 1",
                 (chat_key, content.replace("\x00", "\ufffd")),
             )
-        return None if row is None else _chunk(row)
+        return None if row is None else chunk_from_row(row)
 
     async def texts(self, rowids: Sequence[int]) -> dict[int, str]:
         if not rowids:
@@ -111,12 +104,12 @@ class PostgresMemoryChunks:
                 return []
             rows = await fetch_all(
                 connection,
-                f"SELECT {_CHUNK_COLUMNS}, -ts_rank_cd('{RANK_WEIGHTS}', c.search, q.query) AS score"
-                f" FROM {_FROM}, (SELECT {query} AS query) AS q"
+                f"SELECT {CHUNK_COLUMNS}, -ts_rank_cd('{RANK_WEIGHTS}', c.search, q.query) AS score"
+                f" FROM {CHUNK_FROM}, (SELECT {query} AS query) AS q"
                 " WHERE c.search @@ q.query AND c.chat = %s ORDER BY score, c.rowid LIMIT %s",
                 (*words, chat_key, limit),
             )
-        return [MemoryHit(_chunk(row), float(row[7])) for row in rows]
+        return [MemoryHit(chunk_from_row(row), float(row[7])) for row in rows]
 
     async def nearest(self, chat: ChatRef, vector: npt.NDArray[np.float32], *, limit: int) -> list[MemoryHit]:
         if limit <= 0:
@@ -127,10 +120,10 @@ class PostgresMemoryChunks:
                 return []
             rows = await fetch_all(
                 connection,
-                f"SELECT {_CHUNK_COLUMNS}, n.distance FROM (SELECT v.rowid, v.embedding <=> %s AS distance"
+                f"SELECT {CHUNK_COLUMNS}, n.distance FROM (SELECT v.rowid, v.embedding <=> %s AS distance"
                 f" FROM {MEMORY_VECTORS} v WHERE v.chat = %s ORDER BY distance, v.rowid LIMIT %s) AS n"
                 f" JOIN memory_chunks c ON c.rowid = n.rowid JOIN messages m ON m.rowid = c.rowid"
                 " ORDER BY n.distance, c.rowid",
                 (query_vector(vector), chat_key, limit),
             )
-        return [MemoryHit(_chunk(row), float(row[7])) for row in rows]
+        return [MemoryHit(chunk_from_row(row), float(row[7])) for row in rows]

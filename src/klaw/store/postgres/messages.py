@@ -10,7 +10,6 @@ message, searched at a lower weight) are decided one append at a time, whichever
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -26,14 +25,7 @@ from klaw.store.postgres.connection import (
     fetch_value,
 )
 from klaw.store.postgres.embedding_jobs import insert_job
-from klaw.store.postgres.folds import fold_archival_record, fold_exchange_record, stored_content
-from klaw.store.postgres.rows import (
-    MESSAGE_COLUMNS,
-    conversation_sql,
-    message_from_row,
-    not_control_sql,
-    user_message_sql,
-)
+from klaw.store.postgres.folds import fold_archival_record, fold_exchange_record
 from klaw.store.postgres.segments import close_segment, lock_chat, open_segment_id
 from klaw.store.postgres.sessions import save_session_model
 from klaw.store.records import (
@@ -46,7 +38,14 @@ from klaw.store.records import (
     to_millis,
     utc_now,
 )
+from klaw.store.shared.record_kinds import conversation_sql, not_control_sql, user_message_sql
+from klaw.store.shared.rows import MESSAGE_COLUMNS, MESSAGE_INSERT_COLUMNS, message_from_row, message_values
 from klaw.store.summaries.postgres.fold import fold_summary_record
+
+_INSERT = (
+    f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS}, context)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING rowid"
+)
 
 
 class PostgresMessages:
@@ -89,24 +88,7 @@ class PostgresMessages:
                 " ORDER BY m.rowid DESC LIMIT 1",
                 (segment_id,),
             )
-        row = await fetch_one(
-            connection,
-            "INSERT INTO messages (id, channel, chat_id, chat, segment_id, role, type, content, metadata, created_at,"
-            " context) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING rowid",
-            (
-                record.id,
-                record.chat.channel,
-                record.chat.chat_id,
-                chat_key,
-                segment_id,
-                record.role.value,
-                record.type.value,
-                stored_content(record),
-                None if record.metadata is None else clean_text(json.dumps(record.metadata, ensure_ascii=False)),
-                created_at,
-                context,
-            ),
-        )
+        row = await fetch_one(connection, _INSERT, (*message_values(record, chat_key, segment_id, clean_text), context))
         assert row is not None
         rowid = int(row[0])
         await execute(

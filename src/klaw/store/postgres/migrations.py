@@ -8,37 +8,12 @@ klaw refuses to open.
 
 from __future__ import annotations
 
-import re
 import time
-from dataclasses import dataclass
-from importlib import resources
 
 from klaw.store.postgres.connection import Connection, execute, fetch_value
-from klaw.store.protocol import StorageError
+from klaw.store.shared.migrations import Migration, bundled_migrations, pending
 
-_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 MIGRATION_LOCK = 0x6B6C6177  # "klaw": the advisory lock key held while migrating
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    sql: str
-
-
-def bundled_migrations() -> list[Migration]:
-    folder = resources.files("klaw.store.postgres").joinpath("migrations")
-    found = []
-    for entry in folder.iterdir():
-        match = _NAME.match(entry.name)
-        if match:
-            found.append(Migration(int(match.group(1)), entry.name, entry.read_text(encoding="utf-8")))
-    found.sort(key=lambda m: m.version)
-    versions = [m.version for m in found]
-    if versions != list(range(1, len(found) + 1)):
-        raise StorageError(f"migration numbers must run 1..n without gaps, found {versions}")
-    return found
 
 
 async def current_version(connection: Connection) -> int:
@@ -50,8 +25,7 @@ async def current_version(connection: Connection) -> int:
 
 async def migrate(connection: Connection, migrations: list[Migration] | None = None) -> int:
     """Apply every pending migration on an autocommit `connection`; return the resulting version."""
-    migrations = bundled_migrations() if migrations is None else migrations
-    newest = migrations[-1].version if migrations else 0
+    migrations = bundled_migrations("klaw.store.postgres") if migrations is None else migrations
     await execute(connection, "SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
     try:
         async with connection.transaction():
@@ -61,13 +35,7 @@ async def migrate(connection: Connection, migrations: list[Migration] | None = N
                 " applied_at bigint NOT NULL)",
             )
         version = await current_version(connection)
-        if version > newest:
-            raise StorageError(
-                f"the database is at schema version {version} but this klaw knows only {newest}: upgrade klaw"
-            )
-        for migration in migrations:
-            if migration.version <= version:
-                continue
+        for migration in pending(migrations, version):
             async with connection.transaction():
                 await connection.execute(migration.sql.encode())  # several statements, no parameters
                 await execute(

@@ -25,9 +25,10 @@ import numpy.typing as npt
 
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import Connection, PostgresDatabase, fetch_all, fetch_value
-from klaw.store.postgres.rows import MESSAGE_COLUMNS, conversation_sql, message_from_row
 from klaw.store.postgres.vectors import MESSAGE_VECTORS, query_vector
 from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts, to_millis
+from klaw.store.shared.record_kinds import conversation_sql
+from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.fts_query import search_words
 
 RANK_WEIGHTS = "{0.1, 0.2, 0.4, 1.0}"  # D, C (the previous message), B, A (the message's own words)

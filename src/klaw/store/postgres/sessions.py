@@ -12,14 +12,12 @@ from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import (
     Connection,
     PostgresDatabase,
-    Row,
     execute,
     fetch_all,
     fetch_one,
     fetch_value,
 )
 from klaw.store.postgres.folds import exchange_mark, insert_exchange, reserve_exchange_id
-from klaw.store.postgres.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.postgres.segments import open_segment_id
 from klaw.store.records import (
     ChatRef,
@@ -30,11 +28,7 @@ from klaw.store.records import (
     from_millis,
     to_millis,
 )
-
-EXCHANGE_COLUMNS = (
-    "e.id, c.channel, c.chat_id, e.segment_id, e.started_at, e.status, e.user_message_rowid,"
-    " e.final_message_rowid, e.ended_at"
-)
+from klaw.store.shared.rows import EXCHANGE_COLUMNS, MESSAGE_COLUMNS, exchange_from_row, message_from_row
 
 
 async def save_session_model(connection: Connection, chat_key: int, model: str, at: int) -> None:
@@ -45,20 +39,6 @@ async def save_session_model(connection: Connection, chat_key: int, model: str, 
         " ON CONFLICT (chat) DO UPDATE SET model = excluded.model, segment_id = excluded.segment_id,"
         " updated_at = excluded.updated_at",
         (chat_key, model, segment_id, at, at),
-    )
-
-
-def exchange_from_row(row: Row) -> Exchange:
-    """An `exchanges` row selected with `EXCHANGE_COLUMNS` (aliases `e` and `c` for chats)."""
-    return Exchange(
-        id=int(row[0]),
-        chat=ChatRef(row[1], row[2]),
-        segment_id=int(row[3]),
-        started_at=from_millis(int(row[4])),
-        status=ExchangeStatus(row[5]),
-        user_message_rowid=None if row[6] is None else int(row[6]),
-        final_message_rowid=None if row[7] is None else int(row[7]),
-        ended_at=None if row[8] is None else from_millis(int(row[8])),
     )
 
 

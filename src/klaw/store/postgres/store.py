@@ -24,13 +24,13 @@ from klaw.store.postgres.leases import PostgresLeases
 from klaw.store.postgres.memory_chunks import PostgresMemoryChunks
 from klaw.store.postgres.messages import PostgresMessages
 from klaw.store.postgres.migrations import current_version, migrate
-from klaw.store.postgres.rows import control_sql, not_control_sql
 from klaw.store.postgres.search import PostgresSearch
 from klaw.store.postgres.segments import PostgresSegments
 from klaw.store.postgres.sessions import PostgresExchanges, PostgresSessions, PostgresSettings
 from klaw.store.postgres.vectors import MESSAGE_VECTORS, PostgresVectors
 from klaw.store.protocol import StorageError, StoreCounts, VectorIndex
 from klaw.store.records import utc_now
+from klaw.store.shared.record_kinds import control_sql, not_control_sql
 from klaw.store.summaries.postgres.repository import PostgresSummaries
 from klaw.store.work_protocol import ChatLeaseRepository
 

@@ -4,7 +4,7 @@ Called by `SqliteMessages.append_in` inside the append's transaction, like the e
 ingestion, crash recovery and `klaw reindex` therefore do the same thing with the same records.
 
 - `memory_saved`: a `memory_chunks` row sharing the record's rowid, with its embedding job (target
-  `memory`) in the same transaction. The messages row keeps no text (`stored_content`).
+  `memory`) in the same transaction. The messages row keeps no text (`shared/rows.py` `stored_content`).
 - `forget`: the exchange high-water mark raised to the one the tombstone remembers, and every row
   derived from the named records of the chat is deleted: messages (their FTS
   rows by trigger), vectors, embedding jobs, memory chunks, the exchanges they make up and the
@@ -23,7 +23,17 @@ from collections.abc import Collection
 import apsw
 
 from klaw.store.archival_records import forgotten_ids, remembered_exchange_high
-from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, MessageRecord, MessageType, RecordKind, Role, record_kind
+from klaw.store.records import (
+    MEMORY_TARGET,
+    MESSAGE_TARGET,
+    EmbeddingJobStatus,
+    MessageRecord,
+    MessageType,
+    RecordKind,
+    Role,
+    record_kind,
+)
+from klaw.store.shared.statements import ENQUEUE_JOB
 from klaw.store.sqlite.exchange_fold import raise_exchange_mark
 from klaw.store.sqlite.memory_chunks import MEMORY_VECTORS
 from klaw.store.sqlite.query import Row, fetch_all, fetch_value
@@ -34,15 +44,7 @@ from klaw.store.summaries.records import SUMMARY_TARGET
 from klaw.store.summaries.sqlite.fold import summary_record_rowids
 from klaw.store.summaries.sqlite.repository import delete_summaries_in
 
-_TEXT_ELSEWHERE = (MessageType.MEMORY_SAVED, *SUMMARY_RECORD_TYPES)
 _SUMMARY_TYPES = {t.value for t in SUMMARY_RECORD_TYPES}
-
-
-def stored_content(record: MessageRecord) -> str:
-    """What `messages.content` keeps of a record: a saved memory's text lives in `memory_chunks`
-    only, a summary's in `summaries`, so neither is stored twice nor matched as a message by
-    full-text search."""
-    return "" if record.type in _TEXT_ELSEWHERE else record.content
 
 
 def fold_archival_record(
@@ -62,9 +64,7 @@ def fold_archival_record(
             (rowid, chat_key, segment_id, record.content, created_at),
         )
         connection.execute(
-            "INSERT INTO embedding_jobs (target, target_rowid, status, attempts, next_attempt_at, created_at)"
-            " VALUES (?, ?, 'pending', 0, ?, ?) ON CONFLICT (target, target_rowid) DO NOTHING",
-            (MEMORY_TARGET, rowid, now_millis, now_millis),
+            ENQUEUE_JOB, (MEMORY_TARGET, rowid, EmbeddingJobStatus.PENDING.value, now_millis, now_millis)
         )
         return False
     if record.type is MessageType.FORGET:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import apsw
 
 from klaw.store.protocol import StoreCounts
+from klaw.store.shared.record_kinds import control_sql, not_control_sql
 from klaw.store.sqlite.query import fetch_all, fetch_value
-from klaw.store.sqlite.record_kinds import control_sql, not_control_sql
 from klaw.store.sqlite.vectors import MESSAGE_VECTORS, vector_table_exists
 
 

@@ -22,10 +22,11 @@ from klaw.store.records import (
     from_millis,
     to_millis,
 )
+from klaw.store.shared.rows import JOB_COLUMNS, job_from_row
+from klaw.store.shared.statements import ENQUEUE_JOB
 from klaw.store.sqlite.connection import SqliteDatabase
-from klaw.store.sqlite.query import Row, fetch_all, fetch_value
+from klaw.store.sqlite.query import fetch_all, fetch_value
 
-_JOB_COLUMNS = "id, target, target_rowid, status, attempts, next_attempt_at, last_error, created_at"
 _PENDING = EmbeddingJobStatus.PENDING.value
 _FAILED = EmbeddingJobStatus.FAILED.value
 # Error text is already short and content-free by the caller's contract; the cap keeps a
@@ -36,23 +37,8 @@ MAX_ERROR_CHARS = 300
 def insert_message_job(connection: apsw.Connection, rowid: int, now_millis: int) -> None:
     """Queue a message's embedding, due now; a job already queued for it is left as it is."""
     connection.execute(
-        "INSERT INTO embedding_jobs (target, target_rowid, status, attempts, next_attempt_at, created_at)"
-        " VALUES (?, ?, ?, 0, ?, ?) ON CONFLICT (target, target_rowid) DO NOTHING",
+        ENQUEUE_JOB,
         (MESSAGE_TARGET, rowid, _PENDING, now_millis, now_millis),
-    )
-
-
-def _job_from_row(row: Row) -> EmbeddingJob:
-    job_id, target, target_rowid, status, attempts, next_attempt_at, last_error, created_at = row
-    return EmbeddingJob(
-        id=int(job_id),
-        target=str(target),
-        target_rowid=int(target_rowid),
-        status=EmbeddingJobStatus(status),
-        attempts=int(attempts),
-        next_attempt_at=from_millis(int(next_attempt_at)),
-        last_error=last_error,
-        created_at=from_millis(int(created_at)),
     )
 
 
@@ -67,11 +53,11 @@ class SqliteEmbeddingJobs:
         def query(connection: apsw.Connection) -> list[EmbeddingJob]:
             rows = fetch_all(
                 connection,
-                f"SELECT {_JOB_COLUMNS} FROM embedding_jobs WHERE status = ? AND next_attempt_at <= ?"
+                f"SELECT {JOB_COLUMNS} FROM embedding_jobs WHERE status = ? AND next_attempt_at <= ?"
                 " ORDER BY next_attempt_at, id LIMIT ?",
                 (_PENDING, due_by, limit),
             )
-            return [_job_from_row(row) for row in rows]
+            return [job_from_row(row) for row in rows]
 
         return await self._db.run(query)
 

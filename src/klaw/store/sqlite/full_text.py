@@ -30,9 +30,9 @@ from typing import Any
 
 import apsw
 
+from klaw.store.shared.rows import MESSAGE_COLUMNS
 from klaw.store.sqlite.fts_query import quoted
 from klaw.store.sqlite.query import fetch_all, fetch_one
-from klaw.store.sqlite.rows import MESSAGE_COLUMNS
 
 CONTEXT_WEIGHT = 0.2  # bm25 weight of the previous message's words (the message's own: 1)
 CONTEXT_MAX_MATCHES = 1000  # a word in more messages' own words is not matched in `context`

@@ -23,12 +23,12 @@ from collections.abc import Sequence
 import apsw
 
 from klaw.store.records import ChatRef, MessageType, Role, StoredMessage
+from klaw.store.shared.record_kinds import user_message_sql
+from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.archival_fold import checkpoint_truncate, summary_records_for
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
-from klaw.store.sqlite.record_kinds import user_message_sql
-from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.summaries.log_records import SUMMARY_RECORD_TYPES
 
 _STRUCTURE = (MessageType.SESSION_BREAK, MessageType.MODEL_SWITCH, *SUMMARY_RECORD_TYPES)

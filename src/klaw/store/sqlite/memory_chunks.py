@@ -17,23 +17,16 @@ import numpy.typing as npt
 from klaw.config import FullTextTokenizer
 from klaw.store.archival_records import MemoryChunk, MemoryHit
 from klaw.store.protocol import StorageError
-from klaw.store.records import ChatRef, from_millis
+from klaw.store.records import ChatRef
+from klaw.store.shared.rows import CHUNK_COLUMNS, CHUNK_FROM, chunk_from_row
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import fts5_match_expression
-from klaw.store.sqlite.query import Row, fetch_all, fetch_one, fetch_value
+from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.sqlite.vector_tables import bind_vector_table, table_exists, vector_blobs
 
 MEMORY_VECTORS = "vec_memory"
 _VEC_COLUMNS = "chat_key integer partition key, embedding float[{dim}] distance_metric=cosine, created_at integer"
-_CHUNK_COLUMNS = "c.rowid, m.id, m.channel, m.chat_id, c.segment_id, c.content, c.created_at"
-_FROM = "memory_chunks c JOIN messages m ON m.rowid = c.rowid"
-
-
-def _chunk(row: Row) -> MemoryChunk:
-    rowid, record_id, channel, chat_id, segment_id, content, created_at = row[:7]
-    chat = ChatRef(channel, chat_id)
-    return MemoryChunk(int(rowid), str(record_id), chat, int(segment_id), str(content), from_millis(int(created_at)))
 
 
 class SqliteMemoryChunks:
@@ -57,8 +50,8 @@ class SqliteMemoryChunks:
 
     async def get(self, rowid: int) -> MemoryChunk | None:
         def query(connection: apsw.Connection) -> MemoryChunk | None:
-            row = fetch_one(connection, f"SELECT {_CHUNK_COLUMNS} FROM {_FROM} WHERE c.rowid = ?", (rowid,))
-            return None if row is None else _chunk(row)
+            row = fetch_one(connection, f"SELECT {CHUNK_COLUMNS} FROM {CHUNK_FROM} WHERE c.rowid = ?", (rowid,))
+            return None if row is None else chunk_from_row(row)
 
         return await self._db.run(query)
 
@@ -71,10 +64,10 @@ class SqliteMemoryChunks:
                 return None
             row = fetch_one(
                 connection,
-                f"SELECT {_CHUNK_COLUMNS} FROM {_FROM} WHERE c.chat = ? AND c.content = ? ORDER BY c.rowid LIMIT 1",
+                f"SELECT {CHUNK_COLUMNS} FROM {CHUNK_FROM} WHERE c.chat = ? AND c.content = ? ORDER BY c.rowid LIMIT 1",
                 (chat_key, content),
             )
-            return None if row is None else _chunk(row)
+            return None if row is None else chunk_from_row(row)
 
         return await self._db.run(query)
 
@@ -149,12 +142,12 @@ class SqliteMemoryChunks:
                 return []
             rows = fetch_all(
                 connection,
-                f"SELECT {_CHUNK_COLUMNS}, bm25(memory_chunks_fts) AS score FROM memory_chunks_fts"
+                f"SELECT {CHUNK_COLUMNS}, bm25(memory_chunks_fts) AS score FROM memory_chunks_fts"
                 " JOIN memory_chunks c ON c.rowid = memory_chunks_fts.rowid JOIN messages m ON m.rowid = c.rowid"
                 " WHERE memory_chunks_fts MATCH ? AND c.chat = ? ORDER BY score LIMIT ?",
                 (expression, chat_key, limit),
             )
-            return [MemoryHit(_chunk(row), float(row[7])) for row in rows]
+            return [MemoryHit(chunk_from_row(row), float(row[7])) for row in rows]
 
         return await self._db.run(query)
 
@@ -179,9 +172,9 @@ class SqliteMemoryChunks:
             distances = {int(rowid): float(distance) for rowid, distance in neighbours}
             marks = ",".join("?" * len(distances))
             rows = fetch_all(
-                connection, f"SELECT {_CHUNK_COLUMNS} FROM {_FROM} WHERE c.rowid IN ({marks})", list(distances)
+                connection, f"SELECT {CHUNK_COLUMNS} FROM {CHUNK_FROM} WHERE c.rowid IN ({marks})", list(distances)
             )
-            chunks = {int(row[0]): _chunk(row) for row in rows}
+            chunks = {int(row[0]): chunk_from_row(row) for row in rows}
             return [MemoryHit(chunks[r], d) for r, d in distances.items() if r in chunks]
 
         return await self._db.run(query)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -17,19 +16,21 @@ from klaw.store.records import (
     to_millis,
     utc_now,
 )
-from klaw.store.sqlite.archival_fold import fold_archival_record, stored_content
+from klaw.store.shared.record_kinds import not_control_sql, user_message_sql
+from klaw.store.shared.rows import MESSAGE_COLUMNS, MESSAGE_INSERT_COLUMNS, message_from_row, message_values
+from klaw.store.sqlite.archival_fold import fold_archival_record
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.embedding_jobs import insert_message_job
 from klaw.store.sqlite.exchange_fold import fold_exchange_record
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
-from klaw.store.sqlite.record_kinds import not_control_sql, user_message_sql
-from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.segments import close_segment, open_segment_id
 from klaw.store.sqlite.sessions import save_session_model
 from klaw.store.sqlite.vector_cache import ChatVectorCache
 from klaw.store.sqlite.vector_snapshot import bump_version
 from klaw.store.summaries.sqlite.fold import fold_summary_record
+
+_INSERT = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 class SqliteMessages:
@@ -73,22 +74,7 @@ class SqliteMessages:
             chat_key = self._chats.ensure(connection, record.chat)
             created_at = to_millis(record.created_at)
             segment_id = open_segment_id(connection, chat_key, created_at)
-            connection.execute(
-                "INSERT INTO messages (id, channel, chat_id, chat, segment_id, role, type, content, metadata,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record.id,
-                    record.chat.channel,
-                    record.chat.chat_id,
-                    chat_key,
-                    segment_id,
-                    record.role.value,
-                    record.type.value,
-                    stored_content(record),
-                    None if record.metadata is None else json.dumps(record.metadata, ensure_ascii=False),
-                    created_at,
-                ),
-            )
+            connection.execute(_INSERT, message_values(record, chat_key, segment_id))
             rowid = int(connection.last_insert_rowid())
             if embed:
                 insert_message_job(connection, rowid, to_millis(self._clock()))

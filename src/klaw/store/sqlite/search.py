@@ -31,6 +31,8 @@ import numpy.typing as npt
 
 from klaw.config import FullTextTokenizer
 from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts, to_millis
+from klaw.store.shared.record_kinds import conversation_sql
+from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import count_expression, matchable, search_terms, search_words
@@ -42,8 +44,6 @@ from klaw.store.sqlite.full_text import (
     substring_matches,
 )
 from klaw.store.sqlite.query import fetch_all, fetch_value
-from klaw.store.sqlite.record_kinds import conversation_sql
-from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.vector_cache import ChatVectorCache
 from klaw.store.sqlite.vector_matrix import MatrixView, VectorScope, merge_nearest
 from klaw.store.sqlite.vector_quant import exact_distances, shortlist

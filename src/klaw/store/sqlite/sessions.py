@@ -17,11 +17,11 @@ from klaw.store.records import (
     from_millis,
     to_millis,
 )
+from klaw.store.shared.rows import EXCHANGE_COLUMNS, MESSAGE_COLUMNS, exchange_from_row, message_from_row
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.exchange_fold import exchange_mark, insert_exchange, reserve_exchange_id
-from klaw.store.sqlite.query import Row, fetch_all, fetch_one
-from klaw.store.sqlite.rows import MESSAGE_COLUMNS, message_from_row
+from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.segments import open_segment_id
 
 
@@ -56,15 +56,6 @@ class SqliteSessions:
                 save_session_model(connection, self._chats.ensure(connection, chat), model, to_millis(at))
 
         await self._db.run(write)
-
-
-_EXCHANGE_COLUMNS = (
-    "e.id, c.channel, c.chat_id, e.segment_id, e.started_at, e.status, e.user_message_rowid,"
-    " e.final_message_rowid, e.ended_at"
-)
-
-
-EXCHANGE_COLUMNS = _EXCHANGE_COLUMNS
 
 
 class SqliteExchanges:
@@ -132,10 +123,10 @@ class SqliteExchanges:
         def query(connection: apsw.Connection) -> Exchange | None:
             row = fetch_one(
                 connection,
-                f"SELECT {_EXCHANGE_COLUMNS} FROM exchanges e JOIN chats c ON c.id = e.chat WHERE e.id = ?",
+                f"SELECT {EXCHANGE_COLUMNS} FROM exchanges e JOIN chats c ON c.id = e.chat WHERE e.id = ?",
                 (exchange_id,),
             )
-            return None if row is None else _exchange(row)
+            return None if row is None else exchange_from_row(row)
 
         return await self._db.run(query)
 
@@ -143,28 +134,10 @@ class SqliteExchanges:
         def query(connection: apsw.Connection) -> list[Exchange]:
             rows = fetch_all(
                 connection,
-                f"SELECT {_EXCHANGE_COLUMNS} FROM exchanges e JOIN chats c ON c.id = e.chat"
+                f"SELECT {EXCHANGE_COLUMNS} FROM exchanges e JOIN chats c ON c.id = e.chat"
                 " WHERE e.segment_id = ? ORDER BY e.id",
                 (segment_id,),
             )
-            return [_exchange(row) for row in rows]
+            return [exchange_from_row(row) for row in rows]
 
         return await self._db.run(query)
-
-
-def exchange_from_row(row: Row) -> Exchange:
-    """An `exchanges` row selected with `EXCHANGE_COLUMNS` (aliases `e` and `c` for chats)."""
-    return _exchange(row)
-
-
-def _exchange(row: Row) -> Exchange:
-    return Exchange(
-        id=row[0],
-        chat=ChatRef(row[1], row[2]),
-        segment_id=row[3],
-        started_at=from_millis(row[4]),
-        status=ExchangeStatus(row[5]),
-        user_message_rowid=row[6],
-        final_message_rowid=row[7],
-        ended_at=None if row[8] is None else from_millis(row[8]),
-    )

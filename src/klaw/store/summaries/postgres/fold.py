@@ -12,8 +12,9 @@ from klaw.store.postgres.connection import Connection, execute, fetch_one, fetch
 from klaw.store.postgres.folds import rowid_of
 from klaw.store.records import MessageRecord, MessageType
 from klaw.store.summaries.log_records import SUMMARY_RECORD_TYPES, SummaryRecord
-from klaw.store.summaries.postgres.rows import SummaryWrite, write_exchange_summary, write_segment_summary
+from klaw.store.summaries.postgres.rows import write_exchange_summary, write_segment_summary
 from klaw.store.summaries.records import SummaryKind
+from klaw.store.summaries.rows import SummaryWrite
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,6 @@ from klaw.store.records import ChatRef, Exchange, MessageRecord, from_millis, to
 from klaw.store.summaries.postgres.fold import foldable, open_record_id
 from klaw.store.summaries.postgres.rows import (
     EMBEDDABLE,
-    EXCHANGE,
-    SEGMENT,
-    SummaryWrite,
     load_summaries,
     load_summary,
     queue_summary_job,
@@ -33,6 +30,7 @@ from klaw.store.summaries.postgres.rows import (
 )
 from klaw.store.summaries.postgres.work import pending_exchanges, scan_exchanges, segment_work
 from klaw.store.summaries.records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit
+from klaw.store.summaries.rows import EXCHANGE, SEGMENT, SummaryWrite
 
 
 async def _queue_all(connection: Connection, now_millis: int) -> int:

@@ -1,4 +1,5 @@
-"""`summaries` rows ⇄ `Summary`, writing one summary with its embedding job, in the caller's transaction.
+"""Loading summaries and writing one with its embedding job, in the caller's transaction (the row
+mapping is `summaries/rows.py`).
 
 The rules are SQLite's (`store/summaries/sqlite/rows.py` and `writes.py`): one summary per exchange,
 one per segment (a later one replaces it: rolling), and an embeddable summary gets its job in the same
@@ -8,39 +9,15 @@ transaction, queued only when its text or finality changed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from klaw.store.postgres.connection import Connection, Row, clean_text, execute, fetch_all, fetch_one
 from klaw.store.protocol import StorageError
-from klaw.store.records import ChatRef, EmbeddingJobStatus, from_millis
+from klaw.store.records import EmbeddingJobStatus
+from klaw.store.shared.statements import PG_REQUEUE_JOB
 from klaw.store.summaries.records import SUMMARY_TARGET, Summary, SummaryKind
+from klaw.store.summaries.rows import EXCHANGE, SEGMENT, SUMMARY_COLUMNS, SUMMARY_FROM, SummaryWrite, summary_from_row
 
-SUMMARY_COLUMNS = (
-    "s.id, s.kind, c.channel, c.chat_id, s.segment_id, s.exchange_id, s.text, s.model, s.final,"
-    " s.covers_exchange_id, s.exchanges_covered, s.created_at, s.updated_at, r.id"
-)
-SUMMARY_FROM = "summaries s JOIN chats c ON c.id = s.chat LEFT JOIN messages r ON r.rowid = s.record_rowid"
 EMBEDDABLE = f"(s.kind = '{SummaryKind.EXCHANGE.value}' OR s.final)"
-EXCHANGE = SummaryKind.EXCHANGE.value
-SEGMENT = SummaryKind.SEGMENT.value
-
-
-def summary_from_row(row: Row) -> Summary:
-    return Summary(
-        id=int(row[0]),
-        kind=SummaryKind(row[1]),
-        chat=ChatRef(row[2], row[3]),
-        segment_id=int(row[4]),
-        exchange_id=None if row[5] is None else int(row[5]),
-        text=str(row[6]),
-        model=str(row[7]),
-        final=bool(row[8]),
-        covers_exchange_id=None if row[9] is None else int(row[9]),
-        exchanges_covered=int(row[10]),
-        created_at=from_millis(int(row[11])),
-        updated_at=from_millis(int(row[12])),
-        record_id=None if row[13] is None else str(row[13]),
-    )
 
 
 async def load_summaries(connection: Connection, where: str, params: Sequence[object] = ()) -> list[Summary]:
@@ -57,24 +34,9 @@ async def queue_summary_job(connection: Connection, summary_id: int, now_millis:
     """Queue (or queue again, due now) the summary's embedding."""
     await execute(
         connection,
-        "INSERT INTO embedding_jobs (target, target_rowid, status, attempts, next_attempt_at, created_at)"
-        " VALUES (%s, %s, %s, 0, %s, %s) ON CONFLICT (target, target_rowid) DO UPDATE SET status = excluded.status,"
-        " attempts = 0, next_attempt_at = excluded.next_attempt_at, last_error = NULL",
+        PG_REQUEUE_JOB,
         (SUMMARY_TARGET, summary_id, EmbeddingJobStatus.PENDING.value, now_millis, now_millis),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class SummaryWrite:
-    """One summary to store; times in UTC milliseconds; `record_rowid` is its log record's row."""
-
-    chat_key: int
-    segment_id: int
-    text: str
-    model: str
-    at: int
-    queued_at: int
-    record_rowid: int | None = None
 
 
 async def write_exchange_summary(connection: Connection, write: SummaryWrite, exchange_id: int) -> int:

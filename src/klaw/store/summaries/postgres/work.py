@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from klaw.store.postgres.connection import Connection, Row, fetch_all, fetch_value
-from klaw.store.postgres.sessions import EXCHANGE_COLUMNS, exchange_from_row
 from klaw.store.records import ChatRef, ExchangeStatus, Segment, from_millis
-from klaw.store.summaries.postgres.rows import EXCHANGE, SEGMENT, load_summaries
+from klaw.store.shared.rows import EXCHANGE_COLUMNS, exchange_from_row
+from klaw.store.summaries.postgres.rows import load_summaries
 from klaw.store.summaries.records import ExchangeScan, SegmentWork
+from klaw.store.summaries.rows import EXCHANGE, SEGMENT
 
 _FINISHED = f"('{ExchangeStatus.COMPLETED.value}', '{ExchangeStatus.TOOL_LIMIT.value}')"
 SUMMARIZABLE = f"e.status IN {_FINISHED} AND EXISTS (SELECT 1 FROM messages f WHERE f.rowid = e.final_message_rowid)"

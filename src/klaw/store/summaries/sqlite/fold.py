@@ -25,7 +25,8 @@ from klaw.store.records import MessageRecord, MessageType
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.summaries.log_records import SUMMARY_RECORD_TYPES, SummaryRecord
 from klaw.store.summaries.records import SummaryKind
-from klaw.store.summaries.sqlite.writes import SummaryWrite, write_exchange_summary, write_segment_summary
+from klaw.store.summaries.rows import SummaryWrite
+from klaw.store.summaries.sqlite.writes import write_exchange_summary, write_segment_summary
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,8 @@ from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.vector_tables import vector_blobs
-from klaw.store.summaries.records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit, SummaryKind
+from klaw.store.summaries.records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit
+from klaw.store.summaries.rows import EXCHANGE, SEGMENT, SummaryWrite
 from klaw.store.summaries.sqlite.fold import foldable, open_record_id
 from klaw.store.summaries.sqlite.rows import EMBEDDABLE, load_summaries, load_summary, queue_summary_job
 from klaw.store.summaries.sqlite.vectors import (
@@ -32,10 +33,7 @@ from klaw.store.summaries.sqlite.vectors import (
     vector_count,
 )
 from klaw.store.summaries.sqlite.work import pending_exchanges, scan_exchanges, segment_work
-from klaw.store.summaries.sqlite.writes import SummaryWrite, write_exchange_summary, write_segment_summary
-
-_EXCHANGE = SummaryKind.EXCHANGE.value
-_SEGMENT = SummaryKind.SEGMENT.value
+from klaw.store.summaries.sqlite.writes import write_exchange_summary, write_segment_summary
 
 
 def delete_summaries_in(
@@ -51,7 +49,7 @@ def delete_summaries_in(
         connection.execute(
             f"DELETE FROM summaries WHERE kind = ? AND segment_id IN (SELECT segment_id FROM exchanges"
             f" WHERE id IN ({marks}))",
-            (_SEGMENT, *exchanges),
+            (SEGMENT, *exchanges),
         )
         deleted += connection.changes()
         connection.execute(f"DELETE FROM summaries WHERE exchange_id IN ({marks})", exchanges)
@@ -162,7 +160,7 @@ class SqliteSummaries:
             with connection:
                 connection.execute(
                     "UPDATE summaries SET final = 1, updated_at = ? WHERE id = ? AND kind = ?",
-                    (when, summary_id, _SEGMENT),
+                    (when, summary_id, SEGMENT),
                 )
                 if not connection.changes():
                     return None
@@ -186,7 +184,7 @@ class SqliteSummaries:
     async def unlogged(self, limit: int) -> list[Summary]:
         return await self._db.run(
             lambda connection: load_summaries(
-                connection, "s.record_rowid IS NULL ORDER BY s.kind = ?, s.id LIMIT ?", (_SEGMENT, limit)
+                connection, "s.record_rowid IS NULL ORDER BY s.kind = ?, s.id LIMIT ?", (SEGMENT, limit)
             )
         )
 
@@ -196,7 +194,7 @@ class SqliteSummaries:
         return await self._db.run(lambda connection: load_summary(connection, summary_id))
 
     async def segment_summary(self, segment_id: int) -> Summary | None:
-        return await self._first("s.segment_id = ? AND s.kind = ?", (segment_id, _SEGMENT))
+        return await self._first("s.segment_id = ? AND s.kind = ?", (segment_id, SEGMENT))
 
     async def exchange_summary(self, exchange_id: int) -> Summary | None:
         return await self._first("s.exchange_id = ?", (exchange_id,))
@@ -204,7 +202,7 @@ class SqliteSummaries:
     async def in_segment(self, segment_id: int) -> list[Summary]:
         return await self._db.run(
             lambda connection: load_summaries(
-                connection, "s.segment_id = ? ORDER BY s.kind = ?, s.exchange_id", (segment_id, _EXCHANGE)
+                connection, "s.segment_id = ? ORDER BY s.kind = ?, s.exchange_id", (segment_id, EXCHANGE)
             )
         )
 
@@ -213,9 +211,9 @@ class SqliteSummaries:
             rows = fetch_all(connection, "SELECT kind, final, count(*) FROM summaries GROUP BY kind, final")
             by = {(str(kind), bool(final)): int(n) for kind, final, n in rows}
             return SummaryCounts(
-                exchanges=sum(n for (kind, _), n in by.items() if kind == _EXCHANGE),
-                segments_final=by.get((_SEGMENT, True), 0),
-                segments_rolling=by.get((_SEGMENT, False), 0),
+                exchanges=sum(n for (kind, _), n in by.items() if kind == EXCHANGE),
+                segments_final=by.get((SEGMENT, True), 0),
+                segments_rolling=by.get((SEGMENT, False), 0),
                 vectors=vector_count(connection),
             )
 
@@ -254,7 +252,7 @@ class SqliteSummaries:
             row = fetch_one(
                 connection,
                 "SELECT 1 FROM summaries WHERE chat = ? AND kind = ? AND final = 1 AND segment_id IS NOT ? LIMIT 1",
-                (chat_key, _SEGMENT, exclude_segment_id),
+                (chat_key, SEGMENT, exclude_segment_id),
             )
             return row is not None
 

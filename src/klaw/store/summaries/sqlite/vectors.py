@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.vector_tables import record_embedder, table_exists
-from klaw.store.summaries.records import SummaryKind
+from klaw.store.summaries.rows import EXCHANGE, SEGMENT
 from klaw.store.summaries.sqlite.rows import EMBEDDABLE, queue_summary_job
 
 SUMMARY_VECTORS = "vec_summaries"
@@ -32,8 +32,6 @@ POINT_LOOKUP_MAX = 512
 # sqlite-vec refuses a KNN with k above this ("k value in knn query too large"). The limits come from
 # `/rag set` and engine.yaml, which only ask them to be > 0: a larger one asks for every row there is.
 VEC0_MAX_K = 4096
-_SEGMENT = SummaryKind.SEGMENT.value
-_EXCHANGE = SummaryKind.EXCHANGE.value
 _TRIGGERS = (
     f"CREATE TRIGGER IF NOT EXISTS summaries_vector_stale AFTER UPDATE OF text ON summaries BEGIN"
     f" DELETE FROM {SUMMARY_VECTORS} WHERE rowid = old.id; END",
@@ -115,7 +113,7 @@ def nearest_segment_summaries(
             _blob(vector),
             min(limit, VEC0_MAX_K),
             chat_key,
-            _SEGMENT,
+            SEGMENT,
             *(() if exclude_segment_id is None else (exclude_segment_id,)),
         ),
     )
@@ -131,7 +129,7 @@ def nearest_exchange_summaries(
     ids = [
         int(row[0])
         for row in fetch_all(
-            connection, "SELECT id FROM summaries WHERE segment_id = ? AND kind = ?", (segment_id, _EXCHANGE)
+            connection, "SELECT id FROM summaries WHERE segment_id = ? AND kind = ?", (segment_id, EXCHANGE)
         )
     ]
     if len(ids) > POINT_LOOKUP_MAX:
@@ -139,7 +137,7 @@ def nearest_exchange_summaries(
             connection,
             f"SELECT rowid, distance FROM {SUMMARY_VECTORS} WHERE embedding MATCH ? AND k = ? AND chat_key = ?"
             " AND kind = ? AND segment_id = ? ORDER BY distance",
-            (_blob(vector), min(limit, VEC0_MAX_K), chat_key, _EXCHANGE, segment_id),
+            (_blob(vector), min(limit, VEC0_MAX_K), chat_key, EXCHANGE, segment_id),
         )
         return [(int(row[0]), float(row[1])) for row in rows]
     found: list[tuple[int, bytes]] = []

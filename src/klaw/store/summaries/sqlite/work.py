@@ -18,17 +18,16 @@ from collections.abc import Collection
 import apsw
 
 from klaw.store.records import ChatRef, ExchangeStatus, Segment, from_millis
+from klaw.store.shared.rows import EXCHANGE_COLUMNS, exchange_from_row
 from klaw.store.sqlite.query import fetch_all, fetch_value
-from klaw.store.sqlite.sessions import EXCHANGE_COLUMNS, exchange_from_row
-from klaw.store.summaries.records import ExchangeScan, SegmentWork, SummaryKind
+from klaw.store.summaries.records import ExchangeScan, SegmentWork
+from klaw.store.summaries.rows import EXCHANGE, SEGMENT
 from klaw.store.summaries.sqlite.rows import load_summaries
 
 _FINISHED = f"('{ExchangeStatus.COMPLETED.value}', '{ExchangeStatus.TOOL_LIMIT.value}')"
 SUMMARIZABLE = f"e.status IN {_FINISHED} AND EXISTS (SELECT 1 FROM messages f WHERE f.rowid = e.final_message_rowid)"
 _UNSUMMARIZED = "NOT EXISTS (SELECT 1 FROM summaries x WHERE x.exchange_id = e.id)"
 _OPEN = f"e.status = '{ExchangeStatus.OPEN.value}'"
-_EXCHANGE = SummaryKind.EXCHANGE.value
-_SEGMENT = SummaryKind.SEGMENT.value
 
 
 def scan_exchanges(connection: apsw.Connection, after_id: int, recheck: Collection[int], limit: int) -> ExchangeScan:
@@ -71,18 +70,18 @@ def segment_work(
 ) -> list[SegmentWork]:
     covered = "coalesce(sm.covers_exchange_id, 0)"
     new_count = (
-        f"(SELECT count(*) FROM summaries x WHERE x.segment_id = s.id AND x.kind = '{_EXCHANGE}'"
+        f"(SELECT count(*) FROM summaries x WHERE x.segment_id = s.id AND x.kind = '{EXCHANGE}'"
         f" AND x.exchange_id > {covered})"
     )
     new_chars = (
         f"(SELECT coalesce(sum(length(x.text)), 0) FROM summaries x WHERE x.segment_id = s.id"
-        f" AND x.kind = '{_EXCHANGE}' AND x.exchange_id > {covered})"
+        f" AND x.kind = '{EXCHANGE}' AND x.exchange_id > {covered})"
     )
     by_chars = f" OR {new_chars} >= ?" if rolling_chars is not None else ""
     rows = fetch_all(
         connection,
         "SELECT s.id, c.channel, c.chat_id, s.started_at, s.ended_at FROM segments s JOIN chats c ON c.id = s.chat"
-        f" LEFT JOIN summaries sm ON sm.segment_id = s.id AND sm.kind = '{_SEGMENT}'"
+        f" LEFT JOIN summaries sm ON sm.segment_id = s.id AND sm.kind = '{SEGMENT}'"
         f" WHERE (s.ended_at IS NOT NULL AND ({new_count} > 0 OR (sm.id IS NOT NULL AND sm.final = 0)))"
         f" OR (s.ended_at IS NULL AND ({new_count} >= ?{by_chars}))"
         " ORDER BY s.id LIMIT ?",
@@ -100,7 +99,7 @@ def _work(connection: apsw.Connection, row: tuple[object, ...], skipped: list[in
         started_at=from_millis(int(str(row[3]))),
         ended_at=None if row[4] is None else from_millis(int(str(row[4]))),
     )
-    current = load_summaries(connection, "s.segment_id = ? AND s.kind = ?", (segment_id, _SEGMENT))
+    current = load_summaries(connection, "s.segment_id = ? AND s.kind = ?", (segment_id, SEGMENT))
     summary = current[0] if current else None
     covered = (summary.covers_exchange_id or 0) if summary is not None else 0
     skip_clause = f" AND e.id NOT IN ({','.join('?' * len(skipped))})" if skipped else ""
@@ -114,6 +113,6 @@ def _work(connection: apsw.Connection, row: tuple[object, ...], skipped: list[in
     new = load_summaries(
         connection,
         f"s.segment_id = ? AND s.kind = ? AND s.exchange_id > ?{bound} ORDER BY s.exchange_id",
-        (segment_id, _EXCHANGE, covered, *(() if blocker is None else (int(blocker),))),
+        (segment_id, EXCHANGE, covered, *(() if blocker is None else (int(blocker),))),
     )
     return SegmentWork(segment=segment, summary=summary, new=new, waiting=blocker is not None)

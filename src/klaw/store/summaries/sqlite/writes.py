@@ -10,30 +10,12 @@ older summaries) never re-embeds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import apsw
 
 from klaw.store.protocol import StorageError
 from klaw.store.sqlite.query import fetch_one
-from klaw.store.summaries.records import SummaryKind
+from klaw.store.summaries.rows import EXCHANGE, SEGMENT, SummaryWrite
 from klaw.store.summaries.sqlite.rows import queue_summary_job
-
-_EXCHANGE = SummaryKind.EXCHANGE.value
-_SEGMENT = SummaryKind.SEGMENT.value
-
-
-@dataclass(frozen=True, slots=True)
-class SummaryWrite:
-    """One summary to store; times in UTC milliseconds; `record_rowid` is its log record's row."""
-
-    chat_key: int
-    segment_id: int
-    text: str
-    model: str
-    at: int
-    queued_at: int
-    record_rowid: int | None = None
 
 
 def write_exchange_summary(connection: apsw.Connection, write: SummaryWrite, exchange_id: int) -> int:
@@ -45,7 +27,7 @@ def write_exchange_summary(connection: apsw.Connection, write: SummaryWrite, exc
         " ON CONFLICT (exchange_id) WHERE exchange_id IS NOT NULL DO UPDATE SET text = excluded.text,"
         " model = excluded.model, updated_at = excluded.updated_at, record_rowid = excluded.record_rowid",
         (
-            _EXCHANGE,
+            EXCHANGE,
             write.chat_key,
             write.segment_id,
             exchange_id,
@@ -73,9 +55,9 @@ def write_segment_summary(
 ) -> int:
     """Store (or roll forward) the segment's summary; a final one is queued for embedding."""
     previous = fetch_one(
-        connection, "SELECT text, final FROM summaries WHERE segment_id = ? AND kind = ?", (write.segment_id, _SEGMENT)
+        connection, "SELECT text, final FROM summaries WHERE segment_id = ? AND kind = ?", (write.segment_id, SEGMENT)
     )
-    params: tuple[object, ...] = (_SEGMENT, write.chat_key, write.segment_id, write.text, write.model, int(final))
+    params: tuple[object, ...] = (SEGMENT, write.chat_key, write.segment_id, write.text, write.model, int(final))
     params += (covers_exchange_id, exchanges_covered, write.at, write.at, write.record_rowid)
     connection.execute(
         "INSERT INTO summaries (kind, chat, segment_id, exchange_id, text, model, final, covers_exchange_id,"

@@ -1,0 +1,119 @@
+"""Rows ⇄ records for the tables both backends hold alike (`messages`, `exchanges`, `embedding_jobs`,
+`memory_chunks`): the columns a query selects and the value built from them. A column added to one of
+these tables is mapped here once. Values are converted explicitly (`int`, `str`), since psycopg and
+apsw hand back different Python types for the same column."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from klaw.store.archival_records import MemoryChunk
+from klaw.store.records import (
+    ChatRef,
+    EmbeddingJob,
+    EmbeddingJobStatus,
+    Exchange,
+    ExchangeStatus,
+    MessageRecord,
+    MessageType,
+    Role,
+    StoredMessage,
+    from_millis,
+    to_millis,
+)
+from klaw.store.summaries.log_records import SUMMARY_RECORD_TYPES
+
+Row = tuple[Any, ...]
+
+MESSAGE_COLUMNS = (
+    "m.rowid, m.id, m.channel, m.chat_id, m.segment_id, m.role, m.type, m.content, m.metadata, m.created_at"
+)
+EXCHANGE_COLUMNS = (
+    "e.id, c.channel, c.chat_id, e.segment_id, e.started_at, e.status, e.user_message_rowid,"
+    " e.final_message_rowid, e.ended_at"
+)
+JOB_COLUMNS = "id, target, target_rowid, status, attempts, next_attempt_at, last_error, created_at"
+CHUNK_COLUMNS = "c.rowid, m.id, m.channel, m.chat_id, c.segment_id, c.content, c.created_at"
+CHUNK_FROM = "memory_chunks c JOIN messages m ON m.rowid = c.rowid"
+MESSAGE_INSERT_COLUMNS = "id, channel, chat_id, chat, segment_id, role, type, content, metadata, created_at"
+
+_TEXT_ELSEWHERE = (MessageType.MEMORY_SAVED, *SUMMARY_RECORD_TYPES)
+
+
+def message_from_row(row: Row) -> StoredMessage:
+    """A `messages` row selected with `MESSAGE_COLUMNS` (alias `m`)."""
+    rowid, message_id, channel, chat_id, segment_id, role, type_, content, metadata, created_at = row[:10]
+    record = MessageRecord(
+        chat=ChatRef(channel, chat_id),
+        role=Role(role),
+        type=MessageType(type_),
+        content=content,
+        id=message_id,
+        created_at=from_millis(int(created_at)),
+        metadata=json.loads(metadata) if metadata else None,
+    )
+    return StoredMessage(rowid=int(rowid), segment_id=int(segment_id), record=record)
+
+
+def exchange_from_row(row: Row) -> Exchange:
+    """An `exchanges` row selected with `EXCHANGE_COLUMNS` (aliases `e` and `c` for chats)."""
+    return Exchange(
+        id=int(row[0]),
+        chat=ChatRef(row[1], row[2]),
+        segment_id=int(row[3]),
+        started_at=from_millis(int(row[4])),
+        status=ExchangeStatus(row[5]),
+        user_message_rowid=None if row[6] is None else int(row[6]),
+        final_message_rowid=None if row[7] is None else int(row[7]),
+        ended_at=None if row[8] is None else from_millis(int(row[8])),
+    )
+
+
+def job_from_row(row: Row) -> EmbeddingJob:
+    """An `embedding_jobs` row selected with `JOB_COLUMNS`."""
+    job_id, target, target_rowid, status, attempts, next_attempt_at, last_error, created_at = row
+    return EmbeddingJob(
+        id=int(job_id),
+        target=str(target),
+        target_rowid=int(target_rowid),
+        status=EmbeddingJobStatus(status),
+        attempts=int(attempts),
+        next_attempt_at=from_millis(int(next_attempt_at)),
+        last_error=last_error,
+        created_at=from_millis(int(created_at)),
+    )
+
+
+def chunk_from_row(row: Row) -> MemoryChunk:
+    """A saved memory selected with `CHUNK_COLUMNS` from `CHUNK_FROM`."""
+    rowid, record_id, channel, chat_id, segment_id, content, created_at = row[:7]
+    chat = ChatRef(channel, chat_id)
+    return MemoryChunk(int(rowid), str(record_id), chat, int(segment_id), str(content), from_millis(int(created_at)))
+
+
+def stored_content(record: MessageRecord) -> str:
+    """What `messages.content` keeps of a record: a saved memory's text lives in `memory_chunks` only,
+    a summary's in `summaries`, so neither is stored twice nor matched as a message by full-text search."""
+    return "" if record.type in _TEXT_ELSEWHERE else record.content
+
+
+def message_values(
+    record: MessageRecord, chat_key: int, segment_id: int, clean: Callable[[str], str] = str
+) -> tuple[Any, ...]:
+    """The values of a `messages` INSERT in the order of `MESSAGE_INSERT_COLUMNS`; `clean` is the
+    backend's rule for text it cannot hold (PostgreSQL refuses NUL), applied to content and metadata."""
+    metadata = None if record.metadata is None else clean(json.dumps(record.metadata, ensure_ascii=False))
+    return (
+        record.id,
+        record.chat.channel,
+        record.chat.chat_id,
+        chat_key,
+        segment_id,
+        record.role.value,
+        record.type.value,
+        clean(stored_content(record)),
+        metadata,
+        to_millis(record.created_at),
+    )
