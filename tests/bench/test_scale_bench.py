@@ -41,4 +41,4 @@ async def test_scale_bench_measures_every_layer(tmp_path: Path) -> None:
     assert result.scanned_bytes_per_query > 0
     assert result.bandwidth is not None and result.bandwidth.threaded_gb_s > 0
     assert result.bandwidth_floor_ms > 0 and result.vector_bytes > 0
-    assert result.reload_first_search_ms > 0
+    assert result.reload_first_search_ms is not None and result.reload_first_search_ms > 0

@@ -15,6 +15,14 @@ from klaw.store.protocol import Storage
 BENCH_SCHEMA = "klaw_bench_{pid}"
 
 
+def check_database(database: DatabaseConfig) -> None:
+    """`StorageError` naming what is missing (the variable, never its value), before anything is built."""
+    if database.backend == "postgres":
+        from klaw.store.postgres.connection import dsn_from_env
+
+        dsn_from_env(database.url_env)
+
+
 @asynccontextmanager
 async def bench_store(db_path: Path, database: DatabaseConfig) -> AsyncIterator[Storage]:
     """A fresh store on `database.backend`: the file `db_path`, or a fresh schema of the PostgreSQL database."""

@@ -16,6 +16,11 @@ The first search of a chat loads its vectors into memory (`ChatVectorCache`, int
 cost is reported on its own rather than mixed into the percentiles, and so is the first search after
 the store is closed (which saves the chat's int8 copy beside the database) and opened again.
 
+The same figures come from either backend (`database.backend`, `bench_store.py`): on PostgreSQL the
+chat is built in a schema of its own, dropped at the end (its messages written in bulk, `pg_fill.py`);
+there is no in-memory copy to save or load,
+so those two figures are SQLite's only, and the bytes one search scans are the vector table's.
+
 Exactness and the physical floor: each query's vector search (top 20 in the segment) is compared
 with exact float search over the same vectors (recall@20), and the bytes one search scans (int8
 codes, row scales, the segment column its scope reads) are set against the memory bandwidth
@@ -39,14 +44,16 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.bench.bandwidth import Bandwidth, measure_bandwidth
+from klaw.bench.bench_store import bench_store
 from klaw.bench.corpus import BENCH_START, ZipfCorpus
 from klaw.bench.past_bench import BENCH_RAG, PAST_SEGMENTS, add_past_segments, past_retriever
 from klaw.bench.stats import Latency
-from klaw.config import AutoRagConfig
+from klaw.config import AutoRagConfig, DatabaseConfig
 from klaw.memory.auto_rag import AutoRagService
 from klaw.memory.embedder.protocol import Embedder, Vectors, embed_queries
 from klaw.memory.hybrid_search import HybridSearch
-from klaw.store.records import ChatRef
+from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef, MessageRecord
 from klaw.store.sqlite.store import SqliteStore
 from klaw.store.sqlite.vector_matrix import SPLIT_MIN_ROWS
 
@@ -60,6 +67,7 @@ T0 = BENCH_START
 @dataclass(frozen=True)
 class ScaleResult:
     messages: int
+    backend: str
     dim: int
     build_rows_per_s: float
     first_search_ms: float  # includes loading the chat's vectors into memory
@@ -80,8 +88,8 @@ class ScaleResult:
     scanned_bytes_per_query: int = 0  # what one segment-scoped search reads
     bandwidth: Bandwidth | None = None
     bandwidth_floor_ms: float = 0.0  # scanned bytes / measured bandwidth (search threads)
-    save_ms: float = 0.0  # closing the store: saving the int8 copy beside the database
-    reload_first_search_ms: float = 0.0  # first search after opening again (loads the saved copy)
+    save_ms: float | None = None  # SQLite: closing the store saves the int8 copy beside the database
+    reload_first_search_ms: float | None = None  # SQLite: first search after opening again (loads the copy)
 
 
 class PrecomputedEmbedder:
@@ -107,140 +115,209 @@ class PrecomputedEmbedder:
         return None
 
 
+@dataclass
+class _Built:
+    """The bench chat once built: its vectors in memory (for the floors and exact search) and rowids."""
+
+    matrix: npt.NDArray[np.float32]
+    rowids: npt.NDArray[np.int64]
+    rows_per_s: float
+    past_segments: int
+    summaries: int
+
+
 async def measure_scale(
     db_path: Path,
     embedder: Embedder,
     *,
     messages: int,
     queries: int = 200,
-    vector_cache_bytes: int = 256 * 1024 * 1024,
-    vector_search_threads: int = 2,
+    database: DatabaseConfig | None = None,
     past_segments: int = PAST_SEGMENTS,
     seed: int = 11,
     progress: Progress | None = None,
 ) -> ScaleResult:
+    """Build the chat on `database.backend` (SQLite at `db_path` by default) and time its searches."""
+    database = database or DatabaseConfig()
+    threads = database.vector_search_threads
     rng = np.random.default_rng(seed)
     corpus = ZipfCorpus(seed=seed)
     dim = embedder.dim
-    bandwidth = measure_bandwidth(vector_search_threads)
-    store = await SqliteStore.open(
-        db_path, vector_cache_bytes=vector_cache_bytes, vector_search_threads=vector_search_threads
-    )
-    floor_pool = ThreadPoolExecutor(max_workers=vector_search_threads, thread_name_prefix="klaw-bench-floor")
+    bandwidth = measure_bandwidth(threads)
+    floor_pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="klaw-bench-floor")
+    save: float | None = None
+    reload: float | None = None
     try:
-        await store.vectors.bind_embedder(embedder.model_id, dim)
-        past = await add_past_segments(
-            store,
-            CHAT,
-            rng,
-            embedder_id=embedder.model_id,
-            dim=dim,
-            start=T0 - timedelta(days=30),
-            segments=past_segments,
-        )
-        matrix = np.empty((messages, dim), dtype=np.float32)
-        rowids = np.empty(messages, dtype=np.int64)
-        started = time.perf_counter()
-        for first in range(0, messages, BATCH):
-            count = min(BATCH, messages - first)
-            records = corpus.chat_records(CHAT, first, count, T0)
-            stored = await store.messages.append_many(records)
-            vectors = _unit_rows(rng.standard_normal((count, dim)).astype(np.float32))
-            matrix[first : first + count] = vectors
-            rowids[first : first + count] = [s.rowid for s in stored]
-            await store.vectors.put(list(zip(rowids[first : first + count].tolist(), vectors, strict=True)))
-            if progress:
-                progress("build", first + count, messages)
-        build_rate = messages / (time.perf_counter() - started)
+        async with bench_store(db_path, database) as store:
+            built = await _build(store, embedder, corpus, rng, messages, past_segments, progress)
+            rowids = built.rowids
+            segment = await store.segments.current(CHAT)
+            window = frozenset(rowids[-WINDOW:].tolist())
+            texts = corpus.sentences(queries, min_words=6, max_words=20)
+            config = AutoRagConfig(relevance_threshold=2.0)  # time the whole path: nothing cut by the gate
+            live = AutoRagService(config, HybridSearch(store, embedder))
 
-        segment = await store.segments.current(CHAT)
-        window = frozenset(rowids[-WINDOW:].tolist())
-        texts = corpus.sentences(queries, min_words=6, max_words=20)
-        config = AutoRagConfig(relevance_threshold=2.0)  # time the whole path: nothing cut by the gate
-        live = AutoRagService(config, HybridSearch(store, embedder))
+            embed_times = []
+            query_vectors: dict[str, npt.NDArray[np.float32]] = {}
+            for text in texts:
+                t = time.perf_counter()
+                query_vectors[text] = (await embed_queries(embedder, [text]))[0]
+                embed_times.append(time.perf_counter() - t)
+            precomputed = PrecomputedEmbedder(embedder.model_id, query_vectors)
+            offline = AutoRagService(config, HybridSearch(store, precomputed))
+            offline_past = past_retriever(store, precomputed)
 
-        embed_times = []
-        query_vectors: dict[str, npt.NDArray[np.float32]] = {}
-        for text in texts:
             t = time.perf_counter()
-            query_vectors[text] = (await embed_queries(embedder, [text]))[0]
-            embed_times.append(time.perf_counter() - t)
-        precomputed = PrecomputedEmbedder(embedder.model_id, query_vectors)
-        offline = AutoRagService(config, HybridSearch(store, precomputed))
-        offline_past = past_retriever(store, precomputed)
+            await offline.recall(CHAT, segment.id, texts[0], window)
+            first_search = time.perf_counter() - t
 
-        t = time.perf_counter()
-        await offline.recall(CHAT, segment.id, texts[0], window)
-        first_search = time.perf_counter() - t
-
-        with_embedding, without_embedding, floor, floor_threaded, recalled = [], [], [], [], []
-        recall: list[float] = []
-        past_alone: list[float] = []
-        all_layers: list[float] = []
-        shown: list[int] = []
-        for i, text in enumerate(texts):
-            t = time.perf_counter()
-            await live.recall(CHAT, segment.id, text, window)
-            with_embedding.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            found = await offline.recall(CHAT, segment.id, text, window)
-            without_embedding.append(time.perf_counter() - t)
-            recalled.append(len(found))
-            t = time.perf_counter()
-            retrieved = await offline_past.retrieve(CHAT, segment.id, text, BENCH_RAG.max_tokens)
-            past_alone.append(time.perf_counter() - t)
-            shown.append(len(retrieved.shown) if retrieved is not None else 0)
-            all_layers.append(without_embedding[-1] + past_alone[-1])
-            t = time.perf_counter()
-            _numpy_top_k(matrix, query_vectors[text], 20)
-            floor.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            exact = _threaded_top_k(floor_pool, vector_search_threads, matrix, query_vectors[text], 20)
-            floor_threaded.append(time.perf_counter() - t)
-            knn = await store.search.nearest(CHAT, query_vectors[text], limit=20, segment_id=segment.id)
-            recall.append(len({h.message.rowid for h in knn} & set(rowids[exact].tolist())) / 20)
-            if progress:
-                progress("search", i + 1, len(texts))
-        vector_bytes = store.vector_cache.cached_bytes
-        scanned = await store.vectors.count() * (dim + 4 + 8)  # codes, scale, segment id per row
-        t = time.perf_counter()
-        await store.aclose()
-        save = time.perf_counter() - t
-        store = await SqliteStore.open(
-            db_path, vector_cache_bytes=vector_cache_bytes, vector_search_threads=vector_search_threads
-        )
-        await store.vectors.bind_embedder(embedder.model_id, dim)
-        t = time.perf_counter()
-        await store.search.nearest(CHAT, query_vectors[texts[0]], limit=20, segment_id=segment.id)
-        reload = time.perf_counter() - t
+            with_embedding, without_embedding, floor, floor_threaded, recalled = [], [], [], [], []
+            recall: list[float] = []
+            past_alone: list[float] = []
+            all_layers: list[float] = []
+            shown: list[int] = []
+            for i, text in enumerate(texts):
+                t = time.perf_counter()
+                await live.recall(CHAT, segment.id, text, window)
+                with_embedding.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                found = await offline.recall(CHAT, segment.id, text, window)
+                without_embedding.append(time.perf_counter() - t)
+                recalled.append(len(found))
+                t = time.perf_counter()
+                retrieved = await offline_past.retrieve(CHAT, segment.id, text, BENCH_RAG.max_tokens)
+                past_alone.append(time.perf_counter() - t)
+                shown.append(len(retrieved.shown) if retrieved is not None else 0)
+                all_layers.append(without_embedding[-1] + past_alone[-1])
+                t = time.perf_counter()
+                _numpy_top_k(built.matrix, query_vectors[text], 20)
+                floor.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                exact = _threaded_top_k(floor_pool, threads, built.matrix, query_vectors[text], 20)
+                floor_threaded.append(time.perf_counter() - t)
+                knn = await store.search.nearest(CHAT, query_vectors[text], limit=20, segment_id=segment.id)
+                recall.append(len({h.message.rowid for h in knn} & set(rowids[exact].tolist())) / 20)
+                if progress:
+                    progress("search", i + 1, len(texts))
+            vector_bytes, scanned = await _vector_bytes(store, dim)
+            if isinstance(store, SqliteStore):
+                save, reload = await _reopened(store, db_path, database, embedder, query_vectors[texts[0]], segment.id)
     finally:
         floor_pool.shutdown()
-        await store.aclose()
     return ScaleResult(
         messages=messages,
+        backend=database.backend,
         dim=dim,
-        build_rows_per_s=build_rate,
+        build_rows_per_s=built.rows_per_s,
         first_search_ms=first_search * 1000,
         search_with_embedding=Latency.of(with_embedding),
         search_without_embedding=Latency.of(without_embedding),
         query_embedding=Latency.of(embed_times),
         numpy_floor=Latency.of(floor),
         recalled_per_query=float(np.mean(recalled)),
-        past_segments=past.segments,
-        summaries=past.summaries,
+        past_segments=built.past_segments,
+        summaries=built.summaries,
         past_conversations=Latency.of(past_alone),
         all_layers=Latency.of(all_layers),
         past_shown_per_query=float(np.mean(shown)),
-        search_threads=vector_search_threads,
+        search_threads=threads,
         numpy_floor_threaded=Latency.of(floor_threaded),
         recall_at_20=float(np.mean(recall)),
         vector_bytes=vector_bytes,
         scanned_bytes_per_query=scanned,
         bandwidth=bandwidth,
         bandwidth_floor_ms=bandwidth.floor_ms(scanned),
-        save_ms=save * 1000,
-        reload_first_search_ms=reload * 1000,
+        save_ms=None if save is None else save * 1000,
+        reload_first_search_ms=None if reload is None else reload * 1000,
     )
+
+
+async def _build(
+    store: Storage,
+    embedder: Embedder,
+    corpus: ZipfCorpus,
+    rng: np.random.Generator,
+    messages: int,
+    past_segments: int,
+    progress: Progress | None,
+) -> _Built:
+    """The past segments, then `messages` messages with random unit vectors through the store's own paths."""
+    dim = embedder.dim
+    await store.vectors.bind_embedder(embedder.model_id, dim)
+    past = await add_past_segments(
+        store,
+        CHAT,
+        rng,
+        embedder_id=embedder.model_id,
+        dim=dim,
+        start=T0 - timedelta(days=30),
+        segments=past_segments,
+    )
+    matrix = np.empty((messages, dim), dtype=np.float32)
+    rowids = np.empty(messages, dtype=np.int64)
+    started = time.perf_counter()
+    for first in range(0, messages, BATCH):
+        count = min(BATCH, messages - first)
+        vectors = _unit_rows(rng.standard_normal((count, dim)).astype(np.float32))
+        matrix[first : first + count] = vectors
+        rowids[first : first + count] = await _append(store, corpus.chat_records(CHAT, first, count, T0))
+        await store.vectors.put(list(zip(rowids[first : first + count].tolist(), vectors, strict=True)))
+        if progress:
+            progress("build", first + count, messages)
+    rate = messages / (time.perf_counter() - started)
+    return _Built(matrix, rowids, rate, past.segments, past.summaries)
+
+
+async def _append(store: Storage, records: list[MessageRecord]) -> list[int]:
+    """The store's own append; on PostgreSQL the same rows in bulk (`pg_fill.py` says why)."""
+    if isinstance(store, SqliteStore):
+        return [s.rowid for s in await store.messages.append_many(records)]
+    from klaw.bench.pg_fill import append_conversation
+    from klaw.store.postgres.store import PostgresStore
+
+    assert isinstance(store, PostgresStore)
+    return await append_conversation(store, records)
+
+
+async def _vector_bytes(store: Storage, dim: int) -> tuple[int, int]:
+    """The chat's vectors in klaw's memory, and the bytes one segment-scoped search reads: SQLite's int8
+    codes, scale and segment id per row; PostgreSQL's exact scan reads the vector table (no copy in memory)."""
+    if isinstance(store, SqliteStore):
+        return store.vector_cache.cached_bytes, await store.vectors.count() * (dim + 4 + 8)
+    from klaw.store.postgres.connection import fetch_value
+    from klaw.store.postgres.store import PostgresStore
+    from klaw.store.postgres.vectors import MESSAGE_VECTORS
+
+    assert isinstance(store, PostgresStore)
+    async with store.db.connection() as connection:
+        size = await fetch_value(connection, "SELECT pg_table_size(%s::regclass)", (MESSAGE_VECTORS,))
+    return 0, int(size or 0)
+
+
+async def _reopened(
+    store: SqliteStore,
+    db_path: Path,
+    database: DatabaseConfig,
+    embedder: Embedder,
+    query: npt.NDArray[np.float32],
+    segment_id: int,
+) -> tuple[float, float]:
+    """Seconds to close `store` (saving the int8 copy) and for the first search once opened again."""
+    t = time.perf_counter()
+    await store.aclose()
+    save = time.perf_counter() - t
+    reopened = await SqliteStore.open(
+        db_path,
+        vector_cache_bytes=database.vector_cache_mb * 1024 * 1024,
+        vector_search_threads=database.vector_search_threads,
+    )
+    try:
+        await reopened.vectors.bind_embedder(embedder.model_id, embedder.dim)
+        t = time.perf_counter()
+        await reopened.search.nearest(CHAT, query, limit=20, segment_id=segment_id)
+        return save, time.perf_counter() - t
+    finally:
+        await reopened.aclose()
 
 
 def _unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:

@@ -1,7 +1,7 @@
 """`klaw bench …`: measured figures for speed and cost targets (never timed unit tests).
 
-The LoCoMo family (`locomo`, `past-sessions`, `recall`) lives in `bench_locomo_cmd.py`; the progress bars and
-JSON output they share live in `bench_output.py`.
+The LoCoMo family (`locomo`, `past-sessions`, `recall`) lives in `bench_locomo_cmd.py`, `scale` in
+`bench_scale_cmd.py`; the progress bars and JSON output they share live in `bench_output.py`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from klaw.cli.bench_output import emit as _emit
 from klaw.cli.bench_output import machine
 from klaw.cli.bench_output import progress as _progress
 from klaw.cli.bench_output import stage_reporter as _stage_reporter
+from klaw.cli.bench_scale_cmd import scale
 
 app = typer.Typer(help="Benchmarks: embedder throughput, vector search latency, …", no_args_is_help=True)
 
@@ -55,75 +56,7 @@ def vectors(
     _emit({"machine": machine(), **asdict(result)}, out)
 
 
-@app.command()
-def scale(
-    size: Annotated[
-        list[int] | None, typer.Option(help="Messages in the bench chat (repeatable; default 10k and 100k).")
-    ] = None,
-    queries: Annotated[int, typer.Option(help="Queries timed per size.")] = 200,
-    vector_cache_mb: Annotated[int, typer.Option(help="database.vectorCacheMb for the run.")] = 512,
-    reindex_size: Annotated[int, typer.Option(help="Messages in the home reindexed for throughput (0 = skip).")] = 5000,
-    out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
-) -> None:
-    """Auto-RAG search latency at 10k/100k messages (with and without the query embedding) beside a
-    numpy floor, and `klaw reindex` throughput, with the configured embedder."""
-    from klaw.bench.scale_bench import measure_scale
-    from klaw.cli.context import home_from_env, load_or_exit
-    from klaw.memory.embedder.factory import create_embedder
-
-    home = home_from_env()
-    config = load_or_exit(home).config
-    console = Console(markup=False)
-    console.print(f"machine: {machine()}")
-    results: dict[str, Any] = {"machine": machine(), "embedder": config.embedder.backend, "search": []}
-    for messages in size or [10_000, 100_000]:
-        embedder = create_embedder(config.embedder, cache_dir=home.embedder_cache)
-        with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
-            report = _stage_reporter(progress, f"{messages} messages: ")
-            try:
-                result = asyncio.run(
-                    measure_scale(
-                        Path(tmp) / "bench.db",
-                        embedder,
-                        messages=messages,
-                        queries=queries,
-                        vector_cache_bytes=vector_cache_mb * 1024 * 1024,
-                        vector_search_threads=config.database.vector_search_threads,
-                        progress=report,
-                    )
-                )
-            finally:
-                asyncio.run(embedder.aclose())
-        results["search"].append(asdict(result))
-        console.print(
-            f"{messages} messages (dim {result.dim}, built at {result.build_rows_per_s:.0f} rows/s):\n"
-            f"  auto-RAG search without query embedding: {result.search_without_embedding}\n"
-            f"  auto-RAG search with query embedding:    {result.search_with_embedding}\n"
-            f"  query embedding alone:                   {result.query_embedding}\n"
-            f"  numpy brute-force floor (KNN only):      {result.numpy_floor} on 1 thread;"
-            f" {result.numpy_floor_threaded} on {result.search_threads} (as the search)\n"
-            f"  first search (loads the chat's vectors): {result.first_search_ms:.0f} ms;"
-            f" {result.recalled_per_query:.1f} messages recalled per query\n"
-            f"  past conversations without query embedding ({result.past_segments} past segments,"
-            f" {result.summaries} summaries, {result.past_shown_per_query:.1f} shown): {result.past_conversations}\n"
-            f"  all retrieval layers (auto-RAG + past conversations) without query embedding: {result.all_layers}\n"
-            f"  vector search: recall@20 {result.recall_at_20:.3f} against exact float search;"
-            f" {result.vector_bytes / 1e6:.0f} MB in memory; {result.scanned_bytes_per_query / 1e6:.1f} MB scanned"
-            f" per query = {result.bandwidth_floor_ms:.2f} ms at the measured {_bandwidth(result)}\n"
-            f"  closing (saves the int8 copy): {result.save_ms:.0f} ms; first search after opening again:"
-            f" {result.reload_first_search_ms:.0f} ms"
-        )
-    if reindex_size > 0:
-        results["reindex"] = _reindex_throughput(console, config, reindex_size)
-    _emit(results, out)
-
-
-def _bandwidth(result: Any) -> str:
-    measured = result.bandwidth
-    return (
-        f"{measured.threaded_gb_s:.1f} GB/s on {measured.threads} threads ({measured.one_thread_gb_s:.1f} on one,"
-        " numpy copy, bytes read + written)"
-    )
+app.command()(scale)
 
 
 @app.command()
@@ -354,21 +287,6 @@ def sandbox(
         raise typer.Exit(1)
     console.print(f"backend {result.backend}: shell true {result.shell_true}; python print {result.python_print}")
     _emit({"machine": machine(), **asdict(result)}, out)
-
-
-def _reindex_throughput(console: Console, config: Any, messages: int) -> dict[str, Any]:
-    from klaw.bench.reindex_bench import measure_reindex
-
-    with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
-        result = asyncio.run(
-            measure_reindex(Path(tmp) / "home", config, messages=messages, progress=_stage_reporter(progress))
-        )
-    console.print(
-        f"klaw reindex of {result.messages} messages ({result.embedded} embedded with {result.embedder}):"
-        f" {result.seconds:.1f} s = {result.messages_per_s:.0f} messages/s"
-        f" (rows {result.rows_per_s:.0f}/s, embedding {result.embedded_per_s:.0f}/s)"
-    )
-    return asdict(result)
 
 
 # The LoCoMo family, registered last so `klaw bench --help` lists the speed benchmarks first.

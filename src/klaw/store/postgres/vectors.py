@@ -87,17 +87,15 @@ class PostgresVectors:
         if self._dim is None:
             raise StorageError("bind_embedder must be called before vectors are stored")
         rows = checked(vectors, self._dim, "message")
-        added = 0
-        async with self._db.transaction() as connection:
-            for rowid, vector in rows:
-                added += await execute(
-                    connection,
-                    f"INSERT INTO {MESSAGE_VECTORS} (rowid, chat, segment_id, created_at, embedding)"
-                    " SELECT m.rowid, m.chat, m.segment_id, m.created_at, %s FROM messages m WHERE m.rowid = %s"
-                    " ON CONFLICT (rowid) DO NOTHING",
-                    (vector, rowid),
-                )
-        return added
+        async with self._db.transaction() as connection:  # one statement for the batch, not one per vector
+            return await execute(
+                connection,
+                f"INSERT INTO {MESSAGE_VECTORS} (rowid, chat, segment_id, created_at, embedding)"
+                " SELECT m.rowid, m.chat, m.segment_id, m.created_at, v.embedding"
+                " FROM unnest(%s::bigint[], %s::vector[]) AS v(rowid, embedding) JOIN messages m ON m.rowid = v.rowid"
+                " ON CONFLICT (rowid) DO NOTHING",
+                ([rowid for rowid, _ in rows], [vector for _, vector in rows]),
+            )
 
     async def count(self) -> int:
         async with self._db.connection() as connection:

@@ -1,0 +1,171 @@
+"""`klaw bench scale`: auto-RAG latency at 10k/100k (1M) messages on SQLite, PostgreSQL or both side by side.
+
+With several `--backend`s each size is measured on each backend in turn, in the same run, so the figures
+share the machine's load of the same minutes; a last line sets PostgreSQL's auto-RAG p50 against
+SQLite's. PostgreSQL is the database whose connection string the variable `--url-env` names (default:
+the home's `database.urlEnv`, else KLAW_DATABASE_URL); the chat is built in a schema of its own,
+dropped after (`bench/bench_store.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from klaw.cli.bench_output import emit, machine, progress, stage_reporter
+
+BACKENDS = ("sqlite", "postgres")
+DEFAULT_URL_ENV = "KLAW_DATABASE_URL"
+
+
+def scale(
+    size: Annotated[
+        list[int] | None, typer.Option(help="Messages in the bench chat (repeatable; default 10k and 100k).")
+    ] = None,
+    backend: Annotated[
+        list[str] | None,
+        typer.Option(help="sqlite or postgres (repeatable: each size on each, side by side; default sqlite)."),
+    ] = None,
+    url_env: Annotated[
+        str | None,
+        typer.Option(help="postgres: the variable holding the connection string (default: database.urlEnv)."),
+    ] = None,
+    queries: Annotated[int, typer.Option(help="Queries timed per size.")] = 200,
+    past_segments: Annotated[
+        int, typer.Option(help="Past conversations (20 summarized exchanges each) written before the chat.")
+    ] = 500,
+    vector_cache_mb: Annotated[int, typer.Option(help="database.vectorCacheMb for the run.")] = 512,
+    reindex_size: Annotated[int, typer.Option(help="Messages in the home reindexed for throughput (0 = skip).")] = 5000,
+    out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
+) -> None:
+    """Auto-RAG search latency at 10k/100k messages (with and without the query embedding) beside a
+    numpy floor, and `klaw reindex` throughput, with the configured embedder."""
+    from klaw.bench.bench_store import check_database
+    from klaw.bench.scale_bench import measure_scale
+    from klaw.cli.context import home_from_env, load_or_exit
+    from klaw.memory.embedder.factory import create_embedder
+    from klaw.store.protocol import StorageError
+
+    home = home_from_env()
+    config = load_or_exit(home).config
+    backends = _backends(backend or ["sqlite"])
+    databases = {
+        name: config.database.model_copy(
+            update={
+                "backend": name,
+                "vector_cache_mb": vector_cache_mb,
+                "url_env": url_env or config.database.url_env or DEFAULT_URL_ENV,
+            }
+        )
+        for name in backends
+    }
+    console = Console(markup=False)
+    for name, database in databases.items():  # before anything is built: a missing variable is named at once
+        try:
+            check_database(database)
+        except StorageError as exc:
+            console.print(f"klaw bench scale on {name}: {exc}")
+            raise typer.Exit(1) from exc
+    console.print(f"machine: {machine()}")
+    results: dict[str, Any] = {"machine": machine(), "embedder": config.embedder.backend, "search": []}
+    for messages in size or [10_000, 100_000]:
+        p50: dict[str, float] = {}
+        for name in backends:
+            embedder = create_embedder(config.embedder, cache_dir=home.embedder_cache)
+            with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, progress() as bars:
+                report = stage_reporter(bars, f"{name}, {messages} messages: ")
+                try:
+                    result = asyncio.run(
+                        measure_scale(
+                            Path(tmp) / "bench.db",
+                            embedder,
+                            messages=messages,
+                            queries=queries,
+                            database=databases[name],
+                            past_segments=past_segments,
+                            progress=report,
+                        )
+                    )
+                except StorageError as exc:
+                    console.print(f"klaw bench scale on {name}: {exc}")
+                    raise typer.Exit(1) from exc
+                finally:
+                    asyncio.run(embedder.aclose())
+            results["search"].append(asdict(result))
+            p50[name] = result.search_without_embedding.p50_ms
+            console.print(_figures(result))
+        if len(p50) == 2:
+            console.print(
+                f"{messages} messages: auto-RAG p50 without query embedding on PostgreSQL is"
+                f" {p50['postgres'] / p50['sqlite']:.1f}x SQLite's ({p50['postgres']:.1f} against"
+                f" {p50['sqlite']:.1f} ms; machine now: {machine()})"
+            )
+    if reindex_size > 0:
+        results["reindex"] = _reindex_throughput(console, config, reindex_size)
+    emit(results, out)
+
+
+def _backends(names: list[str]) -> list[str]:
+    chosen: list[str] = []
+    for name in names:
+        if name not in BACKENDS:
+            raise typer.BadParameter(f"{name!r} is not a backend: use sqlite or postgres", param_hint="--backend")
+        if name not in chosen:
+            chosen.append(name)
+    return chosen
+
+
+def _figures(result: Any) -> str:
+    """Every figure of one size on one backend; the int8 copy's save and reload are SQLite's only."""
+    lines = [
+        f"{result.messages} messages on {result.backend} (dim {result.dim}, built at"
+        f" {result.build_rows_per_s:.0f} rows/s):",
+        f"  auto-RAG search without query embedding: {result.search_without_embedding}",
+        f"  auto-RAG search with query embedding:    {result.search_with_embedding}",
+        f"  query embedding alone:                   {result.query_embedding}",
+        f"  numpy brute-force floor (KNN only):      {result.numpy_floor} on 1 thread;"
+        f" {result.numpy_floor_threaded} on {result.search_threads} (as the search)",
+        f"  first search (loads the chat's vectors): {result.first_search_ms:.0f} ms;"
+        f" {result.recalled_per_query:.1f} messages recalled per query",
+        f"  past conversations without query embedding ({result.past_segments} past segments,"
+        f" {result.summaries} summaries, {result.past_shown_per_query:.1f} shown): {result.past_conversations}",
+        f"  all retrieval layers (auto-RAG + past conversations) without query embedding: {result.all_layers}",
+        f"  vector search: recall@20 {result.recall_at_20:.3f} against exact float search;"
+        f" {result.vector_bytes / 1e6:.0f} MB in klaw's memory; {result.scanned_bytes_per_query / 1e6:.1f} MB"
+        f" scanned per query = {result.bandwidth_floor_ms:.2f} ms at the measured {_bandwidth(result)}",
+    ]
+    if result.save_ms is not None and result.reload_first_search_ms is not None:
+        lines.append(
+            f"  closing (saves the int8 copy): {result.save_ms:.0f} ms; first search after opening again:"
+            f" {result.reload_first_search_ms:.0f} ms"
+        )
+    return "\n".join(lines)
+
+
+def _bandwidth(result: Any) -> str:
+    measured = result.bandwidth
+    return (
+        f"{measured.threaded_gb_s:.1f} GB/s on {measured.threads} threads ({measured.one_thread_gb_s:.1f} on one,"
+        " numpy copy, bytes read + written)"
+    )
+
+
+def _reindex_throughput(console: Console, config: Any, messages: int) -> dict[str, Any]:
+    from klaw.bench.reindex_bench import measure_reindex
+
+    with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, progress() as bars:
+        result = asyncio.run(
+            measure_reindex(Path(tmp) / "home", config, messages=messages, progress=stage_reporter(bars))
+        )
+    console.print(
+        f"klaw reindex of {result.messages} messages ({result.embedded} embedded with {result.embedder}):"
+        f" {result.seconds:.1f} s = {result.messages_per_s:.0f} messages/s"
+        f" (rows {result.rows_per_s:.0f}/s, embedding {result.embedded_per_s:.0f}/s)"
+    )
+    return asdict(result)
