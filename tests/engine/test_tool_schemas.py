@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from klaw.config import ALL_TOOL_GROUPS
+from klaw.engine.context_builder import tools_layer
 from klaw.llm.fake_server import Reply, TextReply, ToolCallsReply
+from klaw.llm.messages import ToolSpec
 from klaw.llm.tokens import approximate_token_count
 from tests.engine.harness import CHAT, running_engine
 from tests.tools.sandbox_helpers import no_sandbox_reason
@@ -153,3 +155,23 @@ async def test_no_tool_groups_means_no_tools_in_the_request(tmp_path: Path) -> N
         body = h.server.chat_requests[-1].body
         assert isinstance(body, dict) and "tools" not in body
         assert "- tools:" not in await h.engine.commands.handle(CHAT, "context", "")
+
+
+def test_the_tools_layer_follows_the_tools_offered() -> None:
+    """The layer is kept per set of tool objects (docs/decisions/195-context-build-cost.md): the same
+    tools give the same layer, and another set, or a tool replaced by one with another schema (an MCP
+    server's tools re-registered), is counted afresh."""
+
+    def counted(tools: list[ToolSpec]) -> tuple[int, tuple[tuple[str, int], ...]]:
+        wire = [t.to_wire() for t in tools]
+        return approximate_token_count(json.dumps(wire)) if tools else 0, tuple(
+            (t.name, approximate_token_count(json.dumps(w))) for t, w in zip(tools, wire, strict=True)
+        )
+
+    first = ToolSpec("lookup", "Find a word.", {"type": "object", "properties": {"word": {"type": "string"}}})
+    second = ToolSpec("clock", "The time.")
+    replaced = ToolSpec("lookup", "Find a word in the dictionary of the person's language, with its forms.")
+    for tools in ([first], [first, second], [first], [replaced, second], [second, replaced], []):
+        layer = tools_layer(tools)
+        assert (layer.tokens, layer.parts) == counted(tools)
+        assert layer.items == len(tools)

@@ -56,12 +56,28 @@ class ContextLayer:
     parts: tuple[tuple[str, int], ...] = ()  # (name, tokens) of each item where it helps: the tools, per tool
 
 
+# The tools layers last computed, by the identities of their tools. The registry hands out the same
+# `ToolSpec` objects turn after turn, and counting the schemas (thousands of characters of JSON) was
+# the largest single cost of building a context; a spec is frozen, and the memo holds the specs it
+# was computed for, so an id in a key cannot be reused by another object while its entry lives.
+_TOOLS_LAYERS: dict[tuple[int, ...], tuple[tuple[ToolSpec, ...], ContextLayer]] = {}
+_TOOLS_LAYERS_KEPT = 16
+
+
 def tools_layer(tools: Sequence[ToolSpec]) -> ContextLayer:
     """The tools layer: the whole `tools` array's tokens (what is sent), and each tool's own share
     (its schema alone; the parts add up to the whole give or take the array's brackets)."""
+    key = tuple(id(tool) for tool in tools)
+    kept = _TOOLS_LAYERS.get(key)
+    if kept is not None:
+        return kept[1]
     total = approximate_token_count(json.dumps([t.to_wire() for t in tools])) if tools else 0
     parts = tuple((t.name, approximate_token_count(json.dumps(t.to_wire()))) for t in tools)
-    return ContextLayer("tools", total, len(tools), parts)
+    layer = ContextLayer("tools", total, len(tools), parts)
+    if len(_TOOLS_LAYERS) >= _TOOLS_LAYERS_KEPT:
+        del _TOOLS_LAYERS[next(iter(_TOOLS_LAYERS))]
+    _TOOLS_LAYERS[key] = (tuple(tools), layer)
+    return layer
 
 
 @dataclass(frozen=True)
