@@ -1,11 +1,14 @@
 """`full_text.ranked_matches`: the fast path (best matches of the index first, then scope) gives
 exactly what the plain join-filter-sort query gives, including when other chats crowd it out; and
-`match_expression`: a very common word is matched in messages' own words only."""
+`match_expression`: a very common word is matched in messages' own words only, and the counts that
+decide it, kept between searches, answer as fresh counts would through inserts and deletes."""
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime, timedelta
 
+import apsw
 import pytest
 
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
@@ -15,6 +18,7 @@ from klaw.store.sqlite.fts_query import fts5_match_expression
 from klaw.store.sqlite.full_text import _BM25, FAST_MINIMUM
 from klaw.store.sqlite.query import fetch_all
 from klaw.store.sqlite.store import SqliteStore
+from klaw.store.sqlite.term_counts import TermCounts
 
 ALICE = ChatRef("console", "alice")
 BOB = ChatRef("telegram", "bob")
@@ -91,7 +95,7 @@ async def test_a_word_in_many_messages_is_matched_in_their_own_words_only(
     assert sorted(await fast(store, ALICE, "tea", 10)) == rowids[:4]
     # "pottery" is rare: the message after it matches through its context column, below it.
     assert await fast(store, ALICE, "pottery", 10) == [rowids[4], rowids[5]]
-    expression = await store.db.run(lambda c: full_text.match_expression(c, ["tea", "pottery"]))
+    expression = await store.db.run(lambda c: full_text.match_expression(c, ["tea", "pottery"], TermCounts()))
     assert expression == '{content} : "tea" OR "pottery"'
 
 
@@ -103,10 +107,48 @@ async def test_a_word_in_half_the_index_or_more_is_left_out_of_the_search(
     monkeypatch.setattr(full_text, "CONTEXT_MAX_MATCHES", 3)
     texts = ["garden party", "garden gnome", "the garden", "garden tools", "a rare orchid", "garden hose"]
     rowids = await say(store, ALICE, [*texts, "garden bench", "garden bench again"])
-    expression = await store.db.run(lambda c: full_text.match_expression(c, ["garden", "orchid"]))
+    expression = await store.db.run(lambda c: full_text.match_expression(c, ["garden", "orchid"], TermCounts()))
     assert expression == '"orchid"'
     # The message that holds the rare word, and the one after it through its context column.
     assert await fast(store, ALICE, "garden orchid", 10) == [rowids[4], rowids[5]]
-    alone = await store.db.run(lambda c: full_text.match_expression(c, ["garden"]))
+    alone = await store.db.run(lambda c: full_text.match_expression(c, ["garden"], TermCounts()))
     assert alone == '{content} : "garden"'
     assert len(await fast(store, ALICE, "garden", 10)) == 7
+
+
+async def test_kept_counts_answer_as_fresh_counts_through_inserts_and_deletes(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search's own memo (store/sqlite/term_counts.py) is asked each time: a word pushed over half
+    the index by inserts is left out, pushed back under it by other inserts is searched again (the
+    kept count no longer decides: it is counted again), and after a delete (`/forget`) counts again
+    rather than trusting a count that can only have grown."""
+    monkeypatch.setattr(full_text, "CONTEXT_MAX_MATCHES", 3)
+
+    kept = store.search._term_counts
+
+    async def expression() -> str:
+        return await store.db.run(lambda c: full_text.match_expression(c, ["garden", "orchid"], kept))
+
+    await say(store, BOB, ["good morning", "ok"])
+    await say(store, ALICE, ["garden a", "a rare orchid"])
+    assert await expression() == '"garden" OR "orchid"'
+    gardens = await say(store, ALICE, [f"garden {i}" for i in range(4)])  # 5 of 8 messages
+    assert await expression() == '"orchid"'
+    await say(store, BOB, [f"note {i}" for i in range(6)])  # 5 of 14
+    assert await expression() == '{content} : "garden" OR "orchid"'
+    await store.db.run(
+        lambda c: c.execute("DELETE FROM messages WHERE rowid IN (?, ?)", (gardens[0], gardens[1]))
+    )  # 3 of 12: no longer over CONTEXT_MAX_MATCHES
+    assert await expression() == '"garden" OR "orchid"'
+    assert await fast(store, ALICE, "garden orchid", 10) == await exact(store, ALICE, "garden orchid", 10)
+
+    def rolled_back(connection: apsw.Connection) -> None:
+        with contextlib.suppress(RuntimeError), connection:
+            connection.execute("DELETE FROM messages WHERE rowid = ?", (gardens[2],))
+            raise RuntimeError("rolled back")
+
+    await store.db.run(rolled_back)
+    # bm25's N, kept by the memo's triggers, is the table's count through inserts, deletes and a rollback.
+    kept_rows = await store.db.run(kept.refresh)
+    assert kept_rows == await store.db.run(lambda c: fetch_all(c, "SELECT count(*) FROM messages")[0][0]) == 12

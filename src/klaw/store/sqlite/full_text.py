@@ -33,6 +33,7 @@ import apsw
 from klaw.store.shared.rows import MESSAGE_COLUMNS
 from klaw.store.sqlite.fts_query import quoted
 from klaw.store.sqlite.query import fetch_all, fetch_one
+from klaw.store.sqlite.term_counts import TermCounts
 
 CONTEXT_WEIGHT = 0.2  # bm25 weight of the previous message's words (the message's own: 1)
 CONTEXT_MAX_MATCHES = 1000  # a word in more messages' own words is not matched in `context`
@@ -126,40 +127,26 @@ def scoped_substring_count(connection: apsw.Connection, term: str, where: str, p
     return 0 if row is None else int(row[0])
 
 
-def match_expression(connection: apsw.Connection, words: list[str]) -> str:
+def match_expression(connection: apsw.Connection, words: list[str], counts: TermCounts) -> str:
     """The OR of `words` as an FTS5 expression, a common word limited to the `content` column, and a
-    word held by half the index or more left out (unless every word is)."""
+    word held by half the index or more left out (unless every word is). `counts` answers the
+    "how many hold it?" questions, from memory when an earlier count decides them (term_counts.py)."""
     terms: list[str] = []
     idle: list[str] = []  # words held by half the index or more
+    rows = counts.refresh(connection)
     for word in words:
         term = quoted(word)
-        if not _more_matches_than(connection, term, CONTEXT_MAX_MATCHES):
+        if not counts.more_than(connection, term, CONTEXT_MAX_MATCHES):
             terms.append(term)
             continue
         # bm25's idf, log((N - n + 0.5) / (n + 0.5)), is at most 0 once n >= N / 2, and FTS5 then
         # weighs the word 1e-6: it changes no ranking beyond a tie-break, yet scoring its matches
         # was nearly all of a search's time (370 ms for a word in all of 100k messages, 0.3 ms
-        # without it). Counting to N / 2 costs ~3 ms at 100k (docs/decisions/095-turn-cost-at-scale.md).
-        half = (_index_rows(connection) + 1) // 2
-        (idle if _more_matches_than(connection, term, half - 1) else terms).append("{content} : " + term)
+        # without it). Counting to N / 2 costs ~3 ms at 100k (docs/decisions/095-turn-cost-at-scale.md),
+        # so the whole count is taken once and later searches decide from it while the index grows.
+        half = (rows + 1) // 2
+        (idle if counts.more_than(connection, term, half - 1, exact=True) else terms).append("{content} : " + term)
     return " OR ".join(terms or idle)
-
-
-def _index_rows(connection: apsw.Connection) -> int:
-    """Rows of messages_fts (bm25's N): it indexes every messages row. A count without a condition
-    is answered from the smallest index's pages."""
-    row = fetch_one(connection, "SELECT count(*) FROM messages")
-    return 0 if row is None else int(row[0])
-
-
-def _more_matches_than(connection: apsw.Connection, term: str, bound: int) -> bool:
-    """Whether more than `bound` messages hold `term` in their own words (reads at most bound + 1)."""
-    row = fetch_one(
-        connection,
-        "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
-        ("{content} : " + term, bound + 1),
-    )
-    return row is not None and int(row[0]) > bound
 
 
 def _segment_rowids(connection: apsw.Connection, segment_id: int | None) -> tuple[int, int] | None:

@@ -44,6 +44,7 @@ from klaw.store.sqlite.full_text import (
     substring_matches,
 )
 from klaw.store.sqlite.query import fetch_all, fetch_value
+from klaw.store.sqlite.term_counts import TermCounts
 from klaw.store.sqlite.vector_cache import ChatVectorCache
 from klaw.store.sqlite.vector_matrix import MatrixView, VectorScope, merge_nearest
 from klaw.store.sqlite.vector_quant import exact_distances, shortlist
@@ -58,6 +59,7 @@ class SqliteSearch:
         self._tokenizer = tokenizer
         self._chats = chats
         self._cache = cache
+        self._term_counts = TermCounts()  # used on the database thread only
 
     async def full_text(
         self,
@@ -82,7 +84,7 @@ class SqliteSearch:
             if not indexed:  # only terms a trigram index cannot answer ("旺财"): looked up by substring
                 rows = substring_matches(connection, terms, where, params, limit)
             else:
-                expression = match_expression(connection, indexed)
+                expression = match_expression(connection, indexed, self._term_counts)
                 rows = ranked_matches(connection, expression, where, params, segment_id, limit)
             return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
 

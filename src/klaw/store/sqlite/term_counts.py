@@ -1,0 +1,98 @@
+"""How many messages hold a word in their own text, remembered between searches while only inserts happen.
+
+`full_text.match_expression` asks two questions of every word searched: "held by more than
+`CONTEXT_MAX_MATCHES` messages?" and, for such a word, "held by half the index or more?". Each is a
+count through FTS5 that reads the word's matches one by one, and the second reads up to half the
+index: ~9 ms per search at 100k messages for a word every message holds, asked again on every turn
+(docs/decisions/196-term-count-memo.md).
+
+Between two searches the index mostly only grows, and then a count can only grow, by at most the
+rows added. So a count taken once is kept with the index's size at the time, and a later question
+is answered from it whenever the bounds decide it: a word counted above the bound is still above
+it; a word counted exactly at `c` with `k` rows added since holds at most `c + k`. Only an answer
+the bounds cannot decide counts again. That is exact, never an estimate: the answers are those a
+fresh count would give.
+
+What the bounds need is kept by TEMP triggers of this connection (no migration, nothing stored:
+they exist while the connection does): the index's size (bm25's N, every `messages` row; counted
+once, then kept by an insert and a delete trigger, in the same transactions as the rows, so a
+rollback takes it back too) and the deletes seen. A delete (`/forget`) breaks the bounds (a count
+can fall, a rowid can be reused), so any delete empties the memo. Only the engine's connection writes
+klaw.db while it runs (decision 002); every other writer (`klaw memory forget`, `klaw reindex`) runs
+with the engine stopped, on its own connection.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import apsw
+
+from klaw.store.sqlite.query import fetch_one
+
+KEPT_TERMS = 4096
+_SETUP = (
+    "CREATE TEMP TABLE IF NOT EXISTS klaw_message_rows (rows INTEGER NOT NULL, deletes INTEGER NOT NULL);"
+    "INSERT INTO temp.klaw_message_rows (rows, deletes) SELECT count(*), 0 FROM main.messages"
+    " WHERE NOT EXISTS (SELECT 1 FROM temp.klaw_message_rows);"
+    "CREATE TEMP TRIGGER IF NOT EXISTS klaw_message_rows_insert AFTER INSERT ON main.messages"
+    " BEGIN UPDATE temp.klaw_message_rows SET rows = rows + 1; END;"
+    "CREATE TEMP TRIGGER IF NOT EXISTS klaw_message_rows_delete AFTER DELETE ON main.messages"
+    " BEGIN UPDATE temp.klaw_message_rows SET rows = rows - 1, deletes = deletes + 1; END;"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Count:
+    held: int  # messages holding the term, exact when below `limit`, else at least `limit`
+    limit: int  # the count stopped here
+    rows: int  # messages in the index when counted
+
+
+class TermCounts:
+    """One connection's memo of `{content} : term` counts, valid while no message is deleted."""
+
+    def __init__(self) -> None:
+        self._counts: OrderedDict[str, _Count] = OrderedDict()
+        self._deletes: int | None = None  # None: the triggers are not set up yet
+        self._rows = 0
+
+    def refresh(self, connection: apsw.Connection) -> int:
+        """The index's size (bm25's N: every `messages` row), forgetting every count if a message was
+        deleted since the last refresh; call once per search before `more_than`. The first call sets
+        the triggers up (once per connection, whichever memo asks first)."""
+        if self._deletes is None:
+            with connection:
+                connection.execute(_SETUP)
+        row = fetch_one(connection, "SELECT rows, deletes FROM temp.klaw_message_rows")
+        rows, deletes = (0, 0) if row is None else (int(row[0]), int(row[1]))
+        if deletes != self._deletes or rows < self._rows:
+            self._counts.clear()
+            self._deletes = deletes
+        self._rows = rows
+        return rows
+
+    def more_than(self, connection: apsw.Connection, term: str, bound: int, *, exact: bool = False) -> bool:
+        """Whether more than `bound` messages hold `term` (an FTS5 string) in their own words.
+        `exact` counts every match when a count is needed (for a bound that moves with the index's
+        size, so the next searches can decide from it), else it stops at `bound + 1`."""
+        kept = self._counts.get(term)
+        if kept is not None:
+            self._counts.move_to_end(term)
+            added = self._rows - kept.rows
+            if kept.held > bound:
+                return True
+            if kept.held < kept.limit and kept.held + added <= bound:
+                return False
+        limit = self._rows + 1 if exact else bound + 1
+        row = fetch_one(
+            connection,
+            "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
+            ("{content} : " + term, limit),
+        )
+        held = 0 if row is None else int(row[0])
+        self._counts[term] = _Count(held, limit, self._rows)
+        while len(self._counts) > KEPT_TERMS:
+            self._counts.popitem(last=False)
+        return held > bound
