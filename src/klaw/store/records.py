@@ -150,6 +150,8 @@ def new_message_id() -> str:
 
 def to_utc_millis(moment: datetime) -> datetime:
     """`moment` in UTC, truncated to whole milliseconds (what the log and the database keep)."""
+    if moment.tzinfo is UTC and moment.microsecond % 1000 == 0:
+        return moment  # already so (every record read back from the database or the log)
     if moment.tzinfo is None:
         raise ValueError("timestamps must be timezone-aware (UTC)")
     moment = moment.astimezone(UTC)
@@ -163,8 +165,10 @@ def to_millis(moment: datetime) -> int:
 
 
 def from_millis(millis: int) -> datetime:
-    """Exact integer arithmetic: float seconds would round some milliseconds off by one."""
-    return _EPOCH + timedelta(milliseconds=millis)
+    """Exact integer arithmetic: float seconds would round some milliseconds off by one. Positional
+    seconds and microseconds: a third of the time of `timedelta(milliseconds=...)`, per row read."""
+    seconds, rest = divmod(millis, 1000)
+    return _EPOCH + timedelta(0, seconds, rest * 1000)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

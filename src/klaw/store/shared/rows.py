@@ -42,13 +42,33 @@ MESSAGE_INSERT_COLUMNS = "id, channel, chat_id, chat, segment_id, role, type, co
 _TEXT_ELSEWHERE = (MessageType.MEMORY_SAVED, *SUMMARY_RECORD_TYPES)
 
 
+# A turn maps a few hundred `messages` rows (window, both search sides, neighbours), so the mapping
+# avoids what it would repeat: a chat's `ChatRef` (validated, its id percent-encoded) is made once and
+# reused, and roles and types are looked up in dicts rather than through their enums' constructors
+# (together half of a row's mapping; docs/decisions/195-context-build-cost.md).
+_ROLES = {role.value: role for role in Role}
+_TYPES = {kind.value: kind for kind in MessageType}
+_CHATS: dict[tuple[str, str], ChatRef] = {}
+_CHATS_KEPT = 4096
+
+
+def chat_ref(channel: str, chat_id: str) -> ChatRef:
+    """The chat of a row: made (and validated) once per chat, then the same frozen object."""
+    chat = _CHATS.get((channel, chat_id))
+    if chat is None:
+        if len(_CHATS) >= _CHATS_KEPT:
+            _CHATS.clear()
+        chat = _CHATS[(channel, chat_id)] = ChatRef(channel, chat_id)
+    return chat
+
+
 def message_from_row(row: Row) -> StoredMessage:
     """A `messages` row selected with `MESSAGE_COLUMNS` (alias `m`)."""
     rowid, message_id, channel, chat_id, segment_id, role, type_, content, metadata, created_at = row[:10]
     record = MessageRecord(
-        chat=ChatRef(channel, chat_id),
-        role=Role(role),
-        type=MessageType(type_),
+        chat=chat_ref(channel, chat_id),
+        role=_ROLES.get(role) or Role(role),
+        type=_TYPES.get(type_) or MessageType(type_),
         content=content,
         id=message_id,
         created_at=from_millis(int(created_at)),
