@@ -1,9 +1,10 @@
 """`klaw bench load` runs end to end: a real engine subprocess behind a real socket.
 
 Not a speed test (figures come from running the bench); it checks the bench measures what it says:
-every acknowledged message is counted as stored and as answered. The kill-restart variant is not
-run here: a reply written by the engine just before a SIGKILL can be lost in transit (outbound frames
-are not acknowledged by gateways), which the bench reports but a test could not make deterministic.
+every acknowledged message is counted as stored and as answered, and the engine's memory is read. The
+kill-restart variant is not run here: a reply written by the engine just before a SIGKILL can be lost
+in transit (outbound frames are not acknowledged by gateways), which the bench reports but a test
+could not make deterministic.
 """
 
 from __future__ import annotations
@@ -20,3 +21,6 @@ async def test_the_load_bench_counts_every_acknowledged_message() -> None:
     assert not result.killed and result.turns > 0
     assert result.acknowledged == result.stored == result.answered, result.unanswered_ids
     assert result.latency.count == result.turns
+    # the engine's memory, read from /proc once its work was done
+    assert result.rss_mb is not None and result.peak_rss_mb is not None
+    assert 0 < result.rss_mb <= result.peak_rss_mb

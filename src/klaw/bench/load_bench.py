@@ -6,6 +6,11 @@ once, so the figures are the engine's own cost: turns per second, and send → r
 The check that matters is "acknowledged = stored = answered": every message the engine acknowledged
 is in klaw.db as a user message and got a reply.
 
+It also reads the engine process's memory from /proc once the chats are answered and the messages
+embedded (no embedding job left, at most `IDLE_TIMEOUT_S` later): resident then (an idle engine after
+the load) and at its peak. With `embedder="minilm"` the engine embeds every message
+with the local model, so this is the figure of a real engine with its embedder loaded.
+
 `kill_after` SIGKILLs the engine mid-run and starts it again: a chat whose connection broke sends
 again what was not acknowledged (same id, as the gateway's buffer does), and every message
 acknowledged before the kill must still be answered after the restart.
@@ -32,6 +37,7 @@ from klaw.llm.fake_server import FakeOpenAiServer
 
 START_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 60.0
+IDLE_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -47,6 +53,9 @@ class LoadResult:
     stored: int
     answered: int
     unanswered_ids: list[str] = field(default_factory=list)
+    embedder: str = "fake"
+    rss_mb: float | None = None  # the engine's resident memory once every reply is in (None: no /proc)
+    peak_rss_mb: float | None = None
 
     @property
     def consistent(self) -> bool:
@@ -69,12 +78,15 @@ class _Chat:
         return f"load{self.index}"
 
 
-def _write_config(home: KlawHome, base_url: str, debounce_ms: int) -> None:
+def _write_config(home: KlawHome, base_url: str, debounce_ms: int, embedder: str) -> None:
+    embedding = (
+        "embedder:\n  backend: fake\n  dim: 384\n" if embedder == "fake" else f"embedder:\n  backend: {embedder}\n"
+    )
     home.config_file.write_text(
         "models:\n"
         f"  fake/fast:\n    baseUrl: {base_url}\n    contextBudget: 8000\n    maxRetries: 0\n"
         "routing:\n  default: fake/fast\n"
-        "embedder:\n  backend: fake\n  dim: 384\n"
+        f"{embedding}"
         "summarizer:\n  enabled: false\n"
         f"processing:\n  debounceMs: {debounce_ms}\n",
         encoding="utf-8",
@@ -163,23 +175,55 @@ def _take(chat: _Chat, line: bytes, pending: InboundFrame | None) -> InboundFram
     return pending
 
 
-def _stored_user_messages(database: Path) -> int:
+def _memory_mb(pid: int) -> tuple[float | None, float | None]:
+    """(resident, peak resident) of a process in MB, from /proc (None, None where there is none)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
+    except OSError:
+        return None, None
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+
+    def mb(name: str) -> float | None:
+        value = fields.get(name, "").split()
+        return round(int(value[0]) / 1024, 1) if value else None
+
+    return mb("VmRSS"), mb("VmHWM")
+
+
+def _count(database: Path, sql: str) -> int:
     connection = apsw.Connection(str(database), flags=apsw.SQLITE_OPEN_READONLY)
     try:
-        row = next(iter(connection.execute("SELECT count(*) FROM messages WHERE role = 'user' AND type = 'text'")))
-        return int(row[0])
+        return int(next(iter(connection.execute(sql)))[0])
     finally:
         connection.close()
 
 
+def _stored_user_messages(database: Path) -> int:
+    return _count(database, "SELECT count(*) FROM messages WHERE role = 'user' AND type = 'text'")
+
+
+async def _embedded(database: Path, deadline: float) -> None:
+    """Until the engine has no embedding job left (its idle state after the load), or `deadline`."""
+    # Polled: the engine is another process, and its queue says nothing to this one.
+    while time.monotonic() < deadline and _count(database, "SELECT count(*) FROM embedding_jobs") > 0:  # noqa: ASYNC110
+        await asyncio.sleep(0.2)
+
+
 async def measure_load(
-    root: Path, *, chats: int = 50, seconds: float = 20.0, debounce_ms: int = 0, kill_after: float | None = None
+    root: Path,
+    *,
+    chats: int = 50,
+    seconds: float = 20.0,
+    debounce_ms: int = 0,
+    kill_after: float | None = None,
+    embedder: str = "fake",
 ) -> LoadResult:
-    """Drive `chats` chats for `seconds` against a `klaw engine` subprocess on a fresh home under `root`."""
+    """Drive `chats` chats for `seconds` against a `klaw engine` subprocess on a fresh home under `root`,
+    whose embedder is `embedder` (`fake`, or a local backend such as `minilm`)."""
     home = KlawHome(root)
     initialise_home(home)
     async with FakeOpenAiServer() as server:
-        _write_config(home, server.base_url, debounce_ms)
+        _write_config(home, server.base_url, debounce_ms, embedder)
         engine = await _start_engine(home)
         clients = [_Chat(n) for n in range(chats)]
         started = time.monotonic()
@@ -196,6 +240,8 @@ async def measure_load(
                 engine = await _start_engine(home)
             await asyncio.gather(*tasks)
             elapsed = time.monotonic() - started
+            await _embedded(home.database_file("klaw.db"), time.monotonic() + IDLE_TIMEOUT_S)
+            rss_mb, peak_rss_mb = _memory_mb(engine.pid)
         finally:
             for task in tasks:
                 task.cancel()
@@ -220,4 +266,7 @@ async def measure_load(
         stored=_stored_user_messages(home.database_file("klaw.db")),
         answered=len(answered),
         unanswered_ids=sorted(acked - answered)[:20],
+        embedder=embedder,
+        rss_mb=rss_mb,
+        peak_rss_mb=peak_rss_mb,
     )

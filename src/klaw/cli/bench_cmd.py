@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 from dataclasses import asdict
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -207,6 +208,12 @@ def _summarizer_settings(settings: list[str]) -> dict[str, Any]:
     return overrides
 
 
+class LoadEmbedder(StrEnum):
+    FAKE = "fake"
+    MINILM = "minilm"
+    E5 = "e5"
+
+
 @app.command()
 def load(
     chats: Annotated[int, typer.Option(help="Chats sending at once, each on its own socket connection.")] = 50,
@@ -215,10 +222,17 @@ def load(
     kill_after: Annotated[
         float | None, typer.Option(help="SIGKILL the engine this many seconds in, then start it again.")
     ] = None,
+    embedder: Annotated[
+        LoadEmbedder,
+        typer.Option(
+            help="The engine's embedder: fake (the engine's own cost) or a local model (memory with it loaded)."
+        ),
+    ] = LoadEmbedder.FAKE,
     out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
 ) -> None:
     """Many chats through a real `klaw engine`'s socket (model: zero-delay fake server): turns/s, send → reply
-    p50/p95, and whether acknowledged = stored = answered (optionally across a SIGKILL and restart)."""
+    p50/p95, whether acknowledged = stored = answered (optionally across a SIGKILL and restart), and the
+    engine's memory after the load."""
     from klaw.bench.load_bench import measure_load
 
     console = Console(soft_wrap=True, markup=False)
@@ -226,7 +240,12 @@ def load(
     with tempfile.TemporaryDirectory(prefix="klaw-bench-", dir="/tmp") as tmp:  # short: a socket path
         result = asyncio.run(
             measure_load(
-                Path(tmp) / "home", chats=chats, seconds=seconds, debounce_ms=debounce_ms, kill_after=kill_after
+                Path(tmp) / "home",
+                chats=chats,
+                seconds=seconds,
+                debounce_ms=debounce_ms,
+                kill_after=kill_after,
+                embedder=embedder.value,
             )
         )
     killed = " (engine SIGKILLed and restarted mid-run)" if result.killed else ""
@@ -239,6 +258,11 @@ def load(
         f"acknowledged {result.acknowledged}, stored {result.stored}, answered {result.answered}:"
         f" acknowledged = stored = answered: {verdict}"
     )
+    if result.rss_mb is not None:
+        console.print(
+            f"engine memory (embedder {result.embedder}): {result.rss_mb:.0f} MB resident once every reply was in,"
+            f" peak {result.peak_rss_mb:.0f} MB"
+        )
     _emit({"machine": machine(), **asdict(result), "consistent": result.consistent}, out)
     if not result.consistent:
         raise typer.Exit(1)
