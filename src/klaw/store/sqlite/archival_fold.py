@@ -123,7 +123,7 @@ def _named_rows(connection: apsw.Connection, chat_key: int, ids: Collection[str]
     return fetch_all(
         connection,
         "SELECT rowid, segment_id, type, metadata, created_at FROM messages"
-        " WHERE chat = ? AND id IN (SELECT value FROM json_each(?))",
+        " WHERE +chat = ? AND id IN (SELECT value FROM json_each(?))",  # by id: see summaries fold records_exist
         (chat_key, json.dumps(sorted(ids))),
     )
 

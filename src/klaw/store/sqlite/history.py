@@ -78,7 +78,8 @@ def exchange_rowids(connection: apsw.Connection, exchange_id: int) -> list[int] 
         int(r[0])
         for r in fetch_all(
             connection,
-            f"SELECT m.rowid FROM messages m WHERE m.chat = ? AND m.rowid BETWEEN ? AND ? AND m.role != ?"
+            # `+m.chat`: by rowid (the turn's rows), not by the chat index (every row of the chat)
+            f"SELECT m.rowid FROM messages m WHERE +m.chat = ? AND m.rowid BETWEEN ? AND ? AND m.role != ?"
             f" AND {_NOT_STRUCTURE}",
             (chat_key, first, last, Role.USER.value),
         )
@@ -97,7 +98,7 @@ def _turn_end(connection: apsw.Connection, chat_key: int, open_rowid: int, open_
         return int(closed)
     following = fetch_value(
         connection,
-        "SELECT min(rowid) FROM messages WHERE chat = ? AND type = ? AND rowid > ?",
+        "SELECT rowid FROM messages WHERE +chat = ? AND type = ? AND rowid > ? ORDER BY rowid LIMIT 1",
         (chat_key, MessageType.EXCHANGE_OPEN.value, open_rowid),
     )
     return int(following) - 1 if following is not None else 2**62

@@ -113,9 +113,12 @@ def records_exist(connection: apsw.Connection, chat_key: int, ids: Sequence[str]
     wanted = sorted(set(ids))
     if not wanted:
         return True
+    # Each id looked up in the id index; `+chat` keeps the planner off the chat's index, which it takes
+    # on a database without statistics (before the first `PRAGMA optimize`) and reads every message of
+    # the chat with (64 ms a summary at 100k messages).
     found = fetch_value(
         connection,
-        "SELECT count(*) FROM messages WHERE chat = ? AND id IN (SELECT value FROM json_each(?))",
+        "SELECT count(*) FROM messages WHERE +chat = ? AND id IN (SELECT value FROM json_each(?))",
         (chat_key, json.dumps(wanted)),
     )
     return int(found or 0) == len(wanted)
