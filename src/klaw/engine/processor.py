@@ -327,11 +327,13 @@ class _ChatReply:
 
     async def finish(self, outcome: LoopOutcome) -> None:
         assert self._opened is not None
-        final = MessageRecord(self._chat, Role.ASSISTANT, outcome.text, created_at=self._clock.now())
-        final_id = (await self._ingestion.accept(final)).record.id
-        await self._ingestion.accept(exchange_close_record(self._opened, outcome.status, final_id, self._clock.now()))
+        now = self._clock.now()
+        final = MessageRecord(self._chat, Role.ASSISTANT, outcome.text, created_at=now)
+        # The reply and the close in one log write and one fsync: both durable before the reply goes out.
+        close = exchange_close_record(self._opened, outcome.status, final.id, now)
+        await self._ingestion.accept_together([final, close])
         self._closed = True
-        await self._delivery.deliver(Outbound(self._chat, outcome.text, self.reply_to, "reply", id=final_id))
+        await self._delivery.deliver(Outbound(self._chat, outcome.text, self.reply_to, "reply", id=final.id))
 
     async def fail(self, failure: TurnFailure) -> None:
         """Close the exchange as failed (unless it closed before the delivery failed), then apologise;
