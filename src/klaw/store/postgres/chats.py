@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from klaw.store.postgres.connection import Connection, fetch_one
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from klaw.store.postgres.connection import Connection, PostgresDatabase, Row, fetch_all, fetch_one
 from klaw.store.records import ChatRef
 
 
@@ -38,3 +41,17 @@ class ChatKeys:
             key = int(row[0])
             self._cache[chat] = key
         return key
+
+    async def rows(
+        self, db: PostgresDatabase, chat: ChatRef, sql: str, params: Callable[[int], Sequence[Any]]
+    ) -> list[Row]:
+        """`sql`'s rows for `chat`, its parameters built from the chat's key: the read of a repository
+        scoped to one chat. A chat never stored has no rows (and asking creates none)."""
+        async with db.connection() as connection:
+            key = await self.find(connection, chat)
+            return [] if key is None else await fetch_all(connection, sql, params(key))
+
+    async def value(self, db: PostgresDatabase, chat: ChatRef, sql: str, params: Callable[[int], Sequence[Any]]) -> Any:
+        """The first column of `rows`' first row; None when there is none."""
+        found = await self.rows(db, chat, sql, params)
+        return found[0][0] if found else None

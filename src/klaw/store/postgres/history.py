@@ -172,11 +172,9 @@ class PostgresHistory:
         return rounds
 
     async def latest_exchange_id(self, chat: ChatRef) -> int | None:
-        async with self._db.connection() as connection:
-            chat_key = await self._chats.find(connection, chat)
-            if chat_key is None:
-                return None
-            value = await fetch_value(connection, "SELECT max(id) FROM exchanges WHERE chat = %s", (chat_key,))
+        value = await self._chats.value(
+            self._db, chat, "SELECT max(id) FROM exchanges WHERE chat = %s", lambda key: (key,)
+        )
         return None if value is None else int(value)
 
     async def checkpoint(self) -> None:

@@ -40,17 +40,9 @@ class PostgresMemoryChunks:
         return None if row is None else chunk_from_row(row)
 
     async def find(self, chat: ChatRef, content: str) -> MemoryChunk | None:
-        async with self._db.connection() as connection:
-            chat_key = await self._chats.find(connection, chat)
-            if chat_key is None:
-                return None
-            row = await fetch_one(
-                connection,
-                f"SELECT {CHUNK_COLUMNS} FROM {CHUNK_FROM} WHERE c.chat = %s AND c.content = %s"
-                " ORDER BY c.rowid LIMIT 1",
-                (chat_key, content.replace("\x00", "\ufffd")),
-            )
-        return None if row is None else chunk_from_row(row)
+        sql = f"SELECT {CHUNK_COLUMNS} FROM {CHUNK_FROM} WHERE c.chat = %s AND c.content = %s ORDER BY c.rowid LIMIT 1"
+        found = await self._chats.rows(self._db, chat, sql, lambda key: (key, content.replace("\x00", "\ufffd")))
+        return chunk_from_row(found[0]) if found else None
 
     async def texts(self, rowids: Sequence[int]) -> dict[int, str]:
         if not rowids:
@@ -62,13 +54,11 @@ class PostgresMemoryChunks:
         return {int(row[0]): str(row[1]) for row in rows}
 
     async def count(self, chat: ChatRef | None = None) -> int:
-        async with self._db.connection() as connection:
-            if chat is None:
+        if chat is None:
+            async with self._db.connection() as connection:
                 return int(await fetch_value(connection, "SELECT count(*) FROM memory_chunks"))
-            chat_key = await self._chats.find(connection, chat)
-            if chat_key is None:
-                return 0
-            return int(await fetch_value(connection, "SELECT count(*) FROM memory_chunks WHERE chat = %s", (chat_key,)))
+        sql = "SELECT count(*) FROM memory_chunks WHERE chat = %s"
+        return int(await self._chats.value(self._db, chat, sql, lambda key: (key,)) or 0)
 
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         if not vectors:
@@ -98,32 +88,22 @@ class PostgresMemoryChunks:
         if not words or limit <= 0:
             return []
         query = " || ".join(word_query(w) for w in words)
-        async with self._db.connection() as connection:
-            chat_key = await self._chats.find(connection, chat)
-            if chat_key is None:
-                return []
-            rows = await fetch_all(
-                connection,
-                f"SELECT {CHUNK_COLUMNS}, -ts_rank_cd('{RANK_WEIGHTS}', c.search, q.query) AS score"
-                f" FROM {CHUNK_FROM}, (SELECT {query} AS query) AS q"
-                " WHERE c.search @@ q.query AND c.chat = %s ORDER BY score, c.rowid LIMIT %s",
-                (*words, chat_key, limit),
-            )
+        sql = (
+            f"SELECT {CHUNK_COLUMNS}, -ts_rank_cd('{RANK_WEIGHTS}', c.search, q.query) AS score"
+            f" FROM {CHUNK_FROM}, (SELECT {query} AS query) AS q"
+            " WHERE c.search @@ q.query AND c.chat = %s ORDER BY score, c.rowid LIMIT %s"
+        )
+        rows = await self._chats.rows(self._db, chat, sql, lambda key: (*words, key, limit))
         return [MemoryHit(chunk_from_row(row), float(row[7])) for row in rows]
 
     async def nearest(self, chat: ChatRef, vector: npt.NDArray[np.float32], *, limit: int) -> list[MemoryHit]:
         if limit <= 0:
             return []
-        async with self._db.connection() as connection:
-            chat_key = await self._chats.find(connection, chat)
-            if chat_key is None:
-                return []
-            rows = await fetch_all(
-                connection,
-                f"SELECT {CHUNK_COLUMNS}, n.distance FROM (SELECT v.rowid, v.embedding <=> %s AS distance"
-                f" FROM {MEMORY_VECTORS} v WHERE v.chat = %s ORDER BY distance, v.rowid LIMIT %s) AS n"
-                f" JOIN memory_chunks c ON c.rowid = n.rowid JOIN messages m ON m.rowid = c.rowid"
-                " ORDER BY n.distance, c.rowid",
-                (query_vector(vector), chat_key, limit),
-            )
+        sql = (
+            f"SELECT {CHUNK_COLUMNS}, n.distance FROM (SELECT v.rowid, v.embedding <=> %s AS distance"
+            f" FROM {MEMORY_VECTORS} v WHERE v.chat = %s ORDER BY distance, v.rowid LIMIT %s) AS n"
+            " JOIN memory_chunks c ON c.rowid = n.rowid JOIN messages m ON m.rowid = c.rowid"
+            " ORDER BY n.distance, c.rowid"
+        )
+        rows = await self._chats.rows(self._db, chat, sql, lambda key: (query_vector(vector), key, limit))
         return [MemoryHit(chunk_from_row(row), float(row[7])) for row in rows]

@@ -163,19 +163,11 @@ class PostgresMessages:
             return int(await fetch_value(connection, sql, params))
 
     async def known_ids(self, chat: ChatRef, since: datetime) -> set[str]:
-        async with self._db.connection() as connection:
-            chat_key = await self._chats.find(connection, chat)
-            if chat_key is None:
-                return set()
-            rows = await fetch_all(
-                connection, "SELECT id FROM messages WHERE chat = %s AND created_at >= %s", (chat_key, to_millis(since))
-            )
+        sql = "SELECT id FROM messages WHERE chat = %s AND created_at >= %s"
+        rows = await self._chats.rows(self._db, chat, sql, lambda key: (key, to_millis(since)))
         return {str(row[0]) for row in rows}
 
     async def latest_created_at(self, chat: ChatRef) -> datetime | None:
-        async with self._db.connection() as connection:
-            chat_key = await self._chats.find(connection, chat)
-            if chat_key is None:
-                return None
-            latest = await fetch_value(connection, "SELECT max(created_at) FROM messages WHERE chat = %s", (chat_key,))
+        sql = "SELECT max(created_at) FROM messages WHERE chat = %s"
+        latest = await self._chats.value(self._db, chat, sql, lambda key: (key,))
         return None if latest is None else from_millis(int(latest))

@@ -26,14 +26,16 @@ import numpy.typing as npt
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import Connection, PostgresDatabase, fetch_all, fetch_value
 from klaw.store.postgres.vectors import MESSAGE_VECTORS, query_vector
-from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts, to_millis
+from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts
 from klaw.store.shared.record_kinds import conversation_sql
 from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
+from klaw.store.shared.search_scope import MESSAGE_SCOPE, ScopeColumns, scope_sql
 from klaw.store.sqlite.fts_query import search_words
 
 RANK_WEIGHTS = "{0.1, 0.2, 0.4, 1.0}"  # D, C (the previous message), B, A (the message's own words)
 IDF_COUNT_CAP = 5000
 _CONVERSATION = conversation_sql()
+_VECTOR_SCOPE = ScopeColumns("v.chat", "v.segment_id", "v.created_at")  # message_vectors' columns
 
 
 def word_query(word: str) -> str:
@@ -89,7 +91,7 @@ class PostgresSearch:
             chat_key = await self._chats.find(connection, chat)
             if chat_key is None:
                 return []
-            where, params = scope("m", chat_key, segment_id, since, until)
+            where, params = scope_sql(MESSAGE_SCOPE, chat_key, segment_id, since, until, "%s")
             weights = await idf_weights(connection, words)
             rank = " + ".join(f"%s * ts_rank_cd('{RANK_WEIGHTS}', m.search, {word_query(w)})" for w in words)
             matches = " || ".join(word_query(w) for w in words)
@@ -118,7 +120,7 @@ class PostgresSearch:
             chat_key = await self._chats.find(connection, chat)
             if chat_key is None:
                 return []
-            where, params = scope("v", chat_key, segment_id, since, until)
+            where, params = scope_sql(_VECTOR_SCOPE, chat_key, segment_id, since, until, "%s")
             rows = await fetch_all(
                 connection,
                 f"SELECT {MESSAGE_COLUMNS}, n.distance FROM (SELECT v.rowid, v.embedding <=> %s AS distance"
@@ -145,7 +147,7 @@ class PostgresSearch:
             chat_key = await self._chats.find(connection, chat)
             if chat_key is None:
                 return WordCounts(0, dict.fromkeys(words, 0))
-            where, params = scope("m", chat_key, segment_id, None, until)
+            where, params = scope_sql(MESSAGE_SCOPE, chat_key, segment_id, None, until, "%s")
             where = f"{where} AND {_CONVERSATION} AND NOT (m.rowid = ANY(%s))"
             params.append(left_out)
             size = await _scope_size(connection, where, params, chat_key, segment_id, until, left_out)
@@ -205,21 +207,3 @@ async def _scope_size(
         (left_out, segment_id),
     )
     return max(int(kept or 0) - int(excluded or 0), 0)
-
-
-def scope(
-    alias: str, chat_key: int, segment_id: int | None, since: datetime | None, until: datetime | None
-) -> tuple[str, list[Any]]:
-    """`alias.chat = …` and the segment and time bounds, for `messages` or `message_vectors`."""
-    clauses = [f"{alias}.chat = %s"]
-    params: list[Any] = [chat_key]
-    if segment_id is not None:
-        clauses.append(f"{alias}.segment_id = %s")
-        params.append(segment_id)
-    if since is not None:
-        clauses.append(f"{alias}.created_at >= %s")
-        params.append(to_millis(since))
-    if until is not None:
-        clauses.append(f"{alias}.created_at < %s")
-        params.append(to_millis(until))
-    return " AND ".join(clauses), params

@@ -48,12 +48,9 @@ class PostgresSessions:
         self._chats = chats
 
     async def get(self, chat: ChatRef) -> SessionState | None:
-        async with self._db.connection() as connection:
-            chat_key = await self._chats.find(connection, chat)
-            if chat_key is None:
-                return None
-            row = await fetch_one(connection, "SELECT model, updated_at FROM sessions WHERE chat = %s", (chat_key,))
-        return None if row is None else SessionState(chat, row[0], from_millis(int(row[1])))
+        sql = "SELECT model, updated_at FROM sessions WHERE chat = %s"
+        found = await self._chats.rows(self._db, chat, sql, lambda key: (key,))
+        return SessionState(chat, found[0][0], from_millis(int(found[0][1]))) if found else None
 
     async def save(self, chat: ChatRef, model: str, at: datetime) -> None:
         async with self._db.transaction() as connection:

@@ -33,6 +33,7 @@ from klaw.config import FullTextTokenizer
 from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts, to_millis
 from klaw.store.shared.record_kinds import conversation_sql
 from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
+from klaw.store.shared.search_scope import MESSAGE_SCOPE, ScopeColumns, scope_sql
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import count_expression, matchable, search_terms, search_words
@@ -80,7 +81,7 @@ class SqliteSearch:
             chat_key = self._chats.find(connection, chat)
             if chat_key is None:
                 return []
-            where, params = _scope("m.chat", chat_key, "m.segment_id", segment_id, "m.created_at", since, until)
+            where, params = scope_sql(MESSAGE_SCOPE, chat_key, segment_id, since, until)
             if not indexed:  # only terms a trigram index cannot answer ("旺财"): looked up by substring
                 rows = substring_matches(connection, terms, where, params, limit)
             else:
@@ -116,7 +117,7 @@ class SqliteSearch:
             view = self._cache.view(connection, MESSAGE_VECTORS, chat_key, len(query_vector))
             if view is not None:
                 return view
-            where, params = _scope("chat_key", chat_key, "segment_id", segment_id, "created_at", since, until)
+            where, params = scope_sql(_VECTOR_SCOPE, chat_key, segment_id, since, until)
             return [
                 (int(rowid), float(distance))
                 for rowid, distance in fetch_all(
@@ -173,7 +174,7 @@ class SqliteSearch:
             chat_key = self._chats.find(connection, chat)
             if chat_key is None:
                 return WordCounts(0, dict.fromkeys(words, 0))
-            where, params = _scope("m.chat", chat_key, "m.segment_id", segment_id, "m.created_at", None, until)
+            where, params = scope_sql(MESSAGE_SCOPE, chat_key, segment_id, None, until)
             where = f"{where} AND {_CONVERSATION} AND m.rowid NOT IN (SELECT value FROM json_each(?))"
             params.append(left_out)
             size = _scope_size(connection, where, params, chat_key, segment_id, until, left_out)
@@ -208,6 +209,7 @@ class SqliteSearch:
         return await self._db.run(query)
 
 
+_VECTOR_SCOPE = ScopeColumns("chat_key", "segment_id", "created_at")  # vec_messages' columns
 # `MessageRecord.is_conversation` in SQL. Blank messages are not excluded here (hybrid search does
 # when it loads them): trimming every row's text costs more than the whole lookup.
 _CONVERSATION = conversation_sql()
@@ -265,26 +267,3 @@ def _scope_size(
         (left_out, segment_id),
     )
     return max(int(kept or 0) - int(excluded), 0)
-
-
-def _scope(
-    chat_column: str,
-    chat_key: int,
-    segment_column: str,
-    segment_id: int | None,
-    time_column: str,
-    since: datetime | None,
-    until: datetime | None,
-) -> tuple[str, list[Any]]:
-    clauses = [f"{chat_column} = ?"]
-    params: list[Any] = [chat_key]
-    if segment_id is not None:
-        clauses.append(f"{segment_column} = ?")
-        params.append(segment_id)
-    if since is not None:
-        clauses.append(f"{time_column} >= ?")
-        params.append(to_millis(since))
-    if until is not None:
-        clauses.append(f"{time_column} < ?")
-        params.append(to_millis(until))
-    return " AND ".join(clauses), params

@@ -214,34 +214,25 @@ class PostgresSummaries:
         return added
 
     async def has_past_segments(self, chat: ChatRef, *, exclude_segment_id: int | None) -> bool:
-        async with self._db.connection() as connection:
-            chat_key = await self._chats.find(connection, chat)
-            if chat_key is None:
-                return False
-            row = await fetch_one(
-                connection,
-                "SELECT 1 FROM summaries WHERE chat = %s AND kind = %s AND final"
-                " AND segment_id IS DISTINCT FROM %s::bigint LIMIT 1",
-                (chat_key, SEGMENT, exclude_segment_id),
-            )
-        return row is not None
+        sql = (
+            "SELECT 1 FROM summaries WHERE chat = %s AND kind = %s AND final"
+            " AND segment_id IS DISTINCT FROM %s::bigint LIMIT 1"
+        )
+        return bool(await self._chats.rows(self._db, chat, sql, lambda key: (key, SEGMENT, exclude_segment_id)))
 
     async def nearest_segments(
         self, chat: ChatRef, vector: npt.NDArray[np.float32], *, limit: int, exclude_segment_id: int | None
     ) -> list[SummaryHit]:
         if limit <= 0:
             return []
-        async with self._db.connection() as connection:
-            chat_key = await self._chats.find(connection, chat)
-            if chat_key is None:
-                return []
-            found = await fetch_all(
-                connection,
-                f"SELECT v.id, v.embedding <=> %s AS distance FROM {SUMMARY_VECTORS} v WHERE v.chat = %s"
-                " AND v.kind = %s AND v.segment_id IS DISTINCT FROM %s::bigint ORDER BY distance, v.id LIMIT %s",
-                (query_vector(vector), chat_key, SEGMENT, exclude_segment_id, limit),
-            )
-            return await _hits(connection, found, "segments", "segment_id")
+        sql = (
+            f"SELECT v.id, v.embedding <=> %s AS distance FROM {SUMMARY_VECTORS} v WHERE v.chat = %s"
+            " AND v.kind = %s AND v.segment_id IS DISTINCT FROM %s::bigint ORDER BY distance, v.id LIMIT %s"
+        )
+        found = await self._chats.rows(
+            self._db, chat, sql, lambda key: (query_vector(vector), key, SEGMENT, exclude_segment_id, limit)
+        )
+        return await self._hits(found, "segments", "segment_id")
 
     async def nearest_exchanges(
         self, chat: ChatRef, vector: npt.NDArray[np.float32], *, segment_ids: Sequence[int], limit_per_segment: int
@@ -249,19 +240,23 @@ class PostgresSummaries:
         wanted = list(dict.fromkeys(segment_ids))
         if not wanted or limit_per_segment <= 0:
             return []
+        sql = (
+            "SELECT ranked.id, ranked.distance FROM (SELECT v.id, v.embedding <=> %s AS distance,"
+            " row_number() OVER (PARTITION BY v.segment_id ORDER BY v.embedding <=> %s, v.id) AS place"
+            f" FROM {SUMMARY_VECTORS} v WHERE v.chat = %s AND v.kind = %s AND v.segment_id = ANY(%s)) AS ranked"
+            " WHERE ranked.place <= %s ORDER BY ranked.distance, ranked.id"
+        )
+        query = query_vector(vector)
+        found = await self._chats.rows(
+            self._db, chat, sql, lambda key: (query, query, key, EXCHANGE, wanted, limit_per_segment)
+        )
+        return await self._hits(found, "exchanges", "exchange_id")
+
+    async def _hits(self, found: list[tuple[object, ...]], table: str, key: str) -> list[SummaryHit]:
+        if not found:
+            return []
         async with self._db.connection() as connection:
-            chat_key = await self._chats.find(connection, chat)
-            if chat_key is None:
-                return []
-            found = await fetch_all(
-                connection,
-                "SELECT ranked.id, ranked.distance FROM (SELECT v.id, v.embedding <=> %s AS distance,"
-                " row_number() OVER (PARTITION BY v.segment_id ORDER BY v.embedding <=> %s, v.id) AS place"
-                f" FROM {SUMMARY_VECTORS} v WHERE v.chat = %s AND v.kind = %s AND v.segment_id = ANY(%s)) AS ranked"
-                " WHERE ranked.place <= %s ORDER BY ranked.distance, ranked.id",
-                (query_vector(vector), query_vector(vector), chat_key, EXCHANGE, wanted, limit_per_segment),
-            )
-            return await _hits(connection, found, "exchanges", "exchange_id")
+            return await _hits(connection, found, table, key)
 
     async def reembed_all(self) -> int:
         now = to_millis(self._clock())
