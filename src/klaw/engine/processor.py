@@ -240,6 +240,7 @@ class MessageProcessor:
             timings=timings,
             approval=PERSON_PRESENT,  # a held tool asks this chat's person
             while_asking=slot.set_aside,  # other chats use the model meanwhile
+            begin_alongside_context=True,  # the exchange's opening is a control record no layer reads
         )
         await self._turns_runner.run(turn)
 

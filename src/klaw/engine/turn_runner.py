@@ -18,6 +18,7 @@ out"), so its text is kept in the apology; any other error is only named by its 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import traceback
 import uuid
@@ -87,11 +88,15 @@ class Turn:
     sink: TurnSink
     on_text: TextSink | None = None  # pieces of the answer as they are written, for a streaming channel
     # How long each phase took: exchange (the sink's begin), context, model (the tool loop: model
-    # calls, tools and their records), reply (the sink's finish); see engine/turn_timing.py.
+    # calls, tools and their records), reply (the sink's finish); see engine/turn_timing.py. With
+    # `begin_alongside_context`, exchange and context overlap (each its own wall time).
     timings: PhaseTimes = field(default_factory=PhaseTimes)
     # Who answers for a held tool (engine/approval.py): the person of a chat turn, or nobody (a task's run).
     approval: ApprovalScope = NOBODY
     while_asking: Waiting | None = None  # around waiting for the person's answer (the LLM slot set aside)
+    # The sink's begin may run while the context is built (it writes nothing the context reads: a chat
+    # turn's exchange opening). A task run's begin writes its request into the log its context reads.
+    begin_alongside_context: bool = False
 
 
 ModelFor = Callable[[str], ChatModel]
@@ -125,10 +130,7 @@ class TurnRunner:
         """The turn's outcome, or its failure once the sink has been told; never raises an Exception."""
         try:
             timed = turn.timings.phase
-            with timed("exchange"):
-                await turn.sink.begin()
-            with timed("context"):
-                prompt = await turn.context()
+            prompt = await _begun_with_context(turn)
             with timed("model"):
                 outcome = await run_tool_loop(
                     model=self._model_for(prompt.model),
@@ -170,6 +172,38 @@ class TurnRunner:
             return await gate.check(call, turn.chat, turn.approval, while_waiting=turn.while_asking)
 
         return approve
+
+
+async def _begun_with_context(turn: Turn) -> TurnPrompt:
+    """The sink's `begin` and the turn's context: side by side when the turn allows it (a chat turn's
+    opening record is written and fsync'd while its context is read, a few milliseconds it no longer
+    waits), else one after the other. Either way both are done before the model is asked, so nothing
+    the tool loop records can come before the opening; a context that fails waits for the opening to
+    settle, so the failure closes what was opened."""
+    timed = turn.timings.phase
+
+    async def begin() -> None:
+        with timed("exchange"):
+            await turn.sink.begin()
+
+    if not turn.begin_alongside_context:
+        await begin()
+        with timed("context"):
+            return await turn.context()
+    opening = asyncio.ensure_future(begin())
+    try:
+        with timed("context"):
+            prompt = await turn.context()
+    except Exception:
+        await asyncio.wait([opening])
+        if not opening.cancelled():
+            opening.exception()  # seen: the context's error is the turn's
+        raise
+    except BaseException:  # cancelled (a shutdown past its deadline): the opening goes with the turn
+        opening.cancel()
+        raise
+    await opening
+    return prompt
 
 
 def new_error_id() -> str:

@@ -8,7 +8,9 @@ microsecond), the record a dict of a dozen floats kept with the turn's context r
 Why always on, and what the figures showed: docs/decisions/095-turn-cost-at-scale.md.
 
 Phase names are dotted: `context.summary` is part of `context`, so a reader can show either level.
-A phase timed twice in one turn (several tool-loop rounds) adds up.
+A phase timed twice in one turn (several tool-loop rounds) adds up. Phases are listed in the order they
+start; two can overlap (a chat turn's exchange opening is written while its context is read), each
+measured on its own, so the phases of a turn can add up to more than the turn.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class PhaseTimes:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
+        self.seconds.setdefault(name, 0.0)  # listed in the order phases start (two can overlap)
         start = time.perf_counter()
         try:
             yield
