@@ -37,10 +37,41 @@ async def test_the_answer_to_a_question_the_agent_asked_is_recalled_with_it(tmp_
 
 
 async def talk(h: Harness, texts: list[str]) -> None:
+    """The person says each text (the agent answers "Noted."), after the two turns the test began with."""
+    await talk_more(h, texts, already=2)
+
+
+async def talk_more(h: Harness, texts: list[str], already: int | None = None) -> None:
+    """Each text a turn; with `already` (turns said before), checks they are all in the segment."""
     for text in texts:
         h.server.reply_text("Noted.")
         await h.turn(text)
     async with asyncio.timeout(30):
         await h.engine.embedding_queue.wait_idle()
-    segment = await h.engine.store.segments.current(CHAT)
-    assert await h.engine.store.messages.count_in_segment(segment.id) == 2 * (2 + len(texts))
+    if already is not None:
+        segment = await h.engine.store.segments.current(CHAT)
+        assert await h.engine.store.messages.count_in_segment(segment.id) == 2 * (already + len(texts))
+
+
+BOUGHT = "At the flea market I bought a brass compass for my nephew."  # said on 1 January 2026
+LATER_MARKET = [  # a week later: more of the question's words, none of its date
+    "Next time at the flea market I will buy a lamp, they had nice ones.",
+    "Should I buy a mirror for the flat at the flea market on Sunday?",
+    "The flea market sellers said to buy early, before it gets crowded.",
+]
+
+
+async def test_a_question_naming_a_date_recalls_what_was_said_that_day(tmp_path: Path) -> None:
+    """ "What did I buy at the flea market on 1 January 2026?" a week and 30 messages later: the
+    block holds the message of that day, which shares fewer of the question's words than three
+    later messages about buying at the flea market. On the old ranking the three filled the block
+    (auto-RAG's topK 3) and the day's message was left out: search knew nothing of when it was said."""
+    async with running_engine(tmp_path) as h:
+        await talk_more(h, [BOUGHT])
+        await h.clock.advance(7 * 24 * 3600)
+        # one other turn between them, so they lend each other nothing (neighbourSpan 2)
+        await talk_more(h, [LATER_MARKET[0], TALK[0], LATER_MARKET[1], TALK[1], LATER_MARKET[2], *TALK[2:]])
+        h.server.reply_text("Let me see.")
+        await h.turn("What did I buy at the flea market on 1 January 2026?")
+        blocks = recall_blocks(h)
+        assert len(blocks) == 1 and BOUGHT in blocks[0], blocks

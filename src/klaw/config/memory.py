@@ -111,6 +111,13 @@ class SearchConfig(Section):
     neighbour_span: int = Field(
         default=2, ge=0, le=5, description="How many conversation messages each way receive a share."
     )
+    date_weight: float = Field(
+        default=0.3,
+        ge=0.0,
+        le=1.0,
+        description="Added to the fused score of a message said within a date the search text names"
+        " ('on 3 May, 2023', 'in July 2023'; a day either side for time zones); 0 turns it off.",
+    )
 
 
 class EmbedderConfig(Section):

@@ -6,14 +6,16 @@ memory_search tool all call it, so what a person sees on the command line is wha
 recall. Each side fetches its own best candidates through the storage protocol; fusion works on
 rowids (the key shared by `messages`, `messages_fts` and `vec_messages`).
 
-Ranking, in three steps (`SearchConfig`; why and what each step measured: docs/memory/how-memory-works.md):
+Ranking, in four steps (`SearchConfig`; why and what each step measured: docs/memory/how-memory-works.md):
 1. each side's scores (cosine similarity; −bm25) are rescaled to 0..1 over its own candidates and
    mixed, `vectorWeight` for the vector side and the rest for full text (`fusion.score_fusion`);
-2. each candidate lends `neighbourWeight` × its score to the conversation messages next to it in its
+2. a candidate said within a date the text names ("on 3 May, 2023", "in July 2023": `named_dates`)
+   gets `dateWeight` more, before it lends in step 3 (the person asked about what was said then);
+3. each candidate lends `neighbourWeight` × its score to the conversation messages next to it in its
    segment, half as much per further step up to `neighbourSpan` (`neighbour_scores`): an answer is
    often in the message after the one whose words match; a candidate that asks something lends
    its whole score to the message right after it, its reply;
-3. the best `limit` by that score.
+4. the best `limit` by that score.
 
 Only conversation messages are returned (user and assistant text): tool calls, tool results and
 control records are steps of a turn, not something to remember on their own; the final assistant
@@ -35,6 +37,7 @@ from datetime import datetime
 from klaw.config import SearchConfig
 from klaw.memory.embedder.protocol import Embedder, embed_queries
 from klaw.memory.fusion import score_fusion
+from klaw.memory.named_dates import named_periods, said_within
 from klaw.memory.neighbour_scores import spread_to_neighbours
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, SearchHit, StoredMessage
@@ -126,6 +129,11 @@ class HybridSearch:
                 ({rowid: -bm25 for rowid, (_, bm25) in text_ranks.items()}, 1.0 - weight),
             ]
         )
+        periods = named_periods(text) if self._config.date_weight > 0 else []
+        if periods:
+            for rowid in fused:
+                if said_within(messages[rowid].record.created_at, periods):
+                    fused[rowid] += self._config.date_weight
         spread = spread_to_neighbours(
             fused,
             await self._neighbours(list(messages.values())),

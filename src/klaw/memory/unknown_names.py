@@ -20,17 +20,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from klaw.memory.named_dates import MONTH_NUMBERS
 from klaw.memory.word_evidence import content_words, named_words
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
 
 # English calendar words (like the small-talk list, a closed class): a date in a question, not a name.
-_CALENDAR_TEXT = """
-    january february march april may june july august september october november december
-    jan feb mar apr jun jul aug sep sept oct nov dec
-    monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thurs fri sat sun
-"""
-CALENDAR_WORDS = frozenset(_CALENDAR_TEXT.split())
+_WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thurs fri sat sun"
+CALENDAR_WORDS = frozenset(MONTH_NUMBERS) | frozenset(_WEEKDAYS.split())
 _ORDINAL_ENDINGS = ("st", "nd", "rd", "th")
 
 
