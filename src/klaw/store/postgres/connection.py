@@ -84,6 +84,11 @@ class PostgresDatabase:
         async with self.connection() as connection, connection.transaction():
             yield connection
 
+    async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """The rows of one read, on a connection borrowed for it."""
+        async with self.connection() as connection:
+            return await fetch_all(connection, sql, params)
+
     async def aclose(self) -> None:
         await self.pool.close()
 

@@ -42,13 +42,11 @@ class PostgresEmbeddingJobs:
         self._clock = clock
 
     async def due(self, now: datetime, limit: int) -> list[EmbeddingJob]:
-        async with self._db.connection() as connection:
-            rows = await fetch_all(
-                connection,
-                f"SELECT {JOB_COLUMNS} FROM embedding_jobs WHERE status = %s AND next_attempt_at <= %s"
-                " ORDER BY next_attempt_at, id LIMIT %s",
-                (_PENDING, to_millis(now), limit),
-            )
+        rows = await self._db.rows(
+            f"SELECT {JOB_COLUMNS} FROM embedding_jobs WHERE status = %s AND next_attempt_at <= %s"
+            " ORDER BY next_attempt_at, id LIMIT %s",
+            (_PENDING, to_millis(now), limit),
+        )
         return [job_from_row(row) for row in rows]
 
     async def claim(self, now: datetime, limit: int, hold: timedelta) -> list[EmbeddingJob]:
@@ -103,14 +101,12 @@ class PostgresEmbeddingJobs:
         return EmbeddingJobCounts(pending=int(rows.get(_PENDING, 0)), failed=int(rows.get(_FAILED, 0)))
 
     async def by_target(self) -> list[TargetJobCounts]:
-        async with self._db.connection() as connection:
-            rows = await fetch_all(
-                connection,
-                "SELECT target, count(*) FILTER (WHERE status = %s), count(*) FILTER (WHERE status = %s),"
-                " (SELECT j.last_error FROM embedding_jobs j WHERE j.target = embedding_jobs.target AND j.status = %s"
-                " ORDER BY j.id DESC LIMIT 1) FROM embedding_jobs GROUP BY target ORDER BY target",
-                (_PENDING, _FAILED, _FAILED),
-            )
+        rows = await self._db.rows(
+            "SELECT target, count(*) FILTER (WHERE status = %s), count(*) FILTER (WHERE status = %s),"
+            " (SELECT j.last_error FROM embedding_jobs j WHERE j.target = embedding_jobs.target AND j.status = %s"
+            " ORDER BY j.id DESC LIMIT 1) FROM embedding_jobs GROUP BY target ORDER BY target",
+            (_PENDING, _FAILED, _FAILED),
+        )
         return [TargetJobCounts(str(r[0]), int(r[1] or 0), int(r[2] or 0), r[3]) for r in rows]
 
     async def retry_failed(self) -> int:

@@ -9,12 +9,11 @@ from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import Connection, PostgresDatabase, fetch_all, fetch_one, fetch_value
 from klaw.store.postgres.folds import summary_records_for
 from klaw.store.records import ChatRef, MessageType, Role, StoredMessage
+from klaw.store.shared.dialect import POSTGRES
+from klaw.store.shared.reads import NOT_STRUCTURE, HistoryReads
 from klaw.store.shared.record_kinds import user_message_sql
 from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
-from klaw.store.summaries.log_records import SUMMARY_RECORD_TYPES
 
-_STRUCTURE = (MessageType.SESSION_BREAK, MessageType.MODEL_SWITCH, *SUMMARY_RECORD_TYPES)
-_NOT_STRUCTURE = "m.type NOT IN (" + ", ".join(f"'{t.value}'" for t in _STRUCTURE) + ")"
 _NO_END = 2**62
 
 
@@ -62,7 +61,7 @@ async def exchange_rowids(connection: Connection, exchange_id: int) -> list[int]
         for r in await fetch_all(
             connection,
             f"SELECT m.rowid FROM messages m WHERE m.chat = %s AND m.rowid BETWEEN %s AND %s AND m.role != %s"
-            f" AND {_NOT_STRUCTURE}",
+            f" AND {NOT_STRUCTURE}",
             (chat_key, first, last, Role.USER.value),
         )
     )
@@ -97,25 +96,13 @@ async def _messages(connection: Connection, rowids: Sequence[int]) -> list[Store
     return [message_from_row(row) for row in rows]
 
 
-class PostgresHistory:
-    def __init__(self, db: PostgresDatabase, chats: ChatKeys) -> None:
-        self._db = db
-        self._chats = chats
+class PostgresHistory(HistoryReads[PostgresDatabase, ChatKeys]):
+    dialect = POSTGRES
 
     async def exchange_messages(self, exchange_id: int) -> list[StoredMessage] | None:
         async with self._db.connection() as connection:
             rowids = await exchange_rowids(connection, exchange_id)
             return None if rowids is None else await _messages(connection, rowids)
-
-    async def segment_messages(self, segment_id: int) -> list[StoredMessage]:
-        async with self._db.connection() as connection:
-            rows = await fetch_all(
-                connection,
-                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.segment_id = %s AND {_NOT_STRUCTURE}"
-                " ORDER BY m.rowid",
-                (segment_id,),
-            )
-        return [message_from_row(row) for row in rows]
 
     async def summary_records(self, chat: ChatRef, record_ids: Sequence[str]) -> list[StoredMessage]:
         async with self._db.connection() as connection:
@@ -170,12 +157,6 @@ class PostgresHistory:
                 )
                 rounds.append([call, *(message_from_row(r) for r in results)])
         return rounds
-
-    async def latest_exchange_id(self, chat: ChatRef) -> int | None:
-        value = await self._chats.value(
-            self._db, chat, "SELECT max(id) FROM exchanges WHERE chat = %s", lambda key: (key,)
-        )
-        return None if value is None else int(value)
 
     async def checkpoint(self) -> None:
         """Nothing to do: a deleted row's text leaves PostgreSQL's files with VACUUM (autovacuum), not a

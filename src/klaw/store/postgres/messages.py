@@ -30,16 +30,22 @@ from klaw.store.postgres.segments import close_segment, lock_chat, open_segment_
 from klaw.store.postgres.sessions import save_session_model
 from klaw.store.records import (
     MESSAGE_TARGET,
-    ChatRef,
     MessageRecord,
     MessageType,
     StoredMessage,
-    from_millis,
     to_millis,
     utc_now,
 )
-from klaw.store.shared.record_kinds import conversation_sql, not_control_sql, user_message_sql
-from klaw.store.shared.rows import MESSAGE_COLUMNS, MESSAGE_INSERT_COLUMNS, message_from_row, message_values
+from klaw.store.shared.dialect import POSTGRES
+from klaw.store.shared.reads import MessageReads
+from klaw.store.shared.record_kinds import conversation_sql, not_control_sql
+from klaw.store.shared.rows import (
+    MESSAGE_COLUMNS,
+    MESSAGE_INSERT_COLUMNS,
+    embed_flags,
+    message_from_row,
+    message_values,
+)
 from klaw.store.summaries.postgres.fold import fold_summary_record
 
 _INSERT = (
@@ -48,10 +54,11 @@ _INSERT = (
 )
 
 
-class PostgresMessages:
+class PostgresMessages(MessageReads[PostgresDatabase, ChatKeys]):
+    dialect = POSTGRES
+
     def __init__(self, db: PostgresDatabase, chats: ChatKeys, clock: Callable[[], datetime] = utc_now) -> None:
-        self._db = db
-        self._chats = chats
+        super().__init__(db, chats)
         self._clock = clock
 
     async def append(self, record: MessageRecord, *, embed: bool = False) -> StoredMessage:
@@ -61,9 +68,7 @@ class PostgresMessages:
     async def append_many(
         self, records: Sequence[MessageRecord], *, embed: Sequence[bool] | None = None
     ) -> list[StoredMessage]:
-        flags = [False] * len(records) if embed is None else list(embed)
-        if len(flags) != len(records):
-            raise ValueError(f"embed has {len(flags)} flags for {len(records)} records")
+        flags = embed_flags(records, embed)
         async with self._db.transaction() as connection:
             return [await self.append_in(connection, r, embed=e) for r, e in zip(records, flags, strict=True)]
 
@@ -131,26 +136,6 @@ class PostgresMessages:
         found = {int(row[0]): message_from_row(row) for row in rows}
         return [found[rowid] for rowid in wanted if rowid in found]
 
-    async def window(self, segment_id: int, limit: int) -> list[StoredMessage]:
-        async with self._db.connection() as connection:
-            rows = await fetch_all(
-                connection,
-                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.segment_id = %s AND {not_control_sql()}"
-                " ORDER BY m.rowid DESC LIMIT %s",
-                (segment_id, limit),
-            )
-        return [message_from_row(row) for row in reversed(rows)]
-
-    async def user_messages_after(self, segment_id: int, rowid: int) -> list[StoredMessage]:
-        async with self._db.connection() as connection:
-            rows = await fetch_all(
-                connection,
-                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.segment_id = %s AND m.rowid > %s"
-                f" AND {user_message_sql()} ORDER BY m.rowid",
-                (segment_id, rowid),
-            )
-        return [message_from_row(row) for row in rows]
-
     async def count_in_segment(self, segment_id: int, *, at_most: int | None = None) -> int:
         where = f"m.segment_id = %s AND {not_control_sql()}"
         params: tuple[int, ...] = (segment_id,)
@@ -161,13 +146,3 @@ class PostgresMessages:
             params = (segment_id, max(at_most, 0))
         async with self._db.connection() as connection:
             return int(await fetch_value(connection, sql, params))
-
-    async def known_ids(self, chat: ChatRef, since: datetime) -> set[str]:
-        sql = "SELECT id FROM messages WHERE chat = %s AND created_at >= %s"
-        rows = await self._chats.rows(self._db, chat, sql, lambda key: (key, to_millis(since)))
-        return {str(row[0]) for row in rows}
-
-    async def latest_created_at(self, chat: ChatRef) -> datetime | None:
-        sql = "SELECT max(created_at) FROM messages WHERE chat = %s"
-        latest = await self._chats.value(self._db, chat, sql, lambda key: (key,))
-        return None if latest is None else from_millis(int(latest))

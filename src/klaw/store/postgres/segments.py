@@ -77,12 +77,10 @@ class PostgresSegments:
         return [_segment(chat, row[0], row[1], row[2]) for row in rows]
 
     async def chats(self) -> Sequence[ChatRef]:
-        async with self._db.connection() as connection:
-            rows = await fetch_all(
-                connection,
-                "SELECT c.channel, c.chat_id FROM chats c JOIN segments s ON s.chat = c.id"
-                " GROUP BY c.id ORDER BY max(s.id) DESC",
-            )
+        rows = await self._db.rows(
+            "SELECT c.channel, c.chat_id FROM chats c JOIN segments s ON s.chat = c.id"
+            " GROUP BY c.id ORDER BY max(s.id) DESC",
+        )
         return [ChatRef(row[0], row[1]) for row in rows]
 
 

@@ -13,7 +13,6 @@ from klaw.store.postgres.connection import (
     Connection,
     PostgresDatabase,
     execute,
-    fetch_all,
     fetch_one,
     fetch_value,
 )
@@ -23,12 +22,10 @@ from klaw.store.records import (
     ChatRef,
     Exchange,
     ExchangeStatus,
-    SessionState,
-    UndeliveredReply,
-    from_millis,
     to_millis,
 )
-from klaw.store.shared.rows import EXCHANGE_COLUMNS, MESSAGE_COLUMNS, exchange_from_row, message_from_row
+from klaw.store.shared.dialect import POSTGRES
+from klaw.store.shared.reads import ExchangeReads, SessionReads
 
 
 async def save_session_model(connection: Connection, chat_key: int, model: str, at: int) -> None:
@@ -42,25 +39,16 @@ async def save_session_model(connection: Connection, chat_key: int, model: str, 
     )
 
 
-class PostgresSessions:
-    def __init__(self, db: PostgresDatabase, chats: ChatKeys) -> None:
-        self._db = db
-        self._chats = chats
-
-    async def get(self, chat: ChatRef) -> SessionState | None:
-        sql = "SELECT model, updated_at FROM sessions WHERE chat = %s"
-        found = await self._chats.rows(self._db, chat, sql, lambda key: (key,))
-        return SessionState(chat, found[0][0], from_millis(int(found[0][1]))) if found else None
+class PostgresSessions(SessionReads[PostgresDatabase, ChatKeys]):
+    dialect = POSTGRES
 
     async def save(self, chat: ChatRef, model: str, at: datetime) -> None:
         async with self._db.transaction() as connection:
             await save_session_model(connection, await self._chats.ensure(connection, chat), model, to_millis(at))
 
 
-class PostgresExchanges:
-    def __init__(self, db: PostgresDatabase, chats: ChatKeys) -> None:
-        self._db = db
-        self._chats = chats
+class PostgresExchanges(ExchangeReads[PostgresDatabase, ChatKeys]):
+    dialect = POSTGRES
 
     async def open(self, chat: ChatRef, segment_id: int, user_message_rowid: int | None, at: datetime) -> Exchange:
         async with self._db.transaction() as connection:
@@ -77,16 +65,6 @@ class PostgresExchanges:
     async def high_water(self) -> int:
         async with self._db.connection() as connection:
             return await exchange_mark(connection)
-
-    async def undelivered(self) -> list[UndeliveredReply]:
-        async with self._db.connection() as connection:
-            rows = await fetch_all(
-                connection,
-                f"SELECT {MESSAGE_COLUMNS}, (SELECT id FROM messages WHERE rowid = e.user_message_rowid)"
-                " FROM undelivered_replies u JOIN messages m ON m.rowid = u.message_rowid"
-                " LEFT JOIN exchanges e ON e.id = u.exchange_id ORDER BY u.message_rowid",
-            )
-        return [UndeliveredReply(message_from_row(row).record, row[10]) for row in rows]
 
     async def mark_delivered(self, record_ids: Sequence[str]) -> int:
         if not record_ids:
@@ -109,25 +87,6 @@ class PostgresExchanges:
                 "UPDATE exchanges SET status = %s, final_message_rowid = %s, ended_at = %s WHERE id = %s",
                 (status.value, final_message_rowid, to_millis(at), exchange_id),
             )
-
-    async def get(self, exchange_id: int) -> Exchange | None:
-        async with self._db.connection() as connection:
-            row = await fetch_one(
-                connection,
-                f"SELECT {EXCHANGE_COLUMNS} FROM exchanges e JOIN chats c ON c.id = e.chat WHERE e.id = %s",
-                (exchange_id,),
-            )
-        return None if row is None else exchange_from_row(row)
-
-    async def for_segment(self, segment_id: int) -> list[Exchange]:
-        async with self._db.connection() as connection:
-            rows = await fetch_all(
-                connection,
-                f"SELECT {EXCHANGE_COLUMNS} FROM exchanges e JOIN chats c ON c.id = e.chat"
-                " WHERE e.segment_id = %s ORDER BY e.id",
-                (segment_id,),
-            )
-        return [exchange_from_row(row) for row in rows]
 
 
 class PostgresSettings:

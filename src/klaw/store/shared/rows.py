@@ -6,7 +6,7 @@ apsw hand back different Python types for the same column."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from klaw.store.archival_records import MemoryChunk
@@ -137,3 +137,11 @@ def message_values(
         metadata,
         to_millis(record.created_at),
     )
+
+
+def embed_flags(records: Sequence[MessageRecord], embed: Sequence[bool] | None) -> list[bool]:
+    """`append_many`'s flags, one a record (none: nothing embedded); a caller's count mismatch is a bug."""
+    flags = [False] * len(records) if embed is None else list(embed)
+    if len(flags) != len(records):
+        raise ValueError(f"embed has {len(flags)} flags for {len(records)} records")
+    return flags

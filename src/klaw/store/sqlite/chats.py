@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import apsw
 
 from klaw.store.records import ChatRef
-from klaw.store.sqlite.query import fetch_one
+from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.query import Row, fetch_all, fetch_one
 
 
 class ChatKeys:
@@ -37,3 +41,15 @@ class ChatKeys:
             key = int(row[0])
             self._cache[chat] = key
         return key
+
+    async def rows(
+        self, db: SqliteDatabase, chat: ChatRef, sql: str, params: Callable[[int], Sequence[Any]]
+    ) -> list[Row]:
+        """`sql`'s rows for `chat`, its parameters built from the chat's key: the read of a repository
+        scoped to one chat. A chat never stored has no rows (and asking creates none)."""
+
+        def query(connection: apsw.Connection) -> list[Row]:
+            key = self.find(connection, chat)
+            return [] if key is None else fetch_all(connection, sql, params(key))
+
+        return await db.run(query)

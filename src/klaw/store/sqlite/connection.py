@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import apsw
 
 from klaw.store.protocol import StorageError
+from klaw.store.sqlite.query import Row, fetch_all
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,6 +53,10 @@ class SqliteDatabase:
             raise StorageError(f"the database {self.path} is closed")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, fn, self._connection)
+
+    async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """The rows of one read, on the database thread."""
+        return await self.run(lambda connection: fetch_all(connection, sql, params))
 
     async def aclose(self) -> None:
         if self._closed:

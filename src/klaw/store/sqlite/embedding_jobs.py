@@ -50,16 +50,12 @@ class SqliteEmbeddingJobs:
     async def due(self, now: datetime, limit: int) -> list[EmbeddingJob]:
         due_by = to_millis(now)
 
-        def query(connection: apsw.Connection) -> list[EmbeddingJob]:
-            rows = fetch_all(
-                connection,
-                f"SELECT {JOB_COLUMNS} FROM embedding_jobs WHERE status = ? AND next_attempt_at <= ?"
-                " ORDER BY next_attempt_at, id LIMIT ?",
-                (_PENDING, due_by, limit),
-            )
-            return [job_from_row(row) for row in rows]
-
-        return await self._db.run(query)
+        rows = await self._db.rows(
+            f"SELECT {JOB_COLUMNS} FROM embedding_jobs WHERE status = ? AND next_attempt_at <= ?"
+            " ORDER BY next_attempt_at, id LIMIT ?",
+            (_PENDING, due_by, limit),
+        )
+        return [job_from_row(row) for row in rows]
 
     async def claim(self, now: datetime, limit: int, hold: timedelta) -> list[EmbeddingJob]:
         """`due`: one engine owns klaw.db, so there is nobody to claim jobs from (`hold` unused)."""
@@ -112,17 +108,13 @@ class SqliteEmbeddingJobs:
         return await self._db.run(query)
 
     async def by_target(self) -> list[TargetJobCounts]:
-        def query(connection: apsw.Connection) -> list[TargetJobCounts]:
-            rows = fetch_all(
-                connection,
-                "SELECT target, sum(status = ?), sum(status = ?),"
-                " (SELECT j.last_error FROM embedding_jobs j WHERE j.target = embedding_jobs.target AND j.status = ?"
-                " ORDER BY j.id DESC LIMIT 1) FROM embedding_jobs GROUP BY target ORDER BY target",
-                (_PENDING, _FAILED, _FAILED),
-            )
-            return [TargetJobCounts(str(r[0]), int(r[1] or 0), int(r[2] or 0), r[3]) for r in rows]
-
-        return await self._db.run(query)
+        rows = await self._db.rows(
+            "SELECT target, sum(status = ?), sum(status = ?),"
+            " (SELECT j.last_error FROM embedding_jobs j WHERE j.target = embedding_jobs.target AND j.status = ?"
+            " ORDER BY j.id DESC LIMIT 1) FROM embedding_jobs GROUP BY target ORDER BY target",
+            (_PENDING, _FAILED, _FAILED),
+        )
+        return [TargetJobCounts(str(r[0]), int(r[1] or 0), int(r[2] or 0), r[3]) for r in rows]
 
     async def retry_failed(self) -> int:
         now = to_millis(self._clock())

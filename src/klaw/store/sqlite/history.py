@@ -23,16 +23,13 @@ from collections.abc import Sequence
 import apsw
 
 from klaw.store.records import ChatRef, MessageType, Role, StoredMessage
+from klaw.store.shared.reads import NOT_STRUCTURE, HistoryReads
 from klaw.store.shared.record_kinds import user_message_sql
 from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.sqlite.archival_fold import checkpoint_truncate, summary_records_for
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
-from klaw.store.summaries.log_records import SUMMARY_RECORD_TYPES
-
-_STRUCTURE = (MessageType.SESSION_BREAK, MessageType.MODEL_SWITCH, *SUMMARY_RECORD_TYPES)
-_NOT_STRUCTURE = "m.type NOT IN (" + ", ".join(f"'{t.value}'" for t in _STRUCTURE) + ")"
 
 
 def exchange_rowids(connection: apsw.Connection, exchange_id: int) -> list[int] | None:
@@ -80,7 +77,7 @@ def exchange_rowids(connection: apsw.Connection, exchange_id: int) -> list[int] 
             connection,
             # `+m.chat`: by rowid (the turn's rows), not by the chat index (every row of the chat)
             f"SELECT m.rowid FROM messages m WHERE +m.chat = ? AND m.rowid BETWEEN ? AND ? AND m.role != ?"
-            f" AND {_NOT_STRUCTURE}",
+            f" AND {NOT_STRUCTURE}",
             (chat_key, first, last, Role.USER.value),
         )
     )
@@ -115,11 +112,7 @@ def _messages(connection: apsw.Connection, rowids: Sequence[int]) -> list[Stored
     return [message_from_row(row) for row in rows]
 
 
-class SqliteHistory:
-    def __init__(self, db: SqliteDatabase, chats: ChatKeys) -> None:
-        self._db = db
-        self._chats = chats
-
+class SqliteHistory(HistoryReads[SqliteDatabase, ChatKeys]):
     async def exchange_messages(self, exchange_id: int) -> list[StoredMessage] | None:
         """Every stored record of the exchange (control records included), oldest first; None when
         there is no such exchange."""
@@ -127,20 +120,6 @@ class SqliteHistory:
         def query(connection: apsw.Connection) -> list[StoredMessage] | None:
             rowids = exchange_rowids(connection, exchange_id)
             return None if rowids is None else _messages(connection, rowids)
-
-        return await self._db.run(query)
-
-    async def segment_messages(self, segment_id: int) -> list[StoredMessage]:
-        """Every stored record of the segment except `/new` and `/model` records, oldest first."""
-
-        def query(connection: apsw.Connection) -> list[StoredMessage]:
-            rows = fetch_all(
-                connection,
-                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.segment_id = ? AND {_NOT_STRUCTURE}"
-                " ORDER BY m.rowid",
-                (segment_id,),
-            )
-            return [message_from_row(row) for row in rows]
 
         return await self._db.run(query)
 
@@ -209,18 +188,6 @@ class SqliteHistory:
                 )
                 rounds.append([call, *(message_from_row(r) for r in results)])
             return rounds
-
-        return await self._db.run(query)
-
-    async def latest_exchange_id(self, chat: ChatRef) -> int | None:
-        """The chat's most recent exchange (for `/forget last`)."""
-
-        def query(connection: apsw.Connection) -> int | None:
-            chat_key = self._chats.find(connection, chat)
-            if chat_key is None:
-                return None
-            value = fetch_value(connection, "SELECT max(id) FROM exchanges WHERE chat = ?", (chat_key,))
-            return None if value is None else int(value)
 
         return await self._db.run(query)
 

@@ -8,16 +8,21 @@ from datetime import datetime
 import apsw
 
 from klaw.store.records import (
-    ChatRef,
     MessageRecord,
     MessageType,
     StoredMessage,
-    from_millis,
     to_millis,
     utc_now,
 )
-from klaw.store.shared.record_kinds import not_control_sql, user_message_sql
-from klaw.store.shared.rows import MESSAGE_COLUMNS, MESSAGE_INSERT_COLUMNS, message_from_row, message_values
+from klaw.store.shared.reads import MessageReads
+from klaw.store.shared.record_kinds import not_control_sql
+from klaw.store.shared.rows import (
+    MESSAGE_COLUMNS,
+    MESSAGE_INSERT_COLUMNS,
+    embed_flags,
+    message_from_row,
+    message_values,
+)
 from klaw.store.sqlite.archival_fold import fold_archival_record
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
@@ -33,7 +38,7 @@ from klaw.store.summaries.sqlite.fold import fold_summary_record
 _INSERT = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
-class SqliteMessages:
+class SqliteMessages(MessageReads[SqliteDatabase, ChatKeys]):
     def __init__(
         self,
         db: SqliteDatabase,
@@ -41,8 +46,7 @@ class SqliteMessages:
         clock: Callable[[], datetime] = utc_now,
         vector_cache: ChatVectorCache | None = None,
     ) -> None:
-        self._db = db
-        self._chats = chats
+        super().__init__(db, chats)
         self._clock = clock  # when an embedding job is first due
         self._vector_cache = vector_cache  # copies of a chat's vectors, dropped when a `forget` deletes some
 
@@ -53,9 +57,7 @@ class SqliteMessages:
         self, records: Sequence[MessageRecord], *, embed: Sequence[bool] | None = None
     ) -> list[StoredMessage]:
         """Append several records in one transaction (reindex and imports)."""
-        flags = [False] * len(records) if embed is None else list(embed)
-        if len(flags) != len(records):
-            raise ValueError(f"embed has {len(flags)} flags for {len(records)} records")
+        flags = embed_flags(records, embed)
 
         def insert(connection: apsw.Connection) -> list[StoredMessage]:
             with connection:
@@ -116,30 +118,6 @@ class SqliteMessages:
 
         return await self._db.run(query)
 
-    async def window(self, segment_id: int, limit: int) -> list[StoredMessage]:
-        def query(connection: apsw.Connection) -> list[StoredMessage]:
-            rows = fetch_all(
-                connection,
-                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.segment_id = ? AND {not_control_sql()}"
-                " ORDER BY m.rowid DESC LIMIT ?",
-                (segment_id, limit),
-            )
-            return [message_from_row(row) for row in reversed(rows)]
-
-        return await self._db.run(query)
-
-    async def user_messages_after(self, segment_id: int, rowid: int) -> list[StoredMessage]:
-        def query(connection: apsw.Connection) -> list[StoredMessage]:
-            rows = fetch_all(
-                connection,
-                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.segment_id = ? AND m.rowid > ?"
-                f" AND {user_message_sql()} ORDER BY m.rowid",
-                (segment_id, rowid),
-            )
-            return [message_from_row(row) for row in rows]
-
-        return await self._db.run(query)
-
     async def count_in_segment(self, segment_id: int, *, at_most: int | None = None) -> int:
         # The type filter needs each row, so an unbounded count reads the whole segment (~70 ms at
         # 100k messages); `at_most` stops at that many rows of the (segment_id, rowid) index.
@@ -153,27 +131,5 @@ class SqliteMessages:
 
         def query(connection: apsw.Connection) -> int:
             return int(fetch_value(connection, sql, params))
-
-        return await self._db.run(query)
-
-    async def known_ids(self, chat: ChatRef, since: datetime) -> set[str]:
-        def query(connection: apsw.Connection) -> set[str]:
-            chat_key = self._chats.find(connection, chat)
-            if chat_key is None:
-                return set()
-            rows = fetch_all(
-                connection, "SELECT id FROM messages WHERE chat = ? AND created_at >= ?", (chat_key, to_millis(since))
-            )
-            return {row[0] for row in rows}
-
-        return await self._db.run(query)
-
-    async def latest_created_at(self, chat: ChatRef) -> datetime | None:
-        def query(connection: apsw.Connection) -> datetime | None:
-            chat_key = self._chats.find(connection, chat)
-            if chat_key is None:
-                return None
-            latest = fetch_value(connection, "SELECT max(created_at) FROM messages WHERE chat = ?", (chat_key,))
-            return None if latest is None else from_millis(int(latest))
 
         return await self._db.run(query)

@@ -73,15 +73,11 @@ class SqliteSegments:
         return await self._db.run(query)
 
     async def chats(self) -> Sequence[ChatRef]:
-        def query(connection: apsw.Connection) -> list[ChatRef]:
-            rows = fetch_all(
-                connection,
-                "SELECT c.channel, c.chat_id FROM chats c JOIN segments s ON s.chat = c.id"
-                " GROUP BY c.id ORDER BY max(s.id) DESC",
-            )
-            return [ChatRef(row[0], row[1]) for row in rows]
-
-        return await self._db.run(query)
+        rows = await self._db.rows(
+            "SELECT c.channel, c.chat_id FROM chats c JOIN segments s ON s.chat = c.id"
+            " GROUP BY c.id ORDER BY max(s.id) DESC",
+        )
+        return [ChatRef(row[0], row[1]) for row in rows]
 
     @staticmethod
     def _load(connection: apsw.Connection, segment_id: int, chat: ChatRef) -> Segment:

@@ -12,16 +12,12 @@ from klaw.store.records import (
     ChatRef,
     Exchange,
     ExchangeStatus,
-    SessionState,
-    UndeliveredReply,
-    from_millis,
     to_millis,
 )
-from klaw.store.shared.rows import EXCHANGE_COLUMNS, MESSAGE_COLUMNS, exchange_from_row, message_from_row
+from klaw.store.shared.reads import ExchangeReads, SessionReads
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.exchange_fold import exchange_mark, insert_exchange, reserve_exchange_id
-from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.segments import open_segment_id
 
 
@@ -35,21 +31,7 @@ def save_session_model(connection: apsw.Connection, chat_key: int, model: str, a
     )
 
 
-class SqliteSessions:
-    def __init__(self, db: SqliteDatabase, chats: ChatKeys) -> None:
-        self._db = db
-        self._chats = chats
-
-    async def get(self, chat: ChatRef) -> SessionState | None:
-        def query(connection: apsw.Connection) -> SessionState | None:
-            chat_key = self._chats.find(connection, chat)
-            if chat_key is None:
-                return None
-            row = fetch_one(connection, "SELECT model, updated_at FROM sessions WHERE chat = ?", (chat_key,))
-            return None if row is None else SessionState(chat, row[0], from_millis(row[1]))
-
-        return await self._db.run(query)
-
+class SqliteSessions(SessionReads[SqliteDatabase, ChatKeys]):
     async def save(self, chat: ChatRef, model: str, at: datetime) -> None:
         def write(connection: apsw.Connection) -> None:
             with connection:
@@ -58,11 +40,7 @@ class SqliteSessions:
         await self._db.run(write)
 
 
-class SqliteExchanges:
-    def __init__(self, db: SqliteDatabase, chats: ChatKeys) -> None:
-        self._db = db
-        self._chats = chats
-
+class SqliteExchanges(ExchangeReads[SqliteDatabase, ChatKeys]):
     async def open(self, chat: ChatRef, segment_id: int, user_message_rowid: int | None, at: datetime) -> Exchange:
         def write(connection: apsw.Connection) -> int:
             with connection:
@@ -83,18 +61,6 @@ class SqliteExchanges:
 
     async def high_water(self) -> int:
         return await self._db.run(exchange_mark)
-
-    async def undelivered(self) -> list[UndeliveredReply]:
-        def query(connection: apsw.Connection) -> list[UndeliveredReply]:
-            rows = fetch_all(
-                connection,
-                f"SELECT {MESSAGE_COLUMNS}, (SELECT id FROM messages WHERE rowid = e.user_message_rowid)"
-                " FROM undelivered_replies u JOIN messages m ON m.rowid = u.message_rowid"
-                " LEFT JOIN exchanges e ON e.id = u.exchange_id ORDER BY u.message_rowid",
-            )
-            return [UndeliveredReply(message_from_row(row).record, row[10]) for row in rows]
-
-        return await self._db.run(query)
 
     async def mark_delivered(self, record_ids: Sequence[str]) -> int:
         def write(connection: apsw.Connection) -> int:
@@ -118,26 +84,3 @@ class SqliteExchanges:
                 (status.value, final_message_rowid, to_millis(at), exchange_id),
             )
         )
-
-    async def get(self, exchange_id: int) -> Exchange | None:
-        def query(connection: apsw.Connection) -> Exchange | None:
-            row = fetch_one(
-                connection,
-                f"SELECT {EXCHANGE_COLUMNS} FROM exchanges e JOIN chats c ON c.id = e.chat WHERE e.id = ?",
-                (exchange_id,),
-            )
-            return None if row is None else exchange_from_row(row)
-
-        return await self._db.run(query)
-
-    async def for_segment(self, segment_id: int) -> list[Exchange]:
-        def query(connection: apsw.Connection) -> list[Exchange]:
-            rows = fetch_all(
-                connection,
-                f"SELECT {EXCHANGE_COLUMNS} FROM exchanges e JOIN chats c ON c.id = e.chat"
-                " WHERE e.segment_id = ? ORDER BY e.id",
-                (segment_id,),
-            )
-            return [exchange_from_row(row) for row in rows]
-
-        return await self._db.run(query)

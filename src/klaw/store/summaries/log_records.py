@@ -25,6 +25,7 @@ tombstone, so their lines leave the log and a reindex skips them (`memory/forget
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +34,8 @@ from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
 from klaw.store.summaries.records import SummaryKind
 
 SUMMARY_RECORD_TYPES = (MessageType.EXCHANGE_SUMMARY, MessageType.SEGMENT_SUMMARY)
+
+log = logging.getLogger(__name__)
 
 
 def exchange_summary_record(
@@ -98,3 +101,14 @@ class SummaryRecord:
             final=bool(metadata.get("final")) if segment else True,
             exchanges_covered=covered if isinstance(covered, int) and not isinstance(covered, bool) else 1,
         )
+
+
+def summary_to_fold(record: MessageRecord) -> SummaryRecord | None:
+    """What a fold stores from `record`: None for a record of another type, and for a summary record
+    without usable text or exchange (logged by type and id, never content, and ignored)."""
+    if record.type not in SUMMARY_RECORD_TYPES:
+        return None
+    parsed = SummaryRecord.from_record(record)
+    if parsed is None:
+        log.warning("%s record %s has no usable text or exchange; ignored", record.type.value, record.id)
+    return parsed

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from klaw.store.postgres.connection import Connection, execute, fetch_one, fetch_value
 from klaw.store.postgres.folds import rowid_of
 from klaw.store.records import MessageRecord, MessageType
-from klaw.store.summaries.log_records import SUMMARY_RECORD_TYPES, SummaryRecord
+from klaw.store.summaries.log_records import SummaryRecord, summary_to_fold
 from klaw.store.summaries.postgres.rows import write_exchange_summary, write_segment_summary
 from klaw.store.summaries.records import SummaryKind
 from klaw.store.summaries.rows import SummaryWrite
@@ -22,11 +22,8 @@ log = logging.getLogger(__name__)
 async def fold_summary_record(
     connection: Connection, record: MessageRecord, chat_key: int, rowid: int, created_at: int, now_millis: int
 ) -> None:
-    if record.type not in SUMMARY_RECORD_TYPES:
-        return
-    parsed = SummaryRecord.from_record(record)
+    parsed = summary_to_fold(record)
     if parsed is None:
-        log.warning("%s record %s has no usable text or exchange; ignored", record.type.value, record.id)
         return
     target = await exchange_of_open_record(connection, chat_key, parsed.exchange_open_id)
     if target is None:

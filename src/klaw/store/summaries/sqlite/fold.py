@@ -23,7 +23,7 @@ import apsw
 
 from klaw.store.records import MessageRecord, MessageType
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
-from klaw.store.summaries.log_records import SUMMARY_RECORD_TYPES, SummaryRecord
+from klaw.store.summaries.log_records import SummaryRecord, summary_to_fold
 from klaw.store.summaries.records import SummaryKind
 from klaw.store.summaries.rows import SummaryWrite
 from klaw.store.summaries.sqlite.writes import write_exchange_summary, write_segment_summary
@@ -35,11 +35,8 @@ def fold_summary_record(
     connection: apsw.Connection, record: MessageRecord, chat_key: int, rowid: int, created_at: int, now_millis: int
 ) -> None:
     """Store the summary a summary record holds (no-op for other types)."""
-    if record.type not in SUMMARY_RECORD_TYPES:
-        return
-    parsed = SummaryRecord.from_record(record)
+    parsed = summary_to_fold(record)
     if parsed is None:
-        log.warning("%s record %s has no usable text or exchange; ignored", record.type.value, record.id)
         return
     target = exchange_of_open_record(connection, chat_key, parsed.exchange_open_id)
     if target is None:
