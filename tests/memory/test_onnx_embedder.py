@@ -19,7 +19,9 @@ import pytest
 from klaw.config import EmbedderConfig
 from klaw.memory.embedder.factory import create_embedder, local_runtime
 from klaw.memory.embedder.minilm import INT8_MODEL_ID, MODEL_ID, MiniLmEmbedder, Runtime
+from klaw.memory.embedder.bert import MAX_GROUP_CELLS
 from klaw.memory.embedder.onnx.cache import GRAPH_VERSION, CacheKey
+from klaw.memory.embedder.onnx.runtime import padded_batches
 from klaw.memory.embedder.protocol import EmbedderError
 from tests.memory.test_minilm_embedder import MIN_COSINE, _cosines, _reference
 
@@ -144,3 +146,12 @@ def test_a_cache_folder_that_cannot_be_written_says_what_to_do(tmp_path: Path) -
     blocked.write_text("a file where the folder should be")
     with pytest.raises(EmbedderError, match=r"ONNX cache .*embedder.runtime: numpy"):
         _embed("onnx-fp32", blocked / "embedder", ["hello"])
+
+
+def test_long_texts_run_in_batches_whose_attention_stays_within_the_cap() -> None:
+    """64 texts of 256 tokens in one run held ~700 MB of activations; batches are cut at the numpy
+    encoder's cap on attention scores instead, and short texts still run together."""
+    bounds = padded_batches([256] * 64)
+    assert [stop - start for start, stop in bounds] == [16, 16, 16, 16]  # 16 x 256² = 2**20 cells
+    assert all((stop - start) * 256 * 256 <= MAX_GROUP_CELLS for start, stop in bounds)
+    assert padded_batches([12] * 64) == [(0, 64)]

@@ -22,7 +22,8 @@ _GELU_ROWS = 128
 _GROUP_OVERHEAD = 512
 # Cap on one group's score cells per head (n * max_len²): 64 texts of 256 tokens would otherwise need
 # a 200 MB score tensor; 2**20 cells x 12 heads x 4 bytes is 48 MB, still whole-group matmuls.
-_MAX_GROUP_CELLS = 1 << 20
+# The ONNX runtime cuts its padded batches at the same cap (onnx/runtime.py).
+MAX_GROUP_CELLS = 1 << 20
 
 F32 = npt.NDArray[np.float32]
 _IntArray = npt.NDArray[np.intp]
@@ -244,14 +245,14 @@ def _attention_groups(lengths: _IntArray) -> list[_Group]:
     would exceed the real work by more than `_GROUP_OVERHEAD` score cells, the rough cost of the
     extra numpy calls a group needs (tuned on benchmark_sentences: 1 group → 11 groups per batch of
     64 took throughput from ~160 to ~290 sentences/s), or when the group's score tensor would exceed
-    `_MAX_GROUP_CELLS`. Works for any order; length-sorted batches give few groups.
+    `MAX_GROUP_CELLS`. Works for any order; length-sorted batches give few groups.
     """
     bounds: list[tuple[int, int]] = []
     first, real, max_len = 0, 0, 0
     for j, length in enumerate(lengths.tolist()):
         new_max = max(max_len, length)
         cells = (j - first + 1) * new_max * new_max
-        if j > first and (cells - (real + length * length) > _GROUP_OVERHEAD or cells > _MAX_GROUP_CELLS):
+        if j > first and (cells - (real + length * length) > _GROUP_OVERHEAD or cells > MAX_GROUP_CELLS):
             bounds.append((first, j))
             first, real, new_max = j, 0, length
         real += length * length

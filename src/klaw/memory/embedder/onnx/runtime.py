@@ -4,7 +4,9 @@ The session gets `threads` intra-op threads that sleep when idle (no spinning: k
 often with a local LLM, and a spinning pool burns a core between queries), no inter-op pool (the
 graph is one chain) and no memory arena (idle RSS). Texts arrive sorted by length (see minilm.py);
 they are cut into padded batches whose padding stays small, since every padded token costs as much
-as a real one outside attention.
+as a real one outside attention, and whose attention scores stay within the numpy encoder's cap
+(`MAX_GROUP_CELLS` per head): 64 texts of 256 tokens in one run held ~700 MB of activations, and
+without an arena the process kept much of it from the allocator after the run.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from klaw.memory.embedder.bert import F32, Bert
+from klaw.memory.embedder.bert import F32, MAX_GROUP_CELLS, Bert
 from klaw.memory.embedder.onnx.cache import KEY_METADATA, CacheKey, cached_model, model_bytes, write
 from klaw.memory.embedder.onnx.graph import ATTENTION_MASK, INPUT_IDS
 from klaw.memory.embedder.protocol import EmbedderError
@@ -55,12 +57,15 @@ class OnnxEncoder:
 
 
 def padded_batches(lengths: Sequence[int]) -> list[tuple[int, int]]:
-    """[start, stop) ranges of consecutive texts run together, for lengths sorted ascending."""
+    """[start, stop) ranges of consecutive texts run together, for lengths sorted ascending: cut where
+    padding would cost too much or the batch's attention scores (texts x width², per head) would pass
+    `MAX_GROUP_CELLS`."""
     bounds: list[tuple[int, int]] = []
     first, real = 0, 0
     for i, length in enumerate(lengths):
         padded = (i - first + 1) * length  # sorted: this text is the longest so far
-        if i > first and padded > (real + length) * (1 + _PADDING_SHARE) + _PADDING_SLACK:
+        wasteful = padded > (real + length) * (1 + _PADDING_SHARE) + _PADDING_SLACK
+        if i > first and (wasteful or padded * length > MAX_GROUP_CELLS):
             bounds.append((first, i))
             first, real = i, 0
         real += length
