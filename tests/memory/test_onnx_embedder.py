@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from klaw.config import EmbedderConfig
+from klaw.memory.embedder.bert import MAX_GROUP_CELLS
 from klaw.memory.embedder.factory import create_embedder, local_runtime
 from klaw.memory.embedder.minilm import INT8_MODEL_ID, MODEL_ID, MiniLmEmbedder, Runtime
-from klaw.memory.embedder.bert import MAX_GROUP_CELLS
 from klaw.memory.embedder.onnx.cache import GRAPH_VERSION, CacheKey
 from klaw.memory.embedder.onnx.runtime import padded_batches
 from klaw.memory.embedder.protocol import EmbedderError
