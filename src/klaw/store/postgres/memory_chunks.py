@@ -13,9 +13,9 @@ from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import PostgresDatabase, execute, fetch_all, fetch_one, fetch_value
 from klaw.store.postgres.search import RANK_WEIGHTS, word_query
 from klaw.store.postgres.vectors import MEMORY_VECTORS, bind_table, checked, query_vector
-from klaw.store.protocol import StorageError
 from klaw.store.records import ChatRef
 from klaw.store.shared.rows import CHUNK_COLUMNS, CHUNK_FROM, chunk_from_row
+from klaw.store.shared.vector_binding import bound
 from klaw.store.sqlite.fts_query import search_words
 
 
@@ -63,9 +63,7 @@ class PostgresMemoryChunks:
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         if not vectors:
             return 0
-        if self._dim is None:
-            raise StorageError("bind_embedder must be called before memory vectors are stored")
-        rows = checked(vectors, self._dim, "memory")
+        rows = checked(vectors, bound(self._dim, "memory"), "memory")
         added = 0
         async with self._db.transaction() as connection:
             for rowid, vector in rows:

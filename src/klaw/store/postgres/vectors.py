@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_one, fetch_value
 from klaw.store.protocol import IndexMismatchError, StorageError, VectorIndex
+from klaw.store.shared.vector_binding import bound
 
 MESSAGE_VECTORS = "message_vectors"
 MEMORY_VECTORS = "memory_vectors"
@@ -84,9 +85,7 @@ class PostgresVectors:
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         if not vectors:
             return 0
-        if self._dim is None:
-            raise StorageError("bind_embedder must be called before vectors are stored")
-        rows = checked(vectors, self._dim, "message")
+        rows = checked(vectors, bound(self._dim, "message"), "message")
         async with self._db.transaction() as connection:  # one statement for the batch, not one per vector
             return await execute(
                 connection,

@@ -16,14 +16,14 @@ import numpy.typing as npt
 
 from klaw.config import FullTextTokenizer
 from klaw.store.archival_records import MemoryChunk, MemoryHit
-from klaw.store.protocol import StorageError
 from klaw.store.records import ChatRef
 from klaw.store.shared.rows import CHUNK_COLUMNS, CHUNK_FROM, chunk_from_row
+from klaw.store.shared.vector_binding import bound
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import fts5_match_expression
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
-from klaw.store.sqlite.vector_tables import bind_vector_table, table_exists, vector_blobs
+from klaw.store.sqlite.vector_tables import bind_vector_table, table_exists, vector_blobs, vector_count
 
 MEMORY_VECTORS = "vec_memory"
 _VEC_COLUMNS = "chat_key integer partition key, embedding float[{dim}] distance_metric=cosine, created_at integer"
@@ -100,9 +100,7 @@ class SqliteMemoryChunks:
         were new."""
         if not vectors:
             return 0
-        if self._dim is None:
-            raise StorageError("bind_embedder must be called before memory vectors are stored")
-        blobs = vector_blobs(vectors, self._dim, "memory")
+        blobs = vector_blobs(vectors, bound(self._dim, "memory"), "memory")
 
         def insert(connection: apsw.Connection) -> int:
             added = 0
@@ -123,12 +121,7 @@ class SqliteMemoryChunks:
         return await self._db.run(insert)
 
     async def vector_count(self) -> int:
-        def query(connection: apsw.Connection) -> int:
-            if not table_exists(connection, MEMORY_VECTORS):
-                return 0
-            return int(fetch_value(connection, f"SELECT count(*) FROM {MEMORY_VECTORS}"))
-
-        return await self._db.run(query)
+        return await self._db.run(lambda connection: vector_count(connection, MEMORY_VECTORS))
 
     async def full_text(self, chat: ChatRef, text: str, *, limit: int) -> list[MemoryHit]:
         """The chat's memories matching `text` by FTS5 bm25 (lower is better), best first."""

@@ -24,6 +24,11 @@ def table_exists(connection: apsw.Connection, table: str) -> bool:
     return row is not None
 
 
+def vector_count(connection: apsw.Connection, table: str) -> int:
+    """The vectors `table` holds; 0 before the first `bind_embedder` created it."""
+    return int(fetch_value(connection, f"SELECT count(*) FROM {table}")) if table_exists(connection, table) else 0
+
+
 def bind_vector_table(connection: apsw.Connection, table: str, columns: str, embedder_id: str, dim: int) -> bool:
     """Create `table` as `vec0(<columns with {dim}>)` if needed and record its embedder, in one
     transaction; returns True when an empty table of another embedder was dropped and recreated.

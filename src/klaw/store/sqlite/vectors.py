@@ -15,12 +15,13 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.protocol import StorageError, VectorIndex
+from klaw.store.protocol import VectorIndex
+from klaw.store.shared.vector_binding import bound
 from klaw.store.sqlite.connection import SqliteDatabase
-from klaw.store.sqlite.query import fetch_one, fetch_value
+from klaw.store.sqlite.query import fetch_one
 from klaw.store.sqlite.vector_cache import ChatVectorCache
 from klaw.store.sqlite.vector_snapshot import bump_version
-from klaw.store.sqlite.vector_tables import bind_vector_table, bound_embedder, table_exists, vector_blobs
+from klaw.store.sqlite.vector_tables import bind_vector_table, bound_embedder, table_exists, vector_blobs, vector_count
 
 MESSAGE_VECTORS = "vec_messages"
 # Partitioned by chat; segment and time as metadata columns so scoped KNN stays inside sqlite-vec.
@@ -49,9 +50,7 @@ class SqliteVectors:
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         if not vectors:
             return 0
-        if self._dim is None:
-            raise StorageError("bind_embedder must be called before vectors are stored")
-        blobs = vector_blobs(vectors, self._dim, "message")
+        blobs = vector_blobs(vectors, bound(self._dim, "message"), "message")
         vectors_by_rowid = {rowid: np.asarray(v, dtype=np.float32) for rowid, v in vectors}
 
         def insert(connection: apsw.Connection) -> int:
@@ -98,12 +97,7 @@ class SqliteVectors:
         return await self._db.run(lambda connection: self._cache.persist(connection, MESSAGE_VECTORS))
 
     async def count(self) -> int:
-        def query(connection: apsw.Connection) -> int:
-            if not vector_table_exists(connection, MESSAGE_VECTORS):
-                return 0
-            return int(fetch_value(connection, f"SELECT count(*) FROM {MESSAGE_VECTORS}"))
-
-        return await self._db.run(query)
+        return await self._db.run(lambda connection: vector_count(connection, MESSAGE_VECTORS))
 
     async def bound_embedder(self) -> VectorIndex | None:
         def query(connection: apsw.Connection) -> VectorIndex | None:

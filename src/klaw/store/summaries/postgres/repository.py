@@ -19,6 +19,7 @@ from klaw.store.postgres.folds import delete_summaries_in
 from klaw.store.postgres.vectors import SUMMARY_VECTORS, bound_embedder, checked, query_vector, record_embedder
 from klaw.store.protocol import StorageError
 from klaw.store.records import ChatRef, Exchange, MessageRecord, from_millis, to_millis
+from klaw.store.shared.vector_binding import bound
 from klaw.store.summaries.postgres.fold import foldable, open_record_id
 from klaw.store.summaries.postgres.rows import (
     EMBEDDABLE,
@@ -195,9 +196,7 @@ class PostgresSummaries:
     async def put_vectors(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         if not vectors:
             return 0
-        if self._bound is None:
-            raise StorageError("bind_embedder must be called before summary vectors are stored")
-        embedder_id, dim = self._bound
+        embedder_id, dim = bound(self._bound, "summary")
         rows = checked(vectors, dim, "summary")
         added = 0
         async with self._db.transaction() as connection:

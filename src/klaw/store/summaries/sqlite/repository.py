@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from klaw.store.protocol import StorageError
 from klaw.store.records import ChatRef, Exchange, MessageRecord, from_millis, to_millis
+from klaw.store.shared.vector_binding import bound
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one
@@ -238,9 +239,7 @@ class SqliteSummaries:
     async def put_vectors(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         if not vectors:
             return 0
-        if self._bound is None:
-            raise StorageError("bind_embedder must be called before summary vectors are stored")
-        embedder_id, dim = self._bound
+        embedder_id, dim = bound(self._bound, "summary")
         blobs = vector_blobs(vectors, dim, "summary")
         return await self._db.run(lambda connection: insert_vectors(connection, blobs, embedder_id, dim))
 
