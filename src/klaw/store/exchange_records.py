@@ -23,6 +23,7 @@ Both records are `system`, empty and never shown to a model, searched or embedde
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -84,3 +85,23 @@ def opened_exchange_id(metadata: object) -> int | None:
 
 
 _FINAL_STATUSES = {s.value for s in ExchangeStatus if s is not ExchangeStatus.OPEN}
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """A stored `exchange_open` record as the folds need it: its time (the exchange's start), the user
+    message it names and the exchange id it carries. Read from a row of `OPENING_SQL`."""
+
+    started_at: int
+    user_message_id: str | None
+    exchange_id: int | None
+
+    @classmethod
+    def from_row(cls, row: tuple[object, ...]) -> Opening:
+        metadata = json.loads(str(row[1])) if row[1] else {}
+        user = metadata.get("user_message_id") if isinstance(metadata, dict) else None
+        return cls(int(str(row[0])), user if isinstance(user, str) else None, opened_exchange_id(metadata))
+
+
+# The chat's `exchange_open` record by id (parameters: record id, chat key, EXCHANGE_OPEN).
+OPENING_SQL = "SELECT created_at, metadata FROM messages WHERE id = ? AND chat = ? AND type = ?"

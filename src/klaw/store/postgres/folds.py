@@ -14,7 +14,7 @@ import logging
 from collections.abc import Collection
 
 from klaw.store.archival_records import forgotten_ids, remembered_exchange_high
-from klaw.store.exchange_records import ExchangeClose, opened_exchange_id, opened_user_message_id
+from klaw.store.exchange_records import OPENING_SQL, ExchangeClose, Opening, opened_exchange_id, opened_user_message_id
 from klaw.store.postgres.connection import Connection, Row, clean_text, execute, fetch_all, fetch_one, fetch_value
 from klaw.store.postgres.embedding_jobs import insert_job
 from klaw.store.records import (
@@ -27,6 +27,7 @@ from klaw.store.records import (
     Role,
     record_kind,
 )
+from klaw.store.shared.dialect import postgres_sql
 from klaw.store.summaries.log_records import SUMMARY_RECORD_TYPES
 from klaw.store.summaries.records import SUMMARY_TARGET
 
@@ -34,6 +35,13 @@ log = logging.getLogger(__name__)
 
 _SUMMARY_TYPES = {t.value for t in SUMMARY_RECORD_TYPES}
 _SEGMENT = "segment"
+_OPENING_SQL = postgres_sql(OPENING_SQL)
+
+
+async def opening(connection: Connection, chat_key: int, open_id: str) -> Opening | None:
+    """The chat's `exchange_open` record `open_id`, None when it is not stored."""
+    row = await fetch_one(connection, _OPENING_SQL, (open_id, chat_key, MessageType.EXCHANGE_OPEN.value))
+    return None if row is None else Opening.from_row(row)
 
 
 async def rowid_of(connection: Connection, message_id: object) -> int | None:
@@ -111,21 +119,16 @@ async def _close(connection: Connection, record: MessageRecord, chat_key: int, e
     if close is None:
         log.warning("exchange_close record %s has no usable status or opening record; ignored", record.id)
         return
-    opened = await fetch_one(
-        connection,
-        "SELECT created_at, metadata FROM messages WHERE id = %s AND chat = %s AND type = %s",
-        (close.opened, chat_key, MessageType.EXCHANGE_OPEN.value),
-    )
+    opened = await opening(connection, chat_key, close.opened)
     if opened is None:
         log.warning("exchange_close record %s names an opening record that is not stored; ignored", record.id)
         return
-    metadata = json.loads(opened[1]) if opened[1] else {}
-    user_rowid = await rowid_of(connection, metadata.get("user_message_id") if isinstance(metadata, dict) else None)
+    user_rowid = await rowid_of(connection, opened.user_message_id)
     row = await fetch_one(
         connection,
         "SELECT id FROM exchanges WHERE chat = %s AND started_at = %s AND user_message_rowid IS NOT DISTINCT FROM"
         " %s::bigint AND status = %s ORDER BY id = %s::bigint DESC NULLS LAST, id DESC LIMIT 1",
-        (chat_key, opened[0], user_rowid, ExchangeStatus.OPEN.value, opened_exchange_id(metadata)),
+        (chat_key, opened.started_at, user_rowid, ExchangeStatus.OPEN.value, opened.exchange_id),
     )
     if row is None:
         log.warning("exchange_close record %s found no open exchange; ignored", record.id)

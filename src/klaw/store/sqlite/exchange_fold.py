@@ -19,12 +19,11 @@ the engine sends the reply again at start (docs/decisions/101-reply-redelivery.m
 
 from __future__ import annotations
 
-import json
 import logging
 
 import apsw
 
-from klaw.store.exchange_records import ExchangeClose, opened_exchange_id, opened_user_message_id
+from klaw.store.exchange_records import OPENING_SQL, ExchangeClose, Opening, opened_exchange_id, opened_user_message_id
 from klaw.store.records import ExchangeStatus, MessageRecord, MessageType
 from klaw.store.sqlite.query import fetch_one, fetch_value
 
@@ -36,7 +35,7 @@ def fold_exchange_record(
 ) -> None:
     """Open or close an exchange for an exchange control record (no-op for other types)."""
     if record.type is MessageType.EXCHANGE_OPEN:
-        user_rowid = _rowid(connection, opened_user_message_id(record))
+        user_rowid = rowid_of(connection, opened_user_message_id(record))
         insert_exchange(connection, opened_exchange_id(record.metadata), chat_key, segment_id, created_at, user_rowid)
     elif record.type is MessageType.EXCHANGE_CLOSE:
         _close(connection, record, chat_key, created_at)
@@ -98,26 +97,26 @@ def _close(connection: apsw.Connection, record: MessageRecord, chat_key: int, en
     if close is None:
         log.warning("exchange_close record %s has no usable status or opening record; ignored", record.id)
         return
-    opened = fetch_one(
-        connection,
-        "SELECT created_at, metadata FROM messages WHERE id = ? AND chat = ? AND type = ?",
-        (close.opened, chat_key, MessageType.EXCHANGE_OPEN.value),
-    )
+    opened = opening(connection, chat_key, close.opened)
     if opened is None:
         log.warning("exchange_close record %s names an opening record that is not stored; ignored", record.id)
         return
-    metadata = json.loads(opened[1]) if opened[1] else {}
-    user_rowid = _rowid(connection, metadata.get("user_message_id") if isinstance(metadata, dict) else None)
     row = fetch_one(
         connection,
         "SELECT id FROM exchanges WHERE chat = ? AND started_at = ? AND user_message_rowid IS ? AND status = ?"
         " ORDER BY id = ? DESC, id DESC LIMIT 1",
-        (chat_key, opened[0], user_rowid, ExchangeStatus.OPEN.value, opened_exchange_id(metadata)),
+        (
+            chat_key,
+            opened.started_at,
+            rowid_of(connection, opened.user_message_id),
+            ExchangeStatus.OPEN.value,
+            opened.exchange_id,
+        ),
     )
     if row is None:
         log.warning("exchange_close record %s found no open exchange; ignored", record.id)
         return
-    final_rowid = _rowid(connection, close.final_message_id)
+    final_rowid = rowid_of(connection, close.final_message_id)
     connection.execute(
         "UPDATE exchanges SET status = ?, final_message_rowid = ?, ended_at = ? WHERE id = ?",
         (close.status.value, final_rowid, ended_at, row[0]),
@@ -129,7 +128,13 @@ def _close(connection: apsw.Connection, record: MessageRecord, chat_key: int, en
         )
 
 
-def _rowid(connection: apsw.Connection, message_id: object) -> int | None:
+def opening(connection: apsw.Connection, chat_key: int, open_id: str) -> Opening | None:
+    """The chat's `exchange_open` record `open_id`, None when it is not stored."""
+    row = fetch_one(connection, OPENING_SQL, (open_id, chat_key, MessageType.EXCHANGE_OPEN.value))
+    return None if row is None else Opening.from_row(row)
+
+
+def rowid_of(connection: apsw.Connection, message_id: object) -> int | None:
     if not isinstance(message_id, str):
         return None
     row = fetch_one(connection, "SELECT rowid FROM messages WHERE id = ?", (message_id,))

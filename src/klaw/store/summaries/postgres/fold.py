@@ -4,12 +4,11 @@ written from are still stored; each gets a `summary_records` row so `/forget` ca
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 
 from klaw.store.postgres.connection import Connection, execute, fetch_one, fetch_value
-from klaw.store.postgres.folds import rowid_of
+from klaw.store.postgres.folds import opening, rowid_of
 from klaw.store.records import MessageRecord, MessageType
 from klaw.store.summaries.log_records import SummaryRecord, summary_to_fold
 from klaw.store.summaries.postgres.rows import write_exchange_summary, write_segment_summary
@@ -61,20 +60,14 @@ async def foldable(connection: Connection, chat_key: int, record: MessageRecord)
 
 
 async def exchange_of_open_record(connection: Connection, chat_key: int, open_id: str) -> tuple[int, int] | None:
-    opened = await fetch_one(
-        connection,
-        "SELECT created_at, metadata FROM messages WHERE id = %s AND chat = %s AND type = %s",
-        (open_id, chat_key, MessageType.EXCHANGE_OPEN.value),
-    )
+    opened = await opening(connection, chat_key, open_id)
     if opened is None:
         return None
-    metadata = json.loads(opened[1]) if opened[1] else {}
-    user_rowid = await rowid_of(connection, metadata.get("user_message_id") if isinstance(metadata, dict) else None)
     row = await fetch_one(
         connection,
         "SELECT id, segment_id FROM exchanges WHERE chat = %s AND started_at = %s"
         " AND user_message_rowid IS NOT DISTINCT FROM %s::bigint ORDER BY id DESC LIMIT 1",
-        (chat_key, opened[0], user_rowid),
+        (chat_key, opened.started_at, await rowid_of(connection, opened.user_message_id)),
     )
     return None if row is None else (int(row[0]), int(row[1]))
 

@@ -22,6 +22,7 @@ from collections.abc import Collection, Sequence
 import apsw
 
 from klaw.store.records import MessageRecord, MessageType
+from klaw.store.sqlite.exchange_fold import opening, rowid_of
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.summaries.log_records import SummaryRecord, summary_to_fold
 from klaw.store.summaries.records import SummaryKind
@@ -74,21 +75,14 @@ def foldable(connection: apsw.Connection, chat_key: int, record: MessageRecord) 
 
 def exchange_of_open_record(connection: apsw.Connection, chat_key: int, open_id: str) -> tuple[int, int] | None:
     """(exchange id, segment id) of the exchange an `exchange_open` record of the chat opened."""
-    opened = fetch_one(
-        connection,
-        "SELECT created_at, metadata FROM messages WHERE id = ? AND chat = ? AND type = ?",
-        (open_id, chat_key, MessageType.EXCHANGE_OPEN.value),
-    )
+    opened = opening(connection, chat_key, open_id)
     if opened is None:
         return None
-    metadata = json.loads(opened[1]) if opened[1] else {}
-    user_id = metadata.get("user_message_id") if isinstance(metadata, dict) else None
-    user_rowid = fetch_value(connection, "SELECT rowid FROM messages WHERE id = ?", (user_id,)) if user_id else None
     row = fetch_one(
         connection,
         "SELECT id, segment_id FROM exchanges WHERE chat = ? AND started_at = ? AND user_message_rowid IS ?"
         " ORDER BY id DESC LIMIT 1",
-        (chat_key, opened[0], user_rowid),
+        (chat_key, opened.started_at, rowid_of(connection, opened.user_message_id)),
     )
     return None if row is None else (int(row[0]), int(row[1]))
 
