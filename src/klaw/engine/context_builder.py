@@ -168,8 +168,10 @@ class ContextBuilder:
 
         pending_rowids = {m.rowid for m in pending}
         with timings.phase("window"):
+            # One row more than the window can use: whether it came tells auto-RAG's guard that the
+            # segment has outgrown the window, without a count of its own (a round trip to the database).
             recent = await self._store.messages.window(
-                session.segment.id, self._config.sliding_window + len(pending_rowids)
+                session.segment.id, self._config.sliding_window + len(pending_rowids) + 1
             )
             candidates = [m for m in recent if m.rowid not in pending_rowids][-self._config.sliding_window :]
             window = fit_newest(candidates, message_tokens, remaining)
@@ -177,7 +179,7 @@ class ContextBuilder:
         if not subagent:
             shown = frozenset(m.rowid for m in window) | pending_rowids
             with timings.phase("auto_rag"):
-                recalled = await self.auto_rag_layer(session, pending, pending_text, shown, remaining)
+                recalled = await self.auto_rag_layer(session, pending, pending_text, shown, remaining, len(recent))
         if recalled:
             place("auto_rag", format_block(recalled), len(recalled))
             window = fit_newest(candidates, message_tokens, remaining - layers[-1].tokens)
@@ -220,19 +222,20 @@ class ContextBuilder:
         query: str,
         shown_rowids: frozenset[int],
         budget_tokens: int,
+        newest: int,
     ) -> list[RecalledMessage]:
         """Older messages of this segment found by hybrid search, when the segment has outgrown the
-        sliding window (the guard); `shown_rowids` are already in the context."""
+        sliding window (the guard); `shown_rowids` are already in the context. `newest` is how many
+        of the segment's newest messages the window read found, asking for the window, the pending
+        messages and one more: only "more than the window?" matters, so a 100k-message segment
+        costs what a short one does."""
         room = budget_tokens - MESSAGE_OVERHEAD_TOKENS
         if self._auto_rag is None or not self._auto_rag.enabled or room <= 0:
             return []
         segment_id = session.segment.id
         in_segment = sum(1 for m in pending if m.segment_id == segment_id)
-        # Only "more than the window?" matters: counting stops one past it, so a 100k-message
-        # segment costs what a short one does.
-        window = self._config.sliding_window
-        history = await self._store.messages.count_in_segment(segment_id, at_most=window + in_segment + 1)
-        if history - in_segment <= window:
+        # All that were asked for came (window + pending + 1 > window + in_segment), or the whole segment.
+        if newest - in_segment <= self._config.sliding_window:
             return []
         return await self._auto_rag.recall(session.chat, segment_id, query, shown_rowids, max_tokens=room)
 

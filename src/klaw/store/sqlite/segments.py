@@ -12,6 +12,7 @@ from klaw.store.records import ChatRef, Segment, from_millis, to_millis
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one
+from klaw.store.sqlite.read_cache import ReadCache, TableGenerations
 
 
 def open_segment_id(connection: apsw.Connection, chat_key: int, started_at: int) -> int:
@@ -33,10 +34,14 @@ def close_segment(connection: apsw.Connection, segment_id: int, chat_key: int, a
 
 
 class SqliteSegments:
-    def __init__(self, db: SqliteDatabase, chats: ChatKeys, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self, db: SqliteDatabase, chats: ChatKeys, clock: Callable[[], datetime], generations: TableGenerations
+    ) -> None:
         self._db = db
         self._chats = chats
         self._clock = clock
+        # A chat's open segment changes only by a write to `segments` (read_cache.py, decision 197).
+        self._current: ReadCache[ChatRef, Segment] = ReadCache(db, generations, ("segments",))
 
     async def current(self, chat: ChatRef) -> Segment:
         now = to_millis(self._clock())
@@ -47,7 +52,7 @@ class SqliteSegments:
                 segment_id = open_segment_id(connection, chat_key, now)
             return self._load(connection, segment_id, chat)
 
-        return await self._db.run(query)
+        return await self._current.get(chat, lambda: self._db.run(query))
 
     async def get(self, segment_id: int) -> Segment | None:
         def query(connection: apsw.Connection) -> Segment | None:

@@ -12,12 +12,14 @@ from klaw.store.records import (
     ChatRef,
     Exchange,
     ExchangeStatus,
+    SessionState,
     to_millis,
 )
 from klaw.store.shared.reads import ExchangeReads, SessionReads
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.exchange_fold import exchange_mark, insert_exchange, reserve_exchange_id
+from klaw.store.sqlite.read_cache import ReadCache, TableGenerations
 from klaw.store.sqlite.segments import open_segment_id
 
 
@@ -32,6 +34,14 @@ def save_session_model(connection: apsw.Connection, chat_key: int, model: str, a
 
 
 class SqliteSessions(SessionReads[SqliteDatabase, ChatKeys]):
+    def __init__(self, db: SqliteDatabase, chats: ChatKeys, generations: TableGenerations) -> None:
+        super().__init__(db, chats)
+        # A chat's model changes only by a write to `sessions` (read_cache.py, decision 197).
+        self._states: ReadCache[ChatRef, SessionState | None] = ReadCache(db, generations, ("sessions",))
+
+    async def get(self, chat: ChatRef) -> SessionState | None:
+        return await self._states.get(chat, lambda: SessionReads.get(self, chat))
+
     async def save(self, chat: ChatRef, model: str, at: datetime) -> None:
         def write(connection: apsw.Connection) -> None:
             with connection:

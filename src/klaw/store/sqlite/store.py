@@ -21,6 +21,7 @@ from klaw.store.sqlite.memory_chunks import SqliteMemoryChunks
 from klaw.store.sqlite.messages import SqliteMessages
 from klaw.store.sqlite.migrations import current_version, migrate
 from klaw.store.sqlite.query import fetch_all
+from klaw.store.sqlite.read_cache import TableGenerations
 from klaw.store.sqlite.search import SqliteSearch
 from klaw.store.sqlite.segments import SqliteSegments
 from klaw.store.sqlite.sessions import SqliteExchanges, SqliteSessions
@@ -49,21 +50,22 @@ class SqliteStore:
         self.db = db
         self.tokenizer = tokenizer
         chats = ChatKeys()
+        generations = TableGenerations()  # what the repositories' read caches are valid for (decision 197)
         snapshots = SnapshotFolder.beside(db.path) if vector_cache_bytes > 0 else None
         self.vector_cache = ChatVectorCache(
             vector_cache_bytes, vector_search_threads, snapshots, vector_snapshot_min_rows
         )
         self.messages = SqliteMessages(db, chats, clock, self.vector_cache)
-        self.segments = SqliteSegments(db, chats, clock)
+        self.segments = SqliteSegments(db, chats, clock, generations)
         self.search = SqliteSearch(db, chats, self.vector_cache, tokenizer)
         self.vectors = SqliteVectors(db, self.vector_cache)
         self.embedding_jobs = SqliteEmbeddingJobs(db, clock)
         self.settings = SqliteSettings(db)
-        self.sessions = SqliteSessions(db, chats)
+        self.sessions = SqliteSessions(db, chats, generations)
         self.exchanges = SqliteExchanges(db, chats)
         self.memory_chunks = SqliteMemoryChunks(db, chats, tokenizer)
         self.history = SqliteHistory(db, chats)
-        self.summaries = SqliteSummaries(db, chats, clock)
+        self.summaries = SqliteSummaries(db, chats, clock, generations)
         # One process opens klaw.db, so no chat needs a lease; its log is the JSONL files.
         self.leases: ChatLeaseRepository | None = None
         self.keeps_log = False

@@ -20,6 +20,7 @@ from klaw.store.shared.vector_binding import bound
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one
+from klaw.store.sqlite.read_cache import ReadCache, TableGenerations
 from klaw.store.sqlite.vector_tables import vector_blobs
 from klaw.store.summaries.records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit
 from klaw.store.summaries.rows import EXCHANGE, SEGMENT, SummaryWrite
@@ -63,10 +64,17 @@ def delete_summaries_in(
 
 
 class SqliteSummaries:
-    def __init__(self, db: SqliteDatabase, chats: ChatKeys, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self, db: SqliteDatabase, chats: ChatKeys, clock: Callable[[], datetime], generations: TableGenerations
+    ) -> None:
         self._db = db
         self._chats = chats
         self._clock = clock
+        # What every turn reads of a segment's summaries, kept while no segment summary is written and
+        # no message deleted (a summary names its record): read_cache.py, decision 197.
+        watched = ("segment_summaries", "messages_deleted")
+        self._segment_summaries: ReadCache[int, Summary | None] = ReadCache(db, generations, watched)
+        self._past_segments: ReadCache[tuple[ChatRef, int | None], bool] = ReadCache(db, generations, watched)
         self._bound: tuple[str, int] | None = None  # (embedder id, dim) of bind_embedder
 
     async def bind_embedder(self, embedder_id: str, dim: int) -> int:
@@ -195,7 +203,11 @@ class SqliteSummaries:
         return await self._db.run(lambda connection: load_summary(connection, summary_id))
 
     async def segment_summary(self, segment_id: int) -> Summary | None:
-        return await self._first("s.segment_id = ? AND s.kind = ?", (segment_id, SEGMENT))
+        def query(connection: apsw.Connection) -> Summary | None:
+            found = load_summaries(connection, "s.segment_id = ? AND s.kind = ?", (segment_id, SEGMENT))
+            return found[0] if found else None
+
+        return await self._segment_summaries.get(segment_id, lambda: self._db.run(query))
 
     async def exchange_summary(self, exchange_id: int) -> Summary | None:
         return await self._first("s.exchange_id = ?", (exchange_id,))
@@ -255,7 +267,7 @@ class SqliteSummaries:
             )
             return row is not None
 
-        return await self._db.run(query)
+        return await self._past_segments.get((chat, exclude_segment_id), lambda: self._db.run(query))
 
     async def nearest_segments(
         self, chat: ChatRef, vector: npt.NDArray[np.float32], *, limit: int, exclude_segment_id: int | None
