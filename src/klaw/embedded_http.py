@@ -18,6 +18,7 @@ import contextlib
 import socket
 import time
 from collections.abc import Generator
+from dataclasses import KW_ONLY, dataclass, field
 from email.utils import formatdate
 from typing import Any, Literal
 
@@ -44,49 +45,40 @@ def bind_tcp(host: str, port: int, *, reuse_address: bool = False) -> socket.soc
     return sock
 
 
+@dataclass(eq=False)
 class EmbeddedHttpServer:
     """`app` served by uvicorn in a task of the running loop; see the module docstring.
-    `port` is the bound port once `start` has bound it (the real one when asked for 0)."""
+    `port` is the bound port once `start` has bound it (the real one when `requested_port` is 0)."""
 
-    def __init__(
-        self,
-        app: Any,
-        host: str,
-        port: int,
-        *,
-        grace_seconds: float,
-        reuse_address: bool = False,
-        http: Literal["auto", "h11"] = "auto",
-        name: str = "http-server",
-    ) -> None:
-        self._app = app
-        self._host = host
-        self._port = port
-        self._grace = grace_seconds
-        self._reuse_address = reuse_address
-        self._http: Literal["auto", "h11"] = http
-        self._name = name
-        self._server: _Uvicorn | None = None
-        self._task: asyncio.Task[None] | None = None
-        self.port = 0
+    app: Any
+    host: str
+    requested_port: int
+    _: KW_ONLY
+    grace_seconds: float
+    reuse_address: bool = False
+    http: Literal["auto", "h11"] = "auto"
+    name: str = "http-server"
+    port: int = field(default=0, init=False)
+    _server: _Uvicorn | None = field(default=None, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
 
     async def start(self) -> None:
         """Bind and serve; returns once uvicorn listens. Raises OSError from binding (port taken, bad
         address), else whatever stopped uvicorn during start-up."""
-        sock = bind_tcp(self._host, self._port, reuse_address=self._reuse_address)
+        sock = bind_tcp(self.host, self.requested_port, reuse_address=self.reuse_address)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self._app,
+            self.app,
             log_config=None,
             log_level="warning",
             access_log=False,
             lifespan="off",
-            http=self._http,
+            http=self.http,
             ws="none",
             server_header=False,
         )
-        self._server = server = _Uvicorn(config, self._grace)
-        self._task = task = asyncio.create_task(server.serve(sockets=[sock]), name=self._name)
+        self._server = server = _Uvicorn(config, self.grace_seconds)
+        self._task = task = asyncio.create_task(server.serve(sockets=[sock]), name=self.name)
         ready = asyncio.create_task(server.ready.wait())
         try:
             await asyncio.wait({ready, task}, return_when=asyncio.FIRST_COMPLETED)
@@ -96,14 +88,14 @@ class EmbeddedHttpServer:
             sock.close()
             self._server, self._task = None, None
             task.result()  # re-raise why it did not start
-            raise RuntimeError(f"the {self._name} stopped during start-up")
+            raise RuntimeError(f"the {self.name} stopped during start-up")
 
     async def stop(self) -> None:
         if self._server is None or self._task is None:
             return
         self._server.exit.set()
         try:
-            async with asyncio.timeout(self._grace + 3):  # a last resort: shutdown is bounded by itself
+            async with asyncio.timeout(self.grace_seconds + 3):  # a last resort: shutdown is bounded by itself
                 await self._task
         except TimeoutError:
             self._task.cancel()
@@ -168,7 +160,7 @@ class _Uvicorn(uvicorn.Server):
         self.server_state = self._state = _State(config)
         self.ready = asyncio.Event()
         self.exit = asyncio.Event()
-        self._grace = grace_seconds
+        self.grace_seconds = grace_seconds
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -189,11 +181,11 @@ class _Uvicorn(uvicorn.Server):
         for connection in list(self._state.connections):
             connection.shutdown()
         try:
-            async with asyncio.timeout(self._grace):
+            async with asyncio.timeout(self.grace_seconds):
                 await self._state.drained()
         except TimeoutError:
             for task in list(self._state.tasks):
                 task.cancel()
         for server in self.servers:  # bounded: from Python 3.12 this also waits for open connections
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(server.wait_closed(), self._grace)
+                await asyncio.wait_for(server.wait_closed(), self.grace_seconds)

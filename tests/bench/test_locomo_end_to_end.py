@@ -41,6 +41,7 @@ from klaw.bench.locomo.dataset import load_locomo
 from klaw.bench.locomo.metrics import METRIC_NAMES, MeanScores
 from klaw.bench.locomo.report import to_json, to_markdown
 from klaw.bench.locomo.runner import LocomoRun, RunSettings, run_locomo
+from klaw.bench.locomo.workbench import Workbench
 from klaw.config import DatabaseConfig
 from klaw.memory.embedder.fake import FakeEmbedder
 from tests.conftest import new_database
@@ -176,7 +177,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> LocomoRun:
         stages[stage] = (done, total)
 
     result = asyncio.run(
-        run_locomo(dataset, FakeEmbedder(dim=32), tmp_path_factory.mktemp("locomo"), RunSettings(), progress)
+        run_locomo(dataset, Workbench(FakeEmbedder(dim=32), tmp_path_factory.mktemp("locomo"), progress), RunSettings())
     )
     assert stages == {"storing turns": (18, 18), "embedding turns": (7, 7), "questions": (30, 30)}
     return result
@@ -303,7 +304,7 @@ async def test_on_postgres_vector_search_scores_every_question_as_on_sqlite(
     monkeypatch.setenv("KLAW_TEST_DATABASE_URL", postgres_server.dsn(new_database(postgres_server)))
     settings = RunSettings(database=DatabaseConfig(backend="postgres", url_env="KLAW_TEST_DATABASE_URL"))
 
-    on_postgres = await run_locomo(load_locomo(FIXTURE), FakeEmbedder(dim=32), tmp_path, settings)
+    on_postgres = await run_locomo(load_locomo(FIXTURE), Workbench(FakeEmbedder(dim=32), tmp_path), settings)
 
     assert (on_postgres.ingest.turns, on_postgres.ingest.embedded) == (18, 7)
     by_key = {(q.sample_id, q.index): q for q in run.questions}

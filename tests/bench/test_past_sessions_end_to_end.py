@@ -33,6 +33,7 @@ from klaw.bench.locomo.past_sessions import CHITCHAT, Asked, PastRun, PastRunSet
 from klaw.bench.locomo.past_sessions_chat import renamer
 from klaw.bench.locomo.past_sessions_figures import exchange_figures, found_exchanges, found_segments, segment_figures
 from klaw.bench.locomo.past_sessions_report import to_json, to_markdown
+from klaw.bench.locomo.workbench import Workbench
 from klaw.config import RagConfig
 from klaw.memory.embedder.fake import FakeEmbedder
 
@@ -53,7 +54,7 @@ def measure(work_dir: Path, settings: PastRunSettings, progress: dict[str, tuple
         if progress is not None:
             progress[stage] = (done, total)
 
-    return asyncio.run(run_past_sessions(dataset, notes, FakeEmbedder(DIM), work_dir, settings, report))
+    return asyncio.run(run_past_sessions(dataset, notes, Workbench(FakeEmbedder(DIM), work_dir, report), settings))
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from klaw.bench.locomo.annotations import load_session_notes
 from klaw.bench.locomo.dataset import load_locomo
 from klaw.bench.locomo.recall_bench import Asked, RecallRun, RecallSettings, run_recall
 from klaw.bench.locomo.recall_report import groups, to_json, to_markdown
+from klaw.bench.locomo.workbench import Workbench
 from klaw.memory.embedder.fake import FakeEmbedder
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "recall_tiny.json"
@@ -32,7 +33,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RecallRun:
     dataset = load_locomo(FIXTURE)
     notes = load_session_notes(FIXTURE, dataset)
     settings = RecallSettings(sliding_window=2)
-    return asyncio.run(run_recall(dataset, notes, FakeEmbedder(dim=32), tmp_path_factory.mktemp("recall"), settings))
+    bench = Workbench(FakeEmbedder(dim=32), tmp_path_factory.mktemp("recall"))
+    return asyncio.run(run_recall(dataset, notes, bench, settings))
 
 
 def asked(run: RecallRun, layer: str, sample_id: str, kind: str = "question") -> list[Asked]:

@@ -81,7 +81,7 @@ async def test_subagent_context_uses_the_history_loader_not_a_chat_window(tmp_pa
     await write_runs(tmp_path / "conversations", 3)
     built = builder(tmp_path)
     await built.build(TASK, "summarise today", "m/small")
-    loader = built._history
+    loader = built.history
     assert isinstance(loader, SpyLoader)
     assert loader.calls == [(TASK, 2)]  # context.subagentHistory
 

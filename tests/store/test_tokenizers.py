@@ -139,13 +139,14 @@ async def test_a_name_said_in_another_form_is_counted_and_not_taken_for_unknown(
     """Without a stemmer, "Шарика" (genitive) must still count the message saying "Шарик": a name
     counted as never said shuts meaning out of past-conversation recall (memory/unknown_names.py)."""
     from klaw.memory.unknown_names import unknown_names
+    from klaw.memory.word_evidence import WordScope
 
     for tokenizer in ("unicode61", "trigram"):
         store = await opened(tmp_path / f"{tokenizer}.db", tokenizer, RUSSIAN)
         try:
             counts = await store.search.word_counts(ME, "Шарика Шарику Мурзика", max_share=0.0, min_cap=10)
             assert counts.counts == {"шарика": 1, "шарику": 1, "мурзика": 0}, tokenizer
-            assert await unknown_names(store, ME, "А как там у Шарика дела?") == (), tokenizer
-            assert await unknown_names(store, ME, "А как там у Мурзика дела?") == ("мурзика",), tokenizer
+            assert await unknown_names(store, WordScope(ME), "А как там у Шарика дела?") == (), tokenizer
+            assert await unknown_names(store, WordScope(ME), "А как там у Мурзика дела?") == ("мурзика",), tokenizer
         finally:
             await store.aclose()

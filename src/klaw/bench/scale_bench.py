@@ -96,17 +96,9 @@ class PrecomputedEmbedder:
     """Answers with vectors computed before timing starts, so a search is timed without embedding."""
 
     def __init__(self, model_id: str, vectors: dict[str, npt.NDArray[np.float32]]) -> None:
-        self._model_id = model_id
+        self.model_id = model_id
         self._vectors = vectors
-        self._dim = len(next(iter(vectors.values())))
-
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    @property
-    def dim(self) -> int:
-        return self._dim
+        self.dim = len(next(iter(vectors.values())))
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         return np.stack([self._vectors[text] for text in texts])

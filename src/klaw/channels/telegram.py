@@ -52,6 +52,9 @@ QUIET_LOGGERS = ("httpx", "httpcore", "telegram")
 
 
 class TelegramChannel:
+    name: str = TELEGRAM_CHANNEL  # the Channel's name in frames
+    streaming: bool = False  # replies are sent whole
+
     def __init__(
         self,
         config: TelegramChannelConfig,
@@ -78,14 +81,6 @@ class TelegramChannel:
         self._refused: set[int] = set()
         self._typing: dict[int, asyncio.Task[None]] = {}
         self._username = ""
-
-    @property
-    def name(self) -> str:
-        return TELEGRAM_CHANNEL
-
-    @property
-    def streaming(self) -> bool:
-        return False
 
     async def start(self, gateway: Gateway) -> None:
         for name in QUIET_LOGGERS:  # their request lines and debug dumps carry the token and message text

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from klaw.cli.bench_locomo_cmd import locomo, past_sessions, recall
 from klaw.cli.bench_output import emit as _emit
-from klaw.cli.bench_output import machine
+from klaw.cli.bench_output import machine, machine_console
 from klaw.cli.bench_output import progress as _progress
 from klaw.cli.bench_output import stage_reporter as _stage_reporter
 from klaw.cli.bench_scale_cmd import scale
@@ -45,8 +44,7 @@ def vectors(
                 Path(tmp) / "bench.db", rows=rows, chats=chats, dim=dim, k=k, queries=queries, progress=report
             )
         )
-    console = Console(markup=False)
-    console.print(f"machine: {machine()}")
+    console = machine_console()
     console.print(
         f"{result.rows} rows in {result.chats} chat(s), dim {result.dim}, k={result.k};"
         f" insert {result.insert_rows_per_s:.0f} rows/s"
@@ -82,8 +80,7 @@ def embed(
     except ValueError as exc:
         fail(str(exc))
     sentences = benchmark_sentences(texts)
-    console = Console(markup=False)
-    console.print(f"machine: {machine()}")
+    console = machine_console()
 
     async def run(label: str, embedder: Any) -> Any:
         try:
@@ -120,8 +117,7 @@ def turn(
     """Engine overhead per turn (context build + bookkeeping; model = zero-delay local fake server)."""
     from klaw.bench.turn_bench import measure_turns, phase_table
 
-    console = Console(markup=False)
-    console.print(f"machine: {machine()}")
+    console = machine_console()
     results = []
     for size in stored or [1_000, 100_000]:
         with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
@@ -155,8 +151,7 @@ def summaries(
     from klaw.bench.summary_bench import measure_summaries
 
     overrides = _summarizer_settings(setting or [])
-    console = Console(markup=False)
-    console.print(f"machine: {machine()}")
+    console = machine_console()
     with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
         result = asyncio.run(
             measure_summaries(
@@ -235,8 +230,7 @@ def load(
     engine's memory after the load."""
     from klaw.bench.load_bench import measure_load
 
-    console = Console(soft_wrap=True, markup=False)
-    console.print(f"machine: {machine()}")
+    console = machine_console(soft_wrap=True)
     with tempfile.TemporaryDirectory(prefix="klaw-bench-", dir="/tmp") as tmp:  # short: a socket path
         result = asyncio.run(
             measure_load(
@@ -278,8 +272,7 @@ def warm(
     """How long filling the vector cache takes at start-up, with many chats."""
     from klaw.bench.warm_bench import measure_warm
 
-    console = Console(soft_wrap=True)
-    console.print(f"machine: {machine()}")
+    console = machine_console(soft_wrap=True, markup=True)
     with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp:
         result = asyncio.run(measure_warm(Path(tmp), chats=chats, per_chat=per_chat, dim=dim))
     console.print(
@@ -302,8 +295,7 @@ def sandbox(
 
     home = home_from_env()
     config = load_or_exit(home).config if home.config_file.exists() else EngineConfig()
-    console = Console(soft_wrap=True)
-    console.print(f"machine: {machine()}")
+    console = machine_console(soft_wrap=True, markup=True)
     with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp:
         result = asyncio.run(measure_sandbox(Path(tmp), config.sandbox, runs))
     if isinstance(result, Unavailable):

@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-from klaw.cli.bench_output import emit, machine, progress, stage_reporter
+from klaw.cli.bench_output import emit, machine, machine_console, progress, stage_reporter
 
-# (dataset, session notes or None, embedder, scratch directory, settings, progress callback) -> result
-Runner = Callable[[Any, Any, Any, Path, Any, Callable[[str, int, int], None]], Awaitable[Any]]
+# (dataset, session notes or None, workbench, settings) -> result
+Runner = Callable[[Any, Any, Any, Any], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +46,7 @@ def _run_bench(bench: _Bench, data: Path, out: Path, settings_from: Callable[[An
 
     from klaw.bench.locomo.annotations import load_session_notes
     from klaw.bench.locomo.dataset import LocomoFormatError, load_locomo
+    from klaw.bench.locomo.workbench import Workbench
     from klaw.cli.context import fail, home_from_env, load_or_exit
     from klaw.memory.embedder.factory import create_embedder
 
@@ -66,7 +66,7 @@ def _run_bench(bench: _Bench, data: Path, out: Path, settings_from: Callable[[An
     async def run(work_dir: Path) -> Any:
         try:
             with progress() as bars:
-                return await bench.run(dataset, notes, embedder, work_dir, settings, stage_reporter(bars))
+                return await bench.run(dataset, notes, Workbench(embedder, work_dir, stage_reporter(bars)), settings)
         finally:
             await embedder.aclose()
 
@@ -79,8 +79,7 @@ def _run_bench(bench: _Bench, data: Path, out: Path, settings_from: Callable[[An
     markdown = bench.to_markdown(result)
     emit(bench.to_json(result, machine=machine(), started_at=started_at, **extra), out / f"{bench.name}.json")
     (out / f"{bench.name}.md").write_text(markdown, encoding="utf-8")
-    console = Console(markup=False)
-    console.print(f"machine: {machine()}")
+    console = machine_console()
     console.print(Markdown(markdown))
     console.print(f"wrote {out / f'{bench.name}.json'} and {out / f'{bench.name}.md'}")
 
@@ -95,8 +94,8 @@ def locomo(
     from klaw.bench.locomo.report import to_json, to_markdown
     from klaw.bench.locomo.runner import LocomoRunError, RunSettings, run_locomo
 
-    def run(dataset: Any, _notes: Any, embedder: Any, work_dir: Path, settings: Any, stages: Any) -> Awaitable[Any]:
-        return run_locomo(dataset, embedder, work_dir, settings, stages)
+    def run(dataset: Any, _notes: Any, bench: Any, settings: Any) -> Awaitable[Any]:
+        return run_locomo(dataset, bench, settings)
 
     def settings_from(config: Any) -> RunSettings:
         return RunSettings(

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 
@@ -35,6 +36,13 @@ def machine() -> str:
     """The machine a figure was measured on, printed beside every figure."""
     load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
     return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {platform.system()}{load}"
+
+
+def machine_console(*, markup: bool = False, soft_wrap: bool = False) -> Console:
+    """The console a bench command prints to, its first line the machine the figures come from."""
+    console = Console(markup=markup, soft_wrap=soft_wrap)
+    console.print(f"machine: {machine()}")
+    return console
 
 
 def emit(result: dict[str, Any], out: Path | None) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 import typer
 from rich.console import Console
@@ -38,6 +38,25 @@ def load_or_exit(home: KlawHome) -> LoadedConfig:
     database = home.database_file(loaded.config.database.path)
     make_private_or_warn(home, [database, *(database.with_name(database.name + end) for end in ("-wal", "-shm"))])
     return loaded
+
+
+class StoredHome(NamedTuple):
+    """A command's home, its loaded config and the path of its database."""
+
+    home: KlawHome
+    loaded: LoadedConfig
+    path: Path
+
+
+def stored_home_or_exit(missing: str = "it is created when the engine first starts") -> StoredHome:
+    """The home, its config and its database for a command that reads the memory, or exit 1 when the
+    SQLite file is not there yet (`missing` says what that means for this command)."""
+    home = home_from_env()
+    loaded = load_or_exit(home)
+    path = home.database_file(loaded.config.database.path)
+    if loaded.config.database.backend == "sqlite" and not path.exists():
+        fail(f"{path} does not exist yet: {missing}.", code=1)
+    return StoredHome(home, loaded, path)
 
 
 def make_private_or_warn(home: KlawHome, extra: list[Path] | None = None) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -13,6 +13,9 @@ from rich.table import Table
 from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit
 from klaw.config import ENV_VAR_NAME, DatabaseConfig, EngineConfig
 from klaw.home import KlawHome
+
+if TYPE_CHECKING:
+    from klaw.store.protocol import StoreCounts
 
 app = typer.Typer(help="Inspect the database (klaw.db).", no_args_is_help=True)
 
@@ -108,18 +111,8 @@ async def _compare(
     console: Console, sqlite_file: Path, source: DatabaseConfig | None, target: DatabaseConfig, records: int
 ) -> None:
     """Row counts of klaw.db beside PostgreSQL's: the same log gives the same rows."""
-    moved = await open_store_or_exit(sqlite_file, target)
-    try:
-        after = await moved.counts()
-    finally:
-        await moved.aclose()
-    before = None
-    if source is not None:
-        old = await open_store_or_exit(sqlite_file, source)
-        try:
-            before = await old.counts()
-        finally:
-            await old.aclose()
+    after = await _counts(sqlite_file, target)
+    before = await _counts(sqlite_file, source) if source is not None else None
     table = Table(title=f"moved {records} log records into PostgreSQL ({target.url_env})")
     table.add_column("what")
     table.add_column("klaw.db", justify="right")
@@ -139,3 +132,11 @@ async def _compare(
             " other way round); run 'klaw reindex' on the SQLite home and compare again"
         )
     console.print(f"Now set in engine.yaml:  database: {{backend: postgres, urlEnv: {target.url_env}}}")
+
+
+async def _counts(path: Path, database: DatabaseConfig) -> StoreCounts:
+    store = await open_store_or_exit(path, database)
+    try:
+        return await store.counts()
+    finally:
+        await store.aclose()

@@ -23,7 +23,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit
+from klaw.cli.context import fail, open_store_or_exit, stored_home_or_exit
 from klaw.cli.memory_forget_cmd import register_forget
 from klaw.cli.memory_list_cmd import register_list
 from klaw.config import EngineConfig
@@ -76,11 +76,7 @@ def search(
     limit: Annotated[int, typer.Option("--limit", min=1, max=100, help="How many results to show.")] = 10,
 ) -> None:
     """Hybrid search (vector + full text, with neighbouring messages) over one chat's messages, with scores."""
-    home = home_from_env()
-    loaded = load_or_exit(home)
-    path = home.database_file(loaded.config.database.path)
-    if loaded.config.database.backend == "sqlite" and not path.exists():
-        fail(f"{path} does not exist yet: it is created when the engine first starts.", code=1)
+    home, loaded, path = stored_home_or_exit()
     try:
         outcome = asyncio.run(_search(path, home.embedder_cache, loaded.config, text, chat, segment, limit))
     except SearchProblem as exc:

@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit
+from klaw.cli.context import fail, open_store_or_exit, stored_home_or_exit
 from klaw.config import DatabaseConfig
 from klaw.engine_presence import engine_answers
 from klaw.home import KlawHome
@@ -44,11 +44,7 @@ def forget(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Erase an exchange, segment or saved memory everywhere: database, search indexes, summaries, log."""
-    home = home_from_env()
-    loaded = load_or_exit(home)
-    path = home.database_file(loaded.config.database.path)
-    if loaded.config.database.backend == "sqlite" and not path.exists():
-        fail(f"{path} does not exist yet: there is nothing to forget.", code=1)
+    home, loaded, path = stored_home_or_exit("there is nothing to forget")
     owner = _chat(chat) if chat is not None else None
     console = Console(markup=False)
 

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit
+from klaw.cli.context import fail, open_store_or_exit, stored_home_or_exit
 from klaw.config import DatabaseConfig
 from klaw.errors import KlawError
 from klaw.store.protocol import Storage
@@ -34,11 +34,7 @@ def register_list(app: typer.Typer, pick_chat: ChatPicker) -> None:
         ] = None,
     ) -> None:
         """A chat's segments and exchanges with their ids (for klaw memory forget), dates and first words."""
-        home = home_from_env()
-        loaded = load_or_exit(home)
-        path = home.database_file(loaded.config.database.path)
-        if loaded.config.database.backend == "sqlite" and not path.exists():
-            fail(f"{path} does not exist yet: it is created when the engine first starts.", code=1)
+        _, loaded, path = stored_home_or_exit()
         try:
             lines = asyncio.run(_listing(path, loaded.config.database, chat, pick_chat))
         except KlawError as exc:

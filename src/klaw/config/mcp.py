@@ -10,10 +10,11 @@ it as `mcp:<name>`; its tools reach the model as `<name>__<tool>`.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from klaw.config.base import Section, variable_name
 
@@ -22,6 +23,30 @@ SERVER_NAME = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9-]|_(?!_)){0,23}$")
 HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 
 EnvName = Annotated[str, variable_name("value", "MY_MCP_KEY")]
+
+
+def keys_matching(pattern: re.Pattern[str], refusal: Callable[[str], str]) -> AfterValidator:
+    """A mapping whose every key matches `pattern`; the first that does not is refused with `refusal(key)`."""
+
+    def check(mapping: dict[str, Any]) -> dict[str, Any]:
+        for key in mapping:
+            if not pattern.match(key):
+                raise ValueError(refusal(key))
+        return mapping
+
+    return AfterValidator(check)
+
+
+HeaderNames = keys_matching(
+    HEADER_NAME, lambda name: f"header name {name[:64]!r} is invalid: use letters, digits and '-'"
+)
+ServerNames = keys_matching(
+    SERVER_NAME,
+    lambda name: (
+        f"server name {name[:40]!r} is invalid: use 1-24 letters, digits, '-' or single '_'"
+        " (it prefixes the server's tool names as <name>__<tool>)"
+    ),
+)
 
 
 class McpServerConfig(Section):
@@ -38,7 +63,7 @@ class McpServerConfig(Section):
     authorization_env: EnvName | None = Field(
         default=None, description="Variable holding a key sent as 'Authorization: Bearer <key>' (url servers)."
     )
-    headers_env: dict[str, EnvName] = Field(
+    headers_env: Annotated[dict[str, EnvName], HeaderNames] = Field(
         default_factory=dict, description="HTTP header name -> variable holding its value (url servers)."
     )
     timeout_seconds: float = Field(default=30.0, gt=0, le=600, description="Longest wait for one tool call.")
@@ -52,14 +77,6 @@ class McpServerConfig(Section):
     max_schema_tokens: int = Field(
         default=3000, ge=0, description="Most tokens the server's tool schemas may take (sent with every model call)."
     )
-
-    @field_validator("headers_env")
-    @classmethod
-    def _header_names(cls, headers: dict[str, str]) -> dict[str, str]:
-        for name in headers:
-            if not HEADER_NAME.match(name):
-                raise ValueError(f"header name {name[:64]!r} is invalid: use letters, digits and '-'")
-        return headers
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -78,7 +95,7 @@ class McpServerConfig(Section):
 class McpConfig(Section):
     """The MCP servers klaw can take tools from, by name."""
 
-    servers: dict[str, McpServerConfig] = Field(
+    servers: Annotated[dict[str, McpServerConfig], ServerNames] = Field(
         default_factory=dict, description="Server name (the prefix of its tools) -> how to reach it."
     )
     start_wait_seconds: float = Field(
@@ -90,14 +107,3 @@ class McpConfig(Section):
     check_interval_seconds: float = Field(
         default=60.0, gt=0, description="How often an idle server is asked for its tools (notices a dead or hung one)."
     )
-
-    @field_validator("servers")
-    @classmethod
-    def _names(cls, servers: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
-        for name in servers:
-            if not SERVER_NAME.match(name):
-                raise ValueError(
-                    f"server name {name[:40]!r} is invalid: use 1-24 letters, digits, '-' or single '_'"
-                    " (it prefixes the server's tool names as <name>__<tool>)"
-                )
-        return servers

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from klaw.config.base import ApiKeyEnv, Section
-from klaw.config.tools import known_tool_groups
+from klaw.config.tools import ToolGroupNames
 
 
 class ModelConfig(Section):
@@ -24,16 +24,11 @@ class ModelConfig(Section):
     context_budget: int | None = Field(default=None, gt=0, description="Context window in tokens.")
     timeout_seconds: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=3, ge=0)
-    tools: tuple[str, ...] | None = Field(
+    tools: ToolGroupNames | None = Field(
         default=None,
         description="Tool groups this model is offered instead of tools.enabled (a small local model gets fewer);"
         " null = tools.enabled.",
     )
-
-    @field_validator("tools")
-    @classmethod
-    def _known_groups(cls, names: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        return None if names is None else known_tool_groups(names)
 
     def provider_model_name(self, model_id: str) -> str:
         """The name the provider knows this model by (`ollama/llama3.2` → `llama3.2`)."""

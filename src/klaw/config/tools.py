@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 from importlib.metadata import entry_points
-from typing import Literal
+from typing import Annotated, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from klaw.config.base import Section
 from klaw.config.mcp import MCP_GROUP_PREFIX
@@ -60,20 +60,7 @@ ToolGroup = Literal[
 ]
 # `websearch` is on when available: offered once web.search names a provider; so are `code` (a sandbox
 # works here, sandbox:) and `host` (an allow-list given, hostExec:).
-ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = (
-    "clock",
-    "files",
-    "memory",
-    "scheduler",
-    "subagents",
-    "messaging",
-    "skills",
-    "web",
-    "websearch",
-    "code",
-    "host",
-    "docs",
-)
+ALL_TOOL_GROUPS: tuple[ToolGroup, ...] = get_args(ToolGroup)
 _CHANNEL = re.compile(r"^[a-z0-9-]{1,32}$")  # as klaw/store/records.py checks channel names
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # as klaw/tools/schema.py checks them
 TOOL_PLUGIN_GROUP = "klaw.tools"  # the entry point group through which installed packages offer tools
@@ -100,6 +87,9 @@ def known_tool_groups(names: tuple[str, ...]) -> tuple[str, ...]:
     return names
 
 
+ToolGroupNames = Annotated[tuple[str, ...], AfterValidator(known_tool_groups)]
+
+
 class SkillsConfig(Section):
     """Skills (`workspace/skills/<name>/SKILL.md`, docs/skills.md): the context layer listing them and
     the size of what skill_read returns."""
@@ -120,17 +110,12 @@ class ToolsConfig(Section):
     listed in `klaw.tools.builtin.groups`.
     """
 
-    enabled: tuple[str, ...] = Field(
+    enabled: ToolGroupNames = Field(
         default=ALL_TOOL_GROUPS,
         description="Tool groups offered to the model: clock, files, memory, scheduler, subagents, messaging,"
         " skills, web, websearch, code, host, docs, the name of an installed tool plugin (entry point group"
         f" {TOOL_PLUGIN_GROUP}), or mcp:<server> for a server of the mcp section.",
     )
-
-    @field_validator("enabled")
-    @classmethod
-    def _known_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
-        return known_tool_groups(names)
 
     allow_prompt_edits: bool = Field(
         default=False,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import datetime
 
 from klaw.config import CommandConfig
@@ -28,37 +29,29 @@ _command_id: ContextVar[str | None] = ContextVar("klaw_command_id", default=None
 PREVIEW_CHARS = 60
 
 
+@dataclass(eq=False)
 class CommandHandler:
-    def __init__(
-        self,
-        *,
-        catalogue: ModelCatalogue,
-        commands: Sequence[CommandConfig],
-        sessions: SessionManager,
-        core_memory: CoreMemory,
-        processor: MessageProcessor,
-        clock: Clock,
-        started_at: datetime,
-        embedding_queue: EmbeddingQueue | None = None,
-        scheduler: Scheduler | None = None,
-        forgetting: Forgetting | None = None,
-        memory_commands: MemoryCommands | None = None,
-        approvals: ApprovalGate | None = None,
-        status_lines: Sequence[Callable[[], list[str]]] = (),
-    ) -> None:
-        """`status_lines`: parts that add lines of their own to /status (the MCP servers)."""
-        self._catalogue = catalogue
-        self._commands = tuple(commands)  # `commands` in engine.yaml: what /help lists
-        self._sessions = sessions
-        self._core_memory = core_memory
-        self._processor = processor
-        self._clock = clock
-        self._started_at = started_at
-        self._embedding_queue = embedding_queue
-        self._scheduler = scheduler
-        self._forgetting = forgetting
-        self._status_lines = tuple(status_lines)
-        self._handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = {
+    """`commands`: `commands` in engine.yaml, what /help lists. `status_lines`: parts that add lines of
+    their own to /status (the MCP servers)."""
+
+    _: KW_ONLY
+    catalogue: ModelCatalogue
+    commands: Sequence[CommandConfig]
+    sessions: SessionManager
+    core_memory: CoreMemory
+    processor: MessageProcessor
+    clock: Clock
+    started_at: datetime
+    embedding_queue: EmbeddingQueue | None = None
+    scheduler: Scheduler | None = None
+    forgetting: Forgetting | None = None
+    memory_commands: InitVar[MemoryCommands | None] = None
+    approvals: ApprovalGate | None = None
+    status_lines: Sequence[Callable[[], list[str]]] = ()
+    _handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = field(init=False)
+
+    def __post_init__(self, memory_commands: MemoryCommands | None) -> None:
+        self._handlers = {
             "new": self._new,
             "model": self._model,
             "models": self._models,
@@ -70,9 +63,8 @@ class CommandHandler:
         }
         if memory_commands is not None:  # /summarizer, /embeddings, /rag
             self._handlers.update(memory_commands.handlers())
-        self._approvals = approvals
-        if approvals is not None:  # /approve, /deny: answered at once, while the turn that asked waits
-            self._handlers.update(approvals.handlers())
+        if self.approvals is not None:  # /approve, /deny: answered at once, while the turn that asked waits
+            self._handlers.update(self.approvals.handlers())
 
     async def handle(self, chat: ChatRef, name: str, args: str = "", command_id: str | None = None) -> str:
         """Run a command. `command_id` is the id a gateway gave it: a command replayed after a lost
@@ -87,7 +79,7 @@ class CommandHandler:
             _command_id.reset(token)
 
     async def _new(self, chat: ChatRef, _: str) -> str:
-        await self._sessions.new_segment(chat, record_id=_command_id.get())
+        await self.sessions.new_segment(chat, record_id=_command_id.get())
         return (
             "Started a new conversation. Recent messages are out of my window now; core memory, "
             "your model and the full conversation log are kept."
@@ -95,70 +87,70 @@ class CommandHandler:
 
     async def _model(self, chat: ChatRef, args: str) -> str:
         if not args:
-            session = await self._sessions.get_or_create(chat)
+            session = await self.sessions.get_or_create(chat)
             return f"Current model: {session.model}"
         try:
-            session = await self._sessions.switch_model(chat, args, record_id=_command_id.get())
+            session = await self.sessions.switch_model(chat, args, record_id=_command_id.get())
         except UnknownModelError as exc:
             return _sentence(str(exc))
         return f"Switched this chat to {session.model}."
 
     async def _models(self, chat: ChatRef, _: str) -> str:
-        current = (await self._sessions.get_or_create(chat)).model
+        current = (await self.sessions.get_or_create(chat)).model
         lines = ["Configured models (context budget in tokens):"]
-        for model_id in self._catalogue.ids:
+        for model_id in self.catalogue.ids:
             marker = " (current)" if model_id == current else ""
-            lines.append(f"- {model_id}: {self._catalogue.context_budget(model_id)}{marker}")
+            lines.append(f"- {model_id}: {self.catalogue.context_budget(model_id)}{marker}")
         return "\n".join(lines)
 
     async def _memory(self, _chat: ChatRef, _: str) -> str:
-        memory = await self._core_memory.read()
+        memory = await self.core_memory.read()
         if not memory:
             return "Core memory is empty."
         return "Core memory:\n" + CoreMemory.render(memory)
 
     async def _status(self, chat: ChatRef, _: str) -> str:
-        session = await self._sessions.get_or_create(chat)
-        uptime = self._clock.now() - self._started_at
-        slots = self._processor.slots
+        session = await self.sessions.get_or_create(chat)
+        uptime = self.clock.now() - self.started_at
+        slots = self.processor.slots
         lines = [
             f"Uptime: {_duration(uptime.total_seconds())}",
             f"Model: {session.model}",
             f"Segment started: {session.segment.started_at.isoformat(timespec='seconds')}",
             f"Queue depth: {slots.queue_depth} waiting for an LLM slot,"
-            f" {self._processor.waiting_chats} chat(s) in debounce",
+            f" {self.processor.waiting_chats} chat(s) in debounce",
             f"LLM slots in use: {slots.in_use}/{slots.size}",
         ]
-        if self._embedding_queue is not None:
-            queue = await self._embedding_queue.status()
+        if self.embedding_queue is not None:
+            queue = await self.embedding_queue.status()
             line = f"Embedding queue: {queue.pending} pending, {queue.failed} failed"
             if queue.failed:
                 line += " (gave up after retries; the engine log names the error)"
             lines.append(line)
-        if self._scheduler is not None:
-            lines.append(await _scheduler_line(self._scheduler))
-        for source in self._status_lines:
+        if self.scheduler is not None:
+            lines.append(await _scheduler_line(self.scheduler))
+        for source in self.status_lines:
             lines += source()
-        if self._approvals is not None and self._approvals.tools:
-            waiting = self._approvals.describe_waiting(chat)
-            lines.append(f"Held for approval: {', '.join(sorted(self._approvals.tools))}; waiting here: {waiting}")
+        if self.approvals is not None and self.approvals.tools:
+            waiting = self.approvals.describe_waiting(chat)
+            lines.append(f"Held for approval: {', '.join(sorted(self.approvals.tools))}; waiting here: {waiting}")
         return "\n".join(lines)
 
     async def _forget(self, chat: ChatRef, args: str) -> str:
-        if self._forgetting is None:
+        if self.forgetting is None:
             return "Forgetting is not available in this engine."
         record_id = _command_id.get()
-        if await self._forgetting.already_done(record_id):
+        if await self.forgetting.already_done(record_id):
             return "Already forgotten."
         try:
-            kind, target_id = await _forget_target(self._forgetting, chat, args)
-            plan = await self._forgetting.plan(kind, target_id, chat)
+            kind, target_id = await _forget_target(self.forgetting, chat, args)
+            plan = await self.forgetting.plan(kind, target_id, chat)
         except ForgetError as exc:
             return f"Cannot forget: {exc}."
-        outcome = await self._forgetting.forget(plan, record_id=record_id)
+        outcome = await self.forgetting.forget(plan, record_id=record_id)
         # What the running engine still holds of the text in memory: the last turns' context records.
-        self._processor.last_context.pop(chat, None)
-        self._processor.context_history.drop(chat)
+        self.processor.last_context.pop(chat, None)
+        self.processor.context_history.drop(chat)
         return (
             f"Forgot {plan.label}: {plan.describe()} erased from the database, its search indexes, summaries"
             f" and the conversation log ({outcome.files_rewritten} log file(s) rewritten). Core memory is"
@@ -166,10 +158,10 @@ class CommandHandler:
         )
 
     async def _help(self, _chat: ChatRef, _: str) -> str:
-        return "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in self._commands)
+        return "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in self.commands)
 
     async def _context(self, chat: ChatRef, _: str) -> str:
-        context = self._processor.last_context.get(chat)
+        context = self.processor.last_context.get(chat)
         if context is None:
             return "No turn has been built for this chat since the engine started."
         lines = [f"Last turn's context: {context.total_tokens} of {context.budget} tokens"]

@@ -101,36 +101,27 @@ def message_tokens(message: StoredMessage) -> int:
     return approximate_token_count(message.content) + approximate_token_count(extra) + MESSAGE_OVERHEAD_TOKENS
 
 
+@dataclass(frozen=True, eq=False)
 class ContextBuilder:
-    def __init__(
-        self,
-        catalogue: ModelCatalogue,
-        config: ContextConfig,
-        store: Storage,
-        system_prompt: SystemPrompt,
-        core_memory: CoreMemory,
-        tools: Callable[[str], Sequence[ToolSpec]] = lambda _model: (),
-        auto_rag: AutoRagService | None = None,
-        past_conversations: PastConversationRetriever | None = None,
-        skills: Callable[[], str | None] | None = None,
-    ) -> None:
-        """`catalogue` gives each model's context budget; `config` is the `context` section."""
-        self._catalogue = catalogue
-        self._config = config
-        self._store = store
-        self._system_prompt = system_prompt
-        self._core_memory = core_memory
-        # the model's tools as the registry holds them now: tools registered later are offered too
-        self._tools = tools
-        self._auto_rag = auto_rag
-        self._past_conversations = past_conversations
-        self._skills = skills  # the skills layer's text (file checks: run in a thread), None when off
+    """`catalogue` gives each model's context budget; `config` is the `context` section."""
+
+    catalogue: ModelCatalogue
+    config: ContextConfig
+    store: Storage
+    system_prompt: SystemPrompt
+    core_memory: CoreMemory
+    # the model's tools as the registry holds them now: tools registered later are offered too
+    tools: Callable[[str], Sequence[ToolSpec]] = lambda _model: ()
+    auto_rag: AutoRagService | None = None
+    past_conversations: PastConversationRetriever | None = None
+    # the skills layer's text (file checks: run in a thread), None when off
+    skills: Callable[[], str | None] | None = None
 
     async def build(
         self, session: Session, pending: Sequence[StoredMessage], *, subagent: bool = False
     ) -> BuiltContext:
-        budget = int(self._catalogue.context_budget(session.model) * SAFETY_MARGIN)
-        tools = list(self._tools(session.model))
+        budget = int(self.catalogue.context_budget(session.model) * SAFETY_MARGIN)
+        tools = list(self.tools(session.model))
         layers: list[ContextLayer] = []
         head: list[ChatMessage] = []
         warnings: list[str] = []
@@ -142,18 +133,18 @@ class ContextBuilder:
                 layers.append(ContextLayer(name, approximate_token_count(text) + MESSAGE_OVERHEAD_TOKENS, items))
 
         with timings.phase("system_prompt"):
-            place("system_prompt", await self._system_prompt.text())
+            place("system_prompt", await self.system_prompt.text())
         with timings.phase("core_memory"):
-            memory = await self._core_memory.read()
+            memory = await self.core_memory.read()
         place(
             "core_memory",
             f"Core memory (facts you keep about your person):\n{CoreMemory.render(memory)}" if memory else None,
         )
         with timings.phase("summary"):
             place("summary", await self.summary_layer(session))
-        if self._skills is not None:
+        if self.skills is not None:
             with timings.phase("skills"):
-                place("skills", await asyncio.to_thread(self._skills))
+                place("skills", await asyncio.to_thread(self.skills))
         pending_text = "\n".join(m.content for m in pending)
         tools_tokens = tools_layer(tools).tokens
         pending_tokens = approximate_token_count(pending_text) + MESSAGE_OVERHEAD_TOKENS
@@ -170,10 +161,10 @@ class ContextBuilder:
         with timings.phase("window"):
             # One row more than the window can use: whether it came tells auto-RAG's guard that the
             # segment has outgrown the window, without a count of its own (a round trip to the database).
-            recent = await self._store.messages.window(
-                session.segment.id, self._config.sliding_window + len(pending_rowids) + 1
+            recent = await self.store.messages.window(
+                session.segment.id, self.config.sliding_window + len(pending_rowids) + 1
             )
-            candidates = [m for m in recent if m.rowid not in pending_rowids][-self._config.sliding_window :]
+            candidates = [m for m in recent if m.rowid not in pending_rowids][-self.config.sliding_window :]
             window = fit_newest(candidates, message_tokens, remaining)
         recalled: list[RecalledMessage] = []
         if not subagent:
@@ -202,15 +193,15 @@ class ContextBuilder:
 
     async def summary_layer(self, session: Session) -> str | None:
         """The segment's summary so far, as the segment summarizer last rolled it forward."""
-        summary = await self._store.summaries.segment_summary(session.segment.id)
+        summary = await self.store.summaries.segment_summary(session.segment.id)
         return None if summary is None else f"{SUMMARY_HEADER}\n{summary.text}"
 
     async def past_conversations_layer(self, session: Session, query: str, budget_tokens: int) -> str | None:
         """Related past segments of this chat and their exchanges (never the current segment), within
         `budget_tokens` and the `rag` settings; None when disabled, nothing is related, or on error."""
-        if self._past_conversations is None:
+        if self.past_conversations is None:
             return None
-        found = await self._past_conversations.retrieve(
+        found = await self.past_conversations.retrieve(
             session.chat, session.segment.id, query, budget_tokens - MESSAGE_OVERHEAD_TOKENS
         )
         return None if found is None else found.block
@@ -230,14 +221,14 @@ class ContextBuilder:
         messages and one more: only "more than the window?" matters, so a 100k-message segment
         costs what a short one does."""
         room = budget_tokens - MESSAGE_OVERHEAD_TOKENS
-        if self._auto_rag is None or not self._auto_rag.enabled or room <= 0:
+        if self.auto_rag is None or not self.auto_rag.enabled or room <= 0:
             return []
         segment_id = session.segment.id
         in_segment = sum(1 for m in pending if m.segment_id == segment_id)
         # All that were asked for came (window + pending + 1 > window + in_segment), or the whole segment.
-        if newest - in_segment <= self._config.sliding_window:
+        if newest - in_segment <= self.config.sliding_window:
             return []
-        return await self._auto_rag.recall(session.chat, segment_id, query, shown_rowids, max_tokens=room)
+        return await self.auto_rag.recall(session.chat, segment_id, query, shown_rowids, max_tokens=room)
 
     @staticmethod
     def _over_budget(

@@ -8,6 +8,7 @@ is counts, states and error classes: never the text of a summary or message.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from klaw.engine.memory_settings import (
@@ -28,14 +29,12 @@ Handler = Callable[[ChatRef, str], Awaitable[str]]
 CONFIRM = "confirm"
 
 
+@dataclass(frozen=True, eq=False)
 class MemoryCommands:
-    def __init__(
-        self, settings: MemorySettings, summarizer: SummarizerService, embedding_queue: EmbeddingQueue, store: Storage
-    ) -> None:
-        self._settings = settings
-        self._summarizer = summarizer
-        self._queue = embedding_queue
-        self._store = store
+    settings: MemorySettings
+    summaries: SummarizerService
+    embedding_queue: EmbeddingQueue
+    store: Storage
 
     def handlers(self) -> dict[str, Handler]:
         return {"summarizer": self.summarizer, "embeddings": self.embeddings, "rag": self.rag}
@@ -45,20 +44,20 @@ class MemoryCommands:
     async def summarizer(self, _chat: ChatRef, args: str) -> str:
         action = args.lower()
         if action == "on":
-            await self._settings.set_flag(SUMMARIZER_ENABLED, True)
-            self._summarizer.start()
+            await self.settings.set_flag(SUMMARIZER_ENABLED, True)
+            self.summaries.start()
             return "Summarizer on: exchanges and segments are summarized in the background."
         if action == "off":
-            await self._settings.set_flag(SUMMARIZER_ENABLED, False)
-            await self._summarizer.stop()
+            await self.settings.set_flag(SUMMARIZER_ENABLED, False)
+            await self.summaries.stop()
             return "Summarizer off: no new summaries until /summarizer on (existing ones are still used)."
         if action in ("", "status"):
             return await self._summarizer_status()
         return "Usage: /summarizer [on|off|status]"
 
     async def _summarizer_status(self) -> str:
-        status = await self._summarizer.status()
-        switch = "on" if self._settings.summarizer_enabled else "off"
+        status = await self.summaries.status()
+        switch = "on" if self.settings.summarizer_enabled else "off"
         counts = status.counts
         return "\n".join(
             [
@@ -77,15 +76,15 @@ class MemoryCommands:
         words = args.lower().split() or ["status"]
         action = words[0]
         if action == "on" and len(words) == 1:
-            await self._settings.set_flag(EMBEDDINGS_ENABLED, True)
-            revived = await self._store.embedding_jobs.retry_failed()
-            self._queue.start()
-            self._queue.notify()
+            await self.settings.set_flag(EMBEDDINGS_ENABLED, True)
+            revived = await self.store.embedding_jobs.retry_failed()
+            self.embedding_queue.start()
+            self.embedding_queue.notify()
             again = f"; {revived} failed job(s) queued again" if revived else ""
             return f"Embedding worker on{again}."
         if action == "off" and len(words) == 1:
-            await self._settings.set_flag(EMBEDDINGS_ENABLED, False)
-            await self._queue.aclose()
+            await self.settings.set_flag(EMBEDDINGS_ENABLED, False)
+            await self.embedding_queue.aclose()
             return "Embedding worker off: new jobs wait in the database until /embeddings on."
         if action == "status" and len(words) == 1:
             return await self._embeddings_status()
@@ -94,21 +93,21 @@ class MemoryCommands:
         return "Usage: /embeddings [on|off|status|rebuild]"
 
     async def _embeddings_status(self) -> str:
-        status = await self._queue.status()
-        switch = "on" if self._settings.embeddings_enabled else "off"
+        status = await self.embedding_queue.status()
+        switch = "on" if self.settings.embeddings_enabled else "off"
         lines = [
             f"Embedding worker: {switch} ({'running' if status.running else 'stopped'});"
             f" {status.embedded} embedded since the engine started"
         ]
-        for target in await self._store.embedding_jobs.by_target():
+        for target in await self.store.embedding_jobs.by_target():
             line = f"- {target.target}: {target.pending} pending, {target.failed} failed"
             if target.failed and target.last_error:
                 line += f" (last error: {target.last_error})"
             lines.append(line)
         if len(lines) == 1:
             lines.append("- no jobs waiting")
-        summaries = await self._store.summaries.counts()
-        lines.append(f"Vectors: {await self._store.vectors.count()} messages, {summaries.vectors} summaries")
+        summaries = await self.store.summaries.counts()
+        lines.append(f"Vectors: {await self.store.vectors.count()} messages, {summaries.vectors} summaries")
         if status.failed:
             lines.append(
                 f"Failed jobs gave up after {len(BACKOFF_SECONDS)} retries ({BACKOFF_SECONDS[0]}–"
@@ -118,14 +117,14 @@ class MemoryCommands:
 
     async def _rebuild(self, *, confirmed: bool) -> str:
         if not confirmed:
-            counts = await self._store.summaries.counts()
+            counts = await self.store.summaries.counts()
             return (
                 f"This deletes the {counts.vectors} summary vectors and embeds every summary again"
                 " (message vectors are rebuilt by `klaw reindex`). Send /embeddings rebuild confirm to go ahead."
             )
-        queued = await self._store.summaries.reembed_all()
-        self._queue.notify()
-        running = (await self._queue.status()).running
+        queued = await self.store.summaries.reembed_all()
+        self.embedding_queue.notify()
+        running = (await self.embedding_queue.status()).running
         waiting = "" if running else " The worker is off: /embeddings on starts it."
         return f"Summary vectors dropped; {queued} summaries queued for embedding.{waiting}"
 
@@ -135,7 +134,7 @@ class MemoryCommands:
         words = args.split()
         action = words[0].lower() if words else ""
         if action in ("on", "off") and len(words) == 1:
-            await self._settings.set_flag(RAG_ENABLED, action == "on")
+            await self.settings.set_flag(RAG_ENABLED, action == "on")
             if action == "on":
                 return "Past conversations on: related earlier segments are placed in the context."
             return "Past conversations off: the context holds only this segment (and core memory)."
@@ -145,7 +144,7 @@ class MemoryCommands:
             if len(words) != 3:
                 return "Usage: /rag set <key> <value>"
             try:
-                key, value = await self._settings.set_rag(words[1], words[2])
+                key, value = await self.settings.set_rag(words[1], words[2])
             except SettingError as exc:
                 return str(exc)
             return f"Updated: {key} = {value}"
@@ -154,7 +153,7 @@ class MemoryCommands:
         return "Usage: /rag [on|off|config|set <key> <value>]"
 
     def _rag_config(self) -> str:
-        rag = self._settings.rag
+        rag = self.settings.rag
         lines = ["Past-conversation retrieval:"]
         lines.append(f"  {RAG_ENABLED}: {str(rag.enabled).lower()}{self._source(RAG_ENABLED)}")
         for key, field in RAG_KEYS.items():
@@ -163,11 +162,11 @@ class MemoryCommands:
         return "\n".join(lines)
 
     def _source(self, key: str) -> str:
-        return " (set by command)" if self._settings.overridden(key) else ""
+        return " (set by command)" if self.settings.overridden(key) else ""
 
     async def _rag_status(self) -> str:
-        rag = self._settings.rag
-        counts = await self._store.summaries.counts()
+        rag = self.settings.rag
+        counts = await self.store.summaries.counts()
         return "\n".join(
             [
                 f"Past conversations: {'on' if rag.enabled else 'off'}",

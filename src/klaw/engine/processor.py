@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 
 from klaw.config import EngineConfig
@@ -50,42 +50,34 @@ class Inbound:
     id: str | None = None
 
 
+@dataclass(eq=False)
 class MessageProcessor:
-    def __init__(
-        self,
-        *,
-        config: EngineConfig,
-        store: Storage,
-        ingestion: Ingestion,
-        sessions: SessionManager,
-        context_builder: ContextBuilder,
-        turns: TurnRunner,
-        slots: LlmSlots,
-        delivery: Delivery,
-        clock: Clock,
-        leases: ChatLeases | None = None,
-    ) -> None:
-        """`leases`: on a store several engines share, a chat's turn runs only under its lease."""
-        self._config = config
-        self._leases = leases
-        self._store = store
-        self._ingestion = ingestion
-        self._sessions = sessions
-        self.context_builder = context_builder
-        self._turns_runner = turns
-        self.slots = slots
-        self._delivery = delivery
-        self._clock = clock
-        self._debouncer: Debouncer[ChatRef, StoredMessage] = Debouncer(
-            config.processing.debounce_ms / 1000, self._process, clock
-        )
-        self._turns: set[asyncio.Task[None]] = set()
-        self.last_context: dict[ChatRef, BuiltContext] = {}
-        self.context_history = ContextHistory()  # the last turns per chat, for the web inspector
-        self._accepting = True
-        self._chat_locks: dict[ChatRef, asyncio.Lock] = {}
-        self._queued: set[int] = set()  # rowids waiting for, or in, their turn
-        self._accept_seconds: dict[int, float] = {}  # rowid → its accept's time, until its turn reads it
+    """`leases`: on a store several engines share, a chat's turn runs only under its lease."""
+
+    _: KW_ONLY
+    config: EngineConfig
+    store: Storage
+    ingestion: Ingestion
+    sessions: SessionManager
+    context_builder: ContextBuilder
+    turns: TurnRunner
+    slots: LlmSlots
+    delivery: Delivery
+    clock: Clock
+    leases: ChatLeases | None = None
+    last_context: dict[ChatRef, BuiltContext] = field(default_factory=dict, init=False)
+    # the last turns per chat, for the web inspector
+    context_history: ContextHistory = field(default_factory=ContextHistory, init=False)
+    _debouncer: Debouncer[ChatRef, StoredMessage] = field(init=False)
+    _turn_tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    _accepting: bool = field(default=True, init=False)
+    _chat_locks: dict[ChatRef, asyncio.Lock] = field(default_factory=dict, init=False)
+    _queued: set[int] = field(default_factory=set, init=False)  # rowids waiting for, or in, their turn
+    # rowid → its accept's time, until its turn reads it
+    _accept_seconds: dict[int, float] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self._debouncer = Debouncer(self.config.processing.debounce_ms / 1000, self._process, self.clock)
 
     @property
     def waiting_chats(self) -> int:
@@ -95,14 +87,14 @@ class MessageProcessor:
         """Make the message durable and schedule its chat's turn; returns once it is stored."""
         if not self._accepting:
             raise EngineStopping("the engine is shutting down and accepts no new messages")
-        record = MessageRecord(inbound.chat, Role.USER, inbound.text, created_at=self._clock.now())
+        record = MessageRecord(inbound.chat, Role.USER, inbound.text, created_at=self.clock.now())
         accepting = PhaseTimes()
         with accepting.phase("accept"):
             if not inbound.id:
-                stored = await self._ingestion.accept(record)
+                stored = await self.ingestion.accept(record)
             else:
                 record = dataclasses.replace(record, id=inbound.id)
-                stored, new = await self._ingestion.accept_once(record)
+                stored, new = await self.ingestion.accept_once(record)
                 if not new:
                     return stored  # a replayed message (gateway reconnect): already accepted
         self._accept_seconds[stored.rowid] = accepting.seconds["accept"]
@@ -119,7 +111,7 @@ class MessageProcessor:
         for its turn (arrived live) is not queued twice, so the model never sees it twice.
         """
         resumed = 0
-        for chat in await self._store.segments.chats():
+        for chat in await self.store.segments.chats():
             resumed += await self._resume(chat, within)
         if resumed:
             log.warning("resuming %d message(s) left unanswered by the previous run", resumed)
@@ -132,7 +124,7 @@ class MessageProcessor:
             log.warning("taking over chat %s: messages no engine answered", chat)
 
     async def _resume(self, chat: ChatRef, within: timedelta) -> int:
-        cutoff = self._clock.now() - within
+        cutoff = self.clock.now() - within
         resumed = 0
         for message in await self._unanswered(chat):
             if message.record.created_at >= cutoff and message.rowid not in self._queued:
@@ -143,10 +135,10 @@ class MessageProcessor:
     async def _unanswered(self, chat: ChatRef) -> list[StoredMessage]:
         """The user messages of the chat's current segment newer than the one its last closed exchange
         answered, oldest first."""
-        segment = await self._store.segments.current(chat)
-        exchanges = await self._store.exchanges.for_segment(segment.id)
+        segment = await self.store.segments.current(chat)
+        exchanges = await self.store.exchanges.for_segment(segment.id)
         closed = [e.user_message_rowid or 0 for e in exchanges if e.status is not ExchangeStatus.OPEN]
-        return await self._store.messages.user_messages_after(segment.id, max(closed, default=0))
+        return await self.store.messages.user_messages_after(segment.id, max(closed, default=0))
 
     async def redeliver(self, within: timedelta = RESUME_WITHIN) -> int:
         """Send again the replies no channel confirmed (the engine stopped between closing their
@@ -154,15 +146,15 @@ class MessageProcessor:
         gateway that did show it shows it once. One older than `within` is given up: a person who
         waited that long has moved on, and a gateway too old to confirm must not get every reply
         again at each start."""
-        cutoff = self._clock.now() - within
-        waiting = await self._store.exchanges.undelivered()
+        cutoff = self.clock.now() - within
+        waiting = await self.store.exchanges.undelivered()
         stale = [u.reply.id for u in waiting if u.reply.created_at < cutoff]
-        await self._store.exchanges.mark_delivered(stale)
+        await self.store.exchanges.mark_delivered(stale)
         sent = 0
         for item in waiting:
             if item.reply.created_at >= cutoff:
                 reply = item.reply
-                await self._delivery.deliver(Outbound(reply.chat, reply.content, item.reply_to, "reply", id=reply.id))
+                await self.delivery.deliver(Outbound(reply.chat, reply.content, item.reply_to, "reply", id=reply.id))
                 sent += 1
         if sent or stale:
             log.warning("sending again %d reply(ies) not confirmed delivered; %d older ones given up", sent, len(stale))
@@ -176,13 +168,13 @@ class MessageProcessor:
     async def _process(self, chat: ChatRef, pending: list[StoredMessage]) -> None:
         task = asyncio.current_task()
         if task is not None:
-            self._turns.add(task)
+            self._turn_tasks.add(task)
         answering = pending
         try:
             # One turn at a time per chat: messages arriving mid-turn form the next turn, so replies
             # and tool-call records of a chat never interleave; across engines, under the chat's lease.
             async with self._chat_lock(chat), self._lease(chat):
-                if self._leases is not None:
+                if self.leases is not None:
                     answering = await self._still_unanswered(chat, pending)
                 if answering:
                     async with self.slots.held(Priority.INTERACTIVE) as slot:
@@ -192,28 +184,28 @@ class MessageProcessor:
                 self._queued.discard(message.rowid)
                 self._accept_seconds.pop(message.rowid, None)
             if task is not None:
-                self._turns.discard(task)
+                self._turn_tasks.discard(task)
 
     async def _still_unanswered(self, chat: ChatRef, pending: list[StoredMessage]) -> list[StoredMessage]:
         """Under the lease, what the chat's turn answers, read afresh: another engine may have answered
         these messages before the lease came here, or accepted others that join this turn."""
         mine = {m.rowid for m in pending}
-        cutoff = self._clock.now() - RESUME_WITHIN
+        cutoff = self.clock.now() - RESUME_WITHIN
         return [m for m in await self._unanswered(chat) if m.rowid in mine or m.record.created_at >= cutoff]
 
     def _lease(self, chat: ChatRef) -> contextlib.AbstractAsyncContextManager[None]:
-        return contextlib.nullcontext() if self._leases is None else self._leases.hold(chat)
+        return contextlib.nullcontext() if self.leases is None else self.leases.hold(chat)
 
     async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage], slot: HeldSlot) -> None:
         """The chat's turn through the shared runner: its context, ingestion as recorder, this chat as sink."""
-        sink = _ChatReply(self._ingestion, self._delivery, self._clock, chat, reply_to=pending[-1].record.id)
+        sink = _ChatReply(self.ingestion, self.delivery, self.clock, chat, reply_to=pending[-1].record.id)
         # Accepting the messages (log fsync + row) happened before the turn: it is part of its cost.
         timings = PhaseTimes()
         timings.add("accept", sum(self._accept_seconds.get(m.rowid, 0.0) for m in pending))
 
         async def context() -> TurnPrompt:
             with timings.phase("context.session"):
-                session = await self._sessions.get_or_create(chat)
+                session = await self.sessions.get_or_create(chat)
             built = await self.context_builder.build(session, pending)
             timings.merge(built.timings, "context.")
             self.last_context[chat] = built
@@ -221,7 +213,7 @@ class MessageProcessor:
                 chat,
                 TurnContext.of(
                     built,
-                    at=self._clock.now(),
+                    at=self.clock.now(),
                     reply_to=sink.reply_to,
                     model=session.model,
                     segment_id=session.segment.id,
@@ -234,15 +226,15 @@ class MessageProcessor:
             label=f"turn of chat {chat}",
             chat=chat,
             context=context,
-            record=self._ingestion.accept,
+            record=self.ingestion.accept,
             sink=sink,
-            on_text=self._delivery.delta_sink(chat, sink.reply_to),
+            on_text=self.delivery.delta_sink(chat, sink.reply_to),
             timings=timings,
             approval=PERSON_PRESENT,  # a held tool asks this chat's person
             while_asking=slot.set_aside,  # other chats use the model meanwhile
             begin_alongside_context=True,  # the exchange's opening is a control record no layer reads
         )
-        await self._turns_runner.run(turn)
+        await self.turns.run(turn)
 
     async def inject(self, chat: ChatRef, text: str, metadata: dict[str, str]) -> None:
         """A message the agent sends on its own (a scheduled task's answer): recorded in the chat's log
@@ -251,9 +243,9 @@ class MessageProcessor:
         Taken under the chat's turn lock, so it never lands between a turn's tool call and results.
         """
         async with self._chat_lock(chat), self._lease(chat):
-            record = MessageRecord(chat, Role.ASSISTANT, text, metadata=dict(metadata), created_at=self._clock.now())
-            await self._ingestion.accept(record)
-        await self._delivery.deliver(Outbound(chat, text, None, "reply", task=metadata.get("task")))
+            record = MessageRecord(chat, Role.ASSISTANT, text, metadata=dict(metadata), created_at=self.clock.now())
+            await self.ingestion.accept(record)
+        await self.delivery.deliver(Outbound(chat, text, None, "reply", task=metadata.get("task")))
 
     async def post(self, chat: ChatRef, text: str, metadata: dict[str, str]) -> bool:
         """`inject` now if the chat is between turns (True), else in the background once its turn ends
@@ -263,8 +255,8 @@ class MessageProcessor:
             await self.inject(chat, text, metadata)  # the free lock is taken without yielding
             return True
         task = asyncio.create_task(self._post_later(chat, text, metadata), name=f"post-{chat}")
-        self._turns.add(task)
-        task.add_done_callback(self._turns.discard)
+        self._turn_tasks.add(task)
+        task.add_done_callback(self._turn_tasks.discard)
         return False
 
     async def _post_later(self, chat: ChatRef, text: str, metadata: dict[str, str]) -> None:
@@ -299,49 +291,49 @@ class MessageProcessor:
         try:
             async with asyncio.timeout(timeout_seconds):
                 await flush
-                while self._turns:
-                    await asyncio.gather(*list(self._turns), return_exceptions=True)
+                while self._turn_tasks:
+                    await asyncio.gather(*list(self._turn_tasks), return_exceptions=True)
             return True
         except TimeoutError:
-            for task in [flush, *self._turns]:
+            for task in [flush, *self._turn_tasks]:
                 task.cancel()
             return False
 
 
+@dataclass(eq=False)
 class _ChatReply:
     """A chat turn's sink: the exchange opened and closed by log records (store/exchange_records.py, so
     a database rebuilt from the log has the same exchanges), the reply or the apology delivered."""
 
-    def __init__(self, ingestion: Ingestion, delivery: Delivery, clock: Clock, chat: ChatRef, reply_to: str) -> None:
-        self._ingestion = ingestion
-        self._delivery = delivery
-        self._clock = clock
-        self._chat = chat
-        self.reply_to = reply_to
-        self._opened: MessageRecord | None = None
-        self._closed = False
+    ingestion: Ingestion
+    delivery: Delivery
+    clock: Clock
+    chat: ChatRef
+    reply_to: str
+    _opened: MessageRecord | None = field(default=None, init=False)
+    _closed: bool = field(default=False, init=False)
 
     async def begin(self) -> None:
-        exchange_id = await self._ingestion.store.exchanges.reserve_id()
-        record = exchange_open_record(self._chat, self.reply_to, self._clock.now(), exchange_id)
-        self._opened = (await self._ingestion.accept(record)).record
+        exchange_id = await self.ingestion.store.exchanges.reserve_id()
+        record = exchange_open_record(self.chat, self.reply_to, self.clock.now(), exchange_id)
+        self._opened = (await self.ingestion.accept(record)).record
 
     async def finish(self, outcome: LoopOutcome) -> None:
         assert self._opened is not None
-        now = self._clock.now()
-        final = MessageRecord(self._chat, Role.ASSISTANT, outcome.text, created_at=now)
+        now = self.clock.now()
+        final = MessageRecord(self.chat, Role.ASSISTANT, outcome.text, created_at=now)
         # The reply and the close in one log write and one fsync: both durable before the reply goes out.
         close = exchange_close_record(self._opened, outcome.status, final.id, now)
-        await self._ingestion.accept_together([final, close])
+        await self.ingestion.accept_together([final, close])
         self._closed = True
-        await self._delivery.deliver(Outbound(self._chat, outcome.text, self.reply_to, "reply", id=final.id))
+        await self.delivery.deliver(Outbound(self.chat, outcome.text, self.reply_to, "reply", id=final.id))
 
     async def fail(self, failure: TurnFailure) -> None:
         """Close the exchange as failed (unless it closed before the delivery failed), then apologise;
         the apology goes out even when the close cannot be recorded (a full disk)."""
         try:
             if self._opened is not None and not self._closed:
-                close = exchange_close_record(self._opened, ExchangeStatus.FAILED, None, self._clock.now())
-                await self._ingestion.accept(close)
+                close = exchange_close_record(self._opened, ExchangeStatus.FAILED, None, self.clock.now())
+                await self.ingestion.accept(close)
         finally:
-            await self._delivery.deliver(Outbound(self._chat, failure.apology(), self.reply_to, "error"))
+            await self.delivery.deliver(Outbound(self.chat, failure.apology(), self.reply_to, "error"))

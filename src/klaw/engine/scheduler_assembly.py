@@ -64,7 +64,7 @@ def assemble_scheduler(
         context=SubagentContextBuilder(
             catalogue, config.context, SystemPrompt(home.workspace), core_memory, history, subagent_tools
         ),
-        log_=log,
+        conversation_log=log,
         history=history,
         inject=processor.inject,
         delivery=delivery,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import datetime, timedelta, tzinfo
 
 from klaw.config import SchedulerConfig
@@ -70,42 +70,38 @@ class DailyRuns:
         self._starts.append(now)
 
 
+@dataclass(eq=False)
 class Scheduler:
-    def __init__(
-        self,
-        *,
-        config: SchedulerConfig,
-        catalogue: ModelCatalogue,
-        store: ScheduleStore,
-        runner: SubagentRunner,
-        clock: Clock,
-    ) -> None:
-        """`config` is the `scheduler` section; `catalogue` checks a task's model."""
-        self._catalogue = catalogue
-        self._store = store
-        self._runner = runner
-        self._clock = clock
-        self.zone: tzinfo = scheduler_zone(config.timezone)
+    """`config` is the `scheduler` section; `catalogue` checks a task's model."""
+
+    _: KW_ONLY
+    config: InitVar[SchedulerConfig]
+    catalogue: ModelCatalogue
+    store: ScheduleStore
+    runner: SubagentRunner
+    clock: Clock
+    zone: tzinfo = field(init=False)
+    _grace: timedelta = field(init=False)
+    _daily: DailyRuns = field(init=False)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _asleep: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _stopping: bool = field(default=False, init=False)
+    _loop_task: asyncio.Task[None] | None = field(default=None, init=False)
+
+    def __post_init__(self, config: SchedulerConfig) -> None:
+        self.zone = scheduler_zone(config.timezone)
         self._grace = timedelta(seconds=config.misfire_grace_seconds)
         self._daily = DailyRuns(config.max_runs_per_day)
-        self._wake = asyncio.Event()
-        self._asleep = asyncio.Event()
-        self._stopping = False
-        self._loop_task: asyncio.Task[None] | None = None
-        runner.on_finished = self._finished
-
-    @property
-    def runner(self) -> SubagentRunner:
-        return self._runner
+        self.runner.on_finished = self._finished
 
     async def start(self) -> None:
-        await asyncio.to_thread(self._store.create)
+        await asyncio.to_thread(self.store.create)
         self._loop_task = asyncio.create_task(self._loop(), name="scheduler")
 
     async def stop(self) -> None:
         """Fire nothing more; runs already started are the runner's to finish (its `drain`)."""
         self._stopping = True
-        self._runner.stop_accepting()
+        self.runner.stop_accepting()
         self._poke()
         if self._loop_task is not None:
             await asyncio.gather(self._loop_task, return_exceptions=True)
@@ -133,8 +129,8 @@ class Scheduler:
     ) -> ScheduledTask:
         """Add a task; raises ValueError (bad name, unknown model, duplicate name) with the reason."""
         validate_task_name(name)
-        self._catalogue.check(model)
-        now = self._clock.now()
+        self.catalogue.check(model)
+        now = self.clock.now()
         task = ScheduledTask(
             name,
             schedule,
@@ -145,35 +141,35 @@ class Scheduler:
             next_run_at=schedule.first_fire(now, self.zone),
             allowed_tools=allowed_tools,
         )
-        await asyncio.to_thread(self._store.add, task)
+        await asyncio.to_thread(self.store.add, task)
         self._poke()
         return task
 
     async def list_tasks(self) -> list[ScheduledTask]:
-        return await asyncio.to_thread(self._store.list)
+        return await asyncio.to_thread(self.store.list)
 
     async def remove_task(self, name: str) -> bool:
-        removed = await asyncio.to_thread(self._store.remove, name)
+        removed = await asyncio.to_thread(self.store.remove, name)
         self._poke()
         return removed
 
     def spawn(self, task_name: str, message: str, *, model: str | None, reply_to: ChatRef | None) -> None:
         """A one-off run of `task_name` now (the `subagent_spawn` tool); its answer goes to `reply_to`.
         Refused (ValueError, read by the model) once runs reached `scheduler.maxRunsPerDay` in 24 hours."""
-        now = self._clock.now()
+        now = self.clock.now()
         if not self._daily.has_room(now):
             raise ValueError(
                 f"tasks already ran {self._daily.cap} times in the last 24 hours, the most allowed"
                 " (scheduler.maxRunsPerDay); try again later, or ask the person to raise it"
             )
-        self._runner.spawn(SubagentRequest(task_name, message, model, reply_to, origin="spawn"))
+        self.runner.spawn(SubagentRequest(task_name, message, model, reply_to, origin="spawn"))
         self._daily.started(now)
 
     async def status(self) -> SchedulerStatus:
         tasks = await self.list_tasks()
         upcoming = [t for t in tasks if t.next_run_at is not None]
-        first = min(upcoming, key=lambda t: t.next_run_at or self._clock.now(), default=None)
-        return SchedulerStatus(len(tasks), self._runner.running, first)
+        first = min(upcoming, key=lambda t: t.next_run_at or self.clock.now(), default=None)
+        return SchedulerStatus(len(tasks), self.runner.running, first)
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -183,21 +179,21 @@ class Scheduler:
                 wake_at = await self._tick()
             except Exception as exc:  # a locked or damaged scheduler.db: say so, try again later
                 log.error("scheduler: %s; retrying in %.0f s", type(exc).__name__, RELOAD_SECONDS, exc_info=True)
-                wake_at = self._clock.now() + timedelta(seconds=RELOAD_SECONDS)
+                wake_at = self.clock.now() + timedelta(seconds=RELOAD_SECONDS)
             if self._stopping:
                 break
             # From the time it is now, not when the tick began: the tick itself takes time.
-            await self._sleep((wake_at - self._clock.now()).total_seconds())
+            await self._sleep((wake_at - self.clock.now()).total_seconds())
 
     async def _tick(self) -> datetime:
         """Fire what is due; returns when to look again."""
-        now = self._clock.now()
+        now = self.clock.now()
         soonest = now + timedelta(seconds=RELOAD_SECONDS)
-        for task in await asyncio.to_thread(self._store.list):
+        for task in await asyncio.to_thread(self.store.list):
             due = task.next_run_at
             if due is None or due <= now:
                 following = task.schedule.next_after(now, anchor=task.created_at, zone=self.zone)
-                await asyncio.to_thread(self._store.set_next_run, task.name, following)
+                await asyncio.to_thread(self.store.set_next_run, task.name, following)
                 if due is not None:
                     await self._fire(task, now)
                 due = following
@@ -210,11 +206,11 @@ class Scheduler:
         if latest is not None and now - latest > self._grace:
             late = now - latest
             log.info("task %s missed its time by %s (grace %s); waiting for the next", task.name, late, self._grace)
-            await asyncio.to_thread(self._store.record_run, task.name, now, "missed")
+            await asyncio.to_thread(self.store.record_run, task.name, now, "missed")
             return
-        if self._runner.is_running(task.name):
+        if self.runner.is_running(task.name):
             log.info("task %s is still running; this firing is skipped", task.name)
-            await asyncio.to_thread(self._store.record_run, task.name, now, "busy")
+            await asyncio.to_thread(self.store.record_run, task.name, now, "busy")
             return
         if not self._daily.has_room(now):
             log.warning(
@@ -222,7 +218,7 @@ class Scheduler:
                 task.name,
                 self._daily.cap,
             )
-            await asyncio.to_thread(self._store.record_run, task.name, now, "capped")
+            await asyncio.to_thread(self.store.record_run, task.name, now, "capped")
             return
         try:
             request = SubagentRequest(
@@ -233,22 +229,22 @@ class Scheduler:
                 origin="schedule",
                 allowed_tools=task.allowed_tools,
             )
-            self._runner.spawn(request)
+            self.runner.spawn(request)
             self._daily.started(now)
         except (ValueError, RuntimeError) as exc:  # e.g. its model was removed from engine.yaml
             log.warning("task %s could not start: %s", task.name, exc)
-            await asyncio.to_thread(self._store.record_run, task.name, now, "failed")
+            await asyncio.to_thread(self.store.record_run, task.name, now, "failed")
 
     async def _finished(self, request: SubagentRequest, outcome: RunOutcome) -> None:
         if request.origin == "schedule":
-            await asyncio.to_thread(self._store.record_run, request.task_name, self._clock.now(), outcome.status.value)
+            await asyncio.to_thread(self.store.record_run, request.task_name, self.clock.now(), outcome.status.value)
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep on the engine's clock, or until a task changes or the scheduler stops."""
         if seconds <= 0 or self._wake.is_set():
             self._wake.clear()
             return
-        sleeper = asyncio.ensure_future(self._clock.sleep(seconds))
+        sleeper = asyncio.ensure_future(self.clock.sleep(seconds))
         waker = asyncio.ensure_future(self._wake.wait())
         self._asleep.set()
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from klaw.config import ContextConfig
 from klaw.engine.context_builder import (
@@ -46,26 +47,19 @@ def task_note(task_name: str) -> str:
     )
 
 
+@dataclass(frozen=True, eq=False)
 class SubagentContextBuilder:
-    def __init__(
-        self,
-        catalogue: ModelCatalogue,
-        config: ContextConfig,
-        system_prompt: SystemPrompt,
-        core_memory: CoreMemory,
-        history: SubagentHistoryLoader,
-        tools: Callable[[str], Sequence[ToolSpec]] = lambda _model: (),
-    ) -> None:
-        """`catalogue` gives each model's context budget; `config` is the `context` section."""
-        self._catalogue = catalogue
-        self._config = config
-        self._system_prompt = system_prompt
-        self._core_memory = core_memory
-        self._history = history
-        self._tools = tools
+    """`catalogue` gives each model's context budget; `config` is the `context` section."""
+
+    catalogue: ModelCatalogue
+    config: ContextConfig
+    system_prompt: SystemPrompt
+    core_memory: CoreMemory
+    history: SubagentHistoryLoader
+    tools: Callable[[str], Sequence[ToolSpec]] = lambda _model: ()
 
     async def build(self, task_name: str, request: str, model_id: str) -> BuiltContext:
-        budget = int(self._catalogue.context_budget(model_id) * SAFETY_MARGIN)
+        budget = int(self.catalogue.context_budget(model_id) * SAFETY_MARGIN)
         head: list[ChatMessage] = []
         layers: list[ContextLayer] = []
         warnings: list[str] = []
@@ -75,16 +69,16 @@ class SubagentContextBuilder:
                 head.append(ChatMessage.system(text))
                 layers.append(ContextLayer(name, approximate_token_count(text) + MESSAGE_OVERHEAD_TOKENS))
 
-        place("system_prompt", await self._system_prompt.text())
+        place("system_prompt", await self.system_prompt.text())
         place("task", task_note(task_name))
-        memory = await self._core_memory.read()
+        memory = await self.core_memory.read()
         place("core_memory", f"Core memory (read-only here):\n{CoreMemory.render(memory)}" if memory else None)
-        tools = list(self._tools(model_id))
+        tools = list(self.tools(model_id))
         tools_tokens = tools_layer(tools).tokens
         pending_tokens = approximate_token_count(request) + MESSAGE_OVERHEAD_TOKENS
         room = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
 
-        runs = [_run_messages(run) for run in await self._history.load_runs(task_name, self._subagent_history)]
+        runs = [_run_messages(run) for run in await self.history.load_runs(task_name, self._subagent_history)]
         kept = fit_newest(runs, _run_tokens, room)  # whole runs, never cut
         if len(kept) < len(runs):
             warning = f"only the last {len(kept)} of {len(runs)} runs fit the {budget}-token budget"
@@ -105,7 +99,7 @@ class SubagentContextBuilder:
 
     @property
     def _subagent_history(self) -> int:
-        return self._config.subagent_history
+        return self.config.subagent_history
 
 
 def _run_messages(run: Run) -> list[ChatMessage]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Literal
@@ -84,36 +84,24 @@ class TaskBusy(KlawError, ValueError):
 Finished = Callable[[SubagentRequest, RunOutcome], Awaitable[None]]
 
 
+@dataclass(eq=False)
 class SubagentRunner:
-    def __init__(
-        self,
-        *,
-        config: EngineConfig,
-        catalogue: ModelCatalogue,
-        turns: TurnRunner,
-        slots: LlmSlots,
-        context: SubagentContextBuilder,
-        log_: ConversationLog,
-        history: SubagentHistoryLoader,
-        inject: Inject,
-        delivery: Delivery,
-        clock: Clock,
-    ) -> None:
-        self._config = config
-        self._catalogue = catalogue
-        self._turns = turns
-        self._slots = slots
-        self._context = context
-        self._log = log_
-        self.history = history
-        self._inject = inject
-        self._delivery = delivery
-        self._clock = clock
-        self._runs: dict[str, asyncio.Task[RunOutcome]] = {}
-        self._accepting = True
-        self._finished = asyncio.Condition()
-        self.completed = 0
-        self.on_finished: Finished | None = None
+    _: KW_ONLY
+    config: EngineConfig
+    catalogue: ModelCatalogue
+    turns: TurnRunner
+    slots: LlmSlots
+    context: SubagentContextBuilder
+    conversation_log: ConversationLog
+    history: SubagentHistoryLoader
+    inject: Inject
+    delivery: Delivery
+    clock: Clock
+    completed: int = field(default=0, init=False)
+    on_finished: Finished | None = field(default=None, init=False)
+    _runs: dict[str, asyncio.Task[RunOutcome]] = field(default_factory=dict, init=False)
+    _accepting: bool = field(default=True, init=False)
+    _finished: asyncio.Condition = field(default_factory=asyncio.Condition, init=False)
 
     @property
     def running(self) -> list[str]:
@@ -126,7 +114,7 @@ class SubagentRunner:
     def spawn(self, request: SubagentRequest) -> asyncio.Task[RunOutcome]:
         """Start a run in the background; raises for a bad name or model, a busy task, or shutdown."""
         validate_task_name(request.task_name)
-        self._catalogue.check(request.model)
+        self.catalogue.check(request.model)
         if not self._accepting:
             raise RuntimeError("the engine is shutting down and starts no new runs")
         if request.task_name in self._runs:
@@ -177,11 +165,11 @@ class SubagentRunner:
     async def _run(self, request: SubagentRequest) -> RunOutcome:
         name = request.task_name
         chat = task_chat(name)
-        model_id = request.model or self._catalogue.routing.subagent_model
+        model_id = request.model or self.catalogue.routing.subagent_model
         sink = _TaskLog(self, chat, request)
 
         async def context() -> TurnPrompt:
-            built = await self._context.build(name, request.message, model_id)
+            built = await self.context.build(name, request.message, model_id)
             return TurnPrompt(list(built.messages), built.tools, model_id)
 
         # Nobody answers approval questions in a run: a held tool runs only if the task allows it.
@@ -189,34 +177,34 @@ class SubagentRunner:
         turn = Turn(
             label=f"run of task {name}", chat=chat, context=context, record=self.append, sink=sink, approval=approval
         )
-        async with self._slots.hold(Priority.SUBAGENT):
-            result = await self._turns.run(turn)
+        async with self.slots.hold(Priority.SUBAGENT):
+            result = await self.turns.run(turn)
         # The slot is free again before delivery, which may wait for the target chat's turn to end.
         target = request.inject_into
         if isinstance(result, TurnFailure):
             if target is not None:
                 # A notice, not an "error": that kind answers the person's own message in a channel.
                 notice = f"The task '{name}' could not run: {_reason(result)} (error {result.error_id})"
-                await self._delivery.deliver(Outbound(target, notice, None, "notice"))
+                await self.delivery.deliver(Outbound(target, notice, None, "notice"))
             return RunOutcome(name, RunStatus.FAILED, delivered=False)
         status = RunStatus.TOOL_LIMIT if result.status is ExchangeStatus.TOOL_LIMIT else RunStatus.COMPLETED
         if is_silent(result.text):
             return RunOutcome(name, RunStatus.SILENT, delivered=False)
         if target is None:
             return RunOutcome(name, status, delivered=False)
-        await self._inject(target, result.text, {"source": "task", "task": name, "origin": request.origin})
+        await self.inject(target, result.text, {"source": "task", "task": name, "origin": request.origin})
         return RunOutcome(name, status, delivered=True)
 
     def final(self, chat: ChatRef, text: str, status: str) -> MessageRecord:
         """A run's last record: what ends a run in the task's log (memory/subagent_history.py)."""
-        return MessageRecord(chat, Role.ASSISTANT, text, metadata={"run_status": status}, created_at=self._clock.now())
+        return MessageRecord(chat, Role.ASSISTANT, text, metadata={"run_status": status}, created_at=self.clock.now())
 
     def now(self) -> datetime:
-        return self._clock.now()
+        return self.clock.now()
 
     async def append(self, record: MessageRecord) -> None:
         """The task's log only: subagent messages never enter a chat's window or the database."""
-        await self._log.append(record)
+        await self.conversation_log.append(record)
 
 
 def _reason(failure: TurnFailure) -> str:

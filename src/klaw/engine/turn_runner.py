@@ -23,7 +23,7 @@ import logging
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -102,29 +102,21 @@ class Turn:
 ModelFor = Callable[[str], ChatModel]
 
 
+@dataclass(frozen=True, eq=False)
 class TurnRunner:
-    """Runs turns on the engine's model router and tools; shared by chat turns and task runs."""
+    """Runs turns on the engine's model router and tools; shared by chat turns and task runs.
 
-    def __init__(
-        self,
-        *,
-        model_for: ModelFor,
-        tools: ToolRegistry,
-        workspace: Path,
-        clock: Clock,
-        max_rounds: int,
-        approvals: ApprovalGate | None = None,
-        callable_for: Callable[[str], Sequence[str]] | None = None,
-    ) -> None:
-        """`approvals`: the tools held for the person's answer; None holds none. `callable_for`: the
-        tools a model may call (its groups); None lets every model call every registered tool."""
-        self._callable_for = callable_for
-        self._model_for = model_for
-        self.approvals = approvals
-        self._tools = tools
-        self._workspace = workspace
-        self._clock = clock
-        self._max_rounds = max_rounds
+    `approvals`: the tools held for the person's answer; None holds none. `callable_for`: the tools a
+    model may call (its groups); None lets every model call every registered tool."""
+
+    _: KW_ONLY
+    model_for: ModelFor
+    tools: ToolRegistry
+    workspace: Path
+    clock: Clock
+    max_rounds: int
+    approvals: ApprovalGate | None = None
+    callable_for: Callable[[str], Sequence[str]] | None = None
 
     async def run(self, turn: Turn) -> LoopOutcome | TurnFailure:
         """The turn's outcome, or its failure once the sink has been told; never raises an Exception."""
@@ -133,18 +125,18 @@ class TurnRunner:
             prompt = await _begun_with_context(turn)
             with timed("model"):
                 outcome = await run_tool_loop(
-                    model=self._model_for(prompt.model),
+                    model=self.model_for(prompt.model),
                     messages=list(prompt.messages),
                     tools=prompt.tools,
-                    registry=self._tools,
-                    tool_context=ToolContext(chat=turn.chat, workspace=self._workspace, extras={"clock": self._clock}),
-                    max_rounds=self._max_rounds,
+                    registry=self.tools,
+                    tool_context=ToolContext(chat=turn.chat, workspace=self.workspace, extras={"clock": self.clock}),
+                    max_rounds=self.max_rounds,
                     chat=turn.chat,
                     record=turn.record,
-                    now=self._clock.now,
+                    now=self.clock.now,
                     on_text=turn.on_text,
                     approve=self._approver(turn),
-                    callable_=None if self._callable_for is None else self._callable_for(prompt.model),
+                    callable_=None if self.callable_for is None else self.callable_for(prompt.model),
                 )
             with timed("reply"):
                 await turn.sink.finish(outcome)

@@ -45,20 +45,10 @@ class LlmTimeoutError(LlmError):
 
 
 class LlmRateLimitError(LlmError):
-    """HTTP 429 on every attempt. `retry_after` is the server's last requested wait, if it gave one."""
+    """HTTP 429 on every attempt. `retry_after` is the server's last requested wait, if it gave one
+    (`klaw.llm.http` sets it on the error it raises)."""
 
-    def __init__(
-        self,
-        what: str,
-        *,
-        model_id: str,
-        base_url: str | None,
-        hint: str = "",
-        status: int | None = 429,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(what, model_id=model_id, base_url=base_url, hint=hint, status=status)
-        self.retry_after = retry_after
+    retry_after: float | None = None
 
 
 class LlmServerError(LlmError):

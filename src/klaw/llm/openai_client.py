@@ -72,8 +72,8 @@ class OpenAiChatClient:
         retry_policy: RetryPolicy | None = None,
         rand: Callable[[], float] = random.random,
     ) -> None:
-        self._model_id = model_id
-        self._config = config
+        self.model_id = model_id
+        self.config = config
         self._owns_http = http is None
         self._http = http if http is not None else new_http_client()
         self._endpoint = Endpoint(
@@ -85,14 +85,6 @@ class OpenAiChatClient:
             section=f"models.{model_id}",
         )
         self._poster = RetryingPoster(self._http, self._endpoint, env, sleep, retry_policy or RetryPolicy(), rand)
-
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    @property
-    def config(self) -> ModelConfig:
-        return self._config
 
     async def complete(
         self,
@@ -113,7 +105,7 @@ class OpenAiChatClient:
             raise malformed(self._endpoint, f"the response is not a chat completion: {exc}") from exc
         logger.debug(
             "llm complete model=%s finish=%s tool_calls=%d duration_ms=%.0f",
-            self._model_id,
+            self.model_id,
             response.finish_reason,
             len(response.tool_calls),
             (time.monotonic() - started) * 1000,
@@ -156,7 +148,7 @@ class OpenAiChatClient:
                 raise malformed(self._endpoint, "the stream ended before the model finished its answer")
         logger.debug(
             "llm stream model=%s chunks=%d duration_ms=%.0f",
-            self._model_id,
+            self.model_id,
             chunks,
             (time.monotonic() - started) * 1000,
         )
@@ -175,7 +167,7 @@ class OpenAiChatClient:
         stream: bool,
     ) -> dict[str, Any]:
         payload: dict[str, Any] = {
-            "model": self._config.provider_model_name(self._model_id),
+            "model": self.config.provider_model_name(self.model_id),
             "messages": [message.to_wire() for message in messages],
         }
         if tools:

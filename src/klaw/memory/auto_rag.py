@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from klaw.config import AutoRagConfig
 from klaw.llm.tokens import approximate_token_count
 from klaw.memory.hybrid_search import HybridHit, HybridSearch
-from klaw.memory.word_evidence import is_small_talk, messages_with_telling_words
+from klaw.memory.word_evidence import WordScope, is_small_talk, messages_with_telling_words
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
 
@@ -111,7 +111,9 @@ class AutoRagService:
         if not distances or min(distances) <= threshold:
             hits = _evidenced(hits, threshold)
         else:
-            telling = await messages_with_telling_words(self._store, chat, query, segment_id=segment_id, exclude=window)
+            telling = await messages_with_telling_words(
+                self._store, WordScope(chat, segment_id=segment_id, exclude=window), query
+            )
             if not telling & {hit.message.rowid for hit in hits}:
                 log.debug(
                     "auto-RAG: closest vector candidate at distance %.3f is over the threshold %.3f and no rare"

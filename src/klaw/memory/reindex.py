@@ -31,7 +31,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -151,32 +151,22 @@ async def reindex(
                 await active.aclose()
 
 
+@dataclass(eq=False)
 class _Build:
-    def __init__(
-        self,
-        home: KlawHome,
-        live: Path,
-        backend: RebuildBackend,
-        source: LogSource,
-        embedder: Embedder,
-        clock: QueueClock,
-        notify: ReindexProgress,
-        *,
-        min_embed_tokens: int,  # `autoRag.minMessageTokens`: which messages get a vector
-        batch_size: int,  # `embedder.batchSize`
-    ) -> None:
-        self.home = home
-        self.live = live
-        self.min_embed_tokens = min_embed_tokens
-        self.batch_size = batch_size
-        self.backend = backend
-        self.source = source
-        self.embedder = embedder
-        self.clock = clock
-        self.notify = notify
-        self.warnings: list[str] = []
-        self.stages: list[StageTiming] = []
-        self.forgotten: frozenset[str] = frozenset()  # ids named by `forget` tombstones: never rebuilt
+    home: KlawHome
+    live: Path
+    backend: RebuildBackend
+    source: LogSource
+    embedder: Embedder
+    clock: QueueClock
+    notify: ReindexProgress
+    _: KW_ONLY
+    min_embed_tokens: int  # `autoRag.minMessageTokens`: which messages get a vector
+    batch_size: int  # `embedder.batchSize`
+    warnings: list[str] = field(default_factory=list, init=False)
+    stages: list[StageTiming] = field(default_factory=list, init=False)
+    # ids named by `forget` tombstones: never rebuilt
+    forgotten: frozenset[str] = field(default=frozenset(), init=False)
 
     async def run(self, began: float, *, keep_backup: bool) -> ReindexReport:
         started = time.perf_counter()

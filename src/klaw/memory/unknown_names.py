@@ -18,12 +18,9 @@ least one conversation message of the scope searched (full-text index, same stem
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from klaw.memory.named_dates import MONTH_NUMBERS
-from klaw.memory.word_evidence import content_words, named_words
+from klaw.memory.word_evidence import WordScope, content_words, named_words
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef
 
 # English calendar words (like the small-talk list, a closed class): a date in a question, not a name.
 _WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thurs fri sat sun"
@@ -43,20 +40,11 @@ def asked_names(text: str) -> list[str]:
     return [word for word in dict.fromkeys(content_words(text)) if word in named and not _is_date_part(word)]
 
 
-async def unknown_names(
-    store: Storage,
-    chat: ChatRef,
-    text: str,
-    *,
-    segment_id: int | None = None,
-    until: datetime | None = None,
-) -> tuple[str, ...]:
+async def unknown_names(store: Storage, scope: WordScope, text: str) -> tuple[str, ...]:
     """The names `text` asks about that no conversation message of the scope holds (one bounded
     count per name: at most two index rows each)."""
     names = asked_names(text)
     if not names:
         return ()
-    found = await store.search.word_counts(
-        chat, " ".join(names), max_share=0.0, min_cap=1, segment_id=segment_id, until=until
-    )
+    found = await scope.word_counts(store, names, max_share=0.0, min_cap=1)
     return tuple(name for name in names if found.counts.get(name, 0) == 0)

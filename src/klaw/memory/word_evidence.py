@@ -31,10 +31,11 @@ docs/decisions/080-word-evidence-gate.md.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef
+from klaw.store.records import ChatRef, WordCounts
 from klaw.store.sqlite.fts_query import STOP_WORDS, WORD, is_unspaced, search_words
 
 RARE_MAX_SHARE = 0.02
@@ -115,50 +116,48 @@ def is_small_talk(text: str) -> bool:
     return not content_words(text)
 
 
-async def telling_words(
-    store: Storage,
-    chat: ChatRef,
-    text: str,
-    *,
-    segment_id: int | None = None,
-    until: datetime | None = None,
-    exclude: Collection[int] = (),
-) -> list[str]:
-    """The content words of `text` that are rare in the scope (less `exclude`: the window and the
-    message asking, which holds its own words) and held by at least one message of it."""
+@dataclass(frozen=True, slots=True)
+class WordScope:
+    """Where a word is looked for: a chat's messages, of one segment or all, before `until` if given,
+    less `exclude` (rowids: the window and the message asking, which holds its own words)."""
+
+    chat: ChatRef
+    segment_id: int | None = None
+    until: datetime | None = None
+    exclude: Collection[int] = ()
+
+    async def word_counts(self, store: Storage, words: Iterable[str], *, max_share: float, min_cap: int) -> WordCounts:
+        """How many of the scope's messages hold each word (bounded counts: `SearchRepository.word_counts`)."""
+        return await store.search.word_counts(
+            self.chat,
+            " ".join(words),
+            max_share=max_share,
+            min_cap=min_cap,
+            segment_id=self.segment_id,
+            until=self.until,
+            exclude=sorted(self.exclude),
+        )
+
+
+async def telling_words(store: Storage, scope: WordScope, text: str) -> list[str]:
+    """The content words of `text` that are rare in the scope and held by at least one message of it."""
     words = content_words(text)
     if not words:
         return []
-    found = await store.search.word_counts(
-        chat,
-        " ".join(words),
-        max_share=RARE_MAX_SHARE,
-        min_cap=RARE_MIN_MESSAGES,
-        segment_id=segment_id,
-        until=until,
-        exclude=sorted(exclude),
-    )
+    found = await scope.word_counts(store, words, max_share=RARE_MAX_SHARE, min_cap=RARE_MIN_MESSAGES)
     limit = max(RARE_MIN_MESSAGES, int(RARE_MAX_SHARE * found.messages))
     return [word for word in words if 0 < found.counts.get(word, 0) <= limit]
 
 
-async def messages_with_telling_words(
-    store: Storage,
-    chat: ChatRef,
-    text: str,
-    *,
-    segment_id: int | None = None,
-    until: datetime | None = None,
-    exclude: Collection[int] = (),
-) -> set[int]:
+async def messages_with_telling_words(store: Storage, scope: WordScope, text: str) -> set[int]:
     """Rowids of the scope's messages holding, in their own words, a word of `text` that is rare in
-    the scope and written like a name or code there or in `text` (at most `EVIDENCE_LIMIT`; those
-    in `exclude` left out)."""
-    words = await telling_words(store, chat, text, segment_id=segment_id, until=until, exclude=exclude)
+    the scope and written like a name or code there or in `text` (at most `EVIDENCE_LIMIT`)."""
+    words = await telling_words(store, scope, text)
     if not words:
         return set()
+    exclude = scope.exclude
     hits = await store.search.full_text(
-        chat, " ".join(words), limit=EVIDENCE_LIMIT + len(exclude), segment_id=segment_id, until=until
+        scope.chat, " ".join(words), limit=EVIDENCE_LIMIT + len(exclude), segment_id=scope.segment_id, until=scope.until
     )
     asked_names = named_words(text)
     found: set[int] = set()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field, fields
 
 RECALL_KS = (5, 10, 25, 50)
 TOP_K = max(RECALL_KS)
@@ -43,21 +43,13 @@ METRIC_NAMES = tuple(f.name for f in fields(QuestionScores))
 
 
 @dataclass(frozen=True, slots=True)
-class MeanScores:
-    """Means of each `QuestionScores` field over `n` questions (all zero when n = 0)."""
+class MeanScores(QuestionScores):
+    """Each `QuestionScores` field as its mean over `n` questions (all zero when n = 0)."""
 
-    n: int
-    r5: float
-    r10: float
-    r25: float
-    r50: float
-    all_hit10: float
-    mrr50: float
-    ndcg10: float
-    session_r5: float
+    n: int = field(kw_only=True)
 
     def as_dict(self) -> dict[str, float | int]:
-        return asdict(self)
+        return {"n": self.n, **{name: getattr(self, name) for name in METRIC_NAMES}}
 
 
 def score_question(ranking: Sequence[str], evidence: Iterable[str], session_of: Mapping[str, int]) -> QuestionScores:
@@ -94,8 +86,8 @@ def score_question(ranking: Sequence[str], evidence: Iterable[str], session_of: 
 
 def mean_scores(scores: Sequence[QuestionScores]) -> MeanScores:
     if not scores:
-        return MeanScores(0, *(0.0 for _ in METRIC_NAMES))
-    return MeanScores(len(scores), *(sum(getattr(s, name) for s in scores) / len(scores) for name in METRIC_NAMES))
+        return MeanScores(*(0.0 for _ in METRIC_NAMES), n=0)
+    return MeanScores(*(sum(getattr(s, name) for s in scores) / len(scores) for name in METRIC_NAMES), n=len(scores))
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,9 +24,8 @@ anything shown is noise: the next conversation's questions (`other_conversation`
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Final
 
 from klaw.bench.locomo.annotations import SessionNotes
@@ -43,6 +42,7 @@ from klaw.bench.locomo.past_sessions_chat import (
     renamer,
     summary_count,
 )
+from klaw.bench.locomo.workbench import Workbench
 from klaw.config import RagConfig
 from klaw.llm.tokens import approximate_token_count
 from klaw.memory.embedder.memo import QueryMemo
@@ -83,9 +83,6 @@ CHITCHAT: Final = (
     "are you there?",
 )
 _OPEN_GATE = -1.0  # below any cosine similarity: every past segment and exchange is kept
-
-Progress = Callable[[str, int, int], None]
-"""(stage, done, total): stages are "storing summaries", "embedding summaries" and "queries"."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,16 +156,12 @@ class _Query:
 
 
 async def run_past_sessions(
-    dataset: LocomoDataset,
-    notes: Mapping[str, SessionNotes],
-    embedder: Embedder,
-    work_dir: Path,
-    settings: PastRunSettings | None = None,
-    progress: Progress | None = None,
+    dataset: LocomoDataset, notes: Mapping[str, SessionNotes], bench: Workbench, settings: PastRunSettings | None = None
 ) -> PastRun:
-    """Measure every conversation of `dataset` with each exchange text; stores are created under `work_dir`."""
+    """Measure every conversation of `dataset` with each exchange text; stages: "storing summaries",
+    "embedding summaries" and "queries"."""
     settings = settings or PastRunSettings()
-    report = progress or (lambda stage, done, total: None)
+    embedder = bench.embedder
     started = time.perf_counter()
     conversations = dataset.conversations
     queries = {
@@ -182,12 +175,7 @@ async def run_past_sessions(
         "embedding summaries": summaries,
         "queries": len(settings.exchange_texts) * sum(len(q) for q in queries.values()),
     }
-    done = dict.fromkeys(totals, 0)
-
-    def advance(stage: str, count: int) -> None:
-        done[stage] += count
-        report(stage, done[stage], totals[stage])
-
+    advance = bench.stages(totals)
     memo = QueryMemo(embedder, size=sum(len(q) for q in queries.values()) + 1)  # each query embedded once
     asked: dict[tuple[str, str], list[Asked]] = {setup: [] for setup in settings.setups}
     counts: dict[str, int] = dict.fromkeys(settings.exchange_texts, 0)
@@ -195,7 +183,7 @@ async def run_past_sessions(
     for position, conversation in enumerate(conversations):
         where = exchange_position(conversation)
         for names, exchange_text in settings.setups:
-            directory = work_dir / f"{position:03d}-{names}-{exchange_text}"
+            directory = bench.work_dir / f"{position:03d}-{names}-{exchange_text}"
             directory.mkdir(parents=True, exist_ok=False)
             store = await SqliteStore.open(directory / "klaw.db")
             try:

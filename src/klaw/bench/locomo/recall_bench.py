@@ -21,7 +21,7 @@ of the file (the next one). False injection is the share of those that inject an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -32,6 +32,7 @@ from klaw.bench.locomo.dataset import Conversation, LocomoDataset
 from klaw.bench.locomo.past_sessions import CHITCHAT
 from klaw.bench.locomo.past_sessions_chat import exchange_position, exchange_texts
 from klaw.bench.locomo.runner import CHANNEL, LocomoRunError, conversation_records, ingest_conversation
+from klaw.bench.locomo.workbench import Workbench
 from klaw.config import AutoRagConfig, RagConfig, SearchConfig
 from klaw.engine.clock import SystemClock
 from klaw.llm.tokens import approximate_token_count
@@ -47,8 +48,6 @@ from klaw.store.sqlite.store import SqliteStore
 
 LAYERS: Final = ("auto_rag", "past")
 SUMMARY_MODEL = "locomo-annotation"
-
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,21 +105,17 @@ def negatives(dataset: LocomoDataset, conversation: Conversation) -> list[tuple[
 
 
 async def run_recall(
-    dataset: LocomoDataset,
-    notes: dict[str, SessionNotes],
-    embedder: Embedder,
-    work_dir: Path,
-    settings: RecallSettings | None = None,
-    progress: Progress | None = None,
+    dataset: LocomoDataset, notes: dict[str, SessionNotes], bench: Workbench, settings: RecallSettings | None = None
 ) -> RecallRun:
+    """Ask every question and negative of `dataset` in each layer; one stage, "asking"."""
     settings = settings or RecallSettings()
-    report = progress or (lambda stage, done, total: None)
+    embedder = bench.embedder
     asked: list[Asked] = []
     per_conversation = {c.sample_id: len(c.questions) + len(negatives(dataset, c)) for c in dataset.conversations}
     total = sum(per_conversation.values()) * len(settings.layers)
     for position, conversation in enumerate(dataset.conversations):
         for layer in settings.layers:
-            directory = work_dir / f"{position:03d}-{layer}"
+            directory = bench.work_dir / f"{position:03d}-{layer}"
             directory.mkdir(parents=True)
             store = await SqliteStore.open(directory / "klaw.db")
             try:
@@ -131,8 +126,18 @@ async def run_recall(
             finally:
                 await store.aclose()
             asked += found
-            report("asking", len(asked), total)
+            bench.progress("asking", len(asked), total)
     return RecallRun(dataset, settings, embedder.model_id, asked)
+
+
+Ask = Callable[[str, str, int | None, tuple[str, ...]], Awaitable[Asked]]
+
+
+async def _ask_all(ask: Ask, dataset: LocomoDataset, conversation: Conversation) -> list[Asked]:
+    """(kind, text, category, evidence) of every question of the conversation, then of its negatives."""
+    found = [await ask("question", q.text, q.category, q.evidence) for q in conversation.questions]
+    found += [await ask(kind, text, None, ()) for kind, text in negatives(dataset, conversation)]
+    return found
 
 
 async def _auto_rag(
@@ -173,9 +178,7 @@ async def _auto_rag(
             tokens,
         )
 
-    found = [await ask("question", q.text, q.category, q.evidence) for q in conversation.questions]
-    found += [await ask(kind, text, None, ()) for kind, text in negatives(dataset, conversation)]
-    return found
+    return await _ask_all(ask, dataset, conversation)
 
 
 async def _past(
@@ -226,9 +229,7 @@ async def _past(
             approximate_token_count(block) if block else 0,
         )
 
-    found = [await ask("question", q.text, q.category, q.evidence) for q in conversation.questions]
-    found += [await ask(kind, text, None, ()) for kind, text in negatives(dataset, conversation)]
-    return found
+    return await _ask_all(ask, dataset, conversation)
 
 
 async def _sessions_as_segments(

@@ -25,6 +25,7 @@ from klaw.bench.bench_store import bench_store
 from klaw.bench.locomo.dataset import Conversation, LocomoDataset
 from klaw.bench.locomo.metrics import TOP_K, QuestionScores, Summary, score_question, summarise
 from klaw.bench.locomo.variants import VARIANTS, retriever
+from klaw.bench.locomo.workbench import Workbench
 from klaw.bench.stats import Latency
 from klaw.config import DatabaseConfig, SearchConfig
 from klaw.engine.clock import SystemClock
@@ -38,9 +39,6 @@ from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord, Role
 
 CHANNEL = "locomo"
-
-Progress = Callable[[str, int, int], None]
-"""(stage, done, total): stages are "storing turns", "embedding turns" and "questions"."""
 
 
 class LocomoRunError(KlawError, RuntimeError):
@@ -129,16 +127,11 @@ def conversation_records(conversation: Conversation) -> list[tuple[MessageRecord
     ]
 
 
-async def run_locomo(
-    dataset: LocomoDataset,
-    embedder: Embedder,
-    work_dir: Path,
-    settings: RunSettings | None = None,
-    progress: Progress | None = None,
-) -> LocomoRun:
-    """Measure every variant on every conversation of `dataset`; stores are created under `work_dir`."""
+async def run_locomo(dataset: LocomoDataset, bench: Workbench, settings: RunSettings | None = None) -> LocomoRun:
+    """Measure every variant on every conversation of `dataset`; stages: "storing turns", "embedding
+    turns" and "questions"."""
     settings = settings or RunSettings()
-    report = progress or (lambda stage, done, total: None)
+    embedder = bench.embedder
     started = time.perf_counter()
     records = {c.sample_id: conversation_records(c) for c in dataset.conversations}
     totals = {
@@ -148,17 +141,12 @@ async def run_locomo(
         ),
         "questions": dataset.question_count * len(settings.variants),
     }
-    done = dict.fromkeys(totals, 0)
-
-    def advance(stage: str, count: int) -> None:
-        done[stage] += count
-        report(stage, done[stage], totals[stage])
-
+    advance = bench.stages(totals)
     ingest = IngestStats()
     latencies: dict[str, list[float]] = {v: [] for v in settings.variants}
     results: list[QuestionResult] = []
     for position, conversation in enumerate(dataset.conversations):
-        directory = work_dir / f"{position:03d}"
+        directory = bench.work_dir / f"{position:03d}"
         directory.mkdir(parents=True, exist_ok=False)
         async with bench_store(directory / "klaw.db", settings.database) as store:
             segment_id, dia_of = await _ingest(

@@ -48,25 +48,20 @@ def is_loopback(host: str) -> bool:
 
 
 class WebChannel:
+    name: str = WEB_CHANNEL  # the Channel's name in frames
+    streaming: bool = True  # the page shows replies as they are written
+
     def __init__(self, home: KlawHome, config: WebChannelConfig, loaded: LoadedConfig, chat_id: str = "main") -> None:
         self._home = home
         self._config = config
         self._loaded = loaded
-        self._chat_id = chat_id
-        self._hub = EventHub()
+        self.chat_id = chat_id
+        self.hub = EventHub()
         self._gateway: Gateway | None = None
         self._server: EmbeddedServer | None = None
         self.token = ""
 
     # -- Channel ----------------------------------------------------------------------------------
-
-    @property
-    def name(self) -> str:
-        return WEB_CHANNEL
-
-    @property
-    def streaming(self) -> bool:
-        return True
 
     async def start(self, gateway: Gateway) -> None:
         self._gateway = gateway
@@ -79,7 +74,7 @@ class WebChannel:
             log.warning(PLAIN_HTTP_WARNING, self._config.host)
 
     async def stop(self) -> None:
-        self._hub.close()
+        self.hub.close()
         if self._server is not None:
             await self._server.stop()
             self._server = None
@@ -94,10 +89,10 @@ class WebChannel:
             data["id"] = frame.id
         if frame.approval is not None:  # the page offers Approve / Deny buttons, which send /approve ID
             data["approval"] = frame.approval
-        self._hub.publish(frame.kind, data)
+        self.hub.publish(frame.kind, data)
 
     async def delta(self, frame: DeltaFrame) -> None:
-        self._hub.publish("delta", {"chat_id": frame.chat_id, "reply_to": frame.reply_to, "text": frame.text})
+        self.hub.publish("delta", {"chat_id": frame.chat_id, "reply_to": frame.reply_to, "text": frame.text})
 
     # -- WebBackend -------------------------------------------------------------------------------
 
@@ -107,16 +102,8 @@ class WebChannel:
         host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self._server.port if self._server else self._config.port}/"
 
-    @property
-    def chat_id(self) -> str:
-        return self._chat_id
-
-    @property
-    def hub(self) -> EventHub:
-        return self._hub
-
     async def submit(self, text: str) -> Submitted:
-        return await self._require_gateway().submit(WEB_CHANNEL, self._chat_id, text)
+        return await self._require_gateway().submit(WEB_CHANNEL, self.chat_id, text)
 
     async def query(self, name: str, params: dict[str, Any]) -> Any:
         return await self._require_gateway().query(name, params)

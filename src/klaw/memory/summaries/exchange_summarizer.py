@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 from klaw.llm.errors import LlmBadRequestError, LlmMalformedResponseError
 from klaw.llm.messages import ChatMessage
@@ -54,37 +55,42 @@ ITEM_ERRORS = (LlmBadRequestError, LlmMalformedResponseError, EmptySummaryError)
 Summarize = Callable[[Sequence[ChatMessage], int], Awaitable[tuple[str | None, str]]]
 
 
+@dataclass(frozen=True, slots=True)
+class SummaryWork:
+    """What both summarizers work with: the store, the log their summaries go to, the model call, the
+    clock, and the `summarizer` section's rest between scans and input limit."""
+
+    store: Storage
+    log: SummaryLog
+    summarize: Summarize
+    clock: QueueClock
+    idle_seconds: float
+    max_input_tokens: int
+
+
 class ExchangeSummarizer(BackgroundWorker):
     def __init__(
         self,
-        store: Storage,
-        summary_log: SummaryLog,
-        summarize: Summarize,
-        clock: QueueClock,
+        work: SummaryWork,
         *,
-        idle_seconds: float,
-        max_input_tokens: int,
         batch_exchanges: int = 1,
         batch_wait_seconds: float = 0.0,
         on_saved: Callable[[], None] = lambda: None,
     ) -> None:
-        super().__init__("exchange summarizer", clock, idle_seconds=idle_seconds)
-        self._store = store
-        self._log = summary_log
-        self._summarize = summarize
-        self._max_input_tokens = max_input_tokens
+        super().__init__("exchange summarizer", work.clock, idle_seconds=work.idle_seconds)
+        self._work = work
         self._on_saved = on_saved
         self._scanned_to = 0
         self._open: frozenset[int] = frozenset()
         self._queue: list[Exchange] = []  # scanned, not yet sorted into small talk or a batch
         self._batches = ExchangeBatches(
-            most=batch_exchanges, wait_seconds=batch_wait_seconds, max_tokens=max_input_tokens
+            most=batch_exchanges, wait_seconds=batch_wait_seconds, max_tokens=work.max_input_tokens
         )
         self.skipped: set[int] = set()  # given up until the next start (the segment fold goes past them)
 
     async def pending(self) -> int:
         """Finished exchanges without a summary (those given up or waiting for a batch included)."""
-        return await self._store.summaries.pending_exchanges()
+        return await self._work.store.summaries.pending_exchanges()
 
     async def step(self) -> bool:
         if not self._queue:
@@ -103,14 +109,14 @@ class ExchangeSummarizer(BackgroundWorker):
         return True
 
     async def _scan(self) -> None:
-        scan = await self._store.summaries.scan_exchanges(self._scanned_to, self._open, SCAN_PAGE)
+        scan = await self._work.store.summaries.scan_exchanges(self._scanned_to, self._open, SCAN_PAGE)
         self._scanned_to = scan.scanned_to
         self._open = scan.still_open
         self._queue = [e for e in scan.to_summarize if e.id not in self.skipped and e.id not in self._batches]
 
     async def _sort(self, exchange: Exchange) -> None:
         """Small talk is summarized at once by the rule; anything else waits for its batch."""
-        messages = await self._store.history.exchange_messages(exchange.id) or []
+        messages = await self._work.store.history.exchange_messages(exchange.id) or []
         transcript = Transcript.of(messages)
         if transcript is None:
             self._nothing_left(exchange)
@@ -124,7 +130,7 @@ class ExchangeSummarizer(BackgroundWorker):
     async def _due_batch(self) -> list[Waiting] | None:
         now = self._clock.now()
         for segment_id in self._batches.segments():
-            segment = await self._store.segments.get(segment_id)
+            segment = await self._work.store.segments.get(segment_id)
             batch = self._batches.due(segment_id, closed=segment is None or segment.ended_at is not None, now=now)
             if batch is not None:
                 return batch
@@ -142,19 +148,19 @@ class ExchangeSummarizer(BackgroundWorker):
         self._batches.remove(exchange.id)
 
     async def _summarize_one(self, exchange: Exchange) -> None:
-        transcript = await self._store.history.exchange_messages(exchange.id) or []
-        prompt = exchange_prompt(transcript, self._max_input_tokens)
+        transcript = await self._work.store.history.exchange_messages(exchange.id) or []
+        prompt = exchange_prompt(transcript, self._work.max_input_tokens)
         if prompt is None:
             self._nothing_left(exchange)
             return
-        answer, model = await self._summarize(prompt, EXCHANGE_ANSWER_TOKENS)
+        answer, model = await self._work.summarize(prompt, EXCHANGE_ANSWER_TOKENS)
         await self._save(exchange, transcript, clean_summary(answer, MAX_EXCHANGE_CHARS), model)
 
     async def _together(self, batch: Sequence[Waiting]) -> None:
         """Several exchanges in one request (read again now: one forgotten while it waited is not sent)."""
         present: list[tuple[Exchange, list[StoredMessage], Transcript]] = []
         for item in batch:
-            messages = await self._store.history.exchange_messages(item.exchange.id) or []
+            messages = await self._work.store.history.exchange_messages(item.exchange.id) or []
             transcript = Transcript.of(messages)
             if transcript is None:
                 self._nothing_left(item.exchange)
@@ -163,9 +169,9 @@ class ExchangeSummarizer(BackgroundWorker):
         if len(present) < 2:
             self._batches.ask_alone(exchange.id for exchange, _, _ in present)
             return
-        prompt = batch_prompt([t for _, _, t in present], self._max_input_tokens)
+        prompt = batch_prompt([t for _, _, t in present], self._work.max_input_tokens)
         try:
-            answer, model = await self._summarize(prompt, EXCHANGE_ANSWER_TOKENS * len(present))
+            answer, model = await self._work.summarize(prompt, EXCHANGE_ANSWER_TOKENS * len(present))
         except ITEM_ERRORS as exc:
             log.info("a batch of %d exchanges was rejected (%s); each is asked alone", len(present), type(exc).__name__)
             self._batches.ask_alone(exchange.id for exchange, _, _ in present)
@@ -187,7 +193,7 @@ class ExchangeSummarizer(BackgroundWorker):
     async def _save(
         self, exchange: Exchange, transcript: Sequence[StoredMessage], text: str, model: str, *, signal: bool = True
     ) -> None:
-        saved = await self._log.exchange_summary(exchange, transcript, text, model, self._clock.now())
+        saved = await self._work.log.exchange_summary(exchange, transcript, text, model, self._clock.now())
         self._batches.remove(exchange.id)
         if saved is None:
             log.info("exchange %d was forgotten while it was summarized; nothing kept", exchange.id)

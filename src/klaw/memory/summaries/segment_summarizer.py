@@ -20,12 +20,9 @@ import logging
 from collections.abc import Callable, Collection
 
 from klaw.llm.tokens import approximate_token_count
-from klaw.memory.embedding_queue import QueueClock
-from klaw.memory.summaries.exchange_summarizer import ITEM_ERRORS, Summarize
+from klaw.memory.summaries.exchange_summarizer import ITEM_ERRORS, SummaryWork
 from klaw.memory.summaries.prompts import MAX_SEGMENT_CHARS, SEGMENT_ANSWER_TOKENS, clean_summary, segment_prompt
-from klaw.memory.summaries.summary_log import SummaryLog
 from klaw.memory.summaries.worker import BackgroundWorker
-from klaw.store.protocol import Storage
 from klaw.store.summaries.records import SegmentWork
 
 log = logging.getLogger(__name__)
@@ -37,23 +34,15 @@ WORK_PAGE = 100
 class SegmentSummarizer(BackgroundWorker):
     def __init__(
         self,
-        store: Storage,
-        summary_log: SummaryLog,
-        summarize: Summarize,
-        clock: QueueClock,
+        work: SummaryWork,
         *,
-        idle_seconds: float,
-        max_input_tokens: int,
         rolling_every: int,
         rolling_tokens: int | None = None,
         skipped_exchanges: Callable[[], Collection[int]] = frozenset,
         on_final: Callable[[], None] = lambda: None,
     ) -> None:
-        super().__init__("segment summarizer", clock, idle_seconds=idle_seconds)
-        self._store = store
-        self._log = summary_log
-        self._summarize = summarize
-        self._max_input_tokens = max_input_tokens
+        super().__init__("segment summarizer", work.clock, idle_seconds=work.idle_seconds)
+        self._work = work
         self._rolling_every = rolling_every
         self._rolling_tokens = rolling_tokens
         self._skipped_exchanges = skipped_exchanges
@@ -61,7 +50,7 @@ class SegmentSummarizer(BackgroundWorker):
         self._skipped: set[int] = set()
 
     async def step(self) -> bool:
-        works = await self._store.summaries.segment_work(
+        works = await self._work.store.summaries.segment_work(
             rolling_every=self._rolling_every,
             # A candidate filter in characters: a token is never fewer than two (llm/tokens.py).
             rolling_chars=None if self._rolling_tokens is None else 2 * self._rolling_tokens,
@@ -97,20 +86,20 @@ class SegmentSummarizer(BackgroundWorker):
         now = self._clock.now()
         if not work.new:
             assert work.summary is not None  # _actionable: a rolling summary waiting to become final
-            await self._log.mark_final(work.summary, work.segment, now)
+            await self._work.log.mark_final(work.summary, work.segment, now)
             self.completed += 1
             self._on_final()
             return
         chunk = work.new[:FOLD_MAX]
         final = work.closed and not work.waiting and len(work.new) <= FOLD_MAX
-        answer, model = await self._summarize(
-            segment_prompt(work.summary, chunk, self._max_input_tokens), SEGMENT_ANSWER_TOKENS
+        answer, model = await self._work.summarize(
+            segment_prompt(work.summary, chunk, self._work.max_input_tokens), SEGMENT_ANSWER_TOKENS
         )
         text = clean_summary(answer, MAX_SEGMENT_CHARS)
         covered = (work.summary.exchanges_covered if work.summary is not None else 0) + len(chunk)
         covers = chunk[-1].exchange_id
         assert covers is not None  # chunk holds exchange summaries
-        saved = await self._log.segment_summary(
+        saved = await self._work.log.segment_summary(
             work.segment,
             text,
             model,

@@ -18,7 +18,7 @@ from klaw.llm.messages import ChatMessage
 from klaw.llm.protocol import ChatModel
 from klaw.memory.embedding_queue import QueueClock
 from klaw.memory.ingestion import Ingestion
-from klaw.memory.summaries.exchange_summarizer import ExchangeSummarizer
+from klaw.memory.summaries.exchange_summarizer import ExchangeSummarizer, SummaryWork
 from klaw.memory.summaries.segment_summarizer import SegmentSummarizer
 from klaw.memory.summaries.summary_log import SummaryLog
 from klaw.memory.summaries.worker import WorkerStatus
@@ -53,29 +53,26 @@ class SummarizerService:
         """`model` returns the summarization model (the router's task route); `slot` holds a
         background LLM slot for one call. Summaries are logged through `ingestion` (`SummaryLog`)."""
         store = ingestion.store
-        summary_log = SummaryLog(ingestion)
+        work = SummaryWork(
+            store,
+            SummaryLog(ingestion),
+            self._complete,
+            clock,
+            idle_seconds=config.idle_seconds,
+            max_input_tokens=config.max_input_tokens,
+        )
         self._store = store
         self._model = model
         self._slot = slot
         self._on_embedding_queued = on_embedding_queued
         self.exchanges = ExchangeSummarizer(
-            store,
-            summary_log,
-            self._complete,
-            clock,
-            idle_seconds=config.idle_seconds,
-            max_input_tokens=config.max_input_tokens,
+            work,
             batch_exchanges=config.batch_exchanges,
             batch_wait_seconds=config.batch_wait_seconds,
             on_saved=self._exchange_saved,
         )
         self.segments = SegmentSummarizer(
-            store,
-            summary_log,
-            self._complete,
-            clock,
-            idle_seconds=config.idle_seconds,
-            max_input_tokens=config.max_input_tokens,
+            work,
             rolling_every=config.rolling_every,
             rolling_tokens=config.rolling_tokens,
             skipped_exchanges=lambda: self.exchanges.skipped,

@@ -22,7 +22,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from klaw.tools.bounded_process import ProcessOutcome, run_bounded
 from klaw.tools.sandbox.backend import KEEP_BYTES, SANDBOX_WORKSPACE, Job, SandboxLimits, Unavailable
@@ -57,24 +59,23 @@ _ETC = (
 _PROBE_SECONDS = 10
 
 
+@dataclass(frozen=True, slots=True)
 class BubblewrapBackend:
     """Runs jobs under `bwrap`; build with `bubblewrap_backend`, which checks it works here."""
 
-    name = "bubblewrap"
+    name: ClassVar[str] = "bubblewrap"
 
-    def __init__(
-        self, bwrap: str, limits: SandboxLimits, *, home_root: Path, venv: Path | None, cgroups: PidsCgroups | None
-    ) -> None:
-        self._bwrap = bwrap
-        self._limits = limits
-        self._home_root = home_root
-        self._venv = venv
-        self._cgroups = cgroups
+    bwrap: str
+    limits: SandboxLimits
+    _: KW_ONLY
+    home_root: Path
+    venv: Path | None
+    cgroups: PidsCgroups | None
 
     async def run(self, job: Job) -> ProcessOutcome:
         group = None
-        if self._cgroups is not None:
-            group = await asyncio.to_thread(self._cgroups.create, self._limits.max_processes)
+        if self.cgroups is not None:
+            group = await asyncio.to_thread(self.cgroups.create, self.limits.max_processes)
         try:
             argv = (enter_argv(group) if group is not None else []) + self.argv(job)
             return await run_bounded(
@@ -82,20 +83,20 @@ class BubblewrapBackend:
                 env={"PATH": "/usr/bin:/bin"},
                 cwd=None,
                 timeout_seconds=job.timeout_seconds,
-                max_output_bytes=self._limits.max_output_bytes,
+                max_output_bytes=self.limits.max_output_bytes,
                 keep_bytes=KEEP_BYTES,
             )
         finally:
-            if group is not None and self._cgroups is not None:
-                await asyncio.to_thread(self._cgroups.remove, group)
+            if group is not None and self.cgroups is not None:
+                await asyncio.to_thread(self.cgroups.remove, group)
 
     def argv(self, job: Job) -> list[str]:
         """The whole `bwrap … -- prlimit … -- interpreter` command line for `job`."""
-        venv = self._venv if self._venv is not None and self._venv.is_dir() else None
+        venv = self.venv if self.venv is not None and self.venv.is_dir() else None
         python = f"{VENV_MOUNT}/bin/python" if venv is not None else "python3"
         inner = [python, "-c", job.code] if job.language == "python" else ["/bin/sh", "-c", job.code]
         return [
-            self._bwrap,
+            self.bwrap,
             *self._mounts(job.workspace, venv, job.read_only_files()),
             *self._environment(venv),
             "--",
@@ -108,7 +109,7 @@ class BubblewrapBackend:
         gid = os.getgid() or 1000
         args = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
         args += ["--uid", str(uid), "--gid", str(gid), "--hostname", "sandbox", "--cap-drop", "ALL"]
-        if self._limits.network:
+        if self.limits.network:
             args.append("--share-net")
         args += ["--ro-bind", "/usr", "/usr"]
         for path in _SYSTEM_LINKS:
@@ -119,8 +120,8 @@ class BubblewrapBackend:
         for name in _ETC:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         args += ["--proc", "/proc", "--dev", "/dev"]
-        args += ["--size", str(self._limits.tmp_bytes), "--tmpfs", "/tmp"]
-        home = self._home_root.resolve()
+        args += ["--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp"]
+        home = self.home_root.resolve()
         if home.is_relative_to("/usr"):  # a home under a system directory stays hidden all the same
             args += ["--tmpfs", str(home)]
         args += ["--bind", str(workspace.resolve()), SANDBOX_WORKSPACE, "--chdir", SANDBOX_WORKSPACE]
@@ -150,7 +151,7 @@ class BubblewrapBackend:
         return args
 
     def _rlimits(self, timeout_seconds: int) -> list[str]:
-        limits = self._limits
+        limits = self.limits
         return [
             "prlimit",
             f"--as={limits.memory_bytes}",
@@ -190,7 +191,7 @@ def _root_cgroups() -> PidsCgroups | None:
 
 def _probe(backend: BubblewrapBackend) -> str | None:
     """None when a trivial run works; else what failed, from bwrap's own words."""
-    return _probe_once(backend._bwrap, backend._limits)
+    return _probe_once(backend.bwrap, backend.limits)
 
 
 @functools.cache  # per command and limits: engines start often (tests), the answer does not change
