@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit
+from klaw.cli.db_search_check import check_searches
 from klaw.config import ENV_VAR_NAME, DatabaseConfig, EngineConfig
 from klaw.home import KlawHome
 
@@ -74,9 +75,19 @@ def migrate(
             " database.urlEnv, else KLAW_DATABASE_URL).",
         ),
     ] = None,
+    samples: Annotated[
+        int,
+        typer.Option(
+            "--samples",
+            min=0,
+            help="Sample queries searched in klaw.db and in PostgreSQL, their results compared (0: none).",
+        ),
+    ] = 20,
 ) -> None:
     """Move this home's memory into an empty PostgreSQL database: rebuilt from the conversation log (as
-    klaw reindex does, with progress bars), settings copied from klaw.db, then row counts compared.
+    klaw reindex does, with progress bars), settings copied from klaw.db, then checked: row counts
+    compared, and sample queries (texts of stored messages) searched in both, their results compared.
+    Exits 1 when the check finds a difference.
 
     Stop the engine first. Interrupted, it resumes where it stopped when run again. klaw.db is left as
     it was; set database.backend: postgres and urlEnv in engine.yaml afterwards."""
@@ -87,10 +98,12 @@ def migrate(
     variable = url_env or loaded.config.database.url_env or "KLAW_DATABASE_URL"
     if not ENV_VAR_NAME.match(variable):
         fail("--url-env takes the NAME of an environment variable (e.g. KLAW_DATABASE_URL), not its value")
-    asyncio.run(_migrate(home, loaded.config, variable))
+    if not asyncio.run(_migrate(home, loaded.config, variable, samples)):
+        raise typer.Exit(1)
 
 
-async def _migrate(home: KlawHome, config: EngineConfig, variable: str) -> None:
+async def _migrate(home: KlawHome, config: EngineConfig, variable: str, samples: int) -> bool:
+    """The move and its check; False when the check found a difference."""
     from klaw.cli.reindex_cmd import run_with_bars
     from klaw.store.backend import migration_backend
     from klaw.store.protocol import StorageError
@@ -104,12 +117,17 @@ async def _migrate(home: KlawHome, config: EngineConfig, variable: str) -> None:
     report = await run_with_bars(console, home, config, backend, "the PostgreSQL database is left as it is")
     target = DatabaseConfig(backend="postgres", url_env=variable)
     source = DatabaseConfig(backend="sqlite", path=config.database.path) if sqlite_file.exists() else None
-    await _compare(console, sqlite_file, source, target, report.records)
+    counted = await _compare(console, sqlite_file, source, target, report.records)
+    searched = True
+    if source is not None and samples:
+        searched = await check_searches(console, home, config, (sqlite_file, source, target), samples)
+    console.print(f"Now set in engine.yaml:  database: {{backend: postgres, urlEnv: {target.url_env}}}")
+    return counted and searched
 
 
 async def _compare(
     console: Console, sqlite_file: Path, source: DatabaseConfig | None, target: DatabaseConfig, records: int
-) -> None:
+) -> bool:
     """Row counts of klaw.db beside PostgreSQL's: the same log gives the same rows."""
     after = await _counts(sqlite_file, target)
     before = await _counts(sqlite_file, source) if source is not None else None
@@ -131,7 +149,7 @@ async def _compare(
             f"warning: {', '.join(differ)} differ from klaw.db: klaw.db may hold rows its log does not (or the"
             " other way round); run 'klaw reindex' on the SQLite home and compare again"
         )
-    console.print(f"Now set in engine.yaml:  database: {{backend: postgres, urlEnv: {target.url_env}}}")
+    return not differ
 
 
 async def _counts(path: Path, database: DatabaseConfig) -> StoreCounts:

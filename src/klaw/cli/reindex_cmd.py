@@ -85,16 +85,21 @@ def reindex_command(
     print_report(console, report)
 
 
+def stage_bars(console: Console) -> Progress:
+    """A bar per stage, its label, done of total and time (reindex, and `klaw db migrate`'s check)."""
+    return Progress(
+        TextColumn("{task.description:<18}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+
+
 class _Bars:
     def __init__(self, console: Console) -> None:
-        self.progress = Progress(
-            TextColumn("{task.description:<18}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=False,
-        )
+        self.progress = stage_bars(console)
         self._tasks: dict[ReindexStage, TaskID] = {}
 
     def update(self, stage: ReindexStage, done: int, total: int) -> None:

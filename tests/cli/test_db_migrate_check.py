@@ -1,0 +1,160 @@
+"""`klaw db migrate --to postgres` checks the move by searching: sample queries searched in klaw.db and in
+PostgreSQL give the same vector hits and find their own messages; a message klaw.db holds and the move
+lost is named by id, and the command exits 1. A move killed part-way resumes and ends checked alike."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+
+from klaw.memory.conversation_log import ConversationLog
+from klaw.store.records import ChatRef, MessageRecord, Role
+from tests.cli.test_cli import klaw
+from tests.cli.test_reindex_cmd import a_home
+from tests.conftest import new_database
+from tests.pg_server import PgServer
+
+VARIABLE = "KLAW_TEST_DATABASE_URL"
+WORDS = (
+    "lighthouse",
+    "island",
+    "ferry",
+    "harbour",
+    "kettle",
+    "garden",
+    "sister",
+    "Lisbon",
+    "twins",
+    "pendulum",
+    "clock",
+    "brass",
+    "market",
+    "ticket",
+    "dentist",
+    "guitar",
+    "recipe",
+    "soup",
+    "bread",
+    "oven",
+    "marathon",
+    "knee",
+    "canvas",
+    "museum",
+    "storm",
+    "roof",
+    "ladder",
+    "puppy",
+    "river",
+    "bridge",
+    "violin",
+)
+DAYS = 30
+
+
+def test_the_move_is_checked_by_sample_searches(tmp_path: Path, postgres_server: PgServer) -> None:
+    home = a_home(tmp_path)
+    assert klaw(home, "reindex").returncode == 0
+    env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
+
+    moved = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    out = " ".join(moved.stdout.split())
+    assert "comparing searches" in out and "search check: 6 sample queries" in out, out
+    assert "vector search: 6 of 6 equal" in out and "6 of 6 samples found their own message on both" in out
+    assert "warning" not in out and "lighthouse" not in out
+
+
+def test_a_message_the_move_lost_is_named_and_the_command_fails(tmp_path: Path, postgres_server: PgServer) -> None:
+    home = a_home(tmp_path)
+    assert klaw(home, "reindex").returncode == 0  # klaw.db holds all six messages
+    log_file = next((home / "conversations").glob("*/*.jsonl"))
+    lines = log_file.read_text(encoding="utf-8").splitlines(keepends=True)
+    lost = lines.pop(2)  # the log no longer holds the third: the move cannot bring it
+    log_file.write_text("".join(lines), encoding="utf-8")
+    lost_id = json.loads(lost)["id"]
+    env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
+
+    moved = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+
+    assert moved.returncode == 1, moved.stdout + moved.stderr
+    out = " ".join(moved.stdout.split())
+    assert "messages differ from klaw.db" in out
+    assert f"sample {lost_id}: missing in PostgreSQL" in out, out
+    assert "must agree" in out and "Traceback" not in moved.stderr and "lighthouse" not in out
+
+
+def test_a_move_killed_midway_resumes_and_ends_with_equal_counts_and_searches(
+    tmp_path: Path, postgres_server: PgServer
+) -> None:
+    home = _a_long_home(tmp_path)
+    assert klaw(home, "reindex").returncode == 0
+    dsn = postgres_server.dsn(new_database(postgres_server))
+    env = {**os.environ, "KLAW_HOME": str(home), "COLUMNS": "200", VARIABLE: dsn}
+    command = [sys.executable, "-m", "klaw", "db", "migrate", "--to", "postgres", "--url-env", VARIABLE]
+    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        done = _days_moved_once_some(dsn, first)
+        first.send_signal(signal.SIGSTOP)
+        done = _days_moved(dsn)
+        assert 0 < done < DAYS, f"{done} of {DAYS} days moved when stopped: not part-way"
+    finally:
+        first.kill()  # as a power cut: no clean-up
+        first.wait(timeout=30)
+
+    again = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env={VARIABLE: dsn})
+
+    assert again.returncode == 0, again.stdout + again.stderr
+    out = " ".join(again.stdout.split())
+    messages = next(line for line in again.stdout.splitlines() if "│ messages" in line)
+    assert messages.count(f" {DAYS * 20} ") == 2, again.stdout
+    assert "vector search: 20 of 20 equal" in out and "20 of 20 samples found their own message on both" in out
+    assert "warning" not in out and "differ" not in out
+
+
+def _a_long_home(tmp_path: Path) -> Path:
+    """A home whose log spans DAYS days (a log file each) in three chats, so a move has somewhere to stop."""
+    home = a_home(tmp_path)
+    for path in (home / "conversations").rglob("*.jsonl"):
+        path.unlink()
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    records = [
+        MessageRecord(
+            ChatRef("console", f"chat{i % 3}"),
+            Role.USER if i % 2 else Role.ASSISTANT,
+            " ".join(WORDS[(i * 7 + k * 11) % len(WORDS)] for k in range(3 + i % 5)) + f" number {i}",
+            created_at=t0 + timedelta(hours=i * 24 / 20),
+        )
+        for i in range(DAYS * 20)
+    ]
+    asyncio.run(ConversationLog(home / "conversations").append_many(records))
+    return home
+
+
+def _days_moved(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        present = connection.execute("SELECT to_regclass('reindex_files') IS NOT NULL").fetchone()
+        if not present or not present[0]:
+            return 0
+        row = connection.execute("SELECT count(*) FROM reindex_files").fetchone()
+        return int(row[0]) if row else 0
+
+
+def _days_moved_once_some(dsn: str, process: subprocess.Popen[bytes]) -> int:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done = _days_moved(dsn)
+        if done:
+            return done
+        assert process.poll() is None, "the move ended before it could be stopped"
+        time.sleep(0.02)
+    raise AssertionError("no day moved within 60 s")
