@@ -8,8 +8,14 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from klaw.bench.summary_model import wire_reply
 from klaw.bench.turn_bench import measure_turns
 from klaw.cli.app import app
+from klaw.config import ModelConfig
+from klaw.llm.fake_server import FakeOpenAiServer
+from klaw.llm.messages import ChatMessage
+from klaw.llm.openai_client import OpenAiChatClient
+from klaw.memory.summaries.prompts import Transcript, batch_prompt, numbered_answers
 
 TURN_PHASES = ["accept", "exchange", "context", "model", "reply"]
 CONTEXT_LAYERS = [
@@ -32,6 +38,23 @@ async def test_every_timed_turn_is_broken_into_its_phases(tmp_path: Path) -> Non
     assert all(latency.count == 3 and latency.p50_ms >= 0 for latency in result.phases.values())
     assert result.phases["context"].p50_ms > 0 and result.phases["model"].p50_ms > 0
     assert result.background_model_calls_per_turn >= 0
+
+
+async def test_the_bench_model_answers_a_summary_batch_with_a_numbered_line_per_exchange() -> None:
+    """The bench's stand-in model follows the batch prompt as a real one does, so the summarizer does not
+    ask every exchange of a batch again alone (which an echo made it do: 1.29 background calls a turn)."""
+    transcripts = [Transcript(f"question {n} about the garden", (), f"answer {n}") for n in range(1, 5)]
+    async with FakeOpenAiServer(default_reply=wire_reply) as server:
+        client = OpenAiChatClient("fake/bench", ModelConfig(base_url=server.base_url, max_retries=0))
+        try:
+            batch = await client.complete(batch_prompt(transcripts, 3000))
+            turn = await client.complete([ChatMessage.user("hello there")])
+        finally:
+            await client.aclose()
+    answers = numbered_answers(batch.content, len(transcripts))
+    assert sorted(answers) == [1, 2, 3, 4]
+    assert all(f"question {n}" in answers[n] for n in answers)
+    assert turn.content == "echo: hello there"
 
 
 def test_the_command_prints_the_phases_and_writes_them_as_json(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ Each timed turn is broken into its phases from the timings the engine records on
 accept (log fsync + row, before the turn), exchange (its open record), context and each of its
 layers, model (the loopback call to the fake server, and tools if any), reply (the answer's and the
 exchange's records, delivery). Background work the turns trigger is counted: model calls made
-for summaries while the timed turns ran, per turn.
+for summaries while the timed turns ran, per turn. The fake server answers summary requests as a
+model following their prompts does (`summary_model.wire_reply`: one numbered line per exchange of a
+batch), so the summarizer's work is what it would be against a real model.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from rich.table import Table
 
 from klaw.bench.stats import Latency
+from klaw.bench.summary_model import wire_reply
 from klaw.config import EngineConfig
 from klaw.engine.context_history import TurnContext
 from klaw.engine.delivery import Outbound
@@ -64,7 +67,7 @@ async def measure_turns(
 ) -> TurnBenchResult:
     home = KlawHome(root)
     initialise_home(home)
-    async with FakeOpenAiServer() as server:
+    async with FakeOpenAiServer(default_reply=wire_reply) as server:
         config = EngineConfig.model_validate(
             {
                 "models": {"fake/bench": {"baseUrl": server.base_url, "contextBudget": 8192, "maxRetries": 0}},

@@ -114,10 +114,12 @@ def turn(
     chats: Annotated[int, typer.Option(help="Concurrent chats in the throughput phase.")] = 50,
     out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
 ) -> None:
-    """Engine overhead per turn (context build + bookkeeping; model = zero-delay local fake server)."""
+    """Engine overhead per turn (context build + bookkeeping; model = zero-delay local fake server that
+    answers summary requests as their prompts ask, numbered lines for a batch)."""
     from klaw.bench.turn_bench import measure_turns, phase_table
 
     console = machine_console()
+    console.print("model: zero-delay fake server; summary requests answered as their prompts ask (numbered lines)")
     results = []
     for size in stored or [1_000, 100_000]:
         with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
