@@ -75,3 +75,29 @@ async def test_a_question_naming_a_date_recalls_what_was_said_that_day(tmp_path:
         await h.turn("What did I buy at the flea market on 1 January 2026?")
         blocks = recall_blocks(h)
         assert len(blocks) == 1 and BOUGHT in blocks[0], blocks
+
+
+CHOICE = "Went with the blue one in the end, the cheaper of the two."
+NAMED = "A blue sofa for the living room, good choice."  # the agent's reply names what was chosen
+SOFA_TALK = [  # one of the question's words each, none of its answer
+    "Living near the river means foggy mornings.",
+    "My sister is selling her old sofa online.",
+    "The guest room still smells of fresh paint.",
+]
+
+
+async def test_what_was_said_is_recalled_by_the_words_of_the_reply_that_named_it(tmp_path: Path) -> None:
+    """ "Which sofa did I choose for the living room?" 30 messages after "Went with the blue one…": the
+    block holds that message, which names no sofa; the agent's reply after it did. Before the next
+    message's words were indexed with it, it only had 0.4 of the reply's score and three messages
+    sharing one word of the question each filled the block beside the reply."""
+    async with running_engine(tmp_path) as h:
+        h.server.reply_text("How did the furniture shopping go?")
+        await h.turn("I spent the afternoon in furniture shops.")
+        h.server.reply_text(NAMED)
+        await h.turn(CHOICE)
+        await talk(h, [*SOFA_TALK, *TALK])
+        h.server.reply_text("Let me see.")
+        await h.turn("Which sofa did I choose for the living room?")
+        blocks = recall_blocks(h)
+        assert len(blocks) == 1 and CHOICE in blocks[0], blocks

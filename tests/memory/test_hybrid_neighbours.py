@@ -39,14 +39,16 @@ async def test_store_neighbours_skip_tool_records_and_stay_in_the_segment(chat: 
 
 async def test_a_message_next_to_a_hit_enters_the_ranking_as_its_neighbour(chat: Conversation) -> None:
     await chat.filler(3)
+    # Two before the hit: the message right before it is found by its words too (`following`).
     opening = await chat.say("guess who called me this morning", embed=False)
+    await chat.say("you will never guess", embed=False)
     news = await chat.say("the bakery from the interview, they offered me the job")
     await chat.filler(3)
     hits = await HybridSearch(chat.store, chat.embedder).search(ALICE, "bakery interview")
     assert hits[0].message.rowid == news.rowid
     found = {h.message.rowid: h for h in hits}[opening.rowid]
     assert (found.distance, found.fts_rank, found.bm25, found.context_of) == (None, None, None, news.rowid)
-    assert found.score == pytest.approx(0.4 * hits[0].score, rel=0.3)  # its share, plus what fillers lend
+    assert 0.2 * hits[0].score <= found.score < hits[0].score  # its share, plus what the others lend
     plain = await HybridSearch(chat.store, chat.embedder, NO_NEIGHBOURS).search(ALICE, "bakery interview")
     assert opening.rowid not in {h.message.rowid for h in plain}
     assert all(h.context_of is None for h in plain)
@@ -77,7 +79,8 @@ async def test_vector_weight_decides_between_a_meaning_hit_and_a_word_hit(chat: 
 
     async def order(weight: float) -> list[int]:
         config = SearchConfig(vector_weight=weight, neighbour_weight=0.0)
-        return [h.message.rowid for h in await HybridSearch(chat.store, query, config).search(ALICE, "zeppelin")]
+        hits = await HybridSearch(chat.store, query, config).search(ALICE, "zeppelin")
+        return [h.message.rowid for h in hits if h.message.rowid in (meaning.rowid, words.rowid)]
 
     # Default 0.4: the only full-text match (0.6 + 0.4 × 0.1) beats the closest vector (0.4).
     assert await order(0.4) == [words.rowid, meaning.rowid]

@@ -4,7 +4,8 @@ The store's append decides each message's segment and `context` one message at a
 chat's lock, with a round trip per step: about 100 messages a second on the shared 2-CPU test machine,
 so a 1M-message chat would take hours. A bench chat is plain conversation text appended in order to
 the open segment, for which those steps reduce to: the open segment once, each message's `context`
-the previous message's text, its log line, and no folds (plain text folds nothing). This writes
+the previous message's text and its `following` the next one's (the segment's last message before
+the batch followed by the first), its log line, and no folds (plain text folds nothing). This writes
 exactly those rows, in one `INSERT … SELECT FROM unnest(…)` per table and batch, under the same lock;
 tests/bench/test_pg_fill.py checks that the rows equal what `append_many` writes.
 """
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 
 from klaw.store.log_format import encode_record
 from klaw.store.postgres.chats import ChatKeys
-from klaw.store.postgres.connection import clean_text, fetch_all, fetch_value
+from klaw.store.postgres.connection import clean_text, execute, fetch_all, fetch_one
 from klaw.store.postgres.segments import lock_chat, open_segment_id
 from klaw.store.postgres.store import PostgresStore
 from klaw.store.records import MessageRecord, MessageType, to_millis
@@ -34,20 +35,23 @@ async def append_conversation(store: PostgresStore, records: Sequence[MessageRec
         chat_key = await ChatKeys().ensure(connection, chat)
         await lock_chat(connection, chat_key)
         segment_id = await open_segment_id(connection, chat_key, to_millis(records[0].created_at))
-        before = await fetch_value(
+        last = await fetch_one(
             connection,
-            f"SELECT m.content FROM messages m WHERE m.segment_id = %s AND {conversation_sql()}"
+            f"SELECT m.rowid, m.content FROM messages m WHERE m.segment_id = %s AND {conversation_sql()}"
             " ORDER BY m.rowid DESC LIMIT 1",
             (segment_id,),
         )
         values = [message_values(r, chat_key, segment_id, clean_text) for r in records]
         ids, roles, contents, metadata, created = ([v[i] for v in values] for i in (0, 5, 7, 8, 9))
+        if last is not None:
+            await execute(connection, "UPDATE messages SET following = %s WHERE rowid = %s", (contents[0], last[0]))
         rows = await fetch_all(
             connection,
             "INSERT INTO messages (id, channel, chat_id, chat, segment_id, role, type, content, metadata,"
-            " created_at, context) SELECT r.id, %s, %s, %s, %s, r.role, %s, r.content, r.metadata, r.created_at,"
-            " r.context FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[])"
-            " WITH ORDINALITY AS r(id, role, content, metadata, created_at, context, n) ORDER BY r.n"
+            " created_at, context, following) SELECT r.id, %s, %s, %s, %s, r.role, %s, r.content, r.metadata,"
+            " r.created_at, r.context, r.following FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[],"
+            " %s::bigint[], %s::text[], %s::text[])"
+            " WITH ORDINALITY AS r(id, role, content, metadata, created_at, context, following, n) ORDER BY r.n"
             " RETURNING rowid",
             (
                 chat.channel,
@@ -60,7 +64,8 @@ async def append_conversation(store: PostgresStore, records: Sequence[MessageRec
                 contents,
                 metadata,
                 created,
-                [before, *contents[:-1]],
+                [None if last is None else last[1], *contents[:-1]],
+                [*contents[1:], None],
             ),
         )
         await fetch_all(

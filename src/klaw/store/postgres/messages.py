@@ -4,8 +4,9 @@ The append also writes the record's log line (`log_records`, docs/decisions/132-
 in the same transaction: the database holds the log, and no fold exists without its record.
 
 An append holds the chat's advisory lock for its transaction (`segments.lock_chat`): the chat's open
-segment, the rowid order of its messages and each message's `context` (the previous conversation
-message, searched at a lower weight) are decided one append at a time, whichever engine appends.
+segment, the rowid order of its messages, each message's `context` (the previous conversation
+message, searched at a lower weight) and the previous message's `following` (this one: migration
+0005) are decided one append at a time, whichever engine appends.
 """
 
 from __future__ import annotations
@@ -85,17 +86,20 @@ class PostgresMessages(MessageReads[PostgresDatabase, ChatKeys]):
             return existing
         created_at = to_millis(record.created_at)
         segment_id = await open_segment_id(connection, chat_key, created_at)
-        context = None
+        before = None  # the previous conversation message of the segment: (rowid, text)
         if record.is_conversation:
-            context = await fetch_value(
+            before = await fetch_one(
                 connection,
-                f"SELECT m.content FROM messages m WHERE m.segment_id = %s AND {conversation_sql()}"
+                f"SELECT m.rowid, m.content FROM messages m WHERE m.segment_id = %s AND {conversation_sql()}"
                 " ORDER BY m.rowid DESC LIMIT 1",
                 (segment_id,),
             )
-        row = await fetch_one(connection, _INSERT, (*message_values(record, chat_key, segment_id, clean_text), context))
+        values = message_values(record, chat_key, segment_id, clean_text)
+        row = await fetch_one(connection, _INSERT, (*values, None if before is None else before[1]))
         assert row is not None
         rowid = int(row[0])
+        if before is not None:  # it is followed now (migration 0005)
+            await execute(connection, "UPDATE messages SET following = %s WHERE rowid = %s", (values[7], before[0]))
         await execute(
             connection,
             "INSERT INTO log_records (id, chat, created_at, line) VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",

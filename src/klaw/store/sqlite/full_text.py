@@ -14,11 +14,12 @@ worse than every row step 1 kept) or step 1 returned every match. Otherwise (oth
 segments crowd the best matches) the plain query runs.
 
 The cost of a query is the number of messages it matches: bm25 is computed for each. The
-`context` column (the previous message's words, migration 0004) doubles that number for every
-word, and for a common word that is thousands of messages, the most expensive part of a search at
-scale, for a word that says little about which message a reply answers. So a word found in the
-own words of more than `CONTEXT_MAX_MATCHES` messages is matched in messages' own words only
-(`{content} : "word"`); rarer words, the telling ones, are matched in both columns. Below that
+`context` and `following` columns (the words of the messages before and after, migrations 0004 and
+0011) triple that number for every word, and for a common word that is thousands of messages,
+the most expensive part of a search at scale, for a word that says little about which message a
+reply answers. So a word found in the own words of more than `CONTEXT_MAX_MATCHES` messages is
+matched in messages' own words only (`{content} : "word"`); rarer words, the telling ones, are
+matched in all three columns. Below that
 size nothing changes (LoCoMo's conversations never reach it); at 100k messages of bench scale's
 Zipfian text it brings full text back to the cost it had with one column.
 """
@@ -35,11 +36,13 @@ from klaw.store.sqlite.fts_query import quoted
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.term_counts import TermCounts
 
-CONTEXT_WEIGHT = 0.2  # bm25 weight of the previous message's words (the message's own: 1)
+# bm25 weight of the neighbours' words, the message before (`context`) and after (`following`); the
+# message's own weigh 1. The same for both sides: neither is the message, and each is one step away.
+CONTEXT_WEIGHT = 0.2
 CONTEXT_MAX_MATCHES = 1000  # a word in more messages' own words is not matched in `context`
 FAST_FACTOR = 4
 FAST_MINIMUM = 200
-_BM25 = f"bm25(messages_fts, 1.0, {CONTEXT_WEIGHT})"
+_BM25 = f"bm25(messages_fts, 1.0, {CONTEXT_WEIGHT}, {CONTEXT_WEIGHT})"
 
 
 def ranked_matches(

@@ -7,11 +7,12 @@ too large for the cache falls back to sqlite-vec, which filters by the vec0 part
 metadata columns (segment, time) with `k = ?`. Messages are fetched in a second query: joining a
 CTE into a vec0 query would re-run the KNN per row.
 
-Full text ranks by bm25 over two columns (migration 0004): the message's own words, and at
-`full_text.CONTEXT_WEIGHT` the words of the conversation message before it, so a reply is found by
-the words of what it answers. 0.2 was the best of 0.1–0.3 on LoCoMo dev (R@5 within 0.6 points
-across them); more lets the previous message's matches crowd out the message's own. How matches
-are ranked within a scope quickly: `full_text.py`.
+Full text ranks by bm25 over three columns (migrations 0004 and 0011): the message's own words, and
+at `full_text.CONTEXT_WEIGHT` the words of the conversation messages before and after it, so a
+reply is found by the words of what it answers and a question by the words of its answer. 0.2 was
+the best of 0.1–0.3 for the message before on LoCoMo dev (R@5 within 0.6 points across them); more
+lets the neighbours' matches crowd out the message's own. How matches are ranked within a scope
+quickly: `full_text.py`.
 
 `neighbours` gives hybrid search the conversation messages around its candidates (see
 `klaw.memory.neighbour_scores`): two `(segment_id, rowid)` index range scans per candidate.
