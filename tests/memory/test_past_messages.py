@@ -3,6 +3,8 @@ fused with the segment-first path in the block, on a real store with the fake em
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from klaw.config import RagConfig
 from klaw.llm.tokens import approximate_token_count
 from klaw.memory.embedder.fake import FakeEmbedder
@@ -10,12 +12,15 @@ from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.past_conversations.past_messages import PastMessages
 from klaw.memory.past_conversations.pipeline import Retrieval
 from klaw.memory.past_conversations.retriever import default_pipeline
+from klaw.store.records import MessageRecord, Role
 from klaw.store.sqlite.store import SqliteStore
 from tests.memory.recall_helpers import ALICE, Conversation
 from tests.memory.test_past_conversations import embed_summaries, saved
 
 DIM = 32
 TRIP = "We spent two nights in Carcassonne inside the old walls, then drove on to the coast."
+OPTIMIZE = "INSERT INTO messages_fts (messages_fts) VALUES ('optimize')"
+STEP = 10  # the progress handler is called every STEP instructions
 SUMMARY = "The person talked about a holiday in the south of France and the long drive home afterwards."
 
 
@@ -94,3 +99,44 @@ async def test_a_name_the_past_never_said_shuts_meaning_out_but_not_dates_or_kno
     for query in ["what did we see by the old walls on May 3, 2023?", "did Gina like Carcassonne?"]:
         result = await pipeline.run(ask(current, query))
         assert result.block is not None and TRIP in result.block, query
+
+
+async def stage_steps(tmp_path: Path, current_messages: int) -> int:
+    """SQLite instructions the stage runs (apsw's progress handler: the same on any machine and load)
+    for a question whose words the current segment holds `current_messages` times over."""
+    store = await SqliteStore.open(tmp_path / f"klaw-{current_messages}.db")
+    try:
+        chat, past, current = await chat_with_a_past_trip(store)
+        said = [
+            MessageRecord(ALICE, Role.USER, f"the old walls and the coast, photo {i}", created_at=chat._next_time())
+            for i in range(current_messages)
+        ]
+        await store.messages.append_many(said)
+        # One b-tree for the index, as FTS5's merges leave a settled one: otherwise the number of
+        # its segments, which every query looks each word up in, grows with the rows appended.
+        await store.db.run(lambda connection: connection.execute(OPTIMIZE))
+        stage = PastMessages(store, HybridSearch(store, chat.embedder), max_distance=2.0)
+        question = ask(current, "the old walls of carcassonne and the coast")
+        await stage(question)  # how many messages hold each word is counted once (term_counts.py)
+        steps = 0
+
+        def count() -> bool:
+            nonlocal steps
+            steps += STEP
+            return False
+
+        await store.db.run(lambda connection: connection.set_progress_handler(count, STEP))
+        result = await stage(question)
+        assert result.messages[0].message.content == TRIP
+        assert {hit.message.segment_id for hit in result.messages} == {past}
+        return steps
+    finally:
+        await store.aclose()
+
+
+async def test_the_stage_reads_the_past_only_however_long_the_current_segment(tmp_path: Path) -> None:
+    """The past is searched within its own rowids: the current segment's matches, never candidates,
+    cost nothing. Before, each was scored and looked up (the scope was a time, not segments), so
+    the stage's cost grew with the conversation going on now."""
+    short, long = await stage_steps(tmp_path, 20), await stage_steps(tmp_path, 600)
+    assert long <= short * 1.1, (short, long)

@@ -64,6 +64,7 @@ async def test_cached_search_returns_what_sqlite_vec_returns(tmp_path: Path) -> 
             for scope in (
                 {},
                 {"segment_id": second_segment},
+                {"before_segment_id": second_segment},
                 {"since": T0 + timedelta(minutes=40), "until": T0 + timedelta(minutes=90)},
             ):
                 got = await cached.search.nearest(ALICE, query, limit=7, **scope)

@@ -96,6 +96,7 @@ class HybridSearch:
         limit: int = DEFAULT_CANDIDATES,
         exclude: Collection[int] = (),
         until: datetime | None = None,
+        before_segment_id: int | None = None,
     ) -> list[HybridHit]:
         """The best `limit` of the chat's messages for `text`, best first: the best `limit` of each
         side, fused, with their neighbours.
@@ -104,7 +105,8 @@ class HybridSearch:
         taken from a hit's own segment). Rowids in `exclude` (what the context already shows) are
         removed before ranking, so they take no candidate place and are never added as neighbours;
         each side fetches `limit` more than it would otherwise to make up for them. `until` keeps
-        messages created before it (past conversations: what was said before the current segment).
+        messages created before it, `before_segment_id` those of the chat's segments before that one
+        (past conversations: what was said before the current segment).
         """
         if not text.strip() or limit <= 0:
             return []
@@ -112,9 +114,14 @@ class HybridSearch:
         # Both sides at once: the query embedding and the KNN product run on their own threads while
         # the database runs the full-text query (the vector side never raises; see `_vector_side`).
         vector_hits, fts_hits = await asyncio.gather(
-            self._vector_side(chat, text, segment_id, limit + len(excluded), until),
+            self._vector_side(chat, text, _Scope(segment_id, until, before_segment_id), limit + len(excluded)),
             self._store.search.full_text(
-                chat, text, limit=FTS_OVERFETCH * limit + len(excluded), segment_id=segment_id, until=until
+                chat,
+                text,
+                limit=FTS_OVERFETCH * limit + len(excluded),
+                segment_id=segment_id,
+                until=until,
+                before_segment_id=before_segment_id,
             ),
         )
         by_vector = _keep(vector_hits, excluded, limit)
@@ -169,18 +176,30 @@ class HybridSearch:
             return {}
         return await self._store.search.neighbours(candidates, self._config.neighbour_span)
 
-    async def _vector_side(
-        self, chat: ChatRef, text: str, segment_id: int | None, limit: int, until: datetime | None
-    ) -> list[SearchHit]:
+    async def _vector_side(self, chat: ChatRef, text: str, scope: _Scope, limit: int) -> list[SearchHit]:
         if self._embedder is None:
             return []
         try:
             vectors = await embed_queries(self._embedder, [text])
-            hits = await self._store.search.nearest(chat, vectors[0], limit=limit, segment_id=segment_id, until=until)
+            hits = await self._store.search.nearest(
+                chat,
+                vectors[0],
+                limit=limit,
+                segment_id=scope.segment_id,
+                until=scope.until,
+                before_segment_id=scope.before_segment_id,
+            )
         except Exception as exc:
             log.warning("hybrid search: vector side unavailable (%s); using full text only", type(exc).__name__)
             return []
         return sorted(hits, key=lambda hit: hit.score)  # closest first, whatever order the backend used
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    segment_id: int | None
+    until: datetime | None
+    before_segment_id: int | None
 
 
 def _keep(hits: list[SearchHit], excluded: frozenset[int], limit: int) -> list[SearchHit]:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from datetime import datetime
 
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, WordCounts
@@ -118,12 +117,13 @@ def is_small_talk(text: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class WordScope:
-    """Where a word is looked for: a chat's messages, of one segment or all, before `until` if given,
-    less `exclude` (rowids: the window and the message asking, which holds its own words)."""
+    """Where a word is looked for: a chat's messages, of one segment, of its segments before
+    `before_segment_id` (its past conversations) or all, less `exclude` (rowids: the window and the
+    message asking, which holds its own words)."""
 
     chat: ChatRef
     segment_id: int | None = None
-    until: datetime | None = None
+    before_segment_id: int | None = None
     exclude: Collection[int] = ()
 
     async def word_counts(self, store: Storage, words: Iterable[str], *, max_share: float, min_cap: int) -> WordCounts:
@@ -134,7 +134,7 @@ class WordScope:
             max_share=max_share,
             min_cap=min_cap,
             segment_id=self.segment_id,
-            until=self.until,
+            before_segment_id=self.before_segment_id,
             exclude=sorted(self.exclude),
         )
 
@@ -157,7 +157,11 @@ async def messages_with_telling_words(store: Storage, scope: WordScope, text: st
         return set()
     exclude = scope.exclude
     hits = await store.search.full_text(
-        scope.chat, " ".join(words), limit=EVIDENCE_LIMIT + len(exclude), segment_id=scope.segment_id, until=scope.until
+        scope.chat,
+        " ".join(words),
+        limit=EVIDENCE_LIMIT + len(exclude),
+        segment_id=scope.segment_id,
+        before_segment_id=scope.before_segment_id,
     )
     asked_names = named_words(text)
     found: set[int] = set()

@@ -139,9 +139,12 @@ class SearchRepository(Protocol):
         segment_id: int | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        before_segment_id: int | None = None,
     ) -> list[SearchHit]:
         """Full-text search over the chat's messages. `text` is what a person typed: the backend
-        turns it into a safe query (syntax characters never raise). Best first."""
+        turns it into a safe query (syntax characters never raise). Best first. Every search takes
+        the same scope: one segment, the chat's segments before `before_segment_id` (its past
+        conversations), a time range (`shared/search_scope.py`)."""
         ...
 
     async def nearest(
@@ -153,6 +156,7 @@ class SearchRepository(Protocol):
         segment_id: int | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        before_segment_id: int | None = None,
     ) -> list[SearchHit]:
         """K nearest messages by cosine distance (score = distance, lower is closer)."""
         ...
@@ -167,6 +171,7 @@ class SearchRepository(Protocol):
         segment_id: int | None = None,
         until: datetime | None = None,
         exclude: Sequence[int] = (),
+        before_segment_id: int | None = None,
     ) -> WordCounts:
         """For each search word of `text` (as `full_text` reads it), how many conversation messages of
         the scope (less the rowids in `exclude`) hold it in their own text, and the scope's size.

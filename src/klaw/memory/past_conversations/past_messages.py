@@ -3,8 +3,9 @@
 A segment's summary is a few sentences; most facts said in it are not there ("we stayed in
 Carcassonne", "I took up the cello"), so a question about one of them is not similar to any
 summary and the segment-first path never reaches it. This stage runs the one message search
-(`HybridSearch`, vector and full text, neighbours) over what the chat said before the current
-segment started, and keeps a message when either kind of evidence says it is related (as auto-RAG
+(`HybridSearch`, vector and full text, neighbours) over the messages of the chat's segments before
+the current one (a scope the store answers within their rowids, never reading the current
+segment's: decision 187), and keeps a message when either kind of evidence says it is related (as auto-RAG
 judges its own segment, `auto_rag.py`): its vector is within `max_distance` of the query's, or it
 holds a word of the query that is rare in the chat's past and written like a name or a code
 (`word_evidence.py`); a neighbour of a kept message comes along. When the query names something
@@ -42,14 +43,12 @@ class PastMessages:
     async def __call__(self, retrieval: Retrieval) -> Retrieval:
         if is_small_talk(retrieval.query):
             return retrieval
-        current = await self._store.segments.get(retrieval.current_segment_id)
-        until = None if current is None else current.started_at
-        hits = await self._search.search(retrieval.chat, retrieval.query, limit=CANDIDATES, until=until)
-        hits = [hit for hit in hits if hit.message.segment_id != retrieval.current_segment_id]
+        past = retrieval.current_segment_id
+        hits = await self._search.search(retrieval.chat, retrieval.query, limit=CANDIDATES, before_segment_id=past)
         if not hits:
             return retrieval
         telling = await messages_with_telling_words(
-            self._store, WordScope(retrieval.chat, until=until), retrieval.query
+            self._store, WordScope(retrieval.chat, before_segment_id=past), retrieval.query
         )
         found = {hit.message.rowid for hit in hits if self._close(hit, retrieval) or hit.message.rowid in telling}
         kept = tuple(hit for hit in hits if hit.message.rowid in found or hit.context_of in found)[:MESSAGES_SHOWN]

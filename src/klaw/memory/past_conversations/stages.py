@@ -53,9 +53,8 @@ class UnknownNames:
         self._store = store
 
     async def __call__(self, retrieval: Retrieval) -> Retrieval:
-        current = await self._store.segments.get(retrieval.current_segment_id)
-        until = None if current is None else current.started_at
-        unknown = await unknown_names(self._store, WordScope(retrieval.chat, until=until), retrieval.query)
+        scope = WordScope(retrieval.chat, before_segment_id=retrieval.current_segment_id)
+        unknown = await unknown_names(self._store, scope, retrieval.query)
         return retrieval.replace(unknown_names=unknown) if unknown else retrieval
 
 

@@ -29,7 +29,7 @@ from klaw.store.postgres.vectors import MESSAGE_VECTORS, query_vector
 from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts
 from klaw.store.shared.record_kinds import conversation_sql
 from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
-from klaw.store.shared.search_scope import MESSAGE_SCOPE, ScopeColumns, scope_sql
+from klaw.store.shared.search_scope import MESSAGE_SCOPE, ScopeColumns, scope_sql, segments_compared
 from klaw.store.sqlite.fts_query import search_words
 
 RANK_WEIGHTS = "{0.1, 0.2, 0.4, 1.0}"  # D, C (the previous message), B, A (the message's own words)
@@ -83,6 +83,7 @@ class PostgresSearch:
         segment_id: int | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        before_segment_id: int | None = None,
     ) -> list[SearchHit]:
         words = search_words(text)
         if not words or limit <= 0:
@@ -91,7 +92,9 @@ class PostgresSearch:
             chat_key = await self._chats.find(connection, chat)
             if chat_key is None:
                 return []
-            where, params = scope_sql(MESSAGE_SCOPE, chat_key, segment_id, since, until, "%s")
+            where, params = scope_sql(
+                MESSAGE_SCOPE, chat_key, segment_id, since, until, "%s", before_segment_id=before_segment_id
+            )
             weights = await idf_weights(connection, words)
             rank = " + ".join(f"%s * ts_rank_cd('{RANK_WEIGHTS}', m.search, {word_query(w)})" for w in words)
             matches = " || ".join(word_query(w) for w in words)
@@ -113,6 +116,7 @@ class PostgresSearch:
         segment_id: int | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        before_segment_id: int | None = None,
     ) -> list[SearchHit]:
         if limit <= 0:
             return []
@@ -120,7 +124,9 @@ class PostgresSearch:
             chat_key = await self._chats.find(connection, chat)
             if chat_key is None:
                 return []
-            where, params = scope_sql(_VECTOR_SCOPE, chat_key, segment_id, since, until, "%s")
+            where, params = scope_sql(
+                _VECTOR_SCOPE, chat_key, segment_id, since, until, "%s", before_segment_id=before_segment_id
+            )
             rows = await fetch_all(
                 connection,
                 f"SELECT {MESSAGE_COLUMNS}, n.distance FROM (SELECT v.rowid, v.embedding <=> %s AS distance"
@@ -140,6 +146,7 @@ class PostgresSearch:
         segment_id: int | None = None,
         until: datetime | None = None,
         exclude: Sequence[int] = (),
+        before_segment_id: int | None = None,
     ) -> WordCounts:
         words = search_words(text)
         left_out = sorted(set(exclude))
@@ -147,10 +154,13 @@ class PostgresSearch:
             chat_key = await self._chats.find(connection, chat)
             if chat_key is None:
                 return WordCounts(0, dict.fromkeys(words, 0))
-            where, params = scope_sql(MESSAGE_SCOPE, chat_key, segment_id, None, until, "%s")
+            where, params = scope_sql(
+                MESSAGE_SCOPE, chat_key, segment_id, None, until, "%s", before_segment_id=before_segment_id
+            )
             where = f"{where} AND {_CONVERSATION} AND NOT (m.rowid = ANY(%s))"
             params.append(left_out)
-            size = await _scope_size(connection, where, params, chat_key, segment_id, until, left_out)
+            segments = segments_compared(segment_id, before_segment_id, "%s") if until is None else None
+            size = await _scope_size(connection, where, params, chat_key, segments, left_out)
             cap = max(min_cap, int(max_share * size))
             counts = {}
             for word in words:
@@ -191,19 +201,22 @@ async def _scope_size(
     where: str,
     params: list[Any],
     chat_key: int,
-    segment_id: int | None,
-    until: datetime | None,
+    segments: tuple[str, int] | None,
     left_out: list[int],
 ) -> int:
-    """The conversation messages `where` selects; a whole segment's count is kept by trigger."""
-    if segment_id is None or until is not None:
+    """The conversation messages `where` selects; whole segments' counts (no time range) are kept by trigger."""
+    if segments is None:
         return int(await fetch_value(connection, f"SELECT count(*) FROM messages m WHERE {where}", params))
+    compared, segment = segments
     kept = await fetch_value(
-        connection, "SELECT conversation_messages FROM segments WHERE id = %s AND chat = %s", (segment_id, chat_key)
+        connection,
+        f"SELECT coalesce(sum(conversation_messages), 0) FROM segments WHERE chat = %s AND id {compared}",
+        (chat_key, segment),
     )
     excluded = await fetch_value(
         connection,
-        f"SELECT count(*) FROM messages m WHERE m.rowid = ANY(%s) AND m.segment_id = %s AND {_CONVERSATION}",
-        (left_out, segment_id),
+        f"SELECT count(*) FROM messages m WHERE m.rowid = ANY(%s) AND m.chat = %s AND m.segment_id {compared}"
+        f" AND {_CONVERSATION}",
+        (left_out, chat_key, segment),
     )
     return max(int(kept or 0) - int(excluded or 0), 0)

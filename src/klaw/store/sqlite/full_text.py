@@ -6,7 +6,8 @@ an OR of common words on 100k messages that is thousands of lookups, most of the
 Instead:
 
 1. the best `limit × FAST_FACTOR` matches by bm25 are taken from the index alone, within the rowid
-   range of the segment when the search has one (FTS5 seeks to it: older history is never read);
+   range of the scope's segments when the search has them (one segment, or the chat's past ones:
+   `scope_rowids`; FTS5 seeks to it, so history outside it is never read);
 2. only those are looked up and filtered by scope.
 
 That is exact whenever step 2 keeps `limit` rows (a row in scope outside step 1's best scores
@@ -45,19 +46,56 @@ FAST_MINIMUM = 200
 _BM25 = f"bm25(messages_fts, 1.0, {CONTEXT_WEIGHT}, {CONTEXT_WEIGHT})"
 
 
+Rowids = tuple[int, int]
+NO_ROWIDS: Rowids = (1, 0)  # the range of a scope without messages: nothing lies between
+
+
+def scope_rowids(
+    connection: apsw.Connection, chat_key: int, segment_id: int | None, before_segment_id: int | None
+) -> Rowids | None:
+    """The first and last rowid of the scope's messages when it names segments: one segment's, or
+    those of the chat's segments before `before_segment_id` (its past conversations: their messages
+    were all appended before that segment's, `shared/search_scope.py`); `NO_ROWIDS` when it has none,
+    None for a scope of the whole chat. Index seeks only (`messages_by_segment`, `segments_by_chat`)."""
+    if segment_id is not None:
+        # Two subqueries: SQLite answers a lone min() or max() from the index, both together by a scan.
+        row = fetch_one(
+            connection,
+            "SELECT (SELECT min(rowid) FROM messages WHERE segment_id = ?1),"
+            " (SELECT max(rowid) FROM messages WHERE segment_id = ?1)",
+            (segment_id,),
+        )
+    elif before_segment_id is not None:
+        # The first message of the chat's first past segment holding any, and the last of its last.
+        row = fetch_one(connection, _PAST_ROWIDS, (chat_key, before_segment_id))
+    else:
+        return None
+    if row is None or row[0] is None or row[1] is None:
+        return NO_ROWIDS
+    return int(row[0]), int(row[1])
+
+
+_PAST_ROWIDS = (
+    "SELECT (SELECT (SELECT min(rowid) FROM messages WHERE segment_id = s.id) AS r FROM segments s"
+    " WHERE s.chat = ?1 AND s.id < ?2 AND r IS NOT NULL ORDER BY s.id LIMIT 1),"
+    " (SELECT (SELECT max(rowid) FROM messages WHERE segment_id = s.id) AS r FROM segments s"
+    " WHERE s.chat = ?1 AND s.id < ?2 AND r IS NOT NULL ORDER BY s.id DESC LIMIT 1)"
+)
+
+
 def ranked_matches(
     connection: apsw.Connection,
     expression: str,
     where: str,
     params: list[Any],
-    segment_id: int | None,
+    bounds: Rowids | None,
     limit: int,
 ) -> list[tuple[Any, ...]]:
     """Rows of `MESSAGE_COLUMNS` plus the bm25 score (lower is better), best first, at most `limit`;
-    `where`/`params` filter `messages m` (chat, segment, time)."""
-    bounds = _segment_rowids(connection, segment_id)
-    if segment_id is not None and bounds is None:
-        return []  # an empty or unknown segment
+    `where`/`params` filter `messages m` (chat, segment, time), whose rowids lie within `bounds`
+    (`scope_rowids`) when given."""
+    if bounds == NO_ROWIDS:
+        return []  # an empty or unknown segment, a chat without past ones
     in_range = " AND rowid BETWEEN ? AND ?" if bounds else ""
     fast_limit = max(FAST_FACTOR * limit, FAST_MINIMUM)
     best = fetch_all(
@@ -88,12 +126,12 @@ def ranked_matches(
 
 
 def scoped_count(
-    connection: apsw.Connection, expression: str, where: str, params: list[Any], segment_id: int | None, cap: int
+    connection: apsw.Connection, expression: str, where: str, params: list[Any], bounds: Rowids | None, cap: int
 ) -> int:
-    """How many messages of the scope (`where` over `messages m`) match `expression`, counting no
-    further than `cap` + 1, so a common word costs at most that many lookups."""
-    bounds = _segment_rowids(connection, segment_id)
-    if segment_id is not None and bounds is None:
+    """How many messages of the scope (`where` over `messages m`, rowids within `bounds` when
+    given) match `expression`, counting no further than `cap` + 1, so a common word costs at most
+    that many lookups."""
+    if bounds == NO_ROWIDS:
         return 0
     in_range = " AND messages_fts.rowid BETWEEN ? AND ?" if bounds else ""
     row = fetch_one(
@@ -150,19 +188,3 @@ def match_expression(connection: apsw.Connection, words: list[str], counts: Term
         half = (rows + 1) // 2
         (idle if counts.more_than(connection, term, half - 1, exact=True) else terms).append("{content} : " + term)
     return " OR ".join(terms or idle)
-
-
-def _segment_rowids(connection: apsw.Connection, segment_id: int | None) -> tuple[int, int] | None:
-    """The first and last rowid of a segment (index `messages_by_segment`), None without one."""
-    if segment_id is None:
-        return None
-    # Two subqueries: SQLite answers a lone min() or max() from the index, both together by a scan.
-    row = fetch_one(
-        connection,
-        "SELECT (SELECT min(rowid) FROM messages WHERE segment_id = ?1),"
-        " (SELECT max(rowid) FROM messages WHERE segment_id = ?1)",
-        (segment_id,),
-    )
-    if row is None or row[0] is None:
-        return None
-    return int(row[0]), int(row[1])

@@ -34,13 +34,15 @@ from klaw.config import FullTextTokenizer
 from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts, to_millis
 from klaw.store.shared.record_kinds import conversation_sql
 from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
-from klaw.store.shared.search_scope import MESSAGE_SCOPE, ScopeColumns, scope_sql
+from klaw.store.shared.search_scope import MESSAGE_SCOPE, ScopeColumns, scope_sql, segments_compared
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import count_expression, matchable, search_terms, search_words
 from klaw.store.sqlite.full_text import (
+    Rowids,
     match_expression,
     ranked_matches,
+    scope_rowids,
     scoped_count,
     scoped_substring_count,
     substring_matches,
@@ -72,6 +74,7 @@ class SqliteSearch:
         segment_id: int | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        before_segment_id: int | None = None,
     ) -> list[SearchHit]:
         terms = search_terms(text, self._tokenizer)
         indexed = [term for term in terms if matchable(term, self._tokenizer)]
@@ -82,12 +85,15 @@ class SqliteSearch:
             chat_key = self._chats.find(connection, chat)
             if chat_key is None:
                 return []
-            where, params = scope_sql(MESSAGE_SCOPE, chat_key, segment_id, since, until)
+            where, params = scope_sql(
+                MESSAGE_SCOPE, chat_key, segment_id, since, until, before_segment_id=before_segment_id
+            )
             if not indexed:  # only terms a trigram index cannot answer ("旺财"): looked up by substring
                 rows = substring_matches(connection, terms, where, params, limit)
             else:
                 expression = match_expression(connection, indexed, self._term_counts)
-                rows = ranked_matches(connection, expression, where, params, segment_id, limit)
+                bounds = scope_rowids(connection, chat_key, segment_id, before_segment_id)
+                rows = ranked_matches(connection, expression, where, params, bounds, limit)
             return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
 
         return await self._db.run(query)
@@ -101,13 +107,17 @@ class SqliteSearch:
         segment_id: int | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        before_segment_id: int | None = None,
     ) -> list[SearchHit]:
         if limit <= 0:
             return []
         query_vector = np.ascontiguousarray(vector, dtype=np.float32)
         blob = query_vector.tobytes()
         scope = VectorScope(
-            segment_id, None if since is None else to_millis(since), None if until is None else to_millis(until)
+            segment_id,
+            None if since is None else to_millis(since),
+            None if until is None else to_millis(until),
+            before_segment_id,
         )
 
         def locate(connection: apsw.Connection) -> MatrixView | list[tuple[int, float]]:
@@ -118,7 +128,9 @@ class SqliteSearch:
             view = self._cache.view(connection, MESSAGE_VECTORS, chat_key, len(query_vector))
             if view is not None:
                 return view
-            where, params = scope_sql(_VECTOR_SCOPE, chat_key, segment_id, since, until)
+            where, params = scope_sql(
+                _VECTOR_SCOPE, chat_key, segment_id, since, until, before_segment_id=before_segment_id
+            )
             return [
                 (int(rowid), float(distance))
                 for rowid, distance in fetch_all(
@@ -167,6 +179,7 @@ class SqliteSearch:
         segment_id: int | None = None,
         until: datetime | None = None,
         exclude: Sequence[int] = (),
+        before_segment_id: int | None = None,
     ) -> WordCounts:
         words = search_words(text)
         left_out = json.dumps(sorted(set(exclude)))
@@ -175,23 +188,27 @@ class SqliteSearch:
             chat_key = self._chats.find(connection, chat)
             if chat_key is None:
                 return WordCounts(0, dict.fromkeys(words, 0))
-            where, params = scope_sql(MESSAGE_SCOPE, chat_key, segment_id, None, until)
+            where, params = scope_sql(
+                MESSAGE_SCOPE, chat_key, segment_id, None, until, before_segment_id=before_segment_id
+            )
             where = f"{where} AND {_CONVERSATION} AND m.rowid NOT IN (SELECT value FROM json_each(?))"
             params.append(left_out)
-            size = _scope_size(connection, where, params, chat_key, segment_id, until, left_out)
+            segments = segments_compared(segment_id, before_segment_id) if until is None else None
+            size = _scope_size(connection, where, params, chat_key, segments, left_out)
             cap = max(min_cap, int(max_share * size))
-            counts = {word: self._count(connection, word, where, params, segment_id, cap) for word in words}
+            bounds = scope_rowids(connection, chat_key, segment_id, before_segment_id) if words else None
+            counts = {word: self._count(connection, word, where, params, bounds, cap) for word in words}
             return WordCounts(size, counts)
 
         return await self._db.run(query)
 
     def _count(
-        self, connection: apsw.Connection, word: str, where: str, params: list[Any], segment_id: int | None, cap: int
+        self, connection: apsw.Connection, word: str, where: str, params: list[Any], bounds: Rowids | None, cap: int
     ) -> int:
         expression = count_expression(word, self._tokenizer)
         if expression is None:  # too short for a trigram index
             return scoped_substring_count(connection, word, where, params, cap)
-        return scoped_count(connection, expression, where, params, segment_id, cap)
+        return scoped_count(connection, expression, where, params, bounds, cap)
 
     async def neighbours(self, messages: Sequence[StoredMessage], span: int) -> dict[int, list[tuple[int, int]]]:
         if span <= 0 or not messages:
@@ -249,22 +266,25 @@ def _scope_size(
     where: str,
     params: list[Any],
     chat_key: int,
-    segment_id: int | None,
-    until: datetime | None,
+    segments: tuple[str, int] | None,
     left_out: str,
 ) -> int:
-    """The conversation messages `where` selects. A whole segment's count is kept by triggers
-    (migration 0006): that count less the excluded rowids it holds is one row and a few lookups,
-    where counting reads every row of the segment (~70 ms at 100k messages)."""
-    if segment_id is None or until is not None:
+    """The conversation messages `where` selects. When it is whole segments (`segments_compared`, no
+    time range), their counts are kept by triggers (migration 0006): those counts less the excluded rowids
+    they hold is a row per segment and a few lookups, where counting reads every row (~70 ms at 100k
+    messages)."""
+    if segments is None:
         return int(fetch_value(connection, f"SELECT count(*) FROM messages m WHERE {where}", params))
+    compared, segment = segments
     kept = fetch_value(
-        connection, "SELECT conversation_messages FROM segments WHERE id = ? AND chat = ?", (segment_id, chat_key)
+        connection,
+        f"SELECT coalesce(sum(conversation_messages), 0) FROM segments WHERE chat = ? AND id {compared}",
+        (chat_key, segment),
     )
     excluded = fetch_value(
         connection,
         f"SELECT count(*) FROM json_each(?) AS j CROSS JOIN messages m ON m.rowid = j.value"
-        f" WHERE m.segment_id = ? AND {_CONVERSATION}",
-        (left_out, segment_id),
+        f" WHERE m.chat = ? AND m.segment_id {compared} AND {_CONVERSATION}",
+        (left_out, chat_key, segment),
     )
     return max(int(kept or 0) - int(excluded), 0)

@@ -41,6 +41,7 @@ class VectorScope:
     segment_id: int | None = None
     since_ms: int | None = None
     until_ms: int | None = None
+    before_segment_id: int | None = None  # the chat's segments before this one (its past conversations)
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,8 @@ class MatrixView:
         mask = np.ones(n, dtype=bool)
         if scope.segment_id is not None:
             mask &= self.segments == scope.segment_id
+        if scope.before_segment_id is not None:
+            mask &= self.segments < scope.before_segment_id
         if scope.since_ms is not None:
             mask &= self.created >= scope.since_ms
         if scope.until_ms is not None:
