@@ -25,11 +25,12 @@ from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.ingestion import Ingestion
 from klaw.memory.summaries.service import SummarizerService
 from klaw.memory.summaries.worker import BackgroundWorker, WorkerState, WorkerStatus, backoff_seconds
-from klaw.store.records import ExchangeStatus, MessageRecord, MessageType, Role
+from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
 from klaw.store.sqlite.store import SqliteStore
 from klaw.store.summaries.records import SUMMARY_TARGET, SummaryKind
 from tests.engine.harness import engine_config
 from tests.memory.summary_helpers import Turns, is_summary_request, summarizing_reply
+from tests.store.test_read_cache import Statements
 
 SECRET = "my locker code is 31-17-4 under the blue flower pot"
 
@@ -162,6 +163,31 @@ async def test_segment_summary_rolls_forward_and_becomes_final_when_the_segment_
     rig.service.notify()
     await idle(rig)
     assert (await rig.store.summaries.counts()).segments_final == 1
+
+
+@pytest.mark.parametrize("rig", [{"batchExchanges": 3, "batchWaitSeconds": 600}], indirect=True)
+async def test_chats_waiting_for_their_batch_cost_one_query_a_pass_however_many(rig: Rig) -> None:
+    """Which segments are closed is asked once for all the chats waiting for a batch, not once per chat
+    (50 chats talking at once made every pass 50 queries), and asked again only once a segment changed."""
+    chats = [ChatRef("console", f"chat{n}") for n in range(8)]
+    for chat in chats:
+        await Turns(rig.store, chat).turn(f"which stain for the fence of {chat.chat_id}", "an oil-based one")
+    rig.service.start()
+    await idle(rig)
+    assert rig.summary_requests == []  # each waits for two more of its segment
+    statements = Statements()
+    await rig.store.db.run(lambda connection: setattr(connection, "exec_trace", statements))
+    rig.service.exchanges.notify()
+    await idle(rig)
+    assert [sql for sql in statements.sql if "segments" in sql] == []  # nothing changed them since the last pass
+    assert 1 <= statements.count <= 2, statements.sql  # the scan for new exchanges
+
+    for chat in chats[:3]:
+        await Turns(rig.store, chat).new_segment()  # a closed segment's exchanges wait no longer
+    rig.service.notify()
+    await idle(rig)
+    sent = [r.body["messages"][1]["content"] for r in rig.summary_requests if "Summary so far" not in str(r.body)]
+    assert sorted(text.split("fence of ")[1].split("\n")[0] for text in sent) == ["chat0", "chat1", "chat2"]
 
 
 async def test_a_closed_segment_is_folded_to_its_end_in_one_final_summary(rig: Rig) -> None:

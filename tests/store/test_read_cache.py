@@ -21,9 +21,11 @@ class Statements:
 
     def __init__(self) -> None:
         self.count = 0
+        self.sql: list[str] = []
 
-    def __call__(self, _cursor: apsw.Cursor, _sql: str, _bindings: Any) -> bool:
+    def __call__(self, _cursor: apsw.Cursor, sql: str, _bindings: Any) -> bool:
         self.count += 1
+        self.sql.append(sql)
         return True
 
 

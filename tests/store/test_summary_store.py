@@ -136,6 +136,14 @@ async def test_scan_finds_finished_exchanges_once_and_rechecks_open_ones(storage
     assert [e.id for e in page.to_summarize] == [done.id] and page.scanned_to == done.id
 
 
+async def test_which_of_many_segments_are_still_open_is_one_answer(storage: Storage) -> None:
+    turns = Turns(storage)
+    first = (await turns.turn("question one", "answer one")).segment_id
+    second = await turns.new_segment()
+    assert await storage.segments.open_among([first, second, second + 99]) == {second}  # closed, open, gone
+    assert await storage.segments.open_among([]) == set()
+
+
 async def test_an_open_segment_is_rolled_by_the_characters_of_its_new_exchange_summaries(storage: Storage) -> None:
     turns = Turns(storage)
     for i in range(2):

@@ -22,9 +22,10 @@ class SystemPrompt:
         self._cache: tuple[tuple[float, ...], str] | None = None
 
     async def text(self) -> str:
-        return await asyncio.to_thread(self._load)
+        return await asyncio.to_thread(self.text_now)
 
-    def _load(self) -> str:
+    def text_now(self) -> str:
+        """`text` on the calling thread (file checks: not on the event loop)."""
         paths = [self.workspace / name for name in PROMPT_FILES]
         stamps = tuple(p.stat().st_mtime if p.exists() else -1.0 for p in paths)
         if self._cache is not None and self._cache[0] == stamps:

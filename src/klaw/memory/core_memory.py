@@ -84,9 +84,10 @@ class CoreMemory:
         return data
 
     async def read(self) -> dict[str, Any]:
-        return await asyncio.to_thread(self._read)
+        return await asyncio.to_thread(self.read_now)
 
-    def _read(self) -> dict[str, Any]:
+    def read_now(self) -> dict[str, Any]:
+        """`read` on the calling thread (a file read: not on the event loop)."""
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:

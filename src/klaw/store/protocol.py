@@ -7,7 +7,7 @@ blocking database calls off the event loop.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -121,6 +121,11 @@ class SegmentRepository(Protocol):
         ...
 
     async def get(self, segment_id: int) -> Segment | None: ...
+
+    async def open_among(self, segment_ids: Collection[int]) -> set[int]:
+        """Those of `segment_ids` still open (closed or gone ones are left out), in one query however
+        many: the exchange summarizer asks it for every segment with exchanges waiting, on each pass."""
+        ...
 
     async def list(self, chat: ChatRef) -> list[Segment]: ...
 

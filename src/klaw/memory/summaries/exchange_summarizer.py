@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from klaw.llm.errors import LlmBadRequestError, LlmMalformedResponseError
 from klaw.llm.messages import ChatMessage
@@ -82,6 +83,8 @@ class ExchangeSummarizer(BackgroundWorker):
         self._on_saved = on_saved
         self._scanned_to = 0
         self._open: frozenset[int] = frozenset()
+        self._scan_due = True  # notified, or the last scan filled its page, since the last scan
+        self._scanned_at: datetime | None = None
         self._queue: list[Exchange] = []  # scanned, not yet sorted into small talk or a batch
         self._batches = ExchangeBatches(
             most=batch_exchanges, wait_seconds=batch_wait_seconds, max_tokens=work.max_input_tokens
@@ -92,8 +95,12 @@ class ExchangeSummarizer(BackgroundWorker):
         """Finished exchanges without a summary (those given up or waiting for a batch included)."""
         return await self._work.store.summaries.pending_exchanges()
 
+    def notify(self) -> None:
+        self._scan_due = True
+        super().notify()
+
     async def step(self) -> bool:
-        if not self._queue:
+        if not self._queue and self._should_scan():
             await self._scan()
         if self._queue:
             await self._sort(self._queue[0])
@@ -108,11 +115,23 @@ class ExchangeSummarizer(BackgroundWorker):
             await self._together(batch)
         return True
 
+    def _should_scan(self) -> bool:
+        """Scan again only when something may have changed: a signal (an exchange closed, a segment
+        ended), a full page last time, or `idle_seconds` gone by (work nobody signalled). The pass
+        after sorting a scan's exchanges would otherwise ask the database again, once a turn, for nothing."""
+        if self._scan_due or self._scanned_at is None:
+            return True
+        return (self._clock.now() - self._scanned_at).total_seconds() >= self._idle_seconds
+
     async def _scan(self) -> None:
+        self._scan_due = False  # a signal while the query runs sets it again
+        self._scanned_at = self._clock.now()
         scan = await self._work.store.summaries.scan_exchanges(self._scanned_to, self._open, SCAN_PAGE)
         self._scanned_to = scan.scanned_to
         self._open = scan.still_open
         self._queue = [e for e in scan.to_summarize if e.id not in self.skipped and e.id not in self._batches]
+        if len(scan.to_summarize) + len(scan.still_open) >= SCAN_PAGE:
+            self._scan_due = True  # the page may have been full (a count at least as large as its rows)
 
     async def _sort(self, exchange: Exchange) -> None:
         """Small talk is summarized at once by the rule; anything else waits for its batch."""
@@ -128,10 +147,15 @@ class ExchangeSummarizer(BackgroundWorker):
         self._batches.add(exchange, transcript.tokens)
 
     async def _due_batch(self) -> list[Waiting] | None:
+        """The next batch due, the segment waiting longest first. Which segments are closed is one query
+        for all of them: many chats each waiting for a batch made this one query per chat, every pass."""
+        segments = self._batches.segments()
+        if not segments:
+            return None
+        still_open = await self._work.store.segments.open_among(segments)
         now = self._clock.now()
-        for segment_id in self._batches.segments():
-            segment = await self._work.store.segments.get(segment_id)
-            batch = self._batches.due(segment_id, closed=segment is None or segment.ended_at is not None, now=now)
+        for segment_id in segments:
+            batch = self._batches.due(segment_id, closed=segment_id not in still_open, now=now)
             if batch is not None:
                 return batch
         return None
@@ -198,6 +222,7 @@ class ExchangeSummarizer(BackgroundWorker):
         if saved is None:
             log.info("exchange %d was forgotten while it was summarized; nothing kept", exchange.id)
             self.skipped.add(exchange.id)
+            self._on_saved()  # the segment fold no longer waits for it
             return
         log.debug("exchange %d summarized (%d chars)", exchange.id, len(text))
         self.completed += 1
@@ -209,3 +234,4 @@ class ExchangeSummarizer(BackgroundWorker):
         log.info("exchange %d has nothing left to summarize; skipped", exchange.id)
         self.skipped.add(exchange.id)
         self._batches.remove(exchange.id)
+        self._on_saved()  # the segment fold no longer waits for it

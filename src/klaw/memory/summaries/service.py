@@ -26,7 +26,6 @@ from klaw.store.records import MessageType, StoredMessage
 from klaw.store.summaries.records import SummaryCounts
 
 SUMMARY_TEMPERATURE = 0.2
-_WAKING = (MessageType.EXCHANGE_CLOSE, MessageType.SESSION_BREAK)
 
 
 @dataclass(frozen=True)
@@ -99,9 +98,13 @@ class SummarizerService:
         self.segments.notify()
 
     def observe(self, stored: StoredMessage) -> None:
-        """Called for every stored record (`Ingestion.on_stored`): a turn ended or a segment closed."""
-        if stored.record.type in _WAKING:
+        """Called for every stored record (`Ingestion.on_stored`): a turn ended or a segment closed. A
+        turn's end is the exchange summarizer's alone: the segment summarizer has new work only once an
+        exchange summary is written (or given up), which it is told, or when its segment closes."""
+        if stored.record.type is MessageType.SESSION_BREAK:
             self.notify()
+        elif stored.record.type is MessageType.EXCHANGE_CLOSE:
+            self.exchanges.notify()
 
     async def wait_idle(self) -> None:
         """Until both workers rest with nothing left to do (each may wake the other). For tests."""

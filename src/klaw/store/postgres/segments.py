@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
 from klaw.store.postgres.chats import ChatKeys
@@ -65,6 +65,14 @@ class PostgresSegments:
                 (segment_id,),
             )
             return None if row is None else await _load(connection, segment_id, ChatRef(row[0], row[1]))
+
+    async def open_among(self, segment_ids: Collection[int]) -> set[int]:
+        if not segment_ids:
+            return set()
+        rows = await self._db.rows(
+            "SELECT id FROM segments WHERE ended_at IS NULL AND id = ANY(%s)", (sorted(segment_ids),)
+        )
+        return {int(row[0]) for row in rows}
 
     async def list(self, chat: ChatRef) -> list[Segment]:
         async with self._db.connection() as connection:

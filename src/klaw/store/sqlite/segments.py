@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
 import apsw
@@ -42,6 +43,9 @@ class SqliteSegments:
         self._clock = clock
         # A chat's open segment changes only by a write to `segments` (read_cache.py, decision 197).
         self._current: ReadCache[ChatRef, Segment] = ReadCache(db, generations, ("segments",))
+        # The summarizer asks after the same waiting segments on every pass; only a write to `segments`
+        # (a segment closed, opened or deleted) changes the answer.
+        self._open: ReadCache[frozenset[int], frozenset[int]] = ReadCache(db, generations, ("segments",), size=8)
 
     async def current(self, chat: ChatRef) -> Segment:
         now = to_millis(self._clock())
@@ -64,6 +68,20 @@ class SqliteSegments:
             return None if row is None else self._load(connection, segment_id, ChatRef(row[0], row[1]))
 
         return await self._db.run(query)
+
+    async def open_among(self, segment_ids: Collection[int]) -> set[int]:
+        wanted = frozenset(segment_ids)
+        if not wanted:
+            return set()
+
+        async def read() -> frozenset[int]:
+            rows = await self._db.rows(
+                "SELECT id FROM segments WHERE ended_at IS NULL AND id IN (SELECT value FROM json_each(?))",
+                (json.dumps(sorted(wanted)),),
+            )
+            return frozenset(int(row[0]) for row in rows)
+
+        return set(await self._open.get(wanted, read))
 
     async def list(self, chat: ChatRef) -> list[Segment]:
         def query(connection: apsw.Connection) -> list[Segment]:
