@@ -1,23 +1,73 @@
-"""`klaw log check`: read every conversation log and report lines that cannot be used."""
+"""`klaw log check`: read every conversation log and report what cannot be used; `klaw log export`: the
+log a PostgreSQL home keeps in its database written out as JSONL files."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from klaw.cli.context import home_from_env
+from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.cli.reindex_cmd import stage_bars
+from klaw.home import KlawHome
 from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.kept_log_files import ExportTargetError, KeptLogReport, check_kept_log, export_kept_log
+from klaw.store.protocol import StorageError
+from klaw.store.rebuild_protocol import KeptLog
 
 app = typer.Typer(help="Inspect the conversation log (the source of truth).", no_args_is_help=True)
 
 
 @app.command()
 def check() -> None:
-    """Count the records per chat and list malformed lines (file:line and reason, never content)."""
-    log = ConversationLog(home_from_env().conversations)
+    """Count the records per chat and list malformed lines (file:line and reason, never content). On
+    PostgreSQL the log is the database's log_records: malformed rows are named by day, line and seq."""
+    home = home_from_env()
     console = Console(markup=False)
+    bad = _check_files(console, ConversationLog(home.conversations))
+    kept = _kept_log_or_none(home)
+    if kept is not None:
+        report = _with_bars(console, "reading log_records", lambda progress: check_kept_log(kept, progress))
+        _print_kept(console, report)
+        bad += len(report.malformed)
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command()
+def export(
+    to: Annotated[Path, typer.Option("--to", help="A new (or empty) directory to write the JSONL files into.")],
+) -> None:
+    """Write the log a PostgreSQL home keeps (log_records) as JSONL files, one per chat and UTC day, in the
+    layout of KLAW_HOME/conversations: for backups, grep, or `klaw reindex` of an SQLite home."""
+    home = home_from_env()
+    kept = _kept_log_or_none(home)
+    if kept is None:
+        fail(
+            f"this home's log is its JSONL files already ({home.conversations}): copy them; export is for a"
+            " PostgreSQL home, whose log is in its database"
+        )
+    console = Console(markup=False)
+    try:
+        report = _with_bars(console, "exporting days", lambda progress: export_kept_log(kept, to, progress))
+    except ExportTargetError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write the export into {to}: {exc.strerror or exc}")
+    records = sum(report.records.values())
+    console.print(f"exported {records} records of {len(report.records)} chats into {to} ({report.files} files)")
+    if report.malformed:
+        console.print(
+            f"{len(report.malformed)} malformed row(s) written out as they are (reading skips them);"
+            " 'klaw log check' names them"
+        )
+
+
+def _check_files(console: Console, log: ConversationLog) -> int:
     bad = 0
     for chat_dir in [*log.chat_dirs(), *log.task_dirs()]:
         report = asyncio.run(log.read(log.files(chat_dir)))
@@ -25,5 +75,42 @@ def check() -> None:
         for path, number, reason in report.skipped:
             console.print(f"  {path}:{number}: {reason}")
         bad += len(report.skipped)
-    if bad:
-        raise typer.Exit(1)
+    return bad
+
+
+def _kept_log_or_none(home: KlawHome) -> KeptLog | None:
+    from klaw.store.backend import kept_log
+
+    config = load_or_exit(home).config
+    try:
+        return kept_log(home.database_file(config.database.path), config.database)
+    except StorageError as exc:
+        fail(str(exc))
+
+
+def _with_bars(
+    console: Console, label: str, work: Callable[[Callable[[int, int], None]], KeptLogReport]
+) -> KeptLogReport:
+    """`work` with a bar over the log's days; a server that cannot be reached is one line, exit 2."""
+    from klaw.store.backend import storage_failure
+
+    bars = stage_bars(console)
+    task = bars.add_task(label, total=None)
+    try:
+        with bars:
+            return work(lambda done, total: bars.update(task, completed=done, total=total))
+    except StorageError as exc:
+        fail(str(exc))
+    except Exception as exc:  # the server's own error part-way (a table missing, the connection cut)
+        failure = storage_failure(Path(), exc)
+        if failure is None:
+            raise
+        fail(str(failure))
+
+
+def _print_kept(console: Console, report: KeptLogReport) -> None:
+    for chat, records in sorted(report.records.items(), key=lambda item: item[0].log_dir_name):
+        console.print(f"{chat.log_dir_name} (log_records): {records} records")
+    console.print(f"log_records: {sum(report.records.values())} records, {len(report.malformed)} malformed rows")
+    for row in report.malformed:
+        console.print(f"  {row.where()}: {row.reason}", soft_wrap=True)

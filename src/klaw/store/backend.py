@@ -13,7 +13,7 @@ from pathlib import Path
 
 from klaw.config import DatabaseConfig
 from klaw.store.protocol import Storage, StorageError
-from klaw.store.rebuild_protocol import RebuildBackend
+from klaw.store.rebuild_protocol import KeptLog, RebuildBackend
 from klaw.store.records import utc_now
 
 
@@ -53,6 +53,12 @@ def rebuild_backend(live: Path, database: DatabaseConfig) -> RebuildBackend:
     from klaw.store.sqlite.rebuild import SqliteRebuild
 
     return SqliteRebuild(live, database.tokenizer)
+
+
+def kept_log(live: Path, database: DatabaseConfig) -> KeptLog | None:
+    """The log the configured store keeps itself (PostgreSQL's `log_records`), for `klaw log check` and
+    `klaw log export`; None when the log is the home's JSONL files (SQLite)."""
+    return rebuild_backend(live, database).kept_log() if database.backend == "postgres" else None
 
 
 def storage_failure(path: Path, exc: BaseException) -> StorageError | None:

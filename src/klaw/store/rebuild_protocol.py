@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,16 @@ class KeptLogDay:
     last_seq: int
 
 
+@dataclass(frozen=True)
+class KeptLogRow:
+    """One line of a log the store keeps, with what the store knows of it beside the line itself (a
+    malformed line still has its chat and its place): for `klaw log export` and `klaw log check`."""
+
+    seq: int  # the append's number, unique: how a person finds the row
+    chat: ChatRef
+    line: str
+
+
 class KeptLog(Protocol):
     """The conversation log of a store that keeps it (PostgreSQL's `log_records`), read for a rebuild.
     Blocking calls: run them in a thread."""
@@ -93,6 +104,10 @@ class KeptLog(Protocol):
 
     def lines(self, day: str) -> list[str]:
         """The day's lines (by the records' UTC dates), in the order they were appended."""
+        ...
+
+    def rows(self, day: str) -> list[KeptLogRow]:
+        """The day's lines with their append numbers and chats, in the order they were appended."""
         ...
 
 

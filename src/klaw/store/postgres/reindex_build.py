@@ -23,7 +23,8 @@ from klaw.store.postgres.connection import execute, server_error
 from klaw.store.postgres.rebuild import PostgresRebuildJournal
 from klaw.store.postgres.store import PostgresStore
 from klaw.store.protocol import StorageError
-from klaw.store.rebuild_protocol import KeptLogDay
+from klaw.store.rebuild_protocol import KeptLogDay, KeptLogRow
+from klaw.store.records import ChatRef
 
 BUILD_SCHEMA = "klaw_reindex"
 BACKUP_SCHEMA = "klaw_backup"
@@ -56,13 +57,29 @@ class PostgresKeptLog:
         return [KeptLogDay(str(day), int(lines), int(last)) for day, lines, last in rows]  # type: ignore[call-overload]
 
     def lines(self, day: str) -> list[str]:
-        start = datetime.fromisoformat(day).replace(tzinfo=UTC)
-        bounds = (int(start.timestamp() * 1000), int((start + timedelta(days=1)).timestamp() * 1000))
         with self._server.connect() as connection:
             rows = connection.execute(
-                "SELECT line FROM log_records WHERE created_at >= %s AND created_at < %s ORDER BY seq", bounds
+                "SELECT line FROM log_records WHERE created_at >= %s AND created_at < %s ORDER BY seq", _bounds(day)
             ).fetchall()
         return [str(row[0]) for row in rows]
+
+    def rows(self, day: str) -> list[KeptLogRow]:
+        with self._server.connect() as connection:
+            rows = connection.execute(
+                "SELECT l.seq, c.channel, c.chat_id, l.line FROM log_records l JOIN chats c ON c.id = l.chat"
+                " WHERE l.created_at >= %s AND l.created_at < %s ORDER BY l.seq",
+                _bounds(day),
+            ).fetchall()
+        return [
+            KeptLogRow(int(str(seq)), ChatRef(str(channel), str(chat_id)), str(line))
+            for seq, channel, chat_id, line in rows
+        ]
+
+
+def _bounds(day: str) -> tuple[int, int]:
+    """The day's first and first-after milliseconds (UTC), as records' `created_at`."""
+    start = datetime.fromisoformat(day).replace(tzinfo=UTC)
+    return int(start.timestamp() * 1000), int((start + timedelta(days=1)).timestamp() * 1000)
 
 
 @dataclass(frozen=True)

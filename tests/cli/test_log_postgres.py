@@ -1,0 +1,96 @@
+"""`klaw log check` and `klaw log export` on a PostgreSQL home, whose log is the database's `log_records`
+(docs/decisions/132-log-with-several-engines.md), as a person runs them: a real subprocess on a home
+moved into a real PostgreSQL; a malformed row is named (day, line, seq; never content), exported as it
+is, and skipped by `klaw reindex` on PostgreSQL and on an SQLite home rebuilt from the export."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import psycopg
+
+from tests.cli.test_cli import klaw
+from tests.cli.test_reindex_cmd import a_home
+from tests.conftest import new_database
+from tests.pg_server import PgServer
+
+VARIABLE = "KLAW_TEST_DATABASE_URL"
+DAY = "2026-03-01"  # the day of a_home's six messages
+
+
+def _postgres_home(tmp_path: Path, dsn: str) -> Path:
+    home = a_home(tmp_path)
+    moved = klaw(
+        home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, "--samples", "0", env={VARIABLE: dsn}
+    )
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    (home / "engine.yaml").write_text(
+        f"embedder:\n  backend: fake\n  dim: 32\ndatabase:\n  backend: postgres\n  urlEnv: {VARIABLE}\n",
+        encoding="utf-8",
+    )
+    shutil.rmtree(home / "conversations")  # the log is the database's from now on
+    (home / "klaw.db").unlink(missing_ok=True)
+    with psycopg.connect(dsn, autocommit=True) as connection:  # a row damaged by hand
+        connection.execute(
+            "INSERT INTO log_records (id, chat, created_at, line) SELECT 'damaged', chat, created_at + 1,"
+            ' \'{"role": "user", "content": "my pin is 1234"\' FROM log_records ORDER BY seq DESC LIMIT 1'
+        )
+    return home
+
+
+def test_check_export_and_reindex_of_a_log_kept_in_postgres(tmp_path: Path, postgres_server: PgServer) -> None:
+    dsn = postgres_server.dsn(new_database(postgres_server))
+    env = {VARIABLE: dsn}
+    home = _postgres_home(tmp_path, dsn)
+
+    checked = klaw(home, "log", "check", env=env)
+
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    out = " ".join(checked.stdout.split())
+    assert "console_me (log_records): 6 records" in out and "6 records, 1 malformed rows" in out, out
+    assert f"log_records/{DAY}:7 (seq 7, chat console:me): invalid JSON" in out
+    assert "1234" not in out + checked.stderr and "Traceback" not in checked.stderr
+
+    target = tmp_path / "export"
+    exported = klaw(home, "log", "export", "--to", str(target), env=env)
+
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert "exported 6 records of 1 chats" in exported.stdout and "1 malformed row" in exported.stdout
+    [written] = list(target.rglob("*.jsonl"))
+    assert written == target / "console_me" / f"{DAY}.jsonl"
+    assert len(written.read_text(encoding="utf-8").splitlines()) == 7  # the damaged row kept, as it was
+    assert oct(written.stat().st_mode & 0o777) == "0o600" and oct(written.parent.stat().st_mode & 0o777) == "0o700"
+    again = klaw(home, "log", "export", "--to", str(target), env=env)
+    assert again.returncode == 2 and "not an empty directory" in again.stderr
+
+    rebuilt = klaw(home, "reindex", env=env)  # on PostgreSQL, from log_records
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    assert "1 malformed log line(s) skipped" in rebuilt.stdout and f"log_records/{DAY}:7" in rebuilt.stdout
+
+    sqlite_home = tmp_path / "back"  # the export is a log an SQLite home rebuilds from
+    assert klaw(sqlite_home, "init").returncode == 0
+    (sqlite_home / "engine.yaml").write_text("embedder:\n  backend: fake\n  dim: 32\n", encoding="utf-8")
+    shutil.copytree(target, sqlite_home / "conversations", dirs_exist_ok=True)
+    back = klaw(sqlite_home, "reindex")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "1 malformed log line(s) skipped" in back.stdout
+    assert any("messages" in line and line.rstrip(" │").endswith(" 6") for line in back.stdout.splitlines())
+
+
+def test_a_server_away_or_an_sqlite_home_give_one_clear_line(tmp_path: Path) -> None:
+    home = a_home(tmp_path)
+    sqlite_export = klaw(home, "log", "export", "--to", str(tmp_path / "out"))
+    assert sqlite_export.returncode == 2 and "JSONL files already" in sqlite_export.stderr
+    (home / "engine.yaml").write_text(
+        f"embedder:\n  backend: fake\n  dim: 32\ndatabase:\n  backend: postgres\n  urlEnv: {VARIABLE}\n",
+        encoding="utf-8",
+    )
+    away = {VARIABLE: f"postgresql://klaw:hunter2@/klaw?host={tmp_path / 'no-server'}"}
+    for command in (("log", "check"), ("log", "export", "--to", str(tmp_path / "out"))):
+        result = klaw(home, *command, env=away)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert f"cannot reach the PostgreSQL server named by {VARIABLE}" in " ".join(result.stderr.split())
+        assert "hunter2" not in result.stdout + result.stderr and "Traceback" not in result.stderr
+    unset = klaw(home, "log", "check")
+    assert unset.returncode == 2 and f"{VARIABLE} (database.urlEnv) is not set" in " ".join(unset.stderr.split())
