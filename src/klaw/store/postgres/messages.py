@@ -4,9 +4,8 @@ The append also writes the record's log line (`log_records`, docs/decisions/132-
 in the same transaction: the database holds the log, and no fold exists without its record.
 
 An append holds the chat's advisory lock for its transaction (`segments.lock_chat`): the chat's open
-segment, the rowid order of its messages, each message's `context` (the previous conversation
-message, searched at a lower weight) and the previous message's `following` (this one: migration
-0005) are decided one append at a time, whichever engine appends.
+segment, the rowid order of its messages and each message's `context` (the previous conversation
+message, searched at a lower weight) are decided one append at a time, whichever engine appends.
 """
 
 from __future__ import annotations
@@ -20,17 +19,16 @@ from klaw.store.postgres.connection import (
     Connection,
     PostgresDatabase,
     clean_text,
-    execute,
     fetch_all,
     fetch_one,
     fetch_value,
 )
-from klaw.store.postgres.embedding_jobs import insert_job
 from klaw.store.postgres.folds import fold_archival_record, fold_exchange_record
 from klaw.store.postgres.segments import close_segment, lock_chat, open_segment_id
 from klaw.store.postgres.sessions import save_session_model
 from klaw.store.records import (
     MESSAGE_TARGET,
+    EmbeddingJobStatus,
     MessageRecord,
     MessageType,
     StoredMessage,
@@ -49,10 +47,35 @@ from klaw.store.shared.rows import (
 )
 from klaw.store.summaries.postgres.fold import fold_summary_record
 
-_INSERT = (
-    f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS}, context)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING rowid"
+# After the chat's lock, in one read: whether the record is stored already, the chat's open segment, and
+# the segment's last conversation message (the new one's `context`, searched at a lower weight).
+_PENDING = EmbeddingJobStatus.PENDING.value
+_OPEN_SEGMENT = "SELECT id FROM segments WHERE chat = %s AND ended_at IS NULL ORDER BY id DESC LIMIT 1"
+_STATE = (
+    "SELECT EXISTS (SELECT 1 FROM messages WHERE id = %s), s.id, b.rowid, b.content"
+    f" FROM (SELECT 1) AS one LEFT JOIN LATERAL ({_OPEN_SEGMENT}) AS s ON true"
+    f" LEFT JOIN LATERAL (SELECT m.rowid, m.content FROM messages m WHERE m.segment_id = s.id AND {conversation_sql()}"
+    "  ORDER BY m.rowid DESC LIMIT 1) AS b ON true"
 )
+_STATE_NO_CONTEXT = (
+    "SELECT EXISTS (SELECT 1 FROM messages WHERE id = %s), s.id, NULL, NULL"
+    f" FROM (SELECT 1) AS one LEFT JOIN LATERAL ({_OPEN_SEGMENT}) AS s ON true"
+)
+# The row and its log line in one statement (data-modifying CTEs all run), with its embedding job when
+# it gets one (the job as ENQUEUE_JOB queues it: due now, one per target).
+_INSERT_LOGGED = (
+    f"WITH m AS (INSERT INTO messages ({MESSAGE_INSERT_COLUMNS}, context)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING rowid),"
+    " l AS (INSERT INTO log_records (id, chat, created_at, line) VALUES (%s, %s, %s, %s)"
+    " ON CONFLICT (id) DO NOTHING),"
+    " f AS (UPDATE messages SET following = %s WHERE rowid = %s)"
+)
+_INSERT_EMBEDDED = (
+    f"{_INSERT_LOGGED}, j AS (INSERT INTO embedding_jobs (target, target_rowid, status, attempts, next_attempt_at,"
+    " created_at) SELECT %s, m.rowid, %s, 0, %s, %s FROM m ON CONFLICT (target, target_rowid) DO NOTHING)"
+    " SELECT rowid FROM m"
+)
+_INSERT_LOGGED = f"{_INSERT_LOGGED} SELECT rowid FROM m"
 
 
 class PostgresMessages(MessageReads[PostgresDatabase, ChatKeys]):
@@ -75,39 +98,35 @@ class PostgresMessages(MessageReads[PostgresDatabase, ChatKeys]):
 
     async def append_in(self, connection: Connection, record: MessageRecord, *, embed: bool = False) -> StoredMessage:
         """Append inside the caller's transaction: the one place that decides a message's segment, and
-        that queues its embedding in the same transaction as the row."""
-        existing = await self._stored(connection, record.id)
-        if existing is not None:
-            return existing
+        that queues its embedding in the same transaction as the row.
+
+        Three statements for a new message (the lock, what the chat holds, the insert), each a round trip
+        to the server: what is stored and where is read by one, and the row, its log line, the previous
+        message's `following` and its embedding job are written by one (it was nine)."""
         chat_key = await self._chats.ensure(connection, record.chat)
         await lock_chat(connection, chat_key)
-        existing = await self._stored(connection, record.id)  # appended by another engine while we waited
-        if existing is not None:
-            return existing
         created_at = to_millis(record.created_at)
-        segment_id = await open_segment_id(connection, chat_key, created_at)
-        before = None  # the previous conversation message of the segment: (rowid, text)
-        if record.is_conversation:
-            before = await fetch_one(
-                connection,
-                f"SELECT m.rowid, m.content FROM messages m WHERE m.segment_id = %s AND {conversation_sql()}"
-                " ORDER BY m.rowid DESC LIMIT 1",
-                (segment_id,),
-            )
-        values = message_values(record, chat_key, segment_id, clean_text)
-        row = await fetch_one(connection, _INSERT, (*values, None if before is None else before[1]))
+        state = await fetch_one(
+            connection, _STATE if record.is_conversation else _STATE_NO_CONTEXT, (record.id, chat_key)
+        )
+        assert state is not None  # one row, whatever the chat holds
+        stored, segment_id, before_rowid, context = state  # the segment's previous conversation message
+        if stored:  # appended before (a replay, a resend), perhaps by another engine while we waited
+            existing = await self._stored(connection, record.id)
+            assert existing is not None
+            return existing
+        if segment_id is None:
+            segment_id = await open_segment_id(connection, chat_key, created_at)
+        now = to_millis(self._clock())
+        values = (*message_values(record, chat_key, segment_id, clean_text), context)
+        # the log line, and the previous conversation message followed by this one now (migration 0005)
+        logged = (record.id, chat_key, created_at, encode_record(record), values[7], before_rowid)
+        if embed:
+            row = await fetch_one(connection, _INSERT_EMBEDDED, (*values, *logged, MESSAGE_TARGET, _PENDING, now, now))
+        else:
+            row = await fetch_one(connection, _INSERT_LOGGED, (*values, *logged))
         assert row is not None
         rowid = int(row[0])
-        if before is not None:  # it is followed now (migration 0005)
-            await execute(connection, "UPDATE messages SET following = %s WHERE rowid = %s", (values[7], before[0]))
-        await execute(
-            connection,
-            "INSERT INTO log_records (id, chat, created_at, line) VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
-            (record.id, chat_key, created_at, encode_record(record)),
-        )
-        now = to_millis(self._clock())
-        if embed:
-            await insert_job(connection, MESSAGE_TARGET, rowid, now)
         if record.type is MessageType.SESSION_BREAK:
             await close_segment(connection, segment_id, chat_key, created_at)
         elif record.type is MessageType.MODEL_SWITCH:
