@@ -9,9 +9,10 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.store.archival_records import MemoryChunk, MemoryHit
+from klaw.store.postgres.bm25 import RANK_WEIGHTS
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import PostgresDatabase, execute, fetch_all, fetch_one, fetch_value
-from klaw.store.postgres.search import RANK_WEIGHTS, word_query
+from klaw.store.postgres.search import word_query
 from klaw.store.postgres.vectors import MEMORY_VECTORS, bind_table, checked, query_vector
 from klaw.store.records import ChatRef
 from klaw.store.shared.rows import CHUNK_COLUMNS, CHUNK_FROM, chunk_from_row

@@ -1,21 +1,17 @@
 """Full-text and vector search over a chat's messages in PostgreSQL.
 
 Full text: `messages.search`, a generated tsvector (GIN index) of the message's own words at weight A
-and the previous conversation message's words (`context`) at weight C, which ts_rank_cd weighs 0.2,
-the weight SQLite's bm25 gives that column. What a person typed becomes search words
-(`fts_query.search_words`, shared with SQLite: stop words dropped, at most 32), each turned into a
-tsquery by `plainto_tsquery` from a bound parameter, so no character can be query syntax; the words
-are OR-ed. ts_rank_cd alone knows nothing of how rare a word is, so each word's rank is weighted by
-its idf over the whole table (bm25's, counted no further than `IDF_COUNT_CAP` matches through the
-GIN index): a message holding a rare word of the question outranks one holding a common one, as
-with bm25. Scores are negated (lower is better), as the protocol's bm25 scores are.
+and the previous and next conversation messages' words at weight C. What a person typed becomes
+search words (`fts_query.search_words`, shared with SQLite: stop words dropped, at most 32), each
+turned into a tsquery by `plainto_tsquery` from a bound parameter, so no character can be query
+syntax; the words are OR-ed and the matches ranked by FTS5's bm25 (`bm25.py`). Scores are negated
+(lower is better), as the protocol's bm25 scores are.
 
 Vectors: exact cosine KNN over the chat's rows (why: docs/decisions/130-postgres-backend.md).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -23,6 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from klaw.store.postgres.bm25 import score_sql, search_terms
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import Connection, PostgresDatabase, fetch_all, fetch_value
 from klaw.store.postgres.vectors import MESSAGE_VECTORS, query_vector
@@ -32,8 +29,6 @@ from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.shared.search_scope import MESSAGE_SCOPE, ScopeColumns, scope_sql, segments_compared
 from klaw.store.sqlite.fts_query import search_words
 
-RANK_WEIGHTS = "{0.1, 0.2, 0.4, 1.0}"  # D, C (the previous message), B, A (the message's own words)
-IDF_COUNT_CAP = 5000
 _CONVERSATION = conversation_sql()
 _VECTOR_SCOPE = ScopeColumns("v.chat", "v.segment_id", "v.created_at")  # message_vectors' columns
 
@@ -48,25 +43,6 @@ def own_words_query() -> str:
     """SQL for one word's tsquery matching a message's own words only (weight A). The word is `\\w+`
     (letters, digits, underscore: no quote can end the literal); it is quoted as a tsquery lexeme."""
     return "to_tsquery('english', '''' || %s || ''':A')"
-
-
-async def idf_weights(connection: Connection, words: Sequence[str]) -> list[float]:
-    total = await fetch_value(connection, "SELECT reltuples FROM pg_class WHERE oid = 'messages'::regclass")
-    n_all = float(total) if total is not None and float(total) > 0 else 0.0
-    if n_all <= 0:
-        n_all = float(await fetch_value(connection, "SELECT count(*) FROM messages"))
-    weights = []
-    for word in words:
-        held = int(
-            await fetch_value(
-                connection,
-                "SELECT count(*) FROM (SELECT 1 FROM messages m WHERE m.search @@ plainto_tsquery('english', %s)"
-                " LIMIT %s) AS held",
-                (word, IDF_COUNT_CAP),
-            )
-        )
-        weights.append(math.log(1.0 + (max(n_all, held) - held + 0.5) / (held + 0.5)))
-    return weights
 
 
 class PostgresSearch:
@@ -95,15 +71,14 @@ class PostgresSearch:
             where, params = scope_sql(
                 MESSAGE_SCOPE, chat_key, segment_id, since, until, "%s", before_segment_id=before_segment_id
             )
-            weights = await idf_weights(connection, words)
-            rank = " + ".join(f"%s * ts_rank_cd('{RANK_WEIGHTS}', m.search, {word_query(w)})" for w in words)
-            matches = " || ".join(word_query(w) for w in words)
-            rank_params = [value for pair in zip(weights, words, strict=True) for value in pair]
+            terms = await search_terms(connection, words)
+            score, frequencies, score_params = score_sql(terms)
+            matches = " || ".join(word_query(w) for w in terms.matched)
             rows = await fetch_all(
                 connection,
-                f"SELECT {MESSAGE_COLUMNS}, -({rank}) AS score FROM messages m"
+                f"SELECT {MESSAGE_COLUMNS}, -({score}) AS score FROM messages m, {frequencies}"
                 f" WHERE m.search @@ ({matches}) AND {where} ORDER BY score, m.rowid LIMIT %s",
-                (*rank_params, *words, *params, limit),
+                (*score_params, *terms.matched, *params, limit),
             )
         return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
 
