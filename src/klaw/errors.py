@@ -27,6 +27,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
     + StorageUnavailable ................... the database server cannot be reached now (worth retrying)
   - EmbedderError (RuntimeError) ........... memory/embedder: no vectors; why and what to do
   - MalformedLine (ValueError) ............. store/log_format: a log line that cannot be decoded
+  - ExportTargetError (ValueError) ......... memory/kept_log_files: klaw log export's directory is not new or empty
   - CoreMemoryError (ValueError) ........... memory/core_memory: a refused update
   - ArchivalError (ValueError) ............. memory/archival_memory: a refused save or search
   - DetailsError (ValueError) .............. memory/conversation_details: nothing to show

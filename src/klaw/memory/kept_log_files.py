@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from klaw.atomic_file import fsync_dir
+from klaw.errors import KlawError
 from klaw.memory.log_replay import KEPT_LOG
 from klaw.store.log_format import MalformedLine, decode_record
 from klaw.store.rebuild_protocol import KeptLog, KeptLogRow
@@ -45,7 +46,7 @@ class KeptLogReport:
     files: int = 0  # files written by an export
 
 
-class ExportTargetError(ValueError):
+class ExportTargetError(KlawError, ValueError):
     """The export's directory cannot take it; the message says why and what to do."""
 
 
