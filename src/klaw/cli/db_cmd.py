@@ -11,7 +11,6 @@ from rich.console import Console
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit
-from klaw.cli.db_search_check import check_searches
 from klaw.config import ENV_VAR_NAME, DatabaseConfig, EngineConfig
 from klaw.home import KlawHome
 
@@ -104,6 +103,7 @@ def migrate(
 
 async def _migrate(home: KlawHome, config: EngineConfig, variable: str, samples: int) -> bool:
     """The move and its check; False when the check found a difference."""
+    from klaw.cli.db_search_check import check_searches
     from klaw.cli.reindex_cmd import run_with_bars
     from klaw.store.backend import migration_backend
     from klaw.store.protocol import StorageError

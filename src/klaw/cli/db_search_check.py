@@ -4,6 +4,7 @@ bar and the differences by message id (the work is `memory/search_parity.py`; ne
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -11,10 +12,11 @@ from klaw.cli.context import open_store_or_exit
 from klaw.cli.reindex_cmd import stage_bars
 from klaw.config import DatabaseConfig, EngineConfig
 from klaw.home import KlawHome
-from klaw.memory.embedder.factory import create_embedder
-from klaw.memory.embedder.protocol import Embedder, EmbedderError
-from klaw.memory.search_parity import HITS, ParityReport, QueryDifference, compare_searches, sample_messages
-from klaw.store.protocol import Storage, StorageError
+
+if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
+    from klaw.memory.embedder.protocol import Embedder
+    from klaw.memory.search_parity import ParityReport, QueryDifference
+    from klaw.store.protocol import Storage
 
 SHOWN = 10  # differences listed that mean something was lost; the count says how many there are
 SHOWN_RANKING = 3  # full-text rankings that differ, listed as examples
@@ -30,6 +32,10 @@ async def check_searches(
 ) -> bool:
     """Search both stores with `samples` message texts; prints the outcome, False on a difference that
     means the move lost or misplaced something."""
+    from klaw.memory.embedder.protocol import EmbedderError
+    from klaw.memory.search_parity import compare_searches, sample_messages
+    from klaw.store.protocol import StorageError
+
     sqlite_file, source_config, target_config = stores
     source = await open_store_or_exit(sqlite_file, source_config)
     target = await open_store_or_exit(sqlite_file, target_config)
@@ -59,6 +65,8 @@ async def _vector_embedder(
     home: KlawHome, config: EngineConfig, source: Storage, target: Storage
 ) -> tuple[Embedder | None, str]:
     """The configured embedder when both stores hold the same vectors of it, else None and why not."""
+    from klaw.memory.embedder.factory import create_embedder
+
     old, new = await source.vectors.bound_embedder(), await target.vectors.bound_embedder()
     if old is None or new is None:
         return None, "no vectors on one side"
@@ -71,6 +79,8 @@ async def _vector_embedder(
 
 
 def _print(console: Console, report: ParityReport, why_not: str) -> None:
+    from klaw.memory.search_parity import HITS
+
     n = report.queries
     console.print(f"search check: {n} sample queries (texts of stored messages, each in its own chat), top {HITS}")
     if report.vector_compared:

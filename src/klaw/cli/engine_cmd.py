@@ -12,7 +12,6 @@ from rich.console import Console
 from klaw.cli.context import err_console, fail, home_from_env, load_or_exit, start_engine_or_exit
 from klaw.config import EngineConfig
 from klaw.home import KlawHome
-from klaw.llm.preflight import model_problem
 
 
 def engine() -> None:
@@ -39,6 +38,7 @@ def chat(
 ) -> None:
     """Chat with your agent in this terminal (engine and console in one process)."""
     from klaw.channels.console import ConsoleChannel
+    from klaw.llm.preflight import model_problem
 
     home = home_from_env()
     loaded = load_or_exit(home)

@@ -12,16 +12,17 @@ import asyncio
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from klaw.channels.telegram import TelegramChannel
-from klaw.channels.web.channel import WebChannel
 from klaw.cli.context import fail, home_from_env, load_or_exit, start_engine_or_exit
 from klaw.config_loader import LoadedConfig
-from klaw.engine.runtime import Engine
-from klaw.gateway.service import Channel, Gateway
 from klaw.home import KlawHome
+
+if TYPE_CHECKING:  # the channels, the gateway and the engine load only when a command runs (cli/app.py)
+    from klaw.engine.runtime import Engine
+    from klaw.gateway.service import Channel
 
 
 def gateway() -> None:
@@ -40,6 +41,9 @@ def serve() -> None:
 
 def build_channels(home: KlawHome, loaded: LoadedConfig) -> list[Channel]:
     """The enabled channels; exits with what to set when one cannot run (a missing bot token)."""
+    from klaw.channels.telegram import TelegramChannel
+    from klaw.channels.web.channel import WebChannel
+
     config = loaded.config.channels
     channels: list[Channel] = []
     if config.web.enabled:
@@ -58,6 +62,8 @@ def build_channels(home: KlawHome, loaded: LoadedConfig) -> list[Channel]:
 
 
 async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> None:
+    from klaw.gateway.service import Gateway
+
     console = Console(stderr=True, markup=False)
     channels = build_channels(home, loaded)
     engine: Engine | None = None
@@ -86,6 +92,8 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
 def _announce(home: KlawHome, channels: list[Channel], with_engine: bool) -> None:
     """Say where things are. The token is shown only to a person at a terminal: when stdout is a pipe or
     a file (systemd's journal, a log), it would be kept where others may read it, so only its file is named."""
+    from klaw.channels.web.channel import WebChannel
+
     out = Console(highlight=False, markup=False)
     out.print(f"klaw {'engine and gateway' if with_engine else 'gateway'} running (engine socket {home.socket_path})")
     for channel in channels:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,10 +14,11 @@ from rich.console import Console
 from klaw.cli.context import fail, home_from_env, load_or_exit
 from klaw.cli.reindex_cmd import stage_bars
 from klaw.home import KlawHome
-from klaw.memory.conversation_log import ConversationLog
-from klaw.memory.kept_log_files import ExportTargetError, KeptLogReport, check_kept_log, export_kept_log
-from klaw.store.protocol import StorageError
-from klaw.store.rebuild_protocol import KeptLog
+
+if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
+    from klaw.memory.conversation_log import ConversationLog
+    from klaw.memory.kept_log_files import KeptLogReport
+    from klaw.store.rebuild_protocol import KeptLog
 
 app = typer.Typer(help="Inspect the conversation log (the source of truth).", no_args_is_help=True)
 
@@ -26,6 +27,9 @@ app = typer.Typer(help="Inspect the conversation log (the source of truth).", no
 def check() -> None:
     """Count the records per chat and list malformed lines (file:line and reason, never content). On
     PostgreSQL the log is the database's log_records: malformed rows are named by day, line and seq."""
+    from klaw.memory.conversation_log import ConversationLog
+    from klaw.memory.kept_log_files import check_kept_log
+
     home = home_from_env()
     console = Console(markup=False)
     bad = _check_files(console, ConversationLog(home.conversations))
@@ -44,6 +48,8 @@ def export(
 ) -> None:
     """Write the log a PostgreSQL home keeps (log_records) as JSONL files, one per chat and UTC day, in the
     layout of KLAW_HOME/conversations: for backups, grep, or `klaw reindex` of an SQLite home."""
+    from klaw.memory.kept_log_files import ExportTargetError, export_kept_log
+
     home = home_from_env()
     kept = _kept_log_or_none(home)
     if kept is None:
@@ -80,6 +86,7 @@ def _check_files(console: Console, log: ConversationLog) -> int:
 
 def _kept_log_or_none(home: KlawHome) -> KeptLog | None:
     from klaw.store.backend import kept_log
+    from klaw.store.protocol import StorageError
 
     config = load_or_exit(home).config
     try:
@@ -93,6 +100,7 @@ def _with_bars(
 ) -> KeptLogReport:
     """`work` with a bar over the log's days; a server that cannot be reached is one line, exit 2."""
     from klaw.store.backend import storage_failure
+    from klaw.store.protocol import StorageError
 
     bars = stage_bars(console)
     task = bars.add_task(label, total=None)

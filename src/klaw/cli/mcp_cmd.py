@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from klaw.cli.context import err_console, fail, home_from_env, load_or_exit
-from klaw.engine_presence import engine_answers
 from klaw.home import KlawHome
-from klaw.mcp_server.memory_link import LibraryMemory, MemoryLink, SocketMemory
-from klaw.scheduling.names import parse_chat_target
-from klaw.store.records import ChatRef
+
+if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
+    from klaw.mcp_server.memory_link import MemoryLink
+    from klaw.store.records import ChatRef
 
 DEFAULT_PORT = 8766
 
@@ -44,6 +44,8 @@ def serve(
 ) -> None:
     """Share one chat's memory with another MCP client (memory_search, fetch_conversation_details,
     memory_core_get; memory_save with --allow-write)."""
+    from klaw.scheduling.names import parse_chat_target
+
     home = home_from_env()
     load_or_exit(home)  # a broken engine.yaml is said now, not at the first call
     try:
@@ -90,6 +92,9 @@ async def _serve(home: KlawHome, chat: ChatRef, *, allow_write: bool, http: bool
 
 
 async def _link(home: KlawHome, chat: ChatRef) -> MemoryLink:
+    from klaw.engine_presence import engine_answers
+    from klaw.mcp_server.memory_link import LibraryMemory, SocketMemory
+
     if await engine_answers(home.socket_path):
         err_console.print(f"klaw mcp serve: using the engine running on {home.socket_path}")
         return SocketMemory(home, chat)

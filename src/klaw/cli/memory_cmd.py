@@ -15,7 +15,7 @@ import asyncio
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console, JustifyMethod
@@ -28,12 +28,12 @@ from klaw.cli.memory_forget_cmd import register_forget
 from klaw.cli.memory_list_cmd import register_list
 from klaw.config import EngineConfig
 from klaw.errors import KlawError
-from klaw.memory.auto_rag import CANDIDATES_PER_SIDE
-from klaw.memory.embedder.factory import create_embedder
-from klaw.memory.embedder.protocol import Embedder
-from klaw.memory.hybrid_search import HybridHit, HybridSearch
-from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef
+
+if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
+    from klaw.memory.embedder.protocol import Embedder
+    from klaw.memory.hybrid_search import HybridHit
+    from klaw.store.protocol import Storage
+    from klaw.store.records import ChatRef
 
 app = typer.Typer(help="Look into what klaw remembers of your conversations.", no_args_is_help=True)
 register_forget(app)  # `klaw memory forget` (cli/memory_forget_cmd.py)
@@ -93,6 +93,9 @@ async def _search(
     scope: SegmentScope,
     limit: int,
 ) -> SearchOutcome:
+    from klaw.memory.auto_rag import CANDIDATES_PER_SIDE
+    from klaw.memory.hybrid_search import HybridSearch
+
     store = await open_store_or_exit(path, config.database)
     try:
         chat = await _pick_chat(store, chat_arg)
@@ -117,6 +120,8 @@ async def _search(
 
 
 async def _pick_chat(store: Storage, chat_arg: str | None) -> ChatRef:
+    from klaw.store.records import ChatRef
+
     chats = sorted(await store.segments.chats(), key=str)
     listing = "\n".join(f"  {c}" for c in chats)
     if chat_arg is None:
@@ -140,6 +145,8 @@ async def _pick_chat(store: Storage, chat_arg: str | None) -> ChatRef:
 
 async def _embedder_for(store: Storage, config: EngineConfig, cache_dir: Path) -> tuple[Embedder | None, str]:
     """The configured embedder when the stored vectors are its own; otherwise full text only."""
+    from klaw.memory.embedder.factory import create_embedder
+
     bound = await store.vectors.bound_embedder()
     if bound is None:
         return None, "vector side off: no message vectors are stored yet (full text only)"

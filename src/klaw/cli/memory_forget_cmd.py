@@ -12,19 +12,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from klaw.cli.context import fail, open_store_or_exit, stored_home_or_exit
 from klaw.config import DatabaseConfig
-from klaw.engine_presence import engine_answers
 from klaw.home import KlawHome
-from klaw.memory.conversation_log import open_log
-from klaw.memory.forgetting import ForgetError, ForgetKind, ForgetOutcome, ForgetPlan, Forgetting
-from klaw.memory.ingestion import Ingestion
-from klaw.store.records import ChatRef, utc_now
+from klaw.memory.forgetting import ForgetKind  # typer reads the choices from it; the module is light
+
+if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
+    from klaw.memory.forgetting import ForgetOutcome, ForgetPlan
+    from klaw.store.records import ChatRef
 
 
 def register_forget(app: typer.Typer) -> None:
@@ -44,6 +44,8 @@ def forget(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Erase an exchange, segment or saved memory everywhere: database, search indexes, summaries, log."""
+    from klaw.memory.forgetting import ForgetError
+
     home, loaded, path = stored_home_or_exit("there is nothing to forget")
     owner = _chat(chat) if chat is not None else None
     console = Console(markup=False)
@@ -87,6 +89,12 @@ async def _forget(
     chat: ChatRef | None,
     confirm: Callable[[ForgetPlan], bool],
 ) -> ForgetOutcome | None:
+    from klaw.engine_presence import engine_answers
+    from klaw.memory.conversation_log import open_log
+    from klaw.memory.forgetting import Forgetting
+    from klaw.memory.ingestion import Ingestion
+    from klaw.store.records import utc_now
+
     if await engine_answers(home.socket_path):
         raise _EngineRunning
     store = await open_store_or_exit(path, database)
@@ -101,6 +109,8 @@ async def _forget(
 
 
 def _chat(text: str) -> ChatRef:
+    from klaw.store.records import ChatRef
+
     channel, sep, chat_id = text.partition(":")
     try:
         if not sep:

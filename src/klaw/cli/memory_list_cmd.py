@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -18,11 +18,14 @@ from rich.text import Text
 from klaw.cli.context import fail, open_store_or_exit, stored_home_or_exit
 from klaw.config import DatabaseConfig
 from klaw.errors import KlawError
-from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef
+
+if TYPE_CHECKING:  # loaded by the command itself, so `klaw --help` loads none of it
+    from klaw.store.protocol import Storage
+    from klaw.store.records import ChatRef
+
+    ChatPicker = Callable[[Storage, str | None], Awaitable[ChatRef]]
 
 FIRST_WORDS = 60
-ChatPicker = Callable[[Storage, str | None], Awaitable[ChatRef]]
 
 
 def register_list(app: typer.Typer, pick_chat: ChatPicker) -> None:

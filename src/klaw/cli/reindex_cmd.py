@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -19,16 +19,16 @@ from klaw.cli.context import fail, home_from_env, load_or_exit
 from klaw.config import EngineConfig
 from klaw.console_logging import logs_through
 from klaw.home import KlawHome
-from klaw.memory.embedder.protocol import EmbedderError
-from klaw.memory.reindex import LISTED_MALFORMED, ReindexError, ReindexReport, ReindexStage, reindex
-from klaw.store.protocol import StorageError
-from klaw.store.rebuild_protocol import RebuildBackend
+
+if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
+    from klaw.memory.reindex import ReindexReport, ReindexStage
+    from klaw.store.rebuild_protocol import RebuildBackend
 
 SHOWN_MALFORMED = 5
-_LABELS = {
-    ReindexStage.READ: "reading log files",
-    ReindexStage.REBUILD: "rebuilding rows",
-    ReindexStage.EMBED: "embedding",
+_LABELS = {  # by ReindexStage value (a StrEnum: its members look these up), so this module loads without it
+    "read": "reading log files",
+    "rebuild": "rebuilding rows",
+    "embed": "embedding",
 }
 
 
@@ -37,6 +37,10 @@ async def run_with_bars(
 ) -> ReindexReport:
     """`reindex` into `backend` with the progress bars, its failures as one line (`unchanged`: what is
     left as it was), an interruption as how to resume (`klaw db migrate` moves a home this way)."""
+    from klaw.memory.embedder.protocol import EmbedderError
+    from klaw.memory.reindex import ReindexError, reindex
+    from klaw.store.protocol import StorageError
+
     bars = _Bars(console)
     try:
         with bars.progress, logs_through(console):
@@ -61,6 +65,10 @@ def reindex_command(
     PostgreSQL: every engine sharing the database). The log is the home's JSONL files, or on PostgreSQL
     the database's own `log_records`, rebuilt in a schema beside the live tables and swapped in.
     Interrupted (Ctrl-C), it resumes where it stopped when run again."""
+    from klaw.memory.embedder.protocol import EmbedderError
+    from klaw.memory.reindex import ReindexError, reindex
+    from klaw.store.protocol import StorageError
+
     home = home_from_env()
     loaded = load_or_exit(home)
     console = Console(markup=False)
@@ -110,6 +118,8 @@ class _Bars:
 
 
 def print_report(console: Console, report: ReindexReport) -> None:
+    from klaw.memory.reindex import LISTED_MALFORMED
+
     counts = report.counts
     table = Table(title=f"Rebuilt {report.database}", show_header=False)
     table.add_column("what")

@@ -8,9 +8,6 @@ import typer
 from rich.console import Console
 
 from klaw.cli.context import fail, home_from_env, load_or_exit
-from klaw.tools.sandbox.backend import Unavailable
-from klaw.tools.sandbox.choice import choose_backend
-from klaw.tools.sandbox.venv import SandboxInstallError, install
 
 app = typer.Typer(help="The sandbox code_execute runs code in (docs/sandbox.md).", no_args_is_help=True)
 
@@ -18,6 +15,9 @@ app = typer.Typer(help="The sandbox code_execute runs code in (docs/sandbox.md).
 @app.command()
 def status() -> None:
     """Say which backend code_execute uses here, or why it is not offered."""
+    from klaw.tools.sandbox.backend import Unavailable
+    from klaw.tools.sandbox.choice import choose_backend
+
     home = home_from_env()
     config = load_or_exit(home).config
     console = Console(markup=False, highlight=False)
@@ -35,6 +35,8 @@ def install_command(
     packages: Annotated[list[str], typer.Argument(help="Packages as pip takes them (pip's options too).")],
 ) -> None:
     """Install Python packages into the sandbox's virtualenv (KLAW_HOME/sandbox/venv), for code_execute."""
+    from klaw.tools.sandbox.venv import SandboxInstallError, install
+
     home = home_from_env()
     console = Console(markup=False, highlight=False)
     try:

@@ -14,11 +14,6 @@ from rich.console import Console
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit
-from klaw.llm.catalogue import ModelCatalogue
-from klaw.scheduling.names import parse_chat_target, validate_task_name
-from klaw.scheduling.schedules import TaskSchedule
-from klaw.scheduling.task_store import ScheduledTask, ScheduleStore
-from klaw.scheduling.zones import scheduler_zone
 
 app = typer.Typer(help="Scheduled tasks: background agent runs on a cron schedule or interval.", no_args_is_help=True)
 
@@ -28,6 +23,9 @@ PICKUP = "A running engine picks the change up within a minute."
 @app.command("list")
 def list_tasks() -> None:
     """Every task: schedule, next and last run, model, the chat it reports to, its message."""
+    from klaw.scheduling.task_store import ScheduleStore
+    from klaw.scheduling.zones import scheduler_zone
+
     home = home_from_env()
     zone = scheduler_zone(load_or_exit(home).config.scheduler.timezone)
     if not home.scheduler_db.exists():
@@ -78,6 +76,12 @@ def add(
     ] = None,
 ) -> None:
     """Add a task that runs on a cron schedule (--cron) or at an interval (--every)."""
+    from klaw.llm.catalogue import ModelCatalogue
+    from klaw.scheduling.names import parse_chat_target, validate_task_name
+    from klaw.scheduling.schedules import TaskSchedule
+    from klaw.scheduling.task_store import ScheduledTask, ScheduleStore
+    from klaw.scheduling.zones import scheduler_zone
+
     home = home_from_env()
     config = load_or_exit(home).config
     if (cron is None) == (every is None):
@@ -117,6 +121,8 @@ def add(
 @app.command()
 def remove(name: Annotated[str, typer.Argument(help="The task to remove.")]) -> None:
     """Remove a task. A run in progress finishes; the task's log under conversations/ is kept."""
+    from klaw.scheduling.task_store import ScheduleStore
+
     home = home_from_env()
     if not home.scheduler_db.exists() or not ScheduleStore(home.scheduler_db).remove(name):
         fail(f"there is no task named {name!r}; `klaw schedule list` shows the tasks", code=1)

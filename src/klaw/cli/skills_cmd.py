@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit
-from klaw.tools.skills.catalogue import SkillScan, scan_skills
+
+if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
+    from klaw.tools.skills.catalogue import SkillScan
 
 app = typer.Typer(help="The agent's skills: folders under workspace/skills/ with a SKILL.md.", no_args_is_help=True)
 
 
 def _scan() -> tuple[SkillScan, str]:
+    from klaw.tools.skills.catalogue import scan_skills
+
     home = home_from_env()
     if not home.root.is_dir():  # a mistyped KLAW_HOME would otherwise just look like a home without skills
         fail(f"no klaw home at {home.root}: check KLAW_HOME, or run 'klaw init' to create one")

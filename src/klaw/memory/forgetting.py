@@ -28,12 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from klaw.errors import KlawError
-from klaw.memory.archival_memory import SAVE_TOOL
-from klaw.memory.ingestion import Ingestion
 from klaw.store.archival_records import forget_record, forgotten_days, forgotten_ids
 from klaw.store.records import ChatRef, MessageType, StoredMessage
+
+if TYPE_CHECKING:  # `klaw memory forget` loads this module for ForgetKind; `klaw --help` must stay light
+    from klaw.memory.ingestion import Ingestion
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +186,8 @@ class Forgetting:
             return None, []
         saved = await self._store.messages.get(chunk.record_id)
         records = [saved] if saved is not None else []
+        from klaw.memory.archival_memory import SAVE_TOOL  # numpy and the search: only when forgetting
+
         # The memory_save call that wrote it holds the text in its arguments: that round goes too.
         for tool_round in await self._store.history.tool_rounds(chunk.chat, SAVE_TOOL):
             if chunk.content in _saved_texts(tool_round[0]):
@@ -206,6 +210,8 @@ class Forgetting:
 
 def _saved_texts(call_record: StoredMessage) -> set[str]:
     """The texts a tool-call record asked memory_save to keep (as `ArchivalMemory.save` stores them)."""
+    from klaw.memory.archival_memory import SAVE_TOOL
+
     texts = set()
     for call in (call_record.record.metadata or {}).get("tool_calls", []):
         if not isinstance(call, dict) or call.get("name") != SAVE_TOOL:
