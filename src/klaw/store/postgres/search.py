@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.postgres.bm25 import score_sql, search_terms
+from klaw.store.postgres.bm25 import ranked_sql, search_terms
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import Connection, PostgresDatabase, fetch_all, fetch_value
 from klaw.store.postgres.vectors import MESSAGE_VECTORS, query_vector
@@ -72,14 +72,8 @@ class PostgresSearch:
                 MESSAGE_SCOPE, chat_key, segment_id, since, until, "%s", before_segment_id=before_segment_id
             )
             terms = await search_terms(connection, words)
-            score, frequencies, score_params = score_sql(terms)
-            matches = " || ".join(word_query(w) for w in terms.matched)
-            rows = await fetch_all(
-                connection,
-                f"SELECT {MESSAGE_COLUMNS}, -({score}) AS score FROM messages m, {frequencies}"
-                f" WHERE m.search @@ ({matches}) AND {where} ORDER BY score, m.rowid LIMIT %s",
-                (*score_params, *terms.matched, *params, limit),
-            )
+            sql, sql_params = ranked_sql(terms, where, params, limit)
+            rows = await fetch_all(connection, sql, sql_params)
         return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
 
     async def nearest(
