@@ -88,23 +88,41 @@ def locomo(
     data: Annotated[Path, typer.Option(help="A LoCoMo-format JSON file (locomo10.json or a split of it).")],
     out: Annotated[Path, typer.Option(help="Directory for locomo.json and locomo.md.")] = Path("bench-results"),
     variants: Annotated[str, typer.Option(help="Comma-separated retrieval variants.")] = "hybrid,vector,fts",
+    backend: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="sqlite or postgres (repeatable: each in turn on the same vectors; default database.backend)."
+        ),
+    ] = None,
+    url_env: Annotated[
+        str | None,
+        typer.Option(help="postgres: the variable holding the connection string (default: database.urlEnv)."),
+    ] = None,
 ) -> None:
     """Retrieval quality on LoCoMo: evidence recall of hybrid, vector-only and full-text-only search
     through the real ingestion and search path, with the configured embedder."""
-    from klaw.bench.locomo.report import to_json, to_markdown
-    from klaw.bench.locomo.runner import LocomoRunError, RunSettings, run_locomo
+    from klaw.bench.locomo.backends import run_on_backends, to_json, to_markdown
+    from klaw.bench.locomo.runner import LocomoRunError, RunSettings
+    from klaw.cli.bench_backends import backend_databases, unusable_backend
 
     def run(dataset: Any, _notes: Any, bench: Any, settings: Any) -> Awaitable[Any]:
-        return run_locomo(dataset, bench, settings)
+        return run_on_backends(dataset, bench, settings)
 
-    def settings_from(config: Any) -> RunSettings:
-        return RunSettings(
-            variants=_csv(variants),
-            min_embed_tokens=config.auto_rag.min_message_tokens,
-            batch_size=config.embedder.batch_size,
-            search=config.search,
-            database=config.database,
-        )
+    def settings_from(config: Any) -> dict[str, RunSettings]:
+        databases = backend_databases(config.database, backend or [config.database.backend], url_env)
+        unusable = unusable_backend(databases)
+        if unusable is not None:
+            raise ValueError(f"klaw bench locomo on {unusable}")
+        return {
+            name: RunSettings(
+                variants=_csv(variants),
+                min_embed_tokens=config.auto_rag.min_message_tokens,
+                batch_size=config.embedder.batch_size,
+                search=config.search,
+                database=database,
+            )
+            for name, database in databases.items()
+        }
 
     _run_bench(
         _Bench("locomo", run, to_json, to_markdown, (LocomoRunError,), needs_notes=False), data, out, settings_from

@@ -18,10 +18,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from klaw.cli.bench_backends import backend_databases, unusable_backend
 from klaw.cli.bench_output import emit, machine, progress, stage_reporter
-
-BACKENDS = ("sqlite", "postgres")
-DEFAULT_URL_ENV = "KLAW_DATABASE_URL"
 
 
 def scale(
@@ -46,7 +44,6 @@ def scale(
 ) -> None:
     """Auto-RAG search latency at 10k/100k messages (with and without the query embedding) beside a
     numpy floor, and `klaw reindex` throughput, with the configured embedder."""
-    from klaw.bench.bench_store import check_database
     from klaw.bench.scale_bench import measure_scale
     from klaw.cli.context import home_from_env, load_or_exit
     from klaw.memory.embedder.factory import create_embedder
@@ -54,24 +51,13 @@ def scale(
 
     home = home_from_env()
     config = load_or_exit(home).config
-    backends = _backends(backend or ["sqlite"])
-    databases = {
-        name: config.database.model_copy(
-            update={
-                "backend": name,
-                "vector_cache_mb": vector_cache_mb,
-                "url_env": url_env or config.database.url_env or DEFAULT_URL_ENV,
-            }
-        )
-        for name in backends
-    }
+    databases = backend_databases(config.database, backend or ["sqlite"], url_env, vector_cache_mb=vector_cache_mb)
+    backends = list(databases)
     console = Console(markup=False)
-    for name, database in databases.items():  # before anything is built: a missing variable is named at once
-        try:
-            check_database(database)
-        except StorageError as exc:
-            console.print(f"klaw bench scale on {name}: {exc}")
-            raise typer.Exit(1) from exc
+    unusable = unusable_backend(databases)  # before anything is built: a missing variable is named at once
+    if unusable is not None:
+        console.print(f"klaw bench scale on {unusable}")
+        raise typer.Exit(1)
     console.print(f"machine: {machine()}")
     results: dict[str, Any] = {"machine": machine(), "embedder": config.embedder.backend, "search": []}
     for messages in size or [10_000, 100_000]:
@@ -109,16 +95,6 @@ def scale(
     if reindex_size > 0:
         results["reindex"] = _reindex_throughput(console, config, reindex_size)
     emit(results, out)
-
-
-def _backends(names: list[str]) -> list[str]:
-    chosen: list[str] = []
-    for name in names:
-        if name not in BACKENDS:
-            raise typer.BadParameter(f"{name!r} is not a backend: use sqlite or postgres", param_hint="--backend")
-        if name not in chosen:
-            chosen.append(name)
-    return chosen
 
 
 def _figures(result: Any) -> str:

@@ -47,6 +47,12 @@ EVIDENCE_RULE = (
 )
 
 
+_STORES = {
+    "sqlite": "one fresh SQLite store (klaw.db + JSONL log) per conversation",
+    "postgres": "one fresh PostgreSQL schema (klaw_bench_<pid>, its log in log_records) per conversation",
+}
+
+
 def klaw_version() -> str:
     try:
         return version("klaw")
@@ -69,7 +75,8 @@ def to_json(run: LocomoRun, *, machine: str, started_at: str, embedder_config: M
                 "batch_size": run.settings.batch_size,
             },
             "indexing": {
-                "store": "one fresh SQLite store (klaw.db + JSONL log) per conversation",
+                "backend": run.settings.database.backend,
+                "store": _STORES[run.settings.database.backend],
                 "path": "Ingestion.accept (log → messages + FTS5 + embedding job) then EmbeddingQueue.run_until_idle",
                 "chat": f"{CHANNEL}:<sample_id>, role user, all sessions in one segment",
                 "message_text": MESSAGE_TEXT,
@@ -163,7 +170,8 @@ def to_markdown(run: LocomoRun) -> str:
     lines = [
         f"# LoCoMo retrieval: {dataset.source.name} (sha256 {dataset.source.sha256[:12]}…)",
         "",
-        f"Embedder `{run.embedder_id}` (dim {run.embedder_dim}); {len(dataset.conversations)} conversations,"
+        f"Embedder `{run.embedder_id}` (dim {run.embedder_dim}), on {run.settings.database.backend};"
+        f" {len(dataset.conversations)} conversations,"
         f" {dataset.turn_count} turns ({ingest.embedded} embedded, {ingest.not_embedded} below"
         f" autoRag.minMessageTokens = {run.settings.min_embed_tokens}: full text only);"
         f" {dataset.question_count} questions scored, {skipped} skipped (no valid evidence). Figures in %.",

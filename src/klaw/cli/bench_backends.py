@@ -1,0 +1,55 @@
+"""The `--backend` and `--url-env` options `klaw bench scale` and `klaw bench locomo` share: which
+`database` sections one run measures, side by side in the same minutes.
+
+PostgreSQL is the database whose connection string the variable `--url-env` names (default: the
+home's `database.urlEnv`, else KLAW_DATABASE_URL); each bench builds its data in a schema of its own,
+dropped after (`bench/bench_store.py`), so a person's tables are never touched.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+if TYPE_CHECKING:  # the command modules import only what Typer needs (decision 191)
+    from klaw.config import DatabaseConfig
+
+BACKENDS = ("sqlite", "postgres")
+DEFAULT_URL_ENV = "KLAW_DATABASE_URL"
+
+
+def chosen_backends(names: list[str]) -> list[str]:
+    """`names` without repeats, in order; a name that is not a backend is a usage error naming it."""
+    chosen: list[str] = []
+    for name in names:
+        if name not in BACKENDS:
+            raise typer.BadParameter(f"{name!r} is not a backend: use sqlite or postgres", param_hint="--backend")
+        if name not in chosen:
+            chosen.append(name)
+    return chosen
+
+
+def backend_databases(
+    database: DatabaseConfig, names: list[str], url_env: str | None, **update: Any
+) -> dict[str, DatabaseConfig]:
+    """The home's `database` section once per backend in `names`, with `update` applied to each."""
+    variable = url_env or database.url_env or DEFAULT_URL_ENV
+    return {
+        name: database.model_copy(update={"backend": name, "url_env": variable, **update})
+        for name in chosen_backends(names)
+    }
+
+
+def unusable_backend(databases: dict[str, DatabaseConfig]) -> str | None:
+    """A line naming the first backend that cannot be reached as configured (the variable, never its
+    value), before anything is built; None when every one can."""
+    from klaw.bench.bench_store import check_database
+    from klaw.store.protocol import StorageError
+
+    for name, database in databases.items():
+        try:
+            check_database(database)
+        except StorageError as exc:
+            return f"{name}: {exc}"
+    return None

@@ -1,0 +1,66 @@
+"""`klaw bench locomo --backend sqlite --backend postgres`: both backends' recall from one command, on
+the same vectors (bench/locomo/backends.py), against a real PostgreSQL. Fails on the old code: there
+was no --backend (the home's database.backend alone, one backend per run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import new_database
+from tests.pg_server import PgServer
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "locomo_tiny.json"
+
+
+def bench_locomo(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    variables = {
+        **os.environ,
+        "KLAW_HOME": str(tmp_path / "home"),
+        "KLAW__EMBEDDER__BACKEND": "fake",
+        "KLAW__EMBEDDER__DIM": "32",
+        "COLUMNS": "200",
+        **env,
+    }
+    variables.pop("KLAW_DATABASE_URL", None)
+    command = [sys.executable, "-m", "klaw", "bench", "locomo", "--data", str(FIXTURE), "--out", str(tmp_path / "out")]
+    return subprocess.run([*command, *args], capture_output=True, text=True, env=variables, timeout=180)
+
+
+def test_one_command_gives_both_backends_recall_side_by_side(tmp_path: Path, postgres_server: PgServer) -> None:
+    dsn = postgres_server.dsn(new_database(postgres_server))
+
+    result = bench_locomo(
+        tmp_path, "--backend", "sqlite", "--backend", "postgres", "--url-env", "BENCH_PG", BENCH_PG=dsn
+    )
+
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((tmp_path / "out" / "locomo.json").read_text(encoding="utf-8"))["backends"]
+    assert list(figures) == ["sqlite", "postgres"]
+    sqlite, postgres = figures["sqlite"], figures["postgres"]
+    assert (sqlite["configuration"]["indexing"]["backend"], postgres["configuration"]["indexing"]["backend"]) == (
+        "sqlite",
+        "postgres",
+    )
+    assert sqlite["ingestion"]["embedded"] == postgres["ingestion"]["embedded"] == 7
+    # The same vectors and exact KNN on both: the same figures (full text differs on this tiny fixture).
+    assert sqlite["results"]["vector"]["all_categories"] == postgres["results"]["vector"]["all_categories"]
+    markdown = (tmp_path / "out" / "locomo.md").read_text(encoding="utf-8")
+    for variant in ("hybrid", "vector", "fts"):
+        assert f"| {variant} | sqlite |" in markdown and f"| {variant} | postgres |" in markdown
+    assert "On postgres:" in markdown
+
+
+def test_an_unset_variable_or_a_wrong_backend_is_one_line(tmp_path: Path) -> None:
+    unset = bench_locomo(tmp_path, "--backend", "postgres", "--url-env", "KLAW_NOT_SET_ANYWHERE")
+    wrong = bench_locomo(tmp_path, "--backend", "mysql")
+
+    assert unset.returncode == 2
+    assert "postgres" in unset.stderr and "KLAW_NOT_SET_ANYWHERE" in unset.stderr
+    assert wrong.returncode == 2 and "'mysql' is not a backend" in wrong.stderr
+    for result in (unset, wrong):
+        assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
