@@ -134,10 +134,50 @@ async def test_the_engine_builds_the_index_in_the_background_soon_after_start(tm
 
 
 def _built(file: Path) -> bool:
+    """Both steps done: the meta names the embedder (the first step writes the full text under "none")."""
     if not file.exists():
         return False
     try:
         with closing(sqlite3.connect(file)) as db:
-            return bool(db.execute("SELECT count(*) FROM meta").fetchone()[0])
+            return str(dict(db.execute("SELECT key, value FROM meta")).get("embedder", "none")) != "none"
     except sqlite3.OperationalError:  # the build has not created its tables yet
         return False
+
+
+class HeldEmbedder(FakeEmbedder):
+    """Embeds a search's query at once and holds the build's batches until `release` is set, as the
+    default local embedder holds a small machine for minutes while it embeds every section."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=16)
+        self.release = asyncio.Event()
+
+    async def embed(self, texts: Any) -> Any:
+        if len(texts) > 1:
+            await self.release.wait()
+        return await super().embed(texts)
+
+
+async def test_a_search_while_the_vectors_are_built_is_answered_by_full_text(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "garden.md").write_text("# Garden\n\nWater the tomatoes every evening.\n", encoding="utf-8")
+    (docs / "bees.md").write_text("# Bees\n\nThe hive needs checking in spring.\n", encoding="utf-8")
+    file = tmp_path / "home" / "docs_index.db"
+    embedder = HeldEmbedder()
+    index = DocsIndex(file, DocsBundle(docs), embedder, SearchConfig(), vector_wait=0.2)
+    stop = index.warm_in_background(lambda: asyncio.sleep(0))  # the engine's background build, started
+    async with asyncio.timeout(10):  # on the old code the search waited for the whole build: no answer
+        hits = await index.search("tomatoes")
+    assert [hit.path for hit in hits] == ["garden.md"]
+    with closing(sqlite3.connect(file)) as db:
+        assert dict(db.execute("SELECT key, value FROM meta"))["embedder"] == "none"  # vectors still to come
+    embedder.release.set()
+    async with asyncio.timeout(10):
+        await index.ensure()
+    with closing(sqlite3.connect(file)) as db:
+        assert dict(db.execute("SELECT key, value FROM meta"))["embedder"] == embedder.model_id
+        assert db.execute("SELECT count(*) FROM sections WHERE vector IS NULL").fetchone()[0] == 0
+    hits = await index.search("when to check the hive")
+    assert hits[0].path == "bees.md"
+    await stop()

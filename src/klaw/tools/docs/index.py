@@ -3,12 +3,16 @@
 `KLAW_HOME/docs_index.db` (SQLite, 0600) holds each section of the shipped docs (klaw/tools/docs/bundle.py)
 with its vector from the engine's embedder, and an FTS5 table with the messages' tokenizer (porter:
 "forget" finds "forgetting"). It is built on first use and rebuilt when the docs' fingerprint or the
-embedder's model id changes (a new klaw version, another embedder); building embeds every section
-once, in batches. A search is the messages' hybrid search on a few hundred rows: the same FTS5
-query (stop words dropped, every word quoted), cosine similarity by a numpy product over all
-vectors, both sides fused with the same weights (`search.vectorWeight`, `fusion.score_fusion`),
-then the best section of each page, best page first. If the embedder fails, the index is built or
-searched on full text alone (and built again with vectors next time), never a failed turn.
+embedder's model id changes (a new klaw version, another embedder). A build has two steps: the
+sections and their full text (well under a second), then every section's vector (~200 sections of up
+to 256 tokens: minutes of CPU on a small machine for the default local embedder). A search during the
+second step waits for it at most `VECTOR_WAIT_SECONDS`, then is answered by full text alone (the
+vectors are not there yet), so `docs_search` works from the engine's first minute. A search is the
+messages' hybrid search on a few hundred rows: the same FTS5 query (stop words dropped, every word
+quoted), cosine similarity by a numpy product over all vectors, both sides fused with the same
+weights (`search.vectorWeight`, `fusion.score_fusion`), then the best section of each page, best
+page first. If the embedder fails, the index is built or searched on full text alone (and built
+again with vectors next time), never a failed turn.
 Decision: docs/decisions/113-docs-tools.md.
 """
 
@@ -38,6 +42,7 @@ FTS_CANDIDATES = 40
 EXCERPT_CHARS = 400
 PAGE_SECTIONS = 3  # sections of a page that count towards its rank
 PAGE_DECAY = 0.5
+VECTOR_WAIT_SECONDS = 5.0  # how long a search waits for a build's vectors before using full text alone
 NO_VECTORS = "none"  # the embedder id recorded when the index was built on full text alone
 
 _SCHEMA = """
@@ -61,27 +66,26 @@ class DocHit:
 
 class DocsIndex:
     def __init__(
-        self, file: Path, bundle: DocsBundle, embedder: Embedder | None, search: SearchConfig | None = None
+        self,
+        file: Path,
+        bundle: DocsBundle,
+        embedder: Embedder | None,
+        search: SearchConfig | None = None,
+        vector_wait: float = VECTOR_WAIT_SECONDS,
     ) -> None:
         self.file = file
         self.bundle = bundle
         self._bundle = bundle
         self._embedder = embedder
         self._search = search or SearchConfig()
-        self._lock = asyncio.Lock()
-        self._ready = False
+        self._vector_wait = vector_wait
+        self._building: asyncio.Task[None] | None = None
+        self._searchable = asyncio.Event()  # the sections and their full text are current
+        self._ready = False  # ... and so are the vectors (or the embedder failed this time)
 
     async def ensure(self) -> None:
         """Build the index unless it matches the docs and the embedder (once per engine, then cheap)."""
-        async with self._lock:
-            if self._ready:
-                return
-            fingerprint = await asyncio.to_thread(self._bundle.fingerprint)
-            wanted = self._embedder.model_id if self._embedder is not None else NO_VECTORS
-            stored = await asyncio.to_thread(self._meta)
-            if stored != (fingerprint, wanted):
-                await self._build(fingerprint)
-            self._ready = True
+        await asyncio.shield(self._build_started())
 
     async def warm(self, wait: Callable[[], Awaitable[object]] | None = None) -> None:
         """`ensure` in the background after `wait` (the engine waits a little on its clock, so the build never
@@ -95,21 +99,53 @@ class DocsIndex:
             log.warning("docs index: not built (%s); docs_search will try again", type(exc).__name__)
 
     def warm_in_background(self, wait: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
-        """`warm` as a task of its own; returns what stops it (for the engine's exit stack)."""
+        """`warm` as a task of its own; returns what stops it and any build in progress (for the engine's
+        exit stack)."""
         task = asyncio.create_task(self.warm(wait))
 
         async def stop() -> None:
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
+            for running in (task, self._building):
+                if running is not None:
+                    running.cancel()
+                    with suppress(asyncio.CancelledError, Exception):
+                        await running
 
         return stop
 
     async def search(self, query: str, limit: int = 5) -> list[DocHit]:
-        """The best section of each page matching `query`, best page first, at most `limit` pages."""
-        await self.ensure()
-        query_vector = await self._embed_query(query)
+        """The best section of each page matching `query`, best page first, at most `limit` pages; by full
+        text alone when the vectors are still being built after `vector_wait` seconds."""
+        build = self._build_started()
+        if not self._ready:
+            await asyncio.wait({build}, timeout=self._vector_wait)
+        if not self._searchable.is_set():
+            searchable = asyncio.ensure_future(self._searchable.wait())
+            try:
+                await asyncio.wait({searchable, build}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                searchable.cancel()
+            if build.done() and not self._searchable.is_set():
+                build.result()  # the first step failed: say why (a failed build is tried again next time)
+        query_vector = await self._embed_query(query) if self._ready else None
         return await asyncio.to_thread(self._search_sync, query, query_vector, limit)
+
+    def _build_started(self) -> asyncio.Task[None]:
+        """The build of this engine's index (started once; a failed one is started again)."""
+        if self._building is None or (self._building.done() and not self._ready and not self._searchable.is_set()):
+            self._building = asyncio.create_task(self._build_once(), name="docs-index")
+        return self._building
+
+    async def _build_once(self) -> None:
+        fingerprint = await asyncio.to_thread(self._bundle.fingerprint)
+        wanted = self._embedder.model_id if self._embedder is not None else NO_VECTORS
+        stored = await asyncio.to_thread(self._meta)
+        if stored != (fingerprint, wanted):
+            sections = await asyncio.to_thread(self._bundle.sections)
+            await asyncio.to_thread(self._write, sections, None, fingerprint, NO_VECTORS)
+            self._searchable.set()
+            await self._add_vectors(sections, fingerprint)
+        self._searchable.set()
+        self._ready = True
 
     async def _embed_query(self, query: str) -> Vectors | None:
         if self._embedder is None:
@@ -120,21 +156,21 @@ class DocsIndex:
             log.warning("docs search: the embedder failed (%s); full text alone", type(exc).__name__)
             return None
 
-    async def _build(self, fingerprint: str) -> None:
-        sections = await asyncio.to_thread(self._bundle.sections)
-        vectors: Vectors | None = None
-        embedder_id = NO_VECTORS
-        if self._embedder is not None:
-            try:
-                texts = [f"{s.heading}\n{s.text}" for s in sections]
-                batches = [
-                    await self._embedder.embed(texts[i : i + EMBED_BATCH]) for i in range(0, len(texts), EMBED_BATCH)
-                ]
-                vectors = np.concatenate(batches) if batches else None
-                embedder_id = self._embedder.model_id
-            except Exception as exc:
-                log.warning("docs index: the embedder failed (%s); built on full text alone", type(exc).__name__)
-        await asyncio.to_thread(self._write, sections, vectors, fingerprint, embedder_id)
+    async def _add_vectors(self, sections: list[DocSection], fingerprint: str) -> None:
+        """The second step: every section's vector, written with the sections again in one transaction (a
+        search meanwhile reads the full-text rows); on an embedder failure the index stays full text."""
+        if self._embedder is None:
+            return
+        try:
+            texts = [f"{s.heading}\n{s.text}" for s in sections]
+            batches = [
+                await self._embedder.embed(texts[i : i + EMBED_BATCH]) for i in range(0, len(texts), EMBED_BATCH)
+            ]
+        except Exception as exc:
+            log.warning("docs index: the embedder failed (%s); built on full text alone", type(exc).__name__)
+            return
+        vectors = np.concatenate(batches) if batches else None
+        await asyncio.to_thread(self._write, sections, vectors, fingerprint, self._embedder.model_id)
         log.info("docs index built: %d sections of %d pages", len(sections), len(self._bundle.pages()))
 
     def _connect(self) -> sqlite3.Connection:
