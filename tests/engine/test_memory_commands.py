@@ -109,8 +109,12 @@ async def test_rag_config_set_validation_and_persistence(tmp_path: Path) -> None
         assert await reply(h, "/rag set conversation_limit 5") == "Updated: rag_conversation_limit = 5"
         assert await reply(h, "/rag set rag_nope 1") == (
             "Invalid key. Valid keys: rag_conversation_limit, rag_exchange_limit_per_conversation,"
-            " rag_min_similarity, rag_max_tokens"
+            " rag_min_similarity, rag_max_tokens (or engine.yaml's names: conversationLimit,"
+            " exchangeLimitPerConversation, minSimilarity, maxTokens)"
         )
+        # engine.yaml's names, as `klaw config show` prints them, work too
+        assert await reply(h, "/rag set minSimilarity 0.5") == "Updated: rag_min_similarity = 0.5"
+        assert await reply(h, "/rag set rag.maxTokens 700") == "Updated: rag_max_tokens = 700"
         assert await reply(h, "/rag set rag_conversation_limit 0") == "Limit must be greater than 0"
         assert await reply(h, "/rag set rag_min_similarity 1.5") == "Similarity must be between 0 and 1"
         assert "Invalid value for rag_exchange_limit_per_conversation" in await reply(

@@ -40,6 +40,13 @@ OVERRIDDEN_FIELDS = {
 }
 
 
+# Every name a person may type for a key: the key, its field, and engine.yaml's name for it (`minSimilarity`,
+# `rag.minSimilarity`), since `klaw config show` and engine.yaml show those.
+_KEY_NAMES = {
+    name: key for key, field in RAG_KEYS.items() for name in (key, field, to_camel(field), f"rag.{to_camel(field)}")
+}
+
+
 class SettingError(KlawError, ValueError):
     """A `/rag set` that cannot be applied; the message says why, for the person who typed it."""
 
@@ -58,9 +65,12 @@ def parse_rag_value(key: str, raw: str) -> tuple[str, int | float]:
     """Validate `/rag set <key> <value>` (docs/decisions/006-runtime-memory-settings.md) by `RagConfig`
     itself, so a value engine.yaml would refuse is refused here too, with the same bounds; the
     refusal is put in the person's words. Returns (canonical key, value)."""
-    canonical = key if key in RAG_KEYS else f"rag_{key}"
-    if canonical not in RAG_KEYS:
-        raise SettingError(f"Invalid key. Valid keys: {', '.join(RAG_KEYS)}")
+    canonical = _KEY_NAMES.get(key)
+    if canonical is None:
+        raise SettingError(
+            f"Invalid key. Valid keys: {', '.join(RAG_KEYS)} (or engine.yaml's names: "
+            f"{', '.join(to_camel(field) for field in RAG_KEYS.values())})"
+        )
     name = RAG_KEYS[canonical]
     try:
         checked = RagConfig.model_validate({name: raw})
