@@ -136,3 +136,36 @@ async def test_klaw_serve_runs_engine_and_web_page_and_stops_on_sigterm(terminal
                 process.kill()
                 await process.wait()
             output.close()
+
+
+async def test_klaw_serve_piped_into_a_reader_that_ctrl_c_ended_still_stops_cleanly() -> None:
+    """`klaw serve 2>&1 | tee log`, then Ctrl-C: the reader dies with the same signal, and the
+    "stopping…" line klaw then prints meets a closed pipe. The shutdown must still run: the socket is
+    removed and the process exits 0 (it used to die on the print, leaving engine.sock behind)."""
+    with short_socket_dir() as directory:
+        home = directory / "home"
+        home.mkdir()
+        write(
+            home,
+            "models:\n  fake/x:\n    baseUrl: http://127.0.0.1:9/v1\nrouting:\n  default: fake/x\n"
+            "embedder:\n  backend: fake\n  dim: 32\nchannels:\n  web:\n    port: 0\n",
+        )
+        env = {**os.environ, "KLAW_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+        output = Output(terminal=False)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "klaw", "serve", env=env, stdout=output.writer, stderr=output.writer
+        )
+        os.close(output.writer)
+        try:
+            async with asyncio.timeout(30):
+                while not (line := await output.readline()).startswith("access token:"):
+                    assert line, "klaw serve exited early"
+            output.close()  # the reader is gone, as `tee` after Ctrl-C
+            process.send_signal(signal.SIGINT)
+            async with asyncio.timeout(30):
+                assert await process.wait() == 0
+            assert not (home / "engine.sock").exists()
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()

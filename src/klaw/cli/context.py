@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
@@ -72,6 +73,15 @@ def make_private_or_warn(home: KlawHome, extra: list[Path] | None = None) -> Non
             ),
             highlight=False,
         )
+
+
+def say_while_stopping(console: Console, text: str) -> None:
+    """Print `text` if the output is still there: after Ctrl-C in `klaw serve | tee log`, the pipe's
+    reader got the same signal and is gone, and a failed print must not skip the shutdown after it
+    (it left engine.sock and the WAL files behind)."""
+    with suppress(OSError):  # BrokenPipeError: nobody reads the output any more (rich would exit 1 on it)
+        console.file.write(text + "\n")
+        console.file.flush()
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from klaw.cli.context import err_console, fail, home_from_env, load_or_exit, start_engine_or_exit
+from klaw.cli.context import err_console, fail, home_from_env, load_or_exit, say_while_stopping, start_engine_or_exit
 from klaw.config import EngineConfig
 from klaw.home import KlawHome
 
@@ -27,10 +27,13 @@ async def _serve(home: KlawHome, config: EngineConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    Console(stderr=True, markup=False).print(f"klaw engine listening on {home.socket_path}")
-    await stop.wait()
-    Console(stderr=True, markup=False).print("stopping: finishing turns in flight…")
-    await running.shutdown()
+    console = Console(stderr=True, markup=False)
+    try:
+        console.print(f"klaw engine listening on {home.socket_path}")
+        await stop.wait()
+        say_while_stopping(console, "stopping: finishing turns in flight…")
+    finally:
+        await running.shutdown()
 
 
 def chat(

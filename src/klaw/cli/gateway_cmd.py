@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from klaw.cli.context import fail, home_from_env, load_or_exit, start_engine_or_exit
+from klaw.cli.context import fail, home_from_env, load_or_exit, say_while_stopping, start_engine_or_exit
 from klaw.config_loader import LoadedConfig
 from klaw.home import KlawHome
 
@@ -81,12 +81,14 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    _announce(home, channels, with_engine)
-    await stop.wait()
-    console.print("stopping…")
-    if engine is not None:
-        await engine.shutdown()
-    await running.stop()
+    try:
+        _announce(home, channels, with_engine)
+        await stop.wait()
+        say_while_stopping(console, "stopping…")
+    finally:
+        if engine is not None:
+            await engine.shutdown()
+        await running.stop()
 
 
 def _announce(home: KlawHome, channels: list[Channel], with_engine: bool) -> None:
