@@ -53,9 +53,11 @@ from klaw.memory.auto_rag import AutoRagService
 from klaw.memory.conversation_details import ConversationDetails
 from klaw.memory.conversation_log import ConversationLog, open_log
 from klaw.memory.core_memory import CoreMemory
+from klaw.memory.embedder.embed_once import EmbedOnce, embed_once
 from klaw.memory.embedder.factory import create_embedder
 from klaw.memory.embedder.memo import QueryMemo
 from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.embedding_policy import should_embed
 from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.forgetting import Forgetting
 from klaw.memory.hybrid_search import HybridSearch
@@ -67,7 +69,7 @@ from klaw.memory.summaries.texts import SummaryTexts
 from klaw.scheduling.tools import asks_to_allow_tools
 from klaw.store.backend import open_storage
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef, StoredMessage
+from klaw.store.records import ChatRef, MessageRecord, StoredMessage
 from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SKILLS
 from klaw.tools.builtin.memory_tools import MemoryServices
 from klaw.tools.docs.index import DocsIndex
@@ -89,6 +91,9 @@ class Memory:
 
     store: Storage
     embedder: Embedder
+    # what the queue and the turns' queries embed through: a text once for both when the embedder's
+    # query and stored forms are the same (embed_once.py), else `embedder` itself
+    shared: Embedder
     embedding_queue: EmbeddingQueue
     ingestion: Ingestion
     forgetting: Forgetting
@@ -127,9 +132,12 @@ async def open_memory(
         # HTTP retries wait on engine time; the local model's ONNX graphs are cached in the home
         embedder = create_embedder(config.embedder, sleep=clock.sleep, cache_dir=home.embedder_cache)
     stack.push_async_callback(embedder.aclose)
+    shared = embed_once(embedder)
+    if shared is not embedder:
+        stack.push_async_callback(shared.aclose)
     # Live batches stay small: a turn's query embedding waits behind the batch running on the
     # embedder's one thread (reindex, with nobody waiting, uses the full batch size).
-    queue = EmbeddingQueue(store, embedder, clock, batch_size=min(config.embedder.batch_size, LIVE_EMBEDDING_BATCH))
+    queue = EmbeddingQueue(store, shared, clock, batch_size=min(config.embedder.batch_size, LIVE_EMBEDDING_BATCH))
     stack.push_async_callback(queue.aclose)
     # Refuses to start on vectors of another embedder (the error says to run `klaw reindex`).
     await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
@@ -152,7 +160,23 @@ async def open_memory(
     if settings.embeddings_enabled:
         queue.start()  # embeds what recovery and any earlier run left pending
     core = CoreMemory(home.core_memory_file)
-    return Memory(store, embedder, queue, ingestion, forgetting, settings, core, observers)
+    return Memory(store, embedder, shared, queue, ingestion, forgetting, settings, core, observers)
+
+
+def prepare_vector(config: EngineConfig, memory: Memory) -> Callable[[MessageRecord], None] | None:
+    """What the processor calls on each message it is about to accept: its vector started at once when
+    the queue and the turn's query will both take it (embedder forms alike, embeddings on, long enough
+    to be stored), so it is computed while the log is fsync'd and the exchange opened; None otherwise."""
+    shared = memory.shared
+    if not isinstance(shared, EmbedOnce):
+        return None
+    min_tokens = config.auto_rag.min_message_tokens
+
+    def prepare(record: MessageRecord) -> None:
+        if memory.settings.embeddings_enabled and should_embed(record, min_tokens):
+            shared.prepare(record.content)
+
+    return prepare
 
 
 def memory_services(config: EngineConfig, memory: Memory, clock: Clock, delivery: Delivery) -> MemoryServices:
@@ -205,7 +229,7 @@ def context_builder(
 ) -> ContextBuilder:
     store = memory.store
     # auto-RAG and past conversations embed a turn's text once, waiting for it at most queryTimeoutSeconds
-    query_embedder = QueryMemo(memory.embedder, deadline_seconds=config.embedder.query_timeout_seconds)
+    query_embedder = QueryMemo(memory.shared, deadline_seconds=config.embedder.query_timeout_seconds)
     return ContextBuilder(
         catalogue,
         config.context,
@@ -283,6 +307,7 @@ async def assemble(
         delivery=delivery,
         clock=clock,
         leases=leases,
+        prepare_vector=prepare_vector(config, memory),
     )
     stack.callback(processor.abandon)  # a failure after resume: its timers go; shutdown has drained them
     summarizer = SummarizerService(

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 
@@ -65,6 +66,8 @@ class MessageProcessor:
     delivery: Delivery
     clock: Clock
     leases: ChatLeases | None = None
+    # an accepted message's vector started before its turn needs it (assembly.prepare_vector)
+    prepare_vector: Callable[[MessageRecord], None] | None = None
     last_context: dict[ChatRef, BuiltContext] = field(default_factory=dict, init=False)
     # the last turns per chat, for the web inspector
     context_history: ContextHistory = field(default_factory=ContextHistory, init=False)
@@ -88,6 +91,8 @@ class MessageProcessor:
         if not self._accepting:
             raise EngineStopping("the engine is shutting down and accepts no new messages")
         record = MessageRecord(inbound.chat, Role.USER, inbound.text, created_at=self.clock.now())
+        if self.prepare_vector is not None:
+            self.prepare_vector(record)  # computed while the log is fsync'd, taken by the turn and the queue
         accepting = PhaseTimes()
         with accepting.phase("accept"):
             if not inbound.id:
