@@ -38,6 +38,7 @@ async def test_every_timed_turn_is_broken_into_its_phases(tmp_path: Path) -> Non
     assert all(latency.count == 3 and latency.p50_ms >= 0 for latency in result.phases.values())
     assert result.phases["context"].p50_ms > 0 and result.phases["model"].p50_ms > 0
     assert result.background_model_calls_per_turn >= 0
+    assert result.embedder == "fake" and result.embedded_texts_per_turn >= 2  # at least each message and reply
 
 
 async def test_the_bench_model_answers_a_summary_batch_with_a_numbered_line_per_exchange() -> None:
@@ -67,3 +68,9 @@ def test_the_command_prints_the_phases_and_writes_them_as_json(tmp_path: Path) -
     assert figures["stored_messages"] == 40
     assert set(TURN_PHASES) <= set(figures["phases"])
     assert figures["phases"]["context.window"]["count"] == 2
+
+
+def test_the_command_names_the_embedders_it_takes() -> None:
+    run = CliRunner().invoke(app, ["bench", "turn", "--stored", "40", "--embedder", "word2vec"])
+    assert run.exit_code == 2
+    assert "'word2vec' is not one of fake, minilm" in run.output and "Traceback" not in run.output

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -37,6 +37,8 @@ from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.llm.messages import ChatMessage
+from klaw.memory.embedder.factory import create_embedder
+from klaw.memory.embedder.protocol import Embedder, Vectors
 from klaw.store.records import ChatRef, MessageRecord, Role
 
 BENCH_CHANNEL = "bench"
@@ -54,6 +56,8 @@ class TurnBenchResult:
     turns_per_second: float
     phases: dict[str, Latency]  # per phase of a timed turn (engine/turn_timing.py names)
     background_model_calls_per_turn: float  # summarizer requests during the timed turns
+    embedder: str = "fake"  # `embedder.backend` of the run
+    embedded_texts_per_turn: float = 0.0  # texts the embedder computed during the timed turns (queue and queries)
 
 
 async def measure_turns(
@@ -64,7 +68,10 @@ async def measure_turns(
     concurrent_chats: int = 50,
     turns_per_chat: int = 4,
     progress: Progress | None = None,
+    embedder: str = "fake",
 ) -> TurnBenchResult:
+    """`embedder`: `fake` (hashed words, ~0.3 ms a text: the engine's own overhead) or `minilm` (the
+    default local model, whose query embedding is part of a real turn)."""
     home = KlawHome(root)
     initialise_home(home)
     async with FakeOpenAiServer(default_reply=wire_reply) as server:
@@ -73,10 +80,12 @@ async def measure_turns(
                 "models": {"fake/bench": {"baseUrl": server.base_url, "contextBudget": 8192, "maxRetries": 0}},
                 "routing": {"default": "fake/bench"},
                 "processing": {"debounceMs": 0},
-                "embedder": {"backend": "fake"},
+                "embedder": {"backend": embedder},
             }
         )
-        engine = await Engine.start(home, config, listen=False)
+        counted = CountingEmbedder(create_embedder(config.embedder, cache_dir=home.embedder_cache))
+        await counted.embed(["the model loaded before the timed turns"])
+        engine = await Engine.start(home, config, listen=False, embedder=counted)
         replies = _ReplyWaiter()
         engine.delivery.register(BENCH_CHANNEL, replies.deliver)
         try:
@@ -85,6 +94,8 @@ async def measure_turns(
             turn_times = []
             records: list[TurnContext] = []
             requests_before = len(server.chat_requests)
+            await engine.embedding_queue.wait_idle()
+            texts_before = counted.texts
             for i in range(turns):
                 start = time.perf_counter()
                 await replies.turn(engine, chat, f"turn {i}: what did we say about the garden last week?")
@@ -93,6 +104,8 @@ async def measure_turns(
                 if progress:
                     progress("turns", i + 1, turns)
             background_calls = len(server.chat_requests) - requests_before - turns
+            await engine.embedding_queue.wait_idle()
+            embedded = counted.texts - texts_before
             build_times = await _context_builds(engine, chat, turns)
             round_trips = await _round_trips(engine, turns)
             start = time.perf_counter()
@@ -116,6 +129,8 @@ async def measure_turns(
         turns_per_second=total / elapsed,
         phases=phase_latencies(records),
         background_model_calls_per_turn=background_calls / turns if turns else 0.0,
+        embedder=embedder,
+        embedded_texts_per_turn=embedded / turns if turns else 0.0,
     )
 
 
@@ -129,6 +144,29 @@ def phase_latencies(records: list[TurnContext]) -> dict[str, Latency]:
     tops = list(dict.fromkeys(name.split(".", 1)[0] for name in seen))
     names = [name for top in tops for name in [top, *(n for n in seen if n.startswith(top + "."))] if name in seen]
     return {name: Latency.of([r.timings.seconds.get(name, 0.0) for r in records]) for name in names}
+
+
+class CountingEmbedder:
+    """The engine's embedder, counting the texts it computes (the queue's and the turns' queries)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self._inner = inner
+        self.texts = 0
+
+    @property
+    def model_id(self) -> str:
+        return self._inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self._inner.dim
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        self.texts += len(texts)
+        return await self._inner.embed(texts)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 class _ReplyWaiter:

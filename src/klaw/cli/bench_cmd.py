@@ -113,11 +113,16 @@ def turn(
     turns: Annotated[int, typer.Option(help="Sequential turns timed per size.")] = 200,
     chats: Annotated[int, typer.Option(help="Concurrent chats in the throughput phase.")] = 50,
     out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
+    embedder: Annotated[
+        str, typer.Option(help="fake (hashed words: klaw's own overhead) or minilm (the local model's embeddings too).")
+    ] = "fake",
 ) -> None:
     """Engine overhead per turn (context build + bookkeeping; model = zero-delay local fake server that
     answers summary requests as their prompts ask, numbered lines for a batch)."""
     from klaw.bench.turn_bench import measure_turns, phase_table
 
+    if embedder not in ("fake", "minilm"):
+        raise typer.BadParameter(f"{embedder!r} is not one of fake, minilm", param_hint="--embedder")
     console = machine_console()
     console.print("model: zero-delay fake server; summary requests answered as their prompts ask (numbered lines)")
     results = []
@@ -125,14 +130,22 @@ def turn(
         with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
             report = _stage_reporter(progress, f"{size} stored: ")
             result = asyncio.run(
-                measure_turns(Path(tmp) / "home", stored=size, turns=turns, concurrent_chats=chats, progress=report)
+                measure_turns(
+                    Path(tmp) / "home",
+                    stored=size,
+                    turns=turns,
+                    concurrent_chats=chats,
+                    progress=report,
+                    embedder=embedder,
+                )
             )
         results.append(asdict(result))
         console.print(
             f"{size} stored messages: turn {result.turn}; context build {result.context_build};"
             f" fake LLM round trip {result.fake_llm_round_trip};"
             f" {result.concurrent_chats} concurrent chats: {result.turns_per_second:.1f} turns/s;"
-            f" background model calls per turn {result.background_model_calls_per_turn:.2f}"
+            f" background model calls per turn {result.background_model_calls_per_turn:.2f};"
+            f" embedder ({result.embedder}) texts per turn {result.embedded_texts_per_turn:.2f}"
         )
         console.print(phase_table(size, result.phases))
     _emit({"machine": machine(), "results": results}, out)
