@@ -25,6 +25,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
   - StorageError (RuntimeError) ............ store/protocol: the store cannot do what was asked
     + IndexMismatchError ................... vectors of another embedder, or words of another tokenizer, are stored
     + StorageUnavailable ................... the database server cannot be reached now (worth retrying)
+    + LeaseLostError ....................... store/lease_fence: a turn's write after another engine took its chat
   - EmbedderError (RuntimeError) ........... memory/embedder: no vectors; why and what to do
   - MalformedLine (ValueError) ............. store/log_format: a log line that cannot be decoded
   - ExportTargetError (ValueError) ......... memory/kept_log_files: klaw log export's directory is not new or empty

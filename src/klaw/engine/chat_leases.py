@@ -21,6 +21,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
 
+from klaw.store.lease_fence import LeaseFence, fenced
 from klaw.store.protocol import StorageError
 from klaw.store.records import ChatRef
 from klaw.store.work_protocol import ChatLeaseRepository
@@ -49,21 +50,23 @@ class ChatLeases:
     async def hold(self, chat: ChatRef) -> AsyncIterator[None]:
         """The chat's lease for the block: waits while another engine holds it (its turn runs there),
         released at the end. One engine takes a chat's lease once at a time (the processor's chat lock)."""
-        await self._acquire(chat)
+        generation = await self._acquire(chat)
         self._held.add(chat)
         try:
-            yield
+            with fenced(LeaseFence(chat, self.holder, generation)):  # the block's writes need the lease
+                yield
         finally:
             self._held.discard(chat)
             with contextlib.suppress(StorageError):  # unreleased, it expires
                 await self._repository.release(chat, self.holder)
 
-    async def _acquire(self, chat: ChatRef) -> None:
-        """Poll: the holder is another process, which can signal nothing here."""
+    async def _acquire(self, chat: ChatRef) -> int:
+        """Poll: the holder is another process, which can signal nothing here. The lease's generation."""
         poll = min(0.5, self.seconds / 4)
         while True:
-            if await self._repository.acquire(chat, self.holder, self.seconds):
-                return
+            generation = await self._repository.acquire(chat, self.holder, self.seconds)
+            if generation is not None:
+                return generation
             await asyncio.sleep(poll)
 
     def start(
@@ -86,7 +89,7 @@ class ChatLeases:
                 log.warning("chat leases not renewed: %s", _reason(exc))
                 continue
             for chat in lost & self._held:
-                log.error("the lease of chat %s expired and another engine took it: its turn here may overlap", chat)
+                log.error("the lease of chat %s expired and another engine took it: its turn writes no more", chat)
 
     async def _watch_forever(
         self, take_over: Callable[[ChatRef], Awaitable[None]], now: Callable[[], datetime], within: timedelta

@@ -34,6 +34,7 @@ from klaw.engine.turn_runner import Turn, TurnFailure, TurnPrompt, TurnRunner
 from klaw.engine.turn_timing import PhaseTimes
 from klaw.memory.ingestion import Ingestion
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
+from klaw.store.lease_fence import LeaseLostError
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role, StoredMessage
 
@@ -335,7 +336,10 @@ class _ChatReply:
 
     async def fail(self, failure: TurnFailure) -> None:
         """Close the exchange as failed (unless it closed before the delivery failed), then apologise;
-        the apology goes out even when the close cannot be recorded (a full disk)."""
+        the apology goes out even when the close cannot be recorded (a full disk). A turn whose chat's
+        lease was lost says nothing: the engine now holding the chat answers it (decision 200)."""
+        if isinstance(failure.error, LeaseLostError):
+            return
         try:
             if self._opened is not None and not self._closed:
                 close = exchange_close_record(self._opened, ExchangeStatus.FAILED, None, self.clock.now())

@@ -34,6 +34,7 @@ from klaw.engine.turn_timing import PhaseTimes
 from klaw.llm.errors import LlmError
 from klaw.llm.messages import ChatMessage, ToolCall, ToolSpec
 from klaw.llm.protocol import ChatModel
+from klaw.store.lease_fence import LeaseLostError
 from klaw.store.records import ChatRef
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolContext
@@ -207,6 +208,9 @@ def log_failure(label: str, failure: TurnFailure) -> None:
     error = failure.error
     if isinstance(error, LlmError):  # expected weather: the model's state, not a bug in klaw
         log.warning("%s failed: %s (error %s)", label, failure.kind, failure.error_id)
+        return
+    if isinstance(error, LeaseLostError):  # the engine stalled past its lease: another one answers
+        log.warning("%s abandoned: %s (error %s)", label, error, failure.error_id)
         return
     frames = "".join(traceback.format_tb(error.__traceback__)).rstrip()
     log.error("%s failed: %s (error %s)\n%s", label, failure.kind, failure.error_id, frames)

@@ -63,8 +63,9 @@ class ChatLeaseRepository(Protocol):
     """Which engine serves each chat's turns, on a store several engines share (docs/decisions/170-chat-leases.md).
     `holder` names one engine process; lease times are the store's own clock, never an engine's."""
 
-    async def acquire(self, chat: ChatRef, holder: str, seconds: float) -> bool:
-        """Take or extend the chat's lease for `seconds`; False while another holder's is still valid."""
+    async def acquire(self, chat: ChatRef, holder: str, seconds: float) -> int | None:
+        """Take or extend the chat's lease for `seconds`: its new generation, which a turn's writes are
+        fenced by (store/lease_fence.py); None while another holder's is still valid."""
         ...
 
     async def renew(self, chats: Sequence[ChatRef], holder: str, seconds: float) -> set[ChatRef]:

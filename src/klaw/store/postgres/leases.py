@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from klaw.store.lease_fence import LeaseFence
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import PostgresDatabase, execute, fetch_all, fetch_one
 from klaw.store.records import ChatRef, to_millis
@@ -23,20 +24,22 @@ class PostgresLeases:
         self._db = db
         self._chats = chats
 
-    async def acquire(self, chat: ChatRef, holder: str, seconds: float) -> bool:
-        """Take (or extend) the chat's lease for `seconds` unless another holder's is still valid."""
+    async def acquire(self, chat: ChatRef, holder: str, seconds: float) -> int | None:
+        """Take (or extend) the chat's lease for `seconds` unless another holder's is still valid; the
+        lease's new generation (every take raises it: the fence of the turn that took it)."""
         async with self._db.transaction() as connection:
             chat_key = await self._chats.ensure(connection, chat)
             row = await fetch_one(
                 connection,
                 "INSERT INTO chat_leases (chat, holder, expires_at)"
                 " VALUES (%s, %s, clock_timestamp() + make_interval(secs => %s))"
-                " ON CONFLICT (chat) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at"
+                " ON CONFLICT (chat) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,"
+                " generation = excluded.generation"
                 " WHERE chat_leases.holder = excluded.holder OR chat_leases.expires_at <= clock_timestamp()"
-                " RETURNING holder",
+                " RETURNING generation",
                 (chat_key, holder, seconds),
             )
-        return row is not None
+        return None if row is None else int(row[0])
 
     async def renew(self, chats: Sequence[ChatRef], holder: str, seconds: float) -> set[ChatRef]:
         """Extend the leases `holder` still holds among `chats`; returns those it no longer holds
@@ -82,3 +85,16 @@ class PostgresLeases:
                 (to_millis(since), to_millis(until), holder),
             )
         return [ChatRef(str(channel), str(chat_id)) for channel, chat_id in rows]
+
+
+# The fence check an append makes (decision 200), as a column of the read it makes anyway after the
+# chat's lock (messages.py): the fenced lease is still this holder's, of the same generation. Its row is
+# locked FOR SHARE until the append commits, so a takeover's `acquire` (an UPDATE of the row) waits for
+# it and then finds the append stored. An expired lease no other engine took still counts: nobody else
+# answers the chat, and whoever takes it next reads this append's result.
+FENCE_HELD = "EXISTS (SELECT 1 FROM chat_leases WHERE chat = %s AND holder = %s AND generation = %s FOR SHARE)"
+
+
+def fence_params(chat_key: int, fence: LeaseFence) -> tuple[int, str, int]:
+    """`FENCE_HELD`'s parameters."""
+    return (chat_key, fence.holder, fence.generation)

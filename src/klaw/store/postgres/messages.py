@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from klaw.store.lease_fence import fence_for
 from klaw.store.log_format import encode_record
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import (
@@ -24,6 +25,7 @@ from klaw.store.postgres.connection import (
     fetch_value,
 )
 from klaw.store.postgres.folds import fold_archival_record, fold_exchange_record
+from klaw.store.postgres.leases import FENCE_HELD, fence_params
 from klaw.store.postgres.segments import close_segment, lock_chat, open_segment_id
 from klaw.store.postgres.sessions import save_session_model
 from klaw.store.records import (
@@ -47,20 +49,30 @@ from klaw.store.shared.rows import (
 )
 from klaw.store.summaries.postgres.fold import fold_summary_record
 
-# After the chat's lock, in one read: whether the record is stored already, the chat's open segment, and
-# the segment's last conversation message (the new one's `context`, searched at a lower weight).
 _PENDING = EmbeddingJobStatus.PENDING.value
 _OPEN_SEGMENT = "SELECT id FROM segments WHERE chat = %s AND ended_at IS NULL ORDER BY id DESC LIMIT 1"
-_STATE = (
-    "SELECT EXISTS (SELECT 1 FROM messages WHERE id = %s), s.id, b.rowid, b.content"
-    f" FROM (SELECT 1) AS one LEFT JOIN LATERAL ({_OPEN_SEGMENT}) AS s ON true"
-    f" LEFT JOIN LATERAL (SELECT m.rowid, m.content FROM messages m WHERE m.segment_id = s.id AND {conversation_sql()}"
-    "  ORDER BY m.rowid DESC LIMIT 1) AS b ON true"
+_BEFORE = (  # the segment's last conversation message
+    f"SELECT m.rowid, m.content FROM messages m WHERE m.segment_id = s.id AND {conversation_sql()}"
+    " ORDER BY m.rowid DESC LIMIT 1"
 )
-_STATE_NO_CONTEXT = (
-    "SELECT EXISTS (SELECT 1 FROM messages WHERE id = %s), s.id, NULL, NULL"
-    f" FROM (SELECT 1) AS one LEFT JOIN LATERAL ({_OPEN_SEGMENT}) AS s ON true"
-)
+
+
+def _state_sql(*, conversation: bool, fenced: bool) -> str:
+    """After the chat's lock, in one read: whether a turn's lease still holds (true when no lease fences
+    the write: the fence costs no round trip of its own, decision 200), whether the record is stored
+    already, the chat's open segment, and for a conversation message the segment's last one (the new
+    one's `context`, searched at a lower weight)."""
+    held = FENCE_HELD if fenced else "true"
+    before = "b.rowid, b.content" if conversation else "NULL, NULL"
+    joins = f"LEFT JOIN LATERAL ({_OPEN_SEGMENT}) AS s ON true"
+    if conversation:
+        joins = f"{joins} LEFT JOIN LATERAL ({_BEFORE}) AS b ON true"
+    stored = "EXISTS (SELECT 1 FROM messages WHERE id = %s)"
+    return f"SELECT {held}, {stored}, s.id, {before} FROM (SELECT 1) AS one {joins}"
+
+
+_STATES = {(c, f): _state_sql(conversation=c, fenced=f) for c in (False, True) for f in (False, True)}
+
 # The row and its log line in one statement (data-modifying CTEs all run), with its embedding job when
 # it gets one (the job as ENQUEUE_JOB queues it: due now, one per target).
 _INSERT_LOGGED = (
@@ -101,16 +113,21 @@ class PostgresMessages(MessageReads[PostgresDatabase, ChatKeys]):
         that queues its embedding in the same transaction as the row.
 
         Three statements for a new message (the lock, what the chat holds, the insert), each a round trip
-        to the server: what is stored and where is read by one, and the row, its log line, the previous
-        message's `following` and its embedding job are written by one (it was nine)."""
+        to the server: what is stored and where (and, in a turn, whether its lease holds) is read by one,
+        and the row, its log line, the previous message's `following` and its embedding job are written by
+        one (it was nine)."""
         chat_key = await self._chats.ensure(connection, record.chat)
         await lock_chat(connection, chat_key)
         created_at = to_millis(record.created_at)
-        state = await fetch_one(
-            connection, _STATE if record.is_conversation else _STATE_NO_CONTEXT, (record.id, chat_key)
-        )
+        # a turn's write: only while its chat's lease is still this engine's (decision 200)
+        fence = fence_for(record.chat)
+        sql = _STATES[record.is_conversation, fence is not None]
+        fenced = () if fence is None else fence_params(chat_key, fence)
+        state = await fetch_one(connection, sql, (*fenced, record.id, chat_key))
         assert state is not None  # one row, whatever the chat holds
-        stored, segment_id, before_rowid, context = state  # the segment's previous conversation message
+        held, stored, segment_id, before_rowid, context = state  # the segment's previous conversation message
+        if fence is not None and not held:
+            raise fence.lost()
         if stored:  # appended before (a replay, a resend), perhaps by another engine while we waited
             existing = await self._stored(connection, record.id)
             assert existing is not None
