@@ -25,12 +25,18 @@ class StrictJsonError(KlawError, ValueError):
     """Not a JSON document klaw accepts; `str()` names the problem, never the content."""
 
 
+def decode_problem(exc: json.JSONDecodeError) -> str:
+    """What is wrong, where: json's message without its trailing "at" (its `str()` appends the position
+    there, and never the text, so neither does this)."""
+    return f"invalid JSON at column {exc.colno}: {exc.msg.removesuffix(' at')}"
+
+
 def loads(text: str | bytes) -> Any:
     """The parsed value, or `StrictJsonError` saying what is wrong (never what the text said)."""
     try:
         value = json.loads(text, parse_constant=reject_constant)
     except json.JSONDecodeError as exc:
-        raise StrictJsonError(f"invalid JSON at column {exc.colno}: {exc.msg}") from None
+        raise StrictJsonError(decode_problem(exc)) from None
     except RecursionError:
         raise StrictJsonError(f"JSON nested more than {MAX_DEPTH} levels deep") from None
     except UnicodeDecodeError:

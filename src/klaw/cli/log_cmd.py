@@ -4,6 +4,7 @@ log a PostgreSQL home keeps in its database written out as JSONL files."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -32,6 +33,8 @@ def check() -> None:
 
     home = home_from_env()
     console = Console(markup=False)
+    # The reader warns of each line it skips; here the report below lists them once, so not twice.
+    logging.getLogger("klaw.memory.conversation_log").setLevel(logging.ERROR)
     bad = _check_files(console, ConversationLog(home.conversations))
     kept = _kept_log_or_none(home)
     if kept is not None:
@@ -39,6 +42,10 @@ def check() -> None:
         _print_kept(console, report)
         bad += len(report.malformed)
     if bad:
+        console.print(
+            "Readers skip these lines and nothing else is affected. To repair one (or to see how such a line"
+            " comes about): docs/maintenance.md, 'Malformed log lines'."
+        )
         raise typer.Exit(1)
 
 

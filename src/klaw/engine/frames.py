@@ -258,7 +258,7 @@ def decode_frame(line: bytes, *, max_bytes: int = MAX_FRAME_BYTES) -> GatewayFra
     try:
         data = json.loads(text, parse_constant=strict_json.reject_constant)
     except json.JSONDecodeError as exc:
-        raise FrameError("malformed_json", f"invalid JSON at column {exc.colno}: {exc.msg}") from None
+        raise FrameError("malformed_json", strict_json.decode_problem(exc)) from None
     except (RecursionError, ValueError):  # nesting too deep; NaN/Infinity; integers too long to parse
         raise FrameError("malformed_json", "invalid JSON: value too deeply nested or not representable") from None
     if not isinstance(data, dict):
