@@ -42,3 +42,13 @@ async def test_scale_bench_measures_every_layer(tmp_path: Path) -> None:
     assert result.bandwidth is not None and result.bandwidth.threaded_gb_s > 0
     assert result.bandwidth_floor_ms > 0 and result.vector_bytes > 0
     assert result.reload_first_search_ms is not None and result.reload_first_search_ms > 0
+
+
+async def test_a_share_of_the_messages_goes_to_the_past_segments(tmp_path: Path) -> None:
+    """`--past-share`: a chat whose past holds most of its messages, which the messages stage searches."""
+    result = await measure_scale(
+        tmp_path / "bench.db", FakeEmbedder(dim=32), messages=120, queries=2, past_segments=2, past_share=0.75
+    )
+    assert (result.messages, result.past_messages, result.past_segments) == (120, 90, 2)
+    assert result.past_conversations is not None and result.past_conversations.count == 2
+    assert result.recall_at_20 == 1.0  # exact search over the current segment's 30 vectors

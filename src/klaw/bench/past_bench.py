@@ -3,12 +3,15 @@
 Before the bench chat's big current segment is built, `add_past_segments` writes past segments closed
 by `/new` records, each with exchanges, their exchange summaries and a final segment summary, through
 the summary repository; vectors are random unit rows of the embedder's size (retrieval cost does not
-depend on what they mean). Retrieval is then timed through the production pipeline with the gate at
-0, so every stage runs: segment KNN, exchange ranking, dates, the block.
+depend on what they mean). `fill`, when given, writes each past segment's own messages first (`bench
+scale --past-share`: a chat whose past is large, which the `messages` stage searches directly).
+Retrieval is then timed through the production pipeline with the gate at 0, so every stage runs:
+segment KNN, exchange ranking, dates, the block.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -24,6 +27,8 @@ from klaw.store.summaries.records import Summary
 PAST_SEGMENTS = 500
 EXCHANGES_PER_SEGMENT = 20
 BENCH_RAG = RagConfig(min_similarity=0.0)  # time the whole path: nothing cut by the gate
+# Writes past segment `number`'s own messages from `moment` on; returns the time after the last.
+SegmentFill = Callable[[int, datetime], Awaitable[datetime]]
 
 
 @dataclass(frozen=True)
@@ -42,12 +47,15 @@ async def add_past_segments(
     start: datetime,
     segments: int = PAST_SEGMENTS,
     exchanges_per_segment: int = EXCHANGES_PER_SEGMENT,
+    fill: SegmentFill | None = None,
 ) -> PastHistory:
     await store.summaries.bind_embedder(embedder_id, dim)
     moment = start
     written = 0
     for number in range(segments):
         segment = await store.segments.current(chat)
+        if fill is not None:
+            moment = await fill(number, moment)
         ids = []
         for turn in range(exchanges_per_segment):
             moment += timedelta(seconds=30)

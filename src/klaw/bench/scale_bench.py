@@ -28,7 +28,10 @@ measured with a numpy copy at the start (`bandwidth.py`).
 
 The chat also has 500 past segments of 20 summarized exchanges each (`past_bench.py`), written before
 the big current segment: past-conversation retrieval is timed alone and together with auto-RAG ("all
-layers", what a turn's context costs in retrieval), both without the query embedding.
+layers", what a turn's context costs in retrieval), both without the query embedding. With
+`past_share` > 0 that share of the N messages is written in the past segments (evenly, before each
+one's summaries) and the current segment holds the rest: a chat whose past is large, which the
+`messages` stage of past conversations searches directly (full text and vectors of every past segment).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +48,7 @@ import numpy.typing as npt
 
 from klaw.bench.bandwidth import Bandwidth, measure_bandwidth
 from klaw.bench.bench_store import bench_store
-from klaw.bench.corpus import BENCH_START, ZipfCorpus
+from klaw.bench.corpus import BENCH_START, MESSAGE_SPACING_S, ZipfCorpus
 from klaw.bench.past_bench import BENCH_RAG, PAST_SEGMENTS, add_past_segments, past_retriever
 from klaw.bench.stats import Latency
 from klaw.config import AutoRagConfig, DatabaseConfig
@@ -78,6 +81,7 @@ class ScaleResult:
     recalled_per_query: float
     past_segments: int = 0
     summaries: int = 0
+    past_messages: int = 0  # of `messages`, written in the past segments (the rest in the current one)
     past_conversations: Latency | None = None  # past-conversation retrieval alone, no query embedding
     all_layers: Latency | None = None  # auto-RAG + past conversations, no query embedding
     past_shown_per_query: float = 0.0  # past segments placed in the block
@@ -116,6 +120,7 @@ class _Built:
     rows_per_s: float
     past_segments: int
     summaries: int
+    past_messages: int
 
 
 async def measure_scale(
@@ -126,10 +131,12 @@ async def measure_scale(
     queries: int = 200,
     database: DatabaseConfig | None = None,
     past_segments: int = PAST_SEGMENTS,
+    past_share: float = 0.0,
     seed: int = 11,
     progress: Progress | None = None,
 ) -> ScaleResult:
-    """Build the chat on `database.backend` (SQLite at `db_path` by default) and time its searches."""
+    """Build the chat on `database.backend` (SQLite at `db_path` by default) and time its searches;
+    `past_share` of the `messages` go to the past segments."""
     database = database or DatabaseConfig()
     threads = database.vector_search_threads
     rng = np.random.default_rng(seed)
@@ -141,7 +148,8 @@ async def measure_scale(
     reload: float | None = None
     try:
         async with bench_store(db_path, database) as store:
-            built = await _build(store, embedder, corpus, rng, messages, past_segments, progress)
+            past = _past_counts(messages, past_segments, past_share)
+            built = await _build(store, embedder, corpus, rng, messages, past, progress)
             rowids = built.rowids
             segment = await store.segments.current(CHAT)
             window = frozenset(rowids[-WINDOW:].tolist())
@@ -209,6 +217,7 @@ async def measure_scale(
         recalled_per_query=float(np.mean(recalled)),
         past_segments=built.past_segments,
         summaries=built.summaries,
+        past_messages=built.past_messages,
         past_conversations=Latency.of(past_alone),
         all_layers=Latency.of(all_layers),
         past_shown_per_query=float(np.mean(shown)),
@@ -224,40 +233,72 @@ async def measure_scale(
     )
 
 
+def _past_counts(messages: int, segments: int, share: float) -> list[int]:
+    """How many of `messages` each past segment holds: `share` of them, spread evenly."""
+    if not 0.0 <= share < 1.0:
+        raise ValueError(f"the past's share of the messages must be at least 0 and below 1, not {share}")
+    total = round(messages * share)
+    if total and not segments:
+        raise ValueError("messages in past segments need at least one past segment")
+    return [total // segments + (1 if number < total % segments else 0) for number in range(segments)]
+
+
 async def _build(
     store: Storage,
     embedder: Embedder,
     corpus: ZipfCorpus,
     rng: np.random.Generator,
     messages: int,
-    past_segments: int,
+    past: list[int],
     progress: Progress | None,
 ) -> _Built:
-    """The past segments, then `messages` messages with random unit vectors through the store's own paths."""
+    """The past segments (with `past[n]` messages in segment n), then the rest of `messages` in the
+    current one, with random unit vectors, through the store's own paths."""
     dim = embedder.dim
+    past_total = sum(past)
+    current = messages - past_total
+    written = 0
+    seconds = 0.0  # writing messages and their vectors (not the summaries)
+    matrix: list[npt.NDArray[np.float32]] = []  # the vectors written, batch by batch
+
+    async def write(count: int, start: datetime) -> list[int]:
+        """`count` messages from `start` with their vectors, in batches; their rowids."""
+        nonlocal written, seconds
+        rowids: list[int] = []
+        started = time.perf_counter()
+        for first in range(0, count, BATCH):
+            size = min(BATCH, count - first)
+            vectors = _unit_rows(rng.standard_normal((size, dim)).astype(np.float32))
+            batch = await _append(store, corpus.chat_records(CHAT, first, size, start))
+            await store.vectors.put(list(zip(batch, vectors, strict=True)))
+            rowids += batch
+            written += size
+            if progress:
+                progress("build", written, messages)
+            matrix.append(vectors)
+        seconds += time.perf_counter() - started
+        return rowids
+
+    async def fill(number: int, moment: datetime) -> datetime:
+        await write(past[number], moment)
+        return moment + timedelta(seconds=MESSAGE_SPACING_S * past[number])
+
     await store.vectors.bind_embedder(embedder.model_id, dim)
-    past = await add_past_segments(
+    history = await add_past_segments(
         store,
         CHAT,
         rng,
         embedder_id=embedder.model_id,
         dim=dim,
-        start=T0 - timedelta(days=30),
-        segments=past_segments,
+        start=T0 - timedelta(days=30, seconds=MESSAGE_SPACING_S * past_total),
+        segments=len(past),
+        fill=fill if past_total else None,
     )
-    matrix = np.empty((messages, dim), dtype=np.float32)
-    rowids = np.empty(messages, dtype=np.int64)
-    started = time.perf_counter()
-    for first in range(0, messages, BATCH):
-        count = min(BATCH, messages - first)
-        vectors = _unit_rows(rng.standard_normal((count, dim)).astype(np.float32))
-        matrix[first : first + count] = vectors
-        rowids[first : first + count] = await _append(store, corpus.chat_records(CHAT, first, count, T0))
-        await store.vectors.put(list(zip(rowids[first : first + count].tolist(), vectors, strict=True)))
-        if progress:
-            progress("build", first + count, messages)
-    rate = messages / (time.perf_counter() - started)
-    return _Built(matrix, rowids, rate, past.segments, past.summaries)
+    matrix.clear()  # the floors and exact search are over the current segment's vectors
+    rowids = np.asarray(await write(current, T0), dtype=np.int64)
+    rate = messages / seconds if seconds else 0.0
+    current_matrix = np.concatenate(matrix) if matrix else np.empty((0, dim), dtype=np.float32)
+    return _Built(current_matrix, rowids, rate, history.segments, history.summaries, past_total)
 
 
 async def _append(store: Storage, records: list[MessageRecord]) -> list[int]:

@@ -38,6 +38,13 @@ def scale(
     past_segments: Annotated[
         int, typer.Option(help="Past conversations (20 summarized exchanges each) written before the chat.")
     ] = 500,
+    past_share: Annotated[
+        float,
+        typer.Option(
+            help="Share of each size's messages written in the past segments, evenly (e.g. 0.98: a large past,"
+            " a small current segment; default 0: all in the current one)."
+        ),
+    ] = 0.0,
     vector_cache_mb: Annotated[int, typer.Option(help="database.vectorCacheMb for the run.")] = 512,
     reindex_size: Annotated[int, typer.Option(help="Messages in the home reindexed for throughput (0 = skip).")] = 5000,
     out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
@@ -51,6 +58,10 @@ def scale(
 
     home = home_from_env()
     config = load_or_exit(home).config
+    if not 0.0 <= past_share < 1.0 or (past_share > 0 and past_segments <= 0):
+        raise typer.BadParameter(
+            "give a share at least 0 and below 1, with --past-segments 1 or more to hold it", param_hint="--past-share"
+        )
     databases = backend_databases(config.database, backend or ["sqlite"], url_env, vector_cache_mb=vector_cache_mb)
     backends = list(databases)
     console = Console(markup=False)
@@ -75,6 +86,7 @@ def scale(
                             queries=queries,
                             database=databases[name],
                             past_segments=past_segments,
+                            past_share=past_share,
                             progress=report,
                         )
                     )
@@ -109,8 +121,9 @@ def _figures(result: Any) -> str:
         f" {result.numpy_floor_threaded} on {result.search_threads} (as the search)",
         f"  first search (loads the chat's vectors): {result.first_search_ms:.0f} ms;"
         f" {result.recalled_per_query:.1f} messages recalled per query",
-        f"  past conversations without query embedding ({result.past_segments} past segments,"
-        f" {result.summaries} summaries, {result.past_shown_per_query:.1f} shown): {result.past_conversations}",
+        f"  past conversations without query embedding ({result.past_segments} past segments holding"
+        f" {result.past_messages} messages, {result.summaries} summaries, {result.past_shown_per_query:.1f} shown):"
+        f" {result.past_conversations}",
         f"  all retrieval layers (auto-RAG + past conversations) without query embedding: {result.all_layers}",
         f"  vector search: recall@20 {result.recall_at_20:.3f} against exact float search;"
         f" {result.vector_bytes / 1e6:.0f} MB in klaw's memory; {result.scanned_bytes_per_query / 1e6:.1f} MB"
