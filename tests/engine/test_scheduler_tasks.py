@@ -60,7 +60,7 @@ def test_chat_targets() -> None:
 @pytest.mark.parametrize(
     ("expression", "reason"),
     [
-        ("61 * * * *", "Bad minute"),
+        ("61 * * * *", "Bad minute (a field's values: minute 0-59,"),
         ("0 25 * * *", "Bad hour"),
         ("0 0 * * 8", "Bad day-of-week"),
         ("0 0 30 2 *", "Bad day-of-month"),

@@ -26,6 +26,7 @@ _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _EVERY = re.compile(r"^(?:\d+[dhms])+$")
 _EVERY_PART = re.compile(r"(\d+)([dhms])")
 _CRON_HELP = "five fields: minute hour day-of-month month day-of-week, e.g. '0 8 * * 1-5' (08:00 on weekdays)"
+_CRON_RANGES = "minute 0-59, hour 0-23, day-of-month 1-31, month 1-12, day-of-week 0-7 (0 and 7 are Sunday)"
 
 
 class InvalidSchedule(KlawError, ValueError):
@@ -45,7 +46,11 @@ class TaskSchedule:
         try:
             CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))
         except CronSimError as exc:
-            raise InvalidSchedule(f"invalid cron expression {expression!r}: {exc}; expected {_CRON_HELP}") from None
+            # CronSim names the field ("Bad minute"); the ranges say what it should hold.
+            raise InvalidSchedule(
+                f"invalid cron expression {expression!r}: {exc} (a field's values: {_CRON_RANGES});"
+                f" the form: {_CRON_HELP}"
+            ) from None
         return cls("cron", text)
 
     @classmethod
