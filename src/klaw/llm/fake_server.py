@@ -17,6 +17,9 @@ and a test can hold a reply (or, with `reply_embeddings(before=...)`, one embedd
 it says so.
 uvicorn runs inside the current event loop (`klaw.embedded_http`); hung replies are released on
 exit so shutdown is quick.
+
+`python -m klaw.llm.fake_server [PORT]` runs it alone as a stand-in model that echoes your last message,
+to try klaw before you have a model (README, "No model yet?").
 """
 
 from __future__ import annotations
@@ -103,6 +106,7 @@ class FakeOpenAiServer:
     known_models: Sequence[str] | None = None
     reverse_embeddings: bool = False  # answer embeddings out of order, to test ordering by `index`
     max_input_tokens: int | None = None
+    listen_port: int = 0  # 0: any free port (tests); `python -m klaw.llm.fake_server PORT` picks one
     requests: list[RecordedRequest] = field(default_factory=list, init=False)
     _queues: dict[str, deque[_Queued]] = field(init=False)
     _closing: asyncio.Event = field(init=False)
@@ -189,7 +193,12 @@ class FakeOpenAiServer:
     async def __aenter__(self) -> FakeOpenAiServer:
         self._closing = asyncio.Event()
         http = EmbeddedHttpServer(
-            self._app(), "127.0.0.1", 0, grace_seconds=_SHUTDOWN_GRACE_SECONDS, http="h11", name="fake-openai-server"
+            self._app(),
+            "127.0.0.1",
+            self.listen_port,
+            grace_seconds=_SHUTDOWN_GRACE_SECONDS,
+            http="h11",
+            name="fake-openai-server",
         )
         await http.start()
         self._http = http
@@ -346,3 +355,39 @@ class FakeOpenAiServer:
 async def _lines(lines: Sequence[str]) -> AsyncIterator[str]:
     for line in lines:
         yield line
+
+
+STAND_IN_PORT = 8999
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m klaw.llm.fake_server [PORT]`: the stand-in model on 127.0.0.1 until Ctrl-C, saying what to
+    put in engine.yaml to use it."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) > 1 or (args and not args[0].isdigit()):
+        sys.exit("usage: python -m klaw.llm.fake_server [PORT]   (default 8999)")
+    port = int(args[0]) if args else STAND_IN_PORT
+
+    async def serve() -> None:
+        async with FakeOpenAiServer(listen_port=port) as server:
+            print(
+                f"A stand-in model that echoes your last message is answering at {server.base_url}\n"
+                "To use it, put in KLAW_HOME/engine.yaml (then `klaw chat`):\n\n"
+                f"models:\n  stand-in/echo:\n    baseUrl: {server.base_url}\nrouting:\n  default: stand-in/echo\n\n"
+                "Ctrl-C stops it.",
+                flush=True,
+            )
+            await asyncio.Event().wait()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:  # the port is taken
+        sys.exit(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}; pass another port")
+
+
+if __name__ == "__main__":
+    main()

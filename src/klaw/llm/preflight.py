@@ -27,7 +27,8 @@ OLLAMA_EXAMPLE = """To use a local Ollama model:
        routing:
          default: ollama/llama3.2
 For a hosted model, add it under models: with baseUrl and apiKeyEnv (e.g. OPENAI_API_KEY), export that
-variable, and point routing.default at it (or set KLAW__ROUTING__DEFAULT=<model id>)."""
+variable, and point routing.default at it (or set KLAW__ROUTING__DEFAULT=<model id>).
+Only trying klaw? `python -m klaw.llm.fake_server` runs a stand-in model that echoes you, and says what to set."""
 
 
 async def model_problem(
