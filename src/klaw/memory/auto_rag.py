@@ -10,8 +10,9 @@ The steps, in order:
 2. relevance gate, weighing both kinds of evidence (`word_evidence`): a message with no content
    word ("ok thanks", "good morning") recalls nothing. Otherwise the gate opens when the closest
    vector candidate (the smallest cosine distance among the non-window candidates) is within
-   `relevance_threshold`, or when messages of the segment hold a word of the query that is rare in
-   it (a name, a code, a place: "Zorblax" is said once, "thanks" everywhere), or when the vector side
+   `relevance_threshold`, or when candidates hold a word of the query that is rare in the segment
+   (a name, a code, a place: "Zorblax" is said once, "thanks" everywhere; nothing is counted or
+   searched again when no candidate holds a name of the query: decision 204), or when the vector side
    returned nothing (embedder down, vector table missing, or nothing outside the window embedded
    yet: full text is all there is to judge by, and keyword matches beat no recall);
 3. per candidate: when the gate opened by vector, one found by the vector side alone must itself
@@ -112,9 +113,9 @@ class AutoRagService:
             hits = _evidenced(hits, threshold)
         else:
             telling = await messages_with_telling_words(
-                self._store, WordScope(chat, segment_id=segment_id, exclude=window), query
+                self._store, WordScope(chat, segment_id=segment_id, exclude=window), query, (h.message for h in hits)
             )
-            if not telling & {hit.message.rowid for hit in hits}:
+            if not telling:
                 log.debug(
                     "auto-RAG: closest vector candidate at distance %.3f is over the threshold %.3f and no rare"
                     " word matched; nothing recalled",

@@ -34,13 +34,11 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef, WordCounts
+from klaw.store.records import ChatRef, StoredMessage, WordCounts
 from klaw.store.sqlite.fts_query import STOP_WORDS, WORD, is_unspaced, search_words
 
 RARE_MAX_SHARE = 0.02
 RARE_MIN_MESSAGES = 2
-# How many messages holding telling words are looked up to be passed by them (best by bm25 first).
-EVIDENCE_LIMIT = 40
 
 # Words of English small talk: a message made of these and function words asks nothing of memory.
 # A closed class like the function words; a word missing here can still be rare in a chat and
@@ -62,6 +60,9 @@ _UNSPACED_SMALL_TALK_TEXT = """
 SMALL_TALK = frozenset(_SMALL_TALK_TEXT.split()) | frozenset(_UNSPACED_SMALL_TALK_TEXT.split())
 _UNSPACED_SMALL_TALK = sorted(_UNSPACED_SMALL_TALK_TEXT.split(), key=len, reverse=True)
 
+
+# How many messages holding telling words are looked up to be passed by them (best by bm25 first).
+EVIDENCE_LIMIT = 40
 
 _TOKEN = WORD  # the words full text searches: a run of Chinese apart from the Latin name after it
 _SENTENCE_END = frozenset(".!?:\n。！？：")
@@ -149,9 +150,36 @@ async def telling_words(store: Storage, scope: WordScope, text: str) -> list[str
     return [word for word in words if 0 < found.counts.get(word, 0) <= limit]
 
 
-async def messages_with_telling_words(store: Storage, scope: WordScope, text: str) -> set[int]:
-    """Rowids of the scope's messages holding, in their own words, a word of `text` that is rare in
-    the scope and written like a name or code there or in `text` (at most `EVIDENCE_LIMIT`)."""
+def _named_holders(text: str, messages: Iterable[StoredMessage], exclude: Collection[int]) -> set[int]:
+    """Rowids of `messages` holding, in their own words, a content word of `text` written like a name
+    or code there or in `text`: the only messages the gate can pass, whatever the counts say."""
+    words = content_words(text)
+    asked_names = named_words(text)
+    found: set[int] = set()
+    for message in messages:
+        if message.rowid in exclude:
+            continue
+        said = {token.lower() for token in _TOKEN.findall(message.content)}
+        names = named_words(message.content) | asked_names
+        if any(_holds(said, word) and _holds(names, word) for word in words):
+            found.add(message.rowid)
+    return found
+
+
+async def messages_with_telling_words(
+    store: Storage, scope: WordScope, text: str, candidates: Iterable[StoredMessage]
+) -> set[int]:
+    """Rowids of the `candidates` (what a search of the scope found) holding, in their own words, a
+    word of `text` that is rare in the scope and written like a name or code there or in `text`,
+    and found among the best `EVIDENCE_LIMIT` messages holding such words.
+
+    The gate asks this only of candidates, so their texts say first whether any could pass: when
+    none holds a content word of `text` written like a name, the answer is empty and the scope is
+    neither counted nor searched again (decision 204). Otherwise the rare words are counted and the
+    messages holding them looked up (best by bm25 first), as decision 080 has it."""
+    holders = _named_holders(text, candidates, scope.exclude)
+    if not holders:
+        return set()
     words = await telling_words(store, scope, text)
     if not words:
         return set()
@@ -166,7 +194,7 @@ async def messages_with_telling_words(store: Storage, scope: WordScope, text: st
     asked_names = named_words(text)
     found: set[int] = set()
     for hit in hits:
-        if hit.message.rowid in exclude:
+        if hit.message.rowid not in holders:
             continue
         content = hit.message.content
         said = {token.lower() for token in _TOKEN.findall(content)}

@@ -48,7 +48,7 @@ class PastMessages:
         if not hits:
             return retrieval
         telling = await messages_with_telling_words(
-            self._store, WordScope(retrieval.chat, before_segment_id=past), retrieval.query
+            self._store, WordScope(retrieval.chat, before_segment_id=past), retrieval.query, (h.message for h in hits)
         )
         found = {hit.message.rowid for hit in hits if self._close(hit, retrieval) or hit.message.rowid in telling}
         kept = tuple(hit for hit in hits if hit.message.rowid in found or hit.context_of in found)[:MESSAGES_SHOWN]
