@@ -39,6 +39,8 @@ async def test_every_timed_turn_is_broken_into_its_phases(tmp_path: Path) -> Non
     assert result.phases["context"].p50_ms > 0 and result.phases["model"].p50_ms > 0
     assert result.background_model_calls_per_turn >= 0
     assert result.embedder == "fake" and result.embedded_texts_per_turn >= 2  # at least each message and reply
+    # the many-chats phase's CPU: the engine's process, and the fake model's own process apart
+    assert result.cpu_ms_per_turn > 0 and result.model_cpu_ms_per_turn > 0
 
 
 async def test_the_bench_model_answers_a_summary_batch_with_a_numbered_line_per_exchange() -> None:
@@ -60,14 +62,16 @@ async def test_the_bench_model_answers_a_summary_batch_with_a_numbered_line_per_
 
 def test_the_command_prints_the_phases_and_writes_them_as_json(tmp_path: Path) -> None:
     out = tmp_path / "turn.json"
-    args = ["bench", "turn", "--stored", "40", "--turns", "2", "--chats", "2", "--out", str(out)]
+    args = ["bench", "turn", "--stored", "40", "--turns", "2", "--chats", "2", "--chat-turns", "3", "--out", str(out)]
     run = CliRunner().invoke(app, args)
     assert run.exit_code == 0, run.output
     assert "turn phases at 40 stored messages" in run.output and "auto_rag" in run.output
+    assert "CPU per turn" in run.output and "in its own process" in run.output
     figures = json.loads(out.read_text())["results"][0]
     assert figures["stored_messages"] == 40
     assert set(TURN_PHASES) <= set(figures["phases"])
     assert figures["phases"]["context.window"]["count"] == 2
+    assert figures["concurrent_turns"] == 2 * 3 and figures["cpu_ms_per_turn"] > 0
 
 
 def test_the_command_names_the_embedders_it_takes() -> None:

@@ -2,9 +2,11 @@
 
 A real engine (SQLite file, fsync'd log, context builder, tool registry, processor) answers through
 the fake OpenAI server with zero model delay, so what remains is klaw's overhead plus one loopback
-HTTP round trip, which is measured separately and reported beside it. The bench chat is first
-filled with `stored` messages (the window and counts then run against a large table), and a second
-phase measures throughput with many chats talking at once.
+HTTP round trip, which is measured separately and reported beside it. The fake server runs in a
+process of its own (bench/model_process.py), as a real model server does, so its work is not counted
+as the engine's. The bench chat is first filled with `stored` messages (the window and counts then run
+against a large table), and a second phase measures throughput with many chats talking at once, with
+the CPU time a turn cost the engine's process there (all its threads) and the model's process beside it.
 
 Each timed turn is broken into its phases from the timings the engine records on every turn
 (engine/turn_timing.py, kept with the turn's context record), so a regression shows where it is:
@@ -27,15 +29,14 @@ from pathlib import Path
 
 from rich.table import Table
 
+from klaw.bench.model_process import ModelProcess
 from klaw.bench.stats import Latency
-from klaw.bench.summary_model import wire_reply
 from klaw.config import EngineConfig
 from klaw.engine.context_history import TurnContext
 from klaw.engine.delivery import Outbound
 from klaw.engine.runtime import Engine
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
-from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.llm.messages import ChatMessage
 from klaw.memory.embedder.factory import create_embedder
 from klaw.memory.embedder.protocol import Embedder, Vectors
@@ -56,6 +57,8 @@ class TurnBenchResult:
     turns_per_second: float
     phases: dict[str, Latency]  # per phase of a timed turn (engine/turn_timing.py names)
     background_model_calls_per_turn: float  # summarizer requests during the timed turns
+    cpu_ms_per_turn: float  # the engine's process, all threads, over the many-chats phase
+    model_cpu_ms_per_turn: float  # the fake model's own process, same phase
     embedder: str = "fake"  # `embedder.backend` of the run
     embedded_texts_per_turn: float = 0.0  # texts the embedder computed during the timed turns (queue and queries)
 
@@ -74,7 +77,7 @@ async def measure_turns(
     default local model, whose query embedding is part of a real turn)."""
     home = KlawHome(root)
     initialise_home(home)
-    async with FakeOpenAiServer(default_reply=wire_reply) as server:
+    async with ModelProcess() as server:
         config = EngineConfig.model_validate(
             {
                 "models": {"fake/bench": {"baseUrl": server.base_url, "contextBudget": 8192, "maxRetries": 0}},
@@ -93,7 +96,7 @@ async def measure_turns(
             await _fill(engine, chat, stored, progress)
             turn_times = []
             records: list[TurnContext] = []
-            requests_before = len(server.chat_requests)
+            requests_before = await server.chat_requests()
             await engine.embedding_queue.wait_idle()
             texts_before = counted.texts
             for i in range(turns):
@@ -103,19 +106,21 @@ async def measure_turns(
                 records.append(engine.processor.context_history.turns(chat)[0])
                 if progress:
                     progress("turns", i + 1, turns)
-            background_calls = len(server.chat_requests) - requests_before - turns
+            background_calls = await server.chat_requests() - requests_before - turns
             await engine.embedding_queue.wait_idle()
             embedded = counted.texts - texts_before
             build_times = await _context_builds(engine, chat, turns)
             round_trips = await _round_trips(engine, turns)
-            start = time.perf_counter()
+            model_cpu = await server.cpu_seconds()
+            cpu, start = time.process_time(), time.perf_counter()
             await asyncio.gather(
                 *(
                     _chat_turns(engine, replies, ChatRef(BENCH_CHANNEL, f"c{n}"), turns_per_chat)
                     for n in range(concurrent_chats)
                 )
             )
-            elapsed = time.perf_counter() - start
+            elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+            model_cpu = await server.cpu_seconds() - model_cpu
         finally:
             await engine.shutdown(timeout_seconds=10)
     total = concurrent_chats * turns_per_chat
@@ -129,6 +134,8 @@ async def measure_turns(
         turns_per_second=total / elapsed,
         phases=phase_latencies(records),
         background_model_calls_per_turn=background_calls / turns if turns else 0.0,
+        cpu_ms_per_turn=cpu * 1000 / total,
+        model_cpu_ms_per_turn=model_cpu * 1000 / total,
         embedder=embedder,
         embedded_texts_per_turn=embedded / turns if turns else 0.0,
     )

@@ -112,19 +112,24 @@ def turn(
     ] = None,
     turns: Annotated[int, typer.Option(help="Sequential turns timed per size.")] = 200,
     chats: Annotated[int, typer.Option(help="Concurrent chats in the throughput phase.")] = 50,
+    chat_turns: Annotated[int, typer.Option(help="Turns each chat takes in the throughput phase.")] = 4,
     out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
     embedder: Annotated[
         str, typer.Option(help="fake (hashed words: klaw's own overhead) or minilm (the local model's embeddings too).")
     ] = "fake",
 ) -> None:
-    """Engine overhead per turn (context build + bookkeeping; model = zero-delay local fake server that
-    answers summary requests as their prompts ask, numbered lines for a batch)."""
+    """Engine overhead per turn (context build + bookkeeping; model = zero-delay fake server in a process
+    of its own that answers summary requests as their prompts ask, numbered lines for a batch), and the
+    CPU time a turn costs the engine's process with many chats at once."""
     from klaw.bench.turn_bench import measure_turns, phase_table
 
     if embedder not in ("fake", "minilm"):
         raise typer.BadParameter(f"{embedder!r} is not one of fake, minilm", param_hint="--embedder")
     console = machine_console()
-    console.print("model: zero-delay fake server; summary requests answered as their prompts ask (numbered lines)")
+    console.print(
+        "model: zero-delay fake server in its own process; summary requests answered as their prompts ask"
+        " (numbered lines)"
+    )
     results = []
     for size in stored or [1_000, 100_000]:
         with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
@@ -135,6 +140,7 @@ def turn(
                     stored=size,
                     turns=turns,
                     concurrent_chats=chats,
+                    turns_per_chat=chat_turns,
                     progress=report,
                     embedder=embedder,
                 )
@@ -143,7 +149,9 @@ def turn(
         console.print(
             f"{size} stored messages: turn {result.turn}; context build {result.context_build};"
             f" fake LLM round trip {result.fake_llm_round_trip};"
-            f" {result.concurrent_chats} concurrent chats: {result.turns_per_second:.1f} turns/s;"
+            f" {result.concurrent_chats} concurrent chats: {result.turns_per_second:.1f} turns/s,"
+            f" CPU per turn {result.cpu_ms_per_turn:.1f} ms in the engine's process"
+            f" ({result.model_cpu_ms_per_turn:.1f} ms in the model's);"
             f" background model calls per turn {result.background_model_calls_per_turn:.2f};"
             f" embedder ({result.embedder}) texts per turn {result.embedded_texts_per_turn:.2f}"
         )
