@@ -11,9 +11,10 @@ naming the file and line number, never the content, and goes on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,20 @@ class ReadReport:
 
     records: list[MessageRecord] = field(default_factory=list)
     skipped: list[tuple[Path, int, str]] = field(default_factory=list)  # (file, line number, reason)
+
+
+@dataclass(eq=False)
+class LogWrite:
+    """Lines to append to log files, run on a worker thread (blocking: write and fsync each file);
+    `done` once every line is durable, so a caller whose next step failed knows the log has them."""
+
+    lines: dict[Path, list[str]] = field(default_factory=dict)
+    done: bool = False
+
+    def __call__(self) -> None:
+        for path, lines in self.lines.items():
+            _append_lines(path, lines)
+        self.done = True
 
 
 class ConversationLog:
@@ -63,12 +78,26 @@ class ConversationLog:
 
     async def append_many(self, records: Sequence[MessageRecord]) -> None:
         """Write records in order, one fsync per file touched (for bulk imports)."""
-        by_file: dict[Path, list[str]] = {}
+        async with self.appending(records) as write:
+            if write is not None:
+                await _on_log_threads(write)
+
+    @contextlib.asynccontextmanager
+    async def appending(self, records: Sequence[MessageRecord]) -> AsyncIterator[LogWrite | None]:
+        """The write of `records` (encoded now) for the caller to run on a thread of its choice, while
+        the chats' append locks are held (a `/forget` rewriting their files waits); None: nothing to
+        write (no records, or a store that keeps the log). Ingestion hands it to the store, which
+        runs it on its own thread just before the rows' transaction: one hop for both."""
+        if not records:
+            yield None
+            return
+        write = LogWrite()
         for record in records:
-            by_file.setdefault(self.file_for(record), []).append(encode_record(record))
-        for path, lines in by_file.items():
-            async with self._lock(path.parent.name):
-                await _on_log_threads(_append_lines, path, lines)
+            write.lines.setdefault(self.file_for(record), []).append(encode_record(record))
+        async with contextlib.AsyncExitStack() as locks:
+            for name in sorted({path.parent.name for path in write.lines}):
+                await locks.enter_async_context(self._lock(name))
+            yield write
 
     async def remove_records(
         self, chat: ChatRef, ids: Collection[str], days: Iterable[str] | None = None
@@ -188,6 +217,10 @@ class StoreKeptLog(ConversationLog):
 
     async def append_many(self, records: Sequence[MessageRecord]) -> None:
         return None
+
+    @contextlib.asynccontextmanager
+    async def appending(self, records: Sequence[MessageRecord]) -> AsyncIterator[LogWrite | None]:
+        yield None  # the store writes each record's line in the transaction that stores it
 
     async def remove_records(
         self, chat: ChatRef, ids: Collection[str], days: Iterable[str] | None = None

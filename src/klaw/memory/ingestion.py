@@ -63,27 +63,35 @@ class Ingestion:
         If the log took a record and the store then failed (SQLITE_FULL on a full disk), the record
         is in the log: a retry with the same id (a gateway resending it) stores that logged record
         without appending it again, so the log keeps every record exactly once."""
-        logged = self._logged_not_stored.get(record.id)
-        if logged is None:
-            await self.log.append(record)
-            logged = self._logged_not_stored[record.id] = record
-        stored = await self._store(logged)
-        del self._logged_not_stored[record.id]
-        return stored
+        return (await self._accept([record]))[0]
 
     async def accept_together(self, records: Sequence[MessageRecord]) -> list[StoredMessage]:
         """`accept` for records written at the same moment (a turn's reply and the close of its
         exchange): one log write and one fsync for all of them (per day file), then one transaction.
         Every one is durable before any is stored, as with `accept` one by one, at the cost of one."""
+        return await self._accept(records)
+
+    async def _accept(self, records: Sequence[MessageRecord]) -> list[StoredMessage]:
+        """The log write and the rows in one hop to the store's thread, which writes and fsyncs the
+        lines before the rows' transaction (decision 211): a hop to a worker thread and back costs the
+        event loop more than the write it carries. The order, and what is acknowledged when, is as
+        before: nothing is stored before its line is durable, and nothing is returned before both."""
         fresh = [record for record in records if record.id not in self._logged_not_stored]
-        if fresh:
-            await self.log.append_many(fresh)
-            self._logged_not_stored.update((record.id, record) for record in fresh)
-        logged = [self._logged_not_stored[record.id] for record in records]
+        logged = [self._logged_not_stored.get(record.id, record) for record in records]
         embed = [should_embed(record, self.min_embed_tokens) for record in logged]
-        stored = await self.store.messages.append_many(logged, embed=embed)
+        messages = self.store.messages
+        async with self.log.appending(fresh) as write:
+            try:
+                if len(logged) == 1:
+                    stored = [await messages.append(logged[0], embed=embed[0], log_first=write)]
+                else:
+                    stored = await messages.append_many(logged, embed=embed, log_first=write)
+            except BaseException:
+                if write is None or write.done:  # in the log: a retry stores them without logging again
+                    self._logged_not_stored.update((record.id, record) for record in fresh)
+                raise
         for record in records:
-            del self._logged_not_stored[record.id]
+            self._logged_not_stored.pop(record.id, None)
         self._stored(stored, any(embed))
         return stored
 

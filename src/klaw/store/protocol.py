@@ -7,7 +7,7 @@ blocking database calls off the event loop.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -71,8 +71,15 @@ class VectorIndex:
     dim: int
 
 
+# The record's log write (blocking: its lines written and fsync'd), run by `append` just before the row's
+# transaction, on the thread the store runs that on: the log first, as always, in one hop with the row.
+LogFirst = Callable[[], object]
+
+
 class MessageRepository(Protocol):
-    async def append(self, record: MessageRecord, *, embed: bool = False) -> StoredMessage:
+    async def append(
+        self, record: MessageRecord, *, embed: bool = False, log_first: LogFirst | None = None
+    ) -> StoredMessage:
         """Insert a message into the chat's current segment and return it with its rowid
         (the rowid links `messages`, `messages_fts` and `vec_messages`). Idempotent on
         `record.id`: appending an id that is already stored returns the stored message, so
@@ -80,11 +87,16 @@ class MessageRepository(Protocol):
         chat's segment and opens a new one instead of inserting a message.
 
         With `embed`, a newly inserted message also gets an `embedding_jobs` row in the same
-        transaction, so no crash can leave a message that should be embedded without its job."""
+        transaction, so no crash can leave a message that should be embedded without its job.
+        `log_first` runs before anything is written; if it raises, nothing is (decision 211)."""
         ...
 
     async def append_many(
-        self, records: Sequence[MessageRecord], *, embed: Sequence[bool] | None = None
+        self,
+        records: Sequence[MessageRecord],
+        *,
+        embed: Sequence[bool] | None = None,
+        log_first: LogFirst | None = None,
     ) -> list[StoredMessage]:
         """`append` for several records in one transaction (reindex, imports); `embed[i]` is
         record i's `embed` flag (None: no jobs)."""

@@ -10,6 +10,7 @@ message, searched at a lower weight) are decided one append at a time, whichever
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -28,6 +29,7 @@ from klaw.store.postgres.folds import fold_archival_record, fold_exchange_record
 from klaw.store.postgres.leases import FENCE_HELD, fence_params
 from klaw.store.postgres.segments import close_segment, lock_chat, open_segment_id
 from klaw.store.postgres.sessions import save_session_model
+from klaw.store.protocol import LogFirst
 from klaw.store.records import (
     MESSAGE_TARGET,
     EmbeddingJobStatus,
@@ -97,14 +99,24 @@ class PostgresMessages(MessageReads[PostgresDatabase, ChatKeys]):
         super().__init__(db, chats)
         self._clock = clock
 
-    async def append(self, record: MessageRecord, *, embed: bool = False) -> StoredMessage:
+    async def append(
+        self, record: MessageRecord, *, embed: bool = False, log_first: LogFirst | None = None
+    ) -> StoredMessage:
+        if log_first is not None:  # none from ingestion: this store keeps the log (`log_records`)
+            await asyncio.to_thread(log_first)
         async with self._db.transaction() as connection:
             return await self.append_in(connection, record, embed=embed)
 
     async def append_many(
-        self, records: Sequence[MessageRecord], *, embed: Sequence[bool] | None = None
+        self,
+        records: Sequence[MessageRecord],
+        *,
+        embed: Sequence[bool] | None = None,
+        log_first: LogFirst | None = None,
     ) -> list[StoredMessage]:
         flags = embed_flags(records, embed)
+        if log_first is not None:
+            await asyncio.to_thread(log_first)
         async with self._db.transaction() as connection:
             return [await self.append_in(connection, r, embed=e) for r, e in zip(records, flags, strict=True)]
 

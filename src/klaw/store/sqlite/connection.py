@@ -9,6 +9,7 @@ function that receives the apsw connection.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,12 @@ from klaw.store.sqlite.query import Row, fetch_all
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+# A write that must be durable before a transaction (the log lines of the rows it stores: decision 211)
+# runs on one of these threads, several side by side (concurrent fsyncs are committed together by the
+# file system, and the database thread never waits for a disk flush), and hands the transaction to
+# the database thread itself: the event loop is woken once, when both are done, not once for each.
+_FIRST_THREADS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="klaw-log-first")
 
 
 class SqliteDatabase:
@@ -54,6 +61,25 @@ class SqliteDatabase:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, fn, self._connection)
 
+    async def run_after(self, first: Callable[[], object], fn: Callable[[apsw.Connection], T]) -> T:
+        """`first()` on a thread of its own, then, only if it returned, `run(fn)`: one hop for the
+        event loop. An error of `first` is raised and `fn` never runs."""
+        if self._closed:
+            raise StorageError(f"the database {self.path} is closed")
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def chain() -> None:
+            try:
+                first()
+                then = self._executor.submit(fn, self._connection)
+            except BaseException as exc:
+                _settle(done, None, exc)
+                return
+            then.add_done_callback(lambda finished: _settle(done, finished, None))
+
+        _FIRST_THREADS.submit(chain)
+        return await asyncio.wrap_future(done)
+
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """The rows of one read, on the database thread."""
         return await self.run(lambda connection: fetch_all(connection, sql, params))
@@ -65,6 +91,22 @@ class SqliteDatabase:
         await loop.run_in_executor(self._executor, _checkpoint_and_close, self._connection)
         self._closed = True
         self._executor.shutdown(wait=True)
+
+
+def _settle(
+    done: concurrent.futures.Future[T], finished: concurrent.futures.Future[T] | None, error: BaseException | None
+) -> None:
+    """Give `done` the outcome of `finished` (or `error`), unless its awaiter was cancelled meanwhile."""
+    if done.cancelled():
+        return
+    if finished is not None and finished.cancelled():
+        done.cancel()
+    elif finished is not None and finished.exception() is not None:
+        done.set_exception(finished.exception())
+    elif finished is not None:
+        done.set_result(finished.result())
+    else:
+        done.set_exception(error if error is not None else RuntimeError("nothing settled the future"))
 
 
 def database_error(path: Path, exc: apsw.Error) -> StorageError:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import TypeVar
 
 import apsw
 
+from klaw.store.protocol import LogFirst
 from klaw.store.records import (
     MessageRecord,
     MessageType,
@@ -35,6 +37,7 @@ from klaw.store.sqlite.vector_cache import ChatVectorCache
 from klaw.store.sqlite.vector_snapshot import bump_version
 from klaw.store.summaries.sqlite.fold import fold_summary_record
 
+T = TypeVar("T")
 _INSERT = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
@@ -50,13 +53,22 @@ class SqliteMessages(MessageReads[SqliteDatabase, ChatKeys]):
         self._clock = clock  # when an embedding job is first due
         self._vector_cache = vector_cache  # copies of a chat's vectors, dropped when a `forget` deletes some
 
-    async def append(self, record: MessageRecord, *, embed: bool = False) -> StoredMessage:
-        return await self._db.run(lambda connection: self.append_in(connection, record, embed=embed))
+    async def append(
+        self, record: MessageRecord, *, embed: bool = False, log_first: LogFirst | None = None
+    ) -> StoredMessage:
+        def insert(connection: apsw.Connection) -> StoredMessage:
+            return self.append_in(connection, record, embed=embed)
+
+        return await self._run(insert, log_first)
 
     async def append_many(
-        self, records: Sequence[MessageRecord], *, embed: Sequence[bool] | None = None
+        self,
+        records: Sequence[MessageRecord],
+        *,
+        embed: Sequence[bool] | None = None,
+        log_first: LogFirst | None = None,
     ) -> list[StoredMessage]:
-        """Append several records in one transaction (reindex and imports)."""
+        """Append several records in one transaction (a turn's reply and its close, reindex, imports)."""
         flags = embed_flags(records, embed)
 
         def insert(connection: apsw.Connection) -> list[StoredMessage]:
@@ -64,7 +76,12 @@ class SqliteMessages(MessageReads[SqliteDatabase, ChatKeys]):
                 stored = [self.append_in(connection, r, embed=e) for r, e in zip(records, flags, strict=True)]
             return stored
 
-        return await self._db.run(insert)
+        return await self._run(insert, log_first)
+
+    async def _run(self, insert: Callable[[apsw.Connection], T], log_first: LogFirst | None) -> T:
+        """The insert on the database thread, after the log write when there is one (the line durable
+        before the row, in one hop: decision 211)."""
+        return await (self._db.run(insert) if log_first is None else self._db.run_after(log_first, insert))
 
     def append_in(self, connection: apsw.Connection, record: MessageRecord, *, embed: bool = False) -> StoredMessage:
         """Append on the worker thread; the one place that decides a message's segment, and that
