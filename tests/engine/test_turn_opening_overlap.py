@@ -22,16 +22,19 @@ from klaw.llm.function_model import FunctionModel
 from klaw.llm.messages import ChatMessage
 from klaw.memory import conversation_log
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord
+from klaw.store.sqlite import connection as sqlite_connection
 from klaw.tools.registry import ToolRegistry
 from tests.engine.harness import CHAT, running_engine
 
 
 @contextmanager
 def log_stalled() -> Iterator[None]:
-    """Every thread of the conversation log busy until the block ends: appends wait, like a slow disk."""
+    """Every thread that writes the conversation log busy until the block ends: appends wait, like a slow
+    disk. The log's own threads, and the ones SQLite runs a record's log write on before its row
+    (decision 211)."""
     release = threading.Event()
-    pool = conversation_log._LOG_THREADS
-    busy = [pool.submit(release.wait) for _ in range(pool._max_workers)]
+    pools = (conversation_log._LOG_THREADS, sqlite_connection._FIRST_THREADS)
+    busy = [pool.submit(release.wait) for pool in pools for _ in range(pool._max_workers)]
     try:
         yield
     finally:
