@@ -93,17 +93,23 @@ class Output:
         os.close(self.reader)
 
 
+def serve_home(directory: Path) -> tuple[Path, dict[str, str]]:
+    """A home for `klaw serve` (a model that never answers, the fake embedder, the web page on any port)
+    and the environment to run it in."""
+    home = directory / "home"
+    home.mkdir()
+    write(
+        home,
+        "models:\n  fake/x:\n    baseUrl: http://127.0.0.1:9/v1\nrouting:\n  default: fake/x\n"
+        "embedder:\n  backend: fake\n  dim: 32\nchannels:\n  web:\n    port: 0\n",
+    )
+    return home, {**os.environ, "KLAW_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+
+
 @pytest.mark.parametrize("terminal", [False, True], ids=["stdout a pipe", "stdout a terminal"])
 async def test_klaw_serve_runs_engine_and_web_page_and_stops_on_sigterm(terminal: bool) -> None:
     with short_socket_dir() as directory:
-        home = directory / "home"
-        home.mkdir()
-        write(
-            home,
-            "models:\n  fake/x:\n    baseUrl: http://127.0.0.1:9/v1\nrouting:\n  default: fake/x\n"
-            "embedder:\n  backend: fake\n  dim: 32\nchannels:\n  web:\n    port: 0\n",
-        )
-        env = {**os.environ, "KLAW_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+        home, env = serve_home(directory)
         output = Output(terminal)
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "klaw", "serve", env=env, stdout=output.writer, stderr=asyncio.subprocess.PIPE
@@ -143,14 +149,7 @@ async def test_klaw_serve_piped_into_a_reader_that_ctrl_c_ended_still_stops_clea
     "stopping…" line klaw then prints meets a closed pipe. The shutdown must still run: the socket is
     removed and the process exits 0 (it used to die on the print, leaving engine.sock behind)."""
     with short_socket_dir() as directory:
-        home = directory / "home"
-        home.mkdir()
-        write(
-            home,
-            "models:\n  fake/x:\n    baseUrl: http://127.0.0.1:9/v1\nrouting:\n  default: fake/x\n"
-            "embedder:\n  backend: fake\n  dim: 32\nchannels:\n  web:\n    port: 0\n",
-        )
-        env = {**os.environ, "KLAW_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+        home, env = serve_home(directory)
         output = Output(terminal=False)
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "klaw", "serve", env=env, stdout=output.writer, stderr=output.writer
