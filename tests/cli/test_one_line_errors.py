@@ -100,3 +100,14 @@ def test_the_cli_starts_without_sqlite_vec_for_commands_that_do_not_need_it(home
         [sys.executable, "-m", "klaw", "config", "check"], capture_output=True, text=True, env=env, timeout=60
     )
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("command", [("engine",), ("serve",), ("chat",)], ids=" ".join)
+def test_a_mistyped_klaw_home_is_named_not_created(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """An engine started on a path that is not a home used to create an empty one there and run on
+    defaults: to the person, a klaw that had forgotten everything."""
+    typo = tmp_path / "hmoe"
+    said = one_line_error(klaw(typo, *command))
+    assert f"There is no klaw home at {typo} (KLAW_HOME={typo})" in said
+    assert "klaw init" in said
+    assert not typo.exists()

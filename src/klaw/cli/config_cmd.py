@@ -11,10 +11,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.cli.context import fail, home_from_env, home_source, load_or_exit
 from klaw.config import EngineConfig
 from klaw.config_view import ConfigOverride, config_rows
-from klaw.home import HOME_ENV_VAR, KlawHome
+from klaw.home import KlawHome
 
 app = typer.Typer(help="Inspect the engine configuration (engine.yaml).", no_args_is_help=True)
 
@@ -76,9 +76,8 @@ def check() -> None:
     """Validate engine.yaml (exit 2 with the reason when it is invalid, 1 when there is none)."""
     home = home_from_env()
     if not home.config_file.exists():
-        where = f"KLAW_HOME={os.environ[HOME_ENV_VAR]}" if os.environ.get(HOME_ENV_VAR) else "KLAW_HOME is not set"
         fail(
-            f"no engine.yaml at {home.config_file} ({where}; klaw would run on its built-in defaults)."
+            f"no engine.yaml at {home.config_file} ({home_source()}; klaw would run on its built-in defaults)."
             " Check KLAW_HOME, or run 'klaw init' to write one.",
             code=1,
         )

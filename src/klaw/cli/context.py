@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, NoReturn
@@ -11,7 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from klaw.config_loader import ConfigError, LoadedConfig, load_config
-from klaw.home import KlawHome
+from klaw.home import HOME_ENV_VAR, KlawHome
 from klaw.home_privacy import make_private
 
 if TYPE_CHECKING:
@@ -89,6 +90,23 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def require_home(home: KlawHome) -> None:
+    """Exit 2 when the home does not exist: an engine started there would create an empty home and run
+    on defaults, so a mistyped KLAW_HOME looked like a klaw that had forgotten everything. `klaw init`
+    (or the library's `Klaw(home)`) is what creates one."""
+    if not home.root.is_dir():
+        fail(
+            f"There is no klaw home at {home.root} ({home_source()}). Check the path for a typo,"
+            " or create a home there with 'klaw init'."
+        )
+
+
+def home_source() -> str:
+    """Where the home's path came from, for messages about a home that is not what the person expected."""
+    value = os.environ.get(HOME_ENV_VAR)
+    return f"KLAW_HOME={value}" if value else "KLAW_HOME is not set"
+
+
 async def open_store_or_exit(path: Path, database: DatabaseConfig) -> Storage:
     """klaw.db for a command that reads or edits it, through the storage protocol, or exit 2 with the
     store's message (a file SQLite cannot open, sqlite-vec that will not load and how to reinstall
@@ -110,6 +128,7 @@ async def start_engine_or_exit(home: KlawHome, config: EngineConfig) -> Engine:
     from klaw.store.backend import storage_failure
     from klaw.store.protocol import StorageError
 
+    require_home(home)
     try:
         return await Engine.start(home, config)
     except (StorageError, OSError, RuntimeError) as exc:

@@ -9,7 +9,15 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from klaw.cli.context import err_console, fail, home_from_env, load_or_exit, say_while_stopping, start_engine_or_exit
+from klaw.cli.context import (
+    err_console,
+    fail,
+    home_from_env,
+    load_or_exit,
+    require_home,
+    say_while_stopping,
+    start_engine_or_exit,
+)
 from klaw.config import EngineConfig
 from klaw.home import KlawHome
 
@@ -44,6 +52,7 @@ def chat(
     from klaw.llm.preflight import model_problem
 
     home = home_from_env()
+    require_home(home)  # before the model check: a mistyped KLAW_HOME is the problem to name first
     loaded = load_or_exit(home)
     config = loaded.config
 
