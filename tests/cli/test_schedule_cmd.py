@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from klaw.cli.app import app
 from klaw.scheduling.schedules import TaskSchedule
 from klaw.scheduling.task_store import ScheduleStore
 from klaw.store.records import ChatRef
+from klaw.store.sqlite.store import SqliteStore
+from tests.memory.recall_helpers import Conversation
 
 CONFIG = """
 models:
@@ -32,7 +35,18 @@ def klaw(home: Path, *args: str) -> Result:
 
 
 def test_add_list_remove(home: Path) -> None:
-    added = klaw(home, "add", "morning", "--cron", "0 8 * * 1-5", "--message", "Brief me", "--inject-into", "web:u1")
+    added = klaw(
+        home,
+        "add",
+        "morning",
+        "--cron",
+        "0 8 * * 1-5",
+        "--message",
+        "Brief me",
+        "--inject-into",
+        "web:u1",
+        "--new-chat",
+    )
     assert added.exit_code == 0, added.output
     assert "Added morning: cron '0 8 * * 1-5', next run" in added.output
     assert "within a minute" in added.output
@@ -136,3 +150,36 @@ def test_a_scheduler_db_of_an_older_klaw_keeps_its_tasks(home: Path) -> None:
     assert "old" in listed.output
     [task] = ScheduleStore(path).list()
     assert (task.name, task.allowed_tools) == ("old", ())
+
+
+def test_inject_into_names_a_chat_with_messages_or_says_new_chat(home: Path) -> None:
+    """A mistyped chat id used to be accepted, and every run then started that chat, where nobody reads."""
+    fresh = klaw(home, "add", "brief", "--every", "1h", "-m", "x", "--inject-into", "console:alice")
+    assert fresh.exit_code == 2
+    said = " ".join(fresh.output.split())
+    assert "no chat console:alice has any messages (no chat has messages yet)" in said
+    assert "--new-chat" in said and "Traceback" not in said
+
+    async def talk() -> None:
+        store = await SqliteStore.open(home / "klaw.db")
+        try:
+            await Conversation(store).say("good morning", embed=False)
+        finally:
+            await store.aclose()
+
+    asyncio.run(talk())
+    typo = klaw(home, "add", "brief", "--every", "1h", "-m", "x", "--inject-into", "console:alcie")
+    assert typo.exit_code == 2
+    assert "no chat console:alcie has any messages (the chats with messages: console:alice)" in " ".join(
+        typo.output.split()
+    )
+    assert not (home / "scheduler.db").exists() or ScheduleStore(home / "scheduler.db").list() == []
+
+    assert klaw(home, "add", "brief", "--every", "1h", "-m", "x", "--inject-into", "console:alice").exit_code == 0
+    assert (
+        klaw(home, "add", "other", "--every", "1h", "-m", "x", "--inject-into", "web:new", "--new-chat").exit_code == 0
+    )
+    assert [t.inject_into for t in ScheduleStore(home / "scheduler.db").list()] == [
+        ChatRef("console", "alice"),
+        ChatRef("web", "new"),
+    ]

@@ -6,14 +6,20 @@ once a minute, so an added task is picked up within a minute and a removed one s
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, tzinfo
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit
+
+if TYPE_CHECKING:
+    from klaw.config import EngineConfig
+    from klaw.home import KlawHome
+    from klaw.store.records import ChatRef
 
 app = typer.Typer(help="Scheduled tasks: background agent runs on a cron schedule or interval.", no_args_is_help=True)
 
@@ -74,6 +80,9 @@ def add(
             help="A tool held for approval (tools.approval) its runs may use without asking; repeatable.",
         ),
     ] = None,
+    new_chat: Annotated[
+        bool, typer.Option("--new-chat", help="Let --inject-into name a chat that has no messages yet.")
+    ] = False,
 ) -> None:
     """Add a task that runs on a cron schedule (--cron) or at an interval (--every)."""
     from klaw.llm.catalogue import ModelCatalogue
@@ -90,6 +99,8 @@ def add(
         validate_task_name(name)
         schedule = TaskSchedule.cron(cron) if cron is not None else TaskSchedule.every(every or "")
         target = parse_chat_target(inject_into) if inject_into is not None else None
+        if target is not None and not new_chat:
+            _stored_chat_or_exit(home, config, target)
         ModelCatalogue.from_config(config).check(model)
         zone = scheduler_zone(config.scheduler.timezone)
         now = datetime.now(UTC)
@@ -116,6 +127,31 @@ def add(
     except ValueError as exc:
         fail(str(exc))
     typer.echo(f"Added {name}: {schedule.describe()}, next run {_local(task.next_run_at, zone)}. {PICKUP}")
+
+
+def _stored_chat_or_exit(home: KlawHome, config: EngineConfig, target: ChatRef) -> None:
+    """Exit 2 unless `target` is a chat with messages: a mistyped id (or a telegram chat of a bot never
+    set up) would otherwise be accepted and every run would start that chat, where nobody reads it."""
+    from klaw.cli.context import open_store_or_exit
+
+    async def stored() -> list[ChatRef]:
+        path = home.database_file(config.database.path)
+        if config.database.backend == "sqlite" and not path.exists():
+            return []
+        store = await open_store_or_exit(path, config.database)
+        try:
+            return sorted(await store.segments.chats(), key=str)
+        finally:
+            await store.aclose()
+
+    chats = asyncio.run(stored())
+    if target in chats:
+        return
+    known = "the chats with messages: " + ", ".join(map(str, chats)) if chats else "no chat has messages yet"
+    fail(
+        f"no chat {target} has any messages ({known}). Check the id, or add --new-chat to let the"
+        " task's runs start that chat."
+    )
 
 
 @app.command()
