@@ -102,6 +102,17 @@ def test_nothing_found_says_so(home: KlawHome) -> None:
     assert code == 0 and "No message of console:alice" in out and "matches" in out
 
 
+def test_the_current_segment_search_points_to_the_older_ones(home: KlawHome) -> None:
+    """A person searching for what they said before their last /new found nothing and no reason why."""
+    fill(home, embedder=FakeEmbedder(dim=16))  # full text only: the plan is in the older segment
+    code, out, _ = run(home, "plan")
+    said = " ".join(out.split())
+    assert code == 0 and "No message of console:alice" in said
+    assert "Searched the current segment only; 1 older segment of this chat: add --segment all" in said
+    code, out, _ = run(home, "plan", "--segment", "all")
+    assert code == 0 and "plan for friday" in out and "--segment all" not in out
+
+
 def test_missing_database_is_a_clear_error(home: KlawHome) -> None:
     code, _, err = run(home, "deploy")
     assert code == 1 and "does not exist yet" in err

@@ -60,6 +60,8 @@ class SearchOutcome:
     hits: list[HybridHit]
     vector_note: str
     threshold: float
+    older_segments: int = 0
+    """Segments the search left out (--segment current); the output says how to include them."""
 
 
 @app.command()
@@ -101,11 +103,13 @@ async def _search(
         chat = await _pick_chat(store, chat_arg)
         segment_id: int | None = None
         scope_label = "all segments"
+        older = 0
         if scope is SegmentScope.CURRENT:
             segments = await store.segments.list(chat)
             if segments:
                 current = next((s for s in reversed(segments) if s.ended_at is None), segments[-1])
                 segment_id = current.id
+                older = len(segments) - 1
                 scope_label = f"current segment ({current.id}, since {current.started_at:%Y-%m-%d %H:%M} UTC)"
         embedder, note = await _embedder_for(store, config, embedder_cache)
         try:
@@ -114,7 +118,7 @@ async def _search(
         finally:
             if embedder is not None:
                 await embedder.aclose()
-        return SearchOutcome(chat, scope_label, hits[:limit], note, config.auto_rag.relevance_threshold)
+        return SearchOutcome(chat, scope_label, hits[:limit], note, config.auto_rag.relevance_threshold, older)
     finally:
         await store.aclose()
 
@@ -169,6 +173,17 @@ def _unrelated(hit: HybridHit, threshold: float) -> bool:
 
 def _print(outcome: SearchOutcome, limit: int) -> None:
     console = Console(markup=False)
+    _print_results(console, outcome, limit)
+    if outcome.older_segments:
+        console.print(
+            f"Searched the current segment only; {outcome.older_segments} older segment"
+            f"{'s' if outcome.older_segments > 1 else ''} of this chat: add --segment all to search them too.",
+            style="dim",
+            highlight=False,
+        )
+
+
+def _print_results(console: Console, outcome: SearchOutcome, limit: int) -> None:
     if not outcome.hits:
         console.print(f"No message of {outcome.chat} ({outcome.scope}) matches.", highlight=False)
         console.print(outcome.vector_note, style="dim", highlight=False)
