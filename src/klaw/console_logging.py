@@ -5,6 +5,11 @@ being redrawn: `⠇ thinking…WARNING klaw.llm.http…`. Printed through the sa
 puts each line above the live display, whole. Lines are literal text (`Text`, never markup: a log
 line may quote a path like `[/tmp]`) and soft-wrapped by the terminal, so they read as before:
 `LEVEL logger: message`.
+
+`klaw chat` is a conversation, not an operator's console: there the lines go to a log file
+(`KLAW_HOME/logs/chat.log`) and the screen gets one line, the first time something is logged,
+saying where they are. Model retries and tool timeouts printed between the person's question and
+the friendly answer that explains them were noise. `--verbose` still shows every line on the screen.
 """
 
 from __future__ import annotations
@@ -12,11 +17,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
 
 FORMAT = "%(levelname)s %(name)s: %(message)s"
+FILE_FORMAT = "%(asctime)s " + FORMAT
+LOG_FILE_BYTES = 1_000_000
+"""A chat's log file is rotated at this size, one older file kept: warnings, not a transcript."""
 _STYLES = {logging.WARNING: "yellow", logging.ERROR: "red", logging.CRITICAL: "bold red"}
 
 
@@ -36,15 +46,44 @@ class ConsoleLogHandler(logging.Handler):
             self.handleError(record)
 
 
+class PointerOnce(logging.Handler):
+    """The first record, as one line saying where the log file is; nothing after it."""
+
+    def __init__(self, console: Console, log_file: Path) -> None:
+        super().__init__()
+        self._console = console
+        self._log_file = log_file
+        self._shown = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._shown:
+            return
+        self._shown = True
+        try:
+            line = Text(f"(klaw logged a {record.levelname.lower()}: see {self._log_file})", style="dim")
+            self._console.print(line, soft_wrap=True, highlight=False)
+        except Exception:
+            self.handleError(record)
+
+
 @contextmanager
-def logs_through(console: Console) -> Iterator[None]:
+def logs_through(console: Console, log_file: Path | None = None) -> Iterator[None]:
     """While inside: the root logger's handlers are replaced by one printing through `console`
-    (same level); the previous handlers are back afterwards."""
+    (same level); the previous handlers are back afterwards. With `log_file`, records are written
+    there and the screen gets `PointerOnce`, unless the level is DEBUG (--verbose): then both."""
     root = logging.getLogger()
     previous = root.handlers[:]
-    handler = ConsoleLogHandler(console)
-    root.handlers = [handler]
+    handlers: list[logging.Handler] = [ConsoleLogHandler(console)]
+    if log_file is not None:
+        log_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        writer = RotatingFileHandler(log_file, maxBytes=LOG_FILE_BYTES, backupCount=1, encoding="utf-8", delay=True)
+        writer.setFormatter(logging.Formatter(FILE_FORMAT))
+        verbose = root.getEffectiveLevel() <= logging.DEBUG
+        handlers = [writer, handlers[0] if verbose else PointerOnce(console, log_file)]
+    root.handlers = handlers
     try:
         yield
     finally:
         root.handlers = previous
+        for handler in handlers:
+            handler.close()

@@ -54,6 +54,11 @@ class KlawHome:
         return self.root / "conversations"
 
     @property
+    def chat_log_file(self) -> Path:
+        """What `klaw chat` logs (warnings, not messages), kept off the conversation's screen; 0600."""
+        return self.root / "logs" / "chat.log"
+
+    @property
     def socket_path(self) -> Path:
         return self.root / "engine.sock"
 

@@ -68,8 +68,9 @@ class ConsoleChannel:
             f" — model {self._engine.config.routing.default}. Type /help for commands, /exit or Ctrl-D to leave.",
         )
         self._console.print(greeting, highlight=False)
-        # Log lines go through the console: above the spinner and the prompt, never into them.
-        with logs_through(self._console):
+        # Log lines go to KLAW_HOME/logs/chat.log; the screen gets one line saying so, printed through
+        # the console: above the spinner and the prompt, never into them.
+        with logs_through(self._console, self._engine.home.chat_log_file):
             while True:
                 printer = asyncio.create_task(self._print_arrivals())
                 try:
