@@ -19,7 +19,7 @@ from klaw.llm.function_model import AgentInfo
 from klaw.llm.messages import ChatMessage
 from klaw.memory.auto_rag import HEADER
 from klaw.memory.embedder.fake import FakeEmbedder
-from klaw.memory.embedder.protocol import Vectors
+from klaw.memory.embedder.protocol import Vectors, WrappedEmbedder
 from klaw.store.records import ChatRef
 
 EARLIER = "the spare key to the boathouse is under the blue flowerpot by the door"
@@ -33,27 +33,16 @@ CONFIG = {
 }
 
 
-class CountingEmbedder:
+class CountingEmbedder(WrappedEmbedder):
     """The fake embedder, counting every text it embeds; `embed` is the only form (MiniLM's kind)."""
 
     def __init__(self) -> None:
-        self._inner = FakeEmbedder(dim=32)
+        super().__init__(FakeEmbedder(dim=32))
         self.stored: list[str] = []
-
-    @property
-    def model_id(self) -> str:
-        return self._inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self._inner.dim
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         self.stored.extend(texts)
         return await self._inner.embed(texts)
-
-    async def aclose(self) -> None:
-        return None
 
 
 class PrefixedEmbedder(CountingEmbedder):

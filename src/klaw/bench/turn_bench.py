@@ -39,7 +39,7 @@ from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.messages import ChatMessage
 from klaw.memory.embedder.factory import create_embedder
-from klaw.memory.embedder.protocol import Embedder, Vectors
+from klaw.memory.embedder.protocol import Embedder, Vectors, WrappedEmbedder
 from klaw.store.records import ChatRef, MessageRecord, Role
 
 BENCH_CHANNEL = "bench"
@@ -153,27 +153,16 @@ def phase_latencies(records: list[TurnContext]) -> dict[str, Latency]:
     return {name: Latency.of([r.timings.seconds.get(name, 0.0) for r in records]) for name in names}
 
 
-class CountingEmbedder:
+class CountingEmbedder(WrappedEmbedder):
     """The engine's embedder, counting the texts it computes (the queue's and the turns' queries)."""
 
     def __init__(self, inner: Embedder) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.texts = 0
-
-    @property
-    def model_id(self) -> str:
-        return self._inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self._inner.dim
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         self.texts += len(texts)
         return await self._inner.embed(texts)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 class _ReplyWaiter:

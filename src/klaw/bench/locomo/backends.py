@@ -22,7 +22,7 @@ from klaw.bench.locomo.report import to_json as run_to_json
 from klaw.bench.locomo.report import to_markdown as run_to_markdown
 from klaw.bench.locomo.runner import LocomoRun, RunSettings, run_locomo
 from klaw.bench.locomo.workbench import Workbench
-from klaw.memory.embedder.protocol import Embedder, Vectors, embed_queries
+from klaw.memory.embedder.protocol import Embedder, Vectors, WrappedEmbedder, embed_queries
 
 HEADLINE_METRICS = (("r5", "R@5"), ("r10", "R@10"), ("mrr50", "MRR@50"))
 
@@ -34,20 +34,12 @@ class BackendRuns:
     runs: dict[str, LocomoRun]
 
 
-class RememberingEmbedder:
+class RememberingEmbedder(WrappedEmbedder):
     """`inner`'s vectors of stored texts, each text embedded once whatever the number of stores built."""
 
     def __init__(self, inner: Embedder) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._kept: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
-
-    @property
-    def model_id(self) -> str:
-        return self._inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self._inner.dim
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         missing = list(dict.fromkeys(t for t in texts if t not in self._kept))
@@ -59,9 +51,6 @@ class RememberingEmbedder:
 
     async def embed_queries(self, texts: Sequence[str]) -> Vectors:
         return await embed_queries(self._inner, texts)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 async def run_on_backends(

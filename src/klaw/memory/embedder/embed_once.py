@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from klaw.memory.embedder.protocol import Embedder, EmbedderError, QueryEmbedder, Vectors
+from klaw.memory.embedder.protocol import Embedder, EmbedderError, QueryEmbedder, Vectors, WrappedEmbedder
 
 KEPT_VECTORS = 64  # a few turns of messages and replies; 384 floats each, ~100 KB in all
 
@@ -50,25 +50,17 @@ def _key(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-class EmbedOnce:
+class EmbedOnce(WrappedEmbedder):
     """An embedder (query form = stored form) whose recent and in-flight texts are not embedded again.
 
     The inner embedder belongs to whoever made it: `aclose` only cancels what this one started."""
 
     def __init__(self, inner: Embedder, size: int = KEPT_VECTORS) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._size = size
         self._kept: OrderedDict[bytes, _Vector] = OrderedDict()
         self._computing: dict[bytes, tuple[asyncio.Task[Vectors], int]] = {}
         self.computed = 0  # texts sent to the inner embedder, for tests and benches
-
-    @property
-    def model_id(self) -> str:
-        return self._inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self._inner.dim
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:

@@ -22,27 +22,19 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from klaw.memory.embedder.protocol import Embedder, EmbedderError, Vectors, embed_queries
+from klaw.memory.embedder.protocol import Embedder, EmbedderError, Vectors, WrappedEmbedder, embed_queries
 
 DEFAULT_SIZE = 8
 DEFAULT_DEADLINE_SECONDS = 2.0
 
 
-class QueryMemo:
+class QueryMemo(WrappedEmbedder):
     def __init__(self, inner: Embedder, size: int = DEFAULT_SIZE, deadline_seconds: float | None = None) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._size = size
         self._deadline = deadline_seconds
         self._kept: OrderedDict[str, Vectors] = OrderedDict()
         self._asked: dict[str, tuple[asyncio.Task[Vectors], float]] = {}  # in flight: request, due (loop time)
-
-    @property
-    def model_id(self) -> str:
-        return self._inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self._inner.dim
 
     async def embed_queries(self, texts: Sequence[str]) -> Vectors:
         if len(texts) != 1:

@@ -46,6 +46,29 @@ class QueryEmbedder(Embedder, Protocol):
     async def embed_queries(self, texts: Sequence[str]) -> Vectors: ...
 
 
+class WrappedEmbedder:
+    """The base of an embedder wrapping another (a cache, a counter): the inner one's model id and size,
+    its `embed`, and an `aclose` that closes it; a subclass overrides what it changes. It has no
+    `embed_queries`, so a wrapper is a `QueryEmbedder` only when it defines one itself."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self._inner = inner
+
+    @property
+    def model_id(self) -> str:
+        return self._inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self._inner.dim
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        return await self._inner.embed(texts)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 async def embed_queries(embedder: Embedder, texts: Sequence[str]) -> Vectors:
     """Vectors of `texts` as search queries: the query form when `embedder` has one, else `embed`.
 
