@@ -50,3 +50,14 @@ async def test_the_stand_in_echoes_and_prints_a_config_that_uses_it(tmp_path: Pa
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_a_long_running_server_keeps_only_its_last_requests() -> None:
+    """The stand-in runs for hours and every request holds the tool schemas: it keeps the last few."""
+    from klaw.llm.fake_server import FakeOpenAiServer
+
+    async with FakeOpenAiServer(keep_requests=2) as server, httpx.AsyncClient() as client:
+        for word in ("one", "two", "three"):
+            body = {"model": "m", "messages": [{"role": "user", "content": word}]}
+            assert (await client.post(f"{server.base_url}/chat/completions", json=body)).status_code == 200
+        assert [r.body["messages"][0]["content"] for r in server.requests] == ["two", "three"]

@@ -107,6 +107,7 @@ class FakeOpenAiServer:
     reverse_embeddings: bool = False  # answer embeddings out of order, to test ordering by `index`
     max_input_tokens: int | None = None
     listen_port: int = 0  # 0: any free port (tests); `python -m klaw.llm.fake_server PORT` picks one
+    keep_requests: int | None = None  # None: every request (tests read them); a long-running server keeps the last N
     requests: list[RecordedRequest] = field(default_factory=list, init=False)
     _queues: dict[str, deque[_Queued]] = field(init=False)
     _closing: asyncio.Event = field(init=False)
@@ -230,6 +231,8 @@ class FakeOpenAiServer:
             body = None
         headers = {k.lower(): v for k, v in request.headers.items()}
         self.requests.append(RecordedRequest(request.method, request.url.path, headers, body))
+        if self.keep_requests is not None and len(self.requests) > self.keep_requests:
+            del self.requests[: len(self.requests) - self.keep_requests]
         return body
 
     async def _next(self, endpoint: Endpoint, body: Any) -> Reply | None:
@@ -358,6 +361,8 @@ async def _lines(lines: Sequence[str]) -> AsyncIterator[str]:
 
 
 STAND_IN_PORT = 8999
+KEPT_BY_STAND_IN = 20
+"""The stand-in runs for hours: each request holds the tool schemas (~20 KB), so it keeps only the last few."""
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -371,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     port = int(args[0]) if args else STAND_IN_PORT
 
     async def serve() -> None:
-        async with FakeOpenAiServer(listen_port=port) as server:
+        async with FakeOpenAiServer(listen_port=port, keep_requests=KEPT_BY_STAND_IN) as server:
             print(
                 f"A stand-in model that echoes your last message is answering at {server.base_url}\n"
                 "To use it, put in KLAW_HOME/engine.yaml (then `klaw chat`):\n\n"
