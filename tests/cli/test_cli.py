@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -96,3 +97,30 @@ def test_python_dash_m_and_script_agree(tmp_path: Path) -> None:
         check=True,
     )
     assert result.stdout.strip() == str(tmp_path.resolve() / "engine.yaml")
+
+
+def test_no_help_page_shows_python_types_or_huge_ranges() -> None:
+    """Every command's --help names what an option takes (N, BACKEND, TOOL), never `<list[int]>`, and
+    no id range of nineteen digits. (An argument's type column is typer's own: `packages...
+    <list[str]>` cannot be renamed, so only options are checked for it.)"""
+    from typing import Any
+
+    import typer.main
+    from typer.testing import CliRunner
+
+    from klaw.cli.app import app
+
+    def paths(command: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+        found = [prefix]
+        for name, sub in getattr(command, "commands", {}).items():  # a group's commands
+            found += paths(sub, (*prefix, name))
+        return found
+
+    checked = paths(typer.main.get_command(app))
+    assert ("bench", "turn") in checked and ("memory", "forget") in checked
+    for path in checked:
+        result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, (path, result.output)
+        assert "9223372036854775807" not in result.output, (path, result.output)
+        options = [line for line in result.output.splitlines() if re.match(r"│\s*\*?\s*--", line)]
+        assert not [line for line in options if "list[" in line], (path, result.output)

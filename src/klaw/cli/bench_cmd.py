@@ -63,7 +63,9 @@ def embed(
     texts: Annotated[int, typer.Option(help="Sentences to embed per batch size.")] = 512,
     runtime: Annotated[
         list[str] | None,
-        typer.Option(help="minilm runtimes to compare (repeatable; default numpy, onnx-fp32 and onnx-int8)."),
+        typer.Option(
+            metavar="RUNTIME", help="minilm runtimes to compare (repeatable; default numpy, onnx-fp32 and onnx-int8)."
+        ),
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
 ) -> None:
@@ -108,7 +110,7 @@ def embed(
 @app.command()
 def turn(
     stored: Annotated[
-        list[int] | None, typer.Option(help="Stored messages in the chat before timing (repeatable).")
+        list[int] | None, typer.Option(metavar="N", help="Stored messages in the chat before timing (repeatable).")
     ] = None,
     turns: Annotated[int, typer.Option(help="Sequential turns timed per size.")] = 200,
     chats: Annotated[int, typer.Option(help="Concurrent chats in the throughput phase.")] = 50,
@@ -165,7 +167,11 @@ def summaries(
     seconds_between_turns: Annotated[float, typer.Option(help="Engine-clock seconds between two turns.")] = 30.0,
     setting: Annotated[
         list[str] | None,
-        typer.Option("--set", help="A summarizer setting for the run, NAME=VALUE as in engine.yaml (repeatable)."),
+        typer.Option(
+            "--set",
+            metavar="NAME=VALUE",
+            help="A summarizer setting for the run, NAME=VALUE as in engine.yaml (repeatable).",
+        ),
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
 ) -> None:

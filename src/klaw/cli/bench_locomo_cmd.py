@@ -91,7 +91,8 @@ def locomo(
     backend: Annotated[
         list[str] | None,
         typer.Option(
-            help="sqlite or postgres (repeatable: each in turn on the same vectors; default database.backend)."
+            metavar="BACKEND",
+            help="sqlite or postgres (repeatable: each in turn on the same vectors; default database.backend).",
         ),
     ] = None,
     url_env: Annotated[

@@ -24,11 +24,14 @@ from klaw.cli.bench_output import emit, machine, progress, stage_reporter
 
 def scale(
     size: Annotated[
-        list[int] | None, typer.Option(help="Messages in the bench chat (repeatable; default 10k and 100k).")
+        list[int] | None,
+        typer.Option(metavar="N", help="Messages in the bench chat (repeatable; default 10k and 100k)."),
     ] = None,
     backend: Annotated[
         list[str] | None,
-        typer.Option(help="sqlite or postgres (repeatable: each size on each, side by side; default sqlite)."),
+        typer.Option(
+            metavar="BACKEND", help="sqlite or postgres (repeatable: each size on each, side by side; default sqlite)."
+        ),
     ] = None,
     url_env: Annotated[
         str | None,

@@ -31,11 +31,27 @@ def register_forget(app: typer.Typer) -> None:
     app.command("forget")(forget)
 
 
+MAX_ID = 2**63 - 1
+
+
+def _stored_id(value: int) -> int:
+    """An id a database can hold (SQLite's integers: a larger one cannot even be looked up). Checked here,
+    not as typer's min/max, whose range would fill the help line with 9223372036854775807."""
+    if not 1 <= value <= MAX_ID:
+        raise typer.BadParameter(f"{value} is not an id: ids are whole numbers from 1 up")
+    return value
+
+
 def forget(
     kind: Annotated[ForgetKind, typer.Argument(help="What to forget: exchange, segment or memory.")],
     target_id: Annotated[
-        int,  # SQLite's integer range: a larger id cannot even be looked up (OverflowError)
-        typer.Argument(metavar="ID", min=1, max=2**63 - 1, help="Its id, as memory_search and the inspector show."),
+        int,
+        typer.Argument(
+            metavar="ID",
+            callback=_stored_id,
+            show_default=False,
+            help="Its id, as memory_search and the inspector show.",
+        ),
     ],
     chat: Annotated[
         str | None,

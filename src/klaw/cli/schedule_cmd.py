@@ -77,6 +77,7 @@ def add(
         list[str] | None,
         typer.Option(
             "--allow-tool",
+            metavar="TOOL",
             help="A tool held for approval (tools.approval) its runs may use without asking; repeatable.",
         ),
     ] = None,
