@@ -19,6 +19,7 @@ from klaw.config_loader import LoadedConfig
 from klaw.redaction import MASK, mask_url_credentials
 
 __all__ = ["MASK", "ConfigRow", "config_rows", "masked"]
+FILE_SOURCE = "engine.yaml"
 _SECRET_FIELD = re.compile(r"(?i)(api_?key|token|secret|password|passwd)$")
 
 
@@ -43,13 +44,18 @@ def config_rows(
     """Every field with its effective value and source; a field a command overrides shows the command's
     value and `command (/rag set)` as its source."""
     effective = loaded.config.model_dump(mode="json", by_alias=True)
+    defaults = dict(flatten(type(loaded.config)().model_dump(mode="json", by_alias=True)))
     rows = []
     for key, value in flatten(effective):
         override = (overrides or {}).get(key)
         if override is not None:
             rows.append(ConfigRow(key, override.value, f"command ({override.command})"))
-        else:
-            rows.append(ConfigRow(key, masked(key, value) if mask else value, source_of(key, loaded.sources)))
+            continue
+        source = source_of(key, loaded.sources)
+        if source == FILE_SOURCE and key in defaults and defaults[key] == value:
+            # `klaw init` writes every default into engine.yaml: say which of its lines change nothing
+            source = f"{FILE_SOURCE} (= default)"
+        rows.append(ConfigRow(key, masked(key, value) if mask else value, source))
     return rows
 
 

@@ -217,7 +217,7 @@ def test_settings_rows_mask_anything_secret_looking(tmp_path: Path) -> None:
     loaded = LoadedConfig(EngineConfig(), {"channels.telegram": "engine.yaml"}, tmp_path / "engine.yaml")
     rows = {row.field: row for row in config_rows(loaded)}
     assert rows["channels.telegram.tokenEnv"].value == "KLAW_TELEGRAM_TOKEN"
-    assert rows["channels.telegram.tokenEnv"].source == "engine.yaml"
+    assert rows["channels.telegram.tokenEnv"].source == "engine.yaml (= default)"  # the section is there
     assert rows["channels.web.host"].value == "127.0.0.1" and rows["channels.web.host"].source == "default"
 
 

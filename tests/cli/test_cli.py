@@ -59,6 +59,16 @@ def test_config_show_reports_values_and_their_sources(tmp_path: Path) -> None:
     assert "processing.debounceMs" in table.stdout
 
 
+def test_config_show_tells_the_lines_of_engine_yaml_that_change_nothing(tmp_path: Path) -> None:
+    """`klaw init` writes every default into engine.yaml, so nearly every row said `engine.yaml`."""
+    klaw(tmp_path, "init")
+    config = tmp_path / "engine.yaml"
+    config.write_text(config.read_text(encoding="utf-8").replace("debounceMs: 1500", "debounceMs: 900"), "utf-8")
+    shown = json.loads(klaw(tmp_path, "config", "show", "--json").stdout)
+    assert shown["processing.debounceMs"] == {"value": 900, "source": "engine.yaml"}
+    assert shown["autoRag.topK"] == {"value": 3, "source": "engine.yaml (= default)"}
+
+
 def test_invalid_config_stops_with_field_value_and_rule_not_a_traceback(tmp_path: Path) -> None:
     (tmp_path / "engine.yaml").write_text("autoRag:\n  topK: 0\n", encoding="utf-8")
     result = klaw(tmp_path, "config", "show")

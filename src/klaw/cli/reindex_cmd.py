@@ -132,7 +132,7 @@ def print_report(console: Console, report: ReindexReport) -> None:
         ("chats", str(counts.chats)),
         ("segments", str(counts.segments)),
         ("exchanges", str(counts.exchanges)),
-        ("sessions", str(counts.sessions)),
+        ("chats with a model chosen by /model", str(counts.sessions)),
         ("vectors", f"{counts.vectors} ({report.embedded} embedded now)"),
         ("malformed lines skipped", str(report.malformed)),
         ("settings kept", str(report.settings_copied)),
