@@ -41,6 +41,7 @@ async def test_every_timed_turn_is_broken_into_its_phases(tmp_path: Path) -> Non
     assert result.embedder == "fake" and result.embedded_texts_per_turn >= 2  # at least each message and reply
     # the many-chats phase's CPU: the engine's process, and the fake model's own process apart
     assert result.cpu_ms_per_turn > 0 and result.model_cpu_ms_per_turn > 0
+    assert 0 < result.loop_cpu_ms_per_turn <= result.cpu_ms_per_turn
 
 
 async def test_the_bench_model_answers_a_summary_batch_with_a_numbered_line_per_exchange() -> None:

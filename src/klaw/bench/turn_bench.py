@@ -6,7 +6,8 @@ HTTP round trip, which is measured separately and reported beside it. The fake s
 process of its own (bench/model_process.py), as a real model server does, so its work is not counted
 as the engine's. The bench chat is first filled with `stored` messages (the window and counts then run
 against a large table), and a second phase measures throughput with many chats talking at once, with
-the CPU time a turn cost the engine's process there (all its threads) and the model's process beside it.
+the CPU time a turn cost the engine's process there (all its threads), of which its event loop's thread,
+and the model's process beside it.
 
 Each timed turn is broken into its phases from the timings the engine records on every turn
 (engine/turn_timing.py, kept with the turn's context record), so a regression shows where it is:
@@ -61,6 +62,7 @@ class TurnBenchResult:
     model_cpu_ms_per_turn: float  # the fake model's own process, same phase
     embedder: str = "fake"  # `embedder.backend` of the run
     embedded_texts_per_turn: float = 0.0  # texts the embedder computed during the timed turns (queue and queries)
+    loop_cpu_ms_per_turn: float = 0.0  # of cpu_ms_per_turn, the event loop's thread alone (decision 220)
 
 
 async def measure_turns(
@@ -112,7 +114,7 @@ async def measure_turns(
             build_times = await _context_builds(engine, chat, turns)
             round_trips = await _round_trips(engine, turns)
             model_cpu = await server.cpu_seconds()
-            cpu, start = time.process_time(), time.perf_counter()
+            cpu, loop_cpu, start = time.process_time(), time.thread_time(), time.perf_counter()
             await asyncio.gather(
                 *(
                     _chat_turns(engine, replies, ChatRef(BENCH_CHANNEL, f"c{n}"), turns_per_chat)
@@ -120,6 +122,7 @@ async def measure_turns(
                 )
             )
             elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+            loop_cpu = time.thread_time() - loop_cpu
             model_cpu = await server.cpu_seconds() - model_cpu
         finally:
             await engine.shutdown(timeout_seconds=10)
@@ -138,6 +141,7 @@ async def measure_turns(
         model_cpu_ms_per_turn=model_cpu * 1000 / total,
         embedder=embedder,
         embedded_texts_per_turn=embedded / turns if turns else 0.0,
+        loop_cpu_ms_per_turn=loop_cpu * 1000 / total,
     )
 
 

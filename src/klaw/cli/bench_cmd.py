@@ -153,6 +153,7 @@ def turn(
             f" fake LLM round trip {result.fake_llm_round_trip};"
             f" {result.concurrent_chats} concurrent chats: {result.turns_per_second:.1f} turns/s,"
             f" CPU per turn {result.cpu_ms_per_turn:.1f} ms in the engine's process"
+            f" (its event loop {result.loop_cpu_ms_per_turn:.1f} ms)"
             f" ({result.model_cpu_ms_per_turn:.1f} ms in the model's);"
             f" background model calls per turn {result.background_model_calls_per_turn:.2f};"
             f" embedder ({result.embedder}) texts per turn {result.embedded_texts_per_turn:.2f}"

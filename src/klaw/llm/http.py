@@ -34,6 +34,7 @@ from typing import Any
 
 import httpx
 
+from klaw.llm.asyncio_transport import AsyncioTransport
 from klaw.llm.errors import (
     LlmAuthError,
     LlmBadRequestError,
@@ -92,8 +93,8 @@ class RetryPolicy:
 
 def new_http_client() -> httpx.AsyncClient:
     """An HTTP client for one base URL. Timeouts are per request, since models sharing a server may
-    have different `timeoutSeconds`."""
-    return httpx.AsyncClient(timeout=None, follow_redirects=False)
+    have different `timeoutSeconds`. Its transport runs on asyncio's streams rather than anyio's (decision 220)."""
+    return httpx.AsyncClient(timeout=None, follow_redirects=False, transport=AsyncioTransport())
 
 
 def auth_headers(endpoint: Endpoint, env: Mapping[str, str]) -> dict[str, str]:
