@@ -73,6 +73,8 @@ def test_the_command_prints_the_phases_and_writes_them_as_json(tmp_path: Path) -
     assert set(TURN_PHASES) <= set(figures["phases"])
     assert figures["phases"]["context.window"]["count"] == 2
     assert figures["concurrent_turns"] == 2 * 3 and figures["cpu_ms_per_turn"] > 0
+    # the engine ran on uvloop, as `klaw engine` and `klaw serve` run it (decision 220)
+    assert figures["event_loop"] == "uvloop" and "its event loop, uvloop" in run.output
 
 
 def test_the_command_names_the_embedders_it_takes() -> None:

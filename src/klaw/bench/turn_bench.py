@@ -36,6 +36,7 @@ from klaw.config import EngineConfig
 from klaw.engine.context_history import TurnContext
 from klaw.engine.delivery import Outbound
 from klaw.engine.runtime import Engine
+from klaw.event_loop import loop_name
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.messages import ChatMessage
@@ -63,6 +64,7 @@ class TurnBenchResult:
     embedder: str = "fake"  # `embedder.backend` of the run
     embedded_texts_per_turn: float = 0.0  # texts the embedder computed during the timed turns (queue and queries)
     loop_cpu_ms_per_turn: float = 0.0  # of cpu_ms_per_turn, the event loop's thread alone (decision 220)
+    event_loop: str = "asyncio"  # the loop the bench ran on: uvloop as `klaw engine` runs, or asyncio's
 
 
 async def measure_turns(
@@ -142,6 +144,7 @@ async def measure_turns(
         embedder=embedder,
         embedded_texts_per_turn=embedded / turns if turns else 0.0,
         loop_cpu_ms_per_turn=loop_cpu * 1000 / total,
+        event_loop=loop_name(),
     )
 
 

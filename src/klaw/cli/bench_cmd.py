@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from klaw import event_loop
 from klaw.cli.bench_locomo_cmd import locomo, past_sessions, recall
 from klaw.cli.bench_output import emit as _emit
 from klaw.cli.bench_output import machine, machine_console
@@ -136,7 +137,7 @@ def turn(
     for size in stored or [1_000, 100_000]:
         with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
             report = _stage_reporter(progress, f"{size} stored: ")
-            result = asyncio.run(
+            result = event_loop.run(
                 measure_turns(
                     Path(tmp) / "home",
                     stored=size,
@@ -153,7 +154,7 @@ def turn(
             f" fake LLM round trip {result.fake_llm_round_trip};"
             f" {result.concurrent_chats} concurrent chats: {result.turns_per_second:.1f} turns/s,"
             f" CPU per turn {result.cpu_ms_per_turn:.1f} ms in the engine's process"
-            f" (its event loop {result.loop_cpu_ms_per_turn:.1f} ms)"
+            f" (its event loop, {result.event_loop}, {result.loop_cpu_ms_per_turn:.1f} ms)"
             f" ({result.model_cpu_ms_per_turn:.1f} ms in the model's);"
             f" background model calls per turn {result.background_model_calls_per_turn:.2f};"
             f" embedder ({result.embedder}) texts per turn {result.embedded_texts_per_turn:.2f}"

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from klaw import event_loop
 from klaw.cli.context import (
     err_console,
     fail,
@@ -26,7 +27,7 @@ def engine() -> None:
     """Run the engine: stores, model calls and the socket gateways connect to (engine.sock)."""
     home = home_from_env()
     loaded = load_or_exit(home)
-    asyncio.run(_serve(home, loaded.config))
+    event_loop.run(_serve(home, loaded.config))
 
 
 async def _serve(home: KlawHome, config: EngineConfig) -> None:
@@ -84,4 +85,4 @@ def chat(
         if interrupted:
             raise typer.Exit(130)
 
-    asyncio.run(run())
+    event_loop.run(run())

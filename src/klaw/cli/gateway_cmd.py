@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from klaw import event_loop
 from klaw.cli.context import fail, home_from_env, load_or_exit, say_while_stopping, start_engine_or_exit
 from klaw.config_loader import LoadedConfig
 from klaw.home import KlawHome
@@ -29,14 +30,14 @@ def gateway() -> None:
     """Run the channels (web page, Telegram) and forward them to the engine over engine.sock."""
     home = home_from_env()
     loaded = load_or_exit(home)
-    asyncio.run(_run(home, loaded, with_engine=False))
+    event_loop.run(_run(home, loaded, with_engine=False))
 
 
 def serve() -> None:
     """Run the engine and the gateway (web page, Telegram) together in this process."""
     home = home_from_env()
     loaded = load_or_exit(home)
-    asyncio.run(_run(home, loaded, with_engine=True))
+    event_loop.run(_run(home, loaded, with_engine=True))
 
 
 def build_channels(home: KlawHome, loaded: LoadedConfig) -> list[Channel]:
