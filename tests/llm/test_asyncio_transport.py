@@ -1,19 +1,25 @@
 """The model client's transport on asyncio streams (llm/asyncio_transport.py): requests through a real
 local server, kept-alive connections reused, one a server closed replaced without an error, large
-bodies sent whole. Timeouts and refused connections are covered through the same client by
-test_openai_client.py."""
+bodies sent whole, HTTPS with its certificate checked. Timeouts and refused connections are covered
+through the same client by test_openai_client.py."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import shutil
+import ssl
+import subprocess
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 from klaw.config import ModelConfig
 from klaw.llm.asyncio_transport import AsyncioBackend, AsyncioTransport
+from klaw.llm.errors import LlmConnectionError
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.llm.messages import ChatMessage
 from klaw.llm.openai_client import OpenAiChatClient
@@ -60,8 +66,7 @@ async def closing_server() -> AsyncIterator[tuple[str, list[int]]]:
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
-        lines = head.lower().split(b"\r\n")
-        await reader.readexactly(next(int(line.split(b":")[1]) for line in lines if line.startswith(b"content-length")))
+        await reader.readexactly(_body_length(head))
         served.append(1)
         answer = {"role": "assistant", "content": f"answer {len(served)}"}
         body = json.dumps({"choices": [{"message": answer}]}).encode()
@@ -91,3 +96,55 @@ async def test_a_connection_the_server_closed_is_not_reused(closing_server: tupl
         await http.aclose()
     assert (first.content, second.content) == ("answer 1", "answer 2")
     assert backend.connections == 2 and served == [1, 1]
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost, made by openssl."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl (Debian package openssl) is missing")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
+def _body_length(head: bytes) -> int:
+    return next(int(line.split(b":")[1]) for line in head.lower().split(b"\r\n") if line.startswith(b"content-length"))
+
+
+async def test_https_checks_the_certificate_and_keeps_the_connection(
+    certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = certificate
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):  # the client left
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(_body_length(head))
+                body = b'{"choices": [{"message": {"role": "assistant", "content": "over tls"}}]}'
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body) + body)
+                await writer.drain()
+
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=served)
+    port = server.sockets[0].getsockname()[1]
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the transport's TLS context trusts what httpx's would
+    backend = AsyncioBackend()
+    client, http = _client(f"https://localhost:{port}/v1", backend)
+    untrusted, untrusted_http = _client(f"https://127.0.0.1:{port}/v1", AsyncioBackend())  # not the cert's name
+    try:
+        answers = [(await client.complete([ChatMessage.user(q)])).content for q in ("one", "two")]
+        with pytest.raises(LlmConnectionError, match="ConnectError"):
+            await untrusted.complete([ChatMessage.user("three")])
+    finally:
+        await http.aclose()
+        await untrusted_http.aclose()
+        server.close()
+    assert answers == ["over tls", "over tls"]
+    assert backend.connections == 1
