@@ -35,12 +35,14 @@ class AsyncioTransport(httpx.AsyncHTTPTransport):
     """`httpx.AsyncHTTPTransport` whose connection pool runs on `backend` (a new `AsyncioBackend` if none)."""
 
     def __init__(self, backend: AsyncioBackend | None = None) -> None:
-        super().__init__(limits=_LIMITS)
+        # One TLS context for both pools (loading the CA bundle took 60-250 ms here).
+        tls = httpx.create_ssl_context()
+        super().__init__(verify=tls, limits=_LIMITS)
         # The parent builds its pool with httpcore's default backend and offers no parameter for another;
         # it keeps the pool in `_pool`, which its request and close methods use (tests/llm/test_asyncio_transport
         # fails if a new httpx stops doing so).
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
+            ssl_context=tls,
             max_connections=_LIMITS.max_connections,
             max_keepalive_connections=_LIMITS.max_keepalive_connections,
             keepalive_expiry=_LIMITS.keepalive_expiry,
