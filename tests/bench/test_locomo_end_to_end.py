@@ -102,11 +102,13 @@ EXPECTED: dict[str, dict[tuple[str, int], tuple[float, ...]]] = {
         ("tiny-1", 0): ONES,
         # D1:3; its neighbours D2:1 D1:2 (n), D2:2 D1:1 (v, also neighbours); then D2:3, full text's worst.
         ("tiny-1", 1): (0.5, 1, 1, 1, 1, 1, N6, 1),
-        ("tiny-1", 2): ONES,  # D2:1, the only full-text match (0.6 + shares) over the vector turns
+        # D2:1, the only full-text match, but a short turn (decision 209: its score × n / (n + 3)): second.
+        ("tiny-1", 2): (1, 1, 1, 1, 1, 0.5, G2, 1),
         # D1:2 likewise, but it asks ("New pendulum spring?"): it lends its whole score to its reply D1:3,
-        # which also matches "pendulum" through the words of the turn before it, and ranks first.
-        ("tiny-1", 3): (1, 1, 1, 1, 1, 0.5, G2, 1),
-        ("tiny-1", 5): (1, 1, 1, 1, 1, 0.25, G4, 1),  # the kettle turns first, D3:4 fourth
+        # which also matches "pendulum" through the words of the turn before it, and ranks first; being
+        # short and asking, D1:2 comes third (decision 209).
+        ("tiny-1", 3): (1, 1, 1, 1, 1, 1 / 3, 0.5, 1),
+        ("tiny-1", 5): (1, 1, 1, 1, 1, 1 / 3, 0.5, 1),  # the kettle turns first, D3:4 third (the longer first)
         ("tiny-2", 0): ONES,
         # D3:1, then D3:2 (its own "pottery" and the words of D3:1 before it) above D2:3 (only the
         # words of D3:1 after it, and what D3:1 lends)
@@ -122,9 +124,9 @@ EVIDENCE_RANKS: dict[str, dict[tuple[str, int], tuple[int | None, ...]]] = {
     "fts": {("tiny-1", 1): (1, 4), ("tiny-1", 5): (4,), ("tiny-2", 5): (None,)},
     "hybrid": {
         ("tiny-1", 1): (1, 6),
-        ("tiny-1", 2): (1,),
-        ("tiny-1", 3): (2,),
-        ("tiny-1", 5): (4,),
+        ("tiny-1", 2): (2,),
+        ("tiny-1", 3): (3,),
+        ("tiny-1", 5): (3,),
         ("tiny-2", 1): (1, 2),
     },
 }
@@ -133,12 +135,12 @@ EVIDENCE_RANKS: dict[str, dict[tuple[str, int], tuple[int | None, ...]]] = {
 HEADLINE = {  # categories 1–4: 9 questions (tiny-1 #3 is category 5)
     "vector": (9, 4 / 9, 4 / 9, 4 / 9, 4 / 9, 3 / 9, 5 / 9, (3 + 2 * N1) / 9, 1),
     "fts": (9, 8 / 9, 8 / 9, 8 / 9, 8 / 9, 8 / 9, 7.25 / 9, (6 + N4 + G4) / 9, 8 / 9),
-    "hybrid": (9, 8.5 / 9, 1, 1, 1, 1, 7.5 / 9, (6 + N6 + 2 * G4) / 9, 1),
+    "hybrid": (9, 8.5 / 9, 1, 1, 1, 1, (7 + 1 / 12) / 9, (5.5 + G2 + N6 + G4) / 9, 1),
 }
 OVERALL = {  # all 10 scored questions
     "vector": (10, 0.4, 0.4, 0.4, 0.4, 0.3, 0.5, (3 + 2 * N1) / 10, 1),
     "fts": (10, 0.9, 0.9, 0.9, 0.9, 0.9, 0.825, (7 + N4 + G4) / 10, 0.9),
-    "hybrid": (10, 0.95, 1, 1, 1, 1, 0.8, (6 + G2 + N6 + 2 * G4) / 10, 1),
+    "hybrid": (10, 0.95, 1, 1, 1, 1, (7 + 5 / 12) / 10, (6 + G2 + N6 + G4) / 10, 1),
 }
 BY_CATEGORY: dict[str, dict[int, tuple[float, ...]]] = {
     "vector": {
@@ -157,10 +159,10 @@ BY_CATEGORY: dict[str, dict[int, tuple[float, ...]]] = {
     },
     "hybrid": {
         1: (2, 0.75, 1, 1, 1, 1, 1, (N6 + 1) / 2, 1),
-        2: (3, 1, 1, 1, 1, 1, 2.25 / 3, (2 + G4) / 3, 1),
+        2: (3, 1, 1, 1, 1, 1, (1.5 + 1 / 3) / 3, (1.5 + G2) / 3, 1),
         3: (1, 1, 1, 1, 1, 1, 1, 1, 1),
         4: (3, 1, 1, 1, 1, 1, 2.25 / 3, (2 + G4) / 3, 1),
-        5: (1, 1, 1, 1, 1, 1, 0.5, G2, 1),
+        5: (1, 1, 1, 1, 1, 1, 1 / 3, 0.5, 1),
     },
 }
 
@@ -246,7 +248,7 @@ def test_json_and_markdown_carry_every_figure_and_the_configuration(run: LocomoR
     assert "kettle" not in json.dumps(figures)
 
     markdown = to_markdown(run)
-    assert "| hybrid | 94.4 | 100.0 | 100.0 | 100.0 | 100.0 | 83.3 |" in markdown
+    assert "| hybrid | 94.4 | 100.0 | 100.0 | 100.0 | 100.0 | 78.7 |" in markdown
     assert "| DRAGON (LoCoMo paper, Table 3) | 60.4 | 69.6 |" in markdown
     assert "| DRAGON (LoCoMo paper, Table 3) | 56.7 | 66.2 |" in markdown
     assert "| fts | 4 single-hop | 3 | 66.7 |" in markdown

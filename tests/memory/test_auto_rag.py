@@ -11,7 +11,7 @@ import pytest
 from klaw.config import AutoRagConfig
 from klaw.llm.tokens import approximate_token_count
 from klaw.memory.auto_rag import HEADER, MIN_EXCERPT_TOKENS, AutoRagService, fit_to_budget, format_block
-from klaw.memory.hybrid_search import HybridHit, HybridSearch
+from klaw.memory.hybrid_search import HybridHit, HybridSearch, top_hits
 from klaw.store.records import MessageRecord, Role, StoredMessage
 from klaw.store.sqlite.store import SqliteStore
 from tests.memory.recall_helpers import ALICE, BOB, BrokenEmbedder, Conversation, FixedEmbedder, one_hot, rowids
@@ -253,3 +253,32 @@ async def test_a_rare_common_word_alone_does_not_open_the_gate(chat: Conversatio
     assert (
         await recall(service(chat, embedder=FixedEmbedder(one_hot(0))), chat, query="what did Caroline research?") == []
     )
+
+
+QUESTION = "Lots of news from you this week! " * 8 + "Did you paint the bedroom walls in the end, and which colour won?"
+REPLY = "Sage green, after trying nine sample pots on the plaster."
+
+
+def test_a_reply_comes_with_the_question_that_lent_to_it_and_counts_as_one_hit() -> None:
+    """The pair takes one of `topK`'s places, the question shown after its reply in rank (it reads
+    before it in the block, oldest first) and not again as a hit of its own; other hits follow."""
+    question = HybridHit(stored(1, QUESTION), 0.2)
+    reply = HybridHit(stored(2, REPLY), 0.9, asked=question)
+    others = [HybridHit(stored(rowid, f"other message number {rowid}"), 0.1) for rowid in (3, 4)]
+    taken = top_hits([reply, others[0], question, others[1]], 3)
+    assert [hit.message.rowid for hit in taken] == [2, 3, 4]
+    kept = fit_to_budget(taken, 1000)
+    shown = [(r.hit.message.rowid, r.question_of, r.truncated) for r in kept]
+    assert shown == [(2, None, False), (1, 2, False), (3, None, False), (4, None, False)]
+
+
+def test_a_tight_budget_keeps_the_end_of_the_question_where_it_asks() -> None:
+    """Room for the reply and a few words more: the question is cut from its start, so what it asked
+    is still there, and the block is full."""
+    reply = HybridHit(stored(2, REPLY), 0.9, asked=HybridHit(stored(1, QUESTION), 0.2))
+    room = approximate_token_count(HEADER + "\n\n") + approximate_token_count(f"[user] {REPLY}") + 1
+    kept = fit_to_budget([reply, HybridHit(stored(3, "short one"), 0.1)], room + MIN_EXCERPT_TOKENS + 6)
+    assert [r.hit.message.rowid for r in kept] == [2, 1]
+    assert kept[1].truncated and kept[1].text.startswith("…") and kept[1].text.endswith("which colour won?")
+    assert QUESTION.endswith(kept[1].text[1:])
+    assert approximate_token_count(format_block(kept)) <= room + MIN_EXCERPT_TOKENS + 6

@@ -140,3 +140,35 @@ async def test_the_stage_reads_the_past_only_however_long_the_current_segment(tm
     the stage's cost grew with the conversation going on now."""
     short, long = await stage_steps(tmp_path, 20), await stage_steps(tmp_path, 600)
     assert long <= short * 1.1, (short, long)
+
+
+ASKED = "How did the Zorblax audition go, did they give you the part?"
+ANSWERED = "Yes! I start rehearsals on Monday, three evenings a week."
+
+
+async def test_a_past_reply_is_shown_after_the_question_that_lent_to_it(store: SqliteStore) -> None:
+    """ "Zorblax audition?" after /new: the past message that matches is the agent's question, the
+    person's reply says what happened but names nothing of it. The block shows the reply with the
+    question on the line before it (the reply ranks first: the question lent it its score)."""
+    chat = await Conversation(store).bind()
+    await store.summaries.bind_embedder(chat.embedder.model_id, DIM)
+    await chat.filler(2)
+    question = await chat.say(ASKED, Role.ASSISTANT)
+    reply = await chat.say(ANSWERED)
+    summary = await store.summaries.save_segment_summary(
+        reply.segment_id, SUMMARY, "m", final=True, covers_exchange_id=None, exchanges_covered=0, at=chat._next_time()
+    )
+    await embed_summaries(store, [saved(summary)])
+    await chat.new_segment()
+    await chat.say("hello again")
+    result = await default_pipeline(store, chat.embedder).run(ask(await chat.segment_id(), "Zorblax audition?"))
+    print(
+        [(h.message.rowid, h.score, h.distance, h.fts_rank, h.context_of, h.asked is not None) for h in result.messages]
+    )
+    assert result.messages[0].message.rowid == reply.rowid and result.messages[0].asked is not None
+    assert result.block is not None
+    lines = result.block.splitlines()
+    said = [line for line in lines if line.startswith("  - said ")]
+    assert said[:2] == [line for line in said if "Zorblax" in line or "rehearsals" in line][:2]
+    assert said[0].endswith(f"[assistant] {ASKED}") and said[1].endswith(f"[user] {ANSWERED}"), lines
+    assert [m.message.rowid for s in result.shown for m in s.messages][:2] == [question.rowid, reply.rowid]

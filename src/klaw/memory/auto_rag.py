@@ -19,12 +19,18 @@ The steps, in order:
    be within the threshold (KNN always returns the nearest messages, however unrelated) and one
    full text found is kept, its matching words being evidence of their own; when it opened by rare
    words alone, a candidate is kept when it holds one of them or is within the threshold. One that
-   is there only as the neighbour of a hit (`context_of`) is kept when that hit is;
-4. the best `top_k` by fused score;
+   is there only as the neighbour of a hit (`context_of`), or is the reply to a question that lent
+   it its score (`asked`), is kept when that hit is;
+4. the best `top_k` by fused score, a reply shown with the question right before it that lent it
+   its score (`HybridHit.asked`: "Sage green" means nothing without "which colour won?") counting
+   as one hit; a question already shown with its reply is not counted or shown again;
 5. the `max_tokens` budget for the whole block (header included): hits are taken best first while
    they fit; one that does not fit is shortened to the room left (at least MIN_EXCERPT_TOKENS,
    cut at a word, marked "…"), after which the block is full; with less room it is skipped and a
-   shorter, lower-ranked one may still fit.
+   shorter, lower-ranked one may still fit. A reply's question comes after the reply in this
+   order (the reply is the hit): whole when it fits, else its end, where it asks ("…which colour
+   won?"), in the room left (at least MIN_EXCERPT_TOKENS), after which the block is full. The
+   block lists everything in the order it was said, so the question reads just before its reply.
 
 Whatever goes wrong, recall returns nothing and logs a warning naming the error type (never the
 text): auto-RAG must never fail a turn.
@@ -38,7 +44,7 @@ from dataclasses import dataclass
 
 from klaw.config import AutoRagConfig
 from klaw.llm.tokens import approximate_token_count
-from klaw.memory.hybrid_search import HybridHit, HybridSearch
+from klaw.memory.hybrid_search import HybridHit, HybridSearch, top_hits
 from klaw.memory.word_evidence import WordScope, is_small_talk, messages_with_telling_words
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
@@ -58,6 +64,7 @@ class RecalledMessage:
 
     hit: HybridHit
     text: str
+    question_of: int | None = None  # for a question shown with its reply: the reply's rowid
 
     @property
     def truncated(self) -> bool:
@@ -125,7 +132,7 @@ class AutoRagService:
                 return []
             hits = _evidenced(hits, threshold, telling)
         budget = self._config.max_tokens if max_tokens is None else min(max_tokens, self._config.max_tokens)
-        recalled = fit_to_budget(hits[: self._config.top_k], budget)
+        recalled = fit_to_budget(top_hits(hits, self._config.top_k), budget)
         log.debug("auto-RAG: %d candidate(s), %d recalled", len(hits), len(recalled))
         return recalled
 
@@ -142,24 +149,38 @@ def _evidenced(hits: Sequence[HybridHit], threshold: float, telling: Collection[
         return hit.fts_rank is not None if telling is None else hit.message.rowid in telling
 
     found = {hit.message.rowid for hit in hits if words(hit) or _within(hit, threshold)}
-    return [hit for hit in hits if hit.message.rowid in found or hit.context_of in found]
+    return [hit for hit in hits if hit.stays_with(found)]
 
 
 def fit_to_budget(hits: Sequence[HybridHit], max_tokens: int) -> list[RecalledMessage]:
-    """Hits, best first, whose block (header included) stays within `max_tokens`."""
+    """Hits, best first, each followed by the question it brings (`asked`, not shown yet), whose block
+    (header included) stays within `max_tokens`."""
     room = max_tokens - _HEADER_TOKENS
     kept: list[RecalledMessage] = []
     for hit in hits:
-        whole = RecalledMessage(hit, hit.message.content)
-        cost = line_tokens(whole.line)
-        if cost <= room:
-            kept.append(whole)
-            room -= cost
-            continue
-        if room - 1 >= MIN_EXCERPT_TOKENS:
-            kept.append(RecalledMessage(hit, _shorten(hit, room - 1)))
+        placed, room = _place(hit, room, kept)
+        question = hit.asked
+        if placed and room >= 0 and question is not None and all(r.hit.message != question.message for r in kept):
+            _, room = _place(question, room, kept, question_of=hit.message.rowid)
+        if room < 0:
             break
     return kept
+
+
+def _place(
+    hit: HybridHit, room: int, kept: list[RecalledMessage], *, question_of: int | None = None
+) -> tuple[bool, int]:
+    """Appends `hit` to `kept`, whole or shortened (a question from its end); returns whether it was
+    placed and the room left, -1 once the block is full (something was shortened)."""
+    whole = RecalledMessage(hit, hit.message.content, question_of)
+    cost = line_tokens(whole.line)
+    if cost <= room:
+        kept.append(whole)
+        return True, room - cost
+    if room - 1 >= MIN_EXCERPT_TOKENS:
+        kept.append(RecalledMessage(hit, _shorten(hit, room - 1, from_end=question_of is not None), question_of))
+        return True, -1
+    return False, room
 
 
 def line_tokens(line: str) -> int:
@@ -173,13 +194,19 @@ def format_block(recalled: Sequence[RecalledMessage]) -> str:
     return HEADER + "\n\n" + "\n".join(r.line for r in ordered)
 
 
-def _shorten(hit: HybridHit, max_tokens: int) -> str:
-    """The longest beginning of the content, cut at a word, whose line fits `max_tokens`."""
+def _shorten(hit: HybridHit, max_tokens: int, *, from_end: bool = False) -> str:
+    """The longest beginning of the content (its longest end with `from_end`: where a question
+    asks), cut at a word, whose line fits `max_tokens`."""
     content = hit.message.content
     prefix = f"[{hit.message.role.value}] "
 
+    def part(length: int) -> str:
+        if from_end:
+            return ELLIPSIS + content[len(content) - length :].lstrip()
+        return content[:length].rstrip() + ELLIPSIS
+
     def fits(length: int) -> bool:
-        return approximate_token_count(prefix + content[:length].rstrip() + ELLIPSIS) <= max_tokens
+        return approximate_token_count(prefix + part(length)) <= max_tokens
 
     low, high = 0, len(content)
     while low < high:
@@ -188,6 +215,12 @@ def _shorten(hit: HybridHit, max_tokens: int) -> str:
             low = middle
         else:
             high = middle - 1
+    if from_end:
+        cut = content[len(content) - low :]
+        space = cut.find(" ")
+        if 0 <= space < low * 0.2:
+            cut = cut[space:]
+        return ELLIPSIS + cut.lstrip()
     cut = content[:low]
     space = cut.rfind(" ")
     if space > low * 0.8:

@@ -6,7 +6,7 @@ memory_search tool all call it, so what a person sees on the command line is wha
 recall. Each side fetches its own best candidates through the storage protocol; fusion works on
 rowids (the key shared by `messages`, `messages_fts` and `vec_messages`).
 
-Ranking, in four steps (`SearchConfig`; why and what each step measured: docs/memory/how-memory-works.md):
+Ranking, in five steps (`SearchConfig`; why and what each step measured: docs/memory/how-memory-works.md):
 1. each side's scores (cosine similarity; −bm25) are rescaled to 0..1 over its own candidates and
    mixed, `vectorWeight` for the vector side and the rest for full text (`fusion.score_fusion`);
 2. a candidate said within a date the text names ("on 3 May, 2023", "in July 2023": `named_dates`)
@@ -15,7 +15,10 @@ Ranking, in four steps (`SearchConfig`; why and what each step measured: docs/me
    segment, half as much per further step up to `neighbourSpan` (`neighbour_scores`): an answer is
    often in the message after the one whose words match; a candidate that asks something lends
    its whole score to the message right after it, its reply;
-4. the best `limit` by that score.
+4. asking and few words weigh less (`message_weight`): the part of a message's own score that its
+   questions hold mostly goes (its reply, lent all of it, comes first), and every score is scaled
+   by n / (n + 3) for the message's n words ("Agreed!" says little, whatever its words match);
+5. the best `limit` by that score.
 
 Only conversation messages are returned (user and assistant text): tool calls, tool results and
 control records are steps of a turn, not something to remember on their own; the final assistant
@@ -30,13 +33,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from klaw.config import SearchConfig
 from klaw.memory.embedder.protocol import Embedder, embed_queries
 from klaw.memory.fusion import score_fusion
+from klaw.memory.message_weight import weighed
 from klaw.memory.named_dates import named_periods, said_within
 from klaw.memory.neighbour_scores import spread_to_neighbours
 from klaw.store.protocol import Storage
@@ -59,7 +63,9 @@ class HybridHit:
     cosine distance to the query (lower is closer; None when the vector side did not return it),
     `fts_rank` its 1-based position among the full-text candidates and `bm25` the FTS5 rank (lower is
     better; both None when full text did not return it). `context_of` is set for a message neither
-    side found, which is here only as the neighbour of a hit: that hit's rowid.
+    side found, which is here only as the neighbour of a hit: that hit's rowid. `asked` is the
+    question right before this message that lent it its whole score (decision 166): a reply such as
+    "Sage green" says little without it, so the blocks show the two together (decision 209).
     """
 
     message: StoredMessage
@@ -68,11 +74,36 @@ class HybridHit:
     fts_rank: int | None = None
     bm25: float | None = None
     context_of: int | None = None
+    asked: HybridHit | None = None
+
+    def stays_with(self, found: Collection[int]) -> bool:
+        """Whether a gate that keeps the rowids in `found` keeps this hit: it is one of them, here
+        only as a neighbour of one, or the reply to a question among them (found by its own words or
+        not, the reply holds what was asked)."""
+        lenders = (self.message.rowid, self.context_of, None if self.asked is None else self.asked.message.rowid)
+        return any(rowid in found for rowid in lenders if rowid is not None)
 
 
 def is_conversation_message(message: StoredMessage) -> bool:
     """User or assistant text that says something (a blank one is no hit and no neighbour)."""
     return message.is_conversation and bool(message.content.strip())
+
+
+def top_hits(hits: Sequence[HybridHit], top: int) -> list[HybridHit]:
+    """The first `top` hits, a reply and the question it brings (`asked`) counting as one: a hit that
+    is the question of a reply taken before it is left out (the blocks show it with its reply)."""
+    taken: list[HybridHit] = []
+    shown: set[int] = set()
+    for hit in hits:
+        if len(taken) == top:
+            break
+        if hit.message.rowid in shown:
+            continue
+        taken.append(hit)
+        shown.add(hit.message.rowid)
+        if hit.asked is not None:
+            shown.add(hit.asked.message.rowid)
+    return taken
 
 
 class HybridSearch:
@@ -141,34 +172,44 @@ class HybridSearch:
             for rowid in fused:
                 if said_within(messages[rowid].record.created_at, periods):
                     fused[rowid] += self._config.date_weight
-        spread = spread_to_neighbours(
-            fused,
-            await self._neighbours(list(messages.values())),
-            self._config.neighbour_weight,
-            excluded=excluded,
-            asks={rowid for rowid, message in messages.items() if QUESTION_MARK in message.content},
-        )
-        # Best score first; at equal scores a message found by a side before one that is only a
-        # neighbour, then the older message: deterministic whatever the backends' order.
-        ranked = sorted(spread, key=lambda rowid: (-spread[rowid].score, rowid not in fused, rowid))[:limit]
-        missing = [rowid for rowid in ranked if rowid not in messages]
+        around = await self._neighbours(list(messages.values()))
+        asks = {rowid for rowid, message in messages.items() if QUESTION_MARK in message.content}
+        spread = spread_to_neighbours(fused, around, self._config.neighbour_weight, excluded=excluded, asks=asks)
+        # Neighbours not among the candidates are loaded before ranking: their text weighs their score.
+        missing = [rowid for rowid in spread if rowid not in messages]
         for message in await self._store.messages.by_rowids(missing) if missing else []:
             if is_conversation_message(message):
                 messages[message.rowid] = message
-        hits = []
-        for rowid in (r for r in ranked if r in messages):
+        # A question lent its score to a reply only where there is one to show.
+        reply_to = {
+            n: rowid
+            for rowid in asks
+            for n, d in around.get(rowid, ())
+            if n > rowid and d == 1 and n in messages and n in spread
+        }
+        replied = set(reply_to.values())
+        final = {
+            rowid: weighed(spread[rowid].score, spread[rowid].own, messages[rowid].content, replied=rowid in replied)
+            for rowid in spread
+            if rowid in messages
+        }
+
+        def hit(rowid: int, asked: HybridHit | None = None) -> HybridHit:
             fts = text_ranks.get(rowid)
-            hits.append(
-                HybridHit(
-                    message=messages[rowid],
-                    score=spread[rowid].score,
-                    distance=distances.get(rowid),
-                    fts_rank=fts[0] if fts else None,
-                    bm25=fts[1] if fts else None,
-                    context_of=None if rowid in fused else spread[rowid].lender,
-                )
+            return HybridHit(
+                message=messages[rowid],
+                score=final[rowid],
+                distance=distances.get(rowid),
+                fts_rank=fts[0] if fts else None,
+                bm25=fts[1] if fts else None,
+                context_of=None if rowid in fused else spread[rowid].lender,
+                asked=asked,
             )
-        return hits
+
+        # Best score first; at equal scores a message found by a side before one that is only a
+        # neighbour, then the older message: deterministic whatever the backends' order.
+        ranked = sorted(final, key=lambda rowid: (-final[rowid], rowid not in fused, rowid))[:limit]
+        return [hit(rowid, hit(reply_to[rowid]) if rowid in reply_to else None) for rowid in ranked]
 
     async def _neighbours(self, candidates: list[StoredMessage]) -> dict[int, list[tuple[int, int]]]:
         """Rowid → (neighbour rowid, distance) of the messages around each candidate."""

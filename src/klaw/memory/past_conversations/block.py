@@ -11,7 +11,9 @@
 Ids, dates and similarities are there so the model can judge relevance and drill down. Messages
 found directly (`past_messages.py`) come under their segment before its exchanges, and a segment
 shown for its messages has its summary cut to `SUMMARY_WITH_MESSAGES_TOKENS`: the messages are the
-evidence, the summary only says what the conversation was about. Lines are
+evidence, the summary only says what the conversation was about. A message that is the reply to a
+question which lent it its score (`HybridHit.asked`) has that question on the line before it, fitted
+after the reply (the reply is the hit) and shortened to its end, where it asks, when room is short. Lines are
 taken best first while they fit; a line that does not fit is shortened to the room left (at least
 `MIN_LINE_TOKENS`), after which the block is full; a segment that no longer fits ends the block (its
 exchanges would hang without it).
@@ -78,6 +80,12 @@ def fit_block(segments: Sequence[ShownSegment], max_tokens: int) -> tuple[str | 
             fitted, room, full = _fit(message.message.content, room, partial(message_line, message))
             if fitted is None:
                 continue
+            question = message.asked
+            if not full and question is not None and all(s.message.rowid != question.message.rowid for s in said):
+                asked, room, full = _fit(question.message.content, room, partial(message_line, question), from_end=True)
+                if asked is not None:
+                    lines.append(asked)
+                    said.append(question)
             lines.append(fitted)
             said.append(message)
         kept: list[ShownExchange] = []
@@ -99,9 +107,9 @@ def fit_block(segments: Sequence[ShownSegment], max_tokens: int) -> tuple[str | 
     return HEADER + "\n" + "\n".join(lines), tuple(shown)
 
 
-def _fit(text: str, room: int, render: Callable[[str], str]) -> tuple[str | None, int, bool]:
+def _fit(text: str, room: int, render: Callable[[str], str], *, from_end: bool = False) -> tuple[str | None, int, bool]:
     """(the line, or its shortened form, or None; room left; block now full). Each line costs its
-    tokens plus one for its line break."""
+    tokens plus one for its line break. `from_end` shortens a question to its end, where it asks."""
     line = render(text)
     cost = approximate_token_count(line) + 1
     if cost <= room:
@@ -109,7 +117,7 @@ def _fit(text: str, room: int, render: Callable[[str], str]) -> tuple[str | None
     frame = approximate_token_count(line) - approximate_token_count(text)
     if room - frame - 1 < MIN_LINE_TOKENS:
         return None, room, False
-    return render(clip(text, room - frame - 2)), 0, True
+    return render(clip(text, room - frame - 2, from_end=from_end)), 0, True
 
 
 def _date(moment: datetime | None, pattern: str) -> str:

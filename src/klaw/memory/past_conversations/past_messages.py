@@ -8,9 +8,11 @@ the current one (a scope the store answers within their rowids, never reading th
 segment's: decision 187), and keeps a message when either kind of evidence says it is related (as auto-RAG
 judges its own segment, `auto_rag.py`): its vector is within `max_distance` of the query's, or it
 holds a word of the query that is rare in the chat's past and written like a name or a code
-(`word_evidence.py`); a neighbour of a kept message comes along. When the query names something
-the chat's past never said (`Retrieval.unknown_names`), only the second kind counts. At most `MESSAGES_SHOWN` are kept,
-best first.
+(`word_evidence.py`); a neighbour of a kept message, and the reply to a kept question, come along.
+When the query names something the chat's past never said (`Retrieval.unknown_names`), only the
+second kind counts. At most `MESSAGES_SHOWN` are kept, best first, a reply and the question before
+it that lent it its score (`HybridHit.asked`) counting as one: the block shows the question just
+before its reply.
 
 Its results are fused with the segment-first path in the block (`FormatBlock`): the segments of
 the kept messages are ranked with the similar segments by reciprocal rank fusion, each shown with
@@ -21,7 +23,7 @@ docs/decisions/084-past-messages-stage.md.
 
 from __future__ import annotations
 
-from klaw.memory.hybrid_search import HybridHit, HybridSearch
+from klaw.memory.hybrid_search import HybridHit, HybridSearch, top_hits
 from klaw.memory.past_conversations.pipeline import Retrieval
 from klaw.memory.word_evidence import WordScope, is_small_talk, messages_with_telling_words
 from klaw.store.protocol import Storage
@@ -51,7 +53,7 @@ class PastMessages:
             self._store, WordScope(retrieval.chat, before_segment_id=past), retrieval.query, (h.message for h in hits)
         )
         found = {hit.message.rowid for hit in hits if self._close(hit, retrieval) or hit.message.rowid in telling}
-        kept = tuple(hit for hit in hits if hit.message.rowid in found or hit.context_of in found)[:MESSAGES_SHOWN]
+        kept = tuple(top_hits([hit for hit in hits if hit.stays_with(found)], MESSAGES_SHOWN))
         if not kept:
             return retrieval
         return retrieval.replace(messages=kept, message_segments=await self._summaries(retrieval, kept))

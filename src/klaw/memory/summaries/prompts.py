@@ -135,18 +135,23 @@ def clean_summary(answer: str | None, max_chars: int) -> str:
     return text
 
 
-def clip(text: str, max_tokens: int) -> str:
-    """The longest beginning of `text` within `max_tokens` (approximately), marked "…" when cut."""
+def clip(text: str, max_tokens: int, *, from_end: bool = False) -> str:
+    """The longest beginning of `text` within `max_tokens` (approximately), marked "…" when cut; with
+    `from_end`, its longest end (where a question asks), "…" before it."""
     if approximate_token_count(text) <= max_tokens:
         return text
+
+    def part(length: int) -> str:
+        return text[len(text) - length :] if from_end else text[:length]
+
     low, high = 0, len(text)
     while low < high:
         middle = (low + high + 1) // 2
-        if approximate_token_count(text[:middle]) + 1 <= max_tokens:
+        if approximate_token_count(part(middle)) + 1 <= max_tokens:
             low = middle
         else:
             high = middle - 1
-    return text[:low].rstrip() + ELLIPSIS
+    return ELLIPSIS + part(low).lstrip() if from_end else part(low).rstrip() + ELLIPSIS
 
 
 def _tool_names(message: StoredMessage) -> list[str]:
