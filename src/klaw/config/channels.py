@@ -56,7 +56,7 @@ def _default_commands() -> tuple[CommandConfig, ...]:
             ("model", "Show or switch this chat's model: /model [id]"),
             ("models", "List configured models and their context budgets"),
             ("memory", "Show core memory"),
-            ("forget", "Erase an exchange, segment or saved memory: /forget last | exchange ID | segment ID | memory ID"),
+            ("forget", "Erase for good: /forget last | exchange ID | segment ID | memory ID"),
             ("status", "Uptime, model, segment start, queue depth"),
             ("context", "What went into the last turn's context"),
             ("summarizer", "Background summaries of exchanges and segments: /summarizer [on|off|status]"),
