@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
+import apsw
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -150,12 +152,11 @@ async def test_blank_text_and_unknown_chat_find_nothing(chat: Conversation) -> N
     assert await hybrid.search(ALICE, "deploy", limit=0) == []
 
 
-async def test_full_text_runs_while_the_query_is_being_embedded(store: SqliteStore) -> None:
-    """The two sides overlap: with the embedder held, the full-text query still reaches the database."""
-    conversation = await Conversation(store).bind()
-    await conversation.say("the deploy moved to friday")
-    await conversation.say("lunch was good")
-    held = GatedEmbedder(DIM)
+async def test_full_text_runs_while_the_query_is_being_embedded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two sides overlap: with the embedder held, the full-text query still reaches the database
+    (on a read connection, decision 216: every connection of the store is traced)."""
     loop = asyncio.get_running_loop()
     full_text_ran = asyncio.Event()
 
@@ -164,7 +165,20 @@ async def test_full_text_runs_while_the_query_is_being_embedded(store: SqliteSto
             loop.call_soon_threadsafe(full_text_ran.set)
         return True
 
-    await store.db.run(lambda connection: setattr(connection, "exec_trace", watch))
+    monkeypatch.setattr(apsw, "connection_hooks", [lambda connection: setattr(connection, "exec_trace", watch)])
+    store = await SqliteStore.open(tmp_path / "traced.db")
+    try:
+        await _full_text_while_embedding(store, full_text_ran)
+    finally:
+        await store.aclose()
+
+
+async def _full_text_while_embedding(store: SqliteStore, full_text_ran: asyncio.Event) -> None:
+    conversation = await Conversation(store).bind()
+    await conversation.say("the deploy moved to friday")
+    await conversation.say("lunch was good")
+    held = GatedEmbedder(DIM)
+    full_text_ran.clear()
     search = asyncio.create_task(HybridSearch(store, held).search(ALICE, "when is the deploy"))
     await asyncio.wait_for(held.entered.wait(), timeout=5)
     await asyncio.wait_for(full_text_ran.wait(), timeout=5)  # sequential sides would wait here forever
@@ -173,7 +187,6 @@ async def test_full_text_runs_while_the_query_is_being_embedded(store: SqliteSto
     hits = await asyncio.wait_for(search, timeout=5)
     assert hits[0].message.record.content == "the deploy moved to friday"
     assert hits[0].distance is not None and hits[0].fts_rank == 1
-    await store.db.run(lambda connection: setattr(connection, "exec_trace", None))
 
 
 class GatedEmbedder(FakeEmbedder):

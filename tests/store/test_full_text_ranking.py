@@ -127,7 +127,7 @@ async def test_kept_counts_answer_as_fresh_counts_through_inserts_and_deletes(
     rather than trusting a count that can only have grown."""
     monkeypatch.setattr(full_text, "CONTEXT_MAX_MATCHES", 3)
 
-    kept = store.search._term_counts
+    kept = TermCounts()  # what each read thread of the search keeps
 
     async def expression() -> str:
         return await store.db.run(lambda c: full_text.match_expression(c, ["garden", "orchid"], kept))
@@ -151,6 +151,7 @@ async def test_kept_counts_answer_as_fresh_counts_through_inserts_and_deletes(
             raise RuntimeError("rolled back")
 
     await store.db.run(rolled_back)
-    # bm25's N, kept by the memo's triggers, is the table's count through inserts, deletes and a rollback.
+    # bm25's N, kept by the triggers of `message_counts` (migration 0012), is the table's count through
+    # inserts, deletes and a rollback.
     kept_rows = await store.db.run(kept.refresh)
     assert kept_rows == await store.db.run(lambda c: fetch_all(c, "SELECT count(*) FROM messages")[0][0]) == 12

@@ -89,6 +89,11 @@ class PostgresDatabase:
         async with self.connection() as connection:
             return await fetch_all(connection, sql, params)
 
+    async def read_rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """`rows`: every read borrows a connection of its own already, beside the writes (SQLite's
+        `read_rows` is what needs a connection apart: decision 216)."""
+        return await self.rows(sql, params)
+
     async def aclose(self) -> None:
         await self.pool.close()
 

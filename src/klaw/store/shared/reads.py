@@ -31,6 +31,8 @@ ParamsOfChat = Callable[[int], Sequence[Any]]
 class RowSource(Protocol):
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
 
+    async def read_rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+
 
 class ChatRowSource(Protocol):
     async def rows(self, db: Any, chat: ChatRef, sql: str, params: ParamsOfChat) -> list[Row]: ...
@@ -59,13 +61,18 @@ class SharedReads(Generic[DB, CK]):
     async def _read(self, sql: str, params: Sequence[Any]) -> list[Row]:
         return await self._db.rows(self.dialect.sql(sql), params)
 
+    async def _read_beside(self, sql: str, params: Sequence[Any]) -> list[Row]:
+        """`_read` on a read connection that never waits behind the writes (decision 216): for a read
+        that sees what was committed when it starts and keeps nothing of the writer's."""
+        return await self._db.read_rows(self.dialect.sql(sql), params)
+
     async def _read_chat(self, chat: ChatRef, sql: str, params: ParamsOfChat) -> list[Row]:
         return await self._chats.rows(self._db, chat, self.dialect.sql(sql), params)
 
 
 class MessageReads(SharedReads[DB, CK]):
     async def window(self, segment_id: int, limit: int) -> list[StoredMessage]:
-        rows = await self._read(
+        rows = await self._read_beside(
             f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.segment_id = ? AND {not_control_sql()}"
             " ORDER BY m.rowid DESC LIMIT ?",
             (segment_id, limit),
@@ -102,7 +109,7 @@ class ExchangeReads(SharedReads[DB, CK]):
         return exchange_from_row(found[0]) if found else None
 
     async def for_segment(self, segment_id: int) -> list[Exchange]:
-        rows = await self._read(f"{_EXCHANGES} WHERE e.segment_id = ? ORDER BY e.id", (segment_id,))
+        rows = await self._read_beside(f"{_EXCHANGES} WHERE e.segment_id = ? ORDER BY e.id", (segment_id,))
         return [exchange_from_row(row) for row in rows]
 
     async def undelivered(self) -> list[UndeliveredReply]:

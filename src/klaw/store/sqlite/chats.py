@@ -15,7 +15,8 @@ from klaw.store.sqlite.query import Row, fetch_all, fetch_one
 class ChatKeys:
     """Looks up or creates chat keys; cached, since a chat's key never changes.
 
-    Used only from the database's worker thread, so the cache needs no lock."""
+    Used from the database's worker thread and the read connections' threads (`read_pool.py`); a
+    lookup from either may store the same key, and a dict's get and set are atomic, so no lock."""
 
     def __init__(self) -> None:
         self._cache: dict[ChatRef, int] = {}
@@ -28,6 +29,10 @@ class ChatKeys:
             connection.execute("INSERT INTO chats (channel, chat_id) VALUES (?, ?)", (chat.channel, chat.chat_id))
             key = int(connection.last_insert_rowid())
         return key
+
+    def cached(self, chat: ChatRef) -> int | None:
+        """The chat's key if a lookup found it before, without reading the database."""
+        return self._cache.get(chat)
 
     def find(self, connection: apsw.Connection, chat: ChatRef) -> int | None:
         """The chat's key, or None when the chat has never been stored (no insert)."""

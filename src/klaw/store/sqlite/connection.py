@@ -3,7 +3,8 @@ sqlite-vec loaded, WAL, and a single worker thread that owns the connection.
 
 SQLite serialises writers anyway, so one thread per connection costs nothing in throughput and
 keeps every blocking call off the event loop without locking. Callers `await db.run(fn)` with a
-function that receives the apsw connection.
+function that receives the apsw connection. Reads that must not wait behind the writes queued there
+`await db.read(fn)` instead: a read-only connection of `read_pool.py` (decision 216).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import apsw
 
 from klaw.store.protocol import StorageError
 from klaw.store.sqlite.query import Row, fetch_all
+from klaw.store.sqlite.read_pool import ReadPool
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -39,6 +41,7 @@ class SqliteDatabase:
         self._executor = executor
         self.path = path
         self._closed = False
+        self._reads = ReadPool(path, lambda at: open_connection(at, create=False))
 
     @classmethod
     async def open(cls, path: Path) -> SqliteDatabase:
@@ -84,12 +87,33 @@ class SqliteDatabase:
         """The rows of one read, on the database thread."""
         return await self.run(lambda connection: fetch_all(connection, sql, params))
 
+    async def read(self, fn: Callable[[apsw.Connection], T]) -> T:
+        """`fn` on a read-only connection of its own, beside the database thread's writes: it sees
+        what was committed when it starts (every write its caller awaited). Only for reads that keep
+        nothing the writer's connection tracks (the read caches of decisions 196 and 197 stay there)."""
+        if self._closed:
+            raise StorageError(f"the database {self.path} is closed")
+        if self._reads.closed:  # `close_reads`: the file is leaving WAL mode
+            return await self.run(fn)
+        return await self._reads.read(fn)
+
+    async def close_reads(self) -> None:
+        """Close the read connections (after the reads under way), and read on the database thread
+        from now on: what leaving WAL mode needs (no other connection open), e.g. `klaw reindex`
+        making its build self-contained."""
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._reads.close)
+
+    async def read_rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """The rows of one read, on a read connection (`read`)."""
+        return await self.read(lambda connection: fetch_all(connection, sql, params))
+
     async def aclose(self) -> None:
         if self._closed:
             return
         loop = asyncio.get_running_loop()
+        self._closed = True  # no read starts now; those under way finish before their connections close
+        await loop.run_in_executor(self._executor, self._reads.close)
         await loop.run_in_executor(self._executor, _checkpoint_and_close, self._connection)
-        self._closed = True
         self._executor.shutdown(wait=True)
 
 
@@ -128,6 +152,23 @@ def database_error(path: Path, exc: apsw.Error) -> StorageError:
 
 def _connect(path: Path) -> apsw.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
+    connection = open_connection(path)
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = NORMAL")
+        connection.execute("PRAGMA foreign_keys = ON")
+        # Freed and moved-away content is overwritten with zeros, so text erased by `/forget` leaves no
+        # copy in free space or in the unused part of a page reused later (measured: no cost to ingestion).
+        connection.execute("PRAGMA secure_delete = ON")
+    except apsw.Error as exc:
+        connection.close()
+        raise database_error(path, exc) from exc
+    return connection
+
+
+def open_connection(path: Path, *, create: bool = True) -> apsw.Connection:
+    """A connection to `path` with sqlite-vec loaded and a busy timeout: the writer's, then its pragmas;
+    or a reader's (`read_pool.py`, `create=False`: a file gone is an error, never a new empty one)."""
     try:
         import sqlite_vec  # here, not at import time: a missing package is this one clear error, not a crash
     except ImportError as exc:
@@ -136,7 +177,8 @@ def _connect(path: Path) -> apsw.Connection:
             " 'pip install sqlite-vec' in klaw's environment (scripts/setup-venv.sh does)."
         ) from exc
     try:
-        connection = apsw.Connection(str(path))
+        flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
+        connection = apsw.Connection(str(path), flags=flags)
     except apsw.Error as exc:
         raise database_error(path, exc) from exc
     connection.setbusytimeout(5000)
@@ -149,16 +191,6 @@ def _connect(path: Path) -> apsw.Connection:
         raise StorageError(
             f"cannot load sqlite-vec into SQLite: {exc}. Reinstall it with 'pip install --force-reinstall sqlite-vec'."
         ) from exc
-    try:
-        connection.execute("PRAGMA journal_mode = WAL")
-        connection.execute("PRAGMA synchronous = NORMAL")
-        connection.execute("PRAGMA foreign_keys = ON")
-        # Freed and moved-away content is overwritten with zeros, so text erased by `/forget` leaves no
-        # copy in free space or in the unused part of a page reused later (measured: no cost to ingestion).
-        connection.execute("PRAGMA secure_delete = ON")
-    except apsw.Error as exc:
-        connection.close()
-        raise database_error(path, exc) from exc
     return connection
 
 

@@ -121,7 +121,7 @@ class SqliteHistory(HistoryReads[SqliteDatabase, ChatKeys]):
             rowids = exchange_rowids(connection, exchange_id)
             return None if rowids is None else _messages(connection, rowids)
 
-        return await self._db.run(query)
+        return await self._db.read(query)  # beside the writes: the summarizers read each exchange (decision 216)
 
     async def summary_records(self, chat: ChatRef, record_ids: Sequence[str]) -> list[StoredMessage]:
         """The summary records of the chat that forgetting `record_ids` makes obsolete, oldest first."""

@@ -133,7 +133,7 @@ class SqliteMessages(MessageReads[SqliteDatabase, ChatKeys]):
             found = {row[0]: message_from_row(row) for row in rows}
             return [found[rowid] for rowid in wanted if rowid in found]
 
-        return await self._db.run(query)
+        return await self._db.read(query)  # beside the writes (decision 216)
 
     async def count_in_segment(self, segment_id: int, *, at_most: int | None = None) -> int:
         # The type filter needs each row, so an unbounded count reads the whole segment (~70 ms at

@@ -164,7 +164,9 @@ def keep_undelivered(connection: apsw.Connection, source: Path) -> None:
 async def make_self_contained(db: SqliteDatabase) -> None:
     """Fold the WAL into the file and leave WAL mode, so the file alone is the whole database
     (a stray `-wal` next to it after a move would otherwise be applied to the wrong file). The
-    engine switches it back to WAL when it opens it."""
+    engine switches it back to WAL when it opens it. Leaving WAL mode needs the file's other
+    connections closed: the read connections are (decision 216)."""
+    await db.close_reads()
     await db.run(lambda connection: connection.execute("PRAGMA journal_mode = DELETE"))
 
 

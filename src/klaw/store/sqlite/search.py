@@ -2,7 +2,9 @@
 
 KNN scans the chat's int8 copy in `ChatVectorCache` off the database thread (so full text can run
 meanwhile) for a shortlist, then rescores the shortlist with the exact float vectors read from
-`vec_messages` by rowid: hits and distances are those of exact float search (decision 145). A chat
+`vec_messages` by rowid: hits and distances are those of exact float search (decision 145). The
+searches' reads run on read connections beside the writes (`read_pool.py`, decision 216), and a chat's
+int8 copy, once in memory, is found without a round trip (loading it is the database thread's). A chat
 too large for the cache falls back to sqlite-vec, which filters by the vec0 partition key (chat) and
 metadata columns (segment, time) with `k = ?`. Messages are fetched in a second query: joining a
 CTE into a vec0 query would re-run the KNN per row.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -63,7 +66,7 @@ class SqliteSearch:
         self._tokenizer = tokenizer
         self._chats = chats
         self._cache = cache
-        self._term_counts = TermCounts()  # used on the database thread only
+        self._term_counts = threading.local()  # a `TermCounts` per read thread (term_counts.py)
 
     async def full_text(
         self,
@@ -91,12 +94,19 @@ class SqliteSearch:
             if not indexed:  # only terms a trigram index cannot answer ("旺财"): looked up by substring
                 rows = substring_matches(connection, terms, where, params, limit)
             else:
-                expression = match_expression(connection, indexed, self._term_counts)
+                expression = match_expression(connection, indexed, self._memo())
                 bounds = scope_rowids(connection, chat_key, segment_id, before_segment_id)
                 rows = ranked_matches(connection, expression, where, params, bounds, limit)
             return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
 
-        return await self._db.run(query)
+        return await self._db.read(query)
+
+    def _memo(self) -> TermCounts:
+        """This thread's term-count memo."""
+        memo: TermCounts | None = getattr(self._term_counts, "memo", None)
+        if memo is None:
+            memo = self._term_counts.memo = TermCounts()
+        return memo
 
     async def nearest(
         self,
@@ -141,7 +151,10 @@ class SqliteSearch:
                 )
             ]
 
-        located = await self._db.run(locate)
+        # A chat whose copy is in memory needs no round trip to find it (decision 216).
+        chat_key = self._chats.cached(chat)
+        cached = None if chat_key is None else self._cache.cached_view(chat_key, len(query_vector))
+        located = cached if cached is not None else await self._db.run(locate)
         # The scan runs off the database thread, so a full-text query can use it meanwhile.
         if isinstance(located, MatrixView):
             count = shortlist(limit)
@@ -167,7 +180,7 @@ class SqliteSearch:
             # A rowid deleted since the view was taken has no row: it is dropped here.
             return [SearchHit(by_rowid[rowid], distance) for rowid, distance in distances.items() if rowid in by_rowid]
 
-        return await self._db.run(query)
+        return await self._db.read(query)
 
     async def word_counts(
         self,
@@ -200,7 +213,7 @@ class SqliteSearch:
             counts = {word: self._count(connection, word, where, params, bounds, cap) for word in words}
             return WordCounts(size, counts)
 
-        return await self._db.run(query)
+        return await self._db.read(query)
 
     def _count(
         self, connection: apsw.Connection, word: str, where: str, params: list[Any], bounds: Rowids | None, cap: int
@@ -224,7 +237,7 @@ class SqliteSearch:
                 found[int(rowid)] = [(r, d) for side in nearest_first for d, r in enumerate(side, start=1)]
             return found
 
-        return await self._db.run(query)
+        return await self._db.read(query)
 
 
 _VECTOR_SCOPE = ScopeColumns("chat_key", "segment_id", "created_at")  # vec_messages' columns

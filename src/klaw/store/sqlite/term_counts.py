@@ -13,13 +13,13 @@ it; a word counted exactly at `c` with `k` rows added since holds at most `c + k
 the bounds cannot decide counts again. That is exact, never an estimate: the answers are those a
 fresh count would give.
 
-What the bounds need is kept by TEMP triggers of this connection (no migration, nothing stored:
-they exist while the connection does): the index's size (bm25's N, every `messages` row; counted
-once, then kept by an insert and a delete trigger, in the same transactions as the rows, so a
-rollback takes it back too) and the deletes seen. A delete (`/forget`) breaks the bounds (a count
-can fall, a rowid can be reused), so any delete empties the memo. Only the engine's connection writes
-klaw.db while it runs (decision 002); every other writer (`klaw memory forget`, `klaw reindex`) runs
-with the engine stopped, on its own connection.
+What the bounds need is kept by triggers in `message_counts` (migration 0012): the index's size
+(bm25's N, every `messages` row) and the deletes ever made, in the same transactions as the rows (a
+rollback takes them back too), so the snapshot a search reads holds the numbers that are true of
+it. A delete (`/forget`) breaks the bounds (a count can fall, a rowid can be reused), so any delete
+empties the memo. Full text runs on the read connections (decision 216), each thread with a memo of
+its own: one thread's snapshots only move forward, which the bounds need. (Before migration 0012
+TEMP triggers of the engine's connection kept the two numbers, readable only there.)
 """
 
 from __future__ import annotations
@@ -32,15 +32,6 @@ import apsw
 from klaw.store.sqlite.query import fetch_one
 
 KEPT_TERMS = 4096
-_SETUP = (
-    "CREATE TEMP TABLE IF NOT EXISTS klaw_message_rows (rows INTEGER NOT NULL, deletes INTEGER NOT NULL);"
-    "INSERT INTO temp.klaw_message_rows (rows, deletes) SELECT count(*), 0 FROM main.messages"
-    " WHERE NOT EXISTS (SELECT 1 FROM temp.klaw_message_rows);"
-    "CREATE TEMP TRIGGER IF NOT EXISTS klaw_message_rows_insert AFTER INSERT ON main.messages"
-    " BEGIN UPDATE temp.klaw_message_rows SET rows = rows + 1; END;"
-    "CREATE TEMP TRIGGER IF NOT EXISTS klaw_message_rows_delete AFTER DELETE ON main.messages"
-    " BEGIN UPDATE temp.klaw_message_rows SET rows = rows - 1, deletes = deletes + 1; END;"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,21 +42,17 @@ class _Count:
 
 
 class TermCounts:
-    """One connection's memo of `{content} : term` counts, valid while no message is deleted."""
+    """One thread's memo of `{content} : term` counts, valid while no message is deleted."""
 
     def __init__(self) -> None:
         self._counts: OrderedDict[str, _Count] = OrderedDict()
-        self._deletes: int | None = None  # None: the triggers are not set up yet
+        self._deletes: int | None = None  # None: never refreshed
         self._rows = 0
 
     def refresh(self, connection: apsw.Connection) -> int:
         """The index's size (bm25's N: every `messages` row), forgetting every count if a message was
-        deleted since the last refresh; call once per search before `more_than`. The first call sets
-        the triggers up (once per connection, whichever memo asks first)."""
-        if self._deletes is None:
-            with connection:
-                connection.execute(_SETUP)
-        row = fetch_one(connection, "SELECT rows, deletes FROM temp.klaw_message_rows")
+        deleted since the last refresh; call once per search, in the same snapshot, before `more_than`."""
+        row = fetch_one(connection, "SELECT rows, deletes FROM message_counts")
         rows, deletes = (0, 0) if row is None else (int(row[0]), int(row[1]))
         if deletes != self._deletes or rows < self._rows:
             self._counts.clear()

@@ -14,13 +14,16 @@ The matrix is kept by the database's single worker thread and searched on others
 copy saved beside the database when that is current, `vector_snapshot.py`, else from the table),
 appended to after each committed insert, and dropped by `invalidate` when vectors are deleted. A
 chat whose vectors would not fit `budget_bytes` is never cached and is searched by sqlite-vec, so
-memory stays bounded; least recently searched chats are evicted first. `ChatVectorCache` is used
-only on the database's worker thread, so it needs no locks.
+memory stays bounded; least recently searched chats are evicted first. `ChatVectorCache` loads and
+appends on the database's worker thread only; `cached_view` hands a cached chat's view to the event
+loop without a round trip (decision 216), so the map of chats is changed and read under a lock that
+the event loop never waits for.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -49,10 +52,27 @@ class ChatVectorCache:
         self._snapshots = snapshots  # where large chats' copies are saved (None: never saved)
         self._snapshot_min_rows = snapshot_min_rows
         self._chats: OrderedDict[int, ChatMatrix] = OrderedDict()
+        self._lock = threading.RLock()  # every change of `_chats`, and `cached_view`'s read of it
 
     @property
     def cached_bytes(self) -> int:
-        return sum(matrix.nbytes for matrix in self._chats.values())
+        with self._lock:
+            return sum(matrix.nbytes for matrix in self._chats.values())
+
+    def cached_view(self, chat_key: int, dim: int) -> MatrixView | None:
+        """The chat's vectors as they are now if its copy is in memory (with `dim` columns), without
+        reading the database or waiting for the lock: None sends the caller to `view` on the database
+        thread. A view taken just before a `forget` may name deleted rows; the rescore drops them."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            matrix = self._chats.get(chat_key)
+            if matrix is None or matrix.dim != dim:
+                return None
+            self._chats.move_to_end(chat_key)
+            return matrix.view()
+        finally:
+            self._lock.release()
 
     def view(self, connection: apsw.Connection, table: str, chat_key: int, dim: int) -> MatrixView | None:
         """The chat's vectors as they are now (loaded on first use), or None when the chat is too
@@ -62,9 +82,10 @@ class ChatVectorCache:
             matrix = self._load(connection, table, chat_key, dim)
             if matrix is None:
                 return None
-        if chat_key in self._chats:
-            self._chats.move_to_end(chat_key)
-        return matrix.view()
+        with self._lock:
+            if chat_key in self._chats:
+                self._chats.move_to_end(chat_key)
+            return matrix.view()
 
     def warm(self, connection: apsw.Connection, table: str, dim: int) -> int:
         """Fill the cache: the most recently active chats first, each while its vectors fit beside
@@ -96,18 +117,20 @@ class ChatVectorCache:
     def added(self, chat_key: int, rows: Sequence[tuple[int, int, int, npt.NDArray[np.float32]]], version: int) -> None:
         """Vectors committed to the table: (rowid, segment_id, created_at, vector), and the chat's
         version after them. Only a chat already cached is updated; others load on their first search."""
-        matrix = self._chats.get(chat_key)
-        if matrix is not None and rows:
-            matrix.append(rows)
-            matrix.version = version
-            self._evict(keep=chat_key)
+        with self._lock:
+            matrix = self._chats.get(chat_key)
+            if matrix is not None and rows:
+                matrix.append(rows)
+                matrix.version = version
+                self._evict(keep=chat_key)
 
     def invalidate(self, chat_key: int | None = None) -> None:
         """Forget one chat's copy (or all), in memory and on disk: the next search reloads from the table."""
-        if chat_key is None:
-            self._chats.clear()
-        else:
-            self._chats.pop(chat_key, None)
+        with self._lock:
+            if chat_key is None:
+                self._chats.clear()
+            else:
+                self._chats.pop(chat_key, None)
         if self._snapshots is not None:
             self._snapshots.remove(chat_key)
 
@@ -116,7 +139,9 @@ class ChatVectorCache:
         if self._snapshots is None or not table_exists(connection, table):
             return 0
         saved = 0
-        for chat_key, matrix in self._chats.items():
+        with self._lock:
+            cached = list(self._chats.items())
+        for chat_key, matrix in cached:
             if matrix.size < self._snapshot_min_rows or matrix.saved_version == matrix.version:
                 continue
             stamp = current_stamp(connection, table, chat_key)
@@ -132,20 +157,24 @@ class ChatVectorCache:
         if not self._from_snapshot(connection, table, chat_key):
             rows = _table_rows(connection, table, [chat_key])
             self._from_table(connection, table, chat_key, rows.get(chat_key, []), dim)
-        self._evict(keep=chat_key)
-        return self._chats.get(chat_key)
+        with self._lock:
+            self._evict(keep=chat_key)
+            return self._chats.get(chat_key)
 
     def _from_snapshot(self, connection: apsw.Connection, table: str, chat_key: int) -> bool:
         stamp = current_stamp(connection, table, chat_key) if self._snapshots is not None else None
         arrays = self._snapshots.load(chat_key, stamp) if self._snapshots is not None and stamp is not None else None
         if arrays is None or stamp is None:
             return False
-        self._chats[chat_key] = ChatMatrix.from_arrays(arrays, stamp.version)
+        with self._lock:
+            self._chats[chat_key] = ChatMatrix.from_arrays(arrays, stamp.version)
         return True
 
     def _from_table(self, connection: apsw.Connection, table: str, chat_key: int, rows: list[Row], dim: int) -> None:
         stamp = current_stamp(connection, table, chat_key)
-        matrix = self._chats[chat_key] = ChatMatrix.from_rows(rows, dim, 0 if stamp is None else stamp.version)
+        matrix = ChatMatrix.from_rows(rows, dim, 0 if stamp is None else stamp.version)
+        with self._lock:
+            self._chats[chat_key] = matrix
         if self._snapshots is not None and stamp is not None and matrix.size >= self._snapshot_min_rows:
             self._snapshots.save(chat_key, stamp, matrix.arrays())
             matrix.saved_version = stamp.version

@@ -1,6 +1,7 @@
 """One chat's message vectors in memory as int8 rows (`vector_quant.py`), and the views searched.
 
-The matrix is kept by the database's single worker thread, but searched on other threads: `view`
+The matrix is kept by the database's single worker thread (its views handed out under the cache's
+lock, on the event loop too), but searched on other threads: `view`
 hands out a `MatrixView` (numpy views of the rows present at that moment), and rows a view covers
 are never written again (appends go past them; growing copies into new arrays; a delete drops the
 whole matrix). A view taken before a delete may still name a deleted rowid: the exact rescore reads
@@ -160,11 +161,15 @@ class ChatMatrix:
         return matrix
 
     @property
+    def dim(self) -> int:
+        return int(self.codes.shape[1])
+
+    @property
     def nbytes(self) -> int:
         """Memory the rows in use take. Capacity beyond them is zeroed on allocation and untouched
         until appended to, so the system has not given it pages yet: counting it would let the
         first append after a load (which grows the arrays) push a chat that fits out of the cache."""
-        return self.size * row_bytes(int(self.codes.shape[1]))
+        return self.size * row_bytes(self.dim)
 
     def arrays(self) -> dict[str, npt.NDArray[np.generic]]:
         n = self.size
