@@ -45,6 +45,8 @@ class Terms:
 
     words: list[str]
     idf: list[float]
+    held: list[int]  # messages holding each word, counted no further than `IDF_COUNT_CAP`
+    rows: float  # the table's messages (its row estimate), N of the idf
     matched: list[str]
     avgdl: float
 
@@ -79,7 +81,7 @@ async def search_terms(connection: Connection, words: Sequence[str]) -> Terms:
         "SELECT avg(s.search_tokens) FROM (SELECT search_tokens FROM messages ORDER BY rowid"
         f" LIMIT {AVGDL_SAMPLE}) AS s",
     )
-    return Terms(list(words), idf, telling or list(words), float(avgdl or 1.0) or 1.0)
+    return Terms(list(words), idf, held, rows, telling or list(words), float(avgdl or 1.0) or 1.0)
 
 
 def ranked_sql(terms: Terms, where: str, params: Sequence[object], limit: int) -> tuple[str, list[object]]:
@@ -96,14 +98,14 @@ def ranked_sql(terms: Terms, where: str, params: Sequence[object], limit: int) -
     for i, word in enumerate(terms.words):
         if word in matched:
             parts.append(
-                f"SELECT m.rowid, {i} AS i, {_contribution('x.f')} AS c FROM messages m,"
-                f" LATERAL (SELECT {_frequency()} AS f OFFSET 0) AS x WHERE m.search @@ {_QUERY} AND {where}"
+                f"SELECT m.rowid, {i} AS i, {contribution('x.f')} AS c FROM messages m,"
+                f" LATERAL (SELECT {frequency()} AS f OFFSET 0) AS x WHERE m.search @@ {QUERY} AND {where}"
             )
             part_params += [terms.idf[i], terms.avgdl, word, word, *params]
     idle = [i for i, word in enumerate(terms.words) if word not in matched]
-    extra = "".join(f" + {_contribution(f'x.f{i}')}" for i in idle)
+    extra = "".join(f" + {contribution(f'x.f{i}')}" for i in idle)
     idle_params = [value for i in idle for value in (terms.idf[i], terms.avgdl)]
-    frequencies = ", ".join(f"{_frequency()} AS f{i}" for i in idle)
+    frequencies = ", ".join(f"{frequency()} AS f{i}" for i in idle)
     grouped = (
         f"SELECT p.rowid, sum(p.c ORDER BY p.i) AS partial FROM ({' UNION ALL '.join(parts)}) AS p GROUP BY p.rowid"
     )
@@ -122,14 +124,14 @@ def ranked_sql(terms: Terms, where: str, params: Sequence[object], limit: int) -
     return sql, [*idle_params, *part_params, *words, limit]
 
 
-_QUERY = "plainto_tsquery('english', %s)"  # one word, a bound parameter: no character is query syntax
+QUERY = "plainto_tsquery('english', %s)"  # one word, a bound parameter: no character is query syntax
 
 
-def _frequency() -> str:
-    return f"ts_rank_cd('{RANK_WEIGHTS}', m.search, {_QUERY})"
+def frequency() -> str:
+    return f"ts_rank_cd('{RANK_WEIGHTS}', m.search, {QUERY})"
 
 
-def _contribution(frequency: str) -> str:
+def contribution(frequency: str) -> str:
     """One word's bm25 term; its parameters: the word's idf, then avgdl."""
     length = f"{K1} * ({1 - B} + {B} * m.search_tokens / %s::float8)"
     return f"%s * {frequency} * {K1 + 1} / ({frequency} + {length})"

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.postgres.bm25 import ranked_sql, search_terms
+from klaw.store.postgres.bm25 import Terms, ranked_sql, search_terms
+from klaw.store.postgres.bm25_pruned import common_words, pruned_sql
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import Connection, PostgresDatabase, fetch_all, fetch_value
 from klaw.store.postgres.vectors import MESSAGE_VECTORS, query_vector
@@ -72,8 +73,7 @@ class PostgresSearch:
                 MESSAGE_SCOPE, chat_key, segment_id, since, until, "%s", before_segment_id=before_segment_id
             )
             terms = await search_terms(connection, words)
-            sql, sql_params = ranked_sql(terms, where, params, limit)
-            rows = await fetch_all(connection, sql, sql_params)
+            rows = await _best_matches(connection, terms, where, params, limit)
         return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
 
     async def nearest(
@@ -163,6 +163,21 @@ class PostgresSearch:
             nearest_first = (sorted(before or [], reverse=True), sorted(after or []))
             found[int(rowid)] = [(int(r), d) for side_ in nearest_first for d, r in enumerate(side_, start=1)]
         return found
+
+
+async def _best_matches(
+    connection: Connection, terms: Terms, where: str, params: list[Any], limit: int
+) -> list[tuple[Any, ...]]:
+    """The best `limit` matches: of the candidates (`bm25_pruned.py`) when they fill `limit` places,
+    else of every match."""
+    common = common_words(terms)
+    if common is not None:
+        sql, sql_params = pruned_sql(terms, common, where, params, limit)
+        rows = await fetch_all(connection, sql, sql_params)
+        if len(rows) == limit:
+            return rows
+    sql, sql_params = ranked_sql(terms, where, params, limit)
+    return await fetch_all(connection, sql, sql_params)
 
 
 async def _scope_size(
