@@ -4,6 +4,7 @@ deletes and edits of those messages."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import apsw
@@ -24,9 +25,16 @@ async def found(store: Storage, text: str) -> list[int]:
 async def indexed(store: Storage) -> dict[int, tuple[str, str | None, str | None]]:
     """What the full-text index holds per message: its text, its context and the following message's
     text (PostgreSQL: the columns the generated tsvector is built from)."""
-    table = "messages" if is_postgres(store) else "messages_fts"
-    found = await rows(store, f"SELECT rowid, content, context, following FROM {table}")
+    columns = "SELECT rowid, content, context, following FROM"
+    # SQLite: the open segments' last messages wait in a table of their own (migration 0013).
+    both = f"{columns} messages_fts UNION ALL {columns} messages_fts_last"
+    sql = f"{columns} messages" if is_postgres(store) else both
+    found = await rows(store, sql)
     return {int(r[0]): (r[1], r[2], r[3]) for r in found}
+
+
+def _integrity_check(table: str) -> Callable[[apsw.Connection], object]:
+    return lambda c: c.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 1)")
 
 
 async def integrity_check(store: Storage) -> None:
@@ -35,9 +43,8 @@ async def integrity_check(store: Storage) -> None:
     next conversation messages of its segment computed afresh."""
     if not is_postgres(store):
         assert isinstance(store, SqliteStore)
-        await store.db.run(
-            lambda c: c.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
-        )
+        for table in ("messages_fts", "messages_fts_last"):
+            await store.db.run(_integrity_check(table))
         return
     for column, side, order in (("context", "<", "DESC"), ("following", ">", "ASC")):
         wrong = await value(

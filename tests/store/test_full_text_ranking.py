@@ -1,6 +1,6 @@
 """`full_text.ranked_matches`: the fast path (best matches of the index first, then scope) gives
 exactly what the plain join-filter-sort query gives, including when other chats crowd it out; and
-`match_expression`: a very common word is matched in messages' own words only, and the counts that
+`match_terms`: a very common word is matched in messages' own words only, and the counts that
 decide it, kept between searches, answer as fresh counts would through inserts and deletes."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
 from klaw.store.shared.rows import MESSAGE_COLUMNS
 from klaw.store.sqlite import full_text
 from klaw.store.sqlite.fts_query import fts5_match_expression
-from klaw.store.sqlite.full_text import _BM25, FAST_MINIMUM
+from klaw.store.sqlite.full_text import _BM25, _WEIGHTS, FAST_MINIMUM
+from klaw.store.sqlite.last_messages import last_scores
 from klaw.store.sqlite.query import fetch_all
 from klaw.store.sqlite.store import SqliteStore
 from klaw.store.sqlite.term_counts import TermCounts
@@ -44,8 +45,17 @@ async def exact(store: SqliteStore, chat: ChatRef, text: str, limit: int, segmen
         f" WHERE messages_fts MATCH ? AND {scope} ORDER BY score, m.rowid LIMIT ?"
     )
     expression = fts5_match_expression(text)
-    rows = await store.db.run(lambda c: fetch_all(c, sql, (expression, *params, limit)))
-    return [int(row[0]) for row in rows]
+    assert expression is not None
+
+    def plain(c: apsw.Connection) -> list[tuple[float, int]]:
+        ranked = [(float(row[-1]), int(row[0])) for row in fetch_all(c, sql, (expression, *params, limit))]
+        # The open segments' last messages, scored with `messages_fts`'s statistics (test_last_messages.py).
+        last = last_scores(c, expression.split(" OR "), None, _WEIGHTS)
+        marks = ",".join("?" * len(last))
+        kept = fetch_all(c, f"SELECT m.rowid FROM messages m WHERE m.rowid IN ({marks}) AND {scope}", (*last, *params))
+        return sorted([*ranked, *((last[row[0]], int(row[0])) for row in kept)])[:limit]
+
+    return [rowid for _, rowid in await store.db.run(plain)]
 
 
 async def fast(store: SqliteStore, chat: ChatRef, text: str, limit: int, segment_id: int | None = None) -> list[int]:
@@ -96,7 +106,7 @@ async def test_a_word_in_many_messages_is_matched_in_their_own_words_only(
     # "pottery" is rare: the messages around it match through their context and following columns, below it.
     pottery = await fast(store, ALICE, "pottery", 10)
     assert pottery[0] == rowids[4] and set(pottery) == set(rowids[3:6])
-    expression = await store.db.run(lambda c: full_text.match_expression(c, ["tea", "pottery"], TermCounts()))
+    expression = await store.db.run(lambda c: " OR ".join(full_text.match_terms(c, ["tea", "pottery"], TermCounts())))
     assert expression == '{content} : "tea" OR "pottery"'
 
 
@@ -108,12 +118,12 @@ async def test_a_word_in_half_the_index_or_more_is_left_out_of_the_search(
     monkeypatch.setattr(full_text, "CONTEXT_MAX_MATCHES", 3)
     texts = ["garden party", "garden gnome", "the garden", "garden tools", "a rare orchid", "garden hose"]
     rowids = await say(store, ALICE, [*texts, "garden bench", "garden bench again"])
-    expression = await store.db.run(lambda c: full_text.match_expression(c, ["garden", "orchid"], TermCounts()))
+    expression = await store.db.run(lambda c: " OR ".join(full_text.match_terms(c, ["garden", "orchid"], TermCounts())))
     assert expression == '"orchid"'
     # The message that holds the rare word, and the ones around it through their context and following columns.
     orchid = await fast(store, ALICE, "garden orchid", 10)
     assert orchid[0] == rowids[4] and set(orchid) == set(rowids[3:6])
-    alone = await store.db.run(lambda c: full_text.match_expression(c, ["garden"], TermCounts()))
+    alone = await store.db.run(lambda c: " OR ".join(full_text.match_terms(c, ["garden"], TermCounts())))
     assert alone == '{content} : "garden"'
     assert len(await fast(store, ALICE, "garden", 10)) == 7
 
@@ -130,7 +140,7 @@ async def test_kept_counts_answer_as_fresh_counts_through_inserts_and_deletes(
     kept = TermCounts()  # what each read thread of the search keeps
 
     async def expression() -> str:
-        return await store.db.run(lambda c: full_text.match_expression(c, ["garden", "orchid"], kept))
+        return await store.db.run(lambda c: " OR ".join(full_text.match_terms(c, ["garden", "orchid"], kept)))
 
     await say(store, BOB, ["good morning", "ok"])
     await say(store, ALICE, ["garden a", "a rare orchid"])

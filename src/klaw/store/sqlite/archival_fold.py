@@ -10,8 +10,9 @@ ingestion, crash recovery and `klaw reindex` therefore do the same thing with th
   rows by trigger), vectors, embedding jobs, memory chunks, the exchanges they make up and the
   summaries that could quote them (those of every exchange holding a forgotten record, and their
   segments' summaries). The connection runs with `PRAGMA secure_delete` (connection.py), which
-  zeroes freed space, and the FTS tables use FTS5 secure-delete (migration 0003), so no copy of the
-  text stays in the file; the WAL still holds old pages until `checkpoint_truncate` (the forgetting
+  zeroes freed space, and the FTS tables use FTS5 secure-delete (migration 0003) or, for the open
+  segments' last messages, are rebuilt (migration 0013), so no copy of the text stays in the file;
+  the WAL still holds old pages until `checkpoint_truncate` (the forgetting
   service calls it after the commit).
 """
 

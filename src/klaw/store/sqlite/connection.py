@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import apsw
 
 from klaw.store.protocol import StorageError
+from klaw.store.sqlite.last_messages import register_scoring
 from klaw.store.sqlite.query import Row, fetch_all
 from klaw.store.sqlite.read_pool import ReadPool
 
@@ -191,6 +192,7 @@ def open_connection(path: Path, *, create: bool = True) -> apsw.Connection:
         raise StorageError(
             f"cannot load sqlite-vec into SQLite: {exc}. Reinstall it with 'pip install --force-reinstall sqlite-vec'."
         ) from exc
+    register_scoring(connection)  # bm25 of the open segments' last messages (last_messages.py)
     return connection
 
 

@@ -8,7 +8,9 @@ Instead:
 1. the best `limit × FAST_FACTOR` matches by bm25 are taken from the index alone, within the rowid
    range of the scope's segments when the search has them (one segment, or the chat's past ones:
    `scope_rowids`; FTS5 seeks to it, so history outside it is never read);
-2. only those are looked up and filtered by scope.
+2. only those are looked up and filtered by scope, with the matches among the open segments' last
+   messages, which wait in `messages_fts_last` until their next message arrives (migration 0013) and
+   are scored there with the statistics of `messages_fts` (last_messages.py).
 
 That is exact whenever step 2 keeps `limit` rows (a row in scope outside step 1's best scores
 worse than every row step 1 kept) or step 1 returned every match. Otherwise (other chats or
@@ -34,16 +36,18 @@ import apsw
 
 from klaw.store.shared.rows import MESSAGE_COLUMNS
 from klaw.store.sqlite.fts_query import quoted
+from klaw.store.sqlite.last_messages import last_scores
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.term_counts import TermCounts
 
 # bm25 weight of the neighbours' words, the message before (`context`) and after (`following`); the
 # message's own weigh 1. The same for both sides: neither is the message, and each is one step away.
 CONTEXT_WEIGHT = 0.2
+_WEIGHTS = (1.0, CONTEXT_WEIGHT, CONTEXT_WEIGHT)
 CONTEXT_MAX_MATCHES = 1000  # a word in more messages' own words is not matched in `context`
 FAST_FACTOR = 4
 FAST_MINIMUM = 200
-_BM25 = f"bm25(messages_fts, 1.0, {CONTEXT_WEIGHT}, {CONTEXT_WEIGHT})"
+_BM25 = f"bm25(messages_fts, {', '.join(map(str, _WEIGHTS))})"
 
 
 Rowids = tuple[int, int]
@@ -85,17 +89,19 @@ _PAST_ROWIDS = (
 
 def ranked_matches(
     connection: apsw.Connection,
-    expression: str,
+    terms: list[str],
     where: str,
     params: list[Any],
     bounds: Rowids | None,
     limit: int,
 ) -> list[tuple[Any, ...]]:
-    """Rows of `MESSAGE_COLUMNS` plus the bm25 score (lower is better), best first, at most `limit`;
-    `where`/`params` filter `messages m` (chat, segment, time), whose rowids lie within `bounds`
-    (`scope_rowids`) when given."""
+    """Rows of `MESSAGE_COLUMNS` plus the bm25 score (lower is better), best first, at most `limit`,
+    matching the OR of `terms` (`match_terms`); `where`/`params` filter `messages m` (chat, segment,
+    time), whose rowids lie within `bounds` (`scope_rowids`) when given. The open segments' last
+    messages come from `messages_fts_last`, scored alike (last_messages.py)."""
     if bounds == NO_ROWIDS:
         return []  # an empty or unknown segment, a chat without past ones
+    expression = " OR ".join(terms)
     in_range = " AND rowid BETWEEN ? AND ?" if bounds else ""
     fast_limit = max(FAST_FACTOR * limit, FAST_MINIMUM)
     best = fetch_all(
@@ -104,25 +110,29 @@ def ranked_matches(
         (expression, *(bounds or ()), fast_limit),
     )
     scores = {int(rowid): float(score) for rowid, score in best}
+    last = last_scores(connection, terms, bounds, _WEIGHTS)
     # CROSS JOIN keeps this order: one rowid lookup per match. Left to itself the planner may walk
     # the whole segment through `messages_by_segment` and test each row against the list.
     rows = fetch_all(
         connection,
         f"SELECT {MESSAGE_COLUMNS} FROM json_each(?) AS j CROSS JOIN messages m ON m.rowid = j.value WHERE {where}",
-        (json.dumps(list(scores)), *params),
+        (json.dumps([*scores, *last]), *params),
     )
-    if len(rows) >= limit or len(best) < fast_limit:
-        ranked = sorted(rows, key=lambda row: (scores[row[0]], row[0]))[:limit]
-        return [(*row, scores[row[0]]) for row in ranked]
-    # CROSS JOIN: the index drives. With the rowid range, the planner would otherwise walk the
-    # segment's rows and ask FTS5 whether each one matches.
-    return fetch_all(
-        connection,
-        f"SELECT {MESSAGE_COLUMNS}, {_BM25} AS score FROM messages_fts CROSS JOIN messages m"
-        f" ON m.rowid = messages_fts.rowid WHERE messages_fts MATCH ?{in_range.replace('rowid', 'messages_fts.rowid')}"
-        f" AND {where} ORDER BY score, m.rowid LIMIT ?",
-        (expression, *(bounds or ()), *params, limit),
-    )
+    lasts = [(*row, last[row[0]]) for row in rows if row[0] in last]
+    if len(rows) - len(lasts) >= limit or len(best) < fast_limit:
+        found = [(*row, scores[row[0]]) for row in rows if row[0] in scores]
+    else:
+        # CROSS JOIN: the index drives. With the rowid range, the planner would otherwise walk the
+        # segment's rows and ask FTS5 whether each one matches.
+        within = in_range.replace("rowid", "messages_fts.rowid")
+        found = fetch_all(
+            connection,
+            f"SELECT {MESSAGE_COLUMNS}, {_BM25} AS score FROM messages_fts CROSS JOIN messages m"
+            f" ON m.rowid = messages_fts.rowid WHERE messages_fts MATCH ?{within}"
+            f" AND {where} ORDER BY score, m.rowid LIMIT ?",
+            (expression, *(bounds or ()), *params, limit),
+        )
+    return sorted([*found, *lasts], key=lambda row: (row[-1], row[0]))[:limit]
 
 
 def scoped_count(
@@ -133,14 +143,17 @@ def scoped_count(
     that many lookups."""
     if bounds == NO_ROWIDS:
         return 0
-    in_range = " AND messages_fts.rowid BETWEEN ? AND ?" if bounds else ""
-    row = fetch_one(
-        connection,
-        "SELECT count(*) FROM (SELECT 1 FROM messages_fts CROSS JOIN messages m ON m.rowid = messages_fts.rowid"
-        f" WHERE messages_fts MATCH ?{in_range} AND {where} LIMIT ?)",
-        (expression, *(bounds or ()), *params, cap + 1),
-    )
-    return 0 if row is None else int(row[0])
+    held = 0
+    for table in ("messages_fts", "messages_fts_last"):  # every message is in one of them
+        in_range = f" AND {table}.rowid BETWEEN ? AND ?" if bounds else ""
+        row = fetch_one(
+            connection,
+            f"SELECT count(*) FROM (SELECT 1 FROM {table} CROSS JOIN messages m ON m.rowid = {table}.rowid"
+            f" WHERE {table} MATCH ?{in_range} AND {where} LIMIT ?)",
+            (expression, *(bounds or ()), *params, cap + 1 - held),
+        )
+        held += 0 if row is None else int(row[0])
+    return held
 
 
 def substring_matches(
@@ -168,8 +181,8 @@ def scoped_substring_count(connection: apsw.Connection, term: str, where: str, p
     return 0 if row is None else int(row[0])
 
 
-def match_expression(connection: apsw.Connection, words: list[str], counts: TermCounts) -> str:
-    """The OR of `words` as an FTS5 expression, a common word limited to the `content` column, and a
+def match_terms(connection: apsw.Connection, words: list[str], counts: TermCounts) -> list[str]:
+    """`words` as FTS5 phrases to OR together, a common word limited to the `content` column, and a
     word held by half the index or more left out (unless every word is). `counts` answers the
     "how many hold it?" questions, from memory when an earlier count decides them (term_counts.py)."""
     terms: list[str] = []
@@ -187,4 +200,4 @@ def match_expression(connection: apsw.Connection, words: list[str], counts: Term
         # so the whole count is taken once and later searches decide from it while the index grows.
         half = (rows + 1) // 2
         (idle if counts.more_than(connection, term, half - 1, exact=True) else terms).append("{content} : " + term)
-    return " OR ".join(terms or idle)
+    return terms or idle

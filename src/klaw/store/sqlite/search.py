@@ -43,7 +43,7 @@ from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import count_expression, matchable, search_terms, search_words
 from klaw.store.sqlite.full_text import (
     Rowids,
-    match_expression,
+    match_terms,
     ranked_matches,
     scope_rowids,
     scoped_count,
@@ -94,9 +94,9 @@ class SqliteSearch:
             if not indexed:  # only terms a trigram index cannot answer ("旺财"): looked up by substring
                 rows = substring_matches(connection, terms, where, params, limit)
             else:
-                expression = match_expression(connection, indexed, self._memo())
+                phrases = match_terms(connection, indexed, self._memo())
                 bounds = scope_rowids(connection, chat_key, segment_id, before_segment_id)
-                rows = ranked_matches(connection, expression, where, params, bounds, limit)
+                rows = ranked_matches(connection, phrases, where, params, bounds, limit)
             return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
 
         return await self._db.read(query)

@@ -73,12 +73,14 @@ class TermCounts:
             if kept.held < kept.limit and kept.held + added <= bound:
                 return False
         limit = self._rows + 1 if exact else bound + 1
-        row = fetch_one(
-            connection,
-            "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
-            ("{content} : " + term, limit),
-        )
-        held = 0 if row is None else int(row[0])
+        held = 0
+        for table in ("messages_fts", "messages_fts_last"):  # every message is in one of them (migration 0013)
+            row = fetch_one(
+                connection,
+                f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?)",
+                ("{content} : " + term, limit - held),
+            )
+            held += 0 if row is None else int(row[0])
         self._counts[term] = _Count(held, limit, self._rows)
         while len(self._counts) > KEPT_TERMS:
             self._counts.popitem(last=False)

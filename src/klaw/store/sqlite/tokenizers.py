@@ -33,21 +33,20 @@ TOKENIZE_OPTIONS: dict[FullTextTokenizer, str] = {
     "unicode61": "unicode61 remove_diacritics 2",
     "trigram": "trigram remove_diacritics 1",
 }
-FTS_TABLES = ("messages_fts", "memory_chunks_fts")
+FTS_TABLES = ("messages_fts", "messages_fts_last", "memory_chunks_fts")
 _TOKENIZE = re.compile(r"tokenize\s*=\s*'([^']*)'", re.IGNORECASE)
 
 
 def indexed_tokenizer(connection: apsw.Connection, table: str = "messages_fts") -> str:
     """The `tokenize` option `table` was created with: a name of `TOKENIZE_OPTIONS` when it is one of
     them, else the option itself."""
-    sql = str(fetch_value(connection, "SELECT sql FROM sqlite_master WHERE name = ?", (table,)) or "")
-    found = _TOKENIZE.search(sql)
-    option = " ".join(found.group(1).split()) if found else "unicode61"  # FTS5's default
+    option = _option(connection, table)
     return next((name for name, known in TOKENIZE_OPTIONS.items() if known == option), option)
 
 
 def bind_tokenizer(connection: apsw.Connection, wanted: FullTextTokenizer) -> None:
     """Make the full-text indexes use `wanted`, or refuse when messages are indexed with another."""
+    _same_as_messages(connection)
     current = {table: indexed_tokenizer(connection, table) for table in FTS_TABLES}
     if all(name == wanted for name in current.values()):
         return
@@ -64,11 +63,29 @@ def bind_tokenizer(connection: apsw.Connection, wanted: FullTextTokenizer) -> No
 
 
 def _recreate(connection: apsw.Connection, table: str, option: str) -> None:
-    """`table` dropped and created again with the `tokenize` option `option`, secure-delete on, and
+    """`table` dropped and created again with the `tokenize` option `option`, secure-delete on (but
+    for `messages_fts_last`), and
     filled from its content (empty here). The triggers that feed it live on the content tables and
     name it only in their bodies, so they keep working."""
     sql = str(fetch_value(connection, "SELECT sql FROM sqlite_master WHERE name = ?", (table,)))
     connection.execute(f"DROP TABLE {table}")
     connection.execute(_TOKENIZE.sub(lambda _: f"tokenize = '{option}'", sql, count=1))
-    connection.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('secure-delete', 1)")
+    if table != "messages_fts_last":  # rebuilt on forget instead: migration 0013
+        connection.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('secure-delete', 1)")
     connection.execute(f"INSERT INTO {table} ({table}) VALUES ('rebuild')")
+
+
+def _same_as_messages(connection: apsw.Connection) -> None:
+    """`messages_fts_last` cut into words as `messages_fts` is. Migration 0013 creates it with `porter`
+    (its SQL is fixed) on a database whose messages may be indexed with another tokenizer; it holds
+    the open segments' last messages only (a few rows), so it is made again from them."""
+    option = _option(connection, "messages_fts")
+    if _option(connection, "messages_fts_last") != option:
+        with connection:
+            _recreate(connection, "messages_fts_last", option)
+
+
+def _option(connection: apsw.Connection, table: str) -> str:
+    sql = str(fetch_value(connection, "SELECT sql FROM sqlite_master WHERE name = ?", (table,)) or "")
+    found = _TOKENIZE.search(sql)
+    return " ".join(found.group(1).split()) if found else "unicode61"  # FTS5's default

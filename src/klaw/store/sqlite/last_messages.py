@@ -1,0 +1,95 @@
+"""The last conversation message of each open segment: matched in `messages_fts_last`, scored by bm25
+as if it were in `messages_fts` (migration 0013, docs/decisions/218-append-only-full-text.md).
+
+A message's full-text entry holds the text of the message after it, so it is final only when that
+message arrives (or its segment ends). Until then it waits in `messages_fts_last`, at most one row a
+chat, and `messages_fts` only ever grows on an append. Search asks both tables the same MATCH. A
+match in `messages_fts` is scored by FTS5's `bm25()`; a match in the small table is scored here by
+the same formula (fts5_aux.c: k1 1.2, b 0.75, each phrase's hits weighed by their column's weight,
+the row's length against the average, idf from the rows that hold the phrase, at least 1e-6) with
+the statistics of `messages_fts`: its rows, its tokens and its rows holding each phrase. So every
+score of a search comes from one set of statistics, and a message in either table gets the score
+FTS5 gives it there. The hits of each phrase a last message holds are counted, as `bm25()` counts
+them for its own table: one count per such phrase, only when a last message in scope matches.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+
+import apsw
+
+from klaw.store.sqlite.query import fetch_all, fetch_value
+
+K1 = 1.2  # FTS5's bm25 constants (fts5_aux.c)
+B = 0.75
+_PARTS = "klaw_bm25_parts"
+_TOTALS = "klaw_fts_totals"
+
+
+def register_scoring(connection: apsw.Connection) -> None:
+    """The two FTS5 auxiliary functions `last_scores` reads, on this connection (klaw.db's opener)."""
+    connection.register_fts5_function(_PARTS, _bm25_parts)
+    connection.register_fts5_function(_TOTALS, _totals)
+
+
+def _bm25_parts(api: apsw.FTS5ExtensionApi, *weights: apsw.SQLiteValue) -> str:
+    """This row's length in tokens and each phrase's hits weighed by column, as `bm25()` sums them."""
+    frequencies = []
+    for phrase in range(api.phrase_count):
+        total = 0.0
+        for column, offsets in enumerate(api.phrase_locations(phrase)):
+            weight = weights[column] if column < len(weights) else 1.0
+            total += (float(weight) if isinstance(weight, (int, float)) else 1.0) * len(offsets)
+        frequencies.append(total)
+    return json.dumps([api.column_size(-1), frequencies])
+
+
+def _totals(api: apsw.FTS5ExtensionApi, *_: apsw.SQLiteValue) -> str:
+    """The table's rows and tokens (all columns): bm25's N and, divided, its average length."""
+    return json.dumps([api.row_count, api.column_total_size(-1)])
+
+
+def last_scores(
+    connection: apsw.Connection, terms: Sequence[str], bounds: tuple[int, int] | None, weights: Sequence[float]
+) -> dict[int, float]:
+    """rowid → bm25 score (lower is better) of each last message matching the OR of `terms` (one FTS5
+    phrase each, with its column filter), rowids within `bounds` when given; `weights` per column."""
+    in_range = " AND rowid BETWEEN ? AND ?" if bounds else ""
+    arguments = ", ".join(str(float(weight)) for weight in weights)
+    found = fetch_all(
+        connection,
+        f"SELECT rowid, {_PARTS}(messages_fts_last, {arguments}) FROM messages_fts_last"
+        f" WHERE messages_fts_last MATCH ?{in_range}",
+        (" OR ".join(terms), *(bounds or ())),
+    )
+    if not found:
+        return {}
+    # The statistics of `messages_fts`; of the small table itself while the large one is empty (a new
+    # home's first message), where bm25 is that table's own.
+    table = "messages_fts"
+    totals = fetch_value(connection, f"SELECT {_TOTALS}(messages_fts) FROM messages_fts LIMIT 1")
+    if totals is None:
+        table = "messages_fts_last"
+        totals = fetch_value(connection, f"SELECT {_TOTALS}(messages_fts_last) FROM messages_fts_last LIMIT 1")
+    rows, tokens = json.loads(str(totals))
+    average = float(tokens) / float(rows)
+    parts = [(int(rowid), json.loads(str(value))) for rowid, value in found]
+    held = sorted({i for _, (_, frequencies) in parts for i, f in enumerate(frequencies) if f > 0})
+    idf = {i: _idf(connection, table, terms[i], int(rows)) for i in held}
+    scores: dict[int, float] = {}
+    for rowid, (length, frequencies) in parts:
+        score = 0.0
+        for i, f in enumerate(frequencies):
+            if f > 0:
+                score += idf[i] * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * float(length) / average)))
+        scores[rowid] = -1.0 * score
+    return scores
+
+
+def _idf(connection: apsw.Connection, table: str, phrase: str, rows: int) -> float:
+    hits = int(fetch_value(connection, f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (phrase,)) or 0)
+    value = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return value if value > 0.0 else 1e-6
