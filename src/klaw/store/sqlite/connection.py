@@ -192,7 +192,18 @@ def open_connection(path: Path, *, create: bool = True) -> apsw.Connection:
         raise StorageError(
             f"cannot load sqlite-vec into SQLite: {exc}. Reinstall it with 'pip install --force-reinstall sqlite-vec'."
         ) from exc
-    register_scoring(connection)  # bm25 of the open segments' last messages (last_messages.py)
+    try:
+        register_scoring(connection)  # bm25 of the open segments' last messages (last_messages.py)
+    except apsw.Error as exc:
+        # apsw fetches FTS5's API with a query, so a file that is not a database, or one another process
+        # holds locked, fails here first, as NoFTS5Error: ask SQLite itself for the reason to name.
+        reason: apsw.Error = exc
+        try:
+            connection.execute("PRAGMA schema_version").fetchall()
+        except apsw.Error as real:
+            reason = real
+        connection.close()
+        raise database_error(path, reason) from exc
     return connection
 
 
