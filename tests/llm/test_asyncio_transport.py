@@ -8,9 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shutil
 import ssl
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from klaw.llm.errors import LlmConnectionError
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.llm.messages import ChatMessage
 from klaw.llm.openai_client import OpenAiChatClient
+from tests.tls import self_signed
 
 
 def _client(base_url: str, backend: AsyncioBackend) -> tuple[OpenAiChatClient, httpx.AsyncClient]:
@@ -100,16 +99,7 @@ async def test_a_connection_the_server_closed_is_not_reused(closing_server: tupl
 
 @pytest.fixture
 def certificate(tmp_path: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for localhost, made by openssl."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl (Debian package openssl) is missing")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    return cert, key
+    return self_signed(tmp_path, "localhost")
 
 
 def _body_length(head: bytes) -> int:

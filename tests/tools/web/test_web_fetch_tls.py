@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 import ssl
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from klaw.config import WebFetchConfig
 from klaw.tools.web.errors import WebError
 from klaw.tools.web.fetch import WebFetcher
+from tests.tls import self_signed
 from tests.tools.web.pages import page_routes, serving_tls
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl (Debian package openssl) is missing")
@@ -23,13 +23,7 @@ LOOPBACK_ONLY = WebFetchConfig(allow_addresses=("127.0.0.1",))
 
 @pytest.fixture
 def certificate(tmp_path: Path) -> tuple[Path, Path]:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=tls.test",
-         "-addext", "subjectAltName=DNS:tls.test", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    return cert, key
+    return self_signed(tmp_path, "tls.test")
 
 
 async def to_loopback(host: str, port: int) -> list[str]:
