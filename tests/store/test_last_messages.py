@@ -125,3 +125,28 @@ async def test_a_trigram_home_gets_its_last_messages_cut_into_trigrams_too(tmp_p
         assert [h.message.rowid for h in after] == [rowid for rowid, _ in before]
     finally:
         await store.aclose()
+
+
+async def test_a_segment_that_ends_or_opens_again_moves_its_last_message_between_the_tables(
+    store: SqliteStore,
+) -> None:
+    """The two segment triggers (migration 0014's `segment_last_message`): ending Bob's segment moves
+    his last message into `messages_fts` with no following text; opening it again (klaw never does,
+    a hand-edited database might) moves it back; Alice's open segment is untouched throughout."""
+    alice = await store.messages.append_many([MessageRecord(ALICE, Role.USER, text) for text in TEXTS[:2]])
+    bob = await store.messages.append_many([MessageRecord(BOB, Role.USER, text) for text in TEXTS])
+
+    async def last_table() -> list[int]:
+        found = await store.db.run(lambda c: fetch_all(c, "SELECT rowid FROM messages_fts_last ORDER BY rowid"))
+        return [int(r[0]) for r in found]
+
+    assert await last_table() == [alice[-1].rowid, bob[-1].rowid]
+    await store.messages.append(MessageRecord(BOB, Role.SYSTEM, "", type=MessageType.SESSION_BREAK))
+    assert await last_table() == [alice[-1].rowid]
+    assert (await indexed(store))[bob[-1].rowid] == (TEXTS[3], TEXTS[2], None)
+    await integrity_check(store)
+
+    segment = bob[-1].segment_id
+    await store.db.run(lambda c: c.execute("UPDATE segments SET ended_at = NULL WHERE id = ?", (segment,)))
+    assert await last_table() == [alice[-1].rowid, bob[-1].rowid]
+    await integrity_check(store)
