@@ -58,3 +58,35 @@ def test_the_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     result = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "Unknown key" not in result.stderr, result.stderr
+
+
+def test_install_names_the_variables_the_service_will_lack_and_copies_them_only_when_asked(tmp_path: Path) -> None:
+    """A service does not inherit the shell: the key a model's apiKeyEnv names and a KLAW__ override must
+    reach it through KLAW_HOME/service.env, which install names, never filling values in unasked."""
+    home, xdg = tmp_path / "home", tmp_path / "xdg"
+    klaw(home, "init")
+    (home / "engine.yaml").write_text(
+        "models:\n  openai/gpt-4o-mini:\n    baseUrl: https://api.openai.com/v1\n    apiKeyEnv: OPENAI_API_KEY\n"
+        "routing:\n  default: openai/gpt-4o-mini\n",
+        encoding="utf-8",
+    )
+    secret = "sk-test-never-printed"
+    env = {"XDG_CONFIG_HOME": str(xdg), "OPENAI_API_KEY": secret, "KLAW__PROCESSING__DEBOUNCEMS": "500"}
+    installed = klaw(home, "service", "install", env=env)
+    assert installed.returncode == 0, installed.stderr
+    unit = (xdg / "systemd" / "user" / "klaw.service").read_text(encoding="utf-8")
+    env_file = home / "service.env"
+    assert f"EnvironmentFile=-{env_file}" in unit
+    assert oct(env_file.stat().st_mode & 0o777) == "0o600"
+    assert secret not in env_file.read_text(encoding="utf-8") and secret not in installed.stdout + installed.stderr
+    said = " ".join(installed.stdout.split())
+    assert "it will not have: OPENAI_API_KEY (models.openai/gpt-4o-mini.apiKeyEnv), set in this shell" in said
+    assert "KLAW__PROCESSING__DEBOUNCEMS (overrides engine.yaml in this shell), set in this shell" in said
+    assert "klaw service install --copy-env" in said
+
+    copied = klaw(home, "service", "install", "--copy-env", env={**env, "OPENAI_API_KEY": 'sk-"odd\\'})
+    assert copied.returncode == 0, copied.stderr
+    assert "sk-" not in copied.stdout + copied.stderr and "will not have" not in copied.stdout
+    text = env_file.read_text(encoding="utf-8")
+    assert 'OPENAI_API_KEY="sk-\\"odd\\\\"' in text and 'KLAW__PROCESSING__DEBOUNCEMS="500"' in text
+    assert oct(env_file.stat().st_mode & 0o777) == "0o600"

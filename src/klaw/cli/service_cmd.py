@@ -3,7 +3,9 @@
 One unit, `klaw.service`, runs `klaw serve` (engine and gateway in one process) for this KLAW_HOME,
 restarted on failure, in `$XDG_CONFIG_HOME/systemd/user/` (default `~/.config/systemd/user/`).
 Install writes the unit and prints the `systemctl --user` commands that start it: klaw never enables
-a service on its own, so a person sees what will run at login (decision 061).
+a service on its own, so a person sees what will run at login (decision 061). The service's variables
+(API keys, tokens, `KLAW__…` overrides) come from `KLAW_HOME/service.env`, never from the shell that
+installed it; install names the ones the configuration needs that the file does not set (decision 227).
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from klaw.atomic_file import replace_file
 from klaw.cli.context import home_from_env, load_or_exit
+from klaw.cli.service_env import SERVICE_ENV, Needed, copy_values, names_in, needed, write_template
 from klaw.home import HOME_ENV_VAR, KlawHome
 
 app = typer.Typer(help="Run klaw as a systemd user service (klaw serve, restarted on failure).", no_args_is_help=True)
@@ -33,7 +37,8 @@ def unit_dir() -> Path:
 
 
 def unit_text(home: KlawHome) -> str:
-    """The unit: `python -m klaw serve` of this installation, for this home, restarted on failure."""
+    """The unit: `python -m klaw serve` of this installation, for this home, restarted on failure, with the
+    variables of `service.env` (the `-`: a missing file is no error)."""
     command = shlex.join([sys.executable, "-m", "klaw", "serve"])
     return "\n".join(
         [
@@ -44,6 +49,7 @@ def unit_text(home: KlawHome) -> str:
             "[Service]",
             "Type=simple",
             f'Environment="{HOME_ENV_VAR}={home.root}"',
+            f"EnvironmentFile=-{home.root / SERVICE_ENV}",
             f"ExecStart={command}",
             "Restart=on-failure",
             "RestartSec=5",
@@ -58,17 +64,48 @@ def unit_text(home: KlawHome) -> str:
 
 
 @app.command()
-def install() -> None:
+def install(
+    copy_env: Annotated[
+        bool,
+        typer.Option(
+            "--copy-env",
+            help="Also copy the values this shell holds for the variables the configuration names (API keys,"
+            " tokens) and its KLAW__ overrides into KLAW_HOME/service.env (0600; values are never printed).",
+        ),
+    ] = False,
+) -> None:
     """Write the systemd user unit for `klaw serve` and say how to start it."""
     home = home_from_env()
-    load_or_exit(home)  # a unit that would fail at start is not written
+    config = load_or_exit(home).config  # a unit that would fail at start is not written
     path = unit_dir() / UNIT_NAME
     replace_file(path, unit_text(home).encode("utf-8"))
     console = Console(markup=False, highlight=False)
     console.print(f"wrote {path} (klaw serve for KLAW_HOME={home.root})")
+    _service_env(console, home.root / SERVICE_ENV, needed(config, os.environ), copy=copy_env)
     console.print("start it now and at every login:\n  systemctl --user daemon-reload")
     console.print(f"  systemctl --user enable --now {UNIT_NAME}")
     console.print("to keep it running after you log out: loginctl enable-linger")
+
+
+def _service_env(console: Console, env_file: Path, wanted: list[Needed], *, copy: bool) -> None:
+    """Write the template (or copy values when asked), then name what the service will still lack."""
+    if copy:
+        copied, refused = copy_values(env_file, [item.name for item in wanted], os.environ)
+        if copied:
+            console.print(f"copied this shell's {', '.join(copied)} into {env_file} (0600)")
+        for name in refused:
+            console.print(f"not copied: {name} holds a line break, which {env_file} cannot hold")
+    elif not env_file.exists():
+        write_template(env_file, wanted)
+        console.print(f"wrote {env_file} (0600): the service's variables, one NAME=value line each; no values yet")
+    present = names_in(env_file)
+    missing = [item for item in wanted if item.name not in present]
+    if not missing:
+        return
+    console.print(f"the service gets only the variables {env_file} sets; it will not have:")
+    for item in missing:
+        console.print(f"  {item.name} ({item.why}){', set in this shell' if item.in_shell else ''}")
+    console.print(f"add them to {env_file}, or run 'klaw service install --copy-env' to copy this shell's values there")
 
 
 @app.command()
