@@ -63,9 +63,10 @@ class ConsoleChannel:
     async def run(self) -> None:
         chat = console_chat()
         session: PromptSession[str] = PromptSession(history=self._history)
+        model = await self._engine.sessions.model_of(chat)  # its own /model choice, else routing.default
         greeting = Text.assemble(
             ("klaw", "bold"),
-            f" — model {self._engine.config.routing.default}. Type /help for commands, /exit or Ctrl-D to leave.",
+            f" — model {model}. Type /help for commands, /exit or Ctrl-D to leave.",
         )
         self._console.print(greeting, highlight=False)
         # Log lines go to KLAW_HOME/logs/chat.log; the screen gets one line saying so, printed through

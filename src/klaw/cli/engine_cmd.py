@@ -49,7 +49,8 @@ def chat(
     skip_check: Annotated[bool, typer.Option("--skip-check", help="Do not check that the model answers.")] = False,
 ) -> None:
     """Chat with your agent in this terminal (engine and console in one process)."""
-    from klaw.channels.console import ConsoleChannel
+    from klaw.channels.console import ConsoleChannel, console_chat
+    from klaw.cli.chat_model import chat_model
     from klaw.llm.preflight import model_problem
 
     home = home_from_env()
@@ -59,8 +60,10 @@ def chat(
 
     async def run() -> None:
         if not skip_check:
+            # the model this chat will use: its own /model choice outlives the process
+            chosen = await chat_model(home, config, console_chat())
             problem = await model_problem(
-                config.model(config.routing.default), config.routing.default, config_path=str(loaded.path)
+                config.model(chosen.model_id), chosen.model_id, config_path=str(loaded.path), chosen=chosen.chosen
             )
             if problem:
                 fail(problem)

@@ -26,6 +26,12 @@ class Session:
     segment: Segment
 
 
+def model_in_force(catalogue: ModelCatalogue, chosen: str | None) -> str:
+    """The model a chat uses: the one it chose with /model while that is still configured, else
+    routing.default. The one rule, shared with `klaw chat`'s banner and start-up check."""
+    return chosen if chosen is not None and chosen in catalogue else catalogue.routing.default
+
+
 class SessionManager:
     def __init__(self, catalogue: ModelCatalogue, store: Storage, ingestion: Ingestion, clock: Clock) -> None:
         self._catalogue = catalogue
@@ -36,15 +42,15 @@ class SessionManager:
     async def get_or_create(self, chat: ChatRef) -> Session:
         # A chat follows routing.default until someone picks a model with /model (a model_switch
         # record); so editing routing.default reaches every chat that never chose.
+        return Session(chat, await self.model_of(chat), await self._store.segments.current(chat))
+
+    async def model_of(self, chat: ChatRef) -> str:
+        """The model the chat's next turn uses (nothing created: a banner may ask before any message)."""
         state = await self._store.sessions.get(chat)
-        model = self._catalogue.routing.default
-        if state is None:
-            pass
-        elif state.model in self._catalogue:
-            model = state.model
-        else:
+        model = model_in_force(self._catalogue, state.model if state else None)
+        if state is not None and state.model != model:
             log.warning("chat %s used model %r, which is no longer configured; using %r", chat, state.model, model)
-        return Session(chat, model, await self._store.segments.current(chat))
+        return model
 
     async def switch_model(self, chat: ChatRef, model_id: str, record_id: str | None = None) -> Session:
         """`/model <id>` (`UnknownModelError` for an id that is not configured). `record_id` (the

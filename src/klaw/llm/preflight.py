@@ -37,9 +37,11 @@ async def model_problem(
     *,
     config_path: str,
     env: Mapping[str, str] | None = None,
+    chosen: bool = False,
 ) -> str | None:
     """None when the model's server answers, else what is wrong and how to fix it. `model` is
-    `models.<model_id>` of engine.yaml."""
+    `models.<model_id>` of engine.yaml; `chosen`: the chat picked it with /model (rather than
+    following routing.default), which the answer says, with the way to pick another."""
     env = os.environ if env is None else env
     endpoint = Endpoint(
         model_id=model_id,
@@ -49,7 +51,12 @@ async def model_problem(
         max_retries=0,
         section=f"models.{model_id}",
     )
-    where = f"(routing.default = {model_id} in {config_path})"
+    where = (
+        f"(this chat's model, chosen with /model {model_id}; to choose another, run klaw chat --skip-check"
+        " and type /model <id>)"
+        if chosen
+        else f"(routing.default = {model_id} in {config_path})"
+    )
     try:
         headers = auth_headers(endpoint, env)
     except LlmError as exc:
