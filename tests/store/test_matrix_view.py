@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.sqlite.vector_matrix import SPLIT_MIN_ROWS, ChatMatrix, MatrixView, VectorScope, merge_nearest
-from klaw.store.sqlite.vector_quant import quantize
+from klaw.store.shared.vector_matrix import SPLIT_MIN_ROWS, ChatMatrix, MatrixView, VectorScope, merge_nearest
+from klaw.store.shared.vector_quant import quantize
 
 DIM = 4
 

@@ -10,8 +10,8 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
+from klaw.store.shared.vector_matrix import row_bytes
 from klaw.store.sqlite.store import SqliteStore
-from klaw.store.sqlite.vector_matrix import row_bytes
 
 DIM = 16
 ALICE = ChatRef("console", "alice")

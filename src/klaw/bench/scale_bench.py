@@ -57,8 +57,8 @@ from klaw.memory.embedder.protocol import Embedder, Vectors, embed_queries
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord
+from klaw.store.shared.vector_matrix import SPLIT_MIN_ROWS
 from klaw.store.sqlite.store import SqliteStore
-from klaw.store.sqlite.vector_matrix import SPLIT_MIN_ROWS
 
 Progress = Callable[[str, int, int], None]
 CHAT = ChatRef("bench", "scale")

@@ -38,6 +38,8 @@ from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts, to
 from klaw.store.shared.record_kinds import conversation_sql
 from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.shared.search_scope import MESSAGE_SCOPE, ScopeColumns, scope_sql, segments_compared
+from klaw.store.shared.vector_matrix import MatrixView, VectorScope, merge_nearest
+from klaw.store.shared.vector_quant import exact_distances, shortlist
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import count_expression, matchable, search_terms, search_words
@@ -53,8 +55,6 @@ from klaw.store.sqlite.full_text import (
 from klaw.store.sqlite.query import fetch_all, fetch_value
 from klaw.store.sqlite.term_counts import TermCounts
 from klaw.store.sqlite.vector_cache import ChatVectorCache
-from klaw.store.sqlite.vector_matrix import MatrixView, VectorScope, merge_nearest
-from klaw.store.sqlite.vector_quant import exact_distances, shortlist
 from klaw.store.sqlite.vectors import MESSAGE_VECTORS, vector_table_exists
 
 

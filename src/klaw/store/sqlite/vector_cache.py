@@ -10,7 +10,8 @@ of exact float search. Decision: docs/decisions/145-int8-vector-search.md.
 The matrix is kept by the database's single worker thread and searched on others (`MatrixView`,
 `vector_matrix.py`): hybrid search scans it while the same worker runs the full-text query.
 
-`vec_messages` stays the source of truth: a chat's copy is filled on its first search (from the
+What it shares with PostgreSQL's copies (the bounded map of matrices, the lock) is
+`shared/vector_lru.py`. `vec_messages` stays the source of truth: a chat's copy is filled on its first search (from the
 copy saved beside the database when that is current, `vector_snapshot.py`, else from the table),
 appended to after each committed insert, and dropped by `invalidate` when vectors are deleted. A
 chat whose vectors would not fit `budget_bytes` is never cached and is searched by sqlite-vec, so
@@ -23,23 +24,20 @@ the event loop never waits for.
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import apsw
-import numpy as np
-import numpy.typing as npt
 
+from klaw.store.shared.vector_lru import ChatMatrixCache
+from klaw.store.shared.vector_matrix import ChatMatrix, MatrixView, row_bytes
 from klaw.store.sqlite.query import fetch_all, fetch_value
-from klaw.store.sqlite.vector_matrix import ChatMatrix, MatrixView, row_bytes
 from klaw.store.sqlite.vector_snapshot import SNAPSHOT_MIN_ROWS, SnapshotFolder, current_stamp
 from klaw.store.sqlite.vector_tables import table_exists
 
 Row = tuple[int, int, int, bytes]
 
 
-class ChatVectorCache:
+class ChatVectorCache(ChatMatrixCache):
     def __init__(
         self,
         budget_bytes: int,
@@ -47,32 +45,9 @@ class ChatVectorCache:
         snapshots: SnapshotFolder | None = None,
         snapshot_min_rows: int = SNAPSHOT_MIN_ROWS,
     ) -> None:
-        self._budget = budget_bytes
-        self.search_threads = max(1, search_threads)  # threads sharing one large scan
+        super().__init__(budget_bytes, search_threads)
         self._snapshots = snapshots  # where large chats' copies are saved (None: never saved)
         self._snapshot_min_rows = snapshot_min_rows
-        self._chats: OrderedDict[int, ChatMatrix] = OrderedDict()
-        self._lock = threading.RLock()  # every change of `_chats`, and `cached_view`'s read of it
-
-    @property
-    def cached_bytes(self) -> int:
-        with self._lock:
-            return sum(matrix.nbytes for matrix in self._chats.values())
-
-    def cached_view(self, chat_key: int, dim: int) -> MatrixView | None:
-        """The chat's vectors as they are now if its copy is in memory (with `dim` columns), without
-        reading the database or waiting for the lock: None sends the caller to `view` on the database
-        thread. A view taken just before a `forget` may name deleted rows; the rescore drops them."""
-        if not self._lock.acquire(blocking=False):
-            return None
-        try:
-            matrix = self._chats.get(chat_key)
-            if matrix is None or matrix.dim != dim:
-                return None
-            self._chats.move_to_end(chat_key)
-            return matrix.view()
-        finally:
-            self._lock.release()
 
     def view(self, connection: apsw.Connection, table: str, chat_key: int, dim: int) -> MatrixView | None:
         """The chat's vectors as they are now (loaded on first use), or None when the chat is too
@@ -114,23 +89,9 @@ class ChatVectorCache:
                 self._from_table(connection, table, chat_key, rows.get(chat_key, []), dim)
         return len(chosen)
 
-    def added(self, chat_key: int, rows: Sequence[tuple[int, int, int, npt.NDArray[np.float32]]], version: int) -> None:
-        """Vectors committed to the table: (rowid, segment_id, created_at, vector), and the chat's
-        version after them. Only a chat already cached is updated; others load on their first search."""
-        with self._lock:
-            matrix = self._chats.get(chat_key)
-            if matrix is not None and rows:
-                matrix.append(rows)
-                matrix.version = version
-                self._evict(keep=chat_key)
-
     def invalidate(self, chat_key: int | None = None) -> None:
         """Forget one chat's copy (or all), in memory and on disk: the next search reloads from the table."""
-        with self._lock:
-            if chat_key is None:
-                self._chats.clear()
-            else:
-                self._chats.pop(chat_key, None)
+        super().invalidate(chat_key)
         if self._snapshots is not None:
             self._snapshots.remove(chat_key)
 
@@ -178,17 +139,6 @@ class ChatVectorCache:
         if self._snapshots is not None and stamp is not None and matrix.size >= self._snapshot_min_rows:
             self._snapshots.save(chat_key, stamp, matrix.arrays())
             matrix.saved_version = stamp.version
-
-    def _evict(self, keep: int) -> None:
-        while len(self._chats) > 1 and self.cached_bytes > self._budget:
-            oldest = next(iter(self._chats))
-            if oldest == keep:
-                self._chats.move_to_end(oldest)
-                oldest = next(iter(self._chats))
-            del self._chats[oldest]
-        matrix = self._chats.get(keep)
-        if matrix is not None and matrix.nbytes > self._budget:
-            del self._chats[keep]  # grew past the budget: sqlite-vec serves it from now on
 
 
 def _table_rows(connection: apsw.Connection, table: str, chat_keys: Sequence[int]) -> dict[int, list[Row]]:

@@ -1,11 +1,11 @@
 """One chat's message vectors in memory as int8 rows (`vector_quant.py`), and the views searched.
 
-The matrix is kept by the database's single worker thread (its views handed out under the cache's
-lock, on the event loop too), but searched on other threads: `view`
-hands out a `MatrixView` (numpy views of the rows present at that moment), and rows a view covers
-are never written again (appends go past them; growing copies into new arrays; a delete drops the
-whole matrix). A view taken before a delete may still name a deleted rowid: the exact rescore reads
-the rowid's vector from `vec_messages`, finds none, and drops it.
+Backend-neutral: SQLite and PostgreSQL keep the same copies (`vector_lru.py`). A matrix is changed
+under its cache's lock but searched on other threads: `view` hands out a `MatrixView` (numpy views
+of the rows present at that moment), and rows a view covers are never written again (appends go
+past them; growing copies into new arrays; a delete drops the whole matrix). A view taken before a
+delete may still name a deleted rowid: the exact rescore reads the rowid's vector from the
+database, finds none, and drops it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.sqlite.vector_quant import quantize, scores
+from klaw.store.shared.vector_quant import quantize, scores
 
 G = TypeVar("G", bound=np.generic)
 

@@ -11,7 +11,8 @@ SIMD (AVX2/AVX-512 on x86_64, NEON/SVE on aarch64; numpy has no int8 BLAS and wo
 float32). score = dot(q8, row8) * query_scale * row_scale approximates the cosine to about 5e-4.
 
 Exactness: the search keeps `shortlist(limit)` rows by that score, then `rescore` replaces each
-score by the exact float32 product read from `vec_messages` (the source of truth) and cuts to
+score by the exact float32 product read from the database (SQLite's `vec_messages`, PostgreSQL's
+`message_vectors`: the source of truth) and cuts to
 `limit`. With random unit vectors (the worst case: their top scores are closest together) a
 shortlist of 2 × 20 gave recall@20 = 1.000 against exact float search at 200k and 1M rows;
 `klaw bench scale` reports the recall it measures.
