@@ -89,7 +89,10 @@ async def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         dsn = server.dsn(database)
 
         async def opener(clock: Callable[[], datetime] = utc_now) -> Storage:
-            store = await PostgresStore.open(dsn, variable="KLAW_TEST_DATABASE_URL", clock=clock, pool_size=4)
+            # With int8 copies of the chats' vectors, as an engine opens it (decision 221).
+            store = await PostgresStore.open(
+                dsn, variable="KLAW_TEST_DATABASE_URL", clock=clock, pool_size=4, vector_cache_bytes=64 << 20
+            )
             opened.append(store)
             return store
     else:

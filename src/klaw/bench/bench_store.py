@@ -61,7 +61,12 @@ async def bench_store(db_path: Path, database: DatabaseConfig) -> AsyncIterator[
         connection.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
     try:
         store = await PostgresStore.open(
-            dsn, variable=variable, pool_size=database.pool_size, search_path=[schema, *path]
+            dsn,
+            variable=variable,
+            pool_size=database.pool_size,
+            search_path=[schema, *path],
+            vector_cache_bytes=database.vector_cache_mb * 1024 * 1024,
+            vector_search_threads=database.vector_search_threads,
         )
         try:
             yield store

@@ -18,8 +18,8 @@ the store is closed (which saves the chat's int8 copy beside the database) and o
 
 The same figures come from either backend (`database.backend`, `bench_store.py`): on PostgreSQL the
 chat is built in a schema of its own, dropped at the end (its messages written in bulk, `pg_fill.py`);
-there is no in-memory copy to save or load,
-so those two figures are SQLite's only, and the bytes one search scans are the vector table's.
+its first search loads the chat's int8 copy from the server (decision 221), which is not saved beside
+anything, so the close-and-reopen figure is SQLite's only.
 
 Exactness and the physical floor: each query's vector search (top 20 in the segment) is compared
 with exact float search over the same vectors (recall@20), and the bytes one search scans (int8
@@ -313,8 +313,9 @@ async def _append(store: Storage, records: list[MessageRecord]) -> list[int]:
 
 
 async def _vector_bytes(store: Storage, dim: int) -> tuple[int, int]:
-    """The chat's vectors in klaw's memory, and the bytes one segment-scoped search reads: SQLite's int8
-    codes, scale and segment id per row; PostgreSQL's exact scan reads the vector table (no copy in memory)."""
+    """The chat's vectors in klaw's memory, and the bytes one segment-scoped search reads: the int8
+    codes, scale and segment id per row of the copy both backends scan (decision 221); PostgreSQL
+    without a copy (`--vector-cache-mb 0`) reads the vector table in the server."""
     if isinstance(store, SqliteStore):
         return store.vector_cache.cached_bytes, await store.vectors.count() * (dim + 4 + 8)
     from klaw.store.postgres.connection import fetch_value
@@ -322,6 +323,9 @@ async def _vector_bytes(store: Storage, dim: int) -> tuple[int, int]:
     from klaw.store.postgres.vectors import MESSAGE_VECTORS
 
     assert isinstance(store, PostgresStore)
+    cached = store.vector_cache.cached_bytes
+    if cached:
+        return cached, await store.vectors.count() * (dim + 4 + 8)
     async with store.db.connection() as connection:
         size = await fetch_value(connection, "SELECT pg_table_size(%s::regclass)", (MESSAGE_VECTORS,))
     return 0, int(size or 0)

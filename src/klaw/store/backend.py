@@ -31,6 +31,8 @@ async def open_storage(path: Path, database: DatabaseConfig, *, clock: Callable[
             clock=clock,
             pool_size=database.pool_size,
             wait_seconds=database.wait_seconds,
+            vector_cache_bytes=database.vector_cache_mb * 1024 * 1024,
+            vector_search_threads=database.vector_search_threads,
         )
     from klaw.store.sqlite.store import SqliteStore
 

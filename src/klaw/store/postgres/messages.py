@@ -49,6 +49,7 @@ from klaw.store.shared.rows import (
     message_from_row,
     message_values,
 )
+from klaw.store.shared.vector_lru import ChatMatrixCache
 from klaw.store.summaries.postgres.fold import fold_summary_record
 
 _PENDING = EmbeddingJobStatus.PENDING.value
@@ -95,9 +96,16 @@ _INSERT_LOGGED = f"{_INSERT_LOGGED} SELECT rowid FROM m"
 class PostgresMessages(MessageReads[PostgresDatabase, ChatKeys]):
     dialect = POSTGRES
 
-    def __init__(self, db: PostgresDatabase, chats: ChatKeys, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(
+        self,
+        db: PostgresDatabase,
+        chats: ChatKeys,
+        clock: Callable[[], datetime] = utc_now,
+        vector_cache: ChatMatrixCache | None = None,
+    ) -> None:
         super().__init__(db, chats)
         self._clock = clock
+        self._vector_cache = vector_cache  # this engine's int8 copies, one dropped when its chat forgets
 
     async def append(
         self, record: MessageRecord, *, embed: bool = False, log_first: LogFirst | None = None
@@ -166,6 +174,10 @@ class PostgresMessages(MessageReads[PostgresDatabase, ChatKeys]):
             await fold_exchange_record(connection, record, chat_key, segment_id, created_at)
             await fold_archival_record(connection, record, chat_key, segment_id, rowid, created_at, now)
             await fold_summary_record(connection, record, chat_key, rowid, created_at, now)
+            if record.type is MessageType.FORGET and self._vector_cache is not None:
+                # No quantized copy of a forgotten message stays in memory (a search would reload it anyway:
+                # the forget's deletes change the chat's vector version, decision 221).
+                self._vector_cache.invalidate(chat_key)
         return StoredMessage(rowid=rowid, segment_id=segment_id, record=record)
 
     @staticmethod

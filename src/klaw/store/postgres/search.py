@@ -7,7 +7,9 @@ turned into a tsquery by `plainto_tsquery` from a bound parameter, so no charact
 syntax; the words are OR-ed and the matches ranked by FTS5's bm25 (`bm25.py`). Scores are negated
 (lower is better), as the protocol's bm25 scores are.
 
-Vectors: exact cosine KNN over the chat's rows (why: docs/decisions/130-postgres-backend.md).
+Vectors: this engine's int8 copy of the chat scanned, its shortlist rescored in the server
+(`vector_search.py`, decision 221); without a current copy, exact cosine KNN over the chat's rows in
+the server (docs/decisions/130-postgres-backend.md).
 """
 
 from __future__ import annotations
@@ -23,11 +25,14 @@ from klaw.store.postgres.bm25 import Terms, ranked_sql, search_terms
 from klaw.store.postgres.bm25_pruned import common_words, pruned_sql
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import Connection, PostgresDatabase, fetch_all, fetch_value
+from klaw.store.postgres.vector_cache import PostgresVectorCache
+from klaw.store.postgres.vector_search import cached_nearest
 from klaw.store.postgres.vectors import MESSAGE_VECTORS, query_vector
-from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts
+from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts, to_millis
 from klaw.store.shared.record_kinds import conversation_sql
 from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.shared.search_scope import MESSAGE_SCOPE, ScopeColumns, scope_sql, segments_compared
+from klaw.store.shared.vector_matrix import VectorScope
 from klaw.store.sqlite.fts_query import search_words
 
 _CONVERSATION = conversation_sql()
@@ -47,9 +52,10 @@ def own_words_query() -> str:
 
 
 class PostgresSearch:
-    def __init__(self, db: PostgresDatabase, chats: ChatKeys) -> None:
+    def __init__(self, db: PostgresDatabase, chats: ChatKeys, cache: PostgresVectorCache | None = None) -> None:
         self._db = db
         self._chats = chats
+        self._cache = cache if cache is not None else PostgresVectorCache(0)
 
     async def full_text(
         self,
@@ -89,6 +95,7 @@ class PostgresSearch:
     ) -> list[SearchHit]:
         if limit <= 0:
             return []
+        query = query_vector(vector)
         async with self._db.connection() as connection:
             chat_key = await self._chats.find(connection, chat)
             if chat_key is None:
@@ -96,12 +103,24 @@ class PostgresSearch:
             where, params = scope_sql(
                 _VECTOR_SCOPE, chat_key, segment_id, since, until, "%s", before_segment_id=before_segment_id
             )
+        located = await self._cache.view(self._db, chat_key, len(query))
+        if located is not None:
+            scope = VectorScope(
+                segment_id,
+                None if since is None else to_millis(since),
+                None if until is None else to_millis(until),
+                before_segment_id,
+            )
+            found = await cached_nearest(self._db, self._cache, located, chat_key, query, limit, scope, (where, params))
+            if found is not None:
+                return [SearchHit(message_from_row(row), float(row[10])) for row in found]
+        async with self._db.connection() as connection:  # no copy, or a stale one: the server's exact scan
             rows = await fetch_all(
                 connection,
                 f"SELECT {MESSAGE_COLUMNS}, n.distance FROM (SELECT v.rowid, v.embedding <=> %s AS distance"
                 f" FROM {MESSAGE_VECTORS} v WHERE {where} ORDER BY distance, v.rowid LIMIT %s) AS n"
                 " JOIN messages m ON m.rowid = n.rowid ORDER BY n.distance, m.rowid",
-                (query_vector(vector), *params, limit),
+                (query, *params, limit),
             )
         return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
 

@@ -27,6 +27,7 @@ from klaw.store.postgres.migrations import current_version, migrate
 from klaw.store.postgres.search import PostgresSearch
 from klaw.store.postgres.segments import PostgresSegments
 from klaw.store.postgres.sessions import PostgresExchanges, PostgresSessions, PostgresSettings
+from klaw.store.postgres.vector_cache import PostgresVectorCache
 from klaw.store.postgres.vectors import MESSAGE_VECTORS, PostgresVectors
 from klaw.store.protocol import StorageError, StoreCounts, VectorIndex
 from klaw.store.records import utc_now
@@ -40,13 +41,21 @@ DEFAULT_WAIT_SECONDS = 30.0
 
 
 class PostgresStore:
-    def __init__(self, db: PostgresDatabase, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        db: PostgresDatabase,
+        clock: Callable[[], datetime],
+        vector_cache_bytes: int = 0,
+        vector_search_threads: int = 2,
+    ) -> None:
         self.db = db
         chats = ChatKeys()
-        self.messages = PostgresMessages(db, chats, clock)
+        # Chats' int8 vector copies in this process's memory (decision 221); 0 bytes: every search in the server.
+        self.vector_cache = PostgresVectorCache(vector_cache_bytes, vector_search_threads)
+        self.messages = PostgresMessages(db, chats, clock, self.vector_cache)
         self.segments = PostgresSegments(db, chats, clock)
-        self.search = PostgresSearch(db, chats)
-        self.vectors = PostgresVectors(db)
+        self.search = PostgresSearch(db, chats, self.vector_cache)
+        self.vectors = PostgresVectors(db, self.vector_cache)
         self.embedding_jobs = PostgresEmbeddingJobs(db, clock)
         self.settings = PostgresSettings(db)
         self.sessions = PostgresSessions(db, chats)
@@ -67,12 +76,16 @@ class PostgresStore:
         pool_size: int = DEFAULT_POOL_SIZE,
         search_path: Sequence[str] = (),
         wait_seconds: float = DEFAULT_WAIT_SECONDS,
+        vector_cache_bytes: int = 0,
+        vector_search_threads: int = 2,
     ) -> PostgresStore:
         """Migrate the database `dsn` names and open a pool on it. `variable` is the environment
         variable the DSN came from: messages name it, never the DSN (it may hold a password).
         `search_path`: the schemas its tables are made and found in, first first (default: the
         server's; `klaw reindex` builds in a schema of its own). `wait_seconds`: how long a call waits for
-        a connection (all busy, or the server away) before failing with `StorageUnavailable`."""
+        a connection (all busy, or the server away) before failing with `StorageUnavailable`.
+        `vector_cache_bytes`: memory for chats' int8 vector copies (`database.vectorCacheMb`; 0, the
+        default for CLI processes, searches every chat in the server)."""
         options: dict[str, Any] = {"options": f"-c search_path={','.join(search_path)}"} if search_path else {}
         try:
             async with await psycopg.AsyncConnection.connect(
@@ -107,7 +120,7 @@ class PostgresStore:
             if isinstance(exc, psycopg.Error | PoolTimeout):
                 raise server_error(variable, exc) from exc
             raise
-        return cls(PostgresDatabase(pool, variable), clock)
+        return cls(PostgresDatabase(pool, variable), clock, vector_cache_bytes, vector_search_threads)
 
     async def schema_version(self) -> int:
         async with self.db.connection() as connection:

@@ -5,11 +5,12 @@
 instead (summaries/postgres/repository.py). The column type is `vector` without a dimension: the bound
 embedder's dimension is checked here, before anything is written.
 
-Search is exact: `embedding <=> query` over the chat's rows, found through the (chat, segment, time)
-index, then sorted. A chat's vectors are a small share of the table, so the scan reads only them; an
-HNSW index would search the whole table and filter after (pgvector 0.8's iterative scans help, but
-recall still depends on the filter's selectivity), for a gain only at hundreds of thousands of vectors
-in one chat (measured: docs/decisions/130-postgres-backend.md).
+Search scans this engine's int8 copy of the chat's vectors (`vector_cache.py`, decision 221) and
+rescores its shortlist here; without a copy it is exact in the server: `embedding <=> query` over the
+chat's rows, found through the (chat, segment, time) index, then sorted. A chat's vectors are a small
+share of the table, so the scan reads only them; an HNSW index would search the whole table and filter
+after, and measured no faster (decisions 130 and 210). Every insert also changes the chat's
+`vector_marks` version (by trigger, migration 0008), which tells each engine's copy it is stale.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_one, fetch_value
+from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_all, fetch_one, fetch_value
+from klaw.store.postgres.vector_cache import PostgresVectorCache
 from klaw.store.protocol import IndexMismatchError, StorageError, VectorIndex
 from klaw.store.shared.vector_binding import bound
+from klaw.store.shared.vector_lru import VectorRow
 
 MESSAGE_VECTORS = "message_vectors"
 MEMORY_VECTORS = "memory_vectors"
@@ -73,8 +76,9 @@ def query_vector(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
 
 
 class PostgresVectors:
-    def __init__(self, db: PostgresDatabase) -> None:
+    def __init__(self, db: PostgresDatabase, cache: PostgresVectorCache | None = None) -> None:
         self._db = db
+        self._cache = cache if cache is not None else PostgresVectorCache(0)
         self._dim: int | None = None
 
     async def bind_embedder(self, embedder_id: str, dim: int) -> None:
@@ -86,15 +90,30 @@ class PostgresVectors:
         if not vectors:
             return 0
         rows = checked(vectors, bound(self._dim, "message"), "message")
-        async with self._db.transaction() as connection:  # one statement for the batch, not one per vector
-            return await execute(
-                connection,
-                f"INSERT INTO {MESSAGE_VECTORS} (rowid, chat, segment_id, created_at, embedding)"
-                " SELECT m.rowid, m.chat, m.segment_id, m.created_at, v.embedding"
-                " FROM unnest(%s::bigint[], %s::vector[]) AS v(rowid, embedding) JOIN messages m ON m.rowid = v.rowid"
-                " ON CONFLICT (rowid) DO NOTHING",
-                ([rowid for rowid, _ in rows], [vector for _, vector in rows]),
-            )
+        by_rowid = dict(rows)
+        async with self._cache.writing():
+            async with self._db.transaction() as connection:  # one statement for the batch, not one per vector
+                inserted = await fetch_all(
+                    connection,
+                    f"INSERT INTO {MESSAGE_VECTORS} (rowid, chat, segment_id, created_at, embedding)"
+                    " SELECT m.rowid, m.chat, m.segment_id, m.created_at, v.embedding"
+                    " FROM unnest(%s::bigint[], %s::vector[]) AS v(rowid, embedding)"
+                    " JOIN messages m ON m.rowid = v.rowid"
+                    " ON CONFLICT (rowid) DO NOTHING RETURNING rowid, chat, segment_id, created_at",
+                    ([rowid for rowid, _ in rows], [vector for _, vector in rows]),
+                )
+                added: dict[int, list[VectorRow]] = {}
+                for rowid, chat, segment, created in sorted(inserted):
+                    added.setdefault(int(chat), []).append((int(rowid), int(segment), int(created), by_rowid[rowid]))
+                # The marks this insert set (its row locks held until commit): which versions it replaced.
+                marks = await fetch_all(
+                    connection,
+                    "SELECT chat, version, previous FROM vector_marks WHERE chat = ANY(%s)",
+                    (sorted(added),),
+                )
+            for chat, version, previous in marks:  # committed: now the cached copies may take them
+                self._cache.added(int(chat), added[int(chat)], int(version), int(previous))
+        return len(inserted)
 
     async def count(self) -> int:
         async with self._db.connection() as connection:
