@@ -20,6 +20,14 @@ from klaw.errors import KlawError
 ENGLISH = "en"
 UNSPACED_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my"})
 _CODE = re.compile(r"^[a-z]{2,3}$")
+# The ISO 639-1 codes of the languages e5 (multilingual-e5-small, trained on XLM-R's ~100 languages) was
+# trained on: a made-up code (`xx`) is refused with this list rather than a home set up for nothing.
+_LANGUAGE_CODES = (
+    "af am ar as az be bg bn br bs ca cs cy da de el en eo es et eu fa fi fr fy ga gd gl gu ha he hi hr hu hy"
+    " id is it ja jv ka kk km kn ko ku ky la lo lt lv mg mk ml mn mr ms my nb ne nl nn no om or pa pl ps pt"
+    " ro ru sa sd si sk sl so sq sr su sv sw ta te th tl tr ug uk ur uz vi xh yi zh"
+)
+LANGUAGES = frozenset(_LANGUAGE_CODES.split())
 
 # e5's gates, measured on LoCoMo dev with `klaw bench recall` / `klaw bench past-sessions` (decision 161).
 E5_RELEVANCE_THRESHOLD = 0.2
@@ -42,10 +50,15 @@ class LanguageSettings:
 
 
 def language_settings(code: str) -> LanguageSettings:
-    """The settings for an ISO 639-1 (or -2) language code such as `en`, `ru`, `zh`."""
+    """The settings for an ISO 639-1 language code such as `en`, `ru`, `zh` (a region, `pt-BR`, is dropped)."""
     normalized = code.strip().lower().split("-")[0].split("_")[0]
     if not _CODE.match(normalized):
         raise LanguageError(f"--language takes a language code such as en, ru, de, zh or ja (ISO 639-1), not {code!r}")
+    if normalized not in LANGUAGES:
+        raise LanguageError(
+            f"--language {code!r} is not a language klaw's embedder knows; use one of (ISO 639-1):"
+            f" {', '.join(sorted(LANGUAGES))}"
+        )
     if normalized == ENGLISH:
         return LanguageSettings(normalized, "porter", "minilm")
     tokenizer: FullTextTokenizer = "trigram" if normalized in UNSPACED_LANGUAGES else "unicode61"

@@ -93,6 +93,10 @@ def check() -> None:
         )
     if (unasked := _host_exec_unasked(loaded.config)) is not None:
         warn(unasked)
+    from klaw.memory.embedder.factory import embedder_problem  # loads numpy: only for check
+
+    if (missing := embedder_problem(loaded.config.embedder)) is not None:
+        warn(f"warning: the engine will not start in this installation: {missing}")
 
 
 def _host_exec_unasked(config: EngineConfig) -> str | None:

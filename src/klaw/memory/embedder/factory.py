@@ -11,7 +11,7 @@ from typing import Literal
 from klaw.config import EmbedderConfig
 from klaw.llm.http import Sleep
 from klaw.memory.embedder.minilm import Runtime
-from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.embedder.protocol import Embedder, EmbedderUnavailable
 
 
 def create_embedder(
@@ -40,6 +40,8 @@ def create_embedder(
     if config.backend == "e5":
         from klaw.memory.embedder.e5 import E5Embedder
 
+        if (problem := embedder_problem(config)) is not None:
+            raise EmbedderUnavailable(problem)  # final: the engine does not start on an embedder that cannot run
         return E5Embedder(batch_size=config.batch_size, threads=config.threads)
     if config.backend == "openai":
         from klaw.memory.embedder.openai_embedder import OpenAiEmbedder
@@ -48,6 +50,16 @@ def create_embedder(
     from klaw.memory.embedder.fake import FakeEmbedder
 
     return FakeEmbedder(dim=config.dim or 384)
+
+
+def embedder_problem(config: EmbedderConfig) -> str | None:
+    """Why the configured embedder cannot run in this installation (a package missing), naming the fix;
+    None when it can. For `klaw config check` and start-up, before any text waits for a vector."""
+    if config.backend == "e5":
+        from klaw.memory.embedder.e5 import unavailable
+
+        return unavailable()
+    return None
 
 
 def local_runtime(configured: Literal["auto"] | Runtime) -> Runtime:

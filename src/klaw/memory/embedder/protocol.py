@@ -17,6 +17,12 @@ class EmbedderError(KlawError, RuntimeError):
     """An embedder could not produce vectors; the message says why and what to do."""
 
 
+class EmbedderUnavailable(EmbedderError):
+    """The embedder cannot run in this installation at all (its package is not installed): no retry can
+    help, so the engine refuses to start on it and work queued for it fails at once, the message naming
+    the fix."""
+
+
 @runtime_checkable
 class Embedder(Protocol):
     """Turns texts into vectors.
