@@ -314,4 +314,6 @@ def test_klaw_chat_without_a_reachable_model_says_what_to_configure(tmp_path: Pa
     assert "routing.default = FAKE" in result.stderr
     assert "ollama pull llama3.2" in result.stderr
     assert "KLAW__ROUTING__DEFAULT" in result.stderr
+    # The stand-in's command names the interpreter klaw runs on: a bare `python` may have no klaw.
+    assert f"`{shlex.quote(sys.executable)} -m klaw.llm.fake_server`" in " ".join(result.stderr.split())
     assert not (home / "klaw.db").exists()  # nothing was started

@@ -8,6 +8,8 @@ Ollama example, instead of a traceback on the first turn.
 from __future__ import annotations
 
 import os
+import shlex
+import sys
 from collections.abc import Mapping
 
 import httpx
@@ -17,7 +19,7 @@ from klaw.llm.errors import LlmError
 from klaw.llm.http import Endpoint, auth_headers
 from klaw.redaction import mask_url_credentials
 
-OLLAMA_EXAMPLE = """To use a local Ollama model:
+OLLAMA_EXAMPLE = f"""To use a local Ollama model:
   1. install Ollama and run:  ollama pull llama3.2
   2. in engine.yaml:
        models:
@@ -28,7 +30,7 @@ OLLAMA_EXAMPLE = """To use a local Ollama model:
          default: ollama/llama3.2
 For a hosted model, add it under models: with baseUrl and apiKeyEnv (e.g. OPENAI_API_KEY), export that
 variable, and point routing.default at it (or set KLAW__ROUTING__DEFAULT=<model id>).
-Only trying klaw? `python -m klaw.llm.fake_server` runs a stand-in model that echoes you, and says what to set."""
+Only trying klaw? `{shlex.quote(sys.executable)} -m klaw.llm.fake_server` runs a stand-in model that echoes you, and says what to set."""
 
 
 async def model_problem(
