@@ -6,8 +6,10 @@ lost a start race)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import apsw
@@ -102,12 +104,61 @@ def test_the_cli_starts_without_sqlite_vec_for_commands_that_do_not_need_it(home
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("command", [("engine",), ("serve",), ("chat",)], ids=" ".join)
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("engine",),
+        ("serve",),
+        ("chat",),
+        ("schedule", "add", "x", "--every", "1h", "-m", "hi"),
+        ("schedule", "list"),
+        ("log", "check"),
+        ("memory", "list"),
+        ("config", "show"),
+        ("db", "info"),
+    ],
+    ids=" ".join,
+)
 def test_a_mistyped_klaw_home_is_named_not_created(tmp_path: Path, command: tuple[str, ...]) -> None:
     """An engine started on a path that is not a home used to create an empty one there and run on
-    defaults: to the person, a klaw that had forgotten everything."""
+    defaults: to the person, a klaw that had forgotten everything. The other commands answered for an
+    empty home ("No scheduled tasks.", nothing to check) or made its folder for a scheduler.db."""
     typo = tmp_path / "hmoe"
     said = one_line_error(klaw(typo, *command))
     assert f"There is no klaw home at {typo} (KLAW_HOME={typo})" in said
     assert "klaw init" in said
     assert not typo.exists()
+
+
+@pytest.mark.parametrize(
+    "command", [("init",), ("chat",), ("schedule", "add", "x", "--every", "1h", "-m", "hi")], ids=" ".join
+)
+def test_a_klaw_home_that_is_a_file_is_named(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """KLAW_HOME pointing at engine.yaml itself: `klaw init` and `schedule add` ended in FileExistsError."""
+    path = tmp_path / "engine.yaml"
+    path.write_text(CONFIG, encoding="utf-8")
+    said = one_line_error(klaw(path, *command))
+    assert f"{path} is a file, not a klaw home (KLAW_HOME={path}): point KLAW_HOME at a folder." in said
+
+
+def test_klaw_init_where_no_folder_can_be_made_is_one_line(tmp_path: Path) -> None:
+    """Under /proc nothing can be created (whoever runs the test, root included): FileNotFoundError."""
+    said = one_line_error(klaw(Path("/proc/klaw-home-test"), "init"))
+    assert "Could not create a klaw home at /proc/klaw-home-test:" in said
+
+
+def test_ctrl_c_while_klaw_starts_is_not_a_traceback() -> None:
+    """A real SIGINT a moment after start, while the command line's modules are still importing (about
+    a second here): the process ends as interrupted, never with a traceback out of an import."""
+    env = {**os.environ, "COLUMNS": "200"}
+    for delay in (0.3, 0.5, 0.7):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "klaw", "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        time.sleep(delay)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        if "init_import_site" in stderr:  # still in Python's own start-up, before any of klaw ran
+            continue
+        assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, (delay, stderr[-1500:])
+        assert process.returncode in (0, 130, -signal.SIGINT), (delay, process.returncode)

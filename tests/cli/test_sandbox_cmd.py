@@ -44,6 +44,7 @@ async def test_install_puts_a_package_where_code_execute_imports_it(tmp_path: Pa
 
 
 def test_install_without_a_package_says_what_to_write(tmp_path: Path) -> None:
+    klaw(tmp_path / "home", "init")  # a mistyped home is refused before the packages are looked at
     failed = klaw(tmp_path / "home", "sandbox", "install", "--no-index")
     assert failed.returncode == 1
     assert "name at least one package" in failed.stderr

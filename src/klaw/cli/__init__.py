@@ -1,5 +1,17 @@
-"""The `klaw` command: `noun verb` subcommands, each module one noun."""
+"""The `klaw` command: `noun verb` subcommands, each module one noun (the root is `cli/app.py`).
 
-from klaw.cli.app import app, main
+`main` is the `klaw` script's entry point. It imports the command line only when called, so a Ctrl-C
+pressed during the second or so those imports take ends the command quietly (exit 130, as a shell
+reports an interrupted command) instead of with a traceback from the middle of an import."""
 
-__all__ = ["app", "main"]
+from __future__ import annotations
+
+__all__ = ["main"]
+
+
+def main() -> None:
+    try:
+        from klaw.cli.app import main as run
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    run()

@@ -23,7 +23,7 @@ from klaw.cli import (
     service_cmd,
     skills_cmd,
 )
-from klaw.cli.context import fail, home_from_env, make_private_or_warn
+from klaw.cli.context import fail, home_from_env, home_source, make_private_or_warn, refuse_a_file
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.home_language import LanguageError, LanguageSettings, language_settings
@@ -78,10 +78,14 @@ def init(
     ] = None,
 ) -> None:
     """Create KLAW_HOME (default ~/.klaw): a commented engine.yaml and the workspace files."""
-    home = home_from_env()
+    home = home_from_env(must_exist=False)
+    refuse_a_file(home)
     chosen = _language_or_exit(language, home, force)
-    make_private_or_warn(home)
-    report = initialise_home(home, overwrite=force, language=chosen)
+    try:
+        make_private_or_warn(home)
+        report = initialise_home(home, overwrite=force, language=chosen)
+    except OSError as exc:  # a place this user cannot create or write (/proc/…, a read-only disk)
+        fail(f"Could not create a klaw home at {home.root}: {exc.strerror or exc} ({home_source()}).")
     console = Console(markup=False)
     if if_missing and not report.written:
         return

@@ -76,7 +76,7 @@ def embed(
     from klaw.cli.context import fail, home_from_env, load_or_exit
     from klaw.memory.embedder.protocol import EmbedderError
 
-    home = home_from_env()
+    home = home_from_env(must_exist=False)
     config = load_or_exit(home).config
     try:
         embedders = compared_embedders(config.embedder, home.embedder_cache, runtime)
@@ -324,7 +324,7 @@ def sandbox(
     from klaw.config import EngineConfig
     from klaw.tools.sandbox.backend import Unavailable
 
-    home = home_from_env()
+    home = home_from_env(must_exist=False)
     config = load_or_exit(home).config if home.config_file.exists() else EngineConfig()
     console = machine_console(soft_wrap=True, markup=True)
     with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp:

@@ -50,7 +50,7 @@ def _run_bench(bench: _Bench, data: Path, out: Path, settings_from: Callable[[An
     from klaw.cli.context import fail, home_from_env, load_or_exit
     from klaw.memory.embedder.factory import create_embedder
 
-    home = home_from_env()
+    home = home_from_env(must_exist=False)
     config = load_or_exit(home).config
     try:
         settings = settings_from(config)

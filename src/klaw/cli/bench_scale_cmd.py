@@ -59,7 +59,7 @@ def scale(
     from klaw.memory.embedder.factory import create_embedder
     from klaw.store.protocol import StorageError
 
-    home = home_from_env()
+    home = home_from_env(must_exist=False)
     config = load_or_exit(home).config
     if not 0.0 <= past_share < 1.0 or (past_share > 0 and past_segments <= 0):
         raise typer.BadParameter(

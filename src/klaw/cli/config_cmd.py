@@ -68,13 +68,13 @@ async def _command_overrides(home: KlawHome, config: EngineConfig) -> tuple[dict
 @app.command()
 def path() -> None:
     """Print the path of engine.yaml."""
-    typer.echo(str(home_from_env().config_file))
+    typer.echo(str(home_from_env(must_exist=False).config_file))
 
 
 @app.command()
 def check() -> None:
     """Validate engine.yaml (exit 2 with the reason when it is invalid, 1 when there is none)."""
-    home = home_from_env()
+    home = home_from_env(must_exist=False)  # a missing home is a missing engine.yaml: said below, exit 1
     if not home.config_file.exists():
         fail(
             f"no engine.yaml at {home.config_file} ({home_source()}; klaw would run on its built-in defaults)."

@@ -23,8 +23,16 @@ if TYPE_CHECKING:
 err_console = Console(stderr=True, markup=False)
 
 
-def home_from_env() -> KlawHome:
-    return KlawHome.from_env()
+def home_from_env(*, must_exist: bool = True) -> KlawHome:
+    """KLAW_HOME's home (default ~/.klaw). Every command that reads or writes a home needs it to exist
+    (`require_home`): before, `schedule add` made a mistyped home's folder for its scheduler.db,
+    `schedule list` and `log check` answered for an empty home, and `memory list` blamed an engine that
+    had not started. `init`, `config path`, `config check` (exit 1: no engine.yaml) and the benches
+    (which run on their own temporary homes) pass `must_exist=False`."""
+    home = KlawHome.from_env()
+    if must_exist:
+        require_home(home)
+    return home
 
 
 def load_or_exit(home: KlawHome) -> LoadedConfig:
@@ -94,11 +102,18 @@ def require_home(home: KlawHome) -> None:
     """Exit 2 when the home does not exist: an engine started there would create an empty home and run
     on defaults, so a mistyped KLAW_HOME looked like a klaw that had forgotten everything. `klaw init`
     (or the library's `Klaw(home)`) is what creates one."""
+    refuse_a_file(home)
     if not home.root.is_dir():
         fail(
             f"There is no klaw home at {home.root} ({home_source()}). Check the path for a typo,"
             " or create a home there with 'klaw init'."
         )
+
+
+def refuse_a_file(home: KlawHome) -> None:
+    """Exit 2 when KLAW_HOME names a file (an engine.yaml, say): `mkdir` would fail with a traceback."""
+    if home.root.exists() and not home.root.is_dir():
+        fail(f"{home.root} is a file, not a klaw home ({home_source()}): point KLAW_HOME at a folder.")
 
 
 def home_source() -> str:

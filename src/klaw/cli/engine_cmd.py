@@ -15,7 +15,6 @@ from klaw.cli.context import (
     fail,
     home_from_env,
     load_or_exit,
-    require_home,
     say_while_stopping,
     start_engine_or_exit,
 )
@@ -54,7 +53,6 @@ def chat(
     from klaw.llm.preflight import model_problem
 
     home = home_from_env()
-    require_home(home)  # before the model check: a mistyped KLAW_HOME is the problem to name first
     loaded = load_or_exit(home)
     config = loaded.config
 

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.cli.context import home_from_env, load_or_exit
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
     from klaw.tools.skills.catalogue import SkillScan
@@ -19,9 +19,7 @@ app = typer.Typer(help="The agent's skills: folders under workspace/skills/ with
 def _scan() -> tuple[SkillScan, str]:
     from klaw.tools.skills.catalogue import scan_skills
 
-    home = home_from_env()
-    if not home.root.is_dir():  # a mistyped KLAW_HOME would otherwise just look like a home without skills
-        fail(f"no klaw home at {home.root}: check KLAW_HOME, or run 'klaw init' to create one")
+    home = home_from_env()  # a mistyped KLAW_HOME would otherwise just look like a home without skills
     config = load_or_exit(home).config
     return scan_skills(home.skills_dir, max_bytes=config.tools.skills.max_file_bytes), str(home.skills_dir)
 

@@ -30,7 +30,8 @@ OLLAMA_EXAMPLE = f"""To use a local Ollama model:
          default: ollama/llama3.2
 For a hosted model, add it under models: with baseUrl and apiKeyEnv (e.g. OPENAI_API_KEY), export that
 variable, and point routing.default at it (or set KLAW__ROUTING__DEFAULT=<model id>).
-Only trying klaw? `{shlex.quote(sys.executable)} -m klaw.llm.fake_server` runs a stand-in model that echoes you, and says what to set."""
+Only trying klaw? `{shlex.quote(sys.executable)} -m klaw.llm.fake_server` runs a stand-in model that
+echoes you, and says what to set."""
 
 
 async def model_problem(
