@@ -219,10 +219,8 @@ class ApprovalGate:
             return f"Usage: /{verb} ID (the id the question gave)."
         pending = self._pending.get(request_id)
         if pending is None or pending.chat != chat or pending.answer.done():
-            return (
-                f"No approval request {request_id!r} is waiting in this chat (answered, timed out, or never asked). "
-                + _which(verb, waiting)
-            )
+            said = f"No approval request {request_id!r} is waiting in this chat (answered, timed out, or never asked)."
+            return f"{said} {_which(verb, waiting)}" if waiting else said
         pending.answer.set_result(approved)
         return f"Approved: {pending.tool} runs now." if approved else f"Denied: {pending.tool} will not run."
 
