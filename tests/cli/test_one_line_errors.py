@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -162,3 +163,14 @@ def test_ctrl_c_while_klaw_starts_is_not_a_traceback() -> None:
             continue
         assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, (delay, stderr[-1500:])
         assert process.returncode in (0, 130, -signal.SIGINT), (delay, process.returncode)
+
+
+def test_klaw_serve_on_a_port_in_use_names_the_port_and_the_setting(home: Path) -> None:
+    """It said "the gateway could not start: [Errno 98] Address already in use", naming neither."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        said = one_line_error(klaw(home, "serve", env={"KLAW__CHANNELS__WEB__PORT": str(port)}))
+    assert f"the web page cannot listen on 127.0.0.1:{port} (Address already in use)" in said
+    assert "channels.web.port" in said

@@ -68,7 +68,13 @@ class WebChannel:
         self.token = load_or_create_token(self._home)
         auth = WebAuth(self.token, revoked_file=self._home.web_revoked_file)
         self._server = EmbeddedServer(create_app(self, auth), self._config.host, self._config.port)
-        await self._server.start()
+        try:
+            await self._server.start()
+        except OSError as exc:  # the port is taken (another klaw serve?) or the host is not this machine's
+            raise OSError(
+                f"the web page cannot listen on {self._config.host}:{self._config.port} ({exc.strerror or exc}):"
+                " choose another port in channels.web.port (or KLAW__CHANNELS__WEB__PORT), or stop what holds it"
+            ) from None
         log.info("web page listening on %s", self.url)
         if not is_loopback(self._config.host):
             log.warning(PLAIN_HTTP_WARNING, self._config.host)
