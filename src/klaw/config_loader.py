@@ -9,11 +9,12 @@ it does. Invalid input raises `ConfigError` whose message names the field, the v
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -42,13 +43,15 @@ def load_config(path: Path, env: Mapping[str, str] | None = None) -> LoadedConfi
     env = os.environ if env is None else env
     raw = _read_yaml(path)
     sources = {key: path.name for key in _leaf_paths(raw)}
+    overrides: dict[tuple[str, ...], str] = {}
     for key, value, var in _env_overrides(env):
         _set_path(raw, key, value)
         sources[".".join(key)] = f"env {var}"
+        overrides[key] = var
     try:
         config = EngineConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, path)) from None
+        raise ConfigError(_describe(exc, path, overrides)) from None
     return LoadedConfig(config=config, sources=sources, path=path)
 
 
@@ -142,16 +145,57 @@ def _set_path(data: dict[str, Any], key: tuple[str, ...], value: Any) -> None:
     node[key[-1]] = value
 
 
-def _describe(exc: ValidationError, path: Path) -> str:
+def _describe(exc: ValidationError, path: Path, overrides: Mapping[tuple[str, ...], str]) -> str:
+    """One line per problem, naming the environment variable when the value came from one
+    (`overrides`: config path -> variable), and for an unknown field the known one it is closest to."""
     lines = [f"Invalid configuration in {path} (or a KLAW__ environment override):"]
     for error in exc.errors():
-        field = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        loc = tuple(str(p) for p in error["loc"])
+        field = ".".join(loc) or "(top level)"
         rule = error["msg"]
         if error["type"] == "extra_forbidden":
-            rule = "unknown field (check its spelling; fields are camelCase, e.g. debounceMs)"
+            rule = f"unknown field ({_closest(loc) if loc else ''}fields are camelCase)"
         shown = "" if error["type"] in ("missing", "extra_forbidden") else _shown(field, error.get("input"))
-        lines.append(f"  - {field}{shown}: {rule}")
+        var = next((v for key, v in overrides.items() if loc and key[: len(loc)] == loc), None)
+        lines.append(f"  - {field}{shown}{f' (from {var})' if var else ''}: {rule}")
     return "\n".join(lines)
+
+
+def _closest(loc: tuple[str, ...]) -> str:
+    """ "did you mean processing? " for a misspelt field, else the fields its section has: judged among
+    the names valid at that place only (`rag.topK` is not helped by `memory.autoRag.topK`)."""
+    known = _fields_at(loc[:-1])
+    by_folded = {name.lower().replace("_", ""): name for name in known}
+    found = difflib.get_close_matches(loc[-1].lower().replace("_", ""), list(by_folded), n=1, cutoff=0.75)
+    if found:
+        return f"did you mean {by_folded[found[0]]}? "
+    if known:
+        return f"{'this section has' if loc[:-1] else 'the sections are'}: {', '.join(sorted(known))}; "
+    return "check its spelling; "
+
+
+def _fields_at(path: tuple[str, ...]) -> list[str]:
+    """The field names (camelCase) allowed under `path` of engine.yaml; [] where the path leads to
+    nothing known. A `models:` entry's key is any model id, so it is stepped over."""
+    annotation: Any = EngineConfig
+    for part in path:
+        if get_origin(annotation) is dict:
+            annotation = get_args(annotation)[1]
+            continue
+        model = _model_in(annotation)
+        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None) if model else None
+        if field is None:
+            return []
+        annotation = field.annotation
+    model = _model_in(annotation)
+    return [field.alias or name for name, field in model.model_fields.items()] if model else []
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds (itself, or inside `X | None`)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)), None)
 
 
 def _shown(field: str, value: Any) -> str:

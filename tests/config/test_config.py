@@ -86,6 +86,25 @@ def test_unknown_field_is_rejected_with_a_hint(tmp_path: Path) -> None:
         load_config(write(tmp_path, "processing:\n  debounce_millis: 5\n"), env={})
 
 
+def test_an_unknown_field_is_answered_with_the_close_name_of_its_own_section(tmp_path: Path) -> None:
+    """A newcomer's typos got "e.g. debounceMs" whatever the section; an env override's was not named."""
+    path = write(tmp_path, "processng:\n  debounceMs: 5\n")
+    env = {"KLAW__RAG__TOPK": "3", "KLAW__MODELS__LOCAL__MAXRETRIEZ": "2"}
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env=env)
+    lines = str(caught.value).splitlines()
+    assert "  - processng: unknown field (did you mean processing? fields are camelCase)" in lines
+    # topK is a field of memory.autoRag, not of rag: rag's own fields are listed instead.
+    assert (
+        "  - rag.topK (from KLAW__RAG__TOPK): unknown field (this section has: conversationLimit, enabled,"
+        " exchangeLimitPerConversation, maxTokens, minSimilarity; fields are camelCase)"
+    ) in lines
+    assert (
+        "  - models.LOCAL.MAXRETRIEZ (from KLAW__MODELS__LOCAL__MAXRETRIEZ): unknown field"
+        " (did you mean maxRetries? fields are camelCase)"
+    ) in lines
+
+
 def test_routing_to_an_unknown_model_is_rejected(tmp_path: Path) -> None:
     text = "models:\n  openai/gpt-4o-mini:\n    baseUrl: https://api.openai.com/v1\nrouting:\n  default: nope/x\n"
     with pytest.raises(ConfigError, match=r"routing.default names model 'nope/x'.*openai/gpt-4o-mini"):
