@@ -94,6 +94,8 @@ def test_syntax_characters_never_fail_and_unrelated_neighbours_are_explained(hom
         assert code == 0, err
         assert "Traceback" not in err
     assert "beyond the relevance threshold (0.5)" in out  # KNN always has nearest neighbours
+    # A hit without the searched word is explained: its neighbours' words count too (decision 194).
+    assert "FTS rank also counts the words of the messages just before and after" in " ".join(out.split())
 
 
 def test_nothing_found_says_so(home: KlawHome) -> None:

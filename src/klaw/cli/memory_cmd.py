@@ -190,7 +190,8 @@ def _print_results(console: Console, outcome: SearchOutcome, limit: int) -> None
         return
     caption = (
         f"{outcome.vector_note}; dimmed: found by vectors alone beyond the relevance threshold"
-        f" ({outcome.threshold}), which auto-RAG would not recall"
+        f" ({outcome.threshold}), which auto-RAG would not recall. FTS rank also counts the words of the"
+        " messages just before and after (at a lower weight), so a reply can rank for its question's words"
     )
     table = Table(title=f"{outcome.chat}: {outcome.scope}", caption=caption)
     columns: list[tuple[str, JustifyMethod]] = [
