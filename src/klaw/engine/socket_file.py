@@ -60,7 +60,10 @@ class SocketFile:
             writer.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
-        raise EngineAlreadyRunningError(f"another klaw engine is already running on {self.path}; stop it first")
+        raise EngineAlreadyRunningError(
+            f"another klaw engine is already running on {self.path} (klaw serve, engine or chat): talk to it"
+            " through its channels (the web page, Telegram), or stop it first"
+        )
 
     def bind(self) -> socket.socket:
         """A stream socket bound to `path` with mode 0600, not yet listening; remembers the file as ours."""
