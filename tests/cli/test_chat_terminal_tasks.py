@@ -28,6 +28,7 @@ async def test_a_subagent_answer_is_shown_at_the_prompt_without_typing(tmp_path:
             gate.set()
             screen = await term.wait_for(lambda s: "Here are three sources." in s, "the subagent's answer")
             assert screen.rstrip().endswith(PROMPT.rstrip())  # printed above the prompt, still ready to type
+            assert "Scheduled task: research\nHere are three sources." in screen  # whose answer it is
             assert (home / "conversations" / "scheduler_research").is_dir()
             await term.tmux("send-keys", "-t", term.target, "C-d")
             assert await term.exit_status() == 0

@@ -139,6 +139,8 @@ class ConsoleChannel:
             self._show(self._replies.get_nowait())
 
     def _show(self, reply: Outbound) -> None:
+        if reply.task is not None:  # a task's answer arrives on its own: say whose it is, as the web page does
+            self._console.print(Text(f"Scheduled task: {reply.task}", style="bold yellow"), highlight=False)
         if reply.kind == "error":
             self._console.print(Text(reply.text, style="red"), highlight=False)
         else:
