@@ -30,7 +30,6 @@ from rich.text import Text
 from klaw.channels.console_history import ConsoleHistory
 from klaw.channels.console_keys import KeysWhileThinking
 from klaw.command_syntax import parse_command
-from klaw.console_logging import logs_through
 from klaw.engine.delivery import Outbound
 from klaw.engine.runtime import Engine
 from klaw.store.records import ChatRef
@@ -69,27 +68,24 @@ class ConsoleChannel:
             f" — model {model}. Type /help for commands, /exit or Ctrl-D to leave.",
         )
         self._console.print(greeting, highlight=False)
-        # Log lines go to KLAW_HOME/logs/chat.log; the screen gets one line saying so, printed through
-        # the console: above the spinner and the prompt, never into them.
-        with logs_through(self._console, self._engine.home.chat_log_file):
-            while True:
-                printer = asyncio.create_task(self._print_arrivals())
-                try:
-                    text = await _prompt(
-                        session, "you › ", pre_run=lambda: self._keys.replay(session.app.key_processor)
-                    )
-                except (EOFError, KeyboardInterrupt):
-                    break
-                finally:
-                    printer.cancel()
-                    await asyncio.gather(printer, return_exceptions=True)
-                if not text.strip():
-                    continue
-                if text.strip().lower() in EXIT_WORDS:
-                    break
-                await self._exchange(chat, text, session)
-                if self._keys.leave:  # Ctrl-D while the model was thinking
-                    break
+        # Log lines go to KLAW_HOME/logs/chat.log (`klaw chat` routes them there from before the engine
+        # starts: `logs_through`), printed through this console: above the spinner and the prompt.
+        while True:
+            printer = asyncio.create_task(self._print_arrivals())
+            try:
+                text = await _prompt(session, "you › ", pre_run=lambda: self._keys.replay(session.app.key_processor))
+            except (EOFError, KeyboardInterrupt):
+                break
+            finally:
+                printer.cancel()
+                await asyncio.gather(printer, return_exceptions=True)
+            if not text.strip():
+                continue
+            if text.strip().lower() in EXIT_WORDS:
+                break
+            await self._exchange(chat, text, session)
+            if self._keys.leave:  # Ctrl-D while the model was thinking
+                break
 
     async def _print_arrivals(self) -> None:
         """While the person is at the prompt, show what arrives on its own (a scheduled task's answer)."""

@@ -19,6 +19,7 @@ from klaw.cli.context import (
     start_engine_or_exit,
 )
 from klaw.config import EngineConfig
+from klaw.console_logging import logs_through
 from klaw.home import KlawHome
 
 
@@ -65,24 +66,29 @@ def chat(
             )
             if problem:
                 fail(problem)
-        running = await start_engine_or_exit(home, config)
-        channel = ConsoleChannel(running)
-        interrupted = False
-        try:
-            await channel.run()
-        except asyncio.CancelledError:
-            # Ctrl-C while the model thinks: asyncio.run cancelled this task. Take the cancel back so
-            # the shutdown below is an ordinary one (parts ask `cancelling()` whether their caller
-            # is being cancelled, and would stop half-way), then exit 130 as after any Ctrl-C.
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            interrupted = True
-        finally:
-            if running.processor.slots.in_use or running.processor.waiting_chats:
-                err_console.print("stopping: finishing the reply in flight… (Ctrl-C again to quit at once)")
-            await running.shutdown()
-            channel.show_pending()
+        # Log lines go to KLAW_HOME/logs/chat.log from before the engine starts (a resumed message, an MCP
+        # server that cannot start), not onto the screen above the banner; printed through the console
+        # that draws the spinner and the prompt, never into them.
+        console = Console(markup=False)
+        with logs_through(console, home.chat_log_file):
+            running = await start_engine_or_exit(home, config)
+            channel = ConsoleChannel(running, console)
+            interrupted = False
+            try:
+                await channel.run()
+            except asyncio.CancelledError:
+                # Ctrl-C while the model thinks: asyncio.run cancelled this task. Take the cancel back so
+                # the shutdown below is an ordinary one (parts ask `cancelling()` whether their caller
+                # is being cancelled, and would stop half-way), then exit 130 as after any Ctrl-C.
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                interrupted = True
+            finally:
+                if running.processor.slots.in_use or running.processor.waiting_chats:
+                    err_console.print("stopping: finishing the reply in flight… (Ctrl-C again to quit at once)")
+                await running.shutdown()
+                channel.show_pending()
         if interrupted:
             raise typer.Exit(130)
 

@@ -148,6 +148,9 @@ async def test_a_server_that_stops_answering_is_found_out_and_restarted(tmp_path
         pytest.param(notes("--fail-at-start"), id="exits-at-start"),
         pytest.param({"servers": {"notes": {"command": "/nonexistent/mcp-notes"}}}, id="no-such-command"),
         pytest.param(
+            {"servers": {"notes": {"command": sys.executable, "cwd": "/nonexistent/notes-dir"}}}, id="no-such-cwd"
+        ),
+        pytest.param(
             {
                 "servers": {
                     "notes": {
@@ -174,6 +177,9 @@ async def test_a_server_that_never_starts_fails_no_turn(tmp_path: Path, server: 
             said = " ".join(text.split())
             assert "there is no program '/nonexistent/mcp-notes' (mcp.servers.notes.command in engine.yaml)" in said
             assert "FileNotFoundError" not in said
+        if server["servers"]["notes"].get("cwd") == "/nonexistent/notes-dir":  # not "No such file", unnamed
+            said = " ".join(text.split())
+            assert "its working directory '/nonexistent/notes-dir' does not exist (mcp.servers.notes.cwd" in said
 
 
 async def test_a_server_that_keeps_failing_is_warned_about_once_per_reason(

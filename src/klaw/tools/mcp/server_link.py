@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -241,20 +242,33 @@ class ServerLink:
             if not self._broken.is_set() or self._reason is None:
                 what = "it failed" if ready.is_set() else "it failed to start"
                 self._reason = f"{what}: {describe(exc)}"
-                if self._no_program(exc):
-                    self._reason = (
-                        f"it failed to start: there is no program {self.config.command!r}"
-                        f" (mcp.servers.{self.name}.command in engine.yaml)"
-                    )
+                if (missing := self._missing_path(exc)) is not None:
+                    self._reason = f"it failed to start: {missing}"
                 elif self.config.command is not None:
                     self._reason += f" (its error output: {self._log_dir / self.name}.log)"
             self._broken.set()
 
-    def _no_program(self, exc: BaseException) -> bool:
-        """Whether the command itself is missing (its error output is then empty: no process ran)."""
+    def _missing_path(self, exc: BaseException) -> str | None:
+        """What is missing when the process could not be started at all (its error output is then empty:
+        no process ran): the command, or the working directory, named with the engine.yaml key to fix."""
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
             exc = exc.exceptions[0]
-        return isinstance(exc, FileNotFoundError) and exc.filename == self.config.command
+        if not isinstance(exc, FileNotFoundError) or self.config.command is None:
+            return None
+        # uvloop's process spawn leaves `filename` unset, so what is missing is looked up here
+        where, command, cwd = f"mcp.servers.{self.name}", self.config.command, self.config.cwd
+        if exc.filename == command or (exc.filename is None and not self._program_exists(command)):
+            return f"there is no program {command!r} ({where}.command in engine.yaml)"
+        if cwd is not None and (exc.filename == cwd or (exc.filename is None and not Path(cwd).is_dir())):
+            return f"its working directory {cwd!r} does not exist ({where}.cwd in engine.yaml)"
+        named = f"{exc.filename} does not exist" if exc.filename else "a file it needs does not exist"
+        return f"{named} (starting {command!r}, {where} in engine.yaml)"
+
+    def _program_exists(self, command: str) -> bool:
+        """As the spawn finds it: on PATH for a bare name, else relative to the server's working directory."""
+        if "/" not in command:
+            return shutil.which(command) is not None
+        return (Path(self.config.cwd or self._workspace) / command).is_file()
 
     async def _list_tools(self, client: Client) -> list[Tool]:
         tools: list[Tool] = []
