@@ -116,15 +116,20 @@ async def test_another_engines_insert_and_forget_are_seen_by_the_next_search(
 
     # Engine B (another process on the same database) adds the vector closest to the query.
     [(closest, closest_id)] = await add(b, query[None, :])
-    assert await nearest(a, query) == await exact(a, query, 10)
+    assert await nearest(a, query) == await exact(a, query, 10)  # the copy is behind: the server answers
     assert (await nearest(a, query))[0] == closest
+    # The copy caught up by reading only the vector it lacked, not the chat's 151.
+    assert a.vector_cache.loads == 1
+    assert await copy_version(a) == await server_version(a)
 
     # B forgets it: A's next search never returns it, and is the exact answer over what is left.
     await b.messages.append(forget_record(CHAT, [closest_id], "message", [], utc_now()))
     answer = await nearest(a, query)
     assert closest not in answer
     assert answer == await exact(a, query, 10)
-    assert await copy_version(a) in (None, await server_version(a))  # dropped or reloaded, never stale
+    assert await nearest(a, query) == answer  # a copy missing a deleted row is read again whole
+    assert a.vector_cache.loads == 2
+    assert await copy_version(a) == await server_version(a)
 
 
 async def test_vectors_replaced_under_the_same_rowids_are_not_served_from_the_old_copy(
@@ -144,6 +149,10 @@ async def test_vectors_replaced_under_the_same_rowids_are_not_served_from_the_ol
     after = await nearest(a, query)
     assert after == await exact(a, query, 10)
     assert after[0] == rowids[-1] and after != before
+    # The next search reads the copy again whole (its rowids alone look current) and answers from it.
+    assert await nearest(a, query) == after
+    assert a.vector_cache.loads == 2
+    assert await copy_version(a) == await server_version(a)
 
 
 async def test_a_forget_in_this_engine_drops_its_copy_at_once(engines: tuple[PostgresStore, PostgresStore]) -> None:

@@ -21,7 +21,7 @@ HEADER_BYTES = len(SIGNATURE) + 4 + 4  # the signature, the flags, the header ex
 TRAILER = b"\xff\xff"
 FIELDS = 4
 COPY_SQL = (
-    "COPY (SELECT rowid, segment_id, created_at, embedding FROM message_vectors WHERE chat = {chat}"
+    "COPY (SELECT rowid, segment_id, created_at, embedding FROM message_vectors WHERE chat = {chat}{only}"
     ") TO STDOUT (FORMAT BINARY)"
 )
 
