@@ -29,6 +29,7 @@ from rich.text import Text
 
 from klaw.channels.console_history import ConsoleHistory
 from klaw.channels.console_keys import KeysWhileThinking
+from klaw.channels.console_waiting import count_up
 from klaw.command_syntax import parse_command
 from klaw.engine.delivery import Outbound
 from klaw.engine.runtime import Engine
@@ -101,9 +102,16 @@ class ConsoleChannel:
             # Text, not markup: a reply quotes what a person or the model wrote ("[urgent] call mom").
             self._console.print(Text(result.command_reply, style="cyan"), highlight=False)
             return
+        model = await self._engine.sessions.model_of(chat)
+        timeout = self._engine.config.model(model).timeout_seconds
         while True:
-            with self._console.status("thinking…", spinner="dots"), self._keys.watching():
-                reply = await self._next_reply_to(result.message_id)
+            with self._console.status("thinking…", spinner="dots") as status, self._keys.watching():
+                ticker = asyncio.create_task(count_up(status, model, timeout))
+                try:
+                    reply = await self._next_reply_to(result.message_id)
+                finally:
+                    ticker.cancel()
+                    await asyncio.gather(ticker, return_exceptions=True)
             self._show(reply)
             if reply.approval is None:
                 return

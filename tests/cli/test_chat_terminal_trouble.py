@@ -1,0 +1,58 @@
+"""`klaw chat` in tmux, where something is wrong: log lines go to KLAW_HOME/logs/chat.log from before the
+engine starts (an MCP server that cannot start is not printed raw above the banner), and a model that
+never answers shows the wait counted and bounded, then one apology."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.test_chat_terminal import chat_env, init_home, needs_tmux, terminal
+
+
+@needs_tmux
+async def test_a_warning_during_start_up_goes_to_the_chat_log_not_above_the_banner(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = {
+            **chat_env(home, model.base_url),
+            "KLAW__MCP__SERVERS__NOTES__COMMAND": "/nonexistent/mcp-notes",
+            "KLAW__TOOLS__ENABLED": "[clock, 'mcp:NOTES']",
+        }
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
+            screen = await term.wait_for_prompt_after("Type /help for commands", "the greeting")
+            before_banner = screen.split("klaw — model")[0]
+            assert "MCP server" not in before_banner and "WARNING" not in before_banner, screen
+            await term.type_line("/exit")
+            assert await term.exit_status() == 0
+    log = (home / "logs" / "chat.log").read_text(encoding="utf-8")
+    assert "MCP server 'NOTES' is unavailable (it failed to start: there is no program '/nonexistent/mcp-notes'" in log
+
+
+@needs_tmux
+async def test_a_model_that_never_answers_shows_the_wait_then_one_apology(tmp_path: Path) -> None:
+    """The server takes the request and says nothing: the spinner counts the seconds and says how long klaw
+    waits; at timeoutSeconds the turn ends with an apology naming it, the request never sent again."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        model.reply_hang()
+        env = {
+            **chat_env(home, model.base_url),
+            "KLAW__MODELS__FAKE__TIMEOUTSECONDS": "9",
+            "KLAW__MODELS__FAKE__MAXRETRIES": "3",  # a timeout is not retried whatever this says
+        }
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
+            await term.wait_for_prompt_after("Type /help for commands", "the greeting")
+            await term.type_line("are you there?")
+            screen = await term.wait_for(
+                lambda s: "klaw gives up after 9 s without a word from FAKE" in s, "the spinner's count"
+            )
+            assert "thinking… " in screen
+            screen = await term.wait_for_prompt_after("the server sent nothing for 9 s", "the apology")
+            assert "timeoutSeconds under models.FAKE" in " ".join(screen.split())
+            assert len(model.chat_requests) == 1
+            await term.type_line("/exit")
+            assert await term.exit_status() == 0
