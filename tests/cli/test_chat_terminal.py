@@ -311,7 +311,7 @@ def test_klaw_chat_without_a_reachable_model_says_what_to_configure(tmp_path: Pa
     assert result.returncode == 2
     assert "Traceback" not in result.stderr + result.stdout
     assert "No model server answered at http://127.0.0.1:" in result.stderr
-    assert "routing.default = FAKE" in result.stderr
+    assert "(routing.default = FAKE by KLAW__ROUTING__DEFAULT)" in result.stderr  # not "in engine.yaml"
     assert "ollama pull llama3.2" in result.stderr
     assert "KLAW__ROUTING__DEFAULT" in result.stderr
     # The stand-in's command names the interpreter klaw runs on: a bare `python` may have no klaw.

@@ -19,6 +19,7 @@ from klaw.cli.context import (
     start_engine_or_exit,
 )
 from klaw.config import EngineConfig
+from klaw.config_loader import LoadedConfig
 from klaw.console_logging import logs_through
 from klaw.home import KlawHome
 
@@ -62,7 +63,7 @@ def chat(
             # the model this chat will use: its own /model choice outlives the process
             chosen = await chat_model(home, config, console_chat())
             problem = await model_problem(
-                config.model(chosen.model_id), chosen.model_id, config_path=str(loaded.path), chosen=chosen.chosen
+                config.model(chosen.model_id), chosen.model_id, set_where=_set_where(loaded), chosen=chosen.chosen
             )
             if problem:
                 fail(problem)
@@ -93,3 +94,9 @@ def chat(
             raise typer.Exit(130)
 
     event_loop.run(run())
+
+
+def _set_where(loaded: LoadedConfig) -> str:
+    """Where routing.default came from, for the model check's message: a KLAW__ override or the file."""
+    source = loaded.sources.get("routing.default", "")
+    return f"by {source.removeprefix('env ')}" if source.startswith("env ") else f"in {loaded.path}"

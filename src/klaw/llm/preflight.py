@@ -38,13 +38,14 @@ async def model_problem(
     model: ModelConfig,
     model_id: str,
     *,
-    config_path: str,
+    set_where: str,
     env: Mapping[str, str] | None = None,
     chosen: bool = False,
 ) -> str | None:
     """None when the model's server answers, else what is wrong and how to fix it. `model` is
     `models.<model_id>` of engine.yaml; `chosen`: the chat picked it with /model (rather than
-    following routing.default), which the answer says, with the way to pick another."""
+    following routing.default), which the answer says, with the way to pick another; `set_where` says
+    where routing.default was set ("in /home/…/engine.yaml", "by KLAW__ROUTING__DEFAULT")."""
     env = os.environ if env is None else env
     endpoint = Endpoint(
         model_id=model_id,
@@ -58,7 +59,7 @@ async def model_problem(
         f"(this chat's model, chosen with /model {model_id}; to choose another, run klaw chat --skip-check"
         " and type /model <id>)"
         if chosen
-        else f"(routing.default = {model_id} in {config_path})"
+        else f"(routing.default = {model_id} {set_where})"
     )
     try:
         headers = auth_headers(endpoint, env)
