@@ -225,8 +225,9 @@ class DatabaseConfig(Section):
         default=512,
         ge=0,
         description="Memory for in-memory vector search (int8 copies of each searched chat's vectors, exact after"
-        " a float rescore; 384-dim: ~0.41 MB per 1000 messages, so a 1M-message chat fits); a chat that does not"
-        " fit is searched by sqlite-vec, which is slower. 0 turns it off.",
+        " a float rescore; 384-dim: ~0.41 MB per 1000 messages, so a 1M-message chat fits), on either backend; a"
+        " chat that does not fit is searched by sqlite-vec or, on postgres, by pgvector in the server, which is"
+        " slower. 0 turns it off.",
     )
     vector_search_threads: int = Field(
         default=2,
