@@ -55,6 +55,7 @@ class ConsoleChannel:
     def __init__(self, engine: Engine, console: Console | None = None) -> None:
         self._engine = engine
         self._console = console or Console(markup=False)
+        self._stderr = Console(stderr=True, markup=False)
         self._replies: asyncio.Queue[Outbound] = asyncio.Queue()
         self._keys = KeysWhileThinking()
         self._history = ConsoleHistory(engine.home.root / "chat_history")
@@ -87,6 +88,28 @@ class ConsoleChannel:
             await self._exchange(chat, text, session)
             if self._keys.leave:  # Ctrl-D while the model was thinking
                 break
+
+    async def answer_piped(self, text: str) -> bool:
+        """`echo "…" | klaw chat`: all of stdin is one message, and only its reply is printed, as the
+        model wrote it (no banner, spinner or prompt: prompt_toolkit drawing them into a pipe gave ^M
+        and repeated prompts). A tool held for approval is denied, since no one is at a terminal to
+        answer; the reply goes on without it. False when the reply is an error (exit 1)."""
+        chat = console_chat()
+        result = await self._engine.submit(chat, text)
+        if result.command_reply is not None:
+            self._console.out(result.command_reply, highlight=False)
+            return True
+        while True:
+            reply = await self._next_reply_to(result.message_id)
+            if reply.approval is None:
+                break
+            denied = await self._engine.commands.handle(chat, "deny", reply.approval)
+            self._stderr.print(Text(f"{reply.text}\n{denied} (no terminal to answer it)"), highlight=False)
+        if reply.kind == "error":
+            self._stderr.print(Text(reply.text, style="red"), highlight=False)
+            return False
+        self._console.out(reply.text, highlight=False)
+        return True
 
     async def _print_arrivals(self) -> None:
         """While the person is at the prompt, show what arrives on its own (a scheduled task's answer)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from typing import Annotated
 
 import typer
@@ -49,7 +50,8 @@ async def _serve(home: KlawHome, config: EngineConfig) -> None:
 def chat(
     skip_check: Annotated[bool, typer.Option("--skip-check", help="Do not check that the model answers.")] = False,
 ) -> None:
-    """Chat with your agent in this terminal (engine and console in one process)."""
+    """Chat with your agent in this terminal (engine and console in one process). With a message piped
+    in (echo "…" | klaw chat), print only its reply and exit."""
     from klaw.channels.console import ConsoleChannel, console_chat
     from klaw.cli.chat_model import chat_model
     from klaw.llm.preflight import model_problem
@@ -67,6 +69,9 @@ def chat(
             )
             if problem:
                 fail(problem)
+        piped = None if sys.stdin.isatty() else sys.stdin.read()  # `echo "…" | klaw chat`: one message
+        if piped is not None and not piped.strip():
+            fail("klaw chat read no message from its input: type at a terminal, or pipe one in (echo hi | klaw chat)")
         # Log lines go to KLAW_HOME/logs/chat.log from before the engine starts (a resumed message, an MCP
         # server that cannot start), not onto the screen above the banner; printed through the console
         # that draws the spinner and the prompt, never into them.
@@ -74,9 +79,12 @@ def chat(
         with logs_through(console, home.chat_log_file):
             running = await start_engine_or_exit(home, config)
             channel = ConsoleChannel(running, console)
-            interrupted = False
+            interrupted = failed = False
             try:
-                await channel.run()
+                if piped is None:
+                    await channel.run()
+                elif not await channel.answer_piped(piped):
+                    failed = True
             except asyncio.CancelledError:
                 # Ctrl-C while the model thinks: asyncio.run cancelled this task. Take the cancel back so
                 # the shutdown below is an ordinary one (parts ask `cancelling()` whether their caller
@@ -92,6 +100,8 @@ def chat(
                 channel.show_pending()
         if interrupted:
             raise typer.Exit(130)
+        if failed:
+            raise typer.Exit(1)
 
     event_loop.run(run())
 

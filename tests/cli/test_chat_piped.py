@@ -1,0 +1,52 @@
+"""`echo "…" | klaw chat`: all of stdin is one message, and only its reply reaches stdout. Before,
+prompt_toolkit drew its prompt and spinner into the pipe: ^M and repeated "you ›" around the reply."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.test_chat_terminal import chat_env, init_home
+
+
+async def piped(env: dict[str, str], text: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "klaw",
+        "chat",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    out, err = await asyncio.wait_for(process.communicate(text.encode()), timeout=120)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_a_piped_message_gets_its_reply_alone_on_stdout(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = chat_env(home, model.base_url)
+        model.reply_text("Noted: **Rex**, a beagle.")
+        code, out, err = await piped(env, "My dog is Rex,\na beagle.\n")
+        assert (code, out) == (0, "Noted: **Rex**, a beagle.\n"), err  # as the model wrote it, nothing else
+        turn = model.chat_requests[0].body["messages"][-1]  # both lines, as one message
+        assert turn["role"] == "user" and "My dog is Rex,\na beagle." in turn["content"]
+        # A slash command is answered the same way.
+        code, out, _ = await piped(env, "/status\n")
+        assert code == 0 and "\r" not in out and "you ›" not in out and out.strip()
+
+
+async def test_an_empty_pipe_says_what_klaw_chat_expected(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        code, out, err = await piped(chat_env(home, model.base_url), "  \n")
+        assert code == 2 and out == ""
+        assert "klaw chat read no message from its input" in " ".join(err.split())
+        assert "Traceback" not in err
