@@ -142,21 +142,13 @@ class HybridSearch:
         if not text.strip() or limit <= 0:
             return []
         excluded = frozenset(exclude)
+        scope = _Scope(segment_id, until, before_segment_id)
         # Both sides at once: the query embedding and the KNN product run on their own threads while
         # the database runs the full-text query (the vector side never raises; see `_vector_side`).
-        vector_hits, fts_hits = await asyncio.gather(
-            self._vector_side(chat, text, _Scope(segment_id, until, before_segment_id), limit + len(excluded)),
-            self._store.search.full_text(
-                chat,
-                text,
-                limit=FTS_OVERFETCH * limit + len(excluded),
-                segment_id=segment_id,
-                until=until,
-                before_segment_id=before_segment_id,
-            ),
+        vector_hits, by_text = await asyncio.gather(
+            self._vector_side(chat, text, scope, limit, excluded), self._text_side(chat, text, scope, limit, excluded)
         )
         by_vector = _keep(vector_hits, excluded, limit)
-        by_text = _keep(fts_hits, excluded, limit)
         messages = {hit.message.rowid: hit.message for hit in [*by_vector, *by_text]}
         distances = {hit.message.rowid: hit.score for hit in by_vector}
         text_ranks = {hit.message.rowid: (rank, hit.score) for rank, hit in enumerate(by_text, start=1)}
@@ -217,7 +209,35 @@ class HybridSearch:
             return {}
         return await self._store.search.neighbours(candidates, self._config.neighbour_span)
 
-    async def _vector_side(self, chat: ChatRef, text: str, scope: _Scope, limit: int) -> list[SearchHit]:
+    async def _text_side(
+        self, chat: ChatRef, text: str, scope: _Scope, limit: int, excluded: frozenset[int]
+    ) -> list[SearchHit]:
+        """The best `limit` conversation messages by full text, `excluded` left out: the first
+        `limit` of those among the `FTS_OVERFETCH * limit + len(excluded)` best matches. The store
+        leaves `excluded` out itself, so the overfetch for them is only read when the matches it
+        returned hold too few conversation messages (tool steps crowding them out)."""
+
+        async def matches(count: int, left_out: frozenset[int]) -> list[SearchHit]:
+            return await self._store.search.full_text(
+                chat,
+                text,
+                limit=count,
+                segment_id=scope.segment_id,
+                until=scope.until,
+                before_segment_id=scope.before_segment_id,
+                exclude=left_out,
+            )
+
+        wanted = FTS_OVERFETCH * limit
+        hits = await matches(wanted, excluded)
+        kept = _keep(hits, excluded, limit)
+        if len(kept) == limit or len(hits) < wanted or not excluded:
+            return kept  # every match was seen, or the first `limit` of them are the answer
+        return _keep(await matches(wanted + len(excluded), frozenset()), excluded, limit)
+
+    async def _vector_side(
+        self, chat: ChatRef, text: str, scope: _Scope, limit: int, excluded: frozenset[int]
+    ) -> list[SearchHit]:
         if self._embedder is None:
             return []
         try:
@@ -229,6 +249,7 @@ class HybridSearch:
                 segment_id=scope.segment_id,
                 until=scope.until,
                 before_segment_id=scope.before_segment_id,
+                exclude=excluded,
             )
         except Exception as exc:
             log.warning("hybrid search: vector side unavailable (%s); using full text only", type(exc).__name__)

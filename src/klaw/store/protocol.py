@@ -157,11 +157,14 @@ class SearchRepository(Protocol):
         since: datetime | None = None,
         until: datetime | None = None,
         before_segment_id: int | None = None,
+        exclude: Collection[int] = (),
     ) -> list[SearchHit]:
         """Full-text search over the chat's messages. `text` is what a person typed: the backend
         turns it into a safe query (syntax characters never raise). Best first. Every search takes
         the same scope: one segment, the chat's segments before `before_segment_id` (its past
-        conversations), a time range (`shared/search_scope.py`)."""
+        conversations), a time range (`shared/search_scope.py`). The rowids in `exclude` are left out
+        before the `limit` best are taken: the answer is the first `limit` of the others among the
+        `limit + len(exclude)` best, so a caller need not read rows it would drop (a turn's window)."""
         ...
 
     async def nearest(
@@ -174,8 +177,10 @@ class SearchRepository(Protocol):
         since: datetime | None = None,
         until: datetime | None = None,
         before_segment_id: int | None = None,
+        exclude: Collection[int] = (),
     ) -> list[SearchHit]:
-        """K nearest messages by cosine distance (score = distance, lower is closer)."""
+        """K nearest messages by cosine distance (score = distance, lower is closer); `exclude` as
+        `full_text` has it."""
         ...
 
     async def word_counts(

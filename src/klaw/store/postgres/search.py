@@ -14,7 +14,7 @@ the server (docs/decisions/130-postgres-backend.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -67,10 +67,12 @@ class PostgresSearch:
         since: datetime | None = None,
         until: datetime | None = None,
         before_segment_id: int | None = None,
+        exclude: Collection[int] = (),
     ) -> list[SearchHit]:
         words = search_words(text)
         if not words or limit <= 0:
             return []
+        left_out = frozenset(exclude)
         async with self._db.connection() as connection:
             chat_key = await self._chats.find(connection, chat)
             if chat_key is None:
@@ -79,8 +81,8 @@ class PostgresSearch:
                 MESSAGE_SCOPE, chat_key, segment_id, since, until, "%s", before_segment_id=before_segment_id
             )
             terms = await search_terms(connection, words)
-            rows = await _best_matches(connection, terms, where, params, limit)
-        return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
+            rows = await _best_matches(connection, terms, where, params, limit + len(left_out))
+        return _without(rows, left_out, limit)
 
     async def nearest(
         self,
@@ -92,10 +94,12 @@ class PostgresSearch:
         since: datetime | None = None,
         until: datetime | None = None,
         before_segment_id: int | None = None,
+        exclude: Collection[int] = (),
     ) -> list[SearchHit]:
         if limit <= 0:
             return []
         query = query_vector(vector)
+        left_out = frozenset(exclude)
         async with self._db.connection() as connection:
             chat_key = await self._chats.find(connection, chat)
             if chat_key is None:
@@ -111,18 +115,21 @@ class PostgresSearch:
                 None if until is None else to_millis(until),
                 before_segment_id,
             )
-            found = await cached_nearest(self._db, self._cache, located, chat_key, query, limit, scope, (where, params))
+            wanted = limit + len(left_out)
+            found = await cached_nearest(
+                self._db, self._cache, located, chat_key, query, wanted, scope, (where, params)
+            )
             if found is not None:
-                return [SearchHit(message_from_row(row), float(row[10])) for row in found]
+                return _without(found, left_out, limit)
         async with self._db.connection() as connection:  # no copy, or a stale one: the server's exact scan
             rows = await fetch_all(
                 connection,
                 f"SELECT {MESSAGE_COLUMNS}, n.distance FROM (SELECT v.rowid, v.embedding <=> %s AS distance"
                 f" FROM {MESSAGE_VECTORS} v WHERE {where} ORDER BY distance, v.rowid LIMIT %s) AS n"
                 " JOIN messages m ON m.rowid = n.rowid ORDER BY n.distance, m.rowid",
-                (query, *params, limit),
+                (query, *params, limit + len(left_out)),
             )
-        return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
+        return _without(rows, left_out, limit)
 
     async def word_counts(
         self,
@@ -182,6 +189,11 @@ class PostgresSearch:
             nearest_first = (sorted(before or [], reverse=True), sorted(after or []))
             found[int(rowid)] = [(int(r), d) for side_ in nearest_first for d, r in enumerate(side_, start=1)]
         return found
+
+
+def _without(rows: list[tuple[Any, ...]], exclude: frozenset[int], limit: int) -> list[SearchHit]:
+    """The first `limit` rows (ranked `limit + len(exclude)` deep) whose rowid is not in `exclude`, as hits."""
+    return [SearchHit(message_from_row(row), float(row[10])) for row in rows if row[0] not in exclude][:limit]
 
 
 async def _best_matches(

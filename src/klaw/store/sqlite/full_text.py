@@ -94,11 +94,13 @@ def ranked_matches(
     params: list[Any],
     bounds: Rowids | None,
     limit: int,
+    exclude: frozenset[int] = frozenset(),
 ) -> list[tuple[Any, ...]]:
     """Rows of `MESSAGE_COLUMNS` plus the bm25 score (lower is better), best first, at most `limit`,
     matching the OR of `terms` (`match_terms`); `where`/`params` filter `messages m` (chat, segment,
-    time), whose rowids lie within `bounds` (`scope_rowids`) when given. The open segments' last
-    messages come from `messages_fts_last`, scored alike (last_messages.py)."""
+    time, and `exclude`'s rowids left out: `excluding`), whose rowids lie within `bounds`
+    (`scope_rowids`) when given. The open segments' last messages come from `messages_fts_last`,
+    scored alike (last_messages.py); one in `exclude` is not scored."""
     if bounds == NO_ROWIDS:
         return []  # an empty or unknown segment, a chat without past ones
     expression = " OR ".join(terms)
@@ -106,22 +108,14 @@ def ranked_matches(
     fast_limit = max(FAST_FACTOR * limit, FAST_MINIMUM)
     best = fetch_all(
         connection,
-        f"SELECT rowid, {_BM25} AS score FROM messages_fts WHERE messages_fts MATCH ?{in_range} ORDER BY score LIMIT ?",
+        f"SELECT rowid, {_BM25} AS score FROM messages_fts WHERE messages_fts MATCH ?{in_range}"
+        " ORDER BY score, rowid LIMIT ?",
         (expression, *(bounds or ()), fast_limit),
     )
-    scores = {int(rowid): float(score) for rowid, score in best}
-    last = last_scores(connection, terms, bounds, _WEIGHTS)
-    # CROSS JOIN keeps this order: one rowid lookup per match. Left to itself the planner may walk
-    # the whole segment through `messages_by_segment` and test each row against the list.
-    rows = fetch_all(
-        connection,
-        f"SELECT {MESSAGE_COLUMNS} FROM json_each(?) AS j CROSS JOIN messages m ON m.rowid = j.value WHERE {where}",
-        (json.dumps([*scores, *last]), *params),
-    )
-    lasts = [(*row, last[row[0]]) for row in rows if row[0] in last]
-    if len(rows) - len(lasts) >= limit or len(best) < fast_limit:
-        found = [(*row, scores[row[0]]) for row in rows if row[0] in scores]
-    else:
+    last = last_scores(connection, terms, bounds, _WEIGHTS, exclude)
+    lasts = [(*row, last[row[0]]) for row in _in_scope(connection, list(last), where, params)]
+    found = _best_in_scope(connection, best, where, params, limit)
+    if found is None:
         # CROSS JOIN: the index drives. With the rowid range, the planner would otherwise walk the
         # segment's rows and ask FTS5 whether each one matches.
         within = in_range.replace("rowid", "messages_fts.rowid")
@@ -133,6 +127,45 @@ def ranked_matches(
             (expression, *(bounds or ()), *params, limit),
         )
     return sorted([*found, *lasts], key=lambda row: (row[-1], row[0]))[:limit]
+
+
+def _best_in_scope(
+    connection: apsw.Connection, best: list[tuple[Any, ...]], where: str, params: list[Any], limit: int
+) -> list[tuple[Any, ...]] | None:
+    """The first `limit` of `best` (rowid, score: the index's best matches in order) that are in scope,
+    with their scores, looked up a slice at a time in that order, so a search whose first matches are
+    in scope reads `limit` rows, not every match; None when that is not the answer (`best` was cut
+    short by its limit before `limit` of them were in scope: rows past it may be in scope)."""
+    found: list[tuple[Any, ...]] = []
+    start, size = 0, max(limit, 1)
+    while start < len(best) and len(found) < limit:
+        part = best[start : start + size]
+        scores = {int(rowid): float(score) for rowid, score in part}
+        found += [(*row, scores[row[0]]) for row in _in_scope(connection, list(scores), where, params)]
+        start, size = start + size, size * 2
+    if len(found) >= limit:
+        return found[:limit]
+    return found if len(best) < max(FAST_FACTOR * limit, FAST_MINIMUM) else None
+
+
+def _in_scope(connection: apsw.Connection, rowids: list[int], where: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    """Rows of `MESSAGE_COLUMNS` of `rowids` that `where` keeps, in the order of `rowids`."""
+    if not rowids:
+        return []
+    # CROSS JOIN keeps this order: one rowid lookup per match. Left to itself the planner may walk
+    # the whole segment through `messages_by_segment` and test each row against the list.
+    return fetch_all(
+        connection,
+        f"SELECT {MESSAGE_COLUMNS} FROM json_each(?) AS j CROSS JOIN messages m ON m.rowid = j.value WHERE {where}",
+        (json.dumps(rowids), *params),
+    )
+
+
+def excluding(where: str, params: list[Any], exclude: frozenset[int]) -> tuple[str, list[Any]]:
+    """`where` over `messages m` with the rowids of `exclude` left out (unchanged when it is empty)."""
+    if not exclude:
+        return where, params
+    return f"{where} AND m.rowid NOT IN (SELECT value FROM json_each(?))", [*params, json.dumps(sorted(exclude))]
 
 
 def scoped_count(

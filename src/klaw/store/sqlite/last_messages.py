@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import apsw
 
@@ -53,10 +53,16 @@ def _totals(api: apsw.FTS5ExtensionApi, *_: apsw.SQLiteValue) -> str:
 
 
 def last_scores(
-    connection: apsw.Connection, terms: Sequence[str], bounds: tuple[int, int] | None, weights: Sequence[float]
+    connection: apsw.Connection,
+    terms: Sequence[str],
+    bounds: tuple[int, int] | None,
+    weights: Sequence[float],
+    exclude: Collection[int] = (),
 ) -> dict[int, float]:
     """rowid → bm25 score (lower is better) of each last message matching the OR of `terms` (one FTS5
-    phrase each, with its column filter), rowids within `bounds` when given; `weights` per column."""
+    phrase each, with its column filter), rowids within `bounds` when given and not in `exclude`;
+    `weights` per column. A turn's own message is its segment's last and matches its own words: the
+    search leaves it out (`exclude`), and then the phrases' counts are not read for it."""
     in_range = " AND rowid BETWEEN ? AND ?" if bounds else ""
     arguments = ", ".join(str(float(weight)) for weight in weights)
     found = fetch_all(
@@ -65,6 +71,7 @@ def last_scores(
         f" WHERE messages_fts_last MATCH ?{in_range}",
         (" OR ".join(terms), *(bounds or ())),
     )
+    found = [(rowid, value) for rowid, value in found if rowid not in exclude]
     if not found:
         return {}
     # The statistics of `messages_fts`; of the small table itself while the large one is empty (a new

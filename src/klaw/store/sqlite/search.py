@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -45,6 +45,7 @@ from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import count_expression, matchable, search_terms, search_words
 from klaw.store.sqlite.full_text import (
     Rowids,
+    excluding,
     match_terms,
     ranked_matches,
     scope_rowids,
@@ -78,8 +79,10 @@ class SqliteSearch:
         since: datetime | None = None,
         until: datetime | None = None,
         before_segment_id: int | None = None,
+        exclude: Collection[int] = (),
     ) -> list[SearchHit]:
         terms = search_terms(text, self._tokenizer)
+        left_out = frozenset(exclude)
         indexed = [term for term in terms if matchable(term, self._tokenizer)]
         if not terms or limit <= 0:
             return []
@@ -88,15 +91,16 @@ class SqliteSearch:
             chat_key = self._chats.find(connection, chat)
             if chat_key is None:
                 return []
-            where, params = scope_sql(
-                MESSAGE_SCOPE, chat_key, segment_id, since, until, before_segment_id=before_segment_id
+            where, params = excluding(
+                *scope_sql(MESSAGE_SCOPE, chat_key, segment_id, since, until, before_segment_id=before_segment_id),
+                left_out,
             )
             if not indexed:  # only terms a trigram index cannot answer ("旺财"): looked up by substring
                 rows = substring_matches(connection, terms, where, params, limit)
             else:
                 phrases = match_terms(connection, indexed, self._memo())
                 bounds = scope_rowids(connection, chat_key, segment_id, before_segment_id)
-                rows = ranked_matches(connection, phrases, where, params, bounds, limit)
+                rows = ranked_matches(connection, phrases, where, params, bounds, limit, left_out)
             return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
 
         return await self._db.read(query)
@@ -118,9 +122,14 @@ class SqliteSearch:
         since: datetime | None = None,
         until: datetime | None = None,
         before_segment_id: int | None = None,
+        exclude: Collection[int] = (),
     ) -> list[SearchHit]:
         if limit <= 0:
             return []
+        left_out = frozenset(exclude)
+        # Ranked as `limit + len(exclude)` hits without `exclude`, whose first `limit` others are the
+        # answer: the same shortlist and rescore as a caller dropping them itself, fewer rows read.
+        wanted = limit + len(left_out)
         query_vector = np.ascontiguousarray(vector, dtype=np.float32)
         blob = query_vector.tobytes()
         scope = VectorScope(
@@ -147,7 +156,7 @@ class SqliteSearch:
                     connection,
                     f"SELECT rowid, distance FROM {MESSAGE_VECTORS} WHERE embedding MATCH ? AND k = ?"
                     f" AND {where} ORDER BY distance",
-                    (blob, limit, *params),
+                    (blob, wanted, *params),
                 )
             ]
 
@@ -155,30 +164,30 @@ class SqliteSearch:
         chat_key = self._chats.cached(chat)
         cached = None if chat_key is None else self._cache.cached_view(chat_key, len(query_vector))
         located = cached if cached is not None else await self._db.run(locate)
-        # The scan runs off the database thread, so a full-text query can use it meanwhile.
+        count = shortlist(wanted)
+        view: MatrixView | None = None  # scanned on the read connection's thread, with the rescore
+        candidates: list[int] | None = None  # the shortlist of a split scan, to rescore
+        answer: list[tuple[int, float]] = []  # sqlite-vec's (rowid, distance), exact already
         if isinstance(located, MatrixView):
-            count = shortlist(limit)
             parts = located.split(self._cache.search_threads)
-            answers = await asyncio.gather(
-                *(asyncio.to_thread(part.nearest, query_vector, count, scope) for part in parts)
-            )
-            candidates: list[int] | None = [rowid for rowid, _ in merge_nearest(list(answers), count)]
-            neighbours: list[tuple[int, float]] = []
+            if len(parts) == 1:
+                view = located  # one hop for the event loop instead of two
+            else:  # a large chat: its parts scanned side by side off the database thread
+                answers = await asyncio.gather(
+                    *(asyncio.to_thread(part.nearest, query_vector, count, scope) for part in parts)
+                )
+                candidates = [rowid for rowid, _ in merge_nearest(list(answers), count)]
         else:
-            candidates, neighbours = None, located
-        if not neighbours and not candidates:
+            answer = located
+        if view is None and not candidates and not answer:
             return []
 
         def query(connection: apsw.Connection) -> list[SearchHit]:
-            ranked = neighbours if candidates is None else _rescored(connection, query_vector, candidates, limit)
-            distances = dict(ranked)
-            marks = ",".join("?" * len(distances))
-            rows = fetch_all(
-                connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.rowid IN ({marks})", list(distances)
-            )
-            by_rowid = {row[0]: message_from_row(row) for row in rows}
-            # A rowid deleted since the view was taken has no row: it is dropped here.
-            return [SearchHit(by_rowid[rowid], distance) for rowid, distance in distances.items() if rowid in by_rowid]
+            shortlisted = candidates
+            if view is not None:
+                shortlisted = [rowid for rowid, _ in view.nearest(query_vector, count, scope)]
+            ranked = answer if shortlisted is None else _rescored(connection, query_vector, shortlisted, wanted)
+            return _hits(connection, [(rowid, d) for rowid, d in ranked if rowid not in left_out], limit)
 
         return await self._db.read(query)
 
@@ -268,6 +277,23 @@ def _rescored(
         (json.dumps(candidates),),
     )
     return exact_distances(query, [(int(rowid), bytes(blob)) for rowid, blob in rows], limit)
+
+
+def _hits(connection: apsw.Connection, ranked: list[tuple[int, float]], limit: int) -> list[SearchHit]:
+    """The first `limit` of `ranked` (rowid, distance) as hits, in that order. A rowid deleted since the
+    view was taken has no row: it is dropped, and the next one read in its place."""
+    hits: list[SearchHit] = []
+    start = 0
+    while start < len(ranked) and len(hits) < limit:
+        part = ranked[start : start + limit - len(hits)]
+        start += len(part)
+        marks = ",".join("?" * len(part))
+        rows = fetch_all(
+            connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.rowid IN ({marks})", [r for r, _ in part]
+        )
+        by_rowid = {row[0]: message_from_row(row) for row in rows}
+        hits += [SearchHit(by_rowid[rowid], distance) for rowid, distance in part if rowid in by_rowid]
+    return hits
 
 
 def _rowids(joined: object) -> list[int]:

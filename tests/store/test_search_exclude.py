@@ -1,0 +1,75 @@
+"""A search told which rowids a turn already shows (`exclude`) answers as a caller dropping them would,
+and reads only what it returns: the rows of its hits, and no word counts for the turn's own message
+(decision 223)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+import numpy as np
+import pytest
+
+from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef, MessageRecord, Role
+from klaw.store.sqlite.store import SqliteStore
+
+ALICE = ChatRef("console", "alice")
+DIM = 8
+
+
+def vector(i: int) -> np.ndarray:
+    angle = i / 10
+    v = np.zeros(DIM, dtype=np.float32)
+    v[0], v[1] = np.cos(angle), np.sin(angle)
+    return v
+
+
+async def test_left_out_rowids_take_no_place_on_either_side(storage: Storage) -> None:
+    await storage.vectors.bind_embedder("test-embedder", DIM)
+    stored = [
+        await storage.messages.append(MessageRecord(ALICE, Role.USER, f"garden {'tomato ' * (i % 4)}note {i}"))
+        for i in range(12)
+    ]
+    await storage.vectors.put([(m.rowid, vector(i)) for i, m in enumerate(stored)])
+    everything = await storage.search.full_text(ALICE, "garden tomato", limit=12)
+    left_out = {hit.message.rowid for hit in everything[:3]} | {stored[5].rowid}
+    dropped = [hit for hit in everything if hit.message.rowid not in left_out][:4]
+    found = await storage.search.full_text(ALICE, "garden tomato", limit=4, exclude=left_out)
+    assert [(h.message.rowid, h.score) for h in found] == [(h.message.rowid, h.score) for h in dropped]
+
+    near = await storage.search.nearest(ALICE, vector(0), limit=12)
+    left_out = {near[0].message.rowid, near[2].message.rowid}
+    kept = await storage.search.nearest(ALICE, vector(0), limit=3, exclude=left_out)
+    expected = [h for h in near if h.message.rowid not in left_out][:3]
+    assert [h.message.rowid for h in kept] == [h.message.rowid for h in expected]
+    assert [h.score for h in kept] == pytest.approx([h.score for h in expected])
+
+
+async def test_a_turn_search_reads_the_rows_it_returns_and_no_counts_for_its_own_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """300 messages match; the turn's own message (its segment's last, in `messages_fts_last`) is left
+    out. Before, every match's row was read to return 5, and each word of the query was counted in
+    the whole index to score the turn's own message, which the caller then dropped."""
+    statements: list[tuple[str, object]] = []
+
+    def watch(_cursor: object, sql: str, bindings: object) -> bool:
+        statements.append((sql, bindings))
+        return True
+
+    monkeypatch.setattr(apsw, "connection_hooks", [lambda connection: setattr(connection, "exec_trace", watch)])
+    store = await SqliteStore.open(tmp_path / "traced.db")
+    try:
+        await store.messages.append_many(
+            [MessageRecord(ALICE, Role.USER, f"the garden needs water, day {i}") for i in range(300)]
+        )
+        own = await store.messages.append(MessageRecord(ALICE, Role.USER, "what about the garden water?"))
+        statements.clear()
+        hits = await store.search.full_text(ALICE, "garden water", limit=5, exclude={own.rowid})
+    finally:
+        await store.aclose()
+    assert len(hits) == 5 and own.rowid not in {hit.message.rowid for hit in hits}
+    looked_up = [bindings for sql, bindings in statements if "FROM json_each(?) AS j CROSS JOIN messages m" in sql]
+    assert sum(len(str(b[0]).split(",")) for b in looked_up if isinstance(b, tuple) and b[0] != "[]") <= 5
+    assert not [sql for sql, _ in statements if sql.startswith("SELECT count(*) FROM messages_fts WHERE")]
