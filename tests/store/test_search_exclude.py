@@ -73,3 +73,17 @@ async def test_a_turn_search_reads_the_rows_it_returns_and_no_counts_for_its_own
     looked_up = [bindings for sql, bindings in statements if "FROM json_each(?) AS j CROSS JOIN messages m" in sql]
     assert sum(len(str(b[0]).split(",")) for b in looked_up if isinstance(b, tuple) and b[0] != "[]") <= 5
     assert not [sql for sql, _ in statements if sql.startswith("SELECT count(*) FROM messages_fts WHERE")]
+
+
+async def test_neighbours_come_with_the_rows_a_search_reads_next(storage: Storage) -> None:
+    """Hybrid search ranks a hit's neighbours by their text: their rows come in the same call, less
+    the hits themselves and what the turn already shows (one round trip instead of two)."""
+    said = [
+        await storage.messages.append(MessageRecord(ALICE, Role.USER if i % 2 == 0 else Role.ASSISTANT, text))
+        for i, text in enumerate(["which colour won?", "sage green", "and the trim?", "white", "lovely"])
+    ]
+    around, rows = await storage.search.neighbours_with_rows(said[1:3], 1, exclude={said[3].rowid})
+    assert around == await storage.search.neighbours(said[1:3], 1)
+    assert around[said[1].rowid] == [(said[0].rowid, 1), (said[2].rowid, 1)]
+    assert [m.content for m in rows] == ["which colour won?"]
+    assert await storage.search.neighbours_with_rows([], 1) == ({}, [])

@@ -164,13 +164,13 @@ class HybridSearch:
             for rowid in fused:
                 if said_within(messages[rowid].record.created_at, periods):
                     fused[rowid] += self._config.date_weight
-        around = await self._neighbours(list(messages.values()))
+        # The neighbours not among the candidates (nor excluded) are read with them: every one of them
+        # gets a share of a score, and its text weighs that score before ranking.
+        around, others = await self._neighbours(list(messages.values()), excluded)
         asks = {rowid for rowid, message in messages.items() if QUESTION_MARK in message.content}
         spread = spread_to_neighbours(fused, around, self._config.neighbour_weight, excluded=excluded, asks=asks)
-        # Neighbours not among the candidates are loaded before ranking: their text weighs their score.
-        missing = [rowid for rowid in spread if rowid not in messages]
-        for message in await self._store.messages.by_rowids(missing) if missing else []:
-            if is_conversation_message(message):
+        for message in others:
+            if message.rowid in spread and is_conversation_message(message):
                 messages[message.rowid] = message
         # A question lent its score to a reply only where there is one to show.
         reply_to = {
@@ -203,11 +203,14 @@ class HybridSearch:
         ranked = sorted(final, key=lambda rowid: (-final[rowid], rowid not in fused, rowid))[:limit]
         return [hit(rowid, hit(reply_to[rowid]) if rowid in reply_to else None) for rowid in ranked]
 
-    async def _neighbours(self, candidates: list[StoredMessage]) -> dict[int, list[tuple[int, int]]]:
-        """Rowid → (neighbour rowid, distance) of the messages around each candidate."""
+    async def _neighbours(
+        self, candidates: list[StoredMessage], excluded: frozenset[int]
+    ) -> tuple[dict[int, list[tuple[int, int]]], list[StoredMessage]]:
+        """Rowid → (neighbour rowid, distance) of the messages around each candidate, and those
+        neighbours' messages (not the candidates', not the excluded)."""
         if self._config.neighbour_weight <= 0 or self._config.neighbour_span <= 0 or not candidates:
-            return {}
-        return await self._store.search.neighbours(candidates, self._config.neighbour_span)
+            return {}, []
+        return await self._store.search.neighbours_with_rows(candidates, self._config.neighbour_span, exclude=excluded)
 
     async def _text_side(
         self, chat: ChatRef, text: str, scope: _Scope, limit: int, excluded: frozenset[int]

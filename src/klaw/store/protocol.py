@@ -208,6 +208,14 @@ class SearchRepository(Protocol):
         skipped, not counted."""
         ...
 
+    async def neighbours_with_rows(
+        self, messages: Sequence[StoredMessage], span: int, *, exclude: Collection[int] = ()
+    ) -> tuple[dict[int, list[tuple[int, int]]], list[StoredMessage]]:
+        """`neighbours`, and the messages it names that are neither among `messages` nor in `exclude`,
+        read in the same call: a search ranks those neighbours by their text, so it would read them
+        next (one round trip instead of two)."""
+        ...
+
 
 class VectorRepository(Protocol):
     async def bind_embedder(self, embedder_id: str, dim: int) -> None:

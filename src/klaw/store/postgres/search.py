@@ -172,23 +172,43 @@ class PostgresSearch:
     async def neighbours(self, messages: Sequence[StoredMessage], span: int) -> dict[int, list[tuple[int, int]]]:
         if span <= 0 or not messages:
             return {}
-        pairs = sorted({(m.rowid, m.segment_id) for m in messages})
-        side = (
-            "(SELECT array_agg(x.rowid) FROM (SELECT m.rowid FROM messages m WHERE m.segment_id = j.s"
-            f" AND m.rowid {{op}} j.r AND {_CONVERSATION} ORDER BY m.rowid {{order}} LIMIT %s) AS x)"
-        )
         async with self._db.connection() as connection:
+            return await _neighbour_rowids(connection, messages, span)
+
+    async def neighbours_with_rows(
+        self, messages: Sequence[StoredMessage], span: int, *, exclude: Collection[int] = ()
+    ) -> tuple[dict[int, list[tuple[int, int]]], list[StoredMessage]]:
+        if span <= 0 or not messages:
+            return {}, []
+        known = {m.rowid for m in messages} | set(exclude)
+        async with self._db.connection() as connection:
+            found = await _neighbour_rowids(connection, messages, span)
+            others = sorted({rowid for near in found.values() for rowid, _ in near} - known)
             rows = await fetch_all(
-                connection,
-                f"SELECT j.r, {side.format(op='<', order='DESC')}, {side.format(op='>', order='ASC')}"
-                " FROM unnest(%s::bigint[], %s::bigint[]) AS j(r, s)",
-                (span, span, [p[0] for p in pairs], [p[1] for p in pairs]),
+                connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.rowid = ANY(%s)", (others,)
             )
-        found: dict[int, list[tuple[int, int]]] = {}
-        for rowid, before, after in rows:
-            nearest_first = (sorted(before or [], reverse=True), sorted(after or []))
-            found[int(rowid)] = [(int(r), d) for side_ in nearest_first for d, r in enumerate(side_, start=1)]
-        return found
+        return found, [message_from_row(row) for row in rows]
+
+
+async def _neighbour_rowids(
+    connection: Connection, messages: Sequence[StoredMessage], span: int
+) -> dict[int, list[tuple[int, int]]]:
+    pairs = sorted({(m.rowid, m.segment_id) for m in messages})
+    side = (
+        "(SELECT array_agg(x.rowid) FROM (SELECT m.rowid FROM messages m WHERE m.segment_id = j.s"
+        f" AND m.rowid {{op}} j.r AND {_CONVERSATION} ORDER BY m.rowid {{order}} LIMIT %s) AS x)"
+    )
+    rows = await fetch_all(
+        connection,
+        f"SELECT j.r, {side.format(op='<', order='DESC')}, {side.format(op='>', order='ASC')}"
+        " FROM unnest(%s::bigint[], %s::bigint[]) AS j(r, s)",
+        (span, span, [p[0] for p in pairs], [p[1] for p in pairs]),
+    )
+    found: dict[int, list[tuple[int, int]]] = {}
+    for rowid, before, after in rows:
+        nearest_first = (sorted(before or [], reverse=True), sorted(after or []))
+        found[int(rowid)] = [(int(r), d) for side_ in nearest_first for d, r in enumerate(side_, start=1)]
+    return found
 
 
 def _without(rows: list[tuple[Any, ...]], exclude: frozenset[int], limit: int) -> list[SearchHit]:
