@@ -119,6 +119,7 @@ class Parts:
     socket: EngineSocketServer | None
     approvals: ApprovalGate
     mcp_servers: McpServers
+    docs: DocsIndex | None  # klaw's own docs for docs_search, built in the background after start-up
 
 
 async def open_memory(
@@ -363,6 +364,7 @@ async def assemble(
         socket,
         approvals,
         mcp_servers,
+        docs,
     )
     if socket is not None:
         await socket.bind()  # a second engine on this home stops here, before any turn runs
