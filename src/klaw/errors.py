@@ -27,6 +27,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
     + StorageUnavailable ................... the database server cannot be reached now (worth retrying)
     + LeaseLostError ....................... store/lease_fence: a turn's write after another engine took its chat
   - EmbedderError (RuntimeError) ........... memory/embedder: no vectors; why and what to do
+    + EmbedderUnavailable .................. its package is not installed: final, names the fix
   - MalformedLine (ValueError) ............. store/log_format: a log line that cannot be decoded
   - ExportTargetError (ValueError) ......... memory/kept_log_files: klaw log export's directory is not new or empty
   - CoreMemoryError (ValueError) ........... memory/core_memory: a refused update
