@@ -26,6 +26,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
     + IndexMismatchError ................... vectors of another embedder, or words of another tokenizer, are stored
     + StorageUnavailable ................... the database server cannot be reached now (worth retrying)
     + LeaseLostError ....................... store/lease_fence: a turn's write after another engine took its chat
+    + CopyFormatError ...................... store/postgres/vector_copy: a chat's vectors not in the layout expected
   - EmbedderError (RuntimeError) ........... memory/embedder: no vectors; why and what to do
     + EmbedderUnavailable .................. its package is not installed: final, names the fix
   - MalformedLine (ValueError) ............. store/log_format: a log line that cannot be decoded

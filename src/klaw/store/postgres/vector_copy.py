@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from klaw.store.protocol import StorageError
 from klaw.store.shared.vector_matrix import LOAD_BLOCK, ChatMatrix
 from klaw.store.shared.vector_quant import quantize
 
@@ -26,8 +27,9 @@ COPY_SQL = (
 )
 
 
-class CopyFormatError(ValueError):
-    """The server's rows are not in the layout expected (another dimension, a NULL): not cached."""
+class CopyFormatError(StorageError):
+    """The server's rows are not in the layout expected (another dimension, a NULL): the chat is not
+    copied into memory, and the server's own scan searches it."""
 
 
 def row_dtype(dim: int) -> np.dtype[np.void]:
