@@ -4,11 +4,13 @@ never answers shows the wait counted and bounded, then one apology."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.test_chat_terminal import chat_env, init_home, needs_tmux, terminal
+from tests.cli.test_chat_terminal import chat_env, init_home, needs_tmux, poll_until, terminal
 
 
 @needs_tmux
@@ -56,3 +58,41 @@ async def test_a_model_that_never_answers_shows_the_wait_then_one_apology(tmp_pa
             assert len(model.chat_requests) == 1
             await term.type_line("/exit")
             assert await term.exit_status() == 0
+
+
+def _chat_pid(shell_pid: int) -> int:
+    """The `klaw chat` process: the only child of the pane's shell."""
+    [child] = Path(f"/proc/{shell_pid}/task/{shell_pid}/children").read_text(encoding="utf-8").split()
+    return int(child)
+
+
+@needs_tmux
+async def test_a_message_resumed_after_a_crash_is_logged_not_printed_above_the_banner(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    for name in ("t1", "t2"):
+        (tmp_path / name).mkdir()
+    async with FakeOpenAiServer() as model:
+        model.reply_hang()
+        env = chat_env(home, model.base_url)
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path / "t1") as term:
+            await term.wait_for_prompt_after("Type /help for commands", "the greeting")
+            await term.type_line("a question the crash leaves unanswered")
+            await poll_until(
+                lambda: _some(len(model.chat_requests) == 1), lambda: term.failure("the model got no request")
+            )
+            shell = int((await term.tmux("display-message", "-p", "-t", term.target, "#{pane_pid}")).strip())
+            os.kill(_chat_pid(shell), signal.SIGKILL)
+            await term.exit_status()
+        model.reply_text("here at last")
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path / "t2") as term:
+            screen = await term.wait_for_prompt_after("here at last", "the resumed message's reply")
+            before_banner = screen.split("klaw — model")[0]
+            assert "resuming" not in before_banner and "WARNING" not in before_banner, screen
+            await term.type_line("/exit")
+            assert await term.exit_status() == 0
+    assert "resuming 1 message(s) left unanswered by the previous run" in (home / "logs" / "chat.log").read_text()
+
+
+async def _some(found: bool) -> bool | None:
+    return True if found else None
