@@ -4,12 +4,11 @@ choice (which outlives the process) when it made one, else routing.default. A pe
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.test_chat_terminal import chat_env, closed_port, init_home, needs_tmux, terminal
+from tests.cli.test_chat_terminal import chat_env, chat_without_a_terminal, closed_port, init_home, needs_tmux, terminal
 
 
 @needs_tmux
@@ -45,15 +44,7 @@ async def test_the_banner_and_the_check_follow_the_chats_own_model_choice(tmp_pa
             await term.type_line("/exit")
             assert await term.exit_status() == 0
 
-    result = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "klaw", "chat"],
-        capture_output=True,
-        text=True,
-        env={**env, "COLUMNS": "200"},
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-    )
+    result = await asyncio.to_thread(chat_without_a_terminal, env)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert f"No model server answered at {dead}" in result.stderr

@@ -296,11 +296,9 @@ def closed_port() -> int:
     return port
 
 
-def test_klaw_chat_without_a_reachable_model_says_what_to_configure(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    init_home(home)
-    env = chat_env(home, f"http://127.0.0.1:{closed_port()}/v1")
-    result = subprocess.run(
+def chat_without_a_terminal(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`klaw chat` with nothing on stdin, for a refusal that comes before any prompt (the model check)."""
+    return subprocess.run(
         [sys.executable, "-m", "klaw", "chat"],
         capture_output=True,
         text=True,
@@ -308,6 +306,13 @@ def test_klaw_chat_without_a_reachable_model_says_what_to_configure(tmp_path: Pa
         stdin=subprocess.DEVNULL,
         timeout=60,
     )
+
+
+def test_klaw_chat_without_a_reachable_model_says_what_to_configure(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    env = chat_env(home, f"http://127.0.0.1:{closed_port()}/v1")
+    result = chat_without_a_terminal(env)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr + result.stdout
     assert "No model server answered at http://127.0.0.1:" in result.stderr
