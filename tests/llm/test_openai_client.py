@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
@@ -254,6 +255,35 @@ async def test_connection_refused_raises_connection_error_after_retries() -> Non
 
     assert len(delays) == 2
     assert f"127.0.0.1:{port}" in str(caught.value)
+
+
+async def test_a_server_that_never_accepts_is_given_up_on_at_the_connect_timeout() -> None:
+    """Packets dropped (here: a listener whose backlog is full, so its SYNs go unanswered): each attempt
+    used to wait the whole timeoutSeconds (120 s by default, 4 attempts); connecting now has its own,
+    short limit, and a model that is slow to answer still gets all of timeoutSeconds."""
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        filler = socket.create_connection(full.getsockname())  # takes the one place in the queue
+        delays: list[float] = []
+
+        async def sleep(seconds: float) -> None:
+            delays.append(seconds)
+
+        address = f"127.0.0.1:{full.getsockname()[1]}"
+        config = ModelConfig(
+            base_url=f"http://{address}/v1", timeout_seconds=300, connect_timeout_seconds=0.3, max_retries=1
+        )
+        client = OpenAiChatClient("local/model", config, sleep=sleep, env={})
+        try:
+            with pytest.raises(LlmConnectionError, match="ConnectTimeout") as caught:
+                # Well under timeoutSeconds: on the old code this wait ran out first.
+                await asyncio.wait_for(client.complete([ChatMessage.user("hi")]), timeout=60)
+        finally:
+            await client.aclose()
+            filler.close()
+    assert len(delays) == 1  # retried, as a failure to connect is
+    assert address in str(caught.value)
 
 
 async def test_malformed_json_raises_malformed_response_error(

@@ -23,6 +23,12 @@ class ModelConfig(Section):
     )
     context_budget: int | None = Field(default=None, gt=0, description="Context window in tokens.")
     timeout_seconds: float = Field(default=120.0, gt=0)
+    connect_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="Longest wait to connect (at most timeoutSeconds): a server whose packets are dropped is"
+        " found out in seconds, not after timeoutSeconds per attempt.",
+    )
     max_retries: int = Field(default=3, ge=0)
     tools: ToolGroupNames | None = Field(
         default=None,

@@ -9,6 +9,11 @@ Retry rules, and why:
 * A timeout — no byte from the server for `timeout_seconds` — is NOT retried but raised as
   `LlmTimeoutError`: the usual cause is a model too slow for the hardware or a hung server, and a
   chat user would rather hear that after one 2-minute wait than after four.
+* Connecting gets at most `connect_timeout_seconds` (10 s; a model's `connectTimeoutSeconds`), whatever
+  `timeout_seconds` is: a server
+  whose packets are dropped (down, firewalled, a wrong address on the network) is found out in
+  seconds, and its retries add up to well under a minute instead of `timeout_seconds` each (4 x 120 s).
+  A reachable server connects in milliseconds, even across the internet.
 * Everything else (401/403, other 4xx, a 200 that is not JSON) fails at once: retrying the same
   request cannot change the answer.
 
@@ -69,6 +74,7 @@ class Endpoint:
     timeout_seconds: float
     max_retries: int
     section: str
+    connect_timeout_seconds: float = 10.0  # at most timeout_seconds (module docstring)
 
     def url(self, path: str) -> str:
         return f"{self.base_url.rstrip('/')}/{path.lstrip('/')}"
@@ -134,7 +140,9 @@ async def open_with_retries(
     """
     headers = auth_headers(endpoint, env)
     attempts = endpoint.max_retries + 1
-    timeout = httpx.Timeout(endpoint.timeout_seconds)
+    timeout = httpx.Timeout(
+        endpoint.timeout_seconds, connect=min(endpoint.timeout_seconds, endpoint.connect_timeout_seconds)
+    )
     for attempt in range(1, attempts + 1):
         started = time.monotonic()
         delay: float | None = None

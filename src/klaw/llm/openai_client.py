@@ -83,6 +83,7 @@ class OpenAiChatClient:
             timeout_seconds=config.timeout_seconds,
             max_retries=config.max_retries,
             section=f"models.{model_id}",
+            connect_timeout_seconds=config.connect_timeout_seconds,
         )
         self._poster = RetryingPoster(self._http, self._endpoint, env, sleep, retry_policy or RetryPolicy(), rand)
 
