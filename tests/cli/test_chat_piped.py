@@ -40,13 +40,3 @@ async def test_a_piped_message_gets_its_reply_alone_on_stdout(tmp_path: Path) ->
         # A slash command is answered the same way.
         code, out, _ = await piped(env, "/status\n")
         assert code == 0 and "\r" not in out and "you ›" not in out and out.strip()
-
-
-async def test_an_empty_pipe_says_what_klaw_chat_expected(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    init_home(home)
-    async with FakeOpenAiServer() as model:
-        code, out, err = await piped(chat_env(home, model.base_url), "  \n")
-        assert code == 2 and out == ""
-        assert "klaw chat read no message from its input" in " ".join(err.split())
-        assert "Traceback" not in err

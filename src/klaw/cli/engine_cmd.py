@@ -69,9 +69,8 @@ def chat(
             )
             if problem:
                 fail(problem)
-        piped = None if sys.stdin.isatty() else sys.stdin.read()  # `echo "…" | klaw chat`: one message
-        if piped is not None and not piped.strip():
-            fail("klaw chat read no message from its input: type at a terminal, or pipe one in (echo hi | klaw chat)")
+        # `echo "…" | klaw chat`: one message. Empty input (</dev/null) runs the console as before: it ends at once.
+        piped = None if sys.stdin.isatty() else sys.stdin.read().strip() or None
         # Log lines go to KLAW_HOME/logs/chat.log from before the engine starts (a resumed message, an MCP
         # server that cannot start), not onto the screen above the banner; printed through the console
         # that draws the spinner and the prompt, never into them.
