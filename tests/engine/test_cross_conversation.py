@@ -13,9 +13,11 @@ from typing import Any
 
 from klaw.engine.context_builder import SUMMARY_HEADER
 from klaw.memory.past_conversations.block import HEADER
+from klaw.memory.summaries.worker import WorkerState
 from klaw.store.summaries.records import SummaryKind
 from tests.engine.harness import CHAT, Harness, running_engine
 from tests.memory.summary_helpers import is_summary_request, summarizing_reply
+from tests.memory.test_summarizers import until
 
 TOPICS = (
     ("how do I brew green tea at the right water temperature", "Use water at 80 degrees for green tea."),
@@ -142,6 +144,9 @@ async def test_a_failing_summarizer_never_fails_a_turn(tmp_path: Path) -> None:
             reply = await h.turn(question)
             assert reply.kind == "reply" and reply.text == f"echo: {question}"
         assert h.engine.summarizer is not None
+        # The turns move the manual clock, so the worker may be retrying right now (over real HTTP):
+        # wait until it is between attempts, as a person would see it most of the time.
+        await until(h.engine.summarizer.exchanges, lambda s: s.state is WorkerState.BACKING_OFF, "backing off")
         status = await command(h, "/summarizer")
         assert "backing off" in status and "LlmServerError" in status
         assert (await h.engine.store.summaries.counts()).exchanges == 0  # storage's count: none written
