@@ -4,6 +4,7 @@ and reads only what it returns: the rows of its hits, and no word counts for the
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import apsw
@@ -12,6 +13,7 @@ import pytest
 
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord, Role
+from klaw.store.shared.vector_quant import shortlist
 from klaw.store.sqlite.store import SqliteStore
 
 ALICE = ChatRef("console", "alice")
@@ -73,6 +75,35 @@ async def test_a_turn_search_reads_the_rows_it_returns_and_no_counts_for_its_own
     looked_up = [bindings for sql, bindings in statements if "FROM json_each(?) AS j CROSS JOIN messages m" in sql]
     assert sum(len(str(b[0]).split(",")) for b in looked_up if isinstance(b, tuple) and b[0] != "[]") <= 5
     assert not [sql for sql, _ in statements if sql.startswith("SELECT count(*) FROM messages_fts WHERE")]
+
+
+async def test_the_vector_rescore_reads_no_left_out_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window a turn shows is the nearest to its own words: shortlisted, then rescored (a vec0 point
+    lookup each, the costliest part of a small chat's vector search) and dropped. Left out of the int8
+    shortlist instead, the rescore reads `shortlist(limit)` rows, none of them left out (decision 231)."""
+    statements: list[tuple[str, object]] = []
+
+    def watch(_cursor: object, sql: str, bindings: object) -> bool:
+        statements.append((sql, bindings))
+        return True
+
+    monkeypatch.setattr(apsw, "connection_hooks", [lambda connection: setattr(connection, "exec_trace", watch)])
+    store = await SqliteStore.open(tmp_path / "traced.db")
+    try:
+        await store.vectors.bind_embedder("test-embedder", DIM)
+        stored = await store.messages.append_many([MessageRecord(ALICE, Role.USER, f"note {i}") for i in range(120)])
+        await store.vectors.put([(m.rowid, vector(i)) for i, m in enumerate(stored)])
+        near = await store.search.nearest(ALICE, vector(0), limit=60)
+        window = {hit.message.rowid for hit in near[:30]}
+        statements.clear()
+        kept = await store.search.nearest(ALICE, vector(0), limit=5, exclude=window)
+    finally:
+        await store.aclose()
+    assert [h.message.rowid for h in kept] == [h.message.rowid for h in near[30:35]]
+    rescores = [b for sql, b in statements if "JOIN vec_messages AS v" in sql and isinstance(b, tuple)]
+    rescored = [json.loads(str(b[0])) for b in rescores]
+    assert len(rescored) == 1
+    assert len(rescored[0]) == shortlist(5) and not window & set(rescored[0])
 
 
 async def test_neighbours_come_with_the_rows_a_search_reads_next(storage: Storage) -> None:

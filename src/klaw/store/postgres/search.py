@@ -114,11 +114,9 @@ class PostgresSearch:
                 None if since is None else to_millis(since),
                 None if until is None else to_millis(until),
                 before_segment_id,
+                left_out,  # no shortlist place for them: the rescore reads only rows that can be answered
             )
-            wanted = limit + len(left_out)
-            found = await cached_nearest(
-                self._db, self._cache, located, chat_key, query, wanted, scope, (where, params)
-            )
+            found = await cached_nearest(self._db, self._cache, located, chat_key, query, limit, scope, (where, params))
             if found is not None:
                 return _without(found, left_out, limit)
         async with self._db.connection() as connection:  # no copy, or a stale one: the server's exact scan

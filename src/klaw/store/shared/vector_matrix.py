@@ -43,6 +43,9 @@ class VectorScope:
     since_ms: int | None = None
     until_ms: int | None = None
     before_segment_id: int | None = None  # the chat's segments before this one (its past conversations)
+    # Rowids the caller leaves out (what the context already shows): they take no shortlist place,
+    # so the exact rescore reads only rows that can be answered (decision 231).
+    exclude: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -98,10 +101,13 @@ class MatrixView:
             if len(selected) < n:
                 similarities[~mask] = -np.inf
             candidates = np.arange(n)
-        k = min(count, len(selected))
+        # The best `count` outside `exclude` are among the best `count + len(exclude)` of the scope:
+        # leaving them out after ranking equals masking them, without a pass over every row.
+        k = min(count + len(scope.exclude), len(selected))
         top = np.argpartition(-similarities, k - 1)[:k] if k < len(similarities) else np.arange(len(similarities))
         top = top[np.argsort(-similarities[top], kind="stable")]
-        return [(int(self.rowids[candidates[i]]), float(1.0 - similarities[i])) for i in top]
+        ranked = [(int(self.rowids[candidates[i]]), float(1.0 - similarities[i])) for i in top]
+        return [pair for pair in ranked if pair[0] not in scope.exclude][:count]
 
 
 def merge_nearest(answers: list[list[tuple[int, float]]], count: int) -> list[tuple[int, float]]:

@@ -127,8 +127,9 @@ class SqliteSearch:
         if limit <= 0:
             return []
         left_out = frozenset(exclude)
-        # Ranked as `limit + len(exclude)` hits without `exclude`, whose first `limit` others are the
-        # answer: the same shortlist and rescore as a caller dropping them itself, fewer rows read.
+        # sqlite-vec (a chat too large to cache) ranks `limit + len(exclude)` hits, whose first `limit`
+        # others are the answer. The int8 copy leaves `exclude` out of its shortlist instead (the scope
+        # carries it), so the rescore reads only rows that can be answered (decision 231).
         wanted = limit + len(left_out)
         query_vector = np.ascontiguousarray(vector, dtype=np.float32)
         blob = query_vector.tobytes()
@@ -137,6 +138,7 @@ class SqliteSearch:
             None if since is None else to_millis(since),
             None if until is None else to_millis(until),
             before_segment_id,
+            left_out,
         )
 
         def locate(connection: apsw.Connection) -> MatrixView | list[tuple[int, float]]:
@@ -164,7 +166,7 @@ class SqliteSearch:
         chat_key = self._chats.cached(chat)
         cached = None if chat_key is None else self._cache.cached_view(chat_key, len(query_vector))
         located = cached if cached is not None else await self._db.run(locate)
-        count = shortlist(wanted)
+        count = shortlist(limit)
         view: MatrixView | None = None  # scanned on the read connection's thread, with the rescore
         candidates: list[int] | None = None  # the shortlist of a split scan, to rescore
         answer: list[tuple[int, float]] = []  # sqlite-vec's (rowid, distance), exact already
@@ -186,7 +188,7 @@ class SqliteSearch:
             shortlisted = candidates
             if view is not None:
                 shortlisted = [rowid for rowid, _ in view.nearest(query_vector, count, scope)]
-            ranked = answer if shortlisted is None else _rescored(connection, query_vector, shortlisted, wanted)
+            ranked = answer if shortlisted is None else _rescored(connection, query_vector, shortlisted, limit)
             return _hits(connection, [(rowid, d) for rowid, d in ranked if rowid not in left_out], limit)
 
         return await self._db.read(query)
