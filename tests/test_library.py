@@ -135,8 +135,8 @@ async def test_a_chat_is_read_back_as_a_person_saw_it(tmp_path: Path) -> None:
         turns = await agent.turns("alice")
         assert [t.status for t in turns] == ["completed", "completed", "failed"]
         assert turns[0].message == history[0].id and turns[0].reply == history[3].id
-        [found] = [hit for hit in await agent.search_memory("alice", "gate code") if hit.kind == "memory"]
-        assert found.text == "the gate code is 2468"
+        [found] = await agent.saved_memories("alice", "gate code")
+        assert found.kind == "memory" and found.text == "the gate code is 2468"
         assert await agent.core_memory() == {"city": "Porto"}
         [first] = await agent.sessions("alice")
         await agent.ask("alice", "/new")

@@ -11,7 +11,8 @@ skipped, since a call is one whole message, not a burst being typed. A failed tu
 `TurnFailed` with the text the person would have read (it names the error id in the log). A tool held
 by `tools.approval` is asked of the `approve` callback (the question's text, as a person would read it);
 without one it is denied at once rather than after the approval timeout. What a person could see of
-a chat is read back with `history`, `turns`, `sessions`, `search_memory` and `core_memory`.
+a chat is read back with `history`, `turns`, `sessions`, `search_memory` (the hits and scores of
+`klaw memory search`), `saved_memories` and `core_memory`.
 Decision: docs/decisions/092-library-api.md.
 """
 
@@ -143,9 +144,17 @@ class Klaw:
         """The chat's sessions, oldest first (the last is the current one)."""
         return await self.engine.chats.sessions(_chat(chat))
 
-    async def search_memory(self, chat: str | ChatRef, query: str, *, limit: int = 5) -> list[MemoryFound]:
-        """The chat's saved memories and earlier messages that best match `query`, best first."""
-        return await self.engine.chats.search_memory(_chat(chat), query, limit=limit)
+    async def search_memory(
+        self, chat: str | ChatRef, query: str, *, limit: int = 5, session: int | None = None
+    ) -> list[MemoryFound]:
+        """The chat's earlier messages (every session, or `session`) that best match `query`, best first,
+        with the hits and scores `klaw memory search --chat <chat> --segment all` prints (hybrid search,
+        no relevance gate: `distance` and `fts_rank` say why each was found)."""
+        return await self.engine.chats.search_memory(_chat(chat), query, limit=limit, session=session)
+
+    async def saved_memories(self, chat: str | ChatRef, query: str, *, limit: int = 5) -> list[MemoryFound]:
+        """The memories the agent saved in the chat (`memory_save`) that best match `query`, best first."""
+        return await self.engine.chats.saved_memories(_chat(chat), query, limit=limit)
 
     async def core_memory(self) -> dict[str, Any]:
         """Core memory: the facts about the person kept in every context."""

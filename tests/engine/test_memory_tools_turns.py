@@ -130,7 +130,8 @@ async def test_forget_in_the_chat_erases_everywhere_and_reindex_does_not_bring_i
 
         assert answer.startswith("Forgot exchange ") and "4 message(s), 1 saved memory" in answer
         assert secret not in log_text(h.home) and "good day for a walk" in log_text(h.home)
-        assert await h.engine.chats.search_memory(CHAT, "locker code") == []
+        assert await h.engine.chats.saved_memories(CHAT, "locker code") == []
+        assert all(secret not in hit.text for hit in await h.engine.chats.search_memory(CHAT, "locker code"))
         assert secret.encode() not in database_bytes(h.home.database_file("klaw.db"))
         assert h.engine.processor.context_history.turns(CHAT) == []
         assert "No turn" in await command(h, "/context")

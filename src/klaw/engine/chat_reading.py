@@ -11,8 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from klaw.memory.archival_memory import ArchivalMemory
+from klaw.memory.archival_memory import ArchivalError
+from klaw.memory.auto_rag import CANDIDATES_PER_SIDE
+from klaw.memory.chunk_search import ChunkSearch
 from klaw.memory.core_memory import CoreMemory
+from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
 
@@ -56,20 +59,29 @@ class SessionInfo:
 
 @dataclass(frozen=True, slots=True)
 class MemoryFound:
-    """A saved memory or an earlier message of the chat that a memory search found, best first."""
+    """An earlier message (`search_memory`) or a saved memory (`saved_memories`) of the chat that a
+    search found, best first. A message's `score`, `distance` (cosine, lower is closer; None: not found
+    by meaning) and `fts_rank` (1-based; None: not found by words) are the ones `klaw memory search`
+    prints; a row with neither is there as the neighbour of a hit. A saved memory's `score` is the
+    reciprocal-rank fusion of its two ranks: it orders, it does not measure."""
 
     kind: Literal["memory", "message"]
     text: str
     created_at: datetime
     score: float
+    id: int  # the message's rowid, or the memory's id (`/forget memory <id>`)
+    session: int
+    distance: float | None
+    fts_rank: int | None
 
 
 class ChatReader:
     """What a person could see of each chat, read through the storage protocol."""
 
-    def __init__(self, store: Storage, archival: ArchivalMemory, core: CoreMemory) -> None:
+    def __init__(self, store: Storage, messages: HybridSearch, memories: ChunkSearch, core: CoreMemory) -> None:
         self._store = store
-        self._archival = archival
+        self._messages = messages
+        self._memories = memories
         self._core = core
 
     async def sessions(self, chat: ChatRef) -> list[SessionInfo]:
@@ -110,11 +122,48 @@ class ChatReader:
             for e in exchanges
         ]
 
-    async def search_memory(self, chat: ChatRef, query: str, *, limit: int = 5) -> list[MemoryFound]:
-        """The chat's saved memories and earlier messages (all sessions) that best match `query`, as the
-        model's `memory_search` finds them (by meaning and words). Raises ArchivalError for an empty query."""
-        found = await self._archival.search(chat, query, limit=limit)
-        return [MemoryFound(r.kind, r.text, r.created_at, r.score) for r in found]
+    async def search_memory(
+        self, chat: ChatRef, query: str, *, limit: int = 5, session: int | None = None
+    ) -> list[MemoryFound]:
+        """The chat's earlier messages (all sessions, or `session`) that best match `query`: the engine's
+        `HybridSearch` asked exactly as `klaw memory search` asks it (the same candidates, no relevance
+        gate), so a program sees the hits and scores a person sees on the command line. Raises
+        ArchivalError for an empty query."""
+        _check(query)
+        if session is not None and await self._session(chat, session) is None:
+            return []
+        hits = await self._messages.search(chat, query, segment_id=session, limit=max(limit, CANDIDATES_PER_SIDE))
+        return [
+            MemoryFound(
+                "message",
+                h.message.content,
+                h.message.record.created_at,
+                h.score,
+                h.message.rowid,
+                h.message.segment_id,
+                h.distance,
+                h.fts_rank,
+            )
+            for h in hits[:limit]
+        ]
+
+    async def saved_memories(self, chat: ChatRef, query: str, *, limit: int = 5) -> list[MemoryFound]:
+        """The chat's saved memories (`memory_save`) that best match `query`, by meaning and words."""
+        _check(query)
+        hits = await self._memories.search(chat, query, limit=max(limit, CANDIDATES_PER_SIDE))
+        return [
+            MemoryFound(
+                "memory",
+                h.chunk.content,
+                h.chunk.created_at,
+                h.score,
+                h.chunk.rowid,
+                h.chunk.segment_id,
+                h.distance,
+                h.fts_rank,
+            )
+            for h in hits[:limit]
+        ]
 
     async def core_memory(self) -> dict[str, Any]:
         """Core memory: the facts kept in every context (one for all chats)."""
@@ -126,3 +175,8 @@ class ChatReader:
         if session is None:
             return ids[-1] if ids else None
         return session if session in ids else None
+
+
+def _check(query: str) -> None:
+    if not query.strip():
+        raise ArchivalError("the query is empty: say what to look for")

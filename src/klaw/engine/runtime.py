@@ -32,6 +32,7 @@ from klaw.engine.queries import EngineQueries
 from klaw.engine.scheduler_loop import Scheduler
 from klaw.home import KlawHome
 from klaw.llm.router import ModelRouter
+from klaw.memory.chunk_search import ChunkSearch
 from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.summaries.service import SummarizerService
@@ -113,14 +114,17 @@ class Engine:
                 tools=tools,
             )
             services = memory_services(config, parts.memory, clock, parts.delivery)
-            chats = ChatReader(parts.memory.store, services.archival, services.core)
+            messages = HybridSearch(parts.memory.store, parts.memory.embedder, config.search)
+            chats = ChatReader(
+                parts.memory.store, messages, ChunkSearch(parts.memory.store, parts.memory.embedder), services.core
+            )
             engine = cls(home=home, config=config, parts=parts, lifetimes=lifetimes, chats=chats)
             engine.memory_access = MemoryAccess(services, home.workspace)
             if parts.socket is not None:  # listening last: recovery and resume are done
                 queries = EngineQueries(
                     parts.memory.store,
                     parts.processor.context_history,
-                    HybridSearch(parts.memory.store, parts.memory.embedder, config.search),
+                    messages,
                     parts.memory.settings,
                     extra={"memory_tool": engine.memory_access.answer},
                 )
