@@ -13,10 +13,19 @@ from pathlib import Path
 import pytest
 
 import klaw
-from klaw import FunctionModel, Klaw, ManualClock, TurnFailed
-from klaw.llm.function_model import AgentInfo, call_tool, tool_calls
-from klaw.llm.messages import ChatMessage, ChatResponse
-from klaw.store.records import ChatRef
+from klaw import (
+    AgentInfo,
+    ChatMessage,
+    ChatRef,
+    ChatResponse,
+    ConfigError,
+    FunctionModel,
+    Klaw,
+    ManualClock,
+    TurnFailed,
+    call_tool,
+    tool_calls,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = {"embedder": {"backend": "fake", "dim": 32}, "summarizer": {"enabled": False}}
@@ -34,8 +43,47 @@ def test_the_documented_example_runs() -> None:
 
 
 def test_the_curated_names_are_exported() -> None:
+    """The public API is this list, no more and no less: a change to it is a change to docs/library.md."""
+    assert klaw.__all__ == [
+        "AgentInfo",
+        "ChatMessage",
+        "ChatModel",
+        "ChatRef",
+        "ChatResponse",
+        "Clock",
+        "ConfigError",
+        "Embedder",
+        "EmbedderError",
+        "EngineConfig",
+        "FunctionModel",
+        "HistoryEntry",
+        "Klaw",
+        "KlawError",
+        "KlawHome",
+        "LlmError",
+        "ManualClock",
+        "MemoryFound",
+        "SessionInfo",
+        "StreamAccumulator",
+        "StreamDelta",
+        "SystemClock",
+        "ToolCall",
+        "ToolCallFragment",
+        "ToolContext",
+        "ToolSetup",
+        "ToolSpec",
+        "TurnFailed",
+        "TurnState",
+        "Usage",
+        "__version__",
+        "call_tool",
+        "tool_calls",
+    ]
+    page = (REPO / "docs" / "library.md").read_text(encoding="utf-8")
     for name in klaw.__all__:
         assert getattr(klaw, name) is not None
+        assert name == "__version__" or f"`{name}`" in page or f"{name}(" in page, f"{name} is not in docs/library.md"
+    assert klaw.Klaw.__doc__
     with pytest.raises(AttributeError):
         getattr(klaw, "Engine")  # noqa: B009 - internal, not exported
 
@@ -144,3 +192,12 @@ async def test_a_chat_is_read_back_as_a_person_saw_it(tmp_path: Path) -> None:
         assert [s.id for s in await agent.sessions("alice")] == [first.id, first.id + 1]
         assert len(await agent.history("alice", session=first.id)) == len(history)
         assert await agent.history("bob") == []
+
+
+async def test_a_bad_config_dict_is_a_config_error_naming_the_field(tmp_path: Path) -> None:
+    config = {"embedder": {"backend": "fake", "dim": "many"}, "sumarizer": {}}
+    with pytest.raises(ConfigError) as raised:
+        async with Klaw(tmp_path / "home", config=config, model=FunctionModel(lambda m, i: "hi")):
+            pass
+    assert str(raised.value).splitlines()[0] == "Invalid configuration in the config= given to Klaw:"
+    assert "  - embedder.dim = 'many'" in str(raised.value) and "  - sumarizer: unknown field" in str(raised.value)

@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+# A deliberate list (simonw/llm's `llm/__init__.py` is the model): what a program needs to open an engine,
+# write a model, an embedder or a tool, and read a chat back. Everything else is internal.
 _EXPORTS = {
+    # the engine and what it answers
     "Klaw": "klaw.library",
     "TurnFailed": "klaw.library",
     "HistoryEntry": "klaw.engine.chat_reading",
@@ -20,57 +23,95 @@ _EXPORTS = {
     "SessionInfo": "klaw.engine.chat_reading",
     "TurnState": "klaw.engine.chat_reading",
     "ChatRef": "klaw.store.records",
+    # configuration and time
     "EngineConfig": "klaw.config",
     "KlawHome": "klaw.home",
     "Clock": "klaw.engine.clock",
     "ManualClock": "klaw.engine.clock",
     "SystemClock": "klaw.engine.clock",
+    # a chat model: the protocol, what it is given and returns, and a model written as a function
     "ChatModel": "klaw.llm.protocol",
-    "FunctionModel": "klaw.llm.function_model",
+    "StreamAccumulator": "klaw.llm.protocol",
     "ChatMessage": "klaw.llm.messages",
     "ChatResponse": "klaw.llm.messages",
+    "StreamDelta": "klaw.llm.messages",
     "ToolCall": "klaw.llm.messages",
-    "LlmError": "klaw.llm.errors",
+    "ToolCallFragment": "klaw.llm.messages",
+    "ToolSpec": "klaw.llm.messages",
+    "Usage": "klaw.llm.messages",
+    "FunctionModel": "klaw.llm.function_model",
+    "AgentInfo": "klaw.llm.function_model",
+    "call_tool": "klaw.llm.function_model",
+    "tool_calls": "klaw.llm.function_model",
+    # an embedder
     "Embedder": "klaw.memory.embedder.protocol",
+    # tools
     "ToolContext": "klaw.tools.schema",
     "ToolSetup": "klaw.tools.groups",
+    # errors
+    "KlawError": "klaw.errors",
+    "ConfigError": "klaw.config_loader",
+    "LlmError": "klaw.llm.errors",
+    "EmbedderError": "klaw.memory.embedder.protocol",
 }
 
 __all__ = [
+    "AgentInfo",
     "ChatMessage",
     "ChatModel",
     "ChatRef",
     "ChatResponse",
     "Clock",
+    "ConfigError",
     "Embedder",
+    "EmbedderError",
     "EngineConfig",
     "FunctionModel",
     "HistoryEntry",
     "Klaw",
+    "KlawError",
     "KlawHome",
     "LlmError",
     "ManualClock",
     "MemoryFound",
     "SessionInfo",
+    "StreamAccumulator",
+    "StreamDelta",
     "SystemClock",
     "ToolCall",
+    "ToolCallFragment",
     "ToolContext",
     "ToolSetup",
+    "ToolSpec",
     "TurnFailed",
     "TurnState",
+    "Usage",
     "__version__",
+    "call_tool",
+    "tool_calls",
 ]
 
 if TYPE_CHECKING:
     from klaw.config import EngineConfig
+    from klaw.config_loader import ConfigError
     from klaw.engine.chat_reading import HistoryEntry, MemoryFound, SessionInfo, TurnState
     from klaw.engine.clock import Clock, ManualClock, SystemClock
+    from klaw.errors import KlawError
+    from klaw.home import KlawHome
     from klaw.library import Klaw, TurnFailed
     from klaw.llm.errors import LlmError
-    from klaw.llm.function_model import FunctionModel
-    from klaw.llm.messages import ChatMessage, ChatResponse, ToolCall
-    from klaw.llm.protocol import ChatModel
-    from klaw.memory.embedder.protocol import Embedder
+    from klaw.llm.function_model import AgentInfo, FunctionModel, call_tool, tool_calls
+    from klaw.llm.messages import (
+        ChatMessage,
+        ChatResponse,
+        StreamDelta,
+        ToolCall,
+        ToolCallFragment,
+        ToolSpec,
+        Usage,
+    )
+    from klaw.llm.protocol import ChatModel, StreamAccumulator
+    from klaw.memory.embedder.protocol import Embedder, EmbedderError
     from klaw.store.records import ChatRef
     from klaw.tools.groups import ToolSetup
     from klaw.tools.schema import ToolContext

@@ -51,8 +51,17 @@ def load_config(path: Path, env: Mapping[str, str] | None = None) -> LoadedConfi
     try:
         config = EngineConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, path, overrides)) from None
+        raise ConfigError(_describe(exc, f"{path} (or a KLAW__ environment override)", overrides)) from None
     return LoadedConfig(config=config, sources=sources, path=path)
+
+
+def config_from_mapping(raw: Mapping[str, Any], where: str) -> EngineConfig:
+    """`raw` (the engine.yaml shape, e.g. a library caller's `config=` dict) as an `EngineConfig`; a
+    ConfigError names each bad field as an invalid engine.yaml does, `where` saying where it came from."""
+    try:
+        return EngineConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, where, {})) from None
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -145,10 +154,10 @@ def _set_path(data: dict[str, Any], key: tuple[str, ...], value: Any) -> None:
     node[key[-1]] = value
 
 
-def _describe(exc: ValidationError, path: Path, overrides: Mapping[tuple[str, ...], str]) -> str:
+def _describe(exc: ValidationError, where: str, overrides: Mapping[tuple[str, ...], str]) -> str:
     """One line per problem, naming the environment variable when the value came from one
     (`overrides`: config path -> variable), and for an unknown field the known one it is closest to."""
-    lines = [f"Invalid configuration in {path} (or a KLAW__ environment override):"]
+    lines = [f"Invalid configuration in {where}:"]
     for error in exc.errors():
         loc = tuple(str(p) for p in error["loc"])
         field = ".".join(loc) or "(top level)"

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any
 
 from klaw.config import EngineConfig
-from klaw.config_loader import load_config
+from klaw.config_loader import config_from_mapping, load_config
 from klaw.engine.chat_reading import DEFAULT_LIMIT, HistoryEntry, MemoryFound, SessionInfo, TurnState
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Outbound
@@ -49,6 +49,12 @@ class TurnFailed(KlawError, RuntimeError):
 
 
 class Klaw:
+    """The whole klaw engine inside a Python program: open it on a home (`async with Klaw(home) as
+    agent`), `await agent.ask(chat, text)` for a reply, read a chat back (`history`, `turns`,
+    `sessions`, `search_memory`, `saved_memories`, `core_memory`), close it by leaving the block.
+    Bring your own model, embedder and tools, or use what the home's engine.yaml configures
+    (docs/library.md)."""
+
     def __init__(
         self,
         home: str | Path | KlawHome,
@@ -207,7 +213,7 @@ class Klaw:
         if isinstance(self._config, EngineConfig):
             return self._config
         if self._config is not None:
-            return EngineConfig.model_validate(self._config)
+            return config_from_mapping(self._config, "the config= given to Klaw")
         return load_config(self.home.config_file).config
 
 
