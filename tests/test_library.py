@@ -46,6 +46,7 @@ def test_the_curated_names_are_exported() -> None:
     """The public API is this list, no more and no less: a change to it is a change to docs/library.md."""
     assert klaw.__all__ == [
         "AgentInfo",
+        "AgentMessage",
         "ChatMessage",
         "ChatModel",
         "ChatRef",

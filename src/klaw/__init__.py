@@ -18,6 +18,7 @@ _EXPORTS = {
     # the engine and what it answers
     "Klaw": "klaw.library",
     "TurnFailed": "klaw.library",
+    "AgentMessage": "klaw.library",
     "HistoryEntry": "klaw.engine.chat_reading",
     "MemoryFound": "klaw.engine.chat_reading",
     "SessionInfo": "klaw.engine.chat_reading",
@@ -57,6 +58,7 @@ _EXPORTS = {
 
 __all__ = [
     "AgentInfo",
+    "AgentMessage",
     "ChatMessage",
     "ChatModel",
     "ChatRef",
@@ -98,7 +100,7 @@ if TYPE_CHECKING:
     from klaw.engine.clock import Clock, ManualClock, SystemClock
     from klaw.errors import KlawError
     from klaw.home import KlawHome
-    from klaw.library import Klaw, TurnFailed
+    from klaw.library import AgentMessage, Klaw, TurnFailed
     from klaw.llm.errors import LlmError
     from klaw.llm.function_model import AgentInfo, FunctionModel, call_tool, tool_calls
     from klaw.llm.messages import (

@@ -19,10 +19,12 @@ Decision: docs/decisions/092-library-api.md.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from klaw.config import EngineConfig
 from klaw.config_loader import config_from_mapping, load_config
@@ -40,8 +42,25 @@ from klaw.memory.embedder.protocol import Embedder
 from klaw.store.records import ChatRef
 from klaw.tools.schema import ToolFunction
 
+log = logging.getLogger(__name__)
+
 LIBRARY_CHANNEL = "library"
 Approve = Callable[[ChatRef, str], Awaitable[bool]]  # (chat, the question as a person reads it) → run it?
+
+
+@dataclass(frozen=True, slots=True)
+class AgentMessage:
+    """A message the agent sent on its own, answering no `ask`: a subagent's or a scheduled task's
+    answer (`task` names it), a notice (a run that failed), the reply of a turn resumed after a
+    restart. `kind` is `reply`, `notice` or `error`, as a channel would show it."""
+
+    chat: ChatRef
+    text: str
+    kind: Literal["reply", "notice", "error"]
+    task: str | None = None
+
+
+OnMessage = Callable[[AgentMessage], Awaitable[None]]
 
 
 class TurnFailed(KlawError, RuntimeError):
@@ -66,6 +85,7 @@ class Klaw:
         clock: Clock | None = None,
         listen: bool = False,
         approve: Approve | None = None,
+        on_message: OnMessage | None = None,
     ) -> None:
         """`home`: the KLAW_HOME (created with the default workspace files if missing). `config`: an
         `EngineConfig`, its engine.yaml shape as a mapping, or None to read the home's engine.yaml
@@ -74,7 +94,9 @@ class Klaw:
         configured one. `tools`: plain typed `async def` functions with docstrings, offered beside the
         built-in groups. `clock`: the engine's time (a `ManualClock` in tests). `listen`: also open
         `engine.sock` for gateways, as `klaw engine` does. `approve`: asked whether a call of a tool held
-        by `tools.approval` may run (True runs it); None denies every such call at once."""
+        by `tools.approval` may run (True runs it); None denies every such call at once. `on_message`:
+        `async def on_message(message: AgentMessage)`, given each message the agent sends on its own
+        (a subagent's or task's answer), which no `ask` returns; without it they are only in `history`."""
         self.home = home if isinstance(home, KlawHome) else KlawHome(Path(home).expanduser())
         self._config = config
         self._model = model
@@ -85,6 +107,7 @@ class Klaw:
         self._engine: Engine | None = None
         self._waiting: dict[ChatRef, list[tuple[str, asyncio.Future[Outbound]]]] = {}
         self._approve = approve
+        self._on_message = on_message
         self._answering: set[asyncio.Task[None]] = set()
 
     @property
@@ -186,9 +209,10 @@ class Klaw:
 
     async def _deliver(self, outbound: Outbound) -> None:
         """A reply answers the `ask` whose message it replies to, and every earlier one of the chat
-        that joined its turn; a message sent on the agent's own (a task's answer) answers none. A
-        question to approve a tool is answered by the `approve` callback, in a task of its own (the
-        engine's approval timeout still bounds a callback that never returns)."""
+        that joined its turn; a message sent on the agent's own (a task's answer) answers none and goes
+        to `on_message`, awaited, so the engine counts it shown once the callback returns. A question
+        to approve a tool is answered by the `approve` callback, in a task of its own (the engine's
+        approval timeout still bounds a callback that never returns)."""
         if outbound.approval is not None:
             task = asyncio.create_task(self._answer_approval(outbound.chat, outbound.approval, outbound.text))
             self._answering.add(task)
@@ -197,12 +221,26 @@ class Klaw:
         waiting = self._waiting.get(outbound.chat, [])
         ids = [message_id for message_id, _ in waiting]
         if outbound.reply_to not in ids:
+            await self._tell(outbound)
             return
         answered = ids.index(outbound.reply_to) + 1
         for _, future in waiting[:answered]:
             if not future.done():
                 future.set_result(outbound)
         del waiting[:answered]
+
+    async def _tell(self, outbound: Outbound) -> None:
+        """A message on the agent's own to the `on_message` callback; its failure is logged (by type,
+        never the text) and does not fail the turn or run that sent it."""
+        if self._on_message is None:
+            return
+        try:
+            await self._on_message(AgentMessage(outbound.chat, outbound.text, outbound.kind, outbound.task))
+        except Exception as exc:
+            log.warning(
+                "the library's on_message callback raised %s; the message stays in the chat's history",
+                type(exc).__name__,
+            )
 
     async def _answer_approval(self, chat: ChatRef, request_id: str, question: str) -> None:
         approved = self._approve is not None and await self._approve(chat, question)

@@ -1,0 +1,52 @@
+"""What the agent sends on its own reaches a library program: a subagent's answer, which no `ask`
+returns, is given to `Klaw(on_message=...)` (decision 234)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+from klaw import AgentInfo, AgentMessage, ChatMessage, ChatRef, ChatResponse, FunctionModel, Klaw, call_tool, tool_calls
+
+CONFIG = {"embedder": {"backend": "fake", "dim": 32}, "summarizer": {"enabled": False}}
+INSTRUCTION = "count the apples in the orchard"
+
+
+def model(messages: Sequence[ChatMessage], info: AgentInfo) -> str | ChatResponse:
+    """The chat's turn starts a subagent and says so; the subagent's run answers its instruction."""
+    last = messages[-1]
+    if last.role == "tool":
+        return "I started a run; its answer will arrive in this chat."
+    if last.content == INSTRUCTION:
+        return "there are 12 apples"
+    return tool_calls(call_tool("subagent_spawn", {"task_name": "apples", "message": INSTRUCTION}))
+
+
+async def test_a_subagents_answer_reaches_on_message(tmp_path: Path) -> None:
+    received: asyncio.Queue[AgentMessage] = asyncio.Queue()
+
+    async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(model), on_message=received.put) as agent:
+        reply = await agent.ask("alice", "how many apples are there?")
+        assert reply == "I started a run; its answer will arrive in this chat."
+        message = await asyncio.wait_for(received.get(), 30)
+        assert message == AgentMessage(ChatRef("library", "alice"), "there are 12 apples", "reply", "apples")
+        assert received.empty()  # the turn's own reply went to `ask`, not to on_message
+        assert (await agent.history("alice"))[-1].text == "there are 12 apples"
+
+
+async def test_a_failing_on_message_leaves_the_engine_serving(tmp_path: Path) -> None:
+    told: list[str] = []
+
+    async def on_message(message: AgentMessage) -> None:
+        told.append(message.text)
+        raise RuntimeError("a bug in the program's callback")
+
+    async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(model), on_message=on_message) as agent:
+        await agent.ask("alice", "how many apples are there?")
+        for _ in range(300):
+            if told:
+                break
+            await asyncio.sleep(0.1)
+        assert told == ["there are 12 apples"]
+        assert await agent.ask("alice", "and now?") == "I started a run; its answer will arrive in this chat."
