@@ -76,3 +76,19 @@ def test_no_page_calls_a_feature_planned() -> None:
         if re.search(r"\b(planned|always empty today|not .*yet implemented)\b", line)
     ]
     assert not said, "pages that call something planned (say what it does today):\n" + "\n".join(said)
+
+
+def test_every_page_is_in_the_index_and_the_library_is_in_the_readme() -> None:
+    """A page nobody links is a page nobody finds: docs/index.md's table links each one, and README.md
+    points a Python programmer to the library page."""
+    table = [
+        line for line in (ROOT / "docs" / "index.md").read_text(encoding="utf-8").splitlines() if line.startswith("| [")
+    ]
+    index = "\n".join(table)
+    unlinked = [
+        str(page.relative_to(ROOT / "docs"))
+        for page in DOCS
+        if page.name != "index.md" and f"({page.relative_to(ROOT / 'docs').as_posix()})" not in index
+    ]
+    assert not unlinked, "pages docs/index.md does not link: " + ", ".join(unlinked)
+    assert "(docs/library.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
