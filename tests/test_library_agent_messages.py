@@ -50,3 +50,25 @@ async def test_a_failing_on_message_leaves_the_engine_serving(tmp_path: Path) ->
             await asyncio.sleep(0.1)
         assert told == ["there are 12 apples"]
         assert await agent.ask("alice", "and now?") == "I started a run; its answer will arrive in this chat."
+
+
+async def test_agent_info_says_what_each_call_is_for(tmp_path: Path) -> None:
+    """One FunctionModel answers turns, subagent runs and the summarizer; `AgentInfo.purpose` tells them apart."""
+    purposes: list[str] = []
+
+    def answering(messages: Sequence[ChatMessage], info: AgentInfo) -> str | ChatResponse:
+        purposes.append(info.purpose)
+        if info.purpose == "summary":
+            return "1. the person asked about apples"
+        return model(messages, info)
+
+    config = {"embedder": {"backend": "fake", "dim": 32}, "summarizer": {"batchExchanges": 1}}  # summarized at once
+    received: asyncio.Queue[AgentMessage] = asyncio.Queue()
+    async with Klaw(tmp_path / "home", config=config, model=FunctionModel(answering), on_message=received.put) as agent:
+        await agent.ask("alice", "how many apples are there?")
+        await asyncio.wait_for(received.get(), 30)
+        for _ in range(300):
+            if "summary" in purposes:
+                break
+            await asyncio.sleep(0.1)
+    assert purposes[:2] == ["turn", "turn"] and "subagent" in purposes and "summary" in purposes

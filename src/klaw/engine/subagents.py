@@ -39,6 +39,7 @@ from klaw.engine.subagent_context import SubagentContextBuilder
 from klaw.engine.tool_loop import LoopOutcome
 from klaw.engine.turn_runner import Turn, TurnFailure, TurnPrompt, TurnRunner
 from klaw.errors import KlawError
+from klaw.llm.call_purpose import calling_for
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.errors import LlmError
 from klaw.memory.conversation_log import ConversationLog
@@ -178,7 +179,8 @@ class SubagentRunner:
             label=f"run of task {name}", chat=chat, context=context, record=self.append, sink=sink, approval=approval
         )
         async with self.slots.hold(Priority.SUBAGENT):
-            result = await self.turns.run(turn)
+            with calling_for("subagent"):
+                result = await self.turns.run(turn)
         # The slot is free again before delivery, which may wait for the target chat's turn to end.
         target = request.inject_into
         if isinstance(result, TurnFailure):

@@ -26,6 +26,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from klaw.llm.call_purpose import CallPurpose, current_purpose
 from klaw.llm.messages import ChatMessage, ChatResponse, StreamDelta, ToolCall, ToolCallFragment, ToolSpec
 
 __all__ = ["AgentInfo", "FunctionModel", "ModelCall", "call_tool", "tool_calls"]
@@ -34,13 +35,15 @@ __all__ = ["AgentInfo", "FunctionModel", "ModelCall", "call_tool", "tool_calls"]
 @dataclass(frozen=True, slots=True)
 class AgentInfo:
     """What the function may know besides the messages: the tools offered and the request options.
-    `round` counts this model's calls, from 1."""
+    `round` counts this model's calls, from 1, whatever they are for; `purpose` says what this one is
+    for: `turn` (a person's message), `summary` (the summarizer, in the background) or `subagent`."""
 
     tools: tuple[ToolSpec, ...]
     temperature: float | None
     max_tokens: int | None
     round: int
     streamed: bool
+    purpose: CallPurpose = "turn"
 
     @property
     def tool_names(self) -> tuple[str, ...]:
@@ -129,7 +132,7 @@ class FunctionModel:
     ) -> AgentInfo:
         if self.closed:
             raise RuntimeError(f"model {self.name!r} was used after aclose()")
-        info = AgentInfo(tuple(tools or ()), temperature, max_tokens, len(self.calls) + 1, streamed)
+        info = AgentInfo(tuple(tools or ()), temperature, max_tokens, len(self.calls) + 1, streamed, current_purpose())
         self.calls.append(ModelCall(tuple(messages), info))
         return info
 

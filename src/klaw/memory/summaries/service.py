@@ -14,6 +14,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from klaw.config import SummarizerConfig
+from klaw.llm.call_purpose import calling_for
 from klaw.llm.messages import ChatMessage
 from klaw.llm.protocol import ChatModel
 from klaw.memory.embedding_queue import QueueClock
@@ -131,5 +132,6 @@ class SummarizerService:
     async def _complete(self, messages: Sequence[ChatMessage], max_tokens: int) -> tuple[str | None, str]:
         model = self._model()
         async with self._slot():
-            response = await model.complete(messages, temperature=SUMMARY_TEMPERATURE, max_tokens=max_tokens)
+            with calling_for("summary"):
+                response = await model.complete(messages, temperature=SUMMARY_TEMPERATURE, max_tokens=max_tokens)
         return response.content, model.model_id
