@@ -76,7 +76,12 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}.") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader that refuses repeated keys
+    except _RepeatedKey as exc:
+        raise ConfigError(
+            f"{path} line {exc.line}: {exc.key!r} is already set at line {exc.first_line}, and YAML would"
+            f" silently keep only the second. Merge the two {exc.key!r} blocks into one."
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -87,6 +92,31 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(data).__name__}.")
     return data
+
+
+class _RepeatedKey(Exception):
+    def __init__(self, key: str, line: int, first_line: int) -> None:
+        super().__init__(key)
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """`yaml.safe_load`, except that a key given twice in one mapping is refused. YAML keeps the
+    last silently, so a second `tools:` block appended below `klaw init`'s would drop the first's
+    settings (its approval list among them) while `klaw config check` said valid."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *base` merges on purpose; keys it brings may be overridden
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise _RepeatedKey(str(key), line, seen[key])
+            if isinstance(key, str | int | float | bool):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def _leaf_paths(data: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[str]:

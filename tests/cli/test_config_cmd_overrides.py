@@ -66,3 +66,21 @@ def test_config_check_warns_when_host_exec_would_run_unasked(tmp_path: Path) -> 
     (tmp_path / "engine.yaml").write_text(allowed, "utf-8")  # tools.approval's default holds host_exec
     quiet = klaw(tmp_path, "config", "check")
     assert quiet.returncode == 0 and "warning" not in quiet.stderr
+
+
+def test_a_section_given_twice_is_refused_not_half_dropped(tmp_path: Path) -> None:
+    """A second `tools:` block appended below `klaw init`'s used to replace the first silently: its
+    approval list and every other setting there went back to the defaults while `config check` said
+    valid. Now the check names both lines and the fix, and nothing starts on such a file."""
+    home = tmp_path / "home"
+    klaw(home, "init")
+    config = home / "engine.yaml"
+    config.write_text(config.read_text("utf-8") + "\ntools:\n  enabled: [clock, files]\n")
+    lines = config.read_text("utf-8").splitlines()
+    first, second = (i + 1 for i, line in enumerate(lines) if line.startswith("tools:"))
+    result = klaw(home, "config", "check")
+    assert result.returncode == 2  # a configuration error, as for any invalid engine.yaml
+    said = " ".join(result.stderr.split())
+    assert f"line {second}: 'tools' is already set at line {first}" in said
+    assert "Merge the two 'tools' blocks into one" in said
+    assert "Traceback" not in result.stderr

@@ -379,7 +379,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         async with FakeOpenAiServer(listen_port=port, keep_requests=KEPT_BY_STAND_IN) as server:
             print(
                 f"A stand-in model that echoes your last message is answering at {server.base_url}\n"
-                "To use it, put in KLAW_HOME/engine.yaml (then `klaw chat`):\n\n"
+                "To use it, replace the models: and routing: sections of KLAW_HOME/engine.yaml with these"
+                " (a section given twice is refused), then run `klaw chat`:\n\n"
                 f"models:\n  stand-in/echo:\n    baseUrl: {server.base_url}\nrouting:\n  default: stand-in/echo\n\n"
                 "Ctrl-C stops it.",
                 flush=True,
