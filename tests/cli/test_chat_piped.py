@@ -35,6 +35,7 @@ async def test_a_piped_message_gets_its_reply_alone_on_stdout(tmp_path: Path) ->
         model.reply_text("Noted: **Rex**, a beagle.")
         code, out, err = await piped(env, "My dog is Rex,\na beagle.\n")
         assert (code, out) == (0, "Noted: **Rex**, a beagle.\n"), err  # as the model wrote it, nothing else
+        assert "stopping" not in err  # nobody pressed Ctrl-C: the reply is out, nothing is cut short
         turn = model.chat_requests[0].body["messages"][-1]  # both lines, as one message
         assert turn["role"] == "user" and "My dog is Rex,\na beagle." in turn["content"]
         # A slash command is answered the same way.

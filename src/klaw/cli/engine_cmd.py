@@ -93,7 +93,10 @@ def chat(
                     task.uncancel()
                 interrupted = True
             finally:
-                if running.processor.slots.in_use or running.processor.waiting_chats:
+                # Said after a Ctrl-C, or when the console ends with work under way. A piped message's
+                # reply is out already: its stderr stays empty while background work (a summary) ends.
+                busy = running.processor.slots.in_use or running.processor.waiting_chats
+                if busy and (interrupted or piped is None):
                     err_console.print("stopping: finishing the reply in flight… (Ctrl-C again to quit at once)")
                 await running.shutdown()
                 channel.show_pending()
