@@ -60,7 +60,9 @@ class PointerOnce(logging.Handler):
             return
         self._shown = True
         try:
-            line = Text(f"(klaw logged a {record.levelname.lower()}: see {self._log_file})", style="dim")
+            level = record.levelname.lower()
+            article = "an" if level[:1] in "aeiou" else "a"  # an error, a warning
+            line = Text(f"(klaw logged {article} {level}: see {self._log_file})", style="dim")
             self._console.print(line, soft_wrap=True, highlight=False)
         except Exception:
             self.handleError(record)

@@ -96,7 +96,7 @@ def test_symlinks_and_links_leading_outside_are_refused(tmp_path: Path) -> None:
     assert found["leaky/notes.md"] == ["error: is a symlink leading outside the skill's folder"]
     assert "leads outside the skill's folder" in found["md-link/SKILL.md"][0]
     assert "is not a path relative to the skill's folder" in found["abs-link/SKILL.md"][0]
-    assert found["ok-links/SKILL.md"] == ["warning: links to 'gone.md' does not exist in the skill"]
+    assert found["ok-links/SKILL.md"] == ["warning: a link: 'gone.md' does not exist in the skill"]
 
 
 async def test_skill_read_refuses_a_symlink_made_after_the_check(

@@ -218,5 +218,5 @@ def _link_problems(body: str, folder: Path, label: str) -> list[Problem]:
             confined_file(folder, path)
         except SkillPathError as exc:
             severity: Severity = "error" if exc.escapes else "warning"
-            problems.append(Problem(where, f"links to {exc}", severity))
+            problems.append(Problem(where, f"a link: {exc}", severity))  # "a link: 'x.md' does not exist…"
     return problems
