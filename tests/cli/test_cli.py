@@ -134,3 +134,11 @@ def test_no_help_page_shows_python_types_or_huge_ranges() -> None:
         assert "9223372036854775807" not in result.output, (path, result.output)
         options = [line for line in result.output.splitlines() if re.match(r"│\s*\*?\s*--", line)]
         assert not [line for line in options if "list[" in line], (path, result.output)
+
+
+def test_version_is_the_installed_distributions(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    result = klaw(tmp_path / "no-home", "--version")
+    assert (result.returncode, result.stdout) == (0, f"klaw {version('klaw')}\n"), result.stderr
+    assert not (tmp_path / "no-home").exists()  # asking for the version makes no home

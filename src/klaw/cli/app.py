@@ -53,9 +53,22 @@ app.command(name="serve")(gateway_cmd.serve)
 app.command(name="reindex")(reindex_cmd.reindex_command)
 
 
+def _print_version(asked: bool) -> None:
+    """`klaw --version`: the installed distribution's version (what a bug report needs), then exit."""
+    if asked:
+        from importlib.metadata import version
+
+        typer.echo(f"klaw {version('klaw')}")
+        raise typer.Exit
+
+
 @app.callback()
 def _root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details to stderr.")] = False,
+    _version: Annotated[
+        bool,
+        typer.Option("--version", help="Print klaw's version and exit.", is_eager=True, callback=_print_version),
+    ] = False,
 ) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
