@@ -142,3 +142,13 @@ def test_version_is_the_installed_distributions(tmp_path: Path) -> None:
     result = klaw(tmp_path / "no-home", "--version")
     assert (result.returncode, result.stdout) == (0, f"klaw {version('klaw')}\n"), result.stderr
     assert not (tmp_path / "no-home").exists()  # asking for the version makes no home
+
+
+def test_config_show_piped_keeps_every_field_name_whole(tmp_path: Path) -> None:
+    """`klaw config show | …` (the docs ask for it in bug reports) printed at rich's default 80 columns,
+    folding names such as `models.ollama/llama3.2.connectTimeoutSeconds` over two lines."""
+    home = tmp_path / "home"
+    klaw(home, "init")
+    fields = json.loads(klaw(home, "config", "show", "--json").stdout)
+    shown = klaw(home, "config", "show", env={"COLUMNS": ""}).stdout
+    assert [field for field in fields if f" {field} " not in shown] == []

@@ -19,6 +19,9 @@ from klaw.home import KlawHome
 app = typer.Typer(help="Inspect the engine configuration (engine.yaml).", no_args_is_help=True)
 
 
+PIPED_MAX_WIDTH = 200  # a longer value (a list of tools) folds within its cell rather than widen every row
+
+
 @app.command()
 def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: {field: {value, source}}.")] = False,
@@ -35,10 +38,14 @@ def show(
         return
     table = Table(title=f"Effective configuration ({loaded.path})")
     for column in ("field", "value", "source"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", no_wrap=column == "field")  # a name is never cut
     for row in rows:
         table.add_row(row.field, json.dumps(row.value), row.source)
     console = Console(markup=False)
+    if not console.is_terminal:
+        # Piped into a bug report: each setting on one line, whole, not folded at rich's default 80 columns.
+        longest = max((len(r.field) + len(json.dumps(r.value)) + len(r.source) for r in rows), default=0)
+        console = Console(markup=False, width=max(console.width, min(longest + 10, PIPED_MAX_WIDTH)))
     console.print(table)
     if note:
         console.print(note, style="dim")
