@@ -314,10 +314,10 @@ async def test_counts_and_vector_indexes_answer_what_klaw_db_info_shows(storage:
     assert await store.vectors.bound_embedder() is None
     assert await store.vector_indexes() == []
     hello = await store.messages.append(message(ALICE, "hello"), embed=True)
-    await store.messages.append(message(BOB, "hi", 1))
+    await store.messages.append(message(BOB, "hi", 1), embed=True)
     await store.messages.append(MessageRecord(ALICE, Role.SYSTEM, "", type=MessageType.SESSION_BREAK, created_at=T0))
     await store.vectors.bind_embedder("fake-8", 8)
-    await store.vectors.put([(hello.rowid, unit(1, 0))])
+    await store.vectors.put([(hello.rowid, unit(1, 0))])  # pays hello's job (decision 229); hi's is still owed
 
     counts = await store.counts()
     assert (counts.messages, counts.control_records, counts.chats, counts.vectors) == (2, 1, 2, 1)

@@ -12,16 +12,19 @@ from klaw.store.archival_records import MemoryChunk, MemoryHit
 from klaw.store.postgres.bm25 import RANK_WEIGHTS
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import PostgresDatabase, execute, fetch_all, fetch_one, fetch_value
+from klaw.store.postgres.embedding_jobs import pay_jobs
 from klaw.store.postgres.search import word_query
 from klaw.store.postgres.vectors import MEMORY_VECTORS, bind_table, checked, query_vector
-from klaw.store.records import ChatRef
+from klaw.store.records import MEMORY_TARGET, ChatRef
+from klaw.store.shared.paid_jobs import PaidJobs
 from klaw.store.shared.rows import CHUNK_COLUMNS, CHUNK_FROM, chunk_from_row
 from klaw.store.shared.vector_binding import bound
 from klaw.store.sqlite.fts_query import search_words
 
 
 class PostgresMemoryChunks:
-    def __init__(self, db: PostgresDatabase, chats: ChatKeys) -> None:
+    def __init__(self, db: PostgresDatabase, chats: ChatKeys, paid: PaidJobs) -> None:
+        self._paid = paid  # the put pays the chunks' embedding jobs (decision 229)
         self._db = db
         self._chats = chats
         self._dim: int | None = None
@@ -75,6 +78,8 @@ class PostgresMemoryChunks:
                     " ON CONFLICT (rowid) DO NOTHING",
                     (vector, rowid),
                 )
+            paid = await pay_jobs(connection, MEMORY_TARGET, [rowid for rowid, _ in rows])
+        self._paid.add(paid)
         return added
 
     async def vector_count(self) -> int:

@@ -31,6 +31,7 @@ from klaw.store.postgres.vector_cache import PostgresVectorCache
 from klaw.store.postgres.vectors import MESSAGE_VECTORS, PostgresVectors
 from klaw.store.protocol import StorageError, StoreCounts, VectorIndex
 from klaw.store.records import utc_now
+from klaw.store.shared.paid_jobs import PaidJobs
 from klaw.store.shared.record_kinds import control_sql, not_control_sql
 from klaw.store.summaries.postgres.repository import PostgresSummaries
 from klaw.store.work_protocol import ChatLeaseRepository
@@ -55,14 +56,15 @@ class PostgresStore:
         self.messages = PostgresMessages(db, chats, clock, self.vector_cache)
         self.segments = PostgresSegments(db, chats, clock)
         self.search = PostgresSearch(db, chats, self.vector_cache)
-        self.vectors = PostgresVectors(db, self.vector_cache)
-        self.embedding_jobs = PostgresEmbeddingJobs(db, clock)
+        paid = PaidJobs()  # a vector put pays its embedding jobs (decision 229)
+        self.vectors = PostgresVectors(db, self.vector_cache, paid)
+        self.embedding_jobs = PostgresEmbeddingJobs(db, clock, paid)
         self.settings = PostgresSettings(db)
         self.sessions = PostgresSessions(db, chats)
         self.exchanges = PostgresExchanges(db, chats)
-        self.memory_chunks = PostgresMemoryChunks(db, chats)
+        self.memory_chunks = PostgresMemoryChunks(db, chats, paid)
         self.history = PostgresHistory(db, chats)
-        self.summaries = PostgresSummaries(db, chats, clock)
+        self.summaries = PostgresSummaries(db, chats, clock, paid)
         self.leases: ChatLeaseRepository | None = PostgresLeases(db, chats)
         self.keeps_log = True  # log_records, written by each append
 

@@ -22,8 +22,11 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_all, fetch_one, fetch_value
+from klaw.store.postgres.embedding_jobs import pay_jobs
 from klaw.store.postgres.vector_cache import PostgresVectorCache
 from klaw.store.protocol import IndexMismatchError, StorageError, VectorIndex
+from klaw.store.records import MESSAGE_TARGET
+from klaw.store.shared.paid_jobs import PaidJobs
 from klaw.store.shared.vector_binding import bound
 from klaw.store.shared.vector_lru import VectorRow
 
@@ -76,8 +79,11 @@ def query_vector(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
 
 
 class PostgresVectors:
-    def __init__(self, db: PostgresDatabase, cache: PostgresVectorCache | None = None) -> None:
+    def __init__(
+        self, db: PostgresDatabase, cache: PostgresVectorCache | None = None, paid: PaidJobs | None = None
+    ) -> None:
         self._db = db
+        self._paid = paid if paid is not None else PaidJobs()  # the put pays its embedding jobs (decision 229)
         self._cache = cache if cache is not None else PostgresVectorCache(0)
         self._dim: int | None = None
 
@@ -111,6 +117,8 @@ class PostgresVectors:
                     "SELECT chat, version, previous FROM vector_marks WHERE chat = ANY(%s)",
                     (sorted(added),),
                 )
+                paid = await pay_jobs(connection, MESSAGE_TARGET, list(by_rowid))
+            self._paid.add(paid)
             for chat, version, previous in marks:  # committed: now the cached copies may take them
                 self._cache.added(int(chat), added[int(chat)], int(version), int(previous))
         return len(inserted)

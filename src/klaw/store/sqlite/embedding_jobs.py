@@ -19,13 +19,13 @@ from klaw.store.records import (
     EmbeddingJobCounts,
     EmbeddingJobStatus,
     TargetJobCounts,
-    from_millis,
     to_millis,
 )
 from klaw.store.shared.rows import JOB_COLUMNS, job_from_row
 from klaw.store.shared.statements import ENQUEUE_JOB
 from klaw.store.sqlite.connection import SqliteDatabase
-from klaw.store.sqlite.query import fetch_all, fetch_value
+from klaw.store.sqlite.job_ledger import JobLedger, due_datetime
+from klaw.store.sqlite.query import fetch_all
 
 _PENDING = EmbeddingJobStatus.PENDING.value
 _FAILED = EmbeddingJobStatus.FAILED.value
@@ -43,35 +43,45 @@ def insert_message_job(connection: apsw.Connection, rowid: int, now_millis: int)
 
 
 class SqliteEmbeddingJobs:
-    def __init__(self, db: SqliteDatabase, clock: Callable[[], datetime]) -> None:
+    """`ledger`: what the puts paid and when the next job is due, shared with the vector stores
+    (job_ledger.py): a batch's end costs no round trip while nothing else wrote the queue."""
+
+    def __init__(self, db: SqliteDatabase, clock: Callable[[], datetime], ledger: JobLedger) -> None:
         self._db = db
         self._clock = clock
+        self._ledger = ledger
 
     async def due(self, now: datetime, limit: int) -> list[EmbeddingJob]:
         due_by = to_millis(now)
+        if self._ledger.nothing_due(due_by):
+            return []
 
-        rows = await self._db.rows(
-            f"SELECT {JOB_COLUMNS} FROM embedding_jobs WHERE status = ? AND next_attempt_at <= ?"
-            " ORDER BY next_attempt_at, id LIMIT ?",
-            (_PENDING, due_by, limit),
-        )
-        return [job_from_row(row) for row in rows]
+        def query(connection: apsw.Connection) -> list[EmbeddingJob]:
+            rows = fetch_all(
+                connection,
+                f"SELECT {JOB_COLUMNS} FROM embedding_jobs WHERE status = ? AND next_attempt_at <= ?"
+                " ORDER BY next_attempt_at, id LIMIT ?",
+                (_PENDING, due_by, limit),
+            )
+            if not rows:
+                self._ledger.read_due(connection)  # the `next_due_at` that follows an empty claim
+            return [job_from_row(row) for row in rows]
+
+        return await self._db.run(query)
 
     async def claim(self, now: datetime, limit: int, hold: timedelta) -> list[EmbeddingJob]:
         """`due`: one engine owns klaw.db, so there is nobody to claim jobs from (`hold` unused)."""
         return await self.due(now, limit)
 
     async def next_due_at(self) -> datetime | None:
-        def query(connection: apsw.Connection) -> datetime | None:
-            earliest = fetch_value(
-                connection, "SELECT min(next_attempt_at) FROM embedding_jobs WHERE status = ?", (_PENDING,)
-            )
-            return None if earliest is None else from_millis(int(earliest))
-
-        return await self._db.run(query)
+        known = self._ledger.next_due()
+        if known is not None:
+            return due_datetime(known[0])
+        return due_datetime(await self._db.run(self._ledger.read_due))
 
     async def complete(self, job_ids: Sequence[int]) -> None:
-        ids = [(job_id,) for job_id in job_ids]
+        """Delete the jobs, but those the put of their vectors deleted already (without a round trip)."""
+        ids = [(job_id,) for job_id in self._ledger.paid.unpaid(job_ids)]
         if not ids:
             return
 

@@ -16,12 +16,13 @@ import numpy.typing as npt
 
 from klaw.config import FullTextTokenizer
 from klaw.store.archival_records import MemoryChunk, MemoryHit
-from klaw.store.records import ChatRef
+from klaw.store.records import MEMORY_TARGET, ChatRef
 from klaw.store.shared.rows import CHUNK_COLUMNS, CHUNK_FROM, chunk_from_row
 from klaw.store.shared.vector_binding import bound
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import fts5_match_expression
+from klaw.store.sqlite.job_ledger import JobLedger
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.sqlite.vector_tables import bind_vector_table, table_exists, vector_blobs, vector_count
 
@@ -30,8 +31,11 @@ _VEC_COLUMNS = "chat_key integer partition key, embedding float[{dim}] distance_
 
 
 class SqliteMemoryChunks:
-    def __init__(self, db: SqliteDatabase, chats: ChatKeys, tokenizer: FullTextTokenizer = "porter") -> None:
+    def __init__(
+        self, db: SqliteDatabase, chats: ChatKeys, ledger: JobLedger, tokenizer: FullTextTokenizer = "porter"
+    ) -> None:
         self._db = db
+        self._ledger = ledger  # the put pays the chunks' embedding jobs (job_ledger.py)
         self._tokenizer = tokenizer
         self._chats = chats
         self._dim: int | None = None
@@ -104,6 +108,7 @@ class SqliteMemoryChunks:
 
         def insert(connection: apsw.Connection) -> int:
             added = 0
+            self._ledger.prepare(connection)
             with connection:
                 for rowid, blob in blobs:
                     if fetch_one(connection, f"SELECT 1 FROM {MEMORY_VECTORS} WHERE rowid = ?", (rowid,)):
@@ -116,6 +121,8 @@ class SqliteMemoryChunks:
                         (rowid, meta[0], blob, meta[1]),
                     )
                     added += 1
+                paid = self._ledger.pay(connection, MEMORY_TARGET, [rowid for rowid, _ in blobs])
+            self._ledger.settle(paid)
             return added
 
         return await self._db.run(insert)

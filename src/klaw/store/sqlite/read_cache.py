@@ -50,6 +50,8 @@ _TRIGGERS = (
     ("segment_summaries", "summaries", "UPDATE", f"{_SEGMENT} IN (NEW.kind, OLD.kind)"),
     ("segment_summaries", "summaries", "DELETE", f"OLD.kind = {_SEGMENT}"),
     ("messages_deleted", "messages", "DELETE", "1"),
+    # When the next embedding job is due (job_ledger.py, decision 229): any write of the queue's table.
+    *(("embedding_jobs", "embedding_jobs", operation, "1") for operation in _ANY),
 )
 _FUNCTION = "klaw_table_written"
 

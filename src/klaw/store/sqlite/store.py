@@ -17,6 +17,7 @@ from klaw.store.sqlite.connection import SqliteDatabase, database_error
 from klaw.store.sqlite.counts import store_counts
 from klaw.store.sqlite.embedding_jobs import SqliteEmbeddingJobs
 from klaw.store.sqlite.history import SqliteHistory
+from klaw.store.sqlite.job_ledger import JobLedger
 from klaw.store.sqlite.memory_chunks import SqliteMemoryChunks
 from klaw.store.sqlite.messages import SqliteMessages
 from klaw.store.sqlite.migrations import current_version, migrate
@@ -58,14 +59,15 @@ class SqliteStore:
         self.messages = SqliteMessages(db, chats, clock, self.vector_cache)
         self.segments = SqliteSegments(db, chats, clock, generations)
         self.search = SqliteSearch(db, chats, self.vector_cache, tokenizer)
-        self.vectors = SqliteVectors(db, self.vector_cache)
-        self.embedding_jobs = SqliteEmbeddingJobs(db, clock)
+        ledger = JobLedger(generations)  # a vector put pays its embedding jobs (decision 229)
+        self.vectors = SqliteVectors(db, self.vector_cache, ledger)
+        self.embedding_jobs = SqliteEmbeddingJobs(db, clock, ledger)
         self.settings = SqliteSettings(db)
         self.sessions = SqliteSessions(db, chats, generations)
         self.exchanges = SqliteExchanges(db, chats)
-        self.memory_chunks = SqliteMemoryChunks(db, chats, tokenizer)
+        self.memory_chunks = SqliteMemoryChunks(db, chats, ledger, tokenizer)
         self.history = SqliteHistory(db, chats)
-        self.summaries = SqliteSummaries(db, chats, clock, generations)
+        self.summaries = SqliteSummaries(db, chats, clock, generations, ledger)
         # One process opens klaw.db, so no chat needs a lease; its log is the JSONL files.
         self.leases: ChatLeaseRepository | None = None
         self.keeps_log = False

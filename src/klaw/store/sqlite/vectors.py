@@ -16,8 +16,10 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.store.protocol import VectorIndex
+from klaw.store.records import MESSAGE_TARGET
 from klaw.store.shared.vector_binding import bound
 from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.job_ledger import JobLedger
 from klaw.store.sqlite.query import fetch_one
 from klaw.store.sqlite.vector_cache import ChatVectorCache
 from klaw.store.sqlite.vector_snapshot import bump_version
@@ -34,9 +36,10 @@ vector_table_exists = table_exists
 
 
 class SqliteVectors:
-    def __init__(self, db: SqliteDatabase, cache: ChatVectorCache) -> None:
+    def __init__(self, db: SqliteDatabase, cache: ChatVectorCache, ledger: JobLedger) -> None:
         self._db = db
         self._cache = cache
+        self._ledger = ledger  # the put pays the vectors' embedding jobs (job_ledger.py)
         self._dim: int | None = None
 
     async def bind_embedder(self, embedder_id: str, dim: int) -> None:
@@ -56,6 +59,7 @@ class SqliteVectors:
         def insert(connection: apsw.Connection) -> int:
             added: dict[int, list[tuple[int, int, int, npt.NDArray[np.float32]]]] = {}
             versions: dict[int, int] = {}
+            self._ledger.prepare(connection)
             with connection:
                 for rowid, blob in blobs:
                     if fetch_one(connection, f"SELECT 1 FROM {MESSAGE_VECTORS} WHERE rowid = ?", (rowid,)):
@@ -72,6 +76,8 @@ class SqliteVectors:
                     )
                     added.setdefault(meta[0], []).append((rowid, meta[1], meta[2], vectors_by_rowid[rowid]))
                 versions = {chat_key: bump_version(connection, chat_key) for chat_key in added}
+                paid = self._ledger.pay(connection, MESSAGE_TARGET, list(vectors_by_rowid))
+            self._ledger.settle(paid)
             for chat_key, rows in added.items():  # committed: now the cached copies may see them
                 self._cache.added(chat_key, rows, versions[chat_key])
             return sum(len(rows) for rows in added.values())

@@ -15,10 +15,12 @@ import numpy.typing as npt
 
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_all, fetch_one, fetch_value
+from klaw.store.postgres.embedding_jobs import pay_jobs
 from klaw.store.postgres.folds import delete_summaries_in
 from klaw.store.postgres.vectors import SUMMARY_VECTORS, bound_embedder, checked, query_vector, record_embedder
 from klaw.store.protocol import StorageError
 from klaw.store.records import ChatRef, Exchange, MessageRecord, from_millis, to_millis
+from klaw.store.shared.paid_jobs import PaidJobs
 from klaw.store.shared.vector_binding import bound
 from klaw.store.summaries.postgres.fold import foldable, open_record_id
 from klaw.store.summaries.postgres.rows import (
@@ -30,7 +32,7 @@ from klaw.store.summaries.postgres.rows import (
     write_segment_summary,
 )
 from klaw.store.summaries.postgres.work import pending_exchanges, scan_exchanges, segment_work
-from klaw.store.summaries.records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit
+from klaw.store.summaries.records import SUMMARY_TARGET, ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit
 from klaw.store.summaries.rows import EXCHANGE, SEGMENT, SummaryWrite
 
 
@@ -42,7 +44,8 @@ async def _queue_all(connection: Connection, now_millis: int) -> int:
 
 
 class PostgresSummaries:
-    def __init__(self, db: PostgresDatabase, chats: ChatKeys, clock: Callable[[], datetime]) -> None:
+    def __init__(self, db: PostgresDatabase, chats: ChatKeys, clock: Callable[[], datetime], paid: PaidJobs) -> None:
+        self._paid = paid  # `put_vectors` pays the summaries' embedding jobs (decision 229)
         self._db = db
         self._chats = chats
         self._clock = clock
@@ -210,6 +213,8 @@ class PostgresSummaries:
                     " ON CONFLICT (id) DO NOTHING",
                     (vector, summary_id),
                 )
+            paid = await pay_jobs(connection, SUMMARY_TARGET, [summary_id for summary_id, _ in rows])
+        self._paid.add(paid)
         return added
 
     async def has_past_segments(self, chat: ChatRef, *, exclude_segment_id: int | None) -> bool:

@@ -19,10 +19,11 @@ from klaw.store.records import ChatRef, Exchange, MessageRecord, from_millis, to
 from klaw.store.shared.vector_binding import bound
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.job_ledger import JobLedger
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.read_cache import ReadCache, TableGenerations
 from klaw.store.sqlite.vector_tables import vector_blobs
-from klaw.store.summaries.records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit
+from klaw.store.summaries.records import SUMMARY_TARGET, ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit
 from klaw.store.summaries.rows import EXCHANGE, SEGMENT, SummaryWrite
 from klaw.store.summaries.sqlite.fold import foldable, open_record_id
 from klaw.store.summaries.sqlite.rows import EMBEDDABLE, load_summaries, load_summary, queue_summary_job
@@ -65,9 +66,15 @@ def delete_summaries_in(
 
 class SqliteSummaries:
     def __init__(
-        self, db: SqliteDatabase, chats: ChatKeys, clock: Callable[[], datetime], generations: TableGenerations
+        self,
+        db: SqliteDatabase,
+        chats: ChatKeys,
+        clock: Callable[[], datetime],
+        generations: TableGenerations,
+        ledger: JobLedger,
     ) -> None:
         self._db = db
+        self._ledger = ledger  # `put_vectors` pays the summaries' embedding jobs (job_ledger.py)
         self._chats = chats
         self._clock = clock
         # What every turn reads of a segment's summaries, kept while no segment summary is written and
@@ -253,7 +260,16 @@ class SqliteSummaries:
             return 0
         embedder_id, dim = bound(self._bound, "summary")
         blobs = vector_blobs(vectors, dim, "summary")
-        return await self._db.run(lambda connection: insert_vectors(connection, blobs, embedder_id, dim))
+
+        def insert(connection: apsw.Connection) -> int:
+            self._ledger.prepare(connection)
+            with connection:
+                added = insert_vectors(connection, blobs, embedder_id, dim)
+                paid = self._ledger.pay(connection, SUMMARY_TARGET, [summary_id for summary_id, _ in blobs])
+            self._ledger.settle(paid)
+            return added
+
+        return await self._db.run(insert)
 
     async def has_past_segments(self, chat: ChatRef, *, exclude_segment_id: int | None) -> bool:
         def query(connection: apsw.Connection) -> bool:
