@@ -272,6 +272,7 @@ async def assemble(
         served=socket.serves if socket is not None else None,
         confirm=memory.store.exchanges.mark_delivered,
     )
+    stack.push_async_callback(delivery.settle)  # replies shown before the close are noted before the store closes
     early: dict[ServiceKey[Any], object] = {MEMORY: memory_services(config, memory, clock, delivery)}
     early |= {key: value for key, value in ((SKILLS, skills), (DOCS, docs)) if value is not None}
     selection = tool_registry(home, config, early, tools)

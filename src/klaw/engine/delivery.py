@@ -7,11 +7,13 @@ asked for it; the complete reply is still delivered as usual afterwards.
 
 A turn's reply carries its record id: the store keeps it as undelivered until it is confirmed (an
 in-process sink returned, or a gateway sent `delivered`), and the engine sends what is left again
-at start (docs/decisions/101-reply-redelivery.md).
+at start (docs/decisions/101-reply-redelivery.md). An in-process sink's confirmation is written just
+after the turn, beside the next one (decision 229).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -63,6 +65,8 @@ class Delivery:
         self._stream: Sink | None = None
         if streamer is not None:
             self._wants_stream, self._stream = streamer
+        self._to_confirm: list[str] = []  # shown by an in-process channel, not yet written as confirmed
+        self._confirming: asyncio.Task[None] | None = None
 
     def register(self, channel: str, sink: Sink) -> None:
         """An in-process channel (the console of `klaw chat`, a library caller) gets its replies here."""
@@ -109,7 +113,30 @@ class Delivery:
             return
         await sink(outbound)
         if in_process is not None and outbound.id is not None:
-            await self.confirmed([outbound.id])
+            self._confirm_soon(outbound.id)
+
+    def _confirm_soon(self, record_id: str) -> None:
+        """Note the reply as shown after the turn, not in it (decision 229): the chat's next turn and the
+        model slot do not wait for that write, and the confirmations that come meanwhile go in one.
+        Losing one to a crash only offers that reply once more at the next start (decision 101)."""
+        if self._confirm is None:
+            return
+        self._to_confirm.append(record_id)
+        if self._confirming is None or self._confirming.done():
+            self._confirming = asyncio.create_task(self._write_confirms(), name="klaw-confirm-replies")
+
+    async def _write_confirms(self) -> None:
+        while self._to_confirm:
+            record_ids, self._to_confirm = self._to_confirm, []
+            try:
+                await self.confirmed(record_ids)
+            except Exception as exc:  # a full disk: the replies stay kept, offered again at the next start
+                log.warning("%d reply(ies) shown but not noted as shown: %s", len(record_ids), type(exc).__name__)
+
+    async def settle(self) -> None:
+        """Until the confirmations under way are written: before the store closes."""
+        while self._confirming is not None and not self._confirming.done():
+            await asyncio.wait([self._confirming])
 
     async def confirmed(self, record_ids: Sequence[str]) -> None:
         """These replies were shown (a gateway's `delivered` frame): they are not sent again at start."""
