@@ -11,9 +11,12 @@ answers them:
   it deleted are kept, and `complete` of those ids needs no round trip.
 * **When the next job is due is read in the same transaction** (`min(next_attempt_at)` of the
   pending jobs) and kept with the `embedding_jobs` generation of decision 197 (TEMP triggers raise
-  it on every insert, update and delete of the table, whoever writes). While the generation is
-  unchanged, `claim` with nothing due and `next_due_at` answer from memory; any write to the table
-  since (a turn's message queued, a retry, a forget) sends them to the database as before.
+  it on every insert and update of the table, whoever writes). While the generation is unchanged,
+  `claim` with nothing due and `next_due_at` answer from memory; a job queued or rescheduled since
+  (a turn's message, a retry, a failure, `/embeddings on` reviving the failed) sends them to the database as
+  before. A delete (a job paid or completed, a forget) raises nothing: it can only make the next
+  job later, so "nothing due by now" stays true, and a `next_due_at` that is early only wakes the
+  queue for a claim that finds nothing and reads the time again.
 """
 
 from __future__ import annotations

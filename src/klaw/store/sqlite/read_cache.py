@@ -50,8 +50,10 @@ _TRIGGERS = (
     ("segment_summaries", "summaries", "UPDATE", f"{_SEGMENT} IN (NEW.kind, OLD.kind)"),
     ("segment_summaries", "summaries", "DELETE", f"OLD.kind = {_SEGMENT}"),
     ("messages_deleted", "messages", "DELETE", "1"),
-    # When the next embedding job is due (job_ledger.py, decision 229): any write of the queue's table.
-    *(("embedding_jobs", "embedding_jobs", operation, "1") for operation in _ANY),
+    # When the next embedding job is due (job_ledger.py, decision 229): a job queued or rescheduled.
+    # A delete only makes it later, which the ledger's answer tolerates (not one call per job paid).
+    ("embedding_jobs", "embedding_jobs", "INSERT", "1"),
+    ("embedding_jobs", "embedding_jobs", "UPDATE", "1"),
 )
 _FUNCTION = "klaw_table_written"
 
