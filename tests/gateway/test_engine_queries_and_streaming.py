@@ -115,6 +115,10 @@ async def test_inspector_queries_answer_from_the_engine() -> None:
 
         hits = (await stack.gateway.query("search", {"channel": "web", "chat_id": "main", "text": "Miso tuna"}))["hits"]
         assert len(hits) == 2 and all("Miso" in hit["text"] and hit["fts_rank"] and hit["score"] > 0 for hit in hits)
+        # Fewer hits asked: the same ranking cut shorter, with the same scores (as `klaw memory search` shows).
+        params = {"channel": "web", "chat_id": "main", "text": "Miso tuna", "limit": 1}
+        [first] = (await stack.gateway.query("search", params))["hits"]
+        assert (first["text"], first["score"]) == (hits[0]["text"], hits[0]["score"])
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,9 @@ from typing import Any
 
 from klaw.config import AutoRagConfig, RagConfig, SearchConfig
 from klaw.home import KlawHome
-from klaw.memory.auto_rag import CANDIDATES_PER_SIDE, AutoRagService, format_block
+from klaw.memory.auto_rag import AutoRagService, format_block
 from klaw.memory.embedder.fake import FakeEmbedder
-from klaw.memory.hybrid_search import HybridHit, HybridSearch
+from klaw.memory.hybrid_search import CANDIDATES_PER_SIDE, HybridHit, HybridSearch
 from klaw.memory.past_conversations.pipeline import Retrieval
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.memory.reindex import reindex

@@ -95,7 +95,6 @@ async def _search(
     scope: SegmentScope,
     limit: int,
 ) -> SearchOutcome:
-    from klaw.memory.auto_rag import CANDIDATES_PER_SIDE
     from klaw.memory.hybrid_search import HybridSearch
 
     store = await open_store_or_exit(path, config.database)
@@ -114,11 +113,11 @@ async def _search(
         embedder, note = await _embedder_for(store, config, embedder_cache)
         try:
             hybrid = HybridSearch(store, embedder, config.search)
-            hits = await hybrid.search(chat, text, segment_id=segment_id, limit=max(limit, CANDIDATES_PER_SIDE))
+            hits = await hybrid.look(chat, text, segment_id=segment_id, limit=limit)
         finally:
             if embedder is not None:
                 await embedder.aclose()
-        return SearchOutcome(chat, scope_label, hits[:limit], note, config.auto_rag.relevance_threshold, older)
+        return SearchOutcome(chat, scope_label, hits, note, config.auto_rag.relevance_threshold, older)
     finally:
         await store.aclose()
 

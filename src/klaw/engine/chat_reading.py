@@ -12,10 +12,9 @@ from datetime import datetime
 from typing import Any, Literal
 
 from klaw.memory.archival_memory import ArchivalError
-from klaw.memory.auto_rag import CANDIDATES_PER_SIDE
 from klaw.memory.chunk_search import ChunkSearch
 from klaw.memory.core_memory import CoreMemory
-from klaw.memory.hybrid_search import HybridSearch
+from klaw.memory.hybrid_search import CANDIDATES_PER_SIDE, HybridSearch
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
 
@@ -132,7 +131,7 @@ class ChatReader:
         _check(query)
         if session is not None and await self._session(chat, session) is None:
             return []
-        hits = await self._messages.search(chat, query, segment_id=session, limit=max(limit, CANDIDATES_PER_SIDE))
+        hits = await self._messages.look(chat, query, segment_id=session, limit=limit)
         return [
             MemoryFound(
                 "message",
@@ -144,7 +143,7 @@ class ChatReader:
                 h.distance,
                 h.fts_rank,
             )
-            for h in hits[:limit]
+            for h in hits
         ]
 
     async def saved_memories(self, chat: ChatRef, query: str, *, limit: int = 5) -> list[MemoryFound]:

@@ -115,7 +115,7 @@ class EngineQueries:
             raise QueryError("type something to search for")
         segment = params.get("segment_id")
         segment_id = None if segment in (None, "") else _int(params, "segment_id", low=1)
-        hits = await self._search.search(
+        hits = await self._search.look(
             _chat(params), text, segment_id=segment_id, limit=_int(params, "limit", 10, 1, MAX_HITS)
         )
         return {

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from klaw.config import AutoRagConfig
 from klaw.llm.tokens import approximate_token_count
-from klaw.memory.hybrid_search import HybridHit, HybridSearch, top_hits
+from klaw.memory.hybrid_search import CANDIDATES_PER_SIDE, HybridHit, HybridSearch, top_hits
 from klaw.memory.word_evidence import WordScope, is_small_talk, messages_with_telling_words
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
@@ -52,7 +52,6 @@ from klaw.store.records import ChatRef
 log = logging.getLogger(__name__)
 
 HEADER = "From earlier in this conversation:"
-CANDIDATES_PER_SIDE = 20
 MIN_EXCERPT_TOKENS = 24
 ELLIPSIS = "…"
 _HEADER_TOKENS = approximate_token_count(HEADER + "\n\n")

@@ -49,6 +49,7 @@ from klaw.store.records import ChatRef, SearchHit, StoredMessage
 log = logging.getLogger(__name__)
 
 DEFAULT_CANDIDATES = 20
+CANDIDATES_PER_SIDE = 20  # auto-RAG's candidates per side: `look` ranks over as many, so its scores are the same
 # Full text also matches tool results and tool-call records, which are then dropped; fetching
 # twice as many keeps them from crowding conversation messages out of the candidates.
 FTS_OVERFETCH = 2
@@ -117,6 +118,16 @@ class HybridSearch:
     @property
     def store(self) -> Storage:
         return self._store
+
+    async def look(
+        self, chat: ChatRef, text: str, *, segment_id: int | None = None, limit: int = 10
+    ) -> list[HybridHit]:
+        """What a person looking for `text` is shown (`klaw memory search`, the web page's search,
+        `Klaw.search_memory`): the best `limit` of the ranking auto-RAG makes, over its candidates per
+        side whatever `limit` is (scores are rescaled over the candidates, so fewer would change
+        them), with no relevance gate and no window left out. The same hits and scores wherever one looks."""
+        hits = await self.search(chat, text, segment_id=segment_id, limit=max(limit, CANDIDATES_PER_SIDE))
+        return hits[:limit]
 
     async def search(
         self,
