@@ -1,9 +1,12 @@
-"""Is an engine serving this KLAW_HOME? Its socket answers a connect.
+"""Is an engine running on this KLAW_HOME? It holds the home's lock, or its socket answers a connect.
 
-Maintenance that replaces the database (`klaw reindex`) must not run under a live engine, which
-holds klaw.db open and keeps writing it. A socket file nobody listens on is a stale leftover of a
-crash and does not count. Lives at the top level because both the engine's neighbours (`cli`) and
-`memory` ask, and `memory` must not import `engine`.
+Maintenance that replaces or edits what an engine holds open (`klaw reindex`, `klaw memory forget`)
+must not run under a live engine, and commands that would open their own engine (`klaw mcp serve`)
+must know whether one runs. An engine opened as a library (`Klaw(home)`) holds the home's lock
+(home_lock.py) without listening on the socket, so the lock is the answer; the socket still counts for
+an engine of a klaw from before the lock (and tells whether the engine can be talked to). A socket file
+nobody listens on is a stale leftover of a crash and does not count. Lives at the top level because
+both the engine's neighbours (`cli`) and `memory` ask, and `memory` must not import `engine`.
 """
 
 from __future__ import annotations
@@ -12,9 +15,18 @@ import asyncio
 import contextlib
 import os
 import stat
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+from klaw.home import KlawHome
+from klaw.home_lock import ENGINE_ROLE, Holder, HomeHeldError, HomeLock, holder_of
+
 CONNECT_TIMEOUT_SECONDS = 2.0
+# What to do about an engine in the way: it may be any of these, and only its owner can tell which.
+STOP_AN_ENGINE = (
+    "stop it (Ctrl-C in 'klaw chat' or 'klaw mcp serve', stop 'klaw engine' or 'klaw serve', or end the"
+    " program that opened the home with klaw's library API, Klaw(home))"
+)
 
 
 async def engine_answers(socket_path: Path, timeout_seconds: float = CONNECT_TIMEOUT_SECONDS) -> bool:
@@ -38,3 +50,33 @@ async def engine_answers(socket_path: Path, timeout_seconds: float = CONNECT_TIM
     with contextlib.suppress(OSError):
         await writer.wait_closed()
     return True
+
+
+async def home_holder(home: KlawHome) -> Holder | None:
+    """Who holds `home` now (an engine, listening or not, or maintenance), or None when nobody does."""
+    holder = holder_of(home.root)
+    if holder is None and await engine_answers(home.socket_path):
+        return Holder(0, "", ENGINE_ROLE)  # an engine of a klaw from before the lock
+    return holder
+
+
+def held_message(home: KlawHome, holder: Holder) -> str:
+    """One line for a person: who holds the home and what to do about it."""
+    if holder.role and holder.role != ENGINE_ROLE:
+        return f"{holder.describe()} is using {home.root}: wait for it to finish"
+    return f"{holder.describe()} is running on {home.root}: {STOP_AN_ENGINE}"
+
+
+@contextlib.asynccontextmanager
+async def holding_home(home: KlawHome, role: str) -> AsyncIterator[None]:
+    """Hold `home` as `role` for a maintenance command's whole run, so no engine starts meanwhile;
+    raises `HomeHeldError` when something holds it already (an engine that only answers on the
+    socket included)."""
+    lock = HomeLock.acquire(home.root, role)
+    try:
+        if await engine_answers(home.socket_path):
+            holder = Holder(0, "", ENGINE_ROLE)
+            raise HomeHeldError(held_message(home, holder), holder)
+        yield
+    finally:
+        lock.release()

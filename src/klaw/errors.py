@@ -12,6 +12,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
   - ConfigError (ValueError) ............... config_loader: engine.yaml cannot be used; where, what, how to fix
   - StrictJsonError (ValueError) ........... strict_json: not a JSON document klaw accepts
   - LanguageError (ValueError) ............. home_language: a language code klaw init cannot use
+  - HomeHeldError (RuntimeError) ........... home_lock: another process holds the home (an engine, or maintenance)
   - LlmError (RuntimeError) ................ llm/errors: a model call failed (model id, base URL, status)
     + LlmTimeoutError
     + LlmRateLimitError

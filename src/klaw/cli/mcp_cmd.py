@@ -92,12 +92,15 @@ async def _serve(home: KlawHome, chat: ChatRef, *, allow_write: bool, http: bool
 
 
 async def _link(home: KlawHome, chat: ChatRef) -> MemoryLink:
-    from klaw.engine_presence import engine_answers
+    from klaw.engine_presence import engine_answers, held_message, home_holder
     from klaw.mcp_server.memory_link import LibraryMemory, SocketMemory
 
     if await engine_answers(home.socket_path):
         err_console.print(f"klaw mcp serve: using the engine running on {home.socket_path}")
         return SocketMemory(home, chat)
+    holder = await home_holder(home)
+    if holder is not None:  # an engine that does not listen (a library program), or maintenance
+        fail(f"klaw mcp serve: {held_message(home, holder)} (it does not answer on {home.socket_path})")
     err_console.print(f"klaw mcp serve: no engine runs on {home.root}; opening it in this process")
     try:
         return await LibraryMemory.open(home, chat)

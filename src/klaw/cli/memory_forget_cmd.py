@@ -74,10 +74,10 @@ def forget(
         outcome = asyncio.run(_forget(home, path, loaded.config.database, kind, target_id, owner, confirm))
     except ForgetError as exc:
         fail(f"cannot forget: {exc}", code=1)
-    except _EngineRunning:
+    except _EngineRunning as running:
         fail(
-            f"an engine is running on {home.socket_path}: type `/forget {kind.value} {target_id}` in that chat"
-            " instead (it forgets everywhere, the running engine included), or stop the engine first.",
+            f"{running}. Type `/forget {kind.value} {target_id}` in one of its chats instead (it forgets"
+            " everywhere, the running engine included), or stop the engine first.",
             code=1,
         )
     if outcome is None:
@@ -105,23 +105,27 @@ async def _forget(
     chat: ChatRef | None,
     confirm: Callable[[ForgetPlan], bool],
 ) -> ForgetOutcome | None:
-    from klaw.engine_presence import engine_answers
+    from klaw.engine_presence import held_message, holding_home
+    from klaw.home_lock import HomeHeldError
     from klaw.memory.conversation_log import open_log
     from klaw.memory.forgetting import Forgetting
     from klaw.memory.ingestion import Ingestion
     from klaw.store.records import utc_now
 
-    if await engine_answers(home.socket_path):
-        raise _EngineRunning
-    store = await open_store_or_exit(path, database)
     try:
-        forgetting = Forgetting(Ingestion(open_log(home.conversations, kept_by_store=store.keeps_log), store), utc_now)
-        plan = await forgetting.plan(kind, target_id, chat)
-        if not confirm(plan):
-            return None
-        return await forgetting.forget(plan)
-    finally:
-        await store.aclose()
+        async with holding_home(home, "klaw memory forget"):  # no engine starts while the log is rewritten
+            store = await open_store_or_exit(path, database)
+            try:
+                log = open_log(home.conversations, kept_by_store=store.keeps_log)
+                forgetting = Forgetting(Ingestion(log, store), utc_now)
+                plan = await forgetting.plan(kind, target_id, chat)
+                if not confirm(plan):
+                    return None
+                return await forgetting.forget(plan)
+            finally:
+                await store.aclose()
+    except HomeHeldError as exc:
+        raise _EngineRunning(held_message(home, exc.holder)) from None
 
 
 def _chat(text: str) -> ChatRef:

@@ -1,13 +1,14 @@
 """`Engine`: every part of the engine assembled on one KLAW_HOME, with start-up and shutdown.
 
-Start-up: open the store, replay the log tail the database missed, start the embedding queue,
+Start-up: hold the home (its lock, docs/decisions/233-home-lock.md: one engine per home, listening
+or not), open the store, replay the log tail the database missed, start the embedding queue,
 register tools, claim the socket file, queue the turns a crash left unanswered, start the scheduler,
 and only then listen (a message arriving live is never resumed as well). Shutdown
 (SIGTERM/SIGINT, docs/decisions/005-graceful-shutdown.md): stop
 accepting new gateways and messages, stop firing scheduled tasks, let turns and task runs in flight
 finish (60 s) while connected gateways still receive
 their replies, only then tell gateways the engine is going, stop the embedding queue (pending jobs
-stay queued), close the model clients and the store, remove the socket. The log needs no flush:
+stay queued), close the model clients and the store, remove the socket, let the home go. The log needs no flush:
 every append is fsync'd before it counts.
 """
 
@@ -30,6 +31,7 @@ from klaw.engine.memory_access import MemoryAccess
 from klaw.engine.processor import Inbound
 from klaw.engine.queries import EngineQueries
 from klaw.engine.scheduler_loop import Scheduler
+from klaw.engine.socket_file import hold_home
 from klaw.home import KlawHome
 from klaw.llm.router import ModelRouter
 from klaw.memory.chunk_search import ChunkSearch
@@ -103,6 +105,7 @@ class Engine:
         lifetimes = AsyncExitStack()
         clock = clock or SystemClock()
         try:
+            hold_home(home, lifetimes)  # first taken, last given back: the store is closed by then
             parts = await assemble(
                 home,
                 config,

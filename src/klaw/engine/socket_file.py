@@ -1,8 +1,11 @@
-"""The engine socket's file: bound 0600, a stale one replaced, a live one refused, removed only if ours.
+"""The engine socket's file: bound 0600, a stale one replaced, a live one refused, removed only if ours;
+and the home held for the engine's life.
 
-Apart from the connections because it is about the file system, not the protocol: one engine per
-KLAW_HOME is enforced here (a second engine would steal the first one's gateways), and the file is
-identified by (st_dev, st_ino) so that closing an old engine never unlinks a newer engine's socket.
+Apart from the connections because it is about the file system, not the protocol. One engine per
+KLAW_HOME is enforced by the home's lock (`hold_home`, home_lock.py), which every engine holds whether
+it listens or not (a library engine does not); a live socket is refused too (a second engine would
+steal the first one's gateways). The socket file is identified by (st_dev, st_ino) so that closing an
+old engine never unlinks a newer engine's socket.
 """
 
 from __future__ import annotations
@@ -13,9 +16,13 @@ import logging
 import os
 import socket
 import stat
+from contextlib import AsyncExitStack
 from pathlib import Path
 
+from klaw.engine_presence import held_message
 from klaw.errors import KlawError
+from klaw.home import KlawHome
+from klaw.home_lock import HomeHeldError, HomeLock
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +35,15 @@ class EngineSocketError(KlawError, RuntimeError):
 
 class EngineAlreadyRunningError(EngineSocketError):
     """Another engine answers on the socket path; starting a second one would steal its gateways."""
+
+
+def hold_home(home: KlawHome, stack: AsyncExitStack) -> None:
+    """Hold `home` until `stack` closes; raise `EngineAlreadyRunningError` naming whoever holds it."""
+    try:
+        lock = HomeLock.acquire(home.root)
+    except HomeHeldError as exc:
+        raise EngineAlreadyRunningError(f"cannot start: {held_message(home, exc.holder)}") from None
+    stack.callback(lock.release)
 
 
 class SocketFile:

@@ -30,16 +30,17 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
 from klaw.config import EngineConfig
-from klaw.engine_presence import engine_answers
+from klaw.engine_presence import STOP_AN_ENGINE, engine_answers, held_message, holding_home
 from klaw.errors import KlawError
 from klaw.home import KlawHome
+from klaw.home_lock import ENGINE_ROLE, HomeHeldError
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.embedder.factory import create_embedder
 from klaw.memory.embedder.protocol import Embedder
@@ -125,7 +126,21 @@ async def reindex(
     database untouched and the partial build in place for the next run to resume."""
     began = time.perf_counter()
     live = home.database_file(config.database.path)
-    await _refuse_if_engine_runs(home)
+    async with _holding(home):
+        return await _reindex(home, config, live, began, progress, embedder, clock, keep_backup, backend)
+
+
+async def _reindex(
+    home: KlawHome,
+    config: EngineConfig,
+    live: Path,
+    began: float,
+    progress: ReindexProgress | None,
+    embedder: Embedder | None,
+    clock: QueueClock | None,
+    keep_backup: bool,
+    backend: RebuildBackend | None,
+) -> ReindexReport:
     live.parent.mkdir(parents=True, exist_ok=True)
     with _exclusive(_beside(live, ".reindex.lock")):
         owned = embedder is None
@@ -305,11 +320,27 @@ def _ignore(_stage: ReindexStage, _done: int, _total: int) -> None:
     return None
 
 
+@contextlib.asynccontextmanager
+async def _holding(home: KlawHome) -> AsyncIterator[None]:
+    """The home held for the whole run: no engine may start while the database is rebuilt and swapped."""
+    try:
+        async with holding_home(home, "klaw reindex"):
+            yield
+    except HomeHeldError as exc:
+        if exc.holder.role not in ("", ENGINE_ROLE):
+            raise ReindexError(held_message(home, exc.holder)) from None
+        raise EngineRunningError(
+            f"{held_message(home, exc.holder)}; then run 'klaw reindex' again. An interrupted reindex resumes"
+            " where it stopped."
+        ) from None
+
+
 async def _refuse_if_engine_runs(home: KlawHome) -> None:
+    """Before the swap: an engine of a klaw from before the home lock may have started meanwhile."""
     if await engine_answers(home.socket_path):
         raise EngineRunningError(
-            f"a klaw engine is running on {home.socket_path}: stop it (Ctrl-C in 'klaw chat', or stop"
-            " 'klaw engine'), then run 'klaw reindex' again. An interrupted reindex resumes where it stopped."
+            f"a klaw engine is running on {home.socket_path}: {STOP_AN_ENGINE}; then run 'klaw reindex'"
+            " again. An interrupted reindex resumes where it stopped."
         )
 
 

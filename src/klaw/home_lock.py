@@ -1,0 +1,139 @@
+"""One engine per KLAW_HOME: an exclusive `flock` on `KLAW_HOME/engine.lock`, held for the engine's life.
+
+The socket alone cannot say that a home is in use: an engine opened as a library (`Klaw(home)`) does
+not listen on it, yet it runs the scheduler, writes klaw.db and the log, and resends replies. So every
+engine, listening or not, holds this lock from before start-up recovery until its shutdown has closed
+the store; maintenance that replaces or edits what an engine holds (`klaw reindex`, `klaw memory
+forget`) holds it too, for its whole run. The kernel releases a `flock` when its holder exits however
+it exits (kill -9 included), so a lock is never stale; the file itself stays (unlinking it would let two
+processes lock two different files of one name). It holds the holder's pid, program and role, only for
+the message a refused process prints. `flock` belongs to an open file, not a process, so two engines in
+one process refuse each other too. Decision: docs/decisions/233-home-lock.md.
+
+Lives at the top level: the engine, `memory` (reindex) and `cli` all take it, and `memory` must not
+import `engine`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from klaw.errors import KlawError
+
+try:
+    import fcntl
+except ImportError as _missing:  # pragma: no cover - Windows, which klaw does not support
+    raise ImportError(
+        "klaw needs the fcntl module (Linux or macOS) to keep one engine per KLAW_HOME; on Windows run it under WSL"
+    ) from _missing
+
+LOCK_FILE_NAME = "engine.lock"
+# A process asking whether the home is held takes a shared lock for a few microseconds; a process
+# taking it exclusively tries again for this long before it believes someone really holds it.
+_ACQUIRE_TRIES = 5
+_ACQUIRE_PAUSE_SECONDS = 0.02
+
+
+class HomeHeldError(KlawError, RuntimeError):
+    """Another process holds the home (an engine, or maintenance); `holder` says who, if known."""
+
+    def __init__(self, message: str, holder: Holder) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a home, as its lock file says (pid 0 and empty names if it had not written it yet)."""
+
+    pid: int
+    program: str
+    role: str
+
+    def describe(self) -> str:
+        """'klaw reindex (pid 123, program klaw)' or 'an engine (pid 123, program my_bot.py)'."""
+        who = self.role or "an engine"
+        if not self.pid:
+            return who
+        return f"{who} (pid {self.pid}, program {self.program})" if self.program else f"{who} (pid {self.pid})"
+
+
+ENGINE_ROLE = "an engine"
+
+
+def lock_path(home_root: Path) -> Path:
+    return home_root / LOCK_FILE_NAME
+
+
+class HomeLock:
+    """The exclusive lock on a home, held from `acquire` until `release` (or the process's end)."""
+
+    def __init__(self, path: Path, descriptor: int) -> None:
+        self.path = path
+        self._descriptor: int | None = descriptor
+
+    @classmethod
+    def acquire(cls, home_root: Path, role: str = ENGINE_ROLE) -> HomeLock:
+        """Hold `home_root` (created 0700 if missing) for `role`; raise `HomeHeldError` naming the holder."""
+        home_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = lock_path(home_root)
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.fchmod(descriptor, 0o600)
+            for attempt in range(_ACQUIRE_TRIES):
+                try:
+                    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if attempt == _ACQUIRE_TRIES - 1:
+                        holder = _read_holder(descriptor)
+                        raise HomeHeldError(f"{holder.describe()} holds {home_root}", holder) from None
+                    time.sleep(_ACQUIRE_PAUSE_SECONDS)
+            program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+            record = json.dumps({"pid": os.getpid(), "program": program, "role": role}) + "\n"
+            os.ftruncate(descriptor, 0)
+            os.pwrite(descriptor, record.encode(), 0)
+        except BaseException:
+            os.close(descriptor)
+            raise
+        return cls(path, descriptor)
+
+    def release(self) -> None:
+        """Let the home go (the record is emptied first, so nobody reads a pid that no longer holds it)."""
+        descriptor, self._descriptor = self._descriptor, None
+        if descriptor is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(descriptor, 0)
+        os.close(descriptor)  # closing the only descriptor of the open file releases the flock
+
+
+def holder_of(home_root: Path) -> Holder | None:
+    """Who holds `home_root` now, or None when nobody does (no lock file, or nobody locks it)."""
+    try:
+        descriptor = os.open(lock_path(home_root), os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_holder(descriptor)
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(descriptor)
+
+
+def _read_holder(descriptor: int) -> Holder:
+    try:
+        record = json.loads(os.pread(descriptor, 4096, 0))
+        return Holder(int(record["pid"]), str(record["program"]), str(record["role"]))
+    except (OSError, ValueError, KeyError, TypeError):  # not written yet, or written by something else
+        return Holder(0, "", "")
