@@ -120,6 +120,8 @@ def holder_of(home_root: Path) -> Holder | None:
         descriptor = os.open(lock_path(home_root), os.O_RDONLY | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except PermissionError:  # another user's lock file: not ours to use, so held as far as we can tell
+        return Holder(0, "", "")
     try:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -87,6 +87,8 @@ async def test_klaw_refuses_to_run_beside_a_library_program_until_it_is_killed(
     assert f"pid {library_program.pid}, program my_bot.py" in reindex.stderr and "Klaw(home)" in reindex.stderr
     assert "Traceback" not in reindex.stderr
     assert (home / "klaw.db").stat().st_ino == database.st_ino  # not replaced under the program
+    forget = klaw(home, "memory", "forget", "segment", "1", "--yes")
+    assert forget.returncode == 1 and f"pid {library_program.pid}, program my_bot.py" in forget.stderr
     with pytest.raises(EngineAlreadyRunningError, match=f"pid {library_program.pid}"):
         await a_library(home).start()
 

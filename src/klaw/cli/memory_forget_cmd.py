@@ -76,8 +76,8 @@ def forget(
         fail(f"cannot forget: {exc}", code=1)
     except _EngineRunning as running:
         fail(
-            f"{running}. Type `/forget {kind.value} {target_id}` in one of its chats instead (it forgets"
-            " everywhere, the running engine included), or stop the engine first.",
+            f"{running}. Or type `/forget {kind.value} {target_id}` in one of its chats instead (it forgets"
+            " everywhere, the running engine included).",
             code=1,
         )
     if outcome is None:
