@@ -55,6 +55,7 @@ def test_the_curated_names_are_exported() -> None:
         "ConfigError",
         "Embedder",
         "EmbedderError",
+        "EngineAlreadyRunningError",
         "EngineConfig",
         "FunctionModel",
         "HistoryEntry",

@@ -54,6 +54,7 @@ _EXPORTS = {
     "ConfigError": "klaw.config_loader",
     "LlmError": "klaw.llm.errors",
     "EmbedderError": "klaw.memory.embedder.protocol",
+    "EngineAlreadyRunningError": "klaw.engine.socket_file",
 }
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "ConfigError",
     "Embedder",
     "EmbedderError",
+    "EngineAlreadyRunningError",
     "EngineConfig",
     "FunctionModel",
     "HistoryEntry",
@@ -98,6 +100,7 @@ if TYPE_CHECKING:
     from klaw.config_loader import ConfigError
     from klaw.engine.chat_reading import HistoryEntry, MemoryFound, SessionInfo, TurnState
     from klaw.engine.clock import Clock, ManualClock, SystemClock
+    from klaw.engine.socket_file import EngineAlreadyRunningError
     from klaw.errors import KlawError
     from klaw.home import KlawHome
     from klaw.library import AgentMessage, Klaw, TurnFailed

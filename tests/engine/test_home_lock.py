@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from klaw import FunctionModel, Klaw, ManualClock
-from klaw.engine.socket_file import EngineAlreadyRunningError
+from klaw import EngineAlreadyRunningError, FunctionModel, Klaw, ManualClock
 from klaw.home_lock import HomeLock, holder_of
 from tests.cli.test_cli import klaw
 
