@@ -24,7 +24,8 @@ texts is hash noise):
 - Each conversation has at most 5 sessions, so session recall@5 is "is the evidence's session in
   the ranking at all"; the vector ranking holds every embedded turn.
 
-Per question (r5, r10, r25, r50, all_hit10, mrr50, ndcg10, session_r5):
+Per question (r5, r10, r25, r50, all_hit10, mrr50, ndcg10, session_r5; R@1 and R@3 follow from the
+evidence ranks, checked on their own):
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ G4 = 1 / math.log2(5)
 N1 = 1 / (1 + G2)  # 2 evidence turns, only one found, at position 1
 N4 = (1 + G4) / (1 + G2)  # 2 evidence turns at positions 1 and 4
 N6 = (1 + 1 / math.log2(7)) / (1 + G2)  # 2 evidence turns at positions 1 and 6
+HAND = tuple(name for name in METRIC_NAMES if name not in ("r1", "r3"))  # the figures of the tables below
 
 ONES = (1, 1, 1, 1, 1, 1, 1, 1)
 MISSED_SESSION_FOUND = (0, 0, 0, 0, 0, 0, 0, 1)  # evidence absent, but its session ranked
@@ -102,8 +104,9 @@ EXPECTED: dict[str, dict[tuple[str, int], tuple[float, ...]]] = {
         ("tiny-1", 0): ONES,
         # D1:3; its neighbours D2:1 D1:2 (n), D2:2 D1:1 (v, also neighbours); then D2:3, full text's worst.
         ("tiny-1", 1): (0.5, 1, 1, 1, 1, 1, N6, 1),
-        # D2:1, the only full-text match, but a short turn (decision 209: its score × n / (n + 3)): second.
-        ("tiny-1", 2): (1, 1, 1, 1, 1, 0.5, G2, 1),
+        # D2:1, the only full-text match: a short turn (decision 209: its score × n / (n + 3)), but the
+        # only one holding the question's words (decision 232: × 1 + 0.75 × their share): first.
+        ("tiny-1", 2): ONES,
         # D1:2 likewise, but it asks ("New pendulum spring?"): it lends its whole score to its reply D1:3,
         # which also matches "pendulum" through the words of the turn before it, and ranks first; being
         # short and asking, D1:2 comes third (decision 209).
@@ -124,7 +127,7 @@ EVIDENCE_RANKS: dict[str, dict[tuple[str, int], tuple[int | None, ...]]] = {
     "fts": {("tiny-1", 1): (1, 4), ("tiny-1", 5): (4,), ("tiny-2", 5): (None,)},
     "hybrid": {
         ("tiny-1", 1): (1, 6),
-        ("tiny-1", 2): (2,),
+        ("tiny-1", 2): (1,),
         ("tiny-1", 3): (3,),
         ("tiny-1", 5): (3,),
         ("tiny-2", 1): (1, 2),
@@ -135,12 +138,12 @@ EVIDENCE_RANKS: dict[str, dict[tuple[str, int], tuple[int | None, ...]]] = {
 HEADLINE = {  # categories 1–4: 9 questions (tiny-1 #3 is category 5)
     "vector": (9, 4 / 9, 4 / 9, 4 / 9, 4 / 9, 3 / 9, 5 / 9, (3 + 2 * N1) / 9, 1),
     "fts": (9, 8 / 9, 8 / 9, 8 / 9, 8 / 9, 8 / 9, 7.25 / 9, (6 + N4 + G4) / 9, 8 / 9),
-    "hybrid": (9, 8.5 / 9, 1, 1, 1, 1, (7 + 1 / 12) / 9, (5.5 + G2 + N6 + G4) / 9, 1),
+    "hybrid": (9, 8.5 / 9, 1, 1, 1, 1, (7 + 7 / 12) / 9, (6.5 + N6 + G4) / 9, 1),
 }
 OVERALL = {  # all 10 scored questions
     "vector": (10, 0.4, 0.4, 0.4, 0.4, 0.3, 0.5, (3 + 2 * N1) / 10, 1),
     "fts": (10, 0.9, 0.9, 0.9, 0.9, 0.9, 0.825, (7 + N4 + G4) / 10, 0.9),
-    "hybrid": (10, 0.95, 1, 1, 1, 1, (7 + 5 / 12) / 10, (6 + G2 + N6 + G4) / 10, 1),
+    "hybrid": (10, 0.95, 1, 1, 1, 1, (7 + 11 / 12) / 10, (7 + N6 + G4) / 10, 1),
 }
 BY_CATEGORY: dict[str, dict[int, tuple[float, ...]]] = {
     "vector": {
@@ -159,7 +162,7 @@ BY_CATEGORY: dict[str, dict[int, tuple[float, ...]]] = {
     },
     "hybrid": {
         1: (2, 0.75, 1, 1, 1, 1, 1, (N6 + 1) / 2, 1),
-        2: (3, 1, 1, 1, 1, 1, (1.5 + 1 / 3) / 3, (1.5 + G2) / 3, 1),
+        2: (3, 1, 1, 1, 1, 1, (2 + 1 / 3) / 3, 2.5 / 3, 1),
         3: (1, 1, 1, 1, 1, 1, 1, 1, 1),
         4: (3, 1, 1, 1, 1, 1, 2.25 / 3, (2 + G4) / 3, 1),
         5: (1, 1, 1, 1, 1, 1, 1 / 3, 0.5, 1),
@@ -168,7 +171,7 @@ BY_CATEGORY: dict[str, dict[int, tuple[float, ...]]] = {
 
 
 def _means(means: MeanScores) -> tuple[float, ...]:
-    return (means.n, *(getattr(means, name) for name in METRIC_NAMES))
+    return (means.n, *(getattr(means, name) for name in HAND))
 
 
 @pytest.fixture(scope="module")
@@ -195,10 +198,19 @@ def test_every_question_scores_its_hand_computed_figures(run: LocomoRun) -> None
         key = (question.sample_id, question.index)
         assert question.category == CATEGORY[key]
         for variant, table in EXPECTED.items():
-            got = tuple(getattr(question.scores[variant], name) for name in METRIC_NAMES)
+            got = tuple(getattr(question.scores[variant], name) for name in HAND)
             assert got == pytest.approx(table[key]), (variant, key)
             if key in EVIDENCE_RANKS[variant]:
                 assert question.evidence_ranks[variant] == EVIDENCE_RANKS[variant][key], (variant, key)
+
+
+def test_recall_at_one_and_three_count_the_evidence_in_the_first_places(run: LocomoRun) -> None:
+    for question in run.questions:
+        for variant, scores in question.scores.items():
+            ranks = question.evidence_ranks[variant]
+            for k, got in ((1, scores.r1), (3, scores.r3)):
+                assert got == pytest.approx(sum(1 for r in ranks if r is not None and r <= k) / len(ranks))
+    assert run.variants["hybrid"].summary.headline.r1 > 0
 
 
 def test_means_headline_overall_and_per_category(run: LocomoRun) -> None:
@@ -248,9 +260,9 @@ def test_json_and_markdown_carry_every_figure_and_the_configuration(run: LocomoR
     assert "kettle" not in json.dumps(figures)
 
     markdown = to_markdown(run)
-    assert "| hybrid | 94.4 | 100.0 | 100.0 | 100.0 | 100.0 | 78.7 |" in markdown
-    assert "| DRAGON (LoCoMo paper, Table 3) | 60.4 | 69.6 |" in markdown
-    assert "| DRAGON (LoCoMo paper, Table 3) | 56.7 | 66.2 |" in markdown
+    assert "| hybrid | 66.7 | 83.3 | 94.4 | 100.0 | 100.0 | 100.0 | 100.0 | 84.3 |" in markdown
+    assert "| DRAGON (LoCoMo paper, Table 3) | – | – | 60.4 | 69.6 |" in markdown
+    assert "| DRAGON (LoCoMo paper, Table 3) | – | – | 56.7 | 66.2 |" in markdown
     assert "| fts | 4 single-hop | 3 | 66.7 |" in markdown
 
 

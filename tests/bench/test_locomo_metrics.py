@@ -27,6 +27,8 @@ def test_every_figure_of_one_question() -> None:
     ideal = 1 + 1 / math.log2(3) + 1 / math.log2(4)
     assert scores == pytest.approx(
         QuestionScores(
+            r1=0.0,
+            r3=1 / 3,
             r5=1 / 3,
             r10=2 / 3,
             r25=2 / 3,
@@ -58,7 +60,7 @@ def test_all_hit_perfect_ranking_and_ideal_dcg_capped_at_ten() -> None:
 def test_only_the_top_fifty_count() -> None:
     ranking = [*filler(50), "D1:1"]
     scores = score_question(ranking, ["D1:1"], {"D1:1": 1, **{f: 2 for f in filler(50)}})
-    assert scores == QuestionScores(0, 0, 0, 0, 0, 0, 0, 0)
+    assert scores == QuestionScores(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
     at_fifty = score_question([*filler(49), "D1:1"], ["D1:1"], {"D1:1": 1, **{f: 1 for f in filler(49)}})
     assert (at_fifty.r25, at_fifty.r50, at_fifty.mrr50, at_fifty.ndcg10) == (0, 1, 1 / 50, 0)
@@ -74,7 +76,7 @@ def test_duplicate_evidence_counts_once_and_a_repeated_turn_at_its_first_positio
 
 
 def test_empty_ranking_scores_zero_and_evidence_is_required() -> None:
-    assert score_question([], ["D1:1"], {"D1:1": 1}) == QuestionScores(0, 0, 0, 0, 0, 0, 0, 0)
+    assert score_question([], ["D1:1"], {"D1:1": 1}) == QuestionScores(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     with pytest.raises(ValueError, match="without evidence"):
         score_question(["D1:1"], [], {"D1:1": 1})
 
@@ -89,9 +91,9 @@ def test_session_recall_uses_first_occurrences_of_sessions() -> None:
 
 
 def test_means_per_category_headline_and_all() -> None:
-    one = QuestionScores(1, 1, 1, 1, 1, 1, 1, 1)
-    zero = QuestionScores(0, 0, 0, 0, 0, 0, 0, 0)
-    half = QuestionScores(0.5, 0.5, 0.5, 0.5, 0, 0.5, 0.5, 0.5)
+    one = QuestionScores(1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+    zero = QuestionScores(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    half = QuestionScores(0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0, 0.5, 0.5, 0.5)
     summary = summarise([(1, one), (4, zero), (4, half), (5, one), (6, zero)])
     assert summary.headline.n == 3 and summary.headline.r5 == pytest.approx(0.5)  # (1 + 0 + 0.5) / 3
     assert summary.headline.all_hit10 == pytest.approx(1 / 3)

@@ -87,6 +87,9 @@ class RagConfig(Section):
     max_tokens: int = Field(default=600, gt=0, description="Token budget of the past-conversations block.")
 
 
+COVERAGE_DEFAULT = 0.75  # chosen on LoCoMo dev by leaving each conversation out (decision 232)
+
+
 class SearchConfig(Section):
     """How hybrid search ranks a chat's messages (auto-RAG, `klaw memory search`, the memory tools).
 
@@ -117,6 +120,14 @@ class SearchConfig(Section):
         le=1.0,
         description="Added to the fused score of a message said within a date the search text names"
         " ('on 3 May, 2023', 'in July 2023'; a day either side for time zones); 0 turns it off.",
+    )
+    coverage_weight: float = Field(
+        default=COVERAGE_DEFAULT,
+        ge=0.0,
+        le=2.0,
+        description="The best hits are reordered by their score × 1 + this × the share of the search"
+        " text's content words each holds (a reply with its question: both texts), so the message holding"
+        " more of what was asked comes first (memory/query_coverage.py, decision 232); 0 turns it off.",
     )
 
 

@@ -18,7 +18,10 @@ Ranking, in five steps (`SearchConfig`; why and what each step measured: docs/me
 4. asking and few words weigh less (`message_weight`): the part of a message's own score that its
    questions hold mostly goes (its reply, lent all of it, comes first), and every score is scaled
    by n / (n + 3) for the message's n words ("Agreed!" says little, whatever its words match);
-5. the best `limit` by that score.
+5. the best `limit` by that score, reordered so that a message holding more of the text's content
+   words comes first (`query_coverage`): each one's score multiplied by 1 + `coverageWeight` × the
+   share of those words it holds (a reply shown with its question: both texts). Only the order of
+   the best changes, never which they are, so auto-RAG's gate judges the same hits (decision 232).
 
 Only conversation messages are returned (user and assistant text): tool calls, tool results and
 control records are steps of a turn, not something to remember on their own; the final assistant
@@ -43,6 +46,7 @@ from klaw.memory.fusion import score_fusion
 from klaw.memory.message_weight import weighed
 from klaw.memory.named_dates import named_periods, said_within
 from klaw.memory.neighbour_scores import spread_to_neighbours
+from klaw.memory.query_coverage import coverage_factor, query_words
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, SearchHit, StoredMessage
 
@@ -212,6 +216,14 @@ class HybridSearch:
         # Best score first; at equal scores a message found by a side before one that is only a
         # neighbour, then the older message: deterministic whatever the backends' order.
         ranked = sorted(final, key=lambda rowid: (-final[rowid], rowid not in fused, rowid))[:limit]
+        # Coverage reorders the best `limit`, never brings another in: auto-RAG's gate judges the same
+        # hits with or without it. A reply counts the words of the question it is shown with.
+        wanted = query_words(text) if self._config.coverage_weight > 0 else []
+        if wanted:
+            for rowid in ranked:
+                said = [messages[rowid].content, *([messages[reply_to[rowid]].content] if rowid in reply_to else [])]
+                final[rowid] *= coverage_factor(self._config.coverage_weight, wanted, said)
+            ranked.sort(key=lambda rowid: (-final[rowid], rowid not in fused, rowid))
         return [hit(rowid, hit(reply_to[rowid]) if rowid in reply_to else None) for rowid in ranked]
 
     async def _neighbours(

@@ -3,7 +3,8 @@
 A ranking is the retrieved turn ids, best first (at most 50 are kept); the evidence is the
 question's normalised, distinct turn ids. Every figure is a fraction in [0, 1]:
 
-- R@k = |evidence ∩ top-k| / |evidence| for k in 5, 10, 25, 50 (LoCoMo's own recall accuracy);
+- R@k = |evidence ∩ top-k| / |evidence| for k in 5, 10, 25, 50 (LoCoMo's own recall accuracy), and
+  for 1 and 3: auto-RAG shows `autoRag.topK` 3 hits, so the first three are what the model sees;
 - AllHit@10 = 1 when every evidence turn is in the top 10;
 - MRR@50 = 1 / position of the first evidence turn within the top 50 (0 if none);
 - NDCG@10 with binary relevance: Σ 1/log2(i+1) over evidence hits at positions i ≤ 10, divided by
@@ -21,7 +22,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
-RECALL_KS = (5, 10, 25, 50)
+RECALL_KS = (1, 3, 5, 10, 25, 50)
 TOP_K = max(RECALL_KS)
 HEADLINE_CATEGORIES = (1, 2, 3, 4)
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -29,6 +30,8 @@ CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-ho
 
 @dataclass(frozen=True, slots=True)
 class QuestionScores:
+    r1: float
+    r3: float
     r5: float
     r10: float
     r25: float
@@ -73,6 +76,8 @@ def score_question(ranking: Sequence[str], evidence: Iterable[str], session_of: 
     session_hits = sum(1 for session in gold_sessions if session in ranked_sessions)
 
     return QuestionScores(
+        r1=hits(1) / len(gold),
+        r3=hits(3) / len(gold),
         r5=hits(5) / len(gold),
         r10=hits(10) / len(gold),
         r25=hits(25) / len(gold),

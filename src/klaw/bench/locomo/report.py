@@ -31,6 +31,8 @@ ANCHORS: dict[str, dict[str, dict[str, float]]] = {
     },
 }
 LABELS = {
+    "r1": "R@1",
+    "r3": "R@3",
     "r5": "R@5",
     "r10": "R@10",
     "r25": "R@25",

@@ -1,0 +1,87 @@
+"""How much of what the search text asks about a message holds: a factor on its score.
+
+Fusion and neighbours rank by how strongly a message matches, not by how much of the question it
+answers. "When did Caroline go to the LGBTQ support group?" matches a message about any support
+group, and one about Caroline's week, by bm25 and by meaning; the message naming the group *and*
+going to it is what was asked for. After the other steps each message's score is multiplied by
+1 + `coverageWeight` × the share of the search text's content words its own text holds (a reply
+shown with its question, `HybridHit.asked`, holds the question's words too: the two reach the
+model together). Auto-RAG shows 3 messages, so the order of the first few is what a person's
+agent sees (docs/decisions/232-query-word-coverage.md).
+
+Words are those full text searches (`fts_query.search_words`, function words left out). Two words
+are the same word when they are equal or, once a light ending is taken off ("-s", "-es", "-ed",
+"-ing", "-ly", a final "-e" for Latin letters; the last two letters of a longer word in other scripts, as
+`fts_query.count_expression` counts a word without a stemmer), one of at least four letters begins
+the other: "painted" holds "painting", "dogs" holds "dog", "Шарика" holds "Шарик". This is a rule
+of its own, not the index's: it needs no store round trip and ranks the same on SQLite (porter,
+unicode61, trigram) and PostgreSQL. Runs of Chinese or Japanese characters have no word
+boundaries, so they are not counted: a question written in them gets factor 1 (Latin names and
+numbers inside it still count).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from klaw.store.sqlite.fts_query import STOP_WORDS, is_unspaced, search_words, words_of
+
+_SAME_STEM = 4  # letters a stem must have to match a longer word beginning with it
+_LATIN_ENDINGS = ("ing", "ed", "ly")
+_SIBILANTS = ("s", "x", "z", "ch", "sh")
+_MIN_STEM = 3  # an ending is taken off only when this much is left ("is", "red" stay)
+_OTHER_SCRIPT_CUT = 2  # the letters a word of another script loses when longer than five
+
+
+def query_words(text: str) -> list[str]:
+    """The stems of the content words of `text` that coverage counts (none for small talk or a text
+    of function words only)."""
+    words = [w for w in search_words(text) if w not in STOP_WORDS and not is_unspaced(w)]
+    return list(dict.fromkeys(stem(w) for w in words))
+
+
+def stem(word: str) -> str:
+    """`word` (lowercase) without a light ending."""
+    if not word.isascii():
+        return word[:-_OTHER_SCRIPT_CUT] if len(word) > _SAME_STEM + 1 else word
+    if not word.isalpha():
+        return word  # codes and numbers ("inv2291", "2023") are matched whole
+    base = word
+    for ending in _LATIN_ENDINGS:
+        if word.endswith(ending) and len(word) - len(ending) >= _MIN_STEM:
+            base = word[: -len(ending)]
+            if len(base) > _MIN_STEM and base[-1] == base[-2] and base[-1] not in "lsz":
+                base = base[:-1]  # "running" → "run"
+            break
+    else:
+        if word.endswith("es") and word[:-2].endswith(_SIBILANTS):
+            base = word[:-2]  # "boxes" → "box"
+        elif word.endswith("s") and not word.endswith("ss") and len(word) > _MIN_STEM:
+            base = word[:-1]  # "notes" → "note"
+    if base.endswith("e") and len(base) > _MIN_STEM:
+        base = base[:-1]  # "hike", "hiked" and "hiking" → "hik"
+    return base
+
+
+def _same(query: str, held: str) -> bool:
+    if query == held:
+        return True
+    shorter, longer = sorted((query, held), key=len)
+    return len(shorter) >= _SAME_STEM and longer.startswith(shorter)
+
+
+def covered_share(wanted: list[str], texts: Iterable[str]) -> float:
+    """The share, 0..1, of the stems in `wanted` (`query_words`) that `texts` hold (0 without any)."""
+    if not wanted:
+        return 0.0
+    held = {stem(w) for text in texts for w in words_of(text)}
+    exact = held & set(wanted)
+    covered = sum(1 for q in wanted if q in exact or any(_same(q, h) for h in held))
+    return covered / len(wanted)
+
+
+def coverage_factor(weight: float, wanted: list[str], texts: Iterable[str]) -> float:
+    """1 + `weight` × `covered_share`: what a message's final score is multiplied by."""
+    if weight <= 0 or not wanted:
+        return 1.0
+    return 1.0 + weight * covered_share(wanted, texts)

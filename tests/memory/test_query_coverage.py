@@ -1,0 +1,93 @@
+"""The coverage step of hybrid search (memory/query_coverage.py, decision 232): the message holding
+more of what was asked ranks higher, on a real SQLite file with the fake embedder, and reaches
+auto-RAG's block."""
+
+from __future__ import annotations
+
+import pytest
+
+from klaw.config import AutoRagConfig, SearchConfig
+from klaw.memory.auto_rag import AutoRagService
+from klaw.memory.hybrid_search import HybridSearch, top_hits
+from klaw.memory.query_coverage import coverage_factor, covered_share, query_words, stem
+from klaw.store.records import Role
+from klaw.store.sqlite.store import SqliteStore
+from tests.engine.test_recall_end_to_end import TALK
+from tests.memory.recall_helpers import ALICE, Conversation
+
+QUESTION = "Was the flood in the kitchen sink bad?"
+LEAK = "On Monday morning the pipe under the kitchen sink burst while we were away, a bad leak that soaked the floor."
+# "flood" is said only here, so bm25 weighs it most; each holds two of the question's four words.
+FLOODS = [
+    "The flood was bad in the town, the worst in the region.",
+    "In the north the flood was bad, the river was in the streets.",
+    "The flood in the valley was bad, the fields were in the water.",
+]
+# "kitchen" and "sink" are said often in this chat: each weighs less in bm25 than "flood".
+KITCHEN_AND_SINK = [
+    "The kitchen window faces the park.",
+    "I cleaned the kitchen cupboards.",
+    "Our kitchen radio is broken.",
+    "The kitchen clock runs late.",
+    "The sink plug is missing.",
+    "A sink full of dishes again.",
+    "The bathroom sink is white.",
+    "The sink tap is new.",
+]
+
+
+async def leak_chat(store: SqliteStore) -> Conversation:
+    """The leak, then the floods and the kitchen lines each after a line of other talk, every line
+    answered "Noted." by the agent."""
+    chat = await Conversation(store).bind()
+    said = [LEAK]
+    for talk, line in zip(TALK, [*FLOODS, *KITCHEN_AND_SINK], strict=False):
+        said += [talk, line]
+    for text in [*said, *TALK[len(FLOODS) + len(KITCHEN_AND_SINK) :]]:
+        await chat.say(text)
+        await chat.say("Noted.", Role.ASSISTANT)
+    return chat
+
+
+async def test_the_message_holding_more_of_the_question_is_in_the_top_three(store: SqliteStore) -> None:
+    """The leak holds "kitchen", "sink" and "bad" (three of four words), each flood line "flood" and
+    "bad" (two), but "flood" is the rarer word: without the coverage step the three floods take auto-RAG's
+    `topK` 3 places and the leak is not among them."""
+    chat = await leak_chat(store)
+    hits = await HybridSearch(store, chat.embedder).search(ALICE, QUESTION)
+    assert hits[0].message.content == LEAK
+
+    recalled = await AutoRagService(AutoRagConfig(), HybridSearch(store, chat.embedder)).recall(
+        ALICE, await chat.segment_id(), QUESTION, ()
+    )
+    assert LEAK in [r.hit.message.content for r in recalled]
+
+    without = await HybridSearch(store, chat.embedder, SearchConfig(coverage_weight=0)).search(ALICE, QUESTION)
+    assert LEAK not in [h.message.content for h in top_hits(without, 3)]  # what the step changes
+
+
+@pytest.mark.parametrize(
+    ("word", "same_as"),
+    [
+        ("painted", "painting"),
+        ("dogs", "dog"),
+        ("boxes", "box"),
+        ("running", "run"),
+        ("hiked", "hike"),
+        ("adoption", "adopt"),
+        ("шарика", "шарик"),
+    ],
+)
+def test_forms_of_a_word_count_as_the_word(word: str, same_as: str) -> None:
+    assert covered_share(query_words(same_as), [word]) == 1.0
+
+
+def test_function_words_small_texts_and_unspaced_scripts_give_no_factor() -> None:
+    assert query_words("what is it?") == []  # only function words: nothing to cover
+    assert query_words("旺财在哪里") == []  # no word boundaries: the step is off for this text
+    assert query_words("旺财 Zorblax 在哪里") == [stem("zorblax")]  # a Latin name inside still counts
+    assert coverage_factor(0.5, [], ["anything"]) == 1.0
+    assert coverage_factor(0.0, query_words("kitchen sink"), ["kitchen sink"]) == 1.0
+    assert coverage_factor(0.5, query_words("kitchen sink"), ["the kitchen"]) == pytest.approx(1.25)
+    assert covered_share(query_words("INV-2291 invoice"), ["invoice inv 2291"]) == 1.0  # codes matched whole
+    assert covered_share(query_words("red boxes"), ["Fred's box"]) == 0.5  # "red" is not in "fred"
