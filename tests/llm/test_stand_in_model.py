@@ -32,7 +32,7 @@ async def test_the_stand_in_echoes_and_prints_a_config_that_uses_it(tmp_path: Pa
                 line = (await process.stdout.readline()).decode()
                 assert line, "the stand-in exited early"
                 printed += line
-        snippet = printed.split("(then `klaw chat`):\n", 1)[1].split("\nCtrl-C", 1)[0]
+        snippet = printed.split("then run `klaw chat`:\n", 1)[1].split("\nCtrl-C", 1)[0]
         (tmp_path / "engine.yaml").write_text(snippet, encoding="utf-8")
         config = load_config(tmp_path / "engine.yaml").config
         base_url = config.model(config.routing.default).base_url
