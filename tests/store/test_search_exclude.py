@@ -27,6 +27,18 @@ def vector(i: int) -> np.ndarray:
     return v
 
 
+def traced(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
+    """Every statement (and its bindings) that connections opened from now on run, in order."""
+    statements: list[tuple[str, object]] = []
+
+    def watch(_cursor: object, sql: str, bindings: object) -> bool:
+        statements.append((sql, bindings))
+        return True
+
+    monkeypatch.setattr(apsw, "connection_hooks", [lambda connection: setattr(connection, "exec_trace", watch)])
+    return statements
+
+
 async def test_left_out_rowids_take_no_place_on_either_side(storage: Storage) -> None:
     await storage.vectors.bind_embedder("test-embedder", DIM)
     stored = [
@@ -54,13 +66,7 @@ async def test_a_turn_search_reads_the_rows_it_returns_and_no_counts_for_its_own
     """300 messages match; the turn's own message (its segment's last, in `messages_fts_last`) is left
     out. Before, every match's row was read to return 5, and each word of the query was counted in
     the whole index to score the turn's own message, which the caller then dropped."""
-    statements: list[tuple[str, object]] = []
-
-    def watch(_cursor: object, sql: str, bindings: object) -> bool:
-        statements.append((sql, bindings))
-        return True
-
-    monkeypatch.setattr(apsw, "connection_hooks", [lambda connection: setattr(connection, "exec_trace", watch)])
+    statements = traced(monkeypatch)
     store = await SqliteStore.open(tmp_path / "traced.db")
     try:
         await store.messages.append_many(
@@ -81,13 +87,7 @@ async def test_the_vector_rescore_reads_no_left_out_row(tmp_path: Path, monkeypa
     """The window a turn shows is the nearest to its own words: shortlisted, then rescored (a vec0 point
     lookup each, the costliest part of a small chat's vector search) and dropped. Left out of the int8
     shortlist instead, the rescore reads `shortlist(limit)` rows, none of them left out (decision 231)."""
-    statements: list[tuple[str, object]] = []
-
-    def watch(_cursor: object, sql: str, bindings: object) -> bool:
-        statements.append((sql, bindings))
-        return True
-
-    monkeypatch.setattr(apsw, "connection_hooks", [lambda connection: setattr(connection, "exec_trace", watch)])
+    statements = traced(monkeypatch)
     store = await SqliteStore.open(tmp_path / "traced.db")
     try:
         await store.vectors.bind_embedder("test-embedder", DIM)
