@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from klaw.memory.word_evidence import SAME_STEM_CHARS, same_word
 from klaw.store.sqlite.fts_query import STOP_WORDS, is_unspaced, search_words, words_of
 
-_SAME_STEM = 4  # letters a stem must have to match a longer word beginning with it
 _LATIN_ENDINGS = ("ing", "ed", "ly")
 _SIBILANTS = ("s", "x", "z", "ch", "sh")
 _MIN_STEM = 3  # an ending is taken off only when this much is left ("is", "red" stay)
@@ -43,7 +43,7 @@ def query_words(text: str) -> list[str]:
 def stem(word: str) -> str:
     """`word` (lowercase) without a light ending."""
     if not word.isascii():
-        return word[:-_OTHER_SCRIPT_CUT] if len(word) > _SAME_STEM + 1 else word
+        return word[:-_OTHER_SCRIPT_CUT] if len(word) > SAME_STEM_CHARS + 1 else word
     if not word.isalpha():
         return word  # codes and numbers ("inv2291", "2023") are matched whole
     base = word
@@ -63,20 +63,13 @@ def stem(word: str) -> str:
     return base
 
 
-def _same(query: str, held: str) -> bool:
-    if query == held:
-        return True
-    shorter, longer = sorted((query, held), key=len)
-    return len(shorter) >= _SAME_STEM and longer.startswith(shorter)
-
-
 def covered_share(wanted: list[str], texts: Iterable[str]) -> float:
     """The share, 0..1, of the stems in `wanted` (`query_words`) that `texts` hold (0 without any)."""
     if not wanted:
         return 0.0
     held = {stem(w) for text in texts for w in words_of(text)}
     exact = held & set(wanted)
-    covered = sum(1 for q in wanted if q in exact or any(_same(q, h) for h in held))
+    covered = sum(1 for q in wanted if q in exact or any(same_word(q, h) for h in held))
     return covered / len(wanted)
 
 

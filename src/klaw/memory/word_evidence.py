@@ -66,7 +66,7 @@ EVIDENCE_LIMIT = 40
 
 _TOKEN = WORD  # the words full text searches: a run of Chinese apart from the Latin name after it
 _SENTENCE_END = frozenset(".!?:\n。！？：")
-_SAME_STEM_CHARS = 4  # "zorblax" and "zorblaxes" are one word when they share this many
+SAME_STEM_CHARS = 4  # "zorblax" and "zorblaxes" are one word when they share this many
 
 
 def named_words(text: str) -> set[str]:
@@ -82,15 +82,17 @@ def named_words(text: str) -> set[str]:
     return found
 
 
-def _same_word(a: str, b: str) -> bool:
+def same_word(a: str, b: str) -> bool:
+    """One word, or one of at least `SAME_STEM_CHARS` letters beginning the other ("zorblax", "zorblaxes");
+    query coverage (`query_coverage.py`) matches its stems by the same rule."""
     if a == b:
         return True
     shorter, longer = sorted((a, b), key=len)
-    return len(shorter) >= _SAME_STEM_CHARS and longer.startswith(shorter)
+    return len(shorter) >= SAME_STEM_CHARS and longer.startswith(shorter)
 
 
 def _holds(words: Iterable[str], word: str) -> bool:
-    return any(_same_word(candidate, word) for candidate in words)
+    return any(same_word(candidate, word) for candidate in words)
 
 
 def content_words(text: str) -> list[str]:
