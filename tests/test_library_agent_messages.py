@@ -72,3 +72,49 @@ async def test_agent_info_says_what_each_call_is_for(tmp_path: Path) -> None:
                 break
             await asyncio.sleep(0.1)
     assert purposes[:2] == ["turn", "turn"] and "subagent" in purposes and "summary" in purposes
+
+
+CUT_OFF_PROGRAM = """
+import asyncio, os, sys
+from klaw import ChatRef, FunctionModel, Klaw
+
+async def main() -> None:
+    chat = ChatRef(sys.argv[2], sys.argv[3])
+    config = {"embedder": {"backend": "fake", "dim": 32}, "summarizer": {"enabled": False}}
+    model = FunctionModel(lambda messages, info: "the answer the crash hid")
+    agent = await Klaw(sys.argv[1], config=config if sys.argv[2] == "library" else None, model=model).start()
+    await agent.ask(chat, "a question")
+    os._exit(0)  # gone before the engine noted the reply as shown: as after kill -9 at that moment
+
+asyncio.run(main())
+"""
+
+
+def cut_off_after_the_reply(home: Path, chat: ChatRef, env: dict[str, str] | None = None) -> None:
+    """A program that gets its reply and dies before the engine writes it down as shown."""
+    import os
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", CUT_OFF_PROGRAM, str(home), chat.channel, chat.chat_id],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env or dict(os.environ),
+    )
+    assert result.returncode == 0, result.stderr
+
+
+async def test_a_reply_a_crash_left_unshown_reaches_on_message_at_the_next_start(tmp_path: Path) -> None:
+    """The engine sends such a reply again at start (decision 101); the library's channel is registered
+    before that, so the program is told, once."""
+    home = tmp_path / "home"
+    cut_off_after_the_reply(home, ChatRef("library", "alice"))
+    received: asyncio.Queue[AgentMessage] = asyncio.Queue()
+    async with Klaw(home, config=CONFIG, model=FunctionModel(model), on_message=received.put):
+        message = await asyncio.wait_for(received.get(), 30)
+        assert message == AgentMessage(ChatRef("library", "alice"), "the answer the crash hid", "reply", None)
+    async with Klaw(home, config=CONFIG, model=FunctionModel(model), on_message=received.put) as agent:
+        await agent.ask("alice", "how many apples are there?")  # a turn: the start's redelivery is long done
+        assert received.empty()  # shown once: the first start confirmed it

@@ -134,8 +134,8 @@ class Klaw:
             router=router,
             embedder=self._embedder,
             tools=self._tools,
+            channels={LIBRARY_CHANNEL: self._deliver},  # before recovery: a reply sent again at start reaches us
         )
-        self._engine.delivery.register(LIBRARY_CHANNEL, self._deliver)
         return self
 
     async def ask(self, chat: str | ChatRef, text: str) -> str:

@@ -4,6 +4,7 @@ never answers shows the wait counted and bounded, then one apology."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
@@ -96,3 +97,31 @@ async def test_a_message_resumed_after_a_crash_is_logged_not_printed_above_the_b
 
 async def _some(found: bool) -> bool | None:
     return True if found else None
+
+
+@needs_tmux
+async def test_a_reply_a_crash_left_unshown_is_shown_at_the_next_chat_said_as_such(tmp_path: Path) -> None:
+    """The reply was stored but the process died before it was noted as shown (decision 101): the next
+    `klaw chat` shows it after the banner, saying it answers a message from before, and only once."""
+    from klaw import ChatRef
+    from tests.cli.test_chat_terminal import USER
+    from tests.test_library_agent_messages import cut_off_after_the_reply
+
+    home = tmp_path / "home"
+    init_home(home)
+    for name in ("t1", "t2"):
+        (tmp_path / name).mkdir()
+    async with FakeOpenAiServer() as model:
+        env = chat_env(home, model.base_url)
+        await asyncio.to_thread(cut_off_after_the_reply, home, ChatRef("console", USER), env)
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path / "t1") as term:
+            screen = await term.wait_for_prompt_after("the answer the crash hid", "the reply sent again")
+            after_banner = screen.split("klaw — model")[1]
+            assert "Reply to a message from before klaw last stopped:" in after_banner, screen
+            await term.type_line("/exit")
+            assert await term.exit_status() == 0
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path / "t2") as term:
+            screen = await term.wait_for_prompt_after("Type /help for commands", "the greeting")
+            await term.type_line("/exit")
+            assert await term.exit_status() == 0
+            assert "the answer the crash hid" not in screen

@@ -37,6 +37,7 @@ from klaw.store.records import ChatRef
 
 CONSOLE_CHANNEL = "console"
 EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
+EARLIER_RUN_REPLY = "Reply to a message from before klaw last stopped:"
 
 
 def console_chat() -> ChatRef:
@@ -52,11 +53,15 @@ async def _prompt(session: PromptSession[str], message: str, pre_run: Callable[[
 
 
 class ConsoleChannel:
-    def __init__(self, engine: Engine, console: Console | None = None) -> None:
+    def __init__(
+        self, engine: Engine, console: Console | None = None, replies: asyncio.Queue[Outbound] | None = None
+    ) -> None:
+        """`replies`: the queue already registered as the console's sink when the engine started
+        (`Engine.start(channels=...)`), holding the replies it sent again at start."""
         self._engine = engine
         self._console = console or Console(markup=False)
         self._stderr = Console(stderr=True, markup=False)
-        self._replies: asyncio.Queue[Outbound] = asyncio.Queue()
+        self._replies: asyncio.Queue[Outbound] = replies if replies is not None else asyncio.Queue()
         self._keys = KeysWhileThinking()
         self._history = ConsoleHistory(engine.home.root / "chat_history")
         engine.delivery.register(CONSOLE_CHANNEL, self._replies.put)
@@ -112,9 +117,14 @@ class ConsoleChannel:
         return True
 
     async def _print_arrivals(self) -> None:
-        """While the person is at the prompt, show what arrives on its own (a scheduled task's answer)."""
+        """While the person is at the prompt, show what arrives on its own: a scheduled task's answer, or
+        the reply to a message of an earlier run (one the engine resumed, or sent again because the crash
+        came before it was shown), said as such so it is not read as an answer to nothing."""
         while True:
-            self._show(await self._replies.get())
+            reply = await self._replies.get()
+            if reply.reply_to is not None and reply.task is None and reply.approval is None:
+                self._console.print(Text(EARLIER_RUN_REPLY, style="bold yellow"), highlight=False)
+            self._show(reply)
 
     async def _exchange(self, chat: ChatRef, text: str, session: PromptSession[str]) -> None:
         result = await self._engine.submit(chat, text)

@@ -16,7 +16,10 @@ from klaw.home import HOME_ENV_VAR, KlawHome
 from klaw.home_privacy import make_private
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from klaw.config import DatabaseConfig, EngineConfig
+    from klaw.engine.delivery import Sink
     from klaw.engine.runtime import Engine
     from klaw.store.protocol import Storage
 
@@ -135,7 +138,9 @@ async def open_store_or_exit(path: Path, database: DatabaseConfig) -> Storage:
         fail(str(exc))
 
 
-async def start_engine_or_exit(home: KlawHome, config: EngineConfig) -> Engine:
+async def start_engine_or_exit(
+    home: KlawHome, config: EngineConfig, channels: Mapping[str, Sink] | None = None
+) -> Engine:
     """A running engine, or exit 2 with one line saying why it could not start: the store's message, an
     engine already serving this home, a file it cannot write, or SQLite refusing part-way through start-up
     (another klaw process holding klaw.db: the second engine of a start race), never a traceback."""
@@ -145,7 +150,7 @@ async def start_engine_or_exit(home: KlawHome, config: EngineConfig) -> Engine:
 
     require_home(home)
     try:
-        return await Engine.start(home, config)
+        return await Engine.start(home, config, channels=channels)
     except (StorageError, OSError, RuntimeError) as exc:
         fail(str(exc))
     except Exception as exc:

@@ -52,8 +52,9 @@ def chat(
 ) -> None:
     """Chat with your agent in this terminal (engine and console in one process). With a message piped
     in (echo "…" | klaw chat), print only its reply and exit."""
-    from klaw.channels.console import ConsoleChannel, console_chat
+    from klaw.channels.console import CONSOLE_CHANNEL, ConsoleChannel, console_chat
     from klaw.cli.chat_model import chat_model
+    from klaw.engine.delivery import Outbound
     from klaw.llm.preflight import model_problem
 
     home = home_from_env()
@@ -76,8 +77,12 @@ def chat(
         # that draws the spinner and the prompt, never into them.
         console = Console(markup=False)
         with logs_through(console, home.chat_log_file):
-            running = await start_engine_or_exit(home, config)
-            channel = ConsoleChannel(running, console)
+            # At a terminal the console takes the replies a crash left unshown, sent again at start; a
+            # piped run prints only its own reply, so those wait for the next terminal session.
+            replies: asyncio.Queue[Outbound] = asyncio.Queue()
+            channels = {CONSOLE_CHANNEL: replies.put} if piped is None else None
+            running = await start_engine_or_exit(home, config, channels=channels)
+            channel = ConsoleChannel(running, console, replies)
             interrupted = failed = False
             try:
                 if piped is None:

@@ -14,7 +14,7 @@ scheduler, the socket claimed, unanswered messages resumed, the scheduler starte
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +26,7 @@ from klaw.engine.chat_leases import ChatLeases
 from klaw.engine.clock import Clock
 from klaw.engine.commands import CommandHandler
 from klaw.engine.context_builder import ContextBuilder
-from klaw.engine.delivery import Delivery, Outbound
+from klaw.engine.delivery import Delivery, Outbound, Sink
 from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.memory_settings import MemorySettings
 from klaw.engine.processor import RESUME_WITHIN, MessageProcessor
@@ -260,8 +260,10 @@ async def assemble(
     router: ModelRouter | None = None,
     embedder: Embedder | None = None,
     tools: Sequence[ToolFunction] = (),
+    channels: Mapping[str, Sink] | None = None,
 ) -> Parts:
-    """Every part built and started (listening last when `listen`); each close is on `stack`."""
+    """Every part built and started (listening last when `listen`); each close is on `stack`.
+    `channels`: in-process sinks registered before recovery, so a reply sent again at start reaches them."""
     memory = await open_memory(home, config, clock, stack, embedder)
     skills = skill_catalogue(home, config)
     docs = docs_index(home, config, memory.embedder)
@@ -273,6 +275,8 @@ async def assemble(
         confirm=memory.store.exchanges.mark_delivered,
     )
     stack.push_async_callback(delivery.settle)  # replies shown before the close are noted before the store closes
+    for channel, sink in (channels or {}).items():
+        delivery.register(channel, sink)
     early: dict[ServiceKey[Any], object] = {MEMORY: memory_services(config, memory, clock, delivery)}
     early |= {key: value for key, value in ((SKILLS, skills), (DOCS, docs)) if value is not None}
     selection = tool_registry(home, config, early, tools)

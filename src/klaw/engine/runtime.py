@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
@@ -25,7 +25,7 @@ from klaw.config import EngineConfig
 from klaw.engine.assembly import Parts, assemble, memory_services
 from klaw.engine.chat_reading import ChatReader
 from klaw.engine.clock import Clock, SystemClock
-from klaw.engine.delivery import Outbound
+from klaw.engine.delivery import Outbound, Sink
 from klaw.engine.frames import CommandFrame, DeliveredFrame, InboundFrame
 from klaw.engine.memory_access import MemoryAccess
 from klaw.engine.processor import Inbound
@@ -97,11 +97,14 @@ class Engine:
         router: ModelRouter | None = None,
         embedder: Embedder | None = None,
         tools: Sequence[ToolFunction] = (),
+        channels: Mapping[str, Sink] | None = None,
     ) -> Engine:
         """Build and start every part; a failure at any step closes what was started, in reverse.
 
         `router`, `embedder` and `tools` (plain typed async functions, always offered) replace or add
-        to what engine.yaml configures; the engine closes a router or embedder it is given."""
+        to what engine.yaml configures; the engine closes a router or embedder it is given. `channels`:
+        in-process sinks (channel name to sink) registered before start-up recovery, so the replies a
+        crash left unconfirmed, sent again at start, reach them (decision 101)."""
         lifetimes = AsyncExitStack()
         clock = clock or SystemClock()
         try:
@@ -115,6 +118,7 @@ class Engine:
                 router=router,
                 embedder=embedder,
                 tools=tools,
+                channels=channels,
             )
             services = memory_services(config, parts.memory, clock, parts.delivery)
             messages = HybridSearch(parts.memory.store, parts.memory.embedder, config.search)
