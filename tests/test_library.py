@@ -4,6 +4,7 @@ tools and commands through the real turn path."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -182,6 +183,10 @@ async def test_a_chat_is_read_back_as_a_person_saw_it(tmp_path: Path) -> None:
             ("assistant", "text"),
         ]
         assert history[0].text == "remember the gate code" and history[-1].text == "one more"
+        [asked] = history[1].tool_calls  # a tool call without words says what it asked for
+        assert (asked.name, json.loads(asked.arguments)) == ("memory_save", {"text": "the gate code is 2468"})
+        assert history[2].tool == "memory_save" and history[2].tool_calls == ()
+        assert history[0].tool_calls == () and history[0].tool is None
         turns = await agent.turns("alice")
         assert [t.status for t in turns] == ["completed", "completed", "failed"]
         assert turns[0].message == history[0].id and turns[0].reply == history[3].id

@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from klaw.engine.transcript import record_to_chat_message
+from klaw.llm.messages import ToolCall
 from klaw.memory.archival_memory import ArchivalError
 from klaw.memory.chunk_search import ChunkSearch
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.hybrid_search import CANDIDATES_PER_SIDE, HybridSearch
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef
+from klaw.store.records import ChatRef, MessageType, RecordKind, StoredMessage
 
 DEFAULT_LIMIT = 100
 
@@ -29,10 +31,12 @@ class HistoryEntry:
 
     id: str
     role: str  # user, assistant, tool, system
-    text: str
+    text: str  # empty for a `tool_call` the model made without words: `tool_calls` says what it asked
     type: str
     created_at: datetime
     session: int  # the session (the part of the chat since a `/new`) it belongs to
+    tool_calls: tuple[ToolCall, ...] = ()  # a `tool_call`: each tool asked for, with its JSON arguments
+    tool: str | None = None  # a `tool_result`: the tool that answered (`text` is its answer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +99,7 @@ class ChatReader:
         segment = await self._session(chat, session)
         if segment is None:
             return []
-        return [
-            HistoryEntry(m.record.id, m.role.value, m.content, m.record.type.value, m.record.created_at, m.segment_id)
-            for m in await self._store.messages.window(segment, limit)
-        ]
+        return [_history_entry(m) for m in await self._store.messages.window(segment, limit)]
 
     async def turns(self, chat: ChatRef, *, session: int | None = None) -> list[TurnState]:
         """The turns of the chat's current session (or of `session`), oldest first, each with how it
@@ -179,3 +180,19 @@ class ChatReader:
 def _check(query: str) -> None:
     if not query.strip():
         raise ArchivalError("the query is empty: say what to look for")
+
+
+def _history_entry(message: StoredMessage) -> HistoryEntry:
+    """A stored message as the library shows it; a tool step read the way a model is shown it."""
+    record = message.record
+    seen = record_to_chat_message(record) if record.kind is RecordKind.TOOL_STEP else None
+    return HistoryEntry(
+        record.id,
+        record.role.value,
+        record.content,
+        record.type.value,
+        record.created_at,
+        message.segment_id,
+        tool_calls=seen.tool_calls if seen is not None else (),
+        tool=seen.name if seen is not None and record.type is MessageType.TOOL_RESULT else None,
+    )
