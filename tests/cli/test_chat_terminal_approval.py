@@ -84,3 +84,31 @@ async def test_the_console_asks_y_or_n_and_runs_the_tool_only_on_yes(tmp_path: P
             assert not (home / "workspace" / "refused.txt").exists()
             assert "Traceback" not in await term.screen()
             assert (await term.screen()).rstrip().endswith(PROMPT.rstrip())
+
+
+@needs_tmux
+async def test_control_codes_in_a_tool_call_or_a_reply_are_shown_not_obeyed(tmp_path: Path) -> None:
+    """Arguments that erase their own line ("ESC[2K CR") cannot hide behind "hello world" in the question,
+    a reply that would clear the screen and set the window title does neither, and `/approve`, which
+    the question offers, is a yes at the prompt."""
+    home = tmp_path / "home"
+    init_home(home)
+    hold_file_write(home)
+    async with FakeOpenAiServer() as model:
+        hidden = "RM -RF EVERYTHING\x1b[2K\rhello world"
+        model.reply_tool_calls([("file_write", {"path": "evil.txt", "content": hidden})])
+        model.reply_text("Done.\x1b]0;PWNED-TITLE\x07\x1b[2J")
+        env = busy_machine(chat_env(home, model.base_url), tmp_path)
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
+            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+            await term.type_line("write it")
+            screen = await term.wait_for(lambda s: s.rstrip().endswith(APPROVE.rstrip()), "the approval prompt")
+            assert "content: RM -RF EVERYTHING␛[2K␍hello world" in screen
+            await term.type_line("/approve")
+            screen = await term.wait_for_prompt_after("Done.", "the reply after approving")
+            assert "Approved: file_write runs now." in screen
+            assert "Type /help for commands" in screen  # the screen was not cleared
+            assert "Done.␛]0;PWNED-TITLE␇␛[2J" in screen
+            title = await term.tmux("display-message", "-p", "-t", term.target, "#{pane_title}")
+            assert "PWNED" not in title
+    assert (home / "workspace" / "evil.txt").read_bytes() == b"RM -RF EVERYTHING\x1b[2K\rhello world"

@@ -34,6 +34,7 @@ from klaw.command_syntax import parse_command
 from klaw.engine.delivery import Outbound
 from klaw.engine.runtime import Engine
 from klaw.store.records import ChatRef
+from klaw.terminal_text import visible
 
 CONSOLE_CHANNEL = "console"
 EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
@@ -102,18 +103,18 @@ class ConsoleChannel:
         chat = console_chat()
         result = await self._engine.submit(chat, text)
         if result.command_reply is not None:
-            self._console.out(result.command_reply, highlight=False)
+            self._console.out(self._shown(result.command_reply), highlight=False)
             return True
         while True:
             reply = await self._next_reply_to(result.message_id)
             if reply.approval is None:
                 break
             denied = await self._engine.commands.handle(chat, "deny", reply.approval)
-            self._stderr.print(Text(f"{reply.text}\n{denied} (no terminal to answer it)"), highlight=False)
+            self._stderr.print(Text(visible(f"{reply.text}\n{denied} (no terminal to answer it)")), highlight=False)
         if reply.kind == "error":
-            self._stderr.print(Text(reply.text, style="red"), highlight=False)
+            self._stderr.print(Text(visible(reply.text), style="red"), highlight=False)
             return False
-        self._console.out(reply.text, highlight=False)
+        self._console.out(self._shown(reply.text), highlight=False)
         return True
 
     async def _print_arrivals(self) -> None:
@@ -133,7 +134,7 @@ class ConsoleChannel:
             if command is not None and command.name == "forget":
                 self._history.forget_messages()
             # Text, not markup: a reply quotes what a person or the model wrote ("[urgent] call mom").
-            self._console.print(Text(result.command_reply, style="cyan"), highlight=False)
+            self._console.print(Text(visible(result.command_reply), style="cyan"), highlight=False)
             return
         model = await self._engine.sessions.model_of(chat)
         timeout = self._engine.config.model(model).timeout_seconds
@@ -151,14 +152,15 @@ class ConsoleChannel:
             await self._answer_approval(chat, reply.approval, session)
 
     async def _answer_approval(self, chat: ChatRef, request_id: str, session: PromptSession[str]) -> None:
-        """y or yes approves; anything else (Enter, Ctrl-C, Ctrl-D) denies. The engine's answer is shown."""
+        """y, yes, or the `/approve` the question itself offers approves; anything else (Enter, /deny,
+        Ctrl-C, Ctrl-D) denies. The engine's answer is shown."""
         try:
             answer = await _prompt(session, "approve? [y/N] › ")
         except (EOFError, KeyboardInterrupt):
             answer = ""
-        command = "approve" if answer.strip().lower() in {"y", "yes"} else "deny"
+        command = "approve" if _approves(answer, request_id) else "deny"
         reply = await self._engine.commands.handle(chat, command, request_id)
-        self._console.print(Text(reply, style="cyan"), highlight=False)
+        self._console.print(Text(visible(reply), style="cyan"), highlight=False)
 
     async def _next_reply_to(self, message_id: str | None) -> Outbound:
         """The reply to this message, or a question to approve a tool on its way; other messages that
@@ -175,10 +177,26 @@ class ConsoleChannel:
         while not self._replies.empty():
             self._show(self._replies.get_nowait())
 
+    def _shown(self, text: str) -> str:
+        """A piped reply as the model wrote it into a file or a pipe; on a terminal, its control
+        characters shown rather than obeyed (terminal_text.py)."""
+        return visible(text) if self._console.is_terminal else text
+
     def _show(self, reply: Outbound) -> None:
+        """A reply, an error or a question to approve a tool, its control characters shown and never
+        obeyed: a reply or a tool's arguments must not clear the screen or overwrite the question."""
         if reply.task is not None:  # a task's answer arrives on its own: say whose it is, as the web page does
-            self._console.print(Text(f"Scheduled task: {reply.task}", style="bold yellow"), highlight=False)
+            self._console.print(Text(visible(f"Scheduled task: {reply.task}"), style="bold yellow"), highlight=False)
         if reply.kind == "error":
-            self._console.print(Text(reply.text, style="red"), highlight=False)
+            self._console.print(Text(visible(reply.text), style="red"), highlight=False)
         else:
-            self._console.print(Markdown(reply.text))
+            self._console.print(Markdown(visible(reply.text)))
+
+
+def _approves(answer: str, request_id: str) -> bool:
+    """Whether the answer at the approval prompt is a yes: `y`, `yes`, or `/approve` alone or with this
+    question's id (what the question says to type). `/approve` naming another id is no yes to this one."""
+    if answer.strip().lower() in {"y", "yes"}:
+        return True
+    command = parse_command(answer)
+    return command is not None and command.name == "approve" and command.args in {"", request_id}

@@ -28,6 +28,7 @@ from klaw.cli.memory_forget_cmd import register_forget
 from klaw.cli.memory_list_cmd import register_list
 from klaw.config import EngineConfig
 from klaw.errors import KlawError
+from klaw.terminal_text import visible
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
     from klaw.memory.embedder.protocol import Embedder
@@ -243,7 +244,7 @@ def _print_stacked(console: Console, outcome: SearchOutcome, limit: int, caption
 
 
 def _preview(content: str) -> str:
-    preview = " ".join(content.split())
+    preview = visible(" ".join(content.split()))
     return preview if len(preview) <= PREVIEW_CHARS else preview[: PREVIEW_CHARS - 1] + "…"
 
 

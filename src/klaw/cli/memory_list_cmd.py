@@ -18,6 +18,7 @@ from rich.text import Text
 from klaw.cli.context import fail, open_store_or_exit, stored_home_or_exit
 from klaw.config import DatabaseConfig
 from klaw.errors import KlawError
+from klaw.terminal_text import visible
 
 if TYPE_CHECKING:  # loaded by the command itself, so `klaw --help` loads none of it
     from klaw.store.protocol import Storage
@@ -63,7 +64,7 @@ async def _listing(path: Path, database: DatabaseConfig, chat_arg: str | None, p
             by_rowid = {m.rowid: m for m in await store.messages.by_rowids(rowids)} if rowids else {}
             for exchange in exchanges:
                 said = by_rowid.get(exchange.user_message_rowid) if exchange.user_message_rowid else None
-                words = " ".join(said.record.content.split()) if said else ""
+                words = visible(" ".join(said.record.content.split())) if said else ""
                 if len(words) > FIRST_WORDS:
                     words = words[: FIRST_WORDS - 1] + "…"
                 lines.append(

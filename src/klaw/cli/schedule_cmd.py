@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.terminal_text import visible
 
 if TYPE_CHECKING:
     from klaw.config import EngineConfig
@@ -55,7 +56,7 @@ def list_tasks() -> None:
             last,
             task.model or "(subagent default)",
             str(task.inject_into) if task.inject_into else "(only logged)",
-            task.message
+            visible(task.message)
             + (f" (may run without asking: {', '.join(task.allowed_tools)})" if task.allowed_tools else ""),
         )
     Console(markup=False).print(table)
