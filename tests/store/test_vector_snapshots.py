@@ -178,3 +178,29 @@ async def test_an_unreadable_copy_is_ignored(tmp_path: Path) -> None:
         assert hits[0].message.record.content == "m5"
     finally:
         await store.aclose()
+
+
+async def test_a_copy_that_reads_but_is_not_the_databases_is_rebuilt(tmp_path: Path) -> None:
+    """A copy with a current stamp whose rows are wrong (a file from elsewhere, a disk error that
+    kept its shape) would steer the int8 shortlist to the wrong messages: its sampled rows are
+    compared with the table, and it is rebuilt instead of trusted."""
+    rng = np.random.default_rng(26)
+    path = tmp_path / "klaw.db"
+    vectors = unit_rows(rng, 120)
+    store = await open_store(path)
+    await add(store, vectors)
+    await store.search.nearest(ALICE, vectors[0], limit=1)
+    await store.aclose()
+    codes = SnapshotFolder.beside(path).chat(1) / "codes.npy"
+    np.save(codes, -np.load(codes), allow_pickle=False)  # same shape, every row pointing the other way
+
+    store = await open_store(path)
+    try:
+        statements = await traced(store)
+        for query in unit_rows(rng, 5):
+            hits = await store.search.nearest(ALICE, query, limit=10)
+            exact = np.argsort(1.0 - vectors @ query, kind="stable")[:10]
+            assert [h.message.record.content for h in hits] == [f"m{i}" for i in exact]
+        assert len(scans_of_vectors(statements)) == 1
+    finally:
+        await store.aclose()

@@ -36,12 +36,26 @@ def shortlist(limit: int) -> int:
 
 def quantize(vectors: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
     """Rows as int8 codes and one float32 scale each (an all-zero row gets scale 0 and scores 0)."""
-    rows = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
-    peak = np.abs(rows).max(axis=1) if rows.shape[1] else np.zeros(len(rows), dtype=np.float32)
-    scales = (peak / CODE_MAX).astype(np.float32)
-    safe = np.where(scales > 0, scales, 1.0).astype(np.float32)
-    codes = np.clip(np.rint(rows / safe[:, None]), -CODE_MAX, CODE_MAX).astype(np.int8)
+    rows = np.array(np.atleast_2d(vectors), dtype=np.float32)  # a copy: `quantize_into` works in place
+    codes = np.empty(rows.shape, dtype=np.int8)
+    scales = np.empty(len(rows), dtype=np.float32)
+    quantize_into(rows, codes, scales)
     return codes, scales
+
+
+def quantize_into(rows: npt.NDArray[np.float32], codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32]) -> None:
+    """`quantize`, writing into `codes` and `scales` and using `rows` (float32, 2-D) as its scratch:
+    a large chat's first load quantizes 1.5 GB of floats, and each pass over them counts."""
+    if rows.shape[1] == 0:
+        scales[:] = 0.0
+        return
+    peak = np.maximum(rows.max(axis=1), -rows.min(axis=1))  # |x|'s maximum without an |x| array
+    np.divide(peak, CODE_MAX, out=scales, casting="same_kind")
+    safe = np.where(scales > 0, scales, np.float32(1.0)).astype(np.float32)
+    np.divide(rows, safe[:, None], out=rows)
+    np.rint(rows, out=rows)
+    np.clip(rows, -CODE_MAX, CODE_MAX, out=rows)
+    np.copyto(codes, rows, casting="unsafe")
 
 
 def scores(

@@ -29,7 +29,9 @@ from klaw.store.rebuild_protocol import DoneFile
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.store import SqliteStore
-from klaw.store.sqlite.vector_snapshot import SnapshotFolder
+from klaw.store.sqlite.vector_cache import save_large_chats
+from klaw.store.sqlite.vector_snapshot import SNAPSHOT_MIN_ROWS, SnapshotFolder
+from klaw.store.sqlite.vectors import MESSAGE_VECTORS
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +193,8 @@ def swap_into_place(new: Path, live: Path, *, keep_backup: bool) -> Path | None:
         _sidecar(new, suffix).unlink(missing_ok=True)  # empty after make_self_contained
     os.replace(new, live)
     _fsync_dir(live.parent)
-    SnapshotFolder.beside(live).remove()  # the old file's saved vectors: stale for the new one
+    # The old file's saved vectors are stale for the new one; the build's, saved by `finish`, are its own.
+    SnapshotFolder.beside(new).replace(SnapshotFolder.beside(live))
     if keep_backup and backup.exists():
         return backup
     for path in [backup, *(_sidecar(backup, s) for s in _SIDECARS)]:
@@ -232,6 +235,7 @@ class SqliteBuild:
     store: SqliteStore
     journal: SqliteRebuildJournal
     live: Path
+    copy_min_rows: int = SNAPSHOT_MIN_ROWS  # chats this large have their int8 copy saved by `finish`
 
     async def copy_settings(self) -> int:
         # Which replies still wait for delivery is the live database's to say, not the log's: folding
@@ -245,6 +249,13 @@ class SqliteBuild:
             raise StorageError(f"the settings of {self.live} cannot be read ({type(exc).__name__})") from exc
 
     async def finish(self) -> None:
+        """Save the large chats' int8 copies beside the build (moved with it by the swap), so the
+        first start after a reindex loads none of them from the table (decision 236), then make the
+        file self-contained."""
+        folder = SnapshotFolder.beside(self.store.db.path)
+        await self.store.db.run(
+            lambda connection: save_large_chats(connection, MESSAGE_VECTORS, folder, self.copy_min_rows)
+        )
         await make_self_contained(self.store.db)
 
     async def aclose(self) -> None:
@@ -254,10 +265,13 @@ class SqliteBuild:
 class SqliteRebuild:
     """`klaw reindex` on SQLite: the build is `<klaw.db>.reindex`, swapped in when finished."""
 
-    def __init__(self, live: Path, tokenizer: FullTextTokenizer = "porter") -> None:
+    def __init__(
+        self, live: Path, tokenizer: FullTextTokenizer = "porter", *, copy_min_rows: int = SNAPSHOT_MIN_ROWS
+    ) -> None:
         self._live = live
         self._tokenizer = tokenizer
         self._work = _sidecar(live, ".reindex")
+        self._copy_min_rows = copy_min_rows
 
     @property
     def location(self) -> Path:
@@ -274,7 +288,7 @@ class SqliteRebuild:
                 raise
             log.warning("cannot resume the build at %s: %s", self._work, exc)
             return None
-        return SqliteBuild(store, SqliteRebuildJournal(store.db), self._live)
+        return SqliteBuild(store, SqliteRebuildJournal(store.db), self._live, self._copy_min_rows)
 
     def kept_log(self) -> None:
         """The log is the home's JSONL files."""
@@ -283,6 +297,7 @@ class SqliteRebuild:
     def discard(self) -> None:
         for path in [self._work, *(_sidecar(self._work, s) for s in _SIDECARS)]:
             path.unlink(missing_ok=True)
+        SnapshotFolder.beside(self._work).remove()
 
     def swap_into_place(self, *, keep_backup: bool) -> Path | None:
         return swap_into_place(self._work, self._live, keep_backup=keep_backup)

@@ -12,7 +12,8 @@ The matrix is kept by the database's single worker thread and searched on others
 
 What it shares with PostgreSQL's copies (the bounded map of matrices, the lock) is
 `shared/vector_lru.py`. `vec_messages` stays the source of truth: a chat's copy is filled on its first search (from the
-copy saved beside the database when that is current, `vector_snapshot.py`, else from the table),
+copy saved beside the database when that is current, `vector_snapshot.py`, else from the table: in
+bulk from its chunks, `vector_chunks.py`, or row by row),
 appended to after each committed insert, and dropped by `invalidate` when vectors are deleted. A
 chat whose vectors would not fit `budget_bytes` is never cached and is searched by sqlite-vec, so
 memory stays bounded; least recently searched chats are evicted first. `ChatVectorCache` loads and
@@ -24,6 +25,7 @@ the event loop never waits for.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 
 import apsw
@@ -31,8 +33,17 @@ import apsw
 from klaw.store.shared.vector_lru import ChatMatrixCache
 from klaw.store.shared.vector_matrix import ChatMatrix, MatrixView, row_bytes
 from klaw.store.sqlite.query import fetch_all, fetch_value
-from klaw.store.sqlite.vector_snapshot import SNAPSHOT_MIN_ROWS, SnapshotFolder, current_stamp
-from klaw.store.sqlite.vector_tables import table_exists
+from klaw.store.sqlite.vector_chunks import read_chunked
+from klaw.store.sqlite.vector_snapshot import (
+    SNAPSHOT_MIN_ROWS,
+    SnapshotFolder,
+    Stamp,
+    agrees_with_table,
+    current_stamp,
+)
+from klaw.store.sqlite.vector_tables import bound_embedder, table_exists
+
+log = logging.getLogger(__name__)
 
 Row = tuple[int, int, int, bytes]
 
@@ -84,9 +95,7 @@ class ChatVectorCache(ChatMatrixCache):
             room -= size
         unsaved = [key for key in chosen if not self._from_snapshot(connection, table, key)]
         if unsaved:
-            rows = _table_rows(connection, table, unsaved)
-            for chat_key in unsaved:
-                self._from_table(connection, table, chat_key, rows.get(chat_key, []), dim)
+            self._from_table(connection, table, unsaved, dim)
         return len(chosen)
 
     def invalidate(self, chat_key: int | None = None) -> None:
@@ -116,8 +125,7 @@ class ChatVectorCache(ChatMatrixCache):
         if _upper_bound_bytes(connection, chat_key, dim) > self._budget:
             return None
         if not self._from_snapshot(connection, table, chat_key):
-            rows = _table_rows(connection, table, [chat_key])
-            self._from_table(connection, table, chat_key, rows.get(chat_key, []), dim)
+            self._from_table(connection, table, [chat_key], dim)
         with self._lock:
             self._evict(keep=chat_key)
             return self._chats.get(chat_key)
@@ -127,18 +135,55 @@ class ChatVectorCache(ChatMatrixCache):
         arrays = self._snapshots.load(chat_key, stamp) if self._snapshots is not None and stamp is not None else None
         if arrays is None or stamp is None:
             return False
+        if not agrees_with_table(connection, table, arrays):
+            log.warning("the saved vectors of chat %s are not the database's: loading them from it", chat_key)
+            return False
         with self._lock:
             self._chats[chat_key] = ChatMatrix.from_arrays(arrays, stamp.version)
         return True
 
-    def _from_table(self, connection: apsw.Connection, table: str, chat_key: int, rows: list[Row], dim: int) -> None:
-        stamp = current_stamp(connection, table, chat_key)
-        matrix = ChatMatrix.from_rows(rows, dim, 0 if stamp is None else stamp.version)
-        with self._lock:
-            self._chats[chat_key] = matrix
-        if self._snapshots is not None and stamp is not None and matrix.size >= self._snapshot_min_rows:
-            self._snapshots.save(chat_key, stamp, matrix.arrays())
-            matrix.saved_version = stamp.version
+    def _from_table(self, connection: apsw.Connection, table: str, chat_keys: list[int], dim: int) -> None:
+        for chat_key, (matrix, stamp) in table_copies(connection, table, chat_keys, dim).items():
+            with self._lock:
+                self._chats[chat_key] = matrix
+            if self._snapshots is not None and stamp is not None and matrix.size >= self._snapshot_min_rows:
+                self._snapshots.save(chat_key, stamp, matrix.arrays())
+                matrix.saved_version = stamp.version
+
+
+def table_copies(
+    connection: apsw.Connection, table: str, chat_keys: list[int], dim: int
+) -> dict[int, tuple[ChatMatrix, Stamp | None]]:
+    """The chats' int8 copies read from the table: in bulk from vec0's chunks where that checks out
+    (`vector_chunks.py`), row by row for the rest. Each carries the chat's version read before its
+    vectors, so a write in between leaves a copy that knows it may be stale."""
+    stamps = {key: current_stamp(connection, table, key) for key in chat_keys}
+    matrices = read_chunked(connection, table, chat_keys, dim)
+    rest = [key for key in chat_keys if key not in matrices]
+    if rest:
+        rows = _table_rows(connection, table, rest)
+        matrices.update({key: ChatMatrix.from_rows(rows.get(key, []), dim, 0) for key in rest})
+    for key, matrix in matrices.items():
+        stamp = stamps[key]
+        matrix.version = 0 if stamp is None else stamp.version
+    return {key: (matrix, stamps[key]) for key, matrix in matrices.items()}
+
+
+def save_large_chats(connection: apsw.Connection, table: str, folder: SnapshotFolder, min_rows: int) -> int:
+    """Save the copy of every chat of at least `min_rows` vectors into `folder`, one chat in memory
+    at a time: what `klaw reindex` leaves beside the database it builds, so the first start after
+    it reads no large chat from the table. Returns how many were saved."""
+    bound = bound_embedder(connection, table)
+    if bound is None:
+        return 0
+    counted = "SELECT chat FROM messages GROUP BY chat HAVING count(*) >= ? ORDER BY chat"
+    saved = 0
+    for (chat_key,) in fetch_all(connection, counted, (min_rows,)):
+        for key, (matrix, stamp) in table_copies(connection, table, [int(chat_key)], bound[1]).items():
+            if stamp is not None and matrix.size >= min_rows:
+                folder.save(key, stamp, matrix.arrays())
+                saved += 1
+    return saved
 
 
 def _table_rows(connection: apsw.Connection, table: str, chat_keys: Sequence[int]) -> dict[int, list[Row]]:

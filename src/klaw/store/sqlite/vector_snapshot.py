@@ -9,8 +9,9 @@ matrix into memory as it grows. Each copy names its `Stamp`: the embedder
 and the moment `vec_messages` was bound to it (a reindexed or rebound table is another table) and
 the chat's version in `vector_marks` (migration 0009), which every insert and every forget in the
 chat raises in its own transaction. A file whose stamp is not the database's current one is stale:
-the chat is loaded from `vec_messages` again, and the file rewritten. `vec_messages` stays the
-source of truth; a file that cannot be read is treated as stale, never as an error.
+the chat is loaded from `vec_messages` again, and the file rewritten. So is one whose sampled rows
+are not the table's (`agrees_with_table`). `vec_messages` stays the source of truth; a file that
+cannot be read is treated as stale, never as an error.
 
 Forgetting in a chat deletes its file at once (it holds quantized vectors of what was forgotten).
 Only chats of at least `SNAPSHOT_MIN_ROWS` vectors are saved: a smaller one loads from the table
@@ -31,11 +32,13 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
+from klaw.store.shared.vector_quant import quantize
 from klaw.store.sqlite.query import fetch_one, fetch_value
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_MIN_ROWS = 20_000
+CHECKED_ROWS = 16  # rows of a saved copy compared with the table when it is loaded
 ARRAYS = ("codes", "scales", "rowids", "segments", "created")
 STAMP_FILE = "stamp.json"
 Arrays = dict[str, npt.NDArray[np.generic]]
@@ -57,6 +60,27 @@ def current_stamp(connection: apsw.Connection, table: str, chat_key: int) -> Sta
     if meta is None:
         return None
     return Stamp(str(meta[0]), int(meta[1]), int(meta[2]), chat_version(connection, chat_key))
+
+
+def agrees_with_table(connection: apsw.Connection, table: str, arrays: Arrays) -> bool:
+    """Whether a saved copy's rows are in rowid order and `CHECKED_ROWS` of them, spread over it,
+    are the table's: codes and scale those of the row's vector in `table`, segment and time its
+    message's. A copy whose stamp matches can still be wrong (a file put back from another home, a
+    disk error that kept the shape): it is then rebuilt from the table rather than trusted (decision 236)."""
+    rowids = np.asarray(arrays["rowids"], dtype=np.int64)
+    if len(rowids) > 1 and not bool(np.all(rowids[1:] > rowids[:-1])):
+        return False
+    for i in np.unique(np.linspace(0, len(rowids) - 1, min(CHECKED_ROWS, len(rowids))).astype(np.intp)):
+        rowid = int(rowids[i])
+        vector = fetch_value(connection, f"SELECT embedding FROM {table} WHERE rowid = ?", (rowid,))
+        meta = fetch_one(connection, "SELECT segment_id, created_at FROM messages WHERE rowid = ?", (rowid,))
+        if vector is None or meta is None:
+            return False
+        codes, scales = quantize(np.frombuffer(vector, dtype=np.float32))
+        saved = (arrays["codes"][i], arrays["scales"][i], arrays["segments"][i], arrays["created"][i])
+        if not (np.array_equal(codes[0], saved[0]) and scales[0] == saved[1] and (saved[2], saved[3]) == meta):
+            return False
+    return True
 
 
 def chat_version(connection: apsw.Connection, chat_key: int) -> int:
@@ -128,11 +152,16 @@ class SnapshotFolder:
             return None
         return arrays
 
+    def replace(self, other: SnapshotFolder) -> None:
+        """Put these copies in `other`'s place (`klaw reindex` swapping its build in), dropping
+        `other`'s: they were saved for the database being replaced."""
+        _remove_tree(other.path)
+        if self.path.exists():
+            os.replace(self.path, other.path)
+
     def remove(self, chat_key: int | None = None) -> None:
-        """Delete the chat's copy (every copy when None)."""
-        folders = [self.chat(chat_key)] if chat_key is not None else list(self.path.glob("chat-*"))
-        for folder in folders:
-            _remove_tree(folder)
+        """Delete the chat's copy (every copy, and the folder, when None)."""
+        _remove_tree(self.chat(chat_key) if chat_key is not None else self.path)
 
 
 def _private(path: Path) -> BinaryIO:
