@@ -363,3 +363,15 @@ async def test_a_call_with_unusable_arguments_is_not_put_to_the_person(tmp_path:
         [result] = s.tool_results()
         assert result["content"].startswith("invalid arguments:")
         assert s.ran == []
+
+
+async def test_a_file_path_climbing_out_of_the_workspace_is_not_put_to_the_person(tmp_path: Path) -> None:
+    """`../engine.yaml` could never be written: the model is told at once, nobody is asked to approve it."""
+    async with stand(approval=["file_write"]) as s:
+        s.server.reply_tool_calls([("file_write", {"path": "../engine.yaml", "content": "tools: {}"})])
+        s.server.reply_text("That file is outside my workspace.")
+        await s.ask("change your settings")
+        assert (await s.outbound()).text == "That file is outside my workspace."  # no question came first
+        [result] = s.tool_results()
+        assert "'../engine.yaml' is outside the workspace" in result["content"]
+        assert "tools: {}" not in (s.home.root / "engine.yaml").read_text(encoding="utf-8")

@@ -173,7 +173,8 @@ async def test_paths_outside_the_workspace_are_refused(
         arguments["content"] = "pwned"
     result = await run(registry, context, tool, **arguments)
     assert result.is_error
-    assert result.content.startswith("PermissionError:")
+    # a `..` out is refused with the arguments (before any approval); an absolute path when the tool runs
+    assert result.content.startswith("PermissionError:" if path.startswith("/") else "invalid arguments:")
     assert "outside the workspace" in result.content
     assert (outside / "secret.txt").read_text(encoding="utf-8") == "top secret"
 

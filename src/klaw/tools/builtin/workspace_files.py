@@ -27,7 +27,7 @@ import stat
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
 from klaw.tools.schema import ToolContext, ToolFunction
@@ -37,7 +37,18 @@ MAX_LIST_ENTRIES = 500
 _SNIFF_BYTES = 8192
 _SKIP_CHUNK = 65536
 
-PathArg = Annotated[str, Field(description="Relative to the workspace")]
+
+def _not_climbing_out(path: str) -> str:
+    """A path whose `..` leads out of the workspace whatever the workspace is: refused as the arguments
+    are validated, so such a call is never put to the person for approval (ToolRegistry.refuse) only
+    to fail once approved. Symlinks and absolute paths are judged when the tool runs."""
+    normal = os.path.normpath(path)
+    if not os.path.isabs(normal) and (normal == os.pardir or normal.startswith(os.pardir + os.sep)):
+        raise ValueError(f"{path!r} is outside the workspace; use a path relative to the workspace")
+    return path
+
+
+PathArg = Annotated[str, AfterValidator(_not_climbing_out), Field(description="Relative to the workspace")]
 
 
 async def file_read(
