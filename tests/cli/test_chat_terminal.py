@@ -322,3 +322,23 @@ def test_klaw_chat_without_a_reachable_model_says_what_to_configure(tmp_path: Pa
     # The stand-in's command names the interpreter klaw runs on: a bare `python` may have no klaw.
     assert f"`{shlex.quote(sys.executable)} -m klaw.llm.fake_server`" in " ".join(result.stderr.split())
     assert not (home / "klaw.db").exists()  # nothing was started
+
+
+@needs_tmux
+async def test_ctrl_c_at_the_prompt_clears_a_typed_line_and_leaves_from_an_empty_one(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = chat_env(home, model.base_url)
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
+            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+            await term.tmux("send-keys", "-t", term.target, "-l", "a line I changed my mind about")
+            await term.wait_for(lambda s: "changed my mind" in s, "the typed line")
+            await term.tmux("send-keys", "-t", term.target, "C-c")
+            await term.wait_for(lambda s: "changed my mind" not in s, "the cleared line")
+            await term.type_line("the line I meant")
+            await term.wait_for_prompt_after("echo: the line I meant", "the reply")
+            assert model.chat_requests[-1].body["messages"][-1] == {"role": "user", "content": "the line I meant"}
+            await term.tmux("send-keys", "-t", term.target, "C-c")
+            assert await term.exit_status() == 0
+            assert "Traceback" not in await term.screen()

@@ -22,6 +22,7 @@ import getpass
 from collections.abc import Callable
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 from rich.markdown import Markdown
@@ -69,7 +70,7 @@ class ConsoleChannel:
 
     async def run(self) -> None:
         chat = console_chat()
-        session: PromptSession[str] = PromptSession(history=self._history)
+        session: PromptSession[str] = PromptSession(history=self._history, key_bindings=_ctrl_c_clears_a_typed_line())
         model = await self._engine.sessions.model_of(chat)  # its own /model choice, else routing.default
         greeting = Text.assemble(
             ("klaw", "bold"),
@@ -200,3 +201,18 @@ def _approves(answer: str, request_id: str) -> bool:
         return True
     command = parse_command(answer)
     return command is not None and command.name == "approve" and command.args in {"", request_id}
+
+
+def _ctrl_c_clears_a_typed_line() -> KeyBindings:
+    """Ctrl-C with something typed clears the line, as in a shell; on an empty line it leaves the chat
+    (prompt_toolkit's own Ctrl-C raises KeyboardInterrupt whatever was typed, losing it and the chat)."""
+    bindings = KeyBindings()
+
+    @bindings.add("c-c")
+    def _(event: KeyPressEvent) -> None:
+        if event.current_buffer.text:
+            event.current_buffer.reset()
+        else:
+            event.app.exit(exception=KeyboardInterrupt())
+
+    return bindings
