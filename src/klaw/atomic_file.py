@@ -12,10 +12,12 @@ import os
 import tempfile
 from pathlib import Path
 
+from klaw.private_files import private_dirs
+
 
 def replace_file(path: Path, data: bytes, *, new_file_mode: int = 0o600) -> None:
     """Atomically give `path` the content `data`, keeping its permission bits (or `new_file_mode`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent)
     try:
         mode = path.stat().st_mode & 0o777
     except FileNotFoundError:

@@ -14,7 +14,9 @@ the friendly answer that explains them were noise. `--verbose` still shows every
 
 from __future__ import annotations
 
+import io
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from logging.handlers import RotatingFileHandler
@@ -22,6 +24,8 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
+
+from klaw.private_files import open_private, private_dirs
 
 FORMAT = "%(levelname)s %(name)s: %(message)s"
 FILE_FORMAT = "%(asctime)s " + FORMAT
@@ -44,6 +48,15 @@ class ConsoleLogHandler(logging.Handler):
             self._console.print(line, soft_wrap=True, highlight=False)
         except Exception:  # a log line must never take the program down
             self.handleError(record)
+
+
+class PrivateRotatingFileHandler(RotatingFileHandler):
+    """logging's rotating file, each file it opens (the first, and the new one after a rotation)
+    created 0600 rather than with the umask's 0644: the log names chats and errors."""
+
+    def _open(self) -> io.TextIOWrapper:
+        descriptor = open_private(Path(self.baseFilename), os.O_WRONLY | os.O_APPEND)
+        return open(descriptor, "a", encoding=self.encoding, errors=self.errors)
 
 
 class PointerOnce(logging.Handler):
@@ -77,8 +90,10 @@ def logs_through(console: Console, log_file: Path | None = None) -> Iterator[Non
     previous = root.handlers[:]
     handlers: list[logging.Handler] = [ConsoleLogHandler(console)]
     if log_file is not None:
-        log_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        writer = RotatingFileHandler(log_file, maxBytes=LOG_FILE_BYTES, backupCount=1, encoding="utf-8", delay=True)
+        private_dirs(log_file.parent)
+        writer = PrivateRotatingFileHandler(
+            log_file, maxBytes=LOG_FILE_BYTES, backupCount=1, encoding="utf-8", delay=True
+        )
         writer.setFormatter(logging.Formatter(FILE_FORMAT))
         verbose = root.getEffectiveLevel() <= logging.DEBUG
         handlers = [writer, handlers[0] if verbose else PointerOnce(console, log_file)]

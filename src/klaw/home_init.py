@@ -8,6 +8,7 @@ from pathlib import Path
 
 from klaw.home import KlawHome
 from klaw.home_language import LanguageSettings, apply_to_config_text
+from klaw.private_files import private_dirs, write_private
 
 WORKSPACE_FILES = ("SOUL.md", "IDENTITY.md", "AGENTS.md")
 
@@ -26,12 +27,11 @@ def initialise_home(home: KlawHome, *, overwrite: bool = False, language: Langua
     targets = [(templates / "engine.yaml", home.config_file)]
     targets += [(templates / "workspace" / name, home.workspace / name) for name in WORKSPACE_FILES]
     report = InitReport()
-    home.root.mkdir(parents=True, exist_ok=True)
-    home.root.chmod(0o700)  # conversations are private
+    private_dirs(home.root)  # 0700, like every folder klaw makes (an existing home is make_private's)
     for directory in (home.workspace, home.skills_dir, home.conversations):
         if not directory.is_dir():
             report.made.append(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dirs(directory)
     for source, target in targets:
         if target.exists() and not overwrite:
             report.kept.append(target)
@@ -39,6 +39,6 @@ def initialise_home(home: KlawHome, *, overwrite: bool = False, language: Langua
         text = source.read_text(encoding="utf-8")
         if language is not None and target == home.config_file:
             text = apply_to_config_text(text, language)
-        target.write_text(text, encoding="utf-8")
+        write_private(target, text.encode("utf-8"))  # the workspace's prompt files too: klaw's, not the person's
         report.written.append(target)
     return report

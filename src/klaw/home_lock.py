@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from klaw.errors import KlawError
+from klaw.private_files import open_private, private_dirs
 
 try:
     import fcntl
@@ -81,9 +82,9 @@ class HomeLock:
     @classmethod
     def acquire(cls, home_root: Path, role: str = ENGINE_ROLE) -> HomeLock:
         """Hold `home_root` (created 0700 if missing) for `role`; raise `HomeHeldError` naming the holder."""
-        home_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dirs(home_root)
         path = lock_path(home_root)
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        descriptor = open_private(path, os.O_RDWR)
         try:
             os.fchmod(descriptor, 0o600)
             for attempt in range(_ACQUIRE_TRIES):

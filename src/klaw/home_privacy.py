@@ -1,17 +1,17 @@
 """Nobody but its owner may read what klaw keeps: directories 0700, files 0600, whatever the umask.
 
 Everything under KLAW_HOME holds private text (conversations, memories, the web token, the buffer of
-messages not yet stored), and many writers create files there: our own code, SQLite (klaw.db and its
--wal/-shm, scheduler.db, reindex's side files), prompt_toolkit (chat history), temporary files. Giving
-each call a mode would miss the next writer, so the rule is one process-wide umask of 0o077, set by the
-`klaw` command before anything runs (`restrict_umask`): whatever is created afterwards, by whom, is
-private. Library users (tests, embedding klaw) own their process's umask.
+messages not yet stored). Each writer of klaw creates its files private by itself (`klaw/private_files.py`,
+decision 237), so a program using klaw as a library keeps its own umask. The `klaw` command also sets
+its umask to 0o077 before anything runs (`restrict_umask`, decision 050): a second line for files
+created by code klaw runs but does not write.
 
-A home made by an older klaw, or by hand, may already be readable by others: `make_private` tightens
-it at every command's start and says what it changed. It leaves alone symlinks (chmod would follow
-them out of the home), paths owned by another user, and what is inside the workspace: those are the
-person's own files, perhaps hard links to files elsewhere whose mode is not ours to change (the home
-itself being 0700 keeps them from other users). Why one umask: docs/decisions/050-private-by-umask.md.
+A home made by an older klaw, by hand, or by a library program before decision 237 may already be
+readable by others: `make_private` tightens it when every command starts (saying what it changed) and
+when `Klaw(home)` starts (a logged warning). It leaves alone symlinks (chmod would follow them out of
+the home), paths owned by another user, and what is inside the workspace: those are the person's own
+files, perhaps hard links to files elsewhere whose mode is not ours to change (the home itself being
+0700 keeps them from other users).
 """
 
 from __future__ import annotations
@@ -50,6 +50,20 @@ def make_private(home: KlawHome, extra: Iterable[Path] = ()) -> list[Path]:
         if not path.is_relative_to(home.root):
             changed += _tighten(path)
     return changed
+
+
+def database_files(database: Path) -> list[Path]:
+    """A SQLite database outside the home too, with its -wal and -shm: what `make_private` takes as `extra`."""
+    return [database, *(database.with_name(database.name + end) for end in ("-wal", "-shm"))]
+
+
+def describe_changes(changed: list[Path]) -> str:
+    """The warning's words for the paths `make_private` tightened: how many, the first three."""
+    shown = ", ".join(str(path) for path in changed[:3]) + (", …" if len(changed) > 3 else "")
+    return (
+        f"other users could read {len(changed)} path(s) klaw keeps ({shown});"
+        " made them private (directories 0700, files 0600)"
+    )
 
 
 def _tighten(path: Path) -> list[Path]:

@@ -35,6 +35,7 @@ from klaw.engine.runtime import Engine
 from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
+from klaw.home_privacy import database_files, describe_changes, make_private
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.protocol import ChatModel
 from klaw.llm.router import ModelRouter
@@ -122,6 +123,7 @@ class Klaw:
             return self
         initialise_home(self.home)  # writes only the files that are missing
         config = self._load_config()
+        self._make_home_private(config)
         router = None
         if self._model is not None:
             model = self._model
@@ -246,6 +248,13 @@ class Klaw:
         approved = self._approve is not None and await self._approve(chat, question)
         if self._engine is not None:
             await self._engine.commands.handle(chat, "approve" if approved else "deny", request_id)
+
+    def _make_home_private(self, config: EngineConfig) -> None:
+        """What others could read of the home (and of a database kept outside it) made private, as every
+        `klaw` command does at start; a warning in the log says what changed (decision 237)."""
+        changed = make_private(self.home, database_files(self.home.database_file(config.database.path)))
+        if changed:
+            log.warning("%s", describe_changes(changed))
 
     def _load_config(self) -> EngineConfig:
         if isinstance(self._config, EngineConfig):

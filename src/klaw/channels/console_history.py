@@ -17,6 +17,7 @@ from prompt_toolkit.history import FileHistory
 
 from klaw.atomic_file import replace_file
 from klaw.command_syntax import parse_command
+from klaw.private_files import create_private
 
 
 def is_command(text: str) -> bool:
@@ -25,6 +26,7 @@ def is_command(text: str) -> bool:
 
 class ConsoleHistory(FileHistory):
     def __init__(self, path: Path) -> None:
+        create_private(path)  # prompt_toolkit appends to it by name: 0600 from the start
         super().__init__(str(path))
         self._path = path
 

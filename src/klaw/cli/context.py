@@ -13,7 +13,7 @@ from rich.text import Text
 
 from klaw.config_loader import ConfigError, LoadedConfig, load_config
 from klaw.home import HOME_ENV_VAR, KlawHome
-from klaw.home_privacy import make_private
+from klaw.home_privacy import database_files, describe_changes, make_private
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -48,8 +48,7 @@ def load_or_exit(home: KlawHome) -> LoadedConfig:
     except ConfigError as exc:
         make_private_or_warn(home)
         fail(str(exc))
-    database = home.database_file(loaded.config.database.path)
-    make_private_or_warn(home, [database, *(database.with_name(database.name + end) for end in ("-wal", "-shm"))])
+    make_private_or_warn(home, database_files(home.database_file(loaded.config.database.path)))
     return loaded
 
 
@@ -76,15 +75,7 @@ def make_private_or_warn(home: KlawHome, extra: list[Path] | None = None) -> Non
     """`make_private`, with one warning line naming how many paths others could read."""
     changed = make_private(home, extra or [])
     if changed:
-        shown = ", ".join(str(path) for path in changed[:3]) + (", …" if len(changed) > 3 else "")
-        err_console.print(
-            Text.assemble(
-                ("warning:", "yellow"),
-                f" other users could read {len(changed)} path(s) klaw keeps ({shown});"
-                " made them private (directories 0700, files 0600)",
-            ),
-            highlight=False,
-        )
+        err_console.print(Text.assemble(("warning:", "yellow"), f" {describe_changes(changed)}"), highlight=False)
 
 
 def say_while_stopping(console: Console, text: str) -> None:

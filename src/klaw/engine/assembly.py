@@ -66,6 +66,7 @@ from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.memory.summaries.service import SummarizerService
 from klaw.memory.summaries.summary_export import export_unlogged_summaries
 from klaw.memory.summaries.texts import SummaryTexts
+from klaw.private_files import private_dirs
 from klaw.scheduling.tools import asks_to_allow_tools
 from klaw.store.backend import open_storage
 from klaw.store.protocol import Storage
@@ -126,7 +127,7 @@ async def open_memory(
     home: KlawHome, config: EngineConfig, clock: Clock, stack: AsyncExitStack, embedder: Embedder | None
 ) -> Memory:
     """Store, embedder and queue opened, the log tail replayed, interrupted forgets finished."""
-    home.root.mkdir(parents=True, exist_ok=True)
+    private_dirs(home.root)
     store = await open_storage(home.database_file(config.database.path), config.database, clock=clock.now)
     stack.push_async_callback(store.aclose)
     if embedder is None:

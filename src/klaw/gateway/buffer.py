@@ -24,6 +24,7 @@ from klaw import strict_json
 from klaw.atomic_file import append_whole
 from klaw.engine.frames import CommandFrame, FrameError, InboundFrame, decode_frame, encode_frame
 from klaw.errors import KlawError
+from klaw.private_files import open_private, private_dirs
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class InboundBuffer:
     def _write(self, line: bytes) -> None:
         """Append and fsync one line, or leave the file as it was (a write cut short by a full disk
         is truncated away, so no torn line is left for the next append)."""
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = open_private(self.path, os.O_WRONLY | os.O_APPEND)
         try:
             append_whole(fd, line, os.fstat(fd).st_size)
         finally:
@@ -131,7 +132,7 @@ class InboundBuffer:
     def _rewrite(self) -> None:
         """Replace the file by the pending frames alone (atomically: temp file, fsync, rename)."""
         temp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = open_private(temp, os.O_WRONLY | os.O_TRUNC)
         try:
             for frame in self._pending.values():
                 os.write(fd, encode_frame(frame))
@@ -144,7 +145,7 @@ class InboundBuffer:
 
 
 def _load(directory: Path, path: Path) -> OrderedDict[str, BufferedFrame]:
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dirs(directory)
     pending: OrderedDict[str, BufferedFrame] = OrderedDict()
     if not path.exists():
         return pending

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from klaw.atomic_file import append_whole, fsync_dir
 from klaw.memory.log_rewrite import DAY, remove_lines
+from klaw.private_files import open_private, private_dirs
 from klaw.scheduling.names import is_task_log_dir
 from klaw.store.log_format import MalformedLine, decode_record, encode_record
 from klaw.store.records import ChatRef, MessageRecord
@@ -162,9 +163,9 @@ def _append_lines(path: Path, lines: list[str]) -> None:
     is truncated away, so a failed append leaves no torn line for a retry to append after."""
     is_new = not path.exists()
     if is_new:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(path.parent)  # a chat's folder 0700, not the umask's 0755
     payload = "".join(line + "\n" for line in lines).encode("utf-8")
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = open_private(path, os.O_RDWR | os.O_APPEND)
     try:
         size = os.fstat(fd).st_size
         if size > 0 and os.pread(fd, 1, size - 1) != b"\n":

@@ -20,6 +20,7 @@ from pathlib import Path
 from klaw.atomic_file import fsync_dir
 from klaw.errors import KlawError
 from klaw.memory.log_replay import KEPT_LOG
+from klaw.private_files import open_private, private_dirs
 from klaw.store.log_format import MalformedLine, decode_record
 from klaw.store.rebuild_protocol import KeptLog, KeptLogRow
 from klaw.store.records import ChatRef
@@ -69,7 +70,7 @@ def export_kept_log(kept: KeptLog, target: Path, progress: KeptLogProgress | Non
             f"{target} is not an empty directory: export into a new one (its files would mix with the log"
             " already there)"
         )
-    target.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dirs(target)
     report = KeptLogReport()
     days = kept.days()
     for done, day in enumerate(days, 1):
@@ -97,8 +98,8 @@ def _count(report: KeptLogReport, day: str, number: int, row: KeptLogRow) -> Non
 
 def _write(directory: Path, name: str, lines: list[str]) -> None:
     is_new = not directory.exists()
-    directory.mkdir(mode=0o700, exist_ok=True)
-    fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    private_dirs(directory)
+    fd = open_private(directory / name, os.O_WRONLY | os.O_EXCL)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", closefd=False) as handle:
             handle.writelines(line + "\n" for line in lines)

@@ -47,6 +47,7 @@ from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.embedding_policy import should_embed
 from klaw.memory.embedding_queue import EmbeddingQueue, QueueClock
 from klaw.memory.log_replay import LogDay, LogSource, file_source, kept_source
+from klaw.private_files import open_private, private_dirs
 from klaw.store.backend import rebuild_backend
 from klaw.store.protocol import StorageError, StoreCounts
 from klaw.store.rebuild_protocol import DoneFile, RebuildBackend, RebuildTarget
@@ -141,7 +142,7 @@ async def _reindex(
     keep_backup: bool,
     backend: RebuildBackend | None,
 ) -> ReindexReport:
-    live.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(live.parent)
     with _exclusive(_beside(live, ".reindex.lock")):
         owned = embedder is None
         queue_clock = clock or _WallClock()
@@ -347,7 +348,7 @@ async def _refuse_if_engine_runs(home: KlawHome) -> None:
 @contextlib.contextmanager
 def _exclusive(lock_path: Path) -> Iterator[None]:
     """One reindex per database at a time (an advisory lock on a file beside it)."""
-    descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    descriptor = open_private(lock_path, os.O_RDWR)
     try:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)

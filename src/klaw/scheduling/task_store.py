@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from klaw.errors import KlawError
+from klaw.private_files import create_private
 from klaw.scheduling.names import parse_chat_target, validate_task_name
 from klaw.scheduling.schedules import TaskSchedule
 from klaw.store.records import ChatRef, from_millis, to_millis
@@ -80,7 +81,6 @@ class ScheduleStore:
 
     def create(self) -> None:
         """Create the file and table if missing (idempotent)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as connection:
             version = connection.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -129,6 +129,7 @@ class ScheduleStore:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
+        create_private(self.path)  # 0600 before sqlite3 creates it 0644 & ~umask; its -wal/-shm follow its mode
         with closing(sqlite3.connect(self.path, timeout=10, isolation_level=None)) as connection:
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("BEGIN IMMEDIATE")

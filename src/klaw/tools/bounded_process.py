@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from klaw.private_files import CHILD_UMASK
+
 _CHUNK = 65536
 _DRAIN_AFTER_KILL_SECONDS = 2.0
 
@@ -115,6 +117,7 @@ async def run_bounded(
         cwd=cwd,
         env=dict(env),
         start_new_session=True,  # its own process group: one kill reaches its children
+        umask=CHILD_UMASK,  # what it writes in the workspace is private, whatever this process's umask
     )
     out, err = _Capture(keep_bytes[0]), _Capture(keep_bytes[1])
     over_limit = asyncio.Event()

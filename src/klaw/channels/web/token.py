@@ -13,6 +13,7 @@ import secrets
 import stat
 
 from klaw.home import KlawHome
+from klaw.private_files import open_private, private_dirs
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,7 @@ TOKEN_BYTES = 32
 def load_or_create_token(home: KlawHome) -> str:
     """The token in `web_token`, creating it (0600, never group/world readable) when missing or empty."""
     path = home.web_token_file
-    home.root.mkdir(parents=True, exist_ok=True)
+    private_dirs(home.root)
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -36,7 +37,7 @@ def load_or_create_token(home: KlawHome) -> str:
             return token
         path.unlink()
     token = secrets.token_urlsafe(TOKEN_BYTES)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = open_private(path, os.O_WRONLY | os.O_EXCL)
     with os.fdopen(fd, "w", encoding="utf-8") as file:
         file.write(token + "\n")
     return token

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import apsw
 
+from klaw.private_files import create_private
 from klaw.store.protocol import StorageError
 from klaw.store.sqlite.last_messages import register_scoring
 from klaw.store.sqlite.query import Row, fetch_all
@@ -152,7 +153,7 @@ def database_error(path: Path, exc: apsw.Error) -> StorageError:
 
 
 def _connect(path: Path) -> apsw.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    create_private(path)  # 0600 before SQLite creates it 0644 & ~umask: its -wal and -shm follow its mode
     connection = open_connection(path)
     try:
         connection.execute("PRAGMA journal_mode = WAL")

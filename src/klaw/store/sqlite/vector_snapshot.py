@@ -32,6 +32,7 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
+from klaw.private_files import open_private, private_dirs
 from klaw.store.shared.vector_quant import quantize
 from klaw.store.sqlite.query import fetch_one, fetch_value
 
@@ -118,9 +119,9 @@ class SnapshotFolder:
         target = self.chat(chat_key)
         partial = target.with_name(target.name + ".partial")
         try:
-            self.path.mkdir(mode=0o700, exist_ok=True)
+            private_dirs(self.path)
             _remove_tree(partial)
-            partial.mkdir(mode=0o700)
+            private_dirs(partial)
             for name in ARRAYS:
                 with _private(partial / f"{name}.npy") as out:
                     np.save(out, arrays[name], allow_pickle=False)
@@ -166,7 +167,7 @@ class SnapshotFolder:
 
 def _private(path: Path) -> BinaryIO:
     """`path` opened for writing, readable by its owner only (0600) from the moment it exists."""
-    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+    return os.fdopen(open_private(path, os.O_WRONLY | os.O_TRUNC), "wb")
 
 
 def _remove_tree(path: Path) -> None:

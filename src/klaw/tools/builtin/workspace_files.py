@@ -30,6 +30,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 
 from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
+from klaw.private_files import FILE_MODE, private_dirs
 from klaw.tools.schema import ToolContext, ToolFunction
 
 MAX_WRITE_BYTES = 1024 * 1024
@@ -141,7 +142,7 @@ def open_regular(target: Path, shown: str, flags: int) -> io.BufferedReader | io
     (a FIFO without a writer opens for reading; without a reader, opening to write fails with ENXIO),
     and fstat on the opened descriptor judges the very file opened, with no window for a swap."""
     try:
-        fd = os.open(target, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        fd = os.open(target, flags | os.O_NONBLOCK | os.O_CLOEXEC, FILE_MODE)
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a FIFO nobody reads, or a device without its hardware
             raise ValueError(_not_regular(shown)) from None
@@ -180,7 +181,7 @@ def _write(workspace: Path, path: str, data: bytes, append: bool, protected: tup
         )
     if target.is_dir():
         raise IsADirectoryError(f"{shown!r} is a folder; give a file name inside it")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(target.parent)  # folders the agent makes are 0700, its files 0600 (decision 237)
     with open_regular(target, shown, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0)) as file:
         if not append:
             file.truncate(0)  # only now: a special file is refused before anything is changed

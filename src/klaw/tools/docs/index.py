@@ -32,6 +32,7 @@ import numpy as np
 from klaw.config import SearchConfig
 from klaw.memory.embedder.protocol import Embedder, Vectors, embed_queries
 from klaw.memory.fusion import score_fusion
+from klaw.private_files import create_private
 from klaw.store.sqlite.fts_query import fts5_match_expression
 from klaw.tools.docs.bundle import DocsBundle, DocSection
 
@@ -174,9 +175,7 @@ class DocsIndex:
         log.info("docs index built: %d sections of %d pages", len(sections), len(self._bundle.pages()))
 
     def _connect(self) -> sqlite3.Connection:
-        self.file.parent.mkdir(parents=True, exist_ok=True)
-        if not self.file.exists():
-            os.close(os.open(self.file, os.O_WRONLY | os.O_CREAT, 0o600))
+        create_private(self.file)
         os.chmod(self.file, 0o600)
         connection = sqlite3.connect(self.file)
         connection.executescript(_SCHEMA)

@@ -14,6 +14,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 
 from klaw.config import HostExecConfig
+from klaw.private_files import private_dirs
 from klaw.tools.bounded_process import run_bounded
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.host.patterns import CommandRefused, argument_vector, parse
@@ -43,7 +44,7 @@ def host_exec_tool(config: HostExecConfig) -> ToolFunction:
             raise ToolRefusal(str(exc)) from None
         env = {name: os.environ[name] for name in _PASSED_ENV if name in os.environ}
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-        context.workspace.mkdir(parents=True, exist_ok=True)
+        private_dirs(context.workspace)
         try:
             outcome = await run_bounded(
                 argv,

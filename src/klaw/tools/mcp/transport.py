@@ -23,6 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from klaw.config import McpServerConfig
 from klaw.errors import KlawError
+from klaw.private_files import open_private, private_dirs
 
 
 class MissingVariable(KlawError, RuntimeError):
@@ -67,8 +68,8 @@ async def open_transport(
 
 
 def _stderr_log(log_dir: Path, name: str) -> TextIO:
-    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dirs(log_dir)
     path = log_dir / f"{name}.log"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = open_private(path, os.O_WRONLY | os.O_TRUNC)
     os.fchmod(fd, 0o600)
     return open(fd, "w", encoding="utf-8", errors="replace")  # closed by the caller's exit stack

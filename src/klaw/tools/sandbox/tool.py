@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from klaw.config import SandboxConfig
+from klaw.private_files import private_dirs
 from klaw.tools.bounded_process import ProcessOutcome
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.registry import ToolRegistry
@@ -43,7 +44,7 @@ def code_execute_tool(backend: SandboxBackend, config: SandboxConfig, read_only:
         if "\0" in code:
             raise ToolRefusal("the code holds a NUL character, which no interpreter accepts")
         seconds = min(timeout_seconds or config.timeout_seconds, config.max_timeout_seconds)
-        context.workspace.mkdir(parents=True, exist_ok=True)
+        private_dirs(context.workspace)
         before = await asyncio.to_thread(snapshot, context.workspace)
         outcome = await backend.run(Job(language, code, context.workspace, seconds, read_only))
         after = await asyncio.to_thread(snapshot, context.workspace)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from klaw.errors import KlawError
+from klaw.private_files import private_dirs
 
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 _TAIL_LINES = 15
@@ -33,7 +34,7 @@ def install(venv: Path, packages: Sequence[str], *, python: Path = SYSTEM_PYTHON
     if not target.exists():
         if not python.exists():
             raise SandboxInstallError(f"{python} is missing: the sandbox runs the system's Python 3; install python3")
-        venv.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(venv.parent)
         # Without pip of its own (no ensurepip, seconds faster): klaw's pip installs into it (--python).
         _run([str(python), "-m", "venv", "--without-pip", str(venv)], "making the virtualenv")
     pip = [sys.executable, "-m", "pip", "--python", str(target)]

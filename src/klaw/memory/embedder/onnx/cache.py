@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 from klaw.atomic_file import replace_file
 from klaw.memory.embedder.bert import Bert
 from klaw.memory.embedder.protocol import EmbedderError
+from klaw.private_files import private_dirs
 
 if TYPE_CHECKING:
     import onnx
@@ -111,7 +112,7 @@ def cached_model(cache_dir: Path | None, key: CacheKey, make_bert: Callable[[], 
 def write(cache_dir: Path, key: CacheKey, data: bytes) -> Path:
     """`data` atomically at `key`'s path (0600, folder 0700); other keys of this precision removed."""
     try:
-        cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dirs(cache_dir)  # cache/ above it too
         cache_dir.chmod(0o700)
         path = cache_dir / key.file_name
         replace_file(path, data, new_file_mode=0o600)
