@@ -49,7 +49,7 @@ async def test_models_lists_budgets_and_marks_current(tmp_path: Path) -> None:
 
 async def test_memory_status_help_context_and_unknown(tmp_path: Path) -> None:
     async with running_engine(tmp_path) as h:
-        assert await reply(h, "/memory") == "Core memory is empty."
+        assert (await reply(h, "/memory")).startswith("Core memory is empty.\nNo saved memories in this chat")
         h.home.core_memory_file.write_text(json.dumps({"city": "Porto"}), encoding="utf-8")
         assert '"city": "Porto"' in await reply(h, "/memory")
         await h.clock.advance(3725)
@@ -63,6 +63,19 @@ async def test_memory_status_help_context_and_unknown(tmp_path: Path) -> None:
         context = await reply(h, "/context")
         assert "system_prompt" in context and "sliding_window" in context and "tokens" in context
         assert "Unknown command /frobnicate" in await reply(h, "/frobnicate")
+
+
+async def test_memory_lists_the_chats_saved_memories_with_the_id_forget_takes(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        h.server.reply_tool_calls([("memory_save", {"text": "the gate code is 2468"})])
+        h.server.reply_text("Saved.")
+        await h.turn("remember that the gate code is 2468")
+        shown = await reply(h, "/memory")
+        assert shown.startswith("Core memory is empty.\nSaved memories in this chat: 1 (newest first;"), shown
+        [line] = [line for line in shown.splitlines() if "the gate code is 2468" in line]
+        memory_id = line.removeprefix("- ").split(":")[0]
+        assert (await reply(h, f"/forget memory {memory_id}")).startswith(f"Forgot memory {memory_id}")
+        assert "No saved memories in this chat" in await reply(h, "/memory")
 
 
 async def test_sessions_survive_restart_and_a_lost_database(tmp_path: Path) -> None:

@@ -63,6 +63,13 @@ async def test_memory_vectors_are_per_chat_and_bound_to_one_embedder(home: KlawH
     query = (await embedder.embed(["bike lock code"]))[0]
     assert [h.chunk.rowid for h in await storage.memory_chunks.nearest(ME, query, limit=5)] == [mine.rowid]
     assert [h.chunk.rowid for h in await storage.memory_chunks.nearest(OTHER, query, limit=5)] == [theirs.rowid]
+    newer = await chat.accept(memory_saved_record(ME, "the shed key is under the pot", chat.tick()))
+    latest = await storage.memory_chunks.latest(ME, 5)  # `/memory` lists these, newest first
+    assert [(m.rowid, m.content) for m in latest] == [
+        (newer.rowid, "the shed key is under the pot"),
+        (mine.rowid, "the bike lock code is 4711"),
+    ]
+    assert [m.rowid for m in await storage.memory_chunks.latest(ME, 1)] == [newer.rowid]
     with pytest.raises(IndexMismatchError, match="klaw reindex"):
         await storage.memory_chunks.bind_embedder("another-model", DIM)
 

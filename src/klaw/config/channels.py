@@ -55,7 +55,7 @@ def _default_commands() -> tuple[CommandConfig, ...]:
             ("new", "Start a new conversation segment"),
             ("model", "Show or switch this chat's model: /model [id]"),
             ("models", "List configured models and their context budgets"),
-            ("memory", "Show core memory"),
+            ("memory", "Show core memory and saved memories"),
             ("forget", "Erase for good: /forget last | exchange ID | segment ID | memory ID"),
             ("status", "Uptime, model, segment start, queue depth"),
             ("context", "What went into the last turn's context"),

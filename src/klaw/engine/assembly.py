@@ -354,6 +354,7 @@ async def assemble(
         forgetting=memory.forgetting,
         memory_commands=MemoryCommands(memory.settings, summarizer, memory.embedding_queue, memory.store),
         approvals=approvals,
+        saved_memories=memory.store.memory_chunks,
         status_lines=[mcp_servers.status_lines, lambda: unavailable_tools(registry)],
     )
     parts = Parts(

@@ -21,12 +21,15 @@ from klaw.memory.auto_rag import RecalledMessage
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.forgetting import ForgetError, ForgetKind, Forgetting
+from klaw.store.protocol import MemoryChunkRepository
 from klaw.store.records import ChatRef
 
 # The id of the command being handled (set by `CommandHandler.handle` for state-changing commands).
 _command_id: ContextVar[str | None] = ContextVar("klaw_command_id", default=None)
 
 PREVIEW_CHARS = 60
+SAVED_MEMORIES_SHOWN = 10
+SAVED_MEMORY_CHARS = 200
 
 
 @dataclass(eq=False)
@@ -47,6 +50,7 @@ class CommandHandler:
     forgetting: Forgetting | None = None
     memory_commands: InitVar[MemoryCommands | None] = None
     approvals: ApprovalGate | None = None
+    saved_memories: MemoryChunkRepository | None = None  # `/memory` lists the chat's latest
     status_lines: Sequence[Callable[[], list[str]]] = ()
     _handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = field(init=False)
 
@@ -103,11 +107,14 @@ class CommandHandler:
             lines.append(f"- {model_id}: {self.catalogue.context_budget(model_id)}{marker}")
         return "\n".join(lines)
 
-    async def _memory(self, _chat: ChatRef, _: str) -> str:
+    async def _memory(self, chat: ChatRef, _: str) -> str:
+        """Core memory, then the chat's latest saved memories (`memory_save`) with the ids `/forget
+        memory N` takes: a person who asked the agent to remember something sees where it went."""
         memory = await self.core_memory.read()
-        if not memory:
-            return "Core memory is empty."
-        return "Core memory:\n" + CoreMemory.render(memory)
+        lines = ["Core memory:\n" + CoreMemory.render(memory) if memory else "Core memory is empty."]
+        if self.saved_memories is not None:
+            lines += await _saved_memory_lines(self.saved_memories, chat)
+        return "\n".join(lines)
 
     async def _status(self, chat: ChatRef, _: str) -> str:
         session = await self.sessions.get_or_create(chat)
@@ -180,10 +187,14 @@ def _recalled_line(recalled: RecalledMessage) -> str:
     hit = recalled.hit
     distance = f"{hit.distance:.3f}" if hit.distance is not None else "-"
     fts = f"#{hit.fts_rank}" if hit.fts_rank is not None else "-"
-    preview = " ".join(recalled.text.split())
-    if len(preview) > PREVIEW_CHARS:
-        preview = preview[: PREVIEW_CHARS - 1] + "…"
+    preview = _preview(recalled.text, PREVIEW_CHARS)
     return f"[{hit.message.role.value}] score {hit.score:.4f}, distance {distance}, full text {fts}: {preview}"
+
+
+def _preview(text: str, chars: int) -> str:
+    """`text` on one line, cut to `chars` with an ellipsis."""
+    preview = " ".join(text.split())
+    return preview if len(preview) <= chars else preview[: chars - 1] + "…"
 
 
 MAX_ROW_ID = 2**63 - 1
@@ -228,3 +239,15 @@ def _sentence(text: str) -> str:
     """An error message as a reply: capitalised, ending with a full stop."""
     text = text[:1].upper() + text[1:]
     return text if text.endswith((".", "!", "?")) else text + "."
+
+
+async def _saved_memory_lines(saved: MemoryChunkRepository, chat: ChatRef) -> list[str]:
+    total = await saved.count(chat)
+    if not total:
+        return ["No saved memories in this chat (the agent saves one when asked to remember something)."]
+    latest = await saved.latest(chat, SAVED_MEMORIES_SHOWN)
+    lines = [f"Saved memories in this chat: {total} (newest first; /forget memory <id> erases one):"]
+    lines += [f"- {m.rowid}: {_preview(m.content, SAVED_MEMORY_CHARS)} ({m.created_at:%Y-%m-%d})" for m in latest]
+    if total > len(latest):
+        lines.append(f"… and {total - len(latest)} older: `klaw memory search` finds them, or ask the agent.")
+    return lines

@@ -48,6 +48,10 @@ class PostgresMemoryChunks:
         found = await self._chats.rows(self._db, chat, sql, lambda key: (key, content.replace("\x00", "\ufffd")))
         return chunk_from_row(found[0]) if found else None
 
+    async def latest(self, chat: ChatRef, limit: int) -> list[MemoryChunk]:
+        sql = f"SELECT {CHUNK_COLUMNS} FROM {CHUNK_FROM} WHERE c.chat = %s ORDER BY c.rowid DESC LIMIT %s"
+        return [chunk_from_row(row) for row in await self._chats.rows(self._db, chat, sql, lambda key: (key, limit))]
+
     async def texts(self, rowids: Sequence[int]) -> dict[int, str]:
         if not rowids:
             return {}

@@ -88,6 +88,16 @@ class SqliteMemoryChunks:
 
         return await self._db.run(query)
 
+    async def latest(self, chat: ChatRef, limit: int) -> list[MemoryChunk]:
+        def query(connection: apsw.Connection) -> list[MemoryChunk]:
+            chat_key = self._chats.find(connection, chat)
+            if chat_key is None:
+                return []
+            sql = f"SELECT {CHUNK_COLUMNS} FROM {CHUNK_FROM} WHERE c.chat = ? ORDER BY c.rowid DESC LIMIT ?"
+            return [chunk_from_row(row) for row in connection.execute(sql, (chat_key, limit))]
+
+        return await self._db.run(query)
+
     async def count(self, chat: ChatRef | None = None) -> int:
         def query(connection: apsw.Connection) -> int:
             if chat is None:
