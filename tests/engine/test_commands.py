@@ -78,6 +78,15 @@ async def test_memory_lists_the_chats_saved_memories_with_the_id_forget_takes(tm
         assert "No saved memories in this chat" in await reply(h, "/memory")
 
 
+async def test_words_after_new_are_said_not_sent(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        answer = await reply(h, "/new now please")
+        assert answer.startswith("Started a new conversation.")
+        assert "The words after /new were not sent ('now please'): send them as a message." in answer
+        assert "not sent" not in await reply(h, "/new")
+        assert h.server.chat_requests == []
+
+
 async def test_sessions_survive_restart_and_a_lost_database(tmp_path: Path) -> None:
     async with running_engine(tmp_path) as h:
         await reply(h, "/model fake/large")

@@ -82,12 +82,18 @@ class CommandHandler:
         finally:
             _command_id.reset(token)
 
-    async def _new(self, chat: ChatRef, _: str) -> str:
+    async def _new(self, chat: ChatRef, args: str) -> str:
+        """A new segment. Words after `/new` are not a message (a command never reaches the model), so
+        the reply says they were not sent rather than dropping them unseen."""
         await self.sessions.new_segment(chat, record_id=_command_id.get())
-        return (
+        started = (
             "Started a new conversation. Recent messages are out of my window now; core memory, "
             "your model and the full conversation log are kept."
         )
+        if args:
+            words = _preview(args, PREVIEW_CHARS)
+            started += f" The words after /new were not sent ({words!r}): send them as a message."
+        return started
 
     async def _model(self, chat: ChatRef, args: str) -> str:
         if not args:
