@@ -43,18 +43,21 @@ def quantize(vectors: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.int8], np
     return codes, scales
 
 
-def quantize_into(rows: npt.NDArray[np.float32], codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32]) -> None:
+def quantize_into(
+    rows: npt.NDArray[np.float32], codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32]
+) -> None:
     """`quantize`, writing into `codes` and `scales` and using `rows` (float32, 2-D) as its scratch:
-    a large chat's first load quantizes 1.5 GB of floats, and each pass over them counts."""
+    a large chat's first load quantizes 1.5 GB of floats, and each pass over them counts. Rows are
+    multiplied by 127 / peak rather than divided by the scale (a division costs several
+    multiplications), and need no clipping: |x| <= peak, so |x| * 127 / peak rounds to at most 127."""
     if rows.shape[1] == 0:
         scales[:] = 0.0
         return
-    peak = np.maximum(rows.max(axis=1), -rows.min(axis=1))  # |x|'s maximum without an |x| array
+    peak = np.abs(rows).max(axis=1)
     np.divide(peak, CODE_MAX, out=scales, casting="same_kind")
-    safe = np.where(scales > 0, scales, np.float32(1.0)).astype(np.float32)
-    np.divide(rows, safe[:, None], out=rows)
+    inverse = np.divide(np.float32(CODE_MAX), peak, out=np.zeros_like(peak), where=peak > 0)
+    np.multiply(rows, inverse[:, None], out=rows)
     np.rint(rows, out=rows)
-    np.clip(rows, -CODE_MAX, CODE_MAX, out=rows)
     np.copyto(codes, rows, casting="unsafe")
 
 

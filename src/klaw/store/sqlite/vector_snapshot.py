@@ -79,7 +79,9 @@ def agrees_with_table(connection: apsw.Connection, table: str, arrays: Arrays) -
             return False
         codes, scales = quantize(np.frombuffer(vector, dtype=np.float32))
         saved = (arrays["codes"][i], arrays["scales"][i], arrays["segments"][i], arrays["created"][i])
-        if not (np.array_equal(codes[0], saved[0]) and scales[0] == saved[1] and (saved[2], saved[3]) == meta):
+        # Codes within one step: copies saved before decision 236 rounded by dividing, not multiplying.
+        close = int(np.abs(codes[0].astype(np.int16) - np.asarray(saved[0], dtype=np.int16)).max()) <= 1
+        if not (close and scales[0] == saved[1] and (saved[2], saved[3]) == meta):
             return False
     return True
 
