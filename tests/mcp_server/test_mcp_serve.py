@@ -28,6 +28,7 @@ from mcp.types import CallToolResult, TextContent
 
 from klaw import Klaw
 from klaw.config_loader import load_config
+from klaw.distribution import klaw_version
 from klaw.engine.runtime import Engine
 from klaw.home import KlawHome
 from klaw.llm.fake_server import FakeOpenAiServer
@@ -94,6 +95,7 @@ async def test_the_desktop_configuration_in_the_docs_runs_as_written_and_is_read
         env = {**entry["env"], "KLAW_HOME": str(home.root)}  # the person's home, here the test's
         async with Client(StdioServerParameters(command=entry["command"], args=entry["args"], env=env)) as client:
             assert sorted(tool.name for tool in (await client.list_tools()).tools) == READ_TOOLS
+            assert (client.server_info.name, client.server_info.version) == ("klaw", klaw_version())
             found = await client.call_tool("memory_search", {"query": "where is the spare key"})
             assert not found.is_error and "under the blue flowerpot" in text(found)
             core = await client.call_tool("memory_core_get", {})

@@ -56,9 +56,9 @@ app.command(name="reindex")(reindex_cmd.reindex_command)
 def _print_version(asked: bool) -> None:
     """`klaw --version`: the installed distribution's version (what a bug report needs), then exit."""
     if asked:
-        from importlib.metadata import version
+        from klaw.distribution import klaw_version
 
-        typer.echo(f"klaw {version('klaw')}")
+        typer.echo(f"klaw {klaw_version()}")
         raise typer.Exit
 
 

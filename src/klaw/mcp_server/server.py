@@ -20,6 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from klaw.distribution import klaw_version
 from klaw.embedded_http import EmbeddedHttpServer
 from klaw.mcp_server.memory_link import MemoryLink, MemoryUnavailable
 from klaw.store.records import ChatRef
@@ -31,6 +32,7 @@ HTTP_PATH = "/mcp"
 def build_server(link: MemoryLink, chat: ChatRef, *, allow_write: bool) -> MCPServer:
     server = MCPServer(
         "klaw",
+        version=klaw_version(),  # a client shows it and can tell which klaw answers
         instructions=f"The long-term memory of the klaw chat {chat}: its earlier conversations, saved memories"
         " and core facts about the person."
         + ("" if allow_write else " Read-only: this server was started without --allow-write."),

@@ -23,7 +23,8 @@ from klaw.bench.locomo.past_sessions_figures import (
     segment_figures,
     shown_figures,
 )
-from klaw.bench.locomo.report import EVIDENCE_RULE, klaw_version
+from klaw.bench.locomo.report import EVIDENCE_RULE
+from klaw.distribution import klaw_version
 
 KIND_LABELS = {
     "question": f"questions (categories {', '.join(map(str, HEADLINE_CATEGORIES))})",

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from klaw.bench.locomo.metrics import CATEGORY_NAMES, HEADLINE_CATEGORIES, METRIC_NAMES, MeanScores
 from klaw.bench.locomo.runner import CHANNEL, LocomoRun
+from klaw.distribution import klaw_version
 
 # Published figures, in percent (bench/METRICS.md; LoCoMo paper Table 3, DRAGON, dialog turns;
 # R@25/R@50 from bench/data/README.md §3). The FTS5 line is the team's sanity reference
@@ -53,13 +53,6 @@ _STORES = {
     "sqlite": "one fresh SQLite store (klaw.db + JSONL log) per conversation",
     "postgres": "one fresh PostgreSQL schema (klaw_bench_<pid>, its log in log_records) per conversation",
 }
-
-
-def klaw_version() -> str:
-    try:
-        return version("klaw")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def to_json(run: LocomoRun, *, machine: str, started_at: str, embedder_config: Mapping[str, Any]) -> dict[str, Any]:
