@@ -42,6 +42,13 @@ async def test_scale_bench_measures_every_layer(tmp_path: Path) -> None:
     assert result.bandwidth is not None and result.bandwidth.threaded_gb_s > 0
     assert result.bandwidth_floor_ms > 0 and result.vector_bytes > 0
     assert result.reload_first_search_ms is not None and result.reload_first_search_ms > 0
+    # Where the search without the query embedding waits: each side timed in the production path.
+    split = result.split
+    assert split is not None
+    parts = [split.vector_side, split.full_text_side, split.neighbours, split.rest]
+    assert all(part.count == 4 for part in parts)
+    assert split.vector_side.p50_ms > 0 and split.full_text_side.p50_ms > 0 and split.neighbours.p50_ms > 0
+    assert split.long_pole() in {"vector", "full text"}
 
 
 async def test_a_share_of_the_messages_goes_to_the_past_segments(tmp_path: Path) -> None:

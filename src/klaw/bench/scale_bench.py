@@ -50,6 +50,7 @@ from klaw.bench.bandwidth import Bandwidth, measure_bandwidth
 from klaw.bench.bench_store import bench_store
 from klaw.bench.corpus import BENCH_START, MESSAGE_SPACING_S, ZipfCorpus
 from klaw.bench.past_bench import BENCH_RAG, PAST_SEGMENTS, add_past_segments, past_retriever
+from klaw.bench.search_split import SplitFigures, timed_store
 from klaw.bench.stats import Latency
 from klaw.config import AutoRagConfig, DatabaseConfig
 from klaw.memory.auto_rag import AutoRagService
@@ -94,6 +95,7 @@ class ScaleResult:
     bandwidth_floor_ms: float = 0.0  # scanned bytes / measured bandwidth (search threads)
     save_ms: float | None = None  # SQLite: closing the store saves the int8 copy beside the database
     reload_first_search_ms: float | None = None  # SQLite: first search after opening again (loads the copy)
+    split: SplitFigures | None = None  # auto-RAG without embedding: vector side, full text, neighbours, rest
 
 
 class PrecomputedEmbedder:
@@ -164,12 +166,14 @@ async def measure_scale(
                 query_vectors[text] = (await embed_queries(embedder, [text]))[0]
                 embed_times.append(time.perf_counter() - t)
             precomputed = PrecomputedEmbedder(embedder.model_id, query_vectors)
-            offline = AutoRagService(config, HybridSearch(store, precomputed))
+            timed, split = timed_store(store)  # the same store, its search calls timed (`search_split.py`)
+            offline = AutoRagService(config, HybridSearch(timed, precomputed))
             offline_past = past_retriever(store, precomputed)
 
             t = time.perf_counter()
             await offline.recall(CHAT, segment.id, texts[0], window)
             first_search = time.perf_counter() - t
+            split.clear()
 
             with_embedding, without_embedding, floor, floor_threaded, recalled = [], [], [], [], []
             recall: list[float] = []
@@ -183,6 +187,7 @@ async def measure_scale(
                 t = time.perf_counter()
                 found = await offline.recall(CHAT, segment.id, text, window)
                 without_embedding.append(time.perf_counter() - t)
+                split.take(without_embedding[-1])
                 recalled.append(len(found))
                 t = time.perf_counter()
                 retrieved = await offline_past.retrieve(CHAT, segment.id, text, BENCH_RAG.max_tokens)
@@ -230,6 +235,7 @@ async def measure_scale(
         bandwidth_floor_ms=bandwidth.floor_ms(scanned),
         save_ms=None if save is None else save * 1000,
         reload_first_search_ms=None if reload is None else reload * 1000,
+        split=split.figures(),
     )
 
 

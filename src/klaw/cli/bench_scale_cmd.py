@@ -118,6 +118,7 @@ def _figures(result: Any) -> str:
         f"{result.messages} messages on {result.backend} (dim {result.dim}, built at"
         f" {result.build_rows_per_s:.0f} rows/s):",
         f"  auto-RAG search without query embedding: {result.search_without_embedding}",
+        *_split_lines(result.split),
         f"  auto-RAG search with query embedding:    {result.search_with_embedding}",
         f"  query embedding alone:                   {result.query_embedding}",
         f"  numpy brute-force floor (KNN only):      {result.numpy_floor} on 1 thread;"
@@ -138,6 +139,19 @@ def _figures(result: Any) -> str:
             f" {result.reload_first_search_ms:.0f} ms"
         )
     return "\n".join(lines)
+
+
+def _split_lines(split: Any) -> list[str]:
+    """Where the search without the query embedding waits: its two sides run at once (decision 235)."""
+    if split is None:
+        return []
+    return [
+        f"    of it, vector side (KNN, at once with full text): {split.vector_side}",
+        f"    of it, full-text side (bm25):                   {split.full_text_side}",
+        f"    of it, neighbours with their rows:              {split.neighbours}",
+        f"    of it, the rest (fusion, ranking, hops):        {split.rest}",
+        f"    the search waits for: {split.long_pole()}",
+    ]
 
 
 def _bandwidth(result: Any) -> str:
