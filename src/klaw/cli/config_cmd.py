@@ -80,7 +80,8 @@ def path() -> None:
 
 @app.command()
 def check() -> None:
-    """Validate engine.yaml (exit 2 with the reason when it is invalid, 1 when there is none)."""
+    """Validate engine.yaml (exit 2 with the reason when it is invalid, 1 when there is none or when the
+    engine would not start in this installation: the configured embedder's package is missing)."""
     home = home_from_env(must_exist=False)  # a missing home is a missing engine.yaml: said below, exit 1
     if not home.config_file.exists():
         fail(
@@ -89,6 +90,11 @@ def check() -> None:
             code=1,
         )
     loaded = load_or_exit(home)
+    from klaw.memory.embedder.factory import embedder_problem  # loads numpy: only for check
+
+    if (missing := embedder_problem(loaded.config.embedder)) is not None:
+        # Not "valid": klaw chat, engine and serve refuse to start with this very sentence.
+        fail(f"{loaded.path} is valid, but the engine will not start in this installation: {missing}", code=1)
     typer.echo(f"{loaded.path}: valid")
     warn = Console(stderr=True, markup=False, highlight=False).print
     database = loaded.config.database
@@ -100,10 +106,6 @@ def check() -> None:
         )
     if (unasked := _host_exec_unasked(loaded.config)) is not None:
         warn(unasked)
-    from klaw.memory.embedder.factory import embedder_problem  # loads numpy: only for check
-
-    if (missing := embedder_problem(loaded.config.embedder)) is not None:
-        warn(f"warning: the engine will not start in this installation: {missing}")
 
 
 def _host_exec_unasked(config: EngineConfig) -> str | None:

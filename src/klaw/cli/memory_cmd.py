@@ -148,9 +148,12 @@ async def _pick_chat(store: Storage, chat_arg: str | None) -> ChatRef:
 
 
 async def _embedder_for(store: Storage, config: EngineConfig, cache_dir: Path) -> tuple[Embedder | None, str]:
-    """The configured embedder when the stored vectors are its own; otherwise full text only."""
-    from klaw.memory.embedder.factory import create_embedder
+    """The configured embedder when the stored vectors are its own; otherwise full text only, saying why
+    (a package missing: the sentence naming the command that installs it, as `klaw config check` says)."""
+    from klaw.memory.embedder.factory import create_embedder, embedder_problem
 
+    if (problem := embedder_problem(config.embedder)) is not None:
+        return None, f"vector side off (full text only): {problem}"
     bound = await store.vectors.bound_embedder()
     if bound is None:
         return None, "vector side off: no message vectors are stored yet (full text only)"
@@ -189,7 +192,7 @@ def _print_results(console: Console, outcome: SearchOutcome, limit: int) -> None
         console.print(outcome.vector_note, style="dim", highlight=False)
         return
     caption = (
-        f"{outcome.vector_note}; dimmed: found by vectors alone beyond the relevance threshold"
+        f"{outcome.vector_note.rstrip('.')}; dimmed: found by vectors alone beyond the relevance threshold"
         f" ({outcome.threshold}), which auto-RAG would not recall. FTS rank also counts the words of the"
         " messages just before and after (at a lower weight), so a reply can rank for its question's words"
     )

