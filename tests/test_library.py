@@ -73,6 +73,7 @@ def test_the_curated_names_are_exported() -> None:
         "ToolCall",
         "ToolCallFragment",
         "ToolContext",
+        "ToolRow",
         "ToolSetup",
         "ToolSpec",
         "TurnFailed",

@@ -49,6 +49,7 @@ _EXPORTS = {
     # tools
     "ToolContext": "klaw.tools.schema",
     "ToolSetup": "klaw.tools.groups",
+    "ToolRow": "klaw.tools.inventory",
     # errors
     "KlawError": "klaw.errors",
     "ConfigError": "klaw.config_loader",
@@ -85,6 +86,7 @@ __all__ = [
     "ToolCall",
     "ToolCallFragment",
     "ToolContext",
+    "ToolRow",
     "ToolSetup",
     "ToolSpec",
     "TurnFailed",
@@ -119,6 +121,7 @@ if TYPE_CHECKING:
     from klaw.memory.embedder.protocol import Embedder, EmbedderError
     from klaw.store.records import ChatRef
     from klaw.tools.groups import ToolSetup
+    from klaw.tools.inventory import ToolRow
     from klaw.tools.schema import ToolContext
 
 

@@ -12,7 +12,8 @@ skipped, since a call is one whole message, not a burst being typed. A failed tu
 by `tools.approval` is asked of the `approve` callback (the question's text, as a person would read it);
 without one it is denied at once rather than after the approval timeout. What a person could see of
 a chat is read back with `history`, `turns`, `sessions`, `search_memory` (the hits and scores of
-`klaw memory search`), `saved_memories` and `core_memory`.
+`klaw memory search`), `saved_memories` and `core_memory`; `tools` lists what the chat's model is
+offered (and what is not, and why).
 Decision: docs/decisions/092-library-api.md.
 """
 
@@ -41,6 +42,7 @@ from klaw.llm.protocol import ChatModel
 from klaw.llm.router import ModelRouter
 from klaw.memory.embedder.protocol import Embedder
 from klaw.store.records import ChatRef
+from klaw.tools.inventory import ToolRow
 from klaw.tools.schema import ToolFunction
 
 log = logging.getLogger(__name__)
@@ -71,7 +73,7 @@ class TurnFailed(KlawError, RuntimeError):
 class Klaw:
     """The whole klaw engine inside a Python program: open it on a home (`async with Klaw(home) as
     agent`), `await agent.ask(chat, text)` for a reply, read a chat back (`history`, `turns`,
-    `sessions`, `search_memory`, `saved_memories`, `core_memory`), close it by leaving the block.
+    `sessions`, `search_memory`, `saved_memories`, `core_memory`) and its `tools`, close it by leaving the block.
     Bring your own model, embedder and tools, or use what the home's engine.yaml configures
     (docs/library.md)."""
 
@@ -190,6 +192,12 @@ class Klaw:
     async def core_memory(self) -> dict[str, Any]:
         """Core memory: the facts about the person kept in every context."""
         return await self.engine.chats.core_memory()
+
+    async def tools(self, chat: str | ChatRef) -> list[ToolRow]:
+        """The tools the chat's model is offered on its next turn, each with its source and whether it
+        waits for approval; then those asked for but not offered, groups that failed to load (a plugin),
+        MCP servers not serving, and the skills: each with why and what to do (`klaw tools`, `/tools`)."""
+        return (await self.engine.tool_listing.inventory(_chat(chat))).rows
 
     async def aclose(self) -> None:
         """Finish the turns in flight and close everything (the engine's graceful shutdown)."""

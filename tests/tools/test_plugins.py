@@ -13,6 +13,7 @@ import pytest
 
 from klaw.config_loader import ConfigError, load_config
 from tests.engine.harness import CHAT, running_engine
+from tests.tools.conftest import install
 
 PLUGIN = '''
 async def shout(text: str) -> str:
@@ -26,22 +27,6 @@ async def shout(text: str) -> str:
 
 TOOLS = [shout]
 '''
-
-
-def install(site: Path, name: str, module: str, source: str, target: str) -> None:
-    (site / f"{module}.py").write_text(source, encoding="utf-8")
-    info = site / f"{module}-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text(f"[klaw.tools]\n{name} = {module}:{target}\n", encoding="utf-8")
-
-
-@pytest.fixture
-def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "site"
-    path.mkdir()
-    monkeypatch.syspath_prepend(str(path))
-    return path
 
 
 async def test_an_installed_plugin_is_offered_and_called(tmp_path: Path, site: Path) -> None:

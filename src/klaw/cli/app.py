@@ -22,6 +22,7 @@ from klaw.cli import (
     schedule_cmd,
     service_cmd,
     skills_cmd,
+    tools_cmd,
 )
 from klaw.cli.context import fail, home_from_env, home_source, make_private_or_warn, refuse_a_file
 from klaw.home import KlawHome
@@ -51,6 +52,7 @@ app.command(name="engine")(engine_cmd.engine)
 app.command(name="gateway")(gateway_cmd.gateway)
 app.command(name="serve")(gateway_cmd.serve)
 app.command(name="reindex")(reindex_cmd.reindex_command)
+app.command(name="tools")(tools_cmd.tools)
 
 
 def _print_version(asked: bool) -> None:

@@ -59,6 +59,7 @@ def _default_commands() -> tuple[CommandConfig, ...]:
             ("forget", "Erase for good: /forget last | exchange ID | segment ID | memory ID"),
             ("status", "Uptime, model, segment start, queue depth"),
             ("context", "What went into the last turn's context"),
+            ("tools", "The tools this chat's model is offered, and those missing and why"),
             ("summarizer", "Background summaries of exchanges and segments: /summarizer [on|off|status]"),
             ("embeddings", "The embedding worker: /embeddings [on|off|status|rebuild]"),
             ("rag", "Past conversations in the context: /rag [on|off|config|set <key> <value>]"),

@@ -44,6 +44,7 @@ from klaw.engine.tool_assembly import (
     tool_registry,
     unavailable_tools,
 )
+from klaw.engine.tool_listing import ToolListing
 from klaw.engine.turn_runner import TurnRunner
 from klaw.home import KlawHome
 from klaw.llm.catalogue import ModelCatalogue
@@ -121,6 +122,7 @@ class Parts:
     approvals: ApprovalGate
     mcp_servers: McpServers
     docs: DocsIndex | None  # klaw's own docs for docs_search, built in the background after start-up
+    tool_listing: ToolListing  # each chat's tools as its model gets them (/tools, the `tools` query)
 
 
 async def open_memory(
@@ -341,6 +343,7 @@ async def assemble(
         specs_for=selection.specs,
     )
     provide_late_groups(home, config, selection, {SCHEDULER: scheduler, MESSAGES: AgentMessages(processor, delivery)})
+    listing = ToolListing(config, router.catalogue, memory.store, selection, mcp_servers.states, skills)
     commands = CommandHandler(
         catalogue=router.catalogue,
         commands=config.commands,
@@ -355,7 +358,8 @@ async def assemble(
         memory_commands=MemoryCommands(memory.settings, summarizer, memory.embedding_queue, memory.store),
         approvals=approvals,
         saved_memories=memory.store.memory_chunks,
-        status_lines=[mcp_servers.status_lines, lambda: unavailable_tools(registry)],
+        tool_listing=listing,
+        status_lines=[mcp_servers.status_lines, lambda: unavailable_tools(selection)],
     )
     parts = Parts(
         memory,
@@ -372,6 +376,7 @@ async def assemble(
         approvals,
         mcp_servers,
         docs,
+        listing,
     )
     if socket is not None:
         await socket.bind()  # a second engine on this home stops here, before any turn runs

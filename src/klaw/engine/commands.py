@@ -15,6 +15,7 @@ from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.processor import MessageProcessor
 from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.sessions import SessionManager
+from klaw.engine.tool_listing import ToolListing
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.errors import UnknownModelError
 from klaw.memory.auto_rag import RecalledMessage
@@ -51,10 +52,11 @@ class CommandHandler:
     memory_commands: InitVar[MemoryCommands | None] = None
     approvals: ApprovalGate | None = None
     saved_memories: MemoryChunkRepository | None = None  # `/memory` lists the chat's latest
+    tool_listing: InitVar[ToolListing | None] = None
     status_lines: Sequence[Callable[[], list[str]]] = ()
     _handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = field(init=False)
 
-    def __post_init__(self, memory_commands: MemoryCommands | None) -> None:
+    def __post_init__(self, memory_commands: MemoryCommands | None, tool_listing: ToolListing | None) -> None:
         self._handlers = {
             "new": self._new,
             "model": self._model,
@@ -69,6 +71,8 @@ class CommandHandler:
             self._handlers.update(memory_commands.handlers())
         if self.approvals is not None:  # /approve, /deny: answered at once, while the turn that asked waits
             self._handlers.update(self.approvals.handlers())
+        if tool_listing is not None:  # /tools
+            self._handlers.update(tool_listing.handlers())
 
     async def handle(self, chat: ChatRef, name: str, args: str = "", command_id: str | None = None) -> str:
         """Run a command. `command_id` is the id a gateway gave it: a command replayed after a lost

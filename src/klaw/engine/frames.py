@@ -353,3 +353,17 @@ class FrameReader:
             if not chunk:
                 return None
             self._buf += chunk
+
+
+async def result_for(reader: FrameReader, frame_id: str) -> ResultFrame:
+    """The `result` frame answering the query `frame_id`, other frames (and oversized lines) skipped, for
+    a client that asks the engine something; EOFError when the engine closes the connection first."""
+    while True:
+        line = await reader.next()
+        if line is None:
+            raise EOFError("the engine closed the connection")
+        if isinstance(line, int):
+            continue
+        frame = decode_frame(line)
+        if isinstance(frame, ResultFrame) and frame.id == frame_id:
+            return frame

@@ -81,6 +81,7 @@ class Engine:
         self.approvals = parts.approvals
         self.mcp_servers = parts.mcp_servers
         self.docs = parts.docs  # `await engine.docs.ensure()` builds it now (a bench, before timing)
+        self.tool_listing = parts.tool_listing  # each chat's tools as its model gets them (/tools, klaw tools)
         self.scheduler: Scheduler | None = parts.scheduler
         self.summarizer: SummarizerService | None = parts.summarizer
         self.warming: asyncio.Task[None] | None = None  # filling the vector cache after start-up
@@ -133,7 +134,7 @@ class Engine:
                     parts.processor.context_history,
                     messages,
                     parts.memory.settings,
-                    extra={"memory_tool": engine.memory_access.answer},
+                    extra={"memory_tool": engine.memory_access.answer, "tools": parts.tool_listing.answer},
                 )
                 await parts.socket.start(_FrameAdapter(engine), queries.answer)
             # Recent chats' vectors into memory (one pass), after the socket opens: start-up time must not

@@ -33,8 +33,9 @@ def skill_catalogue(home: KlawHome, config: EngineConfig) -> SkillCatalogue | No
     return SkillCatalogue(home.skills_dir, max_bytes=config.tools.skills.max_file_bytes)
 
 
-def docs_index(home: KlawHome, config: EngineConfig, embedder: Embedder) -> DocsIndex | None:
-    """The search index of the docs shipped with klaw, when the `docs` group is enabled."""
+def docs_index(home: KlawHome, config: EngineConfig, embedder: Embedder | None) -> DocsIndex | None:
+    """The search index of the docs shipped with klaw, when the `docs` group is enabled (without an
+    embedder, full text alone: `klaw tools` lists its tools and never builds it)."""
     if "docs" not in config.tool_groups:
         return None
     return DocsIndex(home.docs_index_file, DocsBundle.shipped(), embedder, config.search)
@@ -84,6 +85,9 @@ async def start_mcp_servers(
     return servers
 
 
-def unavailable_tools(registry: ToolRegistry) -> list[str]:
-    """/status lines: each tool the configuration asks for but cannot offer, and why."""
-    return [f"Not offered: {name}: {why}" for name, why in registry.unavailable.items()]
+def unavailable_tools(selection: ToolSelection) -> list[str]:
+    """/status lines: each tool the configuration asks for but cannot offer, and why; each group that
+    failed to load (a plugin), whose fix `/tools` gives."""
+    lines = [f"Not offered: {name}: {why}" for name, why in selection.registry.unavailable.items()]
+    failed = selection.groups.failures.items()
+    return lines + [f"Not loaded: {group}: {failure.reason} (/tools says what to do)" for group, failure in failed]

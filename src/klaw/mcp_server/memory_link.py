@@ -15,7 +15,7 @@ import contextlib
 import itertools
 from typing import Any, Protocol
 
-from klaw.engine.frames import FrameReader, QueryFrame, ResultFrame, decode_frame, encode_frame
+from klaw.engine.frames import FrameReader, QueryFrame, encode_frame, result_for
 from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.library import Klaw
@@ -73,17 +73,10 @@ class SocketMemory:
         self._writer.write(encode_frame(QueryFrame(id=frame_id, query="memory_tool", params=params)))
         await self._writer.drain()
         async with asyncio.timeout(QUERY_TIMEOUT_SECONDS):
-            while True:
-                line = await self._reader.next()
-                if line is None:
-                    raise EOFError("the engine closed the connection")
-                if isinstance(line, int):
-                    continue
-                frame = decode_frame(line)
-                if isinstance(frame, ResultFrame) and frame.id == frame_id:
-                    if frame.error is not None:
-                        return {"text": frame.error, "is_error": True}
-                    return frame.data if isinstance(frame.data, dict) else {}
+            frame = await result_for(self._reader, frame_id)
+        if frame.error is not None:
+            return {"text": frame.error, "is_error": True}
+        return frame.data if isinstance(frame.data, dict) else {}
 
     async def _drop(self) -> None:
         writer, self._writer, self._reader = self._writer, None, None

@@ -25,12 +25,42 @@ from typing import Any, Generic, TypeVar, cast
 
 from klaw.config import MCP_GROUP_PREFIX, TOOL_PLUGIN_GROUP, EngineConfig
 from klaw.home import KlawHome
+from klaw.redaction import mask_url_credentials
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolFunction
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+REASON_CHARS = 200  # an exception's message in a failure row: one line, clipped
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSource:
+    """Where a group comes from: klaw itself, or an installed package's `klaw.tools` entry point
+    (`package` its distribution, `target` the entry point's `module:attribute`; both None for a
+    name no installed package offers)."""
+
+    group: str
+    builtin: bool
+    package: str | None = None
+    target: str | None = None
+
+    def describe(self) -> str:
+        if self.builtin:
+            return f"built-in {self.group}"
+        if self.target is None:
+            return f"plugin {self.group} (not installed)"
+        return f"plugin {self.package or '?'} ({self.group} = {self.target})"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupFailure:
+    """A group named in `tools.enabled` whose tools are not offered at all: one line why, one what to do."""
+
+    source: GroupSource
+    reason: str
+    fix: str
 
 
 class ServiceKey(Generic[T]):
@@ -88,8 +118,11 @@ class ToolGroups:
         self._pending: dict[str, GroupProvider] = {}
         for name in [name for name in builtin if name in names]:
             self._pending[name] = _as_provider(builtin[name])
-        self._pending.update(_installed(plugins))
+        self.sources: dict[str, GroupSource] = {name: GroupSource(name, builtin=True) for name in self._pending}
+        self.failures: dict[str, GroupFailure] = {}
+        self._pending.update(_installed(plugins, self.sources, self.failures))
         self._group_of: dict[str, str] = {}
+        self._unavailable_in: dict[str, str] = {}
 
     def provide(self, setup: ToolSetup) -> None:
         """Call each provider not called yet whose needed services `setup` has; record its tools' group."""
@@ -102,8 +135,13 @@ class ToolGroups:
         """The group that offered `tool`, None for a tool of no group (a program's own; an MCP server's)."""
         return self._group_of.get(tool)
 
+    def noted_by(self, tool: str) -> str | None:
+        """The group that noted `tool` unavailable (`ToolRegistry.note_unavailable`), None if none did."""
+        return self._unavailable_in.get(tool)
+
     def _provide(self, name: str, provider: GroupProvider, setup: ToolSetup) -> None:
         before = set(setup.registry.names)
+        noted = set(setup.registry.unavailable)
         try:
             tools = provider.provide(setup)
             for tool in _functions(tools):
@@ -112,8 +150,16 @@ class ToolGroups:
             for added in set(setup.registry.names) - before:  # all or nothing: a bad tool leaves the group out
                 setup.registry.remove(added)
             log.error("tool group %r is left out: %s: %s", name, type(exc).__name__, exc)
+            source = self.sources[name]
+            fix = (
+                "a fault in klaw: report it"
+                if source.builtin
+                else f"update or reinstall {source.package or 'the package'}, or remove {name} from tools.enabled"
+            )
+            self.failures[name] = GroupFailure(source, f"its provider raised {_one_line(exc)}", fix)
             return
         self._group_of.update(dict.fromkeys([n for n in setup.registry.names if n not in before], name))
+        self._unavailable_in.update(dict.fromkeys([n for n in setup.registry.unavailable if n not in noted], name))
 
 
 def _as_provider(loaded: object) -> GroupProvider:
@@ -132,9 +178,11 @@ def _functions(tools: Iterable[ToolFunction] | None) -> Sequence[ToolFunction]:
     return list(tools)
 
 
-def _installed(names: Sequence[str]) -> dict[str, GroupProvider]:
-    """The providers installed packages declare for `names`; a name none declares, or one that fails to
-    load, is logged and skipped."""
+def _installed(
+    names: Sequence[str], sources: dict[str, GroupSource], failures: dict[str, GroupFailure]
+) -> dict[str, GroupProvider]:
+    """The providers installed packages declare for `names` (their sources recorded); a name none
+    declares, or one that fails to load, is logged and recorded as a failure."""
     if not names:
         return {}
     found = {point.name: point for point in entry_points(group=TOOL_PLUGIN_GROUP)}
@@ -143,9 +191,29 @@ def _installed(names: Sequence[str]) -> dict[str, GroupProvider]:
         point = found.get(name)
         if point is None:
             log.warning("tools.enabled names %r, which no installed package offers (%s)", name, TOOL_PLUGIN_GROUP)
+            failures[name] = GroupFailure(
+                GroupSource(name, builtin=False),
+                f"no installed package offers it (entry point group {TOOL_PLUGIN_GROUP})",
+                f"install the package that provides {name} in klaw's environment, or remove it from tools.enabled",
+            )
             continue
+        package = point.dist.name if point.dist is not None else None
+        sources[name] = source = GroupSource(name, False, package, point.value)
         try:
             providers[name] = _as_provider(point.load())
         except Exception as exc:
             log.error("tool group %r (%s) is left out: %s: %s", name, point.value, type(exc).__name__, exc)
+            failures[name] = GroupFailure(
+                source,
+                f"loading {point.value} raised {_one_line(exc)}",
+                f"install what {package or 'the package'} needs (or reinstall it), or remove {name} from tools.enabled",
+            )
     return providers
+
+
+def _one_line(exc: BaseException) -> str:
+    """`Type: message`, the message's first line clipped, a URL's credentials masked: a row for a chat
+    (`/tools`), not a traceback."""
+    text = mask_url_credentials(str(exc).strip().splitlines()[0]) if str(exc).strip() else ""
+    text = text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

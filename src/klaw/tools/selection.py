@@ -37,9 +37,13 @@ class ToolSelection:
         self._mcp_servers = frozenset(mcp_servers)
         self._groups_for = groups_for
 
+    def model_groups(self, model_id: str) -> frozenset[str]:
+        """The groups `model_id` is offered (its `models.<id>.tools`, else `tools.enabled`)."""
+        return frozenset(self._groups_for(model_id))
+
     def specs(self, model_id: str) -> list[ToolSpec]:
         """The tools `model_id` is offered, in registration order."""
-        groups = frozenset(self._groups_for(model_id))
+        groups = self.model_groups(model_id)
         return [spec for spec in self.registry.specs() if self.group_of(spec.name) in groups | {None}]
 
     def names(self, model_id: str) -> list[str]:

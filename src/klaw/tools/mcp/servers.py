@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,21 @@ if TYPE_CHECKING:
     from klaw.tools.mcp.server_link import ServerLink
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerState:
+    """One configured MCP server now: `phase` is the link's (`ready`, `unavailable`, `starting`…) or
+    `not enabled` when `tools.enabled` does not name it; `tools` the names it offers the model."""
+
+    name: str
+    enabled: bool
+    phase: str
+    reason: str | None = None
+    tools: tuple[str, ...] = ()
+    left_out: int = 0  # listed by the server, left out by its tools, maxTools or maxSchemaTokens
+    retry_in: int | None = None  # seconds until klaw tries it again
+    failures: int = 0
 
 
 class McpServers:
@@ -87,27 +103,51 @@ class McpServers:
     async def aclose(self) -> None:
         await asyncio.gather(*(link.aclose() for link in self._links.values()))
 
-    def status_lines(self) -> list[str]:
-        """One line per configured server for /status: ready with its tools, or why not and when klaw retries."""
-        lines = []
+    def states(self) -> list[ServerState]:
+        """Each configured server as it is now: enabled or not, its phase and tools (`klaw tools`, /status)."""
+        states = []
         for name in self._config.servers:
             link = self._links.get(name)
             if link is None:
-                lines.append(f"MCP {name}: configured, not enabled (add {MCP_GROUP_PREFIX}{name} to tools.enabled)")
+                states.append(ServerState(name, enabled=False, phase="not enabled"))
                 continue
             status = link.status()
-            if status.phase == "ready":
-                line = f"MCP {name}: ready, {len(self._offered[name])} tool(s)"
-                if self._left_out[name]:
-                    line += f" ({self._left_out[name]} more left out by tools, maxTools or maxSchemaTokens)"
-            elif status.phase == "unavailable":
-                line = f"MCP {name}: unavailable, {status.reason}"
-                if status.retry_at is not None:
-                    seconds = max(0, round((status.retry_at - self._now()).total_seconds()))
-                    line += f"; retry in {seconds} s (failure {status.failures})"
+            retry_in = None
+            if status.retry_at is not None:
+                retry_in = max(0, round((status.retry_at - self._now()).total_seconds()))
+            states.append(
+                ServerState(
+                    name,
+                    enabled=True,
+                    phase=status.phase,
+                    reason=status.reason,
+                    tools=tuple(self._offered[name]),
+                    left_out=self._left_out[name],
+                    retry_in=retry_in,
+                    failures=status.failures,
+                )
+            )
+        return states
+
+    def status_lines(self) -> list[str]:
+        """One line per configured server for /status: ready with its tools, or why not and when klaw retries."""
+        lines = []
+        for state in self.states():
+            name = state.name
+            if not state.enabled:
+                lines.append(f"MCP {name}: configured, not enabled (add {MCP_GROUP_PREFIX}{name} to tools.enabled)")
+            elif state.phase == "ready":
+                line = f"MCP {name}: ready, {len(state.tools)} tool(s)"
+                if state.left_out:
+                    line += f" ({state.left_out} more left out by tools, maxTools or maxSchemaTokens)"
+                lines.append(line)
+            elif state.phase == "unavailable":
+                line = f"MCP {name}: unavailable, {state.reason}"
+                if state.retry_in is not None:
+                    line += f"; retry in {state.retry_in} s (failure {state.failures})"
+                lines.append(line)
             else:
-                line = f"MCP {name}: {status.phase}"
-            lines.append(line)
+                lines.append(f"MCP {name}: {state.phase}")
         return lines
 
     def _offer(self, server: str, config: McpServerConfig, tools: Sequence[Tool]) -> None:

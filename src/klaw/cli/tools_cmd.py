@@ -1,0 +1,131 @@
+"""`klaw tools`: the tools a chat's model is offered, where each comes from, which wait for approval,
+and what is missing and why (klaw/tools/inventory.py builds the rows; `/tools` gives the same list).
+
+A running engine is asked over its socket (the `tools` query): its registry is the truth, with its MCP
+servers as they are now. With none answering, the same registry is built in this process without
+holding the home, as an engine started now would build it (engine/tool_listing.py; decision 238).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from klaw.cli.context import fail, home_from_env, load_or_exit
+
+if TYPE_CHECKING:  # loaded by the command, so `klaw --help` loads none of it
+    from klaw.config import EngineConfig
+    from klaw.engine.tool_listing import ToolInventory
+    from klaw.home import KlawHome
+    from klaw.store.records import ChatRef
+
+QUERY_TIMEOUT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Listed:
+    inventory: ToolInventory
+    origin: str  # "engine" (asked over the socket) or "engine.yaml" (built here)
+    note: str  # where the rows come from, for the heading
+
+
+def tools(
+    chat: Annotated[
+        str | None,
+        typer.Option("--chat", help="The chat as channel:chat_id (default: this user's `klaw chat` console chat)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON: chat, model, origin and the rows.")] = False,
+) -> None:
+    """The tools a chat's model is offered (source, approval), and those not offered, failed plugins and
+    MCP servers, and skills, each with why and how to fix it; exit 1 when a group or skill failed to load."""
+    from klaw.channels.console import console_chat
+    from klaw.scheduling.names import parse_chat_target
+
+    home = home_from_env()
+    config = load_or_exit(home).config
+    try:
+        ref = parse_chat_target(chat) if chat is not None else console_chat()
+    except ValueError as exc:
+        fail(f"--chat: {exc}")
+    listed = asyncio.run(_listed(home, config, ref))
+    rows = listed.inventory.rows
+    if as_json:
+        data = {"chat": str(ref), "origin": listed.origin, **listed.inventory.to_json()}
+        typer.echo(json.dumps(data, indent=2))
+    else:
+        _print(listed)
+    if any(row.state == "failed" for row in rows):
+        raise typer.Exit(1)
+
+
+async def _listed(home: KlawHome, config: EngineConfig, chat: ChatRef) -> Listed:
+    from klaw.cli.chat_model import chat_model
+    from klaw.engine.tool_listing import listing_without_engine
+    from klaw.engine_presence import engine_answers, home_holder
+
+    why = "none is running; MCP servers are not started here"
+    if await engine_answers(home.socket_path):
+        try:
+            return Listed(await _ask_engine(home, chat), "engine", f"from the engine running on {home.root}")
+        except (OSError, EOFError, TimeoutError, ValueError) as exc:
+            why = f"the engine on {home.root} did not answer: {_why(exc)}"
+    elif (holder := await home_holder(home)) is not None:
+        why = f"{holder.describe()} holds {home.root} without a socket to ask"
+    model = (await chat_model(home, config, chat)).model_id
+    inventory = await asyncio.to_thread(listing_without_engine, home, config, chat, model)
+    return Listed(inventory, "engine.yaml", f"as an engine started now would offer them ({why})")
+
+
+async def _ask_engine(home: KlawHome, chat: ChatRef) -> ToolInventory:
+    """One `tools` query on a connection of its own (it never says hello, so no replies come to it)."""
+    from klaw.engine.frames import FrameReader, QueryFrame, encode_frame, result_for
+    from klaw.engine.tool_listing import ToolInventory
+    from klaw.tools.inventory import ToolRow
+
+    reader, writer = await asyncio.open_unix_connection(str(home.socket_path))
+    try:
+        params = {"channel": chat.channel, "chat_id": chat.chat_id}
+        writer.write(encode_frame(QueryFrame(id="tools-1", query="tools", params=params)))
+        await writer.drain()
+        async with asyncio.timeout(QUERY_TIMEOUT_SECONDS):
+            frame = await result_for(FrameReader(reader), "tools-1")
+    finally:
+        writer.close()
+    if frame.error is not None:
+        raise ValueError(frame.error)
+    data = frame.data if isinstance(frame.data, dict) else {}
+    model, rows = data.get("model"), data.get("rows")
+    if not isinstance(model, str) or not isinstance(rows, list):
+        raise ValueError("its answer holds no tool rows")
+    return ToolInventory(chat, model, [ToolRow.from_json(row) for row in rows if isinstance(row, dict)])
+
+
+def _why(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, ValueError) else type(exc).__name__
+
+
+def _print(listed: Listed) -> None:
+    from klaw.tools.inventory import render_lines
+
+    inventory = listed.inventory
+    console = Console(markup=False, highlight=False)
+    heading = f"Tools for {inventory.chat} (model {inventory.model}), {listed.note}:"
+    if not console.is_terminal:
+        # Piped (into grep, a bug report): a heading, then each row whole on one line, never folded at
+        # rich's default 80 columns (as `klaw config show` keeps a setting whole).
+        typer.echo("\n".join([heading, *render_lines(inventory.rows)]))
+        return
+    console.print(heading, soft_wrap=True)
+    table = Table()
+    for column in ("tool", "source", "state", "approval", "why / fix"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("tool", "state"))  # a name is never cut
+    for row in inventory.rows:
+        why = row.reason + (f" (fix: {row.fix})" if row.fix else "")
+        table.add_row(row.name, row.source, row.state, "asks you" if row.needs_approval else "", why)
+    console.print(table)

@@ -1,0 +1,129 @@
+"""The tools a chat's model is offered this turn, with where each comes from and what is missing:
+`/tools` in any chat, the socket's `tools` query (`klaw tools` against a running engine), `Klaw.tools`.
+
+With no engine running, `klaw tools` builds the same registry in its own process (`listing_without_engine`):
+every enabled group's provider is called once, as an engine's start calls it, but bound to services
+that are not started (nothing of it is ever called), no MCP server is started and the home is not held
+(docs/decisions/238-tools-listing.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from klaw.config import MCP_GROUP_PREFIX, EngineConfig
+from klaw.engine.frame_dispatch import QueryError
+from klaw.engine.sessions import model_in_force
+from klaw.engine.tool_assembly import docs_index, provide_late_groups, skill_catalogue, tool_registry
+from klaw.home import KlawHome
+from klaw.llm.catalogue import ModelCatalogue
+from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef
+from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SKILLS
+from klaw.tools.groups import ServiceKey
+from klaw.tools.inventory import ToolRow, render_lines, tool_rows
+from klaw.tools.mcp.servers import ServerState
+from klaw.tools.selection import ToolSelection
+from klaw.tools.skills.catalogue import SkillCatalogue
+
+NOT_STARTED = "not started: no engine is running (its tools are listed once one runs it)"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInventory:
+    """A chat's tools as its model gets them: `model` (the chat's, or routing.default) and the rows."""
+
+    chat: ChatRef
+    model: str
+    rows: list[ToolRow]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "rows": [row.to_json() for row in self.rows]}
+
+    def text(self) -> str:
+        """`/tools`'s answer: a heading, then each row on one line."""
+        heading = f"Tools for {self.chat} (model {self.model}):"
+        return "\n".join([heading, *(f"- {line}" for line in render_lines(self.rows))])
+
+
+@dataclass(frozen=True, slots=True)
+class ToolListing:
+    """The engine's view: its registry and groups, its MCP servers' states, its skills."""
+
+    config: EngineConfig
+    catalogue: ModelCatalogue
+    store: Storage | None  # the chat's /model choice; None: every chat is on routing.default
+    selection: ToolSelection
+    servers: Callable[[], list[ServerState]]
+    skills: SkillCatalogue | None
+
+    async def inventory(self, chat: ChatRef) -> ToolInventory:
+        """Read only: a chat never seen gets no session from being asked about."""
+        state = await self.store.sessions.get(chat) if self.store is not None else None
+        model = model_in_force(self.catalogue, state.model if state else None)
+        return ToolInventory(chat, model, self.rows(model))
+
+    def rows(self, model: str) -> list[ToolRow]:
+        return tool_rows(
+            self.selection,
+            model,
+            groups_field=groups_field(self.config, model),
+            approval=self.config.tools.approval,
+            servers=self.servers(),
+            skills=self.skills.current() if self.skills is not None else None,
+        )
+
+    def handlers(self) -> dict[str, Callable[[ChatRef, str], Awaitable[str]]]:
+        """`/tools`, for the command handler."""
+
+        async def tools(chat: ChatRef, _args: str) -> str:
+            return (await self.inventory(chat)).text()
+
+        return {"tools": tools}
+
+    async def answer(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The socket's `tools` query: `{"channel", "chat_id"}` → the chat's inventory as JSON."""
+        channel, chat_id = params.get("channel"), params.get("chat_id")
+        if not isinstance(channel, str) or not isinstance(chat_id, str):
+            raise QueryError("name the chat: channel and chat_id")
+        try:
+            chat = ChatRef(channel, chat_id)
+        except ValueError as exc:
+            raise QueryError(str(exc)) from None
+        return (await self.inventory(chat)).to_json()
+
+
+def groups_field(config: EngineConfig, model: str) -> str:
+    """Where `model`'s groups are set: its own `models.<id>.tools`, else `tools.enabled`."""
+    own = config.models.get(model)
+    return f"models.{model}.tools" if own is not None and own.tools is not None else "tools.enabled"
+
+
+class _NotStarted:
+    """Stands for an engine service while the tools are only listed: providers bind it, nothing calls it."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("no engine is running: a tool listed by `klaw tools` is never called")
+
+
+def listing_without_engine(home: KlawHome, config: EngineConfig, chat: ChatRef, model: str) -> ToolInventory:
+    """What an engine started now would offer `chat` on `model`, built here without holding the home."""
+    idle = _NotStarted()
+    skills = skill_catalogue(home, config)
+    services: dict[ServiceKey[Any], object] = {MEMORY: idle}
+    for key, service in ((SKILLS, skills), (DOCS, docs_index(home, config, None))):
+        if service is not None:
+            services[key] = service
+    selection = tool_registry(home, config, services, ())
+    provide_late_groups(home, config, selection, {SCHEDULER: idle, MESSAGES: idle})
+    enabled = set(config.tool_groups)
+    servers = [
+        ServerState(name, enabled=True, phase="not started", reason=NOT_STARTED)
+        if f"{MCP_GROUP_PREFIX}{name}" in enabled
+        else ServerState(name, enabled=False, phase="not enabled")
+        for name in config.mcp.servers
+    ]
+    listing = ToolListing(config, ModelCatalogue.from_config(config), None, selection, lambda: servers, skills)
+    return ToolInventory(chat, model, listing.rows(model))

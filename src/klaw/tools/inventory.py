@@ -1,0 +1,151 @@
+"""What a model is offered, row by row, and what it is not and why: `klaw tools`, `/tools`, `Klaw.tools`.
+
+One row per tool registered (klaw's groups, packages' `klaw.tools` groups, MCP servers' tools, a
+program's own), per tool the configuration asks for but cannot offer (no sandbox, no allow-list), per
+group that failed to load (a plugin not installed or raising on load), per MCP server not serving, and
+per skill (read with `skill_read`). Each row says where it comes from, whether a call waits for the
+person's `/approve` (`tools.approval`, decision 107), and, when it is not offered, why and what to do.
+Built from the engine's own parts (the registry, the groups' record, the MCP links, the skill scan),
+so it says what the model gets, not what engine.yaml hopes for (decision 238).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, get_args
+
+from klaw.config import MCP_GROUP_PREFIX
+from klaw.tools.mcp.servers import ServerState
+from klaw.tools.selection import ToolSelection
+from klaw.tools.skills.catalogue import SkillScan
+
+ToolState = Literal["offered", "not offered", "unavailable", "failed"]
+TOOL_STATES: tuple[ToolState, ...] = get_args(ToolState)
+
+PROGRAM_SOURCE = "program (Klaw(tools=...))"
+SKILL_SOURCE = "skill (workspace/skills, read with skill_read)"
+FIXES = {  # what to do about a tool its group noted unavailable, where the reason does not say it
+    "code_execute": "`klaw sandbox status` says what this machine lacks (docs/sandbox.md)",
+    "host_exec": "list the commands it may run in hostExec.allow (docs/sandbox.md)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRow:
+    """One tool (or a group, an MCP server, a skill) as the model of a chat sees it.
+
+    `state`: `offered` (the model gets it this turn), `not offered` (there, but not for this model),
+    `unavailable` (asked for, but what it needs is missing), `failed` (a group that did not load).
+    `needs_approval`: a call waits for the person's `/approve` (`tools.approval`). `reason` and `fix`:
+    one line each, empty for an offered tool."""
+
+    name: str
+    source: str
+    state: ToolState
+    needs_approval: bool = False
+    reason: str = ""
+    fix: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ToolRow:
+        """A row as the engine's socket sent it; ValueError for anything else."""
+        texts = {key: data.get(key, "") for key in ("name", "source", "reason", "fix")}
+        state, approval = data.get("state"), data.get("needs_approval", False)
+        if not all(isinstance(value, str) for value in texts.values()) or state not in TOOL_STATES:
+            raise ValueError("a tool row needs name, source, reason and fix as text and a known state")
+        if not isinstance(approval, bool):
+            raise ValueError("a tool row's needs_approval is true or false")
+        return cls(state=state, needs_approval=approval, **texts)
+
+
+def tool_rows(
+    selection: ToolSelection,
+    model_id: str,
+    *,
+    groups_field: str,
+    approval: Collection[str],
+    servers: Sequence[ServerState],
+    skills: SkillScan | None,
+) -> list[ToolRow]:
+    """The rows for `model_id`: its groups are `groups_field`'s (`tools.enabled`, or `models.<id>.tools`);
+    `servers`: the configured MCP servers' states; `skills`: the workspace's skills when the group is on."""
+    groups = selection.model_groups(model_id)
+    held = frozenset(approval)
+    rows = []
+    for spec in selection.registry.specs():
+        group = selection.group_of(spec.name)
+        if group is None or group in groups:
+            rows.append(ToolRow(spec.name, _source(selection, group), "offered", spec.name in held))
+        else:
+            reason = f"{groups_field} for model {model_id} does not name {group}"
+            fix = f"add {group} to {groups_field}, or /model to a model that has it"
+            rows.append(ToolRow(spec.name, _source(selection, group), "not offered", spec.name in held, reason, fix))
+    for name, why in selection.registry.unavailable.items():
+        source = _source(selection, selection.groups.noted_by(name))
+        rows.append(ToolRow(name, source, "unavailable", name in held, why, FIXES.get(name, "")))
+    for group, failure in selection.groups.failures.items():
+        rows.append(ToolRow(group, failure.source.describe(), "failed", False, failure.reason, failure.fix))
+    rows += [row for state in servers if (row := _server_row(state)) is not None]
+    if skills is not None:
+        rows += _skill_rows(skills, "skill_read" in selection.names(model_id))
+    return rows
+
+
+def _source(selection: ToolSelection, group: str | None) -> str:
+    if group is None:
+        return PROGRAM_SOURCE
+    if group.startswith(MCP_GROUP_PREFIX):
+        return f"MCP server {group.removeprefix(MCP_GROUP_PREFIX)}"
+    source = selection.groups.sources.get(group)
+    return source.describe() if source is not None else group
+
+
+def _server_row(state: ServerState) -> ToolRow | None:
+    """A row for a server that is not serving all it lists (its tools have rows of their own)."""
+    name, source = f"{MCP_GROUP_PREFIX}{state.name}", f"MCP server {state.name}"
+    if not state.enabled:
+        return ToolRow(name, source, "not offered", False, "configured, not in tools.enabled", f"add {name} to it")
+    if state.phase == "ready":
+        if not state.left_out:
+            return None
+        reason = f"{state.left_out} more tool(s) it lists left out by its tools, maxTools or maxSchemaTokens"
+        fix = f"raise mcp.servers.{state.name}.maxTools or maxSchemaTokens, or list the ones wanted in its tools"
+        return ToolRow(name, source, "not offered", False, reason, fix)
+    reason = state.reason or state.phase
+    if state.retry_in is not None:
+        reason += f"; klaw tries again in {state.retry_in} s (failure {state.failures})"
+    fix = "" if state.phase == "not started" else f"its own messages are in KLAW_HOME/mcp/{state.name}.log"
+    return ToolRow(name, source, "unavailable", False, reason, fix)
+
+
+def _skill_rows(scan: SkillScan, readable: bool) -> list[ToolRow]:
+    rows = [
+        ToolRow(skill.name, SKILL_SOURCE, "offered")
+        if readable
+        else ToolRow(skill.name, SKILL_SOURCE, "not offered", reason="this model is not offered skill_read")
+        for skill in scan.skills.values()
+    ]
+    for problem in scan.errors:
+        folder = problem.path.split("/", 1)[0]
+        rows.append(ToolRow(folder, SKILL_SOURCE, "failed", False, str(problem), "`klaw skills check` says more"))
+    return rows
+
+
+def render_lines(rows: Sequence[ToolRow]) -> list[str]:
+    """Each row on one line, as `/tools` answers and `klaw tools` prints when piped."""
+    return [render_line(row) for row in rows]
+
+
+def render_line(row: ToolRow) -> str:
+    line = f"{row.name} [{row.source}]: {row.state}"
+    if row.needs_approval:
+        line += " (each call waits for your /approve)"
+    if row.reason:
+        line += f": {row.reason}"
+    if row.fix:
+        line += f"; fix: {row.fix}"
+    return line
