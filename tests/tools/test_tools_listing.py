@@ -34,7 +34,10 @@ CONFIG: dict[str, Any] = {
     "summarizer": {"enabled": False},
     "models": MODELS,
     "routing": {"default": "fake/large"},
-    "tools": {"enabled": ["clock", "shouting", "broken", "host", "mcp:files"], "approval": ["shout", "host_exec"]},
+    "tools": {
+        "enabled": ["clock", "shouting", "broken", "host", "mcp:files"],
+        "approval": ["shout", "host_exec", "shuot", "files__rm"],
+    },
     "mcp": {"servers": {"files": {"command": "/nonexistent/mcp-files"}}, "startWaitSeconds": 5},
 }
 
@@ -77,6 +80,10 @@ async def test_a_running_engine_lists_plugins_failures_and_approval_to_a_program
             host = rows["host_exec"]
             assert (host.state, host.needs_approval) == ("unavailable", True)
             assert "hostExec.allow" in host.reason and "hostExec.allow" in host.fix
+            typo = rows["shuot"]  # held by name, but no tool is called so: the one meant would run unasked
+            assert (typo.state, typo.source, typo.needs_approval) == ("not offered", "tools.approval", True)
+            assert "misspelt" in typo.reason
+            assert "files__rm" not in rows  # its server has not listed its tools: unknown, not wrong
             files = rows["mcp:files"]
             assert files.state == "unavailable" and files.source == "MCP server files"
             assert "mcp/files.log" in files.fix

@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 
 from klaw.config import MCP_GROUP_PREFIX
 from klaw.tools.mcp.servers import ServerState
-from klaw.tools.selection import ToolSelection
+from klaw.tools.selection import MCP_SEPARATOR, ToolSelection
 from klaw.tools.skills.catalogue import SkillScan
 
 ToolState = Literal["offered", "not offered", "unavailable", "failed"]
@@ -92,6 +92,22 @@ def tool_rows(
     rows += [row for state in servers if (row := _server_row(state)) is not None]
     if skills is not None:
         rows += _skill_rows(skills, "skill_read" in selection.names(model_id))
+    return rows + _held_unknown(selection, held, servers)
+
+
+def _held_unknown(selection: ToolSelection, held: frozenset[str], servers: Sequence[ServerState]) -> list[ToolRow]:
+    """A `tools.approval` name no tool has: a misspelt name holds nothing, and the tool it meant runs
+    unasked. Left out: `host_exec`, held by default whether its group is on or not (decision 185), and
+    a server's `server__tool` while that server has not listed its tools (not started, down)."""
+    known = {*selection.registry.names, *selection.registry.unavailable, "host_exec"}
+    listing = {state.name for state in servers if state.enabled and state.phase != "ready"}
+    rows = []
+    for name in sorted(held - known):
+        if MCP_SEPARATOR in name and name.split(MCP_SEPARATOR, 1)[0] in listing:
+            continue
+        reason = "tools.approval holds it, but no tool has this name: a misspelt name holds nothing"
+        fix = "use a name this list shows (an MCP server's tool is <server>__<tool>)"
+        rows.append(ToolRow(name, "tools.approval", "not offered", True, reason, fix))
     return rows
 
 
