@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Sequence
 
 import apsw
@@ -143,12 +144,20 @@ class ChatVectorCache(ChatMatrixCache):
         return True
 
     def _from_table(self, connection: apsw.Connection, table: str, chat_keys: list[int], dim: int) -> None:
+        started = time.perf_counter()
         for chat_key, (matrix, stamp) in table_copies(connection, table, chat_keys, dim).items():
             with self._lock:
                 self._chats[chat_key] = matrix
             if self._snapshots is not None and stamp is not None and matrix.size >= self._snapshot_min_rows:
                 self._snapshots.save(chat_key, stamp, matrix.arrays())
                 matrix.saved_version = stamp.version
+            if matrix.size >= self._snapshot_min_rows:  # what the first search of a large chat waited for
+                log.info(
+                    "loaded the %d vectors of chat %s from the database in %.1f s",
+                    matrix.size,
+                    chat_key,
+                    time.perf_counter() - started,
+                )
 
 
 def table_copies(
