@@ -95,7 +95,8 @@ async def test_the_desktop_configuration_in_the_docs_runs_as_written_and_is_read
         env = {**entry["env"], "KLAW_HOME": str(home.root)}  # the person's home, here the test's
         async with Client(StdioServerParameters(command=entry["command"], args=entry["args"], env=env)) as client:
             assert sorted(tool.name for tool in (await client.list_tools()).tools) == READ_TOOLS
-            assert (client.server_info.name, client.server_info.version) == ("klaw", klaw_version())
+            info = client.server_info
+            assert info is not None and (info.name, info.version) == ("klaw", klaw_version())
             found = await client.call_tool("memory_search", {"query": "where is the spare key"})
             assert not found.is_error and "under the blue flowerpot" in text(found)
             core = await client.call_tool("memory_core_get", {})
