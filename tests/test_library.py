@@ -66,6 +66,7 @@ def test_the_curated_names_are_exported() -> None:
         "LlmError",
         "ManualClock",
         "MemoryFound",
+        "MessageRefused",
         "SessionInfo",
         "StreamAccumulator",
         "StreamDelta",

@@ -56,6 +56,7 @@ _EXPORTS = {
     "LlmError": "klaw.llm.errors",
     "EmbedderError": "klaw.memory.embedder.protocol",
     "EngineAlreadyRunningError": "klaw.engine.socket_file",
+    "MessageRefused": "klaw.message_text",
 }
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "LlmError",
     "ManualClock",
     "MemoryFound",
+    "MessageRefused",
     "SessionInfo",
     "StreamAccumulator",
     "StreamDelta",
@@ -119,6 +121,7 @@ if TYPE_CHECKING:
     )
     from klaw.llm.protocol import ChatModel, StreamAccumulator
     from klaw.memory.embedder.protocol import Embedder, EmbedderError
+    from klaw.message_text import MessageRefused
     from klaw.store.records import ChatRef
     from klaw.tools.groups import ToolSetup
     from klaw.tools.inventory import ToolRow

@@ -29,7 +29,10 @@ def broken_sqlite_vec(tmp_path: Path) -> Path:
 
 def klaw(home: Path, site: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KLAW_HOME": str(home), "COLUMNS": "200", "PYTHONPATH": str(site)}
-    return subprocess.run([sys.executable, "-m", "klaw", *args], capture_output=True, text=True, env=env, timeout=60)
+    # A message on stdin: `klaw chat` refuses empty piped input before it opens the database (decision 240).
+    return subprocess.run(
+        [sys.executable, "-m", "klaw", *args], input="hello\n", capture_output=True, text=True, env=env, timeout=60
+    )
 
 
 COMMANDS = [

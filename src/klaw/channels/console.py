@@ -34,6 +34,7 @@ from klaw.channels.console_waiting import count_up
 from klaw.command_syntax import parse_command
 from klaw.engine.delivery import Outbound
 from klaw.engine.runtime import Engine
+from klaw.message_text import MessageRefused
 from klaw.store.records import ChatRef
 from klaw.terminal_text import visible
 
@@ -129,7 +130,11 @@ class ConsoleChannel:
             self._show(reply)
 
     async def _exchange(self, chat: ChatRef, text: str, session: PromptSession[str]) -> None:
-        result = await self._engine.submit(chat, text)
+        try:
+            result = await self._engine.submit(chat, text)
+        except MessageRefused as exc:  # a paste too long for one message: said, and the prompt comes back
+            self._console.print(Text(f"Not sent: {exc}", style="red"), highlight=False)
+            return
         if result.command_reply is not None:
             command = parse_command(text)
             if command is not None and command.name == "forget":

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from klaw import event_loop
+from klaw.cli.chat_input import piped_message, read_piped
 from klaw.cli.context import (
     err_console,
     fail,
     home_from_env,
     load_or_exit,
+    require_home,
     say_while_stopping,
     start_engine_or_exit,
 )
@@ -62,6 +63,7 @@ def chat(
     config = loaded.config
 
     async def run() -> None:
+        await _refuse_a_running_engine(home)
         if not skip_check:
             # the model this chat will use: its own /model choice outlives the process
             chosen = await chat_model(home, config, console_chat())
@@ -70,22 +72,30 @@ def chat(
             )
             if problem:
                 fail(problem)
-        # `echo "…" | klaw chat`: one message. Empty input (</dev/null) runs the console as before: it ends at once.
-        piped = None if sys.stdin.isatty() else sys.stdin.read().strip() or None
+        # `echo "…" | klaw chat`: one message. Input that cannot be one (empty, not UTF-8, too long) is
+        # refused before the engine starts, after what would stop any chat (engine, model, home).
+        data = read_piped()
+        piped = ""
+        if data is not None:
+            require_home(home)
+            piped, refusal = piped_message(data)
+            if refusal is not None:
+                fail(refusal)  # a usage error: exit 2, nothing sent or stored
         # Log lines go to KLAW_HOME/logs/chat.log from before the engine starts (a resumed message, an MCP
         # server that cannot start), not onto the screen above the banner; printed through the console
-        # that draws the spinner and the prompt, never into them.
+        # that draws the spinner and the prompt, never into them. A piped run's stdout is its reply
+        # alone: the line saying where the log is goes to stderr.
         console = Console(markup=False)
-        with logs_through(console, home.chat_log_file):
+        with logs_through(console if data is None else err_console, home.chat_log_file):
             # At a terminal the console takes the replies a crash left unshown, sent again at start; a
             # piped run prints only its own reply, so those wait for the next terminal session.
             replies: asyncio.Queue[Outbound] = asyncio.Queue()
-            channels = {CONSOLE_CHANNEL: replies.put} if piped is None else None
+            channels = {CONSOLE_CHANNEL: replies.put} if data is None else None
             running = await start_engine_or_exit(home, config, channels=channels)
             channel = ConsoleChannel(running, console, replies)
             interrupted = failed = False
             try:
-                if piped is None:
+                if data is None:
                     await channel.run()
                 elif not await channel.answer_piped(piped):
                     failed = True
@@ -101,7 +111,7 @@ def chat(
                 # Said after a Ctrl-C, or when the console ends with work under way. A piped message's
                 # reply is out already: its stderr stays empty while background work (a summary) ends.
                 busy = running.processor.slots.in_use or running.processor.waiting_chats
-                if busy and (interrupted or piped is None):
+                if busy and (interrupted or data is None):
                     err_console.print("stopping: finishing the reply in flight… (Ctrl-C again to quit at once)")
                 await running.shutdown()
                 channel.show_pending()
@@ -111,6 +121,26 @@ def chat(
             raise typer.Exit(1)
 
     event_loop.run(run())
+
+
+async def _refuse_a_running_engine(home: KlawHome) -> None:
+    """Exit 2 when an engine runs on the home, saying how to talk to it: `klaw chat` runs an engine of
+    its own, and a home has one. Before, the refusal said only "stop it", though the running engine may
+    be the one the person meant to chat with."""
+    from klaw.engine_presence import STOP_AN_ENGINE, engine_answers, home_holder
+    from klaw.home_lock import ENGINE_ROLE
+
+    holder = await home_holder(home)
+    if holder is None or (holder.role and holder.role != ENGINE_ROLE):
+        return  # maintenance (klaw reindex) is refused by the engine's start with its own words
+    if await engine_answers(home.socket_path):
+        talk = (
+            "talk to it on its web page: 'klaw serve' printed the address when it started (by default"
+            " http://127.0.0.1:8765/); beside 'klaw engine', start 'klaw gateway' to get the page"
+        )
+    else:
+        talk = "it takes no messages from other programs (a program using klaw's library API)"
+    fail(f"klaw chat starts its own engine, and {holder.describe()} runs on {home.root}: {talk}. Or {STOP_AN_ENGINE}.")
 
 
 def _set_where(loaded: LoadedConfig) -> str:

@@ -36,6 +36,7 @@ from klaw.engine.frames import (
 from klaw.engine.gateway_connection import GatewayConnection
 from klaw.engine.outbound_routes import OutboundRoutes
 from klaw.errors import KlawError
+from klaw.message_text import MessageRefused
 
 log = logging.getLogger(__name__)
 
@@ -142,5 +143,7 @@ def _refusal(frame: InboundFrame | CommandFrame, exc: Exception) -> ErrorFrame:
     if is_transient(exc):
         message = f"the engine could not accept this {frame.type} now; it was not stored, send it again later"
         return ErrorFrame(code="internal", message=message, ref=frame.id)
+    if isinstance(exc, MessageRefused):  # its words name what is wrong and never quote the text
+        return ErrorFrame(code="refused", message=f"{exc}; it was not stored", ref=frame.id)
     message = f"the engine could not handle this {frame.type} ({type(exc).__name__}; see its log); it was not stored"
     return ErrorFrame(code="refused", message=message, ref=frame.id)

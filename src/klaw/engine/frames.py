@@ -22,6 +22,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from klaw import strict_json
 from klaw.errors import KlawError
+from klaw.message_text import LONE_SURROGATE
 from klaw.scheduling.names import SUBAGENT_CHANNEL
 from klaw.store.records import CHANNEL_NAME, chat_id_problem
 
@@ -55,7 +56,7 @@ def _chat_id(value: str) -> str:
 
 def _text(value: str) -> str:
     if not strict_json.is_text(value):
-        raise ValueError("holds a lone surrogate (\\ud800-\\udfff), which is not text; send valid UTF-8")
+        raise ValueError(LONE_SURROGATE)
     return value
 
 

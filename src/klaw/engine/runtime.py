@@ -38,6 +38,7 @@ from klaw.memory.chunk_search import ChunkSearch
 from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.summaries.service import SummarizerService
+from klaw.message_text import check_message
 from klaw.scheduling.names import SUBAGENT_CHANNEL
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
@@ -147,8 +148,10 @@ class Engine:
         return engine
 
     async def submit(self, chat: ChatRef, text: str, message_id: str | None = None) -> SubmitResult:
-        """Text from a person: a slash command is answered at once, anything else is accepted."""
+        """Text from a person: a slash command is answered at once, anything else is accepted. Raises
+        `MessageRefused` (nothing stored) for text no log can hold or longer than `MAX_MESSAGE_CHARS`."""
         _refuse_task_channel(chat)
+        check_message(text)
         command = parse_command(text)
         if command is not None:
             reply = await self.commands.handle(chat, command.name, command.args, command_id=message_id)

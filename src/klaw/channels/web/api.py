@@ -26,11 +26,11 @@ from klaw.engine.frames import FrameError
 from klaw.gateway.buffer import BufferUnavailable
 from klaw.gateway.link import EngineUnavailable, QueryFailed
 from klaw.gateway.service import Submitted
+from klaw.message_text import MAX_MESSAGE_CHARS
 
 log = logging.getLogger(__name__)
 
 KEEPALIVE_SECONDS = 15.0
-MAX_MESSAGE_CHARS = 100_000
 
 
 class WebBackend(Protocol):

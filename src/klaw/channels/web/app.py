@@ -25,6 +25,7 @@ from klaw.channels.web.api import WebBackend, build_api
 from klaw.channels.web.auth import LOGIN_COOKIE, LOGIN_SECONDS, SESSION_COOKIE, SESSION_SECONDS, WebAuth
 from klaw.channels.web.body_guard import BodyGuard
 from klaw.channels.web.login_limit import LoginLimiter
+from klaw.message_text import LONE_SURROGATE
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self';"
@@ -138,10 +139,7 @@ async def _invalid_request(_: Request, exc: RequestValidationError) -> Response:
     for error in exc.errors():
         where = ".".join(str(part) for part in error.get("loc", ())[1:]) or "body"
         if error.get("type") == "string_unicode":
-            problems.append(
-                f"{where}: holds a lone surrogate (\\ud800 to \\udfff), which is not Unicode text; remove it"
-                " (it usually comes from text cut in the middle of an emoji)"
-            )
+            problems.append(f"{where}: {LONE_SURROGATE}")
         else:
             problems.append(f"{where}: {error.get('msg', 'invalid')}")
     return JSONResponse({"detail": "; ".join(problems)}, status_code=422)

@@ -1,0 +1,39 @@
+"""`klaw chat`'s piped input (`echo "…" | klaw chat`) as one message, or why it cannot be one.
+
+Read as bytes and decoded as strict UTF-8 here: Python's own decoding of stdin raised on bytes that
+are not UTF-8 (a traceback), or under the C locale turned them into lone surrogates that failed
+later, in the log's write. Empty input is refused too: `klaw chat < /dev/null` drew a banner and blank
+prompts into the pipe and exited 0, as if something had been said. The size and text rule is the
+engine's (`klaw/message_text.py`), asked here only to word the answer for a pipe. Decision:
+docs/decisions/240-bad-input-at-the-engine.md.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from klaw.message_text import message_problem
+
+
+def read_piped() -> bytes | None:
+    """All of stdin when it is not a terminal; None at a terminal (the console's prompt reads it)."""
+    return None if sys.stdin.isatty() else sys.stdin.buffer.read()
+
+
+def piped_message(data: bytes) -> tuple[str, str | None]:
+    """The message `data` holds, and why it cannot be sent (None when it can); never its content."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return "", (
+            f"the input is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start:,} is not valid"
+            " UTF-8); klaw chat takes a text message: convert it first, e.g. iconv -f latin1 -t utf-8 FILE | klaw chat"
+        )
+    text = text.strip()
+    if not text:
+        return "", (
+            'nothing to send: the input is empty; pipe a message in (echo "hello" | klaw chat),'
+            " or run klaw chat at a terminal"
+        )
+    problem = message_problem(text)
+    return text, None if problem is None else f"the message {problem}"

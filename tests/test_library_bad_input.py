@@ -1,0 +1,34 @@
+"""`Klaw.ask` with text that cannot be a message: `MessageRefused` naming what is wrong, nothing stored,
+and the chat goes on. The engine's `submit` is the seam every channel passes (console, socket, library):
+before, a lone surrogate reached the conversation log and failed in its UTF-8 write (UnicodeEncodeError),
+and a message of any size went to the model. Decision 240."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from klaw import AgentInfo, ChatMessage, FunctionModel, Klaw, ManualClock, MessageRefused
+from tests.test_library import CONFIG
+
+
+async def test_text_no_log_can_hold_or_too_long_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def model(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
+        asked.append(messages[-1].content or "")
+        return "got it"
+
+    async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(model), clock=ManualClock()) as agent:
+        with pytest.raises(MessageRefused, match=r"lone surrogate \(\\ud800 to \\udfff\).*remove it"):
+            await agent.ask("ana", "cut emoji \udce5 here")
+        with pytest.raises(MessageRefused, match=r"is 100,001 characters, more than the 100,000 a message may hold"):
+            await agent.ask("ana", "x" * 100_001)
+        with pytest.raises(MessageRefused, match="lone surrogate"):
+            await agent.ask("ana", "/model \ud800")  # a slash command too: its text would be logged
+        assert isinstance(MessageRefused("x"), ValueError)
+        assert asked == [] and await agent.history("ana") == []  # nothing half-stored
+        assert await agent.ask("ana", "x" * 100_000) == "got it"  # the limit itself is a message
+        assert [entry.text[:3] for entry in await agent.history("ana")] == ["xxx", "got"]
