@@ -184,3 +184,14 @@ def test_klaw_serve_on_a_port_in_use_names_the_port_and_the_setting(home: Path) 
         said = one_line_error(klaw(home, "serve", env={"KLAW__CHANNELS__WEB__PORT": str(port)}))
     assert f"the web page cannot listen on 127.0.0.1:{port} (Address already in use)" in said
     assert "channels.web.port" in said
+
+
+def test_an_error_into_a_pipe_stays_one_line_whatever_its_length(tmp_path: Path) -> None:
+    """rich wrapped stderr at 80 columns when it was not a terminal (a service's journal, a script),
+    breaking a sentence mid-way; a line into a pipe is now whole."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["KLAW_HOME"] = str(tmp_path / "no-home-here")
+    command = [sys.executable, "-m", "klaw", "memory", "search", "anything"]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    said = one_line_error(result)
+    assert len(said) > 100 and result.stderr == said + "\n"

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from klaw.cli.context import fail, home_from_env, home_source, load_or_exit
+from klaw.cli.context import fail, home_from_env, home_source, load_or_exit, stderr_console
 from klaw.config import EngineConfig
 from klaw.config_view import ConfigOverride, config_rows
 from klaw.home import KlawHome
@@ -96,7 +96,7 @@ def check() -> None:
         # Not "valid": klaw chat, engine and serve refuse to start with this very sentence.
         fail(f"{loaded.path} is valid, but the engine will not start in this installation: {missing}", code=1)
     typer.echo(f"{loaded.path}: valid")
-    warn = Console(stderr=True, markup=False, highlight=False).print
+    warn = stderr_console(highlight=False).print
     database = loaded.config.database
     if database.backend == "postgres" and database.url_env and not os.environ.get(database.url_env):
         # Valid, yet the engine would not start from this shell (a service may set the variable elsewhere).

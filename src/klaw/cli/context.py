@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import typer
 from rich.console import Console
@@ -23,7 +23,17 @@ if TYPE_CHECKING:
     from klaw.engine.runtime import Engine
     from klaw.store.protocol import Storage
 
-err_console = Console(stderr=True, markup=False)
+
+def stderr_console(**options: Any) -> Console:
+    """Where commands say what went wrong or what they do. On a terminal rich wraps at its width; into
+    a file or a pipe (a service's journal, a script) a line stays whole instead of being broken at 80
+    columns mid-sentence, which left ragged lines across the message's own line breaks."""
+    console = Console(stderr=True, markup=False, **options)
+    console.soft_wrap = not console.is_terminal
+    return console
+
+
+err_console = stderr_console()
 
 
 def home_from_env(*, must_exist: bool = True) -> KlawHome:

@@ -19,6 +19,7 @@ from klaw.cli.context import (
     require_home,
     say_while_stopping,
     start_engine_or_exit,
+    stderr_console,
 )
 from klaw.config import EngineConfig
 from klaw.config_loader import LoadedConfig
@@ -39,7 +40,7 @@ async def _serve(home: KlawHome, config: EngineConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    console = Console(stderr=True, markup=False)
+    console = stderr_console()
     try:
         console.print(f"klaw engine listening on {home.socket_path}")
         await stop.wait()

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from klaw import event_loop
-from klaw.cli.context import fail, home_from_env, load_or_exit, say_while_stopping, start_engine_or_exit
+from klaw.cli.context import (
+    fail,
+    home_from_env,
+    load_or_exit,
+    say_while_stopping,
+    start_engine_or_exit,
+    stderr_console,
+)
 from klaw.config_loader import LoadedConfig
 from klaw.home import KlawHome
 
@@ -65,7 +72,7 @@ def build_channels(home: KlawHome, loaded: LoadedConfig) -> list[Channel]:
 async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> None:
     from klaw.gateway.service import Gateway
 
-    console = Console(stderr=True, markup=False)
+    console = stderr_console()
     channels = build_channels(home, loaded)
     engine: Engine | None = None
     if with_engine:

@@ -43,9 +43,7 @@ def quantize(vectors: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.int8], np
     return codes, scales
 
 
-def quantize_into(
-    rows: npt.NDArray[np.float32], codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32]
-) -> None:
+def quantize_into(rows: npt.NDArray[np.float32], codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32]) -> None:
     """`quantize`, writing into `codes` and `scales` and using `rows` (float32, 2-D) as its scratch:
     a large chat's first load quantizes 1.5 GB of floats, and each pass over them counts. Rows are
     multiplied by 127 / peak rather than divided by the scale (a division costs several
