@@ -22,22 +22,17 @@ from collections.abc import Sequence
 from itertools import combinations
 
 from klaw.store.postgres.bm25 import QUERY, Terms, contribution, frequency
+from klaw.store.shared.common_words import common_cut, pairable
 from klaw.store.shared.rows import MESSAGE_COLUMNS
-
-COMMON_SHARE = 0.01  # a word in this share of the messages or more (and `COMMON_MIN_HELD`) is common:
-COMMON_MIN_HELD = 100  # its messages are candidates only with a rare or another common word
-MAX_COMMON = 8  # at most 28 pairs in the candidates' tsquery; more common words: the full statement
 
 
 def common_words(terms: Terms) -> list[str] | None:
     """The matched words treated as common, or None when the first pass cannot help (no common word,
     or too many to pair)."""
     matched = set(terms.matched)
-    cut = max(COMMON_MIN_HELD, COMMON_SHARE * terms.rows)
+    cut = common_cut(terms.rows)
     common = [w for w, n in zip(terms.words, terms.held, strict=True) if w in matched and n >= cut]
-    if not common or len(common) > MAX_COMMON or (len(common) == 1 and len(matched) == 1):
-        return None
-    return common
+    return common if pairable(common, len(matched)) else None
 
 
 def pruned_sql(

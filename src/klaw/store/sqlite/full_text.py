@@ -30,10 +30,14 @@ Zipfian text it brings full text back to the cost it had with one column.
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Sequence
+from itertools import combinations
 from typing import Any
 
 import apsw
 
+from klaw.store.shared.common_words import common_cut, pairable
 from klaw.store.shared.rows import MESSAGE_COLUMNS
 from klaw.store.sqlite.fts_query import quoted
 from klaw.store.sqlite.last_messages import last_scores
@@ -48,6 +52,11 @@ CONTEXT_MAX_MATCHES = 1000  # a word in more messages' own words is not matched 
 FAST_FACTOR = 4
 FAST_MINIMUM = 200
 _BM25 = f"bm25(messages_fts, {', '.join(map(str, _WEIGHTS))})"
+_OWN_WORDS = "{content} : "  # a phrase matched in a message's own words only
+# A term reaching this share of the index's rows or more is common (`common_terms`): measured on bench
+# scale's chat, 0.5 % left the best 20 of 100 searches as they were and scored a third fewer rows;
+# PostgreSQL's 1 % of the holders, here, kept almost every row a candidate (decision 235).
+COMMON_REACH_SHARE = 0.005
 
 
 Rowids = tuple[int, int]
@@ -95,26 +104,29 @@ def ranked_matches(
     bounds: Rowids | None,
     limit: int,
     exclude: frozenset[int] = frozenset(),
+    common: Sequence[str] = (),
 ) -> list[tuple[Any, ...]]:
     """Rows of `MESSAGE_COLUMNS` plus the bm25 score (lower is better), best first, at most `limit`,
     matching the OR of `terms` (`match_terms`); `where`/`params` filter `messages m` (chat, segment,
     time, and `exclude`'s rowids left out: `excluding`), whose rowids lie within `bounds`
     (`scope_rowids`) when given. The open segments' last messages come from `messages_fts_last`,
-    scored alike (last_messages.py); one in `exclude` is not scored."""
+    scored alike (last_messages.py); one in `exclude` is not scored. `common` (`common_terms`): the
+    terms whose rows are ranked only among the candidates, when those fill `limit` places."""
     if bounds == NO_ROWIDS:
         return []  # an empty or unknown segment, a chat without past ones
     expression = " OR ".join(terms)
     in_range = " AND rowid BETWEEN ? AND ?" if bounds else ""
-    fast_limit = max(FAST_FACTOR * limit, FAST_MINIMUM)
-    best = fetch_all(
-        connection,
-        f"SELECT rowid, {_BM25} AS score FROM messages_fts WHERE messages_fts MATCH ?{in_range}"
-        " ORDER BY score, rowid LIMIT ?",
-        (expression, *(bounds or ()), fast_limit),
-    )
+    found = None
+    if common:
+        # The candidates (a rare word, or two common ones) fill the places asked for: they are the answer.
+        found = _best_in_scope(
+            connection, _best(connection, expression, bounds, limit, terms, common), where, params, limit
+        )
+        found = found if found is not None and len(found) == limit else None
+    if found is None:
+        found = _best_in_scope(connection, _best(connection, expression, bounds, limit), where, params, limit)
     last = last_scores(connection, terms, bounds, _WEIGHTS, exclude)
     lasts = [(*row, last[row[0]]) for row in _in_scope(connection, list(last), where, params)]
-    found = _best_in_scope(connection, best, where, params, limit)
     if found is None:
         # CROSS JOIN: the index drives. With the rowid range, the planner would otherwise walk the
         # segment's rows and ask FTS5 whether each one matches.
@@ -127,6 +139,40 @@ def ranked_matches(
             (expression, *(bounds or ()), *params, limit),
         )
     return sorted([*found, *lasts], key=lambda row: (row[-1], row[0]))[:limit]
+
+
+def _best(
+    connection: apsw.Connection,
+    expression: str,
+    bounds: Rowids | None,
+    limit: int,
+    terms: Sequence[str] = (),
+    common: Sequence[str] = (),
+) -> list[tuple[Any, ...]]:
+    """(rowid, bm25) of the index's best `max(FAST_FACTOR * limit, FAST_MINIMUM)` matches of
+    `expression`, within `bounds`; with `common`, only among the candidates: the rows holding a
+    term of `terms` that is not in `common`, or two of `common` (`candidates`). A candidate's score
+    is the one the full ranking gives it (the same `expression`); only which rows are scored differs."""
+    in_range = " AND rowid BETWEEN ? AND ?" if bounds else ""
+    among, among_params = "", []
+    if common:
+        # `+rowid`: the rowid is not offered to FTS5 as a lookup (each would start the query again);
+        # the candidates are found once, by the index, and each match outside them is skipped unscored.
+        among = f" AND +rowid IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?{in_range})"
+        among_params = [candidates(terms, common), *(bounds or ())]
+    return fetch_all(
+        connection,
+        f"SELECT rowid, {_BM25} AS score FROM messages_fts WHERE messages_fts MATCH ?{in_range}{among}"
+        " ORDER BY score, rowid LIMIT ?",
+        (expression, *(bounds or ()), *among_params, max(FAST_FACTOR * limit, FAST_MINIMUM)),
+    )
+
+
+def candidates(terms: Sequence[str], common: Sequence[str]) -> str:
+    """The FTS5 expression of the rows worth ranking: holding a term of `terms` not in `common`, or
+    two of `common` (`shared/common_words.py`)."""
+    rare = [term for term in terms if term not in common]
+    return " OR ".join([*rare, *(f"({a} AND {b})" for a, b in combinations(common, 2))])
 
 
 def _best_in_scope(
@@ -232,5 +278,23 @@ def match_terms(connection: apsw.Connection, words: list[str], counts: TermCount
         # without it). Counting to N / 2 costs ~3 ms at 100k (docs/decisions/095-turn-cost-at-scale.md),
         # so the whole count is taken once and later searches decide from it while the index grows.
         half = (rows + 1) // 2
-        (idle if counts.more_than(connection, term, half - 1, exact=True) else terms).append("{content} : " + term)
+        (idle if counts.more_than(connection, term, half - 1, exact=True) else terms).append(_OWN_WORDS + term)
     return terms or idle
+
+
+def common_terms(connection: apsw.Connection, terms: list[str], counts: TermCounts) -> list[str]:
+    """The terms of `match_terms` common enough that a message holding one of them alone is not a
+    candidate (`shared/common_words.py`), none when candidates cannot help. A term's reach is the
+    rows it makes bm25 score: the messages holding the word in their own words, three times that
+    when it is matched in the neighbours' columns too (each message's words are also its neighbours').
+    Common: a reach of `COMMON_REACH_SHARE` of the index or more, and more than `CONTEXT_MAX_MATCHES`
+    (no word of a chat of a few thousand messages, such as LoCoMo's, reaches it). Asked of `counts`
+    after `match_terms`, in the same snapshot, so answered from its memo but for a first count."""
+    cut = common_cut(counts.rows, CONTEXT_MAX_MATCHES + 1, COMMON_REACH_SHARE)
+    common = []
+    for term in terms:
+        own = term.startswith(_OWN_WORDS)
+        held = math.ceil(cut / (1 if own else len(_WEIGHTS)))  # held by this many, the term reaches `cut`
+        if counts.more_than(connection, term.removeprefix(_OWN_WORDS), held - 1):
+            common.append(term)
+    return common if pairable(common, len(terms)) else []

@@ -45,6 +45,7 @@ from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import count_expression, matchable, search_terms, search_words
 from klaw.store.sqlite.full_text import (
     Rowids,
+    common_terms,
     excluding,
     match_terms,
     ranked_matches,
@@ -99,8 +100,9 @@ class SqliteSearch:
                 rows = substring_matches(connection, terms, where, params, limit)
             else:
                 phrases = match_terms(connection, indexed, self._memo())
+                common = common_terms(connection, phrases, self._memo())
                 bounds = scope_rowids(connection, chat_key, segment_id, before_segment_id)
-                rows = ranked_matches(connection, phrases, where, params, bounds, limit, left_out)
+                rows = ranked_matches(connection, phrases, where, params, bounds, limit, left_out, common)
             return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
 
         return await self._db.read(query)

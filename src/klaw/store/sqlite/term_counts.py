@@ -60,6 +60,11 @@ class TermCounts:
         self._rows = rows
         return rows
 
+    @property
+    def rows(self) -> int:
+        """The index's size at the last `refresh`."""
+        return self._rows
+
     def more_than(self, connection: apsw.Connection, term: str, bound: int, *, exact: bool = False) -> bool:
         """Whether more than `bound` messages hold `term` (an FTS5 string) in their own words.
         `exact` counts every match when a count is needed (for a bound that moves with the index's

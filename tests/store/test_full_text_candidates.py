@@ -1,0 +1,113 @@
+"""SQLite full text ranks candidates, not every message holding a common word (decision 235): the
+messages holding a rare word of the search, or two of its common ones, are scored as the full ranking
+scores them, and when they fill the places asked for they are the answer; otherwise every match is
+ranked as before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from klaw.store.records import ChatRef, MessageRecord, Role
+from klaw.store.sqlite import full_text
+from klaw.store.sqlite.store import SqliteStore
+from klaw.store.sqlite.term_counts import TermCounts
+
+ALICE = ChatRef("console", "alice")
+FILLER = 2400  # "garden" in half of them, "water" in the other half: each held by 1,200 (> 1,000, > 1 %)
+
+
+def traced(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
+    """Every statement (and its bindings) that connections opened from now on run, in order."""
+    statements: list[tuple[str, Any]] = []
+
+    def watch(_cursor: object, sql: str, bindings: object) -> bool:
+        statements.append((sql, bindings))
+        return True
+
+    monkeypatch.setattr(apsw, "connection_hooks", [lambda connection: setattr(connection, "exec_trace", watch)])
+    return statements
+
+
+async def chat_with_orchids(store: SqliteStore, orchids: int) -> list[int]:
+    """The filler, each message holding one common word, then `orchids` messages naming the orchid
+    (every other one with "garden" too); their rowids."""
+    texts = [f"{'garden' if i % 2 else 'water'} chat line {i}" for i in range(FILLER)]
+    await store.messages.append_many([MessageRecord(ALICE, Role.USER, text) for text in texts])
+    rare = [f"the orchid {'garden ' if i % 2 else ''}bloomed, note {i}" for i in range(orchids)]
+    stored = await store.messages.append_many([MessageRecord(ALICE, Role.USER, text) for text in rare])
+    # One more message, so the orchids are all in `messages_fts` (the last one waits in the small table).
+    await store.messages.append(MessageRecord(ALICE, Role.USER, "ok"))
+    return [m.rowid for m in stored]
+
+
+def every_match(store: SqliteStore, text: str, limit: int) -> Any:
+    """The ranking of every match (no candidates), for the chat's scope: what a search gave before."""
+
+    def rank(connection: apsw.Connection) -> list[tuple[int, float]]:
+        terms = full_text.match_terms(connection, text.split(), TermCounts())
+        rows = full_text.ranked_matches(connection, terms, "m.chat = (SELECT id FROM chats)", [], None, limit)
+        return [(int(row[0]), float(row[-1])) for row in rows]
+
+    return store.db.run(rank)
+
+
+def scored_rows(path: Path, statements: list[tuple[str, Any]]) -> int:
+    """How many rows the search's bm25 statements scored: each run again without its LIMIT (every row
+    its WHERE keeps is scored to be ordered)."""
+    ranking = [(sql, b) for sql, b in statements if "bm25(messages_fts" in sql and "FROM messages_fts WHERE" in sql]
+    assert ranking
+    connection = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return sum(len(connection.execute(sql, (*b[:-1], -1)).fetchall()) for sql, b in ranking)
+    finally:
+        connection.close()
+
+
+async def test_a_rare_word_is_found_first_without_scoring_every_common_match(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "garden" and "water" are each held by 1,200 of 2,409 messages; "orchid" by 8. Before, bm25
+    scored all 2,408 messages matching any of the three to return 5; now only those holding the rare
+    word are candidates (no message holds both common words), and they fill the 5 places."""
+    statements = traced(monkeypatch)
+    path = tmp_path / "candidates.db"
+    store = await SqliteStore.open(path)
+    try:
+        orchids = await chat_with_orchids(store, 8)
+        statements.clear()
+        hits = await store.search.full_text(ALICE, "garden water orchid", limit=5)
+        searched = list(statements)
+        before = await every_match(store, "garden water orchid", 5)
+    finally:
+        await store.aclose()
+    assert {hit.message.rowid for hit in hits} <= set(orchids)
+    assert [(hit.message.rowid, hit.score) for hit in hits] == before  # the same hits, the same scores
+    # The 8, and the message before the first, which holds "orchid" among the next message's words.
+    assert scored_rows(path, searched) == 9
+
+
+async def test_too_few_candidates_rank_every_match(tmp_path: Path) -> None:
+    """Two messages hold the rare word: the candidates cannot fill 5 places, so every match is ranked
+    (the three best common-word messages follow the orchids), as before."""
+    store = await SqliteStore.open(tmp_path / "few.db")
+    try:
+        orchids = await chat_with_orchids(store, 2)
+        hits = await store.search.full_text(ALICE, "garden water orchid", limit=5)
+        before = await every_match(store, "garden water orchid", 5)
+    finally:
+        await store.aclose()
+    assert {hit.message.rowid for hit in hits[:2]} == set(orchids)
+    assert [(hit.message.rowid, hit.score) for hit in hits] == before
+
+
+def test_candidates_are_the_rare_terms_and_the_pairs_of_common_ones() -> None:
+    terms = ['"orchid"', '{content} : "garden"', '{content} : "water"', '{content} : "tea"']
+    common = terms[1:]
+    assert full_text.candidates(terms, common) == (
+        '"orchid" OR ({content} : "garden" AND {content} : "water") OR ({content} : "garden" AND {content} : "tea")'
+        ' OR ({content} : "water" AND {content} : "tea")'
+    )
