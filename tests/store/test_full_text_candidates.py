@@ -6,7 +6,7 @@ ranked as before."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import apsw
 import pytest
@@ -15,21 +15,10 @@ from klaw.store.records import ChatRef, MessageRecord, Role
 from klaw.store.sqlite import full_text
 from klaw.store.sqlite.store import SqliteStore
 from klaw.store.sqlite.term_counts import TermCounts
+from tests.store.statement_trace import traced
 
 ALICE = ChatRef("console", "alice")
 FILLER = 2400  # "garden" in half of them, "water" in the other half: each held by 1,200 (> 1,000, > 1 %)
-
-
-def traced(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
-    """Every statement (and its bindings) that connections opened from now on run, in order."""
-    statements: list[tuple[str, Any]] = []
-
-    def watch(_cursor: object, sql: str, bindings: object) -> bool:
-        statements.append((sql, bindings))
-        return True
-
-    monkeypatch.setattr(apsw, "connection_hooks", [lambda connection: setattr(connection, "exec_trace", watch)])
-    return statements
 
 
 async def chat_with_orchids(store: SqliteStore, orchids: int) -> list[int]:
@@ -55,14 +44,14 @@ def every_match(store: SqliteStore, text: str, limit: int) -> Any:
     return store.db.run(rank)
 
 
-def scored_rows(path: Path, statements: list[tuple[str, Any]]) -> int:
+def scored_rows(path: Path, statements: list[tuple[str, object]]) -> int:
     """How many rows the search's bm25 statements scored: each run again without its LIMIT (every row
     its WHERE keeps is scored to be ordered)."""
     ranking = [(sql, b) for sql, b in statements if "bm25(messages_fts" in sql and "FROM messages_fts WHERE" in sql]
     assert ranking
     connection = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     try:
-        return sum(len(connection.execute(sql, (*b[:-1], -1)).fetchall()) for sql, b in ranking)
+        return sum(len(connection.execute(sql, (*cast(tuple[Any, ...], b)[:-1], -1)).fetchall()) for sql, b in ranking)
     finally:
         connection.close()
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import apsw
 import numpy as np
 import pytest
 
@@ -15,6 +14,7 @@ from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord, Role
 from klaw.store.shared.vector_quant import shortlist
 from klaw.store.sqlite.store import SqliteStore
+from tests.store.statement_trace import traced
 
 ALICE = ChatRef("console", "alice")
 DIM = 8
@@ -25,18 +25,6 @@ def vector(i: int) -> np.ndarray:
     v = np.zeros(DIM, dtype=np.float32)
     v[0], v[1] = np.cos(angle), np.sin(angle)
     return v
-
-
-def traced(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
-    """Every statement (and its bindings) that connections opened from now on run, in order."""
-    statements: list[tuple[str, object]] = []
-
-    def watch(_cursor: object, sql: str, bindings: object) -> bool:
-        statements.append((sql, bindings))
-        return True
-
-    monkeypatch.setattr(apsw, "connection_hooks", [lambda connection: setattr(connection, "exec_trace", watch)])
-    return statements
 
 
 async def test_left_out_rowids_take_no_place_on_either_side(storage: Storage) -> None:

@@ -292,9 +292,7 @@ class MemoryChunkRepository(Protocol):
         """The chat's memory with exactly this text, if any."""
         ...
 
-    async def latest(self, chat: ChatRef, limit: int) -> list[MemoryChunk]:
-        """The chat's `limit` most recently saved memories, newest first (`/memory` shows them)."""
-        ...
+    async def latest(self, chat: ChatRef, limit: int) -> list[MemoryChunk]: ...  # newest first, for `/memory`
 
     async def texts(self, rowids: Sequence[int]) -> dict[int, str]: ...
 
