@@ -198,7 +198,9 @@ def open_connection(path: Path, *, create: bool = True) -> apsw.Connection:
     except apsw.Error as exc:
         # apsw fetches FTS5's API with a query, so a file that is not a database, or one another process
         # holds locked, fails here first, as NoFTS5Error: ask SQLite itself for the reason to name.
+        # The lock was waited for once already: asking again must not wait the busy timeout a second time.
         reason: apsw.Error = exc
+        connection.setbusytimeout(0)
         try:
             connection.execute("PRAGMA schema_version").fetchall()
         except apsw.Error as real:
