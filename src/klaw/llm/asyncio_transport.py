@@ -16,6 +16,8 @@ taken from the environment (which keep httpx's own transport), TLS context, limi
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
 import ssl
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -31,12 +33,25 @@ _FLUSH_BYTES = 256 * 1024
 _LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
 
 
+def tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context (certificates verified against SSL_CERT_FILE, SSL_CERT_DIR or certifi's
+    bundle, as httpx reads them), shared by every model client and the chat's preflight while those
+    variables stay the same: loading a CA bundle took 60-250 ms here (over 400 ms on a loaded machine),
+    paid by each new client before, so by each engine start (decision 239). A context is meant to be
+    shared; its settings are never changed after it is made."""
+    return _tls_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.lru_cache(maxsize=4)
+def _tls_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    return httpx.create_ssl_context()  # reads the same two variables
+
+
 class AsyncioTransport(httpx.AsyncHTTPTransport):
     """`httpx.AsyncHTTPTransport` whose connection pool runs on `backend` (a new `AsyncioBackend` if none)."""
 
     def __init__(self, backend: AsyncioBackend | None = None) -> None:
-        # One TLS context for both pools (loading the CA bundle took 60-250 ms here).
-        tls = httpx.create_ssl_context()
+        tls = tls_context()  # one for both pools
         super().__init__(verify=tls, limits=_LIMITS)
         # The parent builds its pool with httpcore's default backend and offers no parameter for another;
         # it keeps the pool in `_pool`, which its request and close methods use (tests/llm/test_asyncio_transport

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import httpx
 
 from klaw.config import ModelConfig
+from klaw.llm.asyncio_transport import tls_context
 from klaw.llm.errors import LlmError
 from klaw.llm.http import Endpoint, auth_headers
 from klaw.redaction import mask_url_credentials
@@ -66,7 +67,7 @@ async def model_problem(
     except LlmError as exc:
         return f"{exc}\n{where}"
     try:
-        async with httpx.AsyncClient(timeout=5.0) as client:
+        async with httpx.AsyncClient(timeout=5.0, verify=tls_context()) as client:
             response = await client.get(endpoint.url("models"), headers=headers)
     except httpx.HTTPError as exc:
         return (

@@ -17,6 +17,7 @@ import copy
 import inspect
 import json
 import re
+import types
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -110,13 +111,60 @@ def function_tool(fn: ToolFunction, name: str, description: str | None) -> ToolD
     check_name(name)
     if not _is_coroutine_function(fn):
         raise ValueError(f"tool {name!r} must be an async def function")
-    summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
+    doc = inspect.getdoc(fn) or ""
+    source = _source(fn, name, description, doc)
+    known = _derived.get(fn.__code__) if source is not None else None
+    if known is not None and known.globals is fn.__globals__ and _equal(known.source, source):
+        spec = ToolSpec(name, known.spec.description, copy.deepcopy(dict(known.spec.parameters)))
+        return ToolDefinition(spec, fn, known.arguments, known.parameters, known.context_parameter)
+    summary, arg_docs = _parse_docstring(doc)
     text = description if description is not None else summary
     if not text.strip():
         raise ValueError(f"tool {name!r} needs a description: give it a docstring or description=")
     arguments, parameters, context_parameter = _arguments_model(fn, name, arg_docs)
     spec = ToolSpec(name, text.strip(), _clean_schema(arguments.model_json_schema()))
+    if source is not None:
+        _derived[fn.__code__] = _Derived(source, fn.__globals__, spec, arguments, parameters, context_parameter)
+        spec = ToolSpec(name, spec.description, copy.deepcopy(dict(spec.parameters)))
     return ToolDefinition(spec, fn, arguments, parameters, context_parameter)
+
+
+@dataclass(frozen=True, slots=True)
+class _Derived:
+    """What `function_tool` derived from a plain function, beside what it derived it from. Every engine
+    start registers its tools anew, as closures made for it from the same `def`s; building each one's
+    pydantic model and JSON schema again was about half the cost of starting an engine (decision 239),
+    so a `def` registered again with the same `source` and globals reuses them."""
+
+    source: tuple[Any, ...]
+    globals: dict[str, Any]
+    spec: ToolSpec
+    arguments: type[BaseModel]
+    parameters: Mapping[str, str]
+    context_parameter: str | None
+
+
+# The last derivation made from each `def` (its code object): one entry per tool function in the code.
+_derived: dict[types.CodeType, _Derived] = {}
+
+
+def _source(fn: ToolFunction, name: str, description: str | None, doc: str) -> tuple[Any, ...] | None:
+    """All that `function_tool` reads from `fn` besides its code and globals, each default with its type
+    (True == 1); None for what it cannot be sure of (a wrapper, a partial, an object with a signature of
+    its own), derived anew each time."""
+    if type(fn) is not types.FunctionType or hasattr(fn, "__wrapped__") or hasattr(fn, "__signature__"):
+        return None
+    defaults = tuple((type(value), value) for value in fn.__defaults__ or ())
+    keyword_defaults = tuple((key, type(value), value) for key, value in (fn.__kwdefaults__ or {}).items())
+    return (name, description, doc, defaults, keyword_defaults, tuple(fn.__annotations__.items()))
+
+
+def _equal(known: tuple[Any, ...], now: tuple[Any, ...] | None) -> bool:
+    """`==`, and False where a value cannot say (an array's `==` raises)."""
+    try:
+        return bool(known == now)
+    except Exception:
+        return False
 
 
 def schema_tool(name: str, description: str, parameters: dict[str, Any], fn: SchemaToolFunction) -> ToolDefinition:
