@@ -71,7 +71,9 @@ async def test_agent_info_says_what_each_call_is_for(tmp_path: Path) -> None:
             if "summary" in purposes:
                 break
             await asyncio.sleep(0.1)
-    assert purposes[:2] == ["turn", "turn"] and "subagent" in purposes and "summary" in purposes
+    # the subagent's run starts while the turn goes on, so its call may come before the turn's second
+    assert purposes[0] == "turn" and purposes.count("turn") == 2
+    assert "subagent" in purposes and "summary" in purposes
 
 
 CUT_OFF_PROGRAM = """
