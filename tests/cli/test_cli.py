@@ -10,10 +10,13 @@ import sys
 from pathlib import Path
 
 
-def klaw(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def klaw(
+    home: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`klaw ARGS` on `home`; `stdin` is piped in (`klaw chat` refuses an empty pipe: decision 240)."""
     full_env = {**os.environ, "KLAW_HOME": str(home), "COLUMNS": "200", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "klaw", *args], capture_output=True, text=True, env=full_env, timeout=60
+        [sys.executable, "-m", "klaw", *args], capture_output=True, text=True, env=full_env, timeout=60, input=stdin
     )
 
 

