@@ -8,7 +8,6 @@ import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import apsw
 import numpy as np
 import pytest
 
@@ -21,6 +20,7 @@ from klaw.store.records import ChatRef, MessageRecord, Role
 from klaw.store.sqlite.rebuild import SqliteRebuild
 from klaw.store.sqlite.store import SqliteStore
 from klaw.store.sqlite.vector_snapshot import SnapshotFolder
+from tests.store.statement_trace import store_statements
 
 BIG = ChatRef("console", "me")
 SMALL = ChatRef("telegram", "42")
@@ -72,17 +72,8 @@ async def test_after_a_reindex_the_large_chat_is_searched_from_its_saved_copy(ho
     finally:
         await fresh.aclose()
     store = await open_store(live)
-    statements: list[str] = []
-
-    def record(_cursor: apsw.Cursor, sql: str, _bindings: object) -> bool:
-        statements.append(sql)
-        return True
-
-    def trace(connection: apsw.Connection) -> None:
-        connection.exec_trace = record
-
     try:
-        await store.db.run(trace)
+        statements = await store_statements(store)
         hits = await store.search.nearest(BIG, query, limit=10)
         assert [(h.message.rowid, h.score) for h in hits] == expected
         # Loaded from the saved copy: neither vec0's rows nor its chunks were read.

@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import apsw
 import numpy as np
 import numpy.typing as npt
 
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
 from klaw.store.shared.vector_matrix import row_bytes
 from klaw.store.sqlite.store import SqliteStore
+from tests.store.statement_trace import store_statements
 
 DIM = 16
 ALICE = ChatRef("console", "alice")
@@ -175,18 +175,9 @@ async def test_warming_reads_the_vector_table_once_however_many_chats(tmp_path: 
     await store.aclose()
 
     store = await SqliteStore.open(path)
-    statements: list[str] = []
-
-    def record(_cursor: apsw.Cursor, sql: str, _bindings: object) -> bool:
-        statements.append(sql)
-        return True
-
-    def trace(connection: apsw.Connection) -> None:
-        connection.exec_trace = record
-
     try:
         await store.vectors.bind_embedder("test", DIM)
-        await store.db.run(trace)
+        statements = await store_statements(store)
         assert await store.vectors.warm_cache() == len(chats)
         assert store.vector_cache.cached_bytes == len(chats) * 3 * row_bytes(DIM)
         assert len([sql for sql in statements if "vec_messages" in sql and "sqlite_master" not in sql]) == 1

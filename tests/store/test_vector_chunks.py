@@ -15,6 +15,7 @@ from klaw.store.records import ChatRef, MessageRecord, Role
 from klaw.store.shared.vector_quant import quantize
 from klaw.store.sqlite.store import SqliteStore
 from klaw.store.sqlite.vector_chunks import BULK_MIN_ROWS
+from tests.store.statement_trace import store_statements
 
 DIM = 16
 ALICE = ChatRef("console", "alice")
@@ -64,20 +65,6 @@ async def build(path: Path, rng: np.random.Generator) -> npt.NDArray[np.float32]
     return alice
 
 
-async def statements_of(store: SqliteStore) -> list[str]:
-    statements: list[str] = []
-
-    def record(_cursor: apsw.Cursor, sql: str, _bindings: object) -> bool:
-        statements.append(sql)
-        return True
-
-    def trace(connection: apsw.Connection) -> None:
-        connection.exec_trace = record
-
-    await store.db.run(trace)
-    return statements
-
-
 def row_scans(statements: list[str]) -> list[str]:
     return [sql for sql in statements if "FROM vec_messages WHERE chat_key" in sql]
 
@@ -96,7 +83,7 @@ async def test_a_large_chat_is_read_from_its_chunks_and_matches_the_vectors(tmp_
     alice = await build(path, rng)
     store = await open_store(path)
     try:
-        statements = await statements_of(store)
+        statements = await store_statements(store)
         await assert_exact(store, alice, rng)
         assert row_scans(statements) == []  # the old load asked vec0 for every row
         view = store.vector_cache.cached_view(1, DIM)
@@ -129,7 +116,7 @@ async def test_chunks_that_do_not_read_as_sqlite_vec_reads_them_are_not_trusted(
 
     store = await open_store(path)
     try:
-        statements = await statements_of(store)
+        statements = await store_statements(store)
         await assert_exact(store, alice, rng)
         assert len(row_scans(statements)) == 1
     finally:

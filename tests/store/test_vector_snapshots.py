@@ -8,7 +8,6 @@ import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import apsw
 import numpy as np
 import numpy.typing as npt
 
@@ -16,6 +15,7 @@ from klaw.store.archival_records import forget_record
 from klaw.store.records import ChatRef, MessageRecord, Role
 from klaw.store.sqlite.store import SqliteStore
 from klaw.store.sqlite.vector_snapshot import SnapshotFolder
+from tests.store.statement_trace import store_statements
 
 DIM = 64
 ALICE = ChatRef("console", "alice")
@@ -51,20 +51,6 @@ def scans_of_vectors(statements: list[str]) -> list[str]:
     return [sql for sql in statements if "FROM vec_messages WHERE chat_key" in sql]
 
 
-async def traced(store: SqliteStore) -> list[str]:
-    statements: list[str] = []
-
-    def record(_cursor: apsw.Cursor, sql: str, _bindings: object) -> bool:
-        statements.append(sql)
-        return True
-
-    def trace(connection: apsw.Connection) -> None:
-        connection.exec_trace = record
-
-    await store.db.run(trace)
-    return statements
-
-
 async def test_int8_search_returns_exact_float_hits_and_distances(tmp_path: Path) -> None:
     rng = np.random.default_rng(21)
     vectors = unit_rows(rng, 3000)
@@ -97,7 +83,7 @@ async def test_a_saved_copy_is_loaded_without_scanning_the_table(tmp_path: Path)
 
     store = await open_store(path)
     try:
-        statements = await traced(store)
+        statements = await store_statements(store)
         after = await store.search.nearest(ALICE, vectors[9], limit=5)
         assert [h.message.rowid for h in after] == [h.message.rowid for h in before]
         assert scans_of_vectors(statements) == []
@@ -120,7 +106,7 @@ async def test_a_stale_copy_is_rebuilt_from_the_table(tmp_path: Path) -> None:
 
     store = await open_store(path)
     try:
-        statements = await traced(store)
+        statements = await store_statements(store)
         hits = await store.search.nearest(ALICE, late[0], limit=1)
         assert hits[0].message.record.content == "m100"
         assert len(scans_of_vectors(statements)) == 1
@@ -196,7 +182,7 @@ async def test_a_copy_that_reads_but_is_not_the_databases_is_rebuilt(tmp_path: P
 
     store = await open_store(path)
     try:
-        statements = await traced(store)
+        statements = await store_statements(store)
         for query in unit_rows(rng, 5):
             hits = await store.search.nearest(ALICE, query, limit=10)
             exact = np.argsort(1.0 - vectors @ query, kind="stable")[:10]
