@@ -26,11 +26,11 @@ async def test_forget_erases_the_message_from_the_input_history_on_screen_and_on
         env = chat_env(home, model.base_url)
         async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
             await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
-            await term.type_line("my bank pin is 4711")
-            await term.wait_for_prompt_after("echo: my bank pin is 4711", "the model's reply")
+            await term.type_line("my bank pin is quokka")
+            await term.wait_for_prompt_after("echo: my bank pin is quokka", "the model's reply")
 
             await term.tmux("send-keys", "-t", term.target, "Up")  # within the session, up-arrow recalls it
-            await term.wait_for(lambda s: s.rstrip().endswith(f"{PROMPT}my bank pin is 4711"), "the recalled message")
+            await term.wait_for(lambda s: s.rstrip().endswith(f"{PROMPT}my bank pin is quokka"), "the recalled message")
             await term.tmux("send-keys", "-t", term.target, "C-u")
 
             await term.type_line("/forget last")
@@ -38,11 +38,11 @@ async def test_forget_erases_the_message_from_the_input_history_on_screen_and_on
             # Up twice: past "/forget last" straight to the command typed before the message.
             await term.tmux("send-keys", "-t", term.target, "Up", "Up")
             screen = await term.wait_for(lambda s: s.rstrip().endswith(f"{PROMPT}/status"), "the command before it")
-            assert screen.count("my bank pin is 4711") == 2  # what was typed and the reply, never recalled
+            assert screen.count("my bank pin is quokka") == 2  # what was typed and the reply, never recalled
             await term.tmux("send-keys", "-t", term.target, "C-u", "C-d")
             assert await term.exit_status() == 0
 
     kept = history.read_text(encoding="utf-8")
-    assert "4711" not in kept
+    assert "quokka" not in kept
     assert "an old secret message" not in kept  # an older klaw's history loses its messages
     assert "+/status" in kept and "+/forget last" in kept
