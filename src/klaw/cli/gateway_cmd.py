@@ -95,6 +95,7 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
         say_while_stopping(console, "stopping…")
     finally:
         if engine is not None:
+            running.engine_stopping()
             await engine.shutdown()
         await running.stop()
 

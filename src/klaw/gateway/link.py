@@ -12,6 +12,10 @@ retried after a backoff, `MAX_ATTEMPTS` times, then given up with an error messa
 frame refused with any other code (invalid, or `refused`: final) is given up at once and the chat is
 told the engine's reason, so one bad message never holds up the others. `query` frames are not
 buffered: they are asked on the live connection and fail fast with `EngineUnavailable` while the engine is down.
+
+A person watching `klaw gateway` runs it under a WARNING root logger, so each outage is said there in
+two lines, once each (`EngineOutage`): when the engine is lost (or not there at start), and when it is
+back with how long it was away. Each retry stays at INFO (`--verbose`), and no line quotes a message.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from klaw.engine.frames import (
 )
 from klaw.errors import KlawError
 from klaw.gateway.buffer import BufferedFrame, InboundBuffer
+from klaw.gateway.outage import EngineOutage
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +121,7 @@ class EngineLink:
         self._attempts: dict[str, int] = {}
         self.connected = asyncio.Event()
         self.connections = 0  # how many times a hello went through (tests, status)
+        self.outage = EngineOutage(clock, socket_path)
 
     def kick(self) -> None:
         """A frame was buffered: send it as soon as the link is free."""
@@ -127,6 +133,7 @@ class EngineLink:
             try:
                 reader, writer = await asyncio.open_unix_connection(str(self._path), limit=4 << 20)
             except OSError as exc:
+                self.outage.unreachable(exc, ever_connected=self.connections > 0)
                 delay = self._backoff.next()
                 log.info("engine not reachable (%s); retrying in %.1f s", type(exc).__name__, delay)
                 await self._clock.sleep(delay)
@@ -135,6 +142,7 @@ class EngineLink:
                 await self._session(reader, writer)
             except (OSError, TimeoutError, EngineUnavailable) as exc:
                 log.info("engine connection lost (%s)", type(exc).__name__)
+                self.outage.lost(exc)
             finally:
                 await self._disconnected(writer)
             await self._clock.sleep(self._backoff.next())
@@ -171,6 +179,7 @@ class EngineLink:
         self._backoff.reset()
         self.connected.set()
         log.info("connected to the engine; %d message(s) buffered", len(self._buffer))
+        self.outage.reached(len(self._buffer), first=self.connections == 1)
         receiving = asyncio.create_task(self._receive(FrameReader(reader)))
         sending = asyncio.create_task(self._send_buffered())
         try:

@@ -117,6 +117,11 @@ class Gateway:
             await channel.start(self)
             self._started.append(channel)
 
+    def engine_stopping(self) -> None:
+        """This process is stopping the engine itself (`klaw serve`): its going away is not an outage to
+        report at WARNING."""
+        self.link.outage.expect_stop()
+
     async def stop(self) -> None:
         """Stop the channels (no new messages), then the link; what is buffered stays for next time."""
         for channel in reversed(self._started):
