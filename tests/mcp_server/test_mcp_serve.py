@@ -183,3 +183,28 @@ def test_a_port_without_http_is_refused_rather_than_ignored(tmp_path: Path) -> N
     assert klaw(home, "init").returncode == 0
     result = klaw(home, "mcp", "serve", "--chat", "console:me", "--port", "9999")
     assert result.returncode == 2 and "--port is for --http" in " ".join(result.stderr.split())
+
+
+async def test_a_call_piped_in_after_initialize_is_answered_before_the_server_ends() -> None:
+    """`printf '<initialize>\\n<initialized>\\n<tools/call>\\n' | klaw mcp serve --chat …`: stdin ends right
+    after the call. The call is still answered (it used to get "Connection closed": the SDK ends the
+    session at stdin's end and cancels what runs), and the command then exits 0."""
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "printf", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "memory_search", "arguments": {"query": "where is the spare key"}}},
+    ]  # fmt: skip
+    async with filled_home() as home:
+        process = await asyncio.create_subprocess_exec(
+            KLAW, "mcp", "serve", "--chat", str(CHAT), env={**os.environ, "KLAW_HOME": str(home.root)},
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        piped = "".join(json.dumps(message) + "\n" for message in messages).encode()
+        async with asyncio.timeout(60):
+            out, _ = await process.communicate(piped)  # writes, then closes stdin
+        assert process.returncode == 0
+    answers = {answer["id"]: answer for answer in map(json.loads, out.decode().splitlines())}
+    assert "error" not in answers[2], answers[2]
+    assert "under the blue flowerpot" in answers[2]["result"]["content"][0]["text"]

@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from klaw.distribution import klaw_version
 from klaw.embedded_http import EmbeddedHttpServer
 from klaw.mcp_server.memory_link import MemoryLink, MemoryUnavailable
+from klaw.mcp_server.stdio import KlawMcpServer
 from klaw.store.records import ChatRef
 
 HTTP_HOST = "127.0.0.1"
@@ -30,7 +31,7 @@ HTTP_PATH = "/mcp"
 
 
 def build_server(link: MemoryLink, chat: ChatRef, *, allow_write: bool) -> MCPServer:
-    server = MCPServer(
+    server = KlawMcpServer(
         "klaw",
         version=klaw_version(),  # a client shows it and can tell which klaw answers
         instructions=f"The long-term memory of the klaw chat {chat}: its earlier conversations, saved memories"

@@ -1,0 +1,141 @@
+"""`klaw mcp serve` over stdio, answering every request it read before it ends.
+
+The SDK's stdio server ends its session when stdin reaches end of file and cancels the requests
+still running, answering each with the error "Connection closed". A client that writes its
+requests and then closes its side of the pipe, as `printf '…initialize…\\n…tools/call…\\n' | klaw mcp
+serve --chat …` does, or one that half-closes once it has sent everything, so got "Connection
+closed" for a `tools/call` sent right after `initialize`: the call was still searching when the
+pipe's end came. Here the end of stdin is held back from the server until every request read so
+far has its answer written (or the client cancelled it), for at most `ANSWER_GRACE_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
+from mcp.shared._stream_protocols import ReadStream, WriteStream
+from mcp.shared.message import SessionMessage
+from mcp.types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+
+ANSWER_GRACE_SECONDS = 90.0  # longer than a memory call's own limit (memory_link.QUERY_TIMEOUT_SECONDS)
+
+Inbound = SessionMessage | Exception
+
+
+class Outstanding:
+    """The ids of the requests read and not answered yet."""
+
+    def __init__(self) -> None:
+        self._ids: set[Any] = set()
+        self._changed = anyio.Event()
+
+    def asked(self, message: Inbound) -> None:
+        if not isinstance(message, SessionMessage):
+            return
+        inner = message.message
+        if isinstance(inner, JSONRPCRequest):
+            self._ids.add(inner.id)
+        elif isinstance(inner, JSONRPCNotification) and inner.method == "notifications/cancelled":
+            self._settle((inner.params or {}).get("requestId"))  # the client stopped waiting for it
+
+    def answered(self, message: SessionMessage) -> None:
+        if isinstance(message.message, JSONRPCResponse | JSONRPCError):
+            self._settle(message.message.id)
+
+    async def all_answered(self) -> None:
+        while self._ids:
+            await self._changed.wait()
+
+    def _settle(self, request_id: Any) -> None:
+        if request_id in self._ids:
+            self._ids.discard(request_id)
+            self._changed.set()
+            self._changed = anyio.Event()
+
+
+class AnswerBeforeEnd:
+    """The stdin stream as the server reads it, its end held back until `Outstanding` is empty."""
+
+    def __init__(self, inner: ReadStream[Inbound], outstanding: Outstanding, grace_seconds: float) -> None:
+        self._inner = inner
+        self._outstanding = outstanding
+        self._grace = grace_seconds
+
+    @property
+    def last_context(self) -> contextvars.Context | None:
+        """The sender's context of the last message (the SDK's context-aware streams carry it)."""
+        context: contextvars.Context | None = getattr(self._inner, "last_context", None)
+        return context
+
+    async def receive(self) -> Inbound:
+        try:
+            message = await self._inner.receive()
+        except anyio.EndOfStream:
+            with anyio.move_on_after(self._grace):
+                await self._outstanding.all_answered()
+            raise
+        self._outstanding.asked(message)
+        return message
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Inbound:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+class NoteAnswers:
+    """The stdout stream as the server writes it, each answer noted once it is handed on."""
+
+    def __init__(self, inner: WriteStream[SessionMessage], outstanding: Outstanding) -> None:
+        self._inner = inner
+        self._outstanding = outstanding
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self._inner.send(item)
+        self._outstanding.answered(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+class KlawMcpServer(MCPServer):
+    """The SDK's `MCPServer`, its stdio transport answering what it read before it ends."""
+
+    async def run_stdio_async(self) -> None:
+        outstanding = Outstanding()
+        async with stdio_server() as (read_stream, write_stream):
+            await self._lowlevel_server.run(
+                AnswerBeforeEnd(read_stream, outstanding, ANSWER_GRACE_SECONDS),
+                NoteAnswers(write_stream, outstanding),
+                self._lowlevel_server.create_initialization_options(),
+            )
