@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.store.shared.vector_quant import quantize, scores
+from klaw.store.shared.vector_top import best_rows
 
 G = TypeVar("G", bound=np.generic)
 
@@ -79,35 +80,47 @@ class MatrixView:
         ]
 
     def nearest(self, query: npt.NDArray[np.float32], count: int, scope: VectorScope) -> list[tuple[int, float]]:
-        """The `count` nearest (rowid, approximate cosine distance) within `scope`, closest first."""
+        """The `count` nearest (rowid, approximate cosine distance) within `scope`, closest first, ties
+        by row order (`vector_top.py`)."""
         n = len(self.rowids)
-        mask = np.ones(n, dtype=bool)
-        if scope.segment_id is not None:
-            mask &= self.segments == scope.segment_id
-        if scope.before_segment_id is not None:
-            mask &= self.segments < scope.before_segment_id
-        if scope.since_ms is not None:
-            mask &= self.created >= scope.since_ms
-        if scope.until_ms is not None:
-            mask &= self.created < scope.until_ms
-        selected = np.flatnonzero(mask)
-        if len(selected) == 0 or count <= 0:
+        if n == 0 or count <= 0:
             return []
-        if len(selected) < n * GATHER_FRACTION:
-            similarities = scores(self.codes[selected], self.scales[selected], query)
-            candidates = selected
-        else:
-            similarities = scores(self.codes, self.scales, query)
-            if len(selected) < n:
-                similarities[~mask] = -np.inf
-            candidates = np.arange(n)
+        mask = self._in_scope(scope)
+        selected = n if mask is None else int(np.count_nonzero(mask))
+        if selected == 0:
+            return []
         # The best `count` outside `exclude` are among the best `count + len(exclude)` of the scope:
         # leaving them out after ranking equals masking them, without a pass over every row.
-        k = min(count + len(scope.exclude), len(selected))
-        top = np.argpartition(-similarities, k - 1)[:k] if k < len(similarities) else np.arange(len(similarities))
-        top = top[np.argsort(-similarities[top], kind="stable")]
-        ranked = [(int(self.rowids[candidates[i]]), float(1.0 - similarities[i])) for i in top]
+        k = min(count + len(scope.exclude), selected)
+        if mask is not None and selected < n * GATHER_FRACTION:
+            rows = np.flatnonzero(mask)
+            similarities = scores(self.codes[rows], self.scales[rows], query)
+            best = best_rows(similarities, None, k)
+            top, top_scores = rows[best], similarities[best]
+        else:
+            similarities = scores(self.codes, self.scales, query)
+            top = best_rows(similarities, mask, k)
+            top_scores = similarities[top]
+        ranked = zip(self.rowids[top].tolist(), (1.0 - top_scores).tolist(), strict=True)
         return [pair for pair in ranked if pair[0] not in scope.exclude][:count]
+
+    def _in_scope(self, scope: VectorScope) -> npt.NDArray[np.bool_] | None:
+        """The rows `scope` keeps, or None when it keeps every row (no pass over the columns)."""
+        tests: list[npt.NDArray[np.bool_]] = []
+        if scope.segment_id is not None:
+            tests.append(self.segments == scope.segment_id)
+        if scope.before_segment_id is not None:
+            tests.append(self.segments < scope.before_segment_id)
+        if scope.since_ms is not None:
+            tests.append(self.created >= scope.since_ms)
+        if scope.until_ms is not None:
+            tests.append(self.created < scope.until_ms)
+        if not tests:
+            return None
+        mask = tests[0]
+        for test in tests[1:]:
+            mask &= test
+        return mask
 
 
 def merge_nearest(answers: list[list[tuple[int, float]]], count: int) -> list[tuple[int, float]]:
