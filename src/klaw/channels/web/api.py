@@ -2,6 +2,9 @@
 
 Everything needs a valid session; POSTs also need the session's CSRF token in `X-CSRF-Token` and a
 JSON body (a cross-site form cannot send one without a CORS preflight, which is never granted).
+A script may instead send the token as a bearer key (`Authorization: Bearer …`, no CSRF token:
+decision 247); `POST /api/messages?wait=N` then answers with the reply itself, waited for at most N
+seconds, so one `curl` asks the agent and prints what it said.
 Inspector data comes from the engine over its socket (`query` frames), so while the engine is down
 those endpoints answer 503 and the chat keeps working, its messages buffered.
 """
@@ -9,17 +12,18 @@ those endpoints answer 503 and the chat keeps working, its messages buffered.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
 from klaw.channels.web.auth import CSRF_HEADER, SESSION_COOKIE, WebAuth
-from klaw.channels.web.events import EventHub
+from klaw.channels.web.events import EventHub, Subscription
 from klaw.channels.web.markdown import render as render_markdown
 from klaw.config_view import ConfigRow
 from klaw.engine.frames import FrameError
@@ -31,6 +35,8 @@ from klaw.message_text import MAX_MESSAGE_CHARS
 log = logging.getLogger(__name__)
 
 KEEPALIVE_SECONDS = 15.0
+MAX_WAIT_SECONDS = 600
+ANSWERS = frozenset({"reply", "notice", "error"})  # what ends a message's wait (pieces, `delta`, do not)
 
 
 class WebBackend(Protocol):
@@ -56,40 +62,51 @@ class MessageIn(BaseModel):
 
 
 def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
-    def session(request: Request) -> str:
+    def session(request: Request) -> str | None:
+        """The session cookie, or None for a script holding the token as its bearer key."""
+        if auth.valid_bearer(request.headers.get("authorization")):
+            return None
         cookie = request.cookies.get(SESSION_COOKIE)
         if cookie is None or not auth.valid_session(cookie):
-            raise HTTPException(401, "sign in first")
+            raise HTTPException(401, "sign in first, or send Authorization: Bearer <the token in KLAW_HOME/web_token>")
         return cookie
 
-    def csrf(request: Request, cookie: str = Depends(session)) -> str:
-        if not auth.valid_csrf(cookie, request.headers.get(CSRF_HEADER)):
+    def csrf(request: Request, cookie: str | None = Depends(session)) -> str | None:
+        if cookie is not None and not auth.valid_csrf(cookie, request.headers.get(CSRF_HEADER)):
             raise HTTPException(403, "missing or wrong CSRF token; reload the page")
         return cookie
 
     router = APIRouter(prefix="/api")
 
     @router.get("/session")
-    async def session_info(cookie: str = Depends(session)) -> dict[str, Any]:
-        return {"csrf": auth.csrf_for(cookie), "channel": "web", "chat_id": backend.chat_id, **backend.status()}
+    async def session_info(cookie: str | None = Depends(session)) -> dict[str, Any]:
+        csrf_token = auth.csrf_for(cookie) if cookie is not None else None  # a bearer key needs none
+        return {"csrf": csrf_token, "channel": "web", "chat_id": backend.chat_id, **backend.status()}
 
     @router.get("/status", dependencies=[Depends(session)])
     async def status() -> dict[str, Any]:
         return backend.status()
 
     @router.post("/messages", dependencies=[Depends(csrf)])
-    async def post_message(message: MessageIn) -> dict[str, Any]:
+    async def post_message(
+        message: MessageIn,
+        wait: float = Query(0, ge=0, le=MAX_WAIT_SECONDS, description="Seconds to wait for the reply."),
+    ) -> dict[str, Any]:
         if not message.text.strip():
             raise HTTPException(422, "the message is empty")
-        try:
-            submitted = await backend.submit(message.text)
-        except FrameError as exc:  # final: never buffered, so nothing is lost by refusing
-            if exc.code == "frame_too_large":
-                raise HTTPException(413, "the message is too long") from None
-            raise HTTPException(422, exc.message) from None
-        except BufferUnavailable as exc:  # the gateway's disk is full: say so, never a bare 500
-            raise HTTPException(503, str(exc)) from None
-        return {"id": submitted.id, "queued": submitted.queued}
+        async with backend.hub.subscribe() as answers:  # before submitting: a quick reply is not missed
+            try:
+                submitted = await backend.submit(message.text)
+            except FrameError as exc:  # final: never buffered, so nothing is lost by refusing
+                if exc.code == "frame_too_large":
+                    raise HTTPException(413, "the message is too long") from None
+                raise HTTPException(422, exc.message) from None
+            except BufferUnavailable as exc:  # the gateway's disk is full: say so, never a bare 500
+                raise HTTPException(503, str(exc)) from None
+            sent: dict[str, Any] = {"id": submitted.id, "queued": submitted.queued}
+            if wait > 0:
+                sent["reply"] = await _answer_to(answers, submitted.id, wait)
+        return sent
 
     @router.get("/events", dependencies=[Depends(session)])
     async def events(request: Request) -> StreamingResponse:
@@ -179,3 +196,14 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
         return JSONResponse({"settings": rows, "note": note})
 
     return router
+
+
+async def _answer_to(answers: Subscription, message_id: str, seconds: float) -> dict[str, Any] | None:
+    """The reply, notice or error the engine sent for `message_id` (`kind` and `text`, and `html` for a
+    reply), or None when none came within `seconds` (it will be in `/api/history`)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            while (event := await answers.next()) is not None:
+                if event.kind in ANSWERS and event.data.get("reply_to") == message_id:
+                    return {"kind": event.kind, **{k: v for k, v in event.data.items() if k != "reply_to"}}
+    return None

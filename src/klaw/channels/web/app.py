@@ -6,7 +6,8 @@ inline code, no framing), no referrer to other sites, no caching of pages or API
 another origin are refused before any handler runs (the `Origin` header must name this host), on
 top of SameSite=Strict cookies and CSRF tokens. Before any body is read, the sender must hold a
 session (or, for the login form, its pre-session cookie) and the body must fit the cap (body_guard.py);
-wrong tokens are rate-limited per client (login_limit.py).
+wrong tokens are rate-limited per client (login_limit.py). A script sends the token as a bearer key
+on `/api/…` instead of signing in (decision 247): a wrong one is refused before anything else runs.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def create_app(backend: WebBackend, auth: WebAuth) -> FastAPI:
             return None
         if auth.valid_session(request.cookies.get(SESSION_COOKIE)):
             return None
+        if path.startswith("/api/") and auth.valid_bearer(request.headers.get("authorization")):
+            return None
         if path == "/logout":  # a tab left open past its session: it is signed out already
             return RedirectResponse("/login", status_code=303)
         return JSONResponse({"detail": "sign in first"}, status_code=401)
@@ -66,10 +69,28 @@ def create_app(backend: WebBackend, auth: WebAuth) -> FastAPI:
     # Added before `guard`, so it runs inside it: its refusals get the same security headers.
     app.add_middleware(BodyGuard, admit=admit)
 
+    def wrong_bearer(request: Request) -> Response | None:
+        """A script's bearer key on `/api/…`, refused at once when wrong (counted like a wrong sign-in)."""
+        scheme = request.headers.get("authorization", "").partition(" ")[0]
+        if scheme.lower() != "bearer" or not request.url.path.startswith("/api/"):
+            return None  # none, or another scheme (a proxy's Basic sign-in in front of the page): not ours
+        wait = limiter.retry_after(_client(request))
+        if wait is not None:
+            message = f"too many wrong tokens from this address; try again in {wait} seconds"
+            return JSONResponse({"detail": message}, status_code=429, headers={"Retry-After": str(wait)})
+        if auth.valid_bearer(request.headers["authorization"]):
+            return None
+        limiter.failed(_client(request))
+        detail = "wrong bearer token: send Authorization: Bearer <the token in KLAW_HOME/web_token>"
+        return JSONResponse({"detail": detail}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
     @app.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         if request.method not in SAFE_METHODS and not _same_origin(request):
             return JSONResponse({"detail": "cross-origin request refused"}, status_code=403)
+        refused = wrong_bearer(request)  # before any body is read: this runs outside BodyGuard
+        if refused is not None:
+            return refused
         response = await call_next(request)
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"

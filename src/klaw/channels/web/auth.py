@@ -8,6 +8,10 @@ signs everyone out. Signing out revokes the cookie on the server too (revoked.py
 stops working at once rather than at its expiry. Every state-changing request carries a CSRF token bound to the session
 (HMAC of the cookie) in the `X-CSRF-Token` header or a `csrf` form field; the login form itself
 is protected the same way by a short-lived pre-session cookie. All comparisons are constant-time.
+
+A script skips the form: `Authorization: Bearer <token>` on `/api/…` stands for a session
+(decision 247). It needs no CSRF token: a browser never adds that header on its own, so another
+site's page cannot make one carry it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,11 @@ class WebAuth:
 
     def check_token(self, typed: str) -> bool:
         return hmac.compare_digest(typed.strip().encode(), self._token)
+
+    def valid_bearer(self, header: str | None) -> bool:
+        """`Authorization: Bearer <the token>` (the scheme's name in any case)."""
+        scheme, _, given = (header or "").partition(" ")
+        return scheme.lower() == "bearer" and bool(given) and self.check_token(given)
 
     def new_session(self) -> str:
         return self._signed("session", SESSION_SECONDS)

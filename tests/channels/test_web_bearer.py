@@ -1,0 +1,96 @@
+"""A script talks to its agent through `klaw serve`'s web API with the token as a bearer key.
+
+The real `klaw serve` (engine and gateway) on a home whose model is the fake OpenAI server in this
+process; the `curl` command of docs/channels.md is run as written (its home and address replaced),
+then httpx checks what a wrong or missing key gets: 401 before the body is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+import httpx
+import yaml
+
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.engine import short_socket_dir
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "channels.md"
+
+
+def documented_curl(home: Path, url: str) -> str:
+    """The first `curl` block under "From a script" in docs/channels.md, pointed at this home and server."""
+    section = DOCS.read_text(encoding="utf-8").split("### From a script", 1)[1]
+    command: str = re.findall(r"```sh\n(.*?)```", section, re.S)[0]
+    return command.replace("~/.klaw", str(home)).replace("http://127.0.0.1:8765/", url)
+
+
+async def test_one_curl_with_the_token_asks_the_agent_and_prints_its_reply() -> None:
+    with short_socket_dir() as directory:
+        home = directory / "home"
+        home.mkdir()
+        async with FakeOpenAiServer() as model:
+            config = {
+                "models": {"fake/small": {"baseUrl": model.base_url, "contextBudget": 4000, "maxRetries": 0}},
+                "routing": {"default": "fake/small"},
+                "embedder": {"backend": "fake", "dim": 32},
+                "summarizer": {"enabled": False},
+                "channels": {"web": {"port": 0}},
+            }
+            (home / "engine.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+            model.reply_text("Your list: buy oat milk.")
+            env = {**os.environ, "KLAW_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+            serve = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "klaw", "serve", env=env,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+            )  # fmt: skip
+            assert serve.stdout is not None
+            try:
+                async with asyncio.timeout(60):
+                    while not (line := (await serve.stdout.readline()).decode()).startswith("web page:"):
+                        assert line, "klaw serve exited early"
+                url = line.split()[-1]
+                curl = await asyncio.create_subprocess_exec(
+                    "bash", "-c", documented_curl(home, url), stdout=asyncio.subprocess.PIPE
+                )
+                async with asyncio.timeout(60):
+                    out, _ = await curl.communicate()
+                answer = json.loads(out)
+                assert answer["queued"] is False
+                assert answer["reply"]["kind"] == "reply" and answer["reply"]["text"] == "Your list: buy oat milk."
+                asked = model.chat_requests[-1].body["messages"][-1]["content"]
+                assert "what is on my list for today?" in str(asked)
+
+                token = (home / "web_token").read_text(encoding="utf-8").strip()
+                async with httpx.AsyncClient(base_url=url) as client:
+                    keyed = {"Authorization": f"Bearer {token}"}
+                    history = (await client.get("/api/history", headers=keyed)).json()["messages"]
+                    assert [m["text"] for m in history][-2:] == [
+                        "what is on my list for today?",
+                        "Your list: buy oat milk.",
+                    ]
+                    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {token}"}):
+                        refused = await client.post("/api/messages", json={"text": "hi"}, headers=headers)
+                        assert refused.status_code == 401, headers
+                    # a session-less browser request still needs its CSRF token; a bearer key needs none
+                    assert (await client.get("/api/session", headers=keyed)).json()["csrf"] is None
+                # a wrong key announcing a body that never comes: refused at once, the body never waited for
+                host, port = url.removeprefix("http://").rstrip("/").split(":")
+                reader, writer = await asyncio.open_connection(host, int(port))
+                writer.write(
+                    f"POST /api/messages HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer nope\r\n"
+                    "Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n".encode()
+                )
+                async with asyncio.timeout(10):
+                    assert (await reader.readline()).startswith(b"HTTP/1.1 401")
+                writer.close()
+            finally:
+                serve.send_signal(signal.SIGTERM)
+                async with asyncio.timeout(30):
+                    assert await serve.wait() == 0
