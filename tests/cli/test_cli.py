@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def klaw(
@@ -121,31 +122,61 @@ def test_python_dash_m_and_script_agree(tmp_path: Path) -> None:
     assert result.stdout.strip() == str(tmp_path.resolve() / "engine.yaml")
 
 
-def test_no_help_page_shows_python_types_or_huge_ranges() -> None:
-    """Every command's --help names what an option takes (N, BACKEND, TOOL), never `<list[int]>`, and
-    no id range of nineteen digits. (An argument's type column is typer's own: `packages...
-    <list[str]>` cannot be renamed, so only options are checked for it.)"""
-    from typing import Any
-
+def help_pages() -> list[tuple[tuple[str, ...], Any, str]]:
+    """Every command's path, its click command and its `--help` output (200 columns), root included."""
     import typer.main
     from typer.testing import CliRunner
 
     from klaw.cli.app import app
 
-    def paths(command: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-        found = [prefix]
+    def paths(command: Any, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+        found = [(prefix, command)]
         for name, sub in getattr(command, "commands", {}).items():  # a group's commands
             found += paths(sub, (*prefix, name))
         return found
 
-    checked = paths(typer.main.get_command(app))
-    assert ("bench", "turn") in checked and ("memory", "forget") in checked
-    for path in checked:
+    pages = []
+    for path, command in paths(typer.main.get_command(app)):
         result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
         assert result.exit_code == 0, (path, result.output)
-        assert "9223372036854775807" not in result.output, (path, result.output)
-        options = [line for line in result.output.splitlines() if re.match(r"│\s*\*?\s*--", line)]
-        assert not [line for line in options if "list[" in line], (path, result.output)
+        pages.append((path, command, result.output))
+    assert {("bench", "turn"), ("memory", "forget"), ("mcp", "serve")} <= {path for path, _, _ in pages}
+    return pages
+
+
+def option_rows(output: str) -> list[str]:
+    return [line for line in output.splitlines() if re.match(r"│\s*\*?\s*--", line)]
+
+
+def shown_type(row: str) -> str:
+    """What follows an option row's names (`--force -f`, `--x/--no-x`): its type, or its help text."""
+    words = row.strip("│ ").split()
+    rest = [word for word in words if not word.startswith(("-", "*"))]
+    return rest[0] if rest else ""
+
+
+def test_no_help_page_shows_python_types_or_huge_ranges() -> None:
+    """Every command's --help names what an option takes (N, BACKEND, TOOL), never `<list[int]>`, and
+    no id range of nineteen digits. (An argument's type column is typer's own: `packages...
+    <list[str]>` cannot be renamed, so only options are checked for it.)"""
+    for path, _, output in help_pages():
+        assert "9223372036854775807" not in output, (path, output)
+        assert not [line for line in option_rows(output) if "list[" in line], (path, output)
+
+
+def test_no_flag_shows_a_value_type_in_any_help_page(tmp_path: Path) -> None:
+    """A flag takes no value: its help row shows no `<bool>` (typer 0.29 printed one for every flag,
+    `--help` included), while an option that takes a value keeps its type."""
+    for path, command, output in help_pages():
+        flags = {"--help"} | {
+            name for param in command.params if getattr(param, "is_flag", False) for name in param.opts
+        }
+        rows = option_rows(output)
+        flag_rows = [row for row in rows if row.split()[1].split("/")[0] in flags]
+        assert len(flag_rows) >= 1, (path, output)
+        assert not [row for row in flag_rows if shown_type(row).startswith("<")], (path, output)
+    person = klaw(tmp_path, "init", "--help")  # the real command, as a person types it
+    assert "--force" in person.stdout and "<bool>" not in person.stdout and "<str>" in person.stdout
 
 
 def test_version_is_the_installed_distributions(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from klaw.cli import (
     db_cmd,
     engine_cmd,
     gateway_cmd,
+    help_flags,
     log_cmd,
     mcp_cmd,
     memory_cmd,
@@ -30,6 +31,7 @@ from klaw.home_init import initialise_home
 from klaw.home_language import LanguageError, LanguageSettings, language_settings
 from klaw.home_privacy import restrict_umask
 
+help_flags.install()
 app = typer.Typer(
     name="klaw",
     help="klaw: a self-hosted personal AI agent with long-term conversational memory.",
