@@ -73,7 +73,12 @@ async def main(home, base_url):
     print(json.dumps(said))
 
 
-asyncio.run(main(sys.argv[1], sys.argv[2]))
+if sys.argv[3] == "uvloop":  # as a program on uvloop runs it; uvloop refused subprocess's umask=
+    import uvloop
+
+    uvloop.run(main(sys.argv[1], sys.argv[2]))
+else:
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
 """
 
 
@@ -94,13 +99,14 @@ def loose(found: dict[str, str], home: Path, theirs: set[str]) -> list[str]:
     return sorted(wrong)
 
 
-async def run_program(home: Path, base_url: str) -> dict[str, object]:
+async def run_program(home: Path, base_url: str, loop: str) -> dict[str, object]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
         PROGRAM,
         str(home),
         base_url,
+        loop,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -110,7 +116,10 @@ async def run_program(home: Path, base_url: str) -> dict[str, object]:
     return said
 
 
-async def test_a_library_program_under_umask_022_keeps_it_and_writes_nothing_others_can_read(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+async def test_a_library_program_under_umask_022_keeps_it_and_writes_nothing_others_can_read(
+    tmp_path: Path, loop: str
+) -> None:
     home = tmp_path / "home"
     # The person's own files in the workspace, readable by others on purpose: klaw leaves them alone.
     (home / "workspace" / "photos").mkdir(parents=True)
@@ -131,7 +140,7 @@ async def test_a_library_program_under_umask_022_keeps_it_and_writes_nothing_oth
         server.reply_text("Done, Ada.")
         server.reply_text("the news: all quiet")  # the task's run
         server.reply_text("All quiet.")
-        said = await run_program(home, server.base_url)
+        said = await run_program(home, server.base_url, loop)
 
     assert said["replies"] == ["Done, Ada.", "All quiet."]
     assert said["umask"] == 0o022  # the program's umask is its own: klaw never changed it

@@ -20,7 +20,7 @@ from pathlib import Path
 
 DIRECTORY_MODE = 0o700
 FILE_MODE = 0o600
-CHILD_UMASK = 0o077  # for the programs klaw starts in the workspace (subprocess's `umask=`: the child's own)
+CHILD_UMASK = 0o077  # for the programs klaw starts in the workspace (set in the child only: bounded_process)
 
 
 def private_dirs(path: Path) -> None:

@@ -4,11 +4,13 @@ prompt_toolkit drew its prompt and spinner into the pipe: ^M and repeated "you â
 from __future__ import annotations
 
 import asyncio
+import stat
 import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.test_chat_terminal import chat_env, init_home
+from tests.tools.sandbox_helpers import no_sandbox_reason
 
 
 async def piped(env: dict[str, str], text: str) -> tuple[int, str, str]:
@@ -41,3 +43,30 @@ async def test_a_piped_message_gets_its_reply_alone_on_stdout(tmp_path: Path) ->
         # A slash command is answered the same way.
         code, out, _ = await piped(env, "/status\n")
         assert code == 0 and "\r" not in out and "you â€º" not in out and out.strip()
+
+
+async def test_programs_the_model_runs_work_under_the_klaw_command(tmp_path: Path) -> None:
+    """`klaw chat` runs on uvloop, which refused the child umask asyncio accepts: every host_exec and
+    code_execute call answered "ValueError: unexpected kwargs: umask" (tests run on asyncio's loop)."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = {
+            **chat_env(home, model.base_url),
+            "KLAW__TOOLS__APPROVAL": "[]",  # nobody at a pipe to approve host_exec
+            "KLAW__HOSTEXEC__ALLOW": "['touch *']",
+        }
+        calls: list[tuple[str, dict[str, object]]] = [("host_exec", {"command": "touch by-command.txt"})]
+        if no_sandbox_reason() is None:
+            code = "open('by-code.txt', 'w').write('x'); print(6 * 7)"
+            calls.append(("code_execute", {"language": "python", "code": code}))
+        model.reply_tool_calls(calls)
+        model.reply_text("Both ran.")
+        status, out, err = await piped(env, "make two files\n")
+        assert (status, out) == (0, "Both ran.\n"), err
+        results = [m["content"] for m in model.chat_requests[1].body["messages"] if m["role"] == "tool"]
+        assert len(results) == len(calls) and not any("Error" in result for result in results), results
+        assert stat.S_IMODE((home / "workspace" / "by-command.txt").stat().st_mode) == 0o600
+        if len(calls) == 2:
+            assert "42" in results[1]
+            assert stat.S_IMODE((home / "workspace" / "by-code.txt").stat().st_mode) == 0o600

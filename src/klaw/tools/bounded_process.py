@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
+import shutil
 import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -24,6 +26,8 @@ from klaw.private_files import CHILD_UMASK
 
 _CHUNK = 65536
 _DRAIN_AFTER_KILL_SECONDS = 2.0
+# The child's umask is set by /bin/sh, which then becomes the program (`exec`: same pid, same group).
+_UNDER_PRIVATE_UMASK = ("/bin/sh", "-c", f'umask {CHILD_UMASK:03o} && exec "$@"', "klaw-child")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,14 +114,13 @@ async def run_bounded(
     `kill` is what else must happen to stop it (a container the CLI started), after the group is killed."""
     started = time.monotonic()
     process = await asyncio.create_subprocess_exec(
-        *argv,
+        *_under_private_umask(argv, env, cwd),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=cwd,
         env=dict(env),
         start_new_session=True,  # its own process group: one kill reaches its children
-        umask=CHILD_UMASK,  # what it writes in the workspace is private, whatever this process's umask
     )
     out, err = _Capture(keep_bytes[0]), _Capture(keep_bytes[1])
     over_limit = asyncio.Event()
@@ -154,6 +157,28 @@ async def run_bounded(
             await _stop(process, kill)
     returncode = process.returncode if process.returncode is not None else -signal.SIGKILL
     return ProcessOutcome(returncode, out.result(), err.result(), stopped, time.monotonic() - started)
+
+
+def _under_private_umask(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None) -> list[str]:
+    """`argv` run with umask 077, so what it writes in the workspace is private whatever this process's
+    umask (a library program's own, decision 237). Not subprocess's `umask=`: uvloop, which every
+    long-running `klaw` command runs on and a library program may too, refuses it ("unexpected kwargs");
+    not `preexec_fn`: Python code in a forked child is unsafe beside the engine's threads. The program is
+    looked up here as the exec itself would (PATH from `env`), so a missing or non-executable one is
+    still FileNotFoundError / PermissionError rather than the shell's exit status 127 / 126."""
+    program = argv[0]
+    if "/" not in program:
+        found = shutil.which(program, path=env.get("PATH", os.defpath))
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+        program = found
+    else:
+        where = Path(cwd or ".") / program  # a relative path is the child's, from its working directory
+        if not where.exists():
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+        if where.is_dir() or not os.access(where, os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+    return [*_UNDER_PRIVATE_UMASK, program, *argv[1:]]
 
 
 async def _finish(readers: asyncio.Future[tuple[None, None]], process: asyncio.subprocess.Process) -> None:
