@@ -26,8 +26,12 @@ async def test_a_subagent_answer_is_shown_at_the_prompt_without_typing(tmp_path:
             await term.type_line("research this for me")
             await term.wait_for_prompt_after("Started it in the background.", "the turn's reply")
             gate.set()
-            screen = await term.wait_for(lambda s: "Here are three sources." in s, "the subagent's answer")
-            assert screen.rstrip().endswith(PROMPT.rstrip())  # printed above the prompt, still ready to type
+            # Printed above the prompt, which comes back below it, ready to type. Drawing it there is
+            # two writes (the prompt erased and the answer written, then the prompt drawn again): on a
+            # loaded machine a screen read between them shows the answer without the prompt yet, so
+            # the wait is for both, as for the turn's reply above.
+            screen = await term.wait_for_prompt_after("Here are three sources.", "the subagent's answer")
+            assert screen.rstrip().endswith(PROMPT.rstrip())
             assert "Scheduled task: research\nHere are three sources." in screen  # whose answer it is
             assert (home / "conversations" / "scheduler_research").is_dir()
             await term.tmux("send-keys", "-t", term.target, "C-d")
