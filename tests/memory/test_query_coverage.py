@@ -9,8 +9,10 @@ import pytest
 from klaw.config import AutoRagConfig, SearchConfig
 from klaw.memory.auto_rag import AutoRagService
 from klaw.memory.hybrid_search import HybridSearch, top_hits
-from klaw.memory.query_coverage import coverage_factor, covered_share, query_words, stem
+from klaw.memory.query_coverage import QueryCoverage, coverage_factor, covered_share, query_words, stem
+from klaw.memory.word_evidence import same_word
 from klaw.store.records import Role
+from klaw.store.sqlite.fts_query import words_of
 from klaw.store.sqlite.store import SqliteStore
 from tests.engine.test_recall_end_to_end import TALK
 from tests.memory.recall_helpers import ALICE, Conversation
@@ -91,3 +93,28 @@ def test_function_words_small_texts_and_unspaced_scripts_give_no_factor() -> Non
     assert coverage_factor(0.5, query_words("kitchen sink"), ["the kitchen"]) == pytest.approx(1.25)
     assert covered_share(query_words("INV-2291 invoice"), ["invoice inv 2291"]) == 1.0  # codes matched whole
     assert covered_share(query_words("red boxes"), ["Fred's box"]) == 0.5  # "red" is not in "fred"
+
+
+def test_one_coverage_weighs_many_messages_as_each_alone() -> None:
+    """A search weighs its hits with one `QueryCoverage`, which stems each distinct word once: every
+    message's share is still the rule's, word by word (a stem held when it is any held word's
+    `same_word`), whatever the messages weighed before it held."""
+    questions = ["Did Zorblax paint the boxes in Lisbon?", "INV-2291 invoice hikes", "Шарика нашли? running dogs"]
+    messages = [
+        "Zorblaxes painted boxes",
+        "I painted the box red, Fred's box",
+        "Lisbon trip: hiking, running and a dog",
+        "INV 2291 was the invoice for the hike",
+        "Шарик нашёлся, the dogs ran",
+        "Paint",
+        "paint PAINT painting",
+        "",
+        "ok thanks",
+    ]
+    for question in questions:
+        wanted = query_words(question)
+        coverage = QueryCoverage(wanted)
+        for texts in [*([text] for text in [*messages, *reversed(messages)]), messages[:3], messages]:
+            held = {stem(word) for text in texts for word in words_of(text)}
+            rule = sum(1 for q in wanted if any(same_word(q, h) for h in held)) / len(wanted)
+            assert coverage.share(texts) == covered_share(wanted, texts) == rule

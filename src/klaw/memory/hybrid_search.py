@@ -46,7 +46,7 @@ from klaw.memory.fusion import score_fusion
 from klaw.memory.message_weight import weighed
 from klaw.memory.named_dates import named_periods, said_within
 from klaw.memory.neighbour_scores import spread_to_neighbours
-from klaw.memory.query_coverage import coverage_factor, query_words
+from klaw.memory.query_coverage import QueryCoverage, query_words
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, SearchHit, StoredMessage
 
@@ -220,9 +220,10 @@ class HybridSearch:
         # hits with or without it. A reply counts the words of the question it is shown with.
         wanted = query_words(text) if self._config.coverage_weight > 0 else []
         if wanted:
+            coverage = QueryCoverage(wanted)
             for rowid in ranked:
                 said = [messages[rowid].content, *([messages[reply_to[rowid]].content] if rowid in reply_to else [])]
-                final[rowid] *= coverage_factor(self._config.coverage_weight, wanted, said)
+                final[rowid] *= coverage.factor(self._config.coverage_weight, said)
             ranked.sort(key=lambda rowid: (-final[rowid], rowid not in fused, rowid))
         return [hit(rowid, hit(reply_to[rowid]) if rowid in reply_to else None) for rowid in ranked]
 

@@ -22,10 +22,10 @@ numbers inside it still count).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from klaw.memory.word_evidence import SAME_STEM_CHARS, same_word
-from klaw.store.sqlite.fts_query import STOP_WORDS, is_unspaced, search_words, words_of
+from klaw.store.sqlite.fts_query import STOP_WORDS, WORD, is_unspaced, search_words
 
 _LATIN_ENDINGS = ("ing", "ed", "ly")
 _SIBILANTS = ("s", "x", "z", "ch", "sh")
@@ -65,16 +65,47 @@ def stem(word: str) -> str:
 
 def covered_share(wanted: list[str], texts: Iterable[str]) -> float:
     """The share, 0..1, of the stems in `wanted` (`query_words`) that `texts` hold (0 without any)."""
-    if not wanted:
-        return 0.0
-    held = {stem(w) for text in texts for w in words_of(text)}
-    exact = held & set(wanted)
-    covered = sum(1 for q in wanted if q in exact or any(same_word(q, h) for h in held))
-    return covered / len(wanted)
+    return QueryCoverage(wanted).share(texts)
 
 
 def coverage_factor(weight: float, wanted: list[str], texts: Iterable[str]) -> float:
     """1 + `weight` × `covered_share`: what a message's final score is multiplied by."""
-    if weight <= 0 or not wanted:
-        return 1.0
-    return 1.0 + weight * covered_share(wanted, texts)
+    return QueryCoverage(wanted).factor(weight, texts)
+
+
+class QueryCoverage:
+    """`covered_share` and `coverage_factor` of one search text, for the many messages one search
+    weighs: each distinct word of theirs is stemmed and compared with the text's stems once.
+
+    A search weighs its best 20 hits (and the questions shown with them), which share most of their
+    words; comparing every word's stem with every stem of the question, message by message, was ~2 ms
+    of the event loop's time in every turn's auto-RAG. What is kept is only for this object's life
+    (one search), so no word of a message outlives the search that read it."""
+
+    def __init__(self, wanted: Sequence[str]) -> None:
+        self._wanted = tuple(wanted)
+        self._matches: dict[str, frozenset[str]] = {}  # a word as written → the wanted stems it is
+
+    def share(self, texts: Iterable[str]) -> float:
+        """The share, 0..1, of the wanted stems that `texts` hold (0 without any)."""
+        if not self._wanted:
+            return 0.0
+        covered: set[str] = set()
+        for text in texts:
+            for word in WORD.findall(text):  # `words_of`, lowercased once per distinct word below
+                matched = self._matches.get(word)
+                if matched is None:
+                    matched = self._matches[word] = self._same_as(stem(word.lower()))
+                covered |= matched
+        return sum(1 for q in self._wanted if q in covered) / len(self._wanted)
+
+    def factor(self, weight: float, texts: Iterable[str]) -> float:
+        """1 + `weight` × `share`: what a message's final score is multiplied by."""
+        if weight <= 0 or not self._wanted:
+            return 1.0
+        return 1.0 + weight * self.share(texts)
+
+    def _same_as(self, held: str) -> frozenset[str]:
+        """The wanted stems `held` is the same word as (`same_word`: equal, or one of at least
+        `SAME_STEM_CHARS` letters beginning the other)."""
+        return frozenset(q for q in self._wanted if same_word(q, held))
