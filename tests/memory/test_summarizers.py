@@ -222,7 +222,7 @@ async def test_a_failing_model_backs_off_and_retries_later_without_losing_the_ex
     assert [backoff_seconds(n) for n in (1, 2, 3, 9, 20)] == [1, 2, 4, 256, 300]
 
 
-async def test_an_exchange_the_model_keeps_rejecting_is_given_up_and_the_fold_goes_past_it(rig: Rig) -> None:
+async def test_an_exchange_the_model_keeps_rejecting_is_kept_verbatim_and_the_fold_goes_on(rig: Rig) -> None:
     for _ in range(3):
         rig.server.reply_error(400, message="prompt too long")
     turns = Turns(rig.store)
@@ -233,20 +233,23 @@ async def test_an_exchange_the_model_keeps_rejecting_is_given_up_and_the_fold_go
     for failures, delay in ((1, 1), (2, 2)):
         await until(rig.service.exchanges, backing_off_after(failures), f"backing off after failure {failures}")
         await rig.clock.advance(delay)
-    await until(rig.service.exchanges, completed(1), "the next exchange")
+    await until(rig.service.exchanges, completed(2), "the next exchange")
     assert await rig.store.summaries.exchange_summary(fine.id) is not None
     await idle(rig)
     status = rig.service.exchanges.status()
     assert (status.failed, status.given_up) == (3, 1)
     assert status.last_error is not None and status.last_error.startswith("LlmBadRequestError")
-    assert await rig.store.summaries.exchange_summary(rejected.id) is None
+    kept = await rig.store.summaries.exchange_summary(rejected.id)
+    assert kept is not None and kept.model == "klaw/verbatim"
+    assert kept.text == 'The person wrote "a question the model rejects"; the assistant replied "an answer".'
     final = await rig.store.summaries.segment_summary(fine.segment_id)
-    assert final is not None and final.final and final.exchanges_covered == 1
+    assert final is not None and final.final and final.exchanges_covered == 2
 
 
-async def test_the_exchange_request_names_the_tools_used_and_an_empty_answer_is_a_failed_attempt(rig: Rig) -> None:
-    """Spec 002's prompt: what was asked, what was done, the outcome. An empty answer is no summary:
-    it is tried again like a rejection and given up after the third."""
+async def test_an_empty_answer_is_final_at_once_and_no_later_start_asks_again(rig: Rig, tmp_path: Path) -> None:
+    """Spec 002's prompt: what was asked, what was done, the outcome. An empty answer is the model's
+    final word on the exchange (decision 250): no backoff, no second request, the exchange's own words
+    kept as its summary, and a summarizer started again on the same home asks nothing."""
     turns = Turns(rig.store)
     opened = await turns.open_turn("what time is it in Lisbon")
     calls = [{"id": "c1", "name": "current_time", "arguments": '{"timezone": "Europe/Lisbon"}'}]
@@ -265,21 +268,44 @@ async def test_the_exchange_request_names_the_tools_used_and_an_empty_answer_is_
         MessageRecord(turns.chat, Role.TOOL, "10:04", MessageType.TOOL_RESULT, created_at=turns.now(), metadata=result)
     )
     lisbon = await turns.close(opened, "It is 10:04 in Lisbon.")
-    for _ in range(3):
-        rig.server.reply_text("  ")
+    await turns.new_segment()
+    rig.server.reply_text("  ")  # the exchange
+    rig.server.reply_text("")  # the segment fold
     rig.service.start()
-    for failures, delay in ((1, 1), (2, 2)):
-        await until(rig.service.exchanges, backing_off_after(failures), f"backing off after failure {failures}")
-        await rig.clock.advance(delay)
     await idle(rig)
-    [request, *_] = rig.summary_requests
+    [request, _fold] = rig.summary_requests
     asked = request.body["messages"][1]["content"]
     assert "what time is it in Lisbon" in asked and "Tools the assistant used: current_time" in asked
     assert "It is 10:04 in Lisbon." in asked
     status = rig.service.exchanges.status()
-    assert (status.completed, status.failed, status.given_up) == (0, 3, 1)
+    assert (status.completed, status.failed, status.given_up, status.state) == (1, 1, 1, WorkerState.IDLE)
     assert status.last_error is not None and status.last_error.startswith("EmptySummaryError")
-    assert await rig.store.summaries.exchange_summary(lisbon.id) is None
+    kept = await rig.store.summaries.exchange_summary(lisbon.id)
+    assert kept is not None and kept.model == "klaw/verbatim"
+    assert kept.text == (
+        'The person wrote "what time is it in Lisbon"; the assistant used current_time;'
+        ' the assistant replied "It is 10:04 in Lisbon.".'
+    )
+    segment = await rig.store.summaries.segment_summary(lisbon.segment_id)
+    assert segment is not None and segment.final and segment.model == "klaw/verbatim"
+    assert segment.text == kept.text and rig.service.segments.status().given_up == 1
+
+    await rig.service.aclose()
+    again = SummarizerService(
+        Ingestion(ConversationLog(tmp_path / "conversations"), rig.store),
+        lambda: rig.router.for_task("summarization"),
+        lambda: rig.slots.hold(Priority.BACKGROUND),
+        rig.clock,
+        engine_config(rig.server.base_url).summarizer,
+    )
+    again.start()
+    try:
+        async with asyncio.timeout(10):
+            await again.wait_idle()
+    finally:
+        await again.aclose()
+    assert len(rig.summary_requests) == 2
+    assert (again.exchanges.status().given_up, again.segments.status().given_up) == (0, 0)
 
 
 async def test_failed_turns_are_not_summarized_and_idle_workers_wake_on_their_timeout(rig: Rig) -> None:

@@ -181,7 +181,7 @@ class MemoryCommands:
 def _worker_line(status: WorkerStatus) -> str:
     line = f"{status.name}: {status.state.value}; {status.completed} written, {status.failed} failed attempt(s)"
     if status.given_up:
-        line += f", {status.given_up} given up until restart"
+        line += f", {status.given_up} kept verbatim (the model gave no summary)"
     if status.state is WorkerState.BACKING_OFF and status.retry_at is not None:
         line += f"; next try at {_clock(status.retry_at)}"
     if status.last_error:

@@ -14,8 +14,9 @@ answer leaves out is asked again alone; a batch the model rejects is split into 
 
 Failures: a model that is down, slow or rate-limited makes the worker back off and try the same
 exchanges again later, however long it takes. An exchange the model keeps rejecting alone (bad
-request, malformed or empty answer) is given up after `MAX_ATTEMPTS` tries until the next start, so
-it cannot block the rest (`BackgroundWorker.gives_up`, shared with the segment summarizer).
+request, malformed answer) is given up after `MAX_ATTEMPTS` tries, one it answers with no text at
+once (`BackgroundWorker.gives_up`, shared with the segment summarizer), and its own words are kept
+as its summary (`verbatim.py`): the give-up is logged like a summary, so no later start asks again.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from klaw.memory.summaries.prompts import (
 )
 from klaw.memory.summaries.small_talk import SMALL_TALK_MODEL, small_talk_summary
 from klaw.memory.summaries.summary_log import SummaryLog
+from klaw.memory.summaries.verbatim import VERBATIM_MODEL, verbatim_exchange
 from klaw.memory.summaries.worker import BackgroundWorker
 from klaw.store.protocol import Storage
 from klaw.store.records import Exchange, StoredMessage
@@ -89,10 +91,10 @@ class ExchangeSummarizer(BackgroundWorker):
         self._batches = ExchangeBatches(
             most=batch_exchanges, wait_seconds=batch_wait_seconds, max_tokens=work.max_input_tokens
         )
-        self.skipped: set[int] = set()  # given up until the next start (the segment fold goes past them)
+        self.skipped: set[int] = set()  # nothing left to summarize (the segment fold goes past them)
 
     async def pending(self) -> int:
-        """Finished exchanges without a summary (those given up or waiting for a batch included)."""
+        """Finished exchanges without a summary (those waiting for a batch included)."""
         return await self._work.store.summaries.pending_exchanges()
 
     def notify(self) -> None:
@@ -161,15 +163,23 @@ class ExchangeSummarizer(BackgroundWorker):
         return None
 
     async def _alone(self, exchange: Exchange) -> None:
-        """One exchange in its own request, given up after `MAX_ATTEMPTS` rejections."""
+        """One exchange in its own request; kept verbatim after `MAX_ATTEMPTS` rejections or an empty answer."""
         try:
             await self._summarize_one(exchange)
         except ITEM_ERRORS as exc:
-            if not self.gives_up(exchange.id, exc, "exchange"):
+            if not self.gives_up(exchange.id, exc, "exchange", at_once=isinstance(exc, EmptySummaryError)):
                 raise
-            self.skipped.add(exchange.id)
-            self._on_saved()  # the segment fold no longer waits for it
+            await self._keep_verbatim(exchange)
         self._batches.remove(exchange.id)
+
+    async def _keep_verbatim(self, exchange: Exchange) -> None:
+        """The model gave no summary: the exchange's own words are logged as its summary, for good."""
+        messages = await self._work.store.history.exchange_messages(exchange.id) or []
+        transcript = Transcript.of(messages)
+        if transcript is None:
+            self._nothing_left(exchange)
+            return
+        await self._save(exchange, messages, verbatim_exchange(transcript), VERBATIM_MODEL)
 
     async def _summarize_one(self, exchange: Exchange) -> None:
         transcript = await self._work.store.history.exchange_messages(exchange.id) or []

@@ -11,7 +11,7 @@ final summary is what cross-conversation retrieval searches (it alone is embedde
 summary that already covers everything when its segment closes just becomes final, without a call.
 
 Failures behave as in the exchange summarizer: back off and retry; a segment whose fold the model
-keeps rejecting is left alone until the next start.
+keeps rejecting (or answers with no text) is folded by a rule instead (`verbatim.py`), for good.
 """
 
 from __future__ import annotations
@@ -21,7 +21,14 @@ from collections.abc import Callable, Collection
 
 from klaw.llm.tokens import approximate_token_count
 from klaw.memory.summaries.exchange_summarizer import ITEM_ERRORS, SummaryWork
-from klaw.memory.summaries.prompts import MAX_SEGMENT_CHARS, SEGMENT_ANSWER_TOKENS, clean_summary, segment_prompt
+from klaw.memory.summaries.prompts import (
+    MAX_SEGMENT_CHARS,
+    SEGMENT_ANSWER_TOKENS,
+    EmptySummaryError,
+    clean_summary,
+    segment_prompt,
+)
+from klaw.memory.summaries.verbatim import VERBATIM_MODEL, verbatim_segment
 from klaw.memory.summaries.worker import BackgroundWorker
 from klaw.store.summaries.records import SegmentWork
 
@@ -47,7 +54,6 @@ class SegmentSummarizer(BackgroundWorker):
         self._rolling_tokens = rolling_tokens
         self._skipped_exchanges = skipped_exchanges
         self._on_final = on_final
-        self._skipped: set[int] = set()
 
     async def step(self) -> bool:
         works = await self._work.store.summaries.segment_work(
@@ -58,7 +64,7 @@ class SegmentSummarizer(BackgroundWorker):
             limit=WORK_PAGE,
         )
         for work in works:
-            if work.segment.id not in self._skipped and self._actionable(work):
+            if self._actionable(work):
                 await self._attempt(work)
                 return True
         return False
@@ -74,15 +80,17 @@ class SegmentSummarizer(BackgroundWorker):
     async def _attempt(self, work: SegmentWork) -> None:
         segment_id = work.segment.id
         try:
-            await self._fold(work)
+            await self._fold(work, by_model=True)
         except ITEM_ERRORS as exc:
-            if not self.gives_up(segment_id, exc, "segment"):
+            if not self.gives_up(segment_id, exc, "segment", at_once=isinstance(exc, EmptySummaryError)):
                 raise
-            self._skipped.add(segment_id)
+            await self._fold(work, by_model=False)
         else:
             self.succeeded(segment_id)
 
-    async def _fold(self, work: SegmentWork) -> None:
+    async def _fold(self, work: SegmentWork, *, by_model: bool) -> None:
+        """Fold the next exchange summaries in: by the model, or (`by_model=False`, the model gave no
+        summary) by the rule of `verbatim_segment`."""
         now = self._clock.now()
         if not work.new:
             assert work.summary is not None  # _actionable: a rolling summary waiting to become final
@@ -92,10 +100,13 @@ class SegmentSummarizer(BackgroundWorker):
             return
         chunk = work.new[:FOLD_MAX]
         final = work.closed and not work.waiting and len(work.new) <= FOLD_MAX
-        answer, model = await self._work.summarize(
-            segment_prompt(work.summary, chunk, self._work.max_input_tokens), SEGMENT_ANSWER_TOKENS
-        )
-        text = clean_summary(answer, MAX_SEGMENT_CHARS)
+        if by_model:
+            answer, model = await self._work.summarize(
+                segment_prompt(work.summary, chunk, self._work.max_input_tokens), SEGMENT_ANSWER_TOKENS
+            )
+            text = clean_summary(answer, MAX_SEGMENT_CHARS)
+        else:
+            text, model = verbatim_segment(work.summary, chunk), VERBATIM_MODEL
         covered = (work.summary.exchanges_covered if work.summary is not None else 0) + len(chunk)
         covers = chunk[-1].exchange_id
         assert covers is not None  # chunk holds exchange summaries

@@ -27,7 +27,7 @@ from klaw.memory.embedding_queue import QueueClock, describe_error
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 300.0
-# Tries of one item the model keeps rejecting before it is given up until the next start.
+# Tries of one item the model keeps rejecting before it is given up for good (an empty answer: one).
 MAX_ATTEMPTS = 3
 
 
@@ -49,7 +49,7 @@ class WorkerStatus:
     state: WorkerState
     completed: int  # items done since the engine started
     failed: int  # failed attempts since the engine started (each is tried again later)
-    given_up: int  # items left alone until the next start (the model kept rejecting them)
+    given_up: int  # items the model gave no summary of, kept verbatim instead (summaries/verbatim.py)
     last_error: str | None  # error class and short reason, never content
     retry_at: datetime | None  # when a backing-off worker tries again
 
@@ -132,22 +132,29 @@ class BackgroundWorker(ABC):
         self.failed += 1
         self.last_error = describe_error(exc)
 
-    def gives_up(self, item: int, exc: BaseException, what: str) -> bool:
+    def gives_up(self, item: int, exc: BaseException, what: str, *, at_once: bool = False) -> bool:
         """Count one rejection of `item` by the model (bad request, malformed or empty answer: about the
         item, not the model's health), the same rule for both summarizers.
 
         False while it has tries left: the caller re-raises, so the worker backs off and tries it again.
-        True at the `MAX_ATTEMPTS`-th: it is counted and logged as given up until the next start, and
-        the caller skips it so it cannot block the items behind it.
+        True at the `MAX_ATTEMPTS`-th, or at once with `at_once` (an empty answer is the model's final
+        word on the item, docs/decisions/250-final-summary-give-ups.md): it is counted and logged,
+        and the caller keeps the item's own words as its summary, so no later start asks again.
         """
         attempts = self._rejections.get(item, 0) + 1
-        if attempts < MAX_ATTEMPTS:
+        if attempts < MAX_ATTEMPTS and not at_once:
             self._rejections[item] = attempts
             return False
         self._rejections.pop(item, None)
         self.record_failure(exc)
         self.given_up += 1
-        log.warning("%s %d: summary given up after %d attempts (%s)", what, item, attempts, type(exc).__name__)
+        log.warning(
+            "%s %d: no summary from the model after %d attempt(s) (%s); its own words are kept as its summary",
+            what,
+            item,
+            attempts,
+            type(exc).__name__,
+        )
         return True
 
     def succeeded(self, item: int) -> None:
