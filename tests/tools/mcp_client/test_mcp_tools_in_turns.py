@@ -245,7 +245,18 @@ async def test_a_streamable_http_servers_tools_are_called_with_the_key_from_the_
         monkeypatch.setenv("NOTES_KEY", "wrong")
         async with running_engine(tmp_path / "2", tools={"enabled": ["mcp:notes"]}, mcp=mcp) as h:
             assert (await h.turn("hi")).text == "echo: hi"
-            assert "MCP notes: unavailable, it failed to start" in await status(h)
+            said = await status(h)
+            assert (
+                "MCP notes: unavailable, it failed to start: the server answered 401 Unauthorized to the key in"
+                " NOTES_KEY (mcp.servers.notes.authorizationEnv)"
+            ) in said
+
+        keyless = {"servers": {"notes": {"url": url}}, "startWaitSeconds": 60}
+        async with running_engine(tmp_path / "3", tools={"enabled": ["mcp:notes"]}, mcp=keyless) as h:
+            assert (await h.turn("hi")).text == "echo: hi"
+            said = await status(h)
+            assert "it failed to start: the server answered 401 Unauthorized: it wants a key; set" in said
+            assert "mcp.servers.notes.authorizationEnv in engine.yaml" in said
 
 
 def test_a_server_enabled_but_not_configured_is_refused_naming_it() -> None:

@@ -31,7 +31,7 @@ from mcp.types import CONNECTION_CLOSED, Implementation, Tool
 from klaw.config import McpServerConfig
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.mcp.results import describe, result_text
-from klaw.tools.mcp.transport import open_transport
+from klaw.tools.mcp.transport import HttpRefusal, open_transport, refusal_reason
 
 log = logging.getLogger(__name__)
 
@@ -227,10 +227,11 @@ class ServerLink:
 
     async def _connection(self, ready: asyncio.Event) -> None:
         """The whole life of one client, in this one task (anyio's rule)."""
+        refusal = HttpRefusal()
         try:
             async with AsyncExitStack() as stack:
                 transport = await open_transport(
-                    self.name, self.config, stack, workspace=self._workspace, log_dir=self._log_dir
+                    self.name, self.config, stack, workspace=self._workspace, log_dir=self._log_dir, refusal=refusal
                 )
                 client = await stack.enter_async_context(Client(transport, client_info=CLIENT_INFO))
                 self._on_tools(await self._list_tools(client))
@@ -244,6 +245,8 @@ class ServerLink:
                 self._reason = f"{what}: {describe(exc)}"
                 if (missing := self._missing_path(exc)) is not None:
                     self._reason = f"it failed to start: {missing}"
+                elif refusal.status is not None:
+                    self._reason = f"{what}: {refusal_reason(self.name, self.config, refusal.status)}"
                 elif self.config.command is not None:
                     self._reason += f" (its error output: {self._log_dir / self.name}.log)"
             self._broken.set()

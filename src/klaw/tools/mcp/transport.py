@@ -4,7 +4,9 @@ A command gets the SDK's minimal safe environment (PATH, HOME, …) plus only th
 names, never klaw's whole environment (which holds the model keys); it runs in the workspace unless
 `cwd` says otherwise, and its stderr goes to `KLAW_HOME/mcp/<server>.log` (0600), not into the
 terminal of `klaw chat`. A URL server gets the headers whose values its `authorizationEnv` and
-`headersEnv` variables hold. A variable that is not set is a start failure naming it.
+`headersEnv` variables hold. A variable that is not set is a start failure naming it. A URL server that
+refuses the key (401/403) is named as such, with the setting that fixes it (`refusal_reason`): the SDK
+itself only says "Server returned an error response".
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -28,6 +31,29 @@ from klaw.private_files import open_private, private_dirs
 
 class MissingVariable(KlawError, RuntimeError):
     """A variable the server's config names is not set in klaw's environment."""
+
+
+@dataclass
+class HttpRefusal:
+    """The last 401 or 403 a URL server answered (its response hook), to name in the start failure."""
+
+    status: int | None = None
+
+    async def hook(self, response: httpx2.Response) -> None:
+        if response.status_code in (401, 403):
+            self.status = response.status_code
+
+
+def refusal_reason(name: str, config: McpServerConfig, status: int) -> str:
+    """Why a URL server refused klaw, and the engine.yaml setting that fixes it."""
+    answered = f"the server answered {status} {'Unauthorized' if status == 401 else 'Forbidden'}"
+    where = f"mcp.servers.{name}.authorizationEnv"
+    if config.authorization_env is None:
+        return (
+            f"{answered}: it wants a key; set {where} in engine.yaml to the name of the environment variable"
+            " holding it (sent as 'Authorization: Bearer <key>', docs/mcp.md)"
+        )
+    return f"{answered} to the key in {config.authorization_env} ({where}): check that variable's value"
 
 
 def _variables(names: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
@@ -49,15 +75,20 @@ async def open_transport(
     workspace: Path,
     log_dir: Path,
     env: Mapping[str, str] | None = None,
+    refusal: HttpRefusal | None = None,
 ) -> Transport:
-    """A transport for `mcp.Client`, its resources (log file, HTTP client) closed by `stack`."""
+    """A transport for `mcp.Client`, its resources (log file, HTTP client) closed by `stack`; a URL server's
+    401/403 is noted in `refusal`."""
     env = os.environ if env is None else env
     if config.url is not None:
         headers = _variables(dict(config.headers_env), env)
         if config.authorization_env is not None:
             key = _variables({"key": config.authorization_env}, env)["key"]
             headers["Authorization"] = f"Bearer {key}"
-        client = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0)))
+        hooks = {"response": [refusal.hook]} if refusal is not None else {}
+        client = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0), event_hooks=hooks)
+        )
         return streamable_http_client(config.url, http_client=client)
     assert config.command is not None
     variables = _variables({variable: variable for variable in config.env}, env)
