@@ -49,6 +49,8 @@ async def test_scale_bench_measures_every_layer(tmp_path: Path) -> None:
     assert all(part.count == 4 for part in parts)
     assert split.vector_side.p50_ms > 0 and split.full_text_side.p50_ms > 0 and split.neighbours.p50_ms > 0
     assert split.long_pole() in {"vector", "full text"}
+    # ... and its CPU over every thread, which a loaded machine moves less than the wall time.
+    assert result.search_cpu is not None and result.search_cpu.count == 4 and result.search_cpu.p50_ms > 0
 
 
 async def test_a_share_of_the_messages_goes_to_the_past_segments(tmp_path: Path) -> None:

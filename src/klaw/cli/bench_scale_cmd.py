@@ -118,6 +118,7 @@ def _figures(result: Any) -> str:
         f"{result.messages} messages on {result.backend} (dim {result.dim}, built at"
         f" {result.build_rows_per_s:.0f} rows/s):",
         f"  auto-RAG search without query embedding: {result.search_without_embedding}",
+        f"    its CPU, all threads (on n CPUs it takes at least this / n): {result.search_cpu}",
         *_split_lines(result.split),
         f"  auto-RAG search with query embedding:    {result.search_with_embedding}",
         f"  query embedding alone:                   {result.query_embedding}",
