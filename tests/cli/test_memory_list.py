@@ -24,6 +24,24 @@ async def test_list_shows_segments_and_exchanges_with_ids_and_first_words(tmp_pa
     assert out.index("segment 1:") < out.index("exchange 1:") < out.index("segment 2:") < out.index("exchange 2:")
 
 
+async def test_search_after_new_finds_what_was_said_before_it(tmp_path: Path) -> None:
+    """`klaw memory search` looks through the whole chat by default: a person looking for last week's words
+    after a `/new` found nothing (it searched the current segment unless given --segment all)."""
+    async with running_engine(tmp_path) as h:
+        await h.turn("the plumber comes on thursday at nine")
+        await h.engine.submit(CHAT, "/new")
+        await h.turn("what is the weather like in Lisbon")
+    home = tmp_path / "home"
+    found = klaw(home, "memory", "search", "plumber thursday")
+    assert found.returncode == 0, found.stderr
+    assert "the plumber comes on thursday at nine" in found.stdout and f"{CHAT}: all segments" in found.stdout
+    narrower = klaw(home, "memory", "search", "plumber thursday", "--segment", "current")
+    assert "the plumber comes" not in narrower.stdout
+    assert "add --segment all to search them too" in " ".join(narrower.stdout.split())
+    helped = " ".join(klaw(home, "memory", "search", "--help").stdout.split())
+    assert "all: the whole chat, every segment" in helped and "[default: all]" in helped
+
+
 def test_list_without_a_database_says_so(tmp_path: Path) -> None:
     result = klaw(tmp_path, "memory", "list")
     assert result.returncode == 1

@@ -52,7 +52,7 @@ def run(home: KlawHome, *args: str) -> tuple[int, str, str]:
 
 def test_searches_the_only_chat_current_segment_with_scores(home: KlawHome) -> None:
     fill(home)
-    code, out, _ = run(home, "what did we decide about the deploy on friday?")
+    code, out, _ = run(home, "what did we decide about the deploy on friday?", "--segment", "current")
     assert code == 0
     assert "console:alice: current segment" in out
     assert DEPLOY[:60] in out
@@ -107,12 +107,13 @@ def test_nothing_found_says_so(home: KlawHome) -> None:
 def test_the_current_segment_search_points_to_the_older_ones(home: KlawHome) -> None:
     """A person searching for what they said before their last /new found nothing and no reason why."""
     fill(home, embedder=FakeEmbedder(dim=16))  # full text only: the plan is in the older segment
-    code, out, _ = run(home, "plan")
+    code, out, _ = run(home, "plan", "--segment", "current")
     said = " ".join(out.split())
     assert code == 0 and "No message of console:alice" in said
     assert "Searched the current segment only; 1 older segment of this chat: add --segment all" in said
-    code, out, _ = run(home, "plan", "--segment", "all")
-    assert code == 0 and "plan for friday" in out and "--segment all" not in out
+    code, out, _ = run(home, "plan")  # the whole chat unless told otherwise
+    assert code == 0 and "plan for friday" in out and "console:alice: all segments" in out
+    assert "--segment all" not in out
 
 
 def test_missing_database_is_a_clear_error(home: KlawHome) -> None:

@@ -120,7 +120,7 @@ async def test_with_an_engine_running_calls_go_through_its_socket_and_allow_writ
         client = await stack.enter_async_context(Client(stdio_client(params, errlog=errors)))
         assert sorted(tool.name for tool in (await client.list_tools()).tools) == sorted([*READ_TOOLS, "memory_save"])
         saved = await client.call_tool("memory_save", {"text": "the wifi password is on the fridge"})
-        assert re.fullmatch(r"Saved as memory \d+\.", text(saved))
+        assert re.fullmatch(r"Saved as memory [0-9a-f]{8}\.", text(saved))
         assert engine.memory_access is not None  # the engine's own search finds what the other client saved
         found = await engine.memory_access.call(CHAT, "memory_search", {"query": "wifi password"})
         assert "on the fridge" in found.content

@@ -18,7 +18,7 @@ from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.forgetting import PENDING_KEY, ForgetError, ForgetKind, Forgetting
 from klaw.memory.ingestion import Ingestion
 from klaw.memory.reindex import reindex
-from klaw.store.archival_records import forget_record
+from klaw.store.archival_records import forget_record, shown_memory_id
 from klaw.store.log_format import decode_record
 from klaw.store.records import MessageType
 from klaw.store.sqlite.query import Row, fetch_all
@@ -157,9 +157,11 @@ async def test_forgetting_one_saved_memory_erases_it_and_the_call_that_saved_it(
     )
     call, result, other_call, other_result, gone, kept = turn.steps
     forgetting = Forgetting(chat.ingestion, chat.tick)
+    memory_id = shown_memory_id(gone.record.id)
     with pytest.raises(ForgetError, match="no memory"):
-        await forgetting.plan(ForgetKind.MEMORY, gone.rowid, OTHER)
-    plan = await forgetting.plan(ForgetKind.MEMORY, gone.rowid, None)
+        await forgetting.plan(ForgetKind.MEMORY, memory_id, OTHER)
+    plan = await forgetting.plan(ForgetKind.MEMORY, memory_id, None)
+    assert plan.label == f"memory {memory_id}"
     assert [m.rowid for m in plan.records] == [call.rowid, result.rowid, gone.rowid]
     await forgetting.forget(plan)
     assert await store.memory_chunks.get(gone.rowid) is None

@@ -7,6 +7,10 @@ and why: final score, vector distance, full-text rank (a row with neither is the
 of a hit). Unlike auto-RAG it shows the messages still in the sliding window too, and applies no
 relevance threshold: it is for looking, not for filling a context. Rows auto-RAG would drop as
 unrelated (found by the vector side alone, farther than `autoRag.relevanceThreshold`) are dimmed.
+
+It searches the whole chat unless told `--segment current`: a person looking for something said
+last week, before a `/new`, expects to find it (as the agent's `memory_search` and `Klaw.search_memory`
+do); auto-RAG's own scope, the current segment, is the narrower choice.
 """
 
 from __future__ import annotations
@@ -46,8 +50,8 @@ WIDE_TABLE_COLUMNS = 120
 
 
 class SegmentScope(StrEnum):
-    CURRENT = "current"
     ALL = "all"
+    CURRENT = "current"
 
 
 class SearchProblem(KlawError):
@@ -74,11 +78,13 @@ def search(
     ] = None,
     segment: Annotated[
         SegmentScope,
-        typer.Option("--segment", help="current: since the last /new, what auto-RAG searches; all: the whole chat."),
-    ] = SegmentScope.CURRENT,
+        typer.Option(
+            "--segment", help="all: the whole chat, every segment; current: since the last /new (auto-RAG's scope)."
+        ),
+    ] = SegmentScope.ALL,
     limit: Annotated[int, typer.Option("--limit", min=1, max=100, help="How many results to show.")] = 10,
 ) -> None:
-    """Hybrid search (vector + full text, with neighbouring messages) over one chat's messages, with scores."""
+    """Hybrid search (vector + full text, with neighbouring messages) over all of one chat's messages, with scores."""
     home, loaded, path = stored_home_or_exit()
     try:
         outcome = asyncio.run(_search(path, home.embedder_cache, loaded.config, text, chat, segment, limit))

@@ -20,7 +20,7 @@ from rich.console import Console
 from klaw.cli.context import fail, open_store_or_exit, stored_home_or_exit
 from klaw.config import DatabaseConfig
 from klaw.home import KlawHome
-from klaw.memory.forgetting import ForgetKind  # typer reads the choices from it; the module is light
+from klaw.memory.forget_targets import ForgetError, ForgetKind, typed_target  # light: typer reads the choices
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
     from klaw.memory.forgetting import ForgetOutcome, ForgetPlan
@@ -31,26 +31,28 @@ def register_forget(app: typer.Typer) -> None:
     app.command("forget")(forget)
 
 
-MAX_ID = 2**63 - 1
-
-
-def _stored_id(value: int) -> int:
-    """An id a database can hold (SQLite's integers: a larger one cannot even be looked up). Checked here,
-    not as typer's min/max, whose range would fill the help line with 9223372036854775807."""
-    if not 1 <= value <= MAX_ID:
-        raise typer.BadParameter(f"{value} is not an id: ids are whole numbers from 1 up")
-    return value
+def _typed_id(context: typer.Context, value: str) -> int | str:
+    """The id as `/forget` takes it (forget_targets.py): a number for an exchange or segment, a memory's
+    id (like 3f9a1c2e) for a memory; a wrong one is a usage error naming what to type."""
+    kind = context.params.get("kind")
+    if kind is None:  # the kind itself was refused: typer reports that
+        return value
+    try:
+        return typed_target(ForgetKind(kind), value)
+    except ForgetError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def forget(
     kind: Annotated[ForgetKind, typer.Argument(help="What to forget: exchange, segment or memory.")],
     target_id: Annotated[
-        int,
+        str,
         typer.Argument(
             metavar="ID",
-            callback=_stored_id,
+            callback=_typed_id,
             show_default=False,
-            help="Its id, as memory_search and the inspector show.",
+            help="Its id, as klaw memory list and /memory show: a number for an exchange or segment, 8"
+            " letters and digits (like 3f9a1c2e) for a memory.",
         ),
     ],
     chat: Annotated[
@@ -60,8 +62,6 @@ def forget(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Erase an exchange, segment or saved memory everywhere: database, search indexes, summaries, log."""
-    from klaw.memory.forgetting import ForgetError
-
     home, loaded, path = stored_home_or_exit("there is nothing to forget")
     owner = _chat(chat) if chat is not None else None
     console = Console(markup=False)
@@ -101,7 +101,7 @@ async def _forget(
     path: Path,
     database: DatabaseConfig,
     kind: ForgetKind,
-    target_id: int,
+    target_id: int | str,
     chat: ChatRef | None,
     confirm: Callable[[ForgetPlan], bool],
 ) -> ForgetOutcome | None:

@@ -1,7 +1,10 @@
-"""`klaw memory list`: a chat's segments and exchanges with the ids `klaw memory forget` takes.
+"""`klaw memory list`: a chat's segments, exchanges and saved memories with the ids `klaw memory
+forget` takes.
 
 Each segment with its id, dates and message count, then its exchanges: id, time, status and the first
-words of the person's message. Text is printed literally (never rich markup).
+words of the person's message; then the memories the agent saved in the chat, oldest first, each with
+its id (the one `/memory` shows, kept by `klaw reindex`: decision 245), time and first words. Text is
+printed literally (never rich markup).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ def register_list(app: typer.Typer, pick_chat: ChatPicker) -> None:
             typer.Option("--chat", help="The chat as channel:chat_id, e.g. console:me (default: the only chat)."),
         ] = None,
     ) -> None:
-        """A chat's segments and exchanges with their ids (for klaw memory forget), dates and first words."""
+        """A chat's segments, exchanges and saved memories: ids (for klaw memory forget), dates, first words."""
         _, loaded, path = stored_home_or_exit()
         try:
             lines = asyncio.run(_listing(path, loaded.config.database, chat, pick_chat))
@@ -64,13 +67,26 @@ async def _listing(path: Path, database: DatabaseConfig, chat_arg: str | None, p
             by_rowid = {m.rowid: m for m in await store.messages.by_rowids(rowids)} if rowids else {}
             for exchange in exchanges:
                 said = by_rowid.get(exchange.user_message_rowid) if exchange.user_message_rowid else None
-                words = visible(" ".join(said.record.content.split())) if said else ""
-                if len(words) > FIRST_WORDS:
-                    words = words[: FIRST_WORDS - 1] + "…"
                 lines.append(
                     Text(f"  exchange {exchange.id}: {exchange.started_at:%Y-%m-%d %H:%M} {exchange.status.value}:")
-                    + Text(f" {words}")
+                    + Text(f" {_first_words(said.record.content if said else '')}")
                 )
-        return lines
+        return lines + await _saved_memories(store, chat)
     finally:
         await store.aclose()
+
+
+async def _saved_memories(store: Storage, chat: ChatRef) -> list[Text]:
+    total = await store.memory_chunks.count(chat)
+    if not total:
+        return [Text("saved memories: none (the agent saves one when asked to remember something)")]
+    lines = [Text(f"saved memories: {total}", style="bold")]
+    for memory in reversed(await store.memory_chunks.latest(chat, total)):
+        at = f"{memory.created_at:%Y-%m-%d %H:%M}, segment {memory.segment_id}"
+        lines.append(Text(f"  memory {memory.memory_id}: {at}:") + Text(f" {_first_words(memory.content)}"))
+    return lines
+
+
+def _first_words(content: str) -> str:
+    words = visible(" ".join(content.split()))
+    return words if len(words) <= FIRST_WORDS else words[: FIRST_WORDS - 1] + "…"

@@ -72,7 +72,7 @@ class MemoryFound:
     text: str
     created_at: datetime
     score: float
-    id: int  # the message's rowid, or the memory's id (`/forget memory <id>`)
+    id: int | str  # the message's rowid (int), or the memory's id (str, like 3f9a1c2e: `/forget memory <id>`)
     session: int
     distance: float | None
     fts_rank: int | None
@@ -157,7 +157,7 @@ class ChatReader:
                 h.chunk.content,
                 h.chunk.created_at,
                 h.score,
-                h.chunk.rowid,
+                h.chunk.memory_id,
                 h.chunk.segment_id,
                 h.distance,
                 h.fts_rank,

@@ -21,6 +21,7 @@ from klaw.llm.errors import UnknownModelError
 from klaw.memory.auto_rag import RecalledMessage
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedding_queue import EmbeddingQueue
+from klaw.memory.forget_targets import typed_target
 from klaw.memory.forgetting import ForgetError, ForgetKind, Forgetting
 from klaw.store.protocol import MemoryChunkRepository
 from klaw.store.records import ChatRef
@@ -207,23 +208,22 @@ def _preview(text: str, chars: int) -> str:
     return preview if len(preview) <= chars else preview[: chars - 1] + "…"
 
 
-MAX_ROW_ID = 2**63 - 1
 FORGET_USAGE = "usage: /forget last | /forget exchange <id> | /forget segment <id> | /forget memory <id>"
 
 
-async def _forget_target(forgetting: Forgetting, chat: ChatRef, args: str) -> tuple[ForgetKind, int]:
+async def _forget_target(forgetting: Forgetting, chat: ChatRef, args: str) -> tuple[ForgetKind, int | str]:
     words = args.lower().split()
     if words == ["last"]:
         return ForgetKind.EXCHANGE, await forgetting.latest_exchange(chat)
-    if len(words) != 2 or words[0] not in {k.value for k in ForgetKind} or not _is_id(words[1]):
+    if len(words) != 2 or words[0] not in {k.value for k in ForgetKind}:
         raise ForgetError(FORGET_USAGE)
-    return ForgetKind(words[0]), int(words[1])
-
-
-def _is_id(word: str) -> bool:
-    """ASCII digits within SQLite's integer range: `²` passes isdigit() and int() refuses it, and
-    an id past 2**63 - 1 cannot even be looked up (OverflowError)."""
-    return word.isascii() and word.isdigit() and int(word) <= MAX_ROW_ID
+    kind = ForgetKind(words[0])
+    try:
+        return kind, typed_target(kind, words[1])
+    except ForgetError:
+        if kind is ForgetKind.MEMORY:  # its refusal says what a memory's id looks like now
+            raise
+        raise ForgetError(FORGET_USAGE) from None
 
 
 async def _scheduler_line(scheduler: Scheduler) -> str:
@@ -257,7 +257,7 @@ async def _saved_memory_lines(saved: MemoryChunkRepository, chat: ChatRef) -> li
         return ["No saved memories in this chat (the agent saves one when asked to remember something)."]
     latest = await saved.latest(chat, SAVED_MEMORIES_SHOWN)
     lines = [f"Saved memories in this chat: {total} (newest first; /forget memory <id> erases one):"]
-    lines += [f"- {m.rowid}: {_preview(m.content, SAVED_MEMORY_CHARS)} ({m.created_at:%Y-%m-%d})" for m in latest]
+    lines += [f"- {m.memory_id}: {_preview(m.content, SAVED_MEMORY_CHARS)} ({m.created_at:%Y-%m-%d})" for m in latest]
     if total > len(latest):
         lines.append(f"… and {total - len(latest)} older: `klaw memory search` finds them, or ask the agent.")
     return lines

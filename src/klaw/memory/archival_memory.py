@@ -25,7 +25,7 @@ from klaw.memory.embedder.protocol import Embedder
 from klaw.memory.fusion import reciprocal_rank_fusion
 from klaw.memory.hybrid_search import HybridHit, HybridSearch
 from klaw.memory.ingestion import Ingestion
-from klaw.store.archival_records import memory_saved_record
+from klaw.store.archival_records import memory_saved_record, shown_memory_id
 from klaw.store.records import ChatRef
 
 CANDIDATES = 20  # per side and per corpus, before fusion
@@ -38,7 +38,7 @@ class ArchivalError(KlawError, ValueError):
 
 @dataclass(frozen=True)
 class SavedMemory:
-    memory_id: int
+    memory_id: str  # as shown: the start of its log record's id, kept by every rebuild (decision 245)
     created: bool  # False: the chat already had a memory with exactly this text
 
 
@@ -48,7 +48,7 @@ class ArchivalResult:
     (cosine, lower is closer) and `fts_rank` say which side found it, as in `HybridHit`."""
 
     kind: Literal["memory", "message"]
-    id: int  # memory id, or the message's rowid
+    id: int | str  # a memory's id as shown (str), or the message's rowid (int)
     text: str
     created_at: datetime
     segment_id: int
@@ -93,11 +93,11 @@ class ArchivalMemory:
             )
         existing = await self._store.memory_chunks.find(chat, content)
         if existing is not None:
-            return SavedMemory(existing.rowid, created=False)
+            return SavedMemory(existing.memory_id, created=False)
         stored = await self._ingestion.accept(memory_saved_record(chat, content, self._clock()))
         if self._ingestion.on_embedding_queued is not None:
             self._ingestion.on_embedding_queued()  # the fold queued the chunk's embedding job
-        return SavedMemory(stored.rowid, created=True)
+        return SavedMemory(shown_memory_id(stored.record.id), created=True)
 
     async def search(self, chat: ChatRef, text: str, *, limit: int, skip_recent: int = 0) -> list[ArchivalResult]:
         """The best `limit` memories and messages of the chat for `text`. `skip_recent` leaves out the
@@ -131,7 +131,7 @@ class ArchivalMemory:
 def _memory_result(hit: ChunkHit, score: float) -> ArchivalResult:
     chunk = hit.chunk
     return ArchivalResult(
-        "memory", chunk.rowid, chunk.content, chunk.created_at, chunk.segment_id, score, hit.distance, hit.fts_rank
+        "memory", chunk.memory_id, chunk.content, chunk.created_at, chunk.segment_id, score, hit.distance, hit.fts_rank
     )
 
 

@@ -27,36 +27,27 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from klaw.errors import KlawError
+from klaw.memory.forget_targets import WHERE_SHOWN, ForgetError, ForgetKind, resolve_memory, typed_target
 from klaw.store.archival_records import forget_record, forgotten_days, forgotten_ids
 from klaw.store.records import ChatRef, MessageType, StoredMessage
 
 if TYPE_CHECKING:  # `klaw memory forget` loads this module for ForgetKind; `klaw --help` must stay light
     from klaw.memory.ingestion import Ingestion
 
+__all__ = ["ForgetError", "ForgetKind", "ForgetOutcome", "ForgetPlan", "Forgetting"]
+
 log = logging.getLogger(__name__)
 
 PENDING_KEY = "forget.pendingLogRewrites"  # tombstone ids whose log files may still hold forgotten lines
-
-
-class ForgetKind(StrEnum):
-    EXCHANGE = "exchange"
-    SEGMENT = "segment"
-    MEMORY = "memory"
-
-
-class ForgetError(KlawError, ValueError):
-    """The target cannot be forgotten (unknown, another chat's, nothing left); the message says why."""
 
 
 @dataclass(frozen=True)
 class ForgetPlan:
     chat: ChatRef
     kind: ForgetKind
-    target_id: int
+    target_id: int | str  # a memory's: its id as shown (`MemoryChunk.memory_id`)
     records: tuple[StoredMessage, ...]
 
     @property
@@ -106,16 +97,19 @@ class Forgetting:
         self._log = ingestion.log
         self._clock = clock
 
-    async def plan(self, kind: ForgetKind, target_id: int, chat: ChatRef | None) -> ForgetPlan:
-        """What forgetting the target removes. `chat` (None: any chat) must own the target; a target
-        of another chat is reported exactly like an unknown one, so nothing about it leaks."""
-        owner, records = await self._resolve(kind, target_id)
+    async def plan(self, kind: ForgetKind, target_id: int | str, chat: ChatRef | None) -> ForgetPlan:
+        """What forgetting the target removes (`target_id` as typed: checked by `typed_target`). `chat` (None:
+        any chat) must own the target; a target of another chat is reported exactly like an unknown
+        one, so nothing about it leaks (a memory's id is looked up in `chat` alone)."""
+        target = typed_target(kind, str(target_id))
+        owner, shown, records = await self._resolve(kind, target, chat)
         if owner is None or (chat is not None and owner != chat):
             where = "" if chat is None else " in this chat"
-            raise ForgetError(f"there is no {kind.value} {target_id}{where}")
+            hint = f" ({WHERE_SHOWN})" if kind is ForgetKind.MEMORY else ""
+            raise ForgetError(f"there is no {kind.value} {target}{where}{hint}")
         if not records:
-            raise ForgetError(f"{kind.value} {target_id} holds nothing left to forget")
-        return ForgetPlan(owner, kind, target_id, tuple(records))
+            raise ForgetError(f"{kind.value} {shown} holds nothing left to forget")
+        return ForgetPlan(owner, kind, shown, tuple(records))
 
     async def latest_exchange(self, chat: ChatRef) -> int:
         exchange_id = await self._store.history.latest_exchange_id(chat)
@@ -170,20 +164,23 @@ class Forgetting:
             log.warning("finished %d interrupted forget(s): %d log file(s) rewritten", len(pending), rewritten)
         return rewritten
 
-    async def _resolve(self, kind: ForgetKind, target_id: int) -> tuple[ChatRef | None, list[StoredMessage]]:
+    async def _resolve(
+        self, kind: ForgetKind, target_id: int | str, chat: ChatRef | None
+    ) -> tuple[ChatRef | None, int | str, list[StoredMessage]]:
+        """The target's chat, its id as shown, and its records."""
         if kind is ForgetKind.EXCHANGE:
-            exchange = await self._store.exchanges.get(target_id)
+            exchange = await self._store.exchanges.get(int(target_id))
             if exchange is None:
-                return None, []
-            return exchange.chat, await self._store.history.exchange_messages(target_id) or []
+                return None, target_id, []
+            return exchange.chat, target_id, await self._store.history.exchange_messages(int(target_id)) or []
         if kind is ForgetKind.SEGMENT:
-            segment = await self._store.segments.get(target_id)
+            segment = await self._store.segments.get(int(target_id))
             if segment is None:
-                return None, []
-            return segment.chat, await self._store.history.segment_messages(target_id)
-        chunk = await self._store.memory_chunks.get(target_id)
+                return None, target_id, []
+            return segment.chat, target_id, await self._store.history.segment_messages(int(target_id))
+        chunk = await resolve_memory(self._store.memory_chunks, str(target_id), chat)
         if chunk is None:
-            return None, []
+            return None, target_id, []
         saved = await self._store.messages.get(chunk.record_id)
         records = [saved] if saved is not None else []
         from klaw.memory.archival_memory import SAVE_TOOL  # numpy and the search: only when forgetting
@@ -192,7 +189,8 @@ class Forgetting:
         for tool_round in await self._store.history.tool_rounds(chunk.chat, SAVE_TOOL):
             if chunk.content in _saved_texts(tool_round[0]):
                 records.extend(tool_round)
-        return chunk.chat, sorted({m.rowid: m for m in records}.values(), key=lambda m: m.rowid)
+        shown = max(chunk.memory_id, str(target_id), key=len)  # what was typed, when longer (it was ambiguous)
+        return chunk.chat, shown, sorted({m.rowid: m for m in records}.values(), key=lambda m: m.rowid)
 
     async def _pending(self) -> list[str]:
         value = await self._store.settings.get(PENDING_KEY)

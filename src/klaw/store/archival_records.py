@@ -23,10 +23,22 @@ from datetime import datetime
 
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role, new_message_id
 
+# A saved memory's id as a person reads it: the first characters of its `memory_saved` record's id
+# (32 hex digits), as git shortens a commit's. Longer input is accepted while it stays a prefix
+# (docs/decisions/245-stable-memory-ids.md).
+MEMORY_ID_CHARS = 8
+
+
+def shown_memory_id(record_id: str) -> str:
+    """The id `/memory`, `klaw memory list` and the memory tools show for the memory of `record_id`."""
+    return record_id[:MEMORY_ID_CHARS].lower()
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryChunk:
-    """One saved memory: its rowid (= the rowid of its `memory_saved` record) is its id."""
+    """One saved memory. Its `rowid` (= the rowid of its `memory_saved` record) is the store's own key,
+    renumbered by every rebuild; a person and the model see `memory_id`, taken from the record's id in
+    the log, which a reindex, a migration and either backend keep."""
 
     rowid: int
     record_id: str  # the memory_saved record's id in the log
@@ -34,6 +46,10 @@ class MemoryChunk:
     segment_id: int
     content: str
     created_at: datetime
+
+    @property
+    def memory_id(self) -> str:
+        return shown_memory_id(self.record_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -288,9 +288,10 @@ class MemoryChunkRepository(Protocol):
 
     async def get(self, rowid: int) -> MemoryChunk | None: ...
 
-    async def find(self, chat: ChatRef, content: str) -> MemoryChunk | None:
-        """The chat's memory with exactly this text, if any."""
-        ...
+    # memories (of `chat`, or of any chat) whose record id starts with `prefix`, any case, oldest first
+    async def with_id(self, prefix: str, chat: ChatRef | None, *, limit: int) -> list[MemoryChunk]: ...
+
+    async def find(self, chat: ChatRef, content: str) -> MemoryChunk | None: ...  # the chat's, with exactly this text
 
     async def latest(self, chat: ChatRef, limit: int) -> list[MemoryChunk]: ...  # newest first, for `/memory`
 
@@ -300,9 +301,7 @@ class MemoryChunkRepository(Protocol):
 
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int: ...
 
-    async def full_text(self, chat: ChatRef, text: str, *, limit: int) -> list[MemoryHit]:
-        """The chat's memories matching `text` (bm25, lower is better), best first."""
-        ...
+    async def full_text(self, chat: ChatRef, text: str, *, limit: int) -> list[MemoryHit]: ...  # bm25: lower is better
 
     async def nearest(self, chat: ChatRef, vector: npt.NDArray[np.float32], *, limit: int) -> list[MemoryHit]:
         """The chat's memories nearest to `vector` (cosine distance), closest first."""

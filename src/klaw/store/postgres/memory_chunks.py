@@ -43,6 +43,17 @@ class PostgresMemoryChunks:
             row = await fetch_one(connection, f"SELECT {CHUNK_COLUMNS} FROM {CHUNK_FROM} WHERE c.rowid = %s", (rowid,))
         return None if row is None else chunk_from_row(row)
 
+    async def with_id(self, prefix: str, chat: ChatRef | None, *, limit: int) -> list[MemoryChunk]:
+        wanted = prefix.lower().replace("\x00", "")  # a NUL cannot reach PostgreSQL's text
+        matches = f"SELECT {CHUNK_COLUMNS} FROM {CHUNK_FROM} WHERE starts_with(lower(m.id), %s)"
+        if chat is None:
+            async with self._db.connection() as connection:
+                rows = await fetch_all(connection, f"{matches} ORDER BY c.rowid LIMIT %s", (wanted, limit))
+        else:
+            sql = f"{matches} AND c.chat = %s ORDER BY c.rowid LIMIT %s"
+            rows = await self._chats.rows(self._db, chat, sql, lambda key: (wanted, key, limit))
+        return [chunk_from_row(row) for row in rows]
+
     async def find(self, chat: ChatRef, content: str) -> MemoryChunk | None:
         sql = f"SELECT {CHUNK_COLUMNS} FROM {CHUNK_FROM} WHERE c.chat = %s AND c.content = %s ORDER BY c.rowid LIMIT 1"
         found = await self._chats.rows(self._db, chat, sql, lambda key: (key, content.replace("\x00", "\ufffd")))

@@ -59,6 +59,19 @@ class SqliteMemoryChunks:
 
         return await self._db.run(query)
 
+    async def with_id(self, prefix: str, chat: ChatRef | None, *, limit: int) -> list[MemoryChunk]:
+        def query(connection: apsw.Connection) -> list[MemoryChunk]:
+            where, values = "lower(substr(m.id, 1, ?)) = ?", [len(prefix), prefix.lower()]
+            if chat is not None:
+                chat_key = self._chats.find(connection, chat)
+                if chat_key is None:
+                    return []
+                where, values = f"c.chat = ? AND {where}", [chat_key, *values]
+            sql = f"SELECT {CHUNK_COLUMNS} FROM {CHUNK_FROM} WHERE {where} ORDER BY c.rowid LIMIT ?"
+            return [chunk_from_row(row) for row in connection.execute(sql, (*values, limit))]
+
+        return await self._db.run(query)
+
     async def find(self, chat: ChatRef, content: str) -> MemoryChunk | None:
         """The chat's memory with exactly this text, if any (saving it again adds nothing)."""
 
