@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.cli.test_cli import klaw
@@ -43,3 +44,14 @@ def test_schedule_list_shows_a_task_message_with_brackets(tmp_path: Path) -> Non
     listed = klaw(tmp_path, "schedule", "list")
     assert listed.returncode == 0, listed.stderr
     assert "[urgent] call mom [/b]" in listed.stdout
+
+
+def test_schedule_list_into_a_pipe_keeps_each_date_whole(tmp_path: Path) -> None:
+    """Into a pipe rich folded the table at 80 columns, cutting a date in two ("2026-11-2" / "7 13:07")."""
+    message = "water the plants on the balcony, check the tomatoes"
+    added = klaw(tmp_path, "schedule", "add", "plants", "--cron", "0 7 * * *", "--message", message)
+    assert added.returncode == 0, added.stderr
+    listed = klaw(tmp_path, "schedule", "list", env={"COLUMNS": ""})  # rich's own default, 80 columns
+    assert listed.returncode == 0, listed.stderr
+    [row] = [line for line in listed.stdout.splitlines() if "plants" in line]
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", row) and message in row, listed.stdout

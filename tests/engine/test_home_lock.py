@@ -90,6 +90,9 @@ async def test_klaw_refuses_to_run_beside_a_library_program_until_it_is_killed(
     assert forget.returncode == 1 and f"pid {library_program.pid}, program my_bot.py" in forget.stderr
     with pytest.raises(EngineAlreadyRunningError, match=f"pid {library_program.pid}"):
         await a_library(home).start()
+    serve = klaw(home, "mcp", "serve", "--chat", "console:me")  # it cannot ask a program that does not listen
+    assert serve.returncode == 2 and f"pid {library_program.pid}, program my_bot.py" in serve.stderr
+    assert "Klaw(home, listen=True)" in serve.stderr and "Traceback" not in serve.stderr
 
     library_program.send_signal(signal.SIGKILL)  # no shutdown: the kernel lets the lock go
     library_program.wait(timeout=30)

@@ -8,18 +8,14 @@ import os
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from klaw.cli.context import fail, home_from_env, home_source, load_or_exit, stderr_console
+from klaw.cli.context import fail, home_from_env, home_source, load_or_exit, stderr_console, table_console
 from klaw.config import EngineConfig
 from klaw.config_view import ConfigOverride, config_rows
 from klaw.home import KlawHome
 
 app = typer.Typer(help="Inspect the engine configuration (engine.yaml).", no_args_is_help=True)
-
-
-PIPED_MAX_WIDTH = 200  # a longer value (a list of tools) folds within its cell rather than widen every row
 
 
 @app.command()
@@ -41,11 +37,8 @@ def show(
         table.add_column(column, overflow="fold", no_wrap=column == "field")  # a name is never cut
     for row in rows:
         table.add_row(row.field, json.dumps(row.value), row.source)
-    console = Console(markup=False)
-    if not console.is_terminal:
-        # Piped into a bug report: each setting on one line, whole, not folded at rich's default 80 columns.
-        longest = max((len(r.field) + len(json.dumps(r.value)) + len(r.source) for r in rows), default=0)
-        console = Console(markup=False, width=max(console.width, min(longest + 10, PIPED_MAX_WIDTH)))
+    longest = max((len(r.field) + len(json.dumps(r.value)) + len(r.source) for r in rows), default=0)
+    console = table_console(longest + 10)
     console.print(table)
     if note:
         console.print(note, style="dim")

@@ -35,6 +35,18 @@ def stderr_console(**options: Any) -> Console:
 
 err_console = stderr_console()
 
+PIPED_MAX_WIDTH = 200  # a longer row (a list of tools, a long message) folds within its cell instead
+
+
+def table_console(widest_row: int) -> Console:
+    """Where a command prints a table. On a terminal, its width; into a pipe or a file (a bug report, a
+    script) as wide as the widest row needs, up to `PIPED_MAX_WIDTH`, so a row stays on one line instead
+    of folding at rich's default 80 columns (a date cut into "2026-11-2 / 7 13:07")."""
+    console = Console(markup=False)
+    if console.is_terminal:
+        return console
+    return Console(markup=False, width=max(console.width, min(widest_row, PIPED_MAX_WIDTH)))
+
 
 def home_from_env(*, must_exist: bool = True) -> KlawHome:
     """KLAW_HOME's home (default ~/.klaw). Every command that reads or writes a home needs it to exist

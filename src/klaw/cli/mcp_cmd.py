@@ -93,6 +93,7 @@ async def _serve(home: KlawHome, chat: ChatRef, *, allow_write: bool, http: bool
 
 async def _link(home: KlawHome, chat: ChatRef) -> MemoryLink:
     from klaw.engine_presence import engine_answers, held_message, home_holder
+    from klaw.home_lock import ENGINE_ROLE
     from klaw.mcp_server.memory_link import LibraryMemory, SocketMemory
 
     if await engine_answers(home.socket_path):
@@ -100,7 +101,13 @@ async def _link(home: KlawHome, chat: ChatRef) -> MemoryLink:
         return SocketMemory(home, chat)
     holder = await home_holder(home)
     if holder is not None:  # an engine that does not listen (a library program), or maintenance
-        fail(f"klaw mcp serve: {held_message(home, holder)} (it does not answer on {home.socket_path})")
+        library = (
+            "; a program using klaw as a library shares the home only when it opens it with"
+            " Klaw(home, listen=True): docs/mcp.md"
+            if holder.role in ("", ENGINE_ROLE)
+            else ""
+        )
+        fail(f"klaw mcp serve: {held_message(home, holder)} (it does not answer on {home.socket_path}{library})")
     err_console.print(f"klaw mcp serve: no engine runs on {home.root}; opening it in this process")
     try:
         return await LibraryMemory.open(home, chat)

@@ -11,10 +11,9 @@ from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.cli.context import fail, home_from_env, load_or_exit, table_console
 from klaw.terminal_text import visible
 
 if TYPE_CHECKING:
@@ -45,21 +44,27 @@ def list_tasks() -> None:
         typer.echo("No scheduled tasks.")
         return
     table = Table(title=f"Scheduled tasks (times in {zone})")
-    for column in ("name", "schedule", "next run", "last run", "model", "reports to", "message"):
-        table.add_column(column, overflow="fold")
+    columns = ("name", "schedule", "next run", "last run", "model", "reports to", "message")
+    for column in columns:
+        table.add_column(column, overflow="fold", no_wrap=column in ("next run", "last run"))  # a date is never cut
+    rows: list[tuple[str, ...]] = []
     for task in tasks:
         last = f"{_local(task.last_run_at, zone)} ({task.last_status})" if task.last_run_at else "-"
-        table.add_row(
-            task.name,
-            task.schedule.describe(),
-            _local(task.next_run_at, zone),
-            last,
-            task.model or "(subagent default)",
-            str(task.inject_into) if task.inject_into else "(only logged)",
-            visible(task.message)
-            + (f" (may run without asking: {', '.join(task.allowed_tools)})" if task.allowed_tools else ""),
+        rows.append(
+            (
+                task.name,
+                task.schedule.describe(),
+                _local(task.next_run_at, zone),
+                last,
+                task.model or "(subagent default)",
+                str(task.inject_into) if task.inject_into else "(only logged)",
+                visible(task.message)
+                + (f" (may run without asking: {', '.join(task.allowed_tools)})" if task.allowed_tools else ""),
+            )
         )
-    Console(markup=False).print(table)
+        table.add_row(*rows[-1])
+    widths = [max(len(cell) for cell in cells) for cells in zip(columns, *rows, strict=True)]
+    table_console(sum(width + 3 for width in widths) + 1).print(table)  # each cell padded and bordered
 
 
 @app.command()

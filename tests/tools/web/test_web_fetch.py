@@ -71,7 +71,7 @@ async def test_a_redirect_to_a_forbidden_address_is_refused_before_connecting(pa
 
 
 async def test_a_redirect_to_another_scheme_is_refused(pages: PageServer) -> None:
-    with pytest.raises(WebError, match=r"redirect to 'file://[^']*/etc/passwd' is not http or https"):
+    with pytest.raises(WebError, match=r"redirect to 'file:///etc/passwd' is not http or https"):
         await WebFetcher(LOOPBACK_ONLY).fetch(pages.url("/to-file"))
 
 
@@ -107,9 +107,12 @@ async def test_too_many_redirects_are_refused(pages: PageServer) -> None:
     assert len(pages.requests) == 4
 
 
-@pytest.mark.parametrize("path", ["/big-announced", "/big-unannounced"])
-async def test_a_body_over_the_size_limit_is_refused(pages: PageServer, path: str) -> None:
-    with pytest.raises(WebError, match=r"larger than 4,096 bytes \(web\.fetch\.maxBytes\)"):
+@pytest.mark.parametrize(
+    ("path", "ending"),
+    [("/big-announced", r"the server announced [\d,]+ bytes"), ("/big-unannounced", "reading stopped there")],
+)
+async def test_a_body_over_the_size_limit_is_refused(pages: PageServer, path: str, ending: str) -> None:
+    with pytest.raises(WebError, match=r"larger than 4,096 bytes \(web\.fetch\.maxBytes\): " + ending + "$"):
         await WebFetcher(LOOPBACK_ONLY).fetch(pages.url(path))
 
 

@@ -94,6 +94,7 @@ class WebFetcher:
                         f" the last one pointed to {str(response.next_request.url)[:200]}"
                     )
                 redirects.append(str(request.url))
+                _check_location(response.headers.get("location", ""))
                 request = response.next_request
                 _http_url(str(request.url), redirect=True)
             finally:
@@ -133,6 +134,17 @@ def _http_url(url: str, *, redirect: bool = False) -> httpx.URL:
     return parsed
 
 
+def _check_location(location: str) -> None:
+    """A redirect to another scheme refused naming the address as the server gave it: httpx fills in the
+    current host where the address names none, so `file:///etc/passwd` would read `file://127.0.0.1/…`."""
+    try:
+        scheme = httpx.URL(location.strip()).scheme
+    except (httpx.InvalidURL, TypeError):
+        return  # httpx's own next request is checked (and refused) as it is
+    if scheme and scheme not in ("http", "https"):
+        _http_url(location, redirect=True)
+
+
 def _is_text(media_type: str) -> bool:
     if media_type.startswith("text/") or media_type in HTML_TYPES or media_type in TEXT_APPLICATION_TYPES:
         return True
@@ -140,8 +152,9 @@ def _is_text(media_type: str) -> bool:
 
 
 def _too_large(size: int | None, limit: int) -> str:
-    said = f"{size:,} bytes" if size is not None else "more than that"
-    return f"the page is larger than {limit:,} bytes (web.fetch.maxBytes): {said}"
+    if size is not None:
+        return f"the page is larger than {limit:,} bytes (web.fetch.maxBytes): the server announced {size:,} bytes"
+    return f"the page is larger than {limit:,} bytes (web.fetch.maxBytes): reading stopped there"
 
 
 def _network_failure(exc: httpx.HTTPError) -> str:
