@@ -6,7 +6,7 @@ words and the reply quoted, clipped. A segment whose fold the model keeps reject
 so far followed by the new exchange summaries, clipped. Both are logged like any summary, under the
 model id `VERBATIM_MODEL`, so the give-up is remembered: the next start (and `klaw reindex`) finds a
 summary and asks no more, and the segment fold and past conversations go on as with any other.
-docs/decisions/250-final-summary-give-ups.md says why a quote rather than a remembered refusal.
+docs/decisions/250-summary-give-ups-and-mcp-waits.md says why a quote rather than a remembered refusal.
 """
 
 from __future__ import annotations

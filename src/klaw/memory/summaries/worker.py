@@ -138,7 +138,7 @@ class BackgroundWorker(ABC):
 
         False while it has tries left: the caller re-raises, so the worker backs off and tries it again.
         True at the `MAX_ATTEMPTS`-th, or at once with `at_once` (an empty answer is the model's final
-        word on the item, docs/decisions/250-final-summary-give-ups.md): it is counted and logged,
+        word on the item, docs/decisions/250-summary-give-ups-and-mcp-waits.md): it is counted and logged,
         and the caller keeps the item's own words as its summary, so no later start asks again.
         """
         attempts = self._rejections.get(item, 0) + 1
