@@ -57,6 +57,10 @@ _EXPORTS = {
     "EmbedderError": "klaw.memory.embedder.protocol",
     "EngineAlreadyRunningError": "klaw.engine.socket_file",
     "MessageRefused": "klaw.message_text",
+    "ToolDefinitionError": "klaw.tools.schema",
+    "InvalidChat": "klaw.library",
+    "StorageError": "klaw.store.protocol",
+    "StorageUnavailable": "klaw.store.protocol",
 }
 
 __all__ = [
@@ -74,6 +78,7 @@ __all__ = [
     "EngineConfig",
     "FunctionModel",
     "HistoryEntry",
+    "InvalidChat",
     "Klaw",
     "KlawError",
     "KlawHome",
@@ -82,12 +87,15 @@ __all__ = [
     "MemoryFound",
     "MessageRefused",
     "SessionInfo",
+    "StorageError",
+    "StorageUnavailable",
     "StreamAccumulator",
     "StreamDelta",
     "SystemClock",
     "ToolCall",
     "ToolCallFragment",
     "ToolContext",
+    "ToolDefinitionError",
     "ToolRow",
     "ToolSetup",
     "ToolSpec",
@@ -107,7 +115,7 @@ if TYPE_CHECKING:
     from klaw.engine.socket_file import EngineAlreadyRunningError
     from klaw.errors import KlawError
     from klaw.home import KlawHome
-    from klaw.library import AgentMessage, Klaw, TurnFailed
+    from klaw.library import AgentMessage, InvalidChat, Klaw, TurnFailed
     from klaw.llm.errors import LlmError
     from klaw.llm.function_model import AgentInfo, FunctionModel, call_tool, tool_calls
     from klaw.llm.messages import (
@@ -122,10 +130,11 @@ if TYPE_CHECKING:
     from klaw.llm.protocol import ChatModel, StreamAccumulator
     from klaw.memory.embedder.protocol import Embedder, EmbedderError
     from klaw.message_text import MessageRefused
+    from klaw.store.protocol import StorageError, StorageUnavailable
     from klaw.store.records import ChatRef
     from klaw.tools.groups import ToolSetup
     from klaw.tools.inventory import ToolRow
-    from klaw.tools.schema import ToolContext
+    from klaw.tools.schema import ToolContext, ToolDefinitionError
 
 
 def __getattr__(name: str) -> Any:

@@ -57,6 +57,8 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
   - EngineUnavailable (RuntimeError) ....... gateway/link: the engine is not connected
   - QueryFailed (RuntimeError) ............. gateway/link: the engine refused a query
   - TurnFailed (RuntimeError) .............. library: the turn behind `Klaw.ask` failed (its error id)
+  - InvalidChat (ValueError) ............... library: a `chat` argument that names no chat
+  - ToolDefinitionError (ValueError) ....... tools/schema: a function that cannot be offered as a tool; the fix
   - BadArguments (ValueError) .............. tools/schema: the model's arguments do not fit the tool's schema
   - ToolRefusal (RuntimeError) ............. tools/calls: an expected refusal; its message is the whole result
     + WebError (ValueError) ................ tools/web/errors: a page or search that gave no text, and why

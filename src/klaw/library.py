@@ -41,7 +41,7 @@ from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.protocol import ChatModel
 from klaw.llm.router import ModelRouter
 from klaw.memory.embedder.protocol import Embedder
-from klaw.store.records import ChatRef
+from klaw.store.records import ChatRef, chat_id_problem
 from klaw.tools.inventory import ToolRow
 from klaw.tools.schema import ToolFunction
 
@@ -68,6 +68,10 @@ OnMessage = Callable[[AgentMessage], Awaitable[None]]
 
 class TurnFailed(KlawError, RuntimeError):
     """The turn for an `ask` failed; the message is what a person would have read (with its error id)."""
+
+
+class InvalidChat(KlawError, ValueError):
+    """A `chat` argument that names no chat: neither a name (a non-empty str) nor a `ChatRef`."""
 
 
 class Klaw:
@@ -145,7 +149,8 @@ class Klaw:
     async def ask(self, chat: str | ChatRef, text: str) -> str:
         """Send `text` as the person of `chat` and return the reply once the turn ends. A slash
         command (`/status`) is answered at once. Raises `TurnFailed` when the turn fails, and
-        `MessageRefused` (nothing stored) for text that cannot be a message: too long, or not Unicode."""
+        `MessageRefused` (nothing stored) for text that cannot be a message: too long, or not
+        Unicode."""
         engine = self.engine
         ref = _chat(chat)
         result = await engine.submit(ref, text)
@@ -274,5 +279,14 @@ class Klaw:
 
 
 def _chat(chat: str | ChatRef) -> ChatRef:
-    """A chat by name is `library:<name>`."""
-    return chat if isinstance(chat, ChatRef) else ChatRef(LIBRARY_CHANNEL, chat)
+    """A chat by name is `library:<name>`; `InvalidChat` for anything else, before anything is stored."""
+    if isinstance(chat, ChatRef):
+        return chat
+    if not isinstance(chat, str):
+        raise InvalidChat(
+            f"the chat must be a name (a str such as 'alice') or a klaw.ChatRef, not {type(chat).__name__}"
+        )
+    problem = chat_id_problem(chat)
+    if problem is not None:
+        raise InvalidChat(f"the chat name cannot be used: {problem}; pass a short name such as 'alice'")
+    return ChatRef(LIBRARY_CHANNEL, chat)

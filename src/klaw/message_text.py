@@ -31,6 +31,8 @@ class MessageRefused(KlawError, ValueError):
 
 def message_problem(text: str) -> str | None:
     """Why `text` cannot be a message ("holds a lone surrogate …", "is 120,000 characters …"), or None."""
+    if not isinstance(text, str):  # a program's `ask(chat, 42)`: the type is all there is to say
+        return f"must be text (a str), not {type(text).__name__}"
     if len(text) > MAX_MESSAGE_CHARS:
         return (
             f"is {len(text):,} characters, more than the {MAX_MESSAGE_CHARS:,} a message may hold;"

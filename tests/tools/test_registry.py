@@ -15,7 +15,7 @@ from klaw.llm.messages import ToolCall
 from klaw.store.records import ChatRef
 from klaw.tools.calls import ToolResult
 from klaw.tools.registry import ToolRegistry
-from klaw.tools.schema import ToolContext
+from klaw.tools.schema import ToolContext, ToolDefinitionError
 
 
 class Place(BaseModel):
@@ -211,7 +211,7 @@ async def test_invalid_names_are_refused(name: str) -> None:
 async def test_duplicate_names_are_refused() -> None:
     registry = ToolRegistry()
     registry.register(echo)
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(ToolDefinitionError, match="already offered"):
         registry.register(boom, name="echo")
 
 

@@ -18,6 +18,7 @@ from klaw.tools.schema import (
     SchemaToolFunction,
     ToolContext,
     ToolDefinition,
+    ToolDefinitionError,
     ToolFunction,
     function_tool,
     schema_tool,
@@ -46,10 +47,11 @@ class ToolRegistry:
         A name outside the registry's `offered` tools is checked, then not offered, unless `offer` (the
         engine's caller's own tools and plugins' tools, which were asked for by name).
 
-        Raises ValueError for a bad or duplicate name, a function that is not `async def`, a missing
-        description, or parameters that cannot be described (no type hint, `*args`, `**kwargs`).
+        Raises ToolDefinitionError for what is no function, a bad or duplicate name, a function that is
+        not `async def`, a missing description, or parameters that cannot be described (no type hint,
+        `*args`, `**kwargs`).
         """
-        tool = function_tool(fn, name if name is not None else fn.__name__, description)
+        tool = function_tool(fn, _name(fn) if name is None else name, description)
         self._refuse_duplicate(tool.spec.name)
         if offer or self.wants(tool.spec.name):
             self._tools[tool.spec.name] = tool
@@ -68,7 +70,10 @@ class ToolRegistry:
 
     def _refuse_duplicate(self, name: str) -> None:
         if name in self._tools:
-            raise ValueError(f"a tool named {name!r} is already registered")
+            raise ToolDefinitionError(
+                f"a tool named {name!r} is already offered (by a built-in or plugin group, or another tool):"
+                " rename one of them (klaw tools lists each tool's group)"
+            )
 
     def remove(self, name: str) -> None:
         """Stop offering `name` (a server's tool it no longer lists); unknown names are ignored."""
@@ -142,3 +147,14 @@ class ToolRegistry:
         if call.name in offered:
             return None
         return self._runner.error(call, unknown_tool(call, offered))
+
+
+def _name(fn: object) -> str:
+    """The name a tool is offered under: its function's; ToolDefinitionError for what is no function."""
+    name = getattr(fn, "__name__", None)
+    if not callable(fn) or not isinstance(name, str):
+        raise ToolDefinitionError(
+            f"a tool must be an async def function with a docstring and typed parameters, not {type(fn).__name__}"
+            " (pass the function itself, e.g. tools=[weather], not its name or a call of it)"
+        )
+    return name

@@ -42,6 +42,11 @@ _MAX_ERRORS_SHOWN = 10
 _MAX_LOC_PART = 60
 
 
+class ToolDefinitionError(KlawError, ValueError):
+    """A function that cannot be offered as a tool (not `async def`, no description, a parameter the
+    model cannot be told about, a name taken): raised when the engine starts, naming the tool and the fix."""
+
+
 @dataclass(slots=True)
 class ToolContext:
     """What a tool may know about the turn that called it; injected, never chosen by the model.
@@ -100,17 +105,17 @@ class ToolDefinition:
 
 
 def check_name(name: str) -> None:
-    """Raises ValueError for a name the model's API would refuse."""
+    """Raises ToolDefinitionError for a name the model's API would refuse."""
     if not TOOL_NAME.match(name):
-        raise ValueError(f"tool name {name!r} is invalid: use 1-64 letters, digits, '_' or '-'")
+        raise ToolDefinitionError(f"tool name {name!r} is invalid: use 1-64 letters, digits, '_' or '-'")
 
 
 def function_tool(fn: ToolFunction, name: str, description: str | None) -> ToolDefinition:
-    """The definition of `fn` offered as `name`. Raises ValueError for a function that is not `async def`,
+    """The definition of `fn` offered as `name`. Raises ToolDefinitionError for a function that is not `async def`,
     a missing description, or parameters that cannot be described (no type hint, `*args`, `**kwargs`)."""
     check_name(name)
     if not _is_coroutine_function(fn):
-        raise ValueError(f"tool {name!r} must be an async def function")
+        raise ToolDefinitionError(f"tool {name!r} must be an async def function: write it as `async def {name}(...)`")
     doc = inspect.getdoc(fn) or ""
     source = _source(fn, name, description, doc)
     known = _derived.get(fn.__code__) if source is not None else None
@@ -120,7 +125,9 @@ def function_tool(fn: ToolFunction, name: str, description: str | None) -> ToolD
     summary, arg_docs = _parse_docstring(doc)
     text = description if description is not None else summary
     if not text.strip():
-        raise ValueError(f"tool {name!r} needs a description: give it a docstring or description=")
+        raise ToolDefinitionError(
+            f"tool {name!r} needs a description: give it a docstring saying what it does (the model reads it)"
+        )
     arguments, parameters, context_parameter = _arguments_model(fn, name, arg_docs)
     spec = ToolSpec(name, text.strip(), _clean_schema(arguments.model_json_schema()))
     if source is not None:
@@ -209,19 +216,25 @@ def _arguments_model(
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
     except Exception as exc:
-        raise ValueError(f"tool {tool_name!r}: cannot resolve its type hints ({exc})") from exc
+        raise ToolDefinitionError(f"tool {tool_name!r}: cannot resolve its type hints ({exc})") from exc
     fields: dict[str, Any] = {}
     parameters: dict[str, str] = {}
     context_parameter: str | None = None
     for index, param in enumerate(inspect.signature(fn).parameters.values()):
         if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
-            raise ValueError(f"tool {tool_name!r}: parameter {param.name!r} must be a named parameter")
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: parameter {param.name!r} must be a named parameter"
+                " (the model cannot be told about *args, **kwargs or positional-only ones): name each argument"
+            )
         if param.name not in hints:
-            raise ValueError(f"tool {tool_name!r}: parameter {param.name!r} needs a type hint")
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: parameter {param.name!r} needs a type hint (e.g. `{param.name}: str`),"
+                " from which the model is told what to send"
+            )
         hint = hints[param.name]
         if isinstance(hint, type) and issubclass(hint, ToolContext):  # exactly `ToolContext`, not Optional
             if context_parameter is not None:
-                raise ValueError(f"tool {tool_name!r} asks for the ToolContext twice")
+                raise ToolDefinitionError(f"tool {tool_name!r} asks for the ToolContext twice: keep one such parameter")
             context_parameter = param.name
             continue
         info: dict[str, Any] = {"alias": param.name}

@@ -1,0 +1,91 @@
+"""A program's mistakes with the library get klaw's own errors (`except klaw.KlawError`), each naming what
+is wrong and the fix: a function in `tools=` that cannot be a tool (no docstring, no type hints, `*args`,
+a sync `def`, a name a built-in tool has, something that is no function at all) raises
+`ToolDefinitionError` when the engine starts, and `ask` with a chat that is no name or a text that is no
+str raises `InvalidChat` / `MessageRefused` before anything is stored. Before, these were a plain
+ValueError, `AttributeError: 'str' object has no attribute '__name__'` and `TypeError:
+quote_from_bytes() expected bytes`. library.md's error table names every error `klaw` exports."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import klaw
+from klaw import FunctionModel, InvalidChat, Klaw, KlawError, ManualClock, MessageRefused, ToolDefinitionError
+from tests.test_library import CONFIG
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def sync_tool(x: int) -> str:
+    """A plain def."""
+    return str(x)
+
+
+async def no_docstring(x: int) -> str:
+    return str(x)
+
+
+async def current_time() -> str:
+    """The same name as the clock group's tool."""
+    return "mine"
+
+
+async def untyped(x):  # type: ignore[no-untyped-def]
+    """No type hints."""
+    return x
+
+
+async def star_args(*args: int) -> str:
+    """Takes *args."""
+    return "w"
+
+
+BAD_TOOLS: list[tuple[Any, str]] = [
+    (sync_tool, r"tool 'sync_tool' must be an async def function: write it as `async def sync_tool"),
+    (no_docstring, r"tool 'no_docstring' needs a description: give it a docstring"),
+    (current_time, r"a tool named 'current_time' is already offered .*: rename one of them"),
+    (untyped, r"tool 'untyped': parameter 'x' needs a type hint \(e\.g\. `x: str`\)"),
+    (star_args, r"parameter 'args' must be a named parameter .*\*args"),
+    ("notafunction", r"a tool must be an async def function .*not str \(pass the function itself"),
+]
+
+
+@pytest.mark.parametrize(("tool", "words"), BAD_TOOLS)
+async def test_a_function_that_cannot_be_a_tool_is_a_klaw_error_naming_the_fix(
+    tmp_path: Path, tool: Any, words: str
+) -> None:
+    config = {**CONFIG, "tools": {"enabled": ["clock"]}}
+    with pytest.raises(ToolDefinitionError, match=words) as raised:
+        async with Klaw(tmp_path / "home", config=config, model=FunctionModel(lambda m, i: "hi"), tools=[tool]):
+            pass
+    assert isinstance(raised.value, KlawError) and isinstance(raised.value, ValueError)
+    async with Klaw(tmp_path / "home", config=config, model=FunctionModel(lambda m, i: "hi")) as agent:
+        assert await agent.ask("ana", "hello") == "hi"  # the failed start left the home usable
+
+
+async def test_a_chat_or_text_of_the_wrong_type_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
+    model = FunctionModel(lambda m, i: "hi")
+    async with Klaw(tmp_path / "home", config=CONFIG, model=model, clock=ManualClock()) as agent:
+        with pytest.raises(InvalidChat, match=r"a name \(a str such as 'alice'\) or a klaw.ChatRef, not int"):
+            await agent.ask(123, "hello")  # type: ignore[arg-type]
+        with pytest.raises(InvalidChat, match="the chat id is empty; pass a short name"):
+            await agent.ask("", "hello")
+        with pytest.raises(InvalidChat, match="not int"):
+            await agent.history(7)  # type: ignore[arg-type]
+        with pytest.raises(MessageRefused, match=r"the message must be text \(a str\), not int"):
+            await agent.ask("ana", 123)  # type: ignore[arg-type]
+        assert await agent.history("ana") == []
+
+
+def test_library_md_names_every_error_klaw_exports() -> None:
+    exported = {name: getattr(klaw, name) for name in klaw.__all__}
+    errors = {name for name, value in exported.items() if isinstance(value, type) and issubclass(value, KlawError)}
+    row = next(line for line in (ROOT / "docs/library.md").read_text().splitlines() if line.startswith("| errors |"))
+    named = set(re.findall(r"`(\w+)`", row))
+    assert errors - named == set()
+    assert {"StorageError", "StorageUnavailable", "ToolDefinitionError", "InvalidChat"} <= errors
