@@ -32,3 +32,20 @@ async def test_text_no_log_can_hold_or_too_long_is_refused_before_anything_is_st
         assert asked == [] and await agent.history("ana") == []  # nothing half-stored
         assert await agent.ask("ana", "x" * 100_000) == "got it"  # the limit itself is a message
         assert [entry.text[:3] for entry in await agent.history("ana")] == ["xxx", "got"]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n", " \t\r\n "])
+async def test_an_empty_or_blank_message_is_refused_without_a_model_call(tmp_path: Path, text: str) -> None:
+    """As `klaw chat`, the console and the web page refuse it (decision 249): before, `ask("ana", "")`
+    was stored and cost a model call."""
+    asked: list[str] = []
+
+    def model(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
+        asked.append(messages[-1].content or "")
+        return "got it"
+
+    async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(model), clock=ManualClock()) as agent:
+        with pytest.raises(MessageRefused, match=r"the message is empty \(nothing but spaces or line breaks\)"):
+            await agent.ask("ana", text)
+        assert asked == [] and await agent.history("ana") == [] and await agent.turns("ana") == []
+        assert await agent.ask("ana", " hi ") == "got it"

@@ -149,7 +149,7 @@ class Klaw:
     async def ask(self, chat: str | ChatRef, text: str) -> str:
         """Send `text` as the person of `chat` and return the reply once the turn ends. A slash
         command (`/status`) is answered at once. Raises `TurnFailed` when the turn fails, and
-        `MessageRefused` (nothing stored) for text that cannot be a message: too long, or not
+        `MessageRefused` (nothing stored) for text that cannot be a message: empty, too long, or not
         Unicode."""
         engine = self.engine
         ref = _chat(chat)

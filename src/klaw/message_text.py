@@ -1,4 +1,4 @@
-"""What a person's message may be, for every channel: text a log can hold, at most `MAX_MESSAGE_CHARS`.
+"""What a person's message may be, for every channel: text a log can hold, not blank, at most `MAX_MESSAGE_CHARS`.
 
 One rule, checked by `Engine.submit` before anything is stored (the console, the socket's gateways
 and the library's `Klaw.ask` all come through it), and reused where a channel can answer sooner:
@@ -23,6 +23,11 @@ LONE_SURROGATE = (
     " (it usually comes from text cut in the middle of an emoji, or bytes that are not UTF-8)"
 )
 
+EMPTY = "is empty (nothing but spaces or line breaks): write some text to send"
+"""Refused at the engine too (decision 249): every channel skips or refuses it already (the console's
+blank line, the web page's 422, Telegram's photos get a note), so only a program's `ask("")` reached
+the model: a call and a stored message for nothing. No channel sends attachments without text."""
+
 
 class MessageRefused(KlawError, ValueError):
     """A message klaw will not take; nothing of it was stored. The message says what is wrong and how
@@ -33,6 +38,8 @@ def message_problem(text: str) -> str | None:
     """Why `text` cannot be a message ("holds a lone surrogate …", "is 120,000 characters …"), or None."""
     if not isinstance(text, str):  # a program's `ask(chat, 42)`: the type is all there is to say
         return f"must be text (a str), not {type(text).__name__}"
+    if not text.strip():
+        return EMPTY
     if len(text) > MAX_MESSAGE_CHARS:
         return (
             f"is {len(text):,} characters, more than the {MAX_MESSAGE_CHARS:,} a message may hold;"
