@@ -55,7 +55,7 @@ Approve = Callable[[ChatRef, str], Awaitable[bool]]  # (chat, the question as a 
 class AgentMessage:
     """A message the agent sent on its own, answering no `ask`: a subagent's or a scheduled task's
     answer (`task` names it), a notice (a run that failed), the reply of a turn resumed after a
-    restart. `kind` is `reply`, `notice` or `error`, as a channel would show it."""
+    restart, or of an `ask` that was cancelled. `kind` is `reply`, `notice` or `error`, as a channel would show it."""
 
     chat: ChatRef
     text: str
@@ -150,7 +150,8 @@ class Klaw:
         """Send `text` as the person of `chat` and return the reply once the turn ends. A slash
         command (`/status`) is answered at once. Raises `TurnFailed` when the turn fails, and
         `MessageRefused` (nothing stored) for text that cannot be a message: empty, too long, or not
-        Unicode."""
+        Unicode. Cancelled (a timeout) once the message is stored, the turn still runs to its end and its
+        reply goes to `on_message` (decision 249)."""
         engine = self.engine
         ref = _chat(chat)
         result = await engine.submit(ref, text)
@@ -226,7 +227,8 @@ class Klaw:
     async def _deliver(self, outbound: Outbound) -> None:
         """A reply answers the `ask` whose message it replies to, and every earlier one of the chat
         that joined its turn; a message sent on the agent's own (a task's answer) answers none and goes
-        to `on_message`, awaited, so the engine counts it shown once the callback returns. A question
+        to `on_message`, awaited, so the engine counts it shown once the callback returns, and so does
+        the reply to an `ask` that was cancelled (its turn went on). A question
         to approve a tool is answered by the `approve` callback, in a task of its own (the engine's
         approval timeout still bounds a callback that never returns)."""
         if outbound.approval is not None:
@@ -240,10 +242,12 @@ class Klaw:
             await self._tell(outbound)
             return
         answered = ids.index(outbound.reply_to) + 1
-        for _, future in waiting[:answered]:
-            if not future.done():
-                future.set_result(outbound)
+        awaited = [future for _, future in waiting[:answered] if not future.done()]
         del waiting[:answered]
+        for future in awaited:
+            future.set_result(outbound)
+        if not awaited:  # every `ask` it answers was cancelled (a timeout): on its own, as decision 249 says
+            await self._tell(outbound)
 
     async def _tell(self, outbound: Outbound) -> None:
         """A message on the agent's own to the `on_message` callback; its failure is logged (by type,
