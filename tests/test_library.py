@@ -153,7 +153,8 @@ async def test_a_held_tool_is_asked_of_the_approve_callback_and_denied_without_o
     assert ran == ["uptime"]
     [(chat, question)] = asked
     assert chat == ChatRef("library", "alice")
-    assert question.startswith("The agent wants to run host_exec:\n```\nuptime\n```\n/approve ")
+    # What the program reads: the tool and each argument by name, not the /approve line a person types.
+    assert question == "The agent wants to run host_exec:\n```\ncommand: uptime\n```"
 
     # Without a callback nobody can say yes: denied at once, not after the approval timeout.
     async with Klaw(home, config=config, model=FunctionModel(model), tools=[host_exec], clock=ManualClock()) as agent:

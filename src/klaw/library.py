@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from klaw.config import EngineConfig
 from klaw.config_loader import config_from_mapping, load_config
+from klaw.engine.approval import without_answer_line
 from klaw.engine.chat_reading import DEFAULT_LIMIT, HistoryEntry, MemoryFound, SessionInfo, TurnState
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Outbound
@@ -263,7 +264,7 @@ class Klaw:
             )
 
     async def _answer_approval(self, chat: ChatRef, request_id: str, question: str) -> None:
-        approved = self._approve is not None and await self._approve(chat, question)
+        approved = self._approve is not None and await self._approve(chat, without_answer_line(question))
         if self._engine is not None:
             await self._engine.commands.handle(chat, "approve" if approved else "deny", request_id)
 

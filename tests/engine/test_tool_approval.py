@@ -138,7 +138,7 @@ async def test_approved_the_call_runs_and_the_model_reads_its_result(tmp_path: P
         assert (question.channel, question.chat_id, question.kind) == ("web", "main", "notice")
         assert question.approval == request_id
         assert question.text == (
-            f"The agent wants to run host_exec:\n```\n{COMMAND}\n```\n"
+            f"The agent wants to run host_exec:\n```\ncommand: {COMMAND}\n```\n"
             f"/approve {request_id} or /deny {request_id} (no answer within 2 minutes means no)"
         )
         assert s.ran == []  # held

@@ -123,7 +123,7 @@ async def test_by_default_an_allowed_command_is_asked_about_before_it_runs(tmp_p
         h.server.reply_text("not made")
         question = await h.turn("make the file")
         assert question.approval is not None
-        assert question.text.startswith("The agent wants to run host_exec:\n```\ntouch made-by-host\n```")
+        assert question.text.startswith("The agent wants to run host_exec:\n```\ncommand: touch made-by-host\n```")
         assert not made.exists()  # held until the person answers
         assert (await h.engine.commands.handle(CHAT, "deny", question.approval)) == "Denied: host_exec will not run."
         await h.wait_for_replies(2)

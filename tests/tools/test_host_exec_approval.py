@@ -50,7 +50,7 @@ async def test_approved_the_command_runs_on_the_host_and_the_model_reads_how_it_
         s.server.reply_text("Made it.")
         await s.ask("make approved.txt")
         request_id, question = await s.question()
-        assert "```\ntouch approved.txt\n```" in question.text
+        assert "```\ncommand: touch approved.txt\n```" in question.text
         assert not (s.home.workspace / "approved.txt").exists()  # held
 
         await s.send(f"/approve {request_id}")

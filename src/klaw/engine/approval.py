@@ -245,16 +245,19 @@ def question(request_id: str, call: ToolCall, timeout_seconds: float) -> str:
     )
 
 
+def without_answer_line(asked: str) -> str:
+    """A `question` without its last line, the `/approve ID or /deny ID` a person types: what a program's
+    callback (the library's `approve`) is given, which answers by returning, not by typing (decision 249)."""
+    return asked.rpartition("\n")[0] or asked
+
+
 def _shown_arguments(raw: str) -> str:
-    """One string argument as itself (a command reads as typed); several as `name: value` lines; anything
+    """Each argument as a `name: value` line, a string as itself (a command reads as typed), even when
+    it is the only one (`city: Oslo`, not a bare `Oslo` whose meaning the person must guess); anything
     else as the JSON the model sent."""
     arguments = _arguments(raw)
     if not arguments:
         return raw.strip() or "(no arguments)"
-    if len(arguments) == 1:
-        (value,) = arguments.values()
-        if isinstance(value, str):
-            return value
     return "\n".join(
         f"{name}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
         for name, value in arguments.items()
