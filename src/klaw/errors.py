@@ -59,6 +59,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
   - TurnFailed (RuntimeError) .............. library: the turn behind `Klaw.ask` failed (its error id)
   - InvalidChat (ValueError) ............... library: a `chat` argument that names no chat
   - ToolDefinitionError (ValueError) ....... tools/schema: a function that cannot be offered as a tool; the fix
+    + DuplicateToolName .................... tools/registry: a name another tool has (which group's, when a group's)
   - BadArguments (ValueError) .............. tools/schema: the model's arguments do not fit the tool's schema
   - ToolRefusal (RuntimeError) ............. tools/calls: an expected refusal; its message is the whole result
     + WebError (ValueError) ................ tools/web/errors: a page or search that gave no text, and why

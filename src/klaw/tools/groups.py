@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar, cast
 from klaw.config import MCP_GROUP_PREFIX, TOOL_PLUGIN_GROUP, EngineConfig
 from klaw.home import KlawHome
 from klaw.redaction import mask_url_credentials
-from klaw.tools.registry import ToolRegistry
+from klaw.tools.registry import DuplicateToolName, ToolRegistry
 from klaw.tools.schema import ToolFunction
 
 log = logging.getLogger(__name__)
@@ -115,6 +115,7 @@ class ToolGroups:
         so the order tools are offered in (and prompts cached by) does not depend on how they are listed."""
         names = [name for name in dict.fromkeys(enabled) if not name.startswith(MCP_GROUP_PREFIX)]
         plugins = [name for name in names if name not in builtin]
+        self._enabled, self._builtin = frozenset(names), frozenset(builtin)
         self._pending: dict[str, GroupProvider] = {}
         for name in [name for name in builtin if name in names]:
             self._pending[name] = _as_provider(builtin[name])
@@ -130,6 +131,21 @@ class ToolGroups:
             if all(key in setup.services for key in provider.needs):
                 del self._pending[name]
                 self._provide(name, provider, setup)
+
+    def installed_unused(self) -> list[GroupFailure]:
+        """Installed packages' groups that load nowhere, each with why and what to do: one no model's
+        groups name (`tools.enabled`), and one whose name is a built-in group's, which klaw's own group
+        always wins. Asked by the listing only: an engine's start scans entry points only for the
+        plugins it loads (decision 239)."""
+        notes = []
+        for point in entry_points(group=TOOL_PLUGIN_GROUP):
+            source = GroupSource(point.name, False, point.dist.name if point.dist is not None else None, point.value)
+            package = source.package or "its package"
+            if point.name in self._builtin:
+                notes.append(_shadowing(source, package))
+            elif point.name not in self._enabled:
+                notes.append(GroupFailure(source, "installed, not enabled", f"add {point.name} to tools.enabled"))
+        return notes
 
     def group_of(self, tool: str) -> str | None:
         """The group that offered `tool`, None for a tool of no group (a program's own; an MCP server's)."""
@@ -151,6 +167,9 @@ class ToolGroups:
                 setup.registry.remove(added)
             log.error("tool group %r is left out: %s: %s", name, type(exc).__name__, exc)
             source = self.sources[name]
+            if isinstance(exc, DuplicateToolName):
+                self.failures[name] = self._clash(name, exc.name)
+                return
             fix = (
                 "a fault in klaw: report it"
                 if source.builtin
@@ -160,6 +179,26 @@ class ToolGroups:
             return
         self._group_of.update(dict.fromkeys([n for n in setup.registry.names if n not in before], name))
         self._unavailable_in.update(dict.fromkeys([n for n in setup.registry.unavailable if n not in noted], name))
+
+    def _clash(self, name: str, tool: str) -> GroupFailure:
+        """Group `name` left out because its `tool` has the name of another group's tool (or of another of
+        its own): no update of either package mends that, only choosing one of the two groups."""
+        other = self._group_of.get(tool)
+        if other is None:
+            reason, fix = f"it offers two tools named {tool!r}", f"update {name}'s package, or remove {name}"
+        else:
+            reason = f"its tool {tool!r} has the name of a tool of {other} ({self.sources[other].describe()})"
+            fix = f"two groups cannot offer one tool name: remove {name} or {other}"
+        return GroupFailure(self.sources[name], reason, f"{fix} from tools.enabled")
+
+
+def _shadowing(source: GroupSource, package: str) -> GroupFailure:
+    """An entry point named as a built-in group: klaw's own group is the one loaded, this one never is."""
+    return GroupFailure(
+        source,
+        f"its name is klaw's built-in group {source.group}'s, which is loaded instead: this one never is",
+        f"{package} must offer it under a name of its own (ask its author), or uninstall {package}",
+    )
 
 
 def _as_provider(loaded: object) -> GroupProvider:
@@ -186,6 +225,12 @@ def _installed(
     if not names:
         return {}
     found = {point.name: point for point in entry_points(group=TOOL_PLUGIN_GROUP)}
+    for name in sorted(set(found) & set(sources)):  # a built-in group's name: klaw's own is loaded
+        log.warning(
+            "an installed package's tool group %r (%s) is ignored: klaw has a group of that name",
+            name,
+            found[name].value,
+        )
     providers: dict[str, GroupProvider] = {}
     for name in names:
         point = found.get(name)

@@ -89,6 +89,8 @@ def tool_rows(
         rows.append(ToolRow(name, source, "unavailable", name in held, why, FIXES.get(name, "")))
     for group, failure in selection.groups.failures.items():
         rows.append(ToolRow(group, failure.source.describe(), "failed", False, failure.reason, failure.fix))
+    for note in selection.groups.installed_unused():
+        rows.append(ToolRow(note.source.group, note.source.describe(), "not offered", False, note.reason, note.fix))
     rows += [row for state in servers if (row := _server_row(state)) is not None]
     if skills is not None:
         rows += _skill_rows(skills, "skill_read" in selection.names(model_id))

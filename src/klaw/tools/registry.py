@@ -28,6 +28,17 @@ from klaw.tools.schema import (
 F = TypeVar("F", bound=ToolFunction)
 
 
+class DuplicateToolName(ToolDefinitionError):
+    """A tool under a name another tool has; `name` lets a group's loader say which group has it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"a tool named {name!r} is already offered (by a built-in or plugin group, or another tool):"
+            " rename one of them (klaw tools lists each tool's group)"
+        )
+        self.name = name
+
+
 class ToolRegistry:
     """The tools offered to the model, in registration order, and the one place calls are executed."""
 
@@ -70,10 +81,7 @@ class ToolRegistry:
 
     def _refuse_duplicate(self, name: str) -> None:
         if name in self._tools:
-            raise ToolDefinitionError(
-                f"a tool named {name!r} is already offered (by a built-in or plugin group, or another tool):"
-                " rename one of them (klaw tools lists each tool's group)"
-            )
+            raise DuplicateToolName(name)
 
     def remove(self, name: str) -> None:
         """Stop offering `name` (a server's tool it no longer lists); unknown names are ignored."""
