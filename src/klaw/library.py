@@ -226,8 +226,9 @@ class Klaw:
         await self.aclose()
 
     async def _deliver(self, outbound: Outbound) -> None:
-        """A reply answers the `ask` whose message it replies to, and every earlier one of the chat
-        that joined its turn; a message sent on the agent's own (a task's answer) answers none and goes
+        """A reply answers each `ask` whose message its turn answered (`answers`: with engines sharing a
+        database, a turn joins the chat's messages asked through any of them, decision 248) and every
+        earlier one of the chat; a message sent on the agent's own (a task's answer) answers none and goes
         to `on_message`, awaited, so the engine counts it shown once the callback returns, and so does
         the reply to an `ask` that was cancelled (its turn went on). A question
         to approve a tool is answered by the `approve` callback, in a task of its own (the engine's
@@ -238,11 +239,12 @@ class Klaw:
             task.add_done_callback(self._answering.discard)
             return
         waiting = self._waiting.get(outbound.chat, [])
-        ids = [message_id for message_id, _ in waiting]
-        if outbound.reply_to not in ids:
+        answers = {outbound.reply_to, *outbound.answers}  # a turn joined them, asked here or elsewhere
+        matched = [i for i, (message_id, _) in enumerate(waiting) if message_id in answers]
+        if not matched:
             await self._tell(outbound)
             return
-        answered = ids.index(outbound.reply_to) + 1
+        answered = matched[-1] + 1
         awaited = [future for _, future in waiting[:answered] if not future.done()]
         del waiting[:answered]
         for future in awaited:

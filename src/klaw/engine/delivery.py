@@ -35,6 +35,9 @@ class Outbound:
     task: str | None = None  # the scheduled task whose answer this is
     approval: str | None = None  # a question of engine/approval.py: the id `/approve` and `/deny` take
     id: str | None = None  # a turn's reply: its record id, kept to send again until a channel confirms it
+    # a turn's reply or apology: the ids of every message its turn answered (one turn may join several,
+    # asked through several engines sharing a store); `reply_to` is the last of them
+    answers: tuple[str, ...] = ()
 
 
 Sink = Callable[[Outbound], Awaitable[None]]
@@ -114,6 +117,19 @@ class Delivery:
         await sink(outbound)
         if in_process is not None and outbound.id is not None:
             self._confirm_soon(outbound.id)
+
+    def has_in_process(self, channel: str) -> bool:
+        return channel in self._sinks
+
+    async def deliver_in_process(self, outbound: Outbound) -> bool:
+        """Hand it to the channel's in-process sink only (a library caller waiting for its reply), never
+        to the socket: for a reply another engine's turn wrote, which that engine delivered to gateways
+        and keeps to send again itself. False when the channel has no in-process sink here."""
+        sink = self._sinks.get(outbound.chat.channel)
+        if sink is None:
+            return False
+        await sink(outbound)
+        return True
 
     def _confirm_soon(self, record_id: str) -> None:
         """Note the reply as shown after the turn, not in it (decision 229): the chat's next turn and the

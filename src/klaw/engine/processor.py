@@ -19,6 +19,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 
 from klaw.config import EngineConfig
+from klaw.engine.answered_elsewhere import replies_elsewhere
 from klaw.engine.approval import PERSON_PRESENT
 from klaw.engine.chat_leases import ChatLeases
 from klaw.engine.clock import Clock
@@ -77,6 +78,7 @@ class MessageProcessor:
     _accepting: bool = field(default=True, init=False)
     _chat_locks: dict[ChatRef, asyncio.Lock] = field(default_factory=dict, init=False)
     _queued: set[int] = field(default_factory=set, init=False)  # rowids waiting for, or in, their turn
+    _answered_here: set[int] = field(default_factory=set, init=False)  # queued, answered by an earlier turn here
     # rowid → its accept's time, until its turn reads it
     _accept_seconds: dict[int, float] = field(default_factory=dict, init=False)
 
@@ -182,9 +184,15 @@ class MessageProcessor:
             async with self._chat_lock(chat), self._lease(chat):
                 if self.leases is not None:
                     answering = await self._still_unanswered(chat, pending)
+                    # a later batch's messages this turn answers: not another engine's answer then
+                    self._answered_here |= {m.rowid for m in answering if m.rowid in self._queued} - {
+                        m.rowid for m in pending
+                    }
                 if answering:
                     async with self.slots.held(Priority.INTERACTIVE) as slot:
                         await self._run_turn(chat, answering, slot)
+            if self.leases is not None:
+                await self._tell_answered_elsewhere(chat, pending, answering)
         finally:
             for message in [*pending, *answering]:
                 self._queued.discard(message.rowid)
@@ -197,14 +205,34 @@ class MessageProcessor:
         these messages before the lease came here, or accepted others that join this turn."""
         mine = {m.rowid for m in pending}
         cutoff = self.clock.now() - RESUME_WITHIN
-        return [m for m in await self._unanswered(chat) if m.rowid in mine or m.record.created_at >= cutoff]
+        unanswered = [m for m in await self._unanswered(chat) if m.rowid in mine or m.record.created_at >= cutoff]
+        # None of ours left: the others' are their engine's to answer (it waits for this lease), so this
+        # engine runs no turn whose reply nobody here asked for (decision 248).
+        return unanswered if any(m.rowid in mine for m in unanswered) else []
+
+    async def _tell_answered_elsewhere(
+        self, chat: ChatRef, pending: list[StoredMessage], answering: list[StoredMessage]
+    ) -> None:
+        """Messages of ours another engine's turn answered: its reply to a library caller waiting here
+        (that engine delivered it to gateways). Best effort: the reply is stored whatever happens here."""
+        turn = {m.rowid for m in answering} | self._answered_here
+        elsewhere = [m for m in pending if m.rowid not in turn]
+        self._answered_here -= {m.rowid for m in pending}
+        if not elsewhere or not self.delivery.has_in_process(chat.channel):
+            return
+        try:
+            for outbound in await replies_elsewhere(self.store, chat, elsewhere):
+                await self.delivery.deliver_in_process(outbound)
+        except Exception as exc:
+            log.warning("the reply another engine gave in %s was not passed on: %s", chat, type(exc).__name__)
 
     def _lease(self, chat: ChatRef) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext() if self.leases is None else self.leases.hold(chat)
 
     async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage], slot: HeldSlot) -> None:
         """The chat's turn through the shared runner: its context, ingestion as recorder, this chat as sink."""
-        sink = _ChatReply(self.ingestion, self.delivery, self.clock, chat, reply_to=pending[-1].record.id)
+        answers = tuple(m.record.id for m in pending)
+        sink = _ChatReply(self.ingestion, self.delivery, self.clock, chat, reply_to=answers[-1], answers=answers)
         # Accepting the messages (log fsync + row) happened before the turn: it is part of its cost.
         timings = PhaseTimes()
         timings.add("accept", sum(self._accept_seconds.get(m.rowid, 0.0) for m in pending))
@@ -316,6 +344,7 @@ class _ChatReply:
     clock: Clock
     chat: ChatRef
     reply_to: str
+    answers: tuple[str, ...]
     _opened: MessageRecord | None = field(default=None, init=False)
     _closed: bool = field(default=False, init=False)
 
@@ -332,7 +361,9 @@ class _ChatReply:
         close = exchange_close_record(self._opened, outcome.status, final.id, now)
         await self.ingestion.accept_together([final, close])
         self._closed = True
-        await self.delivery.deliver(Outbound(self.chat, outcome.text, self.reply_to, "reply", id=final.id))
+        await self.delivery.deliver(
+            Outbound(self.chat, outcome.text, self.reply_to, "reply", id=final.id, answers=self.answers)
+        )
 
     async def fail(self, failure: TurnFailure) -> None:
         """Close the exchange as failed (unless it closed before the delivery failed), then apologise;
@@ -345,4 +376,6 @@ class _ChatReply:
                 close = exchange_close_record(self._opened, ExchangeStatus.FAILED, None, self.clock.now())
                 await self.ingestion.accept(close)
         finally:
-            await self.delivery.deliver(Outbound(self.chat, failure.apology(), self.reply_to, "error"))
+            await self.delivery.deliver(
+                Outbound(self.chat, failure.apology(), self.reply_to, "error", answers=self.answers)
+            )

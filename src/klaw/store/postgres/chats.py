@@ -21,14 +21,20 @@ class ChatKeys:
         key = await self.find(connection, chat)
         if key is not None:
             return key
+        # DO NOTHING, not DO UPDATE: an update would lock the row (a key column: FOR UPDATE) before the
+        # caller takes the chat's advisory lock, while an append holding that lock waits on the row for
+        # its foreign key, a deadlock (decision 248). A conflict waits for the other insert's commit.
         row = await fetch_one(
             connection,
-            "INSERT INTO chats (channel, chat_id) VALUES (%s, %s) ON CONFLICT (channel, chat_id)"
-            " DO UPDATE SET channel = excluded.channel RETURNING id",
+            "INSERT INTO chats (channel, chat_id) VALUES (%s, %s)"
+            " ON CONFLICT (channel, chat_id) DO NOTHING RETURNING id",
             (chat.channel, chat.chat_id),
         )
-        assert row is not None  # RETURNING always yields the row
-        return int(row[0])
+        if row is not None:
+            return int(row[0])
+        key = await self.find(connection, chat)  # created by a transaction committed meanwhile
+        assert key is not None  # a conflicting row is committed once ON CONFLICT returns
+        return key
 
     async def find(self, connection: Connection, chat: ChatRef) -> int | None:
         key = self._cache.get(chat)

@@ -8,10 +8,12 @@ hold here too. psycopg's errors become `StorageError`s a person can act on.
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import AsyncIterator, Sequence
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -20,6 +22,10 @@ from klaw.store.protocol import StorageError, StorageUnavailable
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 Row = tuple[Any, ...]
+T = TypeVar("T")
+ROLLBACK_ATTEMPTS = 4  # a deadlock or serialization failure is tried again this often in all
+# a write the server rolled back because it met another (psycopg's classes are not one hierarchy)
+ROLLED_BACK = (psycopg.errors.TransactionRollback, psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 
 
 def dsn_from_env(variable: str | None) -> str:
@@ -40,6 +46,11 @@ def dsn_from_env(variable: str | None) -> str:
 
 def server_error(variable: str, exc: BaseException) -> StorageError:
     """A psycopg failure as one line that names the variable, never the DSN (it holds the password)."""
+    if isinstance(exc, ROLLED_BACK):  # transient
+        return StorageUnavailable(
+            f"the PostgreSQL server named by {variable} rolled a write back ({_first_line(exc)}):"
+            " it conflicted with another write at the same moment; nothing of it was stored, try again"
+        )
     if isinstance(exc, psycopg.OperationalError):
         return StorageUnavailable(
             f"cannot reach the PostgreSQL server named by {variable}: {_first_line(exc)}. Check that it is"
@@ -83,6 +94,20 @@ class PostgresDatabase:
     async def transaction(self) -> AsyncIterator[Connection]:
         async with self.connection() as connection, connection.transaction():
             yield connection
+
+    async def in_transaction(self, body: Callable[[Connection], Awaitable[T]]) -> T:
+        """`body` in a transaction, run again (at most `ROLLBACK_ATTEMPTS` times in all) when the server
+        rolls it back for a deadlock or a serialization failure: two writers met, and a second try,
+        after the other committed, goes through. Any other failure ends it at once."""
+        for attempt in range(1, ROLLBACK_ATTEMPTS + 1):
+            try:
+                async with self.transaction() as connection:
+                    return await body(connection)
+            except StorageUnavailable as exc:
+                if attempt == ROLLBACK_ATTEMPTS or not isinstance(exc.__cause__, ROLLED_BACK):
+                    raise
+                await asyncio.sleep(random.uniform(0.005, 0.05) * attempt)  # apart, so they do not meet again
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """The rows of one read, on a connection borrowed for it."""

@@ -112,8 +112,7 @@ class PostgresMessages(MessageReads[PostgresDatabase, ChatKeys]):
     ) -> StoredMessage:
         if log_first is not None:  # none from ingestion: this store keeps the log (`log_records`)
             await asyncio.to_thread(log_first)
-        async with self._db.transaction() as connection:
-            return await self.append_in(connection, record, embed=embed)
+        return await self._db.in_transaction(lambda connection: self.append_in(connection, record, embed=embed))
 
     async def append_many(
         self,
@@ -125,8 +124,11 @@ class PostgresMessages(MessageReads[PostgresDatabase, ChatKeys]):
         flags = embed_flags(records, embed)
         if log_first is not None:
             await asyncio.to_thread(log_first)
-        async with self._db.transaction() as connection:
+
+        async def append_all(connection: Connection) -> list[StoredMessage]:
             return [await self.append_in(connection, r, embed=e) for r, e in zip(records, flags, strict=True)]
+
+        return await self._db.in_transaction(append_all)
 
     async def append_in(self, connection: Connection, record: MessageRecord, *, embed: bool = False) -> StoredMessage:
         """Append inside the caller's transaction: the one place that decides a message's segment, and

@@ -1,0 +1,53 @@
+"""The replies another engine's turn gave to messages this engine accepted, on a store several share.
+
+Engines sharing a PostgreSQL database serve a chat one turn at a time (decision 170), and a turn answers
+every unanswered message of the chat, whichever engine accepted it. The engine whose messages were
+answered that way finds them answered when its own turn's lease comes (`MessageProcessor._process`);
+this module reads, from the exchanges closed meanwhile, which reply answered them, so a library caller
+waiting in this engine for its `ask` gets that reply (docs/decisions/248-answered-on-another-engine.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from klaw.engine.delivery import Outbound
+from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef, Exchange, ExchangeStatus, StoredMessage
+
+FAILED_ELSEWHERE = (
+    "The turn that answered this message failed on another engine sharing the database; "
+    "that engine's log has the error."
+)
+
+
+async def replies_elsewhere(store: Storage, chat: ChatRef, messages: Sequence[StoredMessage]) -> list[Outbound]:
+    """One `Outbound` per closed exchange that answers some of `messages`: its reply, or an error for a
+    failed turn, with `answers` naming the messages it answered. A message no closed exchange covers
+    (its segment ended without an answer) gets none."""
+    answered: dict[int, tuple[Exchange, list[StoredMessage]]] = {}
+    for segment_id in sorted({m.segment_id for m in messages}):
+        closed = sorted(
+            (e for e in await store.exchanges.for_segment(segment_id) if _closed_after(e)),
+            key=lambda e: e.user_message_rowid or 0,
+        )
+        for message in sorted((m for m in messages if m.segment_id == segment_id), key=lambda m: m.rowid):
+            # the first exchange closed at or after the message: its turn joined the message
+            exchange = next((e for e in closed if (e.user_message_rowid or 0) >= message.rowid), None)
+            if exchange is not None:
+                answered.setdefault(exchange.id, (exchange, []))[1].append(message)
+    rowids = [e.final_message_rowid for e, _ in answered.values() if e.final_message_rowid is not None]
+    finals = {m.rowid: m for m in await store.messages.by_rowids(rowids)} if rowids else {}
+    replies: list[Outbound] = []
+    for exchange, group in answered.values():
+        ids = tuple(m.record.id for m in group)
+        final = finals.get(exchange.final_message_rowid or 0)
+        if exchange.status is ExchangeStatus.FAILED or final is None:
+            replies.append(Outbound(chat, FAILED_ELSEWHERE, ids[-1], "error", answers=ids))
+        else:
+            replies.append(Outbound(chat, final.content, ids[-1], "reply", answers=ids))
+    return replies
+
+
+def _closed_after(exchange: Exchange) -> bool:
+    return exchange.status is not ExchangeStatus.OPEN and exchange.user_message_rowid is not None
