@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from klaw.store.postgres.dsn_hiding import hide_connection_string
 from klaw.store.protocol import StorageError, StorageUnavailable
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -48,31 +49,39 @@ def server_error(variable: str, exc: BaseException) -> StorageError:
     """A psycopg failure as one line that names the variable, never the DSN (it holds the password)."""
     if isinstance(exc, ROLLED_BACK):  # transient
         return StorageUnavailable(
-            f"the PostgreSQL server named by {variable} rolled a write back ({_first_line(exc)}):"
+            f"the PostgreSQL server named by {variable} rolled a write back ({_first_line(exc, variable)}):"
             " it conflicted with another write at the same moment; nothing of it was stored, try again"
         )
     if isinstance(exc, psycopg.OperationalError):
         return StorageUnavailable(
-            f"cannot reach the PostgreSQL server named by {variable}: {_first_line(exc)}. Check that it is"
+            f"cannot reach the PostgreSQL server named by {variable}: {_first_line(exc, variable)}. Check that it is"
             " running and that the connection string (host, port, user, password, database) is right."
         )
     if isinstance(exc, psycopg.errors.FeatureNotSupported | psycopg.errors.UndefinedFile) or "vector" in str(exc):
         return StorageError(
-            f"the PostgreSQL server named by {variable} lacks the pgvector extension ({_first_line(exc)}):"
+            f"the PostgreSQL server named by {variable} lacks the pgvector extension ({_first_line(exc, variable)}):"
             " install pgvector 0.8 or newer there (docs/postgres.md), or have an administrator run"
             " CREATE EXTENSION vector in the database"
         )
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return StorageError(
-            f"the database user of {variable} may not create klaw's tables ({_first_line(exc)}): grant it"
+            f"the database user of {variable} may not create klaw's tables ({_first_line(exc, variable)}): grant it"
             " CREATE on the database (docs/postgres.md)"
         )
-    return StorageError(f"PostgreSQL ({variable}): {_first_line(exc)}")
+    if "connection info string" in str(exc) or "invalid connection option" in str(exc):
+        return StorageError(
+            f"the value of {variable} is not a PostgreSQL connection string ({_first_line(exc, variable)}):"
+            " write it as postgresql://user:password@host:5432/database, special characters of the"
+            " password percent-encoded"
+        )
+    return StorageError(f"PostgreSQL ({variable}): {_first_line(exc, variable)}")
 
 
-def _first_line(exc: BaseException) -> str:
+def _first_line(exc: BaseException, variable: str) -> str:
+    """psycopg's first line, every piece of the DSN in it masked (it repeats what it was given)."""
     text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    line = text[0] if text else type(exc).__name__
+    return hide_connection_string(line, os.environ.get(variable, ""))
 
 
 class PostgresDatabase:

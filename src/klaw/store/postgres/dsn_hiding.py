@@ -1,0 +1,41 @@
+"""psycopg's own error text with every part of the connection string masked.
+
+psycopg and the server repeat what they were given: a malformed DSN whole ('missing "=" after
+"postgresql//klaw:hunter2@db…"'), an `options=` value ('invalid command-line argument for server process:
+hunter2'), the user, host and port. klaw's messages name the variable holding the DSN, never its value
+(docs/postgres.md), so each piece of the value (the whole, each parameter's value, each word of it,
+percent-decoded too) is masked in that text before it reaches a person or a log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from urllib.parse import unquote
+
+import psycopg
+
+from klaw.redaction import MASK
+
+_SEPARATORS = re.compile(r"[\s:/@?&=,;'\"]+")
+
+
+def hide_connection_string(text: str, dsn: str) -> str:
+    """`text` with the DSN and every piece of it replaced by the mask; pieces only as whole words, so a
+    short value (a port, a host `db`) does not cut words of the message apart."""
+    dsn = dsn.strip()
+    if not dsn:
+        return text
+    for whole in sorted({dsn, unquote(dsn)}, key=len, reverse=True):
+        text = text.replace(whole, MASK)
+    for piece in sorted(_pieces(dsn), key=len, reverse=True):
+        text = re.sub(rf"(?<![\w]){re.escape(piece)}(?![\w])", MASK, text)
+    return text
+
+
+def _pieces(dsn: str) -> set[str]:
+    values = [dsn, unquote(dsn)]
+    with contextlib.suppress(psycopg.Error):  # a malformed DSN: its words are masked all the same
+        values += [str(v) for v in psycopg.conninfo.conninfo_to_dict(dsn).values() if v is not None]
+    pieces = {p for value in values for p in (value, *_SEPARATORS.split(value)) if p}
+    return {p for p in pieces if len(p) >= 2}
