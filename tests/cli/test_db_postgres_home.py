@@ -1,5 +1,6 @@
-"""`klaw db info` on a PostgreSQL home, as a person runs it: a connection string it cannot use is named
-by its variable, none of its parts (a password) shown, whether psycopg or the server repeats it."""
+"""`klaw db info` on a PostgreSQL home, as a person runs it: it says what the home's database is (the
+server named by its variable, never the connection string), and a connection string it cannot use is
+named by its variable, none of its parts (a password) shown, whether psycopg or the server repeats it."""
 
 from __future__ import annotations
 
@@ -22,6 +23,17 @@ def _postgres_home(tmp_path: Path) -> Path:
         encoding="utf-8",
     )
     return home
+
+
+def test_db_info_names_the_postgres_server_by_its_variable(tmp_path: Path, postgres_server: PgServer) -> None:
+    home = _postgres_home(tmp_path)
+    dsn = postgres_server.dsn(new_database(postgres_server))
+    info = klaw(home, "db", "info", env={VARIABLE: dsn})
+    assert info.returncode == 0, info.stderr
+    assert f"PostgreSQL database named by {VARIABLE} (schema version" in " ".join(info.stdout.split())
+    assert "klaw.db" not in info.stdout and "tokenizer porter" not in info.stdout
+    assert "full text: PostgreSQL tsvector" in info.stdout
+    assert dsn not in info.stdout
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ async def _info(path: Path, database: DatabaseConfig) -> None:
         indexes = await store.vector_indexes()
     finally:
         await store.aclose()
-    table = Table(title=f"{path} (schema version {version})")
+    table = Table(title=f"{_where(path, database)} (schema version {version})")
     table.add_column("what")
     table.add_column("count", justify="right")
     rows = [
@@ -59,8 +59,18 @@ async def _info(path: Path, database: DatabaseConfig) -> None:
     console.print(table)
     for index in indexes:
         console.print(f"{index.name}: embedder {index.embedder_id}, dim {index.dim}")
-    # The store opened, so its full-text index uses the configured tokenizer (it refuses another).
-    console.print(f"full text: tokenizer {database.tokenizer}")
+    if database.backend == "postgres":  # a generated tsvector; database.tokenizer is SQLite's FTS5 setting
+        console.print("full text: PostgreSQL tsvector (english stemming), ranked by bm25")
+    else:  # the store opened, so its full-text index uses the configured tokenizer (it refuses another)
+        console.print(f"full text: tokenizer {database.tokenizer}")
+
+
+def _where(path: Path, database: DatabaseConfig) -> str:
+    """The home's database as a person finds it: klaw.db's path, or the variable naming the PostgreSQL
+    server (never the connection string: it holds a password)."""
+    if database.backend == "postgres":
+        return f"PostgreSQL database named by {database.url_env}"
+    return str(path)
 
 
 @app.command()
