@@ -28,6 +28,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
     + StorageUnavailable ................... the database server cannot be reached now (worth retrying)
     + LeaseLostError ....................... store/lease_fence: a turn's write after another engine took its chat
     + CopyFormatError ...................... store/postgres/vector_copy: a chat's vectors not in the layout expected
+    + TargetRefused ........................ store/rebuild_protocol: a move's target holds a home already (final)
   - EmbedderError (RuntimeError) ........... memory/embedder: no vectors; why and what to do
     + EmbedderUnavailable .................. its package is not installed: final, names the fix
   - MalformedLine (ValueError) ............. store/log_format: a log line that cannot be decoded

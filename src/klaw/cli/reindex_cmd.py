@@ -40,6 +40,7 @@ async def run_with_bars(
     from klaw.memory.embedder.protocol import EmbedderError
     from klaw.memory.reindex import ReindexError, reindex
     from klaw.store.protocol import StorageError
+    from klaw.store.rebuild_protocol import TargetRefused
 
     bars = _Bars(console)
     try:
@@ -48,10 +49,11 @@ async def run_with_bars(
     except (KeyboardInterrupt, asyncio.CancelledError):
         console.print(Text.assemble(("interrupted", "yellow"), f": {unchanged}; run the command again to resume."))
         raise typer.Exit(130) from None
-    except ReindexError as exc:
+    except (ReindexError, TargetRefused) as exc:  # again the same way would change nothing
         fail(str(exc), code=1)
     except (StorageError, EmbedderError, OSError) as exc:
-        fail(f"{exc}. {unchanged[0].upper()}{unchanged[1:]}; run the command again to resume.", code=1)
+        said = str(exc).rstrip(".")
+        fail(f"{said}. {unchanged[0].upper()}{unchanged[1:]}; run the command again to resume.", code=1)
 
 
 def reindex_command(

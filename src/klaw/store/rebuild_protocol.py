@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from klaw.store.protocol import Storage
+from klaw.store.protocol import Storage, StorageError
 from klaw.store.records import ChatRef
 
 
@@ -109,6 +109,11 @@ class KeptLog(Protocol):
     def rows(self, day: str) -> list[KeptLogRow]:
         """The day's lines with their append numbers and chats, in the order they were appended."""
         ...
+
+
+class TargetRefused(StorageError):
+    """The build's target cannot take it as it is (a PostgreSQL database holding a home already):
+    running the same command again changes nothing, so no resume is offered."""
 
 
 class RebuildBackend(Protocol):

@@ -21,7 +21,7 @@ import psycopg
 from klaw.store.postgres.connection import execute, fetch_all, fetch_one, server_error
 from klaw.store.postgres.store import PostgresStore
 from klaw.store.protocol import StorageError
-from klaw.store.rebuild_protocol import DoneFile
+from klaw.store.rebuild_protocol import DoneFile, TargetRefused
 
 _JOURNAL = (
     "CREATE TABLE IF NOT EXISTS reindex_files (key text PRIMARY KEY, size bigint NOT NULL, mtime_ns bigint NOT NULL,"
@@ -163,9 +163,10 @@ class PostgresMigration:
             raise server_error(self._variable, exc) from exc
         started = bool(journal and journal[0])
         if held and not started:
-            raise StorageError(
+            raise TargetRefused(
                 f"the PostgreSQL database named by {self._variable} already holds {held} klaw messages: it is"
-                " a home already (moved before, or in use). Move into an empty database."
+                " a home already (moved before, or in use). Move into an empty database; this one is left"
+                " as it is"
             )
         return started
 
