@@ -152,6 +152,17 @@ async def test_a_scheduled_task_answer_is_labelled_with_its_task() -> None:
         assert await label.inner_text() == "Scheduled task: morning digest"
         assert await page.locator(".task-label").count() == 1
 
+        # A one-off subagent_spawn run's answer is a subagent's, not a scheduled task's (decision 249).
+        spawned = {"source": "task", "task": "bg", "origin": "spawn"}
+        await engine.processor.inject(ChatRef("web", "main"), "The sources are in.", spawned)
+        answer = page.locator(".msg.assistant.task", has_text="The sources are in.")
+        await answer.wait_for()
+        assert await answer.locator(".task-label").inner_text() == "Subagent: bg"
+        await page.reload()
+        await page.wait_for_selector("body[data-ready=true]")
+        label = page.locator(".msg.assistant", has_text="The sources are in.").locator(".task-label")
+        assert await label.inner_text() == "Subagent: bg"
+
 
 async def test_at_phone_width_the_header_fits_and_every_tab_and_sign_out_are_visible() -> None:
     async with signed_in(width=390, height=844) as session:

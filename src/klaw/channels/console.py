@@ -33,6 +33,7 @@ from klaw.channels.console_keys import KeysWhileThinking
 from klaw.channels.console_waiting import count_up
 from klaw.command_syntax import parse_command
 from klaw.engine.delivery import Outbound
+from klaw.engine.frames import task_label
 from klaw.engine.runtime import Engine
 from klaw.message_text import MessageRefused
 from klaw.store.records import ChatRef
@@ -192,7 +193,8 @@ class ConsoleChannel:
         """A reply, an error or a question to approve a tool, its control characters shown and never
         obeyed: a reply or a tool's arguments must not clear the screen or overwrite the question."""
         if reply.task is not None:  # a task's answer arrives on its own: say whose it is, as the web page does
-            self._console.print(Text(visible(f"Scheduled task: {reply.task}"), style="bold yellow"), highlight=False)
+            label = task_label(reply.task, reply.spawned)
+            self._console.print(Text(visible(label), style="bold yellow"), highlight=False)
         if reply.kind == "error":
             self._console.print(Text(visible(reply.text), style="red"), highlight=False)
         else:

@@ -33,6 +33,7 @@ class Outbound:
     reply_to: str | None = None
     kind: OutboundKind = "reply"
     task: str | None = None  # the scheduled task whose answer this is
+    spawned: bool = False  # that task is a one-off subagent run (subagent_spawn), labelled so
     approval: str | None = None  # a question of engine/approval.py: the id `/approve` and `/deny` take
     id: str | None = None  # a turn's reply: its record id, kept to send again until a channel confirms it
     # a turn's reply or apology: the ids of every message its turn answered (one turn may join several,

@@ -164,6 +164,8 @@ class OutboundFrame(_FrameModel):
     # The scheduled task whose answer this is (None: anything else), so a channel can label it. Optional:
     # an older engine leaves it out and an older gateway ignores it.
     task: str | None = None
+    # The task is a one-off subagent run (`subagent_spawn`), not a scheduled one: labelled so (task_label).
+    spawned: bool = False
     # A turn's reply carries its record id: sent again after an engine restart until the gateway
     # confirms it (`delivered`), so a gateway shows each (id, part) once. None: nothing to confirm.
     id: str | None = None
@@ -368,3 +370,8 @@ async def result_for(reader: FrameReader, frame_id: str) -> ResultFrame:
         frame = decode_frame(line)
         if isinstance(frame, ResultFrame) and frame.id == frame_id:
             return frame
+
+
+def task_label(task: str, spawned: bool) -> str:
+    """How a channel heads a task's answer: a subagent's one-off run is no scheduled task (decision 249)."""
+    return f"Subagent: {task}" if spawned else f"Scheduled task: {task}"

@@ -279,7 +279,8 @@ class MessageProcessor:
         async with self._chat_lock(chat), self._lease(chat):
             record = MessageRecord(chat, Role.ASSISTANT, text, metadata=dict(metadata), created_at=self.clock.now())
             await self.ingestion.accept(record)
-        await self.delivery.deliver(Outbound(chat, text, None, "reply", task=metadata.get("task")))
+        spawned = metadata.get("origin") == "spawn"
+        await self.delivery.deliver(Outbound(chat, text, None, "reply", task=metadata.get("task"), spawned=spawned))
 
     async def post(self, chat: ChatRef, text: str, metadata: dict[str, str]) -> bool:
         """`inject` now if the chat is between turns (True), else in the background once its turn ends

@@ -15,7 +15,7 @@ from typing import Any
 
 from klaw.engine.context_history import ContextHistory
 from klaw.engine.frame_dispatch import QueryError
-from klaw.engine.frames import QueryFrame
+from klaw.engine.frames import QueryFrame, task_label
 from klaw.engine.memory_settings import MemorySettings
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.protocol import Storage
@@ -147,7 +147,9 @@ class EngineQueries:
                     continue
                 entry = _message(message, HISTORY_TEXT_CHARS)
                 metadata = record.metadata or {}
-                entry["task"] = metadata.get("task") if metadata.get("source") == "task" else None
+                task = metadata.get("task") if metadata.get("source") == "task" else None
+                entry["task"] = task
+                entry["task_label"] = task_label(task, metadata.get("origin") == "spawn") if task else None
                 budget -= len(json.dumps(entry))
                 if budget < 0 or len(picked) == limit:
                     return {"messages": picked[::-1], "complete": False}

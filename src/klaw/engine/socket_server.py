@@ -149,6 +149,7 @@ class EngineSocketServer:
             reply_to=outbound.reply_to,
             kind=outbound.kind,
             task=outbound.task,
+            spawned=outbound.spawned,
             approval=outbound.approval,
             id=outbound.id,
         )

@@ -83,7 +83,10 @@ async def run_tool_loop(
                 created_at=now(),
             )
         )
-        results = await asyncio.gather(*(_run(call, registry, tool_context, approve, callable_) for call in calls))
+        listed = [spec.name for spec in tools]  # what this context offered: all an unknown-tool error names
+        results = await asyncio.gather(
+            *(_run(call, registry, tool_context, approve, callable_, listed) for call in calls)
+        )
         for result, decision in results:
             messages.append(ChatMessage.tool(result.call_id, result.content, name=result.name))
             metadata: dict[str, object] = {"tool_call_id": result.call_id, "name": result.name}
@@ -109,11 +112,13 @@ async def _run(
     context: ToolContext,
     approve: Approver | None,
     callable_: Sequence[str] | None,
+    listed: Sequence[str],
 ) -> tuple[ToolResult, str | None]:
     """One call, approved first if it is held; with the decision's name for its record (None: not held).
     A call no tool could run (unknown name, bad arguments) gets its error without asking anyone, and so
-    does a call to a tool this model was not offered (it cannot run what its context did not list)."""
-    if callable_ is not None and (unoffered := registry.not_offered(call, callable_)) is not None:
+    does a call to a tool this model was not offered (it cannot run what its context did not list); the
+    error names the tools `listed` to it, not those of a chat's turn when this is a subagent's run."""
+    if callable_ is not None and (unoffered := registry.not_offered(call, callable_, listed)) is not None:
         return unoffered, None
     if approve is not None and (refused := registry.refuse(call)) is not None:
         return refused, None

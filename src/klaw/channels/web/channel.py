@@ -23,7 +23,7 @@ from klaw.channels.web.token import load_or_create_token
 from klaw.config import WebChannelConfig
 from klaw.config_loader import LoadedConfig
 from klaw.config_view import ConfigRow, config_rows
-from klaw.engine.frames import DeltaFrame, OutboundFrame
+from klaw.engine.frames import DeltaFrame, OutboundFrame, task_label
 from klaw.gateway.service import Gateway, Submitted
 from klaw.home import KlawHome
 
@@ -91,6 +91,7 @@ class WebChannel:
             data["html"] = render_markdown(frame.text)
         if frame.task is not None:
             data["task"] = frame.task
+            data["task_label"] = task_label(frame.task, frame.spawned)
         if frame.id is not None:  # a turn's reply: the page shows it once, were it also in the history
             data["id"] = frame.id
         if frame.approval is not None:  # the page offers Approve / Deny buttons, which send /approve ID

@@ -72,7 +72,7 @@ function fillReply(bubble, data) {
   bubble.querySelector(".task-label")?.remove();
   if (data.task) {
     bubble.classList.add("task");
-    bubble.prepend(el("span", { class: "task-label", text: `Scheduled task: ${data.task}` }));
+    bubble.prepend(el("span", { class: "task-label", text: data.task_label || `Scheduled task: ${data.task}` }));
   }
 }
 

@@ -1,0 +1,37 @@
+"""Inside a subagent's run, the "unknown tool" error the model gets for a tool no one has lists the
+tools that run was offered: before, it listed every tool of the model's groups, `subagent_spawn` and
+`memory_save` among them, which a run is not offered (decision 249). Driven through a program's engine."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+from klaw import AgentInfo, AgentMessage, ChatMessage, ChatResponse, FunctionModel, Klaw, call_tool, tool_calls
+
+CONFIG = {"embedder": {"backend": "fake", "dim": 32}, "summarizer": {"enabled": False}}
+INSTRUCTION = "go and count the apples"
+
+
+async def test_a_runs_unknown_tool_error_lists_only_the_tools_the_run_was_offered(tmp_path: Path) -> None:
+    offered_in_run: list[tuple[str, ...]] = []
+
+    def model(messages: Sequence[ChatMessage], info: AgentInfo) -> str | ChatResponse:
+        last = messages[-1]
+        if info.purpose == "subagent":
+            if last.role == "tool":
+                return f"the tool said: {last.content}"
+            offered_in_run.append(info.tool_names)
+            return tool_calls(call_tool("teleport", {"to": "the orchard"}))
+        if last.role == "tool":
+            return "started"
+        return tool_calls(call_tool("subagent_spawn", {"task_name": "apples", "message": INSTRUCTION}))
+
+    inbox: asyncio.Queue[AgentMessage] = asyncio.Queue()
+    async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(model), on_message=inbox.put) as agent:
+        assert await agent.ask("alice", "count the apples in the background") == "started"
+        answer = await asyncio.wait_for(inbox.get(), 30)
+    [offered] = offered_in_run
+    assert "memory_save" not in offered and "subagent_spawn" not in offered and offered
+    assert answer.text == f"the tool said: unknown tool 'teleport'; available tools: {', '.join(offered)}"
