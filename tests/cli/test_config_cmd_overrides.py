@@ -84,3 +84,18 @@ def test_a_section_given_twice_is_refused_not_half_dropped(tmp_path: Path) -> No
     assert f"line {second}: 'tools' is already set at line {first}" in said
     assert "Merge the two 'tools' blocks into one" in said
     assert "Traceback" not in result.stderr
+
+
+def test_config_check_warns_of_a_tools_approval_name_no_tool_has(tmp_path: Path) -> None:
+    """`klaw tools` flags a misspelt `tools.approval` name (decision 238); `klaw config check` said the
+    file was valid and nothing more, while the tool meant ran unasked (decision 249)."""
+    (tmp_path / "engine.yaml").write_text("tools:\n  approval: [host_exec, file_wrte, file_write]\n", "utf-8")
+    result = klaw(tmp_path, "config", "check")
+    assert result.returncode == 0, result.stderr  # valid: only a warning
+    said = " ".join(result.stderr.split())
+    assert "warning: tools.approval names file_wrte, but no tool has this name" in said
+    assert "use a name `klaw tools` lists" in said
+    assert "names file_write," not in said and said.count("tools.approval names") == 1
+    (tmp_path / "engine.yaml").write_text("tools:\n  approval: [host_exec, file_write]\n", "utf-8")
+    quiet = klaw(tmp_path, "config", "check")
+    assert quiet.returncode == 0 and "warning" not in quiet.stderr

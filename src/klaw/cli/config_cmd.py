@@ -99,6 +99,29 @@ def check() -> None:
         )
     if (unasked := _host_exec_unasked(loaded.config)) is not None:
         warn(unasked)
+    for line in _approval_holds_nothing(home, loaded.config):
+        warn(line)
+
+
+def _approval_holds_nothing(home: KlawHome, config: EngineConfig) -> list[str]:
+    """A warning for each `tools.approval` name no tool has, the rows `klaw tools` flags (decision 238):
+    valid YAML, yet a misspelt name holds nothing and the tool meant runs unasked. The tools are listed
+    as `klaw tools` lists them without an engine (groups provided, no MCP server started)."""
+    from klaw.engine.tool_listing import listing_without_engine  # the tools and their groups: only for check
+    from klaw.store.records import ChatRef
+    from klaw.tools.inventory import APPROVAL_SOURCE
+
+    try:
+        inventory = listing_without_engine(home, config, ChatRef("console", "check"), config.routing.default)
+    except Exception as exc:  # a check that cannot list the tools says so; the file is still valid
+        return [f"warning: tools.approval was not checked against the tools ({type(exc).__name__}: {exc})"]
+    return [
+        f"warning: tools.approval names {row.name}, but no tool has this name: a misspelt name holds nothing"
+        " and the tool meant runs without asking you; use a name `klaw tools` lists"
+        " (an MCP server's tool is <server>__<tool>)"
+        for row in inventory.rows
+        if row.source == APPROVAL_SOURCE
+    ]
 
 
 def _host_exec_unasked(config: EngineConfig) -> str | None:

@@ -25,6 +25,7 @@ TOOL_STATES: tuple[ToolState, ...] = get_args(ToolState)
 
 PROGRAM_SOURCE = "program (Klaw(tools=...))"
 SKILL_SOURCE = "skill (workspace/skills, read with skill_read)"
+APPROVAL_SOURCE = "tools.approval"  # the source of a row for a tools.approval name no tool has
 FIXES = {  # what to do about a tool its group noted unavailable, where the reason does not say it
     "code_execute": "`klaw sandbox status` says what this machine lacks (docs/sandbox.md)",
     "host_exec": "list the commands it may run in hostExec.allow (docs/sandbox.md)",
@@ -109,7 +110,7 @@ def _held_unknown(selection: ToolSelection, held: frozenset[str], servers: Seque
             continue
         reason = "tools.approval holds it, but no tool has this name: a misspelt name holds nothing"
         fix = "use a name this list shows (an MCP server's tool is <server>__<tool>)"
-        rows.append(ToolRow(name, "tools.approval", "not offered", True, reason, fix))
+        rows.append(ToolRow(name, APPROVAL_SOURCE, "not offered", True, reason, fix))
     return rows
 
 
