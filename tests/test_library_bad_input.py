@@ -14,14 +14,20 @@ from klaw import AgentInfo, ChatMessage, FunctionModel, Klaw, ManualClock, Messa
 from tests.test_library import CONFIG
 
 
-async def test_text_no_log_can_hold_or_too_long_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
-    asked: list[str] = []
+def recording_model(asked: list[str]) -> FunctionModel:
+    """A model answering "got it" that notes each message it is asked: what reached a model call."""
 
     def model(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
         asked.append(messages[-1].content or "")
         return "got it"
 
-    async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(model), clock=ManualClock()) as agent:
+    return FunctionModel(model)
+
+
+async def test_text_no_log_can_hold_or_too_long_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
+    asked: list[str] = []
+    model = recording_model(asked)
+    async with Klaw(tmp_path / "home", config=CONFIG, model=model, clock=ManualClock()) as agent:
         with pytest.raises(MessageRefused, match=r"lone surrogate \(\\ud800 to \\udfff\).*remove it"):
             await agent.ask("ana", "cut emoji \udce5 here")
         with pytest.raises(MessageRefused, match=r"is 100,001 characters, more than the 100,000 a message may hold"):
@@ -39,12 +45,8 @@ async def test_an_empty_or_blank_message_is_refused_without_a_model_call(tmp_pat
     """As `klaw chat`, the console and the web page refuse it (decision 249): before, `ask("ana", "")`
     was stored and cost a model call."""
     asked: list[str] = []
-
-    def model(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
-        asked.append(messages[-1].content or "")
-        return "got it"
-
-    async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(model), clock=ManualClock()) as agent:
+    model = recording_model(asked)
+    async with Klaw(tmp_path / "home", config=CONFIG, model=model, clock=ManualClock()) as agent:
         with pytest.raises(MessageRefused, match=r"the message is empty \(nothing but spaces or line breaks\)"):
             await agent.ask("ana", text)
         assert asked == [] and await agent.history("ana") == [] and await agent.turns("ana") == []

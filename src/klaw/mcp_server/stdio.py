@@ -58,7 +58,23 @@ class Outstanding:
             self._changed = anyio.Event()
 
 
-class AnswerBeforeEnd:
+class _ClosedOnExit:
+    """`async with` closes the stream (`aclose`), as the SDK's own streams do."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+class AnswerBeforeEnd(_ClosedOnExit):
     """The stdin stream as the server reads it, its end held back until `Outstanding` is empty."""
 
     def __init__(self, inner: ReadStream[Inbound], outstanding: Outstanding, grace_seconds: float) -> None:
@@ -94,17 +110,8 @@ class AnswerBeforeEnd:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
-    ) -> bool | None:
-        await self.aclose()
-        return None
-
-
-class NoteAnswers:
+class NoteAnswers(_ClosedOnExit):
     """The stdout stream as the server writes it, each answer noted once it is handed on."""
 
     def __init__(self, inner: WriteStream[SessionMessage], outstanding: Outstanding) -> None:
@@ -117,15 +124,6 @@ class NoteAnswers:
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
-    ) -> bool | None:
-        await self.aclose()
-        return None
 
 
 class KlawMcpServer(MCPServer):
