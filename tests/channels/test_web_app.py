@@ -139,6 +139,14 @@ async def test_posts_need_the_session_csrf_token_and_this_origin(
     assert backend.submitted == ["hello"]
     empty = await client.post("/api/messages", json={"text": ""}, headers={CSRF_HEADER: csrf})
     assert empty.status_code == 422
+    # Too long: the sentence every channel gives (how long, the limit, what to do), not pydantic's wording.
+    overlong = await client.post("/api/messages", json={"text": "y" * 100_001}, headers={CSRF_HEADER: csrf})
+    assert overlong.status_code == 422
+    assert overlong.json()["detail"] == (
+        "the message is 100,001 characters, more than the 100,000 a message may hold; send a shorter part,"
+        " or put the text in a file in the workspace and ask the agent to read it"
+    )
+    assert backend.submitted == ["hello"]
     assert (await client.post("/logout", data={"csrf": "wrong"})).status_code == 403
     out = await client.post("/logout", data={"csrf": csrf})
     assert out.status_code == 303 and SESSION_COOKIE not in client.cookies

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from klaw.channels.web.auth import CSRF_HEADER, SESSION_COOKIE, WebAuth
 from klaw.channels.web.events import EventHub, Subscription
@@ -30,7 +30,7 @@ from klaw.engine.frames import FrameError
 from klaw.gateway.buffer import BufferUnavailable
 from klaw.gateway.link import EngineUnavailable, QueryFailed
 from klaw.gateway.service import Submitted
-from klaw.message_text import MAX_MESSAGE_CHARS
+from klaw.message_text import message_problem
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,11 @@ class WebBackend(Protocol):
 
 
 class MessageIn(BaseModel):
-    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    """The body of `POST /api/messages`. Its text is judged by `message_problem` in the handler, not by
+    field limits, so a blank or overlong message gets the sentence every channel gives ("the message is
+    120,000 characters, more than the 100,000 …; put the text in a file …"), not pydantic's."""
+
+    text: str
 
 
 def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
@@ -92,8 +96,9 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
         message: MessageIn,
         wait: float = Query(0, ge=0, le=MAX_WAIT_SECONDS, description="Seconds to wait for the reply."),
     ) -> dict[str, Any]:
-        if not message.text.strip():
-            raise HTTPException(422, "the message is empty")
+        problem = message_problem(message.text)
+        if problem is not None:  # final: nothing was stored, and the sentence says what to change
+            raise HTTPException(422, f"the message {problem}")
         async with backend.hub.subscribe() as answers:  # before submitting: a quick reply is not missed
             try:
                 submitted = await backend.submit(message.text)
