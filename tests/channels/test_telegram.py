@@ -77,6 +77,21 @@ async def test_long_replies_are_split_at_telegram_limits(telegram: FakeTelegram)
         assert "".join(parts).replace("\n", "") == long_reply.replace("\n", "")
 
 
+async def test_a_task_answer_opens_with_its_label(telegram: FakeTelegram) -> None:
+    """A scheduled task's or a subagent's answer arrives unasked: its first line says whose it is."""
+    chat = ChatRef("telegram", str(ANA))
+    async with running_stack(channel_factory(telegram)) as stack:
+        await stack.engine.processor.inject(chat, "Rain after five.", {"source": "task", "task": "weather"})
+        await stack.engine.processor.inject(
+            chat, "Three sources found.", {"source": "task", "task": "research", "origin": "spawn"}
+        )
+        await telegram.wait_for(lambda: len(telegram.sent_to(ANA)) == 2)
+        assert telegram.sent_to(ANA) == [
+            "Scheduled task: weather\n\nRain after five.",
+            "Subagent: research\n\nThree sources found.",
+        ]
+
+
 async def test_commands_are_routed_to_the_engine(telegram: FakeTelegram) -> None:
     async with running_stack(channel_factory(telegram)) as stack:
         before = (await stack.engine.sessions.get_or_create(ChatRef("telegram", str(ANA)))).segment.id

@@ -12,7 +12,9 @@ Slash commands (`/new`, `/model x`, also `/new@thisbot`) are forwarded as comman
 another bot in a group) is ignored; `/start`
 (what Telegram sends first) is `/help`. While a turn is under way the chat shows "typing…"
 (`sendChatAction`, renewed every 4 s for up to 2 minutes). Replies are plain text, split at
-Telegram's 4096-character limit. The bot token and message text are never logged, and the HTTP
+Telegram's 4096-character limit; an answer the agent sends on its own (a scheduled task's, a subagent's)
+opens with its label line ("Scheduled task: digest"), as the console and the web page show it, so it is
+not read as an answer to the last message. The bot token and message text are never logged, and the HTTP
 libraries' loggers are held at WARNING, since their request lines carry the token in the URL.
 """
 
@@ -31,7 +33,7 @@ from klaw.channels.telegram_split import split_message
 from klaw.command_syntax import parse_command
 from klaw.config import CommandConfig, TelegramChannelConfig
 from klaw.engine.clock import Clock, SystemClock
-from klaw.engine.frames import DeltaFrame, OutboundFrame
+from klaw.engine.frames import DeltaFrame, OutboundFrame, task_label
 from klaw.gateway.link import Backoff
 from klaw.gateway.service import Gateway
 
@@ -113,7 +115,8 @@ class TelegramChannel:
             log.warning("telegram: dropping a %s for chat %s, which is not allowed", frame.kind, frame.chat_id)
             return
         self._stop_typing(chat_id)
-        for part in split_message(frame.text) or ["(empty reply)"]:
+        text = frame.text if frame.task is None else f"{task_label(frame.task, frame.spawned)}\n\n{frame.text}"
+        for part in split_message(text) or ["(empty reply)"]:
             await self._send(chat_id, part)
 
     async def delta(self, frame: DeltaFrame) -> None:
