@@ -125,3 +125,31 @@ async def test_a_reply_a_crash_left_unshown_is_shown_at_the_next_chat_said_as_su
             await term.type_line("/exit")
             assert await term.exit_status() == 0
             assert "the answer the crash hid" not in screen
+
+
+@needs_tmux
+async def test_a_paste_too_long_for_one_message_is_refused_and_the_prompt_comes_back(tmp_path: Path) -> None:
+    """A person pastes a 100,001-character text (tmux's paste-buffer, bracketed as a terminal pastes) and
+    presses Enter: one red line says how long it is and what to do, nothing reaches the model or the log,
+    and the next message works."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        async with terminal([sys.executable, "-m", "klaw", "chat"], chat_env(home, model.base_url), tmp_path) as term:
+            await term.wait_for_prompt_after("Type /help for commands", "the greeting")
+            pasted = tmp_path / "paste.txt"
+            pasted.write_text("lorem " * 16_666 + "ipsum", encoding="utf-8")  # 100,001 characters
+            await term.tmux("load-buffer", "-b", "big", str(pasted))
+            await term.tmux("paste-buffer", "-p", "-d", "-b", "big", "-t", term.target)
+            await term.tmux("send-keys", "-t", term.target, "Enter")
+            screen = await term.wait_for_prompt_after("Not sent: the message is 100,001 characters", "the refusal")
+            assert "put the text in a file in the workspace" in screen  # rich wraps the rest at 160 columns
+            await term.tmux("send-keys", "-t", term.target, "C-l")  # clear the screen of the pasted text
+            await term.type_line("a short one")
+            await term.wait_for_prompt_after("echo: a short one", "the reply to the next message")
+            await term.type_line("/exit")
+            assert await term.exit_status() == 0
+            assert "Traceback" not in await term.screen()
+        assert [r.body["messages"][-1]["content"] for r in model.chat_requests] == ["a short one"]
+    logs = "".join(p.read_text(encoding="utf-8") for p in (home / "conversations").rglob("*.jsonl"))
+    assert "lorem" not in logs and "a short one" in logs
