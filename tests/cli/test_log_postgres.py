@@ -94,3 +94,31 @@ def test_a_server_away_or_an_sqlite_home_give_one_clear_line(tmp_path: Path) -> 
         assert "hunter2" not in result.stdout + result.stderr and "Traceback" not in result.stderr
     unset = klaw(home, "log", "check")
     assert unset.returncode == 2 and f"{VARIABLE} (database.urlEnv) is not set" in " ".join(unset.stderr.split())
+
+
+def test_a_failure_names_the_variable_never_a_piece_of_its_value(tmp_path: Path, postgres_server: PgServer) -> None:
+    """A server's error part-way (a database holding no klaw tables) names the variable urlEnv names, not
+    the setting; a password of one character is masked like a longer one (decision 257)."""
+    home = tmp_path / "home"
+    assert klaw(home, "init").returncode == 0
+    (home / "engine.yaml").write_text(
+        f"embedder:\n  backend: fake\n  dim: 32\ndatabase:\n  backend: postgres\n  urlEnv: {VARIABLE}\n",
+        encoding="utf-8",
+    )
+    empty = "klaw_no_tables"
+    postgres_server.admin(f"CREATE DATABASE {empty}")
+    try:
+        wrong = {VARIABLE: f"postgresql://postgres:hunter2@/{empty}?host={postgres_server.socket_dir}"}
+        checked = klaw(home, "log", "check", env=wrong)
+    finally:
+        postgres_server.admin(f"DROP DATABASE {empty} WITH (FORCE)")
+    said = " ".join(checked.stderr.split())
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    assert f'PostgreSQL ({VARIABLE}): relation "log_records" does not exist' in said, said
+    assert "hunter2" not in checked.stdout + checked.stderr and "Traceback" not in checked.stderr
+
+    malformed = {VARIABLE: "postgresql//klaw:x@db sslmode=require"}  # '//' without ':' and a space
+    checked = klaw(home, "log", "check", env=malformed)
+    said = " ".join(checked.stderr.split())
+    assert checked.returncode == 2 and f"the value of {VARIABLE} is not a PostgreSQL connection string" in said, said
+    assert ":x@" not in checked.stdout + checked.stderr and "Traceback" not in checked.stderr

@@ -167,7 +167,7 @@ async def start_engine_or_exit(
     except (StorageError, OSError, RuntimeError) as exc:
         fail(str(exc))
     except Exception as exc:
-        failure = storage_failure(home.database_file(config.database.path), exc)
+        failure = storage_failure(home.database_file(config.database.path), config.database, exc)
         if failure is None:
             raise
         fail(str(failure))

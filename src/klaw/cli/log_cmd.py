@@ -17,6 +17,7 @@ from klaw.cli.reindex_cmd import stage_bars
 from klaw.home import KlawHome
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
+    from klaw.config import DatabaseConfig
     from klaw.memory.conversation_log import ConversationLog
     from klaw.memory.kept_log_files import KeptLogReport
     from klaw.store.rebuild_protocol import KeptLog
@@ -36,9 +37,10 @@ def check() -> None:
     # The reader warns of each line it skips; here the report below lists them once, so not twice.
     logging.getLogger("klaw.memory.conversation_log").setLevel(logging.ERROR)
     bad = _check_files(console, ConversationLog(home.conversations))
-    kept = _kept_log_or_none(home)
+    database = load_or_exit(home).config.database
+    kept = _kept_log_or_none(home, database)
     if kept is not None:
-        report = _with_bars(console, "reading log_records", lambda progress: check_kept_log(kept, progress))
+        report = _with_bars(console, database, "reading log_records", lambda progress: check_kept_log(kept, progress))
         _print_kept(console, report)
         bad += len(report.malformed)
     if bad:
@@ -58,7 +60,8 @@ def export(
     from klaw.memory.kept_log_files import ExportTargetError, export_kept_log
 
     home = home_from_env()
-    kept = _kept_log_or_none(home)
+    database = load_or_exit(home).config.database
+    kept = _kept_log_or_none(home, database)
     if kept is None:
         fail(
             f"this home's log is its JSONL files already ({home.conversations}): copy them; export is for a"
@@ -66,7 +69,7 @@ def export(
         )
     console = Console(markup=False)
     try:
-        report = _with_bars(console, "exporting days", lambda progress: export_kept_log(kept, to, progress))
+        report = _with_bars(console, database, "exporting days", lambda progress: export_kept_log(kept, to, progress))
     except ExportTargetError as exc:
         fail(str(exc))
     except OSError as exc:
@@ -91,21 +94,24 @@ def _check_files(console: Console, log: ConversationLog) -> int:
     return bad
 
 
-def _kept_log_or_none(home: KlawHome) -> KeptLog | None:
+def _kept_log_or_none(home: KlawHome, database: DatabaseConfig) -> KeptLog | None:
     from klaw.store.backend import kept_log
     from klaw.store.protocol import StorageError
 
-    config = load_or_exit(home).config
     try:
-        return kept_log(home.database_file(config.database.path), config.database)
+        return kept_log(home.database_file(database.path), database)
     except StorageError as exc:
         fail(str(exc))
 
 
 def _with_bars(
-    console: Console, label: str, work: Callable[[Callable[[int, int], None]], KeptLogReport]
+    console: Console,
+    database: DatabaseConfig,
+    label: str,
+    work: Callable[[Callable[[int, int], None]], KeptLogReport],
 ) -> KeptLogReport:
-    """`work` with a bar over the log's days; a server that cannot be reached is one line, exit 2."""
+    """`work` with a bar over the log's days; a server that cannot be reached, or fails part-way, is one
+    line naming the variable that holds its connection string (its value masked), exit 2."""
     from klaw.store.backend import storage_failure
     from klaw.store.protocol import StorageError
 
@@ -117,7 +123,7 @@ def _with_bars(
     except StorageError as exc:
         fail(str(exc))
     except Exception as exc:  # the server's own error part-way (a table missing, the connection cut)
-        failure = storage_failure(Path(), exc)
+        failure = storage_failure(Path(), database, exc)  # no SQLite file here: only PostgreSQL reads
         if failure is None:
             raise
         fail(str(failure))

@@ -63,10 +63,12 @@ def kept_log(live: Path, database: DatabaseConfig) -> KeptLog | None:
     return rebuild_backend(live, database).kept_log() if database.backend == "postgres" else None
 
 
-def storage_failure(path: Path, exc: BaseException) -> StorageError | None:
+def storage_failure(path: Path, database: DatabaseConfig, exc: BaseException) -> StorageError | None:
     """The backend's own error raised outside `open_storage` (e.g. SQLite busy part-way through an engine's
-    start-up, when another klaw process holds the file) as a `StorageError` a person can read; None when
-    `exc` is not the backend's."""
+    start-up, when another klaw process holds the file; a PostgreSQL table missing part-way through `klaw
+    log check`) as a `StorageError` a person can read: PostgreSQL's names the variable `database.urlEnv`
+    names, with every piece of that variable's value masked in the server's text; None when `exc` is not
+    the backend's."""
     import apsw
     import psycopg
 
@@ -75,7 +77,7 @@ def storage_failure(path: Path, exc: BaseException) -> StorageError | None:
     if isinstance(exc, psycopg.Error):
         from klaw.store.postgres.connection import server_error
 
-        return server_error("database.urlEnv", exc)
+        return server_error(database.url_env or "database.urlEnv", exc)
 
     return database_error(path, exc) if isinstance(exc, apsw.Error) else None
 

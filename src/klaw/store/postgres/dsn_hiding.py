@@ -5,19 +5,26 @@ psycopg and the server repeat what they were given: a malformed DSN whole ('miss
 hunter2'), the user, host and port. klaw's messages name the variable holding the DSN, never its value
 (docs/postgres.md), so each piece of the value (the whole, each parameter's value, each word of it,
 percent-decoded too) is masked in that text before it reaches a person or a log.
+
+Pieces shorter than two characters are left alone (masking every `a`, `5` or `h` a host or port is made
+of would cut the message apart), except the password: it is masked whatever its length, as a whole word
+(decision 257), found by psycopg's parser, the URL's userinfo, or a `password=` parameter or `//user:…@`
+of a DSN neither can read.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import psycopg
 
 from klaw.redaction import MASK
 
 _SEPARATORS = re.compile(r"[\s:/@?&=,;'\"]+")
+_PASSWORD_PARAMETER = re.compile(r"password\s*=\s*('(?:[^'\\]|\\.)*'|[^\s&]*)", re.IGNORECASE)
+_USERINFO_PASSWORD = re.compile(r"//[^/\s:@]*:([^@\s/]*)@")  # also in a URL psycopg cannot read
 
 
 def hide_connection_string(text: str, dsn: str) -> str:
@@ -38,4 +45,16 @@ def _pieces(dsn: str) -> set[str]:
     with contextlib.suppress(psycopg.Error):  # a malformed DSN: its words are masked all the same
         values += [str(v) for v in psycopg.conninfo.conninfo_to_dict(dsn).values() if v is not None]
     pieces = {p for value in values for p in (value, *_SEPARATORS.split(value)) if p}
-    return {p for p in pieces if len(p) >= 2}
+    return {p for p in pieces if len(p) >= 2} | _passwords(dsn)
+
+
+def _passwords(dsn: str) -> set[str]:
+    """The DSN's password however it is written (and percent-decoded), of any length."""
+    found: set[str] = set()
+    with contextlib.suppress(psycopg.Error):
+        found.add(str(psycopg.conninfo.conninfo_to_dict(dsn).get("password") or ""))
+    with contextlib.suppress(ValueError):
+        found.add(urlsplit(dsn).password or "")
+    for pattern in (_PASSWORD_PARAMETER, _USERINFO_PASSWORD):
+        found.update(match.group(1).strip("'") for match in pattern.finditer(dsn))
+    return {q for p in found for q in (p, unquote(p)) if q}
