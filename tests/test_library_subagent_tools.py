@@ -1,6 +1,8 @@
 """Inside a subagent's run, the "unknown tool" error the model gets for a tool no one has lists the
 tools that run was offered: before, it listed every tool of the model's groups, `subagent_spawn` and
-`memory_save` among them, which a run is not offered (decision 249). Driven through a program's engine."""
+`memory_save` among them, which a run is not offered (decision 249). A call to a tool the engine has
+but the run was not offered gets that same answer, from the tool loop's one rule (decision 258).
+Driven through a program's engine."""
 
 from __future__ import annotations
 
@@ -35,3 +37,39 @@ async def test_a_runs_unknown_tool_error_lists_only_the_tools_the_run_was_offere
     [offered] = offered_in_run
     assert "memory_save" not in offered and "subagent_spawn" not in offered and offered
     assert answer.text == f"the tool said: unknown tool 'teleport'; available tools: {', '.join(offered)}"
+
+
+NOT_OFFERED_IN_A_RUN = (
+    ("subagent_spawn", {"task_name": "more", "message": "again"}),
+    ("memory_save", {"text": "the orchard has 40 trees"}),
+    ("memory_search", {"query": "apples"}),
+    ("fetch_conversation_details", {"segment_id": 1}),
+    ("memory_core_update", {"set": {"apples": 40}}),
+)
+
+
+async def test_a_run_calling_a_tool_it_was_not_offered_is_told_the_tools_it_has(tmp_path: Path) -> None:
+    offered_in_run: list[tuple[str, ...]] = []
+
+    def model(messages: Sequence[ChatMessage], info: AgentInfo) -> str | ChatResponse:
+        last = messages[-1]
+        if info.purpose == "subagent":
+            if last.role == "tool":
+                said = [m.content for m in messages if m.role == "tool"]
+                return "\n".join(str(text) for text in said)
+            offered_in_run.append(info.tool_names)
+            return tool_calls(*(call_tool(name, arguments) for name, arguments in NOT_OFFERED_IN_A_RUN))
+        if last.role == "tool":
+            return "started"
+        return tool_calls(call_tool("subagent_spawn", {"task_name": "apples", "message": INSTRUCTION}))
+
+    inbox: asyncio.Queue[AgentMessage] = asyncio.Queue()
+    async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(model), on_message=inbox.put) as agent:
+        assert await agent.ask("alice", "count the apples in the background") == "started"
+        answer = await asyncio.wait_for(inbox.get(), 30)
+        assert await agent.core_memory() == {}
+    [offered] = offered_in_run
+    assert offered and not {name for name, _ in NOT_OFFERED_IN_A_RUN} & set(offered)
+    assert answer.text.splitlines() == [
+        f"unknown tool {name!r}; available tools: {', '.join(offered)}" for name, _ in NOT_OFFERED_IN_A_RUN
+    ]

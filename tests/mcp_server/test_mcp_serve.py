@@ -124,6 +124,8 @@ async def test_with_an_engine_running_calls_go_through_its_socket_and_allow_writ
         assert engine.memory_access is not None  # the engine's own search finds what the other client saved
         found = await engine.memory_access.call(CHAT, "memory_search", {"query": "wifi password"})
         assert "on the fridge" in found.content
+        task_log = await engine.memory_access.call(ChatRef("scheduler", "digest"), "memory_save", {"text": "x"})
+        assert task_log.is_error and "holds task logs" in task_log.content
         again = await client.call_tool("memory_search", {"query": "where is the spare key"})
         assert "under the blue flowerpot" in text(again)
         errors.seek(0)

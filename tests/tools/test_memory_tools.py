@@ -14,7 +14,6 @@ from klaw.memory.archival_memory import SAVE_TOOL, ArchivalMemory
 from klaw.memory.conversation_details import ConversationDetails
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedder.fake import FakeEmbedder
-from klaw.scheduling.names import task_chat
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
@@ -137,19 +136,3 @@ async def test_core_memory_get_and_update_with_validation_and_cap(registry: Tool
     assert nothing.is_error and "give keys to set or to remove" in nothing.content
     null = await call(registry, "memory_core_update", {"set": {"name": None}})
     assert null.is_error and "null" in null.content
-
-
-async def test_a_scheduled_tasks_run_has_no_conversation_memory_and_reads_core_memory_only(
-    registry: ToolRegistry,
-) -> None:
-    run = task_chat("morning-briefing")
-    for name, arguments in (
-        ("fetch_conversation_details", {"segment_id": 1}),
-        ("memory_save", {"text": "x"}),
-        ("memory_search", {"query": "x"}),
-    ):
-        result = await call(registry, name, arguments, chat=run)
-        assert result.is_error and "scheduled task's run" in result.content
-    update = await call(registry, "memory_core_update", {"set": {"a": 1}}, chat=run)
-    assert update.is_error and "read-only" in update.content
-    assert not (await call(registry, "memory_core_get", {}, chat=run)).is_error

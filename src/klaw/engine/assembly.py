@@ -301,7 +301,6 @@ async def assemble(
         clock=clock,
         max_rounds=config.processing.max_tool_call_rounds,
         approvals=approvals,
-        callable_for=selection.names,
     )
     sessions = SessionManager(router.catalogue, memory.store, memory.ingestion, clock)
     leases = chat_leases(config, memory.store, stack)

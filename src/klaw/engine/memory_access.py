@@ -6,7 +6,8 @@ model, and with nothing left out of a search: the other client has none of this 
 messages in its context, unlike the model, whose window `memory_search` skips. Asked in-process (the
 library, `Engine.memory_access`) or over the socket (the `memory_tool` query), so the engine stays
 the only process that opens klaw.db. Whether saving is allowed is the MCP server's to decide
-(`--allow-write`): the socket is the person's own (0600).
+(`--allow-write`): the socket is the person's own (0600). The `scheduler` channel holds task logs, no
+chat's memory: it is refused here, as `klaw mcp serve --chat` refuses it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from klaw.engine.frame_dispatch import QueryError
 from klaw.llm.messages import ToolCall
+from klaw.scheduling.names import SUBAGENT_CHANNEL
 from klaw.store.records import ChatRef
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
 from klaw.tools.calls import ToolResult
@@ -36,6 +38,10 @@ class MemoryAccess:
 
     async def call(self, chat: ChatRef, name: str, arguments: Mapping[str, Any]) -> ToolResult:
         """Run one of the shared tools for `chat`; mistakes come back as an error result, never raised."""
+        if chat.channel == SUBAGENT_CHANNEL:
+            return ToolResult(
+                "mcp", name, f"the {SUBAGENT_CHANNEL!r} channel holds task logs, not a chat's memory", True
+            )
         if name not in SHARED_TOOLS:
             return ToolResult("mcp", name, f"unknown tool {name[:64]!r}; shared: {', '.join(SHARED_TOOLS)}", True)
         call = ToolCall(id="mcp", name=name, arguments=json.dumps(dict(arguments)))

@@ -28,8 +28,8 @@ from klaw.scheduling.task_store import ScheduleStore
 from klaw.tools.registry import ToolRegistry
 
 # Tools a task's run is not offered: a run that starts runs could multiply without bound, and a run
-# has no conversation of its own to search or save into, and reads core memory only (the memory
-# tools refuse there anyway; not offering them saves the tokens of their schemas).
+# has no conversation of its own to search or save into, and reads core memory only. A run's call to
+# one of them gets "unknown tool", the run's tools listed: the tool loop's one rule (decision 258).
 SUBAGENT_EXCLUDED_TOOLS = frozenset(
     {"subagent_spawn", "fetch_conversation_details", "memory_save", "memory_search", "memory_core_update"}
 )

@@ -8,6 +8,11 @@ with a clear message to the person. With `on_text`, each answer is streamed and 
 passed on as they arrive (a channel showing the reply as it is written); the outcome is the same.
 A call of a tool the person must approve (engine/approval.py) waits for `approve` first; one not
 approved never reaches the registry, its result says why, and its record names the decision.
+
+One rule decides what a call may reach: only the tools this run was offered (`tools`, its context's:
+the model's groups, less what a task's run is not offered). A call to any other tool, registered or
+not, gets the "unknown tool" error listing the offered ones (decision 258), so no tool needs to refuse
+a caller it was not offered to.
 """
 
 from __future__ import annotations
@@ -61,10 +66,9 @@ async def run_tool_loop(
     now: Callable[[], datetime],
     on_text: TextSink | None = None,
     approve: Approver | None = None,
-    callable_: Sequence[str] | None = None,
 ) -> LoopOutcome:
-    """Run the loop on `messages` (extended in place); returns the final text and status. `callable_`:
-    the tools this model may call (its groups, `models.<id>.tools`), None for every registered one."""
+    """Run the loop on `messages` (extended in place); returns the final text and status. The model may
+    call the tools `tools` offers it, and no other."""
     calls_made = 0
     for round_number in range(1, max_rounds + 1):
         response = await _ask(model, messages, tools, on_text)
@@ -83,10 +87,8 @@ async def run_tool_loop(
                 created_at=now(),
             )
         )
-        listed = [spec.name for spec in tools]  # what this context offered: all an unknown-tool error names
-        results = await asyncio.gather(
-            *(_run(call, registry, tool_context, approve, callable_, listed) for call in calls)
-        )
+        offered = [spec.name for spec in tools]  # what this run's context offered, and all it may call
+        results = await asyncio.gather(*(_run(call, registry, tool_context, approve, offered) for call in calls))
         for result, decision in results:
             messages.append(ChatMessage.tool(result.call_id, result.content, name=result.name))
             metadata: dict[str, object] = {"tool_call_id": result.call_id, "name": result.name}
@@ -111,14 +113,13 @@ async def _run(
     registry: ToolRegistry,
     context: ToolContext,
     approve: Approver | None,
-    callable_: Sequence[str] | None,
-    listed: Sequence[str],
+    offered: Sequence[str],
 ) -> tuple[ToolResult, str | None]:
     """One call, approved first if it is held; with the decision's name for its record (None: not held).
-    A call no tool could run (unknown name, bad arguments) gets its error without asking anyone, and so
-    does a call to a tool this model was not offered (it cannot run what its context did not list); the
-    error names the tools `listed` to it, not those of a chat's turn when this is a subagent's run."""
-    if callable_ is not None and (unoffered := registry.not_offered(call, callable_, listed)) is not None:
+    A call to a tool this run was not `offered` (another model's, one a task's run is not offered, one no
+    one has) gets the unknown-tool error naming the `offered` ones, and a call no tool could run (bad
+    arguments) its error, both without asking anyone."""
+    if (unoffered := registry.not_offered(call, offered)) is not None:
         return unoffered, None
     if approve is not None and (refused := registry.refuse(call)) is not None:
         return refused, None

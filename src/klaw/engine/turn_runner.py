@@ -22,7 +22,7 @@ import asyncio
 import logging
 import traceback
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -107,8 +107,8 @@ ModelFor = Callable[[str], ChatModel]
 class TurnRunner:
     """Runs turns on the engine's model router and tools; shared by chat turns and task runs.
 
-    `approvals`: the tools held for the person's answer; None holds none. `callable_for`: the tools a
-    model may call (its groups); None lets every model call every registered tool."""
+    `approvals`: the tools held for the person's answer; None holds none. A turn's model may call only
+    the tools its context offered (engine/tool_loop.py)."""
 
     _: KW_ONLY
     model_for: ModelFor
@@ -117,7 +117,6 @@ class TurnRunner:
     clock: Clock
     max_rounds: int
     approvals: ApprovalGate | None = None
-    callable_for: Callable[[str], Sequence[str]] | None = None
 
     async def run(self, turn: Turn) -> LoopOutcome | TurnFailure:
         """The turn's outcome, or its failure once the sink has been told; never raises an Exception."""
@@ -137,7 +136,6 @@ class TurnRunner:
                     now=self.clock.now,
                     on_text=turn.on_text,
                     approve=self._approver(turn),
-                    callable_=None if self.callable_for is None else self.callable_for(prompt.model),
                 )
             with timed("reply"):
                 await turn.sink.finish(outcome)

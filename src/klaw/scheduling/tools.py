@@ -6,7 +6,8 @@ expression, a duplicate name, an unknown model) raise ValueError, which the regi
 the model as a readable error it can correct.
 
 A task created from a chat reports to that chat unless told otherwise. A run of a task cannot start
-other runs (`subagent_spawn` refuses inside one), so a task cannot multiply itself.
+other runs (it is not offered `subagent_spawn`, and the tool loop refuses a call to a tool not offered:
+decision 258), so a task cannot multiply itself.
 """
 
 from __future__ import annotations
@@ -184,8 +185,6 @@ def register_subagent_tools(registry: ToolRegistry, scheduler: TaskScheduler) ->
     ) -> str:
         """Start a background agent now, not waited for; it sees earlier runs of task_name; its answer comes
         here unless exactly {"silent": true}."""
-        if context.chat.channel == SUBAGENT_CHANNEL:
-            raise ValueError("a task's run cannot start other runs")
         scheduler.spawn(task_name, message, model=model, reply_to=context.chat)
         return f"Started a run of {task_name!r}; its answer will arrive in this chat when it is done."
 

@@ -149,13 +149,13 @@ class ToolRegistry:
             return self._runner.error(call, unknown_tool(call, self._tools))
         return await self._runner.run(tool, call, context)
 
-    def not_offered(self, call: ToolCall, offered: Sequence[str], listed: Sequence[str]) -> ToolResult | None:
-        """The unknown-tool error for a call to a tool this model may not call (another model's groups,
-        `models.<id>.tools`), naming the tools `listed` to it (a subagent's run lists fewer than its
-        model's groups hold: decision 249); None when it may call it."""
+    def not_offered(self, call: ToolCall, offered: Sequence[str]) -> ToolResult | None:
+        """The unknown-tool error for a call to a tool outside `offered` (the tools this run's context
+        offered: another model's groups, `models.<id>.tools`, or those a task's run is not offered),
+        naming the offered ones (decisions 249, 258); None when it was offered."""
         if call.name in offered:
             return None
-        return self._runner.error(call, unknown_tool(call, listed))
+        return self._runner.error(call, unknown_tool(call, offered))
 
 
 def _name(fn: object) -> str:

@@ -4,8 +4,9 @@
 Closures over the memory services, registered by the engine once it has them (this package imports
 nothing from the engine). Everything is scoped to the chat that called: a tool never reads or
 writes another chat's conversations or memories. A scheduled task's run has no conversation of its
-own and sees core memory read-only, so there the conversation tools and `memory_core_update`
-refuse. Mistakes raise ValueError, which the registry hands back to the model as a readable error.
+own and sees core memory read-only: it is not offered the conversation tools and `memory_core_update`,
+and the tool loop answers a call to a tool not offered itself (decision 258). Mistakes raise
+ValueError, which the registry hands back to the model as a readable error.
 A change to core memory is announced in the chat whose turn made it (`MemoryServices.announce`).
 """
 
@@ -23,7 +24,6 @@ from pydantic import Field
 from klaw.memory.archival_memory import ArchivalMemory, ArchivalResult
 from klaw.memory.conversation_details import ConversationDetails
 from klaw.memory.core_memory import CoreMemory
-from klaw.scheduling.names import SUBAGENT_CHANNEL
 from klaw.store.records import ChatRef
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolContext
@@ -58,7 +58,6 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
     ) -> dict[str, Any]:
         """Read a past conversation (segment_id) or exchange (exchange_id) of this chat, ids as memory_search
         or the context give them."""
-        _refuse_in_task_run(context, "past conversations")
         if (segment_id is None) == (exchange_id is None):
             raise ValueError("give exactly one of segment_id or exchange_id")
         return await services.details.fetch(
@@ -70,7 +69,6 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
         text: Annotated[str, Field(description="Self-contained")],
     ) -> str:
         """Save a fact or note for memory_search to find later in this chat."""
-        _refuse_in_task_run(context, "archival memory")
         saved = await services.archival.save(context.chat, text)
         if not saved.created:
             return f"Already saved as memory {saved.memory_id}; nothing added."
@@ -82,7 +80,6 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
         limit: Annotated[int, Field(ge=1, le=20)] = 5,
     ) -> list[dict[str, Any]] | str:
         """Search this chat's saved memories and past messages, best first."""
-        _refuse_in_task_run(context, "archival memory")
         results = await services.archival.search(context.chat, query, limit=limit, skip_recent=services.window)
         if not results:
             return "No saved memory or earlier message matches."
@@ -103,8 +100,6 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
         remove: Annotated[list[str] | None, Field(description="Keys")] = None,
     ) -> dict[str, Any]:
         """Change core memory: lasting key facts about the person only (size-limited; else memory_save)."""
-        if context.chat.channel == SUBAGENT_CHANNEL:
-            raise ValueError("core memory is read-only in a scheduled task's run")
         if not set and not remove:
             raise ValueError("give keys to set or to remove")
         before = await services.core.read()
@@ -141,11 +136,6 @@ def _key(key: str) -> str:
 def _value(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= NOTICE_VALUE_CHARS else text[: NOTICE_VALUE_CHARS - 1] + "…"
-
-
-def _refuse_in_task_run(context: ToolContext, what: str) -> None:
-    if context.chat.channel == SUBAGENT_CHANNEL:
-        raise ValueError(f"a scheduled task's run has no {what}: it works from its own earlier runs")
 
 
 def _result(result: ArchivalResult) -> dict[str, Any]:
