@@ -12,12 +12,15 @@ import sqlite3
 from collections.abc import Callable
 
 from klaw.engine.frames import AckFrame, HelloFrame, InboundFrame, OutboundFrame
+from klaw.engine.runtime import Engine
 from klaw.gateway.link import Backoff
 from klaw.gateway.service import Gateway
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
+from klaw.store.records import ChatRef
 from tests.engine import GatewayClient, short_socket_dir
+from tests.engine.harness import engine_config
 from tests.engine.test_resume_after_kill import AnswerChannel, write_config
 from tests.gateway.test_engine_killed_mid_burst import BurstChannel, EngineProcess
 
@@ -110,3 +113,46 @@ async def test_a_reply_cut_off_by_sigkill_arrives_once_after_restart() -> None:
         assert [r.text for r in fresh.replies] == ["echo: and a wombat?"]
         assert fresh.replies[0].id not in (None, first_id)
         assert len(server.chat_requests) == 2  # the reply was sent again, never asked for again
+
+
+async def test_a_task_answer_no_channel_showed_comes_after_restart_once_with_its_label() -> None:
+    """A scheduled task's and a subagent's answer, written while no gateway served the chat's channel,
+    are kept like a turn's reply: the next engine start sends them, labelled, under their record ids; once
+    a gateway showed them they are not sent again. Before, they were in the history and never shown."""
+    chat = ChatRef("burst", "one")
+    with short_socket_dir() as directory:
+        home = KlawHome(directory / "home")
+        initialise_home(home)
+        async with FakeOpenAiServer() as server:
+            config = engine_config(server.base_url)
+            engine = await Engine.start(home, config)
+            try:  # nobody serves "burst": the answers wait in this engine's memory, lost when it stops
+                await engine.processor.inject(chat, "Rain after five.", {"source": "task", "task": "weather"})
+                spawned = {"source": "task", "task": "research", "origin": "spawn"}
+                await engine.processor.inject(chat, "Three sources found.", spawned)
+                assert waiting_replies(home) == 2
+            finally:
+                await engine.shutdown(timeout_seconds=5)
+
+            for start in (1, 2):  # the first start sends both, the second nothing: the gateway confirmed them
+                engine = await Engine.start(home, config)
+                channel = AnswerChannel()
+                gateway = Gateway(home, [channel], backoff=Backoff(initial=0.05, maximum=0.3))
+                await gateway.start()
+                try:
+                    if start == 2:
+                        await gateway.submit("burst", "one", "anything new?")
+                    async with asyncio.timeout(WAIT_SECONDS):
+                        await channel.answered.wait()
+                    await until(lambda: waiting_replies(home) == 0)
+                finally:
+                    await engine.shutdown(timeout_seconds=5)
+                    await gateway.stop()
+                shown = [(r.text, r.task, r.spawned, r.id is not None) for r in channel.replies]
+                if start == 1:
+                    assert shown == [
+                        ("Rain after five.", "weather", False, True),
+                        ("Three sources found.", "research", True, True),
+                    ]
+                else:
+                    assert shown == [("echo: anything new?", None, False, True)]

@@ -45,3 +45,25 @@ async def test_replies_wait_until_confirmed_and_go_with_a_forget(open_store: Sto
     await store.messages.append(forget_record(CHAT, [second_q.id, second.id], "exchange 3", ["2026-01-01"], AT))
     assert await store.exchanges.undelivered() == []
     assert await store.exchanges.mark_delivered([]) == 0
+
+
+async def test_a_message_the_agent_sent_unasked_waits_too(open_store: StoreOpener) -> None:
+    """A task's answer or a message from another chat (no exchange) is kept with no message it answers;
+    an assistant message of any other source is not, and a user's never."""
+    store = await open_store()
+    task = MessageRecord(
+        CHAT, Role.ASSISTANT, "Rain after five.", metadata={"source": "task", "task": "weather"}, created_at=AT
+    )
+    relayed = MessageRecord(
+        CHAT, Role.ASSISTANT, "From the kitchen chat", metadata={"source": "message_send"}, created_at=AT
+    )
+    other = MessageRecord(CHAT, Role.ASSISTANT, "a note", metadata={"source": "import"}, created_at=AT)
+    asked = MessageRecord(CHAT, Role.USER, "hi", metadata={"source": "task"}, created_at=AT)
+    for record in (task, relayed, other, asked):
+        await store.messages.append(record)
+    assert [(w.reply.id, w.reply_to) for w in await store.exchanges.undelivered()] == [
+        (task.id, None),
+        (relayed.id, None),
+    ]
+    assert await store.exchanges.mark_delivered([task.id, relayed.id]) == 2
+    assert await store.exchanges.undelivered() == []

@@ -5,7 +5,8 @@ reached, so the same engine serves `klaw chat` in one process and gateways over 
 A reply can also be streamed while the model writes it (`delta_sink`), to a channel whose gateway
 asked for it; the complete reply is still delivered as usual afterwards.
 
-A turn's reply carries its record id: the store keeps it as undelivered until it is confirmed (an
+A turn's reply, and a message the agent sends unasked (a task's answer), carries its record id: the
+store keeps it as undelivered until it is confirmed (an
 in-process sink returned, or a gateway sent `delivered`), and the engine sends what is left again
 at start (docs/decisions/101-reply-redelivery.md). An in-process sink's confirmation is written just
 after the turn, beside the next one (decision 229).
@@ -19,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from klaw.store.records import ChatRef
+from klaw.store.records import ChatRef, MessageRecord
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,23 @@ class Outbound:
     # a turn's reply or apology: the ids of every message its turn answered (one turn may join several,
     # asked through several engines sharing a store); `reply_to` is the last of them
     answers: tuple[str, ...] = ()
+
+
+def kept_reply(record: MessageRecord, reply_to: str | None) -> Outbound:
+    """A reply the store keeps until a channel confirms it (a turn's, or one the agent sent unasked:
+    `exchange_records.sent_unasked`), under its record id so a gateway shows it once however often it
+    is sent; a scheduled task's or subagent's answer keeps its label when it is sent again at start."""
+    metadata = record.metadata or {}
+    task = metadata.get("task") if metadata.get("source") == "task" else None
+    return Outbound(
+        record.chat,
+        record.content,
+        reply_to,
+        "reply",
+        task=task if isinstance(task, str) else None,
+        spawned=metadata.get("origin") == "spawn",
+        id=record.id,
+    )
 
 
 Sink = Callable[[Outbound], Awaitable[None]]

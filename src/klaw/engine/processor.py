@@ -26,7 +26,7 @@ from klaw.engine.clock import Clock
 from klaw.engine.context_builder import BuiltContext, ContextBuilder
 from klaw.engine.context_history import ContextHistory, TurnContext
 from klaw.engine.debounce import Debouncer
-from klaw.engine.delivery import Delivery, Outbound
+from klaw.engine.delivery import Delivery, Outbound, kept_reply
 from klaw.engine.failures import EngineStopping
 from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import HeldSlot, LlmSlots, Priority
@@ -161,8 +161,7 @@ class MessageProcessor:
         sent = 0
         for item in waiting:
             if item.reply.created_at >= cutoff:
-                reply = item.reply
-                await self.delivery.deliver(Outbound(reply.chat, reply.content, item.reply_to, "reply", id=reply.id))
+                await self.delivery.deliver(kept_reply(item.reply, item.reply_to))
                 sent += 1
         if sent or stale:
             log.warning("sending again %d reply(ies) not confirmed delivered; %d older ones given up", sent, len(stale))
@@ -279,8 +278,8 @@ class MessageProcessor:
         async with self._chat_lock(chat), self._lease(chat):
             record = MessageRecord(chat, Role.ASSISTANT, text, metadata=dict(metadata), created_at=self.clock.now())
             await self.ingestion.accept(record)
-        spawned = metadata.get("origin") == "spawn"
-        await self.delivery.deliver(Outbound(chat, text, None, "reply", task=metadata.get("task"), spawned=spawned))
+        # Under its record id: the store keeps it until a channel confirms it, as a turn's reply (sent_unasked).
+        await self.delivery.deliver(kept_reply(record, None))
 
     async def post(self, chat: ChatRef, text: str, metadata: dict[str, str]) -> bool:
         """`inject` now if the chat is between turns (True), else in the background once its turn ends

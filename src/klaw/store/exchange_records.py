@@ -39,6 +39,25 @@ def exchange_open_record(
     return MessageRecord(chat, Role.SYSTEM, "", type=MessageType.EXCHANGE_OPEN, created_at=at, metadata=metadata)
 
 
+UNASKED_SOURCES = frozenset({"task", "message_send"})
+"""`metadata["source"]` of an assistant message the agent sends on its own, outside any turn: a
+scheduled task's or a subagent's answer (`engine/subagents.py`), a message from another chat
+(`engine/agent_messages.py`). Nobody waits for it on a prompt, so it is kept to deliver like a turn's
+reply (`sent_unasked`)."""
+
+NO_EXCHANGE = 0
+"""`undelivered_replies.exchange_id` of a message sent unasked: no exchange has id 0 (ids start at 1)."""
+
+
+def sent_unasked(record: MessageRecord) -> bool:
+    """Whether `record` is a message the agent sent on its own, to be kept in `undelivered_replies`
+    until a channel confirms it was shown, and sent again at start (docs/decisions/101-reply-redelivery.md).
+    Before, only a turn's final reply was kept: an engine stopped between logging a task's answer and a
+    gateway showing it (or before any gateway served the chat's channel) lost it from the chat's screen."""
+    source = (record.metadata or {}).get("source")
+    return record.role is Role.ASSISTANT and record.type is MessageType.TEXT and source in UNASKED_SOURCES
+
+
 def exchange_close_record(
     opened: MessageRecord, status: ExchangeStatus, final_message_id: str | None, at: datetime
 ) -> MessageRecord:

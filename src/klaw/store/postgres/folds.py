@@ -14,7 +14,15 @@ import logging
 from collections.abc import Collection
 
 from klaw.store.archival_records import forgotten_ids, remembered_exchange_high
-from klaw.store.exchange_records import OPENING_SQL, ExchangeClose, Opening, opened_exchange_id, opened_user_message_id
+from klaw.store.exchange_records import (
+    NO_EXCHANGE,
+    OPENING_SQL,
+    ExchangeClose,
+    Opening,
+    opened_exchange_id,
+    opened_user_message_id,
+    sent_unasked,
+)
 from klaw.store.postgres.connection import Connection, Row, clean_text, execute, fetch_all, fetch_one, fetch_value
 from klaw.store.postgres.embedding_jobs import insert_job
 from klaw.store.records import (
@@ -52,9 +60,16 @@ async def rowid_of(connection: Connection, message_id: object) -> int | None:
 
 
 async def fold_exchange_record(
-    connection: Connection, record: MessageRecord, chat_key: int, segment_id: int, created_at: int
+    connection: Connection, record: MessageRecord, chat_key: int, segment_id: int, rowid: int, created_at: int
 ) -> None:
-    if record.type is MessageType.EXCHANGE_OPEN:
+    """As `store/sqlite/exchange_fold.py`'s: exchanges, and a message sent unasked kept to deliver."""
+    if sent_unasked(record):
+        await execute(
+            connection,
+            "INSERT INTO undelivered_replies (message_rowid, exchange_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+            (rowid, NO_EXCHANGE),
+        )
+    elif record.type is MessageType.EXCHANGE_OPEN:
         user_rowid = await rowid_of(connection, opened_user_message_id(record))
         await insert_exchange(
             connection, opened_exchange_id(record.metadata), chat_key, segment_id, created_at, user_rowid

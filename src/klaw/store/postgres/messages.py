@@ -173,7 +173,7 @@ class PostgresMessages(MessageReads[PostgresDatabase, ChatKeys]):
             if isinstance(model, str):
                 await save_session_model(connection, chat_key, model, created_at)
         else:
-            await fold_exchange_record(connection, record, chat_key, segment_id, created_at)
+            await fold_exchange_record(connection, record, chat_key, segment_id, rowid, created_at)
             await fold_archival_record(connection, record, chat_key, segment_id, rowid, created_at, now)
             await fold_summary_record(connection, record, chat_key, rowid, created_at, now)
             if record.type is MessageType.FORGET and self._vector_cache is not None:

@@ -23,7 +23,15 @@ import logging
 
 import apsw
 
-from klaw.store.exchange_records import OPENING_SQL, ExchangeClose, Opening, opened_exchange_id, opened_user_message_id
+from klaw.store.exchange_records import (
+    NO_EXCHANGE,
+    OPENING_SQL,
+    ExchangeClose,
+    Opening,
+    opened_exchange_id,
+    opened_user_message_id,
+    sent_unasked,
+)
 from klaw.store.records import ExchangeStatus, MessageRecord, MessageType
 from klaw.store.sqlite.query import fetch_one, fetch_value
 
@@ -31,10 +39,15 @@ log = logging.getLogger(__name__)
 
 
 def fold_exchange_record(
-    connection: apsw.Connection, record: MessageRecord, chat_key: int, segment_id: int, created_at: int
+    connection: apsw.Connection, record: MessageRecord, chat_key: int, segment_id: int, rowid: int, created_at: int
 ) -> None:
-    """Open or close an exchange for an exchange control record (no-op for other types)."""
-    if record.type is MessageType.EXCHANGE_OPEN:
+    """Open or close an exchange for an exchange control record; keep a message the agent sent unasked
+    (a task's answer) to deliver, as a close keeps its reply (no-op for other records)."""
+    if sent_unasked(record):
+        connection.execute(
+            "INSERT OR IGNORE INTO undelivered_replies (message_rowid, exchange_id) VALUES (?, ?)", (rowid, NO_EXCHANGE)
+        )
+    elif record.type is MessageType.EXCHANGE_OPEN:
         user_rowid = rowid_of(connection, opened_user_message_id(record))
         insert_exchange(connection, opened_exchange_id(record.metadata), chat_key, segment_id, created_at, user_rowid)
     elif record.type is MessageType.EXCHANGE_CLOSE:

@@ -104,7 +104,7 @@ class SqliteMessages(MessageReads[SqliteDatabase, ChatKeys]):
                 if isinstance(model, str):
                     save_session_model(connection, chat_key, model, created_at)
             else:
-                fold_exchange_record(connection, record, chat_key, segment_id, created_at)
+                fold_exchange_record(connection, record, chat_key, segment_id, rowid, created_at)
                 now = to_millis(self._clock())
                 forgot = fold_archival_record(connection, record, chat_key, segment_id, rowid, created_at, now)
                 fold_summary_record(connection, record, chat_key, rowid, created_at, now)
