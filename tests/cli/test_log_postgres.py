@@ -5,11 +5,16 @@ is, and skipped by `klaw reindex` on PostgreSQL and on an SQLite home rebuilt fr
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
 
+from klaw.memory.conversation_log import ConversationLog
+from klaw.scheduling.names import task_chat
+from klaw.store.records import MessageRecord, Role
 from tests.cli.test_cli import klaw
 from tests.cli.test_reindex_cmd import a_home
 from tests.conftest import new_database
@@ -19,7 +24,9 @@ VARIABLE = "KLAW_TEST_DATABASE_URL"
 DAY = "2026-03-01"  # the day of a_home's six messages
 
 
-def _postgres_home(tmp_path: Path, dsn: str) -> Path:
+def _postgres_home(tmp_path: Path, dsn: str, *, keep_files: bool = False) -> Path:
+    """A home moved into PostgreSQL by `klaw db migrate`, one row of log_records damaged by hand; its
+    JSONL files removed unless `keep_files` (as the migration leaves them)."""
     home = a_home(tmp_path)
     moved = klaw(
         home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, "--samples", "0", env={VARIABLE: dsn}
@@ -29,7 +36,8 @@ def _postgres_home(tmp_path: Path, dsn: str) -> Path:
         f"embedder:\n  backend: fake\n  dim: 32\ndatabase:\n  backend: postgres\n  urlEnv: {VARIABLE}\n",
         encoding="utf-8",
     )
-    shutil.rmtree(home / "conversations")  # the log is the database's from now on
+    if not keep_files:
+        shutil.rmtree(home / "conversations")  # the log is the database's from now on
     (home / "klaw.db").unlink(missing_ok=True)
     with psycopg.connect(dsn, autocommit=True) as connection:  # a row damaged by hand
         connection.execute(
@@ -76,6 +84,35 @@ def test_check_export_and_reindex_of_a_log_kept_in_postgres(tmp_path: Path, post
     assert back.returncode == 0, back.stdout + back.stderr
     assert "1 malformed log line(s) skipped" in back.stdout
     assert any("messages" in line and line.rstrip(" │").endswith(" 6") for line in back.stdout.splitlines())
+
+
+def test_check_reads_the_live_log_and_names_jsonl_files_left_from_before_the_move(
+    tmp_path: Path, postgres_server: PgServer
+) -> None:
+    """Files a migration left are not the log: their damage is not reported as the log's, and one line
+    says what they are; a scheduled task's run log, a file on every backend, is checked."""
+    dsn = postgres_server.dsn(new_database(postgres_server))
+    home = _postgres_home(tmp_path, dsn, keep_files=True)
+    [stale] = list((home / "conversations" / "console_me").glob("*.jsonl"))
+    with stale.open("ab") as handle:
+        handle.write(b"{broken after the move\n")
+    run = MessageRecord(task_chat("digest"), Role.USER, "sum up the day", created_at=datetime(2026, 3, 2, tzinfo=UTC))
+    asyncio.run(ConversationLog(home / "conversations").append_many([run]))
+    run_log = home / "conversations" / "scheduler_digest" / "2026-03-02.jsonl"
+    with run_log.open("ab") as handle:
+        handle.write(b"{broken run line\n")
+
+    checked = klaw(home, "log", "check", env={VARIABLE: dsn})
+
+    out = " ".join(checked.stdout.split())
+    assert checked.returncode == 1, checked.stdout + checked.stderr  # log_records' damaged row, the run's line
+    assert "console_me (log_records): 6 records" in out and "6 records, 1 malformed rows" in out, out
+    assert "scheduler_digest: 1 records, 1 malformed lines" in out and f"{run_log}:2: invalid JSON" in out, out
+    assert str(stale) not in out and "console_me: 6 records" not in out, out
+    assert (
+        f"{home / 'conversations'}: JSONL files of 1 chat(s) from before this home moved to PostgreSQL: not its"
+        " log (log_records is) and not checked" in out
+    ), out
 
 
 def test_a_server_away_or_an_sqlite_home_give_one_clear_line(tmp_path: Path) -> None:

@@ -28,7 +28,9 @@ app = typer.Typer(help="Inspect the conversation log (the source of truth).", no
 @app.command()
 def check() -> None:
     """Count the records per chat and list malformed lines (file:line and reason, never content). On
-    PostgreSQL the log is the database's log_records: malformed rows are named by day, line and seq."""
+    PostgreSQL the log is the database's log_records: malformed rows are named by day, line and seq;
+    scheduled tasks' run logs stay JSONL files and are checked as such, and chats' JSONL files left from
+    before the move are named in one line, not checked (they are not the log)."""
     from klaw.memory.conversation_log import ConversationLog
     from klaw.memory.kept_log_files import check_kept_log
 
@@ -36,13 +38,17 @@ def check() -> None:
     console = Console(markup=False)
     # The reader warns of each line it skips; here the report below lists them once, so not twice.
     logging.getLogger("klaw.memory.conversation_log").setLevel(logging.ERROR)
-    bad = _check_files(console, ConversationLog(home.conversations))
     database = load_or_exit(home).config.database
+    files = ConversationLog(home.conversations)
     kept = _kept_log_or_none(home, database)
-    if kept is not None:
+    if kept is None:
+        bad = _check_files(console, files, [*files.chat_dirs(), *files.task_dirs()])
+    else:
+        bad = _check_files(console, files, files.task_dirs())  # run logs are files on every backend
         report = _with_bars(console, database, "reading log_records", lambda progress: check_kept_log(kept, progress))
         _print_kept(console, report)
         bad += len(report.malformed)
+        _name_left_over(console, home, files.chat_dirs())
     if bad:
         console.print(
             "Readers skip these lines and nothing else is affected. To repair one (or to see how such a line"
@@ -83,15 +89,26 @@ def export(
         )
 
 
-def _check_files(console: Console, log: ConversationLog) -> int:
+def _check_files(console: Console, log: ConversationLog, dirs: list[Path]) -> int:
     bad = 0
-    for chat_dir in [*log.chat_dirs(), *log.task_dirs()]:
+    for chat_dir in dirs:
         report = asyncio.run(log.read(log.files(chat_dir)))
         console.print(f"{chat_dir.name}: {len(report.records)} records, {len(report.skipped)} malformed lines")
         for path, number, reason in report.skipped:
             console.print(f"  {path}:{number}: {reason}")
         bad += len(report.skipped)
     return bad
+
+
+def _name_left_over(console: Console, home: KlawHome, chat_dirs: list[Path]) -> None:
+    """Chats' JSONL files in a PostgreSQL home: left by `klaw db migrate` (it leaves the SQLite home as
+    it was), never written or read since; said so a person does not take them for the log."""
+    if chat_dirs:
+        console.print(
+            f"{home.conversations}: JSONL files of {len(chat_dirs)} chat(s) from before this home moved to"
+            " PostgreSQL: not its log (log_records is) and not checked; keep them as a backup or delete them",
+            soft_wrap=True,
+        )
 
 
 def _kept_log_or_none(home: KlawHome, database: DatabaseConfig) -> KeptLog | None:
