@@ -53,7 +53,8 @@ def by_name(rows: list[ToolRow]) -> dict[str, ToolRow]:
 
 async def klaw_tools(home: Path, site: Path, *args: str) -> tuple[int, str, str]:
     """`klaw tools` as a person runs it, the plugins' folder on its path; the event loop keeps serving."""
-    env = {**os.environ, "KLAW_HOME": str(home), "PYTHONPATH": str(site), "COLUMNS": "200"}
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))  # a worktree's src kept
+    env = {**os.environ, "KLAW_HOME": str(home), "PYTHONPATH": path, "COLUMNS": "200"}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "klaw", "tools", *args, env=env, stdout=-1, stderr=-1
     )
@@ -129,8 +130,11 @@ async def test_without_an_engine_klaw_tools_builds_the_list_itself_and_prints_pl
     install(site, "flaky", FLAKY, FLAKY_SOURCE, "provide")
     home = tmp_path / "home"
     home.mkdir()
-    enabled = [*CONFIG["tools"]["enabled"], "flaky", "skills"]
-    yaml = json.dumps({**CONFIG, "tools": {**CONFIG["tools"], "enabled": enabled}})
+    enabled = [*CONFIG["tools"]["enabled"], "flaky", "skills", "mcp:remote"]
+    servers = {**CONFIG["mcp"]["servers"], "remote": {"url": "https://mcp.example.com/mcp"}}
+    yaml = json.dumps(
+        {**CONFIG, "tools": {**CONFIG["tools"], "enabled": enabled}, "mcp": {**CONFIG["mcp"], "servers": servers}}
+    )
     (home / "engine.yaml").write_text(yaml, encoding="utf-8")  # JSON is YAML
     for name, text in (("greet", "---\nname: greet\ndescription: Greet people.\n---\nSay hi.\n"), ("odd", "hi\n")):
         (home / "workspace" / "skills" / name).mkdir(parents=True)
@@ -139,7 +143,7 @@ async def test_without_an_engine_klaw_tools_builds_the_list_itself_and_prints_pl
     assert code == 1 and "Traceback" not in err, err
     lines = out.splitlines()
     assert lines[0].startswith(f"Tools for console:{getpass.getuser()} (model fake/large), as an engine started now")
-    assert "would offer them (none is running; MCP servers are not started here):" in lines[0]
+    assert "would offer them (none is running; no MCP server is started or connected to here):" in lines[0]
     assert "current_time [built-in clock]: offered" in lines
     assert f"shout [{SHOUT_SOURCE}]: offered (each call waits for your /approve)" in lines
     assert (
@@ -150,7 +154,15 @@ async def test_without_an_engine_klaw_tools_builds_the_list_itself_and_prints_pl
         f"flaky [plugin {FLAKY} (flaky = {FLAKY}:provide)]: failed: its provider raised RuntimeError: no token in"
         f" NOTES_TOKEN; fix: update or reinstall {FLAKY}, or remove flaky from tools.enabled"
     ) in lines
-    assert any(line.startswith("mcp:files [MCP server files]: unavailable: not started") for line in lines)
+    later = "and its tools are listed then; fix: run klaw tools while an engine runs (klaw serve, klaw engine) to see"
+    assert (
+        "mcp:files [MCP server files]: unavailable: not started here: an engine starts its command when it runs,"
+        f" {later} its tools"
+    ) in lines, lines
+    assert (
+        "mcp:remote [MCP server remote]: unavailable: not connected here: an engine connects to its URL when it runs,"
+        f" {later} its tools"
+    ) in lines, lines
     assert "greet [skill (workspace/skills, read with skill_read)]: offered" in lines
     odd = next(line for line in lines if line.startswith("odd [skill"))
     assert "front matter" in odd and "klaw skills check" in odd

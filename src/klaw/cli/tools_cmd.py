@@ -69,7 +69,7 @@ async def _listed(home: KlawHome, config: EngineConfig, chat: ChatRef) -> Listed
     from klaw.engine.tool_listing import listing_without_engine
     from klaw.engine_presence import engine_answers, home_holder
 
-    why = "none is running; MCP servers are not started here"
+    why = "none is running; no MCP server is started or connected to here"
     if await engine_answers(home.socket_path):
         try:
             return Listed(await _ask_engine(home, chat), "engine", f"from the engine running on {home.root}")

@@ -28,7 +28,10 @@ from klaw.tools.mcp.servers import ServerState
 from klaw.tools.selection import ToolSelection
 from klaw.tools.skills.catalogue import SkillCatalogue
 
-NOT_STARTED = "not started: no engine is running (its tools are listed once one runs it)"
+# An enabled server's row when no engine runs: nothing here starts a command or connects to a URL, so
+# what it lists is unknown until an engine does (klaw serve, klaw engine, klaw chat).
+NOT_STARTED = "not started here: an engine starts its command when it runs, and its tools are listed then"
+NOT_CONNECTED = "not connected here: an engine connects to its URL when it runs, and its tools are listed then"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,10 +123,10 @@ def listing_without_engine(home: KlawHome, config: EngineConfig, chat: ChatRef, 
     provide_late_groups(home, config, selection, {SCHEDULER: idle, MESSAGES: idle})
     enabled = set(config.tool_groups)
     servers = [
-        ServerState(name, enabled=True, phase="not started", reason=NOT_STARTED)
+        ServerState(name, enabled=True, phase="not started", reason=NOT_CONNECTED if server.url else NOT_STARTED)
         if f"{MCP_GROUP_PREFIX}{name}" in enabled
         else ServerState(name, enabled=False, phase="not enabled")
-        for name in config.mcp.servers
+        for name, server in config.mcp.servers.items()
     ]
     listing = ToolListing(config, ModelCatalogue.from_config(config), None, selection, lambda: servers, skills)
     return ToolInventory(chat, model, listing.rows(model))

@@ -137,7 +137,11 @@ def _server_row(state: ServerState) -> ToolRow | None:
     reason = state.reason or state.phase
     if state.retry_in is not None:
         reason += f"; klaw tries again in {state.retry_in} s (failure {state.failures})"
-    fix = "" if state.phase == "not started" else f"its own messages are in KLAW_HOME/mcp/{state.name}.log"
+    fix = (
+        "run klaw tools while an engine runs (klaw serve, klaw engine) to see its tools"
+        if state.phase == "not started"
+        else f"its own messages are in KLAW_HOME/mcp/{state.name}.log"
+    )
     return ToolRow(name, source, "unavailable", False, reason, fix)
 
 

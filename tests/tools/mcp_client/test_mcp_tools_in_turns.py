@@ -200,16 +200,22 @@ async def test_a_server_that_keeps_failing_is_warned_about_once_per_reason(
     assert [r.levelno for r in said].count(logging.WARNING) == 1
 
 
+READ_ONLY_KEY = "k-read-only"  # a key the server knows but does not let use this endpoint
+
+
 class BearerOnly:
-    """The HTTP server's own key check, as a hosted MCP server has."""
+    """The HTTP server's own key check, as a hosted MCP server has: 401 for no key or an unknown one, 403
+    for a key without the permission."""
 
     def __init__(self, app: ASGIApp, key: str) -> None:
         self.app, self.key = app, key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers", []))
-        if scope["type"] == "http" and headers.get(b"authorization") != f"Bearer {self.key}".encode():
-            await send({"type": "http.response.start", "status": 401, "headers": []})
+        sent = headers.get(b"authorization")
+        if scope["type"] == "http" and sent != f"Bearer {self.key}".encode():
+            status = 403 if sent == f"Bearer {READ_ONLY_KEY}".encode() else 401
+            await send({"type": "http.response.start", "status": status, "headers": []})
             await send({"type": "http.response.body", "body": b"no"})
             return
         await self.app(scope, receive, send)
@@ -250,6 +256,16 @@ async def test_a_streamable_http_servers_tools_are_called_with_the_key_from_the_
                 "MCP notes: unavailable, it failed to start: the server answered 401 Unauthorized to the key in"
                 " NOTES_KEY (mcp.servers.notes.authorizationEnv)"
             ) in said
+
+        monkeypatch.setenv("NOTES_KEY", READ_ONLY_KEY)
+        async with running_engine(tmp_path / "4", tools={"enabled": ["mcp:notes"]}, mcp=mcp) as h:
+            assert (await h.turn("hi")).text == "echo: hi"
+            said = " ".join((await status(h)).split())
+            assert (
+                "it failed to start: the server answered 403 Forbidden: the key in NOTES_KEY"
+                " (mcp.servers.notes.authorizationEnv) is accepted but lacks permission for this server"
+            ) in said, said
+            assert READ_ONLY_KEY not in said
 
         keyless = {"servers": {"notes": {"url": url}}, "startWaitSeconds": 60}
         async with running_engine(tmp_path / "3", tools={"enabled": ["mcp:notes"]}, mcp=keyless) as h:

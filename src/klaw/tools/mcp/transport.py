@@ -5,8 +5,9 @@ names, never klaw's whole environment (which holds the model keys); it runs in t
 `cwd` says otherwise, and its stderr goes to `KLAW_HOME/mcp/<server>.log` (0600), not into the
 terminal of `klaw chat`. A URL server gets the headers whose values its `authorizationEnv` and
 `headersEnv` variables hold. A variable that is not set is a start failure naming it. A URL server that
-refuses the key (401/403) is named as such, with the setting that fixes it (`refusal_reason`): the SDK
-itself only says "Server returned an error response".
+refuses the key is named as such (`refusal_reason`): 401, a key missing or wrong, with the setting that
+fixes it; 403, a key taken but without permission there (or none given): the SDK itself only says
+"Server returned an error response".
 """
 
 from __future__ import annotations
@@ -45,15 +46,29 @@ class HttpRefusal:
 
 
 def refusal_reason(name: str, config: McpServerConfig, status: int) -> str:
-    """Why a URL server refused klaw, and the engine.yaml setting that fixes it."""
-    answered = f"the server answered {status} {'Unauthorized' if status == 401 else 'Forbidden'}"
+    """Why a URL server refused klaw, and what fixes it: a 401 wants a (valid) key, the engine.yaml setting
+    naming its variable; a 403 refuses what it was given: a key it took but that may not use this server
+    (its permissions are the server's to change), or no key at all."""
     where = f"mcp.servers.{name}.authorizationEnv"
-    if config.authorization_env is None:
+    variable = config.authorization_env
+    if status == 403:
+        if variable is None:
+            return (
+                "the server answered 403 Forbidden: it does not let klaw in without a key; if it takes one, set"
+                f" {where} in engine.yaml to the name of the environment variable holding it (docs/mcp.md)"
+            )
+        return (
+            f"the server answered 403 Forbidden: the key in {variable} ({where}) is accepted but lacks"
+            f" permission for this server: grant that key access on the server's side, or put a key that has"
+            f" it in {variable}"
+        )
+    answered = "the server answered 401 Unauthorized"
+    if variable is None:
         return (
             f"{answered}: it wants a key; set {where} in engine.yaml to the name of the environment variable"
             " holding it (sent as 'Authorization: Bearer <key>', docs/mcp.md)"
         )
-    return f"{answered} to the key in {config.authorization_env} ({where}): check that variable's value"
+    return f"{answered} to the key in {variable} ({where}): check that variable's value"
 
 
 def _variables(names: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
