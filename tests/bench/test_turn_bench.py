@@ -17,7 +17,7 @@ from klaw.llm.messages import ChatMessage
 from klaw.llm.openai_client import OpenAiChatClient
 from klaw.memory.summaries.prompts import Transcript, batch_prompt, numbered_answers
 
-TURN_PHASES = ["accept", "exchange", "context", "model", "reply"]
+TURN_PHASES = ["accept", "exchange", "context", "slot", "model", "reply"]
 CONTEXT_LAYERS = [
     "session",
     "system_prompt",

@@ -86,13 +86,19 @@ async def test_a_gateway_gets_acks_replies_and_notices_over_the_socket(short_hom
 
 
 async def test_shutdown_lets_a_turn_in_flight_finish(tmp_path: Path) -> None:
-    release = asyncio.Event()
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        arrived.set()
+        await release.wait()
+
     async with running_engine(tmp_path) as h:
-        h.server.reply_text("finished politely", before=release.wait)
+        h.server.reply_text("finished politely", before=hold)
         await h.say("slow question")
         await h.clock.advance(1.5)
-        await settle()
-        assert h.engine.processor.slots.in_use == 1  # the model call is in flight
+        async with asyncio.timeout(10):
+            await arrived.wait()  # the model call is in flight (its context built first, without a slot)
+        assert h.engine.processor.slots.in_use == 1
         shutdown = asyncio.create_task(h.engine.shutdown(timeout_seconds=30))
         await settle()
         assert not shutdown.done()

@@ -218,6 +218,9 @@ async def test_interactive_turns_are_served_before_waiting_subagents(tmp_path: P
         await h.say("urgent", OTHER)
         await h.clock.advance(1.5)
         slots = h.engine.processor.slots
+        async with asyncio.timeout(10):
+            while slots.queue_depth < 2:  # noqa: ASYNC110 - the turn builds its context (threads) before it queues
+                await asyncio.sleep(0.01)
         assert (slots.in_use, slots.queue_depth) == (1, 2)
         release.set()
         await run

@@ -12,7 +12,8 @@ and the model's process beside it.
 Each timed turn is broken into its phases from the timings the engine records on every turn
 (engine/turn_timing.py, kept with the turn's context record), so a regression shows where it is:
 accept (log fsync + row, before the turn), exchange (its open record), context and each of its
-layers, model (the loopback call to the fake server, and tools if any), reply (the answer's and the
+layers, slot (waiting for an LLM slot, held by the model's calls alone: decision 253), model (the
+loopback call to the fake server, and tools if any), reply (the answer's and the
 exchange's records, delivery). Background work the turns trigger is counted: model calls made
 for summaries while the timed turns ran, per turn. The fake server answers summary requests as a
 model following their prompts does (`summary_model.wire_reply`: one numbered line per exchange of a

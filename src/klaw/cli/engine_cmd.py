@@ -111,7 +111,8 @@ def chat(
             finally:
                 # Said after a Ctrl-C, or when the console ends with work under way. A piped message's
                 # reply is out already: its stderr stays empty while background work (a summary) ends.
-                busy = running.processor.slots.in_use or running.processor.waiting_chats
+                processor = running.processor
+                busy = processor.slots.in_use or processor.waiting_chats or processor.turns_under_way
                 if busy and (interrupted or data is None):
                     err_console.print("stopping: finishing the reply in flight… (Ctrl-C again to quit at once)")
                 await running.shutdown()

@@ -1,9 +1,11 @@
-"""The message processor: inbound → log and database → debounce → LLM slot → turn → reply.
+"""The message processor: inbound → log and database → debounce → turn (context → LLM slot: tool loop → reply).
 
 An inbound message is durable (log fsync'd, row stored) before anything else happens, then its
-chat's debounce timer restarts. When the chat goes quiet, the pending messages are joined and wait
-for an interactive LLM slot; the turn builds the context, runs the tool loop, records the reply,
-closes the exchange and delivers the reply. The turn itself runs in the shared `TurnRunner`
+chat's debounce timer restarts. When the chat goes quiet, the pending messages are joined and the
+turn builds the context, runs the tool loop in an interactive LLM slot, records the reply, closes
+the exchange and delivers the reply. The slot is held by the tool loop alone (the model's calls and
+the tools between them): another chat's model call does not wait for this chat's context reads or
+its reply's fsync and delivery (decision 253). The turn itself runs in the shared `TurnRunner`
 (turn_runner.py), whose one failure policy makes any failure a failed exchange and a short apology
 with an error id, never silence and never a crash of the engine.
 """
@@ -14,13 +16,13 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 
 from klaw.config import EngineConfig
 from klaw.engine.answered_elsewhere import replies_elsewhere
-from klaw.engine.approval import PERSON_PRESENT
+from klaw.engine.approval import PERSON_PRESENT, Waiting
 from klaw.engine.chat_leases import ChatLeases
 from klaw.engine.clock import Clock
 from klaw.engine.context_builder import BuiltContext, ContextBuilder
@@ -29,7 +31,7 @@ from klaw.engine.debounce import Debouncer
 from klaw.engine.delivery import Delivery, Outbound, kept_reply
 from klaw.engine.failures import EngineStopping
 from klaw.engine.sessions import SessionManager
-from klaw.engine.slots import HeldSlot, LlmSlots, Priority
+from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.tool_loop import LoopOutcome
 from klaw.engine.turn_runner import Turn, TurnFailure, TurnPrompt, TurnRunner
 from klaw.engine.turn_timing import PhaseTimes
@@ -88,6 +90,11 @@ class MessageProcessor:
     @property
     def waiting_chats(self) -> int:
         return self._debouncer.waiting_chats
+
+    @property
+    def turns_under_way(self) -> int:
+        """Chat turns started and not ended (building a context, in the model, writing the reply)."""
+        return len(self._turn_tasks)
 
     async def handle_inbound(self, inbound: Inbound) -> StoredMessage:
         """Make the message durable and schedule its chat's turn; returns once it is stored."""
@@ -188,8 +195,7 @@ class MessageProcessor:
                         m.rowid for m in pending
                     }
                 if answering:
-                    async with self.slots.held(Priority.INTERACTIVE) as slot:
-                        await self._run_turn(chat, answering, slot)
+                    await self._run_turn(chat, answering)
             if self.leases is not None:
                 await self._tell_answered_elsewhere(chat, pending, answering)
         finally:
@@ -228,7 +234,15 @@ class MessageProcessor:
     def _lease(self, chat: ChatRef) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext() if self.leases is None else self.leases.hold(chat)
 
-    async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage], slot: HeldSlot) -> None:
+    @contextlib.asynccontextmanager
+    async def _model_slot(self) -> AsyncIterator[Waiting]:
+        """An interactive LLM slot around a turn's tool loop, set aside while a held tool's question waits
+        for the person (other chats use the model meanwhile). Only the model's calls and the tools between
+        them hold it: the context is built, and the reply written and delivered, outside it (decision 253)."""
+        async with self.slots.held(Priority.INTERACTIVE) as slot:
+            yield slot.set_aside
+
+    async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage]) -> None:
         """The chat's turn through the shared runner: its context, ingestion as recorder, this chat as sink."""
         answers = tuple(m.record.id for m in pending)
         sink = _ChatReply(self.ingestion, self.delivery, self.clock, chat, reply_to=answers[-1], answers=answers)
@@ -264,7 +278,7 @@ class MessageProcessor:
             on_text=self.delivery.delta_sink(chat, sink.reply_to),
             timings=timings,
             approval=PERSON_PRESENT,  # a held tool asks this chat's person
-            while_asking=slot.set_aside,  # other chats use the model meanwhile
+            model_slot=self._model_slot,
             begin_alongside_context=True,  # the exchange's opening is a control record no layer reads
         )
         await self.turns.run(turn)

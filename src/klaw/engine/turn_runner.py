@@ -23,6 +23,7 @@ import logging
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -94,7 +95,10 @@ class Turn:
     timings: PhaseTimes = field(default_factory=PhaseTimes)
     # Who answers for a held tool (engine/approval.py): the person of a chat turn, or nobody (a task's run).
     approval: ApprovalScope = NOBODY
-    while_asking: Waiting | None = None  # around waiting for the person's answer (the LLM slot set aside)
+    # Held around the tool loop alone (the model's calls and the tools between them), never the context
+    # or the reply's records: a chat turn's LLM slot (decision 253). It gives what a held tool's question
+    # is waited for in (the slot set aside, so other chats use the model meanwhile); None: nothing held.
+    model_slot: Callable[[], AbstractAsyncContextManager[Waiting | None]] | None = None
     # The sink's begin may run while the context is built (it writes nothing the context reads: a chat
     # turn's exchange opening). A task run's begin writes its request into the log its context reads.
     begin_alongside_context: bool = False
@@ -123,20 +127,26 @@ class TurnRunner:
         try:
             timed = turn.timings.phase
             prompt = await _begun_with_context(turn)
-            with timed("model"):
-                outcome = await run_tool_loop(
-                    model=self.model_for(prompt.model),
-                    messages=list(prompt.messages),
-                    tools=prompt.tools,
-                    registry=self.tools,
-                    tool_context=ToolContext(chat=turn.chat, workspace=self.workspace, extras={"clock": self.clock}),
-                    max_rounds=self.max_rounds,
-                    chat=turn.chat,
-                    record=turn.record,
-                    now=self.clock.now,
-                    on_text=turn.on_text,
-                    approve=self._approver(turn),
-                )
+            async with AsyncExitStack() as slot:
+                with timed("slot"):
+                    model_slot = turn.model_slot
+                    while_asking = None if model_slot is None else await slot.enter_async_context(model_slot())
+                with timed("model"):
+                    outcome = await run_tool_loop(
+                        model=self.model_for(prompt.model),
+                        messages=list(prompt.messages),
+                        tools=prompt.tools,
+                        registry=self.tools,
+                        tool_context=ToolContext(
+                            chat=turn.chat, workspace=self.workspace, extras={"clock": self.clock}
+                        ),
+                        max_rounds=self.max_rounds,
+                        chat=turn.chat,
+                        record=turn.record,
+                        now=self.clock.now,
+                        on_text=turn.on_text,
+                        approve=self._approver(turn, while_asking),
+                    )
             with timed("reply"):
                 await turn.sink.finish(outcome)
             return outcome
@@ -154,13 +164,15 @@ class TurnRunner:
                 )
             return failure
 
-    def _approver(self, turn: Turn) -> Callable[[ToolCall], Awaitable[Verdict | None]] | None:
+    def _approver(
+        self, turn: Turn, while_asking: Waiting | None
+    ) -> Callable[[ToolCall], Awaitable[Verdict | None]] | None:
         gate = self.approvals
         if gate is None:
             return None
 
         async def approve(call: ToolCall) -> Verdict | None:
-            return await gate.check(call, turn.chat, turn.approval, while_waiting=turn.while_asking)
+            return await gate.check(call, turn.chat, turn.approval, while_waiting=while_asking)
 
         return approve
 
