@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from klaw.home import KlawHome
-from klaw.home_lock import ENGINE_ROLE, Holder, HomeHeldError, HomeLock, holder_of
+from klaw.home_lock import ENGINE_ROLE, LIBRARY, Holder, HomeHeldError, HomeLock, holder_of
 
 CONNECT_TIMEOUT_SECONDS = 2.0
 # What to do about an engine in the way: it may be any of these, and only its owner can tell which.
@@ -64,7 +64,28 @@ def held_message(home: KlawHome, holder: Holder) -> str:
     """One line for a person: who holds the home and what to do about it."""
     if holder.role and holder.role != ENGINE_ROLE:
         return f"{holder.describe()} is using {home.root}: wait for it to finish"
-    return f"{holder.describe()} is running on {home.root}: {STOP_AN_ENGINE}"
+    return f"{holder.describe()} is running on {home.root}: {how_to_stop(holder)}"
+
+
+def how_to_stop(holder: Holder) -> str:
+    """What ends the engine `holder` runs, in the words of the command it is (decision 259); the list
+    of every possibility only when its lock file does not say (a klaw from before commands were kept)."""
+    command, pid = holder.command, holder.pid
+    kill = f", or `kill {pid}`" if pid else ""
+    if command == "klaw chat":
+        return "leave it first (/exit or Ctrl-D in its terminal)"
+    if command == "klaw serve":
+        return (
+            f"stop it first (Ctrl-C in its terminal, `systemctl --user stop klaw.service` when the service"
+            f" runs it{kill})"
+        )
+    if command == "klaw mcp serve":
+        return f"stop it first (close the MCP client that started it, Ctrl-C in its terminal{kill})"
+    if command == LIBRARY:
+        return "end that program first (it holds the home until its Klaw(home) is closed)"
+    if command.startswith("klaw "):
+        return f"stop it first (Ctrl-C in its terminal{kill})"
+    return STOP_AN_ENGINE
 
 
 @contextlib.asynccontextmanager

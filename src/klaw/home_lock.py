@@ -6,9 +6,12 @@ engine, listening or not, holds this lock from before start-up recovery until it
 the store; maintenance that replaces or edits what an engine holds (`klaw reindex`, `klaw memory
 forget`) holds it too, for its whole run. The kernel releases a `flock` when its holder exits however
 it exits (kill -9 included), so a lock is never stale; the file itself stays (unlinking it would let two
-processes lock two different files of one name). It holds the holder's pid, program and role, only for
-the message a refused process prints. `flock` belongs to an open file, not a process, so two engines in
-one process refuse each other too. Decision: docs/decisions/233-home-lock.md.
+processes lock two different files of one name). It holds the holder's pid, program, role and command
+(`klaw chat`, `klaw serve`…, or `library` for a program using `Klaw(home)`), only for the message a
+refused process prints: what to do about a `klaw chat` (leave it) is not what to do about `klaw serve`
+(talk to it on its web page), and the program's name alone ("klaw") cannot tell them apart (decision
+259). `flock` belongs to an open file, not a process, so two engines in one process refuse each other
+too. Decision: docs/decisions/233-home-lock.md.
 
 Lives at the top level: the engine, `memory` (reindex) and `cli` all take it, and `memory` must not
 import `engine`.
@@ -17,10 +20,12 @@ import `engine`.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,23 +54,46 @@ class HomeHeldError(KlawError, RuntimeError):
         self.holder = holder
 
 
+ENGINE_ROLE = "an engine"
+# The command of a process that holds a home without a `klaw` command: a program using klaw's library API.
+LIBRARY = "library"
+# The `klaw` command this process runs (`klaw chat`), set by the CLI for the command's run; a process
+# that never sets it is a program using klaw's library API.
+_command: contextvars.ContextVar[str] = contextvars.ContextVar("klaw_command", default=LIBRARY)
+
+
+@contextlib.contextmanager
+def running_command(command: str) -> Iterator[None]:
+    """Within this block, a lock this process takes says it is held by `command` (e.g. "klaw chat")."""
+    token = _command.set(command)
+    try:
+        yield
+    finally:
+        _command.reset(token)
+
+
 @dataclass(frozen=True)
 class Holder:
-    """Who holds a home, as its lock file says (pid 0 and empty names if it had not written it yet)."""
+    """Who holds a home, as its lock file says (pid 0 and empty names if it had not written it yet).
+    `command`: the `klaw` command holding it, `LIBRARY`, or "" when the file does not say (written
+    by a klaw from before commands were recorded)."""
 
     pid: int
     program: str
     role: str
+    command: str = ""
 
     def describe(self) -> str:
-        """'klaw reindex (pid 123, program klaw)' or 'an engine (pid 123, program my_bot.py)'."""
+        """'`klaw chat` (pid 123)', 'a program using klaw's library API (pid 123, program my_bot.py)',
+        'klaw reindex (pid 123, program klaw)', or 'an engine (pid 123, program klaw)' when unknown."""
+        if self.role in ("", ENGINE_ROLE) and self.command.startswith("klaw "):
+            return f"`{self.command}` (pid {self.pid})" if self.pid else f"`{self.command}`"
         who = self.role or "an engine"
+        if self.role in ("", ENGINE_ROLE) and self.command == LIBRARY:
+            who = "a program using klaw's library API"
         if not self.pid:
             return who
         return f"{who} (pid {self.pid}, program {self.program})" if self.program else f"{who} (pid {self.pid})"
-
-
-ENGINE_ROLE = "an engine"
 
 
 def lock_path(home_root: Path) -> Path:
@@ -97,9 +125,10 @@ class HomeLock:
                         raise HomeHeldError(f"{holder.describe()} holds {home_root}", holder) from None
                     time.sleep(_ACQUIRE_PAUSE_SECONDS)
             program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
-            record = json.dumps({"pid": os.getpid(), "program": program, "role": role}) + "\n"
+            record = {"pid": os.getpid(), "program": program, "role": role, "command": _command.get()}
+            encoded = (json.dumps(record) + "\n").encode()
             os.ftruncate(descriptor, 0)
-            os.pwrite(descriptor, record.encode(), 0)
+            os.pwrite(descriptor, encoded, 0)
         except BaseException:
             os.close(descriptor)
             raise
@@ -137,6 +166,7 @@ def holder_of(home_root: Path) -> Holder | None:
 def _read_holder(descriptor: int) -> Holder:
     try:
         record = json.loads(os.pread(descriptor, 4096, 0))
-        return Holder(int(record["pid"]), str(record["program"]), str(record["role"]))
-    except (OSError, ValueError, KeyError, TypeError):  # not written yet, or written by something else
+        command = str(record.get("command", ""))
+        return Holder(int(record["pid"]), str(record["program"]), str(record["role"]), command)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # not written yet, or by something else
         return Holder(0, "", "")

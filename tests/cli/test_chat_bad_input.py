@@ -101,9 +101,9 @@ async def test_klaw_chat_beside_a_running_engine_says_how_to_talk_to_it(tmp_path
             started = await asyncio.wait_for(engine.stderr.readline(), timeout=60)
             assert b"listening on" in started, started
             line = refused(*await piped_bytes(env, b"hello\n"))
-            assert f"an engine (pid {engine.pid}" in line
+            assert f"`klaw engine` (pid {engine.pid}) runs on {home}" in line  # which command (decision 259)
             assert "klaw gateway" in line and "web page" in line  # where to talk to it
-            assert "stop 'klaw engine'" in line  # and still how to stop it
+            assert f"stop it first (Ctrl-C in its terminal, or `kill {engine.pid}`)" in line  # and how to stop it
             assert model.chat_requests == []
         finally:
             os.kill(engine.pid, signal.SIGTERM)

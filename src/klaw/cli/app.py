@@ -29,6 +29,7 @@ from klaw.cli.context import fail, home_from_env, home_source, make_private_or_w
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.home_language import LanguageError, LanguageSettings, language_settings
+from klaw.home_lock import running_command
 from klaw.home_privacy import restrict_umask
 
 help_flags.install()
@@ -68,6 +69,7 @@ def _print_version(asked: bool) -> None:
 
 @app.callback()
 def _root(
+    context: typer.Context,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details to stderr.")] = False,
     _version: Annotated[
         bool,
@@ -77,6 +79,8 @@ def _root(
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    if context.invoked_subcommand:  # the home's lock names the command holding it (decision 259)
+        context.with_resource(running_command(f"klaw {context.invoked_subcommand}"))
 
 
 @app.command()

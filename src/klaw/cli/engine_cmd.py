@@ -64,7 +64,7 @@ def chat(
     config = loaded.config
 
     async def run() -> None:
-        await _refuse_a_running_engine(home)
+        await _refuse_a_running_engine(home, config)
         if not skip_check:
             # the model this chat will use: its own /model choice outlives the process
             chosen = await chat_model(home, config, console_chat())
@@ -125,24 +125,42 @@ def chat(
     event_loop.run(run())
 
 
-async def _refuse_a_running_engine(home: KlawHome) -> None:
-    """Exit 2 when an engine runs on the home, saying how to talk to it: `klaw chat` runs an engine of
-    its own, and a home has one. Before, the refusal said only "stop it", though the running engine may
-    be the one the person meant to chat with."""
-    from klaw.engine_presence import STOP_AN_ENGINE, engine_answers, home_holder
-    from klaw.home_lock import ENGINE_ROLE
+async def _refuse_a_running_engine(home: KlawHome, config: EngineConfig) -> None:
+    """Exit 2 when an engine runs on the home, saying how to talk to it and how to end it, in the words
+    of the command that runs it (decision 259): `klaw chat` runs an engine of its own, and a home has
+    one. A `klaw chat` is left, not talked to on a web page it does not serve."""
+    from klaw.engine_presence import STOP_AN_ENGINE, engine_answers, home_holder, how_to_stop
+    from klaw.home_lock import ENGINE_ROLE, LIBRARY
 
     holder = await home_holder(home)
     if holder is None or (holder.role and holder.role != ENGINE_ROLE):
         return  # maintenance (klaw reindex) is refused by the engine's start with its own words
-    if await engine_answers(home.socket_path):
+    who, where, stop = holder.describe(), home.root, how_to_stop(holder)
+    web = config.channels.web
+    page = "its web page, at the address it printed when it started"
+    if web.enabled and web.port:
+        page += f" (http://{web.host}:{web.port}/ by this home's engine.yaml)"
+    if holder.command == "klaw chat":
+        fail(f"another {who} is using {where}: {stop}, or go on talking to your agent there")
+    if holder.command == "klaw serve":
+        fail(f"{who} runs on {where}: talk to your agent on {page}, or {stop}")
+    if holder.command == "klaw mcp serve":
+        fail(f"{who} has opened {where} for an MCP client and takes no chat messages: {stop}")
+    listening = await engine_answers(home.socket_path)
+    gateway = "start `klaw gateway` beside it and talk to your agent on the gateway's web page"
+    if holder.command == "klaw engine":
+        fail(f"{who} runs on {where}: {gateway}, or {stop}")
+    if holder.command == LIBRARY:
+        talk = gateway if listening else "it takes no messages from other programs"
+        fail(f"{who} has opened {where}: {talk}; {stop}")
+    if listening:
         talk = (
             "talk to it on its web page: 'klaw serve' printed the address when it started (by default"
             " http://127.0.0.1:8765/); beside 'klaw engine', start 'klaw gateway' to get the page"
         )
     else:
         talk = "it takes no messages from other programs (a program using klaw's library API)"
-    fail(f"klaw chat starts its own engine, and {holder.describe()} runs on {home.root}: {talk}. Or {STOP_AN_ENGINE}.")
+    fail(f"klaw chat starts its own engine, and {who} runs on {where}: {talk}. Or {STOP_AN_ENGINE}.")
 
 
 def _set_where(loaded: LoadedConfig) -> str:

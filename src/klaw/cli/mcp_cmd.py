@@ -15,6 +15,7 @@ import typer
 
 from klaw.cli.context import err_console, fail, home_from_env, load_or_exit
 from klaw.home import KlawHome
+from klaw.home_lock import running_command
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
     from klaw.mcp_server.memory_link import MemoryLink
@@ -54,7 +55,10 @@ def serve(
         fail(str(exc))
     if port is not None and not http:  # stdio has no port: say so rather than ignore it
         fail(f"--port is for --http: add --http to serve on 127.0.0.1:{port}, or drop --port for stdio")
-    asyncio.run(_serve(home, target, allow_write=allow_write, http=http, port=DEFAULT_PORT if port is None else port))
+    with running_command("klaw mcp serve"):  # what the home's lock says while this opens the home itself
+        asyncio.run(
+            _serve(home, target, allow_write=allow_write, http=http, port=DEFAULT_PORT if port is None else port)
+        )
 
 
 async def _serve(home: KlawHome, chat: ChatRef, *, allow_write: bool, http: bool, port: int) -> None:

@@ -1,0 +1,95 @@
+"""Who holds a home, in the words of the command holding it (decision 259).
+
+A second `klaw chat` beside a first one was told to talk to "its web page: 'klaw serve' printed the
+address", though a `klaw chat` serves no page: the home's lock said only "program": "klaw". The lock
+now records the command (`klaw chat`, `klaw serve`, `klaw engine`, `klaw mcp serve`, or `library`),
+and each refusal says what to do about that one. Real processes: the holder is a piped `klaw chat`
+waiting for its model's answer, or a `klaw serve`; the refused are `klaw` subprocesses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.test_chat_bad_input import piped_bytes, refused
+from tests.cli.test_chat_terminal import chat_env, init_home
+
+DEADLINE_SECONDS = 60.0
+
+
+async def test_a_second_klaw_chat_is_told_to_leave_the_first_not_to_open_a_web_page(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = chat_env(home, model.base_url)
+        asked, gate = asyncio.Event(), asyncio.Event()
+
+        async def hold_the_answer() -> None:  # the first chat waits for its model: it holds the home
+            asked.set()
+            await gate.wait()
+
+        model.reply_text("the first chat's answer", before=hold_the_answer)
+        first = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "klaw",
+            "chat",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        assert first.stdin is not None
+        first.stdin.write(b"hello\n")
+        first.stdin.close()
+        try:
+            await asyncio.wait_for(asked.wait(), timeout=DEADLINE_SECONDS)
+            line = refused(*await piped_bytes(env, b"hi again\n"))
+            assert f"another `klaw chat` (pid {first.pid}) is using {home}: leave it first" in line
+            assert "/exit or Ctrl-D" in line
+            assert "web page" not in line and "klaw serve" not in line  # a chat serves no page
+            record = json.loads((home / "engine.lock").read_text(encoding="utf-8"))
+            assert (record["command"], record["pid"]) == ("klaw chat", first.pid)  # what the lock says
+
+            serve = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "klaw", "serve", stderr=asyncio.subprocess.PIPE, env=env
+            )
+            _, err = await asyncio.wait_for(serve.communicate(), timeout=120)
+            said = " ".join(err.decode().split())
+            assert serve.returncode == 2, said
+            assert f"`klaw chat` (pid {first.pid}) is running on {home}: leave it first" in said
+            assert "Traceback" not in said and "Klaw(home)" not in said
+            assert len(model.chat_requests) == 1  # neither refused process reached the model
+        finally:
+            gate.set()
+            out, _ = await asyncio.wait_for(first.communicate(), timeout=120)
+        assert out.decode() == "the first chat's answer\n"
+
+
+async def test_klaw_chat_beside_klaw_serve_names_its_web_page(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = {**chat_env(home, model.base_url), "KLAW__CHANNELS__WEB__PORT": "0"}
+        serve = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "klaw", "serve", stdout=asyncio.subprocess.PIPE, env=env
+        )
+        try:
+            assert serve.stdout is not None
+            started = b""
+            async with asyncio.timeout(DEADLINE_SECONDS):
+                while b"web page: http://" not in started:
+                    started += await serve.stdout.readline()
+            line = refused(*await piped_bytes({**env, "KLAW__CHANNELS__WEB__PORT": "8765"}, b"hello\n"))
+            assert f"`klaw serve` (pid {serve.pid}) runs on {home}: talk to your agent on its web page" in line
+            assert "http://127.0.0.1:8765/" in line  # the address by this home's settings
+            assert "systemctl --user stop klaw.service" in line  # and how to stop it, should you want to
+            assert model.chat_requests == []
+        finally:
+            serve.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(serve.wait(), timeout=60)
