@@ -17,6 +17,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -61,6 +62,7 @@ class ConversationLog:
         # A chat's directory, built once: quoting its id and joining paths took ~2 % of the event
         # loop with many chats talking at once (three appends a turn).
         self._chat_dirs: dict[ChatRef, Path] = {}
+        self._files: dict[tuple[ChatRef, date], Path] = {}
 
     def chat_dir(self, chat: ChatRef) -> Path:
         directory = self._chat_dirs.get(chat)
@@ -71,7 +73,15 @@ class ConversationLog:
         return directory
 
     def file_for(self, record: MessageRecord) -> Path:
-        return self.chat_dir(record.chat) / f"{record.created_at.date().isoformat()}.jsonl"
+        """The chat's file of the record's UTC day, kept once made: joining the path cost more than
+        encoding the line (decision 254)."""
+        key = (record.chat, record.created_at.date())
+        path = self._files.get(key)
+        if path is None:
+            if len(self._files) >= _CHAT_DIRS_KEPT:
+                self._files.clear()
+            path = self._files[key] = self.chat_dir(record.chat) / f"{key[1].isoformat()}.jsonl"
+        return path
 
     async def append(self, record: MessageRecord) -> None:
         """Write and fsync one record; returns once it is durable."""
