@@ -58,15 +58,20 @@ async def _prompt(session: PromptSession[str], message: str, pre_run: Callable[[
 
 class ConsoleChannel:
     def __init__(
-        self, engine: Engine, console: Console | None = None, replies: asyncio.Queue[Outbound] | None = None
+        self,
+        engine: Engine,
+        console: Console | None = None,
+        replies: asyncio.Queue[Outbound] | None = None,
+        keys: KeysWhileThinking | None = None,
     ) -> None:
         """`replies`: the queue already registered as the console's sink when the engine started
-        (`Engine.start(channels=...)`), holding the replies it sent again at start."""
+        (`Engine.start(channels=...)`), holding the replies it sent again at start; `keys`: what was typed
+        while klaw started, for the first prompt."""
         self._engine = engine
         self._console = console or Console(markup=False)
         self._stderr = Console(stderr=True, markup=False)
         self._replies: asyncio.Queue[Outbound] = replies if replies is not None else asyncio.Queue()
-        self._keys = KeysWhileThinking()
+        self._keys = keys or KeysWhileThinking()
         self._history = ConsoleHistory(engine.home.root / "chat_history")
         engine.delivery.register(CONSOLE_CHANNEL, self._replies.put)
 
@@ -81,7 +86,7 @@ class ConsoleChannel:
         self._console.print(greeting, highlight=False)
         # Log lines go to KLAW_HOME/logs/chat.log (`klaw chat` routes them there from before the engine
         # starts: `logs_through`), printed through this console: above the spinner and the prompt.
-        while True:
+        while not self._keys.leave:  # Ctrl-D pressed while klaw started or the model was thinking
             printer = asyncio.create_task(self._print_arrivals())
             try:
                 text = await _prompt(session, "you › ", pre_run=lambda: self._keys.replay(session.app.key_processor))
@@ -95,8 +100,6 @@ class ConsoleChannel:
             if text.strip().lower() in EXIT_WORDS:
                 break
             await self._exchange(chat, text, session)
-            if self._keys.leave:  # Ctrl-D while the model was thinking
-                break
 
     async def answer_piped(self, text: str) -> bool:
         """`echo "…" | klaw chat`: all of stdin is one message, and only its reply is printed, as the

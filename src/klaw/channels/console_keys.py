@@ -1,4 +1,5 @@
-"""Keys typed while the model thinks, in `klaw chat`: Ctrl-D still means leave, the rest waits for the prompt.
+"""Keys typed while the model thinks (or klaw starts), in `klaw chat`: Ctrl-D still means leave, the rest
+waits for the prompt.
 
 Between two prompts the terminal is in canonical mode, where Ctrl-D on an empty line is the kernel's
 end-of-file marker for a read nobody makes: it vanished when prompt_toolkit switched to raw mode for the
@@ -6,7 +7,8 @@ next prompt, so a person who pressed Ctrl-D during the spinner to leave stayed. 
 awaited the terminal is now in cbreak mode (no echo, no line buffering; signals kept, so Ctrl-C still
 interrupts as before) and what arrives is collected: Ctrl-D before anything else means "leave after
 this reply"; everything else is handed to the next prompt as if typed there (keys included: a typed
-Enter sends the line).
+Enter sends the line). The same holds while `klaw chat` starts (the model check, the engine's start):
+in line mode the kernel keeps at most 4,095 characters of a line, so a paste made then was cut and sent.
 """
 
 from __future__ import annotations

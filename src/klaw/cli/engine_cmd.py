@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from typing import Annotated
 
@@ -55,6 +56,8 @@ def chat(
     """Chat with your agent in this terminal (engine and console in one process). With a message piped
     in (echo "…" | klaw chat), print only its reply and exit."""
     from klaw.channels.console import CONSOLE_CHANNEL, ConsoleChannel, console_chat
+    from klaw.channels.console_keys import KeysWhileThinking
+    from klaw.channels.console_tty import terminal_kept
     from klaw.cli.chat_model import chat_model
     from klaw.engine.delivery import Outbound
     from klaw.llm.preflight import model_problem
@@ -64,59 +67,71 @@ def chat(
     config = loaded.config
 
     async def run() -> None:
+        with terminal_kept():
+            await chat_in_this_terminal()
+
+    async def chat_in_this_terminal() -> None:
         await _refuse_a_running_engine(home, config)
-        if not skip_check:
-            # the model this chat will use: its own /model choice outlives the process
-            chosen = await chat_model(home, config, console_chat())
-            problem = await model_problem(
-                config.model(chosen.model_id), chosen.model_id, set_where=_set_where(loaded), chosen=chosen.chosen
-            )
-            if problem:
-                fail(problem)
-        # `echo "…" | klaw chat`: one message. Input that cannot be one (empty, not UTF-8, too long) is
-        # refused before the engine starts, after what would stop any chat (engine, model, home).
-        data = read_piped()
-        piped = ""
-        if data is not None:
-            require_home(home)
-            piped, refusal = piped_message(data)
-            if refusal is not None:
-                fail(refusal)  # a usage error: exit 2, nothing sent or stored
-        # Log lines go to KLAW_HOME/logs/chat.log from before the engine starts (a resumed message, an MCP
-        # server that cannot start), not onto the screen above the banner; printed through the console
-        # that draws the spinner and the prompt, never into them. A piped run's stdout is its reply
-        # alone: the line saying where the log is goes to stderr.
-        console = Console(markup=False)
-        with logs_through(console if data is None else err_console, home.chat_log_file):
-            # At a terminal the console takes the replies a crash left unshown, sent again at start; a
-            # piped run prints only its own reply, so those wait for the next terminal session.
-            replies: asyncio.Queue[Outbound] = asyncio.Queue()
-            channels = {CONSOLE_CHANNEL: replies.put} if data is None else None
-            running = await start_engine_or_exit(home, config, channels=channels)
-            channel = ConsoleChannel(running, console, replies)
-            interrupted = failed = False
-            try:
-                if data is None:
-                    await channel.run()
-                elif not await channel.answer_piped(piped):
-                    failed = True
-            except asyncio.CancelledError:
-                # Ctrl-C while the model thinks: asyncio.run cancelled this task. Take the cancel back so
-                # the shutdown below is an ordinary one (parts ask `cancelling()` whether their caller
-                # is being cancelled, and would stop half-way), then exit 130 as after any Ctrl-C.
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()
-                interrupted = True
-            finally:
-                # Said after a Ctrl-C, or when the console ends with work under way. A piped message's
-                # reply is out already: its stderr stays empty while background work (a summary) ends.
-                processor = running.processor
-                busy = processor.slots.in_use or processor.waiting_chats or processor.turns_under_way
-                if busy and (interrupted or data is None):
-                    err_console.print("stopping: finishing the reply in flight… (Ctrl-C again to quit at once)")
-                await running.shutdown()
-                channel.show_pending()
+        # What is typed while klaw starts waits for the first prompt, as what is typed while the model
+        # thinks: in the terminal's own line mode a paste was cut at its 4,095-character limit and sent.
+        keys = KeysWhileThinking()
+        with contextlib.ExitStack() as starting:
+            starting.enter_context(keys.watching())
+            if not skip_check:
+                # the model this chat will use: its own /model choice outlives the process
+                chosen = await chat_model(home, config, console_chat())
+                problem = await model_problem(
+                    config.model(chosen.model_id), chosen.model_id, set_where=_set_where(loaded), chosen=chosen.chosen
+                )
+                if problem:
+                    fail(problem)
+            # `echo "…" | klaw chat`: one message. Input that cannot be one (empty, not UTF-8, too long) is
+            # refused before the engine starts, after what would stop any chat (engine, model, home).
+            data = read_piped()
+            piped = ""
+            if data is not None:
+                require_home(home)
+                piped, refusal = piped_message(data)
+                if refusal is not None:
+                    fail(refusal)  # a usage error: exit 2, nothing sent or stored
+            # Log lines go to KLAW_HOME/logs/chat.log from before the engine starts (a resumed message, an MCP
+            # server that cannot start), not onto the screen above the banner; printed through the console
+            # that draws the spinner and the prompt, never into them. A piped run's stdout is its reply
+            # alone: the line saying where the log is goes to stderr.
+            console = Console(markup=False)
+            with logs_through(console if data is None else err_console, home.chat_log_file):
+                # At a terminal the console takes the replies a crash left unshown, sent again at start; a
+                # piped run prints only its own reply, so those wait for the next terminal session.
+                replies: asyncio.Queue[Outbound] = asyncio.Queue()
+                channels = {CONSOLE_CHANNEL: replies.put} if data is None else None
+                try:
+                    running = await start_engine_or_exit(home, config, channels=channels)
+                finally:
+                    starting.close()
+                channel = ConsoleChannel(running, console, replies, keys=keys)
+                interrupted = failed = False
+                try:
+                    if data is None:
+                        await channel.run()
+                    elif not await channel.answer_piped(piped):
+                        failed = True
+                except asyncio.CancelledError:
+                    # Ctrl-C while the model thinks: asyncio.run cancelled this task. Take the cancel back so
+                    # the shutdown below is an ordinary one (parts ask `cancelling()` whether their caller
+                    # is being cancelled, and would stop half-way), then exit 130 as after any Ctrl-C.
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()
+                    interrupted = True
+                finally:
+                    # Said after a Ctrl-C, or when the console ends with work under way. A piped message's
+                    # reply is out already: its stderr stays empty while background work (a summary) ends.
+                    processor = running.processor
+                    busy = processor.slots.in_use or processor.waiting_chats or processor.turns_under_way
+                    if busy and (interrupted or data is None):
+                        err_console.print("stopping: finishing the reply in flight… (Ctrl-C again to quit at once)")
+                    await running.shutdown()
+                    channel.show_pending()
         if interrupted:
             raise typer.Exit(130)
         if failed:

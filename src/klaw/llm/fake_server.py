@@ -346,6 +346,8 @@ class FakeOpenAiServer:
 
     async def _models(self, request: Request) -> Response:
         await self._record(request)
+        if self.latency is not None:  # a slow server is slow to list its models too (klaw chat's model check)
+            await self.latency()
         names = self.known_models if self.known_models is not None else ["fake-model"]
         return JSONResponse(
             {
