@@ -119,3 +119,23 @@ async def test_an_id_holding_a_lone_surrogate_gets_an_error_and_keeps_the_connec
     error = await gateway.recv()
     assert isinstance(error, ErrorFrame) and error.ref is None and error.code != "internal"
     assert await gateway.roundtrip() == []  # still connected: the ping is answered
+
+
+async def test_an_id_another_chat_used_is_refused_for_good_and_a_resend_stays_acknowledged(
+    engine: Engine, gateway: GatewayClient
+) -> None:
+    """Before, the second chat's message was acknowledged but never stored nor answered: lost silently."""
+    await gateway.send_bytes(raw_inbound(id="p10", chat_id="r", text="dup id"))
+    assert await gateway.recv() == AckFrame(id="p10")
+    await gateway.send_bytes(raw_inbound(id="p10", chat_id="r", text="dup id"))  # a resend: same chat
+    assert await gateway.recv() == AckFrame(id="p10")
+    await gateway.send_bytes(raw_inbound(id="p10", chat_id="s", text="secret words"))
+    error = await gateway.recv()
+    assert isinstance(error, ErrorFrame) and error.ref == "p10" and error.code == "refused"
+    assert "already used by another chat" in error.message and "unique" in error.message
+    assert "it was not stored" in error.message and "secret" not in error.message
+    await gateway.send(CommandFrame(id="p10", channel="web", chat_id="s", command="new", args=""))
+    error = await gateway.recv()
+    assert isinstance(error, ErrorFrame) and error.ref == "p10" and error.code == "refused"
+    assert [json.loads(line)["chat_id"] for line in log_lines(engine.home)] == ["r"]
+    assert not (Path(engine.home.conversations) / "web_s").exists()

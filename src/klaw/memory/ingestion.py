@@ -20,6 +20,7 @@ from datetime import timedelta
 from klaw.config import AutoRagConfig
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.embedding_policy import should_embed
+from klaw.message_text import MessageRefused
 from klaw.store.archival_records import tombstoned
 from klaw.store.protocol import Storage
 from klaw.store.records import MessageRecord, StoredMessage
@@ -29,6 +30,18 @@ log = logging.getLogger(__name__)
 # Log files from this long before a chat's newest stored message are replayed at start-up: long
 # enough to cover a crash at midnight and clock skew, short enough to keep start-up fast.
 RECOVERY_OVERLAP = timedelta(days=1)
+
+
+class IdUsedByAnotherChat(MessageRefused):
+    """A message or command whose id a record of another chat already has. Ids make a resend harmless
+    (the same record again is acknowledged, not stored twice), so one id naming two chats' records
+    would lose the second: it is refused for good, nothing stored, and the other chat never named."""
+
+    def __init__(self, record_id: str) -> None:
+        super().__init__(
+            f"the id {record_id[:64]!r} is already used by another chat's message; "
+            "ids must be unique across chats (e.g. a UUID)"
+        )
 
 
 class Ingestion:
@@ -103,9 +116,12 @@ class Ingestion:
 
     async def accept_once(self, record: MessageRecord) -> tuple[StoredMessage, bool]:
         """`accept`, unless a record with this id is already stored: then that one, neither logged
-        nor stored again. Returns the stored record and whether it was accepted just now."""
+        nor stored again. Returns the stored record and whether it was accepted just now.
+        `IdUsedByAnotherChat` when the stored one is another chat's: not a resend, a clash."""
         existing = await self.stored(record.id)
         if existing is not None:
+            if existing.record.chat != record.chat:
+                raise IdUsedByAnotherChat(record.id or "")
             return existing, False
         return await self.accept(record), True
 
