@@ -17,7 +17,7 @@ from klaw.memory.summaries.worker import WorkerState
 from klaw.store.summaries.records import SummaryKind
 from tests.engine.harness import CHAT, Harness, running_engine
 from tests.memory.summary_helpers import is_summary_request, summarizing_reply
-from tests.memory.test_summarizers import until
+from tests.memory.summary_rig import until
 
 TOPICS = (
     ("how do I brew green tea at the right water temperature", "Use water at 80 degrees for green tea."),

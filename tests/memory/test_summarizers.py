@@ -6,9 +6,9 @@ the workers signal (`wait_until`, `wait_idle`), never by polling."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -16,93 +16,27 @@ from typing import Any
 import apsw
 import pytest
 
-from klaw.engine.clock import ManualClock
 from klaw.engine.slots import LlmSlots, Priority
-from klaw.llm.catalogue import ModelCatalogue
-from klaw.llm.fake_server import FakeOpenAiServer
-from klaw.llm.router import ModelRouter
+from klaw.llm.fake_server import ErrorReply, Reply
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.ingestion import Ingestion
+from klaw.memory.summaries.prompts import EXCHANGE_INSTRUCTIONS
 from klaw.memory.summaries.service import SummarizerService
-from klaw.memory.summaries.worker import BackgroundWorker, WorkerState, WorkerStatus, backoff_seconds
+from klaw.memory.summaries.worker import WorkerState, backoff_seconds
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
-from klaw.store.sqlite.store import SqliteStore
 from klaw.store.summaries.records import SUMMARY_TARGET, SummaryKind
 from tests.engine.harness import engine_config
-from tests.memory.summary_helpers import Turns, is_summary_request, summarizing_reply
+from tests.memory.summary_helpers import Turns, summarizing_reply
+from tests.memory.summary_rig import Rig, backing_off_after, completed, idle, summary_rig, until
 from tests.store.test_read_cache import Statements
 
 SECRET = "my locker code is 31-17-4 under the blue flower pot"
 
 
-@dataclass
-class Rig:
-    store: SqliteStore
-    server: FakeOpenAiServer
-    clock: ManualClock
-    router: ModelRouter
-    slots: LlmSlots
-    service: SummarizerService
-    embeddings_queued: list[int] = field(default_factory=list)
-
-    @property
-    def summary_requests(self) -> list[Any]:
-        return [r for r in self.server.chat_requests if is_summary_request(r.body)]
-
-
-async def until(worker: BackgroundWorker, predicate: Callable[[WorkerStatus], bool], what: str) -> WorkerStatus:
-    """The worker's status once it signals one matching `predicate` (its work crosses real HTTP and the
-    manual clock moves only when told). The 10 s timeout is a safety net: a bug fails, never hangs."""
-    try:
-        async with asyncio.timeout(10):
-            return await worker.wait_until(predicate)
-    except TimeoutError:
-        raise AssertionError(f"gave up waiting for: {what} ({worker.status()})") from None
-
-
-async def idle(rig: Rig) -> None:
-    """Until both summarizers rest with nothing left to do; a safety net as in `until`."""
-    try:
-        async with asyncio.timeout(10):
-            await rig.service.wait_idle()
-    except TimeoutError:
-        raise AssertionError(f"gave up waiting for the summarizers to rest ({await rig.service.status()})") from None
-
-
-def backing_off_after(failures: int) -> Callable[[WorkerStatus], bool]:
-    return lambda s: s.state is WorkerState.BACKING_OFF and s.failed == failures
-
-
-def completed(items: int) -> Callable[[WorkerStatus], bool]:
-    return lambda s: s.completed == items
-
-
 @pytest.fixture
 async def rig(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
-    summarizer = getattr(request, "param", {})
-    clock = ManualClock()
-    store = await SqliteStore.open(tmp_path / "klaw.db", clock=clock.now)
-    async with FakeOpenAiServer(default_reply=summarizing_reply) as server:
-        config = engine_config(
-            server.base_url, routing={"tasks": {"summarization": "fake/large"}}, summarizer=summarizer
-        )
-        router = ModelRouter(ModelCatalogue.from_config(config))
-        slots = LlmSlots(2)
-        queued: list[int] = []
-        service = SummarizerService(
-            Ingestion(ConversationLog(tmp_path / "conversations"), store),
-            lambda: router.for_task("summarization"),
-            lambda: slots.hold(Priority.BACKGROUND),
-            clock,
-            config.summarizer,
-            on_embedding_queued=lambda: queued.append(1),
-        )
-        try:
-            yield Rig(store, server, clock, router, slots, service, queued)
-        finally:
-            await service.aclose()
-            await router.aclose()
-            await store.aclose()
+    async with summary_rig(tmp_path, getattr(request, "param", {})) as made:
+        yield made
 
 
 async def test_exchanges_are_summarized_oldest_first_on_the_summarization_model_skipping_the_open_one(
@@ -223,21 +157,28 @@ async def test_a_failing_model_backs_off_and_retries_later_without_losing_the_ex
 
 
 async def test_an_exchange_the_model_keeps_rejecting_is_kept_verbatim_and_the_fold_goes_on(rig: Rig) -> None:
-    for _ in range(3):
-        rig.server.reply_error(400, message="prompt too long")
+    def rejecting(body: Mapping[str, Any]) -> Reply:
+        exchange = body["messages"][0]["content"] == EXCHANGE_INSTRUCTIONS  # not the fold that quotes it
+        rejected = exchange and "a question the model rejects" in json.dumps(body)
+        return ErrorReply(400, "prompt too long") if rejected else summarizing_reply(body)
+
+    rig.server.default_reply = rejecting
     turns = Turns(rig.store)
     rejected = await turns.turn("a question the model rejects", "an answer")
     fine = await turns.turn("a question about cheese", "brie")
     await turns.new_segment()
     rig.service.start()
-    for failures, delay in ((1, 1), (2, 2)):
-        await until(rig.service.exchanges, backing_off_after(failures), f"backing off after failure {failures}")
-        await rig.clock.advance(delay)
-    await until(rig.service.exchanges, completed(2), "the next exchange")
+    # Each rejection sets the exchange back: the next one is summarized meanwhile.
+    await until(rig.service.exchanges, backing_off_after(1), "backing off after the first rejection")
+    await rig.clock.advance(1)
+    await until(rig.service.exchanges, completed(1), "the next exchange, the rejected one set back")
     assert await rig.store.summaries.exchange_summary(fine.id) is not None
+    status = await until(rig.service.exchanges, backing_off_after(2), "backing off after the second rejection")
+    assert status.retry_at is not None
+    await rig.clock.advance((status.retry_at - rig.clock.now()).total_seconds())
     await idle(rig)
     status = rig.service.exchanges.status()
-    assert (status.failed, status.given_up) == (3, 1)
+    assert (status.completed, status.failed, status.given_up) == (2, 3, 1)
     assert status.last_error is not None and status.last_error.startswith("LlmBadRequestError")
     kept = await rig.store.summaries.exchange_summary(rejected.id)
     assert kept is not None and kept.model == "klaw/verbatim"

@@ -15,7 +15,7 @@ the summarizer's scan after a restart, so a crash loses no summary, only the wai
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -33,7 +33,12 @@ class Waiting:
 
 
 class ExchangeBatches:
-    def __init__(self, *, most: int, wait_seconds: float, max_tokens: int) -> None:
+    def __init__(
+        self, *, most: int, wait_seconds: float, max_tokens: int, turn: Callable[[int], int] = lambda _: 0
+    ) -> None:
+        """`turn(exchange id)` orders the waiting: 0, or later for one whose request failed, which then
+        waits behind the others (`BackgroundWorker.turn`), in its segment and among segments."""
+        self._turn = turn
         self._most = most
         self._wait = timedelta(seconds=wait_seconds)
         self._max_tokens = max_tokens
@@ -47,7 +52,6 @@ class ExchangeBatches:
         if exchange.id not in self:
             waiting = self._by_segment.setdefault(exchange.segment_id, [])
             waiting.append(Waiting(exchange, tokens))
-            waiting.sort(key=lambda w: w.exchange.id)
 
     def remove(self, exchange_id: int) -> None:
         self._alone.discard(exchange_id)
@@ -61,14 +65,19 @@ class ExchangeBatches:
         self._alone.update(exchange_ids)
 
     def segments(self) -> list[int]:
-        """Segments with waiting exchanges, the one waiting longest first."""
-        return sorted(self._by_segment, key=lambda s: self._by_segment[s][0].exchange.id)
+        """Segments with waiting exchanges, the one waiting longest first; an exchange whose request
+        failed counts as waiting less than any that did not."""
+        return sorted(self._by_segment, key=lambda s: min(map(self._key, self._by_segment[s])))
+
+    def _key(self, waiting: Waiting) -> tuple[int, int]:
+        return self._turn(waiting.exchange.id), waiting.exchange.id
 
     def due(self, segment_id: int, *, closed: bool, now: datetime) -> list[Waiting] | None:
         """The segment's next batch when its exchanges should wait no longer, else None."""
         waiting = self._by_segment.get(segment_id)
         if not waiting:
             return None
+        waiting.sort(key=self._key)  # one that failed since it was added goes behind
         ready = (
             closed
             or len(waiting) >= self._most

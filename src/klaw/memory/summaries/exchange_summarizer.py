@@ -12,11 +12,13 @@ at once (`small_talk.py`); the other exchanges of a segment wait to share one re
 (`exchange_batches.py`), asked as numbered exchanges and answered one line each. An exchange the
 answer leaves out is asked again alone; a batch the model rejects is split into single requests.
 
-Failures: a model that is down, slow or rate-limited makes the worker back off and try the same
-exchanges again later, however long it takes. An exchange the model keeps rejecting alone (bad
-request, malformed answer) is given up after `MAX_ATTEMPTS` tries, one it answers with no text at
-once (`BackgroundWorker.gives_up`, shared with the segment summarizer), and its own words are kept
-as its summary (`verbatim.py`): the give-up is logged like a summary, so no later start asks again.
+Failures: a model that is down or rate-limited makes the worker back off and try again later,
+however long it takes. An exchange whose request failed is set back behind the others, so one that
+keeps failing never holds up the rest. One the model keeps rejecting alone (bad request, malformed
+answer) is given up after `MAX_ATTEMPTS` tries, one it answers with no text at once, one that keeps
+timing out while the model answers others after `MAX_TIMEOUTS` (`BackgroundWorker.fails_on`, shared
+with the segment summarizer), and its own words are kept as its summary (`verbatim.py`): the give-up
+is logged like a summary, so no later start asks again. A batch that times out is asked one by one.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from klaw.llm.errors import LlmBadRequestError, LlmMalformedResponseError
+from klaw.llm.errors import LlmTimeoutError
 from klaw.llm.messages import ChatMessage
 from klaw.memory.embedding_queue import QueueClock
 from klaw.memory.summaries.exchange_batches import ExchangeBatches, Waiting
@@ -43,15 +45,13 @@ from klaw.memory.summaries.prompts import (
 from klaw.memory.summaries.small_talk import SMALL_TALK_MODEL, small_talk_summary
 from klaw.memory.summaries.summary_log import SummaryLog
 from klaw.memory.summaries.verbatim import VERBATIM_MODEL, verbatim_exchange
-from klaw.memory.summaries.worker import BackgroundWorker
+from klaw.memory.summaries.worker import ITEM_ERRORS, BackgroundWorker
 from klaw.store.protocol import Storage
 from klaw.store.records import Exchange, StoredMessage
 
 log = logging.getLogger(__name__)
 
 SCAN_PAGE = 50
-# Errors about this item rather than the model's health: retrying cannot help forever.
-ITEM_ERRORS = (LlmBadRequestError, LlmMalformedResponseError, EmptySummaryError)
 
 
 # messages, answer token limit → the model's answer and the model id (holding a background LLM slot)
@@ -89,7 +89,7 @@ class ExchangeSummarizer(BackgroundWorker):
         self._scanned_at: datetime | None = None
         self._queue: list[Exchange] = []  # scanned, not yet sorted into small talk or a batch
         self._batches = ExchangeBatches(
-            most=batch_exchanges, wait_seconds=batch_wait_seconds, max_tokens=work.max_input_tokens
+            most=batch_exchanges, wait_seconds=batch_wait_seconds, max_tokens=work.max_input_tokens, turn=self.turn
         )
         self.skipped: set[int] = set()  # nothing left to summarize (the segment fold goes past them)
 
@@ -163,11 +163,12 @@ class ExchangeSummarizer(BackgroundWorker):
         return None
 
     async def _alone(self, exchange: Exchange) -> None:
-        """One exchange in its own request; kept verbatim after `MAX_ATTEMPTS` rejections or an empty answer."""
+        """One exchange in its own request; kept verbatim when the model gives no summary of it
+        (`BackgroundWorker.fails_on`), else set back behind the others and tried again later."""
         try:
             await self._summarize_one(exchange)
-        except ITEM_ERRORS as exc:
-            if not self.gives_up(exchange.id, exc, "exchange", at_once=isinstance(exc, EmptySummaryError)):
+        except Exception as exc:
+            if not self.fails_on(exchange.id, exc, "exchange"):
                 raise
             await self._keep_verbatim(exchange)
         self._batches.remove(exchange.id)
@@ -188,6 +189,7 @@ class ExchangeSummarizer(BackgroundWorker):
             self._nothing_left(exchange)
             return
         answer, model = await self._work.summarize(prompt, EXCHANGE_ANSWER_TOKENS)
+        self.answered()
         await self._save(exchange, transcript, clean_summary(answer, MAX_EXCHANGE_CHARS), model)
 
     async def _together(self, batch: Sequence[Waiting]) -> None:
@@ -206,10 +208,14 @@ class ExchangeSummarizer(BackgroundWorker):
         prompt = batch_prompt([t for _, _, t in present], self._work.max_input_tokens)
         try:
             answer, model = await self._work.summarize(prompt, EXCHANGE_ANSWER_TOKENS * len(present))
-        except ITEM_ERRORS as exc:
-            log.info("a batch of %d exchanges was rejected (%s); each is asked alone", len(present), type(exc).__name__)
+        except (*ITEM_ERRORS, LlmTimeoutError) as exc:
+            # A timeout too: a shorter request may fit the time, and each alone counts its own timeouts.
+            log.info("a batch of %d exchanges failed (%s); each is asked alone", len(present), type(exc).__name__)
             self._batches.ask_alone(exchange.id for exchange, _, _ in present)
+            if isinstance(exc, LlmTimeoutError):
+                raise  # back off: the model may be slow for everything
             return
+        self.answered()
         texts = numbered_answers(answer, len(present))
         left_out: list[int] = []
         for number, (exchange, messages, _) in enumerate(present, start=1):

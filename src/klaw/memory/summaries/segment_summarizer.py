@@ -10,8 +10,9 @@ segment is folded to its end as soon as no exchange of it still waits for its ow
 final summary is what cross-conversation retrieval searches (it alone is embedded). A rolling
 summary that already covers everything when its segment closes just becomes final, without a call.
 
-Failures behave as in the exchange summarizer: back off and retry; a segment whose fold the model
-keeps rejecting (or answers with no text) is folded by a rule instead (`verbatim.py`), for good.
+Failures behave as in the exchange summarizer: back off and retry, the failed segment after the
+others; a segment whose fold the model keeps rejecting, answers with no text, or keeps timing out on
+while it answers others, is folded by a rule instead (`verbatim.py`), for good.
 """
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ import logging
 from collections.abc import Callable, Collection
 
 from klaw.llm.tokens import approximate_token_count
-from klaw.memory.summaries.exchange_summarizer import ITEM_ERRORS, SummaryWork
+from klaw.memory.summaries.exchange_summarizer import SummaryWork
 from klaw.memory.summaries.prompts import (
     MAX_SEGMENT_CHARS,
     SEGMENT_ANSWER_TOKENS,
-    EmptySummaryError,
     clean_summary,
     segment_prompt,
 )
@@ -63,7 +63,8 @@ class SegmentSummarizer(BackgroundWorker):
             skip_exchanges=self._skipped_exchanges(),
             limit=WORK_PAGE,
         )
-        for work in works:
+        # A segment whose fold failed goes after the others (decision 261): it never holds them up.
+        for work in sorted(works, key=lambda w: self.turn(w.segment.id)):  # stable: the store's order otherwise
             if self._actionable(work):
                 await self._attempt(work)
                 return True
@@ -81,8 +82,8 @@ class SegmentSummarizer(BackgroundWorker):
         segment_id = work.segment.id
         try:
             await self._fold(work, by_model=True)
-        except ITEM_ERRORS as exc:
-            if not self.gives_up(segment_id, exc, "segment", at_once=isinstance(exc, EmptySummaryError)):
+        except Exception as exc:
+            if not self.fails_on(segment_id, exc, "segment"):
                 raise
             await self._fold(work, by_model=False)
         else:
@@ -104,6 +105,7 @@ class SegmentSummarizer(BackgroundWorker):
             answer, model = await self._work.summarize(
                 segment_prompt(work.summary, chunk, self._work.max_input_tokens), SEGMENT_ANSWER_TOKENS
             )
+            self.answered()
             text = clean_summary(answer, MAX_SEGMENT_CHARS)
         else:
             text, model = verbatim_segment(work.summary, chunk), VERBATIM_MODEL

@@ -1,7 +1,8 @@
 """The summary kept when the model gives none: the item's own words, made by a rule and kept for good.
 
-An exchange the model answers with no text (a final answer, asked once), or keeps rejecting (a bad
-request or a malformed answer, `MAX_ATTEMPTS` times), still gets an exchange summary: the person's
+An exchange the model answers with no text (a final answer, asked once), keeps rejecting (a bad
+request or a malformed answer, `MAX_ATTEMPTS` times) or keeps timing out on while it answers others
+(`MAX_TIMEOUTS` times, decision 261), still gets an exchange summary: the person's
 words and the reply quoted, clipped. A segment whose fold the model keeps rejecting gets its summary
 so far followed by the new exchange summaries, clipped. Both are logged like any summary, under the
 model id `VERBATIM_MODEL`, so the give-up is remembered: the next start (and `klaw reindex`) finds a

@@ -4,11 +4,12 @@ off when its model fails: the shape both summarizers share.
 `step()` handles one item and says whether there was one. When nothing is left the worker rests
 until `notify()` or `idle_seconds` on the clock; a step that raises (the model is down, times out,
 rate-limits) makes it wait 1, 2, 4 … up to `MAX_BACKOFF_SECONDS` and try again, ignoring signals
-meanwhile so a busy chat cannot hammer a failing model. Nothing here ever touches a turn: a worker
-failure only delays summaries. Time passes through the injected clock (tests advance a ManualClock).
-Every change of state or count is signalled on a condition, so tests (and tools) wait for the state
-they expect with `wait_until` / `wait_idle` instead of polling `status()`.
-Logs name the error class, never the text being summarized.
+meanwhile so a busy chat cannot hammer a failing model. The item that failed is tried after every
+other waiting item (`fails_on`, `turn`), and given up when it is the item, not the model, that
+fails. Nothing here ever touches a turn: a worker failure only delays summaries. Time passes
+through the injected clock (tests advance a ManualClock). Every change of state or count is
+signalled on a condition, so tests (and tools) wait for the state they expect with `wait_until` /
+`wait_idle` instead of polling `status()`. Logs name the error class, never the text being summarized.
 """
 
 from __future__ import annotations
@@ -21,14 +22,22 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from klaw.llm.errors import LlmBadRequestError, LlmMalformedResponseError, LlmTimeoutError
 from klaw.memory.background_task import rest, stop_task
 from klaw.memory.embedding_queue import QueueClock, describe_error
+from klaw.memory.summaries.prompts import EmptySummaryError
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 300.0
 # Tries of one item the model keeps rejecting before it is given up for good (an empty answer: one).
 MAX_ATTEMPTS = 3
+# Timeouts of one item before it is given up, counted only once the model has answered another
+# request since the item's first timeout (a model slow or down for everything is waited for):
+# docs/decisions/261-a-summary-that-times-out-stops-no-other.md.
+MAX_TIMEOUTS = 3
+# Errors about this item rather than the model's health: retrying cannot help forever.
+ITEM_ERRORS = (LlmBadRequestError, LlmMalformedResponseError, EmptySummaryError)
 
 
 def backoff_seconds(failures: int) -> float:
@@ -70,6 +79,10 @@ class BackgroundWorker(ABC):
         self.given_up = 0
         self.last_error: str | None = None
         self._rejections: dict[int, int] = {}  # item id → rejections in a row
+        self._timeouts: dict[int, tuple[int, int]] = {}  # item id → (timeouts, answers before its first)
+        self._answers = 0  # requests the model answered (anything, in time) since the engine started
+        self._set_back: dict[int, int] = {}  # item id → when it failed last (a count): tried after the others
+        self._set_backs = 0
 
     @abstractmethod
     async def step(self) -> bool:
@@ -132,20 +145,42 @@ class BackgroundWorker(ABC):
         self.failed += 1
         self.last_error = describe_error(exc)
 
-    def gives_up(self, item: int, exc: BaseException, what: str, *, at_once: bool = False) -> bool:
-        """Count one rejection of `item` by the model (bad request, malformed or empty answer: about the
-        item, not the model's health), the same rule for both summarizers.
+    def answered(self) -> None:
+        """The model answered a request in time (whatever it said): it is reachable and fast enough, so
+        an item that times out while others are answered is the item's doing, not the model's."""
+        self._answers += 1
 
-        False while it has tries left: the caller re-raises, so the worker backs off and tries it again.
-        True at the `MAX_ATTEMPTS`-th, or at once with `at_once` (an empty answer is the model's final
-        word on the item, docs/decisions/250-summary-give-ups-and-mcp-waits.md): it is counted and logged,
-        and the caller keeps the item's own words as its summary, so no later start asks again.
+    def fails_on(self, item: int, exc: Exception, what: str) -> bool:
+        """`item`'s request failed with `exc`: True when the item is given up for good (the caller then
+        keeps its own words as its summary, decision 250); False when it is tried again later, after the
+        other items (the caller re-raises and the worker backs off). The same rule for both summarizers:
+
+        - an empty answer: given up at once (the model's final word on the item, decision 250);
+        - a bad request or malformed answer: at the `MAX_ATTEMPTS`-th (a proxy's passing 400 is not rare);
+        - a timeout: at the `MAX_TIMEOUTS`-th, if the model answered anything since the item's first
+          one (decision 261); a model that times out on everything is slow or down and is waited for;
+        - anything else (connection refused, 5xx, 429, a key rejected): the model's health, never the
+          item's: tried again however long it takes.
+
+        An item tried again is set back behind every other waiting item, so one that keeps failing never
+        holds up the rest (decision 261): before, it headed the queue and was the only one ever asked.
         """
-        attempts = self._rejections.get(item, 0) + 1
-        if attempts < MAX_ATTEMPTS and not at_once:
+        if isinstance(exc, ITEM_ERRORS):
+            attempts = self._rejections.get(item, 0) + 1
+            final = attempts >= MAX_ATTEMPTS or isinstance(exc, EmptySummaryError)
             self._rejections[item] = attempts
+        elif isinstance(exc, LlmTimeoutError):
+            attempts, answers_before = self._timeouts.get(item, (0, self._answers))
+            attempts += 1
+            final = attempts >= MAX_TIMEOUTS and self._answers > answers_before
+            self._timeouts[item] = (attempts, answers_before)
+        else:
+            attempts, final = 0, False
+        if not final:
+            self._set_backs += 1
+            self._set_back[item] = self._set_backs
             return False
-        self._rejections.pop(item, None)
+        self._forget(item)
         self.record_failure(exc)
         self.given_up += 1
         log.warning(
@@ -157,9 +192,19 @@ class BackgroundWorker(ABC):
         )
         return True
 
+    def turn(self, item: int) -> int:
+        """Where `item` comes among the waiting ones: 0 unless it failed, then after those that did not,
+        the one that failed longest ago first. Sort by `(turn(item), item)`."""
+        return self._set_back.get(item, 0)
+
     def succeeded(self, item: int) -> None:
-        """`item` went through: its earlier rejections no longer count."""
+        """`item` went through: its earlier failures no longer count."""
+        self._forget(item)
+
+    def _forget(self, item: int) -> None:
         self._rejections.pop(item, None)
+        self._timeouts.pop(item, None)
+        self._set_back.pop(item, None)
 
     async def _run(self) -> None:
         while True:
