@@ -58,6 +58,7 @@ from klaw.memory.embedder.embed_once import EmbedOnce, embed_once
 from klaw.memory.embedder.factory import create_embedder
 from klaw.memory.embedder.memo import QueryMemo
 from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.embedder.warm_up import WarmUp
 from klaw.memory.embedding_policy import should_embed
 from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.forgetting import Forgetting
@@ -102,6 +103,7 @@ class Memory:
     settings: MemorySettings
     core: CoreMemory
     observers: list[Callable[[StoredMessage], None]]  # told of every stored record
+    warm_up: WarmUp  # the local model's load, started with the engine; a turn's query waits for it
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,8 @@ async def open_memory(
         # HTTP retries wait on engine time; the local model's ONNX graphs are cached in the home
         embedder = create_embedder(config.embedder, sleep=clock.sleep, cache_dir=home.embedder_cache)
     stack.push_async_callback(embedder.aclose)
+    warm_up = WarmUp.start(embedder)  # loads on the model's thread while the rest starts (decision 260)
+    stack.push_async_callback(warm_up.aclose)
     shared = embed_once(embedder)
     if shared is not embedder:
         stack.push_async_callback(shared.aclose)
@@ -164,7 +168,7 @@ async def open_memory(
     if settings.embeddings_enabled:
         queue.start()  # embeds what recovery and any earlier run left pending
     core = CoreMemory(home.core_memory_file)
-    return Memory(store, embedder, shared, queue, ingestion, forgetting, settings, core, observers)
+    return Memory(store, embedder, shared, queue, ingestion, forgetting, settings, core, observers, warm_up)
 
 
 def prepare_vector(config: EngineConfig, memory: Memory) -> Callable[[MessageRecord], None] | None:
@@ -233,7 +237,10 @@ def context_builder(
 ) -> ContextBuilder:
     store = memory.store
     # auto-RAG and past conversations embed a turn's text once, waiting for it at most queryTimeoutSeconds
-    query_embedder = QueryMemo(memory.shared, deadline_seconds=config.embedder.query_timeout_seconds)
+    # (after the local model's load, which is not the query's to pay)
+    query_embedder = QueryMemo(
+        memory.shared, deadline_seconds=config.embedder.query_timeout_seconds, warm_up=memory.warm_up
+    )
     return ContextBuilder(
         catalogue,
         config.context,

@@ -71,6 +71,10 @@ class E5Embedder:
         """Search queries ("query: ")."""
         return await self._run(list(texts), query=True)
 
+    async def warm_up(self) -> None:
+        """Load the model and run one inference on its thread now, so a turn never pays for it."""
+        await self.embed_queries(["warm-up"])
+
     async def aclose(self) -> None:
         await self._thread.aclose()
         self._model = None

@@ -11,8 +11,9 @@ A turn waits at most `deadline_seconds` for its text's vector, counted from the 
 it: a remote embedder that hangs would otherwise hold up every turn for its whole HTTP timeout
 (60 s by default). Past the deadline `embed` raises `EmbedderError`, which recall treats as a
 failed vector side (full-text search alone); the request itself goes on in the background and its
-answer is kept for the next ask.
-(docs/decisions/041-query-embedding-deadline.md)
+answer is kept for the next ask. A local model's one-time load (`warm_up.py`) is not counted: a text
+asked while it is under way waits for it first, then has its whole deadline.
+(docs/decisions/041-query-embedding-deadline.md, 260-embedder-warm-up.md)
 """
 
 from __future__ import annotations
@@ -23,14 +24,22 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from klaw.memory.embedder.protocol import Embedder, EmbedderError, Vectors, WrappedEmbedder, embed_queries
+from klaw.memory.embedder.warm_up import WarmUp
 
 DEFAULT_SIZE = 8
 DEFAULT_DEADLINE_SECONDS = 2.0
 
 
 class QueryMemo(WrappedEmbedder):
-    def __init__(self, inner: Embedder, size: int = DEFAULT_SIZE, deadline_seconds: float | None = None) -> None:
+    def __init__(
+        self,
+        inner: Embedder,
+        size: int = DEFAULT_SIZE,
+        deadline_seconds: float | None = None,
+        warm_up: WarmUp | None = None,
+    ) -> None:
         super().__init__(inner)
+        self._warm_up = warm_up
         self._size = size
         self._deadline = deadline_seconds
         self._kept: OrderedDict[str, Vectors] = OrderedDict()
@@ -49,6 +58,8 @@ class QueryMemo(WrappedEmbedder):
         if found is not None:
             self._kept.move_to_end(text)
             return found.copy()
+        if self._warm_up is not None and not self._warm_up.done:
+            await self._warm_up.wait()  # the model's load, paid once, is not this query's to time
         task, due = self._asked.get(text) or self._ask(text)
         try:
             if self._deadline is None:

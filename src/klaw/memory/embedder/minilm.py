@@ -222,6 +222,10 @@ class MiniLmEmbedder:
     async def embed(self, texts: Sequence[str]) -> Vectors:
         return await self._thread.run(self._embed_sync, list(texts), DIM)
 
+    async def warm_up(self) -> None:
+        """Load the model and run one inference on its thread now, so a turn never pays for it."""
+        await self.embed(["warm-up"])
+
     async def aclose(self) -> None:
         await self._thread.aclose()
         self._model = None

@@ -1,0 +1,73 @@
+"""The local embedder's one-time load, paid at engine start instead of inside a turn's query deadline.
+
+A local model (MiniLM, e5) loads on its first `embed`, on its own thread: the weights' sha256, the
+weights, the tokenizer, then a first inference. Measured with `echo … | klaw chat` on a home with a
+past conversation, at a load of 8 on 2 CPUs: that first call took 1.8-5.6 s (the calls after it
+0.03 s), and it was the first turn's query embedding that paid it, against `queryTimeoutSeconds`
+(2 s): half the starts logged "past-conversation retrieval failed (EmbedderError)" and the person saw
+"(klaw logged a warning …)" on a normal first message, recalled by full text alone.
+
+So the engine starts the load as soon as the embedder exists (`WarmUp.start`), on the model's thread
+(never the event loop), while the rest of start-up runs; and a query asked before it is done waits for
+it (at most `WAIT_LIMIT_SECONDS`) before its own deadline starts (`QueryMemo`): the deadline is for a
+query that hangs, not for a load paid once. An embedder warms up when it has an async `warm_up()`
+(MiniLM and e5 do; the remote and fake ones have nothing to load). Decision 260.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from klaw.memory.embedder.protocol import Embedder
+
+log = logging.getLogger(__name__)
+
+# A load that takes longer than this (a machine far too slow for the model) no longer holds a query
+# back: the query's own deadline then decides, as before.
+WAIT_LIMIT_SECONDS = 60.0
+
+
+class WarmUp:
+    """The warm-up in flight (or done); `wait` for it, `aclose` before the embedder closes."""
+
+    def __init__(self, task: asyncio.Task[None] | None) -> None:
+        self._task = task
+
+    @classmethod
+    def start(cls, embedder: Embedder) -> WarmUp:
+        """Start `embedder.warm_up()` in the background when it has one; else nothing to wait for."""
+        warm_up: Callable[[], Awaitable[None]] | None = getattr(embedder, "warm_up", None)
+        if warm_up is None:
+            return cls(None)
+        task = asyncio.create_task(_warm(warm_up, embedder.model_id), name="embedder-warm-up")
+        return cls(task)
+
+    @property
+    def done(self) -> bool:
+        return self._task is None or self._task.done()
+
+    async def wait(self, limit_seconds: float = WAIT_LIMIT_SECONDS) -> None:
+        """Until the warm-up has ended (loaded or failed) or `limit_seconds` passed; never raises its error."""
+        if self._task is not None and not self._task.done():
+            await asyncio.wait({self._task}, timeout=limit_seconds)
+
+    async def aclose(self) -> None:
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _warm(warm_up: Callable[[], Awaitable[None]], model_id: str) -> None:
+    try:
+        await warm_up()
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # the first real call fails the same way and says so where it is used
+        log.warning("the embedder %s could not load: %s", model_id, exc)
+    else:
+        log.debug("embedder %s loaded", model_id)
