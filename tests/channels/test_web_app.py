@@ -147,6 +147,18 @@ async def test_posts_need_the_session_csrf_token_and_this_origin(
         " or put the text in a file in the workspace and ask the agent to read it"
     )
     assert backend.submitted == ["hello"]
+    # A body that is not JSON, or not an object: what is wrong, where, and the shape to send.
+    json_headers = {CSRF_HEADER: csrf, "Content-Type": "application/json"}
+    notjson = await client.post("/api/messages", content=b"notjson", headers=json_headers)
+    assert notjson.status_code == 422
+    assert notjson.json()["detail"] == (
+        'the body is not valid JSON (Expecting value at character 0); send {"text": "…"}'
+    )
+    cut = await client.post("/api/messages", content=b'{"text": "half', headers=json_headers)
+    assert cut.json()["detail"].startswith("the body is not valid JSON (") and "half" not in cut.text
+    not_an_object = await client.post("/api/messages", json="hello", headers={CSRF_HEADER: csrf})
+    assert not_an_object.json()["detail"] == 'the body must be a JSON object: send {"text": "…"}'
+    assert backend.submitted == ["hello"]
     assert (await client.post("/logout", data={"csrf": "wrong"})).status_code == 403
     out = await client.post("/logout", data={"csrf": csrf})
     assert out.status_code == 303 and SESSION_COOKIE not in client.cookies

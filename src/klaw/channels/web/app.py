@@ -149,6 +149,10 @@ def create_app(backend: WebBackend, auth: WebAuth) -> FastAPI:
     return app
 
 
+# The one JSON body the API takes (POST /api/messages), as a refusal shows it.
+SHAPE = '{"text": "…"}'
+
+
 async def _invalid_request(_: Request, exc: RequestValidationError) -> Response:
     """422 naming each bad field and what is wrong with it, never quoting what was sent.
 
@@ -158,9 +162,18 @@ async def _invalid_request(_: Request, exc: RequestValidationError) -> Response:
     """
     problems = []
     for error in exc.errors():
-        where = ".".join(str(part) for part in error.get("loc", ())[1:]) or "body"
-        if error.get("type") == "string_unicode":
+        location = tuple(error.get("loc", ()))
+        kind = error.get("type")
+        if kind == "json_invalid":  # said where, in json's own words ("Expecting value"), never the text
+            why = str((error.get("ctx") or {}).get("error", "")).strip()
+            at = f" at character {location[1]}" if len(location) > 1 and isinstance(location[1], int) else ""
+            problems.append(f"the body is not valid JSON ({why or 'cannot be parsed'}{at}); send {SHAPE}")
+            continue
+        where = ".".join(str(part) for part in location[1:]) or "body"
+        if kind == "string_unicode":
             problems.append(f"{where}: {LONE_SURROGATE}")
+        elif where == "body":  # valid JSON, but not an object ("hello", [1, 2])
+            problems.append(f"the body must be a JSON object: send {SHAPE}")
         else:
             problems.append(f"{where}: {error.get('msg', 'invalid')}")
     return JSONResponse({"detail": "; ".join(problems)}, status_code=422)
