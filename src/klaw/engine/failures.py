@@ -22,6 +22,9 @@ TRANSIENT_ERRNOS = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EAGAIN, errno.EBUSY, errno.EMFILE, errno.ENFILE}
     | {errno.ENOMEM, errno.EINTR, errno.EROFS}
 )
+# The disk (or the person's quota, or a file size limit) has no room: what freeing space mends.
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+DISK_FULL_SQLSTATE = "53100"  # PostgreSQL's disk_full
 # SQLite's counterparts: SQLITE_FULL, SQLITE_IOERR, SQLITE_BUSY, SQLITE_LOCKED, SQLITE_NOMEM.
 _TRANSIENT_SQLITE: tuple[type[BaseException], ...] = (
     apsw.FullError,
@@ -34,6 +37,21 @@ _TRANSIENT_SQLITE: tuple[type[BaseException], ...] = (
 
 class EngineStopping(KlawError, RuntimeError):
     """The engine is shutting down and takes no new messages; the gateway keeps them for the next run."""
+
+
+def is_disk_full(exc: BaseException | None) -> bool:
+    """Whether a full disk is behind `exc`, anywhere in its chain (a `StorageError` raised from
+    SQLITE_FULL, an OSError from the log's append): the person is then told so and what to do, not a
+    bare "something went wrong" (decision 262)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, apsw.FullError) or getattr(exc, "sqlstate", None) == DISK_FULL_SQLSTATE:
+            return True
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -361,6 +361,7 @@ class _ChatReply:
     answers: tuple[str, ...]
     _opened: MessageRecord | None = field(default=None, init=False)
     _closed: bool = field(default=False, init=False)
+    _closing: MessageRecord | None = field(default=None, init=False)  # the close `finish` wrote
 
     async def begin(self) -> None:
         exchange_id = await self.ingestion.store.exchanges.reserve_id()
@@ -372,7 +373,7 @@ class _ChatReply:
         now = self.clock.now()
         final = MessageRecord(self.chat, Role.ASSISTANT, outcome.text, created_at=now)
         # The reply and the close in one log write and one fsync: both durable before the reply goes out.
-        close = exchange_close_record(self._opened, outcome.status, final.id, now)
+        close = self._closing = exchange_close_record(self._opened, outcome.status, final.id, now)
         await self.ingestion.accept_together([final, close])
         self._closed = True
         await self.delivery.deliver(
@@ -380,13 +381,17 @@ class _ChatReply:
         )
 
     async def fail(self, failure: TurnFailure) -> None:
-        """Close the exchange as failed (unless it closed before the delivery failed), then apologise;
-        the apology goes out even when the close cannot be recorded (a full disk). A turn whose chat's
-        lease was lost says nothing: the engine now holding the chat answers it (decision 200)."""
+        """Close the exchange as failed, then apologise; the apology goes out even when the close cannot
+        be recorded (a full disk). Not closed again when `finish` closed it: stored before the delivery
+        failed, or only logged (the database full after the log took the reply and the close: the log
+        is the truth, the next start stores both and sends the reply, and a second close there would be
+        a contradiction it ignores with a warning; decision 262). A turn whose chat's lease was lost
+        says nothing: the engine now holding the chat answers it (decision 200)."""
         if isinstance(failure.error, LeaseLostError):
             return
+        closed = self._closed or (self._closing is not None and self.ingestion.logged_not_stored(self._closing.id))
         try:
-            if self._opened is not None and not self._closed:
+            if self._opened is not None and not closed:
                 close = exchange_close_record(self._opened, ExchangeStatus.FAILED, None, self.clock.now())
                 await self.ingestion.accept(close)
         finally:

@@ -13,7 +13,8 @@ the one failure policy, so the two kinds of turn cannot drift apart again:
   every other chat are served. Cancellation (shutdown past its deadline) is not a failure and passes.
 
 A model error (`LlmError`) says what went wrong in words a person can act on ("the model timed
-out"), so its text is kept in the apology; any other error is only named by its id.
+out"), so its text is kept in the apology, and a full disk is named with what to do (free some
+space); any other error is only named by its id.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Protocol
 
 from klaw.engine.approval import NOBODY, ApprovalGate, ApprovalScope, Verdict, Waiting
 from klaw.engine.clock import Clock
+from klaw.engine.failures import is_disk_full
 from klaw.engine.tool_loop import LoopOutcome, Recorder, TextSink, run_tool_loop
 from klaw.engine.turn_timing import PhaseTimes
 from klaw.llm.errors import LlmError
@@ -67,6 +69,11 @@ class TurnFailure:
         """What the person reads: short, with the id to find the log lines by."""
         if isinstance(self.error, LlmError):
             return f"Sorry, I could not answer: {self.error} (error {self.error_id})"
+        if is_disk_full(self.error):
+            return (
+                f"Sorry, I could not answer: the disk is full, so this conversation could not be saved (error"
+                f" {self.error_id}). Free some space on the disk holding klaw's home, then send your message again."
+            )
         return f"Sorry, something went wrong and I could not answer (error {self.error_id}); the engine log says more."
 
 

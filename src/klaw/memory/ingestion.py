@@ -108,6 +108,11 @@ class Ingestion:
         self._stored(stored, any(embed))
         return stored
 
+    def logged_not_stored(self, record_id: str | None) -> bool:
+        """Whether the record is in the log though its row is not (its store failed after the log took
+        it): it happened, as far as the log goes, and a later start stores it (`recover`)."""
+        return record_id is not None and record_id in self._logged_not_stored
+
     async def stored(self, record_id: str | None) -> StoredMessage | None:
         """The one "already stored?" rule: a record whose id the store holds was accepted before.
         Ids from outside make replays harmless: a gateway resends a message or command it is not
