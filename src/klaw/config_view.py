@@ -10,6 +10,7 @@ become the place a key leaks from.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any
 from klaw.config_loader import LoadedConfig
 from klaw.redaction import MASK, mask_url_credentials
 
-__all__ = ["MASK", "ConfigRow", "config_rows", "masked"]
+__all__ = ["MASK", "ConfigRow", "config_rows", "masked", "shown"]
 FILE_SOURCE = "engine.yaml"
 _SECRET_FIELD = re.compile(r"(?i)(api_?key|token|secret|password|passwd)$")
 
@@ -86,3 +87,14 @@ def masked(key: str, value: Any) -> Any:
     if isinstance(value, str):
         return mask_url_credentials(value)
     return value
+
+
+def shown(field: str, value: Any) -> str:
+    """A row's value as one line for a person: JSON, except `commands` (what /help and Telegram's
+    command menu list), a list of {name, description} objects that filled 11 lines of JSON in the
+    table: its names, as typed in a chat, and where the descriptions are."""
+    if field == "commands" and isinstance(value, list):
+        names = [f"/{item['name']}" for item in value if isinstance(item, Mapping) and "name" in item]
+        if len(names) == len(value):
+            return f"{' '.join(names)} (/help describes each)"
+    return json.dumps(value)

@@ -32,6 +32,25 @@ async def test_config_show_gives_the_value_a_command_set_and_names_the_command(t
     assert "command (/rag set)" in table.stdout
 
 
+def test_config_show_lists_the_slash_commands_by_name_not_as_json(tmp_path: Path) -> None:
+    """`commands:` (what /help and Telegram's menu list) is a setting a person may edit, but its value
+    was a JSON dump of 14 {name, description} objects filling 11 lines of the table."""
+    home = tmp_path / "home"
+    assert klaw(home, "init").returncode == 0
+    (home / "engine.yaml").write_text(
+        (home / "engine.yaml").read_text(encoding="utf-8")
+        + "commands:\n  - {name: new, description: Start afresh}\n  - {name: help, description: What I do}\n",
+        encoding="utf-8",
+    )
+    table = klaw(home, "config", "show")
+    assert table.returncode == 0, table.stderr
+    row = next(line for line in table.stdout.splitlines() if line.startswith("│ commands "))
+    assert "/new /help (/help describes each)" in row and "engine.yaml" in row
+    assert '"description"' not in table.stdout
+    script = json.loads(klaw(home, "config", "show", "--json").stdout)  # a script still gets the whole value
+    assert script["commands"]["value"][0] == {"name": "new", "description": "Start afresh"}
+
+
 def test_config_check_without_a_file_says_it_is_missing_and_where_it_looked(tmp_path: Path) -> None:
     home = tmp_path / "mistyped-home"
     result = klaw(home, "config", "check")

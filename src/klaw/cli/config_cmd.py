@@ -12,7 +12,7 @@ from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, home_source, load_or_exit, stderr_console, table_console
 from klaw.config import EngineConfig
-from klaw.config_view import ConfigOverride, config_rows
+from klaw.config_view import ConfigOverride, config_rows, shown
 from klaw.home import KlawHome
 
 app = typer.Typer(help="Inspect the engine configuration (engine.yaml).", no_args_is_help=True)
@@ -36,8 +36,8 @@ def show(
     for column in ("field", "value", "source"):
         table.add_column(column, overflow="fold", no_wrap=column == "field")  # a name is never cut
     for row in rows:
-        table.add_row(row.field, json.dumps(row.value), row.source)
-    longest = max((len(r.field) + len(json.dumps(r.value)) + len(r.source) for r in rows), default=0)
+        table.add_row(row.field, shown(row.field, row.value), row.source)
+    longest = max((len(r.field) + len(shown(r.field, r.value)) + len(r.source) for r in rows), default=0)
     console = table_console(longest + 10)
     console.print(table)
     if note:
