@@ -31,6 +31,7 @@ from klaw.store.records import ChatRef, MessageRecord
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _CHAT_DIRS_KEPT = 4096
+WRONG_FOLDER = "its channel and chat_id are another chat's than its folder's (moved or edited by hand?)"
 
 
 @dataclass
@@ -188,22 +189,32 @@ def _append_lines(path: Path, lines: list[str]) -> None:
 
 
 def iter_file(path: Path, report: ReadReport) -> Iterator[MessageRecord]:
-    """Records of one file in order; malformed lines are noted in `report` and logged."""
+    """Records of one file in order; malformed lines are noted in `report` and logged. A record whose
+    channel and chat_id name another chat than its folder is malformed too: every reader (recovery,
+    reindex, log check) would otherwise file it under that other chat, creating it if need be."""
     with open(path, "rb") as handle:
-        yield from iter_lines(path, enumerate(handle, start=1), report)
+        yield from iter_lines(path, enumerate(handle, start=1), report, folder=path.parent.name)
 
 
-def iter_lines(path: Path, lines: Iterable[tuple[int, bytes | str]], report: ReadReport) -> Iterator[MessageRecord]:
-    """Records of numbered lines (a file's, or the rows of a log a store keeps, named `path`)."""
+def iter_lines(
+    path: Path, lines: Iterable[tuple[int, bytes | str]], report: ReadReport, *, folder: str | None = None
+) -> Iterator[MessageRecord]:
+    """Records of numbered lines (a file's, or the rows of a log a store keeps, named `path`); with
+    `folder`, only those of the chat whose log folder it is."""
     for number, raw in lines:
         if not raw.strip():
             continue
         try:
-            yield decode_record(raw if isinstance(raw, str) else raw.decode("utf-8"))
+            record = decode_record(raw if isinstance(raw, str) else raw.decode("utf-8"))
         except UnicodeDecodeError:
             _skip(report, path, number, "not valid UTF-8")
         except MalformedLine as exc:
             _skip(report, path, number, str(exc))
+        else:
+            if folder is None or record.chat.log_dir_name == folder:
+                yield record
+            else:
+                _skip(report, path, number, WRONG_FOLDER)
 
 
 def _skip(report: ReadReport, path: Path, number: int, reason: str) -> None:
