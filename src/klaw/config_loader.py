@@ -75,18 +75,18 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start} cannot be decoded); save it as UTF-8.") from None
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}.") from None
+    loader = _UniqueKeyLoader(text)  # a SafeLoader that notes repeated keys
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader that refuses repeated keys
-    except _RepeatedKey as exc:
-        raise ConfigError(
-            f"{path} line {exc.line}: {exc.key!r} is already set at line {exc.first_line}, and YAML would"
-            f" silently keep only the second. Merge the two {exc.key!r} blocks into one."
-        ) from None
+        data = loader.get_single_data()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ConfigError(f"{path}{where}: {problem}. Fix the YAML syntax there.") from None
+    finally:
+        loader.dispose()
+    if loader.repeated:
+        raise ConfigError(_repeated_message(path, loader.repeated))
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -94,16 +94,38 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-class _RepeatedKey(Exception):
-    def __init__(self, key: str, line: int, first_line: int) -> None:
-        super().__init__(key)
-        self.key, self.line, self.first_line = key, line, first_line
+@dataclass(frozen=True)
+class _RepeatedKey:
+    key: str
+    line: int
+    first_line: int
+
+
+def _repeated_message(path: Path, repeated: list[_RepeatedKey]) -> str:
+    """Every key given twice, in one message: a newcomer pasting two sections (`models:` and
+    `routing:`) over the originals fixed one, ran the check again, and only then learnt of the other."""
+    if len(repeated) == 1:
+        (one,) = repeated
+        return (
+            f"{path} line {one.line}: {one.key!r} is already set at line {one.first_line}, and YAML would"
+            f" silently keep only the second. Merge the two {one.key!r} blocks into one."
+        )
+    each = "; ".join(f"line {r.line}: {r.key!r} is already set at line {r.first_line}" for r in repeated)
+    return (
+        f"{path} gives {len(repeated)} keys twice, and YAML would silently keep only the second of each: {each}."
+        " Merge each pair of blocks into one."
+    )
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """`yaml.safe_load`, except that a key given twice in one mapping is refused. YAML keeps the
-    last silently, so a second `tools:` block appended below `klaw init`'s would drop the first's
-    settings (its approval list among them) while `klaw config check` said valid."""
+    """`yaml.safe_load`, except that a key given twice in one mapping is noted in `repeated` (all of
+    them, for one message). YAML keeps the last silently, so a second `tools:` block appended below
+    `klaw init`'s would drop the first's settings (its approval list among them) while `klaw config
+    check` said valid."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.repeated: list[_RepeatedKey] = []
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
@@ -113,8 +135,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             if isinstance(key, str | int | float | bool) and key in seen:
-                raise _RepeatedKey(str(key), line, seen[key])
-            if isinstance(key, str | int | float | bool):
+                self.repeated.append(_RepeatedKey(str(key), line, seen[key]))
+            elif isinstance(key, str | int | float | bool):
                 seen[key] = line
         return super().construct_mapping(node, deep=deep)
 

@@ -105,6 +105,25 @@ def test_a_section_given_twice_is_refused_not_half_dropped(tmp_path: Path) -> No
     assert "Traceback" not in result.stderr
 
 
+def test_every_section_given_twice_is_named_in_one_run(tmp_path: Path) -> None:
+    """A newcomer pasted the fake server's `models:` and `routing:` on top of `klaw init`'s: the check
+    named `models`, and only after that was fixed, `routing`. Now one run names both."""
+    home = tmp_path / "home"
+    klaw(home, "init")
+    config = home / "engine.yaml"
+    pasted = "models:\n  fake/echo:\n    baseUrl: http://127.0.0.1:8000/v1\nrouting:\n  default: fake/echo\n"
+    config.write_text(pasted + config.read_text("utf-8"))
+    lines = config.read_text("utf-8").splitlines()
+    models = [i + 1 for i, line in enumerate(lines) if line.startswith("models:")]
+    routing = [i + 1 for i, line in enumerate(lines) if line.startswith("routing:")]
+    result = klaw(home, "config", "check")
+    assert result.returncode == 2
+    said = " ".join(result.stderr.split())
+    assert f"line {models[1]}: 'models' is already set at line {models[0]}" in said
+    assert f"line {routing[1]}: 'routing' is already set at line {routing[0]}" in said
+    assert "gives 2 keys twice" in said and "Traceback" not in result.stderr
+
+
 def test_config_check_warns_of_a_tools_approval_name_no_tool_has(tmp_path: Path) -> None:
     """`klaw tools` flags a misspelt `tools.approval` name (decision 238); `klaw config check` said the
     file was valid and nothing more, while the tool meant ran unasked (decision 249)."""
