@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from klaw.llm.fake_server import HangReply, Reply
-from klaw.memory.summaries.prompts import EXCHANGE_INSTRUCTIONS
-from klaw.memory.summaries.worker import MAX_TIMEOUTS, WorkerState, WorkerStatus
+from klaw.memory.summaries.prompts import EXCHANGE_INSTRUCTIONS, SEGMENT_INSTRUCTIONS
+from klaw.memory.summaries.worker import MAX_TIMEOUTS, BackgroundWorker, WorkerState, WorkerStatus
 from klaw.store.records import ChatRef
 from tests.memory.summary_helpers import Turns, summarizing_reply
 from tests.memory.summary_rig import Rig, idle, summary_rig, until
@@ -33,14 +33,17 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
         yield made
 
 
-def asks_about(body: Mapping[str, Any], words: str) -> bool:
-    """An exchange's own summary request (not a segment fold) about `words`."""
-    return body["messages"][0]["content"] == EXCHANGE_INSTRUCTIONS and words in json.dumps(body)
+def asks_about(body: Mapping[str, Any], words: str, instructions: str = EXCHANGE_INSTRUCTIONS) -> bool:
+    """A summary request of the kind `instructions` say (an exchange's own, unless told) about `words`."""
+    return body["messages"][0]["content"] == instructions and words in json.dumps(body)
 
 
-async def through_backoffs(rig: Rig, done: Callable[[WorkerStatus], bool], what: str) -> WorkerStatus:
-    """The exchange summarizer's status once `done`, moving the manual clock to each retry meanwhile."""
-    worker = rig.service.exchanges
+async def through_backoffs(
+    rig: Rig, done: Callable[[WorkerStatus], bool], what: str, worker: BackgroundWorker | None = None
+) -> WorkerStatus:
+    """The worker's status (the exchange summarizer's unless told) once `done`, moving the manual clock
+    to each retry meanwhile."""
+    worker = worker or rig.service.exchanges
     now = worker.status()
     failed = now.failed - 1 if now.state is WorkerState.BACKING_OFF else now.failed  # backing off already: move on
 
@@ -95,3 +98,25 @@ async def test_a_model_that_times_out_on_everything_is_waited_for_not_given_up(r
     summary = await rig.store.summaries.exchange_summary(exchange.id)
     assert summary is not None and summary.model == "fake/large"
     assert rig.service.exchanges.status().given_up == 0
+
+
+async def test_a_segment_fold_that_keeps_timing_out_holds_up_no_other_chats_fold(rig: Rig) -> None:
+    def reply(body: Mapping[str, Any]) -> Reply:
+        return HangReply() if asks_about(body, SLOW, SEGMENT_INSTRUCTIONS) else summarizing_reply(body)
+
+    rig.server.default_reply = reply
+    alice, bob = Turns(rig.store), Turns(rig.store, BOB)
+    slow = await alice.turn(SLOW, "here is a plan")
+    await alice.new_segment()  # closed: its fold is final, and it is the oldest
+    other_chat = await bob.turn("how do I descale a kettle", "vinegar and water")
+    await bob.new_segment()
+    rig.service.start()
+    segments = rig.service.segments
+    await through_backoffs(rig, lambda s: s.given_up == 1, "the slow segment given up", segments)
+    await idle(rig)
+
+    folded = await rig.store.summaries.segment_summary(other_chat.segment_id)
+    assert folded is not None and folded.final and folded.model == "fake/large"
+    kept = await rig.store.summaries.segment_summary(slow.segment_id)
+    assert kept is not None and kept.final and kept.model == "klaw/verbatim"
+    assert len([r for r in rig.summary_requests if asks_about(r.body, SLOW, SEGMENT_INSTRUCTIONS)]) == MAX_TIMEOUTS
