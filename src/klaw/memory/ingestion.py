@@ -162,9 +162,12 @@ class Ingestion:
                 else:
                     cutoff = (latest - RECOVERY_OVERLAP).date().isoformat()
                     candidates = [f for f in files if f.stem >= cutoff]
-            report = await self.log.read(candidates)
-            forgotten = tombstoned(report.records)  # lines a crash kept from being removed by /forget
-            for record in report.records:
+            # The newest file is read once: reading it again warned of each of its malformed lines twice.
+            records = (await self.log.read([f for f in candidates if f != files[-1]])).records
+            if files[-1] in candidates:
+                records += newest.records
+            forgotten = tombstoned(records)  # lines a crash kept from being removed by /forget
+            for record in records:
                 if record.id not in forgotten and await self.stored(record.id) is None:
                     await self._store(record)
                     recovered += 1
