@@ -51,6 +51,11 @@ async def test_scale_bench_measures_every_layer(tmp_path: Path) -> None:
     assert split.long_pole() in {"vector", "full text"}
     # ... and its CPU over every thread, which a loaded machine moves less than the wall time.
     assert result.search_cpu is not None and result.search_cpu.count == 4 and result.search_cpu.p50_ms > 0
+    # The full-text index is merged after the fill, as the engine merges it (decision 251), and its
+    # segments before and after are reported.
+    assert result.full_text_segments is not None
+    after_fill, after_merge = result.full_text_segments
+    assert after_fill >= after_merge >= 1
 
 
 async def test_a_share_of_the_messages_goes_to_the_past_segments(tmp_path: Path) -> None:

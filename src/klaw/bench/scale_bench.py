@@ -20,6 +20,10 @@ The first search of a chat loads its vectors into memory (`ChatVectorCache`, int
 cost is reported on its own rather than mixed into the percentiles, and so is the first search after
 the store is closed (which saves the chat's int8 copy beside the database) and opened again.
 
+On SQLite the full-text index is merged after the fill, as a running engine merges it in the
+background after bulk appends (decision 251): the segments before and after, and the time it took,
+are reported, and the searches meet the index a person's engine searches.
+
 The same figures come from either backend (`database.backend`, `bench_store.py`): on PostgreSQL the
 chat is built in a schema of its own, dropped at the end (its messages written in bulk, `pg_fill.py`);
 its first search loads the chat's int8 copy from the server (decision 221), which is not saved beside
@@ -63,6 +67,7 @@ from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord
 from klaw.store.shared.vector_matrix import SPLIT_MIN_ROWS
+from klaw.store.sqlite.fts_merge import merged, segment_count
 from klaw.store.sqlite.store import SqliteStore
 
 Progress = Callable[[str, int, int], None]
@@ -101,6 +106,8 @@ class ScaleResult:
     reload_first_search_ms: float | None = None  # SQLite: first search after opening again (loads the copy)
     split: SplitFigures | None = None  # auto-RAG without embedding: vector side, full text, neighbours, rest
     search_cpu: Latency | None = None  # the same searches' CPU, every thread of the process (decision 242)
+    full_text_segments: tuple[int, int] | None = None  # SQLite: the index's segments after the fill, after merging
+    full_text_merge_s: float = 0.0  # SQLite: merging them, as the engine does in the background (decision 251)
 
 
 class PrecomputedEmbedder:
@@ -157,6 +164,7 @@ async def measure_scale(
         async with bench_store(db_path, database) as store:
             past = _past_counts(messages, past_segments, past_share)
             built = await _build(store, embedder, corpus, rng, messages, past, progress)
+            merge = await _merge_full_text(store)
             rowids = built.rowids
             segment = await store.segments.current(CHAT)
             window = frozenset(rowids[-WINDOW:].tolist())
@@ -244,6 +252,8 @@ async def measure_scale(
         reload_first_search_ms=None if reload is None else reload * 1000,
         split=split.figures(),
         search_cpu=Latency.of(cpu),
+        full_text_segments=None if merge is None else merge[0],
+        full_text_merge_s=0.0 if merge is None else merge[1],
     )
 
 
@@ -313,6 +323,19 @@ async def _build(
     rate = messages / seconds if seconds else 0.0
     current_matrix = np.concatenate(matrix) if matrix else np.empty((0, dim), dtype=np.float32)
     return _Built(current_matrix, rowids, rate, history.segments, history.summaries, past_total)
+
+
+async def _merge_full_text(store: Storage) -> tuple[tuple[int, int], float] | None:
+    """SQLite: the full-text index merged as a running engine merges it after bulk appends (in the
+    background, `engine/full_text_upkeep.py`), so the searches meet what a person's would; its
+    segments before and after, and the seconds it took. PostgreSQL has no segments to merge."""
+    if not isinstance(store, SqliteStore):
+        return None
+    before = await store.db.run(segment_count)
+    started = time.perf_counter()
+    await store.db.run(merged)
+    seconds = time.perf_counter() - started
+    return (before, await store.db.run(segment_count)), seconds
 
 
 async def _append(store: Storage, records: list[MessageRecord]) -> list[int]:

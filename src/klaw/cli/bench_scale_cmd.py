@@ -134,6 +134,12 @@ def _figures(result: Any) -> str:
         f" {result.vector_bytes / 1e6:.0f} MB in klaw's memory; {result.scanned_bytes_per_query / 1e6:.1f} MB"
         f" scanned per query = {result.bandwidth_floor_ms:.2f} ms at the measured {_bandwidth(result)}",
     ]
+    if result.full_text_segments is not None:
+        after_fill, after_merge = result.full_text_segments
+        lines.append(
+            f"  full-text index: {after_fill} segments after the fill, {after_merge} after merging them as the"
+            f" engine does in the background ({result.full_text_merge_s:.1f} s)"
+        )
     if result.save_ms is not None and result.reload_first_search_ms is not None:
         lines.append(
             f"  closing (saves the int8 copy): {result.save_ms:.0f} ms; first search after opening again:"

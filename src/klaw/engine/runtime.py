@@ -27,6 +27,7 @@ from klaw.engine.chat_reading import ChatReader
 from klaw.engine.clock import Clock, SystemClock
 from klaw.engine.delivery import Outbound, Sink
 from klaw.engine.frames import CommandFrame, DeliveredFrame, InboundFrame
+from klaw.engine.full_text_upkeep import FullTextUpkeep
 from klaw.engine.memory_access import MemoryAccess
 from klaw.engine.processor import Inbound
 from klaw.engine.queries import EngineQueries
@@ -142,6 +143,10 @@ class Engine:
             # grow with chats x vectors; a turn meanwhile waits for, or loads, its own chat's vectors.
             engine.warming = asyncio.create_task(_warm_vector_cache(parts.memory.store), name="warm-vector-cache")
             lifetimes.push_async_callback(_finish, engine.warming)  # one database call; let it end
+            if isinstance(parts.memory.store, SqliteStore):  # merges the full-text index (decision 251)
+                upkeep = FullTextUpkeep(parts.memory.store.db)
+                upkeep.start()
+                lifetimes.push_async_callback(upkeep.stop)
         except BaseException:
             await lifetimes.aclose()
             raise

@@ -27,6 +27,7 @@ from klaw.config import FullTextTokenizer
 from klaw.store.protocol import StorageError
 from klaw.store.rebuild_protocol import DoneFile
 from klaw.store.sqlite.connection import SqliteDatabase
+from klaw.store.sqlite.fts_merge import merged
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.store import SqliteStore
 from klaw.store.sqlite.vector_cache import save_large_chats
@@ -249,9 +250,11 @@ class SqliteBuild:
             raise StorageError(f"the settings of {self.live} cannot be read ({type(exc).__name__})") from exc
 
     async def finish(self) -> None:
-        """Save the large chats' int8 copies beside the build (moved with it by the swap), so the
-        first start after a reindex loads none of them from the table (decision 236), then make the
-        file self-contained."""
+        """Merge the full-text index (the appends left it in many segments, which every search
+        reads: decision 251), save the large chats' int8 copies beside the build (moved with it by
+        the swap), so the first start after a reindex loads none of them from the table (decision
+        236), then make the file self-contained."""
+        await self.store.db.run(merged)
         folder = SnapshotFolder.beside(self.store.db.path)
         await self.store.db.run(
             lambda connection: save_large_chats(connection, MESSAGE_VECTORS, folder, self.copy_min_rows)
