@@ -78,6 +78,19 @@ async def test_one_curl_with_the_token_asks_the_agent_and_prints_its_reply() -> 
                     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {token}"}):
                         refused = await client.post("/api/messages", json={"text": "hi"}, headers=headers)
                         assert refused.status_code == 401, headers
+                    # Two messages sent at once are answered in one turn: each waiting call gets that reply
+                    # (its `answers` names both), not only the one whose id the reply is filed under.
+                    model.reply_text("Both noted.")
+                    pair = await asyncio.gather(
+                        *(
+                            client.post("/api/messages?wait=20", json={"text": f"note {n}"}, headers=keyed, timeout=30)
+                            for n in (1, 2)
+                        )
+                    )
+                    replies = [response.json()["reply"] for response in pair]
+                    assert [r and r["text"] for r in replies] == ["Both noted.", "Both noted."]
+                    sent_ids = sorted(response.json()["id"] for response in pair)
+                    assert all(sorted(r["answers"]) == sent_ids for r in replies)
                     # a session-less browser request still needs its CSRF token; a bearer key needs none
                     assert (await client.get("/api/session", headers=keyed)).json()["csrf"] is None
                 # a wrong key announcing a body that never comes: refused at once, the body never waited for

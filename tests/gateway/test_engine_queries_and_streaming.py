@@ -69,7 +69,13 @@ async def test_a_streaming_channel_gets_the_reply_in_pieces_then_whole() -> None
         assert isinstance(whole, OutboundFrame) and whole.id  # the reply's record id, confirmed once shown
         reply_id = whole.id
         assert web.frames[-1] == OutboundFrame(
-            channel="web", chat_id="main", text="one two three four five", reply_to=sent.id, kind="reply", id=reply_id
+            channel="web",
+            chat_id="main",
+            text="one two three four five",
+            reply_to=sent.id,
+            kind="reply",
+            id=reply_id,
+            answers=(sent.id,),
         )
         stack.server.reply_text("whole only")
         await stack.gateway.submit("batch", "b1", "hi")

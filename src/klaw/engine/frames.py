@@ -174,6 +174,10 @@ class OutboundFrame(_FrameModel):
     # An approval question's id (engine/approval.py): a channel may offer approve/deny buttons that send
     # `/approve ID` or `/deny ID`; optional like `task`.
     approval: str | None = None
+    # A turn's reply or apology: the ids of every message the turn answered (messages that arrived together
+    # are answered in one turn; `reply_to` is the last of them), so a caller waiting for any of them finds
+    # it (`POST /api/messages?wait=`). Empty for anything else; optional like `task`.
+    answers: tuple[str, ...] = ()
 
 
 class DeltaFrame(_FrameModel):

@@ -152,6 +152,7 @@ class EngineSocketServer:
             spawned=outbound.spawned,
             approval=outbound.approval,
             id=outbound.id,
+            answers=outbound.answers,
         )
         await self.send_outbound(frame)
 

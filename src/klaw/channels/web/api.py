@@ -205,10 +205,13 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
 
 async def _answer_to(answers: Subscription, message_id: str, seconds: float) -> dict[str, Any] | None:
     """The reply, notice or error the engine sent for `message_id` (`kind` and `text`, and `html` for a
-    reply), or None when none came within `seconds` (it will be in `/api/history`)."""
+    reply), or None when none came within `seconds` (it will be in `/api/history`). A reply to several
+    messages answered together is each one's (its `answers` lists them); before, only the last one's
+    caller got it and the others waited out `seconds` for null."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(seconds):
             while (event := await answers.next()) is not None:
-                if event.kind in ANSWERS and event.data.get("reply_to") == message_id:
+                answered = event.data.get("reply_to") == message_id or message_id in event.data.get("answers", ())
+                if event.kind in ANSWERS and answered:
                     return {"kind": event.kind, **{k: v for k, v in event.data.items() if k != "reply_to"}}
     return None

@@ -94,6 +94,8 @@ class WebChannel:
             data["task_label"] = task_label(frame.task, frame.spawned)
         if frame.id is not None:  # a turn's reply: the page shows it once, were it also in the history
             data["id"] = frame.id
+        if frame.answers:  # every message this reply answers: a script waiting for any of them gets it
+            data["answers"] = list(frame.answers)
         if frame.approval is not None:  # the page offers Approve / Deny buttons, which send /approve ID
             data["approval"] = frame.approval
         self.hub.publish(frame.kind, data)
