@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from klaw.config import EngineConfig
 from klaw.errors import KlawError
 from klaw.redaction import mask_url_credentials
+from klaw.yaml_syntax import syntax_message
 
 ENV_PREFIX = "KLAW__"
 
@@ -79,10 +80,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = loader.get_single_data()
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{path}{where}: {problem}. Fix the YAML syntax there.") from None
+        raise ConfigError(f"{path} {syntax_message(text, exc)}") from None
     finally:
         loader.dispose()
     if loader.repeated:

@@ -124,6 +124,24 @@ def test_every_section_given_twice_is_named_in_one_run(tmp_path: Path) -> None:
     assert "gives 2 keys twice" in said and "Traceback" not in result.stderr
 
 
+def test_an_indentation_slip_is_named_in_words_on_the_lines_around_it(tmp_path: Path) -> None:
+    """`debounceMs` indented 3 spaces among keys indented 2 said "at line 37, column 3: expected <block
+    end>, but found '<block mapping start>'": the line after the mistake, in the parser's jargon."""
+    home = tmp_path / "home"
+    klaw(home, "init")
+    config = home / "engine.yaml"
+    lines = config.read_text("utf-8").splitlines()
+    slip = next(i for i, line in enumerate(lines) if line.startswith("  debounceMs:"))
+    lines[slip] = " " + lines[slip]
+    config.write_text("\n".join(lines) + "\n", "utf-8")
+    result = klaw(home, "config", "check")
+    assert result.returncode == 2
+    said = " ".join(result.stderr.split())
+    assert f"line {slip + 1} or {slip + 2}: the indentation does not match the lines around it" in said
+    assert f"(line {slip + 1} is indented 3 spaces, line {slip + 2} 2 spaces)" in said
+    assert "block end" not in said and "Traceback" not in result.stderr
+
+
 def test_config_check_warns_of_a_tools_approval_name_no_tool_has(tmp_path: Path) -> None:
     """`klaw tools` flags a misspelt `tools.approval` name (decision 238); `klaw config check` said the
     file was valid and nothing more, while the tool meant ran unasked (decision 249)."""

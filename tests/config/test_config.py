@@ -112,7 +112,7 @@ def test_routing_to_an_unknown_model_is_rejected(tmp_path: Path) -> None:
 
 
 def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"engine.yaml at line 2, column 1"):
+    with pytest.raises(ConfigError, match=r"engine.yaml line 2 has a tab character: YAML indents with spaces only"):
         load_config(write(tmp_path, "processing:\n\tdebounceMs: 5\n"), env={})
 
 

@@ -1,0 +1,57 @@
+"""A YAML syntax error in engine.yaml said in words a person acts on, from what PyYAML's error marks say.
+
+PyYAML reports where its parser gave up (`problem_mark`) in its own terms: an indentation slip (a key
+indented 3 spaces among keys indented 2) read "at line 17, column 3: expected <block end>, but found
+'<block mapping start>'", the line after the mistake, in parser jargon. Its "expected <block end>"
+means exactly that the line's indentation fits no open block: it belongs neither to the section the
+line above it is in, nor to the one around it. So that case names both lines and their indentations;
+a tab (YAML indents with spaces) is named as one; anything else keeps PyYAML's words with the
+position and what it was parsing (`context_mark`). Imports nothing of klaw.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+
+def syntax_message(text: str, error: yaml.YAMLError) -> str:
+    """One sentence (without the file's name) saying where the YAML is wrong and how to fix it."""
+    mark = getattr(error, "problem_mark", None)
+    problem = str(getattr(error, "problem", None) or "invalid YAML")
+    if mark is None:
+        return f"{problem}. Fix the YAML syntax."
+    lines = text.splitlines()
+    line = mark.line + 1
+    if problem.startswith("found character '\\t'"):
+        return f"line {line} has a tab character: YAML indents with spaces only. Replace the tab with spaces."
+    if problem.startswith("expected <block end>"):
+        before = _content_line_before(lines, mark.line)
+        if before is not None:
+            this_indent = mark.column
+            before_indent = _indent(lines[before])
+            return (
+                f"line {before + 1} or {line}: the indentation does not match the lines around it (line"
+                f" {before + 1} is indented {_spaces(before_indent)}, line {line} {_spaces(this_indent)}). The"
+                " keys of one section start in the same column (klaw init's file indents by 2 spaces)."
+            )
+    context = getattr(error, "context", None)
+    context_mark = getattr(error, "context_mark", None)
+    during = f" ({context} that starts at line {context_mark.line + 1})" if context and context_mark else ""
+    return f"line {line}, column {mark.column + 1}: {problem}{during}. Fix the YAML syntax there."
+
+
+def _content_line_before(lines: list[str], index: int) -> int | None:
+    """The index of the last line before `index` holding something (not blank, not only a comment)."""
+    for i in range(min(index, len(lines)) - 1, -1, -1):
+        stripped = lines[i].strip()
+        if stripped and not stripped.startswith("#"):
+            return i
+    return None
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _spaces(count: int) -> str:
+    return "1 space" if count == 1 else f"{count} spaces"
