@@ -65,6 +65,7 @@ from klaw.memory.forgetting import Forgetting
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.ingestion import Ingestion
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
+from klaw.memory.reindex_leftover import warn_of_leftover_reindex
 from klaw.memory.summaries.service import SummarizerService
 from klaw.memory.summaries.summary_export import export_unlogged_summaries
 from klaw.memory.summaries.texts import SummaryTexts
@@ -132,6 +133,7 @@ async def open_memory(
 ) -> Memory:
     """Store, embedder and queue opened, the log tail replayed, interrupted forgets finished."""
     private_dirs(home.root)
+    warn_of_leftover_reindex(home.database_file(config.database.path))
     store = await open_storage(home.database_file(config.database.path), config.database, clock=clock.now)
     stack.push_async_callback(store.aclose)
     if embedder is None:
