@@ -38,6 +38,23 @@ def test_install_writes_a_unit_for_klaw_serve_of_this_home_status_and_uninstall(
     assert removed.returncode == 0 and not unit.exists()
 
 
+def test_installing_for_a_second_home_says_it_replaced_the_unit_of_the_first(tmp_path: Path) -> None:
+    """One unit serves one home: installing it for another home used to replace it without a word."""
+    first, second, xdg = tmp_path / "a", tmp_path / "b", tmp_path / "xdg"
+    env = {"XDG_CONFIG_HOME": str(xdg)}
+    for home in (first, second):
+        klaw(home, "init")
+    assert "replaced" not in klaw(first, "service", "install", env=env).stdout  # nothing was there
+    again = klaw(first, "service", "install", env=env)
+    assert again.returncode == 0 and "replaced" not in again.stdout  # the same home: nothing lost
+    moved = klaw(second, "service", "install", env=env)
+    assert moved.returncode == 0, moved.stderr
+    said = " ".join(moved.stdout.split())
+    assert f"replaced the unit that ran klaw serve for KLAW_HOME={first}: that home is no longer served" in said
+    unit = (xdg / "systemd" / "user" / "klaw.service").read_text(encoding="utf-8")
+    assert f'Environment="KLAW_HOME={second}"' in unit
+
+
 def test_install_refuses_an_invalid_config(tmp_path: Path) -> None:
     home, xdg = tmp_path / "home", tmp_path / "xdg"
     home.mkdir()

@@ -63,6 +63,19 @@ def unit_text(home: KlawHome) -> str:
     )
 
 
+def served_home(path: Path) -> str | None:
+    """The KLAW_HOME the unit at `path` runs `klaw serve` for, or None (no unit, or not one klaw wrote)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    prefix = f'Environment="{HOME_ENV_VAR}='
+    for line in text.splitlines():
+        if line.startswith(prefix) and line.endswith('"'):
+            return line[len(prefix) : -1]
+    return None
+
+
 @app.command()
 def install(
     copy_env: Annotated[
@@ -78,9 +91,15 @@ def install(
     home = home_from_env()
     config = load_or_exit(home).config  # a unit that would fail at start is not written
     path = unit_dir() / UNIT_NAME
+    before = served_home(path)
     replace_file(path, unit_text(home).encode("utf-8"))
     console = Console(markup=False, highlight=False)
     console.print(f"wrote {path} (klaw serve for KLAW_HOME={home.root})")
+    if before is not None and before != str(home.root):  # one unit, one home: the other one is no longer served
+        console.print(
+            f"replaced the unit that ran klaw serve for KLAW_HOME={before}: that home is no longer served"
+            f" once systemd reloads (a running service keeps serving it until 'systemctl --user restart {UNIT_NAME}')"
+        )
     _service_env(console, home.root / SERVICE_ENV, needed(config, os.environ), copy=copy_env)
     console.print("start it now and at every login:\n  systemctl --user daemon-reload")
     console.print(f"  systemctl --user enable --now {UNIT_NAME}")
