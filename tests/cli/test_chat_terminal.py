@@ -316,12 +316,17 @@ def test_klaw_chat_without_a_reachable_model_says_what_to_configure(tmp_path: Pa
     assert result.returncode == 2
     assert "Traceback" not in result.stderr + result.stdout
     assert "No model server answered at http://127.0.0.1:" in result.stderr
+    # what happened, in words, not the exception's class ("ConnectError")
+    assert "connection refused (nothing listens at that address and port)" in " ".join(result.stderr.split())
+    assert "ConnectError" not in result.stderr
     assert "(routing.default = FAKE by KLAW__ROUTING__DEFAULT)" in result.stderr  # not "in engine.yaml"
     assert "ollama pull llama3.2" in result.stderr
     assert "KLAW__ROUTING__DEFAULT" in result.stderr
     # The stand-in's command names the interpreter klaw runs on: a bare `python` may have no klaw.
     assert f"`{shlex.quote(sys.executable)} -m klaw.llm.fake_server`" in " ".join(result.stderr.split())
     assert not (home / "klaw.db").exists()  # nothing was started
+    unknown = chat_without_a_terminal(chat_env(home, "http://klaw-no-such-host.invalid/v1"))
+    assert unknown.returncode == 2 and "the host name was not found" in unknown.stderr, unknown.stderr
 
 
 @needs_tmux
