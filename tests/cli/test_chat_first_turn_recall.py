@@ -6,9 +6,9 @@ machine, the calls after it 0.03 s. The first turn's query embedding paid that l
 `embedder.queryTimeoutSeconds` (2 s), so about half the starts printed "(klaw logged a warning: see
 …/logs/chat.log)" under the first reply: "past-conversation retrieval failed (EmbedderError)". The
 engine now loads the model at start, on its thread, and a query waits for that load before its own
-deadline runs. Here the deadline is 0.25 s, far above one inference (0.03 s) and below any load seen,
-so the old code fails (unless a leftover embedding job started the load early enough) and the new one
-has a wide margin; real processes and the real model.
+deadline runs. Here the deadline is 0.25 s, far above one inference (0.03 s) and below any load seen:
+the new code has a wide margin; the old one fails unless leftover work happened to start the load
+early (see below). Real processes and the real model.
 """
 
 from __future__ import annotations
@@ -37,7 +37,12 @@ async def test_the_first_turn_after_start_recalls_by_vectors_without_a_warning(t
         code, out, err = await piped(env, "/new")  # the conversation above becomes a past one
         assert code == 0 and "new conversation" in out, err
 
-        code, out, err = await piped(env, "what is my cat called?")  # a new process: the first turn
+        # A new process, its first turn. The embedding queue is off here: with it on, vectors the runs
+        # above left to make start the load at once, an accidental warm-up. The summarizer stays on (past
+        # conversations are recalled only with it), and work it left can still do the same: so the old
+        # code fails this test in most runs, not all (2 of 3 here), as it warned at 4 of ~12 starts.
+        env["KLAW__EMBEDDER__PIPELINEENABLED"] = "false"
+        code, out, err = await piped(env, "what is my cat called?")
         assert (code, out) == (0, "echo: what is my cat called?\n"), err
         assert "klaw logged a warning" not in err
         logged = (
