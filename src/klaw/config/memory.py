@@ -88,6 +88,7 @@ class RagConfig(Section):
 
 
 COVERAGE_DEFAULT = 0.75  # chosen on LoCoMo dev by leaving each conversation out (decision 232)
+SPEAKER_DEFAULT = 0.25  # chosen on LoCoMo dev by leaving each conversation out (decision 255)
 
 
 class SearchConfig(Section):
@@ -128,6 +129,14 @@ class SearchConfig(Section):
         description="The best hits are reordered by their score × 1 + this × the share of the search"
         " text's content words each holds (a reply with its question: both texts), so the message holding"
         " more of what was asked comes first (memory/query_coverage.py, decision 232); 0 turns it off.",
+    )
+    speaker_weight: float = Field(
+        default=SPEAKER_DEFAULT,
+        ge=0.0,
+        le=5.0,
+        description="When the search text names one of the people whose messages open with their name"
+        " ('Melanie: …', a transcript), the best hits that person said are reordered with their score"
+        " × 1 + this (memory/speaker_weight.py, decision 255); 0 turns it off.",
     )
 
 

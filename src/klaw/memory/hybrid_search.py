@@ -21,7 +21,9 @@ Ranking, in five steps (`SearchConfig`; why and what each step measured: docs/me
 5. the best `limit` by that score, reordered so that a message holding more of the text's content
    words comes first (`query_coverage`): each one's score multiplied by 1 + `coverageWeight` × the
    share of those words it holds (a reply shown with its question: both texts). Only the order of
-   the best changes, never which they are, so auto-RAG's gate judges the same hits (decision 232).
+   the best changes, never which they are, so auto-RAG's gate judges the same hits (decision 232);
+   and, when the text names one of the people the hits' texts say are speaking ("Melanie: …"),
+   each of that person's hits × 1 + `speakerWeight` (`speaker_weight`, decision 255).
 
 Only conversation messages are returned (user and assistant text): tool calls, tool results and
 control records are steps of a turn, not something to remember on their own; the final assistant
@@ -47,6 +49,7 @@ from klaw.memory.message_weight import weighed
 from klaw.memory.named_dates import named_periods, said_within
 from klaw.memory.neighbour_scores import spread_to_neighbours
 from klaw.memory.query_coverage import QueryCoverage, query_words
+from klaw.memory.speaker_weight import named_speaker, speaker_factor, speaker_of
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, SearchHit, StoredMessage
 
@@ -216,14 +219,19 @@ class HybridSearch:
         # Best score first; at equal scores a message found by a side before one that is only a
         # neighbour, then the older message: deterministic whatever the backends' order.
         ranked = sorted(final, key=lambda rowid: (-final[rowid], rowid not in fused, rowid))[:limit]
-        # Coverage reorders the best `limit`, never brings another in: auto-RAG's gate judges the same
-        # hits with or without it. A reply counts the words of the question it is shown with.
+        # Coverage and the speaker reorder the best `limit`, never bring another in: auto-RAG's gate
+        # judges the same hits with or without them. A reply counts the words of the question it is
+        # shown with.
         wanted = query_words(text) if self._config.coverage_weight > 0 else []
-        if wanted:
+        on = self._config.speaker_weight > 0
+        speakers = {rowid: speaker_of(messages[rowid].content) for rowid in ranked} if on else {}
+        named = named_speaker(text, speakers.values()) if speakers else None
+        if wanted or named is not None:
             coverage = QueryCoverage(wanted)
             for rowid in ranked:
                 said = [messages[rowid].content, *([messages[reply_to[rowid]].content] if rowid in reply_to else [])]
                 final[rowid] *= coverage.factor(self._config.coverage_weight, said)
+                final[rowid] *= speaker_factor(self._config.speaker_weight, named, speakers.get(rowid))
             ranked.sort(key=lambda rowid: (-final[rowid], rowid not in fused, rowid))
         return [hit(rowid, hit(reply_to[rowid]) if rowid in reply_to else None) for rowid in ranked]
 
