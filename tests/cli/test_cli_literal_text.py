@@ -13,12 +13,15 @@ from tests.cli.test_cli import klaw
 
 
 def test_config_show_prints_values_with_brackets_literally(tmp_path: Path) -> None:
+    # A model's display name is free text: rich must print its brackets, not read them as markup.
     (tmp_path / "engine.yaml").write_text(
-        "commands:\n  - name: help\n    description: '[urgent] list [all] commands in [/tmp]'\n", encoding="utf-8"
+        "models:\n  local/x:\n    baseUrl: http://127.0.0.1:1/v1\n    name: '[urgent] list [all] models in [/tmp]'\n"
+        "routing:\n  default: local/x\n",
+        encoding="utf-8",
     )
     result = klaw(tmp_path, "config", "show")
     assert result.returncode == 0, result.stderr
-    assert "[urgent] list [all] commands in [/tmp]" in result.stdout
+    assert "[urgent] list [all] models in [/tmp]" in result.stdout
 
 
 def test_an_invalid_value_with_brackets_is_named_not_a_traceback(tmp_path: Path) -> None:
