@@ -57,6 +57,7 @@ import numpy.typing as npt
 from klaw.bench.bandwidth import Bandwidth, measure_bandwidth
 from klaw.bench.bench_store import bench_store
 from klaw.bench.corpus import BENCH_START, MESSAGE_SPACING_S, ZipfCorpus
+from klaw.bench.exact_top_k import numpy_top_k, threaded_top_k, unit_rows
 from klaw.bench.past_bench import BENCH_RAG, PAST_SEGMENTS, add_past_segments, past_retriever
 from klaw.bench.search_split import SplitFigures, timed_store
 from klaw.bench.stats import Latency
@@ -66,7 +67,6 @@ from klaw.memory.embedder.protocol import Embedder, Vectors, embed_queries
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord
-from klaw.store.shared.vector_matrix import SPLIT_MIN_ROWS
 from klaw.store.sqlite.fts_merge import merged, segment_count
 from klaw.store.sqlite.store import SqliteStore
 
@@ -210,10 +210,10 @@ async def measure_scale(
                 shown.append(len(retrieved.shown) if retrieved is not None else 0)
                 all_layers.append(without_embedding[-1] + past_alone[-1])
                 t = time.perf_counter()
-                _numpy_top_k(built.matrix, query_vectors[text], 20)
+                numpy_top_k(built.matrix, query_vectors[text], 20)
                 floor.append(time.perf_counter() - t)
                 t = time.perf_counter()
-                exact = _threaded_top_k(floor_pool, threads, built.matrix, query_vectors[text], 20)
+                exact = threaded_top_k(floor_pool, threads, built.matrix, query_vectors[text], 20)
                 floor_threaded.append(time.perf_counter() - t)
                 knn = await store.search.nearest(CHAT, query_vectors[text], limit=20, segment_id=segment.id)
                 recall.append(len({h.message.rowid for h in knn} & set(rowids[exact].tolist())) / 20)
@@ -292,7 +292,7 @@ async def _build(
         started = time.perf_counter()
         for first in range(0, count, BATCH):
             size = min(BATCH, count - first)
-            vectors = _unit_rows(rng.standard_normal((size, dim)).astype(np.float32))
+            vectors = unit_rows(rng.standard_normal((size, dim)).astype(np.float32))
             batch = await _append(store, corpus.chat_records(CHAT, first, size, start))
             await store.vectors.put(list(zip(batch, vectors, strict=True)))
             rowids += batch
@@ -392,29 +392,3 @@ async def _reopened(
         return save, time.perf_counter() - t
     finally:
         await reopened.aclose()
-
-
-def _unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    normalised: npt.NDArray[np.float32] = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
-    return normalised
-
-
-def _numpy_top_k(vectors: npt.NDArray[np.float32], query: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
-    scores = vectors @ query
-    top = np.argpartition(-scores, k)[:k]
-    return top[np.argsort(-scores[top])]
-
-
-def _threaded_top_k(
-    pool: ThreadPoolExecutor, threads: int, vectors: npt.NDArray[np.float32], query: npt.NDArray[np.float32], k: int
-) -> npt.NDArray[np.intp]:
-    """The same top-k, each thread taking the product of an equal share of the rows (one thread
-    below `SPLIT_MIN_ROWS` per thread, as the search does)."""
-    threads = max(1, min(threads, len(vectors) // SPLIT_MIN_ROWS))
-    if threads == 1:
-        return _numpy_top_k(vectors, query, k)
-    bounds = np.linspace(0, len(vectors), threads + 1).astype(int)
-    parts = pool.map(lambda a, b: vectors[a:b] @ query, bounds[:-1], bounds[1:])
-    scores = np.concatenate(list(parts))
-    top = np.argpartition(-scores, k)[:k]
-    return top[np.argsort(-scores[top])]

@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 
+from klaw.bench.exact_top_k import numpy_top_k, unit_rows
 from klaw.bench.stats import Latency
 from klaw.store.records import ChatRef, MessageRecord, Role
 from klaw.store.sqlite.store import SqliteStore
@@ -94,7 +94,7 @@ async def measure_vector_search(
     rng = np.random.default_rng(seed)
     all_chats = [ChatRef("bench", f"chat-{i}") for i in range(chats)]
     chat = all_chats[0]  # queries go to one chat; the others share the table (vec0 partitions)
-    vectors = _unit_rows(rng.standard_normal((rows, dim), dtype=np.float32))
+    vectors = unit_rows(rng.standard_normal((rows, dim), dtype=np.float32))
     store = await SqliteStore.open(db_path)
     try:
         await store.vectors.bind_embedder(f"bench-random-{dim}", dim)
@@ -120,7 +120,7 @@ async def measure_vector_search(
                 progress("build", first + count, rows)
         insert_rate = rows / (time.perf_counter() - start)
 
-        query_vectors = _unit_rows(rng.standard_normal((queries, dim), dtype=np.float32))
+        query_vectors = unit_rows(rng.standard_normal((queries, dim), dtype=np.float32))
         knn_times, numpy_times, recalls, fts_times = [], [], [], []
         in_chat = np.asarray([r != -1 for r in rowids])
         chat_vectors = vectors[in_chat]
@@ -131,7 +131,7 @@ async def measure_vector_search(
             knn_times.append(time.perf_counter() - t)
 
             t = time.perf_counter()
-            exact = _numpy_top_k(chat_vectors, query, k)
+            exact = numpy_top_k(chat_vectors, query, k)
             numpy_times.append(time.perf_counter() - t)
             found = {h.message.rowid for h in hits}
             recalls.append(len(found & set(rowid_array[exact].tolist())) / k)
@@ -155,14 +155,3 @@ async def measure_vector_search(
         recall_at_k=float(np.mean(recalls)),
         insert_rows_per_s=insert_rate,
     )
-
-
-def _unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    normalised: npt.NDArray[np.float32] = (matrix / np.linalg.norm(matrix, axis=1, keepdims=True)).astype(np.float32)
-    return normalised
-
-
-def _numpy_top_k(vectors: npt.NDArray[np.float32], query: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
-    scores = vectors @ query
-    top = np.argpartition(-scores, k)[:k]
-    return top[np.argsort(-scores[top])]

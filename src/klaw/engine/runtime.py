@@ -22,13 +22,14 @@ from dataclasses import dataclass
 
 from klaw.command_syntax import parse_command
 from klaw.config import EngineConfig
-from klaw.engine.assembly import Parts, assemble, memory_services
+from klaw.engine.assembly import Parts, assemble
 from klaw.engine.chat_reading import ChatReader
 from klaw.engine.clock import Clock, SystemClock
 from klaw.engine.delivery import Outbound, Sink
 from klaw.engine.frames import CommandFrame, DeliveredFrame, InboundFrame
 from klaw.engine.full_text_upkeep import FullTextUpkeep
 from klaw.engine.memory_access import MemoryAccess
+from klaw.engine.memory_parts import memory_services
 from klaw.engine.processor import Inbound
 from klaw.engine.queries import EngineQueries
 from klaw.engine.scheduler_loop import Scheduler

@@ -12,11 +12,10 @@ all exercised over a real socket, exactly as against Ollama or OpenAI, without a
 
 Replies are queued per endpoint (chat, embeddings) and consumed in order; an empty chat queue falls
 back to `default_reply` (echo of the last user message), an empty embeddings queue to the inputs'
-vectors. `latency` / `before=` are awaited before a reply, so a benchmark can simulate a slow model
-and a test can hold a reply (or, with `reply_embeddings(before=...)`, one embeddings request) until
-it says so.
-uvicorn runs inside the current event loop (`klaw.embedded_http`); hung replies are released on
-exit so shutdown is quick.
+vectors. `latency` / `before=` are awaited before a reply (`latency` before the model list too), so a
+benchmark can simulate a slow model and a test can hold a reply (or, with `reply_embeddings(before=...)`,
+one embeddings request) until it says so. uvicorn runs inside the current event loop
+(`klaw.embedded_http`); hung replies are released on exit so shutdown is quick.
 
 `python -m klaw.llm.fake_server [PORT]` runs it alone as a stand-in model that echoes your last message,
 to try klaw before you have a model (README, "No model yet?").
@@ -346,7 +345,7 @@ class FakeOpenAiServer:
 
     async def _models(self, request: Request) -> Response:
         await self._record(request)
-        if self.latency is not None:  # a slow server is slow to list its models too (klaw chat's model check)
+        if self.latency is not None:
             await self.latency()
         names = self.known_models if self.known_models is not None else ["fake-model"]
         return JSONResponse(

@@ -1,0 +1,143 @@
+"""The engine's memory half, built for `engine/assembly.py`: the store, the embedder and its warm-up, the
+embedding queue, ingestion with the log tail replayed, forgetting, core memory (`open_memory`), and the
+memory services the tools use (`memory_services`). Each part registers its close on the start-up's exit
+stack the moment it exists, as every part does (docs/decisions/090-engine-assembly.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+from klaw.config import EngineConfig
+from klaw.engine.clock import Clock
+from klaw.engine.delivery import Delivery, Outbound
+from klaw.engine.memory_settings import MemorySettings
+from klaw.home import KlawHome
+from klaw.memory.archival_memory import ArchivalMemory
+from klaw.memory.conversation_details import ConversationDetails
+from klaw.memory.conversation_log import open_log
+from klaw.memory.core_memory import CoreMemory
+from klaw.memory.embedder.embed_once import EmbedOnce, embed_once
+from klaw.memory.embedder.factory import create_embedder
+from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.embedder.warm_up import WarmUp
+from klaw.memory.embedding_policy import should_embed
+from klaw.memory.embedding_queue import EmbeddingQueue
+from klaw.memory.forgetting import Forgetting
+from klaw.memory.hybrid_search import HybridSearch
+from klaw.memory.ingestion import Ingestion
+from klaw.memory.reindex_leftover import warn_of_leftover_reindex
+from klaw.memory.summaries.summary_export import export_unlogged_summaries
+from klaw.memory.summaries.texts import SummaryTexts
+from klaw.private_files import private_dirs
+from klaw.store.backend import open_storage
+from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef, MessageRecord, StoredMessage
+from klaw.tools.builtin.memory_tools import MemoryServices
+
+LIVE_EMBEDDING_BATCH = 16
+DOCS_WARM_DELAY_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class Memory:
+    """The memory side, recovered and ready: what a turn reads and writes."""
+
+    store: Storage
+    embedder: Embedder
+    # what the queue and the turns' queries embed through: a text once for both when the embedder's
+    # query and stored forms are the same (embed_once.py), else `embedder` itself
+    shared: Embedder
+    embedding_queue: EmbeddingQueue
+    ingestion: Ingestion
+    forgetting: Forgetting
+    settings: MemorySettings
+    core: CoreMemory
+    observers: list[Callable[[StoredMessage], None]]  # told of every stored record
+    warm_up: WarmUp  # the local model's load, started with the engine; a turn's query waits for it
+
+
+async def open_memory(
+    home: KlawHome, config: EngineConfig, clock: Clock, stack: AsyncExitStack, embedder: Embedder | None
+) -> Memory:
+    """Store, embedder and queue opened, the log tail replayed, interrupted forgets finished."""
+    private_dirs(home.root)
+    warn_of_leftover_reindex(home.database_file(config.database.path))
+    store = await open_storage(home.database_file(config.database.path), config.database, clock=clock.now)
+    stack.push_async_callback(store.aclose)
+    if embedder is None:
+        # HTTP retries wait on engine time; the local model's ONNX graphs are cached in the home
+        embedder = create_embedder(config.embedder, sleep=clock.sleep, cache_dir=home.embedder_cache)
+    stack.push_async_callback(embedder.aclose)
+    warm_up = WarmUp.start(embedder)  # loads on the model's thread while the rest starts (decision 260)
+    stack.push_async_callback(warm_up.aclose)
+    shared = embed_once(embedder)
+    if shared is not embedder:
+        stack.push_async_callback(shared.aclose)
+    # Live batches stay small: a turn's query embedding waits behind the batch running on the
+    # embedder's one thread (reindex, with nobody waiting, uses the full batch size).
+    queue = EmbeddingQueue(store, shared, clock, batch_size=min(config.embedder.batch_size, LIVE_EMBEDDING_BATCH))
+    stack.push_async_callback(queue.aclose)
+    # Refuses to start on vectors of another embedder (the error says to run `klaw reindex`).
+    await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
+    await store.memory_chunks.bind_embedder(embedder.model_id, embedder.dim)
+    await store.summaries.bind_embedder(embedder.model_id, embedder.dim)
+    # engine.yaml + what commands stored
+    settings = await MemorySettings(config.summarizer, config.embedder, config.rag, store.settings).load()
+    observers: list[Callable[[StoredMessage], None]] = []
+    ingestion = Ingestion(
+        open_log(home.conversations, kept_by_store=store.keeps_log),
+        store,
+        min_embed_tokens=config.auto_rag.min_message_tokens,
+        on_embedding_queued=queue.notify,
+        observers=observers,
+    )
+    await ingestion.recover()
+    forgetting = Forgetting(ingestion, clock.now)
+    await forgetting.finish_pending()  # log files a crash left holding forgotten records
+    await export_unlogged_summaries(ingestion, clock.now)  # summaries from before they were logged
+    if settings.embeddings_enabled:
+        queue.start()  # embeds what recovery and any earlier run left pending
+    core = CoreMemory(home.core_memory_file)
+    return Memory(store, embedder, shared, queue, ingestion, forgetting, settings, core, observers, warm_up)
+
+
+def prepare_vector(config: EngineConfig, memory: Memory) -> Callable[[MessageRecord], None] | None:
+    """What the processor calls on each message it is about to accept: its vector started at once when
+    the queue and the turn's query will both take it (embedder forms alike, embeddings on, long enough
+    to be stored), so it is computed while the log is fsync'd and the exchange opened; None otherwise."""
+    shared = memory.shared
+    if not isinstance(shared, EmbedOnce):
+        return None
+    min_tokens = config.auto_rag.min_message_tokens
+
+    def prepare(record: MessageRecord) -> None:
+        if memory.settings.embeddings_enabled and should_embed(record, min_tokens):
+            shared.prepare(record.content)
+
+    return prepare
+
+
+def memory_services(config: EngineConfig, memory: Memory, clock: Clock, delivery: Delivery) -> MemoryServices:
+    store = memory.store
+
+    async def announce(chat: ChatRef, text: str) -> None:
+        await delivery.deliver(Outbound(chat, text, None, "notice"))
+
+    return MemoryServices(
+        details=ConversationDetails(store, SummaryTexts(store.summaries)),
+        archival=ArchivalMemory(
+            memory.ingestion,
+            memory.embedder,
+            clock.now,
+            max_chars=config.memory.save_max_chars,
+            messages=HybridSearch(store, memory.embedder, config.search),
+            relevance_threshold=config.auto_rag.relevance_threshold,
+        ),
+        core=memory.core,
+        core_max_chars=config.memory.core_max_chars,
+        window=config.context.sliding_window,
+        announce=announce,
+    )
