@@ -95,6 +95,28 @@ async def test_the_engines_upkeep_merges_in_the_background(tmp_path: Path) -> No
         await store.aclose()
 
 
+async def test_no_merge_step_starts_while_a_turn_is_under_way(tmp_path: Path) -> None:
+    """While the engine says a turn is under way the upkeep waits; once none is, it merges."""
+    store = await filled(tmp_path / "klaw.db")
+    turning = True
+    upkeep = FullTextUpkeep(store.db, interval=3600.0, pause=0.0, busy=lambda: turning)
+    try:
+        before = await segments(store)
+        upkeep.start()
+        for _ in range(50):  # the task is given the loop many times over
+            await asyncio.sleep(0.01)
+        assert upkeep.steps == 0 and await segments(store) == before
+        turning = False
+        for _ in range(500):
+            if await segments(store) == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert await segments(store) == 1
+    finally:
+        await upkeep.stop()
+        await store.aclose()
+
+
 def config(**overrides: Any) -> EngineConfig:
     return EngineConfig.model_validate({"embedder": {"backend": "fake", "dim": 32}, **overrides})
 

@@ -145,7 +145,8 @@ class Engine:
             engine.warming = asyncio.create_task(_warm_vector_cache(parts.memory.store), name="warm-vector-cache")
             lifetimes.push_async_callback(_finish, engine.warming)  # one database call; let it end
             if isinstance(parts.memory.store, SqliteStore):  # merges the full-text index (decision 251)
-                upkeep = FullTextUpkeep(parts.memory.store.db)
+                processor = engine.processor
+                upkeep = FullTextUpkeep(parts.memory.store.db, busy=lambda: processor.turns_under_way > 0)
                 upkeep.start()
                 lifetimes.push_async_callback(upkeep.stop)
         except BaseException:
