@@ -90,9 +90,10 @@ def masked(key: str, value: Any) -> Any:
 
 
 def shown(field: str, value: Any) -> str:
-    """A row's value as one line for a person: JSON, except `commands` (what /help and Telegram's
-    command menu list), a list of {name, description} objects that filled 11 lines of JSON in the
-    table: its names, as typed in a chat, and where the descriptions are."""
+    """A row's value as one line for a person, in `klaw config show` and the web page's settings: JSON,
+    except `commands` (what /help and Telegram's command menu list), a list of {name, description}
+    objects that filled 11 lines of JSON in the table: its names, as typed in a chat, and where the
+    descriptions are."""
     if field == "commands" and isinstance(value, list):
         names = [f"/{item['name']}" for item in value if isinstance(item, Mapping) and "name" in item]
         if len(names) == len(value):

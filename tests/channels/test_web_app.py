@@ -280,6 +280,7 @@ async def test_settings_show_what_a_command_changed_in_place_of_the_file(
     assert row == {
         "field": "channels.web.port",
         "value": 9000,
+        "shown": "9000",
         "source": "set by /rag set (overrides default: 8765)",
         "command": "/rag set",
     }

@@ -270,3 +270,17 @@ async def test_settings_show_a_value_a_command_changed_and_say_so() -> None:
         assert cells == ["rag.conversationLimit", "5", "set by /rag set (overrides default: 3)"]
         untouched = page.locator("#settings tr", has=page.locator("td", has_text="rag.maxTokens"))
         assert (await untouched.locator("td").all_inner_texts())[2] == "default"
+
+
+async def test_settings_list_the_slash_commands_by_name_as_klaw_config_show_does() -> None:
+    """`commands` (what /help and Telegram's menu list) was a JSON dump of every {name, description}
+    in the settings tab, while `klaw config show` lists the names."""
+    async with signed_in() as session:
+        page = session.page
+        await page.click("nav button[data-tab=settings]")
+        row = page.locator("#settings tr", has=page.locator("td", has_text="commands"))
+        await row.first.wait_for()
+        cells = await row.first.locator("td").all_inner_texts()
+        assert cells[0] == "commands"
+        assert cells[1].startswith("/new /") and cells[1].endswith("/help (/help describes each)")
+        assert "description" not in cells[1] and "{" not in cells[1]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
@@ -25,7 +24,7 @@ from pydantic import BaseModel
 from klaw.channels.web.auth import CSRF_HEADER, SESSION_COOKIE, WebAuth
 from klaw.channels.web.events import EventHub, Subscription
 from klaw.channels.web.markdown import render as render_markdown
-from klaw.config_view import ConfigRow
+from klaw.config_view import ConfigRow, shown
 from klaw.engine.frames import FrameError
 from klaw.gateway.buffer import BufferUnavailable
 from klaw.gateway.link import EngineUnavailable, QueryFailed
@@ -182,8 +181,12 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
     @router.get("/settings", dependencies=[Depends(session)])
     async def settings() -> JSONResponse:
         """engine.yaml as the gateway loaded it, with what `/summarizer`, `/embeddings` and `/rag` changed
-        (kept in the engine's database, so asked of the engine) in place of the file's value."""
-        rows = [{"field": row.field, "value": row.value, "source": row.source} for row in backend.settings()]
+        (kept in the engine's database, so asked of the engine) in place of the file's value. `shown` is the
+        value as `klaw config show` prints it (`commands` as its names, not a JSON dump); `value` the whole."""
+        rows: list[dict[str, Any]] = [
+            {"field": row.field, "value": row.value, "source": row.source, "shown": shown(row.field, row.value)}
+            for row in backend.settings()
+        ]
         note = None
         try:
             overrides = {o["field"]: o for o in (await backend.query("settings", {}))["overrides"]}
@@ -192,11 +195,13 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
         except QueryFailed:  # an engine older than this query
             overrides, note = {}, "This engine does not say which values commands changed; restart it after updating."
         for row in rows:
-            override = overrides.get(str(row["field"]))
+            field = str(row["field"])
+            override = overrides.get(field)
             if override is not None:
-                was = json.dumps(row["value"])
+                was = shown(field, row["value"])
                 row["source"] = f"set by {override['command']} (overrides {row['source']}: {was})"
                 row["value"] = override["value"]
+                row["shown"] = shown(field, override["value"])
                 row["command"] = override["command"]
         return JSONResponse({"settings": rows, "note": note})
 

@@ -315,7 +315,7 @@ async function loadSettings() {
   try {
     const { settings, note } = await api("/api/settings");
     const shown = table([["field"], ["value"], ["source"]],
-      settings.map((row) => [[row.field], [JSON.stringify(row.value), "text"], [row.source, row.command ? "overridden" : ""]]));
+      settings.map((row) => [[row.field], [row.shown, "text"], [row.source, row.command ? "overridden" : ""]]));
     container.replaceChildren(...(note ? [el("p", { class: "hint", text: note })] : []), shown);
   } catch (error) { showError(container, error); }
 }
