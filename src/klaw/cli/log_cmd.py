@@ -30,9 +30,12 @@ def check() -> None:
     """Count the records per chat and list malformed lines (file:line and reason, never content). On
     PostgreSQL the log is the database's log_records: malformed rows are named by day, line and seq;
     scheduled tasks' run logs stay JSONL files and are checked as such, and chats' JSONL files left from
-    before the move are named in one line, not checked (they are not the log)."""
+    before the move are named in one line, not checked (they are not the log). An unfinished build an
+    interrupted `klaw reindex` left (files beside klaw.db, or PostgreSQL's schema klaw_reindex) is named
+    with what to type."""
     from klaw.memory.conversation_log import ConversationLog
     from klaw.memory.kept_log_files import check_kept_log
+    from klaw.memory.reindex_leftover import leftover_reindex_notes
 
     home = home_from_env()
     console = Console(markup=False)
@@ -49,6 +52,8 @@ def check() -> None:
         _print_kept(console, report)
         bad += len(report.malformed)
         _name_left_over(console, home, files.chat_dirs())
+    for note in leftover_reindex_notes(home.database_file(database.path), database):
+        console.print(note, soft_wrap=True)  # not the log's damage: no exit status of its own
     if bad:
         console.print(
             "Readers skip these lines and nothing else is affected. To repair one (or to see how such a line"

@@ -64,9 +64,9 @@ async def open_memory(
 ) -> Memory:
     """Store, embedder and queue opened, the log tail replayed, interrupted forgets finished."""
     private_dirs(home.root)
-    warn_of_leftover_reindex(home.database_file(config.database.path))
     store = await open_storage(home.database_file(config.database.path), config.database, clock=clock.now)
     stack.push_async_callback(store.aclose)
+    await warn_of_leftover_reindex(home.database_file(config.database.path), config.database)
     if embedder is None:
         # HTTP retries wait on engine time; the local model's ONNX graphs are cached in the home
         embedder = create_embedder(config.embedder, sleep=clock.sleep, cache_dir=home.embedder_cache)
