@@ -6,6 +6,7 @@ is, and skipped by `klaw reindex` on PostgreSQL and on an SQLite home rebuilt fr
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,6 +85,44 @@ def test_check_export_and_reindex_of_a_log_kept_in_postgres(tmp_path: Path, post
     assert back.returncode == 0, back.stdout + back.stderr
     assert "1 malformed log line(s) skipped" in back.stdout
     assert any("messages" in line and line.rstrip(" │").endswith(" 6") for line in back.stdout.splitlines())
+
+
+def test_a_row_filed_under_another_chat_is_malformed_for_check_and_reindex(
+    tmp_path: Path, postgres_server: PgServer
+) -> None:
+    """A row whose chat column is another chat than its record names (edited by hand) was counted as
+    the record's chat by `klaw log check` and rebuilt by `klaw reindex`, while an export filed it under
+    the column's: malformed, as a record in another chat's folder is for the JSONL files."""
+    dsn = postgres_server.dsn(new_database(postgres_server))
+    env = {VARIABLE: dsn}
+    home = _postgres_home(tmp_path, dsn)  # row 7: damaged JSON
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        [(other,)] = connection.execute(
+            "INSERT INTO chats (channel, chat_id) VALUES ('telegram', '42') RETURNING id"
+        ).fetchall()
+        [(line, created_at)] = connection.execute(
+            "SELECT line, created_at FROM log_records WHERE id <> 'damaged' ORDER BY seq DESC LIMIT 1"
+        ).fetchall()
+        moved = {**json.loads(str(line)), "id": "filed-elsewhere"}  # still console:me's record
+        connection.execute(
+            "INSERT INTO log_records (id, chat, created_at, line) VALUES ('filed-elsewhere', %s, %s, %s)",
+            (other, int(str(created_at)) + 2, json.dumps(moved)),
+        )
+
+    checked = klaw(home, "log", "check", env=env)
+
+    out = " ".join(checked.stdout.split())
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert "console_me (log_records): 6 records" in out and "6 records, 2 malformed rows" in out, out
+    assert (
+        f"log_records/{DAY}:8 (seq 8, chat telegram:42): its channel and chat_id are another chat's than its"
+        " row's chat column (edited by hand?)" in out
+    ), out
+
+    rebuilt = klaw(home, "reindex", env=env)
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    assert "2 malformed log line(s) skipped" in rebuilt.stdout and f"log_records/{DAY}:8" in rebuilt.stdout
+    assert any("messages" in line and line.rstrip(" │").endswith(" 6") for line in rebuilt.stdout.splitlines())
 
 
 def test_check_reads_the_live_log_and_names_jsonl_files_left_from_before_the_move(

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 _CHAT_DIRS_KEPT = 4096
 WRONG_FOLDER = "its channel and chat_id are another chat's than its folder's (moved or edited by hand?)"
+WRONG_CHAT = "its channel and chat_id are another chat's than its row's chat column (edited by hand?)"
 
 
 @dataclass
@@ -199,8 +200,8 @@ def iter_file(path: Path, report: ReadReport) -> Iterator[MessageRecord]:
 def iter_lines(
     path: Path, lines: Iterable[tuple[int, bytes | str]], report: ReadReport, *, folder: str | None = None
 ) -> Iterator[MessageRecord]:
-    """Records of numbered lines (a file's, or the rows of a log a store keeps, named `path`); with
-    `folder`, only those of the chat whose log folder it is."""
+    """Records of a file's numbered lines; with `folder`, only those of the chat whose log folder it is
+    (a store's rows: `iter_rows`)."""
     for number, raw in lines:
         if not raw.strip():
             continue
@@ -215,6 +216,27 @@ def iter_lines(
                 yield record
             else:
                 _skip(report, path, number, WRONG_FOLDER)
+
+
+def iter_rows(path: Path, rows: Iterable[tuple[int, ChatRef, str]], report: ReadReport) -> Iterator[MessageRecord]:
+    """Records of a log a store keeps (numbered rows, each filed under a chat, named `path`), as
+    `iter_lines` reads a folder's file: a row whose record names another chat is malformed too."""
+    for number, chat, line in rows:
+        try:
+            yield decode_filed(line, chat)
+        except MalformedLine as exc:
+            _skip(report, path, number, str(exc))
+
+
+def decode_filed(line: str, chat: ChatRef) -> MessageRecord:
+    """A row's line decoded and checked against the chat the store filed it under (PostgreSQL's
+    `log_records.chat`). A record naming another chat is `MalformedLine`, as one in another chat's
+    folder is: reindex would file it under the chat it names, `klaw log check` and an export under the
+    row's, and a `/forget` of either chat would miss it."""
+    record = decode_record(line)
+    if record.chat != chat:
+        raise MalformedLine(WRONG_CHAT)
+    return record
 
 
 def _skip(report: ReadReport, path: Path, number: int, reason: str) -> None:

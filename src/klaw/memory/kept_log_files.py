@@ -19,9 +19,10 @@ from pathlib import Path
 
 from klaw.atomic_file import fsync_dir
 from klaw.errors import KlawError
+from klaw.memory.conversation_log import decode_filed
 from klaw.memory.log_replay import KEPT_LOG
 from klaw.private_files import open_private, private_dirs
-from klaw.store.log_format import MalformedLine, decode_record
+from klaw.store.log_format import MalformedLine
 from klaw.store.rebuild_protocol import KeptLog, KeptLogRow
 from klaw.store.records import ChatRef
 
@@ -89,7 +90,7 @@ def export_kept_log(kept: KeptLog, target: Path, progress: KeptLogProgress | Non
 
 def _count(report: KeptLogReport, day: str, number: int, row: KeptLogRow) -> None:
     try:
-        decode_record(row.line)
+        decode_filed(row.line, row.chat)
     except MalformedLine as exc:
         report.malformed.append(MalformedRow(day, number, row.seq, row.chat, str(exc)))
         return

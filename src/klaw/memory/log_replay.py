@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from klaw.memory.conversation_log import ConversationLog, ReadReport, iter_file, iter_lines
+from klaw.memory.conversation_log import ConversationLog, ReadReport, iter_file, iter_rows
 from klaw.memory.log_tombstones import forgotten_in_log
 from klaw.store.rebuild_protocol import KeptLog
 from klaw.store.records import MessageRecord
@@ -105,8 +105,8 @@ def kept_source(kept: KeptLog) -> LogSource:
 
     def read(day: LogDay) -> ReadReport:
         report = ReadReport()
-        numbered = enumerate(kept.lines(day.day), start=1)
-        report.records = list(iter_lines(day.files[0].path, numbered, report))
+        numbered = ((number, row.chat, row.line) for number, row in enumerate(kept.rows(day.day), start=1))
+        report.records = list(iter_rows(day.files[0].path, numbered, report))
         return report
 
     return LogSource(scan, read, frozenset)

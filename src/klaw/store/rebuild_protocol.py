@@ -102,12 +102,9 @@ class KeptLog(Protocol):
         """Every day holding records, oldest first."""
         ...
 
-    def lines(self, day: str) -> list[str]:
-        """The day's lines (by the records' UTC dates), in the order they were appended."""
-        ...
-
     def rows(self, day: str) -> list[KeptLogRow]:
-        """The day's lines with their append numbers and chats, in the order they were appended."""
+        """The day's lines (by the records' UTC dates) with their append numbers and the chats they are
+        filed under, in the order they were appended."""
         ...
 
 

@@ -56,13 +56,6 @@ class PostgresKeptLog:
             ).fetchall()
         return [KeptLogDay(str(day), int(lines), int(last)) for day, lines, last in rows]  # type: ignore[call-overload]
 
-    def lines(self, day: str) -> list[str]:
-        with self._server.connect() as connection:
-            rows = connection.execute(
-                "SELECT line FROM log_records WHERE created_at >= %s AND created_at < %s ORDER BY seq", _bounds(day)
-            ).fetchall()
-        return [str(row[0]) for row in rows]
-
     def rows(self, day: str) -> list[KeptLogRow]:
         with self._server.connect() as connection:
             rows = connection.execute(
