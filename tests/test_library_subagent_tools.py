@@ -7,7 +7,9 @@ Driven through a program's engine."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from klaw import AgentInfo, AgentMessage, ChatMessage, ChatResponse, FunctionModel, Klaw, call_tool, tool_calls
@@ -16,27 +18,50 @@ CONFIG = {"embedder": {"backend": "fake", "dim": 32}, "summarizer": {"enabled": 
 INSTRUCTION = "go and count the apples"
 
 
-async def test_a_runs_unknown_tool_error_lists_only_the_tools_the_run_was_offered(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Run:
+    agent: Klaw  # still open
+    answer: AgentMessage  # what the run sent when it finished
+    offered: tuple[str, ...]  # the tools the run's model was offered
+
+
+@asynccontextmanager
+async def a_subagent_run(
+    home: Path, first_calls: ChatResponse, then: Callable[[Sequence[ChatMessage]], str]
+) -> AsyncIterator[Run]:
+    """A program's engine whose model, asked to count the apples in the background, spawns a subagent;
+    the run's model makes `first_calls`, then answers `then(messages)` once the tools answered. Yields
+    when the run's answer has arrived, the engine still open."""
     offered_in_run: list[tuple[str, ...]] = []
 
     def model(messages: Sequence[ChatMessage], info: AgentInfo) -> str | ChatResponse:
         last = messages[-1]
         if info.purpose == "subagent":
             if last.role == "tool":
-                return f"the tool said: {last.content}"
+                return then(messages)
             offered_in_run.append(info.tool_names)
-            return tool_calls(call_tool("teleport", {"to": "the orchard"}))
+            return first_calls
         if last.role == "tool":
             return "started"
         return tool_calls(call_tool("subagent_spawn", {"task_name": "apples", "message": INSTRUCTION}))
 
     inbox: asyncio.Queue[AgentMessage] = asyncio.Queue()
-    async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(model), on_message=inbox.put) as agent:
+    async with Klaw(home, config=CONFIG, model=FunctionModel(model), on_message=inbox.put) as agent:
         assert await agent.ask("alice", "count the apples in the background") == "started"
         answer = await asyncio.wait_for(inbox.get(), 30)
-    [offered] = offered_in_run
-    assert "memory_save" not in offered and "subagent_spawn" not in offered and offered
-    assert answer.text == f"the tool said: unknown tool 'teleport'; available tools: {', '.join(offered)}"
+        [offered] = offered_in_run
+        yield Run(agent, answer, offered)
+
+
+async def test_a_runs_unknown_tool_error_lists_only_the_tools_the_run_was_offered(tmp_path: Path) -> None:
+    teleport = tool_calls(call_tool("teleport", {"to": "the orchard"}))
+
+    def what_the_tool_said(messages: Sequence[ChatMessage]) -> str:
+        return f"the tool said: {messages[-1].content}"
+
+    async with a_subagent_run(tmp_path / "home", teleport, what_the_tool_said) as run:
+        assert "memory_save" not in run.offered and "subagent_spawn" not in run.offered and run.offered
+        assert run.answer.text == f"the tool said: unknown tool 'teleport'; available tools: {', '.join(run.offered)}"
 
 
 NOT_OFFERED_IN_A_RUN = (
@@ -49,27 +74,14 @@ NOT_OFFERED_IN_A_RUN = (
 
 
 async def test_a_run_calling_a_tool_it_was_not_offered_is_told_the_tools_it_has(tmp_path: Path) -> None:
-    offered_in_run: list[tuple[str, ...]] = []
+    calls = tool_calls(*(call_tool(name, arguments) for name, arguments in NOT_OFFERED_IN_A_RUN))
 
-    def model(messages: Sequence[ChatMessage], info: AgentInfo) -> str | ChatResponse:
-        last = messages[-1]
-        if info.purpose == "subagent":
-            if last.role == "tool":
-                said = [m.content for m in messages if m.role == "tool"]
-                return "\n".join(str(text) for text in said)
-            offered_in_run.append(info.tool_names)
-            return tool_calls(*(call_tool(name, arguments) for name, arguments in NOT_OFFERED_IN_A_RUN))
-        if last.role == "tool":
-            return "started"
-        return tool_calls(call_tool("subagent_spawn", {"task_name": "apples", "message": INSTRUCTION}))
+    def what_the_tools_said(messages: Sequence[ChatMessage]) -> str:
+        return "\n".join(str(m.content) for m in messages if m.role == "tool")
 
-    inbox: asyncio.Queue[AgentMessage] = asyncio.Queue()
-    async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(model), on_message=inbox.put) as agent:
-        assert await agent.ask("alice", "count the apples in the background") == "started"
-        answer = await asyncio.wait_for(inbox.get(), 30)
-        assert await agent.core_memory() == {}
-    [offered] = offered_in_run
-    assert offered and not {name for name, _ in NOT_OFFERED_IN_A_RUN} & set(offered)
-    assert answer.text.splitlines() == [
-        f"unknown tool {name!r}; available tools: {', '.join(offered)}" for name, _ in NOT_OFFERED_IN_A_RUN
+    async with a_subagent_run(tmp_path / "home", calls, what_the_tools_said) as run:
+        assert await run.agent.core_memory() == {}
+    assert run.offered and not {name for name, _ in NOT_OFFERED_IN_A_RUN} & set(run.offered)
+    assert run.answer.text.splitlines() == [
+        f"unknown tool {name!r}; available tools: {', '.join(run.offered)}" for name, _ in NOT_OFFERED_IN_A_RUN
     ]

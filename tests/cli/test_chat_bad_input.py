@@ -12,41 +12,14 @@ import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.test_chat_piped import piped
+from tests.cli.piped_chat import piped, piped_bytes, refused
 from tests.cli.test_chat_terminal import chat_env, init_home
-
-
-async def piped_bytes(env: dict[str, str], data: bytes | None) -> tuple[int, str, str]:
-    """`klaw chat` with `data` on stdin (None: /dev/null)."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "klaw",
-        "chat",
-        stdin=asyncio.subprocess.DEVNULL if data is None else asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
-    out, err = await asyncio.wait_for(process.communicate(data), timeout=120)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
 
 
 def logged_text(home: Path) -> str:
     """Everything the chat logs hold (empty when no message was stored)."""
     logs = (home / "conversations").rglob("*.jsonl") if (home / "conversations").exists() else []
     return "".join(path.read_text(encoding="utf-8") for path in logs)
-
-
-def refused(code: int, out: str, err: str) -> str:
-    """The one line a refusal prints, checked for being one: exit 2, nothing on stdout, no traceback."""
-    assert code == 2, err
-    assert out == ""
-    assert "Traceback" not in err
-    said = " ".join(err.split())  # rich wraps a long line at the terminal's width
-    assert said.startswith("error: ") and said.count("error:") == 1, err
-    return said
 
 
 async def test_piped_input_that_cannot_be_a_message_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.test_chat_piped import piped
+from tests.cli.piped_chat import piped
 from tests.cli.test_chat_terminal import chat_env, init_home
 
 

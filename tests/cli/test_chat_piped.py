@@ -3,30 +3,13 @@ prompt_toolkit drew its prompt and spinner into the pipe: ^M and repeated "you â
 
 from __future__ import annotations
 
-import asyncio
 import stat
-import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.piped_chat import piped
 from tests.cli.test_chat_terminal import chat_env, init_home
 from tests.tools.sandbox_helpers import no_sandbox_reason
-
-
-async def piped(env: dict[str, str], text: str) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "klaw",
-        "chat",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
-    out, err = await asyncio.wait_for(process.communicate(text.encode()), timeout=120)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
 
 
 async def test_a_piped_message_gets_its_reply_alone_on_stdout(tmp_path: Path) -> None:

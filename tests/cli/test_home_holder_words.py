@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.test_chat_bad_input import piped_bytes, refused
+from tests.cli.piped_chat import piped_bytes, refused, started_chat
 from tests.cli.test_chat_terminal import chat_env, init_home
 
 DEADLINE_SECONDS = 60.0
@@ -34,19 +34,7 @@ async def test_a_second_klaw_chat_is_told_to_leave_the_first_not_to_open_a_web_p
             await gate.wait()
 
         model.reply_text("the first chat's answer", before=hold_the_answer)
-        first = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "klaw",
-            "chat",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-        )
-        assert first.stdin is not None
-        first.stdin.write(b"hello\n")
-        first.stdin.close()
+        first = await started_chat(env, b"hello\n")
         try:
             await asyncio.wait_for(asked.wait(), timeout=DEADLINE_SECONDS)
             line = refused(*await piped_bytes(env, b"hi again\n"))
