@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from klaw.store.sqlite.fts_query import word_runs
+
 ASK_KEEP = 0.2  # what the asking part of a message keeps of its own score
 FEW_WORDS = 3  # the length at which a message keeps half its score
 
@@ -42,7 +44,7 @@ def asking_share(text: str) -> float:
 
 def length_factor(text: str) -> float:
     """n / (n + FEW_WORDS) for the n words of `text` (0 for a text without any)."""
-    words = len(_WORDS.findall(text))
+    words = len(word_runs(text)) if text.isascii() else len(_WORDS.findall(text))
     return words / (words + FEW_WORDS)
 
 

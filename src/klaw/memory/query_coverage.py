@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from klaw.memory.word_evidence import SAME_STEM_CHARS, same_word
-from klaw.store.sqlite.fts_query import STOP_WORDS, WORD, is_unspaced, search_words
+from klaw.store.sqlite.fts_query import STOP_WORDS, is_unspaced, search_words, word_runs
 
 _LATIN_ENDINGS = ("ing", "ed", "ly")
 _SIBILANTS = ("s", "x", "z", "ch", "sh")
@@ -92,7 +92,7 @@ class QueryCoverage:
             return 0.0
         covered: set[str] = set()
         for text in texts:
-            for word in WORD.findall(text):  # `words_of`, lowercased once per distinct word below
+            for word in word_runs(text):  # `words_of`, lowercased once per distinct word below
                 matched = self._matches.get(word)
                 if matched is None:
                     matched = self._matches[word] = self._same_as(stem(word.lower()))

@@ -29,6 +29,8 @@ from klaw.config import FullTextTokenizer
 # Scripts written without spaces between words: Japanese kana, CJK ideographs (and their extensions).
 _UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
 WORD = re.compile(rf"[{_UNSPACED}]+|[^\W{_UNSPACED}]+", re.UNICODE)
+# Each ASCII byte `WORD` does not hold (all but letters, digits and "_") as a space, for `word_runs`.
+_ASCII_WORD_BYTES = bytes(c if chr(c).isalnum() or c == ord("_") else ord(" ") for c in range(128)) + bytes(128)
 _UNSPACED_RUN = re.compile(rf"[{_UNSPACED}]+")
 MAX_TERMS = 32
 TRIGRAM = 3  # characters per piece of the trigram tokenizer
@@ -53,10 +55,20 @@ _STOP_WORDS_TEXT = """
 STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 
 
+def word_runs(text: str) -> list[str]:
+    """`WORD.findall(text)`: every word as written, in order. An ASCII text (most of what a search
+    reads) takes a path ~5× cheaper than the regex, with the same words: there `WORD` keeps the runs
+    of letters, digits and "_", which is what is left once every other byte is a space. Hybrid search
+    counts and compares the words of every message it ranks, ~200 a search (decision 266)."""
+    if text.isascii():
+        return text.encode("ascii").translate(_ASCII_WORD_BYTES).decode("ascii").split()
+    return WORD.findall(text)
+
+
 def words_of(text: str) -> list[str]:
     """Every lowercase word of `text`, in order, repeats included (letters and digits; a run of
     Chinese or Japanese apart from the Latin letters around it)."""
-    return [match.group(0).lower() for match in WORD.finditer(text)]
+    return [word.lower() for word in word_runs(text)]
 
 
 def search_words(text: str) -> list[str]:
