@@ -13,4 +13,6 @@ if ! command -v bwrap >/dev/null; then
 fi
 .venv/bin/ruff check src tests
 .venv/bin/mypy
-.venv/bin/pytest "$@"
+# One worker per CPU (at most 4): most tests wait on a subprocess, a terminal or a socket, and each
+# worker has its own temporary directories and embedded PostgreSQL (tests/conftest.py).
+.venv/bin/pytest -n auto --maxprocesses 4 "$@"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import compileall
 import itertools
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -23,6 +24,15 @@ TEMPLATE = "klaw_template"
 _databases = itertools.count(1)
 
 StoreOpener = Callable[..., Awaitable[Storage]]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist worker (scripts/test.sh runs the suite in one per CPU) inherits COLUMNS=80 and LINES=24,
+    set by xdist to mimic the controller's terminal; `klaw chat` started in a test's 160-column tmux pane
+    would trust them over the pane's real size and wrap at 80. A person's shell sets neither by default."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.pop("COLUMNS", None)
+        os.environ.pop("LINES", None)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
