@@ -4,6 +4,8 @@ auto-RAG's block."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from klaw.config import AutoRagConfig, SearchConfig
@@ -118,3 +120,19 @@ def test_one_coverage_weighs_many_messages_as_each_alone() -> None:
             held = {stem(word) for text in texts for word in words_of(text)}
             rule = sum(1 for q in wanted if any(same_word(q, h) for h in held)) / len(wanted)
             assert coverage.share(texts) == covered_share(wanted, texts) == rule
+
+
+def test_each_word_is_matched_as_the_same_word_rule_says() -> None:
+    """Coverage compares a word only with the wanted stems that begin as it does (decision 266):
+    the stems it finds are those `same_word` finds among all of them."""
+    rng = random.Random(3)
+
+    def word() -> str:
+        return "".join(rng.choice("abcdeé") for _ in range(rng.randint(1, 8)))
+
+    for _ in range(3000):
+        wanted = list(dict.fromkeys(word() for _ in range(rng.randint(0, 6))))
+        coverage = QueryCoverage(wanted)
+        for _ in range(5):
+            held = word()
+            assert coverage._same_as(held) == frozenset(q for q in wanted if same_word(q, held)), (wanted, held)

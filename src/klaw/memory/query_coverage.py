@@ -30,6 +30,7 @@ from klaw.store.sqlite.fts_query import STOP_WORDS, is_unspaced, search_words, w
 _LATIN_ENDINGS = ("ing", "ed", "ly")
 _SIBILANTS = ("s", "x", "z", "ch", "sh")
 _MIN_STEM = 3  # an ending is taken off only when this much is left ("is", "red" stay)
+_NONE: frozenset[str] = frozenset()
 _OTHER_SCRIPT_CUT = 2  # the letters a word of another script loses when longer than five
 
 
@@ -85,6 +86,11 @@ class QueryCoverage:
     def __init__(self, wanted: Sequence[str]) -> None:
         self._wanted = tuple(wanted)
         self._matches: dict[str, frozenset[str]] = {}  # a word as written → the wanted stems it is
+        # `same_word` holds only between words sharing their first `SAME_STEM_CHARS` letters (or equal
+        # ones), so a stem is compared only with the wanted stems that begin as it does (decision 266).
+        self._by_start: dict[str, list[str]] = {}
+        for q in self._wanted:
+            self._by_start.setdefault(q[:SAME_STEM_CHARS], []).append(q)
 
     def share(self, texts: Iterable[str]) -> float:
         """The share, 0..1, of the wanted stems that `texts` hold (0 without any)."""
@@ -108,4 +114,6 @@ class QueryCoverage:
     def _same_as(self, held: str) -> frozenset[str]:
         """The wanted stems `held` is the same word as (`same_word`: equal, or one of at least
         `SAME_STEM_CHARS` letters beginning the other)."""
-        return frozenset(q for q in self._wanted if same_word(q, held))
+        if len(held) < SAME_STEM_CHARS:  # too short to begin another word: only equal is the same
+            return frozenset((held,)) if held in self._by_start.get(held, ()) else _NONE
+        return frozenset(q for q in self._by_start.get(held[:SAME_STEM_CHARS], ()) if same_word(q, held))
