@@ -8,9 +8,15 @@ submodule (the gateway, a channel) does not load the whole engine.
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# A library leaves its log's destination to the program (the logging HOWTO's advice for libraries): without
+# this, Python's last-resort handler printed klaw's warnings as bare lines into a program's stderr. The
+# `klaw` command sets up its own handlers (cli/app.py); a program calls `logging.basicConfig` to see them.
+logging.getLogger("klaw").addHandler(logging.NullHandler())
 
 # A deliberate list (simonw/llm's `llm/__init__.py` is the model): what a program needs to open an engine,
 # write a model, an embedder or a tool, and read a chat back. Everything else is internal.
