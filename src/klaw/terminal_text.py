@@ -8,9 +8,15 @@ not ESC). So every control character but newline and tab is shown as a visible s
 control picture for C0 (ESC is ␛, CR ␍), ␡ for DEL, and an escape such as `\\x9b` for C1 and for
 the bidirectional overrides that reorder what a line appears to say. Nothing is hidden, and what was
 there stays readable.
+
+A reply is shown as Markdown, where a single line break is a space: a model's poem, address or
+step-by-step lines ran together into one paragraph. `kept_line_breaks` makes each such break a hard one,
+as chat apps show a message (GitHub's comments do the same), leaving code blocks and blank lines alone.
 """
 
 from __future__ import annotations
+
+import re
 
 _C0 = {code: 0x2400 + code for code in range(0x20) if code not in (0x09, 0x0A)}
 _OTHER = {0x7F: "␡"} | {
@@ -23,3 +29,25 @@ _TABLE: dict[int, int | str] = {**_C0, **_OTHER}
 def visible(text: str) -> str:
     """`text` with every terminal control character shown, not obeyed (a CR LF line end is a newline)."""
     return text.replace("\r\n", "\n").translate(_TABLE)
+
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def kept_line_breaks(markdown: str) -> str:
+    """`markdown` with every line break inside a paragraph made a hard break (two trailing spaces), so
+    it is shown where the text has it; fenced code keeps its lines as they are (a fence keeps them anyway)."""
+    lines = markdown.split("\n")
+    fence: str | None = None
+    for index, line in enumerate(lines[:-1]):
+        opening = _FENCE.match(line)
+        if fence is not None:
+            if opening and opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence):
+                fence = None
+            continue
+        if opening:
+            fence = opening.group(1)
+            continue
+        if line.strip() and lines[index + 1].strip() and not line.endswith("  "):
+            lines[index] = line + "  "
+    return "\n".join(lines)

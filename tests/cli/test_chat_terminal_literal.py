@@ -53,6 +53,16 @@ async def test_brackets_in_memory_help_context_and_replies_are_shown_literally(t
             assert "[user] score" in screen
             assert "My notes are under [/srv/notes]" in screen
 
+            # Markdown joins a paragraph's lines; a reply's line breaks are shown where the model wrote them.
+            model.reply_text("Roses are red\nviolets are blue\n\n```\nkeep  this\n```")
+            await term.type_line("a short poem please")
+            screen = await term.wait_for_prompt_after("violets are blue", "the poem")
+            assert "Roses are red violets" not in screen
+            shown = [line.strip() for line in screen.splitlines()]
+            poem = shown.index("Roses are red")
+            assert shown[poem + 1] == "violets are blue"
+            assert "keep  this" in shown  # a code block's own spacing kept
+
             await term.type_line("still here?")  # the engine survived everything above
             screen = await term.wait_for_prompt_after("echo: still here?", "a reply after the commands")
             await term.tmux("send-keys", "-t", term.target, "C-d")

@@ -37,7 +37,7 @@ from klaw.engine.frames import task_label
 from klaw.engine.runtime import Engine
 from klaw.message_text import MessageRefused
 from klaw.store.records import ChatRef
-from klaw.terminal_text import visible
+from klaw.terminal_text import kept_line_breaks, visible
 
 CONSOLE_CHANNEL = "console"
 EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
@@ -201,7 +201,7 @@ class ConsoleChannel:
         if reply.kind == "error":
             self._console.print(Text(visible(reply.text), style="red"), highlight=False)
         else:
-            self._console.print(Markdown(visible(reply.text)))
+            self._console.print(Markdown(kept_line_breaks(visible(reply.text))))
 
 
 def _approves(answer: str, request_id: str) -> bool:
