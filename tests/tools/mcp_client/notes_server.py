@@ -4,7 +4,7 @@ Run as a program it serves stdio (`python notes_server.py`); `--fail-at-start` e
 handshake, as a server with a bad installation does. `build()` gives the same server for tests that
 serve it over streamable HTTP in their own loop. Tools: `add`, `lookup` (reads the environment
 variable `NOTES_SECRET`, so tests see which variables reach the process), `crash` (the process dies
-mid-call), `hang` (never answers), `freeze`
+mid-call, its last words on stderr), `hang` (never answers), `freeze`
 (blocks the whole server, which then answers nothing) and `dotted.name` (a name OpenAI's rule refuses).
 """
 
@@ -33,7 +33,8 @@ def build() -> MCPServer:
 
     @server.tool()
     async def crash() -> str:
-        """Die in the middle of the call."""
+        """Die in the middle of the call, saying so on stderr first (as a failing program does)."""
+        print("notes server: about to crash", file=sys.stderr, flush=True)
         os._exit(3)
 
     @server.tool()

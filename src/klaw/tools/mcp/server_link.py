@@ -31,7 +31,7 @@ from mcp.types import CONNECTION_CLOSED, Implementation, Tool
 from klaw.config import McpServerConfig
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.mcp.results import describe, result_text
-from klaw.tools.mcp.transport import HttpRefusal, open_transport, refusal_reason
+from klaw.tools.mcp.transport import HttpRefusal, log_path, open_transport, refusal_reason
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class ServerLink:
             ) from None
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                self._mark_broken("it stopped during a call")
+                self._mark_broken(f"it stopped during a call{self._log_hint()}")
                 raise ToolRefusal(
                     f"the MCP server {self.name!r} stopped during the call to {tool}, which did not complete;"
                     " klaw is restarting it"
@@ -144,6 +144,12 @@ class ServerLink:
             retry = f"; klaw retries in {seconds} s"
         return f"the MCP server {self.name!r} is unavailable ({self._reason}){retry}"
 
+    def _log_hint(self) -> str:
+        """Where a command server's last words are, for the person reading why it stopped."""
+        if self.config.command is None:
+            return ""
+        return f" (its error output: {log_path(self._log_dir, self.name)})"
+
     def _mark_broken(self, reason: str) -> None:
         if self._phase == "ready":
             self._reason = reason
@@ -160,7 +166,7 @@ class ServerLink:
                 await client.list_tools(cache_mode="refresh")
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                self._mark_broken("it stopped")
+                self._mark_broken(f"it stopped{self._log_hint()}")
         except Exception as exc:
             self._mark_broken(f"it stopped answering ({describe(exc)})")
 
@@ -231,7 +237,13 @@ class ServerLink:
         try:
             async with AsyncExitStack() as stack:
                 transport = await open_transport(
-                    self.name, self.config, stack, workspace=self._workspace, log_dir=self._log_dir, refusal=refusal
+                    self.name,
+                    self.config,
+                    stack,
+                    workspace=self._workspace,
+                    log_dir=self._log_dir,
+                    refusal=refusal,
+                    started=self._now(),
                 )
                 client = await stack.enter_async_context(Client(transport, client_info=CLIENT_INFO))
                 self._on_tools(await self._list_tools(client))
@@ -247,8 +259,8 @@ class ServerLink:
                     self._reason = f"it failed to start: {missing}"
                 elif refusal.status is not None:
                     self._reason = f"{what}: {refusal_reason(self.name, self.config, refusal.status)}"
-                elif self.config.command is not None:
-                    self._reason += f" (its error output: {self._log_dir / self.name}.log)"
+                else:
+                    self._reason += self._log_hint()
             self._broken.set()
 
     def _missing_path(self, exc: BaseException) -> str | None:

@@ -3,9 +3,13 @@
 A command gets the SDK's minimal safe environment (PATH, HOME, …) plus only the variables its `env`
 names, never klaw's whole environment (which holds the model keys); it runs in the workspace unless
 `cwd` says otherwise, and its stderr goes to `KLAW_HOME/mcp/<server>.log` (0600), not into the
-terminal of `klaw chat`. A URL server gets the headers whose values its `authorizationEnv` and
-`headersEnv` variables hold. A variable that is not set is a start failure naming it. A URL server that
-refuses the key is named as such (`refusal_reason`): 401, a key missing or wrong, with the setting that
+terminal of `klaw chat`. That file is appended to, a line marking each start: a server that crashed is
+restarted within a second, and its last words must outlive the restart; past `LOG_MAX_BYTES` only its
+newest `LOG_KEEP_BYTES` are kept, at the next start.
+
+A URL server gets the headers whose values its `authorizationEnv` and `headersEnv` variables hold. A
+variable that is not set is a start failure naming it. A URL server that refuses the key is named as
+such (`refusal_reason`): 401, a key missing or wrong, with the setting that
 fixes it; 403, a key taken but without permission there (or none given): the SDK itself only says
 "Server returned an error response".
 """
@@ -16,6 +20,7 @@ import os
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -28,6 +33,9 @@ from mcp.client.streamable_http import streamable_http_client
 from klaw.config import McpServerConfig
 from klaw.errors import KlawError
 from klaw.private_files import open_private, private_dirs
+
+LOG_MAX_BYTES = 1_000_000  # a server's error output past this is cut at its next start…
+LOG_KEEP_BYTES = 500_000  # …to about its newest half (from a line's start)
 
 
 class MissingVariable(KlawError, RuntimeError):
@@ -91,9 +99,10 @@ async def open_transport(
     log_dir: Path,
     env: Mapping[str, str] | None = None,
     refusal: HttpRefusal | None = None,
+    started: datetime | None = None,
 ) -> Transport:
     """A transport for `mcp.Client`, its resources (log file, HTTP client) closed by `stack`; a URL server's
-    401/403 is noted in `refusal`."""
+    401/403 is noted in `refusal`; a command's start is marked in its log with `started`."""
     env = os.environ if env is None else env
     if config.url is not None:
         headers = _variables(dict(config.headers_env), env)
@@ -110,12 +119,34 @@ async def open_transport(
     params = StdioServerParameters(
         command=config.command, args=list(config.args), env=variables, cwd=config.cwd or str(workspace)
     )
-    return stdio_client(params, errlog=stack.enter_context(_stderr_log(log_dir, name)))
+    return stdio_client(params, errlog=stack.enter_context(_stderr_log(log_dir, name, started)))
 
 
-def _stderr_log(log_dir: Path, name: str) -> TextIO:
+def log_path(log_dir: Path, name: str) -> Path:
+    """Where a command server's error output goes."""
+    return log_dir / f"{name}.log"
+
+
+def _stderr_log(log_dir: Path, name: str, started: datetime | None) -> TextIO:
+    """The server's log, opened to append (its earlier runs kept, cut to their tail when too long), with
+    a line marking this start: the child process writes to the same file after it."""
     private_dirs(log_dir)
-    path = log_dir / f"{name}.log"
-    fd = open_private(path, os.O_WRONLY | os.O_TRUNC)
+    path = log_path(log_dir, name)
+    fd = open_private(path, os.O_RDWR | os.O_APPEND)
     os.fchmod(fd, 0o600)
-    return open(fd, "w", encoding="utf-8", errors="replace")  # closed by the caller's exit stack
+    _keep_tail(fd)
+    when = (started or datetime.now().astimezone()).isoformat(timespec="seconds")
+    os.write(fd, f"--- klaw started MCP server {name!r} at {when} ---\n".encode())  # before the child's output
+    return open(fd, "a", encoding="utf-8", errors="replace")  # closed by the caller's exit stack
+
+
+def _keep_tail(fd: int) -> None:
+    """Past LOG_MAX_BYTES, the file cut to its newest LOG_KEEP_BYTES, from the first line start in them."""
+    size = os.fstat(fd).st_size
+    if size <= LOG_MAX_BYTES:
+        return
+    tail = os.pread(fd, LOG_KEEP_BYTES, size - LOG_KEEP_BYTES)
+    newline = tail.find(b"\n")
+    tail = tail[newline + 1 :] if 0 <= newline < len(tail) - 1 else tail
+    os.ftruncate(fd, 0)
+    os.write(fd, b"[earlier output cut: the log grew past 1 MB]\n" + tail)

@@ -1,0 +1,55 @@
+"""A command MCP server's error output, as a person looks for it after a crash: `KLAW_HOME/mcp/<name>.log` keeps
+what every run wrote (the crashed run's last words survive klaw's restart), a line marks each start, the file
+stays 0600 and is cut to its tail when it grows past about 1 MB; the warning and /status name the file."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.engine.harness import running_engine
+from tests.tools.mcp_client.test_mcp_tools_in_turns import notes, status, tool_result, wait_ready
+
+
+async def test_a_crashed_servers_last_words_outlive_its_restart_and_the_warning_names_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    fast = {"debounceMs": 100}  # a turn moves the clock 0.1 s, short of the first backoff (1 s)
+    with caplog.at_level(logging.WARNING, logger="klaw.tools.mcp.server_link"):
+        async with running_engine(tmp_path, tools={"enabled": ["mcp:notes"]}, mcp=notes(), processing=fast) as h:
+            log_file = h.home.root / "mcp" / "notes.log"
+            h.server.reply_tool_calls([("notes__crash", {})])
+            h.server.reply_text("it crashed")
+            await h.turn("crash it")
+            assert "stopped during the call to crash" in tool_result(h)
+            assert f"it stopped during a call (its error output: {log_file})" in " ".join((await status(h)).split())
+            await h.clock.advance(1.0)
+            await wait_ready(h)  # restarted: the log was opened again for the new run
+            text = log_file.read_text()
+    assert "notes server: about to crash" in text
+    starts = [line for line in text.splitlines() if line.startswith("--- klaw started MCP server 'notes' at ")]
+    assert len(starts) == 2
+    assert text.index("about to crash") > text.index(starts[0])
+    assert log_file.stat().st_mode & 0o777 == 0o600
+    warned = [r.getMessage() for r in caplog.records if "is unavailable" in r.getMessage()]
+    assert any(str(log_file) in message for message in warned), warned
+
+
+async def test_a_log_past_a_megabyte_keeps_its_tail_and_stays_private(tmp_path: Path) -> None:
+    logs = tmp_path / "home" / "mcp"
+    logs.mkdir(parents=True)
+    old = logs / "notes.log"
+    old.write_text("".join(f"old line {n:07d}\n" for n in range(120_000)))  # ~2 MB
+    os.chmod(old, 0o644)  # a copy made by hand: klaw makes it private again
+    async with running_engine(tmp_path, tools={"enabled": ["mcp:notes"]}, mcp=notes()) as h:
+        assert "MCP notes: ready" in await status(h)
+        text = (h.home.root / "mcp" / "notes.log").read_text()
+    assert 400_000 < len(text) < 1_000_000
+    assert "old line 0119999\n" in text and "old line 0000000" not in text
+    assert text.splitlines()[1].startswith("old line ")  # cut at a line's start, after a line saying so
+    assert "earlier output cut" in text.splitlines()[0]
+    assert "--- klaw started MCP server 'notes' at " in text
+    assert old.stat().st_mode & 0o777 == 0o600
