@@ -51,6 +51,7 @@ from klaw.llm.errors import (
     LlmTimeoutError,
     server_message,
 )
+from klaw.llm.unreachable import what_happened
 
 logger = logging.getLogger(__name__)
 
@@ -247,10 +248,11 @@ def malformed(endpoint: Endpoint, what: str) -> LlmError:
     )
 
 
-def _unreachable(endpoint: Endpoint, exc: Exception, attempt: int) -> LlmError:
+def _unreachable(endpoint: Endpoint, exc: httpx.HTTPError, attempt: int) -> LlmError:
     return endpoint.error(
         LlmConnectionError,
-        f"could not reach the server after {attempt} attempt(s): {type(exc).__name__}",
+        f"could not reach the server after {attempt} attempt(s): "
+        f"{what_happened(exc, seconds=min(endpoint.timeout_seconds, endpoint.connect_timeout_seconds))}",
         "Check that the server is running and that baseUrl is right.",
     )
 

@@ -7,11 +7,8 @@ Ollama example, instead of a traceback on the first turn.
 
 from __future__ import annotations
 
-import errno
 import os
 import shlex
-import socket
-import ssl
 import sys
 from collections.abc import Mapping
 
@@ -21,6 +18,7 @@ from klaw.config import ModelConfig
 from klaw.llm.asyncio_transport import tls_context
 from klaw.llm.errors import LlmError
 from klaw.llm.http import Endpoint, auth_headers
+from klaw.llm.unreachable import what_happened
 from klaw.redaction import mask_url_credentials
 
 OLLAMA_EXAMPLE = f"""To use a local Ollama model:
@@ -73,8 +71,9 @@ async def model_problem(
         async with httpx.AsyncClient(timeout=5.0, verify=tls_context()) as client:
             response = await client.get(endpoint.url("models"), headers=headers)
     except httpx.HTTPError as exc:
+        why = what_happened(exc, seconds=5)
         return (
-            f"No model server answered at {mask_url_credentials(model.base_url)} {where}: {what_happened(exc)}.\n"
+            f"No model server answered at {mask_url_credentials(model.base_url)} {where}: {why}.\n"
             f"Start the server, or change models.{model_id}.baseUrl.\n\n{OLLAMA_EXAMPLE}"
         )
     if response.status_code in (401, 403):
@@ -82,40 +81,3 @@ async def model_problem(
         server = mask_url_credentials(model.base_url)
         return f"{server} refused the API key (HTTP {response.status_code}) {where}: check {key}."
     return None
-
-
-def what_happened(exc: httpx.HTTPError) -> str:
-    """Why a server did not answer, in words ("connection refused: nothing listens there"), not the
-    exception's class ("ConnectError"), which told a newcomer nothing about what to do."""
-    if isinstance(exc, httpx.TimeoutException):
-        return "it did not answer within 5 seconds (timed out)"
-    cause = _os_cause(exc)
-    if isinstance(cause, socket.gaierror):
-        return "the host name was not found (a typo in the address, or no network)"
-    if isinstance(cause, ConnectionRefusedError):
-        return "connection refused (nothing listens at that address and port)"
-    if isinstance(cause, ssl.SSLError):
-        return f"the TLS handshake failed ({cause.reason or cause})"
-    if cause is not None and cause.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
-        return "the network or host is unreachable from here"
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return "the server closed the connection without an answer"
-    if cause is not None and cause.strerror:
-        return f"could not connect ({cause.strerror.lower()})"
-    return f"could not connect ({type(exc).__name__})"
-
-
-def _os_cause(exc: BaseException) -> OSError | None:
-    """The operating system's error under httpx's wrapping (httpx → httpcore → anyio's "All connection
-    attempts failed" → ConnectionRefusedError): the first one with an errno, else the first OSError."""
-    found: list[OSError] = []
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, OSError):
-            found.append(current)
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    specific = [error for error in found if error.errno is not None or isinstance(error, ssl.SSLError)]
-    chosen = specific or found
-    return chosen[0] if chosen else None
