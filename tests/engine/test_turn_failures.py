@@ -22,6 +22,7 @@ from klaw.engine.subagents import RunStatus, SubagentRequest
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
+from klaw.llm.openai_client import MAX_ANSWER_CHARS
 from klaw.memory.conversation_log import ConversationLog
 from klaw.scheduling.names import task_chat
 from klaw.store.protocol import StorageError
@@ -72,6 +73,22 @@ async def test_a_non_model_failure_in_a_turn_is_a_failed_exchange_an_apology_and
         mend_prompt(h.home)
         assert (await h.turn("and this one works")).text.endswith("and this one works")
         assert await exchange_statuses(h) == [ExchangeStatus.FAILED, ExchangeStatus.COMPLETED]
+
+
+async def test_a_model_answer_that_never_ends_is_cut_off_said_and_kept_out_of_memory(tmp_path: Path) -> None:
+    """A server that keeps writing (an adversary's 10 MB answer took 3 minutes and stalled every other
+    chat's search for a while after): past MAX_ANSWER_CHARS the call ends with an error naming it, the
+    text is stored nowhere, and the next turn works."""
+    async with running_engine(tmp_path) as h:
+        h.server.reply_text("B" * (MAX_ANSWER_CHARS + 1))
+        reply = await h.turn("write forever")
+        assert reply.kind == "error"
+        assert f"passed {MAX_ANSWER_CHARS:,} characters without ending" in reply.text
+        assert "max_tokens" in reply.text
+        assert await exchange_statuses(h) == [ExchangeStatus.FAILED]
+        logs = (h.home.root / "conversations").rglob("*.jsonl")
+        assert not any("BBBBBBBB" in path.read_text(encoding="utf-8") for path in logs)
+        assert (await h.turn("a short one")).text == "echo: a short one"
 
 
 async def test_a_store_failure_during_a_turn_still_tells_the_person(

@@ -10,6 +10,10 @@ byte from the server, which for streams means between two chunks — raises `Llm
 once, because a user waiting on a chat reply is better told after one hung call than after four.
 A stream is only retried before its first byte; once deltas have been handed out a broken stream
 raises, since the caller may already have shown the text.
+
+An answer longer than `MAX_ANSWER_CHARS` (text and tool arguments together) ends the call with an
+error: a server that never stops writing filled the log, the database and every later search with
+megabytes (10 MB took three minutes to arrive and stalled the other chats meanwhile).
 """
 
 from __future__ import annotations
@@ -20,13 +24,13 @@ import logging
 import os
 import random
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import httpx
 
 from klaw.config import ModelConfig
-from klaw.llm.errors import LlmServerError, server_message
+from klaw.llm.errors import LlmMalformedResponseError, LlmServerError, server_message
 from klaw.llm.http import (
     Endpoint,
     RetryingPoster,
@@ -47,6 +51,10 @@ from klaw.llm.messages import (
 )
 
 logger = logging.getLogger(__name__)
+
+# ~500,000 tokens: above any model's output limit, and above a reply the engine's socket must still carry
+# in parts (tests/engine/test_turn_failures.py sends 1.8 million characters).
+MAX_ANSWER_CHARS = 2_000_000
 
 
 class OpenAiChatClient:
@@ -104,6 +112,7 @@ class OpenAiChatClient:
             response = ChatResponse.from_wire(body)
         except WireFormatError as exc:
             raise malformed(self._endpoint, f"the response is not a chat completion: {exc}") from exc
+        self._check_length(_answer_chars(response.content, (call.arguments for call in response.tool_calls)))
         logger.debug(
             "llm complete model=%s finish=%s tool_calls=%d duration_ms=%.0f",
             self.model_id,
@@ -125,6 +134,7 @@ class OpenAiChatClient:
         payload = self._payload(messages, tools, temperature, max_tokens, stream=True)
         started = time.monotonic()
         chunks = 0
+        written = 0
         async with self._poster.open("chat/completions", payload) as response:
             if "json" in response.headers.get("content-type", ""):
                 # The server ignored `stream: true` and answered in one piece: hand it out as one delta.
@@ -142,6 +152,8 @@ class OpenAiChatClient:
                         finished = True
                         break
                     delta = self._parse_chunk(data, payload)
+                    written += _answer_chars(delta.content, (f.arguments for f in delta.tool_calls))
+                    self._check_length(written)
                     chunks += 1
                     finished = finished or delta.finish_reason is not None
                     yield delta
@@ -203,11 +215,20 @@ class OpenAiChatClient:
             whole = ChatResponse.from_wire(wire)
         except WireFormatError as exc:
             raise malformed(self._endpoint, f"the response is not a chat completion: {exc}") from exc
+        self._check_length(_answer_chars(whole.content, (call.arguments for call in whole.tool_calls)))
         fragments = tuple(
             ToolCallFragment(index=i, id=call.id, name=call.name, arguments=call.arguments)
             for i, call in enumerate(whole.tool_calls)
         )
         return StreamDelta(whole.content, fragments, whole.finish_reason, whole.usage, whole.model)
+
+    def _check_length(self, chars: int) -> None:
+        if chars > MAX_ANSWER_CHARS:
+            raise self._endpoint.error(
+                LlmMalformedResponseError,
+                f"the model's answer passed {MAX_ANSWER_CHARS:,} characters without ending; klaw stopped reading it",
+                "A model that does not stop: set a lower max_tokens for it on its server, or ask for a shorter answer.",
+            )
 
     def _raise_for_error_body(self, body: Any, payload: Mapping[str, Any]) -> None:
         """Some servers (OpenRouter mid-stream, a few proxies) report failures in a 200 body; their
@@ -221,3 +242,8 @@ class OpenAiChatClient:
                 f"the server reported an error: {message}",
                 "Check the server's logs, or try again later.",
             )
+
+
+def _answer_chars(content: str | None, arguments: Iterable[str | None]) -> int:
+    """How many characters an answer (or a piece of one) holds: its text and its tool calls' arguments."""
+    return len(content or "") + sum(len(part or "") for part in arguments)

@@ -15,6 +15,9 @@ Two kinds of text say less than their words match:
 On LoCoMo dev (docs/decisions/209-asking-and-few-words-weigh-less.md) both together took hybrid
 R@5 / R@10 from 69.5 / 77.5 to 71.5 / 78.6, every conversation and every category gaining or level.
 Words are counted as letter-and-digit runs, and each CJK character as one (Chinese has no spaces).
+Both read at most a message's first `READ_CHARS` characters: every search weighs its best hits on the
+event loop, and a 5-million-character reply took seconds there; that far in, a message is long
+(its length factor ~1) and what it asks is judged by how it begins.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from klaw.store.sqlite.fts_query import word_runs
 
 ASK_KEEP = 0.2  # what the asking part of a message keeps of its own score
 FEW_WORDS = 3  # the length at which a message keeps half its score
+READ_CHARS = 20_000
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 _WORDS = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
@@ -35,7 +39,7 @@ _CLOSERS = "\"')”’»」 "
 
 def asking_share(text: str) -> float:
     """The share of `text`'s characters, 0..1, in sentences that end with a question mark."""
-    sentences = [s.strip() for s in _SENTENCES.findall(text) if s.strip()]
+    sentences = [s.strip() for s in _SENTENCES.findall(text[:READ_CHARS]) if s.strip()]
     total = sum(len(s) for s in sentences)
     if not total:
         return 0.0
@@ -44,6 +48,7 @@ def asking_share(text: str) -> float:
 
 def length_factor(text: str) -> float:
     """n / (n + FEW_WORDS) for the n words of `text` (0 for a text without any)."""
+    text = text[:READ_CHARS]
     words = len(word_runs(text)) if text.isascii() else len(_WORDS.findall(text))
     return words / (words + FEW_WORDS)
 

@@ -24,12 +24,13 @@ from collections.abc import Iterable
 
 MAX_NAME_CHARS = 40  # a longer opening before a colon is a sentence, not a name
 _NAME_WORD = r"[A-Z][\w'’-]*"
+_OPENING_CHARS = 4 * MAX_NAME_CHARS  # where an opening name can be: a little space, the name, the colon
 _OPENING = re.compile(rf"\s*({_NAME_WORD}(?: {_NAME_WORD}){{0,2}}):\s")
 
 
 def speaker_of(text: str) -> str | None:
     """The name `text` opens with before a colon ("Melanie: …" → "Melanie"), else None."""
-    found = _OPENING.match(text)
+    found = _OPENING.match(text[:_OPENING_CHARS])  # not the whole of a megabyte reply: a name opens it
     if found is None or len(found.group(1)) > MAX_NAME_CHARS:
         return None
     return found.group(1)
