@@ -215,6 +215,13 @@ def _describe(exc: ValidationError, where: str, overrides: Mapping[tuple[str, ..
         if error["type"] == "extra_forbidden":
             rule = f"unknown field ({_closest(loc) if loc else ''}fields are camelCase)"
         shown = "" if error["type"] in ("missing", "extra_forbidden") else _shown(field, error.get("input"))
+        named = (error.get("ctx") or {}).get("field")
+        if not loc and isinstance(named, str):
+            # A check across sections (routing.default naming a model under models:) says which field
+            # it judged, so a value from the environment is traced to its variable like any other.
+            var = overrides.get(tuple(named.split(".")))
+            lines.append(f"  - {rule}{f' ({named} is set by {var})' if var else ''}")
+            continue
         var = next((v for key, v in overrides.items() if loc and key[: len(loc)] == loc), None)
         lines.append(f"  - {field}{shown}{f' (from {var})' if var else ''}: {rule}")
     return "\n".join(lines)

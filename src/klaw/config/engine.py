@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from klaw.config.base import Section
 from klaw.config.channels import ChannelsConfig, CommandConfig, _default_commands
@@ -59,8 +60,22 @@ class EngineConfig(Section):
         for where, model_id in routed.items():
             if model_id not in self.models:
                 known = ", ".join(sorted(self.models)) or "(none)"
-                raise ValueError(f"{where} names model {model_id!r}, which is not under models: ({known})")
+                said = f"{where} names model {model_id!r}, which is not under models: ({known})"
+                if where == "routing.default" and not self._default_route_was_given():
+                    # The person never named this model: say where it came from and what to write.
+                    example = f", e.g. routing: {{default: {min(self.models)}}}" if self.models else ""
+                    said = (
+                        f"routing.default is not set, so it is klaw's built-in default {model_id!r}, which is"
+                        f" not under models: ({known}). Set routing.default to one of the models listed"
+                        f" there{example}."
+                    )
+                # `field` lets the loader name the environment variable the value came from
+                raise PydanticCustomError("unknown_model", said, {"field": where})
         return self
+
+    def _default_route_was_given(self) -> bool:
+        """Whether `routing.default` came from engine.yaml or the environment, not the built-in default."""
+        return "routing" in self.model_fields_set and "default" in self.routing.model_fields_set
 
     @model_validator(mode="after")
     def _enabled_mcp_servers_exist(self) -> EngineConfig:

@@ -1,0 +1,45 @@
+"""`klaw config check` on a routing a person did not write, or wrote through the environment: the
+answer says where the model name came from. Before, a `models:` with only `stand-in/echo` and no
+`routing:` was told "routing.default names model 'ollama/llama3.2'", a name the person never wrote,
+and `KLAW__ROUTING__DEFAULT=nope` was not named although a misspelt variable is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.test_cli import klaw
+
+ONLY_THE_STAND_IN = "models:\n  stand-in/echo:\n    baseUrl: http://127.0.0.1:8999/v1\n"
+
+
+def _home(tmp_path: Path, yaml: str) -> Path:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "engine.yaml").write_text(yaml, encoding="utf-8")
+    (home / "engine.yaml").chmod(0o600)
+    return home
+
+
+def test_a_missing_routing_section_is_said_to_leave_the_built_in_default(tmp_path: Path) -> None:
+    result = klaw(_home(tmp_path, ONLY_THE_STAND_IN), "config", "check")
+    said = " ".join(result.stderr.split())
+    assert result.returncode == 2, said
+    assert "routing.default is not set, so it is klaw's built-in default 'ollama/llama3.2'" in said
+    assert "Set routing.default to one of the models listed there, e.g. routing: {default: stand-in/echo}" in said
+    assert "Value error" not in said and "Traceback" not in said
+
+
+def test_a_default_the_person_wrote_is_still_said_to_be_theirs(tmp_path: Path) -> None:
+    home = _home(tmp_path, ONLY_THE_STAND_IN + "routing:\n  default: stand-in/ech\n")
+    said = " ".join(klaw(home, "config", "check").stderr.split())
+    assert "routing.default names model 'stand-in/ech', which is not under models: (stand-in/echo)" in said
+    assert "built-in" not in said and "KLAW__" not in said.split(":", 2)[-1]
+
+
+def test_a_default_from_the_environment_names_the_variable(tmp_path: Path) -> None:
+    home = _home(tmp_path, ONLY_THE_STAND_IN + "routing:\n  default: stand-in/echo\n")
+    result = klaw(home, "config", "check", env={"KLAW__ROUTING__DEFAULT": "nope"})
+    said = " ".join(result.stderr.split())
+    assert result.returncode == 2, said
+    assert "routing.default names model 'nope', which is not under models: (stand-in/echo)" in said
+    assert "(routing.default is set by KLAW__ROUTING__DEFAULT)" in said
