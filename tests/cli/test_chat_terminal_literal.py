@@ -37,6 +37,7 @@ async def test_brackets_in_memory_help_context_and_replies_are_shown_literally(t
             screen = await term.wait_for_prompt_after("/help —", "the /help reply")
             assert "/model [id]" in screen
             assert "/summarizer [on|off|status]" in screen
+            assert "/exit — Leave klaw chat (also /quit or Ctrl-D)" in screen
 
             await term.type_line("My notes are under [/srv/notes] and [bold]not bold[/bold]")
             screen = await term.wait_for_prompt_after("echo: My notes are under", "the model's reply")

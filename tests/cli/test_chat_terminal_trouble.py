@@ -95,6 +95,49 @@ async def test_a_message_resumed_after_a_crash_is_logged_not_printed_above_the_b
     assert "resuming 1 message(s) left unanswered by the previous run" in (home / "logs" / "chat.log").read_text()
 
 
+@needs_tmux
+async def test_a_resumed_reply_arriving_while_the_next_message_waits_is_said_to_answer_the_earlier_one(
+    tmp_path: Path,
+) -> None:
+    """The resumed turn's reply comes while the spinner waits for the new message's: it is labelled as a
+    reply to a message from before, not shown as if it answered the new one (a newcomer's trial)."""
+    home = tmp_path / "home"
+    init_home(home)
+    for name in ("t1", "t2"):
+        (tmp_path / name).mkdir()
+    asked_again = asyncio.Event()
+
+    async def until_the_person_asks_again() -> None:
+        await asked_again.wait()
+
+    async with FakeOpenAiServer() as model:
+        model.reply_hang()
+        env = chat_env(home, model.base_url)
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path / "t1") as term:
+            await term.wait_for_prompt_after("Type /help for commands", "the greeting")
+            await term.type_line("a question the crash leaves unanswered")
+            await poll_until(
+                lambda: _some(len(model.chat_requests) == 1), lambda: term.failure("the model got no request")
+            )
+            shell = int((await term.tmux("display-message", "-p", "-t", term.target, "#{pane_pid}")).strip())
+            os.kill(_chat_pid(shell), signal.SIGKILL)
+            await term.exit_status()
+        model.reply_text("the late answer", before=until_the_person_asks_again)
+        model.reply_text("yes, I am back")
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path / "t2") as term:
+            await term.wait_for_prompt_after("Type /help for commands", "the greeting")
+            await term.type_line("are you back?")
+            await term.wait_for(lambda s: "thinking…" in s, "the spinner")
+            asked_again.set()
+            screen = await term.wait_for_prompt_after("yes, I am back", "both replies")
+            after_question = screen.split("are you back?")[1]
+            assert after_question.index("Reply to a message from before klaw last stopped:") < after_question.index(
+                "the late answer"
+            ), screen
+            await term.type_line("/exit")
+            assert await term.exit_status() == 0
+
+
 async def _some(found: bool) -> bool | None:
     return True if found else None
 

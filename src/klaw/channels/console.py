@@ -41,6 +41,7 @@ from klaw.terminal_text import kept_line_breaks, visible
 
 CONSOLE_CHANNEL = "console"
 EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
+LEAVING_HELP = "/exit — Leave klaw chat (also /quit or Ctrl-D)"
 EARLIER_RUN_REPLY = "Reply to a message from before klaw last stopped:"
 
 
@@ -128,10 +129,14 @@ class ConsoleChannel:
         the reply to a message of an earlier run (one the engine resumed, or sent again because the crash
         came before it was shown), said as such so it is not read as an answer to nothing."""
         while True:
-            reply = await self._replies.get()
-            if reply.reply_to is not None and reply.task is None and reply.approval is None:
-                self._console.print(Text(EARLIER_RUN_REPLY, style="bold yellow"), highlight=False)
-            self._show(reply)
+            self._show_arrival(await self._replies.get())
+
+    def _show_arrival(self, reply: Outbound) -> None:
+        """A message that answers nothing typed now: a reply to an earlier run's message says so first
+        (at the prompt, or while the spinner waits for another reply: then it would read as that one's)."""
+        if reply.reply_to is not None and reply.task is None and reply.approval is None:
+            self._console.print(Text(EARLIER_RUN_REPLY, style="bold yellow"), highlight=False)
+        self._show(reply)
 
     async def _exchange(self, chat: ChatRef, text: str, session: PromptSession[str]) -> None:
         try:
@@ -143,8 +148,11 @@ class ConsoleChannel:
             command = parse_command(text)
             if command is not None and command.name == "forget":
                 self._history.forget_messages()
+            said = result.command_reply
+            if command is not None and command.name == "help":
+                said += f"\n{LEAVING_HELP}"  # klaw chat's own words, never sent to the engine
             # Text, not markup: a reply quotes what a person or the model wrote ("[urgent] call mom").
-            self._console.print(Text(visible(result.command_reply), style="cyan"), highlight=False)
+            self._console.print(Text(visible(said), style="cyan"), highlight=False)
             return
         model = await self._engine.sessions.model_of(chat)
         timeout = self._engine.config.model(model).timeout_seconds
@@ -179,7 +187,7 @@ class ConsoleChannel:
             reply = await self._replies.get()
             if reply.reply_to == message_id or reply.kind == "error" or reply.approval is not None:
                 return reply
-            self._show(reply)
+            self._show_arrival(reply)
 
     def show_pending(self) -> None:
         """Print replies that arrived after the prompt closed: a person who pressed Ctrl-C while the
