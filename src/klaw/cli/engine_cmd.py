@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -26,6 +26,9 @@ from klaw.config import EngineConfig
 from klaw.config_loader import LoadedConfig
 from klaw.console_logging import logs_through
 from klaw.home import KlawHome
+
+if TYPE_CHECKING:
+    from klaw.engine.runtime import Engine
 
 
 def engine() -> None:
@@ -104,10 +107,14 @@ def chat(
                 # piped run prints only its own reply, so those wait for the next terminal session.
                 replies: asyncio.Queue[Outbound] = asyncio.Queue()
                 channels = {CONSOLE_CHANNEL: replies.put} if data is None else None
+                # A piped chat is one turn: it waits for its MCP servers longer (docs/mcp.md, decision 252).
+                started_with = config if data is None else _one_turn(config)
                 try:
-                    running = await start_engine_or_exit(home, config, channels=channels)
+                    running = await start_engine_or_exit(home, started_with, channels=channels)
                 finally:
                     starting.close()
+                if data is not None:
+                    _say_servers_still_starting(running, config)
                 channel = ConsoleChannel(running, console, replies, keys=keys)
                 interrupted = failed = False
                 try:
@@ -182,3 +189,22 @@ def _set_where(loaded: LoadedConfig) -> str:
     """Where routing.default came from, for the model check's message: a KLAW__ override or the file."""
     source = loaded.sources.get("routing.default", "")
     return f"by {source.removeprefix('env ')}" if source.startswith("env ") else f"in {loaded.path}"
+
+
+def _one_turn(config: EngineConfig) -> EngineConfig:
+    """A piped chat's configuration: its one turn waits for the MCP servers to start or fail
+    (`McpConfig.one_turn_wait_seconds`), unless mcp.startWaitSeconds is set."""
+    wait = config.mcp.one_turn_wait_seconds()
+    return config.model_copy(update={"mcp": config.mcp.model_copy(update={"start_wait_seconds": wait})})
+
+
+def _say_servers_still_starting(running: Engine, config: EngineConfig) -> None:
+    """On stderr, for a piped chat: the MCP servers whose tools its one turn will not have."""
+    wait = config.mcp.one_turn_wait_seconds()
+    for name in running.mcp_servers.still_starting():
+        err_console.print(
+            f"MCP server {name} was still starting after {wait:g} s; its tools are missing from this turn;"
+            " raise mcp.startWaitSeconds (e.g. KLAW__MCP__STARTWAITSECONDS=30) to wait longer",
+            soft_wrap=True,
+            highlight=False,
+        )

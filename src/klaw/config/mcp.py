@@ -21,6 +21,7 @@ from klaw.config.base import Section, variable_name
 MCP_GROUP_PREFIX = "mcp:"  # `tools.enabled` names a server as mcp:<name>
 SERVER_NAME = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9-]|_(?!_)){0,23}$")
 HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+START_WAIT_MAX_SECONDS = 120.0  # the longest engine start-up waits for MCP servers
 
 EnvName = Annotated[str, variable_name("value", "MY_MCP_KEY")]
 
@@ -101,9 +102,22 @@ class McpConfig(Section):
     start_wait_seconds: float = Field(
         default=5.0,
         ge=0,
-        le=120,
-        description="How long engine start-up waits for servers to connect; slower ones join when ready.",
+        le=START_WAIT_MAX_SECONDS,
+        description=(
+            "How long engine start-up waits for servers to connect; slower ones join when ready. Unset, a piped"
+            " `klaw chat` (one turn) waits until each has started or failed (its startTimeoutSeconds)."
+        ),
     )
     check_interval_seconds: float = Field(
         default=60.0, gt=0, description="How often an idle server is asked for its tools (notices a dead or hung one)."
     )
+
+    def one_turn_wait_seconds(self) -> float:
+        """How long a one-shot run (`echo … | klaw chat`: one turn) waits for its servers: `startWaitSeconds`
+        when the person set it, else until each has started or failed (its `startTimeoutSeconds`). A server
+        that joins after that single turn's start joins nothing: its tools would be silently missing.
+        """
+        if "start_wait_seconds" in self.model_fields_set:
+            return self.start_wait_seconds
+        longest = max((server.start_timeout_seconds for server in self.servers.values()), default=0.0)
+        return min(START_WAIT_MAX_SECONDS, max(self.start_wait_seconds, longest))

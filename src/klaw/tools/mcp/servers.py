@@ -91,14 +91,28 @@ class McpServers:
         return self._links
 
     async def start(self) -> None:
-        """Start every enabled server; wait at most `startWaitSeconds` for them (slower ones join later)."""
+        """Start every enabled server; wait at most `startWaitSeconds` for them (slower ones join later). A
+        server still starting after the wait is warned about: the turns until it is ready go without its
+        tools, which nothing else would say."""
         for link in self._links.values():
             link.start()
-        if self._links and self._config.start_wait_seconds > 0:
+        wait_seconds = self._config.start_wait_seconds
+        if self._links and wait_seconds > 0:
             waits = [asyncio.ensure_future(link.settled.wait()) for link in self._links.values()]
-            _, pending = await asyncio.wait(waits, timeout=self._config.start_wait_seconds)
+            _, pending = await asyncio.wait(waits, timeout=wait_seconds)
             for wait in pending:
                 wait.cancel()
+        for name in self.still_starting():
+            log.warning(
+                "MCP server %r was still starting after %g s; turns go without its tools until it is ready"
+                " (raise mcp.startWaitSeconds to wait longer)",
+                name,
+                wait_seconds,
+            )
+
+    def still_starting(self) -> list[str]:
+        """The enabled servers whose first start has not ended yet (neither ready nor failed)."""
+        return [name for name, link in self._links.items() if not link.settled.is_set()]
 
     async def aclose(self) -> None:
         await asyncio.gather(*(link.aclose() for link in self._links.values()))
