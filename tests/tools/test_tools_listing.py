@@ -120,6 +120,10 @@ async def test_a_running_engine_lists_plugins_failures_and_approval_to_a_program
             listed = by_name([ToolRow.from_json(row) for row in shown["rows"]])
             assert listed["shout"].state == "not offered" and listed["broken"].state == "failed"
             assert "Traceback" not in err
+            # The program gave the engine its own config; engine.yaml (klaw init's) names other groups.
+            assert shown["changed"].startswith("engine.yaml's tools.enabled (clock, files, memory")
+            assert "is not what the running engine uses (clock)" in shown["changed"]
+            assert "restart it to apply the file" in shown["changed"]
 
 
 async def test_without_an_engine_klaw_tools_builds_the_list_itself_and_prints_plain_rows(

@@ -33,6 +33,7 @@ class Listed:
     inventory: ToolInventory
     origin: str  # "engine" (asked over the socket) or "engine.yaml" (built here)
     note: str  # where the rows come from, for the heading
+    changed: str = ""  # engine.yaml sets other groups than the running engine read: said after the rows
 
 
 def tools(
@@ -57,9 +58,13 @@ def tools(
     rows = listed.inventory.rows
     if as_json:
         data = {"chat": str(ref), "origin": listed.origin, **listed.inventory.to_json()}
+        if listed.changed:
+            data["changed"] = listed.changed
         typer.echo(json.dumps(data, indent=2))
     else:
         _print(listed)
+    if listed.changed and not as_json:
+        typer.echo(listed.changed, err=True)
     if any(row.state == "failed" for row in rows):
         raise typer.Exit(1)
 
@@ -72,9 +77,12 @@ async def _listed(home: KlawHome, config: EngineConfig, chat: ChatRef) -> Listed
     why = "none is running; no MCP server is started or connected to here"
     if await engine_answers(home.socket_path):
         try:
-            return Listed(await _ask_engine(home, chat), "engine", f"from the engine running on {home.root}")
+            inventory, groups = await _ask_engine(home, chat)
         except (OSError, EOFError, TimeoutError, ValueError) as exc:
             why = f"the engine on {home.root} did not answer: {_why(exc)}"
+        else:
+            changed = _changed(config, inventory, groups)
+            return Listed(inventory, "engine", f"from the engine running on {home.root}", changed)
     elif (holder := await home_holder(home)) is not None:
         why = f"{holder.describe()} holds {home.root} without a socket to ask"
     model = (await chat_model(home, config, chat)).model_id
@@ -82,8 +90,26 @@ async def _listed(home: KlawHome, config: EngineConfig, chat: ChatRef) -> Listed
     return Listed(inventory, "engine.yaml", f"as an engine started now would offer them ({why})")
 
 
-async def _ask_engine(home: KlawHome, chat: ChatRef) -> ToolInventory:
-    """One `tools` query on a connection of its own (it never says hello, so no replies come to it)."""
+def _changed(config: EngineConfig, inventory: ToolInventory, groups: list[str] | None) -> str:
+    """What to say when engine.yaml now sets other groups than the running engine uses (the file edited
+    after it started: its rows' fixes asked for what the file already said, a newcomer found); empty
+    when they agree, or when an older engine does not say."""
+    from klaw.engine.tool_listing import groups_field, groups_in_force
+
+    now = groups_in_force(config, inventory.model)
+    if groups is None or sorted(groups) == sorted(now):
+        return ""
+    field = groups_field(config, inventory.model)
+    return (
+        f"engine.yaml's {field} ({', '.join(now) or '[]'}) is not what the running engine uses"
+        f" ({', '.join(groups) or '[]'}): it read the file when it started (or a program gave it its own"
+        " config). The rows are the running engine's; restart it to apply the file."
+    )
+
+
+async def _ask_engine(home: KlawHome, chat: ChatRef) -> tuple[ToolInventory, list[str] | None]:
+    """One `tools` query on a connection of its own (it never says hello, so no replies come to it): the
+    chat's inventory, and the groups the engine's config sets for its model (None from an older engine)."""
     from klaw.engine.frames import FrameReader, QueryFrame, encode_frame, result_for
     from klaw.engine.tool_listing import ToolInventory
     from klaw.tools.inventory import ToolRow
@@ -103,7 +129,9 @@ async def _ask_engine(home: KlawHome, chat: ChatRef) -> ToolInventory:
     model, rows = data.get("model"), data.get("rows")
     if not isinstance(model, str) or not isinstance(rows, list):
         raise ValueError("its answer holds no tool rows")
-    return ToolInventory(chat, model, [ToolRow.from_json(row) for row in rows if isinstance(row, dict)])
+    groups = data.get("groups")
+    read = [str(name) for name in groups] if isinstance(groups, list) else None
+    return ToolInventory(chat, model, [ToolRow.from_json(row) for row in rows if isinstance(row, dict)]), read
 
 
 def _why(exc: BaseException) -> str:

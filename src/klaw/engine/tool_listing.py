@@ -95,13 +95,21 @@ class ToolListing:
             chat = ChatRef(channel, chat_id)
         except ValueError as exc:
             raise QueryError(str(exc)) from None
-        return (await self.inventory(chat)).to_json()
+        inventory = await self.inventory(chat)
+        return {**inventory.to_json(), "groups": groups_in_force(self.config, inventory.model)}
 
 
 def groups_field(config: EngineConfig, model: str) -> str:
     """Where `model`'s groups are set: its own `models.<id>.tools`, else `tools.enabled`."""
     own = config.models.get(model)
     return f"models.{model}.tools" if own is not None and own.tools is not None else "tools.enabled"
+
+
+def groups_in_force(config: EngineConfig, model: str) -> list[str]:
+    """The groups `groups_field` sets for `model`, as `config` says: what `klaw tools` compares between the
+    running engine's config and engine.yaml now, so a file changed since the start is said to be."""
+    own = config.models.get(model)
+    return list(own.tools if own is not None and own.tools is not None else config.tools.enabled)
 
 
 class _NotStarted:
