@@ -43,3 +43,19 @@ def test_a_default_from_the_environment_names_the_variable(tmp_path: Path) -> No
     assert result.returncode == 2, said
     assert "routing.default names model 'nope', which is not under models: (stand-in/echo)" in said
     assert "(routing.default is set by KLAW__ROUTING__DEFAULT)" in said
+
+
+def test_config_check_refuses_an_unset_api_key_variable_as_klaw_chat_does(tmp_path: Path) -> None:
+    """Before, `klaw config check` said "valid" and `klaw chat` then exited 2 on the unset variable."""
+    home = _home(tmp_path, "models:\n  m/x:\n    baseUrl: http://127.0.0.1:8999/v1\n    apiKeyEnv: MY_MODEL_KEY\n")
+    (home / "engine.yaml").write_text(
+        (home / "engine.yaml").read_text(encoding="utf-8") + "routing:\n  default: m/x\n", encoding="utf-8"
+    )
+    env = {"MY_MODEL_KEY": ""}
+    checked = klaw(home, "config", "check", env=env)
+    chat = klaw(home, "chat", env=env, stdin="hello")
+    sentence = "the environment variable MY_MODEL_KEY, which should hold the API key, is not set"
+    assert checked.returncode == 1 and "valid" not in checked.stdout, checked.stdout
+    assert sentence in " ".join(checked.stderr.split())
+    assert chat.returncode == 2 and sentence in " ".join(chat.stderr.split())
+    assert klaw(home, "config", "check", env={"MY_MODEL_KEY": "sk-test"}).returncode == 0

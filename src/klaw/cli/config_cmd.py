@@ -74,7 +74,8 @@ def path() -> None:
 @app.command()
 def check() -> None:
     """Validate engine.yaml (exit 2 with the reason when it is invalid, 1 when there is none or when the
-    engine would not start in this installation: the configured embedder's package is missing)."""
+    engine would not start in this installation: the configured embedder's package is missing, or a
+    routed model's apiKeyEnv variable is not set)."""
     home = home_from_env(must_exist=False)  # a missing home is a missing engine.yaml: said below, exit 1
     if not home.config_file.exists():
         fail(
@@ -88,6 +89,9 @@ def check() -> None:
     if (missing := embedder_problem(loaded.config.embedder)) is not None:
         # Not "valid": klaw chat, engine and serve refuse to start with this very sentence.
         fail(f"{loaded.path} is valid, but the engine will not start in this installation: {missing}", code=1)
+    if (unkeyed := _routed_model_without_key(loaded.config)) is not None:
+        # Not "valid" either: klaw chat refuses with this sentence, and every turn would fail with it.
+        fail(f"{loaded.path} is valid, but its model cannot be called from here: {unkeyed}", code=1)
     typer.echo(f"{loaded.path}: valid")
     warn = stderr_console(highlight=False).print
     database = loaded.config.database
@@ -101,6 +105,18 @@ def check() -> None:
         warn(unasked)
     for line in _approval_holds_nothing(home, loaded.config):
         warn(line)
+
+
+def _routed_model_without_key(config: EngineConfig) -> str | None:
+    """The problem `klaw chat`'s start-up check finds first with a routed model's API key (its
+    `apiKeyEnv` variable not set in this shell), in the same words; None when each routed model has one."""
+    from klaw.llm.preflight import key_problem
+
+    routing = config.routing
+    for model_id in dict.fromkeys((routing.default, routing.summarization_model, routing.subagent_model)):
+        if (problem := key_problem(config.model(model_id), model_id)) is not None:
+            return problem
+    return None
 
 
 def _approval_holds_nothing(home: KlawHome, config: EngineConfig) -> list[str]:

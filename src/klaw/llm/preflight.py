@@ -49,24 +49,16 @@ async def model_problem(
     following routing.default), which the answer says, with the way to pick another; `set_where` says
     where routing.default was set ("in /home/…/engine.yaml", "by KLAW__ROUTING__DEFAULT")."""
     env = os.environ if env is None else env
-    endpoint = Endpoint(
-        model_id=model_id,
-        base_url=model.base_url,
-        api_key_env=model.api_key_env,
-        timeout_seconds=5.0,
-        max_retries=0,
-        section=f"models.{model_id}",
-    )
+    endpoint = _endpoint(model, model_id)
     where = (
         f"(this chat's model, chosen with /model {model_id}; to choose another, run klaw chat --skip-check"
         " and type /model <id>)"
         if chosen
         else f"(routing.default = {model_id} {set_where})"
     )
-    try:
-        headers = auth_headers(endpoint, env)
-    except LlmError as exc:
-        return f"{exc}\n{where}"
+    if (missing := key_problem(model, model_id, env)) is not None:
+        return f"{missing}\n{where}"
+    headers = auth_headers(endpoint, env)
     try:
         async with httpx.AsyncClient(timeout=5.0, verify=tls_context()) as client:
             response = await client.get(endpoint.url("models"), headers=headers)
@@ -81,3 +73,25 @@ async def model_problem(
         server = mask_url_credentials(model.base_url)
         return f"{server} refused the API key (HTTP {response.status_code}) {where}: check {key}."
     return None
+
+
+def key_problem(model: ModelConfig, model_id: str, env: Mapping[str, str] | None = None) -> str | None:
+    """None when the model's API key is at hand (or none is configured), else the sentence every model
+    call would fail with: the `apiKeyEnv` variable is not set. `klaw config check` asks this too, so it
+    does not call valid what `klaw chat` then refuses."""
+    try:
+        auth_headers(_endpoint(model, model_id), os.environ if env is None else env)
+    except LlmError as exc:
+        return str(exc)
+    return None
+
+
+def _endpoint(model: ModelConfig, model_id: str) -> Endpoint:
+    return Endpoint(
+        model_id=model_id,
+        base_url=model.base_url,
+        api_key_env=model.api_key_env,
+        timeout_seconds=5.0,
+        max_retries=0,
+        section=f"models.{model_id}",
+    )
