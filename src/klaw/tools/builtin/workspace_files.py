@@ -1,10 +1,11 @@
 """`file_read`, `file_write`, `file_list`: the agent's notes and files, confined to its workspace.
 
-Every path is resolved — symlinks followed — before use and must land inside the workspace, so
-neither `../`, an absolute path elsewhere, nor a symlink planted inside pointing out can reach the
-rest of the disk. The check and the I/O happen one after the other in the same worker thread; only
-these tools write the workspace on the model's behalf, and none of them creates symlinks, so the
-model cannot race the check.
+No path string is ever opened: each path is walked beneath a descriptor of the workspace, one
+component at a time with O_NOFOLLOW, symlinks read and followed by the walk itself
+(klaw/tools/beneath.py), and the file read or written through the descriptor that walk opened. So
+neither `../`, an absolute path elsewhere, a symlink planted inside pointing out, nor `code_execute`
+swapping a folder for a symlink while a tool runs can reach the rest of the disk (decision 243);
+a symlink inside pointing inside still works.
 
 Only UTF-8 text is handled: the model can do nothing useful with raw bytes, and a binary file
 decoded as text would waste its context. Writes are capped at 1 MiB to keep a looping model from
@@ -13,7 +14,8 @@ are opened (`open_regular`), so a FIFO or device planted in the workspace cannot
 
 The prompt files (SOUL.md, IDENTITY.md, AGENTS.md) go into every turn of every chat, so a write there
 would carry an instruction injected into one turn (a web page, a forwarded message) into all later ones:
-`file_write` refuses them (the path as resolved, so a symlink to them is refused too) unless the person
+`file_write` refuses them (judged on the folder really reached and the file really opened, so a symlink
+or hard link to them is refused too) unless the person
 set `tools.allowPromptEdits`, when the engine registers `file_writer(protected=())` instead.
 """
 
@@ -24,13 +26,16 @@ import errno
 import io
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
 from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
-from klaw.private_files import FILE_MODE, private_dirs
+from klaw.private_files import FILE_MODE
+from klaw.tools.beneath import Walk, open_directory, walk
 from klaw.tools.schema import ToolContext, ToolFunction
 
 MAX_WRITE_BYTES = 1024 * 1024
@@ -95,26 +100,37 @@ async def file_list(
     return await asyncio.to_thread(_list, context.workspace, path)
 
 
-def resolve_in_workspace(workspace: Path, path: str) -> tuple[Path, str]:
-    """The real location of `path` and its workspace-relative name; PermissionError if it is outside.
-
-    Non-strict resolution follows every symlink that exists (dangling ones included), so a file that
-    does not exist yet is judged by where its parents really are.
-    """
-    root = workspace.resolve()
-    target = (root / path).resolve()
-    if not target.is_relative_to(root):
-        raise PermissionError(f"{path!r} is outside the workspace; use a path relative to the workspace")
-    return target, target.relative_to(root).as_posix() or "."
+@contextmanager
+def _beneath(workspace: Path, path: str, *, make_folders: bool = False) -> Iterator[Walk]:
+    """`path` walked beneath the workspace (klaw/tools/beneath.py): no string path is opened, so code
+    swapping a folder for a symlink meanwhile cannot lead the tool outside."""
+    root_path = workspace.resolve()
+    root = open_directory(root_path)
+    try:
+        found = walk(root, root_path, path, make_folders=make_folders)
+        try:
+            yield found
+        finally:
+            found.close()
+    finally:
+        os.close(root)
 
 
 def _read(workspace: Path, path: str, offset: int, limit: int) -> str:
-    target, shown = resolve_in_workspace(workspace, path)
-    if target.is_dir():
+    try:
+        with _beneath(workspace, path) as found:
+            fd = found.open(os.O_RDONLY | os.O_NONBLOCK)
+            shown = found.shown
+    except FileNotFoundError:
+        raise FileNotFoundError(f"there is no file {_normal(path)!r} in the workspace") from None
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a device without its hardware
+            raise ValueError(_not_regular(_normal(path))) from None
+        raise
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.close(fd)
         raise IsADirectoryError(f"{shown!r} is a folder; use file_list to see what it holds")
-    if not target.exists():
-        raise FileNotFoundError(f"there is no file {shown!r} in the workspace")
-    with open_regular(target, shown, os.O_RDONLY) as raw:
+    with _regular(fd, shown, os.O_RDONLY) as raw:
         if b"\0" in raw.read(_SNIFF_BYTES):
             raise ValueError(f"{shown!r} is a binary file; only text files can be read")
         raw.seek(0)
@@ -134,19 +150,13 @@ def _read(workspace: Path, path: str, offset: int, limit: int) -> str:
     return text
 
 
-def open_regular(target: Path, shown: str, flags: int) -> io.BufferedReader | io.BufferedWriter:
-    """`target` opened unbuffered, or a clear refusal if it is not a regular file.
+def _regular(fd: int, shown: str, flags: int) -> io.BufferedReader | io.BufferedWriter:
+    """The opened `fd` as an unbuffered file, or a clear refusal (fd closed) if it is not a regular file.
 
     Opening a FIFO blocks until its other end opens, and reading a device may never end: a few such
-    calls would hold every worker thread they run on. O_NONBLOCK makes the open itself return at once
+    calls would hold every worker thread they run on. The open is O_NONBLOCK, so it returns at once
     (a FIFO without a writer opens for reading; without a reader, opening to write fails with ENXIO),
     and fstat on the opened descriptor judges the very file opened, with no window for a swap."""
-    try:
-        fd = os.open(target, flags | os.O_NONBLOCK | os.O_CLOEXEC, FILE_MODE)
-    except OSError as exc:
-        if exc.errno == errno.ENXIO:  # a FIFO nobody reads, or a device without its hardware
-            raise ValueError(_not_regular(shown)) from None
-        raise
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise ValueError(_not_regular(shown))
@@ -158,6 +168,10 @@ def open_regular(target: Path, shown: str, flags: int) -> io.BufferedReader | io
 
 def _not_regular(shown: str) -> str:
     return f"{shown!r} is not a regular file (a pipe, socket or device); only regular files can be read or written"
+
+
+def _normal(path: str) -> str:
+    return os.path.normpath(path) if path else "."
 
 
 def _skip(text_file: io.TextIOWrapper, count: int) -> int:
@@ -172,42 +186,81 @@ def _skip(text_file: io.TextIOWrapper, count: int) -> int:
 
 
 def _write(workspace: Path, path: str, data: bytes, append: bool, protected: tuple[str, ...]) -> str:
-    target, shown = resolve_in_workspace(workspace, path)
-    if shown in protected:
-        raise PermissionError(
-            f"{shown} is one of the prompt files ({', '.join(PROMPT_FILES)}) that go into every turn of every"
-            " chat, so tools may not change it (tools.allowPromptEdits in engine.yaml allows it). Tell the person"
-            " what to change and they can edit the file."
-        )
-    if target.is_dir():
-        raise IsADirectoryError(f"{shown!r} is a folder; give a file name inside it")
-    private_dirs(target.parent)  # folders the agent makes are 0700, its files 0600 (decision 237)
-    with open_regular(target, shown, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0)) as file:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | (os.O_APPEND if append else 0)
+    try:
+        with _beneath(workspace, path, make_folders=True) as found:
+            _refuse_protected(found, protected, None)  # before the open: a missing prompt file is not created
+            fd = found.open(flags, FILE_MODE)  # folders the agent makes are 0700, its files 0600 (decision 237)
+            shown = found.shown
+            try:
+                _refuse_protected(found, protected, fd)  # the file really opened, however it was reached
+            except PermissionError:
+                os.close(fd)
+                raise
+    except IsADirectoryError:
+        raise IsADirectoryError(f"{_normal(path)!r} is a folder; give a file name inside it") from None
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{_normal(path)!r} cannot be made: a file is where a folder should be") from None
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO nobody reads, or a device without its hardware
+            raise ValueError(_not_regular(_normal(path))) from None
+        raise
+    with _regular(fd, shown, flags) as file:
         if not append:
             file.truncate(0)  # only now: a special file is refused before anything is changed
         file.write(data)
     return f"{'appended' if append else 'wrote'} {len(data)} bytes to {shown}"
 
 
+def _refuse_protected(found: Walk, protected: tuple[str, ...], fd: int | None) -> None:
+    """PermissionError when the write would change a prompt file: judged on the folder really reached
+    (the workspace itself, by device and inode) and the name in it, and once opened on the file
+    itself, compared with the prompt files the workspace holds (a hard link or a raced symlink too)."""
+    if not protected:
+        return
+    hit = found.name in protected and found.at_root()
+    if fd is not None and not hit:
+        opened = os.fstat(fd)
+        for name in protected:
+            try:
+                prompt = os.stat(name, dir_fd=found.root, follow_symlinks=False)
+            except OSError:
+                continue
+            hit = hit or (prompt.st_dev, prompt.st_ino) == (opened.st_dev, opened.st_ino)
+    if hit:
+        raise PermissionError(
+            f"{found.shown} is one of the prompt files ({', '.join(PROMPT_FILES)}) that go into every turn of every"
+            " chat, so tools may not change it (tools.allowPromptEdits in engine.yaml allows it). Tell the person"
+            " what to change and they can edit the file."
+        )
+
+
 def _list(workspace: Path, path: str) -> str:
-    target, shown = resolve_in_workspace(workspace, path)
-    if not target.exists():
-        raise FileNotFoundError(f"there is no folder {shown!r} in the workspace")
-    if not target.is_dir():
-        raise NotADirectoryError(f"{shown!r} is a file, not a folder; use file_read to read it")
-    entries = sorted(target.iterdir(), key=lambda entry: entry.name)
+    try:
+        with _beneath(workspace, path) as found:
+            fd = found.open(os.O_RDONLY | os.O_DIRECTORY)
+            shown = found.shown
+    except FileNotFoundError:
+        raise FileNotFoundError(f"there is no folder {_normal(path)!r} in the workspace") from None
+    except NotADirectoryError:
+        raise NotADirectoryError(f"{_normal(path)!r} is a file, not a folder; use file_read to read it") from None
+    try:
+        with os.scandir(fd) as listing:
+            entries = sorted(listing, key=lambda entry: entry.name)
+            lines = [_describe(entry) for entry in entries[:MAX_LIST_ENTRIES]]
+    finally:
+        os.close(fd)
     if not entries:
         return f"[{shown!r} is empty]"
-    lines = [_describe(entry) for entry in entries[:MAX_LIST_ENTRIES]]
     if len(entries) > MAX_LIST_ENTRIES:
         lines.append(f"[… and {len(entries) - MAX_LIST_ENTRIES} more entries]")
     return "\n".join(lines)
 
 
-def _describe(entry: Path) -> str:
+def _describe(entry: os.DirEntry[str]) -> str:
     # Symlinks are named, not followed: their target may be outside the workspace.
     if entry.is_symlink():
         return f"{entry.name}@ (symlink)"
-    if entry.is_dir():
+    if entry.is_dir(follow_symlinks=False):
         return f"{entry.name}/"
-    return f"{entry.name} ({entry.stat().st_size} bytes)"
+    return f"{entry.name} ({entry.stat(follow_symlinks=False).st_size} bytes)"

@@ -8,7 +8,8 @@ instructions; it may refer to other files of the folder by relative links.
 
 Everything the agent may read must lie inside the skill's folder once symlinks are resolved: a
 folder, `SKILL.md`, a linked file or any file of the folder that leads elsewhere is a problem, and
-`confined_file` refuses it at read time too (the files can change between a check and a read).
+`read_confined` refuses it at read time too, opening beneath the folder's descriptor so that a swap
+between a check and a read cannot lead out (decision 243).
 Problems name the file and the rule, never the file's content. Decision: docs/decisions/112-skills.md.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -23,6 +25,7 @@ from typing import Literal
 import yaml
 
 from klaw.errors import KlawError
+from klaw.tools.beneath import open_directory, walk
 
 SKILL_FILE = "SKILL.md"
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -146,34 +149,62 @@ def parse_front_matter(front: str) -> tuple[tuple[str, str], str | None]:
     return (name, description.strip()), None
 
 
-def confined_file(folder: Path, relative: str) -> Path:
-    """The file `relative` names inside the skill's (resolved) `folder`, symlinks resolved; raises
-    SkillPathError when it is absolute, leads outside the folder, or is not an existing regular file."""
-    pure = PurePosixPath(relative.replace("\\", "/"))
-    if not relative.strip() or pure.is_absolute() or relative.startswith("~"):
-        raise SkillPathError(f"{relative!r} is not a path relative to the skill's folder", escapes=True)
-    target = (folder / pure).resolve()
-    if not target.is_relative_to(folder):
-        raise SkillPathError(f"{relative!r} leads outside the skill's folder", escapes=True)
-    if not target.exists():
-        raise SkillPathError(f"{relative!r} does not exist in the skill")
-    if not target.is_file():
-        raise SkillPathError(f"{relative!r} is not a regular file")
-    return target
+def confined_file(folder: Path, relative: str) -> None:
+    """Nothing when `relative` names an existing regular file inside the skill's (resolved) `folder`,
+    symlinks followed; raises SkillPathError when it is absolute, leads outside the folder, or is not
+    an existing regular file."""
+    os.close(_open_confined(folder, relative))
 
 
 def read_confined(folder: Path, relative: str, *, max_bytes: int) -> str:
-    """The UTF-8 text of a file of the skill, refused beyond `max_bytes` (checked before reading)."""
-    target = confined_file(folder, relative)
-    size = target.stat().st_size
-    if size > max_bytes:
-        raise SkillPathError(f"{relative!r} is {size} bytes, more than the {max_bytes} a skill file may hold")
+    """The UTF-8 text of a file of the skill, refused beyond `max_bytes` (checked before reading).
+
+    The file is opened beneath a descriptor of the folder (klaw/tools/beneath.py) and read through
+    that descriptor: code swapping a folder of the skill for a symlink meanwhile cannot lead the read
+    outside (decision 243)."""
+    fd = _open_confined(folder, relative)
+    with os.fdopen(fd, "rb") as file:
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            raise SkillPathError(f"{relative!r} is {size} bytes, more than the {max_bytes} a skill file may hold")
+        try:
+            return file.read(max_bytes + 1)[:max_bytes].decode("utf-8")
+        except UnicodeDecodeError:
+            raise SkillPathError(f"{relative!r} is not UTF-8 text") from None
+        except OSError as exc:
+            raise SkillPathError(f"{relative!r} cannot be read ({exc.strerror or type(exc).__name__})") from None
+
+
+def _open_confined(folder: Path, relative: str) -> int:
+    """A descriptor of the regular file `relative` names beneath `folder`, or SkillPathError."""
+    pure = PurePosixPath(relative.replace("\\", "/"))
+    if not relative.strip() or pure.is_absolute() or relative.startswith("~"):
+        raise SkillPathError(f"{relative!r} is not a path relative to the skill's folder", escapes=True)
     try:
-        return target.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise SkillPathError(f"{relative!r} is not UTF-8 text") from None
+        root = open_directory(folder)
+    except OSError:
+        raise SkillPathError(f"the skill's folder changed while {relative!r} was read; try again") from None
+    try:
+        found = walk(root, folder, str(pure))
+        try:
+            fd = found.open(os.O_RDONLY | os.O_NONBLOCK)
+        finally:
+            found.close()
+    except PermissionError as exc:
+        if exc.errno is None:  # the walk's own refusal: the path or a symlink on it leads out
+            raise SkillPathError(f"{relative!r} leads outside the skill's folder", escapes=True) from None
+        raise SkillPathError(f"{relative!r} cannot be read ({exc.strerror})") from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise SkillPathError(f"{relative!r} does not exist in the skill") from None
     except OSError as exc:
         raise SkillPathError(f"{relative!r} cannot be read ({exc.strerror or type(exc).__name__})") from None
+    finally:
+        os.close(root)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise SkillPathError(f"{relative!r} is not a regular file")
+    os.set_blocking(fd, True)
+    return fd
 
 
 def _list_files(folder: Path, label: str, max_bytes: int) -> tuple[tuple[str, ...], list[Problem]]:

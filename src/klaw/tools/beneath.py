@@ -1,0 +1,185 @@
+"""Open a path beneath a directory with no window between checking where it leads and opening it.
+
+Resolving a path to a string, checking the string is inside the workspace, then opening the string
+is a race: `code_execute` runs code with the workspace mounted, and that code can swap a folder for
+a symlink to elsewhere (`renameat2(RENAME_EXCHANGE)` in a loop) between the check and the open. So
+nothing here opens a path string: each component is opened relative to the descriptor of the folder
+above it, with O_NOFOLLOW, and a symlink met on the way is read (`readlink` relative to that
+descriptor) and its target walked the same way, from the descriptors already held. `..` pops a
+descriptor this walk opened itself; popping past the root, or a symlink with an absolute target not
+under the root's path, PermissionError. Whatever is swapped meanwhile, every descriptor opened is of a
+directory reached beneath the root, so a symlink inside pointing inside still works (the promise of
+docs/tools.md) and nothing outside can be reached. Decision: docs/decisions/243-workspace-paths-opened-beneath.md.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections import deque
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_SYMLINKS = 40  # as the kernel's own limit: a loop of links ends in a clear refusal
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIRECTORY_MODE = 0o700
+
+
+def open_directory(resolved: Path) -> int:
+    """A descriptor of the absolute, already resolved folder `resolved`, opened from `/` one component
+    at a time with O_NOFOLLOW: a component swapped for a symlink since it was resolved is refused
+    (NotADirectoryError) rather than followed. The caller closes it."""
+    fd = os.open("/", _DIRECTORY)
+    try:
+        for part in resolved.parts[1:]:
+            try:
+                child = os.open(part, _DIRECTORY, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise NotADirectoryError(f"{resolved} is no longer a folder (a symlink now?)") from None
+                raise
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@dataclass
+class Walk:
+    """Where a path leads beneath `root` (a descriptor the caller owns): `parent`, a descriptor of the
+    folder holding the last component (owned by the walk: `close` it), `name` that component ("."
+    for the root itself) and `shown`, the path relative to the root as really reached."""
+
+    root: int
+    root_path: str
+    given: str
+    stack: list[tuple[int, str]] = field(default_factory=list)
+    name: str = "."
+
+    @property
+    def parent(self) -> int:
+        return self.stack[-1][0] if self.stack else self.root
+
+    @property
+    def shown(self) -> str:
+        parts = [name for _, name in self.stack]
+        if self.name != ".":
+            parts.append(self.name)
+        return "/".join(parts) or "."
+
+    def at_root(self) -> bool:
+        """Whether the last component's folder is the root itself (by identity, not by name)."""
+        mine, root = os.fstat(self.parent), os.fstat(self.root)
+        return (mine.st_dev, mine.st_ino) == (root.st_dev, root.st_ino)
+
+    def open(self, flags: int, mode: int = 0o600) -> int:
+        """The last component opened with `flags` (O_NOFOLLOW added); a symlink there is followed
+        beneath the root as any other. The caller closes the descriptor."""
+        for _ in range(MAX_SYMLINKS + 1):
+            try:
+                return os.open(self.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=self.parent)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR) or self.name == ".":
+                    raise
+                target = _link(self.name, self.parent)
+                if target is None:
+                    raise
+            self._follow(target, deque())
+        raise OSError(errno.ELOOP, f"{self.given!r} goes through too many symlinks")
+
+    def close(self) -> None:
+        while self.stack:
+            os.close(self.stack.pop()[0])
+
+    def _follow(self, target: str, pending: deque[str]) -> None:
+        """Walk the symlink `target` (met at `self.name` in the current folder), then `pending`."""
+        self.name = "."
+        if os.path.isabs(target):
+            relative = os.path.relpath(target, self.root_path) if _under(target, self.root_path) else None
+            if relative is None:
+                raise PermissionError(_outside(self.given))
+            self.close()
+            target = relative
+        self._walk(deque(_parts(target)) + pending)
+
+    def _walk(self, pending: deque[str], make: bool = False) -> None:
+        hops = 0
+        while pending:
+            part = pending.popleft()
+            if part == "..":
+                if not self.stack:
+                    raise PermissionError(_outside(self.given))
+                os.close(self.stack.pop()[0])
+                continue
+            if not pending:
+                self.name = part
+                return
+            try:
+                fd = os.open(part, _DIRECTORY, dir_fd=self.parent)
+            except FileNotFoundError:
+                hops += 1
+                if not make or hops > MAX_SYMLINKS:
+                    raise
+                with suppress(FileExistsError):  # made meanwhile: opened (or judged) just below
+                    os.mkdir(part, DIRECTORY_MODE, dir_fd=self.parent)
+                pending.appendleft(part)
+                continue
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                target = _link(part, self.parent)
+                if target is None:  # a file where a folder should be
+                    raise FileNotFoundError(errno.ENOENT, f"{part!r} is not a folder") from None
+                hops += 1
+                if hops > MAX_SYMLINKS:
+                    raise OSError(errno.ELOOP, f"{self.given!r} goes through too many symlinks") from None
+                if os.path.isabs(target):
+                    if not _under(target, self.root_path):
+                        raise PermissionError(_outside(self.given)) from None
+                    self.close()
+                    target = os.path.relpath(target, self.root_path)
+                pending.extendleft(reversed(_parts(target)))
+                continue
+            self.stack.append((fd, part))
+        self.name = "."
+
+
+def walk(root: int, root_path: Path, path: str, *, make_folders: bool = False) -> Walk:
+    """Walk `path` (relative to the root, or absolute under `root_path`) to its last component,
+    making missing folders 0700 when `make_folders`; PermissionError when it leads out. Close the walk."""
+    given = path
+    if os.path.isabs(path):
+        if not _under(path, str(root_path)):
+            raise PermissionError(_outside(given))
+        path = os.path.relpath(path, root_path)
+    found = Walk(root, str(root_path), given)
+    try:
+        found._walk(deque(_parts(path)), make=make_folders)
+    except BaseException:
+        found.close()
+        raise
+    return found
+
+
+def _link(name: str, parent: int) -> str | None:
+    """The target of the symlink `name` in `parent`, or None when it is not a symlink."""
+    try:
+        return os.readlink(name, dir_fd=parent)
+    except OSError:
+        return None
+
+
+def _parts(path: str) -> list[str]:
+    return [part for part in path.split("/") if part not in ("", ".")]
+
+
+def _under(path: str, root: str) -> bool:
+    normal = os.path.normpath(path)
+    return normal == root or normal.startswith(root.rstrip("/") + "/")
+
+
+def _outside(given: str) -> str:
+    return f"{given!r} is outside the workspace; use a path relative to the workspace"

@@ -1,0 +1,173 @@
+"""The workspace file tools and skill_read while other code swaps a folder for a symlink, as code run by
+`code_execute` can: a flipper process exchanges a real folder with a symlink leading out (renameat2
+RENAME_EXCHANGE, the attack of decision 243) while the tools are called through the registry many
+times. Nothing outside the workspace may be read or written, whatever the interleaving; the old
+check-then-open code leaked within a few dozen calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from klaw.llm.messages import ToolCall
+from klaw.store.records import ChatRef
+from klaw.tools.builtin.groups import register_file_tools
+from klaw.tools.registry import ToolRegistry
+from klaw.tools.schema import ToolContext
+from klaw.tools.skills.catalogue import SkillCatalogue
+from klaw.tools.skills.tools import register_skill_tools
+
+CALLS = 1500
+SECRET = "the web token of KLAW_HOME"
+
+_FLIPPER = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2])
+print("ready", flush=True)
+while True:
+    if libc.renameat2(-100, a, -100, b, 2) != 0:  # RENAME_EXCHANGE
+        sys.exit(f"renameat2: errno {ctypes.get_errno()}")
+"""
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="renameat2 is Linux's")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    path = tmp_path / "home-outside"
+    path.mkdir()
+    (path / "web_token").write_text(SECRET, encoding="utf-8")
+    (path / "only-outside.txt").write_text(SECRET, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def registry() -> ToolRegistry:
+    tools = ToolRegistry()
+    register_file_tools(tools)
+    return tools
+
+
+@pytest.fixture
+def context(workspace: Path) -> ToolContext:
+    return ToolContext(chat=ChatRef("console", "alice"), workspace=workspace)
+
+
+@pytest.fixture
+def flip() -> Iterator[Any]:
+    """Start a flipper exchanging two paths as fast as it can; stopped (by its own handle) at the end."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(real: Path, link: Path) -> None:
+        process = subprocess.Popen(
+            [sys.executable, "-c", _FLIPPER, str(real), str(link)], stdout=subprocess.PIPE, text=True
+        )
+        started.append(process)
+        assert process.stdout is not None and process.stdout.readline() == "ready\n"
+
+    yield start
+    for process in started:
+        assert process.poll() is None, "the flipper stopped early"
+        process.kill()
+        process.wait()
+
+
+async def run(registry: ToolRegistry, context: ToolContext, tool: str, **arguments: Any) -> str:
+    result = await registry.execute(ToolCall(id="c", name=tool, arguments=json.dumps(arguments)), context)
+    return result.content
+
+
+async def test_file_read_and_file_list_never_reach_outside_while_a_folder_is_swapped(
+    registry: ToolRegistry, context: ToolContext, workspace: Path, outside: Path, flip: Any
+) -> None:
+    (workspace / "real").mkdir()
+    (workspace / "real" / "web_token").write_text("decoy", encoding="utf-8")
+    (workspace / "evil").symlink_to(outside, target_is_directory=True)
+    flip(workspace / "real", workspace / "evil")
+    answers: set[str] = set()
+    for _ in range(CALLS):
+        answers.add(await run(registry, context, "file_read", path="real/web_token"))
+        answers.add(await run(registry, context, "file_list", path="real"))
+    assert not [answer for answer in answers if SECRET in answer or "only-outside" in answer]
+    assert "decoy" in answers  # the flipper did not keep the tools from working
+
+
+async def test_file_write_never_creates_a_file_outside_while_a_folder_is_swapped(
+    registry: ToolRegistry, context: ToolContext, workspace: Path, outside: Path, flip: Any
+) -> None:
+    (workspace / "r2").mkdir()
+    (workspace / "e2").symlink_to(outside, target_is_directory=True)
+    flip(workspace / "r2", workspace / "e2")
+    answers = set()
+    for number in range(CALLS):
+        answers.add(await run(registry, context, "file_write", path=f"r2/sub/PWNED_{number}.txt", content="x"))
+        answers.add(await run(registry, context, "file_write", path="r2/web_token", content="overwritten"))
+    assert sorted(os.listdir(outside)) == ["only-outside.txt", "web_token"]
+    assert (outside / "web_token").read_text(encoding="utf-8") == SECRET
+    assert any(answer.startswith("wrote") for answer in answers)
+
+
+async def test_a_prompt_file_cannot_be_reached_through_a_folder_swapped_for_the_workspace(
+    registry: ToolRegistry, context: ToolContext, workspace: Path, flip: Any
+) -> None:
+    (workspace / "SOUL.md").write_text("# Soul\nthe person's own words\n", encoding="utf-8")
+    (workspace / "p3").mkdir()
+    (workspace / "q3").symlink_to(workspace, target_is_directory=True)
+    flip(workspace / "p3", workspace / "q3")
+    answers = set()
+    for _ in range(CALLS):
+        answers.add(await run(registry, context, "file_write", path="p3/SOUL.md", content="INJECTED INSTRUCTION\n"))
+    assert (workspace / "SOUL.md").read_text(encoding="utf-8") == "# Soul\nthe person's own words\n"
+    assert any("is one of the prompt files" in answer for answer in answers)
+
+
+async def test_skill_read_never_reaches_outside_while_a_folder_of_the_skill_is_swapped(
+    workspace: Path, outside: Path, flip: Any
+) -> None:
+    folder = workspace / "skills" / "tricky"
+    (folder / "ref").mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: tricky\ndescription: races\n---\nSee ref/web_token.\n", "utf-8")
+    (folder / "ref" / "web_token").write_text("decoy", encoding="utf-8")
+    (workspace / "evil").symlink_to(outside, target_is_directory=True)  # not in the skill: it stays usable
+    registry = ToolRegistry()
+    register_skill_tools(registry, SkillCatalogue(workspace / "skills", max_bytes=65536), max_bytes=65536)
+    context = ToolContext(chat=ChatRef("console", "alice"), workspace=workspace)
+    assert await run(registry, context, "skill_read", name="tricky", path="ref/web_token") == "decoy"
+    flip(folder / "ref", workspace / "evil")
+    answers = {await run(registry, context, "skill_read", name="tricky", path="ref/web_token") for _ in range(CALLS)}
+    assert not [answer for answer in answers if SECRET in answer]
+    assert "decoy" in answers
+
+
+async def test_a_hard_link_to_a_prompt_file_is_refused_and_symlink_loops_end(
+    registry: ToolRegistry, context: ToolContext, workspace: Path
+) -> None:
+    (workspace / "SOUL.md").write_text("# Soul\n", encoding="utf-8")
+    os.link(workspace / "SOUL.md", workspace / "notes.md")
+    refused = await run(registry, context, "file_write", path="notes.md", content="INJECTED\n")
+    assert "is one of the prompt files" in refused
+    assert (workspace / "SOUL.md").read_text(encoding="utf-8") == "# Soul\n"
+    (workspace / "a").symlink_to("b")
+    (workspace / "b").symlink_to("a")
+    assert "too many symlinks" in await run(registry, context, "file_read", path="a/x.txt")
+    assert "too many symlinks" in await run(registry, context, "file_read", path="a")
+    (workspace / "d").mkdir()
+    (workspace / "d" / "up").symlink_to("../d")  # relative links inside the workspace are followed
+    assert await run(registry, context, "file_write", path="d/up/up/new.txt", content="fine") == (
+        "wrote 4 bytes to d/new.txt"
+    )
