@@ -24,7 +24,7 @@ from klaw.tools.schema import ToolContext
 from klaw.tools.skills.catalogue import SkillCatalogue
 from klaw.tools.skills.tools import register_skill_tools
 
-CALLS = 1500
+CALLS = int(os.environ.get("RACE_CALLS", "600"))
 SECRET = "the web token of KLAW_HOME"
 
 _FLIPPER = """
@@ -140,16 +140,18 @@ async def test_skill_read_never_reaches_outside_while_a_folder_of_the_skill_is_s
     workspace: Path, outside: Path, flip: Any
 ) -> None:
     folder = workspace / "skills" / "tricky"
-    (folder / "ref").mkdir(parents=True)
-    (folder / "SKILL.md").write_text("---\nname: tricky\ndescription: races\n---\nSee ref/web_token.\n", "utf-8")
-    (folder / "ref" / "web_token").write_text("decoy", encoding="utf-8")
+    (folder / "ref" / "deep").mkdir(parents=True)  # swapped one level down: the catalogue does not scan again
+    (folder / "SKILL.md").write_text("---\nname: tricky\ndescription: races\n---\nSee ref/deep/web_token.\n", "utf-8")
+    (folder / "ref" / "deep" / "web_token").write_text("decoy", encoding="utf-8")
     (workspace / "evil").symlink_to(outside, target_is_directory=True)  # not in the skill: it stays usable
     registry = ToolRegistry()
     register_skill_tools(registry, SkillCatalogue(workspace / "skills", max_bytes=65536), max_bytes=65536)
     context = ToolContext(chat=ChatRef("console", "alice"), workspace=workspace)
-    assert await run(registry, context, "skill_read", name="tricky", path="ref/web_token") == "decoy"
-    flip(folder / "ref", workspace / "evil")
-    answers = {await run(registry, context, "skill_read", name="tricky", path="ref/web_token") for _ in range(CALLS)}
+    assert await run(registry, context, "skill_read", name="tricky", path="ref/deep/web_token") == "decoy"
+    flip(folder / "ref" / "deep", workspace / "evil")
+    answers = {
+        await run(registry, context, "skill_read", name="tricky", path="ref/deep/web_token") for _ in range(3 * CALLS)
+    }
     assert not [answer for answer in answers if SECRET in answer]
     assert "decoy" in answers
 

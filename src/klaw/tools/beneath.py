@@ -56,6 +56,7 @@ class Walk:
     root: int
     root_path: str
     given: str
+    make: bool = False  # missing folders made (0700) on the way
     stack: list[tuple[int, str]] = field(default_factory=list)
     name: str = "."
 
@@ -97,15 +98,20 @@ class Walk:
     def _follow(self, target: str, pending: deque[str]) -> None:
         """Walk the symlink `target` (met at `self.name` in the current folder), then `pending`."""
         self.name = "."
+        self._walk(deque(self._jump(target)) + pending)
+
+    def _jump(self, target: str) -> list[str]:
+        """The components of a symlink's `target` to walk next: a relative one from the current
+        folder, an absolute one from the root (the descriptors above dropped), if it names a place
+        under the root's path; PermissionError otherwise."""
         if os.path.isabs(target):
-            relative = os.path.relpath(target, self.root_path) if _under(target, self.root_path) else None
-            if relative is None:
+            if not _under(target, self.root_path):
                 raise PermissionError(_outside(self.given))
             self.close()
-            target = relative
-        self._walk(deque(_parts(target)) + pending)
+            target = os.path.relpath(target, self.root_path)
+        return _parts(target)
 
-    def _walk(self, pending: deque[str], make: bool = False) -> None:
+    def _walk(self, pending: deque[str]) -> None:
         hops = 0
         while pending:
             part = pending.popleft()
@@ -121,7 +127,7 @@ class Walk:
                 fd = os.open(part, _DIRECTORY, dir_fd=self.parent)
             except FileNotFoundError:
                 hops += 1
-                if not make or hops > MAX_SYMLINKS:
+                if not self.make or hops > MAX_SYMLINKS:
                     raise
                 with suppress(FileExistsError):  # made meanwhile: opened (or judged) just below
                     os.mkdir(part, DIRECTORY_MODE, dir_fd=self.parent)
@@ -136,12 +142,7 @@ class Walk:
                 hops += 1
                 if hops > MAX_SYMLINKS:
                     raise OSError(errno.ELOOP, f"{self.given!r} goes through too many symlinks") from None
-                if os.path.isabs(target):
-                    if not _under(target, self.root_path):
-                        raise PermissionError(_outside(self.given)) from None
-                    self.close()
-                    target = os.path.relpath(target, self.root_path)
-                pending.extendleft(reversed(_parts(target)))
+                pending.extendleft(reversed(self._jump(target)))
                 continue
             self.stack.append((fd, part))
         self.name = "."
@@ -155,9 +156,9 @@ def walk(root: int, root_path: Path, path: str, *, make_folders: bool = False) -
         if not _under(path, str(root_path)):
             raise PermissionError(_outside(given))
         path = os.path.relpath(path, root_path)
-    found = Walk(root, str(root_path), given)
+    found = Walk(root, str(root_path), given, make_folders)
     try:
-        found._walk(deque(_parts(path)), make=make_folders)
+        found._walk(deque(_parts(path)))
     except BaseException:
         found.close()
         raise

@@ -10,7 +10,7 @@ a symlink inside pointing inside still works.
 Only UTF-8 text is handled: the model can do nothing useful with raw bytes, and a binary file
 decoded as text would waste its context. Writes are capped at 1 MiB to keep a looping model from
 filling the disk. All file I/O runs in `asyncio.to_thread`, off the event loop; only regular files
-are opened (`open_regular`), so a FIFO or device planted in the workspace cannot hold those threads.
+are opened (`_regular`), so a FIFO or device planted in the workspace cannot hold those threads.
 
 The prompt files (SOUL.md, IDENTITY.md, AGENTS.md) go into every turn of every chat, so a write there
 would carry an instruction injected into one turn (a web page, a forwarded message) into all later ones:
@@ -223,7 +223,7 @@ def _refuse_protected(found: Walk, protected: tuple[str, ...], fd: int | None) -
         opened = os.fstat(fd)
         for name in protected:
             try:
-                prompt = os.stat(name, dir_fd=found.root, follow_symlinks=False)
+                prompt = os.stat(name, dir_fd=found.root)  # a symlinked prompt file: the file it shows
             except OSError:
                 continue
             hit = hit or (prompt.st_dev, prompt.st_ino) == (opened.st_dev, opened.st_ino)
