@@ -1,5 +1,6 @@
 """Slash commands: answered at once by the engine, without the model, debounce or the chat's turn lock
-(so `/approve` reaches the turn that waits for it)."""
+(so `/approve` reaches the turn that waits for it). `/forget` alone stops the chat's turn under way and
+holds the chat while it erases (decision 219)."""
 
 from __future__ import annotations
 
@@ -155,24 +156,32 @@ class CommandHandler:
         return "\n".join(lines)
 
     async def _forget(self, chat: ChatRef, args: str) -> str:
+        """The chat's turn under way is stopped first, then the target is planned and forgotten with the
+        chat quiet: all that turn wrote goes (its tool calls, results, saved memories) and it writes
+        nothing after (decision 219). A target refused is refused before any turn is stopped."""
         if self.forgetting is None:
             return "Forgetting is not available in this engine."
         record_id = _command_id.get()
         if await self.forgetting.already_done(record_id):
             return "Already forgotten."
         try:
-            kind, target_id = await _forget_target(self.forgetting, chat, args)
-            plan = await self.forgetting.plan(kind, target_id, chat)
+            await self.forgetting.plan(*await _forget_target(self.forgetting, chat, args), chat)
         except ForgetError as exc:
             return f"Cannot forget: {exc}."
-        outcome = await self.forgetting.forget(plan, record_id=record_id)
+        async with self.processor.turn_stopped(chat) as stopped:
+            try:  # again: `last` is now the stopped turn's exchange, and the records are all written
+                plan = await self.forgetting.plan(*await _forget_target(self.forgetting, chat, args), chat)
+            except ForgetError as exc:
+                return f"Cannot forget: {exc}."
+            outcome = await self.forgetting.forget(plan, record_id=record_id)
         # What the running engine still holds of the text in memory: the last turns' context records.
         self.processor.last_context.pop(chat, None)
         self.processor.context_history.drop(chat)
+        stopped_first = "Stopped the turn under way in this chat, then forgot" if stopped else "Forgot"
         return (
-            f"Forgot {plan.label}: {plan.describe()} erased from the database, its search indexes, summaries"
-            f" and the conversation log ({outcome.files_rewritten} log file(s) rewritten). Core memory is"
-            " unchanged: /memory shows it."
+            f"{stopped_first} {plan.label}: {plan.describe()} erased from the database, its search indexes,"
+            f" summaries and the conversation log ({outcome.files_rewritten} log file(s) rewritten). Core memory"
+            " is unchanged: /memory shows it."
         )
 
     async def _help(self, _chat: ChatRef, _: str) -> str:

@@ -83,6 +83,8 @@ class MessageProcessor:
     _answered_here: set[int] = field(default_factory=set, init=False)  # queued, answered by an earlier turn here
     # rowid → its accept's time, until its turn reads it
     _accept_seconds: dict[int, float] = field(default_factory=dict, init=False)
+    _running: dict[ChatRef, asyncio.Task[None]] = field(default_factory=dict, init=False)  # a chat's turn under way
+    _stopped: set[asyncio.Task[None]] = field(default_factory=set, init=False)  # turns `turn_stopped` cancelled
 
     def __post_init__(self) -> None:
         self._debouncer = Debouncer(self.config.processing.debounce_ms / 1000, self._process, self.clock)
@@ -194,7 +196,9 @@ class MessageProcessor:
                     self._answered_here |= {m.rowid for m in answering if m.rowid in self._queued} - {
                         m.rowid for m in pending
                     }
-                if answering:
+                if answering and task is not None:
+                    await self._run_stoppable(chat, answering, task)
+                elif answering:
                     await self._run_turn(chat, answering)
             if self.leases is not None:
                 await self._tell_answered_elsewhere(chat, pending, answering)
@@ -204,6 +208,38 @@ class MessageProcessor:
                 self._accept_seconds.pop(message.rowid, None)
             if task is not None:
                 self._turn_tasks.discard(task)
+
+    async def _run_stoppable(self, chat: ChatRef, answering: list[StoredMessage], task: asyncio.Task[None]) -> None:
+        """The turn, which `turn_stopped` may cancel: then its messages get a short notice instead of a
+        reply (a library `ask` waiting for one ends), and the batch ends like an answered one."""
+        self._running[chat] = task
+        try:
+            await self._run_turn(chat, answering)
+        except asyncio.CancelledError:
+            if task not in self._stopped:
+                raise  # a shutdown past its deadline
+            task.uncancel()
+            ids = tuple(m.record.id for m in answering)
+            notice = "Stopped before answering: /forget erased this conversation turn."
+            await self.delivery.deliver(Outbound(chat, notice, ids[-1], "error", answers=ids))
+        finally:
+            del self._running[chat]
+            self._stopped.discard(task)
+
+    @contextlib.asynccontextmanager
+    async def turn_stopped(self, chat: ChatRef) -> AsyncIterator[bool]:
+        """The chat with no turn under way for the block (yields whether one was stopped): the one
+        running is cancelled, and waited for, with every record it was writing stored (an accept runs
+        to its end, `Ingestion.settled`); the chat's next turn waits until the block ends. What
+        `/forget` does in a chat whose turn is under way, so that it erases all the turn wrote and the
+        turn writes nothing after (decision 219)."""
+        running = self._running.get(chat)
+        if running is not None:
+            self._stopped.add(running)
+            running.cancel()
+        async with self._chat_lock(chat):
+            await self.ingestion.settled()
+            yield running is not None
 
     async def _still_unanswered(self, chat: ChatRef, pending: list[StoredMessage]) -> list[StoredMessage]:
         """Under the lease, what the chat's turn answers, read afresh: another engine may have answered

@@ -184,6 +184,9 @@ class Engine:
             await self.scheduler.stop()  # fires nothing more; runs already started finish in the drain
         if not all(await asyncio.gather(self.processor.drain(timeout_seconds), self._drain_runs(timeout_seconds))):
             log.warning("shutdown: turns or task runs still running after %.0f s were cancelled", timeout_seconds)
+            await (
+                self.processor.ingestion.settled()
+            )  # a cancelled turn's record being written is stored before the store closes
         if self.socket is not None:
             await self.socket.broadcast_shutdown("engine stopping")
         # After the drain (its replies queue jobs too): the parts close in reverse of their start

@@ -68,6 +68,8 @@ class Ingestion:
         self.exclusive = asyncio.Lock()
         # Records in the log whose store failed (until a retry stores them; recovery does at start-up).
         self._logged_not_stored: dict[str, MessageRecord] = {}
+        # Accepts under way: each runs to its end even when its caller is cancelled (`settled`).
+        self._in_flight: set[asyncio.Future[list[StoredMessage]]] = set()
 
     async def accept(self, record: MessageRecord) -> StoredMessage:
         """Make `record` durable in the log, then store it (queueing its embedding if it should
@@ -85,6 +87,20 @@ class Ingestion:
         return await self._accept(records)
 
     async def _accept(self, records: Sequence[MessageRecord]) -> list[StoredMessage]:
+        """`_accept_now`, shielded: a caller cancelled (a turn `/forget` stops) never leaves a record in the
+        log and not in the store, nor one the store takes after `settled` returned, which the forget that
+        stopped the turn would not see (decision 219)."""
+        accepting = asyncio.ensure_future(self._accept_now(records))
+        self._in_flight.add(accepting)
+        accepting.add_done_callback(self._in_flight.discard)
+        return await asyncio.shield(accepting)
+
+    async def settled(self) -> None:
+        """Return once every accept under way has ended (stored, or failed), those of cancelled callers too."""
+        while self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+    async def _accept_now(self, records: Sequence[MessageRecord]) -> list[StoredMessage]:
         """The log write and the rows in one hop to the store's thread, which writes and fsyncs the
         lines before the rows' transaction (decision 211): a hop to a worker thread and back costs the
         event loop more than the write it carries. The order, and what is acknowledged when, is as
