@@ -173,3 +173,13 @@ async def test_a_hard_link_to_a_prompt_file_is_refused_and_symlink_loops_end(
     assert await run(registry, context, "file_write", path="d/up/up/new.txt", content="fine") == (
         "wrote 4 bytes to d/new.txt"
     )
+
+
+async def test_a_write_makes_a_missing_workspace_and_reads_of_it_say_there_is_no_file(
+    registry: ToolRegistry, tmp_path: Path
+) -> None:
+    context = ToolContext(chat=ChatRef("console", "alice"), workspace=tmp_path / "not-yet")
+    assert "there is no file 'a.md'" in await run(registry, context, "file_read", path="a.md")
+    assert await run(registry, context, "file_write", path="notes/a.md", content="hi") == "wrote 2 bytes to notes/a.md"
+    assert (tmp_path / "not-yet" / "notes" / "a.md").stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "not-yet" / "notes").stat().st_mode & 0o777 == 0o700

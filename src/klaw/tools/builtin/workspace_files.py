@@ -34,7 +34,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 
 from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
-from klaw.private_files import FILE_MODE
+from klaw.private_files import FILE_MODE, private_dirs
 from klaw.tools.beneath import Walk, open_directory, walk
 from klaw.tools.schema import ToolContext, ToolFunction
 
@@ -187,6 +187,7 @@ def _skip(text_file: io.TextIOWrapper, count: int) -> int:
 
 def _write(workspace: Path, path: str, data: bytes, append: bool, protected: tuple[str, ...]) -> str:
     flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | (os.O_APPEND if append else 0)
+    private_dirs(workspace)  # the workspace itself, if it is missing (the person's path: not the model's)
     try:
         with _beneath(workspace, path, make_folders=True) as found:
             _refuse_protected(found, protected, None)  # before the open: a missing prompt file is not created
