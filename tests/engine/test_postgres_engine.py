@@ -14,6 +14,7 @@ from tests.conftest import new_database
 from tests.engine import harness
 from tests.engine import test_recall_end_to_end as recall
 from tests.engine.harness import CHAT, running_engine
+from tests.engine.test_forget_while_a_turn_runs import HANGS, SECRET, forget_during_the_turn
 from tests.engine.test_memory_tools_turns import command, model_that_saves
 from tests.pg_server import PgServer
 from tests.store.raw import value
@@ -39,6 +40,30 @@ async def test_turns_store_memory_in_postgres_and_auto_rag_recalls_a_fact_31_mes
 @pytest.mark.usefixtures("on_postgres")
 async def test_a_past_conversation_is_found_on_postgres(tmp_path: Path) -> None:
     await recall.test_a_fact_the_summary_left_out_is_found_in_a_past_conversation(tmp_path)
+
+
+@pytest.mark.usefixtures("on_postgres")
+@pytest.mark.parametrize("hangs", HANGS)
+async def test_forget_while_the_turn_runs_leaves_nothing_in_postgres(tmp_path: Path, hangs: str) -> None:
+    """Decision 219 on PostgreSQL, where a turn's record write cancelled half-way was a query cut off."""
+    async with running_engine(tmp_path) as h:
+        store = h.engine.store
+        assert isinstance(store, PostgresStore)
+        await forget_during_the_turn(h, hangs)
+        pattern = f"%{SECRET}%"
+        left = await value(
+            store,
+            "SELECT (SELECT count(*) FROM messages WHERE content LIKE ? OR context LIKE ? OR metadata LIKE ?)"
+            " + (SELECT count(*) FROM memory_chunks WHERE content LIKE ?)"
+            " + (SELECT count(*) FROM log_records WHERE line LIKE ?)",  # the log, kept in the database
+            pattern,
+            pattern,
+            pattern,
+            pattern,
+            pattern,
+        )
+        assert left == 0
+        assert await store.memory_chunks.count(CHAT) == 0
 
 
 @pytest.mark.usefixtures("on_postgres")
