@@ -3,9 +3,14 @@ words at start-up and when a turn fails, and a wrong baseUrl refused before the 
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import sys
+from asyncio.subprocess import PIPE
 from pathlib import Path
 
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.piped_chat import CHAT_SECONDS, piped, refused
 from tests.cli.test_chat_terminal import chat_env, init_home
 from tests.cli.test_cli import klaw
 
@@ -31,3 +36,45 @@ def test_a_turn_that_cannot_reach_the_server_says_why_in_the_start_up_checks_wor
     assert turned.returncode == 1, said
     assert f"could not reach the server after 1 attempt(s): {words}" in said
     assert "ConnectError" not in said and "Traceback" not in said
+
+
+async def test_a_base_url_without_v1_is_refused_before_the_first_message(tmp_path: Path) -> None:
+    """Before, GET {base}/models was a 404, which the check let pass, and the first message failed
+    with HTTP 404."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        bare = model.base_url.removesuffix("/v1")
+        line = refused(*await piped(chat_env(home, bare), "hello"))
+        assert f"{bare} has no /models (HTTP 404), but {bare}/v1 answers" in line
+        assert f"add /v1 to baseUrl (models.FAKE.baseUrl: {bare}/v1)" in line
+        assert model.chat_requests == []
+
+
+async def test_a_base_url_ending_in_chat_completions_is_refused_and_a_turn_says_to_drop_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = chat_env(home, f"{model.base_url}/chat/completions")
+        line = refused(*await piped(env, "hello"))
+        assert f"drop /chat/completions: baseUrl is the part before it ({model.base_url})" in line
+        # The same words when the check is skipped and the first message meets the 404.
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "klaw", "chat", "--skip-check", stdin=PIPE, stdout=PIPE, stderr=PIPE, env=env
+        )
+        out, err = await asyncio.wait_for(process.communicate(b"hello"), timeout=CHAT_SECONDS)
+        said = " ".join((out + err).decode().split())
+        assert process.returncode == 1, said
+        assert "HTTP 404" in said and "drop /chat/completions: baseUrl is the part before it" in said
+        assert "most servers need the /v1 suffix" not in said
+        assert model.chat_requests == []
+
+
+async def test_a_server_without_a_models_route_is_still_accepted(tmp_path: Path) -> None:
+    """Some proxies have no /models: a 404 there, with no /v1 to add, is no reason to refuse."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer(serves_models=False) as model:
+        model.reply_text("Hello from a proxy.")
+        code, out, err = await piped(chat_env(home, model.base_url), "hello")
+        assert (code, out) == (0, "Hello from a proxy.\n"), err

@@ -107,6 +107,7 @@ class FakeOpenAiServer:
     max_input_tokens: int | None = None
     listen_port: int = 0  # 0: any free port (tests); `python -m klaw.llm.fake_server PORT` picks one
     keep_requests: int | None = None  # None: every request (tests read them); a long-running server keeps the last N
+    serves_models: bool = True  # False: no GET /v1/models, as some proxies have none
     requests: list[RecordedRequest] = field(default_factory=list, init=False)
     _queues: dict[str, deque[_Queued]] = field(init=False)
     _closing: asyncio.Event = field(init=False)
@@ -215,13 +216,13 @@ class FakeOpenAiServer:
     # -- the HTTP app ---------------------------------------------------------------------------
 
     def _app(self) -> Starlette:
-        return Starlette(
-            routes=[
-                Route("/v1/chat/completions", self._chat, methods=["POST"]),
-                Route("/v1/embeddings", self._embeddings, methods=["POST"]),
-                Route("/v1/models", self._models, methods=["GET"]),
-            ]
-        )
+        routes = [
+            Route("/v1/chat/completions", self._chat, methods=["POST"]),
+            Route("/v1/embeddings", self._embeddings, methods=["POST"]),
+        ]
+        if self.serves_models:
+            routes.append(Route("/v1/models", self._models, methods=["GET"]))
+        return Starlette(routes=routes)
 
     async def _record(self, request: Request) -> Any:
         try:

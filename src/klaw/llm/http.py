@@ -52,6 +52,7 @@ from klaw.llm.errors import (
     server_message,
 )
 from klaw.llm.unreachable import what_happened
+from klaw.redaction import mask_url_credentials
 
 logger = logging.getLogger(__name__)
 
@@ -248,6 +249,17 @@ def malformed(endpoint: Endpoint, what: str) -> LlmError:
     )
 
 
+def chat_path_in_base_url(base_url: str) -> str | None:
+    """The fix when `base_url` ends with `/chat/completions`, else None. Every call appends that path
+    itself, so such a base posts to `…/chat/completions/chat/completions` and is answered 404; copied
+    from a provider's page, it is a common first mistake. The start-up check and a failed turn say the same."""
+    base = base_url.rstrip("/")
+    if not base.endswith("/chat/completions"):
+        return None
+    before = base.removesuffix("/chat/completions")
+    return f"drop /chat/completions: baseUrl is the part before it ({mask_url_credentials(before)})"
+
+
 def _unreachable(endpoint: Endpoint, exc: httpx.HTTPError, attempt: int) -> LlmError:
     return endpoint.error(
         LlmConnectionError,
@@ -297,13 +309,14 @@ def _classify(
         ), None
     if status in (401, 403):
         raise endpoint.error(LlmAuthError, f"the server refused the request ({detail})", _auth_hint(endpoint), status)
-    raise endpoint.error(
-        LlmBadRequestError,
-        f"the server rejected the request ({detail})",
-        f"Check the model name and baseUrl under {endpoint.section} (most servers need the /v1 suffix), "
-        "and that this server supports the request (tool calling, context length).",
-        status,
-    )
+    if (fix := chat_path_in_base_url(endpoint.base_url)) is not None:
+        hint = f"Check baseUrl under {endpoint.section}: {fix}."
+    else:
+        hint = (
+            f"Check the model name and baseUrl under {endpoint.section} (most servers need the /v1 suffix), "
+            "and that this server supports the request (tool calling, context length)."
+        )
+    raise endpoint.error(LlmBadRequestError, f"the server rejected the request ({detail})", hint, status)
 
 
 def _auth_hint(endpoint: Endpoint) -> str:

@@ -17,7 +17,7 @@ import httpx
 from klaw.config import ModelConfig
 from klaw.llm.asyncio_transport import tls_context
 from klaw.llm.errors import LlmError
-from klaw.llm.http import Endpoint, auth_headers
+from klaw.llm.http import Endpoint, auth_headers, chat_path_in_base_url
 from klaw.llm.unreachable import what_happened
 from klaw.redaction import mask_url_credentials
 
@@ -58,21 +58,38 @@ async def model_problem(
     )
     if (missing := key_problem(model, model_id, env)) is not None:
         return f"{missing}\n{where}"
+    server = mask_url_credentials(model.base_url)
+    if (fix := chat_path_in_base_url(model.base_url)) is not None:
+        return f"models.{model_id}.baseUrl is {server} {where}: {fix}."
     headers = auth_headers(endpoint, env)
     try:
         async with httpx.AsyncClient(timeout=5.0, verify=tls_context()) as client:
             response = await client.get(endpoint.url("models"), headers=headers)
+            if response.status_code == 404 and await _answers_under_v1(client, endpoint, headers):
+                return (
+                    f"{server} has no /models (HTTP 404), but {server.rstrip('/')}/v1 answers {where}:"
+                    f" add /v1 to baseUrl (models.{model_id}.baseUrl: {server.rstrip('/')}/v1)."
+                )
     except httpx.HTTPError as exc:
         why = what_happened(exc, seconds=5)
         return (
             f"No model server answered at {mask_url_credentials(model.base_url)} {where}: {why}.\n"
             f"Start the server, or change models.{model_id}.baseUrl.\n\n{OLLAMA_EXAMPLE}"
         )
+    # Any other answer, a 404 among them, is a server: some proxies have no /models route.
     if response.status_code in (401, 403):
         key = model.api_key_env or "the API key variable"
-        server = mask_url_credentials(model.base_url)
         return f"{server} refused the API key (HTTP {response.status_code}) {where}: check {key}."
     return None
+
+
+async def _answers_under_v1(client: httpx.AsyncClient, endpoint: Endpoint, headers: Mapping[str, str]) -> bool:
+    """Whether a base URL without /v1, whose /models was a 404, is a server that serves the API under
+    /v1 (Ollama, vLLM, llama.cpp, LM Studio): its first message would be a 404 too. A server that has no
+    /models at all answers 404 here as well, and is left to its first message."""
+    if endpoint.base_url.rstrip("/").endswith("/v1"):
+        return False
+    return (await client.get(endpoint.url("v1/models"), headers=dict(headers))).is_success
 
 
 def key_problem(model: ModelConfig, model_id: str, env: Mapping[str, str] | None = None) -> str | None:
