@@ -24,6 +24,7 @@ from klaw.config import EngineConfig
 from klaw.engine.answered_elsewhere import replies_elsewhere
 from klaw.engine.approval import PERSON_PRESENT, Waiting
 from klaw.engine.chat_leases import ChatLeases
+from klaw.engine.chat_reply import ChatReply
 from klaw.engine.clock import Clock
 from klaw.engine.context_builder import BuiltContext, ContextBuilder
 from klaw.engine.context_history import ContextHistory, TurnContext
@@ -32,12 +33,9 @@ from klaw.engine.delivery import Delivery, Outbound, kept_reply
 from klaw.engine.failures import EngineStopping
 from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import LlmSlots, Priority
-from klaw.engine.tool_loop import LoopOutcome
-from klaw.engine.turn_runner import Turn, TurnFailure, TurnPrompt, TurnRunner
+from klaw.engine.turn_runner import Turn, TurnPrompt, TurnRunner
 from klaw.engine.turn_timing import PhaseTimes
 from klaw.memory.ingestion import Ingestion
-from klaw.store.exchange_records import exchange_close_record, exchange_open_record
-from klaw.store.lease_fence import LeaseLostError
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role, StoredMessage
 
@@ -281,7 +279,7 @@ class MessageProcessor:
     async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage]) -> None:
         """The chat's turn through the shared runner: its context, ingestion as recorder, this chat as sink."""
         answers = tuple(m.record.id for m in pending)
-        sink = _ChatReply(self.ingestion, self.delivery, self.clock, chat, reply_to=answers[-1], answers=answers)
+        sink = ChatReply(self.ingestion, self.delivery, self.clock, chat, reply_to=answers[-1], answers=answers)
         # Accepting the messages (log fsync + row) happened before the turn: it is part of its cost.
         timings = PhaseTimes()
         timings.add("accept", sum(self._accept_seconds.get(m.rowid, 0.0) for m in pending))
@@ -382,55 +380,3 @@ class MessageProcessor:
             for task in [flush, *self._turn_tasks]:
                 task.cancel()
             return False
-
-
-@dataclass(eq=False)
-class _ChatReply:
-    """A chat turn's sink: the exchange opened and closed by log records (store/exchange_records.py, so
-    a database rebuilt from the log has the same exchanges), the reply or the apology delivered."""
-
-    ingestion: Ingestion
-    delivery: Delivery
-    clock: Clock
-    chat: ChatRef
-    reply_to: str
-    answers: tuple[str, ...]
-    _opened: MessageRecord | None = field(default=None, init=False)
-    _closed: bool = field(default=False, init=False)
-    _closing: MessageRecord | None = field(default=None, init=False)  # the close `finish` wrote
-
-    async def begin(self) -> None:
-        exchange_id = await self.ingestion.store.exchanges.reserve_id()
-        record = exchange_open_record(self.chat, self.reply_to, self.clock.now(), exchange_id)
-        self._opened = (await self.ingestion.accept(record)).record
-
-    async def finish(self, outcome: LoopOutcome) -> None:
-        assert self._opened is not None
-        now = self.clock.now()
-        final = MessageRecord(self.chat, Role.ASSISTANT, outcome.text, created_at=now)
-        # The reply and the close in one log write and one fsync: both durable before the reply goes out.
-        close = self._closing = exchange_close_record(self._opened, outcome.status, final.id, now)
-        await self.ingestion.accept_together([final, close])
-        self._closed = True
-        await self.delivery.deliver(
-            Outbound(self.chat, outcome.text, self.reply_to, "reply", id=final.id, answers=self.answers)
-        )
-
-    async def fail(self, failure: TurnFailure) -> None:
-        """Close the exchange as failed, then apologise; the apology goes out even when the close cannot
-        be recorded (a full disk). Not closed again when `finish` closed it: stored before the delivery
-        failed, or only logged (the database full after the log took the reply and the close: the log
-        is the truth, the next start stores both and sends the reply, and a second close there would be
-        a contradiction it ignores with a warning; decision 262). A turn whose chat's lease was lost
-        says nothing: the engine now holding the chat answers it (decision 200)."""
-        if isinstance(failure.error, LeaseLostError):
-            return
-        closed = self._closed or (self._closing is not None and self.ingestion.logged_not_stored(self._closing.id))
-        try:
-            if self._opened is not None and not closed:
-                close = exchange_close_record(self._opened, ExchangeStatus.FAILED, None, self.clock.now())
-                await self.ingestion.accept(close)
-        finally:
-            await self.delivery.deliver(
-                Outbound(self.chat, failure.apology(), self.reply_to, "error", answers=self.answers)
-            )

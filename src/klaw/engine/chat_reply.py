@@ -1,0 +1,67 @@
+"""A chat turn's sink (`TurnSink`): the exchange opened and closed by log records, the reply or the
+apology delivered. Apart from the processor, which runs the turn; the sink is what it writes at each end."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from klaw.engine.clock import Clock
+from klaw.engine.delivery import Delivery, Outbound
+from klaw.engine.tool_loop import LoopOutcome
+from klaw.engine.turn_runner import TurnFailure
+from klaw.memory.ingestion import Ingestion
+from klaw.store.exchange_records import exchange_close_record, exchange_open_record
+from klaw.store.lease_fence import LeaseLostError
+from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role
+
+
+@dataclass(eq=False)
+class ChatReply:
+    """A chat turn's sink: the exchange opened and closed by log records (store/exchange_records.py, so
+    a database rebuilt from the log has the same exchanges), the reply or the apology delivered."""
+
+    ingestion: Ingestion
+    delivery: Delivery
+    clock: Clock
+    chat: ChatRef
+    reply_to: str
+    answers: tuple[str, ...]
+    _opened: MessageRecord | None = field(default=None, init=False)
+    _closed: bool = field(default=False, init=False)
+    _closing: MessageRecord | None = field(default=None, init=False)  # the close `finish` wrote
+
+    async def begin(self) -> None:
+        exchange_id = await self.ingestion.store.exchanges.reserve_id()
+        record = exchange_open_record(self.chat, self.reply_to, self.clock.now(), exchange_id)
+        self._opened = (await self.ingestion.accept(record)).record
+
+    async def finish(self, outcome: LoopOutcome) -> None:
+        assert self._opened is not None
+        now = self.clock.now()
+        final = MessageRecord(self.chat, Role.ASSISTANT, outcome.text, created_at=now)
+        # The reply and the close in one log write and one fsync: both durable before the reply goes out.
+        close = self._closing = exchange_close_record(self._opened, outcome.status, final.id, now)
+        await self.ingestion.accept_together([final, close])
+        self._closed = True
+        await self.delivery.deliver(
+            Outbound(self.chat, outcome.text, self.reply_to, "reply", id=final.id, answers=self.answers)
+        )
+
+    async def fail(self, failure: TurnFailure) -> None:
+        """Close the exchange as failed, then apologise; the apology goes out even when the close cannot
+        be recorded (a full disk). Not closed again when `finish` closed it: stored before the delivery
+        failed, or only logged (the database full after the log took the reply and the close: the log
+        is the truth, the next start stores both and sends the reply, and a second close there would be
+        a contradiction it ignores with a warning; decision 262). A turn whose chat's lease was lost
+        says nothing: the engine now holding the chat answers it (decision 200)."""
+        if isinstance(failure.error, LeaseLostError):
+            return
+        closed = self._closed or (self._closing is not None and self.ingestion.logged_not_stored(self._closing.id))
+        try:
+            if self._opened is not None and not closed:
+                close = exchange_close_record(self._opened, ExchangeStatus.FAILED, None, self.clock.now())
+                await self.ingestion.accept(close)
+        finally:
+            await self.delivery.deliver(
+                Outbound(self.chat, failure.apology(), self.reply_to, "error", answers=self.answers)
+            )
