@@ -59,3 +59,19 @@ def test_config_check_refuses_an_unset_api_key_variable_as_klaw_chat_does(tmp_pa
     assert sentence in " ".join(checked.stderr.split())
     assert chat.returncode == 2 and sentence in " ".join(chat.stderr.split())
     assert klaw(home, "config", "check", env={"MY_MODEL_KEY": "sk-test"}).returncode == 0
+
+
+def test_a_key_only_the_services_env_file_sets_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    """`klaw service install --copy-env` keeps the key in KLAW_HOME/service.env for the service (decision
+    227): config check from a shell without it calls the file valid and says the shell lacks it."""
+    home = _home(tmp_path, "models:\n  m/x:\n    baseUrl: http://127.0.0.1:8999/v1\n    apiKeyEnv: MY_MODEL_KEY\n")
+    (home / "engine.yaml").write_text(
+        (home / "engine.yaml").read_text(encoding="utf-8") + "routing:\n  default: m/x\n", encoding="utf-8"
+    )
+    (home / "service.env").write_text('MY_MODEL_KEY="sk-test"\n', encoding="utf-8")
+    (home / "service.env").chmod(0o600)
+    checked = klaw(home, "config", "check", env={"MY_MODEL_KEY": ""})
+    said = " ".join(checked.stderr.split())
+    assert checked.returncode == 0 and "valid" in checked.stdout, said
+    assert "warning: MY_MODEL_KEY (a routed model's apiKeyEnv) is set only in" in said
+    assert "sk-test" not in said + checked.stdout

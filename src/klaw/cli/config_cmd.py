@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, home_source, load_or_exit, stderr_console, table_console
+from klaw.cli.service_env import SERVICE_ENV, names_in
 from klaw.config import EngineConfig
 from klaw.config_view import ConfigOverride, config_rows, shown
 from klaw.home import KlawHome
@@ -89,11 +90,18 @@ def check() -> None:
     if (missing := embedder_problem(loaded.config.embedder)) is not None:
         # Not "valid": klaw chat, engine and serve refuse to start with this very sentence.
         fail(f"{loaded.path} is valid, but the engine will not start in this installation: {missing}", code=1)
-    if (unkeyed := _routed_model_without_key(loaded.config)) is not None:
+    unkeyed, service_only = _routed_models_without_key(home, loaded.config)
+    if unkeyed is not None:
         # Not "valid" either: klaw chat refuses with this sentence, and every turn would fail with it.
         fail(f"{loaded.path} is valid, but its model cannot be called from here: {unkeyed}", code=1)
     typer.echo(f"{loaded.path}: valid")
     warn = stderr_console(highlight=False).print
+    for name in service_only:
+        # The service's own file holds it (decision 227): valid for the service, not for this shell.
+        warn(
+            f"warning: {name} (a routed model's apiKeyEnv) is set only in {home.root / SERVICE_ENV}, for the"
+            f" service: klaw chat from this shell cannot call the model until it is exported here too"
+        )
     database = loaded.config.database
     if database.backend == "postgres" and database.url_env and not os.environ.get(database.url_env):
         # Valid, yet the engine would not start from this shell (a service may set the variable elsewhere).
@@ -107,16 +115,24 @@ def check() -> None:
         warn(line)
 
 
-def _routed_model_without_key(config: EngineConfig) -> str | None:
+def _routed_models_without_key(home: KlawHome, config: EngineConfig) -> tuple[str | None, list[str]]:
     """The problem `klaw chat`'s start-up check finds first with a routed model's API key (its
-    `apiKeyEnv` variable not set in this shell), in the same words; None when each routed model has one."""
+    `apiKeyEnv` variable not set in this shell), in the same words, or None; and the variables not set
+    here that `KLAW_HOME/service.env` sets (the service has them: a warning, not a failure)."""
     from klaw.llm.preflight import key_problem
 
     routing = config.routing
+    service = names_in(home.root / SERVICE_ENV)
+    service_only: list[str] = []
     for model_id in dict.fromkeys((routing.default, routing.summarization_model, routing.subagent_model)):
-        if (problem := key_problem(config.model(model_id), model_id)) is not None:
-            return problem
-    return None
+        model = config.model(model_id)
+        if (problem := key_problem(model, model_id)) is None:
+            continue
+        if model.api_key_env is None or model.api_key_env not in service:
+            return problem, service_only
+        if model.api_key_env not in service_only:
+            service_only.append(model.api_key_env)
+    return None, service_only
 
 
 def _approval_holds_nothing(home: KlawHome, config: EngineConfig) -> list[str]:
