@@ -2,7 +2,8 @@
 
 The real `klaw serve` (engine and gateway) on a home whose model is the fake OpenAI server in this
 process; the `curl` command of docs/channels.md is run as written (its home and address replaced),
-then httpx checks what a wrong or missing key gets: 401 before the body is read.
+then httpx checks what a wrong or missing key gets: 401 before the body is read, 429 after a few
+wrong ones from the same address, while the right key is never refused by that limit.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import httpx
 import yaml
 
+from klaw.channels.web.login_limit import FAILURES
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.engine import short_socket_dir
 
@@ -103,6 +105,18 @@ async def test_one_curl_with_the_token_asks_the_agent_and_prints_its_reply() -> 
                 async with asyncio.timeout(10):
                     assert (await reader.readline()).startswith(b"HTTP/1.1 401")
                 writer.close()
+                # another user of this machine (also 127.0.0.1) guessing keys: its guesses are soon
+                # refused with 429, but the owner's right key still gets in
+                async with httpx.AsyncClient(base_url=url) as neighbour, httpx.AsyncClient(base_url=url) as owner:
+                    guesses = [
+                        (await neighbour.get("/api/status", headers={"Authorization": f"Bearer guess{n}"})).status_code
+                        for n in range(FAILURES + 1)
+                    ]
+                    assert guesses[-1] == 429 and set(guesses) == {401, 429}
+                    limited = await neighbour.get("/api/status", headers={"Authorization": "Bearer guess"})
+                    assert limited.status_code == 429 and "too many wrong tokens" in limited.json()["detail"]
+                    assert (await owner.get("/api/status", headers=keyed)).status_code == 200
+                    assert (await owner.get("/api/status", headers={"Authorization": "Bearer x"})).status_code == 429
             finally:
                 serve.send_signal(signal.SIGTERM)
                 async with asyncio.timeout(30):

@@ -6,8 +6,9 @@ inline code, no framing), no referrer to other sites, no caching of pages or API
 another origin are refused before any handler runs (the `Origin` header must name this host), on
 top of SameSite=Strict cookies and CSRF tokens. Before any body is read, the sender must hold a
 session (or, for the login form, its pre-session cookie) and the body must fit the cap (body_guard.py);
-wrong tokens are rate-limited per client (login_limit.py). A script sends the token as a bearer key
-on `/api/…` instead of signing in (decision 247): a wrong one is refused before anything else runs.
+wrong tokens are rate-limited per client (login_limit.py), the right one never is. A script sends
+the token as a bearer key on `/api/…` instead of signing in (decision 247): a
+wrong one is refused before anything else runs.
 """
 
 from __future__ import annotations
@@ -49,10 +50,7 @@ def create_app(backend: WebBackend, auth: WebAuth) -> FastAPI:
     def admit(request: Request) -> Response | None:
         """Who may send a body at all, from headers and cookies alone (the body is not read yet)."""
         path = request.url.path
-        if path == "/login":
-            wait = limiter.retry_after(_client(request))
-            if wait is not None:
-                return _too_many_tries(auth, wait)
+        if path == "/login":  # the wrong-token limit is checked after the token (see `login`)
             if not auth.valid_login_nonce(request.cookies.get(LOGIN_COOKIE)):
                 return _login_form(auth, EXPIRED_FORM, status=403)
             return None
@@ -70,16 +68,20 @@ def create_app(backend: WebBackend, auth: WebAuth) -> FastAPI:
     app.add_middleware(BodyGuard, admit=admit)
 
     def wrong_bearer(request: Request) -> Response | None:
-        """A script's bearer key on `/api/…`, refused at once when wrong (counted like a wrong sign-in)."""
+        """A script's bearer key on `/api/…`, refused at once when wrong (counted like a wrong sign-in).
+
+        The key is compared first (in constant time) and only a wrong one meets the limit: every local
+        user shares 127.0.0.1, so refusing the right key after others' wrong ones let anyone on the
+        machine lock its owner out."""
         scheme = request.headers.get("authorization", "").partition(" ")[0]
         if scheme.lower() != "bearer" or not request.url.path.startswith("/api/"):
             return None  # none, or another scheme (a proxy's Basic sign-in in front of the page): not ours
+        if auth.valid_bearer(request.headers["authorization"]):
+            return None
         wait = limiter.retry_after(_client(request))
         if wait is not None:
             message = f"too many wrong tokens from this address; try again in {wait} seconds"
             return JSONResponse({"detail": message}, status_code=429, headers={"Retry-After": str(wait)})
-        if auth.valid_bearer(request.headers["authorization"]):
-            return None
         limiter.failed(_client(request))
         detail = "wrong bearer token: send Authorization: Bearer <the token in KLAW_HOME/web_token>"
         return JSONResponse({"detail": detail}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
@@ -125,6 +127,10 @@ def create_app(backend: WebBackend, auth: WebAuth) -> FastAPI:
         if not auth.valid_login_nonce(nonce) or not isinstance(presented, str) or not auth.valid_csrf(nonce, presented):
             return _login_form(auth, EXPIRED_FORM, status=403)
         if not isinstance(typed, str) or not auth.check_token(typed):
+            # Only a wrong token meets the limit: the right one always signs in (see `wrong_bearer`).
+            wait = limiter.retry_after(_client(request))
+            if wait is not None:
+                return _too_many_tries(auth, wait)
             limiter.failed(_client(request))
             return _login_form(auth, "That token is not right. It is in KLAW_HOME/web_token.", status=401)
         response = RedirectResponse("/", status_code=303)

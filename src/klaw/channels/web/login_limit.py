@@ -2,10 +2,10 @@
 
 The token has 256 bits, so guessing it is hopeless anyway; the limit keeps a script from hammering
 the login form (and filling the log) and makes a mistyped-token loop obvious. Past the limit the
-client gets 429 with `Retry-After` until its oldest failure leaves the window. Clients are told
-apart by address (on loopback that is everyone, which is fine: five wrong tokens a minute is
-already more than a person types). Memory is bounded: idle clients are forgotten, and at most
-`MAX_CLIENTS` are tracked.
+client gets 429 with `Retry-After` for wrong tokens until its oldest failure leaves the window; the
+right token is checked first and never refused. Clients are told apart by address (on loopback
+that is every user of the machine, which is why the limit must not lock the right token out).
+Memory is bounded: idle clients are forgotten, and at most `MAX_CLIENTS` are tracked.
 """
 
 from __future__ import annotations
