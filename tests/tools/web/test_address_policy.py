@@ -40,6 +40,13 @@ REFUSED = {
     "::ffff:169.254.169.254": "cloud metadata",
     "64:ff9b::a00:1": "private",  # NAT64 of 10.0.0.1
     "2002:c0a8:101::1": "private",  # 6to4 of 192.168.1.1
+    "fec0::1": "site-local",  # deprecated IPv6 site-local, which Python 3.11 calls global
+    "feff::1": "site-local",
+    "3fff::1": "documentation",  # RFC 9637
+    "64:ff9b::7f00:1": "loopback",  # NAT64 of 127.0.0.1
+    "2002:7f00:1::1": "loopback",  # 6to4 of 127.0.0.1
+    "64:ff9b:1::a00:1": "reserved",  # local-use NAT64 (RFC 8215)
+    "::7f00:1": "reserved",  # IPv4-compatible (deprecated) form of 127.0.0.1
 }
 ALLOWED = ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111", "64:ff9b::808:808", "::ffff:8.8.8.8"]
 

@@ -85,6 +85,19 @@ async def test_a_host_name_resolving_to_loopback_is_refused_without_the_allow_li
     assert "friday night" in await read(pages.url("/article", host="localhost"), allowed)
 
 
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://[fec0::1]/", r"fec0::1 is site-local"),  # Python 3.11 calls it global
+        ("http://[64:ff9b::7f00:1]/", r"is loopback"),  # NAT64 of 127.0.0.1
+        ("http://[2002:a00:1::1]/", r"is private"),  # 6to4 of 10.0.0.1
+    ],
+)
+async def test_ipv6_forms_of_local_addresses_are_refused_before_connecting(url: str, says: str) -> None:
+    with pytest.raises(AddressRefused, match=says):
+        await WebFetcher(WebFetchConfig()).fetch(url)
+
+
 async def test_the_connection_goes_to_the_address_checked_with_the_host_name_kept(pages: PageServer) -> None:
     # A name the system cannot resolve, answered by the test's resolver (DNS is the edge we script):
     # the request reaching the server proves the socket went to the checked address itself, and its

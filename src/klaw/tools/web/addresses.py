@@ -5,7 +5,8 @@ service, with credentials), `http://localhost:8765/` (klaw's own web page) or a 
 So every address a fetch would connect to, after DNS resolution and on every redirect, must be a
 global unicast address. The rule is "global and not multicast" from `ipaddress` (which knows the IANA
 special-purpose registries), plus: IPv6 addresses that carry an IPv4 address (mapped, NAT64, 6to4,
-Teredo) are judged by that IPv4 address too, and the cloud metadata endpoints that sit on otherwise
+Teredo) are judged by that IPv4 address too, ranges `ipaddress` wrongly calls global (IPv6
+site-local fec0::/10) are refused by name, and the cloud metadata endpoints that sit on otherwise
 global addresses (Azure's 168.63.129.16) are named and refused. `web.fetch.allowAddresses` lets
 chosen addresses or networks through (a NAS at home): the person's decision, written in engine.yaml.
 """
@@ -30,6 +31,13 @@ CLOUD_METADATA: frozenset[IpAddress] = frozenset(
     )
 )
 _NAT64 = ip_network("64:ff9b::/96")
+# Ranges Python 3.11's `ipaddress` calls global although they are not public unicast. fec0::/10 is
+# IPv6 site-local: deprecated (RFC 3879) but still routed inside some networks, it means "this site"
+# just as fc00::/7 does. 3fff::/20 is the second IPv6 documentation range (RFC 9637), never routed.
+_MISCLASSIFIED: tuple[tuple[IpNetwork, str], ...] = (
+    (ip_network("fec0::/10"), "site-local (a local network)"),
+    (ip_network("3fff::/20"), "private (a documentation range)"),
+)
 
 
 def parse_address(text: str) -> IpAddress:
@@ -73,6 +81,9 @@ def _special(address: IpAddress) -> str | None:
         return "reserved"
     if address.is_private:
         return "private (a local network)"
+    for network, reason in _MISCLASSIFIED:
+        if address.version == network.version and address in network:
+            return reason
     if not address.is_global:  # shared address space (100.64/10, carrier NAT), and the like
         return "not a public address"
     return None
