@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from klaw import AgentInfo, AgentMessage, ChatMessage, ChatRef, FunctionModel, Klaw
+from klaw import AgentInfo, AgentMessage, ChatMessage, ChatRef, FunctionModel, Klaw, TurnFailed
 from tests.test_library import CONFIG
 
 
@@ -37,3 +37,23 @@ async def test_the_reply_to_a_cancelled_ask_reaches_on_message(tmp_path: Path) -
             "again",
             "late answer to again",
         ]
+
+
+async def test_an_ask_whose_turn_forget_stops_ends_with_turn_failed(tmp_path: Path) -> None:
+    """Decision 219: `/forget last` sent while the turn runs stops it; the `ask` waiting for its reply ends
+    at once with the notice instead of waiting for a reply that will never come."""
+    thinking = asyncio.Event()
+
+    async def hanging_model(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
+        thinking.set()
+        await asyncio.Event().wait()  # never answers: only the forget ends the turn
+        return "never"
+
+    async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(hanging_model)) as agent:
+        asking = asyncio.create_task(agent.ask("ana", "my PIN is 4321"))
+        await asyncio.wait_for(thinking.wait(), 10)
+        forgot = await agent.ask("ana", "/forget last")
+        assert forgot.startswith("Stopped the turn under way in this chat, then forgot exchange 1: 1 message(s)")
+        with pytest.raises(TurnFailed, match="Stopped before answering: /forget erased this conversation turn"):
+            await asyncio.wait_for(asking, 10)
+        assert await agent.history("ana") == []
