@@ -29,7 +29,7 @@ from klaw.config.memory import (
     SummarizerConfig,
 )
 from klaw.config.models import ModelConfig, RoutingConfig, RoutingTasks, context_budget
-from klaw.config.sandbox import HostExecConfig, SandboxBackendName, SandboxConfig
+from klaw.config.sandbox import MAX_CALL_SECONDS, HostExecConfig, SandboxBackendName, SandboxConfig
 from klaw.config.tools import (
     ALL_TOOL_GROUPS,
     TOOL_PLUGIN_GROUP,
@@ -44,6 +44,7 @@ from klaw.config.web import WebConfig, WebFetchConfig, WebSearchConfig
 __all__ = [
     "ALL_TOOL_GROUPS",
     "ENV_VAR_NAME",
+    "MAX_CALL_SECONDS",
     "MCP_GROUP_PREFIX",
     "TOOL_PLUGIN_GROUP",
     "ApiKeyEnv",

@@ -39,6 +39,12 @@ class SandboxConfig(Section):
     max_output_mb: int = Field(
         default=8, ge=1, description="Output (stdout + stderr) read before the code is stopped, in MiB."
     )
+    max_concurrent_runs: int = Field(
+        default=2, ge=1, description="Sandbox runs at once in this engine; further calls wait their turn."
+    )
+    max_concurrent_runs_per_chat: int = Field(
+        default=1, ge=1, description="Sandbox runs at once for one chat: its many calls do not starve another's."
+    )
 
 
 class HostExecConfig(Section):

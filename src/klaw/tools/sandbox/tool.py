@@ -13,12 +13,13 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from klaw.config import SandboxConfig
+from klaw.config import MAX_CALL_SECONDS, SandboxConfig
 from klaw.private_files import private_dirs
 from klaw.tools.bounded_process import ProcessOutcome
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.sandbox.backend import Job, SandboxBackend, Unavailable
+from klaw.tools.sandbox.run_slots import NoSlot, RunSlots
 from klaw.tools.sandbox.workspace_changes import Changes, compare, snapshot
 from klaw.tools.schema import ToolContext, ToolFunction
 
@@ -27,7 +28,10 @@ MAX_CODE_BYTES = 100_000  # one argument of the command line: Linux allows 128 K
 
 def code_execute_tool(backend: SandboxBackend, config: SandboxConfig, read_only: tuple[str, ...] = ()) -> ToolFunction:
     """`code_execute` bound to `backend` and the limits of `config`; `read_only`: workspace files the
-    code may not change (the prompt files, unless `tools.allowPromptEdits`)."""
+    code may not change (the prompt files, unless `tools.allowPromptEdits`). At most
+    `sandbox.maxConcurrentRuns` calls run at once (`maxConcurrentRunsPerChat` for one chat); the others
+    wait their turn (run_slots.py)."""
+    slots = RunSlots(config.max_concurrent_runs, config.max_concurrent_runs_per_chat)
 
     async def code_execute(
         context: ToolContext,
@@ -45,9 +49,18 @@ def code_execute_tool(backend: SandboxBackend, config: SandboxConfig, read_only:
             raise ToolRefusal("the code holds a NUL character, which no interpreter accepts")
         seconds = min(timeout_seconds or config.timeout_seconds, config.max_timeout_seconds)
         private_dirs(context.workspace)
-        before = await asyncio.to_thread(snapshot, context.workspace)
-        outcome = await backend.run(Job(language, code, context.workspace, seconds, read_only))
-        after = await asyncio.to_thread(snapshot, context.workspace)
+        wait = max(1, MAX_CALL_SECONDS - seconds)  # the engine cancels a call after 60 s, waiting included
+        try:
+            async with slots.turn(context.chat, wait):
+                before = await asyncio.to_thread(snapshot, context.workspace)
+                outcome = await backend.run(Job(language, code, context.workspace, seconds, read_only))
+                after = await asyncio.to_thread(snapshot, context.workspace)
+        except NoSlot:
+            raise ToolRefusal(
+                f"the code did not run: after {wait} s every sandbox slot was still taken by other calls"
+                f" (sandbox.maxConcurrentRuns: {slots.total}, {slots.per_chat} per chat); call it again,"
+                " or ask for fewer runs at once"
+            ) from None
         return describe(outcome, compare(before, after), capped=(timeout_seconds or 0) > seconds)
 
     return code_execute

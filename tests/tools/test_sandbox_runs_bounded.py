@@ -1,0 +1,78 @@
+"""Sandbox runs are bounded together: a reply with many code_execute calls does not start them all at
+once, one chat's many calls do not hold up another chat, and (where a memory cgroup can be made) a run's
+processes together stay within sandbox.memoryMb (docs/decisions/224-sandbox-runs-bounded-together.md).
+
+Each run records when it started and ended in the workspace; the tests assert on how those intervals
+overlap, never on how long anything took.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from klaw.llm.messages import ToolCall
+from klaw.store.records import ChatRef
+from klaw.tools.calls import ToolResult
+from klaw.tools.schema import ToolContext
+from tests.tools.sandbox_helpers import Runner, home_with_secrets
+
+RECORD = """
+import os, time
+name = {name!r}
+start = time.time()
+time.sleep(0.4)
+with open('/workspace/times-' + name + '.txt', 'w') as f:
+    f.write(f'{{start}} {{time.time()}}')
+print('done', name)
+"""
+
+
+async def run_in(runner: Runner, chat: ChatRef, name: str) -> ToolResult:
+    arguments: dict[str, Any] = {"language": "python", "code": RECORD.format(name=name)}
+    context = ToolContext(chat, runner.home.workspace)
+    return await runner.registry.execute(ToolCall(f"call_{name}", "code_execute", json.dumps(arguments)), context)
+
+
+def intervals(workspace: Path, prefix: str) -> list[tuple[float, float]]:
+    found = []
+    for path in sorted(workspace.glob(f"times-{prefix}*.txt")):
+        start, end = path.read_text(encoding="utf-8").split()
+        found.append((float(start), float(end)))
+    return found
+
+
+def most_at_once(spans: list[tuple[float, float]]) -> int:
+    """The largest number of intervals holding one moment."""
+    return max(sum(1 for start, end in spans if start <= moment < end) for moment, _ in spans)
+
+
+async def test_a_round_of_six_calls_never_runs_more_than_the_cap_at_once(tmp_path: Path) -> None:
+    home = home_with_secrets(tmp_path)
+    runner = Runner(home, backend="bubblewrap", maxConcurrentRuns=2, maxConcurrentRunsPerChat=2)
+    chat = ChatRef("console", "me")
+    results = await asyncio.gather(*(run_in(runner, chat, f"a{i}") for i in range(6)))
+    for result in results:
+        assert not result.is_error, result.content
+        assert result.content.startswith("exit code 0 after"), result.content
+        assert "wait" not in result.content and "slot" not in result.content  # nothing odd for the model
+    spans = intervals(home.workspace, "a")
+    assert len(spans) == 6
+    assert most_at_once(spans) <= 2
+
+
+async def test_one_chats_many_calls_do_not_hold_up_another_chats_call(tmp_path: Path) -> None:
+    home = home_with_secrets(tmp_path)
+    runner = Runner(home, backend="bubblewrap")  # the defaults: 2 at once, 1 per chat
+    busy, other = ChatRef("console", "busy"), ChatRef("console", "other")
+    calls = [run_in(runner, busy, f"b{i}") for i in range(6)] + [run_in(runner, other, "c0")]
+    results = await asyncio.gather(*calls)
+    assert all(not result.is_error for result in results)
+    busy_spans = intervals(home.workspace, "b")
+    (other_span,) = intervals(home.workspace, "c")
+    assert most_at_once(busy_spans) == 1
+    assert most_at_once([*busy_spans, other_span]) <= 2
+    later_busy_starts = sorted(start for start, _ in busy_spans)[2:]
+    assert other_span[0] < min(later_busy_starts)  # it waited behind at most two of the busy chat's runs
