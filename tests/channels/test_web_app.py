@@ -158,6 +158,25 @@ async def test_posts_need_the_session_csrf_token_and_this_origin(
     assert cut.json()["detail"].startswith("the body is not valid JSON (") and "half" not in cut.text
     not_an_object = await client.post("/api/messages", json="hello", headers={CSRF_HEADER: csrf})
     assert not_an_object.json()["detail"] == 'the body must be a JSON object: send {"text": "…"}'
+    # JSON sent as text/plain, bytes that are not UTF-8, JSON nested past what Python reads: each named
+    as_text = await client.post("/api/messages", content=b'{"text": "hi"}', headers={CSRF_HEADER: csrf})
+    assert as_text.status_code == 422
+    assert as_text.json()["detail"] == (
+        'the body was sent with no Content-Type, not as JSON: send {"text": "…"} with Content-Type: application/json'
+    )
+    plain = {CSRF_HEADER: csrf, "Content-Type": "text/plain"}
+    as_plain = await client.post("/api/messages", content=b'{"text": "hi"}', headers=plain)
+    assert as_plain.status_code == 422 and as_plain.json()["detail"] == (
+        'the body was sent as text/plain, not as JSON: send {"text": "…"} with Content-Type: application/json'
+    )
+    latin1 = await client.post("/api/messages", content='{"text": "café"}'.encode("latin-1"), headers=json_headers)
+    assert latin1.status_code == 400 and latin1.json()["detail"] == (
+        'the body is not UTF-8 text (invalid byte at position 13); send {"text": "…"} encoded as UTF-8'
+    )
+    deep = await client.post("/api/messages", content=b"[" * 100_000 + b"]" * 100_000, headers=json_headers)
+    assert deep.status_code == 400
+    assert deep.json()["detail"] == 'the body\'s JSON is nested too deeply to read; send {"text": "…"}'
+    assert (await client.get("/static/nothing-here.js")).status_code == 404  # other errors as before
     assert backend.submitted == ["hello"]
     assert (await client.post("/logout", data={"csrf": "wrong"})).status_code == 403
     out = await client.post("/logout", data={"csrf": csrf})

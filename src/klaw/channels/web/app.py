@@ -19,9 +19,11 @@ from importlib import resources
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request, Response
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from klaw.channels.web.api import WebBackend, build_api
 from klaw.channels.web.auth import LOGIN_COOKIE, LOGIN_SECONDS, SESSION_COOKIE, SESSION_SECONDS, WebAuth
@@ -63,6 +65,7 @@ def create_app(backend: WebBackend, auth: WebAuth) -> FastAPI:
         return JSONResponse({"detail": "sign in first"}, status_code=401)
 
     app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _unparsable_body)  # type: ignore[arg-type]
 
     # Added before `guard`, so it runs inside it: its refusals get the same security headers.
     app.add_middleware(BodyGuard, admit=admit)
@@ -159,7 +162,22 @@ def create_app(backend: WebBackend, auth: WebAuth) -> FastAPI:
 SHAPE = '{"text": "…"}'
 
 
-async def _invalid_request(_: Request, exc: RequestValidationError) -> Response:
+async def _unparsable_body(request: Request, exc: StarletteHTTPException) -> Response:
+    """FastAPI's bare "There was an error parsing the body" (400) said what failed, never why: the
+    two causes a client can hit are named with what to send instead; every other HTTP error is
+    answered as FastAPI would."""
+    if exc.status_code == 400:
+        cause = exc.__cause__
+        if isinstance(cause, UnicodeDecodeError):
+            why = f"the body is not UTF-8 text (invalid byte at position {cause.start}); send {SHAPE} encoded as UTF-8"
+            return JSONResponse({"detail": why}, status_code=400)
+        if isinstance(cause, RecursionError):
+            why = f"the body's JSON is nested too deeply to read; send {SHAPE}"
+            return JSONResponse({"detail": why}, status_code=400)
+    return await http_exception_handler(request, exc)
+
+
+async def _invalid_request(request: Request, exc: RequestValidationError) -> Response:
     """422 naming each bad field and what is wrong with it, never quoting what was sent.
 
     FastAPI's own answer echoes the input: that put message text into the response, and text that is
@@ -178,11 +196,22 @@ async def _invalid_request(_: Request, exc: RequestValidationError) -> Response:
         where = ".".join(str(part) for part in location[1:]) or "body"
         if kind == "string_unicode":
             problems.append(f"{where}: {LONE_SURROGATE}")
+        elif where == "body" and not _says_json(request):  # FastAPI reads a body as JSON only when told
+            kind = request.headers.get("content-type")
+            sent = f"as {kind}" if kind else "with no Content-Type"
+            problems.append(f"the body was sent {sent}, not as JSON: send {SHAPE} with Content-Type: application/json")
         elif where == "body":  # valid JSON, but not an object ("hello", [1, 2])
             problems.append(f"the body must be a JSON object: send {SHAPE}")
         else:
             problems.append(f"{where}: {error.get('msg', 'invalid')}")
     return JSONResponse({"detail": "; ".join(problems)}, status_code=422)
+
+
+def _says_json(request: Request) -> bool:
+    """The Content-Type FastAPI parses as JSON: application/json or application/…+json (a body with
+    none, or text/plain, reaches validation as bytes and would be called "not a JSON object")."""
+    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
 
 
 def _client(request: Request) -> str:
