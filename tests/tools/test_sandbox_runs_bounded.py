@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from klaw.llm.messages import ToolCall
 from klaw.store.records import ChatRef
@@ -76,3 +79,49 @@ async def test_one_chats_many_calls_do_not_hold_up_another_chats_call(tmp_path: 
     assert most_at_once([*busy_spans, other_span]) <= 2
     later_busy_starts = sorted(start for start, _ in busy_spans)[2:]
     assert other_span[0] < min(later_busy_starts)  # it waited behind at most two of the busy chat's runs
+
+
+FORK_THREE = """
+import os, sys, time
+each = int({memory_mb} * 1024 * 1024 * 0.6)
+children = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        held = b'x' * each  # written, so really held
+        time.sleep(2)
+        os._exit(0)
+    children.append(pid)
+whole = sum(1 for pid in children if os.waitpid(pid, 0)[1] == 0)
+print('children that held their memory to the end:', whole)
+sys.exit(0 if whole == 3 else 1)
+"""
+
+
+async def test_a_runs_processes_together_cannot_pass_memory_mb_where_a_memory_cgroup_can_be_made(
+    tmp_path: Path,
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the memory cgroup is made only when klaw runs as root; a normal user's cap is per process")
+    if not memory_controller_here():
+        pytest.skip("no memory cgroup can be made here (no memory controller for this process's cgroup)")
+    runner = Runner(home_with_secrets(tmp_path), backend="bubblewrap", memoryMb=256)
+    result = await runner.run(FORK_THREE.format(memory_mb=256), timeout_seconds=20)
+    assert not result.is_error, result.content
+    assert "the run's processes together passed sandbox.memoryMb (256 MiB)" in result.content, result.content
+    assert "children that held their memory to the end: 3" not in result.content
+
+
+def memory_controller_here() -> bool:
+    """Whether this process's cgroup offers the memory controller to children (v2) or sits in a v1
+    memory hierarchy: read from the kernel, not from klaw, so the test says what the machine allows."""
+    root = Path("/sys/fs/cgroup")
+    for line in Path("/proc/self/cgroup").read_text(encoding="utf-8").splitlines():
+        number, controllers, path = line.split(":", 2)
+        if number == "0" and (root / "cgroup.controllers").exists():
+            delegated = (root / path.lstrip("/") / "cgroup.subtree_control").read_text(encoding="ascii").split()
+            if "memory" in delegated:
+                return True
+        elif "memory" in controllers.split(",") and (root / "memory" / path.lstrip("/")).is_dir():
+            return True
+    return False

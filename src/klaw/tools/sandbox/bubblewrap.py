@@ -11,7 +11,9 @@ namespaces are refused.
 Limits are set inside the sandbox by `prlimit` (address space, CPU seconds, file size, open files,
 no core files, processes): set there, RLIMIT_NPROC counts only the sandbox's own processes in its
 user namespace. As root the kernel ignores that limit, so the run is started in a pids cgroup
-(pids_cgroup.py); where root cannot make one, the backend is unavailable rather than unbounded.
+(pids_cgroup.py); where root cannot make one, the backend is unavailable rather than unbounded. That
+cgroup also caps the memory of the run's processes together where the memory controller is available;
+elsewhere only each process's address space is capped (decision 224).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -75,10 +77,10 @@ class BubblewrapBackend:
     async def run(self, job: Job) -> ProcessOutcome:
         group = None
         if self.cgroups is not None:
-            group = await asyncio.to_thread(self.cgroups.create, self.limits.max_processes)
+            group = await asyncio.to_thread(self.cgroups.create, self.limits.max_processes, self.limits.memory_bytes)
         try:
             argv = (enter_argv(group) if group is not None else []) + self.argv(job)
-            return await run_bounded(
+            outcome = await run_bounded(
                 argv,
                 env={"PATH": "/usr/bin:/bin"},
                 cwd=None,
@@ -86,6 +88,13 @@ class BubblewrapBackend:
                 max_output_bytes=self.limits.max_output_bytes,
                 keep_bytes=KEEP_BYTES,
             )
+            killed = group.oom_kills() if group is not None else 0
+            if killed and outcome.stopped is None:
+                mib = self.limits.memory_bytes // (1024 * 1024)
+                said = f"memory: the run's processes together passed sandbox.memoryMb ({mib} MiB), so the kernel"
+                said += f" killed {killed} of them (then the run ended with {outcome.status()})"
+                outcome = replace(outcome, stopped=said)
+            return outcome
         finally:
             if group is not None and self.cgroups is not None:
                 await asyncio.to_thread(self.cgroups.remove, group)
