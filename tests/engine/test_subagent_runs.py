@@ -166,7 +166,7 @@ async def test_subagent_spawn_from_a_conversation_answers_back_in_that_chat(tmp_
             await runner(h).wait_for_completed(1)
         await h.wait_for_replies(2)
         assert (h.delivered[-1].chat, h.delivered[-1].text) == (CHAT, "echo: find three sources")
-        assert task_log(h, "research")[0].metadata == {"origin": "spawn"}
+        assert task_log(h, "spawn:research")[0].metadata == {"origin": "spawn"}
         # The turn was not blocked by the run: its tool result only says the run started.
         started = "Started a run of 'research'; its answer will arrive in this chat when it is done."
         assert await tool_results(h) == [started]

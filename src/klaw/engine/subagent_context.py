@@ -58,7 +58,11 @@ class SubagentContextBuilder:
     history: SubagentHistoryLoader
     tools: Callable[[str], Sequence[ToolSpec]] = lambda _model: ()
 
-    async def build(self, task_name: str, request: str, model_id: str) -> BuiltContext:
+    async def build(
+        self, task_name: str, request: str, model_id: str, *, history_of: str | None = None
+    ) -> BuiltContext:
+        """`history_of`: the log whose runs are its history (`spawn:<task>` for a spawned run, decision
+        217); the task's own by default."""
         budget = int(self.catalogue.context_budget(model_id) * SAFETY_MARGIN)
         head: list[ChatMessage] = []
         layers: list[ContextLayer] = []
@@ -78,7 +82,8 @@ class SubagentContextBuilder:
         pending_tokens = approximate_token_count(request) + MESSAGE_OVERHEAD_TOKENS
         room = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
 
-        runs = [_run_messages(run) for run in await self.history.load_runs(task_name, self._subagent_history)]
+        past = await self.history.load_runs(history_of or task_name, self._subagent_history)
+        runs = [_run_messages(run) for run in past]
         kept = fit_newest(runs, _run_tokens, room)  # whole runs, never cut
         if len(kept) < len(runs):
             warning = f"only the last {len(kept)} of {len(runs)} runs fit the {budget}-token budget"

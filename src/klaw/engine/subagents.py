@@ -3,7 +3,8 @@
 A run is an isolated coroutine with its own context (engine/subagent_context.py). It waits for an
 LLM slot with subagent priority, so a person's turn is always served first, and holds it for the
 whole tool loop, like a chat turn. Its request, tool calls, tool results and final answer are
-appended to `conversations/scheduler_<task>/<date>.jsonl` and to nothing else: not to any chat's
+appended to `conversations/scheduler_<task>/<date>.jsonl` (`scheduler_spawn%3A<task>/` for a run
+`subagent_spawn` started: decision 217) and to nothing else: not to any chat's
 window, not to the database, not to the embedding queue.
 
 When the slot is released the answer is judged: a silent answer (`{"silent": true}`) goes nowhere;
@@ -16,7 +17,8 @@ error id the log also names. A run cut off by a crash is
 closed with an "interrupted" record when the task next runs.
 
 A task never runs twice at once: runs of one task append to one log, and a second one would
-interleave with the first.
+interleave with the first. A spawned run and a scheduled run of the same name have separate logs
+(decision 217), so they are separate here too.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.errors import LlmError
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.subagent_history import SubagentHistoryLoader
-from klaw.scheduling.names import task_chat, validate_task_name
+from klaw.scheduling.names import run_log_name, task_chat
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,11 @@ class SubagentRequest:
     inject_into: ChatRef | None = None
     origin: Origin = "schedule"
     allowed_tools: tuple[str, ...] = ()  # held tools (tools.approval) its task was created allowing
+
+    @property
+    def log_name(self) -> str:
+        """Where its run is logged and what its history is: `spawn:<task>` for a spawned run (decision 217)."""
+        return run_log_name(self.task_name, spawned=self.origin == "spawn")
 
 
 @dataclass(frozen=True)
@@ -106,7 +113,7 @@ class SubagentRunner:
 
     @property
     def running(self) -> list[str]:
-        """Names of the tasks with a run in progress."""
+        """Names of the tasks with a run in progress (`spawn:<task>` for a spawned one)."""
         return sorted(self._runs)
 
     def is_running(self, task_name: str) -> bool:
@@ -114,14 +121,14 @@ class SubagentRunner:
 
     def spawn(self, request: SubagentRequest) -> asyncio.Task[RunOutcome]:
         """Start a run in the background; raises for a bad name or model, a busy task, or shutdown."""
-        validate_task_name(request.task_name)
+        key = request.log_name  # validates the name
         self.catalogue.check(request.model)
         if not self._accepting:
             raise RuntimeError("the engine is shutting down and starts no new runs")
-        if request.task_name in self._runs:
+        if key in self._runs:
             raise TaskBusy(f"a run of task {request.task_name!r} is already in progress")
-        task = asyncio.create_task(self._guarded(request), name=f"subagent-{request.task_name}")
-        self._runs[request.task_name] = task
+        task = asyncio.create_task(self._guarded(request), name=f"subagent-{key}")
+        self._runs[key] = task
         return task
 
     def stop_accepting(self) -> None:
@@ -152,7 +159,7 @@ class SubagentRunner:
             log.error("run of task %s failed: %s", request.task_name, type(exc).__name__, exc_info=True)
             outcome = RunOutcome(request.task_name, RunStatus.FAILED, delivered=False)
         finally:
-            self._runs.pop(request.task_name, None)
+            self._runs.pop(request.log_name, None)
         if self.on_finished is not None:
             try:
                 await self.on_finished(request, outcome)
@@ -165,12 +172,12 @@ class SubagentRunner:
 
     async def _run(self, request: SubagentRequest) -> RunOutcome:
         name = request.task_name
-        chat = task_chat(name)
+        chat = task_chat(request.log_name)
         model_id = request.model or self.catalogue.routing.subagent_model
         sink = _TaskLog(self, chat, request)
 
         async def context() -> TurnPrompt:
-            built = await self.context.build(name, request.message, model_id)
+            built = await self.context.build(name, request.message, model_id, history_of=request.log_name)
             return TurnPrompt(list(built.messages), built.tools, model_id)
 
         # Nobody answers approval questions in a run: a held tool runs only if the task allows it.
@@ -226,7 +233,7 @@ class _TaskLog:
 
     async def begin(self) -> None:
         runner, request = self._runner, self._request
-        if await runner.history.has_unfinished_run(request.task_name):
+        if await runner.history.has_unfinished_run(request.log_name):
             await runner.append(runner.final(self._chat, INTERRUPTED_TEXT, "interrupted"))
         metadata = {"origin": request.origin}
         await runner.append(

@@ -4,6 +4,11 @@ A task name becomes a directory name, so it is validated strictly: lowercase let
 and '_', starting with a letter or digit — no separators, no dots, no path traversal, and no two
 names that a case-insensitive file system would merge. The `scheduler` channel is reserved for
 these logs: a person's chat on a channel of that name would share their directories.
+
+A run started by `subagent_spawn` is logged under `spawn:<task>` (`scheduler_spawn%3A<task>/`), never
+under a scheduled task's own name (docs/decisions/217-spawned-runs-keep-their-own-history.md): its
+request is text a chat chose, and a scheduled task's runs, which may hold pre-approved tools, read
+their own log as their history.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from klaw.store.records import ChatRef
 
 SUBAGENT_CHANNEL = "scheduler"
 TASK_LOG_DIR_PREFIX = f"{SUBAGENT_CHANNEL}_"
+SPAWNED_PREFIX = "spawn:"
 MAX_TASK_NAME = 64
 _TASK_NAME = re.compile(rf"[a-z0-9][a-z0-9_-]{{0,{MAX_TASK_NAME - 1}}}")
 
@@ -34,9 +40,18 @@ def validate_task_name(name: str) -> str:
     return name
 
 
+def run_log_name(task_name: str, *, spawned: bool) -> str:
+    """The name a run is logged (and kept from running twice) under: the task's own name for a scheduled
+    run, `spawn:<name>` for one `subagent_spawn` started, so a chat never writes a scheduled task's history."""
+    validate_task_name(task_name)
+    return f"{SPAWNED_PREFIX}{task_name}" if spawned else task_name
+
+
 def task_chat(name: str) -> ChatRef:
-    """The chat a task's runs are logged under; its `log_dir_name` is `scheduler_<name>`."""
-    return ChatRef(SUBAGENT_CHANNEL, validate_task_name(name))
+    """The chat a task's runs are logged under (`name` as `run_log_name` gives it); its `log_dir_name` is
+    `scheduler_<name>`."""
+    validate_task_name(name.removeprefix(SPAWNED_PREFIX))
+    return ChatRef(SUBAGENT_CHANNEL, name)
 
 
 def is_task_log_dir(dir_name: str) -> bool:

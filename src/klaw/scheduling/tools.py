@@ -7,7 +7,9 @@ the model as a readable error it can correct.
 
 A task created from a chat reports to that chat unless told otherwise. A run of a task cannot start
 other runs (it is not offered `subagent_spawn`, and the tool loop refuses a call to a tool not offered:
-decision 258), so a task cannot multiply itself.
+decision 258), so a task cannot multiply itself. A spawned run keeps its own history, apart from a
+scheduled task of the same name (decision 217): what a chat tells it never reaches runs that may hold
+pre-approved tools.
 """
 
 from __future__ import annotations
@@ -183,8 +185,8 @@ def register_subagent_tools(registry: ToolRegistry, scheduler: TaskScheduler) ->
         message: Annotated[str, Field(description="Complete instruction")],
         model: Annotated[str | None, Field(description=_DEFAULT_MODEL)] = None,
     ) -> str:
-        """Start a background agent now, not waited for; it sees earlier runs of task_name; its answer comes
-        here unless exactly {"silent": true}."""
+        """Start a background agent now, not waited for; it sees earlier spawned runs of task_name (never a
+        scheduled task's runs); its answer comes here unless exactly {"silent": true}."""
         scheduler.spawn(task_name, message, model=model, reply_to=context.chat)
         return f"Started a run of {task_name!r}; its answer will arrive in this chat when it is done."
 
