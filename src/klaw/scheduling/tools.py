@@ -185,8 +185,8 @@ def register_subagent_tools(registry: ToolRegistry, scheduler: TaskScheduler) ->
         message: Annotated[str, Field(description="Complete instruction")],
         model: Annotated[str | None, Field(description=_DEFAULT_MODEL)] = None,
     ) -> str:
-        """Start a background agent now, not waited for; it sees earlier spawned runs of task_name (never a
-        scheduled task's runs); its answer comes here unless exactly {"silent": true}."""
+        """Start a background agent now, not waited for; it sees earlier spawned runs of task_name; its answer
+        comes here unless exactly {"silent": true}."""
         scheduler.spawn(task_name, message, model=model, reply_to=context.chat)
         return f"Started a run of {task_name!r}; its answer will arrive in this chat when it is done."
 
