@@ -9,6 +9,13 @@ and exit are events, not uvicorn's 0.1 s polling tick: `start` returns as soon a
 (or raises why it could not), and `stop` closes the listener and idle connections, lets in-flight
 replies finish for `grace_seconds`, then cancels what is left. A reply that never ends on its own
 (a held or streaming one) must be released by its owner before `stop`, or it costs the whole grace.
+
+Slow clients are bounded (`max_connections`, `head_timeout_seconds`): uvicorn has no timeout for a
+request head that never completes and no cap on open connections (its `limit_concurrency` answers
+503 only once a head is complete), so a local user opening thousands of connections that each send
+half a header ("slowloris") used every file descriptor of the process, and the engine socket and
+the scheduler failed with EMFILE. A connection past the cap is answered 503 and closed at once; one
+that has not sent a whole request head within the timeout is closed.
 """
 
 from __future__ import annotations
@@ -58,6 +65,8 @@ class EmbeddedHttpServer:
     reuse_address: bool = False
     http: Literal["auto", "h11"] = "auto"
     name: str = "http-server"
+    max_connections: int | None = None
+    head_timeout_seconds: float | None = None
     port: int = field(default=0, init=False)
     _server: _Uvicorn | None = field(default=None, init=False)
     _task: asyncio.Task[None] | None = field(default=None, init=False)
@@ -77,6 +86,11 @@ class EmbeddedHttpServer:
             ws="none",
             server_header=False,
         )
+        config.load()
+        if self.max_connections is not None or self.head_timeout_seconds is not None:
+            config.http_protocol_class = _bounded(
+                config.http_protocol_class, self.max_connections, self.head_timeout_seconds
+            )
         self._server = server = _Uvicorn(config, self.grace_seconds)
         self._task = task = asyncio.create_task(server.serve(sockets=[sock]), name=self.name)
         ready = asyncio.create_task(server.ready.wait())
@@ -189,3 +203,30 @@ class _Uvicorn(uvicorn.Server):
         for server in self.servers:  # bounded: from Python 3.12 this also waits for open connections
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(server.wait_closed(), self.grace_seconds)
+
+
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nRetry-After: 5\r\n"
+    b"Connection: close\r\nContent-Length: 54\r\n\r\ntoo many open connections to this server; retry soon\r\n"
+)
+
+
+def _bounded(protocol: type[asyncio.Protocol], cap: int | None, head_timeout: float | None) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol (h11 or httptools) refusing connections past `cap` with 503 and closing
+    one whose first request head has not arrived within `head_timeout` seconds."""
+
+    class Bounded(protocol):  # type: ignore[valid-type,misc]
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            if cap is not None and len(self.connections) > cap:
+                transport.write(_BUSY)
+                transport.close()
+                return
+            if head_timeout is not None:
+                self.loop.call_later(head_timeout, self._head_overdue)
+
+        def _head_overdue(self) -> None:
+            if self.cycle is None and not self.transport.is_closing():
+                self.transport.close()  # half a request head (or none) after the timeout: a slow client
+
+    return Bounded

@@ -15,6 +15,7 @@ from typing import cast
 import httpx
 import pytest
 
+from klaw.channels.web import server as server_module
 from klaw.channels.web.app import create_app
 from klaw.channels.web.auth import CSRF_HEADER, SESSION_COOKIE, WebAuth
 from klaw.channels.web.body_guard import MAX_BODY_BYTES
@@ -28,6 +29,7 @@ from klaw.home import KlawHome
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.channels.stack import running_stack
 from tests.channels.test_web_app import TOKEN, FakeBackend, session_csrf, sign_in
+from tests.engine import GatewayClient
 
 
 class Clock:
@@ -209,3 +211,61 @@ async def sign_in_with(client: httpx.AsyncClient, token: str) -> None:
     csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
     assert csrf is not None
     assert (await client.post("/login", data={"token": token, "csrf": csrf.group(1)})).status_code == 303
+
+
+async def test_slow_clients_cannot_take_every_connection_and_the_engine_still_answers(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local user opening many connections that each send half a request head ("slowloris"): past
+    the cap they get 503 at once, the owner meanwhile a clear 503, the engine socket keeps answering,
+    and once they go the page answers again; a head that never completes is cut after the timeout."""
+    monkeypatch.setattr(server_module, "MAX_CONNECTIONS", 8, raising=False)
+    monkeypatch.setattr(server_module, "HEAD_TIMEOUT_SECONDS", 300.0, raising=False)
+    caplog.set_level(logging.DEBUG)
+    holder: list[WebChannel] = []
+    async with running_stack(web_channel(holder)) as stack:
+        web = holder[0]
+        host, port = web.url.removeprefix("http://").rstrip("/").split(":")
+        slow = [await asyncio.open_connection(host, int(port)) for _ in range(3 * 8)]
+        for _, writer in slow:
+            writer.write(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # never finished
+        await asyncio.gather(*(writer.drain() for _, writer in slow))
+        turned_away = 0
+        for reader, _ in slow[8:]:
+            async with asyncio.timeout(10):
+                answer = await reader.read()
+            assert answer.startswith(b"HTTP/1.1 503") and b"too many open connections" in answer
+            turned_away += 1
+        keyed = {"Authorization": f"Bearer {web.token}"}
+        async with httpx.AsyncClient(base_url=web.url.rstrip("/")) as owner:
+            busy = await owner.get("/api/status", headers=keyed)
+            assert busy.status_code == 503 and busy.headers["retry-after"] == "5"
+            engine = await GatewayClient.connect(stack.home.socket_path)
+            try:
+                await engine.roundtrip("still-here")  # the engine socket still accepts and answers
+            finally:
+                await engine.aclose()
+            for _, writer in slow:
+                writer.close()
+            await asyncio.gather(*(writer.wait_closed() for _, writer in slow), return_exceptions=True)
+            statuses = []
+            for _ in range(200):  # the server sees the slow clients leave a moment after they close
+                statuses.append((await owner.get("/api/status", headers=keyed)).status_code)
+                if statuses[-1] == 200:
+                    break
+                await asyncio.sleep(0.05)
+            assert statuses[-1] == 200 and set(statuses) <= {200, 503}
+        assert turned_away == 2 * 8
+    assert not [r for r in caplog.records if r.exc_info], "no traceback in the log"
+
+
+async def test_a_request_head_that_never_completes_is_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server_module, "HEAD_TIMEOUT_SECONDS", 0.2, raising=False)
+    async with serving(WebAuth(TOKEN)) as base_url:
+        host, port = base_url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        await writer.drain()
+        async with asyncio.timeout(10):
+            assert await reader.read() == b""  # closed by the server, nothing answered
+        writer.close()

@@ -13,6 +13,11 @@ from typing import Any
 
 from klaw.embedded_http import EmbeddedHttpServer
 
+# Well below the usual 1024 open files per process, so a flood of web connections leaves room for
+# the engine socket, the database and the scheduler (see klaw.embedded_http on slow clients).
+MAX_CONNECTIONS = 256
+HEAD_TIMEOUT_SECONDS = 20.0
+
 
 class EmbeddedServer(EmbeddedHttpServer):
     """`start` binds (SO_REUSEADDR: a restarted gateway gets its fixed port back while the last run's
@@ -20,4 +25,13 @@ class EmbeddedServer(EmbeddedHttpServer):
     address bad; `port` is then the bound port; `stop` is bounded by `grace_seconds`."""
 
     def __init__(self, app: Any, host: str, port: int, *, grace_seconds: float = 2.0) -> None:
-        super().__init__(app, host, port, grace_seconds=grace_seconds, reuse_address=True, name="web-server")
+        super().__init__(
+            app,
+            host,
+            port,
+            grace_seconds=grace_seconds,
+            reuse_address=True,
+            name="web-server",
+            max_connections=MAX_CONNECTIONS,
+            head_timeout_seconds=HEAD_TIMEOUT_SECONDS,
+        )
