@@ -125,3 +125,18 @@ def memory_controller_here() -> bool:
         elif "memory" in controllers.split(",") and (root / "memory" / path.lstrip("/")).is_dir():
             return True
     return False
+
+
+def test_one_registry_used_from_two_event_loops_still_runs_every_call(tmp_path: Path) -> None:
+    """A library caller's second `asyncio.run` with the same engine: the slots of the first loop, where
+    calls had to wait, do not refuse or break the second's."""
+    home = home_with_secrets(tmp_path)
+    runner = Runner(home, backend="bubblewrap")  # 2 at once: the third chat's call waits
+
+    async def round_of(prefix: str) -> list[ToolResult]:
+        return await asyncio.gather(*(run_in(runner, ChatRef("console", f"c{i}"), f"{prefix}{i}") for i in range(3)))
+
+    for prefix in ("d", "e"):
+        results = asyncio.run(round_of(prefix))
+        assert all(result.content.startswith("exit code 0 after") for result in results), results
+    assert len(intervals(home.workspace, "e")) == 3

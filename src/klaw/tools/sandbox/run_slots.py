@@ -21,11 +21,14 @@ class NoSlot(Exception):
 
 
 class RunSlots:
-    """`total` runs at once in the engine, `per_chat` of them for one chat. Made in the engine's loop."""
+    """`total` runs at once in the engine, `per_chat` of them for one chat. The semaphores belong to the
+    loop they are first used in; an engine used from a new loop (a library caller's second
+    `asyncio.run`) gets new ones, since nothing of the old loop still runs."""
 
     def __init__(self, total: int, per_chat: int) -> None:
         self.total = total
         self.per_chat = min(per_chat, total)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._engine = asyncio.Semaphore(total)
         self._chats: dict[Hashable, tuple[asyncio.Semaphore, int]] = {}
 
@@ -33,6 +36,9 @@ class RunSlots:
     async def turn(self, chat: Hashable, wait_seconds: float) -> AsyncIterator[None]:
         """Hold a slot of `chat` and one of the engine while the body runs; NoSlot after `wait_seconds`
         without both."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop, self._engine, self._chats = loop, asyncio.Semaphore(self.total), {}
         chat_slots = self._join(chat)
         try:
             try:
