@@ -1,5 +1,5 @@
-"""A subagent run's context: system prompt, the task note, core memory, the task's past runs, the
-request, tools (docs/decisions/003-subagent-runs.md).
+"""A subagent run's context: system prompt, the task note, core memory (not for a run holding allowed
+tools: decision 217), the task's past runs, the request, tools (docs/decisions/003-subagent-runs.md).
 
 Unlike a chat turn it has no sliding window, no summary and no auto-RAG: its history is the last
 `context.subagentHistory` *completed runs* of the same task, read whole from the task's JSONL log by
@@ -59,10 +59,17 @@ class SubagentContextBuilder:
     tools: Callable[[str], Sequence[ToolSpec]] = lambda _model: ()
 
     async def build(
-        self, task_name: str, request: str, model_id: str, *, history_of: str | None = None
+        self,
+        task_name: str,
+        request: str,
+        model_id: str,
+        *,
+        history_of: str | None = None,
+        core_memory: bool = True,
     ) -> BuiltContext:
         """`history_of`: the log whose runs are its history (`spawn:<task>` for a spawned run, decision
-        217); the task's own by default."""
+        217); the task's own by default. `core_memory=False` for a run holding pre-approved tools: any
+        chat's model can write core memory, and such a run must read no text a chat chose (decision 217)."""
         budget = int(self.catalogue.context_budget(model_id) * SAFETY_MARGIN)
         head: list[ChatMessage] = []
         layers: list[ContextLayer] = []
@@ -75,7 +82,7 @@ class SubagentContextBuilder:
 
         place("system_prompt", await self.system_prompt.text())
         place("task", task_note(task_name))
-        memory = await self.core_memory.read()
+        memory = await self.core_memory.read() if core_memory else None
         place("core_memory", f"Core memory (read-only here):\n{CoreMemory.render(memory)}" if memory else None)
         tools = list(self.tools(model_id))
         tools_tokens = tools_layer(tools).tokens

@@ -177,7 +177,10 @@ class SubagentRunner:
         sink = _TaskLog(self, chat, request)
 
         async def context() -> TurnPrompt:
-            built = await self.context.build(name, request.message, model_id, history_of=request.log_name)
+            # A run holding pre-approved tools reads no text a chat could have written (decision 217).
+            built = await self.context.build(
+                name, request.message, model_id, history_of=request.log_name, core_memory=not request.allowed_tools
+            )
             return TurnPrompt(list(built.messages), built.tools, model_id)
 
         # Nobody answers approval questions in a run: a held tool runs only if the task allows it.
