@@ -4,6 +4,8 @@ of changes made by `klaw schedule`, stop. Runs are recorded by a stub runner (no
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -265,5 +267,33 @@ async def test_runs_stop_at_the_daily_cap_however_they_were_scheduled(store: Sch
             rig.scheduler.spawn("extra", "one more", model=None, reply_to=CHAT)
         await rig.advance(24 * 3600 - 5 * 60)  # a day after the first run: room for one more
         assert rig.fired() == ["sundays"] * 4
+    finally:
+        await rig.scheduler.stop()
+
+
+async def test_running_out_of_open_files_is_one_log_line_and_the_scheduler_carries_on(
+    store: ScheduleStore, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="klaw.engine.scheduler_loop")
+    real_list = store.list
+    failures = [OSError(errno.EMFILE, "Too many open files")]
+
+    def listing() -> list[ScheduledTask]:
+        if failures:
+            raise failures.pop()
+        return real_list()
+
+    monkeypatch.setattr(store, "list", listing)
+    rig = await start(store)
+    try:
+        errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert [r.getMessage() for r in errors] == [
+            "scheduler: too many open files (Too many open files); retrying in 60 s"
+        ]
+        assert all(r.exc_info is None for r in errors)
+        await rig.scheduler.add_task("tick", TaskSchedule.cron("* * * * *"), "tick", inject_into=CHAT)
+        await rig.asleep()
+        await rig.advance(60)
+        assert rig.fired() == ["tick"]
     finally:
         await rig.scheduler.stop()

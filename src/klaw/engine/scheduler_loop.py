@@ -22,6 +22,7 @@ firing over the cap is recorded as `capped`, a spawn over it refused.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 from collections import deque
 from dataclasses import KW_ONLY, InitVar, dataclass, field
@@ -178,7 +179,12 @@ class Scheduler:
             try:
                 wake_at = await self._tick()
             except Exception as exc:  # a locked or damaged scheduler.db: say so, try again later
-                log.error("scheduler: %s; retrying in %.0f s", type(exc).__name__, RELOAD_SECONDS, exc_info=True)
+                if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+                    # Out of open files (a flood of connections, say): a state of the machine, told in
+                    # one line, not a traceback a minute.
+                    log.error("scheduler: too many open files (%s); retrying in %.0f s", exc.strerror, RELOAD_SECONDS)
+                else:
+                    log.error("scheduler: %s; retrying in %.0f s", type(exc).__name__, RELOAD_SECONDS, exc_info=True)
                 wake_at = self.clock.now() + timedelta(seconds=RELOAD_SECONDS)
             if self._stopping:
                 break
