@@ -39,6 +39,12 @@ def private_dirs(path: Path) -> None:
                 raise
 
 
+def private_dir_at(name: str, parent: int) -> None:
+    """The folder `name` made 0700 inside the folder open as descriptor `parent` (FileExistsError when
+    something is there): how the workspace tools create folders beneath the workspace (decision 243)."""
+    os.mkdir(name, DIRECTORY_MODE, dir_fd=parent)
+
+
 def open_private(path: Path, flags: int) -> int:
     """`os.open(path, flags)`, creating the file 0600 if it is missing (its folder must exist)."""
     return os.open(path, flags | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)

@@ -21,9 +21,10 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from klaw.private_files import FILE_MODE, private_dir_at
+
 MAX_SYMLINKS = 40  # as the kernel's own limit: a loop of links ends in a clear refusal
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-DIRECTORY_MODE = 0o700
 
 
 def open_directory(resolved: Path) -> int:
@@ -76,7 +77,7 @@ class Walk:
         mine, root = os.fstat(self.parent), os.fstat(self.root)
         return (mine.st_dev, mine.st_ino) == (root.st_dev, root.st_ino)
 
-    def open(self, flags: int, mode: int = 0o600) -> int:
+    def open(self, flags: int, mode: int = FILE_MODE) -> int:
         """The last component opened with `flags` (O_NOFOLLOW added); a symlink there is followed
         beneath the root as any other. The caller closes the descriptor."""
         for _ in range(MAX_SYMLINKS + 1):
@@ -130,7 +131,7 @@ class Walk:
                 if not self.make or hops > MAX_SYMLINKS:
                     raise
                 with suppress(FileExistsError):  # made meanwhile: opened (or judged) just below
-                    os.mkdir(part, DIRECTORY_MODE, dir_fd=self.parent)
+                    private_dir_at(part, self.parent)
                 pending.appendleft(part)
                 continue
             except OSError as exc:
