@@ -11,6 +11,8 @@ under `conversations/scheduler_<task>/`, which holds nothing but that task's run
 * Files are read in name order (names are dates, so that is chronological) and records within a
   file in line order; runs may span files. The last `n` complete runs are returned, oldest first,
   each run's records in their original order (tool calls and results included).
+* A scheduled task's history leaves out the runs `subagent_spawn` started that older versions logged
+  there (their request's `origin` is "spawn"; decision 217): a chat chose their text.
 * A missing directory is a task's first run: empty, no warning. An empty file contributes nothing.
   A malformed line is skipped with a warning naming the file and line, never the content, and the
   rest of the file is read.
@@ -26,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from klaw.memory.conversation_log import ConversationLog, ReadReport, iter_file
-from klaw.scheduling.names import task_chat
+from klaw.scheduling.names import SPAWNED_PREFIX, task_chat
 from klaw.store.records import MessageRecord, RecordKind
 
 Run = list[MessageRecord]
@@ -67,6 +69,10 @@ class SubagentHistoryLoader:
         if n <= 0:
             return []
         runs, _ = await asyncio.to_thread(self._read_tail, task_name, n)
+        if not task_name.startswith(SPAWNED_PREFIX):
+            # A run `subagent_spawn` started was logged here before decision 217 gave spawned runs their
+            # own log: text a chat chose, which a scheduled run holding allowed tools must never read.
+            runs = [run for run in runs if (run[0].metadata or {}).get("origin") != "spawn"]
         return runs[-n:]
 
     async def has_unfinished_run(self, task_name: str) -> bool:
