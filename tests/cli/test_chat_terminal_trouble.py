@@ -67,6 +67,17 @@ def _chat_pid(shell_pid: int) -> int:
     return int(child)
 
 
+async def _killed_while_the_model_thinks(model: FakeOpenAiServer, env: dict[str, str], workdir: Path) -> None:
+    """A `klaw chat` asked a question, SIGKILLed once the model has the request (which hangs)."""
+    async with terminal([sys.executable, "-m", "klaw", "chat"], env, workdir) as term:
+        await term.wait_for_prompt_after("Type /help for commands", "the greeting")
+        await term.type_line("a question the crash leaves unanswered")
+        await poll_until(lambda: _some(len(model.chat_requests) == 1), lambda: term.failure("the model got no request"))
+        shell = int((await term.tmux("display-message", "-p", "-t", term.target, "#{pane_pid}")).strip())
+        os.kill(_chat_pid(shell), signal.SIGKILL)
+        await term.exit_status()
+
+
 @needs_tmux
 async def test_a_message_resumed_after_a_crash_is_logged_not_printed_above_the_banner(tmp_path: Path) -> None:
     home = tmp_path / "home"
@@ -76,15 +87,7 @@ async def test_a_message_resumed_after_a_crash_is_logged_not_printed_above_the_b
     async with FakeOpenAiServer() as model:
         model.reply_hang()
         env = chat_env(home, model.base_url)
-        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path / "t1") as term:
-            await term.wait_for_prompt_after("Type /help for commands", "the greeting")
-            await term.type_line("a question the crash leaves unanswered")
-            await poll_until(
-                lambda: _some(len(model.chat_requests) == 1), lambda: term.failure("the model got no request")
-            )
-            shell = int((await term.tmux("display-message", "-p", "-t", term.target, "#{pane_pid}")).strip())
-            os.kill(_chat_pid(shell), signal.SIGKILL)
-            await term.exit_status()
+        await _killed_while_the_model_thinks(model, env, tmp_path / "t1")
         model.reply_text("here at last")
         async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path / "t2") as term:
             screen = await term.wait_for_prompt_after("here at last", "the resumed message's reply")
@@ -113,15 +116,7 @@ async def test_a_resumed_reply_arriving_while_the_next_message_waits_is_said_to_
     async with FakeOpenAiServer() as model:
         model.reply_hang()
         env = chat_env(home, model.base_url)
-        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path / "t1") as term:
-            await term.wait_for_prompt_after("Type /help for commands", "the greeting")
-            await term.type_line("a question the crash leaves unanswered")
-            await poll_until(
-                lambda: _some(len(model.chat_requests) == 1), lambda: term.failure("the model got no request")
-            )
-            shell = int((await term.tmux("display-message", "-p", "-t", term.target, "#{pane_pid}")).strip())
-            os.kill(_chat_pid(shell), signal.SIGKILL)
-            await term.exit_status()
+        await _killed_while_the_model_thinks(model, env, tmp_path / "t1")
         model.reply_text("the late answer", before=until_the_person_asks_again)
         model.reply_text("yes, I am back")
         async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path / "t2") as term:

@@ -94,10 +94,9 @@ class _Queued:
 
 @dataclass(eq=False)
 class FakeOpenAiServer:
-    """See the module docstring. `known_models`, when set, makes other model names a 404 as on OpenAI
-    (chat and embeddings alike, so an embedding model that is not served can be scripted).
-    `max_input_tokens`, when set, makes an embeddings request with a longer input a 400 naming the
-    limit, as OpenAI answers a text over its embedding model's context length."""
+    """See the module docstring. `known_models`: other model names are a 404 as on OpenAI (chat and
+    embeddings alike). `max_input_tokens`: a longer embeddings input is a 400 naming the limit, as
+    OpenAI answers a text over its embedding model's context length."""
 
     embedding_dim: int = 16
     default_reply: Callable[[Mapping[str, Any]], Reply] = echo_last_user_message

@@ -49,8 +49,8 @@ from klaw.llm.errors import (
     LlmRateLimitError,
     LlmServerError,
     LlmTimeoutError,
-    server_message,
 )
+from klaw.llm.server_said import error_message
 from klaw.llm.unreachable import what_happened
 from klaw.redaction import mask_url_credentials
 
@@ -59,7 +59,6 @@ logger = logging.getLogger(__name__)
 Sleep = Callable[[float], Awaitable[None]]
 _RETRYABLE_STATUSES = frozenset({408, 409, 429})
 # A server message that shares this many characters in a row with a text of the request quotes it.
-_QUOTE_CHARS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +182,7 @@ async def open_with_retries(
                 body = await response.aread()
             await response.aclose()
             status = response.status_code
-            failure, delay = _classify(endpoint, response, _error_message(body, payload), attempt, policy)
+            failure, delay = _classify(endpoint, response, error_message(body, payload), attempt, policy)
         logger.warning(
             "llm call failed model=%s status=%s attempt=%d/%d after_ms=%.0f",
             endpoint.model_id,
@@ -326,71 +325,6 @@ def _auth_hint(endpoint: Endpoint) -> str:
             "environment variable that holds the key."
         )
     return f"Check that the environment variable {endpoint.api_key_env} holds a valid key with access to this model."
-
-
-def _error_message(body: bytes, payload: Mapping[str, Any]) -> str:
-    """The server's own error message (see `_server_said`), unless it quotes the request `payload`."""
-    return unless_quoting(_server_said(body), payload)
-
-
-def unless_quoting(said: str, payload: Mapping[str, Any]) -> str:
-    """`said` (a server's error message), or a note that it is left out when it quotes a text of the
-    request `payload`: errors reach logs, chat replies and /status, which never show content."""
-    if said and _quotes(said, _request_texts(payload)):
-        return "the server's message quotes the request and is left out"
-    return said
-
-
-def _request_texts(payload: Mapping[str, Any]) -> list[str]:
-    """What a request carries that is content: chat messages' text and tool-call arguments, embedding
-    inputs; whitespace collapsed as `server_message` does."""
-    texts: list[Any] = []
-    inputs = payload.get("input")
-    texts.extend(inputs if isinstance(inputs, list) else [inputs])
-    for message in payload.get("messages") or ():
-        if not isinstance(message, Mapping):
-            continue
-        content = message.get("content")
-        parts = content if isinstance(content, list) else [content]
-        texts.extend(part.get("text") if isinstance(part, Mapping) else part for part in parts)
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") if isinstance(call, Mapping) else None
-            texts.append(function.get("arguments") if isinstance(function, Mapping) else None)
-    return [" ".join(text.split()) for text in texts if isinstance(text, str)]
-
-
-def _quotes(said: str, texts: list[str]) -> bool:
-    """Whether `said` contains a whole text, or `_QUOTE_CHARS` characters in a row of one, of `texts`
-    (a server that echoes an input often shortens it). Texts shorter than 8 characters ("hi") are
-    too common to count."""
-    pieces = {said[i : i + _QUOTE_CHARS] for i in range(len(said) - _QUOTE_CHARS + 1)}
-    for text in texts:
-        if len(text) < _QUOTE_CHARS:
-            if len(text) >= 8 and text in said:
-                return True
-        elif any(piece in text for piece in pieces):
-            return True
-    return False
-
-
-def _server_said(body: bytes) -> str:
-    """The server's own error message, from OpenAI's `{"error": {"message"}}` or the common variants
-    (vLLM's top-level `message`, FastAPI's `detail`). Non-JSON bodies (proxy pages) give ''."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return ""
-    if not isinstance(data, dict):
-        return ""
-    error = data.get("error")
-    for candidate in (
-        error.get("message") if isinstance(error, dict) else error,
-        data.get("message"),
-        data.get("detail"),
-    ):
-        if isinstance(candidate, str) and candidate.strip():
-            return server_message(candidate)
-    return ""
 
 
 def _retry_after(response: httpx.Response) -> float | None:

@@ -39,7 +39,6 @@ from klaw.llm.http import (
     malformed,
     new_http_client,
     reading_errors,
-    unless_quoting,
 )
 from klaw.llm.messages import (
     ChatMessage,
@@ -49,6 +48,7 @@ from klaw.llm.messages import (
     ToolSpec,
     WireFormatError,
 )
+from klaw.llm.server_said import unless_quoting
 
 logger = logging.getLogger(__name__)
 
