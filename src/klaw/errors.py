@@ -52,6 +52,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
   - TaskBusy (ValueError) .................. engine/subagents: a run of the task is in progress
   - CommandRefused (ValueError) ............ tools/host/patterns: a command host_exec may not run; why
   - SandboxInstallError (RuntimeError) ..... tools/sandbox/venv: packages not installed; pip's words
+  - NoSlot (RuntimeError) .................. tools/sandbox/run_slots: every sandbox slot stayed taken; code not run
   - EngineStopping (RuntimeError) .......... engine/failures: shutting down, no new messages
   - EngineSocketError (RuntimeError) ....... engine/socket_file: the socket could not be set up
     + EngineAlreadyRunningError ............ another engine serves the home

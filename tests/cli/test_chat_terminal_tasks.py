@@ -33,6 +33,7 @@ async def test_a_subagent_answer_is_shown_at_the_prompt_without_typing(tmp_path:
             screen = await term.wait_for_prompt_after("Here are three sources.", "the subagent's answer")
             assert screen.rstrip().endswith(PROMPT.rstrip())
             assert "Subagent: research\nHere are three sources." in screen  # whose answer it is
-            assert (home / "conversations" / "scheduler_research").is_dir()
+            # A spawned run keeps its own log, never a scheduled task's of the same name (decision 217).
+            assert (home / "conversations" / "scheduler_spawn%3Aresearch").is_dir()
             await term.tmux("send-keys", "-t", term.target, "C-d")
             assert await term.exit_status() == 0

@@ -15,9 +15,11 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Hashable
 
+from klaw.errors import KlawError
 
-class NoSlot(Exception):
-    """The call waited as long as it could and every slot was still taken."""
+
+class NoSlot(KlawError, RuntimeError):
+    """The call waited as long as it could and every slot was still taken (code_execute says so)."""
 
 
 class RunSlots:
