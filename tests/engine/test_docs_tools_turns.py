@@ -184,3 +184,20 @@ async def test_a_search_while_the_vectors_are_built_is_answered_by_full_text(tmp
     hits = await index.search("when to check the hive")
     assert hits[0].path == "bees.md"
     await stop()
+
+
+async def test_stopping_the_background_build_waits_for_the_write_under_way(tmp_path: Path) -> None:
+    """The engine's exit stops the build; its write runs in a thread, which cancelling the task does not
+    stop: it went on writing docs_index.db after the engine had closed (a copy of the closed home met
+    the journal file vanishing under it). Stopping now returns once the write has ended."""
+    file = tmp_path / "home" / "docs_index.db"
+    journal = file.with_name(file.name + "-journal")
+    index = DocsIndex(file, DocsBundle.shipped(), None, SearchConfig())
+    stop = index.warm_in_background(lambda: asyncio.sleep(0))
+    async with asyncio.timeout(10):
+        while not journal.exists():  # noqa: ASYNC110 - the write's journal is all there is to see
+            await asyncio.sleep(0.0005)
+    await stop()
+    assert not journal.exists()
+    with closing(sqlite3.connect(file)) as db:  # whole: stopped between steps, never inside one
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)

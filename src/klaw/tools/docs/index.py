@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import closing, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from klaw.store.sqlite.fts_query import fts5_match_expression
 from klaw.tools.docs.bundle import DocsBundle, DocSection
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 EMBED_BATCH = 32
 FTS_CANDIDATES = 40
@@ -81,6 +83,7 @@ class DocsIndex:
         self._search = search or SearchConfig()
         self._vector_wait = vector_wait
         self._building: asyncio.Task[None] | None = None
+        self._writing: asyncio.Future[Any] | None = None  # a build's work in its thread (`_in_thread`)
         self._searchable = asyncio.Event()  # the sections and their full text are current
         self._ready = False  # ... and so are the vectors (or the embedder failed this time)
 
@@ -110,6 +113,9 @@ class DocsIndex:
                     running.cancel()
                     with suppress(asyncio.CancelledError, Exception):
                         await running
+            if self._writing is not None:  # cancelling its task does not stop a thread: wait for its work
+                with suppress(Exception):
+                    await self._writing
 
         return stop
 
@@ -137,12 +143,12 @@ class DocsIndex:
         return self._building
 
     async def _build_once(self) -> None:
-        fingerprint = await asyncio.to_thread(self._bundle.fingerprint)
+        fingerprint = await self._in_thread(self._bundle.fingerprint)
         wanted = self._embedder.model_id if self._embedder is not None else NO_VECTORS
-        stored = await asyncio.to_thread(self._meta)
+        stored = await self._in_thread(self._meta)
         if stored != (fingerprint, wanted):
-            sections = await asyncio.to_thread(self._bundle.sections)
-            await asyncio.to_thread(self._write, sections, None, fingerprint, NO_VECTORS)
+            sections = await self._in_thread(self._bundle.sections)
+            await self._in_thread(self._write, sections, None, fingerprint, NO_VECTORS)
             self._searchable.set()
             await self._add_vectors(sections, fingerprint)
         self._searchable.set()
@@ -171,8 +177,16 @@ class DocsIndex:
             log.warning("docs index: the embedder failed (%s); built on full text alone", type(exc).__name__)
             return
         vectors = np.concatenate(batches) if batches else None
-        await asyncio.to_thread(self._write, sections, vectors, fingerprint, self._embedder.model_id)
+        await self._in_thread(self._write, sections, vectors, fingerprint, self._embedder.model_id)
         log.info("docs index built: %d sections of %d pages", len(sections), len(self._bundle.pages()))
+
+    async def _in_thread(self, work: Callable[..., T], *args: Any) -> T:
+        """`work(*args)` in a thread, kept where `stop` can wait for it: a cancelled build's task ends at once,
+        but its thread went on writing docs_index.db after the engine had closed (a copy of a closed home
+        then met a journal file vanishing under it)."""
+        future = asyncio.ensure_future(asyncio.to_thread(work, *args))
+        self._writing = future
+        return await asyncio.shield(future)
 
     def _connect(self) -> sqlite3.Connection:
         create_private(self.file)
