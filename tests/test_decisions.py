@@ -8,6 +8,7 @@ and that file must exist.
 from __future__ import annotations
 
 import re
+import sysconfig
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,3 +61,29 @@ def test_every_decision_has_a_number_of_its_own() -> None:
             numbers.setdefault(path.name[:3], []).append(path.name)
     shared = {number: names for number, names in numbers.items() if len(names) > 1}
     assert not shared, f"decisions sharing a number (give each its own): {shared}"
+
+
+PRIVATE_NAME = re.compile(r"`(_[A-Z]\w*)(?:\.\w+)*`")
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+def _defined(name: str, roots: list[Path]) -> bool:
+    definition = re.compile(rf"^\s*(class|def) {re.escape(name)}\b|^{re.escape(name)}\s*[:=]", re.MULTILINE)
+    return any(definition.search(p.read_text(errors="replace")) for root in roots for p in root.rglob("*.py"))
+
+
+def test_a_private_name_a_decision_cites_exists_or_a_note_says_where_it_went() -> None:
+    """Decisions 220, 262 and 264 named `_ChatReply` in engine/processor.py long after it had become
+    `ChatReply` in engine/chat_reply.py: a reader looking for it found nothing. History is not rewritten;
+    a note line naming the old name beside its new one (`now `...) keeps the citation followable."""
+    stale = []
+    for path in sorted(DECISIONS.glob("*.md")):
+        text = path.read_text()
+        noted = {name for line in text.splitlines() if "now `" in line for name in PRIVATE_NAME.findall(line)}
+        for name in sorted(set(PRIVATE_NAME.findall(text)) - noted):
+            if not _defined(name, [REPO / "src"]) and not _defined(name, [STDLIB / "concurrent"]):
+                stale.append(f"{path.name}: `{name}`")
+    assert not stale, (
+        "These decisions name a private class or function that src/ no longer defines; add a line"
+        " 'Note (later): `_Old` named here is now `New` in src/klaw/…' (history stays as written):\n" + "\n".join(stale)
+    )
