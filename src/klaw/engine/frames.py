@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 from asyncio import StreamReader
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -318,15 +319,19 @@ def describe_invalid(exc: ValidationError, kind: str) -> str:
 
 
 class FrameReader:
-    """Splits a stream into frame lines while holding at most `max_bytes` plus one chunk in memory.
+    """Splits a stream into frame lines while holding at most `max_bytes` plus one chunk in memory;
+    `held`, if given, hears how much it holds each time it waits for more (the engine's budget, socket_limits.py).
 
     Both ends need it. StreamReader.readline() fails on a long line in a way that leaves the stream
     awkward to resume; reading chunks lets an oversized line be reported once and skipped to its newline.
     """
 
-    def __init__(self, reader: StreamReader, max_bytes: int = MAX_FRAME_BYTES) -> None:
+    def __init__(
+        self, reader: StreamReader, max_bytes: int = MAX_FRAME_BYTES, *, held: Callable[[int], None] | None = None
+    ) -> None:
         self._reader = reader
         self._max = max_bytes
+        self._held = held  # told how many bytes wait for their newline whenever it waits for more
         self._buf = bytearray()
         self._scanned = 0  # bytes of _buf known to hold no newline
         self._discarding = False  # inside an oversized line already reported
@@ -356,6 +361,8 @@ class FrameReader:
                 self._scanned = 0
                 return size
             self._scanned = len(self._buf)
+            if self._held is not None:
+                self._held(len(self._buf))
             chunk = await self._reader.read(READ_CHUNK_BYTES)
             if not chunk:
                 return None

@@ -51,6 +51,18 @@ class GatewayConnection:
             return False
         return True
 
+    def refuse(self, frame: EngineFrame) -> None:
+        """Tell the peer why in one last frame and close, without waiting: for a peer being dropped
+        (socket_limits.py). Written whole in one call, so it cannot split another frame."""
+        if not self._writer.is_closing():
+            self._writer.write(encode_frame(frame))
+            self._writer.close()  # lets the frame out first, but a peer not reading would keep it open:
+            asyncio.get_running_loop().call_later(DRAIN_TIMEOUT_SECONDS, self._writer.transport.abort)
+
+    @property
+    def closing(self) -> bool:
+        return self._writer.is_closing()
+
     def close(self) -> None:
         self._writer.close()
 

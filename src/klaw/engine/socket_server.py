@@ -3,8 +3,10 @@
 One task per connection reads lines with a bounded buffer and hands them, in order, to the
 `FrameDispatcher` (frame_dispatch.py), so an `ack` always follows the handler having made the message
 durable, and a gateway can replay safely. An oversized line gets an `error` frame and is skipped; the
-connection goes on. The engine reaches gateways through this class, which delegates routing by
-`hello` and queueing to `OutboundRoutes` (outbound_routes.py); the socket file (0600, stale or live)
+connection goes on. How many connections may be open and how many bytes their unfinished frames
+may hold is bounded (socket_limits.py): one past either bound is told why in an `error` frame and
+closed. The engine reaches gateways through this class, which delegates routing by `hello` and
+queueing to `OutboundRoutes` (outbound_routes.py); the socket file (0600, stale or live)
 is `SocketFile` (socket_file.py). Kept to the lifecycle so that shutdown (stop accepting, tell every
 gateway, close with a grace period) reads in one place. Logs carry frame types, ids, sizes and peer
 counts, never message text.
@@ -24,6 +26,13 @@ from klaw.engine.frames import MAX_FRAME_BYTES, DeltaFrame, ErrorFrame, FrameRea
 from klaw.engine.gateway_connection import GatewayConnection
 from klaw.engine.outbound_routes import OutboundRoutes
 from klaw.engine.socket_file import EngineSocketError, SocketFile
+from klaw.engine.socket_limits import (
+    MAX_CONNECTIONS,
+    UNFINISHED_BYTES_BUDGET,
+    UnfinishedFrames,
+    stalled_frame,
+    too_many_connections,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +48,8 @@ class EngineSocketServer:
         max_frame_bytes: int = MAX_FRAME_BYTES,
         outbound_queue_limit: int = 1000,
         queries: QueryHandler | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+        unfinished_bytes_budget: int = UNFINISHED_BYTES_BUDGET,
     ) -> None:
         self.path = path
         self._file = SocketFile(path)
@@ -55,6 +66,9 @@ class EngineSocketServer:
         self._idle.set()
         self._closed_to_new = asyncio.Event()
         self._count = 0
+        self._max_connections = max_connections
+        self._unfinished = UnfinishedFrames[GatewayConnection](unfinished_bytes_budget)
+        self._full = False  # refusing connections; logged once per spell
 
     @property
     def connection_count(self) -> int:
@@ -184,12 +198,20 @@ class EngineSocketServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._count += 1
         conn = GatewayConnection(f"gateway#{self._count}", writer)
+        if len(self._connections) >= self._max_connections:
+            if not self._full:
+                log.warning("refusing connections: %d are open, the limit", len(self._connections))
+            self._full = True
+            conn.refuse(ErrorFrame(code="refused", message=too_many_connections(self._max_connections)))
+            await conn.wait_closed()
+            return
+        self._full = False
         task = asyncio.current_task()
         assert task is not None  # start_unix_server runs each connection in its own task
         self._connections[conn] = task
         self._idle.clear()
         log.info("%s connected (%d connected)", conn.name, len(self._connections))
-        lines = FrameReader(reader, self._max)
+        lines = FrameReader(reader, self._max, held=lambda size: self._held(conn, size))
         try:
             while (line := await lines.next()) is not None:
                 if isinstance(line, int):
@@ -209,7 +231,14 @@ class EngineSocketServer:
             conn.close()
             await conn.wait_closed()
 
+    def _held(self, conn: GatewayConnection, size: int) -> None:
+        """`conn` waits for the rest of a frame, holding `size` bytes: drop the oldest past the budget."""
+        for peer, held in self._unfinished.hold(conn, 0 if conn.closing else size):
+            log.warning("%s dropped: its unfinished frame (%d bytes) was the oldest past the budget", peer.name, held)
+            peer.refuse(ErrorFrame(code="refused", message=stalled_frame(held)))
+
     def _forget(self, conn: GatewayConnection) -> None:
+        self._unfinished.hold(conn, 0)
         self._connections.pop(conn, None)
         self._routes.forget(conn)
         if not self._connections:

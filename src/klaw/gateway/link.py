@@ -284,6 +284,8 @@ class EngineLink:
                 awaiting[1].set_exception(_Refused(frame))
             elif frame.ref in self._queries and not self._queries[frame.ref].done():
                 self._queries[frame.ref].set_exception(QueryFailed(frame.message))
+            elif frame.ref is None:  # about the connection, e.g. too many open: its words (they never quote content)
+                log.warning("engine: %s (%s)", frame.message, frame.code)
             else:
                 log.warning("engine reported %s about frame %s", frame.code, frame.ref)
         elif isinstance(frame, ResultFrame):
