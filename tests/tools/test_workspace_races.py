@@ -183,3 +183,17 @@ async def test_a_write_makes_a_missing_workspace_and_reads_of_it_say_there_is_no
     assert await run(registry, context, "file_write", path="notes/a.md", content="hi") == "wrote 2 bytes to notes/a.md"
     assert (tmp_path / "not-yet" / "notes" / "a.md").stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "not-yet" / "notes").stat().st_mode & 0o777 == 0o700
+
+
+async def test_file_read_and_file_list_name_a_symlink_loop_in_words(
+    registry: ToolRegistry, context: ToolContext, workspace: Path
+) -> None:
+    """Both open their target through one opener: a loop was "OSError: [Errno 40] 'a' goes through
+    too many symlinks" from each, an errno no reader needs."""
+    (workspace / "a").symlink_to("b")
+    (workspace / "b").symlink_to("a")
+    for tool, path in (("file_read", "a"), ("file_read", "a/x.txt"), ("file_list", "a")):
+        answer = await run(registry, context, tool, path=path)
+        assert f"{path!r} goes through too many symlinks: a symlink on the way leads back round (a loop)" in answer
+        assert "Errno" not in answer and "OSError" not in answer, answer
+    assert "there is no folder 'c'" in await run(registry, context, "file_list", path="c")

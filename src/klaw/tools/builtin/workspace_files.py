@@ -116,17 +116,27 @@ def _beneath(workspace: Path, path: str, *, make_folders: bool = False) -> Itera
         os.close(root)
 
 
-def _read(workspace: Path, path: str, offset: int, limit: int) -> str:
+def _opened(workspace: Path, path: str, flags: int, looked_for: str) -> tuple[int, str]:
+    """`path` opened beneath the workspace with `flags` for file_read and file_list: the descriptor (the
+    caller closes it) and the path as really reached, or a refusal saying what is wrong: nothing there
+    (`looked_for`: "file" or "folder"), a device without its hardware, symlinks leading round in a circle.
+    A NotADirectoryError (file_list given a file) is left to the caller, which knows what to suggest."""
     try:
         with _beneath(workspace, path) as found:
-            fd = found.open(os.O_RDONLY | os.O_NONBLOCK)
-            shown = found.shown
+            return found.open(flags), found.shown
     except FileNotFoundError:
-        raise FileNotFoundError(f"there is no file {_normal(path)!r} in the workspace") from None
+        raise FileNotFoundError(f"there is no {looked_for} {_normal(path)!r} in the workspace") from None
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a device without its hardware
             raise ValueError(_not_regular(_normal(path))) from None
+        if exc.errno == errno.ELOOP:  # beneath.py's own words, without "[Errno 40]"
+            loop = "a symlink on the way leads back round (a loop); use another path"
+            raise ValueError(f"{exc.strerror}: {loop}") from None
         raise
+
+
+def _read(workspace: Path, path: str, offset: int, limit: int) -> str:
+    fd, shown = _opened(workspace, path, os.O_RDONLY | os.O_NONBLOCK, "file")
     if stat.S_ISDIR(os.fstat(fd).st_mode):
         os.close(fd)
         raise IsADirectoryError(f"{shown!r} is a folder; use file_list to see what it holds")
@@ -238,11 +248,7 @@ def _refuse_protected(found: Walk, protected: tuple[str, ...], fd: int | None) -
 
 def _list(workspace: Path, path: str) -> str:
     try:
-        with _beneath(workspace, path) as found:
-            fd = found.open(os.O_RDONLY | os.O_DIRECTORY)
-            shown = found.shown
-    except FileNotFoundError:
-        raise FileNotFoundError(f"there is no folder {_normal(path)!r} in the workspace") from None
+        fd, shown = _opened(workspace, path, os.O_RDONLY | os.O_DIRECTORY, "folder")
     except NotADirectoryError:
         raise NotADirectoryError(f"{_normal(path)!r} is a file, not a folder; use file_read to read it") from None
     try:
