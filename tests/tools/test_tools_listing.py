@@ -171,3 +171,24 @@ async def test_without_an_engine_klaw_tools_builds_the_list_itself_and_prints_pl
     odd = next(line for line in lines if line.startswith("odd [skill"))
     assert "front matter" in odd and "klaw skills check" in odd
     assert not (home / "klaw.db").exists()  # listed without opening the home's memory
+
+
+async def test_klaw_tools_says_when_klaw_s_default_groups_are_in_force_and_how_to_choose(
+    tmp_path: Path, site: Path
+) -> None:
+    """A home with no engine.yaml (or one without tools.enabled) listed every built-in group as if the
+    person had chosen them; now a line says the defaults are in force and where to choose others."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    code, out, err = await klaw_tools(home, site)
+    assert code == 0 and "current_time [built-in clock]: offered" in out, err
+    assert f"No tool groups are chosen for this home (there is no engine.yaml in {home})" in err
+    assert "so klaw's defaults are in force: clock, files, memory, scheduler," in err
+    assert "To choose others, list them in engine.yaml's tools.enabled (e.g. tools: {enabled: [clock" in err
+    (home / "engine.yaml").write_text("embedder: {backend: fake, dim: 32}\n", encoding="utf-8")
+    code, out, err = await klaw_tools(home, site, "--json")
+    assert code == 0 and "engine.yaml sets no tools.enabled" in json.loads(out)["defaults"], err
+    (home / "engine.yaml").write_text("embedder: {backend: fake, dim: 32}\ntools: {enabled: [clock]}\n")
+    code, out, err = await klaw_tools(home, site)
+    assert code == 0 and "defaults" not in err and "current_time [built-in clock]: offered" in out, err
+    assert "defaults" not in json.loads((await klaw_tools(home, site, "--json"))[1])

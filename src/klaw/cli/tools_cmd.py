@@ -34,6 +34,7 @@ class Listed:
     origin: str  # "engine" (asked over the socket) or "engine.yaml" (built here)
     note: str  # where the rows come from, for the heading
     changed: str = ""  # engine.yaml sets other groups than the running engine read: said after the rows
+    defaults: str = ""  # nothing chose the groups: klaw's defaults are in force, said after the rows
 
 
 def tools(
@@ -58,13 +59,16 @@ def tools(
     rows = listed.inventory.rows
     if as_json:
         data = {"chat": str(ref), "origin": listed.origin, **listed.inventory.to_json()}
-        if listed.changed:
-            data["changed"] = listed.changed
+        for key in ("changed", "defaults"):
+            if getattr(listed, key):
+                data[key] = getattr(listed, key)
         typer.echo(json.dumps(data, indent=2))
     else:
         _print(listed)
-    if listed.changed and not as_json:
-        typer.echo(listed.changed, err=True)
+    if not as_json:
+        for note in (listed.changed, listed.defaults):
+            if note:
+                typer.echo(note, err=True)
     if any(row.state == "failed" for row in rows):
         raise typer.Exit(1)
 
@@ -82,12 +86,31 @@ async def _listed(home: KlawHome, config: EngineConfig, chat: ChatRef) -> Listed
             why = f"the engine on {home.root} did not answer: {_why(exc)}"
         else:
             changed = _changed(config, inventory, groups)
-            return Listed(inventory, "engine", f"from the engine running on {home.root}", changed)
+            defaults = "" if changed else _defaults(home, config, inventory.model)
+            return Listed(inventory, "engine", f"from the engine running on {home.root}", changed, defaults)
     elif (holder := await home_holder(home)) is not None:
         why = f"{holder.describe()} holds {home.root} without a socket to ask"
     model = (await chat_model(home, config, chat)).model_id
     inventory = await asyncio.to_thread(listing_without_engine, home, config, chat, model)
-    return Listed(inventory, "engine.yaml", f"as an engine started now would offer them ({why})")
+    note = f"as an engine started now would offer them ({why})"
+    return Listed(inventory, "engine.yaml", note, defaults=_defaults(home, config, model))
+
+
+def _defaults(home: KlawHome, config: EngineConfig, model: str) -> str:
+    """What to say when nothing chose `model`'s groups: the rows are klaw's built-in defaults, not the
+    person's choice, and where to choose others; empty when engine.yaml (or a KLAW__ variable) chose."""
+    from klaw.engine.tool_listing import default_groups
+
+    groups = default_groups(config, model)
+    if groups is None:
+        return ""
+    where = "there is no engine.yaml" if not home.config_file.exists() else "engine.yaml sets no tools.enabled"
+    return (
+        f"No tool groups are chosen for this home ({where} in {home.root}), so klaw's defaults are in force:"
+        f" {', '.join(groups) or '[]'}. To choose others, list them in engine.yaml's tools.enabled"
+        " (e.g. tools: {enabled: [clock, files, memory]}; [] offers none), or one model's in"
+        f" models.{model}.tools; docs/tools.md says what each group reaches."
+    )
 
 
 def _changed(config: EngineConfig, inventory: ToolInventory, groups: list[str] | None) -> str:

@@ -112,6 +112,15 @@ def groups_in_force(config: EngineConfig, model: str) -> list[str]:
     return list(own.tools if own is not None and own.tools is not None else config.tools.enabled)
 
 
+def default_groups(config: EngineConfig, model: str) -> tuple[str, ...] | None:
+    """The groups `model` is offered when nothing chose them (no `models.<id>.tools`, no `tools.enabled`
+    in engine.yaml or the environment): klaw's built-in default list, which `klaw tools` says is in force
+    so a newcomer does not take it for a choice of their own; None when something chose them."""
+    own = config.models.get(model)
+    chosen = (own is not None and own.tools is not None) or "enabled" in config.tools.model_fields_set
+    return None if chosen else tuple(config.tools.enabled)
+
+
 class _NotStarted:
     """Stands for an engine service while the tools are only listed: providers bind it, nothing calls it."""
 
