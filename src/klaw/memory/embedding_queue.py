@@ -3,11 +3,12 @@
 Jobs name a target (`message`, `memory`, `summary`) that says where texts come from and vectors go.
 A message that should be embedded gets its job row in the same transaction as the message itself
 (`MessageRepository.append(..., embed=True)`), so the work owed survives any crash. This worker
-takes due jobs in batches of the embedder's batch size (at most 100), loads their texts, embeds them, stores the
-vectors and deletes the jobs. A failed batch is tried again after 1, 2, 4, 8, 16 and 32 s; when the
-32 s retry fails too, its jobs are marked failed: kept, counted in `/status`, and made pending
-again by `retry_failed`. An embedder that cannot run here at all (a package not installed) fails its
-jobs at once: waiting installs nothing. A job whose text is gone (message deleted) is simply dropped.
+takes due jobs in batches of the embedder's batch size (at most 100) with their texts (one call to
+the store, `claim_texts`: decision 272), embeds them, stores the vectors and deletes the jobs. A
+failed batch is tried again after 1, 2, 4, 8, 16 and 32 s; when the 32 s retry fails too, its jobs
+are marked failed: kept, counted in `/status`, and made pending again by `retry_failed`. An
+embedder that cannot run here at all (a package not installed) fails its jobs at once: waiting
+installs nothing. A job whose text is gone (message deleted) is simply dropped.
 
 One text can sink a whole batch: a remote endpoint answers HTTP 400 to the request when any input is
 over its model's length (a pasted document), and the other 99 texts would share its fate, retried
@@ -37,7 +38,7 @@ from klaw.llm.errors import LlmBadRequestError, LlmError
 from klaw.memory.background_task import rest, stop_task
 from klaw.memory.embedder.protocol import Embedder, EmbedderError, EmbedderUnavailable
 from klaw.store.protocol import Storage, StorageError
-from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, EmbeddingJob
+from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, ClaimedJob, EmbeddingJob
 from klaw.store.summaries.records import SUMMARY_TARGET
 
 log = logging.getLogger(__name__)
@@ -69,11 +70,7 @@ class QueueClock(Protocol):
 
 
 class EmbeddingTarget(Protocol):
-    """Where the texts of one job target come from and where their vectors go."""
-
-    async def texts(self, rowids: Sequence[int]) -> dict[int, str]:
-        """The texts of the rowids that still exist."""
-        ...
+    """Where the vectors of one job target go (their texts come with the claim: `claim_texts`)."""
 
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         """Store vectors by rowid; existing ones are kept (a re-run is harmless)."""
@@ -85,9 +82,6 @@ class MessageTarget:
 
     def __init__(self, store: Storage) -> None:
         self._store = store
-
-    async def texts(self, rowids: Sequence[int]) -> dict[int, str]:
-        return {m.rowid: m.content for m in await self._store.messages.by_rowids(rowids)}
 
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         return await self._store.vectors.put(vectors)
@@ -102,9 +96,6 @@ class MemoryTarget:
         self._embedder = embedder
         self._bound = False
 
-    async def texts(self, rowids: Sequence[int]) -> dict[int, str]:
-        return await self._store.memory_chunks.texts(rowids)
-
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         if not self._bound:
             await self._store.memory_chunks.bind_embedder(self._embedder.model_id, self._embedder.dim)
@@ -118,9 +109,6 @@ class SummaryTarget:
 
     def __init__(self, store: Storage) -> None:
         self._store = store
-
-    async def texts(self, rowids: Sequence[int]) -> dict[int, str]:
-        return await self._store.summaries.texts(rowids)
 
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         return await self._store.summaries.put_vectors(vectors)
@@ -259,27 +247,28 @@ class EmbeddingQueue:
     async def _run_batch(self) -> int | None:
         """Handle one batch of due jobs; returns how many were embedded, None when none was due."""
         async with self._batch_lock:
-            jobs = await self._store.embedding_jobs.claim(self._clock.now(), self._batch_size, CLAIM_HOLD)
-            if not jobs:
+            # The texts come with the claim: one trip to the store before the batch is embedded (decision 272).
+            claimed = await self._store.embedding_jobs.claim_texts(self._clock.now(), self._batch_size, CLAIM_HOLD)
+            if not claimed:
                 return None
             embedded = 0
-            for target, group in _by_target(jobs).items():
+            for target, group in _by_target(claimed).items():
                 handler = self._targets.get(target)
                 if handler is None:
                     log.warning("embedding queue: %d job(s) for unknown target %r marked failed", len(group), target)
-                    for job in group:
-                        await self._store.embedding_jobs.fail(job.id, f"UnknownTarget: {target!r}")
+                    for item in group:
+                        await self._store.embedding_jobs.fail(item.job.id, f"UnknownTarget: {target!r}")
                     continue
                 embedded += await self._embed(handler, group)
             self._embedded += embedded
             return embedded
 
-    async def _embed(self, target: EmbeddingTarget, jobs: list[EmbeddingJob]) -> int:
-        texts = await target.texts([job.target_rowid for job in jobs])
-        gone = [job.id for job in jobs if job.target_rowid not in texts]
+    async def _embed(self, target: EmbeddingTarget, claimed: list[ClaimedJob]) -> int:
+        gone = [item.job.id for item in claimed if item.text is None]
         if gone:
             await self._store.embedding_jobs.complete(gone)  # nothing left to embed
-        live = [job for job in jobs if job.target_rowid in texts]
+        texts = {item.job.target_rowid: item.text for item in claimed if item.text is not None}
+        live = [item.job for item in claimed if item.text is not None]
         if not live:
             return 0
         return await self._embed_texts(target, live, texts)
@@ -335,8 +324,8 @@ def rejects_the_input(exc: BaseException) -> bool:
     return isinstance(cause, LlmBadRequestError) and cause.status in INPUT_REJECTED_STATUSES
 
 
-def _by_target(jobs: list[EmbeddingJob]) -> dict[str, list[EmbeddingJob]]:
-    groups: dict[str, list[EmbeddingJob]] = {}
-    for job in jobs:
-        groups.setdefault(job.target, []).append(job)
+def _by_target(claimed: list[ClaimedJob]) -> dict[str, list[ClaimedJob]]:
+    groups: dict[str, list[ClaimedJob]] = {}
+    for item in claimed:
+        groups.setdefault(item.job.target, []).append(item)
     return groups

@@ -318,6 +318,16 @@ class EmbeddingJob:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """A job taken by `claim_texts`, with the text its target holds now, read in the claim's own call
+    (one trip to the store a batch instead of two); None when the target row is gone or no longer
+    to be embedded (a message forgotten, a summary rolled back to non-final): nothing to embed."""
+
+    job: EmbeddingJob
+    text: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class EmbeddingJobCounts:
     pending: int
     failed: int

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from klaw.store.records import ChatRef, EmbeddingJob, EmbeddingJobCounts, TargetJobCounts
+from klaw.store.records import ChatRef, ClaimedJob, EmbeddingJob, EmbeddingJobCounts, TargetJobCounts
 
 
 class EmbeddingJobRepository(Protocol):
@@ -27,6 +27,11 @@ class EmbeddingJobRepository(Protocol):
     async def claim(self, now: datetime, limit: int, hold: timedelta) -> list[EmbeddingJob]:
         """`due`, taken for the embedding worker: on a store several engines share, the jobs are postponed
         by `hold` so no other engine takes them meanwhile (due again after `hold` if this one dies)."""
+        ...
+
+    async def claim_texts(self, now: datetime, limit: int, hold: timedelta) -> list[ClaimedJob]:
+        """`claim`, each job with its target's text read in the same call (None: the target row is gone
+        or wants no vector now): the embedding queue's one trip to the store before it embeds a batch."""
         ...
 
     async def next_due_at(self) -> datetime | None:

@@ -10,8 +10,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_all, fetch_value
+from klaw.store.postgres.job_texts import with_texts
 from klaw.store.records import (
     MESSAGE_TARGET,
+    ClaimedJob,
     EmbeddingJob,
     EmbeddingJobCounts,
     EmbeddingJobStatus,
@@ -48,6 +50,17 @@ async def pay_jobs(connection: Connection, target: str, rowids: Sequence[int]) -
     return [int(row[0]) for row in rows]
 
 
+async def _claim_in(connection: Connection, now: datetime, limit: int, hold: timedelta) -> list[EmbeddingJob]:
+    rows = await fetch_all(
+        connection,
+        f"UPDATE embedding_jobs SET next_attempt_at = %s WHERE id IN (SELECT id FROM embedding_jobs"
+        " WHERE status = %s AND next_attempt_at <= %s ORDER BY next_attempt_at, id LIMIT %s"
+        f" FOR UPDATE SKIP LOCKED) RETURNING {JOB_COLUMNS}",
+        (to_millis(now + hold), _PENDING, to_millis(now), limit),
+    )
+    return [job_from_row(row) for row in sorted(rows, key=lambda row: int(row[0]))]
+
+
 class PostgresEmbeddingJobs:
     """`paid`: the jobs the vector puts deleted already, which `complete` skips (a round trip saved)."""
 
@@ -69,14 +82,13 @@ class PostgresEmbeddingJobs:
         the rows another one is claiming (`FOR UPDATE SKIP LOCKED`) and, once claimed, find them not due,
         so no job is embedded twice; one whose engine dies is due again after `hold`."""
         async with self._db.transaction() as connection:
-            rows = await fetch_all(
-                connection,
-                f"UPDATE embedding_jobs SET next_attempt_at = %s WHERE id IN (SELECT id FROM embedding_jobs"
-                " WHERE status = %s AND next_attempt_at <= %s ORDER BY next_attempt_at, id LIMIT %s"
-                f" FOR UPDATE SKIP LOCKED) RETURNING {JOB_COLUMNS}",
-                (to_millis(now + hold), _PENDING, to_millis(now), limit),
-            )
-        return [job_from_row(row) for row in sorted(rows, key=lambda row: int(row[0]))]
+            return await _claim_in(connection, now, limit, hold)
+
+    async def claim_texts(self, now: datetime, limit: int, hold: timedelta) -> list[ClaimedJob]:
+        """`claim` and the jobs' texts on one connection, in the claim's transaction (job_texts.py)."""
+        async with self._db.transaction() as connection:
+            jobs = await _claim_in(connection, now, limit, hold)
+            return await with_texts(connection, jobs) if jobs else []
 
     async def next_due_at(self) -> datetime | None:
         async with self._db.connection() as connection:

@@ -15,6 +15,7 @@ import apsw
 
 from klaw.store.records import (
     MESSAGE_TARGET,
+    ClaimedJob,
     EmbeddingJob,
     EmbeddingJobCounts,
     EmbeddingJobStatus,
@@ -25,6 +26,7 @@ from klaw.store.shared.rows import JOB_COLUMNS, job_from_row
 from klaw.store.shared.statements import ENQUEUE_JOB
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.job_ledger import JobLedger, due_datetime
+from klaw.store.sqlite.job_texts import with_texts
 from klaw.store.sqlite.query import fetch_all
 
 _PENDING = EmbeddingJobStatus.PENDING.value
@@ -55,23 +57,29 @@ class SqliteEmbeddingJobs:
         due_by = to_millis(now)
         if self._ledger.nothing_due(due_by):
             return []
-
-        def query(connection: apsw.Connection) -> list[EmbeddingJob]:
-            rows = fetch_all(
-                connection,
-                f"SELECT {JOB_COLUMNS} FROM embedding_jobs WHERE status = ? AND next_attempt_at <= ?"
-                " ORDER BY next_attempt_at, id LIMIT ?",
-                (_PENDING, due_by, limit),
-            )
-            if not rows:
-                self._ledger.read_due(connection)  # the `next_due_at` that follows an empty claim
-            return [job_from_row(row) for row in rows]
-
-        return await self._db.run(query)
+        return await self._db.run(lambda connection: self._due_in(connection, due_by, limit))
 
     async def claim(self, now: datetime, limit: int, hold: timedelta) -> list[EmbeddingJob]:
         """`due`: one engine owns klaw.db, so there is nobody to claim jobs from (`hold` unused)."""
         return await self.due(now, limit)
+
+    async def claim_texts(self, now: datetime, limit: int, hold: timedelta) -> list[ClaimedJob]:
+        """`claim` and the jobs' texts in one call on the database thread (job_texts.py)."""
+        due_by = to_millis(now)
+        if self._ledger.nothing_due(due_by):
+            return []
+        return await self._db.run(lambda connection: with_texts(connection, self._due_in(connection, due_by, limit)))
+
+    def _due_in(self, connection: apsw.Connection, due_by: int, limit: int) -> list[EmbeddingJob]:
+        rows = fetch_all(
+            connection,
+            f"SELECT {JOB_COLUMNS} FROM embedding_jobs WHERE status = ? AND next_attempt_at <= ?"
+            " ORDER BY next_attempt_at, id LIMIT ?",
+            (_PENDING, due_by, limit),
+        )
+        if not rows:
+            self._ledger.read_due(connection)  # the `next_due_at` that follows an empty claim
+        return [job_from_row(row) for row in rows]
 
     async def next_due_at(self) -> datetime | None:
         known = self._ledger.next_due()
