@@ -27,13 +27,33 @@ class ChatReply:
     reply_to: str
     answers: tuple[str, ...]
     _opened: MessageRecord | None = field(default=None, init=False)
+    _opening: MessageRecord | None = field(default=None, init=False)  # being written: stored even if cancelled
     _closed: bool = field(default=False, init=False)
     _closing: MessageRecord | None = field(default=None, init=False)  # the close `finish` wrote
 
     async def begin(self) -> None:
         exchange_id = await self.ingestion.store.exchanges.reserve_id()
-        record = exchange_open_record(self.chat, self.reply_to, self.clock.now(), exchange_id)
+        record = self._opening = exchange_open_record(self.chat, self.reply_to, self.clock.now(), exchange_id)
         self._opened = (await self.ingestion.accept(record)).record
+
+    async def stopped(self) -> MessageRecord:
+        """For a turn `/forget` stopped (decision 219): its exchange closed as failed, so its messages count
+        as answered and no later start answers them again; opened first if the turn stopped before its
+        opening was written (a batch still in debounce, or the few milliseconds before the opening).
+        Returns the opening record. Waits for the accepts under way: one cancelled mid-write still lands."""
+        await self.ingestion.settled()
+        opened = self._opened
+        if opened is None and self._opening is not None and await self.ingestion.stored(self._opening.id) is not None:
+            opened = self._opening
+        if opened is None:
+            await self.begin()
+            opened = self._opened
+            assert opened is not None
+        closing = self._closing  # `finish` stopped while its reply and close were written: they landed
+        if not self._closed and (closing is None or await self.ingestion.stored(closing.id) is None):
+            await self.ingestion.accept(exchange_close_record(opened, ExchangeStatus.FAILED, None, self.clock.now()))
+        self._closed = True
+        return opened
 
     async def finish(self, outcome: LoopOutcome) -> None:
         assert self._opened is not None

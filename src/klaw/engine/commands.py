@@ -164,16 +164,19 @@ class CommandHandler:
         record_id = _command_id.get()
         if await self.forgetting.already_done(record_id):
             return "Already forgotten."
-        try:
-            await self.forgetting.plan(*await _forget_target(self.forgetting, chat, args), chat)
-        except ForgetError as exc:
-            return f"Cannot forget: {exc}."
+        # `last` with a message under way is that message's exchange, which may not exist before it is stopped
+        if not (args.lower().split() == ["last"] and self.processor.has_under_way(chat)):
+            try:
+                await self.forgetting.plan(*await _forget_target(self.forgetting, chat, args), chat)
+            except ForgetError as exc:
+                return f"Cannot forget: {exc}."
         async with self.processor.turn_stopped(chat) as stopped:
-            try:  # again: `last` is now the stopped turn's exchange, and the records are all written
+            try:  # again: `last` is now the exchange of the last message sent, and the records are all written
                 plan = await self.forgetting.plan(*await _forget_target(self.forgetting, chat, args), chat)
             except ForgetError as exc:
                 return f"Cannot forget: {exc}."
             outcome = await self.forgetting.forget(plan, record_id=record_id)
+            stopped.erased = frozenset(plan.ids)
         # What the running engine still holds of the text in memory: the last turns' context records.
         self.processor.last_context.pop(chat, None)
         self.processor.context_history.drop(chat)

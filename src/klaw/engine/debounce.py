@@ -89,6 +89,13 @@ class Debouncer(Generic[K, T]):
             timer.cancel()
         self._timers[key] = asyncio.create_task(self._expire(key, delay=0.0), name=f"debounce-{key}")
 
+    def take(self, key: K) -> list[T]:
+        """`key`'s pending items, taken out: they will not be handed over (a turn stopped before it began)."""
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        return self._pending.pop(key, [])
+
     def cancel_all(self) -> None:
         """Drop every timer and pending batch without running it (a start-up that failed: the messages
         stay stored and unanswered, and the next start resumes them)."""

@@ -29,10 +29,11 @@ from klaw.engine.clock import Clock
 from klaw.engine.context_builder import BuiltContext, ContextBuilder
 from klaw.engine.context_history import ContextHistory, TurnContext
 from klaw.engine.debounce import Debouncer
-from klaw.engine.delivery import Delivery, Outbound, kept_reply
+from klaw.engine.delivery import Delivery, kept_reply
 from klaw.engine.failures import EngineStopping
 from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import LlmSlots, Priority
+from klaw.engine.stopped_turns import Stopped, StoppedBatch, close_stopped, tell_stopped
 from klaw.engine.turn_runner import Turn, TurnPrompt, TurnRunner
 from klaw.engine.turn_timing import PhaseTimes
 from klaw.memory.ingestion import Ingestion
@@ -83,6 +84,7 @@ class MessageProcessor:
     _accept_seconds: dict[int, float] = field(default_factory=dict, init=False)
     _running: dict[ChatRef, asyncio.Task[None]] = field(default_factory=dict, init=False)  # a chat's turn under way
     _stopped: set[asyncio.Task[None]] = field(default_factory=set, init=False)  # turns `turn_stopped` cancelled
+    _halted: dict[ChatRef, list[StoppedBatch]] = field(default_factory=dict, init=False)  # their batches, closed
 
     def __post_init__(self) -> None:
         self._debouncer = Debouncer(self.config.processing.debounce_ms / 1000, self._process, self.clock)
@@ -208,36 +210,48 @@ class MessageProcessor:
                 self._turn_tasks.discard(task)
 
     async def _run_stoppable(self, chat: ChatRef, answering: list[StoredMessage], task: asyncio.Task[None]) -> None:
-        """The turn, which `turn_stopped` may cancel: then its messages get a short notice instead of a
-        reply (a library `ask` waiting for one ends), and the batch ends like an answered one."""
+        """The turn, which `turn_stopped` may cancel: then its exchange is closed as failed (opened first if
+        it was not yet) and its messages wait, with `turn_stopped`, for the `/forget` to say what became of them."""
         self._running[chat] = task
+        sink = self._reply_sink(chat, answering)
         try:
-            await self._run_turn(chat, answering)
+            await self._run_turn(chat, answering, sink)
         except asyncio.CancelledError:
             if task not in self._stopped:
                 raise  # a shutdown past its deadline
             task.uncancel()
-            ids = tuple(m.record.id for m in answering)
-            notice = "Stopped before answering: /forget erased this conversation turn."
-            await self.delivery.deliver(Outbound(chat, notice, ids[-1], "error", answers=ids))
+            self._halted.setdefault(chat, []).append(await close_stopped(sink))
         finally:
             del self._running[chat]
             self._stopped.discard(task)
 
+    def has_under_way(self, chat: ChatRef) -> bool:
+        """Whether the chat has a turn running or messages waiting for theirs (what `turn_stopped` stops)."""
+        return chat in self._running or self._debouncer.pending(chat) > 0
+
     @contextlib.asynccontextmanager
-    async def turn_stopped(self, chat: ChatRef) -> AsyncIterator[bool]:
-        """The chat with no turn under way for the block (yields whether one was stopped): the one
-        running is cancelled, and waited for, with every record it was writing stored (an accept runs
-        to its end, `Ingestion.settled`); the chat's next turn waits until the block ends. What
-        `/forget` does in a chat whose turn is under way, so that it erases all the turn wrote and the
-        turn writes nothing after (decision 219)."""
+    async def turn_stopped(self, chat: ChatRef) -> AsyncIterator[Stopped]:
+        """The chat with nothing under way for the block: the running turn cancelled and waited for (every
+        record it was writing stored, `Ingestion.settled`), the messages in debounce taken out, each batch's
+        exchange closed as failed (stopped_turns.py); after the block each batch is told whether the block
+        erased it (`Stopped.erased`). What `/forget` does (decisions 219, 277)."""
         running = self._running.get(chat)
         if running is not None:
             self._stopped.add(running)
             running.cancel()
+        waiting = self._debouncer.take(chat)
         async with self._chat_lock(chat):
+            if waiting:  # after the running turn's close: the last message's exchange is the latest
+                for message in waiting:
+                    self._queued.discard(message.rowid)
+                    self._accept_seconds.pop(message.rowid, None)
+                self._halted.setdefault(chat, []).append(await close_stopped(self._reply_sink(chat, waiting)))
             await self.ingestion.settled()
-            yield running is not None
+            stopped = Stopped(self._halted.pop(chat, []))
+            try:
+                yield stopped
+            finally:
+                await tell_stopped(self.delivery, chat, stopped)
 
     async def _still_unanswered(self, chat: ChatRef, pending: list[StoredMessage]) -> list[StoredMessage]:
         """Under the lease, what the chat's turn answers, read afresh: another engine may have answered
@@ -276,10 +290,13 @@ class MessageProcessor:
         async with self.slots.held(Priority.INTERACTIVE) as slot:
             yield slot.set_aside
 
-    async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage]) -> None:
-        """The chat's turn through the shared runner: its context, ingestion as recorder, this chat as sink."""
+    def _reply_sink(self, chat: ChatRef, pending: list[StoredMessage]) -> ChatReply:
         answers = tuple(m.record.id for m in pending)
-        sink = ChatReply(self.ingestion, self.delivery, self.clock, chat, reply_to=answers[-1], answers=answers)
+        return ChatReply(self.ingestion, self.delivery, self.clock, chat, reply_to=answers[-1], answers=answers)
+
+    async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage], sink: ChatReply | None = None) -> None:
+        """The chat's turn through the shared runner: its context, ingestion as recorder, this chat as sink."""
+        sink = sink or self._reply_sink(chat, pending)
         # Accepting the messages (log fsync + row) happened before the turn: it is part of its cost.
         timings = PhaseTimes()
         timings.add("accept", sum(self._accept_seconds.get(m.rowid, 0.0) for m in pending))

@@ -1,0 +1,63 @@
+"""What `/forget` stops in a chat (decision 219): the turn under way and the messages still waiting for
+theirs, each batch's exchange closed as failed, and the words each batch is answered with afterwards.
+
+Apart from the processor, which decides when to stop; this says what a stopped batch leaves behind.
+Every message accepted before the `/forget` belongs to an exchange by the time its target is resolved,
+so `/forget last` means the exchange of the last message the person sent, even when its turn had not
+yet opened that exchange (still in debounce, or the few milliseconds before the opening record), and
+a stopped message is answered once, at once, never again at the next start (a failed exchange counts
+as answered). The answer says whether the forget erased the message or only stopped its turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from klaw.engine.chat_reply import ChatReply
+from klaw.engine.delivery import Delivery, Outbound
+from klaw.store.records import ChatRef
+
+log = logging.getLogger(__name__)
+
+ERASED = "Stopped before answering: /forget erased this conversation turn."
+KEPT = "Stopped before answering: /forget was sent while this message waited for its answer; send it again for one."
+
+
+@dataclass(frozen=True)
+class StoppedBatch:
+    """Messages whose turn was stopped; `answers` their ids, oldest first."""
+
+    answers: tuple[str, ...]
+
+
+@dataclass(eq=False)
+class Stopped:
+    """What `turn_stopped` stopped in a chat; true if anything. The `/forget` sets `erased` to the ids of
+    the records it erased, so that each batch is told whether it went."""
+
+    batches: list[StoppedBatch]
+    erased: frozenset[str] = field(default=frozenset())
+
+    def __bool__(self) -> bool:
+        return bool(self.batches)
+
+
+async def close_stopped(sink: ChatReply) -> StoppedBatch:
+    """Close the stopped batch's exchange (opening it first if need be); a failure to write is logged by
+    type and the batch is still answered (its messages are then answered again at the next start)."""
+    try:
+        await sink.stopped()
+    except Exception as exc:
+        log.error("closing the stopped turn of chat %s failed: %s", sink.chat, type(exc).__name__)
+    return StoppedBatch(sink.answers)
+
+
+async def tell_stopped(delivery: Delivery, chat: ChatRef, stopped: Stopped) -> None:
+    """Answer each stopped batch: erased, or stopped only (then it is the person's to send again)."""
+    for batch in stopped.batches:
+        text = ERASED if batch.answers[-1] in stopped.erased else KEPT
+        try:
+            await delivery.deliver(Outbound(chat, text, batch.answers[-1], "error", answers=batch.answers))
+        except Exception as exc:
+            log.error("telling chat %s its turn was stopped failed: %s", chat, type(exc).__name__)
