@@ -16,13 +16,13 @@ directly, as before (a reindex would not rebuild that exchange anyway).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from klaw.memory.ingestion import Ingestion
 from klaw.store.records import Exchange, MessageRecord, Segment, StoredMessage
 from klaw.store.summaries.log_records import exchange_summary_record, segment_summary_record
-from klaw.store.summaries.records import Summary
+from klaw.store.summaries.records import Summary, SummaryToLog
 
 
 class SummaryLog:
@@ -35,16 +35,21 @@ class SummaryLog:
     ) -> Summary | None:
         """Log and store the exchange's summary written from `transcript`; None when the exchange or
         one of those records was forgotten meanwhile (nothing is logged or stored then)."""
-        opened = await self._summaries.exchange_record_id(exchange.id)
-        if opened is None:
+        sources_ids = [m.record.id for m in transcript]
+
+        def record(opened: str) -> MessageRecord:
+            return exchange_summary_record(
+                exchange.chat, text, exchange=opened, sources=sources_ids, model=model, at=at
+            )
+
+        logged = await self._append(exchange.id, record)
+        if not logged.opened:
             sources = [m.rowid for m in transcript]
             return await self._summaries.save_exchange_summary(exchange, text, model, at, sources=sources)
-        sources_ids = [m.record.id for m in transcript]
-        record = exchange_summary_record(exchange.chat, text, exchange=opened, sources=sources_ids, model=model, at=at)
-        if not await self._append(record):
+        if logged.record is None:
             return None
         summary = await self._summaries.exchange_summary(exchange.id)
-        return summary if summary is not None and summary.record_id == record.id else None
+        return summary if summary is not None and summary.record_id == logged.record.id else None
 
     async def segment_summary(
         self,
@@ -60,8 +65,23 @@ class SummaryLog:
     ) -> Summary | None:
         """Log and store the segment's summary folded from `sources` (exchange summaries and the
         summary so far); None when one of them was forgotten meanwhile."""
-        covers = await self._summaries.exchange_record_id(covers_exchange_id)
-        if covers is None or any(s.record_id is None for s in sources):
+        source_ids = [s.record_id for s in sources if s.record_id is not None]
+
+        def record(covers: str) -> MessageRecord:
+            return segment_summary_record(
+                segment.chat,
+                text,
+                covers=covers,
+                final=final,
+                exchanges_covered=exchanges_covered,
+                sources=source_ids,
+                model=model,
+                at=at,
+            )
+
+        unlogged = len(source_ids) < len(sources)  # a source from before summaries were logged
+        logged = SummaryToLog(opened=False, record=None) if unlogged else await self._append(covers_exchange_id, record)
+        if not logged.opened:
             return await self._summaries.save_segment_summary(
                 segment.id,
                 text,
@@ -72,20 +92,10 @@ class SummaryLog:
                 at=at,
                 sources=[s.id for s in sources],
             )
-        record = segment_summary_record(
-            segment.chat,
-            text,
-            covers=covers,
-            final=final,
-            exchanges_covered=exchanges_covered,
-            sources=[s.record_id for s in sources if s.record_id is not None],
-            model=model,
-            at=at,
-        )
-        if not await self._append(record):
+        if logged.record is None:
             return None
         summary = await self._summaries.segment_summary(segment.id)
-        return summary if summary is not None and summary.record_id == record.id else None
+        return summary if summary is not None and summary.record_id == logged.record.id else None
 
     async def mark_final(self, summary: Summary, segment: Segment, at: datetime) -> Summary | None:
         """A rolling summary that already covers its closed segment becomes final: the same text
@@ -103,9 +113,13 @@ class SummaryLog:
             at=at,
         )
 
-    async def _append(self, record: MessageRecord) -> bool:
+    async def _append(self, exchange_id: int, record: Callable[[str], MessageRecord]) -> SummaryToLog:
+        """Log `record(id of the exchange's exchange_open record)` if it is foldable now (`found.record`:
+        None when something it names was forgotten; `opened` False when the exchange has no such record
+        and the caller stores the summary directly). The record's id and the check are one call to the
+        store (decision 272), under `exclusive` with the append, so that no `/forget` runs between them."""
         async with self._ingestion.exclusive:
-            if not await self._summaries.foldable(record):
-                return False
-            await self._ingestion.accept(record)
-        return True
+            found = await self._summaries.summary_record_to_log(exchange_id, record)
+            if found.record is not None:
+                await self._ingestion.accept(found.record)
+        return found

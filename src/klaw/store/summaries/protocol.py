@@ -6,7 +6,7 @@ summarize next, folding, vectors, retrieval), and a PostgreSQL backend implement
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -14,7 +14,14 @@ import numpy as np
 import numpy.typing as npt
 
 from klaw.store.records import ChatRef, Exchange, MessageRecord
-from klaw.store.summaries.records import ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit
+from klaw.store.summaries.records import (
+    ExchangeScan,
+    SegmentWork,
+    Summary,
+    SummaryCounts,
+    SummaryHit,
+    SummaryToLog,
+)
 
 
 class SummaryRepository(Protocol):
@@ -92,6 +99,12 @@ class SummaryRepository(Protocol):
     async def foldable(self, record: MessageRecord) -> bool:
         """Whether appending this summary record now would store its summary: its exchange and every
         record it was written from are still stored (the writer checks before logging it)."""
+        ...
+
+    async def summary_record_to_log(self, exchange_id: int, build: Callable[[str], MessageRecord]) -> SummaryToLog:
+        """`exchange_record_id` and `foldable` in one call (decision 272): the exchange's opening record's
+        id is given to `build` (the summary record naming it), and that record is returned when it is
+        `foldable` now. `opened` is False, and `build` is not called, when the exchange has no such record."""
         ...
 
     async def unlogged(self, limit: int) -> list[Summary]:

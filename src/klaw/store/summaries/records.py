@@ -11,9 +11,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from klaw.store.records import ChatRef, Exchange, Segment
+from klaw.store.records import ChatRef, Exchange, MessageRecord, Segment
 
 SUMMARY_TARGET = "summary"  # an embedding job whose target_rowid is a summaries.id (vec_summaries)
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryToLog:
+    """`SummaryRepository.summary_record_to_log`'s answer: whether the exchange has its `exchange_open`
+    record (else it was logged by an older klaw, and its summary is stored directly), and the summary
+    record built on that record's id when appending it now would store its summary (`foldable`)."""
+
+    opened: bool
+    record: MessageRecord | None
 
 
 class SummaryKind(StrEnum):

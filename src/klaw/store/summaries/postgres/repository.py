@@ -32,7 +32,15 @@ from klaw.store.summaries.postgres.rows import (
     write_segment_summary,
 )
 from klaw.store.summaries.postgres.work import pending_exchanges, scan_exchanges, segment_work
-from klaw.store.summaries.records import SUMMARY_TARGET, ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit
+from klaw.store.summaries.records import (
+    SUMMARY_TARGET,
+    ExchangeScan,
+    SegmentWork,
+    Summary,
+    SummaryCounts,
+    SummaryHit,
+    SummaryToLog,
+)
 from klaw.store.summaries.rows import EXCHANGE, SEGMENT, SummaryWrite
 
 
@@ -150,6 +158,16 @@ class PostgresSummaries:
         async with self._db.connection() as connection:
             chat_key = await self._chats.find(connection, record.chat)
             return chat_key is not None and await foldable(connection, chat_key, record)
+
+    async def summary_record_to_log(self, exchange_id: int, build: Callable[[str], MessageRecord]) -> SummaryToLog:
+        async with self._db.connection() as connection:
+            opened = await open_record_id(connection, exchange_id)
+            if opened is None:
+                return SummaryToLog(opened=False, record=None)
+            record = build(opened)
+            chat_key = await self._chats.find(connection, record.chat)
+            kept = chat_key is not None and await foldable(connection, chat_key, record)
+        return SummaryToLog(opened=True, record=record if kept else None)
 
     async def unlogged(self, limit: int) -> list[Summary]:
         async with self._db.connection() as connection:

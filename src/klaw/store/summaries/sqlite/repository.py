@@ -23,7 +23,15 @@ from klaw.store.sqlite.job_ledger import JobLedger
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.read_cache import ReadCache, TableGenerations
 from klaw.store.sqlite.vector_tables import vector_blobs
-from klaw.store.summaries.records import SUMMARY_TARGET, ExchangeScan, SegmentWork, Summary, SummaryCounts, SummaryHit
+from klaw.store.summaries.records import (
+    SUMMARY_TARGET,
+    ExchangeScan,
+    SegmentWork,
+    Summary,
+    SummaryCounts,
+    SummaryHit,
+    SummaryToLog,
+)
 from klaw.store.summaries.rows import EXCHANGE, SEGMENT, SummaryWrite
 from klaw.store.summaries.sqlite.fold import foldable, open_record_id
 from klaw.store.summaries.sqlite.rows import EMBEDDABLE, load_summaries, load_summary, queue_summary_job
@@ -194,6 +202,18 @@ class SqliteSummaries:
         def query(connection: apsw.Connection) -> bool:
             chat_key = self._chats.find(connection, record.chat)
             return chat_key is not None and foldable(connection, chat_key, record)
+
+        return await self._db.run(query)
+
+    async def summary_record_to_log(self, exchange_id: int, build: Callable[[str], MessageRecord]) -> SummaryToLog:
+        def query(connection: apsw.Connection) -> SummaryToLog:
+            opened = open_record_id(connection, exchange_id)
+            if opened is None:
+                return SummaryToLog(opened=False, record=None)
+            record = build(opened)
+            chat_key = self._chats.find(connection, record.chat)
+            kept = chat_key is not None and foldable(connection, chat_key, record)
+            return SummaryToLog(opened=True, record=record if kept else None)
 
         return await self._db.run(query)
 

@@ -1,0 +1,44 @@
+"""`summary_record_to_log`: the summary log's id lookup and foldable check in one call to the store
+(decision 272), on both backends: the record built on the exchange's opening record when it would be
+folded, none when a source is gone, and `opened` False for an exchange with no opening record."""
+
+from __future__ import annotations
+
+from klaw.store.protocol import Storage
+from klaw.store.records import MessageRecord, Role
+from klaw.store.summaries.log_records import exchange_summary_record
+from tests.memory.summary_helpers import ALICE, T0, Turns
+
+
+async def test_the_record_is_built_on_the_opening_record_and_given_back_when_it_would_be_folded(
+    storage: Storage,
+) -> None:
+    tea = await Turns(storage).turn("green tea?", "80 degrees")
+    sources = [m.record.id for m in await storage.history.exchange_messages(tea.id) or []]
+    named: list[str] = []
+
+    def build(opened: str, sources: list[str] = sources) -> MessageRecord:
+        named.append(opened)
+        return exchange_summary_record(ALICE, "Asked about tea.", exchange=opened, sources=sources, model="m", at=T0)
+
+    found = await storage.summaries.summary_record_to_log(tea.id, build)
+
+    assert named == [await storage.summaries.exchange_record_id(tea.id)]
+    assert found.opened and found.record is not None and (found.record.metadata or {}).get("exchange") == named[0]
+    await storage.messages.append(found.record)
+    stored = await storage.summaries.exchange_summary(tea.id)
+    assert stored is not None and stored.record_id == found.record.id
+
+    gone = await storage.summaries.summary_record_to_log(tea.id, lambda opened: build(opened, [*sources, "forgotten"]))
+    assert gone.opened and gone.record is None
+
+
+async def test_an_exchange_without_an_opening_record_is_stored_directly(storage: Storage) -> None:
+    said = await storage.messages.append(MessageRecord(ALICE, Role.USER, "green tea?", created_at=T0))
+    older = await storage.exchanges.open(ALICE, said.segment_id, said.rowid, T0)  # as an older klaw kept it
+
+    def build(opened: str) -> MessageRecord:
+        raise AssertionError("no opening record to name")
+
+    found = await storage.summaries.summary_record_to_log(older.id, build)
+    assert not found.opened and found.record is None
