@@ -18,6 +18,7 @@ from typing import Any, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from klaw.config import EngineConfig
 from klaw.errors import KlawError
@@ -211,7 +212,7 @@ def _describe(exc: ValidationError, where: str, overrides: Mapping[tuple[str, ..
     for error in exc.errors():
         loc = tuple(str(p) for p in error["loc"])
         field = ".".join(loc) or "(top level)"
-        rule = error["msg"]
+        rule = _rule(error)
         if error["type"] == "extra_forbidden":
             rule = f"unknown field ({_closest(loc) if loc else ''}fields are camelCase)"
         shown = "" if error["type"] in ("missing", "extra_forbidden") else _shown(field, error.get("input"))
@@ -225,6 +226,15 @@ def _describe(exc: ValidationError, where: str, overrides: Mapping[tuple[str, ..
         var = next((v for key, v in overrides.items() if loc and key[: len(loc)] == loc), None)
         lines.append(f"  - {field}{shown}{f' (from {var})' if var else ''}: {rule}")
     return "\n".join(lines)
+
+
+def _rule(error: ErrorDetails) -> str:
+    """The problem in klaw's words: a check of klaw's own raising ValueError gave pydantic's
+    "Value error, <our sentence>"; the sentence alone is what a person needs."""
+    raised = (error.get("ctx") or {}).get("error")
+    if error["type"] == "value_error" and isinstance(raised, ValueError) and str(raised):
+        return str(raised)
+    return error["msg"]
 
 
 def _closest(loc: tuple[str, ...]) -> str:

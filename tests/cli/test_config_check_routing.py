@@ -75,3 +75,25 @@ def test_a_key_only_the_services_env_file_sets_is_a_warning_not_a_failure(tmp_pa
     assert checked.returncode == 0 and "valid" in checked.stdout, said
     assert "warning: MY_MODEL_KEY (a routed model's apiKeyEnv) is set only in" in said
     assert "sk-test" not in said + checked.stdout
+
+
+def test_an_mcp_group_without_its_server_names_the_field_in_plain_words(tmp_path: Path) -> None:
+    """Before: "(top level): Value error, tools.enabled names 'mcp:notes', …" (pydantic's wording), and
+    every other check of klaw's own began "Value error, " too."""
+    home = _home(
+        tmp_path, ONLY_THE_STAND_IN + "routing: {default: stand-in/echo}\ntools: {enabled: [clock, 'mcp:notes']}\n"
+    )
+    result = klaw(home, "config", "check")
+    said = " ".join(result.stderr.split())
+    assert result.returncode == 2, said
+    assert (
+        "- tools.enabled names 'mcp:notes', but mcp.servers has no server 'notes' (configured: none): add it under"
+        " mcp.servers, or take 'mcp:notes' out of tools.enabled"
+    ) in said
+    assert "top level" not in said and "Value error" not in said
+    from_env = klaw(home, "config", "check", env={"KLAW__TOOLS__ENABLED": "['mcp:files']"})
+    assert "(tools.enabled is set by KLAW__TOOLS__ENABLED)" in " ".join(from_env.stderr.split())
+    (home / "engine.yaml").write_text("mcp: {servers: {notes: {command: notes-mcp, url: 'http://127.0.0.1:9/mcp'}}}\n")
+    said = " ".join(klaw(home, "config", "check").stderr.split())
+    assert "- mcp.servers.notes: give either command (a program klaw starts) or url" in said, said
+    assert "Value error" not in said

@@ -85,11 +85,13 @@ class EngineConfig(Section):
             for name in names:
                 server = name.removeprefix(MCP_GROUP_PREFIX)
                 if name.startswith(MCP_GROUP_PREFIX) and server not in self.mcp.servers:
-                    known = ", ".join(sorted(self.mcp.servers)) or "(none configured)"
-                    raise ValueError(
-                        f"{where} names {name!r}, but mcp.servers has no server {server!r}: add it there"
-                        f" (configured: {known})"
+                    known = ", ".join(sorted(self.mcp.servers)) or "none"
+                    said = (
+                        f"{where} names {name!r}, but mcp.servers has no server {server!r} (configured: {known}):"
+                        f" add it under mcp.servers, or take {name!r} out of {where}"
                     )
+                    # `field`: the loader names the field (and a variable that set it), not "(top level)"
+                    raise PydanticCustomError("unknown_mcp_server", said, {"field": where})
         return self
 
     @property
