@@ -437,3 +437,39 @@ async def test_errors_and_logs_never_contain_content_or_key(
     for text in texts:
         assert SECRET_TEXT not in text
         assert SECRET_KEY not in text
+
+
+async def test_an_answer_cut_off_midway_is_said_in_words_not_an_httpx_class_name() -> None:
+    """Before: "the connection broke while reading the response: RemoteProtocolError", a Python class a
+    person cannot act on. A server that promises 1,000 bytes, sends 20 and closes."""
+
+    async def cut_short(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+        writer.write(b'{"choices": [{"mess')
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(cut_short, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = OpenAiChatClient("local/model", ModelConfig(base_url=f"http://127.0.0.1:{port}/v1"), env={})
+    try:
+        with pytest.raises(LlmConnectionError) as caught:
+            await client.complete([ChatMessage.user("hi")])
+    finally:
+        await client.aclose()
+        server.close()
+    said = str(caught.value)
+    assert "the answer broke off: the server closed the connection before its answer was complete" in said, said
+    assert "Check the server's logs: it may have crashed or run out of memory" in said
+    assert "Error" not in said.replace("LlmConnectionError", ""), said
+
+
+async def test_a_server_answering_json_of_another_shape_is_told_in_json_words(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory
+) -> None:
+    """Before: "choices is a dict, not a JSON array", Python's name for a JSON object."""
+    openai_server.reply_raw(json.dumps({"choices": {"message": "hi"}}))
+    with pytest.raises(LlmMalformedResponseError) as caught:
+        await make_client().complete([ChatMessage.user("hi")])
+    assert "is a JSON object, not a JSON array" in str(caught.value) and "dict" not in str(caught.value)

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Iterable
 
 from telegram import Bot, BotCommand, Update
-from telegram.error import RetryAfter, TelegramError
+from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
 from telegram.request import HTTPXRequest
 
 from klaw.channels.telegram_split import split_message
@@ -34,6 +34,7 @@ from klaw.command_syntax import parse_command
 from klaw.config import CommandConfig, TelegramChannelConfig
 from klaw.engine.clock import Clock, SystemClock
 from klaw.engine.frames import DeltaFrame, OutboundFrame, task_label
+from klaw.errors import KlawError
 from klaw.gateway.link import Backoff
 from klaw.gateway.service import Gateway
 
@@ -134,7 +135,7 @@ class TelegramChannel:
                 continue
             except (TelegramError, OSError) as exc:
                 delay = backoff.next()
-                log.warning("telegram: getUpdates failed (%s); retrying in %.0f s", type(exc).__name__, delay)
+                log.warning("telegram: getUpdates failed (%s); retrying in %.0f s", _why(exc), delay)
                 await self._clock.sleep(delay)
                 continue
             backoff.reset()
@@ -142,11 +143,11 @@ class TelegramChannel:
                 try:
                     await self._handle(update)
                 except TelegramError as exc:  # taken in, but an answer (refusal, notice) failed
-                    log.warning("telegram: could not answer update %d (%s)", update.update_id, type(exc).__name__)
+                    log.warning("telegram: could not answer update %d (%s)", update.update_id, _why(exc))
                 except Exception as exc:  # not buffered (disk full?): leave it unconfirmed, fetch it again
                     delay = backoff.next()
-                    name = type(exc).__name__
-                    log.error("telegram: could not take update %d (%s); retry in %.0f s", update.update_id, name, delay)
+                    why = _why(exc)
+                    log.error("telegram: could not take update %d (%s); retry in %.0f s", update.update_id, why, delay)
                     await self._clock.sleep(delay)
                     break
                 self._offset = update.update_id + 1  # confirmed by the next getUpdates, after buffering
@@ -216,7 +217,7 @@ class TelegramChannel:
             except (TelegramError, OSError) as exc:
                 if attempt == SEND_ATTEMPTS:
                     raise
-                log.warning("telegram: sendMessage failed (%s); retrying", type(exc).__name__)
+                log.warning("telegram: sendMessage failed (%s); retrying", _why(exc))
                 await self._clock.sleep(attempt)
 
     def _require_gateway(self) -> Gateway:
@@ -228,3 +229,22 @@ class TelegramChannel:
 def _seconds(retry_after: object) -> float:
     total = getattr(retry_after, "total_seconds", None)
     return float(total()) if callable(total) else float(retry_after)  # type: ignore[arg-type]
+
+
+def _why(exc: BaseException) -> str:
+    """Why a call to Telegram failed, in words for the log ("Telegram did not answer in time"), not the
+    exception's class ("TimedOut"). A network error's own text names httpx's classes, so it is not quoted;
+    Telegram's refusals ("Forbidden: bot was blocked by the user") are its own words and are."""
+    if isinstance(exc, TimedOut):
+        return "Telegram did not answer in time"
+    if isinstance(exc, InvalidToken):
+        return "Telegram refused the bot token: check the variable channels.telegram.tokenEnv names"
+    if type(exc) is NetworkError:
+        return "could not reach Telegram: check this machine's network"
+    if isinstance(exc, TelegramError):
+        return f"Telegram said: {exc.message}"
+    if isinstance(exc, OSError):
+        return (exc.strerror or "the connection failed").lower()
+    if isinstance(exc, KlawError):  # the buffer's "the disk is full …": klaw's own sentence
+        return str(exc)
+    return f"an unexpected {type(exc).__name__}, a bug worth reporting"  # the class helps the report

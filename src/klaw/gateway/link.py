@@ -164,8 +164,11 @@ class EngineLink:
             await self._send(QueryFrame(id=query_id, query=name, params=params))
             async with asyncio.timeout(wait_seconds):
                 result = await future
-        except (OSError, TimeoutError) as exc:
-            raise EngineUnavailable(f"the engine did not answer ({type(exc).__name__})") from None
+        except TimeoutError:
+            raise EngineUnavailable(f"the engine did not answer within {wait_seconds:g} s") from None
+        except OSError as exc:
+            why = (exc.strerror or "it closed the connection").lower()
+            raise EngineUnavailable(f"the connection to the engine broke ({why})") from None
         finally:
             self._queries.pop(query_id, None)
         if result.error is not None:

@@ -61,7 +61,7 @@ class EngineOutage:
                 f" Until then {WAITING}"
             )
         else:
-            self._open(f"cannot reach the engine on {self._path} ({type(error).__name__}); {WAITING}")
+            self._open(f"cannot reach the engine on {self._path} ({_why(error)}); {WAITING}")
 
     def lost(self, error: BaseException) -> None:
         """A connection to the engine ended (closed, reset, an ack never came)."""
@@ -89,6 +89,6 @@ def _why(error: BaseException) -> str:
         return "it stopped answering"
     if isinstance(error, FileNotFoundError | ConnectionRefusedError | ConnectionResetError | BrokenPipeError):
         return "it stopped"
-    if isinstance(error, OSError):
-        return type(error).__name__
+    if isinstance(error, OSError):  # the system's words ("permission denied"), not the class's name
+        return (error.strerror or "the connection failed").lower()
     return "it closed the connection"

@@ -172,6 +172,8 @@ def _mapped(error: type[httpcore.NetworkError], timed_out: type[httpcore.Timeout
     try:
         yield
     except TimeoutError as exc:
-        raise timed_out(str(exc) or type(exc).__name__) from exc
-    except (OSError, ssl.SSLError, EOFError) as exc:
-        raise error(str(exc) or type(exc).__name__) from exc
+        raise timed_out(str(exc) or "timed out") from exc
+    except EOFError as exc:
+        raise error(str(exc) or "the server closed the connection") from exc
+    except (OSError, ssl.SSLError) as exc:
+        raise error(str(exc) or "the connection failed") from exc

@@ -51,7 +51,7 @@ from klaw.llm.errors import (
     LlmTimeoutError,
 )
 from klaw.llm.server_said import error_message
-from klaw.llm.unreachable import what_happened
+from klaw.llm.unreachable import broken_off, url_problem, what_happened
 from klaw.redaction import mask_url_credentials
 
 logger = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ async def open_with_retries(
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
             raise endpoint.error(
                 LlmBadRequestError,
-                f"baseUrl is not a valid http(s) URL ({type(exc).__name__})",
+                f"baseUrl is not a valid http(s) URL ({url_problem(exc)})",
                 f"Fix baseUrl under {endpoint.section}, e.g. http://localhost:11434/v1.",
             ) from exc
         except httpx.TimeoutException as exc:
@@ -235,8 +235,9 @@ def reading_errors(endpoint: Endpoint) -> Iterator[None]:
     except httpx.TransportError as exc:
         raise endpoint.error(
             LlmConnectionError,
-            f"the connection broke while reading the response: {type(exc).__name__}",
-            "Check the server's logs; it may have crashed or run out of memory.",
+            f"the answer broke off: {broken_off(exc)}",
+            "Check the server's logs: it may have crashed or run out of memory (or a proxy in between cut the"
+            " answer short).",
         ) from exc
 
 

@@ -240,12 +240,12 @@ def _arguments_text(value: Any) -> str:
         return value
     if isinstance(value, Mapping):
         return json.dumps(value, ensure_ascii=False)
-    raise WireFormatError(f"tool_call.function.arguments is a {type(value).__name__}, not a string")
+    raise WireFormatError(f"tool_call.function.arguments is {_json_kind(value)}, not a string")
 
 
 def _object(value: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise WireFormatError(f"{what} is a {type(value).__name__}, not a JSON object")
+        raise WireFormatError(f"{what} is {_json_kind(value)}, not a JSON object")
     return value
 
 
@@ -253,15 +253,29 @@ def _list(value: Any, what: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise WireFormatError(f"{what} is a {type(value).__name__}, not a JSON array")
+        raise WireFormatError(f"{what} is {_json_kind(value)}, not a JSON array")
     return value
 
 
 def _optional_text(value: Any, what: str) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    raise WireFormatError(f"{what} is a {type(value).__name__}, not a string")
+    raise WireFormatError(f"{what} is {_json_kind(value)}, not a string")
 
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words ("an array"), not Python's class ("a list"): the server
+    sent JSON, and the person reading the error knows its shapes, not klaw's."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "a JSON object" if isinstance(value, Mapping) else "not JSON"

@@ -31,7 +31,27 @@ def what_happened(exc: httpx.HTTPError, *, seconds: float) -> str:
         return "the server closed the connection without an answer"
     if cause is not None and cause.strerror:
         return f"could not connect ({cause.strerror.lower()})"
-    return f"could not connect ({type(exc).__name__})"
+    return f"could not connect ({exc})" if str(exc) else "could not connect"
+
+
+def broken_off(exc: httpx.TransportError) -> str:
+    """Why a response stopped partway, in words: "the server closed the connection before its answer was
+    complete", not httpx's class ("RemoteProtocolError"), which a person cannot act on."""
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "the server closed the connection before its answer was complete"
+    cause = _os_cause(exc)
+    if isinstance(cause, ConnectionResetError):
+        return "the server reset the connection before its answer was complete"
+    if cause is not None and cause.strerror:
+        return f"the connection failed before the answer was complete ({cause.strerror.lower()})"
+    return "the connection failed before the answer was complete"
+
+
+def url_problem(exc: Exception) -> str:
+    """What is wrong with a base URL httpx refused, in words rather than its class."""
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return "it does not start with http:// or https://"
+    return "it cannot be read as a URL"
 
 
 def _os_cause(exc: BaseException) -> OSError | None:

@@ -49,7 +49,8 @@ class RevokedSessions:
             return {}
         except (OSError, ValueError, RecursionError) as exc:
             # Unreadable: sign-outs recorded there are lost, which the log says; the gateway still starts.
-            log.warning("%s is unreadable (%s); earlier sign-outs are forgotten", self._path, type(exc).__name__)
+            why = (exc.strerror or "unreadable") if isinstance(exc, OSError) else "not valid JSON"
+            log.warning("%s is unreadable (%s); earlier sign-outs are forgotten", self._path, why.lower())
             return {}
         if not isinstance(data, dict):
             log.warning("%s does not hold a JSON object; earlier sign-outs are forgotten", self._path)
