@@ -1,6 +1,7 @@
-"""`summary_record_to_log`: the summary log's id lookup and foldable check in one call to the store
-(decision 272), on both backends: the record built on the exchange's opening record when it would be
-folded, none when a source is gone, and `opened` False for an exchange with no opening record."""
+"""The summary log's calls to the store (decision 272), on both backends: `summary_record_to_log`, the
+id lookup and foldable check in one call (the record built on the exchange's opening record when it
+would be folded, none when a source is gone, `opened` False for an exchange with no opening record),
+and `append_record`, the append bringing back the summary its fold kept."""
 
 from __future__ import annotations
 
@@ -42,3 +43,23 @@ async def test_an_exchange_without_an_opening_record_is_stored_directly(storage:
 
     found = await storage.summaries.summary_record_to_log(older.id, build)
     assert not found.opened and found.record is None
+
+
+async def test_an_appended_summary_record_comes_back_with_the_summary_its_fold_kept(storage: Storage) -> None:
+    tea = await Turns(storage).turn("green tea?", "80 degrees")
+    sources = [m.record.id for m in await storage.history.exchange_messages(tea.id) or []]
+    opened = await storage.summaries.exchange_record_id(tea.id)
+    assert opened is not None
+    written: list[str] = []
+    record = exchange_summary_record(ALICE, "Asked about tea.", exchange=opened, sources=sources, model="m", at=T0)
+
+    stored, summary = await storage.summaries.append_record(record, log_first=lambda: written.append(record.id))
+
+    assert written == [record.id]  # the log's write ran first
+    assert stored.record.id == record.id and summary is not None
+    assert summary == await storage.summaries.exchange_summary(tea.id) and summary.record_id == record.id
+    # A record naming a source no longer stored is appended (it is in the log) but kept as no summary.
+    orphan = exchange_summary_record(ALICE, "Retells a gone line.", exchange=opened, sources=["gone"], model="m", at=T0)
+    stored, kept = await storage.summaries.append_record(orphan)
+    assert stored.record.id == orphan.id and kept is None
+    assert (await storage.summaries.exchange_summary(tea.id)) == summary

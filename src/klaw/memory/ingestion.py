@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 
 from klaw.config import AutoRagConfig
@@ -22,10 +22,14 @@ from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.embedding_policy import should_embed
 from klaw.message_text import MessageRefused
 from klaw.store.archival_records import tombstoned
-from klaw.store.protocol import Storage
+from klaw.store.protocol import LogFirst, Storage
 from klaw.store.records import MessageRecord, StoredMessage
+from klaw.store.summaries.records import Summary
 
 log = logging.getLogger(__name__)
+
+# How `_accept_now` stores the records it logged: rows (after the log write), given their embed flags.
+Append = Callable[[Sequence[MessageRecord], list[bool], LogFirst | None], Awaitable[list[StoredMessage]]]
 
 # Log files from this long before a chat's newest stored message are replayed at start-up: long
 # enough to cover a crash at midnight and clock skew, short enough to keep start-up fast.
@@ -86,11 +90,26 @@ class Ingestion:
         Every one is durable before any is stored, as with `accept` one by one, at the cost of one."""
         return await self._accept(records)
 
-    async def _accept(self, records: Sequence[MessageRecord]) -> list[StoredMessage]:
+    async def accept_summary(self, record: MessageRecord) -> Summary | None:
+        """`accept` for a summary record (`exchange_summary`, `segment_summary`): the summary its fold
+        stored from it, read in the append's own call to the store (None: the fold kept nothing, e.g.
+        a source forgotten meanwhile): one hop fewer than reading it back (decision 272)."""
+        folded: list[Summary | None] = [None]
+
+        async def append(
+            logged: Sequence[MessageRecord], _embed: list[bool], write: LogFirst | None
+        ) -> list[StoredMessage]:
+            stored, folded[0] = await self.store.summaries.append_record(logged[0], log_first=write)
+            return [stored]
+
+        await self._accept([record], append)
+        return folded[0]
+
+    async def _accept(self, records: Sequence[MessageRecord], append: Append | None = None) -> list[StoredMessage]:
         """`_accept_now`, shielded: a caller cancelled (a turn `/forget` stops) never leaves a record in the
         log and not in the store, nor one the store takes after `settled` returned, which the forget that
         stopped the turn would not see (decision 219)."""
-        accepting = asyncio.ensure_future(self._accept_now(records))
+        accepting = asyncio.ensure_future(self._accept_now(records, append or self._append))
         self._in_flight.add(accepting)
         accepting.add_done_callback(self._in_flight.discard)
         return await asyncio.shield(accepting)
@@ -100,7 +119,7 @@ class Ingestion:
         while self._in_flight:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
 
-    async def _accept_now(self, records: Sequence[MessageRecord]) -> list[StoredMessage]:
+    async def _accept_now(self, records: Sequence[MessageRecord], append: Append) -> list[StoredMessage]:
         """The log write and the rows in one hop to the store's thread, which writes and fsyncs the
         lines before the rows' transaction (decision 211): a hop to a worker thread and back costs the
         event loop more than the write it carries. The order, and what is acknowledged when, is as
@@ -108,13 +127,9 @@ class Ingestion:
         fresh = [record for record in records if record.id not in self._logged_not_stored]
         logged = [self._logged_not_stored.get(record.id, record) for record in records]
         embed = [should_embed(record, self.min_embed_tokens) for record in logged]
-        messages = self.store.messages
         async with self.log.appending(fresh) as write:
             try:
-                if len(logged) == 1:
-                    stored = [await messages.append(logged[0], embed=embed[0], log_first=write)]
-                else:
-                    stored = await messages.append_many(logged, embed=embed, log_first=write)
+                stored = await append(logged, embed, write)
             except BaseException:
                 if write is None or write.done:  # in the log: a retry stores them without logging again
                     self._logged_not_stored.update((record.id, record) for record in fresh)
@@ -123,6 +138,15 @@ class Ingestion:
             self._logged_not_stored.pop(record.id, None)
         self._stored(stored, any(embed))
         return stored
+
+    async def _append(
+        self, logged: Sequence[MessageRecord], embed: list[bool], write: LogFirst | None
+    ) -> list[StoredMessage]:
+        """The rows of `logged`, after `write` (the store's thread runs it first)."""
+        messages = self.store.messages
+        if len(logged) == 1:
+            return [await messages.append(logged[0], embed=embed[0], log_first=write)]
+        return await messages.append_many(logged, embed=embed, log_first=write)
 
     def logged_not_stored(self, record_id: str | None) -> bool:
         """Whether the record is in the log though its row is not (its store failed after the log took

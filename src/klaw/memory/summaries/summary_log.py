@@ -22,7 +22,7 @@ from datetime import datetime
 from klaw.memory.ingestion import Ingestion
 from klaw.store.records import Exchange, MessageRecord, Segment, StoredMessage
 from klaw.store.summaries.log_records import exchange_summary_record, segment_summary_record
-from klaw.store.summaries.records import Summary, SummaryToLog
+from klaw.store.summaries.records import Summary
 
 
 class SummaryLog:
@@ -42,14 +42,11 @@ class SummaryLog:
                 exchange.chat, text, exchange=opened, sources=sources_ids, model=model, at=at
             )
 
-        logged = await self._append(exchange.id, record)
-        if not logged.opened:
+        opened, summary = await self._append(exchange.id, record)
+        if not opened:
             sources = [m.rowid for m in transcript]
             return await self._summaries.save_exchange_summary(exchange, text, model, at, sources=sources)
-        if logged.record is None:
-            return None
-        summary = await self._summaries.exchange_summary(exchange.id)
-        return summary if summary is not None and summary.record_id == logged.record.id else None
+        return summary
 
     async def segment_summary(
         self,
@@ -80,8 +77,8 @@ class SummaryLog:
             )
 
         unlogged = len(source_ids) < len(sources)  # a source from before summaries were logged
-        logged = SummaryToLog(opened=False, record=None) if unlogged else await self._append(covers_exchange_id, record)
-        if not logged.opened:
+        opened, summary = (False, None) if unlogged else await self._append(covers_exchange_id, record)
+        if not opened:
             return await self._summaries.save_segment_summary(
                 segment.id,
                 text,
@@ -92,10 +89,7 @@ class SummaryLog:
                 at=at,
                 sources=[s.id for s in sources],
             )
-        if logged.record is None:
-            return None
-        summary = await self._summaries.segment_summary(segment.id)
-        return summary if summary is not None and summary.record_id == logged.record.id else None
+        return summary
 
     async def mark_final(self, summary: Summary, segment: Segment, at: datetime) -> Summary | None:
         """A rolling summary that already covers its closed segment becomes final: the same text
@@ -113,13 +107,14 @@ class SummaryLog:
             at=at,
         )
 
-    async def _append(self, exchange_id: int, record: Callable[[str], MessageRecord]) -> SummaryToLog:
-        """Log `record(id of the exchange's exchange_open record)` if it is foldable now (`found.record`:
-        None when something it names was forgotten; `opened` False when the exchange has no such record
-        and the caller stores the summary directly). The record's id and the check are one call to the
-        store (decision 272), under `exclusive` with the append, so that no `/forget` runs between them."""
+    async def _append(self, exchange_id: int, record: Callable[[str], MessageRecord]) -> tuple[bool, Summary | None]:
+        """Log `record(id of the exchange's exchange_open record)` if it is foldable now, and return the
+        summary its fold stored (None: something it names was forgotten, nothing logged or kept), after
+        whether the exchange has that record at all (False: the caller stores the summary directly). The
+        record's id and the check are one call to the store, the append and the summary stored another
+        (decision 272), under `exclusive` with the append, so that no `/forget` runs between them."""
         async with self._ingestion.exclusive:
             found = await self._summaries.summary_record_to_log(exchange_id, record)
-            if found.record is not None:
-                await self._ingestion.accept(found.record)
-        return found
+            if found.record is None:
+                return found.opened, None
+            return True, await self._ingestion.accept_summary(found.record)

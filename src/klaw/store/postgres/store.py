@@ -64,7 +64,7 @@ class PostgresStore:
         self.exchanges = PostgresExchanges(db, chats)
         self.memory_chunks = PostgresMemoryChunks(db, chats, paid)
         self.history = PostgresHistory(db, chats)
-        self.summaries = PostgresSummaries(db, chats, clock, paid)
+        self.summaries = PostgresSummaries(db, chats, clock, paid, self.messages.append_in)
         self.leases: ChatLeaseRepository | None = PostgresLeases(db, chats)
         self.keeps_log = True  # log_records, written by each append
 

@@ -67,7 +67,7 @@ class SqliteStore:
         self.exchanges = SqliteExchanges(db, chats)
         self.memory_chunks = SqliteMemoryChunks(db, chats, ledger, tokenizer)
         self.history = SqliteHistory(db, chats)
-        self.summaries = SqliteSummaries(db, chats, clock, generations, ledger)
+        self.summaries = SqliteSummaries(db, chats, clock, generations, ledger, self.messages.append_in)
         # One process opens klaw.db, so no chat needs a lease; its log is the JSONL files.
         self.leases: ChatLeaseRepository | None = None
         self.keeps_log = False

@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.records import ChatRef, Exchange, MessageRecord
+from klaw.store.records import ChatRef, Exchange, MessageRecord, StoredMessage
 from klaw.store.summaries.records import (
     ExchangeScan,
     SegmentWork,
@@ -22,6 +22,9 @@ from klaw.store.summaries.records import (
     SummaryHit,
     SummaryToLog,
 )
+
+# `store/protocol.py`'s `LogFirst` (that module imports this one): the log line's write, run first.
+LogFirst = Callable[[], object]
 
 
 class SummaryRepository(Protocol):
@@ -105,6 +108,14 @@ class SummaryRepository(Protocol):
         """`exchange_record_id` and `foldable` in one call (decision 272): the exchange's opening record's
         id is given to `build` (the summary record naming it), and that record is returned when it is
         `foldable` now. `opened` is False, and `build` is not called, when the exchange has no such record."""
+        ...
+
+    async def append_record(
+        self, record: MessageRecord, *, log_first: LogFirst | None = None
+    ) -> tuple[StoredMessage, Summary | None]:
+        """`messages.append` for a summary record (`log_first` run first, then its row and its fold in
+        one transaction), and the summary its fold stored from it, read in the same call (decision
+        272): None when the fold kept nothing (a source forgotten meanwhile)."""
         ...
 
     async def unlogged(self, limit: int) -> list[Summary]:

@@ -11,8 +11,8 @@ from klaw.store.postgres.connection import Connection, execute, fetch_one, fetch
 from klaw.store.postgres.folds import opening, rowid_of
 from klaw.store.records import MessageRecord, MessageType
 from klaw.store.summaries.log_records import SummaryRecord, summary_to_fold
-from klaw.store.summaries.postgres.rows import write_exchange_summary, write_segment_summary
-from klaw.store.summaries.records import SummaryKind
+from klaw.store.summaries.postgres.rows import load_summaries, write_exchange_summary, write_segment_summary
+from klaw.store.summaries.records import Summary, SummaryKind
 from klaw.store.summaries.rows import SummaryWrite
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,17 @@ async def open_record_id(connection: Connection, exchange_id: int) -> str | None
         (MessageType.EXCHANGE_OPEN.value, exchange_id),
     )
     return None if value is None else str(value)
+
+
+async def folded_from(connection: Connection, rowid: int) -> Summary | None:
+    """The summary the fold stored from the summary record at `rowid` (None: it kept nothing), found
+    through the record's `summary_records` row by its segment (an index) rather than by a scan."""
+    found = await load_summaries(
+        connection,
+        "s.segment_id = (SELECT segment_id FROM summary_records WHERE rowid = %s) AND s.record_rowid = %s",
+        (rowid, rowid),
+    )
+    return found[0] if found else None
 
 
 async def records_exist(connection: Connection, chat_key: int, ids: Sequence[str]) -> bool:

@@ -7,7 +7,8 @@ KNN per chat and kind); a summary's vector goes with it (`ON DELETE CASCADE`) or
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 
 import numpy as np
@@ -18,11 +19,11 @@ from klaw.store.postgres.connection import Connection, PostgresDatabase, execute
 from klaw.store.postgres.embedding_jobs import pay_jobs
 from klaw.store.postgres.folds import delete_summaries_in
 from klaw.store.postgres.vectors import SUMMARY_VECTORS, bound_embedder, checked, query_vector, record_embedder
-from klaw.store.protocol import StorageError
-from klaw.store.records import ChatRef, Exchange, MessageRecord, from_millis, to_millis
+from klaw.store.protocol import LogFirst, StorageError
+from klaw.store.records import ChatRef, Exchange, MessageRecord, StoredMessage, from_millis, to_millis
 from klaw.store.shared.paid_jobs import PaidJobs
 from klaw.store.shared.vector_binding import bound
-from klaw.store.summaries.postgres.fold import foldable, open_record_id
+from klaw.store.summaries.postgres.fold import foldable, folded_from, open_record_id
 from klaw.store.summaries.postgres.rows import (
     EMBEDDABLE,
     load_summaries,
@@ -52,7 +53,15 @@ async def _queue_all(connection: Connection, now_millis: int) -> int:
 
 
 class PostgresSummaries:
-    def __init__(self, db: PostgresDatabase, chats: ChatKeys, clock: Callable[[], datetime], paid: PaidJobs) -> None:
+    def __init__(
+        self,
+        db: PostgresDatabase,
+        chats: ChatKeys,
+        clock: Callable[[], datetime],
+        paid: PaidJobs,
+        append_in: Callable[[Connection, MessageRecord], Awaitable[StoredMessage]],
+    ) -> None:
+        self._append_in = append_in  # `PostgresMessages.append_in`: a summary record's row and its fold
         self._paid = paid  # `put_vectors` pays the summaries' embedding jobs (decision 229)
         self._db = db
         self._chats = chats
@@ -168,6 +177,18 @@ class PostgresSummaries:
             chat_key = await self._chats.find(connection, record.chat)
             kept = chat_key is not None and await foldable(connection, chat_key, record)
         return SummaryToLog(opened=True, record=record if kept else None)
+
+    async def append_record(
+        self, record: MessageRecord, *, log_first: LogFirst | None = None
+    ) -> tuple[StoredMessage, Summary | None]:
+        if log_first is not None:  # none from ingestion: this store keeps the log (`log_records`)
+            await asyncio.to_thread(log_first)
+
+        async def insert(connection: Connection) -> tuple[StoredMessage, Summary | None]:
+            stored = await self._append_in(connection, record)
+            return stored, await folded_from(connection, stored.rowid)
+
+        return await self._db.in_transaction(insert)
 
     async def unlogged(self, limit: int) -> list[Summary]:
         async with self._db.connection() as connection:

@@ -25,8 +25,9 @@ from klaw.store.records import MessageRecord, MessageType
 from klaw.store.sqlite.exchange_fold import opening, rowid_of
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.summaries.log_records import SummaryRecord, summary_to_fold
-from klaw.store.summaries.records import SummaryKind
+from klaw.store.summaries.records import Summary, SummaryKind
 from klaw.store.summaries.rows import SummaryWrite
+from klaw.store.summaries.sqlite.rows import load_summaries
 from klaw.store.summaries.sqlite.writes import write_exchange_summary, write_segment_summary
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,17 @@ def open_record_id(connection: apsw.Connection, exchange_id: int) -> str | None:
         (MessageType.EXCHANGE_OPEN.value, exchange_id),
     )
     return None if value is None else str(value)
+
+
+def folded_from(connection: apsw.Connection, rowid: int) -> Summary | None:
+    """The summary the fold stored from the summary record at `rowid` (None: it kept nothing), found
+    through the record's `summary_records` row by its segment (an index) rather than by a scan."""
+    found = load_summaries(
+        connection,
+        "s.segment_id = (SELECT segment_id FROM summary_records WHERE rowid = ?) AND s.record_rowid = ?",
+        (rowid, rowid),
+    )
+    return found[0] if found else None
 
 
 def records_exist(connection: apsw.Connection, chat_key: int, ids: Sequence[str]) -> bool:

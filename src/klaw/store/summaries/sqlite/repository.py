@@ -14,8 +14,8 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.protocol import StorageError
-from klaw.store.records import ChatRef, Exchange, MessageRecord, from_millis, to_millis
+from klaw.store.protocol import LogFirst, StorageError
+from klaw.store.records import ChatRef, Exchange, MessageRecord, StoredMessage, to_millis
 from klaw.store.shared.vector_binding import bound
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
@@ -33,7 +33,7 @@ from klaw.store.summaries.records import (
     SummaryToLog,
 )
 from klaw.store.summaries.rows import EXCHANGE, SEGMENT, SummaryWrite
-from klaw.store.summaries.sqlite.fold import foldable, open_record_id
+from klaw.store.summaries.sqlite.fold import foldable, folded_from, open_record_id
 from klaw.store.summaries.sqlite.rows import EMBEDDABLE, load_summaries, load_summary, queue_summary_job
 from klaw.store.summaries.sqlite.vectors import (
     bind_summary_vectors,
@@ -41,6 +41,7 @@ from klaw.store.summaries.sqlite.vectors import (
     nearest_exchange_summaries,
     nearest_segment_summaries,
     rebuild_vectors,
+    summary_hits,
     vector_count,
 )
 from klaw.store.summaries.sqlite.work import pending_exchanges, scan_exchanges, segment_work
@@ -80,8 +81,10 @@ class SqliteSummaries:
         clock: Callable[[], datetime],
         generations: TableGenerations,
         ledger: JobLedger,
+        append_in: Callable[[apsw.Connection, MessageRecord], StoredMessage],
     ) -> None:
         self._db = db
+        self._append_in = append_in  # `SqliteMessages.append_in`: a summary record's row and its fold
         self._ledger = ledger  # `put_vectors` pays the summaries' embedding jobs (job_ledger.py)
         self._chats = chats
         self._clock = clock
@@ -217,6 +220,15 @@ class SqliteSummaries:
 
         return await self._db.run(query)
 
+    async def append_record(
+        self, record: MessageRecord, *, log_first: LogFirst | None = None
+    ) -> tuple[StoredMessage, Summary | None]:
+        def insert(connection: apsw.Connection) -> tuple[StoredMessage, Summary | None]:
+            stored = self._append_in(connection, record)
+            return stored, folded_from(connection, stored.rowid)
+
+        return await (self._db.run(insert) if log_first is None else self._db.run_after(log_first, insert))
+
     async def unlogged(self, limit: int) -> list[Summary]:
         return await self._db.run(
             lambda connection: load_summaries(
@@ -315,7 +327,7 @@ class SqliteSummaries:
             if chat_key is None:
                 return []
             found = nearest_segment_summaries(connection, chat_key, query_vector, limit, exclude_segment_id)
-            return _hits(connection, found, "segments", "segment_id")
+            return summary_hits(connection, found, "segments", "segment_id")
 
         return await self._db.run(query)
 
@@ -334,7 +346,7 @@ class SqliteSummaries:
                 for segment_id in wanted
                 for hit in nearest_exchange_summaries(connection, chat_key, segment_id, query_vector, limit_per_segment)
             ]
-            hits = _hits(connection, found, "exchanges", "exchange_id")
+            hits = summary_hits(connection, found, "exchanges", "exchange_id")
             return sorted(hits, key=lambda hit: -hit.similarity)
 
         return await self._db.run(query)
@@ -358,24 +370,6 @@ class SqliteSummaries:
     async def _first(self, where: str, params: Sequence[object]) -> Summary | None:
         found = await self._db.run(lambda connection: load_summaries(connection, where, params))
         return found[0] if found else None
-
-
-def _hits(connection: apsw.Connection, found: list[tuple[int, float]], table: str, key: str) -> list[SummaryHit]:
-    """Summaries by (id, distance), with the start of their segment or exchange (`table`.id = s.`key`)."""
-    if not found:
-        return []
-    marks = ",".join("?" * len(found))
-    ids = [summary_id for summary_id, _ in found]
-    by_id = {s.id: s for s in load_summaries(connection, f"s.id IN ({marks})", ids)}
-    starts = {
-        int(row[0]): from_millis(int(row[1]))
-        for row in fetch_all(
-            connection,
-            f"SELECT s.id, t.started_at FROM summaries s JOIN {table} t ON t.id = s.{key} WHERE s.id IN ({marks})",
-            ids,
-        )
-    }
-    return [SummaryHit(by_id[i], 1.0 - distance, starts.get(i)) for i, distance in found if i in by_id]
 
 
 def _in_transaction(connection: apsw.Connection, exchanges: Collection[int], segments: Collection[int]) -> int:

@@ -21,10 +21,12 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
+from klaw.store.records import from_millis
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.vector_tables import record_embedder, table_exists
+from klaw.store.summaries.records import SummaryHit
 from klaw.store.summaries.rows import EXCHANGE, SEGMENT
-from klaw.store.summaries.sqlite.rows import EMBEDDABLE, queue_summary_job
+from klaw.store.summaries.sqlite.rows import EMBEDDABLE, load_summaries, queue_summary_job
 
 SUMMARY_VECTORS = "vec_summaries"
 # A segment with more exchange summaries than this is searched by KNN instead of point lookups.
@@ -181,3 +183,21 @@ def _drop(connection: apsw.Connection) -> None:
     connection.execute("DROP TRIGGER IF EXISTS summaries_vector_gone")
     connection.execute(f"DROP TABLE {SUMMARY_VECTORS}")
     connection.execute("DELETE FROM index_meta WHERE table_name = ?", (SUMMARY_VECTORS,))
+
+
+def summary_hits(connection: apsw.Connection, found: list[tuple[int, float]], table: str, key: str) -> list[SummaryHit]:
+    """Summaries by (id, distance), with the start of their segment or exchange (`table`.id = s.`key`)."""
+    if not found:
+        return []
+    marks = ",".join("?" * len(found))
+    ids = [summary_id for summary_id, _ in found]
+    by_id = {s.id: s for s in load_summaries(connection, f"s.id IN ({marks})", ids)}
+    starts = {
+        int(row[0]): from_millis(int(row[1]))
+        for row in fetch_all(
+            connection,
+            f"SELECT s.id, t.started_at FROM summaries s JOIN {table} t ON t.id = s.{key} WHERE s.id IN ({marks})",
+            ids,
+        )
+    }
+    return [SummaryHit(by_id[i], 1.0 - distance, starts.get(i)) for i, distance in found if i in by_id]
