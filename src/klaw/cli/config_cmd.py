@@ -75,8 +75,8 @@ def path() -> None:
 @app.command()
 def check() -> None:
     """Validate engine.yaml (exit 2 with the reason when it is invalid, 1 when there is none or when the
-    engine would not start in this installation: the configured embedder's package is missing, or a
-    routed model's apiKeyEnv variable is not set)."""
+    engine would not start in this installation: the configured embedder's package is missing, the home's
+    vectors come from another embedder (run klaw reindex), or a routed model's apiKeyEnv variable is not set)."""
     home = home_from_env(must_exist=False)  # a missing home is a missing engine.yaml: said below, exit 1
     if not home.config_file.exists():
         fail(
@@ -90,6 +90,9 @@ def check() -> None:
     if (missing := embedder_problem(loaded.config.embedder)) is not None:
         # Not "valid": klaw chat, engine and serve refuse to start with this very sentence.
         fail(f"{loaded.path} is valid, but the engine will not start in this installation: {missing}", code=1)
+    if (switched := asyncio.run(_stored_vectors_refused(home, loaded.config))) is not None:
+        # Not "valid": the engine refuses to start on this home with this very sentence (one rule, one wording).
+        fail(f"{loaded.path} is valid, but the engine will not start on this home: {switched}", code=1)
     unkeyed, service_only = _routed_models_without_key(home, loaded.config)
     if unkeyed is not None:
         # Not "valid" either: klaw chat refuses with this sentence, and every turn would fail with it.
@@ -113,6 +116,37 @@ def check() -> None:
         warn(unasked)
     for line in _approval_holds_nothing(home, loaded.config):
         warn(line)
+
+
+async def _stored_vectors_refused(home: KlawHome, config: EngineConfig) -> str | None:
+    """The engine's refusal when the home's message vectors come from another embedder than engine.yaml
+    now configures (its model or backend switched without `klaw reindex`), in its words (store/protocol.py's
+    `embedder_mismatch`), or None. Only a SQLite home is looked at (a PostgreSQL server may be out of
+    reach from here); a database not made yet holds no vectors."""
+    from klaw.memory.embedder.factory import create_embedder
+    from klaw.store.backend import open_storage
+    from klaw.store.protocol import StorageError, embedder_mismatch
+
+    path = home.database_file(config.database.path)
+    if config.database.backend != "sqlite" or not path.exists():
+        return None
+    try:
+        embedder = create_embedder(config.embedder, cache_dir=home.embedder_cache)  # local models load lazily
+    except Exception:  # a problem building it is the embedder check's, said before this one
+        return None
+    configured = (embedder.model_id, embedder.dim)
+    await embedder.aclose()
+    try:
+        store = await open_storage(path, config.database)
+    except StorageError as exc:  # the engine's start meets the same
+        return str(exc)
+    try:
+        bound, stored = await store.vectors.bound_embedder(), await store.vectors.count()
+    finally:
+        await store.aclose()
+    table = bound.name if bound is not None else ""
+    mismatch = embedder_mismatch(table, stored, (bound.embedder_id, bound.dim) if bound else None, configured)
+    return None if mismatch is None else str(mismatch)
 
 
 def _routed_models_without_key(home: KlawHome, config: EngineConfig) -> tuple[str | None, list[str]]:

@@ -24,7 +24,7 @@ import numpy.typing as npt
 from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_all, fetch_one, fetch_value
 from klaw.store.postgres.embedding_jobs import pay_jobs
 from klaw.store.postgres.vector_cache import PostgresVectorCache
-from klaw.store.protocol import IndexMismatchError, StorageError, VectorIndex
+from klaw.store.protocol import StorageError, VectorIndex, embedder_mismatch
 from klaw.store.records import MESSAGE_TARGET
 from klaw.store.shared.paid_jobs import PaidJobs
 from klaw.store.shared.vector_binding import bound
@@ -54,13 +54,8 @@ async def bind_table(connection: Connection, table: str, embedder_id: str, dim: 
     bound = await bound_embedder(connection, table)
     if bound is not None and bound != (embedder_id, dim):
         stored = int(await fetch_value(connection, f"SELECT count(*) FROM {table}"))
-        if stored:
-            raise IndexMismatchError(
-                f"{table} holds {stored} vectors from embedder {bound[0]!r} (dim {bound[1]}), but the configured"
-                f" embedder is {embedder_id!r} (dim {dim}). Vectors of different models cannot be mixed:"
-                " run 'klaw reindex' to re-embed with the configured embedder, or set the embedder back"
-                " in engine.yaml."
-            )
+        if (mismatch := embedder_mismatch(table, stored, bound, (embedder_id, dim))) is not None:
+            raise mismatch
     await record_embedder(connection, table, embedder_id, dim)
 
 

@@ -15,7 +15,7 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from klaw.store.protocol import IndexMismatchError, StorageError
+from klaw.store.protocol import StorageError, embedder_mismatch
 from klaw.store.sqlite.query import fetch_one, fetch_value
 
 
@@ -39,14 +39,9 @@ def bind_vector_table(connection: apsw.Connection, table: str, columns: str, emb
         exists = table_exists(connection, table)
         recreated = False
         if row is not None and exists and (row[0], row[1]) != (embedder_id, dim):
-            stored = fetch_value(connection, f"SELECT count(*) FROM {table}")
-            if stored:
-                raise IndexMismatchError(
-                    f"{table} holds {stored} vectors from embedder {row[0]!r} (dim {row[1]}), but the configured"
-                    f" embedder is {embedder_id!r} (dim {dim}). Vectors of different models cannot be mixed:"
-                    " run 'klaw reindex' to re-embed with the configured embedder, or set the embedder back"
-                    " in engine.yaml."
-                )
+            stored = int(fetch_value(connection, f"SELECT count(*) FROM {table}"))
+            if (mismatch := embedder_mismatch(table, stored, (row[0], row[1]), (embedder_id, dim))) is not None:
+                raise mismatch
             connection.execute(f"DROP TABLE {table}")
             exists, recreated = False, True
         if not exists:
