@@ -15,7 +15,8 @@ request head that never completes and no cap on open connections (its `limit_con
 503 only once a head is complete), so a local user opening thousands of connections that each send
 half a header ("slowloris") used every file descriptor of the process, and the engine socket and
 the scheduler failed with EMFILE. A connection past the cap is answered 503 and closed at once; one
-that has not sent a whole request head within the timeout is closed.
+that has not sent a whole request head within the timeout is closed, for every request on the
+connection, not only its first.
 """
 
 from __future__ import annotations
@@ -213,20 +214,36 @@ _BUSY = (
 
 def _bounded(protocol: type[asyncio.Protocol], cap: int | None, head_timeout: float | None) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol (h11 or httptools) refusing connections past `cap` with 503 and closing
-    one whose first request head has not arrived within `head_timeout` seconds."""
+    one whose next request head has not arrived within `head_timeout` seconds: the first one, and each
+    one after a response on a kept-alive connection (uvicorn's keep-alive timer stops at the first byte
+    of the next request, so half a second head held the connection for good)."""
 
     class Bounded(protocol):  # type: ignore[valid-type,misc]
+        _awaiting_head: object | None = None  # the current wait's token: an older wait's timer does nothing
+
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             if cap is not None and len(self.connections) > cap:
                 transport.write(_BUSY)
                 transport.close()
                 return
-            if head_timeout is not None:
-                self.loop.call_later(head_timeout, self._head_overdue)
+            self._await_head()
 
-        def _head_overdue(self) -> None:
-            if self.cycle is None and not self.transport.is_closing():
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._await_head()
+
+        def _await_head(self) -> None:
+            if head_timeout is not None:
+                self._awaiting_head = token = object()
+                self.loop.call_later(head_timeout, self._head_overdue, token, self.cycle)
+
+        def _head_overdue(self, token: object, cycle: Any) -> None:
+            """Close unless a whole head came since the wait began (a new cycle) or a response is under way
+            (a pipelined request's, started before the wait began)."""
+            waiting = cycle is None or cycle.response_complete
+            if token is self._awaiting_head and self.cycle is cycle and waiting and not self.transport.is_closing():
                 self.transport.close()  # half a request head (or none) after the timeout: a slow client
 
     return Bounded

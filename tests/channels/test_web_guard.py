@@ -269,3 +269,26 @@ async def test_a_request_head_that_never_completes_is_cut(monkeypatch: pytest.Mo
         async with asyncio.timeout(10):
             assert await reader.read() == b""  # closed by the server, nothing answered
         writer.close()
+
+
+async def test_a_later_request_head_on_a_kept_alive_connection_that_never_completes_is_cut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The head timeout covers every request of a connection: after a first request answered in full, a
+    second head left half sent is cut like a first one (uvicorn's keep-alive timer stops at its first byte)."""
+    monkeypatch.setattr(server_module, "HEAD_TIMEOUT_SECONDS", 0.2, raising=False)
+    async with serving(WebAuth(TOKEN)) as base_url:
+        host, port = base_url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # a whole request, answered in full
+        async with asyncio.timeout(10):
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200")
+            length = re.search(rb"(?i)content-length: (\d+)", head)
+            assert length is not None
+            await reader.readexactly(int(length.group(1)))
+        writer.write(b"GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # the next head, never finished
+        await writer.drain()
+        async with asyncio.timeout(10):
+            assert await reader.read() == b""  # closed by the server, nothing answered
+        writer.close()
