@@ -79,11 +79,11 @@ async def test_sign_in_chat_new_segment_and_inspect_in_chromium() -> None:
             reply = page.locator(".msg.assistant", has_text="streamed word by word")
             await reply.wait_for()
             assert await page.evaluate("window.__events.delta") > 1
-            assert await page.locator(".msg.user .meta", has_text="answered").count() == 1
+            assert await page.locator(".msg.user.answered").count() == 1
             for n, text in enumerate(["I also like hiking in the mountains", "which colour do I like best?"], start=2):
                 await page.fill("#input", text)
                 await page.press("#input", "Enter")
-                await page.locator(".msg.user .meta", has_text="answered").nth(n - 1).wait_for()
+                await page.locator(".msg.user.answered").nth(n - 1).wait_for()
 
             await page.fill("#input", "/new")
             await page.press("#input", "Enter")

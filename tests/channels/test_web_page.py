@@ -7,6 +7,7 @@ as a person would. Screenshots go to `test-artifacts/`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -71,7 +72,7 @@ async def say(page: Any, text: str, answered: int) -> None:
     """Type a message and wait until `answered` messages show as answered."""
     await page.fill("#input", text)
     await page.press("#input", "Enter")
-    await page.locator(".msg.user .meta", has_text="answered").nth(answered - 1).wait_for()
+    await page.locator(".msg.user.answered").nth(answered - 1).wait_for()
 
 
 async def test_the_chat_so_far_is_shown_after_a_reload_and_a_new_sign_in() -> None:
@@ -199,8 +200,38 @@ async def test_a_reply_faster_than_the_send_answer_still_marks_the_message_answe
         session.stack.server.reply_text("Quick!")
         await page.fill("#input", "be quick")
         await page.press("#input", "Enter")
-        await page.locator(".msg.user .meta", has_text="answered").wait_for()
+        await page.locator(".msg.user.answered").wait_for()
         assert await page.locator(".msg.user .meta", has_text="sent").count() == 0
+
+
+TIME = re.compile(r"\d{1,2}:\d{2}:\d{2}")  # the clock part of toLocaleString, whatever the locale's order
+
+
+async def test_a_message_just_sent_shows_its_time_and_the_reply_lists_the_turn_s_tool_calls() -> None:
+    """Before: the message just sent said "answered" where earlier ones show their time, and nothing
+    said the reply's turn had called tools. Now its time, and "Tools used: …" under the reply, live and
+    after a reload (the history names each reply's tools)."""
+    async with signed_in() as session:
+        page, server = session.page, session.stack.server
+        server.reply_tool_calls([("current_time", {}), ("current_time", {"timezone": "UTC"})])
+        server.reply_tool_calls([("file_list", {})])
+        server.reply_text("It is noon, and the workspace holds the prompt files.")
+        await page.fill("#input", "what time is it, and what is in the workspace?")
+        await page.press("#input", "Enter")
+        await page.locator(".msg.assistant", has_text="It is noon").wait_for()
+        await page.locator(".msg.user .meta", has_text=TIME).wait_for(timeout=5_000)  # "answered" before
+        for moment in ("live", "after a reload"):
+            sent = await page.locator(".msg.user .meta").last.inner_text()
+            assert TIME.search(sent) and "answered" not in sent, (moment, sent)
+            reply = page.locator(".msg.assistant").last
+            assert await reply.locator(".tools").inner_text() == "Tools used: current_time ×2, file_list", moment
+            assert TIME.search(await reply.locator(".meta").inner_text()), moment
+            await page.reload()
+            await page.wait_for_selector("body[data-ready=true]")
+        server.reply_text("Nothing to look up.")
+        await say(page, "thanks", 1)  # the first is history now: shown with its time, not marked again
+        assert await page.locator(".msg.assistant").last.locator(".tools").count() == 0  # no tool, no line
+        await page.screenshot(path=str(ARTIFACTS / "web-chat-times-and-tools.png"))
 
 
 async def test_the_page_has_a_favicon_and_the_login_names_both_commands() -> None:
@@ -262,7 +293,7 @@ async def test_settings_show_a_value_a_command_changed_and_say_so() -> None:
         page = session.page
         await page.fill("#input", "/rag set conversation_limit 5")
         await page.press("#input", "Enter")
-        await page.locator(".msg.user .meta", has_text="answered").wait_for()
+        await page.locator(".msg.user.answered").wait_for()
         await page.click("nav button[data-tab=settings]")
         row = page.locator("#settings tr", has=page.locator("td", has_text="rag.conversationLimit"))
         await row.wait_for()

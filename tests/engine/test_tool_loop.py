@@ -87,7 +87,7 @@ def add_then_answer(messages: Sequence[ChatMessage], info: AgentInfo) -> ChatRes
 async def test_a_tool_call_runs_and_its_result_reaches_the_model(tmp_path: Path) -> None:
     outcome, model, messages, recorded = await _loop(add_then_answer, tmp_path)
 
-    assert outcome == LoopOutcome("2 + 3 = 5", ExchangeStatus.COMPLETED, rounds=2, tool_calls=1)
+    assert outcome == LoopOutcome("2 + 3 = 5", ExchangeStatus.COMPLETED, rounds=2, tool_calls=1, tool_names=("add",))
     assert model.calls[0].info.tool_names == ("add", "weather")
     assert [(m.role, m.content) for m in messages[2:]] == [("assistant", None), ("tool", "5")]
     assert messages[2].tool_calls == (call_tool("add", {"a": 2, "b": 3}),)
@@ -111,7 +111,9 @@ async def test_rounds_are_bounded_and_the_person_is_told_why(tmp_path: Path) -> 
 
     outcome, model, messages, recorded = await _loop(forever, tmp_path, max_rounds=3)
 
-    assert outcome == LoopOutcome(tool_limit_message(3), ExchangeStatus.TOOL_LIMIT, rounds=3, tool_calls=3)
+    assert outcome == LoopOutcome(
+        tool_limit_message(3), ExchangeStatus.TOOL_LIMIT, rounds=3, tool_calls=3, tool_names=("add",) * 3
+    )
     assert "processing.maxToolCallRounds = 3" in outcome.text
     assert len(model.calls) == 3  # the limit counts model calls: no fourth one
     assert [r.type for r in recorded] == [MessageType.TOOL_CALL, MessageType.TOOL_RESULT] * 3
@@ -131,7 +133,8 @@ async def test_tool_failures_are_results_the_model_reads(tmp_path: Path) -> None
 
     outcome, model, _, recorded = await _loop(bad_calls, tmp_path)
 
-    assert outcome == LoopOutcome("sorry, no luck", ExchangeStatus.COMPLETED, rounds=2, tool_calls=4)
+    names = ("weather", "add", "add", "teleport")
+    assert outcome == LoopOutcome("sorry, no luck", ExchangeStatus.COMPLETED, rounds=2, tool_calls=4, tool_names=names)
     seen = {m.tool_call_id: m.content or "" for m in model.calls[1].messages if m.role == "tool"}
     assert "no weather station in Atlantis" in seen["raises"]
     assert "not valid JSON" in seen["bad_json"]

@@ -64,7 +64,15 @@ class ChatReply:
         await self.ingestion.accept_together([final, close])
         self._closed = True
         await self.delivery.deliver(
-            Outbound(self.chat, outcome.text, self.reply_to, "reply", id=final.id, answers=self.answers)
+            Outbound(
+                self.chat,
+                outcome.text,
+                self.reply_to,
+                "reply",
+                id=final.id,
+                answers=self.answers,
+                tools=outcome.tool_names,
+            )
         )
 
     async def fail(self, failure: TurnFailure) -> None:

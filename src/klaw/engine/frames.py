@@ -179,6 +179,10 @@ class OutboundFrame(_FrameModel):
     # are answered in one turn; `reply_to` is the last of them), so a caller waiting for any of them finds
     # it (`POST /api/messages?wait=`). Empty for anything else; optional like `task`.
     answers: tuple[str, ...] = ()
+    # A turn's reply: the tool of each call the turn made, in order, so a channel can say what was used
+    # (the web page lists them under the reply). Optional like `task`: a reply sent again after a restart
+    # has none, and an older gateway ignores it.
+    tools: tuple[str, ...] = ()
 
 
 class DeltaFrame(_FrameModel):

@@ -19,7 +19,7 @@ from klaw.engine.frames import QueryFrame, task_label
 from klaw.engine.memory_settings import MemorySettings
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef, Exchange, StoredMessage
+from klaw.store.records import ChatRef, Exchange, MessageType, Role, StoredMessage
 
 TEXT_CHARS = 2000
 MAX_SEGMENTS = 100
@@ -133,16 +133,21 @@ class EngineQueries:
 
     async def _chat_history(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The chat as its person saw it, oldest first: their messages and the agent's replies (text
-        only: no tool calls or results), newest segments back to the `limit`, for a page that opens
-        or reloads. Each message says its segment, so a page can show where `/new` started a fresh one,
-        and a scheduled task's answer names its task."""
+        only: no tool results), newest segments back to the `limit`, for a page that opens or reloads.
+        Each message says its segment, so a page can show where `/new` started a fresh one, a scheduled
+        task's answer names its task, and a reply names the tool of each call its turn made (`tools`,
+        in order), as the page showed them when the reply came."""
         limit = _int(params, "limit", HISTORY_MESSAGES, 1, MAX_MESSAGES)
         picked: list[dict[str, Any]] = []
         budget = HISTORY_BYTES
         for segment in reversed(await self._store.segments.list(_chat(params))):
             window = await self._store.messages.window(segment.id, MAX_MESSAGES)
+            reply: dict[str, Any] | None = None  # the newer reply the tool calls met (newest first) belong to
             for message in reversed(window):
                 record = message.record
+                if record.type is MessageType.TOOL_CALL and reply is not None:
+                    calls = (record.metadata or {}).get("tool_calls", [])
+                    reply["tools"][:0] = [str(c.get("name")) for c in calls if isinstance(c, dict)]
                 if not record.kind.is_conversation:
                     continue
                 entry = _message(message, HISTORY_TEXT_CHARS)
@@ -150,6 +155,9 @@ class EngineQueries:
                 task = metadata.get("task") if metadata.get("source") == "task" else None
                 entry["task"] = task
                 entry["task_label"] = task_label(task, metadata.get("origin") == "spawn") if task else None
+                reply = entry if record.role is Role.ASSISTANT else None
+                if reply is not None:
+                    entry["tools"] = []
                 budget -= len(json.dumps(entry))
                 if budget < 0 or len(picked) == limit:
                     return {"messages": picked[::-1], "complete": False}

@@ -167,6 +167,7 @@ class EngineSocketServer:
             approval=outbound.approval,
             id=outbound.id,
             answers=outbound.answers,
+            tools=outbound.tools,
         )
         await self.send_outbound(frame)
 

@@ -43,6 +43,7 @@ class LoopOutcome:
     status: ExchangeStatus
     rounds: int
     tool_calls: int
+    tool_names: tuple[str, ...] = ()  # each call's tool, in the order made: a channel lists them with the reply
 
 
 def tool_limit_message(limit: int) -> str:
@@ -69,13 +70,13 @@ async def run_tool_loop(
 ) -> LoopOutcome:
     """Run the loop on `messages` (extended in place); returns the final text and status. The model may
     call the tools `tools` offers it, and no other."""
-    calls_made = 0
+    names: list[str] = []
     for round_number in range(1, max_rounds + 1):
         response = await _ask(model, messages, tools, on_text)
         if not response.tool_calls:
-            return LoopOutcome(response.content or "", ExchangeStatus.COMPLETED, round_number, calls_made)
+            return LoopOutcome(response.content or "", ExchangeStatus.COMPLETED, round_number, len(names), tuple(names))
         calls = list(response.tool_calls)
-        calls_made += len(calls)
+        names += [call.name for call in calls]
         messages.append(ChatMessage.assistant(response.content, calls))
         await record(
             MessageRecord(
@@ -105,7 +106,7 @@ async def run_tool_loop(
                     created_at=now(),
                 )
             )
-    return LoopOutcome(tool_limit_message(max_rounds), ExchangeStatus.TOOL_LIMIT, max_rounds, calls_made)
+    return LoopOutcome(tool_limit_message(max_rounds), ExchangeStatus.TOOL_LIMIT, max_rounds, len(names), tuple(names))
 
 
 async def _run(

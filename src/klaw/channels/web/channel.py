@@ -96,6 +96,8 @@ class WebChannel:
             data["id"] = frame.id
         if frame.answers:  # every message this reply answers: a script waiting for any of them gets it
             data["answers"] = list(frame.answers)
+        if frame.tools:  # the page lists the turn's tool calls under its reply
+            data["tools"] = list(frame.tools)
         if frame.approval is not None:  # the page offers Approve / Deny buttons, which send /approve ID
             data["approval"] = frame.approval
         self.hub.publish(frame.kind, data)

@@ -5,7 +5,7 @@
 "use strict";
 
 // bubbles: reply_to → the reply bubble being written; answered: ids whose reply came before the POST said
-// which id the message got (a fast reply), so `send` can still mark its message answered.
+// which id the message got (a fast reply), so `send` can still mark its message answered (class `answered`).
 const state = { csrf: "", chat: { channel: "web", chat_id: "main" }, bubbles: new Map(), answered: new Set(), shown: new Set(), chats: [] };
 const SVG = "http://www.w3.org/2000/svg";
 // Each context layer keeps its colour in every turn (style.css .layer-N); an unknown one is grey.
@@ -87,10 +87,39 @@ function addApprovalButtons(bubble, id) {
     el("button", { type: "button", class: "deny", text: "Deny", onclick: answer("deny") })));
 }
 
+// A message the agent answered shows the time it was sent, as the history shows earlier ones (a queued
+// message's note gives way to it); the class is what marks it answered.
 function markAnswered(id) {
-  const sent = document.querySelector(`.msg.user[data-id="${CSS.escape(id)}"] .meta`);
-  if (sent) sent.textContent = "answered";
+  const sent = document.querySelector(`.msg.user[data-id="${CSS.escape(id)}"]`);
+  if (sent) answered(sent);
   else state.answered.add(id);  // the POST has not told us this message's id yet
+}
+
+function answered(bubble) {
+  bubble.classList.add("answered");
+  bubble.querySelector(".meta").textContent = fmtTime(bubble.dataset.at);
+}
+
+// The tool of each call the reply's turn made, in order, a name repeated in a row counted: "Tools used:
+// memory_search, file_read ×2". Live replies carry them (`tools`), and so do replies in the history.
+function showTools(bubble, tools) {
+  bubble.querySelector(".tools")?.remove();
+  if (!Array.isArray(tools) || !tools.length) return;
+  const runs = [];
+  for (const name of tools) {
+    const last = runs[runs.length - 1];
+    if (last && last.name === name) last.count += 1;
+    else runs.push({ name, count: 1 });
+  }
+  const text = runs.map((run) => (run.count > 1 ? `${run.name} ×${run.count}` : run.name)).join(", ");
+  bubble.querySelector(".body").after(el("div", { class: "tools", text: `Tools used: ${text}` }));
+}
+
+// A finished reply, notice or error gets its time under it, as the history shows earlier ones.
+function stamp(bubble, at) {
+  let meta = bubble.querySelector(":scope > .meta");
+  if (!meta) bubble.append(meta = el("span", { class: "meta" }));
+  meta.textContent = fmtTime(at);
 }
 
 function replyBubble(replyTo) {
@@ -116,7 +145,9 @@ function onEvent(kind, event) {
     const bubble = replyBubble(data.reply_to);
     bubble.className = `msg ${kind === "reply" ? "assistant" : kind}`;
     fillReply(bubble, data);
+    showTools(bubble, data.tools);
     if (data.approval) addApprovalButtons(bubble, data.approval);
+    stamp(bubble, new Date().toISOString());
     state.bubbles.delete(data.reply_to);
     if (data.reply_to) markAnswered(data.reply_to);
   }
@@ -134,8 +165,9 @@ async function send(text) {
   try {
     const result = await api("/api/messages", { method: "POST", body: { text } });
     bubble.dataset.id = result.id;
-    const early = state.answered.delete(result.id);
-    bubble.querySelector(".meta").textContent = early ? "answered" : result.queued ? "queued: the engine is offline" : "sent";
+    bubble.dataset.at = new Date().toISOString();
+    if (state.answered.delete(result.id)) answered(bubble);
+    else bubble.querySelector(".meta").textContent = result.queued ? "queued: the engine is offline" : fmtTime(bubble.dataset.at);
   } catch (error) {
     bubble.classList.add("error");
     bubble.querySelector(".meta").textContent = `not sent: ${error.message}`;
@@ -156,7 +188,9 @@ async function loadHistory() {
       if (message.role === "user") {
         addBubble("user", message.text, fmtTime(message.created_at)).dataset.id = message.id;
       } else {
-        fillReply(addBubble("assistant", "", fmtTime(message.created_at)), message);
+        const bubble = addBubble("assistant", "", fmtTime(message.created_at));
+        fillReply(bubble, message);
+        showTools(bubble, message.tools);
         if (message.id) state.shown.add(message.id);
       }
     }
