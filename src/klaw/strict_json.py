@@ -7,6 +7,10 @@ escapes that decode to lone surrogates, which are not text: every later UTF-8 en
 `StrictJsonError`, whose message never quotes the input (it may be private text), so a reader can
 report file:line and the reason and skip the line.
 
+What klaw takes in rather than refuses — a model's answer and its tool calls' arguments, a tool's
+result — is repaired instead (`as_text`, `repaired`): a lone surrogate there is most often an emoji cut
+in half by a server, not an attack, and refusing it would fail a whole turn over one character.
+
 Imports nothing else of klaw, so the log (memory), the socket protocol (engine) and the gateway share it.
 """
 
@@ -79,6 +83,29 @@ def is_text(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def as_text(value: str) -> str:
+    """`value` with every lone surrogate replaced by U+FFFD (�), the character Unicode has for one that
+    could not be read; two halves of one character that arrived apart are joined back into it.
+
+    For text klaw takes in rather than refuses (a model's answer, a tool's result): stored, logged and
+    sent as it is, a lone surrogate fails the first UTF-8 encode it meets (SQLite, the log, a socket)."""
+    if is_text(value):
+        return value
+    return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def repaired(value: Any) -> Any:
+    """Parsed JSON with every string, keys included, made `as_text`; the same objects when none needed it.
+    Recursive: the caller bounds the depth (a `RecursionError` means nested too deep)."""
+    if isinstance(value, str):
+        return as_text(value)
+    if isinstance(value, dict):
+        return {as_text(key) if isinstance(key, str) else key: repaired(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [repaired(item) for item in value]
+    return value
 
 
 def reject_constant(name: str) -> NoReturn:

@@ -223,3 +223,28 @@ def test_accumulator_with_repeated_names_and_missing_ids() -> None:
     assert (call.id, call.name, call.arguments) == ("call_0", "f", '{"a": 1}')
     assert accumulator.result().content is None
     assert not accumulator.finished
+
+
+async def test_a_streamed_lone_surrogate_is_u_fffd_in_the_piece_and_the_answer(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory
+) -> None:
+    """A piece holding half an emoji (the escape `\\ud83d`, valid JSON, not text) is passed on, to the
+    person's screen and the log, as U+FFFD: before, it reached the socket and SQLite as it was and
+    failed the turn where it was first encoded."""
+    call = {"index": 0, "id": "c1", "function": {"name": "memory_save", "arguments": '{"text": "a\\ud800"}'}}
+    _reply_sse(
+        openai_server,
+        _data({"choices": [{"index": 0, "delta": {"content": "cut \ud83d"}, "finish_reason": None}]}),
+        _data({"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]}),
+        _data({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+        "data: [DONE]\n\n",
+    )
+    pieces: list[str] = []
+    accumulator = StreamAccumulator()
+    async for delta in make_client().stream([ChatMessage.user("go")]):
+        accumulator.add(delta)
+        pieces.extend([delta.content] if delta.content else [])
+    assert pieces == ["cut \ufffd"]
+    response = accumulator.result()
+    assert response.content == "cut \ufffd"
+    assert response.tool_calls[0].arguments == '{"text": "a\\ud800"}'  # JSON text: made text once parsed

@@ -9,6 +9,10 @@ Tool-call arguments stay the raw JSON string the model produced: models emit inv
 enough that parsing and validating them is the tool registry's job, where the error can be fed back
 to the model, not a transport failure here.
 
+Every string of an answer is made valid text as it is parsed (`strict_json.as_text`): a lone
+surrogate, an emoji a server cut in half, becomes U+FFFD instead of failing the turn when the log or
+SQLite first encodes it.
+
 Parsing raises `WireFormatError` (a `ValueError`) for shapes that do not match; the client turns it
 into `LlmMalformedResponseError` with the model and endpoint attached.
 """
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from klaw.errors import KlawError
+from klaw.strict_json import as_text
 
 Role = Literal["system", "user", "assistant", "tool"]
 _ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
@@ -163,7 +168,7 @@ class ChatResponse:
             tool_calls=message.tool_calls,
             finish_reason=_optional_text(choice.get("finish_reason"), "finish_reason"),
             usage=Usage.from_wire(body.get("usage")),
-            model=str(body.get("model") or ""),
+            model=as_text(str(body.get("model") or "")),
         )
 
 
@@ -207,7 +212,11 @@ class StreamDelta:
             fragments = tuple(_fragment_from_wire(part) for part in _list(delta.get("tool_calls"), "tool_calls"))
             finish_reason = _optional_text(choice.get("finish_reason"), "finish_reason")
         return cls(
-            content, fragments, finish_reason, Usage.from_wire(chunk.get("usage")), str(chunk.get("model") or "")
+            content,
+            fragments,
+            finish_reason,
+            Usage.from_wire(chunk.get("usage")),
+            as_text(str(chunk.get("model") or "")),
         )
 
 
@@ -217,7 +226,9 @@ def tool_call_from_wire(wire: Any) -> ToolCall:
     name = function.get("name")
     if not isinstance(name, str) or not name:
         raise WireFormatError("tool_call.function.name is missing")
-    return ToolCall(id=str(obj.get("id") or ""), name=name, arguments=_arguments_text(function.get("arguments")))
+    return ToolCall(
+        id=as_text(str(obj.get("id") or "")), name=as_text(name), arguments=_arguments_text(function.get("arguments"))
+    )
 
 
 def _fragment_from_wire(wire: Any) -> ToolCallFragment:
@@ -237,9 +248,9 @@ def _arguments_text(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
-        return value
+        return as_text(value)
     if isinstance(value, Mapping):
-        return json.dumps(value, ensure_ascii=False)
+        return as_text(json.dumps(value, ensure_ascii=False))
     raise WireFormatError(f"tool_call.function.arguments is {_json_kind(value)}, not a string")
 
 
@@ -258,8 +269,12 @@ def _list(value: Any, what: str) -> list[Any]:
 
 
 def _optional_text(value: Any, what: str) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
+    """A string field of the answer, lone surrogates (an emoji a server cut in half, a `\\ud800` escape)
+    made U+FFFD here, where the server's text enters klaw, before the log, SQLite or a socket meets it."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return as_text(value)
     raise WireFormatError(f"{what} is {_json_kind(value)}, not a string")
 
 

@@ -4,7 +4,8 @@ Nothing the tool or the model got wrong raises from here: models send unknown na
 and wrong types often enough that each must become a readable error the model can correct on its
 next round, not a failed turn. Logs carry tool names and exception types, never argument contents
 or messages (they are the user's conversation). Which tools exist is klaw/tools/registry.py's; what
-their arguments must be, klaw/tools/schema.py's.
+their arguments must be, klaw/tools/schema.py's. Every result leaves as valid text (a lone surrogate
+becomes U+FFFD), whoever produced it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from klaw.errors import KlawError
 from klaw.llm.messages import ToolCall
+from klaw.strict_json import as_text
 from klaw.tools.schema import BadArguments, ToolContext, ToolDefinition
 
 log = logging.getLogger(__name__)
@@ -98,6 +100,9 @@ class CallRunner:
         return self.error(call, f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
 
     def _truncate(self, text: str) -> str:
+        """Every result's one way out, made valid text first: a tool's (an MCP server's, a fetched page's,
+        a search API's) lone surrogate becomes U+FFFD here, not a failed turn where the log encodes it."""
+        text = as_text(text)
         if len(text) <= self._max_chars:
             return text
         cut = len(text) - self._max_chars

@@ -27,6 +27,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
+from klaw import strict_json
 from klaw.errors import KlawError
 from klaw.llm.messages import ToolCall, ToolSpec
 from klaw.store.records import ChatRef
@@ -194,7 +195,7 @@ _TOO_DEEP = "the arguments are nested too deeply; send a flat JSON object"
 def _json_object(raw: str) -> dict[str, Any]:
     # Some servers send "" for a call without arguments; that means {} rather than broken JSON.
     try:
-        parsed = json.loads(raw) if raw.strip() else {}
+        parsed = strict_json.repaired(json.loads(raw)) if raw.strip() else {}
     except json.JSONDecodeError as exc:
         raise BadArguments(f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})") from None
     except RecursionError:  # nesting deeper than the parser's stack: not arguments any tool takes
