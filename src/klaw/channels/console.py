@@ -33,7 +33,7 @@ from klaw.channels.console_keys import KeysWhileThinking
 from klaw.channels.console_waiting import count_up
 from klaw.command_syntax import parse_command
 from klaw.engine.delivery import Outbound
-from klaw.engine.frames import task_label
+from klaw.engine.frames import task_label, tools_used
 from klaw.engine.runtime import Engine
 from klaw.message_text import MessageRefused
 from klaw.store.records import ChatRef
@@ -206,6 +206,8 @@ class ConsoleChannel:
         if reply.task is not None:  # a task's answer arrives on its own: say whose it is, as the web page does
             label = task_label(reply.task, reply.spawned)
             self._console.print(Text(visible(label), style="bold yellow"), highlight=False)
+        if reply.tools:  # what the turn called on its way to this answer, as the web page lists it
+            self._console.print(Text(visible(tools_used(reply.tools)), style="dim"), highlight=False)
         if reply.kind == "error":
             self._console.print(Text(visible(reply.text), style="red"), highlight=False)
         else:

@@ -14,9 +14,10 @@ into lines without letting an oversized one grow the buffer past the limit.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from asyncio import StreamReader
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -390,3 +391,10 @@ async def result_for(reader: FrameReader, frame_id: str) -> ResultFrame:
 def task_label(task: str, spawned: bool) -> str:
     """How a channel heads a task's answer: a subagent's one-off run is no scheduled task (decision 249)."""
     return f"Subagent: {task}" if spawned else f"Scheduled task: {task}"
+
+
+def tools_used(names: Sequence[str]) -> str:
+    """The line a channel shows with a reply whose turn called tools: each call's tool in order, a name
+    repeated in a row counted ("Tools used: memory_search, file_read ×2"), in `klaw chat` and on the web page."""
+    runs = [(name, len(list(calls))) for name, calls in itertools.groupby(names)]
+    return "Tools used: " + ", ".join(name if count == 1 else f"{name} ×{count}" for name, count in runs)

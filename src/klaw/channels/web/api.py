@@ -25,7 +25,7 @@ from klaw.channels.web.auth import CSRF_HEADER, SESSION_COOKIE, WebAuth
 from klaw.channels.web.events import EventHub, Subscription
 from klaw.channels.web.markdown import render as render_markdown
 from klaw.config_view import ConfigRow, shown
-from klaw.engine.frames import FrameError
+from klaw.engine.frames import FrameError, tools_used
 from klaw.gateway.buffer import BufferUnavailable
 from klaw.gateway.link import EngineUnavailable, QueryFailed
 from klaw.gateway.service import Submitted
@@ -153,6 +153,8 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
         for message in answer["messages"]:
             if message["role"] == "assistant":
                 message["html"] = render_markdown(message["text"])
+                if message.get("tools"):
+                    message["tools_line"] = tools_used(message["tools"])
         return answer
 
     @router.get("/chats", dependencies=[Depends(session)])

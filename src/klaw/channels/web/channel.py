@@ -23,7 +23,7 @@ from klaw.channels.web.token import load_or_create_token
 from klaw.config import WebChannelConfig
 from klaw.config_loader import LoadedConfig
 from klaw.config_view import ConfigRow, config_rows
-from klaw.engine.frames import DeltaFrame, OutboundFrame, task_label
+from klaw.engine.frames import DeltaFrame, OutboundFrame, task_label, tools_used
 from klaw.gateway.service import Gateway, Submitted
 from klaw.home import KlawHome
 
@@ -96,8 +96,9 @@ class WebChannel:
             data["id"] = frame.id
         if frame.answers:  # every message this reply answers: a script waiting for any of them gets it
             data["answers"] = list(frame.answers)
-        if frame.tools:  # the page lists the turn's tool calls under its reply
+        if frame.tools:  # the page lists the turn's tool calls under its reply, as klaw chat does
             data["tools"] = list(frame.tools)
+            data["tools_line"] = tools_used(frame.tools)
         if frame.approval is not None:  # the page offers Approve / Deny buttons, which send /approve ID
             data["approval"] = frame.approval
         self.hub.publish(frame.kind, data)

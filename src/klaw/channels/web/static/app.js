@@ -100,19 +100,11 @@ function answered(bubble) {
   bubble.querySelector(".meta").textContent = fmtTime(bubble.dataset.at);
 }
 
-// The tool of each call the reply's turn made, in order, a name repeated in a row counted: "Tools used:
-// memory_search, file_read ×2". Live replies carry them (`tools`), and so do replies in the history.
-function showTools(bubble, tools) {
+// The tool calls the reply's turn made, as klaw chat shows them ("Tools used: memory_search, file_read ×2",
+// worded by the gateway: frames.tools_used). Live replies carry the line, and so do replies in the history.
+function showTools(bubble, line) {
   bubble.querySelector(".tools")?.remove();
-  if (!Array.isArray(tools) || !tools.length) return;
-  const runs = [];
-  for (const name of tools) {
-    const last = runs[runs.length - 1];
-    if (last && last.name === name) last.count += 1;
-    else runs.push({ name, count: 1 });
-  }
-  const text = runs.map((run) => (run.count > 1 ? `${run.name} ×${run.count}` : run.name)).join(", ");
-  bubble.querySelector(".body").after(el("div", { class: "tools", text: `Tools used: ${text}` }));
+  if (line) bubble.querySelector(".body").after(el("div", { class: "tools", text: line }));
 }
 
 // A finished reply, notice or error gets its time under it, as the history shows earlier ones.
@@ -145,7 +137,7 @@ function onEvent(kind, event) {
     const bubble = replyBubble(data.reply_to);
     bubble.className = `msg ${kind === "reply" ? "assistant" : kind}`;
     fillReply(bubble, data);
-    showTools(bubble, data.tools);
+    showTools(bubble, data.tools_line);
     if (data.approval) addApprovalButtons(bubble, data.approval);
     stamp(bubble, new Date().toISOString());
     state.bubbles.delete(data.reply_to);
@@ -190,7 +182,7 @@ async function loadHistory() {
       } else {
         const bubble = addBubble("assistant", "", fmtTime(message.created_at));
         fillReply(bubble, message);
-        showTools(bubble, message.tools);
+        showTools(bubble, message.tools_line);
         if (message.id) state.shown.add(message.id);
       }
     }
