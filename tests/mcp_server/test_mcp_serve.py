@@ -210,3 +210,29 @@ async def test_a_call_piped_in_after_initialize_is_answered_before_the_server_en
     answers = {answer["id"]: answer for answer in map(json.loads, out.decode().splitlines())}
     assert "error" not in answers[2], answers[2]
     assert "under the blue flowerpot" in answers[2]["result"]["content"][0]["text"]
+
+
+async def _refused_start(home: KlawHome, chat: str) -> str:
+    process = await asyncio.create_subprocess_exec(
+        KLAW, "mcp", "serve", "--chat", chat, "--allow-write", env={**os.environ, "KLAW_HOME": str(home.root)},
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(60):
+        _, err = await process.communicate()
+    assert process.returncode == 2
+    return " ".join(err.decode().split())
+
+
+async def test_a_chat_without_messages_is_refused_at_start_as_schedule_add_refuses_it() -> None:
+    """`--chat telegram:12345678` (a digit short) used to be served: searches found nothing, silently, and
+    memory_save started that chat. Now the command refuses at start, engine running or not, with
+    `klaw schedule add --inject-into`'s sentence naming the chats that have messages."""
+    typo = "telegram:12345678"
+    expected = f"no chat {typo} has any messages (the chats with messages: {CHAT})"
+    async with filled_home() as home:
+        said = await _refused_start(home, typo)  # no engine: the command would open the home itself
+        assert expected in said and "Traceback" not in said
+        async with running_engine(home) as engine:
+            said = await _refused_start(home, typo)
+            assert expected in said and "Traceback" not in said
+            assert list(await engine.store.segments.chats()) == [CHAT]  # nothing was written to a new chat

@@ -65,6 +65,11 @@ async def _serve(home: KlawHome, chat: ChatRef, *, allow_write: bool, http: bool
     from klaw.mcp_server.server import build_server, serve_http
 
     link = await _link(home, chat)
+    try:
+        await _refuse_a_chat_without_messages(link, chat)
+    except BaseException:
+        await link.aclose()
+        raise
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -93,6 +98,20 @@ async def _serve(home: KlawHome, chat: ChatRef, *, allow_write: bool, http: bool
             await asyncio.gather(serving, stopping, return_exceptions=True)
     finally:
         await link.aclose()
+
+
+async def _refuse_a_chat_without_messages(link: MemoryLink, chat: ChatRef) -> None:
+    """A mistyped --chat used to be served: searches found nothing, silently, and memory_save started
+    that chat. The rule and sentence are `klaw schedule add --inject-into`'s (cli/stored_chats.py)."""
+    from klaw.cli.stored_chats import require_chat_with_messages
+
+    try:
+        chats = await link.chats()
+    except (OSError, EOFError, TimeoutError) as exc:
+        fail(f"klaw mcp serve: the engine stopped answering while this started ({type(exc).__name__}); try again")
+    require_chat_with_messages(
+        chat, chats, "Check the id: klaw mcp serve shares the memory of a chat that has talked with klaw."
+    )
 
 
 async def _link(home: KlawHome, chat: ChatRef) -> MemoryLink:

@@ -139,25 +139,12 @@ def add(
 def _stored_chat_or_exit(home: KlawHome, config: EngineConfig, target: ChatRef) -> None:
     """Exit 2 unless `target` is a chat with messages: a mistyped id (or a telegram chat of a bot never
     set up) would otherwise be accepted and every run would start that chat, where nobody reads it."""
-    from klaw.cli.context import open_store_or_exit
+    from klaw.cli.stored_chats import chats_with_messages, require_chat_with_messages
 
-    async def stored() -> list[ChatRef]:
-        path = home.database_file(config.database.path)
-        if config.database.backend == "sqlite" and not path.exists():
-            return []
-        store = await open_store_or_exit(path, config.database)
-        try:
-            return sorted(await store.segments.chats(), key=str)
-        finally:
-            await store.aclose()
-
-    chats = asyncio.run(stored())
-    if target in chats:
-        return
-    known = "the chats with messages: " + ", ".join(map(str, chats)) if chats else "no chat has messages yet"
-    fail(
-        f"no chat {target} has any messages ({known}). Check the id, or add --new-chat to let the"
-        " task's runs start that chat."
+    require_chat_with_messages(
+        target,
+        asyncio.run(chats_with_messages(home, config)),
+        "Check the id, or add --new-chat to let the task's runs start that chat.",
     )
 
 

@@ -33,6 +33,10 @@ class MemoryLink(Protocol):
         """(text, is_error) of one shared memory tool for the chosen chat."""
         ...
 
+    async def chats(self) -> list[ChatRef]:
+        """The chats with messages, to refuse at start a chat that has none (a mistyped id)."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -64,13 +68,19 @@ class SocketMemory:
                     ) from None
         return str(data.get("text", "")), bool(data.get("is_error", False))
 
-    async def _ask(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def chats(self) -> list[ChatRef]:
+        async with self._lock:
+            data = await self._ask({}, query="chats")
+        listed = data.get("chats", [])
+        return [ChatRef(str(c["channel"]), str(c["chat_id"])) for c in listed if isinstance(c, dict)]
+
+    async def _ask(self, params: dict[str, Any], query: str = "memory_tool") -> dict[str, Any]:
         if self._writer is None:
             reader, self._writer = await asyncio.open_unix_connection(str(self._path))
             self._reader = FrameReader(reader)
         assert self._reader is not None
         frame_id = f"mcp-{next(self._ids)}"
-        self._writer.write(encode_frame(QueryFrame(id=frame_id, query="memory_tool", params=params)))
+        self._writer.write(encode_frame(QueryFrame(id=frame_id, query=query, params=params)))
         await self._writer.drain()
         async with asyncio.timeout(QUERY_TIMEOUT_SECONDS):
             frame = await result_for(self._reader, frame_id)
@@ -105,6 +115,9 @@ class LibraryMemory:
         assert access is not None
         result = await access.call(self._chat, name, arguments)
         return result.content, result.is_error
+
+    async def chats(self) -> list[ChatRef]:
+        return list(await self._klaw.engine.store.segments.chats())
 
     async def aclose(self) -> None:
         await self._klaw.aclose()

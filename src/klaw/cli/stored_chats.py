@@ -1,0 +1,37 @@
+"""The rule that a command naming a chat names one that has talked with klaw: `klaw schedule add
+--inject-into` and `klaw mcp serve --chat` refuse a chat with no messages at start, with the same
+sentence, instead of accepting a mistyped id (runs nobody reads; an MCP client that finds nothing and
+saves into a new chat)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from klaw.cli.context import fail, open_store_or_exit
+
+if TYPE_CHECKING:
+    from klaw.config import EngineConfig
+    from klaw.home import KlawHome
+    from klaw.store.records import ChatRef
+
+
+async def chats_with_messages(home: KlawHome, config: EngineConfig) -> list[ChatRef]:
+    """The stored chats, read from klaw.db (none when a SQLite home has no klaw.db yet)."""
+    path = home.database_file(config.database.path)
+    if config.database.backend == "sqlite" and not path.exists():
+        return []
+    store = await open_store_or_exit(path, config.database)
+    try:
+        return list(await store.segments.chats())
+    finally:
+        await store.aclose()
+
+
+def require_chat_with_messages(target: ChatRef, chats: Iterable[ChatRef], remedy: str) -> None:
+    """Exit 2 unless `target` is one of `chats`, listing them and saying `remedy` (how to go on)."""
+    known = sorted(set(chats), key=str)
+    if target in known:
+        return
+    listing = "the chats with messages: " + ", ".join(map(str, known)) if known else "no chat has messages yet"
+    fail(f"no chat {target} has any messages ({listing}). {remedy}")
