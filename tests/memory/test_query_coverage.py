@@ -136,3 +136,24 @@ def test_each_word_is_matched_as_the_same_word_rule_says() -> None:
         for _ in range(5):
             held = word()
             assert coverage._same_as(held) == frozenset(q for q in wanted if same_word(q, held)), (wanted, held)
+
+
+def test_a_word_no_wanted_stem_begins_is_matched_as_the_rule_says() -> None:
+    """Coverage takes a word's stem only when a wanted stem's key begins the word (decision 273): a
+    stem is the word with an ending cut off, so what it finds is what `same_word` finds between the
+    word's stem and every wanted stem, for words with and without endings, short ones, and other scripts."""
+    rng = random.Random(5)
+    endings = ["", "", "s", "es", "xes", "ing", "ed", "ly", "e", "ches", "ss", "nning"]
+
+    def word() -> str:
+        letters = "".join(rng.choice("abcdeéж1") for _ in range(rng.randint(1, 7)))
+        return letters + rng.choice(endings)
+
+    for _ in range(3000):
+        wanted = list(dict.fromkeys(stem(word()) for _ in range(rng.randint(1, 6))))
+        coverage = QueryCoverage(wanted)
+        for _ in range(8):
+            held = word()
+            assert held.startswith(stem(held))
+            expected = frozenset(q for q in wanted if same_word(q, stem(held)))
+            assert coverage._matched(held) == expected, (wanted, held)

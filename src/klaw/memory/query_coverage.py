@@ -92,6 +92,7 @@ class QueryCoverage:
         self._by_start: dict[str, list[str]] = {}
         for q in self._wanted:
             self._by_start.setdefault(q[:SAME_STEM_CHARS], []).append(q)
+        self._key_sizes = sorted({len(key) for key in self._by_start}, reverse=True)  # the longest first
 
     def share(self, texts: Iterable[str]) -> float:
         """The share, 0..1, of the wanted stems that `texts` hold (0 without any)."""
@@ -104,8 +105,9 @@ class QueryCoverage:
             for word in word_runs(text[:READ_CHARS]):
                 matched = self._matches.get(word)
                 if matched is None:
-                    matched = self._matches[word] = self._same_as(stem(word.lower()))
-                covered |= matched
+                    matched = self._matches[word] = self._matched(word.lower())
+                if matched:
+                    covered |= matched
         return sum(1 for q in self._wanted if q in covered) / len(self._wanted)
 
     def factor(self, weight: float, texts: Iterable[str]) -> float:
@@ -113,6 +115,16 @@ class QueryCoverage:
         if weight <= 0 or not self._wanted:
             return 1.0
         return 1.0 + weight * self.share(texts)
+
+    def _matched(self, word: str) -> frozenset[str]:
+        """The wanted stems `word` (lowercase) is the same word as. Its stem is `word` with an ending
+        cut off, so it begins as `word` does: when no wanted stem's key (`_by_start`: its first
+        `SAME_STEM_CHARS` letters, or the whole of a shorter one) begins `word`, none can match and
+        the stem is not taken. Most words of the hits a search weighs are such words (~1 ms of the
+        event loop's time a search at 100k messages, decision 273)."""
+        if not any(word[:size] in self._by_start for size in self._key_sizes):
+            return _NONE
+        return self._same_as(stem(word))
 
     def _same_as(self, held: str) -> frozenset[str]:
         """The wanted stems `held` is the same word as (`same_word`: equal, or one of at least
