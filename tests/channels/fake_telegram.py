@@ -81,14 +81,20 @@ class FakeTelegram:
 
     # -- scripting ------------------------------------------------------------------------------
 
-    def push_text(self, chat_id: int, text: str, *, first_name: str = "Ana") -> int:
-        """A private-chat text message from a person; returns its message_id."""
+    def push_text(self, chat_id: int, text: str, *, first_name: str = "Ana", from_id: int | None = None) -> int:
+        """A text message from a person: a private chat's, or a group's (a negative `chat_id`) said by
+        `from_id`; returns its message_id."""
         message_id = self._next_message
         self._next_message += 1
+        chat = (
+            {"id": chat_id, "first_name": first_name, "type": "private"}
+            if chat_id > 0
+            else {"id": chat_id, "title": "Family", "type": "group"}
+        )
         message: dict[str, Any] = {
             "message_id": message_id,
-            "from": {"id": chat_id, "is_bot": False, "first_name": first_name, "language_code": "en"},
-            "chat": {"id": chat_id, "first_name": first_name, "type": "private"},
+            "from": {"id": from_id or chat_id, "is_bot": False, "first_name": first_name, "language_code": "en"},
+            "chat": chat,
             "date": int(time.time()),
             "text": text,
         }

@@ -1,7 +1,10 @@
 """`TelegramChannel`: a Telegram bot over long polling (python-telegram-bot's `Bot`).
 
 Only chats on `allowedChatIds` are served. Any other chat gets one refusal (per gateway run) and
-nothing else: its message is neither buffered nor forwarded, and only its chat id is logged.
+nothing else: its message is neither buffered nor forwarded, and only its chat id is logged. In a group
+every member speaks to the agent as its owner would (reads what it recalls, `/approve`s its held tools),
+so `allowedUserIds`, when set, limits who is heard: anyone else gets one refusal per gateway run and is
+not stored either (decision 281). A group on the list without it is warned about at start.
 
 The polling loop is ours rather than the library's `Updater`, for one reason: an update is
 confirmed to Telegram (the next `getUpdates` offset) only after its message is in the gateway's
@@ -50,6 +53,10 @@ REFUSAL = (
     "Sorry, this is a private assistant and this chat (id {chat_id}) is not on its allow-list."
     " Nothing you send here is kept."
 )
+PERSON_REFUSAL = (
+    "Sorry, this is a private assistant and you (user id {user_id}) are not on its allow-list."
+    " Nothing you send here is kept."
+)
 NOT_TEXT = "I can only read text messages for now."
 QUIET_LOGGERS = ("httpx", "httpcore", "telegram")
 
@@ -68,6 +75,7 @@ class TelegramChannel:
         poll_timeout: int = POLL_TIMEOUT_SECONDS,
     ) -> None:
         self._allowed = frozenset(config.allowed_chat_ids)
+        self._people = frozenset(config.allowed_user_ids)
         self._commands = list(commands)
         self._clock = clock or SystemClock()
         self._poll_timeout = poll_timeout
@@ -82,6 +90,7 @@ class TelegramChannel:
         self._poller: asyncio.Task[None] | None = None
         self._offset: int | None = None
         self._refused: set[int] = set()
+        self._refused_people: set[int] = set()
         self._typing: dict[int, asyncio.Task[None]] = {}
         self._username = ""
 
@@ -91,6 +100,13 @@ class TelegramChannel:
         self._gateway = gateway
         if not self._allowed:
             log.warning("telegram: channels.telegram.allowedChatIds is empty; every chat will be refused")
+        groups = sorted(chat_id for chat_id in self._allowed if chat_id < 0)  # Telegram's groups are negative
+        if groups and not self._people:
+            log.warning(
+                "telegram: group chat(s) %s are allowed and channels.telegram.allowedUserIds is empty: every member"
+                " can talk to the agent, read what it recalls and /approve its tools; list the people to hear there",
+                ", ".join(map(str, groups)),
+            )
         await self._bot.initialize()  # getMe: fails here on a wrong token
         self._username = (self._bot.username or "").lower()
         with contextlib.suppress(TelegramError):  # the command menu is a nicety
@@ -163,18 +179,30 @@ class TelegramChannel:
                 log.info("telegram: refused chat %d (not on the allow-list)", chat_id)
                 await self._send(chat_id, REFUSAL.format(chat_id=chat_id))
             return
+        user_id = message.from_user.id if message.from_user else None
+        if self._people and user_id not in self._people:
+            await self._refuse_person(chat_id, user_id)
+            return
         if message.text is None:
             await self._send(chat_id, NOT_TEXT)
             return
         text = self._as_klaw_text(message.text)
         if text is None:
             return  # `/cmd@other_bot` in a group: for another bot, not a message to us
-        sender = str(message.from_user.id) if message.from_user else None
+        sender = str(user_id) if user_id is not None else None
         submitted = await self._require_gateway().submit(
             TELEGRAM_CHANNEL, str(chat_id), text, message_id=f"tg-{chat_id}-{message.message_id}", sender=sender
         )
         if not (submitted.duplicate or submitted.queued) and parse_command(text) is None:
             self._start_typing(chat_id)  # not while the engine is down: nobody is typing then
+
+    async def _refuse_person(self, chat_id: int, user_id: int | None) -> None:
+        """Once per person a gateway run (a channel's post, with no person, is never answered)."""
+        if user_id is None or user_id in self._refused_people or len(self._refused_people) >= MAX_REFUSED_CHATS:
+            return
+        self._refused_people.add(user_id)
+        log.info("telegram: refused user %d in chat %d (not on allowedUserIds)", user_id, chat_id)
+        await self._send(chat_id, PERSON_REFUSAL.format(user_id=user_id))
 
     def _as_klaw_text(self, text: str) -> str | None:
         """`/new@thisbot x` → `/new x`; `/start` → `/help`; None for `/new@otherbot` (a group's command

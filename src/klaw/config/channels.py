@@ -27,6 +27,10 @@ class TelegramChannelConfig(Section):
     allowed_chat_ids: tuple[int, ...] = Field(
         default=(), description="Chats the bot answers; any other chat gets one refusal and nothing is stored."
     )
+    allowed_user_ids: tuple[int, ...] = Field(
+        default=(),
+        description="People heard in the allowed chats (empty: everyone in them); others' messages are not stored.",
+    )
     api_base_url: str = Field(default="https://api.telegram.org", description="Bot API server (tests: a fake).")
 
     @model_validator(mode="after")
