@@ -1,7 +1,8 @@
 """A real MCP server written with the official SDK, for klaw's MCP client tests.
 
 Run as a program it serves stdio (`python notes_server.py`); `--fail-at-start` exits before the
-handshake, as a server with a bad installation does. `build()` gives the same server for tests that
+handshake, as a server with a bad installation does; `--chatter N` writes N lines to stderr first, as a
+server with a debug log does. `build()` gives the same server for tests that
 serve it over streamable HTTP in their own loop. Tools: `add`, `lookup` (reads the environment
 variable `NOTES_SECRET`, so tests see which variables reach the process), `crash` (the process dies
 mid-call, its last words on stderr), `hang` (never answers), `freeze`
@@ -61,4 +62,8 @@ if __name__ == "__main__":
     if "--fail-at-start" in sys.argv:
         print("notes server: cannot start (test)", file=sys.stderr)
         sys.exit(2)
+    if "--chatter" in sys.argv:
+        for n in range(int(sys.argv[sys.argv.index("--chatter") + 1])):
+            print(f"notes server: chatter line {n:07d} of a debug log that goes on", file=sys.stderr)
+        sys.stderr.flush()
     build().run()

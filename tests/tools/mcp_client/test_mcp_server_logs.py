@@ -4,6 +4,7 @@ stays 0600 and is cut to its tail when it grows past about 1 MB; the warning and
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from pathlib import Path
@@ -53,3 +54,25 @@ async def test_a_log_past_a_megabyte_keeps_its_tail_and_stays_private(tmp_path: 
     assert "earlier output cut" in text.splitlines()[0]
     assert "--- klaw started MCP server 'notes' at " in text
     assert old.stat().st_mode & 0o777 == 0o600
+
+
+async def test_a_chatty_servers_log_is_cut_to_its_tail_while_it_runs(tmp_path: Path) -> None:
+    """A server writing 3 MB to stderr, then serving: while it runs its log holds about its newest half
+    megabyte, never past the bound, from a line's start to the newest line, and the server answers."""
+    lines = 50_000  # 3.3 MB of stderr
+    last = f"notes server: chatter line {lines - 1:07d} of a debug log that goes on\n"
+    async with running_engine(tmp_path, tools={"enabled": ["mcp:notes"]}, mcp=notes("--chatter", str(lines))) as h:
+        log_file = h.home.root / "mcp" / "notes.log"
+        await wait_ready(h)
+        async with asyncio.timeout(20):
+            while not (text := log_file.read_text()).endswith(last):  # the end may still be in the pipe
+                assert len(text) <= 1_000_000
+                await asyncio.sleep(0.05)
+        assert 400_000 < len(text) <= 1_000_000
+        assert text.splitlines()[0] == "[earlier output cut: the log grew past 1 MB]"
+        assert text.splitlines()[1].startswith("notes server: chatter line ")  # from a line's start
+        assert log_file.stat().st_mode & 0o777 == 0o600
+        h.server.reply_tool_calls([("notes__add", {"a": 2, "b": 3})])
+        h.server.reply_text("still there")
+        await h.turn("add")
+        assert tool_result(h) == "5"

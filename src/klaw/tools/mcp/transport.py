@@ -2,10 +2,8 @@
 
 A command gets the SDK's minimal safe environment (PATH, HOME, …) plus only the variables its `env`
 names, never klaw's whole environment (which holds the model keys); it runs in the workspace unless
-`cwd` says otherwise, and its stderr goes to `KLAW_HOME/mcp/<server>.log` (0600), not into the
-terminal of `klaw chat`. That file is appended to, a line marking each start: a server that crashed is
-restarted within a second, and its last words must outlive the restart; past `LOG_MAX_BYTES` only its
-newest `LOG_KEEP_BYTES` are kept, at the next start.
+`cwd` says otherwise, and its stderr goes to `KLAW_HOME/mcp/<server>.log` (0600, bounded while it runs:
+server_log.py), not into the terminal of `klaw chat`.
 
 A URL server gets the headers whose values its `authorizationEnv` and `headersEnv` variables hold. A
 variable that is not set is a start failure naming it. A URL server that refuses the key is named as
@@ -22,7 +20,6 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TextIO
 
 import httpx2
 from mcp import StdioServerParameters
@@ -32,10 +29,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from klaw.config import McpServerConfig
 from klaw.errors import KlawError
-from klaw.private_files import open_private, private_dirs
+from klaw.tools.mcp.server_log import log_path, server_stderr
 
-LOG_MAX_BYTES = 1_000_000  # a server's error output past this is cut at its next start…
-LOG_KEEP_BYTES = 500_000  # …to about its newest half (from a line's start)
+__all__ = ["HttpRefusal", "MissingVariable", "log_path", "open_transport", "refusal_reason"]
 
 
 class MissingVariable(KlawError, RuntimeError):
@@ -119,34 +115,4 @@ async def open_transport(
     params = StdioServerParameters(
         command=config.command, args=list(config.args), env=variables, cwd=config.cwd or str(workspace)
     )
-    return stdio_client(params, errlog=stack.enter_context(_stderr_log(log_dir, name, started)))
-
-
-def log_path(log_dir: Path, name: str) -> Path:
-    """Where a command server's error output goes."""
-    return log_dir / f"{name}.log"
-
-
-def _stderr_log(log_dir: Path, name: str, started: datetime | None) -> TextIO:
-    """The server's log, opened to append (its earlier runs kept, cut to their tail when too long), with
-    a line marking this start: the child process writes to the same file after it."""
-    private_dirs(log_dir)
-    path = log_path(log_dir, name)
-    fd = open_private(path, os.O_RDWR | os.O_APPEND)
-    os.fchmod(fd, 0o600)
-    _keep_tail(fd)
-    when = (started or datetime.now().astimezone()).isoformat(timespec="seconds")
-    os.write(fd, f"--- klaw started MCP server {name!r} at {when} ---\n".encode())  # before the child's output
-    return open(fd, "a", encoding="utf-8", errors="replace")  # closed by the caller's exit stack
-
-
-def _keep_tail(fd: int) -> None:
-    """Past LOG_MAX_BYTES, the file cut to its newest LOG_KEEP_BYTES, from the first line start in them."""
-    size = os.fstat(fd).st_size
-    if size <= LOG_MAX_BYTES:
-        return
-    tail = os.pread(fd, LOG_KEEP_BYTES, size - LOG_KEEP_BYTES)
-    newline = tail.find(b"\n")
-    tail = tail[newline + 1 :] if 0 <= newline < len(tail) - 1 else tail
-    os.ftruncate(fd, 0)
-    os.write(fd, b"[earlier output cut: the log grew past 1 MB]\n" + tail)
+    return stdio_client(params, errlog=await server_stderr(log_dir, name, started, stack))
