@@ -114,7 +114,9 @@ async def test_chats_waiting_for_their_batch_cost_one_query_a_pass_however_many(
     rig.service.exchanges.notify()
     await idle(rig)
     assert [sql for sql in statements.sql if "segments" in sql] == []  # nothing changed them since the last pass
-    assert 1 <= statements.count <= 2, statements.sql  # the scan for new exchanges
+    # At most the scan for new exchanges, which reads on a read connection (with each exchange's records,
+    # decision 272), so the database thread's connection traced here may run none.
+    assert statements.count <= 2, statements.sql
 
     for chat in chats[:3]:
         await Turns(rig.store, chat).new_segment()  # a closed segment's exchanges wait no longer

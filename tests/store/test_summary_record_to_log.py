@@ -1,7 +1,8 @@
 """The summary log's calls to the store (decision 272), on both backends: `summary_record_to_log`, the
 id lookup and foldable check in one call (the record built on the exchange's opening record when it
 would be folded, none when a source is gone, `opened` False for an exchange with no opening record),
-and `append_record`, the append bringing back the summary its fold kept."""
+`append_record`, the append bringing back the summary its fold kept, and `scan_exchanges` bringing the
+records of each exchange to summarize."""
 
 from __future__ import annotations
 
@@ -63,3 +64,19 @@ async def test_an_appended_summary_record_comes_back_with_the_summary_its_fold_k
     stored, kept = await storage.summaries.append_record(orphan)
     assert stored.record.id == orphan.id and kept is None
     assert (await storage.summaries.exchange_summary(tea.id)) == summary
+
+
+async def test_a_scan_brings_the_records_of_each_exchange_to_summarize(storage: Storage) -> None:
+    turns = Turns(storage)
+    tea = await turns.turn("green tea?", "80 degrees")
+    bike = await turns.turn("bike chain?", "oil it")
+    await turns.open_turn("and coffee?")  # in progress: no records brought
+
+    scan = await storage.summaries.scan_exchanges(0, (), 50)
+
+    assert [e.id for e in scan.to_summarize] == [tea.id, bike.id]
+    assert scan.messages == {
+        tea.id: await storage.history.exchange_messages(tea.id),
+        bike.id: await storage.history.exchange_messages(bike.id),
+    }
+    assert [m.content for m in scan.messages[tea.id] if m.content] == ["green tea?", "80 degrees"]

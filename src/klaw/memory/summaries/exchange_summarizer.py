@@ -88,6 +88,7 @@ class ExchangeSummarizer(BackgroundWorker):
         self._scan_due = True  # notified, or the last scan filled its page, since the last scan
         self._scanned_at: datetime | None = None
         self._queue: list[Exchange] = []  # scanned, not yet sorted into small talk or a batch
+        self._scanned: dict[int, list[StoredMessage]] = {}  # their records, read with the scan
         self._batches = ExchangeBatches(
             most=batch_exchanges, wait_seconds=batch_wait_seconds, max_tokens=work.max_input_tokens, turn=self.turn
         )
@@ -132,12 +133,17 @@ class ExchangeSummarizer(BackgroundWorker):
         self._scanned_to = scan.scanned_to
         self._open = scan.still_open
         self._queue = [e for e in scan.to_summarize if e.id not in self.skipped and e.id not in self._batches]
+        self._scanned = {e.id: scan.messages[e.id] for e in self._queue if e.id in scan.messages}
         if len(scan.to_summarize) + len(scan.still_open) >= SCAN_PAGE:
             self._scan_due = True  # the page may have been full (a count at least as large as its rows)
 
     async def _sort(self, exchange: Exchange) -> None:
-        """Small talk is summarized at once by the rule; anything else waits for its batch."""
-        messages = await self._work.store.history.exchange_messages(exchange.id) or []
+        """Small talk is summarized at once by the rule; anything else waits for its batch. The records come
+        with the scan (decision 272); a batch reads them again when it is sent (one forgotten meanwhile
+        is not sent), and a summary is logged only if what it was written from is still stored."""
+        messages = self._scanned.pop(exchange.id, None)
+        if messages is None:
+            messages = await self._work.store.history.exchange_messages(exchange.id) or []
         transcript = Transcript.of(messages)
         if transcript is None:
             self._nothing_left(exchange)

@@ -85,6 +85,12 @@ async def _turn_end(connection: Connection, chat_key: int, open_rowid: int, open
     return int(following) - 1 if following is not None else _NO_END
 
 
+async def exchange_messages_in(connection: Connection, exchange_id: int) -> list[StoredMessage] | None:
+    """`PostgresHistory.exchange_messages` on the caller's connection (the summaries' scan reads them too)."""
+    rowids = await exchange_rowids(connection, exchange_id)
+    return None if rowids is None else await _messages(connection, rowids)
+
+
 async def _messages(connection: Connection, rowids: Sequence[int]) -> list[StoredMessage]:
     if not rowids:
         return []
@@ -101,8 +107,7 @@ class PostgresHistory(HistoryReads[PostgresDatabase, ChatKeys]):
 
     async def exchange_messages(self, exchange_id: int) -> list[StoredMessage] | None:
         async with self._db.connection() as connection:
-            rowids = await exchange_rowids(connection, exchange_id)
-            return None if rowids is None else await _messages(connection, rowids)
+            return await exchange_messages_in(connection, exchange_id)
 
     async def summary_records(self, chat: ChatRef, record_ids: Sequence[str]) -> list[StoredMessage]:
         async with self._db.connection() as connection:

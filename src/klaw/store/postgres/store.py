@@ -19,7 +19,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import Connection, PostgresDatabase, fetch_all, fetch_value, server_error
 from klaw.store.postgres.embedding_jobs import PostgresEmbeddingJobs
-from klaw.store.postgres.history import PostgresHistory
+from klaw.store.postgres.history import PostgresHistory, exchange_messages_in
 from klaw.store.postgres.leases import PostgresLeases
 from klaw.store.postgres.memory_chunks import PostgresMemoryChunks
 from klaw.store.postgres.messages import PostgresMessages
@@ -64,7 +64,7 @@ class PostgresStore:
         self.exchanges = PostgresExchanges(db, chats)
         self.memory_chunks = PostgresMemoryChunks(db, chats, paid)
         self.history = PostgresHistory(db, chats)
-        self.summaries = PostgresSummaries(db, chats, clock, paid, self.messages.append_in)
+        self.summaries = PostgresSummaries(db, chats, clock, paid, self.messages.append_in, exchange_messages_in)
         self.leases: ChatLeaseRepository | None = PostgresLeases(db, chats)
         self.keeps_log = True  # log_records, written by each append
 

@@ -112,16 +112,19 @@ def _messages(connection: apsw.Connection, rowids: Sequence[int]) -> list[Stored
     return [message_from_row(row) for row in rows]
 
 
+def exchange_messages_in(connection: apsw.Connection, exchange_id: int) -> list[StoredMessage] | None:
+    """`SqliteHistory.exchange_messages` on the caller's connection (the summaries' scan reads them too)."""
+    rowids = exchange_rowids(connection, exchange_id)
+    return None if rowids is None else _messages(connection, rowids)
+
+
 class SqliteHistory(HistoryReads[SqliteDatabase, ChatKeys]):
     async def exchange_messages(self, exchange_id: int) -> list[StoredMessage] | None:
         """Every stored record of the exchange (control records included), oldest first; None when
         there is no such exchange."""
-
-        def query(connection: apsw.Connection) -> list[StoredMessage] | None:
-            rowids = exchange_rowids(connection, exchange_id)
-            return None if rowids is None else _messages(connection, rowids)
-
-        return await self._db.read(query)  # beside the writes: the summarizers read each exchange (decision 216)
+        return await self._db.read(
+            lambda connection: exchange_messages_in(connection, exchange_id)
+        )  # beside the writes: the summarizers read each exchange (decision 216)
 
     async def summary_records(self, chat: ChatRef, record_ids: Sequence[str]) -> list[StoredMessage]:
         """The summary records of the chat that forgetting `record_ids` makes obsolete, oldest first."""

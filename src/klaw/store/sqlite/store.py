@@ -16,7 +16,7 @@ from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase, database_error
 from klaw.store.sqlite.counts import store_counts
 from klaw.store.sqlite.embedding_jobs import SqliteEmbeddingJobs
-from klaw.store.sqlite.history import SqliteHistory
+from klaw.store.sqlite.history import SqliteHistory, exchange_messages_in
 from klaw.store.sqlite.job_ledger import JobLedger
 from klaw.store.sqlite.memory_chunks import SqliteMemoryChunks
 from klaw.store.sqlite.messages import SqliteMessages
@@ -67,7 +67,9 @@ class SqliteStore:
         self.exchanges = SqliteExchanges(db, chats)
         self.memory_chunks = SqliteMemoryChunks(db, chats, ledger, tokenizer)
         self.history = SqliteHistory(db, chats)
-        self.summaries = SqliteSummaries(db, chats, clock, generations, ledger, self.messages.append_in)
+        self.summaries = SqliteSummaries(
+            db, chats, clock, generations, ledger, self.messages.append_in, exchange_messages_in
+        )
         # One process opens klaw.db, so no chat needs a lease; its log is the JSONL files.
         self.leases: ChatLeaseRepository | None = None
         self.keeps_log = False

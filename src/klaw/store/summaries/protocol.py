@@ -38,7 +38,8 @@ class SummaryRepository(Protocol):
 
     async def scan_exchanges(self, after_id: int, recheck: Collection[int], limit: int) -> ExchangeScan:
         """Exchanges with an id above `after_id`, and those in `recheck`, that need a summary or are
-        still open (see `ExchangeScan`); at most `limit` from the range."""
+        still open (see `ExchangeScan`); at most `limit` from the range. The records of each exchange
+        to summarize come with it (`ExchangeScan.messages`): the summarizer's first read of each."""
         ...
 
     async def pending_exchanges(self) -> int:

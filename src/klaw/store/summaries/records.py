@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from klaw.store.records import ChatRef, Exchange, MessageRecord, Segment
+from klaw.store.records import ChatRef, Exchange, MessageRecord, Segment, StoredMessage
 
 SUMMARY_TARGET = "summary"  # an embedding job whose target_rowid is a summaries.id (vec_summaries)
 
@@ -73,11 +73,14 @@ class ExchangeScan:
 
     `to_summarize`: completed exchanges with a final reply and no summary, oldest first. `still_open`:
     ids of exchanges in progress (or abandoned by a crash) to look at again later. `scanned_to`: every
-    exchange with a higher id is newer than this scan."""
+    exchange with a higher id is newer than this scan. `messages`: each exchange to summarize's stored
+    records, as `HistoryRepository.exchange_messages` gives them, read in the scan's own call (decision
+    272); an exchange missing from it is read when it is needed."""
 
     to_summarize: list[Exchange]
     still_open: frozenset[int]
     scanned_to: int
+    messages: dict[int, list[StoredMessage]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from klaw.store.summaries.postgres.rows import (
     write_exchange_summary,
     write_segment_summary,
 )
-from klaw.store.summaries.postgres.work import pending_exchanges, scan_exchanges, segment_work
+from klaw.store.summaries.postgres.work import pending_exchanges, scan_with_messages, segment_work
 from klaw.store.summaries.records import (
     SUMMARY_TARGET,
     ExchangeScan,
@@ -60,8 +60,10 @@ class PostgresSummaries:
         clock: Callable[[], datetime],
         paid: PaidJobs,
         append_in: Callable[[Connection, MessageRecord], Awaitable[StoredMessage]],
+        messages_of: Callable[[Connection, int], Awaitable[list[StoredMessage] | None]],
     ) -> None:
         self._append_in = append_in  # `PostgresMessages.append_in`: a summary record's row and its fold
+        self._messages_of = messages_of  # `history.exchange_messages_in`: the scan brings each exchange's
         self._paid = paid  # `put_vectors` pays the summaries' embedding jobs (decision 229)
         self._db = db
         self._chats = chats
@@ -84,7 +86,7 @@ class PostgresSummaries:
 
     async def scan_exchanges(self, after_id: int, recheck: Collection[int], limit: int) -> ExchangeScan:
         async with self._db.connection() as connection:
-            return await scan_exchanges(connection, after_id, sorted(set(recheck)), limit)
+            return await scan_with_messages(connection, after_id, sorted(set(recheck)), limit, self._messages_of)
 
     async def pending_exchanges(self) -> int:
         async with self._db.connection() as connection:

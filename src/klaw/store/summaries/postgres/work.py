@@ -3,9 +3,11 @@ the SQL they share is `summaries/work_sql.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import replace
 
 from klaw.store.postgres.connection import Connection, Row, fetch_all, fetch_value
+from klaw.store.records import StoredMessage
 from klaw.store.shared.rows import EXCHANGE_COLUMNS
 from klaw.store.summaries.postgres.rows import load_summaries
 from klaw.store.summaries.records import ExchangeScan, SegmentWork
@@ -39,6 +41,19 @@ async def scan_exchanges(connection: Connection, after_id: int, recheck: Collect
             (sorted(recheck), after_id),
         )
     return scan_result(rows, scanned_to)
+
+
+async def scan_with_messages(
+    connection: Connection,
+    after_id: int,
+    recheck: Collection[int],
+    limit: int,
+    messages_of: Callable[[Connection, int], Awaitable[list[StoredMessage] | None]],
+) -> ExchangeScan:
+    """`scan_exchanges`, each exchange to summarize with its records (`messages_of`: the history's read)."""
+    scan = await scan_exchanges(connection, after_id, recheck, limit)
+    found = {e.id: await messages_of(connection, e.id) for e in scan.to_summarize}
+    return replace(scan, messages={exchange_id: m for exchange_id, m in found.items() if m is not None})
 
 
 async def pending_exchanges(connection: Connection) -> int:

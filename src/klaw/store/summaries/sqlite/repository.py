@@ -44,7 +44,7 @@ from klaw.store.summaries.sqlite.vectors import (
     summary_hits,
     vector_count,
 )
-from klaw.store.summaries.sqlite.work import pending_exchanges, scan_exchanges, segment_work
+from klaw.store.summaries.sqlite.work import pending_exchanges, scan_with_messages, segment_work
 from klaw.store.summaries.sqlite.writes import write_exchange_summary, write_segment_summary
 
 
@@ -82,9 +82,11 @@ class SqliteSummaries:
         generations: TableGenerations,
         ledger: JobLedger,
         append_in: Callable[[apsw.Connection, MessageRecord], StoredMessage],
+        messages_of: Callable[[apsw.Connection, int], list[StoredMessage] | None],
     ) -> None:
         self._db = db
         self._append_in = append_in  # `SqliteMessages.append_in`: a summary record's row and its fold
+        self._messages_of = messages_of  # `history.exchange_messages_in`: the scan brings each exchange's
         self._ledger = ledger  # `put_vectors` pays the summaries' embedding jobs (job_ledger.py)
         self._chats = chats
         self._clock = clock
@@ -105,7 +107,8 @@ class SqliteSummaries:
 
     async def scan_exchanges(self, after_id: int, recheck: Collection[int], limit: int) -> ExchangeScan:
         ids = sorted(set(recheck))
-        return await self._db.run(lambda connection: scan_exchanges(connection, after_id, ids, limit))
+        # On a read connection, beside the writes, as the exchanges' records were read (decision 216).
+        return await self._db.read(lambda c: scan_with_messages(c, after_id, ids, limit, self._messages_of))
 
     async def pending_exchanges(self) -> int:
         return await self._db.run(pending_exchanges)

@@ -13,10 +13,12 @@ exchange summary is never skipped over.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from dataclasses import replace
 
 import apsw
 
+from klaw.store.records import StoredMessage
 from klaw.store.shared.rows import EXCHANGE_COLUMNS
 from klaw.store.sqlite.query import fetch_all, fetch_value
 from klaw.store.summaries.records import ExchangeScan, SegmentWork
@@ -52,6 +54,19 @@ def scan_exchanges(connection: apsw.Connection, after_id: int, recheck: Collecti
             (*recheck, after_id),
         )
     return scan_result(rows, scanned_to)
+
+
+def scan_with_messages(
+    connection: apsw.Connection,
+    after_id: int,
+    recheck: Collection[int],
+    limit: int,
+    messages_of: Callable[[apsw.Connection, int], list[StoredMessage] | None],
+) -> ExchangeScan:
+    """`scan_exchanges`, each exchange to summarize with its records (`messages_of`: the history's read)."""
+    scan = scan_exchanges(connection, after_id, recheck, limit)
+    found = {e.id: messages_of(connection, e.id) for e in scan.to_summarize}
+    return replace(scan, messages={exchange_id: m for exchange_id, m in found.items() if m is not None})
 
 
 def pending_exchanges(connection: apsw.Connection) -> int:
