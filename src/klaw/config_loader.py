@@ -23,7 +23,7 @@ from pydantic_core import ErrorDetails
 from klaw.config import EngineConfig
 from klaw.errors import KlawError
 from klaw.redaction import mask_url_credentials
-from klaw.yaml_syntax import syntax_message
+from klaw.yaml_syntax import BoundedSafeLoader, load_with, safe_load, syntax_message
 
 ENV_PREFIX = "KLAW__"
 
@@ -77,13 +77,11 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start} cannot be decoded); save it as UTF-8.") from None
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}.") from None
-    loader = _UniqueKeyLoader(text)  # a SafeLoader that notes repeated keys
+    loader = _UniqueKeyLoader(text)  # a SafeLoader (nesting bounded) that notes repeated keys
     try:
-        data = loader.get_single_data()
+        data = load_with(loader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} {syntax_message(text, exc)}") from None
-    finally:
-        loader.dispose()
     if loader.repeated:
         raise ConfigError(_repeated_message(path, loader.repeated))
     if data is None:
@@ -116,7 +114,7 @@ def _repeated_message(path: Path, repeated: list[_RepeatedKey]) -> str:
     )
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class _UniqueKeyLoader(BoundedSafeLoader):
     """`yaml.safe_load`, except that a key given twice in one mapping is noted in `repeated` (all of
     them, for one message). YAML keeps the last silently, so a second `tools:` block appended below
     `klaw init`'s would drop the first's settings (its approval list among them) while `klaw config
@@ -158,7 +156,7 @@ def _env_overrides(env: Mapping[str, str]) -> Iterator[tuple[tuple[str, ...], An
             continue
         key = tuple(_canonical_key(p) for p in parts)
         try:
-            value = yaml.safe_load(env[var])
+            value = safe_load(env[var])
         except yaml.YAMLError:
             value = env[var]
         yield key, value, var

@@ -6,12 +6,74 @@ indented 3 spaces among keys indented 2) read "at line 17, column 3: expected <b
 means exactly that the line's indentation fits no open block: it belongs neither to the section the
 line above it is in, nor to the one around it. So that case names both lines and their indentations;
 a tab (YAML indents with spaces) is named as one; anything else keeps PyYAML's words with the
-position and what it was parsing (`context_mark`). Imports nothing of klaw.
+position and what it was parsing (`context_mark`).
+
+`BoundedSafeLoader` and `safe_load` are klaw's one way to read YAML: `yaml.safe_load` recurses once
+per level of nesting (2 KB of `[` raise RecursionError) and lets ValueError, TypeError or
+AttributeError out of its constructors (`when: 2020-13-45`, `n: !!int x`), neither of them a
+`yaml.YAMLError` a caller expects. Here both come out as `yaml.YAMLError`s with a position (nesting
+is refused at MAX_NESTING levels, before it costs a deep stack), so every caller's one `except
+yaml.YAMLError` holds, and a skill's front matter, which a model can write, cannot break a turn.
+Imports nothing of klaw.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
+
+MAX_NESTING = 64  # levels of lists/mappings: far beyond any settings file or front matter
+
+
+class YamlTooDeep(yaml.MarkedYAMLError):
+    """Nesting deeper than `MAX_NESTING` levels."""
+
+
+class YamlBadValue(yaml.MarkedYAMLError):
+    """A scalar its tag (explicit or implied, like a date) cannot be built from."""
+
+
+class BoundedSafeLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` with nesting bounded and its constructors' plain exceptions made YAMLErrors."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._nesting = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._nesting += 1
+        try:
+            if self._nesting > MAX_NESTING:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise YamlTooDeep(problem=f"nested more than {MAX_NESTING} levels deep", problem_mark=mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._nesting -= 1
+
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, TypeError, AttributeError, ArithmeticError, RecursionError):
+            kind = str(node.tag).rsplit(":", 1)[-1]  # the tag's short name: int, timestamp, ...
+            raise YamlBadValue(problem=f"not a valid {kind}", problem_mark=node.start_mark) from None
+
+
+def safe_load(text: str) -> Any:
+    """`yaml.safe_load(text)`, but any failure to read it is a `yaml.YAMLError` (see the module's docstring)."""
+    return load_with(BoundedSafeLoader(text))
+
+
+def load_with(loader: BoundedSafeLoader) -> Any:
+    """The single document `loader` (a BoundedSafeLoader or subclass) reads; the loader disposed."""
+    try:
+        return loader.get_single_data()
+    except RecursionError:  # should MAX_NESTING not be reached first (a caller already deep in its stack)
+        raise YamlTooDeep(problem="nested too deeply") from None
+    finally:
+        loader.dispose()
 
 
 def syntax_message(text: str, error: yaml.YAMLError) -> str:

@@ -121,7 +121,18 @@ class ContextBuilder:
         """The system prompt, core memory and skills layer, on a worker thread in one hop: each is a
         small file checked or read, and a hop costs the event loop more than the reads (three a turn
         were a fifth of a turn's hops with many chats at once)."""
-        return self.system_prompt.text_now(), self.core_memory.read_now(), self.skills() if self.skills else None
+        return self.system_prompt.text_now(), self.core_memory.read_now(), self._skills_layer()
+
+    def _skills_layer(self) -> str | None:
+        """The skills layer, or None when reading the skills fails: files a model can write must not
+        fail the turn (the kind of failure is logged, no file content)."""
+        if self.skills is None:
+            return None
+        try:
+            return self.skills()
+        except Exception as exc:  # any failure of the layer leaves the layer out, not the turn
+            log.warning("skills layer left out of this turn: reading the skills failed (%s)", type(exc).__name__)
+            return None
 
     async def build(
         self, session: Session, pending: Sequence[StoredMessage], *, subagent: bool = False

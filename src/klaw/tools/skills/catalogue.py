@@ -51,7 +51,11 @@ def scan_skills(skills_dir: Path, *, max_bytes: int) -> SkillScan:
     for entry in sorted(skills_dir.iterdir(), key=lambda p: p.name):
         if entry.name.startswith(".") or not entry.is_dir():
             continue
-        checked = check_skill(entry, root, max_bytes=max_bytes)
+        try:
+            checked = check_skill(entry, root, max_bytes=max_bytes)
+        except (OSError, ValueError, RecursionError, MemoryError) as exc:  # a skill a model wrote can be anything
+            problems.append(Problem(entry.name, f"cannot be read ({type(exc).__name__}); fix or remove the folder"))
+            continue
         problems += checked.problems
         if checked.skill is not None:
             skills[checked.skill.name] = checked.skill

@@ -26,6 +26,7 @@ import yaml
 
 from klaw.errors import KlawError
 from klaw.tools.beneath import open_directory, walk
+from klaw.yaml_syntax import MAX_NESTING, YamlBadValue, YamlTooDeep, safe_load
 
 SKILL_FILE = "SKILL.md"
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -128,11 +129,14 @@ def split_front_matter(text: str) -> tuple[str | None, str]:
 def parse_front_matter(front: str) -> tuple[tuple[str, str], str | None]:
     """((name, description), None), or (("", ""), what is wrong): the rule, never the content."""
     try:
-        data = yaml.safe_load(front)
+        data = safe_load(front)  # nesting bounded, every failure a YAMLError (klaw/yaml_syntax.py)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2}, column {mark.column + 1})" if mark is not None else ""
-        return ("", ""), f"front matter is not valid YAML{where}"
+        if isinstance(exc, YamlTooDeep):
+            return ("", ""), f"front matter nested too deeply{where}: lists or mappings more than {MAX_NESTING} levels"
+        problem = getattr(exc, "problem", None) if isinstance(exc, YamlBadValue) else None
+        return ("", ""), f"front matter is not valid YAML{where}" + (f": {problem}" if problem else "")
     if not isinstance(data, dict):
         return ("", ""), "front matter must be a mapping with name and description"
     name, description = data.get("name"), data.get("description")
