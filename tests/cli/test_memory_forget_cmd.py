@@ -101,7 +101,10 @@ def test_reindex_honours_the_commands_tombstone_even_from_a_log_restored_from_be
     assert SECRET.encode() not in database_bytes(home.database_file("klaw.db"))
 
 
-def test_refuses_while_an_engine_serves_the_home(home: KlawHome) -> None:
+def test_an_engine_that_does_not_answer_on_its_socket_is_said(home: KlawHome, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A running engine is asked to forget over its socket (test_memory_forget_engine.py); one that accepts
+    but never answers is said, with the `/forget` to type in the chat the target belongs to."""
+    monkeypatch.setattr("klaw.cli.memory_forget_socket.PLAN_TIMEOUT_SECONDS", 0.5)
     ids = fill(home)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -110,7 +113,8 @@ def test_refuses_while_an_engine_serves_the_home(home: KlawHome) -> None:
         code, _, err = run(home, "segment", str(ids["segment"]), "--yes")
     finally:
         listener.close()
-    assert code == 1 and "an engine is running" in err and f"/forget segment {ids['segment']}" in err
+    said = " ".join(err.split())
+    assert code == 1 and "an engine is running" in said and f"/forget segment {ids['segment']}` in the chat" in said
     assert SECRET in log_text(home)
 
 

@@ -4,7 +4,8 @@ The same `Forgetting` as `/forget` (database rows, indexes, vectors, summaries, 
 tombstone so `klaw reindex` never brings the text back). It refuses while an engine serves the home:
 the engine holds klaw.db open, appends to the same log files under its own locks and keeps copies
 of vectors and recent contexts in memory, none of which a second process can safely change under
-it. `/forget` in the chat does the same work inside the engine.
+it. An engine answering on its socket is asked to forget instead (memory_forget_socket.py), as
+`/forget` in the chat would.
 """
 
 from __future__ import annotations
@@ -70,14 +71,19 @@ def forget(
         console.print(f"This erases {plan.label} of {plan.chat}: {plan.describe()}, for good.", highlight=False)
         return yes or typer.confirm("Forget it?", default=False)
 
+    from klaw.cli.memory_forget_socket import forget_through_engine
+
+    if forget_through_engine(home, kind, target_id, owner, confirm, console):
+        return
     try:
         outcome = asyncio.run(_forget(home, path, loaded.config.database, kind, target_id, owner, confirm))
     except ForgetError as exc:
         fail(f"cannot forget: {exc}", code=1)
     except _EngineRunning as running:
         fail(
-            f"{running}. Or type `/forget {kind.value} {target_id}` in one of its chats instead (it forgets"
-            " everywhere, the running engine included).",
+            f"{running}, and it does not answer on its socket. Or type `/forget {kind.value} {target_id}` in"
+            " the chat it belongs to (klaw memory list shows which) instead: it forgets everywhere, the running"
+            " engine included.",
             code=1,
         )
     if outcome is None:

@@ -4,14 +4,16 @@ holds the chat while it erases (decision 219)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import datetime
+from typing import Any
 
 from klaw.config import CommandConfig
 from klaw.engine.approval import ApprovalGate
 from klaw.engine.clock import Clock
+from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.processor import MessageProcessor
 from klaw.engine.scheduler_loop import Scheduler
@@ -23,7 +25,7 @@ from klaw.memory.auto_rag import RecalledMessage
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.forget_targets import typed_target
-from klaw.memory.forgetting import ForgetError, ForgetKind, Forgetting
+from klaw.memory.forgetting import ForgetError, ForgetKind, ForgetOutcome, ForgetPlan, Forgetting
 from klaw.store.protocol import MemoryChunkRepository
 from klaw.store.records import ChatRef
 
@@ -161,6 +163,7 @@ class CommandHandler:
         nothing after (decision 219). A target refused is refused before any turn is stopped."""
         if self.forgetting is None:
             return "Forgetting is not available in this engine."
+        forgetting = self.forgetting
         record_id = _command_id.get()
         if await self.forgetting.already_done(record_id):
             return "Already forgotten."
@@ -170,22 +173,56 @@ class CommandHandler:
                 await self.forgetting.plan(*await _forget_target(self.forgetting, chat, args), chat)
             except ForgetError as exc:
                 return f"Cannot forget: {exc}."
-        async with self.processor.turn_stopped(chat) as stopped:
-            try:  # again: `last` is now the exchange of the last message sent, and the records are all written
-                plan = await self.forgetting.plan(*await _forget_target(self.forgetting, chat, args), chat)
-            except ForgetError as exc:
-                return f"Cannot forget: {exc}."
-            outcome = await self.forgetting.forget(plan, record_id=record_id)
-            stopped.erased = frozenset(plan.ids)
-        # What the running engine still holds of the text in memory: the last turns' context records.
-        self.processor.last_context.pop(chat, None)
-        self.processor.context_history.drop(chat)
+        try:  # again, with the turn stopped: `last` is now the exchange of the last message sent
+            plan, outcome, stopped = await self._forget_stopping(
+                chat, lambda: _forget_target(forgetting, chat, args), record_id
+            )
+        except ForgetError as exc:
+            return f"Cannot forget: {exc}."
         stopped_first = "Stopped the turn under way in this chat, then forgot" if stopped else "Forgot"
         return (
             f"{stopped_first} {plan.label}: {plan.describe()} erased from the database, its search indexes,"
             f" summaries and the conversation log ({outcome.files_rewritten} log file(s) rewritten). Core memory"
             " is unchanged: /memory shows it."
         )
+
+    async def _forget_stopping(
+        self, chat: ChatRef, target: Callable[[], Awaitable[tuple[ForgetKind, int | str]]], record_id: str | None
+    ) -> tuple[ForgetPlan, ForgetOutcome, bool]:
+        """The chat's turn under way stopped, the target planned with the chat quiet and forgotten, and
+        what the engine still holds of the text in memory (the last turns' context records) dropped."""
+        assert self.forgetting is not None
+        async with self.processor.turn_stopped(chat) as stopped:
+            plan = await self.forgetting.plan(*await target(), chat)
+            outcome = await self.forgetting.forget(plan, record_id=record_id)
+            stopped.erased = frozenset(plan.ids)
+        self.processor.last_context.pop(chat, None)
+        self.processor.context_history.drop(chat)
+        return plan, outcome, bool(stopped)
+
+    async def forget_answer(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The socket's `forget` query, `klaw memory forget` while this engine runs: {kind, id, channel and
+        chat_id (optional: any chat), confirm} → the plan ({chat, label, describe}), carried out (with
+        `files_rewritten`, `stopped`) when `confirm` is true; a target refused is a QueryError."""
+        if self.forgetting is None:
+            raise QueryError("forgetting is not available in this engine")
+        forgetting = self.forgetting
+        try:
+            kind = ForgetKind(str(params.get("kind")))
+            target = typed_target(kind, str(params.get("id")))
+            owner = ChatRef(str(params["channel"]), str(params["chat_id"])) if params.get("channel") else None
+            plan = await forgetting.plan(kind, target, owner)
+            answer: dict[str, Any] = {"chat": str(plan.chat), "label": plan.label, "describe": plan.describe()}
+            if params.get("confirm") is not True:
+                return answer
+
+            async def same() -> tuple[ForgetKind, int | str]:
+                return kind, target
+
+            plan, outcome, stopped = await self._forget_stopping(plan.chat, same, None)
+        except (ForgetError, ValueError) as exc:
+            raise QueryError(str(exc)) from None
+        return {**answer, "describe": plan.describe(), "files_rewritten": outcome.files_rewritten, "stopped": stopped}
 
     async def _help(self, _chat: ChatRef, _: str) -> str:
         return "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in self.commands)

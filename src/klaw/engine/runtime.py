@@ -137,7 +137,11 @@ class Engine:
                     parts.processor.context_history,
                     messages,
                     parts.memory.settings,
-                    extra={"memory_tool": engine.memory_access.answer, "tools": parts.tool_listing.answer},
+                    extra={
+                        "memory_tool": engine.memory_access.answer,
+                        "tools": parts.tool_listing.answer,
+                        "forget": parts.commands.forget_answer,  # `klaw memory forget` while this runs
+                    },
                 )
                 await parts.socket.start(_FrameAdapter(engine), queries.answer)
             # Recent chats' vectors into memory (one pass), after the socket opens: start-up time must not
