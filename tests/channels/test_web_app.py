@@ -279,6 +279,18 @@ async def test_history_relays_the_engine_and_renders_replies_as_sanitized_html(
     assert (await client.get("/api/history")).status_code == 503
 
 
+async def test_an_image_in_a_reply_is_its_alt_text_linked_never_loaded_and_no_stray_bang(
+    client: httpx.AsyncClient, backend: FakeBackend
+) -> None:
+    await sign_in(client)
+    backend.answers["history"] = {
+        "messages": [{"role": "assistant", "text": "![i](http://evil/x.png)", "task": None}],
+        "complete": True,
+    }
+    html = (await client.get("/api/history")).json()["messages"][0]["html"]
+    assert html == ('<p><a href="http://evil/x.png" target="_blank" rel="noopener noreferrer nofollow">i</a></p>\n')
+
+
 async def test_a_message_the_gateway_refuses_gets_its_reason(client: httpx.AsyncClient, backend: FakeBackend) -> None:
     await sign_in(client)
     csrf = await session_csrf(client)

@@ -62,3 +62,14 @@ def test_links_open_apart_from_the_page() -> None:
     html = render("see [the docs](https://example.com/a?b=1&c=2) or <https://example.org>")
     assert '<a href="https://example.com/a?b=1&amp;c=2" target="_blank" rel="noopener noreferrer nofollow">' in html
     assert 'href="https://example.org"' in html
+
+
+def test_an_image_is_its_alt_text_linked_without_the_bang() -> None:
+    assert render("see ![a *chart*](https://example.com/c.png) here") == (
+        '<p>see <a href="https://example.com/c.png" target="_blank" rel="noopener noreferrer nofollow">'
+        "a chart</a> here</p>\n"
+    )
+    untitled = render("![](https://example.com/p.png)")  # no alt text: the address is the link's text
+    assert ">https://example.com/p.png</a>" in untitled and "!" not in untitled
+    nested = render("[![logo](https://example.com/l.png)](https://example.org)")  # links do not nest
+    assert [tag for tag, _ in Elements(nested).found] == ["p", "a"] and ">logo</a>" in nested

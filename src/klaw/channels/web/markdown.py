@@ -5,15 +5,20 @@ The gateway renders with markdown-it-py (CommonMark, plus tables and strikethrou
 off, so `<script>` in a reply stays text, and markdown-it refuses `javascript:`, `vbscript:`,
 `file:` and `data:` links. Then nh3 (the Ammonia sanitizer) keeps only an allow-list of tags and
 attributes, links only to http, https and mailto, opened in a new tab without referrer or opener.
-Images are not rendered (an image link is a plain link): an image in a reply could call home, and
-the page's Content-Security-Policy would block it anyway. Doing it here rather than in the browser
-needs no JavaScript library vendored into the page; the CSP (no inline script) is the second wall.
+Images are not loaded: an image in a reply could call home (and the page's Content-Security-Policy
+would block it anyway), so `![alt](url)` shows as its alt text linked to the url, without the `!`.
+Doing it here rather than in the browser needs no JavaScript library vendored into the page; the
+CSP (no inline script) is the second wall.
 """
 
 from __future__ import annotations
 
 import nh3
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
 
 TAGS = {
     *("p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li"),
@@ -23,7 +28,22 @@ ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}}
 URL_SCHEMES = {"http", "https", "mailto"}
 
 _parser = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
-_parser.disable("image")
+
+
+def _image_as_link(self: RendererHTML, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
+    """An image as its alt text, linked to where it lives (plain text inside a link: links do not nest)."""
+    image = tokens[idx]
+    alt = escapeHtml(self.renderInlineAsText(image.children or [], options, env))
+    source = str(image.attrs.get("src", ""))
+    inside_link = sum(token.nesting for token in tokens[:idx] if token.type in {"link_open", "link_close"}) > 0
+    if inside_link or not source:
+        return alt
+    title = image.attrs.get("title")
+    title_attribute = f' title="{escapeHtml(str(title))}"' if title else ""
+    return f'<a href="{escapeHtml(source)}"{title_attribute}>{alt or escapeHtml(source)}</a>'
+
+
+_parser.add_render_rule("image", _image_as_link)
 
 
 def render(text: str) -> str:
