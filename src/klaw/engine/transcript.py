@@ -2,7 +2,9 @@
 
 A window cut at an arbitrary message can start with tool results whose call was cut off, or end
 with a tool call whose results were never written (a crash mid-turn). Providers reject both, so
-such fragments are dropped here, in one place.
+such fragments are dropped here, in one place. A record whose metadata has a shape no model message
+can be made from (store/log_format.metadata_problem, the rule every reader of the log applies) is left
+out too.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from klaw.llm.messages import ChatMessage, ToolCall
+from klaw.store.log_format import metadata_problem
 from klaw.store.records import MessageRecord, MessageType, RecordKind, StoredMessage
 
 
@@ -24,6 +27,8 @@ def to_chat_message(message: StoredMessage) -> ChatMessage | None:
 
 def record_to_chat_message(record: MessageRecord) -> ChatMessage | None:
     """One log record as a model sees it; None for records a model is never shown (control)."""
+    if record.metadata is not None and metadata_problem(record.type, record.metadata) is not None:
+        return None  # a store rebuilt from a log line of that shape before the log's reader refused it
     metadata = record.metadata or {}
     if record.type is MessageType.TOOL_CALL:
         calls = tuple(
