@@ -86,6 +86,14 @@ def test_list_without_tasks(home: Path) -> None:
         (["bad", "--cron", "* * *", "-m", "x"], "expected five fields"),
         (["bad", "--every", "10", "-m", "x"], "invalid interval '10'"),
         (["bad", "--every", "30s", "-m", "x"], "the shortest interval is 60 seconds"),
+        # past datetime's year 9999 was an OverflowError traceback; 5,000 digits int() refuses
+        (["bad", "--every", "999999999d", "-m", "x"], "invalid interval '999999999d': the longest interval is 3650d"),
+        (["bad", "--every", "99999999999999999999d", "-m", "x"], "the longest interval is 3650d (10 years)"),
+        (
+            ["bad", "--every", "9" * 5000 + "d", "-m", "x"],
+            "invalid interval '9999999999999999999999999999999999999...'",
+        ),
+        (["bad", "--every", "3650d1m", "-m", "x"], "for a date once a year use cron"),
         (["bad", "-m", "x"], "give exactly one of --cron EXPR or --every INTERVAL"),
         (["bad", "--cron", "* * * * *", "--every", "1h", "-m", "x"], "give exactly one of"),
         (["../etc", "--every", "1h", "-m", "x"], "invalid task name '../etc'"),

@@ -66,6 +66,24 @@ async def test_one_reply_cannot_create_more_tasks_than_the_cap(tmp_path: Path) -
         assert len(await h.engine.scheduler.list_tasks()) == 3  # type: ignore[union-attr]
 
 
+async def test_an_interval_past_ten_years_is_refused_in_words_not_an_overflow(tmp_path: Path) -> None:
+    """Before, `every: 999999999d` gave the model "OverflowError: date value out of range"."""
+    async with running_engine(tmp_path) as h:
+        h.server.reply_tool_calls(
+            [
+                ("schedule_add", {"name": "far", "every": "999999999d", "message": "nag"}),
+                ("schedule_add", {"name": "huge", "every": "99999999999999999999d", "message": "nag"}),
+                ("schedule_add", {"name": "decade", "every": "3650d", "message": "nag"}),
+            ]
+        )
+        h.server.reply_text("Only the decade one.")
+        await h.turn("remind me in a billion days")
+        results = [m["content"] for m in h.last_request_messages() if m["role"] == "tool"]
+        assert all("the longest interval is 3650d (10 years)" in r for r in results[:2]), results
+        assert not any("OverflowError" in r for r in results)
+        assert [t.name for t in await h.engine.scheduler.list_tasks()] == ["decade"]  # type: ignore[union-attr]
+
+
 async def test_tasks_cannot_run_more_often_than_the_daily_cap(tmp_path: Path) -> None:
     async with running_engine(tmp_path, scheduler={"maxRunsPerDay": 100}) as h:
         h.server.reply_tool_calls([("schedule_add", {"name": "often", "cron": "*/10 * * * *", "message": "news"})])

@@ -22,6 +22,9 @@ from klaw.errors import KlawError
 
 ScheduleKind = Literal["cron", "every"]
 MIN_INTERVAL_SECONDS = 60
+MAX_INTERVAL_SECONDS = 3650 * 86400
+"""Ten years: longer is no schedule a person means, and is kept far from the dates
+Python's datetime can hold (year 9999), which a task's next fire time is."""
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _EVERY = re.compile(r"^(?:\d+[dhms])+$")
 _EVERY_PART = re.compile(r"(\d+)([dhms])")
@@ -55,13 +58,24 @@ class TaskSchedule:
 
     @classmethod
     def every(cls, text: str) -> TaskSchedule:
-        """`90s`, `10m`, `2h`, `1d`, `1h30m`: at least one minute."""
+        """`90s`, `10m`, `2h`, `1d`, `1h30m`: at least one minute, at most ten years (3650d)."""
         compact = text.strip().lower().replace(" ", "")
         if not _EVERY.match(compact):
-            raise InvalidSchedule(f"invalid interval {text!r}: use a number and a unit (s, m, h, d), e.g. 10m or 1h30m")
-        seconds = sum(int(n) * _UNITS[unit] for n, unit in _EVERY_PART.findall(compact))
+            raise InvalidSchedule(
+                f"invalid interval {_clip(text)!r}: use a number and a unit (s, m, h, d), e.g. 10m or 1h30m"
+            )
+        parts = [(n.lstrip("0") or "0", unit) for n, unit in _EVERY_PART.findall(compact)]
+        # A number longer than the longest interval has digits is over it: never converted (int() of
+        # 5,000 digits is refused, and a huge interval overflowed datetime: an OverflowError traceback).
+        too_long = any(len(n) > len(str(MAX_INTERVAL_SECONDS)) for n, _ in parts)
+        seconds = MAX_INTERVAL_SECONDS + 1 if too_long else sum(int(n) * _UNITS[unit] for n, unit in parts)
         if seconds < MIN_INTERVAL_SECONDS:
             raise InvalidSchedule(f"invalid interval {text!r}: the shortest interval is {MIN_INTERVAL_SECONDS} seconds")
+        if seconds > MAX_INTERVAL_SECONDS:
+            raise InvalidSchedule(
+                f"invalid interval {_clip(text)!r}: the longest interval is {MAX_INTERVAL_SECONDS // 86400}d"
+                " (10 years); for a date once a year use cron, e.g. '0 9 14 3 *' (09:00 every 14 March)"
+            )
         return cls("every", str(seconds))
 
     @classmethod
@@ -135,6 +149,11 @@ class TaskSchedule:
         except StopIteration:
             return None
         return fire.astimezone(UTC)
+
+
+def _clip(text: str) -> str:
+    """An interval as the error quotes it: a 5,000-digit one is not repeated whole."""
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 def format_interval(seconds: int) -> str:
