@@ -109,9 +109,11 @@ async def run_bounded(
     max_output_bytes: int,
     keep_bytes: tuple[int, int],
     kill: Callable[[], Awaitable[None]] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> ProcessOutcome:
     """Run `argv` (no shell) with stdin closed; `keep_bytes` is (stdout, stderr) kept for the model.
-    `kill` is what else must happen to stop it (a container the CLI started), after the group is killed."""
+    `kill` is what else must happen to stop it (a container the CLI started), after the group is killed;
+    `pass_fds` are descriptors the program inherits (files bubblewrap binds by descriptor)."""
     started = time.monotonic()
     process = await asyncio.create_subprocess_exec(
         *_under_private_umask(argv, env, cwd),
@@ -121,6 +123,7 @@ async def run_bounded(
         cwd=cwd,
         env=dict(env),
         start_new_session=True,  # its own process group: one kill reaches its children
+        pass_fds=tuple(pass_fds),
     )
     out, err = _Capture(keep_bytes[0]), _Capture(keep_bytes[1])
     over_limit = asyncio.Event()

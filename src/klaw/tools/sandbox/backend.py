@@ -9,11 +9,14 @@ nothing of KLAW_HOME but the workspace, and the limits in `SandboxLimits` (docs/
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
 from klaw.config import SandboxConfig
+from klaw.tools.beneath import open_directory, walk
 from klaw.tools.bounded_process import ProcessOutcome
 
 Language = Literal["python", "shell"]
@@ -58,7 +61,8 @@ class Job:
 
     def read_only_files(self) -> list[tuple[Path, str]]:
         """(host file, path inside) for each `read_only` file that exists and really lies in the
-        workspace: a symlink pointing out is left alone (binding it would show its target inside)."""
+        workspace: a symlink pointing out is left alone (binding it would show its target inside).
+        Checked, then used by path (Docker's mounts): `open_read_only` has no such window."""
         root = self.workspace.resolve()
         found = []
         for name in self.read_only:
@@ -66,6 +70,44 @@ class Job:
             if target.is_file() and target.is_relative_to(root):
                 found.append((target, f"{SANDBOX_WORKSPACE}/{name}"))
         return found
+
+    def open_read_only(self) -> list[tuple[int, str]]:
+        """(descriptor, path inside) for each `read_only` file that exists, is a regular file and is
+        reached beneath the workspace (tools/beneath.py: a symlink followed inside, one leading out left
+        alone), for a backend that binds by descriptor: the file bound is the one opened, whatever code
+        running meanwhile swaps in its place. The caller closes the descriptors."""
+        root_path = self.workspace.resolve()
+        root = open_directory(root_path)
+        opened: list[tuple[int, str]] = []
+        try:
+            for name in self.read_only:
+                fd = _open_beneath(root, root_path, name)
+                if fd is not None:
+                    opened.append((fd, f"{SANDBOX_WORKSPACE}/{name}"))
+        except BaseException:
+            for fd, _ in opened:
+                os.close(fd)
+            raise
+        finally:
+            os.close(root)
+        return opened
+
+
+def _open_beneath(root: int, root_path: Path, name: str) -> int | None:
+    """`name` opened for reading beneath `root` if it is a regular file there (O_NONBLOCK: a FIFO put in
+    its place does not hang the call); None when missing, leading out, or not a regular file."""
+    try:
+        found = walk(root, root_path, name)
+        try:
+            fd = found.open(os.O_RDONLY | os.O_NONBLOCK)
+        finally:
+            found.close()
+    except OSError:  # missing, outside (PermissionError), a loop of links
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
 
 
 class SandboxBackend(Protocol):
