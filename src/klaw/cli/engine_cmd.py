@@ -18,10 +18,10 @@ from klaw.cli.context import (
     home_from_env,
     load_or_exit,
     require_home,
-    say_while_stopping,
     start_engine_or_exit,
     stderr_console,
 )
+from klaw.cli.stopping import FINISHING, stopping
 from klaw.config import EngineConfig
 from klaw.config_loader import LoadedConfig
 from klaw.console_logging import logs_through
@@ -48,7 +48,7 @@ async def _serve(home: KlawHome, config: EngineConfig) -> None:
     try:
         console.print(f"klaw engine listening on {home.socket_path}")
         await stop.wait()
-        say_while_stopping(console, "stopping: finishing turns in flight…")
+        stopping(running, console)
     finally:
         await running.shutdown()
 
@@ -136,7 +136,7 @@ def chat(
                     processor = running.processor
                     busy = processor.slots.in_use or processor.waiting_chats or processor.turns_under_way
                     if busy and (interrupted or data is None):
-                        err_console.print("stopping: finishing the reply in flight… (Ctrl-C again to quit at once)")
+                        err_console.print(FINISHING)
                     await running.shutdown()
                     channel.show_pending()
         if interrupted:

@@ -21,10 +21,10 @@ from klaw.cli.context import (
     fail,
     home_from_env,
     load_or_exit,
-    say_while_stopping,
     start_engine_or_exit,
     stderr_console,
 )
+from klaw.cli.stopping import stopping
 from klaw.config_loader import LoadedConfig
 from klaw.home import KlawHome
 
@@ -92,7 +92,7 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
     try:
         _announce(home, channels, with_engine)
         await stop.wait()
-        say_while_stopping(console, "stopping…")
+        stopping(engine, console)
     finally:
         if engine is not None:
             running.engine_stopping()

@@ -30,6 +30,7 @@ from klaw.engine.context_builder import BuiltContext, ContextBuilder
 from klaw.engine.context_history import ContextHistory, TurnContext
 from klaw.engine.debounce import Debouncer
 from klaw.engine.delivery import Delivery, kept_reply
+from klaw.engine.drain_deadline import DrainDeadline
 from klaw.engine.failures import EngineStopping
 from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import LlmSlots, Priority
@@ -383,12 +384,13 @@ class MessageProcessor:
         self._debouncer.cancel_all()
         self._queued.clear()
 
-    async def drain(self, timeout_seconds: float) -> bool:
-        """Answer everything accepted (pending debounces now), waiting up to the timeout for turns
-        in flight; returns False if some were still running and were cancelled."""
+    async def drain(self, timeout_seconds: float, deadline: DrainDeadline | None = None) -> bool:
+        """Answer everything accepted (pending debounces now), waiting up to the timeout (or the
+        `deadline` brought forward: a second Ctrl-C) for turns in flight; returns False if some were
+        still running and were cancelled."""
         flush = asyncio.create_task(self._debouncer.flush_all())
         try:
-            async with asyncio.timeout(timeout_seconds):
+            async with (deadline or DrainDeadline()).within(timeout_seconds):
                 await flush
                 while self._turn_tasks:
                     await asyncio.gather(*list(self._turn_tasks), return_exceptions=True)

@@ -26,6 +26,7 @@ from klaw.engine.assembly import Parts, assemble
 from klaw.engine.chat_reading import ChatReader
 from klaw.engine.clock import Clock, SystemClock
 from klaw.engine.delivery import Outbound, Sink
+from klaw.engine.drain_deadline import DrainDeadline
 from klaw.engine.frames import CommandFrame, DeliveredFrame, InboundFrame
 from klaw.engine.full_text_upkeep import FullTextUpkeep
 from klaw.engine.memory_access import MemoryAccess
@@ -88,6 +89,7 @@ class Engine:
         self.scheduler: Scheduler | None = parts.scheduler
         self.summarizer: SummarizerService | None = parts.summarizer
         self.warming: asyncio.Task[None] | None = None  # filling the vector cache after start-up
+        self._deadline = DrainDeadline()  # the shutdown's wait for turns in flight, which quit_at_once ends
         self.memory_access: MemoryAccess | None = None  # a chat's memory for `klaw mcp serve`
 
     @classmethod
@@ -171,7 +173,14 @@ class Engine:
         return SubmitResult(message_id=stored.record.id)
 
     async def _drain_runs(self, timeout_seconds: float) -> bool:
-        return await self.scheduler.runner.drain(timeout_seconds) if self.scheduler is not None else True
+        if self.scheduler is None:
+            return True
+        return await self.scheduler.runner.drain(timeout_seconds, self._deadline)
+
+    def quit_at_once(self) -> None:
+        """End the shutdown's wait for the turns in flight now (a second Ctrl-C): they are cancelled as at
+        its timeout, and their accepted messages are answered at the next start."""
+        self._deadline.now()
 
     async def shutdown(self, timeout_seconds: float = SHUTDOWN_TIMEOUT_SECONDS) -> None:
         """Stop taking work, finish the turns in flight, then say goodbye and close.
@@ -186,7 +195,11 @@ class Engine:
             await self.socket.stop_accepting()
         if self.scheduler is not None:
             await self.scheduler.stop()  # fires nothing more; runs already started finish in the drain
-        if not all(await asyncio.gather(self.processor.drain(timeout_seconds), self._drain_runs(timeout_seconds))):
+        if not all(
+            await asyncio.gather(
+                self.processor.drain(timeout_seconds, self._deadline), self._drain_runs(timeout_seconds)
+            )
+        ):
             log.warning("shutdown: turns or task runs still running after %.0f s were cancelled", timeout_seconds)
             await (
                 self.processor.ingestion.settled()

@@ -35,6 +35,7 @@ from klaw.config import EngineConfig
 from klaw.engine.approval import ApprovalScope
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Delivery, Outbound
+from klaw.engine.drain_deadline import DrainDeadline
 from klaw.engine.silent import is_silent
 from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.subagent_context import SubagentContextBuilder
@@ -134,10 +135,11 @@ class SubagentRunner:
     def stop_accepting(self) -> None:
         self._accepting = False
 
-    async def drain(self, timeout_seconds: float) -> bool:
-        """Wait for runs in flight; cancel them after the timeout (returns False then)."""
+    async def drain(self, timeout_seconds: float, deadline: DrainDeadline | None = None) -> bool:
+        """Wait for runs in flight; cancel them after the timeout, or once `deadline` is brought forward
+        (returns False then)."""
         try:
-            async with asyncio.timeout(timeout_seconds):
+            async with (deadline or DrainDeadline()).within(timeout_seconds):
                 while self._runs:
                     await asyncio.gather(*list(self._runs.values()), return_exceptions=True)
             return True

@@ -1,0 +1,39 @@
+"""What `klaw serve` and `klaw engine` say and do between the first Ctrl-C (or SIGTERM) and the end.
+
+With a reply in flight the shutdown waits for it, up to the model's timeoutSeconds: the person is told
+so, and, as in `klaw chat`, a second Ctrl-C quits at once. Those commands install their own SIGINT
+handler (to shut down in order), so a second Ctrl-C used to change nothing at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from klaw.cli.context import say_while_stopping
+
+if TYPE_CHECKING:
+    from klaw.engine.runtime import Engine
+
+FINISHING = "stopping: finishing the reply in flight… (Ctrl-C again to quit at once)"
+AT_ONCE = "quitting at once: the reply in flight is dropped; its message is kept and answered when klaw starts again"
+
+
+def stopping(engine: Engine | None, console: Console) -> None:
+    """Say that klaw is stopping (and what it waits for); from now on a Ctrl-C ends the wait at once."""
+    processor = engine.processor if engine is not None else None
+    busy = processor is not None and bool(
+        processor.slots.in_use or processor.waiting_chats or processor.turns_under_way
+    )
+    say_while_stopping(console, FINISHING if busy else "stopping…")
+    if engine is None:
+        return
+
+    def at_once() -> None:
+        say_while_stopping(console, AT_ONCE)
+        engine.quit_at_once()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, at_once)
