@@ -225,3 +225,30 @@ async def test_a_task_run_is_offered_core_memory_reading_only(tmp_path: Path) ->
         await h.turn("hello")
         in_a_chat = {t["function"]["name"] for t in h.server.chat_requests[-1].body["tools"]}
         assert {"memory_save", "memory_search", "fetch_conversation_details", "memory_core_update"} <= in_a_chat
+
+
+async def test_an_id_or_length_no_store_or_file_can_hold_is_refused_naming_the_argument(tmp_path: Path) -> None:
+    """Before, exchange_id 10**30 answered "OverflowError: int too big to convert" (SQLite could not even
+    look it up) and file_read's limit 10**30 "OverflowError: cannot fit 'int' into an index-sized
+    integer"; the web API's queries already refused such ids. One rule: store/records.MAX_ROW_ID."""
+    async with running_engine(tmp_path) as h:
+        (h.home.workspace / "notes.md").write_text("buy milk", encoding="utf-8")
+        huge = 10**30
+        h.server.reply_tool_calls(
+            [
+                ("fetch_conversation_details", {"exchange_id": huge}),
+                ("fetch_conversation_details", {"segment_id": huge}),
+                ("fetch_conversation_details", {"exchange_id": 0}),
+                ("file_read", {"path": "notes.md", "limit": huge}),
+                ("file_read", {"path": "notes.md", "offset": huge}),
+            ]
+        )
+        h.server.reply_text("Those ids do not exist.")
+        assert (await h.turn("show me exchange 10^30")).text == "Those ids do not exist."
+        results = [m["content"] for m in tool_results(h.server.chat_requests[-1].body)]
+        assert not any("OverflowError" in r for r in results), results
+        assert "exchange_id" in results[0] and "9223372036854775807" in results[0]
+        assert "segment_id" in results[1] and "9223372036854775807" in results[1]
+        assert "exchange_id" in results[2] and "greater than or equal to 1" in results[2]
+        assert "limit" in results[3] and "1000000" in results[3]
+        assert "past the end of 'notes.md'" in results[4]

@@ -104,6 +104,9 @@ async def test_the_desktop_configuration_in_the_docs_runs_as_written_and_is_read
             segment = json.loads(text(found))[0]["segment_id"]
             details = await client.call_tool("fetch_conversation_details", {"segment_id": segment})
             assert not details.is_error and "blue flowerpot" in text(details)
+            huge = await client.call_tool("fetch_conversation_details", {"exchange_id": 10**30})
+            assert huge.is_error and "exchange_id" in text(huge) and "9223372036854775807" in text(huge)
+            assert "OverflowError" not in text(huge)  # before: "OverflowError: int too big to convert"
             refused = await client.call_tool("memory_save", {"text": "the code is 1234"})
             assert refused.is_error
         # the engine it opened is closed: a later engine starts on the home

@@ -19,7 +19,7 @@ from klaw.engine.frames import QueryFrame, task_label
 from klaw.engine.memory_settings import MemorySettings
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef, Exchange, MessageType, Role, StoredMessage
+from klaw.store.records import MAX_ROW_ID, ChatRef, Exchange, MessageType, Role, StoredMessage
 
 TEXT_CHARS = 2000
 MAX_SEGMENTS = 100
@@ -181,7 +181,7 @@ def _chat(params: Mapping[str, Any]) -> ChatRef:
         raise QueryError(str(exc)) from None
 
 
-def _int(params: Mapping[str, Any], key: str, default: int | None = None, low: int = 0, high: int = 2**62) -> int:
+def _int(params: Mapping[str, Any], key: str, default: int | None = None, low: int = 0, high: int = MAX_ROW_ID) -> int:
     value = params.get(key, default)
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)

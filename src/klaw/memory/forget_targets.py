@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 
 from klaw.errors import KlawError
 from klaw.store.archival_records import MEMORY_ID_CHARS
+from klaw.store.records import MAX_ROW_ID
 
 if TYPE_CHECKING:
     from klaw.store.archival_records import MemoryChunk
     from klaw.store.protocol import MemoryChunkRepository
     from klaw.store.records import ChatRef
 
-MAX_ROW_ID = 2**63 - 1  # SQLite's integers: a larger id cannot even be looked up
 AMBIGUOUS_SHOWN = 5  # the ids an ambiguous start of one is shown to begin
 WHERE_SHOWN = "/memory in the chat or `klaw memory list` shows each one's id"
 

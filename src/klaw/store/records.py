@@ -16,6 +16,10 @@ from urllib.parse import quote
 
 CHANNEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 MAX_CHAT_ID_CHARS = 128
+MAX_ROW_ID = 2**63 - 1
+"""The largest id a store holds (SQLite's integer, PostgreSQL's bigint): a segment's, an exchange's, a
+row's. A larger number cannot even be looked up (the drivers raise OverflowError), so every id a person
+or a model gives is checked against it first: the web API's queries, the memory tools, `/forget`."""
 # A chat's log directory is `<channel>_<percent-encoded chat id>`; file systems allow 255 bytes per name.
 MAX_CHAT_ID_ENCODED_BYTES = 200
 

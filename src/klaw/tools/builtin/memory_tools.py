@@ -24,7 +24,7 @@ from pydantic import Field
 from klaw.memory.archival_memory import ArchivalMemory, ArchivalResult
 from klaw.memory.conversation_details import ConversationDetails
 from klaw.memory.core_memory import CoreMemory
-from klaw.store.records import ChatRef
+from klaw.store.records import MAX_ROW_ID, ChatRef
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolContext
 
@@ -47,13 +47,18 @@ class MemoryServices:
     announce: Announce | None = None  # where a change to core memory is shown (the chat that made it)
 
 
+RowId = Annotated[int, Field(ge=1, le=MAX_ROW_ID)]
+"""A segment or exchange id as the model gives it: checked against what a store can hold before any
+lookup (10**30 answered "OverflowError: int too big to convert"), the web API's rule."""
+
+
 def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> None:
     """Offer the five memory tools, bound to `services`."""
 
     async def fetch_conversation_details(
         context: ToolContext,
-        segment_id: int | None = None,
-        exchange_id: int | None = None,
+        segment_id: RowId | None = None,
+        exchange_id: RowId | None = None,
         include_full_transcript: Annotated[bool, Field(description="Every message and tool call too")] = False,
     ) -> dict[str, Any]:
         """Read a past conversation (segment_id) or exchange (exchange_id) of this chat, ids as memory_search

@@ -54,6 +54,10 @@ def _not_climbing_out(path: str) -> str:
     return path
 
 
+MAX_READ_CHARS = 1_000_000
+"""The most characters one file_read asks for (a result is cut far shorter anyway): 10**30 made
+Python's read() raise OverflowError, which the model read as "OverflowError: cannot fit 'int' …"."""
+
 PathArg = Annotated[str, AfterValidator(_not_climbing_out), Field(description="Relative to the workspace")]
 
 
@@ -61,7 +65,9 @@ async def file_read(
     context: ToolContext,
     path: PathArg,
     offset: Annotated[int, Field(ge=0)] = 0,
-    limit: Annotated[int, Field(ge=1)] = 12000,  # under the registry's 16,000-character cap: the note survives
+    limit: Annotated[
+        int, Field(ge=1, le=MAX_READ_CHARS)
+    ] = 12000,  # under the registry's 16,000-character cap: the note survives
 ) -> str:
     """Read a workspace text file; offset and limit count characters (a cut reply says where to go on)."""
     return await asyncio.to_thread(_read, context.workspace, path, offset, limit)
