@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HOME_ENV_VAR = "KLAW_HOME"
+SKILLS_FOLDER = "skills"  # in the workspace: one folder per skill
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class KlawHome:
     @property
     def skills_dir(self) -> Path:
         """The skills the agent may load: one folder per skill, each with a SKILL.md (docs/skills.md)."""
-        return self.workspace / "skills"
+        return self.workspace / SKILLS_FOLDER
 
     @property
     def docs_index_file(self) -> Path:

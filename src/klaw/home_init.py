@@ -7,11 +7,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from klaw.home import KlawHome
+from klaw.home import SKILLS_FOLDER, KlawHome
 from klaw.home_language import LanguageSettings, apply_to_config_text
 from klaw.private_files import private_dirs, write_private
 
 WORKSPACE_FILES = ("SOUL.md", "IDENTITY.md", "AGENTS.md")
+# What tools may not change unless `tools.allowPromptEdits`: the prompt files and the skills folder (a
+# name ending in "/"), all of which go into every turn of every chat (decision 279).
+PROTECTED_WORKSPACE = (*WORKSPACE_FILES, f"{SKILLS_FOLDER}/")
 
 
 @dataclass

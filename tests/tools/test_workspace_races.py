@@ -197,3 +197,24 @@ async def test_file_read_and_file_list_name_a_symlink_loop_in_words(
         assert f"{path!r} goes through too many symlinks: a symlink on the way leads back round (a loop)" in answer
         assert "Errno" not in answer and "OSError" not in answer, answer
     assert "there is no folder 'c'" in await run(registry, context, "file_list", path="c")
+
+
+async def test_the_skills_folder_cannot_be_reached_through_a_folder_swapped_for_it(
+    registry: ToolRegistry, context: ToolContext, workspace: Path, flip: Any
+) -> None:
+    """Decision 279: the folders really held are judged, so a swap cannot lead a write into skills/."""
+    skill = "---\nname: weather\ndescription: Report the weather.\n---\n"
+    (workspace / "skills" / "weather").mkdir(parents=True)
+    (workspace / "skills" / "weather" / "SKILL.md").write_text(skill, encoding="utf-8")
+    (workspace / "p4").mkdir()
+    (workspace / "q4").symlink_to(workspace / "skills", target_is_directory=True)
+    flip(workspace / "p4", workspace / "q4")
+    answers = set()
+    for number in range(CALLS):
+        answers.add(await run(registry, context, "file_write", path="p4/weather/SKILL.md", content="INJECTED\n"))
+        answers.add(await run(registry, context, "file_write", path=f"p4/new{number}/SKILL.md", content="INJECTED\n"))
+    assert os.listdir(workspace / "skills") == ["weather"]
+    assert os.listdir(workspace / "skills" / "weather") == ["SKILL.md"]
+    assert (workspace / "skills" / "weather" / "SKILL.md").read_text(encoding="utf-8") == skill
+    assert any("would change the skills/ folder" in answer for answer in answers)
+    assert any(answer.startswith("wrote") for answer in answers)

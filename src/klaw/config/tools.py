@@ -119,8 +119,9 @@ class ToolsConfig(Section):
 
     allow_prompt_edits: bool = Field(
         default=False,
-        description="Let file_write change SOUL.md, IDENTITY.md and AGENTS.md, which go into every turn of every"
-        " chat (off: an instruction injected into one turn cannot persist there).",
+        description="Let file_write and code_execute change SOUL.md, IDENTITY.md, AGENTS.md and the skills of"
+        " workspace/skills/, which go into every turn of every chat (off: an instruction injected into one turn"
+        " cannot persist there).",
     )
     skills: SkillsConfig = SkillsConfig()
     approval: tuple[str, ...] = Field(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 from collections import deque
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,8 @@ class Walk:
     root_path: str
     given: str
     make: bool = False  # missing folders made (0700) on the way
+    # called with the walk and the folder's name before one is made: raises to refuse (a protected folder)
+    before_make: Callable[[Walk, str], None] | None = None
     stack: list[tuple[int, str]] = field(default_factory=list)
     name: str = "."
 
@@ -130,6 +133,8 @@ class Walk:
                 hops += 1
                 if not self.make or hops > MAX_SYMLINKS:
                     raise
+                if self.before_make is not None:
+                    self.before_make(self, part)
                 with suppress(FileExistsError):  # made meanwhile: opened (or judged) just below
                     private_dir_at(part, self.parent)
                 pending.appendleft(part)
@@ -149,15 +154,23 @@ class Walk:
         self.name = "."
 
 
-def walk(root: int, root_path: Path, path: str, *, make_folders: bool = False) -> Walk:
+def walk(
+    root: int,
+    root_path: Path,
+    path: str,
+    *,
+    make_folders: bool = False,
+    before_make: Callable[[Walk, str], None] | None = None,
+) -> Walk:
     """Walk `path` (relative to the root, or absolute under `root_path`) to its last component,
-    making missing folders 0700 when `make_folders`; PermissionError when it leads out. Close the walk."""
+    making missing folders 0700 when `make_folders` (`before_make(walk, name)` first, which may raise
+    to refuse); PermissionError when it leads out. Close the walk."""
     given = path
     if os.path.isabs(path):
         if not _under(path, str(root_path)):
             raise PermissionError(_outside(given))
         path = os.path.relpath(path, root_path)
-    found = Walk(root, str(root_path), given, make_folders)
+    found = Walk(root, str(root_path), given, make_folders, before_make)
     try:
         found._walk(deque(_parts(path)))
     except BaseException:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
+from klaw.home_init import PROTECTED_WORKSPACE
 from klaw.scheduling.tools import TaskScheduler, register_scheduler_tools, register_subagent_tools
 from klaw.tools.builtin.clock_tools import current_time
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
@@ -38,9 +38,9 @@ MESSAGES = ServiceKey[MessageSender]("messages")
 
 
 def register_file_tools(registry: ToolRegistry, *, allow_prompt_edits: bool = False) -> None:
-    """`file_read`, `file_write`, `file_list`; `file_write` may change the prompt files only with
-    `allow_prompt_edits` (`tools.allowPromptEdits`)."""
-    for tool in (file_read, file_writer(() if allow_prompt_edits else PROMPT_FILES), file_list):
+    """`file_read`, `file_write`, `file_list`; `file_write` may change the prompt files and skills/ only
+    with `allow_prompt_edits` (`tools.allowPromptEdits`)."""
+    for tool in (file_read, file_writer(() if allow_prompt_edits else PROTECTED_WORKSPACE), file_list):
         registry.register(tool)
 
 
@@ -57,8 +57,8 @@ def _skills(setup: ToolSetup) -> None:
 
 
 def _code(setup: ToolSetup) -> None:
-    # The prompt files go into every turn: code may not change them unless file_write may.
-    protected = () if setup.config.tools.allow_prompt_edits else PROMPT_FILES
+    # The prompt files and skills/ go into every turn: code may not change them unless file_write may.
+    protected = () if setup.config.tools.allow_prompt_edits else PROTECTED_WORKSPACE
     backend = choose_backend(setup.config.sandbox, setup.home)
     register_code_execute(setup.registry, backend, setup.config.sandbox, read_only=protected)
 

@@ -16,7 +16,11 @@ The prompt files (SOUL.md, IDENTITY.md, AGENTS.md) go into every turn of every c
 would carry an instruction injected into one turn (a web page, a forwarded message) into all later ones:
 `file_write` refuses them (judged on the folder really reached and the file really opened, so a symlink
 or hard link to them is refused too) unless the person
-set `tools.allowPromptEdits`, when the engine registers `file_writer(protected=())` instead.
+set `tools.allowPromptEdits`, when the engine registers `file_writer(protected=())` instead. The skills
+folder (`skills/`, a protected name ending in "/") is refused the same way, for the same reason: each
+skill's description goes into every turn. Nothing beneath it is written and no folder is made in it,
+judged on the folders really reached (by identity, so a symlink to it is refused too), before any
+folder is made and again once the file is opened (decision 279).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
+from klaw.home_init import PROTECTED_WORKSPACE
 from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
 from klaw.private_files import FILE_MODE, private_dirs
 from klaw.tools.beneath import Walk, open_directory, walk
@@ -73,8 +78,9 @@ async def file_read(
     return await asyncio.to_thread(_read, context.workspace, path, offset, limit)
 
 
-def file_writer(protected: tuple[str, ...] = PROMPT_FILES) -> ToolFunction:
-    """`file_write`, refusing the `protected` workspace files (the prompt files unless told otherwise)."""
+def file_writer(protected: tuple[str, ...] = PROTECTED_WORKSPACE) -> ToolFunction:
+    """`file_write`, refusing the `protected` workspace files, and what lies beneath the protected
+    folders (names ending in "/"): the prompt files and skills/ unless told otherwise."""
 
     async def file_write(
         context: ToolContext,
@@ -107,13 +113,21 @@ async def file_list(
 
 
 @contextmanager
-def _beneath(workspace: Path, path: str, *, make_folders: bool = False) -> Iterator[Walk]:
+def _beneath(
+    workspace: Path, path: str, *, make_folders: bool = False, protected: tuple[str, ...] = ()
+) -> Iterator[Walk]:
     """`path` walked beneath the workspace (klaw/tools/beneath.py): no string path is opened, so code
-    swapping a folder for a symlink meanwhile cannot lead the tool outside."""
+    swapping a folder for a symlink meanwhile cannot lead the tool outside. No folder is made in a
+    `protected` folder (a name ending in "/")."""
     root_path = workspace.resolve()
     root = open_directory(root_path)
+    folders = _folders(protected)
+
+    def before_make(found: Walk, name: str) -> None:
+        _refuse_in_folder(found, folders, name)
+
     try:
-        found = walk(root, root_path, path, make_folders=make_folders)
+        found = walk(root, root_path, path, make_folders=make_folders, before_make=before_make if folders else None)
         try:
             yield found
         finally:
@@ -205,7 +219,7 @@ def _write(workspace: Path, path: str, data: bytes, append: bool, protected: tup
     flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | (os.O_APPEND if append else 0)
     private_dirs(workspace)  # the workspace itself, if it is missing (the person's path: not the model's)
     try:
-        with _beneath(workspace, path, make_folders=True) as found:
+        with _beneath(workspace, path, make_folders=True, protected=protected) as found:
             _refuse_protected(found, protected, None)  # before the open: a missing prompt file is not created
             fd = found.open(flags, FILE_MODE)  # folders the agent makes are 0700, its files 0600 (decision 237)
             shown = found.shown
@@ -235,10 +249,11 @@ def _refuse_protected(found: Walk, protected: tuple[str, ...], fd: int | None) -
     itself, compared with the prompt files the workspace holds (a hard link or a raced symlink too)."""
     if not protected:
         return
+    _refuse_in_folder(found, _folders(protected), found.name)
     hit = found.name in protected and found.at_root()
     if fd is not None and not hit:
         opened = os.fstat(fd)
-        for name in protected:
+        for name in (name for name in protected if not name.endswith("/")):
             try:
                 prompt = os.stat(name, dir_fd=found.root)  # a symlinked prompt file: the file it shows
             except OSError:
@@ -249,6 +264,36 @@ def _refuse_protected(found: Walk, protected: tuple[str, ...], fd: int | None) -
             f"{found.shown} is one of the prompt files ({', '.join(PROMPT_FILES)}) that go into every turn of every"
             " chat, so tools may not change it (tools.allowPromptEdits in engine.yaml allows it). Tell the person"
             " what to change and they can edit the file."
+        )
+
+
+def _folders(protected: tuple[str, ...]) -> tuple[str, ...]:
+    """The protected folders' names ("skills/" gives "skills")."""
+    return tuple(name.rstrip("/") for name in protected if name.endswith("/"))
+
+
+def _refuse_in_folder(found: Walk, folders: tuple[str, ...], name: str) -> None:
+    """PermissionError when the walk's current folder is a protected folder of the workspace or lies
+    beneath one, judged by identity (device and inode of each folder the walk holds, so however the
+    path got there, through symlinks too), or when `name` there would be one itself (at the root)."""
+    if not folders:
+        return
+    hit = next((folder for folder in folders if name == folder and found.at_root()), None)
+    held = {(st.st_dev, st.st_ino) for st in (os.fstat(fd) for fd, _ in found.stack)}
+    for folder in folders if hit is None and held else ():
+        try:
+            there = os.stat(folder, dir_fd=found.root)  # a symlinked skills folder: the folder it shows
+        except OSError:
+            continue
+        if (there.st_dev, there.st_ino) in held:
+            hit = folder
+            break
+    if hit is not None:
+        raise PermissionError(
+            f"{found.shown} would change the {hit}/ folder, whose skills' descriptions go into every turn of every"
+            " chat,"
+            " so tools may not change it (tools.allowPromptEdits in engine.yaml allows it). Tell the person"
+            f" what to write and they can add the skill (docs/skills.md), or write it elsewhere in the workspace."
         )
 
 

@@ -9,12 +9,16 @@ result (a traceback in stderr, exit code 1), not a tool error: the model reads i
 from __future__ import annotations
 
 import asyncio
+import os
+from contextlib import suppress
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field
 
 from klaw.config import MAX_CALL_SECONDS, SandboxConfig
-from klaw.private_files import private_dirs
+from klaw.private_files import private_dir_at, private_dirs
+from klaw.tools.beneath import open_directory
 from klaw.tools.bounded_process import ProcessOutcome
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.registry import ToolRegistry
@@ -28,7 +32,7 @@ MAX_CODE_BYTES = 100_000  # one argument of the command line: Linux allows 128 K
 
 def code_execute_tool(backend: SandboxBackend, config: SandboxConfig, read_only: tuple[str, ...] = ()) -> ToolFunction:
     """`code_execute` bound to `backend` and the limits of `config`; `read_only`: workspace files the
-    code may not change (the prompt files, unless `tools.allowPromptEdits`). At most
+    code may not change (the prompt files and skills/, unless `tools.allowPromptEdits`). At most
     `sandbox.maxConcurrentRuns` calls run at once (`maxConcurrentRunsPerChat` for one chat); the others
     wait their turn (run_slots.py)."""
     slots = RunSlots(config.max_concurrent_runs, config.max_concurrent_runs_per_chat)
@@ -49,6 +53,7 @@ def code_execute_tool(backend: SandboxBackend, config: SandboxConfig, read_only:
             raise ToolRefusal("the code holds a NUL character, which no interpreter accepts")
         seconds = min(timeout_seconds or config.timeout_seconds, config.max_timeout_seconds)
         private_dirs(context.workspace)
+        await asyncio.to_thread(_make_folders, context.workspace, read_only)
         wait = max(1, MAX_CALL_SECONDS - seconds)  # the engine cancels a call after 60 s, waiting included
         try:
             async with slots.turn(context.chat, wait):
@@ -64,6 +69,19 @@ def code_execute_tool(backend: SandboxBackend, config: SandboxConfig, read_only:
         return describe(outcome, compare(before, after), capped=(timeout_seconds or 0) > seconds)
 
     return code_execute
+
+
+def _make_folders(workspace: Path, read_only: tuple[str, ...]) -> None:
+    """Make each read-only folder (skills/) missing from the workspace (0700), so that it is mounted
+    read-only: else code could make it and put a skill there."""
+    root = open_directory(workspace.resolve())
+    try:
+        for entry in read_only:
+            if entry.endswith("/"):
+                with suppress(FileExistsError):  # there already (or a file or symlink: left as it is)
+                    private_dir_at(entry.rstrip("/"), root)
+    finally:
+        os.close(root)
 
 
 def describe(outcome: ProcessOutcome, changes: Changes, *, capped: bool = False) -> str:
