@@ -57,6 +57,7 @@ class FakeTelegram:
     _next_update: int = 100
     _next_message: int = 1
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    port: int = 0  # 0: any free one; a test that starts it late (Telegram out of reach at first) names one
     _server: EmbeddedServer | None = None
     _closing: bool = False
 
@@ -67,7 +68,7 @@ class FakeTelegram:
 
     async def __aenter__(self) -> FakeTelegram:
         app = Starlette(routes=[Route("/bot{token}/{method}", self._call, methods=["GET", "POST"])])
-        self._server = EmbeddedServer(app, "127.0.0.1", 0, grace_seconds=1.0)
+        self._server = EmbeddedServer(app, "127.0.0.1", self.port, grace_seconds=1.0)
         await self._server.start()
         return self
 

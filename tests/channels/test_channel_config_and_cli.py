@@ -68,6 +68,26 @@ def test_telegram_without_its_token_variable_names_the_variable(tmp_path: Path) 
     assert "KLAW_TEST_BOT" in result.stderr and "@BotFather" in result.stderr
 
 
+def test_config_check_refuses_an_unset_bot_token_variable_as_serve_does(tmp_path: Path) -> None:
+    """`klaw config check` said valid while `klaw serve` refused to start; the token variable is now checked as
+    a routed model's apiKeyEnv is: refused with serve's own sentence, a warning when only service.env sets it."""
+    write(tmp_path, "channels:\n  telegram:\n    enabled: true\n    tokenEnv: KLAW_TEST_BOT\n")
+    checked = klaw(tmp_path, "config", "check", env={"KLAW_TEST_BOT": ""})
+    served = klaw(tmp_path, "serve", env={"KLAW_TEST_BOT": ""})
+    sentence = "channels.telegram is enabled but the environment variable KLAW_TEST_BOT is empty"
+    assert checked.returncode == 1 and "valid, but klaw serve will not start from here" in " ".join(
+        checked.stderr.split()
+    )
+    assert sentence in " ".join(checked.stderr.split()) and sentence in " ".join(served.stderr.split())
+    (tmp_path / "service.env").write_text("KLAW_TEST_BOT=123:abc\n", encoding="utf-8")
+    (tmp_path / "service.env").chmod(0o600)
+    for_service = klaw(tmp_path, "config", "check", env={"KLAW_TEST_BOT": ""})
+    assert for_service.returncode == 0 and "valid" in for_service.stdout
+    assert "KLAW_TEST_BOT (channels.telegram.tokenEnv) is set only in" in " ".join(for_service.stderr.split())
+    assert "123:abc" not in for_service.stderr + for_service.stdout
+    assert klaw(tmp_path, "config", "check", env={"KLAW_TEST_BOT": "123:abc"}).returncode == 0
+
+
 class Output:
     """The stdout of `klaw serve`, a pipe (as under systemd) or a terminal (a pty, as for a person)."""
 

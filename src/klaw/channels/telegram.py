@@ -80,6 +80,8 @@ class TelegramChannel:
         self._clock = clock or SystemClock()
         self._poll_timeout = poll_timeout
         base = config.api_base_url.rstrip("/")
+        self._base = base
+        self._token_env = config.token_env
         self._bot = Bot(
             token,
             base_url=f"{base}/bot",
@@ -107,13 +109,70 @@ class TelegramChannel:
                 " can talk to the agent, read what it recalls and /approve its tools; list the people to hear there",
                 ", ".join(map(str, groups)),
             )
-        await self._bot.initialize()  # getMe: fails here on a wrong token
+        try:
+            await self._connect()
+        except InvalidToken:  # its own message quotes the token: never shown
+            raise TelegramTokenRefused(_token_refused(self._token_env)) from None
+        except (NetworkError, OSError) as exc:
+            if not _unreachable(exc):
+                raise
+            # The gateway's other channels (the web page) run meanwhile: Telegram is retried in the background.
+            log.warning(
+                "telegram: %s; retrying in the background, the other channels run meanwhile", self._why_not(exc)
+            )
+            self._poller = asyncio.create_task(self._connect_then_poll(), name="telegram-poll")
+            return
+        self._poller = asyncio.create_task(self._poll(), name="telegram-poll")
+        log.info("telegram: polling as @%s for %d allowed chat(s)", self._username, len(self._allowed))
+
+    async def _connect(self) -> None:
+        await self._bot.initialize()  # getMe: fails here on a wrong token, or with no route to Telegram
         self._username = (self._bot.username or "").lower()
         with contextlib.suppress(TelegramError):  # the command menu is a nicety
             await self._bot.delete_webhook()
             await self._bot.set_my_commands([BotCommand(c.name, c.description[:256]) for c in self._commands])
-        self._poller = asyncio.create_task(self._poll(), name="telegram-poll")
-        log.info("telegram: polling as @%s for %d allowed chat(s)", self._username, len(self._allowed))
+
+    async def _connect_then_poll(self) -> None:
+        """Telegram was out of reach at start (no DNS, no network): try again with a backoff, then poll.
+        A token Telegram refuses ends the channel with the reason in the log (the gateway keeps running)."""
+        backoff = Backoff(initial=1.0, maximum=60.0)
+        delay = backoff.next()
+        while True:
+            await self._clock.sleep(delay)
+            try:
+                await self._connect()
+            except InvalidToken:
+                log.error("telegram: %s; the channel stays off until klaw restarts", _token_refused(self._token_env))
+                return
+            except (NetworkError, OSError) as exc:
+                if not _unreachable(exc):
+                    log.error("telegram: could not start (%s); the channel stays off until klaw restarts", _why(exc))
+                    return
+                delay = backoff.next()
+                log.warning("telegram: %s; retrying in %.0f s", self._why_not(exc), delay)
+                continue
+            break
+        log.info(
+            "telegram: reached %s; polling as @%s for %d allowed chat(s)",
+            self._base,
+            self._username,
+            len(self._allowed),
+        )
+        await self._poll()
+
+    def _why_not(self, exc: BaseException) -> str:
+        """Telegram out of reach, in words naming the address (channels.telegram.apiBaseUrl) and what to check."""
+        text = str(exc)
+        if any(words in text for words in _NO_NAME):
+            reason = "its name did not resolve (DNS)"
+        elif isinstance(exc, TimedOut):
+            reason = "it did not answer in time"
+        else:
+            reason = "the connection failed"
+        return (
+            f"could not reach Telegram at {self._base} (channels.telegram.apiBaseUrl): {reason}. Check this"
+            " machine's DNS and network (or a proxy or firewall in between), or the address"
+        )
 
     async def stop(self) -> None:
         for task in [*self._typing.values(), *([self._poller] if self._poller else [])]:
@@ -252,6 +311,26 @@ class TelegramChannel:
         if self._gateway is None:
             raise RuntimeError("the telegram channel is not started")
         return self._gateway
+
+
+class TelegramTokenRefused(KlawError, RuntimeError):
+    """Telegram refused the bot token at start: fatal, with what to fix (never the token itself)."""
+
+
+def _token_refused(token_env: str) -> str:
+    return (
+        f"Telegram refused the bot token in {token_env} (channels.telegram.tokenEnv names the variable): put"
+        " the token @BotFather gave you there, whole"
+    )
+
+
+_NO_NAME = ("Name or service not known", "Temporary failure in name resolution", "nodename nor servname")
+"""How a failed DNS lookup reads in the connection error (glibc, macOS)."""
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Telegram out of reach (no DNS, no route, a timeout), not a refusal: worth retrying."""
+    return isinstance(exc, (TimedOut, OSError)) or type(exc) is NetworkError
 
 
 def _seconds(retry_after: object) -> float:

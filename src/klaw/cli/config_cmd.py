@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, home_source, load_or_exit, stderr_console, table_console
+from klaw.cli.gateway_cmd import telegram_token_problem
 from klaw.cli.service_env import SERVICE_ENV, names_in
 from klaw.config import EngineConfig
 from klaw.config_view import ConfigOverride, config_rows, shown
@@ -97,8 +98,19 @@ def check() -> None:
     if unkeyed is not None:
         # Not "valid" either: klaw chat refuses with this sentence, and every turn would fail with it.
         fail(f"{loaded.path} is valid, but its model cannot be called from here: {unkeyed}", code=1)
+    telegram = loaded.config.channels.telegram
+    untokened = telegram_token_problem(telegram.enabled, telegram.token_env)
+    in_service = names_in(home.root / SERVICE_ENV)
+    if untokened is not None and telegram.token_env not in in_service:
+        # Not "valid": klaw serve and klaw gateway refuse with this sentence (service.env counts, as for apiKeyEnv).
+        fail(f"{loaded.path} is valid, but klaw serve will not start from here: {untokened}", code=1)
     typer.echo(f"{loaded.path}: valid")
     warn = stderr_console(highlight=False).print
+    if untokened is not None:
+        warn(
+            f"warning: {telegram.token_env} (channels.telegram.tokenEnv) is set only in {home.root / SERVICE_ENV},"
+            " for the service: klaw serve from this shell refuses to start until it is exported here too"
+        )
     for name in service_only:
         # The service's own file holds it (decision 227): valid for the service, not for this shell.
         warn(

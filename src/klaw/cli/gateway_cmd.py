@@ -47,6 +47,17 @@ def serve() -> None:
     event_loop.run(_run(home, loaded, with_engine=True))
 
 
+def telegram_token_problem(enabled: bool, token_env: str) -> str | None:
+    """Why `klaw serve` and `klaw gateway` refuse to start Telegram from this shell (its token variable is
+    empty), or None; `klaw config check` says the same sentence."""
+    if not enabled or os.environ.get(token_env, "").strip():
+        return None
+    return (
+        f"channels.telegram is enabled but the environment variable {token_env} is empty;"
+        " put the bot token from @BotFather there (channels.telegram.tokenEnv names the variable)"
+    )
+
+
 def build_channels(home: KlawHome, loaded: LoadedConfig) -> list[Channel]:
     """The enabled channels; exits with what to set when one cannot run (a missing bot token)."""
     from klaw.channels.telegram import TelegramChannel
@@ -57,12 +68,9 @@ def build_channels(home: KlawHome, loaded: LoadedConfig) -> list[Channel]:
     if config.web.enabled:
         channels.append(WebChannel(home, config.web, loaded))
     if config.telegram.enabled:
+        if (missing := telegram_token_problem(config.telegram.enabled, config.telegram.token_env)) is not None:
+            fail(missing)
         token = os.environ.get(config.telegram.token_env, "").strip()
-        if not token:
-            fail(
-                f"channels.telegram is enabled but the environment variable {config.telegram.token_env} is empty;"
-                " put the bot token from @BotFather there (channels.telegram.tokenEnv names the variable)"
-            )
         channels.append(TelegramChannel(config.telegram, token, commands=loaded.config.commands))
     if not channels:
         fail("no channel is enabled: set channels.web.enabled or channels.telegram.enabled in engine.yaml")
