@@ -62,19 +62,36 @@ def chat_ref(channel: str, chat_id: str) -> ChatRef:
     return chat
 
 
+# A row's record and message are made by setting their slots, as their dataclasses' `__init__` would
+# (frozen: through the slots' own setters), without what `__init__` adds for a record being made: the
+# default factories' checks and `__post_init__`'s normalising of the time, which `from_millis` has
+# done. A third of the cost of `__init__`: a search maps ~200 rows, 1–2 ms of a read's CPU at 100k
+# messages (decision 273). tests/store/test_message_rows.py checks the fields are the dataclasses'.
+MESSAGE_RECORD_FIELDS = ("chat", "role", "content", "type", "id", "created_at", "metadata")
+STORED_MESSAGE_FIELDS = ("rowid", "segment_id", "record")
+_CHAT, _ROLE, _CONTENT, _TYPE, _ID, _CREATED, _METADATA = (
+    getattr(MessageRecord, name).__set__ for name in MESSAGE_RECORD_FIELDS
+)
+_ROWID, _SEGMENT, _RECORD = (getattr(StoredMessage, name).__set__ for name in STORED_MESSAGE_FIELDS)
+_new = object.__new__
+
+
 def message_from_row(row: Row) -> StoredMessage:
     """A `messages` row selected with `MESSAGE_COLUMNS` (alias `m`)."""
     rowid, message_id, channel, chat_id, segment_id, role, type_, content, metadata, created_at = row[:10]
-    record = MessageRecord(
-        chat=chat_ref(channel, chat_id),
-        role=_ROLES.get(role) or Role(role),
-        type=_TYPES.get(type_) or MessageType(type_),
-        content=content,
-        id=message_id,
-        created_at=from_millis(int(created_at)),
-        metadata=json.loads(metadata) if metadata else None,
-    )
-    return StoredMessage(rowid=int(rowid), segment_id=int(segment_id), record=record)
+    record = _new(MessageRecord)
+    _CHAT(record, chat_ref(channel, chat_id))
+    _ROLE(record, _ROLES.get(role) or Role(role))
+    _CONTENT(record, content)
+    _TYPE(record, _TYPES.get(type_) or MessageType(type_))
+    _ID(record, message_id)
+    _CREATED(record, from_millis(int(created_at)))
+    _METADATA(record, json.loads(metadata) if metadata else None)
+    message = _new(StoredMessage)
+    _ROWID(message, int(rowid))
+    _SEGMENT(message, int(segment_id))
+    _RECORD(message, record)
+    return message
 
 
 def exchange_from_row(row: Row) -> Exchange:
