@@ -3,6 +3,7 @@ the engine runs them on its own store and log, and their results go back to the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,6 +13,7 @@ from klaw.llm.fake_server import Reply, TextReply, ToolCallsReply, echo_last_use
 from klaw.memory.reindex import reindex
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
+from tests.cli.test_cli import klaw
 from tests.engine.harness import CHAT, Harness, engine_config, running_engine
 from tests.memory.archive_helpers import database_bytes, log_text
 
@@ -252,3 +254,41 @@ async def test_an_id_or_length_no_store_or_file_can_hold_is_refused_naming_the_a
         assert "exchange_id" in results[2] and "greater than or equal to 1" in results[2]
         assert "limit" in results[3] and "1000000" in results[3]
         assert "past the end of 'notes.md'" in results[4]
+
+
+async def test_forget_names_the_task_the_forgotten_exchange_scheduled(tmp_path: Path) -> None:
+    """Decision 280: forgetting leaves a task the forgotten exchange created (its message holds the
+    person's words), and says so with how to remove it: `/forget` in the chat, and `klaw memory forget`
+    in its own process. Before, neither said anything and the task re-sent the text every day. A
+    schedule_add that failed created nothing, and a task removed since is gone: neither is named."""
+    async with running_engine(tmp_path) as h:
+        for name, secret in (("vault", "ZEBRASECRET9931"), ("walk", "PARROTSECRET77"), ("pond", "KOISECRET5"), ("lake", "PIKE3")):
+            h.server.reply_tool_calls(
+                [
+                    ("schedule_add", {"name": name, "every": "1d", "message": f"remind me of {secret}"}),
+                    ("schedule_add", {"name": f"{name}-bad", "every": "10", "message": secret}),
+                ]
+            )
+            h.server.reply_text("Scheduled.")
+            await h.turn(f"my code is {secret}, remind me daily")
+        # the socket's `forget` query (`klaw memory forget` while this engine runs) names it for the command
+        done = await h.engine.commands.forget_answer(
+            {"kind": "exchange", "id": "4", "channel": CHAT.channel, "chat_id": CHAT.chat_id, "confirm": True}
+        )
+        assert done["tasks"] == ["lake"]
+        assert h.engine.scheduler is not None
+        assert await h.engine.scheduler.remove_task("pond")
+        assert (await command(h, "/forget last")).endswith("Core memory is unchanged: /memory shows it.")
+        answer = await command(h, "/forget last")
+        assert answer.startswith("Forgot exchange 2: ")
+        assert answer.endswith(
+            " The forgotten messages scheduled the task 'walk', which is still scheduled with its message"
+            " (forgetting does not remove tasks). To remove it: klaw schedule remove walk, or ask the agent to."
+        )
+        assert "walk-bad" not in answer and "PARROTSECRET77" not in log_text(h.home)
+    h.home.config_file.write_text("embedder:\n  backend: fake\n  dim: 32\n", encoding="utf-8")
+    result = await asyncio.to_thread(klaw, h.home.root, "memory", "forget", "exchange", "1", "--yes")
+    said = " ".join(result.stdout.split())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Forgot exchange 1" in said and "scheduled the task 'vault', which is still scheduled" in said
+    assert "klaw schedule remove vault" in said

@@ -90,12 +90,25 @@ def forget(
         console.print("Nothing was forgotten.", highlight=False)
         raise typer.Exit(1)
     assert outcome.plan is not None
+    from klaw.memory.forgetting import tasks_left_sentence
+
     console.print(
         f"Forgot {outcome.plan.label}: erased from klaw.db, its search indexes and summaries, and from the"
         f" conversation log ({outcome.files_rewritten} log file(s) rewritten). A tombstone in the log keeps"
-        " `klaw reindex` from bringing it back.",
+        " `klaw reindex` from bringing it back." + tasks_left_sentence(_tasks_left(home, outcome.plan)),
         highlight=False,
     )
+
+
+def _tasks_left(home: KlawHome, plan: ForgetPlan) -> list[str]:
+    """The tasks the forgotten records scheduled that scheduler.db still holds (decision 280)."""
+    wanted = plan.scheduled_tasks
+    if not wanted or not home.scheduler_db.exists():
+        return []
+    from klaw.scheduling.task_store import ScheduleStore
+
+    scheduled = {task.name for task in ScheduleStore(home.scheduler_db).list()}
+    return [name for name in wanted if name in scheduled]
 
 
 class _EngineRunning(Exception):

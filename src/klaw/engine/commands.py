@@ -25,7 +25,7 @@ from klaw.memory.auto_rag import RecalledMessage
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.forget_targets import typed_target
-from klaw.memory.forgetting import ForgetError, ForgetKind, ForgetOutcome, ForgetPlan, Forgetting
+from klaw.memory.forgetting import ForgetError, ForgetKind, ForgetOutcome, ForgetPlan, Forgetting, tasks_left_sentence
 from klaw.store.protocol import MemoryChunkRepository
 from klaw.store.records import ChatRef
 
@@ -183,8 +183,16 @@ class CommandHandler:
         return (
             f"{stopped_first} {plan.label}: {plan.describe()} erased from the database, its search indexes,"
             f" summaries and the conversation log ({outcome.files_rewritten} log file(s) rewritten). Core memory"
-            " is unchanged: /memory shows it."
+            f" is unchanged: /memory shows it.{tasks_left_sentence(await self._tasks_left(plan))}"
         )
+
+    async def _tasks_left(self, plan: ForgetPlan) -> list[str]:
+        """The tasks the forgotten records scheduled that are still scheduled (decision 280)."""
+        wanted = plan.scheduled_tasks
+        if not wanted or self.scheduler is None:
+            return []
+        scheduled = {task.name for task in await self.scheduler.list_tasks()}
+        return [name for name in wanted if name in scheduled]
 
     async def _forget_stopping(
         self, chat: ChatRef, target: Callable[[], Awaitable[tuple[ForgetKind, int | str]]], record_id: str | None
@@ -222,7 +230,13 @@ class CommandHandler:
             plan, outcome, stopped = await self._forget_stopping(plan.chat, same, None)
         except (ForgetError, ValueError) as exc:
             raise QueryError(str(exc)) from None
-        return {**answer, "describe": plan.describe(), "files_rewritten": outcome.files_rewritten, "stopped": stopped}
+        return {
+            **answer,
+            "describe": plan.describe(),
+            "files_rewritten": outcome.files_rewritten,
+            "stopped": stopped,
+            "tasks": await self._tasks_left(plan),
+        }
 
     async def _help(self, _chat: ChatRef, _: str) -> str:
         return "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in self.commands)

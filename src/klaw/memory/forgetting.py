@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from klaw.memory.forget_targets import WHERE_SHOWN, ForgetError, ForgetKind, resolve_memory, typed_target
+from klaw.scheduling.names import ADD_TOOL
 from klaw.store.archival_records import forget_record, forgotten_days, forgotten_ids
 from klaw.store.records import ChatRef, MessageType, StoredMessage
 
@@ -74,6 +75,27 @@ class ForgetPlan:
     @property
     def exchanges(self) -> int:
         return sum(1 for m in self.records if m.record.type is MessageType.EXCHANGE_OPEN)
+
+    @property
+    def scheduled_tasks(self) -> list[str]:
+        """The tasks this plan's `schedule_add` calls created (those whose result was no error), in
+        order. Forgetting leaves them scheduled, message and all (decision 280): the answer names the
+        ones still there (`tasks_left_sentence`)."""
+        failed = {
+            (m.record.metadata or {}).get("tool_call_id")
+            for m in self.records
+            if m.record.type is MessageType.TOOL_RESULT and (m.record.metadata or {}).get("is_error")
+        }
+        names: list[str] = []
+        for message in self.records:
+            if message.record.type is not MessageType.TOOL_CALL:
+                continue
+            for call in (message.record.metadata or {}).get("tool_calls", []):
+                if isinstance(call, dict) and call.get("name") == ADD_TOOL and call.get("id") not in failed:
+                    name = _argument(call, "name")
+                    if name is not None and name not in names:
+                        names.append(name)
+        return names
 
     def describe(self) -> str:
         parts = [f"{self.messages} message(s)"]
@@ -204,6 +226,31 @@ class Forgetting:
             await self._store.settings.set(PENDING_KEY, pending)
         else:
             await self._store.settings.delete(PENDING_KEY)
+
+
+def tasks_left_sentence(names: Sequence[str]) -> str:
+    """What a forget's answer adds about the tasks the forgotten exchange scheduled that are still
+    scheduled (empty when none): they keep its words in their message and run on (decision 280)."""
+    if not names:
+        return ""
+    listed = ", ".join(repr(name) for name in names)
+    one = len(names) == 1
+    return (
+        f" The forgotten messages scheduled {'the task' if one else 'the tasks'} {listed}, which"
+        f" {'is' if one else 'are'} still scheduled with {'its' if one else 'their'} message (forgetting does"
+        f" not remove tasks). To remove {'it' if one else 'one'}: klaw schedule remove"
+        f" {names[0] if one else 'NAME'}, or ask the agent to."
+    )
+
+
+def _argument(call: dict[str, object], key: str) -> str | None:
+    """A string argument of a logged tool call, None when its JSON or the value is not usable."""
+    try:
+        arguments = json.loads(str(call.get("arguments") or "{}"))
+    except ValueError:
+        return None
+    value = arguments.get(key) if isinstance(arguments, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _saved_texts(call_record: StoredMessage) -> set[str]:

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import Field
 
-from klaw.scheduling.names import SUBAGENT_CHANNEL, parse_chat_target
+from klaw.scheduling.names import ADD_TOOL, SUBAGENT_CHANNEL, parse_chat_target
 from klaw.scheduling.schedules import TaskSchedule
 from klaw.scheduling.task_store import ScheduledTask
 from klaw.store.records import ChatRef
@@ -169,7 +169,7 @@ def register_scheduler_tools(
         return f"Removed the task {name!r}."
 
     if held_tools:
-        registry.register(schedule_add_allowing, name="schedule_add", description=inspect.getdoc(schedule_add))
+        registry.register(schedule_add_allowing, name=ADD_TOOL, description=inspect.getdoc(schedule_add))
     else:
         registry.register(schedule_add)
     for tool in (schedule_list, schedule_remove):
