@@ -262,7 +262,12 @@ async def test_forget_names_the_task_the_forgotten_exchange_scheduled(tmp_path: 
     in its own process. Before, neither said anything and the task re-sent the text every day. A
     schedule_add that failed created nothing, and a task removed since is gone: neither is named."""
     async with running_engine(tmp_path) as h:
-        for name, secret in (("vault", "ZEBRASECRET9931"), ("walk", "PARROTSECRET77"), ("pond", "KOISECRET5"), ("lake", "PIKE3")):
+        for name, secret in (
+            ("vault", "ZEBRASECRET9931"),
+            ("walk", "PARROTSECRET77"),
+            ("pond", "KOISECRET5"),
+            ("lake", "PIKE3"),
+        ):
             h.server.reply_tool_calls(
                 [
                     ("schedule_add", {"name": name, "every": "1d", "message": f"remind me of {secret}"}),
