@@ -112,6 +112,8 @@ class ConsoleChannel:
         if result.command_reply is not None:
             self._console.out(self._shown(result.command_reply), highlight=False)
             return True
+        if (note := self._over_budget(text, await self._engine.sessions.model_of(chat))) is not None:
+            self._stderr.print(Text(note), highlight=False)  # stdout is the reply alone
         while True:
             reply = await self._next_reply_to(result.message_id)
             if reply.approval is None:
@@ -155,6 +157,8 @@ class ConsoleChannel:
             self._console.print(Text(visible(said), style="cyan"), highlight=False)
             return
         model = await self._engine.sessions.model_of(chat)
+        if (note := self._over_budget(text, model)) is not None:
+            self._console.print(Text(note, style="yellow"), highlight=False)
         timeout = self._engine.config.model(model).timeout_seconds
         while True:
             with self._console.status("thinking…", spinner="dots") as status, self._keys.watching():
@@ -188,6 +192,9 @@ class ConsoleChannel:
             if reply.reply_to == message_id or reply.kind == "error" or reply.approval is not None:
                 return reply
             self._show_arrival(reply)
+
+    def _over_budget(self, text: str, model: str) -> str | None:
+        return self._engine.message_over_budget(text, model)
 
     def show_pending(self) -> None:
         """Print replies that arrived after the prompt closed: a person who pressed Ctrl-C while the

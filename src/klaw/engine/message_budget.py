@@ -1,0 +1,30 @@
+"""What to tell a person whose message alone is over the model's context budget (a 58 KB paste to an
+8192-token model): it goes to the model far over budget, which cuts it or fails, and the screen only
+said "(klaw logged a warning: see …)". The sentence gives the estimate against the budget (the context
+builder's, with its safety margin) and the way out: a workspace file the agent reads in parts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from klaw.engine.context_builder import MESSAGE_OVERHEAD_TOKENS, SAFETY_MARGIN
+from klaw.llm.catalogue import ModelCatalogue
+from klaw.llm.tokens import approximate_token_count
+
+
+def over_budget_note(text: str, model: str, catalogue: ModelCatalogue, workspace: Path) -> str | None:
+    """The note when `text` alone is over `model`'s budget, else None."""
+    tokens = approximate_token_count(text) + MESSAGE_OVERHEAD_TOKENS
+    budget = int(catalogue.context_budget(model) * SAFETY_MARGIN)
+    if tokens <= budget:
+        return None
+    return (
+        f"This message is ~{_thousands(tokens)} tokens, over the {_thousands(budget)}-token budget of {model}"
+        " (its contextBudget, less a 10% margin): the model gets it far over budget and may cut it short or"
+        f" fail. For long text, save it as a file in the workspace ({workspace}) and ask about the file:"
+        " the agent reads it in parts (file_read)."
+    )
+
+
+def _thousands(tokens: int) -> str:
+    return f"{tokens / 1000:.1f}k" if tokens >= 1000 else str(tokens)
