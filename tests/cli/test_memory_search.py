@@ -132,10 +132,10 @@ def test_vectors_of_another_embedder_mean_full_text_only(home: KlawHome) -> None
 def test_at_80_columns_the_message_gets_the_width(home: KlawHome) -> None:
     """The figures stay on one line each; the message wraps across the width they leave, not a word per line."""
     fill(home)
-    result = CliRunner().invoke(
-        app, ["memory", "search", "deploy friday"], env={"KLAW_HOME": str(home.root), "COLUMNS": "80"}
-    )
+    terminal = {"KLAW_HOME": str(home.root), "COLUMNS": "80", "TTY_COMPATIBLE": "1"}  # a terminal, 80 wide
+    result = CliRunner().invoke(app, ["memory", "search", "deploy friday"], env=terminal)
     assert result.exit_code == 0, result.stdout
-    assert "the deploy moves to friday night" in result.stdout, result.stdout  # not a word per line
-    assert "score" in result.stdout and "distance" in result.stdout and "segment 2" in result.stdout
-    assert all(len(line) <= 80 for line in result.stdout.splitlines())
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)  # as the terminal shows it, styles applied
+    assert "the deploy moves to friday night" in shown, shown  # not a word per line
+    assert "score" in shown and "distance" in shown and "segment 2" in shown
+    assert all(len(line) <= 80 for line in shown.splitlines())

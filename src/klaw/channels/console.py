@@ -70,7 +70,7 @@ class ConsoleChannel:
         while klaw started, for the first prompt."""
         self._engine = engine
         self._console = console or Console(markup=False)
-        self._stderr = Console(stderr=True, markup=False)
+        self._stderr = Console(stderr=True, markup=False, soft_wrap=not self._console.is_terminal)
         self._replies: asyncio.Queue[Outbound] = replies if replies is not None else asyncio.Queue()
         self._keys = keys or KeysWhileThinking()
         self._history = ConsoleHistory(engine.home.root / "chat_history")
@@ -217,6 +217,8 @@ class ConsoleChannel:
             self._console.print(Text(visible(tools_used(reply.tools)), style="dim"), highlight=False)
         if reply.kind == "error":
             self._console.print(Text(visible(reply.text), style="red"), highlight=False)
+        elif not self._console.is_terminal:  # piped: as the model wrote it, as the reply itself (Markdown pads)
+            self._console.out(self._shown(reply.text), highlight=False)
         else:
             self._console.print(Markdown(kept_line_breaks(visible(reply.text))))
 

@@ -6,7 +6,6 @@ import logging
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from klaw.cli import (
     bench_cmd,
@@ -25,7 +24,7 @@ from klaw.cli import (
     skills_cmd,
     tools_cmd,
 )
-from klaw.cli.context import fail, home_from_env, home_source, make_private_or_warn, refuse_a_file
+from klaw.cli.context import fail, home_from_env, home_source, make_private_or_warn, refuse_a_file, stdout_console
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.home_language import LanguageError, LanguageSettings, language_settings
@@ -107,7 +106,7 @@ def init(
         report = initialise_home(home, overwrite=force, language=chosen)
     except OSError as exc:  # a place this user cannot create or write (/proc/…, a read-only disk)
         fail(f"Could not create a klaw home at {home.root}: {exc.strerror or exc} ({home_source()}).")
-    console = Console(markup=False)
+    console = stdout_console()
     if if_missing and not report.written:
         return
     for step, path in report.steps:  # each folder before the files written into it

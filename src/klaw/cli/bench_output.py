@@ -12,6 +12,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from klaw.cli.context import stdout_console
+
 
 def progress() -> Progress:
     """Bars that vanish when done, so the figures printed after them stand alone."""
@@ -40,7 +42,8 @@ def machine() -> str:
 
 def machine_console(*, markup: bool = False, soft_wrap: bool = False) -> Console:
     """The console a bench command prints to, its first line the machine the figures come from."""
-    console = Console(markup=markup, soft_wrap=soft_wrap)
+    console = stdout_console(markup=markup)
+    console.soft_wrap = console.soft_wrap or soft_wrap
     console.print(f"machine: {machine()}")
     return console
 

@@ -20,6 +20,7 @@ from rich.console import Console
 
 from klaw.cli.bench_backends import backend_databases, unusable_backend
 from klaw.cli.bench_output import emit, machine, progress, stage_reporter
+from klaw.cli.context import stdout_console
 
 
 def scale(
@@ -67,7 +68,7 @@ def scale(
         )
     databases = backend_databases(config.database, backend or ["sqlite"], url_env, vector_cache_mb=vector_cache_mb)
     backends = list(databases)
-    console = Console(markup=False)
+    console = stdout_console()
     unusable = unusable_backend(databases)  # before anything is built: a missing variable is named at once
     if unusable is not None:
         console.print(f"klaw bench scale on {unusable}")

@@ -24,13 +24,21 @@ if TYPE_CHECKING:
     from klaw.store.protocol import Storage
 
 
-def stderr_console(**options: Any) -> Console:
-    """Where commands say what went wrong or what they do. On a terminal rich wraps at its width; into
-    a file or a pipe (a service's journal, a script) a line stays whole instead of being broken at 80
-    columns mid-sentence, which left ragged lines across the message's own line breaks."""
-    console = Console(stderr=True, markup=False, **options)
-    console.soft_wrap = not console.is_terminal
+def stdout_console(**options: Any) -> Console:
+    """Where commands print what they show (`options` are rich's: `markup=False` unless given). On a
+    terminal rich wraps at its width; into a file or a pipe (`klaw memory list | grep`, a script, a
+    service's journal) a line stays whole instead of being broken at rich's default 80 columns
+    mid-sentence. A block rich pads to the width (Markdown, `Padding`) is printed as plain text by the
+    command when `is_terminal` is false, or it is padded with spaces to column 80."""
+    console = Console(**({"markup": False} | options))
+    if not console.is_terminal and "soft_wrap" not in options:
+        console.soft_wrap = True
     return console
+
+
+def stderr_console(**options: Any) -> Console:
+    """Where commands say what went wrong or what they do: wrapped as `stdout_console`."""
+    return stdout_console(stderr=True, **options)
 
 
 err_console = stderr_console()

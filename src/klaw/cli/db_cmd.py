@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit
+from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit, stdout_console
 from klaw.config import ENV_VAR_NAME, DatabaseConfig, EngineConfig
 from klaw.home import KlawHome
 
@@ -55,7 +55,7 @@ async def _info(path: Path, database: DatabaseConfig) -> None:
     ]
     for name, count in rows:
         table.add_row(name, str(count))
-    console = Console(markup=False)
+    console = stdout_console()
     console.print(table)
     for index in indexes:
         console.print(f"{index.name}: embedder {index.embedder_id}, dim {index.dim}")
@@ -123,7 +123,7 @@ async def _migrate(home: KlawHome, config: EngineConfig, variable: str, samples:
         backend = migration_backend(sqlite_file, variable)
     except StorageError as exc:
         fail(str(exc))
-    console = Console(markup=False)
+    console = stdout_console()
     report = await run_with_bars(console, home, config, backend, "the PostgreSQL database is left as it is")
     target = DatabaseConfig(backend="postgres", url_env=variable)
     source = DatabaseConfig(backend="sqlite", path=config.database.path) if sqlite_file.exists() else None

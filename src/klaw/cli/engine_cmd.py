@@ -8,7 +8,6 @@ import signal
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from klaw import event_loop
 from klaw.cli.chat_input import piped_message, read_piped
@@ -20,6 +19,7 @@ from klaw.cli.context import (
     require_home,
     start_engine_or_exit,
     stderr_console,
+    stdout_console,
 )
 from klaw.cli.stopping import FINISHING, stopping
 from klaw.config import EngineConfig
@@ -101,7 +101,7 @@ def chat(
             # server that cannot start), not onto the screen above the banner; printed through the console
             # that draws the spinner and the prompt, never into them. A piped run's stdout is its reply
             # alone: the line saying where the log is goes to stderr.
-            console = Console(markup=False)
+            console = stdout_console()
             with logs_through(console if data is None else err_console, home.chat_log_file):
                 # At a terminal the console takes the replies a crash left unshown, sent again at start; a
                 # piped run prints only its own reply, so those wait for the next terminal session.

@@ -14,8 +14,6 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-
 from klaw import event_loop
 from klaw.cli.context import (
     fail,
@@ -23,6 +21,7 @@ from klaw.cli.context import (
     load_or_exit,
     start_engine_or_exit,
     stderr_console,
+    stdout_console,
 )
 from klaw.cli.stopping import stopping
 from klaw.config_loader import LoadedConfig
@@ -113,7 +112,7 @@ def _announce(home: KlawHome, channels: list[Channel], with_engine: bool) -> Non
     a file (systemd's journal, a log), it would be kept where others may read it, so only its file is named."""
     from klaw.channels.web.channel import WebChannel
 
-    out = Console(highlight=False, markup=False)
+    out = stdout_console(highlight=False)
     out.print(f"klaw {'engine and gateway' if with_engine else 'gateway'} running (engine socket {home.socket_path})")
     for channel in channels:
         if isinstance(channel, WebChannel):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.cli.context import fail, home_from_env, load_or_exit, stdout_console
 from klaw.cli.reindex_cmd import stage_bars
 from klaw.home import KlawHome
 
@@ -38,7 +38,7 @@ def check() -> None:
     from klaw.memory.reindex_leftover import leftover_reindex_notes
 
     home = home_from_env()
-    console = Console(markup=False)
+    console = stdout_console()
     # The reader warns of each line it skips; here the report below lists them once, so not twice.
     logging.getLogger("klaw.memory.conversation_log").setLevel(logging.ERROR)
     database = load_or_exit(home).config.database
@@ -78,7 +78,7 @@ def export(
             f"this home's log is its JSONL files already ({home.conversations}): copy them; export is for a"
             " PostgreSQL home, whose log is in its database"
         )
-    console = Console(markup=False)
+    console = stdout_console()
     try:
         report = _with_bars(console, database, "exporting days", lambda progress: export_kept_log(kept, to, progress))
     except ExportTargetError as exc:

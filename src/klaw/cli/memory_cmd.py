@@ -27,7 +27,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from klaw.cli.context import fail, open_store_or_exit, stored_home_or_exit
+from klaw.cli.context import fail, open_store_or_exit, stdout_console, stored_home_or_exit
 from klaw.cli.memory_forget_cmd import register_forget
 from klaw.cli.memory_list_cmd import register_list
 from klaw.config import EngineConfig
@@ -181,7 +181,7 @@ def _unrelated(hit: HybridHit, threshold: float) -> bool:
 
 
 def _print(outcome: SearchOutcome, limit: int) -> None:
-    console = Console(markup=False)
+    console = stdout_console()
     _print_results(console, outcome, limit)
     if outcome.older_segments:
         console.print(
@@ -248,7 +248,9 @@ def _print_stacked(console: Console, outcome: SearchOutcome, limit: int, caption
             style=style,
             highlight=False,
         )
-        console.print(Padding(Text(_preview(record.content), style=style), (0, 0, 0, 3)))
+        preview = Text(_preview(record.content), style=style)
+        # Padding fills each line to the width with spaces: into a pipe the line is printed whole instead.
+        console.print(Padding(preview, (0, 0, 0, 3)) if console.is_terminal else Text("   ") + preview)
     console.print(caption, style="dim", highlight=False)
 
 

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
-from klaw.cli.context import fail, open_store_or_exit, stored_home_or_exit
+from klaw.cli.context import fail, open_store_or_exit, stdout_console, stored_home_or_exit
 from klaw.config import DatabaseConfig
 from klaw.home import KlawHome
 from klaw.memory.forget_targets import ForgetError, ForgetKind, typed_target  # light: typer reads the choices
@@ -65,7 +64,7 @@ def forget(
     """Erase an exchange, segment or saved memory everywhere: database, search indexes, summaries, log."""
     home, loaded, path = stored_home_or_exit("there is nothing to forget")
     owner = _chat(chat) if chat is not None else None
-    console = Console(markup=False)
+    console = stdout_console()
 
     def confirm(plan: ForgetPlan) -> bool:
         console.print(f"This erases {plan.label} of {plan.chat}: {plan.describe()}, for good.", highlight=False)

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
-from klaw.cli.context import fail, open_store_or_exit, stored_home_or_exit
+from klaw.cli.context import fail, open_store_or_exit, stdout_console, stored_home_or_exit
 from klaw.config import DatabaseConfig
 from klaw.errors import KlawError
 from klaw.terminal_text import visible
@@ -46,7 +45,7 @@ def register_list(app: typer.Typer, pick_chat: ChatPicker) -> None:
             lines = asyncio.run(_listing(path, loaded.config.database, chat, pick_chat))
         except KlawError as exc:
             fail(str(exc), code=1)
-        console = Console(markup=False, highlight=False)
+        console = stdout_console(highlight=False)
         for line in lines:
             console.print(line)
 

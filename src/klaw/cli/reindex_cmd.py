@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
-from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.cli.context import fail, home_from_env, load_or_exit, stdout_console
 from klaw.config import EngineConfig
 from klaw.console_logging import logs_through
 from klaw.home import KlawHome
@@ -73,7 +73,7 @@ def reindex_command(
 
     home = home_from_env()
     loaded = load_or_exit(home)
-    console = Console(markup=False)
+    console = stdout_console()
     bars = _Bars(console)
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
         # The report names the malformed lines; a warning per line would only break the bars (-v shows them).

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.cli.context import fail, home_from_env, load_or_exit, stdout_console
 
 app = typer.Typer(help="The sandbox code_execute runs code in (docs/sandbox.md).", no_args_is_help=True)
 
@@ -20,7 +19,7 @@ def status() -> None:
 
     home = home_from_env()
     config = load_or_exit(home).config
-    console = Console(markup=False, highlight=False)
+    console = stdout_console(highlight=False)
     backend = choose_backend(config.sandbox, home)
     if isinstance(backend, Unavailable):
         console.print(f"code_execute is not offered: {backend.reason}")
@@ -38,7 +37,7 @@ def install_command(
     from klaw.tools.sandbox.venv import SandboxInstallError, install
 
     home = home_from_env()
-    console = Console(markup=False, highlight=False)
+    console = stdout_console(highlight=False)
     try:
         said = install(home.sandbox_venv, packages)
     except SandboxInstallError as exc:

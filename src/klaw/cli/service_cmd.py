@@ -22,7 +22,7 @@ import typer
 from rich.console import Console
 
 from klaw.atomic_file import replace_file
-from klaw.cli.context import home_from_env, load_or_exit
+from klaw.cli.context import home_from_env, load_or_exit, stdout_console
 from klaw.cli.service_env import SERVICE_ENV, Needed, copy_values, names_in, needed, write_template
 from klaw.home import HOME_ENV_VAR, KlawHome
 
@@ -93,7 +93,7 @@ def install(
     path = unit_dir() / UNIT_NAME
     before = served_home(path)
     replace_file(path, unit_text(home).encode("utf-8"))
-    console = Console(markup=False, highlight=False)
+    console = stdout_console(highlight=False)
     console.print(f"wrote {path} (klaw serve for KLAW_HOME={home.root})")
     if before is not None and before != str(home.root):  # one unit, one home: the other one is no longer served
         console.print(
@@ -131,7 +131,7 @@ def _service_env(console: Console, env_file: Path, wanted: list[Needed], *, copy
 def uninstall() -> None:
     """Remove the unit (stop and disable it first: systemctl --user disable --now klaw.service)."""
     path = unit_dir() / UNIT_NAME
-    console = Console(markup=False, highlight=False)
+    console = stdout_console(highlight=False)
     if not path.exists():
         console.print(f"no unit at {path}: nothing to remove")
         return
@@ -143,7 +143,7 @@ def uninstall() -> None:
 def status() -> None:
     """Whether the unit is installed, and what systemd says of it."""
     path = unit_dir() / UNIT_NAME
-    console = Console(markup=False, highlight=False)
+    console = stdout_console(highlight=False)
     if not path.exists():
         console.print(f"not installed (no {path}); klaw service install writes it")
         raise typer.Exit(3)

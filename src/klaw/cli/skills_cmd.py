@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from klaw.cli.context import home_from_env, load_or_exit
+from klaw.cli.context import home_from_env, load_or_exit, stdout_console
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
     from klaw.tools.skills.catalogue import SkillScan
@@ -34,7 +34,7 @@ def _print_problems(console: Console, scan: SkillScan) -> None:
 def list_skills() -> None:
     """Each usable skill's name, description and files; then the skills left out, and why."""
     scan, folder = _scan()
-    console = Console(markup=False, highlight=False)
+    console = stdout_console(highlight=False)
     if not scan.skills:
         console.print(f"No usable skills in {folder}.")
     else:
@@ -49,7 +49,7 @@ def list_skills() -> None:
 def check() -> None:
     """Check every skill (front matter, names, sizes, paths inside the skill's folder); exit 1 if one is left out."""
     scan, folder = _scan()
-    console = Console(markup=False, highlight=False)
+    console = stdout_console(highlight=False)
     _print_problems(console, scan)
     errors = len({p.path.split("/", 1)[0] for p in scan.errors})
     console.print(f"{len(scan.skills)} skill(s) usable, {errors} left out, in {folder}")

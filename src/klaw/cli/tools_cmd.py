@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.cli.context import fail, home_from_env, load_or_exit, stdout_console
 
 if TYPE_CHECKING:  # loaded by the command, so `klaw --help` loads none of it
     from klaw.config import EngineConfig
@@ -165,7 +164,7 @@ def _print(listed: Listed) -> None:
     from klaw.tools.inventory import render_lines
 
     inventory = listed.inventory
-    console = Console(markup=False, highlight=False)
+    console = stdout_console(highlight=False)
     heading = f"Tools for {inventory.chat} (model {inventory.model}), {listed.note}:"
     if not console.is_terminal:
         # Piped (into grep, a bug report): a heading, then each row whole on one line, never folded at
