@@ -193,13 +193,16 @@ def _approval_holds_nothing(home: KlawHome, config: EngineConfig) -> list[str]:
         inventory = listing_without_engine(home, config, ChatRef("console", "check"), config.routing.default)
     except Exception as exc:  # a check that cannot list the tools says so; the file is still valid
         return [f"warning: tools.approval was not checked against the tools ({type(exc).__name__}: {exc})"]
-    return [
-        f"warning: tools.approval names {row.name}, but no tool has this name: a misspelt name holds nothing"
+    return [approval_warning(row.name) for row in inventory.rows if row.source == APPROVAL_SOURCE]
+
+
+def approval_warning(name: str) -> str:
+    """The warning for a `tools.approval` name no tool has: `klaw config check`'s, and `klaw chat`'s at start."""
+    return (
+        f"warning: tools.approval names {name}, but no tool has this name: a misspelt name holds nothing"
         " and the tool meant runs without asking you; use a name `klaw tools` lists"
         " (an MCP server's tool is <server>__<tool>)"
-        for row in inventory.rows
-        if row.source == APPROVAL_SOURCE
-    ]
+    )
 
 
 def _host_exec_unasked(config: EngineConfig) -> str | None:

@@ -8,6 +8,7 @@ import signal
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.text import Text
 
 from klaw import event_loop
 from klaw.cli.chat_input import piped_message, read_piped
@@ -115,6 +116,7 @@ def chat(
                     starting.close()
                 if data is not None:
                     _say_servers_still_starting(running, config)
+                await _warn_of_held_names_no_tool_has(running)
                 channel = ConsoleChannel(running, console, replies, keys=keys)
                 interrupted = failed = False
                 try:
@@ -145,6 +147,17 @@ def chat(
             raise typer.Exit(1)
 
     event_loop.run(run())
+
+
+async def _warn_of_held_names_no_tool_has(running: Engine) -> None:
+    """`klaw config check`'s warning for a misspelt `tools.approval` name, at the chat's start too: the tool
+    meant runs unasked, and nothing else on screen said so (on stderr: a piped reply stays alone on stdout)."""
+    from klaw.channels.console import console_chat
+    from klaw.cli.config_cmd import approval_warning
+
+    model = await running.sessions.model_of(console_chat())
+    for name in running.tool_listing.not_tools(model):
+        err_console.print(Text(approval_warning(name), style="yellow"), highlight=False)
 
 
 async def _refuse_a_running_engine(home: KlawHome, config: EngineConfig) -> None:

@@ -59,6 +59,7 @@ class CommandHandler:
     tool_listing: InitVar[ToolListing | None] = None
     status_lines: Sequence[Callable[[], list[str]]] = ()
     _handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = field(init=False)
+    _listing: ToolListing | None = field(init=False, default=None)
 
     def __post_init__(self, memory_commands: MemoryCommands | None, tool_listing: ToolListing | None) -> None:
         self._handlers = {
@@ -75,6 +76,7 @@ class CommandHandler:
             self._handlers.update(memory_commands.handlers())
         if self.approvals is not None:  # /approve, /deny: answered at once, while the turn that asked waits
             self._handlers.update(self.approvals.handlers())
+        self._listing = tool_listing  # /status marks a held name no tool has
         if tool_listing is not None:  # /tools
             self._handlers.update(tool_listing.handlers())
 
@@ -154,7 +156,10 @@ class CommandHandler:
             lines += source()
         if self.approvals is not None and self.approvals.tools:
             waiting = self.approvals.describe_waiting(chat)
-            lines.append(f"Held for approval: {', '.join(sorted(self.approvals.tools))}; waiting here: {waiting}")
+            unknown = set(self._listing.not_tools(session.model)) if self._listing is not None else set()
+            held = [f"{name} (not a tool: misspelt? it holds nothing)" if name in unknown else name
+                    for name in sorted(self.approvals.tools)]  # fmt: skip
+            lines.append(f"Held for approval: {', '.join(held)}; waiting here: {waiting}")
         return "\n".join(lines)
 
     async def _forget(self, chat: ChatRef, args: str) -> str:

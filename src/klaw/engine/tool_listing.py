@@ -23,7 +23,7 @@ from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
 from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SKILLS
 from klaw.tools.groups import ServiceKey
-from klaw.tools.inventory import ToolRow, render_lines, tool_rows
+from klaw.tools.inventory import APPROVAL_SOURCE, ToolRow, render_lines, tool_rows
 from klaw.tools.mcp.servers import ServerState
 from klaw.tools.selection import ToolSelection
 from klaw.tools.skills.catalogue import SkillCatalogue
@@ -77,6 +77,10 @@ class ToolListing:
             servers=self.servers(),
             skills=self.skills.current() if self.skills is not None else None,
         )
+
+    def not_tools(self, model: str) -> list[str]:
+        """The `tools.approval` names no tool of `model` has (misspelt: they hold nothing)."""
+        return [row.name for row in self.rows(model) if row.source == APPROVAL_SOURCE]
 
     def handlers(self) -> dict[str, Callable[[ChatRef, str], Awaitable[str]]]:
         """`/tools`, for the command handler."""

@@ -108,7 +108,7 @@ def _held_unknown(selection: ToolSelection, held: frozenset[str], servers: Seque
     for name in sorted(held - known):
         if MCP_SEPARATOR in name and name.split(MCP_SEPARATOR, 1)[0] in listing:
             continue
-        reason = "tools.approval holds it, but no tool has this name: a misspelt name holds nothing"
+        reason = "not a tool: tools.approval holds it, but no tool has this name, and a misspelt name holds nothing"
         fix = "use a name this list shows (an MCP server's tool is <server>__<tool>)"
         rows.append(ToolRow(name, APPROVAL_SOURCE, "not offered", True, reason, fix))
     return rows
@@ -165,7 +165,7 @@ def render_lines(rows: Sequence[ToolRow]) -> list[str]:
 
 def render_line(row: ToolRow) -> str:
     line = f"{row.name} [{row.source}]: {row.state}"
-    if row.needs_approval:
+    if row.needs_approval and row.source != APPROVAL_SOURCE:  # a name no tool has: nothing waits
         line += " (each call waits for your /approve)"
     if row.reason:
         line += f": {row.reason}"

@@ -1,0 +1,28 @@
+"""A misspelt `tools.approval` name (`[host_exec, file_writ]`): `/status` listed it among the held tools
+("Held for approval: file_writ, host_exec") and `/tools` said "(each call waits for your /approve)" of it,
+while `klaw chat` started without the warning `klaw config check` gives. Now /status and /tools mark it as
+not a tool, and the chat's start shows config check's warning (on stderr: a piped reply stays alone)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.piped_chat import piped
+from tests.cli.test_chat_terminal import chat_env, init_home
+
+
+async def test_a_misspelt_approval_name_is_marked_in_status_and_tools_and_warned_of_at_start(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = {**chat_env(home, model.base_url), "KLAW__TOOLS__APPROVAL": "[host_exec, file_writ]"}
+        _, status, status_err = await piped(env, "/status")  # one after the other: a home has one engine
+        _, tools, _ = await piped(env, "/tools")
+    held = next(line for line in status.splitlines() if line.startswith("Held for approval:"))
+    assert held.startswith("Held for approval: file_writ (not a tool: misspelt? it holds nothing), host_exec;"), held
+    typo = next(line for line in tools.splitlines() if line.startswith("- file_writ "))
+    assert "waits for your /approve" not in typo and "not a tool" in typo, typo
+    warned = " ".join(status_err.split())
+    assert "warning: tools.approval names file_writ, but no tool has this name" in warned
+    assert "host_exec, but" not in warned
