@@ -60,3 +60,18 @@ async def test_a_server_still_starting_after_the_set_wait_is_said_on_stderr_and_
         ) in said, err
         log = (home / "logs" / "chat.log").read_text(encoding="utf-8")
         assert "MCP server 'notes' was still starting after 1 s" in log
+
+
+async def test_a_start_wait_of_zero_set_on_purpose_says_nothing(tmp_path: Path) -> None:
+    """`KLAW__MCP__STARTWAITSECONDS=0` is documented to skip the wait; each piped chat still printed a warning
+    telling to raise it (and the log pointer). Set on purpose, it is one quiet line in the log at most."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        model.reply_text("ok")
+        env = {**slow_notes(home, model.base_url, delay=30), "KLAW__MCP__STARTWAITSECONDS": "0"}
+        code, out, err = await piped(env, "hi\n")
+        assert (code, out) == (0, "ok\n"), err
+        assert "startWaitSeconds" not in err and "still starting" not in err and "klaw logged" not in err, err
+        log = home / "logs" / "chat.log"
+        assert not log.exists() or "startWaitSeconds to wait longer" not in log.read_text(encoding="utf-8")

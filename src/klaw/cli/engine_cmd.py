@@ -214,6 +214,8 @@ def _one_turn(config: EngineConfig) -> EngineConfig:
 def _say_servers_still_starting(running: Engine, config: EngineConfig) -> None:
     """On stderr, for a piped chat: the MCP servers whose tools its one turn will not have."""
     wait = config.mcp.one_turn_wait_seconds()
+    if wait == 0:  # mcp.startWaitSeconds: 0 says "do not wait" (docs/mcp.md): nothing to advise
+        return
     for name in running.mcp_servers.still_starting():
         err_console.print(
             f"MCP server {name} was still starting after {wait:g} s; its tools are missing from this turn;"

@@ -103,6 +103,9 @@ class McpServers:
             for wait in pending:
                 wait.cancel()
         for name in self.still_starting():
+            if wait_seconds == 0:  # set on purpose (docs/mcp.md: no wait): a quiet line, not advice to raise it
+                log.info("MCP server %r starts in the background (mcp.startWaitSeconds is 0)", name)
+                continue
             log.warning(
                 "MCP server %r was still starting after %g s; turns go without its tools until it is ready"
                 " (raise mcp.startWaitSeconds to wait longer)",
