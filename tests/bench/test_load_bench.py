@@ -24,3 +24,4 @@ async def test_the_load_bench_counts_every_acknowledged_message() -> None:
     # the engine's memory, read from /proc once its work was done
     assert result.rss_mb is not None and result.peak_rss_mb is not None
     assert 0 < result.rss_mb <= result.peak_rss_mb
+    assert result.own_mb is not None and 0 < result.own_mb <= result.rss_mb

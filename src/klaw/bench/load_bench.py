@@ -56,6 +56,7 @@ class LoadResult:
     embedder: str = "fake"
     rss_mb: float | None = None  # the engine's resident memory once every reply is in (None: no /proc)
     peak_rss_mb: float | None = None
+    own_mb: float | None = None  # of rss_mb, the engine's own memory (RssAnon); the rest is files mapped (klaw.db)
 
     @property
     def consistent(self) -> bool:
@@ -175,19 +176,22 @@ def _take(chat: _Chat, line: bytes, pending: InboundFrame | None) -> InboundFram
     return pending
 
 
-def _memory_mb(pid: int) -> tuple[float | None, float | None]:
-    """(resident, peak resident) of a process in MB, from /proc (None, None where there is none)."""
+def _memory_mb(pid: int) -> tuple[float | None, float | None, float | None]:
+    """(resident, peak resident, own resident) of a process in MB, from /proc (Nones where there is none).
+
+    Resident memory counts the pages of klaw.db its read connections map (decision 273): the OS's file
+    cache, which it takes back when memory is short. RssAnon is the engine's own memory beside it."""
     try:
         status = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
     except OSError:
-        return None, None
+        return None, None, None
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
 
     def mb(name: str) -> float | None:
         value = fields.get(name, "").split()
         return round(int(value[0]) / 1024, 1) if value else None
 
-    return mb("VmRSS"), mb("VmHWM")
+    return mb("VmRSS"), mb("VmHWM"), mb("RssAnon")
 
 
 def _count(database: Path, sql: str) -> int:
@@ -241,7 +245,7 @@ async def measure_load(
             await asyncio.gather(*tasks)
             elapsed = time.monotonic() - started
             await _embedded(home.database_file("klaw.db"), time.monotonic() + IDLE_TIMEOUT_S)
-            rss_mb, peak_rss_mb = _memory_mb(engine.pid)
+            rss_mb, peak_rss_mb, own_mb = _memory_mb(engine.pid)
         finally:
             for task in tasks:
                 task.cancel()
@@ -269,4 +273,5 @@ async def measure_load(
         embedder=embedder,
         rss_mb=rss_mb,
         peak_rss_mb=peak_rss_mb,
+        own_mb=own_mb,
     )
