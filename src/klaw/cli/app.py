@@ -32,7 +32,10 @@ from klaw.home_lock import running_command
 from klaw.home_privacy import restrict_umask
 
 help_flags.install()
+# Every group's help is read as Markdown (here and in each cli/*_cmd.py group): in typer's "rich" mode a
+# command's description in the list kept its docstring's line breaks and stopped mid-sentence.
 app = typer.Typer(
+    rich_markup_mode="markdown",
     name="klaw",
     help="klaw: a self-hosted personal AI agent with long-term conversational memory.",
     no_args_is_help=True,

@@ -23,7 +23,9 @@ from klaw.cli.bench_output import progress as _progress
 from klaw.cli.bench_output import stage_reporter as _stage_reporter
 from klaw.cli.bench_scale_cmd import scale
 
-app = typer.Typer(help="Benchmarks: embedder throughput, vector search latency, …", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode="markdown", help="Benchmarks: embedder throughput, vector search latency, …", no_args_is_help=True
+)
 
 
 @app.command()

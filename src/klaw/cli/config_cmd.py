@@ -17,7 +17,9 @@ from klaw.config import EngineConfig
 from klaw.config_view import ConfigOverride, config_rows, shown
 from klaw.home import KlawHome
 
-app = typer.Typer(help="Inspect the engine configuration (engine.yaml).", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode="markdown", help="Inspect the engine configuration (engine.yaml).", no_args_is_help=True
+)
 
 
 @app.command()

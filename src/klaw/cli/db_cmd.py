@@ -17,7 +17,7 @@ from klaw.home import KlawHome
 if TYPE_CHECKING:
     from klaw.store.protocol import StoreCounts
 
-app = typer.Typer(help="Inspect the database (klaw.db).", no_args_is_help=True)
+app = typer.Typer(rich_markup_mode="markdown", help="Inspect the database (klaw.db).", no_args_is_help=True)
 
 
 @app.command()

@@ -22,7 +22,9 @@ if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` load
     from klaw.memory.kept_log_files import KeptLogReport
     from klaw.store.rebuild_protocol import KeptLog
 
-app = typer.Typer(help="Inspect the conversation log (the source of truth).", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode="markdown", help="Inspect the conversation log (the source of truth).", no_args_is_help=True
+)
 
 
 @app.command()

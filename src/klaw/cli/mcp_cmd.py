@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` load
 
 DEFAULT_PORT = 8766
 
-app = typer.Typer(help="klaw and the Model Context Protocol.", no_args_is_help=True)
+app = typer.Typer(rich_markup_mode="markdown", help="klaw and the Model Context Protocol.", no_args_is_help=True)
 
 
 @app.command()

@@ -40,7 +40,9 @@ if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` load
     from klaw.store.protocol import Storage
     from klaw.store.records import ChatRef
 
-app = typer.Typer(help="Look into what klaw remembers of your conversations.", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode="markdown", help="Look into what klaw remembers of your conversations.", no_args_is_help=True
+)
 register_forget(app)  # `klaw memory forget` (cli/memory_forget_cmd.py)
 
 PREVIEW_CHARS = 80

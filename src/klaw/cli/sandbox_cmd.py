@@ -8,7 +8,9 @@ import typer
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, stdout_console
 
-app = typer.Typer(help="The sandbox code_execute runs code in (docs/sandbox.md).", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode="markdown", help="The sandbox code_execute runs code in (docs/sandbox.md).", no_args_is_help=True
+)
 
 
 @app.command()

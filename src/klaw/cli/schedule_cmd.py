@@ -21,7 +21,11 @@ if TYPE_CHECKING:
     from klaw.home import KlawHome
     from klaw.store.records import ChatRef
 
-app = typer.Typer(help="Scheduled tasks: background agent runs on a cron schedule or interval.", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode="markdown",
+    help="Scheduled tasks: background agent runs on a cron schedule or interval.",
+    no_args_is_help=True,
+)
 
 PICKUP = "A running engine picks the change up within a minute."
 

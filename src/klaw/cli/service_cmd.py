@@ -26,7 +26,11 @@ from klaw.cli.context import home_from_env, load_or_exit, stdout_console
 from klaw.cli.service_env import SERVICE_ENV, Needed, copy_values, names_in, needed, write_template
 from klaw.home import HOME_ENV_VAR, KlawHome
 
-app = typer.Typer(help="Run klaw as a systemd user service (klaw serve, restarted on failure).", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode="markdown",
+    help="Run klaw as a systemd user service (klaw serve, restarted on failure).",
+    no_args_is_help=True,
+)
 
 UNIT_NAME = "klaw.service"
 

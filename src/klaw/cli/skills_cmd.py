@@ -13,7 +13,11 @@ from klaw.cli.context import home_from_env, load_or_exit, stdout_console
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
     from klaw.tools.skills.catalogue import SkillScan
 
-app = typer.Typer(help="The agent's skills: folders under workspace/skills/ with a SKILL.md.", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode="markdown",
+    help="The agent's skills: folders under workspace/skills/ with a SKILL.md.",
+    no_args_is_help=True,
+)
 
 
 def _scan() -> tuple[SkillScan, str]:

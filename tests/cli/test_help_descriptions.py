@@ -1,0 +1,48 @@
+"""`klaw … --help` lists each command with its description as one paragraph: typer's rich mode kept the
+docstring's line breaks, so a description stopped mid-sentence and went on below ("beside a" / "numpy
+floor"), in `klaw bench --help` and every other group with a docstring longer than a line."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+from typing import Any
+
+import typer
+
+from klaw.cli.app import app
+
+
+def groups(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Every command group under `command` (typer's click groups), with the words that reach it."""
+    if not hasattr(command, "commands"):
+        return []
+    found = [(path, command)]
+    for name, sub in command.commands.items():
+        found += groups(sub, (*path, name))
+    return found
+
+
+def described(help_text: str) -> str:
+    """A command's description as the list shows it: its first paragraph on one line (Markdown's
+    backticks shown as code, not as characters)."""
+    first = inspect.cleandoc(help_text).partition("\f")[0].split("\n\n")[0]
+    return " ".join(first.split()).replace("`", "")
+
+
+def test_every_group_lists_its_commands_descriptions_on_one_line() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KLAW")} | {"COLUMNS": "1000"}
+    checked = 0
+    for path, group in groups(typer.main.get_command(app)):
+        shown = subprocess.run(
+            [sys.executable, "-m", "klaw", *path, "--help"], capture_output=True, text=True, env=env, timeout=60
+        ).stdout
+        for name, command in group.commands.items():
+            if command.hidden or "\n" not in inspect.cleandoc(command.help or "").split("\n\n")[0]:
+                continue
+            rows = [line for line in shown.splitlines() if line.strip("│ ").startswith(f"{name} ")]
+            assert any(described(command.help or "") in row for row in rows), (path, name, rows)
+            checked += 1
+    assert checked > 10  # bench's, chat's and others' descriptions span lines in their docstrings
