@@ -53,3 +53,19 @@ async def test_programs_the_model_runs_work_under_the_klaw_command(tmp_path: Pat
         if len(calls) == 2:
             assert "42" in results[1]
             assert stat.S_IMODE((home / "workspace" / "by-code.txt").stat().st_mode) == 0o600
+
+
+async def test_piped_exit_leaves_and_an_unknown_command_exits_1(tmp_path: Path) -> None:
+    """`/help` lists /exit, yet `echo /exit | klaw chat` answered "Unknown command /exit"; `echo /foo | klaw
+    chat` printed "Unknown command" on stdout and exited 0 (decision 282: now stderr and exit 1)."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = chat_env(home, model.base_url)
+        assert await piped(env, "/exit\n") == (0, "", "")
+        code, out, err = await piped(env, "/foo\n")
+        assert (code, out) == (1, ""), err
+        assert "Unknown command /foo. Type /help for the list of commands." in err
+        code, out, err = await piped(env, "/help\n")
+        assert code == 0 and "/status" in out and "/exit" in out, err
+        assert model.chat_requests == []

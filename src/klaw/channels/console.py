@@ -108,9 +108,20 @@ class ConsoleChannel:
         and repeated prompts). A tool held for approval is denied, since no one is at a terminal to
         answer; the reply goes on without it. False when the reply is an error (exit 1)."""
         chat = console_chat()
+        if text.strip().lower() in EXIT_WORDS:  # /help lists /exit: piped, it leaves as typed (decision 282)
+            return True
+        command = parse_command(text)
+        if command is not None and not self._engine.commands.knows(command.name):
+            # Said on stderr and exit 1, as an error reply is: a script's typo must not pass (decision 282).
+            said = await self._engine.commands.handle(chat, command.name, command.args)
+            self._stderr.print(Text(visible(said), style="red"), highlight=False)
+            return False
         result = await self._engine.submit(chat, text)
         if result.command_reply is not None:
-            self._console.out(self._shown(result.command_reply), highlight=False)
+            said = result.command_reply + (
+                f"\n{LEAVING_HELP}" if command is not None and command.name == "help" else ""
+            )
+            self._console.out(self._shown(said), highlight=False)
             return True
         if (note := self._over_budget(text, await self._engine.sessions.model_of(chat))) is not None:
             self._stderr.print(Text(note), highlight=False)  # stdout is the reply alone

@@ -80,6 +80,10 @@ class CommandHandler:
         if tool_listing is not None:  # /tools
             self._handlers.update(tool_listing.handlers())
 
+    def knows(self, name: str) -> bool:
+        """Whether `/name` is a command this engine answers (else `handle` says "Unknown command")."""
+        return name.lower().lstrip("/") in self._handlers
+
     async def handle(self, chat: ChatRef, name: str, args: str = "", command_id: str | None = None) -> str:
         """Run a command. `command_id` is the id a gateway gave it: a command replayed after a lost
         acknowledgement then changes nothing twice (`/new` does not close two segments)."""
