@@ -195,3 +195,11 @@ def test_config_show_piped_keeps_every_field_name_whole(tmp_path: Path) -> None:
     fields = json.loads(klaw(home, "config", "show", "--json").stdout)
     shown = klaw(home, "config", "show", env={"COLUMNS": ""}).stdout
     assert [field for field in fields if f" {field} " not in shown] == []
+
+
+def test_bench_load_refuses_more_chats_than_the_engine_takes_connections(tmp_path: Path) -> None:
+    """Each chat of `bench load` is a socket connection and the engine takes 256 (socket_limits.py): 300
+    would have had ~44 chats refused midway; it is refused before anything starts."""
+    result = klaw(tmp_path, "bench", "load", "--chats", "300")
+    assert result.returncode == 2
+    assert "--chats" in result.stderr and "250" in result.stderr

@@ -22,6 +22,7 @@ from klaw.cli.bench_output import machine, machine_console
 from klaw.cli.bench_output import progress as _progress
 from klaw.cli.bench_output import stage_reporter as _stage_reporter
 from klaw.cli.bench_scale_cmd import scale
+from klaw.engine.socket_limits import MAX_CONNECTIONS
 
 app = typer.Typer(
     rich_markup_mode="markdown", help="Benchmarks: embedder throughput, vector search latency, …", no_args_is_help=True
@@ -242,9 +243,20 @@ class LoadEmbedder(StrEnum):
     E5 = "e5"
 
 
+MAX_LOAD_CHATS = MAX_CONNECTIONS - 6
+"""A connection a chat, with room left for the bench's own observer and a person's `klaw` command."""
+
+
 @app.command()
 def load(
-    chats: Annotated[int, typer.Option(help="Chats sending at once, each on its own socket connection.")] = 50,
+    chats: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=MAX_LOAD_CHATS,
+            help="Chats sending at once, each on its own socket connection (the engine takes 256 at most).",
+        ),
+    ] = 50,
     seconds: Annotated[float, typer.Option(help="How long the chats keep sending.")] = 20.0,
     debounce_ms: Annotated[int, typer.Option("--debounce-ms", help="processing.debounceMs of the engine.")] = 0,
     kill_after: Annotated[
