@@ -56,11 +56,10 @@ async def _listing(path: Path, database: DatabaseConfig, chat_arg: str | None, p
         chat = await pick_chat(store, chat_arg)
         lines = [Text(f"{chat}", style="bold")]
         for segment in await store.segments.list(chat):
-            ended = f" – {segment.ended_at:%Y-%m-%d %H:%M}" if segment.ended_at else " (current)"
+            # The zone right after the times it belongs to: "09:00 UTC (current)", not "09:00 (current) UTC".
+            ended = f" – {segment.ended_at:%Y-%m-%d %H:%M} UTC" if segment.ended_at else " UTC (current)"
             count = await store.messages.count_in_segment(segment.id)
-            lines.append(
-                Text(f"segment {segment.id}: {segment.started_at:%Y-%m-%d %H:%M}{ended} UTC, {count} message(s)")
-            )
+            lines.append(Text(f"segment {segment.id}: {segment.started_at:%Y-%m-%d %H:%M}{ended}, {count} message(s)"))
             exchanges = await store.exchanges.for_segment(segment.id)
             rowids = [e.user_message_rowid for e in exchanges if e.user_message_rowid is not None]
             by_rowid = {m.rowid: m for m in await store.messages.by_rowids(rowids)} if rowids else {}
