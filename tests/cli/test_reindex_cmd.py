@@ -49,14 +49,20 @@ def test_reindex_rebuilds_and_reports(tmp_path: Path) -> None:
 
 
 def test_reindex_refuses_while_the_engine_listens(tmp_path: Path) -> None:
+    """Refused, it says an interrupted reindex resumes only when one was interrupted (its build is there)."""
     home = a_home(tmp_path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(str(home / "engine.sock"))
         listener.listen()
         result = klaw(home, "reindex")
+        (home / "klaw.db.reindex").write_bytes(b"")  # what an interrupted reindex leaves: its build
+        after_an_interrupted_one = klaw(home, "reindex")
     finally:
         listener.close()
     assert result.returncode == 1
     assert "engine is running" in result.stderr and "stop it" in result.stderr
+    assert "resumes" not in result.stderr and "interrupted" not in result.stderr  # nothing was interrupted
     assert not (home / "klaw.db").exists()
+    assert after_an_interrupted_one.returncode == 1
+    assert "The interrupted reindex resumes where it stopped." in " ".join(after_an_interrupted_one.stderr.split())

@@ -127,7 +127,7 @@ async def reindex(
     database untouched and the partial build in place for the next run to resume."""
     began = time.perf_counter()
     live = home.database_file(config.database.path)
-    async with _holding(home):
+    async with _holding(home, lambda: _unfinished(backend or rebuild_backend(live, config.database))):
         return await _reindex(home, config, live, began, progress, embedder, clock, keep_backup, backend)
 
 
@@ -322,18 +322,26 @@ def _ignore(_stage: ReindexStage, _done: int, _total: int) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _holding(home: KlawHome) -> AsyncIterator[None]:
-    """The home held for the whole run: no engine may start while the database is rebuilt and swapped."""
+async def _holding(home: KlawHome, unfinished: Callable[[], bool]) -> AsyncIterator[None]:
+    """The home held for the whole run: no engine may start while the database is rebuilt and swapped.
+    Refused, the answer says a reindex resumes only when an earlier one was interrupted (`unfinished`):
+    said to a person who had interrupted nothing, it read as if something had gone wrong."""
     try:
         async with holding_home(home, "klaw reindex"):
             yield
     except HomeHeldError as exc:
         if exc.holder.role not in ("", ENGINE_ROLE):
             raise ReindexError(held_message(home, exc.holder)) from None
-        raise EngineRunningError(
-            f"{held_message(home, exc.holder)}; then run 'klaw reindex' again. An interrupted reindex resumes"
-            " where it stopped."
-        ) from None
+        resumes = " The interrupted reindex resumes where it stopped." if unfinished() else ""
+        raise EngineRunningError(f"{held_message(home, exc.holder)}; then run 'klaw reindex' again.{resumes}") from None
+
+
+def _unfinished(backend: RebuildBackend) -> bool:
+    """Whether an interrupted reindex left its build (PostgreSQL: a server away says nothing of it)."""
+    try:
+        return backend.exists()
+    except StorageError:
+        return False
 
 
 async def _refuse_if_engine_runs(home: KlawHome) -> None:
