@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from typing import Annotated
 
@@ -130,6 +131,8 @@ def check() -> None:
         warn(unasked)
     for line in _approval_holds_nothing(home, loaded.config):
         warn(line)
+    for line in _skill_problems(home, loaded.config):
+        warn(line)
 
 
 async def _stored_vectors_refused(home: KlawHome, config: EngineConfig) -> str | None:
@@ -191,11 +194,27 @@ def _approval_holds_nothing(home: KlawHome, config: EngineConfig) -> list[str]:
     from klaw.store.records import ChatRef
     from klaw.tools.inventory import APPROVAL_SOURCE
 
+    # Listing the tools scans the skills, whose catalogue logs each broken one (for an engine's log): here
+    # they were `WARNING klaw.tools.skills.catalogue: …` lines; `_skill_problems` says them instead.
+    catalogue_log = logging.getLogger("klaw.tools.skills.catalogue")
+    level = catalogue_log.level
+    catalogue_log.setLevel(logging.ERROR)
     try:
         inventory = listing_without_engine(home, config, ChatRef("console", "check"), config.routing.default)
     except Exception as exc:  # a check that cannot list the tools says so; the file is still valid
         return [f"warning: tools.approval was not checked against the tools ({type(exc).__name__}: {exc})"]
+    finally:
+        catalogue_log.setLevel(level)
     return [approval_warning(row.name) for row in inventory.rows if row.source == APPROVAL_SOURCE]
+
+
+def _skill_problems(home: KlawHome, config: EngineConfig) -> list[str]:
+    """The workspace's broken skills as `klaw skills check` says them: the file stays valid (a skill
+    left out is no reason not to start), but the person learns which skill the agent will not have."""
+    from klaw.cli.skills_cmd import problem_lines
+    from klaw.tools.skills.catalogue import scan_skills
+
+    return problem_lines(scan_skills(home.skills_dir, max_bytes=config.tools.skills.max_file_bytes))
 
 
 def approval_warning(name: str) -> str:

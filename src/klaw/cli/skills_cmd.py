@@ -28,10 +28,15 @@ def _scan() -> tuple[SkillScan, str]:
     return scan_skills(home.skills_dir, max_bytes=config.tools.skills.max_file_bytes), str(home.skills_dir)
 
 
+def problem_lines(scan: SkillScan) -> list[str]:
+    """A line per skill problem: `skipped: …` for a skill left out, `warning: …` for one loaded anyway
+    (also how `klaw config check` says them)."""
+    return [f"{'skipped' if problem.severity == 'error' else 'warning'}: {problem}" for problem in scan.problems]
+
+
 def _print_problems(console: Console, scan: SkillScan) -> None:
-    for problem in scan.problems:
-        label = "skipped" if problem.severity == "error" else "warning"
-        console.print(f"{label}: {problem}", soft_wrap=True)
+    for line in problem_lines(scan):
+        console.print(line, soft_wrap=True)
 
 
 @app.command("list")

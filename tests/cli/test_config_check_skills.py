@@ -1,0 +1,22 @@
+"""`klaw config check` names a broken skill as `klaw skills check` does: the file is still valid (a skill
+left out stops nothing), but it printed the engine's log line `WARNING klaw.tools.skills.catalogue: …`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.test_cli import klaw
+
+
+def test_a_broken_skill_is_said_as_skills_check_says_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert klaw(home, "init").returncode == 0
+    skill = home / "workspace" / "skills" / "bad"
+    skill.mkdir()
+    (skill / "SKILL.md").write_text("---\nname: Bad Name\n---\nbody\n", encoding="utf-8")
+    checked = klaw(home, "config", "check")
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout == f"{home / 'engine.yaml'}: valid\n"
+    said = klaw(home, "skills", "check").stdout.splitlines()[0]
+    assert said.startswith("skipped: bad/SKILL.md: name must be")
+    assert checked.stderr.splitlines() == [said], checked.stderr  # the same line, and no log line
