@@ -96,15 +96,17 @@ def test_log_check_reports_malformed_lines_without_content(tmp_path: Path) -> No
     chat.mkdir(parents=True)
     (chat / "2026-01-01.jsonl").write_text(
         '{"id":"a","channel":"console","chat_id":"me","role":"user","type":"text","content":"hi",'
-        '"created_at":"2026-01-01T10:00:00.000Z"}\n{broken PRIVATE\n{"unfinished PRIVATE\n',
+        '"created_at":"2026-01-01T10:00:00.000Z"}\n{broken PRIVATE\n{"unfinished PRIVATE\n{"broken": \n',
         encoding="utf-8",
     )
     result = klaw(tmp_path, "log", "check")
     assert result.returncode == 1
-    assert "1 records, 2 malformed" in result.stdout
+    assert "1 records, 3 malformed" in result.stdout
     assert "2026-01-01.jsonl:2" in result.stdout
     # json's own message ends "... at" (its position follows in str()): the reason reads whole
-    assert "2026-01-01.jsonl:3: invalid JSON at column 21: Invalid control character\n" in result.stdout
+    assert "2026-01-01.jsonl:3: invalid JSON at column 2: Unterminated string starting\n" in result.stdout
+    # Where on the line it is, not the line end's position (line 2 of the JSON, column 1).
+    assert "2026-01-01.jsonl:4: invalid JSON at column 12: Expecting value\n" in result.stdout
     assert "docs/maintenance.md, 'Malformed log lines'" in result.stdout  # where the repair is explained
     assert "jsonl:2" not in result.stderr  # listed once, not again as the reader's warning
     assert "PRIVATE" not in result.stdout + result.stderr
