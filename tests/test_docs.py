@@ -55,6 +55,21 @@ def test_every_cli_command_is_in_the_readme_and_the_docs() -> None:
     assert not missing, "undocumented commands:\n" + "\n".join(missing)
 
 
+def test_every_list_of_the_benches_names_every_bench() -> None:
+    """`klaw bench vectors|scale|…` is where a person learns which benches there are: getting-started.md's
+    left out `summaries` and `sandbox` once they were added (the check above finds them elsewhere)."""
+    benches = {path.removeprefix("bench ") for path in cli_commands() if path.startswith("bench ")}
+    pages = [ROOT / "README.md", *DOCS]
+    lists = [
+        (page.name, set(found.split("|")))
+        for page in pages
+        for found in re.findall(r"klaw bench ([a-z-]+(?:\|[a-z-]+)+)", page.read_text(encoding="utf-8"))
+    ]
+    assert lists, "no `klaw bench a|b|…` list left: drop this test or point it at the new one"
+    wrong = [f"{page}: add {sorted(benches - named)}, drop {sorted(named - benches)}" for page, named in lists]
+    assert all(named == benches for _, named in lists), "\n".join(wrong)
+
+
 def test_every_slash_command_is_in_the_readme_and_the_slash_commands_page() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     page = SLASH_PAGE.read_text(encoding="utf-8")
