@@ -105,8 +105,11 @@ async def test_sign_in_chat_new_segment_and_inspect_in_chromium() -> None:
             await page.click("nav button[data-tab=memory]")
             await page.locator("#segments tbody tr").nth(1).wait_for()
             assert await page.locator("#segments tbody tr").count() == 2
+            # Numbered within the chat, newest first (decision 275); the id stays in the tooltip.
+            assert await page.locator("#segments tbody tr td:first-child").all_inner_texts() == ["2", "1"]
             await page.locator("#segments tbody tr").nth(1).click()
             await page.locator("#segment-detail td", has_text="favourite colour is teal").first.wait_for()
+            assert await page.locator("#segment-detail h2").inner_text() == "Segment 1"
             await page.fill("#search-text", "teal colour")
             await page.press("#search-text", "Enter")
             await page.locator("#search-results td", has_text="favourite colour").first.wait_for()

@@ -127,6 +127,30 @@ async def test_inspector_queries_answer_from_the_engine() -> None:
         assert (first["text"], first["score"]) == (hits[0]["text"], hits[0]["score"])
 
 
+async def test_a_chats_segments_are_numbered_from_one_whatever_other_chats_hold() -> None:
+    """Segment ids run across all chats: the page numbered a chat's first conversation 2 (decision 275)."""
+    web = RecordingChannel("web")
+    async with running_stack(channels(web)) as stack:
+        await stack.gateway.submit("web", "other", "an earlier chat about the lighthouse")
+        await web.wait_for(lambda: len(web.outbound()) == 1)
+        await stack.gateway.submit("web", "main", "my cat Miso likes tuna")
+        await web.wait_for(lambda: len(web.outbound()) == 2)
+        await stack.gateway.submit("web", "main", "/new")
+        await web.wait_for(lambda: len(web.outbound()) == 3)
+        await stack.gateway.submit("web", "main", "Miso again")
+        await web.wait_for(lambda: len(web.outbound()) == 4)
+        main = {"channel": "web", "chat_id": "main"}
+        segments = (await stack.gateway.query("segments", main))["segments"]
+        assert [s["number"] for s in segments] == [2, 1]  # newest first
+        assert segments[1]["id"] > 1  # the other chat's segment came first
+        detail = await stack.gateway.query("segment", {"segment_id": segments[1]["id"]})
+        assert detail["segment"]["number"] == 1
+        hits = (await stack.gateway.query("search", {**main, "text": "Miso"}))["hits"]
+        number_of = {s["id"]: s["number"] for s in segments}
+        assert hits and all(hit["segment_number"] == number_of[hit["segment_id"]] for hit in hits)
+        assert {hit["segment_number"] for hit in hits} == {1, 2}
+
+
 @pytest.mark.parametrize(
     ("name", "params", "message"),
     [

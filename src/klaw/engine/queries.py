@@ -73,18 +73,23 @@ class EngineQueries:
         return {"turns": [turn.to_json() for turn in self._history.turns(_chat(params))]}
 
     async def _segments(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        segments = (await self._store.segments.list(_chat(params)))[-MAX_SEGMENTS:]
+        segments = await self._store.segments.list(_chat(params))
         rows = []
-        for segment in reversed(segments):  # newest first
+        for number, segment in reversed(list(enumerate(segments, start=1))[-MAX_SEGMENTS:]):  # newest first
             rows.append(
                 {
                     "id": segment.id,
+                    "number": number,  # the chat's own count (1, 2, …): ids run across all chats
                     "started_at": segment.started_at.isoformat(),
                     "ended_at": segment.ended_at.isoformat() if segment.ended_at else None,
                     "messages": await self._store.messages.count_in_segment(segment.id),
                 }
             )
         return {"segments": rows}
+
+    async def _segment_numbers(self, chat: ChatRef) -> dict[int, int]:
+        """Each segment id of `chat` and its number within the chat, 1 for its first (decision 275)."""
+        return {segment.id: number for number, segment in enumerate(await self._store.segments.list(chat), start=1)}
 
     async def _segment(self, params: Mapping[str, Any]) -> dict[str, Any]:
         segment_id = _int(params, "segment_id", low=1)
@@ -98,6 +103,7 @@ class EngineQueries:
         return {
             "segment": {
                 "id": segment.id,
+                "number": (await self._segment_numbers(segment.chat)).get(segment.id),
                 "channel": segment.chat.channel,
                 "chat_id": segment.chat.chat_id,
                 "started_at": segment.started_at.isoformat(),
@@ -115,13 +121,14 @@ class EngineQueries:
             raise QueryError("type something to search for")
         segment = params.get("segment_id")
         segment_id = None if segment in (None, "") else _int(params, "segment_id", low=1)
-        hits = await self._search.look(
-            _chat(params), text, segment_id=segment_id, limit=_int(params, "limit", 10, 1, MAX_HITS)
-        )
+        chat = _chat(params)
+        hits = await self._search.look(chat, text, segment_id=segment_id, limit=_int(params, "limit", 10, 1, MAX_HITS))
+        numbers = await self._segment_numbers(chat) if hits else {}
         return {
             "hits": [
                 {
                     **_message(hit.message),
+                    "segment_number": numbers.get(hit.message.segment_id),
                     "score": hit.score,
                     "distance": hit.distance,
                     "fts_rank": hit.fts_rank,

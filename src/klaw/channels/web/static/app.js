@@ -298,7 +298,7 @@ async function loadSegments() {
   try {
     const { segments } = await api(`/api/segments?${chatQuery(selectedChat("memory-chat"))}`);
     const rows = segments.map((s) => el("tr", { class: "clickable", onclick: () => loadSegment(s.id) },
-      el("td", { class: "num", text: String(s.id) }), el("td", { text: fmtTime(s.started_at) }),
+      el("td", { class: "num", text: String(s.number), title: `segment id ${s.id}` }), el("td", { text: fmtTime(s.started_at) }),
       el("td", { text: s.ended_at ? fmtTime(s.ended_at) : "open" }), el("td", { class: "num", text: String(s.messages) })));
     container.replaceChildren(el("table", {}, el("thead", {}, el("tr", {}, el("th", { class: "num", text: "segment" }),
       el("th", { text: "started" }), el("th", { text: "ended" }), el("th", { class: "num", text: "messages" }))), el("tbody", {}, ...rows)));
@@ -310,7 +310,7 @@ async function loadSegment(id) {
   try {
     const data = await api(`/api/segments/${id}`);
     container.replaceChildren(
-      el("h2", { text: `Segment ${id}` }),
+      el("h2", { text: `Segment ${data.segment.number ?? id}`, title: `segment id ${id}` }),
       el("h3", { text: "Exchanges" }),
       table([["#", "num"], ["status"], ["started"], ["user"], ["reply"]],
         data.exchanges.map((e) => [[String(e.id), "num"], [e.status], [fmtTime(e.started_at)], [e.user_text ?? "", "text"], [e.reply_text ?? "", "text"]])),
@@ -330,7 +330,7 @@ async function search(text) {
     container.replaceChildren(el("h2", { text: `Search results (${hits.length})` }),
       table([["score", "num"], ["distance", "num"], ["full-text rank", "num"], ["segment", "num"], ["time"], ["role"], ["text"]],
         hits.map((h) => [[fmtNum(h.score, 4), "num"], [fmtNum(h.distance, 3), "num"], [h.fts_rank === null ? "–" : `#${h.fts_rank}`, "num"],
-          [String(h.segment_id), "num"], [fmtTime(h.created_at)], [h.role], [h.text + (h.truncated ? " …" : ""), "text"]])));
+          [String(h.segment_number ?? h.segment_id), "num"], [fmtTime(h.created_at)], [h.role], [h.text + (h.truncated ? " …" : ""), "text"]])));
   } catch (error) { showError(container, error); }
 }
 
