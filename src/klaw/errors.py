@@ -11,6 +11,8 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
 * KlawError
   - ConfigError (ValueError) ............... config_loader: engine.yaml cannot be used; where, what, how to fix
   - StrictJsonError (ValueError) ........... strict_json: not a JSON document klaw accepts
+  - YamlTooDeep ............................ yaml_syntax: lists or mappings nested too deeply (a yaml.YAMLError too)
+  - YamlBadValue ........................... yaml_syntax: a value its tag cannot be built from (a yaml.YAMLError too)
   - LanguageError (ValueError) ............. home_language: a language code klaw init cannot use
   - HomeHeldError (RuntimeError) ........... home_lock: another process holds the home (an engine, or maintenance)
   - LlmError (RuntimeError) ................ llm/errors: a model call failed (model id, base URL, status)
@@ -58,6 +60,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
     + EngineAlreadyRunningError ............ another engine serves the home
   - BufferUnavailable (RuntimeError) ....... gateway/buffer: the buffer's disk refused a message
   - EngineUnavailable (RuntimeError) ....... gateway/link: the engine is not connected
+  - TelegramTokenRefused (RuntimeError) .... channels/telegram: Telegram refused the bot token at start
   - QueryFailed (RuntimeError) ............. gateway/link: the engine refused a query
   - TurnFailed (RuntimeError) .............. library: the turn behind `Klaw.ask` failed (its error id)
   - InvalidChat (ValueError) ............... library: a `chat` argument that names no chat

@@ -23,14 +23,16 @@ from typing import Any
 
 import yaml
 
+from klaw.errors import KlawError
+
 MAX_NESTING = 64  # levels of lists/mappings: far beyond any settings file or front matter
 
 
-class YamlTooDeep(yaml.MarkedYAMLError):
+class YamlTooDeep(KlawError, yaml.MarkedYAMLError):
     """Nesting deeper than `MAX_NESTING` levels."""
 
 
-class YamlBadValue(yaml.MarkedYAMLError):
+class YamlBadValue(KlawError, yaml.MarkedYAMLError):
     """A scalar its tag (explicit or implied, like a date) cannot be built from."""
 
 
