@@ -99,3 +99,43 @@ async def test_out_of_open_files_is_one_line_and_the_page_comes_back() -> None:
     assert b"Traceback" not in log
     assert log.count(b"Too many open files") == 1, log.decode()[-3000:]
     assert b"raise the open-files limit" in log
+
+
+FAILING_TASKS = """
+import asyncio, errno, gc, logging
+from klaw import event_loop
+
+async def load_vectors():
+    raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+async def open_the_store():
+    raise OSError(errno.EMFILE, "Too many open files")
+
+async def main():
+    for job in (load_vectors, open_the_store):
+        task = asyncio.get_running_loop().create_task(job(), name=job.__name__)
+        await asyncio.sleep(0.01)
+        del task
+        gc.collect()
+
+logging.basicConfig()
+event_loop.run(main())
+"""
+
+
+async def test_a_task_failing_out_of_memory_or_files_keeps_its_traceback_and_name() -> None:
+    """Only a listener's failed accept is the one-line report: a background task that fails with ENOMEM or
+    EMFILE is logged by the loop's default handler, each with its traceback and task name, and nothing
+    advises `ulimit -n` for it. On uvloop and on asyncio's own loop."""
+    for prelude in ("", "import sys; sys.modules['uvloop'] = None\n"):
+        run = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", prelude + FAILING_TASKS, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, stderr = await run.communicate()
+        log = stderr.decode()
+        assert run.returncode == 0, log
+        assert log.count("Traceback") == 2, log
+        assert "ModuleNotFoundError" not in log, log
+        assert "load_vectors" in log and "Cannot allocate memory" in log, log
+        assert "open_the_store" in log and "Too many open files" in log, log
+        assert "ulimit" not in log, log
