@@ -29,13 +29,10 @@ import apsw
 T = TypeVar("T")
 
 READ_THREADS = 2  # the turns of two LLM slots read at once; more would only share two CPUs further
-# Readers map klaw.db into memory (SQLite maps at most the file's size): a page is then read where the
-# OS keeps it, not copied by a read() call into the connection's 2 MB page cache, where a large chat's
-# pages never stay. A vector's exact rescore walks its vec0 chunk's overflow pages to reach it: 40 of
-# those at 100k messages took ~3.5 ms of CPU through read() and ~0.7 ms mapped (decision 273). Writes
-# still go through write() (SQLite never writes through the map), and the pages mapped are the OS's
-# page cache, shared by every connection, not memory of klaw's own.
-READ_MAP_BYTES = 1 << 40
+# Readers do not map klaw.db into memory (decision 273's addendum). Mapped, a vector's exact rescore was
+# ~2.8 ms of CPU cheaper at 100k messages, but a page the file no longer holds (klaw.db cut short under
+# the engine, a failing SD card) is then a SIGBUS that kills the engine without a word, where read()
+# gives an error the query reports; and every page read counted in the engine's resident memory.
 
 
 class ReadPool:
@@ -67,7 +64,6 @@ class ReadPool:
         if connection is None:
             connection = self._connect(self._path)
             connection.execute("PRAGMA query_only = ON")
-            connection.execute(f"PRAGMA mmap_size = {READ_MAP_BYTES}").fetchall()
             self._local.connection = connection
             with self._lock:
                 self._opened.append(connection)
