@@ -25,7 +25,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
     + LlmMalformedResponseError
     + UnknownModelError (ValueError) ....... llm/catalogue: a model id that is not configured
   - WireFormatError (ValueError) ........... llm/messages: a body not in the OpenAI wire format
-  - StorageError (RuntimeError) ............ store/protocol: the store cannot do what was asked
+  - StorageError (RuntimeError) ............ store/errors: the store cannot do what was asked
     + IndexMismatchError ................... vectors of another embedder, or words of another tokenizer, are stored
     + StorageUnavailable ................... the database server cannot be reached now (worth retrying)
     + LeaseLostError ....................... store/lease_fence: a turn's write after another engine took its chat

@@ -15,8 +15,11 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from klaw.errors import KlawError
 from klaw.store.archival_records import MemoryChunk, MemoryHit
+from klaw.store.errors import IndexMismatchError as IndexMismatchError
+from klaw.store.errors import StorageError as StorageError
+from klaw.store.errors import StorageUnavailable as StorageUnavailable
+from klaw.store.errors import embedder_mismatch as embedder_mismatch
 from klaw.store.records import (
     ChatRef,
     Exchange,
@@ -31,35 +34,6 @@ from klaw.store.records import (
 )
 from klaw.store.summaries.protocol import SummaryRepository
 from klaw.store.work_protocol import ChatLeaseRepository, EmbeddingJobRepository
-
-
-class StorageError(KlawError, RuntimeError):
-    """The store cannot do what was asked; the message says why and what to do."""
-
-
-class IndexMismatchError(StorageError):
-    """Vectors of another embedder (model or dimension) are already stored in a vector table."""
-
-
-def embedder_mismatch(
-    table: str, stored: int, bound: tuple[str, int] | None, configured: tuple[str, int]
-) -> IndexMismatchError | None:
-    """The refusal to mix two embedders' vectors, or None: `table` holds `stored` vectors of the `bound`
-    (embedder id, dim) and the configured one differs. The one wording of the rule, raised by each
-    backend's `bind_embedder` at the engine's start and said by `klaw config check` before it."""
-    if bound is None or stored == 0 or tuple(bound) == tuple(configured):
-        return None
-    return IndexMismatchError(
-        f"{table} holds {stored} vectors from embedder {bound[0]!r} (dim {bound[1]}), but the configured"
-        f" embedder is {configured[0]!r} (dim {configured[1]}). Vectors of different models cannot be mixed:"
-        " run 'klaw reindex' to re-embed with the configured embedder, or set the embedder back"
-        " in engine.yaml."
-    )
-
-
-class StorageUnavailable(StorageError):
-    """The database server cannot be reached now (down, restarting, the network away): the same call may
-    well succeed later, so a message refused for it is worth sending again."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,38 @@
+"""The store's errors, and the one rule they word for two embedders' vectors.
+
+Apart from `protocol.py` (which re-exports them) so that the protocol stays the repositories' shapes;
+everything that raises or catches these imports them from either.
+"""
+
+from __future__ import annotations
+
+from klaw.errors import KlawError
+
+
+class StorageError(KlawError, RuntimeError):
+    """The store cannot do what was asked; the message says why and what to do."""
+
+
+class IndexMismatchError(StorageError):
+    """Vectors of another embedder (model or dimension) are already stored in a vector table."""
+
+
+def embedder_mismatch(
+    table: str, stored: int, bound: tuple[str, int] | None, configured: tuple[str, int]
+) -> IndexMismatchError | None:
+    """The refusal to mix two embedders' vectors, or None: `table` holds `stored` vectors of the `bound`
+    (embedder id, dim) and the configured one differs. The one wording of the rule, raised by each
+    backend's `bind_embedder` at the engine's start and said by `klaw config check` before it."""
+    if bound is None or stored == 0 or tuple(bound) == tuple(configured):
+        return None
+    return IndexMismatchError(
+        f"{table} holds {stored} vectors from embedder {bound[0]!r} (dim {bound[1]}), but the configured"
+        f" embedder is {configured[0]!r} (dim {configured[1]}). Vectors of different models cannot be mixed:"
+        " run 'klaw reindex' to re-embed with the configured embedder, or set the embedder back"
+        " in engine.yaml."
+    )
+
+
+class StorageUnavailable(StorageError):
+    """The database server cannot be reached now (down, restarting, the network away): the same call may
+    well succeed later, so a message refused for it is worth sending again."""
