@@ -56,7 +56,7 @@ class LoadResult:
     embedder: str = "fake"
     rss_mb: float | None = None  # the engine's resident memory once every reply is in (None: no /proc)
     peak_rss_mb: float | None = None
-    own_mb: float | None = None  # of rss_mb, the engine's own memory (RssAnon); the rest is files mapped (klaw.db)
+    own_mb: float | None = None  # of rss_mb, its own memory (RssAnon); the rest: files mapped
 
     @property
     def consistent(self) -> bool:
@@ -179,8 +179,8 @@ def _take(chat: _Chat, line: bytes, pending: InboundFrame | None) -> InboundFram
 def _memory_mb(pid: int) -> tuple[float | None, float | None, float | None]:
     """(resident, peak resident, own resident) of a process in MB, from /proc (Nones where there is none).
 
-    Resident memory counts the pages of klaw.db its read connections map (decision 273): the OS's file
-    cache, which it takes back when memory is short. RssAnon is the engine's own memory beside it."""
+    Resident memory counts the pages of files the engine maps (its libraries, the int8 vector copy): the
+    OS's file cache, which it takes back when memory is short. RssAnon is the engine's own memory."""
     try:
         status = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
     except OSError:

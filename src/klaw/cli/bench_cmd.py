@@ -301,7 +301,7 @@ def load(
         console.print(
             f"engine memory (embedder {result.embedder}): {result.rss_mb:.0f} MB resident once every reply was in,"
             f" peak {result.peak_rss_mb:.0f} MB"
-            + (f"; its own {result.own_mb:.0f} MB, the rest klaw.db's pages mapped" if result.own_mb else "")
+            + (f"; its own {result.own_mb:.0f} MB, the rest files it maps" if result.own_mb else "")
         )
     _emit({"machine": machine(), **asdict(result), "consistent": result.consistent}, out)
     if not result.consistent:
