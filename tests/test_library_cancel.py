@@ -54,6 +54,8 @@ async def test_an_ask_whose_turn_forget_stops_ends_with_turn_failed(tmp_path: Pa
         await asyncio.wait_for(thinking.wait(), 10)
         forgot = await agent.ask("ana", "/forget last")
         assert forgot.startswith("Stopped the turn under way in this chat, then forgot exchange 1: 1 message(s)")
-        with pytest.raises(TurnFailed, match="Stopped before answering: /forget erased this conversation turn"):
+        with pytest.raises(
+            TurnFailed, match=r"Stopped before answering: this conversation turn was forgotten \(erased\)\."
+        ):
             await asyncio.wait_for(asking, 10)
         assert await agent.history("ana") == []

@@ -28,8 +28,11 @@ from tests.memory.archive_helpers import log_text
 
 SECRET = "FORGET-WHAT-I-SENT-7731"
 CHAT = ChatRef("web", "u1")
-ERASED = "Stopped before answering: /forget erased this conversation turn."
-KEPT = "Stopped before answering: /forget was sent while this message waited for its answer; send it again for one."
+ERASED = "Stopped before answering: this conversation turn was forgotten (erased)."
+KEPT = (  # no "/forget" in it: `klaw memory forget` through the socket stops turns too
+    "Stopped before answering: something in this chat was forgotten while this message waited for its answer;"
+    " send it again for one."
+)
 DEBOUNCE_SECONDS = 1.5  # the engine's default debounce
 
 
@@ -54,6 +57,8 @@ class Running:
     async def send(self, msg_id: str, text: str) -> None:
         await self.gateway.send(InboundFrame(id=msg_id, channel=CHAT.channel, chat_id=CHAT.chat_id, text=text))
         while (frame := await self.gateway.recv()) != AckFrame(id=msg_id):  # accepted: stored and acknowledged
+            if isinstance(frame, AckFrame):
+                continue  # a command's, read after its answer
             assert isinstance(frame, OutboundFrame)
             self.early.append(frame)
 
@@ -173,3 +178,41 @@ async def test_a_turn_stopped_by_another_forget_is_told_so_and_not_answered_at_t
             assert frames[-1].text.startswith("Stopped the turn under way in this chat, then forgot exchange 1:")
             assert "an old topic" not in await r.history()
         await nothing_answered_after_a_restart(home, server, {"m-2"})
+
+
+async def test_forget_last_stops_a_message_waiting_for_the_turn_before_it_and_it_never_reaches_the_model(
+    home: KlawHome,
+) -> None:
+    """m-2's debounce ends while m-1's turn is held by the model, so m-2 waits for the chat's turn; it used
+    to run once m-1's turn was stopped: the model got the pin and the reply echoed it, erased only after."""
+    asked, released = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        asked.set()
+        await released.wait()
+
+    async with FakeOpenAiServer() as server:
+        async with running(home, server) as r:
+            server.reply_text("a slow answer", before=hold)
+            await r.send("m-1", "a slow question")
+            await r.clock.advance(DEBOUNCE_SECONDS)
+            await asyncio.wait_for(asked.wait(), 30)  # m-1's turn is under way, held by the model
+            await r.send("m-2", f"and my pin is {SECRET}")
+            await r.clock.advance(DEBOUNCE_SECONDS)  # out of its debounce: waiting for m-1's turn to end
+            assert r.engine.processor.waiting_chats == 0  # the debounce has handed m-2 to its turn
+
+            frames = await r.command("c-1", "forget", "last")
+            released.set()
+
+            notices = sorted((f.reply_to, f.kind, f.text) for f in frames[:-1])
+            assert notices == [("m-1", "error", KEPT), ("m-2", "error", ERASED)]
+            assert frames[-1].text.startswith("Stopped the turn under way in this chat, then forgot exchange 2:")
+            await r.clock.advance(10 * DEBOUNCE_SECONDS)
+            await r.send("m-3", "anything else?")  # the chat goes on; nothing of m-2 was answered before this
+            await r.clock.advance(DEBOUNCE_SECONDS)
+            later = await r.outbound_until("m-3")
+            assert [(f.reply_to, f.text) for f in later] == [("m-3", "echo: anything else?")]
+            assert all(SECRET not in str(request) for request in server.chat_requests)  # the model never saw it
+            assert SECRET not in await r.history()
+        assert SECRET not in log_text(home)
+        await nothing_answered_after_a_restart(home, server, {"m-1", "m-2"})

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from klaw.engine.stopped_turns import ERASED
 from klaw.memory.reindex import reindex
 from klaw.store.sqlite.store import SqliteStore
 from tests.engine.harness import CHAT, Harness, engine_config, running_engine
@@ -58,7 +59,7 @@ async def forget_during_the_turn(h: Harness, hangs: str) -> None:
     assert answer.startswith("Stopped the turn under way in this chat, then forgot exchange ")
     assert ("1 saved memory" in answer) == (hangs == "after memory_save")
     stopped = h.delivered[replies]
-    assert (stopped.kind, stopped.text) == ("error", "Stopped before answering: /forget erased this conversation turn.")
+    assert (stopped.kind, stopped.text) == ("error", ERASED)
     # the chat goes on: the next message is answered, and its context holds nothing of the secret
     reply = await h.turn("what did I ask you to remember?")
     assert reply.text == "echo: what did I ask you to remember?"

@@ -56,6 +56,15 @@ class Inbound:
 
 
 @dataclass(eq=False)
+class LockWait:
+    """A batch whose debounce ended, waiting for its chat's turn lock; `stopped` once `turn_stopped` took it
+    (its exchange is then closed there and its turn never runs: the model never sees it, decision 277)."""
+
+    messages: list[StoredMessage]
+    stopped: bool = False
+
+
+@dataclass(eq=False)
 class MessageProcessor:
     """`leases`: on a store several engines share, a chat's turn runs only under its lease."""
 
@@ -86,6 +95,8 @@ class MessageProcessor:
     _running: dict[ChatRef, asyncio.Task[None]] = field(default_factory=dict, init=False)  # a chat's turn under way
     _stopped: set[asyncio.Task[None]] = field(default_factory=set, init=False)  # turns `turn_stopped` cancelled
     _halted: dict[ChatRef, list[StoppedBatch]] = field(default_factory=dict, init=False)  # their batches, closed
+    # batches out of their debounce, waiting for the chat's turn lock (a turn runs): `turn_stopped` stops them too
+    _lock_waiting: dict[ChatRef, list[LockWait]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self._debouncer = Debouncer(self.config.processing.debounce_ms / 1000, self._process, self.clock)
@@ -186,11 +197,38 @@ class MessageProcessor:
         task = asyncio.current_task()
         if task is not None:
             self._turn_tasks.add(task)
-        answering = pending
+        waiting = LockWait(pending)
+        self._lock_waiting.setdefault(chat, []).append(waiting)
         try:
             # One turn at a time per chat: messages arriving mid-turn form the next turn, so replies
             # and tool-call records of a chat never interleave; across engines, under the chat's lease.
-            async with self._chat_lock(chat), self._lease(chat):
+            async with self._chat_lock(chat):
+                self._left_lock_queue(chat, waiting)
+                if waiting.stopped:
+                    return  # a `/forget` took it while it waited: closed and answered there
+                await self._process_locked(chat, pending, task)
+        finally:
+            self._left_lock_queue(chat, waiting)
+            for message in pending:
+                self._queued.discard(message.rowid)
+                self._accept_seconds.pop(message.rowid, None)
+            if task is not None:
+                self._turn_tasks.discard(task)
+
+    def _left_lock_queue(self, chat: ChatRef, waiting: LockWait) -> None:
+        queue = self._lock_waiting.get(chat, [])
+        if waiting in queue:
+            queue.remove(waiting)
+        if not queue:
+            self._lock_waiting.pop(chat, None)
+
+    async def _process_locked(
+        self, chat: ChatRef, pending: list[StoredMessage], task: asyncio.Task[None] | None
+    ) -> None:
+        """The batch's turn, under the chat's turn lock (and its lease, on a shared store)."""
+        answering = pending
+        try:
+            async with self._lease(chat):
                 if self.leases is not None:
                     answering = await self._still_unanswered(chat, pending)
                     # a later batch's messages this turn answers: not another engine's answer then
@@ -204,11 +242,9 @@ class MessageProcessor:
             if self.leases is not None:
                 await self._tell_answered_elsewhere(chat, pending, answering)
         finally:
-            for message in [*pending, *answering]:
+            for message in answering:
                 self._queued.discard(message.rowid)
                 self._accept_seconds.pop(message.rowid, None)
-            if task is not None:
-                self._turn_tasks.discard(task)
 
     async def _run_stoppable(self, chat: ChatRef, answering: list[StoredMessage], task: asyncio.Task[None]) -> None:
         """The turn, which `turn_stopped` may cancel: then its exchange is closed as failed (opened first if
@@ -228,25 +264,32 @@ class MessageProcessor:
 
     def has_under_way(self, chat: ChatRef) -> bool:
         """Whether the chat has a turn running or messages waiting for theirs (what `turn_stopped` stops)."""
-        return chat in self._running or self._debouncer.pending(chat) > 0
+        return chat in self._running or chat in self._lock_waiting or self._debouncer.pending(chat) > 0
 
     @contextlib.asynccontextmanager
     async def turn_stopped(self, chat: ChatRef) -> AsyncIterator[Stopped]:
         """The chat with nothing under way for the block: the running turn cancelled and waited for (every
-        record it was writing stored, `Ingestion.settled`), the messages in debounce taken out, each batch's
-        exchange closed as failed (stopped_turns.py); after the block each batch is told whether the block
-        erased it (`Stopped.erased`). What `/forget` does (decisions 219, 277)."""
+        record it was writing stored, `Ingestion.settled`), the batches waiting for the turn lock and the
+        messages in debounce taken out, each batch's exchange closed as failed (stopped_turns.py); after the
+        block each batch is told whether the block erased it (`Stopped.erased`). What `/forget` does
+        (decisions 219, 277)."""
         running = self._running.get(chat)
         if running is not None:
             self._stopped.add(running)
             running.cancel()
-        waiting = self._debouncer.take(chat)
+        queued = self._lock_waiting.pop(chat, [])
+        for waiting in queued:
+            waiting.stopped = True  # its turn gives the lock up at once, never reaching the model
+        batches = [w.messages for w in queued]
+        if debounced := self._debouncer.take(chat):
+            batches.append(debounced)
         async with self._chat_lock(chat):
-            if waiting:  # after the running turn's close: the last message's exchange is the latest
-                for message in waiting:
+            # after the running turn's close, oldest first: the last message's exchange is the latest
+            for batch in batches:
+                for message in batch:
                     self._queued.discard(message.rowid)
                     self._accept_seconds.pop(message.rowid, None)
-                self._halted.setdefault(chat, []).append(await close_stopped(self._reply_sink(chat, waiting)))
+                self._halted.setdefault(chat, []).append(await close_stopped(self._reply_sink(chat, batch)))
             await self.ingestion.settled()
             stopped = Stopped(self._halted.pop(chat, []))
             try:

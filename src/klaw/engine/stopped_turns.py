@@ -1,5 +1,6 @@
-"""What `/forget` stops in a chat (decision 219): the turn under way and the messages still waiting for
-theirs, each batch's exchange closed as failed, and the words each batch is answered with afterwards.
+"""What `/forget` (or `klaw memory forget` through the socket) stops in a chat (decisions 219, 277): the turn
+under way and the messages still waiting for theirs (in their debounce, or for the chat's turn lock), each
+batch's exchange closed as failed, and the words each batch is answered with afterwards.
 
 Apart from the processor, which decides when to stop; this says what a stopped batch leaves behind.
 Every message accepted before the `/forget` belongs to an exchange by the time its target is resolved,
@@ -20,8 +21,12 @@ from klaw.store.records import ChatRef
 
 log = logging.getLogger(__name__)
 
-ERASED = "Stopped before answering: /forget erased this conversation turn."
-KEPT = "Stopped before answering: /forget was sent while this message waited for its answer; send it again for one."
+# True whichever asked for the forget: `/forget` in the chat, or `klaw memory forget` through the socket.
+ERASED = "Stopped before answering: this conversation turn was forgotten (erased)."
+KEPT = (
+    "Stopped before answering: something in this chat was forgotten while this message waited for its answer;"
+    " send it again for one."
+)
 
 
 @dataclass(frozen=True)
