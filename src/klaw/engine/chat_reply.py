@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.tool_loop import LoopOutcome
+from klaw.engine.tools_used import tool_runs
 from klaw.engine.turn_runner import TurnFailure
 from klaw.memory.ingestion import Ingestion
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
@@ -71,7 +72,7 @@ class ChatReply:
                 "reply",
                 id=final.id,
                 answers=self.answers,
-                tools=outcome.tool_names,
+                tools=tool_runs(outcome.tool_names),
             )
         )
 

@@ -40,7 +40,7 @@ class Outbound:
     # a turn's reply or apology: the ids of every message its turn answered (one turn may join several,
     # asked through several engines sharing a store); `reply_to` is the last of them
     answers: tuple[str, ...] = ()
-    tools: tuple[str, ...] = ()  # a turn's reply: the tool of each call it made, in order (the web page lists them)
+    tools: tuple[str, ...] = ()  # a turn's reply: its tool calls in order, bounded (tools_used.tool_runs)
 
 
 def kept_reply(record: MessageRecord, reply_to: str | None) -> Outbound:

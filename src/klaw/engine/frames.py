@@ -14,15 +14,15 @@ into lines without letting an oversized one grow the buffer past the limit.
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 from asyncio import StreamReader
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from klaw import strict_json
+from klaw.engine.tools_used import tools_used as tools_used  # the channels' line, with the frames
 from klaw.errors import KlawError
 from klaw.message_text import LONE_SURROGATE
 from klaw.scheduling.names import SUBAGENT_CHANNEL
@@ -180,9 +180,10 @@ class OutboundFrame(_FrameModel):
     # are answered in one turn; `reply_to` is the last of them), so a caller waiting for any of them finds
     # it (`POST /api/messages?wait=`). Empty for anything else; optional like `task`.
     answers: tuple[str, ...] = ()
-    # A turn's reply: the tool of each call the turn made, in order, so a channel can say what was used
-    # (the web page lists them under the reply). Optional like `task`: a reply sent again after a restart
-    # has none, and an older gateway ignores it.
+    # A turn's reply: the tool calls the turn made, in order, so a channel can say what was used (the web
+    # page lists them under the reply): one entry per run of calls to one tool ("file_read ×2"), bounded
+    # (engine/tools_used.py: names cut, at most a dozen runs). Optional like `task`: a reply sent again
+    # after a restart has none, and an older gateway ignores it.
     tools: tuple[str, ...] = ()
 
 
@@ -391,10 +392,3 @@ async def result_for(reader: FrameReader, frame_id: str) -> ResultFrame:
 def task_label(task: str, spawned: bool) -> str:
     """How a channel heads a task's answer: a subagent's one-off run is no scheduled task (decision 249)."""
     return f"Subagent: {task}" if spawned else f"Scheduled task: {task}"
-
-
-def tools_used(names: Sequence[str]) -> str:
-    """The line a channel shows with a reply whose turn called tools: each call's tool in order, a name
-    repeated in a row counted ("Tools used: memory_search, file_read ×2"), in `klaw chat` and on the web page."""
-    runs = [(name, len(list(calls))) for name, calls in itertools.groupby(names)]
-    return "Tools used: " + ", ".join(name if count == 1 else f"{name} ×{count}" for name, count in runs)

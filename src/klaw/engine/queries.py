@@ -10,13 +10,14 @@ fits one 1 MiB frame) and JSON-ready; message text is cut to `TEXT_CHARS`. Bad p
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from klaw.engine.context_history import ContextHistory
 from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.frames import QueryFrame, task_label
 from klaw.engine.memory_settings import MemorySettings
+from klaw.engine.tools_used import tool_runs
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.protocol import Storage
 from klaw.store.records import MAX_ROW_ID, ChatRef, Exchange, MessageType, Role, StoredMessage
@@ -142,19 +143,17 @@ class EngineQueries:
         """The chat as its person saw it, oldest first: their messages and the agent's replies (text
         only: no tool results), newest segments back to the `limit`, for a page that opens or reloads.
         Each message says its segment, so a page can show where `/new` started a fresh one, a scheduled
-        task's answer names its task, and a reply names the tool of each call its turn made (`tools`,
-        in order), as the page showed them when the reply came."""
+        task's answer names its task, and a reply names its turn's tool calls (`tools`, bounded as the
+        reply frame carried them: tools_used.tool_runs), counted in the bytes like the rest."""
         limit = _int(params, "limit", HISTORY_MESSAGES, 1, MAX_MESSAGES)
         picked: list[dict[str, Any]] = []
         budget = HISTORY_BYTES
         for segment in reversed(await self._store.segments.list(_chat(params))):
             window = await self._store.messages.window(segment.id, MAX_MESSAGES)
-            reply: dict[str, Any] | None = None  # the newer reply the tool calls met (newest first) belong to
-            for message in reversed(window):
+            tools = _replies_tools(window)
+            for index in reversed(range(len(window))):
+                message = window[index]
                 record = message.record
-                if record.type is MessageType.TOOL_CALL and reply is not None:
-                    calls = (record.metadata or {}).get("tool_calls", [])
-                    reply["tools"][:0] = [str(c.get("name")) for c in calls if isinstance(c, dict)]
                 if not record.kind.is_conversation:
                     continue
                 entry = _message(message, HISTORY_TEXT_CHARS)
@@ -162,9 +161,8 @@ class EngineQueries:
                 task = metadata.get("task") if metadata.get("source") == "task" else None
                 entry["task"] = task
                 entry["task_label"] = task_label(task, metadata.get("origin") == "spawn") if task else None
-                reply = entry if record.role is Role.ASSISTANT else None
-                if reply is not None:
-                    entry["tools"] = []
+                if record.role is Role.ASSISTANT:
+                    entry["tools"] = list(tool_runs(tools.get(index, ())))
                 budget -= len(json.dumps(entry))
                 if budget < 0 or len(picked) == limit:
                     return {"messages": picked[::-1], "complete": False}
@@ -195,6 +193,23 @@ def _int(params: Mapping[str, Any], key: str, default: int | None = None, low: i
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise QueryError(f"{key} must be a whole number from {low} to {high}")
     return value
+
+
+def _replies_tools(window: Sequence[StoredMessage]) -> dict[int, list[str]]:
+    """By the index of each reply in `window` (oldest first), the tool of each call its turn made: the
+    tool calls recorded since the conversation message before it."""
+    replies: dict[int, list[str]] = {}
+    names: list[str] = []
+    for index, message in enumerate(window):
+        record = message.record
+        if record.type is MessageType.TOOL_CALL:
+            calls = (record.metadata or {}).get("tool_calls", [])
+            names += [str(call.get("name")) for call in calls if isinstance(call, dict)]
+        elif record.kind.is_conversation:
+            if record.role is Role.ASSISTANT and names:
+                replies[index] = names
+            names = []
+    return replies
 
 
 def _message(message: StoredMessage, chars: int = TEXT_CHARS) -> dict[str, Any]:

@@ -101,7 +101,7 @@ function answered(bubble) {
 }
 
 // The tool calls the reply's turn made, as klaw chat shows them ("Tools used: memory_search, file_read ×2",
-// worded by the gateway: frames.tools_used). Live replies carry the line, and so do replies in the history.
+// worded by the gateway: engine/tools_used.py). Live replies carry the line, and so do replies in the history.
 function showTools(bubble, line) {
   bubble.querySelector(".tools")?.remove();
   if (line) bubble.querySelector(".body").after(el("div", { class: "tools", text: line }));

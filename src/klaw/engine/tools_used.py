@@ -1,0 +1,38 @@
+"""The tool calls a reply names ("Tools used: current_time ×2, file_list"), bounded in one place for the
+reply frame and the `history` query alike: the model chooses the names and how many calls it makes, so
+names carried verbatim could outgrow a socket frame (a name of a megabyte, thousands of calls) and the
+answer would never arrive, or a chat's history no longer fit its answer."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+
+MAX_NAME_CHARS = 64
+"""A tool klaw offers has at most 64 characters (tools/schema.py, OpenAI's rule): a longer name is one the
+model invented, shown cut, ending in '…'."""
+MAX_RUNS = 12
+"""Runs (one tool called once or several times in a row) named; the calls after them are counted only."""
+
+
+def tool_runs(names: Iterable[str]) -> tuple[str, ...]:
+    """The calls of a turn (each call's tool, in order) as a reply carries them: a tool called several
+    times in a row once with its count ("file_read ×2"), each name cut to `MAX_NAME_CHARS`, at most
+    `MAX_RUNS` runs, then "… and N more calls". At most about a kilobyte, however the model called."""
+    runs = [(name, sum(1 for _ in calls)) for name, calls in itertools.groupby(names)]
+    shown = [_run(name, count) for name, count in runs[:MAX_RUNS]]
+    more = sum(count for _, count in runs[MAX_RUNS:])
+    if more:
+        shown.append(f"… and {more} more call{'' if more == 1 else 's'}")
+    return tuple(shown)
+
+
+def tools_used(runs: Sequence[str]) -> str:
+    """The line a channel shows with a reply whose turn called tools (`runs` from `tool_runs`), in
+    `klaw chat` above the answer and on the web page under it."""
+    return "Tools used: " + ", ".join(runs)
+
+
+def _run(name: str, count: int) -> str:
+    shown = name if len(name) <= MAX_NAME_CHARS else name[: MAX_NAME_CHARS - 1] + "…"
+    return shown if count == 1 else f"{shown} ×{count}"
