@@ -16,9 +16,11 @@ import yaml
 from klaw.config_loader import load_config
 from klaw.engine.runtime import Engine
 from klaw.home import KlawHome
+from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.store.records import ChatRef
 from tests.engine import short_socket_dir
+from tests.engine.test_forget_what_was_sent import CHAT, DEBOUNCE_SECONDS, KEPT, running
 
 KLAW = str(Path(sys.executable).with_name("klaw"))
 WEB = ChatRef("web", "main")
@@ -70,3 +72,36 @@ async def test_a_saved_memory_is_forgotten_through_the_running_engine() -> None:
                 assert "4711" not in found.content
             finally:
                 await engine.shutdown(timeout_seconds=5)
+
+
+async def test_a_turn_stopped_by_the_command_line_is_not_told_of_a_forget_typed_in_its_chat() -> None:
+    """The chat's turn under way when `klaw memory forget` arrives through the socket is stopped, as by
+    `/forget`; its message used to be told "/forget was sent while this message waited…", which nobody
+    typed in that chat."""
+    asked, released = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        asked.set()
+        await released.wait()
+
+    with short_socket_dir() as root:
+        home = KlawHome(root / "home")
+        initialise_home(home)
+        async with FakeOpenAiServer() as server, running(home, server) as r:
+            access = r.engine.memory_access
+            assert access is not None
+            saved = await access.call(CHAT, "memory_save", {"text": "the alarm code is 4711"})
+            match = re.fullmatch(r"Saved as memory ([0-9a-f]{8})\.", saved.content)
+            assert match, saved.content
+            server.reply_text("a slow answer", before=hold)
+            await r.send("m-1", "a slow question")
+            await r.clock.advance(DEBOUNCE_SECONDS)
+            await asyncio.wait_for(asked.wait(), 30)  # m-1's turn is under way, held by the model
+
+            code, said = await forget(home, "memory", match.group(1), "--chat", str(CHAT), "--yes")
+            released.set()
+
+            assert code == 0, said
+            stopped = await r.outbound_until("m-1")
+            assert [(f.kind, f.text) for f in stopped] == [("error", KEPT)]
+            assert "/forget" not in KEPT
