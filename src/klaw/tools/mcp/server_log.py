@@ -5,14 +5,19 @@ and its last words must outlive the restart (decision 252). The child writes int
 file: klaw copies what comes out into the file and, past `LOG_MAX_BYTES`, keeps only its newest
 `LOG_KEEP_BYTES`, as it does at each start. With the file given to the child directly, it was bounded
 only at the server's next start: a chatty server (a debug log, a warning per request) grew it without
-bound for as long as it ran. The copy runs in the event loop (a pipe read, a local file write); a
-child writing faster than the loop reads waits on its full pipe, as it would on a terminal.
+bound for as long as it ran. The copy runs in the event loop (a pipe read, a local file write), so it
+is bounded in rate too: past `RATE_BYTES` in a second, the rest of that second's output is read ten
+times a second in large reads and dropped, and at the second's end a line says how many bytes were
+skipped, followed by the newest few kilobytes from a line's start. A server spewing as fast as it can
+cost the engine's loop half a CPU (a 64 KB read, a write and, every half megabyte, a cut); now a few
+reads a second. The pipe is drained all the same, so the server never waits on it for long.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 from contextlib import AsyncExitStack
 from datetime import datetime
@@ -27,6 +32,14 @@ DRAIN_SECONDS = 2.0
 """At the server's end, how long what it wrote last may take to come out of the pipe (a process it
 started and left running may hold the pipe open for good)."""
 CUT_NOTE = b"[earlier output cut: the log grew past 1 MB]\n"
+RATE_BYTES = 256_000
+"""A second's output past this is skipped, but for its newest `TAIL_BYTES`."""
+TAIL_BYTES = 8_000
+SKIP_POLL_SECONDS = 0.1
+"""While skipping, how often the pipe is emptied (the reader is off: no wake-up per write)."""
+READ_BYTES = 1 << 20
+PIPE_BYTES = 1 << 20
+"""The pipe's size asked for on Linux: a second's spew waits there for the next poll, not the server."""
 
 
 def log_path(log_dir: Path, name: str) -> Path:
@@ -46,31 +59,19 @@ async def server_stderr(log_dir: Path, name: str, started: datetime | None, stac
     when = (started or datetime.now().astimezone()).isoformat(timespec="seconds")
     log.write(f"--- klaw started MCP server {name!r} at {when} ---\n".encode())  # before the child's output
     read_fd, write_fd = os.pipe()
-    loop = asyncio.get_running_loop()
-    ended: asyncio.Future[None] = loop.create_future()
     try:
-        reading = os.fdopen(read_fd, "rb", buffering=0)  # the pipe transport owns and closes it
+        os.set_blocking(read_fd, False)
+        with contextlib.suppress(OSError, AttributeError):  # Linux only, and capped by pipe-max-size
+            fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        copy = _Copy(asyncio.get_running_loop(), read_fd, log)
     except BaseException:
         os.close(read_fd)
         os.close(write_fd)
         raise
-    try:
-        transport, _ = await loop.connect_read_pipe(lambda: _Copy(log, ended), reading)
-    except BaseException:
-        reading.close()
-        os.close(write_fd)
-        raise
-    stack.push_async_callback(_drained, transport, ended)
+    stack.push_async_callback(copy.drained)
     errlog = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")  # closed by the stack
     stack.callback(errlog.close)  # first: with klaw's end closed, the pipe ends when the child's copy does
     return errlog
-
-
-async def _drained(transport: asyncio.ReadTransport, ended: asyncio.Future[None]) -> None:
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(DRAIN_SECONDS):
-            await asyncio.shield(ended)
-    transport.close()
 
 
 class _BoundedLog:
@@ -89,20 +90,109 @@ class _BoundedLog:
             self._size = keep_tail(self._fd)
 
 
-class _Copy(asyncio.Protocol):
-    """Reads the server's end of the pipe into its log."""
+class _Copy:
+    """Reads the server's end of the pipe into its log, at most `RATE_BYTES` a second (see the module)."""
 
-    def __init__(self, log: _BoundedLog, ended: asyncio.Future[None]) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, log: _BoundedLog) -> None:
+        self._loop = loop
+        self._fd = fd
         self._log = log
-        self._ended = ended
+        self._window = loop.time()
+        self._budget = RATE_BYTES
+        self._skipped = 0
+        self._tail = b""
+        self._poll: asyncio.TimerHandle | None = None
+        self._ended: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(fd, self._readable)
 
-    def data_received(self, data: bytes) -> None:
-        with contextlib.suppress(OSError):  # a full disk: the output is lost, the server itself goes on
-            self._log.write(data)
+    def _readable(self) -> None:
+        data = self._read()
+        if data is None:
+            return
+        if self._loop.time() - self._window >= 1.0:
+            self._window, self._budget = self._loop.time(), RATE_BYTES
+        if len(data) <= self._budget:
+            self._write(data)
+            self._budget -= len(data)
+            return
+        kept = data.rfind(b"\n", 0, self._budget) + 1  # the second's budget is spent: skip to its end
+        self._write(data[:kept])
+        self._skip(data[kept:])
+        self._budget = 0
+        self._loop.remove_reader(self._fd)
+        self._poll = self._loop.call_later(SKIP_POLL_SECONDS, self._skipping)
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def _skipping(self) -> None:
+        self._poll = None
+        for _ in range(2):  # about what the pipe holds: a server writing on meanwhile is not chased
+            data = self._read()
+            if not data:
+                break
+            self._skip(data)
+        if self._ended.done():
+            return
+        if self._loop.time() - self._window < 1.0:
+            self._poll = self._loop.call_later(SKIP_POLL_SECONDS, self._skipping)
+            return
+        self._note_skipped()
+        self._window, self._budget = self._loop.time(), RATE_BYTES
+        self._loop.add_reader(self._fd, self._readable)
+
+    def _read(self) -> bytes | None:
+        """The next bytes in the pipe; b"" at its end (the copy ends), None when it is empty for now."""
+        try:
+            data = os.read(self._fd, READ_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            data = b""
+        if not data:
+            self._end()
+        return data
+
+    def _skip(self, data: bytes) -> None:
+        self._skipped += len(data)
+        self._tail = (self._tail + data)[-TAIL_BYTES:]
+
+    def _note_skipped(self) -> None:
+        if not self._skipped:
+            return
+        newline = self._tail.find(b"\n")
+        tail = self._tail[newline + 1 :] if 0 <= newline < len(self._tail) - 1 else self._tail
+        note = f"[klaw skipped {self._skipped - len(tail)} bytes of output: more than {RATE_BYTES} a second]\n"
+        self._skipped, self._tail = 0, b""
+        self._write(note.encode() + tail)
+
+    def _write(self, data: bytes) -> None:
+        if data:
+            with contextlib.suppress(OSError):  # a full disk: the output is lost, the server itself goes on
+                self._log.write(data)
+
+    def _end(self) -> None:
         if not self._ended.done():
+            self._loop.remove_reader(self._fd)
             self._ended.set_result(None)
+
+    async def drained(self) -> None:
+        """At the server's end: what it wrote last comes out (within `DRAIN_SECONDS`), then the pipe closes."""
+        if self._poll is not None:
+            self._poll.cancel()
+            self._poll = None
+            self._note_skipped()
+            self._budget = 1 << 62  # its last words are kept whatever the rate
+            self._loop.add_reader(self._fd, self._readable)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(DRAIN_SECONDS):
+                await asyncio.shield(self._ended)
+        if self._poll is not None:  # the budget ran out while draining
+            self._poll.cancel()
+            self._skipping()
+            if self._poll is not None:
+                self._poll.cancel()
+        self._end()
+        self._loop.remove_reader(self._fd)
+        self._note_skipped()
+        os.close(self._fd)
 
 
 def keep_tail(fd: int) -> int:
