@@ -9,11 +9,15 @@ waiting in this engine for its `ask` gets that reply (docs/decisions/248-answere
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from datetime import datetime
 
-from klaw.engine.delivery import Outbound
+from klaw.engine.delivery import Delivery, Outbound
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, Exchange, ExchangeStatus, StoredMessage
+
+log = logging.getLogger(__name__)
 
 FAILED_ELSEWHERE = (
     "The turn that answered this message failed on another engine sharing the database; "
@@ -51,3 +55,36 @@ async def replies_elsewhere(store: Storage, chat: ChatRef, messages: Sequence[St
 
 def _closed_after(exchange: Exchange) -> bool:
     return exchange.status is not ExchangeStatus.OPEN and exchange.user_message_rowid is not None
+
+
+async def unanswered(store: Storage, chat: ChatRef) -> list[StoredMessage]:
+    """The user messages of the chat's current segment newer than the one its last closed exchange
+    answered, oldest first."""
+    segment = await store.segments.current(chat)
+    exchanges = await store.exchanges.for_segment(segment.id)
+    closed = [e.user_message_rowid or 0 for e in exchanges if e.status is not ExchangeStatus.OPEN]
+    return await store.messages.user_messages_after(segment.id, max(closed, default=0))
+
+
+async def still_unanswered(
+    store: Storage, chat: ChatRef, pending: list[StoredMessage], cutoff: datetime
+) -> list[StoredMessage]:
+    """Under the lease, what the chat's turn answers, read afresh: another engine may have answered
+    these messages before the lease came here, or accepted others (newer than `cutoff`) that join this turn."""
+    mine = {m.rowid for m in pending}
+    found = [m for m in await unanswered(store, chat) if m.rowid in mine or m.record.created_at >= cutoff]
+    # None of ours left: the others' are their engine's to answer (it waits for this lease), so this
+    # engine runs no turn whose reply nobody here asked for (decision 248).
+    return found if any(m.rowid in mine for m in found) else []
+
+
+async def pass_on_elsewhere(store: Storage, delivery: Delivery, chat: ChatRef, elsewhere: list[StoredMessage]) -> None:
+    """Messages of ours another engine's turn answered: its reply to a library caller waiting here
+    (that engine delivered it to gateways). Best effort: the reply is stored whatever happens here."""
+    if not elsewhere or not delivery.has_in_process(chat.channel):
+        return
+    try:
+        for outbound in await replies_elsewhere(store, chat, elsewhere):
+            await delivery.deliver_in_process(outbound)
+    except Exception as exc:
+        log.warning("the reply another engine gave in %s was not passed on: %s", chat, type(exc).__name__)

@@ -18,8 +18,10 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
+from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord
 
 log = logging.getLogger(__name__)
@@ -178,3 +180,22 @@ class Delivery:
         """These replies were shown (a gateway's `delivered` frame): they are not sent again at start."""
         if self._confirm is not None:
             await self._confirm(record_ids)
+
+
+async def redeliver(store: Storage, delivery: Delivery, cutoff: datetime) -> int:
+    """Send again the replies no channel confirmed (the engine stopped between closing their
+    exchange and a gateway showing them); returns how many. Each goes under its record id, so a
+    gateway that did show it shows it once. One older than `cutoff` is given up: a person who
+    waited that long has moved on, and a gateway too old to confirm must not get every reply
+    again at each start."""
+    waiting = await store.exchanges.undelivered()
+    stale = [u.reply.id for u in waiting if u.reply.created_at < cutoff]
+    await store.exchanges.mark_delivered(stale)
+    sent = 0
+    for item in waiting:
+        if item.reply.created_at >= cutoff:
+            await delivery.deliver(kept_reply(item.reply, item.reply_to))
+            sent += 1
+    if sent or stale:
+        log.warning("sending again %d reply(ies) not confirmed delivered; %d older ones given up", sent, len(stale))
+    return sent

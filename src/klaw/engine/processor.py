@@ -21,7 +21,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 
 from klaw.config import EngineConfig
-from klaw.engine.answered_elsewhere import replies_elsewhere
+from klaw.engine.answered_elsewhere import pass_on_elsewhere, still_unanswered, unanswered
 from klaw.engine.approval import PERSON_PRESENT, Waiting
 from klaw.engine.chat_leases import ChatLeases
 from klaw.engine.chat_reply import ChatReply
@@ -29,17 +29,17 @@ from klaw.engine.clock import Clock
 from klaw.engine.context_builder import BuiltContext, ContextBuilder
 from klaw.engine.context_history import ContextHistory, TurnContext
 from klaw.engine.debounce import Debouncer
-from klaw.engine.delivery import Delivery, kept_reply
+from klaw.engine.delivery import Delivery, kept_reply, redeliver
 from klaw.engine.drain_deadline import DrainDeadline
 from klaw.engine.failures import EngineStopping
 from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import LlmSlots, Priority
-from klaw.engine.stopped_turns import Stopped, StoppedBatch, close_stopped, tell_stopped
+from klaw.engine.stopped_turns import LockWait, Stopped, StoppedBatch, close_stopped, tell_stopped
 from klaw.engine.turn_runner import Turn, TurnPrompt, TurnRunner
 from klaw.engine.turn_timing import PhaseTimes
 from klaw.memory.ingestion import Ingestion
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role, StoredMessage
+from klaw.store.records import ChatRef, MessageRecord, Role, StoredMessage
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +53,6 @@ class Inbound:
     chat: ChatRef
     text: str
     id: str | None = None
-
-
-@dataclass(eq=False)
-class LockWait:
-    """A batch whose debounce ended, waiting for its chat's turn lock; `stopped` once `turn_stopped` took it
-    (its exchange is then closed there and its turn never runs: the model never sees it, decision 277)."""
-
-    messages: list[StoredMessage]
-    stopped: bool = False
 
 
 @dataclass(eq=False)
@@ -155,38 +146,15 @@ class MessageProcessor:
     async def _resume(self, chat: ChatRef, within: timedelta) -> int:
         cutoff = self.clock.now() - within
         resumed = 0
-        for message in await self._unanswered(chat):
+        for message in await unanswered(self.store, chat):
             if message.record.created_at >= cutoff and message.rowid not in self._queued:
                 self._queue(chat, message)
                 resumed += 1
         return resumed
 
-    async def _unanswered(self, chat: ChatRef) -> list[StoredMessage]:
-        """The user messages of the chat's current segment newer than the one its last closed exchange
-        answered, oldest first."""
-        segment = await self.store.segments.current(chat)
-        exchanges = await self.store.exchanges.for_segment(segment.id)
-        closed = [e.user_message_rowid or 0 for e in exchanges if e.status is not ExchangeStatus.OPEN]
-        return await self.store.messages.user_messages_after(segment.id, max(closed, default=0))
-
     async def redeliver(self, within: timedelta = RESUME_WITHIN) -> int:
-        """Send again the replies no channel confirmed (the engine stopped between closing their
-        exchange and a gateway showing them); returns how many. Each goes under its record id, so a
-        gateway that did show it shows it once. One older than `within` is given up: a person who
-        waited that long has moved on, and a gateway too old to confirm must not get every reply
-        again at each start."""
-        cutoff = self.clock.now() - within
-        waiting = await self.store.exchanges.undelivered()
-        stale = [u.reply.id for u in waiting if u.reply.created_at < cutoff]
-        await self.store.exchanges.mark_delivered(stale)
-        sent = 0
-        for item in waiting:
-            if item.reply.created_at >= cutoff:
-                await self.delivery.deliver(kept_reply(item.reply, item.reply_to))
-                sent += 1
-        if sent or stale:
-            log.warning("sending again %d reply(ies) not confirmed delivered; %d older ones given up", sent, len(stale))
-        return sent
+        """Send again the replies no channel confirmed younger than `within` (delivery.redeliver)."""
+        return await redeliver(self.store, self.delivery, self.clock.now() - within)
 
     def _queue(self, chat: ChatRef, message: StoredMessage) -> None:
         """Into the chat's debounce; remembered until its turn ends (see `resume_unanswered`)."""
@@ -230,7 +198,7 @@ class MessageProcessor:
         try:
             async with self._lease(chat):
                 if self.leases is not None:
-                    answering = await self._still_unanswered(chat, pending)
+                    answering = await still_unanswered(self.store, chat, pending, self.clock.now() - RESUME_WITHIN)
                     # a later batch's messages this turn answers: not another engine's answer then
                     self._answered_here |= {m.rowid for m in answering if m.rowid in self._queued} - {
                         m.rowid for m in pending
@@ -240,7 +208,9 @@ class MessageProcessor:
                 elif answering:
                     await self._run_turn(chat, answering)
             if self.leases is not None:
-                await self._tell_answered_elsewhere(chat, pending, answering)
+                turn = {m.rowid for m in answering} | self._answered_here
+                self._answered_here -= {m.rowid for m in pending}
+                await pass_on_elsewhere(self.store, self.delivery, chat, [m for m in pending if m.rowid not in turn])
         finally:
             for message in answering:
                 self._queued.discard(message.rowid)
@@ -296,32 +266,6 @@ class MessageProcessor:
                 yield stopped
             finally:
                 await tell_stopped(self.delivery, chat, stopped)
-
-    async def _still_unanswered(self, chat: ChatRef, pending: list[StoredMessage]) -> list[StoredMessage]:
-        """Under the lease, what the chat's turn answers, read afresh: another engine may have answered
-        these messages before the lease came here, or accepted others that join this turn."""
-        mine = {m.rowid for m in pending}
-        cutoff = self.clock.now() - RESUME_WITHIN
-        unanswered = [m for m in await self._unanswered(chat) if m.rowid in mine or m.record.created_at >= cutoff]
-        # None of ours left: the others' are their engine's to answer (it waits for this lease), so this
-        # engine runs no turn whose reply nobody here asked for (decision 248).
-        return unanswered if any(m.rowid in mine for m in unanswered) else []
-
-    async def _tell_answered_elsewhere(
-        self, chat: ChatRef, pending: list[StoredMessage], answering: list[StoredMessage]
-    ) -> None:
-        """Messages of ours another engine's turn answered: its reply to a library caller waiting here
-        (that engine delivered it to gateways). Best effort: the reply is stored whatever happens here."""
-        turn = {m.rowid for m in answering} | self._answered_here
-        elsewhere = [m for m in pending if m.rowid not in turn]
-        self._answered_here -= {m.rowid for m in pending}
-        if not elsewhere or not self.delivery.has_in_process(chat.channel):
-            return
-        try:
-            for outbound in await replies_elsewhere(self.store, chat, elsewhere):
-                await self.delivery.deliver_in_process(outbound)
-        except Exception as exc:
-            log.warning("the reply another engine gave in %s was not passed on: %s", chat, type(exc).__name__)
 
     def _lease(self, chat: ChatRef) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext() if self.leases is None else self.leases.hold(chat)

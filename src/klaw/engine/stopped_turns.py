@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from klaw.engine.chat_reply import ChatReply
 from klaw.engine.delivery import Delivery, Outbound
-from klaw.store.records import ChatRef
+from klaw.store.records import ChatRef, StoredMessage
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,15 @@ KEPT = (
     "Stopped before answering: something in this chat was forgotten while this message waited for its answer;"
     " send it again for one."
 )
+
+
+@dataclass(eq=False)
+class LockWait:
+    """A batch whose debounce ended, waiting for its chat's turn lock; `stopped` once `turn_stopped` took it
+    (its exchange is then closed there and its turn never runs: the model never sees it, decision 277)."""
+
+    messages: list[StoredMessage]
+    stopped: bool = False
 
 
 @dataclass(frozen=True)
