@@ -16,6 +16,8 @@ from klaw.engine.frames import (
     GatewayFrame,
     HelloFrame,
     InboundFrame,
+    PingFrame,
+    PongFrame,
     decode_frame,
     encode_frame,
 )
@@ -68,6 +70,8 @@ class FakeEngine:
                 decision: Decision = "silent"
                 if isinstance(frame, HelloFrame):
                     self.hellos.append(frame)
+                elif isinstance(frame, PingFrame):  # as the engine does: a gateway pings after its hello
+                    writer.write(encode_frame(PongFrame(id=frame.id)))
                 elif isinstance(frame, InboundFrame | CommandFrame):
                     self.received.append(frame)
                     decision = self.policy(frame, self.ids().count(frame.id))

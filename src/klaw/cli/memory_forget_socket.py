@@ -76,22 +76,18 @@ _ids = itertools.count(1)
 
 def _ask(home: KlawHome, params: dict[str, Any], timeout_seconds: float) -> dict[str, Any]:
     """One `forget` query on a connection of its own; a refusal (unknown id, another chat's) exits 1."""
-    from klaw.engine.frames import FrameReader, QueryFrame, encode_frame, result_for
+    from klaw.engine.frames import QueryFrame
+    from klaw.engine.one_query import EngineRefused, ask
 
-    async def ask() -> tuple[str | None, Any]:
-        frame_id = f"forget-{next(_ids)}"
-        reader, writer = await asyncio.open_unix_connection(str(home.socket_path))
-        try:
-            writer.write(encode_frame(QueryFrame(id=frame_id, query="forget", params=params)))
-            await writer.drain()
-            async with asyncio.timeout(timeout_seconds):
-                frame = await result_for(FrameReader(reader), frame_id)
-        finally:
-            writer.close()
+    async def forget() -> tuple[str | None, Any]:
+        query = QueryFrame(id=f"forget-{next(_ids)}", query="forget", params=params)
+        frame = await ask(home.socket_path, query, timeout_seconds)
         return frame.error, frame.data
 
     try:
-        error, data = asyncio.run(ask())
+        error, data = asyncio.run(forget())
+    except EngineRefused as exc:
+        fail(f"the engine running on {home.root} refused the connection: {exc}", code=1)
     except (OSError, EOFError, TimeoutError) as exc:
         fail(
             f"an engine is running on {home.root} but did not answer on {home.socket_path}"

@@ -132,19 +132,13 @@ def _changed(config: EngineConfig, inventory: ToolInventory, groups: list[str] |
 async def _ask_engine(home: KlawHome, chat: ChatRef) -> tuple[ToolInventory, list[str] | None]:
     """One `tools` query on a connection of its own (it never says hello, so no replies come to it): the
     chat's inventory, and the groups the engine's config sets for its model (None from an older engine)."""
-    from klaw.engine.frames import FrameReader, QueryFrame, encode_frame, result_for
+    from klaw.engine.frames import QueryFrame
+    from klaw.engine.one_query import ask
     from klaw.engine.tool_listing import ToolInventory
     from klaw.tools.inventory import ToolRow
 
-    reader, writer = await asyncio.open_unix_connection(str(home.socket_path))
-    try:
-        params = {"channel": chat.channel, "chat_id": chat.chat_id}
-        writer.write(encode_frame(QueryFrame(id="tools-1", query="tools", params=params)))
-        await writer.drain()
-        async with asyncio.timeout(QUERY_TIMEOUT_SECONDS):
-            frame = await result_for(FrameReader(reader), "tools-1")
-    finally:
-        writer.close()
+    params = {"channel": chat.channel, "chat_id": chat.chat_id}
+    frame = await ask(home.socket_path, QueryFrame(id="tools-1", query="tools", params=params), QUERY_TIMEOUT_SECONDS)
     if frame.error is not None:
         raise ValueError(frame.error)
     data = frame.data if isinstance(frame.data, dict) else {}
@@ -157,7 +151,9 @@ async def _ask_engine(home: KlawHome, chat: ChatRef) -> tuple[ToolInventory, lis
 
 
 def _why(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, ValueError) else type(exc).__name__
+    from klaw.engine.one_query import EngineRefused
+
+    return str(exc) if isinstance(exc, ValueError | EngineRefused) else type(exc).__name__
 
 
 def _print(listed: Listed) -> None:

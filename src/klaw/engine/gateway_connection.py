@@ -59,6 +59,13 @@ class GatewayConnection:
             self._writer.close()  # lets the frame out first, but a peer not reading would keep it open:
             asyncio.get_running_loop().call_later(DRAIN_TIMEOUT_SECONDS, self._writer.transport.abort)
 
+    def tell_and_stop_writing(self, frame: EngineFrame) -> None:
+        """Write one last frame and end this side (the peer reads it, then EOF), keeping the connection
+        open to read: for a refused peer, whose own first frame must not find it closed (socket_limits.py)."""
+        self._writer.write(encode_frame(frame))
+        if self._writer.can_write_eof():
+            self._writer.write_eof()
+
     @property
     def closing(self) -> bool:
         return self._writer.is_closing()

@@ -7,7 +7,12 @@ each sent 1 MiB without a newline held 200 MiB of the engine's memory for as lon
 open (measured: 371 → 544 MB), and any number could be opened. Now at most `MAX_CONNECTIONS` are
 open (one more is told why in an `error` frame and closed at once), and unfinished frames hold at
 most `UNFINISHED_BYTES_BUDGET` together: past it, the connections whose unfinished frame is the
-oldest are told and closed. A gateway writes a frame in one go, so its frame is never the oldest
+oldest are told and closed. A connection refused for the cap is not closed at once: its own first
+frame (a gateway's hello, a command's query), arriving on a socket already closed, reset the
+connection and the peer lost the sentence (a gateway said "lost the engine", `klaw tools`
+"ConnectionResetError"); so the engine ends its side after the sentence and reads and drops what
+the peer sends until it closes, for at most `REFUSED_LINGER_SECONDS`, `MAX_LINGERING` at once (more
+are closed at once, as before). A gateway writes a frame in one go, so its frame is never the oldest
 for long: the stalled ones go first and the others are never made to wait.
 """
 
@@ -19,6 +24,11 @@ MAX_CONNECTIONS = 256
 """Connections open at once (gateways, `klaw` commands, benchmarks); the same cap as the web page's."""
 UNFINISHED_BYTES_BUDGET = 16 << 20
 """Bytes of frames still waiting for their newline, summed over every connection (16 frames of the largest size)."""
+
+REFUSED_LINGER_SECONDS = 2.0
+"""How long a refused connection is read from (and what it sends dropped) so it can read the refusal."""
+MAX_LINGERING = 32
+"""Refused connections read from at once; past it a refused one is closed at once."""
 
 Peer = TypeVar("Peer")
 

@@ -15,6 +15,7 @@ counts, never message text.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 from pathlib import Path
@@ -28,6 +29,8 @@ from klaw.engine.outbound_routes import OutboundRoutes
 from klaw.engine.socket_file import EngineSocketError, SocketFile
 from klaw.engine.socket_limits import (
     MAX_CONNECTIONS,
+    MAX_LINGERING,
+    REFUSED_LINGER_SECONDS,
     UNFINISHED_BYTES_BUDGET,
     UnfinishedFrames,
     stalled_frame,
@@ -69,6 +72,7 @@ class EngineSocketServer:
         self._max_connections = max_connections
         self._unfinished = UnfinishedFrames[GatewayConnection](unfinished_bytes_budget)
         self._full = False  # refusing connections; logged once per spell
+        self._lingering = 0  # refused connections being read from until they close
 
     @property
     def connection_count(self) -> int:
@@ -203,8 +207,7 @@ class EngineSocketServer:
             if not self._full:
                 log.warning("refusing connections: %d are open, the limit", len(self._connections))
             self._full = True
-            conn.refuse(ErrorFrame(code="refused", message=too_many_connections(self._max_connections)))
-            await conn.wait_closed()
+            await self._refuse(conn, reader)
             return
         self._full = False
         task = asyncio.current_task()
@@ -229,6 +232,26 @@ class EngineSocketServer:
             log.exception("unexpected error serving %s", conn.name)
         finally:
             self._forget(conn)
+            conn.close()
+            await conn.wait_closed()
+
+    async def _refuse(self, conn: GatewayConnection, reader: asyncio.StreamReader) -> None:
+        """Tell a connection past the cap why; read and drop what it sends until it closes (a while at most),
+        so its first frame does not reset the connection before it read the sentence (socket_limits.py)."""
+        frame = ErrorFrame(code="refused", message=too_many_connections(self._max_connections))
+        if self._lingering >= MAX_LINGERING:
+            conn.refuse(frame)
+            await conn.wait_closed()
+            return
+        self._lingering += 1
+        try:
+            conn.tell_and_stop_writing(frame)
+            with contextlib.suppress(OSError, TimeoutError):
+                async with asyncio.timeout(REFUSED_LINGER_SECONDS):
+                    while await reader.read(1 << 16):
+                        pass
+        finally:
+            self._lingering -= 1
             conn.close()
             await conn.wait_closed()
 

@@ -5,7 +5,11 @@ the engine handles a connection's frames one after the other anyway (each is fsy
 ack), so pipelining would buy little, and stop-and-wait keeps the order exact even when a frame is
 refused and retried. A connection that fails, closes, or leaves an ack unanswered for
 `ACK_TIMEOUT_SECONDS` is dropped; reconnecting waits an exponential backoff on the injected clock
-(0.2 s doubling to 10 s, reset once a hello went through).
+(0.2 s doubling to 10 s, reset once a hello went through). A hello is through when the engine answers
+the `ping` sent right after it (the engine handles a connection's frames in order and says nothing to a
+hello itself): an engine that refuses the connection (too many open, socket_limits.py) sends an `error`
+frame and closes instead, and that is an outage in the engine's words, retried with the growing
+backoff, never "the engine is back".
 
 A frame the engine refuses with `internal` (a transient fault: shutting down, a full disk) is
 retried after a backoff, `MAX_ATTEMPTS` times, then given up with an error message to its chat; a
@@ -42,6 +46,8 @@ from klaw.engine.frames import (
     GatewayFrame,
     HelloFrame,
     OutboundFrame,
+    PingFrame,
+    PongFrame,
     QueryFrame,
     ResultFrame,
     ShutdownFrame,
@@ -57,12 +63,18 @@ log = logging.getLogger(__name__)
 ACK_TIMEOUT_SECONDS = 60.0
 QUERY_TIMEOUT_SECONDS = 15.0
 MAX_ATTEMPTS = 8
+HELLO_PING = "hello"
+"""The id of the `ping` that follows each hello: its `pong` says the engine took the connection."""
 
 Deliver = Callable[[OutboundFrame | DeltaFrame], Awaitable[None]]
 
 
 class EngineUnavailable(KlawError, RuntimeError):
     """The engine is not connected (or went away while answering); try again later."""
+
+
+class EngineRefusedConnection(EngineUnavailable):
+    """The engine refused this connection in an `error` frame (e.g. too many open); the message is its words."""
 
 
 class QueryFailed(KlawError, RuntimeError):
@@ -140,6 +152,9 @@ class EngineLink:
                 continue
             try:
                 await self._session(reader, writer)
+            except EngineRefusedConnection as exc:
+                log.info("engine refused the connection (%s)", exc)
+                self.outage.refused(str(exc))
             except (OSError, TimeoutError, EngineUnavailable) as exc:
                 log.info("engine connection lost (%s)", type(exc).__name__)
                 self.outage.lost(exc)
@@ -177,13 +192,17 @@ class EngineLink:
 
     async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
+        lines = FrameReader(reader)
         await self._send(self._hello)
+        await self._send(PingFrame(id=HELLO_PING))
+        async with asyncio.timeout(ACK_TIMEOUT_SECONDS):
+            await self._hello_answered(lines)
         self.connections += 1
         self._backoff.reset()
         self.connected.set()
         log.info("connected to the engine; %d message(s) buffered", len(self._buffer))
         self.outage.reached(len(self._buffer), first=self.connections == 1)
-        receiving = asyncio.create_task(self._receive(FrameReader(reader)))
+        receiving = asyncio.create_task(self._receive(lines))
         sending = asyncio.create_task(self._send_buffered())
         try:
             done, _ = await asyncio.wait({receiving, sending}, return_when=asyncio.FIRST_COMPLETED)
@@ -262,6 +281,22 @@ class EngineLink:
                 OutboundFrame(channel=frame.channel, chat_id=frame.chat_id, text=text, reply_to=frame.id, kind="error")
             )
 
+    async def _hello_answered(self, lines: FrameReader) -> None:
+        """Until the `pong` to the ping after hello; an `error` about the connection is a refusal."""
+        while (line := await lines.next()) is not None:
+            if isinstance(line, int) or not line.strip():
+                continue
+            try:
+                frame = decode_frame(line)
+            except FrameError:
+                continue
+            if isinstance(frame, PongFrame) and frame.id == HELLO_PING:
+                return
+            if isinstance(frame, ErrorFrame) and frame.ref is None:  # its words never quote content
+                raise EngineRefusedConnection(frame.message)
+            await self._on_frame(frame)
+        raise EngineUnavailable("the engine closed the connection")
+
     async def _receive(self, lines: FrameReader) -> None:
         while (line := await lines.next()) is not None:
             if isinstance(line, int):
@@ -300,5 +335,7 @@ class EngineLink:
                 await self._deliver(frame)
             except Exception as exc:  # a channel's failure must not cut the link
                 log.error("channel %s failed to deliver a %s: %s", frame.channel, frame.type, type(exc).__name__)
+        elif isinstance(frame, PongFrame):
+            pass  # the answer to a ping after hello that came late
         elif isinstance(frame, ShutdownFrame):
             log.info("the engine is shutting down; messages are buffered until it is back")

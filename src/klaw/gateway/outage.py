@@ -67,6 +67,10 @@ class EngineOutage:
         """A connection to the engine ended (closed, reset, an ack never came)."""
         self._open(f"lost the engine ({_why(error)}); {WAITING}")
 
+    def refused(self, words: str) -> None:
+        """The engine refused the connection in an `error` frame (too many open): its words, once an outage."""
+        self._open(f"the engine refused this gateway's connection: {words}; {WAITING}")
+
     def reached(self, buffered: int, *, first: bool) -> None:
         """A hello went through: the end of an outage, if one was said (`first`: the gateway's first hello)."""
         if self._since is None:

@@ -1,0 +1,82 @@
+"""An engine holding as many connections as it allows (a buggy local client keeps 256 open): `klaw
+gateway` says once that the engine refused it, in the engine's words, and backs off, never "the
+engine is back" until a hello is answered; `klaw tools` shows the engine's refusal sentence. Once the
+connections close, the gateway reaches the engine, said once.
+
+Real processes: `klaw engine`, `klaw gateway` (its stderr read as a person at its terminal would) and
+`klaw tools`; the held connections are this test's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+import yaml
+
+from klaw.engine.socket_limits import MAX_CONNECTIONS
+from klaw.home import KlawHome
+from klaw.home_init import initialise_home
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.engine import GatewayClient, short_socket_dir
+from tests.gateway.test_engine_killed_mid_burst import EngineProcess, write_config
+from tests.gateway.test_outage_said import Lines
+
+REFUSAL = f"the engine already has {MAX_CONNECTIONS} connections open, its limit"
+
+
+async def test_a_full_engine_is_said_in_its_words_once_and_the_gateway_backs_off() -> None:
+    with short_socket_dir() as directory:
+        home = KlawHome(directory / "home")
+        initialise_home(home)
+        async with FakeOpenAiServer() as model:
+            write_config(home, model.base_url)
+            config = yaml.safe_load(home.config_file.read_text(encoding="utf-8"))
+            config["channels"] = {"web": {"enabled": True, "port": 0}}
+            home.config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
+            engine = EngineProcess(home)
+            await engine.start()
+            held: list[GatewayClient] = []
+            gateway: asyncio.subprocess.Process | None = None
+            env = {**os.environ, "KLAW_HOME": str(home.root), "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+            try:
+                for _ in range(MAX_CONNECTIONS):
+                    held.append(await GatewayClient.connect(home.socket_path))
+                await asyncio.gather(*(client.roundtrip() for client in held))  # every one taken in
+
+                gateway = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "klaw", "gateway", env=env,
+                    stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+                )  # fmt: skip
+                assert gateway.stderr is not None
+                said = Lines(gateway.stderr)
+                refused = await said.until("refused this gateway's connection")
+                assert REFUSAL in refused and "buffer" in refused
+
+                tools = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "klaw", "tools", env=env,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                )  # fmt: skip
+                out, err = await tools.communicate()
+                listing = " ".join((out + err).decode().split())
+                assert f"did not answer: {REFUSAL}" in listing, listing
+                assert "ConnectionResetError" not in listing
+
+                await asyncio.sleep(3)  # reconnect attempts (0.2 s doubling) go by
+                for client in held:
+                    client.writer.close()
+                back = await said.until("reached the engine after")
+                assert "0 buffered message(s)" in back
+            finally:
+                for client in held:
+                    client.writer.transport.abort()
+                if gateway is not None and gateway.returncode is None:
+                    gateway.send_signal(signal.SIGTERM)
+                    await gateway.wait()
+                await engine.stop(signal.SIGTERM)
+    seen = "".join(said.seen)
+    assert seen.count("refused this gateway's connection") == 1, seen
+    assert "lost the engine" not in seen and "the engine is back" not in seen, seen
+    assert "Traceback" not in seen
