@@ -202,6 +202,10 @@ def test_config_show_piped_keeps_every_field_name_whole(tmp_path: Path) -> None:
 def test_bench_load_refuses_more_chats_than_the_engine_takes_connections(tmp_path: Path) -> None:
     """Each chat of `bench load` is a socket connection and the engine takes 256 (socket_limits.py): 300
     would have had ~44 chats refused midway; it is refused before anything starts."""
+    from klaw.cli.bench_cmd import MAX_LOAD_CHATS
+    from klaw.engine.socket_limits import MAX_CONNECTIONS
+
+    assert MAX_LOAD_CHATS < MAX_CONNECTIONS
     result = klaw(tmp_path, "bench", "load", "--chats", "300")
     assert result.returncode == 2
-    assert "--chats" in result.stderr and "250" in result.stderr
+    assert "--chats" in result.stderr and str(MAX_LOAD_CHATS) in result.stderr
