@@ -23,11 +23,12 @@ from klaw.engine.frames import (
     decode_frame,
     encode_frame,
 )
+from klaw.errors import KlawError
 
 READ_BYTES = 1 << 16
 
 
-class EngineRefused(ConnectionError):
+class EngineRefused(KlawError, ConnectionError):
     """The engine refused the connection in an `error` frame; `str()` is its sentence (what to do)."""
 
 
