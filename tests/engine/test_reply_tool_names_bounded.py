@@ -30,14 +30,14 @@ async def _turn(r: Running, server: FakeOpenAiServer, msg_id: str, calls: list[t
 async def test_a_tool_name_of_a_megabyte_is_shown_cut_and_the_answer_arrives(home: KlawHome) -> None:
     async with FakeOpenAiServer() as server, running(home, server) as r:
         tools = await _turn(r, server, "m-1", [("n" * 1_100_000, "{}"), ("n" * 1_100_000, "{}")])
-        assert tools == ("n" * (MAX_NAME_CHARS - 1) + "… ×2",)
+        assert tools == ("n" * (MAX_NAME_CHARS - 1) + "… ×2 (not offered)",)
 
 
 async def test_hundreds_of_calls_are_named_up_to_a_dozen_runs_then_counted(home: KlawHome) -> None:
     async with FakeOpenAiServer() as server, running(home, server) as r:
         calls = [("t" * 5000, "{}"), ("u" * 5000, "{}")] * 120  # 1.2 MB of names, each call a run of its own
         tools = await _turn(r, server, "m-1", calls)
-        cut = ["t" * (MAX_NAME_CHARS - 1) + "…", "u" * (MAX_NAME_CHARS - 1) + "…"]
+        cut = ["t" * (MAX_NAME_CHARS - 1) + "… (not offered)", "u" * (MAX_NAME_CHARS - 1) + "… (not offered)"]
         assert tools == (*cut * (MAX_RUNS // 2), f"… and {240 - MAX_RUNS} more calls")
         assert tools_used(tools).startswith(f"Tools used: {cut[0]}, {cut[1]}, {cut[0]}")
 
@@ -54,5 +54,5 @@ async def test_the_history_of_replies_with_huge_tool_names_still_loads_and_names
         replies = [m for m in answer.data["messages"] if m["role"] == "assistant"]
         assert [m["text"] for m in replies] == ["the answer to m-0", "the answer to m-1"]
         assert [tuple(m["tools"]) for m in replies] == live
-        assert live[1] == ("1" * (MAX_NAME_CHARS - 1) + "…", "current_time")
+        assert live[1] == ("1" * (MAX_NAME_CHARS - 1) + "… (not offered)", "current_time")
         assert answer.data["complete"] is True

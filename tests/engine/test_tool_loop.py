@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from klaw.engine.tool_loop import LoopOutcome, run_tool_loop, tool_limit_message
+from klaw.engine.tools_used import NOT_OFFERED
 from klaw.llm.errors import LlmServerError
 from klaw.llm.function_model import AgentInfo, FunctionModel, ModelFunction, call_tool, tool_calls
 from klaw.llm.messages import ChatMessage, ChatResponse
@@ -56,8 +57,8 @@ async def _loop(
     messages = [ChatMessage.system("be brief"), ChatMessage.user("what is 2 + 3?")]
     recorded: list[MessageRecord] = []
 
-    async def record(record: MessageRecord) -> None:
-        recorded.append(record)
+    async def record(records: Sequence[MessageRecord]) -> None:
+        recorded.extend(records)
 
     async def on_text(piece: str) -> None:
         assert streamed is not None
@@ -134,7 +135,8 @@ async def test_tool_failures_are_results_the_model_reads(tmp_path: Path) -> None
     outcome, model, _, recorded = await _loop(bad_calls, tmp_path)
 
     names = ("weather", "add", "add", "teleport")
-    assert outcome == LoopOutcome("sorry, no luck", ExchangeStatus.COMPLETED, rounds=2, tool_calls=4, tool_names=names)
+    not_run = ((3, NOT_OFFERED),)  # the reply's list marks it
+    assert outcome == LoopOutcome("sorry, no luck", ExchangeStatus.COMPLETED, 2, 4, names, not_run)
     seen = {m.tool_call_id: m.content or "" for m in model.calls[1].messages if m.role == "tool"}
     assert "no weather station in Atlantis" in seen["raises"]
     assert "not valid JSON" in seen["bad_json"]
@@ -201,8 +203,8 @@ async def test_a_model_error_ends_the_loop_with_what_was_done_recorded(tmp_path:
 
     recorded: list[MessageRecord] = []
 
-    async def record(record: MessageRecord) -> None:
-        recorded.append(record)
+    async def record(records: Sequence[MessageRecord]) -> None:
+        recorded.extend(records)
 
     with pytest.raises(LlmServerError):
         await run_tool_loop(

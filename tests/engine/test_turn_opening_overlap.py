@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -92,7 +92,7 @@ def _runner(tmp_path: Path) -> TurnRunner:
     )
 
 
-async def _record(record: MessageRecord) -> None:
+async def _record(records: Sequence[MessageRecord]) -> None:
     return None
 
 

@@ -131,6 +131,13 @@ class ToolsConfig(Section):
         " (decision 185). A scheduled task's run has nobody to ask: these tools are denied there unless the task"
         " was created allowing them.",
     )
+    max_calls_per_response: int = Field(
+        default=32,
+        ge=1,
+        le=1000,
+        description="Most tool calls run from one model answer; each call past them gets a result saying it was"
+        " not run and why, and the model goes on (decision 284).",
+    )
     approval_timeout_seconds: float = Field(
         default=300.0, gt=0, le=86_400, description="No answer to an approval question within this time: denied."
     )

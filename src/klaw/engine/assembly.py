@@ -190,6 +190,7 @@ async def assemble(
         workspace=home.workspace,
         clock=clock,
         max_rounds=config.processing.max_tool_call_rounds,
+        max_calls=config.tools.max_calls_per_response,
         approvals=approvals,
     )
     sessions = SessionManager(router.catalogue, memory.store, memory.ingestion, clock)

@@ -72,7 +72,7 @@ class ChatReply:
                 "reply",
                 id=final.id,
                 answers=self.answers,
-                tools=tool_runs(outcome.tool_names),
+                tools=tool_runs(outcome.tool_names, dict(outcome.not_run)),
             )
         )
 

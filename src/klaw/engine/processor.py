@@ -312,7 +312,7 @@ class MessageProcessor:
             label=f"turn of chat {chat}",
             chat=chat,
             context=context,
-            record=self.ingestion.accept,
+            record=self.ingestion.accept_together,
             sink=sink,
             on_text=self.delivery.delta_sink(chat, sink.reply_to),
             timings=timings,

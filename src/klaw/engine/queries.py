@@ -162,7 +162,7 @@ class EngineQueries:
                 entry["task"] = task
                 entry["task_label"] = task_label(task, metadata.get("origin") == "spawn") if task else None
                 if record.role is Role.ASSISTANT:
-                    entry["tools"] = list(tool_runs(tools.get(index, ())))
+                    entry["tools"] = list(tool_runs(*tools.get(index, ((), None))))
                 budget -= len(json.dumps(entry))
                 if budget < 0 or len(picked) == limit:
                     return {"messages": picked[::-1], "complete": False}
@@ -195,20 +195,28 @@ def _int(params: Mapping[str, Any], key: str, default: int | None = None, low: i
     return value
 
 
-def _replies_tools(window: Sequence[StoredMessage]) -> dict[int, list[str]]:
-    """By the index of each reply in `window` (oldest first), the tool of each call its turn made: the
-    tool calls recorded since the conversation message before it."""
-    replies: dict[int, list[str]] = {}
+def _replies_tools(window: Sequence[StoredMessage]) -> dict[int, tuple[list[str], dict[int, str]]]:
+    """By the index of each reply in `window` (oldest first), the tool of each call its turn made (the
+    tool calls recorded since the conversation message before it) and why a call was not run, by its
+    place among them (the `not_run` of its result)."""
+    replies: dict[int, tuple[list[str], dict[int, str]]] = {}
     names: list[str] = []
+    places: dict[str, int] = {}
+    not_run: dict[int, str] = {}
     for index, message in enumerate(window):
         record = message.record
+        metadata = record.metadata or {}
         if record.type is MessageType.TOOL_CALL:
-            calls = (record.metadata or {}).get("tool_calls", [])
-            names += [str(call.get("name")) for call in calls if isinstance(call, dict)]
+            calls = [call for call in metadata.get("tool_calls", []) if isinstance(call, dict)]
+            places.update((str(call.get("id")), len(names) + n) for n, call in enumerate(calls))
+            names += [str(call.get("name")) for call in calls]
+        elif record.type is MessageType.TOOL_RESULT and isinstance(why := metadata.get("not_run"), str):
+            if (place := places.get(str(metadata.get("tool_call_id")))) is not None:
+                not_run[place] = why
         elif record.kind.is_conversation:
             if record.role is Role.ASSISTANT and names:
-                replies[index] = names
-            names = []
+                replies[index] = (names, not_run)
+            names, places, not_run = [], {}, {}
     return replies
 
 

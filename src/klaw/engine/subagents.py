@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -188,7 +188,12 @@ class SubagentRunner:
         # Nobody answers approval questions in a run: a held tool runs only if the task allows it.
         approval = ApprovalScope(ask=False, allowed=frozenset(request.allowed_tools))
         turn = Turn(
-            label=f"run of task {name}", chat=chat, context=context, record=self.append, sink=sink, approval=approval
+            label=f"run of task {name}",
+            chat=chat,
+            context=context,
+            record=self.append_many,
+            sink=sink,
+            approval=approval,
         )
         async with self.slots.hold(Priority.SUBAGENT):
             with calling_for("subagent"):
@@ -219,6 +224,10 @@ class SubagentRunner:
     async def append(self, record: MessageRecord) -> None:
         """The task's log only: subagent messages never enter a chat's window or the database."""
         await self.conversation_log.append(record)
+
+    async def append_many(self, records: Sequence[MessageRecord]) -> None:
+        """`append` for records written together (a round's tool results): one write."""
+        await self.conversation_log.append_many(records)
 
 
 def _reason(failure: TurnFailure) -> str:

@@ -9,6 +9,12 @@ passed on as they arrive (a channel showing the reply as it is written); the out
 A call of a tool the person must approve (engine/approval.py) waits for `approve` first; one not
 approved never reaches the registry, its result says why, and its record names the decision.
 
+One answer runs at most `max_calls` of its calls (tools.maxCallsPerResponse, decision 284): an answer of
+thousands (a model run wild, or steered by an injected instruction) once took over ten seconds to run
+and filled the chat's history. The first `max_calls` run; each of the rest gets a result saying it was
+not run and why, so every call keeps its result (providers reject a call without one) and the model
+can go on. A round's results are recorded together, one log write for all of them.
+
 One rule decides what a call may reach: only the tools this run was offered (`tools`, its context's:
 the model's groups, less what a task's run is not offered). A call to any other tool, registered or
 not, gets the "unknown tool" error listing the offered ones (decision 258), so no tool needs to refuse
@@ -22,8 +28,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from klaw.engine.approval import Verdict
+from klaw.engine.tools_used import NOT_OFFERED, OVER_LIMIT
 from klaw.engine.transcript import tool_calls_metadata
 from klaw.llm.messages import ChatMessage, ChatResponse, ToolCall, ToolSpec
 from klaw.llm.protocol import ChatModel, StreamAccumulator
@@ -33,8 +41,10 @@ from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolContext
 
 Approver = Callable[[ToolCall], Awaitable[Verdict | None]]  # None: not held; else what became of it
-Recorder = Callable[[MessageRecord], Awaitable[object]]  # ingestion (chats), or a task's log (subagents)
+# Records written together, in one log write: ingestion (chats), or a task's log (subagents).
+Recorder = Callable[[Sequence[MessageRecord]], Awaitable[object]]
 TextSink = Callable[[str], Awaitable[None]]
+DEFAULT_MAX_CALLS = 32  # tools.maxCallsPerResponse's default
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,8 @@ class LoopOutcome:
     rounds: int
     tool_calls: int
     tool_names: tuple[str, ...] = ()  # each call's tool, in the order made: a channel lists them with the reply
+    # (index in tool_names, why that call was not run: tools_used.NOT_OFFERED or OVER_LIMIT), for the list's marks
+    not_run: tuple[tuple[int, str], ...] = ()
 
 
 def tool_limit_message(limit: int) -> str:
@@ -51,6 +63,14 @@ def tool_limit_message(limit: int) -> str:
         f"I stopped after {limit} rounds of tool calls without reaching an answer "
         f"(the limit is processing.maxToolCallRounds = {limit} in engine.yaml). "
         "Ask me to continue, or break the request into smaller steps."
+    )
+
+
+def not_run_message(asked: int, limit: int) -> str:
+    """The result of each call past the first `limit` of an answer that asked for `asked`."""
+    return (
+        f"Not run: this answer asked for {asked} tool calls and klaw runs at most {limit} from one answer"
+        f" (tools.maxCallsPerResponse in engine.yaml). The first {limit} ran; ask again for what is still needed."
     )
 
 
@@ -67,46 +87,55 @@ async def run_tool_loop(
     now: Callable[[], datetime],
     on_text: TextSink | None = None,
     approve: Approver | None = None,
+    max_calls: int = DEFAULT_MAX_CALLS,
 ) -> LoopOutcome:
     """Run the loop on `messages` (extended in place); returns the final text and status. The model may
-    call the tools `tools` offers it, and no other."""
+    call the tools `tools` offers it, and no other, at most `max_calls` of them from one answer."""
     names: list[str] = []
+    not_run: list[tuple[int, str]] = []
+
+    def outcome(text: str, status: ExchangeStatus, rounds: int) -> LoopOutcome:
+        return LoopOutcome(text, status, rounds, len(names), tuple(names), tuple(not_run))
+
     for round_number in range(1, max_rounds + 1):
         response = await _ask(model, messages, tools, on_text)
         if not response.tool_calls:
-            return LoopOutcome(response.content or "", ExchangeStatus.COMPLETED, round_number, len(names), tuple(names))
+            return outcome(response.content or "", ExchangeStatus.COMPLETED, round_number)
         calls = list(response.tool_calls)
+        first = len(names)
         names += [call.name for call in calls]
         messages.append(ChatMessage.assistant(response.content, calls))
-        await record(
-            MessageRecord(
-                chat,
-                Role.ASSISTANT,
-                response.content or "",
-                type=MessageType.TOOL_CALL,
-                metadata=tool_calls_metadata(calls),
-                created_at=now(),
-            )
-        )
+        metadata = tool_calls_metadata(calls)
+        await record([_record(chat, Role.ASSISTANT, response.content or "", MessageType.TOOL_CALL, metadata, now)])
         offered = [spec.name for spec in tools]  # what this run's context offered, and all it may call
-        results = await asyncio.gather(*(_run(call, registry, tool_context, approve, offered) for call in calls))
-        for result, decision in results:
+        within = calls[:max_calls]
+        ran = await asyncio.gather(*(_run(call, registry, tool_context, approve, offered) for call in within))
+        over = [_over_limit(call, len(calls), max_calls) for call in calls[max_calls:]]
+        results: list[MessageRecord] = []
+        for index, (result, decision, why) in enumerate([*ran, *over], first):
             messages.append(ChatMessage.tool(result.call_id, result.content, name=result.name))
-            metadata: dict[str, object] = {"tool_call_id": result.call_id, "name": result.name}
-            metadata["is_error"] = result.is_error
+            metadata = {"tool_call_id": result.call_id, "name": result.name, "is_error": result.is_error}
             if decision is not None:
                 metadata["approval"] = decision
-            await record(
-                MessageRecord(
-                    chat,
-                    Role.TOOL,
-                    result.content,
-                    type=MessageType.TOOL_RESULT,
-                    metadata=metadata,
-                    created_at=now(),
-                )
-            )
-    return LoopOutcome(tool_limit_message(max_rounds), ExchangeStatus.TOOL_LIMIT, max_rounds, len(names), tuple(names))
+            if why is not None:
+                metadata["not_run"] = why
+                not_run.append((index, why))
+            results.append(_record(chat, Role.TOOL, result.content, MessageType.TOOL_RESULT, metadata, now))
+        await record(results)
+    return outcome(tool_limit_message(max_rounds), ExchangeStatus.TOOL_LIMIT, max_rounds)
+
+
+def _record(
+    chat: ChatRef, role: Role, text: str, kind: MessageType, metadata: dict[str, Any], now: Callable[[], datetime]
+) -> MessageRecord:
+    return MessageRecord(chat, role, text, type=kind, metadata=metadata, created_at=now())
+
+
+Run = tuple[ToolResult, str | None, str | None]  # the result, the approval decision's name, why it was not run
+
+
+def _over_limit(call: ToolCall, asked: int, limit: int) -> Run:
+    return ToolResult(call.id, call.name, not_run_message(asked, limit), is_error=True), None, OVER_LIMIT
 
 
 async def _run(
@@ -115,20 +144,20 @@ async def _run(
     context: ToolContext,
     approve: Approver | None,
     offered: Sequence[str],
-) -> tuple[ToolResult, str | None]:
+) -> Run:
     """One call, approved first if it is held; with the decision's name for its record (None: not held).
     A call to a tool this run was not `offered` (another model's, one a task's run is not offered, one no
-    one has) gets the unknown-tool error naming the `offered` ones, and a call no tool could run (bad
-    arguments) its error, both without asking anyone."""
+    one has) gets the unknown-tool error naming the `offered` ones, marked NOT_OFFERED, and a call no tool
+    could run (bad arguments) its error, both without asking anyone."""
     if (unoffered := registry.not_offered(call, offered)) is not None:
-        return unoffered, None
+        return unoffered, None, NOT_OFFERED
     if approve is not None and (refused := registry.refuse(call)) is not None:
-        return refused, None
+        return refused, None, None
     verdict = await approve(call) if approve is not None else None
     if verdict is not None and not verdict.approved:
-        return ToolResult(call.id, call.name, verdict.message, is_error=True), verdict.decision.value
+        return ToolResult(call.id, call.name, verdict.message, is_error=True), verdict.decision.value, None
     result = await registry.execute(call, context)
-    return result, None if verdict is None else verdict.decision.value
+    return result, None if verdict is None else verdict.decision.value, None
 
 
 async def _ask(

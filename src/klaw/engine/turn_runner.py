@@ -32,7 +32,7 @@ from typing import Protocol
 from klaw.engine.approval import NOBODY, ApprovalGate, ApprovalScope, Verdict, Waiting
 from klaw.engine.clock import Clock
 from klaw.engine.failures import is_disk_full
-from klaw.engine.tool_loop import LoopOutcome, Recorder, TextSink, run_tool_loop
+from klaw.engine.tool_loop import DEFAULT_MAX_CALLS, LoopOutcome, Recorder, TextSink, run_tool_loop
 from klaw.engine.turn_timing import PhaseTimes
 from klaw.llm.errors import LlmError
 from klaw.llm.messages import ChatMessage, ToolCall, ToolSpec
@@ -127,6 +127,7 @@ class TurnRunner:
     workspace: Path
     clock: Clock
     max_rounds: int
+    max_calls: int = DEFAULT_MAX_CALLS  # of one model answer (tools.maxCallsPerResponse)
     approvals: ApprovalGate | None = None
 
     async def run(self, turn: Turn) -> LoopOutcome | TurnFailure:
@@ -148,6 +149,7 @@ class TurnRunner:
                             chat=turn.chat, workspace=self.workspace, extras={"clock": self.clock}
                         ),
                         max_rounds=self.max_rounds,
+                        max_calls=self.max_calls,
                         chat=turn.chat,
                         record=turn.record,
                         now=self.clock.now,
