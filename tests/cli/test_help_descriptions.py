@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import subprocess
 import sys
 from typing import Any
@@ -46,3 +47,18 @@ def test_every_group_lists_its_commands_descriptions_on_one_line() -> None:
             assert any(described(command.help or "") in row for row in rows), (path, name, rows)
             checked += 1
     assert checked > 10  # bench's, chat's and others' descriptions span lines in their docstrings
+
+
+def test_no_help_text_has_markdown_emphasis_that_would_hide_its_characters() -> None:
+    """Help is rendered as Markdown (`rich_markup_mode="markdown"`): a `*word*` or `_word_` outside
+    backticks would show as emphasis and lose its characters (a glob `*.md`, an env name `_X_`). Such
+    text belongs in backticks, where it is shown as written."""
+    emphasis = re.compile(r"(?<![\w*])([*_]{1,2})(?=\S)(.+?)(?<=\S)\1(?![\w*])")
+    found: list[tuple[str, str]] = []
+    for path, group in groups(typer.main.get_command(app)):
+        for name, command in [("", group), *group.commands.items()]:
+            texts = [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]
+            for text in texts:
+                bare = re.sub(r"`[^`]*`", "", text)
+                found += [(" ".join((*path, name)), m.group(0)) for m in emphasis.finditer(bare)]
+    assert not found, found
