@@ -50,7 +50,12 @@ class ChatLeases:
     async def hold(self, chat: ChatRef) -> AsyncIterator[None]:
         """The chat's lease for the block: waits while another engine holds it (its turn runs there),
         released at the end. One engine takes a chat's lease once at a time (the processor's chat lock)."""
-        generation = await self._acquire(chat)
+        try:
+            generation = await self._acquire(chat)
+        except asyncio.CancelledError:  # a `/forget` stopped the turn waiting (decision 286): a take cut
+            with contextlib.suppress(StorageError):  # off mid-way may have landed; give it back at once
+                await self._repository.release(chat, self.holder)
+            raise
         self._held.add(chat)
         try:
             with fenced(LeaseFence(chat, self.holder, generation)):  # the block's writes need the lease
@@ -59,6 +64,10 @@ class ChatLeases:
             self._held.discard(chat)
             with contextlib.suppress(StorageError):  # unreleased, it expires
                 await self._repository.release(chat, self.holder)
+
+    async def forgotten_after(self, chat: ChatRef, rowid: int) -> bool:
+        """Whether any engine stored a forget in the chat after the message `rowid` (decision 286)."""
+        return await self._repository.forgotten_after(chat, rowid)
 
     async def _acquire(self, chat: ChatRef) -> int:
         """Poll: the holder is another process, which can signal nothing here. The lease's generation."""

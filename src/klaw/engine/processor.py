@@ -34,7 +34,15 @@ from klaw.engine.drain_deadline import DrainDeadline
 from klaw.engine.failures import EngineStopping
 from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import LlmSlots, Priority
-from klaw.engine.stopped_turns import LockWait, Stopped, StoppedBatch, close_stopped, tell_stopped
+from klaw.engine.stopped_turns import (
+    Batch,
+    LockWait,
+    Stopped,
+    StoppedBatch,
+    close_stopped,
+    forget_checkpoint,
+    tell_stopped,
+)
 from klaw.engine.turn_runner import Turn, TurnPrompt, TurnRunner
 from klaw.engine.turn_timing import PhaseTimes
 from klaw.memory.ingestion import Ingestion
@@ -194,43 +202,46 @@ class MessageProcessor:
         self, chat: ChatRef, pending: list[StoredMessage], task: asyncio.Task[None] | None
     ) -> None:
         """The batch's turn, under the chat's turn lock (and its lease, on a shared store)."""
-        answering = pending
+        batch = Batch(pending)
         try:
-            async with self._lease(chat):
-                if self.leases is not None:
-                    answering = await still_unanswered(self.store, chat, pending, self.clock.now() - RESUME_WITHIN)
-                    # a later batch's messages this turn answers: not another engine's answer then
-                    self._answered_here |= {m.rowid for m in answering if m.rowid in self._queued} - {
-                        m.rowid for m in pending
-                    }
-                if answering and task is not None:
-                    await self._run_stoppable(chat, answering, task)
-                elif answering:
-                    await self._run_turn(chat, answering)
+            await self._run_stoppable(chat, batch, task)
             if self.leases is not None:
-                turn = {m.rowid for m in answering} | self._answered_here
+                turn = {m.rowid for m in batch.answering} | self._answered_here
                 self._answered_here -= {m.rowid for m in pending}
                 await pass_on_elsewhere(self.store, self.delivery, chat, [m for m in pending if m.rowid not in turn])
         finally:
-            for message in answering:
+            for message in batch.answering:
                 self._queued.discard(message.rowid)
                 self._accept_seconds.pop(message.rowid, None)
 
-    async def _run_stoppable(self, chat: ChatRef, answering: list[StoredMessage], task: asyncio.Task[None]) -> None:
-        """The turn, which `turn_stopped` may cancel: then its exchange is closed as failed (opened first if
-        it was not yet) and its messages wait, with `turn_stopped`, for the `/forget` to say what became of them."""
-        self._running[chat] = task
-        sink = self._reply_sink(chat, answering)
+    async def _run_stoppable(self, chat: ChatRef, batch: Batch, task: asyncio.Task[None] | None) -> None:
+        """The turn, which `turn_stopped` may cancel once it holds the chat's turn lock, its lease's wait too
+        (decision 286): its exchange then closed as failed (opened first if need be), to be told by the forget."""
+        if task is not None:
+            self._running[chat] = task
         try:
-            await self._run_turn(chat, answering, sink)
+            async with self._lease(chat):
+                if self.leases is not None:
+                    since = self.clock.now() - RESUME_WITHIN
+                    batch.answering = await still_unanswered(self.store, chat, batch.pending, since)
+                    # a later batch's messages this turn answers: not another engine's answer then
+                    later = {m.rowid for m in batch.answering if m.rowid in self._queued}
+                    self._answered_here |= later - {m.rowid for m in batch.pending}
+                if batch.answering:
+                    batch.sink = self._reply_sink(chat, batch.answering)
+                    await self._run_turn(chat, batch.answering, batch.sink)
+                self._running.pop(chat, None)  # answered: not stopped while its lease is given back
         except asyncio.CancelledError:
-            if task not in self._stopped:
+            if task is None or task not in self._stopped:
                 raise  # a shutdown past its deadline
             task.uncancel()
-            self._halted.setdefault(chat, []).append(await close_stopped(sink))
+            if batch.answering:  # empty: another engine answered them all
+                sink = batch.sink or self._reply_sink(chat, batch.answering)
+                self._halted.setdefault(chat, []).append(await close_stopped(sink))
         finally:
-            del self._running[chat]
-            self._stopped.discard(task)
+            self._running.pop(chat, None)
+            if task is not None:
+                self._stopped.discard(task)
 
     def has_under_way(self, chat: ChatRef) -> bool:
         """Whether the chat has a turn running or messages waiting for theirs (what `turn_stopped` stops)."""
@@ -282,9 +293,9 @@ class MessageProcessor:
         answers = tuple(m.record.id for m in pending)
         return ChatReply(self.ingestion, self.delivery, self.clock, chat, reply_to=answers[-1], answers=answers)
 
-    async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage], sink: ChatReply | None = None) -> None:
-        """The chat's turn through the shared runner: its context, ingestion as recorder, this chat as sink."""
-        sink = sink or self._reply_sink(chat, pending)
+    async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage], sink: ChatReply) -> None:
+        """The chat's turn through the shared runner: its context, ingestion as recorder, this chat as sink;
+        on a shared store, stopped by a forget any engine stores meanwhile (decision 286)."""
         # Accepting the messages (log fsync + row) happened before the turn: it is part of its cost.
         timings = PhaseTimes()
         timings.add("accept", sum(self._accept_seconds.get(m.rowid, 0.0) for m in pending))
@@ -319,6 +330,7 @@ class MessageProcessor:
             approval=PERSON_PRESENT,  # a held tool asks this chat's person
             model_slot=self._model_slot,
             begin_alongside_context=True,  # the exchange's opening is a control record no layer reads
+            checkpoint=forget_checkpoint(self.leases, self.store, chat, pending, sink.reply_to),
         )
         await self.turns.run(turn)
 

@@ -13,10 +13,14 @@ as answered). The answer says whether the forget erased the message or only stop
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from klaw.engine.chat_leases import ChatLeases
 from klaw.engine.chat_reply import ChatReply
 from klaw.engine.delivery import Delivery, Outbound
+from klaw.engine.turn_runner import TurnStopped
+from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, StoredMessage
 
 log = logging.getLogger(__name__)
@@ -36,6 +40,19 @@ class LockWait:
 
     messages: list[StoredMessage]
     stopped: bool = False
+
+
+@dataclass(eq=False)
+class Batch:
+    """A batch's turn: its messages, those it answers (on a shared store, less those another engine
+    answered) and its sink once made: what a stop closes."""
+
+    pending: list[StoredMessage]
+    answering: list[StoredMessage] = field(init=False)
+    sink: ChatReply | None = None
+
+    def __post_init__(self) -> None:
+        self.answering = self.pending
 
 
 @dataclass(frozen=True)
@@ -75,3 +92,22 @@ async def tell_stopped(delivery: Delivery, chat: ChatRef, stopped: Stopped) -> N
             await delivery.deliver(Outbound(chat, text, batch.answers[-1], "error", answers=batch.answers))
         except Exception as exc:
             log.error("telling chat %s its turn was stopped failed: %s", chat, type(exc).__name__)
+
+
+def forget_checkpoint(
+    leases: ChatLeases | None, store: Storage, chat: ChatRef, batch: Sequence[StoredMessage], reply_to: str
+) -> Callable[[], Awaitable[None]] | None:
+    """A turn's `Turn.checkpoint` on a store several engines share (decision 286): a forget stored in the
+    chat after the batch's first message, by any engine, stops the turn before its next model call or its
+    reply, told as this engine's `/forget` tells it (erased, when the message `reply_to` is gone): another
+    engine's `/forget` cannot cancel this turn, so the turn asks the store both share."""
+    if leases is None:
+        return None  # one engine: its `/forget` cancels the turn itself (`MessageProcessor.turn_stopped`)
+    since = min(message.rowid for message in batch)
+
+    async def checkpoint() -> None:
+        if await leases.forgotten_after(chat, since):
+            erased = await store.messages.get(reply_to) is None
+            raise TurnStopped(ERASED if erased else KEPT)
+
+    return checkpoint

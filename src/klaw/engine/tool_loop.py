@@ -88,9 +88,12 @@ async def run_tool_loop(
     on_text: TextSink | None = None,
     approve: Approver | None = None,
     max_calls: int = DEFAULT_MAX_CALLS,
+    checkpoint: Callable[[], Awaitable[None]] | None = None,
 ) -> LoopOutcome:
     """Run the loop on `messages` (extended in place); returns the final text and status. The model may
-    call the tools `tools` offers it, and no other, at most `max_calls` of them from one answer."""
+    call the tools `tools` offers it, and no other, at most `max_calls` of them from one answer.
+    `checkpoint` is awaited before each model call, after each answer and after each round's tools,
+    before anything of them is recorded or returned: it raises to stop the turn there."""
     names: list[str] = []
     not_run: list[tuple[int, str]] = []
 
@@ -98,7 +101,11 @@ async def run_tool_loop(
         return LoopOutcome(text, status, rounds, len(names), tuple(names), tuple(not_run))
 
     for round_number in range(1, max_rounds + 1):
+        if checkpoint is not None:
+            await checkpoint()
         response = await _ask(model, messages, tools, on_text)
+        if checkpoint is not None:
+            await checkpoint()
         if not response.tool_calls:
             return outcome(response.content or "", ExchangeStatus.COMPLETED, round_number)
         calls = list(response.tool_calls)
@@ -110,6 +117,8 @@ async def run_tool_loop(
         offered = [spec.name for spec in tools]  # what this run's context offered, and all it may call
         within = calls[:max_calls]
         ran = await asyncio.gather(*(_run(call, registry, tool_context, approve, offered) for call in within))
+        if checkpoint is not None:
+            await checkpoint()
         over = [_over_limit(call, len(calls), max_calls) for call in calls[max_calls:]]
         results: list[MessageRecord] = []
         for index, (result, decision, why) in enumerate([*ran, *over], first):

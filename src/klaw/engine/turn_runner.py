@@ -54,6 +54,12 @@ class TurnPrompt:
     model: str
 
 
+class TurnStopped(Exception):
+    """A turn its `Turn.checkpoint` stopped before its next model call or its reply: the chat had something
+    forgotten on another engine sharing the store (decision 286). Its text is what the person reads, the
+    same words a turn stopped by this engine's `/forget` gets (engine/stopped_turns.py); never content."""
+
+
 @dataclass(frozen=True)
 class TurnFailure:
     """A turn that ended in an exception: its id (in the log and in what the person reads) and the error."""
@@ -66,7 +72,9 @@ class TurnFailure:
         return type(self.error).__name__
 
     def apology(self) -> str:
-        """What the person reads: short, with the id to find the log lines by."""
+        """What the person reads: short, with the id to find the log lines by (a stopped turn: why only)."""
+        if isinstance(self.error, TurnStopped):
+            return str(self.error)
         if isinstance(self.error, LlmError):
             return f"Sorry, I could not answer: {self.error} (error {self.error_id})"
         if is_disk_full(self.error):
@@ -109,6 +117,9 @@ class Turn:
     # The sink's begin may run while the context is built (it writes nothing the context reads: a chat
     # turn's exchange opening). A task run's begin writes its request into the log its context reads.
     begin_alongside_context: bool = False
+    # Awaited before each model call and before a model's answer is recorded; raises `TurnStopped` when the
+    # turn must not go on (a chat turn on a store several engines share: a forget there, decision 286).
+    checkpoint: Callable[[], Awaitable[None]] | None = None
 
 
 ModelFor = Callable[[str], ChatModel]
@@ -155,6 +166,7 @@ class TurnRunner:
                         now=self.clock.now,
                         on_text=turn.on_text,
                         approve=self._approver(turn, while_asking),
+                        checkpoint=turn.checkpoint,
                     )
             with timed("reply"):
                 await turn.sink.finish(outcome)
@@ -227,6 +239,9 @@ def log_failure(label: str, failure: TurnFailure) -> None:
     error = failure.error
     if isinstance(error, LlmError):  # expected weather: the model's state, not a bug in klaw
         log.warning("%s failed: %s (error %s)", label, failure.kind, failure.error_id)
+        return
+    if isinstance(error, TurnStopped):  # a forget on another engine: no fault, the person is told why
+        log.info("%s stopped: something in its chat was forgotten (error %s)", label, failure.error_id)
         return
     if isinstance(error, LeaseLostError):  # the engine stalled past its lease: another one answers
         log.warning("%s abandoned: %s (error %s)", label, error, failure.error_id)

@@ -79,6 +79,11 @@ class ChatLeaseRepository(Protocol):
 
     async def release(self, chat: ChatRef, holder: str) -> None: ...
 
+    async def forgotten_after(self, chat: ChatRef, rowid: int) -> bool:
+        """Whether a forget (`/forget`, `klaw memory forget`, on any engine) was stored in the chat after
+        the message whose row is `rowid`: a turn answering that message must not go on (decision 286)."""
+        ...
+
     async def release_all(self, holder: str) -> None: ...
 
     async def unserved(self, since: datetime, until: datetime, holder: str) -> list[ChatRef]:

@@ -15,7 +15,7 @@ from datetime import datetime
 from klaw.store.lease_fence import LeaseFence
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import PostgresDatabase, execute, fetch_all, fetch_one
-from klaw.store.records import ChatRef, to_millis
+from klaw.store.records import ChatRef, MessageType, to_millis
 from klaw.store.shared.record_kinds import user_message_sql
 
 
@@ -66,6 +66,17 @@ class PostgresLeases:
     async def release_all(self, holder: str) -> None:
         async with self._db.transaction() as connection:
             await execute(connection, "DELETE FROM chat_leases WHERE holder = %s", (holder,))
+
+    async def forgotten_after(self, chat: ChatRef, rowid: int) -> bool:
+        """Whether a forget was stored in the chat after the message `rowid` (its tombstone's row is later):
+        one index probe (`messages_by_chat_type`), made before each of a turn's model calls (decision 286)."""
+        found = await self._chats.value(
+            self._db,
+            chat,
+            "SELECT EXISTS (SELECT 1 FROM messages WHERE chat = %s AND type = %s AND rowid > %s)",
+            lambda key: (key, MessageType.FORGET.value, rowid),
+        )
+        return bool(found)
 
     async def unserved(self, since: datetime, until: datetime, holder: str) -> list[ChatRef]:
         """Chats with a person's message created between `since` and `until` that no exchange answered
