@@ -55,8 +55,9 @@ Approve = Callable[[ChatRef, str], Awaitable[bool]]  # (chat, the question as a 
 @dataclass(frozen=True, slots=True)
 class AgentMessage:
     """A message the agent sent on its own, answering no `ask`: a subagent's or a scheduled task's
-    answer (`task` names it), a notice (a run that failed), the reply of a turn resumed after a
-    restart, or of an `ask` that was cancelled. `kind` is `reply`, `notice` or `error`, as a channel would show it."""
+    answer (`task` names it), a notice (a run that failed; an `ask` over the model's budget, decision
+    285), the reply of a turn resumed after a restart, or of an `ask` that was cancelled. `kind` is
+    `reply`, `notice` or `error`, as a channel would show it."""
 
     chat: ChatRef
     text: str

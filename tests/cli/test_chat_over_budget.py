@@ -1,7 +1,8 @@
 """A message alone over the model's context budget (a newcomer pasted 58 KB into `klaw chat` on an
 8192-token model): it goes to the model far over budget, and the screen only said "(klaw logged a
 warning: see …)". Now the person is told, on screen, the estimate against the budget and to put long
-text in a workspace file; a piped run says it on stderr (stdout stays the reply alone)."""
+text in a workspace file; a piped run says it on stderr (stdout stays the reply alone). The engine says it,
+as a notice in the chat, the same on every channel (tests/channels/test_over_budget_said_everywhere.py)."""
 
 from __future__ import annotations
 

@@ -123,8 +123,6 @@ class ConsoleChannel:
             )
             self._console.out(self._shown(said), highlight=False)
             return True
-        if (note := self._over_budget(text, await self._engine.sessions.model_of(chat))) is not None:
-            self._stderr.print(Text(note), highlight=False)  # stdout is the reply alone
         while True:
             reply = await self._next_reply_to(result.message_id)
             if reply.approval is None:
@@ -168,8 +166,6 @@ class ConsoleChannel:
             self._console.print(Text(visible(said), style="cyan"), highlight=False)
             return
         model = await self._engine.sessions.model_of(chat)
-        if (note := self._over_budget(text, model)) is not None:
-            self._console.print(Text(note, style="yellow"), highlight=False)
         timeout = self._engine.config.model(model).timeout_seconds
         while True:
             with self._console.status("thinking…", spinner="dots") as status, self._keys.watching():
@@ -204,9 +200,6 @@ class ConsoleChannel:
                 return reply
             self._show_arrival(reply)
 
-    def _over_budget(self, text: str, model: str) -> str | None:
-        return self._engine.message_over_budget(text, model)
-
     def show_pending(self) -> None:
         """Print replies that arrived after the prompt closed: a person who pressed Ctrl-C while the
         model was thinking still sees the answer the engine finished during its shutdown."""
@@ -228,6 +221,8 @@ class ConsoleChannel:
             self._console.print(Text(visible(tools_used(reply.tools)), style="dim"), highlight=False)
         if reply.kind == "error":
             self._console.print(Text(visible(reply.text), style="red"), highlight=False)
+        elif reply.kind == "notice" and not self._console.is_terminal:  # stdout is the reply alone
+            self._stderr.print(Text(visible(reply.text)), highlight=False)
         elif not self._console.is_terminal:  # piped: as the model wrote it, as the reply itself (Markdown pads)
             self._console.out(self._shown(reply.text), highlight=False)
         else:

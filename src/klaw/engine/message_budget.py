@@ -1,7 +1,11 @@
 """What to tell a person whose message alone is over the model's context budget (a 58 KB paste to an
 8192-token model): it goes to the model far over budget, which cuts it or fails, and the screen only
 said "(klaw logged a warning: see …)". The sentence gives the estimate against the budget (the context
-builder's, with its safety margin) and the way out: a workspace file the agent reads in parts."""
+builder's, with its safety margin) and the way out: a workspace file the agent reads in parts.
+
+The engine says it in the chat, as a notice, when the turn's context is built and before the model is
+asked (engine/processor.py): the same words on the web page, on Telegram and in `klaw chat` (decision
+285). Before, only `klaw chat` said it, from its own check; the other channels only logged a warning."""
 
 from __future__ import annotations
 
@@ -12,14 +16,18 @@ from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.tokens import approximate_token_count
 
 
-def over_budget_note(text: str, model: str, catalogue: ModelCatalogue, workspace: Path) -> str | None:
-    """The note when `text` alone is over `model`'s budget, else None."""
+def over_budget_note(
+    text: str, model: str, catalogue: ModelCatalogue, workspace: Path, messages: int = 1
+) -> str | None:
+    """The note when `text` alone (the turn's `messages`, joined as the context builder joins them) is
+    over `model`'s budget, else None."""
     tokens = approximate_token_count(text) + MESSAGE_OVERHEAD_TOKENS
     budget = int(catalogue.context_budget(model) * SAFETY_MARGIN)
     if tokens <= budget:
         return None
+    these = "This message is" if messages == 1 else f"These {messages} messages are"
     return (
-        f"This message is ~{_thousands(tokens)} tokens, over the {_thousands(budget)}-token budget of {model}"
+        f"{these} ~{_thousands(tokens)} tokens, over the {_thousands(budget)}-token budget of {model}"
         " (its contextBudget, less a 10% margin): the model gets it far over budget and may cut it short or"
         f" fail. For long text, save it as a file in the workspace ({workspace}) and ask about the file:"
         " the agent reads it in parts (file_read)."

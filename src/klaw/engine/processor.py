@@ -29,7 +29,7 @@ from klaw.engine.clock import Clock
 from klaw.engine.context_builder import BuiltContext, ContextBuilder
 from klaw.engine.context_history import ContextHistory, TurnContext
 from klaw.engine.debounce import Debouncer
-from klaw.engine.delivery import Delivery, kept_reply, redeliver
+from klaw.engine.delivery import Delivery, Outbound, kept_reply, redeliver
 from klaw.engine.drain_deadline import DrainDeadline
 from klaw.engine.failures import EngineStopping
 from klaw.engine.sessions import SessionManager
@@ -80,6 +80,9 @@ class MessageProcessor:
     leases: ChatLeases | None = None
     # an accepted message's vector started before its turn needs it (assembly.prepare_vector)
     prepare_vector: Callable[[MessageRecord], None] | None = None
+    # (the turn's messages joined, their count, the model) → what to tell the person when they alone are
+    # over the model's budget (engine/message_budget.py), said in the chat before the model is asked
+    over_budget: Callable[[str, int, str], str | None] = lambda _text, _count, _model: None
     last_context: dict[ChatRef, BuiltContext] = field(default_factory=dict, init=False)
     # the last turns per chat, for the web inspector
     context_history: ContextHistory = field(default_factory=ContextHistory, init=False)
@@ -303,6 +306,9 @@ class MessageProcessor:
         async def context() -> TurnPrompt:
             with timings.phase("context.session"):
                 session = await self.sessions.get_or_create(chat)
+            joined = "\n".join(m.content for m in pending)  # as the context builder joins them
+            if (note := self.over_budget(joined, len(pending), session.model)) is not None:
+                await self.delivery.deliver(Outbound(chat, note, None, "notice"))
             built = await self.context_builder.build(session, pending)
             timings.merge(built.timings, "context.")
             self.last_context[chat] = built

@@ -31,7 +31,6 @@ from klaw.engine.frames import CommandFrame, DeliveredFrame, InboundFrame
 from klaw.engine.full_text_upkeep import FullTextUpkeep
 from klaw.engine.memory_access import MemoryAccess
 from klaw.engine.memory_parts import memory_services
-from klaw.engine.message_budget import over_budget_note
 from klaw.engine.processor import Inbound
 from klaw.engine.queries import EngineQueries
 from klaw.engine.scheduler_loop import Scheduler
@@ -177,10 +176,6 @@ class Engine:
         if self.scheduler is None:
             return True
         return await self.scheduler.runner.drain(timeout_seconds, self._deadline)
-
-    def message_over_budget(self, text: str, model: str) -> str | None:
-        """What to tell the person when `text` alone is over `model`'s context budget (message_budget.py)."""
-        return over_budget_note(text, model, self.commands.catalogue, self.home.workspace)
 
     def quit_at_once(self) -> None:
         """End the shutdown's wait for the turns in flight now (a second Ctrl-C): they are cancelled as at
