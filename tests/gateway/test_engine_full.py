@@ -1,7 +1,8 @@
 """An engine holding as many connections as it allows (a buggy local client keeps 256 open): `klaw
 gateway` says once that the engine refused it, in the engine's words, and backs off, never "the
-engine is back" until a hello is answered; `klaw tools` shows the engine's refusal sentence. Once the
-connections close, the gateway reaches the engine, said once.
+engine is back" until a hello is answered; `klaw tools` and `klaw mcp serve`'s link show the engine's
+refusal sentence (not "start the engine"). Once the connections close, the gateway reaches the engine,
+said once.
 
 Real processes: `klaw engine`, `klaw gateway` (its stderr read as a person at its terminal would) and
 `klaw tools`; the held connections are this test's.
@@ -15,12 +16,15 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from klaw.engine.socket_limits import MAX_CONNECTIONS
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
+from klaw.mcp_server.memory_link import MemoryUnavailable, SocketMemory
+from klaw.store.records import ChatRef
 from tests.engine import GatewayClient, short_socket_dir
 from tests.gateway.test_engine_killed_mid_burst import EngineProcess, write_config
 from tests.gateway.test_outage_said import Lines
@@ -63,6 +67,11 @@ async def test_a_full_engine_is_said_in_its_words_once_and_the_gateway_backs_off
                 listing = " ".join((out + err).decode().split())
                 assert f"did not answer: {REFUSAL}" in listing, listing
                 assert "ConnectionResetError" not in listing
+
+                link = SocketMemory(home, ChatRef("web", "main"))  # `klaw mcp serve`'s way to the engine
+                with pytest.raises(MemoryUnavailable, match=f"refused this MCP server's connection: {REFUSAL}"):
+                    await link.call("memory_search", {"query": "anything"})
+                await link.aclose()
 
                 await asyncio.sleep(3)  # reconnect attempts (0.2 s doubling) go by
                 for client in held:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from klaw.engine.frames import (
     MAX_FRAME_BYTES,
+    EngineRefused,
     ErrorFrame,
     FrameError,
     QueryFrame,
@@ -23,13 +24,10 @@ from klaw.engine.frames import (
     decode_frame,
     encode_frame,
 )
-from klaw.errors import KlawError
+
+__all__ = ["EngineRefused", "ask"]
 
 READ_BYTES = 1 << 16
-
-
-class EngineRefused(KlawError, ConnectionError):
-    """The engine refused the connection in an `error` frame; `str()` is its sentence (what to do)."""
 
 
 async def ask(path: Path, query: QueryFrame, timeout_seconds: float) -> ResultFrame:

@@ -15,7 +15,7 @@ import contextlib
 import itertools
 from typing import Any, Protocol
 
-from klaw.engine.frames import FrameReader, QueryFrame, encode_frame, result_for
+from klaw.engine.frames import EngineRefused, FrameReader, QueryFrame, encode_frame, result_for
 from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.library import Klaw
@@ -56,6 +56,9 @@ class SocketMemory:
         async with self._lock:
             try:
                 data = await self._ask(params)
+            except EngineRefused as exc:
+                await self._drop()
+                raise MemoryUnavailable(f"klaw's engine refused this MCP server's connection: {exc}") from None
             except (OSError, EOFError, TimeoutError):
                 await self._drop()  # the engine restarted, or the connection went stale: once more
                 try:
