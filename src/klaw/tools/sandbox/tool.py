@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 from contextlib import suppress
 from pathlib import Path
 from typing import Annotated, Literal
@@ -53,7 +54,9 @@ def code_execute_tool(backend: SandboxBackend, config: SandboxConfig, read_only:
             raise ToolRefusal("the code holds a NUL character, which no interpreter accepts")
         seconds = min(timeout_seconds or config.timeout_seconds, config.max_timeout_seconds)
         private_dirs(context.workspace)
-        await asyncio.to_thread(_make_folders, context.workspace, read_only)
+        replaceable = await asyncio.to_thread(_guard_read_only, context.workspace, read_only)
+        if replaceable:
+            raise ToolRefusal(replaceable_message(replaceable))
         wait = max(1, MAX_CALL_SECONDS - seconds)  # the engine cancels a call after 60 s, waiting included
         try:
             async with slots.turn(context.chat, wait):
@@ -71,17 +74,42 @@ def code_execute_tool(backend: SandboxBackend, config: SandboxConfig, read_only:
     return code_execute
 
 
-def _make_folders(workspace: Path, read_only: tuple[str, ...]) -> None:
+def _guard_read_only(workspace: Path, read_only: tuple[str, ...]) -> list[str]:
     """Make each read-only folder (skills/) missing from the workspace (0700), so that it is mounted
-    read-only: else code could make it and put a skill there."""
+    read-only: else code could make it and put a skill there. Returns what code could replace all the
+    same, each as "NAME is …": a read-only entry that is a symlink (no mount can hold a symlink in place:
+    the bind lands on its target, and code unlinks the link and puts its own file or folder there), or
+    not of its kind (a folder named SOUL.md, a file named skills). Decision 286."""
     root = open_directory(workspace.resolve())
+    found = []
     try:
         for entry in read_only:
-            if entry.endswith("/"):
-                with suppress(FileExistsError):  # there already (or a file or symlink: left as it is)
-                    private_dir_at(entry.rstrip("/"), root)
+            name, folder = entry.rstrip("/"), entry.endswith("/")
+            if folder:
+                with suppress(FileExistsError):  # there already (a folder, or what is judged below)
+                    private_dir_at(name, root)
+            try:
+                mode = os.stat(name, dir_fd=root, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                continue  # a prompt file the person deleted (decision 279)
+            if stat.S_ISLNK(mode):
+                found.append(f"{name} is a symlink")
+            elif not (stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode)):
+                found.append(f"{name} is not a {'folder' if folder else 'regular file'}")
     finally:
         os.close(root)
+    return found
+
+
+def replaceable_message(replaceable: list[str]) -> str:
+    """Why code did not run while a protected entry is one code could replace, and what the person can do."""
+    return (
+        f"the code did not run: in the workspace, {'; '.join(replaceable)}, which code run in the sandbox could"
+        " replace with its own (only a real file or folder can be mounted read-only); the prompt files and"
+        " skills/ go into every turn of every chat, so code may not change them (tools.allowPromptEdits in"
+        " engine.yaml allows it). Tell the person: put the file or folder itself in the workspace in its place"
+        " (a symlink's target moved there), or set tools.allowPromptEdits: true, and code_execute runs again."
+    )
 
 
 def describe(outcome: ProcessOutcome, changes: Changes, *, capped: bool = False) -> str:
