@@ -29,7 +29,7 @@ from klaw.engine.context_builder import ContextBuilder
 from klaw.engine.delivery import Delivery, Sink
 from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.memory_parts import Memory, memory_services, open_memory, prepare_vector
-from klaw.engine.message_budget import over_budget_note
+from klaw.engine.message_budget import turn_note
 from klaw.engine.processor import RESUME_WITHIN, MessageProcessor
 from klaw.engine.scheduler_assembly import assemble_scheduler
 from klaw.engine.scheduler_loop import Scheduler
@@ -208,7 +208,7 @@ async def assemble(
         clock=clock,
         leases=leases,
         prepare_vector=prepare_vector(config, memory),
-        over_budget=lambda text, count, model: over_budget_note(text, model, router.catalogue, home.workspace, count),
+        over_budget=lambda pending, model: turn_note(pending, model, router.catalogue, home.workspace),
     )
     stack.callback(processor.abandon)  # a failure after resume: its timers go; shutdown has drained them
     summarizer = SummarizerService(

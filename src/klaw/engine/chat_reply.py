@@ -19,7 +19,8 @@ from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role
 @dataclass(eq=False)
 class ChatReply:
     """A chat turn's sink: the exchange opened and closed by log records (store/exchange_records.py, so
-    a database rebuilt from the log has the same exchanges), the reply or the apology delivered."""
+    a database rebuilt from the log has the same exchanges), the reply or the apology delivered, and a
+    note before them (the messages over the model's budget: engine/message_budget.py)."""
 
     ingestion: Ingestion
     delivery: Delivery
@@ -36,6 +37,11 @@ class ChatReply:
         exchange_id = await self.ingestion.store.exchanges.reserve_id()
         record = self._opening = exchange_open_record(self.chat, self.reply_to, self.clock.now(), exchange_id)
         self._opened = (await self.ingestion.accept(record)).record
+
+    async def note(self, text: str | None) -> None:
+        """A notice in the chat while the turn goes on, answering no message (None: nothing to say)."""
+        if text is not None:
+            await self.delivery.deliver(Outbound(self.chat, text, None, "notice"))
 
     async def stopped(self) -> MessageRecord:
         """For a turn `/forget` stopped (decision 219): its exchange closed as failed, so its messages count

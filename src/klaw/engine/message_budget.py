@@ -9,11 +9,24 @@ asked (engine/processor.py): the same words on the web page, on Telegram and in 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from klaw.engine.context_builder import MESSAGE_OVERHEAD_TOKENS, SAFETY_MARGIN
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.tokens import approximate_token_count
+from klaw.store.records import StoredMessage
+
+OverBudget = Callable[[Sequence[StoredMessage], str], str | None]  # (a turn's messages, model) → the note
+
+
+def no_note(_pending: Sequence[StoredMessage], _model: str) -> None:
+    """An `OverBudget` that never says anything (a processor built without a catalogue)."""
+
+
+def turn_note(pending: Sequence[StoredMessage], model: str, catalogue: ModelCatalogue, workspace: Path) -> str | None:
+    """`over_budget_note` for a turn's messages, joined as the context builder joins them."""
+    return over_budget_note("\n".join(m.content for m in pending), model, catalogue, workspace, len(pending))
 
 
 def over_budget_note(

@@ -29,9 +29,10 @@ from klaw.engine.clock import Clock
 from klaw.engine.context_builder import BuiltContext, ContextBuilder
 from klaw.engine.context_history import ContextHistory, TurnContext
 from klaw.engine.debounce import Debouncer
-from klaw.engine.delivery import Delivery, Outbound, kept_reply, redeliver
+from klaw.engine.delivery import Delivery, kept_reply, redeliver
 from klaw.engine.drain_deadline import DrainDeadline
 from klaw.engine.failures import EngineStopping
+from klaw.engine.message_budget import OverBudget, no_note
 from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.stopped_turns import (
@@ -80,9 +81,7 @@ class MessageProcessor:
     leases: ChatLeases | None = None
     # an accepted message's vector started before its turn needs it (assembly.prepare_vector)
     prepare_vector: Callable[[MessageRecord], None] | None = None
-    # (the turn's messages joined, their count, the model) → what to tell the person when they alone are
-    # over the model's budget (engine/message_budget.py), said in the chat before the model is asked
-    over_budget: Callable[[str, int, str], str | None] = lambda _text, _count, _model: None
+    over_budget: OverBudget = no_note  # what to say first: the turn's messages alone over the model's budget
     last_context: dict[ChatRef, BuiltContext] = field(default_factory=dict, init=False)
     # the last turns per chat, for the web inspector
     context_history: ContextHistory = field(default_factory=ContextHistory, init=False)
@@ -306,9 +305,7 @@ class MessageProcessor:
         async def context() -> TurnPrompt:
             with timings.phase("context.session"):
                 session = await self.sessions.get_or_create(chat)
-            joined = "\n".join(m.content for m in pending)  # as the context builder joins them
-            if (note := self.over_budget(joined, len(pending), session.model)) is not None:
-                await self.delivery.deliver(Outbound(chat, note, None, "notice"))
+            await sink.note(self.over_budget(pending, session.model))  # before the model is asked
             built = await self.context_builder.build(session, pending)
             timings.merge(built.timings, "context.")
             self.last_context[chat] = built
@@ -371,10 +368,7 @@ class MessageProcessor:
             log.error("a message for %s was not recorded or delivered: %s", chat, type(exc).__name__)
 
     def _chat_lock(self, chat: ChatRef) -> asyncio.Lock:
-        lock = self._chat_locks.get(chat)
-        if lock is None:
-            lock = self._chat_locks[chat] = asyncio.Lock()
-        return lock
+        return self._chat_locks.get(chat) or self._chat_locks.setdefault(chat, asyncio.Lock())
 
     def stop_accepting(self) -> None:
         self._accepting = False
