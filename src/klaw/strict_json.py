@@ -96,6 +96,28 @@ def as_text(value: str) -> str:
     return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
+class SplitPairs:
+    """Text streamed in pieces (a model's answer, each tool call's arguments: one `key` each) made text
+    piece by piece, a character whose two UTF-16 halves a server sent in two pieces joined back: each
+    piece made `as_text` alone turned one emoji into two U+FFFD. A piece ending in a first half keeps it
+    back until that stream's next piece; `rest` gives what is still kept back when the answer ends."""
+
+    def __init__(self) -> None:
+        self._held: dict[object, str] = {}
+
+    def piece(self, key: object, text: str) -> str:
+        text = self._held.pop(key, "") + text
+        if text and "\ud800" <= text[-1] <= "\udbff":  # a first half: its second may open the next piece
+            self._held[key], text = text[-1], text[:-1]
+        return as_text(text)
+
+    def rest(self) -> dict[object, str]:
+        """Each stream's half whose other half never came, as U+FFFD; none kept back after."""
+        rest = {key: "\ufffd" for key in self._held}
+        self._held.clear()
+        return rest
+
+
 def repaired(value: Any) -> Any:
     """Parsed JSON with every string, keys included, made `as_text`; the same objects when none needed it.
     Recursive: the caller bounds the depth (a `RecursionError` means nested too deep)."""

@@ -244,7 +244,37 @@ async def test_a_streamed_lone_surrogate_is_u_fffd_in_the_piece_and_the_answer(
     async for delta in make_client().stream([ChatMessage.user("go")]):
         accumulator.add(delta)
         pieces.extend([delta.content] if delta.content else [])
-    assert pieces == ["cut \ufffd"]
+    assert pieces == ["cut ", "\ufffd"]  # the half waited for its other half, which never came
     response = accumulator.result()
     assert response.content == "cut \ufffd"
     assert response.tool_calls[0].arguments == '{"text": "a\\ud800"}'  # JSON text: made text once parsed
+
+
+async def test_an_emoji_whose_halves_come_in_two_chunks_is_joined_back(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory
+) -> None:
+    """A server that cut an emoji's UTF-16 pair between two chunks (`\\ud83d` ending one, `\\ude00`
+    opening the next): each chunk made text alone gave two U+FFFD where the person wrote one emoji.
+    The first half waits for the next piece of its stream (the text, or the same tool call's arguments);
+    a first half whose second never comes is one U+FFFD at the end."""
+    first = {"index": 0, "id": "c1", "function": {"name": "memory_save", "arguments": '{"text": "\ud83d'}}
+    second = {"index": 0, "function": {"arguments": '\ude00"}'}}
+    _reply_sse(
+        openai_server,
+        _data({"choices": [{"index": 0, "delta": {"content": "smile \ud83d"}, "finish_reason": None}]}),
+        _data({"choices": [{"index": 0, "delta": {"content": "\ude00 and \ud83d"}, "finish_reason": None}]}),
+        _data({"choices": [{"index": 0, "delta": {"tool_calls": [first]}, "finish_reason": None}]}),
+        _data({"choices": [{"index": 0, "delta": {"tool_calls": [second]}, "finish_reason": None}]}),
+        _data({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        "data: [DONE]\n\n",
+    )
+    pieces: list[str] = []
+    accumulator = StreamAccumulator()
+    async for delta in make_client().stream([ChatMessage.user("go")]):
+        accumulator.add(delta)
+        pieces.extend([delta.content] if delta.content else [])
+    assert "".join(pieces) == "smile \U0001f600 and \ufffd"  # the last half never got its second
+    assert all(piece.encode("utf-8") for piece in pieces)  # each piece is text as it is passed on
+    response = accumulator.result()
+    assert response.content == "smile \U0001f600 and \ufffd"
+    assert json.loads(response.tool_calls[0].arguments) == {"text": "\U0001f600"}

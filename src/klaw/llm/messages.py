@@ -11,7 +11,8 @@ to the model, not a transport failure here.
 
 Every string of an answer is made valid text as it is parsed (`strict_json.as_text`): a lone
 surrogate, an emoji a server cut in half, becomes U+FFFD instead of failing the turn when the log or
-SQLite first encodes it.
+SQLite first encodes it. A streamed answer's pieces are made text with the stream's `SplitPairs`, so an
+emoji whose two halves came in two chunks is joined back, not two U+FFFD.
 
 Parsing raises `WireFormatError` (a `ValueError`) for shapes that do not match; the client turns it
 into `LlmMalformedResponseError` with the model and endpoint attached.
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from klaw.errors import KlawError
-from klaw.strict_json import as_text
+from klaw.strict_json import SplitPairs, as_text
 
 Role = Literal["system", "user", "assistant", "tool"]
 _ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
@@ -199,7 +200,8 @@ class StreamDelta:
     model: str = ""
 
     @classmethod
-    def from_wire(cls, wire: Any) -> StreamDelta:
+    def from_wire(cls, wire: Any, pairs: SplitPairs | None = None) -> StreamDelta:
+        """One chunk; with `pairs` (the stream's), a character split between two chunks is joined back."""
         chunk = _object(wire, "chunk")
         choices = _list(chunk.get("choices"), "choices")
         content: str | None = None
@@ -208,8 +210,9 @@ class StreamDelta:
         if choices:  # the usage-only chunk at the end of a stream has no choices
             choice = _object(choices[0], "choices[0]")
             delta = _object(choice.get("delta") or {}, "delta")
-            content = _optional_text(delta.get("content"), "delta.content")
-            fragments = tuple(_fragment_from_wire(part) for part in _list(delta.get("tool_calls"), "tool_calls"))
+            content = _optional_text(delta.get("content"), "delta.content", pairs)
+            parts = _list(delta.get("tool_calls"), "tool_calls")
+            fragments = tuple(_fragment_from_wire(part, pairs) for part in parts)
             finish_reason = _optional_text(choice.get("finish_reason"), "finish_reason")
         return cls(
             content,
@@ -231,24 +234,27 @@ def tool_call_from_wire(wire: Any) -> ToolCall:
     )
 
 
-def _fragment_from_wire(wire: Any) -> ToolCallFragment:
+def _fragment_from_wire(wire: Any, pairs: SplitPairs | None = None) -> ToolCallFragment:
     obj = _object(wire, "tool_call delta")
     function = _object(obj.get("function") or {}, "tool_call delta.function")
     index = obj.get("index")
+    index = index if isinstance(index, int) else None
+    arguments = function.get("arguments")
     return ToolCallFragment(
-        index=index if isinstance(index, int) else None,
+        index=index,
         id=_optional_text(obj.get("id"), "tool_call.id"),
         name=_optional_text(function.get("name"), "tool_call.function.name"),
-        arguments=_arguments_text(function.get("arguments")) if function.get("arguments") is not None else "",
+        # only a call's pieces tagged with its index are joined: one without is sent whole
+        arguments=_arguments_text(arguments, None if index is None else pairs, index),
     )
 
 
-def _arguments_text(value: Any) -> str:
+def _arguments_text(value: Any, pairs: SplitPairs | None = None, index: int | None = None) -> str:
     """Arguments as JSON text; a few servers send an already-parsed object instead of a string."""
     if value is None:
         return ""
     if isinstance(value, str):
-        return as_text(value)
+        return as_text(value) if pairs is None else pairs.piece(index, value)
     if isinstance(value, Mapping):
         return as_text(json.dumps(value, ensure_ascii=False))
     raise WireFormatError(f"tool_call.function.arguments is {_json_kind(value)}, not a string")
@@ -268,13 +274,14 @@ def _list(value: Any, what: str) -> list[Any]:
     return value
 
 
-def _optional_text(value: Any, what: str) -> str | None:
+def _optional_text(value: Any, what: str, pairs: SplitPairs | None = None) -> str | None:
     """A string field of the answer, lone surrogates (an emoji a server cut in half, a `\\ud800` escape)
-    made U+FFFD here, where the server's text enters klaw, before the log, SQLite or a socket meets it."""
+    made U+FFFD here, where the server's text enters klaw, before the log, SQLite or a socket meets it;
+    with `pairs`, a piece of the streamed answer, a character split between two pieces joined back."""
     if value is None:
         return None
     if isinstance(value, str):
-        return as_text(value)
+        return as_text(value) if pairs is None else pairs.piece("content", value)
     raise WireFormatError(f"{what} is {_json_kind(value)}, not a string")
 
 

@@ -49,6 +49,7 @@ from klaw.llm.messages import (
     WireFormatError,
 )
 from klaw.llm.server_said import unless_quoting
+from klaw.strict_json import SplitPairs
 
 logger = logging.getLogger(__name__)
 
@@ -143,6 +144,7 @@ class OpenAiChatClient:
                 yield self._whole_as_delta(body, payload)
                 return
             finished = False
+            pairs = SplitPairs()  # a character whose halves came in two chunks is joined back
             with reading_errors(self._endpoint):
                 async for line in response.aiter_lines():
                     if not line.startswith("data:"):
@@ -151,7 +153,7 @@ class OpenAiChatClient:
                     if data == "[DONE]":
                         finished = True
                         break
-                    delta = self._parse_chunk(data, payload)
+                    delta = self._parse_chunk(data, payload, pairs)
                     written += _answer_chars(delta.content, (f.arguments for f in delta.tool_calls))
                     self._check_length(written)
                     chunks += 1
@@ -159,6 +161,8 @@ class OpenAiChatClient:
                     yield delta
             if not finished:
                 raise malformed(self._endpoint, "the stream ended before the model finished its answer")
+            if rest := pairs.rest():  # a first half whose second never came: U+FFFD, where it was
+                yield _rest_as_delta(rest)
         logger.debug(
             "llm stream model=%s chunks=%d duration_ms=%.0f",
             self.model_id,
@@ -194,14 +198,14 @@ class OpenAiChatClient:
             payload["stream_options"] = {"include_usage": True}  # usage arrives in a last, choice-less chunk
         return payload
 
-    def _parse_chunk(self, data: str, payload: Mapping[str, Any]) -> StreamDelta:
+    def _parse_chunk(self, data: str, payload: Mapping[str, Any], pairs: SplitPairs) -> StreamDelta:
         try:
             chunk = json.loads(data)
         except ValueError as exc:
             raise malformed(self._endpoint, f"a stream chunk was not valid JSON ({len(data)} bytes)") from exc
         self._raise_for_error_body(chunk, payload)
         try:
-            return StreamDelta.from_wire(chunk)
+            return StreamDelta.from_wire(chunk, pairs)
         except WireFormatError as exc:
             raise malformed(self._endpoint, f"a stream chunk is not a chat completion chunk: {exc}") from exc
 
@@ -242,6 +246,12 @@ class OpenAiChatClient:
                 f"the server reported an error: {message}",
                 "Check the server's logs, or try again later.",
             )
+
+
+def _rest_as_delta(rest: Mapping[object, str]) -> StreamDelta:
+    """What `SplitPairs.rest` kept back, as one last delta: the answer's text, each call's arguments."""
+    fragments = tuple(ToolCallFragment(key, arguments=text) for key, text in rest.items() if isinstance(key, int))
+    return StreamDelta(rest.get("content"), fragments)
 
 
 def _answer_chars(content: str | None, arguments: Iterable[str | None]) -> int:
