@@ -58,6 +58,7 @@ def test_the_curated_names_are_exported() -> None:
         "EmbedderError",
         "EngineAlreadyRunningError",
         "EngineConfig",
+        "EngineNotOpen",
         "FunctionModel",
         "HistoryEntry",
         "InvalidChat",

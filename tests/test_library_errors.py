@@ -89,3 +89,24 @@ def test_library_md_names_every_error_klaw_exports() -> None:
     named = set(re.findall(r"`(\w+)`", row))
     assert errors - named == set()
     assert {"StorageError", "StorageUnavailable", "ToolDefinitionError", "InvalidChat"} <= errors
+
+
+async def test_an_agent_used_before_start_or_after_close_says_which_and_how_to_open_it(tmp_path: Path) -> None:
+    """Before, both were a plain RuntimeError saying "not started" and `await klaw.start()` (the module's
+    name): after `aclose` too."""
+    model = FunctionModel(lambda messages, info: "ok")
+    agent = Klaw(tmp_path / "home", config=CONFIG, model=model, clock=ManualClock())
+    with pytest.raises(klaw.EngineNotOpen) as before:
+        await agent.ask("ana", "hello")
+    assert str(before.value) == (
+        "the engine is not started: open it with `async with Klaw(home) as agent:` or `await agent.start()`"
+        " before using it"
+    )
+    async with agent:
+        assert await agent.ask("ana", "hello") == "ok"
+    with pytest.raises(KlawError, match=r"^the engine is closed \(by `await agent.aclose\(\)` or the end of its"):
+        await agent.history("ana")
+    await agent.start()  # what the message offers works: the same agent, opened again
+    assert [entry.text for entry in await agent.history("ana")] == ["hello", "ok"]
+    await agent.aclose()
+    assert isinstance(before.value, RuntimeError)  # what `except RuntimeError` caught before still catches it

@@ -65,6 +65,7 @@ _EXPORTS = {
     "MessageRefused": "klaw.message_text",
     "ToolDefinitionError": "klaw.tools.schema",
     "InvalidChat": "klaw.library",
+    "EngineNotOpen": "klaw.library",
     "StorageError": "klaw.store.protocol",
     "StorageUnavailable": "klaw.store.protocol",
 }
@@ -82,6 +83,7 @@ __all__ = [
     "EmbedderError",
     "EngineAlreadyRunningError",
     "EngineConfig",
+    "EngineNotOpen",
     "FunctionModel",
     "HistoryEntry",
     "InvalidChat",
@@ -121,7 +123,7 @@ if TYPE_CHECKING:
     from klaw.engine.socket_file import EngineAlreadyRunningError
     from klaw.errors import KlawError
     from klaw.home import KlawHome
-    from klaw.library import AgentMessage, InvalidChat, Klaw, TurnFailed
+    from klaw.library import AgentMessage, EngineNotOpen, InvalidChat, Klaw, TurnFailed
     from klaw.llm.errors import LlmError
     from klaw.llm.function_model import AgentInfo, FunctionModel, call_tool, tool_calls
     from klaw.llm.messages import (

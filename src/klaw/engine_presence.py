@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from klaw.home import KlawHome
-from klaw.home_lock import ENGINE_ROLE, LIBRARY, Holder, HomeHeldError, HomeLock, holder_of
+from klaw.home_lock import ENGINE_ROLE, LIBRARY, Holder, HomeHeldError, HomeLock, held_by_this_process, holder_of
 
 CONNECT_TIMEOUT_SECONDS = 2.0
 # What to do about an engine in the way: it may be any of these, and only its owner can tell which.
@@ -61,9 +61,12 @@ async def home_holder(home: KlawHome) -> Holder | None:
 
 
 def held_message(home: KlawHome, holder: Holder) -> str:
-    """One line for a person: who holds the home and what to do about it."""
+    """One line for a person: who holds the home and what to do about it (this very program, when it
+    opened a second `Klaw` on a home its first one still holds)."""
     if holder.role and holder.role != ENGINE_ROLE:
         return f"{holder.describe()} is using {home.root}: wait for it to finish"
+    if holder.command == LIBRARY and held_by_this_process(home.root):  # "end that program" would mean this one
+        return f"this program already has Klaw({str(home.root)!r}) open: use that one, or close it first"
     return f"{holder.describe()} is running on {home.root}: {how_to_stop(holder)}"
 
 

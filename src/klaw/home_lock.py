@@ -100,12 +100,20 @@ def lock_path(home_root: Path) -> Path:
     return home_root / LOCK_FILE_NAME
 
 
+# The lock files (st_dev, st_ino) this process holds: a refusal can tell "this very program" from another
+# process of the same pid (a container's pid 1 on a shared home).
+_held_here: set[tuple[int, int]] = set()
+
+
 class HomeLock:
     """The exclusive lock on a home, held from `acquire` until `release` (or the process's end)."""
 
     def __init__(self, path: Path, descriptor: int) -> None:
         self.path = path
         self._descriptor: int | None = descriptor
+        info = os.fstat(descriptor)
+        self._identity = (info.st_dev, info.st_ino)
+        _held_here.add(self._identity)
 
     @classmethod
     def acquire(cls, home_root: Path, role: str = ENGINE_ROLE) -> HomeLock:
@@ -139,9 +147,19 @@ class HomeLock:
         descriptor, self._descriptor = self._descriptor, None
         if descriptor is None:
             return
+        _held_here.discard(self._identity)
         with contextlib.suppress(OSError):
             os.ftruncate(descriptor, 0)
         os.close(descriptor)  # closing the only descriptor of the open file releases the flock
+
+
+def held_by_this_process(home_root: Path) -> bool:
+    """True when a `HomeLock` of this process holds `home_root` now."""
+    try:
+        info = os.stat(lock_path(home_root))
+    except OSError:
+        return False
+    return (info.st_dev, info.st_ino) in _held_here
 
 
 def holder_of(home_root: Path) -> Holder | None:

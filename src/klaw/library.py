@@ -72,6 +72,10 @@ class TurnFailed(KlawError, RuntimeError):
     """The turn for an `ask` failed; the message is what a person would have read (with its error id)."""
 
 
+class EngineNotOpen(KlawError, RuntimeError):
+    """The agent was used before `start` or after `aclose`: the message says which, and how to open it."""
+
+
 class InvalidChat(KlawError, ValueError):
     """A `chat` argument that names no chat: neither a name (a non-empty str) nor a `ChatRef`."""
 
@@ -114,6 +118,7 @@ class Klaw:
         self._clock = clock
         self._listen = listen
         self._engine: Engine | None = None
+        self._closed = False  # `aclose` ran: the error says "closed", not "not started"
         self._waiting: dict[ChatRef, list[tuple[str, asyncio.Future[Outbound]]]] = {}
         self._approve = approve
         self._on_message = on_message
@@ -123,7 +128,13 @@ class Klaw:
     def engine(self) -> Engine:
         """The running engine (its parts, for what this class does not offer)."""
         if self._engine is None:
-            raise RuntimeError("the engine is not started: use `async with Klaw(...)` or `await klaw.start()`")
+            raise EngineNotOpen(
+                "the engine is closed (by `await agent.aclose()` or the end of its `async with` block): use"
+                " the agent inside the block, or open it again with `await agent.start()`"
+                if self._closed
+                else "the engine is not started: open it with `async with Klaw(home) as agent:` or"
+                " `await agent.start()` before using it"
+            )
         return self._engine
 
     async def start(self) -> Klaw:
@@ -146,6 +157,7 @@ class Klaw:
             tools=self._tools,
             channels={LIBRARY_CHANNEL: self._deliver},  # before recovery: a reply sent again at start reaches us
         )
+        self._closed = False
         return self
 
     async def ask(self, chat: str | ChatRef, text: str) -> str:
@@ -211,6 +223,7 @@ class Klaw:
     async def aclose(self) -> None:
         """Finish the turns in flight and close everything (the engine's graceful shutdown)."""
         engine, self._engine = self._engine, None
+        self._closed = True
         if engine is not None:
             await engine.shutdown()
         for waiting in self._waiting.values():
