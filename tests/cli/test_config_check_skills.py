@@ -20,3 +20,19 @@ def test_a_broken_skill_is_said_as_skills_check_says_it(tmp_path: Path) -> None:
     said = klaw(home, "skills", "check").stdout.splitlines()[0]
     assert said.startswith("skipped: bad/SKILL.md: name must be")
     assert checked.stderr.splitlines() == [said], checked.stderr  # the same line, and no log line
+
+
+def test_a_symlinked_skills_folder_is_named_as_what_stops_code_execute(tmp_path: Path) -> None:
+    """code_execute refuses to run while skills/ is a symlink (decision 286): the person learns it here,
+    not from the agent's failed run."""
+    home = tmp_path / "home"
+    assert klaw(home, "init").returncode == 0
+    mine = tmp_path / "my-skills"
+    (home / "workspace" / "skills").rename(mine)
+    (home / "workspace" / "skills").symlink_to(mine)
+    checked = klaw(home, "config", "check")
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stderr.startswith(f"warning: code_execute will not run while, in {home / 'workspace'}, skills is")
+    assert "tools.allowPromptEdits: true" in checked.stderr
+    allowed = klaw(home, "config", "check", env={"KLAW__TOOLS__ALLOWPROMPTEDITS": "true"})
+    assert "code_execute" not in allowed.stderr, allowed.stderr

@@ -133,6 +133,8 @@ def check() -> None:
         warn(line)
     for line in _skill_problems(home, loaded.config):
         warn(line)
+    if (linked := _code_refused(home, loaded.config)) is not None:
+        warn(linked)
 
 
 async def _stored_vectors_refused(home: KlawHome, config: EngineConfig) -> str | None:
@@ -215,6 +217,29 @@ def _skill_problems(home: KlawHome, config: EngineConfig) -> list[str]:
     from klaw.tools.skills.catalogue import scan_skills
 
     return problem_lines(scan_skills(home.skills_dir, max_bytes=config.tools.skills.max_file_bytes))
+
+
+def _code_refused(home: KlawHome, config: EngineConfig) -> str | None:
+    """A warning when code_execute is offered but will refuse to run: a prompt file or skills/ is a symlink
+    (or not of its kind), which sandboxed code could replace (decision 286)."""
+    if "code" not in config.tool_groups or config.tools.allow_prompt_edits or not home.workspace.is_dir():
+        return None
+    from klaw.home_init import PROTECTED_WORKSPACE
+    from klaw.tools.beneath import open_directory
+    from klaw.tools.sandbox.tool import replaceable
+
+    root = open_directory(home.workspace.resolve())
+    try:
+        found = replaceable(root, PROTECTED_WORKSPACE)
+    finally:
+        os.close(root)
+    if not found:
+        return None
+    return (
+        f"warning: code_execute will not run while, in {home.workspace}, {'; '.join(found)}: code run in the"
+        " sandbox could replace it with its own, read into every turn. Put the file or folder itself there in"
+        " its place, or set tools.allowPromptEdits: true"
+    )
 
 
 def approval_warning(name: str) -> str:

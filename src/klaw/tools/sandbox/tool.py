@@ -76,28 +76,34 @@ def code_execute_tool(backend: SandboxBackend, config: SandboxConfig, read_only:
 
 def _guard_read_only(workspace: Path, read_only: tuple[str, ...]) -> list[str]:
     """Make each read-only folder (skills/) missing from the workspace (0700), so that it is mounted
-    read-only: else code could make it and put a skill there. Returns what code could replace all the
-    same, each as "NAME is …": a read-only entry that is a symlink (no mount can hold a symlink in place:
-    the bind lands on its target, and code unlinks the link and puts its own file or folder there), or
-    not of its kind (a folder named SOUL.md, a file named skills). Decision 286."""
+    read-only: else code could make it and put a skill there. Returns `replaceable` then."""
     root = open_directory(workspace.resolve())
-    found = []
     try:
         for entry in read_only:
-            name, folder = entry.rstrip("/"), entry.endswith("/")
-            if folder:
-                with suppress(FileExistsError):  # there already (a folder, or what is judged below)
-                    private_dir_at(name, root)
-            try:
-                mode = os.stat(name, dir_fd=root, follow_symlinks=False).st_mode
-            except FileNotFoundError:
-                continue  # a prompt file the person deleted (decision 279)
-            if stat.S_ISLNK(mode):
-                found.append(f"{name} is a symlink")
-            elif not (stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode)):
-                found.append(f"{name} is not a {'folder' if folder else 'regular file'}")
+            if entry.endswith("/"):
+                with suppress(FileExistsError):  # there already (a folder, or what `replaceable` judges)
+                    private_dir_at(entry.rstrip("/"), root)
+        return replaceable(root, read_only)
     finally:
         os.close(root)
+
+
+def replaceable(root: int, read_only: tuple[str, ...]) -> list[str]:
+    """What code could replace although it is read-only, each as "NAME is …", in the workspace open as
+    `root`: an entry that is a symlink (no mount holds a symlink in place: a bind lands on its target, and
+    code unlinks the link and puts its own file or folder there), or not of its kind (a folder named
+    SOUL.md, a file named skills). A missing prompt file is not judged (decision 279). Decision 286."""
+    found = []
+    for entry in read_only:
+        name, folder = entry.rstrip("/"), entry.endswith("/")
+        try:
+            mode = os.stat(name, dir_fd=root, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(mode):
+            found.append(f"{name} is a symlink")
+        elif not (stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode)):
+            found.append(f"{name} is not a {'folder' if folder else 'regular file'}")
     return found
 
 
