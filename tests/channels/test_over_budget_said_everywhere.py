@@ -7,6 +7,7 @@ the Telegram channel against the fake Bot API."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,11 +15,17 @@ from typing import Any
 import httpx
 import pytest
 
+from klaw.channels.telegram import TYPING_EVERY_SECONDS, TelegramChannel
 from klaw.channels.web.auth import CSRF_HEADER
 from klaw.channels.web.channel import WebChannel
+from klaw.config import TelegramChannelConfig
+from klaw.config_loader import LoadedConfig
+from klaw.engine.clock import ManualClock
+from klaw.home import KlawHome
+from klaw.llm.fake_server import FakeOpenAiServer
 from tests.channels.fake_telegram import FakeTelegram
 from tests.channels.stack import running_stack
-from tests.channels.test_telegram import ANA, TOKEN, channel_factory
+from tests.channels.test_telegram import ANA, TOKEN
 from tests.channels.test_web_app import session_csrf
 from tests.channels.test_web_guard import sign_in_with, web_channel
 
@@ -82,11 +89,24 @@ async def test_the_web_page_is_told_then_gets_the_answer() -> None:
         assert answer.json()["reply"]["text"] == "A short answer."  # a message within the budget: nothing said
 
 
-async def test_telegram_is_told_then_gets_the_answer(telegram: FakeTelegram) -> None:
-    async with running_stack(channel_factory(telegram), **small_model()) as stack:
-        stack.server.reply_text("That is a long log.")
+async def test_telegram_is_told_then_gets_the_answer_typing_all_along(telegram: FakeTelegram) -> None:
+    """The note is its own message; the typing indicator goes on after it until the answer comes (it
+    stopped at the note, and the person saw nothing happen while the model read the long message)."""
+    clock = ManualClock()
+    answer = asyncio.Event()
+
+    def make(home: KlawHome, loaded: LoadedConfig, server: FakeOpenAiServer) -> list[TelegramChannel]:
+        config = TelegramChannelConfig(enabled=True, allowed_chat_ids=(ANA,), api_base_url=telegram.base_url)
+        return [TelegramChannel(config, TOKEN, commands=loaded.config.commands, poll_timeout=1, clock=clock)]
+
+    async with running_stack(make, **small_model()) as stack:
+        stack.server.reply_text("That is a long log.", before=answer.wait)
         telegram.push_text(ANA, LONG)
+        await telegram.wait_for_sent(1)
+        _said_in_full(telegram.sent_to(ANA)[0], str(stack.home.workspace))
+        typing = len(telegram.actions)
+        await clock.advance(TYPING_EVERY_SECONDS)
+        await telegram.wait_for(lambda: len(telegram.actions) > typing)  # still typing after the note
+        answer.set()
         await telegram.wait_for_sent(2)
-        notice, reply = telegram.sent_to(ANA)
-        _said_in_full(notice, str(stack.home.workspace))
-        assert reply == "That is a long log."
+        assert telegram.sent_to(ANA)[1] == "That is a long log."

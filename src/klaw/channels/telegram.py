@@ -190,7 +190,8 @@ class TelegramChannel:
         if chat_id is None or chat_id not in self._allowed:
             log.warning("telegram: dropping a %s for chat %s, which is not allowed", frame.kind, frame.chat_id)
             return
-        self._stop_typing(chat_id)
+        if frame.kind != "notice" or frame.reply_to is not None or frame.approval is not None:
+            self._stop_typing(chat_id)  # a notice on its own (a message over the budget) leaves the turn typing
         text = frame.text if frame.task is None else f"{task_label(frame.task, frame.spawned)}\n\n{frame.text}"
         for part in split_message(text) or ["(empty reply)"]:
             await self._send(chat_id, part)
