@@ -110,3 +110,21 @@ async def test_an_agent_used_before_start_or_after_close_says_which_and_how_to_o
     assert [entry.text for entry in await agent.history("ana")] == ["hello", "ok"]
     await agent.aclose()
     assert isinstance(before.value, RuntimeError)  # what `except RuntimeError` caught before still catches it
+
+
+async def test_a_chat_name_with_a_colon_is_channel_and_chat_id_as_the_cli_reads_it(tmp_path: Path) -> None:
+    """Decision 292: before, `ask("web:main", ...)` quietly wrote to a chat `library:web:main`, not the web
+    page's chat `klaw tools --chat web:main` names."""
+    model = FunctionModel(lambda messages, info: f"re: {messages[-1].content}")
+    async with Klaw(tmp_path / "home", config=CONFIG, model=model, clock=ManualClock()) as agent:
+        assert await agent.ask("web:main", "hi web") == "re: hi web"
+        assert [entry.text for entry in await agent.history(klaw.ChatRef("web", "main"))] == ["hi web", "re: hi web"]
+        assert await agent.ask("library:alice", "hi alice") == "re: hi alice"  # the same chat as "alice"
+        assert [entry.text for entry in await agent.history("alice")] == ["hi alice", "re: hi alice"]
+        with pytest.raises(InvalidChat, match=r"write it as channel:chat_id, e\.g\. console:alice.*e\.g\. 'alice'"):
+            await agent.ask("web:", "hi")
+        with pytest.raises(InvalidChat, match=r"channel name 'Web Page' is invalid: use 1-32 lowercase letters"):
+            await agent.ask("Web Page:main", "hi")
+        with pytest.raises(InvalidChat, match="control, line-break or invalid characters"):
+            await agent.ask("web:a\nb", "hi")
+        assert await agent.sessions(klaw.ChatRef("library", "web:main")) == []  # nothing went there

@@ -42,6 +42,7 @@ from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.protocol import ChatModel
 from klaw.llm.router import ModelRouter
 from klaw.memory.embedder.protocol import Embedder
+from klaw.scheduling.names import parse_chat_target
 from klaw.store.records import ChatRef, chat_id_problem
 from klaw.tools.inventory import ToolRow
 from klaw.tools.schema import ToolFunction
@@ -300,13 +301,25 @@ class Klaw:
 
 
 def _chat(chat: str | ChatRef) -> ChatRef:
-    """A chat by name is `library:<name>`; `InvalidChat` for anything else, before anything is stored."""
+    """A chat by name is `library:<name>`; a name with ":" is `channel:chat_id`, read as the CLI's
+    `--chat` reads it (decision 292); `InvalidChat` for anything else, before anything is stored."""
     if isinstance(chat, ChatRef):
         return chat
     if not isinstance(chat, str):
         raise InvalidChat(
             f"the chat must be a name (a str such as 'alice') or a klaw.ChatRef, not {type(chat).__name__}"
         )
+    if ":" in chat:
+        try:
+            ref = parse_chat_target(chat)
+        except ValueError as exc:
+            raise InvalidChat(
+                f"the chat cannot be used: {exc} (a name without ':' is a chat of your program, e.g. 'alice')"
+            ) from None
+        problem = chat_id_problem(ref.chat_id)
+        if problem is not None:
+            raise InvalidChat(f"the chat cannot be used: {problem}")
+        return ref
     problem = chat_id_problem(chat)
     if problem is not None:
         raise InvalidChat(f"the chat name cannot be used: {problem}; pass a short name such as 'alice'")
