@@ -140,7 +140,7 @@ async def test_forget_last_stops_this_engines_turn_waiting_for_the_lease_another
 
 
 async def test_a_turn_under_way_on_another_engine_stops_before_its_next_model_call(
-    tmp_path: Path, postgres_server: PgServer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, postgres_server: PgServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """b's turn for the pin is in the model when a's `/forget last` erases its exchange; the model then asks
     for memory_save. The old code recorded the call (the pin in it), saved it and asked the model again with
@@ -162,6 +162,7 @@ async def test_a_turn_under_way_on_another_engine_stops_before_its_next_model_ca
         await _until(lambda: len(b.delivered) == 2, "b's turn ends")
         assert all(SECRET not in json.dumps(r.body) for r in server.chat_requests[sent:])
         assert (b.delivered[-1].kind, b.delivered[-1].text) == ("error", ERASED)
+        assert "ignored" not in caplog.text  # no close written for the exchange the forget erased
         history = "\n".join(m.text for m in await a.engine.chats.history(CHAT))
         assert SECRET not in history and "the weather is nice today" in history
         assert await _secret_left(a.engine) == 0

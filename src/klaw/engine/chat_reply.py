@@ -9,7 +9,7 @@ from klaw.engine.clock import Clock
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.tool_loop import LoopOutcome
 from klaw.engine.tools_used import tool_runs
-from klaw.engine.turn_runner import TurnFailure
+from klaw.engine.turn_runner import TurnFailure, TurnStopped
 from klaw.memory.ingestion import Ingestion
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
 from klaw.store.lease_fence import LeaseLostError
@@ -88,10 +88,12 @@ class ChatReply:
         failed, or only logged (the database full after the log took the reply and the close: the log
         is the truth, the next start stores both and sends the reply, and a second close there would be
         a contradiction it ignores with a warning; decision 262). A turn whose chat's lease was lost
-        says nothing: the engine now holding the chat answers it (decision 200)."""
+        says nothing: the engine now holding the chat answers it (decision 200). A turn stopped because a
+        forget erased its exchange closes nothing (decision 286)."""
         if isinstance(failure.error, LeaseLostError):
             return
         closed = self._closed or (self._closing is not None and self.ingestion.logged_not_stored(self._closing.id))
+        closed = closed or (isinstance(failure.error, TurnStopped) and failure.error.erased)  # its exchange is gone
         try:
             if self._opened is not None and not closed:
                 close = exchange_close_record(self._opened, ExchangeStatus.FAILED, None, self.clock.now())

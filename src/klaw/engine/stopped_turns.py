@@ -108,6 +108,6 @@ def forget_checkpoint(
     async def checkpoint() -> None:
         if await leases.forgotten_after(chat, since):
             erased = await store.messages.get(reply_to) is None
-            raise TurnStopped(ERASED if erased else KEPT)
+            raise TurnStopped(ERASED if erased else KEPT, erased=erased)
 
     return checkpoint

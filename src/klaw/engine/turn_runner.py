@@ -57,7 +57,12 @@ class TurnPrompt:
 class TurnStopped(Exception):
     """A turn its `Turn.checkpoint` stopped before its next model call or its reply: the chat had something
     forgotten on another engine sharing the store (decision 286). Its text is what the person reads, the
-    same words a turn stopped by this engine's `/forget` gets (engine/stopped_turns.py); never content."""
+    same words a turn stopped by this engine's `/forget` gets (engine/stopped_turns.py); never content.
+    `erased`: the forget took the turn's exchange, so there is nothing left to close."""
+
+    def __init__(self, text: str, *, erased: bool = False) -> None:
+        super().__init__(text)
+        self.erased = erased
 
 
 @dataclass(frozen=True)
