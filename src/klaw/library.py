@@ -139,11 +139,17 @@ class Klaw:
         return self._engine
 
     async def start(self) -> Klaw:
+        """Start the engine (`async with` calls it). It returns once each MCP server `tools.enabled` names
+        has started or failed (up to its `startTimeoutSeconds`), unless `mcp.startWaitSeconds` is set:
+        then it waits at most that long, and a server slower than that joins later (decision 291)."""
         if self._engine is not None:
             return self
         initialise_home(self.home)  # writes only the files that are missing
         config = self._load_config()
         self._make_home_private(config)
+        # The first `ask` has the MCP servers' tools: start-up waits until each has started or failed, as
+        # a piped chat's one turn does, unless mcp.startWaitSeconds is set (decision 291).
+        config = config.model_copy(update={"mcp": config.mcp.waiting_until_started()})
         router = None
         if self._model is not None:
             model = self._model

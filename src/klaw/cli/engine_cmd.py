@@ -207,8 +207,7 @@ def _set_where(loaded: LoadedConfig) -> str:
 def _one_turn(config: EngineConfig) -> EngineConfig:
     """A piped chat's configuration: its one turn waits for the MCP servers to start or fail
     (`McpConfig.one_turn_wait_seconds`), unless mcp.startWaitSeconds is set."""
-    wait = config.mcp.one_turn_wait_seconds()
-    return config.model_copy(update={"mcp": config.mcp.model_copy(update={"start_wait_seconds": wait})})
+    return config.model_copy(update={"mcp": config.mcp.waiting_until_started()})
 
 
 def _say_servers_still_starting(running: Engine, config: EngineConfig) -> None:

@@ -121,3 +121,9 @@ class McpConfig(Section):
             return self.start_wait_seconds
         longest = max((server.start_timeout_seconds for server in self.servers.values()), default=0.0)
         return min(START_WAIT_MAX_SECONDS, max(self.start_wait_seconds, longest))
+
+    def waiting_until_started(self) -> McpConfig:
+        """This configuration with start-up waiting `one_turn_wait_seconds`: for a piped chat's one turn
+        and a library program's first `ask` (decisions 252, 291), which would otherwise go without the
+        tools of a server slower to start than the 5 s default."""
+        return self.model_copy(update={"start_wait_seconds": self.one_turn_wait_seconds()})

@@ -52,6 +52,13 @@ class ToolRegistry:
         self._tools: dict[str, ToolDefinition] = {}
         self._offered = None if offered is None else frozenset(offered)
         self._unavailable: dict[str, str] = {}
+        self._why_missing: Callable[[str], str | None] = lambda _name: None
+
+    def explain_missing(self, why: Callable[[str], str | None]) -> None:
+        """Say, instead of "unknown tool", why a called tool that is not here is missing for now: `why`
+        gets its name and returns the model's answer, or None (the MCP servers: "the MCP server 'notes'
+        is still starting; try again shortly", decision 291)."""
+        self._why_missing = why
 
     def register(self, fn: F, *, name: str | None = None, description: str | None = None, offer: bool = False) -> F:
         """Offer `fn` to the model under `name` (default: the function's name); returns `fn` unchanged.
@@ -135,7 +142,7 @@ class ToolRegistry:
         so a call nobody could run is not put to the person for approval first."""
         tool = self._tools.get(call.name)
         if tool is None:
-            return self._runner.error(call, unknown_tool(call, self._tools))
+            return self._missing(call, self._tools)
         try:
             tool.validate(call.arguments)
         except BadArguments as exc:
@@ -146,7 +153,7 @@ class ToolRegistry:
         """Run one call. Every problem on the tool's or the model's side becomes an error result."""
         tool = self._tools.get(call.name)
         if tool is None:
-            return self._runner.error(call, unknown_tool(call, self._tools))
+            return self._missing(call, self._tools)
         return await self._runner.run(tool, call, context)
 
     def not_offered(self, call: ToolCall, offered: Sequence[str]) -> ToolResult | None:
@@ -155,7 +162,11 @@ class ToolRegistry:
         naming the offered ones (decisions 249, 258); None when it was offered."""
         if call.name in offered:
             return None
-        return self._runner.error(call, unknown_tool(call, offered))
+        return self._missing(call, offered)
+
+    def _missing(self, call: ToolCall, offered: Iterable[str]) -> ToolResult:
+        """The error for a call to a tool not offered: why it is missing for now, else "unknown tool"."""
+        return self._runner.error(call, self._why_missing(call.name) or unknown_tool(call, offered))
 
 
 def _name(fn: object) -> str:

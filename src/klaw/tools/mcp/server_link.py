@@ -104,7 +104,7 @@ class ServerLink:
         """The tool's result text; ToolRefusal with a sentence for the model on any failure."""
         client = self._client
         if client is None or self._phase != "ready":
-            raise ToolRefusal(self._unavailable())
+            raise ToolRefusal(self.unavailable())
         timeout = self.config.timeout_seconds
         try:
             async with asyncio.timeout(timeout):
@@ -135,7 +135,8 @@ class ServerLink:
             raise ToolRefusal(text)
         return text
 
-    def _unavailable(self) -> str:
+    def unavailable(self) -> str:
+        """Why a call cannot be made now, for the model: still starting, or down and when klaw retries."""
         if self._phase == "starting":
             return f"the MCP server {self.name!r} is still starting; try again shortly"
         retry = ""

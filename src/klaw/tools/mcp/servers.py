@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from klaw.config import MCP_GROUP_PREFIX, McpConfig, McpServerConfig
 from klaw.llm.tokens import approximate_token_count
-from klaw.tools.mcp.names import model_names
+from klaw.tools.mcp.names import SEPARATOR, model_names
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolContext
 
@@ -85,6 +85,8 @@ class McpServers:
         }
         self._offered: dict[str, list[str]] = {name: [] for name in self._links}
         self._left_out: dict[str, int] = {name: 0 for name in self._links}
+        if self._links:
+            registry.explain_missing(self._why_missing)
 
     @property
     def links(self) -> dict[str, ServerLink]:
@@ -192,6 +194,14 @@ class McpServers:
         self._left_out[server] = len(tools) - len(chosen)
         if self._left_out[server]:
             log.warning("MCP server %r: %d tool(s) left out by its budget", server, self._left_out[server])
+
+    def _why_missing(self, tool: str) -> str | None:
+        """For a call to `<server>__…` that the server has not offered yet (it is still starting, or has
+        not started at all): why, rather than "unknown tool", which would tell the model it does not exist."""
+        for name, link in self._links.items():
+            if tool.startswith(f"{name}{SEPARATOR}") and not self._offered[name] and link.status().phase != "ready":
+                return link.unavailable()
+        return None
 
     def _caller(self, server: str, tool: str) -> Callable[[dict[str, Any], ToolContext], Awaitable[str]]:
         link = self._links[server]
