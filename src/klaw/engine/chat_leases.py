@@ -50,12 +50,7 @@ class ChatLeases:
     async def hold(self, chat: ChatRef) -> AsyncIterator[None]:
         """The chat's lease for the block: waits while another engine holds it (its turn runs there),
         released at the end. One engine takes a chat's lease once at a time (the processor's chat lock)."""
-        try:
-            generation = await self._acquire(chat)
-        except asyncio.CancelledError:  # a `/forget` stopped the turn waiting (decision 286): a take cut
-            with contextlib.suppress(StorageError):  # off mid-way may have landed; give it back at once
-                await self._repository.release(chat, self.holder)
-            raise
+        generation = await self._acquire(chat)
         self._held.add(chat)
         try:
             with fenced(LeaseFence(chat, self.holder, generation)):  # the block's writes need the lease
@@ -73,7 +68,14 @@ class ChatLeases:
         """Poll: the holder is another process, which can signal nothing here. The lease's generation."""
         poll = min(0.5, self.seconds / 4)
         while True:
-            generation = await self._repository.acquire(chat, self.holder, self.seconds)
+            try:
+                generation = await self._repository.acquire(chat, self.holder, self.seconds)
+            except asyncio.CancelledError:
+                # A `/forget` stopped the waiting turn mid-take (decision 286): the take may have landed, so
+                # it is given back, within a lease's time (it expires by then anyway).
+                with contextlib.suppress(StorageError, TimeoutError):
+                    await asyncio.wait_for(self._repository.release(chat, self.holder), self.seconds)
+                raise
             if generation is not None:
                 return generation
             await asyncio.sleep(poll)
