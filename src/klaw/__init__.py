@@ -60,6 +60,13 @@ _EXPORTS = {
     "KlawError": "klaw.errors",
     "ConfigError": "klaw.config_loader",
     "LlmError": "klaw.llm.errors",
+    "LlmAuthError": "klaw.llm.errors",
+    "LlmBadRequestError": "klaw.llm.errors",
+    "LlmConnectionError": "klaw.llm.errors",
+    "LlmMalformedResponseError": "klaw.llm.errors",
+    "LlmRateLimitError": "klaw.llm.errors",
+    "LlmServerError": "klaw.llm.errors",
+    "LlmTimeoutError": "klaw.llm.errors",
     "EmbedderError": "klaw.memory.embedder.protocol",
     "EngineAlreadyRunningError": "klaw.engine.socket_file",
     "MessageRefused": "klaw.message_text",
@@ -90,7 +97,14 @@ __all__ = [
     "Klaw",
     "KlawError",
     "KlawHome",
+    "LlmAuthError",
+    "LlmBadRequestError",
+    "LlmConnectionError",
     "LlmError",
+    "LlmMalformedResponseError",
+    "LlmRateLimitError",
+    "LlmServerError",
+    "LlmTimeoutError",
     "ManualClock",
     "MemoryFound",
     "MessageRefused",
@@ -124,7 +138,16 @@ if TYPE_CHECKING:
     from klaw.errors import KlawError
     from klaw.home import KlawHome
     from klaw.library import AgentMessage, EngineNotOpen, InvalidChat, Klaw, TurnFailed
-    from klaw.llm.errors import LlmError
+    from klaw.llm.errors import (
+        LlmAuthError,
+        LlmBadRequestError,
+        LlmConnectionError,
+        LlmError,
+        LlmMalformedResponseError,
+        LlmRateLimitError,
+        LlmServerError,
+        LlmTimeoutError,
+    )
     from klaw.llm.function_model import AgentInfo, FunctionModel, call_tool, tool_calls
     from klaw.llm.messages import (
         ChatMessage,

@@ -70,7 +70,15 @@ OnMessage = Callable[[AgentMessage], Awaitable[None]]
 
 
 class TurnFailed(KlawError, RuntimeError):
-    """The turn for an `ask` failed; the message is what a person would have read (with its error id)."""
+    """The turn for an `ask` failed; the message is what a person would have read (with its error id).
+    `error_id`: the id the engine's log lines name; `cause` (also `__cause__`): the exception that ended
+    the turn, e.g. an `LlmConnectionError` (the server is down: worth retrying) or an `LlmBadRequestError`
+    (a wrong model name: fix the config). Both None for an apology not from this engine's turn."""
+
+    def __init__(self, message: str, *, error_id: str | None = None, cause: Exception | None = None) -> None:
+        super().__init__(message)
+        self.error_id = error_id
+        self.cause = cause
 
 
 class EngineNotOpen(KlawError, RuntimeError):
@@ -186,7 +194,7 @@ class Klaw:
         engine.processor.answer_now(ref)
         outbound = await reply
         if outbound.kind == "error":
-            raise TurnFailed(outbound.text)
+            raise TurnFailed(outbound.text, error_id=outbound.error_id, cause=outbound.cause) from outbound.cause
         return outbound.text
 
     async def history(

@@ -100,5 +100,13 @@ class ChatReply:
                 await self.ingestion.accept(close)
         finally:
             await self.delivery.deliver(
-                Outbound(self.chat, failure.apology(), self.reply_to, "error", answers=self.answers)
+                Outbound(
+                    self.chat,
+                    failure.apology(),
+                    self.reply_to,
+                    "error",
+                    answers=self.answers,
+                    error_id=failure.error_id,
+                    cause=failure.error,
+                )
             )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
@@ -43,6 +43,10 @@ class Outbound:
     # asked through several engines sharing a store); `reply_to` is the last of them
     answers: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()  # a turn's reply: its tool calls in order, bounded (tools_used.tool_runs)
+    # a failed turn's apology: the id its log lines name, and the exception that ended the turn; in this
+    # process only (the library's `TurnFailed` carries them), never sent to a gateway or stored
+    error_id: str | None = None
+    cause: Exception | None = field(default=None, compare=False)
 
 
 def kept_reply(record: MessageRecord, reply_to: str | None) -> Outbound:

@@ -12,10 +12,11 @@ client and end-to-end tests. The function is the model (pydantic-ai's `FunctionM
     FunctionModel(model)                      # satisfies `klaw.llm.protocol.ChatModel`
 
 The function may be sync or async, return text or a whole `ChatResponse`, and raise any
-`klaw.llm.errors.LlmError` to play a failing server. `stream` cuts the same answer into deltas the
-way OpenAI streams it (text in small pieces, each tool call's id and name first and then its
-arguments in pieces, the finish reason last), so a consumer goes through `StreamAccumulator` as it
-would against a server; `stream_function` replaces that with the test's own deltas.
+`klaw.llm.errors.LlmError` to play a failing server; anything else it returns is an
+`LlmMalformedResponseError` naming the function and what it may return, as a server's garbage is.
+`stream` cuts the same answer into deltas the way OpenAI streams it (text in small pieces, each tool
+call's id and name first and then its arguments in pieces, the finish reason last), so a consumer goes
+through `StreamAccumulator` as it would against a server; `stream_function` replaces that with the test's own deltas.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from klaw.llm.call_purpose import CallPurpose, current_purpose
+from klaw.llm.errors import LlmMalformedResponseError
 from klaw.llm.messages import ChatMessage, ChatResponse, StreamDelta, ToolCall, ToolCallFragment, ToolSpec
 
 __all__ = ["AgentInfo", "FunctionModel", "ModelCall", "call_tool", "tool_calls"]
@@ -113,6 +115,8 @@ class FunctionModel:
         info = self._record(messages, tools, temperature, max_tokens, streamed=True)
         if self.stream_function is not None:
             async for piece in self.stream_function(tuple(messages), info):
+                if not isinstance(piece, str | StreamDelta):
+                    raise self._wrong_answer(self.stream_function, piece, "pieces that are a str or a StreamDelta")
                 yield StreamDelta(content=piece, model=self.name) if isinstance(piece, str) else piece
             return
         for delta in self._deltas(await self._answer(messages, info)):
@@ -142,7 +146,21 @@ class FunctionModel:
             answer = await answer
         if isinstance(answer, str):
             return ChatResponse(content=answer, finish_reason="stop", model=self.name)
+        if not isinstance(answer, ChatResponse):
+            raise self._wrong_answer(
+                self.function, answer, "a str (the reply's text) or a ChatResponse (tool_calls(...))"
+            )
         return answer if answer.model else replace(answer, model=self.name)
+
+    def _wrong_answer(self, function: object, answer: object, allowed: str) -> LlmMalformedResponseError:
+        """The program's function answered what no model could: named, with what it may return, so the
+        `TurnFailed` the program gets says it rather than an AttributeError deep in here."""
+        name = getattr(function, "__name__", None) or type(function).__name__
+        return LlmMalformedResponseError(
+            f"the model function {name}() returned {type(answer).__name__}; it must return {allowed}",
+            model_id=self.name,
+            base_url=None,
+        )
 
     def _deltas(self, response: ChatResponse) -> Iterator[StreamDelta]:
         text = response.content or ""

@@ -1,0 +1,73 @@
+"""A failed `ask` tells the program why: `TurnFailed` carries the turn's `error_id` and the exception that
+ended it (`cause`, also `__cause__`), so a program can tell a server that is down (retry later) from a
+mistake to fix; and a `FunctionModel` function that returns what no model could is named, with what it may
+return. Before, `TurnFailed` had neither attribute, and a function returning 42 failed with "something went
+wrong" over an AttributeError deep in function_model.py. Decision 293."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from klaw import (
+    AgentInfo,
+    ChatMessage,
+    FunctionModel,
+    Klaw,
+    LlmConnectionError,
+    LlmError,
+    LlmMalformedResponseError,
+    ManualClock,
+    TurnFailed,
+)
+from tests.test_library import CONFIG
+
+
+async def test_a_model_function_returning_a_number_is_named_with_what_it_may_return(tmp_path: Path) -> None:
+    def answer_number(messages: Sequence[ChatMessage], info: AgentInfo) -> int:
+        return 42
+
+    model = FunctionModel(answer_number)  # type: ignore[arg-type]
+    async with Klaw(tmp_path / "home", config=CONFIG, model=model, clock=ManualClock()) as agent:
+        with pytest.raises(TurnFailed) as failed:
+            await agent.ask("ana", "hi")
+    message = str(failed.value)
+    assert re.fullmatch(
+        r"Sorry, I could not answer: the model function answer_number\(\) returned int; it must return a str"
+        r" \(the reply's text\) or a ChatResponse \(tool_calls\(\.\.\.\)\) \(model 'function-model'\)\."
+        r" \(error (\w+)\)",
+        message,
+    ), message
+    assert failed.value.error_id is not None and f"(error {failed.value.error_id})" in message
+    assert isinstance(failed.value.cause, LlmMalformedResponseError)
+    assert failed.value.__cause__ is failed.value.cause
+
+
+async def test_a_failed_turn_carries_the_model_error_so_a_program_can_retry(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def flaky(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise LlmConnectionError("the model server cannot be reached", model_id="local/x", base_url=None)
+        return "back again"
+
+    async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(flaky), clock=ManualClock()) as agent:
+        with pytest.raises(TurnFailed) as failed:
+            await agent.ask("ana", "hi")
+        assert isinstance(failed.value.cause, LlmError) and isinstance(failed.value.__cause__, LlmConnectionError)
+        assert await agent.ask("ana", "hi again") == "back again"  # what the program does on a server down
+
+
+async def test_a_bug_in_the_program_s_function_is_the_cause_too(tmp_path: Path) -> None:
+    def buggy(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
+        settings: dict[str, str] = {}
+        return settings["missing"]
+
+    async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(buggy), clock=ManualClock()) as agent:
+        with pytest.raises(TurnFailed, match=r"something went wrong .*\(error \w+\)") as failed:
+            await agent.ask("ana", "hi")
+    assert isinstance(failed.value.cause, KeyError) and failed.value.__cause__ is failed.value.cause
