@@ -122,8 +122,8 @@ class Turn:
     # The sink's begin may run while the context is built (it writes nothing the context reads: a chat
     # turn's exchange opening). A task run's begin writes its request into the log its context reads.
     begin_alongside_context: bool = False
-    # Awaited before each model call and before a model's answer is recorded; raises `TurnStopped` when the
-    # turn must not go on (a chat turn on a store several engines share: a forget there, decision 286).
+    # Awaited before each model call and before an answer or a round's tool results are recorded; raises
+    # `TurnStopped` when the turn must not go on (a chat turn on a shared store: a forget there, decision 286).
     checkpoint: Callable[[], Awaitable[None]] | None = None
 
 
