@@ -119,6 +119,14 @@ def auth_headers(endpoint: Endpoint, env: Mapping[str, str]) -> dict[str, str]:
             f"Set it in the engine's environment, or remove apiKeyEnv under {endpoint.section} "
             "if this server needs no key.",
         )
+    if any(mark in key for mark in "\r\n\0"):
+        # Sent, it would end the header early (or inject another); refused, the message must not quote
+        # it (an error reaches logs and the chat), as the old transport's "Illegal header value" did.
+        raise endpoint.error(
+            LlmAuthError,
+            f"the environment variable {endpoint.api_key_env}, which should hold the API key, holds a line break",
+            "Set it to the key alone, on one line (a key copied from a file often ends with its newline).",
+        )
     return {"Authorization": f"Bearer {key}"}
 
 
