@@ -173,6 +173,8 @@ class Klaw:
             channels={LIBRARY_CHANNEL: self._deliver},  # before recovery: a reply sent again at start reaches us
         )
         self._closed = False
+        if self._config is not None:
+            _warn_overridden(self._engine)
         return self
 
     async def ask(self, chat: str | ChatRef, text: str) -> str:
@@ -312,6 +314,19 @@ class Klaw:
         if self._config is not None:
             return config_from_mapping(self._config, "the config= given to Klaw")
         return load_config(self.home.config_file).config
+
+
+def _warn_overridden(engine: Engine) -> None:
+    """A given `config=` is used as given, except the values chat commands stored in the home's database
+    (`/rag set`, `/summarizer off`…), which override it as they override engine.yaml: said once, with how
+    to undo them, so the program's author is not left wondering (decision 290)."""
+    overrides = engine.memory_settings.overrides()
+    if overrides:
+        log.warning(
+            "the config= given to Klaw is overridden by what chat commands stored in the home's database: %s;"
+            " '/rag reset' gives rag back to the config (/summarizer and /embeddings switch theirs)",
+            ", ".join(f"{field} = {value!r} ({command})" for field, value, command in overrides),
+        )
 
 
 def _chat(chat: str | ChatRef) -> ChatRef:

@@ -125,12 +125,12 @@ async def test_rag_config_set_validation_and_persistence(tmp_path: Path) -> None
             await reply(h, "/rag off")
             == "Past conversations off: the context holds only this segment (and core memory)."
         )
-        assert await reply(h, "/rag maybe") == "Usage: /rag [on|off|config|set <key> <value>]"
+        assert await reply(h, "/rag maybe") == "Usage: /rag [on|off|config|set <key> <value>|reset [key]]"
     async with running_engine(tmp_path, rag={"conversationLimit": 4}) as h:
         config = await reply(h, "/rag config")
-        assert "  rag_enabled: false (set by command)" in config
-        assert "  rag_conversation_limit: 5 (set by command)" in config
-        assert "  rag_min_similarity: 0.5 (set by command)" in config
+        assert "  rag_enabled: false (set by command; /rag reset" in config
+        assert "  rag_conversation_limit: 5 (set by command; /rag reset" in config
+        assert "  rag_min_similarity: 0.5 (set by command; /rag reset" in config
         assert "  rag_exchange_limit_per_conversation: 2\n" in config
         assert "/summarizer" in await reply(h, "/help") and "/rag" in await reply(h, "/help")
 

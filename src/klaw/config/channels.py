@@ -66,7 +66,7 @@ def _default_commands() -> tuple[CommandConfig, ...]:
             ("tools", "The tools this chat's model is offered, and those missing and why"),
             ("summarizer", "Background summaries of exchanges and segments: /summarizer [on|off|status]"),
             ("embeddings", "The embedding worker: /embeddings [on|off|status|rebuild]"),
-            ("rag", "Past conversations in the context: /rag [on|off|config|set <key> <value>]"),
+            ("rag", "Past conversations in the context: /rag [on|off|config|set <key> <value>|reset [key]]"),
             ("approve", "Let the agent run a tool it asked for: /approve ID"),
             ("deny", "Refuse a tool the agent asked for: /deny ID"),
             ("help", "List commands"),

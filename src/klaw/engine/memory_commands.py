@@ -148,21 +148,43 @@ class MemoryCommands:
             except SettingError as exc:
                 return str(exc)
             return f"Updated: {key} = {value}"
+        if action == "reset" and len(words) <= 2:
+            return await self._rag_reset(words[1] if len(words) == 2 else None)
         if action in ("", "status"):
             return await self._rag_status()
-        return "Usage: /rag [on|off|config|set <key> <value>]"
+        return "Usage: /rag [on|off|config|set <key> <value>|reset [key]]"
+
+    async def _rag_reset(self, key: str | None) -> str:
+        """`/rag reset [key]`: the configuration's value again (engine.yaml, or a program's `config=`)."""
+        try:
+            reset = await self.settings.reset_rag(key)
+        except SettingError as exc:
+            return str(exc)
+        if not reset:
+            which = "No /rag value is" if key is None else f"{key} is not"
+            return f"{which} set by command: the configuration's values apply (/rag config shows them)."
+        values = ", ".join(f"{name} = {self._value(name)}" for name in reset)
+        return f"Reset to the configuration's: {values}"
+
+    def _value(self, key: str) -> str:
+        rag = self.settings.rag
+        return str(rag.enabled).lower() if key == RAG_ENABLED else str(getattr(rag, RAG_KEYS[key]))
 
     def _rag_config(self) -> str:
-        rag = self.settings.rag
         lines = ["Past-conversation retrieval:"]
-        lines.append(f"  {RAG_ENABLED}: {str(rag.enabled).lower()}{self._source(RAG_ENABLED)}")
-        for key, field in RAG_KEYS.items():
-            lines.append(f"  {key}: {getattr(rag, field)}{self._source(key)}")
+        for key in (RAG_ENABLED, *RAG_KEYS):
+            lines.append(f"  {key}: {self._value(key)}{self._source(key)}")
         lines.append("To change one: /rag set <key> <value>")
+        if any(self.settings.overridden(key) for key in (RAG_ENABLED, *RAG_KEYS)):
+            lines.append(
+                "Values set by command (/rag set, /rag on|off) are kept in the database and override the"
+                " configuration (engine.yaml, or a program's config=):"
+                " /rag reset <key> undoes one, /rag reset every one"
+            )
         return "\n".join(lines)
 
     def _source(self, key: str) -> str:
-        return " (set by command)" if self.settings.overridden(key) else ""
+        return f" (set by command; /rag reset {key} undoes it)" if self.settings.overridden(key) else ""
 
     async def _rag_status(self) -> str:
         rag = self.settings.rag

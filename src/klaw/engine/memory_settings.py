@@ -153,6 +153,24 @@ class MemorySettings:
         self._stored[key] = on
         self._rag = self._merged_rag()
 
+    async def reset_rag(self, key: str | None) -> list[str]:
+        """`/rag reset [key]`: forget what `/rag set` (and `/rag on|off`) stored for `key`, or for every
+        `/rag` value, so the configuration's applies again; returns the keys that were set. Raises
+        `SettingError` for a key `/rag` does not know (decision 290)."""
+        if key is None:
+            keys = [RAG_ENABLED, *RAG_KEYS]
+        else:
+            canonical = RAG_ENABLED if key in (RAG_ENABLED, "enabled", "rag.enabled") else _KEY_NAMES.get(key)
+            if canonical is None:
+                raise SettingError(f"Invalid key. Valid keys: {RAG_ENABLED}, {', '.join(RAG_KEYS)}")
+            keys = [canonical]
+        reset = [name for name in keys if name in self._stored]
+        for name in reset:
+            await self._settings.delete(name)
+            del self._stored[name]
+        self._rag = self._merged_rag()
+        return reset
+
     async def set_rag(self, key: str, raw: str) -> tuple[str, int | float]:
         """`/rag set`: validate, store, apply; raises `SettingError` with the reason."""
         canonical, value = parse_rag_value(key, raw)

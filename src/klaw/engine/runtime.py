@@ -73,6 +73,7 @@ class Engine:
         self.store = parts.memory.store
         self.embedder = parts.memory.embedder
         self.embedding_queue = parts.memory.embedding_queue
+        self.memory_settings = parts.memory.settings  # engine.yaml's memory settings with /rag, /summarizer's
         self.router = parts.router
         self.tools = parts.tools
         self.tool_selection = parts.selection  # which group offered each tool, and each model's tools
