@@ -1,6 +1,6 @@
 """A program's mistakes with the library get klaw's own errors (`except klaw.KlawError`), each naming what
 is wrong and the fix: a function in `tools=` that cannot be a tool (no docstring, no type hints, `*args`,
-a sync `def`, a name a built-in tool has, something that is no function at all) raises
+a generator, a name a built-in tool has, something that is no function at all) raises
 `ToolDefinitionError` when the engine starts, and `ask` with a chat that is no name or a text that is no
 str raises `InvalidChat` / `MessageRefused` before anything is stored. Before, these were a plain
 ValueError, `AttributeError: 'str' object has no attribute '__name__'` and `TypeError:
@@ -9,6 +9,7 @@ quote_from_bytes() expected bytes`. library.md's error table names every error `
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,9 @@ from tests.test_library import CONFIG
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def sync_tool(x: int) -> str:
-    """A plain def."""
-    return str(x)
+def yielding_tool(x: int) -> Iterator[str]:
+    """A generator."""
+    yield str(x)
 
 
 async def no_docstring(x: int) -> str:
@@ -46,12 +47,12 @@ async def star_args(*args: int) -> str:
 
 
 BAD_TOOLS: list[tuple[Any, str]] = [
-    (sync_tool, r"tool 'sync_tool' must be an async def function: write it as `async def sync_tool"),
+    (yielding_tool, r"tool 'yielding_tool' yields its results: a tool returns one result; write `return`"),
     (no_docstring, r"tool 'no_docstring' needs a description: give it a docstring"),
     (current_time, r"a tool named 'current_time' is already offered .*: rename one of them"),
     (untyped, r"tool 'untyped': parameter 'x' needs a type hint \(e\.g\. `x: str`\)"),
     (star_args, r"parameter 'args' must be a named parameter .*\*args"),
-    ("notafunction", r"a tool must be an async def function .*not str \(pass the function itself"),
+    ("notafunction", r"a tool must be a function \(async def or def\) .*not str \(pass the function itself"),
 ]
 
 

@@ -113,10 +113,11 @@ class Klaw:
         `EngineConfig`, its engine.yaml shape as a mapping, or None to read the home's engine.yaml
         (defaults when there is none). `model`: a `ChatModel` answering for every configured model id
         (e.g. `FunctionModel`), instead of the configured HTTP clients. `embedder`: instead of the
-        configured one. `tools`: plain typed `async def` functions with docstrings, offered beside the
-        built-in groups. `clock`: the engine's time (a `ManualClock` in tests). `listen`: also open
-        `engine.sock` for gateways, as `klaw engine` does. `approve`: asked whether a call of a tool held
-        by `tools.approval` may run (True runs it); None denies every such call at once. `on_message`:
+        configured one. `tools`: plain typed functions with docstrings (`async def`, or a `def` run in a
+        worker thread), offered beside the built-in groups. `clock`: the engine's time (a `ManualClock`
+        in tests). `listen`: also open `engine.sock` for gateways, as `klaw engine` does. `approve`:
+        asked whether a call of a tool held by `tools.approval` may run (True runs it); None denies
+        every such call at once. `on_message`:
         `async def on_message(message: AgentMessage)`, given each message the agent sends on its own
         (a subagent's or task's answer), which no `ask` returns; without it they are only in `history`."""
         self.home = home if isinstance(home, KlawHome) else KlawHome(Path(home).expanduser())

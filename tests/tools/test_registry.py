@@ -4,6 +4,7 @@ are registered (calls and their failures: test_registry_calls.py)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -159,9 +160,9 @@ async def test_duplicate_names_are_refused() -> None:
 
 
 async def test_functions_that_cannot_be_tools_are_refused() -> None:
-    def sync_tool(text: str) -> str:
-        """Not async."""
-        return text
+    def generator_tool(text: str) -> Iterator[str]:
+        """Yields."""
+        yield text
 
     async def undocumented(text: str) -> str:
         return text
@@ -175,8 +176,8 @@ async def test_functions_that_cannot_be_tools_are_refused() -> None:
         return "".join(texts)
 
     registry = ToolRegistry()
-    with pytest.raises(ValueError, match="async def"):
-        registry.register(sync_tool)  # type: ignore[type-var]
+    with pytest.raises(ValueError, match="yields its results"):
+        registry.register(generator_tool)
     with pytest.raises(ValueError, match="description"):
         registry.register(undocumented)
     with pytest.raises(ValueError, match="type hint"):

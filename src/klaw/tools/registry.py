@@ -65,8 +65,8 @@ class ToolRegistry:
         A name outside the registry's `offered` tools is checked, then not offered, unless `offer` (the
         engine's caller's own tools and plugins' tools, which were asked for by name).
 
-        Raises ToolDefinitionError for what is no function, a bad or duplicate name, a function that is
-        not `async def`, a missing description, or parameters that cannot be described (no type hint,
+        Raises ToolDefinitionError for what is no function, a bad or duplicate name, a generator
+        function, a missing description, or parameters that cannot be described (no type hint,
         `*args`, `**kwargs`).
         """
         tool = function_tool(fn, _name(fn) if name is None else name, description)
@@ -174,7 +174,7 @@ def _name(fn: object) -> str:
     name = getattr(fn, "__name__", None)
     if not callable(fn) or not isinstance(name, str):
         raise ToolDefinitionError(
-            f"a tool must be an async def function with a docstring and typed parameters, not {type(fn).__name__}"
-            " (pass the function itself, e.g. tools=[weather], not its name or a call of it)"
+            "a tool must be a function (async def or def) with a docstring and typed parameters, not"
+            f" {type(fn).__name__} (pass the function itself, e.g. tools=[weather], not its name or a call of it)"
         )
     return name

@@ -1,7 +1,9 @@
-"""What a tool is as the model sees it: a typed `async def` function turned into a JSON schema, and the
-model's arguments checked against that same schema.
+"""What a tool is as the model sees it: a typed function turned into a JSON schema, and the model's
+arguments checked against that same schema.
 
-A tool is an ordinary coroutine function with type hints and a docstring. Its JSON schema is derived
+A tool is an ordinary function with type hints and a docstring: a coroutine function, or a plain `def`
+(run in a worker thread, `asyncio.to_thread`, so its blocking work does not stop the engine, as
+pydantic-ai runs one; decision 293). Its JSON schema is derived
 by pydantic from the signature (one model per tool, `extra="forbid"`), so the schema the model sees
 and the validation its arguments go through cannot drift apart. Parameter descriptions come from
 `Annotated[..., Field(description=...)]` or, failing that, the docstring's `Args:` section; the tool's
@@ -13,6 +15,7 @@ the model's values back. Running a call is klaw/tools/calls.py's; the set of too
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import inspect
 import json
@@ -33,7 +36,7 @@ from klaw.llm.messages import ToolCall, ToolSpec
 from klaw.store.records import ChatRef
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-ToolFunction = Callable[..., Awaitable[Any]]
+ToolFunction = Callable[..., Any]  # an `async def`, or a plain `def` run in a worker thread
 SchemaToolFunction = Callable[[dict[str, Any], "ToolContext"], Awaitable[Any]]
 """A tool described by a JSON schema of its own (an MCP server's): called with the model's argument object."""
 
@@ -44,7 +47,7 @@ _MAX_LOC_PART = 60
 
 
 class ToolDefinitionError(KlawError, ValueError):
-    """A function that cannot be offered as a tool (not `async def`, no description, a parameter the
+    """A function that cannot be offered as a tool (a generator, no description, a parameter the
     model cannot be told about, a name taken): raised when the engine starts, naming the tool and the fix."""
 
 
@@ -79,6 +82,7 @@ class ToolDefinition:
     arguments: type[BaseModel] | None  # None: a schema tool, given the argument object as it came
     parameters: Mapping[str, str]  # pydantic field name -> the function's parameter name
     context_parameter: str | None
+    in_thread: bool = False  # a plain `def`: called in a worker thread
 
     def kwargs(self, raw: str, context: ToolContext) -> dict[str, Any]:
         """The function's keyword arguments for the model's raw JSON `raw`; raises BadArguments."""
@@ -101,8 +105,13 @@ class ToolDefinition:
         return {param: getattr(validated, field_name) for field_name, param in self.parameters.items()}
 
     def call(self, kwargs: dict[str, Any], context: ToolContext) -> Awaitable[Any]:
-        """The coroutine running the tool on arguments from `kwargs`."""
-        return self.fn(kwargs["arguments"], context) if self.arguments is None else self.fn(**kwargs)
+        """The coroutine running the tool on arguments from `kwargs` (a plain `def` in a worker thread: a
+        timeout stops the waiting for it, not the thread)."""
+        if self.arguments is None:
+            return self.fn(kwargs["arguments"], context)  # type: ignore[no-any-return]
+        if self.in_thread:
+            return asyncio.to_thread(self.fn, **kwargs)
+        return self.fn(**kwargs)  # type: ignore[no-any-return]
 
 
 def check_name(name: str) -> None:
@@ -112,17 +121,20 @@ def check_name(name: str) -> None:
 
 
 def function_tool(fn: ToolFunction, name: str, description: str | None) -> ToolDefinition:
-    """The definition of `fn` offered as `name`. Raises ToolDefinitionError for a function that is not `async def`,
-    a missing description, or parameters that cannot be described (no type hint, `*args`, `**kwargs`)."""
+    """The definition of `fn` offered as `name`. Raises ToolDefinitionError for a generator, a missing
+    description, or parameters that cannot be described (no type hint, `*args`, `**kwargs`)."""
     check_name(name)
-    if not _is_coroutine_function(fn):
-        raise ToolDefinitionError(f"tool {name!r} must be an async def function: write it as `async def {name}(...)`")
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise ToolDefinitionError(
+            f"tool {name!r} yields its results: a tool returns one result; write `return` instead of `yield`"
+        )
+    in_thread = not inspect.iscoroutinefunction(fn)
     doc = inspect.getdoc(fn) or ""
     source = _source(fn, name, description, doc)
     known = _derived.get(fn.__code__) if source is not None else None
     if known is not None and known.globals is fn.__globals__ and _equal(known.source, source):
         spec = ToolSpec(name, known.spec.description, copy.deepcopy(dict(known.spec.parameters)))
-        return ToolDefinition(spec, fn, known.arguments, known.parameters, known.context_parameter)
+        return ToolDefinition(spec, fn, known.arguments, known.parameters, known.context_parameter, in_thread)
     summary, arg_docs = _parse_docstring(doc)
     text = description if description is not None else summary
     if not text.strip():
@@ -134,7 +146,7 @@ def function_tool(fn: ToolFunction, name: str, description: str | None) -> ToolD
     if source is not None:
         _derived[fn.__code__] = _Derived(source, fn.__globals__, spec, arguments, parameters, context_parameter)
         spec = ToolSpec(name, spec.description, copy.deepcopy(dict(spec.parameters)))
-    return ToolDefinition(spec, fn, arguments, parameters, context_parameter)
+    return ToolDefinition(spec, fn, arguments, parameters, context_parameter, in_thread)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,11 +259,6 @@ def _arguments_model(
         parameters[f"p{index}"] = param.name
     model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
     return model, parameters, context_parameter
-
-
-def _is_coroutine_function(fn: ToolFunction) -> bool:
-    # A plain bool, not inspect's TypeGuard, so `register` can hand back `fn` with its own type.
-    return inspect.iscoroutinefunction(fn)
 
 
 def _has_description(hint: Any) -> bool:
