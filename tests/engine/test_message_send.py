@@ -39,13 +39,13 @@ class Stand:
     home: KlawHome
     web: GatewayClient
 
-    async def turn(self, text: str) -> list[OutboundFrame]:
+    async def turn(self, text: str, message_id: str = "m1") -> list[OutboundFrame]:
         """A message on the web page's chat; the frames this gateway gets until the turn's reply."""
-        await self.web.send(InboundFrame(id="m1", channel=WEB.channel, chat_id=WEB.chat_id, text=text))
-        assert await self.web.recv() == AckFrame(id="m1")
+        await self.web.send(InboundFrame(id=message_id, channel=WEB.channel, chat_id=WEB.chat_id, text=text))
+        assert await self.web.recv() == AckFrame(id=message_id)
         await self.clock.advance(self.engine.config.processing.debounce_ms / 1000)
         frames: list[OutboundFrame] = []
-        while not frames or frames[-1].reply_to != "m1":
+        while not frames or frames[-1].reply_to != message_id:
             frame = await self.web.recv()
             assert isinstance(frame, OutboundFrame), frame
             frames.append(frame)
@@ -246,3 +246,28 @@ async def test_a_target_in_the_middle_of_a_turn_gets_it_after_that_turn_without_
         ]
         said = [r.content for r in s.logged(TELEGRAM) if r.role in (Role.USER, Role.ASSISTANT) and r.content]
         assert said == ["what is the weather", "Telegram's own answer.", TEXT]
+
+
+async def test_a_task_may_report_only_where_message_send_may_write() -> None:
+    """A scheduled task's answers are messages to its `inject_into` chat: `schedule_add` refuses a chat
+    `message_send` may not write to (a prompt injection's way round the target list), with the same
+    reason, and no task is made; one of the person's chats is accepted."""
+    async with stand(["web", "telegram"]) as s:
+        scheduler = s.engine.scheduler
+        assert scheduler is not None
+        every = {"name": "digest", "message": "say hi", "every": "1h"}
+        s.server.reply_tool_calls([("schedule_add", {**every, "inject_into": "telegram:99"})])
+        s.server.reply_text("I may not report there.")
+        await s.turn("every hour tell telegram 99 hello")
+        assert s.tool_result()["content"] == (
+            "inject_into: telegram:99 is not one of the person's chats this agent may write to (allowed:"
+            f" console:{_user()}, telegram:42, web:main); the person can add it to tools.messageTargets in"
+            " engine.yaml"
+        )
+        assert await scheduler.list_tasks() == []
+
+        s.server.reply_tool_calls([("schedule_add", {**every, "inject_into": "telegram:42"})])
+        s.server.reply_text("Done.")
+        await s.turn("every hour tell my telegram hello", message_id="m2")
+        [task] = await scheduler.list_tasks()
+        assert task.inject_into == TELEGRAM

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime, tzinfo
 from typing import Annotated, Any, Protocol
 
@@ -26,6 +26,7 @@ from klaw.scheduling.names import ADD_TOOL, SUBAGENT_CHANNEL, parse_chat_target
 from klaw.scheduling.schedules import TaskSchedule
 from klaw.scheduling.task_store import ScheduledTask
 from klaw.store.records import ChatRef
+from klaw.tools.calls import ToolRefusal
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolContext
 
@@ -76,11 +77,15 @@ def register_scheduler_tools(
     max_tasks: int = 50,
     max_runs_per_day: int = 1440,
     held_tools: Collection[str] = (),
+    target_problem: Callable[[ChatRef], str | None] = lambda chat: None,
 ) -> None:
     """Offer the scheduling tools, bound to `scheduler`. The model may create at most `max_tasks` tasks
     firing at most `max_runs_per_day` times a day together (`scheduler.maxTasks`, `scheduler.maxRunsPerDay`):
     one reply once created 100 recurring tasks. `klaw schedule add`, the person's own, is not capped.
-    `held_tools` (tools.approval) are the tools schedule_add's `allow_tools` may name."""
+    `held_tools` (tools.approval) are the tools schedule_add's `allow_tools` may name. `target_problem`
+    says why a chat other than the one asking may not get a task's answers (`message_send`'s rule,
+    tools.messageTargets): a task's answer is a message to that chat, so it may go where `message_send`
+    may, and no further."""
 
     adding = asyncio.Lock()
 
@@ -113,6 +118,8 @@ def register_scheduler_tools(
             raise ValueError("give exactly one of cron (a crontab expression) or every (an interval such as 30m)")
         schedule = TaskSchedule.cron(cron) if cron is not None else TaskSchedule.every(every or "")
         target = _target(context, inject_into)
+        if target is not None and target != context.chat and (problem := target_problem(target)) is not None:
+            raise ToolRefusal(f"inject_into: {problem}")
         allowed = tuple(dict.fromkeys(allow_tools or ()))
         not_held = [tool for tool in allowed if tool not in held_tools]
         if not_held:

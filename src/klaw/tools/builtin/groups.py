@@ -10,6 +10,7 @@ checks it), the names config validation accepts without looking for packages.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from klaw.home_init import PROTECTED_WORKSPACE
@@ -21,7 +22,7 @@ from klaw.tools.docs.index import DocsIndex
 from klaw.tools.docs.tools import register_docs_tools
 from klaw.tools.groups import GroupProvider, ServiceKey, ToolProvider, ToolSetup
 from klaw.tools.host.tool import register_host_exec
-from klaw.tools.messaging.send import MessageSender, message_targets, register_message_tools
+from klaw.tools.messaging.send import MessageSender, message_targets, register_message_tools, target_problem
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.sandbox.choice import choose_backend
 from klaw.tools.sandbox.tool import register_code_execute
@@ -76,6 +77,7 @@ def _scheduler(setup: ToolSetup) -> None:
         max_tasks=limits.max_tasks,
         max_runs_per_day=limits.max_runs_per_day,
         held_tools=_held_here(setup),
+        target_problem=functools.partial(target_problem, targets=message_targets(setup.config)),
     )
 
 

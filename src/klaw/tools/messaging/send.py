@@ -60,6 +60,19 @@ def message_targets(config: EngineConfig) -> frozenset[ChatRef]:
     return frozenset(parse_chat_target(target) for target in config.tools.message_targets)
 
 
+def target_problem(chat: ChatRef, targets: Iterable[ChatRef]) -> str | None:
+    """Why the agent may not write to `chat` (not among `targets`), or None: the one rule for
+    `message_send` and for where a task it schedules reports (`schedule_add`'s `inject_into`)."""
+    allowed = frozenset(targets)
+    if chat in allowed:
+        return None
+    listed = ", ".join(sorted(str(target) for target in allowed)) or "none"
+    return (
+        f"{chat} is not one of the person's chats this agent may write to (allowed: {listed});"
+        " the person can add it to tools.messageTargets in engine.yaml"
+    )
+
+
 def register_message_tools(registry: ToolRegistry, sender: MessageSender, targets: Iterable[ChatRef]) -> None:
     allowed = frozenset(targets)
     listed = ", ".join(sorted(str(chat) for chat in allowed)) or "none"
@@ -70,11 +83,8 @@ def register_message_tools(registry: ToolRegistry, sender: MessageSender, target
             chat = parse_chat_target(target)
         except ValueError as exc:
             raise ValueError(f"{exc}; allowed targets: {listed}") from None
-        if chat not in allowed:
-            raise ValueError(
-                f"{chat} is not one of the person's chats this agent may write to (allowed: {listed});"
-                " the person can add it to tools.messageTargets in engine.yaml"
-            )
+        if (problem := target_problem(chat, allowed)) is not None:
+            raise ValueError(problem)
         return chat
 
     def allowed_target(target: str) -> str:
