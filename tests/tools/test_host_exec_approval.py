@@ -99,3 +99,45 @@ async def test_no_answer_within_the_timeout_and_the_command_never_runs() -> None
         assert not (s.home.workspace / "unanswered.txt").exists()
         [result] = s.tool_results()
         assert result["content"].startswith("Not run: the person did not approve host_exec within")
+
+
+async def test_a_padded_command_shows_its_tail_and_runs_only_what_was_shown() -> None:
+    """1,600 spaces once pushed `HIDDEN` past the question's cut; now the run is counted (decision 295)."""
+    async with held_host_exec() as s:
+        s.server.reply_tool_calls([("host_exec", {"command": "touch shown.txt" + " " * 1600 + "HIDDEN"})])
+        s.server.reply_text("Made them.")
+        await s.ask("make a file")
+        request_id, question = await s.question()
+        assert "```\ncommand: touch shown.txt⟦1600 spaces⟧HIDDEN\n```" in question.text
+        await s.send(f"/approve {request_id}")
+        assert (await s.outbound()).text == "Approved: host_exec runs now."
+        assert (await s.outbound()).text == "Made them."
+        assert (s.home.workspace / "HIDDEN").exists()
+
+
+async def test_bidi_and_invisible_characters_are_named_in_the_question() -> None:
+    async with held_host_exec() as s:
+        command = "touch \u202etxt.exe\u202c a\u200bb c\u00a0d"
+        s.server.reply_tool_calls([("host_exec", {"command": command})])
+        s.server.reply_text("Left it.")
+        await s.ask("make a file")
+        request_id, question = await s.question()
+        assert (
+            "command: touch ⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧txt.exe⟦U+202C POP DIRECTIONAL FORMATTING⟧"
+            " a⟦U+200B ZERO WIDTH SPACE⟧b c⟦U+00A0 NO-BREAK SPACE⟧d\n"
+        ) in question.text
+        assert not any(char in question.text for char in "\u202e\u202c\u200b\u00a0")
+        await s.send(f"/deny {request_id}")
+
+
+async def test_a_call_too_long_to_show_whole_is_refused_without_a_question() -> None:
+    async with held_host_exec() as s:
+        s.server.reply_tool_calls([("host_exec", {"command": "touch " + " ".join(f"f{n}" for n in range(900))})])
+        s.server.reply_text("Too long to ask.")
+        await s.ask("make many files")
+        assert (await s.outbound()).text == "Too long to ask."  # no question came first
+        [result] = s.tool_results()
+        assert result["content"].startswith("Not run: host_exec needs the person's approval, and its arguments")
+        assert "at most 3000" in result["content"]
+        assert not (s.home.workspace / "f0").exists()
+        assert s.engine.approvals.waiting(WEB) == []

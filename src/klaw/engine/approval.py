@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from klaw.engine.approval_text import MAX_SHOWN_CHARS, shown
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.llm.messages import ToolCall
@@ -37,7 +38,6 @@ from klaw.store.records import ChatRef
 
 log = logging.getLogger(__name__)
 
-MAX_SHOWN_CHARS = 1500  # of a call's arguments in the question; the whole call is in the conversation log
 Condition = Callable[[Mapping[str, Any]], bool]  # a tool held only for some arguments (schedule_add allowTools)
 Waiting = Callable[[], AbstractAsyncContextManager[None]]  # entered while the person is waited for
 
@@ -48,6 +48,7 @@ class Decision(StrEnum):
     TIMED_OUT = "timed_out"
     NO_PERSON = "no_person"  # a task's run: nobody to ask, and the task was not created allowing the tool
     UNAVAILABLE = "unavailable"  # the question could not be asked, or the engine is stopping
+    TOO_LONG = "too_long"  # the call cannot be shown whole in a question, so it is not asked (decision 295)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,15 @@ class ApprovalGate:
             )
         if self._closed:
             return Verdict(Decision.UNAVAILABLE, f"Not run: {call.name} needs approval and the engine is stopping.")
+        length = len(shown_arguments(call))
+        if length > MAX_SHOWN_CHARS:  # a question that shows part of a call would ask for what is not read
+            log.info("approval: %s refused in %s: %d characters to show", call.name, chat, length)
+            return Verdict(
+                Decision.TOO_LONG,
+                f"Not run: {call.name} needs the person's approval, and its arguments are too long to show them"
+                f" whole ({length} characters as shown; at most {MAX_SHOWN_CHARS}). Make smaller calls (a file"
+                f" written in parts, a script saved to a file first), each short enough to be read before it runs.",
+            )
         return await self._ask(call, chat, while_waiting or nullcontext)
 
     async def _ask(self, call: ToolCall, chat: ChatRef, while_waiting: Waiting) -> Verdict:
@@ -233,14 +243,12 @@ class ApprovalGate:
 
 
 def question(request_id: str, call: ToolCall, timeout_seconds: float) -> str:
-    """The question as the person reads it: the tool, its arguments literally (in a code block), the id."""
-    shown = _shown_arguments(call.arguments)
-    cut = len(shown) - MAX_SHOWN_CHARS
-    if cut > 0:
-        shown = shown[:MAX_SHOWN_CHARS] + f"\n… ({cut} more characters; the whole call is in the conversation log)"
-    fence = "`" * max(3, _longest_backtick_run(shown) + 1)
+    """The question as the person reads it: the tool, its arguments whole and with nothing hidden (in a
+    code block; approval_text.py), the id. The gate asks only when they fit `MAX_SHOWN_CHARS`."""
+    arguments = shown_arguments(call)
+    fence = "`" * max(3, _longest_backtick_run(arguments) + 1)
     return (
-        f"The agent wants to run {call.name}:\n{fence}\n{shown}\n{fence}\n"
+        f"The agent wants to run {shown(call.name)}:\n{fence}\n{arguments}\n{fence}\n"
         f"/approve {request_id} or /deny {request_id} (no answer within {_duration(timeout_seconds)} means no)"
     )
 
@@ -251,7 +259,12 @@ def without_answer_line(asked: str) -> str:
     return asked.rpartition("\n")[0] or asked
 
 
-def _shown_arguments(raw: str) -> str:
+def shown_arguments(call: ToolCall) -> str:
+    """The call's arguments as the question shows them, every character that runs visible."""
+    return shown(_argument_lines(call.arguments))
+
+
+def _argument_lines(raw: str) -> str:
     """Each argument as a `name: value` line, a string as itself (a command reads as typed), even when
     it is the only one (`city: Oslo`, not a bare `Oslo` whose meaning the person must guess); anything
     else as the JSON the model sent."""
