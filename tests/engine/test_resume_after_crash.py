@@ -6,12 +6,14 @@ from datetime import timedelta
 from pathlib import Path
 
 from klaw.engine.clock import ManualClock
+from klaw.engine.transcript import UNKNOWN_RESULT, tool_calls_metadata
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
+from klaw.llm.messages import ToolCall
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.ingestion import Ingestion
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
-from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role
+from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
 from klaw.store.sqlite.store import SqliteStore
 from tests.engine.harness import CHAT, running_engine
 
@@ -102,3 +104,38 @@ async def test_a_message_arriving_live_is_not_resumed_as_well(tmp_path: Path) ->
         await h.clock.advance(h.engine.config.processing.debounce_ms / 1000)
         await h.wait_for_replies(1)
     assert h.last_request_messages()[-1]["content"] == "arrived while the engine was starting"
+
+
+async def test_a_turn_killed_while_its_tools_ran_shows_the_model_what_it_had_set_going(tmp_path: Path) -> None:
+    """The engine died during a tool round: the calls were recorded, one result too, the other never
+    (its tool still ran). The resumed turn's model sees both calls, the recorded result and, for the
+    other, that its outcome is unknown: it is not asked afresh as if nothing had been done, which made
+    a model send the message or run the command a second time. (The calls were dropped before.) They
+    come after the person's message, as they were made: the model goes on from its own calls."""
+    asked = said("text Ann that I am late, then run the backup", 3)
+    opened = exchange_open_record(CHAT, asked.id, NOW - timedelta(minutes=3))
+    calls = [
+        ToolCall("call_send", "message_send", '{"target": "telegram:42", "text": "running late"}'),
+        ToolCall("call_backup", "host_exec", '{"command": "backup --all"}'),
+    ]
+    call_record = MessageRecord(
+        CHAT, Role.ASSISTANT, "", type=MessageType.TOOL_CALL, metadata=tool_calls_metadata(calls),
+        created_at=NOW - timedelta(minutes=2.9),
+    )  # fmt: skip
+    sent = MessageRecord(
+        CHAT, Role.TOOL, "Sent to telegram:42.", type=MessageType.TOOL_RESULT,
+        metadata={"tool_call_id": "call_send", "name": "message_send", "is_error": False},
+        created_at=NOW - timedelta(minutes=2.8),
+    )  # fmt: skip
+    await stored_before_start(tmp_path, [asked, opened, call_record, sent])
+    async with running_engine(tmp_path) as h:
+        await h.clock.advance(h.engine.config.processing.debounce_ms / 1000)
+        await h.wait_for_replies(1)
+    messages = h.last_request_messages()
+    assert [m["role"] for m in messages[-4:]] == ["user", "assistant", "tool", "tool"]  # as it was made
+    assert messages[-4]["content"] == "text Ann that I am late, then run the backup"
+    [calling] = [m for m in messages if m["role"] == "assistant" and m.get("tool_calls")]
+    assert [c["id"] for c in calling["tool_calls"]] == ["call_send", "call_backup"]
+    results = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+    assert results == {"call_send": "Sent to telegram:42.", "call_backup": UNKNOWN_RESULT}
+    assert "may or may not have taken effect" in UNKNOWN_RESULT

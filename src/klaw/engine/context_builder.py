@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -38,7 +38,7 @@ from klaw.memory.auto_rag import AutoRagService, RecalledMessage, format_block
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.store.protocol import Storage
-from klaw.store.records import StoredMessage
+from klaw.store.records import MessageType, StoredMessage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -192,13 +192,18 @@ class ContextBuilder:
             place("auto_rag", format_block(recalled), len(recalled))
             window = fit_newest(candidates, message_tokens, remaining - layers[-1].tokens)
 
-        sent, window_messages = _sendable(window)
-        layers.append(ContextLayer("sliding_window", sum(message_tokens(m) for m in sent), len(window_messages)))
+        earlier, interrupted = _interrupted_round(window, pending_rowids)
+        sent, window_messages = _sendable(earlier)
+        sent_after, round_messages = _sendable(interrupted)
+        sent += sent_after
+        layers.append(
+            ContextLayer("sliding_window", sum(message_tokens(m) for m in sent), len(window_messages + round_messages))
+        )
         if tools:
             layers.append(tools_layer(tools))
         layers.append(ContextLayer("pending", pending_tokens, len(pending)))
         return BuiltContext(
-            messages=[*head, *window_messages, ChatMessage.user(pending_text)],
+            messages=[*head, *window_messages, ChatMessage.user(pending_text), *round_messages],
             tools=tools,
             layers=layers,
             budget=budget,
@@ -261,6 +266,24 @@ class ContextBuilder:
         )
         log.warning("context for chat %s: %s", session.chat, message)
         return message
+
+
+def _interrupted_round(
+    window: Sequence[StoredMessage], pending_rowids: Collection[int]
+) -> tuple[list[StoredMessage], list[StoredMessage]]:
+    """The window split into what is sent before the pending messages and the tool calls and results
+    of a turn that answered them but was cut off (the engine killed while its tools ran; the messages
+    resumed at the next start): the tool records that end the window, with no reply after them, stored
+    after the first pending message. Those go after the pending message, as they were made, so the
+    model goes on from its own calls (a result never recorded is said to be unknown: transcript.py)
+    instead of starting over and setting going again what had already run (decision 299). A turn that
+    ended normally ends with its reply, so a message that arrived while it ran is sent after all of it."""
+    tail = len(window)
+    while tail > 0 and window[tail - 1].record.type in (MessageType.TOOL_CALL, MessageType.TOOL_RESULT):
+        tail -= 1
+    if tail == len(window) or not pending_rowids or window[tail].rowid < min(pending_rowids):
+        return list(window), []
+    return list(window[:tail]), list(window[tail:])
 
 
 def _sendable(window: Sequence[StoredMessage]) -> tuple[list[StoredMessage], list[ChatMessage]]:

@@ -1,8 +1,11 @@
 """Stored messages → chat messages for a model, keeping tool calls and their results paired.
 
-A window cut at an arbitrary message can start with tool results whose call was cut off, or end
-with a tool call whose results were never written (a crash mid-turn). Providers reject both, so
-such fragments are dropped here, in one place. A record whose metadata has a shape no model message
+A window cut at an arbitrary message can start with tool results whose call was cut off: providers
+reject them, so they are dropped here, in one place. A tool call whose results were never written
+(the engine was killed while its tools ran, or the turn failed) is kept, each missing result said
+to be unknown (`UNKNOWN_RESULT`): dropping the call made the resumed turn ask the model afresh, and
+a model not shown what it had already set going (a message sent, a command run) did it again
+(decision 299). A record whose metadata has a shape no model message
 can be made from (store/log_format.metadata_problem, the rule every reader of the log applies) is left
 out too.
 """
@@ -50,8 +53,14 @@ def to_chat_messages(messages: Sequence[StoredMessage]) -> list[ChatMessage]:
     return paired_tool_messages(converted)
 
 
+UNKNOWN_RESULT = (
+    "No result of this call was recorded: klaw stopped (a restart, a crash or an error ended the turn)"
+    " while it ran, so it may or may not have taken effect. Check before doing it again."
+)
+
+
 def paired_tool_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-    """Drop tool results without their call, and tool calls without all of their results."""
+    """Tool results without their call dropped; a call's missing results given as `UNKNOWN_RESULT`."""
     kept: list[ChatMessage] = []
     i = 0
     while i < len(messages):
@@ -66,9 +75,12 @@ def paired_tool_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
             while j < len(messages) and messages[j].role == "tool":
                 results.append(messages[j])
                 j += 1
-            if wanted <= {r.tool_call_id for r in results}:
-                kept.append(message)
-                kept.extend(r for r in results if r.tool_call_id in wanted)
+            kept.append(message)
+            kept.extend(r for r in results if r.tool_call_id in wanted)
+            found = {r.tool_call_id for r in results}
+            kept.extend(
+                ChatMessage.tool(c.id, UNKNOWN_RESULT, name=c.name) for c in message.tool_calls if c.id not in found
+            )
             i = j
             continue
         kept.append(message)
