@@ -3,10 +3,11 @@
 Redirects are followed one hop at a time (httpx's own following is off) so each hop's URL is
 checked (http or https only) and counted; each hop's connection is checked by the guarded transport
 (klaw/tools/web/guarded_transport.py). The limits bound what a call costs: the whole fetch, redirects
-included, has `timeoutSeconds`; a body larger than `maxBytes` (as announced, or as read after
-decompression) is refused, not cut, so a gzip bomb stops at the limit; a type that is not text
-(images, PDFs, archives…) is refused with its type, before its body is read. Every refusal is a
-`WebError` whose message says what was wrong.
+included, has `timeoutSeconds`; a body larger than `maxBytes` (as announced, or as decoded) is refused,
+not cut. The body is decoded here from its raw bytes by `BoundedDecoder` (klaw/tools/web/decoding.py),
+whose every step stops one byte past the limit, so a gzip bomb stops there (decision 294). A type that
+is not text (images, PDFs, archives…) is refused with its type, before its body is read. Every refusal
+is a `WebError` whose message says what was wrong.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import httpx
 
 from klaw.config.web import WebFetchConfig
 from klaw.tools.web.addresses import AddressPolicy
+from klaw.tools.web.decoding import ACCEPT_ENCODING, BoundedDecoder, content_coding
 from klaw.tools.web.errors import WebError
 from klaw.tools.web.guarded_transport import GuardedTransport, Resolver, system_resolver
 
@@ -77,7 +79,7 @@ class WebFetcher:
             follow_redirects=False,
             trust_env=False,  # no proxy from the environment: it would resolve names out of the guard's sight
             timeout=httpx.Timeout(self._config.timeout_seconds),
-            headers={"User-Agent": USER_AGENT, "Accept": ACCEPT},
+            headers={"User-Agent": USER_AGENT, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING},
         )
 
     async def _follow(self, client: httpx.AsyncClient, url: httpx.URL) -> FetchedPage:
@@ -110,9 +112,10 @@ class WebFetcher:
         announced = response.headers.get("content-length", "")
         if announced.isdigit() and int(announced) > limit:
             raise WebError(_too_large(int(announced), limit))
+        decoder = BoundedDecoder(content_coding(response.headers.get("content-encoding", "")), limit)
         body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
+        async for raw in response.aiter_raw():  # raw: httpx would inflate a whole chunk at once
+            body += decoder.decode(raw)
             if len(body) > limit:
                 raise WebError(_too_large(None, limit))
         if not media_type and b"\x00" in body[:4096]:
