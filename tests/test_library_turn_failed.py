@@ -37,7 +37,7 @@ async def test_a_model_function_returning_a_number_is_named_with_what_it_may_ret
     message = str(failed.value)
     assert re.fullmatch(
         r"Sorry, I could not answer: the model function answer_number\(\) returned int; it must return a str"
-        r" \(the reply's text\) or a ChatResponse \(tool_calls\(\.\.\.\)\) \(model 'function-model'\)\."
+        r" \(the reply's text\) or a ChatResponse \(tool_calls\(\.\.\.\)\) \(model 'function:answer_number'\)\."
         r" \(error (\w+)\)",
         message,
     ), message

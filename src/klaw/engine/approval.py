@@ -244,13 +244,14 @@ class ApprovalGate:
 
 def question(request_id: str, call: ToolCall, timeout_seconds: float) -> str:
     """The question as the person reads it: the tool, its arguments whole and with nothing hidden (in a
-    code block; approval_text.py), the id. The gate asks only when they fit `MAX_SHOWN_CHARS`."""
+    code block; approval_text.py), the id. The gate asks only when they fit `MAX_SHOWN_CHARS`. A call
+    without arguments says so in words, not with a bare `{}` in a code block."""
+    answer = f"/approve {request_id} or /deny {request_id} (no answer within {_duration(timeout_seconds)} means no)"
+    if _arguments(call.arguments) == {}:
+        return f"The agent wants to run {shown(call.name)} (no arguments).\n{answer}"
     arguments = shown_arguments(call)
     fence = "`" * max(3, _longest_backtick_run(arguments) + 1)
-    return (
-        f"The agent wants to run {shown(call.name)}:\n{fence}\n{arguments}\n{fence}\n"
-        f"/approve {request_id} or /deny {request_id} (no answer within {_duration(timeout_seconds)} means no)"
-    )
+    return f"The agent wants to run {shown(call.name)}:\n{fence}\n{arguments}\n{fence}\n{answer}"
 
 
 def without_answer_line(asked: str) -> str:
@@ -270,7 +271,7 @@ def _argument_lines(raw: str) -> str:
     else as the JSON the model sent."""
     arguments = _arguments(raw)
     if not arguments:
-        return raw.strip() or "(no arguments)"
+        return raw.strip() or "(no arguments)"  # the JSON the model sent; `{}`: `question` says it in words
     return "\n".join(
         f"{name}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
         for name, value in arguments.items()

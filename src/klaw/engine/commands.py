@@ -58,6 +58,8 @@ class CommandHandler:
     saved_memories: MemoryChunkRepository | None = None  # `/memory` lists the chat's latest
     tool_listing: InitVar[ToolListing | None] = None
     status_lines: Sequence[Callable[[], list[str]]] = ()
+    # The model a program gave (`Klaw(model=...)`) answering a configured id, by name; None: the configured one
+    stand_in: Callable[[str], str | None] = lambda _model_id: None
     _handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = field(init=False)
     _listing: ToolListing | None = field(init=False, default=None)
 
@@ -142,7 +144,7 @@ class CommandHandler:
         slots = self.processor.slots
         lines = [
             f"Uptime: {_duration(uptime.total_seconds())}",
-            f"Model: {session.model}",
+            f"Model: {session.model}{_answered_by(self.stand_in(session.model))}",
             f"Segment started: {session.segment.started_at.isoformat(timespec='seconds')}",
             f"Queue depth: {slots.queue_depth} waiting for an LLM slot,"
             f" {self.processor.waiting_chats} chat(s) in debounce",
@@ -333,3 +335,8 @@ async def _saved_memory_lines(saved: MemoryChunkRepository, chat: ChatRef) -> li
     if total > len(latest):
         lines.append(f"… and {total - len(latest)} older: `klaw memory search` finds them, or ask the agent.")
     return lines
+
+
+def _answered_by(stand_in: str | None) -> str:
+    """After the configured id on `/status`: who answers it when the program gave a model of its own."""
+    return "" if stand_in is None else f" (answered by {stand_in}, the program's own model)"

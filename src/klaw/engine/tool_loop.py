@@ -33,6 +33,7 @@ from typing import Any
 from klaw.engine.approval import Verdict
 from klaw.engine.tools_used import NOT_OFFERED, OVER_LIMIT
 from klaw.engine.transcript import tool_calls_metadata
+from klaw.llm.call_purpose import calling_in_round
 from klaw.llm.messages import ChatMessage, ChatResponse, ToolCall, ToolSpec
 from klaw.llm.protocol import ChatModel, StreamAccumulator
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
@@ -103,7 +104,8 @@ async def run_tool_loop(
     for round_number in range(1, max_rounds + 1):
         if checkpoint is not None:
             await checkpoint()
-        response = await _ask(model, messages, tools, on_text)
+        with calling_in_round(round_number):
+            response = await _ask(model, messages, tools, on_text)
         if checkpoint is not None:
             await checkpoint()
         if not response.tool_calls:

@@ -5,7 +5,7 @@ what it was sent; `FakeOpenAiServer` gives the same over real HTTP and stays the
 client and end-to-end tests. The function is the model (pydantic-ai's `FunctionModel` idea):
 
     def model(messages: Sequence[ChatMessage], info: AgentInfo) -> ChatResponse | str:
-        if info.round == 1:
+        if info.turn_round == 1:
             return tool_calls(call_tool("current_time"))
         return f"it is {messages[-1].content}"
 
@@ -27,7 +27,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from klaw.llm.call_purpose import CallPurpose, current_purpose
+from klaw.llm.call_purpose import CallPurpose, current_purpose, current_round
 from klaw.llm.errors import LlmMalformedResponseError
 from klaw.llm.messages import ChatMessage, ChatResponse, StreamDelta, ToolCall, ToolCallFragment, ToolSpec
 
@@ -37,8 +37,11 @@ __all__ = ["AgentInfo", "FunctionModel", "ModelCall", "call_tool", "tool_calls"]
 @dataclass(frozen=True, slots=True)
 class AgentInfo:
     """What the function may know besides the messages: the tools offered and the request options.
-    `round` counts this model's calls, from 1, whatever they are for; `purpose` says what this one is
-    for: `turn` (a person's message), `summary` (the summarizer, in the background) or `subagent`."""
+    `turn_round` is which call of its turn (or subagent run) this is: 1 for the first, one more after
+    each round of tool calls (a summary request: 1). `round` counts every call this `FunctionModel`
+    has answered, from 1, across turns, chats and purposes (`len(model.calls)` once it is recorded).
+    `purpose` says what this one is for: `turn` (a person's message), `summary` (the summarizer, in
+    the background) or `subagent`."""
 
     tools: tuple[ToolSpec, ...]
     temperature: float | None
@@ -46,6 +49,7 @@ class AgentInfo:
     round: int
     streamed: bool
     purpose: CallPurpose = "turn"
+    turn_round: int = 1
 
     @property
     def tool_names(self) -> tuple[str, ...]:
@@ -84,10 +88,14 @@ class FunctionModel:
 
     function: ModelFunction
     stream_function: StreamFunction | None = None
-    name: str = "function-model"
+    name: str = ""  # default: `function:<the function's name>`, as pydantic-ai names it
     chunk_chars: int = 4
     calls: list[ModelCall] = field(default_factory=list, init=False)
     closed: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            self.name = f"function:{getattr(self.function, '__name__', type(self.function).__name__)}"
 
     @property
     def model_id(self) -> str:
@@ -136,7 +144,15 @@ class FunctionModel:
     ) -> AgentInfo:
         if self.closed:
             raise RuntimeError(f"model {self.name!r} was used after aclose()")
-        info = AgentInfo(tuple(tools or ()), temperature, max_tokens, len(self.calls) + 1, streamed, current_purpose())
+        info = AgentInfo(
+            tuple(tools or ()),
+            temperature,
+            max_tokens,
+            len(self.calls) + 1,
+            streamed,
+            current_purpose(),
+            current_round(),
+        )
         self.calls.append(ModelCall(tuple(messages), info))
         return info
 

@@ -76,6 +76,14 @@ class ModelRouter:
         self._models[model_id] = model
         return model
 
+    def stand_in(self, model_id: str) -> str | None:
+        """The name of the model the `factory` gives for `model_id` (a program's `FunctionModel`:
+        `function:<its function>`), for `/status` to say who answers instead of the configured server;
+        None when the configured client answers (or the id is unknown)."""
+        if self._factory is None or self._closed or model_id not in self.catalogue.ids:
+            return None
+        return self.client(model_id).model_id
+
     async def aclose(self) -> None:
         """Close every model handed out and the shared connection pools. Safe to call twice."""
         self._closed = True
