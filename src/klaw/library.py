@@ -8,7 +8,8 @@ without the socket unless `listen=True`, so a program can hold conversations wit
 without running a server. `ask` goes the way every message goes (stored durably, a turn with its
 context, the tool loop, the reply recorded) and returns the reply's text; only the debounce wait is
 skipped, since a call is one whole message, not a burst being typed. A failed turn raises
-`TurnFailed` with the text the person would have read (it names the error id in the log). A tool held
+`TurnFailed` with the text the person would have read (it names the error id in the log), its
+`error_id` and its `cause`, the exception that ended it (decision 293). A tool held
 by `tools.approval` is asked of the `approve` callback (the question's text, as a person would read it);
 without one it is denied at once rather than after the approval timeout. What a person could see of
 a chat is read back with `history`, `turns`, `sessions`, `search_memory` (the hits and scores of
@@ -179,8 +180,9 @@ class Klaw:
         return self
 
     async def ask(self, chat: str | ChatRef, text: str) -> str:
-        """Send `text` as the person of `chat` and return the reply once the turn ends. A slash
-        command (`/status`) is answered at once. Raises `TurnFailed` when the turn fails, and
+        """Send `text` as the person of `chat` (a name, `channel:chat_id`, or a `ChatRef`) and return the
+        reply once the turn ends. A slash command (`/status`) is answered at once. Raises `TurnFailed`
+        (with the turn's `error_id` and `cause`) when the turn fails, and
         `MessageRefused` (nothing stored) for text that cannot be a message: empty, too long, or not
         Unicode. Cancelled (a timeout) once the message is stored, the turn still runs to its end and its
         reply goes to `on_message` (decision 249)."""
