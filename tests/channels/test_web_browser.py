@@ -166,3 +166,34 @@ async def test_a_reply_arriving_while_the_history_loads_is_shown_once_in_chromiu
             assert await page.locator(".msg.assistant", has_text="the answer that came in between").count() == 1
         finally:
             await browser.close()
+
+
+async def test_forget_last_takes_the_erased_exchange_off_the_page_in_chromium() -> None:
+    """`/forget last` on the page: the question and the reply it erased leave the page (it reloads the
+    chat's history), the earlier exchange stays, and the notice saying what was forgotten is shown."""
+    playwright_api = pytest.importorskip("playwright.async_api")
+    holder: list[WebChannel] = []
+    async with running_stack(web_channel(holder)) as stack, playwright_api.async_playwright() as playwright:
+        web = holder[0]
+        browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            page = await browser.new_page(viewport={"width": 1200, "height": 900})
+            page.set_default_timeout(15_000)
+            await page.goto(web.url)
+            await page.fill("#token", web.token)
+            await page.click("#sign-in")
+            await page.wait_for_selector("body[data-ready=true]")
+            for question, answer in [("first question", "kept answer"), ("my locker code?", "it is HUNTER2")]:
+                stack.server.reply_text(answer)
+                await page.fill("#input", question)
+                await page.press("#input", "Enter")
+                await page.locator(".msg.assistant", has_text=answer).wait_for()
+
+            await page.fill("#input", "/forget last")
+            await page.press("#input", "Enter")
+            await page.locator(".msg.notice", has_text="erased from the database").wait_for()
+            await page.locator(".msg", has_text="HUNTER2").wait_for(state="detached")
+            assert await page.locator(".msg.user", has_text="my locker code?").count() == 0
+            assert await page.locator(".msg.assistant", has_text="kept answer").count() == 1
+        finally:
+            await browser.close()

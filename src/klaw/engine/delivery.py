@@ -43,6 +43,7 @@ class Outbound:
     # asked through several engines sharing a store); `reply_to` is the last of them
     answers: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()  # a turn's reply: its tool calls in order, bounded (tools_used.tool_runs)
+    forgotten: bool = False  # a notice after a forget: channels drop the copies of the chat they keep
     # a failed turn's apology: the id its log lines name, and the exception that ended the turn; in this
     # process only (the library's `TurnFailed` carries them), never sent to a gateway or stored
     error_id: str | None = None

@@ -185,6 +185,9 @@ class OutboundFrame(_FrameModel):
     # (engine/tools_used.py: names cut, at most a dozen runs). Optional like `task`: a reply sent again
     # after a restart has none, and an older gateway ignores it.
     tools: tuple[str, ...] = ()
+    # A notice that something of the chat was forgotten (`/forget`, `klaw memory forget`): a channel
+    # keeping copies of the chat's messages (the web page's replayable events) drops them. Optional.
+    forgotten: bool = False
 
 
 class DeltaFrame(_FrameModel):

@@ -15,10 +15,12 @@ every append is fsync'd before it counts.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from typing import Any
 
 from klaw.command_syntax import parse_command
 from klaw.config import EngineConfig
@@ -143,7 +145,7 @@ class Engine:
                     extra={
                         "memory_tool": engine.memory_access.answer,
                         "tools": parts.tool_listing.answer,
-                        "forget": parts.commands.forget_answer,  # `klaw memory forget` while this runs
+                        "forget": functools.partial(_forget_said, parts),  # `klaw memory forget` while this runs
                     },
                 )
                 await parts.socket.start(_FrameAdapter(engine), queries.answer)
@@ -224,6 +226,18 @@ async def _warm_vector_cache(store: Storage) -> None:
     log.info("vector cache warmed: %d chat(s)", loaded)
 
 
+async def _forget_said(parts: Parts, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The `forget` query (`klaw memory forget` beside this engine), and once it is carried out a notice
+    in the chat saying so, marked `forgotten`: a channel keeping copies of the chat's messages (the web
+    page's replayable events) drops them, as after a `/forget` typed there."""
+    answer = await parts.commands.forget_answer(params)
+    if "files_rewritten" in answer:
+        channel, _, chat_id = str(answer["chat"]).partition(":")
+        said = f"Forgotten with klaw memory forget: {answer['label']} ({answer['describe']})."
+        await parts.delivery.deliver(Outbound(ChatRef(channel, chat_id), said, None, "notice", forgotten=True))
+    return answer
+
+
 async def _finish(task: asyncio.Task[None]) -> None:
     await asyncio.gather(task, return_exceptions=True)
 
@@ -249,7 +263,11 @@ class _FrameAdapter:
         chat = ChatRef(frame.channel, frame.chat_id)
         result = await self._engine.submit(chat, frame.text, frame.id)
         if result.command_reply is not None:
-            await self._engine.delivery.deliver(Outbound(chat, result.command_reply, frame.id, "notice"))
+            parsed = parse_command(frame.text)
+            forgot = parsed is not None and parsed.name == "forget"
+            await self._engine.delivery.deliver(
+                Outbound(chat, result.command_reply, frame.id, "notice", forgotten=forgot)
+            )
 
     async def on_delivered(self, frame: DeliveredFrame) -> None:
         await self._engine.delivery.confirmed([frame.id])
@@ -258,4 +276,5 @@ class _FrameAdapter:
         chat = ChatRef(frame.channel, frame.chat_id)
         _refuse_task_channel(chat)
         reply = await self._engine.commands.handle(chat, frame.command, frame.args, command_id=frame.id)
-        await self._engine.delivery.deliver(Outbound(chat, reply, frame.id, "notice"))
+        forgot = frame.command.lower() == "forget"
+        await self._engine.delivery.deliver(Outbound(chat, reply, frame.id, "notice", forgotten=forgot))

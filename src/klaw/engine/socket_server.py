@@ -172,6 +172,7 @@ class EngineSocketServer:
             id=outbound.id,
             answers=outbound.answers,
             tools=outbound.tools,
+            forgotten=outbound.forgotten,
         )
         await self.send_outbound(frame)
 

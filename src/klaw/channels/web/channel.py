@@ -101,6 +101,9 @@ class WebChannel:
             data["tools_line"] = tools_used(frame.tools)
         if frame.approval is not None:  # the page offers Approve / Deny buttons, which send /approve ID
             data["approval"] = frame.approval
+        if frame.forgotten:  # the erased messages are neither replayed nor left on the page (it reloads)
+            self.hub.forget_chat(frame.chat_id)
+            data["forgotten"] = True
         self.hub.publish(frame.kind, data)
 
     async def delta(self, frame: DeltaFrame) -> None:

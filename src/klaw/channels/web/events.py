@@ -5,7 +5,8 @@ last `HISTORY` are kept, so a tab whose stream dropped (laptop asleep, proxy tim
 with `Last-Event-ID` and gets what it missed. A tab that stops reading is cut off once its queue is
 full rather than letting memory grow; its browser reconnects and catches up from the history.
 A page opening the stream for the first time gives the number it read with the chat's history
-(`since`), so a reply that came between the two is replayed too.
+(`since`), so a reply that came between the two is replayed too. A forget in the chat drops its kept
+events (`forget_chat`): what the person erased is not replayed from here either.
 """
 
 from __future__ import annotations
@@ -69,6 +70,14 @@ class EventHub:
             except asyncio.QueueFull:
                 self._drop(subscription)
         return event
+
+    def forget_chat(self, chat_id: str) -> int:
+        """Drop the kept events of `chat_id` (after a forget in that chat): a tab reconnecting from an
+        earlier number must not get back a reply the person erased. Returns how many were dropped."""
+        kept = [event for event in self._history if event.data.get("chat_id") != chat_id]
+        dropped = len(self._history) - len(kept)
+        self._history = deque(kept, maxlen=HISTORY)
+        return dropped
 
     @asynccontextmanager
     async def subscribe(self, last_event_id: str | None = None) -> AsyncIterator[Subscription]:

@@ -142,7 +142,20 @@ function onEvent(kind, event) {
     stamp(bubble, new Date().toISOString());
     state.bubbles.delete(data.reply_to);
     if (data.reply_to) markAnswered(data.reply_to);
+    if (data.forgotten) reloadAfterForget(bubble);
   }
+  document.getElementById("messages").scrollTop = 1e9;
+}
+
+// Something of this chat was forgotten (/forget, klaw memory forget): the page shows the chat as it is
+// now, without what was erased, and the notice saying so under it.
+async function reloadAfterForget(notice) {
+  notice.remove();
+  document.getElementById("messages").replaceChildren();
+  state.bubbles.clear();
+  state.shown.clear();
+  await loadHistory();
+  document.getElementById("messages").append(notice);
   document.getElementById("messages").scrollTop = 1e9;
 }
 
