@@ -4,7 +4,6 @@ docs/decisions/009-carried-over-requirements.md), on a manual clock."""
 from __future__ import annotations
 
 import asyncio
-from contextlib import suppress
 
 from klaw.engine.clock import ManualClock, settle
 from klaw.engine.debounce import Debouncer
@@ -157,31 +156,25 @@ async def test_a_cancelled_waiter_does_not_leak_a_slot() -> None:
         assert slots.in_use == 1
 
 
-async def test_a_slot_set_aside_goes_to_a_waiter_and_a_cancelled_return_releases_nothing_twice() -> None:
-    slots = LlmSlots(1)
-    other_holds = asyncio.Event()
-    release_other = asyncio.Event()
+async def test_one_slot_is_kept_for_people_s_turns() -> None:
+    slots = LlmSlots(2)
+    gate = asyncio.Event()
+    holding: list[str] = []
 
-    async def other() -> None:
-        async with slots.hold(Priority.BACKGROUND):
-            other_holds.set()
-            await release_other.wait()
+    async def hold(name: str, priority: Priority) -> None:
+        async with slots.hold(priority):
+            holding.append(name)
+            await gate.wait()
 
-    async def turn() -> None:
-        async with slots.held(Priority.INTERACTIVE) as slot, slot.set_aside():
-            await asyncio.wait_for(other_holds.wait(), 5)  # the slot went to the waiter
-            # leaving set_aside waits for the slot the other holder has
-
-    turn_task = asyncio.create_task(turn())
-    await asyncio.sleep(0)  # the turn takes the slot and sets it aside
-    other_task = asyncio.create_task(other())
-    await asyncio.wait_for(other_holds.wait(), 5)
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert slots.in_use == 1 and slots.queue_depth == 1  # the turn waits to take a slot back
-    turn_task.cancel()
-    with suppress(asyncio.CancelledError):
-        await turn_task
-    release_other.set()
-    await other_task
-    assert (slots.in_use, slots.queue_depth) == (0, 0)
+    background = [
+        asyncio.create_task(hold("sub", Priority.SUBAGENT)),
+        asyncio.create_task(hold("summary", Priority.BACKGROUND)),
+    ]
+    await settle()
+    assert holding == ["sub"] and slots.queue_depth == 1  # the second slot is kept
+    chat = asyncio.create_task(hold("chat", Priority.INTERACTIVE))
+    await settle()
+    assert holding == ["sub", "chat"]  # a person's turn takes the kept slot at once
+    gate.set()
+    await asyncio.gather(*background, chat)
+    assert holding == ["sub", "chat", "summary"] and (slots.in_use, slots.queue_depth) == (0, 0)

@@ -340,7 +340,7 @@ async def test_other_chats_are_answered_while_a_question_waits_with_one_llm_slot
         await s.ask("clean up my old backups")
         request_id, _ = await s.question()
 
-        # The only LLM slot is set aside while the person is asked: another chat's turn gets it.
+        # No LLM slot is held while the person is asked (decision 297): another chat's turn gets the only one.
         await s.gateway.send(InboundFrame(id="g1", channel="web", chat_id="guest", text="hello"))
         await s.acked("g1")
         await s.clock.advance(s.engine.config.processing.debounce_ms / 1000)

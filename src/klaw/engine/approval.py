@@ -25,7 +25,6 @@ import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -39,7 +38,6 @@ from klaw.store.records import ChatRef
 log = logging.getLogger(__name__)
 
 Condition = Callable[[Mapping[str, Any]], bool]  # a tool held only for some arguments (schedule_add allowTools)
-Waiting = Callable[[], AbstractAsyncContextManager[None]]  # entered while the person is waited for
 
 
 class Decision(StrEnum):
@@ -122,11 +120,9 @@ class ApprovalGate:
         # Arguments that do not parse fail validation in the registry; held anyway, to be safe.
         return arguments is None or condition(arguments)
 
-    async def check(
-        self, call: ToolCall, chat: ChatRef, scope: ApprovalScope, *, while_waiting: Waiting | None = None
-    ) -> Verdict | None:
-        """None: the call is not held and runs. Else the verdict (asking the person if there is one;
-        `while_waiting` is entered for the wait: the turn's LLM slot set aside)."""
+    async def check(self, call: ToolCall, chat: ChatRef, scope: ApprovalScope) -> Verdict | None:
+        """None: the call is not held and runs. Else the verdict, asking the person if there is one (the
+        turn holds no LLM slot meanwhile: it holds one around a model call alone, decision 297)."""
         if not self.holds(call):
             return None
         if not scope.ask:
@@ -151,9 +147,9 @@ class ApprovalGate:
                 f" whole ({length} characters as shown; at most {MAX_SHOWN_CHARS}). Make smaller calls (a file"
                 f" written in parts, a script saved to a file first), each short enough to be read before it runs.",
             )
-        return await self._ask(call, chat, while_waiting or nullcontext)
+        return await self._ask(call, chat)
 
-    async def _ask(self, call: ToolCall, chat: ChatRef, while_waiting: Waiting) -> Verdict:
+    async def _ask(self, call: ToolCall, chat: ChatRef) -> Verdict:
         pending = _Pending(self._new_id(), chat, call.name, asyncio.get_running_loop().create_future())
         self._pending[pending.id] = pending
         try:
@@ -167,8 +163,7 @@ class ApprovalGate:
                     Decision.UNAVAILABLE, f"Not run: {call.name} needs approval, and the question could not be sent."
                 )
             log.info("approval %s: %s waits for the person in %s", pending.id, call.name, chat)
-            async with while_waiting():
-                decision = await self._wait(pending)
+            decision = await self._wait(pending)
         finally:
             self._pending.pop(pending.id, None)
         log.info("approval %s: %s in %s %s", pending.id, call.name, chat, decision.value)

@@ -22,7 +22,7 @@ from datetime import timedelta
 
 from klaw.config import EngineConfig
 from klaw.engine.answered_elsewhere import pass_on_elsewhere, still_unanswered, unanswered
-from klaw.engine.approval import PERSON_PRESENT, Waiting
+from klaw.engine.approval import PERSON_PRESENT
 from klaw.engine.chat_leases import ChatLeases
 from klaw.engine.chat_reply import ChatReply
 from klaw.engine.clock import Clock
@@ -283,13 +283,10 @@ class MessageProcessor:
     def _lease(self, chat: ChatRef) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext() if self.leases is None else self.leases.hold(chat)
 
-    @contextlib.asynccontextmanager
-    async def _model_slot(self) -> AsyncIterator[Waiting]:
-        """An interactive LLM slot around a turn's tool loop, set aside while a held tool's question waits
-        for the person (other chats use the model meanwhile). Only the model's calls and the tools between
-        them hold it: the context is built, and the reply written and delivered, outside it (decision 253)."""
-        async with self.slots.held(Priority.INTERACTIVE) as slot:
-            yield slot.set_aside
+    def _model_slot(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """An interactive LLM slot around one model call of a turn: never its tools (a held tool's question
+        waits for the person holding none), its context, or its reply's records (decisions 253, 297)."""
+        return self.slots.hold(Priority.INTERACTIVE)
 
     def _reply_sink(self, chat: ChatRef, pending: list[StoredMessage]) -> ChatReply:
         answers = tuple(m.record.id for m in pending)

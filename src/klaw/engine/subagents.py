@@ -194,11 +194,11 @@ class SubagentRunner:
             record=self.append_many,
             sink=sink,
             approval=approval,
+            # Around each model call, never the run's tools: a slow tool holds no slot (decision 297).
+            model_slot=lambda: self.slots.hold(Priority.SUBAGENT),
         )
-        async with self.slots.hold(Priority.SUBAGENT):
-            with calling_for("subagent"):
-                result = await self.turns.run(turn)
-        # The slot is free again before delivery, which may wait for the target chat's turn to end.
+        with calling_for("subagent"):
+            result = await self.turns.run(turn)
         target = request.inject_into
         if isinstance(result, TurnFailure):
             if target is not None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import aclosing
+from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -90,11 +90,13 @@ async def run_tool_loop(
     approve: Approver | None = None,
     max_calls: int = DEFAULT_MAX_CALLS,
     checkpoint: Callable[[], Awaitable[None]] | None = None,
+    around_call: Callable[[], AbstractAsyncContextManager[None]] | None = None,
 ) -> LoopOutcome:
     """Run the loop on `messages` (extended in place); returns the final text and status. The model may
     call the tools `tools` offers it, and no other, at most `max_calls` of them from one answer.
     `checkpoint` is awaited before each model call, after each answer and after each round's tools,
-    before anything of them is recorded or returned: it raises to stop the turn there."""
+    before anything of them is recorded or returned: it raises to stop the turn there. `around_call` is
+    entered around each model call alone, never the tools (the turn's LLM slot, decision 297)."""
     names: list[str] = []
     not_run: list[tuple[int, str]] = []
 
@@ -105,7 +107,8 @@ async def run_tool_loop(
         if checkpoint is not None:
             await checkpoint()
         with calling_in_round(round_number):
-            response = await _ask(model, messages, tools, on_text)
+            async with around_call() if around_call is not None else nullcontext():
+                response = await _ask(model, messages, tools, on_text)
         if checkpoint is not None:
             await checkpoint()
         if not response.tool_calls:

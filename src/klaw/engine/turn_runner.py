@@ -23,13 +23,13 @@ import asyncio
 import logging
 import traceback
 import uuid
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from klaw.engine.approval import NOBODY, ApprovalGate, ApprovalScope, Verdict, Waiting
+from klaw.engine.approval import NOBODY, ApprovalGate, ApprovalScope, Verdict
 from klaw.engine.clock import Clock
 from klaw.engine.failures import is_disk_full
 from klaw.engine.tool_loop import DEFAULT_MAX_CALLS, LoopOutcome, Recorder, TextSink, run_tool_loop
@@ -115,10 +115,9 @@ class Turn:
     timings: PhaseTimes = field(default_factory=PhaseTimes)
     # Who answers for a held tool (engine/approval.py): the person of a chat turn, or nobody (a task's run).
     approval: ApprovalScope = NOBODY
-    # Held around the tool loop alone (the model's calls and the tools between them), never the context
-    # or the reply's records: a chat turn's LLM slot (decision 253). It gives what a held tool's question
-    # is waited for in (the slot set aside, so other chats use the model meanwhile); None: nothing held.
-    model_slot: Callable[[], AbstractAsyncContextManager[Waiting | None]] | None = None
+    # Held around each model call alone, never the tools between calls, the context or the reply: the
+    # turn's LLM slot (decisions 253, 297), a chat's interactive one or a run's subagent one; None: none.
+    model_slot: Callable[[], AbstractAsyncContextManager[None]] | None = None
     # The sink's begin may run while the context is built (it writes nothing the context reads: a chat
     # turn's exchange opening). A task run's begin writes its request into the log its context reads.
     begin_alongside_context: bool = False
@@ -151,28 +150,24 @@ class TurnRunner:
         try:
             timed = turn.timings.phase
             prompt = await _begun_with_context(turn)
-            async with AsyncExitStack() as slot:
-                with timed("slot"):
-                    model_slot = turn.model_slot
-                    while_asking = None if model_slot is None else await slot.enter_async_context(model_slot())
-                with timed("model"):
-                    outcome = await run_tool_loop(
-                        model=self.model_for(prompt.model),
-                        messages=list(prompt.messages),
-                        tools=prompt.tools,
-                        registry=self.tools,
-                        tool_context=ToolContext(
-                            chat=turn.chat, workspace=self.workspace, extras={"clock": self.clock}
-                        ),
-                        max_rounds=self.max_rounds,
-                        max_calls=self.max_calls,
-                        chat=turn.chat,
-                        record=turn.record,
-                        now=self.clock.now,
-                        on_text=turn.on_text,
-                        approve=self._approver(turn, while_asking),
-                        checkpoint=turn.checkpoint,
-                    )
+            turn.timings.seconds.setdefault("slot", 0.0)  # listed before the model's phase it is part of
+            with timed("model"):
+                outcome = await run_tool_loop(
+                    model=self.model_for(prompt.model),
+                    messages=list(prompt.messages),
+                    tools=prompt.tools,
+                    registry=self.tools,
+                    tool_context=ToolContext(chat=turn.chat, workspace=self.workspace, extras={"clock": self.clock}),
+                    max_rounds=self.max_rounds,
+                    max_calls=self.max_calls,
+                    chat=turn.chat,
+                    record=turn.record,
+                    now=self.clock.now,
+                    on_text=turn.on_text,
+                    approve=self._approver(turn),
+                    checkpoint=turn.checkpoint,
+                    around_call=None if turn.model_slot is None else _timed_slot(turn.model_slot, turn.timings),
+                )
             with timed("reply"):
                 await turn.sink.finish(outcome)
             return outcome
@@ -190,17 +185,30 @@ class TurnRunner:
                 )
             return failure
 
-    def _approver(
-        self, turn: Turn, while_asking: Waiting | None
-    ) -> Callable[[ToolCall], Awaitable[Verdict | None]] | None:
+    def _approver(self, turn: Turn) -> Callable[[ToolCall], Awaitable[Verdict | None]] | None:
         gate = self.approvals
         if gate is None:
             return None
 
         async def approve(call: ToolCall) -> Verdict | None:
-            return await gate.check(call, turn.chat, turn.approval, while_waiting=while_asking)
+            return await gate.check(call, turn.chat, turn.approval)
 
         return approve
+
+
+def _timed_slot(
+    model_slot: Callable[[], AbstractAsyncContextManager[None]], timings: PhaseTimes
+) -> Callable[[], AbstractAsyncContextManager[None]]:
+    """The turn's slot around one model call, its wait timed as the `slot` phase (summed over the calls)."""
+
+    @asynccontextmanager
+    async def around_call() -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            with timings.phase("slot"):
+                await stack.enter_async_context(model_slot())
+            yield
+
+    return around_call
 
 
 async def _begun_with_context(turn: Turn) -> TurnPrompt:
