@@ -25,9 +25,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from klaw.log_format import FORMAT, SafeFormatter
 from klaw.private_files import open_private, private_dirs
 
-FORMAT = "%(levelname)s %(name)s: %(message)s"
 FILE_FORMAT = "%(asctime)s " + FORMAT
 LOG_FILE_BYTES = 1_000_000
 """A chat's log file is rotated at this size, one older file kept: warnings, not a transcript."""
@@ -40,7 +40,7 @@ class ConsoleLogHandler(logging.Handler):
     def __init__(self, console: Console) -> None:
         super().__init__()
         self._console = console
-        self.setFormatter(logging.Formatter(FORMAT))
+        self.setFormatter(SafeFormatter(FORMAT))
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -94,7 +94,7 @@ def logs_through(console: Console, log_file: Path | None = None) -> Iterator[Non
         writer = PrivateRotatingFileHandler(
             log_file, maxBytes=LOG_FILE_BYTES, backupCount=1, encoding="utf-8", delay=True
         )
-        writer.setFormatter(logging.Formatter(FILE_FORMAT))
+        writer.setFormatter(SafeFormatter(FILE_FORMAT))
         verbose = root.getEffectiveLevel() <= logging.DEBUG
         handlers = [writer, handlers[0] if verbose else PointerOnce(console, log_file)]
     root.handlers = handlers

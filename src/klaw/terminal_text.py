@@ -7,7 +7,8 @@ Printed raw, a fetched page or a model could hide the real arguments of a tool c
 not ESC). So every control character but newline and tab is shown as a visible stand-in: the Unicode
 control picture for C0 (ESC is ␛, CR ␍), ␡ for DEL, and an escape such as `\\x9b` for C1 and for
 the bidirectional overrides that reorder what a line appears to say. Nothing is hidden, and what was
-there stays readable.
+there stays readable. `one_line` shows line breaks too, for what must stay on its line: a log line
+(klaw's log formatter, log_format.py, passes every message through it), a row of `klaw tools`.
 
 A reply is shown as Markdown, where a single line break is a space: a model's poem, address or
 step-by-step lines ran together into one paragraph. `kept_line_breaks` makes each such break a hard one,
@@ -24,11 +25,19 @@ _OTHER = {0x7F: "␡"} | {
     for code in (*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 }
 _TABLE: dict[int, int | str] = {**_C0, **_OTHER}
+_LINE_TABLE: dict[int, int | str] = {**_TABLE, 0x0A: 0x240A, 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
 def visible(text: str) -> str:
     """`text` with every terminal control character shown, not obeyed (a CR LF line end is a newline)."""
     return text.replace("\r\n", "\n").translate(_TABLE)
+
+
+def one_line(text: str) -> str:
+    """`text` as one line with nothing obeyed: `visible`, and a line break shown too (CR LF as ␍␊), for
+    a log line or a listing's row, where a break would start what reads as a line of its own
+    (`WARNING klaw…: boom␍␊FAKE LINE`; decision 296)."""
+    return text.translate(_LINE_TABLE)
 
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")

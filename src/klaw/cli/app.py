@@ -78,9 +78,11 @@ def _root(
         typer.Option("--version", help="Print klaw's version and exit.", is_eager=True, callback=_print_version),
     ] = False,
 ) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    from klaw.log_format import FORMAT, SafeFormatter
+
+    stderr = logging.StreamHandler()
+    stderr.setFormatter(SafeFormatter(FORMAT))  # nothing a message quotes is obeyed by the terminal (decision 296)
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, handlers=[stderr])
     if context.invoked_subcommand:  # the home's lock names the command holding it (decision 259)
         context.with_resource(running_command(f"klaw {context.invoked_subcommand}"))
 

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from klaw.cli.context import home_from_env, load_or_exit, stdout_console
+from klaw.terminal_text import one_line, visible
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
     from klaw.tools.skills.catalogue import SkillScan
@@ -30,8 +31,10 @@ def _scan() -> tuple[SkillScan, str]:
 
 def problem_lines(scan: SkillScan) -> list[str]:
     """A line per skill problem: `skipped: …` for a skill left out, `warning: …` for one loaded anyway
-    (also how `klaw config check` says them)."""
-    return [f"{'skipped' if problem.severity == 'error' else 'warning'}: {problem}" for problem in scan.problems]
+    (also how `klaw config check` says them); a name or path from the folder shown, never obeyed (296)."""
+    return [
+        one_line(f"{'skipped' if problem.severity == 'error' else 'warning'}: {problem}") for problem in scan.problems
+    ]
 
 
 def _print_problems(console: Console, scan: SkillScan) -> None:
@@ -49,7 +52,7 @@ def list_skills() -> None:
     else:
         table = Table("name", "description", "files")
         for skill in scan.skills.values():
-            table.add_row(skill.name, skill.summary, str(len(skill.files)))
+            table.add_row(visible(skill.name), visible(skill.summary), str(len(skill.files)))  # shown, not obeyed
         console.print(table)
     _print_problems(console, scan)
 

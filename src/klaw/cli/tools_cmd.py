@@ -157,6 +157,7 @@ def _why(exc: BaseException) -> str:
 
 
 def _print(listed: Listed) -> None:
+    from klaw.terminal_text import one_line
     from klaw.tools.inventory import render_lines
 
     inventory = listed.inventory
@@ -173,5 +174,6 @@ def _print(listed: Listed) -> None:
         table.add_column(column, overflow="fold", no_wrap=column in ("tool", "state"))  # a name is never cut
     for row in inventory.rows:
         why = row.reason + (f" (fix: {row.fix})" if row.fix else "")
-        table.add_row(row.name, row.source, row.state, "asks you" if row.needs_approval else "", why)
+        cells = (row.name, row.source, row.state, "asks you" if row.needs_approval else "", why)
+        table.add_row(*(one_line(cell) for cell in cells))  # an MCP server's error is shown, never obeyed (296)
     console.print(table)

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
 from klaw.config import MCP_GROUP_PREFIX
+from klaw.terminal_text import one_line
 from klaw.tools.mcp.servers import ServerState
 from klaw.tools.selection import MCP_SEPARATOR, ToolSelection
 from klaw.tools.skills.catalogue import SkillScan
@@ -159,8 +160,9 @@ def _skill_rows(scan: SkillScan, readable: bool) -> list[ToolRow]:
 
 
 def render_lines(rows: Sequence[ToolRow]) -> list[str]:
-    """Each row on one line, as `/tools` answers and `klaw tools` prints when piped."""
-    return [render_line(row) for row in rows]
+    """Each row on one line, as `/tools` answers and `klaw tools` prints when piped: an MCP server's or a
+    plugin's error shown, never obeyed, and kept on its row (decision 296)."""
+    return [one_line(render_line(row)) for row in rows]
 
 
 def render_line(row: ToolRow) -> str:

@@ -1,0 +1,37 @@
+"""klaw's log lines, with nothing in a message obeyed by a terminal or read as a line of its own
+(decision 296).
+
+A log message quotes what others wrote: an MCP server's error, a plugin's exception, a skill's name, a
+model server's answer. Printed raw, `\\x1b]0;…\\x07` sets the terminal's title, `\\x1b[31m` colours what
+follows, U+202E reorders the line, and a CR LF followed by `WARNING klaw.engine: …` is a fake log line
+in `klaw serve -v` or the log file. Escaping at each call site misses the next one, so every handler
+klaw sets up formats with `SafeFormatter`: the message is made one line (`terminal_text.one_line`), a
+traceback keeps its lines but shows their control characters (`visible`).
+"""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+
+from klaw.terminal_text import one_line, visible
+
+FORMAT = "%(levelname)s %(name)s: %(message)s"
+
+
+class SafeFormatter(logging.Formatter):
+    """A `logging.Formatter` whose message is one line of shown characters; its traceback and stack
+    keep their line breaks (they are klaw's) with every control character in them shown."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        safe = logging.makeLogRecord(record.__dict__)  # the record itself stays as logged, for other handlers
+        safe.message = one_line(record.message)
+        return super().formatMessage(safe)
+
+    def formatException(
+        self, ei: tuple[type[BaseException], BaseException, TracebackType | None] | tuple[None, None, None]
+    ) -> str:
+        return visible(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return visible(super().formatStack(stack_info))
