@@ -6,7 +6,6 @@ import asyncio
 import os
 import pty
 import signal
-import sys
 from pathlib import Path
 
 import httpx
@@ -16,6 +15,7 @@ from klaw.config import EngineConfig
 from klaw.config_loader import ConfigError, load_config
 from tests.cli.test_cli import klaw
 from tests.engine import short_socket_dir
+from tests.serve_helpers import STARTS_WITHIN, running, serve_env, stop
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -123,7 +123,7 @@ def serve_home(directory: Path) -> tuple[Path, dict[str, str]]:
         "models:\n  fake/x:\n    baseUrl: http://127.0.0.1:9/v1\nrouting:\n  default: fake/x\n"
         "embedder:\n  backend: fake\n  dim: 32\nchannels:\n  web:\n    port: 0\n",
     )
-    return home, {**os.environ, "KLAW_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+    return home, serve_env(home, COLUMNS="200")
 
 
 @pytest.mark.parametrize("terminal", [False, True], ids=["stdout a pipe", "stdout a terminal"])
@@ -131,37 +131,30 @@ async def test_klaw_serve_runs_engine_and_web_page_and_stops_on_sigterm(terminal
     with short_socket_dir() as directory:
         home, env = serve_home(directory)
         output = Output(terminal)
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "klaw", "serve", env=env, stdout=output.writer, stderr=asyncio.subprocess.PIPE
-        )
-        os.close(output.writer)
         try:
-            lines: list[str] = []
-            async with asyncio.timeout(30):
-                while not any(line.startswith("access token:") for line in lines):
-                    line = await output.readline()
-                    assert line, "klaw serve exited early"
-                    lines.append(line)
-            url = next(line for line in lines if line.startswith("web page:")).split()[-1]
-            token = (home / "web_token").read_text(encoding="utf-8").strip()
-            # A person at a terminal is shown the token; a journal or log file only where it is kept.
-            assert any(token in line for line in lines) is terminal
-            assert any(str(home / "web_token") in line for line in lines if line.startswith("access token:"))
-            async with httpx.AsyncClient() as client:
-                assert (await client.get(url + "login")).status_code == 200
-            assert (home / "engine.sock").exists()
-            process.send_signal(signal.SIGTERM)
-            async with asyncio.timeout(30):
-                assert await process.wait() == 0
-            stderr = (await process.stderr.read()).decode() if process.stderr else ""
-            assert token not in stderr
-            assert "lost the engine" not in stderr  # serve stops its own engine: no news for the person
-            while line := await output.readline():
-                assert terminal or token not in line
+            async with running(env=env, stdout=output.writer) as process:
+                os.close(output.writer)
+                lines: list[str] = []
+                async with asyncio.timeout(STARTS_WITHIN):
+                    while not any(line.startswith("access token:") for line in lines):
+                        line = await output.readline()
+                        assert line, "klaw serve exited early"
+                        lines.append(line)
+                url = next(line for line in lines if line.startswith("web page:")).split()[-1]
+                token = (home / "web_token").read_text(encoding="utf-8").strip()
+                # A person at a terminal is shown the token; a journal or log file only where it is kept.
+                assert any(token in line for line in lines) is terminal
+                assert any(str(home / "web_token") in line for line in lines if line.startswith("access token:"))
+                async with httpx.AsyncClient() as client:
+                    assert (await client.get(url + "login")).status_code == 200
+                assert (home / "engine.sock").exists()
+                assert await stop(process) == 0
+                stderr = (await process.stderr.read()).decode() if process.stderr else ""
+                assert token not in stderr
+                assert "lost the engine" not in stderr  # serve stops its own engine: no news for the person
+                while line := await output.readline():
+                    assert terminal or token not in line
         finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
             output.close()
 
 
@@ -172,20 +165,11 @@ async def test_klaw_serve_piped_into_a_reader_that_ctrl_c_ended_still_stops_clea
     with short_socket_dir() as directory:
         home, env = serve_home(directory)
         output = Output(terminal=False)
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "klaw", "serve", env=env, stdout=output.writer, stderr=output.writer
-        )
-        os.close(output.writer)
-        try:
-            async with asyncio.timeout(30):
+        async with running(env=env, stdout=output.writer, stderr=output.writer) as process:
+            os.close(output.writer)
+            async with asyncio.timeout(STARTS_WITHIN):
                 while not (line := await output.readline()).startswith("access token:"):
                     assert line, "klaw serve exited early"
             output.close()  # the reader is gone, as `tee` after Ctrl-C
-            process.send_signal(signal.SIGINT)
-            async with asyncio.timeout(30):
-                assert await process.wait() == 0
+            assert await stop(process, signal.SIGINT) == 0
             assert not (home / "engine.sock").exists()
-        finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()

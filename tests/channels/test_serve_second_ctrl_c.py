@@ -6,59 +6,35 @@ waiting up to the model's timeoutSeconds). The message whose reply was dropped i
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
-from pathlib import Path
 
 import httpx
-import yaml
 
 from klaw.cli.stopping import AT_ONCE, FINISHING
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.engine import short_socket_dir
+from tests.serve_helpers import (
+    STARTS_WITHIN,
+    exit_status,
+    read_until,
+    running,
+    serve_config,
+    serve_env,
+    stop,
+    web_page,
+    write_serve_home,
+)
 
 ASKED = "remember to buy oat milk"
-
-
-async def start_serve(home: Path) -> tuple[asyncio.subprocess.Process, str]:
-    env = {**os.environ, "KLAW_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "300"}
-    serve = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "klaw", "serve", env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert serve.stdout is not None
-    async with asyncio.timeout(60):
-        while not (line := (await serve.stdout.readline()).decode()).startswith("web page:"):
-            assert line, "klaw serve exited early"
-    return serve, line.split()[-1]
-
-
-async def stderr_until(serve: asyncio.subprocess.Process, text: str) -> str:
-    assert serve.stderr is not None
-    seen = ""
-    async with asyncio.timeout(30):
-        while text not in " ".join(seen.split()):
-            line = (await serve.stderr.readline()).decode()
-            assert line, f"klaw serve ended before saying {text!r}: {seen}"
-            seen += line
-    return seen
 
 
 async def test_a_second_ctrl_c_quits_at_once_and_the_message_is_answered_at_the_next_start() -> None:
     with short_socket_dir() as directory:
         home = directory / "home"
-        home.mkdir()
         async with FakeOpenAiServer() as model:
-            config = {
-                "models": {"fake/small": {"baseUrl": model.base_url, "contextBudget": 4000, "maxRetries": 0,
-                                          "timeoutSeconds": 600}},
-                "routing": {"default": "fake/small"},
-                "embedder": {"backend": "fake", "dim": 32},
-                "summarizer": {"enabled": False},
-                "channels": {"web": {"port": 0}},
-            }  # fmt: skip
-            (home / "engine.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+            config = serve_config(model.base_url)
+            config["models"]["fake/small"]["timeoutSeconds"] = 600
+            write_serve_home(home, config)
             asked = asyncio.Event()
 
             async def think_for_ever() -> None:
@@ -66,41 +42,30 @@ async def test_a_second_ctrl_c_quits_at_once_and_the_message_is_answered_at_the_
                 await asyncio.Event().wait()
 
             model.reply_text("never sent", before=think_for_ever)
-            serve, url = await start_serve(home)
-            try:
+            async with running(env=serve_env(home)) as serve:
+                url = await web_page(serve)
                 keyed = {"Authorization": f"Bearer {(home / 'web_token').read_text(encoding='utf-8').strip()}"}
                 async with httpx.AsyncClient(base_url=url, headers=keyed) as client:
                     sent = await client.post("/api/messages", json={"text": ASKED})
                     assert sent.status_code == 200, sent.text
-                async with asyncio.timeout(30):
+                async with asyncio.timeout(STARTS_WITHIN):
                     await asked.wait()  # the reply is in flight
                 serve.send_signal(signal.SIGINT)
-                await stderr_until(serve, FINISHING)
+                await read_until(serve.stderr, FINISHING)
                 serve.send_signal(signal.SIGINT)
-                await stderr_until(serve, " ".join(AT_ONCE.split()))
-                async with asyncio.timeout(30):
-                    assert await serve.wait() == 0
+                await read_until(serve.stderr, " ".join(AT_ONCE.split()))
+                assert await exit_status(serve) == 0
                 assert not (home / "engine.sock").exists()
-            finally:
-                if serve.returncode is None:
-                    serve.kill()
-                    await serve.wait()
 
             model.reply_text("Noted: oat milk.")
-            serve, url = await start_serve(home)  # the kept message is answered now
-            try:
+            async with running(env=serve_env(home)) as serve:  # the kept message is answered now
+                url = await web_page(serve)
                 async with httpx.AsyncClient(base_url=url, headers=keyed) as client:
                     texts: list[str] = []
-                    async with asyncio.timeout(60):
+                    async with asyncio.timeout(STARTS_WITHIN):
                         while "Noted: oat milk." not in texts:
                             await asyncio.sleep(0.1)
                             texts = [m["text"] for m in (await client.get("/api/history")).json()["messages"]]
                     assert texts.count(ASKED) == 1
                     assert texts.index(ASKED) < texts.index("Noted: oat milk.")
-                serve.send_signal(signal.SIGINT)
-                async with asyncio.timeout(30):
-                    assert await serve.wait() == 0
-            finally:
-                if serve.returncode is None:
-                    serve.kill()
-                    await serve.wait()
+                assert await stop(serve, signal.SIGINT) == 0

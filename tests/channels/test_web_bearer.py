@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import signal
-import sys
 from pathlib import Path
 
 import httpx
-import yaml
 
 from klaw.channels.web.login_limit import FAILURES
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.engine import short_socket_dir
+from tests.serve_helpers import STARTS_WITHIN, running, serve_config, serve_env, stop, web_page, write_serve_home
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "channels.md"
 
@@ -36,32 +33,15 @@ def documented_curl(home: Path, url: str) -> str:
 async def test_one_curl_with_the_token_asks_the_agent_and_prints_its_reply() -> None:
     with short_socket_dir() as directory:
         home = directory / "home"
-        home.mkdir()
         async with FakeOpenAiServer() as model:
-            config = {
-                "models": {"fake/small": {"baseUrl": model.base_url, "contextBudget": 4000, "maxRetries": 0}},
-                "routing": {"default": "fake/small"},
-                "embedder": {"backend": "fake", "dim": 32},
-                "summarizer": {"enabled": False},
-                "channels": {"web": {"port": 0}},
-            }
-            (home / "engine.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+            write_serve_home(home, serve_config(model.base_url))
             model.reply_text("Your list: buy oat milk.")
-            env = {**os.environ, "KLAW_HOME": str(home), "PYTHONUNBUFFERED": "1"}
-            serve = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "klaw", "serve", env=env,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-            )  # fmt: skip
-            assert serve.stdout is not None
-            try:
-                async with asyncio.timeout(60):
-                    while not (line := (await serve.stdout.readline()).decode()).startswith("web page:"):
-                        assert line, "klaw serve exited early"
-                url = line.split()[-1]
+            async with running(env=serve_env(home), stderr=asyncio.subprocess.DEVNULL) as serve:
+                url = await web_page(serve)
                 curl = await asyncio.create_subprocess_exec(
                     "bash", "-c", documented_curl(home, url), stdout=asyncio.subprocess.PIPE
                 )
-                async with asyncio.timeout(60):
+                async with asyncio.timeout(STARTS_WITHIN + 120):  # the documented curl waits up to 120 s
                     out, _ = await curl.communicate()
                 answer = json.loads(out)
                 assert answer["queued"] is False
@@ -85,7 +65,9 @@ async def test_one_curl_with_the_token_asks_the_agent_and_prints_its_reply() -> 
                     model.reply_text("Both noted.")
                     pair = await asyncio.gather(
                         *(
-                            client.post("/api/messages?wait=20", json={"text": f"note {n}"}, headers=keyed, timeout=30)
+                            client.post(
+                                "/api/messages?wait=120", json={"text": f"note {n}"}, headers=keyed, timeout=150
+                            )
                             for n in (1, 2)
                         )
                     )
@@ -102,7 +84,7 @@ async def test_one_curl_with_the_token_asks_the_agent_and_prints_its_reply() -> 
                     f"POST /api/messages HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer nope\r\n"
                     "Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n".encode()
                 )
-                async with asyncio.timeout(10):
+                async with asyncio.timeout(STARTS_WITHIN):  # a safety net: the old server waited for the body
                     assert (await reader.readline()).startswith(b"HTTP/1.1 401")
                 writer.close()
                 # another user of this machine (also 127.0.0.1) guessing keys: its guesses are soon
@@ -117,7 +99,4 @@ async def test_one_curl_with_the_token_asks_the_agent_and_prints_its_reply() -> 
                     assert limited.status_code == 429 and "too many wrong tokens" in limited.json()["detail"]
                     assert (await owner.get("/api/status", headers=keyed)).status_code == 200
                     assert (await owner.get("/api/status", headers={"Authorization": "Bearer x"})).status_code == 429
-            finally:
-                serve.send_signal(signal.SIGTERM)
-                async with asyncio.timeout(30):
-                    assert await serve.wait() == 0
+                assert await stop(serve) == 0

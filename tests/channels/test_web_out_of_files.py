@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import resource
-import signal
 import sys
 
 import httpx
-import yaml
 
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.engine import short_socket_dir
+from tests.serve_helpers import STARTS_WITHIN, running, serve_config, serve_env, stop, web_page, write_serve_home
 
 OPEN_FILES = 160  # room for klaw serve's own files and sockets, not for the flood
 FLOOD = 400
@@ -34,67 +32,47 @@ def low_open_files_limit() -> None:
 
 
 async def test_out_of_open_files_is_one_line_and_the_page_comes_back() -> None:
+    said: list[bytes] = []
     with short_socket_dir() as directory:
         home = directory / "home"
-        home.mkdir()
         async with FakeOpenAiServer() as model:
-            config = {
-                "models": {"fake/small": {"baseUrl": model.base_url, "contextBudget": 4000, "maxRetries": 0}},
-                "routing": {"default": "fake/small"},
-                "embedder": {"backend": "fake", "dim": 32},
-                "summarizer": {"enabled": False},
-                "channels": {"web": {"port": 0}},
-            }
-            (home / "engine.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-            env = {**os.environ, "KLAW_HOME": str(home), "PYTHONUNBUFFERED": "1"}
-            serve = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", WITHOUT_UVLOOP, env=env, preexec_fn=low_open_files_limit,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            )  # fmt: skip
-            assert serve.stdout is not None and serve.stderr is not None
-            stderr = serve.stderr
-            said: list[bytes] = []
-            full = asyncio.Event()  # the line about open files was logged
+            write_serve_home(home, serve_config(model.base_url))
+            env = serve_env(home)
+            async with running("-c", WITHOUT_UVLOOP, env=env, preexec_fn=low_open_files_limit) as serve:
+                stderr = serve.stderr
+                assert stderr is not None
+                full = asyncio.Event()  # the line about open files was logged
 
-            async def read_log() -> None:  # always read: a full pipe would stall klaw's event loop
-                while line := await stderr.readline():
-                    said.append(line)
-                    if b"Too many open files" in line:
-                        full.set()
+                async def read_log() -> None:  # always read: a full pipe would stall klaw's event loop
+                    while line := await stderr.readline():
+                        said.append(line)
+                        if b"Too many open files" in line:
+                            full.set()
 
-            reading = asyncio.create_task(read_log())
-            flood: list[asyncio.StreamWriter] = []
-            try:
-                async with asyncio.timeout(60):
-                    while not (line := (await serve.stdout.readline()).decode()).startswith("web page:"):
-                        assert line, "klaw serve exited early"
-                url = line.split()[-1]
-                host, port = url.removeprefix("http://").rstrip("/").split(":")
-                for _ in range(FLOOD):  # the kernel's backlog takes them; klaw cannot accept them all
-                    with contextlib.suppress(OSError):
-                        flood.append((await asyncio.open_connection(host, int(port)))[1])
-                async with asyncio.timeout(30):
-                    await full.wait()
-                for writer in flood:
-                    writer.close()
-                async with httpx.AsyncClient(base_url=url) as browser, asyncio.timeout(30):
-                    while True:  # klaw accepts again a moment after the flood goes
-                        with contextlib.suppress(httpx.HTTPError):
-                            if (await browser.get("/login", timeout=5)).status_code == 200:
-                                break
-                        await asyncio.sleep(0.05)
-            finally:
-                for writer in flood:
-                    writer.close()
-                with contextlib.suppress(ProcessLookupError):
-                    serve.send_signal(signal.SIGTERM)
+                reading = asyncio.create_task(read_log())
+                flood: list[asyncio.StreamWriter] = []
                 try:
-                    async with asyncio.timeout(30):
-                        await serve.wait()
-                except TimeoutError:
-                    serve.kill()
-                    await serve.wait()
-                await reading
+                    url = await web_page(serve)
+                    host, port = url.removeprefix("http://").rstrip("/").split(":")
+                    for _ in range(FLOOD):  # the kernel's backlog takes them; klaw cannot accept them all
+                        with contextlib.suppress(OSError):
+                            flood.append((await asyncio.open_connection(host, int(port)))[1])
+                    async with asyncio.timeout(STARTS_WITHIN):
+                        await full.wait()
+                    for writer in flood:
+                        writer.close()
+                    async with httpx.AsyncClient(base_url=url) as browser, asyncio.timeout(STARTS_WITHIN):
+                        while True:  # klaw accepts again a moment after the flood goes
+                            with contextlib.suppress(httpx.HTTPError):
+                                if (await browser.get("/login", timeout=10)).status_code == 200:
+                                    break
+                            await asyncio.sleep(0.05)
+                finally:
+                    for writer in flood:
+                        writer.close()
+                    with contextlib.suppress(TimeoutError):
+                        await stop(serve)  # killed if it does not stop in time
+                    await reading
     log = b"".join(said)
     assert b"Traceback" not in log
     assert log.count(b"Too many open files") == 1, log.decode()[-3000:]

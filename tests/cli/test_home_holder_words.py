@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
-import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.piped_chat import piped_bytes, refused, started_chat
 from tests.cli.test_chat_terminal import chat_env, init_home
-
-DEADLINE_SECONDS = 60.0
+from tests.serve_helpers import STARTS_WITHIN, running, stop, web_page
 
 
 async def test_a_second_klaw_chat_is_told_to_leave_the_first_not_to_open_a_web_page(tmp_path: Path) -> None:
@@ -36,7 +33,7 @@ async def test_a_second_klaw_chat_is_told_to_leave_the_first_not_to_open_a_web_p
         model.reply_text("the first chat's answer", before=hold_the_answer)
         first = await started_chat(env, b"hello\n")
         try:
-            await asyncio.wait_for(asked.wait(), timeout=DEADLINE_SECONDS)
+            await asyncio.wait_for(asked.wait(), timeout=STARTS_WITHIN)
             line = refused(*await piped_bytes(env, b"hi again\n"))
             assert f"another `klaw chat` (pid {first.pid}) is using {home}: leave it first" in line
             assert "/exit or Ctrl-D" in line
@@ -44,10 +41,8 @@ async def test_a_second_klaw_chat_is_told_to_leave_the_first_not_to_open_a_web_p
             record = json.loads((home / "engine.lock").read_text(encoding="utf-8"))
             assert (record["command"], record["pid"]) == ("klaw chat", first.pid)  # what the lock says
 
-            serve = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "klaw", "serve", stderr=asyncio.subprocess.PIPE, env=env
-            )
-            _, err = await asyncio.wait_for(serve.communicate(), timeout=120)
+            async with running(env=env, stdout=None) as serve:
+                _, err = await asyncio.wait_for(serve.communicate(), timeout=STARTS_WITHIN)
             said = " ".join(err.decode().split())
             assert serve.returncode == 2, said
             assert f"`klaw chat` (pid {first.pid}) is running on {home}: leave it first" in said
@@ -64,20 +59,11 @@ async def test_klaw_chat_beside_klaw_serve_names_its_web_page(tmp_path: Path) ->
     init_home(home)
     async with FakeOpenAiServer() as model:
         env = {**chat_env(home, model.base_url), "KLAW__CHANNELS__WEB__PORT": "0"}
-        serve = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "klaw", "serve", stdout=asyncio.subprocess.PIPE, env=env
-        )
-        try:
-            assert serve.stdout is not None
-            started = b""
-            async with asyncio.timeout(DEADLINE_SECONDS):
-                while b"web page: http://" not in started:
-                    started += await serve.stdout.readline()
+        async with running(env=env, stderr=None) as serve:
+            await web_page(serve)
             line = refused(*await piped_bytes({**env, "KLAW__CHANNELS__WEB__PORT": "8765"}, b"hello\n"))
             assert f"`klaw serve` (pid {serve.pid}) runs on {home}: talk to your agent on its web page" in line
             assert "http://127.0.0.1:8765/" in line  # the address by this home's settings
             assert "systemctl --user stop klaw.service" in line  # and how to stop it, should you want to
             assert model.chat_requests == []
-        finally:
-            serve.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(serve.wait(), timeout=60)
+            await stop(serve)

@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import signal
 import stat
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,6 +23,7 @@ from klaw.home import KlawHome
 from klaw.home_privacy import make_private
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.engine import short_socket_dir
+from tests.serve_helpers import STARTS_WITHIN, running, serve_env, stop, web_page
 
 
 def _umask_022() -> None:
@@ -41,29 +40,12 @@ def write_config(home: Path, base_url: str) -> None:
 
 @asynccontextmanager
 async def klaw_serve(home: Path) -> AsyncIterator[tuple[str, list[str], asyncio.subprocess.Process]]:
-    """`klaw serve` started from a shell whose umask is 022; yields the page's URL and stderr lines so far."""
-    env = {**os.environ, "KLAW_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
-    pipe = asyncio.subprocess.PIPE
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "klaw", "serve", env=env, stdout=pipe, stderr=pipe, preexec_fn=_umask_022
-    )
-    assert process.stdout is not None
-    try:
+    """`klaw serve` started from a shell whose umask is 022; yields the page's URL and stdout lines so far."""
+    async with running(env=serve_env(home, COLUMNS="200"), preexec_fn=_umask_022) as process:
         lines: list[str] = []
-        async with asyncio.timeout(30):
-            while not any(line.startswith("web page:") for line in lines):
-                line = (await process.stdout.readline()).decode()
-                assert line, "klaw serve exited early"
-                lines.append(line)
-        url = next(line for line in lines if line.startswith("web page:")).split()[-1]
+        url = await web_page(process, lines)
         yield url, lines, process
-        process.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(30):
-            assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        assert await stop(process) == 0
 
 
 async def say_on_the_page(url: str, token: str, text: str) -> None:
@@ -105,7 +87,7 @@ async def test_klaw_serve_under_umask_022_writes_nothing_others_can_read() -> No
             async with klaw_serve(home) as (url, _, process):
                 token = (home / "web_token").read_text(encoding="utf-8").strip()
                 await say_on_the_page(url, token, "my name is Ada")
-                async with asyncio.timeout(30):  # the reply is logged: the turn is over
+                async with asyncio.timeout(STARTS_WITHIN):  # the reply is logged: the turn is over
                     while "Noted, Ada." not in logged(home):  # noqa: ASYNC110 - another process writes it
                         await asyncio.sleep(0.05)
                 assert loose_paths(home) == []

@@ -4,34 +4,20 @@ configuration that routes to it."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
-import sys
 from pathlib import Path
 
 import httpx
 
 from klaw.config_loader import load_config
+from tests.serve_helpers import read_until, running, stop
 
 
 async def test_the_stand_in_echoes_and_prints_a_config_that_uses_it(tmp_path: Path) -> None:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "klaw.llm.fake_server",
-        "0",
-        stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert process.stdout is not None
-    try:
-        printed = ""
-        async with asyncio.timeout(30):
-            while "Ctrl-C stops it." not in printed:
-                line = (await process.stdout.readline()).decode()
-                assert line, "the stand-in exited early"
-                printed += line
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    async with running("-m", "klaw.llm.fake_server", "0", env=env, stderr=None) as process:
+        printed = await read_until(process.stdout, "Ctrl-C stops it.", who="the stand-in", folded=False)
         snippet = printed.split("then run `klaw chat`:\n", 1)[1].split("\nCtrl-C", 1)[0]
         (tmp_path / "engine.yaml").write_text(snippet, encoding="utf-8")
         config = load_config(tmp_path / "engine.yaml").config
@@ -43,13 +29,7 @@ async def test_the_stand_in_echoes_and_prints_a_config_that_uses_it(tmp_path: Pa
             )
         assert answer.status_code == 200
         assert "hello there" in answer.json()["choices"][0]["message"]["content"]
-        process.send_signal(signal.SIGINT)
-        async with asyncio.timeout(30):
-            assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        assert await stop(process, signal.SIGINT) == 0
 
 
 async def test_a_long_running_server_keeps_only_its_last_requests() -> None:

@@ -1,0 +1,116 @@
+"""`klaw serve` run as a person runs it, for the tests that start it as a subprocess: the home's
+engine.yaml, the environment, waiting for the web page's address or for a line of the log, and stopping
+it with a signal. Every wait is on what the process says; the deadlines are safety nets only, generous
+because CI runs the suite on two loaded CPUs (decision 271), where a `klaw serve` took over 30 s to start."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+STARTS_WITHIN = 120.0  # seconds: a safety net for a subprocess to start and say something
+STOPS_WITHIN = 60.0  # seconds: a safety net for a subprocess to stop once signalled
+SERVE = ("-m", "klaw", "serve")
+
+
+def serve_config(model_url: str, **sections: Any) -> dict[str, Any]:
+    """engine.yaml's settings for `klaw serve`: the model `fake/small` at `model_url`, the fake embedder, no
+    summaries, the web page on a port the kernel picks; each keyword replaces that top-level section."""
+    config: dict[str, Any] = {
+        "models": {"fake/small": {"baseUrl": model_url, "contextBudget": 4000, "maxRetries": 0}},
+        "routing": {"default": "fake/small"},
+        "embedder": {"backend": "fake", "dim": 32},
+        "summarizer": {"enabled": False},
+        "channels": {"web": {"port": 0}},
+    }
+    return {**config, **sections}
+
+
+def write_serve_home(home: Path, config: dict[str, Any]) -> Path:
+    """`home` (made if missing) with `config` as its engine.yaml."""
+    home.mkdir(exist_ok=True)
+    (home / "engine.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    return home
+
+
+def serve_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment for a klaw subprocess on `home`: output unbuffered, lines wide enough not to wrap."""
+    return {**os.environ, "KLAW_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "300", **extra}
+
+
+@asynccontextmanager
+async def running(
+    *argv: str,
+    env: dict[str, str],
+    stdout: int | None = asyncio.subprocess.PIPE,
+    stderr: int | None = asyncio.subprocess.PIPE,
+    preexec_fn: Callable[[], object] | None = None,
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """`python argv…` (`klaw serve` by default) as a subprocess; killed at the end if it still runs, so a
+    failing test leaves nothing behind."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, *(argv or SERVE), env=env, stdout=stdout, stderr=stderr, preexec_fn=preexec_fn
+    )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def read_until(
+    stream: asyncio.StreamReader | None, text: str, *, who: str = "klaw serve", folded: bool = True
+) -> str:
+    """What `stream` says up to the line that holds `text`, its white space folded (a terminal wraps a long
+    line) unless `folded` is False."""
+    assert stream is not None
+    seen = ""
+    async with asyncio.timeout(STARTS_WITHIN):
+        while text not in " ".join(seen.split()):
+            line = (await stream.readline()).decode()
+            assert line, f"{who} ended before saying {text!r}: {seen}"
+            seen += line
+    return " ".join(seen.split()) if folded else seen
+
+
+async def web_page(process: asyncio.subprocess.Process, lines: list[str] | None = None) -> str:
+    """The web page's address, from the `web page: URL` line `klaw serve` prints once it listens; the lines
+    read up to it are added to `lines`."""
+    assert process.stdout is not None
+    async with asyncio.timeout(STARTS_WITHIN):
+        while not (line := (await process.stdout.readline()).decode()).startswith("web page:"):
+            assert line, "klaw serve exited early"
+            if lines is not None:
+                lines.append(line)
+    if lines is not None:
+        lines.append(line)
+    return line.split()[-1]
+
+
+async def exit_status(process: asyncio.subprocess.Process) -> int:
+    """Wait for the process to exit; its exit status. One that does not exit in time is killed, and
+    TimeoutError raised."""
+    try:
+        async with asyncio.timeout(STOPS_WITHIN):
+            return await process.wait()
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+
+
+async def stop(process: asyncio.subprocess.Process, sent: signal.Signals = signal.SIGTERM) -> int:
+    """Send `sent` (unless the process has ended) and wait for it to exit: `exit_status`."""
+    if process.returncode is None:
+        with suppress(ProcessLookupError):
+            process.send_signal(sent)
+    return await exit_status(process)
