@@ -1,7 +1,8 @@
-"""`klaw serve` run as a person runs it, for the tests that start it as a subprocess: the home's
-engine.yaml, the environment, waiting for the web page's address or for a line of the log, and stopping
-it with a signal. Every wait is on what the process says; the deadlines are safety nets only, generous
-because CI runs the suite on two loaded CPUs (decision 271), where a `klaw serve` took over 30 s to start."""
+"""`klaw serve`, `klaw engine` and `klaw gateway` run as a person runs them, for the tests that start them
+as subprocesses: the home's engine.yaml, the environment, waiting for the web page's address, for a line
+of the log or for the engine's socket, and stopping with a signal. Every wait is on what the process says
+or does; the deadlines are safety nets only, generous because CI runs the suite on two loaded CPUs
+(decision 271), where a `klaw serve` took over 30 s to start (docs/decisions/289-test-waits-are-safety-nets.md)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from klaw.home import KlawHome
+
 STARTS_WITHIN = 120.0  # seconds: a safety net for a subprocess to start and say something
 STOPS_WITHIN = 60.0  # seconds: a safety net for a subprocess to stop once signalled
 SERVE = ("-m", "klaw", "serve")
@@ -23,7 +26,8 @@ SERVE = ("-m", "klaw", "serve")
 
 def serve_config(model_url: str, **sections: Any) -> dict[str, Any]:
     """engine.yaml's settings for `klaw serve`: the model `fake/small` at `model_url`, the fake embedder, no
-    summaries, the web page on a port the kernel picks; each keyword replaces that top-level section."""
+    summaries, the web page on a port the kernel picks; each keyword replaces that top-level section (None
+    leaves it out)."""
     config: dict[str, Any] = {
         "models": {"fake/small": {"baseUrl": model_url, "contextBudget": 4000, "maxRetries": 0}},
         "routing": {"default": "fake/small"},
@@ -31,7 +35,7 @@ def serve_config(model_url: str, **sections: Any) -> dict[str, Any]:
         "summarizer": {"enabled": False},
         "channels": {"web": {"port": 0}},
     }
-    return {**config, **sections}
+    return {key: value for key, value in {**config, **sections}.items() if value is not None}
 
 
 def write_serve_home(home: Path, config: dict[str, Any]) -> Path:
@@ -114,3 +118,57 @@ async def stop(process: asyncio.subprocess.Process, sent: signal.Signals = signa
         with suppress(ProcessLookupError):
             process.send_signal(sent)
     return await exit_status(process)
+
+
+class Lines:
+    """A process's stream read line by line, everything read kept."""
+
+    def __init__(self, stream: asyncio.StreamReader) -> None:
+        self.stream = stream
+        self.seen: list[str] = []
+
+    async def until(self, words: str, seconds: float = STARTS_WITHIN) -> str:
+        """The next line holding `words`; `seconds` is a safety net only."""
+        async with asyncio.timeout(seconds):
+            while True:
+                line = (await self.stream.readline()).decode()
+                assert line, f"the process closed its output; it said: {self.seen}"
+                self.seen.append(line)
+                if words in line:
+                    return line
+
+
+class EngineProcess:
+    """`klaw engine` on `home`, started (again) and stopped by the test; its stderr goes to
+    engine-N.err in the home, N counting the starts."""
+
+    def __init__(self, home: KlawHome) -> None:
+        self.home = home
+        self.process: asyncio.subprocess.Process | None = None
+        self.starts = 0
+
+    async def start(self) -> None:
+        """Start it and wait until its socket takes a connection."""
+        self.starts += 1
+        env = {**os.environ, "KLAW_HOME": str(self.home.root)}
+        stderr = (self.home.root / f"engine-{self.starts}.err").open("wb")
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "klaw", "engine", env=env, stdout=asyncio.subprocess.DEVNULL, stderr=stderr
+        )
+        stderr.close()
+        async with asyncio.timeout(STARTS_WITHIN):
+            while True:
+                if self.process.returncode is not None:
+                    raise AssertionError((self.home.root / f"engine-{self.starts}.err").read_text())
+                try:
+                    _, writer = await asyncio.open_unix_connection(str(self.home.socket_path))
+                except OSError:
+                    await asyncio.sleep(0.05)
+                    continue
+                writer.close()
+                return
+
+    async def stop(self, sig: signal.Signals) -> int:
+        """Send `sig` and wait for it to exit: `exit_status`."""
+        assert self.process is not None
+        return await stop(self.process, sig)

@@ -106,7 +106,7 @@ class FakeTelegram:
         asyncio.get_running_loop().create_task(self._notify())
         return message_id
 
-    async def wait_for(self, predicate: Any, *, seconds: float = 10) -> None:
+    async def wait_for(self, predicate: Any, *, seconds: float = 60) -> None:
         """Until `predicate()` holds; `seconds` is a safety net only."""
         async with asyncio.timeout(seconds), self._changed:
             await self._changed.wait_for(predicate)

@@ -62,7 +62,7 @@ async def raw_request(base_url: str, head: str, body: bytes = b"") -> str:
     try:
         writer.write(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
         await writer.drain()
-        async with asyncio.timeout(5):  # the old server waited for the 100 MB forever
+        async with asyncio.timeout(60):  # the old server waited for the 100 MB forever
             answer = await reader.readuntil(b"\r\n\r\n")
         return answer.decode()
     finally:

@@ -10,12 +10,13 @@ import sys
 CHAT_SECONDS = 120  # a whole `klaw chat` run, start to exit, on a loaded machine
 
 
-async def _chat_process(env: dict[str, str], *, stdin_null: bool = False) -> asyncio.subprocess.Process:
+async def _chat_process(env: dict[str, str], *args: str, stdin_null: bool = False) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "klaw",
         "chat",
+        *args,
         stdin=asyncio.subprocess.DEVNULL if stdin_null else asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -23,9 +24,9 @@ async def _chat_process(env: dict[str, str], *, stdin_null: bool = False) -> asy
     )
 
 
-async def piped_bytes(env: dict[str, str], data: bytes | None) -> tuple[int, str, str]:
-    """`klaw chat` with `data` on stdin (None: /dev/null), run to its end: exit status, stdout, stderr."""
-    process = await _chat_process(env, stdin_null=data is None)
+async def piped_bytes(env: dict[str, str], data: bytes | None, *args: str) -> tuple[int, str, str]:
+    """`klaw chat args…` with `data` on stdin (None: /dev/null), run to its end: exit status, stdout, stderr."""
+    process = await _chat_process(env, *args, stdin_null=data is None)
     out, err = await asyncio.wait_for(process.communicate(data), timeout=CHAT_SECONDS)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()

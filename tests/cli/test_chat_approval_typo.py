@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import piped
-from tests.cli.test_chat_terminal import chat_env, init_home
 
 
 async def test_a_misspelt_approval_name_is_marked_in_status_and_tools_and_warned_of_at_start(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import piped, piped_bytes, refused
-from tests.cli.test_chat_terminal import chat_env, init_home
 
 
 def logged_text(home: Path) -> str:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import piped
-from tests.cli.test_chat_terminal import chat_env, init_home
 
 
 async def test_the_first_turn_after_start_recalls_by_vectors_without_a_warning(tmp_path: Path) -> None:

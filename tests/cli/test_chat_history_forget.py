@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.test_chat_terminal import PROMPT, chat_env, init_home, needs_tmux, terminal
+from tests.cli.chat_terminal import PROMPT, chat_env, init_home, needs_tmux, terminal
 
 OLD_HISTORY = "\n# 2026-01-01 10:00:00\n+an old secret message\n\n# 2026-01-01 10:00:05\n+/status\n"
 

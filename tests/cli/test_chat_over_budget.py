@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.chat_terminal import chat_env, init_home, needs_tmux, terminal
 from tests.cli.piped_chat import piped
-from tests.cli.test_chat_terminal import chat_env, init_home, needs_tmux, terminal
 
 
 async def test_a_58_kb_paste_piped_to_an_8192_token_model_is_said_in_figures(tmp_path: Path) -> None:

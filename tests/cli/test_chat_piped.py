@@ -7,8 +7,8 @@ import stat
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import piped
-from tests.cli.test_chat_terminal import chat_env, init_home
 from tests.tools.sandbox_helpers import no_sandbox_reason
 
 

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import piped
-from tests.cli.test_chat_terminal import chat_env, init_home
 
 SERVER = str(Path(__file__).parents[1] / "tools" / "mcp_client" / "notes_server.py")
 

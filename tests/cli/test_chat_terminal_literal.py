@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.test_chat_terminal import DEADLINE_SECONDS, chat_env, init_home, needs_tmux, terminal
+from tests.cli.chat_terminal import DEADLINE_SECONDS, chat_env, init_home, needs_tmux, terminal
 
 CORE_MEMORY = {"place": "files in [/tmp]", "todo": "[urgent] call mom"}
 

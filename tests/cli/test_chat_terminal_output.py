@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.test_chat_terminal import DEADLINE_SECONDS, Terminal, chat_env, init_home, needs_tmux, terminal
+from tests.cli.chat_terminal import DEADLINE_SECONDS, Terminal, chat_env, init_home, needs_tmux, terminal
 
 WORDS = " ".join(f"w{n:05d}" for n in range(3000))  # 20,999 characters, the last word w02999
 

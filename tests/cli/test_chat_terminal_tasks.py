@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.test_chat_terminal import PROMPT, chat_env, init_home, needs_tmux, terminal
+from tests.cli.chat_terminal import PROMPT, chat_env, init_home, needs_tmux, terminal
 
 
 @needs_tmux

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.chat_terminal import chat_env, init_home, needs_tmux, terminal
 from tests.cli.piped_chat import piped
-from tests.cli.test_chat_terminal import chat_env, init_home, needs_tmux, terminal
 
 
 @needs_tmux

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.test_chat_terminal import chat_env, init_home, needs_tmux, poll_until, terminal
+from tests.cli.chat_terminal import chat_env, init_home, needs_tmux, poll_until, terminal
 
 
 @needs_tmux
@@ -142,7 +142,7 @@ async def test_a_reply_a_crash_left_unshown_is_shown_at_the_next_chat_said_as_su
     """The reply was stored but the process died before it was noted as shown (decision 101): the next
     `klaw chat` shows it after the banner, saying it answers a message from before, and only once."""
     from klaw import ChatRef
-    from tests.cli.test_chat_terminal import USER
+    from tests.cli.chat_terminal import USER
     from tests.test_library_agent_messages import cut_off_after_the_reply
 
     home = tmp_path / "home"

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import piped
-from tests.cli.test_chat_terminal import chat_env, init_home
 
 DEEP = "---\nname: deep\ndescription: d\nx: " + "[" * 20000 + "]" * 20000 + "\n---\nbody\n"
 BAD_DATE = "---\nname: bad-date\ndescription: d\nupdated: 2020-13-45\n---\nbody\n"

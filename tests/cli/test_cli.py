@@ -17,7 +17,7 @@ def klaw(
     """`klaw ARGS` on `home`; `stdin` is piped in (`klaw chat` refuses an empty pipe: decision 240)."""
     full_env = {**os.environ, "KLAW_HOME": str(home), "COLUMNS": "200", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "klaw", *args], capture_output=True, text=True, env=full_env, timeout=60, input=stdin
+        [sys.executable, "-m", "klaw", *args], capture_output=True, text=True, env=full_env, timeout=120, input=stdin
     )
 
 

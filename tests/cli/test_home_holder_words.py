@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import piped_bytes, refused, started_chat
-from tests.cli.test_chat_terminal import chat_env, init_home
 from tests.serve_helpers import STARTS_WITHIN, running, stop, web_page
 
 
@@ -23,7 +23,9 @@ async def test_a_second_klaw_chat_is_told_to_leave_the_first_not_to_open_a_web_p
     home = tmp_path / "home"
     init_home(home)
     async with FakeOpenAiServer() as model:
-        env = chat_env(home, model.base_url)
+        # the first chat's answer is held while two more klaw processes start: on a loaded machine that
+        # can pass the model's default timeoutSeconds (120 s)
+        env = {**chat_env(home, model.base_url), "KLAW__MODELS__FAKE__TIMEOUTSECONDS": "900"}
         asked, gate = asyncio.Event(), asyncio.Event()
 
         async def hold_the_answer() -> None:  # the first chat waits for its model: it holds the home
@@ -50,7 +52,7 @@ async def test_a_second_klaw_chat_is_told_to_leave_the_first_not_to_open_a_web_p
             assert len(model.chat_requests) == 1  # neither refused process reached the model
         finally:
             gate.set()
-            out, _ = await asyncio.wait_for(first.communicate(), timeout=120)
+            out, _ = await asyncio.wait_for(first.communicate(), timeout=STARTS_WITHIN)
         assert out.decode() == "the first chat's answer\n"
 
 

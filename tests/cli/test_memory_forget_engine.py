@@ -11,8 +11,6 @@ import re
 import sys
 from pathlib import Path
 
-import yaml
-
 from klaw.config_loader import load_config
 from klaw.engine.runtime import Engine
 from klaw.home import KlawHome
@@ -21,6 +19,7 @@ from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.store.records import ChatRef
 from tests.engine import short_socket_dir
 from tests.engine.test_forget_what_was_sent import CHAT, DEBOUNCE_SECONDS, KEPT, running
+from tests.serve_helpers import serve_config, write_serve_home
 
 KLAW = str(Path(sys.executable).with_name("klaw"))
 WEB = ChatRef("web", "main")
@@ -41,14 +40,7 @@ async def test_a_saved_memory_is_forgotten_through_the_running_engine() -> None:
     with short_socket_dir() as root:
         home = KlawHome(root / "home")
         async with FakeOpenAiServer() as server:
-            home.root.mkdir()
-            config = {
-                "models": {"fake/small": {"baseUrl": server.base_url, "contextBudget": 4000, "maxRetries": 0}},
-                "routing": {"default": "fake/small"},
-                "embedder": {"backend": "fake", "dim": 32},
-                "summarizer": {"enabled": False},
-            }
-            home.config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
+            write_serve_home(home.root, serve_config(server.base_url, channels=None))
             engine = await Engine.start(home, load_config(home.config_file).config, listen=True)
             try:
                 access = engine.memory_access

@@ -3,15 +3,12 @@ words at start-up and when a turn fails, and a wrong baseUrl refused before the 
 
 from __future__ import annotations
 
-import asyncio
 import socket
-import sys
-from asyncio.subprocess import PIPE
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.piped_chat import CHAT_SECONDS, piped, refused
-from tests.cli.test_chat_terminal import chat_env, init_home
+from tests.cli.chat_terminal import chat_env, init_home
+from tests.cli.piped_chat import piped, piped_bytes, refused
 from tests.cli.test_cli import klaw
 
 
@@ -59,12 +56,9 @@ async def test_a_base_url_ending_in_chat_completions_is_refused_and_a_turn_says_
         line = refused(*await piped(env, "hello"))
         assert f"drop /chat/completions: baseUrl is the part before it ({model.base_url})" in line
         # The same words when the check is skipped and the first message meets the 404.
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "klaw", "chat", "--skip-check", stdin=PIPE, stdout=PIPE, stderr=PIPE, env=env
-        )
-        out, err = await asyncio.wait_for(process.communicate(b"hello"), timeout=CHAT_SECONDS)
-        said = " ".join((out + err).decode().split())
-        assert process.returncode == 1, said
+        code, out, err = await piped_bytes(env, b"hello", "--skip-check")
+        said = " ".join((out + err).split())
+        assert code == 1, said
         assert "HTTP 404" in said and "drop /chat/completions: baseUrl is the part before it" in said
         assert "most servers need the /v1 suffix" not in said
         assert model.chat_requests == []

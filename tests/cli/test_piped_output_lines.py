@@ -11,8 +11,8 @@ from typing import Any
 
 from klaw.home import KlawHome
 from klaw.llm.fake_server import FakeOpenAiServer, TextReply
+from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import piped
-from tests.cli.test_chat_terminal import chat_env, init_home
 from tests.cli.test_memory_search import DEPLOY, fill
 from tests.memory.recall_helpers import DIM
 

@@ -77,7 +77,7 @@ async def test_a_turn_cut_by_the_server_going_down_is_answered_once_it_is_back(
         await asyncio.to_thread(on_postgres.resume)
         h.server.reply_text("Paris, as I was saying.")
         before = len(h.delivered)
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(120):  # a safety net: the loop ends on the delivery
             while len(h.delivered) == before:  # the engine takes the unanswered chat over by itself
                 await h.clock.advance(0.5)
                 await asyncio.sleep(0.2)

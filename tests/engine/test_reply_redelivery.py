@@ -22,9 +22,10 @@ from klaw.store.records import ChatRef
 from tests.engine import GatewayClient, short_socket_dir
 from tests.engine.harness import engine_config
 from tests.engine.test_resume_after_kill import AnswerChannel, write_config
-from tests.gateway.test_engine_killed_mid_burst import BurstChannel, EngineProcess
+from tests.gateway.test_engine_killed_mid_burst import BurstChannel
+from tests.serve_helpers import EngineProcess
 
-WAIT_SECONDS = 30.0  # a safety net: every wait ends on an event
+WAIT_SECONDS = 120.0  # a safety net: every wait ends on an event
 
 
 class HoldingChannel(BurstChannel):

@@ -15,7 +15,8 @@ from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.engine import short_socket_dir
-from tests.gateway.test_engine_killed_mid_burst import BurstChannel, EngineProcess
+from tests.gateway.test_engine_killed_mid_burst import BurstChannel
+from tests.serve_helpers import STARTS_WITHIN, EngineProcess
 
 MESSAGES = 30
 
@@ -59,14 +60,14 @@ async def test_thirty_acknowledged_messages_are_all_answered_after_sigkill() -> 
                 texts = [f"message number {n}" for n in range(MESSAGES)]
                 for text in texts:
                     await gateway.submit("burst", "one-chat", text)
-                async with asyncio.timeout(30):
+                async with asyncio.timeout(STARTS_WITHIN):  # safety nets: each wait ends on what it waits for
                     await gateway.buffer.wait_for(lambda: gateway.buffer.acked >= MESSAGES)
                 assert await engine.stop(signal.SIGKILL) == -signal.SIGKILL
                 assert server.chat_requests == []
 
                 write_config(home, server.base_url, debounce_ms=0)
                 await engine.start()
-                async with asyncio.timeout(30):
+                async with asyncio.timeout(STARTS_WITHIN):
                     await channel.answered.wait()
                 assert await engine.stop(signal.SIGTERM) == 0
             finally:

@@ -58,7 +58,7 @@ class Rig:
     clock: ManualClock
 
     async def asleep(self) -> None:
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(60):  # a safety net only
             await self.scheduler.wait_asleep()
 
     async def advance(self, seconds: float) -> None:

@@ -31,8 +31,8 @@ from tests.pg_server import PgServer
 VARIABLE = "KLAW_TEST_DATABASE_URL"
 CHATS = 20
 LEASE_SECONDS = 1.5
-START_TIMEOUT_S = 60.0
-ANSWER_TIMEOUT_S = 60.0
+START_TIMEOUT_S = 120.0  # a safety net: two engines start side by side on a loaded machine
+ANSWER_TIMEOUT_S = 120.0
 KILL_AFTER = 25  # of engine a's acknowledgements (of the 50 messages sent to it)
 
 

@@ -309,8 +309,8 @@ async def test_shutdown_denies_a_waiting_question_instead_of_waiting_for_it(tmp_
         await s.ask("clean up my old backups")
         await s.question()
         s.stopped = True
-        async with asyncio.timeout(5):  # the drain would otherwise wait for the answer (or its 60 s limit)
-            await s.engine.shutdown(timeout_seconds=60)
+        async with asyncio.timeout(60):  # the drain would otherwise wait for the answer (or its 600 s limit)
+            await s.engine.shutdown(timeout_seconds=600)
         assert s.ran == []
         [result] = s.tool_results()
         assert result["content"] == "Not run: host_exec needs approval and the engine is stopping."

@@ -170,7 +170,7 @@ async def test_shutdown_with_a_failing_turn_still_closes_the_store(tmp_path: Pat
         engine.delivery.register("console", record)
         await engine.submit(CHAT, "waiting for its debounce when the engine stops")
         break_prompt(home)
-        await engine.shutdown(timeout_seconds=5)  # the drain flushes the debounce: the turn fails
+        await engine.shutdown(timeout_seconds=60)  # the drain flushes the debounce: the turn fails
         assert [o.kind for o in delivered] == ["error"]
         with pytest.raises(StorageError, match="closed"):
             await engine.store.segments.chats()  # the store itself is closed: no API above it would say

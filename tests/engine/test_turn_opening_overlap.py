@@ -44,7 +44,7 @@ def log_stalled() -> Iterator[None]:
 
 
 async def until(condition: Callable[[], bool]) -> None:
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(60):  # a safety net: the loop ends on the condition
         while not condition():  # noqa: ASYNC110 - the context history has no event to wait on
             await asyncio.sleep(0.01)
 

@@ -11,13 +11,11 @@ Real processes: `klaw engine`, `klaw gateway` (its stderr read as a person at it
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from klaw.engine.socket_limits import MAX_CONNECTIONS
 from klaw.home import KlawHome
@@ -26,8 +24,8 @@ from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.mcp_server.memory_link import MemoryUnavailable, SocketMemory
 from klaw.store.records import ChatRef
 from tests.engine import GatewayClient, short_socket_dir
-from tests.gateway.test_engine_killed_mid_burst import EngineProcess, write_config
-from tests.gateway.test_outage_said import Lines
+from tests.gateway.test_engine_killed_mid_burst import write_config
+from tests.serve_helpers import EngineProcess, Lines, serve_env, stop
 
 REFUSAL = f"the engine already has {MAX_CONNECTIONS} connections open, its limit"
 
@@ -37,15 +35,12 @@ async def test_a_full_engine_is_said_in_its_words_once_and_the_gateway_backs_off
         home = KlawHome(directory / "home")
         initialise_home(home)
         async with FakeOpenAiServer() as model:
-            write_config(home, model.base_url)
-            config = yaml.safe_load(home.config_file.read_text(encoding="utf-8"))
-            config["channels"] = {"web": {"enabled": True, "port": 0}}
-            home.config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
+            write_config(home, model.base_url, web=True)
             engine = EngineProcess(home)
             await engine.start()
             held: list[GatewayClient] = []
             gateway: asyncio.subprocess.Process | None = None
-            env = {**os.environ, "KLAW_HOME": str(home.root), "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+            env = serve_env(home.root, COLUMNS="200")
             try:
                 for _ in range(MAX_CONNECTIONS):
                     held.append(await _taken_in(home.socket_path))
@@ -81,9 +76,8 @@ async def test_a_full_engine_is_said_in_its_words_once_and_the_gateway_backs_off
             finally:
                 for client in held:
                     client.writer.transport.abort()
-                if gateway is not None and gateway.returncode is None:
-                    gateway.send_signal(signal.SIGTERM)
-                    await gateway.wait()
+                if gateway is not None:
+                    await stop(gateway)
                 await engine.stop(signal.SIGTERM)
     seen = "".join(said.seen)
     assert seen.count("refused this gateway's connection") == 1, seen

@@ -8,9 +8,7 @@ the engine's log and database must hold each of the 200 message ids exactly once
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from klaw.memory.conversation_log import ConversationLog
 from klaw.store.records import Role
 from klaw.store.sqlite.store import SqliteStore
 from tests.engine import short_socket_dir
+from tests.serve_helpers import STARTS_WITHIN, EngineProcess
 
 MESSAGES = 200
 CHATS = 4
@@ -51,46 +50,14 @@ class BurstChannel:
     async def delta(self, frame: DeltaFrame) -> None: ...
 
 
-class EngineProcess:
-    def __init__(self, home: KlawHome) -> None:
-        self.home = home
-        self.process: asyncio.subprocess.Process | None = None
-        self.starts = 0
-
-    async def start(self) -> None:
-        self.starts += 1
-        env = {**os.environ, "KLAW_HOME": str(self.home.root)}
-        stderr = (self.home.root / f"engine-{self.starts}.err").open("wb")
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "klaw", "engine", env=env, stdout=asyncio.subprocess.DEVNULL, stderr=stderr
-        )
-        stderr.close()
-        async with asyncio.timeout(30):
-            while True:
-                if self.process.returncode is not None:
-                    raise AssertionError((self.home.root / f"engine-{self.starts}.err").read_text())
-                try:
-                    _, writer = await asyncio.open_unix_connection(str(self.home.socket_path))
-                except OSError:
-                    await asyncio.sleep(0.05)
-                    continue
-                writer.close()
-                return
-
-    async def stop(self, sig: signal.Signals) -> int:
-        assert self.process is not None
-        self.process.send_signal(sig)
-        async with asyncio.timeout(60):
-            return await self.process.wait()
-
-
-def write_config(home: KlawHome, base_url: str) -> None:
+def write_config(home: KlawHome, base_url: str, *, web: bool = False) -> None:
+    """engine.yaml for the fake model at `base_url`; the web page on a port the kernel picks if `web`."""
     config = {
         "models": {"fake/small": {"baseUrl": base_url, "contextBudget": 4000, "maxRetries": 0}},
         "routing": {"default": "fake/small"},
         "embedder": {"backend": "fake", "dim": 32},
         "processing": {"debounceMs": 30},
-        "channels": {"web": {"enabled": False}},
+        "channels": {"web": {"enabled": True, "port": 0} if web else {"enabled": False}},
     }
     home.config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
 
@@ -114,14 +81,14 @@ async def test_engine_killed_mid_burst_loses_nothing_and_duplicates_nothing() ->
                         ids.append((await gateway.submit("burst", f"chat-{n % CHATS}", f"message number {n}")).id)
 
                 await burst(range(0, 120))  # faster than the engine takes them: a backlog builds up
-                async with asyncio.timeout(30):
+                async with asyncio.timeout(STARTS_WITHIN):  # a safety net: the wait ends on the acks
                     await gateway.buffer.wait_for(lambda: gateway.buffer.acked >= KILL_AFTER_ACKS)
                 assert await engine.stop(signal.SIGKILL) == -signal.SIGKILL
                 assert len(gateway.buffer) > 0  # the kill really was mid-burst
                 await burst(range(120, MESSAGES))  # the engine is down: these wait on disk
 
                 await engine.start()
-                async with asyncio.timeout(60):
+                async with asyncio.timeout(STARTS_WITHIN):
                     await gateway.buffer.wait_for(lambda: len(gateway.buffer) == 0)
                 assert await engine.stop(signal.SIGTERM) == 0
             finally:

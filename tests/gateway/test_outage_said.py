@@ -9,12 +9,10 @@ attempts in between say nothing.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 
 import httpx
-import yaml
 
 from klaw.channels.web.auth import CSRF_HEADER
 from klaw.home import KlawHome
@@ -22,26 +20,10 @@ from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.channels.test_web_app import session_csrf, sign_in
 from tests.engine import short_socket_dir
-from tests.gateway.test_engine_killed_mid_burst import EngineProcess, write_config
+from tests.gateway.test_engine_killed_mid_burst import write_config
+from tests.serve_helpers import EngineProcess, Lines, serve_env, stop
 
 SECRET = "quokka diary entry"
-
-
-class Lines:
-    """A process's stream read line by line, everything read kept."""
-
-    def __init__(self, stream: asyncio.StreamReader) -> None:
-        self.stream = stream
-        self.seen: list[str] = []
-
-    async def until(self, words: str, seconds: float = 60) -> str:
-        async with asyncio.timeout(seconds):
-            while True:
-                line = (await self.stream.readline()).decode()
-                assert line, f"the process closed its output; it said: {self.seen}"
-                self.seen.append(line)
-                if words in line:
-                    return line
 
 
 async def test_the_gateway_says_once_when_the_engine_is_lost_and_when_it_is_back() -> None:
@@ -49,11 +31,8 @@ async def test_the_gateway_says_once_when_the_engine_is_lost_and_when_it_is_back
         home = KlawHome(directory / "home")
         initialise_home(home)
         async with FakeOpenAiServer() as model:
-            write_config(home, model.base_url)
-            config = yaml.safe_load(home.config_file.read_text(encoding="utf-8"))
-            config["channels"] = {"web": {"enabled": True, "port": 0}}
-            home.config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
-            env = {**os.environ, "KLAW_HOME": str(home.root), "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+            write_config(home, model.base_url, web=True)
+            env = serve_env(home.root, COLUMNS="200")
             gateway = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "klaw", "gateway", env=env,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -84,10 +63,7 @@ async def test_the_gateway_says_once_when_the_engine_is_lost_and_when_it_is_back
                 away = float(back.split("back after ")[1].split(" s")[0])
                 assert away >= 1.5
             finally:
-                if gateway.returncode is None:
-                    gateway.send_signal(signal.SIGTERM)
-                    async with asyncio.timeout(30):
-                        await gateway.wait()
+                await stop(gateway)
                 if engine.process is not None and engine.process.returncode is None:
                     await engine.stop(signal.SIGTERM)
             said.seen.extend(line.decode() for line in (await gateway.stderr.read()).splitlines(keepends=True))

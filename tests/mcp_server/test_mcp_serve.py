@@ -20,7 +20,6 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
-import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -34,6 +33,7 @@ from klaw.home import KlawHome
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.store.records import ChatRef
 from tests.engine import short_socket_dir
+from tests.serve_helpers import STARTS_WITHIN, exit_status, serve_config, write_serve_home
 
 CHAT = ChatRef("telegram", "123456789")
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "mcp.md"
@@ -52,14 +52,7 @@ async def filled_home() -> AsyncIterator[KlawHome]:
     with short_socket_dir() as root:
         home = KlawHome(root / "home")
         async with FakeOpenAiServer() as server:
-            home.root.mkdir()
-            config = {
-                "models": {"fake/small": {"baseUrl": server.base_url, "contextBudget": 4000, "maxRetries": 0}},
-                "routing": {"default": "fake/small"},
-                "embedder": {"backend": "fake", "dim": 32},
-                "summarizer": {"enabled": False},
-            }
-            home.config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
+            write_serve_home(home.root, serve_config(server.base_url, channels=None))
             async with Klaw(home) as agent:
                 await agent.ask(CHAT, "the spare key is under the blue flowerpot")
             home.core_memory_file.write_text(json.dumps({"city": "Porto"}), encoding="utf-8")
@@ -153,7 +146,7 @@ async def test_http_needs_the_web_token_before_anything_is_read(tmp_path: Path) 
             host, port = url.removeprefix("http://").removesuffix("/mcp").split(":")
             reader, writer = await asyncio.open_connection(host, int(port))
             writer.write(f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Length: 1000000\r\n\r\n".encode())
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(60):
                 assert (await reader.readline()).startswith(b"HTTP/1.1 401")
             writer.close()
             with pytest.raises(Exception):  # noqa: B017, PT011 (the SDK's client fails in its own ways)
@@ -168,12 +161,12 @@ async def test_http_needs_the_web_token_before_anything_is_read(tmp_path: Path) 
                 assert "under the blue flowerpot" in text(found)
         finally:
             process.send_signal(signal.SIGTERM)
-            assert await asyncio.wait_for(process.wait(), 30) == 0
+            assert await exit_status(process) == 0
 
 
 async def _served_url(process: asyncio.subprocess.Process) -> str:
     assert process.stderr is not None
-    async with asyncio.timeout(60):
+    async with asyncio.timeout(STARTS_WITHIN):
         while line := (await process.stderr.readline()).decode():
             found = re.search(r"http://127\.0\.0\.1:\d+/mcp", line)
             if found:
@@ -207,7 +200,7 @@ async def test_a_call_piped_in_after_initialize_is_answered_before_the_server_en
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
         )  # fmt: skip
         piped = "".join(json.dumps(message) + "\n" for message in messages).encode()
-        async with asyncio.timeout(60):
+        async with asyncio.timeout(STARTS_WITHIN):
             out, _ = await process.communicate(piped)  # writes, then closes stdin
         assert process.returncode == 0
     answers = {answer["id"]: answer for answer in map(json.loads, out.decode().splitlines())}
@@ -220,7 +213,7 @@ async def _refused_start(home: KlawHome, chat: str) -> str:
         KLAW, "mcp", "serve", "--chat", chat, "--allow-write", env={**os.environ, "KLAW_HOME": str(home.root)},
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    async with asyncio.timeout(60):
+    async with asyncio.timeout(STARTS_WITHIN):
         _, err = await process.communicate()
     assert process.returncode == 2
     return " ".join(err.decode().split())

@@ -180,11 +180,11 @@ async def _full_text_while_embedding(store: SqliteStore, full_text_ran: asyncio.
     held = GatedEmbedder(DIM)
     full_text_ran.clear()
     search = asyncio.create_task(HybridSearch(store, held).search(ALICE, "when is the deploy"))
-    await asyncio.wait_for(held.entered.wait(), timeout=5)
-    await asyncio.wait_for(full_text_ran.wait(), timeout=5)  # sequential sides would wait here forever
+    await asyncio.wait_for(held.entered.wait(), timeout=60)
+    await asyncio.wait_for(full_text_ran.wait(), timeout=60)  # sequential sides would wait here forever
     assert not search.done()
     held.gate.set()
-    hits = await asyncio.wait_for(search, timeout=5)
+    hits = await asyncio.wait_for(search, timeout=60)
     assert hits[0].message.record.content == "the deploy moved to friday"
     assert hits[0].distance is not None and hits[0].fts_rank == 1
 

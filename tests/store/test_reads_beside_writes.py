@@ -27,6 +27,8 @@ T = TypeVar("T")
 CHAT = ChatRef("console", "alice")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 DIM = 8
+ANSWERED_WITHIN = 60.0  # a safety net for a read that must not wait for the held write...
+HELD_SECONDS = 180.0  # ...which is held longer, so a read that waits for it fails
 
 
 def unit(i: int) -> np.ndarray:
@@ -53,10 +55,10 @@ async def writer_held(store: SqliteStore, rowid: int) -> AsyncIterator[None]:
         with connection:
             connection.execute("DELETE FROM messages WHERE rowid = ?", (rowid,))
             entered.set()
-            release.wait(20)
+            release.wait(HELD_SECONDS)
 
     held = asyncio.ensure_future(store.db.run(long_write))
-    await asyncio.to_thread(entered.wait, 20)
+    await asyncio.to_thread(entered.wait, HELD_SECONDS)
     try:
         yield
     finally:
@@ -66,7 +68,7 @@ async def writer_held(store: SqliteStore, rowid: int) -> AsyncIterator[None]:
 
 async def answered(read: Awaitable[T]) -> T:
     """`read`'s answer, which must come while the writer is held."""
-    return await asyncio.wait_for(read, timeout=10)
+    return await asyncio.wait_for(read, timeout=ANSWERED_WITHIN)
 
 
 async def test_a_turns_reads_answer_while_the_database_thread_holds_a_long_write(store: SqliteStore) -> None:

@@ -1,11 +1,15 @@
 """What the tool tests share: a package installed on the path as pip installs one (a real dist-info
-with entry_points.txt), so a plugin arrives through the `klaw.tools` entry point group."""
+with entry_points.txt), so a plugin arrives through the `klaw.tools` entry point group; a workspace
+folder and the context a tool is called in for alice on the console."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+
+from klaw.store.records import ChatRef
+from klaw.tools.schema import ToolContext
 
 
 def install(site: Path, name: str, module: str, source: str, target: str) -> None:
@@ -24,3 +28,17 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.mkdir()
     monkeypatch.syspath_prepend(str(path))
     return path
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An empty workspace folder."""
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def context(workspace: Path) -> ToolContext:
+    """The context of a tool called in alice's console chat, on `workspace`."""
+    return ToolContext(chat=ChatRef("console", "alice"), workspace=workspace)

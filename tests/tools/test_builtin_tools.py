@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from klaw.llm.messages import ToolCall
-from klaw.store.records import ChatRef
 from klaw.tools.builtin.clock_tools import current_time
 from klaw.tools.builtin.groups import register_file_tools
 from klaw.tools.builtin.workspace_files import MAX_WRITE_BYTES
@@ -37,23 +36,11 @@ def registry() -> ToolRegistry:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def outside(tmp_path: Path) -> Path:
     path = tmp_path / "outside"
     path.mkdir()
     (path / "secret.txt").write_text("top secret", encoding="utf-8")
     return path
-
-
-@pytest.fixture
-def context(workspace: Path) -> ToolContext:
-    return ToolContext(chat=ChatRef("console", "alice"), workspace=workspace)
 
 
 async def run(registry: ToolRegistry, context: ToolContext, name: str, **arguments: Any) -> ToolResult:

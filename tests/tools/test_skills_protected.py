@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import piped
-from tests.cli.test_chat_terminal import chat_env, init_home
 from tests.engine.harness import running_engine
 from tests.tools.sandbox_helpers import no_sandbox_reason
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,28 +22,13 @@ from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolContext
 from klaw.tools.skills.catalogue import SkillCatalogue
 from klaw.tools.skills.tools import register_skill_tools
+from tests.tools.flipper import FLIPPER, Flip, flippers
 
 CALLS = int(os.environ.get("RACE_CALLS", "600"))
 SECRET = "the web token of KLAW_HOME"
-
-_FLIPPER = """
-import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-a, b = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2])
-print("ready", flush=True)
-while True:
-    if libc.renameat2(-100, a, -100, b, 2) != 0:  # RENAME_EXCHANGE
-        sys.exit(f"renameat2: errno {ctypes.get_errno()}")
-"""
+_FLIPPER = FLIPPER  # tests/tools/test_sandbox_prompt_file_race.py imports it from here (tests/tools/flipper.py)
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="renameat2 is Linux's")
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
 
 
 @pytest.fixture
@@ -64,27 +48,10 @@ def registry() -> ToolRegistry:
 
 
 @pytest.fixture
-def context(workspace: Path) -> ToolContext:
-    return ToolContext(chat=ChatRef("console", "alice"), workspace=workspace)
-
-
-@pytest.fixture
-def flip() -> Iterator[Any]:
-    """Start a flipper exchanging two paths as fast as it can; stopped (by its own handle) at the end."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(real: Path, link: Path) -> None:
-        process = subprocess.Popen(
-            [sys.executable, "-c", _FLIPPER, str(real), str(link)], stdout=subprocess.PIPE, text=True
-        )
-        started.append(process)
-        assert process.stdout is not None and process.stdout.readline() == "ready\n"
-
-    yield start
-    for process in started:
-        assert process.poll() is None, "the flipper stopped early"
-        process.kill()
-        process.wait()
+def flip() -> Iterator[Flip]:
+    """Start a flipper exchanging two paths as fast as it can; stopped at the end."""
+    with flippers() as start:
+        yield start
 
 
 async def run(registry: ToolRegistry, context: ToolContext, tool: str, **arguments: Any) -> str:
@@ -93,7 +60,7 @@ async def run(registry: ToolRegistry, context: ToolContext, tool: str, **argumen
 
 
 async def test_file_read_and_file_list_never_reach_outside_while_a_folder_is_swapped(
-    registry: ToolRegistry, context: ToolContext, workspace: Path, outside: Path, flip: Any
+    registry: ToolRegistry, context: ToolContext, workspace: Path, outside: Path, flip: Flip
 ) -> None:
     (workspace / "real").mkdir()
     (workspace / "real" / "web_token").write_text("decoy", encoding="utf-8")
@@ -108,7 +75,7 @@ async def test_file_read_and_file_list_never_reach_outside_while_a_folder_is_swa
 
 
 async def test_file_write_never_creates_a_file_outside_while_a_folder_is_swapped(
-    registry: ToolRegistry, context: ToolContext, workspace: Path, outside: Path, flip: Any
+    registry: ToolRegistry, context: ToolContext, workspace: Path, outside: Path, flip: Flip
 ) -> None:
     (workspace / "r2").mkdir()
     (workspace / "e2").symlink_to(outside, target_is_directory=True)
@@ -123,7 +90,7 @@ async def test_file_write_never_creates_a_file_outside_while_a_folder_is_swapped
 
 
 async def test_a_prompt_file_cannot_be_reached_through_a_folder_swapped_for_the_workspace(
-    registry: ToolRegistry, context: ToolContext, workspace: Path, flip: Any
+    registry: ToolRegistry, context: ToolContext, workspace: Path, flip: Flip
 ) -> None:
     (workspace / "SOUL.md").write_text("# Soul\nthe person's own words\n", encoding="utf-8")
     (workspace / "p3").mkdir()
@@ -137,7 +104,7 @@ async def test_a_prompt_file_cannot_be_reached_through_a_folder_swapped_for_the_
 
 
 async def test_skill_read_never_reaches_outside_while_a_folder_of_the_skill_is_swapped(
-    workspace: Path, outside: Path, flip: Any
+    workspace: Path, outside: Path, flip: Flip
 ) -> None:
     folder = workspace / "skills" / "tricky"
     (folder / "ref" / "deep").mkdir(parents=True)  # swapped one level down: the catalogue does not scan again
@@ -200,7 +167,7 @@ async def test_file_read_and_file_list_name_a_symlink_loop_in_words(
 
 
 async def test_the_skills_folder_cannot_be_reached_through_a_folder_swapped_for_it(
-    registry: ToolRegistry, context: ToolContext, workspace: Path, flip: Any
+    registry: ToolRegistry, context: ToolContext, workspace: Path, flip: Flip
 ) -> None:
     """Decision 279: the folders really held are judged, so a swap cannot lead a write into skills/."""
     skill = "---\nname: weather\ndescription: Report the weather.\n---\n"
