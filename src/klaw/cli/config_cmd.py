@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -17,6 +16,9 @@ from klaw.cli.service_env import SERVICE_ENV, names_in
 from klaw.config import EngineConfig
 from klaw.config_view import ConfigOverride, config_rows, shown
 from klaw.home import KlawHome
+
+if TYPE_CHECKING:
+    from klaw.tools.inventory import ToolRow
 
 app = typer.Typer(
     rich_markup_mode="markdown", help="Inspect the engine configuration (engine.yaml).", no_args_is_help=True
@@ -80,7 +82,8 @@ def path() -> None:
 def check() -> None:
     """Validate engine.yaml (exit 2 with the reason when it is invalid, 1 when there is none or when the
     engine would not start in this installation: the configured embedder's package is missing, the home's
-    vectors come from another embedder (run klaw reindex), or a routed model's apiKeyEnv variable is not set)."""
+    vectors come from another embedder (run klaw reindex), a routed model's apiKeyEnv variable is not set, or a
+    tool group tools.enabled names fails to load, as `klaw tools` says)."""
     home = home_from_env(must_exist=False)  # a missing home is a missing engine.yaml: said below, exit 1
     if not home.config_file.exists():
         fail(
@@ -107,6 +110,10 @@ def check() -> None:
     if untokened is not None and telegram.token_env not in in_service:
         # Not "valid": klaw serve and klaw gateway refuse with this sentence (service.env counts, as for apiKeyEnv).
         fail(f"{loaded.path} is valid, but klaw serve will not start from here: {untokened}", code=1)
+    rows, unlisted = _tool_inventory(home, loaded.config)
+    if (failed := _groups_failed(rows)) is not None:
+        # Not "valid": the agent would go without these groups, and `klaw tools` exits 1 for them.
+        fail(f"{loaded.path} is valid, but {failed}", code=1)
     typer.echo(f"{loaded.path}: valid")
     warn = stderr_console(highlight=False).print
     if untokened is not None:
@@ -129,7 +136,7 @@ def check() -> None:
         )
     if (unasked := _host_exec_unasked(loaded.config)) is not None:
         warn(unasked)
-    for line in _approval_holds_nothing(home, loaded.config):
+    for line in [unlisted] if unlisted is not None else _approval_holds_nothing(rows):
         warn(line)
     for line in _skill_problems(home, loaded.config):
         warn(line)
@@ -188,26 +195,37 @@ def _routed_models_without_key(home: KlawHome, config: EngineConfig) -> tuple[st
     return None, service_only
 
 
-def _approval_holds_nothing(home: KlawHome, config: EngineConfig) -> list[str]:
-    """A warning for each `tools.approval` name no tool has, the rows `klaw tools` flags (decision 238):
-    valid YAML, yet a misspelt name holds nothing and the tool meant runs unasked. The tools are listed
-    as `klaw tools` lists them without an engine (groups provided, no MCP server started)."""
+def _tool_inventory(home: KlawHome, config: EngineConfig) -> tuple[list[ToolRow], str | None]:
+    """The tools as `klaw tools` lists them without an engine (groups provided, no MCP server started),
+    or a warning saying why they could not be listed (the file is still valid)."""
     from klaw.engine.tool_listing import listing_without_engine  # the tools and their groups: only for check
     from klaw.store.records import ChatRef
-    from klaw.tools.inventory import APPROVAL_SOURCE
 
-    # Listing the tools scans the skills, whose catalogue logs each broken one (for an engine's log): here
-    # they were `WARNING klaw.tools.skills.catalogue: …` lines; `_skill_problems` says them instead.
-    catalogue_log = logging.getLogger("klaw.tools.skills.catalogue")
-    level = catalogue_log.level
-    catalogue_log.setLevel(logging.ERROR)
     try:
         inventory = listing_without_engine(home, config, ChatRef("console", "check"), config.routing.default)
-    except Exception as exc:  # a check that cannot list the tools says so; the file is still valid
-        return [f"warning: tools.approval was not checked against the tools ({type(exc).__name__}: {exc})"]
-    finally:
-        catalogue_log.setLevel(level)
-    return [approval_warning(row.name) for row in inventory.rows if row.source == APPROVAL_SOURCE]
+    except Exception as exc:
+        return [], f"warning: the tools were not checked ({type(exc).__name__}: {exc})"
+    return inventory.rows, None
+
+
+def _groups_failed(rows: list[ToolRow]) -> str | None:
+    """The tool groups `tools.enabled` names that fail to load (a plugin that raises, a name another group
+    has): the engine starts without them, but `klaw tools` exits 1 for them, and so does the check."""
+    from klaw.tools.inventory import SKILL_SOURCE
+
+    failed = [row for row in rows if row.state == "failed" and row.source != SKILL_SOURCE]
+    if not failed:
+        return None
+    said = "; ".join(f"tool group {row.name!r} fails to load: {row.reason} (fix: {row.fix})" for row in failed)
+    return f"{said}. `klaw tools` lists what the agent is offered and what failed"
+
+
+def _approval_holds_nothing(rows: list[ToolRow]) -> list[str]:
+    """A warning for each `tools.approval` name no tool has, the rows `klaw tools` flags (decision 238):
+    valid YAML, yet a misspelt name holds nothing and the tool meant runs unasked."""
+    from klaw.tools.inventory import APPROVAL_SOURCE
+
+    return [approval_warning(row.name) for row in rows if row.source == APPROVAL_SOURCE]
 
 
 def _skill_problems(home: KlawHome, config: EngineConfig) -> list[str]:

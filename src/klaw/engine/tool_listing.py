@@ -9,6 +9,7 @@ that are not started (nothing of it is ever called), no MCP server is started an
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -132,8 +133,26 @@ class _NotStarted:
         raise RuntimeError("no engine is running: a tool listed by `klaw tools` is never called")
 
 
+# The loggers that say, for an engine's log, a group left out or a skill skipped: a listing made without an
+# engine has each of them as a row, and its command (`klaw tools`, `klaw config check`) says it once, there.
+ROW_LOGGERS = ("klaw.tools.groups", "klaw.tools.skills.catalogue")
+
+
 def listing_without_engine(home: KlawHome, config: EngineConfig, chat: ChatRef, model: str) -> ToolInventory:
-    """What an engine started now would offer `chat` on `model`, built here without holding the home."""
+    """What an engine started now would offer `chat` on `model`, built here without holding the home; the
+    log lines of `ROW_LOGGERS` are held back (their rows say the same: said twice, a newcomer saw)."""
+    loggers = [logging.getLogger(name) for name in ROW_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        return _listing(home, config, chat, model)
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+def _listing(home: KlawHome, config: EngineConfig, chat: ChatRef, model: str) -> ToolInventory:
     idle = _NotStarted()
     skills = skill_catalogue(home, config)
     services: dict[ServiceKey[Any], object] = {MEMORY: idle}
