@@ -39,5 +39,10 @@ async def test_the_docs_own_server_example_runs_as_a_real_server_through_klaw(tm
         assert (await h.turn("weather in Lisbon tomorrow?")).text == "sunny"
         assert tool_result(h) == "Lisbon: sunny, 21 °C"
         assert "MCP weather: ready, 1 tool(s)" in await status(h)
+        h.server.reply_tool_calls([("weather__forecast", {"city": " "})])
+        h.server.reply_text("which city?")
+        assert (await h.turn("weather tomorrow?")).text == "which city?"
+        # the ToolError's message, as the SDK words it, for the model to read
+        assert tool_result(h) == "Error executing tool forecast: give the city's name, e.g. Lisbon"
         log_text = (h.home.root / "mcp" / "weather.log").read_text(encoding="utf-8")
     assert "forecast asked for Lisbon" in log_text
