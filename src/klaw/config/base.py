@@ -3,11 +3,12 @@ that a `…Env` field names an environment variable, never the secret itself."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -51,7 +52,38 @@ BaseUrl = Annotated[str, AfterValidator(_http_base_url)]
 DsnEnv = Annotated[str, variable_name("connection string", "KLAW_DATABASE_URL")]
 
 
+YEAR_SECONDS = 365 * 24 * 3600
+MAX_NUMBER = 10**12
+"""Any other number in the config (a count, a size, a weight): larger is a typo or a probe, and a value
+past 2**63 overflows what it reaches (SQLite, setrlimit, timedelta)."""
+
+
+def bounded_number(name: str, value: object) -> object:
+    """Every number in the config is finite and within reason: `.inf` or `1e18` in a duration passed
+    `klaw config check` and crashed the start with an OverflowError (timedelta, asyncio's clock). A
+    `…Seconds` field is at most a year, a `…Ms` field a year in milliseconds, any other `MAX_NUMBER`."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"must be a finite number, not {value}")
+    if name.endswith("_seconds"):
+        limit, unit = YEAR_SECONDS, f"{YEAR_SECONDS} (a year, in seconds)"
+    elif name.endswith("_ms"):
+        limit, unit = YEAR_SECONDS * 1000, f"{YEAR_SECONDS * 1000} (a year, in milliseconds)"
+    else:
+        limit, unit = MAX_NUMBER, f"{MAX_NUMBER:.0e}"
+    if abs(value) > limit:
+        raise ValueError(f"must be at most {unit}" + (f", not {value:g}" if isinstance(value, float) else ""))
+    return value
+
+
 class Section(BaseModel):
-    """Base for every config section: camelCase aliases, unknown keys rejected, values frozen."""
+    """Base for every config section: camelCase aliases, unknown keys rejected, values frozen, every
+    number finite and bounded (`bounded_number`, a rule no field can forget)."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _bounded(cls, value: object, info: ValidationInfo) -> object:
+        return bounded_number(info.field_name or "", value)
