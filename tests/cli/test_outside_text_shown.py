@@ -15,8 +15,8 @@ from pathlib import Path
 
 from klaw import FunctionModel, Klaw
 from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import CHAT_SECONDS
-from tests.cli.test_chat_terminal import chat_env, init_home
 from tests.engine import short_socket_dir
 
 HOSTILE = "boom \x1b]0;PWNED-TITLE\x07\x1b[31mRED\x1b[0m \u202eevil\u202c \r\nWARNING klaw.engine: FAKE LINE"
