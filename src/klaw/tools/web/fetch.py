@@ -13,8 +13,10 @@ is a `WebError` whose message says what was wrong.
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import httpx
 
@@ -27,6 +29,8 @@ from klaw.tools.web.guarded_transport import GuardedTransport, Resolver, system_
 USER_AGENT = "klaw-web-fetch/1 (a personal agent reading a page for its person)"
 ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,text/markdown;q=0.9,application/json;q=0.8,*/*;q=0.1"
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}")
+_URL_SHOWN = ":/?#[]@!$&'()*+,;=%~"
 TEXT_APPLICATION_TYPES = frozenset({"application/json", "application/xml", "application/javascript"})
 
 
@@ -69,6 +73,8 @@ class WebFetcher:
             raise WebError(f"the page did not arrive within {limit:g} seconds (web.fetch.timeoutSeconds)") from None
         except httpx.HTTPError as exc:
             raise WebError(f"the page could not be fetched: {_network_failure(exc)}") from None
+        except httpx.InvalidURL as exc:  # only a redirect's: the URL asked for was checked first
+            raise WebError(f"a redirect pointed to an address that is not a valid URL ({exc})") from None
 
     def _client(self) -> httpx.AsyncClient:
         if self._ssl_context is None:  # made once: loading the CA bundle takes a while
@@ -104,8 +110,9 @@ class WebFetcher:
 
     async def _read(self, response: httpx.Response, redirects: tuple[str, ...]) -> FetchedPage:
         if response.status_code >= 400:
-            raise WebError(f"the server answered {response.status_code} {response.reason_phrase} for {response.url}")
-        media_type = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            reason = httpx.codes.get_reason_phrase(response.status_code)  # not the server's words: they are the page's
+            raise WebError(f"the server answered {response.status_code} {reason} for {response.url}".replace("  ", " "))
+        media_type = _media_type(response.headers.get("content-type", ""))
         if media_type and not _is_text(media_type):
             raise WebError(f"{response.url} is {media_type}, not a text page: web_fetch reads HTML and text only")
         limit = self._config.max_bytes
@@ -126,14 +133,15 @@ class WebFetcher:
 
 def _http_url(url: str, *, redirect: bool = False) -> httpx.URL:
     where = "a redirect to" if redirect else "the URL"
+    shown = repr(quote(url[:200], safe=_URL_SHOWN) if redirect else url[:200])  # a Location is the server's words
     try:
         parsed = httpx.URL(url.strip())
     except (httpx.InvalidURL, TypeError):
-        raise WebError(f"{where} {url[:200]!r} is not a valid URL") from None
+        raise WebError(f"{where} {shown} is not a valid URL") from None
     if parsed.scheme not in ("http", "https"):
-        raise WebError(f"{where} {url[:200]!r} is not http or https: web_fetch reads web pages only")
+        raise WebError(f"{where} {shown} is not http or https: web_fetch reads web pages only")
     if not parsed.host:
-        raise WebError(f"{where} {url[:200]!r} names no host")
+        raise WebError(f"{where} {shown} names no host")
     return parsed
 
 
@@ -146,6 +154,13 @@ def _check_location(location: str) -> None:
         return  # httpx's own next request is checked (and refused) as it is
     if scheme and scheme not in ("http", "https"):
         _http_url(location, redirect=True)
+
+
+def _media_type(content_type: str) -> str:
+    """The media type, lower case; "" (unknown, then sniffed) for one that is not a type's syntax: the
+    type is shown to the model outside the page's fence, so it may hold no words of the page's own."""
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    return media_type if _MEDIA_TYPE.fullmatch(media_type) else ""
 
 
 def _is_text(media_type: str) -> bool:
