@@ -6,7 +6,9 @@ model server's answer. Printed raw, `\\x1b]0;…\\x07` sets the terminal's title
 follows, U+202E reorders the line, and a CR LF followed by `WARNING klaw.engine: …` is a fake log line
 in `klaw serve -v` or the log file. Escaping at each call site misses the next one, so every handler
 klaw sets up formats with `SafeFormatter`: the message is made one line (`terminal_text.one_line`), a
-traceback keeps its lines but shows their control characters (`visible`).
+traceback keeps its lines but shows their control characters (`visible`). A URL's password and query
+values are masked in both (`redaction.py`): httpx logs `HTTP Request: POST …?api-key=…` at INFO, which
+`klaw -v` shows.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 from types import TracebackType
 
+from klaw.redaction import mask_url_credentials
 from klaw.terminal_text import one_line, visible
 
 FORMAT = "%(levelname)s %(name)s: %(message)s"
@@ -25,13 +28,13 @@ class SafeFormatter(logging.Formatter):
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         safe = logging.makeLogRecord(record.__dict__)  # the record itself stays as logged, for other handlers
-        safe.message = one_line(record.message)
+        safe.message = one_line(mask_url_credentials(record.message))
         return super().formatMessage(safe)
 
     def formatException(
         self, ei: tuple[type[BaseException], BaseException, TracebackType | None] | tuple[None, None, None]
     ) -> str:
-        return visible(super().formatException(ei))
+        return visible(mask_url_credentials(super().formatException(ei)))
 
     def formatStack(self, stack_info: str) -> str:
-        return visible(super().formatStack(stack_info))
+        return visible(mask_url_credentials(super().formatStack(stack_info)))

@@ -71,7 +71,7 @@ def bounded_number(name: str, value: object) -> object:
     elif name.endswith("_ms"):
         limit, unit = YEAR_SECONDS * 1000, f"{YEAR_SECONDS * 1000} (a year, in milliseconds)"
     else:
-        limit, unit = MAX_NUMBER, f"{MAX_NUMBER:.0e}"
+        limit, unit = MAX_NUMBER, str(MAX_NUMBER)
     if abs(value) > limit:
         raise ValueError(f"must be at most {unit}" + (f", not {value:g}" if isinstance(value, float) else ""))
     return value

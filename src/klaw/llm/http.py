@@ -79,7 +79,10 @@ class Endpoint:
     connect_timeout_seconds: float = 10.0  # at most timeout_seconds (module docstring)
 
     def url(self, path: str) -> str:
-        return f"{self.base_url.rstrip('/')}/{path.lstrip('/')}"
+        """`path` under the base URL, before its query string (`…/v1?api-version=1` asks
+        `…/v1/chat/completions?api-version=1`, as Azure's endpoints expect)."""
+        base, question, query = self.base_url.partition("?")
+        return f"{base.rstrip('/')}/{path.lstrip('/')}" + (f"?{query}" if question else "")
 
     def error(self, cls: type[LlmError], what: str, hint: str = "", status: int | None = None) -> LlmError:
         return cls(what, model_id=self.model_id, base_url=self.base_url, hint=hint, status=status)
