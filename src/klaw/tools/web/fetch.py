@@ -30,6 +30,7 @@ USER_AGENT = "klaw-web-fetch/1 (a personal agent reading a page for its person)"
 ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,text/markdown;q=0.9,application/json;q=0.8,*/*;q=0.1"
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}")
+_CHARSET = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+:-]{0,39}")
 _URL_SHOWN = ":/?#[]@!$&'()*+,;=%~"
 TEXT_APPLICATION_TYPES = frozenset({"application/json", "application/xml", "application/javascript"})
 
@@ -43,6 +44,7 @@ class FetchedPage:
     text: str
     bytes_read: int
     redirects: tuple[str, ...]  # the URLs redirected from, in order
+    note: str = ""  # klaw's one line on how the text was read, when not as the page said (its charset)
 
     @property
     def is_html(self) -> bool:
@@ -127,8 +129,8 @@ class WebFetcher:
                 raise WebError(_too_large(None, limit))
         if not media_type and b"\x00" in body[:4096]:
             raise WebError(f"{response.url} sent binary data without a type: web_fetch reads HTML and text only")
-        text = bytes(body).decode(response.charset_encoding or "utf-8", errors="replace")
-        return FetchedPage(str(response.url), media_type, text, len(body), redirects)
+        text, note = _decoded(bytes(body), response.charset_encoding)
+        return FetchedPage(str(response.url), media_type, text, len(body), redirects, note)
 
 
 def _http_url(url: str, *, redirect: bool = False) -> httpx.URL:
@@ -161,6 +163,19 @@ def _media_type(content_type: str) -> str:
     type is shown to the model outside the page's fence, so it may hold no words of the page's own."""
     media_type = content_type.split(";", 1)[0].strip().lower()
     return media_type if _MEDIA_TYPE.fullmatch(media_type) else ""
+
+
+def _decoded(body: bytes, charset: str | None) -> tuple[str, str]:
+    """The text in the page's charset; in UTF-8, with a note saying so, when Python cannot decode that
+    charset (unknown, not a text encoding, or one without replacement: decision 294)."""
+    name = charset or "utf-8"
+    try:
+        return body.decode(name, errors="replace"), ""
+    except (LookupError, UnicodeError):  # UTF-8, the fallback, always decodes with replacement
+        pass
+    shown = repr(name) if _CHARSET.fullmatch(name) else "not a charset's name"
+    note = f"Note: the page's charset is {shown}, which klaw cannot decode: read as UTF-8, unreadable bytes as \ufffd"
+    return body.decode("utf-8", errors="replace"), note
 
 
 def _is_text(media_type: str) -> bool:

@@ -106,6 +106,8 @@ async def readable_page(page: FetchedPage, max_chars: int) -> str:
     if page.redirects:
         header.append(f"Redirected from: {page.redirects[0]} ({len(page.redirects)} redirect(s))")
     header.append(f"Type: {page.content_type or 'unknown'}, {page.bytes_read:,} bytes")
+    if page.note:
+        header.append(page.note)
     titled = f"Title: {' '.join(title.split())[:300]}\n" if title else ""  # the page's words: in the fence
     if not text:
         return "\n".join([*header, *([fence(titled.rstrip())] if titled else []), "The page has no readable text."])
