@@ -65,6 +65,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
   - TelegramTokenRefused (RuntimeError) .... channels/telegram: Telegram refused the bot token at start
   - QueryFailed (RuntimeError) ............. gateway/link: the engine refused a query
   - TurnFailed (RuntimeError) .............. library: the turn behind `Klaw.ask` failed (its error id)
+  - TurnStopped (RuntimeError) ............. engine/turn_runner: a forget on another engine stopped the turn; its words
   - EngineNotOpen (RuntimeError) ........... library: the agent used before `start` or after `aclose`; which
   - InvalidChat (ValueError) ............... library: a `chat` argument that names no chat
   - ToolDefinitionError (ValueError) ....... tools/schema: a function that cannot be offered as a tool; the fix

@@ -34,6 +34,7 @@ from klaw.engine.clock import Clock
 from klaw.engine.failures import is_disk_full
 from klaw.engine.tool_loop import DEFAULT_MAX_CALLS, LoopOutcome, Recorder, TextSink, run_tool_loop
 from klaw.engine.turn_timing import PhaseTimes
+from klaw.errors import KlawError
 from klaw.llm.errors import LlmError
 from klaw.llm.messages import ChatMessage, ToolCall, ToolSpec
 from klaw.llm.protocol import ChatModel
@@ -54,7 +55,7 @@ class TurnPrompt:
     model: str
 
 
-class TurnStopped(Exception):
+class TurnStopped(KlawError, RuntimeError):
     """A turn its `Turn.checkpoint` stopped before its next model call or its reply: the chat had something
     forgotten on another engine sharing the store (decision 286). Its text is what the person reads, the
     same words a turn stopped by this engine's `/forget` gets (engine/stopped_turns.py); never content.
