@@ -128,6 +128,20 @@ async def test_bearer_key_comes_from_the_named_env_var(
     assert openai_server.requests[-1].headers["authorization"] == f"Bearer {SECRET_KEY}"
 
 
+async def test_a_key_with_a_line_break_is_refused_by_its_variables_name_never_shown(
+    openai_server: FakeOpenAiServer, make_client: ClientFactory
+) -> None:
+    """A key copied from a file with its newline (or one injecting a header) is refused before any request,
+    naming the variable: h11 refused it with the key in its message, which reached the log and the chat."""
+    client = make_client(api_key_env="TEST_API_KEY", env={"TEST_API_KEY": SECRET_KEY + "\r\nX-Injected: 1"})
+
+    with pytest.raises(LlmAuthError, match=r"the environment variable TEST_API_KEY, .* holds a line break") as caught:
+        await client.complete([ChatMessage.user("hi")])
+
+    assert SECRET_KEY not in str(caught.value) and SECRET_KEY not in repr(caught.value.__cause__)
+    assert openai_server.requests == []
+
+
 async def test_no_key_configured_sends_no_auth_header(
     openai_server: FakeOpenAiServer, make_client: ClientFactory
 ) -> None:

@@ -104,8 +104,8 @@ class RetryPolicy:
 
 def new_http_client() -> httpx.AsyncClient:
     """An HTTP client for one base URL. Timeouts are per request, since models sharing a server may
-    have different `timeoutSeconds`. Its transport is klaw's own HTTP/1.1 on asyncio's streams (decisions
-    220, 287); its cookies are read only from answers that set some (`CookiesWhenSet`)."""
+    have different `timeoutSeconds`. Its transport runs on asyncio's streams rather than anyio's (decision
+    220); its cookies are read only from answers that set some (`CookiesWhenSet`)."""
     client = httpx.AsyncClient(timeout=None, follow_redirects=False, transport=AsyncioTransport())
     # httpx offers no parameter for the jar's class (its `cookies` setter copies into a plain `Cookies`);
     # tests/llm/test_http_client_cookies.py fails if a newer httpx stops reading `_cookies`.
@@ -148,8 +148,8 @@ def auth_headers(endpoint: Endpoint, env: Mapping[str, str]) -> dict[str, str]:
             "if this server needs no key.",
         )
     if any(mark in key for mark in "\r\n\0"):
-        # Sent, it would end the header early (or inject another); refused, the message must not quote
-        # it (an error reaches logs and the chat), as the old transport's "Illegal header value" did.
+        # Sent, it would end the header early (or inject another); h11 refuses it with its value in the
+        # message ("Illegal header value b'Bearer sk-…'"), which reaches logs and the chat: refused here.
         raise endpoint.error(
             LlmAuthError,
             f"the environment variable {endpoint.api_key_env}, which should hold the API key, holds a line break",
