@@ -2,7 +2,8 @@
 
 A call makes fresh namespaces, mounts, a process under `prlimit`, and the workspace snapshots around
 it; the figure is the whole tool call as the engine makes it (through the registry), for a shell
-`true` and for Python printing a line, each `runs` times after one warm-up call.
+`true` and for Python printing a line, each `runs` times after one warm-up call. As in the engine, the
+prompt files and a skill are there, copied read-only into each run (decision 283).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from pathlib import Path
 
 from klaw.bench.stats import Latency
 from klaw.config import SandboxConfig
-from klaw.home import KlawHome
+from klaw.home import SKILLS_FOLDER, KlawHome
+from klaw.home_init import PROTECTED_WORKSPACE, WORKSPACE_FILES
 from klaw.llm.messages import ToolCall
+from klaw.private_files import write_private
 from klaw.store.records import ChatRef
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.sandbox.backend import Unavailable
@@ -34,11 +37,14 @@ class SandboxFigures:
 async def measure_sandbox(root: Path, config: SandboxConfig, runs: int) -> SandboxFigures | Unavailable:
     home = KlawHome(root)
     home.workspace.mkdir(parents=True, exist_ok=True)
+    for name in WORKSPACE_FILES:
+        write_private(home.workspace / name, f"# {name}\n\nA few lines, as a person's own.\n".encode())
+    write_private(home.workspace / SKILLS_FOLDER / "example" / "SKILL.md", b"---\nname: example\n---\nbody\n")
     backend = choose_backend(config, home)
     if isinstance(backend, Unavailable):
         return backend
     registry = ToolRegistry()
-    register_code_execute(registry, backend, config)
+    register_code_execute(registry, backend, config, read_only=PROTECTED_WORKSPACE)
     context = ToolContext(ChatRef("bench", "sandbox"), home.workspace)
 
     async def timed(language: str, code: str) -> Latency:

@@ -31,6 +31,7 @@ from typing import ClassVar
 from klaw.tools.bounded_process import ProcessOutcome, run_bounded
 from klaw.tools.sandbox.backend import KEEP_BYTES, SANDBOX_WORKSPACE, Job, SandboxLimits, Unavailable
 from klaw.tools.sandbox.pids_cgroup import PidsCgroups, enter_argv
+from klaw.tools.sandbox.read_only_copies import copy_read_only
 
 VENV_MOUNT = "/opt/klaw-venv"
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -73,17 +74,15 @@ class BubblewrapBackend:
     home_root: Path
     venv: Path | None
     cgroups: PidsCgroups | None
-    binds_fds: bool = False  # this bwrap has --ro-bind-fd (0.8.0 on): prompt files bound by descriptor
 
     async def run(self, job: Job) -> ProcessOutcome:
         group = None
         if self.cgroups is not None:
             group = await asyncio.to_thread(self.cgroups.create, self.limits.max_processes, self.limits.memory_bytes)
-        opened: list[tuple[int, str]] = []
+        copies = None
         try:
-            if self.binds_fds:
-                opened = await asyncio.to_thread(job.open_read_only)
-            argv = (enter_argv(group) if group is not None else []) + self.argv(job, opened if self.binds_fds else None)
+            copies = await asyncio.to_thread(copy_read_only, job)
+            argv = (enter_argv(group) if group is not None else []) + self.argv(job, copies.binds)
             outcome = await run_bounded(
                 argv,
                 env={"PATH": "/usr/bin:/bin"},
@@ -91,7 +90,6 @@ class BubblewrapBackend:
                 timeout_seconds=job.timeout_seconds,
                 max_output_bytes=self.limits.max_output_bytes,
                 keep_bytes=KEEP_BYTES,
-                pass_fds=[fd for fd, _ in opened],
             )
             killed = group.oom_kills() if group is not None else 0
             if killed and outcome.stopped is None:
@@ -101,27 +99,27 @@ class BubblewrapBackend:
                 outcome = replace(outcome, stopped=said)
             return outcome
         finally:
-            for fd, _ in opened:
-                os.close(fd)
+            if copies is not None:
+                await asyncio.to_thread(copies.remove)
             if group is not None and self.cgroups is not None:
                 await asyncio.to_thread(self.cgroups.remove, group)
 
-    def argv(self, job: Job, opened: list[tuple[int, str]] | None = None) -> list[str]:
-        """The whole `bwrap … -- prlimit … -- interpreter` command line for `job`; `opened`: its read-only
-        files as descriptors (`Job.open_read_only`) when this bwrap binds by descriptor, else by path."""
+    def argv(self, job: Job, copies: list[tuple[Path, str]] | None = None) -> list[str]:
+        """The whole `bwrap … -- prlimit … -- interpreter` command line for `job`; `copies`: (private
+        copy, path inside) of its read-only files (read_only_copies.py), bound read-only there."""
         venv = self.venv if self.venv is not None and self.venv.is_dir() else None
         python = f"{VENV_MOUNT}/bin/python" if venv is not None else "python3"
         inner = [python, "-c", job.code] if job.language == "python" else ["/bin/sh", "-c", job.code]
         return [
             self.bwrap,
-            *self._mounts(job.workspace, venv, job, opened),
+            *self._mounts(job.workspace, venv, copies or []),
             *self._environment(venv),
             "--",
             *self._rlimits(job.timeout_seconds),
             *inner,
         ]
 
-    def _mounts(self, workspace: Path, venv: Path | None, job: Job, opened: list[tuple[int, str]] | None) -> list[str]:
+    def _mounts(self, workspace: Path, venv: Path | None, copies: list[tuple[Path, str]]) -> list[str]:
         uid = os.getuid() or 1000  # never 0 inside: nothing there is root, even when klaw is
         gid = os.getgid() or 1000
         args = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
@@ -142,13 +140,10 @@ class BubblewrapBackend:
         if home.is_relative_to("/usr"):  # a home under a system directory stays hidden all the same
             args += ["--tmpfs", str(home)]
         args += ["--bind", str(workspace.resolve()), SANDBOX_WORKSPACE, "--chdir", SANDBOX_WORKSPACE]
-        # each a mount point: cannot be written, renamed or deleted
-        if opened is not None:  # the files opened beneath the workspace: no window between check and bind
-            for fd, inside in opened:
-                args += ["--ro-bind-fd", str(fd), inside]
-        else:  # an older bwrap: the path checked, then bound (decision 243's window remains)
-            for source, inside in job.read_only_files():
-                args += ["--ro-bind", str(source), inside]
+        # each a mount point: cannot be written, renamed or deleted. A copy klaw made, never a path in the
+        # workspace, which code in another run could swap for a symlink out before bwrap mounts it (decision 283)
+        for copy, inside in copies:
+            args += ["--ro-bind", str(copy), inside]
         if venv is not None:
             args += ["--ro-bind", str(venv.resolve()), VENV_MOUNT]
         args += ["--remount-ro", "/"]  # the sandbox's own root (its /etc, /opt…): only /tmp and /workspace are writable
@@ -201,9 +196,7 @@ def bubblewrap_backend(
                 "klaw runs as root, where the kernel does not limit processes, and no pids cgroup could be made"
                 " to limit them: run klaw as a normal user"
             )
-    backend = BubblewrapBackend(
-        bwrap, limits, home_root=home_root, venv=venv, cgroups=cgroups, binds_fds=_binds_fds(bwrap)
-    )
+    backend = BubblewrapBackend(bwrap, limits, home_root=home_root, venv=venv, cgroups=cgroups)
     failure = _probe(backend)
     return Unavailable(failure) if failure is not None else backend
 
@@ -211,16 +204,6 @@ def bubblewrap_backend(
 @functools.cache
 def _root_cgroups() -> PidsCgroups | None:
     return PidsCgroups.find()
-
-
-@functools.cache
-def _binds_fds(bwrap: str) -> bool:
-    """Whether this bwrap has `--ro-bind-fd` (bubblewrap 0.8.0 and later), from its own help."""
-    try:
-        done = subprocess.run([bwrap, "--help"], capture_output=True, timeout=_PROBE_SECONDS, check=False, env={})
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return b"--ro-bind-fd" in done.stdout + done.stderr
 
 
 def _probe(backend: BubblewrapBackend) -> str | None:

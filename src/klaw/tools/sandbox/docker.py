@@ -13,15 +13,18 @@ image brings its own Python and packages). The container's start counts against 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import os
 import secrets
 import shutil
 import subprocess
+from pathlib import Path
 
 from klaw.tools.bounded_process import ProcessOutcome, run_bounded
 from klaw.tools.sandbox.backend import KEEP_BYTES, SANDBOX_WORKSPACE, Job, SandboxLimits, Unavailable
+from klaw.tools.sandbox.read_only_copies import copy_read_only
 
 _PROBE_SECONDS = 5
 _SIGNALLED = 128
@@ -48,18 +51,24 @@ class DockerBackend:
                 keep_bytes=(0, 0),
             )
 
-        outcome = await run_bounded(
-            self.argv(job, container),
-            env=_client_env(),
-            cwd=None,
-            timeout_seconds=job.timeout_seconds,
-            max_output_bytes=self._limits.max_output_bytes,
-            keep_bytes=KEEP_BYTES,
-            kill=kill,
-        )
+        copies = await asyncio.to_thread(copy_read_only, job)
+        try:
+            outcome = await run_bounded(
+                self.argv(job, container, copies.binds),
+                env=_client_env(),
+                cwd=None,
+                timeout_seconds=job.timeout_seconds,
+                max_output_bytes=self._limits.max_output_bytes,
+                keep_bytes=KEEP_BYTES,
+                kill=kill,
+            )
+        finally:
+            await asyncio.to_thread(copies.remove)
         return _signal_from_exit_code(outcome)
 
-    def argv(self, job: Job, container: str) -> list[str]:
+    def argv(self, job: Job, container: str, copies: list[tuple[Path, str]] | None = None) -> list[str]:
+        """`docker run …` for `job`; `copies`: (private copy, path inside) of its read-only files, bound
+        read-only there (read_only_copies.py: never a path in the workspace, decision 283)."""
         limits = self._limits
         inner = ["python3", "-c", job.code] if job.language == "python" else ["/bin/sh", "-c", job.code]
         return [
@@ -97,7 +106,7 @@ class DockerBackend:
             "PYTHONUNBUFFERED=1",
             "--volume",
             f"{job.workspace.resolve()}:{SANDBOX_WORKSPACE}:rw",
-            *[part for source, inside in job.read_only_files() for part in ("--volume", f"{source}:{inside}:ro")],
+            *[part for source, inside in copies or [] for part in ("--volume", f"{source}:{inside}:ro")],
             "--workdir",
             SANDBOX_WORKSPACE,
             self._image,
