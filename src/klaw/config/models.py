@@ -23,6 +23,13 @@ class ModelConfig(Section):
     )
     context_budget: int | None = Field(default=None, gt=0, description="Context window in tokens.")
     timeout_seconds: float = Field(default=120.0, gt=0)
+    total_timeout_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=86_400,
+        description="Longest a whole model call may take, retries and a streamed answer included; null = ten"
+        " times timeoutSeconds. A server that keeps sending a byte now and then never reaches timeoutSeconds.",
+    )
     connect_timeout_seconds: float = Field(
         default=10.0,
         gt=0,
@@ -35,6 +42,11 @@ class ModelConfig(Section):
         description="Tool groups this model is offered instead of tools.enabled (a small local model gets fewer);"
         " null = tools.enabled.",
     )
+
+    @property
+    def call_deadline_seconds(self) -> float:
+        """`totalTimeoutSeconds`, or ten times `timeoutSeconds` (decision 298)."""
+        return self.total_timeout_seconds if self.total_timeout_seconds is not None else 10 * self.timeout_seconds
 
     def provider_model_name(self, model_id: str) -> str:
         """The name the provider knows this model by (`ollama/llama3.2` → `llama3.2`)."""

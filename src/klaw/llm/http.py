@@ -77,6 +77,8 @@ class Endpoint:
     max_retries: int
     section: str
     connect_timeout_seconds: float = 10.0  # at most timeout_seconds (module docstring)
+    # The whole call, retries and body included (a model's totalTimeoutSeconds, decision 298); None: no limit.
+    total_timeout_seconds: float | None = None
 
     def url(self, path: str) -> str:
         """`path` under the base URL, before its query string (`…/v1?api-version=1` asks

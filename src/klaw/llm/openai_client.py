@@ -9,7 +9,9 @@ Retries and timeouts follow `klaw.llm.http`: 429, 5xx and connection failures ar
 byte from the server, which for streams means between two chunks — raises `LlmTimeoutError` at
 once, because a user waiting on a chat reply is better told after one hung call than after four.
 A stream is only retried before its first byte; once deltas have been handed out a broken stream
-raises, since the caller may already have shown the text.
+raises, since the caller may already have shown the text. A whole call, retries and a streamed answer
+included, ends at the model's `totalTimeoutSeconds` (llm/call_deadline.py, decision 298): a server
+trickling a byte now and then never lets a read wait `timeout_seconds`.
 
 An answer longer than `MAX_ANSWER_CHARS` (text and tool arguments together) ends the call with an
 error: a server that never stops writing filled the log, the database and every later search with
@@ -25,11 +27,13 @@ import os
 import random
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from contextlib import AsyncExitStack, aclosing
+from typing import Any, cast
 
 import httpx
 
 from klaw.config import ModelConfig
+from klaw.llm.call_deadline import deadline_of, within_deadline
 from klaw.llm.errors import LlmMalformedResponseError, LlmServerError, server_message
 from klaw.llm.http import (
     Endpoint,
@@ -93,6 +97,7 @@ class OpenAiChatClient:
             max_retries=config.max_retries,
             section=f"models.{model_id}",
             connect_timeout_seconds=config.connect_timeout_seconds,
+            total_timeout_seconds=config.call_deadline_seconds,
         )
         self._poster = RetryingPoster(self._http, self._endpoint, env, sleep, retry_policy or RetryPolicy(), rand)
 
@@ -107,7 +112,8 @@ class OpenAiChatClient:
         """Send the conversation and return the whole answer."""
         payload = self._payload(messages, tools, temperature, max_tokens, stream=False)
         started = time.monotonic()
-        body = await self._poster.post_json("chat/completions", payload)
+        async with within_deadline(self._endpoint, deadline_of(self._endpoint)):  # decision 298
+            body = await self._poster.post_json("chat/completions", payload)
         self._raise_for_error_body(body, payload)
         try:
             response = ChatResponse.from_wire(body)
@@ -136,29 +142,40 @@ class OpenAiChatClient:
         started = time.monotonic()
         chunks = 0
         written = 0
-        async with self._poster.open("chat/completions", payload) as response:
+        endpoint = self._endpoint
+        deadline = deadline_of(endpoint)  # each wait below ends there: the whole call's limit (decision 298)
+        async with AsyncExitStack() as stack:
+            async with within_deadline(endpoint, deadline):
+                response = await stack.enter_async_context(self._poster.open("chat/completions", payload))
             if "json" in response.headers.get("content-type", ""):
                 # The server ignored `stream: true` and answered in one piece: hand it out as one delta.
-                with reading_errors(self._endpoint):
-                    body = await response.aread()
+                async with within_deadline(endpoint, deadline):
+                    with reading_errors(endpoint):
+                        body = await response.aread()
                 yield self._whole_as_delta(body, payload)
                 return
             finished = False
             pairs = SplitPairs()  # a character whose halves came in two chunks is joined back
-            with reading_errors(self._endpoint):
-                async for line in response.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue  # blank separators, `: keep-alive` comments, `event:` lines
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        finished = True
-                        break
-                    delta = self._parse_chunk(data, payload, pairs)
-                    written += _answer_chars(delta.content, (f.arguments for f in delta.tool_calls))
-                    self._check_length(written)
-                    chunks += 1
-                    finished = finished or delta.finish_reason is not None
-                    yield delta
+            lines = cast(AsyncGenerator[str, None], response.aiter_lines())  # httpx's is a generator
+            await stack.enter_async_context(aclosing(lines))
+            while True:
+                async with within_deadline(endpoint, deadline):
+                    with reading_errors(endpoint):
+                        line = await anext(lines, None)
+                if line is None:
+                    break
+                if not line.startswith("data:"):
+                    continue  # blank separators, `: keep-alive` comments, `event:` lines
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    finished = True
+                    break
+                delta = self._parse_chunk(data, payload, pairs)
+                written += _answer_chars(delta.content, (f.arguments for f in delta.tool_calls))
+                self._check_length(written)
+                chunks += 1
+                finished = finished or delta.finish_reason is not None
+                yield delta
             if not finished:
                 raise malformed(self._endpoint, "the stream ended before the model finished its answer")
             if rest := pairs.rest():  # a first half whose second never came: U+FFFD, where it was
