@@ -297,3 +297,22 @@ async def test_forget_names_the_task_the_forgotten_exchange_scheduled(tmp_path: 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Forgot exchange 1" in said and "scheduled the task 'vault', which is still scheduled" in said
     assert "klaw schedule remove vault" in said
+
+
+async def test_forget_names_the_subagent_run_the_forgotten_exchange_started(tmp_path: Path) -> None:
+    """A `subagent_spawn` in the forgotten exchange started a run that keeps its instructions (the
+    person's words) and its answer in its own log, and its answer came into the chat as a message of
+    its own: forgetting the exchange does not reach them, and the answer says so, naming the run and
+    its log (adversary6: the secret stayed there, unmentioned)."""
+    async with running_engine(tmp_path) as h:
+        h.server.reply_tool_calls([("subagent_spawn", {"task_name": "digest", "message": "summarise SECRET-777"})])
+        h.server.reply_text("Started it.")
+        h.server.reply_text("The digest is ready.")
+        await h.turn("spawn a digest of SECRET-777")
+        answer = await command(h, "/forget last")
+    assert answer.startswith("Forgot exchange 1: ")
+    assert answer.endswith(
+        " The forgotten messages started a subagent run 'digest': its instructions and answer are kept in its"
+        " own log (conversations/scheduler_spawn%3Adigest/), and its answer in this chat as a message of its"
+        " own, which forgetting an exchange does not reach (/forget segment does)."
+    )

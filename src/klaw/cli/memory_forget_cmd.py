@@ -89,12 +89,14 @@ def forget(
         console.print("Nothing was forgotten.", highlight=False)
         raise typer.Exit(1)
     assert outcome.plan is not None
-    from klaw.memory.forgetting import tasks_left_sentence
+    from klaw.memory.forgetting import runs_left_sentence, tasks_left_sentence
 
     console.print(
         f"Forgot {outcome.plan.label}: erased from klaw.db, its search indexes and summaries, and from the"
         f" conversation log ({outcome.files_rewritten} log file(s) rewritten). A tombstone in the log keeps"
-        " `klaw reindex` from bringing it back." + tasks_left_sentence(_tasks_left(home, outcome.plan)),
+        " `klaw reindex` from bringing it back."
+        + tasks_left_sentence(_tasks_left(home, outcome.plan))
+        + runs_left_sentence(outcome.plan.spawned_runs),
         highlight=False,
     )
 

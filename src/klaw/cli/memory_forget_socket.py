@@ -16,7 +16,7 @@ from rich.console import Console
 from klaw.cli.context import fail
 from klaw.home import KlawHome
 from klaw.memory.forget_targets import ForgetKind
-from klaw.memory.forgetting import tasks_left_sentence
+from klaw.memory.forgetting import runs_left_sentence, tasks_left_sentence
 
 if TYPE_CHECKING:
     from klaw.store.records import ChatRef
@@ -65,7 +65,8 @@ def forget_through_engine(
         f"{stopped} {done.get('label')} through the engine running on {home.root}: erased from the database,"
         f" its search indexes and summaries, and from the conversation log ({done.get('files_rewritten', 0)} log"
         " file(s) rewritten). A tombstone in the log keeps `klaw reindex` from bringing it back."
-        + tasks_left_sentence([str(name) for name in done.get("tasks") or []]),
+        + tasks_left_sentence([str(name) for name in done.get("tasks") or []])
+        + runs_left_sentence([str(name) for name in done.get("runs") or []]),
         highlight=False,
     )
     return True

@@ -25,7 +25,15 @@ from klaw.memory.auto_rag import RecalledMessage
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.forget_targets import typed_target
-from klaw.memory.forgetting import ForgetError, ForgetKind, ForgetOutcome, ForgetPlan, Forgetting, tasks_left_sentence
+from klaw.memory.forgetting import (
+    ForgetError,
+    ForgetKind,
+    ForgetOutcome,
+    ForgetPlan,
+    Forgetting,
+    runs_left_sentence,
+    tasks_left_sentence,
+)
 from klaw.store.protocol import MemoryChunkRepository
 from klaw.store.records import ChatRef
 
@@ -195,6 +203,7 @@ class CommandHandler:
             f"{stopped_first} {plan.label}: {plan.describe()} erased from the database, its search indexes,"
             f" summaries and the conversation log ({outcome.files_rewritten} log file(s) rewritten). Core memory"
             f" is unchanged: /memory shows it.{tasks_left_sentence(await self._tasks_left(plan))}"
+            f"{runs_left_sentence(plan.spawned_runs)}"
         )
 
     async def _tasks_left(self, plan: ForgetPlan) -> list[str]:
@@ -247,6 +256,7 @@ class CommandHandler:
             "files_rewritten": outcome.files_rewritten,
             "stopped": stopped,
             "tasks": await self._tasks_left(plan),
+            "runs": plan.spawned_runs,
         }
 
     async def _help(self, _chat: ChatRef, _: str) -> str:

@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from klaw.memory.forget_targets import WHERE_SHOWN, ForgetError, ForgetKind, resolve_memory, typed_target
-from klaw.scheduling.names import ADD_TOOL
+from klaw.scheduling.names import ADD_TOOL, SPAWN_TOOL, SUBAGENT_CHANNEL, run_log_name
 from klaw.store.archival_records import forget_record, forgotten_days, forgotten_ids
 from klaw.store.records import ChatRef, MessageType, StoredMessage
 
@@ -81,6 +81,18 @@ class ForgetPlan:
         """The tasks this plan's `schedule_add` calls created (those whose result was no error), in
         order. Forgetting leaves them scheduled, message and all (decision 280): the answer names the
         ones still there (`tasks_left_sentence`)."""
+        return self._called(ADD_TOOL, "name")
+
+    @property
+    def spawned_runs(self) -> list[str]:
+        """The task names of the runs this plan's `subagent_spawn` calls started. A run keeps the
+        message it was given and its answer in its own log, and its answer came into the chat after
+        the exchange: forgetting the exchange does not reach them, so the answer names them
+        (`runs_left_sentence`)."""
+        return self._called(SPAWN_TOOL, "task_name")
+
+    def _called(self, tool: str, argument: str) -> list[str]:
+        """`argument` of each call of `tool` in the plan whose result was no error, in order, once each."""
         failed = {
             (m.record.metadata or {}).get("tool_call_id")
             for m in self.records
@@ -91,8 +103,8 @@ class ForgetPlan:
             if message.record.type is not MessageType.TOOL_CALL:
                 continue
             for call in (message.record.metadata or {}).get("tool_calls", []):
-                if isinstance(call, dict) and call.get("name") == ADD_TOOL and call.get("id") not in failed:
-                    name = _argument(call, "name")
+                if isinstance(call, dict) and call.get("name") == tool and call.get("id") not in failed:
+                    name = _argument(call, argument)
                     if name is not None and name not in names:
                         names.append(name)
         return names
@@ -240,6 +252,25 @@ def tasks_left_sentence(names: Sequence[str]) -> str:
         f" {'is' if one else 'are'} still scheduled with {'its' if one else 'their'} message (forgetting does"
         f" not remove tasks). To remove {'it' if one else 'one'}: klaw schedule remove"
         f" {names[0] if one else 'NAME'}, or ask the agent to."
+    )
+
+
+def runs_left_sentence(names: Sequence[str]) -> str:
+    """What a forget's answer adds about the subagent runs the forgotten exchange started (empty when
+    none): each keeps the message it was given and its answer in its own log, and its answer is in the
+    chat as a message of its own, which forgetting the exchange does not reach."""
+    if not names:
+        return ""
+    listed = ", ".join(repr(name) for name in names)
+    logs = ", ".join(
+        f"conversations/{ChatRef(SUBAGENT_CHANNEL, run_log_name(n, spawned=True)).log_dir_name}/" for n in names
+    )
+    one = len(names) == 1
+    return (
+        f" The forgotten messages started {'a subagent run' if one else 'subagent runs'} {listed}:"
+        f" {'its' if one else 'their'} instructions and answer are kept in {'its' if one else 'their'} own"
+        f" log ({logs}), and {'its answer' if one else 'their answers'} in this chat as a message of"
+        f" {'its' if one else 'their'} own, which forgetting an exchange does not reach (/forget segment does)."
     )
 
 

@@ -20,6 +20,7 @@ from klaw.store.records import ChatRef
 
 SUBAGENT_CHANNEL = "scheduler"
 ADD_TOOL = "schedule_add"
+SPAWN_TOOL = "subagent_spawn"
 """The tool that creates a task (scheduling/tools.py registers it so): `/forget` names the tasks the
 forgotten exchange's calls of it created, which forgetting leaves scheduled (decision 280)."""
 TASK_LOG_DIR_PREFIX = f"{SUBAGENT_CHANNEL}_"
