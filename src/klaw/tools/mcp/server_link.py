@@ -31,6 +31,7 @@ from mcp.types import CONNECTION_CLOSED, Implementation, Tool
 from klaw.config import McpServerConfig
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.mcp.results import describe, result_text
+from klaw.tools.mcp.stdio_lines import LineOverflow
 from klaw.tools.mcp.transport import HttpRefusal, log_path, open_transport, refusal_reason
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class ServerLink:
         self._check_interval = check_interval_seconds
         self._on_tools = on_tools
         self._client: Client | None = None
+        self._overflow = LineOverflow()  # the connection's: a line past the cap ended it (decision 298)
         self._phase: Phase = "starting"
         self._reason: str | None = None
         self._reason_warned: str | None = None  # the reason last logged as a warning (said once per reason)
@@ -119,6 +121,12 @@ class ServerLink:
                 " abandoned (it may still have acted)"
             ) from None
         except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED and self._overflow.happened:
+                self._mark_broken(f"it {self._overflowed()}")
+                raise ToolRefusal(
+                    f"the MCP server {self.name!r} {self._overflowed()} during the call to {tool}, which did not"
+                    " complete; klaw stopped it and is restarting it"
+                ) from None
             if exc.code == CONNECTION_CLOSED:
                 self._mark_broken(f"it stopped during a call{self._log_hint()}")
                 raise ToolRefusal(
@@ -151,6 +159,9 @@ class ServerLink:
             return ""
         return f" (its error output: {log_path(self._log_dir, self.name)})"
 
+    def _overflowed(self) -> str:
+        return f"wrote a line longer than {self._overflow.limit // (1024 * 1024)} MB (klaw's limit for one message)"
+
     def _mark_broken(self, reason: str) -> None:
         if self._phase == "ready":
             self._reason = reason
@@ -167,7 +178,9 @@ class ServerLink:
                 await client.list_tools(cache_mode="refresh")
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                self._mark_broken(f"it stopped{self._log_hint()}")
+                self._mark_broken(
+                    f"it {self._overflowed()}" if self._overflow.happened else f"it stopped{self._log_hint()}"
+                )
         except Exception as exc:
             self._mark_broken(f"it stopped answering ({describe(exc)})")
 
@@ -235,6 +248,7 @@ class ServerLink:
     async def _connection(self, ready: asyncio.Event) -> None:
         """The whole life of one client, in this one task (anyio's rule)."""
         refusal = HttpRefusal()
+        self._overflow = overflow = LineOverflow()
         try:
             async with AsyncExitStack() as stack:
                 transport = await open_transport(
@@ -245,6 +259,7 @@ class ServerLink:
                     log_dir=self._log_dir,
                     refusal=refusal,
                     started=self._now(),
+                    overflow=overflow,
                 )
                 client = await stack.enter_async_context(Client(transport, client_info=CLIENT_INFO))
                 self._on_tools(await self._list_tools(client))

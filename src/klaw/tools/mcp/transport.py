@@ -3,7 +3,8 @@
 A command gets the SDK's minimal safe environment (PATH, HOME, …) plus only the variables its `env`
 names, never klaw's whole environment (which holds the model keys); it runs in the workspace unless
 `cwd` says otherwise, and its stderr goes to `KLAW_HOME/mcp/<server>.log` (0600, bounded while it runs:
-server_log.py), not into the terminal of `klaw chat`.
+server_log.py), not into the terminal of `klaw chat`. Its stdout is read a bounded line at a time
+(stdio_lines.py): a line past the cap ends the connection.
 
 A URL server gets the headers whose values its `authorizationEnv` and `headersEnv` variables hold. A
 variable that is not set is a start failure naming it. A URL server that refuses the key is named as
@@ -24,12 +25,12 @@ from pathlib import Path
 import httpx2
 from mcp import StdioServerParameters
 from mcp.client import Transport
-from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from klaw.config import McpServerConfig
 from klaw.errors import KlawError
 from klaw.tools.mcp.server_log import log_path, server_stderr
+from klaw.tools.mcp.stdio_lines import LineOverflow, bounded_stdio_client
 
 __all__ = ["HttpRefusal", "MissingVariable", "log_path", "open_transport", "refusal_reason"]
 
@@ -96,9 +97,11 @@ async def open_transport(
     env: Mapping[str, str] | None = None,
     refusal: HttpRefusal | None = None,
     started: datetime | None = None,
+    overflow: LineOverflow | None = None,
 ) -> Transport:
     """A transport for `mcp.Client`, its resources (log file, HTTP client) closed by `stack`; a URL server's
-    401/403 is noted in `refusal`; a command's start is marked in its log with `started`."""
+    401/403 is noted in `refusal`; a command's start is marked in its log with `started`, and a line it writes
+    past the cap ends its connection, noted in `overflow` (stdio_lines.py, decision 298)."""
     env = os.environ if env is None else env
     if config.url is not None:
         headers = _variables(dict(config.headers_env), env)
@@ -115,4 +118,5 @@ async def open_transport(
     params = StdioServerParameters(
         command=config.command, args=list(config.args), env=variables, cwd=config.cwd or str(workspace)
     )
-    return stdio_client(params, errlog=await server_stderr(log_dir, name, started, stack))
+    errlog = await server_stderr(log_dir, name, started, stack)
+    return bounded_stdio_client(params, errlog, LineOverflow() if overflow is None else overflow)

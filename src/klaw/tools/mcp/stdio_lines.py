@@ -1,0 +1,148 @@
+"""A command server's stdio, as the MCP SDK's `stdio_client` does it, with a bounded line reader.
+
+The SDK's reader joined each piece of the server's output to what it had so far and split the whole again
+at every piece: a server writing without a line end (adversary6 hostile_mcp.py: a megabyte at a time,
+forever) made that re-scan grow without end, ~1.4 CPUs of the engine's process for the call's 30 s, and
+every other chat ten times slower meanwhile. Here a line is looked for only in the bytes just read, and
+one longer than `MAX_LINE_BYTES` ends the connection: the reader stops (reading no more of it, so the
+server blocks on its full pipe), the pending call gets the connection's end, and the link says why in
+its refusal and restarts the server (`LineOverflow`, decision 298).
+
+Everything else is the SDK's own code (its process start in a new session, the spec's shutdown sequence
+with every wait bounded), called by name: what this replaces is its `stdout_reader` alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TextIO
+
+import anyio
+import anyio.lowlevel
+from mcp import StdioServerParameters
+from mcp.client._transport import TransportStreams
+from mcp.client.stdio import (
+    _aclose_all,
+    _create_platform_compatible_process,
+    _drain_stdout,
+    _get_executable_command,
+    _parse_line,
+    _stop_server_process,
+    get_default_environment,
+)
+from mcp.shared.message import SessionMessage
+
+log = logging.getLogger(__name__)
+
+# A JSON-RPC message on one line: a tool's result with an image or a file is a few MB of base64 at most.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+_WRITER_FLUSH_TIMEOUT = 0.5  # the SDK's: for the writer to flush accepted messages before stdin closes
+
+
+@dataclass
+class LineOverflow:
+    """Set when the server wrote a line longer than the cap, for the link to word the call's refusal."""
+
+    limit: int = MAX_LINE_BYTES
+    happened: bool = False
+
+
+async def _lines(stdout: anyio.abc.ByteReceiveStream, overflow: LineOverflow) -> AsyncIterator[bytes]:
+    """The server's lines (without their line end), each found by scanning only the bytes just read;
+    stops, setting `overflow`, at a line longer than its limit."""
+    buffer = bytearray()  # the start of a line whose end has not come yet: never holds a line end
+    async for piece in stdout:
+        scan = len(buffer)
+        buffer += piece
+        start = 0
+        while (end := buffer.find(b"\n", scan)) >= 0:
+            if end - start > overflow.limit:
+                overflow.happened = True
+                return
+            yield bytes(buffer[start:end])
+            start = scan = end + 1
+        if start:
+            del buffer[:start]
+        if len(buffer) > overflow.limit:
+            overflow.happened = True
+            return
+
+
+@asynccontextmanager
+async def bounded_stdio_client(
+    server: StdioServerParameters, errlog: TextIO, overflow: LineOverflow
+) -> AsyncIterator[TransportStreams]:
+    """`mcp.client.stdio.stdio_client` with `_lines` as its reader (module docstring)."""
+    command = await _get_executable_command(server.command)
+    process = await _create_platform_compatible_process(
+        command=command,
+        args=server.args,
+        env=get_default_environment() | (server.env or {}),
+        errlog=errlog,
+        cwd=server.cwd,
+    )
+    read_stream_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_stream_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    shutting_down = False
+    writer_done = anyio.Event()
+
+    async def stdout_reader() -> None:
+        assert process.stdout, "Opened process is missing stdout"
+        try:
+            async with read_stream_writer:
+                try:
+                    async for line in _lines(process.stdout, overflow):
+                        text = line.decode(server.encoding, errors=server.encoding_error_handler)
+                        try:
+                            await read_stream_writer.send(_parse_line(text))
+                        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                            return
+                    if overflow.happened:
+                        log.warning("an MCP server wrote a line over %d bytes: its connection ends", overflow.limit)
+                finally:
+                    if not overflow.happened:  # a flooding server is left blocked on its pipe until it is stopped
+                        await _drain_stdout(process)
+        except anyio.ClosedResourceError:
+            pass
+        except (anyio.BrokenResourceError, ConnectionError):
+            if not shutting_down:
+                log.exception("Reading from the MCP server's stdout failed mid-session")
+
+    async def stdin_writer() -> None:
+        assert process.stdin, "Opened process is missing stdin"
+        try:
+            async with write_stream_reader:
+                async for session_message in write_stream_reader:
+                    json = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    data = (json + "\n").encode(encoding=server.encoding, errors=server.encoding_error_handler)
+                    await process.stdin.send(data)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            await read_stream_writer.aclose()
+        finally:
+            writer_done.set()
+
+    async def shutdown() -> None:
+        read_stream.close()
+        write_stream.close()
+        with anyio.move_on_after(_WRITER_FLUSH_TIMEOUT) as flush_scope:
+            await writer_done.wait()
+        if flush_scope.cancelled_caught:
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+        await _stop_server_process(process)
+        await _aclose_all(read_stream, write_stream, read_stream_writer, write_stream_reader)
+        await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stdout_reader)
+        tg.start_soon(stdin_writer)
+        try:
+            yield read_stream, write_stream
+        finally:
+            shutting_down = True
+            with anyio.CancelScope(shield=True):  # the server must be stopped even when the caller is cancelled
+                await shutdown()
+            tg.cancel_scope.cancel()
+    await anyio.lowlevel.cancel_shielded_checkpoint()

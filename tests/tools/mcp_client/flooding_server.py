@@ -1,0 +1,42 @@
+"""An MCP stdio server, raw JSON-RPC, whose tool `boom` answers with output that never ends a line (a
+megabyte at a time, forever; adversary6 hostile_mcp.py) and whose tool `ok` answers "fine"."""
+
+import json
+import sys
+
+out = sys.stdout.buffer
+
+
+def send(message: dict[str, object]) -> None:
+    out.write(json.dumps(message).encode() + b"\n")
+    out.flush()
+
+
+def tool(name: str) -> dict[str, object]:
+    return {"name": name, "description": name, "inputSchema": {"type": "object", "properties": {}}}
+
+
+for line in sys.stdin.buffer:
+    message = json.loads(line)
+    method, ident = message.get("method"), message.get("id")
+    if method == "initialize":
+        info = {"name": "flood", "version": "1"}
+        version = message["params"]["protocolVersion"]
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": ident,
+                "result": {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": info},
+            }
+        )
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": ident, "result": {"tools": [tool("boom"), tool("ok")]}})
+    elif method == "tools/call" and message["params"]["name"] == "boom":
+        block = b"A" * (1 << 20)
+        while True:
+            out.write(block)
+            out.flush()
+    elif method == "tools/call":
+        send({"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": "fine"}]}})
+    elif ident is not None:
+        send({"jsonrpc": "2.0", "id": ident, "result": {}})

@@ -1,0 +1,49 @@
+"""A stdio MCP server that writes without ever ending a line: its connection ends at klaw's cap for one
+line, the call's result says so, and the server is restarted. Before, the SDK's reader re-scanned the
+growing output at every read until the call's timeout (~1.4 CPUs of the engine, every other chat ten
+times slower; adversary6 mcp_stall.py), and the result only said the server did not answer (decision 298).
+The engine, the fake model server and a real server process (tests/tools/mcp_client/flooding_server.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from tests.engine.harness import CHAT, Harness, running_engine
+
+SERVER = str(Path(__file__).with_name("flooding_server.py"))
+MCP = {
+    "servers": {"flood": {"command": sys.executable, "args": [SERVER], "timeoutSeconds": 60}},
+    "startWaitSeconds": 60,
+}
+
+
+def tool_result(h: Harness) -> str:
+    message = h.last_request_messages()[-1]
+    assert message["role"] == "tool"
+    return str(message["content"])
+
+
+async def test_a_server_writing_an_endless_line_is_stopped_named_and_restarted(tmp_path: Path) -> None:
+    fast = {"debounceMs": 100}  # a turn moves the clock 0.1 s, short of the first backoff (1 s)
+    async with running_engine(tmp_path, tools={"enabled": ["mcp:flood"]}, mcp=MCP, processing=fast) as h:
+        h.server.reply_tool_calls([("flood__boom", {})])
+        h.server.reply_text("it flooded")
+        # Before: the call ran to its 60 s timeout, the engine re-scanning the output all along.
+        assert (await asyncio.wait_for(h.turn("boom"), 50)).text == "it flooded"
+        said = tool_result(h)
+        assert "the MCP server 'flood' wrote a line longer than 16 MB (klaw's limit for one message)" in said
+        assert said.endswith("during the call to boom, which did not complete; klaw stopped it and is restarting it")
+        reply = (await h.engine.submit(CHAT, "/status")).command_reply or ""
+        assert "MCP flood: unavailable" in reply and "wrote a line longer than 16 MB" in reply
+
+        link = h.engine.mcp_servers.links["flood"]
+        async with asyncio.timeout(30):
+            await link.down.wait()  # stopped (its stdin closed, then SIGTERM): its backoff has begun
+            await h.clock.advance(1.0)  # the backoff's wait, on the engine's clock
+            await link.ready.wait()
+        h.server.reply_tool_calls([("flood__ok", {})])
+        h.server.reply_text("back")
+        assert (await h.turn("ok?")).text == "back"
+        assert tool_result(h) == "fine"
