@@ -11,6 +11,12 @@ sandbox's own root), mounts onto it, then finds the real file back in place by t
 copied from that descriptor into a folder of klaw's own (0700, removed after the run) and the copy is
 bound. Whatever is swapped meanwhile, what any mount shows is a copy of a file klaw checked; a swap can at
 worst move where the copy lands inside the sandbox, never show what lies outside the workspace.
+
+A prompt file the person deleted is covered too: else code could create it, and its text would go into
+every later system prompt. An empty placeholder is made at its name beneath the workspace (O_EXCL, 0600)
+and an empty copy bound over it; after the run the placeholder is removed if it is still that empty
+file. Runs at once share one placeholder (counted here), removed by the last: unlinking it while another
+run has it as a mount point would lift that mount, and that run's code could then create the file.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,16 +42,26 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO swa
 _CHUNK = 1024 * 1024
 
 
+_Key = tuple[int, int, str]  # the workspace's device and inode, a prompt file's name in it
+_PLACEHOLDERS: dict[_Key, list[int]] = {}  # placeholder's device, inode, runs holding it
+_PLACEHOLDERS_LOCK = threading.Lock()
+
+
 @dataclass(frozen=True, slots=True)
 class ReadOnlyCopies:
-    """The copies made for one run: `binds` (private copy, path inside the sandbox); `remove` after the run."""
+    """The copies made for one run: `binds` (private copy, path inside the sandbox); `remove` after the
+    run (it also removes the placeholders of missing prompt files this run was the last to hold)."""
 
     folder: Path | None
     binds: list[tuple[Path, str]]
+    workspace: Path | None = None
+    placeholders: tuple[_Key, ...] = ()
 
     def remove(self) -> None:
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+        if self.workspace is not None:
+            _release(self.workspace, self.placeholders)
 
 
 def copy_read_only(job: Job) -> ReadOnlyCopies:
@@ -54,21 +71,25 @@ def copy_read_only(job: Job) -> ReadOnlyCopies:
     if not job.read_only:
         return ReadOnlyCopies(None, [])
     folder = Path(tempfile.mkdtemp(prefix="klaw-read-only-"))  # 0700, a fresh name: nothing else writes there
+    workspace = job.workspace.resolve()
+    held: list[_Key] = []
     try:
-        return ReadOnlyCopies(folder, _copy_all(job, folder))
+        return ReadOnlyCopies(folder, _copy_all(job, workspace, folder, held), workspace, tuple(held))
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
+        _release(workspace, held)
         raise
 
 
-def _copy_all(job: Job, stage: Path) -> list[tuple[Path, str]]:
-    root_path = job.workspace.resolve()
+def _copy_all(job: Job, root_path: Path, stage: Path, held: list[_Key]) -> list[tuple[Path, str]]:
     root = open_directory(root_path)
     budget = _Budget()
     copies = []
     try:
         for number, entry in enumerate(job.read_only):
             name = entry.rstrip("/")
+            if not entry.endswith("/") and "/" not in name and (key := _hold_placeholder(root, name)):
+                held.append(key)  # was missing: now an empty file klaw made, copied and bound below
             fd = _open_beneath(root, root_path, name, folder=entry.endswith("/"))
             if fd is None:
                 continue
@@ -104,6 +125,46 @@ def _open_beneath(root: int, root_path: Path, name: str, *, folder: bool) -> int
         os.close(fd)
         return None
     return fd
+
+
+def _hold_placeholder(root: int, name: str) -> _Key | None:
+    """The placeholder at `name` in the workspace open as `root` when the prompt file is missing there
+    (made now, O_EXCL) or is one another run holds; None when something else stands there."""
+    workspace = os.fstat(root)
+    key = (workspace.st_dev, workspace.st_ino, name)
+    with _PLACEHOLDERS_LOCK:
+        if (holding := _PLACEHOLDERS.get(key)) is not None:
+            holding[2] += 1
+            return key
+        try:  # O_EXCL with O_CREAT follows no symlink: one there is "exists", judged by the caller
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=root)
+        except OSError:
+            return None
+        made = os.fstat(fd)
+        os.close(fd)
+        _PLACEHOLDERS[key] = [made.st_dev, made.st_ino, 1]
+        return key
+
+
+def _release(workspace: Path, keys: list[_Key] | tuple[_Key, ...]) -> None:
+    """Let go of `keys`; a placeholder no run holds any more is removed if it is still the empty regular
+    file klaw made (never a file the person put there meanwhile)."""
+    with _PLACEHOLDERS_LOCK:
+        for key in keys:
+            holding = _PLACEHOLDERS[key]
+            holding[2] -= 1
+            if holding[2] > 0:
+                continue
+            del _PLACEHOLDERS[key]
+            with suppress(OSError):
+                root = open_directory(workspace)
+                try:
+                    info = os.stat(key[2], dir_fd=root, follow_symlinks=False)
+                    ours = (info.st_dev, info.st_ino) == (holding[0], holding[1])
+                    if ours and stat.S_ISREG(info.st_mode) and info.st_size == 0:
+                        os.unlink(key[2], dir_fd=root)
+                finally:
+                    os.close(root)
 
 
 @dataclass(slots=True)
