@@ -13,6 +13,7 @@ is a `WebError` whose message says what was wrong.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import re
 import ssl
 from dataclasses import dataclass
@@ -165,11 +166,18 @@ def _media_type(content_type: str) -> str:
     return media_type if _MEDIA_TYPE.fullmatch(media_type) else ""
 
 
+_NOT_PAGE_CHARSETS = frozenset({"punycode", "idna", "unicode-escape", "raw-unicode-escape"})
+"""Python's codecs for host names and string literals, never a page's charset: punycode's decoder takes
+time quadratic in the text (300 kB: 11 s of the event loop, every chat stopped; adversary7)."""
+
+
 def _decoded(body: bytes, charset: str | None) -> tuple[str, str]:
     """The text in the page's charset; in UTF-8, with a note saying so, when Python cannot decode that
     charset (unknown, not a text encoding, or one without replacement: decision 294)."""
     name = charset or "utf-8"
     try:
+        if codecs.lookup(name).name in _NOT_PAGE_CHARSETS:
+            raise LookupError(name)
         return body.decode(name, errors="replace"), ""
     except (LookupError, UnicodeError):  # UTF-8, the fallback, always decodes with replacement
         pass
