@@ -139,3 +139,28 @@ async def test_a_turn_killed_while_its_tools_ran_shows_the_model_what_it_had_set
     results = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
     assert results == {"call_send": "Sent to telegram:42.", "call_backup": UNKNOWN_RESULT}
     assert "may or may not have taken effect" in UNKNOWN_RESULT
+
+
+async def test_a_message_sent_while_the_cut_off_tools_ran_comes_after_them(tmp_path: Path) -> None:
+    """The person wrote again while the tools ran ("stop"), then the engine died: the resumed turn shows
+    the first message, the calls with their unknown results, then the later message, as it happened,
+    not the calls after both as if made once told to stop (adversary7)."""
+    asked = said("run the backup", 3)
+    opened = exchange_open_record(CHAT, asked.id, NOW - timedelta(minutes=3))
+    calls = [ToolCall("call_backup", "host_exec", '{"command": "backup --all"}')]
+    call_record = MessageRecord(
+        CHAT, Role.ASSISTANT, "", type=MessageType.TOOL_CALL, metadata=tool_calls_metadata(calls),
+        created_at=NOW - timedelta(minutes=2.9),
+    )  # fmt: skip
+    stop = said("STOP, do not run the backup, the disk is full", 2.8)
+    await stored_before_start(tmp_path, [asked, opened, call_record, stop])
+    async with running_engine(tmp_path) as h:
+        await h.clock.advance(h.engine.config.processing.debounce_ms / 1000)
+        await h.wait_for_replies(1)
+    shown = [(m["role"], m.get("content")) for m in h.last_request_messages()[-4:]]
+    assert shown == [
+        ("user", "run the backup"),
+        ("assistant", None),
+        ("tool", UNKNOWN_RESULT),
+        ("user", "STOP, do not run the backup, the disk is full"),
+    ]

@@ -203,7 +203,7 @@ class ContextBuilder:
             layers.append(tools_layer(tools))
         layers.append(ContextLayer("pending", pending_tokens, len(pending)))
         return BuiltContext(
-            messages=[*head, *window_messages, ChatMessage.user(pending_text), *round_messages],
+            messages=[*head, *window_messages, *_pending_around(pending, interrupted, round_messages)],
             tools=tools,
             layers=layers,
             budget=budget,
@@ -284,6 +284,20 @@ def _interrupted_round(
     if tail == len(window) or not pending_rowids or window[tail].rowid < min(pending_rowids):
         return list(window), []
     return list(window[:tail]), list(window[tail:])
+
+
+def _pending_around(
+    pending: Sequence[StoredMessage], interrupted: Sequence[StoredMessage], round_messages: Sequence[ChatMessage]
+) -> list[ChatMessage]:
+    """The pending messages as one user message, or, after a cut-off round, those sent before it, the
+    round, then those that arrived while its tools ran ("stop, don't run the backup"), in that order: the
+    model must see what the person knew when it made its calls."""
+    if not interrupted:
+        return [ChatMessage.user("\n".join(m.content for m in pending))]
+    start = interrupted[0].rowid
+    before = "\n".join(m.content for m in pending if m.rowid < start)
+    after = "\n".join(m.content for m in pending if m.rowid > start)
+    return [ChatMessage.user(before), *round_messages, *([ChatMessage.user(after)] if after else [])]
 
 
 def _sendable(window: Sequence[StoredMessage]) -> tuple[list[StoredMessage], list[ChatMessage]]:
