@@ -4,6 +4,7 @@ function". Decision 293."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,3 +50,46 @@ async def test_a_plain_def_tool_is_offered_and_runs_in_a_worker_thread(tmp_path:
         offered = {row.name: row for row in await agent.tools("ana")}
         assert offered["lookup"].state == "offered"
     assert threads and threads[0] != threading.main_thread().name
+
+
+gate = threading.Event()
+blocked = threading.Semaphore(0)
+
+
+def wait_for_gate(n: int) -> str:
+    """Wait for the gate, as a read from a hung server does.
+
+    Args:
+        n: which call this is
+    """
+    blocked.release()
+    gate.wait(120)
+    return f"done {n}"
+
+
+def hogging_model(messages: Sequence[ChatMessage], info: AgentInfo) -> ChatResponse | str:
+    if messages[-1].role == "tool":
+        return "all done"
+    if "wait" in (messages[-1].content or ""):
+        return tool_calls(*(call_tool("wait_for_gate", {"n": n}) for n in range(8)))
+    return "hello bob"
+
+
+async def test_plain_def_tools_blocked_in_one_chat_leave_every_other_chat_answering(tmp_path: Path) -> None:
+    """Eight plain tools blocked at once (more than asyncio's shared pool has workers on this machine)
+    leave another chat's turn to be answered at once: they run in threads of their own, not in the pool
+    every turn reads its prompt files and memory through (adversary7: bob waited 58 s)."""
+    async with Klaw(
+        tmp_path / "home", config=CONFIG, model=FunctionModel(hogging_model), tools=[wait_for_gate],
+        clock=ManualClock(),
+    ) as agent:  # fmt: skip
+        ana = asyncio.create_task(agent.ask("ana", "wait for the gate"))
+        try:
+            for _ in range(8):  # each call started (with the shared pool, the last two never do: 10 s each)
+                await asyncio.to_thread(blocked.acquire, True, 10)
+            async with asyncio.timeout(60):  # safety net: with the pool starved, bob waited for the gate
+                assert await agent.ask("bob", "hi") == "hello bob"
+            assert not ana.done()
+        finally:
+            gate.set()
+        assert await ana == "all done"

@@ -2,8 +2,8 @@
 arguments checked against that same schema.
 
 A tool is an ordinary function with type hints and a docstring: a coroutine function, or a plain `def`
-(run in a worker thread, `asyncio.to_thread`, so its blocking work does not stop the engine, as
-pydantic-ai runs one; decision 293). Its JSON schema is derived
+(run in a daemon thread of its own, `in_own_thread`, so its blocking work stops neither the engine nor
+other chats, as pydantic-ai runs one in a thread; decision 293). Its JSON schema is derived
 by pydantic from the signature (one model per tool, `extra="forbid"`), so the schema the model sees
 and the validation its arguments go through cannot drift apart. Parameter descriptions come from
 `Annotated[..., Field(description=...)]` or, failing that, the docstring's `Args:` section; the tool's
@@ -16,10 +16,13 @@ the model's values back. Running a call is klaw/tools/calls.py's; the set of too
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import copy
 import inspect
 import json
 import re
+import threading
 import types
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -110,8 +113,34 @@ class ToolDefinition:
         if self.arguments is None:
             return self.fn(kwargs["arguments"], context)  # type: ignore[no-any-return]
         if self.in_thread:
-            return asyncio.to_thread(self.fn, **kwargs)
+            return in_own_thread(self.fn, kwargs)
         return self.fn(**kwargs)  # type: ignore[no-any-return]
+
+
+async def in_own_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """`fn(**kwargs)` in a daemon thread of its own, its result (or exception) awaited. Not asyncio's
+    shared pool (`asyncio.to_thread`): its few workers also read every turn's prompt files and memory,
+    so six plain tools blocked on a hung read stopped every chat for as long (adversary7), and a tool
+    that never returned kept the program from exiting, since Python waits for the pool's threads at
+    exit. A daemon thread blocks only its own call (whose timeout stops the waiting) and never an exit."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not done.done():  # the call may have timed out meanwhile
+            done.set_result(value) if ok else done.set_exception(value)
+
+    def run() -> None:
+        try:
+            outcome: tuple[bool, Any] = (True, context.run(fn, **kwargs))
+        except BaseException as exc:  # handed to the awaiting call, as to_thread would
+            outcome = (False, exc)
+        with contextlib.suppress(RuntimeError):  # the loop closed while the tool ran: nobody waits
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=run, name=f"klaw-tool-{getattr(fn, '__name__', 'tool')}", daemon=True).start()
+    return await done
 
 
 def check_name(name: str) -> None:
