@@ -103,7 +103,7 @@ async def test_control_codes_in_a_tool_call_or_a_reply_are_shown_not_obeyed(tmp_
             await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
             await term.type_line("write it")
             screen = await term.wait_for(lambda s: s.rstrip().endswith(APPROVE.rstrip()), "the approval prompt")
-            assert "content: RM -RF EVERYTHING␛[2K␍hello world" in screen
+            assert "content: RM -RF EVERYTHING⟦U+001B⟧[2K⟦U+000D⟧hello world" in screen  # named (decision 295)
             await term.type_line("/approve")
             screen = await term.wait_for_prompt_after("Done.", "the reply after approving")
             assert "Approved: file_write runs now." in screen

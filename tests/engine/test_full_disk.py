@@ -93,6 +93,8 @@ async def test_a_message_the_full_database_refused_is_logged_once_when_sent_agai
         stored = await klaw.store.messages.get("m1")
         assert stored is not None and stored.record.content == LONG_TEXT
         await clock.advance(DEBOUNCE_S)
+        note = await gateway.recv()  # the text is over this model's budget: said first (decision 285)
+        assert isinstance(note, OutboundFrame) and note.kind == "notice" and "over the" in note.text
         reply = await gateway.recv()
         assert isinstance(reply, OutboundFrame) and reply.reply_to == "m1"
     finally:
