@@ -130,6 +130,21 @@ async def test_bidi_and_invisible_characters_are_named_in_the_question() -> None
         await s.send(f"/deny {request_id}")
 
 
+async def test_marks_that_draw_nothing_and_overlays_are_named_too() -> None:
+    """Default-ignorable marks outside the format category (U+034F, U+17B4, U+180B) and overlays that
+    strike a letter through (U+0336) passed unnamed (adversary7); an accent on its letter stays as it is."""
+    async with held_host_exec() as s:
+        s.server.reply_tool_calls([("host_exec", {"command": "touch a\u034fb c\u17b4d e\u180bf r\u0336m cafe\u0301"})])
+        s.server.reply_text("Left it.")
+        await s.ask("make a file")
+        request_id, question = await s.question()
+        assert (
+            "command: touch a⟦U+034F COMBINING GRAPHEME JOINER⟧b c⟦U+17B4 KHMER VOWEL INHERENT AQ⟧d"
+            " e⟦U+180B MONGOLIAN FREE VARIATION SELECTOR ONE⟧f r⟦U+0336 COMBINING LONG STROKE OVERLAY⟧m cafe\u0301\n"
+        ) in question.text
+        await s.send(f"/deny {request_id}")
+
+
 async def test_a_call_too_long_to_show_whole_is_refused_without_a_question() -> None:
     async with held_host_exec() as s:
         s.server.reply_tool_calls([("host_exec", {"command": "touch " + " ".join(f"f{n}" for n in range(900))})])

@@ -95,4 +95,8 @@ def _hidden(char: str) -> bool:
         or code in _DRAW_NOTHING
         or 0xFE00 <= code <= 0xFE0F  # variation selectors
         or 0xE0100 <= code <= 0xE01EF
+        or code == 0x034F  # the rest of Unicode's default-ignorable marks: they draw nothing
+        or 0x17B4 <= code <= 0x17B5
+        or 0x180B <= code <= 0x180F
+        or unicodedata.combining(char) == 1  # overlays (U+0336 strikes a letter through, disguising it)
     )
