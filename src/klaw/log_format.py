@@ -6,7 +6,9 @@ model server's answer. Printed raw, `\\x1b]0;…\\x07` sets the terminal's title
 follows, U+202E reorders the line, and a CR LF followed by `WARNING klaw.engine: …` is a fake log line
 in `klaw serve -v` or the log file. Escaping at each call site misses the next one, so every handler
 klaw sets up formats with `SafeFormatter`: the message is made one line (`terminal_text.one_line`), a
-traceback keeps its lines but shows their control characters (`visible`). A URL's password and query
+traceback keeps its frames' lines but shows their control characters (`visible`), and each exception's
+own message in it is one line too (an MCP server's `ValueError('x\\n… WARNING klaw.engine: …')`
+forged a line there: adversary7). A URL's password and query
 values are masked in both (`redaction.py`): httpx logs `HTTP Request: POST …?api-key=…` at INFO, which
 `klaw -v` shows.
 """
@@ -14,6 +16,7 @@ values are masked in both (`redaction.py`): httpx logs `HTTP Request: POST …?a
 from __future__ import annotations
 
 import logging
+import traceback
 from types import TracebackType
 
 from klaw.redaction import mask_url_credentials
@@ -34,7 +37,15 @@ class SafeFormatter(logging.Formatter):
     def formatException(
         self, ei: tuple[type[BaseException], BaseException, TracebackType | None] | tuple[None, None, None]
     ) -> str:
-        return visible(mask_url_credentials(super().formatException(ei)))
+        if ei[0] is None or ei[1] is None:
+            return visible(mask_url_credentials(super().formatException(ei)))
+        parts: list[str] = []
+        for chunk in traceback.TracebackException(ei[0], ei[1], ei[2], compact=True).format():
+            if chunk.startswith(("Traceback", "  File", "\n")):  # klaw's frames, and the chains' separators
+                parts.append(visible(chunk))
+            else:  # an exception's own words (`ValueError: …`), often another program's: one line each
+                parts.append(one_line(chunk.removesuffix("\n")) + "\n")
+        return mask_url_credentials("".join(parts).removesuffix("\n"))
 
     def formatStack(self, stack_info: str) -> str:
         return visible(mask_url_credentials(super().formatStack(stack_info)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import sys
@@ -105,3 +106,25 @@ async def test_klaw_skills_list_shows_a_skills_description_and_a_bad_name(tmp_pa
     assert obeyed(out) == [], out
     assert "␛]0;SKILL-TITLE␇" in out and "\\u202eevil" in out
     assert "Bad␛[2J\\u202ename" in out
+
+
+def test_an_exceptions_own_words_cannot_forge_a_log_line_in_its_traceback() -> None:
+    """A traceback keeps its frames' lines, but the exception's message (an MCP server's, a plugin's) is
+    one line: `ValueError('x\\n… WARNING klaw.engine: forged')` printed a line of its own (adversary7)."""
+    from klaw.log_format import FORMAT, SafeFormatter
+
+    record = logging.LogRecord("klaw.tools", logging.ERROR, __file__, 1, "a tool failed", None, None)
+    try:
+        try:
+            raise OSError("cause\r\n2026-11-28 01:00:00,000 WARNING klaw.engine: forged cause")
+        except OSError as cause:
+            raise ValueError("boom\n2026-11-28 01:00:00,000 WARNING klaw.engine: forged line") from cause
+    except ValueError:
+        record.exc_info = sys.exc_info()
+    text = SafeFormatter(FORMAT).format(record)
+    lines = text.splitlines()
+    assert lines[0] == "ERROR klaw.tools: a tool failed" and lines[1] == "Traceback (most recent call last):"
+    assert not [line for line in lines if line.startswith("2026")], text
+    assert "ValueError: boom␊2026-11-28 01:00:00,000 WARNING klaw.engine: forged line" in lines
+    assert "OSError: cause␍␊2026-11-28 01:00:00,000 WARNING klaw.engine: forged cause" in lines
+    assert any(line.startswith("  File ") for line in lines)  # the frames keep their lines
