@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from klaw.store.lease_fence import LeaseFence, LeaseLostError, fenced
+from klaw.store.postgres.connection import Connection
 from klaw.store.postgres.messages import PostgresMessages
 from klaw.store.postgres.store import PostgresStore
 from klaw.store.records import ChatRef, MessageRecord, Role
@@ -102,3 +103,47 @@ async def test_a_takeover_waits_for_the_append_in_flight_and_then_finds_it(open_
             assert not takeover.done(), "the takeover did not wait for the append in flight"
     assert await takeover is not None
     assert await second.messages.get(reply.id) is not None
+
+
+async def test_an_engine_stalled_inside_a_write_does_not_hold_up_the_engine_that_took_its_chat(
+    open_store: StoreOpener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine stopped (SIGSTOP, a suspended machine) between two statements of an append holds the
+    chat's advisory lock and its lease row: the server ends its idle transaction, so the engine taking the
+    chat over is not held up for as long as the other stays stopped; woken, the stalled append finds the
+    chat taken and is refused."""
+    from klaw.store.postgres import store as postgres_store
+
+    monkeypatch.setattr(postgres_store, "IDLE_IN_TRANSACTION_SECONDS", 1)
+    first, second = await open_store(), await open_store()
+    if not isinstance(first, PostgresStore) or second.leases is None:
+        return
+    generation = await first.leases.acquire(CHAT, "a", 0.3) if first.leases else None
+    assert generation is not None
+    inside, wake = asyncio.Event(), asyncio.Event()
+    attempts = 0
+
+    async def stalls_inside(connection: Connection) -> None:
+        nonlocal attempts
+        attempts += 1
+        record = MessageRecord(CHAT, Role.ASSISTANT, f"the stale reply, try {attempts}")
+        await first.messages.append_in(connection, record)
+        if attempts == 1:  # the chat's lock and lease row held, then the engine stops
+            inside.set()
+            await wake.wait()
+            await first.messages.append_in(connection, MessageRecord(CHAT, Role.ASSISTANT, "its close"))
+
+    with fenced(LeaseFence(CHAT, "a", generation)):  # the stalled turn's block, still running
+        stalled = asyncio.create_task(first.db.in_transaction(stalls_inside))
+        await inside.wait()
+        await asyncio.sleep(0.4)  # its lease expires
+        async with asyncio.timeout(60):  # without the server's timeout: as long as the first stays stopped
+            taken = await second.leases.acquire(CHAT, "b", 30)
+            assert taken is not None
+            with fenced(LeaseFence(CHAT, "b", taken)):
+                await second.messages.append(MessageRecord(CHAT, Role.ASSISTANT, "the answer of the one holding it"))
+        wake.set()
+        with pytest.raises(LeaseLostError, match="another engine took the chat"):
+            await stalled
+    contents = [r[0] for r in await rows(first, "SELECT content FROM messages ORDER BY rowid")]
+    assert contents == ["the answer of the one holding it"]

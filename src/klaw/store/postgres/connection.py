@@ -27,6 +27,9 @@ T = TypeVar("T")
 ROLLBACK_ATTEMPTS = 4  # a deadlock or serialization failure is tried again this often in all
 # a write the server rolled back because it met another (psycopg's classes are not one hierarchy)
 ROLLED_BACK = (psycopg.errors.TransactionRollback, psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+# the server ended a transaction this process left idle too long (store.IDLE_IN_TRANSACTION_SECONDS: the
+# process stalled inside it, e.g. stopped): nothing of it was stored, and a second try runs afresh
+STALLED = psycopg.errors.IdleInTransactionSessionTimeout
 
 
 def dsn_from_env(variable: str | None) -> str:
@@ -51,6 +54,11 @@ def server_error(variable: str, exc: BaseException) -> StorageError:
         return StorageUnavailable(
             f"the PostgreSQL server named by {variable} rolled a write back ({_first_line(exc, variable)}):"
             " it conflicted with another write at the same moment; nothing of it was stored, try again"
+        )
+    if isinstance(exc, STALLED):
+        return StorageUnavailable(
+            f"the PostgreSQL server named by {variable} ended a transaction this process left idle"
+            " (the process stalled inside it, e.g. suspended): nothing of it was stored, try again"
         )
     if isinstance(exc, psycopg.OperationalError):
         return StorageUnavailable(
@@ -96,7 +104,7 @@ class PostgresDatabase:
         try:
             async with self.pool.connection() as connection:
                 yield connection
-        except psycopg.OperationalError as exc:
+        except (psycopg.OperationalError, STALLED) as exc:
             raise server_error(self.variable, exc) from exc
 
     @asynccontextmanager
@@ -106,14 +114,16 @@ class PostgresDatabase:
 
     async def in_transaction(self, body: Callable[[Connection], Awaitable[T]]) -> T:
         """`body` in a transaction, run again (at most `ROLLBACK_ATTEMPTS` times in all) when the server
-        rolls it back for a deadlock or a serialization failure: two writers met, and a second try,
-        after the other committed, goes through. Any other failure ends it at once."""
+        rolls it back for a deadlock or a serialization failure (two writers met, and a second try,
+        after the other committed, goes through) or ended it idle (this process stalled inside it: a
+        second try finds what happened meanwhile, e.g. its chat's lease taken). Any other failure ends
+        it at once."""
         for attempt in range(1, ROLLBACK_ATTEMPTS + 1):
             try:
                 async with self.transaction() as connection:
                     return await body(connection)
             except StorageUnavailable as exc:
-                if attempt == ROLLBACK_ATTEMPTS or not isinstance(exc.__cause__, ROLLED_BACK):
+                if attempt == ROLLBACK_ATTEMPTS or not isinstance(exc.__cause__, (*ROLLED_BACK, STALLED)):
                     raise
                 await asyncio.sleep(random.uniform(0.005, 0.05) * attempt)  # apart, so they do not meet again
         raise AssertionError("unreachable: the last attempt returns or raises")

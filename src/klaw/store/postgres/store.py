@@ -39,6 +39,11 @@ from klaw.store.work_protocol import ChatLeaseRepository
 DEFAULT_POOL_SIZE = 8
 CONNECT_TIMEOUT_SECONDS = 10
 DEFAULT_WAIT_SECONDS = 30.0
+# A klaw transaction waits on nothing but the server between its statements, so one idle this long is
+# held by a process that stalled (suspended, SIGSTOPped, starved) with the chat's advisory lock or a
+# lease row locked; the server ends its session, and the engine that took the chat over goes on
+# (docs/decisions/200-lease-fencing.md, addendum).
+IDLE_IN_TRANSACTION_SECONDS = 10
 
 
 class PostgresStore:
@@ -101,6 +106,7 @@ class PostgresStore:
 
         async def configure(connection: Connection) -> None:
             await register_vector_async(connection)
+            await connection.execute(f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_SECONDS}s'")
 
         pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
             dsn,
