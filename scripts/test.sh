@@ -13,6 +13,8 @@ if ! command -v bwrap >/dev/null; then
 fi
 .venv/bin/ruff check src tests
 .venv/bin/mypy
-# One worker per CPU (at most 4): most tests wait on a subprocess, a terminal or a socket, and each
-# worker has its own temporary directories and embedded PostgreSQL (tests/conftest.py).
-.venv/bin/pytest -n auto --maxprocesses 4 "$@"
+# One worker more than the CPUs (at most 4): most tests wait on a subprocess, a terminal or a socket
+# (two workers on two CPUs left the machine at a load of ~2, mostly idle), and each worker has its own
+# temporary directories and embedded PostgreSQL (tests/conftest.py). Decision 271.
+workers=$(( $(nproc) + 1 ))
+.venv/bin/pytest -n "$(( workers < 4 ? workers : 4 ))" "$@"
