@@ -61,7 +61,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
   - BufferUnavailable (RuntimeError) ....... gateway/buffer: the buffer's disk refused a message
   - EngineUnavailable (RuntimeError) ....... gateway/link: the engine is not connected
     + EngineRefusedConnection .............. the engine refused the gateway's connection; its words
-  - EngineRefused .......................... engine/frames: the engine refused a connection (a ConnectionError too)
+  - EngineRefused .......................... engine/one_query: the engine refused a connection (a ConnectionError too)
   - TelegramTokenRefused (RuntimeError) .... channels/telegram: Telegram refused the bot token at start
   - QueryFailed (RuntimeError) ............. gateway/link: the engine refused a query
   - TurnFailed (RuntimeError) .............. library: the turn behind `Klaw.ask` failed (its error id)

@@ -378,28 +378,6 @@ class FrameReader:
             self._buf += chunk
 
 
-class EngineRefused(KlawError, ConnectionError):
-    """The engine refused the connection in an `error` frame (it holds as many as it allows); `str()` is
-    its sentence, which says what to do."""
-
-
-async def result_for(reader: FrameReader, frame_id: str) -> ResultFrame:
-    """The `result` frame answering the query `frame_id`, other frames (and oversized lines) skipped, for
-    a client that asks the engine something; EngineRefused when the engine refuses the connection,
-    EOFError when it closes it without answering."""
-    while True:
-        line = await reader.next()
-        if line is None:
-            raise EOFError("the engine closed the connection")
-        if isinstance(line, int):
-            continue
-        frame = decode_frame(line)
-        if isinstance(frame, ResultFrame) and frame.id == frame_id:
-            return frame
-        if isinstance(frame, ErrorFrame) and frame.ref is None:  # about the connection; never quotes content
-            raise EngineRefused(frame.message)
-
-
 def task_label(task: str, spawned: bool) -> str:
     """How a channel heads a task's answer: a subagent's one-off run is no scheduled task (decision 249)."""
     return f"Subagent: {task}" if spawned else f"Scheduled task: {task}"

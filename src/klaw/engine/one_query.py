@@ -1,5 +1,6 @@
 """One query to the engine on a connection of its own, for a `klaw` command (`klaw tools`, `klaw memory
-forget`): the `result` frame answering it, or the engine's own words when it refuses the connection.
+forget`): the `result` frame answering it, or the engine's own words when it refuses the connection;
+`result_for` reads the same on a connection kept open (`klaw mcp serve`).
 
 An engine with as many connections open as it allows (socket_limits.py) writes an `error` frame saying
 so and closes at once. Through asyncio's streams a command then met `ConnectionResetError` (its query
@@ -16,18 +17,39 @@ from pathlib import Path
 
 from klaw.engine.frames import (
     MAX_FRAME_BYTES,
-    EngineRefused,
     ErrorFrame,
     FrameError,
+    FrameReader,
     QueryFrame,
     ResultFrame,
     decode_frame,
     encode_frame,
 )
-
-__all__ = ["EngineRefused", "ask"]
+from klaw.errors import KlawError
 
 READ_BYTES = 1 << 16
+
+
+class EngineRefused(KlawError, ConnectionError):
+    """The engine refused the connection in an `error` frame (it holds as many as it allows); `str()` is
+    its sentence, which says what to do."""
+
+
+async def result_for(reader: FrameReader, frame_id: str) -> ResultFrame:
+    """The `result` frame answering the query `frame_id`, other frames (and oversized lines) skipped, for
+    a client that asks the engine something; EngineRefused when the engine refuses the connection,
+    EOFError when it closes it without answering."""
+    while True:
+        line = await reader.next()
+        if line is None:
+            raise EOFError("the engine closed the connection")
+        if isinstance(line, int):
+            continue
+        frame = decode_frame(line)
+        if isinstance(frame, ResultFrame) and frame.id == frame_id:
+            return frame
+        if isinstance(frame, ErrorFrame) and frame.ref is None:  # about the connection; never quotes content
+            raise EngineRefused(frame.message)
 
 
 async def ask(path: Path, query: QueryFrame, timeout_seconds: float) -> ResultFrame:

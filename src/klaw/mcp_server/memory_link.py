@@ -15,7 +15,8 @@ import contextlib
 import itertools
 from typing import Any, Protocol
 
-from klaw.engine.frames import EngineRefused, FrameReader, QueryFrame, encode_frame, result_for
+from klaw.engine.frames import FrameReader, QueryFrame, encode_frame
+from klaw.engine.one_query import EngineRefused, result_for
 from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.library import Klaw

@@ -2,12 +2,11 @@
 arguments checked against that same schema.
 
 A tool is an ordinary function with type hints and a docstring: a coroutine function, or a plain `def`
-(run in a daemon thread of its own, `in_own_thread`, so its blocking work stops neither the engine nor
-other chats, as pydantic-ai runs one in a thread; decision 293). Its JSON schema is derived
-by pydantic from the signature (one model per tool, `extra="forbid"`), so the schema the model sees
-and the validation its arguments go through cannot drift apart. Parameter descriptions come from
-`Annotated[..., Field(description=...)]` or, failing that, the docstring's `Args:` section; the tool's
-description is the docstring up to its first section header.
+(run in a daemon thread of its own, `in_own_thread`, as pydantic-ai runs one in a thread; decision
+293). Its JSON schema is derived by pydantic from the signature (one model per tool, `extra="forbid"`),
+so the schema the model sees and the validation its arguments go through cannot drift apart. Parameter
+descriptions come from `Annotated[..., Field(description=...)]` or, failing that, the docstring's
+`Args:` section; the tool's description is the docstring up to its first section header.
 
 Argument errors are texts for the model (`BadArguments`): they name fields and rules but never echo
 the model's values back. Running a call is klaw/tools/calls.py's; the set of tools, klaw/tools/registry.py's.
@@ -118,11 +117,8 @@ class ToolDefinition:
 
 
 async def in_own_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """`fn(**kwargs)` in a daemon thread of its own, its result (or exception) awaited. Not asyncio's
-    shared pool (`asyncio.to_thread`): its few workers also read every turn's prompt files and memory,
-    so six plain tools blocked on a hung read stopped every chat for as long (adversary7), and a tool
-    that never returned kept the program from exiting, since Python waits for the pool's threads at
-    exit. A daemon thread blocks only its own call (whose timeout stops the waiting) and never an exit."""
+    """`fn(**kwargs)` in a daemon thread of its own, awaited; not asyncio's shared pool, which every turn
+    reads its prompt files through and Python joins at exit (decision 293's addendum)."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()
