@@ -6,57 +6,39 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
+from tests.channels.browser import needs_chromium, signed_in
 
-from klaw.channels.web.channel import WebChannel
-from tests.channels.stack import running_stack
-from tests.channels.test_web_browser import CHROMIUM, web_channel
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium; .ci/run does it)",
-)
+pytestmark = needs_chromium
 
 
 async def test_approve_and_deny_buttons_answer_the_question_in_chromium() -> None:
-    playwright_api = pytest.importorskip("playwright.async_api")
-    holder: list[WebChannel] = []
     overrides: dict[str, Any] = {"tools": {"approval": ["file_write"]}}
-    async with running_stack(web_channel(holder), **overrides) as stack, playwright_api.async_playwright() as pw:
-        web = holder[0]
-        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            page = await browser.new_page(viewport={"width": 1000, "height": 800})
-            page.set_default_timeout(15_000)
-            await page.goto(web.url)
-            await page.fill("#token", web.token)
-            await page.click("#sign-in")
-            await page.wait_for_selector("#engine-status.up")
+    async with signed_in(1000, 800, **overrides) as session:
+        stack, page = session.stack, session.page
+        await page.wait_for_selector("#engine-status.up")
 
-            stack.server.reply_tool_calls([("file_write", {"path": "yes.txt", "content": "approved <b>text</b>"})])
-            stack.server.reply_text("Wrote yes.txt.")
-            await page.fill("#input", "write yes.txt")
-            await page.press("#input", "Enter")
-            question = page.locator(".msg.notice", has_text="The agent wants to run file_write:")
-            await question.wait_for()
-            # The arguments are shown literally (text, not HTML), the buttons under them.
-            assert "content: approved <b>text</b>" in await question.inner_text()
-            assert not (stack.home.workspace / "yes.txt").exists()
-            await question.locator("button.approve").click()
-            await page.locator(".msg.notice", has_text="Approved: file_write runs now.").wait_for()
-            await page.locator(".msg.assistant", has_text="Wrote yes.txt.").wait_for()
-            assert (stack.home.workspace / "yes.txt").read_text(encoding="utf-8") == "approved <b>text</b>"
-            assert await question.locator("button.approve").is_disabled()
+        stack.server.reply_tool_calls([("file_write", {"path": "yes.txt", "content": "approved <b>text</b>"})])
+        stack.server.reply_text("Wrote yes.txt.")
+        await page.fill("#input", "write yes.txt")
+        await page.press("#input", "Enter")
+        question = page.locator(".msg.notice", has_text="The agent wants to run file_write:")
+        await question.wait_for()
+        # The arguments are shown literally (text, not HTML), the buttons under them.
+        assert "content: approved <b>text</b>" in await question.inner_text()
+        assert not (stack.home.workspace / "yes.txt").exists()
+        await question.locator("button.approve").click()
+        await page.locator(".msg.notice", has_text="Approved: file_write runs now.").wait_for()
+        await page.locator(".msg.assistant", has_text="Wrote yes.txt.").wait_for()
+        assert (stack.home.workspace / "yes.txt").read_text(encoding="utf-8") == "approved <b>text</b>"
+        assert await question.locator("button.approve").is_disabled()
 
-            stack.server.reply_tool_calls([("file_write", {"path": "no.txt", "content": "refused"})])
-            stack.server.reply_text("I did not write it.")
-            await page.fill("#input", "write no.txt")
-            await page.press("#input", "Enter")
-            second = page.locator(".msg.notice", has_text="path: no.txt")
-            await second.wait_for()
-            await second.locator("button.deny").click()
-            await page.locator(".msg.notice", has_text="Denied: file_write will not run.").wait_for()
-            await page.locator(".msg.assistant", has_text="I did not write it.").wait_for()
-            assert not (stack.home.workspace / "no.txt").exists()
-        finally:
-            await browser.close()
+        stack.server.reply_tool_calls([("file_write", {"path": "no.txt", "content": "refused"})])
+        stack.server.reply_text("I did not write it.")
+        await page.fill("#input", "write no.txt")
+        await page.press("#input", "Enter")
+        second = page.locator(".msg.notice", has_text="path: no.txt")
+        await second.wait_for()
+        await second.locator("button.deny").click()
+        await page.locator(".msg.notice", has_text="Denied: file_write will not run.").wait_for()
+        await page.locator(".msg.assistant", has_text="I did not write it.").wait_for()
+        assert not (stack.home.workspace / "no.txt").exists()

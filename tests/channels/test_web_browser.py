@@ -7,193 +7,123 @@ settings. A screenshot of the inspector is saved to `test-artifacts/web-inspecto
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.channels.browser import ARTIFACTS, needs_chromium, opened_page, signed_in
 
-from klaw.channels.web.channel import WebChannel
-from klaw.config import WebChannelConfig
-from klaw.config_loader import LoadedConfig
-from klaw.home import KlawHome
-from klaw.llm.fake_server import FakeOpenAiServer
-from tests.channels.stack import running_stack
-
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium; .ci/run does it)",
-)
-
-# Counts the server-sent events the page receives, by kind, so the test can see the reply was streamed.
-COUNT_EVENTS = """
-window.__events = {};
-const original = EventSource.prototype.addEventListener;
-EventSource.prototype.addEventListener = function (kind, listener, options) {
-  return original.call(this, kind, (event) => {
-    window.__events[kind] = (window.__events[kind] || 0) + 1;
-    listener(event);
-  }, options);
-};
-"""
-
-
-def web_channel(holder: list[WebChannel]) -> Any:
-    def make(home: KlawHome, loaded: LoadedConfig, server: FakeOpenAiServer) -> list[WebChannel]:
-        holder.append(WebChannel(home, WebChannelConfig(port=0), loaded))
-        return holder
-
-    return make
+pytestmark = needs_chromium
 
 
 async def test_sign_in_chat_new_segment_and_inspect_in_chromium() -> None:
-    playwright_api = pytest.importorskip("playwright.async_api")
-    ARTIFACTS.mkdir(exist_ok=True)
-    holder: list[WebChannel] = []
     # A small window and a lenient relevance gate, so the third message's turn recalls the first (auto-RAG).
     overrides: dict[str, Any] = {"context": {"slidingWindow": 2}, "autoRag": {"relevanceThreshold": 2.0}}
-    stack_running = running_stack(web_channel(holder), **overrides)
-    async with stack_running as stack, playwright_api.async_playwright() as playwright:
-        web = holder[0]
-        browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            page = await browser.new_page(viewport={"width": 1200, "height": 900})
-            page.set_default_timeout(15_000)
-            await page.add_init_script(COUNT_EVENTS)
+    async with opened_page(**overrides) as session:
+        stack, web, page = session.stack, session.web, session.page
+        await page.goto(web.url)
+        assert page.url.endswith("/login")
+        await page.fill("#token", "wrong")
+        await page.click("#sign-in")
+        await page.wait_for_selector("text=That token is not right")
+        await page.fill("#token", web.token)
+        await page.click("#sign-in")
+        await page.wait_for_selector("body[data-ready=true]")
+        await page.wait_for_selector("#engine-status.up")
 
-            await page.goto(web.url)
-            assert page.url.endswith("/login")
-            await page.fill("#token", "wrong")
-            await page.click("#sign-in")
-            await page.wait_for_selector("text=That token is not right")
-            await page.fill("#token", web.token)
-            await page.click("#sign-in")
-            await page.wait_for_selector("body[data-ready=true]")
-            await page.wait_for_selector("#engine-status.up")
-
-            stack.server.reply_text("Hello from the fake model, streamed word by word.")
-            await page.fill("#input", "hi klaw, remember that my favourite colour is teal")
+        stack.server.reply_text("Hello from the fake model, streamed word by word.")
+        await page.fill("#input", "hi klaw, remember that my favourite colour is teal")
+        await page.press("#input", "Enter")
+        reply = page.locator(".msg.assistant", has_text="streamed word by word")
+        await reply.wait_for()
+        assert await page.evaluate("window.__events.delta") > 1
+        assert await page.locator(".msg.user.answered").count() == 1
+        for n, text in enumerate(["I also like hiking in the mountains", "which colour do I like best?"], start=2):
+            await page.fill("#input", text)
             await page.press("#input", "Enter")
-            reply = page.locator(".msg.assistant", has_text="streamed word by word")
-            await reply.wait_for()
-            assert await page.evaluate("window.__events.delta") > 1
-            assert await page.locator(".msg.user.answered").count() == 1
-            for n, text in enumerate(["I also like hiking in the mountains", "which colour do I like best?"], start=2):
-                await page.fill("#input", text)
-                await page.press("#input", "Enter")
-                await page.locator(".msg.user.answered").nth(n - 1).wait_for()
+            await page.locator(".msg.user.answered").nth(n - 1).wait_for()
 
-            await page.fill("#input", "/new")
-            await page.press("#input", "Enter")
-            await page.locator(".msg.notice", has_text="Started a new conversation").wait_for()
+        await page.fill("#input", "/new")
+        await page.press("#input", "Enter")
+        await page.locator(".msg.notice", has_text="Started a new conversation").wait_for()
 
-            await page.click("nav button[data-tab=inspector]")
-            turn = page.locator(".turn").first
-            await turn.wait_for()
-            await turn.locator("td", has_text="system_prompt").wait_for()
-            await turn.locator("td", has_text="auto_rag").wait_for()
-            await turn.locator("td.text", has_text="favourite colour is teal").first.wait_for()
-            assert "of 3600 tokens" in await turn.locator("h3").inner_text()
-            await turn.locator("details.tool-parts summary").click()  # the tools layer, tool by tool
-            await turn.locator("details.tool-parts td", has_text="web_fetch").wait_for()
-            screenshot = ARTIFACTS / "web-inspector.png"
-            await page.screenshot(path=str(screenshot), full_page=True)
-            print(f"screenshot: {screenshot}")
+        await page.click("nav button[data-tab=inspector]")
+        turn = page.locator(".turn").first
+        await turn.wait_for()
+        await turn.locator("td", has_text="system_prompt").wait_for()
+        await turn.locator("td", has_text="auto_rag").wait_for()
+        await turn.locator("td.text", has_text="favourite colour is teal").first.wait_for()
+        assert "of 3600 tokens" in await turn.locator("h3").inner_text()
+        await turn.locator("details.tool-parts summary").click()  # the tools layer, tool by tool
+        await turn.locator("details.tool-parts td", has_text="web_fetch").wait_for()
+        screenshot = ARTIFACTS / "web-inspector.png"
+        await page.screenshot(path=str(screenshot), full_page=True)
+        print(f"screenshot: {screenshot}")
 
-            await page.click("nav button[data-tab=memory]")
-            await page.locator("#segments tbody tr").nth(1).wait_for()
-            assert await page.locator("#segments tbody tr").count() == 2
-            # Numbered within the chat, newest first (decision 275); the id stays in the tooltip.
-            assert await page.locator("#segments tbody tr td:first-child").all_inner_texts() == ["2", "1"]
-            await page.locator("#segments tbody tr").nth(1).click()
-            await page.locator("#segment-detail td", has_text="favourite colour is teal").first.wait_for()
-            assert await page.locator("#segment-detail h2").inner_text() == "Segment 1"
-            await page.fill("#search-text", "teal colour")
-            await page.press("#search-text", "Enter")
-            await page.locator("#search-results td", has_text="favourite colour").first.wait_for()
-            await page.screenshot(path=str(ARTIFACTS / "web-memory.png"), full_page=True)
+        await page.click("nav button[data-tab=memory]")
+        await page.locator("#segments tbody tr").nth(1).wait_for()
+        assert await page.locator("#segments tbody tr").count() == 2
+        # Numbered within the chat, newest first (decision 275); the id stays in the tooltip.
+        assert await page.locator("#segments tbody tr td:first-child").all_inner_texts() == ["2", "1"]
+        await page.locator("#segments tbody tr").nth(1).click()
+        await page.locator("#segment-detail td", has_text="favourite colour is teal").first.wait_for()
+        assert await page.locator("#segment-detail h2").inner_text() == "Segment 1"
+        await page.fill("#search-text", "teal colour")
+        await page.press("#search-text", "Enter")
+        await page.locator("#search-results td", has_text="favourite colour").first.wait_for()
+        await page.screenshot(path=str(ARTIFACTS / "web-memory.png"), full_page=True)
 
-            await page.click("nav button[data-tab=settings]")
-            await page.locator("#settings td", has_text="channels.web.host").wait_for()
+        await page.click("nav button[data-tab=settings]")
+        await page.locator("#settings td", has_text="channels.web.host").wait_for()
 
-            await page.click("#logout-form button")
-            await page.wait_for_url("**/login")
-        finally:
-            await browser.close()
+        await page.click("#logout-form button")
+        await page.wait_for_url("**/login")
     assert screenshot.stat().st_size > 10_000
 
 
 async def test_a_reply_arriving_while_the_history_loads_is_shown_once_in_chromium() -> None:
     """The page loads the chat's history, then opens its event stream: a reply published in between
     (held here by making the stream's request wait until the engine has answered) must still show."""
-    playwright_api = pytest.importorskip("playwright.async_api")
-    holder: list[WebChannel] = []
-    async with running_stack(web_channel(holder)) as stack, playwright_api.async_playwright() as playwright:
-        web = holder[0]
-        browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            page = await browser.new_page(viewport={"width": 1200, "height": 900})
-            page.set_default_timeout(15_000)
-            await page.goto(web.url)
-            await page.fill("#token", web.token)
-            await page.click("#sign-in")
-            await page.wait_for_selector("body[data-ready=true]")
-            stack.server.reply_text("earlier answer")
-            await page.fill("#input", "an earlier question")
-            await page.press("#input", "Enter")
-            await page.locator(".msg.assistant", has_text="earlier answer").wait_for()
+    async with signed_in(1200, 900) as session:
+        stack, web, page = session.stack, session.web, session.page
+        stack.server.reply_text("earlier answer")
+        await page.fill("#input", "an earlier question")
+        await page.press("#input", "Enter")
+        await page.locator(".msg.assistant", has_text="earlier answer").wait_for()
 
-            async def reply_before_the_stream_opens(route: Any) -> None:
-                async with web.hub.subscribe() as events:
-                    stack.server.reply_text("the answer that came in between")
-                    await stack.gateway.submit("web", "main", "asked from another tab")
-                    while (event := await events.next()) is not None and event.kind != "reply":
-                        pass
-                await route.continue_()
+        async def reply_before_the_stream_opens(route: Any) -> None:
+            async with web.hub.subscribe() as events:
+                stack.server.reply_text("the answer that came in between")
+                await stack.gateway.submit("web", "main", "asked from another tab")
+                while (event := await events.next()) is not None and event.kind != "reply":
+                    pass
+            await route.continue_()
 
-            await page.route("**/api/events*", reply_before_the_stream_opens)
-            await page.reload()
-            await page.wait_for_selector("body[data-ready=true]")
-            await page.locator(".msg.assistant", has_text="the answer that came in between").wait_for(timeout=5_000)
-            # A second load after it: the reply is in the history now and in the replayed events, shown once.
-            await page.unroute("**/api/events*")
-            await page.reload()
-            await page.wait_for_selector("body[data-ready=true]")
-            await page.locator(".msg.assistant", has_text="the answer that came in between").wait_for()
-            assert await page.locator(".msg.assistant", has_text="earlier answer").count() == 1
-            assert await page.locator(".msg.assistant", has_text="the answer that came in between").count() == 1
-        finally:
-            await browser.close()
+        await page.route("**/api/events*", reply_before_the_stream_opens)
+        await page.reload()
+        await page.wait_for_selector("body[data-ready=true]")
+        await page.locator(".msg.assistant", has_text="the answer that came in between").wait_for(timeout=5_000)
+        # A second load after it: the reply is in the history now and in the replayed events, shown once.
+        await page.unroute("**/api/events*")
+        await page.reload()
+        await page.wait_for_selector("body[data-ready=true]")
+        await page.locator(".msg.assistant", has_text="the answer that came in between").wait_for()
+        assert await page.locator(".msg.assistant", has_text="earlier answer").count() == 1
+        assert await page.locator(".msg.assistant", has_text="the answer that came in between").count() == 1
 
 
 async def test_forget_last_takes_the_erased_exchange_off_the_page_in_chromium() -> None:
     """`/forget last` on the page: the question and the reply it erased leave the page (it reloads the
     chat's history), the earlier exchange stays, and the notice saying what was forgotten is shown."""
-    playwright_api = pytest.importorskip("playwright.async_api")
-    holder: list[WebChannel] = []
-    async with running_stack(web_channel(holder)) as stack, playwright_api.async_playwright() as playwright:
-        web = holder[0]
-        browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            page = await browser.new_page(viewport={"width": 1200, "height": 900})
-            page.set_default_timeout(15_000)
-            await page.goto(web.url)
-            await page.fill("#token", web.token)
-            await page.click("#sign-in")
-            await page.wait_for_selector("body[data-ready=true]")
-            for question, answer in [("first question", "kept answer"), ("my locker code?", "it is HUNTER2")]:
-                stack.server.reply_text(answer)
-                await page.fill("#input", question)
-                await page.press("#input", "Enter")
-                await page.locator(".msg.assistant", has_text=answer).wait_for()
-
-            await page.fill("#input", "/forget last")
+    async with signed_in(1200, 900) as session:
+        stack, page = session.stack, session.page
+        for question, answer in [("first question", "kept answer"), ("my locker code?", "it is HUNTER2")]:
+            stack.server.reply_text(answer)
+            await page.fill("#input", question)
             await page.press("#input", "Enter")
-            await page.locator(".msg.notice", has_text="erased from the database").wait_for()
-            await page.locator(".msg", has_text="HUNTER2").wait_for(state="detached")
-            assert await page.locator(".msg.user", has_text="my locker code?").count() == 0
-            assert await page.locator(".msg.assistant", has_text="kept answer").count() == 1
-        finally:
-            await browser.close()
+            await page.locator(".msg.assistant", has_text=answer).wait_for()
+
+        await page.fill("#input", "/forget last")
+        await page.press("#input", "Enter")
+        await page.locator(".msg.notice", has_text="erased from the database").wait_for()
+        await page.locator(".msg", has_text="HUNTER2").wait_for(state="detached")
+        assert await page.locator(".msg.user", has_text="my locker code?").count() == 0
+        assert await page.locator(".msg.assistant", has_text="kept answer").count() == 1

@@ -8,71 +8,15 @@ as a person would. Screenshots go to `test-artifacts/`.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 
-from klaw.channels.web.channel import WebChannel
 from klaw.store.records import ChatRef
-from tests.channels.stack import Stack, running_stack
-from tests.channels.test_web_browser import ARTIFACTS, CHROMIUM, COUNT_EVENTS, web_channel
+from tests.channels.browser import ARTIFACTS, needs_chromium, say, sign_in, signed_in
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium; .ci/run does it)",
-)
-
-
-@dataclass
-class Session:
-    stack: Stack
-    web: WebChannel
-    page: Any
-    not_found: list[str]
-
-
-@asynccontextmanager
-async def signed_in(width: int = 1100, height: int = 800, **overrides: Any) -> AsyncIterator[Session]:
-    playwright_api = pytest.importorskip("playwright.async_api")
-    ARTIFACTS.mkdir(exist_ok=True)
-    holder: list[WebChannel] = []
-    async with running_stack(web_channel(holder), **overrides) as stack, playwright_api.async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            page = await browser.new_page(viewport={"width": width, "height": height})
-            page.set_default_timeout(15_000)
-            await page.add_init_script(COUNT_EVENTS)
-            not_found: list[str] = []
-
-            def note_missing(response: Any) -> None:
-                if response.status == 404:
-                    not_found.append(response.url)
-
-            page.on("response", note_missing)
-            session = Session(stack, holder[0], page, not_found)
-            await sign_in(session)
-            yield session
-        finally:
-            await browser.close()
-
-
-async def sign_in(session: Session) -> None:
-    page = session.page
-    await page.goto(session.web.url)
-    await page.fill("#token", session.web.token)
-    await page.click("#sign-in")
-    await page.wait_for_selector("body[data-ready=true]")
-
-
-async def say(page: Any, text: str, answered: int) -> None:
-    """Type a message and wait until `answered` messages show as answered."""
-    await page.fill("#input", text)
-    await page.press("#input", "Enter")
-    await page.locator(".msg.user.answered").nth(answered - 1).wait_for()
+pytestmark = needs_chromium
 
 
 async def test_the_chat_so_far_is_shown_after_a_reload_and_a_new_sign_in() -> None:

@@ -1,0 +1,110 @@
+"""The browser tests' shared steps: the whole stack with the web channel, Debian's Chromium driven by
+Playwright, and a person's sign-in with the page's token.
+
+Every browser test signs in the way a person does (the token typed into the form, the button
+clicked); only the first test of test_web_browser.py types a wrong token first, so it opens the page
+without signing in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from klaw.channels.web.channel import WebChannel
+from klaw.config import WebChannelConfig
+from klaw.config_loader import LoadedConfig
+from klaw.home import KlawHome
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.channels.stack import Stack, running_stack
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+needs_chromium = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium; .ci/run does it)",
+)
+
+# Counts the server-sent events the page receives, by kind, so a test can see a reply was streamed.
+COUNT_EVENTS = """
+window.__events = {};
+const original = EventSource.prototype.addEventListener;
+EventSource.prototype.addEventListener = function (kind, listener, options) {
+  return original.call(this, kind, (event) => {
+    window.__events[kind] = (window.__events[kind] || 0) + 1;
+    listener(event);
+  }, options);
+};
+"""
+
+
+def web_channel(holder: list[WebChannel]) -> Any:
+    """A channel factory for `running_stack` that also hands the web channel to the test."""
+
+    def make(home: KlawHome, loaded: LoadedConfig, server: FakeOpenAiServer) -> list[WebChannel]:
+        holder.append(WebChannel(home, WebChannelConfig(port=0), loaded))
+        return holder
+
+    return make
+
+
+@dataclass
+class Session:
+    stack: Stack
+    web: WebChannel
+    page: Any
+    not_found: list[str] = field(default_factory=list)
+
+
+@asynccontextmanager
+async def opened_page(width: int = 1200, height: int = 900, **overrides: Any) -> AsyncIterator[Session]:
+    """The stack running (config `overrides` applied) and a Chromium page on nothing yet; the page
+    counts its server-sent events and notes every URL answered 404."""
+    playwright_api = pytest.importorskip("playwright.async_api")
+    ARTIFACTS.mkdir(exist_ok=True)
+    holder: list[WebChannel] = []
+    async with running_stack(web_channel(holder), **overrides) as stack, playwright_api.async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            page = await browser.new_page(viewport={"width": width, "height": height})
+            page.set_default_timeout(15_000)
+            await page.add_init_script(COUNT_EVENTS)
+            session = Session(stack, holder[0], page)
+
+            def note_missing(response: Any) -> None:
+                if response.status == 404:
+                    session.not_found.append(response.url)
+
+            page.on("response", note_missing)
+            yield session
+        finally:
+            await browser.close()
+
+
+@asynccontextmanager
+async def signed_in(width: int = 1100, height: int = 800, **overrides: Any) -> AsyncIterator[Session]:
+    """`opened_page`, then signed in with the page's token and its history loaded."""
+    async with opened_page(width, height, **overrides) as session:
+        await sign_in(session)
+        yield session
+
+
+async def sign_in(session: Session) -> None:
+    page = session.page
+    await page.goto(session.web.url)
+    await page.fill("#token", session.web.token)
+    await page.click("#sign-in")
+    await page.wait_for_selector("body[data-ready=true]")
+
+
+async def say(page: Any, text: str, answered: int) -> None:
+    """Type a message and wait until `answered` messages show as answered."""
+    await page.fill("#input", text)
+    await page.press("#input", "Enter")
+    await page.locator(".msg.user.answered").nth(answered - 1).wait_for()
