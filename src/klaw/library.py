@@ -211,7 +211,7 @@ class Klaw:
 
     async def turns(self, chat: str | ChatRef, *, session: int | None = None) -> list[TurnState]:
         """The turns of the current session (or of `session`), oldest first, each `completed`, `failed`,
-        `tool_limit` or `open`."""
+        `tool_limit`, `open` or `interrupted` (cut off by a crash, its message answered by a later turn)."""
         return await self.engine.chats.turns(_chat(chat), session=session)
 
     async def sessions(self, chat: str | ChatRef) -> list[SessionInfo]:

@@ -19,6 +19,9 @@ from klaw.store.records import ChatRef, Exchange, ExchangeStatus, StoredMessage
 
 log = logging.getLogger(__name__)
 
+NOT_ANSWERED = frozenset({ExchangeStatus.OPEN, ExchangeStatus.INTERRUPTED})
+"""An exchange in one of these states did not answer its messages: running, or cut off by a crash (decision 306)."""
+
 FAILED_ELSEWHERE = (
     "The turn that answered this message failed on another engine sharing the database; "
     "that engine's log has the error."
@@ -54,7 +57,7 @@ async def replies_elsewhere(store: Storage, chat: ChatRef, messages: Sequence[St
 
 
 def _closed_after(exchange: Exchange) -> bool:
-    return exchange.status is not ExchangeStatus.OPEN and exchange.user_message_rowid is not None
+    return exchange.status not in NOT_ANSWERED and exchange.user_message_rowid is not None
 
 
 async def unanswered(store: Storage, chat: ChatRef) -> list[StoredMessage]:
@@ -62,7 +65,7 @@ async def unanswered(store: Storage, chat: ChatRef) -> list[StoredMessage]:
     answered, oldest first."""
     segment = await store.segments.current(chat)
     exchanges = await store.exchanges.for_segment(segment.id)
-    closed = [e.user_message_rowid or 0 for e in exchanges if e.status is not ExchangeStatus.OPEN]
+    closed = [e.user_message_rowid or 0 for e in exchanges if e.status not in NOT_ANSWERED]
     return await store.messages.user_messages_after(segment.id, max(closed, default=0))
 
 

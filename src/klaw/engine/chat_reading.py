@@ -44,7 +44,7 @@ class TurnState:
     """One turn of a chat: a person's message and everything up to the agent's final reply."""
 
     id: int
-    status: Literal["open", "completed", "failed", "tool_limit"]
+    status: Literal["open", "completed", "failed", "tool_limit", "interrupted"]
     started_at: datetime
     ended_at: datetime | None
     message: str | None  # the id of the person's message it answers (None: a task's run, a resumed turn)

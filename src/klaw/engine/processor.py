@@ -90,6 +90,7 @@ class MessageProcessor:
     _accepting: bool = field(default=True, init=False)
     _chat_locks: dict[ChatRef, asyncio.Lock] = field(default_factory=dict, init=False)
     _queued: set[int] = field(default_factory=set, init=False)  # rowids waiting for, or in, their turn
+    _after_crash: set[ChatRef] = field(default_factory=set, init=False)  # their next turn closes cut-off exchanges
     _answered_here: set[int] = field(default_factory=set, init=False)  # queued, answered by an earlier turn here
     # rowid → its accept's time, until its turn reads it
     _accept_seconds: dict[int, float] = field(default_factory=dict, init=False)
@@ -132,14 +133,12 @@ class MessageProcessor:
         return stored
 
     async def resume_unanswered(self, within: timedelta = RESUME_WITHIN) -> int:
-        """Give their turn to messages that were stored (and acknowledged to a gateway) but never
-        answered because the engine stopped before or during their turn; returns how many.
-
-        Unanswered = a user message of the chat's current segment newer than the user message of
-        its last closed exchange, however many there are (they join one turn, as a burst would).
-        A failed exchange counts as answered: the person saw the error. A message already waiting
-        for its turn (arrived live) is not queued twice, so the model never sees it twice.
-        """
+        """Give their turn to messages stored (and acknowledged to a gateway) but never answered because the
+        engine stopped before or during their turn; returns how many. Unanswered = a user message of the
+        chat's current segment newer than the user message of its last exchange that answered (not open, not
+        interrupted), however many (they join one turn, as a burst would). A failed exchange counts as
+        answered: the person saw the error. A message already waiting for its turn (arrived live) is not
+        queued twice. The chat's next turn closes its open exchanges as interrupted (decision 306)."""
         resumed = 0
         for chat in await self.store.segments.chats():
             resumed += await self._resume(chat, within)
@@ -157,6 +156,7 @@ class MessageProcessor:
         cutoff = self.clock.now() - within
         resumed = 0
         for message in await unanswered(self.store, chat):
+            self._after_crash.add(chat)  # the chat's open exchanges were cut off (decision 306)
             if message.record.created_at >= cutoff and message.rowid not in self._queued:
                 self._queue(chat, message)
                 resumed += 1
@@ -230,7 +230,7 @@ class MessageProcessor:
                     later = {m.rowid for m in batch.answering if m.rowid in self._queued}
                     self._answered_here |= later - {m.rowid for m in batch.pending}
                 if batch.answering:
-                    batch.sink = self._reply_sink(chat, batch.answering)
+                    batch.sink = self._reply_sink(chat, batch.answering, turn=True)
                     await self._run_turn(chat, batch.answering, batch.sink)
                 self._running.pop(chat, None)  # answered: not stopped while its lease is given back
         except asyncio.CancelledError:
@@ -288,9 +288,11 @@ class MessageProcessor:
         waits for the person holding none), its context, or its reply's records (decisions 253, 297)."""
         return self.slots.hold(Priority.INTERACTIVE)
 
-    def _reply_sink(self, chat: ChatRef, pending: list[StoredMessage]) -> ChatReply:
-        answers = tuple(m.record.id for m in pending)
-        return ChatReply(self.ingestion, self.delivery, self.clock, chat, reply_to=answers[-1], answers=answers)
+    def _reply_sink(self, chat: ChatRef, pending: list[StoredMessage], *, turn: bool = False) -> ChatReply:
+        """`turn`: a turn's own (under its lease), which closes what a crash left open in the chat first."""
+        answers, after_crash = tuple(m.record.id for m in pending), turn and chat in self._after_crash
+        self._after_crash -= {chat} if turn else set()
+        return ChatReply(self.ingestion, self.delivery, self.clock, chat, answers[-1], answers, after_crash)
 
     async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage], sink: ChatReply) -> None:
         """The chat's turn through the shared runner: its context, ingestion as recorder, this chat as sink;

@@ -22,6 +22,7 @@ to drop (`/forget` does).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING
 from klaw.memory.forget_targets import WHERE_SHOWN, ForgetError, ForgetKind, resolve_memory, typed_target
 from klaw.scheduling.names import ADD_TOOL, SPAWN_TOOL, SUBAGENT_CHANNEL, run_log_name
 from klaw.store.archival_records import forget_record, forgotten_days, forgotten_ids
-from klaw.store.records import ChatRef, MessageType, StoredMessage
+from klaw.store.records import ChatRef, Exchange, ExchangeStatus, MessageType, Role, StoredMessage
 
 if TYPE_CHECKING:  # `klaw memory forget` loads this module for ForgetKind; `klaw --help` must stay light
     from klaw.memory.ingestion import Ingestion
@@ -50,6 +51,11 @@ class ForgetPlan:
     kind: ForgetKind
     target_id: int | str  # a memory's: its id as shown (`MemoryChunk.memory_id`)
     records: tuple[StoredMessage, ...]
+    # A crash cut a turn off and the restart answered its messages again (decision 306): `answered_by` the
+    # later exchange that keeps the messages this cut-off one's plan leaves; `cut_off` the exchanges the
+    # later one's plan erases with them.
+    answered_by: int | None = None
+    cut_off: tuple[int, ...] = ()
 
     @property
     def label(self) -> str:
@@ -115,6 +121,19 @@ class ForgetPlan:
             parts.append(f"{self.exchanges} exchange(s)")
         if self.memories:
             parts.append(f"{self.memories} saved memor{'y' if self.memories == 1 else 'ies'}")
+        if self.answered_by is not None:
+            parts.append(
+                f"not the message(s) it answered: klaw stopped before this turn ended and exchange"
+                f" {self.answered_by} answered them again, so they stay with that exchange"
+                f" (forget exchange {self.answered_by} to erase them)"
+            )
+        if self.cut_off:
+            listed = ", ".join(str(e) for e in self.cut_off)
+            one = len(self.cut_off) == 1
+            parts.append(
+                f"with {'exchange' if one else 'exchanges'} {listed}, the turn{'' if one else 's'} klaw stopping"
+                f" cut off before {'it' if one else 'they'} answered the same message(s)"
+            )
         return ", ".join(parts)
 
 
@@ -143,7 +162,41 @@ class Forgetting:
             raise ForgetError(f"there is no {kind.value} {target}{where}{hint}")
         if not records:
             raise ForgetError(f"{kind.value} {shown} holds nothing left to forget")
+        if kind is ForgetKind.EXCHANGE:
+            return await self._exchange_plan(ForgetPlan(owner, kind, shown, tuple(records)))
         return ForgetPlan(owner, kind, shown, tuple(records))
+
+    async def _exchange_plan(self, plan: ForgetPlan) -> ForgetPlan:
+        """An exchange's plan when a crash cut a turn off and the restart answered its messages again in a
+        later exchange (decision 306). Those messages are the later exchange's: forgetting the cut-off one
+        erases its own records (its opening, its tool calls and results, its close) and leaves them;
+        forgetting the later one erases the cut-off ones with them, which would otherwise hold a round
+        about messages that are gone."""
+        exchange = await self._store.exchanges.get(int(plan.target_id))
+        if exchange is None or exchange.user_message_rowid is None:
+            return plan
+        exchanges = sorted(await self._store.exchanges.for_segment(exchange.segment_id), key=lambda e: e.id)
+        cut = [_cut_off(e, exchanges[i + 1 :]) for i, e in enumerate(exchanges)]
+        at = next(i for i, e in enumerate(exchanges) if e.id == exchange.id)
+        if cut[at]:
+            later = next((e for i, e in enumerate(exchanges[at + 1 :], at + 1) if not cut[i]), None)
+            if later is None or (later.user_message_rowid or 0) < exchange.user_message_rowid:
+                return plan  # never answered again (too old to resume, say): its messages are its own
+            own = tuple(m for m in plan.records if m.record.role is not Role.USER)
+            if not own:
+                raise ForgetError(f"exchange {plan.target_id} holds nothing but messages exchange {later.id} answers")
+            return dataclasses.replace(plan, records=own, answered_by=later.id)
+        earlier: list[int] = []
+        while at > 0 and cut[at - 1]:
+            at -= 1
+            earlier.insert(0, exchanges[at].id)
+        if not earlier:
+            return plan
+        records = {m.rowid: m for m in plan.records}
+        for cut_off in earlier:
+            records.update((m.rowid, m) for m in await self._store.history.exchange_messages(cut_off) or [])
+        kept = tuple(sorted(records.values(), key=lambda m: m.rowid))
+        return dataclasses.replace(plan, records=kept, cut_off=tuple(earlier))
 
     async def latest_exchange(self, chat: ChatRef) -> int:
         exchange_id = await self._store.history.latest_exchange_id(chat)
@@ -272,6 +325,15 @@ def runs_left_sentence(names: Sequence[str]) -> str:
         f" log ({logs}), and {'its answer' if one else 'their answers'} in this chat as a message of"
         f" {'its' if one else 'their'} own, which forgetting an exchange does not reach (/forget segment does)."
     )
+
+
+def _cut_off(exchange: Exchange, later: Sequence[Exchange]) -> bool:
+    """A turn klaw stopping cut off: closed as such, or left open beside a later exchange of the same
+    message (a crash before decision 306; a turn under way is the last of its message's)."""
+    if exchange.status is ExchangeStatus.INTERRUPTED:
+        return True
+    rowid = exchange.user_message_rowid
+    return exchange.status is ExchangeStatus.OPEN and any(e.user_message_rowid == rowid for e in later)
 
 
 def _argument(call: dict[str, object], key: str) -> str | None:

@@ -269,6 +269,9 @@ class ExchangeStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     TOOL_LIMIT = "tool_limit"
+    # Cut off by a crash (kill -9, power loss) while it ran: closed so at the next turn of its chat, which
+    # answers its messages again. Not an answer: its messages stay unanswered (decision 306).
+    INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True, slots=True)

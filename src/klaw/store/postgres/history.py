@@ -128,7 +128,7 @@ class PostgresHistory(HistoryReads[PostgresDatabase, ChatKeys]):
                 if message.role is Role.USER:
                     sql = (
                         "SELECT id FROM exchanges WHERE chat = %s AND user_message_rowid >= %s"
-                        " ORDER BY user_message_rowid, id LIMIT 1"
+                        " ORDER BY user_message_rowid, id DESC LIMIT 1"  # the last: a crash cut earlier ones off
                     )
                 else:
                     sql = "SELECT id FROM exchanges WHERE chat = %s AND final_message_rowid = %s ORDER BY id LIMIT 1"

@@ -89,7 +89,7 @@ class PostgresLeases:
                 f" SELECT DISTINCT m.chat FROM messages m WHERE m.created_at BETWEEN %s AND %s AND {user_message_sql()}"
                 "  AND m.segment_id = (SELECT max(s.id) FROM segments s WHERE s.chat = m.chat)"
                 "  AND m.rowid > COALESCE((SELECT max(e.user_message_rowid) FROM exchanges e"
-                "   WHERE e.segment_id = m.segment_id AND e.status <> 'open'), 0))"
+                "   WHERE e.segment_id = m.segment_id AND e.status NOT IN ('open', 'interrupted')), 0))"
                 " AND NOT EXISTS (SELECT 1 FROM chat_leases l WHERE l.chat = c.id AND l.holder <> %s"
                 "  AND l.expires_at > clock_timestamp())"
                 " ORDER BY c.id",

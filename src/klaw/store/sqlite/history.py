@@ -152,7 +152,7 @@ class SqliteHistory(HistoryReads[SqliteDatabase, ChatKeys]):
                 if message.role is Role.USER:
                     sql = (
                         "SELECT id FROM exchanges WHERE chat = ? AND user_message_rowid >= ?"
-                        " ORDER BY user_message_rowid, id LIMIT 1"
+                        " ORDER BY user_message_rowid, id DESC LIMIT 1"  # the last: a crash cut earlier ones off
                     )
                 else:
                     sql = "SELECT id FROM exchanges WHERE chat = ? AND final_message_rowid = ? ORDER BY id LIMIT 1"
