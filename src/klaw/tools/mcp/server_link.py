@@ -30,8 +30,8 @@ from mcp.types import CONNECTION_CLOSED, Implementation, Tool
 
 from klaw.config import McpServerConfig
 from klaw.tools.calls import ToolRefusal
+from klaw.tools.mcp.overflow import Overflow
 from klaw.tools.mcp.results import describe, result_text
-from klaw.tools.mcp.stdio_lines import LineOverflow
 from klaw.tools.mcp.transport import HttpRefusal, log_path, open_transport, refusal_reason
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class ServerLink:
         self._check_interval = check_interval_seconds
         self._on_tools = on_tools
         self._client: Client | None = None
-        self._overflow = LineOverflow()  # the connection's: a line past the cap ended it (decision 298)
+        self._overflow = Overflow()  # the connection's: a message past the cap ended it (decisions 298, 309)
         self._phase: Phase = "starting"
         self._reason: str | None = None
         self._reason_warned: str | None = None  # the reason last logged as a warning (said once per reason)
@@ -120,21 +120,21 @@ class ServerLink:
                 f"the MCP server {self.name!r} did not answer {tool} within {timeout:g} seconds; the call was"
                 " abandoned (it may still have acted)"
             ) from None
-        except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED and self._overflow.happened:
-                self._mark_broken(f"it {self._overflowed()}")
+        except Exception as exc:
+            if self._overflow.happened:
+                self._mark_broken(f"it {self._overflow.words()}")
                 raise ToolRefusal(
-                    f"the MCP server {self.name!r} {self._overflowed()} during the call to {tool}, which did not"
-                    " complete; klaw stopped it and is restarting it"
+                    f"the MCP server {self.name!r} {self._overflow.words()} during the call to {tool}, which did"
+                    f" not complete; {self._restarting()}"
                 ) from None
-            if exc.code == CONNECTION_CLOSED:
+            if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
                 self._mark_broken(f"it stopped during a call{self._log_hint()}")
                 raise ToolRefusal(
                     f"the MCP server {self.name!r} stopped during the call to {tool}, which did not complete;"
                     " klaw is restarting it"
                 ) from None
-            raise ToolRefusal(f"the MCP server {self.name!r} refused the call to {tool}: {exc.message}") from None
-        except Exception as exc:
+            if isinstance(exc, MCPError):
+                raise ToolRefusal(f"the MCP server {self.name!r} refused the call to {tool}: {exc.message}") from None
             self._mark_broken(describe(exc))
             reason = describe(exc)
             raise ToolRefusal(f"the MCP server {self.name!r} failed during the call to {tool} ({reason})") from None
@@ -159,8 +159,16 @@ class ServerLink:
             return ""
         return f" (its error output: {log_path(self._log_dir, self.name)})"
 
-    def _overflowed(self) -> str:
-        return f"wrote a line longer than {self._overflow.limit // (1024 * 1024)} MB (klaw's limit for one message)"
+    def _restarting(self) -> str:
+        """What klaw does about a server that passed the cap: a command is stopped, a URL's session ended."""
+        if self.config.command is None:
+            return "klaw ended its session and is starting a new one"
+        return "klaw stopped it and is restarting it"
+
+    def _overflowed(self) -> None:
+        """A URL server's answer passed the cap, maybe one nobody waits for (an abandoned call's): its session
+        ends now rather than at the next call (decision 309)."""
+        self._mark_broken(f"it {self._overflow.words()}")
 
     def _mark_broken(self, reason: str) -> None:
         if self._phase == "ready":
@@ -179,7 +187,7 @@ class ServerLink:
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 self._mark_broken(
-                    f"it {self._overflowed()}" if self._overflow.happened else f"it stopped{self._log_hint()}"
+                    f"it {self._overflow.words()}" if self._overflow.happened else f"it stopped{self._log_hint()}"
                 )
         except Exception as exc:
             self._mark_broken(f"it stopped answering ({describe(exc)})")
@@ -248,7 +256,7 @@ class ServerLink:
     async def _connection(self, ready: asyncio.Event) -> None:
         """The whole life of one client, in this one task (anyio's rule)."""
         refusal = HttpRefusal()
-        self._overflow = overflow = LineOverflow()
+        self._overflow = overflow = Overflow()
         try:
             async with AsyncExitStack() as stack:
                 transport = await open_transport(
@@ -260,6 +268,7 @@ class ServerLink:
                     refusal=refusal,
                     started=self._now(),
                     overflow=overflow,
+                    on_overflow=self._overflowed,
                 )
                 client = await stack.enter_async_context(Client(transport, client_info=CLIENT_INFO))
                 self._on_tools(await self._list_tools(client))
@@ -271,7 +280,9 @@ class ServerLink:
             if not self._broken.is_set() or self._reason is None:
                 what = "it failed" if ready.is_set() else "it failed to start"
                 self._reason = f"{what}: {describe(exc)}"
-                if (missing := self._missing_path(exc)) is not None:
+                if overflow.happened:
+                    self._reason = f"{what}: the server {overflow.words()}"
+                elif (missing := self._missing_path(exc)) is not None:
                     self._reason = f"it failed to start: {missing}"
                 elif refusal.status is not None:
                     self._reason = f"{what}: {refusal_reason(self.name, self.config, refusal.status)}"

@@ -4,9 +4,9 @@ The SDK's reader joined each piece of the server's output to what it had so far 
 at every piece: a server writing without a line end (adversary6 hostile_mcp.py: a megabyte at a time,
 forever) made that re-scan grow without end, ~1.4 CPUs of the engine's process for the call's 30 s, and
 every other chat ten times slower meanwhile. Here a line is looked for only in the bytes just read, and
-one longer than `MAX_LINE_BYTES` ends the connection: the reader stops (reading no more of it, so the
-server blocks on its full pipe), the pending call gets the connection's end, and the link says why in
-its refusal and restarts the server (`LineOverflow`, decision 298).
+one longer than the cap (overflow.py, 16 MB) ends the connection: the reader stops (reading no more of it,
+so the server blocks on its full pipe), the pending call gets the connection's end, and the link says why
+in its refusal and restarts the server (`Overflow`, decision 298).
 
 Everything else is the SDK's own code (its process start in a new session, the spec's shutdown sequence
 with every wait bounded), called by name: what this replaces is its `stdout_reader` alone.
@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TextIO
 
 import anyio
@@ -35,22 +34,14 @@ from mcp.client.stdio import (
 )
 from mcp.shared.message import SessionMessage
 
+from klaw.tools.mcp.overflow import Overflow
+
 log = logging.getLogger(__name__)
 
-# A JSON-RPC message on one line: a tool's result with an image or a file is a few MB of base64 at most.
-MAX_LINE_BYTES = 16 * 1024 * 1024
 _WRITER_FLUSH_TIMEOUT = 0.5  # the SDK's: for the writer to flush accepted messages before stdin closes
 
 
-@dataclass
-class LineOverflow:
-    """Set when the server wrote a line longer than the cap, for the link to word the call's refusal."""
-
-    limit: int = MAX_LINE_BYTES
-    happened: bool = False
-
-
-async def _lines(stdout: anyio.abc.ByteReceiveStream, overflow: LineOverflow) -> AsyncIterator[bytes]:
+async def _lines(stdout: anyio.abc.ByteReceiveStream, overflow: Overflow) -> AsyncIterator[bytes]:
     """The server's lines (without their line end), each found by scanning only the bytes just read;
     stops, setting `overflow`, at a line longer than its limit."""
     buffer = bytearray()  # the start of a line whose end has not come yet: never holds a line end
@@ -60,20 +51,20 @@ async def _lines(stdout: anyio.abc.ByteReceiveStream, overflow: LineOverflow) ->
         start = 0
         while (end := buffer.find(b"\n", scan)) >= 0:
             if end - start > overflow.limit:
-                overflow.happened = True
+                overflow.kind = "line"
                 return
             yield bytes(buffer[start:end])
             start = scan = end + 1
         if start:
             del buffer[:start]
         if len(buffer) > overflow.limit:
-            overflow.happened = True
+            overflow.kind = "line"
             return
 
 
 @asynccontextmanager
 async def bounded_stdio_client(
-    server: StdioServerParameters, errlog: TextIO, overflow: LineOverflow
+    server: StdioServerParameters, errlog: TextIO, overflow: Overflow
 ) -> AsyncIterator[TransportStreams]:
     """`mcp.client.stdio.stdio_client` with `_lines` as its reader (module docstring)."""
     command = await _get_executable_command(server.command)

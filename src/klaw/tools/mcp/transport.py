@@ -6,6 +6,9 @@ names, never klaw's whole environment (which holds the model keys); it runs in t
 server_log.py), not into the terminal of `klaw chat`. Its stdout is read a bounded line at a time
 (stdio_lines.py): a line past the cap ends the connection.
 
+A URL server's answers are read at most the same cap each, and asked for uncompressed (http_answers.py); the
+SDK bounds each event of its own stream by it too.
+
 A URL server gets the headers whose values its `authorizationEnv` and `headersEnv` variables hold. A
 variable that is not set is a start failure naming it. A URL server that refuses the key is named as
 such (`refusal_reason`): 401, a key missing or wrong, with the setting that
@@ -16,7 +19,7 @@ fixes it; 403, a key taken but without permission there (or none given): the SDK
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,8 +32,10 @@ from mcp.client.streamable_http import streamable_http_client
 
 from klaw.config import McpServerConfig
 from klaw.errors import KlawError
+from klaw.tools.mcp.http_answers import IDENTITY, answer_cap
+from klaw.tools.mcp.overflow import Overflow
 from klaw.tools.mcp.server_log import log_path, server_stderr
-from klaw.tools.mcp.stdio_lines import LineOverflow, bounded_stdio_client
+from klaw.tools.mcp.stdio_lines import bounded_stdio_client
 
 __all__ = ["HttpRefusal", "MissingVariable", "log_path", "open_transport", "refusal_reason"]
 
@@ -97,26 +102,31 @@ async def open_transport(
     env: Mapping[str, str] | None = None,
     refusal: HttpRefusal | None = None,
     started: datetime | None = None,
-    overflow: LineOverflow | None = None,
+    overflow: Overflow | None = None,
+    on_overflow: Callable[[], None] = lambda: None,
 ) -> Transport:
     """A transport for `mcp.Client`, its resources (log file, HTTP client) closed by `stack`; a URL server's
-    401/403 is noted in `refusal`; a command's start is marked in its log with `started`, and a line it writes
-    past the cap ends its connection, noted in `overflow` (stdio_lines.py, decision 298)."""
+    401/403 is noted in `refusal`; a command's start is marked in its log with `started`. A line a command
+    writes, or an answer a URL server sends, past the cap ends its connection, noted in `overflow`
+    (stdio_lines.py, decision 298; http_answers.py, decision 309), and a URL server's tells `on_overflow` at
+    once: the SDK may be reading an answer nobody waits for."""
     env = os.environ if env is None else env
+    overflow = Overflow() if overflow is None else overflow
     if config.url is not None:
         headers = _variables(dict(config.headers_env), env)
         if config.authorization_env is not None:
             key = _variables({"key": config.authorization_env}, env)["key"]
             headers["Authorization"] = f"Bearer {key}"
-        hooks = {"response": [refusal.hook]} if refusal is not None else {}
+        headers |= IDENTITY
+        hooks = [answer_cap(overflow, on_overflow)] + ([refusal.hook] if refusal is not None else [])
         client = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0), event_hooks=hooks)
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0), event_hooks={"response": hooks})
         )
-        return streamable_http_client(config.url, http_client=client)
+        return streamable_http_client(config.url, http_client=client, max_sse_event_size=overflow.limit)
     assert config.command is not None
     variables = _variables({variable: variable for variable in config.env}, env)
     params = StdioServerParameters(
         command=config.command, args=list(config.args), env=variables, cwd=config.cwd or str(workspace)
     )
     errlog = await server_stderr(log_dir, name, started, stack)
-    return bounded_stdio_client(params, errlog, LineOverflow() if overflow is None else overflow)
+    return bounded_stdio_client(params, errlog, overflow)
