@@ -106,3 +106,38 @@ async def test_neighbours_come_with_the_rows_a_search_reads_next(storage: Storag
     assert around[said[1].rowid] == [(said[0].rowid, 1), (said[2].rowid, 1)]
     assert [m.content for m in rows] == ["which colour won?"]
     assert await storage.search.neighbours_with_rows([], 1) == ({}, [])
+
+
+async def test_a_window_holding_the_best_matches_is_neither_scored_nor_read_and_another_chat_s_last_not_scored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window a turn shows is its newest messages, often the best matches of its own words. Before,
+    full text ranked them with the rest, looked their rows up and dropped them, then looked up the next
+    slice of matches to fill the places; and another chat's last message, waiting in
+    `messages_fts_last` within this chat's rowids, had its words counted in the whole index to be
+    scored, then was dropped as out of scope. Now neither is scored: the first rows looked up are the
+    answer, the same as a caller dropping the window would get (decision 300)."""
+    bob = ChatRef("telegram", "bob")
+    statements = traced(monkeypatch)
+    store = await SqliteStore.open(tmp_path / "traced.db")
+    try:
+        await store.messages.append_many(
+            [MessageRecord(ALICE, Role.USER, f"the garden needs water, day {i}") for i in range(300)]
+        )
+        await store.messages.append(MessageRecord(bob, Role.USER, "garden water"))  # Bob's last message
+        window = await store.messages.append_many(
+            [MessageRecord(ALICE, Role.USER, f"garden water garden water {i}") for i in range(20)]
+        )
+        own = await store.messages.append(MessageRecord(ALICE, Role.USER, "and the garden water?"))
+        left_out = {m.rowid for m in window} | {own.rowid}
+        everything = await store.search.full_text(ALICE, "garden water", limit=40)
+        statements.clear()
+        hits = await store.search.full_text(ALICE, "garden water", limit=10, exclude=left_out)
+    finally:
+        await store.aclose()
+    dropped = [hit for hit in everything if hit.message.rowid not in left_out][:10]
+    assert [(h.message.rowid, h.score) for h in hits] == [(h.message.rowid, h.score) for h in dropped]
+    looked_up = [bindings for sql, bindings in statements if "FROM json_each(?) AS j CROSS JOIN messages m" in sql]
+    read = [json.loads(str(b[0])) for b in looked_up if isinstance(b, tuple)]
+    assert sum(len(rowids) for rowids in read) == 10 and not left_out & {r for rowids in read for r in rowids}
+    assert not [sql for sql, _ in statements if sql.startswith("SELECT count(*) FROM messages_fts WHERE")]

@@ -40,7 +40,7 @@ import apsw
 from klaw.store.shared.common_words import common_cut, pairable
 from klaw.store.shared.rows import MESSAGE_COLUMNS
 from klaw.store.sqlite.fts_query import quoted
-from klaw.store.sqlite.last_messages import last_scores
+from klaw.store.sqlite.last_messages import last_matches
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.term_counts import TermCounts
 
@@ -119,14 +119,13 @@ def ranked_matches(
     found = None
     if common:
         # The candidates (a rare word, or two common ones) fill the places asked for: they are the answer.
-        found = _best_in_scope(
-            connection, _best(connection, expression, bounds, limit, terms, common), where, params, limit
-        )
+        best = _best(connection, expression, bounds, limit, exclude, terms, common)
+        found = _best_in_scope(connection, best, where, params, limit)
         found = found if found is not None and len(found) == limit else None
     if found is None:
-        found = _best_in_scope(connection, _best(connection, expression, bounds, limit), where, params, limit)
-    last = last_scores(connection, terms, bounds, _WEIGHTS, exclude)
-    lasts = [(*row, last[row[0]]) for row in _in_scope(connection, list(last), where, params)]
+        found = _best_in_scope(connection, _best(connection, expression, bounds, limit, exclude), where, params, limit)
+    # Only the last messages in scope are scored (a turn's own, excluded, and other chats' are not).
+    lasts = last_matches(connection, terms, bounds, _WEIGHTS, where, params)
     if found is None:
         # CROSS JOIN: the index drives. With the rowid range, the planner would otherwise walk the
         # segment's rows and ask FTS5 whether each one matches.
@@ -146,20 +145,27 @@ def _best(
     expression: str,
     bounds: Rowids | None,
     limit: int,
+    exclude: frozenset[int] = frozenset(),
     terms: Sequence[str] = (),
     common: Sequence[str] = (),
 ) -> list[tuple[Any, ...]]:
     """(rowid, bm25) of the index's best `max(FAST_FACTOR * limit, FAST_MINIMUM)` matches of
-    `expression`, within `bounds`; with `common`, only among the candidates: the rows holding a
-    term of `terms` that is not in `common`, or two of `common` (`candidates`). A candidate's score
-    is the one the full ranking gives it (the same `expression`); only which rows are scored differs."""
+    `expression`, within `bounds`, the rowids of `exclude` left out; with `common`, only among the
+    candidates: the rows holding a term of `terms` that is not in `common`, or two of `common`
+    (`candidates`). A candidate's score is the one the full ranking gives it (the same `expression`);
+    only which rows are scored differs."""
     in_range = " AND rowid BETWEEN ? AND ?" if bounds else ""
     among, among_params = "", []
+    if exclude:
+        # The turn's window: the newest messages, often the best matches of its own words. Left out
+        # here, unscored, rather than looked up and dropped by `_in_scope`, so that the first rows
+        # looked up are the answer (decision 300).
+        among, among_params = " AND +rowid NOT IN (SELECT value FROM json_each(?))", [json.dumps(sorted(exclude))]
     if common:
         # `+rowid`: the rowid is not offered to FTS5 as a lookup (each would start the query again);
         # the candidates are found once, by the index, and each match outside them is skipped unscored.
-        among = f" AND +rowid IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?{in_range})"
-        among_params = [candidates(terms, common), *(bounds or ())]
+        among += f" AND +rowid IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?{in_range})"
+        among_params += [candidates(terms, common), *(bounds or ())]
     return fetch_all(
         connection,
         f"SELECT rowid, {_BM25} AS score FROM messages_fts WHERE messages_fts MATCH ?{in_range}{among}"

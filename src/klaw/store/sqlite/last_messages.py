@@ -18,9 +18,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection, Sequence
+from typing import Any
 
 import apsw
 
+from klaw.store.shared.rows import MESSAGE_COLUMNS
 from klaw.store.sqlite.query import fetch_all, fetch_value
 
 K1 = 1.2  # FTS5's bm25 constants (fts5_aux.c)
@@ -64,14 +66,45 @@ def last_scores(
     `weights` per column. A turn's own message is its segment's last and matches its own words: the
     search leaves it out (`exclude`), and then the phrases' counts are not read for it."""
     in_range = " AND rowid BETWEEN ? AND ?" if bounds else ""
-    arguments = ", ".join(str(float(weight)) for weight in weights)
     found = fetch_all(
         connection,
-        f"SELECT rowid, {_PARTS}(messages_fts_last, {arguments}) FROM messages_fts_last"
+        f"SELECT rowid, {_PARTS}(messages_fts_last, {_arguments(weights)}) FROM messages_fts_last"
         f" WHERE messages_fts_last MATCH ?{in_range}",
         (" OR ".join(terms), *(bounds or ())),
     )
-    found = [(rowid, value) for rowid, value in found if rowid not in exclude]
+    return _scores(connection, terms, [(int(rowid), value) for rowid, value in found if rowid not in exclude])
+
+
+def last_matches(
+    connection: apsw.Connection,
+    terms: Sequence[str],
+    bounds: tuple[int, int] | None,
+    weights: Sequence[float],
+    where: str,
+    params: Sequence[Any],
+) -> list[tuple[Any, ...]]:
+    """`last_scores` for the last messages a search's scope keeps: rows of `MESSAGE_COLUMNS` plus the
+    score, of those `where` (over `messages m`, its parameters `params`) keeps. The scope is tested
+    before a row is scored, so a turn's own message (excluded) and other chats' last messages cost
+    neither their hits' count nor the phrases' counts in `messages_fts` (decision 300)."""
+    in_range = " AND messages_fts_last.rowid BETWEEN ? AND ?" if bounds else ""
+    found = fetch_all(
+        connection,
+        f"SELECT {MESSAGE_COLUMNS}, {_PARTS}(messages_fts_last, {_arguments(weights)}) FROM messages_fts_last"
+        f" CROSS JOIN messages m ON m.rowid = messages_fts_last.rowid"
+        f" WHERE messages_fts_last MATCH ?{in_range} AND {where}",
+        (" OR ".join(terms), *(bounds or ()), *params),
+    )
+    scores = _scores(connection, terms, [(int(row[0]), row[-1]) for row in found])
+    return [(*row[:-1], scores[int(row[0])]) for row in found]
+
+
+def _arguments(weights: Sequence[float]) -> str:
+    return ", ".join(str(float(weight)) for weight in weights)
+
+
+def _scores(connection: apsw.Connection, terms: Sequence[str], found: list[tuple[int, Any]]) -> dict[int, float]:
+    """rowid → bm25 score of the last messages `found` (each with its `_PARTS` value)."""
     if not found:
         return {}
     # The statistics of `messages_fts`; of the small table itself while the large one is empty (a new
@@ -83,7 +116,7 @@ def last_scores(
         totals = fetch_value(connection, f"SELECT {_TOTALS}(messages_fts_last) FROM messages_fts_last LIMIT 1")
     rows, tokens = json.loads(str(totals))
     average = float(tokens) / float(rows)
-    parts = [(int(rowid), json.loads(str(value))) for rowid, value in found]
+    parts = [(rowid, json.loads(str(value))) for rowid, value in found]
     held = sorted({i for _, (_, frequencies) in parts for i, f in enumerate(frequencies) if f > 0})
     idf = {i: _idf(connection, table, terms[i], int(rows)) for i in held}
     scores: dict[int, float] = {}
