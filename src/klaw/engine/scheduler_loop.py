@@ -25,16 +25,18 @@ import asyncio
 import errno
 import logging
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import datetime, timedelta, tzinfo
 
 from klaw.config import SchedulerConfig
 from klaw.engine.clock import Clock
+from klaw.engine.cut_off_runs import tell_cut_off
 from klaw.engine.subagents import RunOutcome, SubagentRequest, SubagentRunner
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.scheduling.names import validate_task_name
 from klaw.scheduling.schedules import TaskSchedule
-from klaw.scheduling.task_store import ScheduledTask, ScheduleStore
+from klaw.scheduling.task_store import RunUnderWay, ScheduledTask, ScheduleStore
 from klaw.scheduling.zones import scheduler_zone
 from klaw.store.records import ChatRef
 
@@ -88,16 +90,20 @@ class Scheduler:
     _asleep: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _stopping: bool = field(default=False, init=False)
     _loop_task: asyncio.Task[None] | None = field(default=None, init=False)
+    _under_way: dict[str, RunUnderWay] = field(default_factory=dict, init=False)  # by log name, noted in scheduler.db
 
     def __post_init__(self, config: SchedulerConfig) -> None:
         self.zone = scheduler_zone(config.timezone)
         self._grace = timedelta(seconds=config.misfire_grace_seconds)
         self._daily = DailyRuns(config.max_runs_per_day)
         self.runner.on_finished = self._finished
+        self.runner.on_started = self._started
 
     async def start(self) -> None:
+        """Start the loop, which first tells the runs a crash cut off (read now, before any run starts)."""
         await asyncio.to_thread(self.store.create)
-        self._loop_task = asyncio.create_task(self._loop(), name="scheduler")
+        cut_off = await asyncio.to_thread(self.store.runs_under_way)
+        self._loop_task = asyncio.create_task(self._loop(cut_off), name="scheduler")
 
     async def stop(self) -> None:
         """Fire nothing more; runs already started are the runner's to finish (its `drain`)."""
@@ -174,7 +180,9 @@ class Scheduler:
 
     # -- the loop ----------------------------------------------------------------------------------
 
-    async def _loop(self) -> None:
+    async def _loop(self, cut_off: Sequence[RunUnderWay]) -> None:
+        if cut_off:  # before any firing: a task's cut-off run is told before its next one starts
+            await tell_cut_off(self.store, self.runner, cut_off, self.zone)
         while not self._stopping:
             try:
                 wake_at = await self._tick()
@@ -241,7 +249,15 @@ class Scheduler:
             log.warning("task %s could not start: %s", task.name, exc)
             await asyncio.to_thread(self.store.record_run, task.name, now, "failed")
 
+    async def _started(self, request: SubagentRequest) -> None:
+        """Noted until `_finished`: a note left at a start is a run a crash cut off (decision 307)."""
+        run = RunUnderWay(request.log_name, request.task_name, request.origin, request.inject_into, self.clock.now())
+        await asyncio.to_thread(self.store.run_started, run)
+        self._under_way[request.log_name] = run
+
     async def _finished(self, request: SubagentRequest, outcome: RunOutcome) -> None:
+        if (run := self._under_way.pop(request.log_name, None)) is not None:
+            await asyncio.to_thread(self.store.run_ended, run)
         if request.origin == "schedule":
             await asyncio.to_thread(self.store.record_run, request.task_name, self.clock.now(), outcome.status.value)
 

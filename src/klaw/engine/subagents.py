@@ -13,8 +13,8 @@ where it is recorded as an assistant message marked with the task's name and del
 gateway. The run itself goes through the shared `TurnRunner` (turn_runner.py) and its one failure
 policy: a run that fails for any reason (the model unreachable, a disk error, a bug) still ends with a
 final record saying so, so the log stays a sequence of complete runs; the chat gets a notice with the
-error id the log also names. A run cut off by a crash is
-closed with an "interrupted" record when the task next runs.
+error id the log also names. A run cut off by a crash is closed with an "interrupted" record and told in
+its chat at the next start (engine/cut_off_runs.py, decision 307), or when the task next runs.
 
 A task never runs twice at once: runs of one task append to one log, and a second one would
 interleave with the first. A spawned run and a scheduled run of the same name have separate logs
@@ -91,6 +91,7 @@ class TaskBusy(KlawError, ValueError):
 
 
 Finished = Callable[[SubagentRequest, RunOutcome], Awaitable[None]]
+Started = Callable[[SubagentRequest], Awaitable[None]]
 
 
 @dataclass(eq=False)
@@ -108,6 +109,7 @@ class SubagentRunner:
     clock: Clock
     completed: int = field(default=0, init=False)
     on_finished: Finished | None = field(default=None, init=False)
+    on_started: Started | None = field(default=None, init=False)  # before its first record: noted as under way
     _runs: dict[str, asyncio.Task[RunOutcome]] = field(default_factory=dict, init=False)
     _accepting: bool = field(default=True, init=False)
     _finished: asyncio.Condition = field(default_factory=asyncio.Condition, init=False)
@@ -156,6 +158,8 @@ class SubagentRunner:
 
     async def _guarded(self, request: SubagentRequest) -> RunOutcome:
         try:
+            if self.on_started is not None:
+                await self.on_started(request)
             outcome = await self._run(request)
         except Exception as exc:  # a bug or a disk error: the run fails, the engine goes on
             log.error("run of task %s failed: %s", request.task_name, type(exc).__name__, exc_info=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
 from klaw.memory.conversation_log import ConversationLog, ReadReport, iter_file
@@ -74,6 +75,17 @@ class SubagentHistoryLoader:
             # own log: text a chat chose, which a scheduled run holding allowed tools must never read.
             runs = [run for run in runs if (run[0].metadata or {}).get("origin") != "spawn"]
         return runs[-n:]
+
+    async def finished_since(self, task_name: str, since: datetime) -> bool:
+        """Whether the task's last complete run ended at or after `since`, and not as cut off (a run klaw
+        stopped after its answer and before its end was noted: decision 307)."""
+        runs, _ = await asyncio.to_thread(self._read_tail, task_name, 1)
+        final = runs[-1][-1] if runs else None
+        return (
+            final is not None
+            and final.created_at >= since
+            and (final.metadata or {}).get("run_status") != "interrupted"
+        )
 
     async def has_unfinished_run(self, task_name: str) -> bool:
         """Whether the log ends with records after the last final answer (a crash mid-run)."""

@@ -27,7 +27,7 @@ from klaw.store.records import ChatRef, from_millis, to_millis
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
     name TEXT PRIMARY KEY,
@@ -45,6 +45,17 @@ CREATE TABLE IF NOT EXISTS tasks (
 """
 # Version 2: `allowed_tools`, the held tools (tools.approval) a run may use without asking, space-separated.
 _MIGRATE_TO_2 = "ALTER TABLE tasks ADD COLUMN allowed_tools TEXT NOT NULL DEFAULT ''"
+# Version 3: the runs under way, scheduled or spawned (`log_name`: the task's name or `spawn:<name>`), a row
+# from a run's start to its end: one left at a start is a run a crash cut off (decision 307).
+_RUNS = """
+CREATE TABLE IF NOT EXISTS runs (
+    log_name TEXT PRIMARY KEY,
+    task TEXT NOT NULL,
+    origin TEXT NOT NULL,
+    inject_into TEXT,
+    started_at INTEGER NOT NULL
+);
+"""
 _COLUMNS = (
     "name, kind, expression, message, model, inject_into, created_at, next_run_at, last_run_at, last_status,"
     " allowed_tools"
@@ -75,6 +86,17 @@ class ScheduledTask:
             raise ValueError("a task needs a message: the request its runs start from")
 
 
+@dataclass(frozen=True)
+class RunUnderWay:
+    """A task's run from its start to its end (`runs`): `log_name` as `run_log_name` gives it."""
+
+    log_name: str
+    task: str
+    origin: str  # schedule | spawn
+    inject_into: ChatRef | None
+    started_at: datetime
+
+
 class ScheduleStore:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -89,6 +111,7 @@ class ScheduleStore:
             if existed and version < 2:
                 connection.execute(_MIGRATE_TO_2)
             connection.execute(_SCHEMA)
+            connection.execute(_RUNS)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def add(self, task: ScheduledTask) -> None:
@@ -127,6 +150,30 @@ class ScheduleStore:
                 "UPDATE tasks SET last_run_at = ?, last_status = ? WHERE name = ?", (to_millis(at), status, name)
             )
 
+    def run_started(self, run: RunUnderWay) -> None:
+        """Note a run under way until `run_ended`; one of the same name left by a crash is replaced."""
+        target = str(run.inject_into) if run.inject_into else None
+        with self._connect() as connection:
+            connection.execute(
+                "INSERT OR REPLACE INTO runs (log_name, task, origin, inject_into, started_at) VALUES (?, ?, ?, ?, ?)",
+                (run.log_name, run.task, run.origin, target, to_millis(run.started_at)),
+            )
+
+    def run_ended(self, run: RunUnderWay) -> None:
+        """The run ended (or its cut-off was told): its row goes, not a later run's of the same name."""
+        with self._connect() as connection:
+            connection.execute(
+                "DELETE FROM runs WHERE log_name = ? AND started_at = ?", (run.log_name, to_millis(run.started_at))
+            )
+
+    def runs_under_way(self) -> tuple[RunUnderWay, ...]:
+        """The runs noted and not ended, oldest first: at a start, those a crash cut off."""
+        with self._connect() as connection:
+            rows = connection.execute(
+                "SELECT log_name, task, origin, inject_into, started_at FROM runs ORDER BY started_at"
+            ).fetchall()
+        return tuple(_run(row) for row in rows)
+
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         create_private(self.path)  # 0600 before sqlite3 creates it 0644 & ~umask; its -wal/-shm follow its mode
@@ -139,6 +186,15 @@ class ScheduleStore:
                 connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
+
+
+def _run(row: tuple[object, ...]) -> RunUnderWay:
+    log_name, task, origin, target, started = row
+    try:
+        chat = parse_chat_target(str(target)) if target else None
+    except ValueError:
+        chat = None  # edited by hand: the run is still told in its log and `klaw schedule list`
+    return RunUnderWay(str(log_name), str(task), str(origin), chat, from_millis(int(str(started))))
 
 
 def _millis(moment: datetime | None) -> int | None:

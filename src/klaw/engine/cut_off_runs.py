@@ -1,0 +1,73 @@
+"""Task runs a crash cut off, told at the next start (docs/decisions/307-a-cut-off-task-run-is-told-not-rerun.md).
+
+A run is noted in `scheduler.db` (`runs`) when it starts and the note goes when it ends; a note left
+at a start is a run `kill -9` (or a power loss) cut off. Before, such a run vanished without a word:
+its chat never heard of it, `klaw schedule list` showed the run before it, and its log was closed as
+interrupted only when the task next ran. Now, when the scheduler starts, each one is:
+- closed in the task's log as interrupted (its history stays a sequence of complete runs),
+- recorded for a scheduled task as its last run, `interrupted`, at the time it started (`klaw schedule list`),
+- told in its chat, if it has one, by a message naming the task and when the run started, logged and
+  kept for delivery like a task's answer (decision 101), so it reaches a gateway that connects later.
+It is not run again: its tools may have acted (a message sent, a command run), the reasoning of
+decision 299; the person, told, decides. A run whose log shows it finished (klaw stopped after its
+answer, before its note went) is only un-noted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from datetime import tzinfo
+
+from klaw.engine.subagents import INTERRUPTED_TEXT, SubagentRunner
+from klaw.scheduling.names import task_chat
+from klaw.scheduling.task_store import RunUnderWay, ScheduleStore
+
+log = logging.getLogger(__name__)
+
+INTERRUPTED = "interrupted"
+
+
+def cut_off_notice(run: RunUnderWay, zone: tzinfo) -> str:
+    """What the run's chat is told: which run, when it started, that it was not run again and why."""
+    when = run.started_at.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
+    what = f"The run of task '{run.task}'" if run.origin == "schedule" else f"The subagent run '{run.task}'"
+    then = (
+        "It runs next as scheduled (klaw schedule list shows when), or ask me to run it now."
+        if run.origin == "schedule"
+        else "Ask again if you still want it."
+    )
+    return (
+        f"{what} that started at {when} was cut off: klaw stopped (a restart or a crash) before it finished,"
+        f" so it has no answer. It was not run again, since its tools may already have acted. {then}"
+    )
+
+
+async def tell_cut_off(store: ScheduleStore, runner: SubagentRunner, runs: Sequence[RunUnderWay], zone: tzinfo) -> int:
+    """Tell each of `runs` (the notes left at start); returns how many were cut off. A failure to tell one
+    (a full disk) is logged and leaves its note, so the next start tells it."""
+    told = 0
+    for run in runs:
+        try:
+            told += await _tell(store, runner, run, zone)
+        except Exception as exc:
+            log.error("the cut-off run of task %s could not be told: %s", run.task, type(exc).__name__, exc_info=True)
+    return told
+
+
+async def _tell(store: ScheduleStore, runner: SubagentRunner, run: RunUnderWay, zone: tzinfo) -> bool:
+    if await runner.history.finished_since(run.log_name, run.started_at):
+        await asyncio.to_thread(store.run_ended, run)
+        return False
+    if run.origin == "schedule":
+        await asyncio.to_thread(store.record_run, run.task, run.started_at, INTERRUPTED)
+    if await runner.history.has_unfinished_run(run.log_name):
+        await runner.append(runner.final(task_chat(run.log_name), INTERRUPTED_TEXT, INTERRUPTED))
+    if run.inject_into is not None:
+        metadata = {"source": "task", "task": run.task, "origin": run.origin, "run_status": INTERRUPTED}
+        await runner.inject(run.inject_into, cut_off_notice(run, zone), metadata)
+    await asyncio.to_thread(store.run_ended, run)
+    log.warning("the run of task %s started at %s was cut off when klaw stopped; told, not run again", run.task,
+                run.started_at.isoformat(timespec="seconds"))  # fmt: skip
+    return True
