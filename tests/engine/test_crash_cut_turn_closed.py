@@ -13,6 +13,7 @@ import asyncio
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 
 from klaw.gateway.link import Backoff
@@ -20,13 +21,19 @@ from klaw.gateway.service import Gateway
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer, HangReply
+from klaw.store.exchange_records import exchange_close_record, exchange_open_record
+from klaw.store.records import ExchangeStatus, Role
 from tests.engine import short_socket_dir
+from tests.engine.harness import CHAT as HARNESS_CHAT
+from tests.engine.harness import running_engine
+from tests.engine.test_resume_after_crash import NOW, said, stored_before_start
 from tests.engine.test_resume_after_kill import AnswerChannel, write_config
-from tests.engine.test_stable_exchange_ids import klaw
+from tests.engine.test_stable_exchange_ids import command, klaw
 from tests.serve_helpers import STARTS_WITHIN, EngineProcess
 
 ASKED = "what is on my schedule today"
 CHAT = "burst:one-chat"
+ASKED_BEFORE = "what did I plan for friday"
 
 
 @asynccontextmanager
@@ -98,3 +105,20 @@ async def test_forgetting_the_answering_exchange_takes_the_cut_off_one_with_the_
         for part in home.conversations.rglob("*.jsonl"):
             assert ASKED not in part.read_text(encoding="utf-8")
             assert "schedule_list" not in part.read_text(encoding="utf-8")  # the cut-off round went too
+
+
+async def test_an_exchange_a_crash_left_open_before_this_keeps_the_message_its_answer_needs(tmp_path: Path) -> None:
+    """A chat a crash cut before decision 306: the killed turn's exchange still `open` beside the one that
+    answered the same message. `/forget exchange 1` erases only the open one's records."""
+    asked = said(ASKED_BEFORE, 10)
+    killed = exchange_open_record(HARNESS_CHAT, asked.id, NOW - timedelta(minutes=10), 1)
+    resumed = exchange_open_record(HARNESS_CHAT, asked.id, NOW - timedelta(minutes=5), 2)
+    answer = said("here it is", 4.9, role=Role.ASSISTANT)
+    closed = exchange_close_record(resumed, ExchangeStatus.COMPLETED, answer.id, NOW - timedelta(minutes=4.9))
+    await stored_before_start(tmp_path, [asked, killed, resumed, answer, closed])
+    async with running_engine(tmp_path) as h:
+        reply = await command(h, "/forget exchange 1")
+        assert reply.startswith("Forgot exchange 1"), reply
+        assert "exchange 2 answered them again" in reply, reply
+        assert [(t.id, t.status) for t in await h.engine.chats.turns(HARNESS_CHAT)] == [(2, "completed")]
+        assert [m.text for m in await h.engine.chats.history(HARNESS_CHAT)] == [ASKED_BEFORE, "here it is"]
