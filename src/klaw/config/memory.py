@@ -164,6 +164,13 @@ class EmbedderConfig(Section):
     dim: int | None = Field(default=None, gt=0, description="Vector size (openai and fake backends).")
     batch_size: int = Field(default=64, gt=0, description="Texts per embedding call (at most 100 are sent).")
     timeout_seconds: float = Field(default=60.0, gt=0)
+    total_timeout_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=86_400,
+        description="Longest a whole embedding call may take, retries included (openai backend); null = ten"
+        " times timeoutSeconds. A server that keeps sending a byte now and then never reaches timeoutSeconds.",
+    )
     query_timeout_seconds: float = Field(
         default=2.0,
         gt=0,
@@ -182,6 +189,11 @@ class EmbedderConfig(Section):
         " process-wide). One thread stays fast when a local LLM or other work shares the CPU; more only help"
         " on an idle machine.",
     )
+
+    @property
+    def call_deadline_seconds(self) -> float:
+        """`totalTimeoutSeconds`, or ten times `timeoutSeconds`, as a model's (decisions 298, 311)."""
+        return self.total_timeout_seconds if self.total_timeout_seconds is not None else 10 * self.timeout_seconds
 
     @model_validator(mode="after")
     def _remote_needs_endpoint(self) -> EmbedderConfig:

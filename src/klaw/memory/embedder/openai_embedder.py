@@ -3,7 +3,9 @@
 The HTTP request, retries and error mapping are the chat client's (`klaw.llm.http`), so both behave
 the same towards a flaky server; failures are re-raised as `EmbedderError` (the embedder contract)
 with the specific `LlmError` as `__cause__` for callers that want to tell a rate limit from a
-wrong key.
+wrong key. A whole call, its retries included, ends at `totalTimeoutSeconds` (ten times `timeoutSeconds`
+unless set): the per-read timeout never elapsed for a server trickling a byte now and then, which held
+the background embedding queue (and a search's query) forever (decision 311).
 
 The configured `dim` is checked against every answer: vectors of another size would be stored in
 an index built for `dim` and silently break search, so a mismatch stops with what to fix.
@@ -21,6 +23,7 @@ import httpx
 import numpy as np
 
 from klaw.config import EmbedderConfig
+from klaw.llm.call_deadline import deadline_of, within_deadline
 from klaw.llm.errors import LlmError
 from klaw.llm.http import Endpoint, RetryingPoster, RetryPolicy, Sleep, new_http_client
 from klaw.memory.embedder.protocol import EmbedderError, Vectors
@@ -61,6 +64,7 @@ class OpenAiEmbedder:
             timeout_seconds=config.timeout_seconds,
             max_retries=max_retries,
             section="embedder",
+            total_timeout_seconds=config.call_deadline_seconds,
         )
         self._poster = RetryingPoster(self._http, self._endpoint, env, sleep, retry_policy or RetryPolicy(), rand)
 
@@ -85,7 +89,8 @@ class OpenAiEmbedder:
     async def _embed_batch(self, texts: Sequence[str]) -> Vectors:
         payload = {"model": self._model, "input": list(texts)}
         try:
-            body = await self._poster.post_json("embeddings", payload)
+            async with within_deadline(self._endpoint, deadline_of(self._endpoint)):  # decision 311
+                body = await self._poster.post_json("embeddings", payload)
         except LlmError as exc:
             raise EmbedderError(str(exc)) from exc
         return self._vectors(body, len(texts))
