@@ -86,6 +86,8 @@ async def test_the_desktop_configuration_in_the_docs_runs_as_written_and_is_read
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     async with filled_home() as home:  # no engine runs: the command opens the home itself
         env = {**entry["env"], "KLAW_HOME": str(home.root)}  # the person's home, here the test's
+        if "PYTHONPATH" in os.environ:  # the klaw under test (a worktree's src), not the installed one
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         async with Client(StdioServerParameters(command=entry["command"], args=entry["args"], env=env)) as client:
             assert sorted(tool.name for tool in (await client.list_tools()).tools) == READ_TOOLS
             info = client.server_info
@@ -101,7 +103,8 @@ async def test_the_desktop_configuration_in_the_docs_runs_as_written_and_is_read
             assert huge.is_error and "exchange_id" in text(huge) and "9223372036854775807" in text(huge)
             assert "OverflowError" not in text(huge)  # before: "OverflowError: int too big to convert"
             refused = await client.call_tool("memory_save", {"text": "the code is 1234"})
-            assert refused.is_error
+            assert refused.is_error and "read-only" in text(refused) and "--allow-write" in text(refused)
+            assert "Unknown tool" not in text(refused)  # before: only "Unknown tool: memory_save"
         # the engine it opened is closed: a later engine starts on the home
         async with running_engine(home) as engine:
             assert engine.memory_access is not None

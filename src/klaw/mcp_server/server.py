@@ -1,7 +1,8 @@
 """`klaw mcp serve`: one chat's memory as MCP tools for another MCP client (a desktop assistant, an IDE).
 
 Tools: `memory_search`, `fetch_conversation_details`, `memory_core_get`, and `memory_save` only with
-`--allow-write` (read-only otherwise: not listed, and a call to it is refused). Each is the model's
+`--allow-write` (read-only otherwise: not listed, and a call to it
+is refused saying the server is read-only and that `--allow-write` offers it). Each is the model's
 own tool run for the chosen chat (engine/memory_access.py), so another client finds exactly what the
 agent would, and what it saves the agent finds later. Served over stdio (the client starts the
 command) or streamable HTTP on 127.0.0.1 behind the web page's token as a bearer key, checked before
@@ -84,6 +85,12 @@ def build_server(link: MemoryLink, chat: ChatRef, *, allow_write: bool) -> MCPSe
             klaw's own conversations) to find later."""
             return await run("memory_save", {"text": text})
 
+    else:
+        server.withhold(
+            "memory_save",
+            "memory_save is not offered: this server is read-only (started without --allow-write). Start it"
+            f" with `klaw mcp serve --chat {chat} --allow-write` to let this client save memories.",
+        )
     return server
 
 

@@ -16,11 +16,19 @@ from types import TracebackType
 from typing import Any, Self
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
-from mcp.types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+from mcp.types import (
+    CallToolResult,
+    InputRequiredResult,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+)
 
 ANSWER_GRACE_SECONDS = 90.0  # longer than a memory call's own limit (memory_link.QUERY_TIMEOUT_SECONDS)
 
@@ -127,7 +135,25 @@ class NoteAnswers(_ClosedOnExit):
 
 
 class KlawMcpServer(MCPServer):
-    """The SDK's `MCPServer`, its stdio transport answering what it read before it ends."""
+    """The SDK's `MCPServer`, its stdio transport answering what it read before it ends, and a call to a
+    tool this server withholds (`withhold`) refused with the reason and the way to have it offered,
+    where the SDK answers only "Unknown tool: …" as for a misspelt name."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._withheld: dict[str, str] = {}
+
+    def withhold(self, name: str, reason: str) -> None:
+        """Not offered, and a call to `name` is refused with `reason` (which says how to have it offered)."""
+        self._withheld[name] = reason
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        reason = self._withheld.get(name)
+        if reason is not None:
+            raise ToolError(reason)
+        return await super().call_tool(name, arguments, context)
 
     async def run_stdio_async(self) -> None:
         outstanding = Outstanding()
