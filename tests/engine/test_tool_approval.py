@@ -166,7 +166,9 @@ async def test_denied_the_call_never_runs_and_the_model_is_told(tmp_path: Path) 
 
         await s.send(f"/DENY {request_id.upper()}")  # case does not matter
         assert (await s.outbound()).text == "Denied: host_exec will not run."
-        assert (await s.outbound()).text == "Understood, I left them."
+        reply = await s.outbound()
+        assert reply.text == "Understood, I left them."
+        assert reply.tools == ("host_exec (denied)",)  # before: "host_exec", as if it had run
 
         assert s.ran == []
         [result] = s.tool_results()
@@ -187,7 +189,8 @@ async def test_no_answer_within_the_timeout_is_a_denial(tmp_path: Path) -> None:
         await s.clock.advance(TIMEOUT - 1)
         assert s.engine.approvals.waiting(WEB) == [request_id]  # not yet
         await s.clock.advance(1)
-        assert (await s.outbound()).text == "No answer, so I did nothing."
+        reply = await s.outbound()
+        assert (reply.text, reply.tools) == ("No answer, so I did nothing.", ("host_exec (denied)",))
 
         assert s.ran == []
         [result] = s.tool_results()

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from klaw.engine.approval import Verdict
-from klaw.engine.tools_used import NOT_OFFERED, OVER_LIMIT
+from klaw.engine.approval import Decision, Verdict
+from klaw.engine.tools_used import DENIED, NOT_ASKED, NOT_OFFERED, OVER_LIMIT
 from klaw.engine.transcript import tool_calls_metadata
 from klaw.llm.call_purpose import calling_in_round
 from klaw.llm.messages import ChatMessage, ChatResponse, ToolCall, ToolSpec
@@ -145,6 +145,9 @@ def _record(
     return MessageRecord(chat, role, text, type=kind, metadata=metadata, created_at=now())
 
 
+_DENIALS = frozenset({Decision.DENIED, Decision.TIMED_OUT, Decision.NO_PERSON})
+"""The decisions a reply's tool list marks "(denied)"; any other refusal of a held call is "(not run)"."""
+
 Run = tuple[ToolResult, str | None, str | None]  # the result, the approval decision's name, why it was not run
 
 
@@ -162,14 +165,16 @@ async def _run(
     """One call, approved first if it is held; with the decision's name for its record (None: not held).
     A call to a tool this run was not `offered` (another model's, one a task's run is not offered, one no
     one has) gets the unknown-tool error naming the `offered` ones, marked NOT_OFFERED, and a call no tool
-    could run (bad arguments) its error, both without asking anyone."""
+    could run (bad arguments) its error, both without asking anyone. A held call not approved is marked
+    DENIED or NOT_ASKED, as the reply's tool list shows it."""
     if (unoffered := registry.not_offered(call, offered)) is not None:
         return unoffered, None, NOT_OFFERED
     if approve is not None and (refused := registry.refuse(call)) is not None:
         return refused, None, None
     verdict = await approve(call) if approve is not None else None
     if verdict is not None and not verdict.approved:
-        return ToolResult(call.id, call.name, verdict.message, is_error=True), verdict.decision.value, None
+        why = DENIED if verdict.decision in _DENIALS else NOT_ASKED
+        return ToolResult(call.id, call.name, verdict.message, is_error=True), verdict.decision.value, why
     result = await registry.execute(call, context)
     return result, None if verdict is None else verdict.decision.value, None
 
