@@ -23,6 +23,7 @@ batch), so the summarizer's work is what it would be against a real model.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -66,6 +67,8 @@ class TurnBenchResult:
     embedded_texts_per_turn: float = 0.0  # texts the embedder computed during the timed turns (queue and queries)
     loop_cpu_ms_per_turn: float = 0.0  # of cpu_ms_per_turn, the event loop's thread alone (decision 220)
     event_loop: str = "asyncio"  # the loop the bench ran on: uvloop as `klaw engine` runs, or asyncio's
+    gc_ms_per_turn: float = 0.0  # of cpu_ms_per_turn, Python's cyclic collector (any thread), decision 303
+    gc_frozen_objects: int = 0  # objects the collector no longer scans (`keep_start_up_heap`, as `klaw engine`)
 
 
 async def measure_turns(
@@ -77,9 +80,11 @@ async def measure_turns(
     turns_per_chat: int = 4,
     progress: Progress | None = None,
     embedder: str = "fake",
+    after_start: Callable[[], None] = lambda: None,
 ) -> TurnBenchResult:
     """`embedder`: `fake` (hashed words, ~0.3 ms a text: the engine's own overhead) or `minilm` (the
-    default local model, whose query embedding is part of a real turn)."""
+    default local model, whose query embedding is part of a real turn). `after_start`: what the command
+    running an engine does once it started (`klaw bench turn` passes `keep_start_up_heap`, as `klaw engine`)."""
     home = KlawHome(root)
     initialise_home(home)
     async with ModelProcess() as server:
@@ -94,6 +99,7 @@ async def measure_turns(
         counted = CountingEmbedder(create_embedder(config.embedder, cache_dir=home.embedder_cache))
         await counted.embed(["the model loaded before the timed turns"])
         engine = await Engine.start(home, config, listen=False, embedder=counted)
+        after_start()
         replies = _ReplyWaiter()
         engine.delivery.register(BENCH_CHANNEL, replies.deliver)
         try:
@@ -122,12 +128,13 @@ async def measure_turns(
             round_trips = await _round_trips(engine, turns)
             model_cpu = await server.cpu_seconds()
             cpu, loop_cpu, start = time.process_time(), time.thread_time(), time.perf_counter()
-            await asyncio.gather(
-                *(
-                    _chat_turns(engine, replies, ChatRef(BENCH_CHANNEL, f"c{n}"), turns_per_chat)
-                    for n in range(concurrent_chats)
+            with CollectorTime() as collector:
+                await asyncio.gather(
+                    *(
+                        _chat_turns(engine, replies, ChatRef(BENCH_CHANNEL, f"c{n}"), turns_per_chat)
+                        for n in range(concurrent_chats)
+                    )
                 )
-            )
             elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
             loop_cpu = time.thread_time() - loop_cpu
             model_cpu = await server.cpu_seconds() - model_cpu
@@ -150,6 +157,8 @@ async def measure_turns(
         embedded_texts_per_turn=embedded / turns if turns else 0.0,
         loop_cpu_ms_per_turn=loop_cpu * 1000 / total,
         event_loop=loop_name(),
+        gc_ms_per_turn=collector.seconds * 1000 / total,
+        gc_frozen_objects=gc.get_freeze_count(),
     )
 
 
@@ -163,6 +172,28 @@ def phase_latencies(records: list[TurnContext]) -> dict[str, Latency]:
     tops = list(dict.fromkeys(name.split(".", 1)[0] for name in seen))
     names = [name for top in tops for name in [top, *(n for n in seen if n.startswith(top + "."))] if name in seen]
     return {name: Latency.of([r.timings.seconds.get(name, 0.0) for r in records]) for name in names}
+
+
+class CollectorTime:
+    """`with CollectorTime() as c:` the CPU Python's cyclic collector took inside the block, whichever thread
+    ran it (a collection holds the GIL from its start to its end, so both ends are on one thread)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def __enter__(self) -> CollectorTime:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+        else:
+            self.seconds += time.thread_time() - self._started
 
 
 class CountingEmbedder(WrappedEmbedder):

@@ -127,6 +127,7 @@ def turn(
     of its own that answers summary requests as their prompts ask, numbered lines for a batch), and the
     CPU time a turn costs the engine's process with many chats at once."""
     from klaw.bench.turn_bench import measure_turns, phase_table
+    from klaw.start_up_heap import keep_start_up_heap
 
     if embedder not in ("fake", "minilm"):
         raise typer.BadParameter(f"{embedder!r} is not one of fake, minilm", param_hint="--embedder")
@@ -148,6 +149,7 @@ def turn(
                     turns_per_chat=chat_turns,
                     progress=report,
                     embedder=embedder,
+                    after_start=keep_start_up_heap,  # as klaw engine does once started (decision 303)
                 )
             )
         results.append(asdict(result))
@@ -156,7 +158,8 @@ def turn(
             f" fake LLM round trip {result.fake_llm_round_trip};"
             f" {result.concurrent_chats} concurrent chats: {result.turns_per_second:.1f} turns/s,"
             f" CPU per turn {result.cpu_ms_per_turn:.1f} ms in the engine's process"
-            f" (its event loop, {result.event_loop}, {result.loop_cpu_ms_per_turn:.1f} ms)"
+            f" (its event loop, {result.event_loop}, {result.loop_cpu_ms_per_turn:.1f} ms;"
+            f" the garbage collector {result.gc_ms_per_turn:.2f} ms)"
             f" ({result.model_cpu_ms_per_turn:.1f} ms in the model's);"
             f" background model calls per turn {result.background_model_calls_per_turn:.2f};"
             f" embedder ({result.embedder}) texts per turn {result.embedded_texts_per_turn:.2f}"

@@ -166,12 +166,13 @@ async def start_engine_or_exit(
     engine already serving this home, a file it cannot write, or SQLite refusing part-way through start-up
     (another klaw process holding klaw.db: the second engine of a start race), never a traceback."""
     from klaw.engine.runtime import Engine
+    from klaw.start_up_heap import keep_start_up_heap
     from klaw.store.backend import storage_failure
     from klaw.store.protocol import StorageError
 
     require_home(home)
     try:
-        return await Engine.start(home, config, channels=channels)
+        engine = await Engine.start(home, config, channels=channels)
     except (StorageError, OSError, RuntimeError) as exc:
         fail(str(exc))
     except Exception as exc:
@@ -179,3 +180,5 @@ async def start_engine_or_exit(
         if failure is None:
             raise
         fail(str(failure))
+    keep_start_up_heap()  # what the engine built at start is never scanned by the collector again
+    return engine
