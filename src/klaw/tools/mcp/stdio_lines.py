@@ -9,7 +9,8 @@ so the server blocks on its full pipe), the pending call gets the connection's e
 in its refusal and restarts the server (`Overflow`, decision 298).
 
 Everything else is the SDK's own code (its process start in a new session, the spec's shutdown sequence
-with every wait bounded), called by name: what this replaces is its `stdout_reader` alone.
+with every wait bounded), called by its private names (checked by sdk_stdio.py, decision 310): what this
+replaces is its `stdout_reader` alone.
 """
 
 from __future__ import annotations
@@ -17,24 +18,18 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import anyio
 import anyio.lowlevel
 from mcp import StdioServerParameters
-from mcp.client._transport import TransportStreams
-from mcp.client.stdio import (
-    _aclose_all,
-    _create_platform_compatible_process,
-    _drain_stdout,
-    _get_executable_command,
-    _parse_line,
-    _stop_server_process,
-    get_default_environment,
-)
+from mcp.client import stdio as sdk
 from mcp.shared.message import SessionMessage
 
 from klaw.tools.mcp.overflow import Overflow
+
+if TYPE_CHECKING:
+    from mcp.client._transport import TransportStreams
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +62,11 @@ async def bounded_stdio_client(
     server: StdioServerParameters, errlog: TextIO, overflow: Overflow
 ) -> AsyncIterator[TransportStreams]:
     """`mcp.client.stdio.stdio_client` with `_lines` as its reader (module docstring)."""
-    command = await _get_executable_command(server.command)
-    process = await _create_platform_compatible_process(
+    command = await sdk._get_executable_command(server.command)
+    process = await sdk._create_platform_compatible_process(
         command=command,
         args=server.args,
-        env=get_default_environment() | (server.env or {}),
+        env=sdk.get_default_environment() | (server.env or {}),
         errlog=errlog,
         cwd=server.cwd,
     )
@@ -88,14 +83,14 @@ async def bounded_stdio_client(
                     async for line in _lines(process.stdout, overflow):
                         text = line.decode(server.encoding, errors=server.encoding_error_handler)
                         try:
-                            await read_stream_writer.send(_parse_line(text))
+                            await read_stream_writer.send(sdk._parse_line(text))
                         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                             return
                     if overflow.happened:
                         log.warning("an MCP server wrote a line over %d bytes: its connection ends", overflow.limit)
                 finally:
                     if not overflow.happened:  # a flooding server is left blocked on its pipe until it is stopped
-                        await _drain_stdout(process)
+                        await sdk._drain_stdout(process)
         except anyio.ClosedResourceError:
             pass
         except (anyio.BrokenResourceError, ConnectionError):
@@ -122,8 +117,8 @@ async def bounded_stdio_client(
             await writer_done.wait()
         if flush_scope.cancelled_caught:
             await anyio.lowlevel.cancel_shielded_checkpoint()
-        await _stop_server_process(process)
-        await _aclose_all(read_stream, write_stream, read_stream_writer, write_stream_reader)
+        await sdk._stop_server_process(process)
+        await sdk._aclose_all(read_stream, write_stream, read_stream_writer, write_stream_reader)
         await anyio.lowlevel.checkpoint()
 
     async with anyio.create_task_group() as tg:

@@ -18,6 +18,8 @@ fixes it; 403, a key taken but without permission there (or none given): the SDK
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
@@ -28,14 +30,18 @@ from pathlib import Path
 import httpx2
 from mcp import StdioServerParameters
 from mcp.client import Transport
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from klaw.config import McpServerConfig
 from klaw.errors import KlawError
 from klaw.tools.mcp.http_answers import IDENTITY, answer_cap
 from klaw.tools.mcp.overflow import Overflow
+from klaw.tools.mcp.sdk_stdio import unfit
 from klaw.tools.mcp.server_log import log_path, server_stderr
 from klaw.tools.mcp.stdio_lines import bounded_stdio_client
+
+log = logging.getLogger(__name__)
 
 __all__ = ["HttpRefusal", "MissingVariable", "log_path", "open_transport", "refusal_reason"]
 
@@ -129,4 +135,12 @@ async def open_transport(
         command=config.command, args=list(config.args), env=variables, cwd=config.cwd or str(workspace)
     )
     errlog = await server_stderr(log_dir, name, started, stack)
+    if (why := unfit()) is not None:  # an SDK whose private helpers changed: uncapped rather than broken
+        _warn_once(why)
+        return stdio_client(params, errlog)
     return bounded_stdio_client(params, errlog, overflow)
+
+
+@functools.cache
+def _warn_once(why: str) -> None:
+    log.warning("%s", why)
