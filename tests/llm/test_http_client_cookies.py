@@ -33,8 +33,8 @@ async def test_a_cookie_the_server_sets_is_sent_back_and_answers_without_one_lea
                 await writer.drain()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    http = new_http_client()
     config = ModelConfig(base_url=f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", max_retries=0)
+    http = new_http_client(config.base_url)
     client = OpenAiChatClient("local/model", config, http=http, env={})
     try:
         for text in ("one", "two", "three"):

@@ -8,8 +8,9 @@ request (decision 220). httpcore lets the network layer be swapped (`AsyncNetwor
 asyncio's own streams, with `asyncio.timeout` only when a timeout is set. It also sends a request in one
 piece: httpcore writes the headers and then the body, two system calls, each waking the model server;
 the stream keeps written bytes until httpcore starts reading the response (or the pending bytes pass
-`_FLUSH_BYTES`), then sends them together. httpx above it is unchanged: the client, its proxy mounts
-taken from the environment (which keep httpx's own transport), TLS context, limits and errors.
+`_FLUSH_BYTES`), then sends them together. httpx above it is unchanged: the client, TLS context, limits
+and errors. A client given a transport ignores the environment's proxies, so `llm/http.new_http_client`
+uses this one only when the environment names none (decision 318).
 """
 
 # ruff: noqa: ASYNC109  (the `timeout` parameters are httpcore's network interface, applied with asyncio.timeout)

@@ -28,10 +28,12 @@ attempt and duration — never the request body (the conversation) or the API ke
 from __future__ import annotations
 
 import functools
+import ipaddress
 import json
 import logging
 import random
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -40,7 +42,7 @@ from typing import Any
 
 import httpx
 
-from klaw.llm.asyncio_transport import AsyncioTransport
+from klaw.llm.asyncio_transport import AsyncioTransport, tls_context
 from klaw.llm.errors import (
     LlmAuthError,
     LlmBadRequestError,
@@ -104,11 +106,18 @@ class RetryPolicy:
         return delay / 2 + rand() * delay / 2
 
 
-def new_http_client() -> httpx.AsyncClient:
+def new_http_client(base_url: str) -> httpx.AsyncClient:
     """An HTTP client for one base URL. Timeouts are per request, since models sharing a server may
     have different `timeoutSeconds`. Its transport runs on asyncio's streams rather than anyio's (decision
-    220); its cookies are read only from answers that set some (`CookiesWhenSet`)."""
-    client = httpx.AsyncClient(timeout=None, follow_redirects=False, transport=AsyncioTransport())
+    220), unless the environment names a proxy (`HTTPS_PROXY`, `ALL_PROXY`, …, as urllib and httpx read
+    them) for a server on another machine: a client given a transport ignores the environment's proxies,
+    so that client keeps httpx's own transports, which go through the proxy and honour `NO_PROXY`. A
+    server on this machine's loopback is reached directly: a proxy elsewhere cannot reach it (decision
+    318). Its cookies are read only from answers that set some (`CookiesWhenSet`)."""
+    if urllib.request.getproxies() and not on_loopback(base_url):
+        client = httpx.AsyncClient(timeout=None, follow_redirects=False, verify=tls_context())
+    else:
+        client = httpx.AsyncClient(timeout=None, follow_redirects=False, transport=AsyncioTransport())
     # httpx offers no parameter for the jar's class (its `cookies` setter copies into a plain `Cookies`);
     # tests/llm/test_http_client_cookies.py fails if a newer httpx stops reading `_cookies`.
     client._cookies = CookiesWhenSet()
@@ -125,6 +134,20 @@ class CookiesWhenSet(httpx.Cookies):
         headers = response.headers
         if "set-cookie" in headers or "set-cookie2" in headers:
             super().extract_cookies(response)
+
+
+def on_loopback(url: str) -> bool:
+    """Whether `url` names this machine's loopback (`localhost`, 127.0.0.0/8, ::1); False if it cannot be read."""
+    try:
+        host = httpx.URL(url).host
+    except httpx.InvalidURL:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @functools.lru_cache(maxsize=64)

@@ -88,7 +88,7 @@ class OpenAiChatClient:
         self.model_id = model_id
         self.config = config
         self._owns_http = http is None
-        self._http = http if http is not None else new_http_client()
+        self._http = http if http is not None else new_http_client(config.base_url)
         self._endpoint = Endpoint(
             model_id=model_id,
             base_url=config.base_url,

@@ -98,5 +98,5 @@ class ModelRouter:
         key = config.base_url.rstrip("/")
         http = self._http.get(key)
         if http is None:
-            http = self._http[key] = new_http_client()
+            http = self._http[key] = new_http_client(key)
         return OpenAiChatClient(model_id, config, http=http, sleep=self._sleep, env=self._env)

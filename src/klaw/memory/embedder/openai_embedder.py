@@ -56,7 +56,7 @@ class OpenAiEmbedder:
         # `openai:<model>@<dim>`: names the vector space, so a model or size change forces a reindex
         self.model_id = f"openai:{config.model}@{config.dim}"
         self._owns_http = http is None
-        self._http = http if http is not None else new_http_client()
+        self._http = http if http is not None else new_http_client(config.base_url)
         self._endpoint = Endpoint(
             model_id=self.model_id,
             base_url=config.base_url,
