@@ -53,6 +53,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
   - SettingError (ValueError) .............. engine/memory_settings: a `/rag set` that cannot be applied
   - TaskBusy (ValueError) .................. engine/subagents: a run of the task is in progress
   - CommandRefused (ValueError) ............ tools/host/patterns: a command host_exec may not run; why
+  - Outside (PermissionError) .............. tools/beneath: a path that leads out of the workspace; what to use
   - SandboxInstallError (RuntimeError) ..... tools/sandbox/venv: packages not installed; pip's words
   - NoSlot (RuntimeError) .................. tools/sandbox/run_slots: every sandbox slot stayed taken; code not run
   - EngineStopping (RuntimeError) .......... engine/failures: shutting down, no new messages

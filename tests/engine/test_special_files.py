@@ -22,6 +22,7 @@ from klaw.llm.fake_server import TextReply, ToolCallsReply
 from klaw.memory.conversation_log import ConversationLog
 from klaw.store.records import ChatRef, MessageRecord, Role
 from klaw.tools.builtin.workspace_files import file_read, file_write
+from klaw.tools.calls import ToolRefusal
 from klaw.tools.schema import ToolContext
 from tests.engine.harness import running_engine
 
@@ -63,9 +64,9 @@ async def test_writing_to_a_fifo_with_no_reader_is_refused_at_once(tmp_path: Pat
     with fifos(tmp_path, 1) as [pipe]:
         context = ToolContext(chat=ChatRef("console", "me"), workspace=tmp_path)
         for call in (file_write(context, pipe.name, "x"), file_write(context, pipe.name, "x", append=True)):
-            with pytest.raises(ValueError, match="is not a regular file"):
+            with pytest.raises(ToolRefusal, match="is not a regular file"):
                 await asyncio.wait_for(call, 5)
-        with pytest.raises(ValueError, match="is not a regular file"):
+        with pytest.raises(ToolRefusal, match="is not a regular file"):
             await asyncio.wait_for(file_read(context, pipe.name), 5)
 
 

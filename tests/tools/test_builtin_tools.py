@@ -91,7 +91,7 @@ async def test_an_unknown_zone_is_a_tool_error_with_a_hint(
 ) -> None:
     result = await run(registry, context, "current_time", timezone=zone)
     assert result.is_error
-    assert result.content.startswith("ValueError: unknown time zone")
+    assert result.content.startswith("unknown time zone")
     assert "Europe/Berlin" in result.content
 
 
@@ -161,7 +161,8 @@ async def test_paths_outside_the_workspace_are_refused(
     result = await run(registry, context, tool, **arguments)
     assert result.is_error
     # a `..` out is refused with the arguments (before any approval); an absolute path when the tool runs
-    assert result.content.startswith("PermissionError:" if path.startswith("/") else "invalid arguments:")
+    # (not "PermissionError: …": a refusal by design is worded alone, as klaw's other refusals are)
+    assert result.content.startswith(repr(path) if path.startswith("/") else "invalid arguments:")
     assert "outside the workspace" in result.content
     assert (outside / "secret.txt").read_text(encoding="utf-8") == "top secret"
 
@@ -228,12 +229,12 @@ async def test_wrong_kinds_and_missing_paths_are_clear_errors(
     (workspace / "folder").mkdir()
     (workspace / "file.txt").write_text("x", encoding="utf-8")
     cases = [
-        ("file_read", {"path": "folder"}, "IsADirectoryError: 'folder' is a folder; use file_list"),
-        ("file_read", {"path": "missing.txt"}, "FileNotFoundError: there is no file 'missing.txt'"),
-        ("file_write", {"path": "folder", "content": "x"}, "IsADirectoryError: 'folder' is a folder"),
-        ("file_write", {"path": ".", "content": "x"}, "IsADirectoryError: '.' is a folder"),
-        ("file_list", {"path": "file.txt"}, "NotADirectoryError: 'file.txt' is a file"),
-        ("file_list", {"path": "nowhere"}, "FileNotFoundError: there is no folder 'nowhere'"),
+        ("file_read", {"path": "folder"}, "'folder' is a folder; use file_list"),
+        ("file_read", {"path": "missing.txt"}, "there is no file 'missing.txt'"),
+        ("file_write", {"path": "folder", "content": "x"}, "'folder' is a folder"),
+        ("file_write", {"path": ".", "content": "x"}, "'.' is a folder"),
+        ("file_list", {"path": "file.txt"}, "'file.txt' is a file"),
+        ("file_list", {"path": "nowhere"}, "there is no folder 'nowhere'"),
     ]
     for tool, arguments, expected in cases:
         result = await run(registry, context, tool, **arguments)

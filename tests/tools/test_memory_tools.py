@@ -80,8 +80,8 @@ async def test_fetch_conversation_details_by_segment_and_by_exchange(
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"segment_id": 4242}, "DetailsError: there is no segment 4242 in this chat"),
-        ({"exchange_id": 4242}, "DetailsError: there is no exchange 4242 in this chat"),
+        ({"segment_id": 4242}, "there is no segment 4242 in this chat"),
+        ({"exchange_id": 4242}, "there is no exchange 4242 in this chat"),
         ({}, "give exactly one of segment_id or exchange_id"),
         ({"segment_id": 1, "exchange_id": 1}, "give exactly one of segment_id or exchange_id"),
         ({"segment_id": "first"}, "segment_id"),

@@ -2,8 +2,8 @@
 
 The tools are closures over a `TaskScheduler` (the engine's scheduler satisfies it), registered by
 the engine once it has one; this package imports nothing from the engine. Mistakes (a bad cron
-expression, a duplicate name, an unknown model) raise ValueError, which the registry hands back to
-the model as a readable error it can correct.
+expression, a duplicate name, an unknown model) raise a `ToolRefusal` or klaw's own worded ValueError,
+which the registry hands back to the model as it is, a readable error it can correct.
 
 A task created from a chat reports to that chat unless told otherwise. A run of a task cannot start
 other runs (it is not offered `subagent_spawn`, and the tool loop refuses a call to a tool not offered:
@@ -92,14 +92,14 @@ def register_scheduler_tools(
     async def check_limits(schedule: TaskSchedule, now: datetime) -> None:
         tasks = await scheduler.list_tasks()
         if len(tasks) >= max_tasks:
-            raise ValueError(
+            raise ToolRefusal(
                 f"there are already {len(tasks)} scheduled tasks, the most allowed (scheduler.maxTasks = {max_tasks});"
                 " remove one with schedule_remove first, or ask the person to raise scheduler.maxTasks"
             )
         runs = sum(t.schedule.runs_per_day(now, scheduler.zone, at_most=max_runs_per_day) for t in tasks)
         runs += schedule.runs_per_day(now, scheduler.zone, at_most=max_runs_per_day)
         if runs > max_runs_per_day:
-            raise ValueError(
+            raise ToolRefusal(
                 f"with this task the scheduled tasks would run more than {max_runs_per_day} times a day"
                 f" (scheduler.maxRunsPerDay); choose a longer interval, remove a task, or ask the person to raise it"
             )
@@ -115,7 +115,7 @@ def register_scheduler_tools(
         allow_tools: list[str] | None,
     ) -> dict[str, Any]:
         if (cron is None) == (every is None):
-            raise ValueError("give exactly one of cron (a crontab expression) or every (an interval such as 30m)")
+            raise ToolRefusal("give exactly one of cron (a crontab expression) or every (an interval such as 30m)")
         schedule = TaskSchedule.cron(cron) if cron is not None else TaskSchedule.every(every or "")
         target = _target(context, inject_into)
         if target is not None and target != context.chat and (problem := target_problem(target)) is not None:
@@ -123,7 +123,7 @@ def register_scheduler_tools(
         allowed = tuple(dict.fromkeys(allow_tools or ()))
         not_held = [tool for tool in allowed if tool not in held_tools]
         if not_held:
-            raise ValueError(
+            raise ToolRefusal(
                 f"allow_tools names {not_held[0]!r}, which needs no approval (held tools:"
                 f" {', '.join(sorted(held_tools)) or 'none'}); leave it out"
             )
@@ -172,7 +172,7 @@ def register_scheduler_tools(
     async def schedule_remove(name: str) -> str:
         """Remove a scheduled task; a run in progress finishes."""
         if not await scheduler.remove_task(name):
-            raise ValueError(f"there is no task named {name!r}; schedule_list shows the tasks")
+            raise ToolRefusal(f"there is no task named {name!r}; schedule_list shows the tasks")
         return f"Removed the task {name!r}."
 
     if held_tools:

@@ -22,6 +22,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from klaw.errors import KlawError
 from klaw.private_files import FILE_MODE, private_dir_at
 
 MAX_SYMLINKS = 40  # as the kernel's own limit: a loop of links ends in a clear refusal
@@ -110,7 +111,7 @@ class Walk:
         under the root's path; PermissionError otherwise."""
         if os.path.isabs(target):
             if not _under(target, self.root_path):
-                raise PermissionError(_outside(self.given))
+                raise Outside(_outside(self.given))
             self.close()
             target = os.path.relpath(target, self.root_path)
         return _parts(target)
@@ -121,7 +122,7 @@ class Walk:
             part = pending.popleft()
             if part == "..":
                 if not self.stack:
-                    raise PermissionError(_outside(self.given))
+                    raise Outside(_outside(self.given))
                 os.close(self.stack.pop()[0])
                 continue
             if not pending:
@@ -168,7 +169,7 @@ def walk(
     given = path
     if os.path.isabs(path):
         if not _under(path, str(root_path)):
-            raise PermissionError(_outside(given))
+            raise Outside(_outside(given))
         path = os.path.relpath(path, root_path)
     found = Walk(root, str(root_path), given, make_folders, before_make)
     try:
@@ -194,6 +195,11 @@ def _parts(path: str) -> list[str]:
 def _under(path: str, root: str) -> bool:
     normal = os.path.normpath(path)
     return normal == root or normal.startswith(root.rstrip("/") + "/")
+
+
+class Outside(KlawError, PermissionError):
+    """A path leading out of the root: a refusal by design (its message says so and what to use
+    instead), which a tool hands to the model as it is, unlike the system's own PermissionError."""
 
 
 def _outside(given: str) -> str:

@@ -38,8 +38,15 @@ class ToolResult:
 
 
 class ToolRefusal(KlawError, RuntimeError):
-    """An expected refusal (a server unavailable, a limit reached): its message is the whole result the
-    model reads, and the log gets no traceback."""
+    """An expected refusal (a server unavailable, a limit reached, a path the tool may not touch): its
+    message is the whole result the model reads, and the log gets no warning. So does any `KlawError`
+    that is also a `ValueError` (klaw's worded refusals of bad input: a duplicate task, a bad schedule).
+    A builtin error (ValueError, PermissionError …) is a failure nobody designed: its class name goes in
+    front of its message and the log gets a warning naming where it was raised."""
+
+
+def _refusal(exc: Exception) -> bool:
+    return isinstance(exc, ToolRefusal) or (isinstance(exc, KlawError) and isinstance(exc, ValueError))
 
 
 class CallRunner:
@@ -67,10 +74,8 @@ class CallRunner:
                 return self._failed(call, exc)
             log.warning("tool %r timed out after %ss (call %s)", call.name, self._timeout, call.id)
             return self.error(call, f"the tool did not finish within {self._timeout:g} seconds and was cancelled")
-        except ToolRefusal as exc:
-            return self.error(call, str(exc))
         except Exception as exc:
-            return self._failed(call, exc)
+            return self.error(call, str(exc)) if _refusal(exc) else self._failed(call, exc)
         return self._result(call, value)
 
     def error(self, call: ToolCall, message: str) -> ToolResult:

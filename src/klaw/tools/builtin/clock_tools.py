@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field
 
+from klaw.tools.calls import ToolRefusal
 from klaw.tools.schema import ToolContext
 
 CLOCK_EXTRA = "clock"
@@ -31,7 +32,7 @@ def _zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):  # ValueError: not even a well-formed key ("../x", "")
-        raise ValueError(
+        raise ToolRefusal(
             f"unknown time zone {name!r}: use an IANA name such as 'UTC', 'Europe/Berlin' or 'Asia/Tokyo'"
         ) from None
 

@@ -25,6 +25,7 @@ from klaw.memory.archival_memory import ArchivalMemory, ArchivalResult
 from klaw.memory.conversation_details import ConversationDetails
 from klaw.memory.core_memory import CoreMemory
 from klaw.store.records import MAX_ROW_ID, ChatRef
+from klaw.tools.calls import ToolRefusal
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolContext
 
@@ -64,7 +65,7 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
         """Read a past conversation (segment_id) or exchange (exchange_id) of this chat, ids as memory_search
         or the context give them."""
         if (segment_id is None) == (exchange_id is None):
-            raise ValueError("give exactly one of segment_id or exchange_id")
+            raise ToolRefusal("give exactly one of segment_id or exchange_id")
         return await services.details.fetch(
             context.chat, segment_id=segment_id, exchange_id=exchange_id, full_transcript=include_full_transcript
         )
@@ -106,7 +107,7 @@ def register_memory_tools(registry: ToolRegistry, services: MemoryServices) -> N
     ) -> dict[str, Any]:
         """Change core memory: lasting key facts about the person only (size-limited; else memory_save)."""
         if not set and not remove:
-            raise ValueError("give keys to set or to remove")
+            raise ToolRefusal("give keys to set or to remove")
         before = await services.core.read()
         memory = await services.core.update(set or {}, remove or [], max_chars=services.core_max_chars)
         notice = core_change_notice(before, memory)

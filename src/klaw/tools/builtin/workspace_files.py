@@ -40,7 +40,8 @@ from pydantic import AfterValidator, Field
 from klaw.home_init import PROTECTED_WORKSPACE
 from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
 from klaw.private_files import FILE_MODE, private_dirs
-from klaw.tools.beneath import Walk, open_directory, walk
+from klaw.tools.beneath import Outside, Walk, open_directory, walk
+from klaw.tools.calls import ToolRefusal
 from klaw.tools.schema import ToolContext, ToolFunction
 
 MAX_WRITE_BYTES = 1024 * 1024
@@ -100,7 +101,7 @@ file_write = file_writer()
 async def _file_write(context: ToolContext, path: str, content: str, append: bool, protected: tuple[str, ...]) -> str:
     data = content.encode("utf-8")
     if len(data) > MAX_WRITE_BYTES:
-        raise ValueError(f"the content is {len(data)} bytes; one write may be at most {MAX_WRITE_BYTES} bytes (1 MiB)")
+        raise ToolRefusal(f"the content is {len(data)} bytes; one write may be at most {MAX_WRITE_BYTES} bytes (1 MiB)")
     return await asyncio.to_thread(_write, context.workspace, path, data, append, protected)
 
 
@@ -144,14 +145,16 @@ def _opened(workspace: Path, path: str, flags: int, looked_for: str) -> tuple[in
     try:
         with _beneath(workspace, path) as found:
             return found.open(flags), found.shown
+    except Outside as exc:
+        raise ToolRefusal(str(exc)) from None
     except FileNotFoundError:
-        raise FileNotFoundError(f"there is no {looked_for} {_normal(path)!r} in the workspace") from None
+        raise ToolRefusal(f"there is no {looked_for} {_normal(path)!r} in the workspace") from None
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a device without its hardware
-            raise ValueError(_not_regular(_normal(path))) from None
+            raise ToolRefusal(_not_regular(_normal(path))) from None
         if exc.errno == errno.ELOOP:  # beneath.py's own words, without "[Errno 40]"
             loop = "a symlink on the way leads back round (a loop); use another path"
-            raise ValueError(f"{exc.strerror}: {loop}") from None
+            raise ToolRefusal(f"{exc.strerror}: {loop}") from None
         raise
 
 
@@ -159,10 +162,10 @@ def _read(workspace: Path, path: str, offset: int, limit: int) -> str:
     fd, shown = _opened(workspace, path, os.O_RDONLY | os.O_NONBLOCK, "file")
     if stat.S_ISDIR(os.fstat(fd).st_mode):
         os.close(fd)
-        raise IsADirectoryError(f"{shown!r} is a folder; use file_list to see what it holds")
+        raise ToolRefusal(f"{shown!r} is a folder; use file_list to see what it holds")
     with _regular(fd, shown, os.O_RDONLY) as raw:
         if b"\0" in raw.read(_SNIFF_BYTES):
-            raise ValueError(f"{shown!r} is a binary file; only text files can be read")
+            raise ToolRefusal(f"{shown!r} is a binary file; only text files can be read")
         raw.seek(0)
         text_file = io.TextIOWrapper(raw, encoding="utf-8", newline="")
         try:
@@ -170,7 +173,7 @@ def _read(workspace: Path, path: str, offset: int, limit: int) -> str:
             text = text_file.read(limit)
             more = bool(text_file.read(1))
         except UnicodeDecodeError:
-            raise ValueError(f"{shown!r} is not UTF-8 text (a binary file?); only text files can be read") from None
+            raise ToolRefusal(f"{shown!r} is not UTF-8 text (a binary file?); only text files can be read") from None
     if skipped < offset:
         return f"[offset {offset} is past the end of {shown!r}, which has {skipped} characters]"
     if not text and offset == 0:
@@ -189,7 +192,7 @@ def _regular(fd: int, shown: str, flags: int) -> io.BufferedReader | io.Buffered
     and fstat on the opened descriptor judges the very file opened, with no window for a swap."""
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise ValueError(_not_regular(shown))
+        raise ToolRefusal(_not_regular(shown))
     os.set_blocking(fd, True)
     if flags & os.O_WRONLY:
         return os.fdopen(fd, "ab" if flags & os.O_APPEND else "wb")  # "wb" on an fd does not truncate
@@ -225,16 +228,18 @@ def _write(workspace: Path, path: str, data: bytes, append: bool, protected: tup
             shown = found.shown
             try:
                 _refuse_protected(found, protected, fd)  # the file really opened, however it was reached
-            except PermissionError:
+            except ToolRefusal:
                 os.close(fd)
                 raise
+    except Outside as exc:
+        raise ToolRefusal(str(exc)) from None
     except IsADirectoryError:
-        raise IsADirectoryError(f"{_normal(path)!r} is a folder; give a file name inside it") from None
+        raise ToolRefusal(f"{_normal(path)!r} is a folder; give a file name inside it") from None
     except FileNotFoundError:
-        raise FileNotFoundError(f"{_normal(path)!r} cannot be made: a file is where a folder should be") from None
+        raise ToolRefusal(f"{_normal(path)!r} cannot be made: a file is where a folder should be") from None
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a FIFO nobody reads, or a device without its hardware
-            raise ValueError(_not_regular(_normal(path))) from None
+            raise ToolRefusal(_not_regular(_normal(path))) from None
         raise
     with _regular(fd, shown, flags) as file:
         if not append:
@@ -260,7 +265,7 @@ def _refuse_protected(found: Walk, protected: tuple[str, ...], fd: int | None) -
                 continue
             hit = hit or (prompt.st_dev, prompt.st_ino) == (opened.st_dev, opened.st_ino)
     if hit:
-        raise PermissionError(
+        raise ToolRefusal(
             f"{found.shown} is one of the prompt files ({', '.join(PROMPT_FILES)}) that go into every turn of every"
             " chat, so tools may not change it (tools.allowPromptEdits in engine.yaml allows it). Tell the person"
             " what to change and they can edit the file."
@@ -273,7 +278,7 @@ def _folders(protected: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _refuse_in_folder(found: Walk, folders: tuple[str, ...], name: str) -> None:
-    """PermissionError when the walk's current folder is a protected folder of the workspace or lies
+    """ToolRefusal when the walk's current folder is a protected folder of the workspace or lies
     beneath one, judged by identity (device and inode of each folder the walk holds, so however the
     path got there, through symlinks too), or when `name` there would be one itself (at the root)."""
     if not folders:
@@ -289,7 +294,7 @@ def _refuse_in_folder(found: Walk, folders: tuple[str, ...], name: str) -> None:
             hit = folder
             break
     if hit is not None:
-        raise PermissionError(
+        raise ToolRefusal(
             f"{found.shown} would change the {hit}/ folder, whose skills' descriptions go into every turn of every"
             " chat,"
             " so tools may not change it (tools.allowPromptEdits in engine.yaml allows it). Tell the person"
@@ -301,7 +306,7 @@ def _list(workspace: Path, path: str) -> str:
     try:
         fd, shown = _opened(workspace, path, os.O_RDONLY | os.O_DIRECTORY, "folder")
     except NotADirectoryError:
-        raise NotADirectoryError(f"{_normal(path)!r} is a file, not a folder; use file_read to read it") from None
+        raise ToolRefusal(f"{_normal(path)!r} is a file, not a folder; use file_read to read it") from None
     try:
         with os.scandir(fd) as listing:
             entries = sorted(listing, key=lambda entry: entry.name)
