@@ -23,8 +23,10 @@ async def test_approve_and_deny_buttons_answer_the_question_in_chromium() -> Non
         await page.press("#input", "Enter")
         question = page.locator(".msg.notice", has_text="The agent wants to run file_write:")
         await question.wait_for()
-        # The arguments are shown literally (text, not HTML), the buttons under them.
-        assert "content: approved <b>text</b>" in await question.inner_text()
+        # The arguments are shown literally (text, not HTML), the buttons under them, in a code block as
+        # klaw chat shows them: no ``` fence lines (before, the notice showed them as plain text).
+        assert "content: approved <b>text</b>" in await question.locator("pre").inner_text()
+        assert "```" not in await question.inner_text()
         assert not (stack.home.workspace / "yes.txt").exists()
         await question.locator("button.approve").click()
         await page.locator(".msg.notice", has_text="Approved: file_write runs now.").wait_for()

@@ -18,6 +18,7 @@ from klaw.channels.web.app import create_app
 from klaw.channels.web.auth import WebAuth
 from klaw.channels.web.events import EventHub
 from klaw.channels.web.markdown import render as render_markdown
+from klaw.channels.web.markdown import render_literal
 from klaw.channels.web.server import EmbeddedServer
 from klaw.channels.web.token import load_or_create_token
 from klaw.config import WebChannelConfig
@@ -89,6 +90,8 @@ class WebChannel:
         data: dict[str, Any] = {"chat_id": frame.chat_id, "reply_to": frame.reply_to, "text": frame.text}
         if frame.kind == "reply":  # notices (command output) and errors stay plain text
             data["html"] = render_markdown(frame.text)
+        elif frame.approval is not None:  # its arguments' code block as one, every character as written
+            data["html"] = render_literal(frame.text)
         if frame.task is not None:
             data["task"] = frame.task
             data["task_label"] = task_label(frame.task, frame.spawned)

@@ -45,11 +45,26 @@ def _image_as_link(self: RendererHTML, tokens: list[Token], idx: int, options: O
 
 _parser.add_render_rule("image", _image_as_link)
 
+_literal = MarkdownIt("zero", {"html": False, "breaks": True}).enable(["fence", "newline"])
+"""Nothing read as Markdown but code blocks: every other character shows as written (no emphasis, no
+backslash escapes, no entities), each line break kept."""
+
 
 def render(text: str) -> str:
     """The sanitized HTML of `text` read as Markdown."""
+    return _clean(_parser.render(text))
+
+
+def render_literal(text: str) -> str:
+    """The sanitized HTML of `text` as written, its fenced code blocks shown as code blocks without their
+    fence lines: a tool approval's question (engine/approval.py), whose arguments sit in a fence that
+    `klaw chat` and Telegram show as a code block, where plain text showed the ``` lines (decision 314)."""
+    return _clean(_literal.render(text))
+
+
+def _clean(html: str) -> str:
     return nh3.clean(
-        _parser.render(text),
+        html,
         tags=TAGS,
         attributes=ATTRIBUTES,
         url_schemes=URL_SCHEMES,
