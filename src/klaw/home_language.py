@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from klaw.config import FullTextTokenizer
 from klaw.errors import KlawError
+
+if TYPE_CHECKING:  # `klaw init` and `klaw --help` need no pydantic model to name a tokenizer
+    from klaw.config import FullTextTokenizer
 
 ENGLISH = "en"
 UNSPACED_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my"})

@@ -20,15 +20,11 @@ from __future__ import annotations
 import asyncio
 import getpass
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from prompt_toolkit import PromptSession
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
-from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.text import Text
 
-from klaw.channels.console_history import ConsoleHistory
 from klaw.channels.console_keys import KeysWhileThinking
 from klaw.channels.console_waiting import count_up
 from klaw.command_syntax import parse_command
@@ -38,6 +34,12 @@ from klaw.engine.runtime import Engine
 from klaw.message_text import MessageRefused
 from klaw.store.records import ChatRef
 from klaw.terminal_text import kept_line_breaks, visible
+
+if TYPE_CHECKING:  # imported where a prompt is drawn: a piped chat needs neither (decision 316)
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.key_binding import KeyBindings
+
+    from klaw.channels.console_history import ConsoleHistory
 
 CONSOLE_CHANNEL = "console"
 EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
@@ -53,6 +55,8 @@ def console_chat() -> ChatRef:
 async def _prompt(session: PromptSession[str], message: str, pre_run: Callable[[], None] | None = None) -> str:
     """Ask at the prompt, stdout patched only meanwhile: what is printed while it waits (a scheduled
     task's answer, a log line) goes above it, and what was printed before it is on screen already."""
+    from prompt_toolkit.patch_stdout import patch_stdout
+
     with patch_stdout(raw=True):
         return await session.prompt_async(message, pre_run=pre_run)
 
@@ -73,11 +77,16 @@ class ConsoleChannel:
         self._stderr = Console(stderr=True, markup=False, soft_wrap=not self._console.is_terminal)
         self._replies: asyncio.Queue[Outbound] = replies if replies is not None else asyncio.Queue()
         self._keys = keys or KeysWhileThinking()
-        self._history = ConsoleHistory(engine.home.root / "chat_history")
+        self._history: ConsoleHistory | None = None  # made by `run`: a piped chat has no prompt to recall
         engine.delivery.register(CONSOLE_CHANNEL, self._replies.put)
 
     async def run(self) -> None:
+        from prompt_toolkit import PromptSession
+
+        from klaw.channels.console_history import ConsoleHistory
+
         chat = console_chat()
+        self._history = ConsoleHistory(self._engine.home.root / "chat_history")
         session: PromptSession[str] = PromptSession(history=self._history, key_bindings=_ctrl_c_clears_a_typed_line())
         model = await self._engine.sessions.model_of(chat)  # its own /model choice, else routing.default
         greeting = Text.assemble(
@@ -157,7 +166,7 @@ class ConsoleChannel:
             return
         if result.command_reply is not None:
             command = parse_command(text)
-            if command is not None and command.name == "forget":
+            if command is not None and command.name == "forget" and self._history is not None:
                 self._history.forget_messages()
             said = result.command_reply
             if command is not None and command.name == "help":
@@ -226,6 +235,8 @@ class ConsoleChannel:
         elif not self._console.is_terminal:  # piped: as the model wrote it, as the reply itself (Markdown pads)
             self._console.out(self._shown(reply.text), highlight=False)
         else:
+            from rich.markdown import Markdown  # markdown-it's parser: only a terminal's replies need it
+
             self._console.print(Markdown(kept_line_breaks(visible(reply.text))))
 
 
@@ -241,6 +252,8 @@ def _approves(answer: str, request_id: str) -> bool:
 def _ctrl_c_clears_a_typed_line() -> KeyBindings:
     """Ctrl-C with something typed clears the line, as in a shell; on an empty line it leaves the chat
     (prompt_toolkit's own Ctrl-C raises KeyboardInterrupt whatever was typed, losing it and the chat)."""
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
     bindings = KeyBindings()
 
     @bindings.add("c-c")

@@ -21,10 +21,10 @@ import termios
 import tty
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from prompt_toolkit.input.vt100_parser import Vt100Parser
-from prompt_toolkit.key_binding import KeyPress
-from prompt_toolkit.key_binding.key_processor import KeyProcessor
+if TYPE_CHECKING:  # prompt_toolkit is imported when a prompt is drawn, never by a piped chat (decision 316)
+    from prompt_toolkit.key_binding.key_processor import KeyProcessor
 
 END_OF_INPUT = "\x04"  # Ctrl-D
 
@@ -54,6 +54,9 @@ class KeysWhileThinking:
 
     def replay(self, processor: KeyProcessor) -> None:
         """Feed what was typed to the prompt now starting (call it from the prompt's `pre_run`)."""
+        from prompt_toolkit.input.vt100_parser import Vt100Parser
+        from prompt_toolkit.key_binding import KeyPress
+
         text, self._typed = "".join(self._typed), []
         if not text:
             return

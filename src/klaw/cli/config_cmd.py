@@ -13,11 +13,11 @@ from rich.table import Table
 from klaw.cli.context import fail, home_from_env, home_source, load_or_exit, stderr_console, table_console
 from klaw.cli.gateway_cmd import telegram_token_problem
 from klaw.cli.service_env import SERVICE_ENV, names_in
-from klaw.config import EngineConfig
-from klaw.config_view import ConfigOverride, config_rows, shown
 from klaw.home import KlawHome
 
 if TYPE_CHECKING:
+    from klaw.config import EngineConfig
+    from klaw.config_view import ConfigOverride
     from klaw.tools.inventory import ToolRow
 
 app = typer.Typer(
@@ -31,6 +31,8 @@ def show(
     reveal: Annotated[bool, typer.Option("--reveal", help="Show passwords in URLs instead of a mask.")] = False,
 ) -> None:
     """Print every effective setting and where it came from (default, engine.yaml, env, or a chat command)."""
+    from klaw.config_view import config_rows, shown
+
     home = home_from_env()
     loaded = load_or_exit(home)
     overrides, note = asyncio.run(_command_overrides(home, loaded.config))
@@ -54,6 +56,7 @@ def show(
 async def _command_overrides(home: KlawHome, config: EngineConfig) -> tuple[dict[str, ConfigOverride], str]:
     """What `/rag set`, `/summarizer`, `/embeddings` stored in klaw.db's settings (none before the
     engine first ran); a database that cannot be opened leaves them out with a note saying so."""
+    from klaw.config_view import ConfigOverride
     from klaw.engine.memory_settings import MemorySettings
     from klaw.store.backend import open_storage
     from klaw.store.protocol import StorageError

@@ -11,7 +11,6 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from klaw.config_loader import ConfigError, LoadedConfig, load_config
 from klaw.home import HOME_ENV_VAR, KlawHome
 from klaw.home_privacy import database_files, describe_changes, make_private
 
@@ -19,6 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from klaw.config import DatabaseConfig, EngineConfig
+    from klaw.config_loader import LoadedConfig
     from klaw.engine.delivery import Sink
     from klaw.engine.runtime import Engine
     from klaw.store.protocol import Storage
@@ -73,6 +73,8 @@ def load_or_exit(home: KlawHome) -> LoadedConfig:
 
     Every command that reads the config also makes the home private first, saying what it changed:
     a home an older klaw (or a person) left readable by others is tightened before anything runs."""
+    from klaw.config_loader import ConfigError, load_config  # pydantic's models: not for `klaw --help`
+
     try:
         loaded = load_config(home.config_file)
     except ConfigError as exc:

@@ -11,10 +11,10 @@ from rich.console import Console
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit, stdout_console
-from klaw.config import ENV_VAR_NAME, DatabaseConfig, EngineConfig
 from klaw.home import KlawHome
 
 if TYPE_CHECKING:
+    from klaw.config import DatabaseConfig, EngineConfig
     from klaw.store.protocol import StoreCounts
 
 app = typer.Typer(rich_markup_mode="markdown", help="Inspect the database (klaw.db).", no_args_is_help=True)
@@ -104,6 +104,8 @@ def migrate(
     loaded = load_or_exit(home)
     if to != "postgres":
         fail(f"klaw db migrate moves a home into postgres only, not {to!r}: use --to postgres")
+    from klaw.config import ENV_VAR_NAME
+
     variable = url_env or loaded.config.database.url_env or "KLAW_DATABASE_URL"
     if not ENV_VAR_NAME.match(variable):
         fail("--url-env takes the NAME of an environment variable (e.g. KLAW_DATABASE_URL), not its value")
@@ -115,6 +117,7 @@ async def _migrate(home: KlawHome, config: EngineConfig, variable: str, samples:
     """The move and its check; False when the check found a difference."""
     from klaw.cli.db_search_check import check_searches
     from klaw.cli.reindex_cmd import run_with_bars
+    from klaw.config import DatabaseConfig
     from klaw.store.backend import migration_backend
     from klaw.store.protocol import StorageError
 

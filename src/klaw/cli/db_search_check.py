@@ -10,10 +10,10 @@ from rich.console import Console
 
 from klaw.cli.context import open_store_or_exit
 from klaw.cli.reindex_cmd import stage_bars
-from klaw.config import DatabaseConfig, EngineConfig
 from klaw.home import KlawHome
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
+    from klaw.config import DatabaseConfig, EngineConfig
     from klaw.memory.embedder.protocol import Embedder
     from klaw.memory.search_parity import ParityReport, QueryDifference
     from klaw.store.protocol import Storage

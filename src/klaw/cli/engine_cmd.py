@@ -23,12 +23,12 @@ from klaw.cli.context import (
     stdout_console,
 )
 from klaw.cli.stopping import FINISHING, stopping
-from klaw.config import EngineConfig
-from klaw.config_loader import LoadedConfig
 from klaw.console_logging import logs_through
 from klaw.home import KlawHome
 
 if TYPE_CHECKING:
+    from klaw.config import EngineConfig
+    from klaw.config_loader import LoadedConfig
     from klaw.engine.runtime import Engine
 
 

@@ -24,10 +24,10 @@ from klaw.cli.context import (
     stdout_console,
 )
 from klaw.cli.stopping import stopping
-from klaw.config_loader import LoadedConfig
 from klaw.home import KlawHome
 
 if TYPE_CHECKING:  # the channels, the gateway and the engine load only when a command runs (cli/app.py)
+    from klaw.config_loader import LoadedConfig
     from klaw.engine.runtime import Engine
     from klaw.gateway.service import Channel
 

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from klaw.cli.context import fail, open_store_or_exit, stdout_console, stored_home_or_exit
-from klaw.config import DatabaseConfig
 from klaw.home import KlawHome
 from klaw.memory.forget_targets import ForgetError, ForgetKind, typed_target  # light: typer reads the choices
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
+    from klaw.config import DatabaseConfig
     from klaw.memory.forgetting import ForgetOutcome, ForgetPlan
     from klaw.store.records import ChatRef
 

@@ -18,11 +18,11 @@ import typer
 from rich.text import Text
 
 from klaw.cli.context import fail, open_store_or_exit, stdout_console, stored_home_or_exit
-from klaw.config import DatabaseConfig
 from klaw.errors import KlawError
 from klaw.terminal_text import visible
 
 if TYPE_CHECKING:  # loaded by the command itself, so `klaw --help` loads none of it
+    from klaw.config import DatabaseConfig
     from klaw.store.protocol import Storage
     from klaw.store.records import ChatRef
 

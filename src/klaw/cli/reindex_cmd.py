@@ -16,11 +16,11 @@ from rich.table import Table
 from rich.text import Text
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, stdout_console
-from klaw.config import EngineConfig
 from klaw.console_logging import logs_through
 from klaw.home import KlawHome
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
+    from klaw.config import EngineConfig
     from klaw.memory.reindex import ReindexReport, ReindexStage
     from klaw.store.rebuild_protocol import RebuildBackend
 

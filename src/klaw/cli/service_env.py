@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from klaw.atomic_file import replace_file
-from klaw.config import EngineConfig
-from klaw.config.variables import named_variables
-from klaw.config_loader import ENV_PREFIX
+
+if TYPE_CHECKING:  # the config's models load when a command reads the config, not for `klaw --help`
+    from klaw.config import EngineConfig
 
 SERVICE_ENV = "service.env"
 _HEADER = """\
@@ -38,6 +39,9 @@ class Needed:
 
 def needed(config: EngineConfig, env: Mapping[str, str]) -> list[Needed]:
     """The variables the configuration names, then the shell's `KLAW__…` overrides."""
+    from klaw.config.variables import named_variables
+    from klaw.config_loader import ENV_PREFIX
+
     wanted = [Needed(var.name, var.field, var.name in env) for var in named_variables(config)]
     overrides = sorted(name for name in env if name.upper().startswith(ENV_PREFIX))
     return wanted + [Needed(name, "overrides engine.yaml in this shell", True) for name in overrides]

@@ -1,0 +1,61 @@
+"""What a command loads before it does its job: a person waits for every library imported at start
+(decision 316). `klaw --help` reads no config and runs no model; a piped `klaw chat` draws no prompt, so
+neither loads what those need. Asserted on the modules the real command line holds when it exits, never
+on a time (timings are `klaw bench`'s and the decision's)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.chat_terminal import chat_env, init_home
+from tests.cli.piped_chat import CHAT_SECONDS
+
+# The `klaw` script's own entry point, with the names of the modules loaded written out as the process exits.
+PROGRAM = """
+import atexit, json, sys
+names = sys.argv[1]
+atexit.register(lambda: open(names, "w").write(json.dumps(sorted(sys.modules))))
+sys.argv = ["klaw", *sys.argv[2:]]
+from klaw.cli import main
+main()
+"""
+
+
+async def loaded(tmp_path: Path, env: dict[str, str], *args: str, stdin: str = "") -> set[str]:
+    """The modules `klaw args…` had loaded when it exited (it must succeed); the fake model, if any, answers
+    from this event loop meanwhile."""
+    names = tmp_path / "modules.json"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        PROGRAM,
+        str(names),
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    _, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout=CHAT_SECONDS)
+    assert process.returncode == 0, err.decode()
+    return {name.split(".")[0] for name in json.loads(names.read_text(encoding="utf-8"))}
+
+
+async def test_help_loads_no_config_models_embedder_or_prompt(tmp_path: Path) -> None:
+    modules = await loaded(tmp_path, chat_env(tmp_path / "home", "http://127.0.0.1:9/v1"), "--help")
+    heavy = {"pydantic", "yaml", "numpy", "onnxruntime", "tokenizers", "prompt_toolkit", "httpx", "mcp"}
+    assert "klaw" in modules and not modules & heavy, modules
+
+
+async def test_a_piped_chat_loads_no_prompt_and_no_markdown_parser(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        model.reply_text("**ok**")
+        env = {**chat_env(home, model.base_url), "KLAW__TOOLS__ENABLED": "[clock]"}
+        modules = await loaded(tmp_path, env, "chat", stdin="hi\n")
+    assert "klaw" in modules and not modules & {"prompt_toolkit", "markdown_it"}, modules
