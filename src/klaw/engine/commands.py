@@ -304,10 +304,10 @@ async def _forget_target(forgetting: Forgetting, chat: ChatRef, args: str) -> tu
     kind = ForgetKind(words[0])
     try:
         return kind, typed_target(kind, words[1])
-    except ForgetError:
+    except ForgetError as exc:
         if kind is ForgetKind.MEMORY:  # its refusal says what a memory's id looks like now
             raise
-        raise ForgetError(FORGET_USAGE) from None
+        raise ForgetError(f"{exc}; {FORGET_USAGE}") from None  # which word is wrong, then the whole form
 
 
 async def _scheduler_line(scheduler: Scheduler) -> str:

@@ -44,7 +44,10 @@ def typed_target(kind: ForgetKind, word: str) -> int | str:
         return _typed_memory_id(word)
     # ASCII digits only: `²` passes isdigit() and int() refuses it
     if not (word.isascii() and word.isdigit()) or not 1 <= int(word) <= MAX_ROW_ID:
-        raise ForgetError(f"ids of exchanges and segments are whole numbers from 1 up: {word!r} is not one")
+        raise ForgetError(
+            f"{word!r} is not {'an' if kind is ForgetKind.EXCHANGE else 'a'} {kind.value} number:"
+            f" {kind.value}s are numbered 1, 2, 3 … (at most {MAX_ROW_ID})"
+        )
     return int(word)
 
 
