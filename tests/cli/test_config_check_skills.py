@@ -17,9 +17,25 @@ def test_a_broken_skill_is_said_as_skills_check_says_it(tmp_path: Path) -> None:
     checked = klaw(home, "config", "check")
     assert checked.returncode == 0, checked.stderr
     assert checked.stdout == f"{home / 'engine.yaml'}: valid\n"
-    said = klaw(home, "skills", "check").stdout.splitlines()[0]
-    assert said.startswith("skipped: bad/SKILL.md: name must be")
-    assert checked.stderr.splitlines() == [said], checked.stderr  # the same line, and no log line
+    said = klaw(home, "skills", "check").stdout.splitlines()[:2]
+    assert said[0].startswith("skipped: bad/SKILL.md: name must be")
+    assert said[1].startswith("skipped: bad/SKILL.md: front matter has no description")
+    assert checked.stderr.splitlines() == said, checked.stderr  # the same lines, and no log line
+
+
+def test_skills_check_names_every_problem_of_a_skill_not_the_first_alone(tmp_path: Path) -> None:
+    """Front matter without a description AND a name not its folder's: before, only the first was said,
+    and fixing it revealed the next."""
+    home = tmp_path / "home"
+    assert klaw(home, "init").returncode == 0
+    skill = home / "workspace" / "skills" / "notes"
+    skill.mkdir()
+    (skill / "SKILL.md").write_text("---\nname: note-taking\n---\nSee [the guide](guide.md).\n", encoding="utf-8")
+    checked = klaw(home, "skills", "check")
+    lines = checked.stdout.splitlines()
+    assert any("notes/SKILL.md: front matter has no description" in line for line in lines), checked.stdout
+    assert any("name 'note-taking' is not the folder's name 'notes'" in line for line in lines), checked.stdout
+    assert any("guide.md" in line for line in lines), checked.stdout  # the broken link too
 
 
 def test_a_symlinked_skills_folder_is_named_as_what_stops_code_execute(tmp_path: Path) -> None:

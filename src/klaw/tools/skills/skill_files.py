@@ -104,12 +104,13 @@ def check_skill(folder: Path, skills_root: Path, *, max_bytes: int) -> SkillChec
     front, body = split_front_matter(text)
     if front is None:
         return fail("does not start with YAML front matter between '---' lines (name, description)", where)
-    fields, error = parse_front_matter(front)
-    if error:
-        return fail(error, where)
+    fields, errors = parse_front_matter(front)
+    problems += [Problem(where, error) for error in errors]  # every one, not the first alone
     name, description = fields
-    if name != label:
-        return fail(f"name {name!r} is not the folder's name {label!r} (they must match, so names are unique)", where)
+    if name and name != label:
+        problems.append(
+            Problem(where, f"name {name!r} is not the folder's name {label!r} (they must match, so names are unique)")
+        )
     files, walk_problems = _list_files(resolved, label, max_bytes)
     problems += walk_problems
     problems += _link_problems(body, resolved, label)
@@ -126,31 +127,34 @@ def split_front_matter(text: str) -> tuple[str | None, str]:
     return match.group(1), text.lstrip("\ufeff")[match.end() :]
 
 
-def parse_front_matter(front: str) -> tuple[tuple[str, str], str | None]:
-    """((name, description), None), or (("", ""), what is wrong): the rule, never the content."""
+def parse_front_matter(front: str) -> tuple[tuple[str, str], list[str]]:
+    """((name, description), []), or the fields that passed ("" for one that did not) and each thing
+    wrong, so a skill's check names them all at once: the rule, never the content."""
     try:
         data = safe_load(front)  # nesting bounded, every failure a YAMLError (klaw/yaml_syntax.py)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2}, column {mark.column + 1})" if mark is not None else ""
         if isinstance(exc, YamlTooDeep):
-            return ("", ""), f"front matter nested too deeply{where}: lists or mappings more than {MAX_NESTING} levels"
+            return ("", ""), [f"front matter nested too deeply{where}: lists or mappings more than {MAX_NESTING} levels"]
         problem = getattr(exc, "problem", None) if isinstance(exc, YamlBadValue) else None
-        return ("", ""), f"front matter is not valid YAML{where}" + (f": {problem}" if problem else "")
+        return ("", ""), [f"front matter is not valid YAML{where}" + (f": {problem}" if problem else "")]
     if not isinstance(data, dict):
-        return ("", ""), "front matter must be a mapping with name and description"
+        return ("", ""), ["front matter must be a mapping with name and description"]
     name, description = data.get("name"), data.get("description")
+    errors = []
     if not isinstance(name, str) or not name:
-        return ("", ""), "front matter has no name (a string)"
-    if len(name) > MAX_NAME_CHARS or not NAME.match(name):
-        return ("", ""), (
-            f"name must be 1-{MAX_NAME_CHARS} lowercase letters, digits and single hyphens (like pdf-forms)"
-        )
+        errors.append("front matter has no name (a string)")
+        name = ""
+    elif len(name) > MAX_NAME_CHARS or not NAME.match(name):
+        errors.append(f"name must be 1-{MAX_NAME_CHARS} lowercase letters, digits and single hyphens (like pdf-forms)")
+        name = ""
     if not isinstance(description, str) or not description.strip():
-        return ("", ""), "front matter has no description (a string saying what the skill is for and when)"
-    if len(description) > MAX_DESCRIPTION_CHARS:
-        return ("", ""), f"description is longer than {MAX_DESCRIPTION_CHARS} characters"
-    return (name, description.strip()), None
+        errors.append("front matter has no description (a string saying what the skill is for and when)")
+        description = ""
+    elif len(description) > MAX_DESCRIPTION_CHARS:
+        errors.append(f"description is longer than {MAX_DESCRIPTION_CHARS} characters")
+    return (name, description.strip()), errors
 
 
 def confined_file(folder: Path, relative: str) -> None:
