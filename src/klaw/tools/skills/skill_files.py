@@ -136,7 +136,8 @@ def parse_front_matter(front: str) -> tuple[tuple[str, str], list[str]]:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2}, column {mark.column + 1})" if mark is not None else ""
         if isinstance(exc, YamlTooDeep):
-            return ("", ""), [f"front matter nested too deeply{where}: lists or mappings more than {MAX_NESTING} levels"]
+            deep = f"front matter nested too deeply{where}: lists or mappings more than {MAX_NESTING} levels"
+            return ("", ""), [deep]
         problem = getattr(exc, "problem", None) if isinstance(exc, YamlBadValue) else None
         return ("", ""), [f"front matter is not valid YAML{where}" + (f": {problem}" if problem else "")]
     if not isinstance(data, dict):
