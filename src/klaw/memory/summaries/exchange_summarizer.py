@@ -23,6 +23,7 @@ is logged like a summary, so no later start asks again. A batch that times out i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -52,6 +53,9 @@ from klaw.store.records import Exchange, StoredMessage
 log = logging.getLogger(__name__)
 
 SCAN_PAGE = 50
+# Signalled scans at most this often (real seconds): with 50 chats at once an exchange closes every ~20 ms and
+# each close asked for a scan, ~0.5 a turn; waiting this long gathers a burst's closes into one (decision 304).
+SCAN_GATHER_SECONDS = 0.2
 
 
 # messages, answer token limit → the model's answer and the model id (holding a background LLM slot)
@@ -87,6 +91,8 @@ class ExchangeSummarizer(BackgroundWorker):
         self._open: frozenset[int] = frozenset()
         self._scan_due = True  # notified, or the last scan filled its page, since the last scan
         self._scanned_at: datetime | None = None
+        self._scanned_at_real = -SCAN_GATHER_SECONDS  # loop time of the last scan, for `_gathered`
+        self._signalled = False  # notified since the last scan (a full page or the idle timer scan at once)
         self._queue: list[Exchange] = []  # scanned, not yet sorted into small talk or a batch
         self._scanned: dict[int, list[StoredMessage]] = {}  # their records, read with the scan
         self._batches = ExchangeBatches(
@@ -100,10 +106,13 @@ class ExchangeSummarizer(BackgroundWorker):
 
     def notify(self) -> None:
         self._scan_due = True
+        self._signalled = True
         super().notify()
 
     async def step(self) -> bool:
         if not self._queue and self._should_scan():
+            if self._signalled:
+                await self._gathered()
             await self._scan()
         if self._queue:
             await self._sort(self._queue[0])
@@ -126,8 +135,18 @@ class ExchangeSummarizer(BackgroundWorker):
             return True
         return (self._clock.now() - self._scanned_at).total_seconds() >= self._idle_seconds
 
+    async def _gathered(self) -> None:
+        """Wait until `SCAN_GATHER_SECONDS` went by since the last scan, so that the exchanges many chats close
+        meanwhile are read in one scan rather than one scan each. In real time, not on the clock: a manual
+        clock in tests does not move by itself, and the wait is about the machine's work, not the chat's."""
+        loop = asyncio.get_running_loop()
+        wait = self._scanned_at_real + SCAN_GATHER_SECONDS - loop.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+
     async def _scan(self) -> None:
-        self._scan_due = False  # a signal while the query runs sets it again
+        self._scanned_at_real = asyncio.get_running_loop().time()
+        self._scan_due = self._signalled = False  # a signal while the query runs sets them again
         self._scanned_at = self._clock.now()
         scan = await self._work.store.summaries.scan_exchanges(self._scanned_to, self._open, SCAN_PAGE)
         self._scanned_to = scan.scanned_to
