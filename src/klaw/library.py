@@ -35,9 +35,11 @@ from klaw.engine.chat_reading import DEFAULT_LIMIT, HistoryEntry, MemoryFound, S
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Outbound
 from klaw.engine.runtime import Engine
+from klaw.engine.socket_file import EngineAlreadyRunningError
 from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
+from klaw.home_lock import ENGINE_ROLE, held_by_this_process, holder_of
 from klaw.home_privacy import database_files, describe_changes, make_private
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.protocol import ChatModel
@@ -164,16 +166,22 @@ class Klaw:
         if self._model is not None:
             model = self._model
             router = ModelRouter(ModelCatalogue.from_config(config), factory=lambda _id, _config: model)
-        self._engine = await Engine.start(
-            self.home,
-            config,
-            clock=self._clock,
-            listen=self._listen,
-            router=router,
-            embedder=self._embedder,
-            tools=self._tools,
-            channels={LIBRARY_CHANNEL: self._deliver},  # before recovery: a reply sent again at start reaches us
-        )
+        try:
+            self._engine = await Engine.start(
+                self.home,
+                config,
+                clock=self._clock,
+                listen=self._listen,
+                router=router,
+                embedder=self._embedder,
+                tools=self._tools,
+                channels={LIBRARY_CHANNEL: self._deliver},  # before recovery: a reply sent again at start reaches us
+            )
+        except EngineAlreadyRunningError as exc:
+            holder = holder_of(self.home.root)
+            if held_by_this_process(self.home.root) or (holder and holder.role and holder.role != ENGINE_ROLE):
+                raise  # this program's own Klaw ("use that one"), or maintenance ("wait for it to finish")
+            raise EngineAlreadyRunningError(f"{exc}. {_talk_instead(self.home, config)}") from None
         self._closed = False
         if self._config is not None:
             _warn_overridden(self._engine)
@@ -330,6 +338,20 @@ def _warn_overridden(engine: Engine) -> None:
             " '/rag reset' gives rag back to the config (/summarizer and /embeddings switch theirs)",
             ", ".join(f"{field} = {value!r} ({command})" for field, value, command in overrides),
         )
+
+
+def _talk_instead(home: KlawHome, config: EngineConfig) -> str:
+    """What a program can do instead of starting a second engine on a home one runs on: ask it over the
+    web API the engine serves (docs/channels.md, "From a script"), or be the home's engine itself."""
+    web = config.channels.web
+    port = str(web.port) if web.port else "PORT"  # 0: the kernel's pick, on klaw serve's `web page:` line
+    return (
+        f'A program can ask the running engine instead: POST {{"text": …}} to'
+        f" http://{web.host}:{port}/api/messages?wait=120 with the token in {home.web_token_file} as an"
+        ' `Authorization: Bearer` key, when it serves the web page (docs/channels.md, "From a script");'
+        " or run your program as the home's engine instead of it, with Klaw(home, listen=True), which"
+        " klaw gateway and klaw mcp serve then talk to"
+    )
 
 
 def _chat(chat: str | ChatRef) -> ChatRef:
