@@ -5,11 +5,13 @@ not a tool, and the chat's start shows config check's warning (on stderr: a pipe
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import piped
+from tests.tools.conftest import install
 
 
 async def test_a_misspelt_approval_name_is_marked_in_status_and_tools_and_warned_of_at_start(tmp_path: Path) -> None:
@@ -26,3 +28,33 @@ async def test_a_misspelt_approval_name_is_marked_in_status_and_tools_and_warned
     warned = " ".join(status_err.split())
     assert "warning: tools.approval names file_writ, but no tool has this name" in warned
     assert "host_exec, but" not in warned
+
+
+SHOUT = '''
+async def shout(text: str) -> str:
+    """Say something loudly."""
+    return text.upper()
+
+
+TOOLS = [shout]
+'''
+
+
+async def test_a_held_tool_whose_group_is_not_enabled_is_said_to_be_that_groups(tmp_path: Path) -> None:
+    """`shout` exists (the installed plugin group `shouting` offers it) but tools.enabled leaves the group
+    out: before, the warning called the name misspelt ("no tool has this name")."""
+    home = tmp_path / "home"
+    init_home(home)
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "shouting", "klaw_firsthour_shout", SHOUT, "TOOLS")
+    async with FakeOpenAiServer() as model:
+        env = chat_env(home, model.base_url)
+        path = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+        env = {**env, "PYTHONPATH": path, "KLAW__TOOLS__ENABLED": "[clock]", "KLAW__TOOLS__APPROVAL": "[shout]"}
+        _, status, err = await piped(env, "/status")
+    warned = " ".join(err.split())
+    assert "warning: tools.approval names shout, a tool of the group shouting" in warned, warned
+    assert "add shouting to tools.enabled" in warned and "no tool has this name" not in warned
+    held = next(line for line in status.splitlines() if line.startswith("Held for approval:"))
+    assert "shout (a tool of the group shouting" in held and "misspelt" not in held, held

@@ -228,7 +228,7 @@ def _approval_holds_nothing(rows: list[ToolRow]) -> list[str]:
     valid YAML, yet a misspelt name holds nothing and the tool meant runs unasked."""
     from klaw.tools.inventory import APPROVAL_SOURCE
 
-    return [approval_warning(row.name) for row in rows if row.source == APPROVAL_SOURCE]
+    return [approval_warning(row) for row in rows if row.source == APPROVAL_SOURCE]
 
 
 def _skill_problems(home: KlawHome, config: EngineConfig) -> list[str]:
@@ -263,10 +263,15 @@ def _code_refused(home: KlawHome, config: EngineConfig) -> str | None:
     )
 
 
-def approval_warning(name: str) -> str:
-    """The warning for a `tools.approval` name no tool has: `klaw config check`'s, and `klaw chat`'s at start."""
+def approval_warning(row: ToolRow) -> str:
+    """The warning for a `tools.approval` name no offered tool has (an `APPROVAL_SOURCE` row): `klaw config
+    check`'s, and `klaw chat`'s at start. A tool of a group not enabled is said to be that group's."""
+    from klaw.tools.inventory import NOT_A_TOOL
+
+    if row.reason != NOT_A_TOOL:
+        return f"warning: tools.approval names {row.name}, {row.reason}; {row.fix}"
     return (
-        f"warning: tools.approval names {name}, but no tool has this name: a misspelt name holds nothing"
+        f"warning: tools.approval names {row.name}, but no tool has this name: a misspelt name holds nothing"
         " and the tool meant runs without asking you; use a name `klaw tools` lists"
         " (an MCP server's tool is <server>__<tool>)"
     )

@@ -156,8 +156,8 @@ async def _warn_of_held_names_no_tool_has(running: Engine) -> None:
     from klaw.cli.config_cmd import approval_warning
 
     model = await running.sessions.model_of(console_chat())
-    for name in running.tool_listing.not_tools(model):
-        err_console.print(Text(approval_warning(name), style="yellow"), highlight=False)
+    for row in running.tool_listing.not_tool_rows(model):
+        err_console.print(Text(approval_warning(row), style="yellow"), highlight=False)
 
 
 async def _refuse_a_running_engine(home: KlawHome, config: EngineConfig) -> None:

@@ -36,6 +36,7 @@ from klaw.memory.forgetting import (
 )
 from klaw.store.protocol import MemoryChunkRepository
 from klaw.store.records import ChatRef
+from klaw.tools.inventory import NOT_A_TOOL, ToolRow
 
 # The id of the command being handled (set by `CommandHandler.handle` for state-changing commands).
 _command_id: ContextVar[str | None] = ContextVar("klaw_command_id", default=None)
@@ -170,9 +171,9 @@ class CommandHandler:
             lines += source()
         if self.approvals is not None and self.approvals.tools:
             waiting = self.approvals.describe_waiting(chat)
-            unknown = set(self._listing.not_tools(session.model)) if self._listing is not None else set()
-            held = [f"{name} (not a tool: misspelt? it holds nothing)" if name in unknown else name
-                    for name in sorted(self.approvals.tools)]  # fmt: skip
+            rows = self._listing.not_tool_rows(session.model) if self._listing is not None else []
+            unknown = {row.name: _not_held(row) for row in rows}
+            held = [f"{name} ({unknown[name]})" if name in unknown else name for name in sorted(self.approvals.tools)]
             lines.append(f"Held for approval: {', '.join(held)}; waiting here: {waiting}")
         return "\n".join(lines)
 
@@ -290,6 +291,11 @@ def _preview(text: str, chars: int) -> str:
     """`text` on one line, cut to `chars` with an ellipsis."""
     preview = " ".join(text.split())
     return preview if len(preview) <= chars else preview[: chars - 1] + "…"
+
+
+def _not_held(row: ToolRow) -> str:
+    """Why a held name holds nothing, for /status: a group not enabled (its fix), or no tool at all."""
+    return "not a tool: misspelt? it holds nothing" if row.reason == NOT_A_TOOL else f"{row.reason}; {row.fix}"
 
 
 FORGET_USAGE = "usage: /forget last | /forget exchange <id> | /forget segment <id> | /forget memory <id>"

@@ -80,8 +80,12 @@ class ToolListing:
         )
 
     def not_tools(self, model: str) -> list[str]:
-        """The `tools.approval` names no tool of `model` has (misspelt: they hold nothing)."""
-        return [row.name for row in self.rows(model) if row.source == APPROVAL_SOURCE]
+        """The `tools.approval` names no tool of `model` has (misspelt, or a group's not enabled: they hold nothing)."""
+        return [row.name for row in self.not_tool_rows(model)]
+
+    def not_tool_rows(self, model: str) -> list[ToolRow]:
+        """`not_tools`' rows, each saying why (a group not enabled, or no tool at all) and the fix."""
+        return [row for row in self.rows(model) if row.source == APPROVAL_SOURCE]
 
     def handlers(self) -> dict[str, Callable[[ChatRef, str], Awaitable[str]]]:
         """`/tools`, for the command handler."""

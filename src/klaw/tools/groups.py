@@ -124,6 +124,8 @@ class ToolGroups:
         self._pending.update(_installed(plugins, self.sources, self.failures))
         self._group_of: dict[str, str] = {}
         self._unavailable_in: dict[str, str] = {}
+        self._builtin_providers = builtin
+        self._offering: dict[str, str] | None = None
 
     def provide(self, setup: ToolSetup) -> None:
         """Call each provider not called yet whose needed services `setup` has; record its tools' group."""
@@ -146,6 +148,33 @@ class ToolGroups:
             elif point.name not in self._enabled:
                 notes.append(GroupFailure(source, "installed, not enabled", f"add {point.name} to tools.enabled"))
         return notes
+
+    def disabled_group_offering(self, tool: str) -> str | None:
+        """The group not enabled whose tools include `tool`, so a `tools.approval` name no offered tool has
+        is said to be that group's rather than misspelt. Only what can be known without running a
+        provider: klaw's groups that are plain lists (`clock`), and installed packages' groups whose entry
+        point is such a list (imported here, on this warning's path only, never at an engine's start)."""
+        if self._offering is None:
+            self._offering = {}
+            for group, names in self._disabled_lists():
+                for name in names:
+                    self._offering.setdefault(name, group)
+        return self._offering.get(tool)
+
+    def _disabled_lists(self) -> Iterable[tuple[str, list[str]]]:
+        for group, provider in self._builtin_providers.items():
+            if group not in self._enabled and isinstance(provider, Sequence):
+                yield group, [_tool_name(fn) for fn in provider]
+        for point in entry_points(group=TOOL_PLUGIN_GROUP):
+            if point.name in self._enabled or point.name in self._builtin:
+                continue
+            try:
+                loaded = point.load()
+            except Exception:  # a plugin that fails to import is `klaw tools`' row, not this lookup's
+                log.debug("tool group %r could not be imported to look up its tools", point.name, exc_info=True)
+                continue
+            if isinstance(loaded, Sequence) and not isinstance(loaded, str | bytes):
+                yield point.name, [_tool_name(fn) for fn in loaded]
 
     def group_of(self, tool: str) -> str | None:
         """The group that offered `tool`, None for a tool of no group (a program's own; an MCP server's)."""
@@ -262,3 +291,9 @@ def _one_line(exc: BaseException) -> str:
     text = mask_url_credentials(str(exc).strip().splitlines()[0]) if str(exc).strip() else ""
     text = text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _tool_name(fn: object) -> str:
+    """The name a function in a group's list is offered under (its own); "" for what is no function."""
+    name = getattr(fn, "__name__", "")
+    return name if isinstance(name, str) else ""

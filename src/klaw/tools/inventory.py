@@ -27,6 +27,7 @@ TOOL_STATES: tuple[ToolState, ...] = get_args(ToolState)
 PROGRAM_SOURCE = "program (Klaw(tools=...))"
 SKILL_SOURCE = "skill (workspace/skills, read with skill_read)"
 APPROVAL_SOURCE = "tools.approval"  # the source of a row for a tools.approval name no tool has
+NOT_A_TOOL = "not a tool: tools.approval holds it, but no tool has this name, and a misspelt name holds nothing"
 FIXES = {  # what to do about a tool its group noted unavailable, where the reason does not say it
     "code_execute": "`klaw sandbox status` says what this machine lacks (docs/sandbox.md)",
     "host_exec": "list the commands it may run in hostExec.allow (docs/sandbox.md)",
@@ -109,8 +110,11 @@ def _held_unknown(selection: ToolSelection, held: frozenset[str], servers: Seque
     for name in sorted(held - known):
         if MCP_SEPARATOR in name and name.split(MCP_SEPARATOR, 1)[0] in listing:
             continue
-        reason = "not a tool: tools.approval holds it, but no tool has this name, and a misspelt name holds nothing"
-        fix = "use a name this list shows (an MCP server's tool is <server>__<tool>)"
+        if (group := selection.groups.disabled_group_offering(name)) is not None:
+            reason = f"a tool of the group {group}, which tools.enabled does not name: tools.approval holds nothing yet"
+            fix = f"add {group} to tools.enabled (or take {name} out of tools.approval)"
+        else:
+            reason, fix = NOT_A_TOOL, "use a name this list shows (an MCP server's tool is <server>__<tool>)"
         rows.append(ToolRow(name, APPROVAL_SOURCE, "not offered", True, reason, fix))
     return rows
 
