@@ -80,7 +80,11 @@ async def test_the_console_asks_y_or_n_and_runs_the_tool_only_on_yes(tmp_path: P
             assert screen.count(QUESTION) == 2
             await term.type_line("")  # Enter alone is no
             await term.wait_for_prompt_after("I did not write it.", "the reply after denying")
-            assert "Denied: file_write will not run." in await term.screen()
+            screen = await term.screen()
+            assert "Denied: file_write will not run." in screen
+            # the denied call is marked as the web API marks it (decision 312); before: "Tools used: file_write"
+            assert "Tools used: file_write (denied)\nI did not write it." in screen, screen
+            assert "Tools used: file_write\nWrote kept.txt." in screen, screen  # the approved one ran
             assert not (home / "workspace" / "refused.txt").exists()
             assert "Traceback" not in await term.screen()
             assert (await term.screen()).rstrip().endswith(PROMPT.rstrip())
