@@ -53,7 +53,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
   - SettingError (ValueError) .............. engine/memory_settings: a `/rag set` that cannot be applied
   - TaskBusy (ValueError) .................. engine/subagents: a run of the task is in progress
   - CommandRefused (ValueError) ............ tools/host/patterns: a command host_exec may not run; why
-  - Outside (PermissionError) .............. tools/beneath: a path that leads out of the workspace; what to use
+  - Outside ................................ tools/beneath: a path leading out of the workspace (a PermissionError too)
   - SandboxInstallError (RuntimeError) ..... tools/sandbox/venv: packages not installed; pip's words
   - NoSlot (RuntimeError) .................. tools/sandbox/run_slots: every sandbox slot stayed taken; code not run
   - EngineStopping (RuntimeError) .......... engine/failures: shutting down, no new messages
@@ -76,6 +76,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
     + WebError (ValueError) ................ tools/web/errors: a page or search that gave no text, and why
       + AddressRefused ..................... the address guard forbids where a URL leads
   - MissingVariable (RuntimeError) ......... tools/mcp/transport: a variable an MCP server's config names is unset
+  - AnswerTooLong (RuntimeError) ........... tools/mcp/http_answers: a URL MCP server's answer past 16 MB (decision 309)
   - MemoryUnavailable (RuntimeError) ....... mcp_server/memory_link: klaw mcp serve cannot reach the engine
   - SearchProblem .......................... cli/memory_cmd: which chat to search, for the person to fix
   - LocomoFormatError (ValueError) ......... bench/locomo/dataset: not a LoCoMo-format file
