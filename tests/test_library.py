@@ -61,6 +61,7 @@ def test_the_curated_names_are_exported() -> None:
         "EngineNotOpen",
         "FunctionModel",
         "HistoryEntry",
+        "InvalidArgument",
         "InvalidChat",
         "Klaw",
         "KlawError",

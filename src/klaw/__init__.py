@@ -72,6 +72,7 @@ _EXPORTS = {
     "MessageRefused": "klaw.message_text",
     "ToolDefinitionError": "klaw.tools.schema",
     "InvalidChat": "klaw.library",
+    "InvalidArgument": "klaw.library",
     "EngineNotOpen": "klaw.library",
     "StorageError": "klaw.store.protocol",
     "StorageUnavailable": "klaw.store.protocol",
@@ -93,6 +94,7 @@ __all__ = [
     "EngineNotOpen",
     "FunctionModel",
     "HistoryEntry",
+    "InvalidArgument",
     "InvalidChat",
     "Klaw",
     "KlawError",
@@ -137,7 +139,7 @@ if TYPE_CHECKING:
     from klaw.engine.socket_file import EngineAlreadyRunningError
     from klaw.errors import KlawError
     from klaw.home import KlawHome
-    from klaw.library import AgentMessage, EngineNotOpen, InvalidChat, Klaw, TurnFailed
+    from klaw.library import AgentMessage, EngineNotOpen, InvalidArgument, InvalidChat, Klaw, TurnFailed
     from klaw.llm.errors import (
         LlmAuthError,
         LlmBadRequestError,

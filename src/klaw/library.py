@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +93,11 @@ class InvalidChat(KlawError, ValueError):
     """A `chat` argument that names no chat: neither a name (a non-empty str) nor a `ChatRef`."""
 
 
+class InvalidArgument(KlawError, TypeError):
+    """An argument of `Klaw(...)` or of one of its methods of a kind it does not take: the message names
+    the argument, what it takes, and for a model name given as `model=`, where a name goes instead."""
+
+
 class Klaw:
     """The whole klaw engine inside a Python program: open it on a home (`async with Klaw(home) as
     agent`), `await agent.ask(chat, text)` for a reply, read a chat back (`history`, `turns`,
@@ -123,9 +129,9 @@ class Klaw:
         every such call at once. `on_message`:
         `async def on_message(message: AgentMessage)`, given each message the agent sends on its own
         (a subagent's or task's answer), which no `ask` returns; without it they are only in `history`."""
-        self.home = home if isinstance(home, KlawHome) else KlawHome(Path(home).expanduser())
+        self.home = _home(home)
         self._config = config
-        self._model = model
+        self._model = _model(model)
         self._embedder = embedder
         self._tools = tuple(tools)
         self._clock = clock
@@ -232,11 +238,11 @@ class Klaw:
         """The chat's earlier messages (every session, or `session`) that best match `query`, best first,
         with the hits and scores `klaw memory search --chat <chat> --segment all` prints (hybrid search,
         no relevance gate: `distance` and `fts_rank` say why each was found)."""
-        return await self.engine.chats.search_memory(_chat(chat), query, limit=limit, session=session)
+        return await self.engine.chats.search_memory(_chat(chat), _query(query), limit=limit, session=session)
 
     async def saved_memories(self, chat: str | ChatRef, query: str, *, limit: int = 5) -> list[MemoryFound]:
         """The memories the agent saved in the chat (`memory_save`) that best match `query`, best first."""
-        return await self.engine.chats.saved_memories(_chat(chat), query, limit=limit)
+        return await self.engine.chats.saved_memories(_chat(chat), _query(query), limit=limit)
 
     async def core_memory(self) -> dict[str, Any]:
         """Core memory: the facts about the person kept in every context."""
@@ -378,3 +384,44 @@ def _chat(chat: str | ChatRef) -> ChatRef:
     if problem is not None:
         raise InvalidChat(f"the chat name cannot be used: {problem}; pass a short name such as 'alice'")
     return ChatRef(LIBRARY_CHANNEL, chat)
+
+
+def _home(home: object) -> KlawHome:
+    """The home as given, or `InvalidArgument` before anything is created (a bare TypeError before)."""
+    if isinstance(home, KlawHome):
+        return home
+    if isinstance(home, (str, os.PathLike)):
+        return KlawHome(Path(home).expanduser())
+    raise InvalidArgument(
+        f"the home must be a directory (a str or pathlib.Path, e.g. Klaw('~/klaw-home')), not {type(home).__name__}"
+    )
+
+
+def _model(model: object) -> ChatModel | None:
+    """`model=` is a model object; a model's name there (before: accepted, then every `ask` failed and
+    `aclose` raised AttributeError) is refused at once with where a name goes: routing.default."""
+    if model is None:
+        return None
+    if all(callable(getattr(model, name, None)) for name in ("complete", "stream", "aclose")) and hasattr(
+        model, "model_id"
+    ):
+        return model  # type: ignore[return-value]  # the ChatModel protocol's members, checked
+    where = (
+        "leave model= out and set routing.default to the model's id in config= or engine.yaml (with its"
+        " entry under models:), e.g. config={'routing': {'default': %r}}"
+        % (model if isinstance(model, str) else "gpt-4o")
+    )
+    what = f"a model name ({model!r})" if isinstance(model, str) else type(model).__name__
+    raise InvalidArgument(
+        f"model= takes a model object (a klaw.ChatModel, e.g. FunctionModel(my_function)), not {what}:"
+        f" to use a configured model by its name, {where} (docs/library.md)"
+    )
+
+
+def _query(query: object) -> str:
+    """A search's query is text; anything else is `InvalidArgument` (an AttributeError before)."""
+    if not isinstance(query, str):
+        raise InvalidArgument(
+            f"the query must be text (a str), e.g. search_memory('alice', 'the garden'), not {type(query).__name__}"
+        )
+    return query
