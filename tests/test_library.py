@@ -77,6 +77,7 @@ def test_the_curated_names_are_exported() -> None:
         "ManualClock",
         "MemoryFound",
         "MessageRefused",
+        "OwnTurnRunning",
         "SessionInfo",
         "StorageError",
         "StorageUnavailable",

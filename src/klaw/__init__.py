@@ -73,6 +73,7 @@ _EXPORTS = {
     "ToolDefinitionError": "klaw.tools.schema",
     "InvalidChat": "klaw.library",
     "InvalidArgument": "klaw.library",
+    "OwnTurnRunning": "klaw.library",
     "EngineNotOpen": "klaw.library",
     "StorageError": "klaw.store.protocol",
     "StorageUnavailable": "klaw.store.protocol",
@@ -110,6 +111,7 @@ __all__ = [
     "ManualClock",
     "MemoryFound",
     "MessageRefused",
+    "OwnTurnRunning",
     "SessionInfo",
     "StorageError",
     "StorageUnavailable",
@@ -139,7 +141,7 @@ if TYPE_CHECKING:
     from klaw.engine.socket_file import EngineAlreadyRunningError
     from klaw.errors import KlawError
     from klaw.home import KlawHome
-    from klaw.library import AgentMessage, EngineNotOpen, InvalidArgument, InvalidChat, Klaw, TurnFailed
+    from klaw.library import AgentMessage, EngineNotOpen, InvalidArgument, InvalidChat, Klaw, OwnTurnRunning, TurnFailed
     from klaw.llm.errors import (
         LlmAuthError,
         LlmBadRequestError,

@@ -49,6 +49,7 @@ from klaw.memory.embedder.protocol import Embedder
 from klaw.scheduling.names import parse_chat_target
 from klaw.store.records import ChatRef, chat_id_problem
 from klaw.tools.inventory import ToolRow
+from klaw.tools.running_call import running_chat
 from klaw.tools.schema import ToolFunction
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,11 @@ class InvalidChat(KlawError, ValueError):
 class InvalidArgument(KlawError, TypeError):
     """An argument of `Klaw(...)` or of one of its methods of a kind it does not take: the message names
     the argument, what it takes, and for a model name given as `model=`, where a name goes instead."""
+
+
+class OwnTurnRunning(KlawError, RuntimeError):
+    """A tool asked its own chat, or closed the engine, while the turn that called it runs: either would
+    wait for itself (decision 322). Asking another chat from a tool is allowed."""
 
 
 class Klaw:
@@ -202,6 +208,12 @@ class Klaw:
         reply goes to `on_message` (decision 249)."""
         engine = self.engine
         ref = _chat(chat)
+        if running_chat() == ref:
+            raise OwnTurnRunning(
+                f"a tool cannot ask its own chat ({ref.channel}:{ref.chat_id}) while its turn runs: the turn"
+                " waits for the tool, so the message would wait behind it; return what the tool found and let"
+                " the model answer, or ask another chat"
+            )
         result = await engine.submit(ref, text)
         if result.command_reply is not None:
             return result.command_reply
@@ -256,6 +268,12 @@ class Klaw:
 
     async def aclose(self) -> None:
         """Finish the turns in flight and close everything (the engine's graceful shutdown)."""
+        if running_chat() is not None and self._engine is not None:
+            raise OwnTurnRunning(
+                "a tool cannot close the engine from inside a tool: closing finishes the turns in flight,"
+                " and the tool's turn waits for the tool; close it after `ask` returns (at the end of the"
+                " `async with` block)"
+            )
         engine, self._engine = self._engine, None
         self._closed = True
         if engine is not None:

@@ -22,6 +22,7 @@ from pydantic_core import PydanticSerializationError, to_json
 from klaw.errors import KlawError
 from klaw.llm.messages import ToolCall
 from klaw.strict_json import as_text
+from klaw.tools.running_call import tool_call_of
 from klaw.tools.schema import BadArguments, ToolContext, ToolDefinition
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,8 @@ class CallRunner:
             return self.error(call, str(exc))
         try:
             async with asyncio.timeout(self._timeout) as deadline:
-                value = await tool.call(kwargs, context)
+                with tool_call_of(context.chat):  # the library refuses an ask of this chat from inside it
+                    value = await tool.call(kwargs, context)
         except TimeoutError as exc:
             if not deadline.expired():  # the tool's own timeout (an HTTP call, say), not ours
                 return self._failed(call, exc)
