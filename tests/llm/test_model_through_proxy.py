@@ -125,3 +125,78 @@ async def test_no_proxy_and_this_machine_s_own_models_go_past_the_proxy(
         await local.aclose()
         await unresolvable.aclose()
     assert proxy.seen == []
+
+
+def _only(monkeypatch: pytest.MonkeyPatch, **variables: str) -> None:
+    """These proxy variables and no other."""
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "https_proxy", "HTTPS_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("HTTP_PROXY", raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["socks://proxy.corp:1080/", "http://user:secret@127.0.0.1:99999", "ftp://proxy.corp:21"],
+)
+async def test_a_proxy_httpx_cannot_use_is_named_once_and_the_server_asked_directly(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, value: str
+) -> None:
+    """GNOME exports `all_proxy=socks://…`: klaw must still start and answer; the warning names the
+    variable (its password masked) and what to do."""
+    _only(monkeypatch, all_proxy=value)
+    client = _client(UNRESOLVABLE)  # the old code raised ValueError here for socks://
+    try:
+        with pytest.raises(LlmConnectionError) as failed:
+            await _ask(client, "hi")
+    finally:
+        await client.aclose()
+    assert "host name was not found" in str(failed.value)  # asked directly, so the name did not resolve
+    warnings = [r.getMessage() for r in caplog.records if r.name == "klaw.llm.proxy"]
+    assert len(warnings) == 1 and warnings[0].startswith("all_proxy=") and "is not a proxy klaw can use" in warnings[0]
+    assert "secret" not in warnings[0] and "NO_PROXY" in warnings[0]
+
+
+@pytest.mark.parametrize("host", ["127.1", "localhost.", "0.0.0.0", "[::1]"])
+async def test_every_spelling_of_this_machine_goes_past_the_proxy(
+    proxy: ForwardProxy, monkeypatch: pytest.MonkeyPatch, host: str
+) -> None:
+    _only(monkeypatch, HTTP_PROXY=proxy.url)
+    client = _client(f"http://{host}:9/v1")  # port 9 (discard): nothing listens, so the connection is refused
+    try:
+        with pytest.raises(LlmConnectionError):
+            await _ask(client, "hi")
+    finally:
+        await client.aclose()
+    assert proxy.seen == []
+
+
+@pytest.mark.parametrize("no_proxy", [".invalid", "model.invalid", "*"])
+async def test_no_proxy_forms_curl_and_urllib_read(
+    proxy: ForwardProxy, monkeypatch: pytest.MonkeyPatch, no_proxy: str
+) -> None:
+    _only(monkeypatch, HTTP_PROXY=proxy.url, NO_PROXY=no_proxy)
+    client = _client(UNRESOLVABLE)
+    try:
+        with pytest.raises(LlmConnectionError):
+            await _ask(client, "hi")
+    finally:
+        await client.aclose()
+    assert proxy.seen == []
+
+
+async def test_a_failing_proxy_is_named_not_the_model_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proxy down: the answer names the proxy's variable (password masked) and what to check,
+    rather than sending the person to edit baseUrl."""
+    _only(monkeypatch, HTTP_PROXY="http://me:secret@127.0.0.1:9")  # nothing listens on port 9
+    client = _client(UNRESOLVABLE)
+    try:
+        with pytest.raises(LlmConnectionError) as failed:
+            await _ask(client, "hi")
+    finally:
+        await client.aclose()
+    said = str(failed.value)  # the hint is part of the message
+    assert "connection refused" in said
+    assert "through the proxy HTTP_PROXY=http://me:••••••@127.0.0.1:9" in said and "NO_PROXY" in said
+    assert "secret" not in said

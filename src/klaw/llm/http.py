@@ -28,12 +28,10 @@ attempt and duration — never the request body (the conversation) or the API ke
 from __future__ import annotations
 
 import functools
-import ipaddress
 import json
 import logging
 import random
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -53,6 +51,7 @@ from klaw.llm.errors import (
     LlmServerError,
     LlmTimeoutError,
 )
+from klaw.llm.proxy import proxy_for
 from klaw.llm.server_said import error_message
 from klaw.llm.unreachable import broken_off, url_problem, what_happened
 from klaw.redaction import mask_url_credentials
@@ -107,15 +106,14 @@ class RetryPolicy:
 
 
 def new_http_client(base_url: str) -> httpx.AsyncClient:
-    """An HTTP client for one base URL. Timeouts are per request, since models sharing a server may
-    have different `timeoutSeconds`. Its transport runs on asyncio's streams rather than anyio's (decision
-    220), unless the environment names a proxy (`HTTPS_PROXY`, `ALL_PROXY`, …, as urllib and httpx read
-    them) for a server on another machine: a client given a transport ignores the environment's proxies,
-    so that client keeps httpx's own transports, which go through the proxy and honour `NO_PROXY`. A
-    server on this machine's loopback is reached directly: a proxy elsewhere cannot reach it (decision
-    318). Its cookies are read only from answers that set some (`CookiesWhenSet`)."""
-    if urllib.request.getproxies() and not on_loopback(base_url):
-        client = httpx.AsyncClient(timeout=None, follow_redirects=False, verify=tls_context())
+    """An HTTP client for one base URL (timeouts per request: models sharing a server differ). Through the
+    proxy the environment names for it (`llm/proxy.py`, decision 318) on httpx's transports, else on
+    asyncio's streams (decision 220; a given transport turns env proxies off). Cookies: `CookiesWhenSet`."""
+    proxy = proxy_for(base_url)
+    if proxy is not None:
+        client = httpx.AsyncClient(
+            timeout=None, follow_redirects=False, verify=tls_context(), proxy=proxy.url, trust_env=False
+        )
     else:
         client = httpx.AsyncClient(timeout=None, follow_redirects=False, transport=AsyncioTransport())
     # httpx offers no parameter for the jar's class (its `cookies` setter copies into a plain `Cookies`);
@@ -134,20 +132,6 @@ class CookiesWhenSet(httpx.Cookies):
         headers = response.headers
         if "set-cookie" in headers or "set-cookie2" in headers:
             super().extract_cookies(response)
-
-
-def on_loopback(url: str) -> bool:
-    """Whether `url` names this machine's loopback (`localhost`, 127.0.0.0/8, ::1); False if it cannot be read."""
-    try:
-        host = httpx.URL(url).host
-    except httpx.InvalidURL:
-        return False
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @functools.lru_cache(maxsize=64)
@@ -323,11 +307,13 @@ def chat_path_in_base_url(base_url: str) -> str | None:
 
 
 def _unreachable(endpoint: Endpoint, exc: httpx.HTTPError, attempt: int) -> LlmError:
+    proxy = proxy_for(endpoint.base_url)
+    hint = "Check that the server is running and that baseUrl is right." if proxy is None else proxy.hint()
     return endpoint.error(
         LlmConnectionError,
         f"could not reach the server after {attempt} attempt(s): "
         f"{what_happened(exc, seconds=min(endpoint.timeout_seconds, endpoint.connect_timeout_seconds))}",
-        "Check that the server is running and that baseUrl is right.",
+        hint,
     )
 
 
@@ -371,7 +357,9 @@ def _classify(
         ), None
     if status in (401, 403):
         raise endpoint.error(LlmAuthError, f"the server refused the request ({detail})", _auth_hint(endpoint), status)
-    if (fix := chat_path_in_base_url(endpoint.base_url)) is not None:
+    if status == 407 and (proxy := proxy_for(endpoint.base_url)) is not None:
+        hint = proxy.hint()
+    elif (fix := chat_path_in_base_url(endpoint.base_url)) is not None:
         hint = f"Check baseUrl under {endpoint.section}: {fix}."
     else:
         hint = (
