@@ -94,6 +94,10 @@ async def open_memory(
         on_embedding_queued=queue.notify,
         observers=observers,
     )
+    # Closed after every part that writes records (turns, summarizers, forgets) and before the queue and
+    # store: an accept still under way (shielded, so a summarizer's outlives its cancelled task) is stored,
+    # not written into a closed store as a "Task exception was never retrieved" at exit.
+    stack.push_async_callback(ingestion.settled)
     await ingestion.recover()
     forgetting = Forgetting(ingestion, clock.now)
     await forgetting.finish_pending()  # log files a crash left holding forgotten records

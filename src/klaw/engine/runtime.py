@@ -204,13 +204,11 @@ class Engine:
             )
         ):
             log.warning("shutdown: turns or task runs still running after %.0f s were cancelled", timeout_seconds)
-            await (
-                self.processor.ingestion.settled()
-            )  # a cancelled turn's record being written is stored before the store closes
         if self.socket is not None:
             await self.socket.broadcast_shutdown("engine stopping")
         # After the drain (its replies queue jobs too): the parts close in reverse of their start
-        # (scheduler, socket, summarizers, embedding queue, model clients, embedder, store); what is
+        # (scheduler, socket, summarizers, then the records still being written, those of cancelled turns
+        # and stopped summarizers, then the embedding queue, model clients, embedder, store); what is
         # still pending stays in embedding_jobs for the next start.
         await self._lifetimes.aclose()
 
