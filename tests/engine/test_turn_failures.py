@@ -21,8 +21,8 @@ from klaw.engine.runtime import Engine
 from klaw.engine.subagents import RunStatus, SubagentRequest
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
+from klaw.llm.answer_cap import MAX_ANSWER_CHARS
 from klaw.llm.fake_server import FakeOpenAiServer
-from klaw.llm.openai_client import MAX_ANSWER_CHARS
 from klaw.memory.conversation_log import ConversationLog
 from klaw.scheduling.names import task_chat
 from klaw.store.protocol import StorageError

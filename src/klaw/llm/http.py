@@ -28,7 +28,6 @@ attempt and duration — never the request body (the conversation) or the API ke
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import random
 import time
@@ -40,6 +39,7 @@ from typing import Any
 
 import httpx
 
+from klaw.llm.answer_cap import IDENTITY, TOO_LONG_HINT, capped, excerpt, parsed
 from klaw.llm.asyncio_transport import AsyncioTransport, tls_context
 from klaw.llm.errors import (
     LlmAuthError,
@@ -60,7 +60,6 @@ logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
 _RETRYABLE_STATUSES = frozenset({408, 409, 429})
-# A server message that shares this many characters in a row with a text of the request quotes it.
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +183,7 @@ async def open_with_retries(
     The body is left to the caller so streaming can read it chunk by chunk; read it inside
     `reading_errors(endpoint)` so transport failures become `LlmError`s too.
     """
-    headers = auth_headers(endpoint, env)
+    headers = IDENTITY | auth_headers(endpoint, env)  # uncompressed, so its bytes can be counted (decision 317)
     attempts = endpoint.max_retries + 1
     timeout = httpx.Timeout(
         endpoint.timeout_seconds, connect=min(endpoint.timeout_seconds, endpoint.connect_timeout_seconds)
@@ -220,12 +219,13 @@ async def open_with_retries(
                     (time.monotonic() - started) * 1000,
                 )
                 try:
+                    capped(response, functools.partial(unreadable, endpoint))  # at most MAX_BODY_BYTES read
                     yield response
                 finally:
                     await response.aclose()
                 return
             with reading_errors(endpoint):
-                body = await response.aread()
+                body = await excerpt(response)  # only a short excerpt is ever shown
             await response.aclose()
             status = response.status_code
             failure, delay = _classify(endpoint, response, error_message(body, payload), attempt, policy)
@@ -260,10 +260,7 @@ class RetryingPoster:
         async with self.open(path, payload) as response:
             with reading_errors(self.endpoint):
                 body = await response.aread()
-        try:
-            return json.loads(body)
-        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-            raise malformed(self.endpoint, f"the response was not valid JSON ({len(body)} bytes)") from exc
+        return parsed(body, functools.partial(malformed, self.endpoint), "the response")
 
     def open(self, path: str, payload: Mapping[str, Any]) -> AbstractAsyncContextManager[httpx.Response]:
         return open_with_retries(
@@ -288,11 +285,17 @@ def reading_errors(endpoint: Endpoint) -> Iterator[None]:
 
 
 def malformed(endpoint: Endpoint, what: str) -> LlmError:
+    """The refusal of an answer that is not an OpenAI-format one (or is too long to read)."""
     return endpoint.error(
         LlmMalformedResponseError,
         what,
         "Check that baseUrl points at an OpenAI-compatible API (it usually ends in /v1).",
     )
+
+
+def unreadable(endpoint: Endpoint, what: str) -> LlmError:
+    """The refusal of an answer klaw will not read on (answer_cap.py, decision 317)."""
+    return endpoint.error(LlmMalformedResponseError, what, TOO_LONG_HINT)
 
 
 def chat_path_in_base_url(base_url: str) -> str | None:

@@ -23,12 +23,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 from klaw.errors import KlawError
 from klaw.strict_json import SplitPairs, as_text
 
 Role = Literal["system", "user", "assistant", "tool"]
+# A tool call's id or name: OpenAI's ids are ~30 characters and its names at most 64.
+MAX_LABEL_CHARS = 1_000
+_Label = TypeVar("_Label", str, str | None)
 _ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 
 
@@ -229,9 +232,9 @@ def tool_call_from_wire(wire: Any) -> ToolCall:
     name = function.get("name")
     if not isinstance(name, str) or not name:
         raise WireFormatError("tool_call.function.name is missing")
-    return ToolCall(
-        id=as_text(str(obj.get("id") or "")), name=as_text(name), arguments=_arguments_text(function.get("arguments"))
-    )
+    call_id = _label(as_text(str(obj.get("id") or "")), "tool_call.id")
+    name = _label(as_text(name), "tool_call.function.name")
+    return ToolCall(id=call_id, name=name, arguments=_arguments_text(function.get("arguments")))
 
 
 def _fragment_from_wire(wire: Any, pairs: SplitPairs | None = None) -> ToolCallFragment:
@@ -242,8 +245,8 @@ def _fragment_from_wire(wire: Any, pairs: SplitPairs | None = None) -> ToolCallF
     arguments = function.get("arguments")
     return ToolCallFragment(
         index=index,
-        id=_optional_text(obj.get("id"), "tool_call.id"),
-        name=_optional_text(function.get("name"), "tool_call.function.name"),
+        id=_label(_optional_text(obj.get("id"), "tool_call.id"), "tool_call.id"),
+        name=_label(_optional_text(function.get("name"), "tool_call.function.name"), "tool_call.function.name"),
         # only a call's pieces tagged with its index are joined: one without is sent whole
         arguments=_arguments_text(arguments, None if index is None else pairs, index),
     )
@@ -258,6 +261,16 @@ def _arguments_text(value: Any, pairs: SplitPairs | None = None, index: int | No
     if isinstance(value, Mapping):
         return as_text(json.dumps(value, ensure_ascii=False))
     raise WireFormatError(f"tool_call.function.arguments is {_json_kind(value)}, not a string")
+
+
+def _label(value: _Label, what: str) -> _Label:
+    """A tool call's id or name, refused past `MAX_LABEL_CHARS`: it is stored and sent back with every
+    later request, and is not part of the answer's counted length (decision 317)."""
+    if value is not None and len(value) > MAX_LABEL_CHARS:
+        raise WireFormatError(
+            f"{what} is {len(value):,} characters long (an id or a name: at most {MAX_LABEL_CHARS:,})"
+        )
+    return value
 
 
 def _object(value: Any, what: str) -> Mapping[str, Any]:

@@ -21,7 +21,6 @@ megabytes (10 MB took three minutes to arrive and stalled the other chats meanwh
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import random
@@ -33,8 +32,9 @@ from typing import Any, cast
 import httpx
 
 from klaw.config import ModelConfig
+from klaw.llm.answer_cap import MAX_ANSWER_CHARS, parsed
 from klaw.llm.call_deadline import deadline_of, within_deadline
-from klaw.llm.errors import LlmMalformedResponseError, LlmServerError, server_message
+from klaw.llm.errors import LlmError, LlmMalformedResponseError, LlmServerError, server_message
 from klaw.llm.http import (
     Endpoint,
     RetryingPoster,
@@ -56,10 +56,6 @@ from klaw.llm.server_said import unless_quoting
 from klaw.strict_json import SplitPairs
 
 logger = logging.getLogger(__name__)
-
-# ~500,000 tokens: above any model's output limit, and above a reply the engine's socket must still carry
-# in parts (tests/engine/test_turn_failures.py sends 1.8 million characters).
-MAX_ANSWER_CHARS = 2_000_000
 
 
 class OpenAiChatClient:
@@ -171,7 +167,8 @@ class OpenAiChatClient:
                     finished = True
                     break
                 delta = self._parse_chunk(data, payload, pairs)
-                written += _answer_chars(delta.content, (f.arguments for f in delta.tool_calls))
+                # a chunk without characters counts as one, so an endless stream of empty ones ends (decision 317)
+                written += _answer_chars(delta.content, (f.arguments for f in delta.tool_calls)) or 1
                 self._check_length(written)
                 chunks += 1
                 finished = finished or delta.finish_reason is not None
@@ -216,10 +213,7 @@ class OpenAiChatClient:
         return payload
 
     def _parse_chunk(self, data: str, payload: Mapping[str, Any], pairs: SplitPairs) -> StreamDelta:
-        try:
-            chunk = json.loads(data)
-        except ValueError as exc:
-            raise malformed(self._endpoint, f"a stream chunk was not valid JSON ({len(data)} bytes)") from exc
+        chunk = parsed(data, self._malformed, "a stream chunk")
         self._raise_for_error_body(chunk, payload)
         try:
             return StreamDelta.from_wire(chunk, pairs)
@@ -227,10 +221,7 @@ class OpenAiChatClient:
             raise malformed(self._endpoint, f"a stream chunk is not a chat completion chunk: {exc}") from exc
 
     def _whole_as_delta(self, body: bytes, payload: Mapping[str, Any]) -> StreamDelta:
-        try:
-            wire = json.loads(body)
-        except ValueError as exc:
-            raise malformed(self._endpoint, f"the response was not valid JSON ({len(body)} bytes)") from exc
+        wire = parsed(body, self._malformed, "the response")
         self._raise_for_error_body(wire, payload)
         try:
             whole = ChatResponse.from_wire(wire)
@@ -242,6 +233,9 @@ class OpenAiChatClient:
             for i, call in enumerate(whole.tool_calls)
         )
         return StreamDelta(whole.content, fragments, whole.finish_reason, whole.usage, whole.model)
+
+    def _malformed(self, what: str) -> LlmError:
+        return malformed(self._endpoint, what)
 
     def _check_length(self, chars: int) -> None:
         if chars > MAX_ANSWER_CHARS:
