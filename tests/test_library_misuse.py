@@ -21,7 +21,7 @@ def test_a_model_name_as_model_is_refused_naming_routing_default(tmp_path: Path)
     with pytest.raises(InvalidArgument, match=r"model= takes a model object.*not a model name \('gpt-4o'\)") as raised:
         Klaw(tmp_path / "home", config=CONFIG, model="gpt-4o")  # type: ignore[arg-type]
     assert "routing.default" in str(raised.value) and isinstance(raised.value, (KlawError, TypeError))
-    with pytest.raises(InvalidArgument, match=r"not int"):
+    with pytest.raises(InvalidArgument, match=r"the int given has no `complete`, `stream`, `aclose`, `model_id`"):
         Klaw(tmp_path / "home", config=CONFIG, model=7)  # type: ignore[arg-type]
     assert not (tmp_path / "home").exists()  # refused before anything was created
 

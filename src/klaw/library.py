@@ -420,19 +420,21 @@ def _model(model: object) -> ChatModel | None:
     `aclose` raised AttributeError) is refused at once with where a name goes: routing.default."""
     if model is None:
         return None
-    if all(callable(getattr(model, name, None)) for name in ("complete", "stream", "aclose")) and hasattr(
-        model, "model_id"
-    ):
+    missing = [name for name in ("complete", "stream", "aclose") if not callable(getattr(model, name, None))]
+    missing += [] if hasattr(model, "model_id") else ["model_id"]
+    if not missing:
         return model  # type: ignore[return-value]  # the ChatModel protocol's members, checked
-    where = (
-        "leave model= out and set routing.default to the model's id in config= or engine.yaml (with its"
-        " entry under models:), e.g. config={'routing': {'default': %r}}"
-        % (model if isinstance(model, str) else "gpt-4o")
-    )
-    what = f"a model name ({model!r})" if isinstance(model, str) else type(model).__name__
+    if not isinstance(model, str):
+        lacks = ", ".join(f"`{name}`" for name in missing)
+        raise InvalidArgument(
+            f"model= takes a klaw.ChatModel (e.g. FunctionModel(my_function)); the {type(model).__name__} given has no"
+            f" {lacks}: wrap a plain function in FunctionModel, or implement the ChatModel protocol (docs/library.md)"
+        )
     raise InvalidArgument(
-        f"model= takes a model object (a klaw.ChatModel, e.g. FunctionModel(my_function)), not {what}:"
-        f" to use a configured model by its name, {where} (docs/library.md)"
+        f"model= takes a model object (a klaw.ChatModel, e.g. FunctionModel(my_function)), not a model name"
+        f" ({model!r}): to use a configured model by its name, leave model= out and set routing.default to"
+        f" the model's id in config= or engine.yaml (with its entry under models:), e.g."
+        f" config={{'routing': {{'default': {model!r}}}}} (docs/library.md)"
     )
 
 
