@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from klaw.cli.app import app
 from klaw.home import KlawHome
 from klaw.memory.reindex import reindex
+from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
 from tests.memory.archive_helpers import DIM, ME, OTHER, ScriptedChat, config, database_bytes, log_text
 
@@ -129,3 +130,21 @@ def test_an_id_past_sqlites_range_is_a_usage_error_not_a_traceback(home: KlawHom
     fill(home)
     code, _, err = run(home, "exchange", "99999999999999999999", "--yes")
     assert code == 2 and "Invalid value for 'ID'" in err and "Traceback" not in err
+
+
+def test_the_confirmation_shows_a_chat_id_as_written(home: KlawHome) -> None:
+    """`burst:one` followed by the sentence's colon is not rich's emoji code `:one:` (adversary9), and
+    brackets in a chat id are not markup."""
+
+    async def write() -> int:
+        store = await SqliteStore.open(home.database_file("klaw.db"))
+        try:
+            chat = ScriptedChat(home, store)
+            turn = await chat.turn("hello", reply="hi", chat=ChatRef("burst", "one"))
+            return await chat.exchange_id(turn)
+        finally:
+            await store.aclose()
+
+    exchange_id = asyncio.run(write())
+    code, out, _ = run(home, "exchange", str(exchange_id), answer="n\n")
+    assert code == 1 and f"This erases exchange {exchange_id} of burst:one: " in " ".join(out.split()), out

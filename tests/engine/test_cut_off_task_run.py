@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sqlite3
 from collections.abc import Mapping
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -125,3 +127,27 @@ async def test_a_spawned_run_cut_off_by_a_kill_is_told_in_the_chat_that_spawned_
         assert f"{before:%Y-%m-%d}" in told
         assert "was cut off" in told and "Ask again if you still want it." in told
         assert len(runs) == 1
+
+
+async def test_a_run_note_that_cannot_be_read_does_not_stop_the_engine(tmp_path: Path) -> None:
+    """scheduler.db edited by hand (or damaged) so a run's start time is not a number: `klaw engine`
+    starts, says the note could not be read and removes it (adversary9: it exited 1 with a traceback)."""
+    with short_socket_dir() as directory:
+        home = KlawHome(directory / "home")
+        initialise_home(home)
+        async with FakeOpenAiServer() as server:
+            write_config(home, server.base_url, debounce_ms=0)
+            store = ScheduleStore(home.scheduler_db)
+            store.create()
+            with closing(sqlite3.connect(home.scheduler_db)) as connection, connection:
+                connection.execute(
+                    "INSERT INTO runs (log_name, task, origin, inject_into, started_at) VALUES (?, ?, ?, ?, ?)",
+                    ("digest", "digest", "schedule", str(CHAT), "yesterday"),
+                )
+            engine = EngineProcess(home)
+            await engine.start()  # raised with the engine's stderr when it exited instead
+            await engine.stop(signal.SIGTERM)
+        said = "".join(p.read_text(encoding="utf-8") for p in [home.root / "engine-1.err", *home.root.glob("logs/*")])
+        assert "a run of task 'digest' noted under way cannot be read; removed" in said
+        assert "Traceback" not in said
+        assert store.runs_under_way() == ()

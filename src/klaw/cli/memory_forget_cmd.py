@@ -67,7 +67,10 @@ def forget(
     console = stdout_console()
 
     def confirm(plan: ForgetPlan) -> bool:
-        console.print(f"This erases {plan.label} of {plan.chat}: {plan.describe()}, for good.", highlight=False)
+        text = f"This erases {plan.label} of {plan.chat}: {plan.describe()}, for good."
+        console.print(
+            text, highlight=False, markup=False, emoji=False
+        )  # a chat id such as burst:one is not an emoji code
         return yes or typer.confirm("Forget it?", default=False)
 
     from klaw.cli.memory_forget_socket import forget_through_engine

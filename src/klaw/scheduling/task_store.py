@@ -167,12 +167,20 @@ class ScheduleStore:
             )
 
     def runs_under_way(self) -> tuple[RunUnderWay, ...]:
-        """The runs noted and not ended, oldest first: at a start, those a crash cut off."""
+        """The runs noted and not ended, oldest first: at a start, those a crash cut off. A row that cannot
+        be read (edited by hand, a damaged file) is reported, removed and left out: it must not stop a start."""
+        runs: list[RunUnderWay] = []
         with self._connect() as connection:
             rows = connection.execute(
-                "SELECT log_name, task, origin, inject_into, started_at FROM runs ORDER BY started_at"
+                "SELECT rowid, log_name, task, origin, inject_into, started_at FROM runs ORDER BY started_at"
             ).fetchall()
-        return tuple(_run(row) for row in rows)
+            for rowid, *row in rows:
+                try:
+                    runs.append(_run(tuple(row)))
+                except (TypeError, ValueError, OverflowError):
+                    log.warning("scheduler.db: a run of task %r noted under way cannot be read; removed", row[1])
+                    connection.execute("DELETE FROM runs WHERE rowid = ?", (rowid,))
+        return tuple(runs)
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
