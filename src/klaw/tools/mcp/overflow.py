@@ -35,5 +35,7 @@ class Overflow:
                 "sent a compressed answer though klaw asked for it uncompressed (klaw could not bound its"
                 f" unpacked size, {cap} at most for one message)"
             )
-        what = "wrote a line" if self.kind == "line" else "sent an answer"
-        return f"{what} longer than {cap} (klaw's limit for one message)"
+        if self.kind == "line":
+            return f"wrote a line longer than {cap} (klaw's limit for one message)"
+        # An answer of server-sent events counts its notifications too (decision 309 addendum).
+        return f"sent an answer longer than {cap} (klaw's limit for one answer, its notifications included)"
