@@ -92,7 +92,8 @@ async def test_an_http_server_answering_without_end_is_cut_at_16_mb_named_and_st
                 grown = peak_memory() - before
                 said = tool_result(h)
                 assert said == (
-                    f"the MCP server 'endless' sent an answer longer than 16 MB (klaw's limit for one answer, its notifications included)"
+                    "the MCP server 'endless' sent an answer longer than 16 MB (klaw's limit for one answer, its"
+                    " notifications included)"
                     f" during the call to {flood}, which did not complete; klaw ended its session and is starting"
                     " a new one"
                 ), said
