@@ -14,6 +14,7 @@ the friendly answer that explains them were noise. `--verbose` still shows every
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
@@ -25,7 +26,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from klaw.log_format import FORMAT, SafeFormatter
+from klaw.log_format import FORMAT, QuietLogFailures, SafeFormatter
 from klaw.private_files import open_private, private_dirs
 
 FILE_FORMAT = "%(asctime)s " + FORMAT
@@ -34,7 +35,7 @@ LOG_FILE_BYTES = 1_000_000
 _STYLES = {logging.WARNING: "yellow", logging.ERROR: "red", logging.CRITICAL: "bold red"}
 
 
-class ConsoleLogHandler(logging.Handler):
+class ConsoleLogHandler(QuietLogFailures, logging.Handler):
     """Each record as one literal line printed through `console`."""
 
     def __init__(self, console: Console) -> None:
@@ -50,7 +51,7 @@ class ConsoleLogHandler(logging.Handler):
             self.handleError(record)
 
 
-class PrivateRotatingFileHandler(RotatingFileHandler):
+class PrivateRotatingFileHandler(QuietLogFailures, RotatingFileHandler):
     """logging's rotating file, each file it opens (the first, and the new one after a rotation)
     created 0600 rather than with the umask's 0644: the log names chats and errors."""
 
@@ -59,7 +60,7 @@ class PrivateRotatingFileHandler(RotatingFileHandler):
         return open(descriptor, "a", encoding=self.encoding, errors=self.errors)
 
 
-class PointerOnce(logging.Handler):
+class PointerOnce(QuietLogFailures, logging.Handler):
     """The first record, as one line saying where the log file is; nothing after it."""
 
     def __init__(self, console: Console, log_file: Path) -> None:
@@ -103,4 +104,5 @@ def logs_through(console: Console, log_file: Path | None = None) -> Iterator[Non
     finally:
         root.handlers = previous
         for handler in handlers:
-            handler.close()
+            with contextlib.suppress(OSError):  # a log file on a full disk: said once, by `QuietLogFailures`
+                handler.close()

@@ -135,8 +135,11 @@ class HomeLock:
             program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
             record = {"pid": os.getpid(), "program": program, "role": role, "command": _command.get()}
             encoded = (json.dumps(record) + "\n").encode()
-            os.ftruncate(descriptor, 0)
-            os.pwrite(descriptor, encoded, 0)
+            try:  # written over the last holder's record, then cut: a full disk leaves a record, not nothing
+                os.pwrite(descriptor, encoded, 0)
+                os.ftruncate(descriptor, len(encoded))
+            except OSError as exc:  # the file's name, for the words saying which disk is full (cli/edge_failures.py)
+                raise OSError(exc.errno, exc.strerror, str(path)) from exc
         except BaseException:
             os.close(descriptor)
             raise

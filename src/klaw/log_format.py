@@ -15,10 +15,14 @@ values are masked in both (`redaction.py`): httpx logs `HTTP Request: POST …?a
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
 import traceback
+from pathlib import Path
 from types import TracebackType
 
+from klaw.disk_trouble import disk_trouble
 from klaw.redaction import mask_url_credentials
 from klaw.terminal_text import one_line, visible
 
@@ -49,3 +53,27 @@ class SafeFormatter(logging.Formatter):
 
     def formatStack(self, stack_info: str) -> str:
         return visible(mask_url_credentials(super().formatStack(stack_info)))
+
+
+_told: set[str] = set()  # where a failure to log was already said, once per process
+
+
+class QuietLogFailures:
+    """A handler mixin: a record that cannot be written (a full disk under the log file, a closed stderr)
+    is one line on stderr, the first time for each place, never logging's `--- Logging error ---` and a
+    traceback for every record (adversary8: ~150 lines twice per turn on a full disk; decision 320)."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        del record  # its message is not repeated: it may quote a conversation
+        failure = sys.exc_info()[1]
+        filename = getattr(self, "baseFilename", None)
+        where = str(filename) if isinstance(filename, str) else "stderr"
+        if where in _told or not logging.raiseExceptions:
+            return
+        _told.add(where)
+        reason = disk_trouble(Path(where), failure) if filename is not None and failure is not None else None
+        if reason is None:
+            reason = one_line(f"{type(failure).__name__}: {failure}") if failure is not None else "unknown"
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"klaw: log lines cannot be written to {where}, later ones are dropped: {reason}\n")
+            sys.stderr.flush()

@@ -6,6 +6,7 @@ import logging
 from typing import Annotated
 
 import typer
+from rich.text import Text
 
 from klaw.cli import (
     bench_cmd,
@@ -24,7 +25,15 @@ from klaw.cli import (
     skills_cmd,
     tools_cmd,
 )
-from klaw.cli.context import fail, home_from_env, home_source, make_private_or_warn, refuse_a_file, stdout_console
+from klaw.cli.context import (
+    err_console,
+    fail,
+    home_from_env,
+    home_source,
+    make_private_or_warn,
+    refuse_a_file,
+    stdout_console,
+)
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.home_language import LanguageError, LanguageSettings, language_settings
@@ -78,9 +87,12 @@ def _root(
         typer.Option("--version", help="Print klaw's version and exit.", is_eager=True, callback=_print_version),
     ] = False,
 ) -> None:
-    from klaw.log_format import FORMAT, SafeFormatter
+    from klaw.log_format import FORMAT, QuietLogFailures, SafeFormatter
 
-    stderr = logging.StreamHandler()
+    class _Stderr(QuietLogFailures, logging.StreamHandler):  # type: ignore[type-arg]
+        """stderr, a failure to write there one line at most."""
+
+    stderr = _Stderr()
     stderr.setFormatter(SafeFormatter(FORMAT))  # nothing a message quotes is obeyed by the terminal (decision 296)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, handlers=[stderr])
     if context.invoked_subcommand:  # the home's lock names the command holding it (decision 259)
@@ -155,4 +167,13 @@ def _language_or_exit(code: str | None, home: KlawHome, force: bool) -> Language
 
 def main() -> None:
     restrict_umask()  # everything this process creates is 0700/0600, whoever creates it (klaw/home_privacy.py)
-    app()
+    try:
+        app()
+    except Exception as exc:  # a read-only home, a full disk, a damaged klaw.db: one line, not a traceback
+        from klaw.cli.edge_failures import edge_words
+
+        words = edge_words(exc, KlawHome.from_env().root)
+        if words is None:
+            raise
+        err_console.print(Text.assemble(("error:", "red"), f" {words}"), highlight=False)
+        raise SystemExit(1) from None

@@ -176,7 +176,9 @@ async def start_engine_or_exit(
     try:
         engine = await Engine.start(home, config, channels=channels)
     except (StorageError, OSError, RuntimeError) as exc:
-        fail(str(exc))
+        from klaw.cli.edge_failures import edge_words
+
+        fail(edge_words(exc, home.root) or str(exc))
     except Exception as exc:
         failure = storage_failure(home.database_file(config.database.path), config.database, exc)
         if failure is None:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import apsw
 
+from klaw.disk_trouble import disk_trouble, full_words
 from klaw.private_files import create_private
 from klaw.store.protocol import StorageError
 from klaw.store.sqlite.last_messages import register_scoring
@@ -157,7 +158,10 @@ def database_error(path: Path, exc: apsw.Error) -> StorageError:
             f"{path} is in use by another klaw process (an engine starting or running on this home, or"
             " klaw reindex); stop it or wait for it, then try again."
         )
-    return StorageError(f"cannot open the database {path}: {exc}")
+    disk = disk_trouble(path) if isinstance(exc, (apsw.CantOpenError, apsw.ReadOnlyError, apsw.IOError)) else None
+    if isinstance(exc, apsw.FullError):
+        disk = full_words(path)
+    return StorageError(disk or f"cannot open the database {path}: {exc}")
 
 
 def _connect(path: Path) -> apsw.Connection:
@@ -219,7 +223,18 @@ def open_connection(path: Path, *, create: bool = True) -> apsw.Connection:
 
 
 def _checkpoint_and_close(connection: apsw.Connection) -> None:
+    """`PRAGMA optimize` (statistics for the next start's query plans), then close. Optimize is a nicety:
+    on a read-only home, a full disk or a damaged page it fails after everything the command did has been
+    stored, and that must not turn a finished command into a traceback (decision 320)."""
     try:
         connection.execute("PRAGMA optimize")
+    except apsw.ReadOnlyError:
+        log.debug("klaw.db is read-only: not optimized at close")  # reading a read-only home is fine
+    except (apsw.CorruptError, apsw.NotADBError) as exc:
+        log.warning("%s", database_error(Path(connection.filename), exc))
+    except apsw.FullError:
+        log.warning("klaw.db was not optimized at close: %s", full_words(Path(connection.filename)))
+    except apsw.Error as exc:
+        log.warning("klaw.db was not optimized at close: %s", type(exc).__name__)
     finally:
         connection.close()

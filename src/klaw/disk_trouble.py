@@ -1,0 +1,84 @@
+"""What a failed write means when the disk is the cause: a file system mounted read-only, or one with no
+space left, named with its mount point and the fix, in one sentence (decision 320).
+
+`[Errno 30] Read-only file system: '…/engine.lock'`, `apsw.FullError: database or disk is full` and
+`sqlite3.OperationalError: unable to open database file` say what failed, not where the trouble is or
+what a person does about it. The answer is the same whichever file klaw was writing (engine.lock,
+klaw.db, a log line): the file system holding it. SQLite's own errors carry no errno, so the file
+system is asked directly (`statvfs`: its read-only flag, its free blocks).
+
+Lives at the top level: `home_lock`, the store, the log handlers and `cli` all word these failures, and
+it imports nothing of klaw.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+READ_ONLY_ERRNOS = frozenset({errno.EROFS})
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+NEARLY_FULL_BYTES = 1 << 20
+"""A write SQLite reports without an errno failed for want of space when less than this is left."""
+
+
+def mount_point(path: Path) -> Path:
+    """The mount point of the file system holding `path` (or its nearest existing parent)."""
+    here = Path(os.path.abspath(path))
+    while not here.is_dir() and here.parent != here:  # a file's folder (a log file may be a link elsewhere)
+        here = here.parent
+    try:
+        device = here.stat().st_dev
+        while here.parent != here and here.parent.stat().st_dev == device:
+            here = here.parent
+    except OSError:
+        pass
+    return here
+
+
+def _statvfs(path: Path) -> os.statvfs_result | None:
+    here = Path(os.path.abspath(path))
+    while not here.exists() and here.parent != here:
+        here = here.parent
+    try:
+        return os.statvfs(here)
+    except OSError:
+        return None
+
+
+def read_only_words(path: Path) -> str:
+    mount = mount_point(path)
+    return (
+        f"{path} is on a read-only file system (mounted at {mount}): klaw writes its home there. Remount"
+        f" it read-write (mount -o remount,rw {mount}), or set KLAW_HOME to a folder you can write."
+    )
+
+
+def full_words(path: Path) -> str:
+    mount = mount_point(path)
+    return (
+        f"no space left on the file system holding {path} (mounted at {mount}): free space on {mount}"
+        " (df -h shows how much is left), then run the command again."
+    )
+
+
+def disk_trouble(path: Path, exc: BaseException | None = None) -> str | None:
+    """One sentence when writing `path` failed because its file system is read-only or full (by `exc`'s
+    errno, else by asking the file system); None when the disk is not the cause."""
+    code = exc.errno if isinstance(exc, OSError) else None
+    if code in READ_ONLY_ERRNOS:
+        return read_only_words(path)
+    if code in FULL_ERRNOS:
+        return full_words(path)
+    if code is not None and code != errno.EACCES:
+        return None  # another OSError (a missing folder…): its own words say it
+    found = _statvfs(path)
+    if found is None:
+        return None
+    if found.f_flag & os.ST_RDONLY:
+        return read_only_words(path)
+    usable = found.f_bfree if os.geteuid() == 0 else found.f_bavail
+    if usable * found.f_frsize < NEARLY_FULL_BYTES:  # SQLite says "disk I/O error", no errno: ask the disk
+        return full_words(path)
+    return None
