@@ -192,4 +192,4 @@ async def test_a_tool_call_id_of_megabytes_is_refused(
     with pytest.raises(LlmMalformedResponseError) as caught:
         await ask(client, stream=stream)
 
-    assert "tool_call.id is 5,000,000 characters long (an id or a name: at most 1,000)" in str(caught.value)
+    assert "tool_call.id is 5,000,000 characters long (a tool call id: at most 1,000)" in str(caught.value)

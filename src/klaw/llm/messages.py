@@ -233,7 +233,7 @@ def tool_call_from_wire(wire: Any) -> ToolCall:
     if not isinstance(name, str) or not name:
         raise WireFormatError("tool_call.function.name is missing")
     call_id = _label(as_text(str(obj.get("id") or "")), "tool_call.id")
-    name = _label(as_text(name), "tool_call.function.name")
+    name = _cut_name(as_text(name))
     return ToolCall(id=call_id, name=name, arguments=_arguments_text(function.get("arguments")))
 
 
@@ -246,7 +246,7 @@ def _fragment_from_wire(wire: Any, pairs: SplitPairs | None = None) -> ToolCallF
     return ToolCallFragment(
         index=index,
         id=_label(_optional_text(obj.get("id"), "tool_call.id"), "tool_call.id"),
-        name=_label(_optional_text(function.get("name"), "tool_call.function.name"), "tool_call.function.name"),
+        name=_cut_name(_optional_text(function.get("name"), "tool_call.function.name")),
         # only a call's pieces tagged with its index are joined: one without is sent whole
         arguments=_arguments_text(arguments, None if index is None else pairs, index),
     )
@@ -264,13 +264,18 @@ def _arguments_text(value: Any, pairs: SplitPairs | None = None, index: int | No
 
 
 def _label(value: _Label, what: str) -> _Label:
-    """A tool call's id or name, refused past `MAX_LABEL_CHARS`: it is stored and sent back with every
-    later request, and is not part of the answer's counted length (decision 317)."""
+    """A tool call's id, refused past `MAX_LABEL_CHARS`: it is stored and sent back with every later
+    request, and is not part of the answer's counted length (decision 317)."""
     if value is not None and len(value) > MAX_LABEL_CHARS:
-        raise WireFormatError(
-            f"{what} is {len(value):,} characters long (an id or a name: at most {MAX_LABEL_CHARS:,})"
-        )
+        raise WireFormatError(f"{what} is {len(value):,} characters long (a tool call id: at most {MAX_LABEL_CHARS:,})")
     return value
+
+
+def _cut_name(value: _Label) -> _Label:
+    """A tool call's name, cut at `MAX_LABEL_CHARS`: no tool has such a name, so the call is answered
+    "not offered" and the turn goes on (tests/engine/test_reply_tool_names_bounded.py), while what is
+    stored and sent back stays small (decision 317's addendum)."""
+    return value if value is None or len(value) <= MAX_LABEL_CHARS else value[:MAX_LABEL_CHARS]
 
 
 def _object(value: Any, what: str) -> Mapping[str, Any]:
