@@ -71,8 +71,8 @@ _EXPORTS = {
     "EngineAlreadyRunningError": "klaw.engine.socket_file",
     "MessageRefused": "klaw.message_text",
     "ToolDefinitionError": "klaw.tools.schema",
-    "InvalidChat": "klaw.library",
-    "InvalidArgument": "klaw.library",
+    "InvalidChat": "klaw.library_arguments",
+    "InvalidArgument": "klaw.library_arguments",
     "OwnTurnRunning": "klaw.library",
     "EngineNotOpen": "klaw.library",
     "StorageError": "klaw.store.protocol",
@@ -141,7 +141,8 @@ if TYPE_CHECKING:
     from klaw.engine.socket_file import EngineAlreadyRunningError
     from klaw.errors import KlawError
     from klaw.home import KlawHome
-    from klaw.library import AgentMessage, EngineNotOpen, InvalidArgument, InvalidChat, Klaw, OwnTurnRunning, TurnFailed
+    from klaw.library import AgentMessage, EngineNotOpen, Klaw, OwnTurnRunning, TurnFailed
+    from klaw.library_arguments import InvalidArgument, InvalidChat
     from klaw.llm.errors import (
         LlmAuthError,
         LlmBadRequestError,

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,19 +41,25 @@ from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.home_lock import ENGINE_ROLE, held_by_this_process, holder_of
 from klaw.home_privacy import database_files, describe_changes, make_private
+from klaw.library_arguments import (
+    LIBRARY_CHANNEL,
+    chat_of,
+    home_of,
+    model_of,
+    query_of,
+    talk_instead,
+)
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.protocol import ChatModel
 from klaw.llm.router import ModelRouter
 from klaw.memory.embedder.protocol import Embedder
-from klaw.scheduling.names import parse_chat_target
-from klaw.store.records import ChatRef, chat_id_problem
+from klaw.store.records import ChatRef
 from klaw.tools.inventory import ToolRow
 from klaw.tools.running_call import running_chat
 from klaw.tools.schema import ToolFunction
 
 log = logging.getLogger(__name__)
 
-LIBRARY_CHANNEL = "library"
 Approve = Callable[[ChatRef, str], Awaitable[bool]]  # (chat, the question as a person reads it) → run it?
 
 
@@ -88,15 +93,6 @@ class TurnFailed(KlawError, RuntimeError):
 
 class EngineNotOpen(KlawError, RuntimeError):
     """The agent was used before `start` or after `aclose`: the message says which, and how to open it."""
-
-
-class InvalidChat(KlawError, ValueError):
-    """A `chat` argument that names no chat: neither a name (a non-empty str) nor a `ChatRef`."""
-
-
-class InvalidArgument(KlawError, TypeError):
-    """An argument of `Klaw(...)` or of one of its methods of a kind it does not take: the message names
-    the argument, what it takes, and for a model name given as `model=`, where a name goes instead."""
 
 
 class OwnTurnRunning(KlawError, RuntimeError):
@@ -135,9 +131,9 @@ class Klaw:
         every such call at once. `on_message`:
         `async def on_message(message: AgentMessage)`, given each message the agent sends on its own
         (a subagent's or task's answer), which no `ask` returns; without it they are only in `history`."""
-        self.home = _home(home)
+        self.home = home_of(home)
         self._config = config
-        self._model = _model(model)
+        self._model = model_of(model)
         self._embedder = embedder
         self._tools = tuple(tools)
         self._clock = clock
@@ -193,7 +189,7 @@ class Klaw:
             holder = holder_of(self.home.root)
             if held_by_this_process(self.home.root) or (holder and holder.role and holder.role != ENGINE_ROLE):
                 raise  # this program's own Klaw ("use that one"), or maintenance ("wait for it to finish")
-            raise EngineAlreadyRunningError(f"{exc}. {_talk_instead(self.home, config)}") from None
+            raise EngineAlreadyRunningError(f"{exc}. {talk_instead(self.home, config)}") from None
         self._closed = False
         if self._config is not None:
             _warn_overridden(self._engine)
@@ -207,7 +203,7 @@ class Klaw:
         Unicode. Cancelled (a timeout) once the message is stored, the turn still runs to its end and its
         reply goes to `on_message` (decision 249)."""
         engine = self.engine
-        ref = _chat(chat)
+        ref = chat_of(chat)
         if running_chat() == ref:
             raise OwnTurnRunning(
                 f"a tool cannot ask its own chat ({ref.channel}:{ref.chat_id}) while its turn runs: the turn"
@@ -233,16 +229,16 @@ class Klaw:
     ) -> list[HistoryEntry]:
         """The last `limit` messages of the chat's current session (since its last `/new`), or of
         `session` (an id from `sessions`), oldest first."""
-        return await self.engine.chats.history(_chat(chat), limit=limit, session=session)
+        return await self.engine.chats.history(chat_of(chat), limit=limit, session=session)
 
     async def turns(self, chat: str | ChatRef, *, session: int | None = None) -> list[TurnState]:
         """The turns of the current session (or of `session`), oldest first, each `completed`, `failed`,
         `tool_limit`, `open` or `interrupted` (cut off by a crash, its message answered by a later turn)."""
-        return await self.engine.chats.turns(_chat(chat), session=session)
+        return await self.engine.chats.turns(chat_of(chat), session=session)
 
     async def sessions(self, chat: str | ChatRef) -> list[SessionInfo]:
         """The chat's sessions, oldest first (the last is the current one)."""
-        return await self.engine.chats.sessions(_chat(chat))
+        return await self.engine.chats.sessions(chat_of(chat))
 
     async def search_memory(
         self, chat: str | ChatRef, query: str, *, limit: int = 5, session: int | None = None
@@ -250,11 +246,11 @@ class Klaw:
         """The chat's earlier messages (every session, or `session`) that best match `query`, best first,
         with the hits and scores `klaw memory search --chat <chat> --segment all` prints (hybrid search,
         no relevance gate: `distance` and `fts_rank` say why each was found)."""
-        return await self.engine.chats.search_memory(_chat(chat), _query(query), limit=limit, session=session)
+        return await self.engine.chats.search_memory(chat_of(chat), query_of(query), limit=limit, session=session)
 
     async def saved_memories(self, chat: str | ChatRef, query: str, *, limit: int = 5) -> list[MemoryFound]:
         """The memories the agent saved in the chat (`memory_save`) that best match `query`, best first."""
-        return await self.engine.chats.saved_memories(_chat(chat), _query(query), limit=limit)
+        return await self.engine.chats.saved_memories(chat_of(chat), query_of(query), limit=limit)
 
     async def core_memory(self) -> dict[str, Any]:
         """Core memory: the facts about the person kept in every context."""
@@ -264,7 +260,7 @@ class Klaw:
         """The tools the chat's model is offered on its next turn, each with its source and whether it
         waits for approval; then those asked for but not offered, groups that failed to load (a plugin),
         MCP servers not serving, and the skills: each with why and what to do (`klaw tools`, `/tools`)."""
-        return (await self.engine.tool_listing.inventory(_chat(chat))).rows
+        return (await self.engine.tool_listing.inventory(chat_of(chat))).rows
 
     async def aclose(self) -> None:
         """Finish the turns in flight and close everything (the engine's graceful shutdown)."""
@@ -362,86 +358,3 @@ def _warn_overridden(engine: Engine) -> None:
             " '/rag reset' gives rag back to the config (/summarizer and /embeddings switch theirs)",
             ", ".join(f"{field} = {value!r} ({command})" for field, value, command in overrides),
         )
-
-
-def _talk_instead(home: KlawHome, config: EngineConfig) -> str:
-    """What a program can do instead of starting a second engine on a home one runs on: ask it over the
-    web API the engine serves (docs/channels.md, "From a script"), or be the home's engine itself."""
-    web = config.channels.web
-    port = str(web.port) if web.port else "PORT"  # 0: the kernel's pick, on klaw serve's `web page:` line
-    return (
-        f'A program can ask the running engine instead: POST {{"text": …}} to'
-        f" http://{web.host}:{port}/api/messages?wait=120 with the token in {home.web_token_file} as an"
-        ' `Authorization: Bearer` key, when it serves the web page (docs/channels.md, "From a script");'
-        " or run your program as the home's engine instead of it, with Klaw(home, listen=True), which"
-        " klaw gateway and klaw mcp serve then talk to"
-    )
-
-
-def _chat(chat: str | ChatRef) -> ChatRef:
-    """A chat by name is `library:<name>`; a name with ":" is `channel:chat_id`, read as the CLI's
-    `--chat` reads it (decision 292); `InvalidChat` for anything else, before anything is stored."""
-    if isinstance(chat, ChatRef):
-        return chat
-    if not isinstance(chat, str):
-        raise InvalidChat(
-            f"the chat must be a name (a str such as 'alice') or a klaw.ChatRef, not {type(chat).__name__}"
-        )
-    if ":" in chat:
-        try:
-            ref = parse_chat_target(chat)
-        except ValueError as exc:
-            raise InvalidChat(
-                f"the chat cannot be used: {exc} (a name without ':' is a chat of your program, e.g. 'alice')"
-            ) from None
-        problem = chat_id_problem(ref.chat_id)
-        if problem is not None:
-            raise InvalidChat(f"the chat cannot be used: {problem}")
-        return ref
-    problem = chat_id_problem(chat)
-    if problem is not None:
-        raise InvalidChat(f"the chat name cannot be used: {problem}; pass a short name such as 'alice'")
-    return ChatRef(LIBRARY_CHANNEL, chat)
-
-
-def _home(home: object) -> KlawHome:
-    """The home as given, or `InvalidArgument` before anything is created (a bare TypeError before)."""
-    if isinstance(home, KlawHome):
-        return home
-    if isinstance(home, (str, os.PathLike)):
-        return KlawHome(Path(home).expanduser())
-    raise InvalidArgument(
-        f"the home must be a directory (a str or pathlib.Path, e.g. Klaw('~/klaw-home')), not {type(home).__name__}"
-    )
-
-
-def _model(model: object) -> ChatModel | None:
-    """`model=` is a model object; a model's name there (before: accepted, then every `ask` failed and
-    `aclose` raised AttributeError) is refused at once with where a name goes: routing.default."""
-    if model is None:
-        return None
-    missing = [name for name in ("complete", "stream", "aclose") if not callable(getattr(model, name, None))]
-    missing += [] if hasattr(model, "model_id") else ["model_id"]
-    if not missing:
-        return model  # type: ignore[return-value]  # the ChatModel protocol's members, checked
-    if not isinstance(model, str):
-        lacks = ", ".join(f"`{name}`" for name in missing)
-        raise InvalidArgument(
-            f"model= takes a klaw.ChatModel (e.g. FunctionModel(my_function)); the {type(model).__name__} given has no"
-            f" {lacks}: wrap a plain function in FunctionModel, or implement the ChatModel protocol (docs/library.md)"
-        )
-    raise InvalidArgument(
-        f"model= takes a model object (a klaw.ChatModel, e.g. FunctionModel(my_function)), not a model name"
-        f" ({model!r}): to use a configured model by its name, leave model= out and set routing.default to"
-        f" the model's id in config= or engine.yaml (with its entry under models:), e.g."
-        f" config={{'routing': {{'default': {model!r}}}}} (docs/library.md)"
-    )
-
-
-def _query(query: object) -> str:
-    """A search's query is text; anything else is `InvalidArgument` (an AttributeError before)."""
-    if not isinstance(query, str):
-        raise InvalidArgument(
-            f"the query must be text (a str), e.g. search_memory('alice', 'the garden'), not {type(query).__name__}"
-        )
-    return query

@@ -1,0 +1,114 @@
+"""What a library program passes to `Klaw` and its methods, read or refused in words before anything is
+created or stored: the home, `model=`, a chat's name, a search's query (decision 292 for chats; the
+refusals of libguard's change: `InvalidArgument`, a TypeError too, where a bare TypeError or a later
+AttributeError came before), and what to do instead of a second engine on a home one runs on.
+
+Kept apart from library.py, whose job is the engine's life and its calls; `klaw.library` re-exports the
+two exceptions, so `klaw.InvalidChat` and `klaw.InvalidArgument` stay where programs find them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from klaw.config import EngineConfig
+from klaw.errors import KlawError
+from klaw.home import KlawHome
+from klaw.llm.protocol import ChatModel
+from klaw.scheduling.names import parse_chat_target
+from klaw.store.records import ChatRef, chat_id_problem
+
+LIBRARY_CHANNEL = "library"
+
+
+class InvalidChat(KlawError, ValueError):
+    """A `chat` argument that names no chat: neither a name (a non-empty str) nor a `ChatRef`."""
+
+
+class InvalidArgument(KlawError, TypeError):
+    """An argument of `Klaw(...)` or of one of its methods of a kind it does not take: the message names
+    the argument, what it takes, and for a model name given as `model=`, where a name goes instead."""
+
+
+def talk_instead(home: KlawHome, config: EngineConfig) -> str:
+    """What a program can do instead of starting a second engine on a home one runs on: ask it over the
+    web API the engine serves (docs/channels.md, "From a script"), or be the home's engine itself."""
+    web = config.channels.web
+    port = str(web.port) if web.port else "PORT"  # 0: the kernel's pick, on klaw serve's `web page:` line
+    return (
+        f'A program can ask the running engine instead: POST {{"text": …}} to'
+        f" http://{web.host}:{port}/api/messages?wait=120 with the token in {home.web_token_file} as an"
+        ' `Authorization: Bearer` key, when it serves the web page (docs/channels.md, "From a script");'
+        " or run your program as the home's engine instead of it, with Klaw(home, listen=True), which"
+        " klaw gateway and klaw mcp serve then talk to"
+    )
+
+
+def chat_of(chat: str | ChatRef) -> ChatRef:
+    """A chat by name is `library:<name>`; a name with ":" is `channel:chat_id`, read as the CLI's
+    `--chat` reads it (decision 292); `InvalidChat` for anything else, before anything is stored."""
+    if isinstance(chat, ChatRef):
+        return chat
+    if not isinstance(chat, str):
+        raise InvalidChat(
+            f"the chat must be a name (a str such as 'alice') or a klaw.ChatRef, not {type(chat).__name__}"
+        )
+    if ":" in chat:
+        try:
+            ref = parse_chat_target(chat)
+        except ValueError as exc:
+            raise InvalidChat(
+                f"the chat cannot be used: {exc} (a name without ':' is a chat of your program, e.g. 'alice')"
+            ) from None
+        problem = chat_id_problem(ref.chat_id)
+        if problem is not None:
+            raise InvalidChat(f"the chat cannot be used: {problem}")
+        return ref
+    problem = chat_id_problem(chat)
+    if problem is not None:
+        raise InvalidChat(f"the chat name cannot be used: {problem}; pass a short name such as 'alice'")
+    return ChatRef(LIBRARY_CHANNEL, chat)
+
+
+def home_of(home: object) -> KlawHome:
+    """The home as given, or `InvalidArgument` before anything is created (a bare TypeError before)."""
+    if isinstance(home, KlawHome):
+        return home
+    if isinstance(home, (str, os.PathLike)):
+        return KlawHome(Path(home).expanduser())
+    raise InvalidArgument(
+        f"the home must be a directory (a str or pathlib.Path, e.g. Klaw('~/klaw-home')), not {type(home).__name__}"
+    )
+
+
+def model_of(model: object) -> ChatModel | None:
+    """`model=` is a model object; a model's name there (before: accepted, then every `ask` failed and
+    `aclose` raised AttributeError) is refused at once with where a name goes: routing.default."""
+    if model is None:
+        return None
+    missing = [name for name in ("complete", "stream", "aclose") if not callable(getattr(model, name, None))]
+    missing += [] if hasattr(model, "model_id") else ["model_id"]
+    if not missing:
+        return model  # type: ignore[return-value]  # the ChatModel protocol's members, checked
+    if not isinstance(model, str):
+        lacks = ", ".join(f"`{name}`" for name in missing)
+        raise InvalidArgument(
+            f"model= takes a klaw.ChatModel (e.g. FunctionModel(my_function)); the {type(model).__name__} given has no"
+            f" {lacks}: wrap a plain function in FunctionModel, or implement the ChatModel protocol (docs/library.md)"
+        )
+    raise InvalidArgument(
+        f"model= takes a model object (a klaw.ChatModel, e.g. FunctionModel(my_function)), not a model name"
+        f" ({model!r}): to use a configured model by its name, leave model= out and set routing.default to"
+        f" the model's id in config= or engine.yaml (with its entry under models:), e.g."
+        f" config={{'routing': {{'default': {model!r}}}}} (docs/library.md)"
+    )
+
+
+def query_of(query: object) -> str:
+    """A search's query is text; anything else is `InvalidArgument` (an AttributeError before)."""
+    if not isinstance(query, str):
+        raise InvalidArgument(
+            f"the query must be text (a str), e.g. search_memory('alice', 'the garden'), not {type(query).__name__}"
+        )
+    return query
