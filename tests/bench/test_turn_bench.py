@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rich.console import Console
 from typer.testing import CliRunner
 
+from klaw.bench.stats import Latency
 from klaw.bench.summary_model import wire_reply
-from klaw.bench.turn_bench import measure_turns
+from klaw.bench.turn_bench import measure_turns, phase_table
 from klaw.cli.app import app
 from klaw.config import ModelConfig
 from klaw.llm.fake_server import FakeOpenAiServer
@@ -81,3 +83,21 @@ def test_the_command_names_the_embedders_it_takes() -> None:
     run = CliRunner().invoke(app, ["bench", "turn", "--stored", "40", "--embedder", "word2vec"])
     assert run.exit_code == 2
     assert "'word2vec' is not one of fake, minilm" in run.output and "Traceback" not in run.output
+
+
+def test_the_phase_table_draws_each_phase_on_one_scale() -> None:
+    phases = {
+        "accept": Latency(2.0, 4.0, 10),
+        "context": Latency(8.0, 16.0, 10),
+        "context.auto_rag": Latency(6.0, 12.0, 10),
+        "slot": Latency(float("nan"), float("nan"), 0),  # no turn waited: no bar, no error
+    }
+    console = Console(width=120, record=True, color_system=None)
+    console.print(phase_table(40, phases, width=16))
+    text = console.export_text()
+    rows = {line.split("│")[1].strip(): line for line in text.splitlines() if line.count("│") > 3}
+    assert "(0–16 ms)" in text
+    assert rows["accept"].count("█") == 2 and rows["accept"].count("░") == 2
+    assert rows["context"].count("█") == 8 and rows["context"].count("░") == 8
+    assert rows["auto_rag"].count("█") == 6 and rows["auto_rag"].count("░") == 6
+    assert "█" not in rows["slot"] and "nan" in rows["slot"]
