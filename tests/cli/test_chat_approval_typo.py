@@ -6,7 +6,9 @@ not a tool, and the chat's start shows config check's warning (on stderr: a pipe
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home
@@ -58,3 +60,48 @@ async def test_a_held_tool_whose_group_is_not_enabled_is_said_to_be_that_groups(
     assert "add shouting to tools.enabled" in warned and "no tool has this name" not in warned
     held = next(line for line in status.splitlines() if line.startswith("Held for approval:"))
     assert "shout (a tool of the group shouting" in held and "misspelt" not in held, held
+
+
+async def test_a_held_tool_of_a_builtin_group_not_enabled_names_the_group(tmp_path: Path) -> None:
+    """`file_write` and `memory_save` are klaw's own (`files`, `memory`), whose providers need the engine to
+    run: before, with those groups left out of tools.enabled, both were called misspelt (decision 330)."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = {
+            **chat_env(home, model.base_url),
+            "KLAW__TOOLS__ENABLED": "[clock]",
+            "KLAW__TOOLS__APPROVAL": "[file_write, memory_save]",
+        }
+        _, status, err = await piped(env, "/status")
+    warned = " ".join(err.split())
+    assert "warning: tools.approval names file_write, a tool of the group files" in warned, warned
+    assert "add files to tools.enabled" in warned and "add memory to tools.enabled" in warned, warned
+    assert "no tool has this name" not in warned, warned
+    held = next(line for line in status.splitlines() if line.startswith("Held for approval:"))
+    assert "file_write (a tool of the group files" in held and "memory_save (a tool of the group memory" in held
+    assert "misspelt" not in held, held
+
+
+async def test_each_builtin_group_names_the_tools_it_registers(tmp_path: Path) -> None:
+    """What a built-in group says it offers (for the wording above) is what it registers, or notes
+    unavailable, with every group enabled: a tool added to a group and not to its names would be called
+    misspelt again while the group is left out."""
+    from klaw import Klaw
+    from klaw.tools.builtin.groups import BUILTIN_GROUPS
+    from klaw.tools.groups import GroupProvider
+    from tests.test_library import CONFIG
+
+    async with Klaw(tmp_path / "home", config=CONFIG) as agent:
+        rows = await agent.tools("alice")
+    found: dict[str, set[str]] = {}
+    for row in rows:
+        if row.source.startswith("built-in "):
+            found.setdefault(row.source.removeprefix("built-in "), set()).add(row.name)
+    declared = {
+        group: set(provider.tools)
+        if isinstance(provider, GroupProvider)
+        else {getattr(fn, "__name__", "") for fn in cast("Sequence[object]", provider)}
+        for group, provider in BUILTIN_GROUPS.items()
+    }
+    assert found == declared

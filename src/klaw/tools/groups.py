@@ -96,10 +96,13 @@ ProvideTools = Callable[[ToolSetup], Iterable[ToolFunction] | None]
 
 @dataclass(frozen=True, slots=True)
 class GroupProvider:
-    """A provider that needs engine services which exist only part-way through the start."""
+    """A provider that needs engine services which exist only part-way through the start. `tools`: the
+    names of the tools it may register (or note unavailable), known without running it, so a held name
+    of a group not enabled is said to be that group's rather than misspelt (decision 330)."""
 
     provide: ProvideTools
     needs: tuple[ServiceKey[Any], ...] = ()
+    tools: tuple[str, ...] = ()
 
 
 ToolProvider = Sequence[ToolFunction] | ProvideTools | GroupProvider
@@ -152,8 +155,9 @@ class ToolGroups:
     def disabled_group_offering(self, tool: str) -> str | None:
         """The group not enabled whose tools include `tool`, so a `tools.approval` name no offered tool has
         is said to be that group's rather than misspelt. Only what can be known without running a
-        provider: klaw's groups that are plain lists (`clock`), and installed packages' groups whose entry
-        point is such a list (imported here, on this warning's path only, never at an engine's start)."""
+        provider: klaw's groups (a plain list like `clock`'s, or a provider naming its `tools`), and
+        installed packages' groups whose entry point is such a list (imported here, on this warning's path
+        only, never at an engine's start)."""
         if self._offering is None:
             self._offering = {}
             for group, names in self._disabled_lists():
@@ -163,7 +167,11 @@ class ToolGroups:
 
     def _disabled_lists(self) -> Iterable[tuple[str, list[str]]]:
         for group, provider in self._builtin_providers.items():
-            if group not in self._enabled and isinstance(provider, Sequence):
+            if group in self._enabled:
+                continue
+            if isinstance(provider, GroupProvider):
+                yield group, list(provider.tools)
+            elif isinstance(provider, Sequence):
                 yield group, [_tool_name(fn) for fn in provider]
         for point in entry_points(group=TOOL_PLUGIN_GROUP):
             if point.name in self._enabled or point.name in self._builtin:

@@ -14,6 +14,7 @@ import functools
 from collections.abc import Mapping
 
 from klaw.home_init import PROTECTED_WORKSPACE
+from klaw.scheduling.names import ADD_TOOL
 from klaw.scheduling.tools import TaskScheduler, register_scheduler_tools, register_subagent_tools
 from klaw.tools.builtin.clock_tools import current_time
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
@@ -99,18 +100,26 @@ def _messaging(setup: ToolSetup) -> None:
 
 BUILTIN_GROUPS: Mapping[str, ToolProvider] = {
     "clock": [current_time],
-    "files": _files,
-    "memory": GroupProvider(_memory, (MEMORY,)),
-    "scheduler": GroupProvider(_scheduler, (SCHEDULER,)),
-    "subagents": GroupProvider(
-        lambda setup: register_subagent_tools(setup.registry, setup.service(SCHEDULER)), (SCHEDULER,)
+    "files": GroupProvider(_files, tools=("file_read", "file_write", "file_list")),
+    "memory": GroupProvider(
+        _memory,
+        (MEMORY,),
+        ("fetch_conversation_details", "memory_save", "memory_search", "memory_core_get", "memory_core_update"),
     ),
-    "messaging": GroupProvider(_messaging, (MESSAGES,)),
-    "skills": GroupProvider(_skills, (SKILLS,)),
-    "web": lambda setup: register_web_fetch(setup.registry, setup.config.web),
-    "websearch": lambda setup: register_web_search(setup.registry, setup.config.web),
-    "code": _code,
-    "host": lambda setup: register_host_exec(setup.registry, setup.config.host_exec),
-    "docs": GroupProvider(_docs, (DOCS,)),
+    "scheduler": GroupProvider(_scheduler, (SCHEDULER,), (ADD_TOOL, "schedule_list", "schedule_remove")),
+    "subagents": GroupProvider(_subagents, (SCHEDULER,), ("subagent_spawn",)),
+    "messaging": GroupProvider(_messaging, (MESSAGES,), ("message_send",)),
+    "skills": GroupProvider(_skills, (SKILLS,), ("skill_list", "skill_read")),
+    "web": GroupProvider(lambda setup: register_web_fetch(setup.registry, setup.config.web), tools=("web_fetch",)),
+    "websearch": GroupProvider(
+        lambda setup: register_web_search(setup.registry, setup.config.web), tools=("web_search",)
+    ),
+    "code": GroupProvider(_code, tools=("code_execute",)),
+    "host": GroupProvider(
+        lambda setup: register_host_exec(setup.registry, setup.config.host_exec), tools=("host_exec",)
+    ),
+    "docs": GroupProvider(_docs, (DOCS,), ("docs_list", "docs_read", "docs_search")),
 }
-"""Each of klaw's groups as `tools.enabled` names it → its provider, in the order their tools are offered."""
+"""Each of klaw's groups as `tools.enabled` names it → its provider, in the order their tools are offered.
+Each provider names the tools it may register (a test checks them), for a held tool of a group not
+enabled (decision 330)."""
