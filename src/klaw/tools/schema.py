@@ -36,14 +36,13 @@ from klaw import strict_json
 from klaw.errors import KlawError
 from klaw.llm.messages import ToolCall, ToolSpec
 from klaw.store.records import ChatRef
+from klaw.tools.schema_text import parse_docstring, trimmed_schema
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 ToolFunction = Callable[..., Any]  # an `async def`, or a plain `def` run in a worker thread
 SchemaToolFunction = Callable[[dict[str, Any], "ToolContext"], Awaitable[Any]]
 """A tool described by a JSON schema of its own (an MCP server's): called with the model's argument object."""
 
-_SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
-_ARG_LINE = re.compile(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _MAX_ERRORS_SHOWN = 10
 _MAX_LOC_PART = 60
 
@@ -160,14 +159,14 @@ def function_tool(fn: ToolFunction, name: str, description: str | None) -> ToolD
     if known is not None and known.globals is fn.__globals__ and _equal(known.source, source):
         spec = ToolSpec(name, known.spec.description, copy.deepcopy(dict(known.spec.parameters)))
         return ToolDefinition(spec, fn, known.arguments, known.parameters, known.context_parameter, in_thread)
-    summary, arg_docs = _parse_docstring(doc)
+    summary, arg_docs = parse_docstring(doc)
     text = description if description is not None else summary
     if not text.strip():
         raise ToolDefinitionError(
             f"tool {name!r} needs a description: give it a docstring saying what it does (the model reads it)"
         )
     arguments, parameters, context_parameter = _arguments_model(fn, name, arg_docs)
-    spec = ToolSpec(name, text.strip(), _clean_schema(arguments.model_json_schema()))
+    spec = ToolSpec(name, text.strip(), trimmed_schema(arguments.model_json_schema()))
     if source is not None:
         _derived[fn.__code__] = _Derived(source, fn.__globals__, spec, arguments, parameters, context_parameter)
         spec = ToolSpec(name, spec.description, copy.deepcopy(dict(spec.parameters)))
@@ -216,7 +215,7 @@ def schema_tool(name: str, description: str, parameters: dict[str, Any], fn: Sch
     """The definition of a tool whose JSON schema comes from elsewhere (an MCP server's); `fn` gets the
     model's argument object (checked to be a JSON object; the schema is the tool's to enforce)."""
     check_name(name)
-    spec = ToolSpec(name, description.strip() or name, _clean_schema(copy.deepcopy(parameters)))
+    spec = ToolSpec(name, description.strip() or name, trimmed_schema(copy.deepcopy(parameters)))
     return ToolDefinition(spec, fn, None, {}, None)
 
 
@@ -290,93 +289,6 @@ def _has_description(hint: Any) -> bool:
     if typing.get_origin(hint) is not Annotated:
         return False
     return any(isinstance(meta, FieldInfo) and meta.description for meta in hint.__metadata__)
-
-
-def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Google-style docstring → (text before the first section, {parameter: description} from Args:).
-
-    Deliberately small: an entry is `name: text` or `name (type): text` at the section's first
-    indentation; deeper-indented lines continue it; an unindented line ends the section.
-    """
-    summary: list[str] = []
-    args: dict[str, str] = {}
-    section: str | None = None
-    entry_indent: int | None = None
-    current: str | None = None
-    for line in doc.splitlines():
-        header = _SECTION.match(line)
-        if header:
-            section, entry_indent, current = header.group(1), None, None
-        elif section is None:
-            summary.append(line)
-        elif section in ("Args", "Arguments", "Parameters") and line.strip():
-            indent = len(line) - len(line.lstrip())
-            if indent == 0:
-                section = "other"
-                continue
-            if entry_indent is None:
-                entry_indent = indent
-            entry = _ARG_LINE.match(line.strip()) if indent == entry_indent else None
-            if entry:
-                current = entry.group(1)
-                args[current] = entry.group(2).strip()
-            elif current is not None:
-                args[current] = f"{args[current]} {line.strip()}".strip()
-    # Wrapped lines are re-joined: the model reads one paragraph, not the source's line breaks.
-    paragraphs = "\n".join(summary).strip().split("\n\n")
-    text = "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
-    return text, {name: described for name, described in args.items() if described}
-
-
-def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Drop what pydantic's schema carries for nothing; it is sent, and paid for in tokens, every turn.
-
-    Gone: `title`s (they repeat the property names), `additionalProperties: true` (the default), and on
-    a parameter that defaults to None its `null` branch and `default: null`: leaving the parameter out
-    says the same, and an explicit null still validates. `additionalProperties: false` stays: grammar-
-    constrained servers (llama.cpp) turn it into "no other keys" while the model writes the call.
-    """
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if isinstance(node.get("title"), str):
-                del node["title"]
-            if node.get("additionalProperties") is True:
-                del node["additionalProperties"]
-            for key, value in node.items():
-                if key == "properties" and isinstance(value, dict):
-                    for name, sub in value.items():
-                        value[name] = _without_null_default(sub)
-                        walk(value[name])
-                elif key == "$defs" and isinstance(value, dict):
-                    for sub in value.values():
-                        walk(sub)
-                elif key not in ("default", "enum", "const", "examples"):
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(schema)
-    return schema
-
-
-def _without_null_default(prop: Any) -> Any:
-    """`{"anyOf": [X, {"type": "null"}], "default": null, ...}` → `{...X, ...}`: optional says it already."""
-    if not isinstance(prop, dict) or "default" not in prop or prop["default"] is not None:
-        return prop
-    rest = {key: value for key, value in prop.items() if key != "default"}
-    options = rest.get("anyOf")
-    if not isinstance(options, list):
-        return rest
-    kept = [option for option in options if option != {"type": "null"}]
-    if not kept:  # `x: None = None`: nothing else to offer
-        return prop
-    if len(kept) == 1 and isinstance(kept[0], dict):
-        del rest["anyOf"]
-        return {**kept[0], **rest}
-    rest["anyOf"] = kept
-    return rest
 
 
 def _describe(exc: ValidationError) -> str:

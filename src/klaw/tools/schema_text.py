@@ -1,0 +1,101 @@
+"""The text of a tool's schema, as the model reads it every turn: descriptions taken from a Google-style
+docstring, and pydantic's JSON schema trimmed of what costs tokens and says nothing.
+
+Kept apart from klaw/tools/schema.py, which turns a function into a tool and checks the model's arguments:
+this is only text in and text out, with no pydantic and no tool in sight.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
+_ARG_LINE = re.compile(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Google-style docstring → (text before the first section, {parameter: description} from Args:).
+
+    Deliberately small: an entry is `name: text` or `name (type): text` at the section's first
+    indentation; deeper-indented lines continue it; an unindented line ends the section.
+    """
+    summary: list[str] = []
+    args: dict[str, str] = {}
+    section: str | None = None
+    entry_indent: int | None = None
+    current: str | None = None
+    for line in doc.splitlines():
+        header = _SECTION.match(line)
+        if header:
+            section, entry_indent, current = header.group(1), None, None
+        elif section is None:
+            summary.append(line)
+        elif section in ("Args", "Arguments", "Parameters") and line.strip():
+            indent = len(line) - len(line.lstrip())
+            if indent == 0:
+                section = "other"
+                continue
+            if entry_indent is None:
+                entry_indent = indent
+            entry = _ARG_LINE.match(line.strip()) if indent == entry_indent else None
+            if entry:
+                current = entry.group(1)
+                args[current] = entry.group(2).strip()
+            elif current is not None:
+                args[current] = f"{args[current]} {line.strip()}".strip()
+    # Wrapped lines are re-joined: the model reads one paragraph, not the source's line breaks.
+    paragraphs = "\n".join(summary).strip().split("\n\n")
+    text = "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+    return text, {name: described for name, described in args.items() if described}
+
+
+def trimmed_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop what pydantic's schema carries for nothing; it is sent, and paid for in tokens, every turn.
+
+    Gone: `title`s (they repeat the property names), `additionalProperties: true` (the default), and on
+    a parameter that defaults to None its `null` branch and `default: null`: leaving the parameter out
+    says the same, and an explicit null still validates. `additionalProperties: false` stays: grammar-
+    constrained servers (llama.cpp) turn it into "no other keys" while the model writes the call.
+    """
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("title"), str):
+                del node["title"]
+            if node.get("additionalProperties") is True:
+                del node["additionalProperties"]
+            for key, value in node.items():
+                if key == "properties" and isinstance(value, dict):
+                    for name, sub in value.items():
+                        value[name] = _without_null_default(sub)
+                        walk(value[name])
+                elif key == "$defs" and isinstance(value, dict):
+                    for sub in value.values():
+                        walk(sub)
+                elif key not in ("default", "enum", "const", "examples"):
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(schema)
+    return schema
+
+
+def _without_null_default(prop: Any) -> Any:
+    """`{"anyOf": [X, {"type": "null"}], "default": null, ...}` → `{...X, ...}`: optional says it already."""
+    if not isinstance(prop, dict) or "default" not in prop or prop["default"] is not None:
+        return prop
+    rest = {key: value for key, value in prop.items() if key != "default"}
+    options = rest.get("anyOf")
+    if not isinstance(options, list):
+        return rest
+    kept = [option for option in options if option != {"type": "null"}]
+    if not kept:  # `x: None = None`: nothing else to offer
+        return prop
+    if len(kept) == 1 and isinstance(kept[0], dict):
+        del rest["anyOf"]
+        return {**kept[0], **rest}
+    rest["anyOf"] = kept
+    return rest
