@@ -22,6 +22,7 @@ from klaw.llm.catalogue import ModelCatalogue
 from klaw.scheduling.schedules import TaskSchedule
 from klaw.scheduling.task_store import DuplicateTask, ScheduledTask, ScheduleStore
 from klaw.store.records import ChatRef
+from klaw.tools.calls import ToolRefusal
 
 START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 CHAT = ChatRef("console", "me")
@@ -263,7 +264,7 @@ async def test_runs_stop_at_the_daily_cap_however_they_were_scheduled(store: Sch
         assert rig.fired() == ["sundays"] * 3
         task = store.get("sundays")
         assert task is not None and task.last_status == "capped"
-        with pytest.raises(ValueError, match=r"scheduler\.maxRunsPerDay"):
+        with pytest.raises(ToolRefusal, match=r"scheduler\.maxRunsPerDay"):
             rig.scheduler.spawn("extra", "one more", model=None, reply_to=CHAT)
         await rig.advance(24 * 3600 - 5 * 60)  # a day after the first run: room for one more
         assert rig.fired() == ["sundays"] * 4

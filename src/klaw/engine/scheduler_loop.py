@@ -39,6 +39,7 @@ from klaw.scheduling.schedules import TaskSchedule
 from klaw.scheduling.task_store import RunUnderWay, ScheduledTask, ScheduleStore
 from klaw.scheduling.zones import scheduler_zone
 from klaw.store.records import ChatRef
+from klaw.tools.calls import ToolRefusal
 
 log = logging.getLogger(__name__)
 
@@ -162,10 +163,17 @@ class Scheduler:
 
     def spawn(self, task_name: str, message: str, *, model: str | None, reply_to: ChatRef | None) -> None:
         """A one-off run of `task_name` now (the `subagent_spawn` tool); its answer goes to `reply_to`.
-        Refused (ValueError, read by the model) once runs reached `scheduler.maxRunsPerDay` in 24 hours."""
+        Refused in words the model reads (`ToolRefusal`, no class name in front) once the engine is
+        shutting down (a turn still running when it began), and once runs reached
+        `scheduler.maxRunsPerDay` in 24 hours."""
+        if self._stopping:
+            raise ToolRefusal(
+                f"klaw is shutting down, so the run of task {task_name!r} was not started; tell the person,"
+                " who can ask for it again once klaw is running"
+            )
         now = self.clock.now()
         if not self._daily.has_room(now):
-            raise ValueError(
+            raise ToolRefusal(
                 f"tasks already ran {self._daily.cap} times in the last 24 hours, the most allowed"
                 " (scheduler.maxRunsPerDay); try again later, or ask the person to raise it"
             )
