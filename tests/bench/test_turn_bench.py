@@ -101,3 +101,14 @@ def test_the_phase_table_draws_each_phase_on_one_scale() -> None:
     assert rows["context"].count("█") == 8 and rows["context"].count("░") == 8
     assert rows["auto_rag"].count("█") == 6 and rows["auto_rag"].count("░") == 6
     assert "█" not in rows["slot"] and "nan" in rows["slot"]
+
+
+def test_one_wild_p95_does_not_flatten_the_other_bars() -> None:
+    phases = {"model": Latency(4.0, 6.0, 10), "reply": Latency(3.0, 900.0, 10)}
+    console = Console(width=120, record=True, color_system=None)
+    console.print(phase_table(40, phases, width=16))
+    text = console.export_text()
+    rows = {line.split("│")[1].strip(): line for line in text.splitlines() if line.count("│") > 3}
+    assert "(0–8 ms)" in text  # twice the largest p50, not 900
+    assert rows["model"].count("█") == 8 and rows["model"].count("░") == 4
+    assert rows["reply"].count("█") == 6 and rows["reply"].count("░") == 9 and rows["reply"].count("›") == 1

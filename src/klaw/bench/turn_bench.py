@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,8 +31,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from rich.table import Table
-from rich.text import Text
 
+from klaw.bench.bars import latency_table
 from klaw.bench.model_process import ModelProcess
 from klaw.bench.stats import Latency
 from klaw.config import EngineConfig
@@ -270,28 +269,7 @@ async def _round_trips(engine: Engine, count: int) -> list[float]:
 
 
 def phase_table(size: int, phases: dict[str, Latency], width: int = 32) -> Table:
-    """A turn's phases as rows (dotted names are parts of the phase above them), each with a bar on one
-    scale: solid to its p50, shaded on to its p95, so the phase that dominates (and the one that
-    varies) shows at a glance; the scale is the largest p95, named in the column's heading."""
-    scale = max((latency.p95_ms for latency in phases.values() if math.isfinite(latency.p95_ms)), default=0.0)
-    table = Table(title=f"turn phases at {size} stored messages (ms)")
-    for column in ("phase", "p50", "p95"):
-        table.add_column(column, justify="left" if column == "phase" else "right")
-    table.add_column(f"p50 \u2588 p95 \u2591 (0\u2013{scale:.0f} ms)", no_wrap=True)
-    for name, latency in phases.items():
-        indent = "  " * name.count(".")
-        table.add_row(
-            indent + name.rsplit(".", 1)[-1],
-            f"{latency.p50_ms:.2f}",
-            f"{latency.p95_ms:.2f}",
-            _bar(latency, scale, width),
-        )
+    """A turn's phases as rows (dotted names are parts of the phase above them), each with its bar."""
+    table = latency_table(f"turn phases at {size} stored messages (ms)", phases, width)
+    table.columns[0].header = "phase"
     return table
-
-
-def _bar(latency: Latency, scale: float, width: int) -> Text:
-    if scale <= 0 or not (math.isfinite(latency.p50_ms) and math.isfinite(latency.p95_ms)):
-        return Text("")  # a phase no turn went through (count 0) has no bar
-    solid = round(width * latency.p50_ms / scale)
-    shaded = max(round(width * latency.p95_ms / scale) - solid, 0)
-    return Text.assemble(("\u2588" * solid, "cyan"), ("\u2591" * shaded, "cyan dim"))

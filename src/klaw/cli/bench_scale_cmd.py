@@ -102,6 +102,7 @@ def scale(
             results["search"].append(asdict(result))
             p50[name] = result.search_without_embedding.p50_ms
             console.print(_figures(result))
+            console.print(_against_floors(result))
         if len(p50) == 2:
             console.print(
                 f"{messages} messages: auto-RAG p50 without query embedding on PostgreSQL is"
@@ -147,6 +148,26 @@ def _figures(result: Any) -> str:
             f" {result.reload_first_search_ms:.0f} ms"
         )
     return "\n".join(lines)
+
+
+def _against_floors(result: Any) -> Any:
+    """The search and its parts drawn beside the floors it cannot beat (the numpy scan as the search
+    splits it, the bytes it scans at the measured bandwidth), so the distance to each shows."""
+    from klaw.bench.bars import floor, latency_table
+
+    rows = {"auto-RAG search (without query embedding)": result.search_without_embedding}
+    if result.split is not None:
+        rows |= {
+            "search.vector side": result.split.vector_side,
+            "search.full-text side": result.split.full_text_side,
+            "search.neighbours": result.split.neighbours,
+            "search.the rest": result.split.rest,
+        }
+    threaded = result.numpy_floor_threaded
+    rows[f"numpy KNN floor, {result.search_threads if threaded else 1} thread(s)"] = threaded or result.numpy_floor
+    rows["memory-bandwidth floor of its scan"] = floor(result.bandwidth_floor_ms)
+    rows["query embedding (beside, when asked)"] = result.query_embedding
+    return latency_table(f"{result.messages} messages on {result.backend}: a search against its floors (ms)", rows)
 
 
 def _split_lines(split: Any) -> list[str]:
