@@ -73,7 +73,7 @@ _EXPORTS = {
     "ToolDefinitionError": "klaw.tools.schema",
     "InvalidChat": "klaw.library_arguments",
     "InvalidArgument": "klaw.library_arguments",
-    "OwnTurnRunning": "klaw.library",
+    "OwnTurnRunning": "klaw.library_own_turn",
     "EngineNotOpen": "klaw.library",
     "StorageError": "klaw.store.protocol",
     "StorageUnavailable": "klaw.store.protocol",
@@ -141,8 +141,9 @@ if TYPE_CHECKING:
     from klaw.engine.socket_file import EngineAlreadyRunningError
     from klaw.errors import KlawError
     from klaw.home import KlawHome
-    from klaw.library import AgentMessage, EngineNotOpen, Klaw, OwnTurnRunning, TurnFailed
+    from klaw.library import AgentMessage, EngineNotOpen, Klaw, TurnFailed
     from klaw.library_arguments import InvalidArgument, InvalidChat
+    from klaw.library_own_turn import OwnTurnRunning
     from klaw.llm.errors import (
         LlmAuthError,
         LlmBadRequestError,

@@ -69,7 +69,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
   - TurnStopped (RuntimeError) ............. engine/turn_runner: a forget on another engine stopped the turn; its words
   - EngineNotOpen (RuntimeError) ........... library: the agent used before `start` or after `aclose`; which
   - InvalidChat (ValueError) ............... library: a `chat` argument that names no chat
-  - OwnTurnRunning (RuntimeError) .......... library: a tool asked its own chat, or closed the engine, during its turn
+  - OwnTurnRunning (RuntimeError) .......... library: a tool asked what waits for its own turn, or closed the engine
   - InvalidArgument ....................... library: an argument `Klaw` or its methods do not take (a TypeError too)
   - ToolDefinitionError (ValueError) ....... tools/schema: a function that cannot be offered as a tool; the fix
     + DuplicateToolName .................... tools/registry: a name another tool has (which group's, when a group's)

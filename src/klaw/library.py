@@ -49,6 +49,7 @@ from klaw.library_arguments import (
     query_of,
     talk_instead,
 )
+from klaw.library_own_turn import AskChains, OwnTurnRunning
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.protocol import ChatModel
 from klaw.llm.router import ModelRouter
@@ -95,11 +96,6 @@ class EngineNotOpen(KlawError, RuntimeError):
     """The agent was used before `start` or after `aclose`: the message says which, and how to open it."""
 
 
-class OwnTurnRunning(KlawError, RuntimeError):
-    """A tool asked its own chat, or closed the engine, while the turn that called it runs: either would
-    wait for itself (decision 322). Asking another chat from a tool is allowed."""
-
-
 class Klaw:
     """The whole klaw engine inside a Python program: open it on a home (`async with Klaw(home) as
     agent`), `await agent.ask(chat, text)` for a reply, read a chat back (`history`, `turns`,
@@ -144,6 +140,7 @@ class Klaw:
         self._approve = approve
         self._on_message = on_message
         self._answering: set[asyncio.Task[None]] = set()
+        self._chains = AskChains()  # which chat's tool waits for which chat's turn (decision 331)
 
     @property
     def engine(self) -> Engine:
@@ -203,23 +200,19 @@ class Klaw:
         Unicode. Cancelled (a timeout) once the message is stored, the turn still runs to its end and its
         reply goes to `on_message` (decision 249)."""
         engine = self.engine
-        ref = chat_of(chat)
-        if running_chat() == ref:
-            raise OwnTurnRunning(
-                f"a tool cannot ask its own chat ({ref.channel}:{ref.chat_id}) while its turn runs: the turn"
-                " waits for the tool, so the message would wait behind it; return what the tool found and let"
-                " the model answer, or ask another chat"
-            )
-        result = await engine.submit(ref, text)
-        if result.command_reply is not None:
-            return result.command_reply
-        assert result.message_id is not None
-        if ref.channel != LIBRARY_CHANNEL:
-            engine.delivery.register(ref.channel, self._deliver)
-        reply: asyncio.Future[Outbound] = asyncio.get_running_loop().create_future()
-        self._waiting.setdefault(ref, []).append((result.message_id, reply))
-        engine.processor.answer_now(ref)
-        outbound = await reply
+        ref, caller = chat_of(chat), running_chat()
+        self._chains.refuse(caller, ref, text)  # what would wait for the turn waiting for this tool
+        with self._chains.asking(caller, ref):
+            result = await engine.submit(ref, text)
+            if result.command_reply is not None:
+                return result.command_reply
+            assert result.message_id is not None
+            if ref.channel != LIBRARY_CHANNEL:
+                engine.delivery.register(ref.channel, self._deliver)
+            reply: asyncio.Future[Outbound] = asyncio.get_running_loop().create_future()
+            self._waiting.setdefault(ref, []).append((result.message_id, reply))
+            engine.processor.answer_now(ref)
+            outbound = await reply
         if outbound.kind == "error":
             raise TurnFailed(outbound.text, error_id=outbound.error_id, cause=outbound.cause) from outbound.cause
         return outbound.text
