@@ -3,7 +3,8 @@
 A call makes fresh namespaces, mounts, a process under `prlimit`, and the workspace snapshots around
 it; the figure is the whole tool call as the engine makes it (through the registry), for a shell
 `true` and for Python printing a line, each `runs` times after one warm-up call. As in the engine, the
-prompt files and a skill are there, copied read-only into each run (decision 283).
+prompt files and a skill are there, copied read-only into each run (decision 283), and the workspace's
+room measured before and after each run (decision 327).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from klaw.bench.stats import Latency
-from klaw.config import SandboxConfig
+from klaw.config import SandboxConfig, ToolsConfig
 from klaw.home import SKILLS_FOLDER, KlawHome
 from klaw.home_init import PROTECTED_WORKSPACE, WORKSPACE_FILES
 from klaw.llm.messages import ToolCall
 from klaw.private_files import write_private
 from klaw.store.records import ChatRef
+from klaw.tools.disk_room import DiskRoom
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.sandbox.backend import Unavailable
 from klaw.tools.sandbox.choice import choose_backend
@@ -44,7 +46,8 @@ async def measure_sandbox(root: Path, config: SandboxConfig, runs: int) -> Sandb
     if isinstance(backend, Unavailable):
         return backend
     registry = ToolRegistry()
-    register_code_execute(registry, backend, config, read_only=PROTECTED_WORKSPACE)
+    room = DiskRoom.from_config(ToolsConfig())  # the engine's default quota and floor (decision 327)
+    register_code_execute(registry, backend, config, read_only=PROTECTED_WORKSPACE, room=room)
     context = ToolContext(ChatRef("bench", "sandbox"), home.workspace)
 
     async def timed(language: str, code: str) -> Latency:

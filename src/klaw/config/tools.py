@@ -124,6 +124,20 @@ class ToolsConfig(Section):
         " cannot persist there).",
     )
     skills: SkillsConfig = SkillsConfig()
+    workspace_quota_mb: int = Field(
+        default=2048,
+        ge=1,
+        description="Most the workspace may hold, in MiB (its files' and folders' blocks on disk): file_write and"
+        " code_execute refuse to go past it, and a sandbox run that does is stopped and what it wrote removed"
+        " (decision 327).",
+    )
+    disk_floor_mb: int = Field(
+        default=512,
+        ge=0,
+        description="Free space, in MiB, kept on the workspace's disk for klaw's own files (klaw.db, the"
+        " conversation log): a tool write that would leave less is refused, a sandbox run that does is stopped"
+        " (decision 327).",
+    )
     approval: tuple[str, ...] = Field(
         default=("host_exec",),
         description="Tools the engine holds until the person answers /approve or /deny in the chat (any tool"

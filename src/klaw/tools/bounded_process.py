@@ -110,10 +110,13 @@ async def run_bounded(
     keep_bytes: tuple[int, int],
     kill: Callable[[], Awaitable[None]] | None = None,
     pass_fds: Sequence[int] = (),
+    stop_when: Callable[[], Awaitable[str]] | None = None,
 ) -> ProcessOutcome:
     """Run `argv` (no shell) with stdin closed; `keep_bytes` is (stdout, stderr) kept for the model.
     `kill` is what else must happen to stop it (a container the CLI started), after the group is killed;
-    `pass_fds` are descriptors the program inherits (files bubblewrap binds by descriptor)."""
+    `pass_fds` are descriptors the program inherits (files bubblewrap binds by descriptor); `stop_when`,
+    awaited beside the program, ends it when it returns, with its words as the limit that stopped it (a
+    sandbox run filling the disk: decision 327)."""
     started = time.monotonic()
     process = await asyncio.create_subprocess_exec(
         *_under_private_umask(argv, env, cwd),
@@ -140,21 +143,25 @@ async def run_bounded(
     readers = asyncio.gather(read(process.stdout, out), read(process.stderr, err))
     limit = asyncio.ensure_future(over_limit.wait())
     done_reading = asyncio.ensure_future(_finish(readers, process))
+    watch = asyncio.ensure_future(stop_when() if stop_when is not None else asyncio.Event().wait())
     stopped: str | None = None
     try:
-        done, _ = await asyncio.wait({limit, done_reading}, timeout=timeout_seconds, return_when="FIRST_COMPLETED")
+        done, _ = await asyncio.wait(
+            {limit, done_reading, watch}, timeout=timeout_seconds, return_when="FIRST_COMPLETED"
+        )
         if done_reading not in done:
-            stopped = (
-                f"the output passed {_size(max_output_bytes)} and the program was killed"
-                if over_limit.is_set()
-                else f"the wall time of {timeout_seconds:g} s ran out and the program was killed"
-            )
+            if watch in done:
+                stopped = f"{watch.result()}, and the program was killed"
+            elif over_limit.is_set():
+                stopped = f"the output passed {_size(max_output_bytes)} and the program was killed"
+            else:
+                stopped = f"the wall time of {timeout_seconds:g} s ran out and the program was killed"
             await _stop(process, kill)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(_DRAIN_AFTER_KILL_SECONDS):
                     await asyncio.shield(done_reading)
     finally:
-        for task in (limit, done_reading, readers):
+        for task in (limit, done_reading, readers, watch):
             task.cancel()
         if process.returncode is None:  # cancelled (engine tool timeout, shutdown): nothing left running
             await _stop(process, kill)

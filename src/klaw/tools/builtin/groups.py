@@ -19,6 +19,7 @@ from klaw.scheduling.tools import TaskScheduler, register_scheduler_tools, regis
 from klaw.tools.builtin.clock_tools import current_time
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
 from klaw.tools.builtin.workspace_files import file_list, file_read, file_writer
+from klaw.tools.disk_room import DiskRoom
 from klaw.tools.docs.index import DocsIndex
 from klaw.tools.docs.tools import register_docs_tools
 from klaw.tools.groups import GroupProvider, ServiceKey, ToolProvider, ToolSetup
@@ -39,15 +40,18 @@ SCHEDULER = ServiceKey[TaskScheduler]("scheduler")
 MESSAGES = ServiceKey[MessageSender]("messages")
 
 
-def register_file_tools(registry: ToolRegistry, *, allow_prompt_edits: bool = False) -> None:
+def register_file_tools(
+    registry: ToolRegistry, *, allow_prompt_edits: bool = False, room: DiskRoom | None = None
+) -> None:
     """`file_read`, `file_write`, `file_list`; `file_write` may change the prompt files and skills/ only
-    with `allow_prompt_edits` (`tools.allowPromptEdits`)."""
-    for tool in (file_read, file_writer(() if allow_prompt_edits else PROTECTED_WORKSPACE), file_list):
+    with `allow_prompt_edits` (`tools.allowPromptEdits`), and writes within `room` (decision 327)."""
+    for tool in (file_read, file_writer(() if allow_prompt_edits else PROTECTED_WORKSPACE, room), file_list):
         registry.register(tool)
 
 
 def _files(setup: ToolSetup) -> None:
-    register_file_tools(setup.registry, allow_prompt_edits=setup.config.tools.allow_prompt_edits)
+    tools = setup.config.tools
+    register_file_tools(setup.registry, allow_prompt_edits=tools.allow_prompt_edits, room=DiskRoom.from_config(tools))
 
 
 def _memory(setup: ToolSetup) -> None:
@@ -62,7 +66,8 @@ def _code(setup: ToolSetup) -> None:
     # The prompt files and skills/ go into every turn: code may not change them unless file_write may.
     protected = () if setup.config.tools.allow_prompt_edits else PROTECTED_WORKSPACE
     backend = choose_backend(setup.config.sandbox, setup.home)
-    register_code_execute(setup.registry, backend, setup.config.sandbox, read_only=protected)
+    room = DiskRoom.from_config(setup.config.tools)
+    register_code_execute(setup.registry, backend, setup.config.sandbox, read_only=protected, room=room)
 
 
 def _docs(setup: ToolSetup) -> None:

@@ -42,6 +42,7 @@ from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
 from klaw.private_files import FILE_MODE, private_dirs
 from klaw.tools.beneath import Outside, Walk, open_directory, walk
 from klaw.tools.calls import ToolRefusal
+from klaw.tools.disk_room import DiskRoom
 from klaw.tools.schema import ToolContext, ToolFunction
 
 MAX_WRITE_BYTES = 1024 * 1024
@@ -79,9 +80,10 @@ async def file_read(
     return await asyncio.to_thread(_read, context.workspace, path, offset, limit)
 
 
-def file_writer(protected: tuple[str, ...] = PROTECTED_WORKSPACE) -> ToolFunction:
+def file_writer(protected: tuple[str, ...] = PROTECTED_WORKSPACE, room: DiskRoom | None = None) -> ToolFunction:
     """`file_write`, refusing the `protected` workspace files, and what lies beneath the protected
-    folders (names ending in "/"): the prompt files and skills/ unless told otherwise."""
+    folders (names ending in "/"): the prompt files and skills/ unless told otherwise; with `room`, a
+    write that would pass the workspace's quota or leave its disk under the floor (decision 327)."""
 
     async def file_write(
         context: ToolContext,
@@ -90,7 +92,7 @@ def file_writer(protected: tuple[str, ...] = PROTECTED_WORKSPACE) -> ToolFunctio
         append: bool = False,
     ) -> str:
         """Write a workspace text file (folders made); replaces it unless append."""
-        return await _file_write(context, path, content, append, protected=protected)
+        return await _file_write(context, path, content, append, protected=protected, room=room)
 
     return file_write
 
@@ -98,10 +100,16 @@ def file_writer(protected: tuple[str, ...] = PROTECTED_WORKSPACE) -> ToolFunctio
 file_write = file_writer()
 
 
-async def _file_write(context: ToolContext, path: str, content: str, append: bool, protected: tuple[str, ...]) -> str:
+async def _file_write(
+    context: ToolContext, path: str, content: str, append: bool, protected: tuple[str, ...], room: DiskRoom | None
+) -> str:
     data = content.encode("utf-8")
     if len(data) > MAX_WRITE_BYTES:
         raise ToolRefusal(f"the content is {len(data)} bytes; one write may be at most {MAX_WRITE_BYTES} bytes (1 MiB)")
+    if room is not None:  # counted as added whole, even over a file it replaces: the simple, safe side
+        refused = (await asyncio.to_thread(room.measure, context.workspace)).refusal(len(data))
+        if refused is not None:
+            raise ToolRefusal(f"{_normal(path)!r} was not written: {refused}.")
     return await asyncio.to_thread(_write, context.workspace, path, data, append, protected)
 
 

@@ -9,6 +9,7 @@ nothing of KLAW_HOME but the workspace, and the limits in `SandboxLimits` (docs/
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -50,13 +51,24 @@ class Job:
     """Code to run: `language` picks the interpreter (python, or /bin/sh for shell). `read_only` names
     workspace files the code may read but not change, move or delete (the prompt files), and folders
     (names ending in "/": skills/) nothing in which it may change (decision 279); a backend binds private
-    copies of them (read_only_copies.py, decision 283)."""
+    copies of them (read_only_copies.py, decision 283). `max_file_bytes`, when given, lowers the size a
+    file may grow to below `SandboxLimits.max_file_bytes` (the room the workspace and its disk have left);
+    `stop_when` ends the run with its words when it returns (the disk watch: decision 327)."""
 
     language: Language
     code: str
     workspace: Path
     timeout_seconds: int
     read_only: tuple[str, ...] = ()
+    max_file_bytes: int | None = None
+    stop_when: Callable[[], Awaitable[str]] | None = None
+
+    def file_bytes(self, limits: SandboxLimits) -> int:
+        """The size a file of this run may grow to: the backend's limit, or less (at least 1 byte: a limit
+        of 0 would mean none to prlimit)."""
+        if self.max_file_bytes is None:
+            return limits.max_file_bytes
+        return max(1, min(limits.max_file_bytes, self.max_file_bytes))
 
 
 class SandboxBackend(Protocol):

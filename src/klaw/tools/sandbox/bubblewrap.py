@@ -90,6 +90,7 @@ class BubblewrapBackend:
                 timeout_seconds=job.timeout_seconds,
                 max_output_bytes=self.limits.max_output_bytes,
                 keep_bytes=KEEP_BYTES,
+                stop_when=job.stop_when,
             )
             killed = group.oom_kills() if group is not None else 0
             if killed and outcome.stopped is None:
@@ -115,7 +116,7 @@ class BubblewrapBackend:
             *self._mounts(job.workspace, venv, copies or []),
             *self._environment(venv),
             "--",
-            *self._rlimits(job.timeout_seconds),
+            *self._rlimits(job),
             *inner,
         ]
 
@@ -167,13 +168,13 @@ class BubblewrapBackend:
             args += ["--setenv", key, value]
         return args
 
-    def _rlimits(self, timeout_seconds: int) -> list[str]:
+    def _rlimits(self, job: Job) -> list[str]:
         limits = self.limits
         return [
             "prlimit",
             f"--as={limits.memory_bytes}",
-            f"--cpu={timeout_seconds}",
-            f"--fsize={limits.max_file_bytes}",
+            f"--cpu={job.timeout_seconds}",
+            f"--fsize={job.file_bytes(limits)}",
             "--nofile=256",
             "--core=0",
             f"--nproc={limits.max_processes}",

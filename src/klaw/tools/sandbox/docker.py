@@ -61,6 +61,7 @@ class DockerBackend:
                 max_output_bytes=self._limits.max_output_bytes,
                 keep_bytes=KEEP_BYTES,
                 kill=kill,
+                stop_when=job.stop_when,
             )
         finally:
             await asyncio.to_thread(copies.remove)
@@ -97,7 +98,7 @@ class DockerBackend:
             "--ulimit",
             f"cpu={job.timeout_seconds}",
             "--ulimit",
-            f"fsize={limits.max_file_bytes}",
+            f"fsize={job.file_bytes(limits)}",
             "--ulimit",
             "core=0",
             "--env",

@@ -12,6 +12,7 @@ import asyncio
 import os
 import stat
 from contextlib import suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -22,20 +23,26 @@ from klaw.private_files import private_dir_at, private_dirs
 from klaw.tools.beneath import open_directory
 from klaw.tools.bounded_process import ProcessOutcome
 from klaw.tools.calls import ToolRefusal
+from klaw.tools.disk_room import MIB, DiskRoom, size
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.sandbox.backend import Job, SandboxBackend, Unavailable
+from klaw.tools.sandbox.disk_watch import undo, watch
 from klaw.tools.sandbox.run_slots import NoSlot, RunSlots
-from klaw.tools.sandbox.workspace_changes import Changes, compare, snapshot
+from klaw.tools.sandbox.workspace_changes import Changes, Snapshot, compare, snapshot
 from klaw.tools.schema import ToolContext, ToolFunction
 
 MAX_CODE_BYTES = 100_000  # one argument of the command line: Linux allows 128 KiB
 
 
-def code_execute_tool(backend: SandboxBackend, config: SandboxConfig, read_only: tuple[str, ...] = ()) -> ToolFunction:
+def code_execute_tool(
+    backend: SandboxBackend, config: SandboxConfig, read_only: tuple[str, ...] = (), room: DiskRoom | None = None
+) -> ToolFunction:
     """`code_execute` bound to `backend` and the limits of `config`; `read_only`: workspace files the
     code may not change (the prompt files and skills/, unless `tools.allowPromptEdits`). At most
     `sandbox.maxConcurrentRuns` calls run at once (`maxConcurrentRunsPerChat` for one chat); the others
-    wait their turn (run_slots.py)."""
+    wait their turn (run_slots.py). With `room`, a run must fit the workspace's quota and leave the disk's
+    floor free: refused without room, watched while it runs, what it wrote removed when it passed
+    (disk_watch.py, decision 327)."""
     slots = RunSlots(config.max_concurrent_runs, config.max_concurrent_runs_per_chat)
 
     async def code_execute(
@@ -60,18 +67,50 @@ def code_execute_tool(backend: SandboxBackend, config: SandboxConfig, read_only:
         wait = max(1, MAX_CALL_SECONDS - seconds)  # the engine cancels a call after 60 s, waiting included
         try:
             async with slots.turn(context.chat, wait):
+                job = Job(language, code, context.workspace, seconds, read_only)
+                if room is not None:
+                    job = await _within(room, job)
                 before = await asyncio.to_thread(snapshot, context.workspace)
-                outcome = await backend.run(Job(language, code, context.workspace, seconds, read_only))
+                outcome = await backend.run(job)
                 after = await asyncio.to_thread(snapshot, context.workspace)
+                kept = await asyncio.to_thread(_not_kept, room, context.workspace, before, after) if room else []
+                if job.max_file_bytes is not None and job.max_file_bytes < config.max_file_mb * MIB:
+                    kept.insert(0, _files_bounded(job.max_file_bytes))
         except NoSlot:
             raise ToolRefusal(
                 f"the code did not run: after {wait} s every sandbox slot was still taken by other calls"
                 f" (sandbox.maxConcurrentRuns: {slots.total}, {slots.per_chat} per chat); call it again,"
                 " or ask for fewer runs at once"
             ) from None
-        return describe(outcome, compare(before, after), capped=(timeout_seconds or 0) > seconds)
+        return "\n".join([describe(outcome, compare(before, after), capped=(timeout_seconds or 0) > seconds), *kept])
 
     return code_execute
+
+
+async def _within(room: DiskRoom, job: Job) -> Job:
+    """`job` bounded by the room the workspace and its disk have now; ToolRefusal when there is none."""
+    now = await asyncio.to_thread(room.measure, job.workspace)
+    refused = now.refusal(0)
+    if refused is not None:
+        raise ToolRefusal(f"the code did not run: {refused}.")
+    return replace(job, max_file_bytes=now.may_add, stop_when=watch(now))
+
+
+def _files_bounded(room: int) -> str:
+    return (
+        f"(the workspace had {size(room)} of room left, by tools.workspaceQuotaMb and tools.diskFloorMb, so no"
+        " file could grow past that in this run: a write beyond it failed with 'File too large')"
+    )
+
+
+def _not_kept(room: DiskRoom, workspace: Path, before: Snapshot, after: Snapshot) -> list[str]:
+    """After a run: nothing when the workspace is within its bounds; else which bound it passed and what
+    of the run's output was removed. Blocking."""
+    passed = room.measure(workspace).over()
+    if passed is None:
+        return []
+    lines = undo(workspace, before, after)
+    return [f"not kept: {passed}.", *lines]
 
 
 def _guard_read_only(workspace: Path, read_only: tuple[str, ...]) -> list[str]:
@@ -132,15 +171,17 @@ def register_code_execute(
     config: SandboxConfig,
     *,
     read_only: tuple[str, ...] = (),
+    room: DiskRoom | None = None,
 ) -> None:
     """Offer `code_execute` when a backend is available; else record why not (for /status). The
-    `read_only` workspace files are mounted read-only over the writable workspace."""
+    `read_only` workspace files are mounted read-only over the writable workspace; `room` bounds what
+    runs may write (decision 327)."""
     if isinstance(backend, Unavailable):
         registry.note_unavailable("code_execute", backend.reason)
         return
     reach = "the network" if config.network else "no network"
     registry.register(
-        code_execute_tool(backend, config, read_only),
+        code_execute_tool(backend, config, read_only, room),
         name="code_execute",
         description=f"Run code in a sandbox: cwd /workspace (your files), {reach}, {config.timeout_seconds} s"
         " unless timeout_seconds.",

@@ -1,0 +1,132 @@
+"""The workspace's quota and the disk's free-space floor (decision 327), as a person meets them: the fake
+model has code_execute (in the real sandbox) or file_write fill the workspace past
+`tools.workspaceQuotaMb`, reads what happened in words, and the next turn of the chat still works; a
+floor above the disk's free space refuses every tool write, naming the setting."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from klaw.tools.disk_room import used
+from tests.engine.harness import running_engine
+from tests.tools.sandbox_helpers import backend_or_skip, no_sandbox_reason
+
+needs_sandbox = pytest.mark.skipif(no_sandbox_reason() is not None, reason=f"no sandbox here: {no_sandbox_reason()}")
+MIB = 1024 * 1024
+
+# Many files of 1 MiB each, one after another, far past a 4 MiB quota: no single file passes the
+# file-size limit, so only the count of them all can stop it. It prints as it goes, then sleeps so a
+# run that is not stopped would end by its wall time.
+MANY_FILES = """
+import os, time
+os.makedirs("out", exist_ok=True)
+for n in range(40):
+    with open(f"out/part{n}.bin", "wb") as f:
+        f.write(os.urandom(1024 * 1024))
+    print("wrote", n, flush=True)
+    time.sleep(0.05)
+print("all written")
+"""
+
+
+@needs_sandbox
+async def test_code_writing_past_the_quota_is_stopped_and_its_files_removed_then_a_turn_works(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, tools={"workspaceQuotaMb": 4}) as h:
+        backend_or_skip(h.home)
+        (h.home.workspace / "keep.txt").write_text("mine\n", encoding="utf-8")
+        h.server.reply_tool_calls([("code_execute", {"language": "python", "code": MANY_FILES})])
+        h.server.reply_text("the disk filled up")
+        assert (await h.turn("write forty megabytes")).text == "the disk filled up"
+        content = h.last_request_messages()[-1]["content"]
+        assert content.startswith("stopped: the workspace passed its quota of 4 MiB (tools.workspaceQuotaMb)")
+        assert "all written" not in content
+        assert "not kept: the workspace holds" in content and "its quota is 4 MiB" in content
+        assert "Delete files you no longer need" in content and "raise tools.workspaceQuotaMb" in content
+        assert "removed, as the run created them: out/part0.bin" in content
+        assert not list((h.home.workspace / "out").iterdir())
+        assert (h.home.workspace / "keep.txt").read_text(encoding="utf-8") == "mine\n"
+        assert used(h.home.workspace) < 4 * MIB
+
+        h.server.reply_tool_calls(
+            [("code_execute", {"language": "shell", "code": "echo small > small.txt; cat small.txt"})]
+        )
+        h.server.reply_text("still fine")
+        assert (await h.turn("write a little")).text == "still fine"
+        content = h.last_request_messages()[-1]["content"]
+        assert (
+            content.startswith("exit code 0") and "stdout:\nsmall" in content and "files created: small.txt" in content
+        )
+        assert "not kept" not in content
+
+
+@needs_sandbox
+async def test_no_file_grows_past_the_room_the_quota_leaves(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, tools={"workspaceQuotaMb": 3}) as h:
+        backend_or_skip(h.home)
+        (h.home.workspace / "log.txt").write_text("line one\n", encoding="utf-8")
+        code = "with open('log.txt', 'ab') as f:\n    for _ in range(8):\n        f.write(b'x' * 1024 * 1024)\n"
+        h.server.reply_tool_calls([("code_execute", {"language": "python", "code": code})])
+        h.server.reply_text("done")
+        await h.turn("append a lot")
+        content = h.last_request_messages()[-1]["content"]
+        # the file-size limit is the room left (under 3 MiB), so the write itself fails before the quota
+        assert "OSError: [Errno 27] File too large" in content and "files changed: log.txt" in content
+        assert "so no file could grow past that in this run: a write beyond it failed with 'File too large'" in content
+        assert (h.home.workspace / "log.txt").stat().st_size <= 3 * MIB
+        assert used(h.home.workspace) <= 3 * MIB
+
+
+@needs_sandbox
+async def test_code_does_not_run_while_the_workspace_is_over_its_quota(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, tools={"workspaceQuotaMb": 1}) as h:
+        backend_or_skip(h.home)
+        (h.home.workspace / "big.bin").write_bytes(os.urandom(2 * MIB))
+        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "touch ran"})])
+        h.server.reply_text("it is full")
+        assert (await h.turn("run something")).text == "it is full"
+        content = h.last_request_messages()[-1]["content"]
+        assert content.startswith("the code did not run: the workspace holds 2 MiB")
+        assert "its quota is 1 MiB (tools.workspaceQuotaMb in engine.yaml)" in content
+        assert not (h.home.workspace / "ran").exists()
+
+
+async def test_file_write_past_the_quota_is_refused_in_words_and_the_chat_goes_on(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, tools={"workspaceQuotaMb": 1}) as h:
+        (h.home.workspace / "big.bin").write_bytes(os.urandom(MIB - 1000))
+        h.server.reply_tool_calls([("file_write", {"path": "notes/more.txt", "content": "y" * 100_000})])
+        h.server.reply_text("no room")
+        assert (await h.turn("save this")).text == "no room"
+        content = h.last_request_messages()[-1]["content"]
+        assert "'notes/more.txt' was not written: the workspace holds" in content
+        assert "this write adds 97.7 KiB" in content and "its quota is 1 MiB" in content
+        assert not (h.home.workspace / "notes" / "more.txt").exists()
+        h.server.reply_text("hello again")
+        assert (await h.turn("hello")).text == "hello again"
+
+
+async def test_a_floor_above_the_free_space_refuses_tool_writes_naming_the_setting(tmp_path: Path) -> None:
+    floor_mb = 100_000_000  # about 95 TiB: more than any disk here has free
+    async with running_engine(tmp_path, tools={"diskFloorMb": floor_mb}) as h:
+        h.server.reply_tool_calls([("file_write", {"path": "a.txt", "content": "hi"})])
+        h.server.reply_text("the disk is full")
+        assert (await h.turn("save hi")).text == "the disk is full"
+        content = h.last_request_messages()[-1]["content"]
+        assert "'a.txt' was not written: the disk holding the workspace (mounted at " in content
+        assert "klaw keeps 97656.2 GiB free for its own memory and conversation log (tools.diskFloorMb" in content
+        assert not (h.home.workspace / "a.txt").exists()
+
+
+@needs_sandbox
+async def test_code_does_not_run_when_the_disk_is_under_the_floor(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, tools={"diskFloorMb": 100_000_000}) as h:
+        backend_or_skip(h.home)
+        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "touch ran"})])
+        h.server.reply_text("no room")
+        await h.turn("run something")
+        content = h.last_request_messages()[-1]["content"]
+        assert content.startswith("the code did not run: the disk holding the workspace (mounted at ")
+        assert "(tools.diskFloorMb in engine.yaml)" in content and "free space on that disk" in content
+        assert not (h.home.workspace / "ran").exists()
