@@ -82,3 +82,26 @@ def disk_trouble(path: Path, exc: BaseException | None = None) -> str | None:
     if usable * found.f_frsize < NEARLY_FULL_BYTES:  # SQLite says "disk I/O error", no errno: ask the disk
         return full_words(path)
     return None
+
+
+def permission_words(where: Path, home_root: Path) -> str:
+    return (
+        f"{where} cannot be written: permission denied. klaw writes its home as the user running it:"
+        f" make {home_root} yours and writable (chown -R, chmod u+w), or set KLAW_HOME to a folder you can write."
+    )
+
+
+def unwritable(home_root: Path, files: tuple[Path, ...] = ()) -> str | None:
+    """Why klaw could not run on the home at `home_root`, asked of the file system without writing (so
+    `klaw config check` can say it): the home or one of `files` that exists (klaw.db, its folder) on a
+    read-only file system, or not writable by this user; None when all can be written. Where SQLite can
+    still read klaw.db, commands that only read work, but no engine starts (its lock, the log)."""
+    for path in (home_root, *files):
+        if not path.exists():
+            continue
+        found = _statvfs(path)
+        if found is not None and found.f_flag & os.ST_RDONLY:
+            return read_only_words(path)
+        if not os.access(path, os.W_OK):
+            return permission_words(path, home_root)
+    return None

@@ -92,6 +92,27 @@ async def test_a_read_only_home_is_named_with_the_fix_by_every_command(tmp_path:
             assert said.startswith("error: ") and fix in said and "engine.lock" in said, err
 
 
+async def test_config_check_says_klaw_cannot_run_on_a_read_only_home(tmp_path: Path) -> None:
+    async with FakeOpenAiServer() as model:
+        model.reply_text("Hi.")
+        root = os.geteuid() == 0
+        with _tmpfs(tmp_path / "mnt", "8m") if root else _nothing(tmp_path / "mnt") as mnt:
+            home = mnt / "home"
+            env = await _chatted_home(home, model)
+            assert _klaw(env, "config", "check").returncode == 0
+            if root:
+                _remount_read_only(mnt)
+                fix = f"is on a read-only file system (mounted at {mnt}): klaw writes its home there. Remount"
+            else:
+                for path in (home, *home.rglob("*")):
+                    path.chmod(path.stat().st_mode & ~0o222)
+                fix = "cannot be written: permission denied. klaw writes its home as the user running it"
+            said = _one_line(_klaw(env, "config", "check"))
+            assert said.startswith(f"error: {home / 'engine.yaml'} is valid, but klaw cannot run on this home: ")
+            assert fix in said and "set KLAW_HOME to a folder you can write" in said
+            assert _klaw(env, "config", "check").returncode == 1
+
+
 def _remount_read_only(mnt: Path) -> None:
     subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
 

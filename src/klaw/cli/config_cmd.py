@@ -13,6 +13,7 @@ from rich.table import Table
 from klaw.cli.context import fail, home_from_env, home_source, load_or_exit, stderr_console, table_console
 from klaw.cli.gateway_cmd import telegram_token_problem
 from klaw.cli.service_env import SERVICE_ENV, names_in
+from klaw.disk_trouble import unwritable
 from klaw.home import KlawHome
 
 if TYPE_CHECKING:
@@ -84,9 +85,10 @@ def path() -> None:
 @app.command()
 def check() -> None:
     """Validate engine.yaml (exit 2 with the reason when it is invalid, 1 when there is none or when the
-    engine would not start in this installation: the configured embedder's package is missing, the home's
-    vectors come from another embedder (run klaw reindex), a routed model's apiKeyEnv variable is not set, or a
-    tool group tools.enabled names fails to load, as `klaw tools` says)."""
+    engine would not start in this installation: the home is read-only (or not yours to write), the
+    configured embedder's package is missing, the home's vectors come from another embedder (run klaw
+    reindex), a routed model's apiKeyEnv variable is not set, or a tool group tools.enabled names fails to
+    load, as `klaw tools` says)."""
     home = home_from_env(must_exist=False)  # a missing home is a missing engine.yaml: said below, exit 1
     if not home.config_file.exists():
         fail(
@@ -95,6 +97,10 @@ def check() -> None:
             code=1,
         )
     loaded = load_or_exit(home)
+    db_file = home.database_file(loaded.config.database.path)
+    if (stuck := unwritable(home.root, (db_file.parent, db_file))) is not None:
+        # Not "valid": every engine start and every chat fails on this home (decision 320's words).
+        fail(f"{loaded.path} is valid, but klaw cannot run on this home: {stuck}", code=1)
     from klaw.memory.embedder.factory import embedder_problem  # loads numpy: only for check
 
     if (missing := embedder_problem(loaded.config.embedder)) is not None:

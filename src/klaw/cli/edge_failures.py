@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from klaw.disk_trouble import FULL_ERRNOS, READ_ONLY_ERRNOS, disk_trouble, full_words, read_only_words
+from klaw.disk_trouble import FULL_ERRNOS, READ_ONLY_ERRNOS, disk_trouble, full_words, permission_words, read_only_words
 
 _FILE_TOO_LARGE = errno.EFBIG
 
@@ -36,10 +36,7 @@ def _os_words(exc: OSError, home_root: Path) -> str | None:
     if exc.errno in READ_ONLY_ERRNOS or exc.errno in FULL_ERRNOS:
         return disk_trouble(where, exc)
     if exc.errno in (errno.EACCES, errno.EPERM) and where.is_relative_to(home_root):
-        return (
-            f"{where} cannot be written: permission denied. klaw writes its home as the user running it:"
-            f" make {home_root} yours and writable (chown -R, chmod u+w), or set KLAW_HOME to a folder you can write."
-        )
+        return permission_words(where, home_root)
     if exc.errno == _FILE_TOO_LARGE:
         return f"{where} cannot grow: {exc.strerror} (a file-size limit: see `ulimit -f`)."
     return None
