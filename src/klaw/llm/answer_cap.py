@@ -10,11 +10,12 @@ does for a URL MCP server's answers (that one is httpx2's, for the MCP SDK; this
 body past `MAX_BODY_BYTES`, or one line of a stream past it (a line carries one chunk of the answer, which
 a server may send whole), fails the read with a worded `LlmMalformedResponseError`, never retried. A stream
 in total is not bounded in bytes but in what it carries (`openai_client` counts its characters and its
-empty chunks). klaw asks for answers uncompressed (`IDENTITY`): the count is of the bytes received, and a
-compressed body unpacks to far more; one compressed anyway is refused at its first bytes.
+empty chunks). klaw asks for answers uncompressed (`IDENTITY`); one compressed anyway (gzip, deflate) is
+unpacked a bounded piece at a time (`llm/unpacking.py`, decision 333) and the count is of the unpacked bytes,
+so a decompression bomb is cut at the same cap, with the same words.
 
-An error status's body is read at most `ERROR_BODY_BYTES` (`excerpt`): only a 300-character excerpt of the
-server's message is ever shown.
+An error status's body is read at most `ERROR_BODY_BYTES` (`excerpt`, unpacked too): only a 300-character
+excerpt of the server's message is ever shown.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 import httpx
 
 from klaw.llm.errors import LlmError
+from klaw.llm.unpacking import CodingError, codings, unpacked
 
 # ~500,000 tokens: above any model's output limit, and above a reply the engine's socket must still carry
 # in parts (tests/engine/test_turn_failures.py sends 1.8 million characters).
@@ -36,66 +38,75 @@ MAX_BODY_BYTES = 8 * MAX_ANSWER_CHARS
 ERROR_BODY_BYTES = 64 * 1024
 IDENTITY = {"Accept-Encoding": "identity"}
 TOO_LONG_HINT = (
-    "Check the server, or a proxy in front of it: klaw reads an answer uncompressed and at most "
-    f"{MAX_BODY_BYTES // 1_000_000} MB (a longer one is a server writing without end)."
+    "Check the server, or a proxy in front of it: klaw reads at most "
+    f"{MAX_BODY_BYTES // 1_000_000} MB of an answer, counted unpacked if it came compressed (a longer one is a server"
+    " writing without end), and undoes gzip and deflate only."
 )
 
 Refusal = Callable[[str], LlmError]
 
 
 class _CappedBody(httpx.AsyncByteStream):
-    """An answer's bytes as they come, failing past `MAX_BODY_BYTES` in all (a whole body) or in one line
-    (a stream of server-sent events). The line count is a C-level search of each network read, not of each
-    chunk of the answer."""
+    """An answer's bytes as they come, unpacked if they came compressed, failing past `MAX_BODY_BYTES` in all
+    (a whole body) or in one line (a stream of server-sent events). The line count is a C-level search of
+    each network read (or unpacked piece), not of each chunk of the answer."""
 
-    def __init__(self, inner: httpx.AsyncByteStream, refuse: Refusal, *, lines: bool) -> None:
+    def __init__(self, inner: httpx.AsyncByteStream, refuse: Refusal, *, lines: bool, applied: list[str]) -> None:
         self._inner = inner
         self._refuse = refuse
         self._lines = lines
+        self._applied = applied
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         read = 0  # since the last line break in a stream; in all otherwise
         lines = self._lines
-        async for chunk in self._inner:
-            if lines and (newline := max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))) >= 0:
-                read = len(chunk) - newline - 1
-            else:
-                read += len(chunk)
-            if read > MAX_BODY_BYTES:
-                what = "one line of its stream" if lines else "its answer"
-                raise self._refuse(
-                    f"{what} passed {MAX_BODY_BYTES // 1_000_000} MB without ending; klaw stopped reading it"
-                )
-            yield chunk
+        try:
+            async for chunk in unpacked(self._inner, self._applied):  # the stream itself when uncompressed
+                if lines and (newline := max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))) >= 0:
+                    read = len(chunk) - newline - 1
+                else:
+                    read += len(chunk)
+                if read > MAX_BODY_BYTES:
+                    what = "one line of its stream" if lines else "its answer"
+                    raise self._refuse(
+                        f"{what} passed {MAX_BODY_BYTES // 1_000_000} MB without ending; klaw stopped reading it"
+                    )
+                yield chunk
+        except CodingError as exc:  # corrupt compressed data
+            raise self._refuse(str(exc)) from None
 
     async def aclose(self) -> None:
         await self._inner.aclose()
 
 
 def capped(response: httpx.Response, refuse: Refusal) -> None:
-    """Put the counting stream under a successful `response` whose body is not yet read; refuse it at once
-    if it comes compressed (module docstring)."""
-    encoding = response.headers.get("content-encoding", "").strip().lower()
-    if encoding not in ("", "identity"):
-        raise refuse(f"it sent its answer compressed ({encoding[:20]}) although klaw asked for it uncompressed")
+    """Put the counting (and unpacking) stream under a successful `response` whose body is not yet read;
+    refuse it at once if it comes in a compression klaw does not undo (module docstring)."""
+    try:
+        applied = codings(response.headers)
+    except CodingError as exc:
+        raise refuse(str(exc)) from None
+    # unpacked here, bounded: httpx must not unpack again, each read whole (it reads this header lazily)
+    if applied:
+        del response.headers["content-encoding"]
     assert isinstance(response.stream, httpx.AsyncByteStream)  # an AsyncClient's
     lines = "text/event-stream" in response.headers.get("content-type", "")
-    response.stream = _CappedBody(response.stream, refuse, lines=lines)
+    response.stream = _CappedBody(response.stream, refuse, lines=lines, applied=applied)
 
 
 async def excerpt(response: httpx.Response) -> bytes:
-    """The first `ERROR_BODY_BYTES` of an error status's body (unpacked only if uncompressed: a compressed
-    one gives nothing, its message is not worth unpacking an unbounded body for)."""
-    encoding = response.headers.get("content-encoding", "").strip().lower()
-    if encoding not in ("", "identity"):
-        return b""
+    """The first `ERROR_BODY_BYTES` of an error status's body, unpacked a piece at a time if compressed
+    (nothing if in a coding klaw does not undo, or corrupt: only the status is shown then)."""
     parts: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_raw():
-        parts.append(chunk)
-        size += len(chunk)
-        if size >= ERROR_BODY_BYTES:
-            break
+    try:
+        async for chunk in unpacked(response.aiter_raw(), codings(response.headers)):
+            parts.append(chunk)
+            size += len(chunk)
+            if size >= ERROR_BODY_BYTES:
+                break
+    except CodingError:
+        return b""
     return b"".join(parts)[:ERROR_BODY_BYTES]
 
 

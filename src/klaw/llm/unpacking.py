@@ -1,0 +1,75 @@
+"""A model server's compressed answer, unpacked a bounded piece at a time (decision 333).
+
+klaw asks for answers uncompressed, but a server or a proxy in front of it may compress anyway. httpx's
+own decoders unpack each network read whole (`zlib`'s `decompress(data)` without a limit): one 64 KB read
+of a gzip bomb unpacks to ~64 MB, and a stacked coding (`gzip, gzip`) turns 10 KB on the wire into
+gigabytes inside a single call, before any count of the bytes can run. Here every zlib call is given
+`PIECE` as its `max_length`, and what it could not unpack yet waits in `unconsumed_tail` for the next call:
+whatever the ratio, at most `PIECE` bytes exist at a time beyond what the reader above keeps, so the
+count of `answer_cap` (16 MB, on the unpacked bytes) cuts a bomb at the cap.
+
+gzip (x-gzip) and deflate are undone, up to `MAX_CODINGS` stacked; any other coding (br, zstd: httpx
+would need packages klaw does not install) is refused by `codings`, naming it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import AsyncIterable, AsyncIterator
+
+import httpx
+
+PIECE = 64 * 1024
+MAX_CODINGS = 2
+_GZIP = zlib.MAX_WBITS | 16
+_WBITS = {"gzip": _GZIP, "x-gzip": _GZIP, "deflate": zlib.MAX_WBITS}
+UNDONE = "gzip and deflate"
+
+
+class CodingError(ValueError):
+    """A coding klaw does not undo, or compressed data that is corrupt; its text says which."""
+
+
+def codings(headers: httpx.Headers) -> list[str]:
+    """The content-codings of an answer, in the order they were applied ([] for none or identity);
+    `CodingError` for one klaw does not undo or too many stacked."""
+    named = [value.strip().lower() for value in headers.get_list("content-encoding", split_commas=True)]
+    named = [coding for coding in named if coding and coding != "identity"]
+    unknown = [coding[:20] for coding in named if coding not in _WBITS]
+    if unknown:
+        raise CodingError(f"it sent its answer in a compression klaw cannot undo ({', '.join(unknown[:3])})")
+    if len(named) > MAX_CODINGS:
+        raise CodingError(f"it sent its answer compressed {len(named)} times over")
+    return named
+
+
+def unpacked(raw: AsyncIterable[bytes], applied: list[str]) -> AsyncIterable[bytes]:
+    """`raw` with the `applied` codings undone, last applied first, in pieces of at most `PIECE` bytes."""
+    stream = raw
+    for coding in reversed(applied):
+        stream = _undone(stream, coding)
+    return stream
+
+
+async def _undone(raw: AsyncIterable[bytes], coding: str) -> AsyncIterator[bytes]:
+    """One coding undone. The answer ends where the compressed stream does: what follows is not read (httpx
+    read it and threw it away, so a server could send junk there without end, never counted)."""
+    inflater = zlib.decompressobj(_WBITS[coding])
+    first = True
+    async for data in raw:
+        while not inflater.eof:
+            try:
+                out = inflater.decompress(data, PIECE)
+            except zlib.error as exc:
+                if first and coding == "deflate":  # servers that send raw deflate without the zlib header
+                    inflater, first = zlib.decompressobj(-zlib.MAX_WBITS), False
+                    continue
+                raise CodingError(f"its {coding} data is corrupt ({exc})") from None
+            first = False
+            data = inflater.unconsumed_tail
+            if out:
+                yield out
+            if not data and len(out) < PIECE:  # all read, nothing held back: a full piece may have more
+                break
+        if inflater.eof:
+            return
