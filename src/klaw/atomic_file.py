@@ -10,13 +10,21 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from klaw.private_files import private_dirs
 
 
 def replace_file(path: Path, data: bytes, *, new_file_mode: int = 0o600) -> None:
     """Atomically give `path` the content `data`, keeping its permission bits (or `new_file_mode`)."""
+    replace_file_by(path, lambda handle: handle.write(data), new_file_mode=new_file_mode)
+
+
+def replace_file_by(path: Path, write: Callable[[BinaryIO], object], *, new_file_mode: int = 0o600) -> None:
+    """`replace_file` with the content written by `write` into the new file, a piece at a time (a log
+    file rewritten without holding it whole: decision 329)."""
     private_dirs(path.parent)
     try:
         mode = path.stat().st_mode & 0o777
@@ -25,7 +33,7 @@ def replace_file(path: Path, data: bytes, *, new_file_mode: int = 0o600) -> None
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
+            write(handle)
             handle.flush()
             os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())

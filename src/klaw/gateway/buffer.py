@@ -22,7 +22,8 @@ from pathlib import Path
 
 from klaw import strict_json
 from klaw.atomic_file import append_whole
-from klaw.engine.frames import CommandFrame, FrameError, InboundFrame, decode_frame, encode_frame
+from klaw.bounded_lines import numbered_lines
+from klaw.engine.frames import MAX_FRAME_BYTES, CommandFrame, FrameError, InboundFrame, decode_frame, encode_frame
 from klaw.errors import KlawError
 from klaw.private_files import open_private, private_dirs
 
@@ -150,7 +151,10 @@ def _load(directory: Path, path: Path) -> OrderedDict[str, BufferedFrame]:
     if not path.exists():
         return pending
     with path.open("rb") as file:
-        for number, line in enumerate(file, start=1):
+        for number, line in numbered_lines(file, MAX_FRAME_BYTES + 1):  # a frame and its line end
+            if line is None:  # never a frame: skipped without being held (decision 329)
+                log.warning("gateway buffer %s:%d: skipping a line longer than a frame may be", path, number)
+                continue
             if not line.strip():
                 continue
             try:

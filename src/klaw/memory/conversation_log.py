@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from klaw.atomic_file import append_whole, fsync_dir
+from klaw.bounded_lines import numbered_lines
 from klaw.memory.log_rewrite import DAY, remove_lines
 from klaw.private_files import open_private, private_dirs
 from klaw.scheduling.names import is_task_log_dir
-from klaw.store.log_format import MalformedLine, decode_record, encode_record
+from klaw.store.log_format import MAX_RECORD_BYTES, TOO_LONG, MalformedLine, decode_record, encode_record
 from klaw.store.records import ChatRef, MessageRecord
 
 log = logging.getLogger(__name__)
@@ -194,15 +195,18 @@ def iter_file(path: Path, report: ReadReport) -> Iterator[MessageRecord]:
     channel and chat_id name another chat than its folder is malformed too: every reader (recovery,
     reindex, log check) would otherwise file it under that other chat, creating it if need be."""
     with open(path, "rb") as handle:
-        yield from iter_lines(path, enumerate(handle, start=1), report, folder=path.parent.name)
+        yield from iter_lines(path, numbered_lines(handle, MAX_RECORD_BYTES), report, folder=path.parent.name)
 
 
 def iter_lines(
-    path: Path, lines: Iterable[tuple[int, bytes | str]], report: ReadReport, *, folder: str | None = None
+    path: Path, lines: Iterable[tuple[int, bytes | str | None]], report: ReadReport, *, folder: str | None = None
 ) -> Iterator[MessageRecord]:
-    """Records of a file's numbered lines; with `folder`, only those of the chat whose log folder it is
-    (a store's rows: `iter_rows`)."""
+    """Records of a file's numbered lines (None: a line too long to read, decision 329); with `folder`,
+    only those of the chat whose log folder it is (a store's rows: `iter_rows`)."""
     for number, raw in lines:
+        if raw is None:
+            _skip(report, path, number, TOO_LONG)
+            continue
         if not raw.strip():
             continue
         try:

@@ -22,8 +22,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from klaw.bounded_lines import numbered_lines
 from klaw.memory.conversation_log import ConversationLog, ReadReport, iter_file, iter_rows
 from klaw.memory.log_tombstones import forgotten_in_log
+from klaw.store.log_format import MAX_RECORD_BYTES
 from klaw.store.rebuild_protocol import KeptLog
 from klaw.store.records import MessageRecord
 
@@ -74,8 +76,8 @@ def _merge(sequences: Iterable[list[MessageRecord]]) -> Iterable[MessageRecord]:
 
 def _measure(path: Path, key: str) -> LogFile:
     info = path.stat()
-    with open(path, "rb") as handle:
-        lines = sum(1 for raw in handle if raw.strip())
+    with open(path, "rb") as handle:  # a line too long to read counts: it is reported as malformed
+        lines = sum(1 for _, raw in numbered_lines(handle, MAX_RECORD_BYTES) if raw is None or raw.strip())
     return LogFile(path, key, info.st_size, info.st_mtime_ns, lines)
 
 

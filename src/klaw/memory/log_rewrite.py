@@ -14,33 +14,49 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 from pathlib import Path
+from typing import BinaryIO
 
 from klaw import strict_json
-from klaw.atomic_file import replace_file
+from klaw.atomic_file import replace_file_by
+from klaw.bounded_lines import numbered_lines
+from klaw.store.log_format import MAX_RECORD_BYTES
 
+_PIECE = 1 << 20
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")  # a log file's stem; anything else is never turned into a path
 
 
 def remove_lines(path: Path, ids: Collection[str]) -> int:
     """Rewrite `path` without the lines of the records `ids`; returns how many were removed (the
-    file is not touched when none is). Blocking: run it in a thread."""
+    file is not touched when none is). Read and written a line at a time, none held past
+    `MAX_RECORD_BYTES`: a longer line is kept as it is, copied in pieces (decision 329). Blocking: run
+    it in a thread."""
     try:
-        data = path.read_bytes()
+        handle = open(path, "rb")  # noqa: SIM115 - read on while the new file is written
     except FileNotFoundError:
         return 0
-    wanted = [record_id.encode("utf-8") for record_id in ids]
-    if not any(record_id in data for record_id in wanted):
-        return 0
-    kept: list[bytes] = []
-    removed = 0
-    for raw in data.splitlines(keepends=True):
-        if any(record_id in raw for record_id in wanted) and _line_id(raw) in ids:
-            removed += 1
-        else:
-            kept.append(raw)
-    if removed:
-        replace_file(path, b"".join(kept))
-    return removed
+    with handle:
+        wanted = [record_id.encode("utf-8") for record_id in ids]
+        dropped: list[tuple[int, int]] = []  # (start, end) of each line removed
+        start = 0
+        for _, raw in numbered_lines(handle, MAX_RECORD_BYTES):
+            end = handle.tell()
+            if raw is not None and any(record_id in raw for record_id in wanted) and _line_id(raw) in ids:
+                dropped.append((start, end))
+            start = end
+        if dropped:
+            replace_file_by(path, lambda out: _copy_kept(handle, out, dropped, start))
+    return len(dropped)
+
+
+def _copy_kept(source: BinaryIO, out: BinaryIO, dropped: list[tuple[int, int]], size: int) -> None:
+    position = 0
+    for start, end in [*dropped, (size, size)]:
+        source.seek(position)
+        left = start - position
+        while left > 0 and (piece := source.read(min(left, _PIECE))):
+            out.write(piece)
+            left -= len(piece)
+        position = end
 
 
 def _line_id(raw: bytes) -> str | None:

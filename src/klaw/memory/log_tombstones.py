@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from klaw.bounded_lines import holds
 from klaw.memory.conversation_log import ConversationLog, ReadReport, iter_file
 from klaw.store.archival_records import forgotten_ids
 from klaw.store.records import MessageRecord
@@ -31,6 +32,6 @@ def _tombstones(log: ConversationLog) -> Iterator[MessageRecord]:
     for chat_dir in log.chat_dirs():
         for path in log.files(chat_dir):
             with open(path, "rb") as handle:
-                if _TOMBSTONE_MARK not in handle.read():
+                if not holds(handle, _TOMBSTONE_MARK):  # a piece at a time: a file is never held whole
                     continue
             yield from iter_file(path, report)

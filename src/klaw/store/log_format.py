@@ -18,6 +18,12 @@ from klaw import strict_json
 from klaw.errors import KlawError
 from klaw.store.records import ChatRef, MessageRecord, MessageType, Role
 
+MAX_RECORD_BYTES = 32 * 1024 * 1024
+"""The longest log line a reader takes (decision 329). The longest record klaw writes is a model's answer,
+at most 2,000,000 characters (llm/answer_cap.py), each at most 6 bytes in JSON (a `\\uXXXX` escape): 12 MB,
+with room for its metadata. A longer line is malformed, reported and skipped without being held."""
+TOO_LONG = f"longer than {MAX_RECORD_BYTES // (1024 * 1024)} MiB, more than any record klaw writes"
+
 
 class MalformedLine(KlawError, ValueError):
     """A log line that cannot be decoded; `str()` is safe to log (no content)."""
