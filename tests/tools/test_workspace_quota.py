@@ -6,6 +6,10 @@ floor above the disk's free space refuses every tool write, naming the setting."
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -130,3 +134,37 @@ async def test_code_does_not_run_when_the_disk_is_under_the_floor(tmp_path: Path
         assert content.startswith("the code did not run: the disk holding the workspace (mounted at ")
         assert "(tools.diskFloorMb in engine.yaml)" in content and "free space on that disk" in content
         assert not (h.home.workspace / "ran").exists()
+
+
+@contextmanager
+def _tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of `size` at `where` (root only), unmounted afterwards: a disk of its own to fill."""
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("a disk of its own to fill needs a tmpfs, which only root can mount")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@needs_sandbox
+async def test_code_leaving_less_than_the_floor_free_is_stopped_and_undone_then_a_turn_works(tmp_path: Path) -> None:
+    with _tmpfs(tmp_path / "disk", "96m") as disk:
+        async with running_engine(disk, tools={"diskFloorMb": 64}) as h:
+            backend_or_skip(h.home)
+            h.server.reply_tool_calls([("code_execute", {"language": "python", "code": MANY_FILES})])
+            h.server.reply_text("the disk is nearly full")
+            assert (await h.turn("write forty megabytes")).text == "the disk is nearly full"
+            content = h.last_request_messages()[-1]["content"]
+            assert content.startswith("stopped: the disk holding the workspace had only ")
+            assert "under the 64 MiB klaw keeps for its own files (tools.diskFloorMb)" in content
+            assert "all written" not in content and "removed, as the run created them: out/part0.bin" in content
+            assert not list((h.home.workspace / "out").iterdir())
+            assert shutil.disk_usage(disk).free > 64 * MIB
+
+            h.server.reply_text("still fine")
+            assert (await h.turn("hello")).text == "still fine"
