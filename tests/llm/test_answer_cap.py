@@ -124,14 +124,40 @@ async def test_an_endless_error_body_is_read_only_for_its_excerpt(flooder: tuple
     assert flood.sent < BOUND
 
 
-async def test_an_endless_stream_of_empty_chunks_ends(
+@pytest.mark.parametrize(
+    "delta",
+    [{"content": ""}, {}, {"role": "assistant"}, {"content": None}, None],
+    ids=["empty-content", "empty-delta", "role-alone", "null-content", "no-choices"],
+)
+async def test_an_endless_stream_of_empty_chunks_ends_after_20_000(
+    flooder: tuple[Flooder, OpenAiChatClient], delta: dict[str, object] | None
+) -> None:
+    """A chunk carrying nothing weighs 100 characters toward the answer's 2,000,000 (decision 334): the stream
+    ends after 20,000 of them. It ran to 2,000,000 (minutes of CPU), here past the server's 64 MB (~1 million
+    chunks) into the call's timeout."""
+    flood, client = flooder
+    chunk = {"choices": [] if delta is None else [{"index": 0, "delta": delta}]}
+    event = f"data: {json.dumps(chunk)}\n\n".encode()
+    flood.content_type, flood.block = "text/event-stream", event * (BLOCK // len(event))
+
+    deltas: list[object] = []
+    with pytest.raises(LlmMalformedResponseError) as caught:
+        await ask(client, stream=True, deltas=deltas)
+
+    assert (
+        "the model's answer passed 2,000,000 characters without ending (a chunk of its stream carrying nothing"
+        " counts as 100); klaw stopped reading it"
+    ) in str(caught.value)
+    assert len(deltas) == 20_000
+
+
+async def test_chunks_carrying_text_still_count_one_character_each(
     flooder: tuple[Flooder, OpenAiChatClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each chunk without characters counts as one toward the answer's limit (lowered here, so the test is
-    short): the stream ends at it instead of running to the call's deadline."""
+    """The limit lowered so the test is short: one-character chunks count one each, as before."""
     monkeypatch.setattr(openai_client, "MAX_ANSWER_CHARS", 10_000)
     flood, client = flooder
-    event = b'data: {"choices": [{"index": 0, "delta": {"content": ""}}]}\n\n'
+    event = b'data: {"choices": [{"index": 0, "delta": {"content": "a"}}]}\n\n'
     flood.content_type, flood.block = "text/event-stream", event * (BLOCK // len(event))
 
     deltas: list[object] = []

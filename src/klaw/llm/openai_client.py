@@ -57,6 +57,11 @@ from klaw.strict_json import SplitPairs
 
 logger = logging.getLogger(__name__)
 
+# A chunk carrying nothing counts as this many characters toward MAX_ANSWER_CHARS (`_weight`, decision 334).
+EMPTY_CHUNK_WEIGHT = 100
+_REASONING = ("reasoning_content", "reasoning")
+_NOTHING_KEYS = frozenset({"role", "content"})  # a role says nothing; content's text is counted already
+
 
 class OpenAiChatClient:
     """A `ChatModel` backed by an OpenAI-compatible HTTP API.
@@ -166,10 +171,10 @@ class OpenAiChatClient:
                 if data == "[DONE]":
                     finished = True
                     break
-                delta = self._parse_chunk(data, payload, pairs)
-                # a chunk without characters counts as one, so an endless stream of empty ones ends (decision 317)
-                written += _answer_chars(delta.content, (f.arguments for f in delta.tool_calls)) or 1
-                self._check_length(written)
+                delta, wire = self._parse_chunk(data, payload, pairs)
+                # a chunk carrying nothing weighs EMPTY_CHUNK_WEIGHT: an endless stream of them ends (decision 334)
+                written += _answer_chars(delta.content, (f.arguments for f in delta.tool_calls)) or _weight(wire)
+                self._check_length(written, streamed=True)
                 chunks += 1
                 finished = finished or delta.finish_reason is not None
                 yield delta
@@ -216,11 +221,12 @@ class OpenAiChatClient:
             payload["stream_options"] = {"include_usage": True}  # usage arrives in a last, choice-less chunk
         return payload
 
-    def _parse_chunk(self, data: str, payload: Mapping[str, Any], pairs: SplitPairs) -> StreamDelta:
+    def _parse_chunk(self, data: str, payload: Mapping[str, Any], pairs: SplitPairs) -> tuple[StreamDelta, Any]:
+        """The chunk as a `StreamDelta`, and as it came (for `_weight`)."""
         chunk = parsed(data, self._malformed, "a stream chunk")
         self._raise_for_error_body(chunk, payload)
         try:
-            return StreamDelta.from_wire(chunk, pairs)
+            return StreamDelta.from_wire(chunk, pairs), chunk
         except WireFormatError as exc:
             raise malformed(self._endpoint, f"a stream chunk is not a chat completion chunk: {exc}") from exc
 
@@ -241,11 +247,13 @@ class OpenAiChatClient:
     def _malformed(self, what: str) -> LlmError:
         return malformed(self._endpoint, what)
 
-    def _check_length(self, chars: int) -> None:
+    def _check_length(self, chars: int, *, streamed: bool = False) -> None:
         if chars > MAX_ANSWER_CHARS:
+            counted = f" (a chunk of its stream carrying nothing counts as {EMPTY_CHUNK_WEIGHT})" if streamed else ""
             raise self._endpoint.error(
                 LlmMalformedResponseError,
-                f"the model's answer passed {MAX_ANSWER_CHARS:,} characters without ending; klaw stopped reading it",
+                f"the model's answer passed {MAX_ANSWER_CHARS:,} characters without ending{counted}; klaw stopped"
+                " reading it",
                 "A model that does not stop: set a lower max_tokens for it on its server, or ask for a shorter answer.",
             )
 
@@ -267,6 +275,24 @@ def _rest_as_delta(rest: Mapping[object, str]) -> StreamDelta:
     """What `SplitPairs.rest` kept back, as one last delta: the answer's text, each call's arguments."""
     fragments = tuple(ToolCallFragment(key, arguments=text) for key, text in rest.items() if isinstance(key, int))
     return StreamDelta(rest.get("content"), fragments)
+
+
+def _weight(chunk: Any) -> int:
+    """What a chunk without text or tool arguments counts toward `MAX_ANSWER_CHARS` (decision 334): a thinking
+    model's reasoning by its characters (`reasoning_content`: DeepSeek, vLLM; `reasoning`: Ollama, OpenRouter),
+    anything else its delta carries as one character, as before; a chunk carrying nothing (an empty delta, a
+    role alone, `content: ""`) `EMPTY_CHUNK_WEIGHT`. A real answer has a handful of those (role, finish,
+    usage); an endless stream of them now ends after 20,000 instead of 2,000,000 (minutes of CPU)."""
+    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+    delta = choices[0].get("delta") if choices and isinstance(choices[0], dict) else None
+    if not isinstance(delta, dict):
+        return EMPTY_CHUNK_WEIGHT
+    reasoning = sum(len(text) for key in _REASONING if isinstance(text := delta.get(key), str))
+    if reasoning:
+        return reasoning
+    if any(value for key, value in delta.items() if key not in _NOTHING_KEYS):
+        return 1
+    return EMPTY_CHUNK_WEIGHT
 
 
 def _answer_chars(content: str | None, arguments: Iterable[str | None]) -> int:
