@@ -12,7 +12,7 @@ import pytest
 
 from klaw.config import ModelConfig
 from klaw.llm.errors import LlmBadRequestError
-from klaw.llm.http import CookiesWhenSet, new_http_client
+from klaw.llm.http_client import CookiesWhenSet, new_http_client
 from klaw.llm.messages import ChatMessage
 from klaw.llm.openai_client import OpenAiChatClient
 

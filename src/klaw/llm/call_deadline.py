@@ -11,8 +11,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from klaw.llm.endpoint import Endpoint
 from klaw.llm.errors import LlmError, LlmTimeoutError
-from klaw.llm.http import Endpoint
 
 
 def deadline_of(endpoint: Endpoint) -> float | None:

@@ -34,16 +34,11 @@ import httpx
 from klaw.config import ModelConfig
 from klaw.llm.answer_cap import MAX_ANSWER_CHARS, parsed
 from klaw.llm.call_deadline import deadline_of, within_deadline
+from klaw.llm.call_errors import malformed, reading_errors
+from klaw.llm.endpoint import Endpoint, RetryPolicy, Sleep
 from klaw.llm.errors import LlmError, LlmMalformedResponseError, LlmServerError, server_message
-from klaw.llm.http import (
-    Endpoint,
-    RetryingPoster,
-    RetryPolicy,
-    Sleep,
-    malformed,
-    new_http_client,
-    reading_errors,
-)
+from klaw.llm.http import RetryingPoster
+from klaw.llm.http_client import new_http_client
 from klaw.llm.messages import (
     ChatMessage,
     ChatResponse,

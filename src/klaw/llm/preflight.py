@@ -16,8 +16,8 @@ import httpx
 
 from klaw.config import ModelConfig
 from klaw.llm.asyncio_transport import tls_context
+from klaw.llm.endpoint import Endpoint, auth_headers, chat_path_in_base_url
 from klaw.llm.errors import LlmError
-from klaw.llm.http import Endpoint, auth_headers, chat_path_in_base_url
 from klaw.llm.unreachable import what_happened
 from klaw.redaction import mask_url_credentials
 

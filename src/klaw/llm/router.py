@@ -16,7 +16,8 @@ import httpx
 
 from klaw.config import ModelConfig
 from klaw.llm.catalogue import ModelCatalogue
-from klaw.llm.http import Sleep, new_http_client
+from klaw.llm.endpoint import Sleep
+from klaw.llm.http_client import new_http_client
 from klaw.llm.openai_client import OpenAiChatClient
 from klaw.llm.protocol import ChatModel
 

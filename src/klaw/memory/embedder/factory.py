@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from klaw.config import EmbedderConfig
-from klaw.llm.http import Sleep
+from klaw.llm.endpoint import Sleep
 from klaw.memory.embedder.minilm import Runtime
 from klaw.memory.embedder.protocol import Embedder, EmbedderUnavailable
 

@@ -24,8 +24,10 @@ import numpy as np
 
 from klaw.config import EmbedderConfig
 from klaw.llm.call_deadline import deadline_of, within_deadline
+from klaw.llm.endpoint import Endpoint, RetryPolicy, Sleep
 from klaw.llm.errors import LlmError
-from klaw.llm.http import Endpoint, RetryingPoster, RetryPolicy, Sleep, new_http_client
+from klaw.llm.http import RetryingPoster
+from klaw.llm.http_client import new_http_client
 from klaw.memory.embedder.protocol import EmbedderError, Vectors
 from klaw.redaction import mask_url_credentials
 
