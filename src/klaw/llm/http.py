@@ -48,6 +48,7 @@ from klaw.llm.unreachable import url_problem
 
 logger = logging.getLogger(__name__)
 DEFAULT_POLICY = RetryPolicy()  # frozen: one shared default
+JSON_CONTENT = {"Content-Type": "application/json"}  # what httpx sets for `json=`
 
 
 @asynccontextmanager
@@ -61,8 +62,10 @@ async def open_with_retries(
     sleep: Sleep,
     policy: RetryPolicy = DEFAULT_POLICY,
     rand: Callable[[], float] = random.random,
+    encoded: bytes | None = None,
 ) -> AsyncIterator[httpx.Response]:
-    """POST `payload` and yield the successful (2xx) response with its body not yet read.
+    """POST `payload` and yield the successful (2xx) response with its body not yet read. `encoded`: the
+    payload's JSON as the caller encoded it (`wire_body.py`), sent as it is; None: httpx encodes it.
 
     The body is left to the caller so streaming can read it chunk by chunk; read it inside
     `reading_errors(endpoint)` so transport failures become `LlmError`s too.
@@ -79,7 +82,9 @@ async def open_with_retries(
         status: int | str
         try:
             url = parsed_url(endpoint.url(path))
-            request = http.build_request("POST", url, json=payload, headers=headers, timeout=timeout)
+            sent: dict[str, Any] = {"json": payload} if encoded is None else {"content": encoded}
+            sent["headers"] = headers if encoded is None else headers | JSON_CONTENT
+            request = http.build_request("POST", url, **sent, timeout=timeout)
             response = await http.send(request, stream=True)
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
             raise endpoint.error(
@@ -139,14 +144,25 @@ class RetryingPoster:
     policy: RetryPolicy = DEFAULT_POLICY
     rand: Callable[[], float] = random.random
 
-    async def post_json(self, path: str, payload: Mapping[str, Any]) -> Any:
-        """POST `payload`, retrying as described in the module docstring, and return the parsed JSON."""
-        async with self.open(path, payload) as response:
+    async def post_json(self, path: str, payload: Mapping[str, Any], body: bytes | None = None) -> Any:
+        """POST `payload` (as `body`, its JSON encoded by the caller, when given), retrying as described in
+        the module docstring, and return the parsed JSON."""
+        async with self.open(path, payload, body) as response:
             with reading_errors(self.endpoint):
-                body = await response.aread()
-        return parsed(body, functools.partial(malformed, self.endpoint), "the response")
+                answer = await response.aread()
+        return parsed(answer, functools.partial(malformed, self.endpoint), "the response")
 
-    def open(self, path: str, payload: Mapping[str, Any]) -> AbstractAsyncContextManager[httpx.Response]:
+    def open(
+        self, path: str, payload: Mapping[str, Any], body: bytes | None = None
+    ) -> AbstractAsyncContextManager[httpx.Response]:
         return open_with_retries(
-            self.http, self.endpoint, path, payload, env=self.env, sleep=self.sleep, policy=self.policy, rand=self.rand
+            self.http,
+            self.endpoint,
+            path,
+            payload,
+            env=self.env,
+            sleep=self.sleep,
+            policy=self.policy,
+            rand=self.rand,
+            encoded=body,
         )

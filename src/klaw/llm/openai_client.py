@@ -48,6 +48,7 @@ from klaw.llm.messages import (
     WireFormatError,
 )
 from klaw.llm.server_said import unless_quoting
+from klaw.llm.wire_body import ToolsJson, request_body
 from klaw.strict_json import SplitPairs
 
 logger = logging.getLogger(__name__)
@@ -96,6 +97,7 @@ class OpenAiChatClient:
             total_timeout_seconds=config.call_deadline_seconds,
         )
         self._poster = RetryingPoster(self._http, self._endpoint, env, sleep, retry_policy or RetryPolicy(), rand)
+        self._tools_json = ToolsJson()  # the tools' JSON, encoded once while a turn offers the same ones
 
     async def complete(
         self,
@@ -109,7 +111,7 @@ class OpenAiChatClient:
         payload = self._payload(messages, tools, temperature, max_tokens, stream=False)
         started = time.monotonic()
         async with within_deadline(self._endpoint, deadline_of(self._endpoint)):  # decision 298
-            body = await self._poster.post_json("chat/completions", payload)
+            body = await self._poster.post_json("chat/completions", payload, self._body(payload, tools))
         self._raise_for_error_body(body, payload)
         try:
             response = ChatResponse.from_wire(body)
@@ -142,7 +144,8 @@ class OpenAiChatClient:
         deadline = deadline_of(endpoint)  # each wait below ends there: the whole call's limit (decision 298)
         async with AsyncExitStack() as stack:
             async with within_deadline(endpoint, deadline):
-                response = await stack.enter_async_context(self._poster.open("chat/completions", payload))
+                opening = self._poster.open("chat/completions", payload, self._body(payload, tools))
+                response = await stack.enter_async_context(opening)
             if "json" in response.headers.get("content-type", ""):
                 # The server ignored `stream: true` and answered in one piece: hand it out as one delta.
                 async with within_deadline(endpoint, deadline):
@@ -206,7 +209,7 @@ class OpenAiChatClient:
             "messages": [message.to_wire() for message in messages],
         }
         if tools:
-            payload["tools"] = [tool.to_wire() for tool in tools]
+            payload["tools"] = None  # its place: `_body` writes the tools' JSON there, kept between calls
         if temperature is not None:
             payload["temperature"] = temperature
         if max_tokens is not None:
@@ -215,6 +218,10 @@ class OpenAiChatClient:
             payload["stream"] = True
             payload["stream_options"] = {"include_usage": True}  # usage arrives in a last, choice-less chunk
         return payload
+
+    def _body(self, payload: Mapping[str, Any], tools: Sequence[ToolSpec] | None) -> bytes:
+        """The request's bytes, the tools' JSON as kept since the last call offering them (`wire_body.py`)."""
+        return request_body(payload, self._tools_json.of(tools) if tools else None)
 
     def _parse_chunk(self, data: str, payload: Mapping[str, Any], pairs: SplitPairs) -> tuple[StreamDelta, Any]:
         """The chunk as a `StreamDelta`, and as it came (for `_weight`)."""
