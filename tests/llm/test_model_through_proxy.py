@@ -138,15 +138,15 @@ def _only(monkeypatch: pytest.MonkeyPatch, **variables: str) -> None:
 
 @pytest.mark.parametrize(
     "value",
-    ["socks://proxy.corp:1080/", "http://user:secret@127.0.0.1:99999", "ftp://proxy.corp:21"],
+    ["socks4://proxy.corp:1080/", "http://user:secret@127.0.0.1:99999", "ftp://proxy.corp:21"],
 )
 async def test_a_proxy_httpx_cannot_use_is_named_once_and_the_server_asked_directly(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, value: str
 ) -> None:
-    """GNOME exports `all_proxy=socks://…`: klaw must still start and answer; the warning names the
-    variable (its password masked) and what to do."""
+    """A proxy setting made for other programs (SOCKS4, which httpx does not speak): klaw must still start
+    and answer; the warning names the variable (its password masked) and what to do."""
     _only(monkeypatch, all_proxy=value)
-    client = _client(UNRESOLVABLE)  # the old code raised ValueError here for socks://
+    client = _client(UNRESOLVABLE)
     try:
         with pytest.raises(LlmConnectionError) as failed:
             await _ask(client, "hi")

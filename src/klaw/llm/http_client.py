@@ -19,7 +19,7 @@ def new_http_client(base_url: str) -> httpx.AsyncClient:
     proxy = proxy_for(base_url)
     if proxy is not None:
         client = httpx.AsyncClient(
-            timeout=None, follow_redirects=False, verify=tls_context(), proxy=proxy.url, trust_env=False
+            timeout=None, follow_redirects=False, verify=tls_context(), proxy=proxy.for_httpx(), trust_env=False
         )
     else:
         client = httpx.AsyncClient(timeout=None, follow_redirects=False, transport=AsyncioTransport())

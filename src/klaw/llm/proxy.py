@@ -9,10 +9,11 @@ that applies or none:
   `0.0.0.0`) is asked directly: a proxy runs elsewhere, and its `localhost` is not this machine's;
 - `NO_PROXY` as urllib reads it (`corp.lan` and `.corp.lan` both cover the domain and its hosts,
   `*` covers every host), and address ranges (`10.0.0.0/8`) as curl reads them;
-- a proxy httpx cannot use (GNOME's `socks://`, `socks5://` without the socksio package, a port out
-  of range) is not used: one warning names the variable and the fix, and the server is asked
-  directly, as klaw did before it read proxies. A setting a person did not make for klaw must not
-  stop klaw from starting.
+- a SOCKS proxy is used (klaw depends on `httpx[socks]`, decision 335); GNOME's `socks://`, which names
+  no version, is asked as SOCKS5, the version GLib tries first (httpx refuses the bare scheme);
+- a proxy httpx cannot use (`socks4://`, `ftp://`, a port out of range) is not used: one warning names
+  the variable and the fix, and the server is asked directly, as klaw did before it read proxies. A
+  setting a person did not make for klaw must not stop klaw from starting.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 _USABLE_SCHEMES = ("http", "https")
 _SOCKS_SCHEMES = ("socks5", "socks5h")
+_SOCKS_ANY_VERSION = "socks://"  # GNOME's manual proxy setting exports all_proxy=socks://host:port/
 _warned: set[tuple[str, str]] = set()
 
 
@@ -46,6 +48,12 @@ class Proxy:
 
     def shown(self) -> str:
         return f"{self.variable}={mask_url_credentials(self.url)}"
+
+    def for_httpx(self) -> str:
+        """The URL httpx is handed: GNOME's `socks://` as `socks5://` (module docstring)."""
+        if self.url[: len(_SOCKS_ANY_VERSION)].lower() == _SOCKS_ANY_VERSION:
+            return "socks5://" + self.url[len(_SOCKS_ANY_VERSION) :]
+        return self.url
 
     def hint(self) -> str:
         """What to check when a request through it failed: the proxy, not the model server's baseUrl."""
@@ -69,14 +77,14 @@ def proxy_for(base_url: str) -> Proxy | None:
     if not chosen or not host or on_this_machine(host) or _bypassed(host, proxies.get("no", "")):
         return None
     proxy = Proxy(chosen, _variable(url.scheme, chosen))
-    problem = unusable(proxy.url)
+    problem = unusable(proxy.for_httpx())
     if problem is None:
         return proxy
     if (proxy.variable, proxy.url) not in _warned:
         _warned.add((proxy.variable, proxy.url))
         log.warning(
-            "%s is not a proxy klaw can use (%s); klaw asks %s directly. Name an http:// proxy (or socks5:// "
-            "after `pip install 'httpx[socks]'`), or put the host in NO_PROXY.",
+            "%s is not a proxy klaw can use (%s); klaw asks %s directly. Name an http://, https:// or socks5://"
+            " proxy, or put the host in NO_PROXY.",
             proxy.shown(),
             problem,
             host,
@@ -91,8 +99,8 @@ def unusable(proxy_url: str) -> str | None:
     except httpx.InvalidURL:
         return "it cannot be read as a URL"
     if url.scheme in _SOCKS_SCHEMES:
-        if importlib.util.find_spec("socksio") is None:
-            return "a SOCKS proxy needs the socksio package"
+        if importlib.util.find_spec("socksio") is None:  # a dependency (decision 335): a broken install
+            return "a SOCKS proxy needs the socksio package (pip install 'httpx[socks]')"
     elif url.scheme not in _USABLE_SCHEMES:
         return f"httpx knows no proxy scheme {url.scheme!r}"
     if not url.host:
