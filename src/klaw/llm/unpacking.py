@@ -33,6 +33,8 @@ class CodingError(ValueError):
 def codings(headers: httpx.Headers) -> list[str]:
     """The content-codings of an answer, in the order they were applied ([] for none or identity);
     `CodingError` for one klaw does not undo or too many stacked."""
+    if "content-encoding" not in headers:  # nearly every answer: no list built on each model request
+        return []
     named = [value.strip().lower() for value in headers.get_list("content-encoding", split_commas=True)]
     named = [coding for coding in named if coding and coding != "identity"]
     unknown = [coding[:20] for coding in named if coding not in _WBITS]
