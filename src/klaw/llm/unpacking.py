@@ -19,6 +19,8 @@ from collections.abc import AsyncIterable, AsyncIterator
 
 import httpx
 
+from klaw.errors import KlawError
+
 PIECE = 64 * 1024
 MAX_CODINGS = 2
 _GZIP = zlib.MAX_WBITS | 16
@@ -26,7 +28,7 @@ _WBITS = {"gzip": _GZIP, "x-gzip": _GZIP, "deflate": zlib.MAX_WBITS}
 UNDONE = "gzip and deflate"
 
 
-class CodingError(ValueError):
+class CodingError(KlawError, ValueError):
     """A coding klaw does not undo, or compressed data that is corrupt; its text says which."""
 
 
