@@ -154,8 +154,8 @@ def turn(
             )
         results.append(asdict(result))
         console.print(
-            f"{size} stored messages: turn {result.turn}; context build alone (after the turns, no background"
-            f" work beside it; the table's context phase is inside the turns) {result.context_build};"
+            f"{size} stored messages: turn {result.turn}; context build alone (after the turns;"
+            f" the table's context is inside them) {result.context_build};"
             f" fake LLM round trip {result.fake_llm_round_trip};"
             f" {result.concurrent_chats} concurrent chats: {result.turns_per_second:.1f} turns/s,"
             f" CPU per turn {result.cpu_ms_per_turn:.1f} ms in the engine's process"
