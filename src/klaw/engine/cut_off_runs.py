@@ -10,7 +10,8 @@ interrupted only when the task next ran. Now, when the scheduler starts, each on
   kept for delivery like a task's answer (decision 101), so it reaches a gateway that connects later.
 It is not run again: its tools may have acted (a message sent, a command run), the reasoning of
 decision 299; the person, told, decides. A run whose log shows it finished (klaw stopped after its
-answer, before its note went) is only un-noted.
+answer, before its note went) is not cut off: its answer, if its chat had not got it yet, is sent there
+now, under an id drawn from the run's final record so that it is never sent twice (decision 324).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import logging
 from collections.abc import Sequence
 from datetime import tzinfo
 
-from klaw.engine.subagents import INTERRUPTED_TEXT, SubagentRunner
+from klaw.engine.silent import is_silent
+from klaw.engine.subagents import ANSWERS, INTERRUPTED_TEXT, SubagentRunner, answer_id, run_answer_metadata
 from klaw.scheduling.names import task_chat
 from klaw.scheduling.task_store import RunUnderWay, ScheduleStore
 
@@ -57,7 +59,15 @@ async def tell_cut_off(store: ScheduleStore, runner: SubagentRunner, runs: Seque
 
 
 async def _tell(store: ScheduleStore, runner: SubagentRunner, run: RunUnderWay, zone: tzinfo) -> bool:
-    if await runner.history.finished_since(run.log_name, run.started_at):
+    final = await runner.history.finished_since(run.log_name, run.started_at)
+    if final is not None:  # klaw stopped after the run's answer: it goes to its chat once (decision 324)
+        status = (final.metadata or {}).get("run_status")
+        if run.inject_into is not None and status in ANSWERS and not is_silent(final.content):
+            metadata = run_answer_metadata(run.task, run.origin)
+            await runner.inject(run.inject_into, final.content, metadata, (answer_id(final), final.created_at))
+        if run.origin == "schedule" and isinstance(status, str):
+            shown = "silent" if status in ANSWERS and is_silent(final.content) else status
+            await asyncio.to_thread(store.record_run, run.task, final.created_at, shown)
         await asyncio.to_thread(store.run_ended, run)
         return False
     if run.origin == "schedule":

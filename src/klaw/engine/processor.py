@@ -18,7 +18,7 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import KW_ONLY, dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from klaw.config import EngineConfig
 from klaw.engine.answered_elsewhere import pass_on_elsewhere, still_unanswered, unanswered
@@ -51,6 +51,8 @@ from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord, Role, StoredMessage
 
 log = logging.getLogger(__name__)
+
+Once = tuple[str, datetime]  # an id and a time it is not older than: `inject` records it once
 
 # After a crash, unanswered messages younger than this get their turn; an answer hours late to
 # something the person has moved on from would confuse more than it helps.
@@ -336,14 +338,18 @@ class MessageProcessor:
         )
         await self.turns.run(turn)
 
-    async def inject(self, chat: ChatRef, text: str, metadata: dict[str, str]) -> None:
+    async def inject(self, chat: ChatRef, text: str, metadata: dict[str, str], once: Once | None = None) -> None:
         """A message the agent sends on its own (a scheduled task's answer): recorded in the chat's log
         and window as an assistant message (`metadata` says where it came from), then delivered.
+        `once` (its id, and a time it is not older than): not again if the chat holds it (decision 324).
 
         Taken under the chat's turn lock, so it never lands between a turn's tool call and results.
         """
         async with self._chat_lock(chat), self._lease(chat):
+            if once is not None and once[0] in await self.store.messages.known_ids(chat, once[1]):
+                return  # recorded before a crash: kept until a channel confirms it (decision 101)
             record = MessageRecord(chat, Role.ASSISTANT, text, metadata=dict(metadata), created_at=self.clock.now())
+            record = record if once is None else dataclasses.replace(record, id=once[0])
             await self.ingestion.accept(record)
         # Under its record id: the store keeps it until a channel confirms it, as a turn's reply (sent_unasked).
         await self.delivery.deliver(kept_reply(record, None))

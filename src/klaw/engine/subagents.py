@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, Protocol
 
 from klaw.config import EngineConfig
 from klaw.engine.approval import ApprovalScope
@@ -53,8 +54,28 @@ from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role
 log = logging.getLogger(__name__)
 
 Origin = Literal["schedule", "spawn"]
-Inject = Callable[[ChatRef, str, dict[str, str]], Awaitable[None]]
+
+
+class Inject(Protocol):
+    """`MessageProcessor.inject`: `once` (an id, a time) records the message only if the chat lacks it."""
+
+    def __call__(
+        self, chat: ChatRef, text: str, metadata: dict[str, str], once: tuple[str, datetime] | None = None
+    ) -> Awaitable[None]: ...
+
+
 INTERRUPTED_TEXT = "(no answer: this run was interrupted before it finished)"
+ANSWERS = frozenset({"completed", "tool_limit"})  # a final record's run_status that a chat is sent
+
+
+def answer_id(final: MessageRecord) -> str:
+    """The id of the chat message carrying a run's answer, from the run's final record: the same at the
+    next start, so an answer a crash kept from its chat is sent there once (decision 324)."""
+    return uuid.uuid5(uuid.NAMESPACE_OID, f"klaw-answer:{final.id}").hex
+
+
+def run_answer_metadata(task: str, origin: str) -> dict[str, str]:
+    return {"source": "task", "task": task, "origin": origin}
 
 
 class RunStatus(StrEnum):
@@ -215,7 +236,8 @@ class SubagentRunner:
             return RunOutcome(name, RunStatus.SILENT, delivered=False)
         if target is None:
             return RunOutcome(name, status, delivered=False)
-        await self.inject(target, result.text, {"source": "task", "task": name, "origin": request.origin})
+        once = None if sink.final is None else (answer_id(sink.final), sink.final.created_at)
+        await self.inject(target, result.text, run_answer_metadata(name, request.origin), once)
         return RunOutcome(name, status, delivered=True)
 
     def final(self, chat: ChatRef, text: str, status: str) -> MessageRecord:
@@ -247,7 +269,7 @@ class _TaskLog:
         self._runner = runner
         self._chat = chat
         self._request = request
-        self._finished = False
+        self.final: MessageRecord | None = None  # the run's final record, once written
 
     async def begin(self) -> None:
         runner, request = self._runner, self._request
@@ -259,10 +281,11 @@ class _TaskLog:
         )
 
     async def finish(self, outcome: LoopOutcome) -> None:
-        await self._runner.append(self._runner.final(self._chat, outcome.text, outcome.status.value))
-        self._finished = True
+        final = self._runner.final(self._chat, outcome.text, outcome.status.value)
+        await self._runner.append(final)
+        self.final = final
 
     async def fail(self, failure: TurnFailure) -> None:
-        if not self._finished:
+        if self.final is None:
             text = f"(no answer: this run failed: {failure.kind})"
             await self._runner.append(self._runner.final(self._chat, text, "failed"))

@@ -76,16 +76,14 @@ class SubagentHistoryLoader:
             runs = [run for run in runs if (run[0].metadata or {}).get("origin") != "spawn"]
         return runs[-n:]
 
-    async def finished_since(self, task_name: str, since: datetime) -> bool:
-        """Whether the task's last complete run ended at or after `since`, and not as cut off (a run klaw
-        stopped after its answer and before its end was noted: decision 307)."""
+    async def finished_since(self, task_name: str, since: datetime) -> MessageRecord | None:
+        """The final record of the task's last complete run if it ended at or after `since`, and not as cut
+        off (a run klaw stopped after its answer and before its end was noted: decisions 307, 324)."""
         runs, _ = await asyncio.to_thread(self._read_tail, task_name, 1)
         final = runs[-1][-1] if runs else None
-        return (
-            final is not None
-            and final.created_at >= since
-            and (final.metadata or {}).get("run_status") != "interrupted"
-        )
+        if final is None or final.created_at < since or (final.metadata or {}).get("run_status") == "interrupted":
+            return None
+        return final
 
     async def has_unfinished_run(self, task_name: str) -> bool:
         """Whether the log ends with records after the last final answer (a crash mid-run)."""
