@@ -6,7 +6,9 @@ message again in a new exchange. Left open, the old one sat beside the new one f
 shown `open` by `klaw memory list` for ever. The close is a log record like any (store/exchange_records.py),
 so a rebuilt database has it too. It is written under the chat's turn lock (and lease, on a shared
 store): no turn of the chat runs anywhere then, so an exchange still open whose message the turn
-answers again is one a crash cut off.
+answers again is one a crash cut off. One whose message was too old to answer again (klaw down for more
+than the hour resuming waits) is closed too, marked as not answered again (decision 325); its message is
+still not answered: a message an hour old is not answered by itself (decision 101).
 """
 
 from __future__ import annotations
@@ -23,21 +25,30 @@ log = logging.getLogger(__name__)
 
 
 async def close_interrupted(ingestion: Ingestion, chat: ChatRef, answers: Collection[str], now: datetime) -> int:
-    """Close as interrupted each open exchange of the chat's current session whose message is among
-    `answers`, the messages the turn about to open answers again; returns how many. So an interrupted
-    exchange is always followed by the one that answered its message (what forgetting relies on); one
-    whose message was too old to answer again stays open."""
+    """Close as interrupted each open exchange of the chat's current session; returns how many. One whose
+    message is among `answers` (the messages the turn about to open answers again) is followed by the
+    exchange that answered it, which forgetting relies on. One whose message is not, and that no later
+    exchange of the session answered (too old to answer again: klaw was down longer than resuming waits),
+    is closed as not answered again (decision 325): forgetting treats it as its message's own exchange.
+    One left open beside a later exchange of its message (a crash before decision 306) stays as it is."""
     store = ingestion.store
     segment = await store.segments.current(chat)
+    exchanges = await store.exchanges.for_segment(segment.id)
     closed = 0
-    for exchange in await store.exchanges.for_segment(segment.id):
+    for exchange in exchanges:
         if exchange.status is not ExchangeStatus.OPEN:
             continue
         records = await store.history.exchange_messages(exchange.id) or []
         opening = next((m.record for m in records if m.record.type is MessageType.EXCHANGE_OPEN), None)
-        if opening is None or opened_user_message_id(opening) not in answers:
-            continue  # not answered again now (or a hand-edited log, with nothing to name in a close record)
-        await ingestion.accept(exchange_close_record(opening, ExchangeStatus.INTERRUPTED, None, now))
+        if opening is None:
+            continue  # a hand-edited log, with nothing to name in a close record
+        again = opened_user_message_id(opening) in answers
+        later = any(e.id > exchange.id and (e.user_message_rowid or 0) >= (exchange.user_message_rowid or 0)
+                    for e in exchanges)  # fmt: skip
+        if not again and later:
+            continue  # answered by a later exchange already (left open by a crash before decision 306)
+        status = ExchangeStatus.INTERRUPTED
+        await ingestion.accept(exchange_close_record(opening, status, None, now, answered_again=again))
         closed += 1
     if closed:
         log.warning("closed %d exchange(s) of %s a crash cut off as interrupted", closed, chat)

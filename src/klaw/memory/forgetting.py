@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from klaw.memory.forget_targets import WHERE_SHOWN, ForgetError, ForgetKind, resolve_memory, typed_target
 from klaw.scheduling.names import ADD_TOOL, SPAWN_TOOL, SUBAGENT_CHANNEL, run_log_name
 from klaw.store.archival_records import forget_record, forgotten_days, forgotten_ids
+from klaw.store.exchange_records import NOT_ANSWERED_AGAIN
 from klaw.store.records import ChatRef, Exchange, ExchangeStatus, MessageType, Role, StoredMessage
 
 if TYPE_CHECKING:  # `klaw memory forget` loads this module for ForgetKind; `klaw --help` must stay light
@@ -176,7 +177,10 @@ class Forgetting:
         if exchange is None or exchange.user_message_rowid is None:
             return plan
         exchanges = sorted(await self._store.exchanges.for_segment(exchange.segment_id), key=lambda e: e.id)
-        cut = [_cut_off(e, exchanges[i + 1 :]) for i, e in enumerate(exchanges)]
+        alone = {
+            e.id for e in exchanges if e.status is ExchangeStatus.INTERRUPTED and await self._not_answered_again(e.id)
+        }
+        cut = [e.id not in alone and _cut_off(e, exchanges[i + 1 :]) for i, e in enumerate(exchanges)]
         at = next(i for i, e in enumerate(exchanges) if e.id == exchange.id)
         if cut[at]:
             later = next((e for i, e in enumerate(exchanges[at + 1 :], at + 1) if not cut[i]), None)
@@ -197,6 +201,15 @@ class Forgetting:
             records.update((m.rowid, m) for m in await self._store.history.exchange_messages(cut_off) or [])
         kept = tuple(sorted(records.values(), key=lambda m: m.rowid))
         return dataclasses.replace(plan, records=kept, cut_off=tuple(earlier))
+
+    async def _not_answered_again(self, exchange_id: int) -> bool:
+        """An interrupted exchange whose message was too old to answer again (decision 325): its message is
+        its own, as an exchange's, and forgetting the next exchange does not take it."""
+        records = await self._store.history.exchange_messages(exchange_id) or []
+        return any(
+            m.record.type is MessageType.EXCHANGE_CLOSE and (m.record.metadata or {}).get(NOT_ANSWERED_AGAIN)
+            for m in records
+        )
 
     async def latest_exchange(self, chat: ChatRef) -> int:
         exchange_id = await self._store.history.latest_exchange_id(chat)

@@ -58,14 +58,25 @@ def sent_unasked(record: MessageRecord) -> bool:
     return record.role is Role.ASSISTANT and record.type is MessageType.TEXT and source in UNASKED_SOURCES
 
 
+NOT_ANSWERED_AGAIN = "not_answered_again"
+"""In an `interrupted` close: the turn a crash cut off whose message was too old to answer again (decision 325)."""
+
+
 def exchange_close_record(
-    opened: MessageRecord, status: ExchangeStatus, final_message_id: str | None, at: datetime
+    opened: MessageRecord,
+    status: ExchangeStatus,
+    final_message_id: str | None,
+    at: datetime,
+    *,
+    answered_again: bool = True,
 ) -> MessageRecord:
     if status is ExchangeStatus.OPEN:
         raise ValueError("an exchange is closed with a final status, not 'open'")
     metadata: dict[str, str] = {"opened": opened.id, "status": status.value}
     if final_message_id is not None:
         metadata["final_message_id"] = final_message_id
+    if not answered_again:
+        metadata[NOT_ANSWERED_AGAIN] = "true"
     return MessageRecord(
         opened.chat, Role.SYSTEM, "", type=MessageType.EXCHANGE_CLOSE, created_at=at, metadata=metadata
     )
