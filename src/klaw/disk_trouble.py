@@ -105,3 +105,31 @@ def unwritable(home_root: Path, files: tuple[Path, ...] = ()) -> str | None:
         if not os.access(path, os.W_OK):
             return permission_words(path, home_root)
     return None
+
+
+DAMAGED_TEXTS = ("database disk image is malformed", "file is not a database")
+"""SQLite's words for a damaged file, the same through apsw (CorruptError, NotADBError) and sqlite3."""
+
+REBUILD_KLAW_DB = (
+    "The conversation log holds everything klaw.db had: stop the engine and run `klaw reindex` to rebuild it"
+)
+
+
+def damaged_database(exc: BaseException) -> str | None:
+    """SQLite's reason when `exc` (or what it was raised from) says a database file is damaged; None
+    otherwise. Final: trying again reads the same damaged pages (decision 326), so a background worker
+    says it once and stops instead of retrying as if the trouble would pass."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        found = next((t for t in DAMAGED_TEXTS if t in str(link)), None)  # SQLite's phrase only, never more text
+        if found is not None or type(link).__name__ in ("CorruptError", "NotADBError"):
+            return found or type(link).__name__
+        link = link.__cause__ or link.__context__
+    return None
+
+
+def damaged_words(what: str, reason: str, fix: str = REBUILD_KLAW_DB) -> str:
+    """What a person is told when `what` (a worker, a part of klaw) stopped on a damaged database."""
+    return f"{what} stopped: a database is damaged ({reason}), so trying again cannot help. {fix}."

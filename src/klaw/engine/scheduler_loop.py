@@ -30,6 +30,7 @@ from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import datetime, timedelta, tzinfo
 
 from klaw.config import SchedulerConfig
+from klaw.disk_trouble import damaged_database, damaged_words
 from klaw.engine.clock import Clock
 from klaw.engine.cut_off_runs import tell_cut_off
 from klaw.engine.subagents import RunOutcome, SubagentRequest, SubagentRunner
@@ -42,6 +43,10 @@ from klaw.store.records import ChatRef
 from klaw.tools.calls import ToolRefusal
 
 log = logging.getLogger(__name__)
+DAMAGED_SCHEDULER_FIX = (
+    "Tasks are kept only in scheduler.db: stop the engine, move it aside (its tasks can still be read from it"
+    " with sqlite3 .recover) and add them again with klaw schedule add"
+)
 
 RELOAD_SECONDS = 60.0
 
@@ -195,6 +200,9 @@ class Scheduler:
             try:
                 wake_at = await self._tick()
             except Exception as exc:  # a locked or damaged scheduler.db: say so, try again later
+                if (reason := damaged_database(exc)) is not None:  # final: said once, not retried (decision 326)
+                    log.error("%s", damaged_words("the scheduler", reason, DAMAGED_SCHEDULER_FIX))
+                    return
                 if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
                     # Out of open files (a flood of connections, say): a state of the machine, told in
                     # one line, not a traceback a minute.

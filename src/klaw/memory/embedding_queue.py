@@ -34,6 +34,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from klaw.disk_trouble import damaged_database, damaged_words
 from klaw.llm.errors import LlmBadRequestError, LlmError
 from klaw.memory.background_task import rest, stop_task
 from klaw.memory.embedder.protocol import Embedder, EmbedderError, EmbedderUnavailable
@@ -166,6 +167,7 @@ class EmbeddingQueue:
         self._embedded = 0
         self._idle = asyncio.Condition()  # notified whenever the worker has caught up
         self._caught_up = False
+        self._stopped: str | None = None  # why the worker stopped for good (decision 326)
 
     def start(self) -> None:
         """Start the background worker (once); it first embeds whatever a previous run left pending."""
@@ -194,9 +196,11 @@ class EmbeddingQueue:
         """Until the worker has handled every job due and waits for more (at once if it is not running).
 
         For tests and tools that need the vectors now; the engine itself never waits for them."""
-        while self._running():
+        while self._running() and self._stopped is None:
             async with self._idle:
                 await self._idle.wait_for(lambda: not self._running() or (self._caught_up and not self._wake.is_set()))
+            if self._stopped is not None:
+                return  # it stopped for good (a damaged database): nothing more will be embedded
             next_due = await self._store.embedding_jobs.next_due_at()
             if next_due is None or next_due > self._clock.now():
                 return
@@ -230,6 +234,13 @@ class EmbeddingQueue:
                 next_due = await self._store.embedding_jobs.next_due_at()
                 pause = None if next_due is None else max(0.0, (next_due - self._clock.now()).total_seconds())
             except Exception as exc:  # the store failed: keep the worker alive and try again later
+                if (reason := damaged_database(exc)) is not None:  # final: said once, not retried (decision 326)
+                    self._stopped = damaged_words("embedding queue", reason)
+                    log.error("%s", self._stopped)
+                    async with self._idle:
+                        self._caught_up = True  # nobody waits for a worker that is gone
+                        self._idle.notify_all()
+                    return
                 log.warning(
                     "embedding queue: %s; trying again in %.0f s", type(exc).__name__, STORE_ERROR_PAUSE_SECONDS
                 )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from klaw.disk_trouble import damaged_database, damaged_words
 from klaw.llm.errors import LlmBadRequestError, LlmMalformedResponseError, LlmTimeoutError
 from klaw.memory.background_task import rest, stop_task
 from klaw.memory.embedding_queue import QueueClock, describe_error
@@ -216,6 +217,12 @@ class BackgroundWorker(ABC):
                     await self._signal()  # an item done, given up or skipped: the counts may have moved
             except Exception as exc:
                 self.record_failure(exc)
+                if (reason := damaged_database(exc)) is not None:  # final: said once, not retried (decision 326)
+                    self.last_error = damaged_words(self.name, reason)
+                    log.error("%s", self.last_error)
+                    self._state = WorkerState.STOPPED
+                    await self._signal()
+                    return
                 self._failures += 1
                 delay = backoff_seconds(self._failures)
                 self._retry_at = self._clock.now() + timedelta(seconds=delay)
