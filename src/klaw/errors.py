@@ -25,7 +25,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
     + LlmMalformedResponseError
     + UnknownModelError (ValueError) ....... llm/catalogue: a model id that is not configured
   - WireFormatError (ValueError) ........... llm/messages: a body not in the OpenAI wire format
-  - CodingError (ValueError) ............... llm/unpacking: a compressed answer klaw does not undo, or corrupt data
+  - CodingError (ValueError) ............... unpacking: a compressed answer klaw does not undo, or corrupt data
   - StorageError (RuntimeError) ............ store/errors: the store cannot do what was asked
     + IndexMismatchError ................... vectors of another embedder, or words of another tokenizer, are stored
     + StorageUnavailable ................... the database server cannot be reached now (worth retrying)

@@ -11,7 +11,7 @@ body past `MAX_BODY_BYTES`, or one line of a stream past it (a line carries one 
 a server may send whole), fails the read with a worded `LlmMalformedResponseError`, never retried. A stream
 in total is not bounded in bytes but in what it carries (`openai_client` counts its characters and its
 empty chunks). klaw asks for answers uncompressed (`IDENTITY`); one compressed anyway (gzip, deflate) is
-unpacked a bounded piece at a time (`llm/unpacking.py`, decision 333) and the count is of the unpacked bytes,
+unpacked a bounded piece at a time (`klaw/unpacking.py`, decision 333) and the count is of the unpacked bytes,
 so a decompression bomb is cut at the same cap, with the same words.
 
 An error status's body is read at most `ERROR_BODY_BYTES` (`excerpt`, unpacked too): only a 300-character
@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from klaw.llm.errors import LlmError
-from klaw.llm.unpacking import CodingError, codings, unpacked
+from klaw.unpacking import CodingError, codings, unpacked
 
 # ~500,000 tokens: above any model's output limit, and above a reply the engine's socket must still carry
 # in parts (tests/engine/test_turn_failures.py sends 1.8 million characters).

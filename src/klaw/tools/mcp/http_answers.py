@@ -5,8 +5,11 @@ until the server ends it: a server answering a body without end, or events witho
 memory until the call's timeout, and an abandoned call's answer went on being read after it. Here an httpx
 response hook (`answer_cap`) puts a counting stream under each answer to a POST or DELETE: past
 `Overflow.limit` bytes it notes the overflow, tells the link (which ends the server's session and starts a
-new one after the usual backoff) and fails the read. klaw asks for answers uncompressed (`IDENTITY`): a
-compressed one is refused at its first bytes, since its unpacked size cannot be bounded from the bytes read.
+new one after the usual backoff) and fails the read. klaw asks for answers uncompressed (`IDENTITY`); one
+compressed anyway (gzip, deflate) is unpacked a bounded piece at a time by the model client's code
+(`klaw/unpacking.py`, decisions 333 and 342) and the count is of the unpacked bytes, so a decompression bomb
+is cut at the same cap. A coding klaw does not undo (br, zstd), or corrupt data, ends the read the same way,
+named.
 
 The server's own stream (the GET the SDK keeps open for the whole session) is not counted in total: it is
 meant to last, and the SDK bounds each of its events (`max_sse_event_size`, given the same cap).
@@ -21,6 +24,7 @@ import httpx2
 
 from klaw.errors import KlawError
 from klaw.tools.mcp.overflow import Kind, Overflow
+from klaw.unpacking import CodingError, codings, unpacked
 
 IDENTITY = {"Accept-Encoding": "identity"}
 
@@ -30,28 +34,40 @@ class AnswerTooLong(KlawError, RuntimeError):
 
 
 class _CappedBody(httpx2.AsyncByteStream):
-    """An answer's bytes as they come, failing once more than `overflow.limit` have come."""
+    """An answer's bytes as they come, unpacked if they came compressed, failing once more than
+    `overflow.limit` have come unpacked (or at once if they came in a coding klaw does not undo)."""
 
     def __init__(
-        self, inner: httpx2.AsyncByteStream, overflow: Overflow, on_overflow: Callable[[], None], *, packed: bool
+        self,
+        inner: httpx2.AsyncByteStream,
+        overflow: Overflow,
+        on_overflow: Callable[[], None],
+        *,
+        applied: list[str],
+        refused: str | None,
     ) -> None:
         self._inner = inner
         self._overflow = overflow
         self._on_overflow = on_overflow
-        self._packed = packed
+        self._applied = applied
+        self._refused = refused
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._refused is not None:
+            self._stop("coding", self._refused)
         read = 0
-        async for chunk in self._inner:
-            if self._packed and chunk:
-                self._stop("compressed")
-            read += len(chunk)
-            if read > self._overflow.limit:
-                self._stop("answer")
-            yield chunk
+        try:
+            async for chunk in unpacked(self._inner, self._applied):  # the stream itself when uncompressed
+                read += len(chunk)
+                if read > self._overflow.limit:
+                    self._stop("answer")
+                yield chunk
+        except CodingError as exc:  # corrupt compressed data
+            self._stop("coding", str(exc))
 
-    def _stop(self, kind: Kind) -> NoReturn:
+    def _stop(self, kind: Kind, detail: str = "") -> NoReturn:
         self._overflow.kind = kind
+        self._overflow.detail = detail
         self._on_overflow()
         raise AnswerTooLong(f"the MCP server {self._overflow.words()}")
 
@@ -66,8 +82,15 @@ def answer_cap(overflow: Overflow, on_overflow: Callable[[], None]) -> Callable[
         if response.request.method == "GET":
             return
         assert isinstance(response.stream, httpx2.AsyncByteStream)  # an AsyncClient's
-        encoding = response.headers.get("content-encoding", "").strip().lower()
-        packed = encoding not in ("", "identity")
-        response.stream = _CappedBody(response.stream, overflow, on_overflow, packed=packed)
+        applied: list[str] = []
+        refused: str | None = None
+        try:
+            applied = codings(response.headers)
+        except CodingError as exc:
+            refused = str(exc)
+        # unpacked here, bounded: httpx2 must not unpack again, each read whole (it reads this header lazily)
+        if "content-encoding" in response.headers:
+            del response.headers["content-encoding"]
+        response.stream = _CappedBody(response.stream, overflow, on_overflow, applied=applied, refused=refused)
 
     return hook

@@ -13,7 +13,7 @@ from typing import Literal
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
-Kind = Literal["line", "answer", "compressed"]
+Kind = Literal["line", "answer", "coding"]
 
 
 @dataclass
@@ -22,6 +22,7 @@ class Overflow:
 
     limit: int = MAX_MESSAGE_BYTES
     kind: Kind | None = None
+    detail: str = ""  # for "coding": klaw.unpacking's words (the coding refused, or the data corrupt)
 
     @property
     def happened(self) -> bool:
@@ -30,10 +31,14 @@ class Overflow:
     def words(self) -> str:
         """What the server did, after its name: "the MCP server 'x' <words>"."""
         cap = f"{self.limit // (1024 * 1024)} MB"
-        if self.kind == "compressed":
+        if self.kind == "coding":
+            # klaw.unpacking words it about the server: "it sent its answer in a compression klaw cannot
+            # undo (br)", "its gzip data is corrupt (...)"
+            detail = self.detail
+            said = detail.removeprefix("it ") if detail.startswith("it ") else f"sent an answer: {detail}"
             return (
-                "sent a compressed answer though klaw asked for it uncompressed (klaw could not bound its"
-                f" unpacked size, {cap} at most for one message)"
+                f"{said}; klaw asks for answers uncompressed and undoes gzip and deflate only: turn the server's"
+                " (or its proxy's) compression off, or to gzip"
             )
         if self.kind == "line":
             return f"wrote a line longer than {cap} (klaw's limit for one message)"

@@ -1,12 +1,14 @@
-"""A model server's compressed answer, unpacked a bounded piece at a time (decision 333).
+"""A server's compressed answer, unpacked a bounded piece at a time (decisions 333, 342).
 
-klaw asks for answers uncompressed, but a server or a proxy in front of it may compress anyway. httpx's
+klaw asks a model server and a URL MCP server for answers uncompressed, but a server or a proxy in front of
+it may compress anyway. Both read the answer through `unpacked` (the model client with httpx, the MCP SDK with
+httpx2: `codings` takes either's headers), so the cap each counts is of the unpacked bytes. httpx's
 own decoders unpack each network read whole (`zlib`'s `decompress(data)` without a limit): one 64 KB read
 of a gzip bomb unpacks to ~64 MB, and a stacked coding (`gzip, gzip`) turns 10 KB on the wire into
 gigabytes inside a single call, before any count of the bytes can run. Here every zlib call is given
 `PIECE` as its `max_length`, and what it could not unpack yet waits in `unconsumed_tail` for the next call:
 whatever the ratio, at most `PIECE` bytes exist at a time beyond what the reader above keeps, so the
-count of `answer_cap` (16 MB, on the unpacked bytes) cuts a bomb at the cap.
+count above it (`llm/answer_cap.py`, `tools/mcp/http_answers.py`: 16 MB each) cuts a bomb at the cap.
 
 gzip (x-gzip) and deflate are undone, up to `MAX_CODINGS` stacked; any other coding (br, zstd: httpx
 would need packages klaw does not install) is refused by `codings`, naming it.
@@ -16,8 +18,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import AsyncIterable, AsyncIterator
-
-import httpx
+from typing import Protocol
 
 from klaw.errors import KlawError
 
@@ -32,7 +33,15 @@ class CodingError(KlawError, ValueError):
     """A coding klaw does not undo, or compressed data that is corrupt; its text says which."""
 
 
-def codings(headers: httpx.Headers) -> list[str]:
+class Headers(Protocol):
+    """An answer's headers: httpx's or httpx2's (the MCP SDK's), which are not the same class."""
+
+    def __contains__(self, key: object) -> bool: ...
+
+    def get_list(self, key: str, split_commas: bool = False) -> list[str]: ...
+
+
+def codings(headers: Headers) -> list[str]:
     """The content-codings of an answer, in the order they were applied ([] for none or identity);
     `CodingError` for one klaw does not undo or too many stacked."""
     if "content-encoding" not in headers:  # nearly every answer: no list built on each model request
