@@ -13,16 +13,22 @@ import asyncio
 import json
 import signal
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from klaw.engine.frames import OutboundFrame
+from klaw.engine.subagents import answer_id, run_answer_metadata
 from klaw.gateway.link import Backoff
 from klaw.gateway.service import Gateway
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer, HangReply, Reply, TextReply, ToolCallsReply, echo_last_user_message
+from klaw.store.records import MessageRecord, Role
 from tests.engine import short_socket_dir
+from tests.engine.harness import CHAT as HARNESS_CHAT
+from tests.engine.harness import running_engine
 from tests.engine.test_cut_off_task_run import CHAT, TaskChannel, is_run
+from tests.engine.test_resume_after_crash import NOW
 from tests.engine.test_resume_after_kill import write_config
 from tests.serve_helpers import STARTS_WITHIN, EngineProcess
 
@@ -98,3 +104,16 @@ async def test_a_finished_runs_answer_a_kill_kept_from_its_chat_is_sent_once_at_
         assert [" ".join(r.text.split()) for r in told] == [ANSWER]
         assert told[0].task == "lookup"
         assert len(runs) == 1  # not run again
+
+
+async def test_an_answer_the_chat_already_holds_is_not_recorded_again(tmp_path: Path) -> None:
+    """klaw stopped after the answer entered the chat but before the run's note went: the next start's
+    `inject` under the same id records and sends nothing (the chat holds it; its delivery is decision 101's)."""
+    async with running_engine(tmp_path) as h:
+        final = MessageRecord(CHAT, Role.ASSISTANT, ANSWER, metadata={"run_status": "completed"}, created_at=NOW)
+        once = (answer_id(final), final.created_at)
+        metadata = run_answer_metadata("lookup", "spawn")
+        await h.engine.processor.inject(HARNESS_CHAT, ANSWER, metadata, once)
+        await h.engine.processor.inject(HARNESS_CHAT, ANSWER, metadata, once)  # the next start's try
+        assert [m.text for m in await h.engine.chats.history(HARNESS_CHAT)] == [ANSWER]
+    assert [o.text for o in h.delivered] == [ANSWER]  # sent once, not a second time
