@@ -15,11 +15,14 @@ from collections.abc import Mapping
 import httpx
 
 from klaw.config import ModelConfig
-from klaw.llm.asyncio_transport import tls_context
 from klaw.llm.endpoint import Endpoint, auth_headers, chat_path_in_base_url
 from klaw.llm.errors import LlmError
+from klaw.llm.http_client import new_http_client
+from klaw.llm.proxy import proxy_for
 from klaw.llm.unreachable import what_happened
 from klaw.redaction import mask_url_credentials
+
+CHECK_SECONDS = 5.0
 
 OLLAMA_EXAMPLE = f"""To use a local Ollama model:
   1. install Ollama and run:  ollama pull llama3.2
@@ -63,18 +66,22 @@ async def model_problem(
         return f"models.{model_id}.baseUrl is {server} {where}: {fix}."
     headers = auth_headers(endpoint, env)
     try:
-        async with httpx.AsyncClient(timeout=5.0, verify=tls_context()) as client:
-            response = await client.get(endpoint.url("models"), headers=headers)
+        # The client model calls use: klaw's proxy rules (decisions 318, 335), not httpx's own reading of
+        # the environment, which sent a model on this machine to HTTP_PROXY and refused `socks://`.
+        async with new_http_client(model.base_url) as client:
+            response = await client.get(endpoint.url("models"), headers=headers, timeout=CHECK_SECONDS)
             if response.status_code == 404 and await _answers_under_v1(client, endpoint, headers):
                 return (
                     f"{server} has no /models (HTTP 404), but {server.rstrip('/')}/v1 answers {where}:"
                     f" add /v1 to baseUrl (models.{model_id}.baseUrl: {server.rstrip('/')}/v1)."
                 )
     except httpx.HTTPError as exc:
-        why = what_happened(exc, seconds=5)
+        why = what_happened(exc, seconds=CHECK_SECONDS)
+        proxy = proxy_for(model.base_url)
+        fix = f"Start the server, or change models.{model_id}.baseUrl." if proxy is None else proxy.hint()
         return (
             f"No model server answered at {mask_url_credentials(model.base_url)} {where}: {why}.\n"
-            f"Start the server, or change models.{model_id}.baseUrl.\n\n{OLLAMA_EXAMPLE}"
+            f"{fix}\n\n{OLLAMA_EXAMPLE}"
         )
     # Any other answer, a 404 among them, is a server: some proxies have no /models route.
     if response.status_code in (401, 403):
@@ -89,7 +96,8 @@ async def _answers_under_v1(client: httpx.AsyncClient, endpoint: Endpoint, heade
     /models at all answers 404 here as well, and is left to its first message."""
     if endpoint.base_url.rstrip("/").endswith("/v1"):
         return False
-    return (await client.get(endpoint.url("v1/models"), headers=dict(headers))).is_success
+    answer = await client.get(endpoint.url("v1/models"), headers=dict(headers), timeout=CHECK_SECONDS)
+    return answer.is_success
 
 
 def key_problem(model: ModelConfig, model_id: str, env: Mapping[str, str] | None = None) -> str | None:

@@ -35,6 +35,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from klaw.config import McpServerConfig
 from klaw.errors import KlawError
+from klaw.llm.proxy import proxy_for
 from klaw.tools.mcp.http_answers import IDENTITY, answer_cap
 from klaw.tools.mcp.overflow import Overflow
 from klaw.tools.mcp.sdk_stdio import unfit
@@ -125,8 +126,17 @@ async def open_transport(
             headers["Authorization"] = f"Bearer {key}"
         headers |= IDENTITY
         hooks = [answer_cap(overflow, on_overflow)] + ([refusal.hook] if refusal is not None else [])
+        # klaw's proxy rules (decisions 318, 335), not httpx's reading of the environment: a server on this
+        # machine is asked directly, and GNOME's `socks://` is SOCKS5 instead of a failed start.
+        proxy = proxy_for(config.url)
         client = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0), event_hooks={"response": hooks})
+            httpx2.AsyncClient(
+                headers=headers,
+                timeout=httpx2.Timeout(30.0),
+                event_hooks={"response": hooks},
+                proxy=None if proxy is None else proxy.for_httpx(),
+                trust_env=False,
+            )
         )
         return streamable_http_client(config.url, http_client=client, max_sse_event_size=overflow.limit)
     assert config.command is not None

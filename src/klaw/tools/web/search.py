@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from klaw.config.web import WebSearchConfig
+from klaw.llm.proxy import proxy_for
 from klaw.redaction import mask_url_credentials
 from klaw.tools.web.errors import WebError
 
@@ -43,7 +44,7 @@ class WebSearch:
             raise WebError("the query is empty: say what to search for")
         provider = self._config.provider
         try:
-            async with httpx.AsyncClient(timeout=self._config.timeout_seconds, transport=self._transport) as client:
+            async with self._client() as client:
                 response = await self._ask(client, query)
         except httpx.TimeoutException:
             raise WebError(
@@ -64,6 +65,18 @@ class WebSearch:
         except ValueError:
             raise WebError(f"the {provider} search answered something other than JSON") from None
         return _results(provider, body)[: self._config.max_results]
+
+    def _client(self) -> httpx.AsyncClient:
+        """Through the proxy klaw's rules pick for the provider's address (`llm/proxy.py`, decisions 318 and
+        335: one on this machine is asked directly, `socks://` is SOCKS5), not httpx's own reading of the
+        environment, which sent a local SearXNG to HTTP_PROXY and raised on `socks://`."""
+        proxy = None if self._transport is not None else proxy_for(self._config.endpoint() or "")
+        return httpx.AsyncClient(
+            timeout=self._config.timeout_seconds,
+            transport=self._transport,
+            proxy=None if proxy is None else proxy.for_httpx(),
+            trust_env=False,
+        )
 
     async def _ask(self, client: httpx.AsyncClient, query: str) -> httpx.Response:
         endpoint = self._config.endpoint() or ""
