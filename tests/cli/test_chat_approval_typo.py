@@ -62,6 +62,43 @@ async def test_a_held_tool_whose_group_is_not_enabled_is_said_to_be_that_groups(
     assert "shout (a tool of the group shouting" in held and "misspelt" not in held, held
 
 
+NOTES = '''
+async def note_write(text: str) -> str:
+    """Write a note."""
+    return "noted"
+
+
+def provide(setup):
+    return [note_write]
+'''
+
+
+async def test_a_held_tool_of_a_function_plugin_group_not_enabled_is_not_called_misspelt(tmp_path: Path) -> None:
+    """`notes`' entry point is a function (it may need the engine's services), so klaw does not run it to
+    learn its tools while the group is not enabled: before, a held `note_write` was called misspelt ("no tool
+    has this name"); now the group is named with how to enable it (decision 343)."""
+    home = tmp_path / "home"
+    init_home(home)
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "notes", "klaw_edges2_notes", NOTES, "provide")
+    async with FakeOpenAiServer() as model:
+        env = chat_env(home, model.base_url)
+        path = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+        env = {**env, "PYTHONPATH": path, "KLAW__TOOLS__ENABLED": "[clock]", "KLAW__TOOLS__APPROVAL": "[note_write]"}
+        _, status, err = await piped(env, "/status")
+    warned = " ".join(err.split())
+    assert (
+        "warning: tools.approval names note_write, no tool offered has this name: it may be a tool of the group"
+        " notes, which tools.enabled does not name (klaw learns that group's tools only once it is enabled)"
+    ) in warned, warned
+    assert "add notes to tools.enabled if note_write is its tool" in warned, warned
+    assert "no tool has this name" not in warned, warned
+    held = " ".join(next(line for line in status.splitlines() if line.startswith("Held for approval:")).split())
+    assert "note_write (no tool offered has this name: it may be a tool of the group notes" in held, held
+    assert "misspelt?" not in held, held
+
+
 async def test_a_held_tool_of_a_builtin_group_not_enabled_names_the_group(tmp_path: Path) -> None:
     """`file_write` and `memory_save` are klaw's own (`files`, `memory`), whose providers need the engine to
     run: before, with those groups left out of tools.enabled, both were called misspelt (decision 330)."""

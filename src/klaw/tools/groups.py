@@ -129,6 +129,7 @@ class ToolGroups:
         self._unavailable_in: dict[str, str] = {}
         self._builtin_providers = builtin
         self._offering: dict[str, str] | None = None
+        self._unlisted: list[str] = []
 
     def provide(self, setup: ToolSetup) -> None:
         """Call each provider not called yet whose needed services `setup` has; record its tools' group."""
@@ -158,14 +159,27 @@ class ToolGroups:
         provider: klaw's groups (a plain list like `clock`'s, or a provider naming its `tools`), and
         installed packages' groups whose entry point is such a list (imported here, on this warning's path
         only, never at an engine's start)."""
+        return self._offerings().get(tool)
+
+    def disabled_groups_unlisted(self) -> list[str]:
+        """Installed packages' groups not enabled whose entry point is a function (decision 343): their
+        tools are known only by running it, which needs the engine's services, so a held name no tool has
+        may be one of theirs and is not said to be misspelt (tools/inventory.py words it)."""
+        self._offerings()
+        return self._unlisted
+
+    def _offerings(self) -> dict[str, str]:
         if self._offering is None:
             self._offering = {}
             for group, names in self._disabled_lists():
-                for name in names:
+                if names is None:
+                    self._unlisted.append(group)
+                for name in names or ():
                     self._offering.setdefault(name, group)
-        return self._offering.get(tool)
+        return self._offering
 
-    def _disabled_lists(self) -> Iterable[tuple[str, list[str]]]:
+    def _disabled_lists(self) -> Iterable[tuple[str, list[str] | None]]:
+        """Each group not enabled with its tools' names, None for a plugin's whose names are unknown."""
         for group, provider in self._builtin_providers.items():
             if group in self._enabled:
                 continue
@@ -183,6 +197,10 @@ class ToolGroups:
                 continue
             if isinstance(loaded, Sequence) and not isinstance(loaded, str | bytes):
                 yield point.name, [_tool_name(fn) for fn in loaded]
+            elif isinstance(loaded, GroupProvider) and loaded.tools:
+                yield point.name, list(loaded.tools)
+            elif callable(loaded) or isinstance(loaded, GroupProvider):
+                yield point.name, None
 
     def group_of(self, tool: str) -> str | None:
         """The group that offered `tool`, None for a tool of no group (a program's own; an MCP server's)."""

@@ -113,10 +113,25 @@ def _held_unknown(selection: ToolSelection, held: frozenset[str], servers: Seque
         if (group := selection.groups.disabled_group_offering(name)) is not None:
             reason = f"a tool of the group {group}, which tools.enabled does not name: tools.approval holds nothing yet"
             fix = f"add {group} to tools.enabled (or take {name} out of tools.approval)"
+        elif unlisted := selection.groups.disabled_groups_unlisted():
+            reason, fix = _maybe_unlisted(name, unlisted)
         else:
             reason, fix = NOT_A_TOOL, "use a name this list shows (an MCP server's tool is <server>__<tool>)"
         rows.append(ToolRow(name, APPROVAL_SOURCE, "not offered", True, reason, fix))
     return rows
+
+
+def _maybe_unlisted(name: str, groups: Sequence[str]) -> tuple[str, str]:
+    """A held name no tool has while an installed plugin group not enabled offers tools klaw cannot list
+    without enabling it (its entry point is a function): the name may be one of its tools, so it is not
+    said to be misspelt, and the groups to enable are named (decision 343)."""
+    which = f"the group {groups[0]}" if len(groups) == 1 else "one of the groups " + ", ".join(groups)
+    return (
+        f"no tool offered has this name: it may be a tool of {which}, which tools.enabled does not name (klaw"
+        " learns that group's tools only once it is enabled), or it is misspelt: tools.approval holds nothing yet",
+        f"add {groups[0] if len(groups) == 1 else 'that group'} to tools.enabled if {name} is its tool (klaw tools"
+        " then lists it), else use a name this list shows",
+    )
 
 
 def _source(selection: ToolSelection, group: str | None) -> str:
