@@ -74,15 +74,21 @@ async def test_a_read_only_home_is_named_with_the_fix_by_every_command(tmp_path:
         with _tmpfs(tmp_path / "mnt", "8m") if root else _nothing(tmp_path / "mnt") as mnt:
             home = mnt / "home"
             env = await _chatted_home(home, model)
+            assert _klaw(env, "schedule", "add", "walk", "-m", "hi", "--every", "1d").returncode == 0
             if root:
                 _remount_read_only(mnt)
             else:
                 for path in (home, *home.rglob("*")):
                     path.chmod(path.stat().st_mode & ~0o222)
             fix = f"mount -o remount,rw {mnt}" if root else "chmod u+w"
-            for args in (("memory", "forget", "exchange", "1"), ("schedule", "list"), ("memory", "list")):
+            assert fix in _one_line(_klaw(env, "memory", "forget", "exchange", "1"))
+            # A listing reads (newcomer7: `schedule list` refused a read-only mount `memory list` read).
+            for args in (("schedule", "list"), ("memory", "list"), ("db", "info")):
                 result = _klaw(env, *args)
-                if args == ("memory", "list") and result.returncode == 0:  # read where SQLite can: fine
+                # klaw.db is read where SQLite can (its -shm left by an engine); scheduler.db always
+                if result.returncode == 0 or args == ("schedule", "list"):
+                    assert result.returncode == 0 and result.stdout.strip(), (args, result.stderr)
+                    assert args != ("schedule", "list") or "walk" in result.stdout, result.stdout
                     assert not any(word in result.stderr for word in NO_TRACE), result.stderr
                     continue
                 assert fix in _one_line(result), (args, result.stderr)
@@ -150,7 +156,15 @@ async def test_a_full_disk_names_its_mount_and_the_fix(tmp_path: Path) -> None:
             code, said, err = await piped(env, "one more\n")
             assert code != 0 and not any(word in err for word in NO_TRACE), err
             assert f"free space on {mnt}" in " ".join(err.split()), err
-            assert f"free space on {mnt}" in _one_line(_klaw(env, "memory", "list"))
+            # Exit 1 whichever command met it (decision 320): reads exited 2 while `schedule add` exited 1.
+            for args in (
+                ("memory", "list"),
+                ("db", "info"),
+                ("schedule", "list"),
+                ("schedule", "add", "t", "-m", "hi", "--every", "1d"),
+            ):
+                result = _klaw(env, *args)
+                assert f"free space on {mnt}" in _one_line(result) and result.returncode == 1, (args, result.stderr)
             filler.unlink()  # space again: the lock file a full disk left empty holds nobody
             code, said, err = await piped(env, "and now?\n")
             assert code == 0 and said.strip(), err

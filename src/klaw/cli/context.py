@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from klaw.disk_trouble import disk_trouble
 from klaw.home import HOME_ENV_VAR, KlawHome
 from klaw.home_privacy import database_files, describe_changes, make_private
 
@@ -158,7 +159,8 @@ async def open_store_or_exit(path: Path, database: DatabaseConfig) -> Storage:
     try:
         return await open_storage(path, database)
     except StorageError as exc:
-        fail(str(exc))
+        # A full or read-only disk exits 1, as every command meeting one does (decision 320); a refusal, 2.
+        fail(str(exc), code=1 if disk_trouble(path, exc.__cause__) is not None else 2)
 
 
 async def start_engine_or_exit(

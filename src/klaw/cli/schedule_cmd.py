@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, table_console
+from klaw.disk_trouble import unwritable
 from klaw.terminal_text import visible
 
 if TYPE_CHECKING:
@@ -42,8 +43,11 @@ def list_tasks() -> None:
         typer.echo("No scheduled tasks.")
         return
     store = ScheduleStore(home.scheduler_db)
-    store.create()  # brings a file of an older klaw up to date (idempotent)
-    tasks = store.list()
+    if unwritable(home.root, (home.scheduler_db,)) is None:
+        store.create()  # brings a file of an older klaw up to date (idempotent)
+        tasks = store.list()
+    else:  # a read-only home: a listing reads, as `memory list` does (its words come if reading fails too)
+        tasks = store.list_read_only()
     if not tasks:
         typer.echo("No scheduled tasks.")
         return

@@ -11,6 +11,7 @@ a crash of the scheduler.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import sqlite3
 from collections.abc import Iterator
@@ -140,6 +141,20 @@ class ScheduleStore:
             rows = connection.execute(f"SELECT {_COLUMNS} FROM tasks ORDER BY name").fetchall()
         return [task for task in (_task(row) for row in rows) if task is not None]
 
+    def list_read_only(self) -> builtins.list[ScheduledTask]:
+        """`list` without writing: for a home klaw cannot write (a read-only mount, a folder not the
+        user's), where `klaw memory list` reads klaw.db too. SQLite reads a WAL database read-only only
+        where its -shm file exists or can be made; without a -wal file (a clean close) every task is in
+        the file itself, which is then read as immutable: nothing can change it on a read-only mount."""
+        base = self.path.absolute().as_uri()
+        try:
+            rows = _read_tasks(f"{base}?mode=ro")
+        except sqlite3.OperationalError:
+            if Path(f"{self.path}-wal").exists():
+                raise
+            rows = _read_tasks(f"{base}?immutable=1")
+        return [task for task in (_task(row) for row in rows) if task is not None]
+
     def set_next_run(self, name: str, next_run_at: datetime | None) -> None:
         with self._connect() as connection:
             connection.execute("UPDATE tasks SET next_run_at = ? WHERE name = ?", (_millis(next_run_at), name))
@@ -194,6 +209,11 @@ class ScheduleStore:
                 connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
+
+
+def _read_tasks(uri: str) -> list[tuple[object, ...]]:
+    with closing(sqlite3.connect(uri, uri=True, timeout=10)) as connection:
+        return connection.execute(f"SELECT {_COLUMNS} FROM tasks ORDER BY name").fetchall()
 
 
 def _run(row: tuple[object, ...]) -> RunUnderWay:
