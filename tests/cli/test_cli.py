@@ -209,3 +209,18 @@ def test_bench_load_refuses_more_chats_than_the_engine_takes_connections(tmp_pat
     result = klaw(tmp_path, "bench", "load", "--chats", "300")
     assert result.returncode == 2
     assert "--chats" in result.stderr and str(MAX_LOAD_CHATS) in result.stderr
+
+
+def test_a_second_init_names_the_model_already_chosen(tmp_path: Path) -> None:
+    """newcomer7: a second `klaw init` said "Edit engine.yaml to choose your model." to a person who had."""
+    home = tmp_path / "home"
+    assert "to choose your model" in klaw(home, "init").stdout
+    assert "to choose your model" in klaw(home, "init").stdout  # still the example model
+    config = home / "engine.yaml"
+    text = config.read_text(encoding="utf-8")
+    text = text.replace("models:\n", "models:\n  mine/m:\n    baseUrl: http://127.0.0.1:9/v1\n", 1)
+    config.write_text(text.replace("  default: ollama/llama3.2", "  default: mine/m", 1), encoding="utf-8")
+    again = klaw(home, "init")
+    assert again.returncode == 0, again.stderr
+    assert "to choose your model" not in again.stdout
+    assert f"Its model: mine/m (routing.default in {config})" in " ".join(again.stdout.split())

