@@ -55,6 +55,9 @@ async def test_the_web_page_stays_up_while_telegram_is_retried_until_it_answers(
                 assert "Check this machine's DNS and network" in said and "retrying" in said
                 assert "httpx" not in said and "Traceback" not in said
                 url = (await read_until(serve.stdout, "web page:")).split("web page:")[1].split()[0]
+                # newcomer7: stdout said "telegram: polling" right after the log's "could not reach Telegram"
+                said = await read_until(serve.stdout, "telegram:")
+                assert "telegram: not reached yet, retrying in the background" in said, said
                 async with httpx.AsyncClient() as client:
                     assert (await client.get(url + "login")).status_code == 200
                 async with FakeTelegram(TOKEN, port=port) as telegram:  # the network is back

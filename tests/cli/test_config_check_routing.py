@@ -97,3 +97,16 @@ def test_an_mcp_group_without_its_server_names_the_field_in_plain_words(tmp_path
     said = " ".join(klaw(home, "config", "check").stderr.split())
     assert "- mcp.servers.notes: give either command (a program klaw starts) or url" in said, said
     assert "Value error" not in said
+
+
+def test_a_telegram_bot_with_no_allowed_chat_is_warned_about_as_klaw_serve_does(tmp_path: Path) -> None:
+    """newcomer7: `allowedChatIds: []` was plainly "valid" while klaw serve warned every chat is refused."""
+    home = _home(tmp_path, "channels:\n  telegram:\n    enabled: true\n    allowedChatIds: []\n")
+    checked = klaw(home, "config", "check", env={"KLAW_TELEGRAM_TOKEN": "123456:abc"})
+    said = " ".join(checked.stderr.split())
+    assert checked.returncode == 0 and "valid" in checked.stdout, said
+    assert "warning: channels.telegram.allowedChatIds is empty; every chat will be refused" in said
+    assert "its refusal names the chat id to put in allowedChatIds" in said
+    (tmp_path / "2").mkdir()
+    allowed = _home(tmp_path / "2", "channels:\n  telegram:\n    enabled: true\n    allowedChatIds: [42]\n")
+    assert "allowedChatIds" not in klaw(allowed, "config", "check", env={"KLAW_TELEGRAM_TOKEN": "123456:abc"}).stderr

@@ -35,6 +35,7 @@ from telegram.request import HTTPXRequest
 from klaw.channels.telegram_split import split_message
 from klaw.command_syntax import parse_command
 from klaw.config import CommandConfig, TelegramChannelConfig
+from klaw.config.channels import NO_ALLOWED_CHAT
 from klaw.engine.clock import Clock, SystemClock
 from klaw.engine.frames import DeltaFrame, OutboundFrame, task_label
 from klaw.errors import KlawError
@@ -101,7 +102,7 @@ class TelegramChannel:
             logging.getLogger(name).setLevel(max(logging.getLogger(name).getEffectiveLevel(), logging.WARNING))
         self._gateway = gateway
         if not self._allowed:
-            log.warning("telegram: channels.telegram.allowedChatIds is empty; every chat will be refused")
+            log.warning("telegram: %s", NO_ALLOWED_CHAT)
         groups = sorted(chat_id for chat_id in self._allowed if chat_id < 0)  # Telegram's groups are negative
         if groups and not self._people:
             log.warning(
@@ -124,6 +125,14 @@ class TelegramChannel:
             return
         self._poller = asyncio.create_task(self._poll(), name="telegram-poll")
         log.info("telegram: polling as @%s for %d allowed chat(s)", self._username, len(self._allowed))
+
+    @property
+    def state(self) -> str:
+        """What the channel is doing, for `klaw serve`'s start-up lines: polling once Telegram answered,
+        else retrying in the background (it said "polling" right after "could not reach Telegram")."""
+        if self._username:
+            return f"polling as @{self._username}"
+        return "not reached yet, retrying in the background (the log says why); the other channels run meanwhile"
 
     async def _connect(self) -> None:
         await self._bot.initialize()  # getMe: fails here on a wrong token, or with no route to Telegram

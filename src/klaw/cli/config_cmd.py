@@ -151,6 +151,8 @@ def check() -> None:
         warn(line)
     if (linked := _code_refused(home, loaded.config)) is not None:
         warn(linked)
+    if (unheard := telegram.refuses_everyone()) is not None:
+        warn(f"warning: {unheard}")
 
 
 async def _stored_vectors_refused(home: KlawHome, config: EngineConfig) -> str | None:

@@ -122,4 +122,6 @@ def _announce(home: KlawHome, channels: list[Channel], with_engine: bool) -> Non
             else:
                 out.print(f"access token: in {home.web_token_file} (not printed: output is not a terminal)")
         else:
-            out.print(f"{channel.name}: polling")
+            from klaw.channels.telegram import TelegramChannel  # loaded already: build_channels made it
+
+            out.print(f"{channel.name}: {channel.state if isinstance(channel, TelegramChannel) else 'polling'}")

@@ -17,6 +17,12 @@ class WebChannelConfig(Section):
     port: int = Field(default=8765, ge=0, le=65535, description="TCP port (0: any free port).")
 
 
+NO_ALLOWED_CHAT = (
+    "channels.telegram.allowedChatIds is empty; every chat will be refused. Send the bot a message while klaw"
+    " serve runs: its refusal names the chat id to put in allowedChatIds"
+)
+
+
 class TelegramChannelConfig(Section):
     """A Telegram bot (long polling). The bot token is read from the environment variable `tokenEnv`."""
 
@@ -32,6 +38,13 @@ class TelegramChannelConfig(Section):
         description="People heard in the allowed chats (empty: everyone in them); others' messages are not stored.",
     )
     api_base_url: str = Field(default="https://api.telegram.org", description="Bot API server (tests: a fake).")
+
+    def refuses_everyone(self) -> str | None:
+        """The warning for an enabled bot with no allowed chat, said alike by `klaw serve` and `klaw config
+        check` (which called such a file plainly valid); None otherwise."""
+        if not self.enabled or self.allowed_chat_ids:
+            return None
+        return NO_ALLOWED_CHAT
 
     @model_validator(mode="after")
     def _api_is_http(self) -> TelegramChannelConfig:
