@@ -43,11 +43,15 @@ from klaw.home_lock import ENGINE_ROLE, held_by_this_process, holder_of
 from klaw.home_privacy import database_files, describe_changes, make_private
 from klaw.library_arguments import (
     LIBRARY_CHANNEL,
+    callback_of,
     chat_of,
+    count_of,
     home_of,
     model_of,
     query_of,
+    session_of,
     talk_instead,
+    tools_of,
 )
 from klaw.library_own_turn import AskChains, OwnTurnRunning
 from klaw.llm.catalogue import ModelCatalogue
@@ -131,14 +135,14 @@ class Klaw:
         self._config = config
         self._model = model_of(model)
         self._embedder = embedder
-        self._tools = tuple(tools)
+        self._tools: tuple[ToolFunction, ...] = tools_of(tools)  # type: ignore[assignment]  # callables, checked
         self._clock = clock
         self._listen = listen
         self._engine: Engine | None = None
         self._closed = False  # `aclose` ran: the error says "closed", not "not started"
         self._waiting: dict[ChatRef, list[tuple[str, asyncio.Future[Outbound]]]] = {}
-        self._approve = approve
-        self._on_message = on_message
+        self._approve: Approve | None = callback_of("approve", approve)  # type: ignore[assignment]
+        self._on_message: OnMessage | None = callback_of("on_message", on_message)  # type: ignore[assignment]
         self._answering: set[asyncio.Task[None]] = set()
         self._chains = AskChains()  # which chat's tool waits for which chat's turn (decision 331)
 
@@ -222,12 +226,14 @@ class Klaw:
     ) -> list[HistoryEntry]:
         """The last `limit` messages of the chat's current session (since its last `/new`), or of
         `session` (an id from `sessions`), oldest first."""
-        return await self.engine.chats.history(chat_of(chat), limit=limit, session=session)
+        return await self.engine.chats.history(
+            chat_of(chat), limit=count_of("limit", limit), session=session_of(session)
+        )
 
     async def turns(self, chat: str | ChatRef, *, session: int | None = None) -> list[TurnState]:
         """The turns of the current session (or of `session`), oldest first, each `completed`, `failed`,
         `tool_limit`, `open` or `interrupted` (cut off by a crash, its message answered by a later turn)."""
-        return await self.engine.chats.turns(chat_of(chat), session=session)
+        return await self.engine.chats.turns(chat_of(chat), session=session_of(session))
 
     async def sessions(self, chat: str | ChatRef) -> list[SessionInfo]:
         """The chat's sessions, oldest first (the last is the current one)."""
@@ -239,11 +245,13 @@ class Klaw:
         """The chat's earlier messages (every session, or `session`) that best match `query`, best first,
         with the hits and scores `klaw memory search --chat <chat> --segment all` prints (hybrid search,
         no relevance gate: `distance` and `fts_rank` say why each was found)."""
-        return await self.engine.chats.search_memory(chat_of(chat), query_of(query), limit=limit, session=session)
+        return await self.engine.chats.search_memory(
+            chat_of(chat), query_of(query), limit=count_of("limit", limit), session=session_of(session)
+        )
 
     async def saved_memories(self, chat: str | ChatRef, query: str, *, limit: int = 5) -> list[MemoryFound]:
         """The memories the agent saved in the chat (`memory_save`) that best match `query`, best first."""
-        return await self.engine.chats.saved_memories(chat_of(chat), query_of(query), limit=limit)
+        return await self.engine.chats.saved_memories(chat_of(chat), query_of(query), limit=count_of("limit", limit))
 
     async def core_memory(self) -> dict[str, Any]:
         """Core memory: the facts about the person kept in every context."""

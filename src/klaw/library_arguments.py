@@ -1,5 +1,6 @@
 """What a library program passes to `Klaw` and its methods, read or refused in words before anything is
-created or stored: the home, `model=`, a chat's name, a search's query (decision 292 for chats; the
+created or stored: the home, `model=`, `tools=`, the callbacks, a chat's name, a search's query,
+`limit=`/`session=` (decision 292 for chats; the
 refusals of libguard's change: `InvalidArgument`, a TypeError too, where a bare TypeError or a later
 AttributeError came before), and what to do instead of a second engine on a home one runs on.
 
@@ -112,3 +113,39 @@ def query_of(query: object) -> str:
             f"the query must be text (a str), e.g. search_memory('alice', 'the garden'), not {type(query).__name__}"
         )
     return query
+
+
+def count_of(name: str, value: object, *, least: int = 1) -> int:
+    """A `limit=`/`session=` is a whole number of at least `least`: "x" reached the database as a
+    MismatchError, "3" a bare TypeError, and -1 returned every message; each is refused in words."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{name}= takes a whole number (an int, e.g. {name}=10), not {type(value).__name__}")
+    if value < least:
+        raise InvalidArgument(f"{name}= takes a whole number of at least {least} (e.g. {name}=10), not {value}")
+    return value
+
+
+def session_of(session: object) -> int | None:
+    """`session=` is None (the current session) or a session's id from `sessions`."""
+    return None if session is None else count_of("session", session)
+
+
+def tools_of(tools: object) -> tuple[object, ...]:
+    """`tools=` is a list of functions; one function alone (before: "'function' object is not iterable")
+    is refused with the list to write instead, not taken as `[fn]`: `tools=` reads as a list everywhere."""
+    if callable(tools) or isinstance(tools, (str, bytes)) or not hasattr(tools, "__iter__"):
+        raise InvalidArgument(
+            f"tools= takes a list of functions (e.g. tools=[my_tool]), not {type(tools).__name__}"
+            + (": put the one function in a list" if callable(tools) else "")
+        )
+    return tuple(tools)  # each one is read, or refused in words, where the engine builds its tools
+
+
+def callback_of(name: str, callback: object) -> object:
+    """`approve=`/`on_message=` is an (async) function or None; anything else (before: accepted, then
+    failing where the engine first called it) is refused at `Klaw(...)`."""
+    if callback is not None and not callable(callback):
+        raise InvalidArgument(
+            f"{name}= takes a function (e.g. {name}=my_{name}) or None, not {type(callback).__name__}"
+        )
+    return callback
