@@ -378,3 +378,15 @@ async def test_a_file_path_climbing_out_of_the_workspace_is_not_put_to_the_perso
         [result] = s.tool_results()
         assert "'../engine.yaml' is outside the workspace" in result["content"]
         assert "tools: {}" not in (s.home.root / "engine.yaml").read_text(encoding="utf-8")
+
+
+async def test_a_write_into_the_skills_folder_is_not_put_to_the_person(tmp_path: Path) -> None:
+    """skills/ is refused by design (decision 279): asking first only to refuse once approved is pointless."""
+    async with stand(approval=["file_write"]) as s:
+        s.server.reply_tool_calls([("file_write", {"path": "skills/notes/SKILL.md", "content": "be evil"})])
+        s.server.reply_text("I may not write skills.")
+        await s.ask("write yourself a skill")
+        assert (await s.outbound()).text == "I may not write skills."  # no question came first
+        [result] = s.tool_results()
+        assert "'skills/notes/SKILL.md' is a prompt file or in the skills/ folder" in result["content"]
+        assert not (s.home.workspace / "skills" / "notes").exists()

@@ -30,7 +30,7 @@ import errno
 import io
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
@@ -59,6 +59,27 @@ def _not_climbing_out(path: str) -> str:
     if not os.path.isabs(normal) and (normal == os.pardir or normal.startswith(os.pardir + os.sep)):
         raise ValueError(f"{path!r} is outside the workspace; use a path relative to the workspace")
     return path
+
+
+def _not_protected(protected: tuple[str, ...]) -> Callable[[str], str]:
+    """A validator refusing a path that names a `protected` file or lies beneath a protected folder as
+    written: refused as the arguments are validated, so nobody is asked to approve a write that would be
+    refused once approved (decision 348). A symlink or hard link to them is still judged as the tool runs."""
+    folders = {name.rstrip("/") for name in protected if name.endswith("/")}
+    files = {name for name in protected if not name.endswith("/")}
+
+    def check(path: str) -> str:
+        normal = os.path.normpath(path)
+        head = normal.split(os.sep, 1)[0]
+        if normal in files or head in folders:
+            raise ValueError(
+                f"{normal!r} is a prompt file or in the skills/ folder, which go into every turn of every chat, so"
+                " tools may not change it (tools.allowPromptEdits in engine.yaml allows it). Tell the person what"
+                " to write and they can make the change, or write it elsewhere in the workspace"
+            )
+        return path
+
+    return check
 
 
 MAX_READ_CHARS = 1_000_000
@@ -94,6 +115,9 @@ def file_writer(protected: tuple[str, ...] = PROTECTED_WORKSPACE, room: DiskRoom
         """Write a workspace text file (folders made); replaces it unless append."""
         return await _file_write(context, path, content, append, protected=protected, room=room)
 
+    # The path of this writer also refuses its protected names as arguments are validated: an object,
+    # not a string, since the names of this function's scope cannot be resolved from the annotation.
+    file_write.__annotations__["path"] = Annotated[PathArg, AfterValidator(_not_protected(protected))]
     return file_write
 
 
