@@ -89,11 +89,16 @@ async def test_the_desktop_configuration_in_the_docs_runs_as_written_and_is_read
         if "PYTHONPATH" in os.environ:  # the klaw under test (a worktree's src), not the installed one
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         async with Client(StdioServerParameters(command=entry["command"], args=entry["args"], env=env)) as client:
-            assert sorted(tool.name for tool in (await client.list_tools()).tools) == READ_TOOLS
+            tools = (await client.list_tools()).tools
+            assert sorted(tool.name for tool in tools) == READ_TOOLS
+            assert all("\n " not in (tool.description or "") for tool in tools)  # before: "best\n        first"
             info = client.server_info
             assert info is not None and (info.name, info.version) == ("klaw", klaw_version())
             found = await client.call_tool("memory_search", {"query": "where is the spare key"})
             assert not found.is_error and "under the blue flowerpot" in text(found)
+            over = await client.call_tool("memory_search", {"query": "key", "limit": 50})
+            assert over.is_error and text(over).startswith("invalid arguments:\n- limit: ")  # as the agent's tools
+            assert "pydantic" not in text(over) and "validation error" not in text(over)  # before: pydantic's text
             core = await client.call_tool("memory_core_get", {})
             assert json.loads(text(core))["memory"] == {"city": "Porto"}
             segment = json.loads(text(found))[0]["segment_id"]

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-from collections.abc import Callable
+import inspect
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
@@ -26,9 +27,11 @@ from klaw.embedded_http import EmbeddedHttpServer
 from klaw.mcp_server.memory_link import MemoryLink, MemoryUnavailable
 from klaw.mcp_server.stdio import KlawMcpServer
 from klaw.store.records import ChatRef
+from klaw.tools.schema_text import parse_docstring
 
 HTTP_HOST = "127.0.0.1"
 HTTP_PATH = "/mcp"
+ToolFn = Callable[..., Awaitable[str]]
 
 
 def build_server(link: MemoryLink, chat: ChatRef, *, allow_write: bool) -> MCPServer:
@@ -40,6 +43,12 @@ def build_server(link: MemoryLink, chat: ChatRef, *, allow_write: bool) -> MCPSe
         + ("" if allow_write else " Read-only: this server was started without --allow-write."),
     )
 
+    def tool(fn: ToolFn) -> ToolFn:
+        """Registered with the description the agent's own tools get from a docstring (schema_text.py):
+        the SDK's would keep the docstring's indentation ("best\n        first")."""
+        server.tool(description=parse_docstring(inspect.getdoc(fn) or "")[0])(fn)
+        return fn
+
     async def run(name: str, arguments: dict[str, Any]) -> str:
         try:
             text, is_error = await link.call(name, arguments)
@@ -49,7 +58,7 @@ def build_server(link: MemoryLink, chat: ChatRef, *, allow_write: bool) -> MCPSe
             raise ToolError(text)
         return text
 
-    @server.tool()
+    @tool
     async def memory_search(
         query: str, limit: Annotated[int, Field(ge=1, le=20, description="Most results.")] = 5
     ) -> str:
@@ -57,7 +66,7 @@ def build_server(link: MemoryLink, chat: ChatRef, *, allow_write: bool) -> MCPSe
         first. Results name their segment_id and exchange_id for fetch_conversation_details."""
         return await run("memory_search", {"query": query, "limit": limit})
 
-    @server.tool()
+    @tool
     async def fetch_conversation_details(
         segment_id: int | None = None,
         exchange_id: int | None = None,
@@ -72,14 +81,14 @@ def build_server(link: MemoryLink, chat: ChatRef, *, allow_write: bool) -> MCPSe
             arguments["exchange_id"] = exchange_id
         return await run("fetch_conversation_details", arguments)
 
-    @server.tool()
+    @tool
     async def memory_core_get() -> str:
         """Show core memory: the lasting facts about the person the agent keeps in every conversation."""
         return await run("memory_core_get", {})
 
     if allow_write:
 
-        @server.tool()
+        @tool
         async def memory_save(text: Annotated[str, Field(description="Self-contained text to remember.")]) -> str:
             """Save a fact, decision or note into the person's memory, for memory_search (here and in
             klaw's own conversations) to find later."""

@@ -29,6 +29,9 @@ from mcp.types import (
     JSONRPCRequest,
     JSONRPCResponse,
 )
+from pydantic import ValidationError
+
+from klaw.tools.schema_text import describe_invalid
 
 ANSWER_GRACE_SECONDS = 90.0  # longer than a memory call's own limit (memory_link.QUERY_TIMEOUT_SECONDS)
 
@@ -137,7 +140,8 @@ class NoteAnswers(_ClosedOnExit):
 class KlawMcpServer(MCPServer):
     """The SDK's `MCPServer`, its stdio transport answering what it read before it ends, and a call to a
     tool this server withholds (`withhold`) refused with the reason and the way to have it offered,
-    where the SDK answers only "Unknown tool: …" as for a misspelt name."""
+    where the SDK answers only "Unknown tool: …" as for a misspelt name; arguments that fail the tool's
+    schema answered as the agent's own tools answer them (`invalid arguments:` and a line per field)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -153,7 +157,12 @@ class KlawMcpServer(MCPServer):
         reason = self._withheld.get(name)
         if reason is not None:
             raise ToolError(reason)
-        return await super().call_tool(name, arguments, context)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):  # the SDK's check of the arguments: pydantic's raw
+                raise ToolError(describe_invalid(exc.__cause__)) from None  # text; the agent's tools' wording
+            raise
 
     async def run_stdio_async(self) -> None:
         outstanding = Outstanding()

@@ -36,15 +36,12 @@ from klaw import strict_json
 from klaw.errors import KlawError
 from klaw.llm.messages import ToolCall, ToolSpec
 from klaw.store.records import ChatRef
-from klaw.tools.schema_text import parse_docstring, trimmed_schema
+from klaw.tools.schema_text import describe_invalid, parse_docstring, trimmed_schema
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 ToolFunction = Callable[..., Any]  # an `async def`, or a plain `def` run in a worker thread
 SchemaToolFunction = Callable[[dict[str, Any], "ToolContext"], Awaitable[Any]]
 """A tool described by a JSON schema of its own (an MCP server's): called with the model's argument object."""
-
-_MAX_ERRORS_SHOWN = 10
-_MAX_LOC_PART = 60
 
 
 class ToolDefinitionError(KlawError, ValueError):
@@ -100,7 +97,7 @@ class ToolDefinition:
         try:
             validated = self.arguments.model_validate(parsed)
         except ValidationError as exc:
-            raise BadArguments(_describe(exc)) from None
+            raise BadArguments(describe_invalid(exc)) from None
         except RecursionError:
             raise BadArguments(_TOO_DEEP) from None
         return {param: getattr(validated, field_name) for field_name, param in self.parameters.items()}
@@ -289,18 +286,6 @@ def _has_description(hint: Any) -> bool:
     if typing.get_origin(hint) is not Annotated:
         return False
     return any(isinstance(meta, FieldInfo) and meta.description for meta in hint.__metadata__)
-
-
-def _describe(exc: ValidationError) -> str:
-    """Pydantic's errors as '- field: rule' lines, without the offending values (they can be huge)."""
-    errors = exc.errors(include_url=False, include_input=False, include_context=False)
-    lines = [
-        f"- {'.'.join(_clip(str(part), _MAX_LOC_PART) for part in e['loc']) or '(arguments)'}: {e['msg']}"
-        for e in errors[:_MAX_ERRORS_SHOWN]
-    ]
-    if len(errors) > _MAX_ERRORS_SHOWN:
-        lines.append(f"- … and {len(errors) - _MAX_ERRORS_SHOWN} more")
-    return "invalid arguments:\n" + "\n".join(lines)
 
 
 def _clip(text: str, limit: int = 100) -> str:

@@ -2,7 +2,9 @@
 docstring, and pydantic's JSON schema trimmed of what costs tokens and says nothing.
 
 Kept apart from klaw/tools/schema.py, which turns a function into a tool and checks the model's arguments:
-this is only text in and text out, with no pydantic and no tool in sight.
+this is only text in and text out, with no tool in sight (`describe_invalid` reads pydantic's errors
+into the words every tool answers, klaw mcp serve's too, which may import this text and nothing else
+of klaw.tools).
 """
 
 from __future__ import annotations
@@ -10,8 +12,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pydantic import ValidationError
+
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
 _ARG_LINE = re.compile(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_MAX_ERRORS_SHOWN = 10
+_MAX_LOC_PART = 60
 
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
@@ -99,3 +105,19 @@ def _without_null_default(prop: Any) -> Any:
         return {**kept[0], **rest}
     rest["anyOf"] = kept
     return rest
+
+
+def describe_invalid(exc: ValidationError) -> str:
+    """Pydantic's errors as '- field: rule' lines, without the offending values (they can be huge)."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    lines = [
+        f"- {'.'.join(_clip_part(str(part), _MAX_LOC_PART) for part in e['loc']) or '(arguments)'}: {e['msg']}"
+        for e in errors[:_MAX_ERRORS_SHOWN]
+    ]
+    if len(errors) > _MAX_ERRORS_SHOWN:
+        lines.append(f"- … and {len(errors) - _MAX_ERRORS_SHOWN} more")
+    return "invalid arguments:\n" + "\n".join(lines)
+
+
+def _clip_part(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
