@@ -113,7 +113,7 @@ async def test_a_chat_that_is_not_the_persons_is_refused_and_nothing_is_sent(cap
         assert [(f.channel, f.text) for f in frames] == [("web", "I may not write there.")]
         result = s.tool_result()
         assert result["content"] == (  # refused as its arguments are validated, before anything could ask
-            "invalid arguments:\n- target: Value error, telegram:99 is not one of the person's chats this agent may"
+            "invalid arguments:\n- target: telegram:99 is not one of the person's chats this agent may"
             f" write to (allowed: console:{_user()}, telegram:42, web:main); the person can add it to"
             " tools.messageTargets in engine.yaml"
         )
@@ -151,9 +151,7 @@ async def test_message_targets_replaces_the_persons_chats() -> None:
         assert [(f.chat_id, f.text) for f in frames] == [("99", TEXT), ("main", "One sent, one refused.")]
         results = [m["content"] for m in s.server.chat_requests[-1].body["messages"] if m["role"] == "tool"]
         assert results[0] == "Sent to telegram:99."
-        assert results[1].startswith(
-            "invalid arguments:\n- target: Value error, telegram:42 is not one of the person's"
-        )
+        assert results[1].startswith("invalid arguments:\n- target: telegram:42 is not one of the person's")
         assert "(allowed: telegram:99)" in results[1]
 
 

@@ -388,5 +388,6 @@ async def test_a_write_into_the_skills_folder_is_not_put_to_the_person(tmp_path:
         await s.ask("write yourself a skill")
         assert (await s.outbound()).text == "I may not write skills."  # no question came first
         [result] = s.tool_results()
-        assert "'skills/notes/SKILL.md' is a prompt file or in the skills/ folder" in result["content"]
+        assert "- path: 'skills/notes/SKILL.md' is a prompt file or in the skills/ folder" in result["content"]
+        assert "Value error" not in result["content"]  # the tool's sentence alone, not pydantic's frame
         assert not (s.home.workspace / "skills" / "notes").exists()

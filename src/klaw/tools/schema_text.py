@@ -111,12 +111,24 @@ def describe_invalid(exc: ValidationError) -> str:
     """Pydantic's errors as '- field: rule' lines, without the offending values (they can be huge)."""
     errors = exc.errors(include_url=False, include_input=False, include_context=False)
     lines = [
-        f"- {'.'.join(_clip_part(str(part), _MAX_LOC_PART) for part in e['loc']) or '(arguments)'}: {e['msg']}"
+        f"- {'.'.join(_clip_part(str(part), _MAX_LOC_PART) for part in e['loc']) or '(arguments)'}: {_rule(e)}"
         for e in errors[:_MAX_ERRORS_SHOWN]
     ]
     if len(errors) > _MAX_ERRORS_SHOWN:
         lines.append(f"- … and {len(errors) - _MAX_ERRORS_SHOWN} more")
     return "invalid arguments:\n" + "\n".join(lines)
+
+
+def _rule(error: Any) -> str:
+    """The rule broken, in the tool's words: a validator of klaw's own raising ValueError reads in pydantic
+    as "Value error, <our sentence>"; the sentence alone is what the model needs (as config_loader does)."""
+    message = str(error["msg"])
+    if error["type"] == "value_error" and message.startswith(_VALUE_ERROR):
+        return message[len(_VALUE_ERROR) :]
+    return message
+
+
+_VALUE_ERROR = "Value error, "
 
 
 def _clip_part(text: str, limit: int) -> str:
