@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, Exchange, ExchangeStatus, StoredMessage
 
 log = logging.getLogger(__name__)
+
+# After a crash, unanswered messages younger than this get their turn; an answer hours late to
+# something the person has moved on from would confuse more than it helps.
+RESUME_WITHIN = timedelta(hours=1)
 
 NOT_ANSWERED = frozenset({ExchangeStatus.OPEN, ExchangeStatus.INTERRUPTED})
 """An exchange in one of these states did not answer its messages: running, or cut off by a crash (decision 306)."""

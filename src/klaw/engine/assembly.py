@@ -21,6 +21,7 @@ from typing import Any
 
 from klaw.config import EngineConfig
 from klaw.engine.agent_messages import AgentMessages
+from klaw.engine.answered_elsewhere import RESUME_WITHIN
 from klaw.engine.approval import ApprovalGate
 from klaw.engine.chat_leases import ChatLeases
 from klaw.engine.clock import Clock
@@ -30,7 +31,7 @@ from klaw.engine.delivery import Delivery, Sink
 from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.memory_parts import Memory, memory_services, open_memory, prepare_vector
 from klaw.engine.message_budget import turn_note
-from klaw.engine.processor import RESUME_WITHIN, MessageProcessor
+from klaw.engine.processor import MessageProcessor
 from klaw.engine.scheduler_assembly import assemble_scheduler
 from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.sessions import SessionManager

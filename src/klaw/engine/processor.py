@@ -21,7 +21,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta
 
 from klaw.config import EngineConfig
-from klaw.engine.answered_elsewhere import pass_on_elsewhere, still_unanswered, unanswered
+from klaw.engine.answered_elsewhere import RESUME_WITHIN, pass_on_elsewhere, still_unanswered, unanswered
 from klaw.engine.approval import PERSON_PRESENT
 from klaw.engine.chat_leases import ChatLeases
 from klaw.engine.chat_reply import ChatReply
@@ -53,10 +53,6 @@ from klaw.store.records import ChatRef, MessageRecord, Role, StoredMessage
 log = logging.getLogger(__name__)
 
 Once = tuple[str, datetime]  # an id and a time it is not older than: `inject` records it once
-
-# After a crash, unanswered messages younger than this get their turn; an answer hours late to
-# something the person has moved on from would confuse more than it helps.
-RESUME_WITHIN = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
