@@ -6,7 +6,6 @@ floor above the disk's free space refuses every tool write, naming the setting."
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,12 +46,15 @@ async def test_code_writing_past_the_quota_is_stopped_and_its_files_removed_then
         content = h.last_request_messages()[-1]["content"]
         assert content.startswith("stopped: the workspace passed its quota of 4 MiB (tools.workspaceQuotaMb)")
         assert "all written" not in content
-        assert "not kept: the workspace holds" in content and "its quota is 4 MiB" in content
+        assert "over the bounds: the workspace holds" in content and "its quota is 4 MiB" in content
         assert "Delete files you no longer need" in content and "raise tools.workspaceQuotaMb" in content
-        assert "removed, as the run created them: out/part0.bin" in content
-        assert not list((h.home.workspace / "out").iterdir())
+        # named and kept, never removed: a snapshot cannot tell the run's files from others' (adversary11)
+        assert "kept, created while the run went on: keep.txt" not in content
+        assert "kept, created while the run went on: out/part0.bin" in content and "nothing was removed" in content
+        assert list((h.home.workspace / "out").iterdir())
         assert (h.home.workspace / "keep.txt").read_text(encoding="utf-8") == "mine\n"
-        assert used(h.home.workspace) < 4 * MIB
+        for part in (h.home.workspace / "out").iterdir():
+            part.unlink()  # the person deletes what is not needed; then code runs again
 
         h.server.reply_tool_calls(
             [("code_execute", {"language": "shell", "code": "echo small > small.txt; cat small.txt"})]
@@ -63,7 +65,7 @@ async def test_code_writing_past_the_quota_is_stopped_and_its_files_removed_then
         assert (
             content.startswith("exit code 0") and "stdout:\nsmall" in content and "files created: small.txt" in content
         )
-        assert "not kept" not in content
+        assert "over the bounds" not in content
 
 
 @needs_sandbox
@@ -162,9 +164,24 @@ async def test_code_leaving_less_than_the_floor_free_is_stopped_and_undone_then_
             content = h.last_request_messages()[-1]["content"]
             assert content.startswith("stopped: the disk holding the workspace had only ")
             assert "under the 64 MiB klaw keeps for its own files (tools.diskFloorMb)" in content
-            assert "all written" not in content and "removed, as the run created them: out/part0.bin" in content
-            assert not list((h.home.workspace / "out").iterdir())
-            assert shutil.disk_usage(disk).free > 64 * MIB
+            assert "all written" not in content and "kept, created while the run went on: out/part0.bin" in content
+            assert list((h.home.workspace / "out").iterdir())  # kept: klaw cannot tell whose they are
 
             h.server.reply_text("still fine")
             assert (await h.turn("hello")).text == "still fine"
+
+
+@needs_sandbox
+async def test_a_file_the_run_renamed_survives_a_run_past_the_quota(tmp_path: Path) -> None:
+    """adversary11: the undo once took `old/thesis.txt` for the run's own (it was the person's, renamed) and
+    removed it, so the file was gone under both names. What a run wrote past a bound is now kept and named."""
+    async with running_engine(tmp_path, tools={"workspaceQuotaMb": 4}) as h:
+        backend_or_skip(h.home)
+        (h.home.workspace / "thesis.txt").write_text("years of work\n", encoding="utf-8")
+        code = 'import os\nos.makedirs("old")\nos.rename("thesis.txt", "old/thesis.txt")\n' + MANY_FILES
+        h.server.reply_tool_calls([("code_execute", {"language": "python", "code": code})])
+        h.server.reply_text("done")
+        assert (await h.turn("tidy up, then write forty megabytes")).text == "done"
+        content = h.last_request_messages()[-1]["content"]
+        assert "over the bounds: the workspace holds" in content and "nothing was removed" in content
+        assert (h.home.workspace / "old" / "thesis.txt").read_text(encoding="utf-8") == "years of work\n"

@@ -9,21 +9,18 @@ count there too), the workspace is walked to be sure, at most once every `WALK_G
 run stopped if it passed. Between two polls a program can still write what the disk takes in that
 time (about 60 MB at the 270 MB/s measured in decision 327), which the floor's margin absorbs.
 
-After a run that passed either bound, what it wrote is not kept (`undo`): the files it created are
-removed and those it made longer cut back to their former size, each reached beneath the workspace
-(beneath.py), never through a path a symlink could lead out of.
+After a run that passed either bound, what it wrote is named (`undo`) but not removed: a snapshot of
+names and sizes cannot tell the run's files from a file it renamed or one another chat wrote meanwhile,
+and removing those deleted the person's data (decision 327's addendum).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import stat
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from klaw.tools.beneath import Outside, open_directory, walk
 from klaw.tools.disk_room import Room, free, size, used
 from klaw.tools.sandbox.workspace_changes import MAX_NAMED, Snapshot
 
@@ -62,60 +59,22 @@ def watch(room: Room) -> Callable[[], Awaitable[str]]:
 
 
 def undo(workspace: Path, before: Snapshot, after: Snapshot) -> list[str]:
-    """Remove the files a run created and cut back those it made longer (as the snapshots say); the
-    lines the model reads about it. Blocking."""
+    """The lines the model reads about what a run that passed a bound wrote: the files it created and those
+    it made longer, named, and kept. Nothing is removed or cut back: the snapshots cannot tell the run's
+    files from a file it renamed (the person's, under a new name) or one another chat wrote meanwhile, and
+    removing those lost data (adversary11). Until files are deleted, `file_write` and new runs are refused
+    by the room they measure. Blocking (`workspace` unused: kept for the caller's signature)."""
     if before is None or after is None:
         return ["what the run wrote could not be told apart (the workspace has too many files to track): it is kept"]
     created = sorted(name for name in after if name not in before)
     grown = sorted(name for name, mark in after.items() if name in before and mark[0] > before[name][0])
-    root = open_directory(workspace.resolve())
-    try:
-        removed = [name for name in created if _remove(root, workspace, name)]
-        cut = [name for name in grown if _cut(root, workspace, name, before[name][0])]
-    finally:
-        os.close(root)
     lines = []
-    if removed:
-        lines.append(f"removed, as the run created them: {_names(removed)}")
-    if cut:
-        lines.append(f"cut back to their size before the run (what it added is gone): {_names(cut)}")
-    return lines or ["the run left no new or longer file to remove"]
-
-
-def _remove(root: int, workspace: Path, name: str) -> bool:
-    try:
-        found = walk(root, workspace, name)
-    except (OSError, Outside):
-        return False
-    try:
-        os.unlink(found.name, dir_fd=found.parent)  # the last component itself, never a symlink's target
-        return True
-    except OSError:
-        return False
-    finally:
-        found.close()
-
-
-def _cut(root: int, workspace: Path, name: str, length: int) -> bool:
-    try:
-        found = walk(root, workspace, name)
-    except (OSError, Outside):
-        return False
-    try:
-        fd = found.open(os.O_WRONLY | os.O_NONBLOCK)
-    except OSError:
-        return False
-    finally:
-        found.close()
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
-        os.ftruncate(fd, length)
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+    if created:
+        lines.append(f"kept, created while the run went on: {_names(created)}")
+    if grown:
+        lines.append(f"kept, made longer while the run went on: {_names(grown)}")
+    lines.append("nothing was removed (klaw cannot tell the run's files from others'): delete what is not needed")
+    return lines
 
 
 def _names(names: list[str]) -> str:

@@ -105,12 +105,12 @@ def _files_bounded(room: int) -> str:
 
 def _not_kept(room: DiskRoom, workspace: Path, before: Snapshot, after: Snapshot) -> list[str]:
     """After a run: nothing when the workspace is within its bounds; else which bound it passed and what
-    of the run's output was removed. Blocking."""
+    of the run's output is kept (named, not removed). Blocking."""
     passed = room.measure(workspace).over()
     if passed is None:
         return []
     lines = undo(workspace, before, after)
-    return [f"not kept: {passed}.", *lines]
+    return [f"over the bounds: {passed}.", *lines]
 
 
 def _guard_read_only(workspace: Path, read_only: tuple[str, ...]) -> list[str]:
