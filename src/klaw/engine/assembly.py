@@ -253,7 +253,7 @@ async def assemble(
         saved_memories=memory.store.memory_chunks,
         tool_listing=listing,
         stand_in=router.stand_in,
-        status_lines=[mcp_servers.status_lines, lambda: unavailable_tools(selection)],
+        status_lines=[memory.warm_up.status_lines, mcp_servers.status_lines, lambda: unavailable_tools(selection)],
     )
     parts = Parts(
         memory,

@@ -164,6 +164,8 @@ class CommandHandler:
             line = f"Embedding queue: {queue.pending} pending, {queue.failed} failed"
             if queue.failed:
                 line += " (gave up after retries; the engine log names the error)"
+            if queue.last_error is not None:
+                line += f"; the last try failed: {queue.last_error}"
             lines.append(line)
         if self.scheduler is not None:
             lines.append(await _scheduler_line(self.scheduler))

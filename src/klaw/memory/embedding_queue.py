@@ -130,6 +130,9 @@ class EmbeddingQueueStatus:
     failed: int
     embedded: int  # by this queue since it was created
     running: bool  # the background worker is started and alive
+    # why the last embedding call failed (`describe_error`), until a call succeeds: `/status` says it, so
+    # a person whose vectors are not being made (an embedder that cannot load) sees why without the log
+    last_error: str | None = None
 
 
 def describe_error(exc: BaseException) -> str:
@@ -168,6 +171,7 @@ class EmbeddingQueue:
         self._idle = asyncio.Condition()  # notified whenever the worker has caught up
         self._caught_up = False
         self._stopped: str | None = None  # why the worker stopped for good (decision 326)
+        self._last_error: str | None = None
 
     def start(self) -> None:
         """Start the background worker (once); it first embeds whatever a previous run left pending."""
@@ -213,7 +217,7 @@ class EmbeddingQueue:
 
     async def status(self) -> EmbeddingQueueStatus:
         counts = await self._store.embedding_jobs.counts()
-        return EmbeddingQueueStatus(counts.pending, counts.failed, self._embedded, self._running())
+        return EmbeddingQueueStatus(counts.pending, counts.failed, self._embedded, self._running(), self._last_error)
 
     async def aclose(self) -> None:
         """Stop the worker. A batch in flight is abandoned: its jobs stay pending for the next start."""
@@ -300,12 +304,13 @@ class EmbeddingQueue:
             await self._reschedule(jobs, exc)
             return 0
         await self._store.embedding_jobs.complete([job.id for job in jobs])
+        self._last_error = None
         return len(jobs)
 
     async def _reschedule(self, jobs: list[EmbeddingJob], exc: Exception) -> None:
         """Back off each job by its attempt count, or mark it failed after the last step; at once when
         the embedder cannot run here at all (`EmbedderUnavailable`: no wait would install a package)."""
-        error = describe_error(exc)
+        error = self._last_error = describe_error(exc)
         now = self._clock.now()
         final = isinstance(exc, EmbedderUnavailable)
         failed = 0

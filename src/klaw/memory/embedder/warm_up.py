@@ -12,6 +12,9 @@ So the engine starts the load as soon as the embedder exists (`WarmUp.start`), o
 it (at most `WAIT_LIMIT_SECONDS`) before its own deadline starts (`QueryMemo`): the deadline is for a
 query that hangs, not for a load paid once. An embedder warms up when it has an async `warm_up()`
 (MiniLM and e5 do; the remote and fake ones have nothing to load). Decision 260.
+
+A load that fails (no room for the ONNX cache, damaged weights) is logged, and `status_lines` says it in
+`/status`: in `klaw chat` the log is a file, and recall silently without vectors is worth a line.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.embedder.protocol import Embedder, EmbedderError
 
 log = logging.getLogger(__name__)
 
@@ -33,17 +36,26 @@ WAIT_LIMIT_SECONDS = 60.0
 class WarmUp:
     """The warm-up in flight (or done); `wait` for it, `aclose` before the embedder closes."""
 
-    def __init__(self, task: asyncio.Task[None] | None) -> None:
-        self._task = task
+    def __init__(self, model_id: str = "") -> None:
+        self._task: asyncio.Task[None] | None = None
+        self._model_id = model_id
+        self._failure: str | None = None  # why the load failed, in words that never quote content
 
     @classmethod
     def start(cls, embedder: Embedder) -> WarmUp:
         """Start `embedder.warm_up()` in the background when it has one; else nothing to wait for."""
+        warm = cls(embedder.model_id)
         warm_up: Callable[[], Awaitable[None]] | None = getattr(embedder, "warm_up", None)
-        if warm_up is None:
-            return cls(None)
-        task = asyncio.create_task(_warm(warm_up, embedder.model_id), name="embedder-warm-up")
-        return cls(task)
+        if warm_up is not None:
+            warm._task = asyncio.create_task(warm._warm(warm_up), name="embedder-warm-up")
+        return warm
+
+    def status_lines(self) -> list[str]:
+        """`/status`'s line when the load at start failed (the embedding queue's line says whether the
+        embeddings made since then failed too: each one tries the load again)."""
+        if self._failure is None:
+            return []
+        return [f"Embedder: {self._model_id} could not load at start: {self._failure}"]
 
     @property
     def done(self) -> bool:
@@ -61,13 +73,14 @@ class WarmUp:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-
-async def _warm(warm_up: Callable[[], Awaitable[None]], model_id: str) -> None:
-    try:
-        await warm_up()
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # the first real call fails the same way and says so where it is used
-        log.warning("the embedder %s could not load: %s", model_id, exc)
-    else:
-        log.debug("embedder %s loaded", model_id)
+    async def _warm(self, warm_up: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await warm_up()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the first real call fails the same way and says so where it is used
+            log.warning("the embedder %s could not load: %s", self._model_id, exc)
+            # klaw's own embedder errors name paths and fixes, never content; anything else by its class
+            self._failure = str(exc) if isinstance(exc, EmbedderError) and str(exc) else type(exc).__name__
+        else:
+            log.debug("embedder %s loaded", self._model_id)
