@@ -3,10 +3,27 @@
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urlsplit
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from klaw.config.base import Section, variable_name
+
+
+def _bare_host_name(value: str) -> str:
+    """An `allowedHosts` entry is compared with the name in a request's `Host`: a URL or a port there
+    would never match, and the page would refuse its own proxy with no hint why."""
+    name = value.strip().lower()
+    try:
+        parts = urlsplit("//" + name)
+        bare = parts.port is None and parts.netloc == name and parts.hostname == name.strip("[]")
+    except ValueError:  # a port that is not a number, an unclosed IPv6 bracket
+        bare = False
+    if not name or not bare or "@" in name or any(char.isspace() for char in name):
+        raise ValueError(
+            f"{value!r} is not a host name: write the name alone, without scheme, port or path, e.g. klaw.example.org"
+        )
+    return name
 
 
 class WebChannelConfig(Section):
@@ -15,6 +32,10 @@ class WebChannelConfig(Section):
     enabled: bool = True
     host: str = Field(default="127.0.0.1", min_length=1, description="Listen address; keep 127.0.0.1 unless proxied.")
     port: int = Field(default=8765, ge=0, le=65535, description="TCP port (0: any free port).")
+    allowed_hosts: tuple[Annotated[str, AfterValidator(_bare_host_name)], ...] = Field(
+        default=(),
+        description="Names the page answers to besides localhost, IP addresses and host (your reverse proxy's).",
+    )
 
 
 NO_ALLOWED_CHAT = (

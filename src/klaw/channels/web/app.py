@@ -2,7 +2,8 @@
 
 Plain HTML, CSS and JavaScript shipped in the package (`static/`), no build step. Headers keep the
 page to itself: a strict Content-Security-Policy (scripts and styles only from this origin, no
-inline code, no framing), no referrer to other sites, no caching of pages or API answers. Unsafe methods from
+inline code, no framing), no referrer to other sites, no caching of pages or API answers. A request naming
+another host than the page's own is refused before anything else (host_guard.py). Unsafe methods from
 another origin are refused before any handler runs (the `Origin` header must name this host), on
 top of SameSite=Strict cookies and CSRF tokens. Before any body is read, the sender must hold a
 session (or, for the login form, its pre-session cookie) and the body must fit the cap (body_guard.py);
@@ -14,7 +15,7 @@ wrong one is refused before anything else runs.
 from __future__ import annotations
 
 import html
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from importlib import resources
 from urllib.parse import urlsplit
 
@@ -28,6 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from klaw.channels.web.api import WebBackend, build_api
 from klaw.channels.web.auth import LOGIN_COOKIE, LOGIN_SECONDS, SESSION_COOKIE, SESSION_SECONDS, WebAuth
 from klaw.channels.web.body_guard import BodyGuard
+from klaw.channels.web.host_guard import HostGuard
 from klaw.channels.web.login_limit import LoginLimiter
 from klaw.message_text import LONE_SURROGATE
 
@@ -43,7 +45,8 @@ def _page(name: str) -> str:
     return (resources.files("klaw.channels.web") / "static" / name).read_text(encoding="utf-8")
 
 
-def create_app(backend: WebBackend, auth: WebAuth) -> FastAPI:
+def create_app(backend: WebBackend, auth: WebAuth, allowed_hosts: Iterable[str] = ()) -> FastAPI:
+    """`allowed_hosts`: names the page answers to besides localhost and IP addresses (host_guard.py)."""
     app = FastAPI(title="klaw", docs_url=None, redoc_url=None, openapi_url=None)
     app.include_router(build_api(backend, auth))
     app.mount("/static", StaticFiles(packages=[("klaw.channels.web", "static")]), name="static")
@@ -104,6 +107,9 @@ def create_app(backend: WebBackend, auth: WebAuth) -> FastAPI:
         if not request.url.path.startswith("/static/"):
             response.headers.setdefault("Cache-Control", "no-store")
         return response
+
+    # Added last, so it runs first: a request naming another host (DNS rebinding) meets nothing else.
+    app.add_middleware(HostGuard, allowed_hosts=allowed_hosts)
 
     @app.get("/")
     async def index(request: Request) -> Response:

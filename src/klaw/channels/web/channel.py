@@ -68,7 +68,11 @@ class WebChannel:
         self._gateway = gateway
         self.token = load_or_create_token(self._home)
         auth = WebAuth(self.token, revoked_file=self._home.web_revoked_file)
-        self._server = EmbeddedServer(create_app(self, auth), self._config.host, self._config.port)
+        self._server = EmbeddedServer(
+            create_app(self, auth, (self._config.host, *self._config.allowed_hosts)),
+            self._config.host,
+            self._config.port,
+        )
         try:
             await self._server.start()
         except OSError as exc:  # the port is taken (another klaw serve?) or the host is not this machine's
