@@ -34,7 +34,7 @@ class FakeBackend:
     chat_id: str = "main"
     hub: EventHub = field(default_factory=EventHub)
     submitted: list[str] = field(default_factory=list)
-    answers: dict[str, Any] = field(default_factory=dict)
+    answers: dict[str, Any] = field(default_factory=lambda: {"approvals": {"approvals": []}})
     engine_up: bool = True
     refusal: FrameError | None = None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.channels.browser import needs_chromium, signed_in
+from tests.channels.browser import needs_chromium, sign_in, signed_in
 
 pytestmark = needs_chromium
 
@@ -44,3 +44,43 @@ async def test_approve_and_deny_buttons_answer_the_question_in_chromium() -> Non
         await page.locator(".msg.notice", has_text="Denied: file_write will not run.").wait_for()
         await page.locator(".msg.assistant", has_text="I did not write it.").wait_for()
         assert not (stack.home.workspace / "no.txt").exists()
+
+
+async def test_a_question_still_waiting_is_shown_again_after_a_reload_and_a_new_sign_in() -> None:
+    overrides: dict[str, Any] = {"tools": {"approval": ["file_write"]}}
+    async with signed_in(1000, 800, **overrides) as session:
+        stack, page = session.stack, session.page
+        await page.wait_for_selector("#engine-status.up")
+        stack.server.reply_tool_calls([("file_write", {"path": "later.txt", "content": "after a reload"})])
+        stack.server.reply_text("Wrote later.txt.")
+        await page.fill("#input", "write later.txt")
+        await page.press("#input", "Enter")
+        asked = page.locator(".msg.notice", has_text="The agent wants to run file_write:")
+        await asked.wait_for()
+
+        # Before, the question and its buttons were gone after either: only /status said one waited.
+        for again in ("reload", "sign in again"):
+            if again == "reload":
+                await page.reload()
+                await page.wait_for_selector("body[data-ready=true]")
+            else:
+                await page.click("#logout-form button")
+                await page.wait_for_url("**/login")
+                await sign_in(session)
+            await asked.first.wait_for()
+            assert await asked.count() == 1, again  # shown once, though the page loaded while it waited
+            assert "path: later.txt" in await asked.locator("pre").inner_text()
+            assert "```" not in await asked.inner_text()
+            assert await asked.locator("button.approve").is_enabled()
+            # it comes after the message that led to it
+            order = [text.strip() for text in await page.locator("#messages .msg .body").all_inner_texts()]
+            assert order[-2] == "write later.txt" and order[-1].startswith("The agent wants to run file_write"), again
+
+        await asked.locator("button.approve").click()
+        await page.locator(".msg.notice", has_text="Approved: file_write runs now.").wait_for()
+        await page.locator(".msg.assistant", has_text="Wrote later.txt.").wait_for()
+        assert (stack.home.workspace / "later.txt").read_text(encoding="utf-8") == "after a reload"
+        await page.reload()
+        await page.wait_for_selector("body[data-ready=true]")
+        await page.locator(".msg.assistant", has_text="Wrote later.txt.").wait_for()
+        assert await asked.count() == 0  # answered: no longer offered

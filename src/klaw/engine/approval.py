@@ -80,6 +80,7 @@ class _Pending:
     chat: ChatRef
     tool: str
     answer: asyncio.Future[bool]
+    text: str = ""  # the question as asked, shown again to a page (re)loaded while it waits
 
 
 class ApprovalGate:
@@ -150,13 +151,13 @@ class ApprovalGate:
         return await self._ask(call, chat)
 
     async def _ask(self, call: ToolCall, chat: ChatRef) -> Verdict:
-        pending = _Pending(self._new_id(), chat, call.name, asyncio.get_running_loop().create_future())
+        request_id = self._new_id()
+        asked = question(request_id, call, self._timeout)
+        pending = _Pending(request_id, chat, call.name, asyncio.get_running_loop().create_future(), asked)
         self._pending[pending.id] = pending
         try:
             try:
-                await self._delivery.deliver(
-                    Outbound(chat, question(pending.id, call, self._timeout), kind="notice", approval=pending.id)
-                )
+                await self._delivery.deliver(Outbound(chat, asked, kind="notice", approval=pending.id))
             except Exception as exc:  # no way to ask is no approval
                 log.warning("approval %s: could not ask in %s: %s", pending.id, chat, type(exc).__name__)
                 return Verdict(
@@ -197,6 +198,13 @@ class ApprovalGate:
         """`3f2a (host_exec), 09bc (schedule_add)` or `none`, for /status."""
         waiting = [p for p in self._pending.values() if p.chat == chat and not p.answer.done()]
         return ", ".join(f"{p.id} ({p.tool})" for p in waiting) or "none"
+
+    def questions(self, chat: ChatRef) -> list[dict[str, str]]:
+        """The questions waiting in `chat`, oldest first, as asked (`id`, `tool`, `text`): the `approvals`
+        query, so a web page (re)loaded while one waits shows it with its buttons, and a script whose wait
+        ended with no reply learns what holds the chat (decision 359)."""
+        waiting = [p for p in self._pending.values() if p.chat == chat and not p.answer.done()]
+        return [{"id": p.id, "tool": p.tool, "text": p.text} for p in waiting]
 
     def handlers(self) -> dict[str, Callable[[ChatRef, str], Awaitable[str]]]:
         """`/approve [ID]` and `/deny [ID]` for the command handler."""

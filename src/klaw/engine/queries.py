@@ -13,6 +13,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from klaw.engine.approval import ApprovalGate
 from klaw.engine.context_history import ContextHistory
 from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.frames import QueryFrame, task_label
@@ -43,12 +44,14 @@ class EngineQueries:
         search: HybridSearch,
         settings: MemorySettings | None = None,
         extra: Mapping[str, Answer] | None = None,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         """`extra`: more answers by query name (`memory_tool`: engine/memory_access.py)."""
         self._store = store
         self._history = history
         self._search = search
         self._settings = settings
+        self._approvals = approvals
         self._answers: dict[str, Answer] = {
             "chats": self._chats,
             "turns": self._turns,
@@ -57,6 +60,7 @@ class EngineQueries:
             "search": self._search_memory,
             "history": self._chat_history,
             "settings": self._overrides,
+            "approvals": self._approvals_waiting,
             **(extra or {}),
         }
 
@@ -168,6 +172,11 @@ class EngineQueries:
                     return {"messages": picked[::-1], "complete": False}
                 picked.append(entry)
         return {"messages": picked[::-1], "complete": True}
+
+    async def _approvals_waiting(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The approval questions waiting in a chat, as asked (approval.py `questions`)."""
+        chat = _chat(params)
+        return {"approvals": self._approvals.questions(chat) if self._approvals is not None else []}
 
     async def _overrides(self, _: Mapping[str, Any]) -> dict[str, Any]:
         """The settings `/summarizer`, `/embeddings` and `/rag` override, with their values in force: a

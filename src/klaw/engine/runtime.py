@@ -147,6 +147,7 @@ class Engine:
                         "tools": parts.tool_listing.answer,
                         "forget": functools.partial(_forget_said, parts),  # `klaw memory forget` while this runs
                     },
+                    approvals=parts.approvals,
                 )
                 await parts.socket.start(_FrameAdapter(engine), queries.answer)
             # Recent chats' vectors into memory (one pass), after the socket opens: start-up time must not

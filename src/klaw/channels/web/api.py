@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from klaw.channels.web.auth import CSRF_HEADER, SESSION_COOKIE, WebAuth
 from klaw.channels.web.events import EventHub, Subscription
 from klaw.channels.web.markdown import render as render_markdown
+from klaw.channels.web.markdown import render_literal
 from klaw.config_view import ConfigRow, shown
 from klaw.engine.frames import FrameError, tools_used
 from klaw.gateway.buffer import BufferUnavailable
@@ -146,9 +147,11 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
     async def history() -> Any:
         """The page's own chat so far (newest 50 messages), replies rendered like live ones, and the
         event cursor read before asking: the page streams events after it, so a reply arriving while
-        the history loads is not missed (one in both is shown once, by its id)."""
+        the history loads is not missed (one in both is shown once, by its id). `approvals`: the questions
+        waiting for an answer, as asked, so a page (re)loaded meanwhile offers their buttons again."""
         cursor = backend.hub.last_id
         answer = await ask("history", {"channel": "web", "chat_id": backend.chat_id})
+        answer["approvals"] = await waiting_approvals(backend)
         answer["event_cursor"] = cursor
         for message in answer["messages"]:
             if message["role"] == "assistant":
@@ -208,6 +211,16 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
         return JSONResponse({"settings": rows, "note": note})
 
     return router
+
+
+async def waiting_approvals(backend: WebBackend) -> list[dict[str, Any]]:
+    """The approval questions waiting in the page's chat (`id`, `tool`, `text`, and `html` as the live
+    notice renders it: decision 314); none when the engine is down or too old to say (decision 359)."""
+    try:
+        found = await backend.query("approvals", {"channel": "web", "chat_id": backend.chat_id})
+    except (EngineUnavailable, QueryFailed):
+        return []
+    return [{**question, "html": render_literal(str(question["text"]))} for question in found["approvals"]]
 
 
 async def _answer_to(answers: Subscription, message_id: str, seconds: float) -> dict[str, Any] | None:

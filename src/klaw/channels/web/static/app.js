@@ -128,6 +128,8 @@ function onEvent(kind, event) {
   if (kind === "delta") {
     const bubble = replyBubble(data.reply_to);
     bubble.querySelector(".body").textContent += data.text;
+  } else if (data.approval && state.shown.has(`approval:${data.approval}`)) {
+    // The history load showed this question already (it was asked while the page loaded).
   } else if (data.id && state.shown.has(data.id)) {
     // Already on the page (the history held it, or the engine sent it again): drop its streamed copy.
     if (data.reply_to && state.bubbles.has(data.reply_to)) state.bubbles.get(data.reply_to).remove();
@@ -138,7 +140,10 @@ function onEvent(kind, event) {
     bubble.className = `msg ${kind === "reply" ? "assistant" : kind}`;
     fillReply(bubble, data);
     showTools(bubble, data.tools_line);
-    if (data.approval) addApprovalButtons(bubble, data.approval);
+    if (data.approval) {
+      addApprovalButtons(bubble, data.approval);
+      state.shown.add(`approval:${data.approval}`);
+    }
     stamp(bubble, new Date().toISOString());
     state.bubbles.delete(data.reply_to);
     if (data.reply_to) markAnswered(data.reply_to);
@@ -184,7 +189,7 @@ async function send(text) {
 async function loadHistory() {
   const box = document.getElementById("messages");
   try {
-    const { messages, complete, event_cursor: cursor } = await api("/api/history");
+    const { messages, complete, approvals, event_cursor: cursor } = await api("/api/history");
     if (!complete) box.append(el("p", { class: "hint", text: "Earlier messages are in the Memory tab." }));
     let segment = null;
     for (const message of messages) {
@@ -198,6 +203,13 @@ async function loadHistory() {
         showTools(bubble, message.tools_line);
         if (message.id) state.shown.add(message.id);
       }
+    }
+    // Questions still waiting for an answer (asked before this load): shown with their buttons again.
+    for (const question of approvals || []) {
+      const bubble = addBubble("notice", "");
+      fillReply(bubble, question);
+      addApprovalButtons(bubble, question.id);
+      state.shown.add(`approval:${question.id}`);
     }
     box.scrollTop = box.scrollHeight;
     return cursor;
