@@ -128,8 +128,15 @@ class ToolsConfig(Section):
         default=2048,
         ge=1,
         description="Most the workspace may hold, in MiB (its files' and folders' blocks on disk): file_write and"
-        " code_execute refuse to go past it, and a sandbox run that does is stopped and what it wrote removed"
+        " code_execute refuse to go past it, and a sandbox run that does is stopped; what it wrote is kept and named"
         " (decision 327).",
+    )
+    workspace_quota_files: int = Field(
+        default=100_000,
+        ge=1,
+        description="Most files, folders and symlinks the workspace may hold (a hard-linked file once): empty files"
+        " take no blocks but use up the disk's inodes. file_write and code_execute refuse to go past it, and a"
+        " sandbox run that does is stopped (decision 361).",
     )
     disk_floor_mb: int = Field(
         default=512,

@@ -130,11 +130,35 @@ async def _file_write(
     data = content.encode("utf-8")
     if len(data) > MAX_WRITE_BYTES:
         raise ToolRefusal(f"the content is {len(data)} bytes; one write may be at most {MAX_WRITE_BYTES} bytes (1 MiB)")
-    if room is not None:  # counted as added whole, even over a file it replaces: the simple, safe side
-        refused = (await asyncio.to_thread(room.measure, context.workspace)).refusal(len(data))
+    if room is not None:  # the net change: a replaced file's blocks are freed (decision 362)
+        now, (held, missing) = await asyncio.to_thread(
+            lambda: (room.measure(context.workspace), _already(context.workspace, path))
+        )
+        refused = now.refusal(len(data) if append else len(data) - held, missing)
         if refused is not None:
             raise ToolRefusal(f"{_normal(path)!r} was not written: {refused}.")
     return await asyncio.to_thread(_write, context.workspace, path, data, append, protected)
+
+
+def _already(workspace: Path, path: str) -> tuple[int, int]:
+    """What a write to `path` finds there: the bytes the file's blocks hold now (0: none, or not a regular
+    file), and how many files and folders it would make (the file and the folders missing on the way).
+    Each path reached beneath the workspace as the write reaches it, the last component not opened (O_PATH).
+    Blocking."""
+    parts = [part for part in _normal(path).split(os.sep) if part not in ("", ".")]
+    for depth in range(len(parts), 0, -1):
+        try:
+            with _beneath(workspace, os.sep.join(parts[:depth])) as found:
+                fd = found.open(os.O_PATH)
+        except OSError:  # missing, outside (Outside), a file where a folder should be: the write says so
+            continue
+        try:
+            info = os.fstat(fd)
+        finally:
+            os.close(fd)
+        whole = depth == len(parts) and stat.S_ISREG(info.st_mode)
+        return (info.st_blocks * 512 if whole else 0), len(parts) - depth
+    return 0, len(parts)
 
 
 async def file_list(

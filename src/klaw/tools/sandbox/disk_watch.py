@@ -1,15 +1,20 @@
-"""A sandbox run kept within the disk room (decision 327): watched while it runs, undone when it passed.
+"""A sandbox run kept within the disk room (decisions 327, 361): watched while it runs, named when it passed.
 
 Before a run `code_execute` measures the room (tools/disk_room.py) and refuses to start without any;
 the run's file-size limit (RLIMIT_FSIZE, set by the backend) is lowered to that room, so no single file
 passes it. Many files (or many processes) could, so while the run goes on `watch` asks the file system
-for its free space every `POLL_SECONDS` (one `statvfs`, microseconds): under the floor, the run is
-stopped at once; once the disk has lost more than the quota had left since the start (others' writes
-count there too), the workspace is walked to be sure, at most once every `WALK_GAP_SECONDS`, and the
-run stopped if it passed. Between two polls a program can still write what the disk takes in that
-time (about 60 MB at the 270 MB/s measured in decision 327), which the floor's margin absorbs.
+for its free space and free inodes every `POLL_SECONDS` (one `statvfs`, microseconds): under the floor,
+the run is stopped at once; once the disk has lost more bytes than the quota had left since the start,
+or more inodes than the file quota had left (others' writes count there too), the workspace is counted
+to be sure and the run stopped if it passed. Bytes need the full walk (`usage`, an `lstat` per entry);
+files first only the names (`names`, the folders' listings: a sixth of the cost), the full walk only
+when the names pass (a hard-linked file is one name per link, one inode). On a file system that does
+not count inodes (btrfs) the names are counted all along. Each count waits at least `WALK_GAP_SECONDS`
+after the last and `WALK_SHARE` times as long as that one took, so a huge workspace costs the watch at
+most a tenth of a CPU. Between two polls a program can still write what the disk takes in that time
+(about 60 MB at the 270 MB/s measured in decision 327), which the floor's margin absorbs.
 
-After a run that passed either bound, what it wrote is named (`undo`) but not removed: a snapshot of
+After a run that passed a bound, what it wrote is named (`undo`) but not removed: a snapshot of
 names and sizes cannot tell the run's files from a file it renamed or one another chat wrote meanwhile,
 and removing those deleted the person's data (decision 327's addendum).
 """
@@ -20,12 +25,16 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
-from klaw.tools.disk_room import Room, free, size, used
+from klaw.tools.disk_room import Free, Room, Usage, count, free_space, names, size, usage
 from klaw.tools.sandbox.workspace_changes import MAX_NAMED, Snapshot
 
 POLL_SECONDS = 0.2
 WALK_GAP_SECONDS = 1.0
+WALK_SHARE = 10
+
+T = TypeVar("T")
 
 
 def watch(room: Room) -> Callable[[], Awaitable[str]]:
@@ -34,28 +43,57 @@ def watch(room: Room) -> Callable[[], Awaitable[str]]:
 
     async def stop_when() -> str:
         allowance = limits.quota_bytes - room.used
-        walked = float("-inf")
+        walk_after = names_after = float("-inf")
         while True:
             await asyncio.sleep(POLL_SECONDS)
             try:
-                now = free(room.workspace)
+                now = free_space(room.workspace)
             except OSError:
                 continue
-            if now < limits.floor_bytes:
+            if now.bytes < limits.floor_bytes:
                 return (
-                    f"the disk holding the workspace had only {size(max(now, 0))} free, under the"
+                    f"the disk holding the workspace had only {size(max(now.bytes, 0))} free, under the"
                     f" {size(limits.floor_bytes)} klaw keeps for its own files (tools.diskFloorMb)"
                 )
-            if room.free - now > allowance and time.monotonic() - walked >= WALK_GAP_SECONDS:
-                walked = time.monotonic()
-                holds = await asyncio.to_thread(used, room.workspace)
-                if holds > limits.quota_bytes:
-                    return (
-                        f"the workspace passed its quota of {size(limits.quota_bytes)} (tools.workspaceQuotaMb)"
-                        f" with {size(holds)}"
-                    )
+            held = None
+            if room.free - now.bytes > allowance and time.monotonic() >= walk_after:
+                held, walk_after = await _counted(usage, room.workspace)
+            elif _may_pass_files(room, now) and time.monotonic() >= names_after:
+                found, names_after = await _counted(names, room.workspace)
+                if found > limits.quota_files:  # names are only at least the inodes: count those
+                    held, walk_after = await _counted(usage, room.workspace)
+            if held is not None and (passed := _passed(room, held)) is not None:
+                return passed
 
     return stop_when
+
+
+def _passed(room: Room, held: Usage) -> str | None:
+    """Why the run must stop, by what a walk found the workspace holds (None: within both quotas)."""
+    limits = room.limits
+    if held.bytes > limits.quota_bytes:
+        quota = size(limits.quota_bytes)
+        return f"the workspace passed its quota of {quota} (tools.workspaceQuotaMb) with {size(held.bytes)}"
+    if held.files > limits.quota_files:
+        most = count(limits.quota_files)
+        return f"the workspace passed its limit of {most} (tools.workspaceQuotaFiles) with {held.files:,}"
+    return None
+
+
+def _may_pass_files(room: Room, now: Free) -> bool:
+    """Whether the run may have passed the file quota: the file system lost more inodes than the quota
+    had left at the start; always, when it does not count inodes."""
+    if room.free_inodes is None or now.inodes is None:
+        return True
+    return room.free_inodes - now.inodes > room.limits.quota_files - room.files
+
+
+async def _counted(counting: Callable[[Path], T], workspace: Path) -> tuple[T, float]:
+    """`counting(workspace)` in a thread, and the monotonic time before which not to count again."""
+    started = time.monotonic()
+    found = await asyncio.to_thread(counting, workspace)
+    took = time.monotonic() - started
+    return found, time.monotonic() + max(WALK_GAP_SECONDS, WALK_SHARE * took)
 
 
 def undo(workspace: Path, before: Snapshot, after: Snapshot) -> list[str]:

@@ -41,8 +41,8 @@ def code_execute_tool(
     code may not change (the prompt files and skills/, unless `tools.allowPromptEdits`). At most
     `sandbox.maxConcurrentRuns` calls run at once (`maxConcurrentRunsPerChat` for one chat); the others
     wait their turn (run_slots.py). With `room`, a run must fit the workspace's quota and leave the disk's
-    floor free: refused without room, watched while it runs, what it wrote removed when it passed
-    (disk_watch.py, decision 327)."""
+    floor free: refused without room, watched while it runs, what it wrote named when it passed
+    (disk_watch.py, decisions 327 and 361)."""
     slots = RunSlots(config.max_concurrent_runs, config.max_concurrent_runs_per_chat)
 
     async def code_execute(
@@ -90,7 +90,7 @@ def code_execute_tool(
 async def _within(room: DiskRoom, job: Job) -> Job:
     """`job` bounded by the room the workspace and its disk have now; ToolRefusal when there is none."""
     now = await asyncio.to_thread(room.measure, job.workspace)
-    refused = now.refusal(0)
+    refused = now.run_refusal()
     if refused is not None:
         raise ToolRefusal(f"the code did not run: {refused}.")
     return replace(job, max_file_bytes=now.may_add, stop_when=watch(now))

@@ -1,0 +1,110 @@
+"""The workspace's quota as a person meets its edges (decisions 361, 362): many empty files, which take no
+blocks, are bounded by `tools.workspaceQuotaFiles` (a run making them is stopped, the next refused, both in
+words); a file of several hard-linked names counts once, as `du` counts it; and `file_write` replacing a
+file counts what the write changes, not its whole size."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.engine.harness import running_engine
+from tests.tools.sandbox_helpers import backend_or_skip, no_sandbox_reason
+
+needs_sandbox = pytest.mark.skipif(no_sandbox_reason() is not None, reason=f"no sandbox here: {no_sandbox_reason()}")
+MIB = 1024 * 1024
+
+# Empty files, a few hundred at a time, far past a limit of 300: they take no blocks, so only their count
+# can stop it. A run that is not stopped prints "all made" (or ends by its wall time).
+FILE_BOMB = """
+import os, time
+os.makedirs("bomb", exist_ok=True)
+for n in range(20000):
+    open(f"bomb/{n}", "w").close()
+    if n % 200 == 0:
+        print("made", n, flush=True)
+        time.sleep(0.05)
+print("all made")
+"""
+
+
+@needs_sandbox
+async def test_code_making_files_past_the_file_quota_is_stopped_and_the_next_run_refused(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, tools={"workspaceQuotaFiles": 300}) as h:
+        backend_or_skip(h.home)
+        h.server.reply_tool_calls([("code_execute", {"language": "python", "code": FILE_BOMB})])
+        h.server.reply_text("too many files")
+        assert (await h.turn("make twenty thousand files")).text == "too many files"
+        content = h.last_request_messages()[-1]["content"]
+        assert content.startswith(
+            "stopped: the workspace passed its limit of 300 files and folders (tools.workspaceQuotaFiles) with "
+        )
+        assert "all made" not in content
+        assert "over the bounds: the workspace holds " in content
+        assert "files and folders, and it may hold at most 300 files and folders (tools.workspaceQuotaFiles" in content
+        assert "rm -r a folder of many" in content and "raise tools.workspaceQuotaFiles" in content
+        made = len(os.listdir(h.home.workspace / "bomb"))
+        assert 300 < made < 20000  # kept (decision 327's addendum), and far fewer than asked for
+
+        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "touch ran"})])
+        h.server.reply_text("still too many")
+        assert (await h.turn("run something")).text == "still too many"
+        content = h.last_request_messages()[-1]["content"]
+        held = sum(1 for _ in h.home.workspace.rglob("*"))  # no hard links here: a name each
+        assert content.startswith(f"the code did not run: the workspace holds {held:,} files and folders, and it may")
+        assert not (h.home.workspace / "ran").exists()
+
+        h.server.reply_tool_calls([("file_write", {"path": "notes/todo.txt", "content": "tidy up"})])
+        h.server.reply_text("no room for a note")
+        await h.turn("note it")
+        content = h.last_request_messages()[-1]["content"]
+        assert "'notes/todo.txt' was not written: the workspace holds " in content
+        assert "this write adds 2 files and folders" in content
+        for name in os.listdir(h.home.workspace / "bomb"):  # the person clears them; code runs again
+            os.unlink(h.home.workspace / "bomb" / name)
+        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "touch ran; echo ok"})])
+        h.server.reply_text("fine again")
+        assert (await h.turn("run something")).text == "fine again"
+        assert h.last_request_messages()[-1]["content"].startswith("exit code 0")
+
+
+@needs_sandbox
+async def test_hard_links_to_one_file_count_once(tmp_path: Path) -> None:
+    """adversary11: 3 MiB linked under three names read as 9 MiB, over a 4 MiB quota, and then every write
+    was refused although the links add no data (du counts it once)."""
+    async with running_engine(tmp_path, tools={"workspaceQuotaMb": 4}) as h:
+        backend_or_skip(h.home)
+        (h.home.workspace / "data.bin").write_bytes(os.urandom(3 * MIB))
+        code = "ln data.bin a.bin; ln data.bin b.bin; echo linked"
+        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": code})])
+        h.server.reply_text("linked")
+        await h.turn("link it twice")
+        content = h.last_request_messages()[-1]["content"]
+        assert "stdout:\nlinked" in content and "files created: a.bin, b.bin" in content
+        assert "over the bounds" not in content
+
+        h.server.reply_tool_calls([("file_write", {"path": "note.txt", "content": "hi"})])
+        h.server.reply_text("noted")
+        await h.turn("note hi")
+        assert h.last_request_messages()[-1]["content"] == "wrote 2 bytes to note.txt"
+
+
+async def test_file_write_replacing_a_big_file_counts_the_change_not_the_whole(tmp_path: Path) -> None:
+    async with running_engine(tmp_path, tools={"workspaceQuotaMb": 2}) as h:
+        (h.home.workspace / "draft.txt").write_text("x" * (MIB + MIB // 2), encoding="utf-8")
+        # replacing 1.5 MiB by 1 MiB frees room: the old count (1 MiB more, over 2 MiB) refused it
+        h.server.reply_tool_calls([("file_write", {"path": "draft.txt", "content": "y" * MIB})])
+        h.server.reply_text("replaced")
+        await h.turn("rewrite the draft shorter")
+        assert h.last_request_messages()[-1]["content"] == f"wrote {MIB} bytes to draft.txt"
+        assert (h.home.workspace / "draft.txt").stat().st_size == MIB
+
+        # growing it still counts what it adds: 1 MiB appended to 1 MiB of 2 MiB passes the quota
+        h.server.reply_tool_calls([("file_write", {"path": "draft.txt", "content": "z" * MIB, "append": True})])
+        h.server.reply_text("no room")
+        await h.turn("add a chapter")
+        content = h.last_request_messages()[-1]["content"]
+        assert "'draft.txt' was not written: the workspace holds 1 MiB; this write adds 1 MiB" in content
+        assert (h.home.workspace / "draft.txt").stat().st_size == MIB
