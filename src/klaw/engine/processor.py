@@ -21,7 +21,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta
 
 from klaw.config import EngineConfig
-from klaw.engine.answered_elsewhere import RESUME_WITHIN, pass_on_elsewhere, still_unanswered, unanswered
+from klaw.engine.answered_elsewhere import RESUME_WITHIN, pass_on_elsewhere, still_unanswered
 from klaw.engine.approval import PERSON_PRESENT
 from klaw.engine.chat_leases import ChatLeases
 from klaw.engine.chat_reply import ChatReply
@@ -29,10 +29,11 @@ from klaw.engine.clock import Clock
 from klaw.engine.context_builder import BuiltContext, ContextBuilder
 from klaw.engine.context_history import ContextHistory, TurnContext
 from klaw.engine.debounce import Debouncer
-from klaw.engine.delivery import Delivery, kept_reply, redeliver
+from klaw.engine.delivery import Delivery, kept_reply
 from klaw.engine.drain_deadline import DrainDeadline
 from klaw.engine.failures import EngineStopping
 from klaw.engine.message_budget import OverBudget, no_note
+from klaw.engine.resuming import Resuming
 from klaw.engine.sessions import SessionManager
 from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.stopped_turns import (
@@ -88,7 +89,7 @@ class MessageProcessor:
     _accepting: bool = field(default=True, init=False)
     _chat_locks: dict[ChatRef, asyncio.Lock] = field(default_factory=dict, init=False)
     _queued: set[int] = field(default_factory=set, init=False)  # rowids waiting for, or in, their turn
-    _after_crash: set[ChatRef] = field(default_factory=set, init=False)  # their next turn closes cut-off exchanges
+    resuming: Resuming = field(init=False)  # after a crash: unanswered messages queued, replies sent again
     _answered_here: set[int] = field(default_factory=set, init=False)  # queued, answered by an earlier turn here
     # rowid → its accept's time, until its turn reads it
     _accept_seconds: dict[int, float] = field(default_factory=dict, init=False)
@@ -100,6 +101,7 @@ class MessageProcessor:
 
     def __post_init__(self) -> None:
         self._debouncer = Debouncer(self.config.processing.debounce_ms / 1000, self._process, self.clock)
+        self.resuming = Resuming(self.store, self.delivery, self.clock, self._queue, self._queued)
 
     @property
     def waiting_chats(self) -> int:
@@ -131,38 +133,16 @@ class MessageProcessor:
         return stored
 
     async def resume_unanswered(self, within: timedelta = RESUME_WITHIN) -> int:
-        """Give their turn to messages stored (and acknowledged to a gateway) but never answered because the
-        engine stopped before or during their turn; returns how many. Unanswered = a user message of the
-        chat's current segment newer than the user message of its last exchange that answered (not open, not
-        interrupted), however many (they join one turn, as a burst would). A failed exchange counts as
-        answered: the person saw the error. A message already waiting for its turn (arrived live) is not
-        queued twice. The chat's next turn closes its open exchanges as interrupted (decision 306)."""
-        resumed = 0
-        for chat in await self.store.segments.chats():
-            resumed += await self._resume(chat, within)
-        if resumed:
-            log.warning("resuming %d message(s) left unanswered by the previous run", resumed)
-        return resumed
+        """Queue the messages a crash left unanswered (resuming.py); returns how many."""
+        return await self.resuming.resume_unanswered(within)
 
     async def take_over(self, chat: ChatRef) -> None:
-        """Queue the chat's unanswered messages (those not queued here already): another engine sharing
-        the store accepted them and died, or released the chat before their turn."""
-        if await self._resume(chat, RESUME_WITHIN):
-            log.warning("taking over chat %s: messages no engine answered", chat)
-
-    async def _resume(self, chat: ChatRef, within: timedelta) -> int:
-        cutoff = self.clock.now() - within
-        resumed = 0
-        for message in await unanswered(self.store, chat):
-            self._after_crash.add(chat)  # the chat's open exchanges were cut off (decision 306)
-            if message.record.created_at >= cutoff and message.rowid not in self._queued:
-                self._queue(chat, message)
-                resumed += 1
-        return resumed
+        """Queue the chat's messages a dead engine sharing the store left unanswered (resuming.py)."""
+        await self.resuming.take_over(chat)
 
     async def redeliver(self, within: timedelta = RESUME_WITHIN) -> int:
-        """Send again the replies no channel confirmed younger than `within` (delivery.redeliver)."""
-        return await redeliver(self.store, self.delivery, self.clock.now() - within)
+        """Send again the replies no channel confirmed younger than `within` (resuming.py)."""
+        return await self.resuming.redeliver(within)
 
     def _queue(self, chat: ChatRef, message: StoredMessage) -> None:
         """Into the chat's debounce; remembered until its turn ends (see `resume_unanswered`)."""
@@ -288,8 +268,7 @@ class MessageProcessor:
 
     def _reply_sink(self, chat: ChatRef, pending: list[StoredMessage], *, turn: bool = False) -> ChatReply:
         """`turn`: a turn's own (under its lease), which closes what a crash left open in the chat first."""
-        answers, after_crash = tuple(m.record.id for m in pending), turn and chat in self._after_crash
-        self._after_crash -= {chat} if turn else set()
+        answers, after_crash = tuple(m.record.id for m in pending), turn and self.resuming.after_crash(chat)
         return ChatReply(self.ingestion, self.delivery, self.clock, chat, answers[-1], answers, after_crash)
 
     async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage], sink: ChatReply) -> None:

@@ -1,0 +1,78 @@
+"""After a crash: the messages left unanswered given their turn, the replies no channel confirmed sent again.
+
+A message is durable (and acknowledged to its gateway) before its turn runs, and a reply is kept until a
+channel confirms it (decision 101): a run that stopped in between leaves both behind. At start the engine
+queues the unanswered messages of every chat and closes, in each such chat's next turn, the exchanges the
+crash left open as interrupted (decision 306), even when the messages are too old to answer (decision 325);
+on a store several engines share it takes over the chats a dead engine served the same way; the replies no
+channel confirmed are sent again (decisions 101, 324). Kept apart from the processor, which owns the turns
+these feed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from klaw.engine.answered_elsewhere import RESUME_WITHIN, unanswered
+from klaw.engine.clock import Clock
+from klaw.engine.delivery import Delivery, redeliver
+from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef, StoredMessage
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class Resuming:
+    """`queue` puts a message into its chat's debounce; `queued` holds the rowids waiting for, or in, their
+    turn (the processor's own set, so a message that arrived live is not queued twice)."""
+
+    store: Storage
+    delivery: Delivery
+    clock: Clock
+    queue: Callable[[ChatRef, StoredMessage], None]
+    queued: set[int]
+    _after_crash: set[ChatRef] = field(default_factory=set, init=False)  # their next turn closes cut-off exchanges
+
+    async def resume_unanswered(self, within: timedelta = RESUME_WITHIN) -> int:
+        """Give their turn to messages stored (and acknowledged to a gateway) but never answered because the
+        engine stopped before or during their turn; returns how many. Unanswered = a user message of the
+        chat's current segment newer than the user message of its last exchange that answered (not open, not
+        interrupted), however many (they join one turn, as a burst would). A failed exchange counts as
+        answered: the person saw the error. A message already waiting for its turn (arrived live) is not
+        queued twice. The chat's next turn closes its open exchanges as interrupted (decision 306)."""
+        resumed = 0
+        for chat in await self.store.segments.chats():
+            resumed += await self._resume(chat, within)
+        if resumed:
+            log.warning("resuming %d message(s) left unanswered by the previous run", resumed)
+        return resumed
+
+    async def take_over(self, chat: ChatRef) -> None:
+        """Queue the chat's unanswered messages (those not queued here already): another engine sharing
+        the store accepted them and died, or released the chat before their turn."""
+        if await self._resume(chat, RESUME_WITHIN):
+            log.warning("taking over chat %s: messages no engine answered", chat)
+
+    async def redeliver(self, within: timedelta = RESUME_WITHIN) -> int:
+        """Send again the replies no channel confirmed younger than `within` (delivery.redeliver)."""
+        return await redeliver(self.store, self.delivery, self.clock.now() - within)
+
+    def after_crash(self, chat: ChatRef) -> bool:
+        """Whether the chat's next turn closes what a crash left open first; asked once by that turn."""
+        cut_off = chat in self._after_crash
+        self._after_crash.discard(chat)
+        return cut_off
+
+    async def _resume(self, chat: ChatRef, within: timedelta) -> int:
+        cutoff = self.clock.now() - within
+        resumed = 0
+        for message in await unanswered(self.store, chat):
+            self._after_crash.add(chat)  # the chat's open exchanges were cut off (decision 306)
+            if message.record.created_at >= cutoff and message.rowid not in self.queued:
+                self.queue(chat, message)
+                resumed += 1
+        return resumed
