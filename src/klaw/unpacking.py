@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass
 from typing import Protocol
 
 from klaw.errors import KlawError
 
 PIECE = 64 * 1024
 MAX_CODINGS = 2
+ZLIB_HEADER = 2  # bytes
 _GZIP = zlib.MAX_WBITS | 16
 _WBITS = {"gzip": _GZIP, "x-gzip": _GZIP, "deflate": zlib.MAX_WBITS}
 UNDONE = "gzip and deflate"
@@ -56,20 +58,35 @@ def codings(headers: Headers) -> list[str]:
     return named
 
 
-def unpacked(raw: AsyncIterable[bytes], applied: list[str]) -> AsyncIterable[bytes]:
+@dataclass(frozen=True)
+class Words:
+    """Who sent the compressed data and what it was, for `CodingError`'s text: a model's or MCP server's answer
+    by default ("its gzip data is corrupt"), a web page for web_fetch ("the page's gzip data is corrupt")."""
+
+    sender: str = "it"
+    thing: str = "its answer"
+    whose: str = "its"
+
+
+def unpacked(raw: AsyncIterable[bytes], applied: list[str], words: Words = Words()) -> AsyncIterable[bytes]:
     """`raw` with the `applied` codings undone, last applied first, in pieces of at most `PIECE` bytes."""
     stream = raw
     for coding in reversed(applied):
-        stream = _undone(stream, coding)
+        stream = _undone(stream, coding, words)
     return stream
 
 
-async def _undone(raw: AsyncIterable[bytes], coding: str) -> AsyncIterator[bytes]:
+async def _undone(raw: AsyncIterable[bytes], coding: str, words: Words) -> AsyncIterator[bytes]:
     """One coding undone. The answer ends where the compressed stream does: what follows is not read (httpx
-    read it and threw it away, so a server could send junk there without end, never counted)."""
+    read it and threw it away, so a server could send junk there without end, never counted). A stream that
+    ends before its compressed data does was cut off, and is said to be (httpx passed on what it had, to be
+    called "not valid JSON"); one that holds no bytes at all is an empty answer."""
     inflater = zlib.decompressobj(_WBITS[coding])
-    first = True
-    async for data in raw:
+    fed = False
+    async for data in _opening(raw) if coding == "deflate" else raw:
+        if not data:
+            continue
+        first, fed = not fed, True
         while not inflater.eof:
             try:
                 out = inflater.decompress(data, PIECE)
@@ -77,7 +94,7 @@ async def _undone(raw: AsyncIterable[bytes], coding: str) -> AsyncIterator[bytes
                 if first and coding == "deflate":  # servers that send raw deflate without the zlib header
                     inflater, first = zlib.decompressobj(-zlib.MAX_WBITS), False
                     continue
-                raise CodingError(f"its {coding} data is corrupt ({exc})") from None
+                raise CodingError(f"{words.whose} {coding} data is corrupt ({exc})") from None
             first = False
             data = inflater.unconsumed_tail
             if out:
@@ -86,3 +103,24 @@ async def _undone(raw: AsyncIterable[bytes], coding: str) -> AsyncIterator[bytes
                 break
         if inflater.eof:
             return
+    if fed:
+        raise CodingError(
+            f"{words.sender} sent {words.thing} cut off midway: the stream ended before {words.whose} {coding} data did"
+        )
+
+
+async def _opening(raw: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    """`raw`'s pieces, the first non-empty one holding at least `ZLIB_HEADER` bytes (or all there are): deflate
+    is told from raw deflate by its 2-byte zlib header, which a first piece of 1 byte (or 0) does not hold
+    whole, so that answer was called corrupt (httpx has the same flaw)."""
+    held = b""
+    opened = False
+    async for data in raw:
+        if not opened:
+            held += data
+            if len(held) < ZLIB_HEADER:
+                continue
+            data, held, opened = held, b"", True
+        yield data
+    if held:
+        yield held

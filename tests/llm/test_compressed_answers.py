@@ -34,14 +34,16 @@ MEMORY_BOUND = 40 * 1024 * 1024
 
 @dataclass
 class Packer:
-    """A real HTTP server on 127.0.0.1 answering with `status`, `encoding` and `body`, then `block` repeated
-    while the client reads (an endless compressed body when set). `sent` counts the bytes on the wire."""
+    """A real HTTP server on 127.0.0.1 answering with `status`, `encoding` and `body`, then `later` (each
+    written a moment after the one before, so the client reads it apart), then `block` repeated while the
+    client reads (an endless compressed body when set). `sent` counts the bytes on the wire."""
 
     encoding: str
     body: bytes = b""
     block: bytes = b""
     status: str = "200 OK"
     content_type: str = "application/json"
+    later: tuple[bytes, ...] = ()
     sent: int = 0
     requests: list[bytes] = field(default_factory=list)
 
@@ -61,6 +63,10 @@ class Packer:
         writer.write(f"{head}connection: close\r\n\r\n".encode() + self.body)
         self.sent += len(self.body)
         try:
+            for piece in self.later:
+                await writer.drain()
+                await asyncio.sleep(0.2)  # the piece before is read on its own
+                writer.write(piece)
             while self.block and self.sent < 256 * 1024 * 1024:
                 writer.write(self.block)
                 await writer.drain()
@@ -236,3 +242,41 @@ async def test_what_follows_the_compressed_answer_is_not_read(serve: Serve) -> N
 
     assert answer.content == "hello, unpacked"
     assert packer.sent < 16 * 1024 * 1024
+
+
+@pytest.mark.parametrize("wbits", [-zlib.MAX_WBITS, zlib.MAX_WBITS])
+async def test_deflate_whose_first_piece_is_one_byte_is_read(serve: Serve, wbits: int) -> None:
+    """Raw deflate was told from zlib-wrapped on the first piece read, whatever its size: one byte holds half
+    of a zlib header, so raw deflate arriving a byte first was called corrupt (httpx has the same flaw)."""
+    packed = deflated(json.dumps(ANSWER).encode(), wbits)
+    client = await serve(Packer("deflate", body=packed[:1], later=(packed[1:],)))
+
+    answer = await client.complete([ChatMessage.user("hi")])
+
+    assert answer.content == "hello, unpacked"
+
+
+@pytest.mark.parametrize(
+    ("encoding", "pack"),
+    [("gzip", gzip.compress), ("deflate", lambda data: deflated(data, zlib.MAX_WBITS))],
+)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_compressed_answer_cut_off_midway_is_called_cut_off(
+    serve: Serve, encoding: str, pack: Callable[[bytes], bytes], stream: bool
+) -> None:
+    """The connection closed halfway through the compressed data: what had come was passed on as the whole
+    answer, then refused as "not valid JSON" (or a stream ended without its end)."""
+    if stream:
+        chunk = {"choices": [{"index": 0, "delta": {"content": "x" * 4000}}]}
+        packed = pack(f"data: {json.dumps(chunk)}\n\n".encode() * 20 + b"data: [DONE]\n\n")
+    else:
+        packed = pack(json.dumps(ANSWER).encode())
+    content_type = "text/event-stream" if stream else "application/json"
+    client = await serve(Packer(encoding, body=packed[: len(packed) // 2], content_type=content_type))
+
+    with pytest.raises(LlmMalformedResponseError) as caught:
+        await ask(client, stream=stream)
+
+    said = str(caught.value)
+    assert f"it sent its answer cut off midway: the stream ended before its {encoding} data did" in said, said
+    assert "not valid JSON" not in said

@@ -2,11 +2,13 @@
 deflate pages read as before; a compression bomb is stopped at `maxBytes` while it unpacks, not after,
 so memory stays near the limit whatever the ratio; a page compressed twice over, or in a compression
 klaw did not ask for, is refused naming it; a page in a charset klaw cannot decode is read as UTF-8, with
-a line saying so. Loopback is allow-listed in these tests' config only."""
+a line saying so; raw deflate arriving a byte first is read, a page cut off midway refused as such (decision 363).
+Loopback is allow-listed in these tests' config only."""
 
 from __future__ import annotations
 
 import re
+import time
 import tracemalloc
 import zlib
 from collections.abc import Iterator
@@ -42,14 +44,20 @@ def zeros_gzipped(size: int) -> bytes:
     return b"".join([*parts, packer.compress(bytes(size % (1 << 20))), packer.flush()])
 
 
-def encoded(body: bytes, encoding: str, content_type: str = "text/plain") -> Route:
+def encoded(body: bytes, encoding: str, content_type: str = "text/plain", *, first: int = 0) -> Route:
+    """`first`: that many bytes sent, then the rest a moment later (read apart by the client)."""
+
     def route(h: _Handler, _: PageServer) -> None:
         h.send_response(200)
         h.send_header("Content-Type", content_type)
         h.send_header("Content-Encoding", encoding)
         h.send_header("Content-Length", str(len(body)))
         h.end_headers()
-        h.wfile.write(body)
+        if first:
+            h.wfile.write(body[:first])
+            h.wfile.flush()
+            time.sleep(0.2)
+        h.wfile.write(body[first:])
 
     return route
 
@@ -61,6 +69,8 @@ def pages() -> Iterator[PageServer]:
         "/gzip": encoded(gzipped(ARTICLE.encode()), "gzip", "text/html; charset=utf-8"),
         "/deflate-zlib": encoded(gzipped(b"zlib-wrapped deflate", wbits=zlib.MAX_WBITS), "deflate"),
         "/deflate-raw": encoded(gzipped(b"raw deflate", wbits=-zlib.MAX_WBITS), "deflate"),
+        "/deflate-raw-byte-first": encoded(gzipped(b"raw deflate", wbits=-zlib.MAX_WBITS), "deflate", first=1),
+        "/cut-off": encoded(gzipped(ARTICLE.encode())[:200], "gzip", "text/html; charset=utf-8"),
         "/bomb": encoded(bomb, "gzip"),
         "/stacked": encoded(gzipped(bomb), "gzip, gzip"),
         "/brotli": encoded(b"\x0b\x02\x80hello\x03", "br"),
@@ -74,7 +84,11 @@ async def test_gzip_and_deflate_pages_read_as_before(pages: PageServer) -> None:
     page = await WebFetcher(LOOPBACK_ONLY).fetch(pages.url("/gzip"))
     assert "friday night" in page.text and page.bytes_read == len(ARTICLE.encode())
     assert pages.requests[-1].headers["Accept-Encoding"] == "gzip, deflate"
-    for path, text in [("/deflate-zlib", "zlib-wrapped deflate"), ("/deflate-raw", "raw deflate")]:
+    for path, text in [
+        ("/deflate-zlib", "zlib-wrapped deflate"),
+        ("/deflate-raw", "raw deflate"),
+        ("/deflate-raw-byte-first", "raw deflate"),  # was "corrupt": half a zlib header told it from zlib
+    ]:
         assert (await WebFetcher(LOOPBACK_ONLY).fetch(pages.url(path))).text == text
 
 
@@ -98,6 +112,8 @@ async def test_a_compression_bomb_stops_at_the_limit_while_it_unpacks(pages: Pag
         ("/stacked", r"compressed 2 times over \(Content-Encoding: gzip, gzip\): web_fetch undoes one"),
         ("/brotli", r"a compression web_fetch cannot undo \(Content-Encoding: br\); it asks for gzip, deflate"),
         ("/corrupt", r"the page's gzip data is corrupt"),
+        # was the page's first part, as if whole
+        ("/cut-off", r"the server sent the page cut off midway: the stream ended before the page's gzip data did"),
     ],
 )
 async def test_the_tool_refuses_a_stacked_unknown_or_corrupt_compression_saying_which(

@@ -4,8 +4,9 @@ Redirects are followed one hop at a time (httpx's own following is off) so each 
 checked (http or https only) and counted; each hop's connection is checked by the guarded transport
 (klaw/tools/web/guarded_transport.py). The limits bound what a call costs: the whole fetch, redirects
 included, has `timeoutSeconds`; a body larger than `maxBytes` (as announced, or as decoded) is refused,
-not cut. The body is decoded here from its raw bytes by `BoundedDecoder` (klaw/tools/web/decoding.py),
-whose every step stops one byte past the limit, so a gzip bomb stops there (decision 294). A type that
+not cut. The body is unpacked here from its raw bytes by klaw's bounded unpacking (klaw/unpacking.py, the
+coding taken by decoding.py), at most 64 KB per step, and counted as it comes, so a gzip bomb stops at the
+limit (decisions 294, 363). A type that
 is not text (images, PDFs, archives…) is refused with its type, before its body is read. Every refusal
 is a `WebError` whose message says what was wrong.
 """
@@ -23,9 +24,10 @@ import httpx
 
 from klaw.config.web import WebFetchConfig
 from klaw.tools.web.addresses import AddressPolicy
-from klaw.tools.web.decoding import ACCEPT_ENCODING, BoundedDecoder, content_coding
+from klaw.tools.web.decoding import ACCEPT_ENCODING, PAGE, content_coding
 from klaw.tools.web.errors import WebError
 from klaw.tools.web.guarded_transport import GuardedTransport, Resolver, system_resolver
+from klaw.unpacking import CodingError, unpacked
 
 USER_AGENT = "klaw-web-fetch/1 (a personal agent reading a page for its person)"
 ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,text/markdown;q=0.9,application/json;q=0.8,*/*;q=0.1"
@@ -122,12 +124,15 @@ class WebFetcher:
         announced = response.headers.get("content-length", "")
         if announced.isdigit() and int(announced) > limit:
             raise WebError(_too_large(int(announced), limit))
-        decoder = BoundedDecoder(content_coding(response.headers.get("content-encoding", "")), limit)
+        applied = content_coding(response.headers.get("content-encoding", ""))
         body = bytearray()
-        async for raw in response.aiter_raw():  # raw: httpx would inflate a whole chunk at once
-            body += decoder.decode(raw)
-            if len(body) > limit:
-                raise WebError(_too_large(None, limit))
+        try:  # raw: httpx would inflate a whole chunk at once
+            async for piece in unpacked(response.aiter_raw(), applied, PAGE):
+                body += piece
+                if len(body) > limit:
+                    raise WebError(_too_large(None, limit))
+        except CodingError as exc:  # corrupt, or cut off midway
+            raise WebError(str(exc)) from None
         if not media_type and b"\x00" in body[:4096]:
             raise WebError(f"{response.url} sent binary data without a type: web_fetch reads HTML and text only")
         text, note = _decoded(bytes(body), response.charset_encoding)
