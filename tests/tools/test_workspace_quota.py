@@ -36,7 +36,7 @@ print("all written")
 
 
 @needs_sandbox
-async def test_code_writing_past_the_quota_is_stopped_its_files_kept_and_named_then_a_turn_works(tmp_path: Path) -> None:
+async def test_code_past_the_quota_is_stopped_its_files_kept_and_named_then_a_turn_works(tmp_path: Path) -> None:
     async with running_engine(tmp_path, tools={"workspaceQuotaMb": 4}) as h:
         backend_or_skip(h.home)
         (h.home.workspace / "keep.txt").write_text("mine\n", encoding="utf-8")
