@@ -110,9 +110,23 @@ def unwritable(home_root: Path, files: tuple[Path, ...] = ()) -> str | None:
 DAMAGED_TEXTS = ("database disk image is malformed", "file is not a database")
 """SQLite's words for a damaged file, the same through apsw (CorruptError, NotADBError) and sqlite3."""
 
-REBUILD_KLAW_DB = (
-    "The conversation log holds everything klaw.db had: stop the engine and run `klaw reindex` to rebuild it"
-)
+
+def rebuild_klaw_db(klaw_db: Path | None = None) -> str:
+    """The fix for a damaged klaw.db, naming its path when the caller knows it (decision 364)."""
+    where = "klaw.db" if klaw_db is None else str(klaw_db)
+    return f"The conversation log holds everything {where} had: stop the engine and run `klaw reindex` to rebuild it"
+
+
+REBUILD_KLAW_DB = rebuild_klaw_db()
+
+
+def repair_scheduler_db(scheduler_db: Path | None = None) -> str:
+    """The fix for a damaged scheduler.db, naming its path when the caller knows it."""
+    where = "scheduler.db" if scheduler_db is None else str(scheduler_db)
+    return (
+        f"Tasks are kept only in {where}: stop the engine, move it aside (its tasks can still be read from it"
+        " with sqlite3 .recover) and add them again with klaw schedule add"
+    )
 
 
 def damaged_database(exc: BaseException) -> str | None:

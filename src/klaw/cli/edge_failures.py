@@ -6,7 +6,8 @@ closing the store, `schedule list` in the scheduler's SQLite, `memory forget` ta
 (or `error: [Errno 28] No space left on device`, naming neither the file nor the fix). `klaw.cli.app.main`
 hands whatever escaped a command to `edge_words`: one line naming the file system or the file and what
 to do (remount it, free space on it, `klaw reindex`), exit 1. Anything else is a bug and keeps its
-traceback.
+traceback. A damaged database is told by the background workers' check and in their words
+(`disk_trouble.damaged_database`, decision 326), naming the file's path (decision 364).
 """
 
 from __future__ import annotations
@@ -16,7 +17,19 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from klaw.disk_trouble import FULL_ERRNOS, READ_ONLY_ERRNOS, disk_trouble, full_words, permission_words, read_only_words
+from klaw.disk_trouble import (
+    FULL_ERRNOS,
+    READ_ONLY_ERRNOS,
+    damaged_database,
+    damaged_words,
+    disk_trouble,
+    full_words,
+    permission_words,
+    read_only_words,
+    rebuild_klaw_db,
+    repair_scheduler_db,
+)
+from klaw.home import KlawHome
 
 _FILE_TOO_LARGE = errno.EFBIG
 
@@ -42,12 +55,19 @@ def _os_words(exc: OSError, home_root: Path) -> str | None:
     return None
 
 
-def _damaged(home_root: Path, what: str) -> str:
-    return (
-        f"a database in {home_root} is damaged ({what}). The conversation log holds everything klaw.db had:"
-        " run `klaw reindex` to rebuild it (or move a damaged scheduler.db aside: its tasks are listed in"
-        " it only)."
-    )
+def _klaw_db(home_root: Path) -> Path:
+    """klaw.db's path as engine.yaml sets it (`database.path`), or the default when the file cannot say."""
+    from klaw.config_loader import load_config  # only on the way out: pydantic's models are slow to import
+
+    try:
+        return KlawHome(home_root).database_file(load_config(KlawHome(home_root).config_file).config.database.path)
+    except Exception:  # an engine.yaml that does not load: its own error is told when a command reads it
+        return home_root / "klaw.db"
+
+
+def _damaged(reason: str, fix: str) -> str:
+    """The background workers' words (decision 326), one check and one wording for both (decision 364)."""
+    return damaged_words("the command", reason, fix)
 
 
 def _apsw_words(exc: BaseException, home_root: Path) -> str | None:
@@ -58,8 +78,8 @@ def _apsw_words(exc: BaseException, home_root: Path) -> str | None:
         return full_words(home_root)
     if isinstance(exc, apsw.ReadOnlyError):
         return disk_trouble(home_root) or read_only_words(home_root)
-    if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
-        return _damaged(home_root, str(exc))
+    if (reason := damaged_database(exc)) is not None:  # klaw.db: klaw's store is the one on apsw
+        return _damaged(reason, rebuild_klaw_db(_klaw_db(home_root)))
     if isinstance(exc, (apsw.CantOpenError, apsw.IOError)):
         return disk_trouble(home_root)
     return None
@@ -69,11 +89,10 @@ def _sqlite3_words(exc: BaseException, home_root: Path) -> str | None:
     sqlite3 = sys.modules.get("sqlite3")
     if sqlite3 is None or not isinstance(exc, sqlite3.Error):
         return None
-    text = str(exc)
-    if "full" in text:
+    if "full" in str(exc):
         return full_words(home_root)
-    if "malformed" in text or "not a database" in text:
-        return _damaged(home_root, text)
+    if (reason := damaged_database(exc)) is not None:  # scheduler.db: the task store is the one on sqlite3
+        return _damaged(reason, repair_scheduler_db(KlawHome(home_root).scheduler_db))
     return disk_trouble(home_root)
 
 

@@ -30,7 +30,7 @@ from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import datetime, timedelta, tzinfo
 
 from klaw.config import SchedulerConfig
-from klaw.disk_trouble import damaged_database, damaged_words
+from klaw.disk_trouble import damaged_database, damaged_words, repair_scheduler_db
 from klaw.engine.clock import Clock
 from klaw.engine.cut_off_runs import tell_cut_off
 from klaw.engine.subagents import RunOutcome, SubagentRequest, SubagentRunner
@@ -43,10 +43,7 @@ from klaw.store.records import ChatRef
 from klaw.tools.calls import ToolRefusal
 
 log = logging.getLogger(__name__)
-DAMAGED_SCHEDULER_FIX = (
-    "Tasks are kept only in scheduler.db: stop the engine, move it aside (its tasks can still be read from it"
-    " with sqlite3 .recover) and add them again with klaw schedule add"
-)
+DAMAGED_SCHEDULER_FIX = repair_scheduler_db()
 
 RELOAD_SECONDS = 60.0
 
