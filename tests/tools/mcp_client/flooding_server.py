@@ -1,5 +1,7 @@
 """An MCP stdio server, raw JSON-RPC, whose tool `boom` answers with output that never ends a line (a
-megabyte at a time, forever; adversary6 hostile_mcp.py) and whose tool `ok` answers "fine"."""
+megabyte at a time, forever; adversary6 hostile_mcp.py), whose tool `chatty` prints 500 lines of a debug
+log to stdout (one with a token in it, and JSON that is no JSON-RPC message) before it answers "fine"
+(adversary12 badmcp.py spew), and whose tool `ok` answers "fine"."""
 
 import json
 import sys
@@ -30,12 +32,17 @@ for line in sys.stdin.buffer:
             }
         )
     elif method == "tools/list":
-        send({"jsonrpc": "2.0", "id": ident, "result": {"tools": [tool("boom"), tool("ok")]}})
+        send({"jsonrpc": "2.0", "id": ident, "result": {"tools": [tool("boom"), tool("chatty"), tool("ok")]}})
     elif method == "tools/call" and message["params"]["name"] == "boom":
         block = b"A" * (1 << 20)
         while True:
             out.write(block)
             out.flush()
+    elif method == "tools/call" and message["params"]["name"] == "chatty":
+        for number in range(500):
+            out.write(f"DEBUG step {number} secret_token=sk-live-1234567890\n".encode())
+        out.write(b'[1, 2, 3]\n{"jsonrpc": "2.0"}\n\n')
+        send({"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": "fine"}]}})
     elif method == "tools/call":
         send({"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": "fine"}]}})
     elif ident is not None:

@@ -7,8 +7,11 @@ The engine, the fake model server and a real server process (tests/tools/mcp_cli
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.engine.harness import CHAT, Harness, running_engine
 
@@ -47,3 +50,21 @@ async def test_a_server_writing_an_endless_line_is_stopped_named_and_restarted(t
         h.server.reply_text("back")
         assert (await h.turn("ok?")).text == "back"
         assert tool_result(h) == "fine"
+
+
+async def test_a_server_printing_its_log_to_stdout_is_answered_and_said_once_without_the_lines(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: the SDK's parser logged each line at ERROR with a traceback quoting it (adversary12)."""
+    caplog.set_level(logging.DEBUG)
+    async with running_engine(tmp_path, tools={"enabled": ["mcp:flood"]}, mcp=MCP) as h:
+        h.server.reply_tool_calls([("flood__chatty", {})])
+        h.server.reply_text("it talked")
+        assert (await h.turn("talk")).text == "it talked"
+        assert tool_result(h) == "fine"
+    logged = [record for record in caplog.records if "flood" in record.getMessage() or "mcp" in record.name]
+    assert not any("secret_token" in record.getMessage() or record.exc_info for record in caplog.records)
+    assert not any("sk-live" in text for text in caplog.text.splitlines())
+    stray = [record for record in logged if "not a JSON-RPC message" in record.getMessage()]
+    assert len(stray) == 1 and stray[0].levelno == logging.WARNING
+    assert stray[0].getMessage().startswith("the MCP server 'flood' wrote to its stdout a line that is not")

@@ -2,7 +2,7 @@
 
 The SDK (2.3.0, the newest) offers no public way to bound a command server's line: `stdio_client` takes the
 server and an error log only, and its reader is a closure. stdio_lines.py is therefore `stdio_client` with
-its reader replaced, calling the SDK's own process start, shutdown and line parser by their private names
+its reader replaced, calling the SDK's own process start and shutdown by their private names
 (decision 298). Those may change in any release: `_get_executable_command` was a plain function in 2.0 and
 is a coroutine in 2.3. So each name is looked up here and its shape checked (`unfit`): an SDK that renamed
 or reshaped one makes klaw fall back to the SDK's own `stdio_client`, whose lines are not capped, with one
@@ -25,7 +25,6 @@ USED: dict[str, tuple[bool, tuple[str, ...]]] = {
     "_get_executable_command": (True, ("command",)),
     "_create_platform_compatible_process": (True, ("command", "args", "env", "errlog", "cwd")),
     "_drain_stdout": (True, ("process",)),
-    "_parse_line": (False, ("line",)),
     "_stop_server_process": (True, ("process",)),
     "_aclose_all": (True, ("streams",)),
 }

@@ -8,6 +8,12 @@ one longer than the cap (overflow.py, 16 MB) ends the connection: the reader sto
 so the server blocks on its full pipe), the pending call gets the connection's end, and the link says why
 in its refusal and restarts the server (`Overflow`, decision 298).
 
+A line that is not a JSON-RPC message (a server printing its debug log to stdout, a common mistake) is
+dropped with one warning per connection that names neither the line nor its content. The SDK's parser
+logged each such line at ERROR with pydantic's traceback quoting it (adversary12: 6,215 tracebacks and
+5.7 MB of klaw's log in 50 s, a token the server printed among them) and handed the session an
+exception it has no use for.
+
 Everything else is the SDK's own code (its process start in a new session, the spec's shutdown sequence
 with every wait bounded), called by its private names (checked by sdk_stdio.py, decision 310): what this
 replaces is its `stdout_reader` alone.
@@ -25,6 +31,7 @@ import anyio.lowlevel
 from mcp import StdioServerParameters
 from mcp.client import stdio as sdk
 from mcp.shared.message import SessionMessage
+from mcp.types import jsonrpc_message_adapter
 
 from klaw.tools.mcp.overflow import Overflow
 
@@ -57,11 +64,20 @@ async def _lines(stdout: anyio.abc.ByteReceiveStream, overflow: Overflow) -> Asy
             return
 
 
+def _message(text: str) -> SessionMessage | None:
+    """The line as a JSON-RPC message, or None when it is not one."""
+    try:
+        return SessionMessage(jsonrpc_message_adapter.validate_json(text, by_name=False))
+    except ValueError:  # pydantic's ValidationError, which quotes the line: never logged
+        return None
+
+
 @asynccontextmanager
 async def bounded_stdio_client(
-    server: StdioServerParameters, errlog: TextIO, overflow: Overflow
+    server: StdioServerParameters, errlog: TextIO, overflow: Overflow, name: str
 ) -> AsyncIterator[TransportStreams]:
-    """`mcp.client.stdio.stdio_client` with `_lines` as its reader (module docstring)."""
+    """`mcp.client.stdio.stdio_client` with `_lines` as its reader (module docstring); `name`, the server's
+    in engine.yaml, is what a warning calls it."""
     command = await sdk._get_executable_command(server.command)
     process = await sdk._create_platform_compatible_process(
         command=command,
@@ -80,10 +96,22 @@ async def bounded_stdio_client(
         try:
             async with read_stream_writer:
                 try:
+                    stray_said = False
                     async for line in _lines(process.stdout, overflow):
                         text = line.decode(server.encoding, errors=server.encoding_error_handler)
+                        if (message := _message(text)) is None:
+                            if not stray_said and text.strip():
+                                stray_said = True
+                                log.warning(
+                                    "the MCP server '%s' wrote to its stdout a line that is not a JSON-RPC"
+                                    " message; such lines are dropped (a server's own log belongs on stderr,"
+                                    " which klaw keeps in KLAW_HOME/mcp/%s.log)",
+                                    name,
+                                    name,
+                                )
+                            continue
                         try:
-                            await read_stream_writer.send(sdk._parse_line(text))
+                            await read_stream_writer.send(message)
                         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                             return
                     if overflow.happened:

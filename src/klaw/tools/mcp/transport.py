@@ -148,7 +148,7 @@ async def open_transport(
     if (why := unfit()) is not None:  # an SDK whose private helpers changed: uncapped rather than broken
         _warn_once(why)
         return stdio_client(params, errlog)
-    return bounded_stdio_client(params, errlog, overflow)
+    return bounded_stdio_client(params, errlog, overflow, name)
 
 
 @functools.cache
