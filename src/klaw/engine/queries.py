@@ -21,7 +21,7 @@ from klaw.engine.memory_settings import MemorySettings
 from klaw.engine.tools_used import tool_runs
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.protocol import Storage
-from klaw.store.records import MAX_ROW_ID, ChatRef, Exchange, MessageType, Role, StoredMessage
+from klaw.store.records import MAX_ROW_ID, ChatRef, Exchange, MessageType, RecordKind, Role, StoredMessage
 
 TEXT_CHARS = 2000
 MAX_SEGMENTS = 100
@@ -205,9 +205,10 @@ def _int(params: Mapping[str, Any], key: str, default: int | None = None, low: i
 
 
 def _replies_tools(window: Sequence[StoredMessage]) -> dict[int, tuple[list[str], dict[int, str]]]:
-    """By the index of each reply in `window` (oldest first), the tool of each call its turn made (the
-    tool calls recorded since the conversation message before it) and why a call was not run, by its
-    place among them (the `not_run` of its result)."""
+    """By the index of each reply in `window` (oldest first), the tool of each call made since the reply
+    before it and why a call was not run, by its place among them (the `not_run` of its result). A person's
+    message stored in between (sent while an approval waited, or while the model wrote) does not end the
+    turn's calls: before, that reply listed none (decision 360)."""
     replies: dict[int, tuple[list[str], dict[int, str]]] = {}
     names: list[str] = []
     places: dict[str, int] = {}
@@ -222,8 +223,8 @@ def _replies_tools(window: Sequence[StoredMessage]) -> dict[int, tuple[list[str]
         elif record.type is MessageType.TOOL_RESULT and isinstance(why := metadata.get("not_run"), str):
             if (place := places.get(str(metadata.get("tool_call_id")))) is not None:
                 not_run[place] = why
-        elif record.kind.is_conversation:
-            if record.role is Role.ASSISTANT and names:
+        elif record.kind is RecordKind.REPLY:
+            if names:
                 replies[index] = (names, not_run)
             names, places, not_run = [], {}, {}
     return replies

@@ -1,7 +1,8 @@
 """Stored messages → chat messages for a model, keeping tool calls and their results paired.
 
 A window cut at an arbitrary message can start with tool results whose call was cut off: providers
-reject them, so they are dropped here, in one place. A tool call whose results were never written
+reject them, so they are dropped here, in one place. A result stored after a message the person sent
+while the call ran is put back after its call (decision 360). A tool call whose results were never written
 (the engine was killed while its tools ran, or the turn failed) is kept, each missing result said
 to be unknown (`UNKNOWN_RESULT`): dropping the call made the resumed turn ask the model afresh, and
 a model not shown what it had already set going (a message sent, a command run) did it again
@@ -62,11 +63,12 @@ UNKNOWN_RESULT = (
 def paired_tool_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
     """Tool results without their call dropped; a call's missing results given as `UNKNOWN_RESULT`."""
     kept: list[ChatMessage] = []
+    moved: set[int] = set()  # results taken up to their call from past a person's message
     i = 0
     while i < len(messages):
         message = messages[i]
-        if message.role == "tool":
-            i += 1  # a result whose call is not (or no longer) before it
+        if message.role == "tool" or i in moved:
+            i += 1  # a result whose call is not (or no longer) before it, or one already placed after it
             continue
         if message.role == "assistant" and message.tool_calls:
             wanted = {c.id for c in message.tool_calls}
@@ -75,9 +77,18 @@ def paired_tool_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
             while j < len(messages) and messages[j].role == "tool":
                 results.append(messages[j])
                 j += 1
+            found = {r.tool_call_id for r in results}
+            # A message the person sent while the call ran (an approval waiting, a long command) is stored
+            # before its results: they are still this call's, up to the turn's next assistant message.
+            k = j
+            while wanted - found and k < len(messages) and messages[k].role != "assistant":
+                if messages[k].role == "tool" and messages[k].tool_call_id in wanted - found:
+                    results.append(messages[k])
+                    found.add(messages[k].tool_call_id)
+                    moved.add(k)
+                k += 1
             kept.append(message)
             kept.extend(r for r in results if r.tool_call_id in wanted)
-            found = {r.tool_call_id for r in results}
             kept.extend(
                 ChatMessage.tool(c.id, UNKNOWN_RESULT, name=c.name) for c in message.tool_calls if c.id not in found
             )

@@ -111,6 +111,11 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
             sent: dict[str, Any] = {"id": submitted.id, "queued": submitted.queued}
             if wait > 0:
                 sent["reply"] = await _answer_to(answers, submitted.id, wait)
+        if wait > 0 and sent["reply"] is None:  # say what holds the chat up, if a question does
+            waiting = await waiting_approvals(backend)
+            if waiting:
+                sent["approvals"] = waiting
+                sent["note"] = approval_note(waiting)
         return sent
 
     @router.get("/events", dependencies=[Depends(session)])
@@ -223,14 +228,30 @@ async def waiting_approvals(backend: WebBackend) -> list[dict[str, Any]]:
     return [{**question, "html": render_literal(str(question["text"]))} for question in found["approvals"]]
 
 
+def approval_note(waiting: list[dict[str, Any]]) -> str:
+    """What a script reads when its wait ended on approval questions: which tool, which id, what to send."""
+    asked = " and ".join(f"{question['tool']} (request {question['id']})" for question in waiting)
+    first = waiting[0]["id"]
+    return (
+        f"No reply yet: the agent is waiting for your approval to run {asked}. Answer with POST /api/messages"
+        f' and {{"text": "/approve {first}"}} or {{"text": "/deny {first}"}}'
+        + (" (each id in turn)" if len(waiting) > 1 else "")
+        + "; the reply then follows in GET /api/events and GET /api/history."
+    )
+
+
 async def _answer_to(answers: Subscription, message_id: str, seconds: float) -> dict[str, Any] | None:
     """The reply, notice or error the engine sent for `message_id` (`kind` and `text`, and `html` for a
     reply), or None when none came within `seconds` (it will be in `/api/history`). A reply to several
     messages answered together is each one's (its `answers` lists them); before, only the last one's
-    caller got it and the others waited out `seconds` for null."""
+    caller got it and the others waited out `seconds` for null. A question to approve a held tool ends
+    the wait at once, None: the chat's reply waits for the person's answer, which a script waiting here
+    could not give (decision 360)."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(seconds):
             while (event := await answers.next()) is not None:
+                if event.data.get("approval"):
+                    return None
                 answered = event.data.get("reply_to") == message_id or message_id in event.data.get("answers", ())
                 if event.kind in ANSWERS and answered:
                     return {"kind": event.kind, **{k: v for k, v in event.data.items() if k != "reply_to"}}
