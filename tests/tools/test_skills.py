@@ -198,3 +198,25 @@ def test_the_cli_on_a_home_that_does_not_exist_says_so(tmp_path: Path) -> None:
     result = klaw(tmp_path / "no-such-home", "check")
     assert result.exit_code == 2
     assert "no klaw home at" in result.output and "klaw init" in result.output
+
+
+def test_a_symlink_loop_leaves_out_its_skill_alone(tmp_path: Path) -> None:
+    """adversary12: `a -> b -> a` in one skill made Python 3.11's `resolve` raise RuntimeError, which took out
+    every skill (the layer, skill_list, skill_read) and ended `klaw skills check` in a traceback."""
+    skills = tmp_path / "workspace" / "skills"
+    skill(skills, "weather-report", description="Write a weather report.")
+    loopy = skill(skills, "loopy")
+    os.symlink("b", loopy / "a")
+    os.symlink("a", loopy / "b")
+
+    scan = scan_skills(skills, max_bytes=MAX)
+    assert list(scan.skills) == ["weather-report"]
+    assert reasons(skills) == {
+        "loopy/a": ["error: is a symlink in a loop (it leads back to itself)"],
+        "loopy/b": ["error: is a symlink in a loop (it leads back to itself)"],
+    }
+    checked = klaw(tmp_path, "check")
+    assert checked.exit_code == 1, checked.output
+    assert checked.exception is None or isinstance(checked.exception, SystemExit)
+    assert "skipped: loopy/a: is a symlink in a loop" in checked.output
+    assert "1 skill(s) usable, 1 left out" in checked.output

@@ -15,6 +15,7 @@ Problems name the file and the rule, never the file's content. Decision: docs/de
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -217,7 +218,8 @@ def _open_confined(folder: Path, relative: str) -> int:
 
 
 def _list_files(folder: Path, label: str, max_bytes: int) -> tuple[tuple[str, ...], list[Problem]]:
-    """The folder's files (hidden ones skipped), and problems: a symlink leading outside, a file
+    """The folder's files (hidden ones skipped), and problems: a symlink leading outside or in a loop
+    (`a -> b -> a`: Python 3.11's `resolve` raises RuntimeError on it, which left out every skill), a file
     too large, more than MAX_FILES."""
     files: list[str] = []
     problems: list[Problem] = []
@@ -231,9 +233,17 @@ def _list_files(folder: Path, label: str, max_bytes: int) -> tuple[tuple[str, ..
                 continue
             if entry.startswith("."):
                 continue
-            if path.is_symlink() and not path.resolve().is_relative_to(folder):
-                problems.append(Problem(f"{label}/{relative}", "is a symlink leading outside the skill's folder"))
-                continue
+            if path.is_symlink():
+                try:
+                    target = path.resolve()
+                except (RuntimeError, OSError) as exc:  # RuntimeError up to 3.12, OSError ELOOP after
+                    if isinstance(exc, OSError) and exc.errno != errno.ELOOP:
+                        raise  # the skill's own read error (scan_skills says it)
+                    problems.append(Problem(f"{label}/{relative}", "is a symlink in a loop (it leads back to itself)"))
+                    continue
+                if not target.is_relative_to(folder):
+                    problems.append(Problem(f"{label}/{relative}", "is a symlink leading outside the skill's folder"))
+                    continue
             if relative == SKILL_FILE or not path.is_file():
                 continue
             if path.stat().st_size > max_bytes:
