@@ -1,11 +1,14 @@
 """`Klaw(...)` and its methods refuse an argument of the wrong kind in words (`InvalidArgument` naming
 the argument, the kind given and what it takes), before anything runs: before, `tools=fn` raised
 "'function' object is not iterable", `history(limit="x")` an apsw MismatchError, `search_memory(limit="3")`
-a bare TypeError, `history(limit=-1)` returned every message and `on_message=5` was accepted."""
+a bare TypeError, `history(limit=-1)` returned every message and `on_message=5` was accepted; `embedder=`,
+`clock=` and `listen=` were taken unchecked, and `limit=10**30` reached SQLite as an OverflowError
+(decision 365)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,18 @@ def weather(city: str) -> str:
         ({"tools": 3}, r"tools= takes a list of functions \(e\.g\. tools=\[my_tool\]\), not int"),
         ({"on_message": 5}, r"on_message= takes a function .* or None, not int"),
         ({"approve": "yes"}, r"approve= takes a function .* or None, not str"),
+        # accepted before, then failing where the engine first used them (decision 365)
+        (
+            {"embedder": "fake"},
+            r"embedder= takes a klaw\.Embedder .* the str given has no `embed`, `aclose`",
+        ),
+        ({"embedder": object()}, r"embedder= takes .* or None for the configured one; the object given has no `embed`"),
+        (
+            {"clock": datetime.now},
+            r"clock= takes a clock \(e\.g\. clock=klaw\.ManualClock\(\)\) .* no `now`, `sleep`",
+        ),
+        ({"listen": "no"}, r"listen= takes True or False, not str"),
+        ({"listen": 1}, r"listen= takes True or False, not int"),
     ],
 )
 def test_klaw_refuses_arguments_of_the_wrong_kind(tmp_path: Path, kwargs: dict[str, Any], words: str) -> None:
@@ -56,4 +71,11 @@ async def test_limits_and_sessions_of_the_wrong_kind_are_refused_in_words(tmp_pa
             with pytest.raises(InvalidArgument, match=words):
                 await call
         assert [entry.text for entry in await agent.history("alice", limit=1)] == ["got it"]
+        # "all of them": reached SQLite as an OverflowError, "int too big to convert" (decision 365)
+        everything = await agent.history("alice", limit=10**30)
+        assert [entry.text for entry in everything] == ["hello there", "got it"]
+        assert [found.text for found in await agent.search_memory("alice", "hello", limit=10**30)][:1] == [
+            "hello there"
+        ]
+        assert await agent.saved_memories("alice", "hello", limit=2**62) == []
         assert await agent.ask("alice", "still there?") == "got it"

@@ -45,8 +45,11 @@ from klaw.library_arguments import (
     LIBRARY_CHANNEL,
     callback_of,
     chat_of,
-    count_of,
+    clock_of,
+    embedder_of,
+    flag_of,
     home_of,
+    limit_of,
     model_of,
     query_of,
     session_of,
@@ -123,7 +126,8 @@ class Klaw:
         """`home`: the KLAW_HOME (created with the default workspace files if missing). `config`: an
         `EngineConfig`, its engine.yaml shape as a mapping, or None to read the home's engine.yaml
         (defaults when there is none). `model`: a `ChatModel` answering for every configured model id
-        (e.g. `FunctionModel`), instead of the configured HTTP clients. `embedder`: instead of the
+        (e.g. `FunctionModel`), instead of the configured HTTP clients; the program's, left open when the
+        agent closes, so it can answer for another `Klaw` afterwards (decision 365). `embedder`: instead of the
         configured one. `tools`: plain typed functions with docstrings (`async def`, or a `def` run in a
         worker thread), offered beside the built-in groups. `clock`: the engine's time (a `ManualClock`
         in tests). `listen`: also open `engine.sock` for gateways, as `klaw engine` does. `approve`:
@@ -134,10 +138,10 @@ class Klaw:
         self.home = home_of(home)
         self._config = config
         self._model = model_of(model)
-        self._embedder = embedder
+        self._embedder = embedder_of(embedder)
         self._tools: tuple[ToolFunction, ...] = tools_of(tools)  # type: ignore[assignment]  # callables, checked
-        self._clock = clock
-        self._listen = listen
+        self._clock = clock_of(clock)
+        self._listen = flag_of("listen", listen)
         self._engine: Engine | None = None
         self._closed = False  # `aclose` ran: the error says "closed", not "not started"
         self._waiting: dict[ChatRef, list[tuple[str, asyncio.Future[Outbound]]]] = {}
@@ -174,7 +178,8 @@ class Klaw:
         router = None
         if self._model is not None:
             model = self._model
-            router = ModelRouter(ModelCatalogue.from_config(config), factory=lambda _id, _config: model)
+            # the program's: left open at close, so it can answer for another Klaw (decision 365)
+            router = ModelRouter(ModelCatalogue.from_config(config), factory=lambda _id, _config: model, lent=True)
         try:
             self._engine = await Engine.start(
                 self.home,
@@ -226,9 +231,7 @@ class Klaw:
     ) -> list[HistoryEntry]:
         """The last `limit` messages of the chat's current session (since its last `/new`), or of
         `session` (an id from `sessions`), oldest first."""
-        return await self.engine.chats.history(
-            chat_of(chat), limit=count_of("limit", limit), session=session_of(session)
-        )
+        return await self.engine.chats.history(chat_of(chat), limit=limit_of(limit), session=session_of(session))
 
     async def turns(self, chat: str | ChatRef, *, session: int | None = None) -> list[TurnState]:
         """The turns of the current session (or of `session`), oldest first, each `completed`, `failed`,
@@ -246,12 +249,12 @@ class Klaw:
         with the hits and scores `klaw memory search --chat <chat> --segment all` prints (hybrid search,
         no relevance gate: `distance` and `fts_rank` say why each was found)."""
         return await self.engine.chats.search_memory(
-            chat_of(chat), query_of(query), limit=count_of("limit", limit), session=session_of(session)
+            chat_of(chat), query_of(query), limit=limit_of(limit), session=session_of(session)
         )
 
     async def saved_memories(self, chat: str | ChatRef, query: str, *, limit: int = 5) -> list[MemoryFound]:
         """The memories the agent saved in the chat (`memory_save`) that best match `query`, best first."""
-        return await self.engine.chats.saved_memories(chat_of(chat), query_of(query), limit=count_of("limit", limit))
+        return await self.engine.chats.saved_memories(chat_of(chat), query_of(query), limit=limit_of(limit))
 
     async def core_memory(self) -> dict[str, Any]:
         """Core memory: the facts about the person kept in every context."""

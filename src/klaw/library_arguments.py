@@ -1,6 +1,6 @@
 """What a library program passes to `Klaw` and its methods, read or refused in words before anything is
-created or stored: the home, `model=`, `tools=`, the callbacks, a chat's name, a search's query,
-`limit=`/`session=` (decision 292 for chats; the
+created or stored: the home, `model=`, `embedder=`, `clock=`, `listen=`, `tools=`, the callbacks, a chat's
+name, a search's query, `limit=`/`session=` (decision 292 for chats; decision 365; the
 refusals of libguard's change: `InvalidArgument`, a TypeError too, where a bare TypeError or a later
 AttributeError came before), and what to do instead of a second engine on a home one runs on.
 
@@ -14,9 +14,11 @@ import os
 from pathlib import Path
 
 from klaw.config import EngineConfig
+from klaw.engine.clock import Clock
 from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.llm.protocol import ChatModel
+from klaw.memory.embedder.protocol import Embedder
 from klaw.scheduling.names import parse_chat_target
 from klaw.store.records import ChatRef, chat_id_problem
 
@@ -115,6 +117,12 @@ def query_of(query: object) -> str:
     return query
 
 
+MAX_LIMIT = 2**31 - 1
+"""The largest `limit=` used: more than any chat holds. A larger one (10**30, "all of them") is read as this
+one: passed on, it reached SQLite as an OverflowError ("int too big to convert"), and a search, which asks
+for a few times the limit, overflowed from 2**62 (decision 365)."""
+
+
 def count_of(name: str, value: object, *, least: int = 1) -> int:
     """A `limit=`/`session=` is a whole number of at least `least`: "x" reached the database as a
     MismatchError, "3" a bare TypeError, and -1 returned every message; each is refused in words."""
@@ -123,6 +131,11 @@ def count_of(name: str, value: object, *, least: int = 1) -> int:
     if value < least:
         raise InvalidArgument(f"{name}= takes a whole number of at least {least} (e.g. {name}=10), not {value}")
     return value
+
+
+def limit_of(limit: object) -> int:
+    """`limit=`, a whole number of at least 1; one past `MAX_LIMIT` means all there are, and is read so."""
+    return min(count_of("limit", limit), MAX_LIMIT)
 
 
 def session_of(session: object) -> int | None:
@@ -139,6 +152,45 @@ def tools_of(tools: object) -> tuple[object, ...]:
             + (": put the one function in a list" if callable(tools) else "")
         )
     return tuple(tools)  # each one is read, or refused in words, where the engine builds its tools
+
+
+def embedder_of(embedder: object) -> Embedder | None:
+    """`embedder=` is None (the configured one) or an object with the `Embedder` protocol's members; anything
+    else (before: accepted, then failing where the engine first embedded) is refused at `Klaw(...)`."""
+    if embedder is None:
+        return None
+    missing = [name for name in ("embed", "aclose") if not callable(getattr(embedder, name, None))]
+    missing += [name for name in ("model_id", "dim") if not hasattr(embedder, name)]
+    if missing:
+        lacks = ", ".join(f"`{name}`" for name in missing)
+        raise InvalidArgument(
+            f"embedder= takes a klaw.Embedder (model_id, dim, async embed(texts), async aclose()) or None for"
+            f" the configured one; the {type(embedder).__name__} given has no {lacks} (docs/library.md)"
+        )
+    return embedder  # type: ignore[return-value]  # the Embedder protocol's members, checked
+
+
+def clock_of(clock: object) -> Clock | None:
+    """`clock=` is None (the system's time) or an object with `now()` and `async sleep(seconds)`, such as
+    `klaw.ManualClock()`; anything else (before: accepted, then failing at the first timer) is refused."""
+    if clock is None:
+        return None
+    missing = [name for name in ("now", "sleep") if not callable(getattr(clock, name, None))]
+    if missing:
+        lacks = ", ".join(f"`{name}`" for name in missing)
+        raise InvalidArgument(
+            f"clock= takes a clock (e.g. clock=klaw.ManualClock()) or None for the system's time; the"
+            f" {type(clock).__name__} given has no {lacks}"
+        )
+    return clock  # type: ignore[return-value]  # the Clock protocol's members, checked
+
+
+def flag_of(name: str, value: object) -> bool:
+    """A yes/no argument (`listen=`) is True or False: "no" is a true value, so before `listen="no"` opened
+    the socket; it is refused, as any other kind is."""
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{name}= takes True or False, not {type(value).__name__}")
+    return value
 
 
 def callback_of(name: str, callback: object) -> object:

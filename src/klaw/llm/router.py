@@ -29,7 +29,9 @@ class ModelRouter:
     """Hands out the `ChatModel` for a model id, the routing default, or a task.
 
     `factory` replaces the OpenAI-compatible client (tests, benchmarks with scripted models);
-    `sleep` and `env` are passed to the clients the router builds itself.
+    `sleep` and `env` are passed to the clients the router builds itself. `lent`: the factory's models
+    are the caller's, left open by `aclose` (a library program's `model=`, which may serve another
+    `Klaw` after this one closed: decision 365).
     """
 
     def __init__(
@@ -39,9 +41,11 @@ class ModelRouter:
         factory: ModelFactory | None = None,
         sleep: Sleep = asyncio.sleep,
         env: Mapping[str, str] = os.environ,
+        lent: bool = False,
     ) -> None:
         self.catalogue = catalogue
         self._factory = factory
+        self._lent = lent
         self._sleep = sleep
         self._env = env
         self._models: dict[str, ChatModel] = {}
@@ -86,9 +90,9 @@ class ModelRouter:
         return self.client(model_id).model_id
 
     async def aclose(self) -> None:
-        """Close every model handed out and the shared connection pools. Safe to call twice."""
+        """Close every model handed out (but lent ones) and the shared connection pools. Safe to call twice."""
         self._closed = True
-        models, self._models = list(self._models.values()), {}
+        models, self._models = [] if self._lent else list(self._models.values()), {}
         pools, self._http = list(self._http.values()), {}
         for model in models:
             await model.aclose()
