@@ -12,6 +12,7 @@ import pytest
 
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord, Role
+from klaw.store.shared import vector_matrix
 from klaw.store.shared.vector_quant import shortlist
 from klaw.store.sqlite.store import SqliteStore
 from tests.store.statement_trace import traced
@@ -74,7 +75,10 @@ async def test_a_turn_search_reads_the_rows_it_returns_and_no_counts_for_its_own
 async def test_the_vector_rescore_reads_no_left_out_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The window a turn shows is the nearest to its own words: shortlisted, then rescored (a vec0 point
     lookup each, the costliest part of a small chat's vector search) and dropped. Left out of the int8
-    shortlist instead, the rescore reads `shortlist(limit)` rows, none of them left out (decision 231)."""
+    shortlist instead, the rescore reads `shortlist(limit)` rows, none of them left out (decision 231).
+    A chat this small is rescored from its float rows in memory (decision 350): here it is read from
+    the database as a chat past `EXACT_ROWS_MAX` is."""
+    monkeypatch.setattr(vector_matrix, "EXACT_ROWS_MAX", 0)
     statements = traced(monkeypatch)
     store = await SqliteStore.open(tmp_path / "traced.db")
     try:

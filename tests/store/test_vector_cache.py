@@ -179,7 +179,8 @@ async def test_warming_reads_the_vector_table_once_however_many_chats(tmp_path: 
         await store.vectors.bind_embedder("test", DIM)
         statements = await store_statements(store)
         assert await store.vectors.warm_cache() == len(chats)
-        assert store.vector_cache.cached_bytes == len(chats) * 3 * row_bytes(DIM)
+        # Small chats keep their float rows too (decision 350): 4 bytes a dimension more.
+        assert store.vector_cache.cached_bytes == len(chats) * 3 * (row_bytes(DIM) + 4 * DIM)
         assert len([sql for sql in statements if "vec_messages" in sql and "sqlite_master" not in sql]) == 1
         hits = await store.search.nearest(chats[7], unit_rows(rng, 1)[0], limit=3)
         assert len(hits) == 3

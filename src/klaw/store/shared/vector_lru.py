@@ -5,8 +5,9 @@ memory and rescoring a shortlist with the exact float vectors the database holds
 221); they differ in how a copy is loaded and how it learns that the database changed, not in how the
 copies are kept. What is kept here: the chats' matrices in least-recently-searched order, bounded by
 `database.vectorCacheMb` (the oldest evicted first; a chat that alone outgrows the budget is not
-kept), each with the version of the chat's vectors it reflects, changed under a lock the event loop
-only ever tries (`cached_view`), so a search never waits for a load.
+kept; a small chat's float rows, `vector_matrix.py`, count too and are dropped before any chat is),
+each with the version of the chat's vectors it reflects, changed under a lock the event loop only
+ever tries (`cached_view`), so a search never waits for a load.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class ChatMatrixCache:
                 self._chats.pop(chat_key, None)
 
     def _evict(self, keep: int) -> None:
+        self._shed_floats()
         while len(self._chats) > 1 and self.cached_bytes > self._budget:
             oldest = next(iter(self._chats))
             if oldest == keep:
@@ -103,3 +105,15 @@ class ChatMatrixCache:
         matrix = self._chats.get(keep)
         if matrix is not None and matrix.nbytes > self._budget:
             del self._chats[keep]  # grew past the budget: the database's own search serves it from now on
+
+    def _shed_floats(self) -> None:
+        """Over the budget, small chats' float rows go first, least recently searched first: they never
+        cost a chat its place (which chats are cached is what it was with int8 rows alone)."""
+        total = self.cached_bytes
+        for matrix in self._chats.values():
+            if total <= self._budget:
+                return
+            if matrix.floats is not None:
+                total -= matrix.nbytes
+                matrix.drop_floats()
+                total += matrix.nbytes

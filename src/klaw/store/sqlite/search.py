@@ -2,11 +2,12 @@
 
 KNN scans the chat's int8 copy in `ChatVectorCache` off the database thread (so full text can run
 meanwhile) for a shortlist, then rescores the shortlist with the exact float vectors read from
-`vec_messages` by rowid: hits and distances are those of exact float search (decision 145). The
-searches' reads run on read connections beside the writes (`read_pool.py`, decision 216), and a chat's
-int8 copy, once in memory, is found without a round trip (loading it is the database thread's). A chat
-too large for the cache falls back to sqlite-vec, which filters by the vec0 partition key (chat) and
-metadata columns (segment, time) with `k = ?`. Messages are fetched in a second query: joining a
+`vec_messages` by rowid (a small chat's kept in memory with its copy instead: decision 350): hits and
+distances are those of exact float search (decision 145). The searches' reads run on read
+connections beside the writes (`read_pool.py`, decision 216), and a chat's int8 copy, once in
+memory, is found without a round trip (loading it is the database thread's). A chat too large for
+the cache falls back to sqlite-vec, which filters by the vec0 partition key (chat) and metadata
+columns (segment, time) with `k = ?`. Messages are fetched in a second query: joining a
 CTE into a vec0 query would re-run the KNN per row.
 
 Full text ranks by bm25 over three columns (migrations 0004 and 0011): the message's own words, and
@@ -188,9 +189,13 @@ class SqliteSearch:
 
         def query(connection: apsw.Connection) -> list[SearchHit]:
             shortlisted = candidates
-            if view is not None:
+            exact = None if view is None else view.exact_nearest(query_vector, count, scope, limit)
+            if view is not None and exact is None:
                 shortlisted = [rowid for rowid, _ in view.nearest(query_vector, count, scope)]
-            ranked = answer if shortlisted is None else _rescored(connection, query_vector, shortlisted, limit)
+            if exact is not None:  # a small chat: rescored from its float rows in memory (decision 350)
+                ranked = exact
+            else:
+                ranked = answer if shortlisted is None else _rescored(connection, query_vector, shortlisted, limit)
             return _hits(connection, [(rowid, d) for rowid, d in ranked if rowid not in left_out], limit)
 
         return await self._db.read(query)

@@ -97,6 +97,8 @@ class ChatVectorCache(ChatMatrixCache):
         unsaved = [key for key in chosen if not self._from_snapshot(connection, table, key)]
         if unsaved:
             self._from_table(connection, table, unsaved, dim)
+        with self._lock:
+            self._shed_floats()  # the chats were chosen by their int8 rows
         return len(chosen)
 
     def invalidate(self, chat_key: int | None = None) -> None:

@@ -128,7 +128,7 @@ class _ChunkBlobs:
     def matrix(self, plan: _Plan, samples: npt.NDArray[np.intp], seen: dict[int, Sample]) -> ChatMatrix | None:
         """The chat's copy, quantized `BLOCK_ROWS` slots at a time; None when a blob is not the size
         its chunk implies."""
-        matrix = ChatMatrix.empty(len(plan.rowids), self._dim)
+        matrix = ChatMatrix.empty(len(plan.rowids), self._dim, exact=True)
         matrix.rowids[:] = plan.rowids
         sampled = np.zeros(len(plan.rowids), dtype=bool)
         sampled[samples] = True
@@ -203,8 +203,11 @@ def _store(
     segments: npt.NDArray[np.int64],
     created: npt.NDArray[np.int64],
 ) -> None:
-    """Quantize `floats` into the matrix at `places` (on a pool thread: numpy lets go of the GIL)."""
+    """Quantize `floats` into the matrix at `places` (on a pool thread: numpy lets go of the GIL),
+    first keeping them as they are when the matrix keeps a small chat's float rows."""
     run = _run(places)
+    if matrix.floats is not None:
+        matrix.floats[places if run is None else run] = floats
     if run is not None:  # the rows go to one stretch (a chat without deletions): quantize there
         quantize_into(floats, matrix.codes[run], matrix.scales[run])
         matrix.segments[run], matrix.created[run] = segments, created
