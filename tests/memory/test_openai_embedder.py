@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -171,3 +172,23 @@ async def test_malformed_response(server: FakeOpenAiServer, make_embedder: Embed
 
     with pytest.raises(EmbedderError, match="not valid JSON"):
         await make_embedder().embed(["x"])
+
+
+async def test_an_echo_with_its_escapes_or_punctuation_changed_is_left_out_too(
+    server: FakeOpenAiServer, make_embedder: EmbedderFactory
+) -> None:
+    """adversary13: a server echoing its input as Python's repr (newlines as `\\n`) got a text of short lines
+    past the 20-characters-in-a-row rule, into the queue's error and so into every chat's /status."""
+    text = "bank: acme\nuser: bob99\npin: 4711\npass: Hunter2!x"
+    accented = "rendez-vous chez Hélène à 18h, code 4711 à l'entrée"
+    server.reply_error(400, message=f"cannot embed {text!r}", endpoint="embeddings")
+    server.reply_error(400, message=f"cannot embed {json.dumps(accented)}", endpoint="embeddings")
+    server.reply_error(400, message=f"bad input: {'-'.join(text.split())}", endpoint="embeddings")
+    embedder = make_embedder()
+
+    for _ in range(3):
+        with pytest.raises(EmbedderError, match="HTTP 400") as caught:
+            await embedder.embed([text, accented])
+        said = str(caught.value)
+        assert "4711" not in said and "Hunter2" not in said and "bob99" not in said, said
+        assert "the server's message quotes the request and is left out" in said

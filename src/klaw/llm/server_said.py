@@ -6,17 +6,26 @@ errors reach logs, chat replies, /status and the embedding queue's `last_error`,
 content. So a message holding a whole text of the request, or `QUOTE_CHARS` characters in a row of one,
 is replaced by a note saying it was left out (klaw/llm/http.py for the chat and embedding calls,
 openai_client.py for an error inside a 200 body).
+
+An echo is often escaped: Python's `repr` or a JSON-quoting proxy writes a newline as backslash-n, so a text of
+short lines ("bank: acme", "pin: 4711", …) never showed 20 characters in a row and reached `/status`
+(adversary13). The message is compared as sent and with its backslash escapes undone (a newline, a tab,
+a quote, a `u` and four hex digits…), and both sides also with everything but letters and digits
+dropped (an echo that re-punctuates).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from klaw.llm.errors import server_message
 
 QUOTE_CHARS = 20
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|[nrtfbv0\"'\\/])")
+_SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "f": "\f", "b": "\b", "v": "\v", "0": "\0"}
 
 
 def error_message(body: bytes, payload: Mapping[str, Any]) -> str:
@@ -27,9 +36,35 @@ def error_message(body: bytes, payload: Mapping[str, Any]) -> str:
 def unless_quoting(said: str, payload: Mapping[str, Any]) -> str:
     """`said` (a server's error message), or a note that it is left out when it quotes a text of the
     request `payload`: errors reach logs, chat replies and /status, which never show content."""
-    if said and _quotes(said, _request_texts(payload)):
+    if said and _quotes_any_form(said, _request_texts(payload)):
         return "the server's message quotes the request and is left out"
     return said
+
+
+def _unescaped(text: str) -> str:
+    """`text` with backslash escapes undone (backslash-n a newline, backslash-u00e9 an é …), whitespace
+    collapsed."""
+
+    def undo(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if code[0] in "ux" and len(code) > 1:
+            return chr(int(code[1:], 16))
+        return _SIMPLE_ESCAPES.get(code, code)
+
+    return " ".join(_ESCAPE.sub(undo, text).split())
+
+
+def _folded(text: str) -> str:
+    """Letters and digits only, lower-cased: what survives any re-punctuation of an echo."""
+    return "".join(char for char in text.lower() if char.isalnum())
+
+
+def _quotes_any_form(said: str, texts: list[str]) -> bool:
+    """`_quotes` on the message as sent, with its escapes undone, and both sides folded."""
+    unescaped = _unescaped(said)
+    if _quotes(said, texts) or (unescaped != said and _quotes(unescaped, texts)):
+        return True
+    return _quotes(_folded(unescaped), [_folded(text) for text in texts])
 
 
 def _request_texts(payload: Mapping[str, Any]) -> list[str]:
