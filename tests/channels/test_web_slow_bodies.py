@@ -1,0 +1,85 @@
+"""Request bodies that stall or break off: against `klaw serve` as a person runs it, and against the page's
+server in this process where a deadline has to be shortened. A body that never comes is answered 408
+and its connection closed; one cut off leaves no traceback in the log (decision 366)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import urllib.parse
+
+import httpx
+import pytest
+
+from klaw.channels.web import body_guard
+from klaw.channels.web.auth import WebAuth
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.channels.test_web_app import TOKEN
+from tests.channels.test_web_guard import serving
+from tests.engine import short_socket_dir
+from tests.serve_helpers import running, serve_config, serve_env, stop, web_page, write_serve_home
+
+
+async def login_cookie(base_url: str) -> str:
+    """The login form's cookie, which anyone reaching the port gets from GET /login."""
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        answer = await client.get("/login")
+        return answer.headers["set-cookie"].split(";")[0]
+
+
+def login_head(base_url: str, cookie: str, length: int) -> bytes:
+    host = urllib.parse.urlsplit(base_url).netloc
+    return (
+        f"POST /login HTTP/1.1\r\nHost: {host}\r\nCookie: {cookie}\r\n"
+        f"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+async def test_a_body_cut_off_midway_leaves_no_traceback_in_the_log() -> None:
+    with short_socket_dir() as directory:
+        home = directory / "home"
+        async with FakeOpenAiServer() as model:
+            write_serve_home(home, serve_config(model.base_url))
+            async with running(env=serve_env(home)) as serve:
+                url = (await web_page(serve)).rstrip("/")
+                cookie = await login_cookie(url)
+                parts = urllib.parse.urlsplit(url)
+                for _ in range(3):
+                    _, writer = await asyncio.open_connection(parts.hostname, parts.port)
+                    writer.write(login_head(url, cookie, 100) + b"token=abc")  # 9 of the 100 bytes, then gone
+                    await writer.drain()
+                    writer.close()
+                    await writer.wait_closed()
+                async with httpx.AsyncClient(base_url=url) as client:  # the page still answers after them
+                    assert (await client.get("/login")).status_code == 200
+                assert await stop(serve, signal.SIGINT) == 0
+                assert serve.stderr is not None
+                logged = (await serve.stderr.read()).decode()
+    assert "Traceback" not in logged and "No response returned" not in logged, logged
+
+
+async def test_a_body_that_never_arrives_is_answered_408_and_its_connection_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A head announcing a body, then nothing (or a byte now and then): cut at the body's deadline."""
+    monkeypatch.setattr(body_guard, "BODY_SECONDS", 0.5)
+    async with serving(WebAuth(TOKEN)) as base_url:
+        cookie = await login_cookie(base_url)
+        parts = urllib.parse.urlsplit(base_url)
+        for trickles in (False, True):
+            reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+            writer.write(login_head(base_url, cookie, 1_000_000))
+            await writer.drain()
+
+            async def trickle(writer: asyncio.StreamWriter = writer, trickles: bool = trickles) -> None:
+                while trickles and not writer.is_closing():  # a byte every 0.1 s: never idle, never done
+                    writer.write(b"t")
+                    await asyncio.sleep(0.1)
+
+            dripping = asyncio.create_task(trickle())
+            async with asyncio.timeout(30):  # the old server waited for the body for ever
+                answer = await reader.read()  # to the end: the server closes the connection
+            writer.close()
+            await asyncio.gather(dripping, return_exceptions=True)
+            assert answer.startswith(b"HTTP/1.1 408"), answer
+            assert b"did not arrive within 0.5 seconds" in answer and b"connection: close" in answer.lower()
