@@ -14,15 +14,19 @@ Slow clients are bounded (`max_connections`, `head_timeout_seconds`): uvicorn ha
 request head that never completes and no cap on open connections (its `limit_concurrency` answers
 503 only once a head is complete), so a local user opening thousands of connections that each send
 half a header ("slowloris") used every file descriptor of the process, and the engine socket and
-the scheduler failed with EMFILE. A connection past the cap is answered 503 and closed at once; one
-that has not sent a whole request head within the timeout is closed, for every request on the
-connection, not only its first.
+the scheduler failed with EMFILE. One that has not sent a whole request head within the timeout is
+closed, for every request on the connection, not only its first. A connection past the cap closes
+another in its place, one whose requests never proved to be the owner's (`mark_owner`: a valid
+session or key): first one that sent a head without (a body it never sends), else the oldest still
+sending its head. Refusing the newcomer instead let anyone reaching the port hold every slot and lock
+the owner out (decision 367); only when every other connection is the owner's is it answered 503.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import socket
 import time
 from collections.abc import Generator
@@ -33,7 +37,18 @@ from typing import Any, Literal
 import uvicorn
 from uvicorn.server import ServerState
 
-__all__ = ["EmbeddedHttpServer", "bind_tcp"]
+__all__ = ["EmbeddedHttpServer", "bind_tcp", "mark_owner"]
+
+OWNER_EXTENSION = "klaw.owner"
+"""The scope extension through which the app tells the server a request proved to be the owner's."""
+
+
+def mark_owner(scope: Any) -> None:
+    """The request in `scope` carried the owner's session or key: its connection is never the one closed
+    to make room when the connection cap is reached. Does nothing on a server without a cap."""
+    mark = scope.get("extensions", {}).get(OWNER_EXTENSION)
+    if mark is not None:
+        mark()
 
 
 def bind_tcp(host: str, port: int, *, reuse_address: bool = False) -> socket.socket:
@@ -218,16 +233,51 @@ def _bounded(protocol: type[asyncio.Protocol], cap: int | None, head_timeout: fl
     one after a response on a kept-alive connection (uvicorn's keep-alive timer stops at the first byte
     of the next request, so half a second head held the connection for good)."""
 
+    opened = itertools.count()
+
     class Bounded(protocol):  # type: ignore[valid-type,misc]
         _awaiting_head: object | None = None  # the current wait's token: an older wait's timer does nothing
+        _owner = False  # a request on it carried the owner's session or key (`mark_owner`)
+        _headed = False  # a whole request head came on it
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._opened = next(opened)
+            app: Any = getattr(self, "app")  # noqa: B009 - set by uvicorn's protocol, untyped here
+
+            async def marked(scope: Any, receive: Any, send: Any) -> None:
+                self._headed = True
+                scope.setdefault("extensions", {})[OWNER_EXTENSION] = self._mark_owner
+                await app(scope, receive, send)
+
+            self.app = marked
+
+        def _mark_owner(self) -> None:
+            self._owner = True
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
-            if cap is not None and len(self.connections) > cap:
+            if cap is not None and len(self.connections) > cap and not self._make_room():
                 transport.write(_BUSY)
                 transport.close()
                 return
             self._await_head()
+
+        def _make_room(self) -> bool:
+            """Close one connection not proved to be the owner's: one that sent a head without (the oldest),
+            else the oldest still sending its head; False when every other open one is the owner's."""
+            others = [
+                other
+                for other in self.connections
+                if other is not self
+                and isinstance(other, Bounded)
+                and not other._owner
+                and not other.transport.is_closing()
+            ]
+            if not others:
+                return False
+            min(others, key=lambda other: (not other._headed, other._opened)).transport.close()
+            return True
 
         def on_response_complete(self) -> None:
             super().on_response_complete()

@@ -216,9 +216,10 @@ async def sign_in_with(client: httpx.AsyncClient, token: str) -> None:
 async def test_slow_clients_cannot_take_every_connection_and_the_engine_still_answers(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A local user opening many connections that each send half a request head ("slowloris"): past
-    the cap they get 503 at once, the owner meanwhile a clear 503, the engine socket keeps answering,
-    and once they go the page answers again; a head that never completes is cut after the timeout."""
+    """A local user opening many connections that each send half a request head ("slowloris"): past the
+    cap each new one closes the oldest of them, so no more than the cap stay open, the owner's key is
+    answered meanwhile, and the engine socket keeps answering (decision 367). Only when every open
+    connection is the owner's is a new one answered 503."""
     monkeypatch.setattr(server_module, "MAX_CONNECTIONS", 8, raising=False)
     monkeypatch.setattr(server_module, "HEAD_TIMEOUT_SECONDS", 300.0, raising=False)
     caplog.set_level(logging.DEBUG)
@@ -226,36 +227,45 @@ async def test_slow_clients_cannot_take_every_connection_and_the_engine_still_an
     async with running_stack(web_channel(holder)) as stack:
         web = holder[0]
         host, port = web.url.removeprefix("http://").rstrip("/").split(":")
-        slow = [await asyncio.open_connection(host, int(port)) for _ in range(3 * 8)]
-        for _, writer in slow:
+        slow = []
+        for _ in range(3 * 8):
+            reader, writer = await asyncio.open_connection(host, int(port))
             writer.write(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # never finished
-        await asyncio.gather(*(writer.drain() for _, writer in slow))
-        turned_away = 0
-        for reader, _ in slow[8:]:
+            await writer.drain()
+            slow.append((reader, writer))
+        for reader, _ in slow[:16]:  # the oldest made room for the newer ones: closed, nothing answered
             async with asyncio.timeout(10):
-                answer = await reader.read()
-            assert answer.startswith(b"HTTP/1.1 503") and b"too many open connections" in answer
-            turned_away += 1
+                assert await reader.read() == b""
         keyed = {"Authorization": f"Bearer {web.token}"}
         async with httpx.AsyncClient(base_url=web.url.rstrip("/")) as owner:
-            busy = await owner.get("/api/status", headers=keyed)
-            assert busy.status_code == 503 and busy.headers["retry-after"] == "5"
+            assert (await owner.get("/api/status", headers=keyed)).status_code == 200
             engine = await GatewayClient.connect(stack.home.socket_path)
             try:
                 await engine.roundtrip("still-here")  # the engine socket still accepts and answers
             finally:
                 await engine.aclose()
-            for _, writer in slow:
-                writer.close()
-            await asyncio.gather(*(writer.wait_closed() for _, writer in slow), return_exceptions=True)
-            statuses = []
-            for _ in range(200):  # the server sees the slow clients leave a moment after they close
-                statuses.append((await owner.get("/api/status", headers=keyed)).status_code)
-                if statuses[-1] == 200:
+        for _, writer in slow:
+            writer.close()
+        await asyncio.gather(*(writer.wait_closed() for _, writer in slow), return_exceptions=True)
+        # Eight connections of the owner's (kept alive), then one more: there is nobody to close for it.
+        limits = httpx.Limits(max_keepalive_connections=8, max_connections=8)
+        async with httpx.AsyncClient(base_url=web.url.rstrip("/"), headers=keyed, limits=limits) as owner:
+            gate = asyncio.Event()
+
+            async def held() -> int:  # eight requests at once open eight connections
+                await gate.wait()
+                return (await owner.get("/api/status")).status_code
+
+            calls = [asyncio.create_task(held()) for _ in range(8)]
+            gate.set()
+            assert await asyncio.gather(*calls) == [200] * 8
+            for _ in range(200):  # the server sees the slow clients' connections go a moment after they close
+                async with httpx.AsyncClient(base_url=web.url.rstrip("/"), headers=keyed) as ninth:
+                    busy = await ninth.get("/api/status")
+                if busy.status_code == 503:
                     break
                 await asyncio.sleep(0.05)
-            assert statuses[-1] == 200 and set(statuses) <= {200, 503}
-        assert turned_away == 2 * 8
+            assert busy.status_code == 503 and busy.headers["retry-after"] == "5"
     assert not [r for r in caplog.records if r.exc_info], "no traceback in the log"
 
 

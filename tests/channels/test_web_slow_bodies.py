@@ -15,7 +15,7 @@ from klaw.channels.web import body_guard
 from klaw.channels.web.auth import WebAuth
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.channels.test_web_app import TOKEN
-from tests.channels.test_web_guard import serving
+from tests.channels.test_web_guard import serving, sign_in_with
 from tests.engine import short_socket_dir
 from tests.serve_helpers import running, serve_config, serve_env, stop, web_page, write_serve_home
 
@@ -83,3 +83,38 @@ async def test_a_body_that_never_arrives_is_answered_408_and_its_connection_clos
             await asyncio.gather(dripping, return_exceptions=True)
             assert answer.startswith(b"HTTP/1.1 408"), answer
             assert b"did not arrive within 0.5 seconds" in answer and b"connection: close" in answer.lower()
+
+
+async def test_a_flood_of_stalled_requests_never_locks_the_owner_out() -> None:
+    """adversary12: 260 connections from anyone who reached the port (the login form's cookie and a head
+    announcing a megabyte, then nothing; or half a head) held all 256 the server keeps, and the owner's
+    page and bearer key got 503. Now they make room: the owner's signed-in page and key are answered."""
+    with short_socket_dir() as directory:
+        home = directory / "home"
+        async with FakeOpenAiServer() as model:
+            write_serve_home(home, serve_config(model.base_url))
+            async with running(env=serve_env(home)) as serve:
+                url = (await web_page(serve)).rstrip("/")
+                token = (home / "web_token").read_text(encoding="utf-8").strip()
+                async with httpx.AsyncClient(base_url=url) as page:
+                    await sign_in_with(page, token)
+                    session = dict(page.cookies)
+                cookie = await login_cookie(url)
+                parts = urllib.parse.urlsplit(url)
+                stalled = login_head(url, cookie, 1_000_000)
+                half = f"GET /api/status HTTP/1.1\r\nHost: {parts.netloc}\r\nX-Slow: ".encode()
+                for flood in (stalled, half):
+                    held = [await asyncio.open_connection(parts.hostname, parts.port) for _ in range(260)]
+                    for _, writer in held:
+                        writer.write(flood)
+                    await asyncio.gather(*(writer.drain() for _, writer in held))
+                    keyed = {"Authorization": f"Bearer {token}"}
+                    async with httpx.AsyncClient(base_url=url, headers=keyed) as script:
+                        answer = await script.get("/api/status")
+                        assert answer.status_code == 200, answer.text  # was 503 "too many open connections"
+                    async with httpx.AsyncClient(base_url=url, cookies=session) as owner:  # a new connection
+                        assert (await owner.get("/api/history")).status_code == 200
+                        assert (await owner.get("/")).status_code == 200
+                    for _, writer in held:
+                        writer.close()
+                assert await stop(serve, signal.SIGINT) == 0

@@ -31,6 +31,7 @@ from klaw.channels.web.auth import LOGIN_COOKIE, LOGIN_SECONDS, SESSION_COOKIE, 
 from klaw.channels.web.body_guard import BodyGuard
 from klaw.channels.web.host_guard import HostGuard
 from klaw.channels.web.login_limit import LoginLimiter
+from klaw.embedded_http import mark_owner
 from klaw.message_text import LONE_SURROGATE
 
 CSP = (
@@ -99,6 +100,10 @@ def create_app(backend: WebBackend, auth: WebAuth, allowed_hosts: Iterable[str] 
         refused = wrong_bearer(request)  # before any body is read: this runs outside BodyGuard
         if refused is not None:
             return refused
+        if auth.valid_session(request.cookies.get(SESSION_COOKIE)) or auth.valid_bearer(
+            request.headers.get("authorization")
+        ):
+            mark_owner(request.scope)  # its connection is kept when a flood fills the cap (decision 367)
         response = await call_next(request)
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
