@@ -10,6 +10,10 @@ there), the configured listen host, or a name in `channels.web.allowedHosts` (a 
 before any other middleware, route or body reading runs (decision 358). The port is not compared:
 a rebinding page uses the very port it targets, so only the name tells it apart.
 
+Names are compared as DNS sends them: one trailing dot dropped (`klaw.example.org.` is the same
+name), a Unicode entry in `allowedHosts` as its IDNA form, which is what a browser puts in `Host`
+(`bücher.example` arrives as `xn--bcher-kva.example`; adversary13).
+
 Starlette's TrustedHostMiddleware does the same comparison, but reads `[::1]:8765` as the host `[`
 and answers only "Invalid host header"; a refused person needs the address to open instead.
 """
@@ -49,14 +53,25 @@ def _is_ip_address(name: str) -> bool:
     return True
 
 
+def comparable(name: str) -> str:
+    """`name` as the guard compares it: lower-cased, without brackets or one trailing dot, in IDNA form."""
+    name = name.lower().strip("[]").removesuffix(".")
+    if name.isascii():
+        return name
+    try:
+        return name.encode("idna").decode("ascii")
+    except UnicodeError:  # not a name IDNA can write: compared as written (a browser cannot send it)
+        return name
+
+
 class HostGuard:
     def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str]) -> None:
         self._app = app
-        self._allowed = ALWAYS_ALLOWED | {name.lower().strip("[]") for name in allowed_hosts}
+        self._allowed = ALWAYS_ALLOWED | {comparable(name) for name in allowed_hosts}
 
     def allows(self, header: str | None) -> bool:
         name = host_name(header)
-        return name is not None and (name in self._allowed or _is_ip_address(name))
+        return name is not None and ((name := comparable(name)) in self._allowed or _is_ip_address(name))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
