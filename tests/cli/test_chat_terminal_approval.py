@@ -116,3 +116,32 @@ async def test_control_codes_in_a_tool_call_or_a_reply_are_shown_not_obeyed(tmp_
             title = await term.tmux("display-message", "-p", "-t", term.target, "#{pane_title}")
             assert "PWNED" not in title
     assert (home / "workspace" / "evil.txt").read_bytes() == b"RM -RF EVERYTHING\x1b[2K\rhello world"
+
+
+@needs_tmux
+async def test_an_approval_left_unanswered_ends_its_prompt_at_the_timeout_and_the_reply_follows(
+    tmp_path: Path,
+) -> None:
+    """Before, `approve? [y/N]` stayed up after the timeout had denied the call, showing nothing; the reply
+    came only once something was typed, after `No approval request '…' is waiting`."""
+    home = tmp_path / "home"
+    init_home(home)
+    hold_file_write(home)
+    async with FakeOpenAiServer() as model:
+        model.reply_tool_calls([("file_write", {"path": "late.txt", "content": "too late"})])
+        model.reply_text("Nobody answered, so I did not write it.")
+        env = {**chat_env(home, model.base_url), "KLAW__TOOLS__APPROVALTIMEOUTSECONDS": "3"}
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
+            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+            await term.type_line("write late.txt")
+            screen = await term.wait_for_prompt_after(
+                "Nobody answered, so I did not write it.", "the reply after the question timed out, untouched"
+            )
+            said = "No answer within 3 seconds: file_write was not run."
+            assert f"{APPROVE.rstrip()}\n{said}\nTools used: file_write (denied)\n" in screen, screen
+            assert "No approval request" not in screen and "Traceback" not in screen
+            assert not (home / "workspace" / "late.txt").exists()
+            model.reply_text("Yes?")
+            await term.type_line("y")  # a late y is an ordinary message now, not an answer to nothing
+            await term.wait_for_prompt_after("Yes?", "the reply to the late y")
+            assert "No approval request" not in await term.screen()

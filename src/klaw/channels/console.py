@@ -191,9 +191,25 @@ class ConsoleChannel:
 
     async def _answer_approval(self, chat: ChatRef, request_id: str, session: PromptSession[str]) -> None:
         """y, yes, or the `/approve` the question itself offers approves; anything else (Enter, /deny,
-        Ctrl-C, Ctrl-D) denies. The engine's answer is shown."""
+        Ctrl-C, Ctrl-D) denies. The engine's answer is shown. A question that ends without an answer (its
+        timeout, the engine stopping) ends the prompt with a line saying so, and the reply follows at once;
+        before, the prompt stayed up, and a `y` typed later was told no such request was waiting."""
+        asking = asyncio.create_task(_prompt(session, "approve? [y/N] › "))
+        over = asyncio.create_task(self._engine.approvals.ended(request_id))
+        await asyncio.wait({asking, over}, return_when=asyncio.FIRST_COMPLETED)
+        if not asking.done():  # over without the answer typed here
+            if session.app.is_running:
+                session.app.exit(result="")  # the prompt line stays on screen, as answered with nothing
+            else:
+                asking.cancel()
+            await asyncio.gather(asking, return_exceptions=True)
+            said = over.result()
+            if said is not None:
+                self._console.print(Text(visible(said), style="cyan"), highlight=False)
+            return
+        over.cancel()
         try:
-            answer = await _prompt(session, "approve? [y/N] › ")
+            answer = await asking
         except (EOFError, KeyboardInterrupt):
             answer = ""
         command = "approve" if _approves(answer, request_id) else "deny"

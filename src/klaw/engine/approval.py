@@ -25,7 +25,7 @@ import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -81,6 +81,8 @@ class _Pending:
     tool: str
     answer: asyncio.Future[bool]
     text: str = ""  # the question as asked, shown again to a page (re)loaded while it waits
+    decision: Decision | None = None  # set once it is over
+    over: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class ApprovalGate:
@@ -164,9 +166,10 @@ class ApprovalGate:
                     Decision.UNAVAILABLE, f"Not run: {call.name} needs approval, and the question could not be sent."
                 )
             log.info("approval %s: %s waits for the person in %s", pending.id, call.name, chat)
-            decision = await self._wait(pending)
+            decision = pending.decision = await self._wait(pending)
         finally:
             self._pending.pop(pending.id, None)
+            pending.over.set()
         log.info("approval %s: %s in %s %s", pending.id, call.name, chat, decision.value)
         return Verdict(decision, _outcome_text(decision, call.name, self._timeout))
 
@@ -205,6 +208,20 @@ class ApprovalGate:
         ended with no reply learns what holds the chat (decision 359)."""
         waiting = [p for p in self._pending.values() if p.chat == chat and not p.answer.done()]
         return [{"id": p.id, "tool": p.tool, "text": p.text} for p in waiting]
+
+    async def ended(self, request_id: str) -> str | None:
+        """Wait until question `request_id` is over, and say how when it was not the person's own answer:
+        `klaw chat` ends its `approve? [y/N]` prompt with this line at the timeout, instead of keeping it
+        up for an answer nobody waits for any more (decision 360). None: the person answered it."""
+        pending = self._pending.get(request_id)
+        if pending is None:
+            return f"No approval request {request_id!r} is waiting any more: its call was not run."
+        await pending.over.wait()
+        if pending.decision is Decision.TIMED_OUT:
+            return f"No answer within {_duration(self._timeout)}: {pending.tool} was not run."
+        if pending.decision in (Decision.APPROVED, Decision.DENIED):
+            return None
+        return f"{pending.tool} was not run: the engine is stopping."
 
     def handlers(self) -> dict[str, Callable[[ChatRef, str], Awaitable[str]]]:
         """`/approve [ID]` and `/deny [ID]` for the command handler."""
