@@ -30,6 +30,11 @@ class ChatKeys:
             key = int(connection.last_insert_rowid())
         return key
 
+    def forget(self) -> None:
+        """Drop every kept key: a group of writes rolled back may have taken away a chat row a lookup
+        inside it found (write_queue.py); the next lookups read the table again."""
+        self._cache.clear()
+
     def cached(self, chat: ChatRef) -> int | None:
         """The chat's key if a lookup found it before, without reading the database."""
         return self._cache.get(chat)

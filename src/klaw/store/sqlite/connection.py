@@ -25,6 +25,7 @@ from klaw.store.protocol import StorageError
 from klaw.store.sqlite.last_messages import register_scoring
 from klaw.store.sqlite.query import Row, fetch_all
 from klaw.store.sqlite.read_pool import ReadPool
+from klaw.store.sqlite.write_queue import WriteQueue
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,6 +53,7 @@ class SqliteDatabase:
         self._executor = executor
         self.path = path
         self._closed = False
+        self._queue = WriteQueue(executor, connection)  # in order; writes side by side commit together
         self._reads = ReadPool(path, lambda at: open_connection(at, create=False))
 
     @classmethod
@@ -69,13 +71,21 @@ class SqliteDatabase:
     def closed(self) -> bool:
         return self._closed
 
-    async def run(self, fn: Callable[[apsw.Connection], T]) -> T:
+    async def run(self, fn: Callable[[apsw.Connection], T], *, grouped: bool = False) -> T:
+        """`fn(connection)` on the database thread, after everything queued there before it. `grouped`:
+        a write in a `with connection:` block of its own, which may commit in one transaction with the
+        grouped writes queued right beside it (write_queue.py, decision 353)."""
         if self._closed:
             raise StorageError(f"the database {self.path} is closed")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, fn, self._connection)
+        return await asyncio.wrap_future(self._queue.submit(fn, grouped=grouped))
 
-    async def run_after(self, first: Callable[[], object], fn: Callable[[apsw.Connection], T]) -> T:
+    def after_rollback(self, callback: Callable[[], None]) -> None:
+        """`callback()` on the database thread when a group of writes is rolled back to run each alone."""
+        self._queue.after_rollback(callback)
+
+    async def run_after(
+        self, first: Callable[[], object], fn: Callable[[apsw.Connection], T], *, grouped: bool = False
+    ) -> T:
         """`first()` on a thread of its own, then, only if it returned, `run(fn)`: one hop for the
         event loop. An error of `first` is raised and `fn` never runs."""
         if self._closed:
@@ -85,7 +95,7 @@ class SqliteDatabase:
         def chain() -> None:
             try:
                 first()
-                then = self._executor.submit(fn, self._connection)
+                then = self._queue.submit(fn, grouped=grouped)
             except BaseException as exc:
                 _settle(done, None, exc)
                 return

@@ -80,8 +80,10 @@ class SqliteMessages(MessageReads[SqliteDatabase, ChatKeys]):
 
     async def _run(self, insert: Callable[[apsw.Connection], T], log_first: LogFirst | None) -> T:
         """The insert on the database thread, after the log write when there is one (the line durable
-        before the row, in one hop: decision 211)."""
-        return await (self._db.run(insert) if log_first is None else self._db.run_after(log_first, insert))
+        before the row, in one hop: decision 211); committed with the appends queued beside it (decision 353)."""
+        if log_first is None:
+            return await self._db.run(insert, grouped=True)
+        return await self._db.run_after(log_first, insert, grouped=True)
 
     def append_in(self, connection: apsw.Connection, record: MessageRecord, *, embed: bool = False) -> StoredMessage:
         """Append on the worker thread; the one place that decides a message's segment, and that

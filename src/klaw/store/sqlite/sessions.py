@@ -67,7 +67,7 @@ class SqliteExchanges(ExchangeReads[SqliteDatabase, ChatKeys]):
                 exchange_id = reserve_exchange_id(connection)
             return exchange_id
 
-        return await self._db.run(write)
+        return await self._db.run(write, grouped=True)  # committed with the appends beside it (decision 353)
 
     async def high_water(self) -> int:
         return await self._db.run(exchange_mark)
@@ -83,7 +83,7 @@ class SqliteExchanges(ExchangeReads[SqliteDatabase, ChatKeys]):
                 changed = int(connection.changes())
             return changed
 
-        return await self._db.run(write) if record_ids else 0
+        return await self._db.run(write, grouped=True) if record_ids else 0
 
     async def close(
         self, exchange_id: int, status: ExchangeStatus, final_message_rowid: int | None, at: datetime

@@ -51,6 +51,7 @@ class SqliteStore:
         self.db = db
         self.tokenizer = tokenizer
         chats = ChatKeys()
+        db.after_rollback(chats.forget)  # a rolled-back group of appends may have made a chat (decision 353)
         generations = TableGenerations()  # what the repositories' read caches are valid for (decision 197)
         snapshots = SnapshotFolder.beside(db.path) if vector_cache_bytes > 0 else None
         self.vector_cache = ChatVectorCache(

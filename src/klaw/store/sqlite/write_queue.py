@@ -1,0 +1,125 @@
+"""The database thread's queue: calls run in the order they came, and writes waiting side by side commit
+together (decision 353).
+
+With many chats at once, the turns' appends (a message, an exchange's opening, a reply with its close)
+queue on the one database thread, 20–50 deep in `klaw bench turn`'s many-chats phase. Each was its own
+transaction, and a commit is ~60 % of an append's cost (decision 336: ~21 WAL pages, one for each b-tree
+the row touches, written again by the next append touching the same pages). A write that says it may
+share (`grouped`) and finds others of its kind right behind it in the queue runs with them in one
+transaction: each still in its own savepoint (the repositories' `with connection:`), the caller told of
+its result only once the commit is done, as before.
+
+What a caller sees is what it saw when each ran alone:
+
+- The order is the queue's: a group is only ever calls that came one after the other, so a read or a
+  write that may not share, queued between two appends, still runs between them.
+- Nothing is acknowledged before its commit, so a crash loses only what was never acknowledged; the
+  conversation log, written and fsync'd before the row (decision 211), has it.
+- If any call of a group fails, or the commit does, the whole group is rolled back and each call runs
+  again alone, as it would have: the one that failed fails with its own error, the others are stored. A
+  group never mixes one chat's failure into another's answer. The callbacks of `after_rollback` run
+  first (`ChatKeys` forgets keys it may have read from a chat row the rollback took away).
+
+A call cancelled before it started is skipped, as `ThreadPoolExecutor` skips it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import apsw
+
+T = TypeVar("T")
+
+MAX_GROUP = 32
+"""Calls one transaction takes at most: the first caller of a group waits for the others' work before
+its commit, so a group stays a few milliseconds long."""
+
+
+@dataclass(slots=True)
+class _Call:
+    fn: Callable[[apsw.Connection], Any]
+    done: concurrent.futures.Future[Any]
+    grouped: bool
+
+
+class WriteQueue:
+    """Calls on `connection`, run one at a time by `executor`'s single thread."""
+
+    def __init__(self, executor: ThreadPoolExecutor, connection: apsw.Connection) -> None:
+        self._executor = executor
+        self._connection = connection
+        self._calls: deque[_Call] = deque()
+        self._lock = threading.Lock()
+        self._after_rollback: list[Callable[[], None]] = []
+
+    def after_rollback(self, callback: Callable[[], None]) -> None:
+        """`callback()` on the database thread whenever a group is rolled back, before its calls run again."""
+        self._after_rollback.append(callback)
+
+    def submit(self, fn: Callable[[apsw.Connection], T], *, grouped: bool = False) -> concurrent.futures.Future[T]:
+        """`fn(connection)` after every call submitted before it; `grouped`: it may share a transaction with
+        the grouped calls next to it (a write in a `with connection:` block of its own, nothing else)."""
+        call = _Call(fn, concurrent.futures.Future(), grouped)
+        with self._lock:
+            self._calls.append(call)
+        try:
+            self._executor.submit(self._step)
+        except BaseException:
+            with self._lock, contextlib.suppress(ValueError):
+                self._calls.remove(call)
+            raise
+        return call.done
+
+    def _step(self) -> None:
+        """One step of the thread: the call first in line, with the grouped calls right behind it when it is one."""
+        with self._lock:
+            if not self._calls:
+                return  # an earlier step took this one's call into its group
+            batch = [self._calls.popleft()]
+            if batch[0].grouped:
+                while self._calls and self._calls[0].grouped and len(batch) < MAX_GROUP:
+                    batch.append(self._calls.popleft())
+        calls = [call for call in batch if call.done.set_running_or_notify_cancel()]
+        if len(calls) > 1 and self._together(calls):
+            return
+        for call in calls:
+            self._alone(call)
+
+    def _together(self, calls: list[_Call]) -> bool:
+        """Every call in one transaction, their results given once it committed; False (nothing kept, no
+        result given) when a call or the commit failed."""
+        connection = self._connection
+        if connection.in_transaction:
+            return False  # not a state any caller leaves; run alone, as before
+        results: list[Any] = []
+        try:
+            connection.execute("BEGIN")
+            for call in calls:
+                results.append(call.fn(connection))
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                with contextlib.suppress(apsw.Error):
+                    connection.execute("ROLLBACK")
+            for callback in self._after_rollback:
+                callback()
+            return False
+        for call, result in zip(calls, results, strict=True):
+            call.done.set_result(result)
+        return True
+
+    def _alone(self, call: _Call) -> None:
+        try:
+            result = call.fn(self._connection)
+        except BaseException as exc:
+            call.done.set_exception(exc)
+        else:
+            call.done.set_result(result)
