@@ -22,7 +22,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from klaw.channels.telegram_split import utf16_length
@@ -54,6 +54,8 @@ class FakeTelegram:
     actions: list[tuple[int, str]] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)  # descriptions of 400s we answered
+    # chats whose sendMessage Telegram answers 429 "retry after N seconds" (a flood of refusals)
+    retry_after: dict[int, int] = field(default_factory=dict)
     _next_update: int = 100
     _next_message: int = 1
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
@@ -139,7 +141,7 @@ class FakeTelegram:
                 params[key] = value
         return params
 
-    async def _call(self, request: Request) -> JSONResponse:
+    async def _call(self, request: Request) -> Response:
         if request.path_params["token"] != self.token:
             return JSONResponse({"ok": False, "error_code": 401, "description": "Unauthorized"}, status_code=401)
         method = request.path_params["method"]
@@ -165,7 +167,7 @@ class FakeTelegram:
     async def _true(self, _: dict[str, Any]) -> JSONResponse:
         return JSONResponse({"ok": True, "result": True})
 
-    async def _get_updates(self, params: dict[str, Any]) -> JSONResponse:
+    async def _get_updates(self, params: dict[str, Any]) -> Response:
         offset = params.get("offset")
         if offset is not None:
             self.updates = [u for u in self.updates if u["update_id"] >= offset]  # confirmed ones are gone
@@ -178,7 +180,9 @@ class FakeTelegram:
                 except TimeoutError:
                     pass
         limit = int(params.get("limit", 100))
-        return JSONResponse({"ok": True, "result": self.updates[:limit]})
+        # ASCII JSON, as a text holding a lone surrogate reaches a bot: `\ud800` (no UTF-8 can carry it)
+        body = json.dumps({"ok": True, "result": self.updates[:limit]}, ensure_ascii=True)
+        return Response(body, media_type="application/json")
 
     async def _send_message(self, params: dict[str, Any]) -> JSONResponse:
         text = str(params.get("text", ""))
@@ -187,6 +191,10 @@ class FakeTelegram:
         if utf16_length(text) > 4096:
             return self._bad_request("Bad Request: message is too long")
         chat_id = int(params["chat_id"])
+        if (seconds := self.retry_after.get(chat_id)) is not None:
+            said = f"Too Many Requests: retry after {seconds}"
+            answer = {"ok": False, "error_code": 429, "description": said, "parameters": {"retry_after": seconds}}
+            return JSONResponse(answer, status_code=429)
         self.sent.append(SentMessage(chat_id, text))
         message_id = self._next_message
         self._next_message += 1

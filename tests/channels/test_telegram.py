@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from klaw.channels.telegram import NOT_TEXT, REFUSAL, TelegramChannel
+from klaw.channels.telegram import NOT_TAKEN, NOT_TEXT, REFUSAL, TelegramChannel
 from klaw.config import TelegramChannelConfig
 from klaw.config_loader import LoadedConfig
 from klaw.home import KlawHome
@@ -61,6 +61,38 @@ async def test_unknown_chats_get_one_refusal_and_nothing_is_stored(telegram: Fak
         assert all(frame.chat_id == str(ANA) for frame in stack.gateway.buffer.pending())
         buffered = stack.gateway.buffer.path.read_text(encoding="utf-8")
         assert "1234" not in buffered and "let me in" not in buffered
+
+
+async def test_a_message_klaw_never_takes_is_answered_once_and_the_next_one_gets_through(
+    telegram: FakeTelegram,
+) -> None:
+    """adversary12: a lone surrogate made the gateway refuse the text, which the poll loop took for a full
+    disk: the update stayed unconfirmed, was fetched again every second, and every later message waited."""
+    async with running_stack(channel_factory(telegram)) as stack:
+        stack.server.reply_text("Got it.")
+        telegram.push_text(ANA, "half an emoji \ud83d here")
+        telegram.push_text(ANA, "hello after that")
+        await telegram.wait_for(lambda: len(telegram.sent_to(ANA)) == 2)
+        refusal, reply = telegram.sent_to(ANA)
+        assert refusal.startswith(NOT_TAKEN.format(problem="holds a lone surrogate")[:-1])
+        assert "remove it" in refusal
+        assert reply == "Got it."
+        await telegram.wait_for(lambda: not telegram.updates)  # both confirmed: never fetched again
+        assert stack.server.requests[-1].body["messages"][-1]["content"] == "hello after that"
+
+
+async def test_strangers_rate_limited_refusals_do_not_hold_the_owner_back(telegram: FakeTelegram) -> None:
+    """adversary12: refusals were sent inside the poll loop, each waiting through Telegram's "retry after"
+    up to three times; the owner's message waited behind every stranger (here: an hour each)."""
+    strangers = [STRANGER, STRANGER + 1, STRANGER + 2]
+    telegram.retry_after.update(dict.fromkeys(strangers, 3600))
+    async with running_stack(channel_factory(telegram)) as stack:
+        stack.server.reply_text("Hello Ana.")
+        for stranger in strangers:
+            telegram.push_text(stranger, "let me in")
+        telegram.push_text(ANA, "hello")
+        await telegram.wait_for(lambda: telegram.sent_to(ANA) == ["Hello Ana."])
+        assert all(telegram.sent_to(stranger) == [] for stranger in strangers)
 
 
 async def test_long_replies_are_split_at_telegram_limits(telegram: FakeTelegram) -> None:

@@ -9,7 +9,10 @@ not stored either (decision 281). A group on the list without it is warned about
 The polling loop is ours rather than the library's `Updater`, for one reason: an update is
 confirmed to Telegram (the next `getUpdates` offset) only after its message is in the gateway's
 durable buffer, so a crash can never lose a message Telegram already considers delivered. Message
-ids are `tg-<chat>-<message id>`, so an update fetched twice is buffered and stored once.
+ids are `tg-<chat>-<message id>`, so an update fetched twice is buffered and stored once. A message
+klaw never takes (a lone surrogate) is answered in words and confirmed, not fetched again forever
+with every later message behind it (adversary12); refusals to strangers are sent beside the loop,
+so Telegram's "retry after" on them never holds the owner's messages back.
 
 Slash commands (`/new`, `/model x`, also `/new@thisbot`) are forwarded as commands, `/new@otherbot` (for
 another bot in a group) is ignored; `/start`
@@ -37,10 +40,11 @@ from klaw.command_syntax import parse_command
 from klaw.config import CommandConfig, TelegramChannelConfig
 from klaw.config.channels import NO_ALLOWED_CHAT
 from klaw.engine.clock import Clock, SystemClock
-from klaw.engine.frames import DeltaFrame, OutboundFrame, task_label
+from klaw.engine.frames import DeltaFrame, FrameError, OutboundFrame, task_label
 from klaw.errors import KlawError
 from klaw.gateway.link import Backoff
 from klaw.gateway.service import Gateway
+from klaw.message_text import message_problem
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +63,9 @@ PERSON_REFUSAL = (
     " Nothing you send here is kept."
 )
 NOT_TEXT = "I can only read text messages for now."
+NOT_TAKEN = "This message was not taken: it {problem}."
+MAX_REFUSALS_UNDER_WAY = 100
+"""Refusals being sent beside the poll loop at once; past it a stranger's refusal is skipped (logged)."""
 QUIET_LOGGERS = ("httpx", "httpcore", "telegram")
 
 
@@ -95,6 +102,7 @@ class TelegramChannel:
         self._refused: set[int] = set()
         self._refused_people: set[int] = set()
         self._typing: dict[int, asyncio.Task[None]] = {}
+        self._refusing: set[asyncio.Task[None]] = set()  # refusals sent beside the poll loop
         self._username = ""
 
     async def start(self, gateway: Gateway) -> None:
@@ -184,9 +192,10 @@ class TelegramChannel:
         )
 
     async def stop(self) -> None:
-        for task in [*self._typing.values(), *([self._poller] if self._poller else [])]:
+        tasks = [*self._typing.values(), *self._refusing, *([self._poller] if self._poller else [])]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._typing.values(), *([self._poller] if self._poller else []), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._typing.clear()
         self._poller = None
         if self._offset is not None:  # confirm what was buffered, so it is not fetched again
@@ -246,7 +255,7 @@ class TelegramChannel:
             if chat_id not in self._refused and len(self._refused) < MAX_REFUSED_CHATS:
                 self._refused.add(chat_id)
                 log.info("telegram: refused chat %d (not on the allow-list)", chat_id)
-                await self._send(chat_id, REFUSAL.format(chat_id=chat_id))
+                self._refuse_beside(chat_id, REFUSAL.format(chat_id=chat_id))
             return
         user_id = message.from_user.id if message.from_user else None
         if self._people and user_id not in self._people:
@@ -258,10 +267,18 @@ class TelegramChannel:
         text = self._as_klaw_text(message.text)
         if text is None:
             return  # `/cmd@other_bot` in a group: for another bot, not a message to us
+        if (problem := message_problem(text)) is not None:  # never taken: said once, the update confirmed
+            await self._send(chat_id, NOT_TAKEN.format(problem=problem))
+            return
         sender = str(user_id) if user_id is not None else None
-        submitted = await self._require_gateway().submit(
-            TELEGRAM_CHANNEL, str(chat_id), text, message_id=f"tg-{chat_id}-{message.message_id}", sender=sender
-        )
+        try:
+            submitted = await self._require_gateway().submit(
+                TELEGRAM_CHANNEL, str(chat_id), text, message_id=f"tg-{chat_id}-{message.message_id}", sender=sender
+            )
+        except FrameError as exc:  # refused as the engine would refuse it: final, not a full disk
+            log.info("telegram: a message in chat %d was not taken (%s)", chat_id, exc.message)
+            await self._send(chat_id, f"This message was not taken: {exc.message}.")
+            return
         if not (submitted.duplicate or submitted.queued) and parse_command(text) is None:
             self._start_typing(chat_id)  # not while the engine is down: nobody is typing then
 
@@ -271,7 +288,22 @@ class TelegramChannel:
             return
         self._refused_people.add(user_id)
         log.info("telegram: refused user %d in chat %d (not on allowedUserIds)", user_id, chat_id)
-        await self._send(chat_id, PERSON_REFUSAL.format(user_id=user_id))
+        self._refuse_beside(chat_id, PERSON_REFUSAL.format(user_id=user_id))
+
+    def _refuse_beside(self, chat_id: int, text: str) -> None:
+        """Send a refusal without holding the poll loop (module docstring); skipped past a bound."""
+        if len(self._refusing) >= MAX_REFUSALS_UNDER_WAY:
+            log.info("telegram: a refusal to chat %d skipped: %d are being sent", chat_id, len(self._refusing))
+            return
+        task = asyncio.create_task(self._send_refusal(chat_id, text), name=f"telegram-refusal-{chat_id}")
+        self._refusing.add(task)
+        task.add_done_callback(self._refusing.discard)
+
+    async def _send_refusal(self, chat_id: int, text: str) -> None:
+        try:
+            await self._send(chat_id, text)
+        except (TelegramError, OSError) as exc:
+            log.warning("telegram: could not send a refusal to chat %d (%s)", chat_id, _why(exc))
 
     def _as_klaw_text(self, text: str) -> str | None:
         """`/new@thisbot x` → `/new x`; `/start` → `/help`; None for `/new@otherbot` (a group's command
