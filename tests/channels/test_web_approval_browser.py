@@ -84,3 +84,23 @@ async def test_a_question_still_waiting_is_shown_again_after_a_reload_and_a_new_
         await page.wait_for_selector("body[data-ready=true]")
         await page.locator(".msg.assistant", has_text="Wrote later.txt.").wait_for()
         assert await asked.count() == 0  # answered: no longer offered
+
+
+async def test_a_question_whose_time_ran_out_no_longer_offers_its_buttons() -> None:
+    overrides: dict[str, Any] = {"tools": {"approval": ["file_write"], "approvalTimeoutSeconds": 3}}
+    async with signed_in(1000, 800, **overrides) as session:
+        stack, page = session.stack, session.page
+        await page.wait_for_selector("#engine-status.up")
+        stack.server.reply_tool_calls([("file_write", {"path": "late.txt", "content": "too late"})])
+        stack.server.reply_text("Nobody answered.")
+        await page.fill("#input", "write late.txt")
+        await page.press("#input", "Enter")
+        asked = page.locator(".msg.notice", has_text="The agent wants to run file_write:")
+        await asked.wait_for()
+        reply = page.locator(".msg.assistant", has_text="Nobody answered.")
+        await reply.wait_for()
+        assert "Tools used: file_write (denied)" in await reply.inner_text()
+        # Before, Approve and Deny stayed under the question, a click answered 'No approval request …'.
+        assert await asked.locator("button").count() == 0
+        assert "No longer waiting for an answer." in await asked.inner_text()
+        assert not (stack.home.workspace / "late.txt").exists()

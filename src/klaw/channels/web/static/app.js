@@ -87,6 +87,15 @@ function addApprovalButtons(bubble, id) {
     el("button", { type: "button", class: "deny", text: "Deny", onclick: answer("deny") })));
 }
 
+// A reply ends its turn, and a chat's turns run one at a time while a question holds its turn: every
+// question still offered when a reply arrives is over (its time ran out, or another tab answered it).
+function closeQuestions() {
+  for (const offered of document.querySelectorAll("#messages .approval")) {
+    if ([...offered.querySelectorAll("button")].some((button) => button.disabled)) continue;  // answered here
+    offered.replaceChildren(el("span", { class: "closed", text: "No longer waiting for an answer." }));
+  }
+}
+
 // A message the agent answered shows the time it was sent, as the history shows earlier ones (a queued
 // message's note gives way to it); the class is what marks it answered.
 function markAnswered(id) {
@@ -144,6 +153,7 @@ function onEvent(kind, event) {
       addApprovalButtons(bubble, data.approval);
       state.shown.add(`approval:${data.approval}`);
     }
+    if (kind === "reply") closeQuestions();
     stamp(bubble, new Date().toISOString());
     state.bubbles.delete(data.reply_to);
     if (data.reply_to) markAnswered(data.reply_to);
