@@ -18,6 +18,7 @@ from klaw.store.protocol import Storage
 from klaw.store.records import utc_now
 from klaw.store.sqlite.store import SqliteStore
 from tests.pg_server import PgServer, PostgresUnavailable, start
+from tests.rewritten_once import rewrite_before_workers
 
 BACKENDS = ("sqlite", "postgres")
 TEMPLATE = "klaw_template"
@@ -46,6 +47,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     import klaw
 
     compileall.compile_dir(Path(klaw.__file__).parent, quiet=1)
+    rewrite_before_workers(session.config)
 
 
 @pytest.fixture
