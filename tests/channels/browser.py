@@ -72,7 +72,8 @@ async def opened_page(width: int = 1200, height: int = 900, **overrides: Any) ->
     async with running_stack(web_channel(holder), **overrides) as stack, playwright_api.async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         try:
-            page = await browser.new_page(viewport={"width": width, "height": height})
+            context = await browser.new_context(viewport={"width": width, "height": height})
+            page = await context.new_page()  # more tabs of this browser: `page.context.new_page()`
             page.set_default_timeout(15_000)
             await page.add_init_script(COUNT_EVENTS)
             session = Session(stack, holder[0], page)

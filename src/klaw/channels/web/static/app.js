@@ -6,7 +6,8 @@
 
 // bubbles: reply_to → the reply bubble being written; answered: ids whose reply came before the POST said
 // which id the message got (a fast reply), so `send` can still mark its message answered (class `answered`).
-const state = { csrf: "", chat: { channel: "web", chat_id: "main" }, bubbles: new Map(), answered: new Set(), shown: new Set(), chats: [] };
+// lastEvent: the number of the last event shown (or the history's cursor); skipTo: events.js.
+const state = { csrf: "", chat: { channel: "web", chat_id: "main" }, bubbles: new Map(), answered: new Set(), shown: new Set(), chats: [], lastEvent: null, skipTo: null };
 const SVG = "http://www.w3.org/2000/svg";
 // Each context layer keeps its colour in every turn (style.css .layer-N); an unknown one is grey.
 const LAYERS = ["system_prompt", "core_memory", "summary", "past_conversations", "auto_rag", "sliding_window", "tools", "pending", "skills"];
@@ -121,63 +122,6 @@ function stamp(bubble, at) {
   let meta = bubble.querySelector(":scope > .meta");
   if (!meta) bubble.append(meta = el("span", { class: "meta" }));
   meta.textContent = fmtTime(at);
-}
-
-function replyBubble(replyTo) {
-  let bubble = replyTo ? state.bubbles.get(replyTo) : undefined;
-  if (!bubble) {
-    bubble = addBubble("assistant streaming", "");
-    if (replyTo) state.bubbles.set(replyTo, bubble);
-  }
-  return bubble;
-}
-
-function onEvent(kind, event) {
-  const data = JSON.parse(event.data);
-  if (kind === "delta") {
-    const bubble = replyBubble(data.reply_to);
-    bubble.querySelector(".body").textContent += data.text;
-  } else if (data.approval && state.shown.has(`approval:${data.approval}`)) {
-    // The history load showed this question already (it was asked while the page loaded).
-  } else if (data.id && state.shown.has(data.id)) {
-    // Already on the page (the history held it, or the engine sent it again): drop its streamed copy.
-    if (data.reply_to && state.bubbles.has(data.reply_to)) state.bubbles.get(data.reply_to).remove();
-    state.bubbles.delete(data.reply_to);
-  } else {
-    if (data.id) state.shown.add(data.id);
-    const bubble = replyBubble(data.reply_to);
-    bubble.className = `msg ${kind === "reply" ? "assistant" : kind}`;
-    fillReply(bubble, data);
-    showTools(bubble, data.tools_line);
-    if (data.approval) {
-      addApprovalButtons(bubble, data.approval);
-      state.shown.add(`approval:${data.approval}`);
-    }
-    if (kind === "reply") closeQuestions();
-    stamp(bubble, new Date().toISOString());
-    state.bubbles.delete(data.reply_to);
-    if (data.reply_to) markAnswered(data.reply_to);
-    if (data.forgotten) reloadAfterForget(bubble);
-  }
-  document.getElementById("messages").scrollTop = 1e9;
-}
-
-// Something of this chat was forgotten (/forget, klaw memory forget): the page shows the chat as it is
-// now, without what was erased, and the notice saying so under it.
-async function reloadAfterForget(notice) {
-  notice.remove();
-  document.getElementById("messages").replaceChildren();
-  state.bubbles.clear();
-  state.shown.clear();
-  await loadHistory();
-  document.getElementById("messages").append(notice);
-  document.getElementById("messages").scrollTop = 1e9;
-}
-
-// `cursor`: the event number read with the history, so what came while it loaded is replayed too.
-function openEvents(cursor) {
-  const source = new EventSource(cursor == null ? "/api/events" : `/api/events?since=${encodeURIComponent(cursor)}`);
-  for (const kind of ["delta", "reply", "notice", "error"]) source.addEventListener(kind, (event) => onEvent(kind, event));
 }
 
 async function send(text) {

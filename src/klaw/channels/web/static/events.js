@@ -1,0 +1,99 @@
+// klaw web page: the chat's live events (reply pieces, replies, notices, errors), streamed once per browser
+// and shared by its tabs, shown in the chat. Loaded before app.js, whose helpers (state, addBubble,
+// fillReply, …) it uses when events arrive; app.js calls `openEvents` once the history is shown.
+"use strict";
+
+function replyBubble(replyTo) {
+  let bubble = replyTo ? state.bubbles.get(replyTo) : undefined;
+  if (!bubble) {
+    bubble = addBubble("assistant streaming", "");
+    if (replyTo) state.bubbles.set(replyTo, bubble);
+  }
+  return bubble;
+}
+
+function onEvent(kind, event) {
+  const data = JSON.parse(event.data);
+  if (kind === "delta") {
+    const bubble = replyBubble(data.reply_to);
+    bubble.querySelector(".body").textContent += data.text;
+  } else if (data.approval && state.shown.has(`approval:${data.approval}`)) {
+    // The history load showed this question already (it was asked while the page loaded).
+  } else if (data.id && state.shown.has(data.id)) {
+    // Already on the page (the history held it, or the engine sent it again): drop its streamed copy.
+    if (data.reply_to && state.bubbles.has(data.reply_to)) state.bubbles.get(data.reply_to).remove();
+    state.bubbles.delete(data.reply_to);
+  } else {
+    if (data.id) state.shown.add(data.id);
+    const bubble = replyBubble(data.reply_to);
+    bubble.className = `msg ${kind === "reply" ? "assistant" : kind}`;
+    fillReply(bubble, data);
+    showTools(bubble, data.tools_line);
+    if (data.approval) {
+      addApprovalButtons(bubble, data.approval);
+      state.shown.add(`approval:${data.approval}`);
+    }
+    if (kind === "reply") closeQuestions();
+    stamp(bubble, new Date().toISOString());
+    state.bubbles.delete(data.reply_to);
+    if (data.reply_to) markAnswered(data.reply_to);
+    if (data.forgotten) reloadAfterForget(bubble);
+  }
+  document.getElementById("messages").scrollTop = 1e9;
+}
+
+// Something of this chat was forgotten (/forget, klaw memory forget): the page shows the chat as it is
+// now, without what was erased, and the notice saying so under it.
+async function reloadAfterForget(notice) {
+  notice.remove();
+  document.getElementById("messages").replaceChildren();
+  state.bubbles.clear();
+  state.shown.clear();
+  await loadHistory();
+  document.getElementById("messages").append(notice);
+  document.getElementById("messages").scrollTop = 1e9;
+}
+
+// One event stream per browser, shared by its tabs (decision 368): a browser keeps at most 6 connections
+// to a host, and a stream per tab held them all at 6 tabs, every other request of every tab waiting for
+// good. The tab holding the Web Lock streams and passes each event to the others over a BroadcastChannel;
+// when it closes, the next tab takes the lock and streams from the last event it got, so none is lost.
+// `cursor`: the event number read with the history, so what came while it loaded is shown too, and
+// nothing older twice. Without Web Locks (a page served over plain HTTP to another machine) each tab streams.
+const EVENT_KINDS = ["delta", "reply", "notice", "error"];
+const EVENTS_LOCK = "klaw-events";
+function openEvents(cursor) {
+  state.lastEvent = state.skipTo = cursor == null ? null : Number(cursor);
+  if (!navigator.locks || typeof BroadcastChannel !== "function") { streamEvents(null); return; }
+  const channel = new BroadcastChannel(EVENTS_LOCK);
+  channel.addEventListener("message", (message) => deliver(message.data.kind, message.data.id, message.data.data));
+  navigator.locks.request(EVENTS_LOCK, () => new Promise((release) => streamEvents(channel, release)));
+}
+
+// The stream itself, its events shown here and passed to the other tabs; `release` (the lock's) once it
+// has ended for good (signed out), so another tab may try. It starts after the last event this tab showed.
+function streamEvents(channel, release) {
+  const since = state.lastEvent;
+  state.skipTo = null;  // the server sends only what follows `since` (or, restarted, numbers from 1 again)
+  const source = new EventSource(since == null ? "/api/events" : `/api/events?since=${encodeURIComponent(since)}`);
+  for (const kind of EVENT_KINDS) {
+    source.addEventListener(kind, (event) => {
+      const id = Number(event.lastEventId);
+      if (channel) channel.postMessage({ kind, id, data: event.data });
+      deliver(kind, id, event.data);
+    });
+  }
+  source.addEventListener("error", () => { if (source.readyState === EventSource.CLOSED && release) release(); });
+}
+
+// An event, streamed here or passed on by the streaming tab. Until one newer than the history comes, the
+// older ones passed on are already in it (`skipTo`); after that every one is new, even with a lower number
+// (a restarted gateway numbers them from 1 again).
+function deliver(kind, id, data) {
+  if (state.skipTo != null) {
+    if (id <= state.skipTo) return;
+    state.skipTo = null;
+  }
+  state.lastEvent = id;
+  onEvent(kind, { data });
+}
