@@ -26,6 +26,9 @@ from klaw.errors import KlawError
 PIECE = 64 * 1024
 MAX_CODINGS = 2
 ZLIB_HEADER = 2  # bytes
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_GZIP_MEMBERS = 1000
+"""gzip members read one after another; more is a stream of (empty) members that would never end."""
 _GZIP = zlib.MAX_WBITS | 16
 _WBITS = {"gzip": _GZIP, "x-gzip": _GZIP, "deflate": zlib.MAX_WBITS}
 UNDONE = "gzip and deflate"
@@ -78,16 +81,29 @@ def unpacked(raw: AsyncIterable[bytes], applied: list[str], words: Words = Words
 
 async def _undone(raw: AsyncIterable[bytes], coding: str, words: Words) -> AsyncIterator[bytes]:
     """One coding undone. The answer ends where the compressed stream does: what follows is not read (httpx
-    read it and threw it away, so a server could send junk there without end, never counted). A stream that
-    ends before its compressed data does was cut off, and is said to be (httpx passed on what it had, to be
-    called "not valid JSON"); one that holds no bytes at all is an empty answer."""
+    read it and threw it away, so a server could send junk there without end, never counted), unless it is
+    another gzip member (RFC 1952: a gzip file may be several, one after another; a page served as such lost
+    all but its first, presented as whole; adversary13), up to `MAX_GZIP_MEMBERS`. A stream that ends before
+    its compressed data does was cut off, and is said to be (httpx passed on what it had, to be called "not
+    valid JSON"); one that holds no bytes at all is an empty answer."""
     inflater = zlib.decompressobj(_WBITS[coding])
-    fed = False
+    members, fed, carry = 1, False, b""
     async for data in _opening(raw) if coding == "deflate" else raw:
         if not data:
             continue
+        data, carry = carry + data, b""
         first, fed = not fed, True
-        while not inflater.eof:
+        while True:
+            if inflater.eof:  # a member ended: another one, or the end of what is read
+                if coding == "deflate" or (data and not GZIP_MAGIC.startswith(data[: len(GZIP_MAGIC)])):
+                    return
+                if len(data) < len(GZIP_MAGIC):
+                    carry = data  # the next member's magic may be split between two reads
+                    break
+                members += 1
+                if members > MAX_GZIP_MEMBERS:
+                    raise CodingError(f"{words.whose} gzip data holds more than {MAX_GZIP_MEMBERS} members")
+                inflater = zlib.decompressobj(_GZIP)
             try:
                 out = inflater.decompress(data, PIECE)
             except zlib.error as exc:
@@ -96,14 +112,12 @@ async def _undone(raw: AsyncIterable[bytes], coding: str, words: Words) -> Async
                     continue
                 raise CodingError(f"{words.whose} {coding} data is corrupt ({exc})") from None
             first = False
-            data = inflater.unconsumed_tail
+            data = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
             if out:
                 yield out
             if not data and len(out) < PIECE:  # all read, nothing held back: a full piece may have more
                 break
-        if inflater.eof:
-            return
-    if fed:
+    if fed and not inflater.eof:
         raise CodingError(
             f"{words.sender} sent {words.thing} cut off midway: the stream ended before {words.whose} {coding} data did"
         )

@@ -280,3 +280,17 @@ async def test_a_compressed_answer_cut_off_midway_is_called_cut_off(
     said = str(caught.value)
     assert f"it sent its answer cut off midway: the stream ended before its {encoding} data did" in said, said
     assert "not valid JSON" not in said
+
+
+async def test_an_answer_in_several_gzip_members_is_read_whole_and_endless_members_end(serve: Serve) -> None:
+    """RFC 1952 lets a gzip body be several members one after another: all but the first were dropped and
+    the rest presented as whole (adversary13). Members are read up to a bound: an endless stream of empty
+    ones (nothing unpacked, so no cap counts them) ends in words."""
+    text = json.dumps(ANSWER).encode()
+    client = await serve(Packer("gzip", body=gzip.compress(text[:30]) + gzip.compress(text[30:])))
+    assert (await client.complete([ChatMessage.user("hi")])).content == "hello, unpacked"
+
+    endless = Packer("gzip", body=gzip.compress(text[:30]), block=gzip.compress(b"") * 1000)
+    with pytest.raises(LlmMalformedResponseError) as caught:
+        await (await serve(endless)).complete([ChatMessage.user("hi")])
+    assert "its gzip data holds more than 1000 members" in str(caught.value)

@@ -71,6 +71,7 @@ def pages() -> Iterator[PageServer]:
         "/deflate-raw": encoded(gzipped(b"raw deflate", wbits=-zlib.MAX_WBITS), "deflate"),
         "/deflate-raw-byte-first": encoded(gzipped(b"raw deflate", wbits=-zlib.MAX_WBITS), "deflate", first=1),
         "/cut-off": encoded(gzipped(ARTICLE.encode())[:200], "gzip", "text/html; charset=utf-8"),
+        "/members": encoded(gzipped(b"first member, ") + gzipped(b"second member") + b"\0\0junk", "gzip"),
         "/bomb": encoded(bomb, "gzip"),
         "/stacked": encoded(gzipped(bomb), "gzip, gzip"),
         "/brotli": encoded(b"\x0b\x02\x80hello\x03", "br"),
@@ -88,6 +89,7 @@ async def test_gzip_and_deflate_pages_read_as_before(pages: PageServer) -> None:
         ("/deflate-zlib", "zlib-wrapped deflate"),
         ("/deflate-raw", "raw deflate"),
         ("/deflate-raw-byte-first", "raw deflate"),  # was "corrupt": half a zlib header told it from zlib
+        ("/members", "first member, second member"),  # was the first member alone, as if whole (adversary13)
     ]:
         assert (await WebFetcher(LOOPBACK_ONLY).fetch(pages.url(path))).text == text
 
