@@ -31,7 +31,7 @@ print("all made")
 
 
 @needs_sandbox
-async def test_code_making_files_past_the_file_quota_is_stopped_and_the_next_run_refused(tmp_path: Path) -> None:
+async def test_code_making_files_past_the_file_quota_is_stopped_and_the_advised_rm_runs(tmp_path: Path) -> None:
     async with running_engine(tmp_path, tools={"workspaceQuotaFiles": 300}) as h:
         backend_or_skip(h.home)
         h.server.reply_tool_calls([("code_execute", {"language": "python", "code": FILE_BOMB})])
@@ -48,26 +48,26 @@ async def test_code_making_files_past_the_file_quota_is_stopped_and_the_next_run
         made = len(os.listdir(h.home.workspace / "bomb"))
         assert 300 < made < 20000  # kept (decision 327's addendum), and far fewer than asked for
 
-        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "touch ran"})])
+        h.server.reply_tool_calls([("code_execute", {"language": "python", "code": FILE_BOMB})])
         h.server.reply_text("still too many")
-        assert (await h.turn("run something")).text == "still too many"
+        assert (await h.turn("make them again")).text == "still too many"
         content = h.last_request_messages()[-1]["content"]
-        held = sum(1 for _ in h.home.workspace.rglob("*"))  # no hard links here: a name each
-        assert content.startswith(f"the code did not run: the workspace holds {held:,} files and folders, and it may")
-        assert not (h.home.workspace / "ran").exists()
+        assert content.startswith("stopped: the workspace passed its limit of 300 files and folders")
+        assert "all made" not in content  # a run over a bound may delete (decision 370), not add
 
         h.server.reply_tool_calls([("file_write", {"path": "notes/todo.txt", "content": "tidy up"})])
         h.server.reply_text("no room for a note")
         await h.turn("note it")
         content = h.last_request_messages()[-1]["content"]
         assert "'notes/todo.txt' was not written: the workspace holds " in content
-        assert "this write adds 2 files and folders" in content
-        for name in os.listdir(h.home.workspace / "bomb"):  # the person clears them; code runs again
-            os.unlink(h.home.workspace / "bomb" / name)
-        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "touch ran; echo ok"})])
+        assert "this write adds 2 files and folders" in content and "rm -r a folder of many" in content
+        # what the refusal advises now runs (adversary13: it was refused too, and the chat was stuck)
+        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "rm -r bomb; touch ran; echo ok"})])
         h.server.reply_text("fine again")
-        assert (await h.turn("run something")).text == "fine again"
-        assert h.last_request_messages()[-1]["content"].startswith("exit code 0")
+        assert (await h.turn("remove the folder of many")).text == "fine again"
+        content = h.last_request_messages()[-1]["content"]
+        assert content.startswith("exit code 0") and "over the bounds" not in content
+        assert not (h.home.workspace / "bomb").exists() and (h.home.workspace / "ran").exists()
 
 
 @needs_sandbox

@@ -85,18 +85,44 @@ async def test_no_file_grows_past_the_room_the_quota_leaves(tmp_path: Path) -> N
         assert used(h.home.workspace) <= 3 * MIB
 
 
+# Empty files, slowly, in a folder of their own: no file grows (a run over the quota may grow none past a
+# byte), but the folder's blocks do, so only the watch can stop it.
+ADDING = "mkdir -p more; i=0; while [ $i -lt 3000 ]; do : > more/$i; i=$((i+1)); sleep 0.002; done; echo all made"
+
+
 @needs_sandbox
-async def test_code_does_not_run_while_the_workspace_is_over_its_quota(tmp_path: Path) -> None:
+async def test_over_the_quota_code_may_delete_what_the_refusal_says_but_not_add(tmp_path: Path) -> None:
+    """adversary13: over a bound, the refusal told the model "code_execute can remove them", and the next
+    code_execute was refused too: the chat was stuck until the person deleted by hand (decision 370)."""
     async with running_engine(tmp_path, tools={"workspaceQuotaMb": 1}) as h:
         backend_or_skip(h.home)
         (h.home.workspace / "big.bin").write_bytes(os.urandom(2 * MIB))
-        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "touch ran"})])
+        (h.home.workspace / "old.bin").write_bytes(os.urandom(MIB // 2))
+        h.server.reply_tool_calls([("file_write", {"path": "note.txt", "content": "x" * 10_000})])
         h.server.reply_text("it is full")
-        assert (await h.turn("run something")).text == "it is full"
+        assert (await h.turn("save a note")).text == "it is full"
         content = h.last_request_messages()[-1]["content"]
-        assert content.startswith("the code did not run: the workspace holds 2 MiB")
-        assert "its quota is 1 MiB (tools.workspaceQuotaMb in engine.yaml)" in content
-        assert not (h.home.workspace / "ran").exists()
+        assert "its quota is 1 MiB" in content and "code_execute can remove them" in content
+
+        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": ADDING})])
+        h.server.reply_text("stopped")
+        await h.turn("make more files")
+        content = h.last_request_messages()[-1]["content"]
+        assert content.startswith("stopped: the workspace passed its quota of 1 MiB (tools.workspaceQuotaMb) with ")
+        assert "all made" not in content
+
+        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "rm -r big.bin more; echo gone"})])
+        h.server.reply_text("deleted")
+        assert (await h.turn("delete what you do not need")).text == "deleted"
+        content = h.last_request_messages()[-1]["content"]
+        assert content.startswith("exit code 0") and "gone" in content and "over the bounds" not in content
+        assert not (h.home.workspace / "big.bin").exists()
+        assert (h.home.workspace / "old.bin").stat().st_size == MIB // 2  # nothing else touched
+
+        h.server.reply_tool_calls([("file_write", {"path": "note.txt", "content": "x" * 10_000})])
+        h.server.reply_text("saved")
+        await h.turn("save a note")
+        assert h.last_request_messages()[-1]["content"].startswith("wrote 10000 bytes")
 
 
 async def test_file_write_past_the_quota_is_refused_in_words_and_the_chat_goes_on(tmp_path: Path) -> None:
@@ -126,16 +152,18 @@ async def test_a_floor_above_the_free_space_refuses_tool_writes_naming_the_setti
 
 
 @needs_sandbox
-async def test_code_does_not_run_when_the_disk_is_under_the_floor(tmp_path: Path) -> None:
+async def test_code_runs_when_the_disk_is_under_the_floor_so_files_can_be_deleted(tmp_path: Path) -> None:
     async with running_engine(tmp_path, tools={"diskFloorMb": 100_000_000}) as h:
         backend_or_skip(h.home)
-        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "touch ran"})])
-        h.server.reply_text("no room")
-        await h.turn("run something")
+        (h.home.workspace / "old.txt").write_text("not needed\n", encoding="utf-8")
+        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "rm old.txt; echo gone"})])
+        h.server.reply_text("deleted")
+        await h.turn("delete old.txt")
         content = h.last_request_messages()[-1]["content"]
-        assert content.startswith("the code did not run: the disk holding the workspace (mounted at ")
+        assert content.startswith("exit code 0") and "gone" in content
+        assert "over the bounds: the disk holding the workspace (mounted at " in content
         assert "(tools.diskFloorMb in engine.yaml)" in content and "free space on that disk" in content
-        assert not (h.home.workspace / "ran").exists()
+        assert not (h.home.workspace / "old.txt").exists()
 
 
 @contextmanager

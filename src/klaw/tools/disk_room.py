@@ -21,8 +21,10 @@ what to do.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -31,13 +33,25 @@ from klaw.config import ToolsConfig
 from klaw.disk_trouble import mount_point
 
 MIB = 1024 * 1024
+MAX_DEPTH = 200  # folders held open at once by a walk (two descriptors each); deeper is named, not walked
+MAX_UNREADABLE_NAMED = 3
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK
 
 
 class Usage(NamedTuple):
-    """What the workspace holds: `bytes` of allocated blocks, `files` (files, folders, symlinks)."""
+    """What the workspace holds: `bytes` of allocated blocks, `files` (files, folders, symlinks), and the
+    folders that could not be looked into (`unreadable`, each with why), whose content is unknown."""
 
     bytes: int
     files: int
+    unreadable: tuple[str, ...] = ()
+
+
+class Names(NamedTuple):
+    """How many names the workspace's folders list (`found`), and the folders that could not be listed."""
+
+    found: int
+    unreadable: tuple[str, ...] = ()
 
 
 class Free(NamedTuple):
@@ -67,13 +81,14 @@ class DiskRoom:
     def measure(self, workspace: Path) -> Room:
         """What the workspace holds and its disk has free now. Blocking: it walks the workspace."""
         held, disk = usage(workspace), free_space(workspace)
-        return Room(self, workspace, held.bytes, disk.bytes, held.files, disk.inodes)
+        return Room(self, workspace, held.bytes, disk.bytes, held.files, disk.inodes, held.unreadable)
 
 
 @dataclass(frozen=True, slots=True)
 class Room:
     """One measurement: `used` bytes and `files` in the workspace, `free` bytes and `free_inodes` on its
-    file system, against `limits`."""
+    file system, against `limits`; `unreadable`: folders the walk could not look into (what they hold is
+    unknown, so it counts as over the quotas)."""
 
     limits: DiskRoom
     workspace: Path
@@ -81,6 +96,7 @@ class Room:
     free: int
     files: int = 0
     free_inodes: int | None = None
+    unreadable: tuple[str, ...] = ()
 
     @property
     def may_add(self) -> int:
@@ -89,6 +105,8 @@ class Room:
 
     def over(self) -> str | None:
         """Which bound is passed now, in words (None: none)."""
+        if self.unreadable:
+            return self.blind_words()
         if self.used > self.limits.quota_bytes:
             return self.quota_words()
         if self.files > self.limits.quota_files:
@@ -97,21 +115,12 @@ class Room:
             return self.floor_words()
         return None
 
-    def run_refusal(self) -> str | None:
-        """Why a sandbox run (a write of unknown size) may not start: it needs at least a byte and a file
-        of room. None: it may."""
-        if self.used + 1 > self.limits.quota_bytes:
-            return self.quota_words()
-        if self.files + 1 > self.limits.quota_files:
-            return self.files_words()
-        if self.free - 1 < self.limits.floor_bytes:
-            return self.floor_words()
-        return None
-
     def refusal(self, adding: int, new_files: int = 0) -> str | None:
         """Why a write adding `adding` bytes (its net change: a replaced file's blocks are freed) and
         `new_files` files or folders may not happen (None: it may). A write that adds nothing, or frees
         room, may always happen, even over a bound: it is how the workspace gets back under it."""
+        if self.unreadable and (adding > 0 or new_files > 0):
+            return self.blind_words()
         if adding > 0 and self.used + adding > self.limits.quota_bytes:
             return self.quota_words(adding)
         if new_files > 0 and self.files + new_files > self.limits.quota_files:
@@ -137,6 +146,13 @@ class Room:
             " the person, who can raise tools.workspaceQuotaFiles"
         )
 
+    def blind_words(self) -> str:
+        return (
+            f"klaw cannot look into {', '.join(self.unreadable)} in the workspace, so what it holds cannot be"
+            " counted against tools.workspaceQuotaMb and tools.workspaceQuotaFiles. Make it readable"
+            " (code_execute: chmod -R u+rwx on it) or delete it, or tell the person"
+        )
+
     def floor_words(self, adding: int | None = None) -> str:
         write = f"; this write needs {size(adding)} of it" if adding else ""
         return (
@@ -150,29 +166,26 @@ class Room:
 def usage(workspace: Path) -> Usage:
     """The blocks (in bytes) and the entries under `workspace`, each inode once (a file of several
     hard-linked names counts once, as `du` counts it), symlinks not followed; an entry that vanishes
-    meanwhile is skipped. Blocking: one `lstat` per entry (130 ms of CPU for 20,000 files here)."""
+    meanwhile is skipped, a folder that cannot be looked into is named in `unreadable`. Blocking: one
+    `lstat` per entry (about 130 ms of CPU for 20,000 files here)."""
     total = files = 0
     linked: set[tuple[int, int]] = set()
-    folders = [str(workspace)]
-    while folders:
+    unreadable: list[str] = []
+    for where, entry in _entries(workspace, unreadable):
         try:
-            with os.scandir(folders.pop()) as entries:
-                for entry in entries:
-                    try:
-                        info = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if stat.S_ISDIR(info.st_mode):
-                        folders.append(entry.path)
-                    elif info.st_nlink > 1:
-                        if (info.st_dev, info.st_ino) in linked:
-                            continue
-                        linked.add((info.st_dev, info.st_ino))
-                    total += info.st_blocks * 512
-                    files += 1
-        except OSError:
+            info = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
             continue
-    return Usage(total, files)
+        except OSError:  # listed, yet not to be looked at (a folder readable but not searchable)
+            _unreadable(unreadable, where + entry.name, "no permission to look at what it lists")
+            continue
+        if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+            if (info.st_dev, info.st_ino) in linked:
+                continue
+            linked.add((info.st_dev, info.st_ino))
+        total += info.st_blocks * 512
+        files += 1
+    return Usage(total, files, tuple(unreadable))
 
 
 def used(workspace: Path) -> int:
@@ -180,25 +193,84 @@ def used(workspace: Path) -> int:
     return usage(workspace).bytes
 
 
-def names(workspace: Path) -> int:
+def names(workspace: Path) -> Names:
     """How many names (files, folders, symlinks) are under `workspace`: no `lstat`, the kind is the one
     the folder's listing gives (d_type), so it costs a sixth of `usage` (15–22 ms of CPU for 20,000 files
     here). A hard-linked file counts once per name, so this is at least the files `usage` counts. Blocking."""
-    found = 0
-    folders = [str(workspace)]
-    while folders:
-        try:
-            with os.scandir(folders.pop()) as entries:
-                for entry in entries:
-                    found += 1
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            folders.append(entry.path)
-                    except OSError:
-                        continue
-        except OSError:
-            continue
-    return found
+    unreadable: list[str] = []
+    found = sum(1 for _ in _entries(workspace, unreadable))
+    return Names(found, tuple(unreadable))
+
+
+def _entries(workspace: Path, unreadable: list[str]) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """Every entry under `workspace`, each folder entered by its descriptor and the name in it (`dir_fd`),
+    never by a path string: a tree deeper than PATH_MAX is walked whole (adversary13). A folder that
+    cannot be entered (no permission, or more than `MAX_DEPTH` deep) is named in `unreadable`, never
+    skipped in silence. Each entry comes with the path of its folder relative to the workspace ("" or
+    ending in a separator)."""
+    try:
+        top = os.open(workspace, _FOLDER)
+    except FileNotFoundError:
+        return
+    except OSError:
+        _unreadable(unreadable, ".", "no permission to list it")
+        return
+    levels: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = []
+    try:
+        levels.append((top, "", os.scandir(top)))
+    except OSError:
+        os.close(top)
+        _unreadable(unreadable, ".", "no permission to list it")
+        return
+    try:
+        while levels:
+            fd, where, listing = levels[-1]
+            entry = next(listing, None)
+            if entry is None:
+                levels.pop()
+                listing.close()  # type: ignore[attr-defined]
+                os.close(fd)
+                continue
+            yield where, entry
+            try:
+                folder = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if folder:
+                _enter(levels, fd, where + entry.name, entry.name, unreadable)
+    finally:
+        for fd, _, listing in levels:
+            listing.close()  # type: ignore[attr-defined]
+            os.close(fd)
+
+
+def _enter(
+    levels: list[tuple[int, str, Iterator[os.DirEntry[str]]]], parent: int, path: str, name: str, unreadable: list[str]
+) -> None:
+    """The folder `name` of `parent` opened and listed onto `levels`, or named in `unreadable`."""
+    if len(levels) > MAX_DEPTH:
+        _unreadable(unreadable, path, f"more than {MAX_DEPTH} folders deep")
+        return
+    try:
+        fd = os.open(name, _FOLDER | os.O_NOFOLLOW, dir_fd=parent)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:  # swapped for a file or symlink meanwhile: counted as listed
+            return
+        _unreadable(unreadable, path, "no permission to list it")
+        return
+    try:
+        levels.append((fd, path + os.sep, os.scandir(fd)))
+    except OSError:
+        os.close(fd)
+        _unreadable(unreadable, path, "no permission to list it")
+
+
+def _unreadable(found: list[str], path: str, why: str) -> None:
+    if len(found) < MAX_UNREADABLE_NAMED:
+        shown = path if len(path) <= 120 else f"{path[:60]}…{path[-59:]}"
+        found.append(f"{shown} ({why})")
 
 
 def free_space(path: Path) -> Free:

@@ -1,7 +1,8 @@
 """A sandbox run kept within the disk room (decisions 327, 361): watched while it runs, named when it passed.
 
-Before a run `code_execute` measures the room (tools/disk_room.py) and refuses to start without any;
-the run's file-size limit (RLIMIT_FSIZE, set by the backend) is lowered to that room, so no single file
+Before a run `code_execute` measures the room (tools/disk_room.py); a run starts even without any (it may
+delete, decision 370) and is then stopped as soon as it adds past where the workspace was at its start.
+The run's file-size limit (RLIMIT_FSIZE, set by the backend) is lowered to that room, so no single file
 passes it. Many files (or many processes) could, so while the run goes on `watch` asks the file system
 for its free space and free inodes every `POLL_SECONDS` (one `statvfs`, microseconds): under the floor,
 the run is stopped at once; once the disk has lost more bytes than the quota had left since the start,
@@ -33,35 +34,41 @@ from klaw.tools.sandbox.workspace_changes import MAX_NAMED, Snapshot
 POLL_SECONDS = 0.2
 WALK_GAP_SECONDS = 1.0
 WALK_SHARE = 10
+OVER_SLACK_BYTES = 16 * 1024 * 1024  # what others may write on a disk already under the floor before a run stops
 
 T = TypeVar("T")
 
 
 def watch(room: Room) -> Callable[[], Awaitable[str]]:
-    """What the backend awaits beside the run (`Job.stop_when`): returns why the run must stop."""
+    """What the backend awaits beside the run (`Job.stop_when`): returns why the run must stop. A run
+    started over a bound may stay there (it is how files get deleted, decision 370), not add to it."""
     limits = room.limits
+    floor = min(limits.floor_bytes, room.free - OVER_SLACK_BYTES)  # under it at the start: no further
+    poll = POLL_SECONDS if room.over() is None else POLL_SECONDS / 4  # over a bound: it may only remove
 
     async def stop_when() -> str:
-        allowance = limits.quota_bytes - room.used
+        allowance = max(limits.quota_bytes - room.used, 0)
         walk_after = names_after = float("-inf")
         while True:
-            await asyncio.sleep(POLL_SECONDS)
+            await asyncio.sleep(poll)
             try:
                 now = free_space(room.workspace)
             except OSError:
                 continue
-            if now.bytes < limits.floor_bytes:
+            if now.bytes < floor:
                 return (
                     f"the disk holding the workspace had only {size(max(now.bytes, 0))} free, under the"
                     f" {size(limits.floor_bytes)} klaw keeps for its own files (tools.diskFloorMb)"
                 )
+            if room.unreadable and (blind := _blind_growth(room, now, allowance)) is not None:
+                return blind
             held = None
             if room.free - now.bytes > allowance and time.monotonic() >= walk_after:
                 held, walk_after = await _counted(usage, room.workspace)
             elif _may_pass_files(room, now) and time.monotonic() >= names_after:
                 found, names_after = await _counted(names, room.workspace)
-                if found > limits.quota_files:  # names are only at least the inodes: count those
-                    held, walk_after = await _counted(usage, room.workspace)
+                if found.found > max(limits.quota_files, room.files) or found.unreadable:
+                    held, walk_after = await _counted(usage, room.workspace)  # names are only at least the inodes
             if held is not None and (passed := _passed(room, held)) is not None:
                 return passed
 
@@ -69,15 +76,36 @@ def watch(room: Room) -> Callable[[], Awaitable[str]]:
 
 
 def _passed(room: Room, held: Usage) -> str | None:
-    """Why the run must stop, by what a walk found the workspace holds (None: within both quotas)."""
+    """Why the run must stop, by what a walk found the workspace holds (None: within both quotas, or no
+    further past them than at the start)."""
     limits = room.limits
-    if held.bytes > limits.quota_bytes:
+    hidden = [folder for folder in held.unreadable if folder not in room.unreadable]
+    if hidden:
+        return (
+            f"klaw could not look into {', '.join(hidden)} in the workspace, so what it holds could not be"
+            " counted against tools.workspaceQuotaMb and tools.workspaceQuotaFiles"
+        )
+    if held.bytes > max(limits.quota_bytes, room.used):
         quota = size(limits.quota_bytes)
         return f"the workspace passed its quota of {quota} (tools.workspaceQuotaMb) with {size(held.bytes)}"
-    if held.files > limits.quota_files:
+    if held.files > max(limits.quota_files, room.files):
         most = count(limits.quota_files)
         return f"the workspace passed its limit of {most} (tools.workspaceQuotaFiles) with {held.files:,}"
     return None
+
+
+def _blind_growth(room: Room, now: Free, allowance: int) -> str | None:
+    """With folders the walk cannot look into at the start, the disk's own counts since then stand in for
+    the walk (others' writes count there too): the run is stopped once the file system lost more bytes or
+    inodes than the quotas had left."""
+    lost_inodes = 0 if room.free_inodes is None or now.inodes is None else room.free_inodes - now.inodes
+    if room.free - now.bytes <= allowance and lost_inodes <= max(room.limits.quota_files - room.files, 0):
+        return None
+    return (
+        f"klaw cannot look into {', '.join(room.unreadable)} in the workspace, and its disk lost"
+        f" {size(max(room.free - now.bytes, 0))} and {lost_inodes:,} inodes while the run went on, more than"
+        " tools.workspaceQuotaMb and tools.workspaceQuotaFiles had left"
+    )
 
 
 def _may_pass_files(room: Room, now: Free) -> bool:
@@ -85,7 +113,7 @@ def _may_pass_files(room: Room, now: Free) -> bool:
     had left at the start; always, when it does not count inodes."""
     if room.free_inodes is None or now.inodes is None:
         return True
-    return room.free_inodes - now.inodes > room.limits.quota_files - room.files
+    return room.free_inodes - now.inodes > max(room.limits.quota_files - room.files, 0)
 
 
 async def _counted(counting: Callable[[Path], T], workspace: Path) -> tuple[T, float]:

@@ -41,8 +41,8 @@ def code_execute_tool(
     code may not change (the prompt files and skills/, unless `tools.allowPromptEdits`). At most
     `sandbox.maxConcurrentRuns` calls run at once (`maxConcurrentRunsPerChat` for one chat); the others
     wait their turn (run_slots.py). With `room`, a run must fit the workspace's quota and leave the disk's
-    floor free: refused without room, watched while it runs, what it wrote named when it passed
-    (disk_watch.py, decisions 327 and 361)."""
+    floor free: watched while it runs, stopped when it adds past them (even a run started over them, which
+    may only remove), what it wrote named when it passed (disk_watch.py, decisions 327, 361 and 370)."""
     slots = RunSlots(config.max_concurrent_runs, config.max_concurrent_runs_per_chat)
 
     async def code_execute(
@@ -88,17 +88,16 @@ def code_execute_tool(
 
 
 async def _within(room: DiskRoom, job: Job) -> Job:
-    """`job` bounded by the room the workspace and its disk have now; ToolRefusal when there is none."""
+    """`job` bounded by the room the workspace and its disk have now. A run starts even with none left (over
+    a quota, under the floor): it is how the agent deletes what the refusals tell it to (decision 370); its
+    files cannot grow (RLIMIT_FSIZE of a byte), and the watch stops it if it adds to the workspace."""
     now = await asyncio.to_thread(room.measure, job.workspace)
-    refused = now.run_refusal()
-    if refused is not None:
-        raise ToolRefusal(f"the code did not run: {refused}.")
     return replace(job, max_file_bytes=now.may_add, stop_when=watch(now))
 
 
 def _files_bounded(room: int) -> str:
     return (
-        f"(the workspace had {size(room)} of room left, by tools.workspaceQuotaMb and tools.diskFloorMb, so no"
+        f"(the workspace had {size(max(room, 0))} of room left, by tools.workspaceQuotaMb and tools.diskFloorMb, so no"
         " file could grow past that in this run: a write beyond it failed with 'File too large')"
     )
 
