@@ -98,6 +98,17 @@ async def test_an_unknown_zone_is_a_tool_error_with_a_hint(
 # --- workspace files: round trips ----------------------------------------------------------------
 
 
+async def test_a_path_needing_more_than_forty_new_folders_is_written(
+    registry: ToolRegistry, context: ToolContext, workspace: Path
+) -> None:
+    """adversary13: each folder made counted as a symlink followed, so the 41st made was refused, with 40
+    folders left behind and words that did not fit ("a file is where a folder should be")."""
+    path = "/".join(f"d{n}" for n in range(45)) + "/deep.txt"
+    written = await run(registry, context, "file_write", path=path, content="down here")
+    assert written.content == f"wrote 9 bytes to {path}"
+    assert (workspace / path).read_text(encoding="utf-8") == "down here"
+
+
 async def test_write_read_list_round_trip(registry: ToolRegistry, context: ToolContext, workspace: Path) -> None:
     written = await run(registry, context, "file_write", path="notes/today/todo.md", content="- milk\n- Brötchen\n")
     assert written == ToolResult("c", "file_write", "wrote 19 bytes to notes/today/todo.md", is_error=False)

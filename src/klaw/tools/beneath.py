@@ -117,7 +117,7 @@ class Walk:
         return _parts(target)
 
     def _walk(self, pending: deque[str]) -> None:
-        hops = 0
+        hops = remade = 0  # symlinks followed; times the folder being made vanished again before it was opened
         while pending:
             part = pending.popleft()
             if part == "..":
@@ -131,8 +131,8 @@ class Walk:
             try:
                 fd = os.open(part, _DIRECTORY, dir_fd=self.parent)
             except FileNotFoundError:
-                hops += 1
-                if not self.make or hops > MAX_SYMLINKS:
+                remade += 1  # a folder made is not a symlink hop: only a folder removed as fast as made ends it
+                if not self.make or remade > MAX_SYMLINKS:
                     raise
                 if self.before_make is not None:
                     self.before_make(self, part)
@@ -152,6 +152,7 @@ class Walk:
                 pending.extendleft(reversed(self._jump(target)))
                 continue
             self.stack.append((fd, part))
+            remade = 0
         self.name = "."
 
 
