@@ -67,8 +67,11 @@ def test_forget_an_exchange_with_yes_and_refusals(home: KlawHome) -> None:
     ids = fill(home)
     code, _, err = run(home, "segment", str(ids["their_segment"]), "--chat", "console:me", "--yes")
     assert code == 1 and f"there is no segment {ids['their_segment']} in this chat" in err
+    # numbers are global, not per chat: the refusal says where this chat's numbers are shown
+    assert "`klaw memory list --chat console:me` shows its ids" in " ".join(err.split())
     code, _, err = run(home, "exchange", "9999", "--yes")
     assert code == 1 and "there is no exchange 9999" in err
+    assert "`klaw memory list --chat CHANNEL:CHAT_ID` shows its ids" in " ".join(err.split())
     code, _, err = run(home, "exchange", "1", "--chat", "not-a-chat", "--yes")
     assert code == 2 and "channel:chat_id" in err
     code, _, err = run(home, "message", "1")

@@ -50,3 +50,27 @@ def test_list_without_a_database_says_so(tmp_path: Path) -> None:
     result = klaw(tmp_path, "memory", "list")
     assert result.returncode == 1
     assert "does not exist yet" in result.stderr
+
+
+async def test_list_and_search_default_to_the_console_chat_when_the_agent_wrote_elsewhere_too(tmp_path: Path) -> None:
+    """Once another chat was stored, `klaw memory list`/`search` refused ("several chats are stored") while
+    `klaw tools` defaults to the person's console chat; now they all do, and say which chat they read."""
+    import getpass
+
+    from klaw.store.records import ChatRef
+
+    mine = ChatRef("console", getpass.getuser() or "local")
+    web = ChatRef("web", "main")
+    async with running_engine(tmp_path) as h:
+        await h.turn("the plumber comes on thursday at nine", chat=mine)
+        await h.turn("the plumber also fixes the web sink", chat=web)
+    home = tmp_path / "home"
+    listed = klaw(home, "memory", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith(str(mine)) and "thursday at nine" in listed.stdout
+    assert "web sink" not in listed.stdout
+    found = klaw(home, "memory", "search", "plumber")
+    assert found.returncode == 0, found.stderr
+    assert f"{mine}: all segments" in found.stdout and "web sink" not in found.stdout
+    other = klaw(home, "memory", "list", "--chat", str(web))
+    assert other.returncode == 0 and "web sink" in other.stdout

@@ -132,7 +132,8 @@ async def test_forget_in_the_chat_erases_everywhere_and_reindex_does_not_bring_i
         )
         segment_of_other = await other_chats_segment(h)
         assert await command(h, f"/forget segment {segment_of_other}") == (
-            f"Cannot forget: there is no segment {segment_of_other} in this chat."
+            f"Cannot forget: there is no segment {segment_of_other} in this chat"
+            " (`klaw memory list --chat console:me` shows its ids)."
         )
 
         answer = await command(h, "/forget last")

@@ -76,7 +76,7 @@ def search(
     text: Annotated[str, typer.Argument(help="What to look for, written as you would ask the agent.")],
     chat: Annotated[
         str | None,
-        typer.Option("--chat", help="The chat as channel:chat_id, e.g. console:me (default: the only chat)."),
+        typer.Option("--chat", help="The chat, e.g. web:main (default: your console chat, or the only chat)."),
     ] = None,
     segment: Annotated[
         SegmentScope,
@@ -139,9 +139,14 @@ async def _pick_chat(store: Storage, chat_arg: str | None) -> ChatRef:
     if chat_arg is None:
         if not chats:
             raise SearchProblem("no chat is stored yet: talk to the agent first.")
-        if len(chats) > 1:
-            raise SearchProblem(f"several chats are stored; choose one with --chat channel:chat_id:\n{listing}")
-        return chats[0]
+        if len(chats) == 1:
+            return chats[0]
+        # The console chat, as `klaw tools` and `klaw chat` default to; the heading names the chat used.
+        from klaw.channels.console import console_chat
+
+        if (mine := console_chat()) in chats:
+            return mine
+        raise SearchProblem(f"several chats are stored, none of them {mine}; choose one with --chat:\n{listing}")
     channel, sep, chat_id = chat_arg.partition(":")
     try:
         if not sep:

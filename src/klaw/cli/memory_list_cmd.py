@@ -36,7 +36,7 @@ def register_list(app: typer.Typer, pick_chat: ChatPicker) -> None:
     def list_command(
         chat: Annotated[
             str | None,
-            typer.Option("--chat", help="The chat as channel:chat_id, e.g. console:me (default: the only chat)."),
+            typer.Option("--chat", help="The chat, e.g. web:main (default: your console chat, or the only chat)."),
         ] = None,
     ) -> None:
         """A chat's segments, exchanges and saved memories: ids (for klaw memory forget), dates, first words."""

@@ -159,7 +159,8 @@ class Forgetting:
         owner, shown, records = await self._resolve(kind, target, chat)
         if owner is None or (chat is not None and owner != chat):
             where = "" if chat is None else " in this chat"
-            hint = f" ({WHERE_SHOWN})" if kind is ForgetKind.MEMORY else ""
+            listing = f"klaw memory list --chat {chat or 'CHANNEL:CHAT_ID'}"
+            hint = f" ({WHERE_SHOWN})" if kind is ForgetKind.MEMORY else f" (`{listing}` shows its ids)"
             raise ForgetError(f"there is no {kind.value} {target}{where}{hint}")
         if not records:
             raise ForgetError(f"{kind.value} {shown} holds nothing left to forget")
