@@ -82,7 +82,12 @@ def test_list_without_tasks(home: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["bad", "--cron", "61 * * * *", "-m", "x"], "invalid cron expression '61 * * * *': Bad minute"),
+        # the field, its place, what it takes (before: cronsim's own "Bad minute")
+        (
+            ["bad", "--cron", "61 * * * *", "-m", "x"],
+            "invalid cron expression '61 * * * *': the minute (field 1 of 5) is '61'; it takes 0-59,",
+        ),
+        (["bad", "--cron", "0 25 * * *", "-m", "x"], "the hour (field 2 of 5) is '25'; it takes 0-23,"),
         (["bad", "--cron", "* * *", "-m", "x"], "expected five fields"),
         (["bad", "--every", "10", "-m", "x"], "invalid interval '10'"),
         (["bad", "--every", "30s", "-m", "x"], "the shortest interval is 60 seconds"),

@@ -60,11 +60,11 @@ def test_chat_targets() -> None:
 @pytest.mark.parametrize(
     ("expression", "reason"),
     [
-        ("61 * * * *", "Bad minute (a field's values: minute 0-59,"),
-        ("0 25 * * *", "Bad hour"),
-        ("0 0 * * 8", "Bad day-of-week"),
-        ("0 0 30 2 *", "Bad day-of-month"),
-        ("*/0 * * * *", "Bad minute"),
+        ("61 * * * *", "the minute (field 1 of 5) is '61'; it takes 0-59,"),
+        ("0 25 * * *", "the hour (field 2 of 5) is '25'; it takes 0-23,"),
+        ("0 0 * * 8", "the day-of-week (field 5 of 5) is '8'; it takes 0-7 (0 and 7 are Sunday)"),
+        ("0 0 30 2 *", "the day-of-month (field 3 of 5) is '30'; it takes 1-31 (a day the month has"),
+        ("*/0 * * * *", "the minute (field 1 of 5) is '*/0'"),
         ("* * *", "expected five fields"),
         ("0 * * * * *", "expected five fields"),  # no seconds field
         ("", "expected five fields"),

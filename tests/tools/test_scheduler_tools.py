@@ -96,7 +96,7 @@ async def test_schedule_add_elsewhere_or_nowhere(stub: StubScheduler) -> None:
     ("arguments", "error"),
     [
         ({"cron": "0 8 * *"}, "invalid cron expression '0 8 * *'"),
-        ({"cron": "0 8 * * 9"}, "Bad day-of-week"),
+        ({"cron": "0 8 * * 9"}, "the day-of-week (field 5 of 5) is '9'"),
         ({"every": "soon"}, "invalid interval 'soon'"),
         ({}, "give exactly one of cron"),
         ({"cron": "* * * * *", "every": "1h"}, "give exactly one of cron"),

@@ -29,6 +29,13 @@ _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _EVERY = re.compile(r"^(?:\d+[dhms])+$")
 _EVERY_PART = re.compile(r"(\d+)([dhms])")
 _CRON_HELP = "five fields: minute hour day-of-month month day-of-week, e.g. '0 8 * * 1-5' (08:00 on weekdays)"
+_CRON_FIELDS = {
+    "minute": (1, "0-59"),
+    "hour": (2, "0-23"),
+    "day-of-month": (3, "1-31 (a day the month has: no 30 February)"),
+    "month": (4, "1-12 or jan-dec"),
+    "day-of-week": (5, "0-7 (0 and 7 are Sunday) or sun-sat"),
+}
 _CRON_RANGES = "minute 0-59, hour 0-23, day-of-month 1-31, month 1-12, day-of-week 0-7 (0 and 7 are Sunday)"
 
 
@@ -49,7 +56,15 @@ class TaskSchedule:
         try:
             CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))
         except CronSimError as exc:
-            # CronSim names the field ("Bad minute"); the ranges say what it should hold.
+            # CronSim names the field ("Bad minute"): said as klaw says it, with the field's place and range.
+            field = str(exc).removeprefix("Bad ").strip()
+            if field in _CRON_FIELDS:
+                place, values = _CRON_FIELDS[field]
+                value = text.split(" ")[place - 1]
+                raise InvalidSchedule(
+                    f"invalid cron expression {expression!r}: the {field} (field {place} of 5) is {value!r};"
+                    f" it takes {values}, a list (1,15), a range (1-5) or a step (*/10); the form: {_CRON_HELP}"
+                ) from None
             raise InvalidSchedule(
                 f"invalid cron expression {expression!r}: {exc} (a field's values: {_CRON_RANGES});"
                 f" the form: {_CRON_HELP}"
