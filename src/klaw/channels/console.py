@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rich.console import Console
 from rich.text import Text
@@ -47,6 +47,15 @@ LEAVING_HELP = "/exit — Leave klaw chat (also /quit or Ctrl-D)"
 EARLIER_RUN_REPLY = "Reply to a message from before klaw last stopped:"
 
 
+class BeforeTurn(Protocol):
+    """What a message (not a command) waits for before it goes to the engine (`klaw chat`'s `ToolsWait`)."""
+
+    @property
+    def owed(self) -> bool: ...
+
+    async def before_turn(self) -> None: ...
+
+
 def console_chat() -> ChatRef:
     """One console chat per OS user, so each person on a shared machine has their own memory."""
     return ChatRef(CONSOLE_CHANNEL, getpass.getuser() or "local")
@@ -68,15 +77,18 @@ class ConsoleChannel:
         console: Console | None = None,
         replies: asyncio.Queue[Outbound] | None = None,
         keys: KeysWhileThinking | None = None,
+        before_turn: BeforeTurn | None = None,
     ) -> None:
         """`replies`: the queue already registered as the console's sink when the engine started
         (`Engine.start(channels=...)`), holding the replies it sent again at start; `keys`: what was typed
-        while klaw started, for the first prompt."""
+        while klaw started, for the first prompt; `before_turn`: awaited before a message (not a command)
+        goes to the engine: `klaw chat`'s wait for MCP servers still starting (decision 376)."""
         self._engine = engine
         self._console = console or Console(markup=False)
         self._stderr = Console(stderr=True, markup=False, soft_wrap=not self._console.is_terminal)
         self._replies: asyncio.Queue[Outbound] = replies if replies is not None else asyncio.Queue()
         self._keys = keys or KeysWhileThinking()
+        self._before_turn = before_turn
         self._history: ConsoleHistory | None = None  # made by `run`: a piped chat has no prompt to recall
         engine.delivery.register(CONSOLE_CHANNEL, self._replies.put)
 
@@ -125,6 +137,8 @@ class ConsoleChannel:
             said = await self._engine.commands.handle(chat, command.name, command.args)
             self._stderr.print(Text(visible(said), style="red"), highlight=False)
             return False
+        if command is None and self._before_turn is not None:
+            await self._before_turn.before_turn()
         result = await self._engine.submit(chat, text)
         if result.command_reply is not None:
             said = result.command_reply + (
@@ -159,6 +173,9 @@ class ConsoleChannel:
         self._show(reply)
 
     async def _exchange(self, chat: ChatRef, text: str, session: PromptSession[str]) -> None:
+        if self._before_turn is not None and self._before_turn.owed and parse_command(text) is None:
+            with self._console.status("starting MCP servers…", spinner="dots"), self._keys.watching():
+                await self._before_turn.before_turn()
         try:
             result = await self._engine.submit(chat, text)
         except MessageRefused as exc:  # a paste too long for one message: said, and the prompt comes back

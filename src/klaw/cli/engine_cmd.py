@@ -59,10 +59,11 @@ def chat(
 ) -> None:
     """Chat with your agent in this terminal (engine and console in one process). With a message piped
     in (echo "…" | klaw chat), print only its reply and exit."""
-    from klaw.channels.console import CONSOLE_CHANNEL, ConsoleChannel, console_chat
+    from klaw.channels.console import CONSOLE_CHANNEL, EXIT_WORDS, ConsoleChannel, console_chat
     from klaw.channels.console_keys import KeysWhileThinking
     from klaw.channels.console_tty import terminal_kept
     from klaw.cli.chat_model import chat_model
+    from klaw.cli.chat_start_wait import ToolsWait, started_without_waiting
     from klaw.engine.delivery import Outbound
     from klaw.llm.preflight import model_problem
 
@@ -98,6 +99,8 @@ def chat(
                 piped, refusal = piped_message(data)
                 if refusal is not None:
                     fail(refusal)  # a usage error: exit 2, nothing sent or stored
+                if piped.strip().lower() in EXIT_WORDS:
+                    return  # `echo /exit | klaw chat` leaves as typed (decision 282), no engine started (376)
             # Log lines go to KLAW_HOME/logs/chat.log from before the engine starts (a resumed message, an MCP
             # server that cannot start), not onto the screen above the banner; printed through the console
             # that draws the spinner and the prompt, never into them. A piped run's stdout is its reply
@@ -108,16 +111,17 @@ def chat(
                 # piped run prints only its own reply, so those wait for the next terminal session.
                 replies: asyncio.Queue[Outbound] = asyncio.Queue()
                 channels = {CONSOLE_CHANNEL: replies.put} if data is None else None
-                # A piped chat is one turn: it waits for its MCP servers longer (docs/mcp.md, decision 252).
-                started_with = config if data is None else _one_turn(config)
+                # The MCP servers are waited for by the first message to the model, not by the start: the
+                # prompt, /exit and the commands come at once. A piped chat is one turn: it waits longer
+                # (docs/mcp.md, decisions 252, 376).
                 try:
-                    running = await start_engine_or_exit(home, started_with, channels=channels)
+                    running = await start_engine_or_exit(home, started_without_waiting(config), channels=channels)
                 finally:
                     starting.close()
-                if data is not None:
-                    _say_servers_still_starting(running, config)
+                wait = config.mcp.start_wait_seconds if data is None else config.mcp.one_turn_wait_seconds()
+                tools_wait = ToolsWait(running, wait, piped=data is not None)
                 await _warn_of_held_names_no_tool_has(running)
-                channel = ConsoleChannel(running, console, replies, keys=keys)
+                channel = ConsoleChannel(running, console, replies, keys=keys, before_turn=tools_wait)
                 interrupted = failed = False
                 try:
                     if data is None:
@@ -202,23 +206,3 @@ def _set_where(loaded: LoadedConfig) -> str:
     """Where routing.default came from, for the model check's message: a KLAW__ override or the file."""
     source = loaded.sources.get("routing.default", "")
     return f"by {source.removeprefix('env ')}" if source.startswith("env ") else f"in {loaded.path}"
-
-
-def _one_turn(config: EngineConfig) -> EngineConfig:
-    """A piped chat's configuration: its one turn waits for the MCP servers to start or fail
-    (`McpConfig.one_turn_wait_seconds`), unless mcp.startWaitSeconds is set."""
-    return config.model_copy(update={"mcp": config.mcp.waiting_until_started()})
-
-
-def _say_servers_still_starting(running: Engine, config: EngineConfig) -> None:
-    """On stderr, for a piped chat: the MCP servers whose tools its one turn will not have."""
-    wait = config.mcp.one_turn_wait_seconds()
-    if wait == 0:  # mcp.startWaitSeconds: 0 says "do not wait" (docs/mcp.md): nothing to advise
-        return
-    for name in running.mcp_servers.still_starting():
-        err_console.print(
-            f"MCP server {name} was still starting after {wait:g} s; its tools are missing from this turn;"
-            " raise mcp.startWaitSeconds (e.g. KLAW__MCP__STARTWAITSECONDS=30) to wait longer",
-            soft_wrap=True,
-            highlight=False,
-        )

@@ -99,17 +99,22 @@ class McpServers:
         not ready after its `startTimeoutSeconds`, is warned about by its link; /status shows it starting."""
         for link in self._links.values():
             link.start()
-        wait_seconds = self._config.start_wait_seconds
-        if self._links and wait_seconds > 0:
+        await self.wait_started(self._config.start_wait_seconds)
+
+    async def wait_started(self, wait_seconds: float, said_seconds: float | None = None) -> None:
+        """Until every server has started or failed, at most `wait_seconds`: `start`'s wait, or `klaw chat`'s
+        before its first message to the model, when it started with none so that its prompt, `/exit` and
+        the commands answer at once (decision 376). `said_seconds`: the whole wait, for the log line, when
+        part of it passed before this call."""
+        if self._links and wait_seconds > 0 and self.still_starting():
             waits = [asyncio.ensure_future(link.settled.wait()) for link in self._links.values()]
             _, pending = await asyncio.wait(waits, timeout=wait_seconds)
             for wait in pending:
                 wait.cancel()
-        for name in self.still_starting():
+        said = wait_seconds if said_seconds is None else said_seconds
+        for name in self.still_starting() if said > 0 else ():
             log.info(
-                "MCP server %r was still starting after %g s; its tools join the turns once it is ready",
-                name,
-                wait_seconds,
+                "MCP server %r was still starting after %g s; its tools join the turns once it is ready", name, said
             )
 
     def still_starting(self) -> list[str]:
