@@ -34,8 +34,10 @@ def test_install_writes_a_unit_for_klaw_serve_of_this_home_status_and_uninstall(
     status = klaw(home, "service", "status", env=env)
     assert status.returncode == 0 and f"installed: {unit}" in status.stdout
 
-    removed = klaw(home, "service", "uninstall", env=env)
+    # no systemctl on PATH: the person's own user services are never stopped by a test
+    removed = klaw(home, "service", "uninstall", env={**env, "PATH": str(Path(sys.executable).parent)})
     assert removed.returncode == 0 and not unit.exists()
+    assert "systemctl is not available here: nothing to stop" in removed.stdout
 
 
 def test_installing_for_a_second_home_says_it_replaced_the_unit_of_the_first(tmp_path: Path) -> None:
@@ -107,3 +109,30 @@ def test_install_names_the_variables_the_service_will_lack_and_copies_them_only_
     text = env_file.read_text(encoding="utf-8")
     assert 'OPENAI_API_KEY="sk-\\"odd\\\\"' in text and 'KLAW__PROCESSING__DEBOUNCEMS="500"' in text
     assert oct(env_file.stat().st_mode & 0o777) == "0o600"
+
+
+def test_uninstall_stops_and_disables_the_service_before_removing_the_unit(tmp_path: Path) -> None:
+    """Uninstall removed the unit and then said `run: systemctl --user disable --now klaw.service`, which
+    fails once the unit is gone; now it disables it first, while the unit is there, then removes it.
+    A stand-in systemctl on PATH records each call and whether the unit existed then."""
+    import os
+
+    home, xdg, bin_dir = tmp_path / "home", tmp_path / "xdg", tmp_path / "bin"
+    unit = xdg / "systemd" / "user" / "klaw.service"
+    calls = tmp_path / "calls"
+    bin_dir.mkdir()
+    fake = bin_dir / "systemctl"
+    fake.write_text(f'#!/bin/sh\necho "$* unit:$(test -e {unit} && echo there || echo gone)" >> {calls}\n')
+    fake.chmod(0o700)
+    env = {"XDG_CONFIG_HOME": str(xdg), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    klaw(home, "init")
+    assert klaw(home, "service", "install", env=env).returncode == 0
+    removed = klaw(home, "service", "uninstall", env=env)
+    assert removed.returncode == 0, removed.stderr
+    assert not unit.exists()
+    assert calls.read_text().splitlines() == [
+        "--user disable --now klaw.service unit:there",
+        "--user daemon-reload unit:gone",
+    ]
+    assert "stopped and disabled klaw.service, removed" in removed.stdout
+    assert "run: systemctl" not in removed.stdout

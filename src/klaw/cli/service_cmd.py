@@ -3,7 +3,8 @@
 One unit, `klaw.service`, runs `klaw serve` (engine and gateway in one process) for this KLAW_HOME,
 restarted on failure, in `$XDG_CONFIG_HOME/systemd/user/` (default `~/.config/systemd/user/`).
 Install writes the unit and prints the `systemctl --user` commands that start it: klaw never enables
-a service on its own, so a person sees what will run at login (decision 061). The service's variables
+a service on its own, so a person sees what will run at login (decision 061). Uninstall stops and
+disables it before removing the unit (after, systemctl no longer finds it to disable). The service's variables
 (API keys, tokens, `KLAW__…` overrides) come from `KLAW_HOME/service.env`, never from the shell that
 installed it; install names the ones the configuration needs that the file does not set (decision 227).
 """
@@ -133,14 +134,37 @@ def _service_env(console: Console, env_file: Path, wanted: list[Needed], *, copy
 
 @app.command()
 def uninstall() -> None:
-    """Remove the unit (stop and disable it first: systemctl --user disable --now klaw.service)."""
+    """Stop and disable the service (systemctl --user disable --now klaw.service), then remove the unit."""
     path = unit_dir() / UNIT_NAME
     console = stdout_console(highlight=False)
     if not path.exists():
         console.print(f"no unit at {path}: nothing to remove")
         return
+    # Disabled while the unit is still there: once it is gone, systemctl cannot find it to disable.
+    stopped = _systemctl("disable", "--now", UNIT_NAME)
     path.unlink()
-    console.print(f"removed {path}; run: systemctl --user disable --now {UNIT_NAME}; systemctl --user daemon-reload")
+    if stopped is None:
+        console.print(f"removed {path} (systemctl is not available here: nothing to stop)")
+        return
+    if stopped.returncode != 0:
+        said = (stopped.stderr or stopped.stdout).strip().splitlines()
+        console.print(
+            f"removed {path}; systemctl could not stop it ({said[-1] if said else 'no reason given'}):"
+            f" if klaw still runs as a service, stop it with: systemctl --user stop {UNIT_NAME}"
+        )
+        return
+    _systemctl("daemon-reload")
+    console.print(f"stopped and disabled {UNIT_NAME}, removed {path}")
+
+
+def _systemctl(*args: str) -> subprocess.CompletedProcess[str] | None:
+    """`systemctl --user ARGS`, or None where there is no systemctl."""
+    if shutil.which("systemctl") is None:
+        return None
+    try:
+        return subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return subprocess.CompletedProcess(["systemctl"], 1, "", f"{type(exc).__name__}")
 
 
 @app.command()
