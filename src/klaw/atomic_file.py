@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +44,32 @@ def replace_file_by(path: Path, write: Callable[[BinaryIO], object], *, new_file
         Path(temporary).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def replace_at(folder: int, name: str, data: bytes, like: os.stat_result) -> None:
+    """Give the file `name` in the open `folder` the content `data` by a sibling temporary file renamed
+    over it, with `like`'s permission bits and (where allowed) owner: a write that fails (a full disk)
+    leaves the old file whole, where truncating it first left it empty (adversary13). Only the
+    temporary file klaw made is ever removed, and only when the write failed."""
+    temporary = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, stat.S_IMODE(like.st_mode))
+            with contextlib.suppress(PermissionError):  # an ordinary user cannot give a file away: kept as theirs
+                os.fchown(fd, like.st_uid, like.st_gid)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=folder)
+        raise
+    os.fsync(folder)
 
 
 def fsync_dir(directory: Path) -> None:

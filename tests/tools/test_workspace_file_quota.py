@@ -108,3 +108,22 @@ async def test_file_write_replacing_a_big_file_counts_the_change_not_the_whole(t
         content = h.last_request_messages()[-1]["content"]
         assert "'draft.txt' was not written: the workspace holds 1 MiB; this write adds 1 MiB" in content
         assert (h.home.workspace / "draft.txt").stat().st_size == MIB
+
+
+async def test_file_writes_of_one_answer_are_measured_one_at_a_time(tmp_path: Path) -> None:
+    """adversary13: 32 file_write calls in one answer were all measured before any wrote, and made 1,031
+    entries against a limit of 300; now each is measured after the one before it wrote."""
+    deep = "/".join(["d"] * 30)
+    calls = [("file_write", {"path": f"p{n}/{deep}/f.txt", "content": "x"}) for n in range(32)]
+    async with running_engine(tmp_path, tools={"workspaceQuotaFiles": 300}) as h:
+        h.server.reply_tool_calls(calls)
+        h.server.reply_text("some did not fit")
+        assert (await h.turn("write them all")).text == "some did not fit"
+        results = [m["content"] for m in h.last_request_messages() if m.get("role") == "tool"]
+        held = sum(1 for _ in h.home.workspace.rglob("*"))
+        assert held <= 300
+        written = [r for r in results if r.startswith("wrote 1 bytes")]
+        refused = [r for r in results if "was not written: the workspace holds" in r]
+        assert len(written) == sum(1 for _ in h.home.workspace.rglob("f.txt")) and written
+        assert len(written) + len(refused) == 32 and refused
+        assert all("this write adds 32 files and folders" in r for r in refused)

@@ -37,12 +37,13 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
+from klaw.atomic_file import replace_at
 from klaw.home_init import PROTECTED_WORKSPACE
 from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
 from klaw.private_files import FILE_MODE, private_dirs
 from klaw.tools.beneath import Outside, Walk, open_directory, walk
 from klaw.tools.calls import ToolRefusal
-from klaw.tools.disk_room import DiskRoom
+from klaw.tools.disk_room import DiskRoom, one_writer
 from klaw.tools.schema import ToolContext, ToolFunction
 
 MAX_WRITE_BYTES = 1024 * 1024
@@ -130,14 +131,16 @@ async def _file_write(
     data = content.encode("utf-8")
     if len(data) > MAX_WRITE_BYTES:
         raise ToolRefusal(f"the content is {len(data)} bytes; one write may be at most {MAX_WRITE_BYTES} bytes (1 MiB)")
-    if room is not None:  # the net change: a replaced file's blocks are freed (decision 362)
+    if room is None:
+        return await asyncio.to_thread(_write, context.workspace, path, data, append, protected)
+    async with one_writer(context.workspace):  # measured and written one at a time: 32 at once all fitted
         now, (held, missing) = await asyncio.to_thread(
             lambda: (room.measure(context.workspace), _already(context.workspace, path))
-        )
-        refused = now.refusal(len(data) if append else len(data) - held, missing)
+        )  # the net change: a replaced file's blocks are freed (decision 362), once its copy is written (371)
+        refused = now.refusal(len(data) if append else len(data) - held, missing, needs=len(data))
         if refused is not None:
             raise ToolRefusal(f"{_normal(path)!r} was not written: {refused}.")
-    return await asyncio.to_thread(_write, context.workspace, path, data, append, protected)
+        return await asyncio.to_thread(_write, context.workspace, path, data, append, protected)
 
 
 def _already(workspace: Path, path: str) -> tuple[int, int]:
@@ -281,10 +284,11 @@ def _write(workspace: Path, path: str, data: bytes, append: bool, protected: tup
         with _beneath(workspace, path, make_folders=True, protected=protected) as found:
             _refuse_protected(found, protected, None)  # before the open: a missing prompt file is not created
             fd = found.open(flags, FILE_MODE)  # folders the agent makes are 0700, its files 0600 (decision 237)
-            shown = found.shown
+            shown, name = found.shown, found.name
             try:
                 _refuse_protected(found, protected, fd)  # the file really opened, however it was reached
-            except ToolRefusal:
+                folder = os.dup(found.parent)  # where a replacement is made and renamed over it
+            except (ToolRefusal, OSError):
                 os.close(fd)
                 raise
     except Outside as exc:
@@ -297,10 +301,18 @@ def _write(workspace: Path, path: str, data: bytes, append: bool, protected: tup
         if exc.errno == errno.ENXIO:  # a FIFO nobody reads, or a device without its hardware
             raise ToolRefusal(_not_regular(_normal(path))) from None
         raise
-    with _regular(fd, shown, flags) as file:
-        if not append:
-            file.truncate(0)  # only now: a special file is refused before anything is changed
-        file.write(data)
+    try:
+        with _regular(fd, shown, flags) as file:
+            old = os.fstat(file.fileno())
+            if append:
+                file.write(data)
+            elif old.st_size == 0 or old.st_nlink > 1:  # nothing to lose, or one file of many names to keep one
+                file.truncate(0)  # only now: a special file is refused before anything is changed
+                file.write(data)
+            else:
+                replace_at(folder, name, data, old)  # the old file stays whole if this write fails
+    finally:
+        os.close(folder)
     return f"{'appended' if append else 'wrote'} {len(data)} bytes to {shown}"
 
 
