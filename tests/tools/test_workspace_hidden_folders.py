@@ -115,3 +115,26 @@ def test_a_folder_an_ordinary_user_cannot_list_is_named_and_over_the_bounds() ->
     assert seen["over"].startswith("klaw cannot look into hid (no permission to list it) in the workspace")
     assert "chmod -R u+rwx" in seen["over"] and seen["write"] == seen["over"]
     assert seen["shrink"] is None  # a write freeing room is never refused: one way back
+
+
+@needs_sandbox
+async def test_a_tree_too_deep_to_walk_is_named_over_the_bounds_until_the_run_removes_it(tmp_path: Path) -> None:
+    deep = "/".join(["d"] * 205)  # the walk holds 200 folders open at most
+    async with running_engine(tmp_path) as h:
+        backend_or_skip(h.home)
+        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": f"mkdir -p {deep}; : > {deep}/x"})])
+        h.server.reply_text("made")
+        await h.turn("make a deep tree")
+        content = h.last_request_messages()[-1]["content"]
+        assert "over the bounds: klaw cannot look into d/d/" in content and "(more than 200 folders deep)" in content
+        h.server.reply_tool_calls([("file_write", {"path": "note.txt", "content": "hi"})])
+        h.server.reply_text("refused")
+        await h.turn("save a note")
+        content = h.last_request_messages()[-1]["content"]
+        assert content.startswith("'note.txt' was not written: klaw cannot look into d/d/")
+        assert "Make it readable (code_execute: chmod -R u+rwx on it) or delete it" in content
+        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "rm -r d; echo gone"})])
+        h.server.reply_text("removed")
+        await h.turn("remove it")
+        content = h.last_request_messages()[-1]["content"]
+        assert content.startswith("exit code 0") and "over the bounds" not in content
