@@ -114,6 +114,9 @@ async def test_a_reply_cut_off_by_sigkill_arrives_once_after_restart() -> None:
         assert [r.text for r in fresh.replies] == ["echo: and a wombat?"]
         assert fresh.replies[0].id not in (None, first_id)
         assert len(server.chat_requests) == 2  # the reply was sent again, never asked for again
+        # recovery working is no warning to the person (was: a raw "WARNING klaw.engine.delivery: sending again")
+        restarted = (home.root / "engine-3.err").read_text()
+        assert "sending again" not in restarted and "WARNING" not in restarted, restarted
 
 
 async def test_a_task_answer_no_channel_showed_comes_after_restart_once_with_its_label() -> None:

@@ -201,6 +201,14 @@ async def redeliver(store: Storage, delivery: Delivery, cutoff: datetime) -> int
         if item.reply.created_at >= cutoff:
             await delivery.deliver(kept_reply(item.reply, item.reply_to))
             sent += 1
-    if sent or stale:
-        log.warning("sending again %d reply(ies) not confirmed delivered; %d older ones given up", sent, len(stale))
+    # Sending again is recovery working (info); a reply given up is one a person never saw (warning).
+    if sent:
+        log.info("sending again %d reply(ies) no chat had shown when the engine last stopped", sent)
+    if stale:
+        log.warning(
+            "%d reply(ies) written before %s UTC were never shown (the engine stopped first) and are too old"
+            " to send now; they are in the chat's history",
+            len(stale),
+            f"{cutoff:%Y-%m-%d %H:%M}",
+        )
     return sent
