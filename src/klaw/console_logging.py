@@ -70,7 +70,7 @@ class PointerOnce(QuietLogFailures, logging.Handler):
         self._shown = False
 
     def emit(self, record: logging.LogRecord) -> None:
-        if self._shown:
+        if self._shown or getattr(record, "log_file_only", False):
             return
         self._shown = True
         try:

@@ -27,6 +27,10 @@ from klaw.redaction import mask_url_credentials
 from klaw.terminal_text import one_line, visible
 
 FORMAT = "%(levelname)s %(name)s: %(message)s"
+LOG_FILE_ONLY = {"log_file_only": True}
+"""`extra=` for a warning that belongs in the log but is no news on the chat screen: a broken skill is said
+by `klaw config check`/`klaw skills check` and logged once per start; `klaw chat`'s "(klaw logged a
+warning: see …)" pointer after every piped message was noise (console_logging.PointerOnce)."""
 
 
 class SafeFormatter(logging.Formatter):

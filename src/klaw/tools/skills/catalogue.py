@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from klaw.llm.tokens import approximate_token_count
+from klaw.log_format import LOG_FILE_ONLY
 from klaw.tools.skills.skill_files import SKILL_FILE, Problem, Skill, check_skill
 
 log = logging.getLogger(__name__)
@@ -106,7 +107,7 @@ class SkillCatalogue:
             for problem in scan.problems:
                 if problem not in self._scan.problems:
                     action = "skipped" if problem.severity == "error" else "loaded anyway"
-                    log.warning("skill %s (%s): %s", problem.path, action, problem.reason)
+                    log.warning("skill %s (%s): %s", problem.path, action, problem.reason, extra=LOG_FILE_ONLY)
             self._stamp, self._scan = stamp, scan
             return scan
 
