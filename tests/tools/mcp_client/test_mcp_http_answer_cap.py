@@ -80,15 +80,16 @@ async def back_again(h: Harness) -> None:
 async def test_an_http_server_answering_without_end_is_cut_at_16_mb_named_and_started_again(tmp_path: Path) -> None:
     fast = {"debounceMs": 100}  # a turn moves the clock 0.1 s, short of the first backoff (1 s)
     async with endless_server() as base:
-        # timeoutSeconds well short of the test's net: on the old code the call ended there, unworded
-        mcp = {"servers": {"endless": {"url": f"{base}/mcp", "timeoutSeconds": 20}}, "startWaitSeconds": 60}
+        # timeoutSeconds well short of the test's net: on the old code the call ended there, unworded. 45 s, not
+        # 20: under CI's load reading 16 MB of SSE events took longer than 20 s once (the call ended unworded)
+        mcp = {"servers": {"endless": {"url": f"{base}/mcp", "timeoutSeconds": 45}}, "startWaitSeconds": 60}
         async with running_engine(tmp_path, tools={"enabled": ["mcp:endless"]}, mcp=mcp, processing=fast) as h:
             for tool, flood in enumerate(("flood_json", "flood_events"), start=1):
                 before = resident()
                 peak_memory_reset()
                 h.server.reply_tool_calls([(f"endless__{flood}", {})])
                 h.server.reply_text("it flooded")
-                assert (await asyncio.wait_for(h.turn(flood), 50)).text == "it flooded"
+                assert (await asyncio.wait_for(h.turn(flood), 90)).text == "it flooded"
                 grown = peak_memory() - before
                 said = tool_result(h)
                 assert said == (
