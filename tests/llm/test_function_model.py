@@ -110,3 +110,12 @@ async def test_a_closed_model_refuses_to_answer() -> None:
     await model.aclose()
     with pytest.raises(RuntimeError, match="after aclose"):
         await model.complete([ChatMessage.user("hi")])
+
+
+def test_two_calls_of_one_tool_in_an_answer_get_their_own_ids() -> None:
+    """adversary14: `call_tool`'s default id is the tool's name, so two calls of one tool in one answer went to
+    the model as two results under one id."""
+    answer = tool_calls(call_tool("echo", {"text": "a"}), call_tool("echo", {"text": "b"}), call_tool("clock"))
+    assert [call.id for call in answer.tool_calls] == ["call_echo", "call_echo_2", "call_clock"]
+    given = tool_calls(call_tool("echo", id="x"), call_tool("echo", id="x_2"), call_tool("echo", id="x"))
+    assert [call.id for call in given.tool_calls] == ["x", "x_2", "x_3"]

@@ -77,8 +77,19 @@ def call_tool(name: str, arguments: Mapping[str, Any] | str | None = None, *, id
 
 
 def tool_calls(*calls: ToolCall, content: str | None = None) -> ChatResponse:
-    """An answer that asks for tools (with optional text beside them, as some models send)."""
-    return ChatResponse(content=content, tool_calls=calls, finish_reason="tool_calls")
+    """An answer that asks for tools (with optional text beside them, as some models send). Ids repeated in
+    the answer are made unique (`call_echo`, `call_echo_2`): `call_tool`'s default id is the tool's name, and
+    two calls of one tool under one id left their results indistinguishable to the model (adversary14)."""
+    used: set[str] = set()
+    unique: list[ToolCall] = []
+    for call in calls:
+        ident, count = call.id, 1
+        while ident in used:
+            count += 1
+            ident = f"{call.id}_{count}"
+        used.add(ident)
+        unique.append(call if ident == call.id else replace(call, id=ident))
+    return ChatResponse(content=content, tool_calls=tuple(unique), finish_reason="tool_calls")
 
 
 @dataclass(eq=False)
