@@ -30,10 +30,12 @@ from typing import Any, Literal
 
 from klaw.config import EngineConfig
 from klaw.config_loader import config_from_mapping, load_config
+from klaw.disk_trouble import mount_point
 from klaw.engine.approval import without_answer_line
 from klaw.engine.chat_reading import DEFAULT_LIMIT, HistoryEntry, MemoryFound, SessionInfo, TurnState
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Outbound
+from klaw.engine.failures import is_disk_full
 from klaw.engine.runtime import Engine
 from klaw.engine.socket_file import EngineAlreadyRunningError
 from klaw.errors import KlawError
@@ -212,7 +214,12 @@ class Klaw:
         ref, caller = chat_of(chat), running_chat()
         self._chains.refuse(caller, ref, text)  # what would wait for the turn waiting for this tool
         with self._chains.asking(caller, ref):
-            result = await engine.submit(ref, text)
+            try:
+                result = await engine.submit(ref, text)
+            except Exception as exc:  # a full disk at the message's own write: said as the turn says it
+                if not is_disk_full(exc):
+                    raise
+                raise TurnFailed(_not_taken_disk_full(engine.home.root), cause=exc) from exc
             if result.command_reply is not None:
                 return result.command_reply
             assert result.message_id is not None
@@ -362,3 +369,12 @@ def _warn_overridden(engine: Engine) -> None:
             " '/rag reset' gives rag back to the config (/summarizer and /embeddings switch theirs)",
             ", ".join(f"{field} = {value!r} ({command})" for field, value, command in overrides),
         )
+
+
+def _not_taken_disk_full(home: Path) -> str:
+    """A message a full disk kept out of the log (adversary14: a bare `OSError: [Errno 28]` from `ask`)."""
+    mount = mount_point(home)
+    return (
+        f"Sorry, I could not take this message: the disk is full (no space left on {mount}, which holds klaw's"
+        " home), so it was not saved. Free some space there (df -h shows how much is left), then send it again."
+    )

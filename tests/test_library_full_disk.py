@@ -1,0 +1,58 @@
+"""A message a full disk keeps out of the conversation log: `ask` raises `TurnFailed` in the words a failed
+turn uses for a full disk (what is full, what to do), with the OSError as its cause, and after space is
+freed the next message is answered. Before, the log's `OSError: [Errno 28] No space left on device` came out of
+`ask` bare (adversary14). A real tmpfs holds the home (root only), filled by a file of zeros."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from klaw import FunctionModel, Klaw, ManualClock, TurnFailed
+from tests.test_library import CONFIG
+
+
+@contextmanager
+def tmpfs(where: Path, size: str) -> Iterator[Path]:
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("a full file system needs a tmpfs of its own, which only root can mount")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill(folder: Path) -> Path:
+    """A file of zeros taking every free byte of `folder`'s file system."""
+    filler = folder / "filler"
+    written = subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True, text=True)
+    assert "No space left on device" in written.stderr, written.stderr
+    return filler
+
+
+async def test_a_message_the_full_disk_cannot_log_is_refused_in_words_and_the_next_is_answered(
+    tmp_path: Path,
+) -> None:
+    with tmpfs(tmp_path / "disk", "40m") as disk:
+        model = FunctionModel(lambda messages, info: f"echo: {(messages[-1].content or '')[:20]}")
+        async with Klaw(disk / "home", config=CONFIG, model=model, clock=ManualClock()) as agent:
+            assert await agent.ask("ana", "hello") == "echo: hello"
+            filler = fill(disk)
+            with pytest.raises(TurnFailed) as refused:
+                await agent.ask("ana", "remember the blue kettle " * 400)
+            said = str(refused.value)
+            assert said.startswith("Sorry, I could not take this message: the disk is full (no space left on ")
+            assert str(disk) in said and "Free some space there" in said and "send it again" in said
+            assert isinstance(refused.value.cause, OSError) and refused.value.cause.errno == errno.ENOSPC
+            filler.unlink()  # the person frees space
+            assert await agent.ask("ana", "hello again") == "echo: hello again"
