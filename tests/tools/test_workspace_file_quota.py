@@ -6,6 +6,7 @@ file counts what the write changes, not its whole size."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,16 @@ async def test_file_writes_of_one_answer_are_measured_one_at_a_time(tmp_path: Pa
         assert len(written) == sum(1 for _ in h.home.workspace.rglob("f.txt")) and written
         assert len(written) + len(refused) == 32 and refused
         assert all("this write adds 32 files and folders" in r for r in refused)
+
+
+async def test_file_write_into_a_home_without_its_workspace_makes_it(tmp_path: Path) -> None:
+    """webhost: on a home `klaw init` never set up, measuring the missing workspace raised FileNotFoundError,
+    which the model read as "tool raised"; the write itself makes the folder."""
+    async with running_engine(tmp_path) as h:
+        shutil.rmtree(h.home.workspace)
+        h.server.reply_tool_calls([("file_write", {"path": "notes/todo.txt", "content": "tidy up"})])
+        h.server.reply_text("written")
+        assert (await h.turn("note it")).text == "written"
+        assert h.last_request_messages()[-1]["content"] == "wrote 7 bytes to notes/todo.txt"
+        assert (h.home.workspace / "notes" / "todo.txt").read_text(encoding="utf-8") == "tidy up"
+        assert h.home.workspace.stat().st_mode & 0o777 == 0o700

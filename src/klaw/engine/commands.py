@@ -4,13 +4,16 @@ holds the chat while it erases (decision 219)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from klaw.config import CommandConfig
+from klaw.disk_trouble import disk_trouble
 from klaw.engine.approval import ApprovalGate
 from klaw.engine.clock import Clock
 from klaw.engine.frame_dispatch import QueryError
@@ -37,6 +40,8 @@ from klaw.memory.forgetting import (
 from klaw.store.protocol import MemoryChunkRepository
 from klaw.store.records import ChatRef
 from klaw.tools.inventory import NOT_A_TOOL, ToolRow
+
+log = logging.getLogger(__name__)
 
 # The id of the command being handled (set by `CommandHandler.handle` for state-changing commands).
 _command_id: ContextVar[str | None] = ContextVar("klaw_command_id", default=None)
@@ -168,7 +173,11 @@ class CommandHandler:
                 line += f"; the last try failed: {queue.last_error}"
             lines.append(line)
         if self.scheduler is not None:
-            lines.append(await _scheduler_line(self.scheduler))
+            try:
+                lines.append(await _scheduler_line(self.scheduler))
+            except Exception as exc:  # scheduler.db unreadable (a full disk, adversary14): the rest is still said
+                log.warning("/status: the scheduled tasks could not be read (%s)", type(exc).__name__)
+                lines.append(f"Scheduled tasks: cannot be read now ({_unread(self.scheduler, exc)})")
         for source in self.status_lines:
             lines += source()
         if self.approvals is not None and self.approvals.tools:
@@ -316,6 +325,13 @@ async def _forget_target(forgetting: Forgetting, chat: ChatRef, args: str) -> tu
         if kind is ForgetKind.MEMORY:  # its refusal says what a memory's id looks like now
             raise
         raise ForgetError(f"{exc}; {FORGET_USAGE}") from None  # which word is wrong, then the whole form
+
+
+def _unread(scheduler: Scheduler, exc: Exception) -> str:
+    """Why scheduler.db could not be read: its disk's trouble in klaw's words (decision 320), else the class."""
+    path = getattr(scheduler.store, "path", None)
+    said = disk_trouble(path, exc) if isinstance(path, Path) else None
+    return said or f"{type(exc).__name__}; the engine log says more"
 
 
 async def _scheduler_line(scheduler: Scheduler) -> str:

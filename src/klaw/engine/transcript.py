@@ -54,9 +54,10 @@ def to_chat_messages(messages: Sequence[StoredMessage]) -> list[ChatMessage]:
     return paired_tool_messages(converted)
 
 
+# Any cause, not only a crash: a /forget or a stop also ends a turn whose call waits for approval (adversary14).
 UNKNOWN_RESULT = (
-    "No result of this call was recorded: klaw stopped (a restart, a crash or an error ended the turn)"
-    " while it ran, so it may or may not have taken effect. Check before doing it again."
+    "No result of this call was recorded: its turn ended before the call finished (a restart, a crash, an"
+    " error, a stop or a /forget), so it may or may not have taken effect. Check before doing it again."
 )
 
 

@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 from klaw.config import ToolsConfig
 from klaw.disk_trouble import mount_point
+from klaw.private_files import private_dirs
 
 MIB = 1024 * 1024
 MAX_DEPTH = 200  # folders held open at once by a walk (two descriptors each); deeper is named, not walked
@@ -81,7 +82,10 @@ class DiskRoom:
         )
 
     def measure(self, workspace: Path) -> Room:
-        """What the workspace holds and its disk has free now. Blocking: it walks the workspace."""
+        """What the workspace holds and its disk has free now. Blocking: it walks the workspace. A missing
+        workspace (a home `klaw init` never set up) is made first, as the write or run measured would make it:
+        measuring none raised FileNotFoundError, which file_write's model saw as "tool raised" (webhost)."""
+        private_dirs(workspace)
         held, disk = usage(workspace), free_space(workspace)
         return Room(self, workspace, held.bytes, disk.bytes, held.files, disk.inodes, held.unreadable)
 
