@@ -7,30 +7,14 @@ only), filled by a file of zeros."""
 from __future__ import annotations
 
 import errno
-import os
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from klaw import FunctionModel, Klaw, ManualClock, TurnFailed
+from tests.own_disk import tmpfs
 from tests.test_library import CONFIG
-
-
-@contextmanager
-def tmpfs(where: Path, size: str) -> Iterator[Path]:
-    where.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("a full file system needs a tmpfs of its own, which only root can mount")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def fill(folder: Path) -> Path:

@@ -26,6 +26,7 @@ import pytest
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import piped
+from tests.own_disk import tmpfs
 
 NO_TRACE = ("Traceback", "Logging error")
 
@@ -44,21 +45,6 @@ def _one_line(result: subprocess.CompletedProcess[str]) -> str:
     return said
 
 
-@contextmanager
-def _tmpfs(where: Path, size: str) -> Iterator[Path]:
-    """A tmpfs of `size` at `where` (root only), unmounted afterwards."""
-    where.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("a full file system needs a tmpfs of its own, which only root can mount")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
 async def _chatted_home(home: Path, model: FakeOpenAiServer) -> dict[str, str]:
     init_home(home)
     env = chat_env(home, model.base_url)
@@ -71,7 +57,7 @@ async def test_a_read_only_home_is_named_with_the_fix_by_every_command(tmp_path:
     async with FakeOpenAiServer() as model:
         model.reply_text("Hi.")
         root = os.geteuid() == 0
-        with _tmpfs(tmp_path / "mnt", "8m") if root else _nothing(tmp_path / "mnt") as mnt:
+        with tmpfs(tmp_path / "mnt", "8m") if root else _nothing(tmp_path / "mnt") as mnt:
             home = mnt / "home"
             env = await _chatted_home(home, model)
             assert _klaw(env, "schedule", "add", "walk", "-m", "hi", "--every", "1d").returncode == 0
@@ -102,7 +88,7 @@ async def test_config_check_says_klaw_cannot_run_on_a_read_only_home(tmp_path: P
     async with FakeOpenAiServer() as model:
         model.reply_text("Hi.")
         root = os.geteuid() == 0
-        with _tmpfs(tmp_path / "mnt", "8m") if root else _nothing(tmp_path / "mnt") as mnt:
+        with tmpfs(tmp_path / "mnt", "8m") if root else _nothing(tmp_path / "mnt") as mnt:
             home = mnt / "home"
             env = await _chatted_home(home, model)
             assert _klaw(env, "config", "check").returncode == 0
@@ -148,7 +134,7 @@ def _nothing(where: Path) -> Iterator[Path]:
 async def test_a_full_disk_names_its_mount_and_the_fix(tmp_path: Path) -> None:
     async with FakeOpenAiServer() as model:
         model.reply_text("Hi.")
-        with _tmpfs(tmp_path / "mnt", "3m") as mnt:
+        with tmpfs(tmp_path / "mnt", "3m") as mnt:
             home = mnt / "home"
             env = await _chatted_home(home, model)
             filler = mnt / "filler"

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from tests.engine.harness import running_engine
-from tests.tools.test_workspace_quota import _tmpfs
+from tests.own_disk import tmpfs
 
 MIB = 1024 * 1024
 
@@ -16,7 +16,7 @@ MIB = 1024 * 1024
 async def test_a_replacement_the_disk_cannot_hold_beside_the_old_file_is_refused_and_the_file_kept(
     tmp_path: Path,
 ) -> None:
-    with _tmpfs(tmp_path / "disk", "32m") as disk:
+    with tmpfs(tmp_path / "disk", "32m") as disk:
         async with running_engine(disk, tools={"diskFloorMb": 4}) as h:
             mine = os.urandom(MIB // 2).hex()  # 1 MiB of the person's text
             (h.home.workspace / "thesis.txt").write_text(mine, encoding="utf-8")

@@ -6,15 +6,13 @@ floor above the disk's free space refuses every tool write, naming the setting."
 from __future__ import annotations
 
 import os
-import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from klaw.tools.disk_room import used
 from tests.engine.harness import running_engine
+from tests.own_disk import tmpfs
 from tests.tools.sandbox_helpers import backend_or_skip, no_sandbox_reason
 
 needs_sandbox = pytest.mark.skipif(no_sandbox_reason() is not None, reason=f"no sandbox here: {no_sandbox_reason()}")
@@ -166,24 +164,9 @@ async def test_code_runs_when_the_disk_is_under_the_floor_so_files_can_be_delete
         assert not (h.home.workspace / "old.txt").exists()
 
 
-@contextmanager
-def _tmpfs(where: Path, size: str) -> Iterator[Path]:
-    """A tmpfs of `size` at `where` (root only), unmounted afterwards: a disk of its own to fill."""
-    where.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("a disk of its own to fill needs a tmpfs, which only root can mount")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
 @needs_sandbox
 async def test_code_leaving_less_than_the_floor_free_is_stopped_and_undone_then_a_turn_works(tmp_path: Path) -> None:
-    with _tmpfs(tmp_path / "disk", "96m") as disk:
+    with tmpfs(tmp_path / "disk", "96m") as disk:
         async with running_engine(disk, tools={"diskFloorMb": 64}) as h:
             backend_or_skip(h.home)
             h.server.reply_tool_calls([("code_execute", {"language": "python", "code": MANY_FILES})])

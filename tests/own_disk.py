@@ -1,0 +1,28 @@
+"""A file system of a test's own to fill: a tmpfs of a given size (root only; the test is skipped otherwise).
+
+Shared by the full-disk tests of the CLI, the library and the sandbox's quota, which each had a copy."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+
+@contextmanager
+def tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of `size` mounted at `where` (made here), unmounted afterwards."""
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("a disk of its own to fill needs a tmpfs, which only root can mount")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
