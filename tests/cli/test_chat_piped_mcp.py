@@ -15,10 +15,12 @@ from tests.cli.piped_chat import piped
 SERVER = str(Path(__file__).parents[1] / "tools" / "mcp_client" / "notes_server.py")
 
 
-def slow_notes(home: Path, base_url: str, delay: float) -> dict[str, str]:
-    """The chat's environment with the notes server enabled, which sleeps `delay` seconds before starting."""
+def slow_notes(home: Path, base_url: str, delay: float, spawned: Path | None = None) -> dict[str, str]:
+    """The chat's environment with the notes server enabled, which sleeps `delay` seconds before starting
+    (a Python server on a loaded machine); with `spawned`, it first writes that file when klaw runs it."""
+    touch = f"pathlib.Path({str(spawned)!r}).touch(); " if spawned is not None else ""
     program = (
-        f"import runpy, sys, time; time.sleep({delay}); sys.argv = [{SERVER!r}];"
+        f"import pathlib, runpy, sys, time; {touch}time.sleep({delay}); sys.argv = [{SERVER!r}];"
         f" runpy.run_path({SERVER!r}, run_name='__main__')"
     )
     server = {"command": sys.executable, "args": ["-c", program], "startTimeoutSeconds": 90}

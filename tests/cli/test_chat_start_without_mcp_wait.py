@@ -4,34 +4,13 @@ comes before it is ready, and the first message to the model still waits for it 
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.chat_terminal import chat_env, init_home, needs_tmux, terminal
+from tests.cli.chat_terminal import init_home, needs_tmux, terminal
 from tests.cli.piped_chat import piped
-
-SERVER = str(Path(__file__).parents[1] / "tools" / "mcp_client" / "notes_server.py")
-
-
-def slow_notes(home: Path, base_url: str, spawned: Path, delay: float) -> dict[str, str]:
-    """The chat's environment with the notes server enabled, which writes `spawned` when klaw runs it, then
-    sleeps `delay` seconds before it starts (a Python server on a loaded machine)."""
-    program = (
-        f"import pathlib, runpy, sys, time; pathlib.Path({str(spawned)!r}).touch(); time.sleep({delay});"
-        f" sys.argv = [{SERVER!r}]; runpy.run_path({SERVER!r}, run_name='__main__')"
-    )
-    server = {"command": sys.executable, "args": ["-c", program], "startTimeoutSeconds": 90}
-    return {
-        **chat_env(home, base_url),
-        "KLAW__TOOLS__ENABLED": '["mcp:notes"]',
-        "KLAW__MCP__SERVERS": json.dumps({"notes": server}),
-    }
-
-
-def offered(model: FakeOpenAiServer) -> list[str]:
-    return [tool["function"]["name"] for tool in model.chat_requests[0].body.get("tools", [])]
+from tests.cli.test_chat_piped_mcp import offered, slow_notes
 
 
 async def test_a_piped_exit_starts_no_engine_and_no_server(tmp_path: Path) -> None:
@@ -39,7 +18,7 @@ async def test_a_piped_exit_starts_no_engine_and_no_server(tmp_path: Path) -> No
     init_home(home)
     spawned = tmp_path / "spawned"
     async with FakeOpenAiServer() as model:
-        assert await piped(slow_notes(home, model.base_url, spawned, delay=30), "/exit\n") == (0, "", "")
+        assert await piped(slow_notes(home, model.base_url, delay=30, spawned=spawned), "/exit\n") == (0, "", "")
         assert not spawned.exists()  # before, the server was started and waited for (up to 90 s) to leave
 
 
@@ -47,7 +26,8 @@ async def test_a_piped_command_answers_while_the_server_is_still_starting(tmp_pa
     home = tmp_path / "home"
     init_home(home)
     async with FakeOpenAiServer() as model:
-        code, out, err = await piped(slow_notes(home, model.base_url, tmp_path / "spawned", delay=30), "/status\n")
+        env = slow_notes(home, model.base_url, delay=30, spawned=tmp_path / "spawned")
+        code, out, err = await piped(env, "/status\n")
         assert code == 0, err
         assert "MCP notes: starting" in out, out  # before, /status waited for it: "MCP notes: ready, 6 tool(s)"
         assert model.chat_requests == []
@@ -60,7 +40,7 @@ async def test_the_prompt_comes_before_the_server_and_the_first_message_waits_fo
     async with FakeOpenAiServer() as model:
         model.reply_text("noted")
         env = {
-            **slow_notes(home, model.base_url, tmp_path / "spawned", delay=20),
+            **slow_notes(home, model.base_url, delay=20, spawned=tmp_path / "spawned"),
             "KLAW__MCP__STARTWAITSECONDS": "90",  # the terminal's start wait, set long: the message has the tools
         }
         async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
