@@ -37,7 +37,10 @@ rm -f "$STAMP"
 # unpacking ~800 MB of wheels one file at a time); it byte-compiles in parallel, as pip compiles serially.
 # Where uv cannot be installed, pip does the same install. Decision 393.
 if .venv/bin/python -m pip install -q uv >/dev/null 2>&1 && [ -x .venv/bin/uv ]; then
-  install() { .venv/bin/uv pip install -q --python .venv/bin/python --compile-bytecode "$@"; }
+  install() {
+    .venv/bin/uv pip install -q --python .venv/bin/python --compile-bytecode "$@" ||
+      { echo "uv could not install $*; installing with pip instead." >&2; .venv/bin/python -m pip install -q "$@"; }
+  }
 else
   .venv/bin/python -m pip install -q --upgrade pip
   install() { .venv/bin/python -m pip install -q "$@"; }
