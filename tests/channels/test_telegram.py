@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from telegram.warnings import PTBDeprecationWarning
 
 from klaw.channels.telegram import NOT_TAKEN, NOT_TEXT, REFUSAL, TelegramChannel
 from klaw.config import TelegramChannelConfig
@@ -93,6 +94,28 @@ async def test_strangers_rate_limited_refusals_do_not_hold_the_owner_back(telegr
         telegram.push_text(ANA, "hello")
         await telegram.wait_for(lambda: telegram.sent_to(ANA) == ["Hello Ana."])
         assert all(telegram.sent_to(stranger) == [] for stranger in strangers)
+
+
+@pytest.mark.parametrize("opted", [None, "false"], ids=["as-installed", "person-opted-out"])
+async def test_a_reply_waits_out_telegrams_retry_after_without_a_deprecation_warning(
+    telegram: FakeTelegram, recwarn: pytest.WarningsRecorder, monkeypatch: pytest.MonkeyPatch, opted: str | None
+) -> None:
+    """fh9: python-telegram-bot 22.2 warned (PTBDeprecationWarning: `retry_after` becomes a timedelta) as it
+    made each RetryAfter and as the channel read it. The channel opts in to the timedelta (PTB_TIMEDELTA);
+    a person who set PTB_TIMEDELTA=false keeps the int, and the wait is read either way."""
+    if opted is None:
+        monkeypatch.delenv("PTB_TIMEDELTA", raising=False)
+    else:
+        monkeypatch.setenv("PTB_TIMEDELTA", opted)
+    telegram.retry_after[ANA] = 1
+    async with running_stack(channel_factory(telegram)) as stack:
+        stack.server.reply_text("Hello after the wait.")
+        telegram.push_text(ANA, "hello")
+        await telegram.wait_for(lambda: "sendMessage" in telegram.calls)  # refused: retry after 1 s
+        del telegram.retry_after[ANA]
+        await telegram.wait_for(lambda: telegram.sent_to(ANA) == ["Hello after the wait."])
+    if opted is None:
+        assert [str(w.message) for w in recwarn if issubclass(w.category, PTBDeprecationWarning)] == []
 
 
 async def test_long_replies_are_split_at_telegram_limits(telegram: FakeTelegram) -> None:

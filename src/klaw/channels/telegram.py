@@ -36,6 +36,7 @@ from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 
 from klaw.channels.telegram_split import split_message
+from klaw.channels.telegram_trouble import NO_NAME, retry_wait, take_timedelta_periods, unreachable, why
 from klaw.command_syntax import parse_command
 from klaw.config import CommandConfig, TelegramChannelConfig
 from klaw.config.channels import NO_ALLOWED_CHAT
@@ -90,6 +91,7 @@ class TelegramChannel:
         base = config.api_base_url.rstrip("/")
         self._base = base
         self._token_env = config.token_env
+        take_timedelta_periods()
         self._bot = Bot(
             token,
             base_url=f"{base}/bot",
@@ -123,7 +125,7 @@ class TelegramChannel:
         except InvalidToken:  # its own message quotes the token: never shown
             raise TelegramTokenRefused(_token_refused(self._token_env)) from None
         except (NetworkError, OSError) as exc:
-            if not _unreachable(exc):
+            if not unreachable(exc):
                 raise
             # The gateway's other channels (the web page) run meanwhile: Telegram is retried in the background.
             log.warning(
@@ -162,8 +164,8 @@ class TelegramChannel:
                 log.error("telegram: %s; the channel stays off until klaw restarts", _token_refused(self._token_env))
                 return
             except (NetworkError, OSError) as exc:
-                if not _unreachable(exc):
-                    log.error("telegram: could not start (%s); the channel stays off until klaw restarts", _why(exc))
+                if not unreachable(exc):
+                    log.error("telegram: could not start (%s); the channel stays off until klaw restarts", why(exc))
                     return
                 delay = backoff.next()
                 log.warning("telegram: %s; retrying in %.0f s", self._why_not(exc), delay)
@@ -180,7 +182,7 @@ class TelegramChannel:
     def _why_not(self, exc: BaseException) -> str:
         """Telegram out of reach, in words naming the address (channels.telegram.apiBaseUrl) and what to check."""
         text = str(exc)
-        if any(words in text for words in _NO_NAME):
+        if any(words in text for words in NO_NAME):
             reason = "its name did not resolve (DNS)"
         elif isinstance(exc, TimedOut):
             reason = "it did not answer in time"
@@ -225,11 +227,11 @@ class TelegramChannel:
                     offset=self._offset, timeout=self._poll_timeout, allowed_updates=["message"]
                 )
             except RetryAfter as exc:
-                await self._clock.sleep(_seconds(exc.retry_after))
+                await self._clock.sleep(retry_wait(exc))
                 continue
             except (TelegramError, OSError) as exc:
                 delay = backoff.next()
-                log.warning("telegram: getUpdates failed (%s); retrying in %.0f s", _why(exc), delay)
+                log.warning("telegram: getUpdates failed (%s); retrying in %.0f s", why(exc), delay)
                 await self._clock.sleep(delay)
                 continue
             backoff.reset()
@@ -237,11 +239,13 @@ class TelegramChannel:
                 try:
                     await self._handle(update)
                 except TelegramError as exc:  # taken in, but an answer (refusal, notice) failed
-                    log.warning("telegram: could not answer update %d (%s)", update.update_id, _why(exc))
+                    log.warning("telegram: could not answer update %d (%s)", update.update_id, why(exc))
                 except Exception as exc:  # not buffered (disk full?): leave it unconfirmed, fetch it again
                     delay = backoff.next()
-                    why = _why(exc)
-                    log.error("telegram: could not take update %d (%s); retry in %.0f s", update.update_id, why, delay)
+                    why_not = why(exc)
+                    log.error(
+                        "telegram: could not take update %d (%s); retry in %.0f s", update.update_id, why_not, delay
+                    )
                     await self._clock.sleep(delay)
                     break
                 self._offset = update.update_id + 1  # confirmed by the next getUpdates, after buffering
@@ -303,7 +307,7 @@ class TelegramChannel:
         try:
             await self._send(chat_id, text)
         except (TelegramError, OSError) as exc:
-            log.warning("telegram: could not send a refusal to chat %d (%s)", chat_id, _why(exc))
+            log.warning("telegram: could not send a refusal to chat %d (%s)", chat_id, why(exc))
 
     def _as_klaw_text(self, text: str) -> str | None:
         """`/new@thisbot x` → `/new x`; `/start` → `/help`; None for `/new@otherbot` (a group's command
@@ -342,11 +346,11 @@ class TelegramChannel:
                 await self._bot.send_message(chat_id, text)
                 return
             except RetryAfter as exc:
-                await self._clock.sleep(_seconds(exc.retry_after))
+                await self._clock.sleep(retry_wait(exc))
             except (TelegramError, OSError) as exc:
                 if attempt == SEND_ATTEMPTS:
                     raise
-                log.warning("telegram: sendMessage failed (%s); retrying", _why(exc))
+                log.warning("telegram: sendMessage failed (%s); retrying", why(exc))
                 await self._clock.sleep(attempt)
 
     def _require_gateway(self) -> Gateway:
@@ -364,36 +368,3 @@ def _token_refused(token_env: str) -> str:
         f"Telegram refused the bot token in {token_env} (channels.telegram.tokenEnv names the variable): put"
         " the token @BotFather gave you there, whole"
     )
-
-
-_NO_NAME = ("Name or service not known", "Temporary failure in name resolution", "nodename nor servname")
-"""How a failed DNS lookup reads in the connection error (glibc, macOS)."""
-
-
-def _unreachable(exc: BaseException) -> bool:
-    """Telegram out of reach (no DNS, no route, a timeout), not a refusal: worth retrying."""
-    return isinstance(exc, (TimedOut, OSError)) or type(exc) is NetworkError
-
-
-def _seconds(retry_after: object) -> float:
-    total = getattr(retry_after, "total_seconds", None)
-    return float(total()) if callable(total) else float(retry_after)  # type: ignore[arg-type]
-
-
-def _why(exc: BaseException) -> str:
-    """Why a call to Telegram failed, in words for the log ("Telegram did not answer in time"), not the
-    exception's class ("TimedOut"). A network error's own text names httpx's classes, so it is not quoted;
-    Telegram's refusals ("Forbidden: bot was blocked by the user") are its own words and are."""
-    if isinstance(exc, TimedOut):
-        return "Telegram did not answer in time"
-    if isinstance(exc, InvalidToken):
-        return "Telegram refused the bot token: check the variable channels.telegram.tokenEnv names"
-    if type(exc) is NetworkError:
-        return "could not reach Telegram: check this machine's network"
-    if isinstance(exc, TelegramError):
-        return f"Telegram said: {exc.message}"
-    if isinstance(exc, OSError):
-        return (exc.strerror or "the connection failed").lower()
-    if isinstance(exc, KlawError):  # the buffer's "the disk is full …": klaw's own sentence
-        return str(exc)
-    return f"an unexpected {type(exc).__name__}, a bug worth reporting"  # the class helps the report
