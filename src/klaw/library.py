@@ -76,14 +76,16 @@ Approve = Callable[[ChatRef, str], Awaitable[bool]]  # (chat, the question as a 
 @dataclass(frozen=True, slots=True)
 class AgentMessage:
     """A message the agent sent on its own, answering no `ask`: a subagent's or a scheduled task's
-    answer (`task` names it), a notice (a run that failed; an `ask` over the model's budget, decision
-    285), the reply of a turn resumed after a restart, or of an `ask` that was cancelled. `kind` is
-    `reply`, `notice` or `error`, as a channel would show it."""
+    answer (`task` names it), a message written in another chat (`sent_from` names that chat), a notice
+    (a run that failed; an `ask` over the model's budget, decision 285), the reply of a turn resumed
+    after a restart, or of an `ask` that was cancelled. `kind` is `reply`, `notice` or `error`, as a
+    channel would show it."""
 
     chat: ChatRef
     text: str
     kind: Literal["reply", "notice", "error"]
     task: str | None = None
+    sent_from: str | None = None  # written in another chat (`message_send`): that chat, "web:main"
 
 
 OnMessage = Callable[[AgentMessage], Awaitable[None]]
@@ -331,7 +333,8 @@ class Klaw:
         if self._on_message is None:
             return
         try:
-            await self._on_message(AgentMessage(outbound.chat, outbound.text, outbound.kind, outbound.task))
+            message = AgentMessage(outbound.chat, outbound.text, outbound.kind, outbound.task, outbound.sent_from)
+            await self._on_message(message)
         except Exception as exc:
             log.warning(
                 "the library's on_message callback raised %s; the message stays in the chat's history",

@@ -1,5 +1,6 @@
-"""The web page in headless Chromium: history on open, Markdown rendered safely, task answers labelled,
-a phone-width header, a fast reply marked answered, a favicon, and the inspector's picture of a turn.
+"""The web page in headless Chromium: history on open, Markdown rendered safely, task answers and messages
+from another chat labelled, a phone-width header, a fast reply marked answered, a favicon, and the
+inspector's picture of a turn.
 
 Each test runs the whole stack (fake OpenAI server, engine, gateway with the web channel) and signs in
 as a person would. Screenshots go to `test-artifacts/`.
@@ -107,6 +108,24 @@ async def test_a_scheduled_task_answer_is_labelled_with_its_task() -> None:
         await page.wait_for_selector("body[data-ready=true]")
         label = page.locator(".msg.assistant", has_text="The sources are in.").locator(".task-label")
         assert await label.inner_text() == "Subagent: bg"
+
+
+async def test_a_message_the_agent_wrote_in_another_chat_is_labelled_with_that_chat() -> None:
+    """fh9: a message `message_send` brought from the person's Telegram chat showed bare, as if it answered
+    the page's last message; it is headed "From telegram:42", live and in the history after a reload."""
+    channels = {"telegram": {"enabled": True, "allowedChatIds": [42]}}
+    async with signed_in(channels=channels) as session:
+        page, stack = session.page, session.stack
+        stack.server.reply_tool_calls([("message_send", {"target": "web:main", "text": "hello web from telegram"})])
+        stack.server.reply_text("Sent it to the web page.")
+        await stack.engine.submit(ChatRef("telegram", "42"), "say hello on the web page")
+        sent = page.locator(".msg.assistant.task", has_text="hello web from telegram")
+        await sent.wait_for()
+        assert await sent.locator(".task-label").inner_text() == "From telegram:42"
+        await page.reload()
+        await page.wait_for_selector("body[data-ready=true]")
+        label = page.locator(".msg.assistant", has_text="hello web from telegram").locator(".task-label")
+        assert await label.inner_text() == "From telegram:42"
 
 
 async def test_at_phone_width_the_header_fits_and_every_tab_and_sign_out_are_visible() -> None:

@@ -29,7 +29,7 @@ from klaw.channels.console_keys import KeysWhileThinking
 from klaw.channels.console_waiting import count_up
 from klaw.command_syntax import parse_command
 from klaw.engine.delivery import Outbound
-from klaw.engine.frames import task_label, tools_used
+from klaw.engine.frames import tools_used, unasked_label
 from klaw.engine.runtime import Engine
 from klaw.message_text import MessageRefused
 from klaw.store.records import ChatRef
@@ -256,8 +256,8 @@ class ConsoleChannel:
     def _show(self, reply: Outbound) -> None:
         """A reply, an error or a question to approve a tool, its control characters shown and never
         obeyed: a reply or a tool's arguments must not clear the screen or overwrite the question."""
-        if reply.task is not None:  # a task's answer arrives on its own: say whose it is, as the web page does
-            label = task_label(reply.task, reply.spawned)
+        label = unasked_label(reply.task, reply.spawned, reply.sent_from)
+        if label is not None:  # a task's answer, a message from another chat: say whose, as the web page does
             self._console.print(Text(visible(label), style="bold yellow"), highlight=False)
         if reply.tools:  # what the turn called on its way to this answer, as the web page lists it
             self._console.print(Text(visible(tools_used(reply.tools)), style="dim"), highlight=False)

@@ -18,8 +18,9 @@ Slash commands (`/new`, `/model x`, also `/new@thisbot`) are forwarded as comman
 another bot in a group) is ignored; `/start`
 (what Telegram sends first) is `/help`. While a turn is under way the chat shows "typing…"
 (`sendChatAction`, renewed every 4 s for up to 2 minutes). Replies are plain text, split at
-Telegram's 4096-character limit; an answer the agent sends on its own (a scheduled task's, a subagent's)
-opens with its label line ("Scheduled task: digest"), as the console and the web page show it, so it is
+Telegram's 4096-character limit; an answer the agent sends on its own (a scheduled task's, a subagent's, one
+written in another chat) opens with its label line ("Scheduled task: digest", "From web:main"), as the
+console and the web page show it, so it is
 not read as an answer to the last message. The bot token and message text are never logged, and the HTTP
 libraries' loggers are held at WARNING, since their request lines carry the token in the URL.
 """
@@ -41,7 +42,7 @@ from klaw.command_syntax import parse_command
 from klaw.config import CommandConfig, TelegramChannelConfig
 from klaw.config.channels import NO_ALLOWED_CHAT
 from klaw.engine.clock import Clock, SystemClock
-from klaw.engine.frames import DeltaFrame, FrameError, OutboundFrame, task_label
+from klaw.engine.frames import DeltaFrame, FrameError, OutboundFrame, unasked_label
 from klaw.errors import KlawError
 from klaw.gateway.link import Backoff
 from klaw.gateway.service import Gateway
@@ -212,7 +213,8 @@ class TelegramChannel:
             return
         if frame.kind != "notice" or frame.reply_to is not None or frame.approval is not None:
             self._stop_typing(chat_id)  # a notice on its own (a message over the budget) leaves the turn typing
-        text = frame.text if frame.task is None else f"{task_label(frame.task, frame.spawned)}\n\n{frame.text}"
+        label = unasked_label(frame.task, frame.spawned, frame.sent_from)
+        text = frame.text if label is None else f"{label}\n\n{frame.text}"
         for part in split_message(text) or ["(empty reply)"]:
             await self._send(chat_id, part)
 

@@ -37,6 +37,7 @@ class Outbound:
     kind: OutboundKind = "reply"
     task: str | None = None  # the scheduled task whose answer this is
     spawned: bool = False  # that task is a one-off subagent run (subagent_spawn), labelled so
+    sent_from: str | None = None  # written in another chat (message_send): that chat, "web:main"
     approval: str | None = None  # a question of engine/approval.py: the id `/approve` and `/deny` take
     id: str | None = None  # a turn's reply: its record id, kept to send again until a channel confirms it
     # a turn's reply or apology: the ids of every message its turn answered (one turn may join several,
@@ -53,9 +54,10 @@ class Outbound:
 def kept_reply(record: MessageRecord, reply_to: str | None) -> Outbound:
     """A reply the store keeps until a channel confirms it (a turn's, or one the agent sent unasked:
     `exchange_records.sent_unasked`), under its record id so a gateway shows it once however often it
-    is sent; a scheduled task's or subagent's answer keeps its label when it is sent again at start."""
+    is sent; a task's answer, or a message written in another chat, keeps its label when sent again at start."""
     metadata = record.metadata or {}
     task = metadata.get("task") if metadata.get("source") == "task" else None
+    sent_from = metadata.get("from") if metadata.get("source") == "message_send" else None
     return Outbound(
         record.chat,
         record.content,
@@ -63,6 +65,7 @@ def kept_reply(record: MessageRecord, reply_to: str | None) -> Outbound:
         "reply",
         task=task if isinstance(task, str) else None,
         spawned=metadata.get("origin") == "spawn",
+        sent_from=sent_from if isinstance(sent_from, str) else None,
         id=record.id,
     )
 

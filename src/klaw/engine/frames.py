@@ -168,6 +168,9 @@ class OutboundFrame(_FrameModel):
     task: str | None = None
     # The task is a one-off subagent run (`subagent_spawn`), not a scheduled one: labelled so (task_label).
     spawned: bool = False
+    # A message the agent wrote in another chat (`message_send`): that chat ("web:main"), so a channel can
+    # say where it came from (`unasked_label`). Optional like `task`.
+    sent_from: str | None = None
     # A turn's reply carries its record id: sent again after an engine restart until the gateway
     # confirms it (`delivered`), so a gateway shows each (id, part) once. None: nothing to confirm.
     id: str | None = None
@@ -381,3 +384,12 @@ class FrameReader:
 def task_label(task: str, spawned: bool) -> str:
     """How a channel heads a task's answer: a subagent's one-off run is no scheduled task (decision 249)."""
     return f"Subagent: {task}" if spawned else f"Scheduled task: {task}"
+
+
+def unasked_label(task: str | None, spawned: bool, sent_from: str | None) -> str | None:
+    """The line a channel heads a message the agent sent unasked with, so it is not read as an answer to
+    the last message: a task's answer names its task, one written in another chat (`message_send`) that
+    chat ("From web:main"); None for anything else."""
+    if task is not None:
+        return task_label(task, spawned)
+    return None if sent_from is None else f"From {sent_from}"

@@ -16,7 +16,7 @@ from typing import Any
 from klaw.engine.approval import ApprovalGate
 from klaw.engine.context_history import ContextHistory
 from klaw.engine.frame_dispatch import QueryError
-from klaw.engine.frames import QueryFrame, task_label
+from klaw.engine.frames import QueryFrame, unasked_label
 from klaw.engine.memory_settings import MemorySettings
 from klaw.engine.tools_used import tool_runs
 from klaw.memory.hybrid_search import HybridSearch
@@ -147,8 +147,9 @@ class EngineQueries:
         """The chat as its person saw it, oldest first: their messages and the agent's replies (text
         only: no tool results), newest segments back to the `limit`, for a page that opens or reloads.
         Each message says its segment, so a page can show where `/new` started a fresh one, a scheduled
-        task's answer names its task, and a reply names its turn's tool calls (`tools`, bounded as the
-        reply frame carried them: tools_used.tool_runs), counted in the bytes like the rest."""
+        task's answer names its task, a message written in another chat that chat (`sent_from`), and a
+        reply names its turn's tool calls (`tools`, bounded as the reply frame carried them:
+        tools_used.tool_runs), counted in the bytes like the rest."""
         limit = _int(params, "limit", HISTORY_MESSAGES, 1, MAX_MESSAGES)
         picked: list[dict[str, Any]] = []
         budget = HISTORY_BYTES
@@ -163,8 +164,10 @@ class EngineQueries:
                 entry = _message(message, HISTORY_TEXT_CHARS)
                 metadata = record.metadata or {}
                 task = metadata.get("task") if metadata.get("source") == "task" else None
+                sent_from = metadata.get("from") if metadata.get("source") == "message_send" else None
                 entry["task"] = task
-                entry["task_label"] = task_label(task, metadata.get("origin") == "spawn") if task else None
+                entry["sent_from"] = sent_from
+                entry["task_label"] = unasked_label(task, metadata.get("origin") == "spawn", sent_from)
                 if record.role is Role.ASSISTANT:
                     entry["tools"] = list(tool_runs(*tools.get(index, ((), None))))
                 budget -= len(json.dumps(entry))

@@ -168,6 +168,7 @@ class EngineSocketServer:
             kind=outbound.kind,
             task=outbound.task,
             spawned=outbound.spawned,
+            sent_from=outbound.sent_from,
             approval=outbound.approval,
             id=outbound.id,
             answers=outbound.answers,

@@ -24,7 +24,7 @@ from klaw.channels.web.token import load_or_create_token
 from klaw.config import WebChannelConfig
 from klaw.config_loader import LoadedConfig
 from klaw.config_view import ConfigRow, config_rows
-from klaw.engine.frames import DeltaFrame, OutboundFrame, task_label, tools_used
+from klaw.engine.frames import DeltaFrame, OutboundFrame, tools_used, unasked_label
 from klaw.gateway.service import Gateway, Submitted
 from klaw.home import KlawHome
 
@@ -98,7 +98,9 @@ class WebChannel:
             data["html"] = render_literal(frame.text)
         if frame.task is not None:
             data["task"] = frame.task
-            data["task_label"] = task_label(frame.task, frame.spawned)
+        if frame.task is not None or frame.sent_from is not None:  # sent unasked: the page heads it with whose
+            data["task_label"] = unasked_label(frame.task, frame.spawned, frame.sent_from)
+            data["sent_from"] = frame.sent_from
         if frame.id is not None:  # a turn's reply: the page shows it once, were it also in the history
             data["id"] = frame.id
         if frame.answers:  # every message this reply answers: a script waiting for any of them gets it

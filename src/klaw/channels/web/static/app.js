@@ -61,7 +61,7 @@ function addBubble(kind, text, meta) {
 }
 
 // A finished reply: sanitized HTML from the server when it rendered Markdown, else the plain text;
-// a scheduled task's answer is labelled with its task.
+// a message the agent sent unasked is headed with whose it is: its task, or the chat it was written in.
 function fillReply(bubble, data) {
   const body = bubble.querySelector(".body");
   if (typeof data.html === "string") {
@@ -71,9 +71,10 @@ function fillReply(bubble, data) {
     body.textContent = data.text;
   }
   bubble.querySelector(".task-label")?.remove();
-  if (data.task) {
+  const label = data.task_label || (data.task ? `Scheduled task: ${data.task}` : null);
+  if (label) {
     bubble.classList.add("task");
-    bubble.prepend(el("span", { class: "task-label", text: data.task_label || `Scheduled task: ${data.task}` }));
+    bubble.prepend(el("span", { class: "task-label", text: label }));
   }
 }
 
