@@ -4,6 +4,7 @@ the turn waits, the file is written and the reply follows; Deny refuses the next
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tests.channels.browser import needs_chromium, sign_in, signed_in
@@ -71,6 +72,10 @@ async def test_a_question_still_waiting_is_shown_again_after_a_reload_and_a_new_
             assert await asked.count() == 1, again  # shown once, though the page loaded while it waited
             assert "path: later.txt" in await asked.locator("pre").inner_text()
             assert "```" not in await asked.inner_text()
+            # fh9: before, it said the whole timeout again ("no answer within 5 minutes means no").
+            said = await asked.inner_text()
+            assert "within 5 minutes" not in said, again
+            assert re.search(r"no answer in the (\d+ minutes? )?(\d+ seconds? )?left means no", said), said
             assert await asked.locator("button.approve").is_enabled()
             # it comes after the message that led to it
             order = [text.strip() for text in await page.locator("#messages .msg .body").all_inner_texts()]

@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from klaw.engine.clock import ManualClock
-from klaw.engine.frames import AckFrame, EngineFrame, GatewayFrame, HelloFrame, InboundFrame, OutboundFrame
+from klaw.engine.frames import (
+    AckFrame,
+    EngineFrame,
+    GatewayFrame,
+    HelloFrame,
+    InboundFrame,
+    OutboundFrame,
+    QueryFrame,
+    ResultFrame,
+)
 from klaw.engine.runtime import Engine
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
@@ -155,6 +164,31 @@ async def test_approved_the_call_runs_and_the_model_reads_its_result(tmp_path: P
         assert result["content"] == f"ran: {COMMAND}"
         [logged] = s.logged_tool_results()
         assert (logged["approval"], logged["is_error"]) == ("approved", False)
+
+
+async def test_a_question_shown_again_says_the_time_left_not_the_whole_timeout(tmp_path: Path) -> None:
+    """fh9: the `approvals` query (a web page reloaded while a question waits) gave the question as asked,
+    "no answer within 2 minutes", however long it had waited; it says the time left, rounded down."""
+    async with stand() as s:
+        s.server.reply_tool_calls([("host_exec", {"command": COMMAND})])
+        s.server.reply_text("Cleaned up.")
+        await s.ask("clean up my old backups")
+        request_id, question = await s.question()
+        await s.clock.wait_for_sleeper(TIMEOUT)
+        await s.clock.advance(29.5)
+        await s.gateway.send(QueryFrame(id="q1", query="approvals", params={"channel": "web", "chat_id": "main"}))
+        answer = await s.gateway.recv()
+        assert isinstance(answer, ResultFrame), answer
+        [shown] = answer.data["approvals"]
+        assert shown["text"] == question.text.replace(
+            "(no answer within 2 minutes means no)", "(no answer in the 1 minute 30 seconds left means no)"
+        )
+        await s.clock.advance(TIMEOUT - 29.5 - 1)  # a second before the end: never "0 seconds"
+        await s.gateway.send(QueryFrame(id="q2", query="approvals", params={"channel": "web", "chat_id": "main"}))
+        answer = await s.gateway.recv()
+        assert isinstance(answer, ResultFrame), answer
+        [shown] = answer.data["approvals"]
+        assert shown["text"].endswith(f"/deny {request_id} (no answer in the 1 second left means no)")
 
 
 async def test_denied_the_call_never_runs_and_the_model_is_told(tmp_path: Path) -> None:

@@ -23,9 +23,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import secrets
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -80,7 +82,8 @@ class _Pending:
     chat: ChatRef
     tool: str
     answer: asyncio.Future[bool]
-    text: str = ""  # the question as asked, shown again to a page (re)loaded while it waits
+    call: ToolCall
+    asked_at: datetime  # the question shown again says the time left from here, not the whole timeout
     decision: Decision | None = None  # set once it is over
     over: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -155,7 +158,8 @@ class ApprovalGate:
     async def _ask(self, call: ToolCall, chat: ChatRef) -> Verdict:
         request_id = self._new_id()
         asked = question(request_id, call, self._timeout)
-        pending = _Pending(request_id, chat, call.name, asyncio.get_running_loop().create_future(), asked)
+        answer = asyncio.get_running_loop().create_future()
+        pending = _Pending(request_id, chat, call.name, answer, call, self._clock.now())
         self._pending[pending.id] = pending
         try:
             try:
@@ -203,11 +207,16 @@ class ApprovalGate:
         return ", ".join(f"{p.id} ({p.tool})" for p in waiting) or "none"
 
     def questions(self, chat: ChatRef) -> list[dict[str, str]]:
-        """The questions waiting in `chat`, oldest first, as asked (`id`, `tool`, `text`): the `approvals`
-        query, so a web page (re)loaded while one waits shows it with its buttons, and a script whose wait
-        ended with no reply learns what holds the chat (decision 359)."""
+        """The questions waiting in `chat`, oldest first (`id`, `tool`, `text`): the `approvals` query, so a
+        web page (re)loaded while one waits shows it with its buttons, and a script whose wait ended with no
+        reply learns what holds the chat (decision 359). Each says the time left to answer, not the whole
+        timeout it was asked with (fh9: a page reloaded four minutes in still said "within 5 minutes")."""
+        now = self._clock.now()
         waiting = [p for p in self._pending.values() if p.chat == chat and not p.answer.done()]
-        return [{"id": p.id, "tool": p.tool, "text": p.text} for p in waiting]
+        return [
+            {"id": p.id, "tool": p.tool, "text": question(p.id, p.call, self._timeout, waited=now - p.asked_at)}
+            for p in waiting
+        ]
 
     async def ended(self, request_id: str) -> str | None:
         """Wait until question `request_id` is over, and say how when it was not the person's own answer:
@@ -262,11 +271,16 @@ class ApprovalGate:
                 pending.answer.cancel()
 
 
-def question(request_id: str, call: ToolCall, timeout_seconds: float) -> str:
+def question(request_id: str, call: ToolCall, timeout_seconds: float, *, waited: timedelta | None = None) -> str:
     """The question as the person reads it: the tool, its arguments whole and with nothing hidden (in a
     code block; approval_text.py), the id. The gate asks only when they fit `MAX_SHOWN_CHARS`. A call
-    without arguments says so in words, not with a bare `{}` in a code block."""
-    answer = f"/approve {request_id} or /deny {request_id} (no answer within {_duration(timeout_seconds)} means no)"
+    without arguments says so in words, not with a bare `{}` in a code block. Shown again after it
+    `waited`, it says the time left, in whole seconds rounded down (never more than is left)."""
+    if waited is None:
+        within = f"within {_duration(timeout_seconds)}"
+    else:
+        within = f"in the {_left(timeout_seconds - waited.total_seconds())} left"
+    answer = f"/approve {request_id} or /deny {request_id} (no answer {within} means no)"
     if _arguments(call.arguments) == {}:
         return f"The agent wants to run {shown(call.name)} (no arguments).\n{answer}"
     arguments = shown_arguments(call)
@@ -328,6 +342,13 @@ def _which(verb: str, waiting: list[str]) -> str:
     if not waiting:
         return "No approval request is waiting in this chat."
     return f"Waiting: {', '.join(waiting)}. Answer /{verb} ID."
+
+
+def _left(seconds: float) -> str:
+    """The time left to answer, rounded down to whole seconds (at least one): "4 minutes 59 seconds"."""
+    minutes, rest = divmod(max(1, math.floor(seconds)), 60)
+    words = [f"{minutes} minute{'s' if minutes != 1 else ''}"] if minutes else []
+    return " ".join(words + ([f"{rest} second{'s' if rest != 1 else ''}"] if rest or not minutes else []))
 
 
 def _duration(seconds: float) -> str:
