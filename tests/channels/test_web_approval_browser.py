@@ -4,9 +4,11 @@ the turn waits, the file is written and the reply follows; Deny refuses the next
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
+from klaw.engine.frames import OutboundFrame
 from tests.channels.browser import needs_chromium, sign_in, signed_in
 
 pytestmark = needs_chromium
@@ -109,3 +111,61 @@ async def test_a_question_whose_time_ran_out_no_longer_offers_its_buttons() -> N
         assert await asked.locator("button").count() == 0
         assert "No longer waiting for an answer." in await asked.inner_text()
         assert not (stack.home.workspace / "late.txt").exists()
+
+
+async def test_an_older_reply_shown_while_the_page_loads_leaves_a_later_question_open() -> None:
+    """fh9: the page closed every question it offered when any reply came. A reply that arrived while the
+    page loaded (after its history was read, before its stream opened) was shown after a later turn's
+    question, already offered again, and closed it: no buttons, though `/approve ID` still worked."""
+    overrides: dict[str, Any] = {"tools": {"approval": ["file_write"]}}
+    async with signed_in(1000, 800, **overrides) as session:
+        stack, page, web = session.stack, session.page, session.web
+        await page.wait_for_selector("#engine-status.up")
+        first_started, first_may_answer = asyncio.Event(), asyncio.Event()
+
+        async def hold_the_first_answer() -> None:
+            first_started.set()
+            await first_may_answer.wait()
+
+        stack.server.reply_text("The first answer.", before=hold_the_first_answer)
+        stack.server.reply_tool_calls([("file_write", {"path": "open.txt", "content": "kept open"})])
+        stack.server.reply_text("Wrote open.txt.")
+        await page.fill("#input", "first")
+        await page.press("#input", "Enter")
+        await asyncio.wait_for(first_started.wait(), 30)
+        await page.fill("#input", "write open.txt")
+        await page.press("#input", "Enter")
+        await page.locator(".msg.user[data-id]").nth(1).wait_for()  # stored: its turn follows the first
+
+        # The reload's history is read while the first turn still runs; before the page gets it, the first
+        # answer is sent and the second turn asks its question, so the page shows the question (asked
+        # meanwhile) and then the first answer, from its event stream.
+        query, deliver, question_published = web.query, web.deliver, asyncio.Event()
+
+        async def history_read_before_the_first_answer(name: str, params: dict[str, Any]) -> Any:
+            answer = await query(name, params)
+            if name == "history" and not first_may_answer.is_set():
+                first_may_answer.set()
+                await question_published.wait()
+            return answer
+
+        async def noting_the_question(frame: OutboundFrame) -> None:
+            await deliver(frame)
+            if frame.approval is not None:
+                question_published.set()
+
+        web.query = history_read_before_the_first_answer  # type: ignore[method-assign]
+        web.deliver = noting_the_question  # type: ignore[method-assign]
+        await page.reload()
+        await page.wait_for_selector("body[data-ready=true]")
+        asked = page.locator(".msg.notice", has_text="path: open.txt")
+        await asked.wait_for()
+        await page.locator(".msg.assistant", has_text="The first answer.").wait_for()
+        await page.evaluate("new Promise((done) => setTimeout(done, 0))")  # the page's handlers have run
+        assert await asked.locator(".closed").count() == 0
+        assert await asked.locator("button.approve").is_enabled()
+
+        await asked.locator("button.approve").click()
+        await page.locator(".msg.notice", has_text="Approved: file_write runs now.").wait_for()
+        await page.locator(".msg.assistant", has_text="Wrote open.txt.").wait_for()
+        assert (stack.home.workspace / "open.txt").read_text(encoding="utf-8") == "kept open"

@@ -165,6 +165,13 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
                     message["tools_line"] = tools_used(message["tools"])
         return answer
 
+    @router.get("/approvals", dependencies=[Depends(session)])
+    async def approvals() -> Any:
+        """The approval questions still waiting in the page's chat. A reply ends its own turn's question
+        only: the page asks which still wait before closing any, so an older reply shown late (it arrived
+        while the page loaded) never closes a later question's buttons."""
+        return {"approvals": await waiting_approvals(backend)}
+
     @router.get("/chats", dependencies=[Depends(session)])
     async def chats() -> Any:
         found = (await ask("chats", {}))["chats"]

@@ -84,16 +84,23 @@ function addApprovalButtons(bubble, id) {
     for (const button of bubble.querySelectorAll(".approval button")) button.disabled = true;
     send(`/${command} ${id}`);
   };
-  bubble.append(el("div", { class: "approval" },
+  bubble.append(el("div", { class: "approval", "data-id": id },
     el("button", { type: "button", class: "approve", text: "Approve", onclick: answer("approve") }),
     el("button", { type: "button", class: "deny", text: "Deny", onclick: answer("deny") })));
 }
 
-// A reply ends its turn, and a chat's turns run one at a time while a question holds its turn: every
-// question still offered when a reply arrives is over (its time ran out, or another tab answered it).
-function closeQuestions() {
+// A reply ends its turn, so a question of that turn still offered is over (its time ran out, or another
+// tab answered it). Which ones is the engine's to say: a reply can be an older one shown late (it arrived
+// while the page loaded, after a later question was shown), which must not close that question.
+async function closeQuestions() {
+  const unanswered = (offered) => ![...offered.querySelectorAll("button")].some((button) => button.disabled);
+  if (![...document.querySelectorAll("#messages .approval")].some(unanswered)) return;
+  let waiting;
+  try {
+    waiting = new Set((await api("/api/approvals")).approvals.map((question) => question.id));
+  } catch (error) { return; }  // unknown: keep the buttons; a late click is answered in words
   for (const offered of document.querySelectorAll("#messages .approval")) {
-    if ([...offered.querySelectorAll("button")].some((button) => button.disabled)) continue;  // answered here
+    if (!unanswered(offered) || waiting.has(offered.dataset.id)) continue;  // answered here, or still waiting
     offered.replaceChildren(el("span", { class: "closed", text: "No longer waiting for an answer." }));
   }
 }
