@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.channels.browser import ARTIFACTS, needs_chromium, opened_page, signed_in
+from tests.channels.browser import ARTIFACTS, needs_chromium, opened_page, say, signed_in
 
 pytestmark = needs_chromium
 
@@ -127,3 +127,27 @@ async def test_forget_last_takes_the_erased_exchange_off_the_page_in_chromium() 
         await page.locator(".msg", has_text="HUNTER2").wait_for(state="detached")
         assert await page.locator(".msg.user", has_text="my locker code?").count() == 0
         assert await page.locator(".msg.assistant", has_text="kept answer").count() == 1
+
+
+async def test_a_failed_turns_tool_calls_stay_with_it_in_the_history_in_chromium() -> None:
+    """fh9: a turn that called tools and then failed left its calls to be listed under the next reply in
+    the history ("Tools used: current_time" under a reply whose turn called none). They are listed with
+    the message the failed turn was answering, saying so, and the next reply lists its own calls only."""
+    async with signed_in() as session:
+        page, server = session.page, session.stack.server
+        server.reply_tool_calls([("current_time", {})])
+        server.reply_error(500, message="the model server broke")
+        await say(page, "what time is it?", 1)
+        await page.locator(".msg.error").wait_for()  # the apology, live
+        server.reply_text("All good now.")
+        await say(page, "are you there?", 2)
+        assert await page.locator(".msg.assistant", has_text="All good now.").locator(".tools").count() == 0
+
+        await page.reload()
+        await page.wait_for_selector("body[data-ready=true]")
+        reply = page.locator(".msg.assistant", has_text="All good now.")
+        await reply.wait_for()
+        assert await reply.locator(".tools").count() == 0  # before: "Tools used: current_time"
+        asked = page.locator(".msg.user", has_text="what time is it?")
+        assert await asked.locator(".tools").inner_text() == "Tools used before its turn failed: current_time"
+        assert await page.locator(".msg.user", has_text="are you there?").locator(".tools").count() == 0

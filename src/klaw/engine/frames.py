@@ -22,7 +22,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from klaw import strict_json
-from klaw.engine.tools_used import tools_used as tools_used  # the channels' line, with the frames
+from klaw.engine.tools_used import tools_before_failing as tools_before_failing  # the channels' lines,
+from klaw.engine.tools_used import tools_used as tools_used  # with the frames
 from klaw.errors import KlawError
 from klaw.message_text import LONE_SURROGATE
 from klaw.scheduling.names import SUBAGENT_CHANNEL

@@ -10,18 +10,18 @@ fits one 1 MiB frame) and JSON-ready; message text is cut to `TEXT_CHARS`. Bad p
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from klaw.engine.approval import ApprovalGate
 from klaw.engine.context_history import ContextHistory
 from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.frames import QueryFrame, unasked_label
+from klaw.engine.history_tools import history_tools, unanswered_turns
 from klaw.engine.memory_settings import MemorySettings
-from klaw.engine.tools_used import tool_runs
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.protocol import Storage
-from klaw.store.records import MAX_ROW_ID, ChatRef, Exchange, MessageType, RecordKind, Role, StoredMessage
+from klaw.store.records import MAX_ROW_ID, ChatRef, Exchange, Role, StoredMessage
 
 TEXT_CHARS = 2000
 MAX_SEGMENTS = 100
@@ -155,7 +155,7 @@ class EngineQueries:
         budget = HISTORY_BYTES
         for segment in reversed(await self._store.segments.list(_chat(params))):
             window = await self._store.messages.window(segment.id, MAX_MESSAGES)
-            tools = _replies_tools(window)
+            tools = history_tools(window, await unanswered_turns(self._store, segment.id))
             for index in reversed(range(len(window))):
                 message = window[index]
                 record = message.record
@@ -169,7 +169,10 @@ class EngineQueries:
                 entry["sent_from"] = sent_from
                 entry["task_label"] = unasked_label(task, metadata.get("origin") == "spawn", sent_from)
                 if record.role is Role.ASSISTANT:
-                    entry["tools"] = list(tool_runs(*tools.get(index, ((), None))))
+                    entry["tools"] = list(tools.replies.get(index, ()))
+                elif message.rowid in tools.unanswered:  # its turn called these, then failed: no reply has them
+                    entry["tools"] = list(tools.unanswered[message.rowid])
+                    entry["turn_failed"] = True
                 budget -= len(json.dumps(entry))
                 if budget < 0 or len(picked) == limit:
                     return {"messages": picked[::-1], "complete": False}
@@ -205,32 +208,6 @@ def _int(params: Mapping[str, Any], key: str, default: int | None = None, low: i
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise QueryError(f"{key} must be a whole number from {low} to {high}")
     return value
-
-
-def _replies_tools(window: Sequence[StoredMessage]) -> dict[int, tuple[list[str], dict[int, str]]]:
-    """By the index of each reply in `window` (oldest first), the tool of each call made since the reply
-    before it and why a call was not run, by its place among them (the `not_run` of its result). A person's
-    message stored in between (sent while an approval waited, or while the model wrote) does not end the
-    turn's calls: before, that reply listed none (decision 360)."""
-    replies: dict[int, tuple[list[str], dict[int, str]]] = {}
-    names: list[str] = []
-    places: dict[str, int] = {}
-    not_run: dict[int, str] = {}
-    for index, message in enumerate(window):
-        record = message.record
-        metadata = record.metadata or {}
-        if record.type is MessageType.TOOL_CALL:
-            calls = [call for call in metadata.get("tool_calls", []) if isinstance(call, dict)]
-            places.update((str(call.get("id")), len(names) + n) for n, call in enumerate(calls))
-            names += [str(call.get("name")) for call in calls]
-        elif record.type is MessageType.TOOL_RESULT and isinstance(why := metadata.get("not_run"), str):
-            if (place := places.get(str(metadata.get("tool_call_id")))) is not None:
-                not_run[place] = why
-        elif record.kind is RecordKind.REPLY:
-            if names:
-                replies[index] = (names, not_run)
-            names, places, not_run = [], {}, {}
-    return replies
 
 
 def _message(message: StoredMessage, chars: int = TEXT_CHARS) -> dict[str, Any]:

@@ -54,6 +54,12 @@ def tools_used(runs: Sequence[str]) -> str:
     return "Tools used: " + ", ".join(runs)
 
 
+def tools_before_failing(runs: Sequence[str]) -> str:
+    """The line the web page's history shows under a message whose turn called tools and then failed (no
+    reply lists them): "Tools used before its turn failed: file_read"."""
+    return "Tools used before its turn failed: " + ", ".join(runs)
+
+
 def _run(name: str, count: int) -> str:
     shown = name if len(name) <= MAX_NAME_CHARS else name[: MAX_NAME_CHARS - 1] + "…"
     return shown if count == 1 else f"{shown} ×{count}"

@@ -26,7 +26,7 @@ from klaw.channels.web.events import EventHub, Subscription
 from klaw.channels.web.markdown import render as render_markdown
 from klaw.channels.web.markdown import render_literal
 from klaw.config_view import ConfigRow, shown
-from klaw.engine.frames import FrameError, tools_used
+from klaw.engine.frames import FrameError, tools_before_failing, tools_used
 from klaw.gateway.buffer import BufferUnavailable
 from klaw.gateway.link import EngineUnavailable, QueryFailed
 from klaw.gateway.service import Submitted
@@ -163,6 +163,8 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
                 message["html"] = render_markdown(message["text"])
                 if message.get("tools"):
                     message["tools_line"] = tools_used(message["tools"])
+            elif message.get("turn_failed"):  # the calls of a turn that failed after them, with its message
+                message["tools_line"] = tools_before_failing(message["tools"])
         return answer
 
     @router.get("/approvals", dependencies=[Depends(session)])

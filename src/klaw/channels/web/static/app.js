@@ -158,7 +158,9 @@ async function loadHistory() {
       if (segment !== null && message.segment_id !== segment) box.append(el("div", { class: "divider", text: "new conversation" }));
       segment = message.segment_id;
       if (message.role === "user") {
-        addBubble("user", message.text, fmtTime(message.created_at)).dataset.id = message.id;
+        const bubble = addBubble("user", message.text, fmtTime(message.created_at));
+        bubble.dataset.id = message.id;
+        showTools(bubble, message.tools_line);  // its turn called these, then failed
       } else {
         const bubble = addBubble("assistant", "", fmtTime(message.created_at));
         fillReply(bubble, message);
