@@ -118,19 +118,6 @@ async def test_a_reply_waits_out_telegrams_retry_after_without_a_deprecation_war
         assert [str(w.message) for w in recwarn if issubclass(w.category, PTBDeprecationWarning)] == []
 
 
-async def test_a_message_the_agent_wrote_in_another_chat_opens_with_that_chat(telegram: FakeTelegram) -> None:
-    """fh9: a message `message_send` brought here from the web page's chat arrived bare, as if it answered
-    the person's last message here; it opens with where it was written, as a task's answer does."""
-    text = "Your parcel is with the neighbour."
-    channels = {"telegram": {"enabled": True, "allowedChatIds": [ANA]}}
-    async with running_stack(channel_factory(telegram), channels=channels) as stack:
-        stack.server.reply_tool_calls([("message_send", {"target": f"telegram:{ANA}", "text": text})])
-        stack.server.reply_text("Sent it to your Telegram.")
-        await stack.engine.submit(ChatRef("web", "main"), "tell me on telegram: the parcel is next door")
-        await telegram.wait_for(lambda: len(telegram.sent_to(ANA)) == 1)
-        assert telegram.sent_to(ANA) == [f"From web:main\n\n{text}"]
-
-
 async def test_long_replies_are_split_at_telegram_limits(telegram: FakeTelegram) -> None:
     paragraphs = [f"Paragraph {n}: " + "word " * 300 for n in range(8)]  # ~12 000 characters
     long_reply = "\n\n".join(paragraphs)

@@ -48,7 +48,8 @@ async def test_message_send_from_the_web_chat_arrives_in_telegram(telegram: Fake
         stack.server.reply_text("Told you on Telegram.")
         await stack.engine.submit(ChatRef("web", "main"), "tell me on telegram when the build is green: it is")
         await telegram.wait_for_sent(1)
-        assert telegram.sent_to(ANA) == ["The build is green."]
+        # fh9: it arrived bare, as if it answered Ana's last message here; it opens with where it was written
+        assert telegram.sent_to(ANA) == ["From web:main\n\nThe build is green."]
         # where the message came from is the stored record's metadata, not history a person reads
         segment = await stack.engine.store.segments.current(ChatRef("telegram", str(ANA)))
         [message] = await stack.engine.store.messages.window(segment.id, 10)
