@@ -166,3 +166,72 @@ async def test_a_failing_call_fails_alone_and_a_new_chat_is_made_again(tmp_path:
         assert dangling == [(0,)]
     finally:
         await store.aclose()
+
+
+async def test_a_group_opens_no_savepoints_and_one_alone_none_inside_its_transaction(tmp_path: Path) -> None:
+    """Decision 385: FTS5 writes its pending terms out as a segment at every savepoint, so the appends of a
+    group (and the two records of one `append_many`) run in their transaction without one. On the old
+    code each call's `with connection:` blocks were savepoints: 2-3 for each append here."""
+    store = await SqliteStore.open(tmp_path / "klaw.db")
+    try:
+        chats = [ChatRef("console", f"chat{i}") for i in range(4)]
+        await store.messages.append_many([said(chat, 0) for chat in chats])
+        statements: list[str] = []
+
+        def trace(event: dict[str, object]) -> None:
+            statements.append(str(event.get("sql") or ""))
+
+        await store.db.run(lambda connection: connection.trace_v2(apsw.SQLITE_TRACE_STMT, trace))
+        async with thread_held(store):
+            appends: list[asyncio.Future[object]] = [
+                asyncio.ensure_future(store.messages.append(said(chat, 1), embed=True)) for chat in chats
+            ]
+            appends += [
+                asyncio.ensure_future(store.messages.append_many([said(chat, 2), said(chat, 3)])) for chat in chats
+            ]
+            await queued(len(appends))
+        await asyncio.gather(*appends)
+        await store.messages.append_many([said(chats[0], 4), said(chats[0], 5)])  # a grouped call alone
+        await store.db.run(lambda connection: connection.trace_v2(0, None))
+
+        savepoints = [sql for sql in statements if "SAVEPOINT" in sql.upper()]
+        assert savepoints == [], f"{len(savepoints)} savepoint statements for {len(appends) + 1} grouped calls"
+        for chat in chats[1:]:
+            assert await contents(store, chat) == [f"message {n} from {chat.chat_id}" for n in range(4)]
+        assert await contents(store, chats[0]) == [f"message {n} from chat0" for n in range(6)]
+    finally:
+        await store.aclose()
+
+
+async def test_an_error_a_grouped_call_catches_still_undoes_its_block(tmp_path: Path) -> None:
+    """A call that catches an error raised inside its own `with connection:` block keeps nothing that block
+    wrote, as a savepoint would have undone it: the group is rolled back and each call runs again alone."""
+    store = await SqliteStore.open(tmp_path / "klaw.db")
+    chat = ChatRef("console", "alice")
+    try:
+        await store.messages.append(said(chat, 0))
+        await store.db.run(lambda connection: connection.execute("CREATE TABLE notes (text TEXT)"))
+
+        def caught(connection: apsw.Connection) -> str:
+            connection.execute("INSERT INTO notes VALUES ('kept')")
+            try:
+                with connection:
+                    connection.execute("INSERT INTO notes VALUES ('undone')")
+                    raise ValueError("changed my mind")
+            except ValueError:
+                pass
+            return "done"
+
+        async with thread_held(store):
+            before = asyncio.ensure_future(store.messages.append(said(chat, 1)))
+            middle = asyncio.ensure_future(store.db.run(caught, grouped=True))
+            after = asyncio.ensure_future(store.messages.append(said(chat, 2)))
+            await queued(3)
+        await asyncio.gather(before, after)
+
+        assert await middle == "done"
+        notes = await store.db.run(lambda connection: connection.execute("SELECT text FROM notes").fetchall())
+        assert notes == [("kept",)]
+        assert await contents(store, chat) == [f"message {n} from alice" for n in range(3)]
+    finally:
+        await store.aclose()

@@ -25,7 +25,7 @@ from klaw.store.protocol import StorageError
 from klaw.store.sqlite.last_messages import register_scoring
 from klaw.store.sqlite.query import Row, fetch_all
 from klaw.store.sqlite.read_pool import ReadPool
-from klaw.store.sqlite.write_queue import WriteQueue
+from klaw.store.sqlite.write_queue import WriteQueue, WriterConnection
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -176,7 +176,7 @@ def database_error(path: Path, exc: apsw.Error) -> StorageError:
 
 def _connect(path: Path) -> apsw.Connection:
     create_private(path)  # 0600 before SQLite creates it 0644 & ~umask: its -wal and -shm follow its mode
-    connection = open_connection(path)
+    connection = open_connection(path, kind=WriterConnection)  # a group's calls without savepoints (decision 385)
     try:
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")
@@ -190,7 +190,9 @@ def _connect(path: Path) -> apsw.Connection:
     return connection
 
 
-def open_connection(path: Path, *, create: bool = True) -> apsw.Connection:
+def open_connection(
+    path: Path, *, create: bool = True, kind: type[apsw.Connection] = apsw.Connection
+) -> apsw.Connection:
     """A connection to `path` with sqlite-vec loaded and a busy timeout: the writer's, then its pragmas;
     or a reader's (`read_pool.py`, `create=False`: a file gone is an error, never a new empty one)."""
     try:
@@ -202,7 +204,7 @@ def open_connection(path: Path, *, create: bool = True) -> apsw.Connection:
         ) from exc
     try:
         flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
-        connection = apsw.Connection(str(path), flags=flags, statementcachesize=STATEMENT_CACHE)
+        connection = kind(str(path), flags=flags, statementcachesize=STATEMENT_CACHE)
     except apsw.Error as exc:
         raise database_error(path, exc) from exc
     connection.setbusytimeout(5000)

@@ -6,8 +6,15 @@ queue on the one database thread, 20–50 deep in `klaw bench turn`'s many-chats
 transaction, and a commit is ~60 % of an append's cost (decision 336: ~21 WAL pages, one for each b-tree
 the row touches, written again by the next append touching the same pages). A write that says it may
 share (`grouped`) and finds others of its kind right behind it in the queue runs with them in one
-transaction: each still in its own savepoint (the repositories' `with connection:`), the caller told of
-its result only once the commit is done, as before.
+transaction, the caller told of its result only once the commit is done, as before.
+
+Inside a group's transaction the repositories' `with connection:` blocks open no savepoint
+(`WriterConnection`, decision 385): FTS5 writes its pending terms out as a new index segment at every
+savepoint, so a savepoint a call made each append its own segment, with the merges that follow (4×
+the CPU of an insert into the full-text index). No call of a group needs one: a call that fails, or an
+error that passes through any of its `with connection:` blocks even if the call then catches it, rolls
+the whole group back and runs each call again alone, where the blocks are savepoints again. A grouped
+call with no neighbour runs the same way, in a transaction of its own.
 
 What a caller sees is what it saw when each ran alone:
 
@@ -32,6 +39,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, TypeVar
 
 import apsw
@@ -43,11 +51,38 @@ MAX_GROUP = 32
 its commit, so a group stays a few milliseconds long."""
 
 
+class WriterConnection(apsw.Connection):
+    """The database thread's connection (`open_connection(writer=True)`): while a group of calls runs,
+    `with connection:` opens no savepoint and only notes an error passing through it (`spoiled`); at
+    other times it is apsw's own savepoint or transaction."""
+
+    grouping = False
+    spoiled = False
+
+    def __enter__(self) -> apsw.Connection:
+        if self.grouping:
+            return self
+        return super().__enter__()
+
+    def __exit__(
+        self, etype: type[BaseException] | None, evalue: BaseException | None, etraceback: TracebackType | None
+    ) -> bool:
+        if self.grouping:
+            if etype is not None:
+                self.spoiled = True  # whatever the call does with it, its group runs again call by call
+            return False
+        return super().__exit__(etype, evalue, etraceback)
+
+
 @dataclass(slots=True)
 class _Call:
     fn: Callable[[apsw.Connection], Any]
     done: concurrent.futures.Future[Any]
     grouped: bool
+
+
+class _Spoiled(Exception):
+    """An error passed through a `with connection:` block of a grouped call: its group is rolled back."""
 
 
 class WriteQueue:
@@ -88,7 +123,7 @@ class WriteQueue:
                 while self._calls and self._calls[0].grouped and len(batch) < MAX_GROUP:
                     batch.append(self._calls.popleft())
         calls = [call for call in batch if call.done.set_running_or_notify_cancel()]
-        if len(calls) > 1 and self._together(calls):
+        if calls and calls[0].grouped and self._together(calls):
             return
         for call in calls:
             self._alone(call)
@@ -100,10 +135,13 @@ class WriteQueue:
         if connection.in_transaction:
             return False  # not a state any caller leaves; run alone, as before
         results: list[Any] = []
+        plain = not isinstance(connection, WriterConnection)
+        if plain and len(calls) == 1:
+            return False  # each call in its own savepoints: one alone is its own transaction already
         try:
             connection.execute("BEGIN")
             for call in calls:
-                results.append(call.fn(connection))
+                results.append(self._grouped(call, connection))
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
@@ -115,6 +153,20 @@ class WriteQueue:
         for call, result in zip(calls, results, strict=True):
             call.done.set_result(result)
         return True
+
+    @staticmethod
+    def _grouped(call: _Call, connection: apsw.Connection) -> Any:
+        """`call` inside the group's transaction, its `with connection:` blocks without savepoints."""
+        if not isinstance(connection, WriterConnection):
+            return call.fn(connection)
+        connection.grouping, connection.spoiled = True, False
+        try:
+            result = call.fn(connection)
+        finally:
+            connection.grouping = False
+        if connection.spoiled:
+            raise _Spoiled
+        return result
 
     def _alone(self, call: _Call) -> None:
         try:
