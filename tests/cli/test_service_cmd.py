@@ -31,8 +31,10 @@ def test_install_writes_a_unit_for_klaw_serve_of_this_home_status_and_uninstall(
     assert "Restart=on-failure" in text and "WantedBy=default.target" in text
     assert "systemctl --user enable --now klaw.service" in installed.stdout  # said, never done
 
-    status = klaw(home, "service", "status", env=env)
+    # a user manager that answers (this machine's may not: then status says so and exits 4, tested below)
+    status = klaw(home, "service", "status", env={**_fake_systemctl(tmp_path, 'echo "inactive"; exit 0'), **env})
     assert status.returncode == 0 and f"installed: {unit}" in status.stdout
+    assert "systemd: inactive" in status.stdout
 
     # no systemctl on PATH: the person's own user services are never stopped by a test
     removed = klaw(home, "service", "uninstall", env={**env, "PATH": str(Path(sys.executable).parent)})
@@ -131,8 +133,77 @@ def test_uninstall_stops_and_disables_the_service_before_removing_the_unit(tmp_p
     assert removed.returncode == 0, removed.stderr
     assert not unit.exists()
     assert calls.read_text().splitlines() == [
+        "--user show-environment unit:there",  # install asks whether a user manager is there
         "--user disable --now klaw.service unit:there",
         "--user daemon-reload unit:gone",
     ]
     assert "stopped and disabled klaw.service, removed" in removed.stdout
     assert "run: systemctl" not in removed.stdout
+
+
+def _fake_systemctl(tmp_path: Path, script: str) -> dict[str, str]:
+    """A stand-in `systemctl` first on PATH (a CI container has no user manager to ask)."""
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "systemctl"
+    fake.write_text(f"#!/bin/sh\n{script}\n")
+    fake.chmod(0o700)
+    return {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_without_a_reachable_user_manager_install_and_status_say_so_and_how_to_run_it(tmp_path: Path) -> None:
+    """`service install` printed the systemctl commands as if they would work, and `service status` said only
+    'systemd: Failed to connect to bus: No medium found' with exit 0 (newcomer9): both now name the cause and
+    where it works; status exits 4 (installed, state unknown)."""
+    home = tmp_path / "home"
+    env = _fake_systemctl(tmp_path, 'echo "Failed to connect to bus: No medium found" >&2; exit 1')
+    klaw(home, "init")
+    installed = klaw(home, "service", "install", env=env)
+    assert installed.returncode == 0, installed.stderr
+    said = " ".join(installed.stdout.split())
+    assert "systemctl --user cannot reach your user's systemd here (Failed to connect to bus: No medium found)" in said
+    assert "run 'klaw serve' under the container's own supervisor" in said
+    status = klaw(home, "service", "status", env=env)
+    assert status.returncode == 4, status.stdout + status.stderr
+    assert f"(klaw serve for KLAW_HOME={home})" in status.stdout
+    assert "cannot reach your user's systemd here" in " ".join(status.stdout.split())
+
+
+def test_a_unit_that_refused_to_start_is_not_restarted_and_status_says_where_to_read_why(tmp_path: Path) -> None:
+    """A missing token or a moved home exits 2 at every start: with Restart=on-failure alone systemd started it
+    again every 5 s, forever (newcomer9). Exit 2 now ends it; status points at the journal."""
+    home = tmp_path / "home"
+    env = _fake_systemctl(tmp_path, 'case "$2" in is-active) echo failed; exit 3;; esac; exit 0')
+    klaw(home, "init")
+    assert klaw(home, "service", "install", env=env).returncode == 0
+    unit = (tmp_path / "xdg" / "systemd" / "user" / "klaw.service").read_text(encoding="utf-8")
+    assert "Restart=on-failure" in unit and "RestartPreventExitStatus=2" in unit
+    status = klaw(home, "service", "status", env=env)
+    assert status.returncode == 0, status.stderr
+    assert "systemd: failed" in status.stdout
+    assert "why: journalctl --user -u klaw.service -n 20" in status.stdout
+    # the refusal the service would repeat names where a service's token goes
+    (home / "engine.yaml").write_text("channels:\n  telegram:\n    enabled: true\n", encoding="utf-8")
+    refused = klaw(home, "serve", env={"KLAW_TELEGRAM_TOKEN": ""})
+    assert refused.returncode == 2
+    assert "reads it from KLAW_HOME/service.env" in " ".join(refused.stderr.split())
+
+
+def test_uninstall_from_another_home_removes_nothing_and_names_the_home_it_serves(tmp_path: Path) -> None:
+    """One unit name for every home: `service uninstall` run from home B removed the unit serving home A."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    env = _fake_systemctl(tmp_path, "exit 0")
+    for home in (first, second):
+        klaw(home, "init")
+    assert klaw(first, "service", "install", env=env).returncode == 0
+    unit = tmp_path / "xdg" / "systemd" / "user" / "klaw.service"
+    status = klaw(second, "service", "status", env=env)
+    assert f"(klaw serve for KLAW_HOME={first}, not this home)" in status.stdout
+    refused = klaw(second, "service", "uninstall", env=env)
+    assert refused.returncode == 2 and unit.exists()
+    said = " ".join(refused.stderr.split())
+    assert f"runs klaw serve for KLAW_HOME={first}, not for this home ({second}): nothing removed" in said
+    assert f"KLAW_HOME={first} klaw service uninstall" in said
+    assert klaw(first, "service", "uninstall", env=env).returncode == 0 and not unit.exists()

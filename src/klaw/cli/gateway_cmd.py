@@ -53,7 +53,8 @@ def telegram_token_problem(enabled: bool, token_env: str) -> str | None:
         return None
     return (
         f"channels.telegram is enabled but the environment variable {token_env} is empty;"
-        " put the bot token from @BotFather there (channels.telegram.tokenEnv names the variable)"
+        " put the bot token from @BotFather there (channels.telegram.tokenEnv names the variable; a service run by"
+        " 'klaw service' reads it from KLAW_HOME/service.env)"
     )
 
 

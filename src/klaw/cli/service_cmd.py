@@ -7,6 +7,8 @@ a service on its own, so a person sees what will run at login (decision 061). Un
 disables it before removing the unit (after, systemctl no longer finds it to disable). The service's variables
 (API keys, tokens, `KLAW__…` overrides) come from `KLAW_HOME/service.env`, never from the shell that
 installed it; install names the ones the configuration needs that the file does not set (decision 227).
+A refusal (exit 2: a configuration mistake, a missing token, a port in use) is not restarted: it would only
+repeat every 5 s until a person fixes it; uninstall removes only the unit of the home it runs for (decision 397).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import typer
 from rich.console import Console
 
 from klaw.atomic_file import replace_file
-from klaw.cli.context import home_from_env, load_or_exit, stdout_console
+from klaw.cli.context import fail, home_from_env, load_or_exit, stdout_console
 from klaw.cli.service_env import SERVICE_ENV, Needed, copy_values, names_in, needed, write_template
 from klaw.home import HOME_ENV_VAR, KlawHome
 
@@ -58,6 +60,9 @@ def unit_text(home: KlawHome) -> str:
             f"ExecStart={command}",
             "Restart=on-failure",
             "RestartSec=5",
+            "# klaw exits 2 when it refuses to start (a configuration mistake, a missing token, a port in use):",
+            "# a restart would only say it again every 5 s until a person fixes it (klaw service status shows it).",
+            "RestartPreventExitStatus=2",
             "TimeoutStopSec=30",
             "UMask=0077",
             "",
@@ -106,6 +111,8 @@ def install(
             f" once systemd reloads (a running service keeps serving it until 'systemctl --user restart {UNIT_NAME}')"
         )
     _service_env(console, home.root / SERVICE_ENV, needed(config, os.environ), copy=copy_env)
+    if (unreachable := _no_user_manager()) is not None:
+        console.print(unreachable)
     console.print("start it now and at every login:\n  systemctl --user daemon-reload")
     console.print(f"  systemctl --user enable --now {UNIT_NAME}")
     console.print("to keep it running after you log out: loginctl enable-linger")
@@ -140,6 +147,12 @@ def uninstall() -> None:
     if not path.exists():
         console.print(f"no unit at {path}: nothing to remove")
         return
+    served, here = served_home(path), str(home_from_env().root)
+    if served is not None and served != here:  # one unit for every home: it may be another home's
+        fail(
+            f"{path} runs klaw serve for KLAW_HOME={served}, not for this home ({here}): nothing removed."
+            f" To remove it: KLAW_HOME={shlex.quote(served)} klaw service uninstall"
+        )
     # Disabled while the unit is still there: once it is gone, systemctl cannot find it to disable.
     stopped = _systemctl("disable", "--now", UNIT_NAME)
     path.unlink()
@@ -175,11 +188,31 @@ def status() -> None:
     if not path.exists():
         console.print(f"not installed (no {path}); klaw service install writes it")
         raise typer.Exit(3)
-    console.print(f"installed: {path}")
-    if shutil.which("systemctl") is None:
-        console.print("systemctl is not available here: cannot say whether it runs")
-        return
-    result = subprocess.run(
-        ["systemctl", "--user", "is-active", UNIT_NAME], capture_output=True, text=True, timeout=10, check=False
+    served, here = served_home(path), str(home_from_env().root)
+    other = "" if served == here else ", not this home"
+    whose = "" if served is None else f" (klaw serve for KLAW_HOME={served}{other})"
+    console.print(f"installed: {path}{whose}")
+    if (unreachable := _no_user_manager()) is not None:
+        console.print(unreachable)
+        raise typer.Exit(4)  # installed, state unknown (LSB status code 4)
+    result = _systemctl("is-active", UNIT_NAME)
+    state = (result.stdout or result.stderr).strip() if result is not None else ""
+    console.print(f"systemd: {state or 'unknown'}")
+    if state == "failed":
+        console.print(f"why: journalctl --user -u {UNIT_NAME} -n 20 (a refusal at start is not restarted)")
+
+
+def _no_user_manager() -> str | None:
+    """What to say when `systemctl --user` cannot reach this user's systemd (no systemctl; a container or an
+    `su` shell without a user bus: 'Failed to connect to bus'), or None when it can."""
+    result = _systemctl("show-environment")
+    if result is None:
+        return "systemctl is not available here: run 'klaw serve' under the supervisor this machine has"
+    if result.returncode == 0:
+        return None
+    said = (result.stderr or result.stdout).strip().splitlines()
+    return (
+        f"systemctl --user cannot reach your user's systemd here ({said[-1] if said else 'no reason given'}):"
+        " it runs in a login session (a desktop or SSH login; 'loginctl enable-linger' keeps it after logout);"
+        " in a container, run 'klaw serve' under the container's own supervisor (docs/running-it.md)"
     )
-    console.print(f"systemd: {(result.stdout or result.stderr).strip() or 'unknown'}")
