@@ -11,9 +11,8 @@ shown once its delete has committed. On the old code every read here waited for 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from klaw.store.records import ChatRef, MessageRecord, Role
 from klaw.store.sqlite.store import SqliteStore
+from tests.store.held_thread import thread_held
 
 T = TypeVar("T")
 CHAT = ChatRef("console", "alice")
@@ -45,25 +45,14 @@ async def said(store: SqliteStore, texts: list[str], start: int = 0) -> list[int
     return [m.rowid for m in await store.messages.append_many(records)]
 
 
-@asynccontextmanager
-async def writer_held(store: SqliteStore, rowid: int) -> AsyncIterator[None]:
+def writer_held(store: SqliteStore, rowid: int) -> AbstractAsyncContextManager[None]:
     """The database thread inside an uncommitted write (the message `rowid` deleted) until the block
     ends, when the write commits."""
-    entered, release = threading.Event(), threading.Event()
 
-    def long_write(connection: apsw.Connection) -> None:
-        with connection:
-            connection.execute("DELETE FROM messages WHERE rowid = ?", (rowid,))
-            entered.set()
-            release.wait(HELD_SECONDS)
+    def delete(connection: apsw.Connection) -> None:
+        connection.execute("DELETE FROM messages WHERE rowid = ?", (rowid,))
 
-    held = asyncio.ensure_future(store.db.run(long_write))
-    await asyncio.to_thread(entered.wait, HELD_SECONDS)
-    try:
-        yield
-    finally:
-        release.set()
-        await held
+    return thread_held(store, HELD_SECONDS, delete)
 
 
 async def answered(read: Awaitable[T]) -> T:

@@ -12,9 +12,6 @@ every append was a commit of its own: the first test counts 24 commits.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,6 +20,7 @@ import pytest
 
 from klaw.store.records import ChatRef, MessageRecord, Role
 from klaw.store.sqlite.store import SqliteStore
+from tests.store.held_thread import thread_held
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HELD_SECONDS = 60.0  # a safety net: the test releases the thread itself
@@ -30,25 +28,6 @@ HELD_SECONDS = 60.0  # a safety net: the test releases the thread itself
 
 def said(chat: ChatRef, n: int) -> MessageRecord:
     return MessageRecord(chat, Role.USER, f"message {n} from {chat.chat_id}", created_at=T0 + timedelta(seconds=n))
-
-
-@asynccontextmanager
-async def thread_held(store: SqliteStore) -> AsyncIterator[None]:
-    """The database thread busy (outside any transaction) until the block ends: what is queued meanwhile
-    waits, side by side, as the appends of many chats at once do."""
-    entered, release = threading.Event(), threading.Event()
-
-    def busy(_connection: apsw.Connection) -> None:
-        entered.set()
-        release.wait(HELD_SECONDS)
-
-    held = asyncio.ensure_future(store.db.run(busy))
-    await asyncio.to_thread(entered.wait, HELD_SECONDS)
-    try:
-        yield
-    finally:
-        release.set()
-        await held
 
 
 async def commits(store: SqliteStore) -> list[int]:
@@ -87,7 +66,7 @@ async def test_appends_of_many_chats_queued_together_are_one_commit(tmp_path: Pa
         chats = [ChatRef("console", f"chat{i}") for i in range(8)]
         await store.messages.append_many([said(chat, 0) for chat in chats])  # the chats exist
         counted = await commits(store)
-        async with thread_held(store):
+        async with thread_held(store, HELD_SECONDS):
             appends = [
                 asyncio.ensure_future(store.messages.append(said(chat, n), embed=True))
                 for n in (1, 2, 3)
@@ -113,7 +92,7 @@ async def test_a_read_queued_between_two_appends_sees_the_first_only(tmp_path: P
     chat = ChatRef("console", "alice")
     try:
         await store.messages.append(said(chat, 0))
-        async with thread_held(store):
+        async with thread_held(store, HELD_SECONDS):
             first = asyncio.ensure_future(store.messages.append(said(chat, 1)))
             await queued()
             count = asyncio.ensure_future(
@@ -137,7 +116,7 @@ async def test_a_failing_call_fails_alone_and_a_new_chat_is_made_again(tmp_path:
         def fails(_connection: apsw.Connection) -> None:
             raise ValueError("this write fails")
 
-        async with thread_held(store):
+        async with thread_held(store, HELD_SECONDS):
             # The new chat's first append makes its row; its second finds that row (not yet committed)
             # and would keep its key; then a call fails and the group is rolled back.
             made = asyncio.ensure_future(store.messages.append(said(new_chat, 0)))
