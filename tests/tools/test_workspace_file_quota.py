@@ -9,13 +9,8 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
-
 from tests.engine.harness import running_engine
-from tests.tools.sandbox_helpers import backend_or_skip, no_sandbox_reason
-
-needs_sandbox = pytest.mark.skipif(no_sandbox_reason() is not None, reason=f"no sandbox here: {no_sandbox_reason()}")
-MIB = 1024 * 1024
+from tests.tools.workspace_turns import MIB, code_turn, needs_sandbox, sandboxed_engine, tool_turn
 
 # Empty files, a few hundred at a time, far past a limit of 300: they take no blocks, so only their count
 # can stop it. A run that is not stopped prints "all made" (or ends by its wall time).
@@ -33,12 +28,8 @@ print("all made")
 
 @needs_sandbox
 async def test_code_making_files_past_the_file_quota_is_stopped_and_the_advised_rm_runs(tmp_path: Path) -> None:
-    async with running_engine(tmp_path, tools={"workspaceQuotaFiles": 300}) as h:
-        backend_or_skip(h.home)
-        h.server.reply_tool_calls([("code_execute", {"language": "python", "code": FILE_BOMB})])
-        h.server.reply_text("too many files")
-        assert (await h.turn("make twenty thousand files")).text == "too many files"
-        content = h.last_request_messages()[-1]["content"]
+    async with sandboxed_engine(tmp_path, workspaceQuotaFiles=300) as h:
+        content = await code_turn(h, "make twenty thousand files", "python", FILE_BOMB, "too many files")
         assert content.startswith(
             "stopped: the workspace passed its limit of 300 files and folders (tools.workspaceQuotaFiles) with "
         )
@@ -49,24 +40,19 @@ async def test_code_making_files_past_the_file_quota_is_stopped_and_the_advised_
         made = len(os.listdir(h.home.workspace / "bomb"))
         assert 300 < made < 20000  # kept (decision 327's addendum), and far fewer than asked for
 
-        h.server.reply_tool_calls([("code_execute", {"language": "python", "code": FILE_BOMB})])
-        h.server.reply_text("still too many")
-        assert (await h.turn("make them again")).text == "still too many"
-        content = h.last_request_messages()[-1]["content"]
+        content = await code_turn(h, "make them again", "python", FILE_BOMB, "still too many")
         assert content.startswith("stopped: the workspace passed its limit of 300 files and folders")
         assert "all made" not in content  # a run over a bound may delete (decision 370), not add
 
-        h.server.reply_tool_calls([("file_write", {"path": "notes/todo.txt", "content": "tidy up"})])
-        h.server.reply_text("no room for a note")
-        await h.turn("note it")
-        content = h.last_request_messages()[-1]["content"]
+        content = await tool_turn(
+            h, "note it", [("file_write", {"path": "notes/todo.txt", "content": "tidy up"})], "no room for a note"
+        )
         assert "'notes/todo.txt' was not written: the workspace holds " in content
         assert "this write adds 2 files and folders" in content and "rm -r a folder of many" in content
         # what the refusal advises now runs (adversary13: it was refused too, and the chat was stuck)
-        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "rm -r bomb; touch ran; echo ok"})])
-        h.server.reply_text("fine again")
-        assert (await h.turn("remove the folder of many")).text == "fine again"
-        content = h.last_request_messages()[-1]["content"]
+        content = await code_turn(
+            h, "remove the folder of many", "shell", "rm -r bomb; touch ran; echo ok", "fine again"
+        )
         assert content.startswith("exit code 0") and "over the bounds" not in content
         assert not (h.home.workspace / "bomb").exists() and (h.home.workspace / "ran").exists()
 
@@ -75,20 +61,14 @@ async def test_code_making_files_past_the_file_quota_is_stopped_and_the_advised_
 async def test_hard_links_to_one_file_count_once(tmp_path: Path) -> None:
     """adversary11: 3 MiB linked under three names read as 9 MiB, over a 4 MiB quota, and then every write
     was refused although the links add no data (du counts it once)."""
-    async with running_engine(tmp_path, tools={"workspaceQuotaMb": 4}) as h:
-        backend_or_skip(h.home)
+    async with sandboxed_engine(tmp_path, workspaceQuotaMb=4) as h:
         (h.home.workspace / "data.bin").write_bytes(os.urandom(3 * MIB))
         code = "ln data.bin a.bin; ln data.bin b.bin; echo linked"
-        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": code})])
-        h.server.reply_text("linked")
-        await h.turn("link it twice")
-        content = h.last_request_messages()[-1]["content"]
+        content = await code_turn(h, "link it twice", "shell", code, "linked")
         assert "stdout:\nlinked" in content and "files created: a.bin, b.bin" in content
         assert "over the bounds" not in content
 
-        h.server.reply_tool_calls([("file_write", {"path": "note.txt", "content": "hi"})])
-        h.server.reply_text("noted")
-        await h.turn("note hi")
+        await tool_turn(h, "note hi", [("file_write", {"path": "note.txt", "content": "hi"})], "noted")
         assert h.last_request_messages()[-1]["content"] == "wrote 2 bytes to note.txt"
 
 
@@ -96,17 +76,16 @@ async def test_file_write_replacing_a_big_file_counts_the_change_not_the_whole(t
     async with running_engine(tmp_path, tools={"workspaceQuotaMb": 2}) as h:
         (h.home.workspace / "draft.txt").write_text("x" * (MIB + MIB // 2), encoding="utf-8")
         # replacing 1.5 MiB by 1 MiB frees room: the old count (1 MiB more, over 2 MiB) refused it
-        h.server.reply_tool_calls([("file_write", {"path": "draft.txt", "content": "y" * MIB})])
-        h.server.reply_text("replaced")
-        await h.turn("rewrite the draft shorter")
+        await tool_turn(
+            h, "rewrite the draft shorter", [("file_write", {"path": "draft.txt", "content": "y" * MIB})], "replaced"
+        )
         assert h.last_request_messages()[-1]["content"] == f"wrote {MIB} bytes to draft.txt"
         assert (h.home.workspace / "draft.txt").stat().st_size == MIB
 
         # growing it still counts what it adds: 1 MiB appended to 1 MiB of 2 MiB passes the quota
-        h.server.reply_tool_calls([("file_write", {"path": "draft.txt", "content": "z" * MIB, "append": True})])
-        h.server.reply_text("no room")
-        await h.turn("add a chapter")
-        content = h.last_request_messages()[-1]["content"]
+        content = await tool_turn(
+            h, "add a chapter", [("file_write", {"path": "draft.txt", "content": "z" * MIB, "append": True})], "no room"
+        )
         assert "'draft.txt' was not written: the workspace holds 1 MiB; this write adds 1 MiB" in content
         assert (h.home.workspace / "draft.txt").stat().st_size == MIB
 
@@ -135,9 +114,7 @@ async def test_file_write_into_a_home_without_its_workspace_makes_it(tmp_path: P
     which the model read as "tool raised"; the write itself makes the folder."""
     async with running_engine(tmp_path) as h:
         shutil.rmtree(h.home.workspace)
-        h.server.reply_tool_calls([("file_write", {"path": "notes/todo.txt", "content": "tidy up"})])
-        h.server.reply_text("written")
-        assert (await h.turn("note it")).text == "written"
+        await tool_turn(h, "note it", [("file_write", {"path": "notes/todo.txt", "content": "tidy up"})], "written")
         assert h.last_request_messages()[-1]["content"] == "wrote 7 bytes to notes/todo.txt"
         assert (h.home.workspace / "notes" / "todo.txt").read_text(encoding="utf-8") == "tidy up"
         assert h.home.workspace.stat().st_mode & 0o777 == 0o700

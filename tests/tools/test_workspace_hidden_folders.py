@@ -16,10 +16,8 @@ import pytest
 
 import klaw
 from klaw.tools.disk_room import names, usage
-from tests.engine.harness import running_engine
-from tests.tools.sandbox_helpers import backend_or_skip, no_sandbox_reason
+from tests.tools.workspace_turns import code_turn, needs_sandbox, sandboxed_engine, tool_turn
 
-needs_sandbox = pytest.mark.skipif(no_sandbox_reason() is not None, reason=f"no sandbox here: {no_sandbox_reason()}")
 LONG = 250  # 20 folders of 252-character names: a path of over 5,000 characters, past PATH_MAX (4,096)
 
 DEEP_FILES = f"""
@@ -61,12 +59,8 @@ def test_a_tree_deeper_than_path_max_is_counted_whole(tmp_path: Path) -> None:
 
 @needs_sandbox
 async def test_code_making_files_beneath_a_path_longer_than_path_max_is_stopped(tmp_path: Path) -> None:
-    async with running_engine(tmp_path, tools={"workspaceQuotaFiles": 300}) as h:
-        backend_or_skip(h.home)
-        h.server.reply_tool_calls([("code_execute", {"language": "python", "code": DEEP_FILES})])
-        h.server.reply_text("too many")
-        await h.turn("make files deep down")
-        content = h.last_request_messages()[-1]["content"]
+    async with sandboxed_engine(tmp_path, workspaceQuotaFiles=300) as h:
+        content = await code_turn(h, "make files deep down", "python", DEEP_FILES, "too many")
         assert content.startswith("stopped: the workspace passed its limit of 300 files and folders")
         assert "all made" not in content
 
@@ -120,21 +114,11 @@ def test_a_folder_an_ordinary_user_cannot_list_is_named_and_over_the_bounds() ->
 @needs_sandbox
 async def test_a_tree_too_deep_to_walk_is_named_over_the_bounds_until_the_run_removes_it(tmp_path: Path) -> None:
     deep = "/".join(["d"] * 205)  # the walk holds 200 folders open at most
-    async with running_engine(tmp_path) as h:
-        backend_or_skip(h.home)
-        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": f"mkdir -p {deep}; : > {deep}/x"})])
-        h.server.reply_text("made")
-        await h.turn("make a deep tree")
-        content = h.last_request_messages()[-1]["content"]
+    async with sandboxed_engine(tmp_path) as h:
+        content = await code_turn(h, "make a deep tree", "shell", f"mkdir -p {deep}; : > {deep}/x", "made")
         assert "over the bounds: klaw cannot look into d/d/" in content and "(more than 200 folders deep)" in content
-        h.server.reply_tool_calls([("file_write", {"path": "note.txt", "content": "hi"})])
-        h.server.reply_text("refused")
-        await h.turn("save a note")
-        content = h.last_request_messages()[-1]["content"]
+        content = await tool_turn(h, "save a note", [("file_write", {"path": "note.txt", "content": "hi"})], "refused")
         assert content.startswith("'note.txt' was not written: klaw cannot look into d/d/")
         assert "Make it readable (code_execute: chmod -R u+rwx on it) or delete it" in content
-        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "rm -r d; echo gone"})])
-        h.server.reply_text("removed")
-        await h.turn("remove it")
-        content = h.last_request_messages()[-1]["content"]
+        content = await code_turn(h, "remove it", "shell", "rm -r d; echo gone", "removed")
         assert content.startswith("exit code 0") and "over the bounds" not in content

@@ -8,15 +8,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 from klaw.tools.disk_room import used
 from tests.engine.harness import running_engine
 from tests.own_disk import tmpfs
-from tests.tools.sandbox_helpers import backend_or_skip, no_sandbox_reason
-
-needs_sandbox = pytest.mark.skipif(no_sandbox_reason() is not None, reason=f"no sandbox here: {no_sandbox_reason()}")
-MIB = 1024 * 1024
+from tests.tools.workspace_turns import MIB, code_turn, needs_sandbox, sandboxed_engine, tool_turn
 
 # Many files of 1 MiB each, one after another, far past a 4 MiB quota: no single file passes the
 # file-size limit, so only the count of them all can stop it. It prints as it goes, then sleeps so a
@@ -35,13 +30,9 @@ print("all written")
 
 @needs_sandbox
 async def test_code_past_the_quota_is_stopped_its_files_kept_and_named_then_a_turn_works(tmp_path: Path) -> None:
-    async with running_engine(tmp_path, tools={"workspaceQuotaMb": 4}) as h:
-        backend_or_skip(h.home)
+    async with sandboxed_engine(tmp_path, workspaceQuotaMb=4) as h:
         (h.home.workspace / "keep.txt").write_text("mine\n", encoding="utf-8")
-        h.server.reply_tool_calls([("code_execute", {"language": "python", "code": MANY_FILES})])
-        h.server.reply_text("the disk filled up")
-        assert (await h.turn("write forty megabytes")).text == "the disk filled up"
-        content = h.last_request_messages()[-1]["content"]
+        content = await code_turn(h, "write forty megabytes", "python", MANY_FILES, "the disk filled up")
         assert content.startswith("stopped: the workspace passed its quota of 4 MiB (tools.workspaceQuotaMb)")
         assert "all written" not in content
         assert "over the bounds: the workspace holds" in content and "its quota is 4 MiB" in content
@@ -54,12 +45,7 @@ async def test_code_past_the_quota_is_stopped_its_files_kept_and_named_then_a_tu
         for part in (h.home.workspace / "out").iterdir():
             part.unlink()  # the person deletes what is not needed; then code runs again
 
-        h.server.reply_tool_calls(
-            [("code_execute", {"language": "shell", "code": "echo small > small.txt; cat small.txt"})]
-        )
-        h.server.reply_text("still fine")
-        assert (await h.turn("write a little")).text == "still fine"
-        content = h.last_request_messages()[-1]["content"]
+        content = await code_turn(h, "write a little", "shell", "echo small > small.txt; cat small.txt", "still fine")
         assert (
             content.startswith("exit code 0") and "stdout:\nsmall" in content and "files created: small.txt" in content
         )
@@ -68,14 +54,10 @@ async def test_code_past_the_quota_is_stopped_its_files_kept_and_named_then_a_tu
 
 @needs_sandbox
 async def test_no_file_grows_past_the_room_the_quota_leaves(tmp_path: Path) -> None:
-    async with running_engine(tmp_path, tools={"workspaceQuotaMb": 3}) as h:
-        backend_or_skip(h.home)
+    async with sandboxed_engine(tmp_path, workspaceQuotaMb=3) as h:
         (h.home.workspace / "log.txt").write_text("line one\n", encoding="utf-8")
         code = "with open('log.txt', 'ab') as f:\n    for _ in range(8):\n        f.write(b'x' * 1024 * 1024)\n"
-        h.server.reply_tool_calls([("code_execute", {"language": "python", "code": code})])
-        h.server.reply_text("done")
-        await h.turn("append a lot")
-        content = h.last_request_messages()[-1]["content"]
+        content = await code_turn(h, "append a lot", "python", code, "done")
         # the file-size limit is the room left (under 3 MiB), so the write itself fails before the quota
         assert "OSError: [Errno 27] File too large" in content and "files changed: log.txt" in content
         assert "so no file could grow past that in this run: a write beyond it failed with 'File too large'" in content
@@ -92,44 +74,33 @@ ADDING = "mkdir -p more; i=0; while [ $i -lt 3000 ]; do : > more/$i; i=$((i+1));
 async def test_over_the_quota_code_may_delete_what_the_refusal_says_but_not_add(tmp_path: Path) -> None:
     """adversary13: over a bound, the refusal told the model "code_execute can remove them", and the next
     code_execute was refused too: the chat was stuck until the person deleted by hand (decision 370)."""
-    async with running_engine(tmp_path, tools={"workspaceQuotaMb": 1}) as h:
-        backend_or_skip(h.home)
+    async with sandboxed_engine(tmp_path, workspaceQuotaMb=1) as h:
         (h.home.workspace / "big.bin").write_bytes(os.urandom(2 * MIB))
         (h.home.workspace / "old.bin").write_bytes(os.urandom(MIB // 2))
-        h.server.reply_tool_calls([("file_write", {"path": "note.txt", "content": "x" * 10_000})])
-        h.server.reply_text("it is full")
-        assert (await h.turn("save a note")).text == "it is full"
-        content = h.last_request_messages()[-1]["content"]
+        content = await tool_turn(
+            h, "save a note", [("file_write", {"path": "note.txt", "content": "x" * 10_000})], "it is full"
+        )
         assert "its quota is 1 MiB" in content and "code_execute can remove them" in content
 
-        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": ADDING})])
-        h.server.reply_text("stopped")
-        await h.turn("make more files")
-        content = h.last_request_messages()[-1]["content"]
+        content = await code_turn(h, "make more files", "shell", ADDING, "stopped")
         assert content.startswith("stopped: the workspace passed its quota of 1 MiB (tools.workspaceQuotaMb) with ")
         assert "all made" not in content
 
-        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "rm -r big.bin more; echo gone"})])
-        h.server.reply_text("deleted")
-        assert (await h.turn("delete what you do not need")).text == "deleted"
-        content = h.last_request_messages()[-1]["content"]
+        content = await code_turn(h, "delete what you do not need", "shell", "rm -r big.bin more; echo gone", "deleted")
         assert content.startswith("exit code 0") and "gone" in content and "over the bounds" not in content
         assert not (h.home.workspace / "big.bin").exists()
         assert (h.home.workspace / "old.bin").stat().st_size == MIB // 2  # nothing else touched
 
-        h.server.reply_tool_calls([("file_write", {"path": "note.txt", "content": "x" * 10_000})])
-        h.server.reply_text("saved")
-        await h.turn("save a note")
+        await tool_turn(h, "save a note", [("file_write", {"path": "note.txt", "content": "x" * 10_000})], "saved")
         assert h.last_request_messages()[-1]["content"].startswith("wrote 10000 bytes")
 
 
 async def test_file_write_past_the_quota_is_refused_in_words_and_the_chat_goes_on(tmp_path: Path) -> None:
     async with running_engine(tmp_path, tools={"workspaceQuotaMb": 1}) as h:
         (h.home.workspace / "big.bin").write_bytes(os.urandom(MIB - 1000))
-        h.server.reply_tool_calls([("file_write", {"path": "notes/more.txt", "content": "y" * 100_000})])
-        h.server.reply_text("no room")
-        assert (await h.turn("save this")).text == "no room"
-        content = h.last_request_messages()[-1]["content"]
+        content = await tool_turn(
+            h, "save this", [("file_write", {"path": "notes/more.txt", "content": "y" * 100_000})], "no room"
+        )
         assert "'notes/more.txt' was not written: the workspace holds" in content
         assert "this write adds 97.7 KiB" in content and "its quota is 1 MiB" in content
         assert not (h.home.workspace / "notes" / "more.txt").exists()
@@ -140,10 +111,9 @@ async def test_file_write_past_the_quota_is_refused_in_words_and_the_chat_goes_o
 async def test_a_floor_above_the_free_space_refuses_tool_writes_naming_the_setting(tmp_path: Path) -> None:
     floor_mb = 100_000_000  # about 95 TiB: more than any disk here has free
     async with running_engine(tmp_path, tools={"diskFloorMb": floor_mb}) as h:
-        h.server.reply_tool_calls([("file_write", {"path": "a.txt", "content": "hi"})])
-        h.server.reply_text("the disk is full")
-        assert (await h.turn("save hi")).text == "the disk is full"
-        content = h.last_request_messages()[-1]["content"]
+        content = await tool_turn(
+            h, "save hi", [("file_write", {"path": "a.txt", "content": "hi"})], "the disk is full"
+        )
         assert "'a.txt' was not written: the disk holding the workspace (mounted at " in content
         assert "klaw keeps 97656.2 GiB free for its own memory and conversation log (tools.diskFloorMb" in content
         assert not (h.home.workspace / "a.txt").exists()
@@ -151,13 +121,9 @@ async def test_a_floor_above_the_free_space_refuses_tool_writes_naming_the_setti
 
 @needs_sandbox
 async def test_code_runs_when_the_disk_is_under_the_floor_so_files_can_be_deleted(tmp_path: Path) -> None:
-    async with running_engine(tmp_path, tools={"diskFloorMb": 100_000_000}) as h:
-        backend_or_skip(h.home)
+    async with sandboxed_engine(tmp_path, diskFloorMb=100_000_000) as h:
         (h.home.workspace / "old.txt").write_text("not needed\n", encoding="utf-8")
-        h.server.reply_tool_calls([("code_execute", {"language": "shell", "code": "rm old.txt; echo gone"})])
-        h.server.reply_text("deleted")
-        await h.turn("delete old.txt")
-        content = h.last_request_messages()[-1]["content"]
+        content = await code_turn(h, "delete old.txt", "shell", "rm old.txt; echo gone", "deleted")
         assert content.startswith("exit code 0") and "gone" in content
         assert "over the bounds: the disk holding the workspace (mounted at " in content
         assert "(tools.diskFloorMb in engine.yaml)" in content and "free space on that disk" in content
@@ -167,12 +133,8 @@ async def test_code_runs_when_the_disk_is_under_the_floor_so_files_can_be_delete
 @needs_sandbox
 async def test_code_leaving_less_than_the_floor_free_is_stopped_and_undone_then_a_turn_works(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "disk", "96m") as disk:
-        async with running_engine(disk, tools={"diskFloorMb": 64}) as h:
-            backend_or_skip(h.home)
-            h.server.reply_tool_calls([("code_execute", {"language": "python", "code": MANY_FILES})])
-            h.server.reply_text("the disk is nearly full")
-            assert (await h.turn("write forty megabytes")).text == "the disk is nearly full"
-            content = h.last_request_messages()[-1]["content"]
+        async with sandboxed_engine(disk, diskFloorMb=64) as h:
+            content = await code_turn(h, "write forty megabytes", "python", MANY_FILES, "the disk is nearly full")
             assert content.startswith("stopped: the disk holding the workspace had only ")
             assert "under the 64 MiB klaw keeps for its own files (tools.diskFloorMb)" in content
             assert "all written" not in content and "kept, created while the run went on: out/part0.bin" in content
@@ -186,13 +148,9 @@ async def test_code_leaving_less_than_the_floor_free_is_stopped_and_undone_then_
 async def test_a_file_the_run_renamed_survives_a_run_past_the_quota(tmp_path: Path) -> None:
     """adversary11: the undo once took `old/thesis.txt` for the run's own (it was the person's, renamed) and
     removed it, so the file was gone under both names. What a run wrote past a bound is now kept and named."""
-    async with running_engine(tmp_path, tools={"workspaceQuotaMb": 4}) as h:
-        backend_or_skip(h.home)
+    async with sandboxed_engine(tmp_path, workspaceQuotaMb=4) as h:
         (h.home.workspace / "thesis.txt").write_text("years of work\n", encoding="utf-8")
         code = 'import os\nos.makedirs("old")\nos.rename("thesis.txt", "old/thesis.txt")\n' + MANY_FILES
-        h.server.reply_tool_calls([("code_execute", {"language": "python", "code": code})])
-        h.server.reply_text("done")
-        assert (await h.turn("tidy up, then write forty megabytes")).text == "done"
-        content = h.last_request_messages()[-1]["content"]
+        content = await code_turn(h, "tidy up, then write forty megabytes", "python", code, "done")
         assert "over the bounds: the workspace holds" in content and "nothing was removed" in content
         assert (h.home.workspace / "old" / "thesis.txt").read_text(encoding="utf-8") == "years of work\n"
