@@ -3,28 +3,26 @@ asks for none: under `/gzip/mcp` with gzip, under `/deflate/mcp` with deflate, u
 (bytes klaw cannot undo). Its tool `ok` answers "fine"; `bomb` (under /gzip) answers a JSON body of one
 string without end, gzip-packed a thousand to one: 1 MB on the wire unpacks to 1 GB.
 
-Run as `python compressing_http_server.py`: it prints its port. `GET /stats` says how many bomb answers the
-client hung up on.
+Run as `python -m tests.tools.mcp_client.compressing_http_server`: it prints its port. `GET /stats` says how
+many bomb answers the client hung up on. The skeleton it shares with endless_http_server.py is http_skeleton.py.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import socket
 import zlib
 from typing import Any
 
 import anyio
 import anyio.lowlevel
-import uvicorn
 from mcp.server.mcpserver import MCPServer
-from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
+
+from tests.tools.mcp_client.http_skeleton import Middleware, serve
 
 BOMB_UNPACKED = 1024 * 1024 * 1024
 BLOCK = 1024 * 1024
-stats: dict[str, Any] = {"gone": 0}
 
 
 def build() -> MCPServer:
@@ -51,62 +49,14 @@ def packed(body: bytes, coding: str) -> bytes:
     return b"\x8b\x02\x80not really brotli\x03"
 
 
-async def _bomb(send: Send, receive: Receive, request_id: Any) -> None:
-    """A JSON answer whose string never ends, gzip-packed; stops where the client hangs up."""
-    headers = [(b"content-type", b"application/json"), (b"content-encoding", b"gzip")]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
-    head = b'{"jsonrpc": "2.0", "id": ' + json.dumps(request_id).encode() + b', "result": {"x": "'
-    async with anyio.create_task_group() as tg:
-
-        async def write() -> None:
-            await send({"type": "http.response.body", "body": packer.compress(head), "more_body": True})
-            for _ in range(BOMB_UNPACKED // BLOCK):
-                piece = packer.compress(b"A" * BLOCK) + packer.flush(zlib.Z_SYNC_FLUSH)
-                await send({"type": "http.response.body", "body": piece, "more_body": True})
-                await anyio.lowlevel.checkpoint()
-                if tg.cancel_scope.cancel_called:
-                    return
-            await anyio.sleep_forever()
-
-        tg.start_soon(write)
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        stats["gone"] += 1
-        tg.cancel_scope.cancel()
-
-
-class Packing:
+class Packing(Middleware):
     """Compresses the SDK app's answers in the coding the path names; answers `bomb` itself."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        if scope["path"] == "/stats":
-            return await JSONResponse(stats)(scope, receive, send)
+    async def answer(self, scope: Scope, receive: Receive, send: Send, body: bytes, request: Any) -> None:
         coding, _, rest = scope["path"].lstrip("/").partition("/")
         scope = dict(scope, path="/" + rest, raw_path=("/" + rest).encode())
-        body = b""
-        more = True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-        request = json.loads(body) if body else {}
         if request.get("method") == "tools/call" and request["params"]["name"] == "bomb":
-            return await _bomb(send, receive, request["id"])
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
+            return await self._bomb(send, receive, request["id"])
         start: dict[str, Any] = {}
         parts: list[bytes] = []
 
@@ -126,18 +76,24 @@ class Packing:
             await send({**start, "headers": headers})
             await send({"type": "http.response.body", "body": whole, "more_body": False})
 
-        await self.app(scope, replay, packing_send)
+        await super().answer(scope, receive, packing_send, body, request)
 
+    async def _bomb(self, send: Send, receive: Receive, request_id: Any) -> None:
+        """A JSON answer whose string never ends, gzip-packed; stops where the client hangs up."""
+        packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+        head = b'{"jsonrpc": "2.0", "id": ' + json.dumps(request_id).encode() + b', "result": {"x": "'
 
-def main() -> None:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    print(sock.getsockname()[1], flush=True)
-    app = Packing(build().streamable_http_app(json_response=True))
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])
+        async def write() -> None:
+            await send({"type": "http.response.body", "body": packer.compress(head), "more_body": True})
+            for _ in range(BOMB_UNPACKED // BLOCK):
+                piece = packer.compress(b"A" * BLOCK) + packer.flush(zlib.Z_SYNC_FLUSH)
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+                await anyio.lowlevel.checkpoint()
+            await anyio.sleep_forever()
+
+        headers = [(b"content-type", b"application/json"), (b"content-encoding", b"gzip")]
+        await self.until_hung_up(send, receive, headers, write)
 
 
 if __name__ == "__main__":
-    main()
+    serve(Packing(build().streamable_http_app(json_response=True), {"gone": 0}))

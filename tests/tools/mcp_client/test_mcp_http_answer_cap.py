@@ -12,31 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import re
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from tests.engine.harness import CHAT, Harness, running_engine
+from tests.tools.mcp_client.http_skeleton import started
 
-SERVER = str(Path(__file__).with_name("endless_http_server.py"))
 MB = 1024 * 1024
 FLOOD = 96 * MB  # what the server offers per flood (endless_http_server.FLOOD_BYTES)
-
-
-@asynccontextmanager
-async def endless_server() -> AsyncIterator[str]:
-    process = await asyncio.create_subprocess_exec(sys.executable, SERVER, stdout=asyncio.subprocess.PIPE)
-    try:
-        assert process.stdout is not None
-        port = int(await asyncio.wait_for(process.stdout.readline(), 30))
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        await asyncio.wait_for(process.wait(), 10)
 
 
 async def stats(base: str) -> dict[str, Any]:
@@ -79,7 +64,7 @@ async def back_again(h: Harness) -> None:
 
 async def test_an_http_server_answering_without_end_is_cut_at_16_mb_named_and_started_again(tmp_path: Path) -> None:
     fast = {"debounceMs": 100}  # a turn moves the clock 0.1 s, short of the first backoff (1 s)
-    async with endless_server() as base:
+    async with started("tests.tools.mcp_client.endless_http_server") as base:
         # timeoutSeconds well short of the test's net: on the old code the call ended there, unworded. 45 s, not
         # 20: under CI's load reading 16 MB of SSE events took longer than 20 s once (the call ended unworded)
         mcp = {"servers": {"endless": {"url": f"{base}/mcp", "timeoutSeconds": 45}}, "startWaitSeconds": 60}

@@ -9,27 +9,11 @@ middleware compressing its answers: tests/tools/mcp_client/compressing_http_serv
 from __future__ import annotations
 
 import asyncio
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 from tests.engine.harness import CHAT, Harness, running_engine
+from tests.tools.mcp_client.http_skeleton import started
 from tests.tools.mcp_client.test_mcp_http_answer_cap import MB, peak_memory, peak_memory_reset, resident, stats
-
-SERVER = str(Path(__file__).with_name("compressing_http_server.py"))
-
-
-@asynccontextmanager
-async def packing_server() -> AsyncIterator[str]:
-    process = await asyncio.create_subprocess_exec(sys.executable, SERVER, stdout=asyncio.subprocess.PIPE)
-    try:
-        assert process.stdout is not None
-        port = int(await asyncio.wait_for(process.stdout.readline(), 30))
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        await asyncio.wait_for(process.wait(), 10)
 
 
 def tool_result(h: Harness) -> str:
@@ -46,7 +30,7 @@ async def test_gzip_and_deflate_answers_are_read_a_bomb_is_cut_unpacked_and_br_i
     tmp_path: Path,
 ) -> None:
     fast = {"debounceMs": 100}  # a turn moves the clock 0.1 s, short of the first backoff (1 s)
-    async with packing_server() as base:
+    async with started("tests.tools.mcp_client.compressing_http_server") as base:
         codings = ("gzip", "deflate", "br")
         servers = {coding: {"url": f"{base}/{coding}/mcp", "timeoutSeconds": 20} for coding in codings}
         mcp = {"servers": servers, "startWaitSeconds": 60}
