@@ -15,14 +15,32 @@ from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import piped
 from tests.tools.conftest import install
 
+Plugin = tuple[str, str, str, str]
 
-async def test_a_misspelt_approval_name_is_marked_in_status_and_tools_and_warned_of_at_start(tmp_path: Path) -> None:
+
+async def held_chat(
+    tmp_path: Path, settings: dict[str, str], *plugins: Plugin, typed: tuple[str, ...] = ("/status",)
+) -> list[tuple[str, str]]:
+    """A new home with these `KLAW__TOOLS__…` settings and `plugins` installed (name, module, source, entry
+    point); `echo X | klaw chat` for each X `typed`, one after the other (a home has one engine): each one's
+    stdout and stderr."""
     home = tmp_path / "home"
     init_home(home)
+    site = tmp_path / "site"
+    site.mkdir()
+    for plugin in plugins:
+        install(site, *plugin)
     async with FakeOpenAiServer() as model:
-        env = {**chat_env(home, model.base_url), "KLAW__TOOLS__APPROVAL": "[host_exec, file_writ]"}
-        _, status, status_err = await piped(env, "/status")  # one after the other: a home has one engine
-        _, tools, _ = await piped(env, "/tools")
+        env = chat_env(home, model.base_url)
+        path = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+        env = {**env, "PYTHONPATH": path, **{f"KLAW__TOOLS__{k.upper()}": v for k, v in settings.items()}}
+        said = [await piped(env, text) for text in typed]
+    return [(out, err) for _, out, err in said]
+
+
+async def test_a_misspelt_approval_name_is_marked_in_status_and_tools_and_warned_of_at_start(tmp_path: Path) -> None:
+    settings = {"approval": "[host_exec, file_writ]"}
+    [(status, status_err), (tools, _)] = await held_chat(tmp_path, settings, typed=("/status", "/tools"))
     held = next(line for line in status.splitlines() if line.startswith("Held for approval:"))
     assert held.startswith("Held for approval: file_writ (not a tool: misspelt? it holds nothing), host_exec;"), held
     typo = next(line for line in tools.splitlines() if line.startswith("- file_writ "))
@@ -45,16 +63,8 @@ TOOLS = [shout]
 async def test_a_held_tool_whose_group_is_not_enabled_is_said_to_be_that_groups(tmp_path: Path) -> None:
     """`shout` exists (the installed plugin group `shouting` offers it) but tools.enabled leaves the group
     out: before, the warning called the name misspelt ("no tool has this name")."""
-    home = tmp_path / "home"
-    init_home(home)
-    site = tmp_path / "site"
-    site.mkdir()
-    install(site, "shouting", "klaw_firsthour_shout", SHOUT, "TOOLS")
-    async with FakeOpenAiServer() as model:
-        env = chat_env(home, model.base_url)
-        path = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
-        env = {**env, "PYTHONPATH": path, "KLAW__TOOLS__ENABLED": "[clock]", "KLAW__TOOLS__APPROVAL": "[shout]"}
-        _, status, err = await piped(env, "/status")
+    settings = {"enabled": "[clock]", "approval": "[shout]"}
+    [(status, err)] = await held_chat(tmp_path, settings, ("shouting", "klaw_firsthour_shout", SHOUT, "TOOLS"))
     warned = " ".join(err.split())
     assert "warning: tools.approval names shout, a tool of the group shouting" in warned, warned
     assert "add shouting to tools.enabled" in warned and "no tool has this name" not in warned
@@ -77,16 +87,8 @@ async def test_a_held_tool_of_a_function_plugin_group_not_enabled_is_not_called_
     """`notes`' entry point is a function (it may need the engine's services), so klaw does not run it to
     learn its tools while the group is not enabled: before, a held `note_write` was called misspelt ("no tool
     has this name"); now the group is named with how to enable it (decision 343)."""
-    home = tmp_path / "home"
-    init_home(home)
-    site = tmp_path / "site"
-    site.mkdir()
-    install(site, "notes", "klaw_edges2_notes", NOTES, "provide")
-    async with FakeOpenAiServer() as model:
-        env = chat_env(home, model.base_url)
-        path = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
-        env = {**env, "PYTHONPATH": path, "KLAW__TOOLS__ENABLED": "[clock]", "KLAW__TOOLS__APPROVAL": "[note_write]"}
-        _, status, err = await piped(env, "/status")
+    settings = {"enabled": "[clock]", "approval": "[note_write]"}
+    [(status, err)] = await held_chat(tmp_path, settings, ("notes", "klaw_edges2_notes", NOTES, "provide"))
     warned = " ".join(err.split())
     assert (
         "warning: tools.approval names note_write, no tool offered has this name: it may be a tool of the group"
@@ -102,15 +104,8 @@ async def test_a_held_tool_of_a_function_plugin_group_not_enabled_is_not_called_
 async def test_a_held_tool_of_a_builtin_group_not_enabled_names_the_group(tmp_path: Path) -> None:
     """`file_write` and `memory_save` are klaw's own (`files`, `memory`), whose providers need the engine to
     run: before, with those groups left out of tools.enabled, both were called misspelt (decision 330)."""
-    home = tmp_path / "home"
-    init_home(home)
-    async with FakeOpenAiServer() as model:
-        env = {
-            **chat_env(home, model.base_url),
-            "KLAW__TOOLS__ENABLED": "[clock]",
-            "KLAW__TOOLS__APPROVAL": "[file_write, memory_save]",
-        }
-        _, status, err = await piped(env, "/status")
+    settings = {"enabled": "[clock]", "approval": "[file_write, memory_save]"}
+    [(status, err)] = await held_chat(tmp_path, settings)
     warned = " ".join(err.split())
     assert "warning: tools.approval names file_write, a tool of the group files" in warned, warned
     assert "add files to tools.enabled" in warned and "add memory to tools.enabled" in warned, warned
