@@ -109,3 +109,23 @@ async def say(page: Any, text: str, answered: int) -> None:
     await page.fill("#input", text)
     await page.press("#input", "Enter")
     await page.locator(".msg.user.answered").nth(answered - 1).wait_for()
+
+
+@asynccontextmanager
+async def approval_page(**tools: Any) -> AsyncIterator[Session]:
+    """`signed_in` with `file_write` held for approval (more `tools` settings applied), the engine up."""
+    async with signed_in(1000, 800, tools={"approval": ["file_write"], **tools}) as session:
+        await session.page.wait_for_selector("#engine-status.up")
+        yield session
+
+
+async def ask_to_write(session: Session, typed: str, path: str, content: str, reply: str) -> Any:
+    """The person types `typed`; the model calls `file_write(path, content)`, then answers `reply`. Returns
+    the approval question's notice, once shown."""
+    session.stack.server.reply_tool_calls([("file_write", {"path": path, "content": content})])
+    session.stack.server.reply_text(reply)
+    await session.page.fill("#input", typed)
+    await session.page.press("#input", "Enter")
+    question = session.page.locator(".msg.notice", has_text=f"path: {path}")
+    await question.wait_for()
+    return question

@@ -9,23 +9,16 @@ import re
 from typing import Any
 
 from klaw.engine.frames import OutboundFrame
-from tests.channels.browser import needs_chromium, sign_in, signed_in
+from tests.channels.browser import approval_page, ask_to_write, needs_chromium, sign_in
 
 pytestmark = needs_chromium
 
 
 async def test_approve_and_deny_buttons_answer_the_question_in_chromium() -> None:
-    overrides: dict[str, Any] = {"tools": {"approval": ["file_write"]}}
-    async with signed_in(1000, 800, **overrides) as session:
+    async with approval_page() as session:
         stack, page = session.stack, session.page
-        await page.wait_for_selector("#engine-status.up")
-
-        stack.server.reply_tool_calls([("file_write", {"path": "yes.txt", "content": "approved <b>text</b>"})])
-        stack.server.reply_text("Wrote yes.txt.")
-        await page.fill("#input", "write yes.txt")
-        await page.press("#input", "Enter")
-        question = page.locator(".msg.notice", has_text="The agent wants to run file_write:")
-        await question.wait_for()
+        question = await ask_to_write(session, "write yes.txt", "yes.txt", "approved <b>text</b>", "Wrote yes.txt.")
+        assert "The agent wants to run file_write:" in await question.inner_text()
         # The arguments are shown literally (text, not HTML), the buttons under them, in a code block as
         # klaw chat shows them: no ``` fence lines (before, the notice showed them as plain text).
         assert "content: approved <b>text</b>" in await question.locator("pre").inner_text()
@@ -37,12 +30,7 @@ async def test_approve_and_deny_buttons_answer_the_question_in_chromium() -> Non
         assert (stack.home.workspace / "yes.txt").read_text(encoding="utf-8") == "approved <b>text</b>"
         assert await question.locator("button.approve").is_disabled()
 
-        stack.server.reply_tool_calls([("file_write", {"path": "no.txt", "content": "refused"})])
-        stack.server.reply_text("I did not write it.")
-        await page.fill("#input", "write no.txt")
-        await page.press("#input", "Enter")
-        second = page.locator(".msg.notice", has_text="path: no.txt")
-        await second.wait_for()
+        second = await ask_to_write(session, "write no.txt", "no.txt", "refused", "I did not write it.")
         await second.locator("button.deny").click()
         await page.locator(".msg.notice", has_text="Denied: file_write will not run.").wait_for()
         await page.locator(".msg.assistant", has_text="I did not write it.").wait_for()
@@ -50,16 +38,10 @@ async def test_approve_and_deny_buttons_answer_the_question_in_chromium() -> Non
 
 
 async def test_a_question_still_waiting_is_shown_again_after_a_reload_and_a_new_sign_in() -> None:
-    overrides: dict[str, Any] = {"tools": {"approval": ["file_write"]}}
-    async with signed_in(1000, 800, **overrides) as session:
+    async with approval_page() as session:
         stack, page = session.stack, session.page
-        await page.wait_for_selector("#engine-status.up")
-        stack.server.reply_tool_calls([("file_write", {"path": "later.txt", "content": "after a reload"})])
-        stack.server.reply_text("Wrote later.txt.")
-        await page.fill("#input", "write later.txt")
-        await page.press("#input", "Enter")
+        await ask_to_write(session, "write later.txt", "later.txt", "after a reload", "Wrote later.txt.")
         asked = page.locator(".msg.notice", has_text="The agent wants to run file_write:")
-        await asked.wait_for()
 
         # Before, the question and its buttons were gone after either: only /status said one waited.
         for again in ("reload", "sign in again"):
@@ -94,16 +76,10 @@ async def test_a_question_still_waiting_is_shown_again_after_a_reload_and_a_new_
 
 
 async def test_a_question_whose_time_ran_out_no_longer_offers_its_buttons() -> None:
-    overrides: dict[str, Any] = {"tools": {"approval": ["file_write"], "approvalTimeoutSeconds": 3}}
-    async with signed_in(1000, 800, **overrides) as session:
+    async with approval_page(approvalTimeoutSeconds=3) as session:
         stack, page = session.stack, session.page
-        await page.wait_for_selector("#engine-status.up")
-        stack.server.reply_tool_calls([("file_write", {"path": "late.txt", "content": "too late"})])
-        stack.server.reply_text("Nobody answered.")
-        await page.fill("#input", "write late.txt")
-        await page.press("#input", "Enter")
-        asked = page.locator(".msg.notice", has_text="The agent wants to run file_write:")
-        await asked.wait_for()
+        asked = await ask_to_write(session, "write late.txt", "late.txt", "too late", "Nobody answered.")
+        assert "The agent wants to run file_write:" in await asked.inner_text()
         reply = page.locator(".msg.assistant", has_text="Nobody answered.")
         await reply.wait_for()
         assert "Tools used: file_write (denied)" in await reply.inner_text()
@@ -117,10 +93,8 @@ async def test_an_older_reply_shown_while_the_page_loads_leaves_a_later_question
     """fh9: the page closed every question it offered when any reply came. A reply that arrived while the
     page loaded (after its history was read, before its stream opened) was shown after a later turn's
     question, already offered again, and closed it: no buttons, though `/approve ID` still worked."""
-    overrides: dict[str, Any] = {"tools": {"approval": ["file_write"]}}
-    async with signed_in(1000, 800, **overrides) as session:
+    async with approval_page() as session:
         stack, page, web = session.stack, session.page, session.web
-        await page.wait_for_selector("#engine-status.up")
         first_started, first_may_answer = asyncio.Event(), asyncio.Event()
 
         async def hold_the_first_answer() -> None:
