@@ -161,7 +161,7 @@ async def test_a_group_opens_no_savepoints_and_one_alone_none_inside_its_transac
             statements.append(str(event.get("sql") or ""))
 
         await store.db.run(lambda connection: connection.trace_v2(apsw.SQLITE_TRACE_STMT, trace))
-        async with thread_held(store):
+        async with thread_held(store, HELD_SECONDS):
             appends: list[asyncio.Future[object]] = [
                 asyncio.ensure_future(store.messages.append(said(chat, 1), embed=True)) for chat in chats
             ]
@@ -201,7 +201,7 @@ async def test_an_error_a_grouped_call_catches_still_undoes_its_block(tmp_path: 
                 pass
             return "done"
 
-        async with thread_held(store):
+        async with thread_held(store, HELD_SECONDS):
             before = asyncio.ensure_future(store.messages.append(said(chat, 1)))
             middle = asyncio.ensure_future(store.db.run(caught, grouped=True))
             after = asyncio.ensure_future(store.messages.append(said(chat, 2)))
