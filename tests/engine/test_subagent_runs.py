@@ -178,11 +178,38 @@ async def test_a_run_is_not_offered_subagent_spawn_and_cannot_call_it(tmp_path: 
         h.server.reply_text("ok")
         await runner(h).spawn(SubagentRequest(TASK, "go"))
         offered = [t["function"]["name"] for t in h.server.chat_requests[0].body["tools"]]
-        assert "subagent_spawn" not in offered and "schedule_add" in offered
+        assert "subagent_spawn" not in offered and "schedule_list" in offered
         result = next(r for r in task_log(h) if r.type is MessageType.TOOL_RESULT)
         assert result.metadata is not None and result.metadata["is_error"] is True
         assert result.content.startswith("unknown tool 'subagent_spawn'; available tools: ")
         assert runner(h).completed == 1
+
+
+async def test_a_run_can_neither_add_tasks_nor_remove_the_persons(tmp_path: Path) -> None:
+    """A run was offered schedule_add and schedule_remove (adversary15): a seed task every 30 minutes grew to 28
+    tasks in five steps of the clock, and its first run deleted the person's own task, leaving only a line in
+    its answer. A run may list the tasks; adding and removing are the person's and their chats' (decision 372)."""
+    async with running_engine(tmp_path, scheduler={"timezone": "UTC"}) as h:
+        assert h.engine.scheduler is not None
+        await h.engine.scheduler.add_task("persons-task", TaskSchedule.cron("0 8 * * *"), "brief me")
+        h.server.reply_tool_calls(
+            [
+                ("schedule_add", {"name": "seed2", "message": "add more tasks", "every": "30m"}),
+                ("schedule_remove", {"name": "persons-task"}),
+                ("schedule_list", {}),
+            ]
+        )
+        h.server.reply_text("ok")
+        await runner(h).spawn(SubagentRequest(TASK, "go"))
+        offered = {t["function"]["name"] for t in h.server.chat_requests[0].body["tools"]}
+        assert not offered & {"schedule_add", "schedule_remove"}
+        results = [r for r in task_log(h) if r.type is MessageType.TOOL_RESULT]
+        assert [r.content.split(";")[0] for r in results[:2]] == [
+            "unknown tool 'schedule_add'",
+            "unknown tool 'schedule_remove'",
+        ]
+        assert "persons-task" in results[2].content
+        assert [t.name for t in await h.engine.scheduler.list_tasks()] == ["persons-task"]
 
 
 async def test_schedule_add_from_a_chat_reports_to_that_chat(tmp_path: Path) -> None:

@@ -27,11 +27,20 @@ from klaw.memory.subagent_history import SubagentHistoryLoader
 from klaw.scheduling.task_store import ScheduleStore
 from klaw.tools.registry import ToolRegistry
 
-# Tools a task's run is not offered: a run that starts runs could multiply without bound, and a run
-# has no conversation of its own to search or save into, and reads core memory only. A run's call to
-# one of them gets "unknown tool", the run's tools listed: the tool loop's one rule (decision 258).
+# Tools a task's run is not offered: a run that starts runs or adds tasks could multiply without bound, a
+# run that removes tasks could delete the person's own (decision 372: it may list them), and a run has no
+# conversation of its own to search or save into, and reads core memory only. A run's call to one of them
+# gets "unknown tool", the run's tools listed: the tool loop's one rule (decision 258).
 SUBAGENT_EXCLUDED_TOOLS = frozenset(
-    {"subagent_spawn", "fetch_conversation_details", "memory_save", "memory_search", "memory_core_update"}
+    {
+        "subagent_spawn",
+        "schedule_add",
+        "schedule_remove",
+        "fetch_conversation_details",
+        "memory_save",
+        "memory_search",
+        "memory_core_update",
+    }
 )
 
 

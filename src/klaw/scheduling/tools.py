@@ -6,8 +6,9 @@ expression, a duplicate name, an unknown model) raise a `ToolRefusal` or klaw's 
 which the registry hands back to the model as it is, a readable error it can correct.
 
 A task created from a chat reports to that chat unless told otherwise. A run of a task cannot start
-other runs (it is not offered `subagent_spawn`, and the tool loop refuses a call to a tool not offered:
-decision 258), so a task cannot multiply itself. A spawned run keeps its own history, apart from a
+other runs or change the tasks (it is not offered `subagent_spawn`, `schedule_add` or `schedule_remove`, and
+the tool loop refuses a call to a tool not offered: decisions 258, 372), so a task cannot multiply itself
+or remove the person's. A spawned run keeps its own history, apart from a
 scheduled task of the same name (decision 217): what a chat tells it never reaches runs that may hold
 pre-approved tools.
 """
