@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -17,7 +18,11 @@ if TYPE_CHECKING:
     from klaw.config import DatabaseConfig, EngineConfig
     from klaw.store.protocol import StoreCounts
 
-app = typer.Typer(rich_markup_mode="markdown", help="Inspect the database (klaw.db).", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode="markdown",
+    help="Inspect the home's database (klaw.db, or PostgreSQL), or move the home into PostgreSQL.",
+    no_args_is_help=True,
+)
 
 
 @app.command()
@@ -98,8 +103,9 @@ def migrate(
     compared, and sample queries (texts of stored messages) searched in both, their results compared.
     Exits 1 when the check finds a difference.
 
-    Stop the engine first. Interrupted, it resumes where it stopped when run again. klaw.db is left as
-    it was; set database.backend: postgres and urlEnv in engine.yaml afterwards."""
+    Stop the engine first. Interrupted, it resumes where it stopped when run again. klaw.db and the
+    JSONL log are left as they were (forgetting on the PostgreSQL home does not reach them: delete them
+    once it runs well); set database.backend: postgres and urlEnv in engine.yaml afterwards."""
     home = home_from_env()
     loaded = load_or_exit(home)
     if to != "postgres":
@@ -134,8 +140,45 @@ async def _migrate(home: KlawHome, config: EngineConfig, variable: str, samples:
     searched = True
     if source is not None and samples:
         searched = await check_searches(console, home, config, (sqlite_file, source, target), samples)
-    console.print(f"Now set in engine.yaml:  database: {{backend: postgres, urlEnv: {target.url_env}}}")
+    console.print(_config_change(home.config_file, variable), highlight=False, soft_wrap=True)
+    console.print(_left_behind(home, sqlite_file), highlight=False, soft_wrap=True)
     return counted and searched
+
+
+def _config_change(config_file: Path, variable: str) -> str:
+    """What to change in engine.yaml, by line: `klaw init` wrote a `database:` section (backend: sqlite),
+    so adding a second one as a whole would be refused ('database' is already set)."""
+    wanted = f"backend: postgres and urlEnv: {variable}"
+    try:
+        lines = config_file.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        lines = []
+    section = next((n for n, line in enumerate(lines) if re.match(r"database:\s*(#.*)?$", line)), None)
+    if section is None:
+        return f"Now add to {config_file}:  database: {{backend: postgres, urlEnv: {variable}}}"
+    body: list[tuple[int, str]] = []
+    for number in range(section + 1, len(lines)):
+        line = lines[number]
+        if line.strip() and not line[0].isspace() and not line.lstrip().startswith("#"):
+            break
+        body.append((number, line))
+    backend = next((n for n, line in body if re.match(r"\s+backend:", line)), None)
+    if backend is None:
+        return f"Now, under 'database:' at line {section + 1} of {config_file}, add {wanted}."
+    return (
+        f"Now, in the 'database:' section at line {section + 1} of {config_file}, change line {backend + 1}"
+        f" ({lines[backend].strip()}) to backend: postgres and set urlEnv: {variable} beside it."
+    )
+
+
+def _left_behind(home: KlawHome, sqlite_file: Path) -> str:
+    """What the move left in KLAW_HOME: the SQLite copy, which the PostgreSQL home no longer uses and
+    forgetting there does not reach (decision 394)."""
+    return (
+        f"{sqlite_file} and the JSONL log under {home.conversations} are left as they were: the way back to"
+        " SQLite, but `klaw memory forget` and /forget on the PostgreSQL home do not reach them. Once the home"
+        f" runs well on PostgreSQL, delete them (rm {sqlite_file}*; rm -r {home.conversations})."
+    )
 
 
 async def _compare(

@@ -73,9 +73,12 @@ def forget(
         )  # a chat id such as burst:one is not an emoji code
         return yes or typer.confirm("Forget it?", default=False)
 
+    from klaw.cli.forget_words import erased_from, left_behind
     from klaw.cli.memory_forget_socket import forget_through_engine
 
     if forget_through_engine(home, kind, target_id, owner, confirm, console):
+        if left := left_behind(home, loaded.config.database):
+            console.print(left.strip(), highlight=False)
         return
     try:
         outcome = asyncio.run(_forget(home, path, loaded.config.database, kind, target_id, owner, confirm))
@@ -95,9 +98,9 @@ def forget(
     from klaw.memory.forgetting import runs_left_sentence, tasks_left_sentence
 
     console.print(
-        f"Forgot {outcome.plan.label}: erased from klaw.db, its search indexes and summaries, and from the"
-        f" conversation log ({outcome.files_rewritten} log file(s) rewritten). A tombstone in the log keeps"
-        " `klaw reindex` from bringing it back."
+        f"Forgot {outcome.plan.label}: {erased_from(loaded.config.database, outcome.files_rewritten)}. A"
+        " tombstone in the log keeps `klaw reindex` from bringing it back."
+        + left_behind(home, loaded.config.database)
         + tasks_left_sentence(_tasks_left(home, outcome.plan))
         + runs_left_sentence(outcome.plan.spawned_runs),
         highlight=False,

@@ -1,0 +1,49 @@
+"""What `klaw memory forget` says it erased, naming the store the home really uses.
+
+On a home moved into PostgreSQL (`klaw db migrate`), the memory is the database `database.urlEnv`
+names and its log is the database's own; the klaw.db and the JSONL files under conversations/ that
+the migrate left in KLAW_HOME are not that home's store any more and forgetting does not reach them
+(decision 394). Saying "erased from klaw.db … and from the conversation log" there was false while
+those files still held the text, so the words name PostgreSQL and say what is left and how to delete it.
+"""
+
+from __future__ import annotations
+
+from klaw.config import DatabaseConfig
+from klaw.home import KlawHome
+
+
+def erased_from(database: DatabaseConfig, files_rewritten: int) -> str:
+    """Where the forgotten text was erased: the SQLite home's klaw.db and log files, or PostgreSQL."""
+    if database.backend == "postgres":
+        return (
+            f"erased from the PostgreSQL database named by {database.url_env}: its messages, search indexes,"
+            " summaries and the log it keeps"
+        )
+    return (
+        "erased from klaw.db, its search indexes and summaries, and from the conversation log"
+        f" ({files_rewritten} log file(s) rewritten)"
+    )
+
+
+def left_behind(home: KlawHome, database: DatabaseConfig) -> str:
+    """A sentence naming the SQLite copy a PostgreSQL home still holds (left by `klaw db migrate`),
+    which forgetting did not reach, and the command that deletes it; empty when there is none or the
+    home is on SQLite."""
+    if database.backend != "postgres":
+        return ""
+    sqlite_file = home.database_file(database.path)
+    names: list[str] = []
+    removal: list[str] = []
+    if sqlite_file.exists():
+        names.append(str(sqlite_file))
+        removal.append(f"rm {sqlite_file}*")
+    if home.conversations.is_dir() and next(home.conversations.rglob("*.jsonl"), None) is not None:
+        names.append(f"the JSONL files under {home.conversations}")
+        removal.append(f"rm -r {home.conversations}")
+    if not names:
+        return ""
+    return (
+        f" Not reached: {' and '.join(names)}, the SQLite copy 'klaw db migrate' left, may still hold it;"
+        f" delete that copy once you no longer need it ({'; '.join(removal)})."
+    )

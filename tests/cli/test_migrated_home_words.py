@@ -1,0 +1,70 @@
+"""A home moved into PostgreSQL by `klaw db migrate`, as a person then uses it: what forgetting says it
+erased (and what the migrate left that it did not reach), what reindex says it rebuilt, and what the
+migrate says to change in engine.yaml (newcomer9's findings; decision 394)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.test_cli import klaw
+from tests.cli.test_reindex_cmd import a_home
+from tests.conftest import new_database
+from tests.pg_server import PgServer
+
+VARIABLE = "KLAW_TEST_DATABASE_URL"
+
+
+def _said(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _moved(tmp_path: Path, postgres_server: PgServer) -> tuple[Path, dict[str, str], str]:
+    home = a_home(tmp_path)
+    assert klaw(home, "reindex").returncode == 0  # klaw.db, as a home that ran on SQLite has
+    env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
+    moved = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+    assert moved.returncode == 0, moved.stderr
+    config = home / "engine.yaml"
+    config.write_text(
+        f"embedder:\n  backend: fake\n  dim: 32\ndatabase:\n  backend: postgres\n  urlEnv: {VARIABLE}\n",
+        encoding="utf-8",
+    )
+    return home, env, moved.stdout
+
+
+def test_forgetting_on_a_migrated_home_names_postgres_and_the_sqlite_copy_it_does_not_reach(
+    tmp_path: Path, postgres_server: PgServer
+) -> None:
+    home, env, _ = _moved(tmp_path, postgres_server)
+    listed = klaw(home, "memory", "list", env=env)
+    assert listed.returncode == 0 and "segment 1:" in listed.stdout, listed.stderr
+
+    forgot = klaw(home, "memory", "forget", "segment", "1", "--yes", env=env)
+
+    said = _said(forgot.stdout)
+    assert forgot.returncode == 0, forgot.stderr
+    assert f"erased from the PostgreSQL database named by {VARIABLE}" in said, said
+    assert "erased from klaw.db" not in said and "log file(s) rewritten" not in said
+    assert f"Not reached: {home / 'klaw.db'} and the JSONL files under {home / 'conversations'}" in said, said
+    assert f"rm {home / 'klaw.db'}*; rm -r {home / 'conversations'}" in said
+
+
+def test_the_migrate_names_the_line_to_change_and_the_copy_it_left(tmp_path: Path, postgres_server: PgServer) -> None:
+    home = a_home(tmp_path)
+    initial = (home / "engine.yaml").read_text(encoding="utf-8")
+    assert klaw(home, "reindex").returncode == 0
+    # the section `klaw init` writes, as a person's home has it
+    (home / "engine.yaml").write_text(
+        initial + "\nmemory:\n  coreMaxChars: 2000\n\ndatabase:\n  backend: sqlite\n  path: klaw.db\n", encoding="utf-8"
+    )
+    env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
+
+    moved = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+
+    said = _said(moved.stdout)
+    assert moved.returncode == 0, moved.stderr
+    config = home / "engine.yaml"
+    assert f"in the 'database:' section at line 8 of {config}, change line 9 (backend: sqlite)" in said, said
+    assert f"urlEnv: {VARIABLE}" in said and "Now set in engine.yaml" not in said
+    assert f"{home / 'klaw.db'} and the JSONL log under {home / 'conversations'} are left as they were" in said
+    assert "do not reach them" in said
