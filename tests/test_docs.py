@@ -7,9 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import typer
-
-from klaw.cli.app import app
+from klaw.cli.app import command_tree
 from klaw.config import EngineConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +27,7 @@ def cli_commands() -> list[str]:
         else:
             found.append(prefix)
 
-    walk(typer.main.get_command(app), "")
+    walk(command_tree(), "")
     return sorted(found)
 
 

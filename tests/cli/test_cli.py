@@ -126,10 +126,9 @@ def test_python_dash_m_and_script_agree(tmp_path: Path) -> None:
 
 def help_pages() -> list[tuple[tuple[str, ...], Any, str]]:
     """Every command's path, its click command and its `--help` output (200 columns), root included."""
-    import typer.main
     from typer.testing import CliRunner
 
-    from klaw.cli.app import app
+    from klaw.cli.app import app, command_tree
 
     def paths(command: Any, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
         found = [(prefix, command)]
@@ -138,7 +137,7 @@ def help_pages() -> list[tuple[tuple[str, ...], Any, str]]:
         return found
 
     pages = []
-    for path, command in paths(typer.main.get_command(app)):
+    for path, command in paths(command_tree()):
         result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
         assert result.exit_code == 0, (path, result.output)
         pages.append((path, command, result.output))

@@ -11,9 +11,7 @@ import subprocess
 import sys
 from typing import Any
 
-import typer
-
-from klaw.cli.app import app
+from klaw.cli.app import command_tree
 
 
 def groups(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
@@ -36,7 +34,7 @@ def described(help_text: str) -> str:
 def test_every_group_lists_its_commands_descriptions_on_one_line() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KLAW")} | {"COLUMNS": "1000"}
     checked = 0
-    for path, group in groups(typer.main.get_command(app)):
+    for path, group in groups(command_tree()):
         shown = subprocess.run(
             [sys.executable, "-m", "klaw", *path, "--help"], capture_output=True, text=True, env=env, timeout=60
         ).stdout
@@ -55,7 +53,7 @@ def test_no_help_text_has_markdown_emphasis_that_would_hide_its_characters() -> 
     text belongs in backticks, where it is shown as written."""
     emphasis = re.compile(r"(?<![\w*])([*_]{1,2})(?=\S)(.+?)(?<=\S)\1(?![\w*])")
     found: list[tuple[str, str]] = []
-    for path, group in groups(typer.main.get_command(app)):
+    for path, group in groups(command_tree()):
         for name, command in [("", group), *group.commands.items()]:
             texts = [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]
             for text in texts:

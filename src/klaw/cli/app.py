@@ -5,28 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import typer
+import typer.main
 from rich.text import Text
 
-from klaw.cli import (
-    bench_cmd,
-    config_cmd,
-    db_cmd,
-    engine_cmd,
-    gateway_cmd,
-    help_flags,
-    log_cmd,
-    mcp_cmd,
-    memory_cmd,
-    reindex_cmd,
-    sandbox_cmd,
-    schedule_cmd,
-    service_cmd,
-    skills_cmd,
-    tools_cmd,
-)
+from klaw.cli import help_flags
 from klaw.cli.context import (
     err_console,
     fail,
@@ -36,11 +21,37 @@ from klaw.cli.context import (
     refuse_a_file,
     stdout_console,
 )
+from klaw.cli.lazy_commands import LazyCommands
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.home_language import LanguageError, LanguageSettings, language_settings
 from klaw.home_lock import running_command
 from klaw.home_privacy import restrict_umask
+
+
+class _Nouns(LazyCommands):
+    """Each noun's module, imported only when it runs (or for `--help`): decision 378."""
+
+    lazy: ClassVar[dict[str, str]] = {
+        "chat": "klaw.cli.engine_cmd:chat",
+        "engine": "klaw.cli.engine_cmd:engine",
+        "gateway": "klaw.cli.gateway_cmd:gateway",
+        "serve": "klaw.cli.gateway_cmd:serve",
+        "reindex": "klaw.cli.reindex_cmd:reindex_command",
+        "tools": "klaw.cli.tools_cmd:tools",
+        "config": "klaw.cli.config_cmd:app",
+        "db": "klaw.cli.db_cmd:app",
+        "log": "klaw.cli.log_cmd:app",
+        "memory": "klaw.cli.memory_cmd:app",
+        "schedule": "klaw.cli.schedule_cmd:app",
+        "bench": "klaw.cli.bench_cmd:app",
+        "service": "klaw.cli.service_cmd:app",
+        "sandbox": "klaw.cli.sandbox_cmd:app",
+        "skills": "klaw.cli.skills_cmd:app",
+        "mcp": "klaw.cli.mcp_cmd:app",
+    }
+    first = ("chat", "engine", "gateway", "serve", "reindex", "tools")  # then `init`, then the groups
+
 
 help_flags.install()
 # Every group's help is read as Markdown (here and in each cli/*_cmd.py group): in typer's "rich" mode a
@@ -52,23 +63,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=_Nouns,
 )
-app.add_typer(config_cmd.app, name="config")
-app.add_typer(db_cmd.app, name="db")
-app.add_typer(log_cmd.app, name="log")
-app.add_typer(memory_cmd.app, name="memory")
-app.add_typer(schedule_cmd.app, name="schedule")
-app.add_typer(bench_cmd.app, name="bench")
-app.add_typer(service_cmd.app, name="service")
-app.add_typer(sandbox_cmd.app, name="sandbox")
-app.add_typer(skills_cmd.app, name="skills")
-app.add_typer(mcp_cmd.app, name="mcp")
-app.command(name="chat")(engine_cmd.chat)
-app.command(name="engine")(engine_cmd.engine)
-app.command(name="gateway")(gateway_cmd.gateway)
-app.command(name="serve")(gateway_cmd.serve)
-app.command(name="reindex")(reindex_cmd.reindex_command)
-app.command(name="tools")(tools_cmd.tools)
 
 
 def _print_version(asked: bool) -> None:
@@ -197,3 +193,12 @@ def main() -> None:
             raise
         err_console.print(Text.assemble(("error:", "red"), f" {words}"), highlight=False)
         raise SystemExit(1) from None
+
+
+def command_tree() -> LazyCommands:
+    """The root click group with every noun imported (what `klaw --help` lists), for a walk over all
+    commands: `typer.main.get_command(app).commands` holds only those imported so far (decision 378)."""
+    root = typer.main.get_command(app)
+    assert isinstance(root, LazyCommands)
+    root.load_all(typer.Context(root))
+    return root
