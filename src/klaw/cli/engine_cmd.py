@@ -22,6 +22,7 @@ from klaw.cli.context import (
     stderr_console,
     stdout_console,
 )
+from klaw.cli.model_at_start import cancelled_on_failure, check_in_background, set_where
 from klaw.cli.stopping import FINISHING, stopping
 from klaw.console_logging import logs_through
 from klaw.home import KlawHome
@@ -36,18 +37,22 @@ def engine() -> None:
     """Run the engine: stores, model calls and the socket gateways connect to (engine.sock)."""
     home = home_from_env()
     loaded = load_or_exit(home)
-    event_loop.run(_serve(home, loaded.config))
+    event_loop.run(_serve(home, loaded))
 
 
-async def _serve(home: KlawHome, config: EngineConfig) -> None:
-    running = await start_engine_or_exit(home, config)
+async def _serve(home: KlawHome, loaded: LoadedConfig) -> None:
+    config = loaded.config
+    console = stderr_console()
+    checking = check_in_background(loaded, "klaw engine", console)
+    with cancelled_on_failure(checking):
+        running = await start_engine_or_exit(home, config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    console = stderr_console()
     try:
         console.print(f"klaw engine listening on {home.socket_path}")
+        await checking
         await stop.wait()
         stopping(running, console)
     finally:
@@ -86,7 +91,7 @@ def chat(
                 # the model this chat will use: its own /model choice outlives the process
                 chosen = await chat_model(home, config, console_chat())
                 problem = await model_problem(
-                    config.model(chosen.model_id), chosen.model_id, set_where=_set_where(loaded), chosen=chosen.chosen
+                    config.model(chosen.model_id), chosen.model_id, set_where=set_where(loaded), chosen=chosen.chosen
                 )
                 if problem:
                     fail(problem)
@@ -200,9 +205,3 @@ async def _refuse_a_running_engine(home: KlawHome, config: EngineConfig) -> None
     else:
         talk = "it takes no messages from other programs (a program using klaw's library API)"
     fail(f"klaw chat starts its own engine, and {who} runs on {where}: {talk}. Or {STOP_AN_ENGINE}.")
-
-
-def _set_where(loaded: LoadedConfig) -> str:
-    """Where routing.default came from, for the model check's message: a KLAW__ override or the file."""
-    source = loaded.sources.get("routing.default", "")
-    return f"by {source.removeprefix('env ')}" if source.startswith("env ") else f"in {loaded.path}"

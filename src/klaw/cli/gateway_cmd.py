@@ -23,6 +23,7 @@ from klaw.cli.context import (
     stderr_console,
     stdout_console,
 )
+from klaw.cli.model_at_start import cancelled_on_failure, check_in_background
 from klaw.cli.stopping import stopping
 from klaw.home import KlawHome
 
@@ -83,8 +84,11 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
     console = stderr_console()
     channels = build_channels(home, loaded)
     engine: Engine | None = None
+    checking = None
     if with_engine:
-        engine = await start_engine_or_exit(home, loaded.config)
+        checking = check_in_background(loaded, "klaw serve", console)
+        with cancelled_on_failure(checking):
+            engine = await start_engine_or_exit(home, loaded.config)
     running = Gateway(home, channels)
     try:
         await running.start()
@@ -99,6 +103,8 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
         loop.add_signal_handler(sig, stop.set)
     try:
         _announce(home, channels, with_engine)
+        if checking is not None:
+            await checking
         await stop.wait()
         stopping(engine, console)
     finally:

@@ -1,0 +1,60 @@
+"""The model check `klaw chat` refuses on, made a one-line warning for `klaw serve` and `klaw engine`:
+a service's model may come up after it (a container beside Ollama), so those start anyway, but a person
+reading the start's output or the journal learns at once that chats wait for it, instead of from the
+first message's "could not reach the server after 4 attempt(s)"."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from klaw.config_loader import LoadedConfig
+
+
+def set_where(loaded: LoadedConfig) -> str:
+    """Where routing.default came from, for the model check's message: a KLAW__ override or the file."""
+    source = loaded.sources.get("routing.default", "")
+    return f"by {source.removeprefix('env ')}" if source.startswith("env ") else f"in {loaded.path}"
+
+
+async def model_warning(loaded: LoadedConfig, command: str) -> str | None:
+    """None when routing.default's server answers; else one line: what `klaw chat` would have refused
+    with (its first paragraph, without the Ollama example), and that `command` goes on."""
+    from klaw.llm.preflight import model_problem
+
+    model_id = loaded.config.routing.default
+    problem = await model_problem(loaded.config.model(model_id), model_id, set_where=set_where(loaded))
+    if problem is None:
+        return None
+    said = " ".join(problem.split("\n\n", 1)[0].split())
+    said = said[:1].lower() + said[1:]  # "warning: no model server answered …"
+    return f"warning: {said} {command} goes on: chats are answered once the model answers."
+
+
+def check_in_background(loaded: LoadedConfig, command: str, console: Console) -> asyncio.Task[None]:
+    """Start the check beside the engine's start (it may wait up to the check's 5 s); the warning is
+    printed on `console` when the answer comes."""
+
+    async def check() -> None:
+        warning = await model_warning(loaded, command)
+        if warning is not None:
+            console.print(Text(warning, style="yellow"), highlight=False)
+
+    return asyncio.get_running_loop().create_task(check(), name="model check at start")
+
+
+@contextmanager
+def cancelled_on_failure(checking: asyncio.Task[None]) -> Iterator[None]:
+    """The check is dropped, unprinted, when the engine cannot start: its refusal is the news."""
+    try:
+        yield
+    except BaseException:
+        checking.cancel()
+        raise
