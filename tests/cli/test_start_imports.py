@@ -59,3 +59,16 @@ async def test_a_piped_chat_loads_no_prompt_and_no_markdown_parser(tmp_path: Pat
         env = {**chat_env(home, model.base_url), "KLAW__TOOLS__ENABLED": "[clock]"}
         modules = await loaded(tmp_path, env, "chat", stdin="hi\n")
     assert "klaw" in modules and not modules & {"prompt_toolkit", "markdown_it"}, modules
+
+
+async def test_a_chats_engine_loads_only_what_its_config_uses(tmp_path: Path) -> None:
+    """No MCP server configured, no Telegram, no web channel, a SQLite store: a chat's engine (the default
+    tools) loads neither the MCP SDK (a second of CPU), nor Telegram, the web stack or PostgreSQL's
+    driver (decision 378)."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        model.reply_text("ok")
+        modules = await loaded(tmp_path, chat_env(home, model.base_url), "chat", stdin="hi\n")
+    unused = {"mcp", "telegram", "fastapi", "starlette", "uvicorn", "psycopg", "psycopg_pool"}
+    assert "klaw" in modules and not modules & unused, modules & unused
