@@ -8,11 +8,14 @@ message whose turn was cut is answered, once, when the server is back."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 from pathlib import Path
 
 import pytest
 
 from klaw.engine.failures import is_transient
+from klaw.store.postgres.pool_log import POOL_WARNINGS
 from klaw.store.protocol import StorageUnavailable
 from tests.conftest import new_database
 from tests.engine import harness
@@ -61,8 +64,10 @@ async def test_a_server_restart_in_the_middle_of_a_turn_costs_the_person_nothing
 
 
 async def test_a_turn_cut_by_the_server_going_down_is_answered_once_it_is_back(
-    tmp_path: Path, on_postgres: PgServer
+    tmp_path: Path, on_postgres: PgServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(POOL_WARNINGS, "last_said", -math.inf)  # this process's earlier tests said it already
+    caplog.set_level(logging.WARNING)
     async with running_engine(tmp_path) as h:
         assert (await h.turn("good morning")).kind == "reply"
         h.server.reply_text("Paris.", before=lambda: asyncio.to_thread(on_postgres.pause))
@@ -70,6 +75,10 @@ async def test_a_turn_cut_by_the_server_going_down_is_answered_once_it_is_back(
         apology = await h.turn("what is the capital of France?")
 
         assert apology.kind == "error"  # the turn could not be recorded: said so, with an error id
+        said = " ".join(apology.text.split())  # in words (adversary15: "something went wrong … the log says more")
+        assert said.startswith(f"Sorry, I could not answer yet: cannot reach the PostgreSQL server named by {VARIABLE}")
+        assert said.endswith("Your message is kept: it is answered once the database is back.")
+        assert "postgresql://" not in said and str(on_postgres.socket_dir) not in said
         with pytest.raises(StorageUnavailable) as refused:  # the database is down: nothing can be kept
             await h.say("are you there?")
         assert is_transient(refused.value)  # the gateway keeps the message and sends it again
@@ -86,3 +95,9 @@ async def test_a_turn_cut_by_the_server_going_down_is_answered_once_it_is_back(
         assert answer.reply_to == apology.reply_to
         await asyncio.sleep(2)  # another round of the watch: nothing is answered twice
         assert len(h.delivered) == before + 1 and await _completed_exchanges(h) == 2
+    # psycopg's pool logged each dropped connection and failed reconnection raw, with the server's socket
+    # path (adversary15: 24+ lines in 4 s); now klaw's one line says it
+    assert not [r for r in caplog.records if r.name.startswith("psycopg")]
+    logged = [r.getMessage() for r in caplog.records if r.name == "klaw.store.postgres.pool_log"]
+    assert len(logged) == 1 and logged[0].startswith("the PostgreSQL connection pool lost a connection")
+    assert not [r for r in caplog.records if str(on_postgres.socket_dir) in r.getMessage()]

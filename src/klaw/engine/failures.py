@@ -54,6 +54,18 @@ def is_disk_full(exc: BaseException | None) -> bool:
     return False
 
 
+def unreachable_database(exc: BaseException | None) -> StorageUnavailable | None:
+    """The `StorageUnavailable` anywhere in `exc`'s chain (the PostgreSQL server down, restarting, cut off
+    mid-call), or None: the person is told the database is away and that the message waits for it."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, StorageUnavailable):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether the same message may well be accepted if sent again later."""
     if isinstance(exc, (EngineStopping, TimeoutError, StorageUnavailable, *_TRANSIENT_SQLITE)):

@@ -31,7 +31,7 @@ from typing import Protocol
 
 from klaw.engine.approval import NOBODY, ApprovalGate, ApprovalScope, Verdict
 from klaw.engine.clock import Clock
-from klaw.engine.failures import is_disk_full
+from klaw.engine.failures import is_disk_full, unreachable_database
 from klaw.engine.tool_loop import DEFAULT_MAX_CALLS, LoopOutcome, Recorder, TextSink, run_tool_loop
 from klaw.engine.turn_timing import PhaseTimes
 from klaw.errors import KlawError
@@ -87,6 +87,11 @@ class TurnFailure:
             return (
                 f"Sorry, I could not answer: the disk is full, so this conversation could not be saved (error"
                 f" {self.error_id}). Free some space on the disk holding klaw's home, then send your message again."
+            )
+        if (away := unreachable_database(self.error)) is not None:  # its words name the variable, never the DSN
+            return (
+                f"Sorry, I could not answer yet: {away} (error {self.error_id}). Your message is kept: it is"
+                " answered once the database is back."
             )
         return f"Sorry, something went wrong and I could not answer (error {self.error_id}); the engine log says more."
 

@@ -24,6 +24,7 @@ from klaw.store.postgres.leases import PostgresLeases
 from klaw.store.postgres.memory_chunks import PostgresMemoryChunks
 from klaw.store.postgres.messages import PostgresMessages
 from klaw.store.postgres.migrations import current_version, migrate
+from klaw.store.postgres.pool_log import quiet_pool_warnings
 from klaw.store.postgres.search import PostgresSearch
 from klaw.store.postgres.segments import PostgresSegments
 from klaw.store.postgres.sessions import PostgresExchanges, PostgresSessions, PostgresSettings
@@ -108,6 +109,7 @@ class PostgresStore:
             await register_vector_async(connection)
             await connection.execute(f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_SECONDS}s'")
 
+        quiet_pool_warnings()  # its raw lines name the server's host (pool_log.py)
         pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
             dsn,
             min_size=1,
