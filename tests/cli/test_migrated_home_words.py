@@ -4,7 +4,10 @@ migrate says to change in engine.yaml (newcomer9's findings; decision 394)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import psycopg
 
 from tests.cli.test_cli import klaw
 from tests.cli.test_reindex_cmd import a_home
@@ -68,3 +71,43 @@ def test_the_migrate_names_the_line_to_change_and_the_copy_it_left(tmp_path: Pat
     assert f"urlEnv: {VARIABLE}" in said and "Now set in engine.yaml" not in said
     assert f"{home / 'klaw.db'} and the JSONL log under {home / 'conversations'} are left as they were" in said
     assert "do not reach them" in said
+
+
+def test_a_held_home_refuses_the_migrate_naming_the_migrate(tmp_path: Path, postgres_server: PgServer) -> None:
+    from klaw.home_lock import HomeLock
+
+    home = a_home(tmp_path)
+    env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
+    lock = HomeLock.acquire(home)  # an engine (klaw serve) holds the home
+    try:
+        refused = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+    finally:
+        lock.release()
+    said = _said(refused.stderr)
+    assert refused.returncode == 1 and "then run 'klaw db migrate --to postgres' again" in said, said
+    assert "klaw reindex" not in said and "Traceback" not in refused.stderr
+
+
+def test_reindex_on_a_postgres_home_names_it_and_keeps_each_backup(tmp_path: Path, postgres_server: PgServer) -> None:
+    home, env, _ = _moved(tmp_path, postgres_server)
+
+    kept = klaw(home, "reindex", "--keep-backup", env=env)
+
+    said = _said(kept.stdout)
+    assert kept.returncode == 0, kept.stderr
+    assert f"Rebuilt the PostgreSQL database named by {VARIABLE}" in said and "Rebuilt /" not in said, said
+    schema = re.search(r"schema (klaw_backup_\w+) of the PostgreSQL database named by " + VARIABLE, said)
+    assert schema is not None, said
+    assert klaw(home, "reindex", env=env).returncode == 0  # a plain run drops no kept backup
+    again = klaw(home, "reindex", "--keep-backup", env=env)
+    second = re.search(r"schema (klaw_backup_\w+) of", _said(again.stdout))
+    assert second is not None and second.group(1) != schema.group(1)
+    with psycopg.connect(env[VARIABLE]) as connection:
+        names = {row[0] for row in connection.execute("SELECT nspname FROM pg_namespace")}
+    assert {schema.group(1), second.group(1)} <= names
+
+
+def test_the_help_names_both_stores_and_the_kept_backups(tmp_path: Path) -> None:
+    reindex_help = _said(klaw(tmp_path, "reindex", "--help").stdout)
+    assert "klaw.db.bak-" in reindex_help and "klaw_backup_" in reindex_help
+    assert "PostgreSQL" in _said(klaw(tmp_path, "db", "--help").stdout)

@@ -269,7 +269,14 @@ async def test_the_old_database_is_replaced_and_only_kept_on_request(klaw_home: 
     siblings = sorted(p.name for p in live.parent.iterdir() if p.name.startswith("klaw.db"))
     assert siblings == ["klaw.db"]
     report = await reindex(klaw_home, config(), keep_backup=True)
-    assert report.backup == live.with_name("klaw.db.bak") and report.backup.exists()
+    assert report.backup is not None and report.backup.name.startswith("klaw.db.bak-") and report.backup.exists()
+    # what a person asked to keep stays: a second kept one is another file, a plain run removes neither
+    second = await reindex(klaw_home, config(), keep_backup=True)
+    assert second.backup is not None and second.backup != report.backup
+    assert (await reindex(klaw_home, config())).backup is None
+    assert report.backup.exists() and second.backup.exists()
+    siblings = sorted(p.name for p in live.parent.iterdir() if p.name.startswith("klaw.db"))
+    assert siblings == sorted(["klaw.db", report.backup.name, second.backup.name])
 
 
 class Interrupted(FakeEmbedder):

@@ -133,7 +133,9 @@ async def _migrate(home: KlawHome, config: EngineConfig, variable: str, samples:
     except StorageError as exc:
         fail(str(exc))
     console = stdout_console()
-    report = await run_with_bars(console, home, config, backend, "the PostgreSQL database is left as it is")
+    report = await run_with_bars(
+        console, home, config, backend, "the PostgreSQL database is left as it is", "klaw db migrate --to postgres"
+    )
     target = DatabaseConfig(backend="postgres", url_env=variable)
     source = DatabaseConfig(backend="sqlite", path=config.database.path) if sqlite_file.exists() else None
     counted = await _compare(console, sqlite_file, source, target, report.records)

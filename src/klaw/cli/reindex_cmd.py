@@ -33,7 +33,7 @@ _LABELS = {  # by ReindexStage value (a StrEnum: its members look these up), so 
 
 
 async def run_with_bars(
-    console: Console, home: KlawHome, config: EngineConfig, backend: RebuildBackend, unchanged: str
+    console: Console, home: KlawHome, config: EngineConfig, backend: RebuildBackend, unchanged: str, command: str
 ) -> ReindexReport:
     """`reindex` into `backend` with the progress bars, its failures as one line (`unchanged`: what is
     left as it was), an interruption as how to resume (`klaw db migrate` moves a home this way)."""
@@ -45,7 +45,7 @@ async def run_with_bars(
     bars = _Bars(console)
     try:
         with bars.progress, logs_through(console):
-            return await reindex(home, config, progress=bars.update, backend=backend)
+            return await reindex(home, config, progress=bars.update, backend=backend, command=command)
     except (KeyboardInterrupt, asyncio.CancelledError):
         console.print(Text.assemble(("interrupted", "yellow"), f": {unchanged}; run the command again to resume."))
         raise typer.Exit(130) from None
@@ -58,10 +58,15 @@ async def run_with_bars(
 
 def reindex_command(
     keep_backup: Annotated[
-        bool, typer.Option("--keep-backup", help="Keep the old database as klaw.db.bak after the swap.")
+        bool,
+        typer.Option(
+            "--keep-backup",
+            help="Keep the old database after the swap: as klaw.db.bak-<UTC time> (on PostgreSQL: the schema"
+            " klaw_backup_<UTC time>). Each run keeps its own; none is ever removed by klaw.",
+        ),
     ] = False,
 ) -> None:
-    """Rebuild the database (messages, search index, segments, exchanges, vectors) from the log.
+    """Rebuild the database (klaw.db, or PostgreSQL) from the log: messages, search index, segments, vectors.
 
     Run it after changing the embedder, or when klaw.db is damaged or lost. Stop the engine first (on
     PostgreSQL: every engine sharing the database). The log is the home's JSONL files, or on PostgreSQL
@@ -92,7 +97,9 @@ def reindex_command(
         fail(str(exc), code=1)
     except (StorageError, EmbedderError, OSError) as exc:
         fail(f"{exc}. The live database is unchanged; run 'klaw reindex' again to resume.", code=1)
-    print_report(console, report)
+    database = loaded.config.database
+    where = f"the PostgreSQL database named by {database.url_env}" if database.backend == "postgres" else None
+    print_report(console, report, where or str(report.database))
 
 
 def stage_bars(console: Console) -> Progress:
@@ -119,11 +126,12 @@ class _Bars:
         self.progress.update(task, completed=done, total=max(total, done))
 
 
-def print_report(console: Console, report: ReindexReport) -> None:
+def print_report(console: Console, report: ReindexReport, rebuilt: str) -> None:
+    """The report; `rebuilt` names the store (klaw.db's path, or the PostgreSQL database's variable)."""
     from klaw.memory.reindex import LISTED_MALFORMED
 
     counts = report.counts
-    table = Table(title=f"Rebuilt {report.database}", show_header=False)
+    table = Table(title=f"Rebuilt {rebuilt}", show_header=False)
     table.add_column("what")
     table.add_column("count", justify="right")
     rows = [
@@ -169,4 +177,4 @@ def print_report(console: Console, report: ReindexReport) -> None:
     for warning in report.warnings:
         console.print(Text.assemble(("warning:", "yellow"), f" {warning}"), highlight=False)
     if report.backup is not None:
-        console.print(f"the old database is kept at {report.backup}")
+        console.print(f"the old database is kept: {report.backup} (klaw never removes it; delete it when done)")

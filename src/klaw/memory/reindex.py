@@ -14,7 +14,7 @@ from the log and swapping it in:
 3. Drain those jobs with the engine's own `EmbeddingQueue`. A job whose embedding fails stays in the
    new database (pending with backoff, or failed), is reported, and is retried by the engine.
 4. Copy `settings` from the old database (commands set them; the log does not hold them), make the
-   new file self-contained and swap it in; the old one is kept as `.bak` until the swap succeeded.
+   new file self-contained and swap it in; the old one is moved aside until the swap succeeded.
 
 Resumable and idempotent: the new file carries a journal of the log files done (by size and
 mtime), so a second run after an interruption skips them and drains the jobs still pending;
@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 APPEND_BATCH = 500  # records per transaction: large enough to be fast, small enough to resume often
 LISTED_MALFORMED = 20  # malformed lines named in the report (all are counted)
 _EMBEDDER_KEY = "embedder"
+_RUN_OF = {"klaw reindex": "reindex"}  # what a refusal calls the interrupted work of the command refused
 
 
 class ReindexStage(StrEnum):
@@ -119,16 +120,18 @@ async def reindex(
     clock: QueueClock | None = None,
     keep_backup: bool = False,
     backend: RebuildBackend | None = None,
+    command: str = "klaw reindex",
 ) -> ReindexReport:
     """Rebuild the database of `home` from its log, embed, and swap the result in.
 
     `embedder` defaults to the configured one (created and closed here), `backend` to the configured
     `database.backend`'s. An exception (including KeyboardInterrupt or cancellation) leaves the live
-    database untouched and the partial build in place for the next run to resume."""
+    database untouched and the partial build in place for the next run to resume. `command` is the
+    one a person typed (`klaw db migrate` runs this too): a refusal says to run that one again."""
     began = time.perf_counter()
     live = home.database_file(config.database.path)
-    async with _holding(home, lambda: _unfinished(backend or rebuild_backend(live, config.database))):
-        return await _reindex(home, config, live, began, progress, embedder, clock, keep_backup, backend)
+    async with _holding(home, command, lambda: _unfinished(backend or rebuild_backend(live, config.database))):
+        return await _reindex(home, config, live, began, progress, embedder, clock, keep_backup, backend, command)
 
 
 async def _reindex(
@@ -141,6 +144,7 @@ async def _reindex(
     clock: QueueClock | None,
     keep_backup: bool,
     backend: RebuildBackend | None,
+    command: str,
 ) -> ReindexReport:
     private_dirs(live.parent)
     with _exclusive(_beside(live, ".reindex.lock")):
@@ -160,6 +164,7 @@ async def _reindex(
                 progress or _ignore,
                 min_embed_tokens=config.auto_rag.min_message_tokens,
                 batch_size=config.embedder.batch_size,
+                command=command,
             )
             return await build.run(began, keep_backup=keep_backup)
         finally:
@@ -179,6 +184,7 @@ class _Build:
     _: KW_ONLY
     min_embed_tokens: int  # `autoRag.minMessageTokens`: which messages get a vector
     batch_size: int  # `embedder.batchSize`
+    command: str  # the command a person typed, named when it is refused
     warnings: list[str] = field(default_factory=list, init=False)
     stages: list[StageTiming] = field(default_factory=list, init=False)
     # ids named by `forget` tombstones: never rebuilt
@@ -197,7 +203,7 @@ class _Build:
             embedded = await self._embed(build)
             self.stages.append(StageTiming(ReindexStage.EMBED, time.perf_counter() - started, embedded))
             started = time.perf_counter()
-            await _refuse_if_engine_runs(self.home)
+            await _refuse_if_engine_runs(self.home, self.command)
             settings = await self._copy_settings(build)
             counts = await build.store.counts()
             skipped = await journal.skipped()
@@ -322,18 +328,18 @@ def _ignore(_stage: ReindexStage, _done: int, _total: int) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _holding(home: KlawHome, unfinished: Callable[[], bool]) -> AsyncIterator[None]:
+async def _holding(home: KlawHome, command: str, unfinished: Callable[[], bool]) -> AsyncIterator[None]:
     """The home held for the whole run: no engine may start while the database is rebuilt and swapped.
     Refused, the answer says a reindex resumes only when an earlier one was interrupted (`unfinished`):
     said to a person who had interrupted nothing, it read as if something had gone wrong."""
     try:
-        async with holding_home(home, "klaw reindex"):
+        async with holding_home(home, command):
             yield
     except HomeHeldError as exc:
         if exc.holder.role not in ("", ENGINE_ROLE):
             raise ReindexError(held_message(home, exc.holder)) from None
-        resumes = " The interrupted reindex resumes where it stopped." if unfinished() else ""
-        raise EngineRunningError(f"{held_message(home, exc.holder)}; then run 'klaw reindex' again.{resumes}") from None
+        resumes = f" The interrupted {_RUN_OF.get(command, 'run')} resumes where it stopped." if unfinished() else ""
+        raise EngineRunningError(f"{held_message(home, exc.holder)}; then run '{command}' again.{resumes}") from None
 
 
 def _unfinished(backend: RebuildBackend) -> bool:
@@ -344,12 +350,12 @@ def _unfinished(backend: RebuildBackend) -> bool:
         return False
 
 
-async def _refuse_if_engine_runs(home: KlawHome) -> None:
+async def _refuse_if_engine_runs(home: KlawHome, command: str) -> None:
     """Before the swap: an engine of a klaw from before the home lock may have started meanwhile."""
     if await engine_answers(home.socket_path):
         raise EngineRunningError(
-            f"a klaw engine is running on {home.socket_path}: {STOP_AN_ENGINE}; then run 'klaw reindex'"
-            " again. An interrupted reindex resumes where it stopped."
+            f"a klaw engine is running on {home.socket_path}: {STOP_AN_ENGINE}; then run '{command}'"
+            f" again. An interrupted {_RUN_OF.get(command, 'run')} resumes where it stopped."
         )
 
 

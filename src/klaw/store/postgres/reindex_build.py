@@ -5,7 +5,8 @@ day in append order (`PostgresKeptLog`). The new store is built beside the live 
 `klaw_reindex` (the same migrations, found first on the build's `search_path`; pgvector's type stays
 where the extension is), with the same resume journal as SQLite's build. The swap is one transaction:
 klaw's live tables and functions move to `klaw_backup`, the build's into the live schema, so engines
-see the old store or the new one, never a mix; the backup is dropped unless kept. Only klaw's own
+see the old store or the new one, never a mix; the backup is dropped unless kept (then renamed
+`klaw_backup_<UTC time>`, which no later run drops: decision 395). Only klaw's own
 objects move (those the build created): anything else in the schema is left alone.
 """
 
@@ -155,11 +156,19 @@ class PostgresRebuild:
         try:
             with self._server.connect() as connection, connection.transaction():
                 _swap(connection)
+                backup = sql.Identifier(BACKUP_SCHEMA)
                 if not keep_backup:
-                    connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(BACKUP_SCHEMA)))
+                    connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(backup))
+                    return None
+                # a name of its own, so the next run's swap (which reuses klaw_backup) never drops it
+                kept = f"{BACKUP_SCHEMA}_{datetime.now(UTC):%Y%m%d_%H%M%S_%f}"
+                connection.execute(sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(backup, sql.Identifier(kept)))
         except psycopg.Error as exc:
             raise server_error(self._server.variable, exc) from exc
-        return Path(f"schema {BACKUP_SCHEMA}") if keep_backup else None
+        return Path(
+            f"schema {kept} of the PostgreSQL database named by {self._server.variable}"
+            f" (DROP SCHEMA {kept} CASCADE removes it)"
+        )
 
 
 def _swap(connection: psycopg.Connection[tuple[object, ...]]) -> None:

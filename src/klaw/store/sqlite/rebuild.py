@@ -18,7 +18,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import apsw
@@ -174,14 +174,17 @@ async def make_self_contained(db: SqliteDatabase) -> None:
 
 
 def swap_into_place(new: Path, live: Path, *, keep_backup: bool) -> Path | None:
-    """Make `new` the database at `live` (blocking). The old database is kept as `<live>.bak` until
-    the new one is in place, then removed unless `keep_backup`; returns the backup kept, if any.
+    """Make `new` the database at `live` (blocking). The old database is moved aside until the new one
+    is in place, then removed unless `keep_backup` (kept as `<live>.bak-<UTC time>`); returns the backup
+    kept, if any.
 
     The old file is first made self-contained (its WAL checkpointed); if that fails (a damaged
     database, the usual reason to reindex) its `-wal`/`-shm` move with it into the backup. No stale
     `-wal` or `-shm` of the old file is ever left next to the new one, nor its saved vectors
     (`vector_snapshot.py`)."""
-    backup = live.with_name(live.name + ".bak")
+    # kept: a name of its own, so no later run removes or overwrites it (decision 395); else a
+    # temporary name no kept backup (nor an older klaw's klaw.db.bak) ever has
+    backup = _kept_name(live) if keep_backup else live.with_name(f"{live.name}.swapping-out")
     for stale in [backup, *(_sidecar(backup, s) for s in _SIDECARS)]:
         stale.unlink(missing_ok=True)
     if live.exists():
@@ -201,6 +204,16 @@ def swap_into_place(new: Path, live: Path, *, keep_backup: bool) -> Path | None:
     for path in [backup, *(_sidecar(backup, s) for s in _SIDECARS)]:
         path.unlink(missing_ok=True)
     return None
+
+
+def _kept_name(live: Path) -> Path:
+    """`<live>.bak-<UTC time>`, with a number after it when a backup of the same second is there."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    name, number = live.with_name(f"{live.name}.bak-{stamp}"), 1
+    while name.exists():
+        number += 1
+        name = live.with_name(f"{live.name}.bak-{stamp}-{number}")
+    return name
 
 
 def _checkpoint(path: Path) -> None:
