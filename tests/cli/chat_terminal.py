@@ -22,6 +22,7 @@ from typing import TypeVar
 
 import pytest
 
+from tests.cli.inited_home import init_home as init_home  # where the chat tests import it from
 from tests.cli.piped_chat import CHAT_SECONDS
 
 USER = "klaw-tester"  # LOGNAME/USER in the chat: the console chat id, hence the log directory
@@ -52,17 +53,6 @@ def chat_env(home: Path, base_url: str) -> dict[str, str]:
         "KLAW__EMBEDDER__DIM": "32",
         "KLAW__SUMMARIZER__ENABLED": "false",  # background summary requests would mix with the turns'
     }
-
-
-def init_home(home: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "klaw", "init"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "KLAW_HOME": str(home)},
-        timeout=CHAT_SECONDS,
-    )
-    assert result.returncode == 0, result.stderr
 
 
 @dataclass
