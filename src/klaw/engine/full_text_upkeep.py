@@ -62,7 +62,7 @@ class FullTextUpkeep:
     async def _run(self) -> None:
         while not self._db.closed:
             try:
-                while await self._turns_paused() and await self._db.run(merge_step):
+                while await self._turns_paused() and await self._db.run(merge_step, behind=True):
                     self.steps += 1
                     await self._sleep(self._pause)
             except (apsw.Error, StorageError) as exc:  # a slower search, never a failed turn: tried again later

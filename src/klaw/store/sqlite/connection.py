@@ -71,13 +71,14 @@ class SqliteDatabase:
     def closed(self) -> bool:
         return self._closed
 
-    async def run(self, fn: Callable[[apsw.Connection], T], *, grouped: bool = False) -> T:
-        """`fn(connection)` on the database thread, after everything queued there before it. `grouped`:
-        a write in a `with connection:` block of its own, which may commit in one transaction with the
-        grouped writes queued right beside it (write_queue.py, decision 353)."""
+    async def run(self, fn: Callable[[apsw.Connection], T], *, grouped: bool = False, behind: bool = False) -> T:
+        """`fn(connection)` on the database thread, after everything of its line queued there before it.
+        `grouped`: a write in a `with connection:` block of its own, which may commit in one transaction
+        with the grouped writes queued right beside it (write_queue.py, decision 353). `behind`:
+        background work no turn waits for, run when no other call waits (decision 382)."""
         if self._closed:
             raise StorageError(f"the database {self.path} is closed")
-        return await asyncio.wrap_future(self._queue.submit(fn, grouped=grouped))
+        return await asyncio.wrap_future(self._queue.submit(fn, grouped=grouped, behind=behind))
 
     def after_rollback(self, callback: Callable[[], None]) -> None:
         """`callback()` on the database thread when a group of writes is rolled back to run each alone."""

@@ -68,7 +68,9 @@ class SqliteEmbeddingJobs:
         due_by = to_millis(now)
         if self._ledger.nothing_due(due_by):
             return []
-        return await self._db.run(lambda connection: with_texts(connection, self._due_in(connection, due_by, limit)))
+        return await self._db.run(
+            lambda connection: with_texts(connection, self._due_in(connection, due_by, limit)), behind=True
+        )  # the embedding queue's: no turn waits for it (decision 382)
 
     def _due_in(self, connection: apsw.Connection, due_by: int, limit: int) -> list[EmbeddingJob]:
         rows = fetch_all(

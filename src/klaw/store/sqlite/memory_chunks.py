@@ -148,7 +148,7 @@ class SqliteMemoryChunks:
             self._ledger.settle(paid)
             return added
 
-        return await self._db.run(insert)
+        return await self._db.run(insert, behind=True)  # the embedding queue's: no turn waits (decision 382)
 
     async def vector_count(self) -> int:
         return await self._db.run(lambda connection: vector_count(connection, MEMORY_VECTORS))

@@ -83,7 +83,8 @@ class SqliteExchanges(ExchangeReads[SqliteDatabase, ChatKeys]):
                 changed = int(connection.changes())
             return changed
 
-        return await self._db.run(write, grouped=True) if record_ids else 0
+        # After the turn, off its path (decision 229): behind the turns' own writes (decision 382).
+        return await self._db.run(write, grouped=True, behind=True) if record_ids else 0
 
     async def close(
         self, exchange_id: int, status: ExchangeStatus, final_message_rowid: int | None, at: datetime

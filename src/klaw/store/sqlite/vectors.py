@@ -82,7 +82,7 @@ class SqliteVectors:
                 self._cache.added(chat_key, rows, versions[chat_key])
             return sum(len(rows) for rows in added.values())
 
-        return await self._db.run(insert)
+        return await self._db.run(insert, behind=True)  # the embedding queue's: no turn waits (decision 382)
 
     async def warm_cache(self) -> int:
         """Load the most recently active chats' vectors into memory while they fit, so the first

@@ -28,6 +28,15 @@ What a caller sees is what it saw when each ran alone:
   first (`ChatKeys` forgets keys it may have read from a chat row the rollback took away).
 
 A call cancelled before it started is skipped, as `ThreadPoolExecutor` skips it.
+
+**Background work waits behind the turns** (decision 382). A call marked `behind` (the embedding queue's
+claim and its vectors' puts, the full-text index's merge steps, the note that a reply was shown: work no
+person's turn waits for) runs only when no other call waits, so a person's message, an exchange's id or
+a reply queued after it is not stuck behind it. The other calls keep the order they came in, the
+background calls theirs, and a group is only ever calls of one line. Nothing a caller could observe as
+ordered is reordered: a caller that awaited a call's result submits after it ran. So that the
+background is never starved by a steady stream of turns, after `AHEAD_IN_A_ROW` steps of other calls
+while a background call waited, the background call waiting longest runs.
 """
 
 from __future__ import annotations
@@ -49,6 +58,10 @@ T = TypeVar("T")
 MAX_GROUP = 32
 """Calls one transaction takes at most: the first caller of a group waits for the others' work before
 its commit, so a group stays a few milliseconds long."""
+
+AHEAD_IN_A_ROW = 4
+"""Steps of other calls that run in a row while a `behind` call waits, before it: turns never wait behind
+background work, and background work is never starved by turns."""
 
 
 class WriterConnection(apsw.Connection):
@@ -91,7 +104,9 @@ class WriteQueue:
     def __init__(self, executor: ThreadPoolExecutor, connection: apsw.Connection) -> None:
         self._executor = executor
         self._connection = connection
-        self._calls: deque[_Call] = deque()
+        self._calls: deque[_Call] = deque()  # in the order they came
+        self._behind: deque[_Call] = deque()  # background work: when nothing above waits (decision 382)
+        self._ahead_in_a_row = 0
         self._lock = threading.Lock()
         self._after_rollback: list[Callable[[], None]] = []
 
@@ -99,29 +114,43 @@ class WriteQueue:
         """`callback()` on the database thread whenever a group is rolled back, before its calls run again."""
         self._after_rollback.append(callback)
 
-    def submit(self, fn: Callable[[apsw.Connection], T], *, grouped: bool = False) -> concurrent.futures.Future[T]:
-        """`fn(connection)` after every call submitted before it; `grouped`: it may share a transaction with
-        the grouped calls next to it (a write in a `with connection:` block of its own, nothing else)."""
+    def submit(
+        self, fn: Callable[[apsw.Connection], T], *, grouped: bool = False, behind: bool = False
+    ) -> concurrent.futures.Future[T]:
+        """`fn(connection)` after every call of its line submitted before it; `grouped`: it may share a
+        transaction with the grouped calls next to it (a write in a `with connection:` block of its own,
+        nothing else); `behind`: background work no turn waits for, run when no other call waits (the
+        module's docstring)."""
         call = _Call(fn, concurrent.futures.Future(), grouped)
+        line = self._behind if behind else self._calls
         with self._lock:
-            self._calls.append(call)
+            line.append(call)
         try:
             self._executor.submit(self._step)
         except BaseException:
             with self._lock, contextlib.suppress(ValueError):
-                self._calls.remove(call)
+                line.remove(call)
             raise
         return call.done
+
+    def _line(self) -> deque[_Call] | None:
+        """The line the next step takes from (under the lock), None when both are empty."""
+        if self._calls and (not self._behind or self._ahead_in_a_row < AHEAD_IN_A_ROW):
+            self._ahead_in_a_row = self._ahead_in_a_row + 1 if self._behind else 0
+            return self._calls
+        self._ahead_in_a_row = 0
+        return self._behind or None
 
     def _step(self) -> None:
         """One step of the thread: the call first in line, with the grouped calls right behind it when it is one."""
         with self._lock:
-            if not self._calls:
+            line = self._line()
+            if line is None:
                 return  # an earlier step took this one's call into its group
-            batch = [self._calls.popleft()]
+            batch = [line.popleft()]
             if batch[0].grouped:
-                while self._calls and self._calls[0].grouped and len(batch) < MAX_GROUP:
-                    batch.append(self._calls.popleft())
+                while line and line[0].grouped and len(batch) < MAX_GROUP:
+                    batch.append(line.popleft())
         calls = [call for call in batch if call.done.set_running_or_notify_cancel()]
         if calls and calls[0].grouped and self._together(calls):
             return

@@ -304,7 +304,7 @@ class SqliteSummaries:
             self._ledger.settle(paid)
             return added
 
-        return await self._db.run(insert)
+        return await self._db.run(insert, behind=True)  # the embedding queue's: no turn waits (decision 382)
 
     async def has_past_segments(self, chat: ChatRef, *, exclude_segment_id: int | None) -> bool:
         def query(connection: apsw.Connection) -> bool:
