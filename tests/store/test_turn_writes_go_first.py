@@ -23,7 +23,8 @@ from klaw.engine.clock import ManualClock
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
 from klaw.store.sqlite.write_queue import AHEAD_IN_A_ROW
-from tests.store.test_write_groups import T0, queued, said, thread_held
+from tests.store.held_thread import thread_held
+from tests.store.test_write_groups import HELD_SECONDS, T0, queued, said
 
 T = TypeVar("T")
 LATER = T0 + timedelta(days=36500)  # every embedding job due
@@ -42,7 +43,7 @@ async def test_a_persons_message_is_stored_before_the_background_work_queued_bef
             finished.append(name)
             return result
 
-        async with thread_held(store):
+        async with thread_held(store, HELD_SECONDS):
             claim = asyncio.ensure_future(
                 tracked("claim", store.embedding_jobs.claim_texts(clock.now(), 10, timedelta(1)))
             )
@@ -70,7 +71,7 @@ async def test_background_work_runs_between_the_conversations_calls_however_many
         return call
 
     try:
-        async with thread_held(store):
+        async with thread_held(store, HELD_SECONDS):
             calls = [asyncio.ensure_future(store.db.run(noted("background"), behind=True))]
             await queued()
             for n in range(3 * AHEAD_IN_A_ROW):
