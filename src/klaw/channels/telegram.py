@@ -36,6 +36,7 @@ from telegram import Bot, BotCommand, Update
 from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
 from telegram.request import HTTPXRequest
 
+from klaw.channels.telegram_outage import TelegramOutage
 from klaw.channels.telegram_split import split_message
 from klaw.channels.telegram_trouble import NO_NAME, retry_wait, take_timedelta_periods, unreachable, why
 from klaw.command_syntax import parse_command
@@ -88,6 +89,7 @@ class TelegramChannel:
         self._people = frozenset(config.allowed_user_ids)
         self._commands = list(commands)
         self._clock = clock or SystemClock()
+        self._outage = TelegramOutage(self._clock)
         self._poll_timeout = poll_timeout
         base = config.api_base_url.rstrip("/")
         self._base = base
@@ -129,8 +131,8 @@ class TelegramChannel:
             if not unreachable(exc):
                 raise
             # The gateway's other channels (the web page) run meanwhile: Telegram is retried in the background.
-            log.warning(
-                "telegram: %s; retrying in the background, the other channels run meanwhile", self._why_not(exc)
+            self._outage.failed(
+                self._why_not(exc), 1.0, retrying="retrying in the background, the other channels run meanwhile"
             )
             self._poller = asyncio.create_task(self._connect_then_poll(), name="telegram-poll")
             return
@@ -169,15 +171,10 @@ class TelegramChannel:
                     log.error("telegram: could not start (%s); the channel stays off until klaw restarts", why(exc))
                     return
                 delay = backoff.next()
-                log.warning("telegram: %s; retrying in %.0f s", self._why_not(exc), delay)
+                self._outage.failed(self._why_not(exc), delay)
                 continue
             break
-        log.info(
-            "telegram: reached %s; polling as @%s for %d allowed chat(s)",
-            self._base,
-            self._username,
-            len(self._allowed),
-        )
+        self._outage.reached(f"polling as @{self._username} for {len(self._allowed)} allowed chat(s)")
         await self._poll()
 
     def _why_not(self, exc: BaseException) -> str:
@@ -233,10 +230,11 @@ class TelegramChannel:
                 continue
             except (TelegramError, OSError) as exc:
                 delay = backoff.next()
-                log.warning("telegram: getUpdates failed (%s); retrying in %.0f s", why(exc), delay)
+                self._outage.failed(f"getUpdates failed ({why(exc)})", delay)
                 await self._clock.sleep(delay)
                 continue
             backoff.reset()
+            self._outage.reached("polling again")
             for update in updates:
                 try:
                     await self._handle(update)
