@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -22,12 +23,14 @@ class InitReport:
     written: list[Path] = field(default_factory=list)
     kept: list[Path] = field(default_factory=list)
     made: list[Path] = field(default_factory=list)  # directories created (workspace/skills/ among them)
+    saved: list[Path] = field(default_factory=list)  # the person's files `overwrite` replaced, kept beside them
     # Everything above in the order it happened, each folder before what it holds: what `klaw init` prints.
-    steps: list[tuple[Literal["wrote", "made", "kept"], Path]] = field(default_factory=list)
+    steps: list[tuple[Literal["wrote", "made", "kept", "saved"], Path]] = field(default_factory=list)
 
 
 def initialise_home(home: KlawHome, *, overwrite: bool = False, language: LanguageSettings | None = None) -> InitReport:
-    """Write the default files that are missing (all of them with `overwrite`); never touch others.
+    """Write the default files that are missing (all of them with `overwrite`, each one that differs first
+    copied beside it as `<name>.bak-<UTC time>`); never touch others.
     With `language`, engine.yaml carries its tokenizer, embedder and gates (klaw/home_language.py)."""
     templates = resources.files("klaw.templates")
     report = InitReport()
@@ -56,6 +59,23 @@ def _write(report: InitReport, target: Path, text: str, overwrite: bool) -> None
         report.kept.append(target)
         report.steps.append(("kept", target))
         return
-    write_private(target, text.encode("utf-8"))  # the workspace's prompt files too: klaw's, not the person's
+    data = text.encode("utf-8")
+    if target.exists() and target.read_bytes() != data:  # `--force` on a file the person edited: keep theirs
+        saved = _beside(target)
+        write_private(saved, target.read_bytes())
+        report.saved.append(saved)
+        report.steps.append(("saved", saved))
+    write_private(target, data)  # the workspace's prompt files too: klaw's, not the person's
     report.written.append(target)
     report.steps.append(("wrote", target))
+
+
+def _beside(target: Path) -> Path:
+    """`<name>.bak-<UTC time>` beside `target` (a number after it if one of the same second is there):
+    `klaw init --force` replaced an edited engine.yaml with no copy left (newcomer9; decision 396)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    saved, number = target.with_name(f"{target.name}.bak-{stamp}"), 1
+    while saved.exists():
+        number += 1
+        saved = target.with_name(f"{target.name}.bak-{stamp}-{number}")
+    return saved

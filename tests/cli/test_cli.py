@@ -223,3 +223,22 @@ def test_a_second_init_names_the_model_already_chosen(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert "to choose your model" not in again.stdout
     assert f"Its model: mine/m (routing.default in {config})" in " ".join(again.stdout.split())
+
+
+def test_init_force_keeps_the_edited_engine_yaml_beside_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert klaw(home, "init").returncode == 0
+    config = home / "engine.yaml"
+    edited = config.read_text(encoding="utf-8").replace("backend: sqlite", "backend: sqlite  # mine, edited")
+    config.write_text(edited, encoding="utf-8")
+    soul = (home / "workspace" / "SOUL.md").read_text(encoding="utf-8")  # not edited: no copy of it
+
+    forced = klaw(home, "init", "--force")
+
+    assert forced.returncode == 0, forced.stderr
+    saved = [path for path in home.iterdir() if path.name.startswith("engine.yaml.bak-")]
+    assert len(saved) == 1 and saved[0].read_text(encoding="utf-8") == edited
+    assert f"saved  {saved[0]}" in forced.stdout and "mine, edited" not in config.read_text(encoding="utf-8")
+    assert saved[0].stat().st_mode & 0o777 == 0o600
+    assert (home / "workspace" / "SOUL.md").read_text(encoding="utf-8") == soul
+    assert not any(p.name.startswith("SOUL.md.bak") for p in (home / "workspace").iterdir())

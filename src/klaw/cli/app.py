@@ -99,7 +99,14 @@ def _root(
 
 @app.command()
 def init(
-    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files with the defaults.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Overwrite existing files with the defaults (an edited one is first kept beside it as"
+            " <name>.bak-<UTC time>).",
+        ),
+    ] = False,
     if_missing: Annotated[
         bool, typer.Option("--if-missing", help="Say nothing when KLAW_HOME is already set up.")
     ] = False,
@@ -125,7 +132,9 @@ def init(
     if if_missing and not report.written:
         return
     for step, path in report.steps:  # each folder before the files written into it
-        if step == "made":
+        if step == "saved":
+            console.print(f"saved  {path} (your file as it was before --force)")
+        elif step == "made":
             skills = " (one folder per skill, with a SKILL.md: docs/skills.md)" if path == home.skills_dir else ""
             console.print(f"made   {path}/{skills}")
         else:
