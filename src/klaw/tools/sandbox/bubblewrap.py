@@ -1,12 +1,14 @@
 """The bubblewrap backend: each run in fresh namespaces (user, mount, pid, network, ipc, uts, cgroup).
 
 What the code sees is built from nothing: /usr (and the /bin, /lib… links or directories) read-only,
-a few named files of /etc (not the whole of it: as root, files only root may read would be readable),
-a new /proc and /dev, a private tmpfs /tmp of bounded size, the workspace read-write at /workspace,
-and the sandbox virtualenv read-only at /opt/klaw-venv when `klaw sandbox install` made one. KLAW_HOME
-is never mounted, only its workspace. The network namespace holds only an unconfigured loopback
-unless `sandbox.network`. The environment is cleared. Capabilities are dropped, and nested user
-namespaces are refused.
+a few named files of /etc (not the whole of it: as root, files only root may read would be readable)
+and passwd, group, hostname and hosts written by klaw (bwrap_data.py: the host's name none of its users
+or machines), a new /proc and /dev, a private tmpfs /tmp of bounded size, the workspace read-write at
+/workspace, and the sandbox virtualenv read-only at /opt/klaw-venv when `klaw sandbox install` made
+one. KLAW_HOME is never mounted, only its workspace. The network namespace holds only an unconfigured
+loopback unless `sandbox.network`. The environment is cleared. Capabilities are dropped, and nested user
+namespaces are refused. bwrap's options reach it by descriptor (`--args`), so its command line, which
+the code can read as /proc/1/cmdline, names no host path (decision 391).
 
 Limits are set inside the sandbox by `prlimit` (address space, CPU seconds, file size, open files,
 no core files, processes): set there, RLIMIT_NPROC counts only the sandbox's own processes in its
@@ -30,6 +32,7 @@ from typing import ClassVar
 
 from klaw.tools.bounded_process import ProcessOutcome, run_bounded
 from klaw.tools.sandbox.backend import KEEP_BYTES, SANDBOX_WORKSPACE, Job, SandboxLimits, Unavailable
+from klaw.tools.sandbox.bwrap_data import HOSTNAME, Descriptors, data_options, generated_files
 from klaw.tools.sandbox.pids_cgroup import PidsCgroups, enter_argv
 from klaw.tools.sandbox.read_only_copies import copy_read_only
 
@@ -40,13 +43,9 @@ _ETC = (
     "ld.so.cache",
     "ld.so.conf",
     "ld.so.conf.d",
-    "passwd",
-    "group",
     "nsswitch.conf",
-    "hosts",
     "host.conf",
     "gai.conf",
-    "resolv.conf",
     "localtime",
     "timezone",
     "mime.types",
@@ -59,6 +58,7 @@ _ETC = (
     "fonts",
     "matplotlibrc",
 )
+_NETWORK_ETC = ("hosts", "resolv.conf")  # the host's, only with sandbox.network: how names resolve there
 _PROBE_SECONDS = 10
 
 
@@ -82,16 +82,18 @@ class BubblewrapBackend:
         copies = None
         try:
             copies = await asyncio.to_thread(copy_read_only, job)
-            argv = (enter_argv(group) if group is not None else []) + self.argv(job, copies.binds)
-            outcome = await run_bounded(
-                argv,
-                env={"PATH": "/usr/bin:/bin"},
-                cwd=None,
-                timeout_seconds=job.timeout_seconds,
-                max_output_bytes=self.limits.max_output_bytes,
-                keep_bytes=KEEP_BYTES,
-                stop_when=job.stop_when,
-            )
+            with Descriptors() as descriptors:
+                argv = (enter_argv(group) if group is not None else []) + self.argv(job, descriptors, copies.binds)
+                outcome = await run_bounded(
+                    argv,
+                    env={"PATH": "/usr/bin:/bin"},
+                    cwd=Path("/"),  # not klaw's own: the shells before bwrap export it, as PWD in /proc/1/environ
+                    timeout_seconds=job.timeout_seconds,
+                    max_output_bytes=self.limits.max_output_bytes,
+                    keep_bytes=KEEP_BYTES,
+                    pass_fds=descriptors.numbers,
+                    stop_when=job.stop_when,
+                )
             killed = group.oom_kills() if group is not None else 0
             if killed and outcome.stopped is None:
                 mib = self.limits.memory_bytes // (1024 * 1024)
@@ -105,26 +107,23 @@ class BubblewrapBackend:
             if group is not None and self.cgroups is not None:
                 await asyncio.to_thread(self.cgroups.remove, group)
 
-    def argv(self, job: Job, copies: list[tuple[Path, str]] | None = None) -> list[str]:
-        """The whole `bwrap … -- prlimit … -- interpreter` command line for `job`; `copies`: (private
+    def argv(self, job: Job, descriptors: Descriptors, copies: list[tuple[Path, str]] | None = None) -> list[str]:
+        """The whole `bwrap --args N -- prlimit … -- interpreter` command line for `job`: bwrap's options
+        are written to memory files in `descriptors` (the child must inherit them); `copies`: (private
         copy, path inside) of its read-only files (read_only_copies.py), bound read-only there."""
         venv = self.venv if self.venv is not None and self.venv.is_dir() else None
         python = f"{VENV_MOUNT}/bin/python" if venv is not None else "python3"
         inner = [python, "-c", job.code] if job.language == "python" else ["/bin/sh", "-c", job.code]
-        return [
-            self.bwrap,
-            *self._mounts(job.workspace, venv, copies or []),
-            *self._environment(venv),
-            "--",
-            *self._rlimits(job),
-            *inner,
-        ]
+        options = [*self._mounts(job.workspace, venv, copies or [], descriptors), *self._environment(venv)]
+        return [self.bwrap, *descriptors.options(options), "--", *self._rlimits(job), *inner]
 
-    def _mounts(self, workspace: Path, venv: Path | None, copies: list[tuple[Path, str]]) -> list[str]:
+    def _mounts(
+        self, workspace: Path, venv: Path | None, copies: list[tuple[Path, str]], descriptors: Descriptors
+    ) -> list[str]:
         uid = os.getuid() or 1000  # never 0 inside: nothing there is root, even when klaw is
         gid = os.getgid() or 1000
         args = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
-        args += ["--uid", str(uid), "--gid", str(gid), "--hostname", "sandbox", "--cap-drop", "ALL"]
+        args += ["--uid", str(uid), "--gid", str(gid), "--hostname", HOSTNAME, "--cap-drop", "ALL"]
         if self.limits.network:
             args.append("--share-net")
         args += ["--ro-bind", "/usr", "/usr"]
@@ -133,9 +132,10 @@ class BubblewrapBackend:
                 args += ["--symlink", os.readlink(path), path]
             elif os.path.isdir(path):
                 args += ["--ro-bind", path, path]
-        for name in _ETC:
+        for name in _ETC + (_NETWORK_ETC if self.limits.network else ()):
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         args += ["--proc", "/proc", "--dev", "/dev"]
+        args += data_options(descriptors, generated_files(uid, gid, network=self.limits.network))
         args += ["--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp"]
         home = self.home_root.resolve()
         if home.is_relative_to("/usr"):  # a home under a system directory stays hidden all the same
@@ -215,10 +215,12 @@ def _probe(backend: BubblewrapBackend) -> str | None:
 @functools.cache  # per command and limits: engines start often (tests), the answer does not change
 def _probe_once(bwrap: str, limits: SandboxLimits) -> str | None:
     backend = BubblewrapBackend(bwrap, limits, home_root=Path("/nonexistent"), venv=None, cgroups=None)
-    with tempfile.TemporaryDirectory(prefix="klaw-sandbox-probe-") as workspace:
-        argv = backend.argv(Job("shell", "echo ok", Path(workspace), _PROBE_SECONDS))
+    with tempfile.TemporaryDirectory(prefix="klaw-sandbox-probe-") as workspace, Descriptors() as descriptors:
+        argv = backend.argv(Job("shell", "echo ok", Path(workspace), _PROBE_SECONDS), descriptors)
         try:
-            done = subprocess.run(argv, capture_output=True, timeout=_PROBE_SECONDS, check=False, env={})
+            done = subprocess.run(
+                argv, capture_output=True, timeout=_PROBE_SECONDS, check=False, env={}, pass_fds=descriptors.numbers
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"bwrap could not be started ({type(exc).__name__}: {exc})"
     if done.returncode != 0 or done.stdout.strip() != b"ok":
