@@ -40,6 +40,10 @@ class LoadedConfig:
     path: Path
 
 
+# An unknown field close to no known one is likelier a newer klaw's than a typo (decision 396).
+_NEWER = "if a newer klaw wrote it, upgrade this one (docs/maintenance.md) or remove the field"
+
+
 def load_config(path: Path, env: Mapping[str, str] | None = None) -> LoadedConfig:
     """Read `path` (missing file = all defaults), apply env overrides, validate."""
     env = os.environ if env is None else env
@@ -211,8 +215,11 @@ def _describe(exc: ValidationError, where: str, overrides: Mapping[tuple[str, ..
         loc = tuple(str(p) for p in error["loc"])
         field = ".".join(loc) or "(top level)"
         rule = _rule(error)
+        var = next((v for key, v in overrides.items() if loc and key[: len(loc)] == loc), None)
         if error["type"] == "extra_forbidden":
-            rule = f"unknown field ({_closest(loc) if loc else ''}fields are camelCase)"
+            closest = _closest(loc) if loc else ""
+            newer = "" if var or closest.startswith("did you mean") else f"; {_NEWER}"
+            rule = f"unknown field ({closest}fields are camelCase{newer})"
         shown = "" if error["type"] in ("missing", "extra_forbidden") else _shown(field, error.get("input"))
         named = (error.get("ctx") or {}).get("field")
         if not loc and isinstance(named, str):
@@ -221,7 +228,6 @@ def _describe(exc: ValidationError, where: str, overrides: Mapping[tuple[str, ..
             var = overrides.get(tuple(named.split(".")))
             lines.append(f"  - {rule}{f' ({named} is set by {var})' if var else ''}")
             continue
-        var = next((v for key, v in overrides.items() if loc and key[: len(loc)] == loc), None)
         lines.append(f"  - {field}{shown}{f' (from {var})' if var else ''}: {rule}")
     return "\n".join(lines)
 
@@ -240,12 +246,21 @@ def _closest(loc: tuple[str, ...]) -> str:
     the names valid at that place only (`rag.topK` is not helped by `memory.autoRag.topK`)."""
     known = _fields_at(loc[:-1])
     by_folded = {name.lower().replace("_", ""): name for name in known}
-    found = difflib.get_close_matches(loc[-1].lower().replace("_", ""), list(by_folded), n=1, cutoff=0.75)
-    if found:
+    wanted = loc[-1].lower().replace("_", "")
+    found = difflib.get_close_matches(wanted, list(by_folded), n=1, cutoff=0.75)
+    if found and _a_typo(wanted, found[0]):
         return f"did you mean {by_folded[found[0]]}? "
     if known:
         return f"{'this section has' if loc[:-1] else 'the sections are'}: {', '.join(sorted(known))}; "
     return "check its spelling; "
+
+
+def _a_typo(written: str, known: str) -> bool:
+    """Whether `written` is `known` mistyped: a few letters apart, not a name of its own sharing a long
+    prefix (workspaceQuotaFiles is not workspaceQuotaMb misspelt, though difflib finds them close)."""
+    matcher = difflib.SequenceMatcher(None, written, known)
+    apart = len(written) + len(known) - 2 * sum(block.size for block in matcher.get_matching_blocks())
+    return apart <= max(2, len(known) // 5)
 
 
 def _fields_at(path: tuple[str, ...]) -> list[str]:

@@ -151,3 +151,17 @@ def test_model_budget_falls_back_to_default_budget() -> None:
     assert config.context_budget("b/y") == 3000
     assert config.model("b/y").provider_model_name("b/y") == "y"
     assert config.model("a/x").provider_model_name("openrouter/anthropic/claude") == "anthropic/claude"
+
+
+def test_a_field_of_a_newer_klaw_gets_no_misleading_guess(tmp_path: Path) -> None:
+    """newcomer9: an engine.yaml a newer klaw wrote was answered "did you mean workspaceQuotaMb?" (for
+    workspaceQuotaFiles, which this klaw now has: workspaceQuotaDirs stands for the next such field)."""
+    path = write(tmp_path, "tools:\n  workspaceQuotaDirs: 5000\n  workspaceQuotaMbb: 10\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env={})
+    said = str(caught.value)
+    newer = next(line for line in said.splitlines() if "workspaceQuotaDirs" in line)
+    assert "did you mean" not in newer and "this section has:" in newer
+    assert "if a newer klaw wrote it, upgrade this one (docs/maintenance.md) or remove the field" in newer
+    typo = next(line for line in said.splitlines() if "workspaceQuotaMbb" in line)
+    assert "did you mean workspaceQuotaMb?" in typo and "newer klaw" not in typo
