@@ -27,12 +27,12 @@ import math
 import secrets
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
 from klaw.engine.approval_text import MAX_SHOWN_CHARS, shown
-from klaw.engine.clock import Clock
+from klaw.engine.clock import Clock, monotonic
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.llm.messages import ToolCall
 from klaw.store.records import ChatRef
@@ -83,7 +83,7 @@ class _Pending:
     tool: str
     answer: asyncio.Future[bool]
     call: ToolCall
-    asked_at: datetime  # the question shown again says the time left from here, not the whole timeout
+    asked_at: float  # on the clock the timeout runs on (clock.py's monotonic): the time left counts from here
     decision: Decision | None = None  # set once it is over
     over: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -159,7 +159,7 @@ class ApprovalGate:
         request_id = self._new_id()
         asked = question(request_id, call, self._timeout)
         answer = asyncio.get_running_loop().create_future()
-        pending = _Pending(request_id, chat, call.name, answer, call, self._clock.now())
+        pending = _Pending(request_id, chat, call.name, answer, call, monotonic(self._clock))
         self._pending[pending.id] = pending
         try:
             try:
@@ -211,10 +211,14 @@ class ApprovalGate:
         web page (re)loaded while one waits shows it with its buttons, and a script whose wait ended with no
         reply learns what holds the chat (decision 359). Each says the time left to answer, not the whole
         timeout it was asked with (fh9: a page reloaded four minutes in still said "within 5 minutes")."""
-        now = self._clock.now()
+        now = monotonic(self._clock)
         waiting = [p for p in self._pending.values() if p.chat == chat and not p.answer.done()]
         return [
-            {"id": p.id, "tool": p.tool, "text": question(p.id, p.call, self._timeout, waited=now - p.asked_at)}
+            {
+                "id": p.id,
+                "tool": p.tool,
+                "text": question(p.id, p.call, self._timeout, waited=timedelta(seconds=now - p.asked_at)),
+            }
             for p in waiting
         ]
 

@@ -26,6 +26,11 @@ class SystemClock:
     def now(self) -> datetime:
         return datetime.now(UTC)
 
+    def monotonic(self) -> float:
+        """Seconds on the event loop's monotonic clock, which `sleep` runs on: a wait measured on it is
+        the wait `sleep` counts, whatever the wall clock does meanwhile (stepped by NTP, a VM resumed)."""
+        return asyncio.get_running_loop().time()
+
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
@@ -41,6 +46,10 @@ class ManualClock:
 
     def now(self) -> datetime:
         return self._now
+
+    def monotonic(self) -> float:
+        """Seconds on the timeline its sleeps run on (`now()`'s, unless a test steps `now()` alone)."""
+        return self._now.timestamp()
 
     async def sleep(self, seconds: float) -> None:
         if seconds <= 0:
@@ -77,6 +86,17 @@ class ManualClock:
                 await settle()
         self._now = target
         await settle()
+
+
+def monotonic(clock: Clock) -> float:
+    """Seconds on the clock `clock.sleep` runs on, to measure how long a wait has run: its `monotonic()`
+    (SystemClock: the event loop's; ManualClock: its own), or `now()` for a clock given to the library
+    without one (its sleeps can only run on that). Never the wall clock beside a monotonic sleep: stepped
+    back an hour, a question waiting 5 minutes said "64 minutes 59 seconds left"."""
+    own = getattr(clock, "monotonic", None)
+    if callable(own):
+        return float(own())
+    return clock.now().timestamp()
 
 
 async def settle(rounds: int = 50) -> None:
