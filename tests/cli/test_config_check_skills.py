@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.cli.inited_home import init_home
 from tests.cli.test_cli import klaw
 
 
 def test_a_broken_skill_is_said_as_skills_check_says_it(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    assert klaw(home, "init").returncode == 0
+    init_home(home)
     skill = home / "workspace" / "skills" / "bad"
     skill.mkdir()
     (skill / "SKILL.md").write_text("---\nname: Bad Name\n---\nbody\n", encoding="utf-8")
@@ -27,7 +28,7 @@ def test_skills_check_names_every_problem_of_a_skill_not_the_first_alone(tmp_pat
     """Front matter without a description AND a name not its folder's: before, only the first was said,
     and fixing it revealed the next."""
     home = tmp_path / "home"
-    assert klaw(home, "init").returncode == 0
+    init_home(home)
     skill = home / "workspace" / "skills" / "notes"
     skill.mkdir()
     (skill / "SKILL.md").write_text("---\nname: note-taking\n---\nSee [the guide](guide.md).\n", encoding="utf-8")
@@ -42,7 +43,7 @@ def test_a_symlinked_skills_folder_is_named_as_what_stops_code_execute(tmp_path:
     """code_execute refuses to run while skills/ is a symlink (decision 286): the person learns it here,
     not from the agent's failed run."""
     home = tmp_path / "home"
-    assert klaw(home, "init").returncode == 0
+    init_home(home)
     mine = tmp_path / "my-skills"
     (home / "workspace" / "skills").rename(mine)
     (home / "workspace" / "skills").symlink_to(mine)

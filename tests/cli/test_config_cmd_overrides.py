@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.cli.inited_home import init_home
 from tests.cli.test_cli import klaw
 from tests.engine.harness import CHAT, running_engine
 
@@ -36,7 +37,7 @@ def test_config_show_lists_the_slash_commands_by_name_not_as_json(tmp_path: Path
     """`commands:` (what /help and Telegram's menu list) is a setting a person may edit, but its value
     was a JSON dump of 14 {name, description} objects filling 11 lines of the table."""
     home = tmp_path / "home"
-    assert klaw(home, "init").returncode == 0
+    init_home(home)
     (home / "engine.yaml").write_text(
         (home / "engine.yaml").read_text(encoding="utf-8")
         + "commands:\n  - {name: new, description: Start afresh}\n  - {name: help, description: What I do}\n",
@@ -60,7 +61,7 @@ def test_config_check_without_a_file_says_it_is_missing_and_where_it_looked(tmp_
     assert f"no engine.yaml at {home / 'engine.yaml'}" in said
     assert f"KLAW_HOME={home}" in said
     assert "klaw init" in said
-    klaw(home, "init")
+    init_home(home)
     assert klaw(home, "config", "check").stdout.strip() == f"{home / 'engine.yaml'}: valid"
 
 
@@ -92,7 +93,7 @@ def test_a_section_given_twice_is_refused_not_half_dropped(tmp_path: Path) -> No
     approval list and every other setting there went back to the defaults while `config check` said
     valid. Now the check names both lines and the fix, and nothing starts on such a file."""
     home = tmp_path / "home"
-    klaw(home, "init")
+    init_home(home)
     config = home / "engine.yaml"
     config.write_text(config.read_text("utf-8") + "\ntools:\n  enabled: [clock, files]\n")
     lines = config.read_text("utf-8").splitlines()
@@ -109,7 +110,7 @@ def test_every_section_given_twice_is_named_in_one_run(tmp_path: Path) -> None:
     """A newcomer pasted the fake server's `models:` and `routing:` on top of `klaw init`'s: the check
     named `models`, and only after that was fixed, `routing`. Now one run names both."""
     home = tmp_path / "home"
-    klaw(home, "init")
+    init_home(home)
     config = home / "engine.yaml"
     pasted = "models:\n  fake/echo:\n    baseUrl: http://127.0.0.1:8000/v1\nrouting:\n  default: fake/echo\n"
     config.write_text(pasted + config.read_text("utf-8"))
@@ -128,7 +129,7 @@ def test_an_indentation_slip_is_named_in_words_on_the_lines_around_it(tmp_path: 
     """`debounceMs` indented 3 spaces among keys indented 2 said "at line 37, column 3: expected <block
     end>, but found '<block mapping start>'": the line after the mistake, in the parser's jargon."""
     home = tmp_path / "home"
-    klaw(home, "init")
+    init_home(home)
     config = home / "engine.yaml"
     lines = config.read_text("utf-8").splitlines()
     slip = next(i for i, line in enumerate(lines) if line.startswith("  debounceMs:"))

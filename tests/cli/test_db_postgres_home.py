@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.inited_home import init_home
 from tests.cli.test_cli import klaw
 from tests.conftest import new_database
 from tests.pg_server import PgServer
@@ -17,7 +18,7 @@ VARIABLE = "KLAW_DATABASE_URL"
 
 def _postgres_home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
-    assert klaw(home, "init").returncode == 0
+    init_home(home)
     (home / "engine.yaml").write_text(
         f"embedder:\n  backend: fake\n  dim: 32\ndatabase:\n  backend: postgres\n  urlEnv: {VARIABLE}\n",
         encoding="utf-8",

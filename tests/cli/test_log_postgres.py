@@ -16,6 +16,7 @@ import psycopg
 from klaw.memory.conversation_log import ConversationLog
 from klaw.scheduling.names import task_chat
 from klaw.store.records import MessageRecord, Role
+from tests.cli.inited_home import init_home
 from tests.cli.test_cli import klaw
 from tests.cli.test_reindex_cmd import a_home
 from tests.conftest import new_database
@@ -78,7 +79,7 @@ def test_check_export_and_reindex_of_a_log_kept_in_postgres(tmp_path: Path, post
     assert "1 malformed log line(s) skipped" in rebuilt.stdout and f"log_records/{DAY}:7" in rebuilt.stdout
 
     sqlite_home = tmp_path / "back"  # the export is a log an SQLite home rebuilds from
-    assert klaw(sqlite_home, "init").returncode == 0
+    init_home(sqlite_home)
     (sqlite_home / "engine.yaml").write_text("embedder:\n  backend: fake\n  dim: 32\n", encoding="utf-8")
     shutil.copytree(target, sqlite_home / "conversations", dirs_exist_ok=True)
     back = klaw(sqlite_home, "reindex")
@@ -176,7 +177,7 @@ def test_a_failure_names_the_variable_never_a_piece_of_its_value(tmp_path: Path,
     """A server's error part-way (a database holding no klaw tables) names the variable urlEnv names, not
     the setting; a password of one character is masked like a longer one (decision 257)."""
     home = tmp_path / "home"
-    assert klaw(home, "init").returncode == 0
+    init_home(home)
     (home / "engine.yaml").write_text(
         f"embedder:\n  backend: fake\n  dim: 32\ndatabase:\n  backend: postgres\n  urlEnv: {VARIABLE}\n",
         encoding="utf-8",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from klaw.memory.conversation_log import ConversationLog
 from klaw.store.records import ChatRef, MessageRecord, Role
+from tests.cli.inited_home import init_home
 from tests.cli.test_cli import klaw
 
 CHAT = ChatRef("console", "me")
@@ -17,7 +18,7 @@ T0 = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 
 def a_home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
-    assert klaw(home, "init").returncode == 0
+    init_home(home)
     (home / "engine.yaml").write_text("embedder:\n  backend: fake\n  dim: 32\n", encoding="utf-8")
     records = [
         MessageRecord(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from klaw.home import KlawHome
+from tests.cli.inited_home import init_home
 from tests.cli.test_cli import klaw
 from tests.tools.sandbox_helpers import Runner, no_sandbox_reason
 from tests.tools.test_code_execute_turns import _wheel
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.skipif(no_sandbox_reason() is not None, reason=f"no san
 
 def test_status_names_the_backend_or_why_there_is_none(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    assert klaw(home, "init").returncode == 0
+    init_home(home)
     shown = klaw(home, "sandbox", "status")
     assert shown.returncode == 0, shown.stderr
     assert "backend: bubblewrap" in shown.stdout and "network: off" in shown.stdout
@@ -31,7 +32,7 @@ def test_status_names_the_backend_or_why_there_is_none(tmp_path: Path) -> None:
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="the sandbox's Python, /usr/bin/python3, is missing")
 async def test_install_puts_a_package_where_code_execute_imports_it(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    assert klaw(home, "init").returncode == 0
+    init_home(home)
     installed = klaw(home, "sandbox", "install", "--no-index", str(_wheel(tmp_path)))
     assert installed.returncode == 0, installed.stderr
     assert f"installed into {home / 'sandbox' / 'venv'}" in installed.stdout

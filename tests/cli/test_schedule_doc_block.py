@@ -8,6 +8,7 @@ import re
 import shlex
 from pathlib import Path
 
+from tests.cli.inited_home import init_home
 from tests.cli.test_cli import klaw
 
 PAGE = Path(__file__).parents[2] / "docs" / "scheduled-tasks.md"
@@ -17,7 +18,7 @@ def test_the_pages_schedule_commands_run_in_order_on_a_fresh_home(tmp_path: Path
     blocks = re.findall(r"```sh\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.DOTALL)
     block = next(b for b in blocks if "klaw schedule add" in b)
     home = tmp_path / "home"
-    assert klaw(home, "init").returncode == 0
+    init_home(home)
     for line in block.splitlines():
         argv = shlex.split(line)
         assert argv[0] == "klaw", line

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.inited_home import init_home
 from tests.cli.test_cli import klaw
 
 
 def test_install_writes_a_unit_for_klaw_serve_of_this_home_status_and_uninstall(tmp_path: Path) -> None:
     home, xdg = tmp_path / "home", tmp_path / "xdg"
     env = {"XDG_CONFIG_HOME": str(xdg)}
-    klaw(home, "init")
+    init_home(home)
     assert klaw(home, "service", "status", env=env).returncode == 3  # not installed yet
 
     installed = klaw(home, "service", "install", env=env)
@@ -47,7 +48,7 @@ def test_installing_for_a_second_home_says_it_replaced_the_unit_of_the_first(tmp
     first, second, xdg = tmp_path / "a", tmp_path / "b", tmp_path / "xdg"
     env = {"XDG_CONFIG_HOME": str(xdg)}
     for home in (first, second):
-        klaw(home, "init")
+        init_home(home)
     assert "replaced" not in klaw(first, "service", "install", env=env).stdout  # nothing was there
     again = klaw(first, "service", "install", env=env)
     assert again.returncode == 0 and "replaced" not in again.stdout  # the same home: nothing lost
@@ -71,7 +72,7 @@ def test_install_refuses_an_invalid_config(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed here")
 def test_the_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     home, xdg = tmp_path / "home", tmp_path / "xdg"
-    klaw(home, "init")
+    init_home(home)
     assert klaw(home, "service", "install", env={"XDG_CONFIG_HOME": str(xdg)}).returncode == 0
     unit = xdg / "systemd" / "user" / "klaw.service"
     # System mode: `--user` needs a running user manager, which a CI container has not. It checks the same:
@@ -85,7 +86,7 @@ def test_install_names_the_variables_the_service_will_lack_and_copies_them_only_
     """A service does not inherit the shell: the key a model's apiKeyEnv names and a KLAW__ override must
     reach it through KLAW_HOME/service.env, which install names, never filling values in unasked."""
     home, xdg = tmp_path / "home", tmp_path / "xdg"
-    klaw(home, "init")
+    init_home(home)
     (home / "engine.yaml").write_text(
         "models:\n  openai/gpt-4o-mini:\n    baseUrl: https://api.openai.com/v1\n    apiKeyEnv: OPENAI_API_KEY\n"
         "routing:\n  default: openai/gpt-4o-mini\n",
@@ -127,7 +128,7 @@ def test_uninstall_stops_and_disables_the_service_before_removing_the_unit(tmp_p
     fake.write_text(f'#!/bin/sh\necho "$* unit:$(test -e {unit} && echo there || echo gone)" >> {calls}\n')
     fake.chmod(0o700)
     env = {"XDG_CONFIG_HOME": str(xdg), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    klaw(home, "init")
+    init_home(home)
     assert klaw(home, "service", "install", env=env).returncode == 0
     removed = klaw(home, "service", "uninstall", env=env)
     assert removed.returncode == 0, removed.stderr
@@ -159,7 +160,7 @@ def test_without_a_reachable_user_manager_install_and_status_say_so_and_how_to_r
     where it works; status exits 4 (installed, state unknown)."""
     home = tmp_path / "home"
     env = _fake_systemctl(tmp_path, 'echo "Failed to connect to bus: No medium found" >&2; exit 1')
-    klaw(home, "init")
+    init_home(home)
     installed = klaw(home, "service", "install", env=env)
     assert installed.returncode == 0, installed.stderr
     said = " ".join(installed.stdout.split())
@@ -176,7 +177,7 @@ def test_a_unit_that_refused_to_start_is_not_restarted_and_status_says_where_to_
     again every 5 s, forever (newcomer9). Exit 2 now ends it; status points at the journal."""
     home = tmp_path / "home"
     env = _fake_systemctl(tmp_path, 'case "$2" in is-active) echo failed; exit 3;; esac; exit 0')
-    klaw(home, "init")
+    init_home(home)
     assert klaw(home, "service", "install", env=env).returncode == 0
     unit = (tmp_path / "xdg" / "systemd" / "user" / "klaw.service").read_text(encoding="utf-8")
     assert "Restart=on-failure" in unit and "RestartPreventExitStatus=2" in unit
@@ -196,7 +197,7 @@ def test_uninstall_from_another_home_removes_nothing_and_names_the_home_it_serve
     first, second = tmp_path / "a", tmp_path / "b"
     env = _fake_systemctl(tmp_path, "exit 0")
     for home in (first, second):
-        klaw(home, "init")
+        init_home(home)
     assert klaw(first, "service", "install", env=env).returncode == 0
     unit = tmp_path / "xdg" / "systemd" / "user" / "klaw.service"
     status = klaw(second, "service", "status", env=env)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from klaw.config import EngineConfig
 from klaw.config.base import Section
+from tests.cli.inited_home import init_home
 from tests.cli.test_cli import klaw
 
 
@@ -73,7 +74,7 @@ def test_every_number_field_refuses_infinity_and_absurd_values(section: type[Sec
 
 def test_klaw_config_check_names_each_field_and_chat_says_so_without_a_traceback(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    assert klaw(home, "init").returncode == 0
+    init_home(home)
     config = home / "engine.yaml"
     config.write_text(
         "summarizer:\n  batchWaitSeconds: .inf\nscheduler:\n  misfireGraceSeconds: 1000000000000000000\n",

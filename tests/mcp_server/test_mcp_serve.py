@@ -32,6 +32,7 @@ from klaw.engine.runtime import Engine
 from klaw.home import KlawHome
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.store.records import ChatRef
+from tests.cli.inited_home import init_home
 from tests.engine import short_socket_dir
 from tests.serve_helpers import STARTS_WITHIN, exit_status, serve_config, write_serve_home
 
@@ -186,7 +187,7 @@ def test_a_port_without_http_is_refused_rather_than_ignored(tmp_path: Path) -> N
     from tests.cli.test_cli import klaw
 
     home = tmp_path / "home"
-    assert klaw(home, "init").returncode == 0
+    init_home(home)
     result = klaw(home, "mcp", "serve", "--chat", "console:me", "--port", "9999")
     assert result.returncode == 2 and "--port is for --http" in " ".join(result.stderr.split())
 
