@@ -73,6 +73,13 @@ class KlawHome:
         return self.root / "web_token"
 
     @property
+    def web_address_file(self) -> Path:
+        """The address the running gateway's web page listens on (mode 0600), removed when it stops:
+        `klaw chat`, refused beside it, names the page really served (a port set by a KLAW__ variable
+        in the service's environment, or picked by the kernel), not this shell's reading of engine.yaml."""
+        return self.root / "web_address"
+
+    @property
     def web_revoked_file(self) -> Path:
         """Web sessions signed out before their cookie expired (mode 0600), refused until then."""
         return self.root / "web_revoked.json"

@@ -28,7 +28,6 @@ from klaw.console_logging import logs_through
 from klaw.home import KlawHome
 
 if TYPE_CHECKING:
-    from klaw.config import EngineConfig
     from klaw.config_loader import LoadedConfig
     from klaw.engine.runtime import Engine
 
@@ -81,7 +80,7 @@ def chat(
             await chat_in_this_terminal()
 
     async def chat_in_this_terminal() -> None:
-        await _refuse_a_running_engine(home, config)
+        await _refuse_a_running_engine(home, loaded)
         # What is typed while klaw starts waits for the first prompt, as what is typed while the model
         # thinks: in the terminal's own line mode a paste was cut at its 4,095-character limit and sent.
         keys = KeysWhileThinking()
@@ -169,10 +168,13 @@ async def _warn_of_held_names_no_tool_has(running: Engine) -> None:
         err_console.print(Text(approval_warning(row), style="yellow"), highlight=False)
 
 
-async def _refuse_a_running_engine(home: KlawHome, config: EngineConfig) -> None:
+async def _refuse_a_running_engine(home: KlawHome, loaded: LoadedConfig) -> None:
     """Exit 2 when an engine runs on the home, saying how to talk to it and how to end it, in the words
     of the command that runs it (decision 259): `klaw chat` runs an engine of its own, and a home has
-    one. A `klaw chat` is left, not talked to on a web page it does not serve."""
+    one. A `klaw chat` is left, not talked to on a web page it does not serve. A web page a gateway
+    serves is named at the address it really listens on (newcomer9: the refusal said "start `klaw
+    gateway`" beside a running one, and named engine.yaml's port where a KLAW__ variable set another)."""
+    from klaw.cli.served_page import configured_page, served_page
     from klaw.engine_presence import STOP_AN_ENGINE, engine_answers, home_holder, how_to_stop
     from klaw.home_lock import ENGINE_ROLE, LIBRARY
 
@@ -180,16 +182,15 @@ async def _refuse_a_running_engine(home: KlawHome, config: EngineConfig) -> None
     if holder is None or (holder.role and holder.role != ENGINE_ROLE):
         return  # maintenance (klaw reindex) is refused by the engine's start with its own words
     who, where, stop = holder.describe(), home.root, how_to_stop(holder)
-    web = config.channels.web
-    page = "its web page, at the address it printed when it started"
-    if web.enabled and web.port:
-        page += f" (http://{web.host}:{web.port}/ by this home's engine.yaml)"
     if holder.command == "klaw chat":
         fail(f"another {who} is using {where}: {stop}, or go on talking to your agent there")
-    if holder.command == "klaw serve":
-        fail(f"{who} runs on {where}: talk to your agent on {page}, or {stop}")
     if holder.command == "klaw mcp serve":
         fail(f"{who} has opened {where} for an MCP client and takes no chat messages: {stop}")
+    page = await served_page(home)
+    if page is not None:
+        fail(f"{who} runs on {where}, and its web page is served at {page}: talk to your agent there, or {stop}")
+    if holder.command == "klaw serve":
+        fail(f"{who} runs on {where}: talk to your agent on its web page ({configured_page(loaded)}), or {stop}")
     listening = await engine_answers(home.socket_path)
     gateway = "start `klaw gateway` beside it and talk to your agent on the gateway's web page"
     if holder.command == "klaw engine":
@@ -198,10 +199,7 @@ async def _refuse_a_running_engine(home: KlawHome, config: EngineConfig) -> None
         talk = gateway if listening else "it takes no messages from other programs"
         fail(f"{who} has opened {where}: {talk}; {stop}")
     if listening:
-        talk = (
-            "talk to it on its web page: 'klaw serve' printed the address when it started (by default"
-            " http://127.0.0.1:8765/); beside 'klaw engine', start 'klaw gateway' to get the page"
-        )
+        talk = "start 'klaw gateway' beside it and talk to your agent on the gateway's web page"
     else:
         talk = "it takes no messages from other programs (a program using klaw's library API)"
     fail(f"klaw chat starts its own engine, and {who} runs on {where}: {talk}. Or {STOP_AN_ENGINE}.")

@@ -14,6 +14,7 @@ import ipaddress
 import logging
 from typing import Any
 
+from klaw.atomic_file import replace_file
 from klaw.channels.web.app import create_app
 from klaw.channels.web.auth import WebAuth
 from klaw.channels.web.events import EventHub
@@ -81,12 +82,14 @@ class WebChannel:
                 " choose another port in channels.web.port (or KLAW__CHANNELS__WEB__PORT), or stop what holds it"
             ) from None
         log.info("web page listening on %s", self.url)
+        replace_file(self._home.web_address_file, f"{self.url}\n".encode())
         if not is_loopback(self._config.host):
             log.warning(PLAIN_HTTP_WARNING, self._config.host)
 
     async def stop(self) -> None:
         self.hub.close()
         if self._server is not None:
+            self._home.web_address_file.unlink(missing_ok=True)
             await self._server.stop()
             self._server = None
 
