@@ -143,3 +143,45 @@ async def test_an_older_reply_shown_while_the_page_loads_leaves_a_later_question
         await page.locator(".msg.notice", has_text="Approved: file_write runs now.").wait_for()
         await page.locator(".msg.assistant", has_text="Wrote open.txt.").wait_for()
         assert (stack.home.workspace / "open.txt").read_text(encoding="utf-8") == "kept open"
+
+
+async def test_a_question_shown_while_the_page_asks_which_wait_keeps_its_buttons() -> None:
+    """adversary16: a reply made the page ask GET /api/approvals, and the page then closed every question it
+    offered that the answer did not list, including a later turn's question shown while the answer was on
+    its way: "No longer waiting for an answer." and no buttons, though it waited. Only the questions offered
+    when the page asked can be closed by the answer."""
+    async with approval_page() as session:
+        stack, page = session.stack, session.page
+        asked_which_wait = asyncio.Event()
+
+        async def after_the_page_asked() -> None:
+            await asked_which_wait.wait()
+
+        first = await ask_to_write(session, "write a.txt", "a.txt", "A", "Wrote a.txt.")
+        first_id = await first.locator(".approval").get_attribute("data-id")
+        stack.server.reply_tool_calls([("file_write", {"path": "b.txt", "content": "B"})], before=after_the_page_asked)
+        stack.server.reply_text("Wrote b.txt.")
+        await page.fill("#input", "write b.txt")
+        await page.press("#input", "Enter")
+        await page.locator(".msg.user[data-id]").nth(1).wait_for()  # stored: its turn follows the first
+        second = page.locator(".msg.notice", has_text="path: b.txt")
+
+        async def answered_once_the_second_is_shown(route: Any) -> None:
+            """The engine answers (the second question not asked yet); the page gets it after the second."""
+            response = await route.fetch()
+            asked_which_wait.set()
+            await second.wait_for()
+            await route.fulfill(response=response)
+
+        await page.route("**/api/approvals", answered_once_the_second_is_shown)
+        # Answered by typing: its buttons stay offered until the reply comes.
+        await page.fill("#input", f"/approve {first_id}")
+        await page.press("#input", "Enter")
+        await page.locator(".msg.assistant", has_text="Wrote a.txt.").wait_for()
+        await first.locator(".closed").wait_for()  # the page has the answer and closed what it covers
+        assert await second.locator(".closed").count() == 0
+        assert await second.locator("button.approve").is_enabled()
+
+        await second.locator("button.approve").click()
+        await page.locator(".msg.assistant", has_text="Wrote b.txt.").wait_for()
+        assert (stack.home.workspace / "b.txt").read_text(encoding="utf-8") == "B"

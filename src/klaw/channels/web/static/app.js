@@ -91,17 +91,20 @@ function addApprovalButtons(bubble, id) {
 
 // A reply ends its turn, so a question of that turn still offered is over (its time ran out, or another
 // tab answered it). Which ones is the engine's to say: a reply can be an older one shown late (it arrived
-// while the page loaded, after a later question was shown), which must not close that question.
+// while the page loaded, after a later question was shown), which must not close that question. Only the
+// questions offered when the engine is asked can be closed by its answer: one shown while the answer was
+// on its way (a later turn's) is not in it, though it waits (adversary16), and keeps its buttons.
 async function closeQuestions() {
   const unanswered = (offered) => ![...offered.querySelectorAll("button")].some((button) => button.disabled);
-  if (![...document.querySelectorAll("#messages .approval")].some(unanswered)) return;
+  const offered = [...document.querySelectorAll("#messages .approval")].filter(unanswered);
+  if (!offered.length) return;
   let waiting;
   try {
     waiting = new Set((await api("/api/approvals")).approvals.map((question) => question.id));
   } catch (error) { return; }  // unknown: keep the buttons; a late click is answered in words
-  for (const offered of document.querySelectorAll("#messages .approval")) {
-    if (!unanswered(offered) || waiting.has(offered.dataset.id)) continue;  // answered here, or still waiting
-    offered.replaceChildren(el("span", { class: "closed", text: "No longer waiting for an answer." }));
+  for (const question of offered) {
+    if (!unanswered(question) || waiting.has(question.dataset.id)) continue;  // answered here, or still waiting
+    question.replaceChildren(el("span", { class: "closed", text: "No longer waiting for an answer." }));
   }
 }
 
