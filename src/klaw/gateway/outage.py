@@ -22,6 +22,10 @@ from klaw.engine.clock import Clock
 log = logging.getLogger("klaw.gateway.link")
 
 WAITING = "messages are kept in the gateway's buffer and sent when it is back"
+START_GRACE_SECONDS = 10.0
+"""A gateway started beside (or just before) `klaw engine` waits this long for it before warning: the
+engine's start (stores, embedder) takes seconds, and "not running" then "reached the engine after 0.7 s"
+was two WARNING lines of no news (newcomer9). The first miss is said at INFO."""
 
 
 def duration_text(seconds: float) -> str:
@@ -42,6 +46,7 @@ class EngineOutage:
         self._path = socket_path
         self._since: datetime | None = None
         self._expected = False
+        self._held: str | None = None  # the start's "not running" line, held through the grace
 
     @property
     def ongoing(self) -> bool:
@@ -56,10 +61,16 @@ class EngineOutage:
         if ever_connected:
             self.lost(error)
         elif isinstance(error, FileNotFoundError | ConnectionRefusedError):
-            self._open(
+            line = (
                 f"the engine is not running (nothing answers on {self._path}); start it with `klaw engine`."
                 f" Until then {WAITING}"
             )
+            if self._since is None:
+                self._held = line
+                self._open(line, level=logging.INFO)
+            elif self._held is not None and (self._clock.now() - self._since).total_seconds() >= START_GRACE_SECONDS:
+                self._held = None
+                log.warning("%s", line)
         else:
             self._open(f"cannot reach the engine on {self._path} ({_why(error)}); {WAITING}")
 
@@ -78,13 +89,21 @@ class EngineOutage:
         away = duration_text((self._clock.now() - self._since).total_seconds())
         self._since = None
         news = "reached the engine" if first else "the engine is back"
-        log.warning("%s after %s; %d buffered message(s) to send", news, away, buffered)
+        quiet = self._held is not None  # found within the start's grace: its miss was said at INFO only
+        self._held = None
+        log.log(
+            logging.INFO if quiet else logging.WARNING,
+            "%s after %s; %d buffered message(s) to send",
+            news,
+            away,
+            buffered,
+        )
 
-    def _open(self, line: str) -> None:
+    def _open(self, line: str, level: int = logging.WARNING) -> None:
         if self._since is not None:
             return
         self._since = self._clock.now()
-        log.log(logging.INFO if self._expected else logging.WARNING, "%s", line)
+        log.log(logging.INFO if self._expected else level, "%s", line)
 
 
 def _why(error: BaseException) -> str:
