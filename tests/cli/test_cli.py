@@ -180,11 +180,20 @@ def test_no_flag_shows_a_value_type_in_any_help_page(tmp_path: Path) -> None:
     assert "--force" in person.stdout and "<bool>" not in person.stdout and "<str>" in person.stdout
 
 
-def test_version_is_the_installed_distributions(tmp_path: Path) -> None:
+def test_version_is_the_installed_distributions_and_the_checkout_s_commit(tmp_path: Path) -> None:
+    """newcomer9: "klaw 0.1.0" for every commit; run from a checkout, the commit is named too."""
+    import subprocess
     from importlib.metadata import version
 
+    import klaw as package
+
+    root = Path(package.__file__).resolve().parent.parent.parent
+    git = ["git", "-C", str(root)]
+    commit = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True)
+    changed = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    build = f"git {commit.stdout.strip()}{' + local changes' if changed.stdout.strip() else ''}"
     result = klaw(tmp_path / "no-home", "--version")
-    assert (result.returncode, result.stdout) == (0, f"klaw {version('klaw')}\n"), result.stderr
+    assert (result.returncode, result.stdout) == (0, f"klaw {version('klaw')} ({build})\n"), result.stderr
     assert not (tmp_path / "no-home").exists()  # asking for the version makes no home
 
 

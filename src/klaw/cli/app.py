@@ -70,9 +70,10 @@ app = typer.Typer(
 def _print_version(asked: bool) -> None:
     """`klaw --version`: the installed distribution's version (what a bug report needs), then exit."""
     if asked:
-        from klaw.distribution import klaw_version
+        from klaw.distribution import klaw_version, source_build
 
-        typer.echo(f"klaw {klaw_version()}")
+        build = source_build()
+        typer.echo(f"klaw {klaw_version()}" + (f" ({build})" if build else ""))
         raise typer.Exit
 
 
