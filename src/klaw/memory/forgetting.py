@@ -57,6 +57,9 @@ class ForgetPlan:
     # later one's plan erases with them.
     answered_by: int | None = None
     cut_off: tuple[int, ...] = ()
+    # A memory's plan erases the memory_save call and its result, not the person's message that asked for
+    # it: `asked_in` the exchange that keeps that message, named in the answer with how to erase it.
+    asked_in: int | None = None
 
     @property
     def label(self) -> str:
@@ -118,10 +121,18 @@ class ForgetPlan:
 
     def describe(self) -> str:
         parts = [f"{self.messages} message(s)"]
+        if self.kind is ForgetKind.MEMORY:
+            parts[0] += " (the memory_save call and its result)"
         if self.kind is not ForgetKind.EXCHANGE and self.exchanges:
             parts.append(f"{self.exchanges} exchange(s)")
         if self.memories:
             parts.append(f"{self.memories} saved memor{'y' if self.memories == 1 else 'ies'}")
+        if self.asked_in is not None:
+            parts.append(
+                f"not the message that asked for it: it stays in exchange {self.asked_in}, in search and the log"
+                f" (klaw memory forget exchange {self.asked_in}, or /forget exchange {self.asked_in} in the chat,"
+                " erases that whole turn)"
+            )
         if self.answered_by is not None:
             parts.append(
                 f"not the message(s) it answered: klaw stopped before this turn ended and exchange"
@@ -166,7 +177,20 @@ class Forgetting:
             raise ForgetError(f"{kind.value} {shown} holds nothing left to forget")
         if kind is ForgetKind.EXCHANGE:
             return await self._exchange_plan(ForgetPlan(owner, kind, shown, tuple(records)))
+        if kind is ForgetKind.MEMORY:
+            return ForgetPlan(owner, kind, shown, tuple(records), asked_in=await self._asked_in(records))
         return ForgetPlan(owner, kind, shown, tuple(records))
+
+    async def _asked_in(self, records: Sequence[StoredMessage]) -> int | None:
+        """The exchange whose person's message a memory's memory_save call answered: the last one of its
+        segment opened at or before the call. None when it has no such message (a scheduled task's turn)."""
+        call = min(records, key=lambda m: m.rowid)
+        opened = [
+            e
+            for e in await self._store.exchanges.for_segment(call.segment_id)
+            if e.user_message_rowid is not None and e.user_message_rowid <= call.rowid
+        ]
+        return max(opened, key=lambda e: e.user_message_rowid or 0).id if opened else None
 
     async def _exchange_plan(self, plan: ForgetPlan) -> ForgetPlan:
         """An exchange's plan when a crash cut a turn off and the restart answered its messages again in a
