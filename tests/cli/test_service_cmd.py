@@ -208,3 +208,26 @@ def test_uninstall_from_another_home_removes_nothing_and_names_the_home_it_serve
     assert f"runs klaw serve for KLAW_HOME={first}, not for this home ({second}): nothing removed" in said
     assert f"KLAW_HOME={first} klaw service uninstall" in said
     assert klaw(first, "service", "uninstall", env=env).returncode == 0 and not unit.exists()
+
+
+def test_a_home_path_with_systemd_specifiers_or_quotes_is_served_and_recognised(tmp_path: Path) -> None:
+    """A home at `…/h%Z` was written into the unit as it is: systemd resolves `%` specifiers there, dropped
+    the line ("Failed to resolve specifiers") and served ~/.klaw (adversary16). Now `%`, `"` and `\\` are
+    escaped, status and uninstall read the home back, and a home deleted first can still be uninstalled."""
+    home = tmp_path / 'h%Z "q" b\\s'
+    env = _fake_systemctl(tmp_path, "exit 0")
+    klaw(home, "init")
+    assert klaw(home, "service", "install", env=env).returncode == 0
+    unit = tmp_path / "xdg" / "systemd" / "user" / "klaw.service"
+    text = unit.read_text(encoding="utf-8")
+    assert 'Environment="KLAW_HOME=' + str(tmp_path) + '/h%%Z \\"q\\" b\\\\s"' in text
+    assert "EnvironmentFile=-" + str(tmp_path) + '/h%%Z "q" b\\s/service.env' in text
+    if shutil.which("systemd-analyze") is not None:
+        verified = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+        assert "Failed to resolve specifiers" not in verified.stderr, verified.stderr
+    status = klaw(home, "service", "status", env=env)
+    assert f"(klaw serve for KLAW_HOME={home})" in status.stdout  # its own home, read back
+    shutil.rmtree(home)
+    removed = klaw(home, "service", "uninstall", env=env)
+    assert removed.returncode == 0, removed.stderr
+    assert not unit.exists()

@@ -14,6 +14,7 @@ repeat every 5 s until a person fixes it; uninstall removes only the unit of the
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -36,6 +37,8 @@ app = typer.Typer(
 )
 
 UNIT_NAME = "klaw.service"
+# The unit's home line as klaw writes it (quoted) or as a person may have edited it (bare, no spaces).
+_HOME_LINE = re.compile(rf'Environment=(?:"{HOME_ENV_VAR}=(?P<quoted>(?:[^"\\]|\\.)*)"|{HOME_ENV_VAR}=(?P<bare>\S+))')
 
 
 def unit_dir() -> Path:
@@ -46,7 +49,7 @@ def unit_dir() -> Path:
 def unit_text(home: KlawHome) -> str:
     """The unit: `python -m klaw serve` of this installation, for this home, restarted on failure, with the
     variables of `service.env` (the `-`: a missing file is no error)."""
-    command = shlex.join([sys.executable, "-m", "klaw", "serve"])
+    command = _specifiers(shlex.join([sys.executable, "-m", "klaw", "serve"]))
     return "\n".join(
         [
             "[Unit]",
@@ -55,8 +58,8 @@ def unit_text(home: KlawHome) -> str:
             "",
             "[Service]",
             "Type=simple",
-            f'Environment="{HOME_ENV_VAR}={home.root}"',
-            f"EnvironmentFile=-{home.root / SERVICE_ENV}",
+            f'Environment="{HOME_ENV_VAR}={_quoted(str(home.root))}"',
+            f"EnvironmentFile=-{_specifiers(str(home.root / SERVICE_ENV))}",
             f"ExecStart={command}",
             "Restart=on-failure",
             "RestartSec=5",
@@ -73,16 +76,31 @@ def unit_text(home: KlawHome) -> str:
     )
 
 
+def _specifiers(text: str) -> str:
+    """`text` with systemd's `%` specifiers escaped: a home at `…/h%Z` made systemd drop the whole line
+    ("Failed to resolve specifiers"), so the service ran without KLAW_HOME on ~/.klaw (adversary16)."""
+    return text.replace("%", "%%")
+
+
+def _quoted(value: str) -> str:
+    """`value` inside a double-quoted systemd assignment: backslashes and quotes escaped, `%` doubled."""
+    return _specifiers(value.replace("\\", "\\\\").replace('"', '\\"'))
+
+
+def _unquoted(value: str) -> str:
+    """What `_quoted` made, read back (a unit klaw wrote before escaping reads the same unless it held `%`)."""
+    return re.sub(r'\\([\\"])|%%', lambda m: m.group(1) or "%", value)
+
+
 def served_home(path: Path) -> str | None:
     """The KLAW_HOME the unit at `path` runs `klaw serve` for, or None (no unit, or not one klaw wrote)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    prefix = f'Environment="{HOME_ENV_VAR}='
     for line in text.splitlines():
-        if line.startswith(prefix) and line.endswith('"'):
-            return line[len(prefix) : -1]
+        if (found := _HOME_LINE.fullmatch(line.strip())) is not None:
+            return _unquoted(found["quoted"] if found["quoted"] is not None else found["bare"])
     return None
 
 
@@ -147,7 +165,7 @@ def uninstall() -> None:
     if not path.exists():
         console.print(f"no unit at {path}: nothing to remove")
         return
-    served, here = served_home(path), str(home_from_env().root)
+    served, here = served_home(path), str(home_from_env(must_exist=False).root)  # it may be gone already
     if served is not None and served != here:  # one unit for every home: it may be another home's
         fail(
             f"{path} runs klaw serve for KLAW_HOME={served}, not for this home ({here}): nothing removed."
@@ -188,7 +206,7 @@ def status() -> None:
     if not path.exists():
         console.print(f"not installed (no {path}); klaw service install writes it")
         raise typer.Exit(3)
-    served, here = served_home(path), str(home_from_env().root)
+    served, here = served_home(path), str(home_from_env(must_exist=False).root)
     other = "" if served == here else ", not this home"
     whose = "" if served is None else f" (klaw serve for KLAW_HOME={served}{other})"
     console.print(f"installed: {path}{whose}")
