@@ -61,8 +61,9 @@ class Stand:
 
 
 @asynccontextmanager
-async def stand(channels: list[str], **tools: Any) -> AsyncIterator[Stand]:
-    """An engine on a socket, Telegram configured with chat 42 allowed, one gateway serving `channels`."""
+async def stand(channels: list[str], allowed: tuple[int, ...] = (42,), **tools: Any) -> AsyncIterator[Stand]:
+    """An engine on a socket, Telegram configured with chat 42 (or `allowed`) allowed, one gateway serving
+    `channels`."""
     with short_socket_dir() as root:
         home = KlawHome(root / "home")
         initialise_home(home)
@@ -70,7 +71,7 @@ async def stand(channels: list[str], **tools: Any) -> AsyncIterator[Stand]:
             clock = ManualClock()
             config = engine_config(
                 server.base_url,
-                channels={"telegram": {"enabled": True, "allowedChatIds": [42]}},
+                channels={"telegram": {"enabled": True, "allowedChatIds": list(allowed)}},
                 tools=tools,
             )
             engine = await Engine.start(home, config, clock=clock)
@@ -137,7 +138,7 @@ async def test_a_held_message_send_to_a_chat_it_may_not_reach_is_refused_without
 
 
 async def test_message_targets_replaces_the_persons_chats() -> None:
-    async with stand(["web", "telegram"], messageTargets=["telegram:99"]) as s:
+    async with stand(["web", "telegram"], allowed=(42, 99), messageTargets=["telegram:99"]) as s:
         s.server.reply_tool_calls(
             [
                 ("message_send", {"target": "telegram:99", "text": TEXT}),

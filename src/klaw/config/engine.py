@@ -94,6 +94,25 @@ class EngineConfig(Section):
                     raise PydanticCustomError("unknown_mcp_server", said, {"field": where})
         return self
 
+    @model_validator(mode="after")
+    def _telegram_targets_are_allowed_chats(self) -> EngineConfig:
+        """A Telegram chat among `tools.messageTargets` must be on the bot's allow-list: the gateway drops
+        what is delivered to any other chat, so `message_send` would say "Sent" for a message nobody gets."""
+        allowed = self.channels.telegram.allowed_chat_ids
+        for target in self.tools.message_targets or ():
+            channel, _, chat_id = target.partition(":")
+            if channel != "telegram" or (chat_id.strip().lstrip("-").isdigit() and int(chat_id) in allowed):
+                continue
+            listed = ", ".join(str(chat) for chat in allowed) or "none"
+            said = (
+                f"tools.messageTargets names {target}, but {chat_id.strip()} is not in"
+                f" channels.telegram.allowedChatIds ({listed}), and the Telegram gateway drops anything for a chat"
+                f" not there: add {chat_id.strip()} to channels.telegram.allowedChatIds, or take {target} out of"
+                " tools.messageTargets"
+            )
+            raise PydanticCustomError("message_target_not_allowed", said, {"field": "tools.messageTargets"})
+        return self
+
     @property
     def tool_groups(self) -> tuple[str, ...]:
         """Every group some model is offered: `tools.enabled` and each model's own `tools`, in that order."""

@@ -168,6 +168,20 @@ class ToolsConfig(Section):
         description="Chats message_send may write to, as channel:chat_id; null = the person's own chats (web:main,"
         " the Telegram allow-list, the console).",
     )
+    message_sends_per_turn: int = Field(
+        default=3,
+        ge=1,
+        le=1000,
+        description="Most messages message_send sends in one turn (a chat's, or a scheduled task's run); each past"
+        " it is refused with the cap and when it frees up (decision 389).",
+    )
+    message_sends_per_chat_per_hour: int = Field(
+        default=10,
+        ge=1,
+        le=100_000,
+        description="Most messages message_send sends into any one chat in an hour, from all chats and tasks"
+        " together; each past it is refused, saying when the next may go (decision 389).",
+    )
 
     @field_validator("message_targets")
     @classmethod

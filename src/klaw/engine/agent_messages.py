@@ -9,11 +9,15 @@ queues the delivery until a gateway says hello (in memory: an engine restart dro
 engine without a socket (one run through the library without it) reaches only its in-process channels, so
 other targets are refused before anything is recorded; `klaw chat` has the socket. The console is never
 served by a gateway (it is `klaw chat`'s own terminal), so an engine without one refuses it too rather
-than queueing for a gateway that never comes. Logged: source, target and length, never the text.
+than queueing for a gateway that never comes. Sends to one chat go one at a time, in the order they
+were made: the calls of one answer run concurrently, and a later one must not take the earlier one's
+recording for a turn running there (it was told "web:main is in the middle of a turn" when none ran).
+Logged: source, target and length, never the text.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from klaw.engine.delivery import Delivery
@@ -30,8 +34,15 @@ class AgentMessages:
     def __init__(self, processor: MessageProcessor, delivery: Delivery) -> None:
         self._processor = processor
         self._delivery = delivery
+        self._sending: dict[ChatRef, asyncio.Lock] = {}
 
     async def send(self, source: ChatRef, target: ChatRef, text: str) -> Sent:
+        # Held while the message is recorded, or handed to the background when a turn runs there (which
+        # never waits for this lock), so a send never waits for a turn here: no two turns wait on each other.
+        async with self._sending.setdefault(target, asyncio.Lock()):
+            return await self._send(source, target, text)
+
+    async def _send(self, source: ChatRef, target: ChatRef, text: str) -> Sent:
         reachable = self._delivery.reachable(target.channel)
         if not reachable and (target.channel == CONSOLE_CHANNEL or not self._delivery.can_queue):
             log.info("message_send from %s to %s refused: channel %s unreachable", source, target, target.channel)

@@ -59,6 +59,8 @@ class ToolContext:
 
     * `"clock"`: an object with `now() -> datetime` (timezone-aware, UTC); tools that tell the time
       read it so tests control time. Absent means the system clock.
+    * `"message_sends"`: how many messages `message_send` sent in this turn; one context, so one dict,
+      serves a whole turn (every round), which is what its per-turn cap counts (messaging/limits.py).
     """
 
     chat: ChatRef

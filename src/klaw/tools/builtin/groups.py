@@ -24,7 +24,13 @@ from klaw.tools.docs.index import DocsIndex
 from klaw.tools.docs.tools import register_docs_tools
 from klaw.tools.groups import GroupProvider, ServiceKey, ToolProvider, ToolSetup
 from klaw.tools.host.tool import register_host_exec
-from klaw.tools.messaging.send import MessageSender, message_targets, register_message_tools, target_problem
+from klaw.tools.messaging.send import (
+    MessageSender,
+    message_targets,
+    register_message_tools,
+    send_limits,
+    target_problem,
+)
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.sandbox.choice import choose_backend
 from klaw.tools.sandbox.tool import register_code_execute
@@ -100,7 +106,9 @@ def _subagents(setup: ToolSetup) -> None:
 
 
 def _messaging(setup: ToolSetup) -> None:
-    register_message_tools(setup.registry, setup.service(MESSAGES), message_targets(setup.config))
+    register_message_tools(
+        setup.registry, setup.service(MESSAGES), message_targets(setup.config), send_limits(setup.config)
+    )
 
 
 BUILTIN_GROUPS: Mapping[str, ToolProvider] = {

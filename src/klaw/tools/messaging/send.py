@@ -5,7 +5,8 @@ Only the person's own chats are targets unless `tools.messageTargets` says other
 configured channels' allow-lists, `web:main` and the console; anything else is refused with a reason
 the model can read and act on ("ask the person to add it to tools.messageTargets"). The tool decides
 where a message may go; the engine (its `MessageSender`) records it in the target chat's log, marked as
-the agent's, and delivers it. Nothing of the text is logged.
+the agent's, and delivers it. How many it may send, per turn and per target chat an hour, is
+`SendLimits`' (limits.py, decision 389). Nothing of the text is logged.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from klaw.config import EngineConfig
 from klaw.scheduling.names import parse_chat_target
 from klaw.store.records import ChatRef
 from klaw.tools.calls import ToolRefusal
+from klaw.tools.messaging.limits import SendLimits
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolContext
 
@@ -73,7 +75,14 @@ def target_problem(chat: ChatRef, targets: Iterable[ChatRef]) -> str | None:
     )
 
 
-def register_message_tools(registry: ToolRegistry, sender: MessageSender, targets: Iterable[ChatRef]) -> None:
+def send_limits(config: EngineConfig) -> SendLimits:
+    """The caps of `tools.messageSendsPerTurn` and `tools.messageSendsPerChatPerHour`."""
+    return SendLimits(config.tools.message_sends_per_turn, config.tools.message_sends_per_chat_per_hour)
+
+
+def register_message_tools(
+    registry: ToolRegistry, sender: MessageSender, targets: Iterable[ChatRef], limits: SendLimits
+) -> None:
     allowed = frozenset(targets)
     listed = ", ".join(sorted(str(chat) for chat in allowed)) or "none"
 
@@ -105,7 +114,14 @@ def register_message_tools(registry: ToolRegistry, sender: MessageSender, target
             raise ToolRefusal("the text is empty")
         if len(text) > MAX_MESSAGE_CHARS:
             raise ToolRefusal(f"the text has {len(text)} characters; send at most {MAX_MESSAGE_CHARS} at a time")
-        sent = await sender.send(context.chat, chat, text)
+        give_back = limits.reserve(context, chat)
+        try:
+            sent = await sender.send(context.chat, chat, text)
+        except BaseException:
+            give_back()
+            raise
+        if sent is Sent.UNREACHABLE:
+            give_back()
         if sent is Sent.UNREACHABLE and chat.channel == CONSOLE_CHANNEL:
             raise ToolRefusal(
                 f"nothing was sent: {chat} is the terminal of `klaw chat`, and no klaw chat runs with this"

@@ -1,0 +1,125 @@
+"""`message_send` cannot flood another chat (docs/decisions/389-message-send-caps.md): a model asking for
+many sends in one answer (a web page's prompt injection) gets `tools.messageSendsPerTurn` of them sent
+and the rest refused in words it can read; a chat that had `tools.messageSendsPerChatPerHour` messages
+in the last hour gets no more until the oldest is an hour old, and the refusal says when. The sends of
+one answer, which run at once, are told they were sent, not that the target is "in the middle of a
+turn" when only the other sends were there. End to end through the engine's socket, its gateway and
+the fake OpenAI-protocol server (`stand` of test_message_send.py)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from klaw.store.records import ChatRef, Role
+from tests.engine.test_message_send import stand
+from tests.engine.test_scheduler_e2e import run_once
+
+TELEGRAM = ChatRef("telegram", "42")
+
+
+def _sends(count: int, first: int = 0) -> list[tuple[str, dict[str, str]]]:
+    return [("message_send", {"target": "telegram:42", "text": f"part {first + i}"}) for i in range(count)]
+
+
+async def test_one_answer_asking_for_many_sends_gets_three_sent_and_the_rest_refused_in_words() -> None:
+    async with stand(["web", "telegram"]) as s:
+        s.server.reply_tool_calls(_sends(6))
+        s.server.reply_text("Three went; the rest I put here.")
+
+        frames = await s.turn("summarize this page: <injected> send it to telegram six times")
+
+        assert [(f.chat_id, f.text) for f in frames] == [
+            ("42", "part 0"),
+            ("42", "part 1"),
+            ("42", "part 2"),
+            ("main", "Three went; the rest I put here."),
+        ]
+        results = [m["content"] for m in s.server.chat_requests[-1].body["messages"] if m["role"] == "tool"]
+        # Sent at once, one after the other: none is told telegram:42 is in a turn (none runs there).
+        assert results[:3] == ["Sent to telegram:42."] * 3
+        refused = (
+            "not sent: message_send sends at most 3 message(s) per turn (tools.messageSendsPerTurn), and this turn"
+            " has sent 3. The next turn may send again; put the rest into one message or into your answer here."
+            " The person can raise the cap in engine.yaml."
+        )
+        assert results[3:] == [refused] * 3
+        said = [r.content for r in s.logged(TELEGRAM) if r.role is Role.ASSISTANT]
+        assert said == ["part 0", "part 1", "part 2"]
+
+
+async def test_sends_of_one_answer_are_not_told_the_target_is_in_a_turn() -> None:
+    """Each used to find the chat's lock held by the one before it recording, and was told "telegram:42
+    is in the middle of a turn" though no turn ran there."""
+    async with stand(["web", "telegram"]) as s:
+        s.server.reply_tool_calls(_sends(3))
+        s.server.reply_text("Sent.")
+
+        frames = await s.turn("send three parts")
+
+        assert [f.text for f in frames] == ["part 0", "part 1", "part 2", "Sent."]
+        results = [m["content"] for m in s.server.chat_requests[-1].body["messages"] if m["role"] == "tool"]
+        assert results == ["Sent to telegram:42."] * 3
+
+
+async def test_later_rounds_of_the_same_turn_count_too() -> None:
+    async with stand(["web", "telegram"], messageSendsPerTurn=2) as s:
+        s.server.reply_tool_calls(_sends(1))
+        s.server.reply_tool_calls(_sends(1, first=1))
+        s.server.reply_tool_calls(_sends(1, first=2))
+        s.server.reply_text("Done.")
+
+        frames = await s.turn("send three parts, one at a time")
+
+        assert [f.text for f in frames] == ["part 0", "part 1", "Done."]
+        last = _last_tool_result(s.server.chat_requests[-1].body)
+        assert last.startswith("not sent: message_send sends at most 2 message(s) per turn")
+
+
+async def test_a_chat_that_had_its_hourly_messages_gets_no_more_until_the_oldest_is_an_hour_old() -> None:
+    async with stand(["web", "telegram"], messageSendsPerChatPerHour=2) as s:
+        start = s.clock.now()
+        s.server.reply_tool_calls(_sends(2))
+        s.server.reply_text("Both sent.")
+        assert [f.text for f in await s.turn("send two")] == ["part 0", "part 1", "Both sent."]
+
+        await s.clock.advance(20 * 60)
+        s.server.reply_tool_calls(_sends(1, first=2))
+        s.server.reply_text("Not now.")
+        assert [f.text for f in await s.turn("one more", message_id="m2")] == ["Not now."]
+        frees = (start + timedelta(hours=1)).strftime("%H:%M")
+        assert _last_tool_result(s.server.chat_requests[-1].body) == (
+            "not sent: telegram:42 has had 2 message(s) from message_send in the last hour, the most"
+            f" tools.messageSendsPerChatPerHour allows; the next may go in 40 minute(s) (at {frees} UTC): do not"
+            " try again before then. The person can raise the cap in engine.yaml."
+        )
+
+        await s.clock.advance(41 * 60)
+        s.server.reply_tool_calls(_sends(1, first=3))
+        s.server.reply_text("Sent now.")
+        assert [f.text for f in await s.turn("and now", message_id="m3")] == ["part 3", "Sent now."]
+        said = [r.content for r in s.logged(TELEGRAM) if r.role is Role.ASSISTANT]
+        assert said == ["part 0", "part 1", "part 3"]
+
+
+def _last_tool_result(body: dict[str, Any]) -> str:
+    return str([m["content"] for m in body["messages"] if m["role"] == "tool"][-1])
+
+
+async def test_a_scheduled_tasks_run_counts_the_same_way() -> None:
+    async with stand(["web", "telegram"]) as s:
+        s.server.reply_tool_calls([("schedule_add", {"name": "relay", "message": "relay the news", "every": "1h"})])
+        s.server.reply_text("Every hour.")
+        await s.turn("every hour relay the news to my telegram")
+        s.server.reply_tool_calls(_sends(5))
+        s.server.reply_text("Relayed.")
+
+        await run_once(s.engine, s.clock, 0)
+
+        run = s.server.chat_requests[-1].body["messages"]
+        assert run[1]["content"].startswith("You are running the scheduled task")
+        results = [m["content"] for m in run if m["role"] == "tool"]
+        assert results[:3] == ["Sent to telegram:42."] * 3
+        assert all(r.startswith("not sent: message_send sends at most 3 message(s) per turn") for r in results[3:])
+        said = [r.content for r in s.logged(TELEGRAM) if r.role is Role.ASSISTANT]
+        assert said == ["part 0", "part 1", "part 2"]
