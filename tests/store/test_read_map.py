@@ -51,4 +51,6 @@ def test_a_reader_meeting_its_file_cut_short_reports_it_and_lives(tmp_path: Path
     )
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])  # -7: killed by SIGBUS
     assert done.stdout.startswith("before"), done.stdout
-    assert done.stdout.splitlines()[1] in ("read", "reported CorruptError"), done.stdout  # its cache, or an error
+    # its cache, or an error: SQLite's own, or klaw's StorageError when the read pool opens another reader on
+    # the cut file (a loaded machine: CI61 met it)
+    assert done.stdout.splitlines()[1] in ("read", "reported CorruptError", "reported StorageError"), done.stdout
