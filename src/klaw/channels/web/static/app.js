@@ -143,6 +143,7 @@ async function send(text) {
     bubble.dataset.at = new Date().toISOString();
     if (state.answered.delete(result.id)) answered(bubble);
     else bubble.querySelector(".meta").textContent = result.queued ? "queued: the engine is offline" : fmtTime(bubble.dataset.at);
+    if (result.queued) refreshStatus();  // the header counts it now, not at the next 5-second refresh
   } catch (error) {
     bubble.classList.add("error");
     bubble.querySelector(".meta").textContent = `not sent: ${error.message}`;
