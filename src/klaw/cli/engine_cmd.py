@@ -22,7 +22,7 @@ from klaw.cli.context import (
     stderr_console,
     stdout_console,
 )
-from klaw.cli.model_at_start import cancelled_on_failure, check_in_background, set_where
+from klaw.cli.model_at_start import cancelled_on_failure, check_in_background, say_check, set_where
 from klaw.cli.stopping import FINISHING, stopping
 from klaw.console_logging import logs_through
 from klaw.home import KlawHome
@@ -42,7 +42,7 @@ def engine() -> None:
 async def _serve(home: KlawHome, loaded: LoadedConfig) -> None:
     config = loaded.config
     console = stderr_console()
-    checking = check_in_background(loaded, "klaw engine", console)
+    checking = check_in_background(loaded, "klaw engine")
     with cancelled_on_failure(checking):
         running = await start_engine_or_exit(home, config)
     stop = asyncio.Event()
@@ -51,7 +51,7 @@ async def _serve(home: KlawHome, loaded: LoadedConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         console.print(f"klaw engine listening on {home.socket_path}")
-        await checking
+        await say_check(checking, console)
         await stop.wait()
         stopping(running, console)
     finally:

@@ -12,6 +12,7 @@ import asyncio
 import os
 import signal
 import sys
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 from klaw import event_loop
@@ -23,7 +24,7 @@ from klaw.cli.context import (
     stderr_console,
     stdout_console,
 )
-from klaw.cli.model_at_start import cancelled_on_failure, check_in_background
+from klaw.cli.model_at_start import cancelled_on_failure, check_in_background, say_check
 from klaw.cli.stopping import stopping
 from klaw.home import KlawHome
 
@@ -86,12 +87,13 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
     engine: Engine | None = None
     checking = None
     if with_engine:
-        checking = check_in_background(loaded, "klaw serve", console)
+        checking = check_in_background(loaded, "klaw serve")
         with cancelled_on_failure(checking):
             engine = await start_engine_or_exit(home, loaded.config)
     running = Gateway(home, channels)
     try:
-        await running.start()
+        with cancelled_on_failure(checking) if checking is not None else nullcontext():
+            await running.start()
     except Exception as exc:  # a port in use, a rejected bot token: say which, not a traceback
         await running.stop()
         if engine is not None:
@@ -104,7 +106,7 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
     try:
         _announce(home, channels, with_engine)
         if checking is not None:
-            await checking
+            await say_check(checking, console)
         await stop.wait()
         stopping(engine, console)
     finally:

@@ -38,21 +38,22 @@ async def model_warning(loaded: LoadedConfig, command: str) -> str | None:
     return f"warning: {said} {command} goes on: chats are answered once the model answers."
 
 
-def check_in_background(loaded: LoadedConfig, command: str, console: Console) -> asyncio.Task[None]:
-    """Start the check beside the engine's start (it may wait up to the check's 5 s); the warning is
-    printed on `console` when the answer comes."""
+def check_in_background(loaded: LoadedConfig, command: str) -> asyncio.Task[str | None]:
+    """Start the check beside the start (it may wait up to the check's 5 s); its warning is printed by
+    `say_check` once the whole start succeeded: a start refused after it (a port in use) says only that."""
+    return asyncio.get_running_loop().create_task(model_warning(loaded, command), name="model check at start")
 
-    async def check() -> None:
-        warning = await model_warning(loaded, command)
-        if warning is not None:
-            console.print(Text(warning, style="yellow"), highlight=False)
 
-    return asyncio.get_running_loop().create_task(check(), name="model check at start")
+async def say_check(checking: asyncio.Task[str | None], console: Console) -> None:
+    """Print the check's warning, if any, on `console` (waiting for its answer)."""
+    warning = await checking
+    if warning is not None:
+        console.print(Text(warning, style="yellow"), highlight=False)
 
 
 @contextmanager
-def cancelled_on_failure(checking: asyncio.Task[None]) -> Iterator[None]:
-    """The check is dropped, unprinted, when the engine cannot start: its refusal is the news."""
+def cancelled_on_failure(checking: asyncio.Task[str | None]) -> Iterator[None]:
+    """The check is dropped, unprinted, when the start fails: its refusal is the news."""
     try:
         yield
     except BaseException:
