@@ -13,6 +13,7 @@ import secrets
 import stat
 import tempfile
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
@@ -97,3 +98,14 @@ def append_whole(fd: int, payload: bytes, size: int) -> None:
             os.ftruncate(fd, size)
             os.fsync(fd)
         raise
+
+
+def kept_copy_name(target: Path) -> Path:
+    """`<name>.bak-<UTC time>` beside `target` (a number after it when one of the same second is there): the
+    copies `klaw init --force` and `klaw reindex --keep-backup` keep, which no later run removes (395, 396)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    kept, number = target.with_name(f"{target.name}.bak-{stamp}"), 1
+    while kept.exists():
+        number += 1
+        kept = target.with_name(f"{target.name}.bak-{stamp}-{number}")
+    return kept

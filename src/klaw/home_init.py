@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Literal
 
+from klaw.atomic_file import kept_copy_name
 from klaw.home import SKILLS_FOLDER, KlawHome
 from klaw.home_language import LanguageSettings, apply_to_config_text
 from klaw.private_files import private_dirs, write_private
@@ -61,21 +61,10 @@ def _write(report: InitReport, target: Path, text: str, overwrite: bool) -> None
         return
     data = text.encode("utf-8")
     if target.exists() and target.read_bytes() != data:  # `--force` on a file the person edited: keep theirs
-        saved = _beside(target)
+        saved = kept_copy_name(target)
         write_private(saved, target.read_bytes())
         report.saved.append(saved)
         report.steps.append(("saved", saved))
     write_private(target, data)  # the workspace's prompt files too: klaw's, not the person's
     report.written.append(target)
     report.steps.append(("wrote", target))
-
-
-def _beside(target: Path) -> Path:
-    """`<name>.bak-<UTC time>` beside `target` (a number after it if one of the same second is there):
-    `klaw init --force` replaced an edited engine.yaml with no copy left (newcomer9; decision 396)."""
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    saved, number = target.with_name(f"{target.name}.bak-{stamp}"), 1
-    while saved.exists():
-        number += 1
-        saved = target.with_name(f"{target.name}.bak-{stamp}-{number}")
-    return saved

@@ -388,15 +388,9 @@ def _saved_texts(call_record: StoredMessage) -> set[str]:
     """The texts a tool-call record asked memory_save to keep (as `ArchivalMemory.save` stores them)."""
     from klaw.memory.archival_memory import SAVE_TOOL
 
-    texts = set()
-    for call in (call_record.record.metadata or {}).get("tool_calls", []):
-        if not isinstance(call, dict) or call.get("name") != SAVE_TOOL:
-            continue
-        try:
-            arguments = json.loads(str(call.get("arguments") or "{}"))
-        except ValueError:
-            continue
-        text = arguments.get("text") if isinstance(arguments, dict) else None
-        if isinstance(text, str):
-            texts.add(text.strip())
-    return texts
+    calls = (call_record.record.metadata or {}).get("tool_calls", [])
+    return {
+        text.strip()
+        for call in calls
+        if isinstance(call, dict) and call.get("name") == SAVE_TOOL and (text := _argument(call, "text")) is not None
+    }

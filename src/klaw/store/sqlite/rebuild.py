@@ -18,11 +18,12 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import apsw
 
+from klaw.atomic_file import kept_copy_name
 from klaw.config import FullTextTokenizer
 from klaw.store.protocol import StorageError
 from klaw.store.rebuild_protocol import DoneFile
@@ -184,7 +185,7 @@ def swap_into_place(new: Path, live: Path, *, keep_backup: bool) -> Path | None:
     (`vector_snapshot.py`)."""
     # kept: a name of its own, so no later run removes or overwrites it (decision 395); else a
     # temporary name no kept backup (nor an older klaw's klaw.db.bak) ever has
-    backup = _kept_name(live) if keep_backup else live.with_name(f"{live.name}.swapping-out")
+    backup = kept_copy_name(live) if keep_backup else live.with_name(f"{live.name}.swapping-out")
     for stale in [backup, *(_sidecar(backup, s) for s in _SIDECARS)]:
         stale.unlink(missing_ok=True)
     if live.exists():
@@ -204,16 +205,6 @@ def swap_into_place(new: Path, live: Path, *, keep_backup: bool) -> Path | None:
     for path in [backup, *(_sidecar(backup, s) for s in _SIDECARS)]:
         path.unlink(missing_ok=True)
     return None
-
-
-def _kept_name(live: Path) -> Path:
-    """`<live>.bak-<UTC time>`, with a number after it when a backup of the same second is there."""
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    name, number = live.with_name(f"{live.name}.bak-{stamp}"), 1
-    while name.exists():
-        number += 1
-        name = live.with_name(f"{live.name}.bak-{stamp}-{number}")
-    return name
 
 
 def _checkpoint(path: Path) -> None:
