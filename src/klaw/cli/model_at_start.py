@@ -10,8 +10,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from rich.text import Text
-
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -45,10 +43,13 @@ def check_in_background(loaded: LoadedConfig, command: str) -> asyncio.Task[str 
 
 
 async def say_check(checking: asyncio.Task[str | None], console: Console) -> None:
-    """Print the check's warning, if any, on `console` (waiting for its answer)."""
+    """Print the check's warning, if any, on `console` (waiting for its answer). Its reader may be gone by
+    then (`klaw serve 2>&1 | tee log` after Ctrl-C): a failed print never ends klaw (rich exits 1 on it)."""
+    from klaw.cli.context import say_while_stopping
+
     warning = await checking
     if warning is not None:
-        console.print(Text(warning, style="yellow"), highlight=False)
+        say_while_stopping(console, warning)
 
 
 @contextmanager
