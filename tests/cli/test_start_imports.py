@@ -72,3 +72,15 @@ async def test_a_chats_engine_loads_only_what_its_config_uses(tmp_path: Path) ->
         modules = await loaded(tmp_path, chat_env(home, model.base_url), "chat", stdin="hi\n")
     unused = {"mcp", "telegram", "fastapi", "starlette", "uvicorn", "psycopg", "psycopg_pool"}
     assert "klaw" in modules and not modules & unused, modules & unused
+
+
+async def test_a_piped_exit_starts_no_engine_and_loads_none(tmp_path: Path) -> None:
+    """`echo /exit | klaw chat` leaves after the model check (decision 376) without importing the engine
+    either: numpy (the store's vectors), the tools and the engine's modules are not loaded (decision 378)."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        model.reply_text("ok")
+        modules = await loaded(tmp_path, chat_env(home, model.base_url), "chat", stdin="/exit\n")
+    heavy = {"numpy", "onnxruntime", "prompt_toolkit"}
+    assert "klaw" in modules and not modules & heavy, modules & heavy

@@ -28,9 +28,6 @@ from rich.text import Text
 from klaw.channels.console_keys import KeysWhileThinking
 from klaw.channels.console_waiting import count_up
 from klaw.command_syntax import parse_command
-from klaw.engine.delivery import Outbound
-from klaw.engine.frames import tools_used, unasked_label
-from klaw.engine.runtime import Engine
 from klaw.message_text import MessageRefused
 from klaw.store.records import ChatRef
 from klaw.terminal_text import kept_line_breaks, visible
@@ -40,6 +37,10 @@ if TYPE_CHECKING:  # imported where a prompt is drawn: a piped chat needs neithe
     from prompt_toolkit.key_binding import KeyBindings
 
     from klaw.channels.console_history import ConsoleHistory
+
+    # Types only: `echo /exit | klaw chat` reads EXIT_WORDS here and leaves before any engine (decision 378).
+    from klaw.engine.delivery import Outbound
+    from klaw.engine.runtime import Engine
 
 CONSOLE_CHANNEL = "console"
 EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
@@ -256,6 +257,8 @@ class ConsoleChannel:
     def _show(self, reply: Outbound) -> None:
         """A reply, an error or a question to approve a tool, its control characters shown and never
         obeyed: a reply or a tool's arguments must not clear the screen or overwrite the question."""
+        from klaw.engine.frames import tools_used, unasked_label  # the engine's loaded it by now (decision 378)
+
         label = unasked_label(reply.task, reply.spawned, reply.sent_from)
         if label is not None:  # a task's answer, a message from another chat: say whose, as the web page does
             self._console.print(Text(visible(label), style="bold yellow"), highlight=False)

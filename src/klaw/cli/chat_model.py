@@ -21,13 +21,14 @@ class ChatModel:
 async def chat_model(home: KlawHome, config: EngineConfig, chat: ChatRef) -> ChatModel:
     """The chat's model as the engine will resolve it (`model_in_force`). A store that cannot be opened
     here answers routing.default: starting the engine then names what is wrong with it."""
-    from klaw.engine.sessions import model_in_force
-    from klaw.store.backend import open_storage
-
     catalogue = ModelCatalogue.from_config(config)
     default = ChatModel(config.routing.default, chosen=False)
     if config.database.backend == "sqlite" and not home.database_file(config.database.path).exists():
         return default  # a new home: nothing was chosen yet, and nothing is created before the engine does
+    # Only for a store to read: the store's modules load numpy and the engine's sessions (decision 378).
+    from klaw.engine.sessions import model_in_force
+    from klaw.store.backend import open_storage
+
     try:
         store = await open_storage(home.database_file(config.database.path), config.database)
         try:

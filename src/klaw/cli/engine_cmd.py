@@ -29,6 +29,7 @@ from klaw.home import KlawHome
 
 if TYPE_CHECKING:
     from klaw.config_loader import LoadedConfig
+    from klaw.engine.delivery import Outbound
     from klaw.engine.runtime import Engine
 
 
@@ -68,7 +69,6 @@ def chat(
     from klaw.channels.console_tty import terminal_kept
     from klaw.cli.chat_model import chat_model
     from klaw.cli.chat_start_wait import ToolsWait, started_without_waiting
-    from klaw.engine.delivery import Outbound
     from klaw.llm.preflight import model_problem
 
     home = home_from_env()
