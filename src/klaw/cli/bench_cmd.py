@@ -1,7 +1,8 @@
 """`klaw bench …`: measured figures for speed and cost targets (never timed unit tests).
 
 The LoCoMo family (`locomo`, `past-sessions`, `recall`) lives in `bench_locomo_cmd.py`, `scale` in
-`bench_scale_cmd.py`; the progress bars and JSON output they share live in `bench_output.py`.
+`bench_scale_cmd.py`, `start` in `bench_start_cmd.py`; the progress bars and JSON output they share live in
+`bench_output.py`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from klaw.cli.bench_output import machine, machine_console
 from klaw.cli.bench_output import progress as _progress
 from klaw.cli.bench_output import stage_reporter as _stage_reporter
 from klaw.cli.bench_scale_cmd import scale
+from klaw.cli.bench_start_cmd import start
 
 app = typer.Typer(
     rich_markup_mode="markdown", help="Benchmarks: embedder throughput, vector search latency, …", no_args_is_help=True
@@ -59,6 +61,7 @@ def vectors(
 
 
 app.command()(scale)
+app.command()(start)
 
 
 @app.command()
