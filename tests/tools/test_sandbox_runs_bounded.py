@@ -140,3 +140,37 @@ def test_one_registry_used_from_two_event_loops_still_runs_every_call(tmp_path: 
         results = asyncio.run(round_of(prefix))
         assert all(result.content.startswith("exit code 0 after") for result in results), results
     assert len(intervals(home.workspace, "e")) == 3
+
+
+_SHM_AND_DEV = """
+import errno, multiprocessing, os
+try:
+    with open('/dev/shm/fill', 'wb') as f:
+        for _ in range(64):
+            f.write(bytes(1 << 20))
+    print('shm: 64 MiB written')
+except OSError as e:
+    print('shm:', errno.errorcode[e.errno])
+os.remove('/dev/shm/fill')
+try:
+    open('/dev/fill', 'wb').write(bytes(1 << 20))
+    print('dev: written')
+except OSError as e:
+    print('dev:', errno.errorcode[e.errno])
+open('/dev/null', 'w').write('still a device')
+lock = multiprocessing.Lock()  # a POSIX semaphore in /dev/shm, as multiprocessing makes
+with lock:
+    print('semaphore works')
+"""
+
+
+async def test_dev_and_dev_shm_hold_no_more_than_tmp_mb(tmp_path: Path) -> None:
+    """adversary17: bwrap's /dev is a tmpfs of half the host's RAM, writable and outside every limit: code
+    held 1 GiB of the host's memory in /dev/shm (12 GiB possible here). /dev/shm is now a tmpfs of
+    `sandbox.tmpMb` and /dev is read-only; devices and multiprocessing's semaphores still work."""
+    runner = Runner(home_with_secrets(tmp_path), backend="bubblewrap", tmpMb=16)
+    result = await runner.run(_SHM_AND_DEV, timeout_seconds=20)
+    assert not result.is_error, result.content
+    assert "shm: ENOSPC" in result.content, result.content
+    assert "dev: EROFS" in result.content, result.content
+    assert "semaphore works" in result.content, result.content

@@ -137,6 +137,9 @@ class BubblewrapBackend:
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += data_options(descriptors, generated_files(uid, gid, network=self.limits.network))
         args += ["--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp"]
+        # bwrap's /dev is a tmpfs of half the host's RAM, outside every limit: /dev/shm gets tmpMb, /dev is
+        # made read-only below (decision 377)
+        args += ["--size", str(self.limits.tmp_bytes), "--tmpfs", "/dev/shm"]
         home = self.home_root.resolve()
         if home.is_relative_to("/usr"):  # a home under a system directory stays hidden all the same
             args += ["--tmpfs", str(home)]
@@ -148,6 +151,7 @@ class BubblewrapBackend:
         if venv is not None:
             args += ["--ro-bind", str(venv.resolve()), VENV_MOUNT]
         args += ["--remount-ro", "/"]  # the sandbox's own root (its /etc, /opt…): only /tmp and /workspace are writable
+        args += ["--remount-ro", "/dev"]  # its device nodes still work; no file can be made beside them
         return args
 
     def _environment(self, venv: Path | None) -> list[str]:
