@@ -65,7 +65,8 @@ async def test_sign_in_chat_new_segment_and_inspect_in_chromium() -> None:
         assert await page.locator("#segments tbody tr td:first-child").all_inner_texts() == ["2", "1"]
         await page.locator("#segments tbody tr").nth(1).click()
         await page.locator("#segment-detail td", has_text="favourite colour is teal").first.wait_for()
-        assert await page.locator("#segment-detail h2").inner_text() == "Segment 1"
+        # named as `klaw memory list` names it, number and id (decision 402)
+        assert await page.locator("#segment-detail h2").inner_text() == "Segment 1 (id 1)"
         await page.fill("#search-text", "teal colour")
         await page.press("#search-text", "Enter")
         await page.locator("#search-results td", has_text="favourite colour").first.wait_for()

@@ -151,3 +151,33 @@ def test_the_confirmation_shows_a_chat_id_as_written(home: KlawHome) -> None:
     exchange_id = asyncio.run(write())
     code, out, _ = run(home, "exchange", str(exchange_id), answer="n\n")
     assert code == 1 and f"This erases exchange {exchange_id} of burst:one: " in " ".join(out.split()), out
+
+
+def test_a_segment_is_named_by_its_number_in_the_chat_and_its_id(home: KlawHome) -> None:
+    """The web page's Memory tab numbers a chat's segments from 1; ids run across all chats (decision 275).
+    The CLI now says both, `segment 1 (id 3)`, and forgets by either, with words that say which (decision
+    402): the id stays the bare argument, as scripts pass it; the number needs --number and --chat."""
+    ids = fill(home)
+    theirs = ids["their_segment"]
+    assert theirs != 1  # the other chat's first segment: number 1, a later id
+    listed = CliRunner().invoke(app, ["memory", "list", "--chat", str(OTHER)], env={"KLAW_HOME": str(home.root)})
+    assert listed.exit_code == 0 and f"segment 1 (id {theirs}):" in listed.stdout, listed.stdout
+
+    code, out, _ = run(home, "segment", str(ids["segment"]), answer="n\n")  # an id, as before
+    assert code == 1 and f"This erases segment 1 (id {ids['segment']}) of {ME}:" in " ".join(out.split()), out
+    code, _, err = run(home, "segment", "1", "--chat", str(OTHER), "--yes")  # still an id: the ME chat's
+    assert code == 1 and "there is no segment 1 in this chat" in err
+    code, _, err = run(home, "segment", "--chat", str(OTHER), "--number", "2", "--yes")
+    assert code == 1 and f"{OTHER} has no segment number 2: it has segment 1" in " ".join(err.split()), err
+    code, _, err = run(home, "segment", "--number", "1", "--yes")
+    assert code == 2 and "add --chat CHANNEL:CHAT_ID" in " ".join(err.split()), err
+    code, _, err = run(home, "segment", str(theirs), "--chat", str(OTHER), "--number", "1", "--yes")
+    assert code == 2 and "not both" in err
+    code, _, err = run(home, "exchange", "--chat", str(OTHER), "--number", "1", "--yes")
+    assert code == 2 and "a exchange is named by its id" in " ".join(err.split()), err
+    code, _, err = run(home, "segment", "--yes")
+    assert code == 2 and "--chat CHANNEL:CHAT_ID --number N" in " ".join(err.split()), err
+
+    code, out, _ = run(home, "segment", "--chat", str(OTHER), "--number", "1", "--yes")
+    assert code == 0 and f"Forgot segment 1 (id {theirs}):" in out, out
+    assert "something of theirs" not in log_text(home) and SECRET in log_text(home)

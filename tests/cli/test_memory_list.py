@@ -19,13 +19,14 @@ async def test_list_shows_segments_and_exchanges_with_ids_and_first_words(tmp_pa
     result = klaw(home, "memory", "list", "--chat", str(CHAT))
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "segment 1:" in out and "segment 2:" in out and "(current)" in out
+    assert "segment 1 (id 1):" in out and "segment 2 (id 2):" in out and "(current)" in out
     when = r"\d{4}-\d\d-\d\d \d\d:\d\d"  # the zone follows the times, then what the segment is
-    assert re.search(rf"segment 1: {when} – {when} UTC, \d message", out), out
-    assert re.search(rf"segment 2: {when} UTC \(current\), \d message", out), out
+    assert re.search(rf"segment 1 \(id 1\): {when} – {when} UTC, \d message", out), out
+    assert re.search(rf"segment 2 \(id 2\): {when} UTC \(current\), \d message", out), out
     assert "exchange 1:" in out and "[urgent] book the dentist for tuesday" in out
     assert "exchange 2:" in out and "what is the weather like in Lisbon" in out
-    assert out.index("segment 1:") < out.index("exchange 1:") < out.index("segment 2:") < out.index("exchange 2:")
+    first, second = out.index("segment 1 (id"), out.index("segment 2 (id")
+    assert first < out.index("exchange 1:") < second < out.index("exchange 2:")
 
 
 async def test_search_after_new_finds_what_was_said_before_it(tmp_path: Path) -> None:

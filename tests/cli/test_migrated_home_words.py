@@ -40,7 +40,7 @@ def test_forgetting_on_a_migrated_home_names_postgres_and_the_sqlite_copy_it_doe
 ) -> None:
     home, env, _ = _moved(tmp_path, postgres_server)
     listed = klaw(home, "memory", "list", env=env)
-    assert listed.returncode == 0 and "segment 1:" in listed.stdout, listed.stderr
+    assert listed.returncode == 0 and "segment 1 (id 1):" in listed.stdout, listed.stderr
 
     forgot = klaw(home, "memory", "forget", "segment", "1", "--yes", env=env)
 

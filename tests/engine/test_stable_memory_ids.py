@@ -57,7 +57,10 @@ def listed(home: Path, *env: tuple[str, str]) -> dict[str, str]:
     """`klaw memory list`'s saved memories: the first words of each, by id."""
     result = klaw(home, "memory", "list", "--chat", str(CHAT), env=dict(env))
     assert result.returncode == 0, result.stderr
-    found = [re.fullmatch(r"  memory (\S+): [-\d: ]+, segment \d+: (.*)", line) for line in result.stdout.splitlines()]
+    found = [
+        re.fullmatch(r"  memory (\S+): [-\d: ]+, segment \d+ \(id \d+\): (.*)", line)
+        for line in result.stdout.splitlines()
+    ]
     return {match[2]: match[1] for match in found if match}
 
 

@@ -16,7 +16,7 @@ do); auto-RAG's own scope, the current segment, is the narrower choice.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -30,6 +30,7 @@ from rich.text import Text
 from klaw.cli.context import fail, open_store_or_exit, stdout_console, stored_home_or_exit
 from klaw.cli.memory_forget_cmd import register_forget
 from klaw.cli.memory_list_cmd import register_list
+from klaw.cli.segment_words import segment_words
 from klaw.errors import KlawError
 from klaw.terminal_text import visible
 
@@ -69,6 +70,8 @@ class SearchOutcome:
     threshold: float
     older_segments: int = 0
     """Segments the search left out (--segment current); the output says how to include them."""
+    numbers: dict[int, int] = field(default_factory=dict)
+    """Each segment id of the chat and its number within it, shown beside the id (decision 402)."""
 
 
 @app.command()
@@ -112,13 +115,14 @@ async def _search(
         segment_id: int | None = None
         scope_label = "all segments"
         older = 0
-        if scope is SegmentScope.CURRENT:
-            segments = await store.segments.list(chat)
-            if segments:
-                current = next((s for s in reversed(segments) if s.ended_at is None), segments[-1])
-                segment_id = current.id
-                older = len(segments) - 1
-                scope_label = f"current segment ({current.id}, since {current.started_at:%Y-%m-%d %H:%M} UTC)"
+        segments = await store.segments.list(chat)
+        numbers = {segment.id: number for number, segment in enumerate(segments, start=1)}
+        if scope is SegmentScope.CURRENT and segments:
+            current = next((s for s in reversed(segments) if s.ended_at is None), segments[-1])
+            segment_id = current.id
+            older = len(segments) - 1
+            named = segment_words(numbers.get(current.id), current.id)
+            scope_label = f"current {named}, since {current.started_at:%Y-%m-%d %H:%M} UTC"
         embedder, note = await _embedder_for(store, config, embedder_cache)
         try:
             hybrid = HybridSearch(store, embedder, config.search)
@@ -126,7 +130,7 @@ async def _search(
         finally:
             if embedder is not None:
                 await embedder.aclose()
-        return SearchOutcome(chat, scope_label, hits, note, config.auto_rag.relevance_threshold, older)
+        return SearchOutcome(chat, scope_label, hits, note, config.auto_rag.relevance_threshold, older, numbers)
     finally:
         await store.aclose()
 
@@ -235,7 +239,7 @@ def _print_results(console: Console, outcome: SearchOutcome, limit: int) -> None
             "-" if hit.fts_rank is None else str(hit.fts_rank),
             record.role.value,
             f"{record.created_at:%Y-%m-%d %H:%M:%S}",
-            str(hit.message.segment_id),
+            segment_words(outcome.numbers.get(hit.message.segment_id), hit.message.segment_id).removeprefix("segment "),
             Text(preview),  # message text is never read as rich markup
             style="dim" if _unrelated(hit, outcome.threshold) else None,
         )
@@ -251,7 +255,8 @@ def _print_stacked(console: Console, outcome: SearchOutcome, limit: int, caption
         style = "dim" if _unrelated(hit, outcome.threshold) else ""
         console.print(
             f"{rank}. score {hit.score:.4f}, distance {distance}, FTS rank {fts}, {record.role.value},"
-            f" {record.created_at:%Y-%m-%d %H:%M:%S} UTC, segment {hit.message.segment_id}",
+            f" {record.created_at:%Y-%m-%d %H:%M:%S} UTC,"
+            f" {segment_words(outcome.numbers.get(hit.message.segment_id), hit.message.segment_id)}",
             style=style,
             highlight=False,
         )

@@ -31,11 +31,11 @@ def register_forget(app: typer.Typer) -> None:
     app.command("forget")(forget)
 
 
-def _typed_id(context: typer.Context, value: str) -> int | str:
+def _typed_id(context: typer.Context, value: str | None) -> int | str | None:
     """The id as `/forget` takes it (forget_targets.py): a number for an exchange or segment, a memory's
     id (like 3f9a1c2e) for a memory; a wrong one is a usage error naming what to type."""
     kind = context.params.get("kind")
-    if kind is None:  # the kind itself was refused: typer reports that
+    if kind is None or value is None:  # the kind itself was refused (typer reports that), or --number names it
         return value
     try:
         return typed_target(ForgetKind(kind), value)
@@ -46,18 +46,28 @@ def _typed_id(context: typer.Context, value: str) -> int | str:
 def forget(
     kind: Annotated[ForgetKind, typer.Argument(help="What to forget: exchange, segment or memory.")],
     target_id: Annotated[
-        str,
+        str | None,
         typer.Argument(
             metavar="ID",
             callback=_typed_id,
             show_default=False,
-            help="Its id, as klaw memory list and /memory show: a number for an exchange or segment, 8"
-            " letters and digits (like 3f9a1c2e) for a memory.",
+            help="Its id, as klaw memory list and /memory show: a number for an exchange or segment (the id"
+            " in 'segment 1 (id 7)'), 8 letters and digits (like 3f9a1c2e) for a memory.",
         ),
-    ],
+    ] = None,
     chat: Annotated[
         str | None,
         typer.Option("--chat", help="Only if it belongs to this chat (channel:chat_id), e.g. console:me."),
+    ] = None,
+    number: Annotated[
+        int | None,
+        typer.Option(
+            "--number",
+            min=1,
+            show_default=False,
+            help="A segment by its number within --chat instead of its id: the 1 in 'segment 1 (id 7)', as"
+            " the web page's Memory tab shows it.",
+        ),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
@@ -65,9 +75,10 @@ def forget(
     home, loaded, path = stored_home_or_exit("there is nothing to forget")
     owner = _chat(chat) if chat is not None else None
     console = stdout_console()
+    target, label = _target(path, loaded.config.database, kind, target_id, owner, number)
 
     def confirm(plan: ForgetPlan) -> bool:
-        text = f"This erases {plan.label} of {plan.chat}: {plan.describe()}, for good."
+        text = f"This erases {label or plan.label} of {plan.chat}: {plan.describe()}, for good."
         console.print(
             text, highlight=False, markup=False, emoji=False
         )  # a chat id such as burst:one is not an emoji code
@@ -76,17 +87,17 @@ def forget(
     from klaw.cli.forget_words import erased_from, left_behind
     from klaw.cli.memory_forget_socket import forget_through_engine
 
-    if forget_through_engine(home, kind, target_id, owner, confirm, console):
+    if forget_through_engine(home, kind, target, owner, confirm, console, label):
         if left := left_behind(home, loaded.config.database):
             console.print(left.strip(), highlight=False)
         return
     try:
-        outcome = asyncio.run(_forget(home, path, loaded.config.database, kind, target_id, owner, confirm))
+        outcome = asyncio.run(_forget(home, path, loaded.config.database, kind, target, owner, confirm))
     except ForgetError as exc:
         fail(f"cannot forget: {exc}", code=1)
     except _EngineRunning as running:
         fail(
-            f"{running}, and it does not answer on its socket. Or type `/forget {kind.value} {target_id}` in"
+            f"{running}, and it does not answer on its socket. Or type `/forget {kind.value} {target}` in"
             " the chat it belongs to (klaw memory list shows which) instead: it forgets everywhere, the running"
             " engine included.",
             code=1,
@@ -98,13 +109,60 @@ def forget(
     from klaw.memory.forgetting import runs_left_sentence, tasks_left_sentence
 
     console.print(
-        f"Forgot {outcome.plan.label}: {erased_from(loaded.config.database, outcome.files_rewritten)}. A"
+        f"Forgot {label or outcome.plan.label}: {erased_from(loaded.config.database, outcome.files_rewritten)}. A"
         " tombstone in the log keeps `klaw reindex` from bringing it back."
         + left_behind(home, loaded.config.database)
         + tasks_left_sentence(_tasks_left(home, outcome.plan))
         + runs_left_sentence(outcome.plan.spawned_runs),
         highlight=False,
     )
+
+
+def _target(
+    path: Path,
+    database: DatabaseConfig,
+    kind: ForgetKind,
+    typed: int | str | None,
+    owner: ChatRef | None,
+    number: int | None,
+) -> tuple[int | str, str | None]:
+    """The id to forget and, for a segment, the words naming it (`segment 1 (id 7)`, decision 402): from
+    the id typed, or from `--number` within `--chat`; a missing or doubled choice is a usage error."""
+    if number is not None and kind is not ForgetKind.SEGMENT:
+        fail(f"--number names a segment by its number within --chat; a {kind.value} is named by its id")
+    if number is not None and typed is not None:
+        fail(
+            f"give the segment's id ({typed}) or --number {number}, not both: ids run across all chats,"
+            " numbers within one"
+        )
+    if number is not None and owner is None:
+        fail(f"--number {number} counts the segments of one chat: add --chat CHANNEL:CHAT_ID, e.g. --chat web:main")
+    if number is None and typed is None:
+        how = "or --chat CHANNEL:CHAT_ID --number N (its number within the chat) " if kind is ForgetKind.SEGMENT else ""
+        fail(f"name the {kind.value} to forget: its id {how}as `klaw memory list` shows it")
+    if kind is not ForgetKind.SEGMENT:
+        assert typed is not None
+        return typed, None
+
+    async def words() -> tuple[int | str, str | None]:
+        from klaw.cli.segment_words import id_of_number, number_of, segment_words
+
+        store = await open_store_or_exit(path, database)
+        try:
+            if number is not None:
+                assert owner is not None
+                found = await id_of_number(store, owner, number)
+                return found, segment_words(number, found)
+            assert isinstance(typed, int)
+            held = await number_of(store, typed)
+            return typed, segment_words(held, typed) if held else None
+        finally:
+            await store.aclose()
+
+    try:
+        return asyncio.run(words())
+    except ForgetError as exc:
+        fail(f"cannot forget: {exc}", code=1)
 
 
 def _tasks_left(home: KlawHome, plan: ForgetPlan) -> list[str]:

@@ -44,6 +44,7 @@ def forget_through_engine(
     owner: ChatRef | None,
     confirm: Callable[[Any], bool],  # reads label, chat and describe(), as of a ForgetPlan
     console: Console,
+    label: str | None = None,  # the words naming the target, when the CLI has its own (`segment 1 (id 7)`)
 ) -> bool:
     """True when an engine answered on the socket and the command is done (forgotten, or not confirmed:
     then exit 1); False when none answers, so the command forgets in this process."""
@@ -62,7 +63,7 @@ def forget_through_engine(
     done = _ask(home, {**params, "channel": channel, "chat_id": chat_id, "confirm": True}, FORGET_TIMEOUT_SECONDS)
     stopped = "Stopped the chat's turn under way, then forgot" if done.get("stopped") else "Forgot"
     console.print(
-        f"{stopped} {done.get('label')} through the engine running on {home.root}: erased from the database,"
+        f"{stopped} {label or done.get('label')} through the engine running on {home.root}: erased from the database,"
         f" its search indexes and summaries, and from the conversation log ({done.get('files_rewritten', 0)} log"
         " file(s) rewritten). A tombstone in the log keeps `klaw reindex` from bringing it back."
         + tasks_left_sentence([str(name) for name in done.get("tasks") or []])

@@ -1,7 +1,8 @@
 """`klaw memory list`: a chat's segments, exchanges and saved memories with the ids `klaw memory
 forget` takes.
 
-Each segment with its id, dates and message count, then its exchanges: id, time, status and the first
+Each segment with its number within the chat (the web page's) and its id (decision 402), dates and
+message count, then its exchanges: id, time, status and the first
 words of the person's message; then the memories the agent saved in the chat, oldest first, each with
 its id (the one `/memory` shows, kept by `klaw reindex`: decision 245), time and first words. Text is
 printed literally (never rich markup).
@@ -18,6 +19,7 @@ import typer
 from rich.text import Text
 
 from klaw.cli.context import fail, open_store_or_exit, stdout_console, stored_home_or_exit
+from klaw.cli.segment_words import chat_numbers, segment_words
 from klaw.errors import KlawError
 from klaw.terminal_text import visible
 
@@ -55,11 +57,13 @@ async def _listing(path: Path, database: DatabaseConfig, chat_arg: str | None, p
     try:
         chat = await pick_chat(store, chat_arg)
         lines = [Text(f"{chat}", style="bold")]
+        numbers = await chat_numbers(store, chat)
         for segment in await store.segments.list(chat):
             # The zone right after the times it belongs to: "09:00 UTC (current)", not "09:00 (current) UTC".
             ended = f" – {segment.ended_at:%Y-%m-%d %H:%M} UTC" if segment.ended_at else " UTC (current)"
             count = await store.messages.count_in_segment(segment.id)
-            lines.append(Text(f"segment {segment.id}: {segment.started_at:%Y-%m-%d %H:%M}{ended}, {count} message(s)"))
+            named = segment_words(numbers.get(segment.id), segment.id)
+            lines.append(Text(f"{named}: {segment.started_at:%Y-%m-%d %H:%M}{ended}, {count} message(s)"))
             exchanges = await store.exchanges.for_segment(segment.id)
             rowids = [e.user_message_rowid for e in exchanges if e.user_message_rowid is not None]
             by_rowid = {m.rowid: m for m in await store.messages.by_rowids(rowids)} if rowids else {}
@@ -69,18 +73,18 @@ async def _listing(path: Path, database: DatabaseConfig, chat_arg: str | None, p
                     Text(f"  exchange {exchange.id}: {exchange.started_at:%Y-%m-%d %H:%M} {exchange.status.value}:")
                     + Text(f" {_first_words(said.record.content if said else '')}")
                 )
-        return lines + await _saved_memories(store, chat)
+        return lines + await _saved_memories(store, chat, numbers)
     finally:
         await store.aclose()
 
 
-async def _saved_memories(store: Storage, chat: ChatRef) -> list[Text]:
+async def _saved_memories(store: Storage, chat: ChatRef, numbers: dict[int, int]) -> list[Text]:
     total = await store.memory_chunks.count(chat)
     if not total:
         return [Text("saved memories: none (the agent saves one when asked to remember something)")]
     lines = [Text(f"saved memories: {total}", style="bold")]
     for memory in reversed(await store.memory_chunks.latest(chat, total)):
-        at = f"{memory.created_at:%Y-%m-%d %H:%M}, segment {memory.segment_id}"
+        at = f"{memory.created_at:%Y-%m-%d %H:%M}, {segment_words(numbers.get(memory.segment_id), memory.segment_id)}"
         lines.append(Text(f"  memory {memory.memory_id}: {at}:") + Text(f" {_first_words(memory.content)}"))
     return lines
 

@@ -303,7 +303,8 @@ async function loadSegment(id) {
   try {
     const data = await api(`/api/segments/${id}`);
     container.replaceChildren(
-      el("h2", { text: `Segment ${data.segment.number ?? id}`, title: `segment id ${id}` }),
+      // Both figures, as `klaw memory list` names it (decision 402): the id is what `/forget segment` takes.
+      el("h2", { text: data.segment.number ? `Segment ${data.segment.number} (id ${id})` : `Segment id ${id}` }),
       el("h3", { text: "Exchanges" }),
       table([["#", "num"], ["status"], ["started"], ["user"], ["reply"]],
         data.exchanges.map((e) => [[String(e.id), "num"], [e.status], [fmtTime(e.started_at)], [e.user_text ?? "", "text"], [e.reply_text ?? "", "text"]])),
