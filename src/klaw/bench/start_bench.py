@@ -28,17 +28,24 @@ from klaw.llm.fake_server import FakeOpenAiServer
 
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
+SETTLED_TIMEOUT_S = 60.0
+SETTLED_QUIET_S = 0.5
+"""A started process is settled once its CPU time has not moved for this long (its clock ticks are 10 ms)."""
 READY_WORDS = {"engine": "klaw engine listening on", "serve": "klaw engine and gateway running"}
 """The line each command prints once it takes messages (what tests and service managers wait for)."""
 
 
 @dataclass(frozen=True)
 class StartRun:
-    """One process's start: CPU seconds used and wall seconds elapsed at its ready line, resident MB then."""
+    """One process's start: CPU seconds used and wall seconds elapsed at its ready line, resident MB then;
+    CPU seconds once it settled (what it did in the background after its ready line included: the
+    embedder's warm-up) and the resident MB then."""
 
     cpu_s: float | None
     wall_s: float
     rss_mb: float | None
+    settled_cpu_s: float | None = None
+    settled_rss_mb: float | None = None
 
 
 @dataclass
@@ -50,8 +57,7 @@ class StartFigures:
 
     @property
     def cpu_s(self) -> float | None:
-        values = [run.cpu_s for run in self.runs if run.cpu_s is not None]
-        return statistics.median(values) if values else None
+        return _median([run.cpu_s for run in self.runs])
 
     @property
     def wall_s(self) -> float:
@@ -59,8 +65,20 @@ class StartFigures:
 
     @property
     def rss_mb(self) -> float | None:
-        values = [run.rss_mb for run in self.runs if run.rss_mb is not None]
-        return statistics.median(values) if values else None
+        return _median([run.rss_mb for run in self.runs])
+
+    @property
+    def settled_cpu_s(self) -> float | None:
+        return _median([run.settled_cpu_s for run in self.runs])
+
+    @property
+    def settled_rss_mb(self) -> float | None:
+        return _median([run.settled_rss_mb for run in self.runs])
+
+
+def _median(values: list[float | None]) -> float | None:
+    known = [value for value in values if value is not None]
+    return statistics.median(known) if known else None
 
 
 @dataclass
@@ -109,6 +127,19 @@ def _environment(home: KlawHome, base_url: str, embedder: str, source: str | Non
     return env
 
 
+async def _settled_cpu_s(pid: int) -> float | None:
+    """The process's CPU seconds once they stopped growing for `SETTLED_QUIET_S` (None without /proc)."""
+    last = _proc_cpu_s(pid)
+    deadline = time.monotonic() + SETTLED_TIMEOUT_S
+    while last is not None and time.monotonic() < deadline:
+        await asyncio.sleep(SETTLED_QUIET_S)
+        now = _proc_cpu_s(pid)
+        if now == last:
+            break
+        last = now
+    return last
+
+
 async def _one_start(command: str, env: dict[str, str]) -> StartRun:
     """Start `klaw command`, read its output until the ready line, take the figures, stop it."""
     began = time.perf_counter()
@@ -124,19 +155,24 @@ async def _one_start(command: str, env: dict[str, str]) -> StartRun:
     )
     assert process.stdout is not None
     said: list[str] = []
+    drained: asyncio.Task[bytes] | None = None
     try:
         async with asyncio.timeout(START_TIMEOUT_S):
             while line := (await process.stdout.readline()).decode(errors="replace"):
                 said.append(line)
                 if READY_WORDS[command] in line:
-                    run = StartRun(_proc_cpu_s(process.pid), time.perf_counter() - began, _proc_rss_mb(process.pid))
+                    ready = StartRun(_proc_cpu_s(process.pid), time.perf_counter() - began, _proc_rss_mb(process.pid))
                     break
             else:
                 raise RuntimeError(f"klaw {command} exited at start: {''.join(said[-5:]).strip()}")
+        drained = asyncio.create_task(process.stdout.read())  # its later lines never fill the pipe
+        settled = await _settled_cpu_s(process.pid)
+        run = StartRun(ready.cpu_s, ready.wall_s, ready.rss_mb, settled, _proc_rss_mb(process.pid))
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
-        drained = asyncio.create_task(process.stdout.read())
+        if drained is None:
+            drained = asyncio.create_task(process.stdout.read())
         try:
             await asyncio.wait_for(process.wait(), STOP_TIMEOUT_S)
         except TimeoutError:

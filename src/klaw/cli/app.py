@@ -87,6 +87,9 @@ def _root(
     ] = False,
 ) -> None:
     from klaw.log_format import FORMAT, QuietLogFailures, SafeFormatter
+    from klaw.start_up_heap import resume_collector
+
+    resume_collector(context.invoked_subcommand)  # off while the command line loaded (decision 411)
 
     class _Stderr(QuietLogFailures, logging.StreamHandler):  # type: ignore[type-arg]
         """stderr, a failure to write there one line at most."""

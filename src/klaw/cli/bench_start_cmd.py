@@ -41,7 +41,8 @@ def start(
     out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
 ) -> None:
     """Start-up of `klaw engine` (or `klaw serve`): CPU and wall time from exec to its ready line, and its
-    memory then; medians of --runs fresh processes on one home."""
+    memory then; its CPU and memory once it settled (the embedder's warm-up after the ready line included);
+    medians of --runs fresh processes on one home."""
     from klaw.bench.start_bench import measure_start
 
     if against is not None and not (against / "klaw" / "__init__.py").is_file():
@@ -66,16 +67,29 @@ def start(
         name = "this klaw" if figures.source is None else figures.source
         cpu = "n/a (no /proc)" if figures.cpu_s is None else f"{figures.cpu_s:.3f} s"
         rss = "" if figures.rss_mb is None else f", resident {figures.rss_mb:.0f} MB"
+        settled = (
+            ""
+            if figures.settled_cpu_s is None or figures.settled_rss_mb is None
+            else f"; settled CPU {figures.settled_cpu_s:.3f} s, resident {figures.settled_rss_mb:.0f} MB"
+        )
         console.print(
             f"klaw {result.command} (embedder {result.embedder}), {name}: to ready CPU {cpu},"
-            f" wall {figures.wall_s:.3f} s{rss} (median of {len(figures.runs)})"
+            f" wall {figures.wall_s:.3f} s{rss}{settled} (median of {len(figures.runs)})"
         )
     emit(
         {
             "machine": machine(),
             **asdict(result),
             "medians": [
-                {"source": f.source, "cpu_s": f.cpu_s, "wall_s": f.wall_s, "rss_mb": f.rss_mb} for f in result.figures
+                {
+                    "source": f.source,
+                    "cpu_s": f.cpu_s,
+                    "wall_s": f.wall_s,
+                    "rss_mb": f.rss_mb,
+                    "settled_cpu_s": f.settled_cpu_s,
+                    "settled_rss_mb": f.settled_rss_mb,
+                }
+                for f in result.figures
             ],
         },
         out,

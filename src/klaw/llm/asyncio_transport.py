@@ -48,17 +48,31 @@ def _tls_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
     return httpx.create_ssl_context()  # reads the same two variables
 
 
-class AsyncioTransport(httpx.AsyncHTTPTransport):
-    """`httpx.AsyncHTTPTransport` whose connection pool runs on `backend` (a new `AsyncioBackend` if none)."""
+def no_tls_context() -> ssl.SSLContext:
+    """The TLS context of a client that makes no TLS connection (its base URL is http://, it follows no
+    redirect): verifying, and trusting no certificate, so a TLS connection asked of it fails instead of going
+    unverified. Making it loads no CA bundle: an engine on a local http:// model loads none at start
+    (decision 411)."""
+    return _no_tls_context()
 
-    def __init__(self, backend: AsyncioBackend | None = None) -> None:
-        tls = tls_context()  # one for both pools
-        super().__init__(verify=tls, limits=_LIMITS)
+
+@functools.cache
+def _no_tls_context() -> ssl.SSLContext:
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED and check_hostname by default
+
+
+class AsyncioTransport(httpx.AsyncHTTPTransport):
+    """`httpx.AsyncHTTPTransport` whose connection pool runs on `backend` (a new `AsyncioBackend` if none);
+    `tls=False` for a client of an http:// base URL (`no_tls_context`)."""
+
+    def __init__(self, backend: AsyncioBackend | None = None, *, tls: bool = True) -> None:
+        context = tls_context() if tls else no_tls_context()  # one for both pools
+        super().__init__(verify=context, limits=_LIMITS)
         # The parent builds its pool with httpcore's default backend and offers no parameter for another;
         # it keeps the pool in `_pool`, which its request and close methods use (tests/llm/test_asyncio_transport
         # fails if a new httpx stops doing so).
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=tls,
+            ssl_context=context,
             max_connections=_LIMITS.max_connections,
             max_keepalive_connections=_LIMITS.max_keepalive_connections,
             keepalive_expiry=_LIMITS.keepalive_expiry,

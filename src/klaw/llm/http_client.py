@@ -22,7 +22,9 @@ def new_http_client(base_url: str) -> httpx.AsyncClient:
             timeout=None, follow_redirects=False, verify=tls_context(), proxy=proxy.for_httpx(), trust_env=False
         )
     else:
-        client = httpx.AsyncClient(timeout=None, follow_redirects=False, transport=AsyncioTransport())
+        # No redirect is followed, so a client of an http:// base URL never speaks TLS: it loads no CA bundle.
+        transport = AsyncioTransport(tls=not base_url.lower().startswith("http://"))
+        client = httpx.AsyncClient(timeout=None, follow_redirects=False, transport=transport)
     # httpx offers no parameter for the jar's class (its `cookies` setter copies into a plain `Cookies`);
     # tests/llm/test_http_client_cookies.py fails if a newer httpx stops reading `_cookies`.
     client._cookies = CookiesWhenSet()

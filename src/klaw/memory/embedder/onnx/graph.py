@@ -20,10 +20,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from klaw.memory.embedder.bert import Bert
+from klaw.memory.embedder.onnx.runtime import ATTENTION_MASK, INPUT_IDS
 
 OPSET = 17
-INPUT_IDS = "input_ids"
-ATTENTION_MASK = "attention_mask"
 OUTPUT = "sentence_embedding"
 _ATTENTION_PREFIX = "attn_"
 # Added to padded keys' scores before softmax: exp(-1e4) is 0.0 in float32, as in BERT itself.

@@ -20,13 +20,17 @@ import numpy as np
 
 from klaw.memory.embedder.bert import F32, MAX_GROUP_CELLS, Bert
 from klaw.memory.embedder.onnx.cache import KEY_METADATA, CacheKey, cached_model, model_bytes, write
-from klaw.memory.embedder.onnx.graph import ATTENTION_MASK, INPUT_IDS
 from klaw.memory.embedder.protocol import EmbedderError
 
 if TYPE_CHECKING:
     import onnxruntime
 
 log = logging.getLogger(__name__)
+
+# The graph's inputs (graph.py names them so). Here, not there: graph.py imports the `onnx` package
+# (~0.1 s of CPU), which only building the graph needs; a start that finds it cached never loads it.
+INPUT_IDS = "input_ids"
+ATTENTION_MASK = "attention_mask"
 
 # A padded batch is cut where padding would add more than this share of its real tokens (plus a
 # little slack, so very short texts still go together): each run costs ~0.1 ms of fixed overhead.

@@ -1,0 +1,69 @@
+"""The `klaw` command line loads its ~800 modules without the cyclic collector walking them (decision 411),
+and never leaves it off: every command runs with it on, an engine's once the engine started. Asserted on
+the real command line's collector as it exits (`gc`'s own counts), never on a time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.chat_terminal import chat_env, init_home
+from tests.cli.piped_chat import CHAT_SECONDS
+
+# The `klaw` script's entry point, with the collector's state written out as the process exits.
+PROGRAM = """
+import atexit, gc, json, sys
+out = sys.argv[1]
+def say():
+    stats = [generation["collections"] for generation in gc.get_stats()]
+    state = {"enabled": gc.isenabled(), "collections": stats, "frozen": gc.get_freeze_count()}
+    open(out, "w").write(json.dumps(state))
+atexit.register(say)
+sys.argv = ["klaw", *sys.argv[2:]]
+from klaw.cli import main
+main()
+"""
+
+
+async def collector_at_exit(tmp_path: Path, env: dict[str, str], *args: str, stdin: str = "") -> dict[str, Any]:
+    out = tmp_path / "collector.json"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        PROGRAM,
+        str(out),
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    _, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout=CHAT_SECONDS)
+    assert process.returncode == 0, err.decode()
+    state: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return state
+
+
+async def test_a_chats_start_runs_one_full_collection_and_leaves_the_collector_on(tmp_path: Path) -> None:
+    """The only full collection of a piped chat is the one before its engine's start-up heap is frozen
+    (decision 303); the collector is on for its turn. Before, the start ran one or two more full and a
+    dozen or more older-generation collections walking the modules just loaded."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        model.reply_text("ok")
+        state = await collector_at_exit(tmp_path, chat_env(home, model.base_url), "chat", stdin="hi\n")
+    assert state["enabled"] and state["frozen"] > 0, state
+    assert state["collections"][2] == 1, state
+
+
+async def test_a_command_that_starts_no_engine_runs_with_the_collector_on(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    for args in (["config", "path"], ["config", "show"]):
+        state = await collector_at_exit(tmp_path, chat_env(home, "http://127.0.0.1:9/v1"), *args)
+        assert state["enabled"] and state["frozen"] == 0, (args, state)
