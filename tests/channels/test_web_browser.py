@@ -124,7 +124,7 @@ async def test_forget_last_takes_the_erased_exchange_off_the_page_in_chromium() 
 
         await page.fill("#input", "/forget last")
         await page.press("#input", "Enter")
-        await page.locator(".msg.notice", has_text="erased from the database").wait_for()
+        await page.locator(".msg.notice", has_text="erased from klaw.db").wait_for()
         await page.locator(".msg", has_text="HUNTER2").wait_for(state="detached")
         assert await page.locator(".msg.user", has_text="my locker code?").count() == 0
         assert await page.locator(".msg.assistant", has_text="kept answer").count() == 1

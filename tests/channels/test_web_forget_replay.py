@@ -64,9 +64,9 @@ async def test_forgotten_replies_are_not_replayed_to_a_tab_that_reconnects() -> 
             await said("what is my locker code?", SECRET_REPLY)
             assert any(SECRET_REPLY in data.get("text", "") for _, data in await _replayed(client, SECRET_REPLY))
 
-            [*_, (kind, notice)] = await said("/forget last", "erased from the database")
+            [*_, (kind, notice)] = await said("/forget last", "erased from klaw.db")
             assert kind == "notice" and notice["forgotten"] is True
-            replayed = await _replayed(client, "erased from the database")
+            replayed = await _replayed(client, "erased from klaw.db")
             assert not [data for _, data in replayed if "HUNTER2" in json.dumps(data)], replayed
             history = (await client.get("/api/history")).json()
             assert "HUNTER2" not in json.dumps(history)

@@ -52,6 +52,24 @@ def test_forgetting_on_a_migrated_home_names_postgres_and_the_sqlite_copy_it_doe
     assert f"rm {home / 'klaw.db'}*; rm -r {home / 'conversations'}" in said
 
 
+def test_forget_typed_in_a_chat_on_a_migrated_home_names_the_sqlite_copy_it_does_not_reach(
+    tmp_path: Path, postgres_server: PgServer
+) -> None:
+    """`/forget` in the chat said "erased from the database … and the conversation log" and named no copy,
+    where `klaw memory forget` names it: the chat now says the same, in the same words (decision 394)."""
+    home, env, _ = _moved(tmp_path, postgres_server)
+    person = {**env, "LOGNAME": "me", "USER": "me"}  # the console chat of a_home's records: console:me
+
+    typed = klaw(home, "chat", "--skip-check", env=person, stdin="/forget segment 1\n")
+
+    said = _said(typed.stdout)
+    assert typed.returncode == 0, typed.stderr
+    assert f"Forgot segment 1: 6 message(s) erased from the PostgreSQL database named by {VARIABLE}" in said, said
+    assert "conversation log" not in said
+    assert f"Not reached: {home / 'klaw.db'} and the JSONL files under {home / 'conversations'}" in said, said
+    assert f"rm {home / 'klaw.db'}*; rm -r {home / 'conversations'}" in said
+
+
 def test_the_migrate_names_the_line_to_change_and_the_copy_it_left(tmp_path: Path, postgres_server: PgServer) -> None:
     home = a_home(tmp_path)
     initial = (home / "engine.yaml").read_text(encoding="utf-8")

@@ -84,10 +84,10 @@ def forget(
         )  # a chat id such as burst:one is not an emoji code
         return yes or typer.confirm("Forget it?", default=False)
 
-    from klaw.cli.forget_words import erased_from, left_behind
     from klaw.cli.memory_forget_socket import forget_through_engine
+    from klaw.memory.forget_words import erased_from, left_behind
 
-    if forget_through_engine(home, kind, target, owner, confirm, console, label):
+    if forget_through_engine(home, loaded.config.database, kind, target, owner, confirm, console, label):
         if left := left_behind(home, loaded.config.database):
             console.print(left.strip(), highlight=False)
         return

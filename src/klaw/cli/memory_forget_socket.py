@@ -16,9 +16,11 @@ from rich.console import Console
 from klaw.cli.context import fail
 from klaw.home import KlawHome
 from klaw.memory.forget_targets import ForgetKind
+from klaw.memory.forget_words import erased_from
 from klaw.memory.forgetting import runs_left_sentence, tasks_left_sentence
 
 if TYPE_CHECKING:
+    from klaw.config import DatabaseConfig
     from klaw.store.records import ChatRef
 
 PLAN_TIMEOUT_SECONDS = 15.0  # what the target holds: a few reads
@@ -39,6 +41,7 @@ class _Shown:
 
 def forget_through_engine(
     home: KlawHome,
+    database: DatabaseConfig,
     kind: ForgetKind,
     target_id: int | str,
     owner: ChatRef | None,
@@ -63,9 +66,9 @@ def forget_through_engine(
     done = _ask(home, {**params, "channel": channel, "chat_id": chat_id, "confirm": True}, FORGET_TIMEOUT_SECONDS)
     stopped = "Stopped the chat's turn under way, then forgot" if done.get("stopped") else "Forgot"
     console.print(
-        f"{stopped} {label or done.get('label')} through the engine running on {home.root}: erased from the database,"
-        f" its search indexes and summaries, and from the conversation log ({done.get('files_rewritten', 0)} log"
-        " file(s) rewritten). A tombstone in the log keeps `klaw reindex` from bringing it back."
+        f"{stopped} {label or done.get('label')} through the engine running on {home.root}:"
+        f" {erased_from(database, int(done.get('files_rewritten') or 0))}. A tombstone in the log keeps"
+        " `klaw reindex` from bringing it back."
         + tasks_left_sentence([str(name) for name in done.get("tasks") or []])
         + runs_left_sentence([str(name) for name in done.get("runs") or []]),
         highlight=False,

@@ -55,6 +55,7 @@ from klaw.memory.auto_rag import AutoRagService
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.embedder.memo import QueryMemo
 from klaw.memory.embedder.protocol import Embedder
+from klaw.memory.forget_words import ForgetWords
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.memory.summaries.service import SummarizerService
@@ -248,6 +249,7 @@ async def assemble(
         embedding_queue=memory.embedding_queue,
         scheduler=scheduler,
         forgetting=memory.forgetting,
+        forget_words=ForgetWords(home, config.database),
         memory_commands=MemoryCommands(memory.settings, summarizer, memory.embedding_queue, memory.store),
         approvals=approvals,
         saved_memories=memory.store.memory_chunks,

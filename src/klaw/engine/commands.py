@@ -28,6 +28,7 @@ from klaw.memory.auto_rag import RecalledMessage
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.forget_targets import typed_target
+from klaw.memory.forget_words import ForgetWords
 from klaw.memory.forgetting import (
     ForgetError,
     ForgetKind,
@@ -67,6 +68,7 @@ class CommandHandler:
     embedding_queue: EmbeddingQueue | None = None
     scheduler: Scheduler | None = None
     forgetting: Forgetting | None = None
+    forget_words: ForgetWords  # where `/forget` says it erased, and the migrate's copy it did not reach
     memory_commands: InitVar[MemoryCommands | None] = None
     approvals: ApprovalGate | None = None
     saved_memories: MemoryChunkRepository | None = None  # `/memory` lists the chat's latest
@@ -212,9 +214,9 @@ class CommandHandler:
             return f"Cannot forget: {exc}."
         stopped_first = "Stopped the turn under way in this chat, then forgot" if stopped else "Forgot"
         return (
-            f"{stopped_first} {plan.label}: {plan.describe()} erased from the database, its search indexes,"
-            f" summaries and the conversation log ({outcome.files_rewritten} log file(s) rewritten). Core memory"
-            f" is unchanged: /memory shows it.{tasks_left_sentence(await self._tasks_left(plan))}"
+            f"{stopped_first} {plan.label}: {plan.describe()} {self.forget_words.erased_from(outcome.files_rewritten)}."
+            f" Core memory is unchanged: /memory shows it.{self.forget_words.left_behind()}"
+            f"{tasks_left_sentence(await self._tasks_left(plan))}"
             f"{runs_left_sentence(plan.spawned_runs)}"
         )
 

@@ -1,4 +1,5 @@
-"""What `klaw memory forget` says it erased, naming the store the home really uses.
+"""What a forget says it erased, naming the store the home really uses: `klaw memory forget`, and
+`/forget` typed in a chat (decision 403), in the same words.
 
 On a home moved into PostgreSQL (`klaw db migrate`), the memory is the database `database.urlEnv`
 names and its log is the database's own; the klaw.db and the JSONL files under conversations/ that
@@ -8,6 +9,8 @@ those files still held the text, so the words name PostgreSQL and say what is le
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from klaw.config import DatabaseConfig
 from klaw.home import KlawHome
@@ -47,3 +50,17 @@ def left_behind(home: KlawHome, database: DatabaseConfig) -> str:
         f" Not reached: {' and '.join(names)}, the SQLite copy 'klaw db migrate' left, may still hold it;"
         f" delete that copy once you no longer need it ({'; '.join(removal)})."
     )
+
+
+@dataclass(frozen=True)
+class ForgetWords:
+    """A home's store, for the engine's `/forget` answer: where the text was erased, what was not reached."""
+
+    home: KlawHome
+    database: DatabaseConfig
+
+    def erased_from(self, files_rewritten: int) -> str:
+        return erased_from(self.database, files_rewritten)
+
+    def left_behind(self) -> str:
+        return left_behind(self.home, self.database)
