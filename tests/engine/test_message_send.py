@@ -250,7 +250,7 @@ async def test_a_target_in_the_middle_of_a_turn_gets_it_after_that_turn_without_
 async def test_a_task_may_report_only_where_message_send_may_write() -> None:
     """A scheduled task's answers are messages to its `inject_into` chat: `schedule_add` refuses a chat
     `message_send` may not write to (a prompt injection's way round the target list), with the same
-    reason, and no task is made; one of the person's chats is accepted."""
+    reason, and no task is made (no question is asked first); the chat it is asked in is accepted."""
     async with stand(["web", "telegram"]) as s:
         scheduler = s.engine.scheduler
         assert scheduler is not None
@@ -265,8 +265,10 @@ async def test_a_task_may_report_only_where_message_send_may_write() -> None:
         )
         assert await scheduler.list_tasks() == []
 
-        s.server.reply_tool_calls([("schedule_add", {**every, "inject_into": "telegram:42"})])
+        # Into this very chat (named, not left out): made at once. Another of the person's chats is asked of
+        # the person first (decision 379: tests/engine/test_task_into_another_chat.py).
+        s.server.reply_tool_calls([("schedule_add", {**every, "inject_into": "web:main"})])
         s.server.reply_text("Done.")
-        await s.turn("every hour tell my telegram hello", message_id="m2")
+        await s.turn("every hour tell me hello here", message_id="m2")
         [task] = await scheduler.list_tasks()
-        assert task.inject_into == TELEGRAM
+        assert task.inject_into == WEB

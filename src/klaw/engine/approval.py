@@ -39,7 +39,8 @@ from klaw.store.records import ChatRef
 
 log = logging.getLogger(__name__)
 
-Condition = Callable[[Mapping[str, Any]], bool]  # a tool held only for some arguments (schedule_add allowTools)
+# A tool held only for some arguments in some chat (schedule_add allowing held tools or reporting elsewhere)
+Condition = Callable[[Mapping[str, Any], ChatRef], bool]
 
 
 class Decision(StrEnum):
@@ -112,11 +113,9 @@ class ApprovalGate:
     def tools(self) -> frozenset[str]:
         return self._tools
 
-    def hold_when(self, tool: str, condition: Condition) -> None:
-        """Hold `tool` too when `condition(arguments)` is true, whatever `tools.approval` says."""
-        self._conditions[tool] = condition
-
-    def holds(self, call: ToolCall) -> bool:
+    def holds(self, call: ToolCall, chat: ChatRef) -> bool:
+        """Whether `call`, made in `chat`, waits for the person: its tool is held (`tools.approval`), or a
+        condition holds it for these arguments there, whatever `tools.approval` says."""
         if call.name in self._tools:
             return True
         condition = self._conditions.get(call.name)
@@ -124,12 +123,12 @@ class ApprovalGate:
             return False
         arguments = _arguments(call.arguments)
         # Arguments that do not parse fail validation in the registry; held anyway, to be safe.
-        return arguments is None or condition(arguments)
+        return arguments is None or condition(arguments, chat)
 
     async def check(self, call: ToolCall, chat: ChatRef, scope: ApprovalScope) -> Verdict | None:
         """None: the call is not held and runs. Else the verdict, asking the person if there is one (the
         turn holds no LLM slot meanwhile: it holds one around a model call alone, decision 297)."""
-        if not self.holds(call):
+        if not self.holds(call, chat):
             return None
         if not scope.ask:
             if call.name in scope.allowed:

@@ -14,6 +14,7 @@ scheduler, the socket claimed, unanswered messages resumed, the scheduler starte
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -59,13 +60,14 @@ from klaw.memory.forget_words import ForgetWords
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.memory.summaries.service import SummarizerService
-from klaw.scheduling.tools import asks_to_allow_tools
+from klaw.scheduling.tools import asks_for_more_than_its_chat
 from klaw.store.protocol import Storage
 from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SKILLS
 from klaw.tools.docs.index import DocsIndex
 from klaw.tools.docs.tools import DOCS_PROMPT
 from klaw.tools.groups import ServiceKey
 from klaw.tools.mcp.servers import McpServers
+from klaw.tools.messaging.send import message_targets
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolFunction
 from klaw.tools.selection import ToolSelection
@@ -185,7 +187,8 @@ async def assemble(
         timeout_seconds=config.tools.approval_timeout_seconds,
         clock=clock,
         delivery=delivery,
-        conditions={"schedule_add": asks_to_allow_tools},  # a task allowed held tools: the person says yes first
+        # a task allowed held tools, or reporting into another chat: the person says yes first (decision 379)
+        conditions={"schedule_add": functools.partial(asks_for_more_than_its_chat, targets=message_targets(config))},
     )
     turns = TurnRunner(
         model_for=router.client,

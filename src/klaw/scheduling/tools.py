@@ -64,11 +64,27 @@ class TaskScheduler(Protocol):
     def spawn(self, task_name: str, message: str, *, model: str | None, reply_to: ChatRef | None) -> None: ...
 
 
-def asks_to_allow_tools(arguments: Mapping[str, Any]) -> bool:
-    """Whether a schedule_add call would let a task run held tools without asking: then the call itself
-    is held for the person's approval (engine/approval.py), so an instruction injected into a turn
-    cannot create a task that runs host_exec unasked."""
-    return bool(arguments.get("allow_tools"))
+def asks_for_more_than_its_chat(arguments: Mapping[str, Any], chat: ChatRef, *, targets: Collection[ChatRef]) -> bool:
+    """Whether a schedule_add call made in `chat` would let a task run held tools without asking, or
+    report into another chat: then the call itself is held for the person's approval
+    (engine/approval.py), so an instruction injected into a turn can create neither a task that runs
+    host_exec unasked nor one that writes into another chat every minute, outside message_send's caps
+    (decision 379). A task reporting back where it was asked for, or nowhere, is the person's own
+    conversation and is not held; nor is one into a chat off `targets`, which the tool refuses at once."""
+    if arguments.get("allow_tools"):
+        return True
+    inject_into = arguments.get("inject_into")
+    if inject_into is None:
+        return False
+    if not isinstance(inject_into, str):
+        return True  # refused by validation; held all the same, to be safe
+    if inject_into.strip().lower() == NO_CHAT:
+        return False
+    try:
+        target = parse_chat_target(inject_into)
+    except ValueError:
+        return False  # refused by the tool itself, naming the allowed targets
+    return target != chat and target in targets
 
 
 def register_scheduler_tools(
@@ -150,7 +166,7 @@ def register_scheduler_tools(
         return await add(context, name, message, cron, every, model, inject_into, None)
 
     # With tools held for approval, schedule_add may name those its runs use unasked (the call itself is
-    # then held: asks_to_allow_tools); without, the parameter is not offered (its schema costs tokens).
+    # then held: asks_for_more_than_its_chat); without, the parameter is not offered (its schema costs tokens).
     async def schedule_add_allowing(
         context: ToolContext,
         name: TaskName,
