@@ -13,6 +13,8 @@ from pathlib import Path
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import CHAT_SECONDS
+from tests.engine import short_socket_dir
+from tests.serve_helpers import running, serve_config, serve_env, stop, web_page, write_serve_home
 
 # The `klaw` script's own entry point, with the names of the modules loaded written out as the process exits.
 PROGRAM = """
@@ -100,3 +102,16 @@ async def test_a_local_embedders_cached_graph_is_loaded_without_the_onnx_package
         again = await loaded(tmp_path, env, "chat", stdin="hi again\n")
     assert "onnx" in first  # built the graph: the test reaches the path it means to
     assert "onnxruntime" in again and "onnx" not in again, again & {"onnx", "google"}
+
+
+async def test_serve_without_telegram_loads_no_telegram_library(tmp_path: Path) -> None:
+    """`klaw serve` with the web page alone (Telegram off, as `klaw init` writes it) never loads
+    python-telegram-bot (~0.2 s of its start: decision 411); the modules are read as it exits on SIGTERM."""
+    names = tmp_path / "modules.json"
+    with short_socket_dir() as directory:
+        home = write_serve_home(directory / "home", serve_config("http://127.0.0.1:9/v1"))
+        async with running("-c", PROGRAM, str(names), "serve", env=serve_env(home)) as process:
+            await web_page(process)
+            assert await stop(process) == 0
+    modules = {name.split(".")[0] for name in json.loads(names.read_text(encoding="utf-8"))}
+    assert "klaw" in modules and "uvicorn" in modules and "telegram" not in modules, modules & {"telegram"}
