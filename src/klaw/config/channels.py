@@ -26,6 +26,24 @@ def _bare_host_name(value: str) -> str:
     return name
 
 
+def _published_url(value: str | None) -> str | None:
+    """The address a person opens: http(s) with a host, as a browser's address bar takes it."""
+    if value is None:
+        return None
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number in 0-65535
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname) and not parts.query
+    except ValueError:  # the port, or an unclosed IPv6 bracket
+        usable = False
+    if not usable or any(c.isspace() for c in value):
+        raise ValueError(
+            "must be the address a person opens, an http:// or https:// URL with a host, e.g."
+            " http://127.0.0.1:8765/ (a container's published port) or https://klaw.example.org/ (a reverse proxy)"
+        )
+    return value
+
+
 class WebChannelConfig(Section):
     """The web page (chat, memory inspector, settings), served by the gateway."""
 
@@ -35,6 +53,12 @@ class WebChannelConfig(Section):
     allowed_hosts: tuple[Annotated[str, AfterValidator(_bare_host_name)], ...] = Field(
         default=(),
         description="Names the page answers to besides localhost, IP addresses and host (your reverse proxy's).",
+    )
+    published_url: Annotated[str | None, AfterValidator(_published_url)] = Field(
+        default=None,
+        description="The address a person opens when it is not host:port itself (a container's published port,"
+        " a reverse proxy): klaw serve shows it, and warns about plain HTTP only when it is reached beyond this"
+        " machine over http://.",
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 from klaw.atomic_file import replace_file
 from klaw.channels.web.app import create_app
@@ -33,10 +34,22 @@ log = logging.getLogger(__name__)
 
 WEB_CHANNEL = "web"
 PLAIN_HTTP_WARNING = (
-    "the web page listens on %s, beyond this machine, over plain HTTP: the token and every message cross the"
+    "the web page %s, beyond this machine, over plain HTTP: the token and every message cross the"
     " network unencrypted. Keep host: 127.0.0.1 and reach it through SSH or a TLS reverse proxy"
     " (docs/channels.md), or make sure the network is yours alone."
 )
+
+
+def exposed(config: WebChannelConfig) -> str | None:
+    """How the page is reached beyond this machine over plain HTTP ("listens on 0.0.0.0"), for the
+    warning; None when it is not. With `publishedUrl` that address decides (decision 403): a container
+    listens on 0.0.0.0 for its published port, and compose.yaml publishes it on the host's 127.0.0.1."""
+    if config.published_url is not None:
+        parts = urlsplit(config.published_url)
+        if parts.scheme == "https" or is_loopback(parts.hostname or ""):
+            return None
+        return f"is published at {config.published_url}"
+    return None if is_loopback(config.host) else f"listens on {config.host}"
 
 
 def is_loopback(host: str) -> bool:
@@ -83,8 +96,8 @@ class WebChannel:
             ) from None
         log.info("web page listening on %s", self.url)
         replace_file(self._home.web_address_file, f"{self.url}\n".encode())
-        if not is_loopback(self._config.host):
-            log.warning(PLAIN_HTTP_WARNING, self._config.host)
+        if (where := exposed(self._config)) is not None:
+            log.warning(PLAIN_HTTP_WARNING, where)
 
     async def stop(self) -> None:
         self.hub.close()
@@ -122,6 +135,11 @@ class WebChannel:
         self.hub.publish("delta", {"chat_id": frame.chat_id, "reply_to": frame.reply_to, "text": frame.text})
 
     # -- WebBackend -------------------------------------------------------------------------------
+
+    @property
+    def shown_url(self) -> str:
+        """The address a person opens: `publishedUrl`, else the one it listens on."""
+        return self._config.published_url or self.url
 
     @property
     def url(self) -> str:
