@@ -8,9 +8,12 @@ the fake OpenAI-protocol server (`stand` of test_message_send.py)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from klaw.llm.fake_wire import Reply, TextReply, ToolCallsReply
 from klaw.store.records import ChatRef, Role
 from tests.engine.test_message_send import stand
 from tests.engine.test_scheduler_e2e import run_once
@@ -123,3 +126,42 @@ async def test_a_scheduled_tasks_run_counts_the_same_way() -> None:
         assert all(r.startswith("not sent: message_send sends at most 3 message(s) per turn") for r in results[3:])
         said = [r.content for r in s.logged(TELEGRAM) if r.role is Role.ASSISTANT]
         assert said == ["part 0", "part 1", "part 2"]
+
+
+async def test_runs_a_turn_spawns_share_its_count() -> None:
+    """adversary17: `messageSendsPerTurn` was per run, so one turn spawning 5 subagents sent 10 messages into
+    one chat (only the hourly cap stopped it). A spawned run now counts with the turn that spawned it: the
+    turn sent 2, its run may send 1 more."""
+    async with stand(["web", "telegram"]) as s:
+
+        def answer(body: Mapping[str, Any]) -> Reply:
+            messages = body["messages"]
+            done = any(m["role"] == "tool" for m in messages)
+            if any(m["role"] == "user" and m["content"] == "find it" for m in messages):  # the spawned run
+                return TextReply("run done") if done else _calls(_sends(2, first=10))
+            spawn = ("subagent_spawn", {"task_name": "lookup", "message": "find it"})
+            return TextReply("Spawned.") if done else _calls([*_sends(2), spawn])
+
+        s.server.default_reply = answer
+        await s.turn("tell telegram twice, then have a helper tell it twice more")
+        while (await s.web.recv()).text != "run done":  # type: ignore[union-attr]
+            pass
+
+        said = [r.content for r in s.logged(TELEGRAM) if r.role is Role.ASSISTANT]
+        assert said == ["part 0", "part 1", "part 10"]
+        run = next(r for r in s.server.chat_requests if _ran(r.body))
+        results = [m["content"] for m in run.body["messages"] if m["role"] == "tool"]
+        assert results[0] == "Sent to telegram:42."
+        assert results[1].startswith("not sent: message_send sends at most 3 message(s) per turn"), results
+
+
+def _calls(calls: list[tuple[str, dict[str, str]]]) -> Reply:
+    return ToolCallsReply(tuple((f"call_{i}", name, json.dumps(args)) for i, (name, args) in enumerate(calls)))
+
+
+def _ran(body: dict[str, Any]) -> bool:
+    """The spawned run's request after its sends."""
+    messages = body["messages"]
+    return any(m["role"] == "user" and m["content"] == "find it" for m in messages) and any(
+        m["role"] == "tool" for m in messages
+    )

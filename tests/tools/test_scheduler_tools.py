@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -49,7 +50,15 @@ class StubScheduler:
     async def remove_task(self, name: str) -> bool:
         return self.tasks.pop(name, None) is not None
 
-    def spawn(self, task_name: str, message: str, *, model: str | None, reply_to: ChatRef | None) -> None:
+    def spawn(
+        self,
+        task_name: str,
+        message: str,
+        *,
+        model: str | None,
+        reply_to: ChatRef | None,
+        tool_extras: Mapping[str, Any] | None = None,
+    ) -> None:
         self.spawned.append((task_name, message, model, reply_to))
 
 

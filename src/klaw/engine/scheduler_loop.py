@@ -25,9 +25,10 @@ import asyncio
 import errno
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import datetime, timedelta, tzinfo
+from typing import Any
 
 from klaw.config import SchedulerConfig
 from klaw.disk_trouble import damaged_database, damaged_words, repair_scheduler_db
@@ -163,7 +164,15 @@ class Scheduler:
         self._poke()
         return removed
 
-    def spawn(self, task_name: str, message: str, *, model: str | None, reply_to: ChatRef | None) -> None:
+    def spawn(
+        self,
+        task_name: str,
+        message: str,
+        *,
+        model: str | None,
+        reply_to: ChatRef | None,
+        tool_extras: Mapping[str, Any] | None = None,
+    ) -> None:
         """A one-off run of `task_name` now (the `subagent_spawn` tool); its answer goes to `reply_to`.
         Refused in words the model reads (`ToolRefusal`, no class name in front) once the engine is
         shutting down (a turn still running when it began), and once runs reached
@@ -179,7 +188,8 @@ class Scheduler:
                 f"tasks already ran {self._daily.cap} times in the last 24 hours, the most allowed"
                 " (scheduler.maxRunsPerDay); try again later, or ask the person to raise it"
             )
-        self.runner.spawn(SubagentRequest(task_name, message, model, reply_to, origin="spawn"))
+        extras = dict(tool_extras or {})
+        self.runner.spawn(SubagentRequest(task_name, message, model, reply_to, origin="spawn", tool_extras=extras))
         self._daily.started(now)
 
     async def status(self) -> SchedulerStatus:

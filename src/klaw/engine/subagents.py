@@ -26,11 +26,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from klaw.config import EngineConfig
 from klaw.engine.approval import ApprovalScope
@@ -93,6 +93,8 @@ class SubagentRequest:
     inject_into: ChatRef | None = None
     origin: Origin = "schedule"
     allowed_tools: tuple[str, ...] = ()  # held tools (tools.approval) its task was created allowing
+    # A spawned run's tools share what the spawning turn's tools keep there (the turn's message_send count)
+    tool_extras: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def log_name(self) -> str:
@@ -221,6 +223,7 @@ class SubagentRunner:
             approval=approval,
             # Around each model call, never the run's tools: a slow tool holds no slot (decision 297).
             model_slot=lambda: self.slots.hold(Priority.SUBAGENT),
+            tool_extras=request.tool_extras,
         )
         with calling_for("subagent"):
             result = await self.turns.run(turn)

@@ -23,11 +23,11 @@ import asyncio
 import logging
 import traceback
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from klaw.engine.approval import NOBODY, ApprovalGate, ApprovalScope, Verdict
 from klaw.engine.clock import Clock
@@ -130,6 +130,8 @@ class Turn:
     # Awaited before each model call and before an answer or a round's tool results are recorded; raises
     # `TurnStopped` when the turn must not go on (a chat turn on a shared store: a forget there, decision 286).
     checkpoint: Callable[[], Awaitable[None]] | None = None
+    # Put into its tools' `ToolContext.extras` (a spawned run: what its spawning turn's tools kept there).
+    tool_extras: Mapping[str, Any] = field(default_factory=dict)
 
 
 ModelFor = Callable[[str], ChatModel]
@@ -163,7 +165,7 @@ class TurnRunner:
                     messages=list(prompt.messages),
                     tools=prompt.tools,
                     registry=self.tools,
-                    tool_context=ToolContext(chat=turn.chat, workspace=self.workspace, extras={"clock": self.clock}),
+                    tool_context=ToolContext(turn.chat, self.workspace, {**turn.tool_extras, "clock": self.clock}),
                     max_rounds=self.max_rounds,
                     max_calls=self.max_calls,
                     chat=turn.chat,

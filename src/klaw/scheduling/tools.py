@@ -61,7 +61,15 @@ class TaskScheduler(Protocol):
 
     async def remove_task(self, name: str) -> bool: ...
 
-    def spawn(self, task_name: str, message: str, *, model: str | None, reply_to: ChatRef | None) -> None: ...
+    def spawn(
+        self,
+        task_name: str,
+        message: str,
+        *,
+        model: str | None,
+        reply_to: ChatRef | None,
+        tool_extras: Mapping[str, Any] | None = None,
+    ) -> None: ...
 
 
 def asks_for_more_than_its_chat(arguments: Mapping[str, Any], chat: ChatRef, *, targets: Collection[ChatRef]) -> bool:
@@ -211,7 +219,8 @@ def register_subagent_tools(registry: ToolRegistry, scheduler: TaskScheduler) ->
     ) -> str:
         """Start a background agent now, not waited for; it sees earlier spawned runs of task_name; its answer
         comes here unless exactly {"silent": true}."""
-        scheduler.spawn(task_name, message, model=model, reply_to=context.chat)
+        # The run's tools share the spawning turn's budgets (message_send's sends a turn: decision 389)
+        scheduler.spawn(task_name, message, model=model, reply_to=context.chat, tool_extras=context.extras)
         return f"Started a run of {task_name!r}; its answer will arrive in this chat when it is done."
 
     registry.register(subagent_spawn)

@@ -61,6 +61,7 @@ class ToolContext:
       read it so tests control time. Absent means the system clock.
     * `"message_sends"`: how many messages `message_send` sent in this turn; one context, so one dict,
       serves a whole turn (every round), which is what its per-turn cap counts (messaging/limits.py).
+      A run the turn spawns (`subagent_spawn`) starts from a copy of this dict, sharing its objects.
     """
 
     chat: ChatRef

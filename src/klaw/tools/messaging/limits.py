@@ -6,10 +6,12 @@ A model told by a web page it summarised to "send this to web:main" forty times 
 wrote 320 messages (2.5 million characters) into another chat from one message; these caps end that
 after a few, with words the model can read: the cap, when it frees up, that the person can raise it.
 
-The turn's count lives in the turn's `ToolContext.extras` (one dict per turn, rounds included); the
-hour's in this object, one per engine, in memory (an engine restart forgets it: it bounds a flood,
-it is no quota). A send that is refused or reaches nobody gives its place back. Checked and counted
-without yielding, so the calls of one answer, which run concurrently, each see the others'.
+The turn's count lives in the turn's `ToolContext.extras` (one dict per turn, rounds included), a
+`TurnSends` that runs spawned by the turn (`subagent_spawn`) share: five spawned runs of one turn send
+no more than the turn alone could (adversary17, stop 43). The hour's lives in this object, one per
+engine, in memory (an engine restart forgets it: it bounds a flood, it is no quota). A send that is
+refused or reaches nobody gives its place back. Checked and counted without yielding, so the calls of
+one answer, which run concurrently, each see the others'.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from klaw.tools.calls import ToolRefusal
 from klaw.tools.schema import ToolContext
 
 HOUR = timedelta(hours=1)
-TURN_KEY = "message_sends"  # ToolContext.extras: this turn's count of sends
+TURN_KEY = "message_sends"  # ToolContext.extras: this turn's `TurnSends`
+
+
+class TurnSends:
+    """How many messages a turn (and the runs it spawned) sent: one object, shared by reference."""
+
+    def __init__(self) -> None:
+        self.count = 0
 
 
 class SendLimits:
@@ -38,7 +47,8 @@ class SendLimits:
     def reserve(self, context: ToolContext, chat: ChatRef) -> Callable[[], None]:
         """Count one send to `chat` in this turn and hour, or raise `ToolRefusal` saying which cap it
         passes and when it frees up. Returns the function that gives the place back (nothing sent)."""
-        sent_in_turn = int(context.extras.get(TURN_KEY, 0))
+        turn = context.extras.setdefault(TURN_KEY, TurnSends())
+        sent_in_turn = turn.count
         if sent_in_turn >= self.per_turn:
             raise ToolRefusal(
                 f"not sent: message_send sends at most {self.per_turn} message(s) per turn"
@@ -59,11 +69,11 @@ class SendLimits:
                 f" (at {frees:%H:%M} UTC): do not try again before then. The person can raise the cap in"
                 " engine.yaml."
             )
-        context.extras[TURN_KEY] = sent_in_turn + 1
+        turn.count += 1
         times.append(now)
 
         def give_back() -> None:
-            context.extras[TURN_KEY] = int(context.extras.get(TURN_KEY, 1)) - 1
+            turn.count -= 1
             if now in times:
                 times.remove(now)
 
