@@ -32,10 +32,12 @@ import time
 from collections.abc import Generator
 from dataclasses import KW_ONLY, dataclass, field
 from email.utils import formatdate
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import uvicorn
 from uvicorn.server import ServerState
+
+from klaw.lingering_close import LingeringTransport
 
 __all__ = ["EmbeddedHttpServer", "bind_tcp", "mark_owner"]
 
@@ -256,12 +258,24 @@ def _bounded(protocol: type[asyncio.Protocol], cap: int | None, head_timeout: fl
             self._owner = True
 
         def connection_made(self, transport: asyncio.Transport) -> None:
-            super().connection_made(transport)
+            self._lingering = LingeringTransport(transport, self._body_pending)
+            super().connection_made(cast(asyncio.Transport, self._lingering))
             if cap is not None and len(self.connections) > cap and not self._make_room():
                 transport.write(_BUSY)
                 transport.close()
                 return
             self._await_head()
+
+        def _body_pending(self) -> bool:
+            """A request's body is still coming: a close now is a lingering one (lingering_close.py)."""
+            cycle = getattr(self, "cycle", None)
+            return cycle is not None and bool(getattr(cycle, "more_body", False))
+
+        def data_received(self, data: bytes) -> None:
+            if self._lingering.lingering:  # the rest of a refused body: never parsed as a request
+                self._lingering.drop(data)
+                return
+            super().data_received(data)
 
         def _make_room(self) -> bool:
             """Close one connection not proved to be the owner's: one that sent a head without (the oldest),
@@ -276,7 +290,7 @@ def _bounded(protocol: type[asyncio.Protocol], cap: int | None, head_timeout: fl
             ]
             if not others:
                 return False
-            min(others, key=lambda other: (not other._headed, other._opened)).transport.close()
+            min(others, key=lambda other: (not other._headed, other._opened))._lingering.cut()
             return True
 
         def on_response_complete(self) -> None:
@@ -294,6 +308,6 @@ def _bounded(protocol: type[asyncio.Protocol], cap: int | None, head_timeout: fl
             (a pipelined request's, started before the wait began)."""
             waiting = cycle is None or cycle.response_complete
             if token is self._awaiting_head and self.cycle is cycle and waiting and not self.transport.is_closing():
-                self.transport.close()  # half a request head (or none) after the timeout: a slow client
+                self._lingering.cut()  # half a request head (or none) after the timeout: a slow client
 
     return Bounded

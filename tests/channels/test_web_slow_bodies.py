@@ -122,3 +122,28 @@ async def test_a_flood_of_stalled_requests_never_locks_the_owner_out() -> None:
                     for _, writer in held:
                         writer.close()
                 assert await stop(serve, signal.SIGINT) == 0
+
+
+async def test_a_client_still_writing_when_answered_408_reads_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that writes its whole body before it reads (most do) was still trickling when the 408 came;
+    the server closed at once, its next bytes drew a TCP reset, and the reset destroyed the 408 before the
+    client read it (ConnectionResetError, nothing read). The server now shuts its side and drains what
+    still comes for a while before closing (a lingering close, decision 366), so the answer is read."""
+    monkeypatch.setattr(body_guard, "BODY_SECONDS", 0.5)
+    async with serving(WebAuth(TOKEN)) as base_url:
+        cookie = await login_cookie(base_url)
+        parts = urllib.parse.urlsplit(base_url)
+        for _ in range(3):
+            reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+            writer.write(login_head(base_url, cookie, 1_000_000))
+            for _ in range(10):  # a byte every 0.1 s, on past the deadline, before reading anything
+                await asyncio.sleep(0.1)
+                writer.write(b"t")
+                await writer.drain()
+            answer = b""
+            async with asyncio.timeout(30):
+                while chunk := await reader.read(65536):  # the 408, then the end the server sent
+                    answer += chunk
+            writer.close()
+            assert answer.startswith(b"HTTP/1.1 408"), answer
+            assert b"did not arrive within 0.5 seconds" in answer
