@@ -30,13 +30,17 @@ CONTEXT_LAYERS = [
     "window",
     "auto_rag",
 ]
+AUTO_RAG_PARTS = ["query_embedding", "vector", "full_text", "ranking", "ranking.neighbours"]
 
 
 async def test_every_timed_turn_is_broken_into_its_phases(tmp_path: Path) -> None:
     result = await measure_turns(tmp_path / "home", stored=60, turns=3, concurrent_chats=2, turns_per_chat=1)
     assert result.turn.count == 3
     assert all(name in result.phases for name in TURN_PHASES)
-    assert [name.removeprefix("context.") for name in result.phases if name.startswith("context.")] == CONTEXT_LAYERS
+    context = [name.removeprefix("context.") for name in result.phases if name.startswith("context.")]
+    assert [name for name in context if "." not in name] == CONTEXT_LAYERS
+    # auto-RAG's parts (decision 404): where its time went, each side and the ranking with its neighbours' read
+    assert set(AUTO_RAG_PARTS) <= {name.removeprefix("auto_rag.") for name in context if name.startswith("auto_rag.")}
     assert all(latency.count == 3 and latency.p50_ms >= 0 for latency in result.phases.values())
     assert result.phases["context"].p50_ms > 0 and result.phases["model"].p50_ms > 0
     assert result.background_model_calls_per_turn >= 0

@@ -26,7 +26,7 @@ from klaw.home_init import initialise_home
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.memory.auto_rag import HEADER, AutoRagService, RecalledMessage
 from klaw.memory.core_memory import CoreMemory
-from klaw.memory.hybrid_search import HybridSearch
+from klaw.memory.hybrid_search import HybridSearch, Phase, untimed
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role, StoredMessage
 from klaw.store.sqlite.store import SqliteStore
@@ -36,6 +36,7 @@ from tests.memory.recall_helpers import ALICE, Conversation
 DEPLOY = "the deploy moves to friday night after the database migration"
 QUERY = "so the deploy moves to friday night after the migration?"
 WINDOW = 4
+AUTO_RAG_PARTS = ["query_embedding", "vector", "full_text", "ranking", "ranking.neighbours"]
 
 
 class SpyAutoRag(AutoRagService):
@@ -51,9 +52,10 @@ class SpyAutoRag(AutoRagService):
         window_rowids: Collection[int],
         *,
         max_tokens: int | None = None,
+        phase: Phase = untimed,
     ) -> list[RecalledMessage]:
         self.calls.append({"query": query, "shown": set(window_rowids), "max_tokens": max_tokens})
-        return await super().recall(chat, segment_id, query, window_rowids, max_tokens=max_tokens)
+        return await super().recall(chat, segment_id, query, window_rowids, max_tokens=max_tokens, phase=phase)
 
 
 class SummarisedBuilder(ContextBuilder):
@@ -185,8 +187,12 @@ async def test_each_layer_says_how_long_it_took(home: KlawHome, chat: Conversati
     await history_with_topic(chat)
     context, _ = await build(home, chat, config(), [await chat.say(QUERY)])
     timed = context.timings.seconds
-    assert list(timed) == ["system_prompt", "core_memory", "summary", "past_conversations", "window", "auto_rag"]
+    layers = [name for name in timed if "." not in name]
+    assert layers == ["system_prompt", "core_memory", "summary", "past_conversations", "window", "auto_rag"]
     assert all(seconds >= 0 for seconds in timed.values())
+    # auto-RAG's parts, each side and the ranking with its neighbours' read, listed after it (decision 404)
+    assert set(AUTO_RAG_PARTS) <= {name.removeprefix("auto_rag.") for name in timed if name.startswith("auto_rag.")}
+    assert list(timed).index("auto_rag") < min(list(timed).index(f"auto_rag.{part}") for part in AUTO_RAG_PARTS)
     subagent, _ = await build(home, chat, config(), [await chat.say(QUERY)], subagent=True)
     assert "auto_rag" not in subagent.timings.seconds and "window" in subagent.timings.seconds
 

@@ -36,6 +36,7 @@ from klaw.llm.messages import ChatMessage, ToolSpec
 from klaw.llm.tokens import approximate_token_count
 from klaw.memory.auto_rag import AutoRagService, RecalledMessage, format_block
 from klaw.memory.core_memory import CoreMemory
+from klaw.memory.hybrid_search import Phase, untimed
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.store.protocol import Storage
 from klaw.store.records import MessageType, StoredMessage
@@ -187,7 +188,11 @@ class ContextBuilder:
         if not subagent:
             shown = frozenset(m.rowid for m in window) | pending_rowids
             with timings.phase("auto_rag"):
-                recalled = await self.auto_rag_layer(session, pending, pending_text, shown, remaining, len(recent))
+                parts = PhaseTimes()  # the search's parts: auto_rag.full_text, auto_rag.vector, … (decision 404)
+                recalled = await self.auto_rag_layer(
+                    session, pending, pending_text, shown, remaining, len(recent), parts.phase
+                )
+                timings.merge(parts, "auto_rag.")
         if recalled:
             place("auto_rag", format_block(recalled), len(recalled))
             window = fit_newest(candidates, message_tokens, remaining - layers[-1].tokens)
@@ -236,6 +241,7 @@ class ContextBuilder:
         shown_rowids: frozenset[int],
         budget_tokens: int,
         newest: int,
+        phase: Phase = untimed,
     ) -> list[RecalledMessage]:
         """Older messages of this segment found by hybrid search, when the segment has outgrown the
         sliding window (the guard); `shown_rowids` are already in the context. `newest` is how many
@@ -250,7 +256,7 @@ class ContextBuilder:
         # All that were asked for came (window + pending + 1 > window + in_segment), or the whole segment.
         if newest - in_segment <= self.config.sliding_window:
             return []
-        return await self.auto_rag.recall(session.chat, segment_id, query, shown_rowids, max_tokens=room)
+        return await self.auto_rag.recall(session.chat, segment_id, query, shown_rowids, max_tokens=room, phase=phase)
 
     @staticmethod
     def _over_budget(

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from klaw.config import AutoRagConfig
 from klaw.llm.tokens import approximate_token_count
-from klaw.memory.hybrid_search import CANDIDATES_PER_SIDE, HybridHit, HybridSearch, top_hits
+from klaw.memory.hybrid_search import CANDIDATES_PER_SIDE, HybridHit, HybridSearch, Phase, top_hits, untimed
 from klaw.memory.word_evidence import WordScope, is_small_talk, messages_with_telling_words
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
@@ -92,24 +92,34 @@ class AutoRagService:
         window_rowids: Collection[int],
         *,
         max_tokens: int | None = None,
+        phase: Phase = untimed,
     ) -> list[RecalledMessage]:
         """The segment's messages to recall for `query`, best first (empty when disabled, when
         nothing passes the gate, and on any error). `window_rowids` are what the context already
-        shows (the window and the pending messages); `max_tokens` can lower the configured budget."""
+        shows (the window and the pending messages); `max_tokens` can lower the configured budget;
+        `phase` times the search's parts and the gate's word check (a turn's phases, decision 404)."""
         if not self._config.enabled:
             return []
         try:
-            return await self._recall(chat, segment_id, query, frozenset(window_rowids), max_tokens)
+            return await self._recall(chat, segment_id, query, frozenset(window_rowids), max_tokens, phase)
         except Exception as exc:
             log.warning("auto-RAG failed (%s); the turn goes on without it", type(exc).__name__)
             return []
 
     async def _recall(
-        self, chat: ChatRef, segment_id: int, query: str, window: frozenset[int], max_tokens: int | None
+        self,
+        chat: ChatRef,
+        segment_id: int,
+        query: str,
+        window: frozenset[int],
+        max_tokens: int | None,
+        phase: Phase,
     ) -> list[RecalledMessage]:
         if is_small_talk(query):
             return []
-        hits = await self._hybrid.search(chat, query, segment_id=segment_id, limit=CANDIDATES_PER_SIDE, exclude=window)
+        hits = await self._hybrid.search(
+            chat, query, segment_id=segment_id, limit=CANDIDATES_PER_SIDE, exclude=window, phase=phase
+        )
         hits = [hit for hit in hits if hit.message.rowid not in window]
         if not hits:
             return []
@@ -118,9 +128,13 @@ class AutoRagService:
         if not distances or min(distances) <= threshold:
             hits = _evidenced(hits, threshold)
         else:
-            telling = await messages_with_telling_words(
-                self._store, WordScope(chat, segment_id=segment_id, exclude=window), query, (h.message for h in hits)
-            )
+            with phase("telling_words"):
+                telling = await messages_with_telling_words(
+                    self._store,
+                    WordScope(chat, segment_id=segment_id, exclude=window),
+                    query,
+                    (h.message for h in hits),
+                )
             if not telling:
                 log.debug(
                     "auto-RAG: closest vector candidate at distance %.3f is over the threshold %.3f and no rare"

@@ -39,7 +39,8 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -62,6 +63,14 @@ CANDIDATES_PER_SIDE = 20  # auto-RAG's candidates per side: `look` ranks over as
 # twice as many keeps them from crowding conversation messages out of the candidates.
 FTS_OVERFETCH = 2
 QUESTION_MARK = "?"  # a candidate that asks lends its whole score to its reply (`neighbour_scores`)
+# Times a named part of a search, as the turn's `PhaseTimes.phase` does (decision 404): the query's
+# embedding, each side, the neighbours' read and the ranking, so a turn shows where its auto-RAG went.
+Phase = Callable[[str], AbstractContextManager[object]]
+
+
+def untimed(_name: str) -> AbstractContextManager[object]:
+    """A `Phase` that times nothing: every search but a turn's."""
+    return nullcontext()
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,9 +156,10 @@ class HybridSearch:
         exclude: Collection[int] = (),
         until: datetime | None = None,
         before_segment_id: int | None = None,
+        phase: Phase = untimed,
     ) -> list[HybridHit]:
         """The best `limit` of the chat's messages for `text`, best first: the best `limit` of each
-        side, fused, with their neighbours.
+        side, fused, with their neighbours. `phase` times its parts (a turn's auto-RAG: decision 404).
 
         `segment_id` limits the search to one segment (None: the whole chat; neighbours are always
         taken from a hit's own segment). Rowids in `exclude` (what the context already shows) are
@@ -164,9 +174,28 @@ class HybridSearch:
         scope = _Scope(segment_id, until, before_segment_id)
         # Both sides at once: the query embedding and the KNN product run on their own threads while
         # the database runs the full-text query (the vector side never raises; see `_vector_side`).
+
+        async def text_side() -> list[SearchHit]:
+            with phase("full_text"):
+                return await self._text_side(chat, text, scope, limit, excluded)
+
         vector_hits, by_text = await asyncio.gather(
-            self._vector_side(chat, text, scope, limit, excluded), self._text_side(chat, text, scope, limit, excluded)
+            self._vector_side(chat, text, scope, limit, excluded, phase), text_side()
         )
+        with phase("ranking"):
+            return await self._ranked(text, vector_hits, by_text, excluded, limit, phase)
+
+    async def _ranked(
+        self,
+        text: str,
+        vector_hits: list[SearchHit],
+        by_text: list[SearchHit],
+        excluded: frozenset[int],
+        limit: int,
+        phase: Phase,
+    ) -> list[HybridHit]:
+        """Both sides' candidates fused, dated, lent to their neighbours, weighed and ordered (the
+        module's five steps); the neighbours' read is timed as a part of it."""
         by_vector = _keep(vector_hits, excluded, limit)
         messages = {hit.message.rowid: hit.message for hit in [*by_vector, *by_text]}
         distances = {hit.message.rowid: hit.score for hit in by_vector}
@@ -185,7 +214,8 @@ class HybridSearch:
                     fused[rowid] += self._config.date_weight
         # The neighbours not among the candidates (nor excluded) are read with them: every one of them
         # gets a share of a score, and its text weighs that score before ranking.
-        around, others = await self._neighbours(list(messages.values()), excluded)
+        with phase("ranking.neighbours"):
+            around, others = await self._neighbours(list(messages.values()), excluded)
         asks = {rowid for rowid, message in messages.items() if QUESTION_MARK in message.content}
         spread = spread_to_neighbours(fused, around, self._config.neighbour_weight, excluded=excluded, asks=asks)
         for message in others:
@@ -270,21 +300,23 @@ class HybridSearch:
         return _keep(await matches(wanted + len(excluded), frozenset()), excluded, limit)
 
     async def _vector_side(
-        self, chat: ChatRef, text: str, scope: _Scope, limit: int, excluded: frozenset[int]
+        self, chat: ChatRef, text: str, scope: _Scope, limit: int, excluded: frozenset[int], phase: Phase
     ) -> list[SearchHit]:
         if self._embedder is None:
             return []
         try:
-            vectors = await embed_queries(self._embedder, [text])
-            hits = await self._store.search.nearest(
-                chat,
-                vectors[0],
-                limit=limit,
-                segment_id=scope.segment_id,
-                until=scope.until,
-                before_segment_id=scope.before_segment_id,
-                exclude=excluded,
-            )
+            with phase("query_embedding"):
+                vectors = await embed_queries(self._embedder, [text])
+            with phase("vector"):
+                hits = await self._store.search.nearest(
+                    chat,
+                    vectors[0],
+                    limit=limit,
+                    segment_id=scope.segment_id,
+                    until=scope.until,
+                    before_segment_id=scope.before_segment_id,
+                    exclude=excluded,
+                )
         except Exception as exc:
             log.warning("hybrid search: vector side unavailable (%s); using full text only", type(exc).__name__)
             return []
