@@ -82,6 +82,16 @@ class EmbedOnce(WrappedEmbedder):
                 rows.append(source)
         return np.stack(rows).astype(np.float32, copy=False)
 
+    def kept(self, text: str) -> Vectors | None:
+        """`text`'s vector as a one-row matrix when it is computed and kept, else None (not yet asked,
+        or still being computed): a turn's query whose vector its message's `prepare` already made
+        takes it at once, without waiting a turn of the event loop for a task (decision 405)."""
+        row = self._kept.get(_key(text))
+        if row is None:
+            return None
+        self._kept.move_to_end(_key(text))
+        return row.reshape(1, -1).copy()
+
     def prepare(self, text: str) -> None:
         """Start computing `text`'s vector in the background (kept for whoever asks next), unless it
         is kept or being computed already; a failure is left for the next asker to meet again."""
