@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from klaw.channels.telegram_trouble import take_timedelta_periods
 from klaw.config import HostExecConfig
 from klaw.llm.messages import ToolCall
 from klaw.store.records import ChatRef
@@ -85,6 +86,17 @@ async def test_the_command_gets_no_secret_from_klaws_environment(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")
     result = await run(tmp_path, "env", allow=["env"])
     assert "PATH=" in result.content and "sk-very-secret" not in result.content
+
+
+async def test_the_telegram_channels_ptb_opt_in_does_not_reach_a_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """acts2: the Telegram channel sets PTB_TIMEDELTA=true in klaw's environment (decision 388); a command
+    klaw runs gets the minimal environment, so it never sees the variable meant for python-telegram-bot."""
+    monkeypatch.delenv("PTB_TIMEDELTA", raising=False)  # restored after the test, as the channel leaves it
+    take_timedelta_periods()
+    result = await run(tmp_path, "env", allow=["env"])
+    assert "PATH=" in result.content and "PTB_TIMEDELTA" not in result.content
 
 
 async def test_time_and_output_limits_stop_a_command(tmp_path: Path) -> None:
