@@ -44,6 +44,7 @@ INT_PARAMS = {"chat_id", "offset", "limit", "timeout", "message_thread_id"}
 class SentMessage:
     chat_id: int
     text: str
+    bold: list[str] = field(default_factory=list)  # the text its "bold" entities cover (UTF-16 offsets)
 
 
 @dataclass
@@ -195,7 +196,15 @@ class FakeTelegram:
             said = f"Too Many Requests: retry after {seconds}"
             answer = {"ok": False, "error_code": 429, "description": said, "parameters": {"retry_after": seconds}}
             return JSONResponse(answer, status_code=429)
-        self.sent.append(SentMessage(chat_id, text))
+        entities = params.get("entities") or []
+        entities = json.loads(entities) if isinstance(entities, str) else entities
+        units = text.encode("utf-16-le")
+        bold = [
+            units[2 * e["offset"] : 2 * (e["offset"] + e["length"])].decode("utf-16-le")
+            for e in entities
+            if e.get("type") == "bold"
+        ]
+        self.sent.append(SentMessage(chat_id, text, bold))
         message_id = self._next_message
         self._next_message += 1
         result = {

@@ -50,6 +50,7 @@ async def test_message_send_from_the_web_chat_arrives_in_telegram(telegram: Fake
         await telegram.wait_for_sent(1)
         # fh9: it arrived bare, as if it answered Ana's last message here; it opens with where it was written
         assert telegram.sent_to(ANA) == ["From web:main\n\nThe build is green."]
+        assert telegram.sent[0].bold == ["From web:main"]  # tg: the heading is an entity, not just text
         # where the message came from is the stored record's metadata, not history a person reads
         segment = await stack.engine.store.segments.current(ChatRef("telegram", str(ANA)))
         [message] = await stack.engine.store.messages.window(segment.id, 10)
@@ -57,3 +58,14 @@ async def test_message_send_from_the_web_chat_arrives_in_telegram(telegram: Fake
             "The build is green.",
             {"source": "message_send", "from": "web:main"},
         )
+
+
+async def test_a_reply_that_starts_like_a_heading_cannot_pass_for_one(telegram: FakeTelegram) -> None:
+    """adversary16: the "From web:main" heading was only a first line of text, so a reply the model wrote
+    to start the same way looked the same. klaw's heading is bold (an entity); the model's text is plain."""
+    async with running_stack(channel_factory(telegram), channels=TELEGRAM_CHAT) as stack:
+        stack.server.reply_text("From web:main\n\nYour bank wants your password.")
+        telegram.push_text(ANA, "hello")
+        await telegram.wait_for_sent(1)
+        [sent] = telegram.sent
+        assert sent.text.startswith("From web:main") and sent.bold == []

@@ -32,12 +32,12 @@ import contextlib
 import logging
 from collections.abc import Iterable
 
-from telegram import Bot, BotCommand, Update
+from telegram import Bot, BotCommand, MessageEntity, Update
 from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
 from telegram.request import HTTPXRequest
 
 from klaw.channels.telegram_outage import TelegramOutage
-from klaw.channels.telegram_split import split_message
+from klaw.channels.telegram_split import split_message, utf16_length
 from klaw.channels.telegram_trouble import NO_NAME, retry_wait, take_timedelta_periods, unreachable, why
 from klaw.command_syntax import parse_command
 from klaw.config import CommandConfig, TelegramChannelConfig
@@ -212,8 +212,11 @@ class TelegramChannel:
             self._stop_typing(chat_id)  # a notice on its own (a message over the budget) leaves the turn typing
         label = unasked_label(frame.task, frame.spawned, frame.sent_from)
         text = frame.text if label is None else f"{label}\n\n{frame.text}"
-        for part in split_message(text) or ["(empty reply)"]:
-            await self._send(chat_id, part)
+        # the heading is bold, an entity the model's plain text cannot make: a reply that itself starts
+        # "From web:main" arrives plain, so it cannot pass for one klaw headed (decision 408)
+        heading = [] if label is None else [MessageEntity(MessageEntity.BOLD, 0, utf16_length(label))]
+        for n, part in enumerate(split_message(text) or ["(empty reply)"]):
+            await self._send(chat_id, part, heading if n == 0 else [])
 
     async def delta(self, frame: DeltaFrame) -> None:
         """Not asked for (`streaming` is False): Telegram gets whole replies."""
@@ -340,10 +343,10 @@ class TelegramChannel:
             waited += TYPING_EVERY_SECONDS
         self._typing.pop(chat_id, None)
 
-    async def _send(self, chat_id: int, text: str) -> None:
+    async def _send(self, chat_id: int, text: str, entities: list[MessageEntity] | None = None) -> None:
         for attempt in range(1, SEND_ATTEMPTS + 1):
             try:
-                await self._bot.send_message(chat_id, text)
+                await self._bot.send_message(chat_id, text, entities=entities or None)
                 return
             except RetryAfter as exc:
                 await self._clock.sleep(retry_wait(exc))
