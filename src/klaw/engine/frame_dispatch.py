@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from klaw.engine.failures import is_transient
+from klaw.engine.failures import is_disk_full, is_transient
 from klaw.engine.frames import (
     MAX_FRAME_BYTES,
     AckFrame,
@@ -140,8 +140,10 @@ class FrameDispatcher:
 def _refusal(frame: InboundFrame | CommandFrame, exc: Exception) -> ErrorFrame:
     """`internal` (send it again later) only for a fault that can pass (engine/failures.py); otherwise
     a final `refused`: retrying the same frame would fail the same way and hold up every chat behind it."""
-    if is_transient(exc):
-        message = f"the engine could not accept this {frame.type} now; it was not stored, send it again later"
+    if is_transient(exc):  # it may be in the log already (the store failed after): never "not stored"
+        why = "the disk is full; free some space" if is_disk_full(exc) else "a passing fault"
+        what = "message" if isinstance(frame, InboundFrame) else "command"
+        message = f"the engine could not finish taking this {what} ({why}); it may already be kept"
         return ErrorFrame(code="internal", message=message, ref=frame.id)
     if isinstance(exc, MessageRefused):  # its words name what is wrong and never quote the text
         return ErrorFrame(code="refused", message=f"{exc}; it was not stored", ref=frame.id)

@@ -273,7 +273,8 @@ class EngineLink:
         self._attempts.pop(frame.id, None)
         await self._buffer.ack(frame.id)
         if retryable:
-            text = "Sorry, this message could not be passed to the engine and was dropped; please send it again."
+            # The engine may have logged it before failing (decision 400): say only what is known.
+            text = f"Sorry, {error.message}: look at the chat before sending it again."
         else:  # final: the same message would be refused again; say why (error messages never quote content)
             text = f"Sorry, the engine did not accept this message: {error.message}."
         with contextlib.suppress(Exception):
