@@ -162,7 +162,8 @@ class MessageProcessor:
                 self._left_lock_queue(chat, waiting)
                 if waiting.stopped:
                     return  # a `/forget` took it while it waited: closed and answered there
-                await self._process_locked(chat, pending, task)
+                with self.ingestion.turns.turn(chat):  # the chat's summaries wait (decision 414)
+                    await self._process_locked(chat, pending, task)
         finally:
             self._left_lock_queue(chat, waiting)
             for message in pending:

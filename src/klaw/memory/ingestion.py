@@ -20,6 +20,7 @@ from datetime import timedelta
 from klaw.config import AutoRagConfig
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.embedding_policy import should_embed
+from klaw.memory.turn_gate import TurnGate
 from klaw.message_text import MessageRefused
 from klaw.store.archival_records import tombstoned
 from klaw.store.protocol import LogFirst, Storage
@@ -74,6 +75,8 @@ class Ingestion:
         self._logged_not_stored: dict[str, MessageRecord] = {}
         # Accepts under way: each runs to its end even when its caller is cancelled (`settled`).
         self._in_flight: set[asyncio.Future[list[StoredMessage]]] = set()
+        # Turns in flight, which a chat's summaries wait for before writing (turn_gate.py, decision 414).
+        self.turns = TurnGate()
 
     async def accept(self, record: MessageRecord) -> StoredMessage:
         """Make `record` durable in the log, then store it (queueing its embedding if it should

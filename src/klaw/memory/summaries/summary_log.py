@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from klaw.memory.ingestion import Ingestion
-from klaw.store.records import Exchange, MessageRecord, Segment, StoredMessage
+from klaw.store.records import ChatRef, Exchange, MessageRecord, Segment, StoredMessage
 from klaw.store.summaries.log_records import exchange_summary_record, segment_summary_record
 from klaw.store.summaries.records import Summary
 
@@ -42,7 +42,7 @@ class SummaryLog:
                 exchange.chat, text, exchange=opened, sources=sources_ids, model=model, at=at
             )
 
-        opened, summary = await self._append(exchange.id, record)
+        opened, summary = await self._append(exchange.chat, exchange.id, record)
         if not opened:
             sources = [m.rowid for m in transcript]
             return await self._summaries.save_exchange_summary(exchange, text, model, at, sources=sources)
@@ -77,7 +77,7 @@ class SummaryLog:
             )
 
         unlogged = len(source_ids) < len(sources)  # a source from before summaries were logged
-        opened, summary = (False, None) if unlogged else await self._append(covers_exchange_id, record)
+        opened, summary = (False, None) if unlogged else await self._append(segment.chat, covers_exchange_id, record)
         if not opened:
             return await self._summaries.save_segment_summary(
                 segment.id,
@@ -107,12 +107,17 @@ class SummaryLog:
             at=at,
         )
 
-    async def _append(self, exchange_id: int, record: Callable[[str], MessageRecord]) -> tuple[bool, Summary | None]:
+    async def _append(
+        self, chat: ChatRef, exchange_id: int, record: Callable[[str], MessageRecord]
+    ) -> tuple[bool, Summary | None]:
         """Log `record(id of the exchange's exchange_open record)` if it is foldable now, and return the
         summary its fold stored (None: something it names was forgotten, nothing logged or kept), after
         whether the exchange has that record at all (False: the caller stores the summary directly). The
         record's id and the check are one call to the store, the append and the summary stored another
-        (decision 272), under `exclusive` with the append, so that no `/forget` runs between them."""
+        (decision 272), under `exclusive` with the append, so that no `/forget` runs between them. First
+        it waits (bounded) for a turn of the chat in flight to end, before taking any lock: the turn
+        never waits behind a summary's fsync (decision 414)."""
+        await self._ingestion.turns.between_turns(chat)
         async with self._ingestion.exclusive:
             found = await self._summaries.summary_record_to_log(exchange_id, record)
             if found.record is None:
