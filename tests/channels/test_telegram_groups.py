@@ -77,3 +77,17 @@ async def test_a_group_allowed_without_listed_people_is_warned_about(
         assert telegram.sent_to(FAMILY) == ["Hi Bob."]  # everyone in an allowed group is heard, as before
     [warning] = [r.getMessage() for r in caplog.records if "allowedUserIds" in r.getMessage()]
     assert str(FAMILY) in warning and "/approve" in warning
+
+
+async def test_a_group_is_told_which_channel_a_sent_message_came_from_not_which_chat(telegram: FakeTelegram) -> None:
+    """adversary16: "From telegram:<id>" named the owner's private chat to every member of an allowed group;
+    a group's heading names the channel only (decision 408)."""
+    channels = {"telegram": {"enabled": True, "allowedChatIds": [FAMILY, ANA]}}
+    async with running_stack(group_channel(telegram, (ANA,)), channels=channels) as stack:
+        target = f"telegram:{FAMILY}"
+        stack.server.reply_tool_calls([("message_send", {"target": target, "text": "Dinner at eight."})])
+        stack.server.reply_text("Told the family.")
+        await stack.engine.submit(ChatRef("telegram", str(ANA)), "tell the family: dinner at eight")
+        await telegram.wait_for_sent(1)
+        assert telegram.sent_to(FAMILY) == ["From telegram\n\nDinner at eight."]
+        assert telegram.sent[0].bold == ["From telegram"]

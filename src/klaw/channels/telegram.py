@@ -210,7 +210,10 @@ class TelegramChannel:
             return
         if frame.kind != "notice" or frame.reply_to is not None or frame.approval is not None:
             self._stop_typing(chat_id)  # a notice on its own (a message over the budget) leaves the turn typing
-        label = unasked_label(frame.task, frame.spawned, frame.sent_from)
+        sent_from = frame.sent_from
+        if sent_from is not None and chat_id < 0:  # a group's members are not told which chat (an id) wrote it
+            sent_from = sent_from.partition(":")[0]
+        label = unasked_label(frame.task, frame.spawned, sent_from)
         text = frame.text if label is None else f"{label}\n\n{frame.text}"
         # the heading is bold, an entity the model's plain text cannot make: a reply that itself starts
         # "From web:main" arrives plain, so it cannot pass for one klaw headed (decision 408)
