@@ -98,9 +98,12 @@ class ChatReply:
             return
         closed = self._closed or (self._closing is not None and self.ingestion.logged_not_stored(self._closing.id))
         closed = closed or (isinstance(failure.error, TurnStopped) and failure.error.erased)  # its exchange is gone
+        opened = self._opened
+        if opened is None and self._opening is not None and self.ingestion.logged_not_stored(self._opening.id):
+            opened = self._opening  # the log took the opening, the full database not: it is open there (400)
         try:
-            if self._opened is not None and not closed:
-                close = exchange_close_record(self._opened, ExchangeStatus.FAILED, None, self.clock.now())
+            if opened is not None and not closed:
+                close = exchange_close_record(opened, ExchangeStatus.FAILED, None, self.clock.now())
                 await self.ingestion.accept(close)
         finally:
             await self.delivery.deliver(
