@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +176,19 @@ async def test_dev_and_dev_shm_hold_no_more_than_tmp_mb(tmp_path: Path) -> None:
     assert "shm: ENOSPC" in result.content, result.content
     assert "dev: EROFS" in result.content, result.content
     assert "semaphore works" in result.content, result.content
+
+
+async def test_a_home_under_usr_is_hidden_by_nothing_the_code_can_fill(tmp_path: Path) -> None:
+    """adversary18: a KLAW_HOME under /usr (which the sandbox shows read-only) is hidden by an empty tmpfs,
+    unsized (half the host's RAM) and writable by the code. It is read-only now."""
+    if not os.access("/usr/local", os.W_OK):
+        pytest.skip("making a home under /usr/local needs root here")
+    root = Path(tempfile.mkdtemp(prefix="klaw-test-", dir="/usr/local"))
+    try:
+        home = home_with_secrets(root)
+        code = f"open({str(home.root.resolve() / 'fill')!r}, 'wb').write(bytes(1 << 20)); print('written')"
+        result = await Runner(home, backend="bubblewrap").run(code, timeout_seconds=20)
+        assert "Read-only file system" in result.content, result.content
+        assert "secret" not in result.content
+    finally:
+        shutil.rmtree(root)

@@ -141,8 +141,8 @@ class BubblewrapBackend:
         # made read-only below (decision 377)
         args += ["--size", str(self.limits.tmp_bytes), "--tmpfs", "/dev/shm"]
         home = self.home_root.resolve()
-        if home.is_relative_to("/usr"):  # a home under a system directory stays hidden all the same
-            args += ["--tmpfs", str(home)]
+        if home.is_relative_to("/usr"):  # a home under a system directory stays hidden all the same, and
+            args += ["--tmpfs", str(home), "--remount-ro", str(home)]  # is no unbounded tmpfs (decision 377)
         args += ["--bind", str(workspace.resolve()), SANDBOX_WORKSPACE, "--chdir", SANDBOX_WORKSPACE]
         # each a mount point: cannot be written, renamed or deleted. A copy klaw made, never a path in the
         # workspace, which code in another run could swap for a symlink out before bwrap mounts it (decision 283)
