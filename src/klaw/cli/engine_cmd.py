@@ -52,7 +52,7 @@ async def _serve(home: KlawHome, loaded: LoadedConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         console.print(f"klaw engine listening on {home.socket_path}")
-        await say_check(checking, console)
+        await say_check(checking, console, stop)
         await stop.wait()
         stopping(running, console)
     finally:

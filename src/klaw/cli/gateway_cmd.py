@@ -107,7 +107,7 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
     try:
         _announce(home, channels, with_engine)
         if checking is not None:
-            await say_check(checking, console)
+            await say_check(checking, console, stop)
         await stop.wait()
         stopping(engine, console)
     finally:

@@ -42,12 +42,21 @@ def check_in_background(loaded: LoadedConfig, command: str) -> asyncio.Task[str 
     return asyncio.get_running_loop().create_task(model_warning(loaded, command), name="model check at start")
 
 
-async def say_check(checking: asyncio.Task[str | None], console: Console) -> None:
-    """Print the check's warning, if any, on `console` (waiting for its answer). Its reader may be gone by
-    then (`klaw serve 2>&1 | tee log` after Ctrl-C): a failed print never ends klaw (rich exits 1 on it)."""
+async def say_check(checking: asyncio.Task[str | None], console: Console, stop: asyncio.Event) -> None:
+    """Print the check's warning, if any, on `console` (waiting for its answer, or for `stop`: Ctrl-C or
+    SIGTERM during a slow check stops at once, the check dropped). Its reader may be gone by then
+    (`klaw serve 2>&1 | tee log` after Ctrl-C): a failed print never ends klaw (rich exits 1 on it)."""
     from klaw.cli.context import say_while_stopping
 
-    warning = await checking
+    stopped = asyncio.get_running_loop().create_task(stop.wait(), name="stop during model check")
+    try:
+        await asyncio.wait({checking, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not checking.done():
+        checking.cancel()
+        return
+    warning = checking.result()
     if warning is not None:
         say_while_stopping(console, warning)
 

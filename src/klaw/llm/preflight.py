@@ -7,6 +7,7 @@ Ollama example, instead of a traceback on the first turn.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
 import sys
@@ -23,6 +24,9 @@ from klaw.llm.unreachable import what_happened
 from klaw.redaction import mask_url_credentials
 
 CHECK_SECONDS = 5.0
+# httpx's timeout is per read: a server trickling a byte every 2 s never trips it, so the whole check
+# has this deadline too (decision 412).
+TOTAL_SECONDS = 3 * CHECK_SECONDS
 
 OLLAMA_EXAMPLE = f"""To use a local Ollama model:
   1. install Ollama and run:  ollama pull llama3.2
@@ -68,15 +72,19 @@ async def model_problem(
     try:
         # The client model calls use: klaw's proxy rules (decisions 318, 335), not httpx's own reading of
         # the environment, which sent a model on this machine to HTTP_PROXY and refused `socks://`.
-        async with new_http_client(model.base_url) as client:
+        async with asyncio.timeout(TOTAL_SECONDS), new_http_client(model.base_url) as client:
             response = await client.get(endpoint.url("models"), headers=headers, timeout=CHECK_SECONDS)
             if response.status_code == 404 and await _answers_under_v1(client, endpoint, headers):
                 return (
                     f"{server} has no /models (HTTP 404), but {server.rstrip('/')}/v1 answers {where}:"
                     f" add /v1 to baseUrl (models.{model_id}.baseUrl: {server.rstrip('/')}/v1)."
                 )
-    except httpx.HTTPError as exc:
-        why = what_happened(exc, seconds=CHECK_SECONDS)
+    except (httpx.HTTPError, TimeoutError) as exc:
+        why = (
+            f"it sent no complete answer within {TOTAL_SECONDS:g} s"
+            if isinstance(exc, TimeoutError)
+            else what_happened(exc, seconds=CHECK_SECONDS)
+        )
         proxy = proxy_for(model.base_url)
         fix = f"Start the server, or change models.{model_id}.baseUrl." if proxy is None else proxy.hint()
         return (
