@@ -8,10 +8,13 @@ that never quote the token (python-telegram-bot's own message does)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.channels.fake_telegram import FakeTelegram
@@ -78,3 +81,49 @@ async def test_a_token_telegram_refuses_is_fatal_in_words_without_the_token() ->
                 said = " ".join((out + err).decode().split())
                 assert await exit_status(serve) == 2
                 assert "Telegram refused the bot token in KLAW_TEST_BOT" in said and TOKEN not in said
+
+
+async def _trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """An answer's first line, a byte a second, for ever: every read is in time, the answer never whole."""
+    with contextlib.suppress(OSError):
+        for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10_000:
+            writer.write(bytes([byte]))
+            await writer.drain()
+            await asyncio.sleep(1)
+
+
+async def _not_json(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A captive portal's page: 200, HTML."""
+    with contextlib.suppress(OSError):
+        await reader.readuntil(b"\r\n\r\n")
+        page = b"<html>Sign in to the hotel wifi</html>"
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s" % (len(page), page))
+        await writer.drain()
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [(_trickle, "it did not answer in time"), (_not_json, "what answered is not Telegram's Bot API")],
+)
+async def test_a_telegram_address_that_trickles_or_is_no_bot_api_does_not_hold_the_start(
+    answer: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]], reason: str
+) -> None:
+    """adversary17: a Telegram API trickling its answer held `klaw serve` before its web page for ever (PTB's
+    timeouts are per read), and one answering 200 with HTML ended the gateway ("Invalid server response",
+    after PTB's traceback quoting the page). Both are an outage now: the page comes up, the log says why in
+    words, Ctrl-C stops it."""
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    telegram_url = f"http://127.0.0.1:{port}"
+    async with server:
+        with short_socket_dir() as directory:
+            async with FakeOpenAiServer() as model:
+                env = write_home(directory / "home", model.base_url, telegram_url)
+                async with running(env=env) as serve:
+                    said = await read_until(serve.stderr, f"could not reach Telegram at {telegram_url}")
+                    assert reason in said, said
+                    assert "Traceback" not in said and "hotel" not in said, said
+                    said = await read_until(serve.stdout, "telegram:")
+                    assert "web page:" in said and "not reached yet, retrying in the background" in said, said
+                    assert await stop(serve) == 0

@@ -38,7 +38,16 @@ from telegram.request import HTTPXRequest
 
 from klaw.channels.telegram_outage import TelegramOutage
 from klaw.channels.telegram_split import split_message, utf16_length
-from klaw.channels.telegram_trouble import NO_NAME, retry_wait, take_timedelta_periods, unreachable, why
+from klaw.channels.telegram_trouble import (
+    CONNECT_SECONDS,
+    NO_NAME,
+    NOT_JSON,
+    PAYLOAD_LOGGER,
+    retry_wait,
+    take_timedelta_periods,
+    unreachable,
+    why,
+)
 from klaw.command_syntax import parse_command
 from klaw.config import CommandConfig, TelegramChannelConfig
 from klaw.config.channels import NO_ALLOWED_CHAT
@@ -113,6 +122,7 @@ class TelegramChannel:
     async def start(self, gateway: Gateway) -> None:
         for name in QUIET_LOGGERS:  # their request lines and debug dumps carry the token and message text
             logging.getLogger(name).setLevel(max(logging.getLogger(name).getEffectiveLevel(), logging.WARNING))
+        logging.getLogger(PAYLOAD_LOGGER).setLevel(logging.CRITICAL)  # it quotes an answer that is no JSON
         self._gateway = gateway
         if not self._allowed:
             log.warning("telegram: %s", NO_ALLOWED_CHAT)
@@ -148,11 +158,22 @@ class TelegramChannel:
         return "not reached yet, retrying in the background (the log says why); the other channels run meanwhile"
 
     async def _connect(self) -> None:
-        await self._bot.initialize()  # getMe: fails here on a wrong token, or with no route to Telegram
-        self._username = (self._bot.username or "").lower()
-        with contextlib.suppress(TelegramError):  # the command menu is a nicety
-            await self._bot.delete_webhook()
-            await self._bot.set_my_commands([BotCommand(c.name, c.description[:256]) for c in self._commands])
+        """getMe and the command menu, all within CONNECT_SECONDS: PTB's timeouts are per read, so a server
+        trickling a byte at a time held `klaw serve`'s start (its web page too) for ever (decision 413)."""
+        try:
+            async with asyncio.timeout(CONNECT_SECONDS):
+                await self._bot.initialize()  # getMe: fails here on a wrong token, or with no route to Telegram
+                self._username = (self._bot.username or "").lower()
+                with contextlib.suppress(TelegramError):  # the command menu is a nicety
+                    await self._bot.delete_webhook()
+                    await self._bot.set_my_commands([BotCommand(c.name, c.description[:256]) for c in self._commands])
+        except TimeoutError:
+            self._username = ""
+            raise TimedOut(f"no whole answer within {CONNECT_SECONDS:.0f} s") from None
+        except TelegramError as exc:
+            if exc.message != NOT_JSON:
+                raise
+            raise NetworkError(NOT_JSON) from None  # a captive portal's or a proxy's page: out of reach, retried
 
     async def _connect_then_poll(self) -> None:
         """Telegram was out of reach at start (no DNS, no network): try again with a backoff, then poll.
@@ -182,6 +203,8 @@ class TelegramChannel:
         text = str(exc)
         if any(words in text for words in NO_NAME):
             reason = "its name did not resolve (DNS)"
+        elif NOT_JSON in text:
+            reason = "what answered is not Telegram's Bot API (no JSON: a captive portal or a proxy?)"
         elif isinstance(exc, TimedOut):
             reason = "it did not answer in time"
         else:

@@ -38,6 +38,16 @@ def retry_wait(exc: RetryAfter) -> float:
     return wait.total_seconds() if isinstance(wait, timedelta) else float(wait)
 
 
+CONNECT_SECONDS = 10.0
+"""The channel's connect (getMe, the command menu) at most, whatever trickles in meanwhile (decision 413)."""
+
+NOT_JSON = "Invalid server response"
+"""python-telegram-bot's words for an answer that is no JSON: something other than the Bot API answered."""
+
+PAYLOAD_LOGGER = "telegram.request.BaseRequest"
+"""Logs, with a traceback, the whole answer that was no JSON (it may quote messages): never shown."""
+
+
 def unreachable(exc: BaseException) -> bool:
     """Telegram out of reach (no DNS, no route, a timeout), not a refusal: worth retrying."""
     return isinstance(exc, (TimedOut, OSError)) or type(exc) is NetworkError
