@@ -69,3 +69,20 @@ async def test_piped_exit_leaves_and_an_unknown_command_exits_1(tmp_path: Path) 
         code, out, err = await piped(env, "/help\n")
         assert code == 0 and "/status" in out and "/exit" in out, err
         assert model.chat_requests == []
+
+
+async def test_a_held_tool_in_a_piped_chat_tells_the_model_nobody_could_answer(tmp_path: Path) -> None:
+    """newcomer10: `echo … | klaw chat` with a held tool told the model "the person denied" it, and the
+    question on stderr kept its ``` fence lines, which the interactive console leaves out."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = {**chat_env(home, model.base_url), "KLAW__TOOLS__APPROVAL": "['current_time']"}
+        model.reply_tool_calls([("current_time", {"timezone": "UTC"})])
+        model.reply_text("It needs your approval.")
+        code, out, err = await piped(env, "what time is it?\n")
+        assert (code, out) == (0, "It needs your approval.\n"), err
+        result = next(m["content"] for m in model.chat_requests[1].body["messages"] if m["role"] == "tool")
+        assert "denied" not in result and "nobody was asked" in result and "tools.approval" in result, result
+        assert "The agent wants to run current_time" in err and "timezone: UTC" in err, err
+        assert "```" not in err and "no terminal to answer it" in err, err

@@ -127,8 +127,9 @@ class ConsoleChannel:
     async def answer_piped(self, text: str) -> bool:
         """`echo "…" | klaw chat`: all of stdin is one message, and only its reply is printed, as the
         model wrote it (no banner, spinner or prompt: prompt_toolkit drawing them into a pipe gave ^M
-        and repeated prompts). A tool held for approval is denied, since no one is at a terminal to
-        answer; the reply goes on without it. False when the reply is an error (exit 1)."""
+        and repeated prompts). A tool held for approval is not run, since no one is at a terminal to
+        answer, and the model is told so (not that the person denied it); the reply goes on without it.
+        False when the reply is an error (exit 1)."""
         chat = console_chat()
         if text.strip().lower() in EXIT_WORDS:  # /help lists /exit: piped, it leaves as typed (decision 282)
             return True
@@ -151,8 +152,11 @@ class ConsoleChannel:
             reply = await self._next_reply_to(result.message_id)
             if reply.approval is None:
                 break
-            denied = await self._engine.commands.handle(chat, "deny", reply.approval)
-            self._stderr.print(Text(visible(f"{reply.text}\n{denied} (no terminal to answer it)")), highlight=False)
+            from rich.markdown import Markdown  # the question as a terminal shows it: no ``` fence lines
+
+            self._stderr.print(Markdown(kept_line_breaks(visible(reply.text))))
+            ended = self._engine.approvals.nobody_can_answer(chat, reply.approval)
+            self._stderr.print(Text(visible(ended)), highlight=False)
         if reply.kind == "error":
             self._stderr.print(Text(visible(reply.text), style="red"), highlight=False)
             return False

@@ -50,6 +50,7 @@ class Decision(StrEnum):
     NO_PERSON = "no_person"  # a task's run: nobody to ask, and the task was not created allowing the tool
     UNAVAILABLE = "unavailable"  # the question could not be asked, or the engine is stopping
     TOO_LONG = "too_long"  # the call cannot be shown whole in a question, so it is not asked (decision 295)
+    NO_TERMINAL = "no_terminal"  # `echo … | klaw chat`: asked, but no terminal can answer it, so nobody did
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class _Pending:
     call: ToolCall
     asked_at: float  # on the clock the timeout runs on (clock.py's monotonic): the time left counts from here
     decision: Decision | None = None  # set once it is over
+    unanswerable: bool = False  # ended by `nobody_can_answer`, not by the person's /deny
     over: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -188,7 +190,9 @@ class ApprovalGate:
             return Decision.TIMED_OUT
         if pending.answer.cancelled():
             return Decision.UNAVAILABLE
-        return Decision.APPROVED if pending.answer.result() else Decision.DENIED
+        if pending.answer.result():
+            return Decision.APPROVED
+        return Decision.NO_TERMINAL if pending.unanswerable else Decision.DENIED
 
     def _new_id(self) -> str:
         while True:
@@ -231,7 +235,7 @@ class ApprovalGate:
         await pending.over.wait()
         if pending.decision is Decision.TIMED_OUT:
             return f"No answer within {_duration(self._timeout)}: {pending.tool} was not run."
-        if pending.decision in (Decision.APPROVED, Decision.DENIED):
+        if pending.decision in (Decision.APPROVED, Decision.DENIED, Decision.NO_TERMINAL):
             return None
         return f"{pending.tool} was not run: the engine is stopping."
 
@@ -265,6 +269,17 @@ class ApprovalGate:
             return f"{said} {_which(verb, waiting)}" if waiting else said
         pending.answer.set_result(approved)
         return f"Approved: {pending.tool} runs now." if approved else f"Denied: {pending.tool} will not run."
+
+    def nobody_can_answer(self, chat: ChatRef, request_id: str) -> str:
+        """End question `request_id` unrun because no one can answer it (`echo … | klaw chat`: no terminal).
+        The model is told that, not that the person denied the call (newcomer10: it then told the person
+        they had refused what they never saw), so it can say how to allow it."""
+        pending = self._pending.get(request_id)
+        if pending is None or pending.chat != chat or pending.answer.done():
+            return f"No approval request {request_id!r} is waiting in this chat."
+        pending.unanswerable = True
+        pending.answer.set_result(False)
+        return f"Not run: {pending.tool} (no terminal to answer it)."
 
     def close(self) -> None:
         """The engine is stopping: deny what waits, so turns end instead of holding up shutdown."""
@@ -336,6 +351,13 @@ def _outcome_text(decision: Decision, tool: str, timeout_seconds: float) -> str:
         return ""
     if decision is Decision.DENIED:
         return f"Not run: the person denied {tool}. Do not retry it unless they ask you to."
+    if decision is Decision.NO_TERMINAL:
+        return (
+            f"Not run: {tool} needs the person's approval, and nobody was asked: the message was piped into"
+            f" `klaw chat`, with no terminal to answer the question. Tell the person how to allow it: send the"
+            f" message in an interactive `klaw chat` (or the web page) and approve it there, or take {tool} out"
+            f" of tools.approval in their config."
+        )
     if decision is Decision.TIMED_OUT:
         return f"Not run: the person did not approve {tool} within {_duration(timeout_seconds)}, so it was denied."
     return f"Not run: {tool} needs approval and the engine is stopping."

@@ -145,7 +145,7 @@ def _record(
     return MessageRecord(chat, role, text, type=kind, metadata=metadata, created_at=now())
 
 
-_DENIALS = frozenset({Decision.DENIED, Decision.TIMED_OUT, Decision.NO_PERSON})
+_DENIALS = frozenset({Decision.DENIED, Decision.TIMED_OUT, Decision.NO_PERSON, Decision.NO_TERMINAL})
 """The decisions a reply's tool list marks "(denied)"; any other refusal of a held call is "(not run)"."""
 
 Run = tuple[ToolResult, str | None, str | None]  # the result, the approval decision's name, why it was not run
