@@ -166,7 +166,7 @@ async def test_a_channel_without_a_gateway_gets_it_when_one_connects() -> None:
         assert [f.text for f in frames] == ["Telegram is away; it will get it."]
         assert s.tool_result()["content"] == (
             "Recorded in telegram:42, but no gateway serves telegram right now: it is delivered when one connects"
-            " (unless the engine restarts first)."
+            " (within an hour, even if the engine restarts meanwhile; later, it stays only in that chat's history)."
         )
         assert [r.content for r in s.logged(TELEGRAM)] == [TEXT]
         telegram = await GatewayClient.connect(s.home.socket_path)
@@ -177,6 +177,40 @@ async def test_a_channel_without_a_gateway_gets_it_when_one_connects() -> None:
             assert (queued.channel, queued.chat_id, queued.text) == ("telegram", "42", TEXT)
         finally:
             await telegram.aclose()
+
+
+async def test_a_queued_message_is_delivered_after_an_engine_restart() -> None:
+    """newcomer10: the tool said "(unless the engine restarts first)", yet the record is kept undelivered
+    and sent again at start (decision 101), so a gateway connecting to the next engine gets it."""
+    with short_socket_dir() as root:
+        home = KlawHome(root / "home")
+        initialise_home(home)
+        async with FakeOpenAiServer() as server:
+            clock = ManualClock()
+            config = engine_config(server.base_url, channels={"telegram": {"enabled": True, "allowedChatIds": [42]}})
+            engine = await Engine.start(home, config, clock=clock)
+            web = await GatewayClient.connect(home.socket_path)
+            try:
+                await web.send(HelloFrame(channels=["web"]))
+                await web.roundtrip()
+                server.reply_tool_calls([("message_send", {"target": "telegram:42", "text": TEXT})])
+                server.reply_text("Telegram is away; it will get it.")
+                await Stand(engine, server, clock, home, web).turn("tell me on telegram")
+            finally:
+                await web.aclose()
+                await engine.shutdown(timeout_seconds=5)
+            result = next(m for m in server.chat_requests[-1].body["messages"] if m["role"] == "tool")
+            assert "even if the engine restarts" in result["content"], result
+            engine = await Engine.start(home, config, clock=clock)
+            telegram = await GatewayClient.connect(home.socket_path)
+            try:
+                await telegram.send(HelloFrame(channels=["telegram"]))
+                queued = await telegram.recv()
+                assert isinstance(queued, OutboundFrame)
+                assert (queued.channel, queued.chat_id, queued.text) == ("telegram", "42", TEXT)
+            finally:
+                await telegram.aclose()
+                await engine.shutdown(timeout_seconds=5)
 
 
 async def test_the_console_under_a_socket_engine_is_refused_not_queued() -> None:

@@ -5,7 +5,8 @@ in one chat, recorded in another chat's log as the agent's and delivered there
 The record is an assistant message with `{"source": "message_send", "from": "<chat>"}` in its metadata,
 taken under the target chat's turn lock like a scheduled task's answer, so the target chat's window and
 its later turns see it. A channel no gateway serves right now still gets it recorded, and the socket
-queues the delivery until a gateway says hello (in memory: an engine restart drops what waits there); an
+queues the delivery until a gateway says hello (in memory, but the record stays undelivered in the store, so
+an engine restarted within the hour sends it again at start, decision 101: the tool result says so); an
 engine without a socket (one run through the library without it) reaches only its in-process channels, so
 other targets are refused before anything is recorded; `klaw chat` has the socket. The console is never
 served by a gateway (it is `klaw chat`'s own terminal), so an engine without one refuses it too rather

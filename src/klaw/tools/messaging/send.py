@@ -135,7 +135,8 @@ def register_message_tools(
         return {
             Sent.DELIVERED: f"Sent to {chat}.",
             Sent.QUEUED: f"Recorded in {chat}, but no gateway serves {chat.channel} right now: it is delivered when"
-            " one connects (unless the engine restarts first).",
+            " one connects (within an hour, even if the engine restarts meanwhile; later, it stays only in that"
+            " chat's history).",
             Sent.AFTER_TURN: f"{chat} is in the middle of a turn: the message is recorded there and delivered as soon"
             " as that turn ends.",
         }[sent]
