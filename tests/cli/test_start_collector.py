@@ -4,15 +4,12 @@ the real command line's collector as it exits (`gc`'s own counts), never on a ti
 
 from __future__ import annotations
 
-import asyncio
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home
-from tests.cli.piped_chat import CHAT_SECONDS
+from tests.cli.test_start_imports import run_probe
 
 # The `klaw` script's entry point, with the collector's state written out as the process exits.
 PROGRAM = """
@@ -30,21 +27,7 @@ main()
 
 
 async def collector_at_exit(tmp_path: Path, env: dict[str, str], *args: str, stdin: str = "") -> dict[str, Any]:
-    out = tmp_path / "collector.json"
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        PROGRAM,
-        str(out),
-        *args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
-    _, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout=CHAT_SECONDS)
-    assert process.returncode == 0, err.decode()
-    state: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    state: dict[str, Any] = await run_probe(PROGRAM, tmp_path / "collector.json", env, args, stdin)
     return state
 
 

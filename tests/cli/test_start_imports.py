@@ -9,6 +9,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home
@@ -27,15 +28,14 @@ main()
 """
 
 
-async def loaded(tmp_path: Path, env: dict[str, str], *args: str, stdin: str = "") -> set[str]:
-    """The modules `klaw args…` had loaded when it exited (it must succeed); the fake model, if any, answers
-    from this event loop meanwhile."""
-    names = tmp_path / "modules.json"
+async def run_probe(program: str, out: Path, env: dict[str, str], args: tuple[str, ...], stdin: str) -> Any:
+    """Run `program` (the `klaw` entry point with a probe that writes JSON to `out` as it exits) with
+    `args`; it must succeed. Returns what it wrote. The fake model, if any, answers from this event loop."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
-        PROGRAM,
-        str(names),
+        program,
+        str(out),
         *args,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.DEVNULL,
@@ -44,7 +44,13 @@ async def loaded(tmp_path: Path, env: dict[str, str], *args: str, stdin: str = "
     )
     _, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout=CHAT_SECONDS)
     assert process.returncode == 0, err.decode()
-    return {name.split(".")[0] for name in json.loads(names.read_text(encoding="utf-8"))}
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+async def loaded(tmp_path: Path, env: dict[str, str], *args: str, stdin: str = "") -> set[str]:
+    """The modules `klaw args…` had loaded when it exited (it must succeed)."""
+    names = await run_probe(PROGRAM, tmp_path / "modules.json", env, args, stdin)
+    return {name.split(".")[0] for name in names}
 
 
 async def test_help_loads_no_config_models_embedder_or_prompt(tmp_path: Path) -> None:

@@ -30,16 +30,22 @@ def variable_name(secret: str, example: str) -> AfterValidator:
     return AfterValidator(check)
 
 
-def _http_base_url(value: str) -> str:
-    """A server's base URL must be http(s) with a host: `htp//127.0.0.1:9/v1` or `ftp://…` passed
-    `klaw config check` and failed only at the first chat, with start-up advice to start a server."""
+def http_url(value: str, *, query: bool = True) -> bool:
+    """Whether `value` is an http(s) URL with a host (and a port, if any, that is a number in 0-65535), no
+    white space, and a query only if `query`: what a client or a browser can open."""
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - raises ValueError on a port that is not a number in 0-65535
-        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname) and (query or not parts.query)
     except ValueError:  # the port, or an unclosed IPv6 bracket
         usable = False
-    if not usable or any(c.isspace() for c in value):
+    return usable and not any(c.isspace() for c in value)
+
+
+def _http_base_url(value: str) -> str:
+    """A server's base URL must be http(s) with a host: `htp//127.0.0.1:9/v1` or `ftp://…` passed
+    `klaw config check` and failed only at the first chat, with start-up advice to start a server."""
+    if not http_url(value):
         raise ValueError(
             "must be an http:// or https:// URL with a host, e.g. http://localhost:11434/v1 (Ollama)"
             " or https://api.openai.com/v1"

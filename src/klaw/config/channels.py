@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field, model_validator
 
-from klaw.config.base import Section, variable_name
+from klaw.config.base import Section, http_url, variable_name
 
 
 def _bare_host_name(value: str) -> str:
@@ -30,13 +30,7 @@ def _published_url(value: str | None) -> str | None:
     """The address a person opens: http(s) with a host, as a browser's address bar takes it."""
     if value is None:
         return None
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 - raises ValueError on a port that is not a number in 0-65535
-        usable = parts.scheme in ("http", "https") and bool(parts.hostname) and not parts.query
-    except ValueError:  # the port, or an unclosed IPv6 bracket
-        usable = False
-    if not usable or any(c.isspace() for c in value):
+    if not http_url(value, query=False):
         raise ValueError(
             "must be the address a person opens, an http:// or https:// URL with a host, e.g."
             " http://127.0.0.1:8765/ (a container's published port) or https://klaw.example.org/ (a reverse proxy)"
