@@ -73,3 +73,9 @@ def test_an_image_is_its_alt_text_linked_without_the_bang() -> None:
     assert ">https://example.com/p.png</a>" in untitled and "!" not in untitled
     nested = render("[![logo](https://example.com/l.png)](https://example.org)")  # links do not nest
     assert [tag for tag, _ in Elements(nested).found] == ["p", "a"] and ">logo</a>" in nested
+
+
+def test_a_line_break_in_a_reply_is_kept_and_its_text_escaped() -> None:
+    """newcomer10: a reply quoting a tool's output showed "exit code 0 after 0.11 s stdout: 45" on one line."""
+    html = render("exit code 0 after 0.11 s\nstdout:\n<b>45</b>")
+    assert html == "<p>exit code 0 after 0.11 s<br>\nstdout:<br>\n&lt;b&gt;45&lt;/b&gt;</p>\n", html

@@ -27,7 +27,9 @@ TAGS = {
 ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}}
 URL_SCHEMES = {"http", "https", "mailto"}
 
-_parser = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
+_parser = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True}).enable(["table", "strikethrough"])
+"""`breaks`: a line break in a paragraph is kept, as `klaw chat` keeps it (terminal_text.kept_line_breaks):
+a reply quoting a tool's output ("exit code 0 after 0.11 s\nstdout:\n45") showed on one line (newcomer10)."""
 
 
 def _image_as_link(self: RendererHTML, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
