@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,20 @@ async def test_a_package_group_gets_the_engine_setup_and_is_chosen_per_model_lik
         assert (h.home.workspace / "notes.txt").read_text(encoding="utf-8") == "buy milk\n"
         status = await h.engine.commands.handle(CHAT, "status", "")
         assert "Not offered: note_sync: no sync server set" in status
+
+
+async def test_the_docs_whole_plugin_package_works_as_written(tmp_path: Path, site: Path) -> None:
+    """newcomer10: docs/library.md showed only the entry-point lines; its whole package (pyproject with
+    [project] and the entry point, and the module) is installed here as written and both tools are called."""
+    page = (REPO / "docs" / "library.md").read_text(encoding="utf-8")
+    pyproject = tomllib.loads(next(b for b in re.findall(r"```toml\n(.*?)```", page, flags=re.S) if "klaw.tools" in b))
+    assert {"name", "version"} <= pyproject["project"].keys()
+    [(group, target)] = pyproject["project"]["entry-points"]["klaw.tools"].items()
+    module, attribute = target.split(":")
+    install(site, group, module, next(block for block in DOC_BLOCKS if "TOOLS = [" in block), attribute)
+    async with running_engine(tmp_path, tools={"enabled": ["clock", group]}) as h:
+        h.server.reply_tool_calls([("weather", {"city": "Oslo"}), ("forecast", {"city": "Oslo", "days": 2})])
+        h.server.reply_text("done")
+        assert (await h.turn("weather in Oslo?")).text == "done"
+        results = [m["content"] for m in h.last_request_messages() if m["role"] == "tool"]
+        assert results == ["sunny in Oslo", "2 days of rain in Oslo"]
