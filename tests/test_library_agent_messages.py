@@ -120,3 +120,24 @@ async def test_a_reply_a_crash_left_unshown_reaches_on_message_at_the_next_start
     async with Klaw(home, config=CONFIG, model=FunctionModel(model), on_message=received.put) as agent:
         await agent.ask("alice", "how many apples are there?")  # a turn: the start's redelivery is long done
         assert received.empty()  # shown once: the first start confirmed it
+
+
+async def test_message_send_to_another_library_chat_once_it_is_a_target(tmp_path: Path) -> None:
+    """newcomer10: a program's own chats are not `message_send` targets by default; docs/library.md says
+    how to allow them (`tools.messageTargets`), and then bob's chat gets what alice's turn sent."""
+
+    def sending(messages: Sequence[ChatMessage], info: AgentInfo) -> str | ChatResponse:
+        if messages[-1].role == "tool":
+            return str(messages[-1].content)
+        return tool_calls(call_tool("message_send", {"target": "library:bob", "text": "lunch at noon"}))
+
+    received: asyncio.Queue[AgentMessage] = asyncio.Queue()
+    config = {**CONFIG, "tools": {"messageTargets": ["library:alice", "library:bob"]}}
+    async with Klaw(tmp_path / "home", config=config, model=FunctionModel(sending), on_message=received.put) as agent:
+        assert await agent.ask("alice", "tell bob") == "Sent to library:bob."
+        message = await asyncio.wait_for(received.get(), 30)
+        assert (message.chat, message.text, message.sent_from) == (
+            ChatRef("library", "bob"),
+            "lunch at noon",
+            "library:alice",
+        )
