@@ -169,14 +169,7 @@ async def test_a_channel_without_a_gateway_gets_it_when_one_connects() -> None:
             " (within an hour, even if the engine restarts meanwhile; later, it stays only in that chat's history)."
         )
         assert [r.content for r in s.logged(TELEGRAM)] == [TEXT]
-        telegram = await GatewayClient.connect(s.home.socket_path)
-        try:
-            await telegram.send(HelloFrame(channels=["telegram"]))
-            queued = await telegram.recv()
-            assert isinstance(queued, OutboundFrame)
-            assert (queued.channel, queued.chat_id, queued.text) == ("telegram", "42", TEXT)
-        finally:
-            await telegram.aclose()
+        await _telegram_gets_the_queued_message(s.home)
 
 
 async def test_a_queued_message_is_delivered_after_an_engine_restart() -> None:
@@ -202,15 +195,22 @@ async def test_a_queued_message_is_delivered_after_an_engine_restart() -> None:
             result = next(m for m in server.chat_requests[-1].body["messages"] if m["role"] == "tool")
             assert "even if the engine restarts" in result["content"], result
             engine = await Engine.start(home, config, clock=clock)
-            telegram = await GatewayClient.connect(home.socket_path)
             try:
-                await telegram.send(HelloFrame(channels=["telegram"]))
-                queued = await telegram.recv()
-                assert isinstance(queued, OutboundFrame)
-                assert (queued.channel, queued.chat_id, queued.text) == ("telegram", "42", TEXT)
+                await _telegram_gets_the_queued_message(home)
             finally:
-                await telegram.aclose()
                 await engine.shutdown(timeout_seconds=5)
+
+
+async def _telegram_gets_the_queued_message(home: KlawHome) -> None:
+    """A Telegram gateway connecting now is sent the message `message_send` queued for telegram:42."""
+    telegram = await GatewayClient.connect(home.socket_path)
+    try:
+        await telegram.send(HelloFrame(channels=["telegram"]))
+        queued = await telegram.recv()
+        assert isinstance(queued, OutboundFrame)
+        assert (queued.channel, queued.chat_id, queued.text) == ("telegram", "42", TEXT)
+    finally:
+        await telegram.aclose()
 
 
 async def test_the_console_under_a_socket_engine_is_refused_not_queued() -> None:
