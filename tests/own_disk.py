@@ -1,6 +1,7 @@
-"""A file system of a test's own to fill: a tmpfs of a given size (root only; the test is skipped otherwise).
+"""A file system of a test's own to fill: a tmpfs of a given size (root only; the test is skipped otherwise),
+and a file filling it.
 
-Shared by the full-disk tests of the CLI, the library and the sandbox's quota, which each had a copy."""
+Shared by the full-disk tests of the CLI, the library, the scheduler and the sandbox's quota, which each had a copy."""
 
 from __future__ import annotations
 
@@ -26,3 +27,11 @@ def tmpfs(where: Path, size: str) -> Iterator[Path]:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill(folder: Path) -> Path:
+    """A file of zeros taking every free byte of `folder`'s file system."""
+    filler = folder / "filler"
+    written = subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True, text=True)
+    assert "No space left on device" in written.stderr, written.stderr
+    return filler

@@ -7,22 +7,13 @@ only), filled by a file of zeros."""
 from __future__ import annotations
 
 import errno
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from klaw import FunctionModel, Klaw, ManualClock, TurnFailed
-from tests.own_disk import tmpfs
+from tests.own_disk import fill, tmpfs
 from tests.test_library import CONFIG
-
-
-def fill(folder: Path) -> Path:
-    """A file of zeros taking every free byte of `folder`'s file system."""
-    filler = folder / "filler"
-    written = subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True, text=True)
-    assert "No space left on device" in written.stderr, written.stderr
-    return filler
 
 
 async def test_a_message_the_full_disk_cannot_log_is_refused_in_words_and_the_next_is_answered(

@@ -55,22 +55,27 @@ def read_only_words(path: Path) -> str:
     )
 
 
-def full_words(path: Path) -> str:
+AGAIN = "then run the command again"
+"""What follows the fix for a command; a worker that tries again by itself says so instead."""
+
+
+def full_words(path: Path, then: str = AGAIN) -> str:
     mount = mount_point(path)
     return (
         f"no space left on the file system holding {path} (mounted at {mount}): free space on {mount}"
-        " (df -h shows how much is left), then run the command again."
+        f" (df -h shows how much is left), {then}."
     )
 
 
-def disk_trouble(path: Path, exc: BaseException | None = None) -> str | None:
+def disk_trouble(path: Path, exc: BaseException | None = None, then: str = AGAIN) -> str | None:
     """One sentence when writing `path` failed because its file system is read-only or full (by `exc`'s
-    errno, else by asking the file system); None when the disk is not the cause."""
+    errno, else by asking the file system); None when the disk is not the cause. `then` ends a full
+    disk's fix."""
     code = exc.errno if isinstance(exc, OSError) else None
     if code in READ_ONLY_ERRNOS:
         return read_only_words(path)
     if code in FULL_ERRNOS:
-        return full_words(path)
+        return full_words(path, then)
     if code is not None and code != errno.EACCES:
         return None  # another OSError (a missing folder…): its own words say it
     found = _statvfs(path)
@@ -80,7 +85,7 @@ def disk_trouble(path: Path, exc: BaseException | None = None) -> str | None:
         return read_only_words(path)
     usable = found.f_bfree if os.geteuid() == 0 else found.f_bavail
     if usable * found.f_frsize < NEARLY_FULL_BYTES:  # SQLite says "disk I/O error", no errno: ask the disk
-        return full_words(path)
+        return full_words(path, then)
     return None
 
 

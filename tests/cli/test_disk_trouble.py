@@ -13,7 +13,6 @@ without root a read-only home is a folder whose mode forbids writing."""
 
 from __future__ import annotations
 
-import errno
 import os
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import pytest
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import piped
-from tests.own_disk import tmpfs
+from tests.own_disk import fill, tmpfs
 
 NO_TRACE = ("Traceback", "Logging error")
 
@@ -109,18 +108,6 @@ def _remount_read_only(mnt: Path) -> None:
     subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
 
 
-def _fill(filler: Path) -> None:
-    """`filler` grown until its file system has no space left."""
-    try:
-        with filler.open("wb") as out:
-            while True:
-                out.write(b"\0" * 65536)
-                out.flush()
-    except OSError as exc:
-        if exc.errno != errno.ENOSPC:
-            raise
-
-
 @contextmanager
 def _nothing(where: Path) -> Iterator[Path]:
     where.mkdir()
@@ -137,8 +124,7 @@ async def test_a_full_disk_names_its_mount_and_the_fix(tmp_path: Path) -> None:
         with tmpfs(tmp_path / "mnt", "3m") as mnt:
             home = mnt / "home"
             env = await _chatted_home(home, model)
-            filler = mnt / "filler"
-            _fill(filler)
+            filler = fill(mnt)
             code, said, err = await piped(env, "one more\n")
             assert code != 0 and not any(word in err for word in NO_TRACE), err
             assert f"free space on {mnt}" in " ".join(err.split()), err

@@ -24,14 +24,16 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import sqlite3
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import datetime, timedelta, tzinfo
+from pathlib import Path
 from typing import Any
 
 from klaw.config import SchedulerConfig
-from klaw.disk_trouble import damaged_database, damaged_words, repair_scheduler_db
+from klaw.disk_trouble import damaged_database, damaged_words, disk_trouble, repair_scheduler_db
 from klaw.engine.clock import Clock
 from klaw.engine.cut_off_runs import tell_cut_off
 from klaw.engine.subagents import RunOutcome, SubagentRequest, SubagentRunner
@@ -214,6 +216,9 @@ class Scheduler:
                     # Out of open files (a flood of connections, say): a state of the machine, told in
                     # one line, not a traceback a minute.
                     log.error("scheduler: too many open files (%s); retrying in %.0f s", exc.strerror, RELOAD_SECONDS)
+                elif (words := _disk_words(self.store.path, exc)) is not None:
+                    # A full or read-only disk (sqlite3 says "disk I/O error", no errno): the same.
+                    log.error("scheduler: %s", words)
                 else:
                     log.error("scheduler: %s; retrying in %.0f s", type(exc).__name__, RELOAD_SECONDS, exc_info=True)
                 wake_at = self.clock.now() + timedelta(seconds=RELOAD_SECONDS)
@@ -299,3 +304,12 @@ class Scheduler:
             for pending in (sleeper, waker):
                 pending.cancel()
             self._wake.clear()
+
+
+def _disk_words(path: Path, exc: Exception) -> str | None:
+    """A full or read-only disk behind a failed read or write of scheduler.db, in one sentence; None
+    otherwise. Asked only of the file's and the database's own errors: a bug met while the disk happens
+    to be nearly full keeps its traceback."""
+    if not isinstance(exc, (OSError, sqlite3.Error)):
+        return None
+    return disk_trouble(path, exc, then=f"the scheduler tries again every {RELOAD_SECONDS:.0f} s")
