@@ -11,6 +11,10 @@ fi
 if ! command -v bwrap >/dev/null; then
   scripts/apt-optional.sh bubblewrap "the code_execute sandbox tests"
 fi
+# The sandbox's seccomp filter is built by libseccomp (apt depends on it, so it is nearly always there).
+if ! /sbin/ldconfig -p 2>/dev/null | grep 'libseccomp\.so\.2' >/dev/null; then
+  scripts/apt-optional.sh libseccomp2 "the sandbox's seccomp filter tests"
+fi
 .venv/bin/ruff check src tests
 # mypy keeps its cache outside the clone, so CI's fresh clone checks only what changed since the last run on this
 # machine (~2 s instead of ~45 s of CPU); a module with errors is never cached, so it is checked again. Decision 357.

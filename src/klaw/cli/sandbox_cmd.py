@@ -29,6 +29,7 @@ def status() -> None:
     network = "on" if config.sandbox.network else "off"
     venv = home.sandbox_venv if home.sandbox_venv.is_dir() else "none (klaw sandbox install PKG makes one)"
     console.print(f"backend: {backend.name}\nnetwork: {network}\nvirtualenv: {venv}")
+    console.print(f"memory outside the processes: {backend.kernel_memory()}")
 
 
 @app.command(name="install", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -81,6 +81,11 @@ class SandboxBackend(Protocol):
         """Run the job to its end or its limits; never raises for what the code does."""
         ...
 
+    def kernel_memory(self) -> str:
+        """What keeps code from holding memory outside its processes' address space (memfd files, SysV
+        shared memory, keyrings), or that nothing does: a line for `klaw sandbox status` (decision 419)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Unavailable:

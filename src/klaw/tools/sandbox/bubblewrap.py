@@ -15,7 +15,8 @@ no core files, processes): set there, RLIMIT_NPROC counts only the sandbox's own
 user namespace. As root the kernel ignores that limit, so the run is started in a pids cgroup
 (pids_cgroup.py); where root cannot make one, the backend is unavailable rather than unbounded. That
 cgroup also caps the memory of the run's processes together where the memory controller is available;
-elsewhere only each process's address space is capped (decision 224).
+elsewhere only each process's address space is capped (decision 224). Memory no limit sees (memfd_create
+files, SysV shared memory, keyrings) is refused by a seccomp filter (seccomp_filter.py, decision 419).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from klaw.tools.sandbox.backend import KEEP_BYTES, SANDBOX_WORKSPACE, Job, Sandb
 from klaw.tools.sandbox.bwrap_data import HOSTNAME, Descriptors, data_options, generated_files
 from klaw.tools.sandbox.pids_cgroup import PidsCgroups, enter_argv
 from klaw.tools.sandbox.read_only_copies import copy_read_only
+from klaw.tools.sandbox.seccomp_filter import SeccompFilter, seccomp_filter, without_filter
 
 VENV_MOUNT = "/opt/klaw-venv"
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -74,6 +76,7 @@ class BubblewrapBackend:
     home_root: Path
     venv: Path | None
     cgroups: PidsCgroups | None
+    seccomp: SeccompFilter
 
     async def run(self, job: Job) -> ProcessOutcome:
         group = None
@@ -107,6 +110,12 @@ class BubblewrapBackend:
             if group is not None and self.cgroups is not None:
                 await asyncio.to_thread(self.cgroups.remove, group)
 
+    def kernel_memory(self) -> str:
+        said = self.seccomp.describe()
+        if self.cgroups is not None and self.cgroups.memory_parent is not None:
+            said += "; the run's memory cgroup counts such memory within sandbox.memoryMb"
+        return said
+
     def argv(self, job: Job, descriptors: Descriptors, copies: list[tuple[Path, str]] | None = None) -> list[str]:
         """The whole `bwrap --args N -- prlimit … -- interpreter` command line for `job`: bwrap's options
         are written to memory files in `descriptors` (the child must inherit them); `copies`: (private
@@ -115,6 +124,8 @@ class BubblewrapBackend:
         python = f"{VENV_MOUNT}/bin/python" if venv is not None else "python3"
         inner = [python, "-c", job.code] if job.language == "python" else ["/bin/sh", "-c", job.code]
         options = [*self._mounts(job.workspace, venv, copies or [], descriptors), *self._environment(venv)]
+        if self.seccomp.program is not None:  # loaded by bwrap last, just before prlimit starts (decision 419)
+            options += ["--seccomp", str(descriptors.add("seccomp", self.seccomp.program))]
         return [self.bwrap, *descriptors.options(options), "--", *self._rlimits(job), *inner]
 
     def _mounts(
@@ -201,8 +212,13 @@ def bubblewrap_backend(
                 "klaw runs as root, where the kernel does not limit processes, and no pids cgroup could be made"
                 " to limit them: run klaw as a normal user"
             )
-    backend = BubblewrapBackend(bwrap, limits, home_root=home_root, venv=venv, cgroups=cgroups)
+    seccomp = seccomp_filter()
+    backend = BubblewrapBackend(bwrap, limits, home_root=home_root, venv=venv, cgroups=cgroups, seccomp=seccomp)
     failure = _probe(backend)
+    if failure is not None and seccomp.program is not None:  # a kernel without seccomp: run, and say so
+        bare = replace(backend, seccomp=without_filter(f"bwrap could not load it here: {failure}"))
+        if _probe(bare) is None:
+            return bare
     return Unavailable(failure) if failure is not None else backend
 
 
@@ -213,12 +229,12 @@ def _root_cgroups() -> PidsCgroups | None:
 
 def _probe(backend: BubblewrapBackend) -> str | None:
     """None when a trivial run works; else what failed, from bwrap's own words."""
-    return _probe_once(backend.bwrap, backend.limits)
+    return _probe_once(backend.bwrap, backend.limits, backend.seccomp)
 
 
-@functools.cache  # per command and limits: engines start often (tests), the answer does not change
-def _probe_once(bwrap: str, limits: SandboxLimits) -> str | None:
-    backend = BubblewrapBackend(bwrap, limits, home_root=Path("/nonexistent"), venv=None, cgroups=None)
+@functools.cache  # per command, limits and filter: engines start often (tests), the answer does not change
+def _probe_once(bwrap: str, limits: SandboxLimits, seccomp: SeccompFilter) -> str | None:
+    backend = BubblewrapBackend(bwrap, limits, home_root=Path("/nonexistent"), venv=None, cgroups=None, seccomp=seccomp)
     with tempfile.TemporaryDirectory(prefix="klaw-sandbox-probe-") as workspace, Descriptors() as descriptors:
         argv = backend.argv(Job("shell", "echo ok", Path(workspace), _PROBE_SECONDS), descriptors)
         try:

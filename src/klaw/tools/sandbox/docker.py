@@ -38,6 +38,12 @@ class DockerBackend:
         self._image = image
         self._limits = limits
 
+    def kernel_memory(self) -> str:
+        return (
+            "Docker's memory cgroup (--memory) counts memfd files and shared memory within sandbox.memoryMb;"
+            " Docker's default seccomp profile refuses keyrings (and io_uring from Docker 25)"
+        )
+
     async def run(self, job: Job) -> ProcessOutcome:
         container = f"klaw-sandbox-{secrets.token_hex(6)}"
 
