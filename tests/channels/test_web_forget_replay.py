@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
 from klaw.channels.web.auth import CSRF_HEADER
 from klaw.channels.web.channel import WebChannel
-from klaw.engine.frames import QueryFrame
+from klaw.engine.frames import InboundFrame, QueryFrame
 from klaw.engine.one_query import ask
 from klaw.store.records import ChatRef
 from tests.channels.stack import running_stack
@@ -24,6 +25,7 @@ from tests.channels.test_web_guard import sign_in_with, web_channel
 
 SECRET_REPLY = "Your locker code is HUNTER2-FORGETME."
 LATER_REPLY = "The second secret is SWORDFISH-42."
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 async def _until(stream: AsyncIterator[str], wanted: str) -> list[tuple[str, dict[str, Any]]]:
@@ -83,3 +85,38 @@ async def test_forgotten_replies_are_not_replayed_to_a_tab_that_reconnects() -> 
             assert notice["text"].startswith(f"Forgotten with klaw memory forget: exchange {latest} (")
             replayed = await _replayed(client, "Forgotten with klaw memory forget")
             assert not [data for _, data in replayed if "SWORDFISH" in json.dumps(data)], replayed
+
+
+async def test_a_refused_forget_is_not_marked_forgotten_and_the_page_keeps_its_events() -> None:
+    """`/forget segment abc` (and `/forget` alone) erase nothing: their notice is not marked `forgotten`,
+    so the page does not reload the chat and the kept events stay (the frame once carried `forgotten: true`
+    for any `/forget`, by its name). Both ways a gateway sends it: a `command` frame (the page's) and
+    typed text in an `inbound` frame."""
+    holder: list[WebChannel] = []
+    async with running_stack(web_channel(holder)) as stack:
+        web = holder[0]
+        async with httpx.AsyncClient(base_url=web.url.rstrip("/"), timeout=30) as client:
+            await sign_in_with(client, web.token)
+            headers = {CSRF_HEADER: await session_csrf(client)}
+
+            async def said(text: str, wanted: str) -> tuple[str, dict[str, Any]]:
+                async with client.stream("GET", "/api/events") as events:
+                    sent = await client.post("/api/messages", json={"text": text}, headers=headers)
+                    assert sent.status_code == 200, sent.text
+                    return (await _until(events.aiter_lines(), wanted))[-1]
+
+            stack.server.reply_text(SECRET_REPLY)
+            await said("what is my locker code?", SECRET_REPLY)
+            for typed in ("/forget segment abc", "/forget", "/forget memory 3"):
+                kind, notice = await said(typed, "Cannot forget")
+                assert kind == "notice" and "forgotten" not in notice, (typed, notice)
+            async with client.stream("GET", "/api/events") as events:
+                # a gateway may send a command as typed text too (an `inbound` frame), read as the console's
+                frame = InboundFrame(id="i1", channel="web", chat_id="main", text="/forget segment abc", created_at=NOW)
+                await stack.gateway.buffer.append(frame)
+                stack.gateway.link.kick()
+                kind, notice = (await _until(events.aiter_lines(), "Cannot forget"))[-1]
+            assert kind == "notice" and "forgotten" not in notice, notice
+            assert any(SECRET_REPLY in data.get("text", "") for _, data in await _replayed(client, SECRET_REPLY))
+            kind, notice = await said("/forget last", "erased from klaw.db")
+            assert kind == "notice" and notice["forgotten"] is True

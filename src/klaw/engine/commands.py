@@ -52,6 +52,16 @@ SAVED_MEMORIES_SHOWN = 10
 SAVED_MEMORY_CHARS = 200
 
 
+@dataclass(frozen=True)
+class CommandAnswer:
+    """A command's reply, and whether it erased something of the chat (a `/forget` carried out or already
+    carried out under this id): only then is its notice marked `forgotten`, so a refused `/forget` does not
+    make the web page drop its kept events and reload the chat."""
+
+    text: str
+    erased: bool = False
+
+
 @dataclass(eq=False)
 class CommandHandler:
     """`commands`: `commands` in engine.yaml, what /help lists. `status_lines`: parts that add lines of
@@ -105,12 +115,19 @@ class CommandHandler:
     async def handle(self, chat: ChatRef, name: str, args: str = "", command_id: str | None = None) -> str:
         """Run a command. `command_id` is the id a gateway gave it: a command replayed after a lost
         acknowledgement then changes nothing twice (`/new` does not close two segments)."""
-        handler = self._handlers.get(name.lower().lstrip("/"))
+        return (await self.answer(chat, name, args, command_id)).text
+
+    async def answer(self, chat: ChatRef, name: str, args: str = "", command_id: str | None = None) -> CommandAnswer:
+        """`handle`, saying too whether the command erased something (`CommandAnswer.erased`)."""
+        key = name.lower().lstrip("/")
+        handler = self._handlers.get(key)
         if handler is None:
-            return f"Unknown command /{name}. Type /help for the list of commands."
+            return CommandAnswer(f"Unknown command /{name}. Type /help for the list of commands.")
         token = _command_id.set(command_id)
         try:
-            return await handler(chat, args.strip())
+            if key == "forget":
+                return await self._forget_answer(chat, args.strip())
+            return CommandAnswer(await handler(chat, args.strip()))
         finally:
             _command_id.reset(token)
 
@@ -191,33 +208,37 @@ class CommandHandler:
         return "\n".join(lines)
 
     async def _forget(self, chat: ChatRef, args: str) -> str:
+        return (await self._forget_answer(chat, args)).text
+
+    async def _forget_answer(self, chat: ChatRef, args: str) -> CommandAnswer:
         """The chat's turn under way is stopped first, then the target is planned and forgotten with the
         chat quiet: all that turn wrote goes (its tool calls, results, saved memories) and it writes
         nothing after (decision 219). A target refused is refused before any turn is stopped."""
         if self.forgetting is None:
-            return "Forgetting is not available in this engine."
+            return CommandAnswer("Forgetting is not available in this engine.")
         forgetting = self.forgetting
         record_id = _command_id.get()
         if await self.forgetting.already_done(record_id):
-            return "Already forgotten."
+            return CommandAnswer("Already forgotten.", erased=True)
         # `last` with a message under way is that message's exchange, which may not exist before it is stopped
         if not (args.lower().split() == ["last"] and self.processor.has_under_way(chat)):
             try:
                 await self.forgetting.plan(*await _forget_target(self.forgetting, chat, args), chat)
             except ForgetError as exc:
-                return f"Cannot forget: {exc}."
+                return CommandAnswer(f"Cannot forget: {exc}.")
         try:  # again, with the turn stopped: `last` is now the exchange of the last message sent
             plan, outcome, stopped = await self._forget_stopping(
                 chat, lambda: _forget_target(forgetting, chat, args), record_id
             )
         except ForgetError as exc:
-            return f"Cannot forget: {exc}."
+            return CommandAnswer(f"Cannot forget: {exc}.")
         stopped_first = "Stopped the turn under way in this chat, then forgot" if stopped else "Forgot"
-        return (
+        return CommandAnswer(
             f"{stopped_first} {plan.label}: {plan.describe()} {self.forget_words.erased_from(outcome.files_rewritten)}."
             f" Core memory is unchanged: /memory shows it.{self.forget_words.left_behind()}"
             f"{tasks_left_sentence(await self._tasks_left(plan))}"
-            f"{runs_left_sentence(plan.spawned_runs)}"
+            f"{runs_left_sentence(plan.spawned_runs)}",
+            erased=True,
         )
 
     async def _tasks_left(self, plan: ForgetPlan) -> list[str]:

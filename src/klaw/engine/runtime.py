@@ -61,6 +61,7 @@ class SubmitResult:
 
     command_reply: str | None = None
     message_id: str | None = None
+    erased: bool = False  # the command erased something of the chat (`/forget` carried out)
 
 
 class Engine:
@@ -171,8 +172,8 @@ class Engine:
         check_message(text)
         command = parse_command(text)
         if command is not None:
-            reply = await self.commands.handle(chat, command.name, command.args, command_id=message_id)
-            return SubmitResult(command_reply=reply)
+            answer = await self.commands.answer(chat, command.name, command.args, command_id=message_id)
+            return SubmitResult(command_reply=answer.text, erased=answer.erased)
         stored = await self.processor.handle_inbound(Inbound(chat, text, message_id))
         return SubmitResult(message_id=stored.record.id)
 
@@ -261,11 +262,9 @@ class _FrameAdapter:
         """
         chat = ChatRef(frame.channel, frame.chat_id)
         result = await self._engine.submit(chat, frame.text, frame.id)
-        if result.command_reply is not None:
-            parsed = parse_command(frame.text)
-            forgot = parsed is not None and parsed.name == "forget"
+        if result.command_reply is not None:  # marked forgotten only when something was erased
             await self._engine.delivery.deliver(
-                Outbound(chat, result.command_reply, frame.id, "notice", forgotten=forgot)
+                Outbound(chat, result.command_reply, frame.id, "notice", forgotten=result.erased)
             )
 
     async def on_delivered(self, frame: DeliveredFrame) -> None:
@@ -274,6 +273,5 @@ class _FrameAdapter:
     async def on_command(self, frame: CommandFrame) -> None:
         chat = ChatRef(frame.channel, frame.chat_id)
         _refuse_task_channel(chat)
-        reply = await self._engine.commands.handle(chat, frame.command, frame.args, command_id=frame.id)
-        forgot = frame.command.lower() == "forget"
-        await self._engine.delivery.deliver(Outbound(chat, reply, frame.id, "notice", forgotten=forgot))
+        answer = await self._engine.commands.answer(chat, frame.command, frame.args, command_id=frame.id)
+        await self._engine.delivery.deliver(Outbound(chat, answer.text, frame.id, "notice", forgotten=answer.erased))
