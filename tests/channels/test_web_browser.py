@@ -152,3 +152,18 @@ async def test_a_failed_turns_tool_calls_stay_with_it_in_the_history_in_chromium
         asked = page.locator(".msg.user", has_text="what time is it?")
         assert await asked.locator(".tools").inner_text() == "Tools used before its turn failed: current_time"
         assert await page.locator(".msg.user", has_text="are you there?").locator(".tools").count() == 0
+
+
+async def test_a_reply_quoting_a_tabulate_table_keeps_its_rule_line_in_chromium() -> None:
+    """lows19: tabulate's rule line `-  -` was read as an empty list, and the reply showed an empty bullet
+    where the line was; it shows as sent, one line of the reply between the header and the row."""
+    async with signed_in(1200, 900) as session:
+        stack, page = session.stack, session.page
+        stack.server.reply_text("a  b\n-  -\n1  2")
+        await page.fill("#input", "a table please")
+        await page.press("#input", "Enter")
+        bubble = page.locator(".msg.assistant", has_text="1")
+        await bubble.wait_for()
+        assert await bubble.locator("li").count() == 0
+        lines = [" ".join(line.split()) for line in (await bubble.inner_text()).splitlines()]
+        assert lines[:3] == ["a b", "- -", "1 2"], lines  # then the bubble's time

@@ -79,3 +79,15 @@ def test_a_line_break_in_a_reply_is_kept_and_its_text_escaped() -> None:
     """newcomer10: a reply quoting a tool's output showed "exit code 0 after 0.11 s stdout: 45" on one line."""
     html = render("exit code 0 after 0.11 s\nstdout:\n<b>45</b>")
     assert html == "<p>exit code 0 after 0.11 s<br>\nstdout:<br>\n&lt;b&gt;45&lt;/b&gt;</p>\n", html
+
+
+def test_a_tabulate_rule_line_in_a_reply_shows_as_sent() -> None:
+    """lows19: a reply quoting tabulate's table lost its rule line `-  -` (read as an empty list in an empty
+    list) and `------  -----` (read as a horizontal rule); a Markdown rule, a heading and a list stay."""
+    assert render("a  b\n-  -\n1  2") == "<p>a  b<br>\n-  -<br>\n1  2</p>\n"
+    assert render("-  -") == "<p>-  -</p>\n"
+    assert render("Name    Age\n------  -----\nAlice   30") == "<p>Name    Age<br>\n------  -----<br>\nAlice   30</p>\n"
+    assert render("> q\n> -  -") == "<blockquote>\n<p>q<br>\n-  -</p>\n</blockquote>\n"
+    assert render("---") == "<hr>\n"
+    assert render("Title\n---") == "<h2>Title</h2>\n"
+    assert render("- one\n- two") == "<ul>\n<li>one</li>\n<li>two</li>\n</ul>\n"

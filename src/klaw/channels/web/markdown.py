@@ -13,10 +13,14 @@ CSP (no inline script) is the second wall.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 import nh3
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
 from markdown_it.renderer import RendererHTML
+from markdown_it.rules_block import StateBlock, hr, list_block
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
@@ -46,6 +50,30 @@ def _image_as_link(self: RendererHTML, tokens: list[Token], idx: int, options: O
 
 
 _parser.add_render_rule("image", _image_as_link)
+
+_RULE_LINE = re.compile(r"[ \t]*-+(?:[ \t]+-+)+[ \t]*")
+"""Two or more runs of dashes and nothing else, like tabulate's rule line `-  -` or `------  -----`: Markdown
+read `-  -` as an empty list inside an empty list and `------  -----` as a horizontal rule, so the line
+vanished from a reply quoting a table. A rule written as Markdown (`---`, `***`, `* * *`) is one run."""
+
+
+_BlockRule = Callable[[StateBlock, int, int, bool], bool]
+
+
+def _not_on_a_rule_line(rule: _BlockRule) -> _BlockRule:
+    """Markdown's `rule` (the list or the horizontal rule) passing over a tabulate rule line, which is then
+    read as text (a line of its paragraph, kept by `breaks`), shown as sent."""
+
+    def checked(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+        line = state.src[state.bMarks[start] + state.tShift[start] : state.eMarks[start]]
+        return False if _RULE_LINE.fullmatch(line) else rule(state, start, end, silent)
+
+    return checked
+
+
+# markdown-it-py's own `alt` lists for these two rules (parser_block._rules), given again as `at` wants them
+_parser.block.ruler.at("hr", _not_on_a_rule_line(hr), {"alt": ["paragraph", "reference", "blockquote", "list"]})
+_parser.block.ruler.at("list", _not_on_a_rule_line(list_block), {"alt": ["paragraph", "reference", "blockquote"]})
 
 _literal = MarkdownIt("zero", {"html": False, "breaks": True}).enable(["fence", "newline"])
 """Nothing read as Markdown but code blocks: every other character shows as written (no emphasis, no
