@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from contextlib import suppress
 
 import pytest
@@ -56,5 +57,48 @@ async def test_a_stop_signal_stops_a_service_whose_model_check_trickles(command:
                 else:
                     await read_until(process.stderr, "klaw engine listening on", who="klaw engine")
                 assert await stop(process, signal.SIGINT) == 0  # the old code waited for the check, for ever
+    finally:
+        server.close()
+
+
+SIGN_IN_PAGE = b"<html><body>Sign in to the hotel network: secret-room-4711</body></html>"
+
+
+async def _sign_in_page(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A captive portal (or another program's web page on the port): HTTP 200, HTML, for any request."""
+    with suppress(ConnectionError, asyncio.IncompleteReadError):
+        await reader.readuntil(b"\r\n\r\n")
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: %d\r\n\r\n"
+        writer.write(head % len(SIGN_IN_PAGE) + SIGN_IN_PAGE)
+        await writer.drain()
+    writer.close()
+
+
+@pytest.mark.parametrize("command", ["serve", "engine", "chat"])
+async def test_a_model_address_answering_a_web_page_is_named_at_start(command: str) -> None:
+    """lows19: a 200 that is not JSON (a captive portal) passed the check in silence; the warning (or
+    `klaw chat`'s refusal) says what came back, by its content type only, and what to fix."""
+    server = await asyncio.start_server(_sign_in_page, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+    try:
+        with short_socket_dir() as directory:
+            home = write_serve_home(directory / "home", serve_config(url))
+            if command == "chat":
+                chat = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "klaw", "chat", env={**serve_env(home), "COLUMNS": "300"},
+                    stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                )  # fmt: skip
+                _, err = await asyncio.wait_for(chat.communicate(), 60)
+                said = " ".join(err.decode().split())
+                assert chat.returncode == 2, said
+            else:
+                async with running("-m", "klaw", command, env=serve_env(home)) as process:
+                    said = await read_until(process.stderr, "goes on", who=f"klaw {command}")
+                    assert f"klaw {command} goes on" in said
+                    assert await stop(process) == 0
+            assert f"at {url} (routing.default = fake/small in {home / 'engine.yaml'})" in said
+            assert "GET /models answered HTTP 200 with text/html, not JSON" in said
+            assert "Check models.fake/small.baseUrl (host, port and the /v1 path)" in said
+            assert "secret-room" not in said and "Traceback" not in said
     finally:
         server.close()

@@ -95,7 +95,28 @@ async def model_problem(
     if response.status_code in (401, 403):
         key = model.api_key_env or "the API key variable"
         return f"{server} refused the API key (HTTP {response.status_code}) {where}: check {key}."
+    if response.is_success and not _is_json(response):
+        return _not_a_model_server(response, server, model_id, where)
     return None
+
+
+def _is_json(response: httpx.Response) -> bool:
+    try:
+        response.json()
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError
+        return False
+    return True
+
+
+def _not_a_model_server(response: httpx.Response, server: str, model_id: str, where: str) -> str:
+    """A 2xx answer to /models that is not JSON: a captive portal's sign-in page, another program's web page
+    on that port. Named by its content type alone (never its body), with what to fix."""
+    kind = response.headers.get("content-type", "").split(";")[0].strip()[:40] or "no content type"
+    return (
+        f"No model server answered at {server} {where}: GET /models answered HTTP {response.status_code}"
+        f" with {kind}, not JSON (a network's sign-in page, or another program on that port).\n"
+        f"Check models.{model_id}.baseUrl (host, port and the /v1 path), or sign in to the network first."
+    )
 
 
 async def _answers_under_v1(client: httpx.AsyncClient, endpoint: Endpoint, headers: Mapping[str, str]) -> bool:
