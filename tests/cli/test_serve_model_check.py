@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import ssl
 import sys
 from contextlib import suppress
+from pathlib import Path
 
 import pytest
 
 from tests.engine import short_socket_dir
 from tests.serve_helpers import read_until, running, serve_config, serve_env, stop, write_serve_home
+from tests.tls import self_signed
 
 
 @pytest.mark.parametrize("command", ["serve", "engine"])
@@ -100,5 +103,42 @@ async def test_a_model_address_answering_a_web_page_is_named_at_start(command: s
             assert "GET /models answered HTTP 200 with text/html, not JSON" in said
             assert "Check models.fake/small.baseUrl (host, port and the /v1 path)" in said
             assert "secret-room" not in said and "Traceback" not in said
+    finally:
+        server.close()
+
+
+async def _tls_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    with suppress(ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 12\r\n\r\n{"data": []}')
+        await writer.drain()
+
+
+@pytest.mark.parametrize("command", ["engine", "chat"])
+async def test_an_http_address_of_a_tls_port_is_told_to_use_https(command: str, tmp_path: Path) -> None:
+    """lows19: http:// to an https server's port read "the server closed the connection without an answer";
+    the check tries a TLS handshake there and says to use https://, with the baseUrl to set."""
+    cert, key = self_signed(tmp_path, "localhost")
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+    server = await asyncio.start_server(_tls_answer, "127.0.0.1", 0, ssl=served)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with short_socket_dir() as directory:
+            home = write_serve_home(directory / "home", serve_config(f"http://127.0.0.1:{port}/v1"))
+            if command == "chat":
+                chat = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "klaw", "chat", env={**serve_env(home), "COLUMNS": "300"},
+                    stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                )  # fmt: skip
+                _, err = await asyncio.wait_for(chat.communicate(), 60)
+                said = " ".join(err.decode().split())
+                assert chat.returncode == 2, said
+                assert f"Set models.fake/small.baseUrl: https://127.0.0.1:{port}/v1" in said
+            else:
+                async with running("-m", "klaw", command, env=serve_env(home)) as process:
+                    said = await read_until(process.stderr, "goes on", who=f"klaw {command}")
+                    assert await stop(process) == 0
+            assert "this port speaks TLS: use https://" in said and "Traceback" not in said
     finally:
         server.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+import ssl
 import sys
 from collections.abc import Mapping
 
@@ -87,6 +88,10 @@ async def model_problem(
         )
         proxy = proxy_for(model.base_url)
         fix = f"Start the server, or change models.{model_id}.baseUrl." if proxy is None else proxy.hint()
+        if proxy is None and isinstance(exc, httpx.TransportError) and await _speaks_tls(model.base_url):
+            secure = "https://" + server.removeprefix("http://")
+            why = f"this port speaks TLS: use https:// ({why})"
+            fix = f"Set models.{model_id}.baseUrl: {secure}"
         return (
             f"No model server answered at {mask_url_credentials(model.base_url)} {where}: {why}.\n"
             f"{fix}\n\n{OLLAMA_EXAMPLE}"
@@ -98,6 +103,25 @@ async def model_problem(
     if response.is_success and not _is_json(response):
         return _not_a_model_server(response, server, model_id, where)
     return None
+
+
+async def _speaks_tls(base_url: str) -> bool:
+    """Whether the host and port of an http:// base URL answer a TLS handshake (an https server there:
+    the plain request got no answer, or one klaw cannot read). Only the handshake is made, unverified since
+    nothing is sent over it, and closed at once."""
+    url = httpx.URL(base_url)
+    if url.scheme != "http" or not url.host:
+        return False
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # loads no CA bundle
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        async with asyncio.timeout(CHECK_SECONDS):
+            _, writer = await asyncio.open_connection(url.host, url.port or 80, ssl=context, server_hostname=url.host)
+    except (OSError, TimeoutError):  # ssl.SSLError is an OSError
+        return False
+    writer.close()
+    return True
 
 
 def _is_json(response: httpx.Response) -> bool:
