@@ -40,6 +40,7 @@ from klaw.llm.messages import ChatMessage, ToolCall, ToolSpec
 from klaw.llm.protocol import ChatModel
 from klaw.store.lease_fence import LeaseLostError
 from klaw.store.records import ChatRef
+from klaw.tools.messaging.limits import TURN_KEY, TurnSends
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolContext
 
@@ -165,7 +166,7 @@ class TurnRunner:
                     messages=list(prompt.messages),
                     tools=prompt.tools,
                     registry=self.tools,
-                    tool_context=ToolContext(turn.chat, self.workspace, {**turn.tool_extras, "clock": self.clock}),
+                    tool_context=ToolContext(turn.chat, self.workspace, _turn_extras(turn.tool_extras, self.clock)),
                     max_rounds=self.max_rounds,
                     max_calls=self.max_calls,
                     chat=turn.chat,
@@ -269,3 +270,10 @@ def log_failure(label: str, failure: TurnFailure) -> None:
         return
     frames = "".join(traceback.format_tb(error.__traceback__)).rstrip()
     log.error("%s failed: %s (error %s)\n%s", label, failure.kind, failure.error_id, frames)
+
+
+def _turn_extras(inherited: Mapping[str, Any], clock: Clock) -> dict[str, Any]:
+    """The turn's tool extras: its `message_send` count made when it starts, not at its first send, so a
+    run it spawns before sending shares it (a copy of this dict shares its objects); a spawned run's own
+    turn gets its parent's from `inherited` (decision 389's addendum)."""
+    return {TURN_KEY: TurnSends(), **inherited, "clock": clock}
