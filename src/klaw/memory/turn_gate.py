@@ -26,6 +26,9 @@ WAIT_SECONDS = 0.5
 class TurnGate:
     def __init__(self) -> None:
         self._turns: dict[ChatRef, tuple[int, asyncio.Event]] = {}  # chats with a turn in flight
+        # Turns (their events) a summary already waited out: the next summaries of the batch do not wait
+        # again, or a turn held open (an approval) would stall the one worker `WAIT_SECONDS` a summary.
+        self._waited_out: set[asyncio.Event] = set()
 
     @contextlib.contextmanager
     def turn(self, chat: ChatRef) -> Iterator[None]:
@@ -40,12 +43,17 @@ class TurnGate:
                 self._turns[chat] = (count - 1, ended)
             else:
                 del self._turns[chat]
+                self._waited_out.discard(ended)
                 ended.set()
 
     async def between_turns(self, chat: ChatRef, bound: float | None = None) -> None:
-        """Return when no turn of `chat` is in flight, or after `bound` seconds (None: `WAIT_SECONDS`)."""
+        """Return when no turn of `chat` is in flight, or after `bound` seconds (None: `WAIT_SECONDS`); at
+        once for a turn a summary already waited out."""
         turn = self._turns.get(chat)
-        if turn is None:
+        if turn is None or turn[1] in self._waited_out:
             return
-        with contextlib.suppress(TimeoutError):
+        try:
             await asyncio.wait_for(turn[1].wait(), WAIT_SECONDS if bound is None else bound)
+        except TimeoutError:
+            if not turn[1].is_set():
+                self._waited_out.add(turn[1])
