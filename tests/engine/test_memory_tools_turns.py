@@ -121,14 +121,15 @@ async def test_forget_in_the_chat_erases_everywhere_and_reindex_does_not_bring_i
         assert secret in log_text(h.home)
         assert h.engine.processor.context_history.turns(CHAT)
         assert await command(h, "/forget") == (
-            "Cannot forget: usage: /forget last | /forget exchange <id> | /forget segment <id> | /forget memory <id>."
+            "Cannot forget: usage: /forget last | /forget exchange <id> | /forget segment <id>"
+            " | /forget segment number <n> | /forget memory <id>."
         )
         # the word that is wrong is named, as `/forget exchange 99999` names the exchange it cannot find
         # (before: the usage line alone)
         assert await command(h, "/forget exchange abc") == (
             "Cannot forget: 'abc' is not an exchange number: exchanges are numbered 1, 2, 3 … (at most"
             " 9223372036854775807); usage: /forget last | /forget exchange <id> | /forget segment <id>"
-            " | /forget memory <id>."
+            " | /forget segment number <n> | /forget memory <id>."
         )
         segment_of_other = await other_chats_segment(h)
         assert await command(h, f"/forget segment {segment_of_other}") == (

@@ -30,8 +30,8 @@ from rich.text import Text
 from klaw.cli.context import fail, open_store_or_exit, stdout_console, stored_home_or_exit
 from klaw.cli.memory_forget_cmd import register_forget
 from klaw.cli.memory_list_cmd import register_list
-from klaw.cli.segment_words import segment_words
 from klaw.errors import KlawError
+from klaw.memory.segment_numbers import segment_words
 from klaw.terminal_text import visible
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it

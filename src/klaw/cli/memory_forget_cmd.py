@@ -145,7 +145,7 @@ def _target(
         return typed, None
 
     async def words() -> tuple[int | str, str | None]:
-        from klaw.cli.segment_words import id_of_number, number_of, segment_words
+        from klaw.memory.segment_numbers import id_of_number, number_of, segment_words
 
         store = await open_store_or_exit(path, database)
         try:

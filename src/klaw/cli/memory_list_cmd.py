@@ -19,8 +19,8 @@ import typer
 from rich.text import Text
 
 from klaw.cli.context import fail, open_store_or_exit, stdout_console, stored_home_or_exit
-from klaw.cli.segment_words import chat_numbers, segment_words
 from klaw.errors import KlawError
+from klaw.memory.segment_numbers import chat_numbers, segment_words
 from klaw.terminal_text import visible
 
 if TYPE_CHECKING:  # loaded by the command itself, so `klaw --help` loads none of it

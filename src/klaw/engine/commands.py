@@ -16,6 +16,7 @@ from klaw.config import CommandConfig
 from klaw.disk_trouble import disk_trouble
 from klaw.engine.approval import ApprovalGate
 from klaw.engine.clock import Clock
+from klaw.engine.forget_typed import forget_target
 from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.processor import MessageProcessor
@@ -223,12 +224,12 @@ class CommandHandler:
         # `last` with a message under way is that message's exchange, which may not exist before it is stopped
         if not (args.lower().split() == ["last"] and self.processor.has_under_way(chat)):
             try:
-                await self.forgetting.plan(*await _forget_target(self.forgetting, chat, args), chat)
+                await self.forgetting.plan(*await forget_target(self.forgetting, chat, args), chat)
             except ForgetError as exc:
                 return CommandAnswer(f"Cannot forget: {exc}.")
         try:  # again, with the turn stopped: `last` is now the exchange of the last message sent
             plan, outcome, stopped = await self._forget_stopping(
-                chat, lambda: _forget_target(forgetting, chat, args), record_id
+                chat, lambda: forget_target(forgetting, chat, args), record_id
             )
         except ForgetError as exc:
             return CommandAnswer(f"Cannot forget: {exc}.")
@@ -330,24 +331,6 @@ def _preview(text: str, chars: int) -> str:
 def _not_held(row: ToolRow) -> str:
     """Why a held name holds nothing, for /status: a group not enabled (its fix), or no tool at all."""
     return "not a tool: misspelt? it holds nothing" if row.reason == NOT_A_TOOL else f"{row.reason}; {row.fix}"
-
-
-FORGET_USAGE = "usage: /forget last | /forget exchange <id> | /forget segment <id> | /forget memory <id>"
-
-
-async def _forget_target(forgetting: Forgetting, chat: ChatRef, args: str) -> tuple[ForgetKind, int | str]:
-    words = args.lower().split()
-    if words == ["last"]:
-        return ForgetKind.EXCHANGE, await forgetting.latest_exchange(chat)
-    if len(words) != 2 or words[0] not in {k.value for k in ForgetKind}:
-        raise ForgetError(FORGET_USAGE)
-    kind = ForgetKind(words[0])
-    try:
-        return kind, typed_target(kind, words[1])
-    except ForgetError as exc:
-        if kind is ForgetKind.MEMORY:  # its refusal says what a memory's id looks like now
-            raise
-        raise ForgetError(f"{exc}; {FORGET_USAGE}") from None  # which word is wrong, then the whole form
 
 
 def _unread(scheduler: Scheduler, exc: Exception) -> str:

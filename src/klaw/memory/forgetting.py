@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from klaw.memory.forget_targets import WHERE_SHOWN, ForgetError, ForgetKind, resolve_memory, typed_target
+from klaw.memory.segment_numbers import id_of_number
 from klaw.scheduling.names import ADD_TOOL, SPAWN_TOOL, SUBAGENT_CHANNEL, run_log_name
 from klaw.store.archival_records import forget_record, forgotten_days, forgotten_ids
 from klaw.store.exchange_records import NOT_ANSWERED_AGAIN
@@ -196,8 +197,7 @@ class Forgetting:
         """An exchange's plan when a crash cut a turn off and the restart answered its messages again in a
         later exchange (decision 306). Those messages are the later exchange's: forgetting the cut-off one
         erases its own records (its opening, its tool calls and results, its close) and leaves them;
-        forgetting the later one erases the cut-off ones with them, which would otherwise hold a round
-        about messages that are gone."""
+        forgetting the later one erases the cut-off ones with them (else a round about messages gone)."""
         exchange = await self._store.exchanges.get(int(plan.target_id))
         if exchange is None or exchange.user_message_rowid is None:
             return plan
@@ -241,6 +241,10 @@ class Forgetting:
         if exchange_id is None:
             raise ForgetError("this chat has no exchange to forget yet")
         return exchange_id
+
+    async def segment_of_number(self, chat: ChatRef, number: int) -> int:
+        """The id of `chat`'s segment `number` (the page's), or ForgetError naming the numbers it has."""
+        return await id_of_number(self._store, chat, number)
 
     async def already_done(self, record_id: str | None) -> bool:
         """A command replayed with the id it was first carried out under changes nothing twice."""

@@ -1,5 +1,6 @@
-"""How the CLI names a segment: its number within its chat, the one the web page's Memory tab shows,
-with its id, the one `/forget segment` and scripts pass (decision 402): `segment 1 (id 7)`.
+"""How klaw names a segment: its number within its chat, the one the web page's Memory tab shows, with
+its id, the one `/forget segment` and scripts pass (decision 402): `segment 1 (id 7)`; a chat's number to
+its id for `klaw memory forget --number` and `/forget segment number N` (decision 415).
 
 Ids run across every chat of a home (a console chat, a Telegram chat and a scheduled task's log each
 take the next one); the number counts one chat's segments from 1 in the order they started
