@@ -48,6 +48,16 @@ async def _replayed(client: httpx.AsyncClient, until: str) -> list[tuple[str, di
         return await _until(events.aiter_lines(), until)
 
 
+async def _sent(
+    client: httpx.AsyncClient, headers: dict[str, str], text: str, wanted: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """`text` posted as the page posts it, and the events that followed until one saying `wanted`."""
+    async with client.stream("GET", "/api/events") as events:
+        sent = await client.post("/api/messages", json={"text": text}, headers=headers)
+        assert sent.status_code == 200, sent.text
+        return await _until(events.aiter_lines(), wanted)
+
+
 async def test_forgotten_replies_are_not_replayed_to_a_tab_that_reconnects() -> None:
     holder: list[WebChannel] = []
     async with running_stack(web_channel(holder)) as stack:
@@ -57,10 +67,7 @@ async def test_forgotten_replies_are_not_replayed_to_a_tab_that_reconnects() -> 
             headers = {CSRF_HEADER: await session_csrf(client)}
 
             async def said(text: str, wanted: str) -> list[tuple[str, dict[str, Any]]]:
-                async with client.stream("GET", "/api/events") as events:
-                    sent = await client.post("/api/messages", json={"text": text}, headers=headers)
-                    assert sent.status_code == 200, sent.text
-                    return await _until(events.aiter_lines(), wanted)
+                return await _sent(client, headers, text, wanted)
 
             stack.server.reply_text(SECRET_REPLY)
             await said("what is my locker code?", SECRET_REPLY)
@@ -100,10 +107,7 @@ async def test_a_refused_forget_is_not_marked_forgotten_and_the_page_keeps_its_e
             headers = {CSRF_HEADER: await session_csrf(client)}
 
             async def said(text: str, wanted: str) -> tuple[str, dict[str, Any]]:
-                async with client.stream("GET", "/api/events") as events:
-                    sent = await client.post("/api/messages", json={"text": text}, headers=headers)
-                    assert sent.status_code == 200, sent.text
-                    return (await _until(events.aiter_lines(), wanted))[-1]
+                return (await _sent(client, headers, text, wanted))[-1]
 
             stack.server.reply_text(SECRET_REPLY)
             await said("what is my locker code?", SECRET_REPLY)

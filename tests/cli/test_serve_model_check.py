@@ -87,13 +87,7 @@ async def test_a_model_address_answering_a_web_page_is_named_at_start(command: s
         with short_socket_dir() as directory:
             home = write_serve_home(directory / "home", serve_config(url))
             if command == "chat":
-                chat = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "klaw", "chat", env={**serve_env(home), "COLUMNS": "300"},
-                    stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                )  # fmt: skip
-                _, err = await asyncio.wait_for(chat.communicate(), 60)
-                said = " ".join(err.decode().split())
-                assert chat.returncode == 2, said
+                said = await _chat_refused(home)
             else:
                 async with running("-m", "klaw", command, env=serve_env(home)) as process:
                     said = await read_until(process.stderr, "goes on", who=f"klaw {command}")
@@ -105,6 +99,18 @@ async def test_a_model_address_answering_a_web_page_is_named_at_start(command: s
             assert "secret-room" not in said and "Traceback" not in said
     finally:
         server.close()
+
+
+async def _chat_refused(home: Path) -> str:
+    """What `klaw chat` said on stderr, one line, when it refused to start (exit 2)."""
+    chat = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "klaw", "chat", env={**serve_env(home), "COLUMNS": "300"},
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(chat.communicate(), 60)
+    said = " ".join(err.decode().split())
+    assert chat.returncode == 2, said
+    return said
 
 
 async def _tls_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -127,13 +133,7 @@ async def test_an_http_address_of_a_tls_port_is_told_to_use_https(command: str, 
         with short_socket_dir() as directory:
             home = write_serve_home(directory / "home", serve_config(f"http://127.0.0.1:{port}/v1"))
             if command == "chat":
-                chat = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "klaw", "chat", env={**serve_env(home), "COLUMNS": "300"},
-                    stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                )  # fmt: skip
-                _, err = await asyncio.wait_for(chat.communicate(), 60)
-                said = " ".join(err.decode().split())
-                assert chat.returncode == 2, said
+                said = await _chat_refused(home)
                 assert f"Set models.fake/small.baseUrl: https://127.0.0.1:{port}/v1" in said
             else:
                 async with running("-m", "klaw", command, env=serve_env(home)) as process:
