@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,51 @@ async def test_without_libseccomp_the_sandbox_runs_and_status_says_what_is_missi
     seccomp_filter.seccomp_filter.cache_clear()
     try:
         result = await Runner(KlawHome(home), backend="bubblewrap").run("import os; os.memfd_create('x'); print('ran')")
+    finally:
+        monkeypatch.undo()
+        seccomp_filter.seccomp_filter.cache_clear()
+    assert result.content.startswith("exit code 0") and "ran" in result.content, result.content
+
+
+# A pyseccomp whose program the kernel refuses (an unknown BPF instruction): what a kernel without
+# CONFIG_SECCOMP_FILTER, or one refusing this filter, answers bwrap's prctl with.
+REFUSED_PROGRAM = """
+ALLOW = 0
+def ERRNO(number):
+    return number
+class SyscallFilter:
+    def __init__(self, default):
+        pass
+    def add_rule(self, action, name):
+        pass
+    def export_bpf(self, file):
+        file.write(bytes([0xFF, 0xFF, 0, 0, 0, 0, 0, 0]))
+"""
+
+
+async def test_a_filter_the_kernel_refuses_leaves_the_sandbox_running_and_status_names_bwraps_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "pyseccomp.py").write_text(REFUSED_PROGRAM, encoding="utf-8")
+    home = tmp_path / "home"
+    init_home(home)
+    env = {"PYTHONPATH": os.pathsep.join([str(fake), *sys.path])}
+    shown = klaw(home, "sandbox", "status", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "backend: bubblewrap" in shown.stdout, shown.stdout
+    line = next(line for line in shown.stdout.splitlines() if line.startswith("memory outside the processes"))
+    assert "NO seccomp filter (bwrap could not load it here: " in line, line
+    assert "PR_SET_SECCOMP" in line, line
+    assert "user namespaces" not in line, line  # they work: only the filter was refused
+
+    refusing = types.ModuleType("pyseccomp")
+    exec(REFUSED_PROGRAM, refusing.__dict__)
+    monkeypatch.setitem(sys.modules, "pyseccomp", refusing)
+    seccomp_filter.seccomp_filter.cache_clear()
+    try:
+        result = await Runner(KlawHome(home), backend="bubblewrap").run("print('ran')")
     finally:
         monkeypatch.undo()
         seccomp_filter.seccomp_filter.cache_clear()

@@ -216,10 +216,10 @@ def bubblewrap_backend(
     backend = BubblewrapBackend(bwrap, limits, home_root=home_root, venv=venv, cgroups=cgroups, seccomp=seccomp)
     failure = _probe(backend)
     if failure is not None and seccomp.program is not None:  # a kernel without seccomp: run, and say so
-        bare = replace(backend, seccomp=without_filter(f"bwrap could not load it here: {failure}"))
+        bare = replace(backend, seccomp=without_filter(f"bwrap could not load it here: {failure.said}"))
         if _probe(bare) is None:
             return bare
-    return Unavailable(failure) if failure is not None else backend
+    return Unavailable(failure.words()) if failure is not None else backend
 
 
 @functools.cache
@@ -227,13 +227,26 @@ def _root_cgroups() -> PidsCgroups | None:
     return PidsCgroups.find()
 
 
-def _probe(backend: BubblewrapBackend) -> str | None:
+@dataclass(frozen=True, slots=True)
+class _ProbeFailure:
+    """A trivial run that failed: `said`, bwrap's own last line (or why it could not start)."""
+
+    said: str
+    started: bool = True
+
+    def words(self) -> str:
+        if not self.started:
+            return self.said
+        return f"bwrap does not work here ({self.said}); user namespaces may be disabled (see docs/sandbox.md)"
+
+
+def _probe(backend: BubblewrapBackend) -> _ProbeFailure | None:
     """None when a trivial run works; else what failed, from bwrap's own words."""
     return _probe_once(backend.bwrap, backend.limits, backend.seccomp)
 
 
 @functools.cache  # per command, limits and filter: engines start often (tests), the answer does not change
-def _probe_once(bwrap: str, limits: SandboxLimits, seccomp: SeccompFilter) -> str | None:
+def _probe_once(bwrap: str, limits: SandboxLimits, seccomp: SeccompFilter) -> _ProbeFailure | None:
     backend = BubblewrapBackend(bwrap, limits, home_root=Path("/nonexistent"), venv=None, cgroups=None, seccomp=seccomp)
     with tempfile.TemporaryDirectory(prefix="klaw-sandbox-probe-") as workspace, Descriptors() as descriptors:
         argv = backend.argv(Job("shell", "echo ok", Path(workspace), _PROBE_SECONDS), descriptors)
@@ -242,9 +255,8 @@ def _probe_once(bwrap: str, limits: SandboxLimits, seccomp: SeccompFilter) -> st
                 argv, capture_output=True, timeout=_PROBE_SECONDS, check=False, env={}, pass_fds=descriptors.numbers
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"bwrap could not be started ({type(exc).__name__}: {exc})"
+            return _ProbeFailure(f"bwrap could not be started ({type(exc).__name__}: {exc})", started=False)
     if done.returncode != 0 or done.stdout.strip() != b"ok":
         said = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
-        detail = said[-1] if said else f"exit code {done.returncode}"
-        return f"bwrap does not work here ({detail}); user namespaces may be disabled (see docs/sandbox.md)"
+        return _ProbeFailure(said[-1] if said else f"exit code {done.returncode}")
     return None
