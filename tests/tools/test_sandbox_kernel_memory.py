@@ -170,10 +170,16 @@ async def test_without_libseccomp_the_sandbox_runs_and_status_says_what_is_missi
     working = klaw(home, "sandbox", "status")
     assert "seccomp filter refuses memfd_create" in working.stdout, working.stdout
 
-    monkeypatch.setitem(sys.modules, "pyseccomp", None)  # the package not installed: import fails
+    # the package not installed: import fails
+    await _runs_with(monkeypatch, None, home, "import os; os.memfd_create('x'); print('ran')")
+
+
+async def _runs_with(monkeypatch: pytest.MonkeyPatch, module: types.ModuleType | None, home: Path, code: str) -> None:
+    """`code` runs in the bubblewrap sandbox (prints `ran`) with `module` as the engine's pyseccomp."""
+    monkeypatch.setitem(sys.modules, "pyseccomp", module)
     seccomp_filter.seccomp_filter.cache_clear()
     try:
-        result = await Runner(KlawHome(home), backend="bubblewrap").run("import os; os.memfd_create('x'); print('ran')")
+        result = await Runner(KlawHome(home), backend="bubblewrap").run(code)
     finally:
         monkeypatch.undo()
         seccomp_filter.seccomp_filter.cache_clear()
@@ -215,11 +221,4 @@ async def test_a_filter_the_kernel_refuses_leaves_the_sandbox_running_and_status
 
     refusing = types.ModuleType("pyseccomp")
     exec(REFUSED_PROGRAM, refusing.__dict__)
-    monkeypatch.setitem(sys.modules, "pyseccomp", refusing)
-    seccomp_filter.seccomp_filter.cache_clear()
-    try:
-        result = await Runner(KlawHome(home), backend="bubblewrap").run("print('ran')")
-    finally:
-        monkeypatch.undo()
-        seccomp_filter.seccomp_filter.cache_clear()
-    assert result.content.startswith("exit code 0") and "ran" in result.content, result.content
+    await _runs_with(monkeypatch, refusing, home, "print('ran')")
