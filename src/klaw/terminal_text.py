@@ -12,7 +12,10 @@ there stays readable. `one_line` shows line breaks too, for what must stay on it
 
 A reply is shown as Markdown, where a single line break is a space: a model's poem, address or
 step-by-step lines ran together into one paragraph. `kept_line_breaks` makes each such break a hard one,
-as chat apps show a message (GitHub's comments do the same), leaving code blocks and blank lines alone.
+as chat apps show a message (GitHub's comments do the same), leaving code blocks and blank lines alone,
+and escapes a tabulate rule line (`-  -`), which Markdown would show as an empty list or a horizontal
+rule; the web page passes over the same lines in its parser (channels/web/markdown.py). Telegram gets
+the text as written.
 """
 
 from __future__ import annotations
@@ -42,13 +45,19 @@ def one_line(text: str) -> str:
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
+RULE_LINE = re.compile(r"[ \t]*-+(?:[ \t]+-+)+[ \t]*")
+"""Two or more runs of dashes and nothing else, like tabulate's rule line `-  -` or `------  -----`: Markdown
+reads `-  -` as an empty list inside an empty list and `------  -----` as a horizontal rule, so the line
+vanished from a reply quoting a table. A rule written as Markdown (`---`, `***`, `* * *`) is one run."""
+
 
 def kept_line_breaks(markdown: str) -> str:
     """`markdown` with every line break inside a paragraph made a hard break (two trailing spaces), so
-    it is shown where the text has it; fenced code keeps its lines as they are (a fence keeps them anyway)."""
+    it is shown where the text has it, and a tabulate rule line (`RULE_LINE`) escaped, so it is shown as
+    written; fenced code keeps its lines as they are (a fence keeps them anyway)."""
     lines = markdown.split("\n")
     fence: str | None = None
-    for index, line in enumerate(lines[:-1]):
+    for index, line in enumerate(lines):
         opening = _FENCE.match(line)
         if fence is not None:
             if opening and opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence):
@@ -57,6 +66,9 @@ def kept_line_breaks(markdown: str) -> str:
         if opening:
             fence = opening.group(1)
             continue
-        if line.strip() and lines[index + 1].strip() and not line.endswith("  "):
+        if RULE_LINE.fullmatch(line) and len(line) - len(line.lstrip(" ")) < 4:  # four spaces: a code block
+            line = lines[index] = re.sub(r"(?<![-\\])-", r"\\-", line, count=0)
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if line.strip() and following.strip() and not line.endswith("  "):
             lines[index] = line + "  "
     return "\n".join(lines)

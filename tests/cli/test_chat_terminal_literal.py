@@ -64,6 +64,16 @@ async def test_brackets_in_memory_help_context_and_replies_are_shown_literally(t
             assert shown[poem + 1] == "violets are blue"
             assert "keep  this" in shown  # a code block's own spacing kept
 
+            # A reply quoting a tabulate table: its rule lines are neither an empty list nor a horizontal rule.
+            model.reply_text("name    size\n------  -----\na.txt   12\n\nx  y\n-  -\n1  2")
+            await term.type_line("the files please")
+            screen = await term.wait_for_prompt_after("1  2", "the tables")
+            shown = [line.strip() for line in screen.splitlines()]
+            first = shown.index("name    size")
+            assert shown[first : first + 3] == ["name    size", "------  -----", "a.txt   12"], shown[first:]
+            second = shown.index("x  y", first)
+            assert shown[second : second + 3] == ["x  y", "-  -", "1  2"], shown[second:]
+
             await term.type_line("still here?")  # the engine survived everything above
             screen = await term.wait_for_prompt_after("echo: still here?", "a reply after the commands")
             await term.tmux("send-keys", "-t", term.target, "C-d")

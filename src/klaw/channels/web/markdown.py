@@ -13,7 +13,6 @@ CSP (no inline script) is the second wall.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import nh3
@@ -23,6 +22,8 @@ from markdown_it.renderer import RendererHTML
 from markdown_it.rules_block import StateBlock, hr, list_block
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
+
+from klaw.terminal_text import RULE_LINE
 
 TAGS = {
     *("p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li"),
@@ -51,22 +52,16 @@ def _image_as_link(self: RendererHTML, tokens: list[Token], idx: int, options: O
 
 _parser.add_render_rule("image", _image_as_link)
 
-_RULE_LINE = re.compile(r"[ \t]*-+(?:[ \t]+-+)+[ \t]*")
-"""Two or more runs of dashes and nothing else, like tabulate's rule line `-  -` or `------  -----`: Markdown
-read `-  -` as an empty list inside an empty list and `------  -----` as a horizontal rule, so the line
-vanished from a reply quoting a table. A rule written as Markdown (`---`, `***`, `* * *`) is one run."""
-
-
 _BlockRule = Callable[[StateBlock, int, int, bool], bool]
 
 
 def _not_on_a_rule_line(rule: _BlockRule) -> _BlockRule:
-    """Markdown's `rule` (the list or the horizontal rule) passing over a tabulate rule line, which is then
-    read as text (a line of its paragraph, kept by `breaks`), shown as sent."""
+    """Markdown's `rule` (the list or the horizontal rule) passing over a tabulate rule line (`RULE_LINE`), which
+    is then read as text (a line of its paragraph, kept by `breaks`), shown as sent."""
 
     def checked(state: StateBlock, start: int, end: int, silent: bool) -> bool:
         line = state.src[state.bMarks[start] + state.tShift[start] : state.eMarks[start]]
-        return False if _RULE_LINE.fullmatch(line) else rule(state, start, end, silent)
+        return False if RULE_LINE.fullmatch(line) else rule(state, start, end, silent)
 
     return checked
 
