@@ -65,10 +65,33 @@ async def test_a_base_url_ending_in_chat_completions_is_refused_and_a_turn_says_
 
 
 async def test_a_server_without_a_models_route_is_still_accepted(tmp_path: Path) -> None:
-    """Some proxies have no /models: a 404 there, with no /v1 to add, is no reason to refuse."""
+    """Some proxies have no /models: a 404 there, with no /v1 to add, is no reason to refuse, nor to warn
+    when baseUrl already ends in the usual /v1."""
     home = tmp_path / "home"
     init_home(home)
     async with FakeOpenAiServer(serves_models=False) as model:
         model.reply_text("Hello from a proxy.")
         code, out, err = await piped(chat_env(home, model.base_url), "hello")
         assert (code, out) == (0, "Hello from a proxy.\n"), err
+        assert "warning" not in err
+
+
+async def test_a_base_url_whose_path_answers_a_404_page_is_doubted_at_start_and_the_chat_goes_on(
+    tmp_path: Path,
+) -> None:
+    """lows20: `/v2` on a server whose API is at `/v1` passed the check in silence (a 404 page, and no /v1
+    under it), and the first message failed with a bare HTTP 404. The start now says which URL answered 404
+    and the usual /v1 path, which answers there; it refuses nothing (the turn is sent), since a server
+    without a /models route (some proxies) answers so too."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        root = model.base_url.removesuffix("/v1")
+        code, out, err = await piped(chat_env(home, f"{root}/v2"), "hello")
+        said = " ".join(err.split())
+        assert code == 1 and out == "", said  # the turn's 404, as before: only the start's words are new
+        assert f"warning: GET {root}/v2/models answered HTTP 404, not JSON (routing.default = FAKE by" in said
+        assert f"most model servers serve their API under /v1, and {root}/v1/models answers" in said
+        assert f"set models.FAKE.baseUrl: {root}/v1 (a server without a /models route" in said
+        assert said.index("warning: GET") < said.index("rejected the request (HTTP 404)") and "Traceback" not in said
+        assert model.chat_requests == []

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from klaw.llm.fake_server import FakeOpenAiServer
 from tests.engine import short_socket_dir
 from tests.serve_helpers import read_until, running, serve_config, serve_env, stop, write_serve_home
 from tests.tls import self_signed
@@ -99,6 +100,21 @@ async def test_a_model_address_answering_a_web_page_is_named_at_start(command: s
             assert "secret-room" not in said and "Traceback" not in said
     finally:
         server.close()
+
+
+async def test_a_service_whose_model_path_answers_a_404_page_says_so_at_start() -> None:
+    """lows20: a baseUrl at `/v2` of a server whose API is at `/v1` passed the start check in silence; the
+    warning names the URL that answered 404 and the usual /v1 path, without the unreachable model's words."""
+    async with FakeOpenAiServer() as model:
+        root = model.base_url.removesuffix("/v1")
+        with short_socket_dir() as directory:
+            home = write_serve_home(directory / "home", serve_config(f"{root}/v2"))
+            async with running("-m", "klaw", "serve", env=serve_env(home)) as process:
+                said = await read_until(process.stderr, "goes on", who="klaw serve")
+                assert await stop(process) == 0
+    assert f"warning: GET {root}/v2/models answered HTTP 404, not JSON" in said
+    assert f"set models.fake/small.baseUrl: {root}/v1" in said and "klaw serve goes on." in said
+    assert "once the model answers" not in said and "no model server answered" not in said
 
 
 async def _chat_refused(home: Path) -> str:

@@ -69,7 +69,7 @@ def chat(
     from klaw.channels.console_tty import terminal_kept
     from klaw.cli.chat_model import chat_model
     from klaw.cli.chat_start_wait import ToolsWait, started_without_waiting
-    from klaw.llm.preflight import model_problem
+    from klaw.llm.preflight import model_check
 
     home = home_from_env()
     loaded = load_or_exit(home)
@@ -89,11 +89,13 @@ def chat(
             if not skip_check:
                 # the model this chat will use: its own /model choice outlives the process
                 chosen = await chat_model(home, config, console_chat())
-                problem = await model_problem(
+                check = await model_check(
                     config.model(chosen.model_id), chosen.model_id, set_where=set_where(loaded), chosen=chosen.chosen
                 )
-                if problem:
-                    fail(problem)
+                if check.refusal:
+                    fail(check.refusal)
+                if check.doubt:
+                    err_console.print(Text.assemble(("warning:", "yellow"), f" {check.doubt}"), highlight=False)
             # `echo "…" | klaw chat`: one message. Input that cannot be one (empty, not UTF-8, too long) is
             # refused before the engine starts, after what would stop any chat (engine, model, home).
             data = read_piped()

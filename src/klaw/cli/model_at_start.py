@@ -24,14 +24,15 @@ def set_where(loaded: LoadedConfig) -> str:
 
 async def model_warning(loaded: LoadedConfig, command: str) -> str | None:
     """None when routing.default's server answers; else one line: what `klaw chat` would have refused
-    with (its first paragraph, without the Ollama example), and that `command` goes on."""
-    from klaw.llm.preflight import model_problem
+    with (its first paragraph, without the Ollama example), and that `command` goes on; or the doubt
+    `klaw chat` says and goes on from (a 404 page at /models, decision 416)."""
+    from klaw.llm.preflight import model_check
 
     model_id = loaded.config.routing.default
-    problem = await model_problem(loaded.config.model(model_id), model_id, set_where=set_where(loaded))
-    if problem is None:
-        return None
-    said = " ".join(problem.split("\n\n", 1)[0].split())
+    check = await model_check(loaded.config.model(model_id), model_id, set_where=set_where(loaded))
+    if check.refusal is None:
+        return None if check.doubt is None else f"warning: {check.doubt} {command} goes on."
+    said = " ".join(check.refusal.split("\n\n", 1)[0].split())
     said = said[:1].lower() + said[1:]  # "warning: no model server answered …"
     return f"warning: {said} {command} goes on: chats are answered once the model answers."
 

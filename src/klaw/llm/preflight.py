@@ -2,7 +2,8 @@
 
 A GET of `{baseUrl}/models` is answered by OpenAI, Ollama, vLLM, llama.cpp and OpenRouter alike and
 costs no tokens. The answer is a message naming the env var or `engine.yaml` key to change, with an
-Ollama example, instead of a traceback on the first turn.
+Ollama example, instead of a traceback on the first turn. An answer that may be a wrong path or a server
+without that route (a 404 page) is a doubt: said, and the chat goes on (decision 416).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import shlex
 import ssl
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import httpx
 
@@ -44,18 +46,28 @@ Only trying klaw? `{shlex.quote(sys.executable)} -m klaw.llm.fake_server` runs a
 echoes you, and says what to set."""
 
 
-async def model_problem(
+@dataclass(frozen=True)
+class ModelCheck:
+    """What the check found. `refusal`: no chat can use this model, what is wrong and how to fix it (`klaw
+    chat` stops on it, a service warns and goes on); `doubt`: an answer that may mean a wrong baseUrl, or
+    nothing wrong (a 404 page from a server without a /models route), said and gone on from."""
+
+    refusal: str | None = None
+    doubt: str | None = None
+
+
+async def model_check(
     model: ModelConfig,
     model_id: str,
     *,
     set_where: str,
     env: Mapping[str, str] | None = None,
     chosen: bool = False,
-) -> str | None:
-    """None when the model's server answers, else what is wrong and how to fix it. `model` is
-    `models.<model_id>` of engine.yaml; `chosen`: the chat picked it with /model (rather than
-    following routing.default), which the answer says, with the way to pick another; `set_where` says
-    where routing.default was set ("in /home/…/engine.yaml", "by KLAW__ROUTING__DEFAULT")."""
+) -> ModelCheck:
+    """Whether the model's server answers (see `ModelCheck`). `model` is `models.<model_id>` of
+    engine.yaml; `chosen`: the chat picked it with /model (rather than following routing.default), which
+    the answer says, with the way to pick another; `set_where` says where routing.default was set ("in
+    /home/…/engine.yaml", "by KLAW__ROUTING__DEFAULT")."""
     env = os.environ if env is None else env
     endpoint = _endpoint(model, model_id)
     where = (
@@ -65,21 +77,24 @@ async def model_problem(
         else f"(routing.default = {model_id} {set_where})"
     )
     if (missing := key_problem(model, model_id, env)) is not None:
-        return f"{missing}\n{where}"
+        return ModelCheck(f"{missing}\n{where}")
     server = mask_url_credentials(model.base_url)
     if (fix := chat_path_in_base_url(model.base_url)) is not None:
-        return f"models.{model_id}.baseUrl is {server} {where}: {fix}."
+        return ModelCheck(f"models.{model_id}.baseUrl is {server} {where}: {fix}.")
     headers = auth_headers(endpoint, env)
+    doubt = None
     try:
         # The client model calls use: klaw's proxy rules (decisions 318, 335), not httpx's own reading of
         # the environment, which sent a model on this machine to HTTP_PROXY and refused `socks://`.
         async with asyncio.timeout(TOTAL_SECONDS), new_http_client(model.base_url) as client:
             response = await client.get(endpoint.url("models"), headers=headers, timeout=CHECK_SECONDS)
             if response.status_code == 404 and await _answers_under_v1(client, endpoint, headers):
-                return (
+                return ModelCheck(
                     f"{server} has no /models (HTTP 404), but {server.rstrip('/')}/v1 answers {where}:"
                     f" add /v1 to baseUrl (models.{model_id}.baseUrl: {server.rstrip('/')}/v1)."
                 )
+            if response.status_code == 404 and not _is_json(response):
+                doubt = await _not_found(client, endpoint, headers, where)
     except (httpx.HTTPError, TimeoutError) as exc:
         why = (
             f"it sent no complete answer within {TOTAL_SECONDS:g} s"
@@ -92,17 +107,17 @@ async def model_problem(
             secure = "https://" + server.removeprefix("http://")
             why = f"this port speaks TLS: use https:// ({why})"
             fix = f"Set models.{model_id}.baseUrl: {secure}"
-        return (
+        return ModelCheck(
             f"No model server answered at {mask_url_credentials(model.base_url)} {where}: {why}.\n"
             f"{fix}\n\n{OLLAMA_EXAMPLE}"
         )
     # Any other answer, a 404 among them, is a server: some proxies have no /models route.
     if response.status_code in (401, 403):
         key = model.api_key_env or "the API key variable"
-        return f"{server} refused the API key (HTTP {response.status_code}) {where}: check {key}."
+        return ModelCheck(f"{server} refused the API key (HTTP {response.status_code}) {where}: check {key}.")
     if response.is_success and not _is_json(response):
-        return _not_a_model_server(response, server, model_id, where)
-    return None
+        return ModelCheck(_not_a_model_server(response, server, model_id, where))
+    return ModelCheck(doubt=doubt)
 
 
 async def _speaks_tls(base_url: str) -> bool:
@@ -146,11 +161,37 @@ def _not_a_model_server(response: httpx.Response, server: str, model_id: str, wh
 async def _answers_under_v1(client: httpx.AsyncClient, endpoint: Endpoint, headers: Mapping[str, str]) -> bool:
     """Whether a base URL without /v1, whose /models was a 404, is a server that serves the API under
     /v1 (Ollama, vLLM, llama.cpp, LM Studio): its first message would be a 404 too. A server that has no
-    /models at all answers 404 here as well, and is left to its first message."""
+    /models at all answers 404 here as well, and is left to its first message (with `_not_found`'s doubt)."""
     if endpoint.base_url.rstrip("/").endswith("/v1"):
         return False
     answer = await client.get(endpoint.url("v1/models"), headers=dict(headers), timeout=CHECK_SECONDS)
     return answer.is_success
+
+
+async def _not_found(
+    client: httpx.AsyncClient, endpoint: Endpoint, headers: Mapping[str, str], where: str
+) -> str | None:
+    """The doubt a 404 page (not JSON) at `{baseUrl}/models` raises when baseUrl does not end in /v1 (`/v2`
+    on a server whose API is at `/v1`): the first message would be a 404 too, unless the server has no
+    /models route, as some proxies have none. So it names the URL that answered 404 and the usual /v1 path
+    (saying when that path answers on the same server), and refuses nothing (decision 416)."""
+    base = endpoint.base_url.partition("?")[0].rstrip("/")
+    if base.endswith("/v1"):
+        return None
+    usual = str(httpx.URL(base).copy_with(path="/v1", query=None, fragment=None))
+    answers = usual != f"{base}/v1" and await _answers(client, f"{usual}/models", headers)
+    shown, usual = mask_url_credentials(base), mask_url_credentials(usual)
+    return (
+        f"GET {shown}/models answered HTTP 404, not JSON {where}: most model servers serve their API under /v1"
+        + (f", and {usual}/models answers" if answers else "")
+        + f". If the first message fails with HTTP 404 too, set models.{endpoint.model_id}.baseUrl: {usual}"
+        " (a server without a /models route, as some proxies are, answers so too: then nothing needs changing)."
+    )
+
+
+async def _answers(client: httpx.AsyncClient, url: str, headers: Mapping[str, str]) -> bool:
+    answer = await client.get(url, headers=dict(headers), timeout=CHECK_SECONDS)
+    return answer.is_success and _is_json(answer)
 
 
 def key_problem(model: ModelConfig, model_id: str, env: Mapping[str, str] | None = None) -> str | None:
