@@ -32,6 +32,7 @@ from klaw.store.records import (
     UndeliveredReply,
     WordCounts,
 )
+from klaw.store.send_protocol import SendRepository
 from klaw.store.summaries.protocol import SummaryRepository
 from klaw.store.work_protocol import ChatLeaseRepository, EmbeddingJobRepository
 
@@ -365,6 +366,9 @@ class Storage(Protocol):
 
     @property
     def summaries(self) -> SummaryRepository: ...
+
+    @property
+    def sends(self) -> SendRepository: ...  # message_send's places per target chat (decision 418)
 
     @property
     def leases(self) -> ChatLeaseRepository | None:

@@ -27,6 +27,7 @@ from klaw.store.postgres.migrations import current_version, migrate
 from klaw.store.postgres.pool_log import quiet_pool_warnings
 from klaw.store.postgres.search import PostgresSearch
 from klaw.store.postgres.segments import PostgresSegments
+from klaw.store.postgres.sends import PostgresSends
 from klaw.store.postgres.sessions import PostgresExchanges, PostgresSessions, PostgresSettings
 from klaw.store.postgres.vector_cache import PostgresVectorCache
 from klaw.store.postgres.vectors import MESSAGE_VECTORS, PostgresVectors
@@ -66,6 +67,7 @@ class PostgresStore:
         self.vectors = PostgresVectors(db, self.vector_cache, paid)
         self.embedding_jobs = PostgresEmbeddingJobs(db, clock, paid)
         self.settings = PostgresSettings(db)
+        self.sends = PostgresSends(db)
         self.sessions = PostgresSessions(db, chats)
         self.exchanges = PostgresExchanges(db, chats)
         self.memory_chunks = PostgresMemoryChunks(db, chats, paid)

@@ -25,6 +25,7 @@ from klaw.store.sqlite.query import fetch_all
 from klaw.store.sqlite.read_cache import TableGenerations
 from klaw.store.sqlite.search import SqliteSearch
 from klaw.store.sqlite.segments import SqliteSegments
+from klaw.store.sqlite.sends import SqliteSends
 from klaw.store.sqlite.sessions import SqliteExchanges, SqliteSessions
 from klaw.store.sqlite.settings import SqliteSettings
 from klaw.store.sqlite.tokenizers import bind_tokenizer
@@ -64,6 +65,7 @@ class SqliteStore:
         self.vectors = SqliteVectors(db, self.vector_cache, ledger)
         self.embedding_jobs = SqliteEmbeddingJobs(db, clock, ledger)
         self.settings = SqliteSettings(db)
+        self.sends = SqliteSends(db)
         self.sessions = SqliteSessions(db, chats, generations)
         self.exchanges = SqliteExchanges(db, chats)
         self.memory_chunks = SqliteMemoryChunks(db, chats, ledger, tokenizer)
