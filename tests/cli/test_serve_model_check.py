@@ -156,5 +156,28 @@ async def test_an_http_address_of_a_tls_port_is_told_to_use_https(command: str, 
                     said = await read_until(process.stderr, "goes on", who=f"klaw {command}")
                     assert await stop(process) == 0
             assert "this port speaks TLS: use https://" in said and "Traceback" not in said
+            assert "ollama pull" not in said  # the fix is the scheme, not another server
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("command", ["engine", "chat"])
+async def test_an_https_address_of_a_plain_http_port_is_told_to_use_http(command: str) -> None:
+    """lows20: https:// to a plain HTTP server's port read "the TLS handshake failed (WRONG_VERSION_NUMBER)"
+    above the Ollama set-up steps; the check asks the port with plain HTTP and says to use http://, with the
+    baseUrl to set, and no Ollama steps."""
+    async with FakeOpenAiServer() as model:
+        plain = model.base_url
+        secure = "https://" + plain.removeprefix("http://")
+        with short_socket_dir() as directory:
+            home = write_serve_home(directory / "home", serve_config(secure))
+            if command == "chat":
+                said = await _chat_refused(home)
+            else:
+                async with running("-m", "klaw", command, env=serve_env(home)) as process:
+                    said = await read_until(process.stderr, "goes on", who=f"klaw {command}")
+                    assert await stop(process) == 0
+    assert f"at {secure} (routing.default = fake/small in" in said
+    assert "this port speaks plain HTTP: use http:// (the TLS handshake failed" in said
+    assert f"Set models.fake/small.baseUrl: {plain}" in said
+    assert "ollama pull" not in said and "Traceback" not in said

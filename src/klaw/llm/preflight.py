@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
-import ssl
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from klaw.llm.errors import LlmError
 from klaw.llm.http_client import new_http_client
 from klaw.llm.proxy import proxy_for
 from klaw.llm.unreachable import what_happened
+from klaw.llm.wrong_scheme import with_scheme, wrong_scheme
 from klaw.redaction import mask_url_credentials
 
 CHECK_SECONDS = 5.0
@@ -102,15 +102,10 @@ async def model_check(
             else what_happened(exc, seconds=CHECK_SECONDS)
         )
         proxy = proxy_for(model.base_url)
+        if proxy is None and isinstance(exc, httpx.HTTPError) and (scheme := await wrong_scheme(model.base_url, exc)):
+            return _scheme_refusal(model.base_url, model_id, where, f"{scheme} ({why})")
         fix = f"Start the server, or change models.{model_id}.baseUrl." if proxy is None else proxy.hint()
-        if proxy is None and isinstance(exc, httpx.TransportError) and await _speaks_tls(model.base_url):
-            secure = "https://" + server.removeprefix("http://")
-            why = f"this port speaks TLS: use https:// ({why})"
-            fix = f"Set models.{model_id}.baseUrl: {secure}"
-        return ModelCheck(
-            f"No model server answered at {mask_url_credentials(model.base_url)} {where}: {why}.\n"
-            f"{fix}\n\n{OLLAMA_EXAMPLE}"
-        )
+        return ModelCheck(f"No model server answered at {server} {where}: {why}.\n{fix}\n\n{OLLAMA_EXAMPLE}")
     # Any other answer, a 404 among them, is a server: some proxies have no /models route.
     if response.status_code in (401, 403):
         key = model.api_key_env or "the API key variable"
@@ -120,23 +115,15 @@ async def model_check(
     return ModelCheck(doubt=doubt)
 
 
-async def _speaks_tls(base_url: str) -> bool:
-    """Whether the host and port of an http:// base URL answer a TLS handshake (an https server there:
-    the plain request got no answer, or one klaw cannot read). Only the handshake is made, unverified since
-    nothing is sent over it, and closed at once."""
+def _scheme_refusal(base_url: str, model_id: str, where: str, why: str) -> ModelCheck:
+    """The refusal of a base URL whose port speaks the other scheme (`wrong_scheme.py`): the URL to set,
+    not the Ollama steps of a server that is not there."""
     url = httpx.URL(base_url)
-    if url.scheme != "http" or not url.host:
-        return False
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # loads no CA bundle
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    try:
-        async with asyncio.timeout(CHECK_SECONDS):
-            _, writer = await asyncio.open_connection(url.host, url.port or 80, ssl=context, server_hostname=url.host)
-    except (OSError, TimeoutError):  # ssl.SSLError is an OSError
-        return False
-    writer.close()
-    return True
+    other = with_scheme(base_url, "https" if url.scheme == "http" else "http")
+    return ModelCheck(
+        f"No model server answered at {mask_url_credentials(base_url)} {where}: {why}.\n"
+        f"Set models.{model_id}.baseUrl: {other}"
+    )
 
 
 def _is_json(response: httpx.Response) -> bool:
