@@ -27,6 +27,7 @@ from klaw.llm.errors import (
 )
 from klaw.llm.proxy import proxy_for
 from klaw.llm.unreachable import broken_off, what_happened
+from klaw.llm.wrong_scheme import TLS_WORDS, tls_port_answer, with_scheme
 
 _RETRYABLE_STATUSES = frozenset({408, 409, 429})
 
@@ -61,15 +62,23 @@ def unreadable(endpoint: Endpoint, what: str) -> LlmError:
     return endpoint.error(LlmMalformedResponseError, what, TOO_LONG_HINT)
 
 
-def out_of_reach(endpoint: Endpoint, exc: httpx.HTTPError, attempt: int) -> LlmError:
+def out_of_reach(endpoint: Endpoint, exc: httpx.HTTPError, attempt: int, scheme: str | None = None) -> LlmError:
+    """`scheme`: `wrong_scheme`'s words when the port speaks the other scheme, said first, with the URL to set."""
+    why = what_happened(exc, seconds=min(endpoint.timeout_seconds, endpoint.connect_timeout_seconds))
+    if scheme is not None:
+        return endpoint.error(
+            LlmConnectionError,
+            f"could not reach the server after {attempt} attempt(s): {scheme} ({why})",
+            _other_scheme(endpoint),
+        )
     proxy = proxy_for(endpoint.base_url)
     hint = "Check that the server is running and that baseUrl is right." if proxy is None else proxy.hint()
-    return endpoint.error(
-        LlmConnectionError,
-        f"could not reach the server after {attempt} attempt(s): "
-        f"{what_happened(exc, seconds=min(endpoint.timeout_seconds, endpoint.connect_timeout_seconds))}",
-        hint,
-    )
+    return endpoint.error(LlmConnectionError, f"could not reach the server after {attempt} attempt(s): {why}", hint)
+
+
+def _other_scheme(endpoint: Endpoint) -> str:
+    scheme = "https" if endpoint.base_url.lower().startswith("http://") else "http"
+    return f"Set baseUrl under {endpoint.section}: {with_scheme(endpoint.base_url, scheme)}"
 
 
 def timed_out(endpoint: Endpoint) -> LlmError:
@@ -82,11 +91,16 @@ def timed_out(endpoint: Endpoint) -> LlmError:
 
 
 def classify(
-    endpoint: Endpoint, response: httpx.Response, said: str, attempt: int, policy: RetryPolicy
+    endpoint: Endpoint, response: httpx.Response, said: str, attempt: int, policy: RetryPolicy, body: bytes = b""
 ) -> tuple[LlmError, float | None]:
     """The error a non-2xx response means, and how long to wait if it is worth retrying (else raise).
-    `said` is the server's message as `_error_message` gives it."""
+    `said` is the server's message as `_error_message` gives it; `body` the start of the answer's body (a
+    TLS port's HTTP 400 to plain HTTP is known by its words: nginx's, Go's)."""
     status = response.status_code
+    if tls_port_answer(status, body):
+        raise endpoint.error(
+            LlmBadRequestError, f"the server rejected the request (HTTP 400): {TLS_WORDS}", _other_scheme(endpoint), 400
+        )
     detail = f"HTTP {status}" + (f": {said}" if said else "")
     if status == 429 or (status == 503 and _retry_after(response) is not None):
         retry_after = _retry_after(response)

@@ -45,6 +45,7 @@ from klaw.llm.errors import LlmBadRequestError, LlmError
 from klaw.llm.http_client import parsed_url
 from klaw.llm.server_said import error_message
 from klaw.llm.unreachable import url_problem
+from klaw.llm.wrong_scheme import wrong_scheme
 
 logger = logging.getLogger(__name__)
 DEFAULT_POLICY = RetryPolicy()  # frozen: one shared default
@@ -97,7 +98,9 @@ async def open_with_retries(
                 raise timed_out(endpoint) from exc
             failure, status = out_of_reach(endpoint, exc, attempt), type(exc).__name__
         except httpx.TransportError as exc:  # refused, reset, DNS failure, dropped keep-alive connection
-            failure, status = out_of_reach(endpoint, exc, attempt), type(exc).__name__
+            # The last attempt's failure asks the port whether it speaks the other scheme (wrong_scheme.py).
+            scheme = await wrong_scheme(endpoint.base_url, exc) if attempt == attempts else None
+            failure, status = out_of_reach(endpoint, exc, attempt, scheme), type(exc).__name__
         else:
             if response.is_success:
                 logger.debug(
@@ -117,7 +120,7 @@ async def open_with_retries(
                 body = await excerpt(response)  # only a short excerpt is ever shown
             await response.aclose()
             status = response.status_code
-            failure, delay = classify(endpoint, response, error_message(body, payload), attempt, policy)
+            failure, delay = classify(endpoint, response, error_message(body, payload), attempt, policy, body)
         logger.warning(
             "llm call failed model=%s status=%s attempt=%d/%d after_ms=%.0f",
             endpoint.model_id,

@@ -23,7 +23,7 @@ from klaw.llm.errors import LlmError
 from klaw.llm.http_client import new_http_client
 from klaw.llm.proxy import proxy_for
 from klaw.llm.unreachable import what_happened
-from klaw.llm.wrong_scheme import with_scheme, wrong_scheme
+from klaw.llm.wrong_scheme import TLS_ANSWERED, TLS_WORDS, tls_port_answer, with_scheme, wrong_scheme
 from klaw.redaction import mask_url_credentials
 
 CHECK_SECONDS = 5.0
@@ -101,11 +101,13 @@ async def model_check(
             if isinstance(exc, TimeoutError)
             else what_happened(exc, seconds=CHECK_SECONDS)
         )
-        proxy = proxy_for(model.base_url)
-        if proxy is None and isinstance(exc, httpx.HTTPError) and (scheme := await wrong_scheme(model.base_url, exc)):
+        if isinstance(exc, httpx.HTTPError) and (scheme := await wrong_scheme(model.base_url, exc)):
             return _scheme_refusal(model.base_url, model_id, where, f"{scheme} ({why})")
+        proxy = proxy_for(model.base_url)
         fix = f"Start the server, or change models.{model_id}.baseUrl." if proxy is None else proxy.hint()
         return ModelCheck(f"No model server answered at {server} {where}: {why}.\n{fix}\n\n{OLLAMA_EXAMPLE}")
+    if tls_port_answer(response.status_code, response.content):  # nginx's, Go's answer on a TLS port
+        return _scheme_refusal(model.base_url, model_id, where, f"{TLS_WORDS} ({TLS_ANSWERED})")
     # Any other answer, a 404 among them, is a server: some proxies have no /models route.
     if response.status_code in (401, 403):
         key = model.api_key_env or "the API key variable"

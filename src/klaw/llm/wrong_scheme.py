@@ -17,11 +17,13 @@ import httpx
 
 from klaw.llm.answer_cap import excerpt
 from klaw.llm.asyncio_transport import AsyncioTransport
+from klaw.llm.proxy import proxy_for
 from klaw.redaction import mask_url_credentials
 
 PROBE_SECONDS = 5.0
 TLS_WORDS = "this port speaks TLS: use https://"
 PLAIN_WORDS = "this port speaks plain HTTP: use http://"
+TLS_ANSWERED = "it answered HTTP 400 with a TLS port's words to plain HTTP"
 # What a TLS port answers a plain HTTP request with, lower-cased: nginx ("400 The plain HTTP request was sent
 # to HTTPS port", its page's title and text), Go's net/http ("Client sent an HTTP request to an HTTPS server.",
 # Caddy's too) and Apache ("You're speaking plain HTTP to an SSL-enabled server port.").
@@ -51,8 +53,11 @@ def with_scheme(base_url: str, scheme: str) -> str:
 async def wrong_scheme(base_url: str, exc: httpx.HTTPError) -> str | None:
     """`TLS_WORDS` or `PLAIN_WORDS` when a request to `base_url` failed with `exc` because its port speaks
     the other scheme (asked of the port: `speaks_tls`, `speaks_plain_http`), else None. Only for a failure
-    to connect or answer (a transport error), never a timeout: a silent port is not asked again."""
+    to connect or answer (a transport error), never a timeout (a silent port is not asked again), and not
+    through a proxy (the port klaw reached is the proxy's)."""
     if not isinstance(exc, httpx.TransportError) or isinstance(exc, httpx.TimeoutException):
+        return None
+    if proxy_for(base_url) is not None:
         return None
     scheme = httpx.URL(base_url).scheme
     if scheme == "http" and await speaks_tls(base_url):
