@@ -11,9 +11,12 @@ from typer.testing import CliRunner
 
 from klaw.cli.app import app
 from klaw.home import KlawHome
+from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.memory.embedder.fake import FakeEmbedder
 from klaw.store.records import Role
 from klaw.store.sqlite.store import SqliteStore
+from tests.cli.chat_terminal import chat_env, init_home
+from tests.cli.piped_chat import piped
 from tests.memory.recall_helpers import ALICE, BOB, DIM, Conversation
 
 DEPLOY = "the deploy moves to friday night after the database migration"
@@ -61,6 +64,7 @@ def test_searches_the_only_chat_current_segment_with_scores(home: KlawHome) -> N
         assert column in out
     assert re.search(r"\b[01]\.\d{4}\b", out) and "assistant" in out  # fused score: 0..1 plus neighbours' share
     assert "vector side: fake-hash-32" in out
+    assert "too short" not in out and "shorter than autoRag.minMessageTokens" not in out
 
 
 def test_all_segments_and_limit(home: KlawHome) -> None:
@@ -139,3 +143,25 @@ def test_at_80_columns_the_message_gets_the_width(home: KlawHome) -> None:
     assert "the deploy moves to friday night" in shown, shown  # not a word per line
     assert "score" in shown and "distance" in shown and "segment 2" in shown
     assert all(len(line) <= 80 for line in shown.splitlines())
+
+
+async def test_a_chat_of_short_messages_says_they_are_too_short_to_embed(tmp_path: Path) -> None:
+    """lows20: a chat whose messages were all under autoRag.minMessageTokens had no vectors, and the search
+    said "vector side: fake-hash-32" above results without a distance, which looked like a broken embedder.
+    The messages come in through `klaw chat` (its own ingestion decides what is embedded)."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = chat_env(home, model.base_url)
+        for said, reply in (("my pin is 4711", "Noted."), ("what is my pin?", "It is 4711.")):
+            model.reply_text(reply)
+            assert (await piped(env, said))[:2] == (0, f"{reply}\n")
+    search = {"KLAW_HOME": str(home), "COLUMNS": "200", **{k: v for k, v in env.items() if "EMBEDDER" in k}}
+    result = await asyncio.to_thread(CliRunner().invoke, app, ["memory", "search", "pin"], env=search)
+    said = " ".join(result.stdout.split())
+    assert result.exit_code == 0, said
+    assert "vector side: fake-hash-32" in said and "my pin is 4711" in said
+    assert (
+        "No result shown came from the vector side: 4 of the 4 messages searched are shorter than"
+        " autoRag.minMessageTokens (10 estimated tokens), so never embedded; full text finds them." in said
+    )

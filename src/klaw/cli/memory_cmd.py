@@ -52,6 +52,9 @@ PREVIEW_CHARS = 80
 WIDE_TABLE_COLUMNS = 120
 
 
+NO_VECTORS = "vector side off: no message vectors are stored yet (full text only)"
+
+
 class SegmentScope(StrEnum):
     ALL = "all"
     CURRENT = "current"
@@ -72,6 +75,8 @@ class SearchOutcome:
     """Segments the search left out (--segment current); the output says how to include them."""
     numbers: dict[int, int] = field(default_factory=dict)
     """Each segment id of the chat and its number within it, shown beside the id (decision 402)."""
+    too_short: str = ""
+    """When no result came from the vector side: how many messages searched are too short to embed, or ''."""
 
 
 @app.command()
@@ -130,7 +135,12 @@ async def _search(
         finally:
             if embedder is not None:
                 await embedder.aclose()
-        return SearchOutcome(chat, scope_label, hits, note, config.auto_rag.relevance_threshold, older, numbers)
+        short = ""
+        if (embedder is not None or note == NO_VECTORS) and all(hit.distance is None for hit in hits):
+            searched = [segment_id] if segment_id is not None else [segment.id for segment in segments]
+            short = await _too_short(store, searched, config.auto_rag.min_message_tokens)
+        threshold = config.auto_rag.relevance_threshold
+        return SearchOutcome(chat, scope_label, hits, note, threshold, older, numbers, short)
     finally:
         await store.aclose()
 
@@ -173,7 +183,7 @@ async def _embedder_for(store: Storage, config: EngineConfig, cache_dir: Path) -
         return None, f"vector side off (full text only): {problem}"
     bound = await store.vectors.bound_embedder()
     if bound is None:
-        return None, "vector side off: no message vectors are stored yet (full text only)"
+        return None, NO_VECTORS
     try:
         embedder = create_embedder(config.embedder, cache_dir=cache_dir)
     except Exception as exc:
@@ -187,6 +197,25 @@ async def _embedder_for(store: Storage, config: EngineConfig, cache_dir: Path) -
     return embedder, f"vector side: {embedder.model_id}"
 
 
+async def _too_short(store: Storage, segment_ids: list[int], min_tokens: int) -> str:
+    """One line saying how many of the messages searched are never embedded, being shorter than
+    `autoRag.minMessageTokens` (the rule ingestion applies: `should_embed`), or '' when none is. Asked only
+    when no result shown has a vector distance: that looked like a broken embedder when the chat's messages
+    were short (lows20)."""
+    from klaw.memory.embedding_policy import should_embed
+
+    said = [m.record for segment_id in segment_ids for m in await store.history.segment_messages(segment_id)]
+    conversation = [record for record in said if record.is_conversation]
+    short = sum(1 for record in conversation if not should_embed(record, min_tokens))
+    if not short:
+        return ""
+    return (
+        f"No result shown came from the vector side: {short} of the {len(conversation)} messages searched are"
+        f" shorter than autoRag.minMessageTokens ({min_tokens} estimated tokens), so never embedded; full text"
+        " finds them."
+    )
+
+
 def _unrelated(hit: HybridHit, threshold: float) -> bool:
     return hit.fts_rank is None and hit.distance is not None and hit.distance > threshold
 
@@ -194,6 +223,8 @@ def _unrelated(hit: HybridHit, threshold: float) -> bool:
 def _print(outcome: SearchOutcome, limit: int) -> None:
     console = stdout_console()
     _print_results(console, outcome, limit)
+    if outcome.too_short:
+        console.print(outcome.too_short, style="dim", highlight=False)
     if outcome.older_segments:
         console.print(
             f"Searched the current segment only; {outcome.older_segments} older segment"
