@@ -180,7 +180,8 @@ class ToolsConfig(Section):
         ge=1,
         le=100_000,
         description="Most messages message_send sends into any one chat in an hour, from all chats and tasks"
-        " together; each past it is refused, saying when the next may go (decision 389).",
+        " together, counted in the store (an engine restart keeps the count); each past it is refused, saying"
+        " when the next may go (decisions 389, 418).",
     )
 
     @field_validator("message_targets")

@@ -62,7 +62,7 @@ from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.memory.summaries.service import SummarizerService
 from klaw.scheduling.tools import asks_for_more_than_its_chat
 from klaw.store.protocol import Storage
-from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SKILLS
+from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SEND_PLACES, SKILLS
 from klaw.tools.docs.index import DocsIndex
 from klaw.tools.docs.tools import DOCS_PROMPT
 from klaw.tools.groups import ServiceKey
@@ -239,7 +239,12 @@ async def assemble(
         clock=clock,
         specs_for=selection.specs,
     )
-    provide_late_groups(home, config, selection, {SCHEDULER: scheduler, MESSAGES: AgentMessages(processor, delivery)})
+    late: dict[ServiceKey[Any], object] = {
+        SCHEDULER: scheduler,
+        MESSAGES: AgentMessages(processor, delivery),
+        SEND_PLACES: memory.store.sends,
+    }
+    provide_late_groups(home, config, selection, late)
     listing = ToolListing(config, router.catalogue, memory.store, selection, mcp_servers.states, skills)
     commands = CommandHandler(
         catalogue=router.catalogue,

@@ -22,7 +22,7 @@ from klaw.home import KlawHome
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
-from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SKILLS
+from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SEND_PLACES, SKILLS
 from klaw.tools.groups import ServiceKey
 from klaw.tools.inventory import APPROVAL_SOURCE, ToolRow, render_lines, tool_rows
 from klaw.tools.mcp.servers import ServerState
@@ -164,7 +164,7 @@ def _listing(home: KlawHome, config: EngineConfig, chat: ChatRef, model: str) ->
         if service is not None:
             services[key] = service
     selection = tool_registry(home, config, services, ())
-    provide_late_groups(home, config, selection, {SCHEDULER: idle, MESSAGES: idle})
+    provide_late_groups(home, config, selection, {SCHEDULER: idle, MESSAGES: idle, SEND_PLACES: idle})
     enabled = set(config.tool_groups)
     servers = [
         ServerState(name, enabled=True, phase="not started", reason=NOT_CONNECTED if server.url else NOT_STARTED)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from klaw.home_init import PROTECTED_WORKSPACE
 from klaw.scheduling.names import ADD_TOOL
 from klaw.scheduling.tools import TaskScheduler, register_scheduler_tools, register_subagent_tools
+from klaw.store.send_protocol import SendRepository
 from klaw.tools.builtin.clock_tools import current_time
 from klaw.tools.builtin.memory_tools import MemoryServices, register_memory_tools
 from klaw.tools.builtin.workspace_files import file_list, file_read, file_writer
@@ -44,6 +45,7 @@ SKILLS = ServiceKey[SkillCatalogue]("skills")
 DOCS = ServiceKey[DocsIndex]("docs")
 SCHEDULER = ServiceKey[TaskScheduler]("scheduler")
 MESSAGES = ServiceKey[MessageSender]("messages")
+SEND_PLACES = ServiceKey[SendRepository]("send_places")  # the store's `sends` (decision 418)
 
 
 def register_file_tools(
@@ -106,9 +108,8 @@ def _subagents(setup: ToolSetup) -> None:
 
 
 def _messaging(setup: ToolSetup) -> None:
-    register_message_tools(
-        setup.registry, setup.service(MESSAGES), message_targets(setup.config), send_limits(setup.config)
-    )
+    limits = send_limits(setup.config, setup.service(SEND_PLACES))
+    register_message_tools(setup.registry, setup.service(MESSAGES), message_targets(setup.config), limits)
 
 
 BUILTIN_GROUPS: Mapping[str, ToolProvider] = {
@@ -121,7 +122,7 @@ BUILTIN_GROUPS: Mapping[str, ToolProvider] = {
     ),
     "scheduler": GroupProvider(_scheduler, (SCHEDULER,), (ADD_TOOL, "schedule_list", "schedule_remove")),
     "subagents": GroupProvider(_subagents, (SCHEDULER,), ("subagent_spawn",)),
-    "messaging": GroupProvider(_messaging, (MESSAGES,), ("message_send",)),
+    "messaging": GroupProvider(_messaging, (MESSAGES, SEND_PLACES), ("message_send",)),
     "skills": GroupProvider(_skills, (SKILLS,), ("skill_list", "skill_read")),
     "web": GroupProvider(lambda setup: register_web_fetch(setup.registry, setup.config.web), tools=("web_fetch",)),
     "websearch": GroupProvider(

@@ -1,6 +1,6 @@
 """How many messages `message_send` may send: at most `tools.messageSendsPerTurn` in one turn (a chat's
 or a scheduled task's run) and `tools.messageSendsPerChatPerHour` into any one chat in the last hour
-(docs/decisions/389-message-send-caps.md).
+(docs/decisions/389-message-send-caps.md, 418-durable-send-counts.md).
 
 A model told by a web page it summarised to "send this to web:main" forty times an answer for ten rounds
 wrote 320 messages (2.5 million characters) into another chat from one message; these caps end that
@@ -8,24 +8,28 @@ after a few, with words the model can read: the cap, when it frees up, that the 
 
 The turn's count lives in the turn's `ToolContext.extras` (one dict per turn, rounds included), a
 `TurnSends` that runs spawned by the turn (`subagent_spawn`) share: five spawned runs of one turn send
-no more than the turn alone could (adversary17, stop 43). The hour's lives in this object, one per
-engine, in memory (an engine restart forgets it: it bounds a flood, it is no quota). A send that is
-refused or reaches nobody gives its place back. Checked and counted without yielding, so the calls of
-one answer, which run concurrently, each see the others'.
+no more than the turn alone could (adversary17, stop 43). It is taken without yielding, so the calls of
+one answer, which run concurrently, each see the others'. The hour's lives in the store (`sends`,
+`SendRepository`): each send takes its place there in one atomic step, so an engine restart forgets
+nothing and the calls of one answer, other chats' turns and other engines on a shared store each count
+the others' (decision 418). A send that is refused or reaches nobody gives both places back. Sends to
+one chat take their hour's place and go one at a time, in the order the calls came (the store may
+answer two reservations in either order).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections import deque
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 
 from klaw.store.records import ChatRef
+from klaw.store.send_protocol import SEND_WINDOW, SendRepository
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.schema import ToolContext
 
-HOUR = timedelta(hours=1)
 TURN_KEY = "message_sends"  # ToolContext.extras: this turn's `TurnSends`
 
 
@@ -36,17 +40,33 @@ class TurnSends:
         self.count = 0
 
 
-class SendLimits:
-    """The two caps, and the hour's sends per target chat."""
+class Place:
+    """A send's places in its turn and hour, while it is being sent; `reached_nobody` gives them back
+    when the block ends."""
 
-    def __init__(self, per_turn: int, per_chat_per_hour: int) -> None:
+    def __init__(self) -> None:
+        self.reached = True
+
+    def reached_nobody(self) -> None:
+        self.reached = False
+
+
+class SendLimits:
+    """The two caps; the hour's sends per target chat are `places`' (the store's)."""
+
+    def __init__(self, per_turn: int, per_chat_per_hour: int, places: SendRepository) -> None:
         self.per_turn = per_turn
         self.per_chat_per_hour = per_chat_per_hour
-        self._sent: dict[ChatRef, deque[datetime]] = {}
+        self._places = places
+        self._in_order: dict[ChatRef, asyncio.Lock] = {}
 
-    def reserve(self, context: ToolContext, chat: ChatRef) -> Callable[[], None]:
-        """Count one send to `chat` in this turn and hour, or raise `ToolRefusal` saying which cap it
-        passes and when it frees up. Returns the function that gives the place back (nothing sent)."""
+    @asynccontextmanager
+    async def reserve(self, context: ToolContext, chat: ChatRef) -> AsyncIterator[Place]:
+        """Count one send to `chat` in this turn and hour for the block (which sends it), or raise
+        `ToolRefusal` saying which cap it passes and when it frees up. Both places are given back when
+        the block raises or calls `reached_nobody`. The turn's is taken at once, before anything is
+        awaited; the hour's, and the block, one send to `chat` at a time in the order the calls came, so
+        one answer's messages arrive in the order asked whichever the store answered first."""
         turn = context.extras.setdefault(TURN_KEY, TurnSends())
         sent_in_turn = turn.count
         if sent_in_turn >= self.per_turn:
@@ -56,28 +76,33 @@ class SendLimits:
                 " again; put the rest into one message or into your answer here. The person can raise the cap"
                 " in engine.yaml."
             )
-        now = _now(context)
-        times = self._sent.setdefault(chat, deque())
-        while times and times[0] <= now - HOUR:
-            times.popleft()
-        if len(times) >= self.per_chat_per_hour:
-            frees = times[0] + HOUR
-            minutes = max(1, math.ceil((frees - now).total_seconds() / 60))
-            raise ToolRefusal(
-                f"not sent: {chat} has had {len(times)} message(s) from message_send in the last hour, the most"
-                f" tools.messageSendsPerChatPerHour allows; the next may go in {minutes} minute(s)"
-                f" (at {frees:%H:%M} UTC): do not try again before then. The person can raise the cap in"
-                " engine.yaml."
-            )
-        turn.count += 1
-        times.append(now)
-
-        def give_back() -> None:
-            turn.count -= 1
-            if now in times:
-                times.remove(now)
-
-        return give_back
+        turn.count += 1  # before anything is awaited, so this answer's other calls count this one
+        kept = False
+        try:
+            async with self._in_order.setdefault(chat, asyncio.Lock()):
+                now = _now(context)
+                found = await self._places.reserve(chat, now, self.per_chat_per_hour)
+                if found.place is None:
+                    frees = (found.oldest or now) + SEND_WINDOW
+                    minutes = max(1, math.ceil((frees - now).total_seconds() / 60))
+                    raise ToolRefusal(
+                        f"not sent: {chat} has had {found.in_hour} message(s) from message_send in the last"
+                        f" hour, the most tools.messageSendsPerChatPerHour allows; the next may go in {minutes}"
+                        f" minute(s) (at {frees:%H:%M} UTC): do not try again before then. The person can raise"
+                        " the cap in engine.yaml."
+                    )
+                place = Place()
+                try:
+                    yield place
+                except BaseException:
+                    await self._places.give_back(found.place)
+                    raise
+                if not place.reached:
+                    await self._places.give_back(found.place)
+                kept = place.reached
+        finally:
+            if not kept:
+                turn.count -= 1
 
 
 def _now(context: ToolContext) -> datetime:

@@ -6,7 +6,7 @@ configured channels' allow-lists, `web:main` and the console; anything else is r
 the model can read and act on ("ask the person to add it to tools.messageTargets"). The tool decides
 where a message may go; the engine (its `MessageSender`) records it in the target chat's log, marked as
 the agent's, and delivers it. How many it may send, per turn and per target chat an hour, is
-`SendLimits`' (limits.py, decision 389). Nothing of the text is logged.
+`SendLimits`' (limits.py, decision 389), the hour's counted in the store (decision 418). Nothing of the text is logged.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pydantic import AfterValidator, Field
 from klaw.config import EngineConfig
 from klaw.scheduling.names import parse_chat_target
 from klaw.store.records import ChatRef
+from klaw.store.send_protocol import SendRepository
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.messaging.limits import SendLimits
 from klaw.tools.registry import ToolRegistry
@@ -75,9 +76,10 @@ def target_problem(chat: ChatRef, targets: Iterable[ChatRef]) -> str | None:
     )
 
 
-def send_limits(config: EngineConfig) -> SendLimits:
-    """The caps of `tools.messageSendsPerTurn` and `tools.messageSendsPerChatPerHour`."""
-    return SendLimits(config.tools.message_sends_per_turn, config.tools.message_sends_per_chat_per_hour)
+def send_limits(config: EngineConfig, places: SendRepository) -> SendLimits:
+    """The caps of `tools.messageSendsPerTurn` and `tools.messageSendsPerChatPerHour`, the hour's sends
+    counted in `places` (the store's `sends`)."""
+    return SendLimits(config.tools.message_sends_per_turn, config.tools.message_sends_per_chat_per_hour, places)
 
 
 def register_message_tools(
@@ -114,14 +116,10 @@ def register_message_tools(
             raise ToolRefusal("the text is empty")
         if len(text) > MAX_MESSAGE_CHARS:
             raise ToolRefusal(f"the text has {len(text)} characters; send at most {MAX_MESSAGE_CHARS} at a time")
-        give_back = limits.reserve(context, chat)
-        try:
+        async with limits.reserve(context, chat) as place:
             sent = await sender.send(context.chat, chat, text)
-        except BaseException:
-            give_back()
-            raise
-        if sent is Sent.UNREACHABLE:
-            give_back()
+            if sent is Sent.UNREACHABLE:
+                place.reached_nobody()
         if sent is Sent.UNREACHABLE and chat.channel == CONSOLE_CHANNEL:
             raise ToolRefusal(
                 f"nothing was sent: {chat} is the terminal of `klaw chat`, and no klaw chat runs with this"
