@@ -359,6 +359,21 @@ def sandbox(
     _emit({"machine": machine(), **asdict(result)}, out)
 
 
+@app.command()
+def send(
+    runs: Annotated[int, typer.Option(help="Calls timed (after 20 warm-up calls).")] = 300,
+    out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
+) -> None:
+    """What one message_send costs the engine: the tool call through the registry, caps, record and delivery."""
+    from klaw.bench.send_bench import measure_send
+
+    console = machine_console(soft_wrap=True, markup=True)
+    with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp:
+        result = event_loop.run(measure_send(Path(tmp), runs))  # the engine's own loop
+    console.print(f"message_send to an in-process channel: {result.send}")
+    _emit({"machine": machine(), **asdict(result)}, out)
+
+
 # The LoCoMo family, registered last so `klaw bench --help` lists the speed benchmarks first.
 app.command()(locomo)
 app.command("past-sessions")(past_sessions)
