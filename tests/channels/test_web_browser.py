@@ -61,8 +61,10 @@ async def test_sign_in_chat_new_segment_and_inspect_in_chromium() -> None:
         await page.click("nav button[data-tab=memory]")
         await page.locator("#segments tbody tr").nth(1).wait_for()
         assert await page.locator("#segments tbody tr").count() == 2
-        # Numbered within the chat, newest first (decision 275); the id stays in the tooltip.
+        # Numbered within the chat, newest first (decision 275), each with its id beside it (decision 402).
         assert await page.locator("#segments tbody tr td:first-child").all_inner_texts() == ["2", "1"]
+        assert await page.locator("#segments thead th:nth-child(2)").inner_text() == "id"
+        assert await page.locator("#segments tbody tr td:nth-child(2)").all_inner_texts() == ["2", "1"]
         await page.locator("#segments tbody tr").nth(1).click()
         await page.locator("#segment-detail td", has_text="favourite colour is teal").first.wait_for()
         # named as `klaw memory list` names it, number and id (decision 402)

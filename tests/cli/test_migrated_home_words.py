@@ -64,7 +64,8 @@ def test_forget_typed_in_a_chat_on_a_migrated_home_names_the_sqlite_copy_it_does
 
     said = _said(typed.stdout)
     assert typed.returncode == 0, typed.stderr
-    assert f"Forgot segment 1: 6 message(s) erased from the PostgreSQL database named by {VARIABLE}" in said, said
+    erased = f"Forgot segment 1 (id 1): 6 message(s) erased from the PostgreSQL database named by {VARIABLE}"
+    assert erased in said, said
     assert "conversation log" not in said
     assert f"Not reached: {home / 'klaw.db'} and the JSONL files under {home / 'conversations'}" in said, said
     assert f"rm {home / 'klaw.db'}*; rm -r {home / 'conversations'}" in said

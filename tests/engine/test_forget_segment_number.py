@@ -26,10 +26,18 @@ async def test_forget_segment_number_takes_the_pages_number_and_names_what_the_c
             f" {CHAT}` shows each one's number and id."
         )
         assert await command(h, "/forget segment number x") == (
-            "Cannot forget: a segment's number is a whole number from 1, as the page shows it, not 'x'."
+            "Cannot forget: a segment's number is a whole number from 1, as the Memory tab and `klaw memory list`"
+            " show it, not 'x'."
         )
         assert "heron" in log_text(h.home)
 
+        assert await command(h, "/forget segment number") == (
+            "Cannot forget: which segment? Give its number: /forget segment number N (the Memory tab and"
+            " `klaw memory list` show the numbers)."
+        )
         answer = await command(h, "/forget segment number 1")
-        assert answer.startswith(f"Forgot segment {first.id}: "), answer
+        assert answer.startswith(f"Forgot segment 1 (id {first.id}): "), answer  # the number typed, and the id
+        assert await command(h, "/forget segment number 1") == (
+            f"Cannot forget: segment 1 (id {first.id}) holds nothing left to forget."
+        )
         assert "heron" not in log_text(h.home) and "kestrel" in log_text(h.home)

@@ -106,7 +106,7 @@ def forget(
         console.print("Nothing was forgotten.", highlight=False)
         raise typer.Exit(1)
     assert outcome.plan is not None
-    from klaw.memory.forgetting import runs_left_sentence, tasks_left_sentence
+    from klaw.memory.forget_words import runs_left_sentence, tasks_left_sentence
 
     console.print(
         f"Forgot {label or outcome.plan.label}: {erased_from(loaded.config.database, outcome.files_rewritten)}. A"

@@ -16,8 +16,7 @@ from rich.console import Console
 from klaw.cli.context import fail
 from klaw.home import KlawHome
 from klaw.memory.forget_targets import ForgetKind
-from klaw.memory.forget_words import erased_from
-from klaw.memory.forgetting import runs_left_sentence, tasks_left_sentence
+from klaw.memory.forget_words import erased_from, runs_left_sentence, tasks_left_sentence
 
 if TYPE_CHECKING:
     from klaw.config import DatabaseConfig

@@ -29,16 +29,8 @@ from klaw.memory.auto_rag import RecalledMessage
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.forget_targets import typed_target
-from klaw.memory.forget_words import ForgetWords
-from klaw.memory.forgetting import (
-    ForgetError,
-    ForgetKind,
-    ForgetOutcome,
-    ForgetPlan,
-    Forgetting,
-    runs_left_sentence,
-    tasks_left_sentence,
-)
+from klaw.memory.forget_words import ForgetWords, runs_left_sentence, tasks_left_sentence
+from klaw.memory.forgetting import ForgetError, ForgetKind, ForgetOutcome, ForgetPlan, Forgetting
 from klaw.store.protocol import MemoryChunkRepository
 from klaw.store.records import ChatRef
 from klaw.tools.inventory import NOT_A_TOOL, ToolRow
@@ -235,7 +227,7 @@ class CommandHandler:
             return CommandAnswer(f"Cannot forget: {exc}.")
         stopped_first = "Stopped the turn under way in this chat, then forgot" if stopped else "Forgot"
         return CommandAnswer(
-            f"{stopped_first} {plan.label}: {plan.describe()} {self.forget_words.erased_from(outcome.files_rewritten)}."
+            f"{stopped_first} {plan.said}: {plan.describe()} {self.forget_words.erased_from(outcome.files_rewritten)}."
             f" Core memory is unchanged: /memory shows it.{self.forget_words.left_behind()}"
             f"{tasks_left_sentence(await self._tasks_left(plan))}"
             f"{runs_left_sentence(plan.spawned_runs)}",
@@ -276,7 +268,7 @@ class CommandHandler:
             target = typed_target(kind, str(params.get("id")))
             owner = ChatRef(str(params["channel"]), str(params["chat_id"])) if params.get("channel") else None
             plan = await forgetting.plan(kind, target, owner)
-            answer: dict[str, Any] = {"chat": str(plan.chat), "label": plan.label, "describe": plan.describe()}
+            answer: dict[str, Any] = {"chat": str(plan.chat), "label": plan.said, "describe": plan.describe()}
             if params.get("confirm") is not True:
                 return answer
 

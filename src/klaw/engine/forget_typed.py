@@ -22,6 +22,11 @@ async def forget_target(forgetting: Forgetting, chat: ChatRef, args: str) -> tup
     words = args.lower().split()
     if words == ["last"]:
         return ForgetKind.EXCHANGE, await forgetting.latest_exchange(chat)
+    if words == ["segment", "number"]:
+        raise ForgetError(
+            "which segment? Give its number: /forget segment number N (the Memory tab and `klaw memory list`"
+            " show the numbers)"
+        )
     if len(words) == 3 and words[:2] == ["segment", "number"]:
         return ForgetKind.SEGMENT, await forgetting.segment_of_number(chat, _number(words[2]))
     if len(words) != 2 or words[0] not in {k.value for k in ForgetKind}:
@@ -37,5 +42,8 @@ async def forget_target(forgetting: Forgetting, chat: ChatRef, args: str) -> tup
 
 def _number(typed: str) -> int:
     if not typed.isdigit() or not typed.isascii() or int(typed) < 1:
-        raise ForgetError(f"a segment's number is a whole number from 1, as the page shows it, not {typed!r}")
+        raise ForgetError(
+            "a segment's number is a whole number from 1, as the Memory tab and `klaw memory list` show it,"
+            f" not {typed!r}"
+        )
     return int(typed)

@@ -10,10 +10,13 @@ those files still held the text, so the words name PostgreSQL and say what is le
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from klaw.config import DatabaseConfig
 from klaw.home import KlawHome
+from klaw.scheduling.names import SUBAGENT_CHANNEL, run_log_name
+from klaw.store.records import ChatRef
 
 
 def erased_from(database: DatabaseConfig, files_rewritten: int) -> str:
@@ -64,3 +67,37 @@ class ForgetWords:
 
     def left_behind(self) -> str:
         return left_behind(self.home, self.database)
+
+
+def tasks_left_sentence(names: Sequence[str]) -> str:
+    """What a forget's answer adds about the tasks the forgotten exchange scheduled that are still
+    scheduled (empty when none): they keep its words in their message and run on (decision 280)."""
+    if not names:
+        return ""
+    listed = ", ".join(repr(name) for name in names)
+    one = len(names) == 1
+    return (
+        f" The forgotten messages scheduled {'the task' if one else 'the tasks'} {listed}, which"
+        f" {'is' if one else 'are'} still scheduled with {'its' if one else 'their'} message (forgetting does"
+        f" not remove tasks). To remove {'it' if one else 'one'}: klaw schedule remove"
+        f" {names[0] if one else 'NAME'}, or ask the agent to."
+    )
+
+
+def runs_left_sentence(names: Sequence[str]) -> str:
+    """What a forget's answer adds about the subagent runs the forgotten exchange started (empty when
+    none): each keeps the message it was given and its answer in its own log, and its answer is in the
+    chat as a message of its own, which forgetting the exchange does not reach."""
+    if not names:
+        return ""
+    listed = ", ".join(repr(name) for name in names)
+    logs = ", ".join(
+        f"conversations/{ChatRef(SUBAGENT_CHANNEL, run_log_name(n, spawned=True)).log_dir_name}/" for n in names
+    )
+    one = len(names) == 1
+    return (
+        f" The forgotten messages started {'a subagent run' if one else 'subagent runs'} {listed}:"
+        f" {'its' if one else 'their'} instructions and answer are kept in {'its' if one else 'their'} own"
+        f" log ({logs}), and {'its answer' if one else 'their answers'} in this chat as a message of"
+        f" {'its' if one else 'their'} own, which forgetting an exchange does not reach (/forget segment does)."
+    )

@@ -31,8 +31,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from klaw.memory.forget_targets import WHERE_SHOWN, ForgetError, ForgetKind, resolve_memory, typed_target
-from klaw.memory.segment_numbers import id_of_number
-from klaw.scheduling.names import ADD_TOOL, SPAWN_TOOL, SUBAGENT_CHANNEL, run_log_name
+from klaw.memory.segment_numbers import id_of_number, number_of, segment_words
+from klaw.scheduling.names import ADD_TOOL, SPAWN_TOOL
 from klaw.store.archival_records import forget_record, forgotten_days, forgotten_ids
 from klaw.store.exchange_records import NOT_ANSWERED_AGAIN
 from klaw.store.records import ChatRef, Exchange, ExchangeStatus, MessageType, Role, StoredMessage
@@ -61,10 +61,15 @@ class ForgetPlan:
     # A memory's plan erases the memory_save call and its result, not the person's message that asked for
     # it: `asked_in` the exchange that keeps that message, named in the answer with how to erase it.
     asked_in: int | None = None
+    named: str = ""  # a segment as the page names it, `segment 1 (id 3)` (decision 402); `label` stays the id
 
     @property
     def label(self) -> str:
         return f"{self.kind.value} {self.target_id}"
+
+    @property
+    def said(self) -> str:
+        return self.named or self.label
 
     @property
     def ids(self) -> list[str]:
@@ -174,13 +179,16 @@ class Forgetting:
             listing = f"klaw memory list --chat {chat or 'CHANNEL:CHAT_ID'}"
             hint = f" ({WHERE_SHOWN})" if kind is ForgetKind.MEMORY else f" (`{listing}` shows its ids)"
             raise ForgetError(f"there is no {kind.value} {target}{where}{hint}")
+        named = (
+            segment_words(await number_of(self._store, int(target)), int(target)) if kind is ForgetKind.SEGMENT else ""
+        )
         if not records:
-            raise ForgetError(f"{kind.value} {shown} holds nothing left to forget")
+            raise ForgetError(f"{named or f'{kind.value} {shown}'} holds nothing left to forget")
         if kind is ForgetKind.EXCHANGE:
             return await self._exchange_plan(ForgetPlan(owner, kind, shown, tuple(records)))
         if kind is ForgetKind.MEMORY:
             return ForgetPlan(owner, kind, shown, tuple(records), asked_in=await self._asked_in(records))
-        return ForgetPlan(owner, kind, shown, tuple(records))
+        return ForgetPlan(owner, kind, shown, tuple(records), named=named)
 
     async def _asked_in(self, records: Sequence[StoredMessage]) -> int | None:
         """The exchange whose person's message a memory's memory_save call answered: the last one of its
@@ -333,40 +341,6 @@ class Forgetting:
             await self._store.settings.set(PENDING_KEY, pending)
         else:
             await self._store.settings.delete(PENDING_KEY)
-
-
-def tasks_left_sentence(names: Sequence[str]) -> str:
-    """What a forget's answer adds about the tasks the forgotten exchange scheduled that are still
-    scheduled (empty when none): they keep its words in their message and run on (decision 280)."""
-    if not names:
-        return ""
-    listed = ", ".join(repr(name) for name in names)
-    one = len(names) == 1
-    return (
-        f" The forgotten messages scheduled {'the task' if one else 'the tasks'} {listed}, which"
-        f" {'is' if one else 'are'} still scheduled with {'its' if one else 'their'} message (forgetting does"
-        f" not remove tasks). To remove {'it' if one else 'one'}: klaw schedule remove"
-        f" {names[0] if one else 'NAME'}, or ask the agent to."
-    )
-
-
-def runs_left_sentence(names: Sequence[str]) -> str:
-    """What a forget's answer adds about the subagent runs the forgotten exchange started (empty when
-    none): each keeps the message it was given and its answer in its own log, and its answer is in the
-    chat as a message of its own, which forgetting the exchange does not reach."""
-    if not names:
-        return ""
-    listed = ", ".join(repr(name) for name in names)
-    logs = ", ".join(
-        f"conversations/{ChatRef(SUBAGENT_CHANNEL, run_log_name(n, spawned=True)).log_dir_name}/" for n in names
-    )
-    one = len(names) == 1
-    return (
-        f" The forgotten messages started {'a subagent run' if one else 'subagent runs'} {listed}:"
-        f" {'its' if one else 'their'} instructions and answer are kept in {'its' if one else 'their'} own"
-        f" log ({logs}), and {'its answer' if one else 'their answers'} in this chat as a message of"
-        f" {'its' if one else 'their'} own, which forgetting an exchange does not reach (/forget segment does)."
-    )
 
 
 def _cut_off(exchange: Exchange, later: Sequence[Exchange]) -> bool:

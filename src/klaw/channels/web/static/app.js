@@ -291,9 +291,11 @@ async function loadSegments() {
   try {
     const { segments } = await api(`/api/segments?${chatQuery(selectedChat("memory-chat"))}`);
     const rows = segments.map((s) => el("tr", { class: "clickable", onclick: () => loadSegment(s.id) },
-      el("td", { class: "num", text: String(s.number), title: `segment id ${s.id}` }), el("td", { text: fmtTime(s.started_at) }),
+      el("td", { class: "num", text: String(s.number) }), el("td", { class: "num", text: String(s.id) }),
+      el("td", { text: fmtTime(s.started_at) }),
       el("td", { text: s.ended_at ? fmtTime(s.ended_at) : "open" }), el("td", { class: "num", text: String(s.messages) })));
     container.replaceChildren(el("table", {}, el("thead", {}, el("tr", {}, el("th", { class: "num", text: "segment" }),
+      el("th", { class: "num", text: "id", title: "what /forget segment ID takes; the number is for /forget segment number N" }),
       el("th", { text: "started" }), el("th", { text: "ended" }), el("th", { class: "num", text: "messages" }))), el("tbody", {}, ...rows)));
   } catch (error) { showError(container, error); }
 }
