@@ -3,11 +3,13 @@ the hour's sends into a chat are counted in the store, so a model cannot send th
 a restart (or a `klaw engine` systemd restarted), the calls of one answer never pass it together, and a
 send that reached nobody gives its place back for good. Whole engines through the library API
 (`Engine.start` without a socket, replies and Telegram deliveries caught in process), restarted on
-one home: a real klaw.db, and the tests' real PostgreSQL."""
+one home: a real klaw.db, and the tests' real PostgreSQL; and two engines on one PostgreSQL database."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +23,8 @@ from klaw.engine.runtime import Engine
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
+from klaw.llm.fake_wire import Reply, TextReply, ToolCallsReply
+from klaw.store.records import ChatRef
 from tests.conftest import new_database
 from tests.engine import harness
 from tests.engine.harness import Harness, engine_config
@@ -158,3 +162,39 @@ async def test_a_send_that_reached_nobody_gives_its_place_back(tmp_path: Path, b
             and len(home.telegram) == 2
             and home.telegram[1] in {"part 2", "part 3", "part 4"}
         )
+
+
+async def test_two_engines_on_one_postgres_database_share_the_hour(
+    tmp_path: Path, postgres_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two engines (each its own home, as on two machines) on one PostgreSQL database, a turn in each at
+    the same moment asking for three sends into telegram:42, three an hour allowed: three go in all, not
+    three from each (each engine counted apart)."""
+    monkeypatch.setenv(VARIABLE, postgres_server.dsn(new_database(postgres_server)))
+    monkeypatch.setattr(harness, "DATABASE", {"backend": "postgres", "urlEnv": VARIABLE})
+
+    def answer(body: Mapping[str, Any]) -> Reply:
+        if body["messages"][-1]["role"] == "tool":
+            return TextReply("Done.")
+        calls = _sends(3, first=10 if "from b" in str(body["messages"][-1]["content"]) else 0)
+        return ToolCallsReply(tuple((f"call_{i}", name, json.dumps(args)) for i, (name, args) in enumerate(calls)))
+
+    async with FakeOpenAiServer() as server:
+        server.default_reply = answer
+        a, b = Home(tmp_path / "a", server), Home(tmp_path / "b", server)
+        async with a.engine(messageSendsPerChatPerHour=3) as on_a, b.engine(messageSendsPerChatPerHour=3) as on_b:
+            await asyncio.gather(
+                on_a.turn("send three from a", ChatRef("console", "a")),
+                on_b.turn("send three from b", ChatRef("console", "b")),
+            )
+
+        results = [
+            str(m["content"])
+            for r in server.chat_requests
+            if r.body["messages"][-1]["role"] == "tool"
+            for m in r.body["messages"]
+            if m["role"] == "tool"
+        ]
+
+    assert len(a.telegram) + len(b.telegram) == 3, (a.telegram, b.telegram)
+    assert len(results) == 6 and sum(r.startswith("not sent: telegram:42 has had 3 message(s)") for r in results) == 3
