@@ -93,6 +93,24 @@ async def test_a_post_without_a_session_is_refused_before_its_body_is_sent() -> 
         assert login.startswith("HTTP/1.1 403"), login
 
 
+async def test_numbers_too_long_for_int_in_a_cookie_or_a_length_are_refused_not_a_server_error() -> None:
+    """int() refuses more than 4,300 digits with a ValueError: a forged cookie's expiry, a Content-Length or a
+    Last-Event-ID that long answered 500 with a traceback in the log (adversary20)."""
+    huge = "9" * 5000
+    async with serving(WebAuth(TOKEN)) as base_url, httpx.AsyncClient(base_url=base_url) as client:
+        forged = await raw_request(base_url, post_head("/api/messages", 10, f"{SESSION_COOKIE}={huge}.x.deadbeef"))
+        assert forged.startswith("HTTP/1.1 401"), forged
+        page = await client.get("/", headers={"Cookie": f"{SESSION_COOKIE}={huge}.x.deadbeef"})
+        assert page.status_code == 303 and page.headers["location"].endswith("/login"), page.status_code
+        await sign_in(client)
+        csrf = await session_csrf(client)
+        cookie = f"{SESSION_COOKIE}={client.cookies[SESSION_COOKIE]}"
+        head = f"POST /api/messages HTTP/1.1\nHost: 127.0.0.1\nContent-Length: {huge}\nCookie: {cookie}\n"
+        head += f"{CSRF_HEADER}: {csrf}\n"
+        answer = await raw_request(base_url, head)
+        assert answer.startswith(("HTTP/1.1 413", "HTTP/1.1 400")), answer
+
+
 async def test_a_signed_in_body_over_the_cap_gets_413_unread(tmp_path: Path) -> None:
     async with serving(WebAuth(TOKEN)) as base_url, httpx.AsyncClient(base_url=base_url) as client:
         await sign_in(client)

@@ -29,6 +29,13 @@ async def test_forget_segment_number_takes_the_pages_number_and_names_what_the_c
             "Cannot forget: a segment's number is a whole number from 1, as the Memory tab and `klaw memory list`"
             " show it, not 'x'."
         )
+        huge = "9" * 5000  # int() refuses more than 4,300 digits with a ValueError (adversary20)
+        assert await command(h, f"/forget segment number {huge}") == (
+            "Cannot forget: a segment's number is a whole number from 1, as the Memory tab and `klaw memory list`"
+            " show it, not '999999999999999999999999'… (5000 characters)."
+        )
+        refused = await command(h, f"/forget exchange {huge}")
+        assert refused.startswith("Cannot forget: '999999999999999999999999'… (5000 characters) is not an exchange")
         assert "heron" in log_text(h.home)
 
         assert await command(h, "/forget segment number") == (

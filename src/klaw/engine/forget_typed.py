@@ -7,7 +7,7 @@ the page's number takes the word `number`, which no id can be read as. The chat 
 
 from __future__ import annotations
 
-from klaw.memory.forget_targets import ForgetError, ForgetKind, typed_target
+from klaw.memory.forget_targets import ForgetError, ForgetKind, shown_word, typed_target, whole_number
 from klaw.memory.forgetting import Forgetting
 from klaw.store.records import ChatRef
 
@@ -41,9 +41,10 @@ async def forget_target(forgetting: Forgetting, chat: ChatRef, args: str) -> tup
 
 
 def _number(typed: str) -> int:
-    if not typed.isdigit() or not typed.isascii() or int(typed) < 1:
+    number = whole_number(typed)
+    if number is None:
         raise ForgetError(
             "a segment's number is a whole number from 1, as the Memory tab and `klaw memory list` show it,"
-            f" not {typed!r}"
+            f" not {shown_word(typed)}"
         )
-    return int(typed)
+    return number

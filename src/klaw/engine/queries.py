@@ -203,8 +203,8 @@ def _chat(params: Mapping[str, Any]) -> ChatRef:
 
 def _int(params: Mapping[str, Any], key: str, default: int | None = None, low: int = 0, high: int = MAX_ROW_ID) -> int:
     value = params.get(key, default)
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= len(str(high)):
+        value = int(value)  # no longer than `high`: int() of 4,300 digits and more raises ValueError
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise QueryError(f"{key} must be a whole number from {low} to {high}")
     return value

@@ -42,13 +42,28 @@ def typed_target(kind: ForgetKind, word: str) -> int | str:
     id (lower case) for a memory. ForgetError says what is wrong with it."""
     if kind is ForgetKind.MEMORY:
         return _typed_memory_id(word)
-    # ASCII digits only: `²` passes isdigit() and int() refuses it
-    if not (word.isascii() and word.isdigit()) or not 1 <= int(word) <= MAX_ROW_ID:
+    number = whole_number(word)
+    if number is None:
         raise ForgetError(
-            f"{word!r} is not {'an' if kind is ForgetKind.EXCHANGE else 'a'} {kind.value} number:"
+            f"{shown_word(word)} is not {'an' if kind is ForgetKind.EXCHANGE else 'a'} {kind.value} number:"
             f" {kind.value}s are numbered 1, 2, 3 … (at most {MAX_ROW_ID})"
         )
-    return int(word)
+    return number
+
+
+def whole_number(word: str) -> int | None:
+    """`word` as a number from 1 to MAX_ROW_ID, None when it is not one: ASCII digits only (`²` passes
+    isdigit() and int() refuses it), and no more of them than MAX_ROW_ID has (int() refuses more than
+    4,300 digits with a ValueError, adversary20)."""
+    if not (word.isascii() and word.isdigit()) or len(word) > len(str(MAX_ROW_ID)):
+        return None
+    number = int(word)
+    return number if 1 <= number <= MAX_ROW_ID else None
+
+
+def shown_word(word: str, keep: int = 24) -> str:
+    """`word` quoted for an answer, cut to its first `keep` characters: a refusal never echoes a whole paste."""
+    return repr(word) if len(word) <= keep else f"{word[:keep]!r}… ({len(word)} characters)"
 
 
 def _typed_memory_id(word: str) -> str:

@@ -98,7 +98,7 @@ class TaskSchedule:
         """A schedule as scheduler.db keeps it (validated again: the file may have been edited)."""
         if kind == "cron":
             return cls.cron(expression)
-        if kind == "every" and expression.isdigit():
+        if kind == "every" and expression.isdigit() and len(expression) <= 18:
             return cls.every(f"{expression}s")
         raise InvalidSchedule(f"unknown schedule {kind!r} {expression!r}")
 

@@ -87,7 +87,7 @@ class WebAuth:
             return False
         body, _, signature = value.rpartition(".")
         expiry = body.partition(".")[0]
-        if not expiry.isdigit() or int(expiry) < self._clock():
+        if not expiry.isdigit() or len(expiry) > 12 or int(expiry) < self._clock():  # int() of 4,300 digits raises
             return False
         return hmac.compare_digest(self._mac(purpose, body), signature)
 

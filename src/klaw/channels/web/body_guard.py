@@ -52,7 +52,7 @@ class BodyGuard:
             await refusal(scope, receive, send)
             return
         length = Request(scope).headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > self._max):
+        if length is not None and (not length.isdigit() or len(length) > 18 or int(length) > self._max):
             await self._too_large(scope, receive, send)
             return
         seconds = BODY_SECONDS  # read here, so a test can shorten it

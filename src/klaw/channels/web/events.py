@@ -86,7 +86,7 @@ class EventHub:
         if self._closed:
             subscription.queue.put_nowait(None)
         else:
-            if last_event_id is not None and last_event_id.isdigit():
+            if last_event_id is not None and last_event_id.isdigit() and len(last_event_id) <= 18:
                 for event in self._history:
                     if event.id > int(last_event_id):
                         subscription.queue.put_nowait(event)
