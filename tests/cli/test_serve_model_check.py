@@ -102,6 +102,42 @@ async def test_a_model_address_answering_a_web_page_is_named_at_start(command: s
         server.close()
 
 
+async def _endless_page(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """HTTP 200, HTML, chunked, never ending: a wrong port that streams, or a hostile network."""
+    with suppress(ConnectionError, asyncio.IncompleteReadError):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ntransfer-encoding: chunked\r\n\r\n")
+        chunk = b"<p>" + b"x" * 65530 + b"</p>"
+        while True:
+            writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            await writer.drain()
+    writer.close()
+
+
+@pytest.mark.parametrize("command", ["serve", "chat"])
+async def test_a_models_answer_without_end_is_read_no_further_than_a_bound(command: str) -> None:
+    """adversary20: the check read the whole answer (2.6 GB in 16 s before its deadline, and `klaw serve`
+    kept the memory). It reads a few MB, judges the page by its content type, and says so at once."""
+    server = await asyncio.start_server(_endless_page, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+    try:
+        with short_socket_dir() as directory:
+            home = write_serve_home(directory / "home", serve_config(url))
+            if command == "chat":
+                said = await _chat_refused(home)
+            else:
+                async with running("-m", "klaw", command, env=serve_env(home)) as process:
+                    said = await read_until(process.stderr, "goes on", who=f"klaw {command}")
+                    status = Path(f"/proc/{process.pid}/status").read_text(encoding="utf-8")
+                    peak_kb = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+                    assert peak_kb < 600 * 1024, f"klaw serve peaked at {peak_kb} kB"
+                    assert await stop(process) == 0
+            assert "GET /models answered HTTP 200 with text/html, not JSON" in said, said
+            assert "no complete answer" not in said and "Traceback" not in said
+    finally:
+        server.close()
+
+
 async def test_a_service_whose_model_path_answers_a_404_page_says_so_at_start() -> None:
     """lows20: a baseUrl at `/v2` of a server whose API is at `/v1` passed the start check in silence; the
     warning names the URL that answered 404 and the usual /v1 path, without the unreachable model's words."""

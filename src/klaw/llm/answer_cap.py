@@ -94,20 +94,21 @@ def capped(response: httpx.Response, refuse: Refusal) -> None:
     response.stream = _CappedBody(response.stream, refuse, lines=lines, applied=applied)
 
 
-async def excerpt(response: httpx.Response) -> bytes:
-    """The first `ERROR_BODY_BYTES` of an error status's body, unpacked a piece at a time if compressed
-    (nothing if in a coding klaw does not undo, or corrupt: only the status is shown then)."""
+async def excerpt(response: httpx.Response, limit: int = ERROR_BODY_BYTES) -> bytes:
+    """The first `limit` bytes of a streamed response's body (an error status's: `ERROR_BODY_BYTES`), unpacked
+    a piece at a time if compressed (nothing if in a coding klaw does not undo, or corrupt: only the status
+    is shown then)."""
     parts: list[bytes] = []
     size = 0
     try:
         async for chunk in unpacked(response.aiter_raw(), codings(response.headers)):
             parts.append(chunk)
             size += len(chunk)
-            if size >= ERROR_BODY_BYTES:
+            if size >= limit:
                 break
     except CodingError:
         return b""
-    return b"".join(parts)[:ERROR_BODY_BYTES]
+    return b"".join(parts)[:limit]
 
 
 def parsed(text: str | bytes, refuse: Refusal, what: str) -> Any:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import httpx
 
 from klaw.config import ModelConfig
+from klaw.llm.answer_cap import excerpt
 from klaw.llm.endpoint import Endpoint, auth_headers, chat_path_in_base_url
 from klaw.llm.errors import LlmError
 from klaw.llm.http_client import new_http_client
@@ -30,6 +31,8 @@ CHECK_SECONDS = 5.0
 # httpx's timeout is per read: a server trickling a byte every 2 s never trips it, so the whole check
 # has this deadline too (decision 412).
 TOTAL_SECONDS = 3 * CHECK_SECONDS
+ANSWER_BYTES = 4 << 20  # of an answer read: OpenRouter's whole model list is ~1 MB
+_CUT = "klaw.cut"  # in a response's extensions: its body was longer than ANSWER_BYTES
 
 OLLAMA_EXAMPLE = f"""To use a local Ollama model:
   1. install Ollama and run:  ollama pull llama3.2
@@ -87,7 +90,7 @@ async def model_check(
         # The client model calls use: klaw's proxy rules (decisions 318, 335), not httpx's own reading of
         # the environment, which sent a model on this machine to HTTP_PROXY and refused `socks://`.
         async with asyncio.timeout(TOTAL_SECONDS), new_http_client(model.base_url) as client:
-            response = await client.get(endpoint.url("models"), headers=headers, timeout=CHECK_SECONDS)
+            response = await _get(client, endpoint.url("models"), headers)
             if response.status_code == 404 and await _answers_under_v1(client, endpoint, headers):
                 return ModelCheck(
                     f"{server} has no /models (HTTP 404), but {server.rstrip('/')}/v1 answers {where}:"
@@ -128,7 +131,20 @@ def _scheme_refusal(base_url: str, model_id: str, where: str, why: str) -> Model
     )
 
 
+async def _get(client: httpx.AsyncClient, url: str, headers: Mapping[str, str]) -> httpx.Response:
+    """The answer to a GET of `url` with at most `ANSWER_BYTES` of its body (unpacked, bounded): a server
+    streaming /models without end, or a gzip bomb, held the whole body in memory (2.6 GB in 16 s, and
+    `klaw serve` kept it: adversary20). A body cut there is judged by its content type alone (`_is_json`)."""
+    async with client.stream("GET", url, headers=dict(headers), timeout=CHECK_SECONDS) as streamed:
+        body = await excerpt(streamed, ANSWER_BYTES + 1)
+    kept = [(name, value) for name, value in streamed.headers.multi_items() if name.lower() != "content-encoding"]
+    cut = {_CUT: True} if len(body) > ANSWER_BYTES else {}
+    return httpx.Response(streamed.status_code, headers=kept, content=body[:ANSWER_BYTES], extensions=cut)
+
+
 def _is_json(response: httpx.Response) -> bool:
+    if response.extensions.get(_CUT):  # a long answer: by what it says it is
+        return "json" in response.headers.get("content-type", "")
     try:
         response.json()
     except ValueError:  # JSONDecodeError, UnicodeDecodeError
@@ -153,7 +169,7 @@ async def _answers_under_v1(client: httpx.AsyncClient, endpoint: Endpoint, heade
     /models at all answers 404 here as well, and is left to its first message (with `_not_found`'s doubt)."""
     if endpoint.base_url.rstrip("/").endswith("/v1"):
         return False
-    answer = await client.get(endpoint.url("v1/models"), headers=dict(headers), timeout=CHECK_SECONDS)
+    answer = await _get(client, endpoint.url("v1/models"), headers)
     return answer.is_success
 
 
@@ -179,7 +195,7 @@ async def _not_found(
 
 
 async def _answers(client: httpx.AsyncClient, url: str, headers: Mapping[str, str]) -> bool:
-    answer = await client.get(url, headers=dict(headers), timeout=CHECK_SECONDS)
+    answer = await _get(client, url, headers)
     return answer.is_success and _is_json(answer)
 
 
