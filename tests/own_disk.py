@@ -5,6 +5,7 @@ Shared by the full-disk tests of the CLI, the library, the scheduler and the san
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 from collections.abc import Iterator
@@ -15,12 +16,14 @@ import pytest
 
 
 @contextmanager
-def tmpfs(where: Path, size: str) -> Iterator[Path]:
-    """A tmpfs of `size` mounted at `where` (made here), unmounted afterwards."""
+def tmpfs(where: Path, size: str, inodes: int | None = None) -> Iterator[Path]:
+    """A tmpfs of `size` (and at most `inodes` files and folders) mounted at `where` (made here), unmounted
+    afterwards."""
     where.mkdir()
     if os.geteuid() != 0:
         pytest.skip("a disk of its own to fill needs a tmpfs, which only root can mount")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+    options = f"size={size}" + ("" if inodes is None else f",nr_inodes={inodes}")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     try:
@@ -35,3 +38,17 @@ def fill(folder: Path) -> Path:
     written = subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True, text=True)
     assert "No space left on device" in written.stderr, written.stderr
     return filler
+
+
+def fill_inodes(folder: Path) -> list[Path]:
+    """Empty files taking every free inode of `folder`'s file system (its blocks stay free)."""
+    made: list[Path] = []
+    while True:
+        path = folder / f"empty-{len(made)}"
+        try:
+            path.touch()
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            return made
+        made.append(path)

@@ -5,7 +5,7 @@ space left, named with its mount point and the fix, in one sentence (decision 32
 `sqlite3.OperationalError: unable to open database file` say what failed, not where the trouble is or
 what a person does about it. The answer is the same whichever file klaw was writing (engine.lock,
 klaw.db, a log line): the file system holding it. SQLite's own errors carry no errno, so the file
-system is asked directly (`statvfs`: its read-only flag, its free blocks).
+system is asked directly (`statvfs`: its read-only flag, its free blocks and inodes).
 
 Lives at the top level: `home_lock`, the store, the log handlers and `cli` all word these failures, and
 it imports nothing of klaw.
@@ -61,10 +61,22 @@ AGAIN = "then run the command again"
 
 def full_words(path: Path, then: str = AGAIN) -> str:
     mount = mount_point(path)
+    if _out_of_inodes(_statvfs(path)):  # ENOSPC too, with free blocks: `df -h` would show room (adversary20)
+        return (
+            f"no free inodes left on the file system holding {path} (mounted at {mount}): it has room but cannot"
+            f" hold one more file; remove files on {mount} (df -i shows how many are used), {then}."
+        )
     return (
         f"no space left on the file system holding {path} (mounted at {mount}): free space on {mount}"
         f" (df -h shows how much is left), {then}."
     )
+
+
+def _out_of_inodes(found: os.statvfs_result | None) -> bool:
+    """No file can be made: a file system that counts inodes (f_files > 0) with none left for this user."""
+    if found is None or found.f_files == 0:
+        return False
+    return (found.f_ffree if os.geteuid() == 0 else found.f_favail) == 0
 
 
 def disk_trouble(path: Path, exc: BaseException | None = None, then: str = AGAIN) -> str | None:
@@ -84,7 +96,7 @@ def disk_trouble(path: Path, exc: BaseException | None = None, then: str = AGAIN
     if found.f_flag & os.ST_RDONLY:
         return read_only_words(path)
     usable = found.f_bfree if os.geteuid() == 0 else found.f_bavail
-    if usable * found.f_frsize < NEARLY_FULL_BYTES:  # SQLite says "disk I/O error", no errno: ask the disk
+    if usable * found.f_frsize < NEARLY_FULL_BYTES or _out_of_inodes(found):  # SQLite: "disk I/O error", no errno
         return full_words(path, then)
     return None
 

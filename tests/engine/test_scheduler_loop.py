@@ -23,7 +23,7 @@ from klaw.scheduling.schedules import TaskSchedule
 from klaw.scheduling.task_store import DuplicateTask, ScheduledTask, ScheduleStore
 from klaw.store.records import ChatRef
 from klaw.tools.calls import ToolRefusal
-from tests.own_disk import fill, tmpfs
+from tests.own_disk import fill, fill_inodes, tmpfs
 
 START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 CHAT = ChatRef("console", "me")
@@ -301,26 +301,34 @@ async def test_running_out_of_open_files_is_one_log_line_and_the_scheduler_carri
         await rig.scheduler.stop()
 
 
+@pytest.mark.parametrize("out_of", ["space", "inodes"])
 async def test_a_full_disk_is_one_worded_log_line_and_the_scheduler_carries_on_once_space_is_free(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, out_of: str
 ) -> None:
+    """Out of inodes (adversary20): free blocks, but no file can be made; it was sqlite3's traceback a minute."""
     caplog.set_level(logging.DEBUG, logger="klaw.engine.scheduler_loop")
-    with tmpfs(tmp_path / "disk", "3m") as disk:
+    with tmpfs(tmp_path / "disk", "3m", inodes=64 if out_of == "inodes" else None) as disk:
         store = ScheduleStore(disk / "scheduler.db")
         store.create()
         rig = await start(store)
         try:
             await rig.scheduler.add_task("tick", TaskSchedule.cron("* * * * *"), "tick", inject_into=CHAT)
             await rig.asleep()
-            filler = fill(disk)  # sqlite3 then says only "disk I/O error" (its WAL cannot be made)
+            # sqlite3 then says only "disk I/O error" (its WAL cannot be made)
+            fillers = [fill(disk)] if out_of == "space" else fill_inodes(disk)
             await rig.advance(60)
             errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+            holding = f"the file system holding {disk / 'scheduler.db'} (mounted at {disk})"
             assert [r.getMessage() for r in errors] == [
-                f"scheduler: no space left on the file system holding {disk / 'scheduler.db'} (mounted at {disk}):"
-                f" free space on {disk} (df -h shows how much is left), the scheduler tries again every 60 s."
+                f"scheduler: no space left on {holding}: free space on {disk} (df -h shows how much is left),"
+                " the scheduler tries again every 60 s."
+                if out_of == "space"
+                else f"scheduler: no free inodes left on {holding}: it has room but cannot hold one more file;"
+                f" remove files on {disk} (df -i shows how many are used), the scheduler tries again every 60 s."
             ]
             assert all(r.exc_info is None for r in errors)
-            filler.unlink()
+            for filler in fillers:
+                filler.unlink()
             await rig.advance(60)
             assert rig.fired() == ["tick"]
         finally:
