@@ -58,7 +58,7 @@ def test_check_export_and_reindex_of_a_log_kept_in_postgres(tmp_path: Path, post
 
     assert checked.returncode == 1, checked.stdout + checked.stderr
     out = " ".join(checked.stdout.split())
-    assert "console_me (log_records): 6 records" in out and "6 records, 1 malformed rows" in out, out
+    assert "console_me (log_records): 6 records" in out and "6 records, 1 malformed row(s)" in out, out
     assert f"log_records/{DAY}:7 (seq 7, chat console:me): invalid JSON" in out
     assert "1234" not in out + checked.stderr and "Traceback" not in checked.stderr
 
@@ -66,7 +66,7 @@ def test_check_export_and_reindex_of_a_log_kept_in_postgres(tmp_path: Path, post
     exported = klaw(home, "log", "export", "--to", str(target), env=env)
 
     assert exported.returncode == 0, exported.stdout + exported.stderr
-    assert "exported 6 records of 1 chats" in exported.stdout and "1 malformed row" in exported.stdout
+    assert "exported 6 records of 1 chat into" in exported.stdout and "1 malformed row" in exported.stdout
     [written] = list(target.rglob("*.jsonl"))
     assert written == target / "console_me" / f"{DAY}.jsonl"
     assert len(written.read_text(encoding="utf-8").splitlines()) == 7  # the damaged row kept, as it was
@@ -114,7 +114,7 @@ def test_a_row_filed_under_another_chat_is_malformed_for_check_and_reindex(
 
     out = " ".join(checked.stdout.split())
     assert checked.returncode == 1, checked.stdout + checked.stderr
-    assert "console_me (log_records): 6 records" in out and "6 records, 2 malformed rows" in out, out
+    assert "console_me (log_records): 6 records" in out and "6 records, 2 malformed row(s)" in out, out
     assert (
         f"log_records/{DAY}:8 (seq 8, chat telegram:42): its channel and chat_id are another chat's than its"
         " row's chat column (edited by hand?)" in out
@@ -146,7 +146,7 @@ def test_check_reads_the_live_log_and_names_jsonl_files_left_from_before_the_mov
 
     out = " ".join(checked.stdout.split())
     assert checked.returncode == 1, checked.stdout + checked.stderr  # log_records' damaged row, the run's line
-    assert "console_me (log_records): 6 records" in out and "6 records, 1 malformed rows" in out, out
+    assert "console_me (log_records): 6 records" in out and "6 records, 1 malformed row(s)" in out, out
     assert "scheduler_digest: 1 records, 1 malformed lines" in out and f"{run_log}:2: invalid JSON" in out, out
     assert str(stale) not in out and "console_me: 6 records" not in out, out
     assert (

@@ -169,6 +169,9 @@ def test_a_segment_is_named_by_its_number_in_the_chat_and_its_id(home: KlawHome)
     assert code == 1 and "there is no segment 1 in this chat" in err
     code, _, err = run(home, "segment", "--chat", str(OTHER), "--number", "2", "--yes")
     assert code == 1 and f"{OTHER} has no segment number 2: it has segment 1" in " ".join(err.split()), err
+    code, _, err = run(home, "segment", "--chat", "web:mian", "--number", "1", "--yes")  # a typo: the chats named
+    said = " ".join(err.split())
+    assert code == 1 and "no chat web:mian is stored (the stored chats: " in said and str(OTHER) in said, said
     code, _, err = run(home, "segment", "--number", "1", "--yes")
     assert code == 2 and "add --chat CHANNEL:CHAT_ID" in " ".join(err.split()), err
     code, _, err = run(home, "segment", str(theirs), "--chat", str(OTHER), "--number", "1", "--yes")

@@ -88,7 +88,11 @@ def export(
     except OSError as exc:
         fail(f"cannot write the export into {to}: {exc.strerror or exc}")
     records = sum(report.records.values())
-    console.print(f"exported {records} records of {len(report.records)} chats into {to} ({report.files} files)")
+    chats, files = len(report.records), report.files
+    console.print(
+        f"exported {records} record{'s' * (records != 1)} of {chats} chat{'s' * (chats != 1)} into {to}"
+        f" ({files} file{'s' * (files != 1)})"
+    )
     if report.malformed:
         console.print(
             f"{len(report.malformed)} malformed row(s) written out as they are (reading skips them);"
@@ -156,6 +160,6 @@ def _with_bars(
 def _print_kept(console: Console, report: KeptLogReport) -> None:
     for chat, records in sorted(report.records.items(), key=lambda item: item[0].log_dir_name):
         console.print(f"{chat.log_dir_name} (log_records): {records} records")
-    console.print(f"log_records: {sum(report.records.values())} records, {len(report.malformed)} malformed rows")
+    console.print(f"log_records: {sum(report.records.values())} records, {len(report.malformed)} malformed row(s)")
     for row in report.malformed:
         console.print(f"  {row.where()}: {row.reason}", soft_wrap=True)
