@@ -39,7 +39,7 @@ async def id_of_number(store: Storage, chat: ChatRef, number: int) -> int:
     ids = list(await chat_numbers(store, chat))
     if 1 <= number <= len(ids):
         return ids[number - 1]
-    if not ids and chat not in (chats := sorted(map(str, await store.segments.chats()))):  # a typo in --chat
+    if not ids and str(chat) not in (chats := sorted(map(str, await store.segments.chats()))):  # a typo in --chat
         stored = f"the stored chats: {', '.join(chats)}" if chats else "no chat is stored yet"
         raise ForgetError(f"no chat {chat} is stored ({stored}); `klaw memory list` lists them")
     held = f"segments 1 to {len(ids)}" if len(ids) > 1 else "segment 1" if ids else "no segment"
