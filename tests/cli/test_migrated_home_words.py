@@ -5,6 +5,7 @@ migrate says to change in engine.yaml (newcomer9's findings; decision 394)."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import psycopg
@@ -48,8 +49,8 @@ def test_forgetting_on_a_migrated_home_names_postgres_and_the_sqlite_copy_it_doe
     assert forgot.returncode == 0, forgot.stderr
     assert f"erased from the PostgreSQL database named by {VARIABLE}" in said, said
     assert "erased from klaw.db" not in said and "log file(s) rewritten" not in said
-    assert f"Not reached: {home / 'klaw.db'} and the JSONL files under {home / 'conversations'}" in said, said
-    assert f"rm {home / 'klaw.db'}*; rm -r {home / 'conversations'}" in said
+    assert f"Not reached: {home / 'klaw.db'} and the chats' JSONL files under {home / 'conversations'}" in said, said
+    assert f"rm {home / 'klaw.db'}*; find {home / 'conversations'} -mindepth 1" in said
 
 
 def test_forget_typed_in_a_chat_on_a_migrated_home_names_the_sqlite_copy_it_does_not_reach(
@@ -67,8 +68,8 @@ def test_forget_typed_in_a_chat_on_a_migrated_home_names_the_sqlite_copy_it_does
     erased = f"Forgot segment 1 (id 1): 6 message(s) erased from the PostgreSQL database named by {VARIABLE}"
     assert erased in said, said
     assert "conversation log" not in said
-    assert f"Not reached: {home / 'klaw.db'} and the JSONL files under {home / 'conversations'}" in said, said
-    assert f"rm {home / 'klaw.db'}*; rm -r {home / 'conversations'}" in said
+    assert f"Not reached: {home / 'klaw.db'} and the chats' JSONL files under {home / 'conversations'}" in said, said
+    assert f"rm {home / 'klaw.db'}*; find {home / 'conversations'} -mindepth 1" in said
 
 
 def test_the_migrate_names_the_line_to_change_and_the_copy_it_left(tmp_path: Path, postgres_server: PgServer) -> None:
@@ -88,8 +89,35 @@ def test_the_migrate_names_the_line_to_change_and_the_copy_it_left(tmp_path: Pat
     config = home / "engine.yaml"
     assert f"in the 'database:' section at line 8 of {config}, change line 9 (backend: sqlite)" in said, said
     assert f"urlEnv: {VARIABLE}" in said and "Now set in engine.yaml" not in said
-    assert f"{home / 'klaw.db'} and the JSONL log under {home / 'conversations'} are left as they were" in said
+    assert f"{home / 'klaw.db'} and the chats' JSONL log under {home / 'conversations'} are left as they were" in said
     assert "do not reach them" in said
+    assert f"Keep {home / 'conversations'}/scheduler_*: the scheduled tasks' run logs stay files." in said
+
+
+def test_the_printed_removal_deletes_the_copy_and_keeps_the_task_run_logs(
+    tmp_path: Path, postgres_server: PgServer
+) -> None:
+    """newcomer12: following the printed `rm -r …/conversations` deleted the scheduled tasks' run logs, which
+    stay files on a PostgreSQL home (`klaw log check` reads them). The command given, run as printed in a
+    shell, deletes klaw.db and the chats' folders and keeps every `scheduler_<task>/`."""
+    home, env, _ = _moved(tmp_path, postgres_server)
+    runs = home / "conversations" / "scheduler_bees"
+    runs.mkdir(mode=0o700)
+    (runs / "2026-11-28.jsonl").write_text("", encoding="utf-8")
+    chats = [d for d in (home / "conversations").iterdir() if d.name != "scheduler_bees"]
+    assert chats
+
+    forgot = klaw(home, "memory", "forget", "segment", "1", "--yes", env={**env, "COLUMNS": "1000"})
+
+    found = re.search(r"no longer need it \((.*?)\)\.", forgot.stdout)
+    assert found is not None, forgot.stdout
+    removed = subprocess.run(["sh", "-c", found.group(1)], capture_output=True, text=True, check=False)
+    assert removed.returncode == 0, removed.stderr
+    assert (runs / "2026-11-28.jsonl").exists()
+    assert not any(d.exists() for d in chats) and not (home / "klaw.db").exists()
+    checked = klaw(home, "log", "check", env=env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "scheduler_bees" in checked.stdout and "from before this home moved" not in checked.stdout, checked.stdout
 
 
 def test_a_held_home_refuses_the_migrate_naming_the_migrate(tmp_path: Path, postgres_server: PgServer) -> None:

@@ -10,12 +10,14 @@ those files still held the text, so the words name PostgreSQL and say what is le
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from klaw.config import DatabaseConfig
 from klaw.home import KlawHome
-from klaw.scheduling.names import SUBAGENT_CHANNEL, run_log_name
+from klaw.scheduling.names import SUBAGENT_CHANNEL, TASK_LOG_DIR_PREFIX, is_task_log_dir, run_log_name
 from klaw.store.records import ChatRef
 
 
@@ -44,14 +46,32 @@ def left_behind(home: KlawHome, database: DatabaseConfig) -> str:
     if sqlite_file.exists():
         names.append(str(sqlite_file))
         removal.append(f"rm {sqlite_file}*")
-    if home.conversations.is_dir() and next(home.conversations.rglob("*.jsonl"), None) is not None:
-        names.append(f"the JSONL files under {home.conversations}")
-        removal.append(f"rm -r {home.conversations}")
+    if copied_chat_logs(home.conversations):
+        names.append(f"the chats' JSONL files under {home.conversations}")
+        removal.append(chat_logs_removal(home.conversations))
     if not names:
         return ""
     return (
         f" Not reached: {' and '.join(names)}, the SQLite copy 'klaw db migrate' left, may still hold it;"
         f" delete that copy once you no longer need it ({'; '.join(removal)})."
+    )
+
+
+def copied_chat_logs(conversations: Path) -> bool:
+    """Whether chats' JSONL files lie under `conversations`: on a PostgreSQL home, the copy `klaw db migrate`
+    left. Scheduled tasks' run logs (`scheduler_<task>/`) are not: they stay files there (docs/postgres.md)."""
+    if not conversations.is_dir():
+        return False
+    chats = (d for d in conversations.iterdir() if d.is_dir() and not is_task_log_dir(d.name))
+    return any(next(d.glob("*.jsonl"), None) is not None for d in chats)
+
+
+def chat_logs_removal(conversations: Path) -> str:
+    """The command deleting the chats' folders under `conversations` and nothing else: the scheduled tasks'
+    run logs, still the log of a PostgreSQL home's tasks, stay (newcomer12: `rm -r conversations` took them)."""
+    return (
+        f"find {shlex.quote(str(conversations))} -mindepth 1 -maxdepth 1 -type d"
+        f" ! -name '{TASK_LOG_DIR_PREFIX}*' -exec rm -r {{}} +"
     )
 
 
