@@ -61,11 +61,21 @@ def _calls_code() -> str:
         "add_key": "b'user', b'klaw', b'value', 5, -3",
         "userfaultfd": "1",  # UFFD_USER_MODE_ONLY: allowed to any user without the filter
         "io_uring_setup": "1, ctypes.create_string_buffer(120)",
+        "bpf": "0, 0, 0",  # BPF_MAP_CREATE of nothing: EFAULT or EINVAL without the filter
+        "perf_event_open": "0, 0, -1, -1, 0",
     }
-    lines = ["import ctypes, errno", "libc = ctypes.CDLL(None, use_errno=True)"]
+    lines = ["import ctypes, errno, os", "libc = ctypes.CDLL(None, use_errno=True)"]
     for name, arguments in calls.items():
         lines.append(f"done = libc.syscall({_number(name)}, {arguments})")
         lines.append(f"print({name!r}, 'ok' if done >= 0 else errno.errorcode[ctypes.get_errno()])")
+    for where in ("/tmp", "/dev/shm"):  # an attribute's value is kernel memory, outside tmpMb (adversary20)
+        lines += [
+            f"open('{where}/held', 'w').close()",
+            "try:",
+            f"    os.setxattr('{where}/held', 'user.big', b'v' * 65536); print('setxattr {where} ok')",
+            "except OSError as exc:",
+            f"    print('setxattr {where}', errno.errorcode[exc.errno])",
+        ]
     return "\n".join(lines)
 
 
@@ -89,6 +99,15 @@ threads = [threading.Thread(target=lambda: None) for _ in range(8)]
 with tempfile.TemporaryFile() as file:
     file.write(b'x' * (1 << 20))
     print('tmp file', file.tell())
+import os, shutil
+os.makedirs('/tmp/tree/sub'); open('/tmp/tree/sub/a.txt', 'w').write('kept')
+shutil.copy2('/tmp/tree/sub/a.txt', '/tmp/b.txt'); print('copy2', open('/tmp/b.txt').read())
+shutil.copytree('/tmp/tree', '/tmp/tree2'); print('copytree', os.listdir('/tmp/tree2/sub'))
+print(subprocess.run(['cp', '-a', '/tmp/tree', '/tmp/tree3'], capture_output=True, text=True).returncode, 'cp -a')
+os.makedirs('/tmp/out')
+tar = 'tar -C /tmp -cf /tmp/t.tar tree && tar --xattrs -C /tmp/out -xf /tmp/t.tar'
+print(subprocess.run(['sh', '-c', tar], capture_output=True, text=True).returncode, 'tar')
+print('untarred', open('/tmp/out/tree/sub/a.txt').read())
 """
 
 
@@ -102,12 +121,14 @@ async def test_a_memfd_written_past_memory_mb_is_refused(tmp_path: Path) -> None
 
 
 @needs_filter
-async def test_sysv_ipc_keyrings_userfaultfd_and_io_uring_are_refused(tmp_path: Path) -> None:
+async def test_sysv_ipc_keyrings_userfaultfd_io_uring_bpf_and_xattrs_are_refused(tmp_path: Path) -> None:
     result = await Runner(home_with_secrets(tmp_path), backend="bubblewrap").run(_calls_code())
     assert result.content.startswith("exit code 0"), result.content
-    for name in ("shmget", "semget", "msgget", "keyctl", "add_key", "userfaultfd"):
+    for name in ("shmget", "semget", "msgget", "keyctl", "add_key", "userfaultfd", "bpf", "perf_event_open"):
         assert f"{name} EPERM" in result.content, result.content
     assert "io_uring_setup ENOSYS" in result.content  # as on a kernel without io_uring: callers fall back
+    # as on a file system without extended attributes: copy2, cp -a and tar go on (ORDINARY below)
+    assert "setxattr /tmp ENOTSUP" in result.content and "setxattr /dev/shm ENOTSUP" in result.content
 
 
 @needs_filter
@@ -121,6 +142,11 @@ async def test_ordinary_python_still_runs_under_the_filter(tmp_path: Path) -> No
         "from a subprocess",
         "ctypes callback 42",
         "tmp file 1048576",
+        "copy2 kept",
+        "copytree ['a.txt']",
+        "0 cp -a",
+        "0 tar",
+        "untarred kept",
     ):
         assert said in result.content, result.content
 
@@ -222,3 +248,27 @@ async def test_a_filter_the_kernel_refuses_leaves_the_sandbox_running_and_status
     refusing = types.ModuleType("pyseccomp")
     exec(REFUSED_PROGRAM, refusing.__dict__)
     await _runs_with(monkeypatch, refusing, home, "print('ran')")
+
+
+THREADS = """
+import threading
+started, go = [], threading.Event()
+def wait():
+    go.wait()
+try:
+    for number in range(60):
+        thread = threading.Thread(target=wait)
+        thread.start()
+        started.append(thread)
+finally:
+    go.set()
+    [thread.join() for thread in started]
+print('threads started', len(started))
+"""
+
+
+async def test_sixty_threads_start_under_the_default_limits(tmp_path: Path) -> None:
+    """Each thread's malloc arena (64 MiB of address space) counted against memoryMb: the 15th thread could not
+    start under the default 1024 (adversary20); docs/sandbox.md promises 64 processes and threads."""
+    result = await Runner(home_with_secrets(tmp_path), backend="bubblewrap").run(THREADS)
+    assert result.content.startswith("exit code 0") and "threads started 60" in result.content, result.content

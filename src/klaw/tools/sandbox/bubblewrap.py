@@ -61,6 +61,7 @@ _ETC = (
     "matplotlibrc",
 )
 _NETWORK_ETC = ("hosts", "resolv.conf")  # the host's, only with sandbox.network: how names resolve there
+_PROBE_WORDS = 400  # characters of bwrap's complaint kept: the end says why
 _PROBE_SECONDS = 10
 
 
@@ -177,6 +178,9 @@ class BubblewrapBackend:
             "PYTHONUNBUFFERED": "1",  # what was printed before a limit stopped it is not lost in a buffer
             "PYTHONDONTWRITEBYTECODE": "1",
             "MPLBACKEND": "Agg",
+            # glibc gives each thread a malloc arena of 64 MiB address space, which `prlimit --as` counts:
+            # the 15th thread could not start under the default memoryMb (adversary20); two arenas suffice
+            "MALLOC_ARENA_MAX": "2",
         }
         args = ["--clearenv"]
         for key, value in env.items():
@@ -257,6 +261,7 @@ def _probe_once(bwrap: str, limits: SandboxLimits, seccomp: SeccompFilter) -> _P
         except (OSError, subprocess.TimeoutExpired) as exc:
             return _ProbeFailure(f"bwrap could not be started ({type(exc).__name__}: {exc})", started=False)
     if done.returncode != 0 or done.stdout.strip() != b"ok":
-        said = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
-        return _ProbeFailure(said[-1] if said else f"exit code {done.returncode}")
+        # all of it on one line: bwrap may write its words in pieces (a lone "bwrap:" was the last line seen)
+        said = " ".join(done.stderr.decode("utf-8", errors="replace").split())[-_PROBE_WORDS:]
+        return _ProbeFailure(said or f"exit code {done.returncode}")
     return None

@@ -3,11 +3,14 @@
 `prlimit --as` bounds what a process maps; `/tmp` and `/dev/shm` are tmpfs of `sandbox.tmpMb`. Some memory is
 none of these: a `memfd_create` file written with write() (never mapped), SysV shared memory detached after
 filling and semaphore arrays (an IPC namespace of its own has the kernel's default limits, about unlimited),
-keys in the kernel's keyrings (not namespaced: they outlive the run). Without a memory cgroup (a normal
+keys in the kernel's keyrings (not namespaced: they outlive the run), extended attributes on the tmpfs files
+(kernel memory, not the tmpfs's blocks). Without a memory cgroup (a normal
 user's klaw) code could hold such memory until its wall time ends. So bwrap is handed (`--seccomp FD`) a
 BPF program, built by libseccomp (through the PyPI package pyseccomp, ctypes over Debian's libseccomp2),
 that makes those calls fail with EPERM, and io_uring's with ENOSYS, as on a kernel without it, so programs
-take their usual fallback. userfaultfd goes too: no Python code needs it, and it mostly serves exploits.
+take their usual fallback; setting an extended attribute fails with ENOTSUP, as on a file system without
+them. userfaultfd, bpf and perf_event_open go too: code run here does not need them, and they mostly serve
+exploits.
 Other architectures' calls (32-bit, x32) kill the caller: libseccomp's default for a foreign architecture.
 
 Where the package or the library is missing, the sandbox still runs without the filter, and
@@ -32,8 +35,14 @@ REFUSED = (
     "request_key",
     "keyctl",
     "userfaultfd",
+    "bpf",
+    "perf_event_open",
 )
 ABSENT = ("io_uring_setup", "io_uring_enter", "io_uring_register")
+# Extended attributes on the sandbox's tmpfs are kernel memory, not tmpfs blocks: 1.5 GiB of `user.*` values in
+# /tmp held the host's memory with tmpMb untouched (adversary20). ENOTSUP is what a file system without them
+# answers: shutil.copy2, cp -a, tar and pip go on without copying attributes.
+NO_XATTRS = ("setxattr", "lsetxattr", "fsetxattr", "setxattrat")
 _ESSENTIAL = "memfd_create"
 
 
@@ -74,13 +83,17 @@ def without_filter(reason: str) -> SeccompFilter:
 def _build(seccomp: Any) -> SeccompFilter:
     """`seccomp`: the pyseccomp module (untyped: ctypes over libseccomp)."""
     rules = [(name, errno.EPERM) for name in REFUSED] + [(name, errno.ENOSYS) for name in ABSENT]
+    rules += [(name, errno.ENOTSUP) for name in NO_XATTRS]
     refused: list[str] = []
     try:
         program = seccomp.SyscallFilter(seccomp.ALLOW)
         for name, number in rules:
             try:
                 program.add_rule(seccomp.ERRNO(number), name)
-            except OSError:  # a call this libseccomp does not know (memfd_secret before 2.5.2): not refused
+            except (
+                OSError,
+                ValueError,
+            ):  # a call this libseccomp does not know (memfd_secret before 2.5.2, setxattrat)
                 if name == _ESSENTIAL:
                     raise
                 continue
