@@ -5,6 +5,7 @@ migrate says to change in engine.yaml (newcomer9's findings; decision 394)."""
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 from pathlib import Path
 
@@ -158,3 +159,19 @@ def test_the_help_names_both_stores_and_the_kept_backups(tmp_path: Path) -> None
     reindex_help = _said(klaw(tmp_path, "reindex", "--help").stdout)
     assert "klaw.db.bak-" in reindex_help and "klaw_backup_" in reindex_help
     assert "PostgreSQL" in _said(klaw(tmp_path, "db", "--help").stdout)
+
+
+def test_a_migrate_to_a_server_that_refuses_names_its_port_and_does_not_speak_of_resuming(tmp_path: Path) -> None:
+    """newcomer12: "port ••••••" hid the port, and "run the command again to resume" followed a failure at the
+    first step, where nothing had started."""
+    home = a_home(tmp_path)
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {VARIABLE: f"postgresql://klaw:hunter2secret@127.0.0.1:{port}/klaw?connect_timeout=2"}
+    moved = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+    said = _said(moved.stderr)
+    assert moved.returncode == 1, moved.stdout + moved.stderr
+    assert f'connection to server at "127.0.0.1", port {port} failed' in said, said
+    assert "run the command again once that is fixed" in said and "resume" not in said, said
+    assert "hunter2secret" not in said

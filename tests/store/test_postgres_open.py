@@ -3,6 +3,7 @@ one line that names the variable and what to do, never the DSN (it holds a passw
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,21 @@ async def test_a_server_that_does_not_answer_is_named_by_its_variable_never_its_
     said = str(raised.value)
     assert f"cannot reach the PostgreSQL server named by {VARIABLE}" in said
     assert "hunter2secret" not in said and "\n" not in said
+
+
+async def test_a_refused_port_is_shown_with_its_host_the_password_never(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """newcomer12: `connection to server at "••••••", port •••••• failed` hid the one thing to check."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv(VARIABLE, f"postgresql://klawuser:hunter2secret@127.0.0.1:{port}/klawdb?connect_timeout=2")
+    with pytest.raises(StorageError) as raised:
+        await open_storage(tmp_path / "klaw.db", POSTGRES)
+    said = str(raised.value)
+    assert f'"127.0.0.1", port {port} failed' in said, said
+    assert "hunter2secret" not in said and "klawuser" not in said and "klawdb" not in said
 
 
 async def test_opening_migrates_once_and_a_newer_schema_is_refused(postgres_server: PgServer) -> None:

@@ -53,7 +53,9 @@ async def run_with_bars(
         fail(str(exc), code=1)
     except (StorageError, EmbedderError, OSError) as exc:
         said = str(exc).rstrip(".")
-        fail(f"{said}. {unchanged[0].upper()}{unchanged[1:]}; run the command again to resume.", code=1)
+        # "resume" only when a step was under way: a server refused at the first step started nothing
+        again = "run the command again to resume" if bars.started else "run the command again once that is fixed"
+        fail(f"{said}. {unchanged[0].upper()}{unchanged[1:]}; {again}.", code=1)
 
 
 def reindex_command(
@@ -118,6 +120,11 @@ class _Bars:
     def __init__(self, console: Console) -> None:
         self.progress = stage_bars(console)
         self._tasks: dict[ReindexStage, TaskID] = {}
+
+    @property
+    def started(self) -> bool:
+        """Whether any step reported progress (something to resume from)."""
+        return bool(self._tasks)
 
     def update(self, stage: ReindexStage, done: int, total: int) -> None:
         task = self._tasks.get(stage)

@@ -1,4 +1,4 @@
-"""psycopg's own error text with every part of the connection string masked.
+"""psycopg's own error text with the connection string masked, but for the server's host and port.
 
 psycopg and the server repeat what they were given: a malformed DSN whole ('missing "=" after
 "postgresql//klaw:hunter2@db…"'), an `options=` value ('invalid command-line argument for server process:
@@ -6,10 +6,11 @@ hunter2'), the user, host and port. klaw's messages name the variable holding th
 (docs/postgres.md), so each piece of the value (the whole, each parameter's value, each word of it,
 percent-decoded too) is masked in that text before it reaches a person or a log.
 
-Pieces shorter than two characters are left alone (masking every `a`, `5` or `h` a host or port is made
-of would cut the message apart), except the password: it is masked whatever its length, as a whole word
-(decision 257), found by psycopg's parser, the URL's userinfo, or a `password=` parameter or `//user:…@`
-of a DSN neither can read.
+The host and port are left readable (a wrong port must be visible in "connection refused"); the user,
+the database name and any option are masked. Pieces shorter than two characters are left alone (masking
+every `a`, `5` or `h` a host or port is made of would cut the message apart), except the password: it is
+masked whatever its length, as a whole word (decision 257), found by psycopg's parser, the URL's
+userinfo, or a `password=` parameter or `//user:…@` of a DSN neither can read.
 """
 
 from __future__ import annotations
@@ -45,7 +46,18 @@ def _pieces(dsn: str) -> set[str]:
     with contextlib.suppress(psycopg.Error):  # a malformed DSN: its words are masked all the same
         values += [str(v) for v in psycopg.conninfo.conninfo_to_dict(dsn).values() if v is not None]
     pieces = {p for value in values for p in (value, *_SEPARATORS.split(value)) if p}
-    return {p for p in pieces if len(p) >= 2} | _passwords(dsn)
+    return {p for p in pieces if len(p) >= 2} - _address(dsn) | _passwords(dsn)
+
+
+def _address(dsn: str) -> set[str]:
+    """The server's host and port, left readable: not secrets, and a wrong port cannot be spotted in
+    `connection to server at "••••••", port •••••• failed` (newcomer12)."""
+    found: set[str] = set()
+    with contextlib.suppress(psycopg.Error):
+        parts = psycopg.conninfo.conninfo_to_dict(dsn)
+        for key in ("host", "hostaddr", "port"):
+            found.update(piece for piece in str(parts.get(key) or "").split(",") if piece)
+    return found
 
 
 def _passwords(dsn: str) -> set[str]:
