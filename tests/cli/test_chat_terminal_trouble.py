@@ -31,7 +31,7 @@ async def test_a_warning_during_start_up_goes_to_the_chat_log_not_above_the_bann
             await term.type_line("/exit")
             assert await term.exit_status() == 0
     log = (home / "logs" / "chat.log").read_text(encoding="utf-8")
-    assert "MCP server 'NOTES' is unavailable (it failed to start: there is no program '/nonexistent/mcp-notes'" in log
+    assert "MCP server 'NOTES' cannot start: there is no program '/nonexistent/mcp-notes'" in log
 
 
 @needs_tmux

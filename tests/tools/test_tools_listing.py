@@ -85,9 +85,11 @@ async def test_a_running_engine_lists_plugins_failures_and_approval_to_a_program
             assert (typo.state, typo.source, typo.needs_approval) == ("not offered", "tools.approval", True)
             assert "misspelt" in typo.reason
             assert "files__rm" not in rows  # its server has not listed its tools: unknown, not wrong
-            files = rows["mcp:files"]
-            assert files.state == "unavailable" and files.source == "MCP server files"
-            assert "mcp/files.log" in files.fix
+            files = rows["mcp:files"]  # engine.yaml's mistake: failed, not retried, no log to read (newcomer12)
+            assert files.state == "failed" and files.source == "MCP server files"
+            missing = "there is no program '/nonexistent/mcp-files' (mcp.servers.files.command in engine.yaml)"
+            assert files.reason == f"it cannot start: {missing}", files.reason
+            assert files.fix == "correct mcp.servers.files in engine.yaml, then restart klaw" and "log" not in files.fix
 
             status = await agent.ask("alice", "/status")
             assert f"Not loaded: broken: loading {BROKEN}:TOOLS raised ImportError: missing dependency" in status
@@ -134,8 +136,12 @@ async def test_without_an_engine_klaw_tools_builds_the_list_itself_and_prints_pl
     install(site, "flaky", FLAKY, FLAKY_SOURCE, "provide")
     home = tmp_path / "home"
     home.mkdir()
-    enabled = [*CONFIG["tools"]["enabled"], "flaky", "skills", "mcp:remote"]
-    servers = {**CONFIG["mcp"]["servers"], "remote": {"url": "https://mcp.example.com/mcp"}}
+    enabled = [*CONFIG["tools"]["enabled"], "flaky", "skills", "mcp:remote", "mcp:found"]
+    servers = {
+        **CONFIG["mcp"]["servers"],
+        "remote": {"url": "https://mcp.example.com/mcp"},
+        "found": {"command": sys.executable},
+    }
     yaml = json.dumps(
         {**CONFIG, "tools": {**CONFIG["tools"], "enabled": enabled}, "mcp": {**CONFIG["mcp"], "servers": servers}}
     )
@@ -160,8 +166,12 @@ async def test_without_an_engine_klaw_tools_builds_the_list_itself_and_prints_pl
     ) in lines
     later = "and its tools are listed then; fix: run klaw tools while an engine runs (klaw serve, klaw engine) to see"
     assert (
-        "mcp:files [MCP server files]: unavailable: not started here: an engine starts its command when it runs,"
+        "mcp:found [MCP server found]: unavailable: not started here: an engine starts its command when it runs,"
         f" {later} its tools"
+    ) in lines, lines
+    assert (  # a program that is not there: failed here too, as the engine would say (newcomer12)
+        "mcp:files [MCP server files]: failed: it cannot start: there is no program '/nonexistent/mcp-files'"
+        " (mcp.servers.files.command in engine.yaml); fix: correct mcp.servers.files in engine.yaml, then restart klaw"
     ) in lines, lines
     assert (
         "mcp:remote [MCP server remote]: unavailable: not connected here: an engine connects to its URL when it runs,"

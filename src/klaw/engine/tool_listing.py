@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from klaw.config import MCP_GROUP_PREFIX, EngineConfig
+from klaw.config import MCP_GROUP_PREFIX, EngineConfig, McpServerConfig
 from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.sessions import model_in_force
 from klaw.engine.tool_assembly import docs_index, provide_late_groups, skill_catalogue, tool_registry
@@ -26,6 +27,7 @@ from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SEND_PL
 from klaw.tools.groups import ServiceKey
 from klaw.tools.inventory import APPROVAL_SOURCE, ToolRow, render_lines, tool_rows
 from klaw.tools.mcp.servers import ServerState
+from klaw.tools.mcp.transport import missing_program
 from klaw.tools.selection import ToolSelection
 from klaw.tools.skills.catalogue import SkillCatalogue
 
@@ -167,10 +169,17 @@ def _listing(home: KlawHome, config: EngineConfig, chat: ChatRef, model: str) ->
     provide_late_groups(home, config, selection, {SCHEDULER: idle, MESSAGES: idle, SEND_PLACES: idle})
     enabled = set(config.tool_groups)
     servers = [
-        ServerState(name, enabled=True, phase="not started", reason=NOT_CONNECTED if server.url else NOT_STARTED)
+        _not_started(name, server, home.workspace)
         if f"{MCP_GROUP_PREFIX}{name}" in enabled
         else ServerState(name, enabled=False, phase="not enabled")
         for name, server in config.mcp.servers.items()
     ]
     listing = ToolListing(config, ModelCatalogue.from_config(config), None, selection, lambda: servers, skills)
     return ToolInventory(chat, model, listing.rows(model))
+
+
+def _not_started(name: str, server: McpServerConfig, workspace: Path) -> ServerState:
+    """An enabled server as listed without an engine: not started, or failed when its program is not there."""
+    if (missing := missing_program(name, server, workspace)) is not None:
+        return ServerState(name, enabled=True, phase="not started", reason=f"it cannot start: {missing}", final=True)
+    return ServerState(name, enabled=True, phase="not started", reason=NOT_CONNECTED if server.url else NOT_STARTED)

@@ -155,6 +155,10 @@ def _server_row(state: ServerState) -> ToolRow | None:
         fix = f"raise mcp.servers.{state.name}.maxTools or maxSchemaTokens, or list the ones wanted in its tools"
         return ToolRow(name, source, "not offered", False, reason, fix)
     reason = state.reason or state.phase
+    if state.final:  # engine.yaml's mistake: a failed load, as a plugin's (`klaw tools` and config check exit 1)
+        return ToolRow(
+            name, source, "failed", False, reason, f"correct mcp.servers.{state.name} in engine.yaml, then restart klaw"
+        )
     if state.retry_in is not None:
         reason += f"; klaw tries again in {state.retry_in} s (failure {state.failures})"
     fix = (

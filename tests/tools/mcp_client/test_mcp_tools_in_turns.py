@@ -171,15 +171,21 @@ async def test_a_server_that_never_starts_fails_no_turn(tmp_path: Path, server: 
         assert (await h.turn("hello")).text == "echo: hello"
         assert offered(h) == ["current_time"]
         text = await status(h)
-        assert "MCP notes: unavailable" in text and ("failed to start" in text or "did not start within" in text)
-        assert "retry in 1 s (failure 1)" in text
+        said = " ".join(text.split())
         if server["servers"]["notes"]["command"] == "/nonexistent/mcp-notes":  # says what to fix, in words
-            said = " ".join(text.split())
             assert "there is no program '/nonexistent/mcp-notes' (mcp.servers.notes.command in engine.yaml)" in said
             assert "FileNotFoundError" not in said
-        if server["servers"]["notes"].get("cwd") == "/nonexistent/notes-dir":  # not "No such file", unnamed
-            said = " ".join(text.split())
+        elif server["servers"]["notes"].get("cwd") == "/nonexistent/notes-dir":  # not "No such file", unnamed
             assert "its working directory '/nonexistent/notes-dir' does not exist (mcp.servers.notes.cwd" in said
+        else:  # the weather: tried again
+            assert "MCP notes: unavailable" in text and ("failed to start" in text or "did not start within" in text)
+            assert "retry in 1 s (failure 1)" in text
+            return
+        # engine.yaml's mistake: said once and not retried (a retry finds the same; newcomer12)
+        assert "MCP notes: unavailable, it cannot start:" in said and "retry in" not in said, said
+        assert "not retried: fix it in engine.yaml, then restart klaw" in said
+        await h.clock.advance(5.0)
+        assert h.engine.mcp_servers.links["notes"].status().failures == 1
 
 
 async def test_a_server_that_keeps_failing_is_warned_about_once_per_reason(
@@ -187,7 +193,7 @@ async def test_a_server_that_keeps_failing_is_warned_about_once_per_reason(
 ) -> None:
     """`klaw chat` prints warnings into the person's terminal: the same failure at every retry (1, 2, 4 … s)
     would repeat one line there for the whole session. /status shows the state whenever asked."""
-    server = {"servers": {"notes": {"command": "/nonexistent/mcp-notes"}}}
+    server = {"servers": {"notes": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]}}}
     with caplog.at_level(logging.INFO, logger="klaw.tools.mcp.server_link"):
         async with running_engine(tmp_path, tools={"enabled": ["clock", "mcp:notes"]}, mcp=server) as h:
             for failures, delay in ((1, 1.0), (2, 2.0), (3, 4.0)):

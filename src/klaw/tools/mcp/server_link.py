@@ -32,7 +32,7 @@ from klaw.config import McpServerConfig
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.mcp.overflow import Overflow
 from klaw.tools.mcp.results import describe, result_text
-from klaw.tools.mcp.transport import HttpRefusal, log_path, open_transport, refusal_reason
+from klaw.tools.mcp.transport import HttpRefusal, log_path, missing_program, open_transport, refusal_reason
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,7 @@ class LinkStatus:
     reason: str | None  # why it is unavailable
     retry_at: datetime | None
     failures: int  # failed starts or broken links since the last one that served
+    final: bool = False  # engine.yaml's mistake (no such program): not retried until klaw restarts
 
 
 class ServerLink:
@@ -82,6 +83,7 @@ class ServerLink:
         self._reason_warned: str | None = None  # the reason last logged as a warning (said once per reason)
         self._retry_at: datetime | None = None
         self._failures = 0
+        self._final = False
         self._broken = asyncio.Event()
         self._stopping = asyncio.Event()
         self.settled = asyncio.Event()  # the first start ended, ready or failed
@@ -100,7 +102,7 @@ class ServerLink:
         self._phase = "stopped"
 
     def status(self) -> LinkStatus:
-        return LinkStatus(self._phase, self._reason, self._retry_at, self._failures)
+        return LinkStatus(self._phase, self._reason, self._retry_at, self._failures, self._final)
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> str:
         """The tool's result text; ToolRefusal with a sentence for the model on any failure."""
@@ -193,6 +195,18 @@ class ServerLink:
             self._mark_broken(f"it stopped answering ({describe(exc)})")
 
     async def _supervise(self) -> None:
+        if (missing := missing_program(self.name, self.config, self._workspace)) is not None:
+            # engine.yaml's mistake: said once, never retried (a retry finds the same), no process, no log line
+            self._phase, self._reason, self._failures, self._final = (
+                "unavailable",
+                f"it cannot start: {missing}",
+                1,
+                True,
+            )
+            self.settled.set()
+            self.down.set()
+            log.warning("MCP server %r cannot start: %s; fix it, then restart klaw", self.name, missing)
+            return
         delay = BACKOFF_FIRST_SECONDS
         while not self._stopping.is_set():
             served = await self._run_once()

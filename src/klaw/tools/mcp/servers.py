@@ -48,6 +48,7 @@ class ServerState:
     left_out: int = 0  # listed by the server, left out by its tools, maxTools or maxSchemaTokens
     retry_in: int | None = None  # seconds until klaw tries it again
     failures: int = 0
+    final: bool = False  # engine.yaml's mistake (no such program): not retried; `klaw tools` says failed
 
 
 class McpServers:
@@ -146,6 +147,7 @@ class McpServers:
                     left_out=self._left_out[name],
                     retry_in=retry_in,
                     failures=status.failures,
+                    final=status.final,
                 )
             )
         return states
@@ -166,6 +168,8 @@ class McpServers:
                 line = f"MCP {name}: unavailable, {state.reason}"
                 if state.retry_in is not None:
                     line += f"; retry in {state.retry_in} s (failure {state.failures})"
+                elif state.final:
+                    line += "; not retried: fix it in engine.yaml, then restart klaw"
                 lines.append(line)
             else:
                 lines.append(f"MCP {name}: {state.phase}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shutil
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ from klaw.tools.mcp.stdio_lines import bounded_stdio_client
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HttpRefusal", "MissingVariable", "log_path", "open_transport", "refusal_reason"]
+__all__ = ["HttpRefusal", "MissingVariable", "log_path", "missing_program", "open_transport", "refusal_reason"]
 
 
 class MissingVariable(KlawError, RuntimeError):
@@ -86,6 +87,22 @@ def refusal_reason(name: str, config: McpServerConfig, status: int) -> str:
             " holding it (sent as 'Authorization: Bearer <key>', docs/mcp.md)"
         )
     return f"{answered} to the key in {variable} ({where}): check that variable's value"
+
+
+def missing_program(name: str, config: McpServerConfig, workspace: Path) -> str | None:
+    """Why a command server cannot be started at all, asked before starting it: its program is not found as
+    the spawn looks for it (on PATH for a bare name, else relative to its working directory) or its working
+    directory does not exist; the engine.yaml key to fix named. None for a URL server or a command found.
+    A configuration's mistake, not the weather: klaw does not retry it (newcomer12)."""
+    if config.command is None:
+        return None
+    where, command, cwd = f"mcp.servers.{name}", config.command, Path(config.cwd or workspace)
+    if config.cwd is not None and not cwd.is_dir():
+        return f"its working directory {config.cwd!r} does not exist ({where}.cwd in engine.yaml)"
+    path = shutil.which(command) if "/" not in command else str(cwd / command)
+    if path is None or not Path(path).is_file() or not os.access(path, os.X_OK):
+        return f"there is no program {command!r} ({where}.command in engine.yaml)"
+    return None
 
 
 def _variables(names: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
