@@ -33,6 +33,7 @@ from klaw.store.postgres.vector_cache import PostgresVectorCache
 from klaw.store.postgres.vectors import MESSAGE_VECTORS, PostgresVectors
 from klaw.store.protocol import StorageError, StoreCounts, VectorIndex
 from klaw.store.records import utc_now
+from klaw.store.shared.migrations import said_migrated
 from klaw.store.shared.paid_jobs import PaidJobs
 from klaw.store.shared.record_kinds import control_sql, not_control_sql
 from klaw.store.summaries.postgres.repository import PostgresSummaries
@@ -101,7 +102,8 @@ class PostgresStore:
             async with await psycopg.AsyncConnection.connect(
                 dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS, **options
             ) as connection:
-                await migrate(connection)
+                before = await current_version(connection)
+                said_migrated(f"the PostgreSQL database named by {variable}", before, await migrate(connection))
         except StorageError:
             raise
         except psycopg.Error as exc:

@@ -4,11 +4,14 @@ backend's `migrations/` folder, numbered 1..n without gaps, each applied once an
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from importlib import resources
 
 from klaw.store.protocol import StorageError
+
+log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
@@ -44,3 +47,17 @@ def pending(migrations: list[Migration], version: int) -> list[Migration]:
             f"the database is at schema version {version} but this klaw knows only {newest}: upgrade klaw"
         )
     return [migration for migration in migrations if migration.version > version]
+
+
+def said_migrated(where: str, before: int, after: int) -> None:
+    """One line when opening a store moved an existing schema forward (not a new store's first schema): any
+    command opening it migrates, `klaw db info` included, and an older klaw cannot open it afterwards
+    (newcomer12 found out from the older klaw's refusal). Logged once: the next opening finds it current."""
+    if 0 < before < after:
+        log.warning(
+            "%s: schema version %d migrated to %d by this klaw; an older klaw cannot open it any more"
+            " (docs/maintenance.md: back up before upgrading)",
+            where,
+            before,
+            after,
+        )

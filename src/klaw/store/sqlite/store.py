@@ -12,6 +12,7 @@ import apsw
 from klaw.config import FullTextTokenizer
 from klaw.store.protocol import StoreCounts, VectorIndex
 from klaw.store.records import utc_now
+from klaw.store.shared.migrations import said_migrated
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase, database_error
 from klaw.store.sqlite.counts import store_counts
@@ -96,7 +97,8 @@ class SqliteStore:
         another: store/sqlite/tokenizers.py)."""
         db = await SqliteDatabase.open(path)
         try:
-            await db.run(lambda connection: migrate(connection))
+            before = await db.run(current_version)
+            said_migrated(str(path), before, await db.run(lambda connection: migrate(connection)))
             await db.run(lambda connection: bind_tokenizer(connection, tokenizer))
         except apsw.Error as exc:
             with contextlib.suppress(apsw.Error):  # closing a damaged file may fail too; the first error says why
