@@ -34,3 +34,22 @@ def test_config_check_and_klaw_tools_name_a_missing_program_with_the_key_to_fix(
     line = next(line for line in listed.stdout.splitlines() if line.startswith("mcp:broken"))
     assert f"failed: it cannot start: {MISSING}" in line and "log" not in line, line
     assert not (home / "mcp" / "broken.log").exists()  # nothing was started, nothing logged
+
+
+def test_a_file_that_is_not_executable_or_a_directory_is_named_as_such(tmp_path: Path) -> None:
+    """mcpmiss: 'there is no program' about a file that is there sends a person looking for it."""
+    home = a_home(tmp_path)
+    script = tmp_path / "srv.py"
+    script.write_text("print('hi')\n", encoding="utf-8")
+    script.chmod(0o644)
+    config = {
+        "embedder": {"backend": "fake", "dim": 32},
+        "tools": {"enabled": ["mcp:script", "mcp:folder"]},
+        "mcp": {"servers": {"script": {"command": str(script)}, "folder": {"command": str(tmp_path)}}},
+    }
+    (home / "engine.yaml").write_text(json.dumps(config), encoding="utf-8")
+    checked = klaw(home, "config", "check")
+    said = " ".join(checked.stderr.split())
+    assert checked.returncode == 1, said
+    assert f"'{script}' is not executable (mcp.servers.script.command in engine.yaml): chmod +x it" in said, said
+    assert f"'{tmp_path}' is a directory, not a program (mcp.servers.folder.command in engine.yaml)" in said, said

@@ -99,9 +99,21 @@ def missing_program(name: str, config: McpServerConfig, workspace: Path) -> str 
     where, command, cwd = f"mcp.servers.{name}", config.command, Path(config.cwd or workspace)
     if config.cwd is not None and not cwd.is_dir():
         return f"its working directory {config.cwd!r} does not exist ({where}.cwd in engine.yaml)"
-    path = shutil.which(command) if "/" not in command else str(cwd / command)
-    if path is None or not Path(path).is_file() or not os.access(path, os.X_OK):
+    if "/" not in command:
+        found = shutil.which(command)
+        if found is None:
+            return f"there is no program {command!r} on PATH ({where}.command in engine.yaml)"
+        return None
+    path = cwd / command
+    if path.is_dir():
+        return f"{command!r} is a directory, not a program ({where}.command in engine.yaml)"
+    if not path.is_file():
         return f"there is no program {command!r} ({where}.command in engine.yaml)"
+    if not os.access(path, os.X_OK):
+        return (
+            f"{command!r} is not executable ({where}.command in engine.yaml): chmod +x it, or make its"
+            " interpreter the command and the file its first argument"
+        )
     return None
 
 
