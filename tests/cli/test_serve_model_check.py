@@ -8,6 +8,7 @@ import asyncio
 import signal
 import ssl
 import sys
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
@@ -102,16 +103,7 @@ async def test_a_model_address_answering_a_web_page_is_named_at_start(command: s
     try:
         with short_socket_dir() as directory:
             home = write_serve_home(directory / "home", serve_config(url))
-            if command == "chat":
-                said = await _chat_refused(home)
-            else:
-                async with running("-m", "klaw", command, env=serve_env(home)) as process:
-                    said = await read_until(process.stderr, "goes on", who=f"klaw {command}")
-                    assert f"klaw {command} goes on" in said
-                    status = Path(f"/proc/{process.pid}/status").read_text(encoding="utf-8")
-                    peak_kb = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
-                    assert peak_kb < 600 * 1024, f"klaw {command} peaked at {peak_kb} kB"
-                    assert await stop(process) == 0
+            said = await _said_at_start(home, command, _peak_under_600_mb)
             assert f"at {url} (routing.default = fake/small in {home / 'engine.yaml'})" in said
             assert "GET /models answered HTTP 200 with text/html, not JSON" in said, said
             assert "Check models.fake/small.baseUrl (host, port and the /v1 path)" in said
@@ -133,6 +125,25 @@ async def test_a_service_whose_model_path_answers_a_404_page_says_so_at_start() 
     assert f"warning: GET {root}/v2/models answered HTTP 404, not JSON" in said
     assert f"set models.fake/small.baseUrl: {root}/v1" in said and "klaw serve goes on." in said
     assert "once the model answers" not in said and "no model server answered" not in said
+
+
+async def _said_at_start(home: Path, command: str, while_running: Callable[[int], None] = lambda pid: None) -> str:
+    """What the start check said: `klaw chat`'s refusal, or a service's warning (the service going on; then
+    `while_running(pid)` and a clean stop)."""
+    if command == "chat":
+        return await _chat_refused(home)
+    async with running("-m", "klaw", command, env=serve_env(home)) as process:
+        said = await read_until(process.stderr, "goes on", who=f"klaw {command}")
+        assert f"klaw {command} goes on" in said
+        while_running(process.pid)
+        assert await stop(process) == 0
+    return said
+
+
+def _peak_under_600_mb(pid: int) -> None:
+    status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    peak_kb = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+    assert peak_kb < 600 * 1024, f"the service peaked at {peak_kb} kB"
 
 
 async def _chat_refused(home: Path) -> str:
@@ -166,13 +177,9 @@ async def test_an_http_address_of_a_tls_port_is_told_to_use_https(command: str, 
     try:
         with short_socket_dir() as directory:
             home = write_serve_home(directory / "home", serve_config(f"http://127.0.0.1:{port}/v1"))
+            said = await _said_at_start(home, command)
             if command == "chat":
-                said = await _chat_refused(home)
                 assert f"Set models.fake/small.baseUrl: https://127.0.0.1:{port}/v1" in said
-            else:
-                async with running("-m", "klaw", command, env=serve_env(home)) as process:
-                    said = await read_until(process.stderr, "goes on", who=f"klaw {command}")
-                    assert await stop(process) == 0
             assert "this port speaks TLS: use https://" in said and "Traceback" not in said
             assert "ollama pull" not in said  # the fix is the scheme, not another server
     finally:
@@ -189,12 +196,7 @@ async def test_an_https_address_of_a_plain_http_port_is_told_to_use_http(command
         secure = "https://" + plain.removeprefix("http://")
         with short_socket_dir() as directory:
             home = write_serve_home(directory / "home", serve_config(secure))
-            if command == "chat":
-                said = await _chat_refused(home)
-            else:
-                async with running("-m", "klaw", command, env=serve_env(home)) as process:
-                    said = await read_until(process.stderr, "goes on", who=f"klaw {command}")
-                    assert await stop(process) == 0
+            said = await _said_at_start(home, command)
     assert f"at {secure} (routing.default = fake/small in" in said
     assert "this port speaks plain HTTP: use http:// (the TLS handshake failed" in said
     assert f"Set models.fake/small.baseUrl: {plain}" in said
