@@ -27,7 +27,6 @@ from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SEND_PL
 from klaw.tools.groups import ServiceKey
 from klaw.tools.inventory import APPROVAL_SOURCE, ToolRow, render_lines, tool_rows
 from klaw.tools.mcp.servers import ServerState
-from klaw.tools.mcp.transport import missing_program
 from klaw.tools.selection import ToolSelection
 from klaw.tools.skills.catalogue import SkillCatalogue
 
@@ -180,6 +179,8 @@ def _listing(home: KlawHome, config: EngineConfig, chat: ChatRef, model: str) ->
 
 def _not_started(name: str, server: McpServerConfig, workspace: Path) -> ServerState:
     """An enabled server as listed without an engine: not started, or failed when its program is not there."""
+    from klaw.tools.mcp.transport import missing_program  # the MCP SDK: only with a server enabled (decision 411)
+
     if (missing := missing_program(name, server, workspace)) is not None:
         return ServerState(name, enabled=True, phase="not started", reason=f"it cannot start: {missing}", final=True)
     return ServerState(name, enabled=True, phase="not started", reason=NOT_CONNECTED if server.url else NOT_STARTED)
