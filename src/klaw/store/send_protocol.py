@@ -16,6 +16,7 @@ from typing import Protocol
 from klaw.store.records import ChatRef
 
 SEND_WINDOW = timedelta(hours=1)
+SEND_WINDOW_MS = int(SEND_WINDOW.total_seconds() * 1000)  # the stores keep `sent_at` in milliseconds
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,7 @@ from datetime import datetime
 
 from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_one
 from klaw.store.records import ChatRef, from_millis, to_millis
-from klaw.store.send_protocol import SEND_WINDOW, SendPlace
-
-_WINDOW_MS = int(SEND_WINDOW.total_seconds() * 1000)
+from klaw.store.send_protocol import SEND_WINDOW_MS, SendPlace
 
 
 class PostgresSends:
@@ -25,7 +23,9 @@ class PostgresSends:
 
         async def reserve(connection: Connection) -> SendPlace:
             await execute(connection, "SELECT pg_advisory_xact_lock(2, hashtext(%s))", (key,))
-            await execute(connection, "DELETE FROM sends WHERE target = %s AND sent_at <= %s", (key, now - _WINDOW_MS))
+            await execute(
+                connection, "DELETE FROM sends WHERE target = %s AND sent_at <= %s", (key, now - SEND_WINDOW_MS)
+            )
             row = await fetch_one(connection, "SELECT count(*), min(sent_at) FROM sends WHERE target = %s", (key,))
             count, oldest = (int(row[0]), row[1]) if row is not None else (0, None)
             first = None if oldest is None else from_millis(int(oldest))

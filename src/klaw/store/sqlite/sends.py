@@ -12,11 +12,9 @@ from datetime import datetime
 import apsw
 
 from klaw.store.records import ChatRef, from_millis, to_millis
-from klaw.store.send_protocol import SEND_WINDOW, SendPlace
+from klaw.store.send_protocol import SEND_WINDOW_MS, SendPlace
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.query import fetch_one
-
-_WINDOW_MS = int(SEND_WINDOW.total_seconds() * 1000)
 
 
 class SqliteSends:
@@ -45,7 +43,7 @@ class SqliteSends:
 def _reserve_in(connection: apsw.Connection, key: str, now: int, per_hour: int) -> SendPlace:
     """The target's rows older than the hour deleted (the table holds at most the cap per target), its
     hour counted, a place taken under the cap."""
-    connection.execute("DELETE FROM sends WHERE target = ? AND sent_at <= ?", (key, now - _WINDOW_MS))
+    connection.execute("DELETE FROM sends WHERE target = ? AND sent_at <= ?", (key, now - SEND_WINDOW_MS))
     row = fetch_one(connection, "SELECT count(*), min(sent_at) FROM sends WHERE target = ?", (key,))
     count, oldest = (int(row[0]), row[1]) if row is not None else (0, None)
     first = None if oldest is None else from_millis(int(oldest))

@@ -58,7 +58,7 @@ class SendLimits:
         self.per_turn = per_turn
         self.per_chat_per_hour = per_chat_per_hour
         self._places = places
-        self._in_order: dict[ChatRef, asyncio.Lock] = {}
+        self._in_order: dict[ChatRef, _Queue] = {}
 
     @asynccontextmanager
     async def reserve(self, context: ToolContext, chat: ChatRef) -> AsyncIterator[Place]:
@@ -79,7 +79,7 @@ class SendLimits:
         turn.count += 1  # before anything is awaited, so this answer's other calls count this one
         kept = False
         try:
-            async with self._in_order.setdefault(chat, asyncio.Lock()):
+            async with self._one_at_a_time(chat):
                 now = _now(context)
                 found = await self._places.reserve(chat, now, self.per_chat_per_hour)
                 if found.place is None:
@@ -103,6 +103,29 @@ class SendLimits:
         finally:
             if not kept:
                 turn.count -= 1
+
+    @asynccontextmanager
+    async def _one_at_a_time(self, chat: ChatRef) -> AsyncIterator[None]:
+        """The block runs alone among `chat`'s sends, after those that asked before it (asyncio's lock
+        wakes its waiters in order); the chat's lock is dropped once nobody holds or waits for it, so an
+        engine that sent to many chats keeps none of their locks."""
+        queue = self._in_order.setdefault(chat, _Queue())
+        queue.users += 1
+        try:
+            async with queue.lock:
+                yield
+        finally:
+            queue.users -= 1
+            if queue.users == 0:
+                del self._in_order[chat]
+
+
+class _Queue:
+    """One target chat's sends in their order: the lock and how many hold or wait for it."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
 
 
 def _now(context: ToolContext) -> datetime:
