@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from klaw.store.postgres.connection import Connection, execute, fetch_value
-from klaw.store.shared.migrations import Migration, bundled_migrations, pending
+from klaw.store.shared.migrations import Migration, SchemaMove, bundled_migrations, pending
 
 MIGRATION_LOCK = 0x6B6C6177  # "klaw": the advisory lock key held while migrating
 
@@ -23,8 +23,9 @@ async def current_version(connection: Connection) -> int:
     return int(await fetch_value(connection, "SELECT coalesce(max(version), 0) FROM schema_version"))
 
 
-async def migrate(connection: Connection, migrations: list[Migration] | None = None) -> int:
-    """Apply every pending migration on an autocommit `connection`; return the resulting version."""
+async def migrate(connection: Connection, migrations: list[Migration] | None = None) -> SchemaMove:
+    """Apply every pending migration on an autocommit `connection`; the version found under the lock
+    and the resulting one."""
     migrations = bundled_migrations("klaw.store.postgres") if migrations is None else migrations
     await execute(connection, "SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
     try:
@@ -34,7 +35,7 @@ async def migrate(connection: Connection, migrations: list[Migration] | None = N
                 "CREATE TABLE IF NOT EXISTS schema_version (version integer PRIMARY KEY, name text NOT NULL,"
                 " applied_at bigint NOT NULL)",
             )
-        version = await current_version(connection)
+        version = found = await current_version(connection)
         for migration in pending(migrations, version):
             async with connection.transaction():
                 await connection.execute(migration.sql.encode())  # several statements, no parameters
@@ -46,4 +47,4 @@ async def migrate(connection: Connection, migrations: list[Migration] | None = N
             version = migration.version
     finally:
         await execute(connection, "SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
-    return version
+    return SchemaMove(found, version)

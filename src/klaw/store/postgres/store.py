@@ -102,8 +102,7 @@ class PostgresStore:
             async with await psycopg.AsyncConnection.connect(
                 dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS, **options
             ) as connection:
-                before = await current_version(connection)
-                said_migrated(f"the PostgreSQL database named by {variable}", before, await migrate(connection))
+                said_migrated(f"the PostgreSQL database named by {variable}", await migrate(connection))
         except StorageError:
             raise
         except psycopg.Error as exc:

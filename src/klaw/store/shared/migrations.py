@@ -49,10 +49,22 @@ def pending(migrations: list[Migration], version: int) -> list[Migration]:
     return [migration for migration in migrations if migration.version > version]
 
 
-def said_migrated(where: str, before: int, after: int) -> None:
+@dataclass(frozen=True)
+class SchemaMove:
+    """What a backend's `migrate` did: the version it found once it held the migration lock (so of two
+    processes opening one store at once, only the one that migrated sees the old version) and the
+    version it left."""
+
+    before: int
+    after: int
+
+
+def said_migrated(where: str, move: SchemaMove) -> None:
     """One line when opening a store moved an existing schema forward (not a new store's first schema): any
     command opening it migrates, `klaw db info` included, and an older klaw cannot open it afterwards
-    (newcomer12 found out from the older klaw's refusal). Logged once: the next opening finds it current."""
+    (newcomer12 found out from the older klaw's refusal). Logged once: the next opening finds it current,
+    and of two openings at once the second waits for the first's lock and finds nothing to do."""
+    before, after = move.before, move.after
     if 0 < before < after:
         log.warning(
             "%s: schema version %d migrated to %d by this klaw; an older klaw cannot open it any more"

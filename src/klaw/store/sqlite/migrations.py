@@ -1,4 +1,4 @@
-"""Numbered schema migrations for klaw.db, applied in order inside one transaction each.
+"""Numbered schema migrations for klaw.db, the pending ones applied in order inside one transaction.
 
 Migrations are SQL files named `NNNN_description.sql` in the `migrations/` folder beside this
 module, read by `store/shared/migrations.py`; `schema_version` records each applied number.
@@ -10,7 +10,7 @@ import time
 
 import apsw
 
-from klaw.store.shared.migrations import Migration, bundled_migrations, pending
+from klaw.store.shared.migrations import Migration, SchemaMove, bundled_migrations, pending
 from klaw.store.sqlite.query import fetch_one
 
 
@@ -23,16 +23,24 @@ def current_version(connection: apsw.Connection) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def migrate(connection: apsw.Connection, migrations: list[Migration] | None = None) -> int:
-    """Apply every pending migration; return the resulting version."""
+def migrate(connection: apsw.Connection, migrations: list[Migration] | None = None) -> SchemaMove:
+    """Apply every pending migration, in order, in one transaction that takes the write lock before it
+    reads the version: two processes opening an old klaw.db at once (an engine starting, `klaw db info`)
+    do not both apply a migration, nor share the work between them; the second waits for the first (the
+    busy timeout) and finds nothing to do. A migration that fails leaves the file as it was."""
     migrations = bundled_migrations("klaw.store.sqlite") if migrations is None else migrations
-    version = current_version(connection)
-    for migration in pending(migrations, version):
-        with connection:
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        version = found = current_version(connection)
+        for migration in pending(migrations, version):
             connection.execute(migration.sql)
             connection.execute(
                 "INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
                 (migration.version, migration.name, int(time.time() * 1000)),
             )
-        version = migration.version
-    return version
+            version = migration.version
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+    return SchemaMove(found, version)

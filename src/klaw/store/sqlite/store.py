@@ -97,8 +97,7 @@ class SqliteStore:
         another: store/sqlite/tokenizers.py)."""
         db = await SqliteDatabase.open(path)
         try:
-            before = await db.run(current_version)
-            said_migrated(str(path), before, await db.run(lambda connection: migrate(connection)))
+            said_migrated(str(path), await db.run(lambda connection: migrate(connection)))
             await db.run(lambda connection: bind_tokenizer(connection, tokenizer))
         except apsw.Error as exc:
             with contextlib.suppress(apsw.Error):  # closing a damaged file may fail too; the first error says why

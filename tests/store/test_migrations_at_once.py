@@ -1,0 +1,72 @@
+"""Two processes opening a store an older klaw left, at the same moment (an engine starting while
+`klaw db info` runs; two engines on one PostgreSQL database): the schema is moved forward once, neither
+fails, and only the one that moved it says so (stop 45's open end: both read the version before taking
+the migration lock, so both logged "migrated"; on SQLite the second then ran the same migration again
+and failed with "table … already exists"). A slow migration holds the first one's lock while the
+second asks."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+
+import psycopg
+
+from klaw.store.postgres import migrations as pg
+from klaw.store.shared.migrations import Migration
+from klaw.store.sqlite import migrations as lite
+from klaw.store.sqlite.connection import SqliteDatabase
+from tests.pg_server import PgServer
+
+_SLOW_SQLITE = (
+    "CREATE TABLE slow AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1500000) SELECT x FROM c"
+)
+_SQLITE = [
+    Migration(1, "0001_first.sql", "CREATE TABLE first (x)"),
+    Migration(2, "0002_slow.sql", _SLOW_SQLITE),
+    Migration(3, "0003_last.sql", "CREATE TABLE last (x)"),
+]
+_POSTGRES = [
+    Migration(1, "0001_first.sql", "CREATE TABLE first (x integer)"),
+    Migration(2, "0002_slow.sql", "SELECT pg_sleep(0.5); CREATE TABLE slow (x integer);"),
+    Migration(3, "0003_last.sql", "CREATE TABLE last (x integer)"),
+]
+_names = itertools.count()
+
+
+async def test_two_openings_of_an_old_klaw_db_migrate_it_once(tmp_path: Path) -> None:
+    path = tmp_path / "klaw.db"
+    first, second = await SqliteDatabase.open(path), await SqliteDatabase.open(path)
+    try:
+        await first.run(lambda connection: lite.migrate(connection, _SQLITE[:1]))  # an older klaw's file
+
+        moves = await asyncio.gather(
+            *(db.run(lambda connection: lite.migrate(connection, _SQLITE)) for db in (first, second))
+        )
+
+        assert sorted((move.before, move.after) for move in moves) == [(1, 3), (3, 3)]
+        applied = await first.run(lambda connection: list(connection.execute("SELECT version FROM schema_version")))
+        assert [row[0] for row in applied] == [1, 2, 3]
+    finally:
+        await first.aclose()
+        await second.aclose()
+
+
+async def test_two_engines_opening_an_old_postgresql_database_say_it_migrated_once(postgres_server: PgServer) -> None:
+    name = f"klaw_test_at_once_{next(_names)}"
+    postgres_server.admin(f"CREATE DATABASE {name}")
+    try:
+        dsn = postgres_server.dsn(name)
+        connections = [await psycopg.AsyncConnection.connect(dsn, autocommit=True) for _ in range(2)]
+        try:
+            await pg.migrate(connections[0], _POSTGRES[:1])
+
+            moves = await asyncio.gather(*(pg.migrate(connection, _POSTGRES) for connection in connections))
+
+            assert sorted((move.before, move.after) for move in moves) == [(1, 3), (3, 3)]
+        finally:
+            for connection in connections:
+                await connection.close()
+    finally:
+        postgres_server.admin(f"DROP DATABASE {name} WITH (FORCE)")
