@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` load
     from klaw.memory.embedder.protocol import Embedder
     from klaw.memory.hybrid_search import HybridHit
     from klaw.store.protocol import Storage
-    from klaw.store.records import ChatRef
+    from klaw.store.records import ChatRef, MessageRecord
 
 app = typer.Typer(
     rich_markup_mode="markdown", help="Look into what klaw remembers of your conversations.", no_args_is_help=True
@@ -52,6 +52,7 @@ PREVIEW_CHARS = 80
 WIDE_TABLE_COLUMNS = 120
 
 
+SHORT_SAMPLE = 2000  # messages `_too_short` reads, the newest
 NO_VECTORS = "vector side off: no message vectors are stored yet (full text only)"
 
 
@@ -201,18 +202,23 @@ async def _too_short(store: Storage, segment_ids: list[int], min_tokens: int) ->
     """One line saying how many of the messages searched are never embedded, being shorter than
     `autoRag.minMessageTokens` (the rule ingestion applies: `should_embed`), or '' when none is. Asked only
     when no result shown has a vector distance: that looked like a broken embedder when the chat's messages
-    were short (lows20)."""
+    were short (lows20). Only the newest `SHORT_SAMPLE` messages are read: enough to say it, where reading a
+    chat of 100,000 messages took most of the command's time and memory."""
     from klaw.memory.embedding_policy import should_embed
 
-    said = [m.record for segment_id in segment_ids for m in await store.history.segment_messages(segment_id)]
+    said: list[MessageRecord] = []
+    for segment_id in reversed(segment_ids):  # the newest segment first, its newest messages
+        said = [m.record for m in await store.messages.window(segment_id, SHORT_SAMPLE - len(said))] + said
+        if len(said) >= SHORT_SAMPLE:
+            break
     conversation = [record for record in said if record.is_conversation]
     short = sum(1 for record in conversation if not should_embed(record, min_tokens))
     if not short:
         return ""
+    searched = f"the newest {len(conversation)}" if len(said) >= SHORT_SAMPLE else f"the {len(conversation)}"
     return (
-        f"No result shown came from the vector side: {short} of the {len(conversation)} messages searched are"
-        f" shorter than autoRag.minMessageTokens ({min_tokens} estimated tokens), so never embedded; full text"
-        " finds them."
+        f"No result shown came from the vector side: {short} of {searched} messages searched are shorter than"
+        f" autoRag.minMessageTokens ({min_tokens} estimated tokens), so never embedded; full text finds them."
     )
 
 
