@@ -5,8 +5,8 @@ backends come from the same code; a person's own tables are never touched)."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 from klaw.config import DatabaseConfig
@@ -39,14 +39,34 @@ async def bench_store(db_path: Path, database: DatabaseConfig) -> AsyncIterator[
         finally:
             await store.aclose()
         return
-    import psycopg
-    from psycopg import sql
-
     from klaw.store.postgres.connection import dsn_from_env
     from klaw.store.postgres.store import PostgresStore
 
     variable = database.url_env or ""
     dsn = dsn_from_env(variable)
+    with bench_schema(dsn) as search_path:
+        store = await PostgresStore.open(
+            dsn,
+            variable=variable,
+            pool_size=database.pool_size,
+            search_path=search_path,
+            vector_cache_bytes=database.vector_cache_mb * 1024 * 1024,
+            vector_search_threads=database.vector_search_threads,
+        )
+        try:
+            yield store
+        finally:
+            await store.aclose()
+
+
+@contextmanager
+def bench_schema(dsn: str) -> Iterator[list[str]]:
+    """`klaw_bench_<pid>` made in the database `dsn` names, yielding the search path that finds it first
+    (then the database's own path and pgvector's schema); dropped with all it holds when the block ends,
+    however it ends (an error, Ctrl-C)."""
+    import psycopg
+    from psycopg import sql
+
     schema = BENCH_SCHEMA.format(pid=os.getpid())
     with psycopg.connect(dsn, autocommit=True) as connection:
         # pgvector where the database keeps it (not in the bench schema, dropped at the end), on the path.
@@ -60,18 +80,33 @@ async def bench_store(db_path: Path, database: DatabaseConfig) -> AsyncIterator[
             path.append(str(row[1]))
         connection.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
     try:
-        store = await PostgresStore.open(
-            dsn,
-            variable=variable,
-            pool_size=database.pool_size,
-            search_path=[schema, *path],
-            vector_cache_bytes=database.vector_cache_mb * 1024 * 1024,
-            vector_search_threads=database.vector_search_threads,
-        )
-        try:
-            yield store
-        finally:
-            await store.aclose()
+        yield [schema, *path]
     finally:
         with psycopg.connect(dsn, autocommit=True) as connection:
             connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@contextmanager
+def engine_database(database: DatabaseConfig) -> Iterator[DatabaseConfig]:
+    """The `database` section an engine started in this process opens for a bench: on PostgreSQL, the
+    variable `database.urlEnv` names holds, while the block runs, its connection string with the bench
+    schema first on every connection's search path (`bench_schema`; the engine opens its store from that
+    variable, and an error still names it); SQLite's section as it is."""
+    if database.backend != "postgres":
+        yield database
+        return
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from klaw.store.postgres.connection import dsn_from_env
+
+    variable = database.url_env or ""
+    dsn = dsn_from_env(variable)
+    original = os.environ[variable]
+    with bench_schema(dsn) as search_path:
+        options = str(conninfo_to_dict(dsn).get("options") or "")
+        schemas = ",".join(search_path)
+        os.environ[variable] = make_conninfo(dsn, options=f"{options} -c search_path={schemas}".strip())
+        try:
+            yield database
+        finally:
+            os.environ[variable] = original

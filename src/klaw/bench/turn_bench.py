@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from rich.table import Table
 from klaw.bench.bars import latency_table
 from klaw.bench.model_process import ModelProcess
 from klaw.bench.stats import Latency
-from klaw.config import EngineConfig
+from klaw.config import DatabaseConfig, EngineConfig
 from klaw.engine.context_history import TurnContext
 from klaw.engine.delivery import Outbound
 from klaw.engine.runtime import Engine
@@ -45,7 +46,9 @@ from klaw.home_init import initialise_home
 from klaw.llm.messages import ChatMessage
 from klaw.memory.embedder.factory import create_embedder
 from klaw.memory.embedder.protocol import Embedder, Vectors, WrappedEmbedder
+from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord, Role
+from klaw.store.sqlite.store import SqliteStore
 
 BENCH_CHANNEL = "bench"
 Progress = Callable[[str, int, int], None]
@@ -70,6 +73,7 @@ class TurnBenchResult:
     event_loop: str = "asyncio"  # the loop the bench ran on: uvloop as `klaw engine` runs, or asyncio's
     gc_ms_per_turn: float = 0.0  # of cpu_ms_per_turn, Python's cyclic collector (any thread), decision 303
     gc_frozen_objects: int = 0  # objects the collector no longer scans (`keep_start_up_heap`, as `klaw engine`)
+    backend: str = "sqlite"  # `database.backend` of the run (PostgreSQL: a schema of its own, bench_store.py)
 
 
 async def measure_turns(
@@ -82,10 +86,13 @@ async def measure_turns(
     progress: Progress | None = None,
     embedder: str = "fake",
     after_start: Callable[[], None] = lambda: None,
+    database: DatabaseConfig | None = None,
 ) -> TurnBenchResult:
     """`embedder`: `fake` (hashed words, ~0.3 ms a text: the engine's own overhead) or `minilm` (the
     default local model, whose query embedding is part of a real turn). `after_start`: what the command
-    running an engine does once it started (`klaw bench turn` passes `keep_start_up_heap`, as `klaw engine`)."""
+    running an engine does once it started (`klaw bench turn` passes `keep_start_up_heap`, as `klaw engine`).
+    `database`: the engine's `database` section (default: SQLite in the home; PostgreSQL's comes from
+    `bench_store.engine_database`, a schema of the bench's own)."""
     home = KlawHome(root)
     initialise_home(home)
     async with ModelProcess() as server:
@@ -97,6 +104,8 @@ async def measure_turns(
                 "embedder": {"backend": embedder},
             }
         )
+        if database is not None:
+            config = config.model_copy(update={"database": database})
         counted = CountingEmbedder(create_embedder(config.embedder, cache_dir=home.embedder_cache))
         await counted.embed(["the model loaded before the timed turns"])
         engine = await Engine.start(home, config, listen=False, embedder=counted)
@@ -160,6 +169,7 @@ async def measure_turns(
         event_loop=loop_name(),
         gc_ms_per_turn=collector.seconds * 1000 / total,
         gc_frozen_objects=gc.get_freeze_count(),
+        backend=config.database.backend,
     )
 
 
@@ -242,9 +252,22 @@ async def _fill(engine: Engine, chat: ChatRef, stored: int, progress: Progress |
             )
             for i in range(min(batch, stored - first))
         ]
-        await engine.store.messages.append_many(records)
+        await _append(engine.store, records)
         if progress:
             progress("fill", first + len(records), stored)
+
+
+async def _append(store: Storage, records: list[MessageRecord]) -> None:
+    """The store's own append; on PostgreSQL the same rows in bulk (its append is ~100 messages a
+    second here, `pg_fill.py` says why; 100,000 would take 20 minutes)."""
+    if isinstance(store, SqliteStore):
+        await store.messages.append_many(records)
+        return
+    from klaw.bench.pg_fill import append_conversation
+    from klaw.store.postgres.store import PostgresStore
+
+    assert isinstance(store, PostgresStore)
+    await append_conversation(store, records)
 
 
 async def _context_builds(engine: Engine, chat: ChatRef, count: int) -> list[float]:
@@ -268,8 +291,31 @@ async def _round_trips(engine: Engine, count: int) -> list[float]:
     return times
 
 
-def phase_table(size: int, phases: dict[str, Latency], width: int = 32) -> Table:
+def phase_table(size: int, phases: dict[str, Latency], width: int = 32, title: str = "") -> Table:
     """A turn's phases as rows (dotted names are parts of the phase above them), each with its bar."""
-    table = latency_table(f"turn phases at {size} stored messages (ms)", phases, width)
+    table = latency_table(f"{title}turn phases at {size} stored messages (ms)", phases, width)
     table.columns[0].header = "phase"
+    return table
+
+
+def phase_comparison(size: int, by_backend: dict[str, dict[str, Latency]]) -> Table:
+    """Each phase's p50 and p95 on each backend side by side, with the last backend's p50 over the first's
+    (the phases of every backend, in the order a turn runs them; a phase one backend lacks shows `-`)."""
+    backends = list(by_backend)
+    names = list(dict.fromkeys(name for phases in by_backend.values() for name in phases))
+    table = Table(title=f"turn phases at {size} stored messages (ms): {' vs '.join(backends)}")
+    table.add_column("phase")
+    for backend in backends:
+        table.add_column(f"{backend} p50", justify="right")
+        table.add_column(f"{backend} p95", justify="right")
+    table.add_column(f"{backends[-1]}/{backends[0]} p50", justify="right")
+    for name in names:
+        cells = [("  " * name.count(".")) + name.rsplit(".", 1)[-1]]
+        for backend in backends:
+            latency = by_backend[backend].get(name)
+            cells += [f"{latency.p50_ms:.2f}", f"{latency.p95_ms:.2f}"] if latency else ["-", "-"]
+        first, last = by_backend[backends[0]].get(name), by_backend[backends[-1]].get(name)
+        ratio = last.p50_ms / first.p50_ms if first and last and first.p50_ms > 0 else None
+        cells.append(f"{ratio:.1f}x" if ratio is not None and math.isfinite(ratio) else "-")
+        table.add_row(*cells)
     return table

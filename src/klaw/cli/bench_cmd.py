@@ -1,8 +1,8 @@
 """`klaw bench …`: measured figures for speed and cost targets (never timed unit tests).
 
 The LoCoMo family (`locomo`, `past-sessions`, `recall`) lives in `bench_locomo_cmd.py`, `scale` in
-`bench_scale_cmd.py`, `start` in `bench_start_cmd.py`; the progress bars and JSON output they share live in
-`bench_output.py`.
+`bench_scale_cmd.py`, `start` in `bench_start_cmd.py`, `turn` in `bench_turn_cmd.py`; the progress bars and
+JSON output they share live in `bench_output.py`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from klaw.cli.bench_output import progress as _progress
 from klaw.cli.bench_output import stage_reporter as _stage_reporter
 from klaw.cli.bench_scale_cmd import scale
 from klaw.cli.bench_start_cmd import start
+from klaw.cli.bench_turn_cmd import turn
 
 app = typer.Typer(
     rich_markup_mode="markdown", help="Benchmarks: embedder throughput, vector search latency, …", no_args_is_help=True
@@ -62,6 +63,7 @@ def vectors(
 
 app.command()(scale)
 app.command()(start)
+app.command()(turn)
 
 
 @app.command()
@@ -111,65 +113,6 @@ def embed(
         console.print(summary_line(label, result))
         results.append({"runtime": label, **asdict(result)})
     _emit({"machine": machine(), "runs": results}, out)
-
-
-@app.command()
-def turn(
-    stored: Annotated[
-        list[int] | None, typer.Option(metavar="N", help="Stored messages in the chat before timing (repeatable).")
-    ] = None,
-    turns: Annotated[int, typer.Option(help="Sequential turns timed per size.")] = 200,
-    chats: Annotated[int, typer.Option(help="Concurrent chats in the throughput phase.")] = 50,
-    chat_turns: Annotated[int, typer.Option(help="Turns each chat takes in the throughput phase.")] = 4,
-    out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
-    embedder: Annotated[
-        str, typer.Option(help="fake (hashed words: klaw's own overhead) or minilm (the local model's embeddings too).")
-    ] = "fake",
-) -> None:
-    """Engine overhead per turn (context build + bookkeeping; model = zero-delay fake server in a process
-    of its own that answers summary requests as their prompts ask, numbered lines for a batch), and the
-    CPU time a turn costs the engine's process with many chats at once."""
-    from klaw.bench.turn_bench import measure_turns, phase_table
-    from klaw.start_up_heap import keep_start_up_heap
-
-    if embedder not in ("fake", "minilm"):
-        raise typer.BadParameter(f"{embedder!r} is not one of fake, minilm", param_hint="--embedder")
-    console = machine_console()
-    console.print(
-        "model: zero-delay fake server in its own process; summary requests answered as their prompts ask"
-        " (numbered lines)"
-    )
-    results = []
-    for size in stored or [1_000, 100_000]:
-        with tempfile.TemporaryDirectory(prefix="klaw-bench-") as tmp, _progress() as progress:
-            report = _stage_reporter(progress, f"{size} stored: ")
-            result = event_loop.run(
-                measure_turns(
-                    Path(tmp) / "home",
-                    stored=size,
-                    turns=turns,
-                    concurrent_chats=chats,
-                    turns_per_chat=chat_turns,
-                    progress=report,
-                    embedder=embedder,
-                    after_start=keep_start_up_heap,  # as klaw engine does once started (decision 303)
-                )
-            )
-        results.append(asdict(result))
-        console.print(
-            f"{size} stored messages: turn {result.turn}; context build alone (after the turns;"
-            f" the table's context is inside them) {result.context_build};"
-            f" fake LLM round trip {result.fake_llm_round_trip};"
-            f" {result.concurrent_chats} concurrent chats: {result.turns_per_second:.1f} turns/s,"
-            f" CPU per turn {result.cpu_ms_per_turn:.1f} ms in the engine's process"
-            f" (its event loop, {result.event_loop}, {result.loop_cpu_ms_per_turn:.1f} ms;"
-            f" the garbage collector {result.gc_ms_per_turn:.2f} ms)"
-            f" ({result.model_cpu_ms_per_turn:.1f} ms in the model's);"
-            f" background model calls per turn {result.background_model_calls_per_turn:.2f};"
-            f" embedder ({result.embedder}) texts per turn {result.embedded_texts_per_turn:.2f}"
-        )
-        console.print(phase_table(size, result.phases))
-    _emit({"machine": machine(), "results": results}, out)
 
 
 @app.command()
