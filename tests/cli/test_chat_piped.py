@@ -3,12 +3,14 @@ prompt_toolkit drew its prompt and spinner into the pipe: ^M and repeated "you �
 
 from __future__ import annotations
 
+import asyncio
 import stat
 from pathlib import Path
 
+from klaw.channels.console import EARLIER_RUN_REPLY
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home
-from tests.cli.piped_chat import piped
+from tests.cli.piped_chat import piped, started_chat
 from tests.tools.sandbox_helpers import no_sandbox_reason
 
 
@@ -85,4 +87,30 @@ async def test_a_held_tool_in_a_piped_chat_tells_the_model_nobody_could_answer(t
         result = next(m["content"] for m in model.chat_requests[1].body["messages"] if m["role"] == "tool")
         assert "denied" not in result and "nobody was asked" in result and "tools.approval" in result, result
         assert "The agent wants to run current_time" in err and "timezone: UTC" in err, err
-        assert "```" not in err and "no terminal to answer it" in err, err
+        assert "```" not in err and "Not run: current_time needs your approval (tools.approval)" in err, err
+        assert "/approve" not in err and "minutes" not in err, err  # nothing a piped chat's person can act on
+
+
+async def test_what_else_arrives_during_a_piped_chat_goes_to_stderr(tmp_path: Path) -> None:
+    """newcomer13: a scheduled task's answer arriving while `echo … | klaw chat` waited for its reply was
+    printed on stdout with it, so `r=$(echo … | klaw chat)` held lines no one asked for. Here what arrives
+    is the reply to a message a killed chat left unanswered, which the next chat's engine resumes first."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = chat_env(home, model.base_url)
+        model.reply_hang()
+        killed = await started_chat(env, b"a question the crash leaves unanswered\n")
+        for _ in range(200):
+            if model.chat_requests:
+                break
+            await asyncio.sleep(0.05)
+        killed.kill()
+        await killed.wait()
+        model.reply_text("here at last")  # the resumed message's reply
+        model.reply_text("the piped reply")
+
+        code, out, err = await piped(env, "hello\n")
+
+        assert (code, out) == (0, "the piped reply\n"), err
+        assert EARLIER_RUN_REPLY in err and "here at last" in err, err

@@ -154,7 +154,10 @@ class ConsoleChannel:
                 break
             from rich.markdown import Markdown  # the question as a terminal shows it: no ``` fence lines
 
-            self._stderr.print(Markdown(kept_line_breaks(visible(reply.text))))
+            # What was asked, without its last line, the `/approve ID or /deny ID (no answer within …)` nobody
+            # here can type (newcomer13; the question's shape is engine/approval.py's `question`).
+            asked = reply.text.rpartition("\n")[0] or reply.text
+            self._stderr.print(Markdown(kept_line_breaks(visible(asked))))
             ended = self._engine.approvals.nobody_can_answer(chat, reply.approval)
             self._stderr.print(Text(visible(ended)), highlight=False)
         if reply.kind == "error":
@@ -173,7 +176,17 @@ class ConsoleChannel:
     def _show_arrival(self, reply: Outbound) -> None:
         """A message that answers nothing typed now: a reply to an earlier run's message says so first
         (at the prompt, or while the spinner waits for another reply: then it would read as that one's)."""
-        if reply.reply_to is not None and reply.task is None and reply.approval is None:
+        earlier = reply.reply_to is not None and reply.task is None and reply.approval is None
+        if not self._console.is_terminal:
+            # Piped, stdout is the reply to stdin's message alone (a script reads it): what else arrives
+            # meanwhile, a scheduled task's answer or a message from another chat, goes to stderr (newcomer13).
+            from klaw.engine.frames import unasked_label  # the engine's loaded it by now (decision 378)
+
+            label = EARLIER_RUN_REPLY if earlier else unasked_label(reply.task, reply.spawned, reply.sent_from)
+            said = reply.text if label is None else f"{label}\n{reply.text}"
+            self._stderr.print(Text(visible(said)), highlight=False)
+            return
+        if earlier:
             self._console.print(Text(EARLIER_RUN_REPLY, style="bold yellow"), highlight=False)
         self._show(reply)
 

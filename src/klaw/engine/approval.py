@@ -279,7 +279,10 @@ class ApprovalGate:
             return f"No approval request {request_id!r} is waiting in this chat."
         pending.unanswerable = True
         pending.answer.set_result(False)
-        return f"Not run: {pending.tool} (no terminal to answer it)."
+        return (
+            f"Not run: {pending.tool} needs your approval (tools.approval), and a piped klaw chat has no"
+            " terminal to ask you in; run klaw chat in a terminal to approve it."
+        )
 
     def close(self) -> None:
         """The engine is stopping: deny what waits, so turns end instead of holding up shutdown."""
