@@ -83,3 +83,19 @@ async def test_a_name_resolving_to_a_public_and_a_private_address_is_refused_bef
     with pytest.raises(AddressRefused, match=r"intranet\.example \(10\.0\.0\.5\) is private"):
         await backend.connect_tcp("intranet.example", 80)
     assert asked == [("intranet.example", 80)]
+
+
+async def test_a_metadata_service_is_refused_without_suggesting_it_be_allowed() -> None:
+    """newcomer13: the refusal of 169.254.169.254 ended "the person can allow it in engine.yaml,
+    web.fetch.allowAddresses", an invitation a model following a page's orders could pass on. A local
+    network's address keeps the suggestion (a NAS at home is a person's choice)."""
+
+    async def resolver(host: str, port: int) -> list[str]:
+        return [host]
+
+    backend = GuardedBackend(AddressPolicy(), resolver)
+    with pytest.raises(AddressRefused) as metadata:
+        await backend.connect_tcp("169.254.169.254", 80)
+    assert "a cloud metadata service" in str(metadata.value) and "allowAddresses" not in str(metadata.value)
+    with pytest.raises(AddressRefused, match=r"web\.fetch\.allowAddresses"):
+        await backend.connect_tcp("192.168.1.21", 80)

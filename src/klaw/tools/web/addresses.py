@@ -66,9 +66,12 @@ class AddressPolicy:
         return any(address.version == net.version and address in net for net in self._allowed)
 
 
+METADATA_REASON = "a cloud metadata service"
+
+
 def _special(address: IpAddress) -> str | None:
     if address in CLOUD_METADATA:
-        return "a cloud metadata service"
+        return METADATA_REASON
     if address.is_loopback:
         return "loopback (this machine)"
     if address.is_unspecified:

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable
 import httpcore
 import httpx
 
-from klaw.tools.web.addresses import AddressPolicy, IpAddress, parse_address
+from klaw.tools.web.addresses import METADATA_REASON, AddressPolicy, IpAddress, parse_address
 from klaw.tools.web.errors import AddressRefused, WebError
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]  # host, port → addresses, in the order to try
@@ -77,10 +77,14 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
             reason = self._policy.refusal(address)
             if reason is not None:
                 shown = host if host == str(address) else f"{host} ({address})"
-                raise AddressRefused(
-                    f"{shown} is {reason}: web_fetch reaches public addresses only"
-                    " (the person can allow it in engine.yaml, web.fetch.allowAddresses)"
+                # Never an invitation to allow-list a metadata service: it hands out the host's credentials,
+                # and the model reading this may be following a page's orders (newcomer13).
+                allow = (
+                    ""
+                    if reason == METADATA_REASON
+                    else " (the person can allow it in engine.yaml, web.fetch.allowAddresses)"
                 )
+                raise AddressRefused(f"{shown} is {reason}: web_fetch reaches public addresses only{allow}")
         return addresses
 
     async def connect_unix_socket(
