@@ -28,11 +28,16 @@ async def test_approve_and_deny_buttons_answer_the_question_in_chromium() -> Non
         await page.locator(".msg.notice", has_text="Approved: file_write runs now.").wait_for()
         await page.locator(".msg.assistant", has_text="Wrote yes.txt.").wait_for()
         assert (stack.home.workspace / "yes.txt").read_text(encoding="utf-8") == "approved <b>text</b>"
-        assert await question.locator("button.approve").is_disabled()
+        # The question says what was chosen, without buttons or the time left to answer (newcomer13: the
+        # greyed buttons stayed under "no answer in the 4 minutes 57 seconds left means no").
+        said = await question.inner_text()
+        assert "You chose Approve." in said and "means no" not in said and "/approve" not in said, said
+        assert await question.locator("button").count() == 0
 
         second = await ask_to_write(session, "write no.txt", "no.txt", "refused", "I did not write it.")
         await second.locator("button.deny").click()
         await page.locator(".msg.notice", has_text="Denied: file_write will not run.").wait_for()
+        assert "You chose Deny." in await second.inner_text()
         await page.locator(".msg.assistant", has_text="I did not write it.").wait_for()
         assert not (stack.home.workspace / "no.txt").exists()
 

@@ -78,10 +78,19 @@ function fillReply(bubble, data) {
   }
 }
 
-// A question to approve a held tool: two buttons that send `/approve ID` or `/deny ID` as if typed.
+// A question to approve a held tool: two buttons that send `/approve ID` or `/deny ID` as if typed. Once
+// one is clicked the question says which, and its line of time left to answer goes: before, greyed
+// buttons stayed under "no answer in the 4 minutes 57 seconds left means no" (newcomer13). The engine's
+// notice below it says what came of the answer.
 function addApprovalButtons(bubble, id) {
   const answer = (command) => () => {
-    for (const button of bubble.querySelectorAll(".approval button")) button.disabled = true;
+    const box = bubble.querySelector(".approval");
+    if (box.dataset.answered) return;
+    box.dataset.answered = command;
+    for (const line of bubble.querySelectorAll(".body p")) {
+      if (line.textContent.includes(`/approve ${id}`)) line.remove();
+    }
+    box.replaceChildren(el("span", { class: "closed", text: command === "approve" ? "You chose Approve." : "You chose Deny." }));
     send(`/${command} ${id}`);
   };
   bubble.append(el("div", { class: "approval", "data-id": id },
@@ -95,7 +104,7 @@ function addApprovalButtons(bubble, id) {
 // questions offered when the engine is asked can be closed by its answer: one shown while the answer was
 // on its way (a later turn's) is not in it, though it waits (adversary16), and keeps its buttons.
 async function closeQuestions() {
-  const unanswered = (offered) => ![...offered.querySelectorAll("button")].some((button) => button.disabled);
+  const unanswered = (offered) => !offered.dataset.answered;
   const offered = [...document.querySelectorAll("#messages .approval")].filter(unanswered);
   if (!offered.length) return;
   let waiting;
