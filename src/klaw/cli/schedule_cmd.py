@@ -1,4 +1,4 @@
-"""`klaw schedule list|add|remove`: the scheduled tasks in `scheduler.db`, for the person.
+"""`klaw schedule list|add|remove|runs`: the scheduled tasks in `scheduler.db`, for the person.
 
 The command edits the file directly, running engine or not: the engine re-reads the table at least
 once a minute, so an added task is picked up within a minute and a removed one stops firing.
@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, table_console
+from klaw.cli.schedule_runs import runs
 from klaw.disk_trouble import unwritable
 from klaw.terminal_text import visible
 
@@ -169,3 +170,6 @@ def remove(name: Annotated[str, typer.Argument(help="The task to remove.")]) -> 
 
 def _local(moment: datetime | None, zone: tzinfo) -> str:
     return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M") if moment else "-"
+
+
+app.command()(runs)  # `klaw schedule runs NAME` (cli/schedule_runs.py), listed after the others

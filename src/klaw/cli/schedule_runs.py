@@ -1,0 +1,87 @@
+"""`klaw schedule runs NAME`: a task's latest runs as its log holds them, for the person.
+
+A task's runs are logged under `conversations/scheduler_<task>/` as JSONL (memory/subagent_history.py),
+which nobody should have to read raw to learn what a task did (newcomer13: `klaw schedule` offered only
+list, add and remove, and `list` gives the last run's minute and status). Each run is shown with when it
+started and ended, how it ended, the tools it called (as a chat shows them) and its answer, newest last.
+A log kept after `klaw schedule remove` is still shown; the text is shown with its control characters
+visible, never obeyed (terminal_text.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import tzinfo
+from typing import Annotated
+
+import typer
+
+from klaw.cli.context import fail, home_from_env, load_or_exit
+from klaw.store.records import MessageRecord, MessageType
+from klaw.terminal_text import visible
+
+
+def runs(
+    name: Annotated[str, typer.Argument(help="The task whose runs to show.")],
+    last: Annotated[int, typer.Option("--last", min=1, max=100, help="How many of its latest runs.")] = 5,
+) -> None:
+    """A task's latest runs from its log: when each ran, how it ended, the tools it called, its answer."""
+    from klaw.memory.subagent_history import SubagentHistoryLoader
+    from klaw.scheduling.names import InvalidTaskName, validate_task_name
+    from klaw.scheduling.zones import scheduler_zone
+
+    home = home_from_env()
+    zone = scheduler_zone(load_or_exit(home).config.scheduler.timezone)
+    try:
+        validate_task_name(name)
+    except InvalidTaskName as exc:
+        fail(str(exc))
+    loader = SubagentHistoryLoader(home.conversations)
+    if not loader.task_dir(name).is_dir():
+        fail(f"no run of a task named {name!r} is logged; {_tasks(home.scheduler_db)}", code=1)
+    shown = asyncio.run(loader.load_runs(name, last))
+    under_way = asyncio.run(loader.has_unfinished_run(name))
+    if not shown and not under_way:
+        typer.echo(f"Task {name} has no finished run logged yet.")
+        return
+    typer.echo(f"The last {len(shown)} run(s) of task {name}, oldest first (times in {zone}):")
+    for run in shown:
+        typer.echo("")
+        typer.echo(_run_text(run, zone))
+    if under_way:
+        typer.echo("")
+        typer.echo("A run after these is under way, or klaw stopped before it finished (its answer is not logged).")
+
+
+def _run_text(run: Sequence[MessageRecord], zone: tzinfo) -> str:
+    """A run's heading (start, end, status), its tools line when it called any, and its answer indented."""
+    from klaw.engine.tools_used import tool_runs, tools_used
+
+    final = run[-1]
+    status = str((final.metadata or {}).get("run_status", "completed"))
+    start, end = run[0].created_at.astimezone(zone), final.created_at.astimezone(zone)
+    seconds = (final.created_at - run[0].created_at).total_seconds()
+    lines = [f"{start:%Y-%m-%d %H:%M:%S} – {end:%H:%M:%S} ({seconds:.0f} s)  {status}"]
+    called = [
+        str(call.get("name"))
+        for record in run
+        if record.type is MessageType.TOOL_CALL
+        for call in (record.metadata or {}).get("tool_calls", [])
+        if isinstance(call, dict)
+    ]
+    if called:
+        lines.append("  " + visible(tools_used(tool_runs(called))))
+    lines += ["  " + line for line in visible(final.content).splitlines() or [""]]
+    return "\n".join(lines)
+
+
+def _tasks(scheduler_db: object) -> str:
+    """The scheduled tasks' names, for a name that has no log."""
+    from pathlib import Path
+
+    from klaw.scheduling.task_store import ScheduleStore
+
+    path = Path(str(scheduler_db))
+    names = [task.name for task in ScheduleStore(path).list_read_only()] if path.exists() else []
+    return f"the tasks are: {', '.join(names)}" if names else "there are no scheduled tasks (klaw schedule add)"
