@@ -31,6 +31,7 @@ from klaw.memory.ingestion import Ingestion
 from klaw.memory.reindex_leftover import warn_of_leftover_reindex
 from klaw.memory.summaries.summary_export import export_unlogged_summaries
 from klaw.memory.summaries.texts import SummaryTexts
+from klaw.memory.turn_gate import TurnGate
 from klaw.private_files import private_dirs
 from klaw.store.backend import open_storage
 from klaw.store.protocol import Storage
@@ -78,7 +79,15 @@ async def open_memory(
         stack.push_async_callback(shared.aclose)
     # Live batches stay small: a turn's query embedding waits behind the batch running on the
     # embedder's one thread (reindex, with nobody waiting, uses the full batch size).
-    queue = EmbeddingQueue(store, shared, clock, batch_size=min(config.embedder.batch_size, LIVE_EMBEDDING_BATCH))
+    # A pass starts between turns (decision 426): the turns mark themselves in the gate ingestion holds.
+    turns = TurnGate()
+    queue = EmbeddingQueue(
+        store,
+        shared,
+        clock,
+        batch_size=min(config.embedder.batch_size, LIVE_EMBEDDING_BATCH),
+        between_turns=turns.quiet,
+    )
     stack.push_async_callback(queue.aclose)
     # Refuses to start on vectors of another embedder (the error says to run `klaw reindex`).
     await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
@@ -93,6 +102,7 @@ async def open_memory(
         min_embed_tokens=config.auto_rag.min_message_tokens,
         on_embedding_queued=queue.notify,
         observers=observers,
+        turns=turns,
     )
     # Closed after every part that writes records (turns, summarizers, forgets) and before the queue and
     # store: an accept still under way (shielded, so a summarizer's outlives its cancelled task) is stored,

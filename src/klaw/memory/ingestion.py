@@ -58,6 +58,7 @@ class Ingestion:
         min_embed_tokens: int | None = None,
         on_embedding_queued: Callable[[], None] | None = None,
         observers: Sequence[Callable[[StoredMessage], None]] = (),
+        turns: TurnGate | None = None,
     ) -> None:
         """`min_embed_tokens` is `autoRag.minMessageTokens` (its default when None). `observers` are told
         of every record stored, live or recovered (the summarizers wake on a closed exchange); a list
@@ -75,8 +76,9 @@ class Ingestion:
         self._logged_not_stored: dict[str, MessageRecord] = {}
         # Accepts under way: each runs to its end even when its caller is cancelled (`settled`).
         self._in_flight: set[asyncio.Future[list[StoredMessage]]] = set()
-        # Turns in flight, which a chat's summaries wait for before writing (turn_gate.py, decision 414).
-        self.turns = TurnGate()
+        # Turns in flight, which a chat's summaries wait for before writing (turn_gate.py, decision 414)
+        # and the embedding queue before a pass (decision 426).
+        self.turns = TurnGate() if turns is None else turns
 
     async def accept(self, record: MessageRecord) -> StoredMessage:
         """Make `record` durable in the log, then store it (queueing its embedding if it should
