@@ -11,12 +11,14 @@ import pytest
 from typer.testing import CliRunner
 
 from klaw.cli.app import app
+from klaw.engine.runtime import Engine
 from tests.bench.test_turn_bench import TURN_PHASES
 from tests.conftest import new_database
 from tests.pg_server import PgServer
 
 VARIABLE = "KLAW_BENCH_TEST_DATABASE_URL"
 LEFTOVER = "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'klaw_bench_%'"
+ROWS_ESTIMATE = "SELECT reltuples FROM pg_class WHERE oid = 'messages'::regclass"
 OWN = (
     "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public';"
     " SELECT count(*) FROM public.messages; SELECT count(*) FROM public.log_records"
@@ -87,3 +89,35 @@ def test_an_unknown_backend_or_unset_variable_is_named_without_a_traceback(
     assert mysql.exit_code == 2 and "'mysql' is not a backend: use sqlite or postgres" in mysql.output
     assert unset.exit_code == 1 and f"the environment variable {VARIABLE}" in unset.output
     assert "Traceback" not in mysql.output + unset.output
+
+
+async def test_the_turns_run_on_tables_the_planner_has_statistics_of(
+    tmp_path: Path, postgres_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chat filled in bulk and never analysed is taken for empty: its searches then read whole segments
+    (decision 424). The bench gathers the statistics after the fill, as autovacuum does in a running home."""
+    import klaw.bench.turn_bench as turn_bench
+    from klaw.bench.bench_store import engine_database
+    from klaw.config import DatabaseConfig
+    from klaw.store.postgres.connection import fetch_value
+
+    seen: list[float] = []
+    round_trips = turn_bench._round_trips
+
+    async def observed(engine: Engine, count: int) -> list[float]:
+        async with engine.store.db.connection() as connection:  # type: ignore[attr-defined]
+            seen.append(
+                await fetch_value(connection, "SELECT reltuples FROM pg_class WHERE oid = 'messages'::regclass")
+            )
+        return await round_trips(engine, count)
+
+    monkeypatch.setattr(turn_bench, "_round_trips", observed)
+    monkeypatch.setenv(VARIABLE, postgres_server.dsn(new_database(postgres_server)))
+    database = DatabaseConfig.model_validate({"backend": "postgres", "urlEnv": VARIABLE})
+    with engine_database(database) as engine_db:
+        result = await turn_bench.measure_turns(
+            tmp_path / "home", stored=300, turns=2, concurrent_chats=1, turns_per_chat=1, database=engine_db
+        )
+
+    assert result.backend == "postgres"
+    assert seen and seen[0] >= 300  # analysed: -1 when never

@@ -255,6 +255,12 @@ async def _fill(engine: Engine, chat: ChatRef, stored: int, progress: Progress |
         await _append(engine.store, records)
         if progress:
             progress("fill", first + len(records), stored)
+    if not isinstance(engine.store, SqliteStore):
+        from klaw.bench.pg_fill import analyze
+        from klaw.store.postgres.store import PostgresStore
+
+        assert isinstance(engine.store, PostgresStore)
+        await analyze(engine.store)
 
 
 async def _append(store: Storage, records: list[MessageRecord]) -> None:
