@@ -41,3 +41,32 @@ async def test_a_long_running_server_keeps_only_its_last_requests() -> None:
             body = {"model": "m", "messages": [{"role": "user", "content": word}]}
             assert (await client.post(f"{server.base_url}/chat/completions", json=body)).status_code == 200
         assert [r.body["messages"][0]["content"] for r in server.requests] == ["two", "three"]
+
+
+async def test_the_stand_in_calls_a_tool_when_asked_and_reports_its_answer(tmp_path: Path) -> None:
+    """newcomer13: an echo never calls a tool, so approvals, tasks and the tools could not be tried without
+    a real model. `!TOOL {json}` now calls it; the tool's result comes back as the answer. Through
+    `echo … | klaw chat` on a home routed to the stand-in, as a person would."""
+    from tests.cli.chat_terminal import chat_env, init_home
+    from tests.cli.piped_chat import piped
+
+    home = tmp_path / "home"
+    init_home(home)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    async with running("-m", "klaw.llm.fake_server", "0", env=env, stderr=None) as process:
+        printed = await read_until(process.stdout, "Ctrl-C stops it.", who="the stand-in", folded=False)
+        assert "!TOOL {json arguments}" in printed
+        base_url = printed.split("baseUrl: ", 1)[1].split("\n", 1)[0]
+        chat = chat_env(home, base_url)
+
+        code, out, err = await piped(chat, '!current_time {"timezone": "UTC"}\n')
+        assert code == 0, err
+        assert out.startswith("The tool answered: ") and '"timezone":"UTC"' in out.replace(" ", ""), out
+
+        code, out, _ = await piped(chat, "!no_such_tool\n")
+        assert code == 0 and "no tool named 'no_such_tool' is offered in this chat; offered: " in out, out
+        assert "current_time" in out
+        code, out, _ = await piped(chat, "!current_time [1, 2]\n")
+        assert "must be a JSON object" in out, out
+        assert (await piped(chat, "just talking\n"))[1] == "echo: just talking\n"
+        assert await stop(process, signal.SIGINT) == 0

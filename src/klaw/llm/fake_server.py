@@ -17,8 +17,9 @@ benchmark can simulate a slow model and a test can hold a reply (or, with `reply
 one embeddings request) until it says so. uvicorn runs inside the current event loop
 (`klaw.embedded_http`); hung replies are released on exit so shutdown is quick.
 
-`python -m klaw.llm.fake_server [PORT]` runs it alone as a stand-in model that echoes your last message,
-to try klaw before you have a model (README, "No model yet?").
+`python -m klaw.llm.fake_server [PORT]` runs it alone as a stand-in model that echoes your last message
+and calls a tool when asked with `!TOOL {json}` (stand_in.py), to try klaw before you have a model
+(README, "No model yet?").
 """
 
 from __future__ import annotations
@@ -377,9 +378,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     port = int(args[0]) if args else STAND_IN_PORT
 
     async def serve() -> None:
-        async with FakeOpenAiServer(listen_port=port, keep_requests=KEPT_BY_STAND_IN) as server:
+        from klaw.llm.stand_in import stand_in_reply
+
+        stand_in = FakeOpenAiServer(listen_port=port, keep_requests=KEPT_BY_STAND_IN, default_reply=stand_in_reply)
+        async with stand_in as server:
             print(
                 f"A stand-in model that echoes your last message is answering at {server.base_url}\n"
+                "A message `!TOOL {json arguments}` makes it call that tool, e.g. `!current_time` or"
+                ' `!web_fetch {"url": "https://example.org"}`: to try approvals, tasks and tools without a model.\n'
                 "To use it, replace the models: and routing: sections of KLAW_HOME/engine.yaml with these"
                 " (a section given twice is refused), then run `klaw chat`:\n\n"
                 f"models:\n  stand-in/echo:\n    baseUrl: {server.base_url}\nrouting:\n  default: stand-in/echo\n\n"
