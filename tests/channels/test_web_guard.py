@@ -54,13 +54,14 @@ async def serving(auth: WebAuth, backend: FakeBackend | None = None) -> AsyncIte
         await server.stop()
 
 
-async def raw_request(base_url: str, head: str, body: bytes = b"") -> str:
+async def raw_request(base_url: str, head: str, body: bytes = b"", *, encoding: str = "utf-8") -> str:
     """Send a request's head (and maybe part of a body) over a plain socket and return the status line
-    and headers the server answers, without ever sending the rest of the body it announced."""
+    and headers the server answers, without ever sending the rest of the body it announced. `encoding`:
+    the head's bytes (latin-1 sends a character as the one byte a server decodes back to it)."""
     host, port = base_url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
     try:
-        writer.write(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
+        writer.write(head.replace("\n", "\r\n").encode(encoding) + b"\r\n" + body)
         await writer.drain()
         async with asyncio.timeout(60):  # the old server waited for the 100 MB forever
             answer = await reader.readuntil(b"\r\n\r\n")
@@ -109,6 +110,32 @@ async def test_numbers_too_long_for_int_in_a_cookie_or_a_length_are_refused_not_
         head += f"{CSRF_HEADER}: {csrf}\n"
         answer = await raw_request(base_url, head)
         assert answer.startswith(("HTTP/1.1 413", "HTTP/1.1 400")), answer
+
+
+async def test_other_digits_and_characters_in_a_cookie_or_a_csrf_field_are_refused_not_a_server_error() -> None:
+    """adversary21: '²'.isdigit() is true and int('²') raises ValueError, and hmac.compare_digest of a str
+    holding a character outside ASCII raises TypeError: a forged cookie, a login form's csrf field or a
+    signed-in request's CSRF header answered 500 with a traceback in the log, before any sign-in."""
+    async with serving(WebAuth(TOKEN)) as base_url, httpx.AsyncClient(base_url=base_url) as client:
+        for cookie in ("\xb2.a.b", "9999999999.a.\xe9", "\u0663\u0663.a.b"):
+            head = f"GET / HTTP/1.1\nHost: 127.0.0.1\nCookie: {SESSION_COOKIE}={cookie}\n"
+            answer = await raw_request(base_url, head, encoding="utf-8" if "\u0663" in cookie else "latin-1")
+            assert answer.startswith("HTTP/1.1 303"), (cookie, answer)  # to the login page, as any stranger
+        await client.get("/login")
+        forged = await client.post("/login", data={"token": TOKEN, "csrf": "\xe9"})
+        assert forged.status_code == 403 and SESSION_COOKIE not in client.cookies
+        await sign_in(client)
+        cookie = f"{SESSION_COOKIE}={client.cookies[SESSION_COOKIE]}"
+        answer = await raw_request(
+            base_url, post_head("/api/messages", 2, cookie, f"{CSRF_HEADER}: \xe9\n"), encoding="latin-1"
+        )
+        assert answer.startswith(("HTTP/1.1 403", "HTTP/1.1 422")), answer  # refused, whichever check is first
+        events = await raw_request(
+            base_url,
+            f"GET /api/events HTTP/1.1\nHost: 127.0.0.1\nCookie: {cookie}\nLast-Event-ID: \xb2\n",
+            encoding="latin-1",
+        )
+        assert not events.startswith("HTTP/1.1 500"), events
 
 
 async def test_a_signed_in_body_over_the_cap_gets_413_unread(tmp_path: Path) -> None:

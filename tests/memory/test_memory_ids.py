@@ -47,6 +47,8 @@ async def test_a_memory_is_named_by_the_start_of_its_id(home: KlawHome, storage:
         ("3f9a", "there is no memory 3f9a in this chat"),  # shorter than shown: only a whole id
         ("42", "saved memories no longer have numbers for ids (as 42 was)"),
         ("3f9a;drop", "'3f9a;drop' is not a memory id"),
+        # adversary21: a 90,000-character paste was echoed whole; now cut, and no id is that long
+        ("ab" * 45_000, "'abababababababababababab'… (90000 characters) is not a memory id"),
     ):
         with pytest.raises(ForgetError, match=r"^" + said.replace("(", r"\(").replace(")", r"\)")):
             await forgetting.plan(ForgetKind.MEMORY, typed, ME)

@@ -36,6 +36,7 @@ from telegram import Bot, BotCommand, MessageEntity, Update
 from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
 from telegram.request import HTTPXRequest
 
+from klaw.ascii_digits import digits
 from klaw.channels.telegram_outage import TelegramOutage
 from klaw.channels.telegram_split import split_message, utf16_length
 from klaw.channels.telegram_trouble import (
@@ -227,7 +228,7 @@ class TelegramChannel:
         await self._bot.shutdown()
 
     async def deliver(self, frame: OutboundFrame) -> None:
-        chat_id = int(frame.chat_id) if frame.chat_id.lstrip("-").isdigit() else None
+        chat_id = int(frame.chat_id) if digits(frame.chat_id.removeprefix("-"), 20) else None
         if chat_id is None or chat_id not in self._allowed:
             log.warning("telegram: dropping a %s for chat %s, which is not allowed", frame.kind, frame.chat_id)
             return

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from klaw.ascii_digits import digits
 from klaw.config.base import Section
 from klaw.config.channels import ChannelsConfig, CommandConfig, _default_commands
 from klaw.config.mcp import MCP_GROUP_PREFIX, McpConfig
@@ -101,7 +102,7 @@ class EngineConfig(Section):
         allowed = self.channels.telegram.allowed_chat_ids
         for target in self.tools.message_targets or ():
             channel, _, chat_id = target.partition(":")
-            if channel != "telegram" or (chat_id.strip().lstrip("-").isdigit() and int(chat_id) in allowed):
+            if channel != "telegram" or (digits(chat_id.strip().removeprefix("-"), 20) and int(chat_id) in allowed):
                 continue
             listed = ", ".join(str(chat) for chat in allowed) or "none"
             said = (

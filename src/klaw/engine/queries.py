@@ -13,6 +13,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from klaw.ascii_digits import digits
 from klaw.engine.approval import ApprovalGate
 from klaw.engine.context_history import ContextHistory
 from klaw.engine.frame_dispatch import QueryError
@@ -203,8 +204,8 @@ def _chat(params: Mapping[str, Any]) -> ChatRef:
 
 def _int(params: Mapping[str, Any], key: str, default: int | None = None, low: int = 0, high: int = MAX_ROW_ID) -> int:
     value = params.get(key, default)
-    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= len(str(high)):
-        value = int(value)  # no longer than `high`: int() of 4,300 digits and more raises ValueError
+    if isinstance(value, str) and digits(value.strip(), len(str(high))):
+        value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise QueryError(f"{key} must be a whole number from {low} to {high}")
     return value

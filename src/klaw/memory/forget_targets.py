@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from klaw.store.records import ChatRef
 
 AMBIGUOUS_SHOWN = 5  # the ids an ambiguous start of one is shown to begin
+MAX_MEMORY_ID_CHARS = 64  # a memory's id is its record's (a uuid's 32 hex digits); a longer word is none
 WHERE_SHOWN = "/memory in the chat or `klaw memory list` shows each one's id"
 
 
@@ -72,8 +73,11 @@ def _typed_memory_id(word: str) -> str:
             f"saved memories no longer have numbers for ids (as {word} was): an id is {MEMORY_ID_CHARS} letters"
             f" and digits, like 3f9a1c2e, and {WHERE_SHOWN}"
         )
-    if not word.isascii() or not all(c.isalnum() or c in "-_" for c in word):
-        raise ForgetError(f"{word!r} is not a memory id: an id is letters and digits, like 3f9a1c2e; {WHERE_SHOWN}")
+    if len(word) > MAX_MEMORY_ID_CHARS or not word.isascii() or not all(c.isalnum() or c in "-_" for c in word):
+        # Quoted cut short: a 90,000-character paste was echoed whole (adversary21).
+        raise ForgetError(
+            f"{shown_word(word)} is not a memory id: an id is letters and digits, like 3f9a1c2e; {WHERE_SHOWN}"
+        )
     return word.lower()
 
 

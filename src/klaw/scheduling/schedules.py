@@ -18,6 +18,7 @@ from typing import Literal
 
 from cronsim import CronSim, CronSimError
 
+from klaw.ascii_digits import digits
 from klaw.errors import KlawError
 
 ScheduleKind = Literal["cron", "every"]
@@ -98,7 +99,7 @@ class TaskSchedule:
         """A schedule as scheduler.db keeps it (validated again: the file may have been edited)."""
         if kind == "cron":
             return cls.cron(expression)
-        if kind == "every" and expression.isdigit() and len(expression) <= 18:
+        if kind == "every" and digits(expression):
             return cls.every(f"{expression}s")
         raise InvalidSchedule(f"unknown schedule {kind!r} {expression!r}")
 

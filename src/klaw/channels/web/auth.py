@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from klaw.ascii_digits import digits
 from klaw.channels.web.revoked import RevokedSessions
 
 SESSION_COOKIE = "klaw_session"
@@ -70,7 +71,7 @@ class WebAuth:
     def valid_csrf(self, cookie: str | None, presented: str | None) -> bool:
         if not cookie or not presented:
             return False
-        return hmac.compare_digest(self.csrf_for(cookie), presented)
+        return _same(self.csrf_for(cookie), presented)
 
     def new_login_nonce(self) -> str:
         return self._signed("login", LOGIN_SECONDS)
@@ -87,9 +88,15 @@ class WebAuth:
             return False
         body, _, signature = value.rpartition(".")
         expiry = body.partition(".")[0]
-        if not expiry.isdigit() or len(expiry) > 12 or int(expiry) < self._clock():  # int() of 4,300 digits raises
+        if not digits(expiry, 12) or int(expiry) < self._clock():
             return False
-        return hmac.compare_digest(self._mac(purpose, body), signature)
+        return _same(self._mac(purpose, body), signature)
 
     def _mac(self, purpose: str, value: str) -> str:
         return hmac.new(self._key, f"{purpose}:{value}".encode(), hashlib.sha256).hexdigest()
+
+
+def _same(expected: str, given: str) -> bool:
+    """`hmac.compare_digest` of two texts as bytes: of str it raises TypeError when one holds a character
+    outside ASCII (a forged cookie or CSRF field `é`: HTTP 500 before sign-in, adversary21)."""
+    return hmac.compare_digest(expected.encode(), given.encode("utf-8", "replace"))

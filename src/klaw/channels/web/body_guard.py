@@ -26,6 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from klaw.ascii_digits import digits
+
 MAX_BODY_BYTES = 1 << 20
 """As large as one engine frame: a message that would not fit one could not be sent anyway."""
 BODY_SECONDS = 30.0
@@ -52,7 +54,7 @@ class BodyGuard:
             await refusal(scope, receive, send)
             return
         length = Request(scope).headers.get("content-length")
-        if length is not None and (not length.isdigit() or len(length) > 18 or int(length) > self._max):
+        if length is not None and (not digits(length) or int(length) > self._max):
             await self._too_large(scope, receive, send)
             return
         seconds = BODY_SECONDS  # read here, so a test can shorten it

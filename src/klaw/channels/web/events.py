@@ -19,6 +19,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from klaw.ascii_digits import digits
+
 HISTORY = 200
 QUEUE_LIMIT = 1000
 
@@ -86,7 +88,7 @@ class EventHub:
         if self._closed:
             subscription.queue.put_nowait(None)
         else:
-            if last_event_id is not None and last_event_id.isdigit() and len(last_event_id) <= 18:
+            if last_event_id is not None and digits(last_event_id):
                 for event in self._history:
                     if event.id > int(last_event_id):
                         subscription.queue.put_nowait(event)

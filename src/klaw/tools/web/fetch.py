@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 import httpx
 
+from klaw.ascii_digits import digits
 from klaw.config.web import WebFetchConfig
 from klaw.tools.web.addresses import AddressPolicy
 from klaw.tools.web.decoding import ACCEPT_ENCODING, PAGE, content_coding
@@ -122,7 +123,7 @@ class WebFetcher:
             raise WebError(f"{response.url} is {media_type}, not a text page: web_fetch reads HTML and text only")
         limit = self._config.max_bytes
         announced = response.headers.get("content-length", "")
-        if announced.isdigit() and int(announced) > limit:
+        if digits(announced) and int(announced) > limit:
             raise WebError(_too_large(int(announced), limit))
         applied = content_coding(response.headers.get("content-encoding", ""))
         body = bytearray()
