@@ -198,3 +198,32 @@ async def test_two_engines_on_one_postgres_database_share_the_hour(
 
     assert len(a.telegram) + len(b.telegram) == 3, (a.telegram, b.telegram)
     assert len(results) == 6 and sum(r.startswith("not sent: telegram:42 has had 3 message(s)") for r in results) == 3
+
+
+async def test_a_send_whose_delivery_raised_still_counts(tmp_path: Path) -> None:
+    """adversary21: a channel that showed each message and then raised (a library program's `on_message`, a
+    second part failing after the first went) had the send's places given back, though the engine records a
+    message before delivering it: three turns of three sends put nine messages through caps of 3 a turn and
+    2 an hour. Such a send now keeps its places."""
+    async with one_home(tmp_path) as home:
+        config = engine_config(
+            home.server.base_url,
+            channels={"telegram": {"enabled": True, "allowedChatIds": [42]}},
+            tools={"messageSendsPerTurn": 3, "messageSendsPerChatPerHour": 2},
+        )
+        engine = await Engine.start(home.home, config, clock=home.clock, listen=False)
+        h = Harness(engine, home.server, home.clock, home.home)
+        engine.delivery.register("console", h.record)
+        shown: list[str] = []
+
+        async def shows_then_raises(outbound: Outbound) -> None:
+            shown.append(outbound.text)
+            raise ConnectionError("the second part failed")
+
+        engine.delivery.register("telegram", shows_then_raises)
+        try:
+            for n in range(3):
+                await _turn(h, 3, first=3 * n)
+        finally:
+            await engine.shutdown(timeout_seconds=5)
+    assert shown == ["part 0", "part 1"], shown  # the hour's two, not nine

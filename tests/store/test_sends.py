@@ -52,3 +52,17 @@ async def test_a_place_given_back_no_longer_counts(open_store: StoreOpener) -> N
     assert first.place is not None
     await store.sends.give_back(first.place)
     assert (await store.sends.reserve(TARGET, now, 2)).place is not None
+
+
+async def test_places_taken_while_the_clock_ran_ahead_count_from_when_it_was_set_right(open_store: StoreOpener) -> None:
+    """adversary21: two sends with the clock a year ahead, then the clock set right: the target was refused
+    "for 525540 minutes", and the count held for as long as the clock had been ahead. Such places count as
+    taken when the clock came back: refused within that hour, free after it."""
+    store = await open_store()
+    now = utc_now()
+    for _ in range(2):
+        assert (await store.sends.reserve(TARGET, now + timedelta(days=365), 2)).place is not None
+    refused = await store.sends.reserve(TARGET, now, 2)
+    assert refused.place is None and refused.in_hour == 2
+    assert refused.oldest is not None and abs(refused.oldest - now) < timedelta(milliseconds=1)
+    assert (await store.sends.reserve(TARGET, now + timedelta(hours=1, seconds=1), 2)).place is not None

@@ -4,7 +4,9 @@ Apart from the repositories of what is remembered (klaw/store/protocol.py): a ro
 only the moment one went to a chat, so that `tools.messageSendsPerChatPerHour` holds across a restart
 and across the engines and processes sharing a store. Reserving is one atomic step per target chat:
 count its last hour and take a place only under the cap, so two sends at once (one answer's parallel
-calls, two chats, two engines) each see the other's place.
+calls, two chats, two engines) each see the other's place. A place dated after the reservation's time
+(the clock ran ahead and was set right) counts as taken at that time: kept for the hour from then, not
+for as long as the clock was ahead (adversary21: a year).
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ class PostgresSends:
             await execute(
                 connection, "DELETE FROM sends WHERE target = %s AND sent_at <= %s", (key, now - SEND_WINDOW_MS)
             )
+            await execute(  # dated after now (a clock set right after running ahead): counted as now
+                connection, "UPDATE sends SET sent_at = %s WHERE target = %s AND sent_at > %s", (now, key, now)
+            )
             row = await fetch_one(connection, "SELECT count(*), min(sent_at) FROM sends WHERE target = %s", (key,))
             count, oldest = (int(row[0]), row[1]) if row is not None else (0, None)
             first = None if oldest is None else from_millis(int(oldest))

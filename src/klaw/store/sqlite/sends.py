@@ -41,9 +41,11 @@ class SqliteSends:
 
 
 def _reserve_in(connection: apsw.Connection, key: str, now: int, per_hour: int) -> SendPlace:
-    """The target's rows older than the hour deleted (the table holds at most the cap per target), its
+    """The target's rows older than the hour deleted (the table holds at most the cap per target), those
+    dated after now (a clock that ran ahead and was set right) counted as now (send_protocol.py), its
     hour counted, a place taken under the cap."""
     connection.execute("DELETE FROM sends WHERE target = ? AND sent_at <= ?", (key, now - SEND_WINDOW_MS))
+    connection.execute("UPDATE sends SET sent_at = ? WHERE target = ? AND sent_at > ?", (now, key, now))
     row = fetch_one(connection, "SELECT count(*), min(sent_at) FROM sends WHERE target = ?", (key,))
     count, oldest = (int(row[0]), row[1]) if row is not None else (0, None)
     first = None if oldest is None else from_millis(int(oldest))

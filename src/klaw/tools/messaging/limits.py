@@ -12,7 +12,8 @@ no more than the turn alone could (adversary17, stop 43). It is taken without yi
 one answer, which run concurrently, each see the others'. The hour's lives in the store (`sends`,
 `SendRepository`): each send takes its place there in one atomic step, so an engine restart forgets
 nothing and the calls of one answer, other chats' turns and other engines on a shared store each count
-the others' (decision 418). A send that is refused or reaches nobody gives both places back. Sends to
+the others' (decision 418). A send that is refused or reaches nobody gives both places back; one whose
+delivery raised keeps them (it may be recorded, to be delivered later). Sends to
 one chat take their hour's place and go one at a time, in the order the calls came (the store may
 answer two reservations in either order).
 """
@@ -64,7 +65,8 @@ class SendLimits:
     async def reserve(self, context: ToolContext, chat: ChatRef) -> AsyncIterator[Place]:
         """Count one send to `chat` in this turn and hour for the block (which sends it), or raise
         `ToolRefusal` saying which cap it passes and when it frees up. Both places are given back when
-        the block raises or calls `reached_nobody`. The turn's is taken at once, before anything is
+        the block calls `reached_nobody`; a block that raises keeps them (its message may be recorded and
+        delivered later: whether it reached the chat is not known). The turn's is taken at once, before anything is
         awaited; the hour's, and the block, one send to `chat` at a time in the order the calls came, so
         one answer's messages arrive in the order asked whichever the store answered first."""
         turn = context.extras.setdefault(TURN_KEY, TurnSends())
@@ -95,7 +97,11 @@ class SendLimits:
                 try:
                     yield place
                 except BaseException:
-                    await self._places.give_back(found.place)
+                    # Whether it reached the chat is not known: the engine records a message before it
+                    # delivers it, so a delivery that raised left it recorded, to be offered again at the
+                    # next start. It keeps its places (adversary21: a channel that raised after showing
+                    # each message let nine through caps of 3 a turn and 2 an hour), erring toward fewer.
+                    kept = True
                     raise
                 if not place.reached:
                     await self._places.give_back(found.place)
