@@ -53,3 +53,34 @@ def test_a_file_that_is_not_executable_or_a_directory_is_named_as_such(tmp_path:
     assert checked.returncode == 1, said
     assert f"'{script}' is not executable (mcp.servers.script.command in engine.yaml): chmod +x it" in said, said
     assert f"'{tmp_path}' is a directory, not a program (mcp.servers.folder.command in engine.yaml)" in said, said
+
+
+def test_a_script_whose_interpreter_is_missing_names_the_interpreter(tmp_path: Path) -> None:
+    """adversary21: a script whose #! line names an interpreter this machine lacks was "there is no program
+    '…/server.py'" (exec's ENOENT), about a file that is there, and retried every few seconds."""
+    home = a_home(tmp_path)
+    scripts = {}
+    for name, first_line in (
+        ("absolute", "#!/usr/bin/pyhton3"),
+        ("env", "#!/usr/bin/env pyhton3"),
+        ("fine", "#!/bin/sh"),
+    ):
+        script = tmp_path / f"{name}.sh"
+        script.write_text(f"{first_line}\nexit 0\n", encoding="utf-8")
+        script.chmod(0o755)
+        scripts[name] = script
+    config = {
+        "embedder": {"backend": "fake", "dim": 32},
+        "tools": {"enabled": [f"mcp:{name}" for name in scripts]},
+        "mcp": {"servers": {name: {"command": str(script)} for name, script in scripts.items()}},
+    }
+    (home / "engine.yaml").write_text(json.dumps(config), encoding="utf-8")
+    checked = klaw(home, "config", "check")
+    said = " ".join(checked.stderr.split())
+    assert checked.returncode == 1, said
+    assert (
+        f"'{scripts['absolute']}' asks in its #! line for the interpreter /usr/bin/pyhton3, which this machine lacks"
+        " (mcp.servers.absolute.command in engine.yaml)" in said
+    ), said
+    assert "for the interpreter pyhton3 (on PATH, through /usr/bin/env), which this machine lacks" in said, said
+    assert "there is no program" not in said and "mcp.servers.fine" not in said, said

@@ -116,3 +116,16 @@ async def test_the_docs_whole_plugin_package_works_as_written(tmp_path: Path, si
         assert (await h.turn("weather in Oslo?")).text == "done"
         results = [m["content"] for m in h.last_request_messages() if m["role"] == "tool"]
         assert results == ["sunny in Oslo", "2 days of rain in Oslo"]
+
+
+async def test_a_plugin_that_calls_sys_exit_as_it_loads_is_left_out_and_turns_go_on(tmp_path: Path, site: Path) -> None:
+    """adversary21: `sys.exit()` in a plugin's import is SystemExit, not an Exception: it ended the engine's
+    start (and `klaw tools`, and a `Klaw(...)` program) instead of leaving the group out."""
+    install(site, "quitter", "klaw_quitter_plugin", "import sys\nsys.exit('cannot find its config')\n", "TOOLS")
+    async with running_engine(tmp_path, tools={"enabled": ["clock", "quitter"]}) as h:
+        assert (await h.turn("hi")).text == "echo: hi"
+        offered = [tool["function"]["name"] for tool in h.server.chat_requests[0].body["tools"]]
+        assert offered == ["current_time"]
+        listing = (await h.engine.submit(CHAT, "/tools")).command_reply
+        assert listing is not None and "quitter" in listing, listing
+        assert "SystemExit: cannot find its config" in listing, listing

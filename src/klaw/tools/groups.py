@@ -30,6 +30,9 @@ from klaw.tools.registry import DuplicateToolName, ToolRegistry
 from klaw.tools.schema import ToolFunction
 
 log = logging.getLogger(__name__)
+# What a package's group may raise as it loads or provides its tools and be left out for: any error, and
+# `sys.exit()` in its import, which ended the engine's start and `klaw tools` (adversary21).
+PLUGIN_FAULTS = (Exception, SystemExit)
 
 T = TypeVar("T")
 REASON_CHARS = 200  # an exception's message in a failure row: one line, clipped
@@ -192,7 +195,7 @@ class ToolGroups:
                 continue
             try:
                 loaded = point.load()
-            except Exception:  # a plugin that fails to import is `klaw tools`' row, not this lookup's
+            except PLUGIN_FAULTS:  # a plugin that fails to import is `klaw tools`' row, not this lookup's
                 log.debug("tool group %r could not be imported to look up its tools", point.name, exc_info=True)
                 continue
             if isinstance(loaded, Sequence) and not isinstance(loaded, str | bytes):
@@ -217,7 +220,7 @@ class ToolGroups:
             tools = provider.provide(setup)
             for tool in _functions(tools):
                 setup.registry.register(tool)
-        except Exception as exc:
+        except PLUGIN_FAULTS as exc:
             for added in set(setup.registry.names) - before:  # all or nothing: a bad tool leaves the group out
                 setup.registry.remove(added)
             log.error("tool group %r is left out: %s: %s", name, type(exc).__name__, exc)
@@ -301,7 +304,7 @@ def _installed(
         sources[name] = source = GroupSource(name, False, package, point.value)
         try:
             providers[name] = _as_provider(point.load())
-        except Exception as exc:
+        except PLUGIN_FAULTS as exc:
             log.error("tool group %r (%s) is left out: %s: %s", name, point.value, type(exc).__name__, exc)
             failures[name] = GroupFailure(
                 source,

@@ -103,7 +103,7 @@ def missing_program(name: str, config: McpServerConfig, workspace: Path) -> str 
         found = shutil.which(command)
         if found is None:
             return f"there is no program {command!r} on PATH ({where}.command in engine.yaml)"
-        return None
+        return _missing_interpreter(command, Path(found), where)
     path = cwd / command
     if path.is_dir():
         return f"{command!r} is a directory, not a program ({where}.command in engine.yaml)"
@@ -114,7 +114,35 @@ def missing_program(name: str, config: McpServerConfig, workspace: Path) -> str 
             f"{command!r} is not executable ({where}.command in engine.yaml): chmod +x it, or make its"
             " interpreter the command and the file its first argument"
         )
-    return None
+    return _missing_interpreter(command, path, where)
+
+
+def _missing_interpreter(command: str, path: Path, where: str) -> str | None:
+    """A script whose `#!` line names an interpreter this machine lacks: exec says ENOENT, which read as
+    "there is no program" for a file that is there (adversary21). Only the usual forms are read: `#!/path`
+    and `#!/usr/bin/env name`."""
+    try:
+        with path.open("rb") as script:
+            first = script.readline(256)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].decode("utf-8", "replace").split()
+    if not words:
+        return None
+    interpreter = words[0]
+    if Path(interpreter).name == "env" and len(words) > 1 and not words[1].startswith("-"):
+        if shutil.which(words[1]) is not None:
+            return None
+        interpreter = f"{words[1]} (on PATH, through {words[0]})"
+    elif Path(interpreter).exists():
+        return None
+    return (
+        f"{command!r} asks in its #! line for the interpreter {interpreter}, which this machine lacks"
+        f" ({where}.command in engine.yaml): install it, fix the script's first line, or make an interpreter"
+        " the command and the script its first argument"
+    )
 
 
 def _variables(names: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:

@@ -241,6 +241,12 @@ class _ProbeFailure:
     def words(self) -> str:
         if not self.started:
             return self.said
+        if "failed to set the NPROC resource limit" in self.said:
+            # Not the namespaces: a limit above this account's hard one, which only root may raise (adversary21).
+            return (
+                f"the sandbox cannot start here ({self.said}): sandbox.maxProcesses in engine.yaml is above this"
+                " account's hard limit of processes (`ulimit -Hu` shows it); lower it to that or below"
+            )
         return f"bwrap does not work here ({self.said}); user namespaces may be disabled (see docs/sandbox.md)"
 
 
