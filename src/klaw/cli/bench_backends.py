@@ -1,4 +1,5 @@
-"""The `--backend` and `--url-env` options `klaw bench scale` and `klaw bench locomo` share: which
+"""The `--backend` and `--url-env` options `klaw bench scale`, `turn` and `locomo` share (`SideBySide`,
+`UrlEnvOption`): which
 `database` sections one run measures, side by side in the same minutes.
 
 PostgreSQL is the database whose connection string the variable `--url-env` names (default: the
@@ -8,7 +9,7 @@ dropped after (`bench/bench_store.py`), so a person's tables are never touched.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,6 +18,17 @@ if TYPE_CHECKING:  # the command modules import only what Typer needs (decision 
 
 BACKENDS = ("sqlite", "postgres")
 DEFAULT_URL_ENV = "KLAW_DATABASE_URL"
+
+SideBySide = Annotated[
+    list[str] | None,
+    typer.Option(
+        metavar="BACKEND", help="sqlite or postgres (repeatable: each size on each, side by side; default sqlite)."
+    ),
+]
+UrlEnvOption = Annotated[
+    str | None,
+    typer.Option(help="postgres: the variable holding the connection string (default: database.urlEnv)."),
+]
 
 
 def chosen_backends(names: list[str]) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
+from klaw.cli.bench_backends import UrlEnvOption
 from klaw.cli.bench_output import emit, machine, machine_console, progress, stage_reporter
 
 # (dataset, session notes or None, workbench, settings) -> result
@@ -95,10 +96,7 @@ def locomo(
             help="sqlite or postgres (repeatable: each in turn on the same vectors; default database.backend).",
         ),
     ] = None,
-    url_env: Annotated[
-        str | None,
-        typer.Option(help="postgres: the variable holding the connection string (default: database.urlEnv)."),
-    ] = None,
+    url_env: UrlEnvOption = None,
 ) -> None:
     """Retrieval quality on LoCoMo: evidence recall of hybrid, vector-only and full-text-only search
     through the real ingestion and search path, with the configured embedder."""

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from klaw.cli.bench_backends import backend_databases, unusable_backend
+from klaw.cli.bench_backends import SideBySide, UrlEnvOption, backend_databases, unusable_backend
 from klaw.cli.bench_output import emit, machine, progress, stage_reporter
 from klaw.cli.context import stdout_console
 
@@ -32,16 +32,8 @@ def scale(
         list[int] | None,
         typer.Option(metavar="N", help="Messages in the bench chat (repeatable; default 10k and 100k)."),
     ] = None,
-    backend: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="BACKEND", help="sqlite or postgres (repeatable: each size on each, side by side; default sqlite)."
-        ),
-    ] = None,
-    url_env: Annotated[
-        str | None,
-        typer.Option(help="postgres: the variable holding the connection string (default: database.urlEnv)."),
-    ] = None,
+    backend: SideBySide = None,
+    url_env: UrlEnvOption = None,
     queries: Annotated[int, typer.Option(help="Queries timed per size.")] = 200,
     past_segments: Annotated[
         int, typer.Option(help="Past conversations (20 summarized exchanges each) written before the chat.")

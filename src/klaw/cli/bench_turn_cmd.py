@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from klaw import event_loop
+from klaw.cli.bench_backends import SideBySide, UrlEnvOption
 from klaw.cli.bench_output import emit, machine, machine_console, progress, stage_reporter
 
 
@@ -32,16 +33,8 @@ def turn(
     embedder: Annotated[
         str, typer.Option(help="fake (hashed words: klaw's own overhead) or minilm (the local model's embeddings too).")
     ] = "fake",
-    backend: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="BACKEND", help="sqlite or postgres (repeatable: each size on each, side by side; default sqlite)."
-        ),
-    ] = None,
-    url_env: Annotated[
-        str | None,
-        typer.Option(help="postgres: the variable holding the connection string (default: database.urlEnv)."),
-    ] = None,
+    backend: SideBySide = None,
+    url_env: UrlEnvOption = None,
 ) -> None:
     """Engine overhead per turn (context build + bookkeeping; model = zero-delay fake server in a process
     of its own that answers summary requests as their prompts ask, numbered lines for a batch), and the

@@ -362,45 +362,7 @@ async def _lines(lines: Sequence[str]) -> AsyncIterator[str]:
         yield line
 
 
-STAND_IN_PORT = 8999
-KEPT_BY_STAND_IN = 20
-"""The stand-in runs for hours: each request holds the tool schemas (~20 KB), so it keeps only the last few."""
+if __name__ == "__main__":  # `python -m klaw.llm.fake_server [PORT]`: the stand-in model (stand_in.py)
+    from klaw.llm.stand_in import main
 
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """`python -m klaw.llm.fake_server [PORT]`: the stand-in model on 127.0.0.1 until Ctrl-C, saying what to
-    put in engine.yaml to use it."""
-    import sys
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) > 1 or (args and not args[0].isdigit()):
-        sys.exit("usage: python -m klaw.llm.fake_server [PORT]   (default 8999)")
-    port = int(args[0]) if args else STAND_IN_PORT
-
-    async def serve() -> None:
-        from klaw.llm.stand_in import stand_in_reply
-
-        stand_in = FakeOpenAiServer(listen_port=port, keep_requests=KEPT_BY_STAND_IN, default_reply=stand_in_reply)
-        async with stand_in as server:
-            print(
-                f"A stand-in model that echoes your last message is answering at {server.base_url}\n"
-                "A message `!TOOL {json arguments}` makes it call that tool, e.g. `!current_time` or"
-                ' `!web_fetch {"url": "https://example.org"}`: to try approvals, tasks and tools without a model.\n'
-                "To use it, replace the models: and routing: sections of KLAW_HOME/engine.yaml with these"
-                " (a section given twice is refused), then run `klaw chat`:\n\n"
-                f"models:\n  stand-in/echo:\n    baseUrl: {server.base_url}\nrouting:\n  default: stand-in/echo\n\n"
-                "Ctrl-C stops it.",
-                flush=True,
-            )
-            await asyncio.Event().wait()
-
-    try:
-        asyncio.run(serve())
-    except KeyboardInterrupt:
-        pass
-    except OSError as exc:  # the port is taken
-        sys.exit(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}; pass another port")
-
-
-if __name__ == "__main__":
     main()
