@@ -71,8 +71,10 @@ def test_config_check_warns_when_the_postgres_variable_is_not_set(tmp_path: Path
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())
     assert "warning: database.urlEnv names KLAW_TEST_UNSET_DSN, which is not set here" in said
-    quiet = klaw(tmp_path, "config", "check", env={"KLAW_TEST_UNSET_DSN": "postgresql://u@localhost/klaw"})
-    assert quiet.returncode == 0 and "warning" not in quiet.stderr
+    # Set, it is tried (tests/cli/test_config_check_postgres.py): here nothing listens on port 1.
+    tried = klaw(tmp_path, "config", "check", env={"KLAW_TEST_UNSET_DSN": "postgresql://u@127.0.0.1:1/klaw"})
+    assert tried.returncode == 1 and "warning" not in tried.stderr
+    assert "cannot reach the PostgreSQL server named by KLAW_TEST_UNSET_DSN" in " ".join(tried.stderr.split())
 
 
 def test_config_check_warns_when_host_exec_would_run_unasked(tmp_path: Path) -> None:

@@ -87,8 +87,8 @@ def check() -> None:
     """Validate engine.yaml (exit 2 with the reason when it is invalid, 1 when there is none or when the
     engine would not start in this installation: the home is read-only (or not yours to write), the
     configured embedder's package is missing, the home's vectors come from another embedder (run klaw
-    reindex), a routed model's apiKeyEnv variable is not set, or a tool group tools.enabled names fails to
-    load, as `klaw tools` says)."""
+    reindex), the PostgreSQL database cannot be reached or set up (tried, never changed), a routed model's
+    apiKeyEnv variable is not set, or a tool group tools.enabled names fails to load, as `klaw tools` says)."""
     home = home_from_env(must_exist=False)  # a missing home is a missing engine.yaml: said below, exit 1
     if not home.config_file.exists():
         fail(
@@ -109,6 +109,13 @@ def check() -> None:
     if (switched := asyncio.run(_stored_vectors_refused(home, loaded.config))) is not None:
         # Not "valid": the engine refuses to start on this home with this very sentence (one rule, one wording).
         fail(f"{loaded.path} is valid, but the engine will not start on this home: {switched}", code=1)
+    database = loaded.config.database
+    if database.backend == "postgres" and database.url_env and os.environ.get(database.url_env):
+        from klaw.store.backend import start_problem
+
+        if (unready := asyncio.run(start_problem(database))) is not None:
+            # Not "valid": the engine's start meets the same (a server out of reach may be back later).
+            fail(f"{loaded.path} is valid, but the engine will not start on its database: {unready}", code=1)
     unkeyed, service_only = _routed_models_without_key(home, loaded.config)
     if unkeyed is not None:
         # Not "valid" either: klaw chat refuses with this sentence, and every turn would fail with it.
@@ -136,7 +143,6 @@ def check() -> None:
             f"warning: {name} (a routed model's apiKeyEnv) is set only in {home.root / SERVICE_ENV}, for the"
             f" service: klaw chat from this shell cannot call the model until it is exported here too"
         )
-    database = loaded.config.database
     if database.backend == "postgres" and database.url_env and not os.environ.get(database.url_env):
         # Valid, yet the engine would not start from this shell (a service may set the variable elsewhere).
         warn(

@@ -45,6 +45,22 @@ async def open_storage(path: Path, database: DatabaseConfig, *, clock: Callable[
     )
 
 
+async def start_problem(database: DatabaseConfig, connect_timeout: float = 10.0) -> StorageError | None:
+    """What would stop an engine's start on the configured PostgreSQL database, found without changing it
+    (`klaw config check`; store/postgres/migrations.py's `start_problem`); None for SQLite, whose file the
+    caller checks itself, and when nothing would."""
+    if database.backend != "postgres":
+        return None
+    from klaw.store.postgres.connection import dsn_from_env
+    from klaw.store.postgres.migrations import start_problem as postgres_start_problem
+
+    try:
+        dsn = dsn_from_env(database.url_env)
+    except StorageError as exc:
+        return exc
+    return await postgres_start_problem(dsn, database.url_env or "", connect_timeout)
+
+
 def rebuild_backend(live: Path, database: DatabaseConfig) -> RebuildBackend:
     """Where `klaw reindex` builds a new store for the one at `live`."""
     if database.backend == "postgres":

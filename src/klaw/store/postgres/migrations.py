@@ -3,14 +3,17 @@
 Files `NNNN_description.sql` in `migrations/` beside this module, each applied in one transaction and
 recorded in `schema_version`. Several engines may start against one database at once, so migrating
 holds an advisory lock: the second waits, then finds nothing left to do. A database newer than this
-klaw refuses to open.
+klaw refuses to open. `start_problem` says beforehand, changing nothing, what would stop a start here.
 """
 
 from __future__ import annotations
 
 import time
 
-from klaw.store.postgres.connection import Connection, execute, fetch_value
+import psycopg
+
+from klaw.store.postgres.connection import Connection, execute, fetch_value, server_error
+from klaw.store.protocol import StorageError
 from klaw.store.shared.migrations import Migration, SchemaMove, bundled_migrations, pending
 
 MIGRATION_LOCK = 0x6B6C6177  # "klaw": the advisory lock key held while migrating
@@ -48,3 +51,44 @@ async def migrate(connection: Connection, migrations: list[Migration] | None = N
     finally:
         await execute(connection, "SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
     return SchemaMove(found, version)
+
+
+async def start_problem(dsn: str, variable: str, connect_timeout: float) -> StorageError | None:
+    """What would stop an engine's start on the database `dsn` names, found without changing it (`klaw config
+    check`): the server out of reach, a wrong password or database, a value that is not a connection string
+    (`server_error`'s words, naming `variable`, never the DSN); a schema newer than this klaw's (the engine's
+    refusal); for a database klaw has still to set up, no pgvector on the server, or a user who may not create
+    tables in its schema. None: the engine's start would get past its database."""
+    try:
+        async with await psycopg.AsyncConnection.connect(
+            dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout))
+        ) as connection:
+            version = await current_version(connection)
+            if not pending(bundled_migrations("klaw.store.postgres"), version):
+                return None
+            has_vector = await fetch_value(
+                connection,
+                "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')"
+                " OR EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')",
+            )
+            schema = await fetch_value(connection, "SELECT current_schema()")
+            may_create = schema is not None and await fetch_value(
+                connection, "SELECT has_schema_privilege(current_schema(), 'CREATE')"
+            )
+    except StorageError as exc:  # a newer schema (`pending`)
+        return exc
+    except psycopg.Error as exc:
+        return server_error(variable, exc)
+    if not has_vector:
+        return StorageError(
+            f"the PostgreSQL server named by {variable} lacks the pgvector extension: install pgvector 0.8 or"
+            " newer there (docs/postgres.md), or have an administrator run CREATE EXTENSION vector in the database"
+        )
+    if not may_create:
+        where = f"schema {schema}" if schema is not None else "any schema of its search_path"
+        return StorageError(
+            f"the database user of {variable} may not create klaw's tables in {where}: grant it CREATE there"
+            f" (GRANT CREATE ON SCHEMA {schema or 'public'} TO that user) or make it the database's owner"
+            " (docs/postgres.md)"
+        )
+    return None
