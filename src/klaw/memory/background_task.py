@@ -12,11 +12,16 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from klaw.cancellation import deliver_lost_cancellation
+
 log = logging.getLogger(__name__)
 
 
 async def rest(wake: asyncio.Event, sleep: Callable[[float], Awaitable[None]], seconds: float | None) -> None:
-    """Until `wake` is set or, when `seconds` is given, that long has passed through `sleep`."""
+    """Until `wake` is set or, when `seconds` is given, that long has passed through `sleep`. A task asked
+    to stop does not rest: a cancellation some await below swallowed ends the worker here instead of
+    leaving the shutdown that cancelled it waiting for it forever (decision 428)."""
+    deliver_lost_cancellation(0)
     if wake.is_set():
         return
     waits: set[asyncio.Future[object]] = {asyncio.ensure_future(wake.wait())}

@@ -55,11 +55,11 @@ _MAX_REASON_CHARS = 200
 # A batch claimed on a store several engines share is theirs for this long (due again after it if the
 # engine dies mid-batch); a batch takes seconds.
 CLAIM_HOLD = timedelta(minutes=2)
-# A pass woken by a new job first yields once, so that the turn that job's message starts is under way and
+# A pass woken by a new job first waits 10 ms, so that the turn that job's message starts is under way and
 # counted (it then waits for that turn's end, `between_turns`): the message and its reply go in one pass
-# (decision 426). A real 10 ms sleep here left a summarizer's cancellation lost when Ctrl-C came just after
-# the engine started (tests/bench/test_turn_bench_postgres.py hung); one yield pairs as many (183 of 200 turns).
-SETTLE_SECONDS = 0.0
+# (decision 426: 196 of 200 turns, one yield 183). This timer once exposed a cancellation psycopg_pool's wait
+# for a connection lost at Ctrl-C (the stop hung); that loss is repaired where it happens (decision 428).
+SETTLE_SECONDS = 0.01
 # HTTP statuses by which an endpoint refuses a request for what it carries (too long, too large,
 # unprocessable), not for who asks or where: a batch without the offending text would pass.
 INPUT_REJECTED_STATUSES = frozenset({400, 413, 422})

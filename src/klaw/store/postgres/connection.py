@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from klaw.cancellation import cancel_requests, deliver_lost_cancellation
 from klaw.store.postgres.dsn_hiding import hide_connection_string
 from klaw.store.protocol import StorageError, StorageUnavailable
 
@@ -101,8 +102,12 @@ class PostgresDatabase:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Connection]:
+        before = cancel_requests()
         try:
             async with self.pool.connection() as connection:
+                # The pool's wait for a free connection drops a cancellation that comes as the connection is
+                # handed over (Python 3.11's wait_for): the caller was asked to stop, so it stops (decision 428).
+                deliver_lost_cancellation(before)
                 yield connection
         except (psycopg.OperationalError, STALLED) as exc:
             raise server_error(self.variable, exc) from exc

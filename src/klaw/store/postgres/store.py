@@ -16,6 +16,7 @@ import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from klaw.cancellation import cancel_requests, deliver_lost_cancellation
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import Connection, PostgresDatabase, fetch_all, fetch_value, server_error
 from klaw.store.postgres.embedding_jobs import PostgresEmbeddingJobs
@@ -125,8 +126,12 @@ class PostgresStore:
             # connections are replaced at once instead of each failing one call.
             check=AsyncConnectionPool.check_connection,
         )
+        before = cancel_requests()
         try:
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)
+            # Its wait for the first connection, as the wait for a free one, drops a cancellation (Ctrl-C at
+            # start) arriving as the connection comes (decision 428): the start stops, as it was asked to.
+            deliver_lost_cancellation(before)
         except BaseException as exc:
             with contextlib.suppress(Exception):
                 await pool.close()
