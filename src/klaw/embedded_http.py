@@ -220,7 +220,8 @@ class _Uvicorn(uvicorn.Server):
                 task.cancel()
         for server in self.servers:  # bounded: from Python 3.12 this also waits for open connections
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(server.wait_closed(), self.grace_seconds)
+                async with asyncio.timeout(self.grace_seconds):  # not wait_for (decision 428)
+                    await server.wait_closed()
 
 
 _BUSY = (

@@ -149,7 +149,8 @@ async def _run_chat(chat: _Chat, socket_path: Path, until: float, drain_until: l
                 left = drain_until[0] - time.monotonic()
                 if left <= 0:
                     return
-                line = await asyncio.wait_for(reader.readline(), timeout=left)
+                async with asyncio.timeout(left):  # not wait_for, which can drop a cancel (decision 428)
+                    line = await reader.readline()
                 if not line:
                     raise ConnectionResetError
                 pending = _take(chat, line, pending)
@@ -252,7 +253,8 @@ async def measure_load(
             if engine.returncode is None:
                 engine.send_signal(signal.SIGTERM)
                 try:
-                    await asyncio.wait_for(engine.wait(), 60)
+                    async with asyncio.timeout(60):
+                        await engine.wait()
                 except TimeoutError:
                     engine.kill()
     acked = set().union(*(chat.acked for chat in clients))

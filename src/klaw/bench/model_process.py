@@ -39,7 +39,9 @@ class ModelProcess:
             stdout=asyncio.subprocess.PIPE,
         )
         try:
-            self.base_url = (await asyncio.wait_for(self._line(), _START_TIMEOUT_S)).strip()
+            async with asyncio.timeout(_START_TIMEOUT_S):  # not wait_for, which can drop a cancel (decision 428)
+                line = await self._line()
+            self.base_url = line.strip()
         except BaseException:
             await self._stop()
             raise
@@ -85,7 +87,8 @@ class ModelProcess:
         if child.stdin is not None:
             child.stdin.close()
         try:
-            await asyncio.wait_for(child.wait(), _STOP_TIMEOUT_S)
+            async with asyncio.timeout(_STOP_TIMEOUT_S):
+                await child.wait()
         except TimeoutError:
             child.kill()
             await child.wait()

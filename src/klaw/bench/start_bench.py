@@ -174,7 +174,8 @@ async def _one_start(command: str, env: dict[str, str]) -> StartRun:
         if drained is None:
             drained = asyncio.create_task(process.stdout.read())
         try:
-            await asyncio.wait_for(process.wait(), STOP_TIMEOUT_S)
+            async with asyncio.timeout(STOP_TIMEOUT_S):  # not wait_for, which can drop a cancel (decision 428)
+                await process.wait()
         except TimeoutError:
             process.kill()
             await process.wait()

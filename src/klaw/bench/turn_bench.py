@@ -231,7 +231,8 @@ class _ReplyWaiter:
     async def turn(self, engine: Engine, chat: ChatRef, text: str) -> Outbound:
         submitted = await engine.submit(chat, text)
         future = self._waiting.setdefault(submitted.message_id, asyncio.get_running_loop().create_future())
-        return await asyncio.wait_for(future, timeout=60)
+        async with asyncio.timeout(60):  # not wait_for, which can drop a cancel (decision 428)
+            return await future
 
 
 async def _chat_turns(engine: Engine, replies: _ReplyWaiter, chat: ChatRef, count: int) -> None:

@@ -74,7 +74,8 @@ class ChatLeases:
                 # A `/forget` stopped the waiting turn mid-take (decision 286): the take may have landed, so
                 # it is given back, within a lease's time (it expires by then anyway).
                 with contextlib.suppress(StorageError, TimeoutError):
-                    await asyncio.wait_for(self._repository.release(chat, self.holder), self.seconds)
+                    async with asyncio.timeout(self.seconds):  # not wait_for, which can drop a cancel: decision 428
+                        await self._repository.release(chat, self.holder)
                 raise
             if generation is not None:
                 return generation

@@ -65,7 +65,8 @@ class TurnGate:
         if turn is None or turn[1] in self._waited_out:
             return
         try:
-            await asyncio.wait_for(turn[1].wait(), WAIT_SECONDS if bound is None else bound)
+            async with asyncio.timeout(WAIT_SECONDS if bound is None else bound):  # not wait_for: decision 428
+                await turn[1].wait()
         except TimeoutError:
             if not turn[1].is_set():
                 self._waited_out.add(turn[1])
@@ -75,7 +76,8 @@ class TurnGate:
         if self._none_in_flight.is_set():
             return True
         try:
-            await asyncio.wait_for(self._none_in_flight.wait(), bound)
+            async with asyncio.timeout(bound):
+                await self._none_in_flight.wait()
         except TimeoutError:
             return self._none_in_flight.is_set()
         return True

@@ -20,7 +20,6 @@ vectors of a text differ, and each is computed as before.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from klaw.cancellation import cancel_and_wait
 from klaw.memory.embedder.protocol import Embedder, EmbedderError, QueryEmbedder, Vectors, WrappedEmbedder
 
 KEPT_VECTORS = 64  # a few turns of messages and replies; 384 floats each, ~100 KB in all
@@ -134,9 +134,4 @@ class EmbedOnce(WrappedEmbedder):
 
     async def aclose(self) -> None:
         """Cancel computations still running (a prepared vector nobody waits for any more)."""
-        tasks = {task for task, _ in self._computing.values()}
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await cancel_and_wait(*{task for task, _ in self._computing.values()})  # decision 428

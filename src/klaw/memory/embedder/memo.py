@@ -19,10 +19,10 @@ asked while it is under way waits for it first, then has its whole deadline.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from klaw.cancellation import cancel_and_wait
 from klaw.memory.embedder.protocol import Embedder, EmbedderError, Vectors, WrappedEmbedder, embed_queries
 from klaw.memory.embedder.warm_up import WarmUp
 
@@ -102,8 +102,4 @@ class QueryMemo(WrappedEmbedder):
 
     async def aclose(self) -> None:
         """Cancel requests still in flight; the inner embedder belongs to whoever made it (the engine closes it)."""
-        for task, _ in list(self._asked.values()):
-            task.cancel()
-        for task, _ in list(self._asked.values()):
-            with contextlib.suppress(BaseException):
-                await task
+        await cancel_and_wait(*(task for task, _ in list(self._asked.values())))  # decision 428

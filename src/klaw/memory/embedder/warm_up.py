@@ -20,10 +20,10 @@ A load that fails (no room for the ONNX cache, damaged weights) is logged, and `
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from klaw.cancellation import cancel_and_wait
 from klaw.memory.embedder.protocol import Embedder, EmbedderError
 
 log = logging.getLogger(__name__)
@@ -69,9 +69,7 @@ class WarmUp:
     async def aclose(self) -> None:
         task = self._task
         if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)  # a cancel of the caller meanwhile is not swallowed (decision 428)
 
     async def _warm(self, warm_up: Callable[[], Awaitable[None]]) -> None:
         try:

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from klaw.cancellation import cancel_and_wait
 from klaw.config import SearchConfig
 from klaw.memory.embedder.protocol import Embedder, Vectors, embed_queries
 from klaw.memory.fusion import score_fusion
@@ -108,11 +109,8 @@ class DocsIndex:
         task = asyncio.create_task(self.warm(wait))
 
         async def stop() -> None:
-            for running in (task, self._building):
-                if running is not None:
-                    running.cancel()
-                    with suppress(asyncio.CancelledError, Exception):
-                        await running
+            # a cancel of the caller meanwhile is not swallowed with theirs (decision 428)
+            await cancel_and_wait(*(running for running in (task, self._building) if running is not None))
             if self._writing is not None:  # cancelling its task does not stop a thread: wait for its work
                 with suppress(Exception):
                     await self._writing

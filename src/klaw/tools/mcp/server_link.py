@@ -14,7 +14,6 @@ answer in `timeoutSeconds` gives the model a sentence saying so, and the turn go
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import shutil
 from collections.abc import Awaitable, Callable, Sequence
@@ -28,6 +27,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, Implementation, Tool
 
+from klaw.cancellation import cancel_and_wait
 from klaw.config import McpServerConfig
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.mcp.overflow import Overflow
@@ -347,7 +347,4 @@ class ServerLink:
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in tasks:
-                task.cancel()
-            with contextlib.suppress(BaseException):
-                await asyncio.gather(*tasks, return_exceptions=True)
+            await cancel_and_wait(*tasks)  # a cancel of the caller meanwhile is not swallowed (decision 428)
