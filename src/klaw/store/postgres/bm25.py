@@ -67,8 +67,9 @@ async def search_terms(connection: Connection, words: Sequence[str]) -> Terms:
             await fetch_value(
                 connection,
                 "SELECT count(*) FROM (SELECT 1 FROM messages m WHERE m.search @@ plainto_tsquery('english', %s)"
-                " LIMIT %s) AS held",
-                (word, IDF_COUNT_CAP),
+                f" LIMIT {IDF_COUNT_CAP}) AS held",
+                (word,),
+                prepare=False,  # a rare word's count reads its few rows, a common one's stops at the cap
             )
         )
         for word in words

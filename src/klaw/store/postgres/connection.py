@@ -147,20 +147,28 @@ class PostgresDatabase:
         await self.pool.close()
 
 
-async def fetch_all(connection: Connection, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-    cursor = await connection.execute(sql, params)  # SQL built from constants, values bound
+async def fetch_all(
+    connection: Connection, sql: str, params: Sequence[Any] = (), *, prepare: bool | None = None
+) -> list[Row]:
+    """`prepare=False`: planned for its values each time, never kept prepared (its best plan depends on
+    them: a searched word's rows, decision 427)."""
+    cursor = await connection.execute(sql, params, prepare=prepare)  # SQL built from constants, values bound
     return [tuple(row) for row in await cursor.fetchall()]
 
 
-async def fetch_one(connection: Connection, sql: str, params: Sequence[Any] = ()) -> Row | None:
-    cursor = await connection.execute(sql, params)
+async def fetch_one(
+    connection: Connection, sql: str, params: Sequence[Any] = (), *, prepare: bool | None = None
+) -> Row | None:
+    cursor = await connection.execute(sql, params, prepare=prepare)
     row = await cursor.fetchone()
     return None if row is None else tuple(row)
 
 
-async def fetch_value(connection: Connection, sql: str, params: Sequence[Any] = ()) -> Any:
+async def fetch_value(
+    connection: Connection, sql: str, params: Sequence[Any] = (), *, prepare: bool | None = None
+) -> Any:
     """The first column of the first row, or None when there is no row."""
-    row = await fetch_one(connection, sql, params)
+    row = await fetch_one(connection, sql, params, prepare=prepare)
     return None if row is None else row[0]
 
 

@@ -54,9 +54,17 @@ from klaw.store.summaries.postgres.fold import fold_summary_record
 
 _PENDING = EmbeddingJobStatus.PENDING.value
 _OPEN_SEGMENT = "SELECT id FROM segments WHERE chat = %s AND ended_at IS NULL ORDER BY id DESC LIMIT 1"
+# A segment's last rows are read down `messages_by_segment` (segment_id, rowid), whatever the planner guesses
+# of the segment's size: `segment_id = x ORDER BY rowid DESC` let it walk the primary key back from the
+# newest message instead, through every other chat's messages (and all of them when the chat has no open
+# segment: 100-150 ms at 100,000 messages), or read a whole 100,000-message segment to sort it. A range
+# the planner does not fold into an equality keeps `segment_id` in the order, which only that index
+# gives without a sort (decision 427).
+IN_SEGMENT = "m.segment_id BETWEEN {segment} AND {segment}"
+LAST_FIRST = "ORDER BY m.segment_id DESC, m.rowid DESC"
 _BEFORE = (  # the segment's last conversation message
-    f"SELECT m.rowid, m.content FROM messages m WHERE m.segment_id = s.id AND {conversation_sql()}"
-    " ORDER BY m.rowid DESC LIMIT 1"
+    f"SELECT m.rowid, m.content FROM messages m WHERE {IN_SEGMENT.format(segment='s.id')} AND {conversation_sql()}"
+    f" {LAST_FIRST} LIMIT 1"
 )
 
 
@@ -181,6 +189,16 @@ class PostgresMessages(MessageReads[PostgresDatabase, ChatKeys]):
                 # the forget's deletes change the chat's vector version, decision 221).
                 self._vector_cache.invalidate(chat_key)
         return StoredMessage(rowid=rowid, segment_id=segment_id, record=record)
+
+    async def window(self, segment_id: int, limit: int) -> list[StoredMessage]:
+        """The segment's last `limit` records a model may be shown, oldest first (`MessageReads.window`,
+        read down `messages_by_segment`: `IN_SEGMENT`)."""
+        rows = await self._db.read_rows(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE {IN_SEGMENT.format(segment='%s')}"
+            f" AND {not_control_sql()} {LAST_FIRST} LIMIT %s",
+            (segment_id, segment_id, limit),
+        )
+        return [message_from_row(row) for row in reversed(rows)]
 
     @staticmethod
     async def _stored(connection: Connection, message_id: str) -> StoredMessage | None:

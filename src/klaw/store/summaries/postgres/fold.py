@@ -75,11 +75,12 @@ async def exchange_of_open_record(connection: Connection, chat_key: int, open_id
 async def open_record_id(connection: Connection, exchange_id: int) -> str | None:
     value = await fetch_value(
         connection,
-        "SELECT m.id FROM exchanges e JOIN messages m ON m.chat = e.chat AND m.type = %s"
-        " AND m.created_at = e.started_at WHERE e.id = %s AND (m.metadata::json ->> 'user_message_id')"
+        "SELECT m.id FROM exchanges e JOIN messages m ON m.chat = e.chat"
+        f" AND m.type = '{MessageType.EXCHANGE_OPEN.value}' AND m.created_at = e.started_at WHERE e.id = %s"
+        " AND (m.metadata::json ->> 'user_message_id')"
         " IS NOT DISTINCT FROM (SELECT id FROM messages WHERE rowid = e.user_message_rowid)"
         " ORDER BY m.rowid DESC LIMIT 1",
-        (MessageType.EXCHANGE_OPEN.value, exchange_id),
+        (exchange_id,),  # the type written in the statement, not bound (decision 427)
     )
     return None if value is None else str(value)
 
