@@ -193,9 +193,8 @@ async def _neighbour_rowids(
 ) -> dict[int, list[tuple[int, int]]]:
     pairs = sorted({(m.rowid, m.segment_id) for m in messages})
     side = (
-        "(SELECT array_agg(x.rowid) FROM (SELECT m.rowid FROM messages m WHERE m.segment_id BETWEEN j.s AND j.s"
-        f" AND m.rowid {{op}} j.r AND {_CONVERSATION} ORDER BY m.segment_id {{order}}, m.rowid {{order}} LIMIT %s)"
-        " AS x)"  # down messages_by_segment, however large the segment (messages.IN_SEGMENT, decision 427)
+        "(SELECT array_agg(x.rowid) FROM (SELECT m.rowid FROM messages m WHERE m.segment_id = j.s"
+        f" AND m.rowid {{op}} j.r AND {_CONVERSATION} ORDER BY m.rowid {{order}} LIMIT %s) AS x)"
     )
     rows = await fetch_all(
         connection,
