@@ -23,5 +23,5 @@ def test_the_reindex_part_defaults_to_the_size_asked_for(tmp_path: Path) -> None
 
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "klaw reindex throughput: a home of 200 messages (--reindex-size; 0 skips it)" in text
+    assert "klaw reindex throughput: a throwaway SQLite home of 200 messages (--reindex-size; 0 skips it)" in text
     assert "klaw reindex of 200 messages" in text and "klaw reindex of 5000" not in text

@@ -2,7 +2,8 @@
 
 The log is written the way the engine writes it (`ConversationLog.append_many`, one fsync per
 batch) with Zipfian text (`corpus.py`), then `reindex` runs exactly as the command does, with the
-configured embedder. Rows per second (log → messages, FTS, segments, exchanges) and embeddings per
+configured embedder, always into SQLite in the bench's own throwaway home (never the person's database).
+Rows per second (log → messages, FTS, segments, exchanges) and embeddings per
 second are reported apart: the second is the embedder's speed, the first is klaw's.
 """
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from klaw.bench.corpus import BENCH_START, ZipfCorpus
-from klaw.config import EngineConfig
+from klaw.config import DatabaseConfig, EngineConfig
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.memory.conversation_log import ConversationLog
@@ -53,7 +54,10 @@ async def measure_reindex(
         if progress:
             progress(f"reindex {stage.value}", done, total)
 
-    result = await reindex(home, config, progress=report)
+    # SQLite in the throwaway home, whatever the person's `database` says: on their PostgreSQL, or an
+    # absolute SQLite path, the rebuild replaced their own memory under a running engine (newcomer14).
+    throwaway = config.model_copy(update={"database": DatabaseConfig(tokenizer=config.database.tokenizer)})
+    result = await reindex(home, throwaway, progress=report)
     embed_stage = next((s for s in result.stages if s.stage is ReindexStage.EMBED), None)
     return ReindexBenchResult(
         messages=result.records,

@@ -45,10 +45,13 @@ def chosen_backends(names: list[str]) -> list[str]:
 def backend_databases(
     database: DatabaseConfig, names: list[str], url_env: str | None, **update: Any
 ) -> dict[str, DatabaseConfig]:
-    """The home's `database` section once per backend in `names`, with `update` applied to each."""
+    """The home's `database` section once per backend in `names`, with `update` applied to each, and the
+    SQLite file always the default one, relative to the bench's own throwaway home: an absolute
+    `database.path` of the person's would otherwise be where a bench engine writes (newcomer14)."""
     variable = url_env or database.url_env or DEFAULT_URL_ENV
+    path = type(database).model_fields["path"].default
     return {
-        name: database.model_copy(update={"backend": name, "url_env": variable, **update})
+        name: database.model_copy(update={"backend": name, "url_env": variable, "path": path, **update})
         for name in chosen_backends(names)
     }
 

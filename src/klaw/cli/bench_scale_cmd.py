@@ -115,7 +115,9 @@ def scale(
     if reindex_size is None:  # a quick run stays quick: the reindex part is no larger than the search part
         reindex_size = min(max(sizes), REINDEX_DEFAULT_CAP)
     if reindex_size > 0:
-        console.print(f"klaw reindex throughput: a home of {reindex_size} messages (--reindex-size; 0 skips it)")
+        console.print(
+            f"klaw reindex throughput: a throwaway SQLite home of {reindex_size} messages (--reindex-size; 0 skips it)"
+        )
         results["reindex"] = _reindex_throughput(console, config, reindex_size)
     emit(results, out)
 
