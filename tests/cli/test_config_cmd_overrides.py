@@ -65,12 +65,23 @@ def test_config_check_without_a_file_says_it_is_missing_and_where_it_looked(tmp_
     assert klaw(home, "config", "check").stdout.strip() == f"{home / 'engine.yaml'}: valid"
 
 
-def test_config_check_warns_when_the_postgres_variable_is_not_set(tmp_path: Path) -> None:
+def test_config_check_refuses_an_unset_postgres_variable_unless_the_service_sets_it(tmp_path: Path) -> None:
+    """newcomer14: an unset database.urlEnv variable was a warning with exit 0, though no engine starts
+    from that shell; an unset apiKeyEnv was already exit 1. Set only in service.env, it is a warning (the
+    service has it)."""
     (tmp_path / "engine.yaml").write_text("database:\n  backend: postgres\n  urlEnv: KLAW_TEST_UNSET_DSN\n", "utf-8")
     result = klaw(tmp_path, "config", "check", env={"KLAW_TEST_UNSET_DSN": ""})
-    assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())
-    assert "warning: database.urlEnv names KLAW_TEST_UNSET_DSN, which is not set here" in said
+    assert result.returncode == 1 and "valid" not in result.stdout, said
+    assert "the environment variable KLAW_TEST_UNSET_DSN (database.urlEnv) is not set" in said
+    assert "export KLAW_TEST_UNSET_DSN=postgresql://" in said
+    (tmp_path / "service.env").write_text("KLAW_TEST_UNSET_DSN=postgresql://u@127.0.0.1:1/klaw\n", "utf-8")
+    (tmp_path / "service.env").chmod(0o600)
+    result = klaw(tmp_path, "config", "check", env={"KLAW_TEST_UNSET_DSN": ""})
+    said = " ".join(result.stderr.split())
+    assert result.returncode == 0, said
+    assert f"warning: KLAW_TEST_UNSET_DSN (database.urlEnv) is set only in {tmp_path / 'service.env'}" in said
+    (tmp_path / "service.env").unlink()
     # Set, it is tried (tests/cli/test_config_check_postgres.py): here nothing listens on port 1.
     tried = klaw(tmp_path, "config", "check", env={"KLAW_TEST_UNSET_DSN": "postgresql://u@127.0.0.1:1/klaw"})
     assert tried.returncode == 1 and "warning" not in tried.stderr

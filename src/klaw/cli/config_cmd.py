@@ -110,7 +110,12 @@ def check() -> None:
         # Not "valid": the engine refuses to start on this home with this very sentence (one rule, one wording).
         fail(f"{loaded.path} is valid, but the engine will not start on this home: {switched}", code=1)
     database = loaded.config.database
-    if database.backend == "postgres" and database.url_env and os.environ.get(database.url_env):
+    in_service = names_in(home.root / SERVICE_ENV)
+    # Set only in service.env: the service has it (decision 227), this shell cannot try it; a warning below.
+    url_for_service = bool(database.url_env) and not os.environ.get(database.url_env or "") and (
+        database.url_env in in_service
+    )
+    if database.backend == "postgres" and not url_for_service:
         from klaw.store.backend import start_problem
 
         if (unready := asyncio.run(start_problem(database))) is not None:
@@ -122,7 +127,6 @@ def check() -> None:
         fail(f"{loaded.path} is valid, but its model cannot be called from here: {unkeyed}", code=1)
     telegram = loaded.config.channels.telegram
     untokened = telegram_token_problem(telegram.enabled, telegram.token_env)
-    in_service = names_in(home.root / SERVICE_ENV)
     if untokened is not None and telegram.token_env not in in_service:
         # Not "valid": klaw serve and klaw gateway refuse with this sentence (service.env counts, as for apiKeyEnv).
         fail(f"{loaded.path} is valid, but klaw serve will not start from here: {untokened}", code=1)
@@ -143,11 +147,10 @@ def check() -> None:
             f"warning: {name} (a routed model's apiKeyEnv) is set only in {home.root / SERVICE_ENV}, for the"
             f" service: klaw chat from this shell cannot call the model until it is exported here too"
         )
-    if database.backend == "postgres" and database.url_env and not os.environ.get(database.url_env):
-        # Valid, yet the engine would not start from this shell (a service may set the variable elsewhere).
+    if database.backend == "postgres" and url_for_service:
         warn(
-            f"warning: database.urlEnv names {database.url_env}, which is not set here: the engine will not"
-            f" start until it holds the PostgreSQL connection string (export {database.url_env}=postgresql://…)"
+            f"warning: {database.url_env} (database.urlEnv) is set only in {home.root / SERVICE_ENV}, for the"
+            " service: klaw engine, serve and chat from this shell will not start until it is exported here too"
         )
     if (unasked := _host_exec_unasked(loaded.config)) is not None:
         warn(unasked)
