@@ -112,8 +112,8 @@ def check() -> None:
     database = loaded.config.database
     in_service = names_in(home.root / SERVICE_ENV)
     # Set only in service.env: the service has it (decision 227), this shell cannot try it; a warning below.
-    url_for_service = bool(database.url_env) and not os.environ.get(database.url_env or "") and (
-        database.url_env in in_service
+    url_for_service = (
+        bool(database.url_env) and not os.environ.get(database.url_env or "") and (database.url_env in in_service)
     )
     if database.backend == "postgres" and not url_for_service:
         from klaw.store.backend import start_problem
