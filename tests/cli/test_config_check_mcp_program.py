@@ -84,3 +84,40 @@ def test_a_script_whose_interpreter_is_missing_names_the_interpreter(tmp_path: P
     ), said
     assert "for the interpreter pyhton3 (on PATH, through /usr/bin/env), which this machine lacks" in said, said
     assert "there is no program" not in said and "mcp.servers.fine" not in said, said
+
+
+def test_an_unset_key_variable_is_named_and_an_unreachable_url_names_its_address(tmp_path: Path) -> None:
+    """newcomer14: a URL server whose authorizationEnv variable was unset passed `klaw config check`, was
+    retried for as long as the engine ran (a running process never gains a variable), and `klaw tools` sent
+    a person to KLAW_HOME/mcp/<name>.log, which a URL server never has."""
+    home = a_home(tmp_path)
+    config = {
+        "embedder": {"backend": "fake", "dim": 32},
+        "tools": {"enabled": ["mcp:kmem", "mcp:headed"]},
+        "mcp": {
+            "servers": {
+                "kmem": {"url": "http://127.0.0.1:1/mcp", "authorizationEnv": "KMEM_TEST_TOKEN"},
+                "headed": {"url": "http://127.0.0.1:1/mcp", "headersEnv": {"X-Key": "HEADED_TEST_KEY"}},
+            }
+        },
+    }
+    (home / "engine.yaml").write_text(json.dumps(config), encoding="utf-8")
+    unset = {"KMEM_TEST_TOKEN": "", "HEADED_TEST_KEY": ""}
+
+    checked = klaw(home, "config", "check", env=unset)
+    said = " ".join(checked.stderr.split())
+    assert checked.returncode == 1 and "valid" not in checked.stdout, said
+    assert (
+        "it cannot start: the environment variable KMEM_TEST_TOKEN (mcp.servers.kmem.authorizationEnv in"
+        " engine.yaml names it) is not set here" in said
+    ), said
+    assert "HEADED_TEST_KEY (mcp.servers.headed.headersEnv.X-Key in engine.yaml names it)" in said, said
+
+    listed = klaw(home, "tools", env=unset)
+    assert listed.returncode == 1, listed.stdout + listed.stderr
+    line = next(line for line in listed.stdout.splitlines() if line.startswith("mcp:kmem"))
+    assert "failed: it cannot start: the environment variable KMEM_TEST_TOKEN" in line and ".log" not in line, line
+
+    # Set, nothing is wrong with the configuration: the check leaves the server to the engine.
+    checked = klaw(home, "config", "check", env={"KMEM_TEST_TOKEN": "t", "HEADED_TEST_KEY": "k"})
+    assert checked.returncode == 0, checked.stderr

@@ -26,7 +26,7 @@ from klaw.store.records import ChatRef
 from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SEND_PLACES, SKILLS
 from klaw.tools.groups import ServiceKey
 from klaw.tools.inventory import APPROVAL_SOURCE, ToolRow, render_lines, tool_rows
-from klaw.tools.mcp.servers import ServerState
+from klaw.tools.mcp.servers import ServerState, server_address
 from klaw.tools.selection import ToolSelection
 from klaw.tools.skills.catalogue import SkillCatalogue
 
@@ -179,8 +179,11 @@ def _listing(home: KlawHome, config: EngineConfig, chat: ChatRef, model: str) ->
 
 def _not_started(name: str, server: McpServerConfig, workspace: Path) -> ServerState:
     """An enabled server as listed without an engine: not started, or failed when its program is not there."""
-    from klaw.tools.mcp.transport import missing_program  # the MCP SDK: only with a server enabled (decision 411)
+    from klaw.tools.mcp.transport import start_mistake  # the MCP SDK: only with a server enabled (decision 411)
 
-    if (missing := missing_program(name, server, workspace)) is not None:
-        return ServerState(name, enabled=True, phase="not started", reason=f"it cannot start: {missing}", final=True)
-    return ServerState(name, enabled=True, phase="not started", reason=NOT_CONNECTED if server.url else NOT_STARTED)
+    url = server_address(server)
+    if (missing := start_mistake(name, server, workspace)) is not None:
+        reason = f"it cannot start: {missing}"
+        return ServerState(name, enabled=True, phase="not started", reason=reason, final=True, url=url)
+    reason = NOT_CONNECTED if server.url else NOT_STARTED
+    return ServerState(name, enabled=True, phase="not started", reason=reason, url=url)

@@ -161,11 +161,12 @@ def _server_row(state: ServerState) -> ToolRow | None:
         )
     if state.retry_in is not None:
         reason += f"; klaw tries again in {state.retry_in} s (failure {state.failures})"
-    fix = (
-        "run klaw tools while an engine runs (klaw serve, klaw engine) to see its tools"
-        if state.phase == "not started"
-        else f"its own messages are in KLAW_HOME/mcp/{state.name}.log"
-    )
+    if state.phase == "not started":
+        fix = "run klaw tools while an engine runs (klaw serve, klaw engine) to see its tools"
+    elif state.url is not None:  # no log of its own: it runs elsewhere
+        fix = f"check that the server at {state.url} runs and answers from this machine"
+    else:
+        fix = f"its own messages are in KLAW_HOME/mcp/{state.name}.log"
     return ToolRow(name, source, "unavailable", False, reason, fix)
 
 

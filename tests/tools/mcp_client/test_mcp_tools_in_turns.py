@@ -183,7 +183,7 @@ async def test_a_server_that_never_starts_fails_no_turn(tmp_path: Path, server: 
             return
         # engine.yaml's mistake: said once and not retried (a retry finds the same; newcomer12)
         assert "MCP notes: unavailable, it cannot start:" in said and "retry in" not in said, said
-        assert "not retried: fix it in engine.yaml, then restart klaw" in said
+        assert "not retried: fix it, then restart klaw" in said
         await h.clock.advance(5.0)
         assert h.engine.mcp_servers.links["notes"].status().failures == 1
 
@@ -306,3 +306,34 @@ async def test_an_mcp_tool_listed_in_tools_approval_runs_only_once_the_person_ap
         await h.wait_for_replies(2)
         assert h.delivered[-1].text == "done"
         assert tool_result(h) == "5"
+
+
+async def test_an_unset_key_is_not_retried_and_an_unreachable_url_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """newcomer14: the engine retried a URL server whose authorizationEnv variable was unset ("klaw tries again
+    in 6 s (failure 4)"), and a server nobody listened for was "ConnectError: All connection attempts failed",
+    without its address."""
+    monkeypatch.delenv("KMEM_TEST_TOKEN", raising=False)
+    mcp = {
+        "servers": {
+            "kmem": {"url": "http://127.0.0.1:1/mcp", "authorizationEnv": "KMEM_TEST_TOKEN"},
+            "gone": {"url": "http://127.0.0.1:1/mcp"},
+        },
+        "startWaitSeconds": 60,
+    }
+    async with running_engine(tmp_path, tools={"enabled": ["mcp:kmem", "mcp:gone"]}, mcp=mcp) as h:
+        assert (await h.turn("hi")).text == "echo: hi"
+        said = " ".join((await status(h)).split())
+        assert (
+            "MCP kmem: unavailable, it cannot start: the environment variable KMEM_TEST_TOKEN"
+            " (mcp.servers.kmem.authorizationEnv in engine.yaml names it) is not set here"
+        ) in said, said
+        kmem = said[said.index("MCP kmem") :].split("MCP gone")[0]
+        assert "not retried: fix it, then restart klaw" in kmem and "retries in" not in kmem, kmem
+        assert "(at http://127.0.0.1:1/mcp)" in said[said.index("MCP gone") :], said
+        rows = {row.name: row for row in h.engine.tool_listing.rows(h.engine.config.routing.default)}
+        assert (
+            rows["mcp:gone"].fix == "check that the server at http://127.0.0.1:1/mcp runs and answers from this machine"
+        )
+        assert rows["mcp:kmem"].state == "failed"

@@ -32,7 +32,8 @@ from klaw.config import McpServerConfig
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.mcp.overflow import Overflow
 from klaw.tools.mcp.results import describe, result_text
-from klaw.tools.mcp.transport import HttpRefusal, log_path, missing_program, open_transport, refusal_reason
+from klaw.tools.mcp.servers import server_address
+from klaw.tools.mcp.transport import HttpRefusal, log_path, open_transport, refusal_reason, start_mistake
 
 log = logging.getLogger(__name__)
 
@@ -156,9 +157,10 @@ class ServerLink:
         return f"the MCP server {self.name!r} is unavailable ({self._reason}){retry}"
 
     def _log_hint(self) -> str:
-        """Where a command server's last words are, for the person reading why it stopped."""
+        """Where a command server's last words are, or which address a URL server has (newcomer14: "ConnectError:
+        All connection attempts failed" named no address), for the person reading why it stopped."""
         if self.config.command is None:
-            return ""
+            return f" (at {server_address(self.config)})"
         return f" (its error output: {log_path(self._log_dir, self.name)})"
 
     def _restarting(self) -> str:
@@ -195,7 +197,7 @@ class ServerLink:
             self._mark_broken(f"it stopped answering ({describe(exc)})")
 
     async def _supervise(self) -> None:
-        if (missing := missing_program(self.name, self.config, self._workspace)) is not None:
+        if (missing := start_mistake(self.name, self.config, self._workspace)) is not None:
             # engine.yaml's mistake: said once, never retried (a retry finds the same), no process, no log line
             self._phase, self._reason, self._failures, self._final = (
                 "unavailable",

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from klaw.config import MCP_GROUP_PREFIX, McpConfig, McpServerConfig
 from klaw.llm.tokens import approximate_token_count
+from klaw.redaction import mask_url_credentials
 from klaw.tools.mcp.names import SEPARATOR, model_names
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolContext
@@ -49,6 +50,12 @@ class ServerState:
     retry_in: int | None = None  # seconds until klaw tries it again
     failures: int = 0
     final: bool = False  # engine.yaml's mistake (no such program): not retried; `klaw tools` says failed
+    url: str | None = None  # a URL server's address, credentials masked: what to check when it cannot be reached
+
+
+def server_address(config: McpServerConfig) -> str | None:
+    """A URL server's address as it may be shown (credentials in it masked); None for a command."""
+    return None if config.url is None else mask_url_credentials(config.url)
 
 
 class McpServers:
@@ -148,6 +155,7 @@ class McpServers:
                     retry_in=retry_in,
                     failures=status.failures,
                     final=status.final,
+                    url=server_address(link.config),
                 )
             )
         return states
@@ -169,7 +177,7 @@ class McpServers:
                 if state.retry_in is not None:
                     line += f"; retry in {state.retry_in} s (failure {state.failures})"
                 elif state.final:
-                    line += "; not retried: fix it in engine.yaml, then restart klaw"
+                    line += "; not retried: fix it, then restart klaw"
                 lines.append(line)
             else:
                 lines.append(f"MCP {name}: {state.phase}")

@@ -10,10 +10,10 @@ A URL server's answers are read at most the same cap each, and asked for uncompr
 SDK bounds each event of its own stream by it too.
 
 A URL server gets the headers whose values its `authorizationEnv` and `headersEnv` variables hold. A
-variable that is not set is a start failure naming it. A URL server that refuses the key is named as
-such (`refusal_reason`): 401, a key missing or wrong, with the setting that
-fixes it; 403, a key taken but without permission there (or none given): the SDK itself only says
-"Server returned an error response".
+variable that is not set is a start failure naming it, found before starting (`start_mistake`) and not
+retried. A URL server that refuses the key is named as such (`refusal_reason`): 401, a key missing or
+wrong, with the setting that fixes it; 403, a key taken but without permission there (or none given):
+the SDK itself only says "Server returned an error response".
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from klaw.tools.mcp.stdio_lines import bounded_stdio_client
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HttpRefusal", "MissingVariable", "log_path", "missing_program", "open_transport", "refusal_reason"]
+__all__ = ["HttpRefusal", "MissingVariable", "log_path", "open_transport", "refusal_reason", "start_mistake"]
 
 
 class MissingVariable(KlawError, RuntimeError):
@@ -89,11 +89,17 @@ def refusal_reason(name: str, config: McpServerConfig, status: int) -> str:
     return f"{answered} to the key in {variable} ({where}): check that variable's value"
 
 
-def missing_program(name: str, config: McpServerConfig, workspace: Path) -> str | None:
-    """Why a command server cannot be started at all, asked before starting it: its program is not found as
-    the spawn looks for it (on PATH for a bare name, else relative to its working directory) or its working
-    directory does not exist; the engine.yaml key to fix named. None for a URL server or a command found.
-    A configuration's mistake, not the weather: klaw does not retry it (newcomer12)."""
+def start_mistake(
+    name: str, config: McpServerConfig, workspace: Path, env: Mapping[str, str] | None = None
+) -> str | None:
+    """Why a server cannot be started at all, asked before starting it: a variable its config names
+    (`authorizationEnv`, `headersEnv`, a command's `env`) is not set in klaw's environment (`env`), or a
+    command's program is not found as the spawn looks for it (on PATH for a bare name, else relative to its
+    working directory) or its working directory does not exist; the engine.yaml key to fix named. None when
+    none of these. A configuration's mistake, not the weather: klaw does not retry it (a running process
+    never gains a variable: newcomer12, newcomer14)."""
+    if (unset := _unset_variable(name, config, os.environ if env is None else env)) is not None:
+        return unset
     if config.command is None:
         return None
     where, command, cwd = f"mcp.servers.{name}", config.command, Path(config.cwd or workspace)
@@ -115,6 +121,20 @@ def missing_program(name: str, config: McpServerConfig, workspace: Path) -> str 
             " interpreter the command and the file its first argument"
         )
     return _missing_interpreter(command, path, where)
+
+
+def _unset_variable(name: str, config: McpServerConfig, env: Mapping[str, str]) -> str | None:
+    where = f"mcp.servers.{name}"
+    named = [(variable, f"{where}.authorizationEnv") for variable in [config.authorization_env] if variable]
+    named += [(variable, f"{where}.headersEnv.{header}") for header, variable in config.headers_env.items()]
+    named += [(variable, f"{where}.env") for variable in config.env]
+    for variable, key in named:
+        if not env.get(variable):
+            return (
+                f"the environment variable {variable} ({key} in engine.yaml names it) is not set here: export it"
+                " before starting klaw (a service reads KLAW_HOME/service.env)"
+            )
+    return None
 
 
 def _missing_interpreter(command: str, path: Path, where: str) -> str | None:
