@@ -43,8 +43,9 @@ function fmtTime(iso) { return iso ? new Date(iso).toLocaleString() : ""; }
 function fmtNum(value, digits) { return value === null || value === undefined ? "–" : Number(value).toFixed(digits); }
 function table(headers, rows) {
   const head = el("tr", {}, ...headers.map(([label, cls]) => el("th", { class: cls || "", text: label })));
-  const body = rows.map((cells) => el("tr", {}, ...cells.map(([value, cls]) =>
-    el("td", { class: cls || "" }, value instanceof Node ? value : String(value ?? "")))));
+  // Each cell carries its column's name: on a phone a row is shown as a card of "name: value" lines (style.css).
+  const body = rows.map((cells) => el("tr", {}, ...cells.map(([value, cls], i) =>
+    el("td", { class: cls || "", "data-label": headers[i] ? headers[i][0] : "" }, value instanceof Node ? value : String(value ?? "")))));
   return el("div", { class: "table-wrap" }, el("table", {}, el("thead", {}, head), el("tbody", {}, ...body)));
 }
 function showError(container, error) { container.replaceChildren(el("p", { class: "error", text: error.message })); }
@@ -300,12 +301,14 @@ async function loadSegments() {
   try {
     const { segments } = await api(`/api/segments?${chatQuery(selectedChat("memory-chat"))}`);
     const rows = segments.map((s) => el("tr", { class: "clickable", onclick: () => loadSegment(s.id) },
-      el("td", { class: "num", text: String(s.number) }), el("td", { class: "num", text: String(s.id) }),
-      el("td", { text: fmtTime(s.started_at) }),
-      el("td", { text: s.ended_at ? fmtTime(s.ended_at) : "open" }), el("td", { class: "num", text: String(s.messages) })));
-    container.replaceChildren(el("table", {}, el("thead", {}, el("tr", {}, el("th", { class: "num", text: "segment" }),
+      el("td", { class: "num", text: String(s.number), "data-label": "segment" }),
+      el("td", { class: "num", text: String(s.id), "data-label": "id" }),
+      el("td", { text: fmtTime(s.started_at), "data-label": "started" }),
+      el("td", { text: s.ended_at ? fmtTime(s.ended_at) : "open", "data-label": "ended" }),
+      el("td", { class: "num", text: String(s.messages), "data-label": "messages" })));
+    container.replaceChildren(el("div", { class: "table-wrap" }, el("table", {}, el("thead", {}, el("tr", {}, el("th", { class: "num", text: "segment" }),
       el("th", { class: "num", text: "id", title: "what /forget segment ID takes; the number is for /forget segment number N" }),
-      el("th", { text: "started" }), el("th", { text: "ended" }), el("th", { class: "num", text: "messages" }))), el("tbody", {}, ...rows)));
+      el("th", { text: "started" }), el("th", { text: "ended" }), el("th", { class: "num", text: "messages" }))), el("tbody", {}, ...rows))));
   } catch (error) { showError(container, error); }
 }
 
@@ -364,7 +367,10 @@ async function refreshStatus() {
 const loaders = { inspector: async () => { await loadChats(); await loadTurns(); }, memory: async () => { await loadChats(); await loadSegments(); }, settings: loadSettings };
 
 function showTab(name) {
-  for (const button of document.querySelectorAll("nav button")) button.classList.toggle("active", button.dataset.tab === name);
+  for (const button of document.querySelectorAll("nav button")) {
+    button.classList.toggle("active", button.dataset.tab === name);
+    button.setAttribute("aria-selected", String(button.dataset.tab === name));  // for screen readers (role=tab)
+  }
   for (const section of document.querySelectorAll(".tab")) section.classList.toggle("active", section.id === `tab-${name}`);
   if (loaders[name]) loaders[name]();
 }
