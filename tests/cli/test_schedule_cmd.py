@@ -66,7 +66,7 @@ def test_add_list_remove(home: Path) -> None:
     assert listed.exit_code == 0
     for text in ("morning", "cron '0 8 * * 1-5'", "web:u1", "Brief me", "poll", "every 30m", "(only logged)"):
         assert text in listed.output
-    assert "Europe/Berlin" in listed.output and " 08:00" in listed.output
+    assert "Europe/Berlin" in listed.output and " 08:00:00" in listed.output  # to the second (newcomer14)
 
     removed = klaw(home, "remove", "poll")
     assert removed.exit_code == 0 and "Removed poll" in removed.output

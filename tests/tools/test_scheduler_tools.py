@@ -90,7 +90,9 @@ async def test_schedule_add_reports_to_the_calling_chat_by_default(stub: StubSch
     assert not result.is_error, result.content
     shown = json.loads(result.content)
     assert shown["schedule"] == "every 2h" and shown["reports_to"] == "telegram:42"
-    assert shown["next_run"] == "2026-01-01T11:00+00:00"
+    assert (
+        shown["next_run"] == "2026-01-01T11:00:00+00:00"
+    )  # to the second: an `every` task keeps its start's seconds (newcomer14)
     assert stub.tasks["news"].inject_into == CHAT
 
 

@@ -169,7 +169,7 @@ def remove(name: Annotated[str, typer.Argument(help="The task to remove.")]) -> 
 
 
 def _local(moment: datetime | None, zone: tzinfo) -> str:
-    return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M") if moment else "-"
+    return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
 
 
 app.command()(runs)  # `klaw schedule runs NAME` (cli/schedule_runs.py), listed after the others

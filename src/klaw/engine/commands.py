@@ -339,7 +339,7 @@ async def _scheduler_line(scheduler: Scheduler) -> str:
         line += f" ({', '.join(status.running)})"
     upcoming = status.next_task
     if upcoming is not None and upcoming.next_run_at is not None:
-        at = upcoming.next_run_at.astimezone(scheduler.zone).isoformat(timespec="minutes")
+        at = upcoming.next_run_at.astimezone(scheduler.zone).isoformat(timespec="seconds")
         line += f"; next: {upcoming.name} at {at}"
     return line
 

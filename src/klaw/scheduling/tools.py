@@ -250,4 +250,4 @@ def _describe(task: ScheduledTask, zone: tzinfo) -> dict[str, Any]:
 
 
 def _local(moment: datetime | None, zone: tzinfo) -> str | None:
-    return moment.astimezone(zone).isoformat(timespec="minutes") if moment else None
+    return moment.astimezone(zone).isoformat(timespec="seconds") if moment else None
