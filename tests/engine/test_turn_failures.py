@@ -131,6 +131,22 @@ async def test_deeply_nested_tool_arguments_are_an_error_result_and_the_turn_goe
         assert await exchange_statuses(h) == [ExchangeStatus.COMPLETED]
 
 
+async def test_a_number_too_long_to_read_in_tool_arguments_is_an_error_result_and_the_turn_goes_on(
+    tmp_path: Path,
+) -> None:
+    """adversary22: an integer of 4,400 digits in a tool call's arguments (past Python's conversion limit)
+    raised a plain ValueError, which failed the whole turn ("Sorry, something went wrong")."""
+    async with running_engine(tmp_path) as h:
+        h.server.reply_tool_calls([("current_time", '{"timezone": ' + "9" * 4400 + "}")])
+        h.server.reply_text("I could not read the time")
+        reply = await h.turn("what time is it?")
+        assert (reply.kind, reply.text) == ("reply", "I could not read the time")
+        tool_result = h.last_request_messages()[-1]
+        assert tool_result["role"] == "tool"
+        assert "a number with more digits than can be read" in tool_result["content"]
+        assert await exchange_statuses(h) == [ExchangeStatus.COMPLETED]
+
+
 async def test_a_failing_task_run_is_recorded_failed_and_the_chat_is_told_with_an_error_id(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

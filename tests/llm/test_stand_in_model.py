@@ -68,5 +68,8 @@ async def test_the_stand_in_calls_a_tool_when_asked_and_reports_its_answer(tmp_p
         assert "current_time" in out
         code, out, _ = await piped(chat, "!current_time [1, 2]\n")
         assert "must be a JSON object" in out, out
+        # adversary22: a number past 4,300 digits was an HTTP 500 with a traceback, which klaw retried.
+        code, out, _ = await piped(chat, '!current_time {"n": ' + "9" * 5000 + "}\n")
+        assert code == 0 and "cannot be read (a number too long or nesting too deep)" in out, out
         assert (await piped(chat, "just talking\n"))[1] == "echo: just talking\n"
         assert await stop(process, signal.SIGINT) == 0

@@ -47,6 +47,8 @@ def stand_in_reply(body: Mapping[str, Any]) -> Reply:
         arguments = json.loads(raw) if raw.strip() else {}
     except json.JSONDecodeError as exc:
         return TextReply(f'echo: the arguments of {name} are not JSON ({exc.msg}); write !{name} {{"key": "value"}}')
+    except (ValueError, RecursionError):  # a number past 4,300 digits, nesting past the parser's stack
+        return TextReply(f"echo: the arguments of {name} cannot be read (a number too long or nesting too deep)")
     if not isinstance(arguments, dict):
         return TextReply(f'echo: the arguments of {name} must be a JSON object, like !{name} {{"key": "value"}}')
     return ToolCallsReply(((f"call_stand_in_{len(messages)}", name, json.dumps(arguments)),))

@@ -79,6 +79,11 @@ class CoreMemory:
                 f"{self.path.name} is not valid JSON (line {exc.lineno}); it is left as it is: ask the person"
                 " to fix it by hand"
             ) from None
+        except (ValueError, RecursionError):  # a hand edit: a number past 4,300 digits, nesting too deep
+            raise CoreMemoryError(
+                f"{self.path.name} holds JSON klaw cannot read (a number too long or nesting too deep); it is left"
+                " as it is: ask the person to fix it by hand"
+            ) from None
         if not isinstance(data, dict):
             raise CoreMemoryError(f"{self.path.name} does not hold a JSON object; ask the person to fix it by hand")
         return data
@@ -96,6 +101,13 @@ class CoreMemory:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             log.warning("core memory %s is not valid JSON (line %d); treating it as empty", self.path, exc.lineno)
+            return {}
+        except (ValueError, RecursionError):
+            log.warning(
+                "core memory %s holds JSON klaw cannot read (a number too long or nesting too deep);"
+                " treating it as empty",
+                self.path,
+            )
             return {}
         if not isinstance(data, dict):
             log.warning("core memory %s must hold a JSON object; treating it as empty", self.path)

@@ -225,6 +225,7 @@ def unknown_tool(call: ToolCall, available: Iterable[str]) -> str:
     return f"unknown tool {_clip(call.name)!r}; available tools: {listed}"
 
 
+_TOO_LONG_NUMBER = "the arguments hold a number with more digits than can be read (4,300 at most)"
 _TOO_DEEP = "the arguments are nested too deeply; send a flat JSON object"
 
 
@@ -236,6 +237,8 @@ def _json_object(raw: str) -> dict[str, Any]:
         raise BadArguments(f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})") from None
     except RecursionError:  # nesting deeper than the parser's stack: not arguments any tool takes
         raise BadArguments(_TOO_DEEP) from None
+    except ValueError:  # an integer past Python's 4,300-digit conversion limit (adversary22: it failed the turn)
+        raise BadArguments(_TOO_LONG_NUMBER) from None
     if not isinstance(parsed, dict):
         raise BadArguments(f"the arguments must be a JSON object, not {_json_kind(parsed)}")
     return parsed
