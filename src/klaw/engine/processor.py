@@ -87,6 +87,8 @@ class MessageProcessor:
     _debouncer: Debouncer[ChatRef, StoredMessage] = field(init=False)
     _turn_tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
     _accepting: bool = field(default=True, init=False)
+    _inbound_under_way: int = field(default=0, init=False)  # `handle_inbound`s between their check and their queue
+    _inbound_done: asyncio.Event = field(default_factory=asyncio.Event, init=False)  # set when that is 0
     _chat_locks: dict[ChatRef, asyncio.Lock] = field(default_factory=dict, init=False)
     _queued: set[int] = field(default_factory=set, init=False)  # rowids waiting for, or in, their turn
     resuming: Resuming = field(init=False)  # after a crash: unanswered messages queued, replies sent again
@@ -116,6 +118,16 @@ class MessageProcessor:
         """Make the message durable and schedule its chat's turn; returns once it is stored."""
         if not self._accepting:
             raise EngineStopping("the engine is shutting down and accepts no new messages")
+        self._inbound_under_way += 1
+        self._inbound_done.clear()
+        try:
+            return await self._accept_and_queue(inbound)
+        finally:
+            self._inbound_under_way -= 1
+            if not self._inbound_under_way:
+                self._inbound_done.set()
+
+    async def _accept_and_queue(self, inbound: Inbound) -> StoredMessage:
         record = MessageRecord(inbound.chat, Role.USER, inbound.text, created_at=self.clock.now())
         if self.prepare_vector is not None:
             self.prepare_vector(record)  # computed while the log is fsync'd, taken by the turn and the queue
@@ -364,11 +376,18 @@ class MessageProcessor:
         self._debouncer.cancel_all()
         self._queued.clear()
 
+    async def _flush_after_accepts(self) -> None:
+        """The debounces flushed once every message accepted before `stop_accepting` is queued: one still
+        being written then (adversary22) was queued after the flush, and its turn ran on closed parts."""
+        if self._inbound_under_way:
+            await self._inbound_done.wait()
+        await self._debouncer.flush_all()
+
     async def drain(self, timeout_seconds: float, deadline: DrainDeadline | None = None) -> bool:
         """Answer everything accepted (pending debounces now), waiting up to the timeout (or the
         `deadline` brought forward: a second Ctrl-C) for turns in flight; returns False if some were
         still running and were cancelled."""
-        flush = asyncio.create_task(self._debouncer.flush_all())
+        flush = asyncio.create_task(self._flush_after_accepts())
         try:
             async with (deadline or DrainDeadline()).within(timeout_seconds):
                 await flush
