@@ -4,15 +4,26 @@ backends come from the same code; a person's own tables are never touched)."""
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import AsyncIterator, Iterator
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from klaw.config import DatabaseConfig
-from klaw.store.protocol import Storage
+from klaw.store.protocol import Storage, StorageError
+
+log = logging.getLogger(__name__)
 
 BENCH_SCHEMA = "klaw_bench_{pid}"
+# Ended like Ctrl-C while a bench schema exists, so it is dropped: `timeout` and systemd send SIGTERM, a
+# closed terminal SIGHUP; each left `klaw_bench_<pid>` with its rows in the person's database (adversary22).
+_STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
 def check_database(database: DatabaseConfig) -> None:
@@ -69,6 +80,15 @@ def bench_schema(dsn: str) -> Iterator[list[str]]:
 
     schema = BENCH_SCHEMA.format(pid=os.getpid())
     with psycopg.connect(dsn, autocommit=True) as connection:
+        left = connection.execute(
+            "SELECT string_agg(nspname, ', ' ORDER BY nspname) FROM pg_namespace WHERE nspname LIKE 'klaw\\_bench\\_%'"
+        ).fetchone()
+        if left and left[0]:
+            log.warning(
+                "schemas %s were left by bench runs killed before they could drop them: remove each with"
+                " DROP SCHEMA <name> CASCADE once no bench runs",
+                left[0],
+            )
         # pgvector where the database keeps it (not in the bench schema, dropped at the end), on the path.
         connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
         row = connection.execute(
@@ -78,12 +98,33 @@ def bench_schema(dsn: str) -> Iterator[list[str]]:
         path = [str(name) for name in row[0]] if row else []
         if row and row[1] and row[1] not in path:
             path.append(str(row[1]))
-        connection.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        try:  # never one already there: a run elsewhere with the same process id would lose its tables
+            connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        except psycopg.errors.DuplicateSchema:
+            raise StorageError(
+                f"the database already holds a schema {schema} (another bench run with this process id, or one"
+                f" killed): klaw bench leaves it alone; drop it (DROP SCHEMA {schema} CASCADE) if no bench runs"
+            ) from None
+    previous = _stop_like_ctrl_c()
     try:
         yield [schema, *path]
     finally:
         with psycopg.connect(dsn, autocommit=True) as connection:
             connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _stop_like_ctrl_c() -> dict[signal.Signals, _Handler]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread (the bench's Ctrl-C path, which drops
+    the schema); the handlers they had, to put back."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def interrupt(number: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {number}")
+
+    return {number: signal.signal(number, interrupt) for number in _STOPPING_SIGNALS}
 
 
 @contextmanager
