@@ -5,6 +5,7 @@ floor above the disk's free space refuses every tool write, naming the setting."
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -50,6 +51,35 @@ async def test_code_past_the_quota_is_stopped_its_files_kept_and_named_then_a_tu
             content.startswith("exit code 0") and "stdout:\nsmall" in content and "files created: small.txt" in content
         )
         assert "over the bounds" not in content
+
+
+@needs_sandbox
+async def test_a_run_is_stopped_while_others_free_as_much_space_as_it_takes(tmp_path: Path) -> None:
+    """CI80: on a busy machine other programs deleted files on the workspace's disk while a run wrote, so the
+    disk's free space hardly moved, the watch never counted the workspace, and the run wrote 40 MiB past a
+    4 MiB quota to its end. Here a file beside the home shrinks by 1 MiB as each 1 MiB part is written."""
+    ballast = tmp_path / "ballast.bin"
+    with ballast.open("wb") as out:
+        for _ in range(48):
+            out.write(os.urandom(MIB))
+        out.flush()
+        os.fsync(out.fileno())
+    freeing = True
+
+    async def free_as_it_writes() -> None:
+        while freeing and ballast.stat().st_size > MIB:
+            os.truncate(ballast, ballast.stat().st_size - MIB)
+            await asyncio.sleep(0.05)
+
+    async with sandboxed_engine(tmp_path, workspaceQuotaMb=4) as h:
+        shrinking = asyncio.create_task(free_as_it_writes())
+        try:
+            content = await code_turn(h, "write forty megabytes", "python", MANY_FILES, "the disk filled up")
+        finally:
+            freeing = False
+            await shrinking
+        assert content.startswith("stopped: the workspace passed its quota of 4 MiB (tools.workspaceQuotaMb)"), content
+        assert "all written" not in content
 
 
 @needs_sandbox

@@ -1,19 +1,20 @@
 """A sandbox run kept within the disk room (decisions 327, 361): watched while it runs, named when it passed.
 
 Before a run `code_execute` measures the room (tools/disk_room.py); a run starts even without any (it may
-delete, decision 370) and is then stopped as soon as it adds past where the workspace was at its start.
-The run's file-size limit (RLIMIT_FSIZE, set by the backend) is lowered to that room, so no single file
-passes it. Many files (or many processes) could, so while the run goes on `watch` asks the file system
-for its free space and free inodes every `POLL_SECONDS` (one `statvfs`, microseconds): under the floor,
-the run is stopped at once; once the disk has lost more bytes than the quota had left since the start,
-or more inodes than the file quota had left (others' writes count there too), the workspace is counted
-to be sure and the run stopped if it passed. Bytes need the full walk (`usage`, an `lstat` per entry);
-files first only the names (`names`, the folders' listings: a sixth of the cost), the full walk only
-when the names pass (a hard-linked file is one name per link, one inode). On a file system that does
-not count inodes (btrfs) the names are counted all along. Each count waits at least `WALK_GAP_SECONDS`
-after the last and `WALK_SHARE` times as long as that one took, so a huge workspace costs the watch at
-most a tenth of a CPU. Between two polls a program can still write what the disk takes in that time
-(about 60 MB at the 270 MB/s measured in decision 327), which the floor's margin absorbs.
+delete, decision 370) and is then stopped as soon as it adds past where the workspace was at its start. The
+run's file-size limit (RLIMIT_FSIZE, set by the backend) is lowered to that room, so no single file passes it.
+Many files (or many processes) could, so while the run goes on `watch` asks the file system for its free space
+and free inodes every `POLL_SECONDS` (one `statvfs`, microseconds): under the floor, the run is stopped at
+once; once the disk has lost more bytes than the quota had left since the start, or more inodes than the file
+quota had left (others' writes count there too), the workspace is counted to be sure and the run stopped if it
+passed; it is counted every so often anyway (`UNPROMPTED_WALK_SECONDS` past the gap), since others freeing
+space on that disk hide what the run adds. Bytes need the full walk (`usage`, an `lstat` per entry); files
+first only the names (`names`, the folders' listings: a sixth of the cost), the full walk only when the names
+pass (a hard-linked file is one name per link, one inode). On a file system that does not count inodes (btrfs)
+the names are counted all along. Each count waits at least `WALK_GAP_SECONDS` after the last and `WALK_SHARE`
+times as long as that one took, so a huge workspace costs the watch at most a tenth of a CPU. Between two
+polls a program can still write what the disk takes in that time (about 60 MB at the 270 MB/s measured in
+decision 327), which the floor's margin absorbs.
 
 After a run that passed a bound, what it wrote is named (`undo`) but not removed: a snapshot of
 names and sizes cannot tell the run's files from a file it renamed or one another chat wrote meanwhile,
@@ -35,6 +36,10 @@ POLL_SECONDS = 0.2
 WALK_GAP_SECONDS = 1.0
 WALK_SHARE = 10
 OVER_SLACK_BYTES = 16 * 1024 * 1024  # what others may write on a disk already under the floor before a run stops
+# A walk even when the disk's free space says nothing was added: files others delete on the same disk (a busy
+# machine's temporary files) give back room as fast as the run takes it, and the run passed its quota unseen
+# to its end (CI80: 40 MiB past a 4 MiB quota). Still within the walks' CPU share.
+UNPROMPTED_WALK_SECONDS = 0.5
 
 T = TypeVar("T")
 
@@ -63,7 +68,10 @@ def watch(room: Room) -> Callable[[], Awaitable[str]]:
             if room.unreadable and (blind := _blind_growth(room, now, allowance)) is not None:
                 return blind
             held = None
-            if room.free - now.bytes > allowance and time.monotonic() >= walk_after:
+            moment = time.monotonic()
+            if moment >= walk_after and (
+                room.free - now.bytes > allowance or moment >= walk_after + UNPROMPTED_WALK_SECONDS
+            ):
                 held, walk_after = await _counted(usage, room.workspace)
             elif _may_pass_files(room, now) and time.monotonic() >= names_after:
                 found, names_after = await _counted(names, room.workspace)
