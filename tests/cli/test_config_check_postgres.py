@@ -71,3 +71,34 @@ def test_a_user_who_may_not_create_tables_is_told_what_to_grant(tmp_path: Path, 
     assert code == 1, said
     assert f"the database user of {VARIABLE} may not create klaw's tables in schema public" in said, said
     assert "GRANT CREATE ON SCHEMA public" in said
+
+
+def test_a_user_of_a_store_another_made_may_open_it_and_one_without_create_is_told_the_schema_grant(
+    tmp_path: Path, postgres_server: PgServer
+) -> None:
+    """adversary22: every open ran CREATE TABLE IF NOT EXISTS schema_version, which needs CREATE on the schema,
+    so a user granted only the use of a store another user made was refused as unable to create tables; and
+    the refusal advised CREATE on the database, which PostgreSQL 15 and later does not let make tables."""
+    made = new_database(postgres_server)  # migrated by the server's owner
+    user = f"klaw_check_user_{next(_names)}"
+    postgres_server.admin(f"CREATE ROLE {user} LOGIN")
+    postgres_server.psql(
+        f"REVOKE CREATE ON SCHEMA public FROM PUBLIC; GRANT USAGE ON SCHEMA public TO {user};"
+        f" GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {user};"
+        f" GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO {user}",
+        made,
+    )
+    as_user = postgres_server.dsn(made).replace("postgresql://postgres@", f"postgresql://{user}@")
+    home = _home(tmp_path)
+    opened = klaw(home, "db", "info", env={VARIABLE: as_user})
+    assert opened.returncode == 0, opened.stderr
+    assert _check(home, as_user)[0] == 0
+
+    empty = _empty_database(postgres_server)
+    postgres_server.psql(f"REVOKE CREATE ON SCHEMA public FROM PUBLIC; GRANT USAGE ON SCHEMA public TO {user}", empty)
+    postgres_server.admin(f"GRANT CREATE ON DATABASE {empty} TO {user}")  # what the old words advised: no help
+    refused = klaw(home, "db", "info", env={VARIABLE: as_user.replace(f"/{made}?", f"/{empty}?")})
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode != 0 and "Traceback" not in said, said
+    assert f"the database user of {VARIABLE} may not create klaw's tables" in said, said
+    assert "GRANT CREATE ON SCHEMA public TO that user" in said and "CREATE on the database" not in said, said

@@ -73,9 +73,17 @@ def server_error(variable: str, exc: BaseException) -> StorageError:
             " CREATE EXTENSION vector in the database"
         )
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        said = _first_line(exc, variable)
+        if "for table" in str(exc) or "for sequence" in str(exc):  # klaw's tables are there, not writable
+            return StorageError(
+                f"the database user of {variable} may not write klaw's tables ({said}): connect as the user that"
+                " made them, or grant this one SELECT, INSERT, UPDATE and DELETE on them (docs/postgres.md)"
+            )
+        # CREATE on the database does not let a user make tables in a schema (PostgreSQL 15 and later: public
+        # is not writable by others), which this said before (adversary22)
         return StorageError(
-            f"the database user of {variable} may not create klaw's tables ({_first_line(exc, variable)}): grant it"
-            " CREATE on the database (docs/postgres.md)"
+            f"the database user of {variable} may not create klaw's tables ({said}): grant it CREATE on the"
+            " schema (GRANT CREATE ON SCHEMA public TO that user) or make it the database's owner (docs/postgres.md)"
         )
     if "connection info string" in str(exc) or "invalid connection option" in str(exc):
         return StorageError(

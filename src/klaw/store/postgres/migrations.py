@@ -32,12 +32,15 @@ async def migrate(connection: Connection, migrations: list[Migration] | None = N
     migrations = bundled_migrations("klaw.store.postgres") if migrations is None else migrations
     await execute(connection, "SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
     try:
-        async with connection.transaction():
-            await execute(
-                connection,
-                "CREATE TABLE IF NOT EXISTS schema_version (version integer PRIMARY KEY, name text NOT NULL,"
-                " applied_at bigint NOT NULL)",
-            )
+        # Made only when missing: even IF NOT EXISTS needs CREATE on the schema, which a user that may only
+        # use a store another made lacks (adversary22: refused as if it could not create the tables).
+        if not await fetch_value(connection, "SELECT to_regclass('schema_version') IS NOT NULL"):
+            async with connection.transaction():
+                await execute(
+                    connection,
+                    "CREATE TABLE IF NOT EXISTS schema_version (version integer PRIMARY KEY, name text NOT NULL,"
+                    " applied_at bigint NOT NULL)",
+                )
         version = found = await current_version(connection)
         for migration in pending(migrations, version):
             async with connection.transaction():
