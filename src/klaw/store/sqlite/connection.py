@@ -166,8 +166,9 @@ def database_error(path: Path, exc: apsw.Error) -> StorageError:
         )
     if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
         return StorageError(
-            f"{path} is in use by another klaw process (an engine starting or running on this home, or"
-            " klaw reindex); stop it or wait for it, then try again."
+            f"{path} is in use by another klaw process (an engine starting or running on this home, a command"
+            " moving it to a newer klaw's schema, which takes minutes on a large home, or klaw reindex); stop it"
+            " or wait for it, then try again."
         )
     disk = disk_trouble(path) if isinstance(exc, (apsw.CantOpenError, apsw.ReadOnlyError, apsw.IOError)) else None
     if isinstance(exc, apsw.FullError):
