@@ -121,3 +121,10 @@ def test_an_unset_key_variable_is_named_and_an_unreachable_url_names_its_address
     # Set, nothing is wrong with the configuration: the check leaves the server to the engine.
     checked = klaw(home, "config", "check", env={"KMEM_TEST_TOKEN": "t", "HEADED_TEST_KEY": "k"})
     assert checked.returncode == 0, checked.stderr
+    # Set only in service.env: the service's engine has them, so neither command calls it a mistake.
+    (home / "service.env").write_text("KMEM_TEST_TOKEN=t\nHEADED_TEST_KEY=k\n", encoding="utf-8")
+    (home / "service.env").chmod(0o600)
+    checked = klaw(home, "config", "check", env=unset)
+    assert checked.returncode == 0, checked.stderr
+    listed = klaw(home, "tools", env=unset)
+    assert "failed" not in next(line for line in listed.stdout.splitlines() if line.startswith("mcp:kmem"))

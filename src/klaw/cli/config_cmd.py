@@ -222,7 +222,8 @@ def _tool_inventory(home: KlawHome, config: EngineConfig) -> tuple[list[ToolRow]
     from klaw.store.records import ChatRef
 
     try:
-        inventory = listing_without_engine(home, config, ChatRef("console", "check"), config.routing.default)
+        chat, in_service = ChatRef("console", "check"), frozenset(names_in(home.root / SERVICE_ENV))
+        inventory = listing_without_engine(home, config, chat, config.routing.default, in_service)
     except Exception as exc:
         return [], f"warning: the tools were not checked ({type(exc).__name__}: {exc})"
     return inventory.rows, None

@@ -17,6 +17,7 @@ import typer
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, stdout_console
+from klaw.cli.service_env import SERVICE_ENV, names_in
 
 if TYPE_CHECKING:  # loaded by the command, so `klaw --help` loads none of it
     from klaw.config import EngineConfig
@@ -90,7 +91,8 @@ async def _listed(home: KlawHome, config: EngineConfig, chat: ChatRef) -> Listed
     elif (holder := await home_holder(home)) is not None:
         why = f"{holder.describe()} holds {home.root} without a socket to ask"
     model = (await chat_model(home, config, chat)).model_id
-    inventory = await asyncio.to_thread(listing_without_engine, home, config, chat, model)
+    in_service = frozenset(names_in(home.root / SERVICE_ENV))  # the service's engine has them
+    inventory = await asyncio.to_thread(listing_without_engine, home, config, chat, model, in_service)
     note = f"as an engine started now would offer them ({why})"
     return Listed(inventory, "engine.yaml", note, defaults=_defaults(home, config, model))
 

@@ -10,6 +10,7 @@ that are not started (nothing of it is ever called), no MCP server is started an
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,21 +144,27 @@ class _NotStarted:
 ROW_LOGGERS = ("klaw.tools.groups", "klaw.tools.skills.catalogue")
 
 
-def listing_without_engine(home: KlawHome, config: EngineConfig, chat: ChatRef, model: str) -> ToolInventory:
+def listing_without_engine(
+    home: KlawHome, config: EngineConfig, chat: ChatRef, model: str, service_sets: frozenset[str] = frozenset()
+) -> ToolInventory:
     """What an engine started now would offer `chat` on `model`, built here without holding the home; the
-    log lines of `ROW_LOGGERS` are held back (their rows say the same: said twice, a newcomer saw)."""
+    log lines of `ROW_LOGGERS` are held back (their rows say the same: said twice, a newcomer saw).
+    `service_sets`: variables KLAW_HOME/service.env sets, which the service's engine has though this shell
+    may not (an MCP server's key there is no start mistake)."""
     loggers = [logging.getLogger(name) for name in ROW_LOGGERS]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.CRITICAL)
     try:
-        return _listing(home, config, chat, model)
+        return _listing(home, config, chat, model, service_sets)
     finally:
         for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
 
 
-def _listing(home: KlawHome, config: EngineConfig, chat: ChatRef, model: str) -> ToolInventory:
+def _listing(
+    home: KlawHome, config: EngineConfig, chat: ChatRef, model: str, service_sets: frozenset[str]
+) -> ToolInventory:
     idle = _NotStarted()
     skills = skill_catalogue(home, config)
     services: dict[ServiceKey[Any], object] = {MEMORY: idle}
@@ -168,7 +175,7 @@ def _listing(home: KlawHome, config: EngineConfig, chat: ChatRef, model: str) ->
     provide_late_groups(home, config, selection, {SCHEDULER: idle, MESSAGES: idle, SEND_PLACES: idle})
     enabled = set(config.tool_groups)
     servers = [
-        _not_started(name, server, home.workspace)
+        _not_started(name, server, home.workspace, service_sets)
         if f"{MCP_GROUP_PREFIX}{name}" in enabled
         else ServerState(name, enabled=False, phase="not enabled")
         for name, server in config.mcp.servers.items()
@@ -177,12 +184,13 @@ def _listing(home: KlawHome, config: EngineConfig, chat: ChatRef, model: str) ->
     return ToolInventory(chat, model, listing.rows(model))
 
 
-def _not_started(name: str, server: McpServerConfig, workspace: Path) -> ServerState:
+def _not_started(name: str, server: McpServerConfig, workspace: Path, service_sets: frozenset[str]) -> ServerState:
     """An enabled server as listed without an engine: not started, or failed when its program is not there."""
     from klaw.tools.mcp.transport import start_mistake  # the MCP SDK: only with a server enabled (decision 411)
 
     url = server_address(server)
-    if (missing := start_mistake(name, server, workspace)) is not None:
+    env = {**os.environ, **dict.fromkeys(service_sets, "set in service.env")}
+    if (missing := start_mistake(name, server, workspace, env)) is not None:
         reason = f"it cannot start: {missing}"
         return ServerState(name, enabled=True, phase="not started", reason=reason, final=True, url=url)
     reason = NOT_CONNECTED if server.url else NOT_STARTED
