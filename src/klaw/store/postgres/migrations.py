@@ -33,8 +33,11 @@ async def migrate(connection: Connection, migrations: list[Migration] | None = N
     await execute(connection, "SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
     try:
         # Made only when missing: even IF NOT EXISTS needs CREATE on the schema, which a user that may only
-        # use a store another made lacks (adversary22: refused as if it could not create the tables).
-        if not await fetch_value(connection, "SELECT to_regclass('schema_version') IS NOT NULL"):
+        # use a store another made lacks (adversary22: refused as if it could not create the tables). Looked
+        # for in the schema it would be made in (the search path's first), not anywhere on the path: a bench's
+        # or a reindex's schema comes before the person's own klaw tables, which must never be migrated into.
+        made = "SELECT to_regclass(format('%%I.schema_version', current_schema())) IS NOT NULL"
+        if not await fetch_value(connection, made):
             async with connection.transaction():
                 await execute(
                     connection,
