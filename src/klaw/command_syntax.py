@@ -8,7 +8,19 @@ engine, and the engine share it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
+
+
+class Described(Protocol):
+    """A command as engine.yaml's `commands` lists it for /help."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -25,3 +37,36 @@ def parse_command(text: str) -> ParsedCommand | None:
         return None
     name, _, args = stripped[1:].partition(" ")
     return ParsedCommand(name.lower(), args.strip())
+
+
+# Every command an engine answers (`engine/commands.py`'s handlers, with the memory, approval and tool
+# listing parts every engine assembles): `klaw chat` tells a piped typo from a command before it starts an
+# engine (decision 431); tests/engine/test_commands.py holds the two to the same set.
+ENGINE_COMMANDS = frozenset(
+    {
+        "new",
+        "model",
+        "models",
+        "memory",
+        "status",
+        "help",
+        "context",
+        "forget",
+        "summarizer",
+        "embeddings",
+        "rag",
+        "approve",
+        "deny",
+        "tools",
+    }
+)
+
+
+def unknown_command(name: str) -> str:
+    """The words for `/name` when no command has that name, the engine's and `klaw chat`'s alike."""
+    return f"Unknown command /{name}. Type /help for the list of commands."
+
+
+def help_text(commands: Iterable[Described]) -> str:
+    """`/help`'s answer: the commands engine.yaml lists (`commands`), one line each."""
+    return "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in commands)

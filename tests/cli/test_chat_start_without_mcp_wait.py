@@ -22,6 +22,24 @@ async def test_a_piped_exit_starts_no_engine_and_no_server(tmp_path: Path) -> No
         assert not spawned.exists()  # before, the server was started and waited for (up to 90 s) to leave
 
 
+async def test_a_piped_typo_and_help_are_answered_with_no_engine_and_no_server(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    spawned = tmp_path / "spawned"
+    async with FakeOpenAiServer() as model:
+        env = slow_notes(home, model.base_url, delay=30, spawned=spawned)
+        code, out, err = await piped(env, "/statsu\n")
+        assert (code, out) == (1, ""), err
+        assert " ".join(err.split()) == "Unknown command /statsu. Type /help for the list of commands."
+        code, out, err = await piped(env, "/HELP\n")
+        assert (code, err) == (0, ""), err
+        assert out.startswith("Commands:\n/new — ")
+        assert out.endswith("\n/exit — Leave klaw chat (also /quit or Ctrl-D)\n")
+        # before, each started the engine and the server first (decision 431): seconds for a typo
+        assert not spawned.exists()
+        assert model.chat_requests == []
+
+
 async def test_a_piped_command_answers_while_the_server_is_still_starting(tmp_path: Path) -> None:
     home = tmp_path / "home"
     init_home(home)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from rich.console import Console
@@ -27,7 +27,7 @@ from rich.text import Text
 
 from klaw.channels.console_keys import KeysWhileThinking
 from klaw.channels.console_waiting import count_up
-from klaw.command_syntax import parse_command
+from klaw.command_syntax import ENGINE_COMMANDS, Described, help_text, parse_command, unknown_command
 from klaw.message_text import MessageRefused
 from klaw.store.records import ChatRef
 from klaw.terminal_text import kept_line_breaks, visible
@@ -55,6 +55,21 @@ class BeforeTurn(Protocol):
     def owed(self) -> bool: ...
 
     async def before_turn(self) -> None: ...
+
+
+def answered_without_engine(text: str, commands: Iterable[Described]) -> tuple[str, bool] | None:
+    """A piped command `klaw chat` answers before it starts an engine, as it leaves at `/exit` (decision
+    431): a name no command has, in the engine's words (False: exit 1, a script's typo must not pass), and
+    `/help`, engine.yaml's list with `/exit`. None for anything else: a message, or a command that reads
+    the engine. The typo waited seconds for the engine and its MCP servers only to be told it was one."""
+    command = parse_command(text)
+    if command is None:
+        return None
+    if command.name not in ENGINE_COMMANDS:
+        return unknown_command(command.name), False
+    if command.name == "help":
+        return f"{help_text(commands)}\n{LEAVING_HELP}", True
+    return None
 
 
 def console_chat() -> ChatRef:

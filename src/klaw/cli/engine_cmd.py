@@ -64,12 +64,19 @@ def chat(
 ) -> None:
     """Chat with your agent in this terminal (engine and console in one process). With a message piped
     in (echo "…" | klaw chat), print only its reply and exit."""
-    from klaw.channels.console import CONSOLE_CHANNEL, EXIT_WORDS, ConsoleChannel, console_chat
+    from klaw.channels.console import (
+        CONSOLE_CHANNEL,
+        EXIT_WORDS,
+        ConsoleChannel,
+        answered_without_engine,
+        console_chat,
+    )
     from klaw.channels.console_keys import KeysWhileThinking
     from klaw.channels.console_tty import terminal_kept
     from klaw.cli.chat_model import chat_model
     from klaw.cli.chat_start_wait import ToolsWait, started_without_waiting
     from klaw.llm.preflight import model_check
+    from klaw.terminal_text import visible
 
     home = home_from_env()
     loaded = load_or_exit(home)
@@ -107,6 +114,15 @@ def chat(
                     fail(refusal)  # a usage error: exit 2, nothing sent or stored
                 if piped.strip().lower() in EXIT_WORDS:
                     return  # `echo /exit | klaw chat` leaves as typed (decision 282), no engine started (376)
+                early = answered_without_engine(piped, config.commands)  # a typo, /help: no engine (431)
+                if early is not None:
+                    said, answered = early
+                    if not answered:
+                        err_console.print(Text(visible(said), style="red"), highlight=False, soft_wrap=True)
+                        raise typer.Exit(1)
+                    shown = stdout_console()
+                    shown.out(visible(said) if shown.is_terminal else said, highlight=False)
+                    return
             # Log lines go to KLAW_HOME/logs/chat.log from before the engine starts (a resumed message, an MCP
             # server that cannot start), not onto the screen above the banner; printed through the console
             # that draws the spinner and the prompt, never into them. A piped run's stdout is its reply

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from klaw.command_syntax import help_text, unknown_command
 from klaw.config import CommandConfig
 from klaw.disk_trouble import disk_trouble
 from klaw.engine.approval import ApprovalGate
@@ -115,7 +116,7 @@ class CommandHandler:
         key = name.lower().lstrip("/")
         handler = self._handlers.get(key)
         if handler is None:
-            return CommandAnswer(f"Unknown command /{name}. Type /help for the list of commands.")
+            return CommandAnswer(unknown_command(name))
         token = _command_id.set(command_id)
         try:
             if key == "forget":
@@ -288,7 +289,7 @@ class CommandHandler:
         }
 
     async def _help(self, _chat: ChatRef, _: str) -> str:
-        return "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in self.commands)
+        return help_text(self.commands)
 
     async def _context(self, chat: ChatRef, _: str) -> str:
         context = self.processor.last_context.get(chat)
