@@ -124,19 +124,26 @@ async def test_a_full_disk_names_its_mount_and_the_fix(tmp_path: Path) -> None:
         with tmpfs(tmp_path / "mnt", "3m") as mnt:
             home = mnt / "home"
             env = await _chatted_home(home, model)
+            assert _klaw(env, "schedule", "add", "walk", "-m", "hi", "--every", "1d").returncode == 0
             filler = fill(mnt)
             code, said, err = await piped(env, "one more\n")
             assert code != 0 and not any(word in err for word in NO_TRACE), err
             assert f"free space on {mnt}" in " ".join(err.split()), err
-            # Exit 1 whichever command met it (decision 320): reads exited 2 while `schedule add` exited 1.
-            for args in (
-                ("memory", "list"),
-                ("db", "info"),
-                ("schedule", "list"),
-                ("schedule", "add", "t", "-m", "hi", "--every", "1d"),
+            # A command that only reads reads (decision 431: all refused, as SQLite could not size WAL's -shm)
+            for args, shown in (
+                (("memory", "list"), "exchange 1"),
+                (("memory", "search", "hello"), "hello"),
+                (("db", "info"), "messages"),
+                (("schedule", "list"), "walk"),
             ):
                 result = _klaw(env, *args)
-                assert f"free space on {mnt}" in _one_line(result) and result.returncode == 1, (args, result.stderr)
+                assert result.returncode == 0 and shown in result.stdout, (args, result.stderr)
+                assert not any(word in result.stderr for word in NO_TRACE), result.stderr
+            # A writer refuses, exit 1 whichever command met it (decision 320), naming the mount and the fix
+            writers = (("schedule", "add", "t", "-m", "hi", "--every", "1d"), ("memory", "forget", "exchange", "1"))
+            for writer in writers:
+                result = _klaw(env, *writer)
+                assert f"free space on {mnt}" in _one_line(result) and result.returncode == 1, (writer, result.stderr)
             filler.unlink()  # space again: the lock file a full disk left empty holds nobody
             code, said, err = await piped(env, "and now?\n")
             assert code == 0 and said.strip(), err

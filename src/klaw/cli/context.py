@@ -149,18 +149,23 @@ def home_source() -> str:
     return f"KLAW_HOME={value}" if value else "KLAW_HOME is not set"
 
 
-async def open_store_or_exit(path: Path, database: DatabaseConfig) -> Storage:
+async def open_store_or_exit(path: Path, database: DatabaseConfig, *, reads_only: bool = False) -> Storage:
     """klaw.db for a command that reads or edits it, through the storage protocol, or exit 2 with the
     store's message (a file SQLite cannot open, sqlite-vec that will not load and how to reinstall
-    it), never a traceback."""
+    it), never a traceback. `reads_only`: a command that only reads, which a full disk does not stop
+    (decision 431): where the disk refused the usual open, klaw.db is opened to be read without writing."""
     from klaw.store.backend import open_storage  # apsw and sqlite-vec only for commands that need them
     from klaw.store.protocol import StorageError
 
     try:
         return await open_storage(path, database)
     except StorageError as exc:
+        trouble = disk_trouble(path, exc.__cause__) is not None
+        if trouble and reads_only and database.backend == "sqlite":
+            with suppress(StorageError):  # still refused (a read-only mount with no -wal to read): the first words
+                return await open_storage(path, database, reading=True)
         # A full or read-only disk exits 1, as every command meeting one does (decision 320); a refusal, 2.
-        fail(str(exc), code=1 if disk_trouble(path, exc.__cause__) is not None else 2)
+        fail(str(exc), code=1 if trouble else 2)
 
 
 async def start_engine_or_exit(

@@ -38,7 +38,7 @@ def info() -> None:
 
 
 async def _info(path: Path, database: DatabaseConfig) -> None:
-    store = await open_store_or_exit(path, database)
+    store = await open_store_or_exit(path, database, reads_only=True)
     try:
         version = await store.schema_version()
         counts = await store.counts()

@@ -115,7 +115,7 @@ async def _search(
 ) -> SearchOutcome:
     from klaw.memory.hybrid_search import HybridSearch
 
-    store = await open_store_or_exit(path, config.database)
+    store = await open_store_or_exit(path, config.database, reads_only=True)
     try:
         chat = await _pick_chat(store, chat_arg)
         segment_id: int | None = None

@@ -53,7 +53,7 @@ def register_list(app: typer.Typer, pick_chat: ChatPicker) -> None:
 
 
 async def _listing(path: Path, database: DatabaseConfig, chat_arg: str | None, pick_chat: ChatPicker) -> list[Text]:
-    store = await open_store_or_exit(path, database)
+    store = await open_store_or_exit(path, database, reads_only=True)
     try:
         chat = await pick_chat(store, chat_arg)
         lines = [Text(f"{chat}", style="bold")]

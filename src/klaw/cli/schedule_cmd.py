@@ -7,6 +7,7 @@ once a minute, so an added task is picked up within a minute and a removed one s
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,7 +16,7 @@ from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, table_console
 from klaw.cli.schedule_runs import runs
-from klaw.disk_trouble import unwritable
+from klaw.disk_trouble import disk_trouble, unwritable
 from klaw.terminal_text import visible
 
 if TYPE_CHECKING:
@@ -45,8 +46,13 @@ def list_tasks() -> None:
         return
     store = ScheduleStore(home.scheduler_db)
     if unwritable(home.root, (home.scheduler_db,)) is None:
-        store.create()  # brings a file of an older klaw up to date (idempotent)
-        tasks = store.list()
+        try:
+            store.create()  # brings a file of an older klaw up to date (idempotent)
+            tasks = store.list()
+        except (sqlite3.Error, OSError) as exc:
+            if disk_trouble(home.scheduler_db, exc) is None:
+                raise
+            tasks = store.list_read_only()  # a full disk: a listing reads all the same (decision 431)
     else:  # a read-only home: a listing reads, as `memory list` does (its words come if reading fails too)
         tasks = store.list_read_only()
     if not tasks:

@@ -150,9 +150,12 @@ class ScheduleStore:
         try:
             rows = _read_tasks(f"{base}?mode=ro")
         except sqlite3.OperationalError:
-            if Path(f"{self.path}-wal").exists():
-                raise
-            rows = _read_tasks(f"{base}?immutable=1")
+            try:  # a full disk: no byte for the -shm file SQLite sizes by writing (decision 431)
+                rows = _read_tasks(base, index_in_memory=True)
+            except sqlite3.OperationalError:
+                if Path(f"{self.path}-wal").exists():
+                    raise
+                rows = _read_tasks(f"{base}?immutable=1")
         return [task for task in (_task(row) for row in rows) if task is not None]
 
     def set_next_run(self, name: str, next_run_at: datetime | None) -> None:
@@ -211,8 +214,14 @@ class ScheduleStore:
             connection.execute("COMMIT")
 
 
-def _read_tasks(uri: str) -> list[tuple[object, ...]]:
+def _read_tasks(uri: str, *, index_in_memory: bool = False) -> list[tuple[object, ...]]:
+    """`index_in_memory`: in exclusive locking mode, set before the file is read, SQLite keeps WAL's index
+    in memory instead of a -shm file, and `query_only` keeps the connection to reading (a file system
+    with no space left, whose files can still be opened for writing; not a read-only mount)."""
     with closing(sqlite3.connect(uri, uri=True, timeout=10)) as connection:
+        if index_in_memory:
+            connection.execute("PRAGMA locking_mode = EXCLUSIVE")
+            connection.execute("PRAGMA query_only = ON")
         return connection.execute(f"SELECT {_COLUMNS} FROM tasks ORDER BY name").fetchall()
 
 

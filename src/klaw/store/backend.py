@@ -17,9 +17,12 @@ from klaw.store.rebuild_protocol import KeptLog, RebuildBackend
 from klaw.store.records import utc_now
 
 
-async def open_storage(path: Path, database: DatabaseConfig, *, clock: Callable[[], datetime] = utc_now) -> Storage:
+async def open_storage(
+    path: Path, database: DatabaseConfig, *, clock: Callable[[], datetime] = utc_now, reading: bool = False
+) -> Storage:
     """Open (creating and migrating if needed) the configured store: the SQLite file at `path`, or the
-    PostgreSQL database named by the environment variable `database.urlEnv`; `StorageError` says why not."""
+    PostgreSQL database named by the environment variable `database.urlEnv`; `StorageError` says why not.
+    `reading`: klaw.db for a command that only reads, where the disk refused the usual open (decision 431)."""
     if database.backend == "postgres":
         from klaw.store.postgres.connection import dsn_from_env
         from klaw.store.postgres.store import PostgresStore
@@ -42,6 +45,7 @@ async def open_storage(path: Path, database: DatabaseConfig, *, clock: Callable[
         vector_cache_bytes=database.vector_cache_mb * 1024 * 1024,
         vector_search_threads=database.vector_search_threads,
         tokenizer=database.tokenizer,
+        reading=reading,
     )
 
 

@@ -48,24 +48,30 @@ STATEMENT_CACHE = 512
 class SqliteDatabase:
     """An apsw connection confined to one worker thread."""
 
-    def __init__(self, connection: apsw.Connection, executor: ThreadPoolExecutor, path: Path) -> None:
+    def __init__(
+        self, connection: apsw.Connection, executor: ThreadPoolExecutor, path: Path, *, reading: bool = False
+    ) -> None:
         self._connection = connection
         self._executor = executor
         self.path = path
         self._closed = False
+        self.reading = reading
         self._queue = WriteQueue(executor, connection)  # in order; writes side by side commit together
         self._reads = ReadPool(path, lambda at: open_connection(at, create=False))
+        if reading:  # one connection holds the file alone: reads run on the database thread
+            self._reads.close()
 
     @classmethod
-    async def open(cls, path: Path) -> SqliteDatabase:
+    async def open(cls, path: Path, *, reading: bool = False) -> SqliteDatabase:
+        """`reading`: for a command that only reads, on a disk that refused the usual open (`_connect`)."""
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="klaw-sqlite")
         loop = asyncio.get_running_loop()
         try:
-            connection = await loop.run_in_executor(executor, _connect, path)
+            connection = await loop.run_in_executor(executor, _connect, path, reading)
         except BaseException:
             executor.shutdown(wait=True)  # its one worker is idle: joined at once, no thread left behind
             raise
-        return cls(connection, executor, path)
+        return cls(connection, executor, path, reading=reading)
 
     @property
     def closed(self) -> bool:
@@ -135,7 +141,8 @@ class SqliteDatabase:
         loop = asyncio.get_running_loop()
         self._closed = True  # no read starts now; those under way finish before their connections close
         await loop.run_in_executor(self._executor, self._reads.close)
-        await loop.run_in_executor(self._executor, _checkpoint_and_close, self._connection)
+        close = apsw.Connection.close if self.reading else _checkpoint_and_close  # a reader has nothing to optimize
+        await loop.run_in_executor(self._executor, close, self._connection)
         self._executor.shutdown(wait=True)
 
 
@@ -176,11 +183,19 @@ def database_error(path: Path, exc: apsw.Error) -> StorageError:
     return StorageError(disk or f"cannot open the database {path}: {exc}")
 
 
-def _connect(path: Path) -> apsw.Connection:
-    create_private(path)  # 0600 before SQLite creates it 0644 & ~umask: its -wal and -shm follow its mode
-    connection = open_connection(path, kind=WriterConnection)  # a group's calls without savepoints (decision 385)
+def _connect(path: Path, reading: bool = False) -> apsw.Connection:
+    """The database thread's connection. `reading`: a command that only reads, on a full disk (decision
+    431): WAL's index of the -wal file is a 32 KiB -shm file SQLite sizes by writing to it, and with no
+    byte free even a read failed ("disk I/O error"). In exclusive locking mode, set before the file is
+    first read, SQLite keeps that index in this process's memory and writes no -shm; `query_only` holds
+    the command to reading. The file is then this connection's alone until it closes (another process
+    opening it waits, then is told it is in use), so only a command that failed the usual way opens so."""
+    if not reading:
+        create_private(path)  # 0600 before SQLite creates it 0644 & ~umask: its -wal and -shm follow its mode
+    connection = open_connection(path, create=not reading, kind=WriterConnection, exclusive=reading)
     try:
-        connection.execute("PRAGMA journal_mode = WAL")
+        if not reading:  # the file's own mode is read as it is
+            connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")
         connection.execute("PRAGMA foreign_keys = ON")
         # Freed and moved-away content is overwritten with zeros, so text erased by `/forget` leaves no
@@ -193,10 +208,11 @@ def _connect(path: Path) -> apsw.Connection:
 
 
 def open_connection(
-    path: Path, *, create: bool = True, kind: type[apsw.Connection] = apsw.Connection
+    path: Path, *, create: bool = True, kind: type[apsw.Connection] = apsw.Connection, exclusive: bool = False
 ) -> apsw.Connection:
     """A connection to `path` with sqlite-vec loaded and a busy timeout: the writer's, then its pragmas;
-    or a reader's (`read_pool.py`, `create=False`: a file gone is an error, never a new empty one)."""
+    or a reader's (`read_pool.py`, `create=False`: a file gone is an error, never a new empty one).
+    `exclusive`: read-only and in exclusive locking mode, WAL's index in memory (`_connect`)."""
     try:
         import sqlite_vec  # here, not at import time: a missing package is this one clear error, not a crash
     except ImportError as exc:
@@ -210,6 +226,9 @@ def open_connection(
     except apsw.Error as exc:
         raise database_error(path, exc) from exc
     connection.setbusytimeout(5000)
+    if exclusive:  # before anything reads the file (register_scoring below does)
+        connection.execute("PRAGMA locking_mode = EXCLUSIVE")
+        connection.execute("PRAGMA query_only = ON")
     try:
         connection.enable_load_extension(True)
         connection.load_extension(sqlite_vec.loadable_path())

@@ -15,10 +15,12 @@ from klaw.store.sqlite.query import fetch_one
 
 
 def current_version(connection: apsw.Connection) -> int:
-    connection.execute(
-        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-        " applied_at INTEGER NOT NULL)"
-    )
+    # made only when missing: a connection that may only read (a full disk, decision 431) reads the version
+    if fetch_one(connection, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'") is None:
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+            " applied_at INTEGER NOT NULL)"
+        )
     row = fetch_one(connection, "SELECT max(version) FROM schema_version")
     return int(row[0]) if row and row[0] is not None else 0
 
@@ -44,3 +46,10 @@ def migrate(connection: apsw.Connection, migrations: list[Migration] | None = No
         raise
     connection.execute("COMMIT")
     return SchemaMove(found, version)
+
+
+def require_current(connection: apsw.Connection) -> None:
+    """For a connection that may only read (a full disk, decision 431): a file that needs a migration is
+    refused as a write would be (`ReadOnlyError`, which the store words by the disk's trouble)."""
+    if pending(bundled_migrations("klaw.store.sqlite"), current_version(connection)):
+        raise apsw.ReadOnlyError("klaw.db needs moving to this klaw's schema, which writes to it")

@@ -21,7 +21,7 @@ from klaw.store.sqlite.history import SqliteHistory, exchange_messages_in
 from klaw.store.sqlite.job_ledger import JobLedger
 from klaw.store.sqlite.memory_chunks import SqliteMemoryChunks
 from klaw.store.sqlite.messages import SqliteMessages
-from klaw.store.sqlite.migrations import current_version, migrate
+from klaw.store.sqlite.migrations import current_version, migrate, require_current
 from klaw.store.sqlite.query import fetch_all
 from klaw.store.sqlite.read_cache import TableGenerations
 from klaw.store.sqlite.search import SqliteSearch
@@ -88,16 +88,23 @@ class SqliteStore:
         vector_search_threads: int = DEFAULT_VECTOR_SEARCH_THREADS,
         vector_snapshot_min_rows: int = SNAPSHOT_MIN_ROWS,
         tokenizer: FullTextTokenizer = "porter",
+        reading: bool = False,
     ) -> SqliteStore:
         """Open (creating if needed) and migrate the database at `path`. `vector_cache_bytes` bounds
         the in-memory copies of chats' vectors that make KNN fast (0 = always sqlite-vec);
         `vector_search_threads` share one search over a large chat; chats of at least
         `vector_snapshot_min_rows` vectors have their in-memory copy saved beside the file. The
         full-text index is bound to `tokenizer` (`IndexMismatchError` when messages are indexed with
-        another: store/sqlite/tokenizers.py)."""
-        db = await SqliteDatabase.open(path)
+        another: store/sqlite/tokenizers.py). `reading`: for a command that only reads, on a disk that
+        refused the usual open (connection.py's `_connect`); nothing is written, not even the vectors' copies."""
+        db = await SqliteDatabase.open(path, reading=reading)
+        if reading:
+            vector_cache_bytes = 0
         try:
-            said_migrated(str(path), await db.run(lambda connection: migrate(connection)))
+            if reading:
+                await db.run(require_current)
+            else:
+                said_migrated(str(path), await db.run(lambda connection: migrate(connection)))
             await db.run(lambda connection: bind_tokenizer(connection, tokenizer))
         except apsw.Error as exc:
             with contextlib.suppress(apsw.Error):  # closing a damaged file may fail too; the first error says why
