@@ -17,6 +17,7 @@ Imports nothing else of klaw, so the log (memory), the socket protocol (engine) 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any, NoReturn
 
 from klaw.errors import KlawError
@@ -133,3 +134,37 @@ def repaired(value: Any) -> Any:
 def reject_constant(name: str) -> NoReturn:
     """For `json.loads(parse_constant=...)`: NaN and Infinity are not JSON."""
     raise ValueError(f"{name} is not JSON")
+
+
+def int_digits_limit() -> int:
+    """The most digits Python turns into an int (`sys.set_int_max_str_digits`; 4,300 by default)."""
+    return sys.get_int_max_str_digits() or sys.int_info.default_max_str_digits
+
+
+class _LongNumber:
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def too_long_number(text: str | bytes) -> tuple[str, int] | None:
+    """Where JSON `text` holds an integer with more digits than Python reads (`json.loads` raises a bare
+    ValueError for it, naming no place): the first one's path ("text", "items.0"; "" for the document
+    itself) and its number of digits. None when it holds none, or cannot be read for another reason."""
+    limit = int_digits_limit()
+
+    def parse_int(digits: str) -> object:
+        count = len(digits.lstrip("-"))
+        return _LongNumber(count) if count > limit else 0  # the value itself is never needed
+
+    try:
+        value = json.loads(text, parse_int=parse_int, parse_constant=reject_constant)
+    except (ValueError, RecursionError):
+        return None
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, _LongNumber):
+            return path, item.digits
+        children = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
+        stack.extend((child, f"{path}.{key}" if path else str(key)) for key, child in reversed(list(children)))
+    return None

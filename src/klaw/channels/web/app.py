@@ -28,11 +28,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from klaw.channels.web.api import WebBackend, build_api
 from klaw.channels.web.auth import LOGIN_COOKIE, LOGIN_SECONDS, SESSION_COOKIE, SESSION_SECONDS, WebAuth
-from klaw.channels.web.body_guard import BodyGuard
+from klaw.channels.web.body_guard import BODY_KEY, BodyGuard
 from klaw.channels.web.host_guard import HostGuard
 from klaw.channels.web.login_limit import LoginLimiter
 from klaw.embedded_http import mark_owner
 from klaw.message_text import LONE_SURROGATE
+from klaw.strict_json import int_digits_limit, too_long_number
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self';"
@@ -185,6 +186,14 @@ async def _unparsable_body(request: Request, exc: StarletteHTTPException) -> Res
         if isinstance(cause, RecursionError):
             why = f"the body's JSON is nested too deeply to read; send {SHAPE}"
             return JSONResponse({"detail": why}, status_code=400)
+        found = too_long_number(request.scope.get(BODY_KEY, b"")) if isinstance(cause, ValueError) else None
+        if found is not None:  # json.loads' bare ValueError: the field is found by reading the body again
+            field, count = found
+            why = (
+                f"{field or 'the body'}: a number of {count:,} digits, more than the {int_digits_limit():,}"
+                f" a number may have; send {SHAPE}"
+            )
+            return JSONResponse({"detail": why}, status_code=422)  # as a body that is not JSON (decision 431)
     return await http_exception_handler(request, exc)
 
 

@@ -33,6 +33,8 @@ MAX_BODY_BYTES = 1 << 20
 BODY_SECONDS = 30.0
 """A whole 1 MiB body in this time is 35 KB/s: any real link, even a phone's; a deliberately slow one is cut."""
 BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+BODY_KEY = "klaw.body"
+"""Where the body read is kept in the request's scope, for a refusal that must look at it again (app.py)."""
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +79,8 @@ class BodyGuard:
             detail = f"the request body did not arrive within {seconds:g} seconds; send it whole, at once"
             await _refuse(408, detail, scope, send)
             return
-        await self._app(scope, _replay(bytes(body), receive), send)
+        scope[BODY_KEY] = whole = bytes(body)
+        await self._app(scope, _replay(whole, receive), send)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         detail = f"the request is larger than {self._max // 1024} KiB; send a shorter message"
