@@ -23,7 +23,7 @@ from klaw.cli.context import (
     stdout_console,
 )
 from klaw.cli.model_at_start import cancelled_on_failure, check_in_background, say_check, set_where
-from klaw.cli.stopping import FINISHING, stopping
+from klaw.cli.stopping import FINISHING, stopped_as_by_ctrl_c_while_starting, stopping
 from klaw.console_logging import logs_through
 from klaw.home import KlawHome
 
@@ -35,9 +35,10 @@ if TYPE_CHECKING:
 
 def engine() -> None:
     """Run the engine: stores, model calls and the socket gateways connect to (engine.sock)."""
-    home = home_from_env()
-    loaded = load_or_exit(home)
-    event_loop.run(_serve(home, loaded))
+    with stopped_as_by_ctrl_c_while_starting():
+        home = home_from_env()
+        loaded = load_or_exit(home)
+        event_loop.run(_serve(home, loaded))
 
 
 async def _serve(home: KlawHome, loaded: LoadedConfig) -> None:

@@ -25,7 +25,7 @@ from klaw.cli.context import (
     stdout_console,
 )
 from klaw.cli.model_at_start import cancelled_on_failure, check_in_background, say_check
-from klaw.cli.stopping import stopping
+from klaw.cli.stopping import stopped_as_by_ctrl_c_while_starting, stopping
 from klaw.home import KlawHome
 
 if TYPE_CHECKING:  # the channels, the gateway and the engine load only when a command runs (cli/app.py)
@@ -36,16 +36,18 @@ if TYPE_CHECKING:  # the channels, the gateway and the engine load only when a c
 
 def gateway() -> None:
     """Run the channels (web page, Telegram) and forward them to the engine over engine.sock."""
-    home = home_from_env()
-    loaded = load_or_exit(home)
-    event_loop.run(_run(home, loaded, with_engine=False))
+    with stopped_as_by_ctrl_c_while_starting():
+        home = home_from_env()
+        loaded = load_or_exit(home)
+        event_loop.run(_run(home, loaded, with_engine=False))
 
 
 def serve() -> None:
     """Run the engine and the gateway (web page, Telegram) together in this process."""
-    home = home_from_env()
-    loaded = load_or_exit(home)
-    event_loop.run(_run(home, loaded, with_engine=True))
+    with stopped_as_by_ctrl_c_while_starting():
+        home = home_from_env()
+        loaded = load_or_exit(home)
+        event_loop.run(_run(home, loaded, with_engine=True))
 
 
 def telegram_token_problem(enabled: bool, token_env: str) -> str | None:
@@ -100,6 +102,17 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
         if engine is not None:
             await engine.shutdown()
         fail(f"the gateway could not start: {exc}")
+    except asyncio.CancelledError:
+        # Ctrl-C or SIGTERM while the channels start (decision 431): the engine that has started stops in
+        # order, as after the start (it was left to the loop's close, its files open). The cancel is taken
+        # back for the shutdown (parts ask `cancelling()`), and given again so asyncio.run says interrupted.
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        await running.stop()
+        if engine is not None:
+            await engine.shutdown()
+        raise
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

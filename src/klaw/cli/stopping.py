@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import TYPE_CHECKING
 
+import typer
 from rich.console import Console
 
 from klaw.cli.context import say_while_stopping
@@ -37,3 +41,31 @@ def stopping(engine: Engine | None, console: Console) -> None:
         engine.quit_at_once()
 
     asyncio.get_running_loop().add_signal_handler(signal.SIGINT, at_once)
+
+
+@contextmanager
+def stopped_as_by_ctrl_c_while_starting() -> Iterator[None]:
+    """Around a service command's run: a SIGTERM before its own handler is set is handed to SIGINT's
+    handler, whichever it is at that moment (Python's, which raises KeyboardInterrupt, before the event
+    loop; asyncio's, which cancels the main task, while it runs), and the stop it asked ends with exit 0,
+    as a SIGTERM after the start does (130 is Ctrl-C's, and a service manager would call it a failure)."""
+    asked = False
+
+    def as_ctrl_c(_signum: int, frame: FrameType | None) -> None:
+        nonlocal asked
+        asked = True
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:  # SIGINT ignored or left to the system: stop all the same
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, as_ctrl_c)
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not asked:
+            raise
+        raise typer.Exit(0) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
