@@ -68,7 +68,7 @@ def trickling() -> Iterator[str]:
 
 async def test_a_trickling_server_ends_the_turn_with_a_worded_failure(tmp_path: Path, trickling: str) -> None:
     config = {
-        "models": {"m": {"baseUrl": trickling, "timeoutSeconds": 1.5, "maxRetries": 0}},
+        "models": {"m": {"baseUrl": trickling, "timeoutSeconds": 1.0, "maxRetries": 0}},
         "routing": {"default": "m"},
         "embedder": {"backend": "fake", "dim": 32},
         "summarizer": {"enabled": False},
@@ -77,7 +77,7 @@ async def test_a_trickling_server_ends_the_turn_with_a_worded_failure(tmp_path: 
         with pytest.raises(TurnFailed) as failed:
             await asyncio.wait_for(agent.ask("alice", "hello"), 60)  # before: still waiting here
         said = str(failed.value)  # the default deadline: ten times timeoutSeconds
-        assert said.startswith("Sorry, I could not answer: ") and "not complete after 15 s" in said
+        assert said.startswith("Sorry, I could not answer: ") and "not complete after 10 s" in said
         assert "totalTimeoutSeconds under models.m" in said and isinstance(failed.value.cause, LlmTimeoutError)
 
 

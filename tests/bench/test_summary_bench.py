@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from klaw.bench.summary_bench import measure_summaries
 from klaw.cli.app import app
 
-TURNS = 40
+TURNS = 20
 
 
 async def test_the_defaults_make_fewer_requests_at_the_same_coverage(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from klaw.llm.fake_server import FakeOpenAiServer
 from tests.engine import short_socket_dir
 from tests.serve_helpers import STARTS_WITHIN, running, serve_config, serve_env, stop, web_page, write_serve_home
 
-APPROVAL_SECONDS = 10
+APPROVAL_SECONDS = 5
 
 
 async def post(client: httpx.AsyncClient, text: str, wait: int = 120) -> dict[str, Any]:

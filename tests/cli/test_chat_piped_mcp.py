@@ -15,13 +15,22 @@ from tests.cli.piped_chat import piped
 SERVER = str(Path(__file__).parents[1] / "tools" / "mcp_client" / "notes_server.py")
 
 
-def slow_notes(home: Path, base_url: str, delay: float, spawned: Path | None = None) -> dict[str, str]:
+def slow_notes(
+    home: Path, base_url: str, delay: float, spawned: Path | None = None, gate: Path | None = None
+) -> dict[str, str]:
     """The chat's environment with the notes server enabled, which sleeps `delay` seconds before starting
-    (a Python server on a loaded machine); with `spawned`, it first writes that file when klaw runs it."""
+    (a Python server on a loaded machine); with `spawned`, it first writes that file when klaw runs it; with
+    `gate`, it starts as soon as that file exists (the test says when), `delay` being then the most it waits."""
     touch = f"pathlib.Path({str(spawned)!r}).touch(); " if spawned is not None else ""
+    wait = f"time.sleep({delay})"
+    if gate is not None:
+        wait = (
+            f"end = time.monotonic() + {delay}\n"
+            f"while time.monotonic() < end and not pathlib.Path({str(gate)!r}).exists(): time.sleep(0.05)"
+        )
     program = (
-        f"import pathlib, runpy, sys, time; {touch}time.sleep({delay}); sys.argv = [{SERVER!r}];"
-        f" runpy.run_path({SERVER!r}, run_name='__main__')"
+        f"import pathlib, runpy, sys, time\n{touch}\n{wait}\nsys.argv = [{SERVER!r}]\n"
+        f"runpy.run_path({SERVER!r}, run_name='__main__')"
     )
     server = {"command": sys.executable, "args": ["-c", program], "startTimeoutSeconds": 90}
     return {

@@ -57,8 +57,9 @@ async def test_the_prompt_comes_before_the_server_and_the_first_message_waits_fo
     init_home(home)
     async with FakeOpenAiServer() as model:
         model.reply_text("noted")
+        gate = tmp_path / "gate"  # the server starts once /status has seen it starting
         env = {
-            **slow_notes(home, model.base_url, delay=20, spawned=tmp_path / "spawned"),
+            **slow_notes(home, model.base_url, delay=60, spawned=tmp_path / "spawned", gate=gate),
             "KLAW__MCP__STARTWAITSECONDS": "90",  # the terminal's start wait, set long: the message has the tools
         }
         async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
@@ -66,6 +67,7 @@ async def test_the_prompt_comes_before_the_server_and_the_first_message_waits_fo
             await term.type_line("/status")
             screen = await term.wait_for_prompt_after("MCP notes:", "/status")
             assert "MCP notes: starting" in screen, screen  # before, the prompt came once it was ready
+            gate.touch()
             await term.type_line("add 2 and 3")
             await term.wait_for_prompt_after("noted", "the reply")
             assert "notes__add" in offered(model)
