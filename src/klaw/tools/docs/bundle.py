@@ -26,11 +26,15 @@ _FENCE = re.compile(r"^(```|~~~)")
 
 @dataclass(frozen=True)
 class DocSection:
-    """One indexed piece of a page: its path, the heading it sits under, and its text."""
+    """One indexed piece of a page: its path, the heading it sits under as shown ("page title — section
+    heading"), and its text; `title` and `own` are the two parts of that heading, which the index weighs
+    apart (the page's title is every section's, so it tells the page, not the section: decision 431)."""
 
     path: str
     heading: str
     text: str
+    title: str = ""
+    own: str = ""
 
 
 class DocsBundle:
@@ -83,9 +87,10 @@ class DocsBundle:
         for path in self.pages():
             title = self.title(path)
             for heading, text in _split_at_headings(self.read(path)):
-                label = title if heading in ("", title) else f"{title} — {heading}"
+                own = "" if heading in ("", title) else heading
+                label = f"{title} — {own}" if own else title
                 for piece in _pieces(text):
-                    found.append(DocSection(path, label, piece))
+                    found.append(DocSection(path, label, piece, title, own))
         return found
 
 

@@ -22,9 +22,10 @@ import asyncio
 import logging
 import os
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import closing, suppress
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,7 +36,7 @@ from klaw.config import SearchConfig
 from klaw.memory.embedder.protocol import Embedder, Vectors, embed_queries
 from klaw.memory.fusion import score_fusion
 from klaw.private_files import create_private
-from klaw.store.sqlite.fts_query import fts5_match_expression
+from klaw.store.sqlite.fts_query import fts5_match_expression, words_of
 from klaw.tools.docs.bundle import DocsBundle, DocSection
 
 log = logging.getLogger(__name__)
@@ -49,13 +50,21 @@ PAGE_DECAY = 0.5
 VECTOR_WAIT_SECONDS = 5.0  # how long a search waits for a build's vectors before using full text alone
 NO_VECTORS = "none"  # the embedder id recorded when the index was built on full text alone
 
+LAYOUT = "2"  # the tables' shape, part of the fingerprint: an index of another shape is built again
+# bm25's weight of each column: the page's title, which every section of the page shares and so tells pages
+# apart, not sections (in one column with the heading, "Maintenance: … reindex; backing up …" gave the
+# reindex sections a backup question's words); the section's own heading, what it is about; its text; each
+# two neighbouring words of heading and text written as one ("back up" found by "backup"). Decision 431.
+WEIGHTS = (0.5, 2.0, 1.0, 0.75)  # title, heading, text, joined
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sections (
-    id INTEGER PRIMARY KEY, path TEXT NOT NULL, heading TEXT NOT NULL, text TEXT NOT NULL, vector BLOB
+    id INTEGER PRIMARY KEY, path TEXT NOT NULL, heading TEXT NOT NULL, text TEXT NOT NULL, vector BLOB,
+    title TEXT NOT NULL, own TEXT NOT NULL, joined TEXT NOT NULL
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS sections_fts USING fts5 (
-    heading, text, content = 'sections', content_rowid = 'id', tokenize = 'porter unicode61 remove_diacritics 2'
+    title, own, text, joined, content = 'sections', content_rowid = 'id',
+    tokenize = 'porter unicode61 remove_diacritics 2'
 );
 """
 
@@ -141,7 +150,7 @@ class DocsIndex:
         return self._building
 
     async def _build_once(self) -> None:
-        fingerprint = await self._in_thread(self._bundle.fingerprint)
+        fingerprint = f"{LAYOUT}:{await self._in_thread(self._bundle.fingerprint)}"
         wanted = self._embedder.model_id if self._embedder is not None else NO_VECTORS
         stored = await self._in_thread(self._meta)
         if stored != (fingerprint, wanted):
@@ -201,18 +210,23 @@ class DocsIndex:
         return rows["fingerprint"], rows["embedder"]
 
     def _write(self, sections: list[DocSection], vectors: Vectors | None, fingerprint: str, embedder: str) -> None:
+        with closing(self._connect()) as db:
+            if _columns(db, "sections_fts") != ["title", "own", "text", "joined"]:  # an older layout's file
+                db.executescript(f"DROP TABLE sections_fts; DROP TABLE sections; {_SCHEMA}")
         with closing(self._connect()) as db, db:
             db.execute("INSERT INTO sections_fts (sections_fts) VALUES ('delete-all')")
             db.execute("DELETE FROM sections")
             for index, section in enumerate(sections):
                 blob = None if vectors is None else np.asarray(vectors[index], dtype=np.float32).tobytes()
+                joined = joined_pairs(f"{section.own}\n{section.text}")
                 cursor = db.execute(
-                    "INSERT INTO sections (path, heading, text, vector) VALUES (?, ?, ?, ?)",
-                    (section.path, section.heading, section.text, blob),
+                    "INSERT INTO sections (path, heading, text, vector, title, own, joined)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (section.path, section.heading, section.text, blob, section.title, section.own, joined),
                 )
                 db.execute(
-                    "INSERT INTO sections_fts (rowid, heading, text) VALUES (?, ?, ?)",
-                    (cursor.lastrowid, section.heading, section.text),
+                    "INSERT INTO sections_fts (rowid, title, own, text, joined) VALUES (?, ?, ?, ?, ?)",
+                    (cursor.lastrowid, section.title, section.own, section.text, joined),
                 )
             db.execute("DELETE FROM meta")
             db.executemany("INSERT INTO meta VALUES (?, ?)", [("fingerprint", fingerprint), ("embedder", embedder)])
@@ -223,9 +237,9 @@ class DocsIndex:
             full_text: dict[int, float] = {}
             expression = fts5_match_expression(query)
             if expression is not None:
+                rank = f"bm25(sections_fts, {', '.join(str(weight) for weight in WEIGHTS)})"
                 matches = db.execute(
-                    "SELECT rowid, bm25(sections_fts, 2.0, 1.0) FROM sections_fts WHERE sections_fts MATCH ?"
-                    " ORDER BY bm25(sections_fts, 2.0, 1.0) LIMIT ?",
+                    f"SELECT rowid, {rank} FROM sections_fts WHERE sections_fts MATCH ? ORDER BY {rank} LIMIT ?",
                     (expression, FTS_CANDIDATES),
                 ).fetchall()
                 full_text = {rowid: -rank for rowid, rank in matches}
@@ -243,23 +257,45 @@ class DocsIndex:
         return _pages(fused, rows, limit)
 
 
+def joined_pairs(text: str) -> str:
+    """Every two neighbouring words of `text` written as one ("back up" → "backup", "set up" → "setup"),
+    for the `joined` column: the docs say "back up", a person asks about a "backup", and the tokenizer
+    keeps them apart."""
+    words = words_of(text)
+    return " ".join(first + second for first, second in pairwise(words))
+
+
+def _columns(db: sqlite3.Connection, table: str) -> list[str]:
+    return [str(row[1]) for row in db.execute(f"PRAGMA table_info({table})")]
+
+
 def _pages(fused: dict[int, float], rows: dict[int, tuple[str, str, str, bytes | None]], limit: int) -> list[DocHit]:
     """Pages ranked by their matching sections: the best one's score, plus half the next one's, a quarter
     of the third's (a page about the question matches in several places; a page that mentions a word
-    once does not win on it alone); each shown by its best section."""
-    by_page: dict[str, list[int]] = {}
+    once does not win on it alone); each shown by its best section. A section long enough to be indexed
+    in pieces is scored the same way from its pieces: the words of a question about it may each be in
+    another piece (decision 431: "home" in the backup section's table, "backup" in its next paragraph,
+    where a reindex section saying "--keep-backup" four times in one piece outranked it)."""
+    pieces: dict[tuple[str, str], list[int]] = {}
     for rowid in sorted(fused, key=lambda r: (-fused[r], r)):
-        by_page.setdefault(rows[rowid][0], []).append(rowid)
-    scores = {
-        path: sum(fused[rowid] * PAGE_DECAY**rank for rank, rowid in enumerate(rowids[:PAGE_SECTIONS]))
-        for path, rowids in by_page.items()
-    }
+        path, heading = rows[rowid][0], rows[rowid][1]
+        pieces.setdefault((path, heading), []).append(rowid)
+    sections = {section: _decayed(fused[rowid] for rowid in rowids) for section, rowids in pieces.items()}
+    by_page: dict[str, list[tuple[str, str]]] = {}
+    for section in sorted(sections, key=lambda key: (-sections[key], pieces[key][0])):
+        by_page.setdefault(section[0], []).append(section)
+    scores = {path: _decayed(sections[section] for section in found) for path, found in by_page.items()}
     ranked = sorted(scores, key=lambda path: (-scores[path], path))[:limit]
     hits = []
     for path in ranked:
-        _, heading, text, _ = rows[by_page[path][0]]
+        _, heading, text, _ = rows[pieces[by_page[path][0]][0]]
         hits.append(DocHit(path, heading, _excerpt(text), round(scores[path], 4)))
     return hits
+
+
+def _decayed(scores: Iterable[float]) -> float:
+    """The best `PAGE_SECTIONS` of `scores` (best first), each counting `PAGE_DECAY` as much as the one before."""
+    return sum(score * PAGE_DECAY**rank for rank, score in enumerate(list(scores)[:PAGE_SECTIONS]))
 
 
 def _excerpt(text: str) -> str:
