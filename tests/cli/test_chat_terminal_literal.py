@@ -74,6 +74,14 @@ async def test_brackets_in_memory_help_context_and_replies_are_shown_literally(t
             second = shown.index("x  y", first)
             assert shown[second : second + 3] == ["x  y", "-  -", "1  2"], shown[second:]
 
+            # A link's target is in sight (decision 431): rich drew "[text](url)" as the text alone.
+            model.reply_text("Read [the backup recipe](https://example.com/backup) or <https://example.com/faq>.")
+            await term.type_line("where is the recipe")
+            screen = await term.wait_for_prompt_after("the backup recipe", "the reply with links")
+            said = " ".join(screen.split())
+            assert "Read the backup recipe (https://example.com/backup) or https://example.com/faq." in said, screen
+            assert said.count("https://example.com/faq") == 1, screen
+
             await term.type_line("still here?")  # the engine survived everything above
             screen = await term.wait_for_prompt_after("echo: still here?", "a reply after the commands")
             await term.tmux("send-keys", "-t", term.target, "C-d")

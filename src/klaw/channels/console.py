@@ -30,7 +30,7 @@ from klaw.channels.console_waiting import count_up
 from klaw.command_syntax import ENGINE_COMMANDS, Described, help_text, parse_command, unknown_command
 from klaw.message_text import MessageRefused
 from klaw.store.records import ChatRef
-from klaw.terminal_text import kept_line_breaks, visible
+from klaw.terminal_text import visible
 
 if TYPE_CHECKING:  # imported where a prompt is drawn: a piped chat needs neither (decision 316)
     from prompt_toolkit import PromptSession
@@ -167,12 +167,12 @@ class ConsoleChannel:
             reply = await self._next_reply_to(result.message_id)
             if reply.approval is None:
                 break
-            from rich.markdown import Markdown  # the question as a terminal shows it: no ``` fence lines
+            from klaw.channels.console_markdown import reply_markdown  # the question as a terminal shows it
 
             # What was asked, without its last line, the `/approve ID or /deny ID (no answer within …)` nobody
             # here can type (newcomer13; the question's shape is engine/approval.py's `question`).
             asked = reply.text.rpartition("\n")[0] or reply.text
-            self._stderr.print(Markdown(kept_line_breaks(visible(asked))))
+            self._stderr.print(reply_markdown(asked))
             ended = self._engine.approvals.nobody_can_answer(chat, reply.approval)
             self._stderr.print(Text(visible(ended)), highlight=False)
         if reply.kind == "error":
@@ -303,9 +303,9 @@ class ConsoleChannel:
         elif not self._console.is_terminal:  # piped: as the model wrote it, as the reply itself (Markdown pads)
             self._console.out(self._shown(reply.text), highlight=False)
         else:
-            from rich.markdown import Markdown  # markdown-it's parser: only a terminal's replies need it
+            from klaw.channels.console_markdown import reply_markdown  # markdown-it: only a terminal's replies
 
-            self._console.print(Markdown(kept_line_breaks(visible(reply.text))))
+            self._console.print(reply_markdown(reply.text))
 
 
 def _approves(answer: str, request_id: str) -> bool:

@@ -1,0 +1,46 @@
+"""A reply as `klaw chat` shows it in a terminal: rich's Markdown, with every link's target in sight.
+
+rich draws `[text](url)` as `text` alone, the address kept in an OSC 8 hyperlink that many terminals
+(tmux before 3.4, the Linux console, most SSH setups) never show: a person read "the backup recipe" and
+could not tell where it led (lows23). Drawn with `hyperlinks=False`, a link reads `text (url)`; a link
+whose text is its address already (`<https://…>`, a bare URL the model wrote as a link) reads once, not
+as `url (url)` (decision 431).
+"""
+
+from __future__ import annotations
+
+from rich.markdown import Markdown
+
+from klaw.terminal_text import kept_line_breaks, visible
+
+
+def reply_markdown(text: str) -> Markdown:
+    """`text` (a model's reply, an approval question) as Markdown for a terminal: control characters shown
+    (`visible`), line breaks kept (`kept_line_breaks`), links with their targets."""
+    markdown = Markdown(kept_line_breaks(visible(text)), hyperlinks=False)
+    for block in markdown.parsed:
+        children = block.children or []
+        keep = []
+        index = 0
+        while index < len(children):
+            token = children[index]
+            close = index + 2
+            if (
+                token.type == "link_open"
+                and close < len(children)
+                and children[index + 1].type == "text"
+                and children[close].type == "link_close"
+                and _same_address(children[index + 1].content, str(token.attrs.get("href", "")))
+            ):
+                keep.append(children[index + 1])  # its address alone, once
+                index = close + 1
+                continue
+            keep.append(token)
+            index += 1
+        block.children = keep if block.children is not None else None
+    return markdown
+
+
+def _same_address(shown: str, href: str) -> bool:
+    """Whether a link's text already says where it goes: its address, with or without `mailto:`."""
+    return shown.strip() in (href, href.removeprefix("mailto:"))
