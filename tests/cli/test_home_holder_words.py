@@ -56,26 +56,10 @@ async def test_a_second_klaw_chat_is_told_to_leave_the_first_not_to_open_a_web_p
         assert out.decode() == "the first chat's answer\n"
 
 
-async def test_klaw_chat_beside_klaw_serve_names_its_web_page(tmp_path: Path) -> None:
-    """newcomer9: serve's port was set by a KLAW__ variable in its own environment, and the refusal named
-    the port this shell's config reads (8765 here): it names the address the page really listens on."""
-    home = tmp_path / "home"
-    init_home(home)
-    async with FakeOpenAiServer() as model:
-        env = {**chat_env(home, model.base_url), "KLAW__CHANNELS__WEB__PORT": "0"}
-        async with running(env=env, stderr=None) as serve:
-            url = await web_page(serve)
-            line = refused(*await piped_bytes({**env, "KLAW__CHANNELS__WEB__PORT": "8765"}, b"hello\n"))
-            assert f"`klaw serve` (pid {serve.pid}) runs on {home}, and its web page is served at {url}:" in line
-            assert "talk to your agent there" in line and ":8765/" not in line
-            assert "systemctl --user stop klaw.service" in line  # and how to stop it, should you want to
-            assert model.chat_requests == []
-            await stop(serve)
-
-
-async def test_klaw_chat_beside_an_engine_and_its_gateway_names_the_gateway_s_page(tmp_path: Path) -> None:
-    """newcomer9: with `klaw engine` and `klaw gateway` both running, the refusal said "start `klaw gateway`
-    beside it"; it names the page the running gateway serves."""
+async def test_klaw_chat_beside_an_engine_and_its_gateway_talks_to_the_engine(tmp_path: Path) -> None:
+    """newcomer9 named the running gateway's page in the refusal; since decision 430 `klaw chat` beside
+    `klaw engine` is no longer refused: it attaches on engine.sock and gets the console's reply while the
+    gateway serves the web page on its own connection (the engine routes each channel's replies to its own)."""
     home = tmp_path / "home"
     init_home(home)
     async with FakeOpenAiServer() as model:
@@ -83,12 +67,10 @@ async def test_klaw_chat_beside_an_engine_and_its_gateway_names_the_gateway_s_pa
         async with running("-m", "klaw", "engine", env=env, stdout=None) as engine:
             await read_until(engine.stderr, "klaw engine listening on", who="klaw engine")
             async with running("-m", "klaw", "gateway", env=env, stderr=None) as gateway:
-                url = await web_page(gateway)
-                line = refused(*await piped_bytes(env, b"hello\n"))
-                assert f"`klaw engine` (pid {engine.pid}) runs on {home}, and its web page is served at {url}" in line
-                assert "start `klaw gateway`" not in line
+                await web_page(gateway)
+                model.reply_text("the console's answer")
+                code, out, err = await piped_bytes(env, b"hello\n")
+                assert (code, out) == (0, "the console's answer\n"), err
                 await stop(gateway)
             assert not (home / "web_address").exists()  # the page is gone: so is its address
-            line = refused(*await piped_bytes(env, b"hello\n"))
-            assert "start `klaw gateway` beside it" in line
             await stop(engine)

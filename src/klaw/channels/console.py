@@ -287,25 +287,47 @@ class ConsoleChannel:
         return visible(text) if self._console.is_terminal else text
 
     def _show(self, reply: Outbound) -> None:
-        """A reply, an error or a question to approve a tool, its control characters shown and never
-        obeyed: a reply or a tool's arguments must not clear the screen or overwrite the question."""
-        from klaw.engine.frames import tools_used, unasked_label  # the engine's loaded it by now (decision 378)
+        show_reply(self._console, self._stderr, reply)
 
-        label = unasked_label(reply.task, reply.spawned, reply.sent_from)
-        if label is not None:  # a task's answer, a message from another chat: say whose, as the web page does
-            self._console.print(Text(visible(label), style="bold yellow"), highlight=False)
-        if reply.tools:  # what the turn called on its way to this answer, as the web page lists it
-            self._console.print(Text(visible(tools_used(reply.tools)), style="dim"), highlight=False)
-        if reply.kind == "error":
-            self._console.print(Text(visible(reply.text), style="red"), highlight=False)
-        elif reply.kind == "notice" and not self._console.is_terminal:  # stdout is the reply alone
-            self._stderr.print(Text(visible(reply.text)), highlight=False)
-        elif not self._console.is_terminal:  # piped: as the model wrote it, as the reply itself (Markdown pads)
-            self._console.out(self._shown(reply.text), highlight=False)
-        else:
-            from klaw.channels.console_markdown import reply_markdown  # markdown-it: only a terminal's replies
 
-            self._console.print(reply_markdown(reply.text))
+class ShownReply(Protocol):
+    """What a console shows of a reply: the engine's `Outbound` in process, an `outbound` frame when
+    attached to a running engine (console_attached.py)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def task(self) -> str | None: ...
+    @property
+    def spawned(self) -> bool: ...
+    @property
+    def sent_from(self) -> str | None: ...
+    @property
+    def tools(self) -> tuple[str, ...]: ...
+
+
+def show_reply(console: Console, stderr: Console, reply: ShownReply) -> None:
+    """A reply, an error or a question to approve a tool, its control characters shown and never
+    obeyed: a reply or a tool's arguments must not clear the screen or overwrite the question."""
+    from klaw.engine.frames import tools_used, unasked_label  # the engine's loaded it by now (decision 378)
+
+    label = unasked_label(reply.task, reply.spawned, reply.sent_from)
+    if label is not None:  # a task's answer, a message from another chat: say whose, as the web page does
+        console.print(Text(visible(label), style="bold yellow"), highlight=False)
+    if reply.tools:  # what the turn called on its way to this answer, as the web page lists it
+        console.print(Text(visible(tools_used(reply.tools)), style="dim"), highlight=False)
+    if reply.kind == "error":
+        console.print(Text(visible(reply.text), style="red"), highlight=False)
+    elif reply.kind == "notice" and not console.is_terminal:  # stdout is the reply alone
+        stderr.print(Text(visible(reply.text)), highlight=False)
+    elif not console.is_terminal:  # piped: as the model wrote it, as the reply itself (Markdown pads)
+        console.out(reply.text, highlight=False)
+    else:
+        from klaw.channels.console_markdown import reply_markdown  # markdown-it: only a terminal's replies
+
+        console.print(reply_markdown(reply.text))
 
 
 def _approves(answer: str, request_id: str) -> bool:

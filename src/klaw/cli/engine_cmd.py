@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from klaw.config_loader import LoadedConfig
     from klaw.engine.delivery import Outbound
     from klaw.engine.runtime import Engine
+    from klaw.home_lock import Holder
 
 
 def engine() -> None:
@@ -88,7 +89,12 @@ def chat(
             await chat_in_this_terminal()
 
     async def chat_in_this_terminal() -> None:
-        await _refuse_a_running_engine(home, loaded)
+        attach_to = await _refuse_a_running_engine(home, loaded)
+        if attach_to is not None:  # an engine answers on engine.sock: talk to it (decision 430)
+            from klaw.cli.chat_attach import chat_attached
+
+            await chat_attached(home, loaded, attach_to)
+            return
         # What is typed while klaw starts waits for the first prompt, as what is typed while the model
         # thinks: in the terminal's own line mode a paste was cut at its 4,095-character limit and sent.
         keys = KeysWhileThinking()
@@ -187,8 +193,9 @@ async def _warn_of_held_names_no_tool_has(running: Engine) -> None:
         err_console.print(Text(approval_warning(row), style="yellow"), highlight=False)
 
 
-async def _refuse_a_running_engine(home: KlawHome, loaded: LoadedConfig) -> None:
-    """Exit 2 when an engine runs on the home, saying how to talk to it and how to end it, in the words
+async def _refuse_a_running_engine(home: KlawHome, loaded: LoadedConfig) -> Holder | None:
+    """The engine to attach to when one answers on engine.sock (`klaw serve`, `klaw engine`: decision 430);
+    else exit 2 when an engine runs on the home, saying how to talk to it and how to end it, in the words
     of the command that runs it (decision 259): `klaw chat` runs an engine of its own, and a home has
     one. A `klaw chat` is left, not talked to on a web page it does not serve. A web page a gateway
     serves is named at the address it really listens on (newcomer9: the refusal said "start `klaw
@@ -199,26 +206,25 @@ async def _refuse_a_running_engine(home: KlawHome, loaded: LoadedConfig) -> None
 
     holder = await home_holder(home)
     if holder is None or (holder.role and holder.role != ENGINE_ROLE):
-        return  # maintenance (klaw reindex) is refused by the engine's start with its own words
+        return None  # maintenance (klaw reindex) is refused by the engine's start with its own words
     who, where, stop = holder.describe(), home.root, how_to_stop(holder)
     if holder.command == "klaw chat":
         fail(f"another {who} is using {where}: {stop}, or go on talking to your agent there")
     if holder.command == "klaw mcp serve":
         fail(f"{who} has opened {where} for an MCP client and takes no chat messages: {stop}")
+    # A `klaw chat` serves its console in process (a second terminal's replies would go there), and an
+    # MCP server takes no chat; any other engine answering on the socket is talked to from here.
+    if await engine_answers(home.socket_path):
+        return holder
     page = await served_page(home)
     if page is not None:
         fail(f"{who} runs on {where}, and its web page is served at {page}: talk to your agent there, or {stop}")
     if holder.command == "klaw serve":
         fail(f"{who} runs on {where}: talk to your agent on its web page ({configured_page(loaded)}), or {stop}")
-    listening = await engine_answers(home.socket_path)
-    gateway = "start `klaw gateway` beside it and talk to your agent on the gateway's web page"
-    if holder.command == "klaw engine":
+    if holder.command == "klaw engine":  # not listening yet: starting
+        gateway = "start `klaw gateway` beside it and talk to your agent on the gateway's web page"
         fail(f"{who} runs on {where}: {gateway}, or {stop}")
     if holder.command == LIBRARY:
-        talk = gateway if listening else "it takes no messages from other programs"
-        fail(f"{who} has opened {where}: {talk}; {stop}")
-    if listening:
-        talk = "start 'klaw gateway' beside it and talk to your agent on the gateway's web page"
-    else:
-        talk = "it takes no messages from other programs (a program using klaw's library API)"
+        fail(f"{who} has opened {where}: it takes no messages from other programs; {stop}")
+    talk = "it takes no messages from other programs (a program using klaw's library API)"
     fail(f"klaw chat starts its own engine, and {who} runs on {where}: {talk}. Or {STOP_AN_ENGINE}.")

@@ -18,6 +18,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -65,9 +66,18 @@ class Submitted:
 
 class Gateway:
     def __init__(
-        self, home: KlawHome, channels: Sequence[Channel], *, clock: Clock | None = None, backoff: Backoff | None = None
+        self,
+        home: KlawHome,
+        channels: Sequence[Channel],
+        *,
+        clock: Clock | None = None,
+        backoff: Backoff | None = None,
+        buffer_dir: Path | None = None,
     ) -> None:
+        """`buffer_dir`: where the inbound buffer lives, the home's gateway directory unless given (a
+        `klaw chat` attached to a running engine keeps its own: console_attached.py)."""
         self.home = home
+        self._buffer_dir = buffer_dir or home.gateway_dir
         self.channels = {channel.name: channel for channel in channels}
         self._clock = clock or SystemClock()
         self._backoff = backoff
@@ -96,7 +106,7 @@ class Gateway:
 
     async def start(self) -> None:
         """Open the buffer, start the link (it connects in the background), then the channels."""
-        self._buffer = await InboundBuffer.open(self.home.gateway_dir)
+        self._buffer = await InboundBuffer.open(self._buffer_dir)
         names = list(self.channels)
         streaming = [name for name, channel in self.channels.items() if channel.streaming]
         self._link = EngineLink(

@@ -1,0 +1,255 @@
+"""The console attached to a running engine: `klaw chat` beside `klaw serve` or `klaw engine` (decision 430).
+
+The terminal is one more gateway channel, not a second protocol: a `Gateway` running this channel alone
+says `hello` for `console` on engine.sock, and what the person types goes as the web page's does, an
+`inbound` frame (slash text a `command` frame) kept in its own buffer (KLAW_HOME/gateway/terminal) until
+the engine acks it after its fsync. The engine routes outbound frames per channel, so the web page's
+gateway (`web`, `telegram`) and the terminal (`console`) each get their own replies. A reply to `console`
+made while no terminal is attached waits in the engine's queue for the channel and comes at the next
+`hello` (or is sent again at the engine's next start): it is shown under `WHILE_AWAY`, as an in-process
+chat shows a crash's unshown replies. One terminal at a time (`TerminalLock`): a second `console`
+connection would take the first one's replies. The look is the in-process console's: the spinner while a
+reply is awaited, replies drawn by `show_reply`, `approve? [y/N]` for a held tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.text import Text
+
+from klaw.channels.console import (
+    CONSOLE_CHANNEL,
+    EXIT_WORDS,
+    LEAVING_HELP,
+    _approves,
+    _ctrl_c_clears_a_typed_line,
+    _prompt,
+    show_reply,
+)
+from klaw.channels.console_waiting import count_up
+from klaw.command_syntax import parse_command
+from klaw.engine.frames import DeltaFrame, FrameError, OutboundFrame
+from klaw.gateway.buffer import BufferUnavailable
+from klaw.terminal_text import visible
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from prompt_toolkit import PromptSession
+
+    from klaw.gateway.service import Gateway
+
+WHILE_AWAY = "Reply that came while no terminal was attached:"
+WENT_AWAY = "The engine stopped. What you type is kept and sent when it is back; /exit leaves (nothing here starts it)."
+BACK = "The engine is back."
+KEPT = "The engine is not answering now: this message is kept and sent when it is back."
+WATCH_SECONDS = 0.2  # how often the link's state is looked at, to say the engine went away or came back
+
+
+class AttachedConsole:
+    """The `console` channel of a `Gateway` in this terminal: replies into a queue, shown by `run`/`answer_piped`."""
+
+    name: str = CONSOLE_CHANNEL
+    streaming: bool = False  # a terminal shows the whole reply under the spinner, as in process
+
+    def __init__(self, console: Console, chat_id: str, model_id: str, timeout_seconds: float) -> None:
+        self._console = console
+        self._stderr = Console(stderr=True, markup=False, soft_wrap=not console.is_terminal)
+        self._chat_id = chat_id
+        self._model_id = model_id  # for the spinner's words: engine.yaml's default, as read here
+        self._timeout = timeout_seconds
+        self._replies: asyncio.Queue[OutboundFrame] = asyncio.Queue()
+        self._held: list[OutboundFrame] = []  # taken from the queue while an approval prompt was up
+        self._mine: set[str] = set()  # ids of what this terminal sent: their answers are no strangers
+        self._gateway: Gateway | None = None
+
+    # -- Channel --------------------------------------------------------------------------------
+    async def start(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    async def stop(self) -> None:
+        return None
+
+    async def deliver(self, frame: OutboundFrame) -> None:
+        self._replies.put_nowait(frame)
+
+    async def delta(self, frame: DeltaFrame) -> None:
+        return None  # never asked for (streaming False)
+
+    # -- the person -----------------------------------------------------------------------------
+    async def run(self, banner: Text, history_file: Path) -> None:
+        """Prompt until /exit, Ctrl-D or Ctrl-C on an empty line; the engine goes on after."""
+        from prompt_toolkit import PromptSession
+
+        from klaw.channels.console_history import ConsoleHistory
+
+        session: PromptSession[str] = PromptSession(
+            history=ConsoleHistory(history_file), key_bindings=_ctrl_c_clears_a_typed_line()
+        )
+        self._console.print(banner, highlight=False)
+        watcher = asyncio.create_task(self._watch_link())
+        try:
+            while True:
+                printer = asyncio.create_task(self._print_arrivals())
+                try:
+                    text = await _prompt(session, "you › ")
+                except (EOFError, KeyboardInterrupt):
+                    break
+                finally:
+                    printer.cancel()
+                    await asyncio.gather(printer, return_exceptions=True)
+                if not text.strip():
+                    continue
+                if text.strip().lower() in EXIT_WORDS:
+                    break
+                await self._exchange(text, session)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+
+    async def answer_piped(self, text: str) -> bool:
+        """`echo "…" | klaw chat`: the reply alone on stdout; False when it is an error (exit 1). A held
+        tool's question goes to stderr with where to answer it (nobody can here); the reply waits for it."""
+        message_id = await self._submit(text)
+        if message_id is None:
+            return False
+        command = parse_command(text)
+        while True:
+            reply = await self._next_reply_to(message_id)
+            if reply.approval is None:
+                break
+            from klaw.channels.console_markdown import reply_markdown
+
+            self._stderr.print(reply_markdown(reply.text))
+            where = "nobody can answer it here (the message was piped): answer it in `klaw chat` at a terminal"
+            self._stderr.print(Text(f"{where}; the reply waits for it.", style="yellow"), highlight=False)
+        if reply.kind == "error":
+            self._stderr.print(Text(visible(reply.text), style="red"), highlight=False)
+            return False
+        said = reply.text + (f"\n{LEAVING_HELP}" if command is not None and command.name == "help" else "")
+        self._console.out(visible(said) if self._console.is_terminal else said, highlight=False)
+        return True
+
+    def show_pending(self) -> None:
+        """Replies that arrived after the prompt closed, shown before the terminal leaves."""
+        while self._held or not self._replies.empty():
+            self._show_arrival(self._held.pop(0) if self._held else self._replies.get_nowait())
+
+    @property
+    def gateway(self) -> Gateway:
+        if self._gateway is None:
+            raise RuntimeError("the attached console is not started")
+        return self._gateway
+
+    async def _submit(self, text: str) -> str | None:
+        """Buffer it for the engine; its id, or None after saying why it was not sent."""
+        try:
+            submitted = await self.gateway.submit(CONSOLE_CHANNEL, self._chat_id, text)
+        except (FrameError, BufferUnavailable) as exc:
+            why = exc.message if isinstance(exc, FrameError) else str(exc)
+            self._stderr.print(Text(f"Not sent: {why}", style="red"), highlight=False)
+            return None
+        self._mine.add(submitted.id)
+        if submitted.queued and self._console.is_terminal:
+            self._console.print(Text(KEPT, style="yellow"), highlight=False)
+        return submitted.id
+
+    async def _exchange(self, text: str, session: PromptSession[str]) -> None:
+        message_id = await self._submit(text)
+        if message_id is None:
+            return
+        command = parse_command(text)
+        while True:
+            with self._console.status("thinking…", spinner="dots") as status:
+                ticker = asyncio.create_task(count_up(status, self._model_id, self._timeout))
+                try:
+                    reply = await self._next_reply_to(message_id)
+                finally:
+                    ticker.cancel()
+                    await asyncio.gather(ticker, return_exceptions=True)
+            if command is not None and reply.kind == "notice" and reply.reply_to == message_id:
+                help_tail = f"\n{LEAVING_HELP}" if command.name == "help" else ""  # klaw chat's own words
+                self._console.print(Text(visible(reply.text + help_tail), style="cyan"), highlight=False)
+                return
+            show_reply(self._console, self._stderr, reply)
+            if reply.approval is None:
+                return
+            await self._answer_approval(message_id, reply.approval, session)
+
+    async def _answer_approval(self, message_id: str, request_id: str, session: PromptSession[str]) -> None:
+        """`y` approves, anything else denies, sent as `/approve ID` or `/deny ID` (the engine's answer is
+        shown as it comes). The reply arriving first means the question ended unanswered (its timeout):
+        the prompt ends and the reply is shown."""
+        asking = asyncio.create_task(_prompt(session, "approve? [y/N] › "))
+        while True:
+            arriving = asyncio.create_task(self._replies.get())
+            await asyncio.wait({asking, arriving}, return_when=asyncio.FIRST_COMPLETED)
+            if arriving.done():
+                reply = arriving.result()
+                if not asking.done() and not self._answers(reply, message_id):
+                    self._show_arrival(reply)  # above the prompt: a task's answer, say
+                    continue
+                self._held.append(reply)
+            else:
+                arriving.cancel()
+                await asyncio.gather(arriving, return_exceptions=True)
+            break
+        if not asking.done():
+            if session.app.is_running:
+                session.app.exit(result="")  # the prompt line stays on screen, as answered with nothing
+            else:
+                asking.cancel()
+            await asyncio.gather(asking, return_exceptions=True)
+            return
+        try:
+            answer = asking.result()
+        except (EOFError, KeyboardInterrupt):
+            answer = ""
+        await self._submit(f"/{'approve' if _approves(answer, request_id) else 'deny'} {request_id}")
+
+    @staticmethod
+    def _answers(reply: OutboundFrame, message_id: str) -> bool:
+        return reply.reply_to == message_id or message_id in reply.answers or reply.kind == "error"
+
+    async def _next_reply_to(self, message_id: str) -> OutboundFrame:
+        """The reply to this message, or a question to approve a tool on its way; others are shown as they come."""
+        while True:
+            reply = self._held.pop(0) if self._held else await self._replies.get()
+            if self._answers(reply, message_id) or reply.approval is not None:
+                return reply
+            self._show_arrival(reply)
+
+    async def _print_arrivals(self) -> None:
+        while True:
+            self._show_arrival(self._held.pop(0) if self._held else await self._replies.get())
+
+    def _show_arrival(self, reply: OutboundFrame) -> None:
+        """A message that answers nothing awaited now: the engine's answer to a command this terminal
+        sent (`/approve`), or a reply to a message sent before this terminal attached, said as such."""
+        if reply.kind == "notice" and reply.reply_to in self._mine:
+            self._console.print(Text(visible(reply.text), style="cyan"), highlight=False)
+            return
+        away = reply.reply_to is not None and reply.reply_to not in self._mine and reply.task is None
+        if not self._console.is_terminal:  # piped: stdout is the reply to stdin's message alone
+            said = f"{WHILE_AWAY}\n{reply.text}" if away else reply.text
+            self._stderr.print(Text(visible(said)), highlight=False)
+            return
+        if away and reply.approval is None:
+            self._console.print(Text(WHILE_AWAY, style="bold yellow"), highlight=False)
+        show_reply(self._console, self._stderr, reply)
+
+    async def _watch_link(self) -> None:
+        """Say when the engine goes away and when it is back (the link reconnects by itself)."""
+        link = self.gateway.link
+        was = link.connected.is_set()
+        while True:
+            await asyncio.sleep(WATCH_SECONDS)
+            now = link.connected.is_set()
+            if now != was:
+                with contextlib.suppress(Exception):
+                    self._console.print(Text(BACK if now else WENT_AWAY, style="yellow"), highlight=False)
+            was = now

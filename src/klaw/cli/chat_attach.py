@@ -1,0 +1,111 @@
+"""`klaw chat` beside a running engine: this terminal becomes a client of it on engine.sock (decision 430).
+
+`klaw chat` opened an engine of its own and was refused beside `klaw serve` or `klaw engine`; now, when
+an engine answers on the home's socket, it attaches instead (console_attached.py): the same chat,
+console:<user>, through the gateway protocol the web page uses. Leaving (/exit, Ctrl-D, Ctrl-C) leaves
+the engine running. One terminal at a time: a second is refused while the first is attached, since the
+engine sends the `console` channel's replies to one connection. No model check: the running engine
+made its own at its start, with its own settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import typer
+from rich.text import Text
+
+from klaw.cli.chat_input import piped_message, read_piped
+from klaw.cli.context import err_console, fail, stdout_console
+from klaw.console_logging import logs_through
+from klaw.private_files import open_private, private_dirs
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from klaw.config_loader import LoadedConfig
+    from klaw.home import KlawHome
+    from klaw.home_lock import Holder
+
+TERMINAL_DIR = "terminal"  # under KLAW_HOME/gateway: the attached terminal's buffer and lock
+CONNECT_WAIT_SECONDS = 10.0  # how long the start waits for the engine's answer before saying it does not
+
+
+@contextlib.contextmanager
+def one_terminal(directory: Path, who: str, where: Path) -> Iterator[None]:
+    """Held while this terminal is attached; exit 2 if another `klaw chat` is attached to the engine."""
+    private_dirs(directory)
+    fd = open_private(directory / "attached.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fail(f"another `klaw chat` is attached to {who} on {where}: leave it first (/exit or Ctrl-D)")
+        yield
+    finally:
+        os.close(fd)
+
+
+async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) -> None:
+    """Chat with the engine `holder` runs, in this terminal or for one piped message; the engine goes on after."""
+    from klaw.channels.console import EXIT_WORDS, console_chat
+    from klaw.channels.console_attached import AttachedConsole
+    from klaw.gateway.service import Gateway
+
+    data = read_piped()
+    piped = ""
+    if data is not None:
+        piped, refusal = piped_message(data)
+        if refusal is not None:
+            fail(refusal)  # a usage error: exit 2, nothing sent
+        if piped.strip().lower() in EXIT_WORDS:
+            return
+    config = loaded.config
+    model_id = config.routing.default
+    timeout = config.models[model_id].timeout_seconds if model_id in config.models else 120.0
+    console = stdout_console()
+    who = holder.describe()
+    directory = home.gateway_dir / TERMINAL_DIR
+    channel = AttachedConsole(console, console_chat().chat_id, model_id, timeout)
+    gateway = Gateway(home, [channel], buffer_dir=directory)
+    interrupted = failed = False
+    logs = logs_through(console if data is None else err_console, home.chat_log_file)
+    with one_terminal(directory, who, home.root), logs:
+        await gateway.start()
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CONNECT_WAIT_SECONDS):
+                    await gateway.link.connected.wait()
+            if not gateway.connected:
+                err_console.print(
+                    Text(f"{who} on {home.root} does not answer yet; what you send is kept until it does"),
+                    style="yellow",
+                    highlight=False,
+                )
+            if data is None:
+                banner = Text.assemble(
+                    ("klaw", "bold"),
+                    f" — attached to the running engine, {who}, on {home.root}. Type /help for commands,"
+                    " /exit or Ctrl-D to leave (the engine goes on).",
+                )
+                await channel.run(banner, home.root / "chat_history")
+            elif not await channel.answer_piped(piped):
+                failed = True
+        except asyncio.CancelledError:  # Ctrl-C while a reply is awaited: leave, the engine goes on
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            interrupted = True
+        finally:
+            await gateway.stop()
+            channel.show_pending()
+    if interrupted:
+        err_console.print("Left; the engine goes on, and a reply still to come is shown at your next klaw chat.")
+        raise typer.Exit(130)
+    if failed:
+        raise typer.Exit(1)

@@ -1,0 +1,71 @@
+"""`klaw chat` beside a running `klaw serve` talks to it over engine.sock (decision 430).
+
+It was refused ("talk to your agent on its web page"). One real `klaw serve` with the fake model serves
+every step, as a person would meet them: a piped chat gets its reply alone on stdout; a terminal (tmux)
+attaches, chats, runs a slash command, and leaves with Ctrl-C while a reply is still being written; that
+reply, made while no terminal was attached, is shown at the next attach; and the engine stopped under an
+attached terminal is said there, the terminal left running until the person leaves it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from klaw.channels.console_attached import WENT_AWAY, WHILE_AWAY
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.chat_terminal import chat_env, init_home, needs_tmux, terminal
+from tests.cli.piped_chat import piped
+from tests.serve_helpers import STARTS_WITHIN, running, stop, web_page
+
+CHAT = [sys.executable, "-m", "klaw", "chat"]
+
+
+@needs_tmux
+async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = {**chat_env(home, model.base_url), "KLAW__CHANNELS__WEB__PORT": "0"}
+        async with running(env=env, stderr=None) as serve:
+            await web_page(serve)
+            model.reply_text("an answer for the pipe")
+            code, out, err = await piped(env, "hello from a pipe")
+            assert (code, out) == (0, "an answer for the pipe\n"), err
+            assert "Traceback" not in err
+
+            (tmp_path / "first").mkdir()
+            async with terminal(CHAT, env, tmp_path / "first") as term:
+                await term.wait_for_prompt_after("attached to the running engine", "the banner")
+                assert f"`klaw serve` (pid {serve.pid})" in await term.screen()
+                model.reply_text("an answer typed for")
+                await term.type_line("hello from a terminal")
+                await term.wait_for_prompt_after("an answer typed for", "the reply")
+                await term.type_line("/help")
+                await term.wait_for_prompt_after("/exit — Leave klaw chat", "the engine's /help")
+                asked, gate = asyncio.Event(), asyncio.Event()
+
+                async def held() -> None:
+                    asked.set()
+                    await gate.wait()
+
+                model.reply_text("written while nobody watched", before=held)
+                await term.type_line("take your time")
+                await asyncio.wait_for(asked.wait(), timeout=STARTS_WITHIN)
+                await term.tmux("send-keys", "-t", term.target, "C-c")
+                assert await term.exit_status() == 130
+                assert "the engine goes on" in await term.screen()
+            assert serve.returncode is None  # leaving the terminal left the engine running
+            gate.set()
+
+            (tmp_path / "second").mkdir()
+            async with terminal(CHAT, env, tmp_path / "second") as term:
+                screen = await term.wait_for_prompt_after("written while nobody watched", "the reply made meanwhile")
+                assert screen.index(WHILE_AWAY) < screen.index("written while nobody watched")
+                assert await stop(serve) == 0
+                await term.wait_for(lambda s: " ".join(WENT_AWAY.split()) in " ".join(s.split()), "the engine's going")
+                await term.type_line("/exit")
+                assert await term.exit_status() == 0
+        # each message the model was asked about came from the console chat, none from a second engine
+        assert len(model.chat_requests) == 3
