@@ -101,3 +101,48 @@ def test_reindex_on_a_postgres_home_rebuilds_it_from_the_log_the_database_keeps(
     assert not (home / "klaw.db").exists() and not (home / "conversations").exists()
     again = klaw(home, "reindex", env=env)  # a rebuilt home rebuilds again (its log came along)
     assert again.returncode == 0 and asyncio.run(state()) == before
+
+
+async def test_the_first_start_after_a_move_sends_again_only_the_reply_klaw_db_still_waited_for(
+    tmp_path: Path, postgres_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three replies shown (klaw.db confirmed them) and one a crash left unshown: after the move, the first
+    start on PostgreSQL sends the unshown one once, never the three again (newcomer15: every reply of the
+    log was sent again, as its fold marks every closed reply as waiting); `message_send`'s places of the
+    last hour come along too (the per-hour cap holds across the move)."""
+    import sqlite3
+
+    from klaw import AgentMessage, ChatRef, FunctionModel, Klaw
+    from tests.test_library_agent_messages import CONFIG, cut_off_after_the_reply
+
+    home = tmp_path / "home"
+    shown: asyncio.Queue[AgentMessage] = asyncio.Queue()
+    model = FunctionModel(lambda messages, info: f"you said {messages[-1].content}")
+    async with Klaw(home, config=CONFIG, model=model, on_message=shown.put) as agent:
+        for question in ("one", "two", "three"):
+            assert await agent.ask("alice", question) == f"you said {question}"
+    await asyncio.to_thread(cut_off_after_the_reply, home, ChatRef("library", "alice"))
+    with sqlite3.connect(home / "klaw.db") as db:  # as message_send's reservation leaves it
+        db.execute("INSERT INTO sends (target, sent_at) SELECT 'library:bob', max(created_at) FROM messages")
+    (home / "engine.yaml").write_text("embedder:\n  backend: fake\n  dim: 32\n", encoding="utf-8")
+    env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
+
+    moved = await asyncio.to_thread(
+        klaw, home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, "--samples", "0", env=env
+    )
+
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    monkeypatch.setenv(VARIABLE, env[VARIABLE])
+    config = {**CONFIG, "database": {"backend": "postgres", "urlEnv": VARIABLE}}
+    async with Klaw(home, config=config, model=model, on_message=shown.put) as agent:
+        resent = await asyncio.wait_for(shown.get(), 60)
+        assert resent.text == "the answer the crash hid"
+        assert await agent.ask("alice", "four") == "you said four"  # a turn: the start's sending is long done
+        assert shown.empty(), shown.get_nowait()
+        store = await open_storage(home, DatabaseConfig(backend="postgres", url_env=VARIABLE))
+        try:
+            async with store.db.connection() as connection:  # type: ignore[attr-defined]
+                cursor = await connection.execute("SELECT target FROM sends")
+                assert [row[0] for row in await cursor.fetchall()] == ["library:bob"]
+        finally:
+            await store.aclose()

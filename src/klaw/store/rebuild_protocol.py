@@ -64,7 +64,9 @@ class RebuildTarget(Protocol):
     async def copy_settings(self) -> int:
         """Replace the build's runtime settings with the live store's (commands set them; the log does
         not hold them); returns how many. 0 when there is no live store. `StorageError` when the live
-        store cannot be read."""
+        store cannot be read. The other state the log does not hold comes along too: which replies still
+        wait for delivery (the fold marked every reply the log closed; only those the live store still
+        waits for stay, none without it) and `message_send`'s places of the last hour."""
         ...
 
     async def finish(self) -> None:

@@ -103,38 +103,89 @@ class PostgresBuild:
     sqlite_file: Path
 
     async def copy_settings(self) -> int:
-        """klaw.db's runtime settings into the database (0 without klaw.db)."""
-        if not self.sqlite_file.exists():
-            return 0
-        import apsw  # the source is SQLite's file, read directly: its store would migrate it
-
+        """klaw.db's runtime settings into the database (0 without klaw.db), with what else klaw.db holds
+        that the log does not say: which replies still wait for delivery (folding the log marked every
+        reply ever closed; only those klaw.db still waits for are kept, as `klaw reindex` keeps them, so
+        the first start sends no old reply again) and the places `message_send` took in the last hour."""
         try:
-            source = apsw.Connection(
-                f"file:{self.sqlite_file}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-            )
-            try:
-                present = source.execute("SELECT 1 FROM sqlite_master WHERE name = 'settings'").fetchone()
-                rows = list(source.execute("SELECT key, value, updated_at FROM settings")) if present else []
-            finally:
-                source.close()
-        except apsw.Error as exc:
-            raise StorageError(f"cannot read the settings of {self.sqlite_file}: {exc}") from exc
+            kept = _read_sqlite(self.sqlite_file)
+        except StorageError:
+            async with self.store.db.transaction() as connection:  # no reply is sent again for it (the fold's)
+                await execute(connection, "DELETE FROM undelivered_replies")
+            raise
         async with self.store.db.transaction() as connection:
             await execute(connection, "DELETE FROM settings")
-            for key, value, updated_at in rows:
+            for key, value, updated_at in kept.settings:
                 json.loads(value)  # only JSON values are settings
                 await execute(
                     connection,
                     "INSERT INTO settings (key, value, updated_at) VALUES (%s, %s, %s)",
                     (key, value, updated_at),
                 )
-        return len(rows)
+            await execute(
+                connection,
+                "DELETE FROM undelivered_replies u WHERE NOT EXISTS (SELECT 1 FROM messages m"
+                " WHERE m.rowid = u.message_rowid AND m.id = ANY(%s))",
+                (list(kept.waiting),),
+            )
+            await execute(connection, "DELETE FROM sends")
+            for target, sent_at in kept.sends:
+                await execute(connection, "INSERT INTO sends (target, sent_at) VALUES (%s, %s)", (target, sent_at))
+        return len(kept.settings)
 
     async def finish(self) -> None:
         """Nothing to fold or move: the database is already where it will be used."""
 
     async def aclose(self) -> None:
         await self.store.aclose()
+
+
+@dataclass(frozen=True)
+class _KeptState:
+    """What klaw.db holds that its log does not: settings rows, the record ids of the replies waiting for
+    delivery, and `sends` rows (target, sent_at)."""
+
+    settings: list[tuple[str, str, int]]
+    waiting: list[str]
+    sends: list[tuple[str, int]]
+
+
+def _read_sqlite(sqlite_file: Path) -> _KeptState:
+    """klaw.db's state the log does not hold; none without klaw.db (or in one older than a table): sending
+    every reply the log ever held again would be worse than losing one waiting at the moment of the move."""
+    if not sqlite_file.exists():
+        return _KeptState([], [], [])
+    import apsw  # the source is SQLite's file, read directly: its store would migrate it
+
+    try:
+        source = apsw.Connection(f"file:{sqlite_file}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        try:
+            tables = {str(row[0]) for row in source.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            settings = (
+                [(str(k), str(v), int(t)) for k, v, t in source.execute("SELECT key, value, updated_at FROM settings")]
+                if "settings" in tables
+                else []
+            )
+            waiting = (
+                [
+                    str(row[0])
+                    for row in source.execute(
+                        "SELECT m.id FROM undelivered_replies u JOIN messages m ON m.rowid = u.message_rowid"
+                    )
+                ]
+                if "undelivered_replies" in tables
+                else []
+            )
+            sends = (
+                [(str(target), int(at)) for target, at in source.execute("SELECT target, sent_at FROM sends")]
+                if "sends" in tables
+                else []
+            )
+        finally:
+            source.close()
+    except apsw.Error as exc:
+        raise StorageError(f"cannot read the settings of {sqlite_file}: {exc}") from exc
+    return _KeptState(settings, waiting, sends)
 
 
 class PostgresMigration:

@@ -84,7 +84,8 @@ class PostgresReindexBuild:
 
     async def copy_settings(self) -> int:
         """The live store's settings into the build; of the replies the log says wait for delivery, only
-        those the live store still waits for (by record id), as SQLite's rebuild keeps them."""
+        those the live store still waits for (by record id), as SQLite's rebuild keeps them; and
+        `message_send`'s places of the last hour."""
         live = sql.Identifier(self.live_schema)
         async with self.store.db.transaction() as connection:
             await execute(connection, "DELETE FROM settings")
@@ -102,6 +103,13 @@ class PostgresReindexBuild:
                     " WHERE n.rowid = b.message_rowid)"
                 )
                 .format(live=live)
+                .as_string(connection),
+            )
+            await execute(connection, "DELETE FROM sends")
+            await execute(  # message_send's places of the last hour (decision 418): the log has no sends
+                connection,
+                sql.SQL("INSERT INTO sends (target, sent_at) SELECT target, sent_at FROM {}.sends")
+                .format(live)
                 .as_string(connection),
             )
         return copied

@@ -115,12 +115,17 @@ class SqliteRebuildJournal:
 
 
 async def copy_settings(db: SqliteDatabase, source: Path) -> int:
-    """Replace `db`'s settings with those of the database file `source`; returns how many.
+    """Replace `db`'s settings (and `message_send`'s places of the last hour) with those of the database
+    file `source`; returns how many settings.
     Reading through ATTACH sees `source`'s WAL too, so nothing committed there is missed."""
 
     def copy(connection: apsw.Connection) -> int:
         connection.execute("ATTACH DATABASE ? AS old", (str(source),))
         try:
+            if fetch_one(connection, "SELECT 1 FROM old.sqlite_master WHERE name = 'sends'") is not None:
+                with connection:  # message_send's places of the last hour (decision 418): the log has no sends
+                    connection.execute("DELETE FROM main.sends")
+                    connection.execute("INSERT INTO main.sends (target, sent_at) SELECT target, sent_at FROM old.sends")
             present = fetch_one(connection, "SELECT 1 FROM old.sqlite_master WHERE name = 'settings'")
             if present is None:
                 return 0
