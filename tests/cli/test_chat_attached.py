@@ -2,9 +2,10 @@
 
 It was refused ("talk to your agent on its web page"). One real `klaw serve` with the fake model serves
 every step, as a person would meet them: a piped chat gets its reply alone on stdout; a terminal (tmux)
-attaches, chats, runs a slash command, and leaves with Ctrl-C while a reply is still being written; that
-reply, made while no terminal was attached, is shown at the next attach; and the engine stopped under an
-attached terminal is said there, the terminal left running until the person leaves it.
+attaches, chats, runs a slash command, approves a held tool, and leaves with Ctrl-C while a reply is
+still being written; that reply, made while no terminal was attached, is shown at the next attach; and
+the engine stopped under an attached terminal is said there, what is typed meanwhile kept, and sent
+once the engine is started again.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import asyncio
 import sys
 from pathlib import Path
 
-from klaw.channels.console_attached import WENT_AWAY, WHILE_AWAY
+from klaw.channels.console_attached import BACK, KEPT, WENT_AWAY, WHILE_AWAY
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home, needs_tmux, terminal
 from tests.cli.piped_chat import piped
+from tests.cli.test_chat_terminal_approval import APPROVE, QUESTION, hold_file_write
 from tests.serve_helpers import STARTS_WITHIN, running, stop, web_page
 
 CHAT = [sys.executable, "-m", "klaw", "chat"]
@@ -26,6 +28,7 @@ CHAT = [sys.executable, "-m", "klaw", "chat"]
 async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> None:
     home = tmp_path / "home"
     init_home(home)
+    hold_file_write(home)
     async with FakeOpenAiServer() as model:
         env = {**chat_env(home, model.base_url), "KLAW__CHANNELS__WEB__PORT": "0"}
         async with running(env=env, stderr=None) as serve:
@@ -44,6 +47,15 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                 await term.wait_for_prompt_after("an answer typed for", "the reply")
                 await term.type_line("/help")
                 await term.wait_for_prompt_after("/exit — Leave klaw chat", "the engine's /help")
+                model.reply_tool_calls([("file_write", {"path": "kept.txt", "content": "yes please"})])
+                model.reply_text("Wrote kept.txt.")
+                await term.type_line("write it")
+                screen = await term.wait_for(lambda s: s.rstrip().endswith(APPROVE.rstrip()), "the approval prompt")
+                assert QUESTION in screen and "path: kept.txt" in screen
+                await term.type_line("y")
+                await term.wait_for_prompt_after("Wrote kept.txt.", "the reply after approving")
+                assert "Approved: file_write runs now." in await term.screen()
+                assert (home / "workspace" / "kept.txt").read_text(encoding="utf-8") == "yes please"
                 asked, gate = asyncio.Event(), asyncio.Event()
 
                 async def held() -> None:
@@ -65,7 +77,15 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                 assert screen.index(WHILE_AWAY) < screen.index("written while nobody watched")
                 assert await stop(serve) == 0
                 await term.wait_for(lambda s: " ".join(WENT_AWAY.split()) in " ".join(s.split()), "the engine's going")
-                await term.type_line("/exit")
-                assert await term.exit_status() == 0
-        # each message the model was asked about came from the console chat, none from a second engine
-        assert len(model.chat_requests) == 3
+                await term.type_line("typed while it was down")
+                await term.wait_for(lambda s: KEPT in " ".join(s.split()), "the message said kept")
+                model.reply_text("the kept message's answer")
+                async with running(env=env, stderr=None) as again:  # systemd's restart, say
+                    await web_page(again)
+                    await term.wait_for_prompt_after("the kept message's answer", "the kept message answered")
+                    assert BACK in await term.screen()
+                    await term.type_line("/exit")
+                    assert await term.exit_status() == 0
+                    assert again.returncode is None
+                    await stop(again)
+        assert len(model.chat_requests) == 6  # each a console message; none twice, none from a second engine
