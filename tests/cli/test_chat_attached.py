@@ -17,7 +17,7 @@ from pathlib import Path
 from klaw.channels.console_attached import BACK, KEPT, WENT_AWAY, WHILE_AWAY
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home, needs_tmux, terminal
-from tests.cli.piped_chat import piped
+from tests.cli.piped_chat import piped, refused
 from tests.cli.test_chat_terminal_approval import APPROVE, QUESTION, hold_file_write
 from tests.serve_helpers import STARTS_WITHIN, running, stop, web_page
 
@@ -42,6 +42,8 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
             async with terminal(CHAT, env, tmp_path / "first") as term:
                 await term.wait_for_prompt_after("attached to the running engine", "the banner")
                 assert f"`klaw serve` (pid {serve.pid})" in await term.screen()
+                line = refused(*await piped(env, "a second console"))  # it would take this one's replies
+                assert f"another `klaw chat` is attached to `klaw serve` (pid {serve.pid})" in line
                 model.reply_text("an answer typed for")
                 await term.type_line("hello from a terminal")
                 await term.wait_for_prompt_after("an answer typed for", "the reply")
@@ -82,8 +84,8 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                 model.reply_text("the kept message's answer")
                 async with running(env=env, stderr=None) as again:  # systemd's restart, say
                     await web_page(again)
-                    await term.wait_for_prompt_after("the kept message's answer", "the kept message answered")
-                    assert BACK in await term.screen()
+                    screen = await term.wait_for_prompt_after("the kept message's answer", "the kept message answered")
+                    assert BACK in screen and screen.index(BACK) < screen.index("the kept message's answer")
                     await term.type_line("/exit")
                     assert await term.exit_status() == 0
                     assert again.returncode is None

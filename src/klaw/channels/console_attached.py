@@ -66,6 +66,7 @@ class AttachedConsole:
         self._held: list[OutboundFrame] = []  # taken from the queue while an approval prompt was up
         self._mine: set[str] = set()  # ids of what this terminal sent: their answers are no strangers
         self._gateway: Gateway | None = None
+        self._there: bool | None = None  # whether the engine answered when last looked; None: not said yet
 
     # -- Channel --------------------------------------------------------------------------------
     async def start(self, gateway: Gateway) -> None:
@@ -75,6 +76,7 @@ class AttachedConsole:
         return None
 
     async def deliver(self, frame: OutboundFrame) -> None:
+        self._engine_is(there=True)  # before what it sends: "back" above the replies, never below
         self._replies.put_nowait(frame)
 
     async def delta(self, frame: DeltaFrame) -> None:
@@ -245,11 +247,15 @@ class AttachedConsole:
     async def _watch_link(self) -> None:
         """Say when the engine goes away and when it is back (the link reconnects by itself)."""
         link = self.gateway.link
-        was = link.connected.is_set()
+        self._there = link.connected.is_set()
         while True:
             await asyncio.sleep(WATCH_SECONDS)
-            now = link.connected.is_set()
-            if now != was:
-                with contextlib.suppress(Exception):
-                    self._console.print(Text(BACK if now else WENT_AWAY, style="yellow"), highlight=False)
-            was = now
+            self._engine_is(there=link.connected.is_set())
+
+    def _engine_is(self, *, there: bool) -> None:
+        """Say the change once: the watcher and an arriving frame may both see it."""
+        if self._there is None or self._there == there:
+            return
+        self._there = there
+        with contextlib.suppress(Exception):
+            self._console.print(Text(BACK if there else WENT_AWAY, style="yellow"), highlight=False)
