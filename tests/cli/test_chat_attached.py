@@ -37,6 +37,8 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
             code, out, err = await piped(env, "hello from a pipe")
             assert (code, out) == (0, "an answer for the pipe\n"), err
             assert "Traceback" not in err
+            code, out, err = await piped(env, "/statsu")  # a script's typo fails, as without an engine (431)
+            assert (code, out) == (1, "") and "/statsu" in err, err
 
             (tmp_path / "first").mkdir()
             async with terminal(CHAT, env, tmp_path / "first") as term:
