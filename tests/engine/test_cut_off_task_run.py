@@ -12,6 +12,7 @@ import signal
 import sqlite3
 from collections.abc import Mapping
 from contextlib import closing
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer, HangReply, Reply, ToolCallsReply, echo_last_user_message
 from klaw.scheduling.schedules import TaskSchedule
-from klaw.scheduling.task_store import ScheduledTask, ScheduleStore
+from klaw.scheduling.task_store import NotedAnswer, ScheduledTask, ScheduleStore
 from klaw.store.records import ChatRef
 from tests.engine import short_socket_dir
 from tests.engine.test_resume_after_kill import AnswerChannel, write_config
@@ -151,3 +152,24 @@ async def test_a_run_note_that_cannot_be_read_does_not_stop_the_engine(tmp_path:
         assert "a run of task 'digest' noted under way cannot be read; removed" in said
         assert "Traceback" not in said
         assert store.runs_under_way() == ()
+
+
+def test_a_version_3_scheduler_db_keeps_its_notes_and_takes_a_second_of_a_name(tmp_path: Path) -> None:
+    """Version 3 keyed `runs` by the log name alone: opened, its note is kept, and a second run of the name
+    is noted beside it (it replaced the first before)."""
+    path = tmp_path / "scheduler.db"
+    with closing(sqlite3.connect(path)) as connection, connection:
+        connection.execute(
+            "CREATE TABLE runs (log_name TEXT PRIMARY KEY, task TEXT NOT NULL, origin TEXT NOT NULL,"
+            " inject_into TEXT, started_at INTEGER NOT NULL)"
+        )
+        connection.execute("INSERT INTO runs VALUES ('digest', 'digest', 'schedule', 'burst:one-chat', 1000)")
+        connection.execute("PRAGMA user_version = 3")
+    store = ScheduleStore(path)
+    store.create()
+    (noted,) = store.runs_under_way()
+    assert (noted.log_name, noted.inject_into, noted.answer) == ("digest", CHAT, None)
+    answer = NotedAnswer("a1", "the digest", noted.started_at + timedelta(seconds=2))
+    store.answer_waits(noted, answer)
+    store.run_started(replace(noted, started_at=noted.started_at + timedelta(seconds=3)))
+    assert [run.answer for run in store.runs_under_way()] == [answer, None]

@@ -11,7 +11,11 @@ interrupted only when the task next ran. Now, when the scheduler starts, each on
 It is not run again: its tools may have acted (a message sent, a command run), the reasoning of
 decision 299; the person, told, decides. A run whose log shows it finished (klaw stopped after its
 answer, before its note went) is not cut off: its answer, if its chat had not got it yet, is sent there
-now, under an id drawn from the run's final record so that it is never sent twice (decision 324).
+now, under an id drawn from the run's final record so that it is never sent twice (decision 324). A run
+that ended with its answer still waiting for its chat (a turn there held it: decision 432) has the answer
+kept with its note: it is sent the same way. These messages go into their chats in the order the runs
+ended, through the runner's queue for each chat, so a turn holding a chat (an approval asked) does not
+hold the scheduler's first firings; the note goes once its message is in.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import logging
 from collections.abc import Sequence
 from datetime import tzinfo
 
+from klaw.engine.run_answers import WaitingAnswer
 from klaw.engine.silent import is_silent
 from klaw.engine.subagents import ANSWERS, INTERRUPTED_TEXT, SubagentRunner, answer_id, run_answer_metadata
 from klaw.scheduling.names import task_chat
@@ -59,16 +64,26 @@ async def tell_cut_off(store: ScheduleStore, runner: SubagentRunner, runs: Seque
 
 
 async def _tell(store: ScheduleStore, runner: SubagentRunner, run: RunUnderWay, zone: tzinfo) -> bool:
+    if run.answer is not None:  # the run ended, its status recorded; its answer waited for its chat (decision 432)
+        if run.inject_into is None:  # its chat cannot be read (edited by hand): the answer stays in the log
+            await asyncio.to_thread(store.run_ended, run)
+        else:
+            metadata = run_answer_metadata(run.task, run.origin)
+            answer = WaitingAnswer(run.inject_into, run.answer.text, metadata, (run.answer.id, run.answer.at))
+            runner.deliver_later(answer, run)
+        return False
     final = await runner.history.finished_since(run.log_name, run.started_at)
     if final is not None:  # klaw stopped after the run's answer: it goes to its chat once (decision 324)
         status = (final.metadata or {}).get("run_status")
-        if run.inject_into is not None and status in ANSWERS and not is_silent(final.content):
-            metadata = run_answer_metadata(run.task, run.origin)
-            await runner.inject(run.inject_into, final.content, metadata, (answer_id(final), final.created_at))
         if run.origin == "schedule" and isinstance(status, str):
             shown = "silent" if status in ANSWERS and is_silent(final.content) else status
             await asyncio.to_thread(store.record_run, run.task, final.created_at, shown)
-        await asyncio.to_thread(store.run_ended, run)
+        if run.inject_into is not None and status in ANSWERS and not is_silent(final.content):
+            metadata = run_answer_metadata(run.task, run.origin)
+            once = (answer_id(final), final.created_at)
+            runner.deliver_later(WaitingAnswer(run.inject_into, final.content, metadata, once), run)
+        else:
+            await asyncio.to_thread(store.run_ended, run)
         return False
     if run.origin == "schedule":
         await asyncio.to_thread(store.record_run, run.task, run.started_at, INTERRUPTED)
@@ -76,8 +91,9 @@ async def _tell(store: ScheduleStore, runner: SubagentRunner, run: RunUnderWay, 
         await runner.append(runner.final(task_chat(run.log_name), INTERRUPTED_TEXT, INTERRUPTED))
     if run.inject_into is not None:
         metadata = {"source": "task", "task": run.task, "origin": run.origin, "run_status": INTERRUPTED}
-        await runner.inject(run.inject_into, cut_off_notice(run, zone), metadata)
-    await asyncio.to_thread(store.run_ended, run)
+        runner.deliver_later(WaitingAnswer(run.inject_into, cut_off_notice(run, zone), metadata, None), run)
+    else:
+        await asyncio.to_thread(store.run_ended, run)
     log.warning("the run of task %s started at %s was cut off when klaw stopped; told, not run again", run.task,
                 run.started_at.isoformat(timespec="seconds"))  # fmt: skip
     return True

@@ -36,6 +36,7 @@ from klaw.config import SchedulerConfig
 from klaw.disk_trouble import damaged_database, damaged_words, disk_trouble, repair_scheduler_db
 from klaw.engine.clock import Clock
 from klaw.engine.cut_off_runs import tell_cut_off
+from klaw.engine.run_answers import RunNotes
 from klaw.engine.subagents import RunOutcome, SubagentRequest, SubagentRunner
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.scheduling.names import validate_task_name
@@ -96,14 +97,13 @@ class Scheduler:
     _asleep: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _stopping: bool = field(default=False, init=False)
     _loop_task: asyncio.Task[None] | None = field(default=None, init=False)
-    _under_way: dict[str, RunUnderWay] = field(default_factory=dict, init=False)  # by log name, noted in scheduler.db
 
     def __post_init__(self, config: SchedulerConfig) -> None:
         self.zone = scheduler_zone(config.timezone)
         self._grace = timedelta(seconds=config.misfire_grace_seconds)
         self._daily = DailyRuns(config.max_runs_per_day)
         self.runner.on_finished = self._finished
-        self.runner.on_started = self._started
+        self.runner.notes = RunNotes(self.store, self.clock)  # a run's note, from its start until its answer is in
 
     async def start(self) -> None:
         """Start the loop, which first tells the runs a crash cut off (read now, before any run starts)."""
@@ -277,15 +277,8 @@ class Scheduler:
             log.warning("task %s could not start: %s", task.name, exc)
             await asyncio.to_thread(self.store.record_run, task.name, now, "failed")
 
-    async def _started(self, request: SubagentRequest) -> None:
-        """Noted until `_finished`: a note left at a start is a run a crash cut off (decision 307)."""
-        run = RunUnderWay(request.log_name, request.task_name, request.origin, request.inject_into, self.clock.now())
-        await asyncio.to_thread(self.store.run_started, run)
-        self._under_way[request.log_name] = run
-
     async def _finished(self, request: SubagentRequest, outcome: RunOutcome) -> None:
-        if (run := self._under_way.pop(request.log_name, None)) is not None:
-            await asyncio.to_thread(self.store.run_ended, run)
+        """At the run's end, before its answer is in its chat (decision 432): the task's last run."""
         if request.origin == "schedule":
             await asyncio.to_thread(self.store.record_run, request.task_name, self.clock.now(), outcome.status.value)
 

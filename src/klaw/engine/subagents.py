@@ -7,14 +7,17 @@ appended to `conversations/scheduler_<task>/<date>.jsonl` (`scheduler_spawn%3A<t
 `subagent_spawn` started: decision 217) and to nothing else: not to any chat's
 window, not to the database, not to the embedding queue.
 
-When the slot is released the answer is judged: a silent answer (`{"silent": true}`) goes nowhere;
-anything else is injected into the task's chat (`injectInto`, or the chat that spawned the run),
-where it is recorded as an assistant message marked with the task's name and delivered through the
-gateway. The run itself goes through the shared `TurnRunner` (turn_runner.py) and its one failure
-policy: a run that fails for any reason (the model unreachable, a disk error, a bug) still ends with a
-final record saying so, so the log stays a sequence of complete runs; the chat gets a notice with the
-error id the log also names. A run cut off by a crash is closed with an "interrupted" record and told in
-its chat at the next start (engine/cut_off_runs.py, decision 307), or when the task next runs.
+When the run has its final answer it is judged: a silent answer (`{"silent": true}`) goes nowhere;
+anything else is injected into the task's chat (`injectInto`, or the chat that spawned the run), where
+it is recorded as an assistant message marked with the task's name and delivered through the gateway.
+The run ends before that (its status recorded, its task free to fire again): the answer waits for the
+chat's turn to be over, in order with the chat's other answers, noted in scheduler.db until it is in
+(engine/run_answers.py, decision 432). The run itself goes through the shared `TurnRunner`
+(turn_runner.py) and its one failure policy: a run that fails for any reason (the model unreachable, a
+disk error, a bug) still ends with a final record saying so, so the log stays a sequence of complete
+runs; the chat gets a notice with the error id the log also names. A run cut off by a crash is closed
+with an "interrupted" record and told in its chat at the next start (engine/cut_off_runs.py, decision
+307), or when the task next runs.
 
 A task never runs twice at once: runs of one task append to one log, and a second one would
 interleave with the first. A spawned run and a scheduled run of the same name have separate logs
@@ -37,6 +40,7 @@ from klaw.engine.approval import ApprovalScope
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.drain_deadline import DrainDeadline
+from klaw.engine.run_answers import ChatOrder, RunNotes, WaitingAnswer
 from klaw.engine.silent import is_silent
 from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.subagent_context import SubagentContextBuilder
@@ -49,6 +53,7 @@ from klaw.llm.errors import LlmError
 from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.subagent_history import SubagentHistoryLoader
 from klaw.scheduling.names import run_log_name, task_chat
+from klaw.scheduling.task_store import RunUnderWay
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role
 
 log = logging.getLogger(__name__)
@@ -114,7 +119,6 @@ class TaskBusy(KlawError, ValueError):
 
 
 Finished = Callable[[SubagentRequest, RunOutcome], Awaitable[None]]
-Started = Callable[[SubagentRequest], Awaitable[None]]
 
 
 @dataclass(eq=False)
@@ -130,10 +134,11 @@ class SubagentRunner:
     inject: Inject
     delivery: Delivery
     clock: Clock
-    completed: int = field(default=0, init=False)
-    on_finished: Finished | None = field(default=None, init=False)
-    on_started: Started | None = field(default=None, init=False)  # before its first record: noted as under way
+    completed: int = field(default=0, init=False)  # runs ended, their answer (if any) in its chat
+    on_finished: Finished | None = field(default=None, init=False)  # at the run's end, before its answer goes
+    notes: RunNotes | None = field(default=None, init=False)  # scheduler.db's runs (decision 307)
     _runs: dict[str, asyncio.Task[RunOutcome]] = field(default_factory=dict, init=False)
+    _answers: ChatOrder = field(default_factory=ChatOrder, init=False)
     _accepting: bool = field(default=True, init=False)
     _finished: asyncio.Condition = field(default_factory=asyncio.Condition, init=False)
 
@@ -161,18 +166,45 @@ class SubagentRunner:
         self._accepting = False
 
     async def drain(self, timeout_seconds: float, deadline: DrainDeadline | None = None) -> bool:
-        """Wait for runs in flight; cancel them after the timeout, or once `deadline` is brought forward
-        (returns False then)."""
+        """Wait for runs in flight and their answers; cancel them after the timeout, or once `deadline` is
+        brought forward (returns False then): an answer kept from its chat so goes there at the next start."""
         try:
             async with (deadline or DrainDeadline()).within(timeout_seconds):
-                while self._runs:
-                    await asyncio.gather(*list(self._runs.values()), return_exceptions=True)
+                while self._runs or self._answers.pending:
+                    await asyncio.gather(*self._runs.values(), *self._answers.pending, return_exceptions=True)
             return True
         except TimeoutError:
-            for task in self._runs.values():
+            for task in [*self._runs.values(), *self._answers.pending]:
                 task.cancel()
-            await asyncio.gather(*list(self._runs.values()), return_exceptions=True)
+            await asyncio.gather(*self._runs.values(), *self._answers.pending, return_exceptions=True)
             return False
+
+    def deliver_later(
+        self, answer: WaitingAnswer, run: RunUnderWay | None, *, of_run: bool = False
+    ) -> asyncio.Task[None]:
+        """Put `answer` into its chat once the chat's turn is over, after the answers handed before it, then
+        remove `run`'s note. A failure (a full disk) is logged and leaves the note: the next start sends it.
+        `of_run`: it ends a run of this engine, counted in `completed` once it is in."""
+        return self._answers.put(answer.chat, lambda: self._deliver(answer, run, of_run))
+
+    async def _deliver(self, answer: WaitingAnswer, run: RunUnderWay | None, of_run: bool) -> None:
+        task = answer.metadata.get("task", "?")
+        try:
+            await self.inject(answer.chat, answer.text, answer.metadata, answer.once)
+        except Exception as exc:
+            log.error("a message of task %s was not put into its chat: %s; tried again at the next start", task,
+                      type(exc).__name__, exc_info=True)  # fmt: skip
+        else:
+            if run is not None and self.notes is not None:
+                await self.notes.ended(run)
+        finally:
+            if of_run:
+                await self._count()
+
+    async def _count(self) -> None:
+        async with self._finished:
+            self.completed += 1
+            self._finished.notify_all()
 
     async def wait_for_completed(self, count: int) -> None:
         """Wait until `count` runs have finished since start (tests, benchmarks)."""
@@ -180,10 +212,16 @@ class SubagentRunner:
             await self._finished.wait_for(lambda: self.completed >= count)
 
     async def _guarded(self, request: SubagentRequest) -> RunOutcome:
+        """The run, then its end: its note keeps its answer (if any) before the task may run again, so a
+        second run's note never stands for this one's (decision 432), and the answer waits for its chat."""
+        run: RunUnderWay | None = None
+        answer: WaitingAnswer | None = None
         try:
-            if self.on_started is not None:
-                await self.on_started(request)
-            outcome = await self._run(request)
+            if self.notes is not None:  # before its first record: noted as under way (decision 307)
+                run = await self.notes.started(request.log_name, request.task_name, request.origin, request.inject_into)
+            outcome, answer = await self._run(request)
+            if answer is not None and run is not None and self.notes is not None:
+                await self.notes.answer_waits(run, answer)
         except Exception as exc:  # a bug or a disk error: the run fails, the engine goes on
             log.error("run of task %s failed: %s", request.task_name, type(exc).__name__, exc_info=True)
             outcome = RunOutcome(request.task_name, RunStatus.FAILED, delivered=False)
@@ -194,12 +232,16 @@ class SubagentRunner:
                 await self.on_finished(request, outcome)
             except Exception as exc:
                 log.warning("recording the run of task %s failed: %s", request.task_name, type(exc).__name__)
-        async with self._finished:
-            self.completed += 1
-            self._finished.notify_all()
+        if answer is not None:
+            # The task is free (`_runs`); what awaits `spawn`'s task (a library caller) sees the answer in.
+            await asyncio.wait({self.deliver_later(answer, run, of_run=True)})
+            return outcome
+        if run is not None and self.notes is not None:
+            await self.notes.ended(run)
+        await self._count()
         return outcome
 
-    async def _run(self, request: SubagentRequest) -> RunOutcome:
+    async def _run(self, request: SubagentRequest) -> tuple[RunOutcome, WaitingAnswer | None]:
         name = request.task_name
         chat = task_chat(request.log_name)
         model_id = request.model or self.catalogue.routing.subagent_model
@@ -233,15 +275,15 @@ class SubagentRunner:
                 # A notice, not an "error": that kind answers the person's own message in a channel.
                 notice = f"The task '{name}' could not run: {_reason(result)} (error {result.error_id})"
                 await self.delivery.deliver(Outbound(target, notice, None, "notice"))
-            return RunOutcome(name, RunStatus.FAILED, delivered=False)
+            return RunOutcome(name, RunStatus.FAILED, delivered=False), None
         status = RunStatus.TOOL_LIMIT if result.status is ExchangeStatus.TOOL_LIMIT else RunStatus.COMPLETED
         if is_silent(result.text):
-            return RunOutcome(name, RunStatus.SILENT, delivered=False)
+            return RunOutcome(name, RunStatus.SILENT, delivered=False), None
         if target is None:
-            return RunOutcome(name, status, delivered=False)
+            return RunOutcome(name, status, delivered=False), None
         once = None if sink.final is None else (answer_id(sink.final), sink.final.created_at)
-        await self.inject(target, result.text, run_answer_metadata(name, request.origin), once)
-        return RunOutcome(name, status, delivered=True)
+        answer = WaitingAnswer(target, result.text, run_answer_metadata(name, request.origin), once)
+        return RunOutcome(name, status, delivered=True), answer  # delivered: handed on for its chat
 
     def final(self, chat: ChatRef, text: str, status: str) -> MessageRecord:
         """A run's last record: what ends a run in the task's log (memory/subagent_history.py)."""

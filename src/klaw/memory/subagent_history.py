@@ -77,11 +77,13 @@ class SubagentHistoryLoader:
         return runs[-n:]
 
     async def finished_since(self, task_name: str, since: datetime) -> MessageRecord | None:
-        """The final record of the task's last complete run if it ended at or after `since`, and not as cut
-        off (a run klaw stopped after its answer and before its end was noted: decisions 307, 324)."""
-        runs, _ = await asyncio.to_thread(self._read_tail, task_name, 1)
-        final = runs[-1][-1] if runs else None
-        if final is None or final.created_at < since or (final.metadata or {}).get("run_status") == "interrupted":
+        """The final record of the task's run that started at `since` (the first logged from then on) if it
+        ended, and not as cut off (a run klaw stopped after its answer and before its end was noted:
+        decisions 307, 324). The first, not the last: a later run of the name may have run since (432)."""
+        records = await asyncio.to_thread(self._read_back_to, task_name, since)
+        runs, _ = split_runs(records)
+        final = next((run[-1] for run in runs if run[0].created_at >= since), None)
+        if final is None or (final.metadata or {}).get("run_status") == "interrupted":
             return None
         return final
 
@@ -89,6 +91,17 @@ class SubagentHistoryLoader:
         """Whether the log ends with records after the last final answer (a crash mid-run)."""
         _, tail = await asyncio.to_thread(self._read_tail, task_name, 0)
         return bool(tail)
+
+    def _read_back_to(self, task_name: str, since: datetime) -> list[MessageRecord]:
+        """Read files newest first until one begins before `since` (or none are left)."""
+        records: list[MessageRecord] = []
+        report = ReadReport()
+        for path in reversed(ConversationLog.files(self.task_dir(task_name))):
+            chunk = list(iter_file(path, report))
+            records[:0] = chunk
+            if chunk and chunk[0].created_at < since:
+                break
+        return records
 
     def _read_tail(self, task_name: str, n: int) -> tuple[list[Run], Run]:
         """Read files newest first until n + 1 final answers bound the last n runs (or none are left)."""

@@ -28,7 +28,7 @@ from klaw.store.records import ChatRef, from_millis, to_millis
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
     name TEXT PRIMARY KEY,
@@ -48,15 +48,29 @@ CREATE TABLE IF NOT EXISTS tasks (
 _MIGRATE_TO_2 = "ALTER TABLE tasks ADD COLUMN allowed_tools TEXT NOT NULL DEFAULT ''"
 # Version 3: the runs under way, scheduled or spawned (`log_name`: the task's name or `spawn:<name>`), a row
 # from a run's start to its end: one left at a start is a run a crash cut off (decision 307).
+# Version 4: a row stays until the run's answer is in its chat (`answer_id`, `answer`, `answered_at` once the
+# run ended with one), so two runs of a name may be noted at once: keyed by name and start (decision 432).
 _RUNS = """
 CREATE TABLE IF NOT EXISTS runs (
-    log_name TEXT PRIMARY KEY,
+    log_name TEXT NOT NULL,
     task TEXT NOT NULL,
     origin TEXT NOT NULL,
     inject_into TEXT,
-    started_at INTEGER NOT NULL
+    started_at INTEGER NOT NULL,
+    answer_id TEXT,
+    answer TEXT,
+    answered_at INTEGER,
+    PRIMARY KEY (log_name, started_at)
 );
 """
+_MIGRATE_TO_4 = (
+    "ALTER TABLE runs RENAME TO runs_3",
+    _RUNS,
+    "INSERT INTO runs (log_name, task, origin, inject_into, started_at)"
+    " SELECT log_name, task, origin, inject_into, started_at FROM runs_3",
+    "DROP TABLE runs_3",
+)
+_RUN_COLUMNS = "log_name, task, origin, inject_into, started_at, answer_id, answer, answered_at"
 _COLUMNS = (
     "name, kind, expression, message, model, inject_into, created_at, next_run_at, last_run_at, last_status,"
     " allowed_tools"
@@ -88,14 +102,26 @@ class ScheduledTask:
 
 
 @dataclass(frozen=True)
+class NotedAnswer:
+    """A run's answer waiting for its chat: the id its chat message gets (decision 324), its text, and
+    when the run's final record was written (the chat is asked for the id from then on)."""
+
+    id: str
+    text: str
+    at: datetime
+
+
+@dataclass(frozen=True)
 class RunUnderWay:
-    """A task's run from its start to its end (`runs`): `log_name` as `run_log_name` gives it."""
+    """A task's run from its start until its answer is in its chat (`runs`): `log_name` as `run_log_name`
+    gives it. `answer`, once the run ended with one its chat has not got yet (decision 432)."""
 
     log_name: str
     task: str
     origin: str  # schedule | spawn
     inject_into: ChatRef | None
     started_at: datetime
+    answer: NotedAnswer | None = None
 
 
 class ScheduleStore:
@@ -112,7 +138,9 @@ class ScheduleStore:
             if existed and version < 2:
                 connection.execute(_MIGRATE_TO_2)
             connection.execute(_SCHEMA)
-            connection.execute(_RUNS)
+            had_runs = connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone() is not None
+            for statement in _MIGRATE_TO_4 if had_runs and version < 4 else (_RUNS,):
+                connection.execute(statement)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def add(self, task: ScheduledTask) -> None:
@@ -169,7 +197,7 @@ class ScheduleStore:
             )
 
     def run_started(self, run: RunUnderWay) -> None:
-        """Note a run under way until `run_ended`; one of the same name left by a crash is replaced."""
+        """Note a run under way until `run_ended` (a run of the same name whose answer waits keeps its own)."""
         target = str(run.inject_into) if run.inject_into else None
         with self._connect() as connection:
             connection.execute(
@@ -177,20 +205,31 @@ class ScheduleStore:
                 (run.log_name, run.task, run.origin, target, to_millis(run.started_at)),
             )
 
+    def answer_waits(self, run: RunUnderWay, answer: NotedAnswer) -> None:
+        """The run ended with `answer`, which its chat has not got yet: kept with its note until `run_ended`,
+        so a crash before it is in the chat has it sent there at the next start (decision 432)."""
+        with self._connect() as connection:
+            connection.execute(
+                "UPDATE runs SET answer_id = ?, answer = ?, answered_at = ? WHERE log_name = ? AND started_at = ?",
+                (answer.id, answer.text, to_millis(answer.at), run.log_name, to_millis(run.started_at)),
+            )
+
     def run_ended(self, run: RunUnderWay) -> None:
-        """The run ended (or its cut-off was told): its row goes, not a later run's of the same name."""
+        """The run's answer is in its chat, or it had none to give (or its cut-off was told): its row goes,
+        not a later run's of the same name."""
         with self._connect() as connection:
             connection.execute(
                 "DELETE FROM runs WHERE log_name = ? AND started_at = ?", (run.log_name, to_millis(run.started_at))
             )
 
     def runs_under_way(self) -> tuple[RunUnderWay, ...]:
-        """The runs noted and not ended, oldest first: at a start, those a crash cut off. A row that cannot
+        """The runs noted and not ended: at a start, those a crash cut off or kept from their chat, in the
+        order they ended (a cut-off one at its start), as their chats get them. A row that cannot
         be read (edited by hand, a damaged file) is reported, removed and left out: it must not stop a start."""
         runs: list[RunUnderWay] = []
         with self._connect() as connection:
             rows = connection.execute(
-                "SELECT rowid, log_name, task, origin, inject_into, started_at FROM runs ORDER BY started_at"
+                f"SELECT rowid, {_RUN_COLUMNS} FROM runs ORDER BY COALESCE(answered_at, started_at), rowid"
             ).fetchall()
             for rowid, *row in rows:
                 try:
@@ -226,12 +265,15 @@ def _read_tasks(uri: str, *, index_in_memory: bool = False) -> list[tuple[object
 
 
 def _run(row: tuple[object, ...]) -> RunUnderWay:
-    log_name, task, origin, target, started = row
+    log_name, task, origin, target, started, answer_id, answer, answered = row
     try:
         chat = parse_chat_target(str(target)) if target else None
     except ValueError:
         chat = None  # edited by hand: the run is still told in its log and `klaw schedule list`
-    return RunUnderWay(str(log_name), str(task), str(origin), chat, from_millis(int(str(started))))
+    noted = None
+    if answer_id is not None and answer is not None and answered is not None:
+        noted = NotedAnswer(str(answer_id), str(answer), from_millis(int(str(answered))))
+    return RunUnderWay(str(log_name), str(task), str(origin), chat, from_millis(int(str(started))), noted)
 
 
 def _millis(moment: datetime | None) -> int | None:
