@@ -231,3 +231,33 @@ def test_a_home_path_with_systemd_specifiers_or_quotes_is_served_and_recognised(
     removed = klaw(home, "service", "uninstall", env=env)
     assert removed.returncode == 0, removed.stderr
     assert not unit.exists()
+
+
+async def test_a_home_another_klaw_process_holds_exits_75_which_the_unit_restarts(tmp_path: Path) -> None:
+    """`klaw mcp serve` started while no engine runs holds the home; `klaw serve` (the service) exited 2, which
+    the unit never restarts: an MCP client kept the service down for good (newcomer15). A home another klaw
+    process holds is no mistake to fix: it exits 75 (EX_TEMPFAIL), which the unit restarts; 2 stays final
+    (decision 435). The holder here is a program with `Klaw(home)` open (this test: one process fewer to
+    start than a `klaw mcp serve`, whose hold is the same lock; its words are tests/cli/test_home_holder_words.py's)."""
+    import asyncio
+    import os
+
+    from klaw import FunctionModel, Klaw
+    from klaw.cli.service_cmd import unit_text
+    from klaw.home import KlawHome
+    from tests.test_library_agent_messages import CONFIG
+
+    home = tmp_path / "home"
+    async with Klaw(home, config=CONFIG, model=FunctionModel(lambda messages, info: "hello")):
+        refused = await asyncio.to_thread(klaw, home, "serve")
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 75, said
+    assert f"(pid {os.getpid()}" in said and f"is running on {home}" in said and "Traceback" not in said
+
+    unit = unit_text(KlawHome(home))
+    settings = [line for line in unit.splitlines() if line and not line.startswith("#")]
+    assert "Restart=on-failure" in settings and "RestartSec=5" in settings
+    assert [line for line in settings if line.startswith("RestartPreventExitStatus=")] == ["RestartPreventExitStatus=2"]
+    assert "another klaw process holds (klaw mcp serve, klaw chat) exits 75: restarted" in " ".join(
+        line.lstrip("# ") for line in unit.splitlines()
+    )

@@ -120,6 +120,13 @@ def say_while_stopping(console: Console, text: str) -> None:
         console.file.flush()
 
 
+# The exit of an engine start refused because another klaw process holds the home (a `klaw mcp serve`, a
+# `klaw chat`, a reindex): EX_TEMPFAIL, "try again later", not 2, the mistake a person must fix. The unit
+# `klaw service install` writes restarts it (`RestartPreventExitStatus=2` only), so the service starts
+# once the holder is gone (decision 435).
+HOME_HELD_EXIT = 75
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     err_console.print(Text.assemble(("error:", "red"), f" {message}"), highlight=False)
     raise typer.Exit(code)
@@ -171,10 +178,12 @@ async def open_store_or_exit(path: Path, database: DatabaseConfig, *, reads_only
 async def start_engine_or_exit(
     home: KlawHome, config: EngineConfig, channels: Mapping[str, Sink] | None = None
 ) -> Engine:
-    """A running engine, or exit 2 with one line saying why it could not start: the store's message, an
-    engine already serving this home, a file it cannot write, or SQLite refusing part-way through start-up
-    (another klaw process holding klaw.db: the second engine of a start race), never a traceback."""
+    """A running engine, or exit 2 with one line saying why it could not start: the store's message, a
+    file it cannot write, or SQLite refusing part-way through start-up
+    (another klaw process holding klaw.db: the second engine of a start race), never a traceback; exit 75
+    (`HOME_HELD_EXIT`) when another klaw process holds the home, which a later start may find free."""
     from klaw.engine.runtime import Engine
+    from klaw.engine.socket_file import EngineAlreadyRunningError
     from klaw.start_up_heap import keep_start_up_heap
     from klaw.store.backend import storage_failure
     from klaw.store.protocol import StorageError
@@ -182,6 +191,8 @@ async def start_engine_or_exit(
     require_home(home)
     try:
         engine = await Engine.start(home, config, channels=channels)
+    except EngineAlreadyRunningError as exc:
+        fail(str(exc), HOME_HELD_EXIT)
     except (StorageError, OSError, RuntimeError) as exc:
         from klaw.cli.edge_failures import edge_words
 

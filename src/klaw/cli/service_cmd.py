@@ -65,6 +65,8 @@ def unit_text(home: KlawHome) -> str:
             "RestartSec=5",
             "# klaw exits 2 when it refuses to start (a configuration mistake, a missing token, a port in use):",
             "# a restart would only say it again every 5 s until a person fixes it (klaw service status shows it).",
+            "# A home another klaw process holds (klaw mcp serve, klaw chat) exits 75: restarted, so the service",
+            "# starts once that process is gone.",
             "RestartPreventExitStatus=2",
             "TimeoutStopSec=30",
             "UMask=0077",
