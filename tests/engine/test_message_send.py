@@ -224,9 +224,9 @@ async def test_the_console_under_a_socket_engine_is_refused_not_queued() -> None
         frames = await s.turn("tell me on the console")
 
         assert [f.text for f in frames] == ["The console is not open."]
-        assert s.tool_result()["content"] == (
-            f"nothing was sent: {console} is the terminal of `klaw chat`, and no klaw chat runs with"
-            " this engine; write to the web page or Telegram instead"
+        assert s.tool_result()["content"] == (  # refused as its arguments are validated (decision 435)
+            f"invalid arguments:\n- target: nothing was sent: {console} is the terminal of `klaw chat`, and no"
+            " klaw chat runs with this engine; write to the web page or Telegram instead"
         )
         assert s.logged(console) == []
 
@@ -306,3 +306,38 @@ async def test_a_task_may_report_only_where_message_send_may_write() -> None:
         await s.turn("every hour tell me hello here", message_id="m2")
         [task] = await scheduler.list_tasks()
         assert task.inject_into == WEB
+
+
+async def test_a_held_message_send_to_the_console_is_asked_about_only_while_a_terminal_can_show_it() -> None:
+    """newcomer15: under `klaw serve` with no `klaw chat` running, a held send to `console:<user>` asked the
+    person, and after Approve answered "nothing was sent: … no klaw chat runs". The check before asking is
+    now the engine's own question for delivery: refused at once; asked once a `klaw chat` attaches (a
+    gateway serving the console, decision 430)."""
+    console = f"console:{_user()}"
+    async with stand(["web", "telegram"], approval=["message_send"]) as s:
+        s.server.reply_tool_calls([("message_send", {"target": console, "text": TEXT})])
+        s.server.reply_text("No terminal is open.")
+
+        async with asyncio.timeout(10):  # a question would wait for /approve, and the turn never end
+            frames = await s.turn("put it on my terminal")
+
+        assert [(f.channel, f.text) for f in frames] == [("web", "No terminal is open.")]
+        assert s.tool_result()["content"] == (
+            f"invalid arguments:\n- target: nothing was sent: {console} is the terminal of `klaw chat`, and no"
+            " klaw chat runs with this engine; write to the web page or Telegram instead"
+        )
+        assert not (s.home.conversations / f"console_{_user()}").exists()
+
+        terminal = await GatewayClient.connect(s.home.socket_path)  # as an attached `klaw chat` says hello
+        try:
+            await terminal.send(HelloFrame(channels=["console"]))
+            await terminal.roundtrip()
+            s.server.reply_tool_calls([("message_send", {"target": console, "text": TEXT})])
+            await s.web.send(InboundFrame(id="m2", channel="web", chat_id="main", text="and now?"))
+            assert await s.web.recv() == AckFrame(id="m2")
+            await s.clock.advance(s.engine.config.processing.debounce_ms / 1000)
+            question = await s.web.recv()
+            assert isinstance(question, OutboundFrame) and "/approve" in question.text, question
+            assert console in question.text
+        finally:
+            await terminal.aclose()

@@ -43,9 +43,19 @@ class AgentMessages:
         async with self._sending.setdefault(target, asyncio.Lock()):
             return await self._send(source, target, text)
 
+    def reaches(self, target: ChatRef) -> bool:
+        """Whether `send` would record a message to `target` now: its channel is served (an in-process
+        sink, a gateway, an attached `klaw chat` for the console), or a gateway may come for it later (the
+        socket queues; never for the console, which no gateway serves but an attached terminal). The one
+        question `send` asks, asked first by `message_send`'s argument check so that `tools.approval`
+        never asks about a send that cannot happen (newcomer15)."""
+        if self._delivery.reachable(target.channel):
+            return True
+        return target.channel != CONSOLE_CHANNEL and self._delivery.can_queue
+
     async def _send(self, source: ChatRef, target: ChatRef, text: str) -> Sent:
         reachable = self._delivery.reachable(target.channel)
-        if not reachable and (target.channel == CONSOLE_CHANNEL or not self._delivery.can_queue):
+        if not self.reaches(target):
             log.info("message_send from %s to %s refused: channel %s unreachable", source, target, target.channel)
             return Sent.UNREACHABLE
         now = await self._processor.post(target, text, {"source": "message_send", "from": str(source)})

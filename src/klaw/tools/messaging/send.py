@@ -44,6 +44,23 @@ class MessageSender(Protocol):
 
     async def send(self, source: ChatRef, target: ChatRef, text: str) -> Sent: ...
 
+    def reaches(self, target: ChatRef) -> bool:
+        """Whether `send` to `target` would record anything now (False: it would answer UNREACHABLE)."""
+        ...
+
+
+def unreachable_words(chat: ChatRef) -> str:
+    """What the model is told when nothing can reach `chat` from this engine (nothing was sent)."""
+    if chat.channel == CONSOLE_CHANNEL:
+        return (
+            f"nothing was sent: {chat} is the terminal of `klaw chat`, and no klaw chat runs with this"
+            " engine; write to the web page or Telegram instead"
+        )
+    return (
+        f"nothing was sent: no channel {chat.channel!r} is running with this engine"
+        " (klaw serve or klaw gateway runs the web page and Telegram)"
+    )
+
 
 def own_chats(config: EngineConfig) -> frozenset[ChatRef]:
     """The person's own chats, the default targets: the web page's chat (when the page is on), the
@@ -100,8 +117,10 @@ def register_message_tools(
 
     def allowed_target(target: str) -> str:
         # Checked as the arguments are validated, so a call that could never be sent is refused before
-        # `tools.approval` asks the person about it (a prompt injection's target, say).
-        reachable(target)
+        # `tools.approval` asks the person about it (a prompt injection's target, say; or the console
+        # while no `klaw chat` runs: asked the engine's own question, `sender.reaches`).
+        if not sender.reaches(chat := reachable(target)):
+            raise ValueError(unreachable_words(chat))
         return target
 
     async def message_send(context: ToolContext, target: str, text: str) -> str:
@@ -120,16 +139,8 @@ def register_message_tools(
             sent = await sender.send(context.chat, chat, text)
             if sent is Sent.UNREACHABLE:
                 place.reached_nobody()
-        if sent is Sent.UNREACHABLE and chat.channel == CONSOLE_CHANNEL:
-            raise ToolRefusal(
-                f"nothing was sent: {chat} is the terminal of `klaw chat`, and no klaw chat runs with this"
-                " engine; write to the web page or Telegram instead"
-            )
-        if sent is Sent.UNREACHABLE:
-            raise ToolRefusal(
-                f"nothing was sent: no channel {chat.channel!r} is running with this engine"
-                " (klaw serve or klaw gateway runs the web page and Telegram)"
-            )
+        if sent is Sent.UNREACHABLE:  # the terminal left between the check and the send
+            raise ToolRefusal(unreachable_words(chat))
         return {
             Sent.DELIVERED: f"Sent to {chat}.",
             Sent.QUEUED: f"Recorded in {chat}, but no gateway serves {chat.channel} right now: it is delivered when"
