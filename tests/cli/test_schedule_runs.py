@@ -48,3 +48,26 @@ async def test_a_tasks_runs_are_shown_with_their_tools_and_answers(tmp_path: Pat
     assert "second report" in klaw(home.root, "schedule", "runs", "news").stdout
     missing = klaw(home.root, "schedule", "runs", "nope")
     assert missing.returncode == 1 and "no run of a task named 'nope' is logged" in missing.stderr, missing.stderr
+
+
+async def test_a_call_refused_for_lack_of_approval_is_marked_denied_as_in_a_chat(tmp_path: Path) -> None:
+    """newcomer15: a task's held file_write, refused because a run has nobody to ask, was listed as "Tools used:
+    file_write", as if it had run; a chat's reply marks such a call "(denied)", and so does this now."""
+    home = KlawHome(tmp_path / "home")
+    initialise_home(home)
+    (home.root / "engine.yaml").write_text("scheduler:\n  timezone: UTC\n", encoding="utf-8")
+    clock = ManualClock()
+    async with FakeOpenAiServer() as server:
+        config = engine_config(server.base_url, scheduler={"timezone": "UTC"}, tools={"approval": ["file_write"]})
+        async with engine_on(home, config, clock) as engine:
+            await scheduler_of(engine).add_task("held", TaskSchedule.cron("* * * * *"), "Write the note")
+            server.reply_tool_calls(
+                [("current_time", {"timezone": "UTC"}), ("file_write", {"path": "note.md", "content": "hi"})]
+            )
+            server.reply_text("I could not write it")
+            await run_once(engine, clock, 0)
+
+    shown = klaw(home.root, "schedule", "runs", "held")
+    assert shown.returncode == 0, shown.stderr
+    assert "  Tools used: current_time, file_write (denied)\n" in shown.stdout, shown.stdout
+    assert not (home.workspace / "note.md").exists()

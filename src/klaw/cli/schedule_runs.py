@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 
 from klaw.cli.context import fail, home_from_env, load_or_exit
-from klaw.store.records import MessageRecord, MessageType
+from klaw.store.records import MessageRecord
 from klaw.terminal_text import visible
 
 
@@ -56,22 +56,16 @@ def runs(
 
 def _run_text(run: Sequence[MessageRecord], zone: tzinfo) -> str:
     """A run's heading (start, end, status), its tools line when it called any, and its answer indented."""
-    from klaw.engine.tools_used import tool_runs, tools_used
+    from klaw.engine.history_tools import record_runs
+    from klaw.engine.tools_used import tools_used
 
     final = run[-1]
     status = str((final.metadata or {}).get("run_status", "completed"))
     start, end = run[0].created_at.astimezone(zone), final.created_at.astimezone(zone)
     seconds = (final.created_at - run[0].created_at).total_seconds()
     lines = [f"{start:%Y-%m-%d %H:%M:%S} – {end:%H:%M:%S} ({seconds:.0f} s)  {status}"]
-    called = [
-        str(call.get("name"))
-        for record in run
-        if record.type is MessageType.TOOL_CALL
-        for call in (record.metadata or {}).get("tool_calls", [])
-        if isinstance(call, dict)
-    ]
-    if called:
-        lines.append("  " + visible(tools_used(tool_runs(called))))
+    if called := record_runs(run):  # "(denied)", "(not run)" as a chat marks them
+        lines.append("  " + visible(tools_used(called)))
     lines += ["  " + line for line in visible(final.content).splitlines() or [""]]
     return "\n".join(lines)
 

@@ -10,12 +10,12 @@ next turn's reply (fh9: they were, as if the next turn had made them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from klaw.engine.tools_used import tool_runs
 from klaw.store.protocol import Storage
-from klaw.store.records import ExchangeStatus, MessageType, RecordKind, StoredMessage
+from klaw.store.records import ExchangeStatus, MessageRecord, MessageType, RecordKind, StoredMessage
 
 ENDED_WITHOUT_A_REPLY = frozenset({ExchangeStatus.FAILED, ExchangeStatus.INTERRUPTED})
 
@@ -30,7 +30,9 @@ class _Calls:
     not_run: dict[int, str] = field(default_factory=dict)
 
     def take(self, message: StoredMessage) -> None:
-        record = message.record
+        self.take_record(message.record)
+
+    def take_record(self, record: MessageRecord) -> None:
         metadata = record.metadata or {}
         if record.type is MessageType.TOOL_CALL:
             calls = [call for call in metadata.get("tool_calls", []) if isinstance(call, dict)]
@@ -43,6 +45,15 @@ class _Calls:
 
     def runs(self) -> tuple[str, ...]:
         return tool_runs(self.names, self.not_run)
+
+
+def record_runs(records: Iterable[MessageRecord]) -> tuple[str, ...]:
+    """The calls of `records` (a scheduled task's run, as its log holds it) as a reply lists them, a call
+    refused for lack of approval marked "(denied)" as in a chat (`klaw schedule runs`: newcomer15)."""
+    calls = _Calls()
+    for record in records:
+        calls.take_record(record)
+    return calls.runs()
 
 
 @dataclass(frozen=True)
