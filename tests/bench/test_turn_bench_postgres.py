@@ -30,12 +30,17 @@ def _args(out: Path) -> list[str]:
     return [*args, "--stored", "120", "--turns", "3", "--chats", "2", "--chat-turns", "1", "--out", str(out)]
 
 
-def test_one_run_times_a_turn_on_sqlite_and_postgres_side_by_side(tmp_path: Path, postgres_server: PgServer) -> None:
+def test_one_run_times_a_turn_on_sqlite_and_postgres_side_by_side(
+    tmp_path: Path, postgres_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its output into a pipe (no COLUMNS, not a terminal), where rich's 80 columns cut the side-by-side
+    table's headers and names ("postgres/s…", "system_…": newcomer15): the tables are printed whole."""
+    monkeypatch.delenv("COLUMNS", raising=False)
     database = new_database(postgres_server)
     postgres_server.psql("CREATE TABLE public.mine (note text); INSERT INTO public.mine VALUES ('kept')", database)
     own = postgres_server.psql(OWN, database)
     out = tmp_path / "turn.json"
-    env = {"KLAW_HOME": str(tmp_path / "home"), "COLUMNS": "250", VARIABLE: postgres_server.dsn(database)}
+    env = {"KLAW_HOME": str(tmp_path / "home"), VARIABLE: postgres_server.dsn(database)}
 
     result = CliRunner().invoke(app, _args(out), env=env)
 
@@ -52,6 +57,7 @@ def test_one_run_times_a_turn_on_sqlite_and_postgres_side_by_side(tmp_path: Path
     assert "postgres: turn phases at 120 stored messages" in result.output
     assert "turn phases at 120 stored messages (ms): sqlite vs postgres" in result.output
     assert "postgres/sqlite p50" in result.output
+    assert "…" not in result.output and "system_prompt" in result.output, result.output  # nothing cut
     assert postgres_server.psql(LEFTOVER, database).strip() == "0"  # the bench schema was dropped
     assert postgres_server.psql(OWN, database) == own  # a person's own tables (a klaw home's too) untouched
     assert postgres_server.psql("SELECT note FROM public.mine", database).strip() == "kept"
@@ -67,7 +73,7 @@ def test_the_schema_is_dropped_when_the_bench_fails_part_way(
 
     monkeypatch.setattr(turn_bench, "_fill", broken)
     database = new_database(postgres_server)
-    env = {"KLAW_HOME": str(tmp_path / "home"), "COLUMNS": "250", VARIABLE: postgres_server.dsn(database)}
+    env = {"KLAW_HOME": str(tmp_path / "home"), VARIABLE: postgres_server.dsn(database)}
     args = ["bench", "turn", "--backend", "postgres", "--url-env", VARIABLE, "--stored", "10", "--turns", "1"]
 
     result = CliRunner().invoke(app, args, env=env)

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from klaw.cli.context import stdout_console
@@ -46,6 +47,22 @@ def machine_console(*, markup: bool = False, soft_wrap: bool = False) -> Console
     console.soft_wrap = console.soft_wrap or soft_wrap
     console.print(f"machine: {machine()}")
     return console
+
+
+def print_whole(console: Console, table: RenderableType) -> None:
+    """Print `table` whole: on a terminal at its width (rich wraps the cells), into a pipe or a file at the
+    table's own width, however wide. There rich's default of 80 columns cut the side-by-side tables' headers
+    and names ("postgres/s…", "system_…": newcomer15), and no one can widen a file afterwards."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    widest = Measurement.get(console, console.options.update_width(100_000), table).maximum
+    width = console.width
+    console.width = max(width, widest)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 
 
 def emit(result: dict[str, Any], out: Path | None) -> None:

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 
 from klaw.cli.bench_backends import SideBySide, UrlEnvOption, backend_databases, unusable_backend
-from klaw.cli.bench_output import emit, machine, progress, stage_reporter
+from klaw.cli.bench_output import emit, machine, print_whole, progress, stage_reporter
 from klaw.cli.context import stdout_console
 
 REINDEX_DEFAULT_CAP = 5000
@@ -105,7 +105,7 @@ def scale(
             results["search"].append(asdict(result))
             p50[name] = result.search_without_embedding.p50_ms
             console.print(_figures(result))
-            console.print(_against_floors(result))
+            print_whole(console, _against_floors(result))
         if len(p50) == 2:
             console.print(
                 f"{messages} messages: auto-RAG p50 without query embedding on PostgreSQL is"

@@ -19,7 +19,7 @@ import typer
 
 from klaw import event_loop
 from klaw.cli.bench_backends import SideBySide, UrlEnvOption
-from klaw.cli.bench_output import emit, machine, machine_console, progress, stage_reporter
+from klaw.cli.bench_output import emit, machine, machine_console, print_whole, progress, stage_reporter
 
 
 def turn(
@@ -92,9 +92,9 @@ def turn(
             results.append(asdict(result))
             phases[name] = result.phases
             console.print(_turn_line(size, result))
-            console.print(phase_table(size, result.phases, title=f"{name}: "))
+            print_whole(console, phase_table(size, result.phases, title=f"{name}: "))
         if len(phases) > 1:
-            console.print(phase_comparison(size, phases))
+            print_whole(console, phase_comparison(size, phases))
     emit({"machine": machine(), "results": results}, out)
 
 
