@@ -74,7 +74,8 @@ def test_reindex_on_a_postgres_home_rebuilds_it_from_the_log_the_database_keeps(
     tmp_path: Path, postgres_server: PgServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = a_home(tmp_path)
-    env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
+    database = new_database(postgres_server)
+    env = {VARIABLE: postgres_server.dsn(database)}
     assert klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env).returncode == 0
     (home / "engine.yaml").write_text(
         f"embedder:\n  backend: fake\n  dim: 32\ndatabase:\n  backend: postgres\n  urlEnv: {VARIABLE}\n",
@@ -93,10 +94,14 @@ def test_reindex_on_a_postgres_home_rebuilds_it_from_the_log_the_database_keeps(
         return sorted(hit.message.content for hit in hits), counts.messages, counts.vectors
 
     before = asyncio.run(state())
+    sent = "INSERT INTO sends (target, sent_at) VALUES ('telegram:42', 1)"  # message_send's place (decision 418)
+    postgres_server.psql(sent, database)
     result = klaw(home, "reindex", env=env)
 
     assert result.returncode == 0, result.stderr
     assert "log records replayed" in result.stdout and "Traceback" not in result.stderr
+    carried = postgres_server.psql("SELECT target FROM sends", database).strip()
+    assert carried == "telegram:42"  # as the settings are: the log holds no sends (decision 435)
     assert asyncio.run(state()) == before == (before[0], 6, 6)
     assert not (home / "klaw.db").exists() and not (home / "conversations").exists()
     again = klaw(home, "reindex", env=env)  # a rebuilt home rebuilds again (its log came along)

@@ -262,6 +262,27 @@ async def test_settings_survive_a_reindex(klaw_home: KlawHome) -> None:
         await store.aclose()
 
 
+async def test_the_hours_message_sends_survive_a_reindex(klaw_home: KlawHome) -> None:
+    """`tools.messageSendsPerChatPerHour` counts the store's `sends` (decision 418), which the log does not
+    hold: a reindex reset the cap (decision 435)."""
+    from klaw.store.records import ChatRef
+
+    await write_log(klaw_home, a_conversation())
+    now = datetime.now(UTC)
+    old = await SqliteStore.open(klaw_home.database_file("klaw.db"))
+    try:
+        assert (await old.sends.reserve(ChatRef("telegram", "42"), now, 1)).place is not None
+    finally:
+        await old.aclose()
+    await reindex(klaw_home, config())
+    store = await SqliteStore.open(klaw_home.database_file("klaw.db"))
+    try:
+        full = await store.sends.reserve(ChatRef("telegram", "42"), now, 1)
+        assert (full.place, full.in_hour) == (None, 1)  # the hour's send is still counted
+    finally:
+        await store.aclose()
+
+
 async def test_the_old_database_is_replaced_and_only_kept_on_request(klaw_home: KlawHome) -> None:
     await write_log(klaw_home, a_conversation())
     live = klaw_home.database_file("klaw.db")
