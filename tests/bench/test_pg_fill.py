@@ -8,6 +8,7 @@ from typing import Any
 
 from klaw.bench.corpus import BENCH_START, ZipfCorpus
 from klaw.bench.pg_fill import append_conversation
+from klaw.bench.turn_fill import TurnFill
 from klaw.store.postgres.connection import fetch_all
 from klaw.store.postgres.store import PostgresStore
 from klaw.store.records import ChatRef
@@ -45,3 +46,45 @@ async def test_bulk_fill_writes_what_append_many_writes(postgres_server: PgServe
     finally:
         await appended.aclose()
         await bulk.aclose()
+
+
+FOLDS = {
+    "exchanges": "SELECT id, chat, segment_id, started_at, ended_at, status, user_message_rowid, final_message_rowid"
+    " FROM exchanges ORDER BY id",
+    "summaries": "SELECT id, kind, chat, segment_id, exchange_id, text, model, final, covers_exchange_id,"
+    " exchanges_covered, created_at, record_rowid FROM summaries ORDER BY id",
+    "summary_records": "SELECT rowid, segment_id, exchange_id FROM summary_records ORDER BY rowid",
+    "undelivered": "SELECT message_rowid, exchange_id FROM undelivered_replies ORDER BY message_rowid",
+    "jobs": "SELECT target, target_rowid, status FROM embedding_jobs ORDER BY target, target_rowid",
+    "marks": "SELECT name, high FROM id_marks ORDER BY name",
+}
+
+
+async def test_the_turn_benchs_fill_folds_its_exchanges_and_summaries_as_append_many_does(
+    postgres_server: PgServer,
+) -> None:
+    """`klaw bench turn`'s fill writes turns (decision 434): each question's exchange records and summary
+    among the messages. In bulk they make the rows the store's own append makes: messages, log lines,
+    exchanges, summaries and their embedding jobs, the replies waiting to be shown."""
+    fill = TurnFill(CHAT, BENCH_START, 1)
+    batches = [fill.batch(12)[0], fill.batch(7)[0]]  # the second ends with a question left unanswered
+    appended = await PostgresStore.open(postgres_server.dsn(new_database(postgres_server)), variable=VARIABLE)
+    bulk = await PostgresStore.open(postgres_server.dsn(new_database(postgres_server)), variable=VARIABLE)
+    try:
+        stored = [await appended.messages.append_many(batch) for batch in batches]
+        rowids = [await append_conversation(bulk, batch) for batch in batches]
+
+        assert rowids == [[s.rowid for s in batch] for batch in stored]
+        assert await _rows(bulk) == await _rows(appended)
+        folded = {name: await _all(bulk, sql) for name, sql in FOLDS.items()}
+        assert folded == {name: await _all(appended, sql) for name, sql in FOLDS.items()}
+        assert len(folded["exchanges"]) == 10 and [row[5] for row in folded["exchanges"]].count("failed") == 1
+        assert len(folded["summaries"]) == 9 + 1  # nine exchanges answered and the segment's rolling summary
+    finally:
+        await appended.aclose()
+        await bulk.aclose()
+
+
+async def _all(store: PostgresStore, sql: str) -> list[Any]:
+    async with store.db.connection() as connection:
+        return await fetch_all(connection, sql)

@@ -6,18 +6,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from klaw.bench import turn_bench
+from klaw.bench.corpus import BENCH_START
 from klaw.bench.stats import Latency
 from klaw.bench.summary_model import wire_reply
 from klaw.bench.turn_bench import measure_turns, phase_table
+from klaw.bench.turn_fill import BENCH_VERSION, TurnFill, questions
 from klaw.cli.app import app
 from klaw.config import ModelConfig
+from klaw.engine.delivery import Outbound
+from klaw.engine.runtime import Engine
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.llm.messages import ChatMessage
 from klaw.llm.openai_client import OpenAiChatClient
 from klaw.memory.summaries.prompts import Transcript, batch_prompt, numbered_answers
+from klaw.store.records import ChatRef, ExchangeStatus, Role
 
 TURN_PHASES = ["accept", "exchange", "context", "slot", "model", "reply"]
 CONTEXT_LAYERS = [
@@ -33,8 +40,37 @@ CONTEXT_LAYERS = [
 AUTO_RAG_PARTS = ["query_embedding", "vector", "full_text", "ranking", "ranking.neighbours"]
 
 
-async def test_every_timed_turn_is_broken_into_its_phases(tmp_path: Path) -> None:
+async def test_every_timed_turn_is_broken_into_its_phases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    filled: dict[str, object] = {}
+    fill, turn = turn_bench._fill, turn_bench._ReplyWaiter.turn
+    asked: list[str] = []
+
+    async def observed_fill(engine: Engine, chat: ChatRef, stored: int, progress: object) -> None:
+        await fill(engine, chat, stored, None)
+        filled.update(await _chat_state(engine, chat))
+
+    async def observed_turn(self: object, engine: Engine, chat: ChatRef, text: str) -> Outbound:
+        asked.extend([text] if chat.chat_id == "main" else [])
+        return await turn(self, engine, chat, text)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(turn_bench, "_fill", observed_fill)
+    monkeypatch.setattr(turn_bench._ReplyWaiter, "turn", observed_turn)
     result = await measure_turns(tmp_path / "home", stored=60, turns=3, concurrent_chats=2, turns_per_chat=1)
+
+    # The fill wrote the chat as turns leave it (decision 434): an exchange a question and its reply, each
+    # summarized, the segment's rolling summary, nothing left for the summarizers or to deliver.
+    assert filled == {
+        "exchanges": 30,
+        "completed": 30,
+        "user messages an exchange": {1},
+        "said an exchange": {2},
+        "pending summaries": 0,
+        "exchange summaries": 30,
+        "segment summary covers": 30,
+        "undelivered": 0,
+    }
+    assert len(set(asked)) == 3 and asked == questions(3)  # varied, and the same on every run
+    assert result.bench_version == BENCH_VERSION == 2
     assert result.turn.count == 3
     assert all(name in result.phases for name in TURN_PHASES)
     context = [name.removeprefix("context.") for name in result.phases if name.startswith("context.")]
@@ -48,6 +84,48 @@ async def test_every_timed_turn_is_broken_into_its_phases(tmp_path: Path) -> Non
     # the many-chats phase's CPU: the engine's process, and the fake model's own process apart
     assert result.cpu_ms_per_turn > 0 and result.model_cpu_ms_per_turn > 0
     assert 0 < result.loop_cpu_ms_per_turn <= result.cpu_ms_per_turn
+
+
+async def _chat_state(engine: Engine, chat: ChatRef) -> dict[str, object]:
+    """What the bench's chat holds, read through the store as the engine reads it."""
+    store = engine.store
+    segment = await store.segments.current(chat)
+    exchanges = await store.exchanges.for_segment(segment.id)
+    held = [await store.history.exchange_messages(e.id) or [] for e in exchanges]
+    rolling = await store.summaries.segment_summary(segment.id)
+    return {
+        "exchanges": len(exchanges),
+        "completed": sum(e.status is ExchangeStatus.COMPLETED for e in exchanges),
+        "user messages an exchange": {sum(m.record.role is Role.USER for m in messages) for messages in held},
+        "said an exchange": {sum(m.is_conversation for m in messages) for messages in held},
+        "pending summaries": await store.summaries.pending_exchanges(),
+        "exchange summaries": sum([await store.summaries.exchange_summary(e.id) is not None for e in exchanges]),
+        "segment summary covers": None if rolling is None else rolling.exchanges_covered,
+        "undelivered": len(await store.exchanges.undelivered()),
+    }
+
+
+def test_the_questions_vary_and_are_drawn_from_the_fills_vocabulary() -> None:
+    """A repeated question made its words common after ~167 turns, so the common-word filter excluded
+    nothing (decision 433); the bench's questions now vary, in the words the stored chat uses."""
+    asked = questions(200)
+    fill = TurnFill(ChatRef("bench", "main"), BENCH_START, 1)
+    records, _ = fill.batch(2000)
+    vocabulary = {word for record in records if record.is_conversation for word in record.content.split()}
+    words = [word.rstrip("?") for question in asked for word in question.split()]
+    assert len(set(asked)) == 200 and asked == questions(200)
+    assert len(set(words)) > 500 and sum(word in vocabulary for word in words) > 0.8 * len(words)
+
+
+def test_an_odd_fill_ends_with_a_turn_that_failed() -> None:
+    fill = TurnFill(ChatRef("bench", "main"), BENCH_START, 7)
+    records, replies = fill.batch(5)
+    kinds = [r.type.value if r.is_control else r.role.value for r in records]
+    turn = ["user", "exchange_open", "assistant", "exchange_close", "exchange_summary"]
+    assert kinds == [*turn, *turn, "user", "exchange_open", "exchange_close", "segment_summary"]
+    assert len(replies) == 2 and fill.written == 5 and fill.exchanges == 3
+    assert [(r.metadata or {}).get("exchange") for r in records if r.type.value == "exchange_open"] == [7, 8, 9]
+    assert (records[-2].metadata or {})["status"] == "failed"
 
 
 async def test_the_bench_model_answers_a_summary_batch_with_a_numbered_line_per_exchange() -> None:
@@ -75,7 +153,7 @@ def test_the_command_prints_the_phases_and_writes_them_as_json(tmp_path: Path) -
     assert "turn phases at 40 stored messages" in run.output and "auto_rag" in run.output
     assert "CPU per turn" in run.output and "in its own process" in run.output
     figures = json.loads(out.read_text())["results"][0]
-    assert figures["stored_messages"] == 40
+    assert figures["stored_messages"] == 40 and figures["bench_version"] == 2
     assert set(TURN_PHASES) <= set(figures["phases"])
     assert figures["phases"]["context.window"]["count"] == 2
     assert figures["concurrent_turns"] == 2 * 3 and figures["cpu_ms_per_turn"] > 0

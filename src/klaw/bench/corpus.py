@@ -9,7 +9,11 @@ exercised) and pronounceable made-up words below them. Deterministic for a seed;
 
 from __future__ import annotations
 
+import copy
+import functools
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -114,25 +118,47 @@ SYLLABLES = [
 ]
 
 
+SYLLABLE_ARRAY = np.asarray(SYLLABLES)
+
+
+@functools.cache
+def _vocabulary(seed: int, vocabulary: int, exponent: float) -> tuple[Any, Any, Any, Mapping[str, Any]]:
+    """A seed's words, their Zipf probabilities and running sum, and the generator's state after drawing
+    them: made once a process (~1 s under load), for the fill and the questions of the turn bench alike
+    (decision 434). `integers` into the syllables draws what `choice(SYLLABLES, size)` drew, without
+    making the list an array on each of the 20,000 calls (4x faster, the same words)."""
+    rng = np.random.default_rng(seed)
+    words = list(FUNCTION_WORDS)
+    seen = set(words)
+    while len(words) < vocabulary:
+        word = "".join(SYLLABLE_ARRAY[rng.integers(0, len(SYLLABLES), size=int(rng.integers(2, 5)))])
+        if word not in seen:
+            seen.add(word)
+            words.append(word)
+    weights = 1.0 / np.arange(1, vocabulary + 1) ** exponent
+    p = weights / weights.sum()
+    # What `Generator.choice(len(words), size, p=p)` computes on every call, once: it sums and checks the
+    # 20,000 probabilities, then looks up uniform draws in their running sum. Drawing the same way gives
+    # the same words from the same seed (tests/bench/test_corpus.py) at a twentieth of the cost: it was
+    # half of `bench scale`'s fill (decision 273).
+    cdf = p.cumsum()
+    cdf /= cdf[-1]
+    for array in (p, cdf):
+        array.flags.writeable = False
+    return np.asarray(words), p, cdf, rng.bit_generator.state
+
+
 class ZipfCorpus:
     def __init__(self, seed: int = 7, vocabulary: int = 20_000, exponent: float = 1.07) -> None:
+        self._words, self._p, self._cdf, state = _vocabulary(seed, vocabulary, exponent)
         self._rng = np.random.default_rng(seed)
-        words = list(FUNCTION_WORDS)
-        seen = set(words)
-        while len(words) < vocabulary:
-            word = "".join(self._rng.choice(SYLLABLES, size=int(self._rng.integers(2, 5))))
-            if word not in seen:
-                seen.add(word)
-                words.append(word)
-        self._words = np.asarray(words)
-        weights = 1.0 / np.arange(1, vocabulary + 1) ** exponent
-        self._p = weights / weights.sum()
-        # What `Generator.choice(len(words), size, p=self._p)` computes on every call, once: it sums and
-        # checks the 20,000 probabilities, then looks up uniform draws in their running sum. Drawing
-        # here the same way gives the same words from the same seed (tests/bench/test_corpus.py) at a
-        # twentieth of the cost: it was half of `bench scale`'s fill (decision 273).
-        self._cdf = self._p.cumsum()
-        self._cdf /= self._cdf[-1]
+        self._rng.bit_generator.state = copy.deepcopy(state)  # where drawing the words left it
+
+    def redrawn(self, seed: int) -> ZipfCorpus:
+        """This corpus (the same vocabulary and frequencies) drawing its sentences from `seed` onward: a
+        second stream of the same words, e.g. the turn bench's questions about its fill (decision 434)."""
+        self._rng = np.random.default_rng(seed)
+        return self
 
     def sentence(self, min_words: int = 5, max_words: int = 30) -> str:
         count = int(self._rng.integers(min_words, max_words + 1))

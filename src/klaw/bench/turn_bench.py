@@ -4,10 +4,11 @@ A real engine (SQLite file, fsync'd log, context builder, tool registry, process
 the fake OpenAI server with zero model delay, so what remains is klaw's overhead plus one loopback
 HTTP round trip, which is measured separately and reported beside it. The fake server runs in a
 process of its own (bench/model_process.py), as a real model server does, so its work is not counted
-as the engine's. The bench chat is first filled with `stored` messages (the window and counts then run
-against a large table), and a second phase measures throughput with many chats talking at once, with
-the CPU time a turn cost the engine's process there (all its threads), of which its event loop's thread,
-and the model's process beside it.
+as the engine's. The bench chat is first filled with `stored` messages as turns leave them (exchanges
+and summaries, Zipfian text: `turn_fill.py`, decision 434; the window and counts then run against a
+large table), the timed turns ask varied questions of the same vocabulary, and a second phase measures
+throughput with many chats talking at once, with the CPU time a turn cost the engine's process there
+(all its threads), of which its event loop's thread, and the model's process beside it.
 
 Each timed turn is broken into its phases from the timings the engine records on every turn
 (engine/turn_timing.py, kept with the turn's context record), so a regression shows where it is:
@@ -34,8 +35,10 @@ from pathlib import Path
 from rich.table import Table
 
 from klaw.bench.bars import latency_table
+from klaw.bench.corpus import MESSAGE_SPACING_S
 from klaw.bench.model_process import ModelProcess
 from klaw.bench.stats import Latency
+from klaw.bench.turn_fill import BENCH_VERSION, TurnFill, questions
 from klaw.config import DatabaseConfig, EngineConfig
 from klaw.engine.context_history import TurnContext
 from klaw.engine.delivery import Outbound
@@ -47,10 +50,11 @@ from klaw.llm.messages import ChatMessage
 from klaw.memory.embedder.factory import create_embedder
 from klaw.memory.embedder.protocol import Embedder, Vectors, WrappedEmbedder
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef, MessageRecord, Role
+from klaw.store.records import ChatRef, MessageRecord
 from klaw.store.sqlite.store import SqliteStore
 
 BENCH_CHANNEL = "bench"
+FILL_BATCH = 2000  # conversation messages a fill batch (one append: ~5,000 records with their control records)
 Progress = Callable[[str, int, int], None]
 
 
@@ -74,6 +78,9 @@ class TurnBenchResult:
     gc_ms_per_turn: float = 0.0  # of cpu_ms_per_turn, Python's cyclic collector (any thread), decision 303
     gc_frozen_objects: int = 0  # objects the collector no longer scans (`keep_start_up_heap`, as `klaw engine`)
     backend: str = "sqlite"  # `database.backend` of the run (PostgreSQL: a schema of its own, bench_store.py)
+    # 2 since decision 434 (the fill writes exchanges and summaries, Zipfian text, varied questions): figures
+    # of version 1 (no key) measured another chat and are not to be compared with these.
+    bench_version: int = BENCH_VERSION
 
 
 async def measure_turns(
@@ -124,9 +131,9 @@ async def measure_turns(
             requests_before = await server.chat_requests()
             await engine.embedding_queue.wait_idle()
             texts_before = counted.texts
-            for i in range(turns):
+            for i, question in enumerate(questions(turns)):
                 start = time.perf_counter()
-                await replies.turn(engine, chat, f"turn {i}: what did we say about the garden last week?")
+                await replies.turn(engine, chat, question)
                 turn_times.append(time.perf_counter() - start)
                 records.append(engine.processor.context_history.turns(chat)[0])
                 if progress:
@@ -241,21 +248,16 @@ async def _chat_turns(engine: Engine, replies: _ReplyWaiter, chat: ChatRef, coun
 
 
 async def _fill(engine: Engine, chat: ChatRef, stored: int, progress: Progress | None) -> None:
-    start = datetime.now(UTC) - timedelta(days=30)
-    batch = 5000
-    for first in range(0, stored, batch):
-        records = [
-            MessageRecord(
-                chat=chat,
-                role=Role.USER if (first + i) % 2 == 0 else Role.ASSISTANT,
-                content=f"stored message {first + i} about the garden, dinner plans and a trip to Lisbon",
-                created_at=start + timedelta(seconds=first + i),
-            )
-            for i in range(min(batch, stored - first))
-        ]
+    """The chat's `stored` messages as turns the engine would have left (`turn_fill.py`: exchanges, their
+    summaries, a rolling segment summary, replies delivered), ending a day before the timed turns."""
+    start = datetime.now(UTC) - timedelta(days=1, seconds=MESSAGE_SPACING_S * stored)
+    fill = TurnFill(chat, start, await engine.store.exchanges.high_water() + 1)
+    while fill.written < stored:
+        records, replies = fill.batch(min(FILL_BATCH, stored - fill.written))
         await _append(engine.store, records)
+        await engine.store.exchanges.mark_delivered(replies)
         if progress:
-            progress("fill", first + len(records), stored)
+            progress("fill", fill.written, stored)
     if not isinstance(engine.store, SqliteStore):
         from klaw.bench.pg_fill import analyze
         from klaw.store.postgres.store import PostgresStore
@@ -265,8 +267,8 @@ async def _fill(engine: Engine, chat: ChatRef, stored: int, progress: Progress |
 
 
 async def _append(store: Storage, records: list[MessageRecord]) -> None:
-    """The store's own append; on PostgreSQL the same rows in bulk (its append is ~100 messages a
-    second here, `pg_fill.py` says why; 100,000 would take 20 minutes)."""
+    """The store's own append (its folds write the exchanges and summaries); on PostgreSQL the same rows
+    in bulk (its append is ~100 messages a second here, `pg_fill.py` says why; 100,000 would take 20 minutes)."""
     if isinstance(store, SqliteStore):
         await store.messages.append_many(records)
         return
