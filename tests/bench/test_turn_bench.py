@@ -151,7 +151,7 @@ def test_the_command_prints_the_phases_and_writes_them_as_json(tmp_path: Path) -
     run = CliRunner().invoke(app, args)
     assert run.exit_code == 0, run.output
     assert "turn phases at 40 stored messages" in run.output and "auto_rag" in run.output
-    assert "CPU per turn" in run.output and "in its own process" in run.output
+    assert "CPU per turn" in run.output and "in its own process" in run.output and "bench version 2" in run.output
     figures = json.loads(out.read_text())["results"][0]
     assert figures["stored_messages"] == 40 and figures["bench_version"] == 2
     assert set(TURN_PHASES) <= set(figures["phases"])

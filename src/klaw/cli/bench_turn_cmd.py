@@ -42,6 +42,7 @@ def turn(
     are made in a schema of their own (`klaw_bench_<pid>`), dropped after."""
     from klaw.bench.bench_store import engine_database
     from klaw.bench.turn_bench import measure_turns, phase_comparison, phase_table
+    from klaw.bench.turn_fill import BENCH_VERSION
     from klaw.cli.bench_backends import backend_databases, unusable_backend
     from klaw.cli.context import home_from_env, load_or_exit
     from klaw.config import EngineConfig
@@ -61,6 +62,10 @@ def turn(
     console.print(
         "model: zero-delay fake server in its own process; summary requests answered as their prompts ask"
         " (numbered lines)"
+    )
+    console.print(
+        f"bench version {BENCH_VERSION}: the stored chat written as turns leave it (exchanges, summaries, Zipfian"
+        " text) and varied questions; figures from before version 2 measured another chat (decision 434)"
     )
     results = []
     for size in stored or [1_000, 100_000]:
