@@ -43,6 +43,21 @@ async def test_bulk_fill_writes_what_append_many_writes(postgres_server: PgServe
 
         assert rowids == [s.rowid for s in first + rest]
         assert await _rows(bulk) == await _rows(appended)
+
+        # `klaw bench turn`'s fill writes turns (decision 434): each question's exchange records and summary
+        # among the messages. In bulk they make the rows the store's own append and folds make: exchanges,
+        # summaries and their embedding jobs, the replies waiting to be shown.
+        fill = TurnFill(CHAT, BENCH_START, 1)
+        batches = [fill.batch(12)[0], fill.batch(7)[0]]  # the second ends with a question left unanswered
+        stored = [await appended.messages.append_many(batch) for batch in batches]
+        turns = [await append_conversation(bulk, batch) for batch in batches]
+
+        assert turns == [[s.rowid for s in batch] for batch in stored]
+        assert await _rows(bulk) == await _rows(appended)
+        folded = {name: await _all(bulk, sql) for name, sql in FOLDS.items()}
+        assert folded == {name: await _all(appended, sql) for name, sql in FOLDS.items()}
+        assert len(folded["exchanges"]) == 10 and [row[5] for row in folded["exchanges"]].count("failed") == 1
+        assert len(folded["summaries"]) == 9 + 1  # nine exchanges answered and the segment's rolling summary
     finally:
         await appended.aclose()
         await bulk.aclose()
@@ -58,31 +73,6 @@ FOLDS = {
     "jobs": "SELECT target, target_rowid, status FROM embedding_jobs ORDER BY target, target_rowid",
     "marks": "SELECT name, high FROM id_marks ORDER BY name",
 }
-
-
-async def test_the_turn_benchs_fill_folds_its_exchanges_and_summaries_as_append_many_does(
-    postgres_server: PgServer,
-) -> None:
-    """`klaw bench turn`'s fill writes turns (decision 434): each question's exchange records and summary
-    among the messages. In bulk they make the rows the store's own append makes: messages, log lines,
-    exchanges, summaries and their embedding jobs, the replies waiting to be shown."""
-    fill = TurnFill(CHAT, BENCH_START, 1)
-    batches = [fill.batch(12)[0], fill.batch(7)[0]]  # the second ends with a question left unanswered
-    appended = await PostgresStore.open(postgres_server.dsn(new_database(postgres_server)), variable=VARIABLE)
-    bulk = await PostgresStore.open(postgres_server.dsn(new_database(postgres_server)), variable=VARIABLE)
-    try:
-        stored = [await appended.messages.append_many(batch) for batch in batches]
-        rowids = [await append_conversation(bulk, batch) for batch in batches]
-
-        assert rowids == [[s.rowid for s in batch] for batch in stored]
-        assert await _rows(bulk) == await _rows(appended)
-        folded = {name: await _all(bulk, sql) for name, sql in FOLDS.items()}
-        assert folded == {name: await _all(appended, sql) for name, sql in FOLDS.items()}
-        assert len(folded["exchanges"]) == 10 and [row[5] for row in folded["exchanges"]].count("failed") == 1
-        assert len(folded["summaries"]) == 9 + 1  # nine exchanges answered and the segment's rolling summary
-    finally:
-        await appended.aclose()
-        await bulk.aclose()
 
 
 async def _all(store: PostgresStore, sql: str) -> list[Any]:
