@@ -86,6 +86,7 @@ class _Pending:
     answer: asyncio.Future[bool]
     call: ToolCall
     asked_at: float  # on the clock the timeout runs on (clock.py's monotonic): the time left counts from here
+    after_answer: bool = False  # asked after the person's last answer in its chat, with no message of theirs since
     decision: Decision | None = None  # set once it is over
     unanswerable: bool = False  # ended by `nobody_can_answer`, not by the person's /deny
     over: asyncio.Event = field(default_factory=asyncio.Event)
@@ -110,6 +111,8 @@ class ApprovalGate:
         self._conditions = dict(conditions or {})
         self._pending: dict[str, _Pending] = {}
         self._closed = False
+        # Chats whose person's last word was /approve or /deny: a bare one there answers no new question (436)
+        self._answered: set[ChatRef] = set()
 
     @property
     def tools(self) -> frozenset[str]:
@@ -160,7 +163,7 @@ class ApprovalGate:
         request_id = self._new_id()
         asked = question(request_id, call, self._timeout)
         answer = asyncio.get_running_loop().create_future()
-        pending = _Pending(request_id, chat, call.name, answer, call, monotonic(self._clock))
+        pending = _Pending(request_id, chat, call.name, answer, call, monotonic(self._clock), chat in self._answered)
         self._pending[pending.id] = pending
         try:
             try:
@@ -200,14 +203,12 @@ class ApprovalGate:
             if candidate not in self._pending:
                 return candidate
 
-    def waiting(self, chat: ChatRef) -> list[str]:
-        """The ids of the questions waiting in `chat`, oldest first."""
+    def waiting(self, chat: ChatRef) -> list[str]:  # the ids of the questions waiting in `chat`, oldest first
         return [p.id for p in self._pending.values() if p.chat == chat and not p.answer.done()]
 
     def describe_waiting(self, chat: ChatRef) -> str:
         """`3f2a (host_exec), 09bc (schedule_add)` or `none`, for /status."""
-        waiting = [p for p in self._pending.values() if p.chat == chat and not p.answer.done()]
-        return ", ".join(f"{p.id} ({p.tool})" for p in waiting) or "none"
+        return ", ".join(f"{i} ({self._pending[i].tool})" for i in self.waiting(chat)) or "none"
 
     def questions(self, chat: ChatRef) -> list[dict[str, str]]:
         """The questions waiting in `chat`, oldest first (`id`, `tool`, `text`): the `approvals` query, so a
@@ -250,6 +251,9 @@ class ApprovalGate:
 
         return {"approve": approve, "deny": deny}
 
+    def heard(self, chat: ChatRef) -> None:  # a message: a bare /approve may answer the questions after it
+        self._answered.discard(chat)
+
     def answer(self, chat: ChatRef, args: str, *, approved: bool) -> str:
         """The person's answer: only from the chat that was asked; no id is fine when one question waits."""
         verb = "approve" if approved else "deny"
@@ -258,7 +262,9 @@ class ApprovalGate:
         if not words:
             if len(waiting) != 1:
                 return _which(verb, waiting)
-            request_id = waiting[0]
+            if (only := self._pending[waiting[0]]).after_answer:
+                return _new_question(verb, only)
+            request_id = only.id
         elif len(words) == 1:
             request_id = words[0].lower()
         else:
@@ -268,6 +274,7 @@ class ApprovalGate:
             said = f"No approval request {request_id!r} is waiting in this chat (answered, timed out, or never asked)."
             return f"{said} {_which(verb, waiting)}" if waiting else said
         pending.answer.set_result(approved)
+        self._answered.add(chat)
         return f"Approved: {pending.tool} runs now." if approved else f"Denied: {pending.tool} will not run."
 
     def nobody_can_answer(self, chat: ChatRef, request_id: str) -> str:
@@ -370,6 +377,13 @@ def _which(verb: str, waiting: list[str]) -> str:
     if not waiting:
         return "No approval request is waiting in this chat."
     return f"Waiting: {', '.join(waiting)}. Answer /{verb} ID."
+
+
+def _new_question(verb: str, pending: _Pending) -> str:  # a double tap would answer it unread (adversary23)
+    return (
+        f"Not answered: a new question ({pending.tool}, {pending.id}) came after your last answer, so a bare"
+        f" /{verb} may be a second tap meant for the earlier one. Read it, then answer /{verb} {pending.id}."
+    )
 
 
 def _left(seconds: float) -> str:

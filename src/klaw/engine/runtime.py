@@ -175,6 +175,7 @@ class Engine:
             answer = await self.commands.answer(chat, command.name, command.args, command_id=message_id)
             return SubmitResult(command_reply=answer.text, erased=answer.erased)
         stored = await self.processor.handle_inbound(Inbound(chat, text, message_id))
+        self.approvals.heard(chat)  # a question after this message may be answered by a bare /approve
         return SubmitResult(message_id=stored.record.id)
 
     async def _drain_runs(self, timeout_seconds: float) -> bool:
