@@ -151,7 +151,22 @@ def _http_url(url: str, *, redirect: bool = False) -> httpx.URL:
         raise WebError(f"{where} {shown} is not http or https: web_fetch reads web pages only")
     if not parsed.host:
         raise WebError(f"{where} {shown} names no host")
+    _check_port_and_host(parsed, f"{where} {shown}")
     return parsed
+
+
+def _check_port_and_host(parsed: httpx.URL, said: str) -> None:
+    """What httpx lets through and the connection then fails on in Python's words (adversary23): a port
+    past 65535 (an OverflowError for a long one) and a host name past DNS's limits (an idna UnicodeError)."""
+    if parsed.port is not None and not 0 < parsed.port <= 65535:
+        port = str(parsed.port) if parsed.port < 10**12 else f"of {len(str(parsed.port))} digits"
+        raise WebError(f"{said} has port {port}: a port is a number from 1 to 65535")
+    labels = parsed.raw_host.split(b".")
+    if len(parsed.raw_host) > 253 or max(len(label) for label in labels) > 63:
+        raise WebError(
+            f"{said} has a host name too long ({len(parsed.raw_host)} characters, its longest part"
+            f" {max(len(label) for label in labels)}): DNS allows 63 characters between dots and 253 in all"
+        )
 
 
 def _check_location(location: str) -> None:
