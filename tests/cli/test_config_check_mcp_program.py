@@ -102,6 +102,7 @@ def test_an_unset_key_variable_is_named_and_an_unreachable_url_names_its_address
         },
     }
     (home / "engine.yaml").write_text(json.dumps(config), encoding="utf-8")
+    # Set but empty (decision 436): a header's value is refused as empty, not called "not set".
     unset = {"KMEM_TEST_TOKEN": "", "HEADED_TEST_KEY": ""}
 
     checked = klaw(home, "config", "check", env=unset)
@@ -109,9 +110,13 @@ def test_an_unset_key_variable_is_named_and_an_unreachable_url_names_its_address
     assert checked.returncode == 1 and "valid" not in checked.stdout, said
     assert (
         "it cannot start: the environment variable KMEM_TEST_TOKEN (mcp.servers.kmem.authorizationEnv in"
-        " engine.yaml names it) is not set here" in said
+        " engine.yaml names it) is set here but empty, and a header needs a value: set it to the server's token" in said
     ), said
-    assert "HEADED_TEST_KEY (mcp.servers.headed.headersEnv.X-Key in engine.yaml names it)" in said, said
+    assert (
+        "HEADED_TEST_KEY (mcp.servers.headed.headersEnv.X-Key in engine.yaml names it) is set here but empty,"
+        " and a header needs a value: set it to the X-Key header's value" in said
+    ), said
+    assert "not set here" not in said, said
 
     listed = klaw(home, "tools", env=unset)
     assert listed.returncode == 1, listed.stdout + listed.stderr
@@ -128,3 +133,17 @@ def test_an_unset_key_variable_is_named_and_an_unreachable_url_names_its_address
     assert checked.returncode == 0, checked.stderr
     listed = klaw(home, "tools", env=unset)
     assert "failed" not in next(line for line in listed.stdout.splitlines() if line.startswith("mcp:kmem"))
+
+
+def test_a_commands_variable_set_to_an_empty_string_is_passed_as_it_is(tmp_path: Path) -> None:
+    """adversary23: `env: [FLAG]` with FLAG="" was called "not set here: export it"; "" is a value a
+    program may read (decision 436), so the check finds nothing wrong, and unset it is still named."""
+    home = a_home(tmp_path)
+    config = {
+        "embedder": {"backend": "fake", "dim": 32},
+        "tools": {"enabled": ["mcp:local"]},
+        "mcp": {"servers": {"local": {"command": sys.executable, "env": ["LOCAL_TEST_FLAG"]}}},
+    }
+    (home / "engine.yaml").write_text(json.dumps(config), encoding="utf-8")
+    checked = klaw(home, "config", "check", env={"LOCAL_TEST_FLAG": ""})
+    assert checked.returncode == 0, checked.stderr

@@ -124,17 +124,27 @@ def start_mistake(
 
 
 def _unset_variable(name: str, config: McpServerConfig, env: Mapping[str, str]) -> str | None:
+    """The first variable the server's config names that is not set here; or, for a header's value (the
+    authorization token's), set but empty, which no server accepts. A variable passed to a command's
+    `env` may be empty: "" is a value a program may read as such (decision 436)."""
     where = f"mcp.servers.{name}"
-    named = [(variable, f"{where}.authorizationEnv") for variable in [config.authorization_env] if variable]
-    named += [(variable, f"{where}.headersEnv.{header}") for header, variable in config.headers_env.items()]
-    named += [(variable, f"{where}.env") for variable in config.env]
-    for variable, key in named:
-        if not env.get(variable):
+    named = [(variable, f"{where}.authorizationEnv", True) for variable in [config.authorization_env] if variable]
+    named += [(variable, f"{where}.headersEnv.{header}", True) for header, variable in config.headers_env.items()]
+    named += [(variable, f"{where}.env", False) for variable in config.env]
+    for variable, key, header in named:
+        said = f"the environment variable {variable} ({key} in engine.yaml names it)"
+        if variable not in env:
+            return f"{said} is not set here: export it before starting klaw (a service reads KLAW_HOME/service.env)"
+        if header and not env[variable]:
             return (
-                f"the environment variable {variable} ({key} in engine.yaml names it) is not set here: export it"
+                f"{said} is set here but empty, and a header needs a value: set it to the {_header(key)}"
                 " before starting klaw (a service reads KLAW_HOME/service.env)"
             )
     return None
+
+
+def _header(key: str) -> str:
+    return "server's token" if key.endswith("authorizationEnv") else f"{key.rsplit('.', 1)[1]} header's value"
 
 
 def _missing_interpreter(command: str, path: Path, where: str) -> str | None:
@@ -165,13 +175,15 @@ def _missing_interpreter(command: str, path: Path, where: str) -> str | None:
     )
 
 
-def _variables(names: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
-    """{key: value of the variable named}; MissingVariable names the first unset one."""
+def _variables(names: Mapping[str, str], env: Mapping[str, str], *, empty: bool = False) -> dict[str, str]:
+    """{key: value of the variable named}; MissingVariable names the first unset one (or empty one,
+    unless `empty` values pass: a command's environment)."""
     values: dict[str, str] = {}
     for key, variable in names.items():
         value = env.get(variable)
-        if not value:
-            raise MissingVariable(f"environment variable {variable} is not set (named by the server's config)")
+        if value is None or (not value and not empty):
+            state = "is not set" if value is None else "is empty"
+            raise MissingVariable(f"environment variable {variable} {state} (named by the server's config)")
         values[key] = value
     return values
 
@@ -217,7 +229,7 @@ async def open_transport(
         )
         return streamable_http_client(config.url, http_client=client, max_sse_event_size=overflow.limit)
     assert config.command is not None
-    variables = _variables({variable: variable for variable in config.env}, env)
+    variables = _variables({variable: variable for variable in config.env}, env, empty=True)
     params = StdioServerParameters(
         command=config.command, args=list(config.args), env=variables, cwd=config.cwd or str(workspace)
     )
