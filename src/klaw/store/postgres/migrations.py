@@ -30,6 +30,8 @@ async def migrate(connection: Connection, migrations: list[Migration] | None = N
     """Apply every pending migration on an autocommit `connection`; the version found under the lock
     and the resulting one."""
     migrations = bundled_migrations("klaw.store.postgres") if migrations is None else migrations
+    if (split := await split_problem(connection)) is not None:
+        raise StorageError(split)
     await execute(connection, "SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
     try:
         # Made only when missing: even IF NOT EXISTS needs CREATE on the schema, which a user that may only
@@ -69,6 +71,8 @@ async def start_problem(dsn: str, variable: str, connect_timeout: float) -> Stor
         async with await psycopg.AsyncConnection.connect(
             dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout))
         ) as connection:
+            if (split := await split_problem(connection)) is not None:
+                return StorageError(split)
             version = await current_version(connection)
             if not pending(bundled_migrations("klaw.store.postgres"), version):
                 return None
@@ -98,3 +102,28 @@ async def start_problem(dsn: str, variable: str, connect_timeout: float) -> Stor
             " (docs/postgres.md)"
         )
     return None
+
+
+async def split_problem(connection: Connection) -> str | None:
+    """klaw's tables found on the search path, but not in its first schema, where klaw would make new ones
+    (adversary23): a schema named after the role ("$user", first on PostgreSQL's default path) made after
+    klaw's tables went into `public`. A start would migrate an empty store there, the person's memory out
+    of sight behind it. A path the connection itself sets (`klaw bench` and `klaw reindex` put a schema of
+    their own first on purpose, decision 429; a DSN's `options`) is taken as meant."""
+    found = await connection.execute(
+        "SELECT current_schema(), (SELECT source FROM pg_settings WHERE name = 'search_path'),"
+        " ARRAY(SELECT s FROM unnest(current_schemas(false)) AS s"
+        " WHERE to_regclass(format('%I.schema_version', s)) IS NOT NULL)"
+    )
+    row = await found.fetchone()
+    if row is None:
+        return None
+    first, source, holding = row
+    if source in ("client", "session") or not holding or first in holding:
+        return None
+    return (
+        f"klaw's tables are in schema {holding[0]}, but schema {first or '(none)'} comes first on the database"
+        f" user's search_path, where klaw would make new, empty ones and lose sight of them: drop schema {first}"
+        f" if it is not needed, or set the path for this user (ALTER ROLE CURRENT_USER SET search_path ="
+        f" {holding[0]}) or in the connection string (options=-c search_path={holding[0]})"
+    )
