@@ -23,6 +23,7 @@ mypy_cache="${XDG_CACHE_HOME:-$HOME/.cache}/klaw/mypy"
 .venv/bin/mypy --cache-dir "$mypy_cache"
 # One worker more than the CPUs (at most 4): most tests wait on a subprocess, a terminal or a socket
 # (two workers on two CPUs left the machine at a load of ~2, mostly idle), and each worker has its own
-# temporary directories and embedded PostgreSQL (tests/conftest.py). Decision 271.
+# temporary directories and embedded PostgreSQL (tests/conftest.py). Decision 271. `worksteal`: a worker
+# that has run its share takes tests queued on another, so the run does not end on one worker's backlog.
 workers=$(( $(nproc) + 1 ))
-.venv/bin/pytest -n "$(( workers < 4 ? workers : 4 ))" "$@"
+.venv/bin/pytest -n "$(( workers < 4 ? workers : 4 ))" --dist worksteal "$@"

@@ -1,7 +1,7 @@
 """`klaw chat` given input it cannot send: one line on stderr saying what is wrong and what to do, exit 2,
 nothing sent to the model or stored. Before: bytes that are not UTF-8 ended in a 60-line traceback
 from the log's write, a 1 MB message went to the model whole, empty input drew a banner and blank
-prompts and exited 0, and a running engine was met with only "stop it". Decision 240."""
+prompts and exited 0, and a running engine was met with only "stop it" (now it answers: decision 430). Decision 240."""
 
 from __future__ import annotations
 
@@ -61,10 +61,14 @@ async def test_a_piped_reply_is_alone_on_stdout_even_when_klaw_logs_a_warning(tm
         assert "(klaw logged a warning: see" in err and "chat.log" in err
 
 
-async def test_klaw_chat_beside_a_running_engine_says_how_to_talk_to_it(tmp_path: Path) -> None:
+async def test_klaw_chat_beside_a_bare_running_engine_is_answered_through_it(tmp_path: Path) -> None:
+    """Beside `klaw engine` alone (no gateway, no web page), a piped `klaw chat` was refused with where to talk
+    to it (decision 259); now it is a client of that engine (decision 430): its reply alone on stdout, the
+    model asked once, by the running engine."""
     home = tmp_path / "home"
     init_home(home)
     async with FakeOpenAiServer() as model:
+        model.reply_text("answered by the running engine")
         env = chat_env(home, model.base_url)
         engine = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "klaw", "engine", env=env, stderr=asyncio.subprocess.PIPE
@@ -73,11 +77,10 @@ async def test_klaw_chat_beside_a_running_engine_says_how_to_talk_to_it(tmp_path
             assert engine.stderr is not None
             started = await asyncio.wait_for(engine.stderr.readline(), timeout=60)
             assert b"listening on" in started, started
-            line = refused(*await piped_bytes(env, b"hello\n"))
-            assert f"`klaw engine` (pid {engine.pid}) runs on {home}" in line  # which command (decision 259)
-            assert "klaw gateway" in line and "web page" in line  # where to talk to it
-            assert f"stop it first (Ctrl-C in its terminal, or `kill {engine.pid}`)" in line  # and how to stop it
-            assert model.chat_requests == []
+            code, out, err = await piped_bytes(env, b"hello\n")
+            assert (code, out) == (0, "answered by the running engine\n"), err
+            assert "Traceback" not in err
+            assert len(model.chat_requests) == 1
         finally:
             os.kill(engine.pid, signal.SIGTERM)
             await asyncio.wait_for(engine.wait(), timeout=60)
