@@ -148,7 +148,9 @@ async def test_a_send_that_reached_nobody_gives_its_place_back(tmp_path: Path, b
             assert await _turn(h, 1) == ["Sent to telegram:42."]
         async with home.engine(telegram=False, messageSendsPerChatPerHour=2) as h:
             [unsent] = await _turn(h, 1, first=1)
-            assert unsent.startswith("nothing was sent: no channel 'telegram' is running with this engine")
+            # refused with the arguments, before any place is taken (decision 435): the model reads why
+            assert unsent.startswith("invalid arguments:")
+            assert "nothing was sent: no channel 'telegram' is running with this engine" in unsent
         await home.clock.advance(60)
 
         async with home.engine(messageSendsPerChatPerHour=2) as h:
