@@ -11,10 +11,11 @@ once the engine is started again.
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from pathlib import Path
 
-from klaw.channels.console_attached import BACK, KEPT, WENT_AWAY, WHILE_AWAY
+from klaw.channels.console_attached import BACK, KEPT, QUESTION_WAITS, WENT_AWAY, WHILE_AWAY
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home, needs_tmux, terminal
 from tests.cli.piped_chat import piped, refused
@@ -39,13 +40,22 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
             assert "Traceback" not in err
             code, out, err = await piped(env, "/statsu")  # a script's typo fails, as without an engine (431)
             assert (code, out) == (1, "") and "/statsu" in err, err
+            model.reply_tool_calls([("file_write", {"path": "piped.txt", "content": "from a pipe"})])
+            model.reply_text("Wrote piped.txt.")
+            code, out, err = await piped(env, "write it from a pipe")  # the pipe can't answer: it says how, leaves
+            assert (code, out) == (QUESTION_WAITS, ""), err
+            found = re.search(r"/approve (\S+) or /deny (\S+)", " ".join(err.split()))
+            assert found is not None and found[1] == found[2], err
 
             (tmp_path / "first").mkdir()
             async with terminal(CHAT, env, tmp_path / "first") as term:
                 await term.wait_for_prompt_after("attached to the running engine", "the banner")
                 assert f"`klaw serve` (pid {serve.pid})" in await term.screen()
                 line = refused(*await piped(env, "a second console"))  # it would take this one's replies
-                assert f"another `klaw chat` is attached to `klaw serve` (pid {serve.pid})" in line
+                assert f"a `klaw chat` terminal is attached to `klaw serve` (pid {serve.pid})" in line
+                await term.type_line(f"/approve {found[1]}")  # where the pipe said: the reply is shown here
+                await term.wait_for_prompt_after("Wrote piped.txt.", "the piped message's reply")
+                assert (home / "workspace" / "piped.txt").read_text(encoding="utf-8") == "from a pipe"
                 model.reply_text("an answer typed for")
                 await term.type_line("hello from a terminal")
                 await term.wait_for_prompt_after("an answer typed for", "the reply")
@@ -92,4 +102,4 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                     assert await term.exit_status() == 0
                     assert again.returncode is None
                     await stop(again)
-        assert len(model.chat_requests) == 6  # each a console message; none twice, none from a second engine
+        assert len(model.chat_requests) == 8  # each a console message; none twice, none from a second engine

@@ -47,7 +47,19 @@ WHILE_AWAY = "Reply that came while no terminal was attached:"
 WENT_AWAY = "The engine stopped. What you type is kept and sent when it is back; /exit leaves (nothing here starts it)."
 BACK = "The engine is back."
 KEPT = "The engine is not answering now: this message is kept and sent when it is back."
+QUESTION_WAITS = 3  # `echo … | klaw chat`'s exit status when a tool's question holds the reply (decision 430)
 WATCH_SECONDS = 0.2  # how often the link's state is looked at, to say the engine went away or came back
+
+
+async def _asked(session: PromptSession[str]) -> str | None:
+    """The y/N answer; "" for Ctrl-D, None for Ctrl-C. Caught here: a KeyboardInterrupt out of a task
+    stops the event loop (tracebacks at `asyncio.run`'s shutdown)."""
+    try:
+        return await _prompt(session, "approve? [y/N] › ")
+    except EOFError:
+        return ""
+    except KeyboardInterrupt:
+        return None
 
 
 class AttachedConsole:
@@ -113,28 +125,33 @@ class AttachedConsole:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
 
-    async def answer_piped(self, text: str) -> bool:
-        """`echo "…" | klaw chat`: the reply alone on stdout; False when it is an error (exit 1). A held
-        tool's question goes to stderr with where to answer it (nobody can here); the reply waits for it."""
+    async def answer_piped(self, text: str) -> int:
+        """`echo "…" | klaw chat`: the reply alone on stdout, exit status 0; 1 when it is an error. A held
+        tool's question cannot be answered here, and a terminal cannot attach while this pipe holds the
+        console's place: the question goes to stderr with how to answer it, and the pipe leaves with
+        `QUESTION_WAITS` (the reply is shown in the terminal that answers it)."""
         message_id = await self._submit(text)
         if message_id is None:
-            return False
+            return 1
         command = parse_command(text)
-        while True:
-            reply = await self._next_reply_to(message_id)
-            if reply.approval is None:
-                break
+        reply = await self._next_reply_to(message_id)
+        if reply.approval is not None:
             from klaw.channels.console_markdown import reply_markdown
 
             self._stderr.print(reply_markdown(reply.text))
-            where = "nobody can answer it here (the message was piped): answer it in `klaw chat` at a terminal"
-            self._stderr.print(Text(f"{where}; the reply waits for it.", style="yellow"), highlight=False)
+            ask = reply.approval
+            where = (
+                f"Nobody can answer it here (the message was piped). Answer it in `klaw chat` at a terminal:"
+                f" /approve {ask} or /deny {ask} (its y/N prompt there); the reply is shown there."
+            )
+            self._stderr.print(Text(where, style="yellow"), highlight=False)
+            return QUESTION_WAITS
         if reply.kind == "error":
             self._stderr.print(Text(visible(reply.text), style="red"), highlight=False)
-            return False
+            return 1
         said = reply.text + (f"\n{LEAVING_HELP}" if command is not None and command.name == "help" else "")
         self._console.out(visible(said) if self._console.is_terminal else said, highlight=False)
-        return True
+        return 0
 
     def show_pending(self) -> None:
         """Replies that arrived after the prompt closed, shown before the terminal leaves."""
@@ -186,7 +203,7 @@ class AttachedConsole:
         """`y` approves, anything else denies, sent as `/approve ID` or `/deny ID` (the engine's answer is
         shown as it comes). The reply arriving first means the question ended unanswered (its timeout):
         the prompt ends and the reply is shown."""
-        asking = asyncio.create_task(_prompt(session, "approve? [y/N] › "))
+        asking = asyncio.create_task(_asked(session))
         while True:
             arriving = asyncio.create_task(self._replies.get())
             await asyncio.wait({asking, arriving}, return_when=asyncio.FIRST_COMPLETED)
@@ -207,10 +224,9 @@ class AttachedConsole:
                 asking.cancel()
             await asyncio.gather(asking, return_exceptions=True)
             return
-        try:
-            answer = asking.result()
-        except (EOFError, KeyboardInterrupt):
-            answer = ""
+        answer = asking.result()
+        if answer is None:  # Ctrl-C: leave as at `you ›`; the question stays open for the next terminal
+            raise asyncio.CancelledError
         await self._submit(f"/{'approve' if _approves(answer, request_id) else 'deny'} {request_id}")
 
     @staticmethod

@@ -38,7 +38,7 @@ CONNECT_WAIT_SECONDS = 10.0  # how long the start waits for the engine's answer 
 
 
 @contextlib.contextmanager
-def one_terminal(directory: Path, who: str, where: Path) -> Iterator[None]:
+def one_terminal(directory: Path, who: str, where: Path, *, piped: bool = False) -> Iterator[None]:
     """Held while this terminal is attached; exit 2 if another `klaw chat` is attached to the engine."""
     private_dirs(directory)
     fd = open_private(directory / "attached.lock", os.O_RDWR | os.O_CREAT)
@@ -46,6 +46,8 @@ def one_terminal(directory: Path, who: str, where: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if piped:  # a script: nothing to leave; it can try again when the terminal has left
+                fail(f"not sent: a `klaw chat` terminal is attached to {who} on {where}; send it there, or later")
             fail(f"another `klaw chat` is attached to {who} on {where}: leave it first (/exit or Ctrl-D)")
         yield
     finally:
@@ -83,9 +85,10 @@ async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) ->
     directory = home.gateway_dir / TERMINAL_DIR
     channel = AttachedConsole(console, console_chat().chat_id, model_id, timeout)
     gateway = Gateway(home, [channel], buffer_dir=directory)
-    interrupted = failed = False
+    interrupted = False
+    status = 0
     logs = logs_through(console if data is None else err_console, home.chat_log_file)
-    with one_terminal(directory, who, home.root), logs:
+    with one_terminal(directory, who, home.root, piped=data is not None), logs:
         await gateway.start()
         try:
             with contextlib.suppress(TimeoutError):
@@ -104,8 +107,8 @@ async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) ->
                     " /exit or Ctrl-D to leave (the engine goes on).",
                 )
                 await channel.run(banner, home.root / "chat_history")
-            elif not await channel.answer_piped(piped):
-                failed = True
+            else:
+                status = await channel.answer_piped(piped)
         except asyncio.CancelledError:  # Ctrl-C while a reply is awaited: leave, the engine goes on
             task = asyncio.current_task()
             if task is not None:
@@ -117,5 +120,5 @@ async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) ->
     if interrupted:
         err_console.print("Left; the engine goes on, and a reply still to come is shown at your next klaw chat.")
         raise typer.Exit(130)
-    if failed:
-        raise typer.Exit(1)
+    if status:
+        raise typer.Exit(status)
