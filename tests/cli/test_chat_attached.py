@@ -101,5 +101,16 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                     await term.type_line("/exit")
                     assert await term.exit_status() == 0
                     assert again.returncode is None
+                    (tmp_path / "third").mkdir()
+                    async with terminal(CHAT, env, tmp_path / "third") as term:  # Ctrl-C at the y/N prompt
+                        await term.wait_for_prompt_after("attached to the running engine", "the banner")
+                        model.reply_tool_calls([("file_write", {"path": "never.txt", "content": "no"})])
+                        await term.type_line("write another")
+                        await term.wait_for(lambda s: s.rstrip().endswith(APPROVE.rstrip()), "the approval prompt")
+                        await term.tmux("send-keys", "-t", term.target, "C-c")
+                        assert await term.exit_status() == 130
+                        screen = await term.screen()
+                        assert "the engine goes on" in screen and "Traceback" not in screen, screen
+                    assert again.returncode is None
                     await stop(again)
-        assert len(model.chat_requests) == 8  # each a console message; none twice, none from a second engine
+        assert len(model.chat_requests) == 10  # each console turn (the last ended by the stop); none twice
