@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from klaw.channels.console_attached import BACK, KEPT, QUESTION_WAITS, WENT_AWAY, WHILE_AWAY
+from klaw.channels.console_attached import BACK, ENGINE_DOWN, KEPT, QUESTION_WAITS, WENT_AWAY, WHILE_AWAY
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home, needs_tmux, terminal
 from tests.cli.piped_chat import piped, refused
@@ -93,6 +93,7 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                 await term.wait_for(lambda s: " ".join(WENT_AWAY.split()) in " ".join(s.split()), "the engine's going")
                 await term.type_line("typed while it was down")
                 await term.wait_for(lambda s: KEPT in " ".join(s.split()), "the message said kept")
+                await term.wait_for(lambda s: ENGINE_DOWN in s, "the spinner waiting for the engine, not the model")
                 model.reply_text("the kept message's answer")
                 async with running(env=env, stderr=None) as again:  # systemd's restart, say
                     await web_page(again)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -30,7 +31,7 @@ from klaw.channels.console import (
     _prompt,
     show_reply,
 )
-from klaw.channels.console_waiting import count_up
+from klaw.channels.console_waiting import TICK_SECONDS, waiting_text
 from klaw.command_syntax import parse_command
 from klaw.engine.frames import DeltaFrame, FrameError, OutboundFrame
 from klaw.gateway.buffer import BufferUnavailable
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from prompt_toolkit import PromptSession
+    from rich.status import Status
 
     from klaw.gateway.service import Gateway
 
@@ -47,6 +49,7 @@ WHILE_AWAY = "Reply that came while no terminal was attached:"
 WENT_AWAY = "The engine stopped. What you type is kept and sent when it is back; /exit leaves (nothing here starts it)."
 BACK = "The engine is back."
 KEPT = "The engine is not answering now: this message is kept and sent when it is back."
+ENGINE_DOWN = "waiting for the engine… (the message is kept until it is back)"
 QUESTION_WAITS = 3  # `echo … | klaw chat`'s exit status when a tool's question holds the reply (decision 430)
 WATCH_SECONDS = 0.2  # how often the link's state is looked at, to say the engine went away or came back
 
@@ -184,7 +187,7 @@ class AttachedConsole:
         command = parse_command(text)
         while True:
             with self._console.status("thinking…", spinner="dots") as status:
-                ticker = asyncio.create_task(count_up(status, self._model_id, self._timeout))
+                ticker = asyncio.create_task(self._count_up(status))
                 try:
                     reply = await self._next_reply_to(message_id)
                 finally:
@@ -228,6 +231,16 @@ class AttachedConsole:
         if answer is None:  # Ctrl-C: leave as at `you ›`; the question stays open for the next terminal
             raise asyncio.CancelledError
         await self._submit(f"/{'approve' if _approves(answer, request_id) else 'deny'} {request_id}")
+
+    async def _count_up(self, status: Status) -> None:
+        """The spinner's words: the model's wait, or "waiting for the engine" while it is down."""
+        started = time.monotonic()
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            if self.gateway.link.connected.is_set():
+                status.update(waiting_text(time.monotonic() - started, self._model_id, self._timeout))
+            else:
+                status.update(ENGINE_DOWN)
 
     @staticmethod
     def _answers(reply: OutboundFrame, message_id: str) -> bool:
