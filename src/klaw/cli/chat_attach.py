@@ -20,11 +20,10 @@ from typing import TYPE_CHECKING
 import typer
 from rich.text import Text
 
-from klaw.cli.chat_input import piped_message, read_piped
+from klaw.cli.chat_input import piped_message, read_piped, said_without_engine
 from klaw.cli.context import err_console, fail, stdout_console
 from klaw.console_logging import logs_through
 from klaw.private_files import open_private, private_dirs
-from klaw.terminal_text import visible
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -56,7 +55,7 @@ def one_terminal(directory: Path, who: str, where: Path, *, piped: bool = False)
 
 async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) -> None:
     """Chat with the engine `holder` runs, in this terminal or for one piped message; the engine goes on after."""
-    from klaw.channels.console import EXIT_WORDS, answered_without_engine, console_chat
+    from klaw.channels.console import EXIT_WORDS, console_chat
     from klaw.channels.console_attached import AttachedConsole
     from klaw.gateway.service import Gateway
 
@@ -68,14 +67,7 @@ async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) ->
             fail(refusal)  # a usage error: exit 2, nothing sent
         if piped.strip().lower() in EXIT_WORDS:
             return
-        early = answered_without_engine(piped, loaded.config.commands)  # a typo (exit 1), /help (decision 431)
-        if early is not None:
-            said, answered = early
-            if not answered:
-                err_console.print(Text(visible(said), style="red"), highlight=False, soft_wrap=True)
-                raise typer.Exit(1)
-            shown = stdout_console()
-            shown.out(visible(said) if shown.is_terminal else said, highlight=False)
+        if said_without_engine(piped, loaded.config.commands):  # a typo (exit 1), /help (decision 431)
             return
     config = loaded.config
     model_id = config.routing.default

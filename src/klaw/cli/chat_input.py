@@ -11,8 +11,15 @@ docs/decisions/240-bad-input-at-the-engine.md.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 
+import typer
+from rich.text import Text
+
+from klaw.cli.context import err_console, stdout_console
+from klaw.command_syntax import Described
 from klaw.message_text import message_problem
+from klaw.terminal_text import visible
 
 
 def read_piped() -> bytes | None:
@@ -37,3 +44,20 @@ def piped_message(data: bytes) -> tuple[str, str | None]:
         )
     problem = message_problem(text)
     return text, None if problem is None else f"the message {problem}"
+
+
+def said_without_engine(piped: str, commands: Iterable[Described]) -> bool:
+    """Print what `klaw chat` answers to a piped command before any engine, in process or attached (decision
+    431): a typo on stderr, exit 1 (a script's typo must not pass), `/help` on stdout. True when it did."""
+    from klaw.channels.console import answered_without_engine  # the console loads only when a chat runs
+
+    early = answered_without_engine(piped, commands)
+    if early is None:
+        return False
+    said, answered = early
+    if not answered:
+        err_console.print(Text(visible(said), style="red"), highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+    shown = stdout_console()
+    shown.out(visible(said) if shown.is_terminal else said, highlight=False)
+    return True

@@ -11,7 +11,7 @@ import typer
 from rich.text import Text
 
 from klaw import event_loop
-from klaw.cli.chat_input import piped_message, read_piped
+from klaw.cli.chat_input import piped_message, read_piped, said_without_engine
 from klaw.cli.context import (
     err_console,
     fail,
@@ -70,7 +70,6 @@ def chat(
         CONSOLE_CHANNEL,
         EXIT_WORDS,
         ConsoleChannel,
-        answered_without_engine,
         console_chat,
     )
     from klaw.channels.console_keys import KeysWhileThinking
@@ -78,7 +77,6 @@ def chat(
     from klaw.cli.chat_model import chat_model
     from klaw.cli.chat_start_wait import ToolsWait, started_without_waiting
     from klaw.llm.preflight import model_check
-    from klaw.terminal_text import visible
 
     home = home_from_env()
     loaded = load_or_exit(home)
@@ -121,14 +119,7 @@ def chat(
                     fail(refusal)  # a usage error: exit 2, nothing sent or stored
                 if piped.strip().lower() in EXIT_WORDS:
                     return  # `echo /exit | klaw chat` leaves as typed (decision 282), no engine started (376)
-                early = answered_without_engine(piped, config.commands)  # a typo, /help: no engine (431)
-                if early is not None:
-                    said, answered = early
-                    if not answered:
-                        err_console.print(Text(visible(said), style="red"), highlight=False, soft_wrap=True)
-                        raise typer.Exit(1)
-                    shown = stdout_console()
-                    shown.out(visible(said) if shown.is_terminal else said, highlight=False)
+                if said_without_engine(piped, config.commands):  # a typo, /help: no engine (431)
                     return
             # Log lines go to KLAW_HOME/logs/chat.log from before the engine starts (a resumed message, an MCP
             # server that cannot start), not onto the screen above the banner; printed through the console
