@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 from rich.text import Text
@@ -86,6 +86,27 @@ async def _prompt(session: PromptSession[str], message: str, pre_run: Callable[[
         return await session.prompt_async(message, pre_run=pre_run)
 
 
+async def next_message(
+    session: PromptSession[str],
+    print_arrivals: Callable[[], Coroutine[Any, Any, None]],
+    pre_run: Callable[[], None] | None = None,
+) -> str | None:
+    """The next message typed at `you ›`, what arrives meanwhile printed above the prompt; None to leave
+    (/exit, Ctrl-D, Ctrl-C on an empty line). Blank lines are asked again. One loop for the in-process
+    console and the attached one (console_attached.py)."""
+    while True:
+        printer = asyncio.create_task(print_arrivals())
+        try:
+            text = await _prompt(session, "you › ", pre_run=pre_run)
+        except (EOFError, KeyboardInterrupt):
+            return None
+        finally:
+            printer.cancel()
+            await asyncio.gather(printer, return_exceptions=True)
+        if text.strip():
+            return None if text.strip().lower() in EXIT_WORDS else text
+
+
 class ConsoleChannel:
     def __init__(
         self,
@@ -125,17 +146,10 @@ class ConsoleChannel:
         # Log lines go to KLAW_HOME/logs/chat.log (`klaw chat` routes them there from before the engine
         # starts: `logs_through`), printed through this console: above the spinner and the prompt.
         while not self._keys.leave:  # Ctrl-D pressed while klaw started or the model was thinking
-            printer = asyncio.create_task(self._print_arrivals())
-            try:
-                text = await _prompt(session, "you › ", pre_run=lambda: self._keys.replay(session.app.key_processor))
-            except (EOFError, KeyboardInterrupt):
-                break
-            finally:
-                printer.cancel()
-                await asyncio.gather(printer, return_exceptions=True)
-            if not text.strip():
-                continue
-            if text.strip().lower() in EXIT_WORDS:
+            text = await next_message(
+                session, self._print_arrivals, pre_run=lambda: self._keys.replay(session.app.key_processor)
+            )
+            if text is None:
                 break
             await self._exchange(chat, text, session)
 

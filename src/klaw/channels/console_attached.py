@@ -24,11 +24,11 @@ from rich.text import Text
 
 from klaw.channels.console import (
     CONSOLE_CHANNEL,
-    EXIT_WORDS,
     LEAVING_HELP,
     _approves,
     _ctrl_c_clears_a_typed_line,
     _prompt,
+    next_message,
     show_reply,
 )
 from klaw.channels.console_waiting import TICK_SECONDS, waiting_text
@@ -110,19 +110,7 @@ class AttachedConsole:
         self._console.print(banner, highlight=False)
         watcher = asyncio.create_task(self._watch_link())
         try:
-            while True:
-                printer = asyncio.create_task(self._print_arrivals())
-                try:
-                    text = await _prompt(session, "you › ")
-                except (EOFError, KeyboardInterrupt):
-                    break
-                finally:
-                    printer.cancel()
-                    await asyncio.gather(printer, return_exceptions=True)
-                if not text.strip():
-                    continue
-                if text.strip().lower() in EXIT_WORDS:
-                    break
+            while (text := await next_message(session, self._print_arrivals)) is not None:
                 await self._exchange(text, session)
         finally:
             watcher.cancel()
