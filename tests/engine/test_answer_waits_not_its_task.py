@@ -15,6 +15,7 @@ import signal
 import sqlite3
 from collections.abc import Callable, Mapping
 from contextlib import closing
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer, HangReply, Reply, TextReply, ToolCallsReply, echo_last_user_message
 from klaw.scheduling.schedules import TaskSchedule
-from klaw.scheduling.task_store import ScheduleStore
+from klaw.scheduling.task_store import ScheduledTask, ScheduleStore
 from klaw.store.records import MessageType
 from tests.engine import short_socket_dir
 from tests.engine.test_cut_off_task_run import CHAT, TaskChannel, is_run
@@ -43,10 +44,16 @@ async def until(seen: Callable[[], bool]) -> None:
         await asyncio.sleep(0.02)
 
 
-async def run_ended(scheduler: Scheduler, task: str) -> None:
-    """Until the task's run is over (it started when the loop fell asleep after the clock moved)."""
+async def run_recorded(scheduler: Scheduler, fired_at: datetime) -> ScheduledTask:
+    """The task once the run fired at `fired_at` is over and its outcome written: the runner lets go of the
+    run a moment before the store's row says how it went, so reading the row right after would race."""
     async with asyncio.timeout(30):  # a safety net: on the old code the run waits with its answer
-        await until(lambda: not scheduler.runner.is_running(task))
+        while True:
+            (task,) = await scheduler.list_tasks()
+            written = task.last_run_at is not None and task.last_run_at >= fired_at and task.last_status
+            if written and not scheduler.runner.is_running(task.name):
+                return task
+            await asyncio.sleep(0.02)
 
 
 async def test_a_task_keeps_firing_while_an_approval_holds_its_chat_and_its_answers_follow_in_order(
@@ -73,10 +80,10 @@ async def test_a_task_keeps_firing_while_an_approval_holds_its_chat_and_its_answ
             await scheduler.wait_asleep()
             (task,) = await scheduler.list_tasks()
             assert task.next_run_at is not None
-            await s.clock.advance((task.next_run_at - s.clock.now()).total_seconds())
+            fired_at = task.next_run_at
+            await s.clock.advance((fired_at - s.clock.now()).total_seconds())
             await scheduler.wait_asleep()
-            await run_ended(scheduler, "tick")
-            (task,) = await scheduler.list_tasks()
+            task = await run_recorded(scheduler, fired_at)
             assert task.last_status == "completed", task.last_status  # was `busy` from the second on
             assert sum(is_run(r.body) for r in s.server.chat_requests) == fired
         assert s.ran == []  # the turn still waits
