@@ -171,6 +171,7 @@ async def test_two_waiting_answers_of_one_name_survive_a_kill_and_arrive_once_in
                 assert await engine.stop(signal.SIGKILL) == -signal.SIGKILL
                 assert not channel.told.is_set()
                 killed = True
+                write_config(home, server.base_url, debounce_ms=1500)  # the resumed turn after the answers
                 await engine.start()
                 async with asyncio.timeout(STARTS_WITHIN):
                     await until(lambda: len([r for r in channel.replies if r.task is not None]) >= 2)
@@ -182,3 +183,23 @@ async def test_two_waiting_answers_of_one_name_survive_a_kill_and_arrive_once_in
         assert told == ["echo: first", "echo: second"]  # in order, once each, after a restart that stopped cleanly
         assert len(runs) == 2  # not run again
         assert ScheduleStore(home.scheduler_db).runs_under_way() == ()
+        assert answers_outside_exchanges(home) == 2  # the cut-off exchange closed before they went in (trial48)
+
+
+def answers_outside_exchanges(home: KlawHome) -> int:
+    """How many task answers the chat's log holds, each checked to be outside every exchange: written inside
+    one a crash cut off, the exchange's readers (its messages, summary, `/forget`) took it as the turn's."""
+    open_exchanges: set[str] = set()
+    answers = 0
+    for path in sorted((home.conversations / CHAT.log_dir_name).glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            metadata = row.get("metadata") or {}
+            if row["type"] == MessageType.EXCHANGE_OPEN:
+                open_exchanges.add(row["id"])
+            elif row["type"] == MessageType.EXCHANGE_CLOSE:
+                open_exchanges.discard(metadata["opened"])
+            elif metadata.get("source") == "task":
+                assert not open_exchanges, f"a task's answer inside an open exchange: {row['content']!r}"
+                answers += 1
+    return answers

@@ -330,10 +330,10 @@ class MessageProcessor:
         """A message the agent sends on its own (a scheduled task's answer): recorded in the chat's log
         and window as an assistant message (`metadata` says where it came from), then delivered.
         `once` (its id, and a time it is not older than): not again if the chat holds it (decision 324).
-
-        Taken under the chat's turn lock, so it never lands between a turn's tool call and results.
-        """
+        Under the chat's turn lock, never between a turn's tool call and results, nor inside an exchange
+        a crash cut off (closed first)."""
         async with self._chat_lock(chat), self._lease(chat):
+            await self.resuming.close_cut_off(self.ingestion, chat)
             if once is not None and once[0] in await self.store.messages.known_ids(chat, once[1]):
                 return  # recorded before a crash: kept until a channel confirms it (decision 101)
             record = MessageRecord(chat, Role.ASSISTANT, text, metadata=dict(metadata), created_at=self.clock.now())

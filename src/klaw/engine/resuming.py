@@ -19,6 +19,8 @@ from datetime import timedelta
 from klaw.engine.answered_elsewhere import RESUME_WITHIN, unanswered
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Delivery, redeliver
+from klaw.engine.interrupted_exchanges import close_interrupted
+from klaw.memory.ingestion import Ingestion
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, StoredMessage
 
@@ -36,6 +38,7 @@ class Resuming:
     queue: Callable[[ChatRef, StoredMessage], None]
     queued: set[int]
     _after_crash: set[ChatRef] = field(default_factory=set, init=False)  # their next turn closes cut-off exchanges
+    _again: dict[ChatRef, list[str]] = field(default_factory=dict, init=False)  # the ids queued to answer again
 
     async def resume_unanswered(self, within: timedelta = RESUME_WITHIN) -> int:
         """Give their turn to messages stored (and acknowledged to a gateway) but never answered because the
@@ -65,7 +68,18 @@ class Resuming:
         """Whether the chat's next turn closes what a crash left open first; asked once by that turn."""
         cut_off = chat in self._after_crash
         self._after_crash.discard(chat)
+        self._again.pop(chat, None)
         return cut_off
+
+    async def close_cut_off(self, ingestion: Ingestion, chat: ChatRef) -> None:
+        """Close what a crash left open in the chat now, as its next turn would (under the chat's lock): a
+        message the agent sends on its own (a task's answer noted before a kill, decision 432) goes in
+        before that turn, and written before the close it sat inside the cut-off exchange, between its
+        tool call and the result it never got (trial48), where an exchange's readers took it as the
+        exchange's own. The messages this start queued to answer again are the turn's (decision 306)."""
+        again = self._again.get(chat, [])
+        if self.after_crash(chat):
+            await close_interrupted(ingestion, chat, again, self.clock.now())
 
     async def _resume(self, chat: ChatRef, within: timedelta) -> int:
         cutoff = self.clock.now() - within
@@ -74,5 +88,6 @@ class Resuming:
             self._after_crash.add(chat)  # the chat's open exchanges were cut off (decision 306)
             if message.record.created_at >= cutoff and message.rowid not in self.queued:
                 self.queue(chat, message)
+                self._again.setdefault(chat, []).append(message.record.id)
                 resumed += 1
         return resumed
