@@ -1,21 +1,35 @@
-"""`klaw chat` beside a running `klaw serve` talks to it over engine.sock (decision 430).
+"""`klaw chat` beside a running `klaw serve` talks to it over engine.sock (decisions 430, 441).
 
 It was refused ("talk to your agent on its web page"). One real `klaw serve` with the fake model serves
-every step, as a person would meet them: a piped chat gets its reply alone on stdout; a terminal (tmux)
-attaches, chats, runs a slash command, approves a held tool, and leaves with Ctrl-C while a reply is
-still being written; that reply, made while no terminal was attached, is shown at the next attach; and
-the engine stopped under an attached terminal is said there, what is typed meanwhile kept, and sent
-once the engine is started again.
+every step, as a person would meet them: a piped chat gets its reply alone on stdout, and its tool's
+question is left open (exit 3); a terminal (tmux) attaches and is asked that question at once, chats,
+runs a slash command, approves a held tool, denies one with Ctrl-C (as in process), and leaves with
+Ctrl-C while a reply is still being written; that reply, made while no terminal was attached, is shown at
+the next attach under its label (the piped message's reply, which came while one was, is not); a
+`kill -9` of the engine while a question waits ends its y/N prompt, saying the tool did not run, and the
+restarted engine's answer is shown; what is typed while the engine is down is kept, and a `klaw chat`
+started alone once the service stays down sends it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import signal
 import sys
 from pathlib import Path
 
-from klaw.channels.console_attached import BACK, ENGINE_DOWN, KEPT, QUESTION_WAITS, WENT_AWAY, WHILE_AWAY
+from klaw.channels.console_attached import (
+    BACK,
+    ENGINE_DOWN,
+    KEPT,
+    OPEN_QUESTION,
+    QUESTION_GONE,
+    QUESTION_WAITS,
+    WENT_AWAY,
+    WHILE_AWAY,
+)
+from klaw.channels.console_kept import SENDING, KeptMessages
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home, needs_tmux, terminal
 from tests.cli.piped_chat import piped, refused
@@ -48,13 +62,16 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
             assert found is not None and found[1] == found[2], err
 
             (tmp_path / "first").mkdir()
-            async with terminal(CHAT, env, tmp_path / "first") as term:
-                await term.wait_for_prompt_after("attached to the running engine", "the banner")
-                assert f"`klaw serve` (pid {serve.pid})" in await term.screen()
+            async with terminal(CHAT, env, tmp_path / "first") as term:  # the pipe's question, asked at once
+                screen = await term.wait_for(lambda s: s.rstrip().endswith(APPROVE.rstrip()), "the open question")
+                assert f"`klaw serve` (pid {serve.pid})" in screen
+                assert screen.index(OPEN_QUESTION) < screen.index(QUESTION) < screen.index("path: piped.txt")
                 line = refused(*await piped(env, "a second console"))  # it would take this one's replies
                 assert f"a `klaw chat` terminal is attached to `klaw serve` (pid {serve.pid})" in line
-                await term.type_line(f"/approve {found[1]}")  # where the pipe said: the reply is shown here
-                await term.wait_for_prompt_after("Wrote piped.txt.", "the piped message's reply")
+                await term.type_line(f"/approve {found[1]}")  # as the pipe said; `y` would do too
+                screen = await term.wait_for_prompt_after("Wrote piped.txt.", "the piped message's reply")
+                assert "Approved: file_write runs now." in screen
+                assert WHILE_AWAY not in screen  # it came while this terminal was attached (trial48)
                 assert (home / "workspace" / "piped.txt").read_text(encoding="utf-8") == "from a pipe"
                 model.reply_text("an answer typed for")
                 await term.type_line("hello from a terminal")
@@ -70,6 +87,14 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                 await term.wait_for_prompt_after("Wrote kept.txt.", "the reply after approving")
                 assert "Approved: file_write runs now." in await term.screen()
                 assert (home / "workspace" / "kept.txt").read_text(encoding="utf-8") == "yes please"
+                model.reply_tool_calls([("file_write", {"path": "never.txt", "content": "no"})])
+                model.reply_text("Not written.")
+                await term.type_line("write another")
+                await term.wait_for(lambda s: s.rstrip().endswith(APPROVE.rstrip()), "the second approval prompt")
+                await term.tmux("send-keys", "-t", term.target, "C-c")  # no, as in process; the chat goes on
+                screen = await term.wait_for_prompt_after("Not written.", "the reply after Ctrl-C at y/N")
+                assert "Denied: file_write will not run." in screen
+                assert not (home / "workspace" / "never.txt").exists()
                 asked, gate = asyncio.Event(), asyncio.Event()
 
                 async def held() -> None:
@@ -89,29 +114,35 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
             async with terminal(CHAT, env, tmp_path / "second") as term:
                 screen = await term.wait_for_prompt_after("written while nobody watched", "the reply made meanwhile")
                 assert screen.index(WHILE_AWAY) < screen.index("written while nobody watched")
-                assert await stop(serve) == 0
-                await term.wait_for(lambda s: " ".join(WENT_AWAY.split()) in " ".join(s.split()), "the engine's going")
-                await term.type_line("typed while it was down")
-                await term.wait_for(lambda s: KEPT in " ".join(s.split()), "the message said kept")
+                model.reply_tool_calls([("file_write", {"path": "killed.txt", "content": "no"})])
+                await term.type_line("write it, then the engine dies")
+                await term.wait_for(lambda s: s.rstrip().endswith(APPROVE.rstrip()), "the approval prompt")
+                assert await stop(serve, signal.SIGKILL) == -signal.SIGKILL
+                await term.wait_for(lambda s: folded(QUESTION_GONE) in folded(s), "the question said gone")
                 await term.wait_for(lambda s: ENGINE_DOWN in s, "the spinner waiting for the engine, not the model")
-                model.reply_text("the kept message's answer")
+                model.reply_text("the answer after the restart")
                 async with running(env=env, stderr=None) as again:  # systemd's restart, say
                     await web_page(again)
-                    screen = await term.wait_for_prompt_after("the kept message's answer", "the kept message answered")
-                    assert BACK in screen and screen.index(BACK) < screen.index("the kept message's answer")
-                    await term.type_line("/exit")
-                    assert await term.exit_status() == 0
-                    assert again.returncode is None
-                    (tmp_path / "third").mkdir()
-                    async with terminal(CHAT, env, tmp_path / "third") as term:  # Ctrl-C at the y/N prompt
-                        await term.wait_for_prompt_after("attached to the running engine", "the banner")
-                        model.reply_tool_calls([("file_write", {"path": "never.txt", "content": "no"})])
-                        await term.type_line("write another")
-                        await term.wait_for(lambda s: s.rstrip().endswith(APPROVE.rstrip()), "the approval prompt")
-                        await term.tmux("send-keys", "-t", term.target, "C-c")
-                        assert await term.exit_status() == 130
-                        screen = await term.screen()
-                        assert "the engine goes on" in screen and "Traceback" not in screen, screen
-                    assert again.returncode is None
-                    await stop(again)
-        assert len(model.chat_requests) == 10  # each console turn (the last ended by the stop); none twice
+                    screen = await term.wait_for_prompt_after("the answer after the restart", "the resumed answer")
+                    assert screen.index(QUESTION_GONE.split(":")[0]) < screen.index(BACK)
+                    assert not (home / "workspace" / "killed.txt").exists()
+                    assert await stop(again) == 0
+                await term.wait_for(lambda s: folded(s).count(folded(WENT_AWAY)) == 2, "the engine's going again")
+                await term.type_line("typed while it was down")
+                await term.wait_for(lambda s: KEPT in folded(s), "the message said kept")
+                await term.tmux("send-keys", "-t", term.target, "C-c")  # the service stays down: leave
+                assert await term.exit_status() == 130
+            model.reply_text("the kept message's answer")
+            (tmp_path / "third").mkdir()
+            async with terminal([*CHAT, "--skip-check"], env, tmp_path / "third") as term:  # no engine: in process
+                screen = await term.wait_for_prompt_after("the kept message's answer", "the kept message answered")
+                assert screen.index(SENDING) < screen.index("you › typed while it was down")
+                await term.type_line("/exit")
+                assert await term.exit_status() == 0
+            assert await KeptMessages.open(home / "gateway") is None  # sent once: not again at the next attach
+        assert len(model.chat_requests) == 12  # each console turn (the killed one twice); none else twice
+
+
+def folded(screen: str) -> str:
+    """The screen's text with its white space folded: a terminal wraps a long line."""
+    return " ".join(screen.split())

@@ -349,12 +349,17 @@ async def test_outbound_waits_for_a_gateway_and_is_flushed_in_order(server: Engi
     assert server.pending_outbound("console") == 5
     gateway = await GatewayClient.connect(server.path)
     await gateway.send(HelloFrame(channels=["console"]))
-    assert await gateway.roundtrip() == [outbound(text) for text in texts]
+    assert await gateway.roundtrip() == [waited(outbound(text)) for text in texts]  # marked: they waited
     assert server.pending_outbound("console") == 0
     assert server.pending_outbound("telegram") == 1
     assert await server.send_outbound(outbound("now")) is True
     assert await gateway.roundtrip() == [outbound("now")]
     await gateway.aclose()
+
+
+def waited(frame: OutboundFrame) -> OutboundFrame:
+    """As a frame queued while no gateway served its channel comes at the next hello (decision 441)."""
+    return frame.model_copy(update={"waited": True})
 
 
 BIG_TEXT = "x" * (256 * 1024)
@@ -405,7 +410,7 @@ async def test_a_frame_whose_flush_failed_is_queued_again_after_another_flush_em
     await until(lambda: server.connection_count == 1)
     assert server.pending_outbound("console") == 1
     assert await server.send_outbound(outbound("next")) is True
-    assert await fast.roundtrip() == [outbound(f"{rest[0] - 1}:{BIG_TEXT}"), outbound("next")]
+    assert await fast.roundtrip() == [waited(outbound(f"{rest[0] - 1}:{BIG_TEXT}")), outbound("next")]
     await fast.aclose()
 
 
@@ -421,7 +426,7 @@ async def test_the_queue_drops_the_oldest_beyond_its_limit(
         assert any("dropped the oldest" in record.getMessage() for record in caplog.records)
         gateway = await GatewayClient.connect(sock_path)
         await gateway.send(HelloFrame(channels=["console"]))
-        assert await gateway.roundtrip() == [outbound(f"r{i}") for i in (2, 3, 4)]
+        assert await gateway.roundtrip() == [waited(outbound(f"r{i}")) for i in (2, 3, 4)]
         await gateway.aclose()
     finally:
         await engine.aclose()

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rich.console import Console
 from rich.text import Text
 
+from klaw.channels.console_kept import SENDING
 from klaw.channels.console_keys import KeysWhileThinking
 from klaw.channels.console_waiting import count_up
 from klaw.command_syntax import ENGINE_COMMANDS, Described, help_text, parse_command, unknown_command
@@ -37,6 +38,7 @@ if TYPE_CHECKING:  # imported where a prompt is drawn: a piped chat needs neithe
     from prompt_toolkit.key_binding import KeyBindings
 
     from klaw.channels.console_history import ConsoleHistory
+    from klaw.channels.console_kept import KeptMessages
 
     # Types only: `echo /exit | klaw chat` reads EXIT_WORDS here and leaves before any engine (decision 378).
     from klaw.engine.delivery import Outbound
@@ -115,17 +117,20 @@ class ConsoleChannel:
         replies: asyncio.Queue[Outbound] | None = None,
         keys: KeysWhileThinking | None = None,
         before_turn: BeforeTurn | None = None,
+        kept: KeptMessages | None = None,
     ) -> None:
         """`replies`: the queue already registered as the console's sink when the engine started
         (`Engine.start(channels=...)`), holding the replies it sent again at start; `keys`: what was typed
         while klaw started, for the first prompt; `before_turn`: awaited before a message (not a command)
-        goes to the engine: `klaw chat`'s wait for MCP servers still starting (decision 376)."""
+        goes to the engine: `klaw chat`'s wait for MCP servers still starting (decision 376); `kept`: what
+        an attached terminal kept while its engine was down, sent before the first prompt (console_kept.py)."""
         self._engine = engine
         self._console = console or Console(markup=False)
         self._stderr = Console(stderr=True, markup=False, soft_wrap=not self._console.is_terminal)
         self._replies: asyncio.Queue[Outbound] = replies if replies is not None else asyncio.Queue()
         self._keys = keys or KeysWhileThinking()
         self._before_turn = before_turn
+        self._kept = kept
         self._history: ConsoleHistory | None = None  # made by `run`: a piped chat has no prompt to recall
         engine.delivery.register(CONSOLE_CHANNEL, self._replies.put)
 
@@ -143,6 +148,11 @@ class ConsoleChannel:
             f" — model {model}. Type /help for commands, /exit or Ctrl-D to leave.",
         )
         self._console.print(greeting, highlight=False)
+        for n, (message_id, kept) in enumerate(self._kept.of(chat) if self._kept is not None else ()):
+            if not n:
+                self._console.print(Text(SENDING, style="yellow"), highlight=False)
+            self._console.print(Text(f"you › {visible(kept)}", style="dim"), highlight=False)
+            await self._exchange(chat, kept, session, message_id)
         # Log lines go to KLAW_HOME/logs/chat.log (`klaw chat` routes them there from before the engine
         # starts: `logs_through`), printed through this console: above the spinner and the prompt.
         while not self._keys.leave:  # Ctrl-D pressed while klaw started or the model was thinking
@@ -219,15 +229,19 @@ class ConsoleChannel:
             self._console.print(Text(EARLIER_RUN_REPLY, style="bold yellow"), highlight=False)
         self._show(reply)
 
-    async def _exchange(self, chat: ChatRef, text: str, session: PromptSession[str]) -> None:
+    async def _exchange(self, chat: ChatRef, text: str, session: PromptSession[str], kept: str | None = None) -> None:
+        """`kept`: the id of a message an attached terminal kept, out of its buffer once the engine has it."""
         if self._before_turn is not None and self._before_turn.owed and parse_command(text) is None:
             with self._console.status("starting MCP servers…", spinner="dots"), self._keys.watching():
                 await self._before_turn.before_turn()
         try:
-            result = await self._engine.submit(chat, text)
+            result = await self._engine.submit(chat, text, kept)
         except MessageRefused as exc:  # a paste too long for one message: said, and the prompt comes back
             self._console.print(Text(f"Not sent: {exc}", style="red"), highlight=False)
             return
+        finally:
+            if kept is not None and self._kept is not None:
+                await self._kept.sent(kept)
         if result.command_reply is not None:
             command = parse_command(text)
             if command is not None and command.name == "forget" and self._history is not None:

@@ -35,6 +35,7 @@ from klaw.channels.console_waiting import TICK_SECONDS, waiting_text
 from klaw.command_syntax import parse_command
 from klaw.engine.frames import DeltaFrame, FrameError, OutboundFrame
 from klaw.gateway.buffer import BufferUnavailable
+from klaw.gateway.link import EngineUnavailable, QueryFailed
 from klaw.terminal_text import visible
 
 if TYPE_CHECKING:
@@ -50,19 +51,22 @@ WENT_AWAY = "The engine stopped. What you type is kept and sent when it is back;
 BACK = "The engine is back."
 KEPT = "The engine is not answering now: this message is kept and sent when it is back."
 ENGINE_DOWN = "waiting for the engine… (the message is kept until it is back)"
+OPEN_QUESTION = "A question waiting for your answer, asked before this terminal attached:"
+QUESTION_GONE = (
+    "The engine stopped before you answered: the question went with it, and the tool it asked about was not"
+    " run (it was never approved). A restarted engine answers your message again, and asks again if it needs to."
+)
 QUESTION_WAITS = 3  # `echo … | klaw chat`'s exit status when a tool's question holds the reply (decision 430)
 WATCH_SECONDS = 0.2  # how often the link's state is looked at, to say the engine went away or came back
 
 
-async def _asked(session: PromptSession[str]) -> str | None:
-    """The y/N answer; "" for Ctrl-D, None for Ctrl-C. Caught here: a KeyboardInterrupt out of a task
-    stops the event loop (tracebacks at `asyncio.run`'s shutdown)."""
+async def _asked(session: PromptSession[str]) -> str:
+    """The y/N answer; "" (no) for Ctrl-D and Ctrl-C, as in process (console.py). Caught here: a
+    KeyboardInterrupt out of a task stops the event loop (tracebacks at `asyncio.run`'s shutdown)."""
     try:
         return await _prompt(session, "approve? [y/N] › ")
-    except EOFError:
+    except (EOFError, KeyboardInterrupt):
         return ""
-    except KeyboardInterrupt:
-        return None
 
 
 class AttachedConsole:
@@ -80,6 +84,7 @@ class AttachedConsole:
         self._replies: asyncio.Queue[OutboundFrame] = asyncio.Queue()
         self._held: list[OutboundFrame] = []  # taken from the queue while an approval prompt was up
         self._mine: set[str] = set()  # ids of what this terminal sent: their answers are no strangers
+        self._asked: set[str] = set()  # the questions given a y/N prompt here: not shown again as they come
         self._gateway: Gateway | None = None
         self._there: bool | None = None  # whether the engine answered when last looked; None: not said yet
 
@@ -110,6 +115,7 @@ class AttachedConsole:
         self._console.print(banner, highlight=False)
         watcher = asyncio.create_task(self._watch_link())
         try:
+            await self._ask_open_questions(session)
             while (text := await next_message(session, self._print_arrivals)) is not None:
                 await self._exchange(text, session)
         finally:
@@ -190,17 +196,49 @@ class AttachedConsole:
                 return
             await self._answer_approval(message_id, reply.approval, session)
 
-    async def _answer_approval(self, message_id: str, request_id: str, session: PromptSession[str]) -> None:
-        """`y` approves, anything else denies, sent as `/approve ID` or `/deny ID` (the engine's answer is
-        shown as it comes). The reply arriving first means the question ended unanswered (its timeout):
-        the prompt ends and the reply is shown."""
+    async def _ask_open_questions(self, session: PromptSession[str]) -> None:
+        """The questions waiting in this chat when the terminal attaches (one asked before, its terminal
+        left), each shown and asked as if just asked (trial48: only `/status` named them). A question
+        queued for the console while none was attached comes with its frame too: asked once."""
+        if not self.gateway.connected:
+            return  # none to ask: a restarted engine holds no question of before
+        try:
+            found = await self.gateway.query("approvals", {"channel": CONSOLE_CHANNEL, "chat_id": self._chat_id})
+        except (EngineUnavailable, QueryFailed):
+            return
+        questions = [q for q in found.get("approvals", ()) if isinstance(q, dict)]
+        waiting = {str(q.get("id")) for q in questions}
+        while not self._replies.empty():  # what came at hello, before the answer: its questions asked below
+            if (reply := self._replies.get_nowait()).approval not in waiting:
+                self._held.append(reply)
+        for question in questions:
+            request_id = str(question.get("id"))
+            self._console.print(Text(OPEN_QUESTION, style="bold yellow"), highlight=False)
+            asked = OutboundFrame(
+                channel=CONSOLE_CHANNEL,
+                chat_id=self._chat_id,
+                text=str(question.get("text")),
+                kind="notice",
+                approval=request_id,
+            )
+            show_reply(self._console, self._stderr, asked)
+            await self._answer_approval(None, request_id, session)
+
+    async def _answer_approval(self, message_id: str | None, request_id: str, session: PromptSession[str]) -> None:
+        """`y` approves, anything else denies (Enter, Ctrl-C, Ctrl-D, as in process), sent as `/approve
+        ID` or `/deny ID` (the engine's answer is shown as it comes). The reply to `message_id` arriving
+        first means the question ended unanswered (its timeout): the prompt ends and the reply is shown.
+        The engine going away ends it too: the question went with it (a restarted engine holds none), and
+        a `y` typed then would approve nothing (trial48)."""
+        self._asked.add(request_id)
         asking = asyncio.create_task(_asked(session))
+        lost = asyncio.create_task(self._link_lost())
         while True:
             arriving = asyncio.create_task(self._replies.get())
-            await asyncio.wait({asking, arriving}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({asking, arriving, lost}, return_when=asyncio.FIRST_COMPLETED)
             if arriving.done():
                 reply = arriving.result()
-                if not asking.done() and not self._answers(reply, message_id):
+                if not asking.done() and not lost.done() and not self._ends(reply, message_id):
                     self._show_arrival(reply)  # above the prompt: a task's answer, say
                     continue
                 self._held.append(reply)
@@ -208,17 +246,30 @@ class AttachedConsole:
                 arriving.cancel()
                 await asyncio.gather(arriving, return_exceptions=True)
             break
+        lost.cancel()
+        await asyncio.gather(lost, return_exceptions=True)
         if not asking.done():
             if session.app.is_running:
                 session.app.exit(result="")  # the prompt line stays on screen, as answered with nothing
             else:
                 asking.cancel()
             await asyncio.gather(asking, return_exceptions=True)
+            if not lost.cancelled():
+                self._console.print(Text(QUESTION_GONE, style="yellow"), highlight=False)
             return
         answer = asking.result()
-        if answer is None:  # Ctrl-C: leave as at `you ›`; the question stays open for the next terminal
-            raise asyncio.CancelledError
         await self._submit(f"/{'approve' if _approves(answer, request_id) else 'deny'} {request_id}")
+
+    async def _link_lost(self) -> None:
+        """Returns once the link is down (looked at as `_watch_link` does: the link has no event for it)."""
+        while True:
+            if not self.gateway.link.connected.is_set():
+                return
+            await asyncio.sleep(WATCH_SECONDS)
+
+    def _ends(self, reply: OutboundFrame, message_id: str | None) -> bool:
+        """Whether `reply` ends the y/N prompt: the turn's reply (the question timed out)."""
+        return self._answers(reply, message_id) if message_id is not None else False
 
     async def _count_up(self, status: Status) -> None:
         """The spinner's words: the model's wait, or "waiting for the engine" while it is down."""
@@ -252,7 +303,11 @@ class AttachedConsole:
         if reply.kind == "notice" and reply.reply_to in self._mine:
             self._console.print(Text(visible(reply.text), style="cyan"), highlight=False)
             return
-        away = reply.reply_to is not None and reply.reply_to not in self._mine and reply.task is None
+        if reply.approval is not None and reply.approval in self._asked:
+            return  # asked here already (at attach)
+        # Only what the engine kept while no terminal was attached (`waited`): the reply to a question
+        # answered here, to a piped message, say, comes while this one is (trial48).
+        away = reply.waited and reply.reply_to is not None and reply.reply_to not in self._mine and reply.task is None
         if not self._console.is_terminal:  # piped: stdout is the reply to stdin's message alone
             said = f"{WHILE_AWAY}\n{reply.text}" if away else reply.text
             self._stderr.print(Text(visible(said)), highlight=False)

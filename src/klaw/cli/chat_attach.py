@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.text import Text
 
+from klaw.channels.console_kept import kept_where
 from klaw.cli.chat_input import piped_message, read_piped, said_without_engine
 from klaw.cli.context import err_console, fail, stdout_console
 from klaw.console_logging import logs_through
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from klaw.home import KlawHome
     from klaw.home_lock import Holder
 
-TERMINAL_DIR = "terminal"  # under KLAW_HOME/gateway: the attached terminal's buffer and lock
 CONNECT_WAIT_SECONDS = 10.0  # how long the start waits for the engine's answer before saying it does not
 
 
@@ -74,7 +74,7 @@ async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) ->
     timeout = config.models[model_id].timeout_seconds if model_id in config.models else 120.0
     console = stdout_console()
     who = holder.describe()
-    directory = home.gateway_dir / TERMINAL_DIR
+    directory = kept_where(home.gateway_dir)
     channel = AttachedConsole(console, console_chat().chat_id, model_id, timeout)
     gateway = Gateway(home, [channel], buffer_dir=directory)
     interrupted = False

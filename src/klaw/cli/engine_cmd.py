@@ -28,6 +28,7 @@ from klaw.console_logging import logs_through
 from klaw.home import KlawHome
 
 if TYPE_CHECKING:
+    from klaw.channels.console_kept import KeptMessages
     from klaw.config_loader import LoadedConfig
     from klaw.engine.delivery import Outbound
     from klaw.engine.runtime import Engine
@@ -141,7 +142,8 @@ def chat(
                 wait = config.mcp.start_wait_seconds if data is None else config.mcp.one_turn_wait_seconds()
                 tools_wait = ToolsWait(running, wait, piped=data is not None)
                 await _warn_of_held_names_no_tool_has(running)
-                channel = ConsoleChannel(running, console, replies, keys=keys, before_turn=tools_wait)
+                kept = await _kept_by_an_attached_terminal(home, piped=data is not None)
+                channel = ConsoleChannel(running, console, replies, keys=keys, before_turn=tools_wait, kept=kept)
                 interrupted = failed = False
                 try:
                     if data is None:
@@ -171,6 +173,19 @@ def chat(
             raise typer.Exit(1)
 
     event_loop.run(run())
+
+
+async def _kept_by_an_attached_terminal(home: KlawHome, *, piped: bool) -> KeptMessages | None:
+    """What an attached `klaw chat` kept while its engine was down (console_kept.py): sent by this chat at
+    a terminal; a piped one says where it waits (trial48: it waited for an attach that might never come)."""
+    from klaw.channels.console_kept import WAITING, KeptMessages, kept_where
+
+    kept = await KeptMessages.open(home.gateway_dir)
+    if kept is None or not piped:
+        return kept
+    said = WAITING.format(n=len(kept.buffer), where=kept_where(home.gateway_dir))
+    err_console.print(Text(said, style="yellow"), highlight=False)
+    return None
 
 
 async def _warn_of_held_names_no_tool_has(running: Engine) -> None:

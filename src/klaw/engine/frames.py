@@ -192,6 +192,7 @@ class OutboundFrame(_FrameModel):
     # A notice that something of the chat was forgotten (`/forget`, `klaw memory forget`): a channel
     # keeping copies of the chat's messages (the web page's replayable events) drops them. Optional.
     forgotten: bool = False
+    waited: bool = False  # queued while no gateway served the channel, sent at its hello (outbound_routes.py)
 
 
 class DeltaFrame(_FrameModel):

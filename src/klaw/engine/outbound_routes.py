@@ -10,10 +10,11 @@ it knows nothing of how connections are accepted or what frames they send.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
 
-from klaw.engine.frames import DeltaFrame, HelloFrame, OutboundFrame, encode_frame
+from klaw.engine.frames import DeltaFrame, FrameError, HelloFrame, OutboundFrame, encode_frame
 from klaw.engine.gateway_connection import GatewayConnection
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,9 @@ class OutboundRoutes:
             async with conn.lock:  # anything still queued for the channel goes first, to keep the order
                 if await self._flush_locked(conn, frame.channel) and await conn.write_locked(data):
                     return True
+        # Marked as having waited: a terminal says a reply came while none was attached only of these (trial48).
+        with contextlib.suppress(FrameError):  # a frame at the size limit goes unmarked
+            data = encode_frame(frame.model_copy(update={"waited": True}), max_bytes=self._max)
         self._enqueue(frame.channel, data)
         return False
 
