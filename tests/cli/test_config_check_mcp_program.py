@@ -5,11 +5,23 @@ as it ran, pointing at a log file that held no word from it."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
-from tests.cli.test_cli import klaw
+from typer.testing import CliRunner
+
+from klaw.cli.app import app
 from tests.cli.test_reindex_cmd import a_home
+
+
+def klaw(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`klaw ARGS` on `home`, in this process (typer's CliRunner): these tests are about the words, and a
+    `klaw` process per check cost ~1-1.5 s of CPU each, mostly imports (tests/cli/test_cli.py's `klaw` runs one)."""
+    result = CliRunner().invoke(app, list(args), env={"KLAW_HOME": str(home), "COLUMNS": "200", **(env or {})})
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
 
 MISSING = "there is no program '/usr/bin/pyhton' (mcp.servers.broken.command in engine.yaml)"
 
