@@ -32,7 +32,9 @@ async def test_the_gateway_says_once_when_the_engine_is_lost_and_when_it_is_back
         initialise_home(home)
         async with FakeOpenAiServer() as model:
             write_config(home, model.base_url, web=True)
-            env = serve_env(home.root, COLUMNS="200")
+            # Attempts at most 0.5 s apart (channels.engineReconnectMaxSeconds): the restarted engine is reached
+            # within 0.5 s of its start, not after a wait of up to 10 s (the default's last doubling).
+            env = serve_env(home.root, COLUMNS="200", KLAW__CHANNELS__ENGINERECONNECTMAXSECONDS="0.5")
             gateway = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "klaw", "gateway", env=env,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -56,7 +58,7 @@ async def test_the_gateway_says_once_when_the_engine_is_lost_and_when_it_is_back
                     csrf = await session_csrf(client)
                     sent = await client.post("/api/messages", json={"text": SECRET}, headers={CSRF_HEADER: csrf})
                     assert sent.status_code == 200 and sent.json()["queued"] is True
-                await asyncio.sleep(1.5)  # reconnect attempts (0.2 s doubling) go by, unsaid
+                await asyncio.sleep(1.5)  # reconnect attempts (0.2 s doubling to 0.5 s) go by, unsaid
                 await engine.start()
                 back = await said.until("the engine is back")
                 assert "1 buffered message(s)" in back

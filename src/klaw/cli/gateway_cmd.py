@@ -83,6 +83,7 @@ def build_channels(home: KlawHome, loaded: LoadedConfig) -> list[Channel]:
 
 
 async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> None:
+    from klaw.gateway.link import Backoff
     from klaw.gateway.service import Gateway
 
     console = stderr_console()
@@ -93,7 +94,7 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
         checking = check_in_background(loaded, "klaw serve")
         with cancelled_on_failure(checking):
             engine = await start_engine_or_exit(home, loaded.config)
-    running = Gateway(home, channels)
+    running = Gateway(home, channels, backoff=Backoff(maximum=loaded.config.channels.engine_reconnect_max_seconds))
     try:
         with cancelled_on_failure(checking) if checking is not None else nullcontext():
             await running.start()

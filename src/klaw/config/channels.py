@@ -97,6 +97,13 @@ class ChannelsConfig(Section):
 
     web: WebChannelConfig = WebChannelConfig()
     telegram: TelegramChannelConfig = TelegramChannelConfig()
+    engine_reconnect_max_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="The longest wait between the gateway's attempts to reach a lost engine (the first after 0.2 s,"
+        " doubling up to this): lower, a restarted engine is reached sooner, at the cost of more attempts.",
+    )
 
 
 class CommandConfig(Section):
