@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from klaw.store.sqlite.store import SqliteStore
+from tests.cli.inited_home import init_home
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ async def test_a_broken_sqlite_vec_install_is_one_clear_error(
     tmp_path: Path, broken_sqlite_vec: Path, command: tuple[str, ...]
 ) -> None:
     home = tmp_path / "home"
-    assert klaw(home, broken_sqlite_vec, "init").returncode == 0
+    init_home(home)  # as `klaw init` makes it, without a klaw process of its own
     await (await SqliteStore.open(home / "klaw.db")).aclose()  # a home an engine has run in (with sqlite-vec)
     (home / "klaw.db").chmod(0o600)  # as the engine leaves it (this process's umask is not klaw's)
     result = klaw(home, broken_sqlite_vec, *command)

@@ -63,13 +63,22 @@ async def test_the_stand_in_calls_a_tool_when_asked_and_reports_its_answer(tmp_p
         assert code == 0, err
         assert out.startswith("The tool answered: ") and '"timezone":"UTC"' in out.replace(" ", ""), out
 
-        code, out, _ = await piped(chat, "!no_such_tool\n")
-        assert code == 0 and "no tool named 'no_such_tool' is offered in this chat; offered: " in out, out
-        assert "current_time" in out
-        code, out, _ = await piped(chat, "!current_time [1, 2]\n")
-        assert "must be a JSON object" in out, out
-        # adversary22: a number past 4,300 digits was an HTTP 500 with a traceback, which klaw retried.
-        code, out, _ = await piped(chat, '!current_time {"n": ' + "9" * 5000 + "}\n")
-        assert code == 0 and "cannot be read (a number too long or nesting too deep)" in out, out
-        assert (await piped(chat, "just talking\n"))[1] == "echo: just talking\n"
+        # The stand-in's other answers are its words alone: asked over HTTP with the tool klaw offered above
+        # (four `klaw chat` processes fewer).
+        offered = [{"type": "function", "function": {"name": "current_time", "parameters": {"type": "object"}}}]
+        async with httpx.AsyncClient(base_url=base_url) as client:
+
+            async def answer(text: str) -> str:
+                body = {"model": "stand-in/echo", "messages": [{"role": "user", "content": text}], "tools": offered}
+                reply = await client.post("/chat/completions", json=body)
+                assert reply.status_code == 200, reply.text
+                return str(reply.json()["choices"][0]["message"]["content"])
+
+            out = await answer("!no_such_tool")
+            assert "no tool named 'no_such_tool' is offered in this chat; offered: current_time" in out, out
+            assert "must be a JSON object" in await answer("!current_time [1, 2]")
+            # adversary22: a number past 4,300 digits was an HTTP 500 with a traceback, which klaw retried.
+            out = await answer('!current_time {"n": ' + "9" * 5000 + "}")
+            assert "cannot be read (a number too long or nesting too deep)" in out, out
+            assert await answer("just talking") == "echo: just talking"
         assert await stop(process, signal.SIGINT) == 0
