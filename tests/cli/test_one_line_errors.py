@@ -14,7 +14,9 @@ from pathlib import Path
 
 import apsw
 import pytest
+from typer.testing import CliRunner
 
+from klaw.cli.app import app
 from tests.cli.test_cli import klaw
 
 MISSING = "raise ModuleNotFoundError(\"No module named 'sqlite_vec'\", name='sqlite_vec')\n"
@@ -27,6 +29,19 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     assert "Traceback" not in result.stderr
     assert said.startswith("error: ") and said.count("error: ") == 1, said
     return said
+
+
+STARTS = {("engine",), ("serve",), ("chat",)}  # run as processes: on a regression they would run on, not end
+
+
+def klaw_here_or_run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`klaw ARGS` on `home`: in this process (typer's CliRunner) for a command that ends by itself, the words
+    being the point, a `klaw` process fewer each; a real process for those that start an engine or a chat."""
+    if args in STARTS:
+        return klaw(home, *args)
+    result = CliRunner().invoke(app, list(args), env={"KLAW_HOME": str(home), "COLUMNS": "200"})
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception  # a traceback
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 @pytest.fixture
@@ -124,7 +139,7 @@ def test_a_mistyped_klaw_home_is_named_not_created(tmp_path: Path, command: tupl
     defaults: to the person, a klaw that had forgotten everything. The other commands answered for an
     empty home ("No scheduled tasks.", nothing to check) or made its folder for a scheduler.db."""
     typo = tmp_path / "hmoe"
-    said = one_line_error(klaw(typo, *command))
+    said = one_line_error(klaw_here_or_run(typo, *command))
     assert f"There is no klaw home at {typo} (KLAW_HOME={typo})" in said
     assert "klaw init" in said
     assert not typo.exists()
@@ -137,7 +152,7 @@ def test_a_klaw_home_that_is_a_file_is_named(tmp_path: Path, command: tuple[str,
     """KLAW_HOME pointing at engine.yaml itself: `klaw init` and `schedule add` ended in FileExistsError."""
     path = tmp_path / "engine.yaml"
     path.write_text(CONFIG, encoding="utf-8")
-    said = one_line_error(klaw(path, *command))
+    said = one_line_error(klaw_here_or_run(path, *command))
     assert f"{path} is a file, not a klaw home (KLAW_HOME={path}): point KLAW_HOME at a folder." in said
 
 
