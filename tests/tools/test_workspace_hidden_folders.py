@@ -1,7 +1,8 @@
 """Folders the quota's walk could not look into (adversary13): a path longer than PATH_MAX, and a folder
 without read permission when klaw runs as an ordinary user. The walk went round them in silence, so a run
 writing beneath them passed every bound; now each folder is entered by its descriptor (no path length
-applies) and one that still cannot be entered is named and counts as over the bounds (decision 370)."""
+applies) and one that still cannot be entered is named and counts as over the bounds (decision 370). A tree
+of any depth is counted (decision 440: the walk holds one folder open, not one per level)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 
 import klaw
 from klaw.tools.disk_room import names, usage
-from tests.tools.workspace_turns import code_turn, needs_sandbox, sandboxed_engine, tool_turn
+from tests.tools.workspace_turns import code_turn, needs_sandbox, sandboxed_engine
 
 LONG = 250  # 20 folders of 252-character names: a path of over 5,000 characters, past PATH_MAX (4,096)
 
@@ -79,7 +80,7 @@ try:
     os.chmod(ws / "hid", 0)
     room = DiskRoom(quota_bytes=1 << 30, floor_bytes=0, quota_files=1000).measure(ws)
     print(json.dumps({"usage": usage(ws), "names": names(ws), "over": room.over(), "write": room.refusal(10, 1),
-                      "shrink": room.refusal(-10, 0)}))
+                      "shrink": room.refusal(-10, 0), "may_add": room.may_add}))
 finally:
     os.chmod(ws / "hid", 0o700)
     shutil.rmtree(ws)
@@ -109,16 +110,42 @@ def test_a_folder_an_ordinary_user_cannot_list_is_named_and_over_the_bounds() ->
     assert seen["over"].startswith("klaw cannot look into hid (no permission to list it) in the workspace")
     assert "chmod -R u+rwx" in seen["over"] and seen["write"] == seen["over"]
     assert seen["shrink"] is None  # a write freeing room is never refused: one way back
+    assert seen["may_add"] == 0  # no file of a run may grow: what the folder holds may be the whole quota (adversary23)
+
+
+# A blob 210 folders deep in a folder of its own (adversary23's quota_deep_folder.py): the walk once held every
+# level open and named a tree past 200 levels "too deep", counting none of it, so every run had the whole quota
+# again (116 MiB after 8 runs against 20 MiB).
+DEEP_BLOB = """
+import os
+path = os.path.join("run{n}", *["a"] * 210)
+os.makedirs(path)
+with open(os.path.join(path, "blob"), "wb") as f:
+    f.write(bytes(6 * 1024 * 1024))
+print("wrote it")
+"""
+
+
+def test_a_tree_deeper_than_any_walk_held_open_is_counted_whole(tmp_path: Path) -> None:
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(400):  # a chain, and beside each level a second folder holding a file: a comb
+        os.mkdir("side", dir_fd=fd)
+        os.close(os.open("side/f", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
+        os.mkdir("a", dir_fd=fd)
+        inner = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    assert usage(tmp_path)[1:] == (1200, ())
+    assert names(tmp_path) == (1200, ())
 
 
 @needs_sandbox
-async def test_a_tree_too_deep_to_walk_is_named_over_the_bounds_until_the_run_removes_it(tmp_path: Path) -> None:
-    deep = "/".join(["d"] * 205)  # the walk holds 200 folders open at most
-    async with sandboxed_engine(tmp_path) as h:
-        content = await code_turn(h, "make a deep tree", "shell", f"mkdir -p {deep}; : > {deep}/x", "made")
-        assert "over the bounds: klaw cannot look into d/d/" in content and "(more than 200 folders deep)" in content
-        content = await tool_turn(h, "save a note", [("file_write", {"path": "note.txt", "content": "hi"})], "refused")
-        assert content.startswith("'note.txt' was not written: klaw cannot look into d/d/")
-        assert "Make it readable (code_execute: chmod -R u+rwx on it) or delete it" in content
-        content = await code_turn(h, "remove it", "shell", "rm -r d; echo gone", "removed")
-        assert content.startswith("exit code 0") and "over the bounds" not in content
+async def test_runs_writing_deeper_than_200_folders_stay_within_the_quota(tmp_path: Path) -> None:
+    async with sandboxed_engine(tmp_path, workspaceQuotaMb=8) as h:
+        first = await code_turn(h, "write deep down", "python", DEEP_BLOB.format(n=1), "written")
+        assert first.startswith("exit code 0") and "wrote it" in first and "over the bounds" not in first
+        second = await code_turn(h, "and again", "python", DEEP_BLOB.format(n=2), "no room")
+        assert "File too large" in second and "wrote it" not in second, second
+        held = usage(h.home.workspace)
+        assert held.unreadable == () and held.bytes <= 9 * 1024 * 1024  # the quota, and the run's own folders

@@ -184,3 +184,38 @@ async def test_a_file_the_run_renamed_survives_a_run_past_the_quota(tmp_path: Pa
         content = await code_turn(h, "tidy up, then write forty megabytes", "python", code, "done")
         assert "over the bounds: the workspace holds" in content and "nothing was removed" in content
         assert (h.home.workspace / "old" / "thesis.txt").read_text(encoding="utf-8") == "years of work\n"
+
+
+# 1 MiB every 20 ms, up to 80 MiB (adversary23's quota_big_workspace.py: beside 150,000 files a count took 4.5 s,
+# the next waited ten times as long and the polls waited for each, so a run wrote 2.7 GiB against 64 MiB).
+FAST_PARTS = """
+import os, time
+os.makedirs("out", exist_ok=True)
+for n in range(80):
+    with open(f"out/part{n}.bin", "wb") as f:
+        f.write(bytes(1024 * 1024))
+    time.sleep(0.02)
+print("all written")
+"""
+
+
+def _many_files(folder: Path, files: int) -> None:
+    folder.mkdir()
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for n in range(files):
+            os.close(os.open(str(n), os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+@needs_sandbox
+async def test_a_run_beside_many_files_is_stopped_within_the_quotas_margin(tmp_path: Path) -> None:
+    async with sandboxed_engine(tmp_path, workspaceQuotaMb=4, workspaceQuotaFiles=30_000) as h:
+        _many_files(h.home.workspace / "many", 8_000)  # a count of a tenth of a second or more here
+        content = await code_turn(h, "write eighty megabytes", "python", FAST_PARTS, "stopped")
+        assert content.startswith("stopped: the workspace passed its quota of 4 MiB (tools.workspaceQuotaMb)"), content
+        assert "all written" not in content
+        written = sum(part.stat().st_blocks * 512 for part in (h.home.workspace / "out").iterdir())
+        # the quota, its margin for others' writes, and what a fifth of a second's poll (and the kill) let through
+        assert written <= (4 + 16 + 16) * MIB, written  # 16 MiB: disk_watch.MARGIN_BYTES

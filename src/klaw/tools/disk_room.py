@@ -22,11 +22,9 @@ what to do.
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import stat
 import weakref
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -34,11 +32,9 @@ from typing import NamedTuple
 from klaw.config import ToolsConfig
 from klaw.disk_trouble import mount_point
 from klaw.private_files import private_dirs
+from klaw.tools.workspace_walk import Walk
 
 MIB = 1024 * 1024
-MAX_DEPTH = 200  # folders held open at once by a walk (two descriptors each); deeper is named, not walked
-MAX_UNREADABLE_NAMED = 3
-_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK
 
 
 class Usage(NamedTuple):
@@ -106,7 +102,10 @@ class Room:
 
     @property
     def may_add(self) -> int:
-        """The most bytes a write may add now (0 or less: none)."""
+        """The most bytes a write may add now (0 or less: none). None while a folder cannot be looked into:
+        what the workspace holds is then unknown, so nothing is allowed beyond what is known (decision 440)."""
+        if self.unreadable:
+            return 0
         return min(self.limits.quota_bytes - self.used, self.free - self.limits.floor_bytes)
 
     def over(self) -> str | None:
@@ -184,19 +183,19 @@ def one_writer(workspace: Path) -> asyncio.Lock:
 
 def usage(workspace: Path) -> Usage:
     """The blocks (in bytes) and the entries under `workspace`, each inode once (a file of several
-    hard-linked names counts once, as `du` counts it), symlinks not followed; an entry that vanishes
-    meanwhile is skipped, a folder that cannot be looked into is named in `unreadable`. Blocking: one
-    `lstat` per entry (about 130 ms of CPU for 20,000 files here)."""
+    hard-linked names counts once, as `du` counts it), symlinks not followed, however deep (workspace_walk.py);
+    an entry that vanishes meanwhile is skipped, a folder that cannot be looked into is named in `unreadable`.
+    Blocking: one `lstat` per entry (about 130 ms of CPU for 20,000 files here)."""
     total = files = 0
     linked: set[tuple[int, int]] = set()
-    unreadable: list[str] = []
-    for where, entry in _entries(workspace, unreadable):
+    walk = Walk(workspace)
+    for entry in walk:
         try:
             info = entry.stat(follow_symlinks=False)
         except FileNotFoundError:
             continue
         except OSError:  # listed, yet not to be looked at (a folder readable but not searchable)
-            _unreadable(unreadable, where + entry.name, "no permission to look at what it lists")
+            walk.note(entry.name, "no permission to look at what it lists")
             continue
         if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
             if (info.st_dev, info.st_ino) in linked:
@@ -204,7 +203,7 @@ def usage(workspace: Path) -> Usage:
             linked.add((info.st_dev, info.st_ino))
         total += info.st_blocks * 512
         files += 1
-    return Usage(total, files, tuple(unreadable))
+    return Usage(total, files, tuple(walk.unreadable))
 
 
 def used(workspace: Path) -> int:
@@ -216,80 +215,9 @@ def names(workspace: Path) -> Names:
     """How many names (files, folders, symlinks) are under `workspace`: no `lstat`, the kind is the one
     the folder's listing gives (d_type), so it costs a sixth of `usage` (15–22 ms of CPU for 20,000 files
     here). A hard-linked file counts once per name, so this is at least the files `usage` counts. Blocking."""
-    unreadable: list[str] = []
-    found = sum(1 for _ in _entries(workspace, unreadable))
-    return Names(found, tuple(unreadable))
-
-
-def _entries(workspace: Path, unreadable: list[str]) -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """Every entry under `workspace`, each folder entered by its descriptor and the name in it (`dir_fd`),
-    never by a path string: a tree deeper than PATH_MAX is walked whole (adversary13). A folder that
-    cannot be entered (no permission, or more than `MAX_DEPTH` deep) is named in `unreadable`, never
-    skipped in silence. Each entry comes with the path of its folder relative to the workspace ("" or
-    ending in a separator)."""
-    try:
-        top = os.open(workspace, _FOLDER)
-    except FileNotFoundError:
-        return
-    except OSError:
-        _unreadable(unreadable, ".", "no permission to list it")
-        return
-    levels: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = []
-    try:
-        levels.append((top, "", os.scandir(top)))
-    except OSError:
-        os.close(top)
-        _unreadable(unreadable, ".", "no permission to list it")
-        return
-    try:
-        while levels:
-            fd, where, listing = levels[-1]
-            entry = next(listing, None)
-            if entry is None:
-                levels.pop()
-                listing.close()  # type: ignore[attr-defined]
-                os.close(fd)
-                continue
-            yield where, entry
-            try:
-                folder = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                continue
-            if folder:
-                _enter(levels, fd, where + entry.name, entry.name, unreadable)
-    finally:
-        for fd, _, listing in levels:
-            listing.close()  # type: ignore[attr-defined]
-            os.close(fd)
-
-
-def _enter(
-    levels: list[tuple[int, str, Iterator[os.DirEntry[str]]]], parent: int, path: str, name: str, unreadable: list[str]
-) -> None:
-    """The folder `name` of `parent` opened and listed onto `levels`, or named in `unreadable`."""
-    if len(levels) > MAX_DEPTH:
-        _unreadable(unreadable, path, f"more than {MAX_DEPTH} folders deep")
-        return
-    try:
-        fd = os.open(name, _FOLDER | os.O_NOFOLLOW, dir_fd=parent)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        if exc.errno == errno.ENOTDIR:  # swapped for a file or symlink meanwhile: counted as listed
-            return
-        _unreadable(unreadable, path, "no permission to list it")
-        return
-    try:
-        levels.append((fd, path + os.sep, os.scandir(fd)))
-    except OSError:
-        os.close(fd)
-        _unreadable(unreadable, path, "no permission to list it")
-
-
-def _unreadable(found: list[str], path: str, why: str) -> None:
-    if len(found) < MAX_UNREADABLE_NAMED:
-        shown = path if len(path) <= 120 else f"{path[:60]}…{path[-59:]}"
-        found.append(f"{shown} ({why})")
+    walk = Walk(workspace)
+    found = sum(1 for _ in walk)
+    return Names(found, tuple(walk.unreadable))
 
 
 def free_space(path: Path) -> Free:
