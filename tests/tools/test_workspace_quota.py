@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
-from klaw.tools.disk_room import used
+import pytest
+
+from klaw.tools.disk_room import DiskRoom, Usage, usage, used
+from klaw.tools.sandbox import disk_watch
 from tests.engine.harness import running_engine
 from tests.own_disk import tmpfs
 from tests.tools.workspace_turns import MIB, code_turn, needs_sandbox, sandboxed_engine, tool_turn
@@ -186,15 +190,15 @@ async def test_a_file_the_run_renamed_survives_a_run_past_the_quota(tmp_path: Pa
         assert (h.home.workspace / "old" / "thesis.txt").read_text(encoding="utf-8") == "years of work\n"
 
 
-# 1 MiB every 20 ms, up to 80 MiB (adversary23's quota_big_workspace.py: beside 150,000 files a count took 4.5 s,
-# the next waited ten times as long and the polls waited for each, so a run wrote 2.7 GiB against 64 MiB).
+# 1 MiB every 10 ms, up to 100 MiB (adversary23's quota_big_workspace.py: beside 150,000 files a count took
+# 4.5 s, the next waited ten times as long and the polls waited for each, so a run wrote 2.7 GiB against 64 MiB).
 FAST_PARTS = """
 import os, time
 os.makedirs("out", exist_ok=True)
-for n in range(80):
+for n in range(100):
     with open(f"out/part{n}.bin", "wb") as f:
         f.write(bytes(1024 * 1024))
-    time.sleep(0.02)
+    time.sleep(0.01)
 print("all written")
 """
 
@@ -211,11 +215,43 @@ def _many_files(folder: Path, files: int) -> None:
 
 @needs_sandbox
 async def test_a_run_beside_many_files_is_stopped_within_the_quotas_margin(tmp_path: Path) -> None:
-    async with sandboxed_engine(tmp_path, workspaceQuotaMb=4, workspaceQuotaFiles=30_000) as h:
-        _many_files(h.home.workspace / "many", 8_000)  # a count of a tenth of a second or more here
-        content = await code_turn(h, "write eighty megabytes", "python", FAST_PARTS, "stopped")
-        assert content.startswith("stopped: the workspace passed its quota of 4 MiB (tools.workspaceQuotaMb)"), content
-        assert "all written" not in content
-        written = sum(part.stat().st_blocks * 512 for part in (h.home.workspace / "out").iterdir())
-        # the quota, its margin for others' writes, and what a fifth of a second's poll (and the kill) let through
-        assert written <= (4 + 16 + 16) * MIB, written  # 16 MiB: disk_watch.MARGIN_BYTES
+    # a disk of its own (memory): making the files is quick, and no other program's writes show on it
+    with tmpfs(tmp_path / "disk", "192m") as disk:
+        async with sandboxed_engine(disk, workspaceQuotaMb=4, workspaceQuotaFiles=40_000, diskFloorMb=0) as h:
+            _many_files(h.home.workspace / "many", 15_000)  # a count of 0.1 s of CPU or more
+            content = await code_turn(h, "write a hundred megabytes", "python", FAST_PARTS, "stopped")
+            assert content.startswith("stopped: the workspace passed its quota of 4 MiB (tools.workspaceQuotaMb)")
+            assert "all written" not in content
+            written = sum(part.stat().st_blocks * 512 for part in (h.home.workspace / "out").iterdir())
+            # the quota, its 16 MiB margin (disk_watch.MARGIN_BYTES) and what two polls let through at this rate
+            assert written <= (4 + 16 + 28) * MIB, written
+
+
+async def test_a_run_is_stopped_on_the_disks_loss_while_a_slow_count_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """adversary23 M1: beside 150,000 files a count took 4.5 s, and the watch looked at nothing meanwhile. Here
+    each count takes a second more than it would, while 1 MiB is written every 20 ms: the disk's loss since the last
+    count stops it once past the quota by the margin, without waiting for the count."""
+    counted = usage
+
+    def slow_usage(workspace: Path) -> Usage:
+        time.sleep(1.0)
+        return counted(workspace)
+
+    monkeypatch.setattr(disk_watch, "usage", slow_usage)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    room = DiskRoom(quota_bytes=4 * MIB, floor_bytes=0).measure(workspace)
+    stopping = asyncio.ensure_future(disk_watch.watch(room)())
+    written = 0
+    while not stopping.done() and written < 80 * MIB:
+        (workspace / f"part{written // MIB}").write_bytes(bytes(MIB))
+        written += MIB
+        await asyncio.sleep(0.02)
+    said = await asyncio.wait_for(stopping, 5)
+    assert said.startswith(
+        "the workspace passed its quota of 4 MiB (tools.workspaceQuotaMb), as far as klaw can tell without counting"
+    ), said
+    assert "more than the quota left plus 16 MiB for other programs' writes on that disk" in said
+    assert written <= (4 + 16 + 16) * MIB
