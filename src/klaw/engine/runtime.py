@@ -196,6 +196,7 @@ class Engine:
         open during the drain; inbound frames then get an error (not stored, send again later).
         """
         self.processor.stop_accepting()
+        self.store.stopping()  # a database server out of reach is not waited for (decision 442)
         self.approvals.close()  # questions still waiting are denied: their turns end instead of the drain timing out
         if self.socket is not None:
             await self.socket.stop_accepting()

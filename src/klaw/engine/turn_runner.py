@@ -268,6 +268,9 @@ def log_failure(label: str, failure: TurnFailure) -> None:
     if isinstance(error, LeaseLostError):  # the engine stalled past its lease: another one answers
         log.warning("%s abandoned: %s (error %s)", label, error, failure.error_id)
         return
+    if (away := unreachable_database(error)) is not None:  # weather too: its words name the variable, no frames
+        log.warning("%s failed: %s (error %s)", label, away, failure.error_id)
+        return
     frames = "".join(traceback.format_tb(error.__traceback__)).rstrip()
     log.error("%s failed: %s (error %s)\n%s", label, failure.kind, failure.error_id, frames)
 

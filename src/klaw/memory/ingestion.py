@@ -117,6 +117,7 @@ class Ingestion:
         accepting = asyncio.ensure_future(self._accept_now(records, append or self._append))
         self._in_flight.add(accepting)
         accepting.add_done_callback(self._in_flight.discard)
+        accepting.add_done_callback(_seen)
         return await asyncio.shield(accepting)
 
     async def settled(self) -> None:
@@ -219,3 +220,11 @@ class Ingestion:
         if recovered:
             log.warning("recovered %d messages from the conversation log into the database", recovered)
         return recovered
+
+
+def _seen(accepting: asyncio.Future[list[StoredMessage]]) -> None:
+    """A failed accept's error is its caller's; a caller cancelled meanwhile (a close past its drain) has
+    gone, and asyncio printed "Task exception was never retrieved" with a traceback for each (adversary23,
+    the database out of reach): what was accepted is stored, what was not is answered at the next start."""
+    if not accepting.cancelled():
+        accepting.exception()

@@ -9,6 +9,7 @@ hold here too. psycopg's errors become `StorageError`s a person can act on.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -16,7 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolClosed
 
 from klaw.cancellation import cancel_requests, deliver_lost_cancellation
 from klaw.store.postgres.dsn_hiding import hide_connection_string
@@ -25,6 +26,7 @@ from klaw.store.protocol import StorageError, StorageUnavailable
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 Row = tuple[Any, ...]
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 ROLLBACK_ATTEMPTS = 4  # a deadlock or serialization failure is tried again this often in all
 # a write the server rolled back because it met another (psycopg's classes are not one hierarchy)
 ROLLED_BACK = (psycopg.errors.TransactionRollback, psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
@@ -60,6 +62,10 @@ def server_error(variable: str, exc: BaseException) -> StorageError:
         return StorageUnavailable(
             f"the PostgreSQL server named by {variable} ended a transaction this process left idle"
             " (the process stalled inside it, e.g. suspended): nothing of it was stored, try again"
+        )
+    if isinstance(exc, PoolClosed):  # closed by `stopping` (or a call after the close)
+        return StorageUnavailable(
+            f"cannot reach the PostgreSQL server named by {variable}, and klaw is closing without waiting for it"
         )
     if isinstance(exc, psycopg.OperationalError):
         return StorageUnavailable(
@@ -107,18 +113,83 @@ class PostgresDatabase:
     def __init__(self, pool: AsyncConnectionPool[Connection], variable: str) -> None:
         self.pool = pool
         self.variable = variable  # the name of the DSN's environment variable, for messages
+        self._stopping = False  # the engine is closing (`stopping`)
+        self._probes: set[asyncio.Task[None]] = set()
+        self.gave_up = False  # closing, the server could not be reached: the pool was closed at once
+        self._gone = asyncio.Event()  # set as it gives up
+
+    def stopping(self) -> None:
+        """The engine is closing: if the server cannot be reached (a connection opened now fails, or a call
+        fails on the server meanwhile), the pool closes at once, and every call waiting for a connection
+        fails, instead of each waiting `waitSeconds` for a server the close will not see back (adversary23:
+        120 s; decision 442). Messages already accepted are in the database and answered at the next start."""
+        self._stopping = True
+        self._check_server()
+
+    def _check_server(self) -> asyncio.Task[None]:
+        probe = asyncio.create_task(self._probe(), name="postgres-close-probe")
+        self._probes.add(probe)
+        probe.add_done_callback(self._probes.discard)
+        return probe
+
+    async def _probe(self) -> None:
+        try:
+            conninfo, kwargs = self.pool.conninfo, self.pool.kwargs  # as klaw made it: a string and a dict
+            assert isinstance(conninfo, str) and isinstance(kwargs, dict)
+            connection = await psycopg.AsyncConnection.connect(conninfo, **kwargs)
+        except psycopg.OperationalError as exc:
+            # No server answered (its socket gone, refused, timed out), or it is shutting down (57P): an
+            # answer in other words (too many clients, a password) is a server still there.
+            if exc.sqlstate is None or exc.sqlstate.startswith("57P"):
+                self.gave_up = True
+                self._gone.set()  # ends the waits for a connection (`_borrowed_closing`)
+                await self.pool.close()
+            return
+        await connection.close()
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Connection]:
         before = cancel_requests()
         try:
-            async with self.pool.connection() as connection:
+            async with self._borrowed_closing() if self._stopping else self.pool.connection() as connection:
                 # The pool's wait for a free connection drops a cancellation that comes as the connection is
                 # handed over (Python 3.11's wait_for): the caller was asked to stop, so it stops (decision 428).
                 deliver_lost_cancellation(before)
                 yield connection
         except (psycopg.OperationalError, STALLED) as exc:
+            if self._stopping and not self.gave_up and exc.sqlstate is None:  # a wait or a connection failed
+                await asyncio.shield(self._check_server())
             raise server_error(self.variable, exc) from exc
+
+    @asynccontextmanager
+    async def _borrowed_closing(self) -> AsyncIterator[Connection]:
+        """`pool.connection()` while closing, given up at once when the server is found gone: psycopg_pool
+        (3.3.3) fails the calls waiting as it closes, but one whose connection failed its check meanwhile
+        queues again in the closed pool and waits its whole timeout."""
+        if self.gave_up:
+            raise PoolClosed("given up: the server could not be reached")
+        getting, gone = asyncio.ensure_future(self.pool.getconn()), asyncio.ensure_future(self._gone.wait())
+        try:
+            await asyncio.wait([getting, gone], return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # cancelled: a connection got meanwhile goes back
+            await self._let_go(getting)
+            raise
+        finally:
+            gone.cancel()
+        if not getting.done():
+            await self._let_go(getting)
+            raise PoolClosed("given up: the server could not be reached")
+        connection = getting.result()
+        try:
+            yield connection
+        finally:
+            await self.pool.putconn(connection)
+
+    async def _let_go(self, getting: asyncio.Future[Connection]) -> None:
+        getting.cancel()
+        got = (await asyncio.gather(getting, return_exceptions=True))[0]
+        if isinstance(got, psycopg.AsyncConnection):
+            await self.pool.putconn(got)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
@@ -152,7 +223,16 @@ class PostgresDatabase:
         return await self.rows(sql, params)
 
     async def aclose(self) -> None:
+        await asyncio.gather(*self._probes, return_exceptions=True)
         await self.pool.close()
+        if self.gave_up:
+            log.warning(
+                "closed without waiting for the PostgreSQL server named by %s, which could not be reached:"
+                " every message klaw accepted is stored there (the conversation log is kept in the database),"
+                " and those left unanswered are answered at the next start; the replies of the turns cut short"
+                " were not stored",
+                self.variable,
+            )
 
 
 async def fetch_all(

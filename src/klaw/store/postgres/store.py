@@ -175,5 +175,8 @@ class PostgresStore:
             )
         return [VectorIndex(str(name), str(embedder_id), int(dim)) for name, embedder_id, dim in rows]
 
+    def stopping(self) -> None:
+        self.db.stopping()
+
     async def aclose(self) -> None:
         await self.db.aclose()

@@ -128,6 +128,9 @@ class SqliteStore:
 
         return await self.db.run(query)
 
+    def stopping(self) -> None:
+        """Nothing to do: klaw.db is a file here, never out of reach."""
+
     async def aclose(self) -> None:
         if self.db.closed:
             return
