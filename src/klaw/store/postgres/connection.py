@@ -135,7 +135,8 @@ class PostgresDatabase:
     async def _probe(self) -> None:
         try:
             conninfo, kwargs = self.pool.conninfo, self.pool.kwargs  # as klaw made it: a string and a dict
-            assert isinstance(conninfo, str) and isinstance(kwargs, dict)
+            assert isinstance(conninfo, str)
+            assert isinstance(kwargs, dict)
             connection = await psycopg.AsyncConnection.connect(conninfo, **kwargs)
         except psycopg.OperationalError as exc:
             # No server answered (its socket gone, refused, timed out), or it is shutting down (57P): an
