@@ -61,3 +61,35 @@ def test_the_servers_own_refusal_repeats_no_part_of_the_url(tmp_path: Path, post
     assert result.returncode != 0
     said = result.stdout + result.stderr
     assert VARIABLE in said and "hunter2" not in said and "Traceback" not in said
+
+
+def test_commands_that_only_read_leave_a_database_klaw_never_set_up_as_it_is(
+    tmp_path: Path, postgres_server: PgServer
+) -> None:
+    """adversary23: `klaw db info` on a database klaw never set up made klaw's tables there. A command that
+    only reads says there is no klaw database yet and makes nothing; `klaw config check` finds nothing wrong
+    (the engine's start would set it up) and makes nothing either (decision 442)."""
+    import uuid
+
+    import psycopg
+
+    name = f"klaw_never_{uuid.uuid4().hex[:8]}"
+    postgres_server.admin(f"CREATE DATABASE {name}")  # from template1: no klaw, no pgvector
+    env = {VARIABLE: postgres_server.dsn(name)}
+    home = _postgres_home(tmp_path)
+
+    info = klaw(home, "db", "info", env=env)
+    checked = klaw(home, "config", "check", env=env)
+
+    assert info.returncode == 0, info.stderr
+    said = " ".join(info.stdout.split())
+    assert said == f"no klaw database in the PostgreSQL database named by {VARIABLE} yet: `klaw serve` sets it up."
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    with psycopg.connect(postgres_server.dsn(name)) as connection:
+        made = connection.execute(
+            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')"
+        ).fetchone()
+        extensions = connection.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'").fetchone()
+    assert made == (0,) and extensions == (0,)
+    postgres_server.admin(f"DROP DATABASE {name} WITH (FORCE)")

@@ -76,7 +76,11 @@ def test_check_export_and_reindex_of_a_log_kept_in_postgres(tmp_path: Path, post
 
     rebuilt = klaw(home, "reindex", env=env)  # on PostgreSQL, from log_records
     assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
-    assert "1 malformed log line(s) skipped" in rebuilt.stdout and f"log_records/{DAY}:7" in rebuilt.stdout
+    assert "1 malformed log line(s) skipped" in rebuilt.stdout and f"  log_records/{DAY}:7" in rebuilt.stdout
+    # the log is log_records, read a day at a time: no file (adversary23: "log files 1"; decision 442)
+    said = " ".join(rebuilt.stdout.split())
+    assert "│ days of the log (log_records) │ 1 (0 done by an earlier run) │" in said, said
+    assert "reading the log" in rebuilt.stdout and "file" not in rebuilt.stdout
 
     sqlite_home = tmp_path / "back"  # the export is a log an SQLite home rebuilds from
     init_home(sqlite_home)

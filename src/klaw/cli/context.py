@@ -160,11 +160,14 @@ async def open_store_or_exit(path: Path, database: DatabaseConfig, *, reads_only
     """klaw.db for a command that reads or edits it, through the storage protocol, or exit 2 with the
     store's message (a file SQLite cannot open, sqlite-vec that will not load and how to reinstall
     it), never a traceback. `reads_only`: a command that only reads, which a full disk does not stop
-    (decision 431): where the disk refused the usual open, klaw.db is opened to be read without writing."""
-    from klaw.store.backend import open_storage  # apsw and sqlite-vec only for commands that need them
+    (decision 431): where the disk refused the usual open, klaw.db is opened to be read without writing;
+    and which leaves a PostgreSQL database klaw never set up as it is (exit 1 saying so, decision 442)."""
+    from klaw.store.backend import not_set_up, open_storage  # apsw and sqlite-vec only for commands needing them
     from klaw.store.protocol import StorageError
 
     try:
+        if reads_only and (missing := await not_set_up(database)) is not None:  # made by no reader (decision 442)
+            fail(missing, code=1)
         return await open_storage(path, database)
     except StorageError as exc:
         trouble = disk_trouble(path, exc.__cause__) is not None

@@ -38,6 +38,16 @@ def info() -> None:
 
 
 async def _info(path: Path, database: DatabaseConfig) -> None:
+    from klaw.store.backend import not_set_up
+    from klaw.store.protocol import StorageError
+
+    try:
+        missing = await not_set_up(database)
+    except StorageError as exc:
+        fail(str(exc))
+    if missing is not None:  # as klaw.db not made yet: said, exit 0, nothing made (decision 442)
+        typer.echo(f"{missing}.")
+        raise typer.Exit(0)
     store = await open_store_or_exit(path, database, reads_only=True)
     try:
         version = await store.schema_version()

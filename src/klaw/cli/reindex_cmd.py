@@ -81,7 +81,7 @@ def reindex_command(
     home = home_from_env()
     loaded = load_or_exit(home)
     console = stdout_console()
-    bars = _Bars(console)
+    bars = _Bars(console, kept_log=loaded.config.database.backend == "postgres")
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
         # The report names the malformed lines; a warning per line would only break the bars (-v shows them).
         logging.getLogger("klaw.memory.conversation_log").setLevel(logging.ERROR)
@@ -101,7 +101,7 @@ def reindex_command(
         fail(f"{exc}. The live database is unchanged; run 'klaw reindex' again to resume.", code=1)
     database = loaded.config.database
     where = f"the PostgreSQL database named by {database.url_env}" if database.backend == "postgres" else None
-    print_report(console, report, where or str(report.database))
+    print_report(console, report, where or str(report.database), kept_log=where is not None)
 
 
 def stage_bars(console: Console) -> Progress:
@@ -117,9 +117,10 @@ def stage_bars(console: Console) -> Progress:
 
 
 class _Bars:
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, *, kept_log: bool = False) -> None:
         self.progress = stage_bars(console)
         self._tasks: dict[ReindexStage, TaskID] = {}
+        self._labels = {**_LABELS, "read": "reading the log"} if kept_log else _LABELS
 
     @property
     def started(self) -> bool:
@@ -129,20 +130,23 @@ class _Bars:
     def update(self, stage: ReindexStage, done: int, total: int) -> None:
         task = self._tasks.get(stage)
         if task is None:
-            task = self._tasks[stage] = self.progress.add_task(_LABELS[stage], total=total)
+            task = self._tasks[stage] = self.progress.add_task(self._labels[stage], total=total)
         self.progress.update(task, completed=done, total=max(total, done))
 
 
-def print_report(console: Console, report: ReindexReport, rebuilt: str) -> None:
-    """The report; `rebuilt` names the store (klaw.db's path, or the PostgreSQL database's variable)."""
+def print_report(console: Console, report: ReindexReport, rebuilt: str, *, kept_log: bool = False) -> None:
+    """The report; `rebuilt` names the store (klaw.db's path, or the PostgreSQL database's variable).
+    `kept_log`: rebuilt from the log the store keeps (PostgreSQL's `log_records`), read a day at a time: no
+    file to count (adversary23: "log files 1" on a home with none; decision 442)."""
     from klaw.memory.reindex import LISTED_MALFORMED
 
+    read = "days of the log (log_records)" if kept_log else "log files"
     counts = report.counts
     table = Table(title=f"Rebuilt {rebuilt}", show_header=False)
     table.add_column("what")
     table.add_column("count", justify="right")
     rows = [
-        ("log files", f"{report.log_files} ({report.resumed_files} done by an earlier run)"),
+        (read, f"{report.log_files} ({report.resumed_files} done by an earlier run)"),
         ("log records replayed", str(report.records)),
         ("messages", str(counts.messages)),
         ("control records (/new, /model, exchanges)", str(counts.control_records)),
@@ -167,7 +171,8 @@ def print_report(console: Console, report: ReindexReport, rebuilt: str) -> None:
             Text.assemble((f"{report.malformed} malformed log line(s) skipped", "yellow"), " (never their content):")
         )
         for path, line, reason in report.malformed_lines[:SHOWN_MALFORMED]:
-            console.print(f"  {path}:{line}: {reason}", highlight=False, soft_wrap=True)
+            where = "/".join(path.parts[-2:]) if kept_log else path  # log_records/<day>, not a file in the home
+            console.print(f"  {where}:{line}: {reason}", highlight=False, soft_wrap=True)
         if report.malformed > SHOWN_MALFORMED:
             console.print(f"  … 'klaw log check' lists them all (the report keeps {LISTED_MALFORMED}).")
     not_embedded = counts.embedding_pending + counts.embedding_failed

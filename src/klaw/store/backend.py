@@ -65,6 +65,21 @@ async def start_problem(database: DatabaseConfig, connect_timeout: float = 10.0)
     return await postgres_start_problem(dsn, database.url_env or "", connect_timeout)
 
 
+async def not_set_up(database: DatabaseConfig) -> str | None:
+    """What a command that only reads says of a PostgreSQL database klaw has never set up, which it leaves
+    as it is (decision 442); None for SQLite (its callers look for the file) and for a database holding
+    klaw's tables. `StorageError` when the server cannot say (out of reach, a wrong password)."""
+    if database.backend != "postgres":
+        return None
+    from klaw.store.postgres.connection import dsn_from_env
+    from klaw.store.postgres.migrations import set_up
+
+    variable = database.url_env or ""
+    if await set_up(dsn_from_env(variable), variable):
+        return None
+    return f"no klaw database in the PostgreSQL database named by {variable} yet: `klaw serve` sets it up"
+
+
 def rebuild_backend(live: Path, database: DatabaseConfig) -> RebuildBackend:
     """Where `klaw reindex` builds a new store for the one at `live`."""
     if database.backend == "postgres":

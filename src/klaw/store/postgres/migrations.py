@@ -104,6 +104,19 @@ async def start_problem(dsn: str, variable: str, connect_timeout: float) -> Stor
     return None
 
 
+async def set_up(dsn: str, variable: str, connect_timeout: float = 10.0) -> bool:
+    """Whether klaw's tables are in the database `dsn` names (its `schema_version` on the search path),
+    found without changing it: a command that only reads leaves a database klaw never set up as it is
+    (adversary23: `klaw db info` made klaw's 21 tables in a database it was pointed at)."""
+    try:
+        async with await psycopg.AsyncConnection.connect(
+            dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout))
+        ) as connection:
+            return await current_version(connection) > 0
+    except psycopg.Error as exc:
+        raise server_error(variable, exc) from exc
+
+
 async def split_problem(connection: Connection) -> str | None:
     """klaw's tables found on the search path, but not in its first schema, where klaw would make new ones
     (adversary23): a schema named after the role ("$user", first on PostgreSQL's default path) made after
