@@ -82,3 +82,24 @@ async def test_the_stand_in_calls_a_tool_when_asked_and_reports_its_answer(tmp_p
             assert "cannot be read (a number too long or nesting too deep)" in out, out
             assert await answer("just talking") == "echo: just talking"
         assert await stop(process, signal.SIGINT) == 0
+
+
+async def test_a_call_asked_in_a_joined_turn_is_made(tmp_path: Path) -> None:
+    """adversary23: messages sent close together reach the model as one turn, joined line by line; the
+    stand-in looked at the turn's first line only and echoed "hello\\n!current_time". The turn's last `!`
+    line is the call (decision 442). Through a whole engine whose model is the stand-in."""
+    from klaw.llm.stand_in import stand_in_reply
+    from tests.engine.harness import running_engine
+
+    async with running_engine(tmp_path) as h:
+        h.server.default_reply = stand_in_reply
+        before = len(h.delivered)
+        for text in ("hello", '!current_time {"timezone": "UTC"}', "thanks"):
+            await h.say(text)  # within the debounce: one turn
+        await h.clock.advance(h.engine.config.processing.debounce_ms / 1000)
+        await h.wait_for_replies(before + 1)
+        answer = h.delivered[-1].text
+        assert answer.startswith("The tool answered: ") and '"timezone":"UTC"' in answer.replace(" ", ""), answer
+        assert (await h.turn('!current_time {"timezone": "UTC"}\nwhat time is it?')).text.startswith(
+            "The tool answered: "
+        )  # a call with a question after it in the same message: the call is still the last `!` line

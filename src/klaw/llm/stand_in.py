@@ -7,6 +7,11 @@ call that tool with those arguments (`!current_time` without arguments calls it 
 the tool's result comes back it answers with that result; anything else is echoed as before. A tool
 the turn does not offer, or arguments that are not a JSON object, are answered in words naming what
 is offered, not called.
+
+Messages sent close together reach the model as one turn, their texts joined line by line (adversary23:
+"hello" then "!current_time" was echoed, not called). So the call is the turn's last line starting with
+`!`: its name, then the JSON object begun on that line (it may run over the next lines); the text around
+it is the rest of the turn, not arguments. The last thing asked for is done.
 """
 
 from __future__ import annotations
@@ -31,10 +36,11 @@ def stand_in_reply(body: Mapping[str, Any]) -> Reply:
         shown = result if len(result) <= _SHOWN_RESULT_CHARS else result[:_SHOWN_RESULT_CHARS] + "…"
         return TextReply(f"The tool answered: {shown}")
     users = [m for m in messages if m.get("role") == "user"]
-    said = str(users[-1].get("content") or "").strip() if users else ""
-    if not said.startswith(CALL_MARK) or len(said) == len(CALL_MARK):
+    said = _last_call(str(users[-1].get("content") or "") if users else "")
+    if said is None:
         return echo_last_user_message(body)
-    name, _, raw = said[len(CALL_MARK) :].partition(" ")
+    first, _, later = said[len(CALL_MARK) :].partition("\n")
+    name, _, raw = first.strip().partition(" ")
     offered = sorted(
         str(tool["function"]["name"])
         for tool in body.get("tools") or []
@@ -44,7 +50,8 @@ def stand_in_reply(body: Mapping[str, Any]) -> Reply:
         listed = ", ".join(offered) or "none (tools.enabled is empty)"
         return TextReply(f"echo: no tool named {name!r} is offered in this chat; offered: {listed}")
     try:
-        arguments = json.loads(raw) if raw.strip() else {}
+        # the JSON value after the name (it may run over the next lines); what follows it is the rest of the turn
+        arguments = json.JSONDecoder().raw_decode(f"{raw.strip()}\n{later}")[0] if raw.strip() else {}
     except json.JSONDecodeError as exc:
         return TextReply(f'echo: the arguments of {name} are not JSON ({exc.msg}); write !{name} {{"key": "value"}}')
     except (ValueError, RecursionError):  # a number past 4,300 digits, nesting past the parser's stack
@@ -52,6 +59,13 @@ def stand_in_reply(body: Mapping[str, Any]) -> Reply:
     if not isinstance(arguments, dict):
         return TextReply(f'echo: the arguments of {name} must be a JSON object, like !{name} {{"key": "value"}}')
     return ToolCallsReply(((f"call_stand_in_{len(messages)}", name, json.dumps(arguments)),))
+
+
+def _last_call(text: str) -> str | None:
+    """The turn's last line starting with `!` and a name, with the lines after it; None: no call asked."""
+    lines = text.split("\n")
+    marked = [i for i, line in enumerate(lines) if line.strip().startswith(CALL_MARK) and line.strip() != CALL_MARK]
+    return "\n".join(lines[marked[-1] :]).strip() if marked else None
 
 
 STAND_IN_PORT = 8999
@@ -76,7 +90,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         async with stand_in as server:
             print(
                 f"A stand-in model that echoes your last message is answering at {server.base_url}\n"
-                "A message `!TOOL {json arguments}` makes it call that tool, e.g. `!current_time` or"
+                "A line `!TOOL {json arguments}` (a turn's last such line) makes it call that tool, e.g."
+                " `!current_time` or"
                 ' `!web_fetch {"url": "https://example.org"}`: to try approvals, tasks and tools without a model.\n'
                 "To use it, replace the models: and routing: sections of KLAW_HOME/engine.yaml with these"
                 " (a section given twice is refused), then run `klaw chat`:\n\n"
