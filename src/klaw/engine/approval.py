@@ -86,7 +86,7 @@ class _Pending:
     answer: asyncio.Future[bool]
     call: ToolCall
     asked_at: float  # on the clock the timeout runs on (clock.py's monotonic): the time left counts from here
-    after_answer: bool = False  # asked after the person's last answer in its chat, with no message of theirs since
+    after: str | None = None  # "answer"/"restart": asked with no message of the person's since their answer/the start
     decision: Decision | None = None  # set once it is over
     unanswerable: bool = False  # ended by `nobody_can_answer`, not by the person's /deny
     over: asyncio.Event = field(default_factory=asyncio.Event)
@@ -111,8 +111,8 @@ class ApprovalGate:
         self._conditions = dict(conditions or {})
         self._pending: dict[str, _Pending] = {}
         self._closed = False
-        # Chats whose person's last word was /approve or /deny: a bare one there answers no new question (436)
-        self._answered: set[ChatRef] = set()
+        # Each chat's last word from its person since the start: "answer" (/approve, /deny) or "message" (436, 442)
+        self._last_word: dict[ChatRef, str] = {}
 
     @property
     def tools(self) -> frozenset[str]:
@@ -163,7 +163,8 @@ class ApprovalGate:
         request_id = self._new_id()
         asked = question(request_id, call, self._timeout)
         answer = asyncio.get_running_loop().create_future()
-        pending = _Pending(request_id, chat, call.name, answer, call, monotonic(self._clock), chat in self._answered)
+        after = None if (last := self._last_word.get(chat, "restart")) == "message" else last
+        pending = _Pending(request_id, chat, call.name, answer, call, monotonic(self._clock), after)
         self._pending[pending.id] = pending
         try:
             try:
@@ -252,7 +253,7 @@ class ApprovalGate:
         return {"approve": approve, "deny": deny}
 
     def heard(self, chat: ChatRef) -> None:  # a message: a bare /approve may answer the questions after it
-        self._answered.discard(chat)
+        self._last_word[chat] = "message"
 
     def answer(self, chat: ChatRef, args: str, *, approved: bool) -> str:
         """The person's answer: only from the chat that was asked; no id is fine when one question waits."""
@@ -262,7 +263,7 @@ class ApprovalGate:
         if not words:
             if len(waiting) != 1:
                 return _which(verb, waiting)
-            if (only := self._pending[waiting[0]]).after_answer:
+            if (only := self._pending[waiting[0]]).after is not None:
                 return _new_question(verb, only)
             request_id = only.id
         elif len(words) == 1:
@@ -274,7 +275,7 @@ class ApprovalGate:
             said = f"No approval request {request_id!r} is waiting in this chat (answered, timed out, or never asked)."
             return f"{said} {_which(verb, waiting)}" if waiting else said
         pending.answer.set_result(approved)
-        self._answered.add(chat)
+        self._last_word[chat] = "answer"
         return f"Approved: {pending.tool} runs now." if approved else f"Denied: {pending.tool} will not run."
 
     def nobody_can_answer(self, chat: ChatRef, request_id: str) -> str:
@@ -374,15 +375,15 @@ def _outcome_text(decision: Decision, tool: str, timeout_seconds: float) -> str:
 
 
 def _which(verb: str, waiting: list[str]) -> str:
-    if not waiting:
-        return "No approval request is waiting in this chat."
-    return f"Waiting: {', '.join(waiting)}. Answer /{verb} ID."
+    said = f"Waiting: {', '.join(waiting)}. Answer /{verb} ID."
+    return said if waiting else "No approval request is waiting in this chat."
 
 
 def _new_question(verb: str, pending: _Pending) -> str:  # a double tap would answer it unread (adversary23)
-    return (
-        f"Not answered: a new question ({pending.tool}, {pending.id}) came after your last answer, so a bare"
-        f" /{verb} may be a second tap meant for the earlier one. Read it, then answer /{verb} {pending.id}."
+    came = "after your last answer" if pending.after == "answer" else "since klaw restarted, before you wrote here"
+    return (  # a tap sent as klaw restarted may arrive after the start's first questions (decision 442)
+        f"Not answered: a new question ({pending.tool}, {pending.id}) came {came}, so a bare /{verb} may be"
+        f" a second tap meant for an earlier one. Read it, then answer /{verb} {pending.id}."
     )
 
 
@@ -394,7 +395,5 @@ def _left(seconds: float) -> str:
 
 
 def _duration(seconds: float) -> str:
-    if seconds >= 60 and seconds % 60 == 0:
-        minutes = int(seconds // 60)
-        return f"{minutes} minute{'s' if minutes != 1 else ''}"
-    return f"{seconds:g} seconds"
+    minutes, whole = int(seconds // 60), seconds >= 60 and seconds % 60 == 0
+    return f"{minutes} minute{'s' if minutes != 1 else ''}" if whole else f"{seconds:g} seconds"
