@@ -97,8 +97,8 @@ def test_a_user_of_a_store_another_made_may_open_it_and_one_without_create_is_to
     empty = _empty_database(postgres_server)
     postgres_server.psql(f"REVOKE CREATE ON SCHEMA public FROM PUBLIC; GRANT USAGE ON SCHEMA public TO {user}", empty)
     postgres_server.admin(f"GRANT CREATE ON DATABASE {empty} TO {user}")  # what the old words advised: no help
-    refused = klaw(home, "db", "info", env={VARIABLE: as_user.replace(f"/{made}?", f"/{empty}?")})
-    said = " ".join(refused.stderr.split())
-    assert refused.returncode != 0 and "Traceback" not in said, said
+    # `klaw db info` leaves a database klaw never set up as it is (decision 442): the check says it
+    code, _, said = _check(home, as_user.replace(f"/{made}?", f"/{empty}?"))
+    assert code == 1, said
     assert f"the database user of {VARIABLE} may not create klaw's tables" in said, said
     assert "GRANT CREATE ON SCHEMA public TO that user" in said and "CREATE on the database" not in said, said
