@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from klaw.llm.fake_server import FakeOpenAiServer
+from klaw.store.sqlite.store import SqliteStore
 from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import CHAT_SECONDS
 from tests.engine import short_socket_dir
@@ -121,3 +122,27 @@ async def test_serve_without_telegram_loads_no_telegram_library(tmp_path: Path) 
             assert await stop(process) == 0
     modules = {name.split(".")[0] for name in json.loads(names.read_text(encoding="utf-8"))}
     assert "klaw" in modules and "uvicorn" in modules and "telegram" not in modules, modules & {"telegram"}
+
+
+async def a_home_with_a_database(tmp_path: Path) -> dict[str, str]:
+    """An inited home whose klaw.db an engine has opened, and the environment of a command on it (the fake
+    embedder, a model on a port nothing answers: neither command here calls it)."""
+    home = tmp_path / "home"
+    init_home(home)
+    await (await SqliteStore.open(home / "klaw.db")).aclose()
+    return chat_env(home, "http://127.0.0.1:9/v1")
+
+
+async def test_reading_the_database_loads_no_numpy(tmp_path: Path) -> None:
+    """`klaw db info` opens the store and reads no vector: no numpy (~0.2 s of a start), which the store's
+    modules and sqlite-vec's own `__init__` imported at the top (decision 437)."""
+    modules = await loaded(tmp_path, await a_home_with_a_database(tmp_path), "db", "info")
+    assert "klaw" in modules and "apsw" in modules and "numpy" not in modules, modules & {"numpy"}
+
+
+async def test_config_check_loads_neither_numpy_nor_httpx(tmp_path: Path) -> None:
+    """`klaw config check` opens the store, builds the embedder, asks every routed model's key and lists every
+    tool group, and calls nothing: no numpy, no httpx (the web tools make their client at their first call;
+    the key check lives beside the endpoint, not in the model check: decision 437)."""
+    modules = await loaded(tmp_path, await a_home_with_a_database(tmp_path), "config", "check")
+    assert "klaw" in modules and "apsw" in modules and not modules & {"numpy", "httpx"}, modules & {"numpy", "httpx"}

@@ -199,7 +199,7 @@ def _routed_models_without_key(home: KlawHome, config: EngineConfig) -> tuple[st
     """The problem `klaw chat`'s start-up check finds first with a routed model's API key (its
     `apiKeyEnv` variable not set in this shell), in the same words, or None; and the variables not set
     here that `KLAW_HOME/service.env` sets (the service has them: a warning, not a failure)."""
-    from klaw.llm.preflight import key_problem
+    from klaw.llm.endpoint import key_problem  # not preflight: no httpx for a check that makes no call
 
     routing = config.routing
     service = names_in(home.root / SERVICE_ENV)

@@ -1,15 +1,21 @@
 """What a model or embedding call is addressed to (`Endpoint`), how its retries are spaced (`RetryPolicy`),
 and the request's key header: what `llm/http.py` sends, the start-up check (`preflight`) checks, and every
-error message names (the settings' section, the model, the base URL).
+error message names (the settings' section, the model, the base URL). `key_problem` sits here, not in
+`preflight`, so `klaw config check` asks it without loading httpx (decision 437).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from klaw.llm.errors import LlmAuthError, LlmError
 from klaw.redaction import mask_url_credentials
+
+if TYPE_CHECKING:
+    from klaw.config import ModelConfig
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -91,3 +97,26 @@ def chat_path_in_base_url(base_url: str) -> str | None:
         return None
     before = base.removesuffix("/chat/completions")
     return f"drop /chat/completions: baseUrl is the part before it ({mask_url_credentials(before)})"
+
+
+def key_problem(model: ModelConfig, model_id: str, env: Mapping[str, str] | None = None) -> str | None:
+    """None when the model's API key is at hand (or none is configured), else the sentence every model
+    call would fail with: the `apiKeyEnv` variable is not set. `klaw config check` asks this too, so it
+    does not call valid what `klaw chat` then refuses."""
+    try:
+        auth_headers(model_endpoint(model, model_id), os.environ if env is None else env)
+    except LlmError as exc:
+        return str(exc)
+    return None
+
+
+def model_endpoint(model: ModelConfig, model_id: str) -> Endpoint:
+    """The endpoint of a configured model for a start-up check: short timeout, no retries."""
+    return Endpoint(
+        model_id=model_id,
+        base_url=model.base_url,
+        api_key_env=model.api_key_env,
+        timeout_seconds=5.0,
+        max_retries=0,
+        section=f"models.{model_id}",
+    )

@@ -19,8 +19,7 @@ import httpx
 
 from klaw.config import ModelConfig
 from klaw.llm.answer_cap import excerpt
-from klaw.llm.endpoint import Endpoint, auth_headers, chat_path_in_base_url
-from klaw.llm.errors import LlmError
+from klaw.llm.endpoint import Endpoint, auth_headers, chat_path_in_base_url, key_problem, model_endpoint
 from klaw.llm.http_client import new_http_client
 from klaw.llm.proxy import proxy_for
 from klaw.llm.unreachable import what_happened
@@ -72,7 +71,7 @@ async def model_check(
     the answer says, with the way to pick another; `set_where` says where routing.default was set ("in
     /home/…/engine.yaml", "by KLAW__ROUTING__DEFAULT")."""
     env = os.environ if env is None else env
-    endpoint = _endpoint(model, model_id)
+    endpoint = model_endpoint(model, model_id)
     where = (
         f"(this chat's model, chosen with /model {model_id}; to choose another, run klaw chat --skip-check"
         " and type /model <id>)"
@@ -197,25 +196,3 @@ async def _not_found(
 async def _answers(client: httpx.AsyncClient, url: str, headers: Mapping[str, str]) -> bool:
     answer = await _get(client, url, headers)
     return answer.is_success and _is_json(answer)
-
-
-def key_problem(model: ModelConfig, model_id: str, env: Mapping[str, str] | None = None) -> str | None:
-    """None when the model's API key is at hand (or none is configured), else the sentence every model
-    call would fail with: the `apiKeyEnv` variable is not set. `klaw config check` asks this too, so it
-    does not call valid what `klaw chat` then refuses."""
-    try:
-        auth_headers(_endpoint(model, model_id), os.environ if env is None else env)
-    except LlmError as exc:
-        return str(exc)
-    return None
-
-
-def _endpoint(model: ModelConfig, model_id: str) -> Endpoint:
-    return Endpoint(
-        model_id=model_id,
-        base_url=model.base_url,
-        api_key_env=model.api_key_env,
-        timeout_seconds=5.0,
-        max_retries=0,
-        section=f"models.{model_id}",
-    )

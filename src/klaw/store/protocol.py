@@ -10,10 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, Protocol
 
 from klaw.store.archival_records import MemoryChunk, MemoryHit
 from klaw.store.errors import IndexMismatchError as IndexMismatchError
@@ -35,6 +32,10 @@ from klaw.store.records import (
 from klaw.store.send_protocol import SendRepository
 from klaw.store.summaries.protocol import SummaryRepository
 from klaw.store.work_protocol import ChatLeaseRepository, EmbeddingJobRepository
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,14 @@ import asyncio
 import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from klaw.config import EmbedderConfig
 from klaw.llm.endpoint import Sleep
-from klaw.memory.embedder.minilm import Runtime
 from klaw.memory.embedder.protocol import Embedder, EmbedderUnavailable
+
+if TYPE_CHECKING:  # minilm loads numpy and threadpoolctl: only for a minilm home (decision 437)
+    from klaw.memory.embedder.minilm import Runtime
 
 
 def create_embedder(

@@ -14,8 +14,6 @@ import hashlib
 import re
 from collections.abc import Sequence
 
-import numpy as np
-
 from klaw.memory.embedder.protocol import Vectors
 
 _WORD = re.compile(r"\w+")
@@ -43,7 +41,9 @@ class FakeEmbedder:
         return self._dim
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
-        # Pure Python and cheap: no worker thread needed.
+        # Pure Python and cheap: no worker thread needed. numpy here: config check builds one, embeds nothing.
+        import numpy as np
+
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         for row, text in enumerate(texts):
             tokens = _WORD.findall(text.lower()) or [EMPTY_TOKEN]

@@ -19,15 +19,14 @@ import importlib.util
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import numpy as np
-from threadpoolctl import threadpool_limits
-
-from klaw.memory.embedder.bert import F32, Bert
 from klaw.memory.embedder.install_hint import pip_install
 from klaw.memory.embedder.model_thread import ModelThread
 from klaw.memory.embedder.protocol import EmbedderError, EmbedderUnavailable, Vectors
+
+if TYPE_CHECKING:  # numpy, threadpoolctl where a vector is made: config check embeds nothing (decision 437)
+    from klaw.memory.embedder.bert import F32, Bert
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 # int8 weights move every vector a little (cosine ~0.99 to fp32), so its vectors are another space:
@@ -100,6 +99,8 @@ def _bert(model_dir: Path) -> Bert:
     """The numpy encoder on the model's weights (also what the ONNX graph is built from)."""
     from safetensors.numpy import load_file
 
+    from klaw.memory.embedder.bert import Bert
+
     try:
         config: dict[str, Any] = json.loads((model_dir / "config.json").read_text("utf-8"))
         bert = Bert(load_file(str(model_dir / "model.safetensors")), config)
@@ -161,6 +162,8 @@ class _LoadedModel:
 
     def embed(self, texts: list[str], batch_size: int) -> Vectors:
         # sentence-transformers strips each text before tokenising; do the same.
+        import numpy as np
+
         encodings = self.tokenizer.encode_batch([t.strip() for t in texts], add_special_tokens=True)
         ids: list[list[int]] = [enc.ids for enc in encodings]
         # Batches of similar lengths keep attention padding small; `out[chunk]` restores the order.
@@ -232,6 +235,8 @@ class MiniLmEmbedder:
 
     def _embed_sync(self, texts: list[str]) -> Vectors:
         # Runs only on the single worker thread, so the lazy load cannot race with itself.
+        from threadpoolctl import threadpool_limits
+
         if self._model is None:
             # BLAS threads are process-wide. Measured on 2 cores: with another process busy, two
             # threads collapsed to 323 ms per sentence (they wait for each other), one held 11 ms;

@@ -19,8 +19,6 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
-
 from klaw.memory.embedder.protocol import EmbedderError, Vectors
 
 CHUNK_CHARS = 1200
@@ -36,6 +34,8 @@ class ModelThread:
     async def run(self, work: Callable[[list[str]], Vectors], texts: list[str], dim: int) -> Vectors:
         """`work(texts)` on the thread, chunk by chunk (`chunks`), in order; no texts: an empty [0, dim]
         array, without a call."""
+        import numpy as np  # here: building an embedder (config check) embeds nothing (decision 437)
+
         if not texts:
             if self._executor is None:
                 raise EmbedderError(self._closed)

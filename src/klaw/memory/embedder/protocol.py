@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 from klaw.errors import KlawError
 
-Vectors = npt.NDArray[np.float32]
+if TYPE_CHECKING:  # numpy where a vector is touched: not to list tools or open the store (decision 437)
+    import numpy as np
+    import numpy.typing as npt
+
+Vectors: TypeAlias = "npt.NDArray[np.float32]"
 
 
 class EmbedderError(KlawError, RuntimeError):

@@ -15,13 +15,15 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # numpy where a vector is touched: opening the store needs none (decision 437)
+    import numpy as np
+    import numpy.typing as npt
 
-from klaw.store.shared.vector_matrix import ChatMatrix, MatrixView
+    from klaw.store.shared.vector_matrix import ChatMatrix, MatrixView
 
-VectorRow = tuple[int, int, int, npt.NDArray[np.float32]]  # rowid, segment_id, created_at, vector
+VectorRow: TypeAlias = "tuple[int, int, int, npt.NDArray[np.float32]]"  # rowid, segment_id, created_at, vector
 
 
 class ChatMatrixCache:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import importlib.util
 import logging
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -214,7 +216,7 @@ def open_connection(
     or a reader's (`read_pool.py`, `create=False`: a file gone is an error, never a new empty one).
     `exclusive`: read-only and in exclusive locking mode, WAL's index in memory (`_connect`)."""
     try:
-        import sqlite_vec  # here, not at import time: a missing package is this one clear error, not a crash
+        extension = _vec0_path()  # here, not at import time: a missing package is this one clear error, not a crash
     except ImportError as exc:
         raise StorageError(
             f"sqlite-vec is not installed ({exc}); klaw keeps its vectors in it. Install it with"
@@ -231,7 +233,7 @@ def open_connection(
         connection.execute("PRAGMA query_only = ON")
     try:
         connection.enable_load_extension(True)
-        connection.load_extension(sqlite_vec.loadable_path())
+        connection.load_extension(extension)
         connection.enable_load_extension(False)
     except apsw.Error as exc:
         connection.close()
@@ -271,3 +273,14 @@ def _checkpoint_and_close(connection: apsw.Connection) -> None:
         log.warning("klaw.db was not optimized at close: %s", type(exc).__name__)
     finally:
         connection.close()
+
+
+def _vec0_path() -> str:
+    """sqlite-vec's loadable extension: what `sqlite_vec.loadable_path()` answers (the package folder's
+    `vec0`), found without running the package's `__init__`, which imports numpy (~0.2 s of every start)
+    for a `register_numpy` klaw never calls: `klaw memory list`, `db info` or `tools` touch no vector
+    (decision 437). ImportError when sqlite-vec is not installed, as importing it would raise."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError("No module named 'sqlite_vec'", name="sqlite_vec")
+    return os.path.normpath(os.path.join(os.path.dirname(spec.origin), "vec0"))

@@ -9,10 +9,9 @@ chat) without the in-memory cache messages need.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import apsw
-import numpy as np
-import numpy.typing as npt
 
 from klaw.config import FullTextTokenizer
 from klaw.store.archival_records import MemoryChunk, MemoryHit
@@ -25,6 +24,10 @@ from klaw.store.sqlite.fts_query import fts5_match_expression
 from klaw.store.sqlite.job_ledger import JobLedger
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
 from klaw.store.sqlite.vector_tables import bind_vector_table, table_exists, vector_blobs, vector_count
+
+if TYPE_CHECKING:  # numpy where a vector is touched: opening the store needs none (decision 437)
+    import numpy as np
+    import numpy.typing as npt
 
 MEMORY_VECTORS = "vec_memory"
 _VEC_COLUMNS = "chat_key integer partition key, embedding float[{dim}] distance_metric=cosine, created_at integer"
@@ -176,6 +179,8 @@ class SqliteMemoryChunks:
 
     async def nearest(self, chat: ChatRef, vector: npt.NDArray[np.float32], *, limit: int) -> list[MemoryHit]:
         """The chat's `limit` memories nearest to `vector` (score = cosine distance), closest first."""
+        import numpy as np
+
         if limit <= 0:
             return []
         blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()

@@ -28,19 +28,15 @@ import json
 import threading
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
-import numpy as np
-import numpy.typing as npt
 
 from klaw.config import FullTextTokenizer
 from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts, to_millis
 from klaw.store.shared.record_kinds import conversation_sql
 from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
 from klaw.store.shared.search_scope import MESSAGE_SCOPE, ScopeColumns, scope_sql, segments_compared
-from klaw.store.shared.vector_matrix import MatrixView, VectorScope, merge_nearest
-from klaw.store.shared.vector_quant import exact_distances, shortlist
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import count_expression, matchable, search_terms, search_words
@@ -59,6 +55,10 @@ from klaw.store.sqlite.query import fetch_all, fetch_value
 from klaw.store.sqlite.term_counts import TermCounts
 from klaw.store.sqlite.vector_cache import ChatVectorCache
 from klaw.store.sqlite.vectors import MESSAGE_VECTORS, vector_table_exists
+
+if TYPE_CHECKING:  # numpy where a vector is touched: opening the store needs none (decision 437)
+    import numpy as np
+    import numpy.typing as npt
 
 
 class SqliteSearch:
@@ -127,6 +127,11 @@ class SqliteSearch:
         before_segment_id: int | None = None,
         exclude: Collection[int] = (),
     ) -> list[SearchHit]:
+        import numpy as np
+
+        from klaw.store.shared.vector_matrix import MatrixView, VectorScope, merge_nearest
+        from klaw.store.shared.vector_quant import shortlist
+
         if limit <= 0:
             return []
         left_out = frozenset(exclude)
@@ -297,6 +302,8 @@ def _rescored(
     """The `limit` nearest of the int8 shortlist by exact float distance, from `vec_messages` (one
     point lookup per rowid through json_each; an IN list would scan vec0). A rowid without a vector
     (forgotten since the view was taken) is left out."""
+    from klaw.store.shared.vector_quant import exact_distances
+
     rows = fetch_all(
         connection,
         f"SELECT v.rowid, v.embedding FROM json_each(?) AS j JOIN {MESSAGE_VECTORS} AS v ON v.rowid = j.value",

@@ -28,13 +28,12 @@ import json
 import logging
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import apsw
 
 from klaw.store.shared.vector_lru import ChatMatrixCache
-from klaw.store.shared.vector_matrix import ChatMatrix, MatrixView, row_bytes
 from klaw.store.sqlite.query import fetch_all, fetch_value
-from klaw.store.sqlite.vector_chunks import read_chunked
 from klaw.store.sqlite.vector_snapshot import (
     SNAPSHOT_MIN_ROWS,
     SnapshotFolder,
@@ -43,6 +42,9 @@ from klaw.store.sqlite.vector_snapshot import (
     current_stamp,
 )
 from klaw.store.sqlite.vector_tables import bound_embedder, table_exists
+
+if TYPE_CHECKING:  # numpy where a vector is touched: opening the store needs none (decision 437)
+    from klaw.store.shared.vector_matrix import ChatMatrix, MatrixView
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +83,8 @@ class ChatVectorCache(ChatMatrixCache):
         Chats are chosen from one grouped count of `messages` (an upper bound of each chat's
         vectors); each chosen chat's current saved copy is read, and every other chosen chat's rows
         come from a single scan of the table."""
+        from klaw.store.shared.vector_matrix import row_bytes
+
         if not table_exists(connection, table):
             return 0
         room = self._budget - self.cached_bytes
@@ -134,6 +138,8 @@ class ChatVectorCache(ChatMatrixCache):
             return self._chats.get(chat_key)
 
     def _from_snapshot(self, connection: apsw.Connection, table: str, chat_key: int) -> bool:
+        from klaw.store.shared.vector_matrix import ChatMatrix
+
         stamp = current_stamp(connection, table, chat_key) if self._snapshots is not None else None
         arrays = self._snapshots.load(chat_key, stamp) if self._snapshots is not None and stamp is not None else None
         if arrays is None or stamp is None:
@@ -168,6 +174,9 @@ def table_copies(
     """The chats' int8 copies read from the table: in bulk from vec0's chunks where that checks out
     (`vector_chunks.py`), row by row for the rest. Each carries the chat's version read before its
     vectors, so a write in between leaves a copy that knows it may be stale."""
+    from klaw.store.shared.vector_matrix import ChatMatrix
+    from klaw.store.sqlite.vector_chunks import read_chunked
+
     stamps = {key: current_stamp(connection, table, key) for key in chat_keys}
     matrices = read_chunked(connection, table, chat_keys, dim)
     rest = [key for key in chat_keys if key not in matrices]
@@ -229,5 +238,7 @@ def _table_rows(connection: apsw.Connection, table: str, chat_keys: Sequence[int
 def _upper_bound_bytes(connection: apsw.Connection, chat_key: int, dim: int) -> int:
     # Messages bound the chat's vectors from above, and counting them is an index lookup
     # (counting inside vec0 scans it).
+    from klaw.store.shared.vector_matrix import row_bytes
+
     messages = int(fetch_value(connection, "SELECT count(*) FROM messages WHERE chat = ?", (chat_key,)))
     return messages * row_bytes(dim)

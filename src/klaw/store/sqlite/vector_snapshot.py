@@ -26,15 +26,16 @@ import os
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, TypeAlias
 
 import apsw
-import numpy as np
-import numpy.typing as npt
 
 from klaw.private_files import open_private, private_dirs
-from klaw.store.shared.vector_quant import quantize
 from klaw.store.sqlite.query import fetch_one, fetch_value
+
+if TYPE_CHECKING:  # numpy where a vector is touched: opening the store needs none (decision 437)
+    import numpy as np
+    import numpy.typing as npt
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ SNAPSHOT_MIN_ROWS = 20_000
 CHECKED_ROWS = 16  # rows of a saved copy compared with the table when it is loaded
 ARRAYS = ("codes", "scales", "rowids", "segments", "created")
 STAMP_FILE = "stamp.json"
-Arrays = dict[str, npt.NDArray[np.generic]]
+Arrays: TypeAlias = "dict[str, npt.NDArray[np.generic]]"
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,10 @@ def agrees_with_table(connection: apsw.Connection, table: str, arrays: Arrays) -
     are the table's: codes and scale those of the row's vector in `table`, segment and time its
     message's. A copy whose stamp matches can still be wrong (a file put back from another home, a
     disk error that kept the shape): it is then rebuilt from the table rather than trusted (decision 236)."""
+    import numpy as np
+
+    from klaw.store.shared.vector_quant import quantize
+
     rowids = np.asarray(arrays["rowids"], dtype=np.int64)
     if len(rowids) > 1 and not bool(np.all(rowids[1:] > rowids[:-1])):
         return False
@@ -118,6 +123,8 @@ class SnapshotFolder:
     def save(self, chat_key: int, stamp: Stamp, arrays: Arrays) -> None:
         """Write the chat's copy under `stamp`, replacing any older one; a failure is logged and
         leaves the table as the only copy (the next start loads from it)."""
+        import numpy as np
+
         target = self.chat(chat_key)
         partial = target.with_name(target.name + ".partial")
         try:
@@ -138,6 +145,8 @@ class SnapshotFolder:
     def load(self, chat_key: int, stamp: Stamp) -> Arrays | None:
         """The chat's saved arrays, mapped from disk read-only (pages are read as a search touches
         them), when the copy carries exactly `stamp`; None when missing, stale or unreadable."""
+        import numpy as np
+
         folder = self.chat(chat_key)
         try:
             saved = Stamp(**json.loads((folder / STAMP_FILE).read_bytes()))

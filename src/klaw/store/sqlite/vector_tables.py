@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import apsw
-import numpy as np
-import numpy.typing as npt
 
 from klaw.store.protocol import StorageError, embedder_mismatch
 from klaw.store.sqlite.query import fetch_one, fetch_value
+
+if TYPE_CHECKING:  # numpy where a vector is touched: opening the store needs none (decision 437)
+    import numpy as np
+    import numpy.typing as npt
 
 
 def table_exists(connection: apsw.Connection, table: str) -> bool:
@@ -65,6 +68,8 @@ def vector_blobs(
     """Each (rowid, vector) as the float32 bytes vec0 stores, once every vector is checked against the
     bound embedder's `dim`: a wrong size is refused here, naming the row, before anything is written.
     `what` names the rows in the message (message, memory, summary)."""
+    import numpy as np
+
     for rowid, vector in vectors:
         if vector.shape != (dim,):
             raise StorageError(f"vector for {what} {rowid} has shape {vector.shape}, expected ({dim},)")

@@ -10,10 +10,9 @@ version in the same transaction, so a copy saved beside the database knows it is
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import apsw
-import numpy as np
-import numpy.typing as npt
 
 from klaw.store.protocol import VectorIndex
 from klaw.store.records import MESSAGE_TARGET
@@ -24,6 +23,10 @@ from klaw.store.sqlite.query import fetch_one
 from klaw.store.sqlite.vector_cache import ChatVectorCache
 from klaw.store.sqlite.vector_snapshot import bump_version
 from klaw.store.sqlite.vector_tables import bind_vector_table, bound_embedder, table_exists, vector_blobs, vector_count
+
+if TYPE_CHECKING:  # numpy where a vector is touched: opening the store needs none (decision 437)
+    import numpy as np
+    import numpy.typing as npt
 
 MESSAGE_VECTORS = "vec_messages"
 # Partitioned by chat; segment and time as metadata columns so scoped KNN stays inside sqlite-vec.
@@ -51,6 +54,8 @@ class SqliteVectors:
         await self._db.run(bind)
 
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
+        import numpy as np
+
         if not vectors:
             return 0
         blobs = vector_blobs(vectors, bound(self._dim, "message"), "message")

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
-from typing import Protocol
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Protocol
 
 from klaw.store.records import ChatRef, Exchange, MessageRecord, StoredMessage
 from klaw.store.summaries.records import (
@@ -22,6 +19,10 @@ from klaw.store.summaries.records import (
     SummaryHit,
     SummaryToLog,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 # `store/protocol.py`'s `LogFirst` (that module imports this one): the log line's write, run first.
 LogFirst = Callable[[], object]

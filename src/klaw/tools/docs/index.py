@@ -29,8 +29,6 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
-
 from klaw.cancellation import cancel_and_wait
 from klaw.config import SearchConfig
 from klaw.memory.embedder.protocol import Embedder, Vectors, embed_queries
@@ -173,6 +171,8 @@ class DocsIndex:
     async def _add_vectors(self, sections: list[DocSection], fingerprint: str) -> None:
         """The second step: every section's vector, written with the sections again in one transaction (a
         search meanwhile reads the full-text rows); on an embedder failure the index stays full text."""
+        import numpy as np
+
         if self._embedder is None:
             return
         try:
@@ -210,6 +210,8 @@ class DocsIndex:
         return rows["fingerprint"], rows["embedder"]
 
     def _write(self, sections: list[DocSection], vectors: Vectors | None, fingerprint: str, embedder: str) -> None:
+        import numpy as np
+
         with closing(self._connect()) as db:
             if _columns(db, "sections_fts") != ["title", "own", "text", "joined"]:  # an older layout's file
                 db.executescript(f"DROP TABLE sections_fts; DROP TABLE sections; {_SCHEMA}")
@@ -232,6 +234,8 @@ class DocsIndex:
             db.executemany("INSERT INTO meta VALUES (?, ?)", [("fingerprint", fingerprint), ("embedder", embedder)])
 
     def _search_sync(self, query: str, query_vector: Vectors | None, limit: int) -> list[DocHit]:
+        import numpy as np
+
         with closing(self._connect()) as db:
             rows = {row[0]: row[1:] for row in db.execute("SELECT id, path, heading, text, vector FROM sections")}
             full_text: dict[int, float] = {}

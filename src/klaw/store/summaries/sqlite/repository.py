@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import apsw
-import numpy as np
-import numpy.typing as npt
 
 from klaw.store.protocol import LogFirst, StorageError
 from klaw.store.records import ChatRef, Exchange, MessageRecord, StoredMessage, to_millis
@@ -40,12 +39,17 @@ from klaw.store.summaries.sqlite.vectors import (
     insert_vectors,
     nearest_exchange_summaries,
     nearest_segment_summaries,
+    query_array,
     rebuild_vectors,
     summary_hits,
     vector_count,
 )
 from klaw.store.summaries.sqlite.work import pending_exchanges, scan_with_messages, segment_work
 from klaw.store.summaries.sqlite.writes import write_exchange_summary, write_segment_summary
+
+if TYPE_CHECKING:  # numpy where a vector is touched: opening the store needs none (decision 437)
+    import numpy as np
+    import numpy.typing as npt
 
 
 def delete_summaries_in(
@@ -323,7 +327,7 @@ class SqliteSummaries:
     async def nearest_segments(
         self, chat: ChatRef, vector: npt.NDArray[np.float32], *, limit: int, exclude_segment_id: int | None
     ) -> list[SummaryHit]:
-        query_vector = np.ascontiguousarray(vector, dtype=np.float32)
+        query_vector = query_array(vector)
 
         def query(connection: apsw.Connection) -> list[SummaryHit]:
             chat_key = self._chats.find(connection, chat)
@@ -337,7 +341,7 @@ class SqliteSummaries:
     async def nearest_exchanges(
         self, chat: ChatRef, vector: npt.NDArray[np.float32], *, segment_ids: Sequence[int], limit_per_segment: int
     ) -> list[SummaryHit]:
-        query_vector = np.ascontiguousarray(vector, dtype=np.float32)
+        query_vector = query_array(vector)
         wanted = list(dict.fromkeys(segment_ids))
 
         def query(connection: apsw.Connection) -> list[SummaryHit]:

@@ -17,9 +17,9 @@ deleted, so a vector never outlives its text.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import apsw
-import numpy as np
-import numpy.typing as npt
 
 from klaw.store.records import from_millis
 from klaw.store.sqlite.query import fetch_all, fetch_one
@@ -27,6 +27,10 @@ from klaw.store.sqlite.vector_tables import record_embedder, table_exists
 from klaw.store.summaries.records import SummaryHit
 from klaw.store.summaries.rows import EXCHANGE, SEGMENT
 from klaw.store.summaries.sqlite.rows import EMBEDDABLE, load_summaries, queue_summary_job
+
+if TYPE_CHECKING:  # numpy where a vector is touched: opening the store needs none (decision 437)
+    import numpy as np
+    import numpy.typing as npt
 
 SUMMARY_VECTORS = "vec_summaries"
 # A segment with more exchange summaries than this is searched by KNN instead of point lookups.
@@ -96,6 +100,14 @@ def insert_vectors(connection: apsw.Connection, vectors: list[tuple[int, bytes]]
     return added
 
 
+def query_array(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """A query vector as the searches read it (contiguous float32); numpy imported here, not when the store
+    opens (decision 437)."""
+    import numpy as np
+
+    return np.ascontiguousarray(vector, dtype=np.float32)
+
+
 def nearest_segment_summaries(
     connection: apsw.Connection,
     chat_key: int,
@@ -126,6 +138,8 @@ def nearest_exchange_summaries(
     connection: apsw.Connection, chat_key: int, segment_id: int, vector: npt.NDArray[np.float32], limit: int
 ) -> list[tuple[int, float]]:
     """(summary id, cosine distance) of the segment's closest exchange summaries, closest first."""
+    import numpy as np
+
     if limit <= 0 or not table_exists(connection, SUMMARY_VECTORS):
         return []
     ids = [
@@ -165,6 +179,8 @@ def vector_count(connection: apsw.Connection) -> int:
 
 
 def _blob(vector: npt.NDArray[np.float32]) -> bytes:
+    import numpy as np
+
     return np.ascontiguousarray(vector, dtype=np.float32).tobytes()
 
 
