@@ -19,7 +19,7 @@ async def test_a_stored_rag_value_over_a_given_config_is_said_and_reset(
 ) -> None:
     home = tmp_path / "home"
     async with Klaw(home, config=CONFIG) as agent:
-        assert await agent.ask("frank", "/rag set min_similarity 0.6") == "Updated: rag_min_similarity = 0.6"
+        assert await agent.ask("frank", "/rag set min_similarity 0.6") == "Updated: rag.minSimilarity = 0.6"
         assert (await agent.ask("frank", "/rag off")).startswith("Past conversations off")
     given = {**CONFIG, "rag": {"minSimilarity": 0.2}}
     with caplog.at_level(logging.WARNING, logger="klaw"):
@@ -27,12 +27,12 @@ async def test_a_stored_rag_value_over_a_given_config_is_said_and_reset(
             warned = " ".join(r.getMessage() for r in caplog.records if r.name == "klaw.library")
             assert "rag.minSimilarity = 0.6 (/rag set)" in warned and "/rag reset" in warned, warned
             config = await agent.ask("frank", "/rag config")
-            assert "  rag_min_similarity: 0.6 (set by command; /rag reset rag_min_similarity undoes it)" in config
+            assert "  rag.minSimilarity: 0.6 (set by command; /rag reset rag.minSimilarity undoes it)" in config
             assert "/rag reset <key> undoes one" in config
             reset = await agent.ask("frank", "/rag reset minSimilarity")
-            assert reset == "Reset to the configuration's: rag_min_similarity = 0.2"
-            assert "  rag_min_similarity: 0.2\n" in await agent.ask("frank", "/rag config")
-            assert await agent.ask("frank", "/rag reset") == "Reset to the configuration's: rag_enabled = true"
+            assert reset == "Reset to the configuration's: rag.minSimilarity = 0.2"
+            assert "  rag.minSimilarity: 0.2\n" in await agent.ask("frank", "/rag config")
+            assert await agent.ask("frank", "/rag reset") == "Reset to the configuration's: rag.enabled = true"
             assert await agent.ask("frank", "/rag reset") == (
                 "No /rag value is set by command: the configuration's values apply (/rag config shows them)."
             )

@@ -203,6 +203,8 @@ class Klaw:
         self._closed = False
         if self._config is not None:
             _warn_overridden(self._engine)
+            if (note := self._engine.tool_listing.config_note) is not None:
+                note.ignore()  # the engine never read engine.yaml: an edit of it is not for a restart
         return self
 
     async def ask(self, chat: str | ChatRef, text: str) -> str:

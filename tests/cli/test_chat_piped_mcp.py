@@ -66,9 +66,11 @@ async def test_a_server_still_starting_after_the_set_wait_is_said_on_stderr_and_
         assert "notes__add" not in offered(model)
         said = " ".join(err.split())
         assert (
-            "MCP server notes was still starting after 1 s; its tools are missing from this turn; raise"
-            " mcp.startWaitSeconds"
+            "MCP server notes was still starting after 1 s; its tools are missing from this turn. If it starts,"
+            " only slowly, raise mcp.startWaitSeconds"
         ) in said, err
+        assert "if it never starts (klaw tools says), run its command by hand" in said, err  # newcomer16
+        assert "KLAW__MCP__STARTWAITSECONDS=0 does not wait for it at all" in said, err
         assert "klaw logged" not in err, err  # said once, where the person reads it; no log warning (decision 315)
 
 

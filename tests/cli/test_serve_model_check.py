@@ -59,8 +59,11 @@ async def test_a_stop_signal_stops_a_service_whose_model_check_trickles(command:
             async with running("-m", "klaw", command, env=serve_env(home)) as process:
                 if command == "serve":
                     await read_until(process.stdout, "web page:")
+                    said = await read_until(process.stderr, "klaw serve starting on", who="klaw serve")
                 else:
-                    await read_until(process.stderr, "klaw engine listening on", who="klaw engine")
+                    said = await read_until(process.stderr, "klaw engine listening on", who="klaw engine")
+                # said at once, before the slow part of the start (newcomer16: 20 s of nothing under load)
+                assert f"klaw {command} starting on {home}… (it says when it is ready)" in said, said
                 assert await stop(process, signal.SIGINT) == 0  # the old code waited for the check, for ever
     finally:
         server.close()

@@ -28,11 +28,13 @@ async def test_summarizer_switch_persists_and_decides_the_auto_start(tmp_path: P
         await h.engine.summarizer.wait_idle()
         status = await reply(h, "/summarizer")
         assert status.startswith("Summarizer: on (running), model fake/small")
-        assert "exchange summarizer: idle; 0 written" in status and "segment summarizer" in status
+        assert (
+            "exchange summarizer: idle; 0 written since the engine started" in status and "segment summarizer" in status
+        )
         await h.turn("how do I brew green tea")
         await h.engine.summarizer.wait_idle()
-        assert "exchange summarizer: idle; 1 written" in await reply(h, "/summarizer status")
-        assert "Summaries: 1 exchange(s) (0 waiting)" in await reply(h, "/summarizer status")
+        assert "exchange summarizer: idle; 1 written since the engine started" in await reply(h, "/summarizer status")
+        assert "Summaries stored (all time): 1 exchange(s) (0 waiting)" in await reply(h, "/summarizer status")
         assert (await reply(h, "/summarizer off")).startswith("Summarizer off")
         assert not h.engine.summarizer.running
         assert (await reply(h, "/summarizer")).startswith("Summarizer: off (stopped)")
@@ -104,17 +106,17 @@ async def test_rag_config_set_validation_and_persistence(tmp_path: Path) -> None
         assert status.startswith("Past conversations: on")
         assert "Up to 4 segment(s) and 2 exchange(s) each, similarity at least 0.35, within 600 tokens" in status
         config = await reply(h, "/rag config")
-        assert "  rag_conversation_limit: 4\n" in config and "(set by command)" not in config
-        assert await reply(h, "/rag set rag_min_similarity 0.5") == "Updated: rag_min_similarity = 0.5"
-        assert await reply(h, "/rag set conversation_limit 5") == "Updated: rag_conversation_limit = 5"
+        assert "  rag.conversationLimit: 4\n" in config and "(set by command)" not in config
+        assert await reply(h, "/rag set rag_min_similarity 0.5") == "Updated: rag.minSimilarity = 0.5"
+        assert await reply(h, "/rag set conversation_limit 5") == "Updated: rag.conversationLimit = 5"
         assert await reply(h, "/rag set rag_nope 1") == (
             "Invalid key. Valid keys: rag_conversation_limit, rag_exchange_limit_per_conversation,"
             " rag_min_similarity, rag_max_tokens (or engine.yaml's names: conversationLimit,"
             " exchangeLimitPerConversation, minSimilarity, maxTokens)"
         )
         # engine.yaml's names, as `klaw config show` prints them, work too
-        assert await reply(h, "/rag set minSimilarity 0.5") == "Updated: rag_min_similarity = 0.5"
-        assert await reply(h, "/rag set rag.maxTokens 700") == "Updated: rag_max_tokens = 700"
+        assert await reply(h, "/rag set minSimilarity 0.5") == "Updated: rag.minSimilarity = 0.5"
+        assert await reply(h, "/rag set rag.maxTokens 700") == "Updated: rag.maxTokens = 700"
         assert await reply(h, "/rag set rag_conversation_limit 0") == "Limit must be greater than 0"
         assert await reply(h, "/rag set rag_min_similarity 1.5") == "Similarity must be between 0 and 1"
         assert "Invalid value for rag_exchange_limit_per_conversation" in await reply(
@@ -128,10 +130,10 @@ async def test_rag_config_set_validation_and_persistence(tmp_path: Path) -> None
         assert await reply(h, "/rag maybe") == "Usage: /rag [on|off|config|set <key> <value>|reset [key]]"
     async with running_engine(tmp_path, rag={"conversationLimit": 4}) as h:
         config = await reply(h, "/rag config")
-        assert "  rag_enabled: false (set by command; /rag reset" in config
-        assert "  rag_conversation_limit: 5 (set by command; /rag reset" in config
-        assert "  rag_min_similarity: 0.5 (set by command; /rag reset" in config
-        assert "  rag_exchange_limit_per_conversation: 2\n" in config
+        assert "  rag.enabled: false (set by command; /rag reset" in config
+        assert "  rag.conversationLimit: 5 (set by command; /rag reset" in config
+        assert "  rag.minSimilarity: 0.5 (set by command; /rag reset" in config
+        assert "  rag.exchangeLimitPerConversation: 2\n" in config
         assert "/summarizer" in await reply(h, "/help") and "/rag" in await reply(h, "/help")
 
 

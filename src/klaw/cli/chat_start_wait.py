@@ -58,7 +58,9 @@ class ToolsWait:
         for name in servers.still_starting():
             err_console.print(
                 f"MCP server {name} was still starting after {self._wait_seconds:g} s; its tools are missing"
-                " from this turn; raise mcp.startWaitSeconds (e.g. KLAW__MCP__STARTWAITSECONDS=30) to wait longer",
+                " from this turn. If it starts, only slowly, raise mcp.startWaitSeconds (e.g."
+                " KLAW__MCP__STARTWAITSECONDS=30); if it never starts (klaw tools says), run its command by hand to"
+                " see why; KLAW__MCP__STARTWAITSECONDS=0 does not wait for it at all",
                 soft_wrap=True,
                 highlight=False,
             )

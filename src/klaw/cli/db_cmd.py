@@ -62,7 +62,7 @@ async def _info(path: Path, database: DatabaseConfig) -> None:
         ("chats", counts.chats),
         ("segments", counts.segments),
         ("messages", counts.messages),
-        ("control records", counts.control_records),
+        ("control records (/new, /model, exchange marks)", counts.control_records),
         ("exchanges", counts.exchanges),
         ("pending embeddings", counts.embedding_pending),
         ("failed embeddings", counts.embedding_failed),

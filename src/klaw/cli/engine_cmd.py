@@ -23,7 +23,7 @@ from klaw.cli.context import (
     stdout_console,
 )
 from klaw.cli.model_at_start import cancelled_on_failure, check_in_background, say_check, set_where
-from klaw.cli.stopping import FINISHING, stopped_as_by_ctrl_c_while_starting, stopping
+from klaw.cli.stopping import FINISHING, say_starting, stopped_as_by_ctrl_c_while_starting, stopping
 from klaw.console_logging import logs_through
 from klaw.home import KlawHome
 
@@ -40,6 +40,7 @@ def engine() -> None:
     with stopped_as_by_ctrl_c_while_starting():
         home = home_from_env()
         loaded = load_or_exit(home)
+        say_starting("klaw engine", home)
         event_loop.run(_serve(home, loaded))
 
 
@@ -65,8 +66,9 @@ async def _serve(home: KlawHome, loaded: LoadedConfig) -> None:
 def chat(
     skip_check: Annotated[bool, typer.Option("--skip-check", help="Do not check that the model answers.")] = False,
 ) -> None:
-    """Chat with your agent in this terminal (engine and console in one process). With a message piped
-    in (echo "…" | klaw chat), print only its reply and exit."""
+    """Chat with your agent in this terminal: engine and console in one process, or, when klaw serve
+    or klaw engine already runs on this home, attached to that engine. With a message piped in
+    (echo "…" | klaw chat), print only its reply and exit."""
     from klaw.channels.console import (
         CONSOLE_CHANNEL,
         EXIT_WORDS,

@@ -25,7 +25,7 @@ from klaw.cli.context import (
     stdout_console,
 )
 from klaw.cli.model_at_start import cancelled_on_failure, check_in_background, say_check
-from klaw.cli.stopping import stopped_as_by_ctrl_c_while_starting, stopping
+from klaw.cli.stopping import say_starting, stopped_as_by_ctrl_c_while_starting, stopping
 from klaw.home import KlawHome
 
 if TYPE_CHECKING:  # the channels, the gateway and the engine load only when a command runs (cli/app.py)
@@ -47,6 +47,7 @@ def serve() -> None:
     with stopped_as_by_ctrl_c_while_starting():
         home = home_from_env()
         loaded = load_or_exit(home)
+        say_starting("klaw serve", home)
         event_loop.run(_run(home, loaded, with_engine=True))
 
 

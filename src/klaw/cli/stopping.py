@@ -1,4 +1,5 @@
-"""What `klaw serve` and `klaw engine` say and do between the first Ctrl-C (or SIGTERM) and the end.
+"""What `klaw serve` and `klaw engine` say and do between the first Ctrl-C (or SIGTERM) and the end, and the
+line they say at once when they start (the ready line can take 20 s on a loaded machine).
 
 With a reply in flight the shutdown waits for it, up to the model's timeoutSeconds: the person is told
 so, and, as in `klaw chat`, a second Ctrl-C quits at once. Those commands install their own SIGINT
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -21,9 +23,18 @@ from klaw.cli.context import say_while_stopping
 
 if TYPE_CHECKING:
     from klaw.engine.runtime import Engine
+    from klaw.home import KlawHome
 
 FINISHING = "stopping: finishing the reply in flight… (Ctrl-C again to quit at once)"
 AT_ONCE = "quitting at once: the reply in flight is dropped; its message is kept and answered when klaw starts again"
+
+
+def say_starting(command: str, home: KlawHome) -> None:
+    """One line on stderr before the slow part of a start (imports, stores, embedder, MCP servers), so a person
+    does not stare at nothing (newcomer16); the ready line still says when it is up. Not on stdout, which
+    scripts read for the ready line and the web page's address."""
+    sys.stderr.write(f"{command} starting on {home.root}… (it says when it is ready)\n")
+    sys.stderr.flush()
 
 
 def stopping(engine: Engine | None, console: Console) -> None:

@@ -86,6 +86,10 @@ async def _listed(home: KlawHome, config: EngineConfig, chat: ChatRef) -> Listed
             why = f"the engine on {home.root} did not answer: {_why(exc)}"
         else:
             changed = _changed(config, inventory, groups)
+            if inventory.changed:  # any setting, not only the groups (decision 445)
+                from klaw.engine.config_drift import CHANGED
+
+                changed = f"{CHANGED}: the rows are the running engine's."
             defaults = "" if changed else _defaults(home, config, inventory.model)
             return Listed(inventory, "engine", f"from the engine running on {home.root}", changed, defaults)
     elif (holder := await home_holder(home)) is not None:
@@ -149,7 +153,8 @@ async def _ask_engine(home: KlawHome, chat: ChatRef) -> tuple[ToolInventory, lis
         raise ValueError("its answer holds no tool rows")
     groups = data.get("groups")
     read = [str(name) for name in groups] if isinstance(groups, list) else None
-    return ToolInventory(chat, model, [ToolRow.from_json(row) for row in rows if isinstance(row, dict)]), read
+    rows_read = [ToolRow.from_json(row) for row in rows if isinstance(row, dict)]
+    return ToolInventory(chat, model, rows_read, data.get("config_changed") is True), read
 
 
 def _why(exc: BaseException) -> str:

@@ -27,6 +27,7 @@ from klaw.engine.approval import ApprovalGate
 from klaw.engine.chat_leases import ChatLeases
 from klaw.engine.clock import Clock
 from klaw.engine.commands import CommandHandler
+from klaw.engine.config_drift import ConfigFileNote
 from klaw.engine.context_builder import ContextBuilder
 from klaw.engine.delivery import Delivery, Sink
 from klaw.engine.memory_commands import MemoryCommands
@@ -245,7 +246,8 @@ async def assemble(
         SEND_PLACES: memory.store.sends,
     }
     provide_late_groups(home, config, selection, late)
-    listing = ToolListing(config, router.catalogue, memory.store, selection, mcp_servers.states, skills)
+    note = ConfigFileNote.taken(home.config_file)
+    listing = ToolListing(config, router.catalogue, memory.store, selection, mcp_servers.states, skills, note)
     commands = CommandHandler(
         catalogue=router.catalogue,
         commands=config.commands,
@@ -263,7 +265,12 @@ async def assemble(
         saved_memories=memory.store.memory_chunks,
         tool_listing=listing,
         stand_in=router.stand_in,
-        status_lines=[memory.warm_up.status_lines, mcp_servers.status_lines, lambda: unavailable_tools(selection)],
+        status_lines=[
+            note.status_lines,
+            memory.warm_up.status_lines,
+            mcp_servers.status_lines,
+            lambda: unavailable_tools(selection),
+        ],
     )
     parts = Parts(
         memory,

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from klaw.engine.memory_settings import (
     EMBEDDINGS_ENABLED,
+    OVERRIDDEN_FIELDS,
     RAG_ENABLED,
     RAG_KEYS,
     SUMMARIZER_ENABLED,
@@ -64,7 +65,7 @@ class MemoryCommands:
                 f"Summarizer: {switch} ({'running' if status.running else 'stopped'}), model {status.model}",
                 f"- {_worker_line(status.exchange)}",
                 f"- {_worker_line(status.segment)}",
-                f"Summaries: {counts.exchanges} exchange(s) ({status.pending_exchanges} waiting),"
+                f"Summaries stored (all time): {counts.exchanges} exchange(s) ({status.pending_exchanges} waiting),"
                 f" {counts.segments_final} final and {counts.segments_rolling} rolling segment summaries,"
                 f" {counts.vectors} embedded",
             ]
@@ -147,7 +148,7 @@ class MemoryCommands:
                 key, value = await self.settings.set_rag(words[1], words[2])
             except SettingError as exc:
                 return str(exc)
-            return f"Updated: {key} = {value}"
+            return f"Updated: {_file_name(key)} = {value}"
         if action == "reset" and len(words) <= 2:
             return await self._rag_reset(words[1] if len(words) == 2 else None)
         if action in ("", "status"):
@@ -163,7 +164,7 @@ class MemoryCommands:
         if not reset:
             which = "No /rag value is" if key is None else f"{key} is not"
             return f"{which} set by command: the configuration's values apply (/rag config shows them)."
-        values = ", ".join(f"{name} = {self._value(name)}" for name in reset)
+        values = ", ".join(f"{_file_name(name)} = {self._value(name)}" for name in reset)
         return f"Reset to the configuration's: {values}"
 
     def _value(self, key: str) -> str:
@@ -171,10 +172,10 @@ class MemoryCommands:
         return str(rag.enabled).lower() if key == RAG_ENABLED else str(getattr(rag, RAG_KEYS[key]))
 
     def _rag_config(self) -> str:
-        lines = ["Past-conversation retrieval:"]
+        lines = ["Past-conversation retrieval (engine.yaml's names):"]
         for key in (RAG_ENABLED, *RAG_KEYS):
-            lines.append(f"  {key}: {self._value(key)}{self._source(key)}")
-        lines.append("To change one: /rag set <key> <value>")
+            lines.append(f"  {_file_name(key)}: {self._value(key)}{self._source(key)}")
+        lines.append("To change one: /rag set <name> <value> (e.g. /rag set minSimilarity 0.5)")
         if any(self.settings.overridden(key) for key in (RAG_ENABLED, *RAG_KEYS)):
             lines.append(
                 "Values set by command (/rag set, /rag on|off) are kept in the database and override the"
@@ -184,7 +185,7 @@ class MemoryCommands:
         return "\n".join(lines)
 
     def _source(self, key: str) -> str:
-        return f" (set by command; /rag reset {key} undoes it)" if self.settings.overridden(key) else ""
+        return f" (set by command; /rag reset {_file_name(key)} undoes it)" if self.settings.overridden(key) else ""
 
     async def _rag_status(self) -> str:
         rag = self.settings.rag
@@ -200,8 +201,17 @@ class MemoryCommands:
         )
 
 
+def _file_name(key: str) -> str:
+    """engine.yaml's name for a stored `/rag` key (`rag_min_similarity` → `rag.minSimilarity`): the name a
+    person sees in the file and in `klaw config show` (first16 item 6)."""
+    return OVERRIDDEN_FIELDS[key][0]
+
+
 def _worker_line(status: WorkerStatus) -> str:
-    line = f"{status.name}: {status.state.value}; {status.completed} written, {status.failed} failed attempt(s)"
+    line = (
+        f"{status.name}: {status.state.value}; {status.completed} written since the engine started,"
+        f" {status.failed} failed attempt(s)"
+    )
     if status.given_up:
         line += f", {status.given_up} kept verbatim (the model gave no summary)"
     if status.state is WorkerState.BACKING_OFF and status.retry_at is not None:

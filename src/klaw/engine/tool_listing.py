@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from klaw.config import MCP_GROUP_PREFIX, EngineConfig, McpServerConfig
+from klaw.engine.config_drift import CHANGED, RESTART_FIRST, ConfigFileNote
 from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.sessions import model_in_force
 from klaw.engine.tool_assembly import docs_index, provide_late_groups, skill_catalogue, tool_registry
@@ -44,6 +45,7 @@ class ToolInventory:
     chat: ChatRef
     model: str
     rows: list[ToolRow]
+    changed: bool = False  # engine.yaml changed since the engine started: the rows are what it loaded
 
     def to_json(self) -> dict[str, Any]:
         return {"model": self.model, "rows": [row.to_json() for row in self.rows]}
@@ -51,6 +53,8 @@ class ToolInventory:
     def text(self) -> str:
         """`/tools`'s answer: a heading, then each row on one line."""
         heading = f"Tools for {self.chat} (model {self.model}):"
+        if self.changed:
+            heading = f"{CHANGED} (the rows are what it loaded).\n{heading}"
         return "\n".join([heading, *(f"- {line}" for line in render_lines(self.rows))])
 
 
@@ -64,12 +68,18 @@ class ToolListing:
     selection: ToolSelection
     servers: Callable[[], list[ServerState]]
     skills: SkillCatalogue | None
+    config_note: ConfigFileNote | None = None  # engine.yaml as the engine read it (None: a listing without one)
 
     async def inventory(self, chat: ChatRef) -> ToolInventory:
-        """Read only: a chat never seen gets no session from being asked about."""
+        """Read only: a chat never seen gets no session from being asked about. With engine.yaml changed since
+        the start, a row's fix (written for the file the engine loaded) gives way to "restart": the file may
+        hold that fix already, and saying it again sent a newcomer in circles (decision 445)."""
         state = await self.store.sessions.get(chat) if self.store is not None else None
         model = model_in_force(self.catalogue, state.model if state else None)
-        return ToolInventory(chat, model, self.rows(model))
+        rows = self.rows(model)
+        if self.config_note is None or not self.config_note.changed():
+            return ToolInventory(chat, model, rows)
+        return ToolInventory(chat, model, [replace(row, fix=RESTART_FIRST) if row.fix else row for row in rows], True)
 
     def rows(self, model: str) -> list[ToolRow]:
         return tool_rows(
@@ -107,7 +117,8 @@ class ToolListing:
         except ValueError as exc:
             raise QueryError(str(exc)) from None
         inventory = await self.inventory(chat)
-        return {**inventory.to_json(), "groups": groups_in_force(self.config, inventory.model)}
+        groups = groups_in_force(self.config, inventory.model)
+        return {**inventory.to_json(), "groups": groups, "config_changed": inventory.changed}
 
 
 def groups_field(config: EngineConfig, model: str) -> str:

@@ -165,6 +165,11 @@ def _server_row(state: ServerState) -> ToolRow | None:
         fix = "run klaw tools while an engine runs (klaw serve, klaw engine) to see its tools"
     elif state.url is not None:  # no log of its own: it runs elsewhere
         fix = f"check that the server at {state.url} runs and answers from this machine"
+    elif state.silent:  # nothing in its log to read: only running it shows why (newcomer16)
+        fix = (
+            f"run its command (mcp.servers.{state.name}.command and args) by hand in a terminal to see what it does;"
+            f" raise mcp.servers.{state.name}.startTimeoutSeconds only if it does start there, slowly"
+        )
     else:
         fix = f"its own messages are in KLAW_HOME/mcp/{state.name}.log"
     return ToolRow(name, source, "unavailable", False, reason, fix)

@@ -162,6 +162,21 @@ async def test_a_server_that_stops_answering_is_found_out_and_restarted(tmp_path
             },
             id="never-answers",
         ),
+        pytest.param(
+            {
+                "servers": {
+                    "notes": {
+                        "command": sys.executable,
+                        "args": [
+                            "-c",
+                            "import sys, time; print('fetching…', file=sys.stderr, flush=True); time.sleep(60)",
+                        ],
+                        "startTimeoutSeconds": 1,
+                    }
+                }
+            },
+            id="says-something-never-answers",
+        ),
     ],
 )
 async def test_a_server_that_never_starts_fails_no_turn(tmp_path: Path, server: dict[str, Any]) -> None:
@@ -180,6 +195,16 @@ async def test_a_server_that_never_starts_fails_no_turn(tmp_path: Path, server: 
         else:  # the weather: tried again
             assert "MCP notes: unavailable" in text and ("failed to start" in text or "did not start within" in text)
             assert "retry in 1 s (failure 1)" in text
+            # Nothing in its log (npx downloading, no network): run it by hand, not "read its log" (newcomer16).
+            args = server["servers"]["notes"].get("args", [])
+            silent = args[:1] == ["-c"] and "print(" not in args[1]  # never-answers, without a word
+            assert ("did not start within 1 seconds and printed nothing (npx or uvx may" in said) is silent, said
+            rows = (await h.engine.tool_listing.inventory(CHAT)).rows
+            fix = next(row.fix for row in rows if row.state == "unavailable" and "notes" in row.name)
+            if silent:
+                assert fix.startswith("run its command (mcp.servers.notes.command and args) by hand"), fix
+            elif "did not start within" in said:
+                assert fix == "its own messages are in KLAW_HOME/mcp/notes.log", fix
             return
         # engine.yaml's mistake: said once and not retried (a retry finds the same; newcomer12)
         assert "MCP notes: unavailable, it cannot start:" in said and "retry in" not in said, said

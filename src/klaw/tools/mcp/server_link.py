@@ -32,6 +32,7 @@ from klaw.config import McpServerConfig
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.mcp.overflow import Overflow
 from klaw.tools.mcp.results import describe, result_text
+from klaw.tools.mcp.server_log import said_since_start
 from klaw.tools.mcp.servers import server_address
 from klaw.tools.mcp.transport import HttpRefusal, log_path, open_transport, refusal_reason, start_mistake
 
@@ -47,6 +48,9 @@ CLIENT_INFO = Implementation(name="klaw", version="0.1.0")
 Phase = Literal["starting", "ready", "unavailable", "stopped"]
 
 
+SILENT_WHY = "npx or uvx may still be downloading its package, or find no network, no Node or no Python"
+
+
 @dataclass(frozen=True)
 class LinkStatus:
     phase: Phase
@@ -54,6 +58,7 @@ class LinkStatus:
     retry_at: datetime | None
     failures: int  # failed starts or broken links since the last one that served
     final: bool = False  # engine.yaml's mistake (no such program): not retried until klaw restarts
+    silent: bool = False  # its last start timed out with not a word on stderr, and it never served in this run
 
 
 class ServerLink:
@@ -85,6 +90,8 @@ class ServerLink:
         self._retry_at: datetime | None = None
         self._failures = 0
         self._final = False
+        self._silent = False
+        self._served = False  # it was ready once in this engine's run: a timeout now means slow, not broken
         self._broken = asyncio.Event()
         self._stopping = asyncio.Event()
         self.settled = asyncio.Event()  # the first start ended, ready or failed
@@ -103,7 +110,7 @@ class ServerLink:
         self._phase = "stopped"
 
     def status(self) -> LinkStatus:
-        return LinkStatus(self._phase, self._reason, self._retry_at, self._failures, self._final)
+        return LinkStatus(self._phase, self._reason, self._retry_at, self._failures, self._final, self._silent)
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> str:
         """The tool's result text; ToolRefusal with a sentence for the model on any failure."""
@@ -245,9 +252,18 @@ class ServerLink:
             self._reason = f"it did not start within {self.config.start_timeout_seconds:g} seconds"
         if not ready.is_set():
             connection.cancel()
-            await asyncio.gather(connection, return_exceptions=True)
+            await asyncio.gather(connection, return_exceptions=True)  # its output copied into its log
+            timed_out = self._reason is not None and self._reason.startswith("it did not start within")
+            self._silent = (
+                timed_out
+                and not self._served
+                and self.config.command is not None
+                and not said_since_start(self._log_dir, self.name)
+            )
+            if self._silent:
+                self._reason = f"{self._reason} and printed nothing ({SILENT_WHY})"
             return False
-        self._phase = "ready"
+        self._phase, self._served, self._silent = "ready", True, False
         self._reason = None
         self.settled.set()
         self.ready.set()

@@ -47,6 +47,26 @@ def log_path(log_dir: Path, name: str) -> Path:
     return log_dir / f"{name}.log"
 
 
+START_MARK = b"--- klaw started MCP server "
+SILENT_TAIL_BYTES = 64_000
+
+
+def said_since_start(log_dir: Path, name: str) -> bool:
+    """Whether the server wrote anything to its log since klaw last started it: a server that timed out having
+    said nothing (npx still downloading, no network, no Node) needs its command run by hand, not its log read
+    (newcomer16). Read after the start's output was copied (its stack closed); an unreadable log says True."""
+    try:
+        with log_path(log_dir, name).open("rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - SILENT_TAIL_BYTES))
+            tail = log.read()
+    except OSError:
+        return True
+    mark = tail.rfind(START_MARK)
+    if mark < 0:
+        return bool(tail.strip())
+    return bool(tail[tail.find(b"\n", mark) + 1 :].strip()) if b"\n" in tail[mark:] else False
+
+
 async def server_stderr(log_dir: Path, name: str, started: datetime | None, stack: AsyncExitStack) -> TextIO:
     """The stream to give the server as its stderr: the write end of a pipe whose output is appended to
     the server's log (its earlier runs kept, cut to their tail when too long), after a line marking this
@@ -57,7 +77,7 @@ async def server_stderr(log_dir: Path, name: str, started: datetime | None, stac
     os.fchmod(fd, 0o600)
     log = _BoundedLog(fd)
     when = (started or datetime.now().astimezone()).isoformat(timespec="seconds")
-    log.write(f"--- klaw started MCP server {name!r} at {when} ---\n".encode())  # before the child's output
+    log.write(START_MARK + f"{name!r} at {when} ---\n".encode())  # before the child's output
     read_fd, write_fd = os.pipe()
     try:
         os.set_blocking(read_fd, False)

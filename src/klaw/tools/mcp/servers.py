@@ -51,6 +51,7 @@ class ServerState:
     failures: int = 0
     final: bool = False  # engine.yaml's mistake (no such program): not retried; `klaw tools` says failed
     url: str | None = None  # a URL server's address, credentials masked: what to check when it cannot be reached
+    silent: bool = False  # its start timed out with nothing in its log: its command is to be run by hand
 
 
 def server_address(config: McpServerConfig) -> str | None:
@@ -156,6 +157,7 @@ class McpServers:
                     failures=status.failures,
                     final=status.final,
                     url=server_address(link.config),
+                    silent=status.silent,
                 )
             )
         return states
