@@ -1,6 +1,7 @@
 """`klaw db migrate --to postgres` checks the move by searching: sample queries searched in klaw.db and in
 PostgreSQL give the same vector hits and find their own messages; a message klaw.db holds and the move
-lost is named by id, and the command exits 1. A move killed part-way resumes and ends checked alike."""
+lost is named by id, and the command exits 1. A move killed part-way resumes and ends checked alike; klaw
+refuses to run on the half-moved database meanwhile, saying to finish the move (decision 444)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,12 @@ from pathlib import Path
 
 import psycopg
 
+from klaw.config import DatabaseConfig
 from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.reindex_leftover import leftover_reindex_notes
+from klaw.store.postgres.migrations import start_problem
+from klaw.store.postgres.store import PostgresStore
+from klaw.store.protocol import StorageError
 from klaw.store.records import ChatRef, MessageRecord, Role
 from tests.cli.test_cli import klaw
 from tests.cli.test_reindex_cmd import a_home
@@ -110,6 +116,9 @@ def test_a_move_killed_midway_resumes_and_ends_with_equal_counts_and_searches(
     finally:
         first.kill()  # as a power cut: no clean-up
         first.wait(timeout=30)
+    assert asyncio.run(_start_refusals(dsn)) == [UNFINISHED] * 2  # klaw started on it meanwhile (decision 444)
+    (note,) = leftover_reindex_notes(home / "klaw.db", DatabaseConfig())
+    assert "an interrupted 'klaw reindex' or 'klaw db migrate --to postgres' left klaw.db.reindex.lock" in note
 
     again = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env={VARIABLE: dsn})
 
@@ -119,6 +128,25 @@ def test_a_move_killed_midway_resumes_and_ends_with_equal_counts_and_searches(
     assert messages.count(f" {DAYS * 20} ") == 2, again.stdout
     assert "vector search: 20 of 20 equal" in out and "20 of 20 samples found their own message on both" in out
     assert "warning" not in out and "differ" not in out
+
+
+UNFINISHED = (
+    f"a move into the PostgreSQL database named by {VARIABLE} was interrupted: run 'klaw db migrate --to postgres'"
+    " again to finish it (it resumes where it stopped) before klaw runs on that database; until then it holds a"
+    " half-moved home (chats not all rebuilt, old replies marked as not yet delivered)"
+)
+
+
+async def _start_refusals(dsn: str) -> list[str]:
+    """What `klaw config check` and an engine's (or any command's) open say of the database."""
+    said = [str(await start_problem(dsn, VARIABLE, 10))]
+    try:
+        store = await PostgresStore.open(dsn, variable=VARIABLE)
+    except StorageError as exc:
+        said.append(str(exc))
+    else:
+        await store.aclose()
+    return said
 
 
 def _a_long_home(tmp_path: Path) -> Path:

@@ -43,7 +43,14 @@ def leftover_reindex_notes(database: Path, config: DatabaseConfig) -> list[str]:
     and on PostgreSQL the build schema, each with what to type. Blocking (PostgreSQL: one connection)."""
     notes = []
     left = reindex_leftovers(database)
-    if left:
+    if [path.name for path in left] == [database.name + ".reindex.lock"]:
+        # the lock alone: `klaw db migrate --to postgres` takes the same one (its build is in PostgreSQL)
+        notes.append(
+            f"an interrupted 'klaw reindex' or 'klaw db migrate --to postgres' left {left[0].name} in"
+            f" {database.parent}: run the one that was interrupted again to finish it (it resumes where it"
+            " stopped), or delete that file"
+        )
+    elif left:
         notes.append(
             f"an interrupted 'klaw reindex' left {', '.join(path.name for path in left)} in {database.parent}:"
             " stop the engine and run 'klaw reindex' to finish it (it resumes where it stopped), or delete those"

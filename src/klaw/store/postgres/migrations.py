@@ -13,6 +13,7 @@ import time
 import psycopg
 
 from klaw.store.postgres.connection import Connection, execute, fetch_value, server_error
+from klaw.store.postgres.path_checks import open_problem, split_problem
 from klaw.store.protocol import StorageError
 from klaw.store.shared.migrations import Migration, SchemaMove, bundled_migrations, pending
 
@@ -65,14 +66,15 @@ async def start_problem(dsn: str, variable: str, connect_timeout: float) -> Stor
     """What would stop an engine's start on the database `dsn` names, found without changing it (`klaw config
     check`): the server out of reach, a wrong password or database, a value that is not a connection string
     (`server_error`'s words, naming `variable`, never the DSN); a schema newer than this klaw's (the engine's
-    refusal); for a database klaw has still to set up, no pgvector on the server, or a user who may not create
+    refusal); klaw's tables or pgvector out of the search path's sight, a move into it left unfinished
+    (`path_checks.py`); for a database klaw has still to set up, no pgvector on the server, or a user who may not create
     tables in its schema. None: the engine's start would get past its database."""
     try:
         async with await psycopg.AsyncConnection.connect(
             dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout))
         ) as connection:
-            if (split := await split_problem(connection)) is not None:
-                return StorageError(split)
+            if (problem := await open_problem(connection, variable)) is not None:
+                return StorageError(problem)
             version = await current_version(connection)
             if not pending(bundled_migrations("klaw.store.postgres"), version):
                 return None
@@ -107,36 +109,14 @@ async def start_problem(dsn: str, variable: str, connect_timeout: float) -> Stor
 async def set_up(dsn: str, variable: str, connect_timeout: float = 10.0) -> bool:
     """Whether klaw's tables are in the database `dsn` names (its `schema_version` on the search path),
     found without changing it: a command that only reads leaves a database klaw never set up as it is
-    (adversary23: `klaw db info` made klaw's 21 tables in a database it was pointed at)."""
+    (adversary23: `klaw db info` made klaw's 21 tables in a database it was pointed at). `StorageError` for
+    what would stop any open (`path_checks.py`): klaw's tables off the search path are not "none yet"."""
     try:
         async with await psycopg.AsyncConnection.connect(
             dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout))
         ) as connection:
+            if (problem := await open_problem(connection, variable)) is not None:
+                raise StorageError(problem)
             return await current_version(connection) > 0
     except psycopg.Error as exc:
         raise server_error(variable, exc) from exc
-
-
-async def split_problem(connection: Connection) -> str | None:
-    """klaw's tables found on the search path, but not in its first schema, where klaw would make new ones
-    (adversary23): a schema named after the role ("$user", first on PostgreSQL's default path) made after
-    klaw's tables went into `public`. A start would migrate an empty store there, the person's memory out
-    of sight behind it. A path the connection itself sets (`klaw bench` and `klaw reindex` put a schema of
-    their own first on purpose, decision 429; a DSN's `options`) is taken as meant."""
-    found = await connection.execute(
-        "SELECT current_schema(), (SELECT source FROM pg_settings WHERE name = 'search_path'),"
-        " ARRAY(SELECT s FROM unnest(current_schemas(false)) AS s"
-        " WHERE to_regclass(format('%I.schema_version', s)) IS NOT NULL)"
-    )
-    row = await found.fetchone()
-    if row is None:
-        return None
-    first, source, holding = row
-    if source in ("client", "session") or not holding or first in holding:
-        return None
-    return (
-        f"klaw's tables are in schema {holding[0]}, but schema {first or '(none)'} comes first on the database"
-        f" user's search_path, where klaw would make new, empty ones and lose sight of them: drop schema {first}"
-        f" if it is not needed, or set the path for this user (ALTER ROLE CURRENT_USER SET search_path ="
-        f" {holding[0]}) or in the connection string (options=-c search_path={holding[0]})"
-    )

@@ -223,7 +223,7 @@ class PostgresMigration:
 
     async def open(self, clock: Callable[[], datetime], *, resume: bool) -> PostgresBuild | None:
         try:
-            store = await PostgresStore.open(self._dsn, variable=self._variable, clock=clock)
+            store = await PostgresStore.open(self._dsn, variable=self._variable, clock=clock, moving=True)
         except StorageError:
             if resume:
                 return None

@@ -148,7 +148,11 @@ class PostgresRebuild:
             connection.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(BUILD_SCHEMA)))
         try:
             store = await PostgresStore.open(
-                self._server.dsn, variable=self._server.variable, clock=clock, search_path=[BUILD_SCHEMA, *path]
+                self._server.dsn,
+                variable=self._server.variable,
+                clock=clock,
+                search_path=[BUILD_SCHEMA, *path],
+                moving=True,
             )
         except StorageError:
             if resume:

@@ -25,6 +25,7 @@ from klaw.store.postgres.leases import PostgresLeases
 from klaw.store.postgres.memory_chunks import PostgresMemoryChunks
 from klaw.store.postgres.messages import PostgresMessages
 from klaw.store.postgres.migrations import current_version, migrate
+from klaw.store.postgres.path_checks import open_problem
 from klaw.store.postgres.pool_log import quiet_pool_warnings
 from klaw.store.postgres.search import PostgresSearch
 from klaw.store.postgres.segments import PostgresSegments
@@ -90,6 +91,7 @@ class PostgresStore:
         wait_seconds: float = DEFAULT_WAIT_SECONDS,
         vector_cache_bytes: int = 0,
         vector_search_threads: int = 2,
+        moving: bool = False,
     ) -> PostgresStore:
         """Migrate the database `dsn` names and open a pool on it. `variable` is the environment
         variable the DSN came from: messages name it, never the DSN (it may hold a password).
@@ -97,12 +99,16 @@ class PostgresStore:
         server's; `klaw reindex` builds in a schema of its own). `wait_seconds`: how long a call waits for
         a connection (all busy, or the server away) before failing with `StorageUnavailable`.
         `vector_cache_bytes`: memory for chats' int8 vector copies (`database.vectorCacheMb`; 0, the
-        default for CLI processes, searches every chat in the server)."""
+        default for CLI processes, searches every chat in the server). Refused (`path_checks.py`): klaw's
+        tables or pgvector out of the search path's sight; a move into the database left unfinished, unless
+        `moving` (the move's own open, `klaw db migrate`, or a reindex's build, each with its journal)."""
         options: dict[str, Any] = {"options": f"-c search_path={','.join(search_path)}"} if search_path else {}
         try:
             async with await psycopg.AsyncConnection.connect(
                 dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS, **options
             ) as connection:
+                if (problem := await open_problem(connection, variable, moving=moving)) is not None:
+                    raise StorageError(problem)
                 said_migrated(f"the PostgreSQL database named by {variable}", await migrate(connection))
         except StorageError:
             raise
