@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from klaw.store.postgres.migrations import start_problem
+from klaw.store.postgres.migrations import set_up, start_problem
 from klaw.store.postgres.store import PostgresStore
 from klaw.store.protocol import StorageError
 from tests.conftest import new_database
@@ -62,6 +62,9 @@ async def test_a_role_path_leaving_out_klaws_schema_is_refused_and_the_fix_it_na
     with pytest.raises(StorageError) as refused:
         await PostgresStore.open(dsn, variable=VARIABLE)
     assert str(refused.value) == said
+    with pytest.raises(StorageError) as read:  # klaw db info's and klaw memory's question: not "none there yet"
+        await set_up(dsn, VARIABLE)
+    assert str(read.value) == said
     in_app = "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'app'"
     assert postgres_server.psql(in_app, name).strip() == "0"  # nothing made there
 
