@@ -29,3 +29,23 @@ async def test_every_ask_made_before_the_close_is_answered(tmp_path: Path) -> No
         failed = [result for result in results if isinstance(result, BaseException)]
         assert not failed, f"run {run}: {len(failed)} of {len(asks)} asks failed: {failed[0]!r}"
         assert all(str(result).startswith("ok hello") for result in results), results
+
+
+async def test_two_closes_at_once_both_wait_for_the_turns_in_flight(tmp_path: Path) -> None:
+    """adversary24: the second `aclose` found the engine gone and cancelled every ask in flight, whose turns the
+    first was still finishing (their replies went to on_message): CancelledError to code nobody cancelled."""
+
+    async def slow(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
+        await asyncio.sleep(0.3)
+        return "ok " + (messages[-1].content or "")[:30]
+
+    config = {"embedder": {"backend": "fake"}, "summarizer": {"enabled": False}, "processing": {"debounceMs": 0}}
+    agent = Klaw(tmp_path / "home", config=config, model=FunctionModel(slow))
+    await agent.start()
+    asks = [asyncio.create_task(agent.ask(f"c{i % 3}", f"hello {i}")) for i in range(6)]
+    await asyncio.sleep(0.1)  # the turns are under way
+    closes = [asyncio.create_task(agent.aclose()) for _ in range(2)]
+    results = await asyncio.gather(*asks, return_exceptions=True)
+    await asyncio.gather(*closes)
+    assert all(isinstance(result, str) and result.startswith("ok hello") for result in results), results
+    await agent.aclose()  # a third, after: nothing left to do

@@ -120,7 +120,15 @@ class HomeLock:
         """Hold `home_root` (created 0700 if missing) for `role`; raise `HomeHeldError` naming the holder."""
         private_dirs(home_root)
         path = lock_path(home_root)
-        descriptor = open_private(path, os.O_RDWR)
+        try:
+            descriptor = open_private(path, os.O_RDWR)
+        except OSError as exc:
+            if (damage := _damage(path)) is None:
+                raise
+            raise OSError(  # no errno: the words are the message ("[Errno 21] Is a directory: …" was)
+                f"{path} is {damage}, not klaw's lock file: when no klaw runs on this home, remove it"
+                f" (rm -r {path}) and start again; klaw makes the file itself"
+            ) from exc
         try:
             os.fchmod(descriptor, 0o600)
             for attempt in range(_ACQUIRE_TRIES):
@@ -154,6 +162,15 @@ class HomeLock:
         with contextlib.suppress(OSError):
             os.ftruncate(descriptor, 0)
         os.close(descriptor)  # closing the only descriptor of the open file releases the flock
+
+
+def _damage(path: Path) -> str | None:
+    """What stands where the lock file goes, when it is not a file one can open (decision 443)."""
+    if path.is_symlink() and not path.exists():
+        return f"a symbolic link to {os.readlink(path)}, which does not exist"
+    if path.is_dir():
+        return "a directory"
+    return None
 
 
 def held_by_this_process(home_root: Path) -> bool:

@@ -148,6 +148,7 @@ class Klaw:
         self._listen = flag_of("listen", listen)
         self._engine: Engine | None = None
         self._closed = False  # `aclose` ran: the error says "closed", not "not started"
+        self._closing: asyncio.Future[None] | None = None  # an `aclose` finishing the turns in flight
         self._waiting: dict[ChatRef, list[tuple[str, asyncio.Future[Outbound]]]] = {}
         self._approve: Approve | None = callback_of("approve", approve)  # type: ignore[assignment]
         self._on_message: OnMessage | None = callback_of("on_message", on_message)  # type: ignore[assignment]
@@ -278,21 +279,31 @@ class Klaw:
         return (await self.engine.tool_listing.inventory(chat_of(chat))).rows
 
     async def aclose(self) -> None:
-        """Finish the turns in flight and close everything (the engine's graceful shutdown)."""
+        """Finish the turns in flight and close everything (the engine's graceful shutdown). A second
+        `aclose` while one runs waits for it: it used to find the engine gone and cancel the asks whose
+        turns the first was still finishing."""
         if running_chat() is not None and self._engine is not None:
             raise OwnTurnRunning(
                 "a tool cannot close the engine from inside a tool: closing finishes the turns in flight,"
                 " and the tool's turn waits for the tool; close it after `ask` returns (at the end of the"
                 " `async with` block)"
             )
+        if self._closing is not None:  # another close is finishing the turns: this one ends with it (decision 443)
+            await asyncio.shield(self._closing)
+            return
         engine, self._engine = self._engine, None
         self._closed = True
-        if engine is not None:
-            await engine.shutdown()
-        for waiting in self._waiting.values():
-            for _, future in waiting:
-                future.cancel()
-        self._waiting.clear()
+        self._closing = asyncio.get_running_loop().create_future()
+        try:
+            if engine is not None:
+                await engine.shutdown()
+            for waiting in self._waiting.values():
+                for _, future in waiting:
+                    future.cancel()
+            self._waiting.clear()
+        finally:
+            self._closing.set_result(None)
+            self._closing = None
 
     async def __aenter__(self) -> Klaw:
         return await self.start()

@@ -179,12 +179,14 @@ async def open_store_or_exit(path: Path, database: DatabaseConfig, *, reads_only
 
 
 async def start_engine_or_exit(
-    home: KlawHome, config: EngineConfig, channels: Mapping[str, Sink] | None = None
+    home: KlawHome, config: EngineConfig, channels: Mapping[str, Sink] | None = None, *, held_exit: int = HOME_HELD_EXIT
 ) -> Engine:
     """A running engine, or exit 2 with one line saying why it could not start: the store's message, a
     file it cannot write, or SQLite refusing part-way through start-up
     (another klaw process holding klaw.db: the second engine of a start race), never a traceback; exit 75
-    (`HOME_HELD_EXIT`) when another klaw process holds the home, which a later start may find free."""
+    (`HOME_HELD_EXIT`) when another klaw process holds the home, which a later start may find free;
+    `held_exit` 2 for `klaw chat`, a person told what to do, as when it finds the holder before starting
+    (decision 435; a chat that lost a start race to another exited 75, decision 443)."""
     from klaw.engine.runtime import Engine
     from klaw.engine.socket_file import EngineAlreadyRunningError
     from klaw.start_up_heap import keep_start_up_heap
@@ -195,7 +197,7 @@ async def start_engine_or_exit(
     try:
         engine = await Engine.start(home, config, channels=channels)
     except EngineAlreadyRunningError as exc:
-        fail(str(exc), HOME_HELD_EXIT)
+        fail(str(exc), held_exit)
     except (StorageError, OSError, RuntimeError) as exc:
         from klaw.cli.edge_failures import edge_words
 

@@ -138,7 +138,9 @@ def chat(
                 # prompt, /exit and the commands come at once. A piped chat is one turn: it waits longer
                 # (docs/mcp.md, decisions 252, 376).
                 try:
-                    running = await start_engine_or_exit(home, started_without_waiting(config), channels=channels)
+                    running = await start_engine_or_exit(
+                        home, started_without_waiting(config), channels=channels, held_exit=2
+                    )
                 finally:
                     starting.close()
                 wait = config.mcp.start_wait_seconds if data is None else config.mcp.one_turn_wait_seconds()

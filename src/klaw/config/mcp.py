@@ -93,10 +93,25 @@ class McpServerConfig(Section):
         return self
 
 
+def _no_prefix_of_another(servers: dict[str, Any]) -> dict[str, Any]:
+    """Refuse servers `X` and `X_`: `X_`'s tool `t` and `X`'s tool `_t` both reach the model as
+    `X___t`, and one would silently take the other's calls (decision 443). Other names cannot meet:
+    a server name has no `__`, so the prefix up to the first `__` names one server."""
+    for name in servers:
+        if name.endswith("_") and name[:-1] in servers:
+            other = name[:-1]
+            raise ValueError(
+                f"MCP servers {other!r} and {name!r} can give two tools one name ({name}'s tool 'search' and"
+                f" {other}'s tool '_search' are both {name}__search): rename {name!r} (e.g. to"
+                f" {(other + '-2')[:24]!r}) in mcp.servers and in tools.enabled"
+            )
+    return servers
+
+
 class McpConfig(Section):
     """The MCP servers klaw can take tools from, by name."""
 
-    servers: Annotated[dict[str, McpServerConfig], ServerNames] = Field(
+    servers: Annotated[dict[str, McpServerConfig], ServerNames, AfterValidator(_no_prefix_of_another)] = Field(
         default_factory=dict, description="Server name (the prefix of its tools) -> how to reach it."
     )
     start_wait_seconds: float = Field(

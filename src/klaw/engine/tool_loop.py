@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from klaw.engine.approval import Decision, Verdict
+from klaw.engine.text_batches import TextBatches
 from klaw.engine.tools_used import DENIED, NOT_ASKED, NOT_OFFERED, OVER_LIMIT
 from klaw.engine.transcript import tool_calls_metadata
 from klaw.llm.call_purpose import calling_in_round
@@ -186,9 +187,14 @@ async def _ask(
     if on_text is None:
         return await model.complete(messages, tools or None)
     accumulator = StreamAccumulator()
-    async with aclosing(model.stream(messages, tools or None)) as deltas:
-        async for delta in deltas:
-            accumulator.add(delta)
-            if delta.content:
-                await on_text(delta.content)
+    batches = TextBatches(on_text)  # the pieces go beside the stream, gathered (text_batches.py)
+    try:
+        async with aclosing(model.stream(messages, tools or None)) as deltas:
+            async for delta in deltas:
+                accumulator.add(delta)
+                if delta.content:
+                    await batches.add(delta.content)
+        await batches.finish()
+    finally:
+        batches.cancel()
     return accumulator.result()

@@ -6,7 +6,8 @@ engine is there. What the engine sends back is routed by channel name to the cha
 (a finished reply, notice or error) or `delta` (a piece of a reply being written), through one queue
 per channel so a slow channel (a Telegram API call) never holds up the others or the link. A turn's
 reply carries an id: once its channel has shown it the gateway confirms it (`delivered`), and a reply
-the engine sends again after a restart is shown once (docs/decisions/101-reply-redelivery.md).
+the engine sends again after a restart is shown once (docs/decisions/101-reply-redelivery.md); one
+sent in parts, as too large for a frame, is joined and shown whole.
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ from klaw.home import KlawHome
 log = logging.getLogger(__name__)
 
 SHOWN_REMEMBERED = 4096
-"""Reply parts remembered as shown, to show a reply sent again by a restarted engine only once: far more
+"""Replies remembered as shown, to show a reply sent again by a restarted engine only once: far more
 than the replies one engine start sends again (those of the last hour no channel confirmed)."""
+PARTS_REMEMBERED = 64
+"""Replies whose parts are still coming (a part whose reply the engine never finished, as it went down,
+is dropped with the oldest): each is being written by the engine now, so a few at a time at most."""
 
 
 class Channel(Protocol):
@@ -86,7 +90,8 @@ class Gateway:
         self._queues: dict[str, asyncio.Queue[OutboundFrame | DeltaFrame]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._started: list[Channel] = []
-        self._shown: OrderedDict[tuple[str, int], None] = OrderedDict()  # (reply id, part) shown, newest last
+        self._shown: OrderedDict[str, None] = OrderedDict()  # ids of replies shown, newest last
+        self._parts: OrderedDict[tuple[str, ...], list[str | None]] = OrderedDict()  # replies whose parts are coming
 
     @property
     def link(self) -> EngineLink:
@@ -188,6 +193,11 @@ class Gateway:
     async def _dispatch(self, channel: Channel, queue: asyncio.Queue[OutboundFrame | DeltaFrame]) -> None:
         while True:
             frame = await queue.get()
+            if isinstance(frame, OutboundFrame) and frame.parts > 1:
+                whole = self._joined(frame)
+                if whole is None:  # more parts to come
+                    continue
+                frame = whole
             try:
                 if isinstance(frame, DeltaFrame):
                     await channel.delta(frame)
@@ -201,17 +211,34 @@ class Gateway:
                 log.error("channel %s could not deliver a %s: %s", channel.name, frame.type, type(exc).__name__)
                 log.debug("delivery traceback", exc_info=True)
 
+    def _joined(self, frame: OutboundFrame) -> OutboundFrame | None:
+        """A reply too large for one frame comes in parts (engine/frame_parts.py): the whole once its
+        last part is here, else None. Channels get it whole: each used to show the first part as the
+        reply (a piped `klaw chat` printed it and left, the web API returned it) and the rest went
+        unseen though confirmed (decision 443). A restarted engine sends a reply again from part 0."""
+        key = (
+            (frame.id,) if frame.id is not None else (frame.chat_id, frame.kind, frame.reply_to or "", frame.task or "")
+        )
+        pieces = self._parts.get(key)
+        if pieces is None or frame.part == 0 or len(pieces) != frame.parts:
+            pieces = self._parts[key] = [None] * frame.parts
+            while len(self._parts) > PARTS_REMEMBERED:
+                self._parts.popitem(last=False)
+        pieces[frame.part] = frame.text
+        if any(piece is None for piece in pieces):
+            return None
+        del self._parts[key]
+        return frame.model_copy(update={"text": "".join(piece or "" for piece in pieces), "part": 0, "parts": 1})
+
     async def _deliver_once(self, channel: Channel, frame: OutboundFrame, reply_id: str) -> None:
-        """A reply the engine keeps until confirmed: each part shown once (the engine sends it again
-        after a restart when the confirmation did not reach it), the whole confirmed after its last part."""
-        key = (reply_id, frame.part)
-        if key not in self._shown:
+        """A reply the engine keeps until confirmed: shown once (the engine sends it again after a restart
+        when the confirmation did not reach it), then confirmed."""
+        if reply_id not in self._shown:
             await channel.deliver(frame)
-            self._shown[key] = None
+            self._shown[reply_id] = None
             while len(self._shown) > SHOWN_REMEMBERED:
                 self._shown.popitem(last=False)
-        if frame.part == frame.parts - 1:
-            await self.link.confirm(reply_id)
+        await self.link.confirm(reply_id)
 
 
 async def run_until_stopped(gateway: Gateway, stop: asyncio.Event) -> None:
