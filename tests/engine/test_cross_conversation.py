@@ -87,6 +87,9 @@ async def test_a_question_about_the_first_topic_retrieves_its_segment_and_exchan
         assert "similarity" in block and "fetch_conversation_details" in block
         context = await command(h, "/context")
         assert "- past_conversations:" in context
+        # What was recalled, by id and first words (newcomer16, decision 445): not only "1 item(s)".
+        assert re.search(rf"^    segment {segments[0]}: \S.*: \d+$", context, re.MULTILINE), context
+        assert re.search(rf"^      exchange {tea_exchange.id}: .*green tea.*: \d+$", context, re.MULTILINE), context
 
         # The model drills down into the exchange the block named.
         await settle(h)

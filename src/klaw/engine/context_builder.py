@@ -37,6 +37,7 @@ from klaw.llm.tokens import approximate_token_count
 from klaw.memory.auto_rag import AutoRagService, RecalledMessage, format_block
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.hybrid_search import Phase, untimed
+from klaw.memory.past_conversations.pipeline import Retrieval, ShownSegment
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.store.protocol import Storage
 from klaw.store.records import MessageType, StoredMessage
@@ -145,10 +146,11 @@ class ContextBuilder:
         warnings: list[str] = []
         timings = PhaseTimes()
 
-        def place(name: str, text: str | None, items: int = 1) -> None:
+        def place(name: str, text: str | None, items: int = 1, parts: tuple[tuple[str, int], ...] = ()) -> None:
             if text:
                 head.append(ChatMessage.system(text))
-                layers.append(ContextLayer(name, approximate_token_count(text) + MESSAGE_OVERHEAD_TOKENS, items))
+                tokens = approximate_token_count(text) + MESSAGE_OVERHEAD_TOKENS
+                layers.append(ContextLayer(name, tokens, items, parts))
 
         with timings.phase("system_prompt"):  # the three workspace files' hop is timed here
             prompt, memory, skills = await asyncio.to_thread(self._workspace_files)
@@ -172,7 +174,9 @@ class ContextBuilder:
         if not subagent:
             with timings.phase("past_conversations"):
                 room = max(remaining, 0)
-                place("past_conversations", await self.past_conversations_layer(session, pending_text, room))
+                found = await self.past_conversations_found(session, pending_text, room)
+                if found is not None and found.block:
+                    place("past_conversations", found.block, max(len(found.shown), 1), recalled_parts(found.shown))
         remaining = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
 
         pending_rowids = {m.rowid for m in pending}
@@ -226,12 +230,16 @@ class ContextBuilder:
     async def past_conversations_layer(self, session: Session, query: str, budget_tokens: int) -> str | None:
         """Related past segments of this chat and their exchanges (never the current segment), within
         `budget_tokens` and the `rag` settings; None when disabled, nothing is related, or on error."""
+        found = await self.past_conversations_found(session, query, budget_tokens)
+        return None if found is None else found.block
+
+    async def past_conversations_found(self, session: Session, query: str, budget_tokens: int) -> Retrieval | None:
+        """`past_conversations_layer`'s retrieval whole: the block and what it shows."""
         if self.past_conversations is None:
             return None
-        found = await self.past_conversations.retrieve(
+        return await self.past_conversations.retrieve(
             session.chat, session.segment.id, query, budget_tokens - MESSAGE_OVERHEAD_TOKENS
         )
-        return None if found is None else found.block
 
     async def auto_rag_layer(
         self,
@@ -330,3 +338,28 @@ def fit_newest(items: Sequence[T], tokens: Callable[[T], int], budget_tokens: in
         used += cost
     kept.reverse()
     return kept
+
+
+PART_WORDS_CHARS = 60
+
+
+def recalled_parts(shown: Sequence[ShownSegment]) -> tuple[tuple[str, int], ...]:
+    """Which past segments, exchanges and messages the past-conversations block holds, by id with their first
+    words and tokens: `/context` and the web Inspector named only "1 item(s)", so a person could not see what
+    was recalled (newcomer16, decision 445). The person's own chat, shown to them; kept in memory, never logged."""
+    parts: list[tuple[str, int]] = []
+    for segment in shown:
+        text = segment.hit.summary.text
+        parts.append((f"segment {segment.segment_id}: {_first_words(text)}", approximate_token_count(text)))
+        for exchange in segment.exchanges:
+            said = exchange.hit.summary.text
+            parts.append((f"  exchange {exchange.exchange_id}: {_first_words(said)}", approximate_token_count(said)))
+        for hit in segment.messages:
+            content = hit.message.content
+            parts.append((f"  message {hit.message.rowid}: {_first_words(content)}", approximate_token_count(content)))
+    return tuple(parts)
+
+
+def _first_words(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= PART_WORDS_CHARS else line[: PART_WORDS_CHARS - 1].rstrip() + "…"

@@ -271,6 +271,15 @@ function renderTurn(turn) {
       [...tools.parts].sort((a, b) => b.tokens - a.tokens).map((part) => [[part.name], [String(part.tokens), "num"]])));
     box.append(details);
   }
+  // What past conversations were recalled, by id and first words (decision 445).
+  const past = turn.layers.find((layer) => layer.name === "past_conversations" && (layer.parts || []).length);
+  if (past) {
+    const details = el("details", { class: "tool-parts" });
+    details.append(el("summary", { text: `Past conversations recalled: ${past.tokens} tokens` }));
+    details.append(table([["segment, exchange or message"], ["tokens", "num"]],
+      past.parts.map((part) => [[part.name], [String(part.tokens), "num"]])));
+    box.append(details);
+  }
   if (turn.recalled.length) {
     const best = Math.max(...turn.recalled.map((hit) => hit.score || 0));
     box.append(el("h4", { text: "Auto-RAG recalled (best first)" }));
