@@ -128,7 +128,20 @@ function markAnswered(id) {
 
 function answered(bubble) {
   bubble.classList.add("answered");
-  bubble.querySelector(".meta").textContent = fmtTime(bubble.dataset.at);
+  if (bubble.dataset.queued) storedTime(bubble);
+  else bubble.querySelector(".meta").textContent = fmtTime(bubble.dataset.at);
+}
+
+// A message queued while the engine was down is stored, with its time, when the engine comes back: that
+// time is what the history shows after a reload, so the page shows it here too, read back from the
+// history, rather than the browser's time of sending (live 9:25:25, reloaded 9:25:50: decision 446).
+async function storedTime(bubble) {
+  let at = bubble.dataset.at;
+  try {
+    const stored = (await api("/api/history")).messages.find((message) => message.id === bubble.dataset.id);
+    if (stored) at = bubble.dataset.at = stored.created_at;
+  } catch (error) { /* the engine went again: the time it was sent, until a reload */ }
+  bubble.querySelector(".meta").textContent = fmtTime(at);
 }
 
 // The tool calls the reply's turn made, as klaw chat shows them ("Tools used: memory_search, file_read ×2",
@@ -151,6 +164,7 @@ async function send(text) {
     const result = await api("/api/messages", { method: "POST", body: { text } });
     bubble.dataset.id = result.id;
     bubble.dataset.at = new Date().toISOString();
+    if (result.queued) bubble.dataset.queued = "true";
     if (state.answered.delete(result.id)) answered(bubble);
     else bubble.querySelector(".meta").textContent = result.queued ? "queued: the engine is offline" : fmtTime(bubble.dataset.at);
     if (result.queued) refreshStatus();  // the header counts it now, not at the next 5-second refresh
@@ -161,41 +175,69 @@ async function send(text) {
 }
 
 // The chat so far, so a reload or a new sign-in does not open on an empty page. Older messages than
-// these are in the Memory tab; a line marks where `/new` started a new conversation.
+// these are in the Memory tab; a line marks where `/new` started a new conversation. Without the engine
+// the history cannot be read: the line saying so is marked, and the history shown when the engine is back.
 async function loadHistory() {
   const box = document.getElementById("messages");
   try {
     const { messages, complete, approvals, event_cursor: cursor } = await api("/api/history");
-    if (!complete) box.append(el("p", { class: "hint", text: "Earlier messages are in the Memory tab." }));
-    let segment = null;
-    for (const message of messages) {
-      if (segment !== null && message.segment_id !== segment) box.append(el("div", { class: "divider", text: "new conversation" }));
-      segment = message.segment_id;
-      if (message.role === "user") {
-        const bubble = addBubble("user", message.text, fmtTime(message.created_at));
-        bubble.dataset.id = message.id;
-        showTools(bubble, message.tools_line);  // its turn called these, then failed
-      } else {
-        const bubble = addBubble("assistant", "", fmtTime(message.created_at));
-        fillReply(bubble, message);
-        showTools(bubble, message.tools_line);
-        if (message.id) state.shown.add(message.id);
-      }
-    }
-    // Questions still waiting for an answer (asked before this load): shown with their buttons again.
-    for (const question of approvals || []) {
-      const bubble = addBubble("notice", "");
-      fillReply(bubble, question);
-      addApprovalButtons(bubble, question.id);
-      state.shown.add(`approval:${question.id}`);
-    }
+    placeHistory(messages, complete, approvals, (node) => box.append(node));
     box.scrollTop = box.scrollHeight;
     return cursor;
   } catch (error) {
-    box.append(el("p", { class: "hint", text: `Earlier messages could not be shown: ${error.message}` }));
+    box.append(el("p", { class: "hint history-missing", text: `Earlier messages could not be shown: ${error.message}` }));
   }
   box.scrollTop = box.scrollHeight;
   return null;
+}
+
+// The history's messages, each placed by `place` unless it is on the page already (it came live: a message
+// sent, its reply): that one is handed to `found` instead, so the next ones can go after it (restoreHistory).
+function placeHistory(messages, complete, approvals, place, found = () => {}) {
+  if (!complete) place(el("p", { class: "hint", text: "Earlier messages are in the Memory tab." }));
+  let segment = null;
+  for (const message of messages) {
+    const divided = segment !== null && message.segment_id !== segment;
+    segment = message.segment_id;
+    const shown = message.id ? document.querySelector(`#messages .msg${message.role === "user" ? ".user" : ":not(.user)"}[data-id="${CSS.escape(message.id)}"]`) : null;
+    if (shown) { found(shown); continue; }
+    if (divided) place(el("div", { class: "divider", text: "new conversation" }));
+    const bubble = addBubble(message.role === "user" ? "user" : "assistant", message.role === "user" ? message.text : "", fmtTime(message.created_at));
+    if (message.id) bubble.dataset.id = message.id;
+    if (message.role !== "user") {
+      fillReply(bubble, message);
+      if (message.id) state.shown.add(message.id);
+    }
+    showTools(bubble, message.tools_line);  // a user message's: its turn called these, then failed
+    place(bubble);
+  }
+  // Questions still waiting for an answer (asked before this load): shown with their buttons again.
+  for (const question of approvals || []) {
+    if (state.shown.has(`approval:${question.id}`)) continue;
+    const bubble = addBubble("notice", "");
+    fillReply(bubble, question);
+    addApprovalButtons(bubble, question.id);
+    state.shown.add(`approval:${question.id}`);
+    place(bubble);
+  }
+}
+
+// The engine is back (the status says so, or a reply came) after the page loaded without it: the history
+// goes where the line saying it could not be shown was, in order with what came live meanwhile, none twice.
+// Before, the line stayed and the earlier messages were missing until a reload (newcomer16, decision 446).
+let restoring = false;
+async function restoreHistory() {
+  const missing = document.querySelector("#messages .history-missing");
+  if (!missing || restoring) return;
+  restoring = true;
+  try {
+    const { messages, complete, approvals } = await api("/api/history");
+    let at = missing;
+    placeHistory(messages, complete, approvals, (node) => { at.after(node); at = node; }, (shown) => { at = shown; });
+    missing.remove();
+    document.getElementById("messages").scrollTop = 1e9;
+  } catch (error) { /* still not there: the line stays, and the next status check tries again */ }
+  restoring = false;
 }
 
 // ---- inspector --------------------------------------------------------------------------------------
@@ -370,6 +412,7 @@ async function refreshStatus() {
     badge.textContent = status.engine_connected ? "engine connected"
       : `engine offline — ${status.buffered} message(s) buffered`;
     badge.className = `status ${status.engine_connected ? "up" : "down"}`;
+    if (status.engine_connected) restoreHistory();
   } catch (error) { badge.textContent = "gateway unreachable"; badge.className = "status down"; }
 }
 

@@ -26,6 +26,7 @@ function onEvent(kind, event) {
   } else {
     if (data.id) state.shown.add(data.id);
     const bubble = replyBubble(data.reply_to);
+    if (data.id) bubble.dataset.id = data.id;  // the history, loaded later (restoreHistory), finds it by this
     bubble.className = `msg ${kind === "reply" ? "assistant" : kind}`;
     fillReply(bubble, data);
     showTools(bubble, data.tools_line);
@@ -38,6 +39,7 @@ function onEvent(kind, event) {
     state.bubbles.delete(data.reply_to);
     if (data.reply_to) markAnswered(data.reply_to);
     if (data.forgotten) reloadAfterForget(bubble);
+    else restoreHistory();  // the engine is there: the history it could not give at load (if so) is shown now
   }
   document.getElementById("messages").scrollTop = 1e9;
 }
