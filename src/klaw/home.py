@@ -64,6 +64,11 @@ class KlawHome:
         return self.root / "engine.sock"
 
     @property
+    def open_questions_file(self) -> Path:
+        """The held calls whose approval question is open (engine/open_questions.py, decision 447)."""
+        return self.root / "approvals-open.json"
+
+    @property
     def core_memory_file(self) -> Path:
         return self.root / "core_memory.json"
 

@@ -1,22 +1,18 @@
-"""Approval of dangerous tools: the engine holds a call of a tool named in `tools.approval` and asks the
-person in the chat, who answers `/approve ID` or `/deny ID` (docs/tools.md, "Approval";
-docs/decisions/107-tool-approval.md).
+"""Approval of dangerous tools: the engine holds a call of a tool named in `tools.approval` and asks the person
+in the chat, who answers `/approve ID` or `/deny ID` (docs/tools.md, "Approval"; docs/decisions/107-tool-approval.md).
 
-One mechanism over tool names, so host_exec, an MCP server's tool or a plugin's tool are held alike:
-the tool loop asks `ApprovalGate.check` before it runs a call, and a call that is not approved never
-reaches the registry; the model reads why as the call's result. The question is an ordinary outbound
-notice (every channel shows it) carrying the request's id (`Outbound.approval`), so a channel may offer
-its own way to answer (the console asks y/n).
+One mechanism over tool names, so host_exec, an MCP server's tool or a plugin's tool are held alike: the tool
+loop asks `ApprovalGate.check` before it runs a call, and a call that is not approved never reaches the registry;
+the model reads why as the call's result. The question is an ordinary outbound notice (every channel shows it)
+carrying the request's id (`Outbound.approval`), so a channel may offer its own way to answer (the console: y/n).
 
-The answer arrives as a slash command, which the engine handles at once, outside the chat's debounce and
-turn lock: the turn that asked holds that lock while it waits, and a queued answer would wait for the
-turn that waits for it. No answer within `tools.approvalTimeoutSeconds` (on the engine's clock) is a
-denial. A turn with nobody to ask (a scheduled task's run) runs a held tool only if its task was
-created allowing it; anything else is denied at once.
+The answer arrives as a slash command, which the engine handles at once, outside the chat's debounce and turn
+lock: the turn that asked holds that lock while it waits, and a queued answer would wait for the turn that waits
+for it. No answer within `tools.approvalTimeoutSeconds` (engine clock) is a denial. A turn with nobody to ask
+(a task's run) runs a held tool only if its task was created allowing it (decision 379); else it is denied.
 
-What is logged: the request id, tool name, chat and decision; never the arguments (they are the
-conversation). The decision is also in the conversation log, on the tool result's record.
-"""
+Logged: the request id, tool name, chat and decision, never the arguments (they are the conversation); the
+decision is also on the tool result's record. Open questions are noted on disk too (open_questions.py, 447)."""
 
 from __future__ import annotations
 
@@ -34,6 +30,7 @@ from typing import Any
 from klaw.engine.approval_text import MAX_SHOWN_CHARS, shown
 from klaw.engine.clock import Clock, monotonic
 from klaw.engine.delivery import Delivery, Outbound
+from klaw.engine.open_questions import OpenQuestions
 from klaw.llm.messages import ToolCall
 from klaw.store.records import ChatRef
 
@@ -103,7 +100,9 @@ class ApprovalGate:
         clock: Clock,
         delivery: Delivery,
         conditions: Mapping[str, Condition] | None = None,
+        noted: OpenQuestions | None = None,  # the open questions on disk, for a start after a kill (decision 447)
     ) -> None:
+        self.noted = noted or OpenQuestions(None)
         self._tools = frozenset(tools)
         self._timeout = timeout_seconds
         self._clock = clock
@@ -166,6 +165,7 @@ class ApprovalGate:
         after = None if (last := self._last_word.get(chat, "restart")) == "message" else last
         pending = _Pending(request_id, chat, call.name, answer, call, monotonic(self._clock), after)
         self._pending[pending.id] = pending
+        self.noted.asked(chat, call.id)  # before the question: a kill -9 from here on leaves it never approved
         try:
             try:
                 await self._delivery.deliver(Outbound(chat, asked, kind="notice", approval=pending.id))
@@ -178,6 +178,7 @@ class ApprovalGate:
             decision = pending.decision = await self._wait(pending)
         finally:
             self._pending.pop(pending.id, None)
+            self.noted.over(chat, call.id)  # before an approved call runs: cut off then, it may have run
             pending.over.set()
         log.info("approval %s: %s in %s %s", pending.id, call.name, chat, decision.value)
         return Verdict(decision, _outcome_text(decision, call.name, self._timeout))

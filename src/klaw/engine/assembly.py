@@ -33,6 +33,7 @@ from klaw.engine.delivery import Delivery, Sink
 from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.memory_parts import Memory, memory_services, open_memory, prepare_vector
 from klaw.engine.message_budget import turn_note
+from klaw.engine.open_questions import OpenQuestions
 from klaw.engine.processor import MessageProcessor
 from klaw.engine.scheduler_assembly import assemble_scheduler
 from klaw.engine.scheduler_loop import Scheduler
@@ -190,6 +191,7 @@ async def assemble(
         delivery=delivery,
         # a task allowed held tools, or reporting into another chat: the person says yes first (decision 379)
         conditions={"schedule_add": functools.partial(asks_for_more_than_its_chat, targets=message_targets(config))},
+        noted=OpenQuestions(home.open_questions_file),  # read before any turn: a kill -9 left them (decision 447)
     )
     turns = TurnRunner(
         model_for=router.client,
@@ -216,6 +218,7 @@ async def assemble(
         prepare_vector=prepare_vector(config, memory),
         over_budget=lambda pending, model: turn_note(pending, model, router.catalogue, home.workspace),
     )
+    processor.resuming.noted = approvals.noted  # the chat's first turn after a kill writes their calls as not run
     stack.callback(processor.abandon)  # a failure after resume: its timers go; shutdown has drained them
     summarizer = SummarizerService(
         memory.ingestion,

@@ -29,15 +29,16 @@ class ChatReply:
     chat: ChatRef
     reply_to: str
     answers: tuple[str, ...]
-    after_crash: bool = False  # the chat's first turn since a start that found messages a crash left unanswered
+    # the chat's first turn since a start that found messages a crash left unanswered: the calls never approved
+    after_crash: frozenset[str] | None = None
     _opened: MessageRecord | None = field(default=None, init=False)
     _opening: MessageRecord | None = field(default=None, init=False)  # being written: stored even if cancelled
     _closed: bool = field(default=False, init=False)
     _closing: MessageRecord | None = field(default=None, init=False)  # the close `finish` wrote
 
     async def begin(self) -> None:
-        if self.after_crash:  # the exchanges a crash left open, closed before this one opens (decision 306)
-            await close_interrupted(self.ingestion, self.chat, self.answers, self.clock.now())
+        if self.after_crash is not None:  # the exchanges a crash left open, closed before this one opens (306)
+            await close_interrupted(self.ingestion, self.chat, self.answers, self.clock.now(), self.after_crash)
         exchange_id = await self.ingestion.store.exchanges.reserve_id()
         record = self._opening = exchange_open_record(self.chat, self.reply_to, self.clock.now(), exchange_id)
         self._opened = (await self.ingestion.accept(record)).record

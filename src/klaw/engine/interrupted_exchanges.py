@@ -9,22 +9,35 @@ store): no turn of the chat runs anywhere then, so an exchange still open whose 
 answers again is one a crash cut off. One whose message was too old to answer again (klaw down for more
 than the hour resuming waits) is closed too, marked as not answered again (decision 325); its message is
 still not answered: a message an hour old is not answered by itself (decision 101).
+
+A held call whose approval question was open at the crash (engine/open_questions.py) never ran: before the
+close, its result is written as that ("Not run: … never approved", decision 447), so the model is not told it
+may have taken effect; any other call cut off without a result is still told as unknown (engine/transcript.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
+from klaw.engine.tools_used import NOT_ASKED
 from klaw.memory.ingestion import Ingestion
 from klaw.store.exchange_records import exchange_close_record, opened_user_message_id
-from klaw.store.records import ChatRef, ExchangeStatus, MessageType
+from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role, StoredMessage
 
 log = logging.getLogger(__name__)
 
 
-async def close_interrupted(ingestion: Ingestion, chat: ChatRef, answers: Collection[str], now: datetime) -> int:
+NEVER_APPROVED = (
+    "Not run: the engine stopped before the person answered the approval question (it was never approved)."
+    " Ask again if it is still wanted."
+)
+
+
+async def close_interrupted(
+    ingestion: Ingestion, chat: ChatRef, answers: Collection[str], now: datetime, never_approved: Collection[str] = ()
+) -> int:
     """Close as interrupted each open exchange of the chat's current session; returns how many. One whose
     message is among `answers` (the messages the turn about to open answers again) is followed by the
     exchange that answered it, which forgetting relies on. One whose message is not, and that no later
@@ -47,9 +60,39 @@ async def close_interrupted(ingestion: Ingestion, chat: ChatRef, answers: Collec
                     for e in exchanges)  # fmt: skip
         if not again and later:
             continue  # answered by a later exchange already (left open by a crash before decision 306)
+        for result in _never_approved_results(chat, records, never_approved, now):
+            await ingestion.accept(result)
         status = ExchangeStatus.INTERRUPTED
         await ingestion.accept(exchange_close_record(opening, status, None, now, answered_again=again))
         closed += 1
     if closed:
         log.warning("closed %d exchange(s) of %s a crash cut off as interrupted", closed, chat)
     return closed
+
+
+def _never_approved_results(
+    chat: ChatRef, records: Sequence[StoredMessage], never_approved: Collection[str], now: datetime
+) -> list[MessageRecord]:
+    """A result for each call of the exchange whose question was open at the crash and that has none."""
+    answered = {str((m.record.metadata or {}).get("tool_call_id")) for m in records
+                if m.record.type is MessageType.TOOL_RESULT}  # fmt: skip
+    calls = [c for m in records if m.record.type is MessageType.TOOL_CALL
+             for c in (m.record.metadata or {}).get("tool_calls", []) if isinstance(c, dict)]  # fmt: skip
+    return [
+        MessageRecord(
+            chat,
+            Role.TOOL,
+            NEVER_APPROVED,
+            type=MessageType.TOOL_RESULT,
+            metadata={
+                "tool_call_id": c["id"],
+                "name": c.get("name"),
+                "is_error": True,
+                "not_run": NOT_ASKED,
+                "approval": "unanswered",
+            },
+            created_at=now,
+        )
+        for c in calls
+        if c.get("id") in never_approved and c.get("id") not in answered
+    ]

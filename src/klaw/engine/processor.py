@@ -281,7 +281,7 @@ class MessageProcessor:
 
     def _reply_sink(self, chat: ChatRef, pending: list[StoredMessage], *, turn: bool = False) -> ChatReply:
         """`turn`: a turn's own (under its lease), which closes what a crash left open in the chat first."""
-        answers, after_crash = tuple(m.record.id for m in pending), turn and self.resuming.after_crash(chat)
+        answers, after_crash = tuple(m.record.id for m in pending), self.resuming.after_crash(chat) if turn else None
         return ChatReply(self.ingestion, self.delivery, self.clock, chat, answers[-1], answers, after_crash)
 
     async def _run_turn(self, chat: ChatRef, pending: list[StoredMessage], sink: ChatReply) -> None:
@@ -321,7 +321,7 @@ class MessageProcessor:
             timings=timings,
             approval=PERSON_PRESENT,  # a held tool asks this chat's person
             model_slot=self._model_slot,
-            begin_alongside_context=True,  # the exchange's opening is a control record no layer reads
+            begin_alongside_context=not sink.after_crash,  # after a crash, results of calls never approved (447)
             checkpoint=forget_checkpoint(self.leases, self.store, chat, pending, sink.reply_to),
         )
         await self.turns.run(turn)

@@ -20,6 +20,7 @@ from klaw.engine.answered_elsewhere import RESUME_WITHIN, unanswered
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Delivery, redeliver
 from klaw.engine.interrupted_exchanges import close_interrupted
+from klaw.engine.open_questions import OpenQuestions
 from klaw.memory.ingestion import Ingestion
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, StoredMessage
@@ -39,6 +40,7 @@ class Resuming:
     queued: set[int]
     _after_crash: set[ChatRef] = field(default_factory=set, init=False)  # their next turn closes cut-off exchanges
     _again: dict[ChatRef, list[str]] = field(default_factory=dict, init=False)  # the ids queued to answer again
+    noted: OpenQuestions = field(default_factory=lambda: OpenQuestions(None))  # the gate's (decision 447)
 
     async def resume_unanswered(self, within: timedelta = RESUME_WITHIN) -> int:
         """Give their turn to messages stored (and acknowledged to a gateway) but never answered because the
@@ -50,6 +52,7 @@ class Resuming:
         resumed = 0
         for chat in await self.store.segments.chats():
             resumed += await self._resume(chat, within)
+        self.noted.keep_only(self._after_crash)  # what a kill -9 left open is in these chats alone (447)
         if resumed:
             log.warning("resuming %d message(s) left unanswered by the previous run", resumed)
         return resumed
@@ -64,12 +67,13 @@ class Resuming:
         """Send again the replies no channel confirmed younger than `within` (delivery.redeliver)."""
         return await redeliver(self.store, self.delivery, self.clock.now() - within)
 
-    def after_crash(self, chat: ChatRef) -> bool:
-        """Whether the chat's next turn closes what a crash left open first; asked once by that turn."""
+    def after_crash(self, chat: ChatRef) -> frozenset[str] | None:
+        """None, or the chat's next turn closes what a crash left open first, and these are the held calls
+        whose question was open then (never approved, never run: decision 447); asked once by that turn."""
         cut_off = chat in self._after_crash
         self._after_crash.discard(chat)
         self._again.pop(chat, None)
-        return cut_off
+        return self.noted.take(chat) if cut_off else None
 
     async def close_cut_off(self, ingestion: Ingestion, chat: ChatRef) -> None:
         """Close what a crash left open in the chat now, as its next turn would (under the chat's lock): a
@@ -78,8 +82,8 @@ class Resuming:
         tool call and the result it never got (trial48), where an exchange's readers took it as the
         exchange's own. The messages this start queued to answer again are the turn's (decision 306)."""
         again = self._again.get(chat, [])
-        if self.after_crash(chat):
-            await close_interrupted(ingestion, chat, again, self.clock.now())
+        if (never_approved := self.after_crash(chat)) is not None:
+            await close_interrupted(ingestion, chat, again, self.clock.now(), never_approved)
 
     async def _resume(self, chat: ChatRef, within: timedelta) -> int:
         cutoff = self.clock.now() - within

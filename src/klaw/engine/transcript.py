@@ -55,6 +55,7 @@ def to_chat_messages(messages: Sequence[StoredMessage]) -> list[ChatMessage]:
 
 
 # Any cause, not only a crash: a /forget or a stop also ends a turn whose call waits for approval (adversary14).
+# A call whose question was open at a kill -9 has its own result by then, "never approved" (decision 447).
 UNKNOWN_RESULT = (
     "No result of this call was recorded: its turn ended before the call finished (a restart, a crash, an"
     " error, a stop or a /forget), so it may or may not have taken effect. Check before doing it again."

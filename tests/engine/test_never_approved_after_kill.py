@@ -1,0 +1,85 @@
+"""After a kill -9, a held call whose question was open is told to the model as never approved, not as
+"may or may not have taken effect"; one approved and cut off mid-run keeps those words (decision 447).
+A library Klaw in a subprocess (custom tools, the `approve` callback) is SIGKILLed with one chat's question
+open and the other's approved call running; a Klaw on the same home resumes both chats."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+from klaw import AgentInfo, ChatMessage, ChatResponse, FunctionModel, Klaw
+from tests.test_library import CONFIG
+
+SCRIPT = textwrap.dedent(
+    """
+    import asyncio, sys
+    from klaw import FunctionModel, Klaw, call_tool, tool_calls
+
+    async def host_exec(command: str) -> str:
+        '''Run a command on the host.'''
+        print("RUNNING", flush=True)
+        await asyncio.Event().wait()
+        return "never"
+
+    def model(messages, info):
+        command = "wait" if "alice" in messages[-1].content else "hang"
+        return tool_calls(call_tool("host_exec", {"command": command}))
+
+    async def approve(chat, question):
+        if "wait" in question:
+            print("ASKED", flush=True)
+            await asyncio.Event().wait()
+        return True
+
+    async def main():
+        model_ = FunctionModel(model)
+        async with Klaw(sys.argv[1], config=CONFIG, model=model_, tools=[host_exec], approve=approve) as k:
+            await asyncio.gather(k.ask("alice", "alice: clean up"), k.ask("bob", "bob: clean up"))
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_an_open_question_at_a_kill_is_told_as_never_approved_and_a_running_call_as_unknown(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    config = {**CONFIG, "tools": {"approval": ["host_exec"]}, "processing": {"debounceMs": 0}}
+    code = f"CONFIG = {config!r}\n" + SCRIPT
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, str(home), stdout=asyncio.subprocess.PIPE, env=env
+    )
+    try:
+        assert child.stdout is not None
+        async with asyncio.timeout(60):  # a safety net: each line comes as soon as its state is reached
+            seen = {(await child.stdout.readline()).strip(), (await child.stdout.readline()).strip()}
+    finally:
+        child.send_signal(signal.SIGKILL)  # the question open, the approved call running
+        assert await child.wait() == -signal.SIGKILL
+    assert seen == {b"ASKED", b"RUNNING"}
+
+    told: dict[str, str] = {}
+    done = asyncio.Event()
+
+    def model(messages: Sequence[ChatMessage], info: AgentInfo) -> ChatResponse | str:
+        results = [m for m in messages if m.role == "tool"]
+        user = next(str(m.content) for m in messages if m.role == "user")
+        told[user.split(":")[0]] = str(results[-1].content) if results else ""
+        if len(told) == 2:
+            done.set()
+        return "ok"
+
+    async with Klaw(home, config=config, model=FunctionModel(model)):
+        await asyncio.wait_for(done.wait(), 20)
+    assert "(it was never approved)" in told["alice"], told  # was "may or may not have taken effect"
+    assert "may or may not have taken effect" in told["bob"], told  # approved, cut off mid-run: unknown
+    noted = home / "approvals-open.json"
+    assert noted.read_text() == "{}" and noted.stat().st_mode & 0o777 == 0o600  # taken by the chat's turn
