@@ -63,12 +63,17 @@ def test_a_klaw_db_that_is_not_a_database_says_to_rebuild_it(home: Path, command
 
 
 def test_sqlite_vec_not_installed_is_one_line(home: Path, tmp_path: Path) -> None:
-    site = tmp_path / "site" / "sqlite_vec"
-    site.mkdir(parents=True)  # what Python says when the package is absent
-    (site / "__init__.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'sqlite_vec'\", name='sqlite_vec')\n"
+    site = tmp_path / "site"
+    site.mkdir()  # the package absent, as Python sees it however klaw looks (an import or find_spec)
+    (site / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class Absent:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'sqlite_vec' or name.startswith('sqlite_vec.'):\n"
+        "            raise ModuleNotFoundError(\"No module named 'sqlite_vec'\", name='sqlite_vec')\n"
+        "sys.meta_path.insert(0, Absent())\n"
     )
-    said = one_line_error(klaw(home, "engine", env={"PYTHONPATH": str(tmp_path / "site")}))
+    said = one_line_error(klaw(home, "engine", env={"PYTHONPATH": str(site)}))
     assert "sqlite-vec is not installed" in said and "pip install sqlite-vec" in said
 
 

@@ -5,6 +5,8 @@ they start, as a service must (the model may come up later), but say so in one l
 from __future__ import annotations
 
 import asyncio
+import os
+import pty
 import signal
 import ssl
 import sys
@@ -16,7 +18,7 @@ import pytest
 
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.engine import short_socket_dir
-from tests.serve_helpers import read_until, running, serve_config, serve_env, stop, write_serve_home
+from tests.serve_helpers import STARTS_WITHIN, read_until, running, serve_config, serve_env, stop, write_serve_home
 from tests.tls import self_signed
 
 
@@ -49,24 +51,41 @@ async def _trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -
             await asyncio.sleep(2)
 
 
+async def _terminal_until(terminal: int, text: str, who: str) -> str:
+    """What the service wrote on its terminal (a pty as its stderr) up to `text`, white space folded."""
+    seen = b""
+    async with asyncio.timeout(STARTS_WITHIN):
+        while text not in " ".join(seen.decode(errors="replace").split()):
+            chunk = await asyncio.to_thread(os.read, terminal, 4096)
+            assert chunk, f"{who} ended before saying {text!r}: {seen!r}"
+            seen += chunk
+    return " ".join(seen.decode(errors="replace").split())
+
+
 @pytest.mark.parametrize("command", ["serve", "engine"])
 async def test_a_stop_signal_stops_a_service_whose_model_check_trickles(command: str) -> None:
     server = await asyncio.start_server(_trickle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
+    terminal, its_side = pty.openpty()  # stderr at a terminal, as a person runs it: the starting line is for them
     try:
         with short_socket_dir() as directory:
             home = write_serve_home(directory / "home", serve_config(f"http://127.0.0.1:{port}/v1"))
-            async with running("-m", "klaw", command, env=serve_env(home)) as process:
+            async with running("-m", "klaw", command, env=serve_env(home), stderr=its_side) as process:
+                os.close(its_side)
+                its_side = -1
                 if command == "serve":
                     await read_until(process.stdout, "web page:")
-                    said = await read_until(process.stderr, "klaw serve starting on", who="klaw serve")
+                    said = await _terminal_until(terminal, "klaw serve starting on", "klaw serve")
                 else:
-                    said = await read_until(process.stderr, "klaw engine listening on", who="klaw engine")
+                    said = await _terminal_until(terminal, "klaw engine listening on", "klaw engine")
                 # said at once, before the slow part of the start (newcomer16: 20 s of nothing under load)
                 assert f"klaw {command} starting on {home}… (it says when it is ready)" in said, said
                 assert await stop(process, signal.SIGINT) == 0  # the old code waited for the check, for ever
     finally:
         server.close()
+        os.close(terminal)
+        if its_side >= 0:
+            os.close(its_side)
 
 
 SIGN_IN_PAGE = b"<html><body>Sign in to the hotel network: secret-room-4711</body></html>"

@@ -171,8 +171,9 @@ async def test_streaming_passes_the_text_on_and_changes_nothing_else(tmp_path: P
     streamed, model, messages, recorded = await _loop(add_then_answer, tmp_path, streamed=pieces)
     whole, _, whole_messages, whole_recorded = await _loop(add_then_answer, tmp_path)
 
-    assert pieces == ["2 ", "+ ", "3 ", "= ", "5"]
-    assert "".join(pieces) == streamed.text
+    # the first piece goes at once; later ones may be gathered while the channel takes the last (decision 443)
+    assert pieces[0] == "2 " and len(pieces) <= 5
+    assert "".join(pieces) == streamed.text == "2 + 3 = 5"
     assert streamed == whole
     assert messages == whole_messages  # the tool call's arguments, streamed in pieces, arrive whole
     assert [(r.type, r.content, r.metadata) for r in recorded] == [

@@ -32,7 +32,11 @@ AT_ONCE = "quitting at once: the reply in flight is dropped; its message is kept
 def say_starting(command: str, home: KlawHome) -> None:
     """One line on stderr before the slow part of a start (imports, stores, embedder, MCP servers), so a person
     does not stare at nothing (newcomer16); the ready line still says when it is up. Not on stdout, which
-    scripts read for the ready line and the web page's address."""
+    scripts read for the ready line and the web page's address; and only at a terminal, as a progress bar: a
+    script, a unit's journal or a test reading stderr gets the ready line or the one-line error alone
+    (decision 445)."""
+    if not sys.stderr.isatty():
+        return
     sys.stderr.write(f"{command} starting on {home.root}… (it says when it is ready)\n")
     sys.stderr.flush()
 
