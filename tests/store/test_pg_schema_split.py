@@ -17,6 +17,19 @@ from tests.pg_server import PgServer
 VARIABLE = "KLAW_TEST_DATABASE_URL"
 
 
+async def refused_everywhere(dsn: str, said: str) -> None:
+    """`said`, word for word, from `klaw config check`'s question, the engine's open and `klaw db info`'s and
+    `klaw memory`'s set-up question (not "none there yet")."""
+    problem = await start_problem(dsn, VARIABLE, 10)
+    assert problem is not None and str(problem) == said, problem
+    with pytest.raises(StorageError) as refused:
+        await PostgresStore.open(dsn, variable=VARIABLE)
+    assert str(refused.value) == said
+    with pytest.raises(StorageError) as read:
+        await set_up(dsn, VARIABLE)
+    assert str(read.value) == said
+
+
 async def test_a_schema_named_after_the_role_before_public_is_refused_not_migrated(postgres_server: PgServer) -> None:
     name = new_database(postgres_server)  # klaw's tables in public
     dsn = postgres_server.dsn(name)
@@ -57,14 +70,7 @@ async def test_a_role_path_leaving_out_klaws_schema_is_refused_and_the_fix_it_na
         " (options=-c search_path=public,app,ext)"
     )
 
-    problem = await start_problem(dsn, VARIABLE, 10)
-    assert problem is not None and str(problem) == said, problem
-    with pytest.raises(StorageError) as refused:
-        await PostgresStore.open(dsn, variable=VARIABLE)
-    assert str(refused.value) == said
-    with pytest.raises(StorageError) as read:  # klaw db info's and klaw memory's question: not "none there yet"
-        await set_up(dsn, VARIABLE)
-    assert str(read.value) == said
+    await refused_everywhere(dsn, said)
     in_app = "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'app'"
     assert postgres_server.psql(in_app, name).strip() == "0"  # nothing made there
 
@@ -92,11 +98,8 @@ async def test_pgvector_off_a_fresh_databases_path_is_named_as_such_and_nothing_
         " string (options=-c search_path=app,public)"
     )
 
-    problem = await start_problem(dsn, VARIABLE, 10)
-    assert problem is not None and str(problem) == said, problem
-    with pytest.raises(StorageError) as refused:
-        await PostgresStore.open(dsn, variable=VARIABLE)
-    assert str(refused.value) == said and "lacks" not in said
+    assert "lacks" not in said
+    await refused_everywhere(dsn, said)
     in_app = "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'app'"
     assert postgres_server.psql(in_app, name).strip() == "0"
 

@@ -9,6 +9,8 @@ klaw refuses to open. `start_problem` says beforehand, changing nothing, what wo
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import psycopg
 
@@ -62,6 +64,18 @@ async def migrate(connection: Connection, migrations: list[Migration] | None = N
     return SchemaMove(found, version)
 
 
+@asynccontextmanager
+async def _looked_at(dsn: str, variable: str, connect_timeout: float) -> AsyncIterator[Connection]:
+    """An autocommit connection for questions that change nothing, once what would stop any open is ruled
+    out (`path_checks.open_problem`, raised as `StorageError`); psycopg's errors pass through to be worded."""
+    async with await psycopg.AsyncConnection.connect(
+        dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout))
+    ) as connection:
+        if (problem := await open_problem(connection, variable)) is not None:
+            raise StorageError(problem)
+        yield connection
+
+
 async def start_problem(dsn: str, variable: str, connect_timeout: float) -> StorageError | None:
     """What would stop an engine's start on the database `dsn` names, found without changing it (`klaw config
     check`): the server out of reach, a wrong password or database, a value that is not a connection string
@@ -70,11 +84,7 @@ async def start_problem(dsn: str, variable: str, connect_timeout: float) -> Stor
     (`path_checks.py`); for a database klaw has still to set up, no pgvector on the server, or a user who may not create
     tables in its schema. None: the engine's start would get past its database."""
     try:
-        async with await psycopg.AsyncConnection.connect(
-            dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout))
-        ) as connection:
-            if (problem := await open_problem(connection, variable)) is not None:
-                return StorageError(problem)
+        async with _looked_at(dsn, variable, connect_timeout) as connection:
             version = await current_version(connection)
             if not pending(bundled_migrations("klaw.store.postgres"), version):
                 return None
@@ -87,7 +97,7 @@ async def start_problem(dsn: str, variable: str, connect_timeout: float) -> Stor
             may_create = schema is not None and await fetch_value(
                 connection, "SELECT has_schema_privilege(current_schema(), 'CREATE')"
             )
-    except StorageError as exc:  # a newer schema (`pending`)
+    except StorageError as exc:  # what would stop any open (`path_checks.py`), a newer schema (`pending`)
         return exc
     except psycopg.Error as exc:
         return server_error(variable, exc)
@@ -112,11 +122,7 @@ async def set_up(dsn: str, variable: str, connect_timeout: float = 10.0) -> bool
     (adversary23: `klaw db info` made klaw's 21 tables in a database it was pointed at). `StorageError` for
     what would stop any open (`path_checks.py`): klaw's tables off the search path are not "none yet"."""
     try:
-        async with await psycopg.AsyncConnection.connect(
-            dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout))
-        ) as connection:
-            if (problem := await open_problem(connection, variable)) is not None:
-                raise StorageError(problem)
+        async with _looked_at(dsn, variable, connect_timeout) as connection:
             return await current_version(connection) > 0
     except psycopg.Error as exc:
         raise server_error(variable, exc) from exc
