@@ -116,12 +116,20 @@ def bench_schema(dsn: str) -> Iterator[list[str]]:
 
 
 def _stop_like_ctrl_c() -> dict[signal.Signals, _Handler]:
-    """SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread (the bench's Ctrl-C path, which drops
-    the schema); the handlers they had, to put back."""
+    """SIGTERM and SIGHUP do what Ctrl-C does (the bench's Ctrl-C path drops the schema); the handlers they
+    had, to put back. They call SIGINT's handler of the moment rather than raise KeyboardInterrupt
+    themselves: under `asyncio.run` that handler cancels the main task, so the bench unwinds through its
+    own awaits and closes its store; a KeyboardInterrupt raised wherever the main thread happened to be
+    (inside the event loop's own code) left asyncio.run's clean-up waiting on a store that was never
+    closed, and one SIGHUP'd bench ran past two minutes (CI92)."""
     if threading.current_thread() is not threading.main_thread():
         return {}
 
-    def interrupt(number: int, _frame: FrameType | None) -> None:
+    def interrupt(number: int, frame: FrameType | None) -> None:
+        like_ctrl_c = signal.getsignal(signal.SIGINT)
+        if callable(like_ctrl_c):
+            like_ctrl_c(signal.SIGINT, frame)
+            return
         raise KeyboardInterrupt(f"signal {number}")
 
     return {number: signal.signal(number, interrupt) for number in _STOPPING_SIGNALS}
