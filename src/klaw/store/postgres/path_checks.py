@@ -79,15 +79,34 @@ async def vector_off_path_problem(connection: Connection, variable: str) -> str 
     )
 
 
+# klaw's move journal (`_JOURNAL` in rebuild.py): its three tables, each with exactly these columns, in this
+# order. A table a person made under one of those names (a `reindex_state` of their own) is not a move.
+JOURNAL = (
+    "reindex_files.key text, reindex_files.size bigint, reindex_files.mtime_ns bigint, reindex_files.lines bigint,"
+    " reindex_skipped.key text, reindex_skipped.line bigint, reindex_skipped.reason text,"
+    " reindex_state.key text, reindex_state.value text"
+)
+# The columns of the tables named as the journal's in the schema klaw uses (NULL: none there). No
+# parameters, so psycopg reads it as written, with or without `%` placeholders' escaping.
+JOURNAL_FOUND = (
+    "SELECT string_agg(format('%s.%s %s', c.relname, a.attname, format_type(a.atttypid, a.atttypmod)), ', '"
+    " ORDER BY c.relname, a.attnum) FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid"
+    " WHERE c.relnamespace = (SELECT n.oid FROM pg_namespace n WHERE n.nspname = current_schema())"
+    " AND c.relname IN ('reindex_files', 'reindex_skipped', 'reindex_state') AND c.relkind IN ('r', 'p')"
+    " AND a.attnum > 0 AND NOT a.attisdropped"
+)
+
+
 async def move_problem(connection: Connection, variable: str) -> str | None:
     """A `klaw db migrate --to postgres` into this database stopped before it finished: its journal (the
     `reindex_*` tables, dropped as the move ends) is in the schema klaw uses. The store there is half
     made (chats not yet rebuilt, replies sent long ago still marked waiting until klaw.db's are copied),
-    so an engine must not run on it; the move, run again, resumes and finishes it (decision 444)."""
-    unfinished = await fetch_value(
-        connection, "SELECT to_regclass(format('%%I.reindex_state', current_schema())) IS NOT NULL"
-    )
-    if not unfinished:
+    so an engine must not run on it; the move, run again, resumes and finishes it (decision 444). Known by
+    its three tables and their columns, not by a name alone: a table of that name left there by hand
+    blocked every start (decision 450)."""
+    cursor = await connection.execute(JOURNAL_FOUND.encode())
+    row = await cursor.fetchone()
+    if row is None or row[0] != JOURNAL:
         return None
     return (
         f"a move into the PostgreSQL database named by {variable} was interrupted: run 'klaw db migrate --to"

@@ -19,6 +19,7 @@ from pathlib import Path
 import psycopg
 
 from klaw.store.postgres.connection import execute, fetch_all, fetch_one, server_error
+from klaw.store.postgres.path_checks import JOURNAL, JOURNAL_FOUND
 from klaw.store.postgres.store import PostgresStore
 from klaw.store.protocol import StorageError
 from klaw.store.rebuild_protocol import DoneFile, TargetRefused
@@ -204,7 +205,10 @@ class PostgresMigration:
         """Whether a move was started there (its journal); refuses a database that already holds a home."""
         try:
             with psycopg.connect(self._dsn, autocommit=True, connect_timeout=10) as connection:
-                journal = connection.execute("SELECT to_regclass('reindex_state') IS NOT NULL").fetchone()
+                journal = connection.execute(JOURNAL_FOUND.encode()).fetchone()
+                foreign = connection.execute(
+                    "SELECT to_regclass(format('%I.reindex_state', current_schema())) IS NOT NULL"
+                ).fetchone()
                 has_messages = connection.execute("SELECT to_regclass('messages') IS NOT NULL").fetchone()
                 held = 0
                 if has_messages and has_messages[0]:
@@ -212,12 +216,18 @@ class PostgresMigration:
                     held = int(row[0]) if row else 0
         except psycopg.Error as exc:
             raise server_error(self._variable, exc) from exc
-        started = bool(journal and journal[0])
+        started = bool(journal and journal[0] == JOURNAL)
         if held and not started:
             raise TargetRefused(
                 f"the PostgreSQL database named by {self._variable} already holds {held} klaw messages: it is"
                 " a home already (moved before, or in use). Move into an empty database; this one is left"
                 " as it is"
+            )
+        if not started and foreign and foreign[0]:  # a table of that name, not klaw's journal (decision 450)
+            raise TargetRefused(
+                f"the PostgreSQL database named by {self._variable} has a table reindex_state that is not klaw's:"
+                " the move keeps its journal under that name. Rename or drop that table, or move into another"
+                " database; this one is left as it is"
             )
         return started
 
