@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from klaw.cli.app import app
 from tests.cli.inited_home import init_home
 from tests.cli.test_cli import klaw
 from tests.conftest import new_database
@@ -67,8 +69,9 @@ def test_commands_that_only_read_leave_a_database_klaw_never_set_up_as_it_is(
     tmp_path: Path, postgres_server: PgServer
 ) -> None:
     """adversary23: `klaw db info` on a database klaw never set up made klaw's tables there. A command that
-    only reads says there is no klaw database yet and makes nothing; `klaw config check` finds nothing wrong
-    (the engine's start would set it up) and makes nothing either (decision 442)."""
+    only reads says there is no klaw database yet and makes nothing, as does `klaw memory forget` (lows24,
+    decision 450); `klaw config check` finds nothing wrong (the engine's start would set it up) and makes
+    nothing either (decision 442)."""
     import uuid
 
     import psycopg
@@ -80,11 +83,18 @@ def test_commands_that_only_read_leave_a_database_klaw_never_set_up_as_it_is(
 
     info = klaw(home, "db", "info", env=env)
     checked = klaw(home, "config", "check", env=env)
+    # `klaw memory forget` writes, but has nothing to forget there: it says so too (decision 450). In this
+    # process (typer's CliRunner): the words are the point, and it starts no engine.
+    forgot = CliRunner().invoke(
+        app, ["memory", "forget", "exchange", "1", "--yes"], env={"KLAW_HOME": str(home), "COLUMNS": "200", **env}
+    )
 
     assert info.returncode == 0, info.stderr
     said = " ".join(info.stdout.split())
     assert said == f"no klaw database in the PostgreSQL database named by {VARIABLE} yet: `klaw serve` sets it up."
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert forgot.exception is None or isinstance(forgot.exception, SystemExit), forgot.exception
+    assert (forgot.exit_code, " ".join(forgot.stderr.split())) == (1, f"error: {said[:-1]}"), forgot.stdout
     with psycopg.connect(postgres_server.dsn(name)) as connection:
         made = connection.execute(
             "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"

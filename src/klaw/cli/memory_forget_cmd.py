@@ -147,7 +147,7 @@ def _target(
     async def words() -> tuple[int | str, str | None]:
         from klaw.memory.segment_numbers import id_of_number, number_of, segment_words
 
-        store = await open_store_or_exit(path, database)
+        store = await open_store_or_exit(path, database, edits_only=True)
         try:
             if number is not None:
                 assert owner is not None
@@ -198,7 +198,7 @@ async def _forget(
 
     try:
         async with holding_home(home, "klaw memory forget"):  # no engine starts while the log is rewritten
-            store = await open_store_or_exit(path, database)
+            store = await open_store_or_exit(path, database, edits_only=True)
             try:
                 log = open_log(home.conversations, kept_by_store=store.keeps_log)
                 forgetting = Forgetting(Ingestion(log, store), utc_now)
