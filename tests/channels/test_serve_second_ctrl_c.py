@@ -1,7 +1,8 @@
 """`klaw serve` stopped with a reply in flight: the first Ctrl-C says it finishes that reply and that a
 second Ctrl-C quits at once, as `klaw chat` does; the second one does (it used to be ignored, the person
 waiting up to the model's timeoutSeconds). The message whose reply was dropped is kept, and the next
-`klaw serve` answers it: the history then holds the reply, asked through the web API with the token."""
+`klaw serve` answers it: the history then holds the reply, asked through the web API with the token. The
+log's warning says the turn was cancelled at the second Ctrl-C, not "after 60 s" (decision 450)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,9 @@ async def test_a_second_ctrl_c_quits_at_once_and_the_message_is_answered_at_the_
                 await read_until(serve.stderr, FINISHING)
                 serve.send_signal(signal.SIGINT)
                 await read_until(serve.stderr, " ".join(AT_ONCE.split()))
+                said = await read_until(serve.stderr, "were cancelled")  # what happened, not "after 60 s" (450)
+                assert "cancelled when told to quit at once (a second Ctrl-C)" in said, said
+                assert "after 60 s" not in said
                 assert await exit_status(serve) == 0
                 assert not (home / "engine.sock").exists()
 

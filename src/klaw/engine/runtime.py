@@ -202,12 +202,21 @@ class Engine:
             await self.socket.stop_accepting()
         if self.scheduler is not None:
             await self.scheduler.stop()  # fires nothing more; runs already started finish in the drain
+        began = asyncio.get_running_loop().time()  # the drain's own clock (asyncio.timeout)
         if not all(
             await asyncio.gather(
                 self.processor.drain(timeout_seconds, self._deadline), self._drain_runs(timeout_seconds)
             )
         ):
-            log.warning("shutdown: turns or task runs still running after %.0f s were cancelled", timeout_seconds)
+            waited = asyncio.get_running_loop().time() - began
+            if self._deadline.hurried and waited < timeout_seconds:  # what happened, not the limit (decision 450)
+                log.warning(
+                    "shutdown: turns or task runs still running were cancelled when told to quit at once (a second"
+                    " Ctrl-C), %.1f s into the wait",
+                    waited,
+                )
+            else:
+                log.warning("shutdown: turns or task runs still running after %.0f s were cancelled", timeout_seconds)
         if self.socket is not None:
             await self.socket.broadcast_shutdown("engine stopping")
         # After the drain (its replies queue jobs too): the parts close in reverse of their start
