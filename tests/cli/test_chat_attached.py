@@ -2,7 +2,8 @@
 
 It was refused ("talk to your agent on its web page"). One real `klaw serve` with the fake model serves
 every step, as a person would meet them: a piped chat gets its reply alone on stdout, and its tool's
-question is left open (exit 3); a terminal (tmux) attaches and is asked that question at once, chats,
+question is left open (exit 3); a terminal (tmux) attaches and is asked that question at once (answered
+elsewhere, on engine.sock, the prompt ends saying so: decision 450), chats,
 runs a slash command, approves a held tool, denies one with Ctrl-C (as in process), and leaves with
 Ctrl-C while a reply is still being written; that reply, made while no terminal was attached, is shown at
 the next attach under its label (the piped message's reply, which came while one was, is not); a
@@ -30,10 +31,13 @@ from klaw.channels.console_attached import (
     WHILE_AWAY,
 )
 from klaw.channels.console_kept import SENDING, KeptMessages
+from klaw.engine.frames import AckFrame, CommandFrame
+from klaw.home import KlawHome
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.chat_terminal import chat_env, init_home, needs_tmux, terminal
+from tests.cli.chat_terminal import USER, chat_env, init_home, needs_tmux, terminal
 from tests.cli.piped_chat import piped, refused
 from tests.cli.test_chat_terminal_approval import APPROVE, QUESTION, hold_file_write
+from tests.engine import GatewayClient
 from tests.serve_helpers import STARTS_WITHIN, running, stop, web_page
 
 CHAT = [sys.executable, "-m", "klaw", "chat"]
@@ -68,7 +72,18 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                 assert screen.index(OPEN_QUESTION) < screen.index(QUESTION) < screen.index("path: piped.txt")
                 line = refused(*await piped(env, "a second console"))  # it would take this one's replies
                 assert f"a `klaw chat` terminal is attached to `klaw serve` (pid {serve.pid})" in line
-                await term.type_line(f"/approve {found[1]}")  # as the pipe said; `y` would do too
+                # Answered elsewhere: another program on engine.sock speaking for the console chat. The prompt
+                # learns it from the engine and ends, saying how; it stayed up before (decision 450).
+                other = await GatewayClient.connect(KlawHome(home).socket_path)
+                try:
+                    await other.send(
+                        CommandFrame(id="elsewhere", channel="console", chat_id=USER, command="approve", args=found[1])
+                    )
+                    assert await other.recv() == AckFrame(id="elsewhere")
+                finally:
+                    await other.aclose()
+                settled = f"Answered elsewhere, not at this prompt: /approve {found[1]}, so file_write runs."
+                await term.wait_for(lambda s: settled in folded(s), "the question said answered elsewhere")
                 screen = await term.wait_for_prompt_after("Wrote piped.txt.", "the piped message's reply")
                 assert "Approved: file_write runs now." in screen
                 assert WHILE_AWAY not in screen  # it came while this terminal was attached (trial48)

@@ -222,9 +222,15 @@ async def test_no_answer_within_the_timeout_is_a_denial(tmp_path: Path) -> None:
         await s.clock.wait_for_sleeper(TIMEOUT)
         await s.clock.advance(TIMEOUT - 1)
         assert s.engine.approvals.waiting(WEB) == [request_id]  # not yet
+        assert await over(s, request_id) is None  # what an attached klaw chat's y/N prompt asks (decision 450)
         await s.clock.advance(1)
         reply = await s.outbound()
         assert (reply.text, reply.tools) == ("No answer, so I did nothing.", ("host_exec (denied)",))
+        assert await over(s, request_id) == "No answer within 2 minutes: host_exec was not run."
+        assert await over(s, request_id, ChatRef("console", "someone")) == (  # another chat's: not named
+            f"Question {request_id} no longer waits for an answer: it was answered elsewhere or timed out, or the"
+            " engine that asked it has restarted since."
+        )
 
         assert s.ran == []
         [result] = s.tool_results()
@@ -239,6 +245,15 @@ async def test_no_answer_within_the_timeout_is_a_denial(tmp_path: Path) -> None:
             == f"No approval request '{request_id}' is waiting in this chat (answered, timed out, or never asked)."
         )
         assert s.ran == []
+
+
+async def over(s: Stand, request_id: str, chat: ChatRef = WEB) -> str | None:
+    """The `approval_over` query's answer: None while the question waits, else how it ended."""
+    params = {"channel": chat.channel, "chat_id": chat.chat_id, "id": request_id}
+    await s.gateway.send(QueryFrame(id=f"over-{request_id}", query="approval_over", params=params))
+    answer = await s.gateway.recv()
+    assert isinstance(answer, ResultFrame) and answer.error is None, answer
+    return answer.data["over"]  # type: ignore[no-any-return]
 
 
 async def test_an_unknown_id_or_another_chats_answer_approves_nothing(tmp_path: Path) -> None:

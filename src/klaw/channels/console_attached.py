@@ -58,6 +58,7 @@ QUESTION_GONE = (
 )
 QUESTION_WAITS = 3  # `echo … | klaw chat`'s exit status when a tool's question holds the reply (decision 430)
 WATCH_SECONDS = 0.2  # how often the link's state is looked at, to say the engine went away or came back
+SETTLED_SECONDS = 0.5  # how often a y/N prompt asks the engine whether its question still waits (decision 450)
 
 
 async def _asked(session: PromptSession[str]) -> str:
@@ -226,19 +227,22 @@ class AttachedConsole:
 
     async def _answer_approval(self, message_id: str | None, request_id: str, session: PromptSession[str]) -> None:
         """`y` approves, anything else denies (Enter, Ctrl-C, Ctrl-D, as in process), sent as `/approve
-        ID` or `/deny ID` (the engine's answer is shown as it comes). The reply to `message_id` arriving
-        first means the question ended unanswered (its timeout): the prompt ends and the reply is shown.
-        The engine going away ends it too: the question went with it (a restarted engine holds none), and
-        a `y` typed then would approve nothing (trial48)."""
+        ID` or `/deny ID` (the engine's answer is shown as it comes). The question ending without this
+        prompt ends it, saying how: answered elsewhere, timed out (the engine says so when asked,
+        `_settled`; decision 450), or the reply to `message_id` arriving first. The engine going away
+        ends it too: the question went with it (a restarted engine holds none), and a `y` typed then
+        would approve nothing (trial48)."""
         self._asked.add(request_id)
         asking = asyncio.create_task(_asked(session))
         lost = asyncio.create_task(self._link_lost())
+        settled = asyncio.create_task(self._settled(request_id))
         while True:
             arriving = asyncio.create_task(self._replies.get())
-            await asyncio.wait({asking, arriving, lost}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({asking, arriving, lost, settled}, return_when=asyncio.FIRST_COMPLETED)
             if arriving.done():
                 reply = arriving.result()
-                if not asking.done() and not lost.done() and not self._ends(reply, message_id):
+                ended = asking.done() or lost.done() or settled.done()
+                if not ended and not self._ends(reply, message_id):
                     self._show_arrival(reply)  # above the prompt: a task's answer, say
                     continue
                 self._held.append(reply)
@@ -246,19 +250,40 @@ class AttachedConsole:
                 arriving.cancel()
                 await asyncio.gather(arriving, return_exceptions=True)
             break
-        lost.cancel()
-        await asyncio.gather(lost, return_exceptions=True)
+        for watching in (lost, settled):
+            if not watching.done():
+                watching.cancel()
+        await asyncio.gather(lost, settled, return_exceptions=True)
         if not asking.done():
             if session.app.is_running:
                 session.app.exit(result="")  # the prompt line stays on screen, as answered with nothing
             else:
                 asking.cancel()
             await asyncio.gather(asking, return_exceptions=True)
-            if not lost.cancelled():
+            if not settled.cancelled() and settled.exception() is None:
+                self._console.print(Text(visible(settled.result()), style="cyan"), highlight=False)
+            elif not lost.cancelled():
                 self._console.print(Text(QUESTION_GONE, style="yellow"), highlight=False)
             return
         answer = asking.result()
         await self._submit(f"/{'approve' if _approves(answer, request_id) else 'deny'} {request_id}")
+
+    async def _settled(self, request_id: str) -> str:
+        """How question `request_id` ended once the engine says it no longer waits (answered elsewhere, timed
+        out, its turn stopped): asked every `SETTLED_SECONDS`, since the question's frame names no message
+        whose reply would tell (one asked before this terminal attached). The link down, it asks again once
+        back (`_link_lost` ends the prompt if it was lost); an engine that does not know the query, never."""
+        while True:
+            await asyncio.sleep(SETTLED_SECONDS)
+            params = {"channel": CONSOLE_CHANNEL, "chat_id": self._chat_id, "id": request_id}
+            try:
+                found = await self.gateway.query("approval_over", params)
+            except EngineUnavailable:
+                continue
+            except QueryFailed:  # an older engine: the prompt ends as before (the reply, the engine going)
+                await asyncio.Event().wait()
+            if isinstance(found, dict) and isinstance(said := found.get("over"), str):
+                return said
 
     async def _link_lost(self) -> None:
         """Returns once the link is down (looked at as `_watch_link` does: the link has no event for it)."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import secrets
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -27,10 +26,11 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
-from klaw.engine.approval_text import MAX_SHOWN_CHARS, shown
+from klaw.engine.approval_text import MAX_SHOWN_CHARS, duration_words, shown, time_left_words
 from klaw.engine.clock import Clock, monotonic
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.open_questions import OpenQuestions
+from klaw.engine.settled_questions import SettledQuestions
 from klaw.llm.messages import ToolCall
 from klaw.store.records import ChatRef
 
@@ -109,6 +109,7 @@ class ApprovalGate:
         self._delivery = delivery
         self._conditions = dict(conditions or {})
         self._pending: dict[str, _Pending] = {}
+        self.settled = SettledQuestions(timeout_seconds)  # how each ended, for a prompt that did not answer (450)
         self._closed = False
         # Each chat's last word from its person since the start: "answer" (/approve, /deny) or "message" (436, 442)
         self._last_word: dict[ChatRef, str] = {}
@@ -177,6 +178,7 @@ class ApprovalGate:
             log.info("approval %s: %s waits for the person in %s", pending.id, call.name, chat)
             decision = pending.decision = await self._wait(pending)
         finally:
+            self.settled.note(pending.id, chat, call.name, pending.decision.value if pending.decision else None)
             self._pending.pop(pending.id, None)
             self.noted.over(chat, call.id)  # before an approved call runs: cut off then, it may have run
             pending.over.set()
@@ -237,10 +239,14 @@ class ApprovalGate:
             return f"No approval request {request_id!r} is waiting any more: its call was not run."
         await pending.over.wait()
         if pending.decision is Decision.TIMED_OUT:
-            return f"No answer within {_duration(self._timeout)}: {pending.tool} was not run."
+            return f"No answer within {duration_words(self._timeout)}: {pending.tool} was not run."
         if pending.decision in (Decision.APPROVED, Decision.DENIED, Decision.NO_TERMINAL):
             return None
         return f"{pending.tool} was not run: the engine is stopping."
+
+    def over(self, chat: ChatRef, request_id: str) -> str | None:  # the `approval_over` query (decision 450)
+        """None while question `request_id` waits (or is being ended); else how it ended, in `settled`'s words."""
+        return None if request_id in self._pending else self.settled.said(chat, request_id)
 
     def handlers(self) -> dict[str, Callable[[ChatRef, str], Awaitable[str]]]:
         """`/approve [ID]` and `/deny [ID]` for the command handler."""
@@ -307,9 +313,9 @@ def question(request_id: str, call: ToolCall, timeout_seconds: float, *, waited:
     without arguments says so in words, not with a bare `{}` in a code block. Shown again after it
     `waited`, it says the time left, in whole seconds rounded down (never more than is left)."""
     if waited is None:
-        within = f"within {_duration(timeout_seconds)}"
+        within = f"within {duration_words(timeout_seconds)}"
     else:
-        within = f"in the {_left(timeout_seconds - waited.total_seconds())} left"
+        within = f"in the {time_left_words(timeout_seconds - waited.total_seconds())} left"
     answer = f"/approve {request_id} or /deny {request_id} (no answer {within} means no)"
     if _arguments(call.arguments) == {}:
         return f"The agent wants to run {shown(call.name)} (no arguments).\n{answer}"
@@ -371,7 +377,7 @@ def _outcome_text(decision: Decision, tool: str, timeout_seconds: float) -> str:
             f" of tools.approval in their config."
         )
     if decision is Decision.TIMED_OUT:
-        return f"Not run: the person did not approve {tool} within {_duration(timeout_seconds)}, so it was denied."
+        return f"Not run: the person did not approve {tool} within {duration_words(timeout_seconds)}, so it was denied."
     return f"Not run: {tool} needs approval and the engine is stopping."
 
 
@@ -386,15 +392,3 @@ def _new_question(verb: str, pending: _Pending) -> str:  # a double tap would an
         f"Not answered: a new question ({pending.tool}, {pending.id}) came {came}, so a bare /{verb} may be"
         f" a second tap meant for an earlier one. Read it, then answer /{verb} {pending.id}."
     )
-
-
-def _left(seconds: float) -> str:
-    """The time left to answer, rounded down to whole seconds (at least one): "4 minutes 59 seconds"."""
-    minutes, rest = divmod(max(1, math.floor(seconds)), 60)
-    words = [f"{minutes} minute{'s' if minutes != 1 else ''}"] if minutes else []
-    return " ".join(words + ([f"{rest} second{'s' if rest != 1 else ''}"] if rest or not minutes else []))
-
-
-def _duration(seconds: float) -> str:
-    minutes, whole = int(seconds // 60), seconds >= 60 and seconds % 60 == 0
-    return f"{minutes} minute{'s' if minutes != 1 else ''}" if whole else f"{seconds:g} seconds"

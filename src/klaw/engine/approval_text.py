@@ -17,11 +17,12 @@ plain space yet is part of a word to a shell, and a control character is obeyed 
 
 What is left is shown whole or not at all: the caller refuses a call whose shown text is longer than
 `MAX_SHOWN_CHARS` (it fits a Telegram message with the question around it), since a cut would again
-leave part of what runs unread.
+leave part of what runs unread. The times a question says (its timeout, the time left) are worded here too.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from itertools import groupby
@@ -100,3 +101,16 @@ def _hidden(char: str) -> bool:
         or 0x180B <= code <= 0x180F
         or unicodedata.combining(char) == 1  # overlays (U+0336 strikes a letter through, disguising it)
     )
+
+
+def time_left_words(seconds: float) -> str:
+    """The time left to answer, rounded down to whole seconds (at least one): "4 minutes 59 seconds"."""
+    minutes, rest = divmod(max(1, math.floor(seconds)), 60)
+    words = [f"{minutes} minute{'s' if minutes != 1 else ''}"] if minutes else []
+    return " ".join(words + ([f"{rest} second{'s' if rest != 1 else ''}"] if rest or not minutes else []))
+
+
+def duration_words(seconds: float) -> str:
+    """A whole timeout in words: "5 minutes", or "90 seconds" when it is not whole minutes."""
+    minutes, whole = int(seconds // 60), seconds >= 60 and seconds % 60 == 0
+    return f"{minutes} minute{'s' if minutes != 1 else ''}" if whole else f"{seconds:g} seconds"

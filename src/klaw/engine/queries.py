@@ -62,6 +62,7 @@ class EngineQueries:
             "history": self._chat_history,
             "settings": self._overrides,
             "approvals": self._approvals_waiting,
+            "approval_over": self._approval_over,
             **(extra or {}),
         }
 
@@ -184,6 +185,14 @@ class EngineQueries:
         """The approval questions waiting in a chat, as asked (approval.py `questions`)."""
         chat = _chat(params)
         return {"approvals": self._approvals.questions(chat) if self._approvals is not None else []}
+
+    async def _approval_over(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`over`: None while the question `id` of the chat waits, else how it ended, for a prompt that did not
+        answer it (an attached `klaw chat`'s y/N, decision 450: approval.py `over`)."""
+        chat, request_id = _chat(params), params.get("id")
+        if not isinstance(request_id, str) or not request_id:
+            raise QueryError("name the question: id")
+        return {"over": self._approvals.over(chat, request_id) if self._approvals is not None else None}
 
     async def _overrides(self, _: Mapping[str, Any]) -> dict[str, Any]:
         """The settings `/summarizer`, `/embeddings` and `/rag` override, with their values in force: a
