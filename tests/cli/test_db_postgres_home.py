@@ -69,9 +69,9 @@ def test_commands_that_only_read_leave_a_database_klaw_never_set_up_as_it_is(
     tmp_path: Path, postgres_server: PgServer
 ) -> None:
     """adversary23: `klaw db info` on a database klaw never set up made klaw's tables there. A command that
-    only reads says there is no klaw database yet and makes nothing, as does `klaw memory forget` (lows24,
-    decision 450); `klaw config check` finds nothing wrong (the engine's start would set it up) and makes
-    nothing either (decision 442)."""
+    only reads says there is no klaw database yet and makes nothing, as do `klaw memory forget` (lows24,
+    decision 450) and `klaw schedule add --inject-into` (no chat there yet); `klaw config check` finds
+    nothing wrong (the engine's start would set it up) and makes nothing either (decision 442)."""
     import uuid
 
     import psycopg
@@ -85,8 +85,11 @@ def test_commands_that_only_read_leave_a_database_klaw_never_set_up_as_it_is(
     checked = klaw(home, "config", "check", env=env)
     # `klaw memory forget` writes, but has nothing to forget there: it says so too (decision 450). In this
     # process (typer's CliRunner): the words are the point, and it starts no engine.
-    forgot = CliRunner().invoke(
-        app, ["memory", "forget", "exchange", "1", "--yes"], env={"KLAW_HOME": str(home), "COLUMNS": "200", **env}
+    here = {"KLAW_HOME": str(home), "COLUMNS": "200", **env}
+    forgot = CliRunner().invoke(app, ["memory", "forget", "exchange", "1", "--yes"], env=here)
+    # `klaw schedule add --inject-into` reads the stored chats: none there, and nothing made either.
+    scheduled = CliRunner().invoke(
+        app, ["schedule", "add", "brief", "--every", "1h", "-m", "x", "--inject-into", "console:alice"], env=here
     )
 
     assert info.returncode == 0, info.stderr
@@ -95,6 +98,9 @@ def test_commands_that_only_read_leave_a_database_klaw_never_set_up_as_it_is(
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert forgot.exception is None or isinstance(forgot.exception, SystemExit), forgot.exception
     assert (forgot.exit_code, " ".join(forgot.stderr.split())) == (1, f"error: {said[:-1]}"), forgot.stdout
+    assert scheduled.exception is None or isinstance(scheduled.exception, SystemExit), scheduled.exception
+    assert scheduled.exit_code == 2
+    assert "no chat console:alice has any messages (no chat has messages yet)" in " ".join(scheduled.stderr.split())
     with psycopg.connect(postgres_server.dsn(name)) as connection:
         made = connection.execute(
             "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
