@@ -10,7 +10,7 @@ from pathlib import Path
 from klaw.channels.console import EARLIER_RUN_REPLY
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home
-from tests.cli.piped_chat import piped, started_chat
+from tests.cli.piped_chat import CHAT_SECONDS, piped, started_chat
 from tests.tools.sandbox_helpers import no_sandbox_reason
 
 
@@ -101,10 +101,12 @@ async def test_what_else_arrives_during_a_piped_chat_goes_to_stderr(tmp_path: Pa
         env = chat_env(home, model.base_url)
         model.reply_hang()
         killed = await started_chat(env, b"a question the crash leaves unanswered\n")
-        for _ in range(200):
-            if model.chat_requests:
-                break
-            await asyncio.sleep(0.05)
+        # Until the question reached the model (stored by then), however long the start takes: under load it
+        # took more than the 10 s this waited once, and the chat was killed before it had stored the question.
+        async with asyncio.timeout(CHAT_SECONDS):
+            while not model.chat_requests and killed.returncode is None:  # noqa: ASYNC110 - the server keeps a list
+                await asyncio.sleep(0.05)
+        assert model.chat_requests, (await killed.communicate())[1].decode()
         killed.kill()
         await killed.wait()
         model.reply_text("here at last")  # the resumed message's reply

@@ -3,18 +3,23 @@
 fails, and only the one that moved it says so (stop 45's open end: both read the version before taking
 the migration lock, so both logged "migrated"; on SQLite the second then ran the same migration again
 and failed with "table … already exists"). A slow migration holds the first one's lock while the
-second asks."""
+second asks. On SQLite the second waits for the first however long its migration takes (decision 451: under
+load this one took longer than the 5 s busy timeout, and the second failed "in use by another klaw process",
+as an opening beside an engine moving a large home forward on a small machine would have)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from pathlib import Path
 
+import apsw
 import psycopg
+import pytest
 
 from klaw.store.postgres import migrations as pg
-from klaw.store.shared.migrations import Migration
+from klaw.store.shared.migrations import Migration, SchemaMove
 from klaw.store.sqlite import migrations as lite
 from klaw.store.sqlite.connection import SqliteDatabase
 from tests.pg_server import PgServer
@@ -27,6 +32,7 @@ _SQLITE = [
     Migration(2, "0002_slow.sql", _SLOW_SQLITE),
     Migration(3, "0003_last.sql", "CREATE TABLE last (x)"),
 ]
+_QUICK = [_SQLITE[0], Migration(2, "0002_quick.sql", "CREATE TABLE quick (x)")]
 _POSTGRES = [
     Migration(1, "0001_first.sql", "CREATE TABLE first (x integer)"),
     Migration(2, "0002_slow.sql", "SELECT pg_sleep(0.5); CREATE TABLE slow (x integer);"),
@@ -41,9 +47,7 @@ async def test_two_openings_of_an_old_klaw_db_migrate_it_once(tmp_path: Path) ->
     try:
         await first.run(lambda connection: lite.migrate(connection, _SQLITE[:1]))  # an older klaw's file
 
-        moves = await asyncio.gather(
-            *(db.run(lambda connection: lite.migrate(connection, _SQLITE)) for db in (first, second))
-        )
+        moves = await asyncio.gather(*(lite.migrate_when_free(db, _SQLITE) for db in (first, second)))
 
         assert sorted((move.before, move.after) for move in moves) == [(1, 3), (3, 3)]
         applied = await first.run(lambda connection: list(connection.execute("SELECT version FROM schema_version")))
@@ -51,6 +55,33 @@ async def test_two_openings_of_an_old_klaw_db_migrate_it_once(tmp_path: Path) ->
     finally:
         await first.aclose()
         await second.aclose()
+
+
+async def test_an_opening_waits_out_a_lock_held_past_the_busy_timeout_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process holds klaw.db's write lock (as while it migrates) longer than the opening's busy timeout
+    (here 50 ms, not 5 s): the opening waits, says once that it does, and migrates when the lock is given back."""
+    path = tmp_path / "klaw.db"
+    db = await SqliteDatabase.open(path)
+    holder = apsw.Connection(str(path))
+    try:
+        await db.run(lambda connection: lite.migrate(connection, _SQLITE[:1]))
+        await db.run(lambda connection: connection.setbusytimeout(50))
+        holder.execute("BEGIN IMMEDIATE")
+        with caplog.at_level(logging.WARNING, logger=lite.__name__):
+            moving = asyncio.create_task(lite.migrate_when_free(db, _QUICK))
+            async with asyncio.timeout(60):
+                while not caplog.records:  # noqa: ASYNC110 - the line said is all there is to see
+                    await asyncio.sleep(0.01)
+            assert not moving.done()
+            holder.execute("COMMIT")
+            assert await moving == SchemaMove(1, 2)
+        said = [record.getMessage() for record in caplog.records]
+        assert len(said) == 1 and "is held by another klaw process" in said[0] and "waiting for it" in said[0], said
+    finally:
+        holder.close()
+        await db.aclose()
 
 
 async def test_two_engines_opening_an_old_postgresql_database_say_it_migrated_once(postgres_server: PgServer) -> None:

@@ -44,8 +44,15 @@ def build() -> MCPServer:
     return server
 
 
+# Each event well under the SDK's per-event cap (16 MB, like the total), so only the count of the whole answer
+# ends the stream. 64 KB, not 1 KB: the SDK's cost is per event (~0.3 ms of CPU each: parsing, validating,
+# dispatching), and 16 MB of 1 KB events took ~5 s of CPU, more than 30 s at a load of 14 (decision 451).
+NOTE_BYTES = 64 * 1024
+
+
 def _event_block() -> bytes:
-    note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "A" * 1000}}
+    data = "A" * NOTE_BYTES
+    note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": data}}
     event = f"event: message\ndata: {json.dumps(note)}\n\n".encode()
     return event * (BLOCK // len(event))
 

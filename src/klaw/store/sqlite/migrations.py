@@ -6,12 +6,26 @@ module, read by `store/shared/migrations.py`; `schema_version` records each appl
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
+from typing import TYPE_CHECKING
 
 import apsw
 
 from klaw.store.shared.migrations import Migration, SchemaMove, bundled_migrations, pending
 from klaw.store.sqlite.query import fetch_one
+
+if TYPE_CHECKING:
+    from klaw.store.sqlite.connection import SqliteDatabase
+
+log = logging.getLogger(__name__)
+
+# How long an opening waits for another process's write lock before it gives up (then: "in use by another klaw
+# process"). Only a migration holds klaw.db's write lock for longer than the 5 s busy timeout (an engine's writes
+# take milliseconds, `klaw reindex` builds in a file of its own), and moving a large home forward takes minutes
+# on a small machine: an engine and `klaw db info` started together after an upgrade must not fail for that.
+MIGRATION_WAIT_SECONDS = 600.0
 
 
 def current_version(connection: apsw.Connection) -> int:
@@ -29,7 +43,8 @@ def migrate(connection: apsw.Connection, migrations: list[Migration] | None = No
     """Apply every pending migration, in order, in one transaction that takes the write lock before it
     reads the version: two processes opening an old klaw.db at once (an engine starting, `klaw db info`)
     do not both apply a migration, nor share the work between them; the second waits for the first (the
-    busy timeout) and finds nothing to do. A migration that fails leaves the file as it was."""
+    busy timeout, asked again by `migrate_when_free`) and finds nothing to do. A migration that fails leaves
+    the file as it was."""
     migrations = bundled_migrations("klaw.store.sqlite") if migrations is None else migrations
     connection.execute("BEGIN IMMEDIATE")
     try:
@@ -46,6 +61,32 @@ def migrate(connection: apsw.Connection, migrations: list[Migration] | None = No
         raise
     connection.execute("COMMIT")
     return SchemaMove(found, version)
+
+
+async def migrate_when_free(
+    db: SqliteDatabase, migrations: list[Migration] | None = None, *, wait_seconds: float = MIGRATION_WAIT_SECONDS
+) -> SchemaMove:
+    """`migrate` on `db`'s thread, asked again while another process holds the write lock past the connection's
+    busy timeout (another klaw moving the file forward: it finishes, and this one finds nothing left to do, as
+    PostgreSQL's advisory lock waits), for `wait_seconds` at most; says once on stderr that it waits. Each ask
+    waits the busy timeout on the database thread, so Ctrl-C stops the wait within it, as before (decision 451)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_seconds
+    said = False
+    while True:
+        try:
+            return await db.run(lambda connection: migrate(connection, migrations))
+        except apsw.BusyError:
+            if loop.time() >= deadline:
+                raise
+            if not said:
+                log.warning(
+                    "%s is held by another klaw process (most likely one moving it to a newer schema, which takes"
+                    " minutes on a large home): waiting for it, up to %d minutes (Ctrl-C stops)",
+                    db.path,
+                    round(wait_seconds / 60),
+                )
+                said = True
 
 
 def require_current(connection: apsw.Connection) -> None:

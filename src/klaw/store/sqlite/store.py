@@ -21,7 +21,7 @@ from klaw.store.sqlite.history import SqliteHistory, exchange_messages_in
 from klaw.store.sqlite.job_ledger import JobLedger
 from klaw.store.sqlite.memory_chunks import SqliteMemoryChunks
 from klaw.store.sqlite.messages import SqliteMessages
-from klaw.store.sqlite.migrations import current_version, migrate, require_current
+from klaw.store.sqlite.migrations import current_version, migrate_when_free, require_current
 from klaw.store.sqlite.query import fetch_all
 from klaw.store.sqlite.read_cache import TableGenerations
 from klaw.store.sqlite.search import SqliteSearch
@@ -104,7 +104,7 @@ class SqliteStore:
             if reading:
                 await db.run(require_current)
             else:
-                said_migrated(str(path), await db.run(lambda connection: migrate(connection)))
+                said_migrated(str(path), await migrate_when_free(db))
             await db.run(lambda connection: bind_tokenizer(connection, tokenizer))
         except apsw.Error as exc:
             with contextlib.suppress(apsw.Error):  # closing a damaged file may fail too; the first error says why
