@@ -23,9 +23,11 @@ from pydantic_core import ErrorDetails
 from klaw.config import EngineConfig
 from klaw.errors import KlawError
 from klaw.redaction import mask_url_credentials
+from klaw.small_file import read_small
 from klaw.yaml_syntax import BoundedSafeLoader, load_with, safe_load, syntax_message
 
 ENV_PREFIX = "KLAW__"
+MAX_CONFIG_BYTES = 1 << 20  # engine.yaml as written is a few KiB
 
 
 class ConfigError(KlawError, ValueError):
@@ -75,12 +77,14 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         return {}
     if path.is_dir():
         raise ConfigError(f"{path} is a directory; engine.yaml must be a file (move it aside and run 'klaw init').")
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # a regular file of at most MAX_CONFIG_BYTES: a FIFO there hung the start, /dev/zero ate memory (453)
+        text = read_small(path, MAX_CONFIG_BYTES).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start} cannot be decoded); save it as UTF-8.") from None
     except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}.") from None
+        raise ConfigError(
+            f"cannot read {path}: {exc.strerror or exc}; engine.yaml must be a regular file of at most 1 MiB."
+        ) from None
     loader = _UniqueKeyLoader(text)  # a SafeLoader (nesting bounded) that notes repeated keys
     try:
         data = load_with(loader)

@@ -29,7 +29,7 @@ from typing import Any
 from klaw.engine.approval_text import MAX_SHOWN_CHARS, duration_words, shown, time_left_words
 from klaw.engine.clock import Clock, monotonic
 from klaw.engine.delivery import Delivery, Outbound
-from klaw.engine.open_questions import OpenQuestions
+from klaw.engine.open_questions import OpenQuestions, not_run_unrecorded
 from klaw.engine.settled_questions import SettledQuestions
 from klaw.llm.messages import ToolCall
 from klaw.store.records import ChatRef
@@ -48,6 +48,7 @@ class Decision(StrEnum):
     UNAVAILABLE = "unavailable"  # the question could not be asked, or the engine is stopping
     TOO_LONG = "too_long"  # the call cannot be shown whole in a question, so it is not asked (decision 295)
     NO_TERMINAL = "no_terminal"  # `echo … | klaw chat`: asked, but no terminal can answer it, so nobody did
+    UNRECORDED = "unrecorded"  # approved, but its note could not be taken out (a full disk): not run (453)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class _Pending:
     asked_at: float  # on the clock the timeout runs on (clock.py's monotonic): the time left counts from here
     after: str | None = None  # "answer"/"restart": asked with no message of the person's since their answer/the start
     decision: Decision | None = None  # set once it is over
-    unanswerable: bool = False  # ended by `nobody_can_answer`, not by the person's /deny
+    refused: Decision | None = None  # not run, not by the person's /deny: NO_TERMINAL, UNRECORDED
     over: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -197,9 +198,7 @@ class ApprovalGate:
             return Decision.TIMED_OUT
         if pending.answer.cancelled():
             return Decision.UNAVAILABLE
-        if pending.answer.result():
-            return Decision.APPROVED
-        return Decision.NO_TERMINAL if pending.unanswerable else Decision.DENIED
+        return Decision.APPROVED if pending.answer.result() else pending.refused or Decision.DENIED
 
     def _new_id(self) -> str:
         while True:
@@ -281,8 +280,12 @@ class ApprovalGate:
         if pending is None or pending.chat != chat or pending.answer.done():
             said = f"No approval request {request_id!r} is waiting in this chat (answered, timed out, or never asked)."
             return f"{said} {_which(verb, waiting)}" if waiting else said
+        if approved and not self.noted.over(chat, pending.call.id):  # noted still: a kill would say never approved
+            pending.refused, approved = Decision.UNRECORDED, False
         pending.answer.set_result(approved)
         self._last_word[chat] = "answer"
+        if pending.refused is Decision.UNRECORDED:
+            return not_run_unrecorded(pending.tool)
         return f"Approved: {pending.tool} runs now." if approved else f"Denied: {pending.tool} will not run."
 
     def nobody_can_answer(self, chat: ChatRef, request_id: str) -> str:
@@ -292,7 +295,7 @@ class ApprovalGate:
         pending = self._pending.get(request_id)
         if pending is None or pending.chat != chat or pending.answer.done():
             return f"No approval request {request_id!r} is waiting in this chat."
-        pending.unanswerable = True
+        pending.refused = Decision.NO_TERMINAL
         pending.answer.set_result(False)
         return (
             f"Not run: {pending.tool} needs your approval (tools.approval), and a piped klaw chat has no"
@@ -378,6 +381,8 @@ def _outcome_text(decision: Decision, tool: str, timeout_seconds: float) -> str:
         )
     if decision is Decision.TIMED_OUT:
         return f"Not run: the person did not approve {tool} within {duration_words(timeout_seconds)}, so it was denied."
+    if decision is Decision.UNRECORDED:  # the person reads it as /approve's answer, the model as the result
+        return not_run_unrecorded(tool)
     return f"Not run: {tool} needs approval and the engine is stopping."
 
 

@@ -5,6 +5,10 @@ The file's bytes are noted when the engine is assembled; a later look reads the 
 differ, compares the two YAML documents parsed (an edited comment or spacing changes nothing). A file that no
 longer parses counts as changed (the restart would refuse it: `klaw config check` says why). An engine given
 its configuration by a program (`Klaw(config=…)`) never read the file: its note is switched off.
+
+A look happens on the event loop, so it reads only a regular file, at most the size the loader accepts, opened
+without waiting (small_file.py): a FIFO put there froze the whole engine on `/status`, a symlink to /dev/zero
+grew its memory without end (adversary25). Such a file is said plainly as one that cannot be read (decision 453).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from klaw.config_loader import MAX_CONFIG_BYTES
+from klaw.small_file import read_small
 from klaw.yaml_syntax import safe_load
 
 CHANGED = "engine.yaml changed since klaw started: restart it to apply"
@@ -29,33 +35,44 @@ class ConfigFileNote:
 
     @classmethod
     def taken(cls, path: Path) -> ConfigFileNote:
-        return cls(path, _read(path))
+        return cls(path, _read(path)[0])
 
     def ignore(self) -> None:
         """The engine's configuration did not come from the file: its edits do not concern it."""
         self.watched = False
 
     def changed(self) -> bool:
+        return self.look() is not None
+
+    def look(self) -> str | None:
+        """None: the file is as the engine read it; else `CHANGED`, or why it cannot be read now."""
         if not self.watched:
-            return False
-        now = _read(self.path)
+            return None
+        now, why = _read(self.path)
+        if why is not None:
+            return f"{self.path} cannot be read now ({why}): a restart would fail; `klaw config check` says more"
         if now == self.text:
-            return False
+            return None
         try:
-            return bool(_document(self.text) != _document(now))
+            same = _document(self.text) == _document(now)
         except Exception:  # no longer YAML (or not readable as text): what a restart would meet is not this
-            return True
+            same = False
+        return None if same else CHANGED
 
     def status_lines(self) -> list[str]:
-        """`/status`'s line when the file changed."""
-        return [f"{CHANGED} (this status is what it loaded)"] if self.changed() else []
+        """`/status`'s line when the file changed or cannot be read."""
+        said = self.look()
+        return [] if said is None else [f"{said} (this status is what it loaded)"]
 
 
-def _read(path: Path) -> bytes | None:
+def _read(path: Path) -> tuple[bytes | None, str | None]:
+    """The file's bytes (None: there is none, all defaults), or why it cannot be read."""
     try:
-        return path.read_bytes()
-    except OSError:  # missing (all defaults), or unreadable now: compared as such
-        return None
+        return read_small(path, MAX_CONFIG_BYTES), None
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:  # unreadable now (a FIFO, a device, too large, no permission): said as such
+        return None, exc.strerror or type(exc).__name__
 
 
 def _document(text: bytes | None) -> Any:

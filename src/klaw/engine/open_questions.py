@@ -8,8 +8,13 @@ the chat's first turn writes each noted call still without a result into the log
 (interrupted_exchanges.py), and that result, not this file, is what every later reader sees.
 
 One small JSON file in the home ({"channel\\u0000chat_id": [tool call ids]}), private (0600), replaced
-whole on each change. Never the arguments: they are the conversation. A file that cannot be read is
-taken as empty: the calls are then told as unknown, as before.
+whole on each change. Never the arguments: they are the conversation. A file that cannot be read (not a
+regular file, over `MAX_BYTES`, not JSON, nested too deep: put there by hand) is warned about, named, and taken
+as empty: the calls are then told as unknown, as before; the start goes on (decision 453).
+
+A call whose id cannot be taken out (a full disk) is not run although approved (approval.py): a kill after it
+ran would have left the note saying it never was, and the restarted engine would tell the model so, which could
+make a payment twice (adversary25). The note on disk, not the one in memory, is what decides.
 """
 
 from __future__ import annotations
@@ -19,10 +24,21 @@ import logging
 from pathlib import Path
 
 from klaw.atomic_file import replace_file
+from klaw.small_file import read_small, size_words
 from klaw.store.records import ChatRef
 
 log = logging.getLogger(__name__)
 _SEP = "\u0000"
+MAX_BYTES = 1 << 20  # thousands of open questions; klaw's own note holds a few ids
+
+
+def not_run_unrecorded(tool: str) -> str:
+    """The approved call's result when its note could not be taken out, and the answer to its `/approve`."""
+    return (
+        f"Not run: klaw could not record the approval of {tool} (approvals-open.json in its home could not be"
+        f" rewritten: is the disk full?); run unrecorded, a crash could have had it made twice. Free some"
+        f" space, then ask for {tool} again if it is still wanted."
+    )
 
 
 class OpenQuestions:
@@ -31,18 +47,22 @@ class OpenQuestions:
     def __init__(self, path: Path | None) -> None:
         self._path = path
         self._open: dict[str, list[str]] = _read(path) if path is not None else {}
+        self._saved = {key: set(ids) for key, ids in self._open.items()}  # what the file holds, as far as known
 
     def asked(self, chat: ChatRef, call_id: str) -> None:
         self._open.setdefault(_key(chat), []).append(call_id)
         self._save()
 
-    def over(self, chat: ChatRef, call_id: str) -> None:
+    def over(self, chat: ChatRef, call_id: str) -> bool:
+        """Take the call out, as its question is over. False: the file still holds it (it could not be
+        rewritten), so a call approved must not run: after a kill it would be told as never approved."""
         ids = self._open.get(_key(chat), [])
         if call_id in ids:
             ids.remove(call_id)
             if not ids:
                 self._open.pop(_key(chat))
             self._save()
+        return call_id not in self._saved.get(_key(chat), ())
 
     def take(self, chat: ChatRef) -> frozenset[str]:
         """The chat's noted calls, no longer noted: its first turn after a start writes them as not run."""
@@ -65,6 +85,7 @@ class OpenQuestions:
             return
         try:
             replace_file(self._path, json.dumps(self._open).encode())
+            self._saved = {key: set(ids) for key, ids in self._open.items()}
         except OSError as exc:  # the question is still asked; after a crash its call is told as unknown
             log.warning("could not note the open approval questions in %s: %s", self._path, type(exc).__name__)
 
@@ -74,13 +95,32 @@ def _key(chat: ChatRef) -> str:
 
 
 def _read(path: Path) -> dict[str, list[str]]:
+    """The note as a kill left it; {} with a warning naming the file when it is not one klaw could have
+    written: deeply nested JSON stopped the start with a RecursionError, a FIFO hung it, /dev/zero ate memory."""
     try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
+        loaded = json.loads(read_small(path, MAX_BYTES).decode("utf-8"))
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as exc:
-        log.warning("ignoring the open approval questions noted in %s: %s", path, type(exc).__name__)
+    except (OSError, ValueError, RecursionError) as exc:
+        why = (
+            exc.strerror or type(exc).__name__
+            if isinstance(exc, OSError)
+            else f"not JSON as klaw writes it ({type(exc).__name__})"
+        )
+        _ignored(path, why)
         return {}
     if not isinstance(loaded, dict):
+        _ignored(path, "not a JSON object")
         return {}
     return {str(k): [str(i) for i in v if isinstance(i, str)] for k, v in loaded.items() if isinstance(v, list) and v}
+
+
+def _ignored(path: Path, why: str) -> None:
+    log.warning(
+        "ignoring %s (%s): it is klaw's note of the approval questions open at a kill, and klaw writes it"
+        " as a small JSON object (at most %s). Remove it; a call whose question was open when klaw was"
+        " killed is then told to the model as one that may or may not have run",
+        path,
+        why,
+        size_words(MAX_BYTES),
+    )

@@ -45,6 +45,8 @@ class SettledQuestions:
             return f"Answered elsewhere, not at this prompt: /approve {request_id}, so {tool} runs."
         if decision == "denied":
             return f"Answered elsewhere, not at this prompt: /deny {request_id}, so {tool} will not run."
+        if decision == "unrecorded":  # decision 453
+            return f"Approved elsewhere, but {tool} was not run: klaw could not record the approval (disk full?)."
         if decision == "no_terminal":
             return f"{tool} was not run: its question was ended as one no terminal could answer (a piped message)."
         if decision == "timed_out":

@@ -17,8 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from klaw.atomic_file import replace_file
+from klaw.small_file import read_small
 
 log = logging.getLogger(__name__)
+MAX_BYTES = 1 << 20  # a week of sign-outs is a few KiB
 
 
 class RevokedSessions:
@@ -44,7 +46,7 @@ class RevokedSessions:
         if self._path is None:
             return {}
         try:
-            data = json.loads(self._path.read_text(encoding="utf-8"))
+            data = json.loads(read_small(self._path, MAX_BYTES).decode("utf-8"))  # no FIFO waited on (453)
         except FileNotFoundError:
             return {}
         except (OSError, ValueError, RecursionError) as exc:

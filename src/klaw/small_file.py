@@ -1,0 +1,52 @@
+"""Reading a small file of klaw's (engine.yaml, a note in the home) without trusting what stands at its path.
+
+Anything can be put where klaw keeps a small file: a FIFO, whose open waits for a writer for ever (the engine
+froze on `/status`, or never started, adversary25); a symlink to /dev/zero, read without end until memory runs
+out; a folder. The file is opened without waiting (O_NONBLOCK: a FIFO's open returns at once; O_NOCTTY: a
+terminal there does not become the process's own), checked on that descriptor to be a regular file (nothing
+can be swapped in between), and read up to a cap. A symlink to a regular file is followed: an engine.yaml kept
+among dotfiles is one. A refusal is an OSError whose `strerror` says what stands there or how large it is,
+for the caller's message, which names the file and what to do (decision 453).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+
+def read_small(path: Path, max_bytes: int) -> bytes:
+    """The bytes of the regular file at `path` (FileNotFoundError when there is none), at most `max_bytes`;
+    else an OSError saying why not, e.g. "not a regular file but a FIFO (named pipe)"."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
+            raise OSError(code, f"not a regular file but {_kind(mode)}", str(path))
+        os.set_blocking(fd, True)
+        with open(fd, "rb", closefd=False) as file:
+            data = file.read(max_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise OSError(errno.EFBIG, f"larger than {size_words(max_bytes)}", str(path))
+    return data
+
+
+def size_words(size: int) -> str:
+    return f"{size // (1 << 20)} MiB" if size >= 1 << 20 and size % (1 << 20) == 0 else f"{size} bytes"
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "something other than a file"

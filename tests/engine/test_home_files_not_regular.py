@@ -1,0 +1,108 @@
+"""A small file of klaw's in the home that is not a regular file (a FIFO, a symlink to /dev/zero) or not JSON
+as klaw writes it (nested deeper than Python's recursion limit) is refused in words naming it, never waited on
+or read without end (adversary25 L1, L2; decision 453): approvals-open.json at start (the start goes on),
+engine.yaml under a running engine's `/status` (the whole engine froze on it) and at start (it hung).
+
+Each FIFO has a writer armed to open it after 10 s: code that waits on the FIFO is released then and fails
+the test on its words, instead of hanging it; code that does not wait leaves nothing for it to open."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from klaw import FunctionModel, Klaw
+from klaw.channels.web.auth import WebAuth
+from klaw.errors import KlawError
+from tests.test_library import CONFIG
+
+ENGINE_YAML = "embedder:\n  backend: fake\n  dim: 32\nsummarizer:\n  enabled: false\nprocessing:\n  debounceMs: 0\n"
+
+
+@contextlib.contextmanager
+def fifo(path: Path) -> Iterator[None]:
+    """`path` made a FIFO, released by a writer after 10 s if something waits on it."""
+    os.mkfifo(path)
+
+    def release() -> None:
+        with contextlib.suppress(OSError):  # ENXIO: nobody reads it, as it should be
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+
+    timer = threading.Timer(10, release)
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+async def test_a_hand_made_open_questions_note_is_named_and_the_start_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    note = home / "approvals-open.json"
+    model = FunctionModel(lambda messages, info: "ok")
+    cases = [
+        ("deep", "not JSON as klaw writes it (RecursionError)"),  # was a RecursionError stopping the start
+        ("fifo", "not a regular file but a FIFO (named pipe)"),  # was a start hung for ever
+        ("zero", "not a regular file but a device"),  # was memory eaten without end
+    ]
+    for kind, why in cases:
+        note.unlink(missing_ok=True)
+        caplog.clear()
+        with contextlib.ExitStack() as stack:
+            if kind == "deep":
+                note.write_text("[" * 200_000 + "]" * 200_000)
+            elif kind == "fifo":
+                stack.enter_context(fifo(note))
+            else:
+                note.symlink_to("/dev/zero")
+            with caplog.at_level(logging.WARNING, "klaw.engine.open_questions"):
+                async with Klaw(home, config=CONFIG, model=model) as klaw:
+                    assert await klaw.ask("alice", "hello") == "ok"
+        assert f"ignoring {note} ({why})" in caplog.text, (kind, caplog.text)
+        assert "Remove it" in caplog.text
+
+
+async def test_engine_yaml_made_a_fifo_or_dev_zero_is_said_unreadable_not_waited_on(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    config_file = home / "engine.yaml"
+    config_file.write_text(ENGINE_YAML)
+    async with Klaw(home, model=FunctionModel(lambda messages, info: "ok")) as klaw:
+        config_file.unlink()
+        with fifo(config_file):
+            status = await klaw.ask("alice", "/status")  # the whole engine waited on the FIFO here
+        assert f"{config_file} cannot be read now (not a regular file but a FIFO (named pipe))" in status, status
+        config_file.unlink()
+        config_file.symlink_to("/dev/zero")  # was read without end
+        assert "(not a regular file but a device)" in await klaw.ask("alice", "/status")
+        config_file.unlink()
+        config_file.write_text(ENGINE_YAML)
+        assert "cannot be read now" not in await klaw.ask("alice", "/status")  # the file back: nothing to say
+
+    config_file.unlink()
+    with fifo(config_file), pytest.raises(KlawError, match="FIFO"):  # the start hung on it
+        async with Klaw(home, model=FunctionModel(lambda messages, info: "ok")):
+            pass
+
+
+def test_the_web_pages_sign_out_list_made_a_fifo_or_dev_zero_is_forgotten_in_words(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    revoked = tmp_path / "web_revoked.json"
+    with fifo(revoked), caplog.at_level(logging.WARNING, "klaw.channels.web.revoked"):
+        WebAuth("a-token-long-enough-to-be-one", revoked_file=revoked)  # the web channel's start waited here
+    assert f"{revoked} is unreadable (not a regular file but a fifo (named pipe))" in caplog.text, caplog.text
+    revoked.unlink()
+    revoked.symlink_to("/dev/zero")
+    with caplog.at_level(logging.WARNING, "klaw.channels.web.revoked"):
+        WebAuth("a-token-long-enough-to-be-one", revoked_file=revoked)  # was read without end
+    assert "(not a regular file but a device)" in caplog.text
