@@ -1,7 +1,8 @@
 """A small file of klaw's in the home that is not a regular file (a FIFO, a symlink to /dev/zero) or not JSON
 as klaw writes it (nested deeper than Python's recursion limit) is refused in words naming it, never waited on
 or read without end (adversary25 L1, L2; decision 453): approvals-open.json at start (the start goes on),
-engine.yaml under a running engine's `/status` (the whole engine froze on it) and at start (it hung).
+engine.yaml under a running engine's `/status` (the whole engine froze on it) and at start (it hung), core
+memory on a turn (the turn waited), web_revoked.json when the web page's sign-in is made.
 
 Each FIFO has a writer armed to open it after 10 s: code that waits on the FIFO is released then and fails
 the test on its words, instead of hanging it; code that does not wait leaves nothing for it to open."""
@@ -71,12 +72,25 @@ async def test_a_hand_made_open_questions_note_is_named_and_the_start_goes_on(
         assert "Remove it" in caplog.text
 
 
-async def test_engine_yaml_made_a_fifo_or_dev_zero_is_said_unreadable_not_waited_on(tmp_path: Path) -> None:
+async def test_engine_yaml_or_core_memory_made_a_fifo_or_dev_zero_is_said_unreadable_not_waited_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
     config_file = home / "engine.yaml"
     config_file.write_text(ENGINE_YAML)
+    core = home / "core_memory.json"
     async with Klaw(home, model=FunctionModel(lambda messages, info: "ok")) as klaw:
+        with fifo(core), caplog.at_level(logging.WARNING, "klaw.memory.core_memory"):
+            assert await klaw.ask("alice", "hello") == "ok"  # the turn waited on the FIFO
+        assert f"core memory {core} cannot be read (not a regular file but a FIFO (named pipe))" in caplog.text
+        core.unlink()
+        core.symlink_to("/dev/zero")
+        with caplog.at_level(logging.WARNING, "klaw.memory.core_memory"):
+            assert await klaw.ask("alice", "hello") == "ok"  # was read without end
+        assert f"core memory {core} cannot be read (not a regular file but a device)" in caplog.text
+        core.unlink()
+
         config_file.unlink()
         with fifo(config_file):
             status = await klaw.ask("alice", "/status")  # the whole engine waited on the FIFO here

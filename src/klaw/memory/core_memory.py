@@ -8,6 +8,9 @@ rather than failing the turn.
 (rather than overwrite what a person wrote), invalid keys and values, and a result larger than the
 cap (the memory goes into every context), and writes atomically (temporary file, fsync, rename) so
 a crash never leaves half a file. Updates are serialised; errors never quote the values.
+
+The file is read only when it is a regular one of at most `MAX_FILE_BYTES` (small_file.py): a FIFO put
+there held a worker thread, and the turn, for ever; a symlink to /dev/zero was read without end (453).
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ from typing import Any
 
 from klaw.atomic_file import replace_file
 from klaw.errors import KlawError
+from klaw.small_file import read_small
 
 log = logging.getLogger(__name__)
 
 MAX_KEY_CHARS = 64
+MAX_FILE_BYTES = 4 << 20  # far past any core memory a context could carry
 
 
 class CoreMemoryError(KlawError, ValueError):
@@ -67,9 +72,13 @@ class CoreMemory:
 
     def _read_strict(self) -> dict[str, Any]:
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = read_small(self.path, MAX_FILE_BYTES).decode("utf-8")
         except FileNotFoundError:
             return {}
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CoreMemoryError(
+                f"{self.path.name} cannot be read ({_why(exc)}); it is left as it is: ask the person to fix it by hand"
+            ) from None
         if not text.strip():
             return {}
         try:
@@ -94,8 +103,11 @@ class CoreMemory:
     def read_now(self) -> dict[str, Any]:
         """`read` on the calling thread (a file read: not on the event loop)."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = read_small(self.path, MAX_FILE_BYTES).decode("utf-8")
         except FileNotFoundError:
+            return {}
+        except (OSError, UnicodeDecodeError) as exc:
+            log.warning("core memory %s cannot be read (%s); treating it as empty", self.path, _why(exc))
             return {}
         try:
             data = json.loads(text)
@@ -147,3 +159,9 @@ def _check_value(key: str, value: Any) -> None:
             stack.extend(item)
         elif item is not None and not isinstance(item, str | int | float | bool):
             raise CoreMemoryError(f"the value of {_shown(key)} is not a JSON value")
+
+
+def _why(exc: OSError | UnicodeDecodeError) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    return exc.strerror or type(exc).__name__
