@@ -125,3 +125,30 @@ async def test_candidates_are_the_rows_holding_a_rare_term_or_two_common_ones_fo
 
     places = await store.db.run(compare)
     assert places[4] == 8 and places[8] == 24
+
+
+async def test_candidates_weaker_than_a_common_word_said_once_give_way_to_every_match(tmp_path: Path) -> None:
+    """Decision 449. "garden" is common (in 350 of 5,000 messages' own words, so in ~1,050 rows with its
+    neighbours' columns); "orchid", rare, is in three long messages and, at a fifth of the weight, in
+    their six neighbours' rows. Those nine candidates fill 5 places, but the fifth is a neighbour's row,
+    weaker than a short message saying "garden" once: the full ranking puts garden messages there. The
+    candidates are not the answer then (they were, before), and the search gives the full ranking's."""
+    texts = [f"filler {i}" for i in range(5000)]
+    for i in range(10, 5000, 14):
+        texts[i] = f"garden {i}"
+    long = " ".join(f"petal{j}" for j in range(28))
+    orchids = (2001, 3003, 4005)
+    for i in orchids:
+        texts[i] = f"orchid {long}"
+    store = await SqliteStore.open(tmp_path / "weak.db")
+    try:
+        stored = await store.messages.append_many([MessageRecord(ALICE, Role.USER, text) for text in texts])
+        await store.messages.append(MessageRecord(ALICE, Role.USER, "ok"))
+        hits = await store.search.full_text(ALICE, "garden orchid", limit=5)
+        before = await every_match(store, "garden orchid", 5)
+    finally:
+        await store.aclose()
+    said = {m.rowid: m.content for m in stored}
+    assert [(hit.message.rowid, hit.score) for hit in hits] == before
+    assert {hit.message.rowid for hit in hits[:3]} == {stored[i].rowid for i in orchids}
+    assert [said[hit.message.rowid].split()[0] for hit in hits[3:]] == ["garden", "garden"]

@@ -6,7 +6,8 @@ message holding it and no rarer word of the question scores one small term and s
 best places, yet scoring every such message was most of a search's work at scale. So the
 candidates are the messages holding a rare word or two common words, each scored on every word
 exactly as the full ranking scores it; when they do not fill the places asked for, every match is
-ranked as before. Both backends pair common words this way; each asks its own index which words
+ranked as before. SQLite also ranks every match when the last candidate scores below what a message
+of average length saying one common word once scores (decision 449); PostgreSQL does not ask it. Both backends pair common words this way; each asks its own index which words
 are common (SQLite counts the rows a word makes bm25 score, its neighbours' columns included, and
 calls a word common from half that share: `sqlite/full_text.py`).
 """

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import apsw
@@ -103,24 +104,27 @@ def ranked_matches(
     bounds: Rowids | None,
     limit: int,
     exclude: frozenset[int] = frozenset(),
-    common: Sequence[str] = (),
+    common: Common | None = None,
 ) -> list[tuple[Any, ...]]:
     """Rows of `MESSAGE_COLUMNS` plus the bm25 score (lower is better), best first, at most `limit`,
     matching the OR of `terms` (`match_terms`); `where`/`params` filter `messages m` (chat, segment,
     time, and `exclude`'s rowids left out: `excluding`), whose rowids lie within `bounds`
     (`scope_rowids`) when given. The open segments' last messages come from `messages_fts_last`,
     scored alike (last_messages.py); one in `exclude` is not scored. `common` (`common_terms`): the
-    terms whose rows are ranked only among the candidates, when those fill `limit` places."""
+    terms whose rows are ranked only among the candidates, when those fill `limit` places and the
+    last of them outscores a message saying one common word once (`Common.weight`)."""
     if bounds == NO_ROWIDS:
         return []  # an empty or unknown segment, a chat without past ones
     expression = " OR ".join(terms)
     in_range = " AND rowid BETWEEN ? AND ?" if bounds else ""
     found = None
-    if common:
-        # The candidates (a rare word, or two common ones) fill the places asked for: they are the answer.
-        best = _best(connection, expression, bounds, limit, exclude, terms, common)
+    if common is not None and common.terms:
+        # The candidates (a rare word, or two common ones) are the answer when they fill the places asked
+        # for, the last of them scoring better than a message of average length saying one of the common
+        # words once (decision 449): those messages, left out unscored, are the ones that would rank first.
+        best = _best(connection, expression, bounds, limit, exclude, terms, common.terms)
         found = _best_in_scope(connection, best, where, params, limit)
-        found = found if found is not None and len(found) == limit else None
+        found = found if found is not None and len(found) == limit and found[-1][-1] < -common.weight else None
     if found is None:
         found = _best_in_scope(connection, _best(connection, expression, bounds, limit, exclude), where, params, limit)
     # Only the last messages in scope are scored (a turn's own, excluded, and other chats' are not).
@@ -304,14 +308,27 @@ def match_terms(connection: apsw.Connection, words: list[str], counts: TermCount
     return terms or idle
 
 
-def common_terms(connection: apsw.Connection, terms: list[str], counts: TermCounts) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class Common:
+    """The common terms of a search (`common_terms`) and `weight`, the most a message of average length
+    saying one of them once (in its own words) adds to a score: bm25 gives such a row its term's idf,
+    tf (k1 + 1) / (tf + k1) being 1 at tf 1 and the average length. Decision 449: on bench turn's chat the
+    candidates filled the places with rows weaker than that (a rare word in a neighbour's words scores
+    a fifth), and rows holding one common word took the best 20 places from them in 30 of 168 searches."""
+
+    terms: tuple[str, ...]
+    weight: float
+
+
+def common_terms(connection: apsw.Connection, terms: list[str], counts: TermCounts) -> Common | None:
     """The terms of `match_terms` common enough that a message holding one of them alone is not a
-    candidate (`shared/common_words.py`), none when candidates cannot help. A term's reach is the
+    candidate (`shared/common_words.py`), None when candidates cannot help. A term's reach is the
     rows it makes bm25 score: the messages holding the word in their own words, three times that
     when it is matched in the neighbours' columns too (each message's words are also its neighbours').
     Common: a reach of `COMMON_REACH_SHARE` of the index or more, and more than `CONTEXT_MAX_MATCHES`
     (no word of a chat of a few thousand messages, such as LoCoMo's, reaches it). Asked of `counts`
-    after `match_terms`, in the same snapshot, so answered from its memo but for a first count."""
+    after `match_terms`, in the same snapshot, so answered from its memo but for a first count; so is
+    each common term's idf (`TermCounts.at_least`: at least bm25's, from a count at most 1 % old)."""
     cut = common_cut(counts.rows, CONTEXT_MAX_MATCHES + 1, COMMON_REACH_SHARE)
     common = []
     for term in terms:
@@ -319,4 +336,12 @@ def common_terms(connection: apsw.Connection, terms: list[str], counts: TermCoun
         held = math.ceil(cut / (1 if own else len(_WEIGHTS)))  # held by this many, the term reaches `cut`
         if counts.more_than(connection, term.removeprefix(_OWN_WORDS), held - 1):
             common.append(term)
-    return common if pairable(common, len(terms)) else []
+    if not pairable(common, len(terms)):
+        return None
+    rows = counts.rows  # every `messages` row: at least bm25's N, the rows of `messages_fts`
+    return Common(tuple(common), max(_idf(rows, counts.at_least(connection, term)) for term in common))
+
+
+def _idf(rows: int, held: int) -> float:
+    """FTS5's bm25 idf (fts5_aux.c) of a phrase `held` by that many of `rows` rows."""
+    return max(math.log((rows - held + 0.5) / (held + 0.5)), 1e-6)

@@ -20,6 +20,9 @@ it. A delete (`/forget`) breaks the bounds (a count can fall, a rowid can be reu
 empties the memo. Full text runs on the read connections (decision 216), each thread with a memo of
 its own: one thread's snapshots only move forward, which the bounds need. (Before migration 0012
 TEMP triggers of the engine's connection kept the two numbers, readable only there.)
+
+`at_least` keeps a second kind of count, for the common-word filter's check (decision 449): the rows
+of `messages_fts` matching a phrase with its column filter, bm25's n, from which its idf is bounded.
 """
 
 from __future__ import annotations
@@ -29,9 +32,16 @@ from dataclasses import dataclass
 
 import apsw
 
-from klaw.store.sqlite.query import fetch_one
+from klaw.store.sqlite.query import fetch_one, fetch_value
 
 KEPT_TERMS = 4096
+RECOUNT_GROWTH = 0.01  # a phrase's rows are counted again once the index has grown by this share
+
+
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    held: int  # rows of `messages_fts` matching the phrase when counted
+    rows: int  # messages in the index then
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +56,7 @@ class TermCounts:
 
     def __init__(self) -> None:
         self._counts: OrderedDict[str, _Count] = OrderedDict()
+        self._phrases: OrderedDict[str, _Rows] = OrderedDict()
         self._deletes: int | None = None  # None: never refreshed
         self._rows = 0
 
@@ -56,6 +67,7 @@ class TermCounts:
         rows, deletes = (0, 0) if row is None else (int(row[0]), int(row[1]))
         if deletes != self._deletes or rows < self._rows:
             self._counts.clear()
+            self._phrases.clear()
             self._deletes = deletes
         self._rows = rows
         return rows
@@ -90,3 +102,18 @@ class TermCounts:
         while len(self._counts) > KEPT_TERMS:
             self._counts.popitem(last=False)
         return held > bound
+
+    def at_least(self, connection: apsw.Connection, phrase: str) -> int:
+        """Rows of `messages_fts` matching `phrase` (an FTS5 phrase with its column filter, as the search
+        writes it): bm25's n for its idf, or fewer. A count is kept until the index has grown by
+        `RECOUNT_GROWTH` since: with no delete, rows holding a phrase are only ever added, so a kept count
+        is a lower bound of today's, and the idf from it (with `rows`, at least bm25's N) an upper bound."""
+        kept = self._phrases.get(phrase)
+        if kept is not None and self._rows <= kept.rows * (1 + RECOUNT_GROWTH):
+            self._phrases.move_to_end(phrase)
+            return kept.held
+        held = int(fetch_value(connection, "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", (phrase,)))
+        self._phrases[phrase] = _Rows(held, self._rows)
+        while len(self._phrases) > KEPT_TERMS:
+            self._phrases.popitem(last=False)
+        return held
