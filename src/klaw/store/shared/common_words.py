@@ -7,9 +7,10 @@ best places, yet scoring every such message was most of a search's work at scale
 candidates are the messages holding a rare word or two common words, each scored on every word
 exactly as the full ranking scores it; when they do not fill the places asked for, every match is
 ranked as before. SQLite also ranks every match when the last candidate scores below what a message
-of average length saying one common word once scores (decision 449); PostgreSQL does not ask it. Both backends pair common words this way; each asks its own index which words
-are common (SQLite counts the rows a word makes bm25 score, its neighbours' columns included, and
-calls a word common from half that share: `sqlite/full_text.py`).
+of average length saying one common word once scores (decision 449); PostgreSQL does not ask it.
+Both backends pair common words this way; each asks its own index which words are common (SQLite
+counts the rows a word makes bm25 score, its neighbours' columns included, and calls a word common
+from half that share: `sqlite/full_text.py`).
 """
 
 from __future__ import annotations
