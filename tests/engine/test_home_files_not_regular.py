@@ -2,7 +2,8 @@
 as klaw writes it (nested deeper than Python's recursion limit) is refused in words naming it, never waited on
 or read without end (adversary25 L1, L2; decision 453): approvals-open.json at start (the start goes on),
 engine.yaml under a running engine's `/status` (the whole engine froze on it) and at start (it hung), core
-memory on a turn (the turn waited), web_revoked.json when the web page's sign-in is made.
+memory on a turn (the turn waited), web_revoked.json when the web page's sign-in is made, web_token when
+`klaw serve` starts (it hung).
 
 Each FIFO has a writer armed to open it after 10 s: code that waits on the FIFO is released then and fails
 the test on its words, instead of hanging it; code that does not wait leaves nothing for it to open."""
@@ -20,7 +21,9 @@ import pytest
 
 from klaw import FunctionModel, Klaw
 from klaw.channels.web.auth import WebAuth
+from klaw.channels.web.token import load_or_create_token
 from klaw.errors import KlawError
+from klaw.home import KlawHome
 from tests.test_library import CONFIG
 
 ENGINE_YAML = "embedder:\n  backend: fake\n  dim: 32\nsummarizer:\n  enabled: false\nprocessing:\n  debounceMs: 0\n"
@@ -120,3 +123,20 @@ def test_the_web_pages_sign_out_list_made_a_fifo_or_dev_zero_is_forgotten_in_wor
     with caplog.at_level(logging.WARNING, "klaw.channels.web.revoked"):
         WebAuth("a-token-long-enough-to-be-one", revoked_file=revoked)  # was read without end
     assert "(not a regular file but a device)" in caplog.text
+
+
+def test_the_web_pages_token_file_made_a_fifo_or_dev_zero_stops_the_start_in_words(tmp_path: Path) -> None:
+    """`klaw serve` and `klaw mcp serve --http` read it first thing: a FIFO hung them, /dev/zero filled memory."""
+    home = KlawHome(tmp_path / "home")
+    home.root.mkdir(mode=0o700)
+    cases = [("fifo", "not a regular file but a FIFO (named pipe)"), ("zero", "not a regular file but a device")]
+    for kind, why in cases:
+        home.web_token_file.unlink(missing_ok=True)
+        with contextlib.ExitStack() as stack:
+            if kind == "fifo":
+                stack.enter_context(fifo(home.web_token_file))
+            else:
+                home.web_token_file.symlink_to("/dev/zero")
+            with pytest.raises(OSError, match="cannot be the web page's token") as refused:
+                load_or_create_token(home)
+        assert f"({why}): remove it and start again" in str(refused.value)

@@ -2,7 +2,8 @@
 
 Created on the gateway's first start and reused after, so a bookmarked login keeps working;
 deleting the file (and restarting) issues a new token and signs every browser out, since session
-cookies are signed with a key derived from the token.
+cookies are signed with a key derived from the token. Read as any small file of the home is
+(`small_file.read_small`): a FIFO put there cannot hang the start, a link to /dev/zero cannot fill memory.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import stat
 
 from klaw.home import KlawHome
 from klaw.private_files import open_private, private_dirs
+from klaw.small_file import read_small
 
 log = logging.getLogger(__name__)
 
 TOKEN_BYTES = 32
+MAX_TOKEN_FILE_BYTES = 4096  # a token is 43 characters; anything near this is not one of klaw's
 
 
 def load_or_create_token(home: KlawHome) -> str:
@@ -32,7 +35,14 @@ def load_or_create_token(home: KlawHome) -> str:
         if stat.S_IMODE(mode) & 0o077:
             log.warning("%s was readable by others; restricting it to its owner (0600)", path)
             os.chmod(path, 0o600)
-        token = path.read_text(encoding="utf-8").strip()
+        try:
+            token = read_small(path, MAX_TOKEN_FILE_BYTES).decode("utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not text"
+            raise OSError(
+                f"{path} cannot be the web page's token ({why}): remove it and start again; klaw makes a new"
+                " token (every browser signs in again)"
+            ) from None
         if token:
             return token
         path.unlink()
