@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from klaw.cli.app import app
 from klaw.home import KlawHome
+from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.reindex import reindex
 from klaw.store.records import ChatRef
 from klaw.store.sqlite.store import SqliteStore
@@ -184,3 +188,62 @@ def test_a_segment_is_named_by_its_number_in_the_chat_and_its_id(home: KlawHome)
     code, out, _ = run(home, "segment", "--chat", str(OTHER), "--number", "1", "--yes")
     assert code == 0 and f"Forgot segment 1 (id {theirs}):" in out, out
     assert "something of theirs" not in log_text(home) and SECRET in log_text(home)
+
+
+class _Killed(Exception):
+    """The process killed (SIGKILL) right after the tombstone was stored, before the log files were rewritten."""
+
+
+def test_a_forget_killed_before_the_log_rewrite_is_named_and_finished_without_an_engine(
+    home: KlawHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """adversary25 M2 (decision 454): the text stayed in the log, `klaw log check` said nothing, the same
+    forget again said 'there is no exchange N' and `klaw reindex` left it: only an engine start finished it."""
+    ids = fill(home)
+    rewrite = ConversationLog.remove_records
+
+    async def killed(*_args: object, **_kwargs: object) -> list[Path]:
+        raise _Killed
+
+    def interrupted(*args: str) -> None:
+        monkeypatch.setattr(ConversationLog, "remove_records", killed)
+        result = CliRunner().invoke(app, ["memory", "forget", *args, "--yes"], env={"KLAW_HOME": str(home.root)})
+        assert isinstance(result.exception, _Killed)
+        monkeypatch.setattr(ConversationLog, "remove_records", rewrite)
+
+    interrupted("exchange", str(ids["exchange"]))
+    assert SECRET in log_text(home)
+    check = CliRunner().invoke(app, ["log", "check"], env={"KLAW_HOME": str(home.root), "COLUMNS": "300"})
+    said = " ".join(check.stdout.split())
+    assert check.exit_code == 1 and f"the text of exchange {ids['exchange']} of {ME}: gone from the database" in said
+    assert f"`klaw memory forget exchange {ids['exchange']} --yes` finishes it" in said
+    code, out, _ = run(home, "exchange", str(ids["exchange"]), "--yes")  # the same command again finishes it
+    assert code == 0 and f"the text of exchange {ids['exchange']} of {ME} is out of the log now" in " ".join(
+        out.split()
+    )
+    assert SECRET not in log_text(home)
+
+    interrupted("segment", str(ids["their_segment"]))
+    assert "something of theirs" in log_text(home)
+    reindexed = CliRunner().invoke(app, ["reindex"], env={"KLAW_HOME": str(home.root), "COLUMNS": "300"})
+    assert (
+        reindexed.exit_code == 0 and f"segment {ids['their_segment']} of {OTHER} is out of the log" in reindexed.stdout
+    )
+    assert "something of theirs" not in log_text(home) and "what is for lunch" in log_text(home)
+    assert CliRunner().invoke(app, ["log", "check"], env={"KLAW_HOME": str(home.root)}).exit_code == 0
+
+
+def test_ctrl_c_after_the_tombstone_lets_the_log_rewrite_end(home: KlawHome, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C (SIGINT) as the log files are about to be rewritten: the rewrite ends, exit 130 says so."""
+    ids = fill(home)
+    rewrite = ConversationLog.remove_records
+
+    async def ctrl_c_first(self: ConversationLog, *args: Any) -> list[Path]:
+        os.kill(os.getpid(), signal.SIGINT)
+        await asyncio.sleep(0.05)  # asyncio.run's handler cancels the command's task meanwhile
+        return await rewrite(self, *args)
+
+    monkeypatch.setattr(ConversationLog, "remove_records", ctrl_c_first)
+    code, out, _ = run(home, "exchange", str(ids["exchange"]), "--yes")
+    assert code == 130 and f"Interrupted, once exchange {ids['exchange']} was forgotten: it is out of" in out
+    assert SECRET not in log_text(home)

@@ -354,18 +354,23 @@ async def test_a_denied_allow_tools_creates_no_task(tmp_path: Path) -> None:
         assert await scheduler.list_tasks() == []
 
 
-async def test_shutdown_denies_a_waiting_question_instead_of_waiting_for_it(tmp_path: Path) -> None:
+async def test_shutdown_denies_a_waiting_question_and_ends_its_turn_there(tmp_path: Path) -> None:
+    """A model that keeps asking for the held call is not asked again after the shutdown denied it: it was
+    called round after round up to maxToolCallRounds while klaw waited to stop (adversary25 L3, decision 454)."""
     async with stand() as s:
-        s.server.reply_tool_calls([("host_exec", {"command": COMMAND})])
-        s.server.reply_text("Stopped before running it.")
+        for _ in range(3):
+            s.server.reply_tool_calls([("host_exec", {"command": COMMAND})])
         await s.ask("clean up my old backups")
         await s.question()
         s.stopped = True
         async with asyncio.timeout(60):  # the drain would otherwise wait for the answer (or its 600 s limit)
             await s.engine.shutdown(timeout_seconds=600)
-        assert s.ran == []
-        [result] = s.tool_results()
+        assert s.ran == [] and len(s.server.chat_requests) == 1
+        [result] = s.logged_tool_results()
         assert result["content"] == "Not run: host_exec needs approval and the engine is stopping."
+        [reply] = [r.content for r in map(decode_record, log_lines(s.home)) if r.content.startswith("klaw is stop")]
+        assert reply.startswith("klaw is stopping, so host_exec did not run: it needs your approval")
+        assert "Send your message again once klaw is back" in reply
 
 
 async def test_the_question_and_answers_never_reach_the_python_log(tmp_path: Path, caplog: Any) -> None:
@@ -440,3 +445,11 @@ async def test_a_write_into_the_skills_folder_is_not_put_to_the_person(tmp_path:
         assert "- path: 'skills/notes/SKILL.md' is a prompt file or in the skills/ folder" in result["content"]
         assert "Value error" not in result["content"]  # the tool's sentence alone, not pydantic's frame
         assert not (s.home.workspace / "skills" / "notes").exists()
+
+
+def log_lines(home: KlawHome) -> list[str]:
+    return [
+        line
+        for path in sorted((home.conversations / "web_main").glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]

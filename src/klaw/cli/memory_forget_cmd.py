@@ -11,6 +11,7 @@ it. An engine answering on its socket is asked to forget instead (memory_forget_
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -23,7 +24,8 @@ from klaw.memory.forget_targets import ForgetError, ForgetKind, typed_target  # 
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
     from klaw.config import DatabaseConfig
-    from klaw.memory.forgetting import ForgetOutcome, ForgetPlan
+    from klaw.memory.forgetting import ForgetOutcome, ForgetPlan, Forgetting
+    from klaw.store.protocol import Storage
     from klaw.store.records import ChatRef
 
 
@@ -91,8 +93,20 @@ def forget(
         if left := left_behind(home, loaded.config.database):
             console.print(left.strip(), highlight=False)
         return
+
+    told: list[str] = []
+
+    def said(words: str) -> None:
+        told.append(words)
+        console.print(words, highlight=False, markup=False, emoji=False)
+
     try:
-        outcome = asyncio.run(_forget(home, path, loaded.config.database, kind, target, owner, confirm))
+        outcome = asyncio.run(_forget(home, path, loaded.config.database, kind, target, owner, confirm, said))
+    except KeyboardInterrupt:  # Ctrl-C; one after the tombstone lets the log's rewrite end first (decision 454)
+        if not any(words.startswith("Interrupted") for words in told):  # a second Ctrl-C cut the first's words
+            pending = pending_forgets(home, loaded.config.database)
+            said(f"Interrupted. {pending_words(pending)}" if pending else "Interrupted. Nothing was forgotten.")
+        raise typer.Exit(130) from None
     except ForgetError as exc:
         fail(f"cannot forget: {exc}", code=1)
     except _EngineRunning as running:
@@ -105,7 +119,8 @@ def forget(
     if outcome is None:
         console.print("Nothing was forgotten.", highlight=False)
         raise typer.Exit(1)
-    assert outcome.plan is not None
+    if outcome.plan is None:  # this very forget, interrupted earlier: its log files were rewritten just now
+        return
     from klaw.memory.forget_words import runs_left_sentence, tasks_left_sentence
 
     console.print(
@@ -188,24 +203,33 @@ async def _forget(
     target_id: int | str,
     chat: ChatRef | None,
     confirm: Callable[[ForgetPlan], bool],
+    said: Callable[[str], None],
 ) -> ForgetOutcome | None:
     from klaw.engine_presence import held_message, holding_home
     from klaw.home_lock import HomeHeldError
-    from klaw.memory.conversation_log import open_log
-    from klaw.memory.forgetting import Forgetting
-    from klaw.memory.ingestion import Ingestion
-    from klaw.store.records import utc_now
+    from klaw.memory.forgetting import ForgetOutcome
 
     try:
         async with holding_home(home, "klaw memory forget"):  # no engine starts while the log is rewritten
             store = await open_store_or_exit(path, database, edits_only=True)
             try:
-                log = open_log(home.conversations, kept_by_store=store.keeps_log)
-                forgetting = Forgetting(Ingestion(log, store), utc_now)
-                plan = await forgetting.plan(kind, target_id, chat)
+                forgetting = _forgetting(home, store)
+                finished, files = await _finish_pending(forgetting)
+                if finished:
+                    said(_finished_words(finished, files))
+                try:
+                    plan = await forgetting.plan(kind, target_id, chat)
+                except ForgetError:
+                    if any(t == f"{kind.value} {target_id}" and chat in (None, c) for c, t in finished):
+                        return ForgetOutcome(None, files)  # the same command again: its interrupted run finished
+                    raise
                 if not confirm(plan):
                     return None
-                return await forgetting.forget(plan)
+                try:
+                    return await forgetting.forget(plan)
+                except asyncio.CancelledError:  # Ctrl-C: `forget` let the log's rewrite end if it had begun
+                    said(await _after_ctrl_c(forgetting, plan))
+                    raise
             finally:
                 await store.aclose()
     except HomeHeldError as exc:
@@ -222,3 +246,98 @@ def _chat(text: str) -> ChatRef:
         return ChatRef(channel, chat_id)
     except ValueError as exc:
         fail(f"--chat {text!r}: {exc}")
+
+
+def _forgetting(home: KlawHome, store: Storage) -> Forgetting:
+    from klaw.memory.conversation_log import open_log
+    from klaw.memory.forgetting import Forgetting
+    from klaw.memory.ingestion import Ingestion
+    from klaw.store.records import utc_now
+
+    return Forgetting(Ingestion(open_log(home.conversations, kept_by_store=store.keeps_log), store), utc_now)
+
+
+async def _finish_pending(forgetting: Forgetting) -> tuple[list[tuple[ChatRef, str]], int]:
+    """The forgets an interruption (Ctrl-C twice, a kill) left with the log still holding their text, finished:
+    before decision 454 only the next engine start did, and a home copied meanwhile kept the text."""
+    logging.getLogger("klaw.memory.forgetting").setLevel(logging.ERROR)  # its warning: our words say it, once
+    pending = await forgetting.pending_targets()
+    return pending, await forgetting.finish_pending() if pending else 0
+
+
+async def _after_ctrl_c(forgetting: Forgetting, plan: ForgetPlan) -> str:
+    if pending := await forgetting.pending_targets():
+        return f"Interrupted. {pending_words(pending)}"
+    try:
+        await forgetting.plan(plan.kind, plan.target_id, plan.chat)
+    except ForgetError:  # gone: the tombstone was stored, and the rewrite it began ended
+        return f"Interrupted, once {plan.said} was forgotten: it is out of the database, search and the log."
+    return "Interrupted. Nothing was forgotten."
+
+
+def _finished_words(finished: list[tuple[ChatRef, str]], files: int) -> str:
+    named = "; ".join(f"{target} of {chat}" for chat, target in finished)
+    return (
+        f"Finished what an interrupted forget left: the text of {named} is out of the log now ({files} log file(s)"
+        " rewritten)."
+    )
+
+
+def pending_words(pending: list[tuple[ChatRef, str]]) -> str:
+    """What an interrupted forget left and the command that finishes it (`klaw log check`, an interrupted forget)."""
+    named = "; ".join(f"{target} of {chat}" for chat, target in pending)
+    return (
+        f"An interrupted forget left the log still holding the text of {named}: gone from the database and search,"
+        f" not yet from the log. `klaw memory forget {pending[0][1]} --yes` finishes it (so do any other"
+        " `klaw memory forget`, `klaw reindex` and the next engine start)."
+    )
+
+
+def pending_forgets(home: KlawHome, database: DatabaseConfig) -> list[tuple[ChatRef, str]]:
+    """The forgets an interruption left unfinished (read only): none where there is no database to read (the
+    command's own checks say so)."""
+    from klaw.store.backend import not_set_up, open_storage
+    from klaw.store.protocol import StorageError
+
+    path = home.database_file(database.path)
+
+    async def read() -> list[tuple[ChatRef, str]]:
+        if (database.backend == "sqlite" and not path.exists()) or await not_set_up(database) is not None:
+            return []
+        store = await open_storage(path, database)
+        try:
+            return await _forgetting(home, store).pending_targets()
+        finally:
+            await store.aclose()
+
+    try:
+        return asyncio.run(read())
+    except StorageError:
+        return []
+
+
+def finish_interrupted_forgets(home: KlawHome, database: DatabaseConfig, command: str) -> str | None:
+    """`command` (`klaw reindex`) finishes first what an interrupted forget left in the log, holding the home;
+    the words saying so, None when nothing was left (or the command's own refusal will say why it cannot)."""
+    from klaw.engine_presence import holding_home
+    from klaw.home_lock import HomeHeldError
+    from klaw.store.backend import not_set_up, open_storage
+    from klaw.store.protocol import StorageError
+
+    path = home.database_file(database.path)
+
+    async def finish() -> str | None:
+        if (database.backend == "sqlite" and not path.exists()) or await not_set_up(database) is not None:
+            return None
+        async with holding_home(home, command):
+            store = await open_storage(path, database)
+            try:
+                finished, files = await _finish_pending(_forgetting(home, store))
+            finally:
+                await store.aclose()
+        return _finished_words(finished, files) if finished else None
+
+    try:
+        return asyncio.run(finish())
+    except (StorageError, HomeHeldError):
+        return None

@@ -85,6 +85,10 @@ def reindex_command(
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
         # The report names the malformed lines; a warning per line would only break the bars (-v shows them).
         logging.getLogger("klaw.memory.conversation_log").setLevel(logging.ERROR)
+    from klaw.cli.memory_forget_cmd import finish_interrupted_forgets
+
+    if finished := finish_interrupted_forgets(home, loaded.config.database, "klaw reindex"):
+        console.print(finished, highlight=False, markup=False, emoji=False, soft_wrap=True)  # decision 454
     try:
         with bars.progress, logs_through(console):  # log lines above the bars, never into them
             report = asyncio.run(reindex(home, loaded.config, progress=bars.update, keep_backup=keep_backup))

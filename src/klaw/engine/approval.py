@@ -111,7 +111,7 @@ class ApprovalGate:
         self._conditions = dict(conditions or {})
         self._pending: dict[str, _Pending] = {}
         self.settled = SettledQuestions(timeout_seconds)  # how each ended, for a prompt that did not answer (450)
-        self._closed = False
+        self.stopping = False  # closed by the shutdown: held calls denied, and their turns end there (454)
         # Each chat's last word from its person since the start: "answer" (/approve, /deny) or "message" (436, 442)
         self._last_word: dict[ChatRef, str] = {}
 
@@ -147,7 +147,7 @@ class ApprovalGate:
                 f" A task may use it only if it was created allowing it (schedule_add allow_tools, asked of the"
                 f" person; or `klaw schedule add --allow-tool {call.name}`).",
             )
-        if self._closed:
+        if self.stopping:
             return Verdict(Decision.UNAVAILABLE, f"Not run: {call.name} needs approval and the engine is stopping.")
         length = len(shown_arguments(call))
         if length > MAX_SHOWN_CHARS:  # a question that shows part of a call would ask for what is not read
@@ -304,7 +304,7 @@ class ApprovalGate:
 
     def close(self) -> None:
         """The engine is stopping: deny what waits, so turns end instead of holding up shutdown."""
-        self._closed = True
+        self.stopping = True
         for pending in self._pending.values():
             if not pending.answer.done():
                 pending.answer.cancel()

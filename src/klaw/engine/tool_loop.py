@@ -68,6 +68,16 @@ def tool_limit_message(limit: int) -> str:
     )
 
 
+def stopping_message(tools: Sequence[str]) -> str:
+    """The reply of a turn whose held calls the engine's shutdown denied: the model is not asked again
+    (each round it would ask for them again, up to maxToolCallRounds, while klaw waits to stop; decision 454)."""
+    named = ", ".join(dict.fromkeys(tools))
+    return (
+        f"klaw is stopping, so {named} did not run: it needs your approval, and no question is answered while"
+        " klaw stops. Send your message again once klaw is back to be asked again."
+    )
+
+
 def not_run_message(asked: int, limit: int) -> str:
     """The result of each call past the first `limit` of an answer that asked for `asked`."""
     return (
@@ -92,12 +102,14 @@ async def run_tool_loop(
     max_calls: int = DEFAULT_MAX_CALLS,
     checkpoint: Callable[[], Awaitable[None]] | None = None,
     around_call: Callable[[], AbstractAsyncContextManager[None]] | None = None,
+    stopping: Callable[[], bool] | None = None,
 ) -> LoopOutcome:
     """Run the loop on `messages` (extended in place); returns the final text and status. The model may
     call the tools `tools` offers it, and no other, at most `max_calls` of them from one answer.
     `checkpoint` is awaited before each model call, after each answer and after each round's tools,
     before anything of them is recorded or returned: it raises to stop the turn there. `around_call` is
-    entered around each model call alone, never the tools (the turn's LLM slot, decision 297)."""
+    entered around each model call alone, never the tools (the turn's LLM slot, decision 297). `stopping`
+    (the approval gate closed by a shutdown) ends the turn after a round whose held calls it denied."""
     names: list[str] = []
     not_run: list[tuple[int, str]] = []
 
@@ -137,6 +149,9 @@ async def run_tool_loop(
                 not_run.append((index, why))
             results.append(_record(chat, Role.TOOL, result.content, MessageType.TOOL_RESULT, metadata, now))
         await record(results)
+        unasked = [r.name for r, decision, _ in ran if decision == Decision.UNAVAILABLE.value]
+        if unasked and stopping is not None and stopping():
+            return outcome(stopping_message(unasked), ExchangeStatus.COMPLETED, round_number)
     return outcome(tool_limit_message(max_rounds), ExchangeStatus.TOOL_LIMIT, max_rounds)
 
 

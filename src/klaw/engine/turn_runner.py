@@ -174,6 +174,7 @@ class TurnRunner:
                     now=self.clock.now,
                     on_text=turn.on_text,
                     approve=self._approver(turn),
+                    stopping=self._stopping,
                     checkpoint=turn.checkpoint,
                     around_call=None if turn.model_slot is None else _timed_slot(turn.model_slot, turn.timings),
                 )
@@ -193,6 +194,9 @@ class TurnRunner:
                     type(second).__name__,
                 )
             return failure
+
+    def _stopping(self) -> bool:
+        return self.approvals is not None and self.approvals.stopping
 
     def _approver(self, turn: Turn) -> Callable[[ToolCall], Awaitable[Verdict | None]] | None:
         gate = self.approvals

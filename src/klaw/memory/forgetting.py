@@ -14,21 +14,23 @@ every summary that could quote it, and the conversation log.
    the store's WAL is emptied so no old page keeps the text.
 
 Crash safety: the tombstone id is noted in `settings` (`PENDING_KEY`) before step 2 and dropped
-after step 3. At start-up `finish_pending` redoes step 3 for any tombstone still noted; a tombstone
-that reached the log but not the database is folded by crash recovery, which, like `klaw reindex`,
-skips every record a tombstone names. The in-memory copies of recent contexts are the engine's
-to drop (`/forget` does).
+after step 3. `finish_pending` redoes step 3 for any tombstone still noted: at start-up, and first in
+`klaw memory forget` and `klaw reindex` (`klaw log check` names them; decision 454); a tombstone that
+reached the log but not the database is folded by crash recovery, which, like `klaw reindex`, skips
+every record a tombstone names. The engine drops its in-memory copies of recent contexts (`/forget`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from klaw.memory.forget_targets import WHERE_SHOWN, ForgetError, ForgetKind, resolve_memory, typed_target
 from klaw.memory.segment_numbers import id_of_number, number_of, segment_words
@@ -43,6 +45,7 @@ if TYPE_CHECKING:  # `klaw memory forget` loads this module for ForgetKind; `kla
 __all__ = ["ForgetError", "ForgetKind", "ForgetOutcome", "ForgetPlan", "Forgetting"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PENDING_KEY = "forget.pendingLogRewrites"  # tombstone ids whose log files may still hold forgotten lines
 
@@ -272,9 +275,7 @@ class Forgetting:
             tombstone = forget_record(plan.chat, ids, plan.label, days, self._clock(), record_id, high)
             await self._note_pending(tombstone.id, add=True)
             await self._ingestion.accept(tombstone)
-            rewritten = await self._log.remove_records(plan.chat, ids, days)
-            await self._store.history.checkpoint()
-            await self._note_pending(tombstone.id, add=False)
+            rewritten = await _carried_through(self._rewrite(plan.chat, ids, days, tombstone.id))
         log.info(
             "forgot %s of chat %s: %d record(s), %d log file(s) rewritten",
             plan.label,
@@ -283,6 +284,18 @@ class Forgetting:
             len(rewritten),
         )
         return ForgetOutcome(plan, len(rewritten))
+
+    async def _rewrite(self, chat: ChatRef, ids: list[str], days: list[str], tombstone_id: str) -> list[Path]:
+        rewritten = await self._log.remove_records(chat, ids, days)
+        await self._store.history.checkpoint()
+        await self._note_pending(tombstone_id, add=False)
+        return rewritten
+
+    async def pending_targets(self) -> list[tuple[ChatRef, str]]:
+        """What the forgets `finish_pending` would finish erased (chat, `exchange 7`): named by `klaw log check`
+        and `klaw memory forget` until the log files no longer hold the text (decision 454)."""
+        stored = [await self._store.messages.get(tombstone_id) for tombstone_id in await self._pending()]
+        return [(m.record.chat, str((m.record.metadata or {}).get("target", "?"))) for m in stored if m is not None]
 
     async def finish_pending(self) -> int:
         """Rewrite the log files a forget interrupted by a crash left holding forgotten records
@@ -341,6 +354,18 @@ class Forgetting:
             await self._store.settings.set(PENDING_KEY, pending)
         else:
             await self._store.settings.delete(PENDING_KEY)
+
+
+async def _carried_through(work: Coroutine[object, object, T]) -> T:
+    """`work` carried to its end though the caller is cancelled once (Ctrl-C, an engine stopping), which is
+    then raised: after the tombstone the rewrite is a few files, and a stop there would leave the forgotten
+    text in them until the next start (decision 454). A second cancellation stops it; `finish_pending` redoes it."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await task
+        raise
 
 
 def _cut_off(exchange: Exchange, later: Sequence[Exchange]) -> bool:
