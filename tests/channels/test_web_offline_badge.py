@@ -10,6 +10,10 @@ stayed and the earlier messages were missing until a reload; and the queued mess
 time of sending live but the time it was stored (when the engine came back) after the reload. Now the
 history takes the line's place once a reply shows the engine is back (the timer being off here), nothing
 twice, and the queued message shows its stored time both ways.
+
+A second tab that had loaded its history before the engine went (decision 452) got the reply to the message
+the first tab queued, but never the message itself (only replies are streamed): a reply answering a message
+the page does not show, or the engine seen back, now has it read the history and put what it lacks in order.
 """
 
 from __future__ import annotations
@@ -30,6 +34,11 @@ async def test_a_queued_message_is_counted_at_once_and_the_history_comes_back_wi
         await page.wait_for_selector("#engine-status.up")
         stack.server.reply_text("Noted before the outage.")
         await say(page, "remember the red kite", answered=1)
+        keeper = await page.context.new_page()  # a tab whose history was read with the engine up
+        keeper.set_default_timeout(15_000)
+        await keeper.add_init_script("window.setInterval = () => 0;")
+        await keeper.goto(session.web.url)
+        await keeper.locator(".msg.assistant", has_text="Noted before the outage.").wait_for()
         await stack.engine.shutdown(timeout_seconds=5)
         await page.reload()  # opened while the engine is down: no history
         await page.wait_for_selector("body[data-ready=true]")
@@ -50,6 +59,8 @@ async def test_a_queued_message_is_counted_at_once_and_the_history_comes_back_wi
             order = await page.locator("#messages .msg .body").all_inner_texts()
             assert order == ["remember the red kite", "Noted before the outage.", "are you back?", "Back again."]
             live = await page.locator(".msg.user", has_text="are you back?").locator(".meta").inner_text()
+            await keeper.locator(".msg.user", has_text="are you back?").wait_for()  # old page: only the reply
+            assert await keeper.locator("#messages .msg .body").all_inner_texts() == order
 
             await page.reload()
             await page.wait_for_selector("body[data-ready=true]")

@@ -82,6 +82,13 @@ async def test_brackets_in_memory_help_context_and_replies_are_shown_literally(t
             assert "Read the backup recipe (https://example.com/backup) or https://example.com/faq." in said, screen
             assert said.count("https://example.com/faq") == 1, screen
 
+            # A reply over 100,000 characters is shown as its text (decision 452): rich's wrapping of a long
+            # paragraph costs the square of its length (a 3 MB reply: 23 s before it was all on screen).
+            model.reply_text("**kept as written** " + "filler " * 15_000 + "\nthe last line")
+            await term.type_line("print the big file")
+            screen = await term.wait_for_prompt_after("the last line", "the long reply")
+            assert "**kept as written**" in screen  # before: drawn as Markdown, bold without its stars
+
             await term.type_line("still here?")  # the engine survived everything above
             screen = await term.wait_for_prompt_after("echo: still here?", "a reply after the commands")
             await term.tmux("send-keys", "-t", term.target, "C-d")

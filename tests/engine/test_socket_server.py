@@ -457,6 +457,28 @@ async def test_an_outbound_text_too_large_for_one_frame_goes_in_parts_under_the_
     await gateway.aclose()
 
 
+async def test_one_line_of_escapes_over_a_frame_goes_in_parts_each_under_the_limit(
+    server: EngineSocketServer,
+) -> None:
+    """A line over the limit is cut between characters, each costed as the frame's JSON escapes it (quotes,
+    backslashes, control characters, non-ASCII); blank lines in a row cut after each (decision 452 costs it
+    with JSON's string encoder alone and cuts without a look-behind regex)."""
+    text = "\n\n\n" + 'é"\\\x01😀\u2028 ab' * 90_000 + "\n\n\n\nend"  # one line of ~1.1 MB, ~2 MiB escaped
+    assert not await server.send_outbound(outbound(text))
+    parts = server.pending_outbound("console")
+    assert parts >= 2
+    gateway = await GatewayClient.connect(server.path)
+    await gateway.send(HelloFrame(channels=["console"]))
+    lines = []
+    for _ in range(parts):
+        async with asyncio.timeout(10):
+            lines.append(await gateway.reader.readline())
+    assert all(len(line) <= MAX_FRAME_BYTES for line in lines)
+    texts = [f.text for f in map(decode_frame, lines) if isinstance(f, OutboundFrame)]
+    assert "".join(texts) == text and len(texts) == parts
+    await gateway.aclose()
+
+
 async def test_shutdown_is_broadcast_to_every_gateway(server: EngineSocketServer) -> None:
     gateways = [await GatewayClient.connect(server.path) for _ in range(3)]
     for gateway in gateways:

@@ -336,6 +336,12 @@ class ShownReply(Protocol):
     def tools(self) -> tuple[str, ...]: ...
 
 
+MARKDOWN_MAX_CHARS = 100_000
+"""A longer reply is shown as its text, control characters made visible, not drawn as Markdown: rich's
+wrapping of a paragraph costs the square of its length (1.5 MB: 4 s, 3 MB: 14 s, on a quiet machine), and
+nobody reads a reply that long for its formatting."""
+
+
 def show_reply(console: Console, stderr: Console, reply: ShownReply) -> None:
     """A reply, an error or a question to approve a tool, its control characters shown and never
     obeyed: a reply or a tool's arguments must not clear the screen or overwrite the question."""
@@ -352,6 +358,8 @@ def show_reply(console: Console, stderr: Console, reply: ShownReply) -> None:
         stderr.print(Text(visible(reply.text)), highlight=False)
     elif not console.is_terminal:  # piped: as the model wrote it, as the reply itself (Markdown pads)
         console.out(reply.text, highlight=False)
+    elif len(reply.text) > MARKDOWN_MAX_CHARS:  # rich wraps a long paragraph in time square to its length
+        console.out(visible(reply.text), highlight=False)  # the terminal wraps it (decision 452)
     else:
         from klaw.channels.console_markdown import reply_markdown  # markdown-it: only a terminal's replies
 

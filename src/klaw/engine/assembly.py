@@ -268,8 +268,8 @@ async def assemble(
         saved_memories=memory.store.memory_chunks,
         tool_listing=listing,
         stand_in=router.stand_in,
+        status_first=[note.status_lines],
         status_lines=[
-            note.status_lines,
             memory.warm_up.status_lines,
             mcp_servers.status_lines,
             lambda: unavailable_tools(selection),

@@ -59,7 +59,8 @@ class CommandAnswer:
 @dataclass(eq=False)
 class CommandHandler:
     """`commands`: `commands` in engine.yaml, what /help lists. `status_lines`: parts that add lines of
-    their own to /status (the MCP servers)."""
+    their own to /status (the MCP servers); `status_first`: those said above everything else, where a person
+    looks first (engine.yaml changed since the start, which makes the rest what the engine loaded)."""
 
     _: KW_ONLY
     catalogue: ModelCatalogue
@@ -78,6 +79,7 @@ class CommandHandler:
     saved_memories: MemoryChunkRepository | None = None  # `/memory` lists the chat's latest
     tool_listing: InitVar[ToolListing | None] = None
     status_lines: Sequence[Callable[[], list[str]]] = ()
+    status_first: Sequence[Callable[[], list[str]]] = ()
     # The model a program gave (`Klaw(model=...)`) answering a configured id, by name; None: the configured one
     stand_in: Callable[[str], str | None] = lambda _model_id: None
     _handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = field(init=False)
@@ -169,7 +171,8 @@ class CommandHandler:
         session = await self.sessions.get_or_create(chat)
         uptime = self.clock.now() - self.started_at
         slots = self.processor.slots
-        lines = [
+        lines = [line for source in self.status_first for line in source()]
+        lines += [
             f"Uptime: {_duration(uptime.total_seconds())}",
             f"Model: {session.model}{_answered_by(self.stand_in(session.model))}",
             f"Segment started: {session.segment.started_at.isoformat(timespec='seconds')}",

@@ -10,8 +10,10 @@ The bucket and sign come from blake2b, not Python's `hash()`: `hash()` is salted
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Sequence
 
 from klaw.memory.embedder.protocol import Vectors
@@ -22,6 +24,8 @@ _WORD = re.compile(r"\w+")
 # would make cosine distance undefined downstream), and all such texts are identical to each other,
 # much as a real model maps "" to one fixed vector.
 EMPTY_TOKEN = "\x00empty"
+ON_LOOP_CHARS = 65_536
+"""Texts up to this many characters in all are hashed on the caller's loop (well under a millisecond)."""
 
 
 class FakeEmbedder:
@@ -41,15 +45,23 @@ class FakeEmbedder:
         return self._dim
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
-        # Pure Python and cheap: no worker thread needed. numpy here: config check builds one, embeds nothing.
+        # Pure Python and cheap for a message: no worker thread needed. A long text (a model's reply that
+        # prints a file) is hashed on a thread: 3 MB took ~8 s on the engine's loop, and every chat's frames
+        # waited for it (decision 452).
+        if sum(len(text) for text in texts) > ON_LOOP_CHARS:
+            return await asyncio.to_thread(self._vectors, texts)
+        return self._vectors(texts)
+
+    def _vectors(self, texts: Sequence[str]) -> Vectors:
+        # numpy here: config check builds one, embeds nothing.
         import numpy as np
 
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            tokens = _WORD.findall(text.lower()) or [EMPTY_TOKEN]
-            for token in tokens:
+            # Each distinct word hashed once, added as often as it occurs (whole numbers: the same sum).
+            for token, count in Counter(_WORD.findall(text.lower()) or [EMPTY_TOKEN]).items():
                 bucket, sign = self._slot(token)
-                out[row, bucket] += sign
+                out[row, bucket] += sign * count
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         # Signed hashing can cancel a row to zero (e.g. two words colliding with opposite signs):
         # fall back to the empty-text vector so every row is still a unit vector.

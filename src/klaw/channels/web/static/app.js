@@ -6,8 +6,10 @@
 
 // bubbles: reply_to → the reply bubble being written; answered: ids whose reply came before the POST said
 // which id the message got (a fast reply), so `send` can still mark its message answered (class `answered`).
-// lastEvent: the number of the last event shown (or the history's cursor); skipTo: events.js.
-const state = { csrf: "", chat: { channel: "web", chat_id: "main" }, bubbles: new Map(), answered: new Set(), shown: new Set(), chats: [], lastEvent: null, skipTo: null };
+// lastEvent: the number of the last event shown (or the history's cursor); skipTo: events.js. sending: the
+// sends whose POST has not answered (their bubbles have no id yet); away: the engine was seen gone since the
+// page last read the history (catchUp).
+const state = { csrf: "", chat: { channel: "web", chat_id: "main" }, bubbles: new Map(), answered: new Set(), shown: new Set(), chats: [], lastEvent: null, skipTo: null, sending: new Set(), away: false };
 const SVG = "http://www.w3.org/2000/svg";
 // Each context layer keeps its colour in every turn (style.css .layer-N); an unknown one is grey.
 const LAYERS = ["system_prompt", "core_memory", "summary", "past_conversations", "auto_rag", "sliding_window", "tools", "pending", "skills"];
@@ -160,17 +162,24 @@ function stamp(bubble, at) {
 
 async function send(text) {
   const bubble = addBubble("user", text, "sending…");
+  const posted = api("/api/messages", { method: "POST", body: { text } });
+  state.sending.add(posted);
   try {
-    const result = await api("/api/messages", { method: "POST", body: { text } });
+    const result = await posted;
     bubble.dataset.id = result.id;
     bubble.dataset.at = new Date().toISOString();
     if (result.queued) bubble.dataset.queued = "true";
     if (state.answered.delete(result.id)) answered(bubble);
     else bubble.querySelector(".meta").textContent = result.queued ? "queued: the engine is offline" : fmtTime(bubble.dataset.at);
-    if (result.queued) refreshStatus();  // the header counts it now, not at the next 5-second refresh
+    if (result.queued) {
+      state.away = true;
+      refreshStatus();  // the header counts it now, not at the next 5-second refresh
+    }
   } catch (error) {
     bubble.classList.add("error");
     bubble.querySelector(".meta").textContent = `not sent: ${error.message}`;
+  } finally {
+    state.sending.delete(posted);
   }
 }
 
@@ -192,7 +201,7 @@ async function loadHistory() {
 }
 
 // The history's messages, each placed by `place` unless it is on the page already (it came live: a message
-// sent, its reply): that one is handed to `found` instead, so the next ones can go after it (restoreHistory).
+// sent, its reply): that one is handed to `found` instead, so the next ones can go after it (catchUp).
 function placeHistory(messages, complete, approvals, place, found = () => {}) {
   if (!complete) place(el("p", { class: "hint", text: "Earlier messages are in the Memory tab." }));
   let segment = null;
@@ -222,22 +231,45 @@ function placeHistory(messages, complete, approvals, place, found = () => {}) {
   }
 }
 
-// The engine is back (the status says so, or a reply came) after the page loaded without it: the history
-// goes where the line saying it could not be shown was, in order with what came live meanwhile, none twice.
-// Before, the line stayed and the earlier messages were missing until a reload (newcomer16, decision 446).
-let restoring = false;
-async function restoreHistory() {
-  const missing = document.querySelector("#messages .history-missing");
-  if (!missing || restoring) return;
-  restoring = true;
+// The engine is back (the status says so, or a reply came) after the page loaded without it, or after it was
+// seen gone, or a reply answers a message this page does not show (another tab sent it): the page reads the
+// history and shows what the chat holds that it does not, each in order after the last message it already
+// shows before it (found by id), none twice. A page that loaded without the engine has the history go where the
+// line saying it could not be shown was (decision 446); one that had its history missed the messages other
+// tabs sent while the engine was away, as only replies are streamed (decision 452). Sends under way are waited
+// for first: their bubbles get their ids when the POST answers, and would otherwise be shown again.
+let catching = null;
+let catchAgain = false;
+async function catchUp() {
+  if (catching) { catchAgain = true; return catching; }
+  catching = (async () => {
+    do { catchAgain = false; await placeMissing(); } while (catchAgain);
+  })();
+  try { await catching; } finally { catching = null; }
+}
+
+async function placeMissing() {
+  await Promise.allSettled([...state.sending]);
+  const box = document.getElementById("messages");
+  const missing = box.querySelector(".history-missing");
   try {
     const { messages, complete, approvals } = await api("/api/history");
-    let at = missing;
-    placeHistory(messages, complete, approvals, (node) => { at.after(node); at = node; }, (shown) => { at = shown; });
-    missing.remove();
-    document.getElementById("messages").scrollTop = 1e9;
-  } catch (error) { /* still not there: the line stays, and the next status check tries again */ }
-  restoring = false;
+    state.away = false;
+    let at = missing;  // null: before the first message the page shows
+    const place = (node) => { if (at) at.after(node); else box.prepend(node); at = node; };
+    placeHistory(messages, missing ? complete : true, approvals, place, (shown) => { at = shown; });
+    missing?.remove();
+    box.scrollTop = 1e9;
+  } catch (error) { /* still not there: the line stays, and the next status check or reply tries again */ }
+}
+
+// Whether a live reply, notice or error asks for the history: the page could not read it, the engine was seen
+// gone since, or the message it answers is not on this page (sent from another tab).
+async function catchUpAfter(replyTo) {
+  if (document.querySelector("#messages .history-missing") || state.away) { catchUp(); return; }
+  if (!replyTo) return;
+  await Promise.allSettled([...state.sending]);  // this page's own message may not have its id yet
+  if (!document.querySelector(`#messages .msg.user[data-id="${CSS.escape(replyTo)}"]`)) catchUp();
 }
 
 // ---- inspector --------------------------------------------------------------------------------------
@@ -412,8 +444,9 @@ async function refreshStatus() {
     badge.textContent = status.engine_connected ? "engine connected"
       : `engine offline — ${status.buffered} message(s) buffered`;
     badge.className = `status ${status.engine_connected ? "up" : "down"}`;
-    if (status.engine_connected) restoreHistory();
-  } catch (error) { badge.textContent = "gateway unreachable"; badge.className = "status down"; }
+    if (!status.engine_connected) state.away = true;
+    else if (state.away || document.querySelector("#messages .history-missing")) catchUp();
+  } catch (error) { badge.textContent = "gateway unreachable"; badge.className = "status down"; state.away = true; }
 }
 
 const loaders = { inspector: async () => { await loadChats(); await loadTurns(); }, memory: async () => { await loadChats(); await loadSegments(); }, settings: loadSettings };
