@@ -13,6 +13,9 @@ without root a read-only home is a folder whose mode forbids writing."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import logging
 import os
 import subprocess
 import sys
@@ -21,7 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from klaw.cli import main
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home
 from tests.cli.piped_chat import piped
@@ -30,10 +35,37 @@ from tests.own_disk import fill, tmpfs
 NO_TRACE = ("Traceback", "Logging error")
 
 
-def _klaw(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "klaw", *args], capture_output=True, text=True, env=env | {"COLUMNS": "300"}, timeout=120
-    )
+async def _klaw(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`klaw ARGS`, a command that ends by itself, run by klaw's entry point in this process (decision 451):
+    its words and exit status are the point, and each was a `klaw` process of ~1.2 s of CPU, 14 in this file.
+    The chats stay processes (`piped`). On a thread of its own: the command runs its own event loop."""
+    return await asyncio.to_thread(_klaw_here, env | {"COLUMNS": "300"}, list(args))
+
+
+def _klaw_here(env: dict[str, str], args: list[str]) -> subprocess.CompletedProcess[str]:
+    """`klaw.cli.main` (what `python -m klaw` runs: its handler words a read-only home or a full disk) with
+    `args`, stdout and stderr captured (typer's CliRunner), the log's lines on that stderr as the command's
+    own handler would write them, and what `main` changes for the process (umask, collector) given back.
+    Any exception but SystemExit is a traceback the person would have seen: it fails the test."""
+    umask, collecting, argv = os.umask(0o077), gc.isenabled(), sys.argv
+    root = logging.getLogger()
+    with CliRunner().isolation(env=env) as (out, err, _):
+        said = logging.StreamHandler(sys.stderr)  # the captured stderr, now
+        said.setLevel(logging.WARNING)
+        root.addHandler(said)
+        sys.argv = ["klaw", *args]
+        try:
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        finally:
+            sys.argv = argv
+            root.removeHandler(said)
+            os.umask(umask)
+            if collecting:
+                gc.enable()
+        return subprocess.CompletedProcess(args, code, out.getvalue().decode(), err.getvalue().decode())
 
 
 def _one_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -61,8 +93,8 @@ async def test_a_read_only_home_is_named_with_the_fix_by_every_command(tmp_path:
         with tmpfs(tmp_path / "mnt", "8m") if root else _nothing(tmp_path / "mnt") as mnt:
             home = mnt / "home"
             env = await _chatted_home(home, model)
-            assert _klaw(env, "schedule", "add", "walk", "-m", "hi", "--every", "1d").returncode == 0
-            assert _klaw(env, "config", "check").returncode == 0
+            assert (await _klaw(env, "schedule", "add", "walk", "-m", "hi", "--every", "1d")).returncode == 0
+            assert (await _klaw(env, "config", "check")).returncode == 0
             if root:
                 _remount_read_only(mnt)
                 cannot = f"is on a read-only file system (mounted at {mnt}): klaw writes its home there. Remount"
@@ -70,16 +102,16 @@ async def test_a_read_only_home_is_named_with_the_fix_by_every_command(tmp_path:
                 for path in (home, *home.rglob("*")):
                     path.chmod(path.stat().st_mode & ~0o222)
                 cannot = "cannot be written: permission denied. klaw writes its home as the user running it"
-            checked = _klaw(env, "config", "check")
+            checked = await _klaw(env, "config", "check")
             said = _one_line(checked)
             assert checked.returncode == 1, checked.stderr
             assert said.startswith(f"error: {home / 'engine.yaml'} is valid, but klaw cannot run on this home: ")
             assert cannot in said and "set KLAW_HOME to a folder you can write" in said
             fix = f"mount -o remount,rw {mnt}" if root else "chmod u+w"
-            assert fix in _one_line(_klaw(env, "memory", "forget", "exchange", "1"))
+            assert fix in _one_line(await _klaw(env, "memory", "forget", "exchange", "1"))
             # A listing reads (newcomer7: `schedule list` refused a read-only mount `memory list` read).
             for args in (("schedule", "list"), ("memory", "list"), ("db", "info")):
-                result = _klaw(env, *args)
+                result = await _klaw(env, *args)
                 # klaw.db is read where SQLite can (its -shm left by an engine); scheduler.db always
                 if result.returncode == 0 or args == ("schedule", "list"):
                     assert result.returncode == 0 and result.stdout.strip(), (args, result.stderr)
@@ -113,7 +145,7 @@ async def test_a_full_disk_names_its_mount_and_the_fix(tmp_path: Path) -> None:
         with tmpfs(tmp_path / "mnt", "3m") as mnt:
             home = mnt / "home"
             env = await _chatted_home(home, model)
-            assert _klaw(env, "schedule", "add", "walk", "-m", "hi", "--every", "1d").returncode == 0
+            assert (await _klaw(env, "schedule", "add", "walk", "-m", "hi", "--every", "1d")).returncode == 0
             filler = fill(mnt)
             code, said, err = await piped(env, "one more\n")
             assert code != 0 and not any(word in err for word in NO_TRACE), err
@@ -125,13 +157,13 @@ async def test_a_full_disk_names_its_mount_and_the_fix(tmp_path: Path) -> None:
                 (("db", "info"), "messages"),
                 (("schedule", "list"), "walk"),
             ):
-                result = _klaw(env, *args)
+                result = await _klaw(env, *args)
                 assert result.returncode == 0 and shown in result.stdout, (args, result.stderr)
                 assert not any(word in result.stderr for word in NO_TRACE), result.stderr
             # A writer refuses, exit 1 whichever command met it (decision 320), naming the mount and the fix
             writers = (("schedule", "add", "t", "-m", "hi", "--every", "1d"), ("memory", "forget", "exchange", "1"))
             for writer in writers:
-                result = _klaw(env, *writer)
+                result = await _klaw(env, *writer)
                 assert f"free space on {mnt}" in _one_line(result) and result.returncode == 1, (writer, result.stderr)
             filler.unlink()  # space again: the lock file a full disk left empty holds nobody
             code, said, err = await piped(env, "and now?\n")
