@@ -24,6 +24,7 @@ _EXPORTS = {
     # the engine and what it answers
     "Klaw": "klaw.library",
     "TurnFailed": "klaw.library",
+    "ReplyStream": "klaw.library_stream",
     "AgentMessage": "klaw.library",
     "HistoryEntry": "klaw.engine.chat_reading",
     "MemoryFound": "klaw.engine.chat_reading",
@@ -55,6 +56,7 @@ _EXPORTS = {
     # tools
     "ToolContext": "klaw.tools.schema",
     "ToolSetup": "klaw.tools.groups",
+    "ToolFunction": "klaw.tools.schema",
     "ToolRow": "klaw.tools.inventory",
     # errors
     "KlawError": "klaw.errors",
@@ -112,6 +114,7 @@ __all__ = [
     "MemoryFound",
     "MessageRefused",
     "OwnTurnRunning",
+    "ReplyStream",
     "SessionInfo",
     "StorageError",
     "StorageUnavailable",
@@ -122,6 +125,7 @@ __all__ = [
     "ToolCallFragment",
     "ToolContext",
     "ToolDefinitionError",
+    "ToolFunction",
     "ToolRow",
     "ToolSetup",
     "ToolSpec",
@@ -144,6 +148,7 @@ if TYPE_CHECKING:
     from klaw.library import AgentMessage, EngineNotOpen, Klaw, TurnFailed
     from klaw.library_arguments import InvalidArgument, InvalidChat
     from klaw.library_own_turn import OwnTurnRunning
+    from klaw.library_stream import ReplyStream
     from klaw.llm.errors import (
         LlmAuthError,
         LlmBadRequestError,
@@ -171,7 +176,7 @@ if TYPE_CHECKING:
     from klaw.store.records import ChatRef
     from klaw.tools.groups import ToolSetup
     from klaw.tools.inventory import ToolRow
-    from klaw.tools.schema import ToolContext, ToolDefinitionError
+    from klaw.tools.schema import ToolContext, ToolDefinitionError, ToolFunction
 
 
 def __getattr__(name: str) -> Any:

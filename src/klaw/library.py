@@ -30,11 +30,10 @@ from typing import Any, Literal
 
 from klaw.config import EngineConfig
 from klaw.config_loader import config_from_mapping, load_config
-from klaw.disk_trouble import mount_point
 from klaw.engine.approval import without_answer_line
 from klaw.engine.chat_reading import DEFAULT_LIMIT, HistoryEntry, MemoryFound, SessionInfo, TurnState
 from klaw.engine.clock import Clock
-from klaw.engine.delivery import Outbound
+from klaw.engine.delivery import Outbound, TextSink
 from klaw.engine.failures import is_disk_full
 from klaw.engine.runtime import Engine
 from klaw.engine.socket_file import EngineAlreadyRunningError
@@ -58,7 +57,9 @@ from klaw.library_arguments import (
     talk_instead,
     tools_of,
 )
+from klaw.library_notices import not_taken_disk_full, warn_overridden
 from klaw.library_own_turn import AskChains, OwnTurnRunning
+from klaw.library_stream import Reader, ReplyStream, StreamReaders
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.protocol import ChatModel
 from klaw.llm.router import ModelRouter
@@ -154,6 +155,7 @@ class Klaw:
         self._on_message: OnMessage | None = callback_of("on_message", on_message)  # type: ignore[assignment]
         self._answering: set[asyncio.Task[None]] = set()
         self._chains = AskChains()  # which chat's tool waits for which chat's turn (decision 331)
+        self._readers = StreamReaders()  # the `stream`s waiting for their turn's pieces (decision 455)
 
     @property
     def engine(self) -> Engine:
@@ -201,9 +203,10 @@ class Klaw:
             if held_by_this_process(self.home.root) or (holder and holder.role and holder.role != ENGINE_ROLE):
                 raise  # this program's own Klaw ("use that one"), or maintenance ("wait for it to finish")
             raise EngineAlreadyRunningError(f"{exc}. {talk_instead(self.home, config)}") from None
+        self._engine.delivery.stream_in_process(LIBRARY_CHANNEL, self._pick_stream)
         self._closed = False
         if self._config is not None:
-            _warn_overridden(self._engine)
+            warn_overridden(self._engine)
             if (note := self._engine.tool_listing.config_note) is not None:
                 note.ignore()  # the engine never read engine.yaml: an edit of it is not for a restart
         return self
@@ -215,6 +218,14 @@ class Klaw:
         `MessageRefused` (nothing stored) for text that cannot be a message: empty, too long, or not
         Unicode. Cancelled (a timeout) once the message is stored, the turn still runs to its end and its
         reply goes to `on_message` (decision 249)."""
+        return await self._ask(chat, text, None)
+
+    def stream(self, chat: str | ChatRef, text: str) -> ReplyStream:
+        """`ask`, with the reply's text while the model writes it: `async for piece in agent.stream(chat,
+        text)`, then `await stream.text()` for the reply as stored; the same errors (decision 455)."""
+        return ReplyStream(lambda reader: self._ask(chat, text, reader))
+
+    async def _ask(self, chat: str | ChatRef, text: str, reader: Reader | None) -> str:
         engine = self.engine
         ref, caller = chat_of(chat), running_chat()
         self._chains.refuse(caller, ref, text)  # what would wait for the turn waiting for this tool
@@ -224,16 +235,18 @@ class Klaw:
             except Exception as exc:  # a full disk at the message's own write: said as the turn says it
                 if not is_disk_full(exc):
                     raise
-                raise TurnFailed(_not_taken_disk_full(engine.home.root), cause=exc) from exc
+                raise TurnFailed(not_taken_disk_full(engine.home.root), cause=exc) from exc
             if result.command_reply is not None:
                 return result.command_reply
             assert result.message_id is not None
             if ref.channel != LIBRARY_CHANNEL:
                 engine.delivery.register(ref.channel, self._deliver)
+                engine.delivery.stream_in_process(ref.channel, self._pick_stream)
             reply: asyncio.Future[Outbound] = asyncio.get_running_loop().create_future()
             self._waiting.setdefault(ref, []).append((result.message_id, reply))
-            engine.processor.answer_now(ref)
-            outbound = await reply
+            with self._readers.reading(result.message_id, reader):
+                engine.processor.answer_now(ref)
+                outbound = await reply
         if outbound.kind == "error":
             raise TurnFailed(outbound.text, error_id=outbound.error_id, cause=outbound.cause) from outbound.cause
         return outbound.text
@@ -340,6 +353,10 @@ class Klaw:
         if not awaited:  # every `ask` it answers was cancelled (a timeout): on its own, as decision 249 says
             await self._tell(outbound)
 
+    def _pick_stream(self, chat: ChatRef, reply_to: str | None) -> TextSink | None:
+        """Where the pieces of the turn answering `reply_to` go: the `stream`s waiting for it, if any."""
+        return self._readers.pick([message_id for message_id, _ in self._waiting.get(chat, [])], reply_to)
+
     async def _tell(self, outbound: Outbound) -> None:
         """A message on the agent's own to the `on_message` callback; its failure is logged (by type,
         never the text) and does not fail the turn or run that sent it."""
@@ -372,25 +389,3 @@ class Klaw:
         if self._config is not None:
             return config_from_mapping(self._config, "the config= given to Klaw")
         return load_config(self.home.config_file).config
-
-
-def _warn_overridden(engine: Engine) -> None:
-    """A given `config=` is used as given, except the values chat commands stored in the home's database
-    (`/rag set`, `/summarizer off`…), which override it as they override engine.yaml: said once, with how
-    to undo them, so the program's author is not left wondering (decision 290)."""
-    overrides = engine.memory_settings.overrides()
-    if overrides:
-        log.warning(
-            "the config= given to Klaw is overridden by what chat commands stored in the home's database: %s;"
-            " '/rag reset' gives rag back to the config (/summarizer and /embeddings switch theirs)",
-            ", ".join(f"{field} = {value!r} ({command})" for field, value, command in overrides),
-        )
-
-
-def _not_taken_disk_full(home: Path) -> str:
-    """A message a full disk kept out of the log (adversary14: a bare `OSError: [Errno 28]` from `ask`)."""
-    mount = mount_point(home)
-    return (
-        f"Sorry, I could not take this message: the disk is full (no space left on {mount}, which holds klaw's"
-        " home), so it was not saved. Free some space there (df -h shows how much is left), then send it again."
-    )

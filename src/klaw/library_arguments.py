@@ -10,6 +10,7 @@ two exceptions, so `klaw.InvalidChat` and `klaw.InvalidArgument` stay where prog
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 
@@ -151,7 +152,26 @@ def tools_of(tools: object) -> tuple[object, ...]:
             f"tools= takes a list of functions (e.g. tools=[my_tool]), not {type(tools).__name__}"
             + (": put the one function in a list" if callable(tools) else "")
         )
+    for fn in tools:
+        if _takes_tool_setup(fn):  # before: "tool 'provide' needs a description" (newcomer17, decision 455)
+            name = getattr(fn, "__name__", "it")
+            raise InvalidArgument(
+                f"tools= takes tools; {name}(setup: ToolSetup) is a tool group's provider, which the engine"
+                " calls itself when it loads the group from an installed package's `klaw.tools` entry point:"
+                " install the package and add the group's name to tools.enabled in config= (docs/library.md,"
+                " 'Tools from an installed package'), or pass the tool functions themselves here"
+            )
     return tuple(tools)  # each one is read, or refused in words, where the engine builds its tools
+
+
+def _takes_tool_setup(fn: object) -> bool:
+    """Whether `fn`'s one parameter is annotated `ToolSetup` (a provider), by name: a string annotation too."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    annotation = parameters[0].annotation if len(parameters) == 1 else None
+    return str(getattr(annotation, "__name__", annotation)).endswith("ToolSetup")
 
 
 def embedder_of(embedder: object) -> Embedder | None:

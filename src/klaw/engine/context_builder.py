@@ -40,7 +40,7 @@ from klaw.memory.hybrid_search import Phase, untimed
 from klaw.memory.past_conversations.pipeline import Retrieval, ShownSegment
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.store.protocol import Storage
-from klaw.store.records import MessageType, StoredMessage
+from klaw.store.records import MessageType, Role, StoredMessage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -186,7 +186,13 @@ class ContextBuilder:
             recent = await self.store.messages.window(
                 session.segment.id, self.config.sliding_window + len(pending_rowids) + 1
             )
-            candidates = [m for m in recent if m.rowid not in pending_rowids][-self.config.sliding_window :]
+            # a person's message stored after this turn's is a later turn's: not shown above its own (455)
+            newest = max(pending_rowids, default=None)
+            candidates = [
+                m
+                for m in recent
+                if m.rowid not in pending_rowids and not (newest and m.role is Role.USER and m.rowid > newest)
+            ][-self.config.sliding_window :]
             window = fit_newest(candidates, message_tokens, remaining)
         recalled: list[RecalledMessage] = []
         if not subagent:

@@ -73,6 +73,7 @@ def kept_reply(record: MessageRecord, reply_to: str | None) -> Outbound:
 Sink = Callable[[Outbound], Awaitable[None]]
 TextSink = Callable[[str], Awaitable[None]]
 Streamer = tuple[Callable[[str], bool], Sink]  # (does the channel's gateway want deltas now, send one)
+PickStream = Callable[[ChatRef, str | None], TextSink | None]  # an in-process channel's: who reads this turn's pieces
 Confirm = Callable[[Sequence[str]], Awaitable[int]]  # these replies were shown: stop keeping them to resend
 
 
@@ -98,12 +99,17 @@ class Delivery:
         self._stream: Sink | None = None
         if streamer is not None:
             self._wants_stream, self._stream = streamer
+        self._picks: dict[str, PickStream] = {}  # in-process channels that stream (the library's `stream`)
         self._to_confirm: list[str] = []  # shown by an in-process channel, not yet written as confirmed
         self._confirming: asyncio.Task[None] | None = None
 
     def register(self, channel: str, sink: Sink) -> None:
         """An in-process channel (the console of `klaw chat`, a library caller) gets its replies here."""
         self._sinks[channel] = sink
+
+    def stream_in_process(self, channel: str, pick: PickStream) -> None:
+        """An in-process channel's turns are streamed to what `pick(chat, reply_to)` gives (None: not this one)."""
+        self._picks[channel] = pick
 
     def unregister(self, channel: str, sink: Sink) -> None:
         if self._sinks.get(channel) is sink:
@@ -124,6 +130,9 @@ class Delivery:
 
     def delta_sink(self, chat: ChatRef, reply_to: str | None) -> TextSink | None:
         """Where to send pieces of the reply to `reply_to` as they are written, or None: no streaming."""
+        if chat.channel in self._sinks:  # in process: streamed only when a reader waits for this turn's pieces
+            pick = self._picks.get(chat.channel)
+            return None if pick is None else pick(chat, reply_to)
         stream, wants = self._stream, self._wants_stream
         if stream is None or wants is None or chat.channel in self._sinks or not wants(chat.channel):
             return None

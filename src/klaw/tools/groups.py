@@ -17,7 +17,10 @@ group and left out whole; the engine starts and turns run without it.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import logging
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -194,7 +197,8 @@ class ToolGroups:
             if point.name in self._enabled or point.name in self._builtin:
                 continue
             try:
-                loaded = point.load()
+                with _printing_aside():
+                    loaded = point.load()
             except PLUGIN_FAULTS:  # a plugin that fails to import is `klaw tools`' row, not this lookup's
                 log.debug("tool group %r could not be imported to look up its tools", point.name, exc_info=True)
                 continue
@@ -217,7 +221,8 @@ class ToolGroups:
         before = set(setup.registry.names)
         noted = set(setup.registry.unavailable)
         try:
-            tools = provider.provide(setup)
+            with _printing_aside():
+                tools = provider.provide(setup)
             for tool in _functions(tools):
                 setup.registry.register(tool)
         except PLUGIN_FAULTS as exc:
@@ -267,7 +272,36 @@ def _as_provider(loaded: object) -> GroupProvider:
     return GroupProvider(lambda _setup: cast("Iterable[ToolFunction]", loaded))
 
 
+def _printing_aside() -> contextlib.AbstractContextManager[object]:
+    """What a group prints as it loads or provides its tools goes to stderr: stdout is `klaw mcp serve`'s
+    protocol and `klaw tools --json`'s JSON, which one `print` at a plugin's import broke (decision 455)."""
+    return contextlib.redirect_stdout(sys.stderr)
+
+
+def _a_tool_itself(loaded: object) -> str | None:
+    """The name of the tool an entry point names where a list (or a provider) belongs, else None: an
+    `async def` (a provider is a plain function), or a function taking other than one `ToolSetup`."""
+    if not inspect.isfunction(loaded):
+        return None
+    if inspect.iscoroutinefunction(loaded) or inspect.isasyncgenfunction(loaded):
+        return loaded.__name__
+    try:
+        parameters = list(inspect.signature(loaded).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    required = [p for p in parameters if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if len(required) > 1 or not parameters:
+        return loaded.__name__
+    annotation = parameters[0].annotation
+    if annotation is parameters[0].empty or annotation is ToolSetup:
+        return None
+    return None if isinstance(annotation, str) and annotation.endswith("ToolSetup") else loaded.__name__
+
+
 def _functions(tools: Iterable[ToolFunction] | None) -> Sequence[ToolFunction]:
+    if inspect.iscoroutine(tools):  # a provider written `async def`: its coroutine is never awaited
+        tools.close()
+        raise TypeError("a tool group's provider must be a plain def (not async def) giving a list of tools")
     if tools is None:
         return ()
     if not isinstance(tools, Iterable) or isinstance(tools, str | bytes):
@@ -303,7 +337,19 @@ def _installed(
         package = point.dist.name if point.dist is not None else None
         sources[name] = source = GroupSource(name, False, package, point.value)
         try:
-            providers[name] = _as_provider(point.load())
+            with _printing_aside():
+                loaded = point.load()
+            if (tool := _a_tool_itself(loaded)) is not None:  # `TOOLS = weather`: called, it would run the tool
+                attribute = point.value.rpartition(":")[2] or "TOOLS"
+                log.error("tool group %r (%s) is left out: it names the tool %s, not a list", name, point.value, tool)
+                failures[name] = GroupFailure(
+                    source,
+                    f"{point.value} is the tool {tool} itself, where a list of tools (or a provider taking a"
+                    " ToolSetup) is expected",
+                    f"write {attribute} = [{tool}] in {package or 'the package'}, or remove {name} from tools.enabled",
+                )
+                continue
+            providers[name] = _as_provider(loaded)
         except PLUGIN_FAULTS as exc:
             log.error("tool group %r (%s) is left out: %s: %s", name, point.value, type(exc).__name__, exc)
             failures[name] = GroupFailure(

@@ -1,0 +1,36 @@
+"""What the library says in words of its own: a given `config=` overridden by chat commands stored in the
+home's database (decision 290), and a message a full disk kept out of the log (adversary14). Kept apart
+from library.py so that `Klaw` stays one screenful of the engine's use.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from klaw.disk_trouble import mount_point
+from klaw.engine.runtime import Engine
+
+log = logging.getLogger("klaw.library")
+
+
+def warn_overridden(engine: Engine) -> None:
+    """A given `config=` is used as given, except the values chat commands stored in the home's database
+    (`/rag set`, `/summarizer off`…), which override it as they override engine.yaml: said once, with how
+    to undo them, so the program's author is not left wondering (decision 290)."""
+    overrides = engine.memory_settings.overrides()
+    if overrides:
+        log.warning(
+            "the config= given to Klaw is overridden by what chat commands stored in the home's database: %s;"
+            " '/rag reset' gives rag back to the config (/summarizer and /embeddings switch theirs)",
+            ", ".join(f"{field} = {value!r} ({command})" for field, value, command in overrides),
+        )
+
+
+def not_taken_disk_full(home: Path) -> str:
+    """A message a full disk kept out of the log (adversary14: a bare `OSError: [Errno 28]` from `ask`)."""
+    mount = mount_point(home)
+    return (
+        f"Sorry, I could not take this message: the disk is full (no space left on {mount}, which holds klaw's"
+        " home), so it was not saved. Free some space there (df -h shows how much is left), then send it again."
+    )

@@ -1,0 +1,101 @@
+"""`agent.stream(chat, text)`: a reply's text while the model writes it, for a program that shows it as it comes.
+
+The engine already streams a turn's text to the web page and to `GET /api/events` (`Delivery.delta_sink`,
+in batches: text_batches.py); a program had only `ask`, the whole reply at the turn's end (newcomer17).
+`ReplyStream` is what simonw/llm's async `Response` is: iterate it for the pieces (`async for piece in
+agent.stream(chat, text)`), then `await stream.text()` for the reply as stored. It is an `ask` underneath
+(the same message, turn, errors and cancellation), whose waiting entry also takes the pieces: the turn's
+model call is streamed only while such a reader waits for it, so `ask` keeps its one whole call.
+Decision 455.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from klaw.engine.delivery import TextSink
+from klaw.library_arguments import InvalidArgument
+
+Reader = Callable[[str], None]  # given each piece, at once (a queue's put_nowait)
+
+
+class ReplyStream:
+    """The reply to one message, piece by piece: `async for piece in stream` gives the text as the model
+    writes it (every round of its turn, in the batches the web page gets; a reply no model wrote, a slash
+    command's, as one piece), then raises what `ask` would (`TurnFailed`, `MessageRefused`…);
+    `await stream.text()` is the stored reply, as `ask` returns it. The message is sent when either starts.
+    Leaving the loop early stops the waiting, as cancelling an `ask` does: the turn runs to its end and
+    its reply goes to `on_message` (decision 249)."""
+
+    def __init__(self, ask: Callable[[Reader], Awaitable[str]]) -> None:
+        self._ask = ask
+        self._pieces: asyncio.Queue[str | None] = asyncio.Queue()
+        self._task: asyncio.Task[str] | None = None
+        self._left = False
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        if self._task is not None:
+            raise InvalidArgument("a ReplyStream is read once: call agent.stream(chat, text) again for another message")
+        return self._read()
+
+    async def text(self) -> str:
+        """The reply as stored (what `ask` returns), once the turn has ended; raises what `ask` raises."""
+        if self._left:
+            raise InvalidArgument(
+                "the loop over this stream was left before the reply's end, so its waiting stopped: the reply"
+                " goes to on_message (or is in history()); read the stream to its end to have it here"
+            )
+        return await self._start()
+
+    def _start(self) -> asyncio.Task[str]:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._ask(self._pieces.put_nowait))
+            self._task.add_done_callback(lambda _: self._pieces.put_nowait(None))
+        return self._task
+
+    async def _read(self) -> AsyncIterator[str]:
+        task, streamed = self._start(), False
+        try:
+            while (piece := await self._pieces.get()) is not None:
+                streamed = True
+                yield piece
+            reply = task.result()  # raises what ask raised
+            if not streamed and reply:
+                yield reply
+        finally:
+            if not task.done():
+                self._left = True
+                task.cancel()
+
+
+class StreamReaders:
+    """Which waiting message has a reader for the pieces of the turn that answers it."""
+
+    def __init__(self) -> None:
+        self._readers: dict[str, Reader] = {}
+
+    @contextmanager
+    def reading(self, message_id: str, reader: Reader | None) -> Iterator[None]:
+        if reader is not None:
+            self._readers[message_id] = reader
+        try:
+            yield
+        finally:
+            self._readers.pop(message_id, None)
+
+    def pick(self, waiting: Sequence[str], reply_to: str | None) -> TextSink | None:
+        """The sink of a turn answering `reply_to` and the waiting messages before it (a turn answers
+        a chat's messages up to its last): their readers, or None (no reader: the model call is whole)."""
+        if reply_to not in waiting:
+            return None
+        readers = [self._readers[m] for m in waiting[: waiting.index(reply_to) + 1] if m in self._readers]
+        if not readers:
+            return None
+
+        async def send(text: str) -> None:
+            for reader in readers:
+                reader(text)
+
+        return send

@@ -1,0 +1,115 @@
+"""A program reads a reply while the model writes it: `async for piece in agent.stream(chat, text)`, then
+`await stream.text()` for the reply as stored, with `ask`'s errors (TurnFailed, MessageRefused). Before,
+`Klaw` had only `ask`, the whole reply at the turn's end, though the engine streamed the same turn to the
+web page (newcomer17; decision 455)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from klaw import (
+    AgentInfo,
+    AgentMessage,
+    ChatMessage,
+    FunctionModel,
+    Klaw,
+    LlmBadRequestError,
+    MessageRefused,
+    TurnFailed,
+)
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.test_library import CONFIG
+
+
+async def test_a_program_reads_the_pieces_of_a_reply_as_the_model_writes_them(tmp_path: Path) -> None:
+    read_first = asyncio.Event()
+
+    def whole(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
+        return "asked whole"
+
+    async def writing(messages: Sequence[ChatMessage], info: AgentInfo) -> AsyncIterator[str]:
+        if messages[-1].content == "fail":
+            yield "Half a "
+            raise LlmBadRequestError("no such model", model_id="stand-in", base_url=None)
+        yield "Light rain "
+        await read_first.wait()  # the rest only once the program has read the first piece: it is live
+        yield "in Oslo, "
+        yield "9 °C"
+
+    model = FunctionModel(whole, stream_function=writing)
+    told: list[AgentMessage] = []
+
+    async def on_message(message: AgentMessage) -> None:
+        told.append(message)
+
+    async with Klaw(tmp_path / "home", config=CONFIG, model=model, on_message=on_message) as agent:
+        stream = agent.stream("alice", "Do I need an umbrella?")
+        pieces = []
+        async for piece in stream:
+            pieces.append(piece)
+            read_first.set()
+        assert pieces[0] == "Light rain "
+        assert "".join(pieces) == "Light rain in Oslo, 9 °C"
+        assert await stream.text() == "Light rain in Oslo, 9 °C"
+        # `ask` stays one whole model call: only a waiting stream asks the model to stream
+        assert await agent.ask("alice", "and tomorrow?") == "asked whole"
+        assert [call.info.streamed for call in model.calls] == [True, False]
+        history = await agent.history("alice")
+        assert [entry.text for entry in history if entry.role == "assistant"] == [
+            "Light rain in Oslo, 9 °C",
+            "asked whole",
+        ]
+
+        # a slash command's reply, which no model writes, comes as one piece
+        status = [piece async for piece in agent.stream("alice", "/status")]
+        assert len(status) == 1 and "function:whole" in status[0]
+
+        # the same errors as ask: after the pieces written, TurnFailed with the model's error as its cause
+        failing = agent.stream("alice", "fail")
+        got: list[str] = []
+
+        async def read_all() -> None:
+            async for piece in failing:
+                got.append(piece)
+
+        with pytest.raises(TurnFailed) as failed:
+            await read_all()
+        assert got == ["Half a "]
+        assert isinstance(failed.value.cause, LlmBadRequestError)
+        with pytest.raises(TurnFailed):
+            await failing.text()
+        with pytest.raises(MessageRefused):
+            await anext(aiter(agent.stream("alice", "  ")))
+
+        # leaving the loop early stops the waiting, as a cancelled ask: the reply goes to on_message
+        read_first.clear()
+        early = agent.stream("alice", "once more")
+        reader = aiter(early)
+        assert await anext(reader) == "Light rain "
+        await reader.aclose()  # type: ignore[attr-defined]  # what `break` leads to
+        read_first.set()
+        for _ in range(200):
+            if told:
+                break
+            await asyncio.sleep(0.01)
+        assert [(m.kind, m.text) for m in told] == [("reply", "Light rain in Oslo, 9 °C")]
+
+
+async def test_a_reply_is_streamed_from_an_openai_protocol_server(tmp_path: Path) -> None:
+    async with FakeOpenAiServer() as server:
+        config = {
+            **CONFIG,
+            "models": {"fake/small": {"baseUrl": server.base_url, "maxRetries": 0}},
+            "routing": {"default": "fake/small"},
+        }
+        server.reply_text("Streamed from the server, piece by piece.")
+        async with Klaw(tmp_path / "home", config=config) as agent:
+            stream = agent.stream("bob", "hello")
+            pieces = [piece async for piece in stream]
+            assert "".join(pieces) == "Streamed from the server, piece by piece."
+            assert await stream.text() == "Streamed from the server, piece by piece."
+    assert [request.body.get("stream") for request in server.chat_requests] == [True]
