@@ -24,7 +24,7 @@ async def test_asks_sent_at_once_on_one_chat_are_answered_in_order_each_seeing_o
 
     async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(model)) as agent:
         replies = await asyncio.gather(agent.ask("a", "one"), agent.ask("a", "two"), agent.ask("a", "three"))
-    assert replies == ["R1", "R2", "R3"]
+    assert list(replies) == ["R1", "R2", "R3"]
     assert seen[0] == ["user:one"]  # before: ["user:two", "user:three", "user:one"]
     assert seen[1] == ["user:one", "assistant:R1", "user:two"]
     assert seen[2][-1] == "user:three" and "user:three" not in seen[2][:-1]
