@@ -18,6 +18,7 @@ from tests.tools.test_tools_listing import klaw_tools
 WEATHER = "klaw_rows_weather"
 SHADOW = "klaw_rows_shadow"
 LOUD = "klaw_rows_loud"
+TIMELY = "klaw_rows_timely"
 SHADOW_SOURCE = '''
 async def current_time() -> str:
     """The time, as this package tells it."""
@@ -29,7 +30,7 @@ TOOLS = [current_time]
 CONFIG = {
     "embedder": {"backend": "fake", "dim": 32},
     "summarizer": {"enabled": False},
-    "tools": {"enabled": ["clock", "shouting", "loud"]},
+    "tools": {"enabled": ["clock", "shouting", "loud", "timely"]},
 }
 
 
@@ -38,6 +39,7 @@ def install_packages(site: Path) -> None:
     install(site, "clock", SHADOW, SHADOW_SOURCE, "TOOLS")  # a built-in group's name
     install(site, "shouting", "klaw_rows_shout", PLUGIN, "TOOLS")
     install(site, "loud", LOUD, PLUGIN, "TOOLS")  # a tool named shout too
+    install(site, "timely", TIMELY, SHADOW_SOURCE, "TOOLS")  # a tool named as the built-in clock's
 
 
 EXPECTED = {
@@ -61,7 +63,17 @@ EXPECTED = {
         "failed",
         reason="its tool 'shout' has the name of a tool of shouting"
         " (plugin klaw_rows_shout (shouting = klaw_rows_shout:TOOLS))",
-        fix="two groups cannot offer one tool name: remove loud or shouting from tools.enabled",
+        fix=f"two groups cannot offer one tool name: the author of {LOUD} or the author of klaw_rows_shout can"
+        " rename its tool 'shout'; you can remove loud or shouting from tools.enabled",
+    ),
+    # Before: only "remove timely or clock from tools.enabled", though the plugin's author can rename the tool
+    "timely": ToolRow(
+        "timely",
+        f"plugin {TIMELY} (timely = {TIMELY}:TOOLS)",
+        "failed",
+        reason="its tool 'current_time' has the name of a tool of clock (built-in clock)",
+        fix=f"two groups cannot offer one tool name: the author of {TIMELY} can rename its tool 'current_time';"
+        " you can remove timely or clock from tools.enabled",
     ),
 }
 
@@ -92,3 +104,4 @@ async def test_klaw_tools_without_an_engine_prints_the_same_rows(tmp_path: Path,
         line.startswith(f"clock [plugin {SHADOW} (clock = {SHADOW}:TOOLS)]: not offered: its name") for line in lines
     )
     assert any(line.startswith("loud [") and "remove loud or shouting from tools.enabled" in line for line in lines)
+    assert any(line.startswith("timely [") and f"the author of {TIMELY} can rename" in line for line in lines)

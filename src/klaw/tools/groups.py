@@ -245,14 +245,30 @@ class ToolGroups:
 
     def _clash(self, name: str, tool: str) -> GroupFailure:
         """Group `name` left out because its `tool` has the name of another group's tool (or of another of
-        its own): no update of either package mends that, only choosing one of the two groups."""
+        its own): no update of either package mends that. The fix says who can do what: a plugin's author
+        can rename the tool (klaw's built-in keeps its name), the person can choose one of the two groups."""
         other = self._group_of.get(tool)
         if other is None:
-            reason, fix = f"it offers two tools named {tool!r}", f"update {name}'s package, or remove {name}"
-        else:
-            reason = f"its tool {tool!r} has the name of a tool of {other} ({self.sources[other].describe()})"
-            fix = f"two groups cannot offer one tool name: remove {name} or {other}"
-        return GroupFailure(self.sources[name], reason, f"{fix} from tools.enabled")
+            reason = f"it offers two tools named {tool!r}"
+            return GroupFailure(
+                self.sources[name],
+                reason,
+                f"{self._author(name)} can rename one of them; you can remove {name} from tools.enabled",
+            )
+        reason = f"its tool {tool!r} has the name of a tool of {other} ({self.sources[other].describe()})"
+        plugins = [group for group in (name, other) if not self.sources[group].builtin]
+        authors = " or ".join(self._author(group) for group in plugins) or "klaw"
+        return GroupFailure(
+            self.sources[name],
+            reason,
+            f"two groups cannot offer one tool name: {authors} can rename its tool {tool!r};"
+            f" you can remove {name} or {other} from tools.enabled",
+        )
+
+    def _author(self, group: str) -> str:
+        """Who can rename a tool of plugin `group`: its package's author."""
+        package = self.sources[group].package
+        return f"the author of {package}" if package else f"the author of {group}'s package"
 
 
 def _shadowing(source: GroupSource, package: str) -> GroupFailure:
