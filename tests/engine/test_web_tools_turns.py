@@ -35,7 +35,7 @@ async def test_a_turn_fetches_a_page_and_the_model_reads_its_fenced_text(tmp_pat
             fenced = result["content"].split(FENCE_OPEN, 1)[1]
             assert "**friday night**" in fenced and fenced.rstrip().endswith(FENCE_CLOSE)
             status = await h.engine.commands.handle(CHAT, "status", "")
-    assert "Not offered: web_search: no search provider: set web.search in engine.yaml" in status
+    assert "Not offered: web_search: no search provider; fix: set web.search in engine.yaml" in status
     assert [r.path for r in pages.requests] == ["/hop1", "/hop2", "/hop3", "/article"]
 
 

@@ -30,8 +30,16 @@ TOOLS = [current_time]
 CONFIG = {
     "embedder": {"backend": "fake", "dim": 32},
     "summarizer": {"enabled": False},
-    "tools": {"enabled": ["clock", "shouting", "loud", "timely"]},
+    "tools": {"enabled": ["clock", "shouting", "loud", "timely", "websearch"]},
 }
+# Before: reason "no search provider: set web.search in engine.yaml (docs/web.md)", fix "" (host_exec's had its fix)
+NO_SEARCH = ToolRow(
+    "web_search",
+    "built-in websearch",
+    "unavailable",
+    reason="no search provider",
+    fix="set web.search in engine.yaml (docs/web.md)",
+)
 
 
 def install_packages(site: Path) -> None:
@@ -86,6 +94,7 @@ async def test_a_program_sees_plugins_not_enabled_shadowed_or_clashing(tmp_path:
     assert named == EXPECTED
     offered = [row.name for row in rows if row.state == "offered"]
     assert offered == ["current_time", "shout"]  # klaw's clock, the first shouting group
+    assert [row for row in rows if row.name == "web_search"] == [NO_SEARCH]
 
 
 async def test_klaw_tools_without_an_engine_prints_the_same_rows(tmp_path: Path, site: Path) -> None:
@@ -105,3 +114,5 @@ async def test_klaw_tools_without_an_engine_prints_the_same_rows(tmp_path: Path,
     )
     assert any(line.startswith("loud [") and "remove loud or shouting from tools.enabled" in line for line in lines)
     assert any(line.startswith("timely [") and f"the author of {TIMELY} can rename" in line for line in lines)
+    no_search = "web_search [built-in websearch]: unavailable: no search provider; fix: set web.search in engine.yaml"
+    assert f"{no_search} (docs/web.md)" in lines

@@ -19,6 +19,7 @@ from klaw.tools.builtin.groups import BUILTIN_GROUPS
 from klaw.tools.docs.bundle import DocsBundle
 from klaw.tools.docs.index import DocsIndex
 from klaw.tools.groups import ServiceKey, ToolGroups, ToolSetup
+from klaw.tools.inventory import FIXES
 from klaw.tools.mcp.servers import McpServers
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolFunction
@@ -86,8 +87,11 @@ async def start_mcp_servers(
 
 
 def unavailable_tools(selection: ToolSelection) -> list[str]:
-    """/status lines: each tool the configuration asks for but cannot offer, and why; each group that
-    failed to load (a plugin), whose fix `/tools` gives."""
-    lines = [f"Not offered: {name}: {why}" for name, why in selection.registry.unavailable.items()]
+    """/status lines: each tool the configuration asks for but cannot offer, why and (when klaw knows) the
+    fix its `/tools` row gives; each group that failed to load (a plugin), whose fix `/tools` gives."""
+    lines = [
+        f"Not offered: {name}: {why}" + (f"; fix: {FIXES[name]}" if name in FIXES else "")
+        for name, why in selection.registry.unavailable.items()
+    ]
     failed = selection.groups.failures.items()
     return lines + [f"Not loaded: {group}: {failure.reason} (/tools says what to do)" for group, failure in failed]

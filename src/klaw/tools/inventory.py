@@ -31,6 +31,7 @@ NOT_A_TOOL = "not a tool: tools.approval holds it, but no tool has this name, an
 FIXES = {  # what to do about a tool its group noted unavailable, where the reason does not say it
     "code_execute": "`klaw sandbox status` says what this machine lacks (docs/sandbox.md)",
     "host_exec": "list the commands it may run in hostExec.allow (docs/sandbox.md)",
+    "web_search": "set web.search in engine.yaml (docs/web.md)",
 }
 
 

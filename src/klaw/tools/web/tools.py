@@ -69,5 +69,5 @@ def register_web_search(registry: ToolRegistry, config: WebConfig) -> None:
 def search_unavailable(config: WebConfig) -> str | None:
     """Why `web_search` is not offered though `websearch` is enabled, or None when it is configured."""
     if config.search.provider is None:
-        return "no search provider: set web.search in engine.yaml (docs/web.md)"
+        return "no search provider"  # the fix is its row's (tools/inventory.py FIXES)
     return None
