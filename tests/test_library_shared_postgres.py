@@ -64,12 +64,14 @@ async def test_concurrent_asks_through_two_engines_are_each_answered_once(
             asyncio.gather(*(k.ask(CHAT, f"message {i}") for i, k in enumerate(asking))), 60
         )
         history = await a.history(CHAT)
+        status = await b.ask("other", "/status")  # the store a program's config chose (decision 456)
         turns = await b.turns(CHAT)
 
     written = [e.text for e in history if e.role == "assistant"]
     assert set(replies) <= set(written)  # every ask got a reply the chat holds
     assert len(written) == len(calls) == len(turns)  # one reply per turn: no message answered twice
     assert all(t.status == "completed" for t in turns)
+    assert "Store: PostgreSQL, the database $KLAW_TEST_SHARED_URL names" in status.splitlines()
     assert told == []  # replies answered asks: none went to on_message as sent on the agent's own
     with psycopg.connect(dsn) as connection:
         row = connection.execute(

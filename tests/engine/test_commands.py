@@ -59,6 +59,7 @@ async def test_memory_status_help_context_and_unknown(tmp_path: Path) -> None:
         assert "Uptime: 01:02:05" in status
         assert "Model: fake/small" in status and "LLM slots in use: 0/2" in status
         assert "Segment started:" in status and "Queue depth: 0" in status
+        assert f"Store: SQLite, {h.home.database_file('klaw.db')}" in status.splitlines()  # decision 456
         assert "/new" in await reply(h, "/help")
         assert "No turn" in await reply(h, "/context")
         await h.turn("hello")

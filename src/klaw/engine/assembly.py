@@ -63,6 +63,7 @@ from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.memory.summaries.service import SummarizerService
 from klaw.scheduling.tools import asks_for_more_than_its_chat
+from klaw.store.backend import store_line
 from klaw.store.protocol import Storage
 from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SEND_PLACES, SKILLS
 from klaw.tools.docs.index import DocsIndex
@@ -270,6 +271,7 @@ async def assemble(
         stand_in=router.stand_in,
         status_first=[note.status_lines],
         status_lines=[
+            lambda: [store_line(home.database_file(config.database.path), config.database)],
             memory.warm_up.status_lines,
             mcp_servers.status_lines,
             lambda: unavailable_tools(selection),

@@ -17,6 +17,15 @@ from klaw.store.rebuild_protocol import KeptLog, RebuildBackend
 from klaw.store.records import utc_now
 
 
+def store_line(path: Path, database: DatabaseConfig) -> str:
+    """/status's line naming the home's store, so a person (or a program's author whose config chose it)
+    sees which one the running engine uses: the SQLite file, or the environment variable naming the
+    PostgreSQL database (never the connection string: it holds a password)."""
+    if database.backend == "postgres":
+        return f"Store: PostgreSQL, the database ${database.url_env} names"
+    return f"Store: SQLite, {path}"
+
+
 async def open_storage(
     path: Path, database: DatabaseConfig, *, clock: Callable[[], datetime] = utc_now, reading: bool = False
 ) -> Storage:
