@@ -1,7 +1,10 @@
 // klaw web page: the chat's live events (reply pieces, replies, notices, errors), streamed once per browser
-// and shared by its tabs, shown in the chat. Loaded before app.js, whose helpers (state, addBubble,
-// fillReply, …) it uses when events arrive; app.js calls `openEvents` once the history is shown.
-"use strict";
+// and shared by its tabs, shown in the chat (decision 458: above history.js and approvals.js, whose helpers
+// it uses when events arrive); app.js calls `openEvents` once the history is shown.
+import { el, state } from "./core.js";
+import { addBubble, fillReply, markAnswered, showTools, stamp } from "./bubbles.js";
+import { addApprovalButtons, closeQuestions } from "./approvals.js";
+import { catchUpAfter, loadHistory } from "./history.js";
 
 function replyBubble(replyTo) {
   let bubble = replyTo ? state.bubbles.get(replyTo) : undefined;
@@ -83,7 +86,7 @@ async function reloadAfterForget(notice) {
 // nothing older twice. Without Web Locks (a page served over plain HTTP to another machine) each tab streams.
 const EVENT_KINDS = ["delta", "reply", "notice", "error"];
 const EVENTS_LOCK = "klaw-events";
-function openEvents(cursor) {
+export function openEvents(cursor) {
   state.lastEvent = state.skipTo = cursor == null ? null : Number(cursor);
   if (!navigator.locks || typeof BroadcastChannel !== "function") { streamEvents(null); return; }
   const channel = new BroadcastChannel(EVENTS_LOCK);
