@@ -60,6 +60,10 @@ LIBRARY = "library"
 # The `klaw` command this process runs (`klaw chat`), set by the CLI for the command's run; a process
 # that never sets it is a program using klaw's library API.
 _command: contextvars.ContextVar[str] = contextvars.ContextVar("klaw_command", default=LIBRARY)
+# Where the holding engine's configuration comes from: "" (engine.yaml, or not an engine), or PROGRAM_CONFIG
+# for a program's `Klaw(config=...)`, so `klaw config show` can say its table is not what that engine uses.
+PROGRAM_CONFIG = "program"
+_config_source: contextvars.ContextVar[str] = contextvars.ContextVar("klaw_config_source", default="")
 
 
 @contextlib.contextmanager
@@ -72,16 +76,28 @@ def running_command(command: str) -> Iterator[None]:
         _command.reset(token)
 
 
+@contextlib.contextmanager
+def program_config() -> Iterator[None]:
+    """Within this block, a lock this process takes says its engine uses a program's own configuration."""
+    token = _config_source.set(PROGRAM_CONFIG)
+    try:
+        yield
+    finally:
+        _config_source.reset(token)
+
+
 @dataclass(frozen=True)
 class Holder:
     """Who holds a home, as its lock file says (pid 0 and empty names if it had not written it yet).
     `command`: the `klaw` command holding it, `LIBRARY`, or "" when the file does not say (written
-    by a klaw from before commands were recorded)."""
+    by a klaw from before commands were recorded). `config`: PROGRAM_CONFIG when the engine was given its
+    configuration by a program (`Klaw(config=...)`), else ""."""
 
     pid: int
     program: str
     role: str
     command: str = ""
+    config: str = ""
 
     def describe(self) -> str:
         """'`klaw chat` (pid 123)', 'a program using klaw's library API (pid 123, program my_bot.py)',
@@ -142,6 +158,8 @@ class HomeLock:
                     time.sleep(_ACQUIRE_PAUSE_SECONDS)
             program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
             record = {"pid": os.getpid(), "program": program, "role": role, "command": _command.get()}
+            if source := _config_source.get():
+                record["config"] = source
             encoded = (json.dumps(record) + "\n").encode()
             try:  # written over the last holder's record, then cut: a full disk leaves a record, not nothing
                 os.pwrite(descriptor, encoded, 0)
@@ -204,7 +222,7 @@ def holder_of(home_root: Path) -> Holder | None:
 def _read_holder(descriptor: int) -> Holder:
     try:
         record = json.loads(os.pread(descriptor, 4096, 0))
-        command = str(record.get("command", ""))
-        return Holder(int(record["pid"]), str(record["program"]), str(record["role"]), command)
+        command, config = str(record.get("command", "")), str(record.get("config", ""))
+        return Holder(int(record["pid"]), str(record["program"]), str(record["role"]), command, config)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # not written yet, or by something else
         return Holder(0, "", "")

@@ -21,6 +21,7 @@ Decision: docs/decisions/092-library-api.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from klaw.engine.socket_file import EngineAlreadyRunningError
 from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
-from klaw.home_lock import ENGINE_ROLE, held_by_this_process, holder_of
+from klaw.home_lock import ENGINE_ROLE, held_by_this_process, holder_of, program_config
 from klaw.home_privacy import database_files, describe_changes, make_private
 from klaw.library_arguments import (
     LIBRARY_CHANNEL,
@@ -188,16 +189,19 @@ class Klaw:
             # the program's: left open at close, so it can answer for another Klaw (decision 365)
             router = ModelRouter(ModelCatalogue.from_config(config), factory=lambda _id, _config: model, lent=True)
         try:
-            self._engine = await Engine.start(
-                self.home,
-                config,
-                clock=self._clock,
-                listen=self._listen,
-                router=router,
-                embedder=self._embedder,
-                tools=self._tools,
-                channels={LIBRARY_CHANNEL: self._deliver},  # before recovery: a reply sent again at start reaches us
-            )
+            with program_config() if self._config is not None else contextlib.nullcontext():
+                self._engine = await Engine.start(
+                    self.home,
+                    config,
+                    clock=self._clock,
+                    listen=self._listen,
+                    router=router,
+                    embedder=self._embedder,
+                    tools=self._tools,
+                    channels={
+                        LIBRARY_CHANNEL: self._deliver
+                    },  # before recovery: a reply sent again at start reaches us
+                )
         except EngineAlreadyRunningError as exc:
             holder = holder_of(self.home.root)
             if held_by_this_process(self.home.root) or (holder and holder.role and holder.role != ENGINE_ROLE):

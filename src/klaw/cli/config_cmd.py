@@ -31,7 +31,11 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: {field: {value, source}}.")] = False,
     reveal: Annotated[bool, typer.Option("--reveal", help="Show passwords in URLs instead of a mask.")] = False,
 ) -> None:
-    """Print every effective setting and where it came from (default, engine.yaml, env, or a chat command)."""
+    """Print every effective setting and where it came from (default, engine.yaml, env, or a chat command).
+
+    These are the values an engine started from this home's files uses. A program running
+    `Klaw(home, config={...})` uses its own configuration instead: while it runs, a line below the
+    table says so (the home's lock names it)."""
     from klaw.config_view import config_rows, shown
 
     home = home_from_env()
@@ -39,8 +43,11 @@ def show(
     overrides, note = asyncio.run(_command_overrides(home, loaded.config))
     # masked: this output gets pasted into bug reports and chats
     rows = config_rows(loaded, mask=not reveal, overrides=overrides)
+    elsewhere = _program_config(home)
     if as_json:
         typer.echo(json.dumps({row.field: {"value": row.value, "source": row.source} for row in rows}, indent=2))
+        if elsewhere:  # stdout stays the JSON document
+            typer.echo(elsewhere, err=True)
         return
     table = Table(title=f"Effective configuration ({loaded.path})")
     for column in ("field", "value", "source"):
@@ -52,6 +59,22 @@ def show(
     console.print(table)
     if note:
         console.print(note, style="dim")
+    if elsewhere:
+        console.print(elsewhere, markup=False, highlight=False)
+
+
+def _program_config(home: KlawHome) -> str:
+    """The line saying that the engine running on `home` does not use this table's values: a program
+    gave `Klaw` its own config (the home's lock says so, listening or not; decision 456); else ""."""
+    from klaw.home_lock import PROGRAM_CONFIG, holder_of
+
+    holder = holder_of(home.root)
+    if holder is None or holder.config != PROGRAM_CONFIG:
+        return ""
+    return (
+        f"Note: {holder.describe()} is running on {home.root} with the configuration it gave Klaw(config=...),"
+        " not these values: they are what a klaw command, or an engine started without config=, uses."
+    )
 
 
 async def _command_overrides(home: KlawHome, config: EngineConfig) -> tuple[dict[str, ConfigOverride], str]:
