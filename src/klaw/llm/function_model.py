@@ -94,8 +94,31 @@ def tool_calls(*calls: ToolCall, content: str | None = None) -> ChatResponse:
 
 @dataclass(eq=False)
 class FunctionModel:
-    """See the module docstring. `calls` records every request in order; `chunk_chars` is the size of
-    the text pieces `stream` sends."""
+    """A chat model whose answers come from your function, in this process: `Klaw(home,
+    model=FunctionModel(answer))` in a program's tests, or a model of your own.
+
+    `function(messages, info)` is called once per request to the model, and may be sync or async:
+
+    * `messages`: a `Sequence[ChatMessage]` (a tuple: copy it to change it), the whole request, as a
+      server would get it: the system prompt, the chat's history, the new message, and the tool calls
+      and results of this turn so far (`messages[-1]` is the newest).
+    * `info`: an `AgentInfo`: the tools offered (`info.tool_names`), `turn_round` (1, then one more
+      after each round of tool calls), `round` (every call so far), `purpose` (`turn`, `summary`,
+      `subagent`), `streamed`, `temperature`, `max_tokens`.
+
+    It returns the reply's text (`str`), or a `ChatResponse`: `tool_calls(call_tool("name", {...}))`
+    asks for tools, and the function is called again with their results. It may raise a
+    `klaw.llm.errors.LlmError` (`LlmServerError`, `LlmTimeoutError`…) to play a failing server; any other
+    return value fails the turn with `LlmMalformedResponseError`, naming the function and what it may
+    return.
+
+    `stream_function(messages, info)`, optional: an async generator of the reply's pieces (`str`, or
+    `StreamDelta` for tool calls and the finish reason), used when the engine streams a turn (`Klaw.stream`,
+    the web page); without it the function's answer is cut into pieces of `chunk_chars` characters.
+    `function` still answers the requests that are not streamed (`ask`, summaries).
+
+    `name` is the model id shown (`/status`, errors; default `function:<the function's name>`); `calls`
+    records every request in order (`ModelCall`: its messages and info)."""
 
     function: ModelFunction
     stream_function: StreamFunction | None = None
