@@ -33,6 +33,7 @@ from klaw.home import KlawHome
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.store.records import ChatRef
 from tests.cli.inited_home import init_home
+from tests.cli.test_start_imports import PROGRAM
 from tests.engine import short_socket_dir
 from tests.serve_helpers import STARTS_WITHIN, exit_status, serve_config, write_serve_home
 
@@ -117,11 +118,17 @@ async def test_the_desktop_configuration_in_the_docs_runs_as_written_and_is_read
 
 
 async def test_with_an_engine_running_calls_go_through_its_socket_and_allow_write_saves(tmp_path: Path) -> None:
+    """Forwarding to the engine loads none of the engine's modules: no store, no numpy, no tools (they were
+    1.3-1.5 s of this command's CPU before its first answer: decision 457). The command runs as the `klaw`
+    script does, with a probe writing the modules it loaded as it exits."""
+    names = tmp_path / "modules.json"
     async with filled_home() as home, running_engine(home) as engine, AsyncExitStack() as stack:
         errors = stack.enter_context((tmp_path / "stderr.txt").open("w+"))
-        params = StdioServerParameters(
-            command=KLAW, args=["mcp", "serve", "--chat", str(CHAT), "--allow-write"], env={"KLAW_HOME": str(home.root)}
-        )
+        env = {"KLAW_HOME": str(home.root)}
+        if "PYTHONPATH" in os.environ:  # the klaw under test (a worktree's src), not the installed one
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        args = ["-c", PROGRAM, str(names), "mcp", "serve", "--chat", str(CHAT), "--allow-write"]
+        params = StdioServerParameters(command=sys.executable, args=args, env=env)
         client = await stack.enter_async_context(Client(stdio_client(params, errlog=errors)))
         assert sorted(tool.name for tool in (await client.list_tools()).tools) == sorted([*READ_TOOLS, "memory_save"])
         saved = await client.call_tool("memory_save", {"text": "the wifi password is on the fridge"})
@@ -135,6 +142,17 @@ async def test_with_an_engine_running_calls_go_through_its_socket_and_allow_writ
         assert "under the blue flowerpot" in text(again)
         errors.seek(0)
         assert "using the engine running on" in errors.read()
+    modules = set(json.loads(names.read_text(encoding="utf-8")))
+    engines = {
+        "numpy",
+        "apsw",
+        "httpx",
+        "klaw.library",
+        "klaw.engine.runtime",
+        "klaw.store.sqlite",
+        "klaw.tools.registry",
+    }
+    assert "mcp" in modules and not modules & engines, modules & engines
 
 
 async def test_http_needs_the_web_token_before_anything_is_read(tmp_path: Path) -> None:

@@ -13,14 +13,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from klaw.engine.frames import FrameReader, QueryFrame, encode_frame
 from klaw.engine.one_query import EngineRefused, result_for
 from klaw.errors import KlawError
 from klaw.home import KlawHome
-from klaw.library import Klaw
 from klaw.store.records import ChatRef
+
+if TYPE_CHECKING:  # the engine's modules (the store, numpy, the tools): imported by `LibraryMemory.open` alone,
+    from klaw.library import Klaw  # so forwarding to a running engine loads none of them (decision 457)
 
 QUERY_TIMEOUT_SECONDS = 60.0
 
@@ -112,6 +114,8 @@ class LibraryMemory:
 
     @classmethod
     async def open(cls, home: KlawHome, chat: ChatRef) -> LibraryMemory:
+        from klaw.library import Klaw
+
         return cls(await Klaw(home, listen=True).start(), chat)
 
     async def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:

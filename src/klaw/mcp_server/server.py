@@ -15,19 +15,20 @@ import asyncio
 import hmac
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from klaw.distribution import klaw_version
-from klaw.embedded_http import EmbeddedHttpServer
 from klaw.mcp_server.memory_link import MemoryLink, MemoryUnavailable
 from klaw.mcp_server.stdio import KlawMcpServer
 from klaw.store.records import ChatRef
 from klaw.tools.schema_text import parse_docstring
+
+if TYPE_CHECKING:  # the HTTP transport's: `serve_http` imports what it runs (uvicorn), stdio needs none of it
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 HTTP_HOST = "127.0.0.1"
 HTTP_PATH = "/mcp"
@@ -127,6 +128,8 @@ async def serve_http(
     server: MCPServer, token: str, port: int, stop: asyncio.Event, on_ready: Callable[[int], None]
 ) -> None:
     """Serve on 127.0.0.1:`port` (0: any free port, given to `on_ready`) until `stop` is set."""
+    from klaw.embedded_http import EmbeddedHttpServer
+
     app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=HTTP_HOST)
     async with server.session_manager.run():  # an anyio task group: entered and left in this task
         http = EmbeddedHttpServer(BearerGuard(app, token), HTTP_HOST, port, grace_seconds=2, name="mcp-server")
