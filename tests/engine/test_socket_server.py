@@ -439,22 +439,11 @@ async def test_an_outbound_text_too_large_for_one_frame_goes_in_parts_under_the_
     frame within the limit, split between paragraphs, joined exactly the text."""
     paragraph = 'a line of a long reply with "quotes" and tabs\t\n' * 2000 + "\n"
     text = paragraph * 20  # about 2 MiB once escaped
-    assert not await server.send_outbound(outbound(text))  # no gateway yet: queued
-    parts = server.pending_outbound("console")
-    assert parts >= 2
-    gateway = await GatewayClient.connect(server.path)
-    await gateway.send(HelloFrame(channels=["console"]))
-    lines = []
-    for _ in range(parts):
-        async with asyncio.timeout(10):
-            lines.append(await gateway.reader.readline())
-    assert all(len(line) <= MAX_FRAME_BYTES for line in lines)
-    frames = [decode_frame(line) for line in lines]
+    frames = await _queued_then_read_by_a_gateway(server, text)
     assert all(isinstance(f, OutboundFrame) and f.reply_to is None for f in frames)
     texts = [f.text for f in frames if isinstance(f, OutboundFrame)]
     assert "".join(texts) == text
     assert all(t.endswith("\n\n") for t in texts[:-1])  # cut between paragraphs
-    await gateway.aclose()
 
 
 async def test_one_line_of_escapes_over_a_frame_goes_in_parts_each_under_the_limit(
@@ -464,7 +453,15 @@ async def test_one_line_of_escapes_over_a_frame_goes_in_parts_each_under_the_lim
     backslashes, control characters, non-ASCII); blank lines in a row cut after each (decision 452 costs it
     with JSON's string encoder alone and cuts without a look-behind regex)."""
     text = "\n\n\n" + 'é"\\\x01😀\u2028 ab' * 90_000 + "\n\n\n\nend"  # one line of ~1.1 MB, ~2 MiB escaped
-    assert not await server.send_outbound(outbound(text))
+    frames = await _queued_then_read_by_a_gateway(server, text)
+    texts = [f.text for f in frames if isinstance(f, OutboundFrame)]
+    assert "".join(texts) == text and len(texts) == len(frames)
+
+
+async def _queued_then_read_by_a_gateway(server: EngineSocketServer, text: str) -> list[GatewayFrame | EngineFrame]:
+    """`text` sent while no gateway is there (queued, in two parts at least), then read by one that says
+    hello: its frames, each line checked within the frame limit."""
+    assert not await server.send_outbound(outbound(text))  # no gateway yet: queued
     parts = server.pending_outbound("console")
     assert parts >= 2
     gateway = await GatewayClient.connect(server.path)
@@ -473,10 +470,9 @@ async def test_one_line_of_escapes_over_a_frame_goes_in_parts_each_under_the_lim
     for _ in range(parts):
         async with asyncio.timeout(10):
             lines.append(await gateway.reader.readline())
-    assert all(len(line) <= MAX_FRAME_BYTES for line in lines)
-    texts = [f.text for f in map(decode_frame, lines) if isinstance(f, OutboundFrame)]
-    assert "".join(texts) == text and len(texts) == parts
     await gateway.aclose()
+    assert all(len(line) <= MAX_FRAME_BYTES for line in lines)
+    return [decode_frame(line) for line in lines]
 
 
 async def test_shutdown_is_broadcast_to_every_gateway(server: EngineSocketServer) -> None:
