@@ -69,3 +69,18 @@ def _ancestry(name: str, drawn: dict[str, tuple[str | None, str | None]]) -> lis
     while (parent := drawn[chain[-1]][0]) is not None:
         chain.append(parent)
     return chain
+
+
+_PLACE = re.compile(r"^\s*[*+-] (?P<name>\w+)[^\n]*?\.+ (?P<module>[\w/]+)(?::|$)")
+
+
+def test_the_module_drawn_beside_an_error_is_the_one_defining_it() -> None:
+    """`ForgetError ... memory/forgetting` sent a reader to a module that only imports it (review51)."""
+    classes = _klaw_exceptions()
+    misplaced = []
+    for line in (klaw.errors.__doc__ or "").splitlines():
+        if (match := _PLACE.match(line)) is not None:
+            drawn = "klaw." + match["module"].replace("/", ".")
+            if classes[match["name"]].__module__ != drawn:
+                misplaced.append(f"{match['name']}: drawn in {drawn}, defined in {classes[match['name']].__module__}")
+    assert misplaced == []

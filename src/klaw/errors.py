@@ -4,9 +4,9 @@
 whoever reads it (the person, the model, a log); anything else is a bug. Each class keeps the
 built-in base it had (`ValueError` for bad input, `RuntimeError` for a failed operation) as a second
 base, so code that catches those behaves as before. tests/test_errors.py checks that this drawing
-lists every error class in klaw, under its parent, and nothing else. (Two private exceptions that
+lists every error class in klaw, under its parent, and nothing else. (Three private exceptions that
 never leave their module, for control flow, are not errors in this sense: `_Refused` in
-gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
+gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py, `_Spoiled` in store/sqlite/write_queue.py.)
 
 * KlawError
   - ConfigError (ValueError) ............... config_loader: engine.yaml cannot be used; where, what, how to fix
@@ -23,7 +23,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
     + LlmAuthError
     + LlmBadRequestError
     + LlmMalformedResponseError
-    + UnknownModelError (ValueError) ....... llm/catalogue: a model id that is not configured
+    + UnknownModelError (ValueError) ....... llm/errors: a model id that is not configured
   - WireFormatError (ValueError) ........... llm/messages: a body not in the OpenAI wire format
   - CodingError (ValueError) ............... unpacking: a compressed answer klaw does not undo, or corrupt data
   - StorageError (RuntimeError) ............ store/errors: the store cannot do what was asked
@@ -32,14 +32,14 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
     + LeaseLostError ....................... store/lease_fence: a turn's write after another engine took its chat
     + CopyFormatError ...................... store/postgres/vector_copy: a chat's vectors not in the layout expected
     + TargetRefused ........................ store/rebuild_protocol: a move's target holds a home already (final)
-  - EmbedderError (RuntimeError) ........... memory/embedder: no vectors; why and what to do
+  - EmbedderError (RuntimeError) ........... memory/embedder/protocol: no vectors; why and what to do
     + EmbedderUnavailable .................. its package is not installed: final, names the fix
   - MalformedLine (ValueError) ............. store/log_format: a log line that cannot be decoded
   - ExportTargetError (ValueError) ......... memory/kept_log_files: klaw log export's directory is not new or empty
   - CoreMemoryError (ValueError) ........... memory/core_memory: a refused update
   - ArchivalError (ValueError) ............. memory/archival_memory: a refused save or search
   - DetailsError (ValueError) .............. memory/conversation_details: nothing to show
-  - ForgetError (ValueError) ............... memory/forgetting: the target cannot be forgotten
+  - ForgetError (ValueError) ............... memory/forget_targets: the target cannot be forgotten
   - EmptySummaryError (ValueError) ......... memory/summaries/prompts: the model answered no text
   - ReindexError (RuntimeError) ............ memory/reindex: reindex cannot run
     + EngineRunningError ................... an engine serves the home
@@ -48,7 +48,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
   - DuplicateTask (ValueError) ............. scheduling/task_store
   - SkillPathError (ValueError) ............ tools/skills/skill_files: a skill file that may not be read
   - FrameError (ValueError) ................ engine/frames: a line that is not a valid frame
-  - MessageRefused (ValueError) ............ klaw/message_text: a message no log can hold, or too long; nothing stored
+  - MessageRefused (ValueError) ............ message_text: a message no log can hold, or too long; nothing stored
     + IdUsedByAnotherChat .................. memory/ingestion: its id is another chat's message's; nothing stored
   - QueryError (ValueError) ................ engine/frame_dispatch: a query that cannot be answered
   - SettingError (ValueError) .............. engine/memory_settings: a `/rag set` that cannot be applied
@@ -69,9 +69,9 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py.)
   - TurnFailed (RuntimeError) .............. library: the turn behind `Klaw.ask` failed (its error id)
   - TurnStopped (RuntimeError) ............. engine/turn_runner: a forget on another engine stopped the turn; its words
   - EngineNotOpen (RuntimeError) ........... library: the agent used before `start` or after `aclose`; which
-  - InvalidChat (ValueError) ............... library: a `chat` argument that names no chat
-  - OwnTurnRunning (RuntimeError) .......... library: a tool asked what waits for its own turn, or closed the engine
-  - InvalidArgument ....................... library: an argument `Klaw` or its methods do not take (a TypeError too)
+  - InvalidChat (ValueError) ............... library_arguments: a `chat` argument that names no chat
+  - OwnTurnRunning (RuntimeError) .......... library_own_turn: a tool's ask would wait for its own turn, or its aclose
+  - InvalidArgument ....................... library_arguments: an argument Klaw or a method does not take (a TypeError)
   - ToolDefinitionError (ValueError) ....... tools/schema: a function that cannot be offered as a tool; the fix
     + DuplicateToolName .................... tools/registry: a name another tool has (which group's, when a group's)
   - BadArguments (ValueError) .............. tools/schema: the model's arguments do not fit the tool's schema
