@@ -233,14 +233,10 @@ class ContextBuilder:
         summary = await self.store.summaries.segment_summary(session.segment.id)
         return None if summary is None else f"{SUMMARY_HEADER}\n{summary.text}"
 
-    async def past_conversations_layer(self, session: Session, query: str, budget_tokens: int) -> str | None:
-        """Related past segments of this chat and their exchanges (never the current segment), within
-        `budget_tokens` and the `rag` settings; None when disabled, nothing is related, or on error."""
-        found = await self.past_conversations_found(session, query, budget_tokens)
-        return None if found is None else found.block
-
     async def past_conversations_found(self, session: Session, query: str, budget_tokens: int) -> Retrieval | None:
-        """`past_conversations_layer`'s retrieval whole: the block and what it shows."""
+        """Related past segments of this chat and their exchanges (never the current segment), within
+        `budget_tokens` and the `rag` settings: the block (None when nothing is related) and what it shows
+        (`recalled_parts`); None when disabled, with no room, or on error."""
         if self.past_conversations is None:
             return None
         return await self.past_conversations.retrieve(
