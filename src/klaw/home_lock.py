@@ -1,17 +1,18 @@
 """One engine per KLAW_HOME: an exclusive `flock` on `KLAW_HOME/engine.lock`, held for the engine's life.
 
-The socket alone cannot say that a home is in use: an engine opened as a library (`Klaw(home)`) does
-not listen on it, yet it runs the scheduler, writes klaw.db and the log, and resends replies. So every
-engine, listening or not, holds this lock from before start-up recovery until its shutdown has closed
-the store; maintenance that replaces or edits what an engine holds (`klaw reindex`, `klaw memory
-forget`) holds it too, for its whole run. The kernel releases a `flock` when its holder exits however
-it exits (kill -9 included), so a lock is never stale; the file itself stays (unlinking it would let two
-processes lock two different files of one name). It holds the holder's pid, program, role and command
-(`klaw chat`, `klaw serve`…, or `library` for a program using `Klaw(home)`), only for the message a
-refused process prints: what to do about a `klaw chat` (leave it) is not what to do about `klaw serve`
-(talk to it on its web page), and the program's name alone ("klaw") cannot tell them apart (decision
-259). `flock` belongs to an open file, not a process, so two engines in one process refuse each other
-too. Decision: docs/decisions/233-home-lock.md.
+The socket alone cannot say that a home is in use: an engine opened as a library (`Klaw(home)`) does not
+listen on it, yet it runs the scheduler, writes klaw.db and the log, and resends replies. So every engine,
+listening or not, holds this lock from before start-up recovery until its shutdown has closed the store;
+maintenance that replaces or edits what an engine holds (`klaw reindex`, `klaw memory forget`) holds it too,
+for its whole run. The kernel releases a `flock` when its holder exits however it exits (kill -9 included),
+so a lock is never stale; the file itself stays (unlinking it would let two processes lock two different
+files of one name). It holds the holder's pid, program, role and command (`klaw chat`, `klaw serve`…, or
+`library` for a program using `Klaw(home)`), and whether a program gave its engine a configuration of its
+own (`klaw config show` then says its table is not that engine's, decision 456), only for what another
+process prints: what to do about a `klaw chat` (leave it) is not what to do about `klaw serve` (talk to it
+on its web page), and the program's name alone ("klaw") cannot tell them apart (decision 259). `flock`
+belongs to an open file, not a process, so two engines in one process refuse each other too. Decision:
+docs/decisions/233-home-lock.md.
 
 Lives at the top level: the engine, `memory` (reindex) and `cli` all take it, and `memory` must not
 import `engine`.

@@ -2,11 +2,12 @@
 
 A frame is one line of at most `MAX_FRAME_BYTES` (1 MiB) and a gateway must reject a longer one, so a
 longer reply (a model asked to print a big file) used to be stored as answered and never delivered.
-It now goes in parts, in order, each with the same `reply_to`: split between paragraphs where it
-can, else between lines, else (one line over the limit) anywhere between characters. Joined again the
-parts are exactly the text; each says which part of how many it is (a gateway confirms a reply once
-it has shown the last). The size that counts is the text as the frame's JSON carries it (quotes,
-backslashes and control characters escaped), so each character is costed as it will be encoded.
+It now goes in parts, in order, each with the same `reply_to`: split between paragraphs where it can, else
+between lines, else (one line over the limit) anywhere between characters. Joined again the parts are
+exactly the text; each says which part of how many it is (the gateway joins them and shows the reply whole,
+then confirms it: gateway/service.py, decision 443). The size that counts is the text as the frame's JSON
+carries it (quotes, backslashes and control characters escaped), so each character is costed as it will be
+encoded.
 """
 
 from __future__ import annotations

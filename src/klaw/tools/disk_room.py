@@ -102,7 +102,7 @@ class Room:
 
     @property
     def may_add(self) -> int:
-        """The most bytes a write may add now (0 or less: none). None while a folder cannot be looked into:
+        """The most bytes a write may add now (0 or less: none). 0 while a folder cannot be looked into:
         what the workspace holds is then unknown, so nothing is allowed beyond what is known (decision 440)."""
         if self.unreadable:
             return 0
