@@ -185,7 +185,11 @@ def _read_sqlite(sqlite_file: Path) -> _KeptState:
         finally:
             source.close()
     except apsw.Error as exc:
-        raise StorageError(f"cannot read the settings of {sqlite_file}: {exc}") from exc
+        raise StorageError(
+            f"cannot read what {sqlite_file} holds beside the log (runtime settings, replies still waiting, the"
+            f" hour's sends) to carry it along: {exc}. `klaw db info` says what is wrong with it; mend it, or move"
+            " it aside (those are then lost; the memory comes from the log), and run the move again"
+        ) from exc
     return _KeptState(settings, waiting, sends)
 
 
