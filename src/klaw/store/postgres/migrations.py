@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 import psycopg
 
 from klaw.store.postgres.connection import Connection, execute, fetch_value, server_error
-from klaw.store.postgres.path_checks import open_problem, split_problem
+from klaw.store.postgres.path_checks import open_problem
 from klaw.store.protocol import StorageError
 from klaw.store.shared.migrations import Migration, SchemaMove, bundled_migrations, pending
 
@@ -31,10 +31,9 @@ async def current_version(connection: Connection) -> int:
 
 async def migrate(connection: Connection, migrations: list[Migration] | None = None) -> SchemaMove:
     """Apply every pending migration on an autocommit `connection`; the version found under the lock
-    and the resulting one."""
+    and the resulting one. Its caller (`PostgresStore.open`) has first ruled out what `path_checks.open_problem`
+    finds: klaw's tables off the search path's first schema would be made again, empty, there."""
     migrations = bundled_migrations("klaw.store.postgres") if migrations is None else migrations
-    if (split := await split_problem(connection)) is not None:
-        raise StorageError(split)
     await execute(connection, "SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
     try:
         # Made only when missing: even IF NOT EXISTS needs CREATE on the schema, which a user that may only
