@@ -245,17 +245,18 @@ class ServerLink:
         ready = asyncio.Event()
         self._broken.clear()
         connection = asyncio.create_task(self._connection(ready), name=f"mcp-{self.name}-link")
+        timed_out: str | None = None  # the reason a start past its timeout gets
         try:
             async with asyncio.timeout(self.config.start_timeout_seconds):
                 await self._first(ready.wait(), asyncio.shield(connection), self._stopping.wait())
         except TimeoutError:
-            self._reason = f"it did not start within {self.config.start_timeout_seconds:g} seconds"
+            timed_out = self._reason = f"it did not start within {self.config.start_timeout_seconds:g} seconds"
         if not ready.is_set():
             connection.cancel()
             await asyncio.gather(connection, return_exceptions=True)  # its output copied into its log
-            timed_out = self._reason is not None and self._reason.startswith("it did not start within")
             self._silent = (
-                timed_out
+                timed_out is not None
+                and self._reason == timed_out  # not replaced by what the cancelled connection said
                 and not self._served
                 and self.config.command is not None
                 and not said_since_start(self._log_dir, self.name)
