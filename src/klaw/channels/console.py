@@ -5,7 +5,7 @@ and bracketed paste (a pasted block of several lines arrives as one message); ri
 spinner while the model thinks. Text a person or the model wrote is printed as `Text` (or Markdown for
 replies), never as rich markup, and log lines are printed through the same console.
 Output goes to the terminal directly, except while a prompt is on screen: only then is stdout patched
-(`_prompt`) so that what arrives is drawn above the prompt. Patched all along, text printed just before
+(`ask_at_prompt`) so that what arrives is drawn above the prompt. Patched all along, text printed just before
 a prompt (the approval question, a reply) went through prompt_toolkit's flush thread, and on a busy
 machine that thread ran after the prompt was drawn: the question showed after the prompt, or only
 once the person pressed a key.
@@ -79,7 +79,7 @@ def console_chat() -> ChatRef:
     return ChatRef(CONSOLE_CHANNEL, getpass.getuser() or "local")
 
 
-async def _prompt(session: PromptSession[str], message: str, pre_run: Callable[[], None] | None = None) -> str:
+async def ask_at_prompt(session: PromptSession[str], message: str, pre_run: Callable[[], None] | None = None) -> str:
     """Ask at the prompt, stdout patched only meanwhile: what is printed while it waits (a scheduled
     task's answer, a log line) goes above it, and what was printed before it is on screen already."""
     from prompt_toolkit.patch_stdout import patch_stdout
@@ -99,7 +99,7 @@ async def next_message(
     while True:
         printer = asyncio.create_task(print_arrivals())
         try:
-            text = await _prompt(session, "you › ", pre_run=pre_run)
+            text = await ask_at_prompt(session, "you › ", pre_run=pre_run)
         except (EOFError, KeyboardInterrupt):
             return None
         finally:
@@ -141,7 +141,7 @@ class ConsoleChannel:
 
         chat = console_chat()
         self._history = ConsoleHistory(self._engine.home.root / "chat_history")
-        session: PromptSession[str] = PromptSession(history=self._history, key_bindings=_ctrl_c_clears_a_typed_line())
+        session: PromptSession[str] = PromptSession(history=self._history, key_bindings=ctrl_c_clears_a_typed_line())
         model = await self._engine.sessions.model_of(chat)  # its own /model choice, else routing.default
         greeting = Text.assemble(
             ("klaw", "bold"),
@@ -272,7 +272,7 @@ class ConsoleChannel:
         Ctrl-C, Ctrl-D) denies. The engine's answer is shown. A question that ends without an answer (its
         timeout, the engine stopping) ends the prompt with a line saying so, and the reply follows at once;
         before, the prompt stayed up, and a `y` typed later was told no such request was waiting."""
-        asking = asyncio.create_task(_prompt(session, "approve? [y/N] › "))
+        asking = asyncio.create_task(ask_at_prompt(session, "approve? [y/N] › "))
         over = asyncio.create_task(self._engine.approvals.ended(request_id))
         await asyncio.wait({asking, over}, return_when=asyncio.FIRST_COMPLETED)
         if not asking.done():  # over without the answer typed here
@@ -290,7 +290,7 @@ class ConsoleChannel:
             answer = await asking
         except (EOFError, KeyboardInterrupt):
             answer = ""
-        command = "approve" if _approves(answer, request_id) else "deny"
+        command = "approve" if approves(answer, request_id) else "deny"
         reply = await self._engine.commands.handle(chat, command, request_id)
         self._console.print(Text(visible(reply), style="cyan"), highlight=False)
 
@@ -366,7 +366,7 @@ def show_reply(console: Console, stderr: Console, reply: ShownReply) -> None:
         console.print(reply_markdown(reply.text))
 
 
-def _approves(answer: str, request_id: str) -> bool:
+def approves(answer: str, request_id: str) -> bool:
     """Whether the answer at the approval prompt is a yes: `y`, `yes`, or `/approve` alone or with this
     question's id (what the question says to type). `/approve` naming another id is no yes to this one."""
     if answer.strip().lower() in {"y", "yes"}:
@@ -375,7 +375,7 @@ def _approves(answer: str, request_id: str) -> bool:
     return command is not None and command.name == "approve" and command.args in {"", request_id}
 
 
-def _ctrl_c_clears_a_typed_line() -> KeyBindings:
+def ctrl_c_clears_a_typed_line() -> KeyBindings:
     """Ctrl-C with something typed clears the line, as in a shell; on an empty line it leaves the chat
     (prompt_toolkit's own Ctrl-C raises KeyboardInterrupt whatever was typed, losing it and the chat)."""
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent

@@ -25,9 +25,9 @@ from rich.text import Text
 from klaw.channels.console import (
     CONSOLE_CHANNEL,
     LEAVING_HELP,
-    _approves,
-    _ctrl_c_clears_a_typed_line,
-    _prompt,
+    approves,
+    ask_at_prompt,
+    ctrl_c_clears_a_typed_line,
     next_message,
     show_reply,
 )
@@ -65,7 +65,7 @@ async def _asked(session: PromptSession[str]) -> str:
     """The y/N answer; "" (no) for Ctrl-D and Ctrl-C, as in process (console.py). Caught here: a
     KeyboardInterrupt out of a task stops the event loop (tracebacks at `asyncio.run`'s shutdown)."""
     try:
-        return await _prompt(session, "approve? [y/N] › ")
+        return await ask_at_prompt(session, "approve? [y/N] › ")
     except (EOFError, KeyboardInterrupt):
         return ""
 
@@ -111,7 +111,7 @@ class AttachedConsole:
         from klaw.channels.console_history import ConsoleHistory
 
         session: PromptSession[str] = PromptSession(
-            history=ConsoleHistory(history_file), key_bindings=_ctrl_c_clears_a_typed_line()
+            history=ConsoleHistory(history_file), key_bindings=ctrl_c_clears_a_typed_line()
         )
         self._console.print(banner, highlight=False)
         watcher = asyncio.create_task(self._watch_link())
@@ -266,7 +266,7 @@ class AttachedConsole:
                 self._console.print(Text(QUESTION_GONE, style="yellow"), highlight=False)
             return
         answer = asking.result()
-        await self._submit(f"/{'approve' if _approves(answer, request_id) else 'deny'} {request_id}")
+        await self._submit(f"/{'approve' if approves(answer, request_id) else 'deny'} {request_id}")
 
     async def _settled(self, request_id: str) -> str:
         """How question `request_id` ended once the engine says it no longer waits (answered elsewhere, timed
