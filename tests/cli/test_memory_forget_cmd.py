@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import socket
@@ -247,3 +248,14 @@ def test_ctrl_c_after_the_tombstone_lets_the_log_rewrite_end(home: KlawHome, mon
     code, out, _ = run(home, "exchange", str(ids["exchange"]), "--yes")
     assert code == 130 and f"Interrupted, once exchange {ids['exchange']} was forgotten: it is out of" in out
     assert SECRET not in log_text(home)
+
+
+def test_a_forget_leaves_the_forgetting_log_lines_on(home: KlawHome, caplog: pytest.LogCaptureFixture) -> None:
+    """Finishing an interrupted forget quiets its own warning, and only while it runs: set to ERROR for the
+    rest of the process, the forget's own line ("forgot exchange 7 …", `--verbose`) was dropped (review51)."""
+    ids = fill(home)
+    caplog.set_level(logging.INFO, logger="klaw.memory.forgetting")
+    code, _, _ = run(home, "exchange", str(ids["exchange"]), "--yes")
+    assert code == 0
+    assert any(r.getMessage().startswith(f"forgot exchange {ids['exchange']} of chat") for r in caplog.records)
+    assert logging.getLogger("klaw.memory.forgetting").level == logging.INFO

@@ -259,10 +259,19 @@ def _forgetting(home: KlawHome, store: Storage) -> Forgetting:
 
 async def _finish_pending(forgetting: Forgetting) -> tuple[list[tuple[ChatRef, str]], int]:
     """The forgets an interruption (Ctrl-C twice, a kill) left with the log still holding their text, finished:
-    before decision 454 only the next engine start did, and a home copied meanwhile kept the text."""
-    logging.getLogger("klaw.memory.forgetting").setLevel(logging.ERROR)  # its warning: our words say it, once
+    before decision 454 only the next engine start did, and a home copied meanwhile kept the text. Its warning
+    is kept quiet while it runs (our words say it, once), and only then: the process's other lines of
+    klaw.memory.forgetting (`--verbose`'s "forgot exchange 7 …") stay as they were."""
     pending = await forgetting.pending_targets()
-    return pending, await forgetting.finish_pending() if pending else 0
+    if not pending:
+        return pending, 0
+    quiet = logging.getLogger("klaw.memory.forgetting")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        return pending, await forgetting.finish_pending()
+    finally:
+        quiet.setLevel(level)
 
 
 async def _after_ctrl_c(forgetting: Forgetting, plan: ForgetPlan) -> str:
