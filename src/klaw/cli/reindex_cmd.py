@@ -1,6 +1,7 @@
 """`klaw reindex`: rebuild klaw.db from the conversation log, with a progress bar per stage.
 
-The work is `klaw.memory.reindex`; this module only renders its progress and its report.
+The work is `klaw.memory.reindex`; this module renders its progress and its report, after finishing what an
+interrupted `klaw memory forget` left in the log (memory_forget_cmd.py, decision 454).
 """
 
 from __future__ import annotations

@@ -2,10 +2,12 @@
 
 A message is durable (and acknowledged to its gateway) before its turn runs, and a reply is kept until a
 channel confirms it (decision 101): a run that stopped in between leaves both behind. At start the engine
-queues the unanswered messages of every chat and closes, in each such chat's next turn, the exchanges the
-crash left open as interrupted (decision 306), even when the messages are too old to answer (decision 325);
-on a store several engines share it takes over the chats a dead engine served the same way; the replies no
-channel confirmed are sent again (decisions 101, 324). Kept apart from the processor, which owns the turns
+queues the unanswered messages of every chat and closes, in each such chat's next turn (or before a message
+the agent sends there on its own: `close_cut_off`, decision 441), the exchanges the crash left open as
+interrupted (decision 306), even when the messages are too old to answer (decision 325), each held call whose
+approval question was open then written as never approved (open_questions.py, decision 447); on a store
+several engines share it takes over the chats a dead engine served the same way; the replies no channel
+confirmed are sent again (decisions 101, 324). Kept apart from the processor, which owns the turns
 these feed.
 """
 

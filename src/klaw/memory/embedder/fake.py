@@ -2,7 +2,8 @@
 
 It is a bag of words with feature hashing: each lowercase word token adds ±1 to one of `dim`
 buckets, then the vector is L2-normalised. Texts that share words therefore have a higher cosine
-than unrelated texts, which is enough to test retrieval plumbing without loading a model.
+than unrelated texts, which is enough to test retrieval plumbing without loading a model. Texts longer
+than `ON_LOOP_CHARS` in all are hashed in a thread, not on the caller's event loop (decision 452).
 
 The bucket and sign come from blake2b, not Python's `hash()`: `hash()` is salted per process
 (PYTHONHASHSEED), and vectors written by one process must match queries embedded by another.

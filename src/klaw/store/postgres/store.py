@@ -1,7 +1,8 @@
 """`PostgresStore`: the storage protocol on a PostgreSQL database with pgvector.
 
-Opened from the DSN in the environment variable `database.urlEnv` names: the schema is migrated
-(under an advisory lock, so engines starting together migrate once), then a pool of async
+Opened from the DSN in the environment variable `database.urlEnv` names: what the user's search path or
+a move left unfinished would make an engine get wrong is refused first (path_checks.py), the schema is
+migrated (under an advisory lock, so engines starting together migrate once), then a pool of async
 connections, each with pgvector's types registered, serves the repositories.
 """
 
