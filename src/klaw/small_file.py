@@ -22,18 +22,25 @@ def read_small(path: Path, max_bytes: int) -> bytes:
     else an OSError saying why not, e.g. "not a regular file but a FIFO (named pipe)"."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
-            raise OSError(code, f"not a regular file but {_kind(mode)}", str(path))
-        os.set_blocking(fd, True)
-        with open(fd, "rb", closefd=False) as file:
-            data = file.read(max_bytes + 1)
+        data = read_regular(fd, max_bytes + 1, str(path))
     finally:
         os.close(fd)
     if len(data) > max_bytes:
         raise OSError(errno.EFBIG, f"larger than {size_words(max_bytes)}", str(path))
     return data
+
+
+def read_regular(fd: int, max_bytes: int, name: str) -> bytes:
+    """At most `max_bytes` of the file open (without waiting) at `fd`, left open, when it is a regular file;
+    else an OSError naming `name` and what stands there. For a file opened some other way than by path (the
+    prompt files, opened beneath the workspace)."""
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
+        raise OSError(code, f"not a regular file but {_kind(mode)}", name)
+    os.set_blocking(fd, True)
+    with open(fd, "rb", closefd=False) as file:
+        return file.read(max_bytes)
 
 
 def size_words(size: int) -> str:

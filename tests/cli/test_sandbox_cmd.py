@@ -27,6 +27,7 @@ def test_status_names_the_backend_or_why_there_is_none(tmp_path: Path) -> None:
     off = klaw(home, "sandbox", "status")
     assert off.returncode == 1
     assert "code_execute is not offered: sandbox.backend is none in engine.yaml" in off.stdout
+    assert "fix: set sandbox.backend to auto in engine.yaml" in off.stdout
 
 
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="the sandbox's Python, /usr/bin/python3, is missing")

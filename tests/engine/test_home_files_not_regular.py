@@ -46,12 +46,17 @@ def fifo(path: Path) -> Iterator[None]:
         timer.cancel()
 
 
+def home_with(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A new home folder, and the path of its file `name` (not made)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    return home, home / name
+
+
 async def test_a_hand_made_open_questions_note_is_named_and_the_start_goes_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    note = home / "approvals-open.json"
+    home, note = home_with(tmp_path, "approvals-open.json")
     model = FunctionModel(lambda messages, info: "ok")
     cases = [
         ("deep", "not JSON as klaw writes it (RecursionError)"),  # was a RecursionError stopping the start
@@ -78,9 +83,7 @@ async def test_a_hand_made_open_questions_note_is_named_and_the_start_goes_on(
 async def test_engine_yaml_or_core_memory_made_a_fifo_or_dev_zero_is_said_unreadable_not_waited_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    config_file = home / "engine.yaml"
+    home, config_file = home_with(tmp_path, "engine.yaml")
     config_file.write_text(ENGINE_YAML)
     core = home / "core_memory.json"
     async with Klaw(home, model=FunctionModel(lambda messages, info: "ok")) as klaw:

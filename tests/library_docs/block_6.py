@@ -10,5 +10,6 @@ def provide(setup: ToolSetup) -> list[ToolFunction]:
             file.write(text + "\n")
         return "noted"
 
-    setup.registry.note_unavailable("note_sync", "no sync server set")  # shown by /status
+    # shown by /status, /tools and `klaw tools`, with what to do
+    setup.registry.note_unavailable("note_sync", "no sync server set", fix="set NOTES_SYNC_URL, then restart klaw")
     return [note_write]

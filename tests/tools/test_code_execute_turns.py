@@ -57,7 +57,10 @@ async def test_without_a_sandbox_code_execute_is_not_offered_and_status_says_why
         await h.turn("hello")
         assert "code_execute" not in offered(h)
         status = await h.engine.commands.handle(CHAT, "status", "")
-        assert "Not offered: code_execute: sandbox.backend is none in engine.yaml" in status
+        assert (
+            "Not offered: code_execute: sandbox.backend is none in engine.yaml; fix: set sandbox.backend to auto in"
+            " engine.yaml (bubblewrap: apt install bubblewrap), then restart klaw"
+        ) in status
 
 
 def test_without_bwrap_the_reason_names_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,6 +70,7 @@ def test_without_bwrap_the_reason_names_the_package(tmp_path: Path, monkeypatch:
 
     found = bubblewrap_backend(SandboxLimits.from_config(SandboxConfig()), home_root=tmp_path)
     assert isinstance(found, Unavailable) and "bubblewrap" in found.reason
+    assert found.fix.startswith("install the package bubblewrap (apt install bubblewrap")  # not a pointer elsewhere
 
 
 def _wheel(folder: Path) -> Path:

@@ -98,7 +98,9 @@ async def test_a_package_group_gets_the_engine_setup_and_is_chosen_per_model_lik
         assert h.last_request_messages()[-1]["content"] == "noted"
         assert (h.home.workspace / "notes.txt").read_text(encoding="utf-8") == "buy milk\n"
         status = await h.engine.commands.handle(CHAT, "status", "")
-        assert "Not offered: note_sync: no sync server set" in status
+        assert "Not offered: note_sync: no sync server set; fix: set NOTES_SYNC_URL, then restart klaw" in status
+        [row] = [row for row in (await h.engine.tool_listing.inventory(CHAT)).rows if row.name == "note_sync"]
+        assert (row.state, row.fix) == ("unavailable", "set NOTES_SYNC_URL, then restart klaw")
 
 
 async def test_the_docs_whole_plugin_package_works_as_written(tmp_path: Path, site: Path) -> None:

@@ -24,7 +24,7 @@ def status() -> None:
     console = stdout_console(highlight=False)
     backend = choose_backend(config.sandbox, home)
     if isinstance(backend, Unavailable):
-        console.print(f"code_execute is not offered: {backend.reason}")
+        console.print(f"code_execute is not offered: {backend.reason}\nfix: {backend.fix}")
         raise typer.Exit(1)
     network = "on" if config.sandbox.network else "off"
     venv = home.sandbox_venv if home.sandbox_venv.is_dir() else "none (klaw sandbox install PKG makes one)"

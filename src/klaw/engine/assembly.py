@@ -275,6 +275,7 @@ async def assemble(
             memory.warm_up.status_lines,
             mcp_servers.status_lines,
             lambda: unavailable_tools(selection),
+            processor.context_builder.system_prompt.status_lines,  # a prompt file cut at its cap, or left out
         ],
     )
     parts = Parts(

@@ -19,7 +19,6 @@ from klaw.tools.builtin.groups import BUILTIN_GROUPS
 from klaw.tools.docs.bundle import DocsBundle
 from klaw.tools.docs.index import DocsIndex
 from klaw.tools.groups import ServiceKey, ToolGroups, ToolSetup
-from klaw.tools.inventory import FIXES
 from klaw.tools.mcp.servers import McpServers
 from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolFunction
@@ -90,7 +89,7 @@ def unavailable_tools(selection: ToolSelection) -> list[str]:
     """/status lines: each tool the configuration asks for but cannot offer, why and (when klaw knows) the
     fix its `/tools` row gives; each group that failed to load (a plugin), whose fix `/tools` gives."""
     lines = [
-        f"Not offered: {name}: {why}" + (f"; fix: {FIXES[name]}" if name in FIXES else "")
+        f"Not offered: {name}: {why}" + (f"; fix: {fix}" if (fix := selection.registry.unavailable_fix(name)) else "")
         for name, why in selection.registry.unavailable.items()
     ]
     failed = selection.groups.failures.items()

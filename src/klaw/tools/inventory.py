@@ -28,11 +28,6 @@ PROGRAM_SOURCE = "program (Klaw(tools=...))"
 SKILL_SOURCE = "skill (workspace/skills, read with skill_read)"
 APPROVAL_SOURCE = "tools.approval"  # the source of a row for a tools.approval name no tool has
 NOT_A_TOOL = "not a tool: tools.approval holds it, but no tool has this name, and a misspelt name holds nothing"
-FIXES = {  # what to do about a tool its group noted unavailable, where the reason does not say it
-    "code_execute": "`klaw sandbox status` says what this machine lacks (docs/sandbox.md)",
-    "host_exec": "list the commands it may run in hostExec.allow (docs/sandbox.md)",
-    "web_search": "set web.search in engine.yaml (docs/web.md)",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +85,7 @@ def tool_rows(
             rows.append(ToolRow(spec.name, _source(selection, group), "not offered", spec.name in held, reason, fix))
     for name, why in selection.registry.unavailable.items():
         source = _source(selection, selection.groups.noted_by(name))
-        rows.append(ToolRow(name, source, "unavailable", name in held, why, FIXES.get(name, "")))
+        rows.append(ToolRow(name, source, "unavailable", name in held, why, selection.registry.unavailable_fix(name)))
     for group, failure in selection.groups.failures.items():
         rows.append(ToolRow(group, failure.source.describe(), "failed", False, failure.reason, failure.fix))
     for note in selection.groups.installed_unused():

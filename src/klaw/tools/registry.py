@@ -52,6 +52,7 @@ class ToolRegistry:
         self._tools: dict[str, ToolDefinition] = {}
         self._offered = None if offered is None else frozenset(offered)
         self._unavailable: dict[str, str] = {}
+        self._fixes: dict[str, str] = {}
         self._why_missing: Callable[[str], str | None] = lambda _name: None
 
     def explain_missing(self, why: Callable[[str], str | None]) -> None:
@@ -118,16 +119,22 @@ class ToolRegistry:
         """Would a tool of this name be offered? (Spares building one the configuration left out.)"""
         return self._offered is None or name in self._offered
 
-    def note_unavailable(self, name: str, reason: str) -> None:
-        """Record why a tool the configuration asks for is not offered (no sandbox, no allow-list):
-        `/status` tells the person. Nothing is recorded for a tool the configuration left out."""
+    def note_unavailable(self, name: str, reason: str, *, fix: str = "") -> None:
+        """Record why a tool the configuration asks for is not offered (no sandbox, no allow-list) and
+        what the person can do about it (`fix`: "set web.search in engine.yaml"): `/status`, `/tools` and
+        `klaw tools` tell the person both. Nothing is recorded for a tool the configuration left out."""
         if self.wants(name):
             self._unavailable[name] = reason
+            self._fixes[name] = fix
 
     @property
     def unavailable(self) -> Mapping[str, str]:
         """Tool name → why it is not offered, for the tools the configuration asked for."""
         return dict(self._unavailable)
+
+    def unavailable_fix(self, name: str) -> str:
+        """What the person can do so the unavailable tool `name` is offered ("" when its group said nothing)."""
+        return self._fixes.get(name, "")
 
     def specs(self) -> list[ToolSpec]:
         """The tools as the model is offered them, in registration order (stable, so prompts cache)."""

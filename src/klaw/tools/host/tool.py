@@ -71,7 +71,11 @@ def host_exec_tool(config: HostExecConfig) -> ToolFunction:
 def register_host_exec(registry: ToolRegistry, config: HostExecConfig) -> None:
     """Offer `host_exec` when engine.yaml allows commands; else record why not (for /status)."""
     if not config.allow:
-        registry.note_unavailable("host_exec", "hostExec.allow in engine.yaml lists no command patterns")
+        registry.note_unavailable(
+            "host_exec",
+            "hostExec.allow in engine.yaml lists no command patterns",
+            fix="list the commands it may run in hostExec.allow (docs/sandbox.md)",
+        )
         return
     allowed = "; ".join(config.allow)
     registry.register(

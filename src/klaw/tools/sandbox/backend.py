@@ -89,6 +89,8 @@ class SandboxBackend(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Unavailable:
-    """No backend: why, in a sentence a person can act on (shown by /status and `klaw sandbox status`)."""
+    """No backend: why (`reason`), and exactly what to install or set so there is one (`fix`); both shown by
+    /status, `/tools`, `klaw tools` and `klaw sandbox status`."""
 
     reason: str
+    fix: str

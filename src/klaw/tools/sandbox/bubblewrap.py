@@ -207,14 +207,18 @@ def bubblewrap_backend(
     """The backend when `bwrap` is installed and really isolates a run here, else why not."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        return Unavailable("bwrap is not installed: install the package bubblewrap (apt install bubblewrap)")
+        return Unavailable(
+            "bwrap (bubblewrap) is not installed",
+            "install the package bubblewrap (apt install bubblewrap, or dnf install bubblewrap), then restart klaw",
+        )
     cgroups = None
     if os.geteuid() == 0:
         cgroups = _root_cgroups()
         if cgroups is None:
             return Unavailable(
                 "klaw runs as root, where the kernel does not limit processes, and no pids cgroup could be made"
-                " to limit them: run klaw as a normal user"
+                " to limit them",
+                "run klaw as a normal user",
             )
     seccomp = seccomp_filter()
     backend = BubblewrapBackend(bwrap, limits, home_root=home_root, venv=venv, cgroups=cgroups, seccomp=seccomp)
@@ -223,7 +227,7 @@ def bubblewrap_backend(
         bare = replace(backend, seccomp=without_filter(f"bwrap could not load it here: {failure.said}"))
         if _probe(bare) is None:
             return bare
-    return Unavailable(failure.words()) if failure is not None else backend
+    return Unavailable(*failure.words()) if failure is not None else backend
 
 
 @functools.cache
@@ -238,16 +242,23 @@ class _ProbeFailure:
     said: str
     started: bool = True
 
-    def words(self) -> str:
+    def words(self) -> tuple[str, str]:
+        """Why there is no sandbox, and what to do."""
         if not self.started:
-            return self.said
+            return self.said, "check that `bwrap --version` runs as klaw's user; reinstall bubblewrap if not"
         if "failed to set the NPROC resource limit" in self.said:
             # Not the namespaces: a limit above this account's hard one, which only root may raise (adversary21).
             return (
                 f"the sandbox cannot start here ({self.said}): sandbox.maxProcesses in engine.yaml is above this"
-                " account's hard limit of processes (`ulimit -Hu` shows it); lower it to that or below"
+                " account's hard limit of processes (`ulimit -Hu` shows it)",
+                "lower sandbox.maxProcesses in engine.yaml to that limit or below, then restart klaw",
             )
-        return f"bwrap does not work here ({self.said}); user namespaces may be disabled (see docs/sandbox.md)"
+        return (
+            f"bwrap does not work here ({self.said}); unprivileged user namespaces are most likely disabled",
+            "allow them (Debian: sysctl kernel.unprivileged_userns_clone=1; Ubuntu 23.10 and later: sysctl"
+            " kernel.apparmor_restrict_unprivileged_userns=0; in a container: a runtime that allows them), or set"
+            " sandbox.backend to docker in engine.yaml; then restart klaw (docs/sandbox.md)",
+        )
 
 
 def _probe(backend: BubblewrapBackend) -> _ProbeFailure | None:

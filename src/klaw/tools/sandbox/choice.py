@@ -14,7 +14,10 @@ def choose_backend(config: SandboxConfig, home: KlawHome) -> SandboxBackend | Un
     the person's choice); `docker` needs a daemon that answers; `none` is off."""
     limits = SandboxLimits.from_config(config)
     if config.backend == "none":
-        return Unavailable("sandbox.backend is none in engine.yaml")
+        return Unavailable(
+            "sandbox.backend is none in engine.yaml",
+            "set sandbox.backend to auto in engine.yaml (bubblewrap: apt install bubblewrap), then restart klaw",
+        )
     if config.backend == "docker":
         return docker_backend(config.docker_image, limits)
     return bubblewrap_backend(limits, home_root=home.root, venv=home.sandbox_venv)

@@ -132,7 +132,11 @@ def docker_backend(image: str, limits: SandboxLimits) -> DockerBackend | Unavail
     """The backend when the `docker` client is installed and its daemon answers, else why not."""
     docker = shutil.which("docker")
     if docker is None:
-        return Unavailable("sandbox.backend is docker but the docker command is not installed")
+        return Unavailable(
+            "sandbox.backend is docker but the docker command is not installed",
+            "install Docker (apt install docker.io) and restart klaw, or set sandbox.backend to auto in engine.yaml"
+            " for bubblewrap",
+        )
     try:
         done = subprocess.run(
             [docker, "version", "--format", "{{.Server.Version}}"],
@@ -144,7 +148,11 @@ def docker_backend(image: str, limits: SandboxLimits) -> DockerBackend | Unavail
     except (OSError, subprocess.TimeoutExpired):
         done = None
     if done is None or done.returncode != 0 or not done.stdout.strip():
-        return Unavailable("sandbox.backend is docker but no Docker daemon answers (is it running, may klaw use it?)")
+        return Unavailable(
+            "sandbox.backend is docker but no Docker daemon answers",
+            "start the daemon (systemctl start docker) and let klaw's user reach it (the docker group, or"
+            " DOCKER_HOST), then restart klaw; or set sandbox.backend to auto in engine.yaml for bubblewrap",
+        )
     return DockerBackend(docker, image, limits)
 
 

@@ -176,7 +176,7 @@ def register_code_execute(
     `read_only` workspace files are mounted read-only over the writable workspace; `room` bounds what
     runs may write (decision 327)."""
     if isinstance(backend, Unavailable):
-        registry.note_unavailable("code_execute", backend.reason)
+        registry.note_unavailable("code_execute", backend.reason, fix=backend.fix)
         return
     reach = "the network" if config.network else "no network"
     registry.register(

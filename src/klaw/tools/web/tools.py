@@ -46,7 +46,7 @@ def register_web_fetch(registry: ToolRegistry, config: WebConfig, resolver: Reso
 def register_web_search(registry: ToolRegistry, config: WebConfig) -> None:
     """`web_search`, the group `websearch`: offered when web.search names a provider, else noted unavailable."""
     if (why := search_unavailable(config)) is not None:
-        registry.note_unavailable("web_search", why)
+        registry.note_unavailable("web_search", why, fix="set web.search in engine.yaml (docs/web.md)")
         return
     made: list[WebSearch] = []  # the searcher, at the first call
 
@@ -69,5 +69,5 @@ def register_web_search(registry: ToolRegistry, config: WebConfig) -> None:
 def search_unavailable(config: WebConfig) -> str | None:
     """Why `web_search` is not offered though `websearch` is enabled, or None when it is configured."""
     if config.search.provider is None:
-        return "no search provider"  # the fix is its row's (tools/inventory.py FIXES)
+        return "no search provider"  # the fix is noted beside it (register_web_search)
     return None
