@@ -134,6 +134,19 @@ def test_a_home_without_a_database(tmp_path: Path) -> None:
     assert code == 1 and "nothing to forget" in err
 
 
+def test_log_check_says_it_could_not_look_for_an_interrupted_forget(home: KlawHome) -> None:
+    """The unfinished forgets are read from klaw.db: one that cannot be opened skipped that check silently, exit 0
+    (decision 460). The log itself is still checked."""
+    fill(home)
+    home.database_file("klaw.db").write_bytes(b"not a database " * 400)
+    check = CliRunner().invoke(app, ["log", "check"], env={"KLAW_HOME": str(home.root), "COLUMNS": "300"})
+    said = " ".join(check.stdout.split())
+    assert check.exit_code == 1, said
+    assert "records, 0 malformed lines" in said
+    assert "Not checked: whether an interrupted forget left text a person erased in the log" in said
+    assert "is not a klaw database or is damaged" in said
+
+
 def test_an_id_past_sqlites_range_is_a_usage_error_not_a_traceback(home: KlawHome) -> None:
     fill(home)
     code, _, err = run(home, "exchange", "99999999999999999999", "--yes")

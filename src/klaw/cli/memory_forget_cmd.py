@@ -104,8 +104,7 @@ def forget(
         outcome = asyncio.run(_forget(home, path, loaded.config.database, kind, target, owner, confirm, said))
     except KeyboardInterrupt:  # Ctrl-C; one after the tombstone lets the log's rewrite end first (decision 454)
         if not any(words.startswith("Interrupted") for words in told):  # a second Ctrl-C cut the first's words
-            pending = pending_forgets(home, loaded.config.database)
-            said(f"Interrupted. {pending_words(pending)}" if pending else "Interrupted. Nothing was forgotten.")
+            said(f"Interrupted. {_left_words(home, loaded.config.database)}")
         raise typer.Exit(130) from None
     except ForgetError as exc:
         fail(f"cannot forget: {exc}", code=1)
@@ -302,11 +301,22 @@ def pending_words(pending: list[tuple[ChatRef, str]]) -> str:
     )
 
 
-def pending_forgets(home: KlawHome, database: DatabaseConfig) -> list[tuple[ChatRef, str]]:
-    """The forgets an interruption left unfinished (read only): none where there is no database to read (the
-    command's own checks say so)."""
-    from klaw.store.backend import not_set_up, open_storage
+def _left_words(home: KlawHome, database: DatabaseConfig) -> str:
+    """What a forget interrupted before its own words left: the log's text still to take out, or nothing."""
     from klaw.store.protocol import StorageError
+
+    try:
+        pending = pending_forgets(home, database)
+    except StorageError as exc:
+        return f"Whether it forgot anything could not be read ({exc}); `klaw log check` says once it can."
+    return pending_words(pending) if pending else "Nothing was forgotten."
+
+
+def pending_forgets(home: KlawHome, database: DatabaseConfig) -> list[tuple[ChatRef, str]]:
+    """The forgets an interruption left unfinished (read only): none where there is no database yet (nothing
+    was forgotten in it). A database that is there but cannot be opened raises `StorageError`, whose words
+    say why: the caller says the check was not made, never that nothing is left (decision 460)."""
+    from klaw.store.backend import not_set_up, open_storage
 
     path = home.database_file(database.path)
 
@@ -319,10 +329,7 @@ def pending_forgets(home: KlawHome, database: DatabaseConfig) -> list[tuple[Chat
         finally:
             await store.aclose()
 
-    try:
-        return asyncio.run(read())
-    except StorageError:
-        return []
+    return asyncio.run(read())
 
 
 def finish_interrupted_forgets(home: KlawHome, database: DatabaseConfig, command: str) -> str | None:
