@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import apsw
 
 from klaw.store.shared.migrations import Migration, SchemaMove, bundled_migrations, pending
+from klaw.store.sqlite.migration_note import migrating_process, noting_migration
 from klaw.store.sqlite.query import fetch_one
 
 if TYPE_CHECKING:
@@ -21,10 +22,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# How long an opening waits for another process's write lock before it gives up (then: "in use by another klaw
+# How long an opening waits for another process's migration before it gives up (then: "in use by another klaw
 # process"). Only a migration holds klaw.db's write lock for longer than the 5 s busy timeout (an engine's writes
 # take milliseconds, `klaw reindex` builds in a file of its own), and moving a large home forward takes minutes
 # on a small machine: an engine and `klaw db info` started together after an upgrade must not fail for that.
+# Only a lock whose holder says it migrates is waited for so (migration_note.py, decision 460).
 MIGRATION_WAIT_SECONDS = 600.0
 
 
@@ -48,28 +50,37 @@ def migrate(connection: apsw.Connection, migrations: list[Migration] | None = No
     migrations = bundled_migrations("klaw.store.sqlite") if migrations is None else migrations
     connection.execute("BEGIN IMMEDIATE")
     try:
-        version = found = current_version(connection)
-        for migration in pending(migrations, version):
-            connection.execute(migration.sql)
-            connection.execute(
-                "INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
-                (migration.version, migration.name, int(time.time() * 1000)),
-            )
-            version = migration.version
+        found = current_version(connection)
+        steps = pending(migrations, found)
     except BaseException:
         connection.execute("ROLLBACK")
         raise
-    connection.execute("COMMIT")
-    return SchemaMove(found, version)
+    if not steps:
+        connection.execute("COMMIT")
+        return SchemaMove(found, found)
+    with noting_migration(connection.filename):  # an opening meanwhile waits for it (migrate_when_free)
+        try:
+            for migration in steps:
+                connection.execute(migration.sql)
+                connection.execute(
+                    "INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
+                    (migration.version, migration.name, int(time.time() * 1000)),
+                )
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+    return SchemaMove(found, steps[-1].version)
 
 
 async def migrate_when_free(
     db: SqliteDatabase, migrations: list[Migration] | None = None, *, wait_seconds: float = MIGRATION_WAIT_SECONDS
 ) -> SchemaMove:
-    """`migrate` on `db`'s thread, asked again while another process holds the write lock past the connection's
-    busy timeout (another klaw moving the file forward: it finishes, and this one finds nothing left to do, as
-    PostgreSQL's advisory lock waits), for `wait_seconds` at most; says once on stderr that it waits. Each ask
-    waits the busy timeout on the database thread, so Ctrl-C stops the wait within it, as before (decision 451)."""
+    """`migrate` on `db`'s thread, asked again while another klaw process migrating the file (its note says so:
+    migration_note.py) holds the write lock past the connection's busy timeout: it finishes, and this one finds
+    nothing left to do, as PostgreSQL's advisory lock waits; for `wait_seconds` at most; says once on stderr
+    that it waits. Each ask waits the busy timeout on the database thread, so Ctrl-C stops the wait within it
+    (decision 451). A lock held by anything else is refused after the busy timeout (decision 460)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_seconds
     said = False
@@ -77,13 +88,15 @@ async def migrate_when_free(
         try:
             return await db.run(lambda connection: migrate(connection, migrations))
         except apsw.BusyError:
-            if loop.time() >= deadline:
+            migrating = migrating_process(db.path)
+            if migrating is None or loop.time() >= deadline:
                 raise
             if not said:
                 log.warning(
-                    "%s is held by another klaw process (most likely one moving it to a newer schema, which takes"
-                    " minutes on a large home): waiting for it, up to %d minutes (Ctrl-C stops)",
+                    "%s is being moved to a newer schema by another klaw process (pid %d), which takes minutes on"
+                    " a large home: waiting for it, up to %d minutes (Ctrl-C stops)",
                     db.path,
+                    migrating,
                     round(wait_seconds / 60),
                 )
                 said = True
