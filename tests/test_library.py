@@ -103,6 +103,7 @@ def test_the_curated_names_are_exported() -> None:
         "MemoryFound",
         "MessageRefused",
         "OwnTurnRunning",
+        "ReplyPiece",
         "ReplyStream",
         "SessionInfo",
         "StorageError",

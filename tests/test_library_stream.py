@@ -19,6 +19,9 @@ from klaw import (
     Klaw,
     LlmBadRequestError,
     MessageRefused,
+    ReplyPiece,
+    StreamDelta,
+    ToolCallFragment,
     TurnFailed,
 )
 from klaw.llm.fake_server import FakeOpenAiServer
@@ -113,3 +116,36 @@ async def test_a_reply_is_streamed_from_an_openai_protocol_server(tmp_path: Path
             assert "".join(pieces) == "Streamed from the server, piece by piece."
             assert await stream.text() == "Streamed from the server, piece by piece."
     assert [request.body.get("stream") for request in server.chat_requests] == [True]
+
+
+async def test_pieces_say_their_round_and_text_first_then_the_loop_gives_them_again(tmp_path: Path) -> None:
+    """Decision 460: a sentence written before a tool call was streamed like the answer, though the stored
+    reply is the last round's, and a program could not tell them apart: each piece says its round now.
+    `await stream.text()` before the loop made the loop raise "read once"; as llm's Response, the stream
+    keeps its pieces: text() alone runs the turn, a loop after it gives the pieces again."""
+
+    async def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"rain in {city}"
+
+    async def writing(messages: Sequence[ChatMessage], info: AgentInfo) -> AsyncIterator[str | StreamDelta]:
+        if info.turn_round == 1:
+            yield "Let me check. "
+            yield StreamDelta(tool_calls=(ToolCallFragment(0, "call_1", "weather", '{"city": "Oslo"}'),))
+        else:
+            yield "Rain "
+            yield "in Oslo."
+
+    model = FunctionModel(lambda messages, info: "whole", stream_function=writing)
+    async with Klaw(tmp_path / "home", config=CONFIG, model=model, tools=[weather]) as agent:
+        stream = agent.stream("alice", "Umbrella?")
+        assert await stream.text() == "Rain in Oslo."  # no loop yet: the turn runs to its end
+        pieces = [piece async for piece in stream]  # was InvalidArgument: "a ReplyStream is read once"
+        by_round: dict[int, str] = {}
+        for piece in pieces:  # in the batches the engine sends, each within its round
+            by_round[piece.turn_round] = by_round.get(piece.turn_round, "") + piece
+        assert by_round == {1: "Let me check. ", 2: "Rain in Oslo."}
+        assert "".join(piece for piece in pieces if piece.turn_round == pieces[-1].turn_round) == await stream.text()
+        assert [piece async for piece in stream] == pieces  # and again
+        status = [piece async for piece in agent.stream("alice", "/status")]
+        assert isinstance(status[0], ReplyPiece) and status[0].turn_round == 1

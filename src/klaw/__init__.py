@@ -25,6 +25,7 @@ _EXPORTS = {
     "Klaw": "klaw.library",
     "TurnFailed": "klaw.library",
     "ReplyStream": "klaw.library_stream",
+    "ReplyPiece": "klaw.library_stream",
     "AgentMessage": "klaw.library",
     "HistoryEntry": "klaw.engine.chat_reading",
     "MemoryFound": "klaw.engine.chat_reading",
@@ -114,6 +115,7 @@ __all__ = [
     "MemoryFound",
     "MessageRefused",
     "OwnTurnRunning",
+    "ReplyPiece",
     "ReplyStream",
     "SessionInfo",
     "StorageError",
@@ -148,7 +150,7 @@ if TYPE_CHECKING:
     from klaw.library import AgentMessage, EngineNotOpen, Klaw, TurnFailed
     from klaw.library_arguments import InvalidArgument, InvalidChat
     from klaw.library_own_turn import OwnTurnRunning
-    from klaw.library_stream import ReplyStream
+    from klaw.library_stream import ReplyPiece, ReplyStream
     from klaw.llm.errors import (
         LlmAuthError,
         LlmBadRequestError,

@@ -7,6 +7,12 @@ agent.stream(chat, text)`), then `await stream.text()` for the reply as stored. 
 (the same message, turn, errors and cancellation), whose waiting entry also takes the pieces: the turn's
 model call is streamed only while such a reader waits for it, so `ask` keeps its one whole call.
 Decision 455.
+
+As llm's `Response` does, it keeps its pieces: `text()` alone runs the turn to its end, and a loop after it
+(or a second loop) gives the pieces again, then ends or raises as the first did (`await stream.text()` before
+the loop raised "read once"). Each piece says which model call of its turn wrote it (`ReplyPiece.turn_round`,
+as `AgentInfo.turn_round` does for a `FunctionModel`): a sentence written before a tool call is streamed too,
+while the stored reply is the last round's answer, and a program could not tell them apart. Decision 460.
 """
 
 from __future__ import annotations
@@ -17,27 +23,44 @@ from contextlib import contextmanager
 
 from klaw.engine.delivery import TextSink
 from klaw.library_arguments import InvalidArgument
+from klaw.llm.call_purpose import current_round
 
-Reader = Callable[[str], None]  # given each piece, at once (a queue's put_nowait)
+
+class ReplyPiece(str):
+    """A piece of a streamed reply: the text, and `turn_round`, which model call of the turn wrote it (1, then
+    one more after each round of tool calls). Pieces of a round before the last are what the model said
+    before calling tools (often "Let me check."); the stored reply, `await stream.text()`, is the last
+    round's answer. A reply no model wrote (a slash command's) is one piece of round 1."""
+
+    __slots__ = ("turn_round",)
+    turn_round: int
+
+    def __new__(cls, text: str, turn_round: int) -> ReplyPiece:
+        piece = super().__new__(cls, text)
+        piece.turn_round = turn_round
+        return piece
+
+
+Reader = Callable[[ReplyPiece], None]  # given each piece, at once
 
 
 class ReplyStream:
     """The reply to one message, piece by piece: `async for piece in stream` gives the text as the model
-    writes it (every round of its turn, in the batches the web page gets; a reply no model wrote, a slash
-    command's, as one piece), then raises what `ask` would (`TurnFailed`, `MessageRefused`…);
-    `await stream.text()` is the stored reply, as `ask` returns it. The message is sent when either starts.
-    Leaving the loop early stops the waiting, as cancelling an `ask` does: the turn runs to its end and
-    its reply goes to `on_message` (decision 249)."""
+    writes it (every round of its turn, each piece a `ReplyPiece` saying its round, in the batches the web
+    page gets; a reply no model wrote, a slash command's, as one piece), then raises what `ask` would
+    (`TurnFailed`, `MessageRefused`…); `await stream.text()` is the stored reply, as `ask` returns it. The
+    message is sent when either starts. The pieces are kept: `text()` first, then a loop (or a second loop)
+    gives them again. Leaving a loop early stops the waiting, as cancelling an `ask` does: the turn runs to
+    its end and its reply goes to `on_message` (decision 249)."""
 
     def __init__(self, ask: Callable[[Reader], Awaitable[str]]) -> None:
         self._ask = ask
-        self._pieces: asyncio.Queue[str | None] = asyncio.Queue()
+        self._pieces: list[ReplyPiece] = []
+        self._grew = asyncio.Event()  # set on each piece and at the end
         self._task: asyncio.Task[str] | None = None
         self._left = False
 
-    def __aiter__(self) -> AsyncIterator[str]:
-        if self._task is not None:
-            raise InvalidArgument("a ReplyStream is read once: call agent.stream(chat, text) again for another message")
+    def __aiter__(self) -> AsyncIterator[ReplyPiece]:
         return self._read()
 
     async def text(self) -> str:
@@ -51,19 +74,27 @@ class ReplyStream:
 
     def _start(self) -> asyncio.Task[str]:
         if self._task is None:
-            self._task = asyncio.ensure_future(self._ask(self._pieces.put_nowait))
-            self._task.add_done_callback(lambda _: self._pieces.put_nowait(None))
+            self._task = asyncio.ensure_future(self._ask(self._took))
+            self._task.add_done_callback(lambda _: self._grew.set())
         return self._task
 
-    async def _read(self) -> AsyncIterator[str]:
-        task, streamed = self._start(), False
+    def _took(self, piece: ReplyPiece) -> None:
+        self._pieces.append(piece)
+        self._grew.set()
+
+    async def _read(self) -> AsyncIterator[ReplyPiece]:
+        task, shown = self._start(), 0
         try:
-            while (piece := await self._pieces.get()) is not None:
-                streamed = True
-                yield piece
+            while shown < len(self._pieces) or not task.done():
+                if shown == len(self._pieces):
+                    self._grew.clear()
+                    await self._grew.wait()
+                    continue
+                shown += 1
+                yield self._pieces[shown - 1]
             reply = task.result()  # raises what ask raised
-            if not streamed and reply:
-                yield reply
+            if not self._pieces and reply:
+                yield ReplyPiece(reply, 1)
         finally:
             if not task.done():
                 self._left = True
@@ -95,7 +126,8 @@ class StreamReaders:
             return None
 
         async def send(text: str) -> None:
+            piece = ReplyPiece(text, current_round())  # the tool loop's round, set around the model call
             for reader in readers:
-                reader(text)
+                reader(piece)
 
         return send

@@ -59,12 +59,11 @@ def check() -> None:
         _name_left_over(console, home, files.chat_dirs())
     for note in leftover_reindex_notes(home.database_file(database.path), database):
         console.print(note, soft_wrap=True)  # not the log's damage: no exit status of its own
+    unread: str | None = None
     try:
         pending = pending_forgets(home, database)  # text a person erased, still in the log (decision 454)
     except StorageError as exc:  # not checked: said, and the exit status does not claim all is well (460)
         pending, unread = [], str(exc)
-    else:
-        unread = None
     if pending:
         console.print(pending_words(pending), soft_wrap=True, highlight=False, markup=False, emoji=False)
     if unread is not None:
