@@ -33,7 +33,7 @@ PROMPT_FILES = ("SOUL.md", "IDENTITY.md", "AGENTS.md")
 FALLBACK_PROMPT = "You are a helpful personal assistant."
 MAX_PROMPT_FILE_BYTES = 64 * 1024
 """What of each prompt file goes into a prompt: ~16,000 tokens, twice what OpenAI's Codex reads of all its
-AGENTS.md files together (32 KiB), far more than the shipped files (~1.4 KB)."""
+AGENTS.md files together (32 KiB), far more than the shipped files (1,098 bytes in all)."""
 
 
 class SystemPrompt:
