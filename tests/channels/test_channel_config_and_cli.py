@@ -13,6 +13,7 @@ import pytest
 
 from klaw.config import EngineConfig
 from klaw.config_loader import ConfigError, load_config
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_cli import klaw
 from tests.engine import short_socket_dir
 from tests.serve_helpers import STARTS_WITHIN, running, serve_env, stop
@@ -72,7 +73,7 @@ def test_config_check_refuses_an_unset_bot_token_variable_as_serve_does(tmp_path
     """`klaw config check` said valid while `klaw serve` refused to start; the token variable is now checked as
     a routed model's apiKeyEnv is: refused with serve's own sentence, a warning when only service.env sets it."""
     write(tmp_path, "channels:\n  telegram:\n    enabled: true\n    tokenEnv: KLAW_TEST_BOT\n")
-    checked = klaw(tmp_path, "config", "check", env={"KLAW_TEST_BOT": ""})
+    checked = klaw_here(tmp_path, "config", "check", env={"KLAW_TEST_BOT": ""})
     served = klaw(tmp_path, "serve", env={"KLAW_TEST_BOT": ""})
     sentence = "channels.telegram is enabled but the environment variable KLAW_TEST_BOT is empty"
     assert checked.returncode == 1 and "valid, but klaw serve will not start from here" in " ".join(
@@ -81,11 +82,11 @@ def test_config_check_refuses_an_unset_bot_token_variable_as_serve_does(tmp_path
     assert sentence in " ".join(checked.stderr.split()) and sentence in " ".join(served.stderr.split())
     (tmp_path / "service.env").write_text("KLAW_TEST_BOT=123:abc\n", encoding="utf-8")
     (tmp_path / "service.env").chmod(0o600)
-    for_service = klaw(tmp_path, "config", "check", env={"KLAW_TEST_BOT": ""})
+    for_service = klaw_here(tmp_path, "config", "check", env={"KLAW_TEST_BOT": ""})
     assert for_service.returncode == 0 and "valid" in for_service.stdout
     assert "KLAW_TEST_BOT (channels.telegram.tokenEnv) is set only in" in " ".join(for_service.stderr.split())
     assert "123:abc" not in for_service.stderr + for_service.stdout
-    assert klaw(tmp_path, "config", "check", env={"KLAW_TEST_BOT": "123:abc"}).returncode == 0
+    assert klaw_here(tmp_path, "config", "check", env={"KLAW_TEST_BOT": "123:abc"}).returncode == 0
 
 
 class Output:

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from tests.cli.inited_home import init_home
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_cli import klaw
 from tests.engine.harness import CHAT, running_engine
 
@@ -43,18 +44,18 @@ def test_config_show_lists_the_slash_commands_by_name_not_as_json(tmp_path: Path
         + "commands:\n  - {name: new, description: Start afresh}\n  - {name: help, description: What I do}\n",
         encoding="utf-8",
     )
-    table = klaw(home, "config", "show")
+    table = klaw_here(home, "config", "show")
     assert table.returncode == 0, table.stderr
     row = next(line for line in table.stdout.splitlines() if line.startswith("│ commands "))
     assert "/new /help (/help describes each)" in row and "engine.yaml" in row
     assert '"description"' not in table.stdout
-    script = json.loads(klaw(home, "config", "show", "--json").stdout)  # a script still gets the whole value
+    script = json.loads(klaw_here(home, "config", "show", "--json").stdout)  # a script still gets the whole value
     assert script["commands"]["value"][0] == {"name": "new", "description": "Start afresh"}
 
 
 def test_config_check_without_a_file_says_it_is_missing_and_where_it_looked(tmp_path: Path) -> None:
     home = tmp_path / "mistyped-home"
-    result = klaw(home, "config", "check")
+    result = klaw_here(home, "config", "check")
     assert result.returncode == 1
     assert "valid" not in result.stdout
     said = " ".join(result.stderr.split())
@@ -62,7 +63,7 @@ def test_config_check_without_a_file_says_it_is_missing_and_where_it_looked(tmp_
     assert f"KLAW_HOME={home}" in said
     assert "klaw init" in said
     init_home(home)
-    assert klaw(home, "config", "check").stdout.strip() == f"{home / 'engine.yaml'}: valid"
+    assert klaw_here(home, "config", "check").stdout.strip() == f"{home / 'engine.yaml'}: valid"
 
 
 def test_config_check_refuses_an_unset_postgres_variable_unless_the_service_sets_it(tmp_path: Path) -> None:
@@ -70,20 +71,20 @@ def test_config_check_refuses_an_unset_postgres_variable_unless_the_service_sets
     from that shell; an unset apiKeyEnv was already exit 1. Set only in service.env, it is a warning (the
     service has it)."""
     (tmp_path / "engine.yaml").write_text("database:\n  backend: postgres\n  urlEnv: KLAW_TEST_UNSET_DSN\n", "utf-8")
-    result = klaw(tmp_path, "config", "check", env={"KLAW_TEST_UNSET_DSN": ""})
+    result = klaw_here(tmp_path, "config", "check", env={"KLAW_TEST_UNSET_DSN": ""})
     said = " ".join(result.stderr.split())
     assert result.returncode == 1 and "valid" not in result.stdout, said
     assert "the environment variable KLAW_TEST_UNSET_DSN (database.urlEnv) is not set" in said
     assert "export KLAW_TEST_UNSET_DSN=postgresql://" in said
     (tmp_path / "service.env").write_text("KLAW_TEST_UNSET_DSN=postgresql://u@127.0.0.1:1/klaw\n", "utf-8")
     (tmp_path / "service.env").chmod(0o600)
-    result = klaw(tmp_path, "config", "check", env={"KLAW_TEST_UNSET_DSN": ""})
+    result = klaw_here(tmp_path, "config", "check", env={"KLAW_TEST_UNSET_DSN": ""})
     said = " ".join(result.stderr.split())
     assert result.returncode == 0, said
     assert f"warning: KLAW_TEST_UNSET_DSN (database.urlEnv) is set only in {tmp_path / 'service.env'}" in said
     (tmp_path / "service.env").unlink()
     # Set, it is tried (tests/cli/test_config_check_postgres.py): here nothing listens on port 1.
-    tried = klaw(tmp_path, "config", "check", env={"KLAW_TEST_UNSET_DSN": "postgresql://u@127.0.0.1:1/klaw"})
+    tried = klaw_here(tmp_path, "config", "check", env={"KLAW_TEST_UNSET_DSN": "postgresql://u@127.0.0.1:1/klaw"})
     assert tried.returncode == 1 and "warning" not in tried.stderr
     assert "cannot reach the PostgreSQL server named by KLAW_TEST_UNSET_DSN" in " ".join(tried.stderr.split())
 
@@ -91,13 +92,13 @@ def test_config_check_refuses_an_unset_postgres_variable_unless_the_service_sets
 def test_config_check_warns_when_host_exec_would_run_unasked(tmp_path: Path) -> None:
     allowed = "hostExec:\n  allow: ['git status']\n"
     (tmp_path / "engine.yaml").write_text(allowed + "tools:\n  approval: [message_send]\n", "utf-8")
-    result = klaw(tmp_path, "config", "check")
+    result = klaw_here(tmp_path, "config", "check")
     assert result.returncode == 0, result.stderr  # valid: a person may choose it
     said = " ".join(result.stderr.split())
     assert "warning: host_exec runs the commands hostExec.allow lists on this machine without asking you" in said
     assert "add host_exec to tools.approval" in said
     (tmp_path / "engine.yaml").write_text(allowed, "utf-8")  # tools.approval's default holds host_exec
-    quiet = klaw(tmp_path, "config", "check")
+    quiet = klaw_here(tmp_path, "config", "check")
     assert quiet.returncode == 0 and "warning" not in quiet.stderr
 
 
@@ -111,7 +112,7 @@ def test_a_section_given_twice_is_refused_not_half_dropped(tmp_path: Path) -> No
     config.write_text(config.read_text("utf-8") + "\ntools:\n  enabled: [clock, files]\n")
     lines = config.read_text("utf-8").splitlines()
     first, second = (i + 1 for i, line in enumerate(lines) if line.startswith("tools:"))
-    result = klaw(home, "config", "check")
+    result = klaw_here(home, "config", "check")
     assert result.returncode == 2  # a configuration error, as for any invalid engine.yaml
     said = " ".join(result.stderr.split())
     assert f"line {second}: 'tools' is already set at line {first}" in said
@@ -130,7 +131,7 @@ def test_every_section_given_twice_is_named_in_one_run(tmp_path: Path) -> None:
     lines = config.read_text("utf-8").splitlines()
     models = [i + 1 for i, line in enumerate(lines) if line.startswith("models:")]
     routing = [i + 1 for i, line in enumerate(lines) if line.startswith("routing:")]
-    result = klaw(home, "config", "check")
+    result = klaw_here(home, "config", "check")
     assert result.returncode == 2
     said = " ".join(result.stderr.split())
     assert f"line {models[1]}: 'models' is already set at line {models[0]}" in said
@@ -148,7 +149,7 @@ def test_an_indentation_slip_is_named_in_words_on_the_lines_around_it(tmp_path: 
     slip = next(i for i, line in enumerate(lines) if line.startswith("  debounceMs:"))
     lines[slip] = " " + lines[slip]
     config.write_text("\n".join(lines) + "\n", "utf-8")
-    result = klaw(home, "config", "check")
+    result = klaw_here(home, "config", "check")
     assert result.returncode == 2
     said = " ".join(result.stderr.split())
     assert f"line {slip + 1} or {slip + 2}: the indentation does not match the lines around it" in said
@@ -160,12 +161,12 @@ def test_config_check_warns_of_a_tools_approval_name_no_tool_has(tmp_path: Path)
     """`klaw tools` flags a misspelt `tools.approval` name (decision 238); `klaw config check` said the
     file was valid and nothing more, while the tool meant ran unasked (decision 249)."""
     (tmp_path / "engine.yaml").write_text("tools:\n  approval: [host_exec, file_wrte, file_write]\n", "utf-8")
-    result = klaw(tmp_path, "config", "check")
+    result = klaw_here(tmp_path, "config", "check")
     assert result.returncode == 0, result.stderr  # valid: only a warning
     said = " ".join(result.stderr.split())
     assert "warning: tools.approval names file_wrte, but no tool has this name" in said
     assert "use a name `klaw tools` lists" in said
     assert "names file_write," not in said and said.count("tools.approval names") == 1
     (tmp_path / "engine.yaml").write_text("tools:\n  approval: [host_exec, file_write]\n", "utf-8")
-    quiet = klaw(tmp_path, "config", "check")
+    quiet = klaw_here(tmp_path, "config", "check")
     assert quiet.returncode == 0 and "warning" not in quiet.stderr

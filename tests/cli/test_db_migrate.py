@@ -1,4 +1,4 @@
-"""`klaw db migrate --to postgres` as a person runs it: a real subprocess moves a home (its log and klaw.db)
+"""`klaw db migrate --to postgres` as a person runs it: klaw's entry point moves a home (its log and klaw.db)
 into a real PostgreSQL database, with progress bars and the row counts of both side by side; the
 engine then runs on PostgreSQL and finds what was said before."""
 
@@ -12,6 +12,7 @@ import pytest
 
 from klaw.config import DatabaseConfig
 from klaw.store.backend import open_storage
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_cli import klaw
 from tests.cli.test_reindex_cmd import CHAT, a_home
 from tests.conftest import new_database
@@ -24,11 +25,11 @@ def test_a_home_moves_into_postgres_with_equal_counts_and_only_once(
     tmp_path: Path, postgres_server: PgServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = a_home(tmp_path)
-    assert klaw(home, "reindex").returncode == 0  # klaw.db, as a home that ran on SQLite has
-    assert klaw(home, "memory", "search", "--chat", "console:me", "lighthouse").returncode == 0
+    assert klaw_here(home, "reindex").returncode == 0  # klaw.db, as a home that ran on SQLite has
+    assert klaw_here(home, "memory", "search", "--chat", "console:me", "lighthouse").returncode == 0
     env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
 
-    moved = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+    moved = klaw_here(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
 
     assert moved.returncode == 0, moved.stderr
     out = moved.stdout
@@ -52,7 +53,7 @@ def test_a_home_moves_into_postgres_with_equal_counts_and_only_once(
     monkeypatch.setenv(VARIABLE, env[VARIABLE])
     assert len(asyncio.run(search())) == 6
 
-    again = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+    again = klaw_here(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
     assert again.returncode != 0
     refused = " ".join(again.stderr.split())
     assert "already holds 6 klaw messages" in refused
@@ -62,11 +63,11 @@ def test_a_home_moves_into_postgres_with_equal_counts_and_only_once(
 
 def test_a_missing_variable_or_a_value_in_its_place_is_one_line(tmp_path: Path) -> None:
     home = a_home(tmp_path)
-    unset = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", "KLAW_NOT_SET_ANYWHERE")
+    unset = klaw_here(home, "db", "migrate", "--to", "postgres", "--url-env", "KLAW_NOT_SET_ANYWHERE")
     assert unset.returncode == 2 and "KLAW_NOT_SET_ANYWHERE" in unset.stderr and "is not set" in unset.stderr
-    pasted = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", "postgresql://u:hunter2@h/db")
+    pasted = klaw_here(home, "db", "migrate", "--to", "postgres", "--url-env", "postgresql://u:hunter2@h/db")
     assert pasted.returncode == 2 and "hunter2" not in pasted.stderr
-    sqlite = klaw(home, "db", "migrate", "--to", "sqlite")
+    sqlite = klaw_here(home, "db", "migrate", "--to", "sqlite")
     assert sqlite.returncode == 2 and "--to postgres" in sqlite.stderr
 
 
@@ -76,7 +77,7 @@ def test_reindex_on_a_postgres_home_rebuilds_it_from_the_log_the_database_keeps(
     home = a_home(tmp_path)
     database = new_database(postgres_server)
     env = {VARIABLE: postgres_server.dsn(database)}
-    assert klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env).returncode == 0
+    assert klaw_here(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env).returncode == 0
     (home / "engine.yaml").write_text(
         f"embedder:\n  backend: fake\n  dim: 32\ndatabase:\n  backend: postgres\n  urlEnv: {VARIABLE}\n",
         encoding="utf-8",
@@ -96,7 +97,7 @@ def test_reindex_on_a_postgres_home_rebuilds_it_from_the_log_the_database_keeps(
     before = asyncio.run(state())
     sent = "INSERT INTO sends (target, sent_at) VALUES ('telegram:42', 1)"  # message_send's place (decision 418)
     postgres_server.psql(sent, database)
-    result = klaw(home, "reindex", env=env)
+    result = klaw_here(home, "reindex", env=env)
 
     assert result.returncode == 0, result.stderr
     assert "log records replayed" in result.stdout and "Traceback" not in result.stderr
@@ -104,7 +105,7 @@ def test_reindex_on_a_postgres_home_rebuilds_it_from_the_log_the_database_keeps(
     assert carried == "telegram:42"  # as the settings are: the log holds no sends (decision 435)
     assert asyncio.run(state()) == before == (before[0], 6, 6)
     assert not (home / "klaw.db").exists() and not (home / "conversations").exists()
-    again = klaw(home, "reindex", env=env)  # a rebuilt home rebuilds again (its log came along)
+    again = klaw_here(home, "reindex", env=env)  # a rebuilt home rebuilds again (its log came along)
     assert again.returncode == 0 and asyncio.run(state()) == before
 
 

@@ -1,7 +1,8 @@
 """`klaw log check` and `klaw log export` on a PostgreSQL home, whose log is the database's `log_records`
-(docs/decisions/132-log-with-several-engines.md), as a person runs them: a real subprocess on a home
-moved into a real PostgreSQL; a malformed row is named (day, line, seq; never content), exported as it
-is, and skipped by `klaw reindex` on PostgreSQL and on an SQLite home rebuilt from the export."""
+(docs/decisions/132-log-with-several-engines.md), as a person runs them: klaw's entry point in this process
+(tests/cli/klaw_here.py) on a home moved into a real PostgreSQL; a malformed row is named (day, line,
+seq; never content), exported as it is, and skipped by `klaw reindex` on PostgreSQL and on an SQLite home
+rebuilt from the export."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from klaw.memory.conversation_log import ConversationLog
 from klaw.scheduling.names import task_chat
 from klaw.store.records import MessageRecord, Role
 from tests.cli.inited_home import init_home
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_reindex_cmd import a_home
 from tests.conftest import new_database
 from tests.pg_server import PgServer
@@ -30,7 +31,7 @@ def _postgres_home(tmp_path: Path, dsn: str, *, keep_files: bool = False) -> Pat
     """A home moved into PostgreSQL by `klaw db migrate`, one row of log_records damaged by hand; its
     JSONL files removed unless `keep_files` (as the migration leaves them)."""
     home = a_home(tmp_path)
-    moved = klaw(
+    moved = klaw_here(
         home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, "--samples", "0", env={VARIABLE: dsn}
     )
     assert moved.returncode == 0, moved.stdout + moved.stderr
@@ -54,7 +55,7 @@ def test_check_export_and_reindex_of_a_log_kept_in_postgres(tmp_path: Path, post
     env = {VARIABLE: dsn}
     home = _postgres_home(tmp_path, dsn)
 
-    checked = klaw(home, "log", "check", env=env)
+    checked = klaw_here(home, "log", "check", env=env)
 
     assert checked.returncode == 1, checked.stdout + checked.stderr
     out = " ".join(checked.stdout.split())
@@ -63,7 +64,7 @@ def test_check_export_and_reindex_of_a_log_kept_in_postgres(tmp_path: Path, post
     assert "1234" not in out + checked.stderr and "Traceback" not in checked.stderr
 
     target = tmp_path / "export"
-    exported = klaw(home, "log", "export", "--to", str(target), env=env)
+    exported = klaw_here(home, "log", "export", "--to", str(target), env=env)
 
     assert exported.returncode == 0, exported.stdout + exported.stderr
     assert "exported 6 records of 1 chat into" in exported.stdout and "1 malformed row" in exported.stdout
@@ -71,10 +72,10 @@ def test_check_export_and_reindex_of_a_log_kept_in_postgres(tmp_path: Path, post
     assert written == target / "console_me" / f"{DAY}.jsonl"
     assert len(written.read_text(encoding="utf-8").splitlines()) == 7  # the damaged row kept, as it was
     assert oct(written.stat().st_mode & 0o777) == "0o600" and oct(written.parent.stat().st_mode & 0o777) == "0o700"
-    again = klaw(home, "log", "export", "--to", str(target), env=env)
+    again = klaw_here(home, "log", "export", "--to", str(target), env=env)
     assert again.returncode == 2 and "not an empty directory" in again.stderr
 
-    rebuilt = klaw(home, "reindex", env=env)  # on PostgreSQL, from log_records
+    rebuilt = klaw_here(home, "reindex", env=env)  # on PostgreSQL, from log_records
     assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
     assert "1 malformed log line(s) skipped" in rebuilt.stdout and f"  log_records/{DAY}:7" in rebuilt.stdout
     # the log is log_records, read a day at a time: no file (adversary23: "log files 1"; decision 442)
@@ -86,7 +87,7 @@ def test_check_export_and_reindex_of_a_log_kept_in_postgres(tmp_path: Path, post
     init_home(sqlite_home)
     (sqlite_home / "engine.yaml").write_text("embedder:\n  backend: fake\n  dim: 32\n", encoding="utf-8")
     shutil.copytree(target, sqlite_home / "conversations", dirs_exist_ok=True)
-    back = klaw(sqlite_home, "reindex")
+    back = klaw_here(sqlite_home, "reindex")
     assert back.returncode == 0, back.stdout + back.stderr
     assert "1 malformed log line(s) skipped" in back.stdout
     assert any("messages" in line and line.rstrip(" │").endswith(" 6") for line in back.stdout.splitlines())
@@ -114,7 +115,7 @@ def test_a_row_filed_under_another_chat_is_malformed_for_check_and_reindex(
             (other, int(str(created_at)) + 2, json.dumps(moved)),
         )
 
-    checked = klaw(home, "log", "check", env=env)
+    checked = klaw_here(home, "log", "check", env=env)
 
     out = " ".join(checked.stdout.split())
     assert checked.returncode == 1, checked.stdout + checked.stderr
@@ -124,7 +125,7 @@ def test_a_row_filed_under_another_chat_is_malformed_for_check_and_reindex(
         " row's chat column (edited by hand?)" in out
     ), out
 
-    rebuilt = klaw(home, "reindex", env=env)
+    rebuilt = klaw_here(home, "reindex", env=env)
     assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
     assert "2 malformed log line(s) skipped" in rebuilt.stdout and f"log_records/{DAY}:8" in rebuilt.stdout
     assert any("messages" in line and line.rstrip(" │").endswith(" 6") for line in rebuilt.stdout.splitlines())
@@ -146,7 +147,7 @@ def test_check_reads_the_live_log_and_names_jsonl_files_left_from_before_the_mov
     with run_log.open("ab") as handle:
         handle.write(b"{broken run line\n")
 
-    checked = klaw(home, "log", "check", env={VARIABLE: dsn})
+    checked = klaw_here(home, "log", "check", env={VARIABLE: dsn})
 
     out = " ".join(checked.stdout.split())
     assert checked.returncode == 1, checked.stdout + checked.stderr  # log_records' damaged row, the run's line
@@ -161,7 +162,7 @@ def test_check_reads_the_live_log_and_names_jsonl_files_left_from_before_the_mov
 
 def test_a_server_away_or_an_sqlite_home_give_one_clear_line(tmp_path: Path) -> None:
     home = a_home(tmp_path)
-    sqlite_export = klaw(home, "log", "export", "--to", str(tmp_path / "out"))
+    sqlite_export = klaw_here(home, "log", "export", "--to", str(tmp_path / "out"))
     assert sqlite_export.returncode == 2 and "JSONL files already" in sqlite_export.stderr
     (home / "engine.yaml").write_text(
         f"embedder:\n  backend: fake\n  dim: 32\ndatabase:\n  backend: postgres\n  urlEnv: {VARIABLE}\n",
@@ -169,11 +170,11 @@ def test_a_server_away_or_an_sqlite_home_give_one_clear_line(tmp_path: Path) -> 
     )
     away = {VARIABLE: f"postgresql://klaw:hunter2@/klaw?host={tmp_path / 'no-server'}"}
     for command in (("log", "check"), ("log", "export", "--to", str(tmp_path / "out"))):
-        result = klaw(home, *command, env=away)
+        result = klaw_here(home, *command, env=away)
         assert result.returncode == 2, result.stdout + result.stderr
         assert f"cannot reach the PostgreSQL server named by {VARIABLE}" in " ".join(result.stderr.split())
         assert "hunter2" not in result.stdout + result.stderr and "Traceback" not in result.stderr
-    unset = klaw(home, "log", "check")
+    unset = klaw_here(home, "log", "check")
     assert unset.returncode == 2 and f"{VARIABLE} (database.urlEnv) is not set" in " ".join(unset.stderr.split())
 
 
@@ -190,7 +191,7 @@ def test_a_failure_names_the_variable_never_a_piece_of_its_value(tmp_path: Path,
     postgres_server.admin(f"CREATE DATABASE {empty}")
     try:
         wrong = {VARIABLE: f"postgresql://postgres:hunter2@/{empty}?host={postgres_server.socket_dir}"}
-        checked = klaw(home, "log", "check", env=wrong)
+        checked = klaw_here(home, "log", "check", env=wrong)
     finally:
         postgres_server.admin(f"DROP DATABASE {empty} WITH (FORCE)")
     said = " ".join(checked.stderr.split())
@@ -199,7 +200,7 @@ def test_a_failure_names_the_variable_never_a_piece_of_its_value(tmp_path: Path,
     assert "hunter2" not in checked.stdout + checked.stderr and "Traceback" not in checked.stderr
 
     malformed = {VARIABLE: "postgresql//klaw:x@db sslmode=require"}  # '//' without ':' and a space
-    checked = klaw(home, "log", "check", env=malformed)
+    checked = klaw_here(home, "log", "check", env=malformed)
     said = " ".join(checked.stderr.split())
     assert checked.returncode == 2 and f"the value of {VARIABLE} is not a PostgreSQL connection string" in said, said
     assert ":x@" not in checked.stdout + checked.stderr and "Traceback" not in checked.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psycopg
 
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_cli import klaw
 from tests.cli.test_reindex_cmd import a_home
 from tests.conftest import new_database
@@ -25,9 +26,9 @@ def _said(text: str) -> str:
 
 def _moved(tmp_path: Path, postgres_server: PgServer) -> tuple[Path, dict[str, str], str]:
     home = a_home(tmp_path)
-    assert klaw(home, "reindex").returncode == 0  # klaw.db, as a home that ran on SQLite has
+    assert klaw_here(home, "reindex").returncode == 0  # klaw.db, as a home that ran on SQLite has
     env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
-    moved = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+    moved = klaw_here(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
     assert moved.returncode == 0, moved.stderr
     config = home / "engine.yaml"
     config.write_text(
@@ -41,10 +42,10 @@ def test_forgetting_on_a_migrated_home_names_postgres_and_the_sqlite_copy_it_doe
     tmp_path: Path, postgres_server: PgServer
 ) -> None:
     home, env, _ = _moved(tmp_path, postgres_server)
-    listed = klaw(home, "memory", "list", env=env)
+    listed = klaw_here(home, "memory", "list", env=env)
     assert listed.returncode == 0 and "segment 1 (id 1):" in listed.stdout, listed.stderr
 
-    forgot = klaw(home, "memory", "forget", "segment", "1", "--yes", env=env)
+    forgot = klaw_here(home, "memory", "forget", "segment", "1", "--yes", env=env)
 
     said = _said(forgot.stdout)
     assert forgot.returncode == 0, forgot.stderr
@@ -76,14 +77,14 @@ def test_forget_typed_in_a_chat_on_a_migrated_home_names_the_sqlite_copy_it_does
 def test_the_migrate_names_the_line_to_change_and_the_copy_it_left(tmp_path: Path, postgres_server: PgServer) -> None:
     home = a_home(tmp_path)
     initial = (home / "engine.yaml").read_text(encoding="utf-8")
-    assert klaw(home, "reindex").returncode == 0
+    assert klaw_here(home, "reindex").returncode == 0
     # the section `klaw init` writes, as a person's home has it
     (home / "engine.yaml").write_text(
         initial + "\nmemory:\n  coreMaxChars: 2000\n\ndatabase:\n  backend: sqlite\n  path: klaw.db\n", encoding="utf-8"
     )
     env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
 
-    moved = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+    moved = klaw_here(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
 
     said = _said(moved.stdout)
     assert moved.returncode == 0, moved.stderr
@@ -108,7 +109,7 @@ def test_the_printed_removal_deletes_the_copy_and_keeps_the_task_run_logs(
     chats = [d for d in (home / "conversations").iterdir() if d.name != "scheduler_bees"]
     assert chats
 
-    forgot = klaw(home, "memory", "forget", "segment", "1", "--yes", env={**env, "COLUMNS": "1000"})
+    forgot = klaw_here(home, "memory", "forget", "segment", "1", "--yes", env={**env, "COLUMNS": "1000"})
 
     found = re.search(r"no longer need it \((.*?)\)\.", forgot.stdout)
     assert found is not None, forgot.stdout
@@ -116,7 +117,7 @@ def test_the_printed_removal_deletes_the_copy_and_keeps_the_task_run_logs(
     assert removed.returncode == 0, removed.stderr
     assert (runs / "2026-11-28.jsonl").exists()
     assert not any(d.exists() for d in chats) and not (home / "klaw.db").exists()
-    checked = klaw(home, "log", "check", env=env)
+    checked = klaw_here(home, "log", "check", env=env)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "scheduler_bees" in checked.stdout and "from before this home moved" not in checked.stdout, checked.stdout
 
@@ -128,6 +129,7 @@ def test_a_held_home_refuses_the_migrate_naming_the_migrate(tmp_path: Path, post
     env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
     lock = HomeLock.acquire(home)  # an engine (klaw serve) holds the home
     try:
+        # a process, as the lock is held by another (an engine)
         refused = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
     finally:
         lock.release()
@@ -139,15 +141,15 @@ def test_a_held_home_refuses_the_migrate_naming_the_migrate(tmp_path: Path, post
 def test_reindex_on_a_postgres_home_names_it_and_keeps_each_backup(tmp_path: Path, postgres_server: PgServer) -> None:
     home, env, _ = _moved(tmp_path, postgres_server)
 
-    kept = klaw(home, "reindex", "--keep-backup", env=env)
+    kept = klaw_here(home, "reindex", "--keep-backup", env=env)
 
     said = _said(kept.stdout)
     assert kept.returncode == 0, kept.stderr
     assert f"Rebuilt the PostgreSQL database named by {VARIABLE}" in said and "Rebuilt /" not in said, said
     schema = re.search(r"schema (klaw_backup_\w+) of the PostgreSQL database named by " + VARIABLE, said)
     assert schema is not None, said
-    assert klaw(home, "reindex", env=env).returncode == 0  # a plain run drops no kept backup
-    again = klaw(home, "reindex", "--keep-backup", env=env)
+    assert klaw_here(home, "reindex", env=env).returncode == 0  # a plain run drops no kept backup
+    again = klaw_here(home, "reindex", "--keep-backup", env=env)
     second = re.search(r"schema (klaw_backup_\w+) of", _said(again.stdout))
     assert second is not None and second.group(1) != schema.group(1)
     with psycopg.connect(env[VARIABLE]) as connection:
@@ -156,9 +158,9 @@ def test_reindex_on_a_postgres_home_names_it_and_keeps_each_backup(tmp_path: Pat
 
 
 def test_the_help_names_both_stores_and_the_kept_backups(tmp_path: Path) -> None:
-    reindex_help = _said(klaw(tmp_path, "reindex", "--help").stdout)
+    reindex_help = _said(klaw_here(tmp_path, "reindex", "--help").stdout)
     assert "klaw.db.bak-" in reindex_help and "klaw_backup_" in reindex_help
-    assert "PostgreSQL" in _said(klaw(tmp_path, "db", "--help").stdout)
+    assert "PostgreSQL" in _said(klaw_here(tmp_path, "db", "--help").stdout)
 
 
 def test_a_migrate_to_a_server_that_refuses_names_its_port_and_does_not_speak_of_resuming(tmp_path: Path) -> None:
@@ -169,7 +171,7 @@ def test_a_migrate_to_a_server_that_refuses_names_its_port_and_does_not_speak_of
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {VARIABLE: f"postgresql://klaw:hunter2secret@127.0.0.1:{port}/klaw?connect_timeout=2"}
-    moved = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+    moved = klaw_here(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
     said = _said(moved.stderr)
     assert moved.returncode == 1, moved.stdout + moved.stderr
     assert f'connection to server at "127.0.0.1", port {port} failed' in said, said

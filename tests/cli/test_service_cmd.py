@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.inited_home import init_home
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_cli import klaw
 
 
@@ -21,9 +22,9 @@ def test_install_writes_a_unit_for_klaw_serve_of_this_home_status_and_uninstall(
     home, xdg = tmp_path / "home", tmp_path / "xdg"
     env = {"XDG_CONFIG_HOME": str(xdg)}
     init_home(home)
-    assert klaw(home, "service", "status", env=env).returncode == 3  # not installed yet
+    assert klaw_here(home, "service", "status", env=env).returncode == 3  # not installed yet
 
-    installed = klaw(home, "service", "install", env=env)
+    installed = klaw_here(home, "service", "install", env=env)
     assert installed.returncode == 0, installed.stderr
     unit = xdg / "systemd" / "user" / "klaw.service"
     text = unit.read_text(encoding="utf-8")
@@ -33,12 +34,12 @@ def test_install_writes_a_unit_for_klaw_serve_of_this_home_status_and_uninstall(
     assert "systemctl --user enable --now klaw.service" in installed.stdout  # said, never done
 
     # a user manager that answers (this machine's may not: then status says so and exits 4, tested below)
-    status = klaw(home, "service", "status", env={**_fake_systemctl(tmp_path, 'echo "inactive"; exit 0'), **env})
+    status = klaw_here(home, "service", "status", env={**_fake_systemctl(tmp_path, 'echo "inactive"; exit 0'), **env})
     assert status.returncode == 0 and f"installed: {unit}" in status.stdout
     assert "systemd: inactive" in status.stdout
 
     # no systemctl on PATH: the person's own user services are never stopped by a test
-    removed = klaw(home, "service", "uninstall", env={**env, "PATH": str(Path(sys.executable).parent)})
+    removed = klaw_here(home, "service", "uninstall", env={**env, "PATH": str(Path(sys.executable).parent)})
     assert removed.returncode == 0 and not unit.exists()
     assert "systemctl is not available here: nothing to stop" in removed.stdout
 
@@ -49,10 +50,10 @@ def test_installing_for_a_second_home_says_it_replaced_the_unit_of_the_first(tmp
     env = {"XDG_CONFIG_HOME": str(xdg)}
     for home in (first, second):
         init_home(home)
-    assert "replaced" not in klaw(first, "service", "install", env=env).stdout  # nothing was there
-    again = klaw(first, "service", "install", env=env)
+    assert "replaced" not in klaw_here(first, "service", "install", env=env).stdout  # nothing was there
+    again = klaw_here(first, "service", "install", env=env)
     assert again.returncode == 0 and "replaced" not in again.stdout  # the same home: nothing lost
-    moved = klaw(second, "service", "install", env=env)
+    moved = klaw_here(second, "service", "install", env=env)
     assert moved.returncode == 0, moved.stderr
     said = " ".join(moved.stdout.split())
     assert f"replaced the unit that ran klaw serve for KLAW_HOME={first}: that home is no longer served" in said
@@ -64,7 +65,7 @@ def test_install_refuses_an_invalid_config(tmp_path: Path) -> None:
     home, xdg = tmp_path / "home", tmp_path / "xdg"
     home.mkdir()
     (home / "engine.yaml").write_text("processing:\n  debounceMs: soon\n", encoding="utf-8")
-    result = klaw(home, "service", "install", env={"XDG_CONFIG_HOME": str(xdg)})
+    result = klaw_here(home, "service", "install", env={"XDG_CONFIG_HOME": str(xdg)})
     assert result.returncode == 2 and "processing.debounceMs" in result.stderr
     assert not (xdg / "systemd" / "user" / "klaw.service").exists()
 
@@ -73,7 +74,7 @@ def test_install_refuses_an_invalid_config(tmp_path: Path) -> None:
 def test_the_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     home, xdg = tmp_path / "home", tmp_path / "xdg"
     init_home(home)
-    assert klaw(home, "service", "install", env={"XDG_CONFIG_HOME": str(xdg)}).returncode == 0
+    assert klaw_here(home, "service", "install", env={"XDG_CONFIG_HOME": str(xdg)}).returncode == 0
     unit = xdg / "systemd" / "user" / "klaw.service"
     # System mode: `--user` needs a running user manager, which a CI container has not. It checks the same:
     # known sections and keys, values that parse, an ExecStart that is executable.
@@ -94,7 +95,7 @@ def test_install_names_the_variables_the_service_will_lack_and_copies_them_only_
     )
     secret = "sk-test-never-printed"
     env = {"XDG_CONFIG_HOME": str(xdg), "OPENAI_API_KEY": secret, "KLAW__PROCESSING__DEBOUNCEMS": "500"}
-    installed = klaw(home, "service", "install", env=env)
+    installed = klaw_here(home, "service", "install", env=env)
     assert installed.returncode == 0, installed.stderr
     unit = (xdg / "systemd" / "user" / "klaw.service").read_text(encoding="utf-8")
     env_file = home / "service.env"
@@ -106,7 +107,7 @@ def test_install_names_the_variables_the_service_will_lack_and_copies_them_only_
     assert "KLAW__PROCESSING__DEBOUNCEMS (overrides engine.yaml in this shell), set in this shell" in said
     assert "klaw service install --copy-env" in said
 
-    copied = klaw(home, "service", "install", "--copy-env", env={**env, "OPENAI_API_KEY": 'sk-"odd\\'})
+    copied = klaw_here(home, "service", "install", "--copy-env", env={**env, "OPENAI_API_KEY": 'sk-"odd\\'})
     assert copied.returncode == 0, copied.stderr
     assert "sk-" not in copied.stdout + copied.stderr and "will not have" not in copied.stdout
     text = env_file.read_text(encoding="utf-8")
@@ -129,8 +130,8 @@ def test_uninstall_stops_and_disables_the_service_before_removing_the_unit(tmp_p
     fake.chmod(0o700)
     env = {"XDG_CONFIG_HOME": str(xdg), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     init_home(home)
-    assert klaw(home, "service", "install", env=env).returncode == 0
-    removed = klaw(home, "service", "uninstall", env=env)
+    assert klaw_here(home, "service", "install", env=env).returncode == 0
+    removed = klaw_here(home, "service", "uninstall", env=env)
     assert removed.returncode == 0, removed.stderr
     assert not unit.exists()
     assert calls.read_text().splitlines() == [
@@ -161,12 +162,12 @@ def test_without_a_reachable_user_manager_install_and_status_say_so_and_how_to_r
     home = tmp_path / "home"
     env = _fake_systemctl(tmp_path, 'echo "Failed to connect to bus: No medium found" >&2; exit 1')
     init_home(home)
-    installed = klaw(home, "service", "install", env=env)
+    installed = klaw_here(home, "service", "install", env=env)
     assert installed.returncode == 0, installed.stderr
     said = " ".join(installed.stdout.split())
     assert "systemctl --user cannot reach your user's systemd here (Failed to connect to bus: No medium found)" in said
     assert "run 'klaw serve' under the container's own supervisor" in said
-    status = klaw(home, "service", "status", env=env)
+    status = klaw_here(home, "service", "status", env=env)
     assert status.returncode == 4, status.stdout + status.stderr
     assert f"(klaw serve for KLAW_HOME={home})" in status.stdout
     assert "cannot reach your user's systemd here" in " ".join(status.stdout.split())
@@ -178,10 +179,10 @@ def test_a_unit_that_refused_to_start_is_not_restarted_and_status_says_where_to_
     home = tmp_path / "home"
     env = _fake_systemctl(tmp_path, 'case "$2" in is-active) echo failed; exit 3;; esac; exit 0')
     init_home(home)
-    assert klaw(home, "service", "install", env=env).returncode == 0
+    assert klaw_here(home, "service", "install", env=env).returncode == 0
     unit = (tmp_path / "xdg" / "systemd" / "user" / "klaw.service").read_text(encoding="utf-8")
     assert "Restart=on-failure" in unit and "RestartPreventExitStatus=2" in unit
-    status = klaw(home, "service", "status", env=env)
+    status = klaw_here(home, "service", "status", env=env)
     assert status.returncode == 0, status.stderr
     assert "systemd: failed" in status.stdout
     assert "why: journalctl --user -u klaw.service -n 20" in status.stdout
@@ -198,16 +199,16 @@ def test_uninstall_from_another_home_removes_nothing_and_names_the_home_it_serve
     env = _fake_systemctl(tmp_path, "exit 0")
     for home in (first, second):
         init_home(home)
-    assert klaw(first, "service", "install", env=env).returncode == 0
+    assert klaw_here(first, "service", "install", env=env).returncode == 0
     unit = tmp_path / "xdg" / "systemd" / "user" / "klaw.service"
-    status = klaw(second, "service", "status", env=env)
+    status = klaw_here(second, "service", "status", env=env)
     assert f"(klaw serve for KLAW_HOME={first}, not this home)" in status.stdout
-    refused = klaw(second, "service", "uninstall", env=env)
+    refused = klaw_here(second, "service", "uninstall", env=env)
     assert refused.returncode == 2 and unit.exists()
     said = " ".join(refused.stderr.split())
     assert f"runs klaw serve for KLAW_HOME={first}, not for this home ({second}): nothing removed" in said
     assert f"KLAW_HOME={first} klaw service uninstall" in said
-    assert klaw(first, "service", "uninstall", env=env).returncode == 0 and not unit.exists()
+    assert klaw_here(first, "service", "uninstall", env=env).returncode == 0 and not unit.exists()
 
 
 def test_a_home_path_with_systemd_specifiers_or_quotes_is_served_and_recognised(tmp_path: Path) -> None:
@@ -216,8 +217,8 @@ def test_a_home_path_with_systemd_specifiers_or_quotes_is_served_and_recognised(
     escaped, status and uninstall read the home back, and a home deleted first can still be uninstalled."""
     home = tmp_path / 'h%Z "q" b\\s'
     env = _fake_systemctl(tmp_path, "exit 0")
-    klaw(home, "init")
-    assert klaw(home, "service", "install", env=env).returncode == 0
+    klaw_here(home, "init")
+    assert klaw_here(home, "service", "install", env=env).returncode == 0
     unit = tmp_path / "xdg" / "systemd" / "user" / "klaw.service"
     text = unit.read_text(encoding="utf-8")
     assert 'Environment="KLAW_HOME=' + str(tmp_path) + '/h%%Z \\"q\\" b\\\\s"' in text
@@ -225,10 +226,10 @@ def test_a_home_path_with_systemd_specifiers_or_quotes_is_served_and_recognised(
     if shutil.which("systemd-analyze") is not None:
         verified = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
         assert "Failed to resolve specifiers" not in verified.stderr, verified.stderr
-    status = klaw(home, "service", "status", env=env)
+    status = klaw_here(home, "service", "status", env=env)
     assert f"(klaw serve for KLAW_HOME={home})" in status.stdout  # its own home, read back
     shutil.rmtree(home)
-    removed = klaw(home, "service", "uninstall", env=env)
+    removed = klaw_here(home, "service", "uninstall", env=env)
     assert removed.returncode == 0, removed.stderr
     assert not unit.exists()
 

@@ -22,6 +22,7 @@ from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.redaction import MASK, mask_url_credentials
 from tests.cli.chat_terminal import chat_env, init_home
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_cli import klaw
 from tests.cli.test_outside_text_shown import klaw as run_klaw
 from tests.engine.harness import Harness, engine_config
@@ -48,7 +49,7 @@ def test_a_key_pasted_where_its_variable_name_goes_is_refused_without_repeating_
 ) -> None:
     (tmp_path / "engine.yaml").write_text(section, encoding="utf-8")
     for command in (("config", "check"), ("config", "show"), ("engine",)):
-        result = klaw(tmp_path, *command)
+        result = (klaw if command == ("engine",) else klaw_here)(tmp_path, *command)  # a start stays a process
         said = " ".join(result.stderr.split())
         assert result.returncode == 2
         assert field in said and "must be the name of an environment variable" in said
@@ -61,15 +62,15 @@ def test_a_password_in_a_base_url_is_masked_by_config_show_and_check(tmp_path: P
     model = "models:\n  proxy/llama:\n    baseUrl: https://me:hunter2secret@proxy.example/v1\n"
     pasted_in_the_wrong_field = "    timeoutSeconds: https://me:hunter2secret@proxy.example/v1\n"
     (tmp_path / "engine.yaml").write_text(model + pasted_in_the_wrong_field, encoding="utf-8")
-    check = klaw(tmp_path, "config", "check")
+    check = klaw_here(tmp_path, "config", "check")
     assert check.returncode == 2
     assert f"timeoutSeconds = 'https://me:{MASK}@proxy.example/v1'" in " ".join(check.stderr.split())
     (tmp_path / "engine.yaml").write_text(model + "routing:\n  default: proxy/llama\n", encoding="utf-8")
-    show = klaw(tmp_path, "config", "show", "--json")
+    show = klaw_here(tmp_path, "config", "show", "--json")
     assert show.returncode == 0
     assert "hunter2secret" not in show.stdout + show.stderr + check.stdout + check.stderr
     assert json.loads(show.stdout)["models.proxy/llama.baseUrl"]["value"] == f"https://me:{MASK}@proxy.example/v1"
-    assert "hunter2secret" in klaw(tmp_path, "config", "show", "--json", "--reveal").stdout
+    assert "hunter2secret" in klaw_here(tmp_path, "config", "show", "--json", "--reveal").stdout
 
 
 def test_credentials_in_any_url_of_a_text_are_masked() -> None:
@@ -105,16 +106,16 @@ def test_a_key_in_a_base_urls_query_is_masked_by_config_show_check_and_the_setti
     url = f"https://proxy.example/v1?api-version=2024-06-01&api-key={QUERY_KEY}"
     model = f"models:\n  proxy/llama:\n    baseUrl: '{url}'\n"
     (tmp_path / "engine.yaml").write_text(model + f"    timeoutSeconds: '{url}'\n", encoding="utf-8")
-    check = klaw(tmp_path, "config", "check")
+    check = klaw_here(tmp_path, "config", "check")
     assert check.returncode == 2
     masked_url = f"https://proxy.example/v1?api-version={MASK}&api-key={MASK}"
     assert f"timeoutSeconds = '{masked_url}'" in " ".join(check.stderr.split())
     (tmp_path / "engine.yaml").write_text(model + "routing:\n  default: proxy/llama\n", encoding="utf-8")
-    show = klaw(tmp_path, "config", "show", "--json")
-    table = klaw(tmp_path, "config", "show")
+    show = klaw_here(tmp_path, "config", "show", "--json")
+    table = klaw_here(tmp_path, "config", "show")
     assert QUERY_KEY not in show.stdout + show.stderr + check.stdout + check.stderr + table.stdout + table.stderr
     assert json.loads(show.stdout)["models.proxy/llama.baseUrl"]["value"] == masked_url
-    assert QUERY_KEY in klaw(tmp_path, "config", "show", "--json", "--reveal").stdout
+    assert QUERY_KEY in klaw_here(tmp_path, "config", "show", "--json", "--reveal").stdout
     settings = {row.field: row.value for row in config_rows(load_config(tmp_path / "engine.yaml", env={}))}
     assert settings["models.proxy/llama.baseUrl"] == masked_url  # what GET /api/settings sends the page
 
