@@ -1,7 +1,8 @@
 """After a kill -9, a held call whose question was open is told to the model as never approved, not as
 "may or may not have taken effect"; one approved and cut off mid-run keeps those words (decision 447).
 A library Klaw in a subprocess (custom tools, the `approve` callback) is SIGKILLed with one chat's question
-open and the other's approved call running; a Klaw on the same home resumes both chats."""
+open and the other's approved call running; a Klaw on the same home resumes both chats. On PostgreSQL, a
+Klaw on another home sharing the database takes both chats over and reads the same (decision 466)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
+import psycopg
+import pytest
+
 from klaw import AgentInfo, ChatMessage, ChatResponse, FunctionModel, Klaw
+from tests.conftest import new_database
+from tests.pg_server import PgServer
 from tests.test_library import CONFIG
 
 SCRIPT = textwrap.dedent(
@@ -52,6 +58,33 @@ async def test_an_open_question_at_a_kill_is_told_as_never_approved_and_a_runnin
 ) -> None:
     home = tmp_path / "home"
     config = {**CONFIG, "tools": {"approval": ["host_exec"]}, "processing": {"debounceMs": 0}}
+    await _killed_with_a_question_open(home, config)
+    told = await _resumed(home, config)
+    assert "(it was never approved)" in told["alice"], told  # was "may or may not have taken effect"
+    assert "may or may not have taken effect" in told["bob"], told  # approved, cut off mid-run: unknown
+    noted = home / "approvals-open.json"
+    assert noted.read_text() == "{}" and noted.stat().st_mode & 0o777 == 0o600  # taken by the chat's turn
+
+
+async def test_an_engine_sharing_the_database_takes_the_chat_over_with_the_call_never_approved(
+    tmp_path: Path, postgres_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dead engine's note is in its own home, which the other engine never reads: the store's copy
+    is what tells it (decision 466). Old code: the other engine's model read "may or may not"."""
+    dsn = postgres_server.dsn(new_database(postgres_server))
+    monkeypatch.setenv("KLAW_TEST_SHARED_URL", dsn)
+    database = {"backend": "postgres", "urlEnv": "KLAW_TEST_SHARED_URL", "leaseSeconds": 1}  # A's run out soon
+    config = {**CONFIG, "tools": {"approval": ["host_exec"]}, "processing": {"debounceMs": 0}, "database": database}
+    await _killed_with_a_question_open(tmp_path / "a", config)
+    told = await _resumed(tmp_path / "b", config)
+    assert "(it was never approved)" in told["alice"], told
+    assert "may or may not have taken effect" in told["bob"], told
+    with psycopg.connect(dsn) as connection:  # the shared note taken by the chat's turn
+        assert connection.execute("SELECT key FROM settings WHERE key LIKE 'approvals_open:%'").fetchall() == []
+
+
+async def _killed_with_a_question_open(home: Path, config: dict[str, object]) -> None:
+    """A library Klaw in a child process, SIGKILLed with alice's question open and bob's approved call running."""
     code = f"CONFIG = {config!r}\n" + SCRIPT
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     child = await asyncio.create_subprocess_exec(
@@ -66,6 +99,9 @@ async def test_an_open_question_at_a_kill_is_told_as_never_approved_and_a_runnin
         assert await child.wait() == -signal.SIGKILL
     assert seen == {b"ASKED", b"RUNNING"}
 
+
+async def _resumed(home: Path, config: dict[str, object]) -> dict[str, str]:
+    """What a Klaw on `home` tells its model of each chat's cut-off call as it resumes both: the last tool result."""
     told: dict[str, str] = {}
     done = asyncio.Event()
 
@@ -79,7 +115,4 @@ async def test_an_open_question_at_a_kill_is_told_as_never_approved_and_a_runnin
 
     async with Klaw(home, config=config, model=FunctionModel(model)):
         await asyncio.wait_for(done.wait(), 20)
-    assert "(it was never approved)" in told["alice"], told  # was "may or may not have taken effect"
-    assert "may or may not have taken effect" in told["bob"], told  # approved, cut off mid-run: unknown
-    noted = home / "approvals-open.json"
-    assert noted.read_text() == "{}" and noted.stat().st_mode & 0o777 == 0o600  # taken by the chat's turn
+    return told

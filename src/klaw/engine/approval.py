@@ -166,8 +166,8 @@ class ApprovalGate:
         answer = asyncio.get_running_loop().create_future()
         after = None if (last := self._last_word.get(chat, "restart")) == "message" else last
         pending = _Pending(request_id, chat, call.name, answer, call, monotonic(self._clock), after)
+        await self.noted.ask(chat, call.id)  # before the question: a kill -9 from here on leaves it never approved
         self._pending[pending.id] = pending
-        self.noted.asked(chat, call.id)  # before the question: a kill -9 from here on leaves it never approved
         try:
             try:
                 await self._delivery.deliver(Outbound(chat, asked, kind="notice", approval=pending.id))
@@ -181,8 +181,9 @@ class ApprovalGate:
         finally:
             self.settled.note(pending.id, chat, call.name, pending.decision.value if pending.decision else None)
             self._pending.pop(pending.id, None)
-            self.noted.over(chat, call.id)  # before an approved call runs: cut off then, it may have run
+            recorded = await self.noted.close(chat, call.id)  # before an approved call runs (cut off: may have run)
             pending.over.set()
+        decision = Decision.UNRECORDED if decision is Decision.APPROVED and not recorded else decision  # 453, 466
         log.info("approval %s: %s in %s %s", pending.id, call.name, chat, decision.value)
         return Verdict(decision, _outcome_text(decision, call.name, self._timeout))
 

@@ -192,7 +192,8 @@ async def assemble(
         delivery=delivery,
         # a task allowed held tools, or reporting into another chat: the person says yes first (decision 379)
         conditions={"schedule_add": functools.partial(asks_for_more_than_its_chat, targets=message_targets(config))},
-        noted=OpenQuestions(home.open_questions_file),  # read before any turn: a kill -9 left them (decision 447)
+        # read before any turn: a kill -9 left them (decision 447); on a shared store kept there too (466)
+        noted=OpenQuestions(home.open_questions_file, memory.store.settings if memory.store.leases else None),
     )
     turns = TurnRunner(
         model_for=router.client,

@@ -13,6 +13,7 @@ still not answered: a message an hour old is not answered by itself (decision 10
 A held call whose approval question was open at the crash (engine/open_questions.py) never ran: before the
 close, its result is written as that ("Not run: … never approved", decision 447), so the model is not told it
 may have taken effect; any other call cut off without a result is still told as unknown (engine/transcript.py).
+On a store several engines share, the calls a dead engine noted there are taken too (decision 466).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import logging
 from collections.abc import Collection, Sequence
 from datetime import datetime
 
+from klaw.engine.open_questions import drop_shared, take_shared
 from klaw.engine.tools_used import NOT_ASKED
 from klaw.memory.ingestion import Ingestion
 from klaw.store.exchange_records import exchange_close_record, opened_user_message_id
@@ -45,6 +47,8 @@ async def close_interrupted(
     is closed as not answered again (decision 325): forgetting treats it as its message's own exchange.
     One left open beside a later exchange of its message (a crash before decision 306) stays as it is."""
     store = ingestion.store
+    shared = frozenset[str]() if store.leases is None else await take_shared(store.settings, chat)
+    never_approved = {*never_approved, *shared}  # another engine's, dead with their questions open (466)
     segment = await store.segments.current(chat)
     exchanges = await store.exchanges.for_segment(segment.id)
     closed = 0
@@ -65,6 +69,8 @@ async def close_interrupted(
         status = ExchangeStatus.INTERRUPTED
         await ingestion.accept(exchange_close_record(opening, status, None, now, answered_again=again))
         closed += 1
+    if shared:  # their results written: a kill before this leaves the note, and results are not written twice
+        await drop_shared(store.settings, chat)
     if closed:
         log.warning("closed %d exchange(s) of %s a crash cut off as interrupted", closed, chat)
     return closed

@@ -15,6 +15,12 @@ as empty: the calls are then told as unknown, as before; the start goes on (deci
 A call whose id cannot be taken out (a full disk) is not run although approved (approval.py): a kill after it
 ran would have left the note saying it never was, and the restarted engine would tell the model so, which could
 make a payment twice (adversary25). The note on disk, not the one in memory, is what decides.
+
+On a store several engines share (PostgreSQL, decision 132) the chat's note is also kept in the store's
+settings (`approvals_open:["channel","chat"]`), written before the question and taken out before an approved
+call runs: the engine that takes a dead engine's chat over reads it there (`take_shared`, as it closes the
+cut-off exchange), since the dead engine's home is not its own (decision 466). One key per chat, written only
+under the chat's lease, so two engines never write one key at once.
 """
 
 from __future__ import annotations
@@ -25,29 +31,43 @@ from pathlib import Path
 
 from klaw.atomic_file import replace_file
 from klaw.small_file import read_small, size_words
+from klaw.store.protocol import SettingsRepository
 from klaw.store.records import ChatRef
 
 log = logging.getLogger(__name__)
 _SEP = "\u0000"
+SHARED_KEY = "approvals_open:"  # + the chat as a JSON pair: PostgreSQL's text holds no NUL
 MAX_BYTES = 1 << 20  # thousands of open questions; klaw's own note holds a few ids
 
 
 def not_run_unrecorded(tool: str) -> str:
     """The approved call's result when its note could not be taken out, and the answer to its `/approve`."""
     return (
-        f"Not run: klaw could not record the approval of {tool} (approvals-open.json in its home could not be"
-        f" rewritten: is the disk full?); run unrecorded, a crash could have had it made twice. Free some"
-        f" space, then ask for {tool} again if it is still wanted."
+        f"Not run: klaw could not record the approval of {tool} (approvals-open.json in its home, or the note in"
+        f" the database the engines share, could not be rewritten: is the disk full or the database down?); run"
+        f" unrecorded, a crash could have had it made twice. Free some space (or bring the database back), then"
+        f" ask for {tool} again if it is still wanted."
     )
 
 
 class OpenQuestions:
     """The noted calls by chat; those found at start stay until their chat's first turn takes them."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, shared: SettingsRepository | None = None) -> None:
         self._path = path
+        self._shared = shared  # a store several engines share: the chat's note kept there too (decision 466)
         self._open: dict[str, list[str]] = _read(path) if path is not None else {}
         self._saved = {key: set(ids) for key, ids in self._open.items()}  # what the file holds, as far as known
+
+    async def ask(self, chat: ChatRef, call_id: str) -> None:
+        """Note the call before its question is sent, in the home and, shared, in the store."""
+        self.asked(chat, call_id)
+        await self._share(chat)
+
+    async def close(self, chat: ChatRef, call_id: str) -> bool:
+        """`over`, and the shared note rewritten; False when either still holds the call."""
+        recorded = self.over(chat, call_id)
+        return await self._share(chat) and recorded
 
     def asked(self, chat: ChatRef, call_id: str) -> None:
         self._open.setdefault(_key(chat), []).append(call_id)
@@ -80,6 +100,17 @@ class OpenQuestions:
                 del self._open[key]
             self._save()
 
+    async def _share(self, chat: ChatRef) -> bool:
+        if self._shared is None:
+            return True
+        ids = self._open.get(_key(chat))
+        try:
+            await (self._shared.set(shared_key(chat), ids) if ids else self._shared.delete(shared_key(chat)))
+        except Exception as exc:  # the store down: the question is still asked; an approved call does not run
+            log.warning("could not note the open approval questions of %s in the store: %s", chat, type(exc).__name__)
+            return False
+        return True
+
     def _save(self) -> None:
         if self._path is None:
             return
@@ -88,6 +119,21 @@ class OpenQuestions:
             self._saved = {key: set(ids) for key, ids in self._open.items()}
         except OSError as exc:  # the question is still asked; after a crash its call is told as unknown
             log.warning("could not note the open approval questions in %s: %s", self._path, type(exc).__name__)
+
+
+async def take_shared(settings: SettingsRepository, chat: ChatRef) -> frozenset[str]:
+    """The calls of `chat` an engine sharing the store noted as asked and never took out (it died with
+    their questions open); the note itself goes with `drop_shared` once their results are written."""
+    value = await settings.get(shared_key(chat))
+    return frozenset(i for i in value if isinstance(i, str)) if isinstance(value, list) else frozenset()
+
+
+async def drop_shared(settings: SettingsRepository, chat: ChatRef) -> None:
+    await settings.delete(shared_key(chat))
+
+
+def shared_key(chat: ChatRef) -> str:
+    return SHARED_KEY + json.dumps([chat.channel, chat.chat_id])
 
 
 def _key(chat: ChatRef) -> str:

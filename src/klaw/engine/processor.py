@@ -321,7 +321,7 @@ class MessageProcessor:
             timings=timings,
             approval=PERSON_PRESENT,  # a held tool asks this chat's person
             model_slot=self._model_slot,
-            begin_alongside_context=not sink.after_crash,  # after a crash, results of calls never approved (447)
+            begin_alongside_context=sink.after_crash is None,  # after a crash: never-approved results first (447, 466)
             checkpoint=forget_checkpoint(self.leases, self.store, chat, pending, sink.reply_to),
         )
         await self.turns.run(turn)
