@@ -3,7 +3,7 @@ as klaw writes it (nested deeper than Python's recursion limit) is refused in wo
 or read without end (adversary25 L1, L2; decision 453): approvals-open.json at start (the start goes on),
 engine.yaml under a running engine's `/status` (the whole engine froze on it) and at start (it hung), core
 memory on a turn (the turn waited), web_revoked.json when the web page's sign-in is made, web_token when
-`klaw serve` starts (it hung).
+`klaw serve` starts (it hung), web_address when `klaw chat` looks for the page a gateway serves (decision 466).
 
 Each FIFO has a writer armed to open it after 10 s: code that waits on the FIFO is released then and fails
 the test on its words, instead of hanging it; code that does not wait leaves nothing for it to open."""
@@ -22,6 +22,7 @@ import pytest
 from klaw import FunctionModel, Klaw
 from klaw.channels.web.auth import WebAuth
 from klaw.channels.web.token import load_or_create_token
+from klaw.cli.served_page import served_page
 from klaw.errors import KlawError
 from klaw.home import KlawHome
 from tests.test_library import CONFIG
@@ -30,18 +31,21 @@ ENGINE_YAML = "embedder:\n  backend: fake\n  dim: 32\nsummarizer:\n  enabled: fa
 
 
 @contextlib.contextmanager
-def fifo(path: Path) -> Iterator[None]:
-    """`path` made a FIFO, released by a writer after 10 s if something waits on it."""
+def fifo(path: Path) -> Iterator[list[str]]:
+    """`path` made a FIFO, released by a writer after 10 s if something waits on it (the list yielded then
+    says so: something waited)."""
     os.mkfifo(path)
+    waited: list[str] = []
 
     def release() -> None:
         with contextlib.suppress(OSError):  # ENXIO: nobody reads it, as it should be
             os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            waited.append(str(path))
 
     timer = threading.Timer(10, release)
     timer.start()
     try:
-        yield
+        yield waited
     finally:
         timer.cancel()
 
@@ -143,3 +147,12 @@ def test_the_web_pages_token_file_made_a_fifo_or_dev_zero_stops_the_start_in_wor
             with pytest.raises(OSError, match="cannot be the web page's token") as refused:
                 load_or_create_token(home)
         assert f"({why}): remove it and start again" in str(refused.value)
+
+
+async def test_the_web_pages_address_file_made_a_fifo_is_not_waited_on(tmp_path: Path) -> None:
+    """`klaw chat` beside a running engine reads it to name the page: a FIFO there hung it (read_text)."""
+    home = KlawHome(tmp_path / "home")
+    home.root.mkdir(mode=0o700)
+    with fifo(home.web_address_file) as waited:
+        assert await served_page(home) is None
+    assert waited == []  # the old code waited on it until the writer came

@@ -1,6 +1,7 @@
 """The web page a running gateway serves on this home, for `klaw chat`'s refusal beside it: read from the
 address file the gateway writes when it listens (`KlawHome.web_address_file`), and believed only when
-something answers there (a gateway killed outright leaves its file behind)."""
+something answers there (a gateway killed outright leaves its file behind). Read as klaw's small files are
+(`read_small`): a FIFO put there never waited on, /dev/zero never read without end (decision 466)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from urllib.parse import urlsplit
 
 from klaw.config_loader import LoadedConfig
 from klaw.home import KlawHome
+from klaw.small_file import read_small
 
 ANSWERS_WITHIN = 1.0  # seconds: a page on this machine answers at once
+MAX_BYTES = 4096  # an address: the gateway writes one line
 
 
 async def served_page(home: KlawHome) -> str | None:
     """The running web page's address, or None when no gateway serves one here."""
     try:
-        url = home.web_address_file.read_text(encoding="utf-8").strip()
+        url = read_small(home.web_address_file, MAX_BYTES).decode("utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return None
     parts = urlsplit(url)
