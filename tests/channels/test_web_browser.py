@@ -13,6 +13,17 @@ from tests.channels.browser import ARTIFACTS, needs_chromium, opened_page, say, 
 
 pytestmark = needs_chromium
 
+# The page's own appendPiece (events.js, the module app.js imported) given 1,000 pieces of 41 characters that
+# each end with a line break, as a model writing line by line sends them: [blocks, characters, the largest
+# block]. Blocks of about 8 KB each, nothing lost; the old code put every piece in one block (decision 466).
+STREAMED_IN_BLOCKS = """(async () => {
+  const events = await import(new URL("events.js", document.querySelector("script[type=module]").src));
+  const body = document.createElement("div");
+  for (let i = 0; i < 1000; i++) events.appendPiece(body, "a line of a listing, forty characters...\\n");
+  const sizes = [...body.children].map((block) => block.textContent.length);
+  return [sizes.length, body.textContent.length, Math.max(...sizes)];
+})()"""
+
 
 async def test_sign_in_chat_new_segment_and_inspect_in_chromium() -> None:
     # A small window and a lenient relevance gate, so the third message's turn recalls the first (auto-RAG).
@@ -35,6 +46,7 @@ async def test_sign_in_chat_new_segment_and_inspect_in_chromium() -> None:
         reply = page.locator(".msg.assistant", has_text="streamed word by word")
         await reply.wait_for()
         assert await page.evaluate("window.__events.delta") > 1
+        assert await page.evaluate(STREAMED_IN_BLOCKS) == [5, 41_000, 8_200]
         assert await page.locator(".msg.user.answered").count() == 1
         for n, text in enumerate(["I also like hiking in the mountains", "which colour do I like best?"], start=2):
             await page.fill("#input", text)

@@ -19,19 +19,34 @@ function replyBubble(replyTo) {
 // that long (after the piece's last line break, if it has one, so no line is cut): each piece then lays out
 // its block alone. `textContent +=` on one body copied and laid out the whole text so far at every piece, so
 // a long reply cost the square of its length (600 KB in 400 pieces: 122 s in Chromium, 0.6 s in blocks;
-// decision 452). The finished reply replaces the blocks (fillReply).
+// decision 452). A full block whose last line is ended (the last piece ended with a line break, as a model
+// writing line by line does) leaves the whole piece to a new block: the cut at the piece's last line break
+// gave the full block every such piece, so one block took the whole reply (adversary26). Each block's
+// length is kept (`blockLengths`), not read: `textContent.length` copies the block's text (decision 466).
+// The finished reply replaces the blocks (fillReply).
 const STREAM_BLOCK = 8192;
-function appendPiece(body, text) {
+const blockLengths = new WeakMap(); // block -> { chars, ended: its text ends with a line break }
+export function appendPiece(body, text) {
   let block = body.lastElementChild;
-  if (block && block.textContent.length >= STREAM_BLOCK) {
-    const cut = text.lastIndexOf("\n") + 1;
-    block.append(text.slice(0, cut));
-    text = text.slice(cut);
-    block = null;
+  let kept = block ? blockLengths.get(block) : undefined;
+  if (kept && kept.chars >= STREAM_BLOCK) {
+    const cut = kept.ended ? 0 : text.lastIndexOf("\n") + 1;
+    if (cut) {
+      block.append(text.slice(0, cut));
+      kept.chars += cut;
+      kept.ended = true;
+      text = text.slice(cut);
+    }
+    kept = undefined;
   }
   if (!text) return;
-  if (!block) body.append(block = el("div", { class: "piece" }));
+  if (!kept) {
+    body.append(block = el("div", { class: "piece" }));
+    blockLengths.set(block, kept = { chars: 0, ended: false });
+  }
   block.append(text);
+  kept.chars += text.length;
+  kept.ended = text.endsWith("\n");
 }
 
 function onEvent(kind, event) {
