@@ -23,6 +23,7 @@ from klaw import (
     ManualClock,
     TurnFailed,
 )
+from klaw.llm.answer_cap import MAX_ANSWER_CHARS
 from tests.test_library import CONFIG
 
 
@@ -71,3 +72,32 @@ async def test_a_bug_in_the_program_s_function_is_the_cause_too(tmp_path: Path) 
         with pytest.raises(TurnFailed, match=r"something went wrong .*\(error \w+\)") as failed:
             await agent.ask("ana", "hi")
     assert isinstance(failed.value.cause, KeyError) and failed.value.__cause__ is failed.value.cause
+
+
+async def test_an_answer_of_the_programs_own_model_past_the_cap_fails_its_turn_and_is_stored_nowhere(
+    tmp_path: Path,
+) -> None:
+    """The 2,000,000-character cap held only for a server's answers (openai_client): a FunctionModel's 40 MiB
+    reply was stored in a log line no reader takes, and `klaw memory forget` could not erase it (decision 465).
+    Now any model's answer past the cap fails its turn in the same words, whole or streamed."""
+
+    def endless(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
+        return "ok" if messages[-1].content == "short" else "B" * (MAX_ANSWER_CHARS + 1)
+
+    model = FunctionModel(endless, chunk_chars=100_000)  # streamed in 21 pieces, not 500,001
+    async with Klaw(tmp_path / "home", config=CONFIG, model=model) as agent:
+        with pytest.raises(TurnFailed) as whole:
+            await agent.ask("ana", "write forever")
+        stream = agent.stream("ana", "write forever, streamed")
+        with pytest.raises(TurnFailed) as streamed:
+            async for _ in stream:
+                pass
+        assert await agent.ask("ana", "short") == "ok"
+        history = await agent.history("ana")
+    for failed in (whole.value, streamed.value):
+        assert isinstance(failed.cause, LlmMalformedResponseError)
+        assert f"passed {MAX_ANSWER_CHARS:,} characters without ending" in str(failed), str(failed)
+        assert "(model 'function:endless')" in str(failed) and "shorter answer" in str(failed)
+    assert not any("BBBB" in entry.text for entry in history)
+    logs = (tmp_path / "home" / "conversations").rglob("*.jsonl")
+    assert not any(b"BBBB" in path.read_bytes() for path in logs)

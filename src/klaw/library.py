@@ -208,6 +208,8 @@ class Klaw:
                 raise  # this program's own Klaw ("use that one"), or maintenance ("wait for it to finish")
             raise EngineAlreadyRunningError(f"{exc}. {talk_instead(self.home, config)}") from None
         self._engine.delivery.stream_in_process(LIBRARY_CHANNEL, self._pick_stream)
+        # an `ask` in another channel's chat (web:main) takes its own replies, not the channel (decision 465)
+        self._engine.delivery.answer_asks(self._asked, self._deliver, self._pick_stream)
         self._closed = False
         if self._config is not None:
             warn_overridden(self._engine)
@@ -243,9 +245,6 @@ class Klaw:
             if result.command_reply is not None:
                 return result.command_reply
             assert result.message_id is not None
-            if ref.channel != LIBRARY_CHANNEL:
-                engine.delivery.register(ref.channel, self._deliver)
-                engine.delivery.stream_in_process(ref.channel, self._pick_stream)
             reply: asyncio.Future[Outbound] = asyncio.get_running_loop().create_future()
             self._waiting.setdefault(ref, []).append((result.message_id, reply))
             with self._readers.reading(result.message_id, reader):
@@ -359,7 +358,11 @@ class Klaw:
 
     def _pick_stream(self, chat: ChatRef, reply_to: str | None) -> TextSink | None:
         """Where the pieces of the turn answering `reply_to` go: the `stream`s waiting for it, if any."""
-        return self._readers.pick([message_id for message_id, _ in self._waiting.get(chat, [])], reply_to)
+        return self._readers.pick(self._asked(chat), reply_to)
+
+    def _asked(self, chat: ChatRef) -> list[str]:
+        """The chat's messages whose reply an `ask` waits for (or gives `on_message`: it was cancelled)."""
+        return [message_id for message_id, _ in self._waiting.get(chat, [])]
 
     async def _tell(self, outbound: Outbound) -> None:
         """A message on the agent's own to the `on_message` callback; its failure is logged (by type,

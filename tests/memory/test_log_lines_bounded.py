@@ -87,6 +87,10 @@ def test_reindex_and_forget_go_around_a_line_too_long_to_read(tmp_path: Path) ->
     kept = log_file.read_bytes()
     assert first["id"].encode() not in kept[:1000] and len(kept) > size - 1000  # the long line kept, whole
     assert kept.count(b"\n") == 6
+    # forgetting the long line's own record removes it: it was kept, and the forget said it erased it (465)
+    assert remove_lines(log_file, {"huge"}) == 1
+    assert log_file.stat().st_size < 10_000 and b'"huge"' not in log_file.read_bytes()
+    assert log_file.read_bytes().count(b"\n") == 5
 
 
 async def test_the_gateway_buffer_skips_a_line_longer_than_a_frame_and_keeps_the_others(tmp_path: Path) -> None:

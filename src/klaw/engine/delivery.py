@@ -1,4 +1,6 @@
 """Where replies go: a sink per channel (the in-process console), else a fallback (the socket).
+A library program asking in another channel's chat (`ask("web:main", …)`) gets the replies to its own
+messages only (`answer_asks`); the rest of that channel keeps its route (decision 465).
 
 The processor only says "deliver this to that chat"; the runtime decides how each channel is
 reached, so the same engine serves `klaw chat` in one process and gateways over the socket.
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -75,6 +77,7 @@ TextSink = Callable[[str], Awaitable[None]]
 Streamer = tuple[Callable[[str], bool], Sink]  # (does the channel's gateway want deltas now, send one)
 PickStream = Callable[[ChatRef, str | None], TextSink | None]  # an in-process channel's: who reads this turn's pieces
 Confirm = Callable[[Sequence[str]], Awaitable[int]]  # these replies were shown: stop keeping them to resend
+Asked = Callable[[ChatRef], Collection[str]]  # an in-process caller's messages in the chat whose replies it waits for
 
 
 class Delivery:
@@ -102,6 +105,7 @@ class Delivery:
         self._picks: dict[str, PickStream] = {}  # in-process channels that stream (the library's `stream`)
         self._to_confirm: list[str] = []  # shown by an in-process channel, not yet written as confirmed
         self._confirming: asyncio.Task[None] | None = None
+        self._asker: tuple[Asked, Sink, PickStream] | None = None
 
     def register(self, channel: str, sink: Sink) -> None:
         """An in-process channel (the console of `klaw chat`, a library caller) gets its replies here."""
@@ -110,6 +114,26 @@ class Delivery:
     def stream_in_process(self, channel: str, pick: PickStream) -> None:
         """An in-process channel's turns are streamed to what `pick(chat, reply_to)` gives (None: not this one)."""
         self._picks[channel] = pick
+
+    def answer_asks(self, asked: Asked, sink: Sink, pick: PickStream) -> None:
+        """A caller in this process asking in chats of channels it does not own (the library's
+        `ask("web:main", …)`): the replies to its messages (`asked(chat)`), their pieces (`pick`) and a
+        question to approve a tool in a chat where it waits go to `sink`; everything else of those
+        channels keeps its route, the gateway's (decision 465: it used to take the whole channel)."""
+        self._asker = (asked, sink, pick)
+
+    def _in_process(self, outbound: Outbound) -> tuple[Sink | None, bool]:
+        """The in-process sink `outbound` goes to, if any, and whether its channel's route gets it too: a
+        turn that answered an asker's message and another's together (a page's, joined in one debounce)."""
+        sink = self._sinks.get(outbound.chat.channel)
+        if sink is not None or self._asker is None:
+            return sink, False
+        asked, asker, _ = self._asker
+        mine = set(asked(outbound.chat))
+        if mine and outbound.approval is not None:
+            return asker, False
+        answers = {outbound.reply_to, *outbound.answers} - {None}
+        return (asker, not answers <= mine) if answers & mine else (None, False)
 
     def unregister(self, channel: str, sink: Sink) -> None:
         if self._sinks.get(channel) is sink:
@@ -133,6 +157,8 @@ class Delivery:
         if chat.channel in self._sinks:  # in process: streamed only when a reader waits for this turn's pieces
             pick = self._picks.get(chat.channel)
             return None if pick is None else pick(chat, reply_to)
+        if self._asker is not None and reply_to in self._asker[0](chat):  # an asker's: never the gateway's
+            return self._asker[2](chat, reply_to)
         stream, wants = self._stream, self._wants_stream
         if stream is None or wants is None or chat.channel in self._sinks or not wants(chat.channel):
             return None
@@ -148,23 +174,26 @@ class Delivery:
     async def deliver(self, outbound: Outbound) -> None:
         """Hand the reply to its channel. An in-process sink has shown it when it returns, so a reply with
         an id is confirmed at once; through the socket the gateway confirms it (`confirmed`)."""
-        in_process = self._sinks.get(outbound.chat.channel)
+        in_process, routed_too = self._in_process(outbound)
         sink = in_process or self._fallback
         if sink is None:
             log.warning("no route for channel %s; a %s was not delivered", outbound.chat.channel, outbound.kind)
             return
         await sink(outbound)
+        if routed_too and self._fallback is not None:
+            await self._fallback(outbound)
         if in_process is not None and outbound.id is not None:
             self._confirm_soon(outbound.id)
 
     def has_in_process(self, channel: str) -> bool:
-        return channel in self._sinks
+        """Whether replies in `channel` may go to a caller in this process (its sink, or an asker's)."""
+        return channel in self._sinks or self._asker is not None
 
     async def deliver_in_process(self, outbound: Outbound) -> bool:
         """Hand it to the channel's in-process sink only (a library caller waiting for its reply), never
         to the socket: for a reply another engine's turn wrote, which that engine delivered to gateways
         and keeps to send again itself. False when the channel has no in-process sink here."""
-        sink = self._sinks.get(outbound.chat.channel)
+        sink, _ = self._in_process(outbound)
         if sink is None:
             return False
         await sink(outbound)

@@ -34,6 +34,7 @@ from klaw.engine.approval import Decision, Verdict
 from klaw.engine.text_batches import TextBatches
 from klaw.engine.tools_used import DENIED, NOT_ASKED, NOT_OFFERED, OVER_LIMIT
 from klaw.engine.transcript import tool_calls_metadata
+from klaw.llm.answer_cap import MAX_ANSWER_CHARS, answer_chars, too_long
 from klaw.llm.call_purpose import calling_in_round
 from klaw.llm.messages import ChatMessage, ChatResponse, ToolCall, ToolSpec
 from klaw.llm.protocol import ChatModel, StreamAccumulator
@@ -198,14 +199,22 @@ async def _run(
 async def _ask(
     model: ChatModel, messages: list[ChatMessage], tools: list[ToolSpec], on_text: TextSink | None
 ) -> ChatResponse:
-    """One model call: whole, or streamed with each text piece passed to `on_text`."""
+    """One model call: whole, or streamed with each text piece passed to `on_text`. Whatever model answers
+    (a server's client, the program's `FunctionModel` or own `ChatModel`), an answer past `MAX_ANSWER_CHARS`
+    fails the turn here, saying why, before any of it is recorded (decision 465): a 40 MiB one was stored
+    in a log line too long for its readers, and `klaw memory forget` could not erase it."""
     if on_text is None:
-        return await model.complete(messages, tools or None)
+        response = await model.complete(messages, tools or None)
+        _within_cap(model, answer_chars(response.content, (call.arguments for call in response.tool_calls)))
+        return response
     accumulator = StreamAccumulator()
     batches = TextBatches(on_text)  # the pieces go beside the stream, gathered (text_batches.py)
+    written = 0
     try:
         async with aclosing(model.stream(messages, tools or None)) as deltas:
             async for delta in deltas:
+                written += answer_chars(delta.content, (fragment.arguments for fragment in delta.tool_calls))
+                _within_cap(model, written)
                 accumulator.add(delta)
                 if delta.content:
                     await batches.add(delta.content)
@@ -213,3 +222,8 @@ async def _ask(
     finally:
         batches.cancel()
     return accumulator.result()
+
+
+def _within_cap(model: ChatModel, chars: int) -> None:
+    if chars > MAX_ANSWER_CHARS:
+        raise too_long(MAX_ANSWER_CHARS, model.model_id, None)

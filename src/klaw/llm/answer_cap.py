@@ -21,12 +21,12 @@ excerpt of the server's message is ever shown.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import httpx
 
-from klaw.llm.errors import LlmError
+from klaw.llm.errors import LlmError, LlmMalformedResponseError
 from klaw.unpacking import CodingError, codings, unpacked
 
 # ~500,000 tokens: above any model's output limit, and above a reply the engine's socket must still carry
@@ -44,6 +44,23 @@ TOO_LONG_HINT = (
 )
 
 Refusal = Callable[[str], LlmError]
+
+
+def answer_chars(content: str | None, arguments: Iterable[str | None]) -> int:
+    """How many characters an answer (or a piece of one) holds: its text and its tool calls' arguments."""
+    return len(content or "") + sum(len(part or "") for part in arguments)
+
+
+def too_long(limit: int, model_id: str, base_url: str | None, counted: str = "") -> LlmMalformedResponseError:
+    """The refusal of an answer past `limit` (`MAX_ANSWER_CHARS`) characters, in the same words whichever
+    model wrote it: a server's (openai_client) or the program's own (`FunctionModel`, a `ChatModel`;
+    engine/tool_loop.py)."""
+    return LlmMalformedResponseError(
+        f"the model's answer passed {limit:,} characters without ending{counted}; klaw stopped reading it",
+        model_id=model_id,
+        base_url=base_url,
+        hint="A model that does not stop: set a lower max_tokens for it on its server, or ask for a shorter answer.",
+    )
 
 
 class _CappedBody(httpx.AsyncByteStream):

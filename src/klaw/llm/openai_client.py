@@ -25,18 +25,18 @@ import logging
 import os
 import random
 import time
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, aclosing
 from typing import Any, cast
 
 import httpx
 
 from klaw.config import ModelConfig
-from klaw.llm.answer_cap import MAX_ANSWER_CHARS, parsed
+from klaw.llm.answer_cap import MAX_ANSWER_CHARS, answer_chars, parsed, too_long
 from klaw.llm.call_deadline import deadline_of, within_deadline
 from klaw.llm.call_errors import malformed, reading_errors
 from klaw.llm.endpoint import Endpoint, RetryPolicy, Sleep
-from klaw.llm.errors import LlmError, LlmMalformedResponseError, LlmServerError, server_message
+from klaw.llm.errors import LlmError, LlmServerError, server_message
 from klaw.llm.http import RetryingPoster
 from klaw.llm.http_client import new_http_client
 from klaw.llm.messages import (
@@ -117,7 +117,7 @@ class OpenAiChatClient:
             response = ChatResponse.from_wire(body)
         except WireFormatError as exc:
             raise malformed(self._endpoint, f"the response is not a chat completion: {exc}") from exc
-        self._check_length(_answer_chars(response.content, (call.arguments for call in response.tool_calls)))
+        self._check_length(answer_chars(response.content, (call.arguments for call in response.tool_calls)))
         logger.debug(
             "llm complete model=%s finish=%s tool_calls=%d duration_ms=%.0f",
             self.model_id,
@@ -171,7 +171,7 @@ class OpenAiChatClient:
                     break
                 delta, wire = self._parse_chunk(data, payload, pairs)
                 # a chunk carrying nothing weighs EMPTY_CHUNK_WEIGHT: an endless stream of them ends (decision 334)
-                written += _answer_chars(delta.content, (f.arguments for f in delta.tool_calls)) or _weight(wire)
+                written += answer_chars(delta.content, (f.arguments for f in delta.tool_calls)) or _weight(wire)
                 self._check_length(written, streamed=True)
                 chunks += 1
                 finished = finished or delta.finish_reason is not None
@@ -239,7 +239,7 @@ class OpenAiChatClient:
             whole = ChatResponse.from_wire(wire)
         except WireFormatError as exc:
             raise malformed(self._endpoint, f"the response is not a chat completion: {exc}") from exc
-        self._check_length(_answer_chars(whole.content, (call.arguments for call in whole.tool_calls)))
+        self._check_length(answer_chars(whole.content, (call.arguments for call in whole.tool_calls)))
         fragments = tuple(
             ToolCallFragment(index=i, id=call.id, name=call.name, arguments=call.arguments)
             for i, call in enumerate(whole.tool_calls)
@@ -252,12 +252,7 @@ class OpenAiChatClient:
     def _check_length(self, chars: int, *, streamed: bool = False) -> None:
         if chars > MAX_ANSWER_CHARS:
             counted = f" (a chunk of its stream carrying nothing counts as {EMPTY_CHUNK_WEIGHT})" if streamed else ""
-            raise self._endpoint.error(
-                LlmMalformedResponseError,
-                f"the model's answer passed {MAX_ANSWER_CHARS:,} characters without ending{counted}; klaw stopped"
-                " reading it",
-                "A model that does not stop: set a lower max_tokens for it on its server, or ask for a shorter answer.",
-            )
+            raise too_long(MAX_ANSWER_CHARS, self._endpoint.model_id, self._endpoint.base_url, counted)
 
     def _raise_for_error_body(self, body: Any, payload: Mapping[str, Any]) -> None:
         """Some servers (OpenRouter mid-stream, a few proxies) report failures in a 200 body; their
@@ -295,8 +290,3 @@ def _weight(chunk: Any) -> int:
     if any(value for key, value in delta.items() if key not in _NOTHING_KEYS):
         return 1
     return EMPTY_CHUNK_WEIGHT
-
-
-def _answer_chars(content: str | None, arguments: Iterable[str | None]) -> int:
-    """How many characters an answer (or a piece of one) holds: its text and its tool calls' arguments."""
-    return len(content or "") + sum(len(part or "") for part in arguments)

@@ -6,19 +6,21 @@ file holding forgotten records is rewritten without their lines, atomically (`at
 calls this under the chat's append lock.
 
 Lines are matched by record id; a line that does not decode is kept as it is (it cannot be told
-apart, and a torn line was never accepted as a record).
+apart, and a torn line was never accepted as a record). A line longer than `MAX_RECORD_BYTES` (no reader
+takes it) is matched by the id klaw writes first (`encode_record`): a 40 MiB reply of the program's own
+model was stored so before every answer was capped, and a forget that said it erased it left it (decision 465).
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from klaw import strict_json
 from klaw.atomic_file import replace_file_by
-from klaw.bounded_lines import numbered_lines
 from klaw.store.log_format import MAX_RECORD_BYTES
 
 _PIECE = 1 << 20
@@ -28,8 +30,8 @@ DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")  # a log file's stem; anything else is 
 def remove_lines(path: Path, ids: Collection[str]) -> int:
     """Rewrite `path` without the lines of the records `ids`; returns how many were removed (the
     file is not touched when none is). Read and written a line at a time, none held past
-    `MAX_RECORD_BYTES`: a longer line is kept as it is, copied in pieces (decision 329). Blocking: run
-    it in a thread."""
+    `MAX_RECORD_BYTES`: a longer line is told by its head and copied in pieces when kept (decision 329).
+    Blocking: run it in a thread."""
     try:
         handle = open(path, "rb")  # noqa: SIM115 - read on while the new file is written
     except FileNotFoundError:
@@ -38,9 +40,12 @@ def remove_lines(path: Path, ids: Collection[str]) -> int:
         wanted = [record_id.encode("utf-8") for record_id in ids]
         dropped: list[tuple[int, int]] = []  # (start, end) of each line removed
         start = 0
-        for _, raw in numbered_lines(handle, MAX_RECORD_BYTES):
+        for raw, whole in _lines_or_heads(handle):
             end = handle.tell()
-            if raw is not None and any(record_id in raw for record_id in wanted) and _line_id(raw) in ids:
+            if (
+                any(record_id in raw for record_id in wanted)
+                and (_line_id(raw) if whole else _head_id(raw, ids)) in ids
+            ):
                 dropped.append((start, end))
             start = end
         if dropped:
@@ -57,6 +62,24 @@ def _copy_kept(source: BinaryIO, out: BinaryIO, dropped: list[tuple[int, int]], 
             out.write(piece)
             left -= len(piece)
         position = end
+
+
+def _lines_or_heads(handle: BinaryIO) -> Iterator[tuple[bytes, bool]]:
+    """Each line with its line end (True), or the first `MAX_RECORD_BYTES` + 1 bytes of a longer one (False),
+    its rest passed over in pieces, never held (bounded_lines.py's rule, with the head kept)."""
+    while line := handle.readline(MAX_RECORD_BYTES + 1):
+        whole = len(line) <= MAX_RECORD_BYTES or line.endswith(b"\n")
+        while not whole and (rest := handle.readline(_PIECE)) and not rest.endswith(b"\n"):
+            pass
+        yield line, whole
+
+
+def _head_id(head: bytes, ids: Collection[str]) -> str | None:
+    """The one of `ids` an over-long line begins with, as `encode_record` writes a record: its id first."""
+    for record_id in ids:
+        if head.startswith(b'{"id":' + json.dumps(record_id, ensure_ascii=False).encode("utf-8") + b","):
+            return record_id
+    return None
 
 
 def _line_id(raw: bytes) -> str | None:
