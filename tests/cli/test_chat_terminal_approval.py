@@ -10,6 +10,7 @@ printed through that thread, it came only after the prompt was drawn."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -145,3 +146,47 @@ async def test_an_approval_left_unanswered_ends_its_prompt_at_the_timeout_and_th
             await term.type_line("y")  # a late y is an ordinary message now, not an answer to nothing
             await term.wait_for_prompt_after("Yes?", "the reply to the late y")
             assert "No approval request" not in await term.screen()
+
+
+@needs_tmux
+async def test_a_question_a_restart_asks_again_gets_its_y_n_prompt_and_ctrl_c_there_denies(tmp_path: Path) -> None:
+    """newcomer18: the turn a restart resumed asked again as lines under `you ›`, so the `y` the console had
+    taught went to the engine as a message, which waited behind the question for its whole timeout; and
+    Ctrl-C at `approve? [y/N]` (in a task of its own) stopped klaw chat with a traceback, exit 130, where
+    it should deny and the chat go on (docs/tools.md). A chat killed at its question, then started again."""
+    home = tmp_path / "home"
+    init_home(home)
+    hold_file_write(home)
+    call = ("file_write", {"path": "a.txt", "content": "a"})
+    async with FakeOpenAiServer() as model:
+        model.reply_tool_calls([call])  # the first run's turn, killed at its question
+        model.reply_tool_calls([call])  # the same message answered again at the restart: asked again
+        model.reply_text("I did not write it.")
+        env = chat_env(home, model.base_url)
+        (tmp_path / "first").mkdir()
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path / "first") as term:
+            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+            await term.type_line("write a.txt")
+            await term.wait_for(lambda s: s.rstrip().endswith(APPROVE.rstrip()), "the approval prompt")
+            shell = int(await term.tmux("display-message", "-p", "-t", term.target, "#{pane_pid}"))
+            [chat] = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
+            os.kill(int(chat), signal.SIGKILL)
+            assert await term.exit_status() == 128 + signal.SIGKILL
+        (tmp_path / "second").mkdir()
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path / "second") as term:
+            screen = await term.wait_for(
+                lambda s: s.rstrip().endswith(APPROVE.rstrip()), "the y/N prompt of the question asked again"
+            )
+            assert QUESTION in screen and "path: a.txt" in screen
+            await term.tmux("send-keys", "-t", term.target, "C-c")
+            screen = await term.wait_for_prompt_after("I did not write it.", "the reply after Ctrl-C denied")
+            assert "Denied: file_write will not run." in screen, screen
+            model.reply_text("Still here.")
+            await term.type_line("still there?")  # the chat goes on
+            screen = await term.wait_for_prompt_after("Still here.", "the next reply")
+            assert "Traceback" not in screen and "stopping" not in screen, screen
+    assert not (home / "workspace" / "a.txt").exists()
+    told = [m for r in model.chat_requests for m in r.body["messages"] if m.get("role") == "tool"]
+    assert "(it was never approved)" in told[0]["content"], told  # the killed run's question (decision 447)
+    assert told[-1]["content"].startswith("Not run: the person denied file_write"), told
+    assert "Traceback" not in (home / "logs" / "chat.log").read_text(encoding="utf-8")

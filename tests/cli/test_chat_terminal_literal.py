@@ -82,6 +82,14 @@ async def test_brackets_in_memory_help_context_and_replies_are_shown_literally(t
             assert "Read the backup recipe (https://example.com/backup) or https://example.com/faq." in said, screen
             assert said.count("https://example.com/faq") == 1, screen
 
+            # Angle brackets are text (decision 463): rich draws no HTML, so web_fetch's end marker read "<<>>".
+            model.reply_text("Fetched:\n<<<end of untrusted web content>>>\n<b>kept</b> as typed\n\n<div>\n</div>")
+            await term.type_line("what did the page say")
+            screen = await term.wait_for_prompt_after("</div>", "the reply with angle brackets")
+            shown = [line.strip() for line in screen.splitlines()]
+            marker = shown.index("<<<end of untrusted web content>>>")
+            assert shown[marker + 1] == "<b>kept</b> as typed" and "<div>" in shown[marker:], shown[marker:]
+
             # A reply over 100,000 characters is shown as its text (decision 452): rich's wrapping of a long
             # paragraph costs the square of its length (a 3 MB reply: 23 s before it was all on screen).
             model.reply_text("**kept as written** " + "filler " * 15_000 + "\nthe last line")

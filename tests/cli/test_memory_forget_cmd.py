@@ -168,7 +168,7 @@ def test_the_confirmation_shows_a_chat_id_as_written(home: KlawHome) -> None:
 
     exchange_id = asyncio.run(write())
     code, out, _ = run(home, "exchange", str(exchange_id), answer="n\n")
-    assert code == 1 and f"This erases exchange {exchange_id} of burst:one: " in " ".join(out.split()), out
+    assert code == 1 and f"This erases exchange {exchange_id} of burst:one for good: " in " ".join(out.split()), out
 
 
 def test_a_segment_is_named_by_its_number_in_the_chat_and_its_id(home: KlawHome) -> None:
@@ -182,7 +182,7 @@ def test_a_segment_is_named_by_its_number_in_the_chat_and_its_id(home: KlawHome)
     assert listed.exit_code == 0 and f"segment 1 (id {theirs}):" in listed.stdout, listed.stdout
 
     code, out, _ = run(home, "segment", str(ids["segment"]), answer="n\n")  # an id, as before
-    assert code == 1 and f"This erases segment 1 (id {ids['segment']}) of {ME}:" in " ".join(out.split()), out
+    assert code == 1 and f"This erases segment 1 (id {ids['segment']}) of {ME} for good:" in " ".join(out.split()), out
     code, _, err = run(home, "segment", "1", "--chat", str(OTHER), "--yes")  # still an id: the ME chat's
     assert code == 1 and "there is no segment 1 in this chat" in err
     code, _, err = run(home, "segment", "--chat", str(OTHER), "--number", "2", "--yes")

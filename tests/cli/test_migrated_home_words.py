@@ -67,7 +67,7 @@ def test_forget_typed_in_a_chat_on_a_migrated_home_names_the_sqlite_copy_it_does
 
     said = _said(typed.stdout)
     assert typed.returncode == 0, typed.stderr
-    erased = f"Forgot segment 1 (id 1): 6 message(s) erased from the PostgreSQL database named by {VARIABLE}"
+    erased = f"Forgot segment 1 (id 1): 6 message(s). It is erased from the PostgreSQL database named by {VARIABLE}"
     assert erased in said, said
     assert "conversation log" not in said
     assert f"Not reached: {home / 'klaw.db'} and the chats' JSONL files under {home / 'conversations'}" in said, said

@@ -21,11 +21,13 @@ async def test_forgetting_a_memory_names_the_message_that_asked_for_it_and_how_t
         answer = await command(h, f"/forget memory {memory_id}")
         assert "2 message(s) (the memory_save call and its result), 1 saved memory" in answer, answer
         found = re.search(
-            r"not the message that asked for it: it stays in exchange (\d+), in search and the log", answer
+            r"but not the message that asked for it, which stays in exchange (\d+), in search and the log", answer
         )
         assert found, answer
         exchange = found[1]
         assert f"klaw memory forget exchange {exchange}, or /forget exchange {exchange} in the chat" in answer
+        # newcomer18: "…(…, erases that whole turn) erased from klaw.db…" read as the parenthesis's own words
+        assert "erases that whole turn). It is erased from klaw.db, its search indexes and summaries" in answer, answer
         await h.engine.embedding_queue.wait_idle()
         assert any(LOCKER in hit.text for hit in await h.engine.chats.search_memory(CHAT, "locker corridor"))
         erased = await command(h, f"/forget exchange {exchange}")

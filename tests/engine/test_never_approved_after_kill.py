@@ -116,3 +116,52 @@ async def _resumed(home: Path, config: dict[str, object]) -> dict[str, str]:
     async with Klaw(home, config=config, model=FunctionModel(model)):
         await asyncio.wait_for(done.wait(), 20)
     return told
+
+
+TORN_DOWN = textwrap.dedent(
+    """
+    import asyncio, sys
+    from klaw import FunctionModel, Klaw, call_tool, tool_calls
+
+    async def host_exec(command: str) -> str:
+        '''Run a command on the host.'''
+        return "ran"
+
+    def interrupt():
+        raise KeyboardInterrupt  # as a Ctrl-C out of klaw chat's prompt task did (newcomer18)
+
+    async def approve(chat, question):
+        asyncio.get_running_loop().call_soon(interrupt)
+        await asyncio.Event().wait()
+
+    async def main():
+        model = FunctionModel(lambda messages, info: tool_calls(call_tool("host_exec", {"command": "ls"})))
+        async with Klaw(sys.argv[1], config=CONFIG, model=model, tools=[host_exec], approve=approve) as k:
+            await k.ask("alice", "alice: clean up")
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_a_question_open_when_the_loop_is_torn_down_is_told_as_never_approved(tmp_path: Path) -> None:
+    """asyncio.run cancels what is left when a KeyboardInterrupt stops its loop: the cancelled question
+    took its call out of the note, and the next start told the model it "may or may not have taken effect"
+    for a call nobody approved (newcomer18, after a Ctrl-C at klaw chat's y/N prompt; decision 463)."""
+    home = tmp_path / "home"
+    config = {**CONFIG, "tools": {"approval": ["host_exec"]}, "processing": {"debounceMs": 0}}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", f"CONFIG = {config!r}\n" + TORN_DOWN, str(home), stderr=asyncio.subprocess.PIPE, env=env
+    )
+    _, err = await asyncio.wait_for(child.communicate(), 60)
+    assert child.returncode != 0 and b"KeyboardInterrupt" in err, err  # torn down, the question open
+    told: list[str] = []
+
+    def model(messages: Sequence[ChatMessage], info: AgentInfo) -> ChatResponse | str:
+        told.extend(str(m.content) for m in messages if m.role == "tool")
+        return "ok"
+
+    async with Klaw(home, config=config, model=FunctionModel(model)) as k:
+        await asyncio.wait_for(k.ask("alice", "anything done?"), 20)
+    assert told and "(it was never approved)" in told[0], told  # was "may or may not have taken effect"

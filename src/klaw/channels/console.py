@@ -5,28 +5,36 @@ and bracketed paste (a pasted block of several lines arrives as one message); ri
 spinner while the model thinks. Text a person or the model wrote is printed as `Text` (or Markdown for
 replies), never as rich markup, and log lines are printed through the same console.
 Output goes to the terminal directly, except while a prompt is on screen: only then is stdout patched
-(`ask_at_prompt`) so that what arrives is drawn above the prompt. Patched all along, text printed just before
-a prompt (the approval question, a reply) went through prompt_toolkit's flush thread, and on a busy
-machine that thread ran after the prompt was drawn: the question showed after the prompt, or only
-once the person pressed a key.
+(console_prompt.py's `ask_at_prompt`) so that what arrives is drawn above the prompt. Patched all along,
+text printed just before a prompt (the approval question, a reply) went through prompt_toolkit's flush
+thread, and on a busy machine that thread ran after the prompt was drawn: the question showed after the
+prompt, or only once the person pressed a key.
 Replies arrive through the engine's delivery for the `console` channel and are printed above the
 prompt, so a scheduled message can appear while the person is typing. A question to approve a held
-tool (engine/approval.py) stops the spinner and asks `approve? [y/N]`; the answer goes to the engine
-as `/approve ID` or `/deny ID` while the turn that asked waits for it.
+tool (engine/approval.py) stops the spinner, or closes `you ›` (a turn resumed at start asks again),
+and asks `approve? [y/N]`; the answer goes to the engine as `/approve ID` or `/deny ID` while the turn
+that asked waits for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import getpass
-from collections.abc import Callable, Coroutine, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
 
 from rich.console import Console
 from rich.text import Text
 
 from klaw.channels.console_kept import SENDING
 from klaw.channels.console_keys import KeysWhileThinking
+from klaw.channels.console_prompt import (
+    EXIT_WORDS,
+    approves,
+    ask_approval,
+    ctrl_c_clears_a_typed_line,
+    next_message,
+)
 from klaw.channels.console_waiting import count_up
 from klaw.command_syntax import ENGINE_COMMANDS, Described, help_text, parse_command, unknown_command
 from klaw.message_text import MessageRefused
@@ -35,7 +43,6 @@ from klaw.terminal_text import visible
 
 if TYPE_CHECKING:  # imported where a prompt is drawn: a piped chat needs neither (decision 316)
     from prompt_toolkit import PromptSession
-    from prompt_toolkit.key_binding import KeyBindings
 
     from klaw.channels.console_history import ConsoleHistory
     from klaw.channels.console_kept import KeptMessages
@@ -45,7 +52,6 @@ if TYPE_CHECKING:  # imported where a prompt is drawn: a piped chat needs neithe
     from klaw.engine.runtime import Engine
 
 CONSOLE_CHANNEL = "console"
-EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
 LEAVING_HELP = "/exit — Leave klaw chat (also /quit or Ctrl-D)"
 EARLIER_RUN_REPLY = "Reply to a message from before klaw last stopped:"
 
@@ -79,36 +85,6 @@ def console_chat() -> ChatRef:
     return ChatRef(CONSOLE_CHANNEL, getpass.getuser() or "local")
 
 
-async def ask_at_prompt(session: PromptSession[str], message: str, pre_run: Callable[[], None] | None = None) -> str:
-    """Ask at the prompt, stdout patched only meanwhile: what is printed while it waits (a scheduled
-    task's answer, a log line) goes above it, and what was printed before it is on screen already."""
-    from prompt_toolkit.patch_stdout import patch_stdout
-
-    with patch_stdout(raw=True):
-        return await session.prompt_async(message, pre_run=pre_run)
-
-
-async def next_message(
-    session: PromptSession[str],
-    print_arrivals: Callable[[], Coroutine[Any, Any, None]],
-    pre_run: Callable[[], None] | None = None,
-) -> str | None:
-    """The next message typed at `you ›`, what arrives meanwhile printed above the prompt; None to leave
-    (/exit, Ctrl-D, Ctrl-C on an empty line). Blank lines are asked again. One loop for the in-process
-    console and the attached one (console_attached.py)."""
-    while True:
-        printer = asyncio.create_task(print_arrivals())
-        try:
-            text = await ask_at_prompt(session, "you › ", pre_run=pre_run)
-        except (EOFError, KeyboardInterrupt):
-            return None
-        finally:
-            printer.cancel()
-            await asyncio.gather(printer, return_exceptions=True)
-        if text.strip():
-            return None if text.strip().lower() in EXIT_WORDS else text
-
-
 class ConsoleChannel:
     def __init__(
         self,
@@ -132,6 +108,7 @@ class ConsoleChannel:
         self._before_turn = before_turn
         self._kept = kept
         self._history: ConsoleHistory | None = None  # made by `run`: a piped chat has no prompt to recall
+        self._question: str | None = None  # a question that came at `you ›`, for its y/N prompt
         engine.delivery.register(CONSOLE_CHANNEL, self._replies.put)
 
     async def run(self) -> None:
@@ -161,7 +138,11 @@ class ConsoleChannel:
             )
             if text is None:
                 break
-            await self._exchange(chat, text, session)
+            if self._question is not None:  # came at `you ›`: asked as one the spinner met would be
+                request_id, self._question = self._question, None
+                await self._answer_approval(chat, request_id, session)
+            if text:
+                await self._exchange(chat, text, session)
 
     async def answer_piped(self, text: str) -> bool:
         """`echo "…" | klaw chat`: all of stdin is one message, and only its reply is printed, as the
@@ -208,9 +189,15 @@ class ConsoleChannel:
     async def _print_arrivals(self) -> None:
         """While the person is at the prompt, show what arrives on its own: a scheduled task's answer, or
         the reply to a message of an earlier run (one the engine resumed, or sent again because the crash
-        came before it was shown), said as such so it is not read as an answer to nothing."""
+        came before it was shown), said as such so it is not read as an answer to nothing. A question to
+        approve a tool (the resumed turn asking again) is shown and returned for its y/N prompt: printed
+        under `you ›`, its `y` went to the engine as a message that waited behind it (newcomer18)."""
         while True:
-            self._show_arrival(await self._replies.get())
+            reply = await self._replies.get()
+            self._show_arrival(reply)
+            if reply.approval is not None and self._console.is_terminal:
+                self._question = reply.approval
+                return
 
     def _show_arrival(self, reply: Outbound) -> None:
         """A message that answers nothing typed now: a reply to an earlier run's message says so first
@@ -272,7 +259,7 @@ class ConsoleChannel:
         Ctrl-C, Ctrl-D) denies. The engine's answer is shown. A question that ends without an answer (its
         timeout, the engine stopping) ends the prompt with a line saying so, and the reply follows at once;
         before, the prompt stayed up, and a `y` typed later was told no such request was waiting."""
-        asking = asyncio.create_task(ask_at_prompt(session, "approve? [y/N] › "))
+        asking = asyncio.create_task(ask_approval(session))
         over = asyncio.create_task(self._engine.approvals.ended(request_id))
         await asyncio.wait({asking, over}, return_when=asyncio.FIRST_COMPLETED)
         if not asking.done():  # over without the answer typed here
@@ -286,10 +273,7 @@ class ConsoleChannel:
                 self._console.print(Text(visible(said), style="cyan"), highlight=False)
             return
         over.cancel()
-        try:
-            answer = await asking
-        except (EOFError, KeyboardInterrupt):
-            answer = ""
+        answer = await asking
         command = "approve" if approves(answer, request_id) else "deny"
         reply = await self._engine.commands.handle(chat, command, request_id)
         self._console.print(Text(visible(reply), style="cyan"), highlight=False)
@@ -364,29 +348,3 @@ def show_reply(console: Console, stderr: Console, reply: ShownReply) -> None:
         from klaw.channels.console_markdown import reply_markdown  # markdown-it: only a terminal's replies
 
         console.print(reply_markdown(reply.text))
-
-
-def approves(answer: str, request_id: str) -> bool:
-    """Whether the answer at the approval prompt is a yes: `y`, `yes`, or `/approve` alone or with this
-    question's id (what the question says to type). `/approve` naming another id is no yes to this one."""
-    if answer.strip().lower() in {"y", "yes"}:
-        return True
-    command = parse_command(answer)
-    return command is not None and command.name == "approve" and command.args in {"", request_id}
-
-
-def ctrl_c_clears_a_typed_line() -> KeyBindings:
-    """Ctrl-C with something typed clears the line, as in a shell; on an empty line it leaves the chat
-    (prompt_toolkit's own Ctrl-C raises KeyboardInterrupt whatever was typed, losing it and the chat)."""
-    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
-
-    bindings = KeyBindings()
-
-    @bindings.add("c-c")
-    def _(event: KeyPressEvent) -> None:
-        if event.current_buffer.text:
-            event.current_buffer.reset()
-        else:
-            event.app.exit(exception=KeyboardInterrupt())
-
-    return bindings

@@ -22,15 +22,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
-from klaw.channels.console import (
-    CONSOLE_CHANNEL,
-    LEAVING_HELP,
-    approves,
-    ask_at_prompt,
-    ctrl_c_clears_a_typed_line,
-    next_message,
-    show_reply,
-)
+from klaw.channels.console import CONSOLE_CHANNEL, LEAVING_HELP, show_reply
+from klaw.channels.console_prompt import approves, ask_approval, ctrl_c_clears_a_typed_line, next_message
 from klaw.channels.console_waiting import TICK_SECONDS, waiting_text
 from klaw.command_syntax import parse_command
 from klaw.engine.frames import DeltaFrame, FrameError, OutboundFrame
@@ -61,15 +54,6 @@ WATCH_SECONDS = 0.2  # how often the link's state is looked at, to say the engin
 SETTLED_SECONDS = 0.5  # how often a y/N prompt asks the engine whether its question still waits (decision 450)
 
 
-async def _asked(session: PromptSession[str]) -> str:
-    """The y/N answer; "" (no) for Ctrl-D and Ctrl-C, as in process (console.py). Caught here: a
-    KeyboardInterrupt out of a task stops the event loop (tracebacks at `asyncio.run`'s shutdown)."""
-    try:
-        return await ask_at_prompt(session, "approve? [y/N] › ")
-    except (EOFError, KeyboardInterrupt):
-        return ""
-
-
 class AttachedConsole:
     """The `console` channel of a `Gateway` in this terminal: replies into a queue, shown by `run`/`answer_piped`."""
 
@@ -86,6 +70,7 @@ class AttachedConsole:
         self._held: list[OutboundFrame] = []  # taken from the queue while an approval prompt was up
         self._mine: set[str] = set()  # ids of what this terminal sent: their answers are no strangers
         self._asked: set[str] = set()  # the questions given a y/N prompt here: not shown again as they come
+        self._question: str | None = None  # a question that came at `you ›`, for its y/N prompt
         self._gateway: Gateway | None = None
         self._there: bool | None = None  # whether the engine answered when last looked; None: not said yet
 
@@ -118,7 +103,11 @@ class AttachedConsole:
         try:
             await self._ask_open_questions(session)
             while (text := await next_message(session, self._print_arrivals)) is not None:
-                await self._exchange(text, session)
+                if self._question is not None:  # came at `you ›` (the engine restarted, its turn asks again)
+                    request_id, self._question = self._question, None
+                    await self._answer_approval(None, request_id, session)
+                if text:
+                    await self._exchange(text, session)
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
@@ -233,7 +222,7 @@ class AttachedConsole:
         ends it too: the question went with it (a restarted engine holds none), and a `y` typed then
         would approve nothing (trial48)."""
         self._asked.add(request_id)
-        asking = asyncio.create_task(_asked(session))
+        asking = asyncio.create_task(ask_approval(session))
         lost = asyncio.create_task(self._link_lost())
         settled = asyncio.create_task(self._settled(request_id))
         while True:
@@ -319,8 +308,13 @@ class AttachedConsole:
             self._show_arrival(reply)
 
     async def _print_arrivals(self) -> None:
+        """What comes at `you ›`; returns at a question not asked here yet, for its y/N prompt (as in process)."""
         while True:
-            self._show_arrival(self._held.pop(0) if self._held else await self._replies.get())
+            reply = self._held.pop(0) if self._held else await self._replies.get()
+            self._show_arrival(reply)
+            if reply.approval is not None and reply.approval not in self._asked and self._console.is_terminal:
+                self._question = reply.approval
+                return
 
     def _show_arrival(self, reply: OutboundFrame) -> None:
         """A message that answers nothing awaited now: the engine's answer to a command this terminal

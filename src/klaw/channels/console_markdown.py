@@ -4,11 +4,14 @@ rich draws `[text](url)` as `text` alone, the address kept in an OSC 8 hyperlink
 (tmux before 3.4, the Linux console, most SSH setups) never show: a person read "the backup recipe" and
 could not tell where it led (lows23). Drawn with `hyperlinks=False`, a link reads `text (url)`; a link
 whose text is its address already (`<https://…>`, a bare URL the model wrote as a link) reads once, not
-as `url (url)` (decision 431).
+as `url (url)` (decision 431). Raw HTML is text: `<b>` and `<<<end of …>>>` show as written (decision 463).
 """
 
 from __future__ import annotations
 
+import functools
+
+from markdown_it import MarkdownIt
 from rich.markdown import Markdown
 
 from klaw.terminal_text import kept_line_breaks, visible
@@ -17,7 +20,9 @@ from klaw.terminal_text import kept_line_breaks, visible
 def reply_markdown(text: str) -> Markdown:
     """`text` (a model's reply, an approval question) as Markdown for a terminal: control characters shown
     (`visible`), line breaks kept (`kept_line_breaks`), links with their targets."""
-    markdown = Markdown(kept_line_breaks(visible(text)), hyperlinks=False)
+    markdown = Markdown("", hyperlinks=False)
+    markdown.markup = kept_line_breaks(visible(text))
+    markdown.parsed = _parser().parse(markdown.markup)  # rich's own parser, its HTML rules off
     for block in markdown.parsed:
         children = block.children or []
         keep = []
@@ -39,6 +44,14 @@ def reply_markdown(text: str) -> Markdown:
             index += 1
         block.children = keep if block.children is not None else None
     return markdown
+
+
+@functools.cache
+def _parser() -> MarkdownIt:
+    """rich's Markdown parser (CommonMark, strikethrough, tables) without raw HTML: rich draws none of it, so
+    `<<<end of untrusted web content>>>`, web_fetch's end marker, read `<<>>` and a `<div>` line vanished
+    (newcomer18). A terminal shows what a reply says in angle brackets as written, as the web page does."""
+    return MarkdownIt().enable("strikethrough").enable("table").disable(["html_inline", "html_block"])
 
 
 def _same_address(shown: str, href: str) -> bool:

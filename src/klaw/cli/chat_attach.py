@@ -55,8 +55,9 @@ def one_terminal(directory: Path, who: str, where: Path, *, piped: bool = False)
 
 async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) -> None:
     """Chat with the engine `holder` runs, in this terminal or for one piped message; the engine goes on after."""
-    from klaw.channels.console import EXIT_WORDS, console_chat
+    from klaw.channels.console import console_chat
     from klaw.channels.console_attached import AttachedConsole
+    from klaw.channels.console_prompt import EXIT_WORDS
     from klaw.gateway.service import Gateway
 
     data = read_piped()

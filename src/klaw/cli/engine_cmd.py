@@ -69,13 +69,9 @@ def chat(
     """Chat with your agent in this terminal: engine and console in one process, or, when klaw serve
     or klaw engine already runs on this home, attached to that engine. With a message piped in
     (echo "…" | klaw chat), print only its reply and exit."""
-    from klaw.channels.console import (
-        CONSOLE_CHANNEL,
-        EXIT_WORDS,
-        ConsoleChannel,
-        console_chat,
-    )
+    from klaw.channels.console import CONSOLE_CHANNEL, ConsoleChannel, console_chat
     from klaw.channels.console_keys import KeysWhileThinking
+    from klaw.channels.console_prompt import EXIT_WORDS
     from klaw.channels.console_tty import terminal_kept
     from klaw.cli.chat_model import chat_model
     from klaw.cli.chat_start_wait import ToolsWait, started_without_waiting

@@ -80,7 +80,7 @@ def forget(
     target, label = _target(path, loaded.config.database, kind, target_id, owner, number)
 
     def confirm(plan: ForgetPlan) -> bool:
-        text = f"This erases {label or plan.label} of {plan.chat}: {plan.describe()}, for good."
+        text = f"This erases {label or plan.label} of {plan.chat} for good: {plan.describe()}."
         console.print(
             text, highlight=False, markup=False, emoji=False
         )  # a chat id such as burst:one is not an emoji code

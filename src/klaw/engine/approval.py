@@ -26,7 +26,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
-from klaw.engine.approval_text import MAX_SHOWN_CHARS, duration_words, shown, time_left_words
+from klaw.engine.approval_text import MAX_SHOWN_CHARS, duration_words, longest_backtick_run, shown, time_left_words
 from klaw.engine.clock import Clock, monotonic
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.open_questions import OpenQuestions, not_run_unrecorded
@@ -168,6 +168,7 @@ class ApprovalGate:
         pending = _Pending(request_id, chat, call.name, answer, call, monotonic(self._clock), after)
         await self.noted.ask(chat, call.id)  # before the question: a kill -9 from here on leaves it never approved
         self._pending[pending.id] = pending
+        cut_off = False
         try:
             try:
                 await self._delivery.deliver(Outbound(chat, asked, kind="notice", approval=pending.id))
@@ -178,10 +179,13 @@ class ApprovalGate:
                 )
             log.info("approval %s: %s waits for the person in %s", pending.id, call.name, chat)
             decision = pending.decision = await self._wait(pending)
+        except asyncio.CancelledError:  # cut off at its question (the loop torn down, a /stop): never approved,
+            cut_off = True  # so still noted; taken out, a start told it as "may or may not have taken effect" (463)
+            raise
         finally:
             self.settled.note(pending.id, chat, call.name, pending.decision.value if pending.decision else None)
             self._pending.pop(pending.id, None)
-            recorded = await self.noted.close(chat, call.id)  # before an approved call runs (cut off: may have run)
+            recorded = cut_off or await self.noted.close(chat, call.id)  # before an approved call runs
             pending.over.set()
         decision = Decision.UNRECORDED if decision is Decision.APPROVED and not recorded else decision  # 453, 466
         log.info("approval %s: %s in %s %s", pending.id, call.name, chat, decision.value)
@@ -324,7 +328,7 @@ def question(request_id: str, call: ToolCall, timeout_seconds: float, *, waited:
     if _arguments(call.arguments) == {}:
         return f"The agent wants to run {shown(call.name)} (no arguments).\n{answer}"
     arguments = shown_arguments(call)
-    fence = "`" * max(3, _longest_backtick_run(arguments) + 1)
+    fence = "`" * max(3, longest_backtick_run(arguments) + 1)
     return f"The agent wants to run {shown(call.name)}:\n{fence}\n{arguments}\n{fence}\n{answer}"
 
 
@@ -358,14 +362,6 @@ def _arguments(raw: str) -> dict[str, Any] | None:
     except (ValueError, RecursionError):
         return None
     return parsed if isinstance(parsed, dict) else None
-
-
-def _longest_backtick_run(text: str) -> int:
-    longest = run = 0
-    for char in text:
-        run = run + 1 if char == "`" else 0
-        longest = max(longest, run)
-    return longest
 
 
 def _outcome_text(decision: Decision, tool: str, timeout_seconds: float) -> str:

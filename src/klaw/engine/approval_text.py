@@ -114,3 +114,12 @@ def duration_words(seconds: float) -> str:
     """A whole timeout in words: "5 minutes", or "90 seconds" when it is not whole minutes."""
     minutes, whole = int(seconds // 60), seconds >= 60 and seconds % 60 == 0
     return f"{minutes} minute{'s' if minutes != 1 else ''}" if whole else f"{seconds:g} seconds"
+
+
+def longest_backtick_run(text: str) -> int:
+    """The longest run of backticks in `text`: the question's code fence is one longer."""
+    longest = run = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    return longest

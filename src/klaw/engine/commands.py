@@ -230,8 +230,9 @@ class CommandHandler:
         except ForgetError as exc:
             return CommandAnswer(f"Cannot forget: {exc}.")
         stopped_first = "Stopped the turn under way in this chat, then forgot" if stopped else "Forgot"
-        return CommandAnswer(
-            f"{stopped_first} {plan.said}: {plan.describe()} {self.forget_words.erased_from(outcome.files_rewritten)}."
+        erased = self.forget_words.erased_from(outcome.files_rewritten)
+        return CommandAnswer(  # the erasure its own sentence: after describe's parenthesis it read as its part
+            f"{stopped_first} {plan.said}: {plan.describe()}. It is {erased}."
             f" Core memory is unchanged: /memory shows it.{self.forget_words.left_behind()}"
             f"{tasks_left_sentence(await self._tasks_left(plan))}"
             f"{runs_left_sentence(plan.spawned_runs)}",

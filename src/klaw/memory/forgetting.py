@@ -138,7 +138,7 @@ class ForgetPlan:
             parts.append(f"{self.memories} saved memor{'y' if self.memories == 1 else 'ies'}")
         if self.asked_in is not None:
             parts.append(
-                f"not the message that asked for it: it stays in exchange {self.asked_in}, in search and the log"
+                f"but not the message that asked for it, which stays in exchange {self.asked_in}, in search and the log"
                 f" (klaw memory forget exchange {self.asked_in}, or /forget exchange {self.asked_in} in the chat,"
                 " erases that whole turn)"
             )
