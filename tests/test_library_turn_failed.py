@@ -6,6 +6,7 @@ wrong" over an AttributeError deep in function_model.py. Decision 293."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -101,3 +102,38 @@ async def test_an_answer_of_the_programs_own_model_past_the_cap_fails_its_turn_a
     assert not any("BBBB" in entry.text for entry in history)
     logs = (tmp_path / "home" / "conversations").rglob("*.jsonl")
     assert not any(b"BBBB" in path.read_bytes() for path in logs)
+
+
+async def test_a_summary_past_the_cap_is_not_stored_and_the_exchange_is_asked_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The summarizer's model call is not a turn's (decision 469): a FunctionModel answering a summary request
+    with 2,000,001 characters had its first 1,000 stored as the exchange's summary. Now the request fails in the
+    cap's words, nothing is stored, the log names the error's class only, and the exchange is asked again."""
+    summary_requests: list[int] = []
+
+    def model(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
+        if info.purpose != "summary":
+            return "twelve apples"
+        summary_requests.append(1)
+        return "S" * (MAX_ANSWER_CHARS + 1) if len(summary_requests) == 1 else "1. the person asked about apples"
+
+    clock = ManualClock()
+    config = {"embedder": {"backend": "fake", "dim": 32}, "summarizer": {"batchExchanges": 1}}
+    async with Klaw(tmp_path / "home", config=config, model=FunctionModel(model), clock=clock) as agent:
+        assert await agent.ask("ana", "how many apples?") == "twelve apples"
+        summarizer = agent.engine.summarizer
+        assert summarizer is not None
+        async with asyncio.timeout(30):
+            first = await summarizer.exchanges.wait_until(lambda s: s.failed > 0 or s.completed > 0)
+            assert (await summarizer.status()).counts.exchanges == 0
+            await clock.wait_for_sleeper(1.0)  # the worker's backoff after its first failure
+            await clock.advance(1.0)
+            second = await summarizer.exchanges.wait_until(lambda s: s.completed > 0)
+            counts = (await summarizer.status()).counts
+    assert (first.completed, first.failed) == (0, 1)
+    assert f"passed {MAX_ANSWER_CHARS:,} characters without ending" in (first.last_error or ""), first.last_error
+    assert (second.completed, second.given_up, counts.exchanges) == (1, 0, 1)
+    logs = b"".join(path.read_bytes() for path in (tmp_path / "home" / "conversations").rglob("*.jsonl"))
+    assert b"the person asked about apples" in logs and b"SSSS" not in logs
+    assert "SSSS" not in caplog.text

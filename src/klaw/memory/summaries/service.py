@@ -5,6 +5,12 @@ while holding a background LLM slot, so summaries wait behind interactive turns 
 instead of starving them. It wires the signals: a stored `exchange_close` or `/new` record wakes
 the summarizers; a written summary wakes the embedding queue (its job is already stored) and the
 segment summarizer.
+
+Every answer is held to the cap a turn's answers are (`llm/answer_cap.py`, decisions 465 and 469): this call
+does not go through the tool loop, so a program's own model (`FunctionModel`) or a server past its
+`max_tokens` answering without end was read whole, and its first characters kept as a summary. An answer
+past `MAX_ANSWER_CHARS` fails the request with the same words; the summarizer treats it as any malformed
+answer (tried again later, after the others; its own words kept after `MAX_ATTEMPTS`), and logs its class only.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from klaw.config import SummarizerConfig
+from klaw.llm.answer_cap import MAX_ANSWER_CHARS, answer_chars, too_long
 from klaw.llm.call_purpose import calling_for
 from klaw.llm.messages import ChatMessage
 from klaw.llm.protocol import ChatModel
@@ -134,4 +141,6 @@ class SummarizerService:
         async with self._slot():
             with calling_for("summary"):
                 response = await model.complete(messages, temperature=SUMMARY_TEMPERATURE, max_tokens=max_tokens)
+        if answer_chars(response.content, (call.arguments for call in response.tool_calls)) > MAX_ANSWER_CHARS:
+            raise too_long(MAX_ANSWER_CHARS, model.model_id, None)
         return response.content, model.model_id
