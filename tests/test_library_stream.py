@@ -16,6 +16,7 @@ from klaw import (
     AgentMessage,
     ChatMessage,
     FunctionModel,
+    InvalidArgument,
     Klaw,
     LlmBadRequestError,
     MessageRefused,
@@ -149,3 +150,50 @@ async def test_pieces_say_their_round_and_text_first_then_the_loop_gives_them_ag
         assert [piece async for piece in stream] == pieces  # and again
         status = [piece async for piece in agent.stream("alice", "/status")]
         assert isinstance(status[0], ReplyPiece) and status[0].turn_round == 1
+
+
+async def test_text_right_after_a_break_gives_the_whole_reply(tmp_path: Path) -> None:
+    """`break` out of the loop, then `await stream.text()`: the loop's generator is closed a moment after the
+    break (the event loop's asyncgen finalizer), which cancelled the ask under the text() awaiting it, a bare
+    CancelledError that ended an `asyncio.run` program (adversary26). text() waiting keeps the turn's
+    waiting now: it gives the whole reply, as llm's Response does; a stream left with nothing waiting still
+    hands its reply to on_message, and a later text() or loop says why it has none (decision 468)."""
+    go_on = asyncio.Event()
+
+    async def writing(messages: Sequence[ChatMessage], info: AgentInfo) -> AsyncIterator[str]:
+        yield "first "
+        await go_on.wait()  # the rest only once the program has left its loop
+        yield "and the rest"
+
+    told: list[AgentMessage] = []
+
+    async def on_message(message: AgentMessage) -> None:
+        told.append(message)
+
+    model = FunctionModel(lambda messages, info: "whole", stream_function=writing)
+    async with Klaw(tmp_path / "home", config=CONFIG, model=model, on_message=on_message) as agent:
+        stream = agent.stream("alice", "hi")
+        async for piece in stream:
+            assert piece == "first "
+            break
+        asyncio.get_running_loop().call_later(0.05, go_on.set)  # after the generator's close has run
+        assert await stream.text() == "first and the rest"  # was a bare CancelledError
+        assert [piece async for piece in stream] == ["first ", "and the rest"]
+        assert told == []  # the reply came to text(), not also to on_message
+
+        go_on.clear()
+        left = agent.stream("alice", "again")
+        async for piece in left:
+            break
+        for _ in range(5):  # the generator's close runs with nothing else waiting: the waiting stops
+            await asyncio.sleep(0)
+        with pytest.raises(InvalidArgument, match="stopped waiting before the reply's end"):
+            await left.text()
+        with pytest.raises(InvalidArgument, match="on_message"):
+            assert [piece async for piece in left] == ["first "]
+        go_on.set()
+        for _ in range(200):
+            if told:
+                break
+            await asyncio.sleep(0.01)
+        assert [(m.kind, m.text) for m in told] == [("reply", "first and the rest")]

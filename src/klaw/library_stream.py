@@ -50,40 +50,64 @@ class ReplyStream:
     page gets; a reply no model wrote, a slash command's, as one piece), then raises what `ask` would
     (`TurnFailed`, `MessageRefused`…); `await stream.text()` is the stored reply, as `ask` returns it. The
     message is sent when either starts. The pieces are kept: `text()` first, then a loop (or a second loop)
-    gives them again. Leaving a loop early stops the waiting, as cancelling an `ask` does: the turn runs to
-    its end and its reply goes to `on_message` (decision 249)."""
+    gives them again. `await stream.text()` right after leaving a loop early (`break`) gives the whole reply
+    (the turn runs on); a stream left with nothing else waiting stops its waiting, as cancelling an `ask`
+    does: the turn runs to its end, its reply goes to `on_message` (decision 249) and a later `text()` raises
+    `InvalidArgument` saying so (decision 468)."""
 
     def __init__(self, ask: Callable[[Reader], Awaitable[str]]) -> None:
         self._ask = ask
         self._pieces: list[ReplyPiece] = []
         self._grew = asyncio.Event()  # set on each piece and at the end
         self._task: asyncio.Task[str] | None = None
-        self._left = False
+        self._holding = 0  # the loops and text() calls waiting for the turn's end
+        self._stopped = False  # every one left before the end: the waiting stopped, the reply goes to on_message
 
     def __aiter__(self) -> AsyncIterator[ReplyPiece]:
         return self._read()
 
     async def text(self) -> str:
-        """The reply as stored (what `ask` returns), once the turn has ended; raises what `ask` raises."""
-        if self._left:
-            raise InvalidArgument(
-                "the loop over this stream was left before the reply's end, so its waiting stopped: the reply"
-                " goes to on_message (or is in history()); read the stream to its end to have it here"
-            )
-        return await self._start()
+        """The reply as stored (what `ask` returns), once the turn has ended; raises what `ask` raises. Right
+        after a loop left early (`break`) it still gives the whole reply: the turn runs on (decision 468)."""
+        if self._stopped:
+            raise self._left_early()
+        task = self._hold()
+        try:
+            return await asyncio.shield(task)  # a loop's close cancels the waiting only when nothing else waits
+        finally:
+            self._release(task)
 
-    def _start(self) -> asyncio.Task[str]:
+    def _hold(self) -> asyncio.Task[str]:
         if self._task is None:
             self._task = asyncio.ensure_future(self._ask(self._took))
             self._task.add_done_callback(lambda _: self._grew.set())
+        self._holding += 1
         return self._task
+
+    def _release(self, task: asyncio.Task[str]) -> None:
+        """One loop or text() stopped waiting. The last to leave before the turn's end stops the waiting, as
+        cancelling an `ask` does: the turn runs to its end and its reply goes to `on_message`. `break` closes
+        the loop's generator a moment later (the event loop's asyncgen finalizer), which cancelled the ask
+        under a text() awaited right after the loop: it raised a bare CancelledError (adversary26)."""
+        self._holding -= 1
+        if self._holding == 0 and not task.done():
+            self._stopped = True
+            task.cancel()
+
+    @staticmethod
+    def _left_early() -> InvalidArgument:
+        return InvalidArgument(
+            "this stream stopped waiting before the reply's end (its loop was left early, or its text() was"
+            " cancelled, with nothing else waiting): the reply goes to on_message (and is in history());"
+            " await text() right after leaving the loop, or read the loop to its end, to have it here"
+        )
 
     def _took(self, piece: ReplyPiece) -> None:
         self._pieces.append(piece)
         self._grew.set()
 
     async def _read(self) -> AsyncIterator[ReplyPiece]:
-        task, shown = self._start(), 0
+        task, shown = self._hold(), 0
         try:
             while shown < len(self._pieces) or not task.done():
                 if shown == len(self._pieces):
@@ -92,13 +116,13 @@ class ReplyStream:
                     continue
                 shown += 1
                 yield self._pieces[shown - 1]
+            if self._stopped:  # a loop after an earlier one left early: the pieces it had, then why no more
+                raise self._left_early()
             reply = task.result()  # raises what ask raised
             if not self._pieces and reply:
                 yield ReplyPiece(reply, 1)
         finally:
-            if not task.done():
-                self._left = True
-                task.cancel()
+            self._release(task)
 
 
 class StreamReaders:
