@@ -183,7 +183,7 @@ async def test_text_right_after_a_break_gives_the_whole_reply(tmp_path: Path) ->
 
         go_on.clear()
         left = agent.stream("alice", "again")
-        async for piece in left:
+        async for _piece in left:
             break
         for _ in range(5):  # the generator's close runs with nothing else waiting: the waiting stops
             await asyncio.sleep(0)

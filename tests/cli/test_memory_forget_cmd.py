@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import signal
@@ -272,3 +273,72 @@ def test_a_forget_leaves_the_forgetting_log_lines_on(home: KlawHome, caplog: pyt
     assert code == 0
     assert any(r.getMessage().startswith(f"forgot exchange {ids['exchange']} of chat") for r in caplog.records)
     assert logging.getLogger("klaw.memory.forgetting").level == logging.INFO
+
+
+def test_a_forget_stopped_before_clearing_its_note_is_said_finished(
+    home: KlawHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """adversary26 L5 (decision 468): killed after the log rewrite, before its note was dropped, `klaw log check`
+    said the log still held the text (exit 1), while it did not; it says the forget finished now (exit 0)."""
+    from klaw.memory.forgetting import Forgetting
+
+    ids = fill(home)
+    note = Forgetting._note_pending
+
+    async def killed_before_unnote(self: Forgetting, tombstone_id: str, *, add: bool) -> None:
+        if not add:
+            raise _Killed
+        await note(self, tombstone_id, add=add)
+
+    monkeypatch.setattr(Forgetting, "_note_pending", killed_before_unnote)
+    result = CliRunner().invoke(app, ["memory", "forget", "exchange", str(ids["exchange"]), "--yes"], env=ENV(home))
+    assert isinstance(result.exception, _Killed)
+    monkeypatch.setattr(Forgetting, "_note_pending", note)
+    assert SECRET not in log_text(home)
+    check = CliRunner().invoke(app, ["log", "check"], env=ENV(home))
+    said = " ".join(check.stdout.split())
+    assert check.exit_code == 0, said
+    assert f"A forget of exchange {ids['exchange']} of {ME} was stopped after it finished" in said
+    assert "still holding" not in said
+    code, _, _ = run(home, "segment", str(ids["their_segment"]), "--yes")  # any forget clears the note
+    assert code == 0
+    assert "was stopped after it finished" not in CliRunner().invoke(app, ["log", "check"], env=ENV(home)).stdout
+
+
+def test_a_forget_whose_tombstone_reached_the_log_not_the_database_is_named(
+    home: KlawHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """adversary26 L6 (decision 468): the disk full once the tombstone's line was written, the database kept the
+    text; `klaw memory forget` said only "no space left" and `klaw log check` nothing (exit 0). Both say the
+    forget did not finish and how it finishes; the same command again finishes it."""
+    from klaw.memory.ingestion import Ingestion
+    from klaw.store.records import MessageType
+
+    ids = fill(home)
+    append = Ingestion._append
+
+    async def full_after_the_log(self: Ingestion, logged: Any, embed: Any, write: Any) -> Any:
+        if logged[0].type is MessageType.FORGET:
+            write()  # the line is durable in the log; then the database's write fails
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return await append(self, logged, embed, write)
+
+    monkeypatch.setattr(Ingestion, "_append", full_after_the_log)
+    result = CliRunner().invoke(app, ["memory", "forget", "exchange", str(ids["exchange"]), "--yes"], env=ENV(home))
+    monkeypatch.setattr(Ingestion, "_append", append)
+    assert isinstance(result.exception, OSError)  # worded by `klaw`'s main as any full disk is ("no space left")
+    told = " ".join(result.stdout.split())
+    assert f"A forget of exchange {ids['exchange']} of {ME} did not finish: its tombstone reached the log" in told
+    assert SECRET in log_text(home) and '"type":"forget"' in log_text(home)
+    check = CliRunner().invoke(app, ["log", "check"], env=ENV(home))
+    said = " ".join(check.stdout.split())
+    assert check.exit_code == 1, said  # was 0, and nothing said
+    assert "its text is still in the database, search and the log. The next engine start finishes it" in said
+    code, out, _ = run(home, "exchange", str(ids["exchange"]), "--yes")
+    assert code == 0 and f"Forgot exchange {ids['exchange']}" in out
+    assert SECRET not in log_text(home)
+    assert CliRunner().invoke(app, ["log", "check"], env=ENV(home)).exit_code == 0
+
+
+def ENV(home: KlawHome) -> dict[str, str]:
+    return {"KLAW_HOME": str(home.root), "COLUMNS": "300"}

@@ -11,6 +11,7 @@ it. An engine answering on its socket is asked to forget instead (memory_forget_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,7 @@ from klaw.memory.forget_targets import ForgetError, ForgetKind, typed_target  # 
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
     from klaw.config import DatabaseConfig
+    from klaw.memory.forget_notes import NotedForget
     from klaw.memory.forgetting import ForgetOutcome, ForgetPlan, Forgetting
     from klaw.store.protocol import Storage
     from klaw.store.records import ChatRef
@@ -229,6 +231,10 @@ async def _forget(
                 except asyncio.CancelledError:  # Ctrl-C: `forget` let the log's rewrite end if it had begun
                     said(await _after_ctrl_c(forgetting, plan))
                     raise
+                except Exception:  # a full disk, say: how far it got, then the failure's own words (decision 468)
+                    with contextlib.suppress(Exception):
+                        said(await _after_ctrl_c(forgetting, plan, "Not finished"))
+                    raise
             finally:
                 await store.aclose()
     except HomeHeldError as exc:
@@ -261,7 +267,10 @@ async def _finish_pending(forgetting: Forgetting) -> tuple[list[tuple[ChatRef, s
     before decision 454 only the next engine start did, and a home copied meanwhile kept the text. Its warning
     is kept quiet while it runs (our words say it, once), and only then: the process's other lines of
     klaw.memory.forgetting (`--verbose`'s "forgot exchange 7 …") stay as they were."""
-    pending = await forgetting.pending_targets()
+    from klaw.memory.forget_notes import Left
+
+    noted = await forgetting.notes.read()
+    pending = [(n.chat, n.target) for n in noted if n.left in (Left.LOG, Left.NOTE)]  # a done one's note too
     if not pending:
         return pending, 0
     quiet = logging.getLogger("klaw.memory.forgetting")
@@ -273,14 +282,21 @@ async def _finish_pending(forgetting: Forgetting) -> tuple[list[tuple[ChatRef, s
         quiet.setLevel(level)
 
 
-async def _after_ctrl_c(forgetting: Forgetting, plan: ForgetPlan) -> str:
-    if pending := await forgetting.pending_targets():
-        return f"Interrupted. {pending_words(pending)}"
+async def _after_ctrl_c(forgetting: Forgetting, plan: ForgetPlan, stopped: str = "Interrupted") -> str:
+    """What a forget stopped part-way (Ctrl-C; a failure such as a full disk: `stopped` "Not finished") left."""
+    from klaw.memory.forget_notes import Left, not_stored_words
+
+    noted = await forgetting.notes.read()
+    for left in noted:
+        if left.left is Left.NOT_STORED and (left.chat, left.target) == (plan.chat, plan.label):
+            return not_stored_words(left) if stopped == "Not finished" else f"{stopped}. {not_stored_words(left)}"
+    if pending := [(n.chat, n.target) for n in noted if n.left is Left.LOG]:
+        return f"{stopped}. {pending_words(pending)}"
     try:
         await forgetting.plan(plan.kind, plan.target_id, plan.chat)
     except ForgetError:  # gone: the tombstone was stored, and the rewrite it began ended
-        return f"Interrupted, once {plan.said} was forgotten: it is out of the database, search and the log."
-    return "Interrupted. Nothing was forgotten."
+        return f"{stopped}, once {plan.said} was forgotten: it is out of the database, search and the log."
+    return f"{stopped}. Nothing was forgotten."
 
 
 def _finished_words(finished: list[tuple[ChatRef, str]], files: int) -> str:
@@ -303,29 +319,36 @@ def pending_words(pending: list[tuple[ChatRef, str]]) -> str:
 
 def _left_words(home: KlawHome, database: DatabaseConfig) -> str:
     """What a forget interrupted before its own words left: the log's text still to take out, or nothing."""
+    from klaw.memory.forget_notes import Left, not_stored_words
     from klaw.store.protocol import StorageError
 
     try:
-        pending = pending_forgets(home, database)
+        noted = pending_forgets(home, database)
     except StorageError as exc:
         return f"Whether it forgot anything could not be read ({exc}); `klaw log check` says once it can."
-    return pending_words(pending) if pending else "Nothing was forgotten."
+    if pending := [(n.chat, n.target) for n in noted if n.left is Left.LOG]:
+        return pending_words(pending)
+    if unstored := [n for n in noted if n.left is Left.NOT_STORED]:
+        return not_stored_words(unstored[0])
+    return "Nothing was forgotten."
 
 
-def pending_forgets(home: KlawHome, database: DatabaseConfig) -> list[tuple[ChatRef, str]]:
-    """The forgets an interruption left unfinished (read only): none where there is no database yet (nothing
-    was forgotten in it). A database that is there but cannot be opened raises `StorageError`, whose words
-    say why: the caller says the check was not made, never that nothing is left (decision 460)."""
+def pending_forgets(home: KlawHome, database: DatabaseConfig) -> list[NotedForget]:
+    """The forgets an interruption left noted, each with how far it got (read only; none begun are left
+    out): none where there is no database yet (nothing was forgotten in it). A database that is there but
+    cannot be opened raises `StorageError`, whose words say why: the caller says the check was not made,
+    never that nothing is left (decision 460)."""
+    from klaw.memory.forget_notes import Left
     from klaw.store.backend import not_set_up, open_storage
 
     path = home.database_file(database.path)
 
-    async def read() -> list[tuple[ChatRef, str]]:
+    async def read() -> list[NotedForget]:
         if (database.backend == "sqlite" and not path.exists()) or await not_set_up(database) is not None:
             return []
         store = await open_storage(path, database)
         try:
-            return await _forgetting(home, store).pending_targets()
+            return [n for n in await _forgetting(home, store).notes.read() if n.left is not Left.NOTHING]
         finally:
             await store.aclose()
 
@@ -357,3 +380,15 @@ def finish_interrupted_forgets(home: KlawHome, database: DatabaseConfig, command
         return asyncio.run(finish())
     except (StorageError, HomeHeldError):
         return None
+
+
+def noted_words(noted: list[NotedForget]) -> list[str]:
+    """What `klaw log check` says of the forgets a stop left noted (decision 468)."""
+    from klaw.memory.forget_notes import Left, not_stored_words, note_left_words
+
+    pending = [(n.chat, n.target) for n in noted if n.left is Left.LOG]
+    return [
+        *([pending_words(pending)] if pending else []),
+        *(not_stored_words(n) for n in noted if n.left is Left.NOT_STORED),
+        *(note_left_words(n) for n in noted if n.left is Left.NOTE),
+    ]

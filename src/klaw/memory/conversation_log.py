@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from klaw.atomic_file import append_whole, fsync_dir
 from klaw.bounded_lines import numbered_lines
-from klaw.memory.log_rewrite import DAY, remove_lines
+from klaw.memory.log_rewrite import DAY, holds_lines, record_line, remove_lines
 from klaw.private_files import open_private, private_dirs
 from klaw.scheduling.names import is_task_log_dir
 from klaw.store.log_format import MAX_RECORD_BYTES, TOO_LONG, MalformedLine, decode_record, encode_record
@@ -131,6 +131,33 @@ class ConversationLog:
                 if await _on_log_threads(remove_lines, path, wanted):
                     rewritten.append(path)
         return rewritten
+
+    async def holds_records(self, chat: ChatRef, ids: Collection[str], days: Iterable[str] | None = None) -> bool:
+        """Whether the chat's files of `days` (None: all) still hold a line of the records `ids` (read only):
+        what `remove_records` would rewrite (decision 468)."""
+        directory = self.chat_dir(chat)
+        if days is None:
+            paths = self.files(directory)
+        else:
+            paths = [directory / f"{day}.jsonl" for day in sorted(set(days)) if DAY.match(day)]
+        wanted = frozenset(ids)
+        for path in paths:
+            if await _on_log_threads(holds_lines, path, wanted):
+                return True
+        return False
+
+    async def find_record(self, record_id: str) -> MessageRecord | None:
+        """The record `record_id` wherever a chat's files hold it, newest files first; None when none does.
+        Reads every file in the worst case: only for a forget's tombstone the database lacks (decision 468)."""
+        for directory in self.chat_dirs():
+            for path in reversed(self.files(directory)):
+                raw = await _on_log_threads(record_line, path, record_id)
+                if raw is not None:
+                    try:
+                        return decode_record(raw.decode("utf-8"))
+                    except (UnicodeDecodeError, MalformedLine):
+                        return None
+        return None
 
     def chat_dirs(self) -> list[Path]:
         """The chats' directories, by name. Scheduled tasks' run logs (`scheduler_<task>`) are not
@@ -274,6 +301,12 @@ class StoreKeptLog(ConversationLog):
         self, chat: ChatRef, ids: Collection[str], days: Iterable[str] | None = None
     ) -> list[Path]:
         return []
+
+    async def holds_records(self, chat: ChatRef, ids: Collection[str], days: Iterable[str] | None = None) -> bool:
+        return False  # the tombstone's fold deleted the lines in its own transaction
+
+    async def find_record(self, record_id: str) -> MessageRecord | None:
+        return None  # a record in this log is in the database: the same transaction stored both
 
     def _dirs(self) -> list[Path]:
         return []

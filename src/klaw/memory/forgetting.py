@@ -32,22 +32,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from klaw.memory.forget_notes import PENDING_KEY, ForgetNotes, Left
 from klaw.memory.forget_targets import WHERE_SHOWN, ForgetError, ForgetKind, resolve_memory, typed_target
 from klaw.memory.segment_numbers import id_of_number, number_of, segment_words
 from klaw.scheduling.names import ADD_TOOL, SPAWN_TOOL
-from klaw.store.archival_records import forget_record, forgotten_days, forgotten_ids
+from klaw.store.archival_records import forget_record
 from klaw.store.exchange_records import NOT_ANSWERED_AGAIN
 from klaw.store.records import ChatRef, Exchange, ExchangeStatus, MessageType, Role, StoredMessage
 
 if TYPE_CHECKING:  # `klaw memory forget` loads this module for ForgetKind; `klaw --help` must stay light
     from klaw.memory.ingestion import Ingestion
 
-__all__ = ["ForgetError", "ForgetKind", "ForgetOutcome", "ForgetPlan", "Forgetting"]
+__all__ = ["PENDING_KEY", "ForgetError", "ForgetKind", "ForgetOutcome", "ForgetPlan", "Forgetting"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-PENDING_KEY = "forget.pendingLogRewrites"  # tombstone ids whose log files may still hold forgotten lines
 
 
 @dataclass(frozen=True)
@@ -170,6 +169,7 @@ class Forgetting:
         self._store = ingestion.store
         self._log = ingestion.log
         self._clock = clock
+        self.notes = ForgetNotes(self._store, self._log)
 
     async def plan(self, kind: ForgetKind, target_id: int | str, chat: ChatRef | None) -> ForgetPlan:
         """What forgetting the target removes (`target_id` as typed: checked by `typed_target`). `chat` (None:
@@ -292,27 +292,15 @@ class Forgetting:
         return rewritten
 
     async def pending_targets(self) -> list[tuple[ChatRef, str]]:
-        """What the forgets `finish_pending` would finish erased (chat, `exchange 7`): named by `klaw log check`
-        and `klaw memory forget` until the log files no longer hold the text (decision 454)."""
-        stored = [await self._store.messages.get(tombstone_id) for tombstone_id in await self._pending()]
-        return [(m.record.chat, str((m.record.metadata or {}).get("target", "?"))) for m in stored if m is not None]
+        """What the forgets `finish_pending` would rewrite the log for erased (chat, `exchange 7`): named by
+        `klaw log check` and `klaw memory forget` while the log files still hold the text (decisions 454, 468)."""
+        return [(n.chat, n.target) for n in await self.notes.read() if n.left is Left.LOG]
 
     async def finish_pending(self) -> int:
-        """Rewrite the log files a forget interrupted by a crash left holding forgotten records
-        (run at start-up, after crash recovery); returns how many files were rewritten."""
-        pending = await self._pending()
-        rewritten = 0
-        for tombstone_id in pending:
-            stored = await self._store.messages.get(tombstone_id)
-            if stored is not None:
-                record = stored.record
-                days = forgotten_days(record) or None
-                rewritten += len(await self._log.remove_records(record.chat, forgotten_ids(record), days))
-            await self._note_pending(tombstone_id, add=False)
-        if pending:
-            await self._store.history.checkpoint()
-            log.warning("finished %d interrupted forget(s): %d log file(s) rewritten", len(pending), rewritten)
-        return rewritten
+        """Rewrite the log files a forget interrupted by a crash left holding forgotten records, and drop
+        the notes of forgets done (run at start-up, after crash recovery); returns how many files were
+        rewritten."""
+        return await self.notes.finish()
 
     async def _resolve(
         self, kind: ForgetKind, target_id: int | str, chat: ChatRef | None
@@ -342,18 +330,8 @@ class Forgetting:
         shown = max(chunk.memory_id, str(target_id), key=len)  # what was typed, when longer (it was ambiguous)
         return chunk.chat, shown, sorted({m.rowid: m for m in records}.values(), key=lambda m: m.rowid)
 
-    async def _pending(self) -> list[str]:
-        value = await self._store.settings.get(PENDING_KEY)
-        return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
-
     async def _note_pending(self, tombstone_id: str, *, add: bool) -> None:
-        pending = [item for item in await self._pending() if item != tombstone_id]
-        if add:
-            pending.append(tombstone_id)
-        if pending:
-            await self._store.settings.set(PENDING_KEY, pending)
-        else:
-            await self._store.settings.delete(PENDING_KEY)
+        await self.notes.note(tombstone_id, add=add)
 
 
 async def _carried_through(work: Coroutine[object, object, T]) -> T:

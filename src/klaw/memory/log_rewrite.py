@@ -89,3 +89,30 @@ def _line_id(raw: bytes) -> str | None:
         return None
     value = data.get("id") if isinstance(data, dict) else None
     return value if isinstance(value, str) else None
+
+
+def holds_lines(path: Path, ids: Collection[str]) -> bool:
+    """Whether `path` still holds a line of one of the records `ids`, an over-long one included: what
+    `remove_lines` would remove (read only). Blocking: run it in a thread."""
+    return any(True for _ in _lines_of(path, ids))
+
+
+def record_line(path: Path, record_id: str) -> bytes | None:
+    """The line of the record `record_id` in `path` (None: none, or one too long to be read whole)."""
+    return next((raw for raw, whole in _lines_of(path, [record_id]) if whole), None)
+
+
+def _lines_of(path: Path, ids: Collection[str]) -> Iterator[tuple[bytes, bool]]:
+    """The lines (or heads of over-long ones) of `path` that are records `ids`, as `remove_lines` tells them."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return
+    with handle:
+        wanted = [record_id.encode("utf-8") for record_id in ids]
+        for raw, whole in _lines_or_heads(handle):
+            if (
+                any(record_id in raw for record_id in wanted)
+                and (_line_id(raw) if whole else _head_id(raw, ids)) in ids
+            ):
+                yield raw, whole
