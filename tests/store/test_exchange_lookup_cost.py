@@ -18,7 +18,8 @@ import apsw
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role
 from klaw.store.sqlite.store import SqliteStore
-from klaw.store.summaries.log_records import exchange_summary_record
+from klaw.store.summaries.log_records import exchange_summary_record, segment_summary_record
+from klaw.store.summaries.records import SummaryKind
 
 CHAT = ChatRef("console", "me")
 OTHER = ChatRef("telegram", "42")
@@ -87,4 +88,69 @@ async def test_a_turns_bookkeeping_does_not_grow_with_the_chat(tmp_path: Path) -
     short = await bookkeeping_steps(tmp_path, 10)
     long = await bookkeeping_steps(tmp_path, 500)  # 50 times the history
     # A deeper b-tree costs a few more instructions per lookup; reading the chat cost ~20 times more.
+    assert long < 1.5 * short, (short, long)
+
+
+async def summary_append_steps(tmp_path: Path, history: int) -> int:
+    """Instructions SQLite runs to append one exchange summary record and read back the summary its fold
+    stored (`append_record`, the summary log's path), after `history` summarized exchanges in the same
+    segment, and then a rolling segment summary's."""
+    store = await SqliteStore.open(tmp_path / f"summaries-{history}.db")
+    try:
+        earlier: list[MessageRecord] = []
+        for n in range(history + 1):
+            turn = exchange_records(CHAT, n, T0 + timedelta(seconds=n))
+            earlier += turn
+            if n < history:  # every earlier exchange summarized, as the summarizer leaves a chat
+                written = T0 + timedelta(seconds=n, milliseconds=500)
+                earlier.append(
+                    exchange_summary_record(
+                        CHAT, f"summary {n}", exchange=turn[1].id, sources=(), model="fake", at=written
+                    )
+                )
+        await store.messages.append_many(earlier)
+        user, opened, reply, _closed = earlier[-4:]
+        at, sources = T0 + timedelta(days=1), [user.id, reply.id]
+        summary = exchange_summary_record(CHAT, "The garden.", exchange=opened.id, sources=sources, model="fake", at=at)
+        rolling = segment_summary_record(
+            CHAT,
+            "The garden, all along.",
+            covers=opened.id,
+            final=False,
+            exchanges_covered=history + 1,
+            sources=[summary.id],
+            model="fake",
+            at=at,
+        )
+
+        steps = 0
+
+        def count() -> bool:
+            nonlocal steps
+            steps += STEP
+            return False
+
+        await store.db.run(lambda connection: connection.set_progress_handler(count, STEP))
+        _, stored = await store.summaries.append_record(summary)
+        _, rolled = await store.summaries.append_record(rolling)
+        assert stored is not None and (stored.kind, stored.text, stored.record_id) == (
+            SummaryKind.EXCHANGE,
+            summary.content,
+            summary.id,
+        )
+        assert rolled is not None and (rolled.kind, rolled.text, rolled.record_id) == (
+            SummaryKind.SEGMENT,
+            rolling.content,
+            rolling.id,
+        )
+        return steps
+    finally:
+        await store.aclose()
+
+
+async def test_a_summary_appended_is_read_back_without_its_segments_other_summaries(tmp_path: Path) -> None:
+    # The fold's summary was looked for among every summary of its segment (one an exchange): ~16 ms of the
+    # database thread a summary at 100k stored messages, in the turn bench's chat (decision 459).
+    short = await summary_append_steps(tmp_path, 10)
+    long = await summary_append_steps(tmp_path, 200)
     assert long < 1.5 * short, (short, long)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from klaw.store.protocol import Storage
 from klaw.store.records import MessageRecord, Role
-from klaw.store.summaries.log_records import exchange_summary_record
+from klaw.store.summaries.log_records import exchange_summary_record, segment_summary_record
+from klaw.store.summaries.records import SummaryKind
 from tests.memory.summary_helpers import ALICE, T0, Turns
 
 
@@ -64,6 +65,17 @@ async def test_an_appended_summary_record_comes_back_with_the_summary_its_fold_k
     stored, kept = await storage.summaries.append_record(orphan)
     assert stored.record.id == orphan.id and kept is None
     assert (await storage.summaries.exchange_summary(tea.id)) == summary
+    # A rolling segment summary comes back as its segment's summary, not as an exchange's of the segment.
+    rolling = segment_summary_record(
+        ALICE, "Tea, so far.", covers=opened, final=False, exchanges_covered=1, sources=[record.id], model="m", at=T0
+    )
+    _, rolled = await storage.summaries.append_record(rolling)
+    assert rolled is not None and (rolled.kind, rolled.text, rolled.record_id) == (
+        SummaryKind.SEGMENT,
+        "Tea, so far.",
+        rolling.id,
+    )
+    assert rolled == await storage.summaries.segment_summary(tea.segment_id)
 
 
 async def test_a_scan_brings_the_records_of_each_exchange_to_summarize(storage: Storage) -> None:

@@ -85,14 +85,20 @@ async def open_record_id(connection: Connection, exchange_id: int) -> str | None
     return None if value is None else str(value)
 
 
+# The ids of the summaries a summary record can have been folded into (the record's rowid, thrice): its
+# exchange's or its segment's, as in SQLite (`summaries/sqlite/fold.py`, decision 459).
+FOLDED_INTO = (
+    "SELECT x.id FROM summary_records r JOIN summaries x ON x.exchange_id = r.exchange_id WHERE r.rowid = %s"
+    " UNION ALL SELECT x.id FROM summary_records r JOIN summaries x ON x.segment_id = r.segment_id"
+    " AND x.kind = 'segment' WHERE r.rowid = %s AND r.exchange_id IS NULL"
+)
+
+
 async def folded_from(connection: Connection, rowid: int) -> Summary | None:
     """The summary the fold stored from the summary record at `rowid` (None: it kept nothing), found
-    through the record's `summary_records` row by its segment (an index) rather than by a scan."""
-    found = await load_summaries(
-        connection,
-        "s.segment_id = (SELECT segment_id FROM summary_records WHERE rowid = %s) AND s.record_rowid = %s",
-        (rowid, rowid),
-    )
+    through the record's `summary_records` row as the one summary it can be (`FOLDED_INTO`), not among
+    every summary of its segment (one an exchange)."""
+    found = await load_summaries(connection, f"s.record_rowid = %s AND s.id IN ({FOLDED_INTO})", (rowid,) * 3)
     return found[0] if found else None
 
 
