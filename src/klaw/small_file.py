@@ -7,11 +7,16 @@ terminal there does not become the process's own), checked on that descriptor to
 can be swapped in between), and read up to a cap. A symlink to a regular file is followed: an engine.yaml kept
 among dotfiles is one. A refusal is an OSError whose `strerror` says what stands there or how large it is,
 for the caller's message, which names the file and what to do (decision 453).
+
+That message is written once, here (`refused`, decision 469): the file, what is wrong with it (not a regular
+file, too big, not UTF-8, not valid JSON, not a JSON object) and the fix the caller gives. Six callers wrote
+it six ways ("not text", "unreadable", "not JSON as klaw writes it (ValueError)"…).
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from pathlib import Path
@@ -41,6 +46,29 @@ def read_regular(fd: int, max_bytes: int, name: str) -> bytes:
     os.set_blocking(fd, True)
     with open(fd, "rb", closefd=False) as file:
         return file.read(max_bytes)
+
+
+def what_is_wrong(problem: BaseException | str) -> str:
+    """What is wrong with a small file `read_small` refused, or whose text was not UTF-8 or not JSON
+    (`problem`: the exception, or the words for a check of the caller's own, e.g. "not a JSON object")."""
+    if isinstance(problem, str):
+        return problem
+    if isinstance(problem, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(problem, json.JSONDecodeError):
+        return f"not valid JSON at line {problem.lineno}"
+    if isinstance(problem, ValueError | RecursionError):  # json.loads: a number past 4,300 digits, nesting too deep
+        return "not valid JSON klaw can read (a number too long or nesting too deep)"
+    if isinstance(problem, OSError) and problem.strerror:  # ours, or the system's ("Permission denied")
+        return problem.strerror[0].lower() + problem.strerror[1:]
+    return type(problem).__name__
+
+
+def refused(name: str | Path, problem: BaseException | str, fix: str) -> str:
+    """The sentence for a small file klaw will not take: `name` (its path, or what it is), what is wrong with
+    it and `fix`, e.g. "/home/k/web_token cannot be read (not a regular file but a FIFO (named pipe)); remove
+    it and start again…"."""
+    return f"{name} cannot be read ({what_is_wrong(problem)}); {fix}"
 
 
 def size_words(size: int) -> str:

@@ -61,4 +61,7 @@ async def test_a_huge_prompt_file_is_cut_at_its_cap_and_a_fifo_left_out_both_sai
         "[klaw: the rest of AGENTS.md (360,027 bytes in all) is left out: a prompt file is read up to 64 KiB]" in prompt
     )
     assert "Prompt file AGENTS.md is 360,027 bytes: only its first 64 KiB go into each prompt; shorten it" in status
-    assert "Prompt file SOUL.md is left out of the prompt: not a regular file but a FIFO (named pipe)" in status
+    assert (
+        "Prompt file SOUL.md cannot be read (not a regular file but a FIFO (named pipe)); it is left out of the prompt:"
+        " put a file there or remove it" in status
+    ), status

@@ -69,11 +69,12 @@ async def test_invalid_updates_are_refused_without_echoing_values(
 
 async def test_a_file_a_person_broke_is_not_overwritten(memory: CoreMemory) -> None:
     memory.path.write_text('{"name": "Ada",', encoding="utf-8")
-    with pytest.raises(CoreMemoryError, match="not valid JSON"):
+    fix = "it is left as it is: ask the person to fix it by hand"
+    with pytest.raises(CoreMemoryError, match=rf"core_memory.json cannot be read \(not valid JSON at line 1\); {fix}"):
         await memory.update({"city": "Porto"}, max_chars=500)
     assert memory.path.read_text(encoding="utf-8") == '{"name": "Ada",'
     memory.path.write_text("[1, 2]", encoding="utf-8")
-    with pytest.raises(CoreMemoryError, match="JSON object"):
+    with pytest.raises(CoreMemoryError, match=rf"core_memory.json cannot be read \(not a JSON object\); {fix}"):
         await memory.update({"city": "Porto"}, max_chars=500)
 
 

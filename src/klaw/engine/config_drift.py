@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from klaw.config_loader import MAX_CONFIG_BYTES
-from klaw.small_file import read_small
+from klaw.small_file import read_small, refused
 from klaw.yaml_syntax import safe_load
 
 CHANGED = "engine.yaml changed since klaw started: restart it to apply"
@@ -48,9 +48,9 @@ class ConfigFileNote:
         """None: the file is as the engine read it; else `CHANGED`, or why it cannot be read now."""
         if not self.watched:
             return None
-        now, why = _read(self.path)
-        if why is not None:
-            return f"{self.path} cannot be read now ({why}): a restart would fail; `klaw config check` says more"
+        now, problem = _read(self.path)
+        if problem is not None:
+            return refused(self.path, problem, "a restart would fail: `klaw config check` says more")
         if now == self.text:
             return None
         try:
@@ -65,14 +65,14 @@ class ConfigFileNote:
         return [] if said is None else [f"{said} (this status is what it loaded)"]
 
 
-def _read(path: Path) -> tuple[bytes | None, str | None]:
+def _read(path: Path) -> tuple[bytes | None, OSError | None]:
     """The file's bytes (None: there is none, all defaults), or why it cannot be read."""
     try:
         return read_small(path, MAX_CONFIG_BYTES), None
     except FileNotFoundError:
         return None, None
     except OSError as exc:  # unreadable now (a FIFO, a device, too large, no permission): said as such
-        return None, exc.strerror or type(exc).__name__
+        return None, exc
 
 
 def _document(text: bytes | None) -> Any:

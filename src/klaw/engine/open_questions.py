@@ -30,7 +30,7 @@ import logging
 from pathlib import Path
 
 from klaw.atomic_file import replace_file
-from klaw.small_file import read_small, size_words
+from klaw.small_file import read_small, refused, size_words
 from klaw.store.protocol import SettingsRepository
 from klaw.store.records import ChatRef
 
@@ -148,12 +148,7 @@ def _read(path: Path) -> dict[str, list[str]]:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError, RecursionError) as exc:
-        why = (
-            exc.strerror or type(exc).__name__
-            if isinstance(exc, OSError)
-            else f"not JSON as klaw writes it ({type(exc).__name__})"
-        )
-        _ignored(path, why)
+        _ignored(path, exc)
         return {}
     if not isinstance(loaded, dict):
         _ignored(path, "not a JSON object")
@@ -161,12 +156,10 @@ def _read(path: Path) -> dict[str, list[str]]:
     return {str(k): [str(i) for i in v if isinstance(i, str)] for k, v in loaded.items() if isinstance(v, list) and v}
 
 
-def _ignored(path: Path, why: str) -> None:
-    log.warning(
-        "ignoring %s (%s): it is klaw's note of the approval questions open at a kill, and klaw writes it"
-        " as a small JSON object (at most %s). Remove it; a call whose question was open when klaw was"
-        " killed is then told to the model as one that may or may not have run",
-        path,
-        why,
-        size_words(MAX_BYTES),
+def _ignored(path: Path, problem: BaseException | str) -> None:
+    fix = (
+        "it is ignored. It is klaw's note of the approval questions open at a kill, and klaw writes it as a small"
+        f" JSON object (at most {size_words(MAX_BYTES)}). Remove it; a call whose question was open when klaw was"
+        " killed is then told to the model as one that may or may not have run"
     )
+    log.warning("%s", refused(path, problem, fix))

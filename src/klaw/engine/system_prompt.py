@@ -24,7 +24,7 @@ import logging
 import os
 from pathlib import Path
 
-from klaw.small_file import read_regular
+from klaw.small_file import read_regular, refused
 from klaw.tools.beneath import open_directory, walk
 
 log = logging.getLogger(__name__)
@@ -95,8 +95,9 @@ def _read_beneath(workspace: Path, name: str, notes: list[str]) -> str:
         data = read_regular(fd, MAX_PROMPT_FILE_BYTES + 1, name)
         size = os.fstat(fd).st_size
     except OSError as exc:  # a FIFO, a device, a folder: nothing of it goes in, and the turn goes on
-        log.warning("the prompt file %s is left out of the system prompt: %s", name, exc.strerror)
-        notes.append(f"Prompt file {name} is left out of the prompt: {exc.strerror}; put a file there or remove it")
+        said = refused(f"Prompt file {name}", exc, "it is left out of the prompt: put a file there or remove it")
+        log.warning("%s", said)
+        notes.append(said)
         return ""
     finally:
         os.close(fd)

@@ -25,12 +25,14 @@ from typing import Any
 
 from klaw.atomic_file import replace_file
 from klaw.errors import KlawError
-from klaw.small_file import read_small
+from klaw.small_file import read_small, refused
 
 log = logging.getLogger(__name__)
 
 MAX_KEY_CHARS = 64
 MAX_FILE_BYTES = 4 << 20  # far past any core memory a context could carry
+_BY_HAND = "it is left as it is: ask the person to fix it by hand"
+_AS_EMPTY = "it is treated as empty until it is fixed or removed by hand"
 
 
 class CoreMemoryError(KlawError, ValueError):
@@ -76,25 +78,15 @@ class CoreMemory:
         except FileNotFoundError:
             return {}
         except (OSError, UnicodeDecodeError) as exc:
-            raise CoreMemoryError(
-                f"{self.path.name} cannot be read ({_why(exc)}); it is left as it is: ask the person to fix it by hand"
-            ) from None
+            raise CoreMemoryError(refused(self.path.name, exc, _BY_HAND)) from None
         if not text.strip():
             return {}
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CoreMemoryError(
-                f"{self.path.name} is not valid JSON (line {exc.lineno}); it is left as it is: ask the person"
-                " to fix it by hand"
-            ) from None
-        except (ValueError, RecursionError):  # a hand edit: a number past 4,300 digits, nesting too deep
-            raise CoreMemoryError(
-                f"{self.path.name} holds JSON klaw cannot read (a number too long or nesting too deep); it is left"
-                " as it is: ask the person to fix it by hand"
-            ) from None
+        except (ValueError, RecursionError) as exc:  # a hand edit: a number past 4,300 digits, nesting too deep
+            raise CoreMemoryError(refused(self.path.name, exc, _BY_HAND)) from None
         if not isinstance(data, dict):
-            raise CoreMemoryError(f"{self.path.name} does not hold a JSON object; ask the person to fix it by hand")
+            raise CoreMemoryError(refused(self.path.name, "not a JSON object", _BY_HAND))
         return data
 
     async def read(self) -> dict[str, Any]:
@@ -107,22 +99,15 @@ class CoreMemory:
         except FileNotFoundError:
             return {}
         except (OSError, UnicodeDecodeError) as exc:
-            log.warning("core memory %s cannot be read (%s); treating it as empty", self.path, _why(exc))
+            log.warning("core memory %s", refused(self.path, exc, _AS_EMPTY))
             return {}
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            log.warning("core memory %s is not valid JSON (line %d); treating it as empty", self.path, exc.lineno)
-            return {}
-        except (ValueError, RecursionError):
-            log.warning(
-                "core memory %s holds JSON klaw cannot read (a number too long or nesting too deep);"
-                " treating it as empty",
-                self.path,
-            )
+        except (ValueError, RecursionError) as exc:
+            log.warning("core memory %s", refused(self.path, exc, _AS_EMPTY))
             return {}
         if not isinstance(data, dict):
-            log.warning("core memory %s must hold a JSON object; treating it as empty", self.path)
+            log.warning("core memory %s", refused(self.path, "not a JSON object", _AS_EMPTY))
             return {}
         return data
 
@@ -159,9 +144,3 @@ def _check_value(key: str, value: Any) -> None:
             stack.extend(item)
         elif item is not None and not isinstance(item, str | int | float | bool):
             raise CoreMemoryError(f"the value of {_shown(key)} is not a JSON value")
-
-
-def _why(exc: OSError | UnicodeDecodeError) -> str:
-    if isinstance(exc, UnicodeDecodeError):
-        return "not UTF-8 text"
-    return exc.strerror or type(exc).__name__

@@ -17,10 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from klaw.atomic_file import replace_file
-from klaw.small_file import read_small
+from klaw.small_file import read_small, refused
 
 log = logging.getLogger(__name__)
 MAX_BYTES = 1 << 20  # a week of sign-outs is a few KiB
+_FORGOTTEN = "earlier sign-outs are forgotten (remove it: klaw writes it again at the next sign-out)"
 
 
 class RevokedSessions:
@@ -51,10 +52,9 @@ class RevokedSessions:
             return {}
         except (OSError, ValueError, RecursionError) as exc:
             # Unreadable: sign-outs recorded there are lost, which the log says; the gateway still starts.
-            why = (exc.strerror or "unreadable") if isinstance(exc, OSError) else "not valid JSON"
-            log.warning("%s is unreadable (%s); earlier sign-outs are forgotten", self._path, why.lower())
+            log.warning("%s", refused(self._path, exc, _FORGOTTEN))
             return {}
         if not isinstance(data, dict):
-            log.warning("%s does not hold a JSON object; earlier sign-outs are forgotten", self._path)
+            log.warning("%s", refused(self._path, "not a JSON object", _FORGOTTEN))
             return {}
         return {str(k): v for k, v in data.items() if isinstance(v, int) and not isinstance(v, bool)}

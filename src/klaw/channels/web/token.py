@@ -15,7 +15,7 @@ import stat
 
 from klaw.home import KlawHome
 from klaw.private_files import open_private, private_dirs
-from klaw.small_file import read_small
+from klaw.small_file import read_small, refused
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +38,12 @@ def load_or_create_token(home: KlawHome) -> str:
         try:
             token = read_small(path, MAX_TOKEN_FILE_BYTES).decode("utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not text"
             raise OSError(
-                f"{path} cannot be the web page's token ({why}): remove it and start again; klaw makes a new"
-                " token (every browser signs in again)"
+                refused(
+                    f"{path} (the web page's token)",
+                    exc,
+                    "remove it and start again: klaw makes a new token (every browser signs in again)",
+                )
             ) from None
         if token:
             return token
