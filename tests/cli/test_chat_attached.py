@@ -143,6 +143,7 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                     assert not (home / "workspace" / "killed.txt").exists()
                     assert await stop(again) == 0
                 await term.wait_for(lambda s: folded(s).count(folded(WENT_AWAY)) == 2, "the engine's going again")
+                assert "klaw logged" not in await term.screen()  # the going said, not pointed at (decision 464)
                 await term.type_line("typed while it was down")
                 await term.wait_for(lambda s: KEPT in folded(s), "the message said kept")
                 await term.tmux("send-keys", "-t", term.target, "C-c")  # the service stays down: leave

@@ -20,9 +20,9 @@ CHANGED = "engine.yaml changed since klaw started: restart it to apply"
 HOST_EXEC_FIX = "list the commands it may run in hostExec.allow"
 
 
-async def _klaw_tools(home: Path) -> tuple[str, str]:
+async def _klaw(home: Path, *args: str) -> tuple[str, str]:
     env = {**os.environ, "KLAW_HOME": str(home), "COLUMNS": "200"}
-    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "klaw", "tools", env=env, stdout=-1, stderr=-1)
+    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "klaw", *args, env=env, stdout=-1, stderr=-1)
     out, err = await asyncio.wait_for(process.communicate(), timeout=60)
     return out.decode(), err.decode()
 
@@ -50,6 +50,11 @@ async def test_an_engine_yaml_edited_after_the_start_is_said_with_restart_not_th
             status = await agent.ask("alice", "/status")
             assert status.startswith(CHANGED), status  # where a person looks first, above uptime and scheduler
 
-            out, err = await _klaw_tools(home)  # over the running engine's socket
+            out, err = await _klaw(home, "tools")  # over the running engine's socket
             assert CHANGED in err and "Traceback" not in err, err
             assert HOST_EXEC_FIX not in out, out
+
+            # newcomer18 (decision 464): `klaw config check` said "valid" as if the edit were in force.
+            out, err = await _klaw(home, "config", "check")
+            assert out.strip().endswith(": valid"), (out, err)
+            assert f"warning: {CHANGED} (a program using klaw's library API" in err, err

@@ -116,7 +116,7 @@ async def test_a_chat_that_is_not_the_persons_is_refused_and_nothing_is_sent(cap
         assert result["content"] == (  # refused as its arguments are validated, before anything could ask
             "invalid arguments:\n- target: telegram:99 is not one of the person's chats this agent may"
             f" write to (allowed: console:{_user()}, telegram:42, web:main); the person can add it to"
-            " tools.messageTargets in engine.yaml"
+            " tools.messageTargets in engine.yaml, then restart klaw"
         )
         assert not (s.home.conversations / "telegram_99").exists()
         assert not [r for r in caplog.records if r.name == "klaw.tools.calls"]  # a refusal, not a traceback
@@ -295,7 +295,7 @@ async def test_a_task_may_report_only_where_message_send_may_write() -> None:
         assert s.tool_result()["content"] == (
             "inject_into: telegram:99 is not one of the person's chats this agent may write to (allowed:"
             f" console:{_user()}, telegram:42, web:main); the person can add it to tools.messageTargets in"
-            " engine.yaml"
+            " engine.yaml, then restart klaw"
         )
         assert await scheduler.list_tasks() == []
 

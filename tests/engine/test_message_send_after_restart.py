@@ -101,7 +101,7 @@ def _hour_refusal(sent: int, minutes: int, frees: str) -> str:
     return (
         f"not sent: telegram:42 has had {sent} message(s) from message_send in the last hour, the most"
         f" tools.messageSendsPerChatPerHour allows; the next may go in {minutes} minute(s) (at {frees} UTC): do not"
-        " try again before then. The person can raise the cap in engine.yaml."
+        " try again before then. The person can raise the cap in engine.yaml (then restart klaw)."
     )
 
 

@@ -44,7 +44,7 @@ async def test_one_answer_asking_for_many_sends_gets_three_sent_and_the_rest_ref
         refused = (
             "not sent: message_send sends at most 3 message(s) per turn (tools.messageSendsPerTurn), and this turn"
             " has sent 3. The next turn may send again; put the rest into one message or into your answer here."
-            " The person can raise the cap in engine.yaml."
+            " The person can raise the cap in engine.yaml (then restart klaw)."
         )
         assert results[3:] == [refused] * 3
         said = [r.content for r in s.logged(TELEGRAM) if r.role is Role.ASSISTANT]
@@ -94,7 +94,7 @@ async def test_a_chat_that_had_its_hourly_messages_gets_no_more_until_the_oldest
         assert _last_tool_result(s.server.chat_requests[-1].body) == (
             "not sent: telegram:42 has had 2 message(s) from message_send in the last hour, the most"
             f" tools.messageSendsPerChatPerHour allows; the next may go in 40 minute(s) (at {frees} UTC): do not"
-            " try again before then. The person can raise the cap in engine.yaml."
+            " try again before then. The person can raise the cap in engine.yaml (then restart klaw)."
         )
 
         await s.clock.advance(41 * 60)

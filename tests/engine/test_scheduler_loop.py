@@ -166,6 +166,27 @@ async def test_missed_fire_times_within_grace_coalesce_into_one_run(store: Sched
         await rig.scheduler.stop()
 
 
+async def test_a_missed_time_farther_than_the_next_is_not_run_twice(store: ScheduleStore) -> None:
+    """newcomer18 (decision 464): a minutely task back 48 s after its time ran then and again 12 s later. It
+    runs at whichever time is nearer: the next one here, 12 s on; the missed one when that is nearer."""
+    store.add(stored_task("tick", TaskSchedule.cron("* * * * *"), next_run_at=START))
+    rig = await start(store, ManualClock(START + timedelta(seconds=48)))
+    try:
+        assert rig.fired() == []
+        task = store.get("tick")
+        assert task is not None and (task.last_status, task.next_run_at) == ("missed", START + timedelta(minutes=1))
+        await rig.advance(12)
+        assert rig.fired() == ["tick"]
+    finally:
+        await rig.scheduler.stop()
+    store.add(stored_task("soon", TaskSchedule.cron("* * * * *"), next_run_at=START + timedelta(minutes=2)))
+    rig = await start(store, ManualClock(START + timedelta(minutes=2, seconds=10)))  # 10 s late, next in 50 s
+    try:
+        assert sorted(rig.fired()) == ["soon", "tick"]
+    finally:
+        await rig.scheduler.stop()
+
+
 async def test_a_run_missed_by_more_than_the_grace_is_skipped_until_its_next_time(store: ScheduleStore) -> None:
     store.add(stored_task("daily", TaskSchedule.cron("0 8 * * *"), next_run_at=START - timedelta(hours=1)))
     rig = await start(store)  # 09:00: today's 08:00 is an hour late, over the 300 s grace

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Collection
 from pathlib import Path
 from typing import Annotated, ClassVar
@@ -157,7 +158,11 @@ def _next_step(home: KlawHome, written: Collection[Path]) -> str:
     from klaw.config import RoutingConfig
     from klaw.config_loader import ConfigError, load_config
 
-    choose = f"Edit {home.config_file} to choose your model."
+    # No model yet (newcomer18, decision 464): the bundled stand-in is how to try klaw without one.
+    choose = (
+        f"Edit {home.config_file} to choose your model. No model yet? {sys.executable} -m klaw.llm.fake_server"
+        " starts a stand-in that echoes and calls tools on request, and prints the lines to put there (README.md)."
+    )
     if home.config_file in written:
         return choose
     try:

@@ -83,6 +83,7 @@ async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) ->
     logs = logs_through(console if data is None else err_console, home.chat_log_file)
     with one_terminal(directory, who, home.root, piped=data is not None), logs:
         await gateway.start()
+        gateway.link.outage.said_on_screen()  # the console says "The engine stopped." itself (decision 464)
         try:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(CONNECT_WAIT_SECONDS):

@@ -111,7 +111,8 @@ def check() -> None:
     engine would not start in this installation: the home is read-only (or not yours to write), the
     configured embedder's package is missing, the home's vectors come from another embedder (run klaw
     reindex), the PostgreSQL database cannot be reached or set up (tried, never changed), a routed model's
-    apiKeyEnv variable is not set, or a tool group tools.enabled names fails to load, as `klaw tools` says)."""
+    apiKeyEnv variable is not set, or a tool group tools.enabled names fails to load, as `klaw tools` says).
+    A valid file changed since the engine running on this home started is said to need a restart."""
     home = home_from_env(must_exist=False)  # a missing home is a missing engine.yaml: said below, exit 1
     if not home.config_file.exists():
         fail(
@@ -185,6 +186,31 @@ def check() -> None:
         warn(linked)
     if (unheard := telegram.refuses_everyone()) is not None:
         warn(f"warning: {unheard}")
+    if (behind := asyncio.run(_running_engine_behind(home))) is not None:
+        warn(behind)
+
+
+async def _running_engine_behind(home: KlawHome) -> str | None:
+    """The warning when an engine runs on `home` with engine.yaml as it was when it started, the file having
+    changed since (its `config_file` query): "valid" alone let newcomer18 think an edit was in force, and the
+    same refusal came back (decision 464). None when none runs, the file is as it read it, or it cannot say
+    (an engine older than the query, one that does not answer: `klaw tools` and `/status` say more)."""
+    from klaw.engine.frames import QueryFrame
+    from klaw.engine.one_query import EngineRefused, ask
+    from klaw.engine_presence import engine_answers, home_holder
+
+    if not await engine_answers(home.socket_path):
+        return None
+    try:
+        frame = await ask(home.socket_path, QueryFrame(id="config-1", query="config_file", params={}), 10.0)
+    except (OSError, EOFError, TimeoutError, ValueError, EngineRefused):
+        return None
+    said = frame.data.get("changed") if frame.error is None and isinstance(frame.data, dict) else None
+    if not isinstance(said, str):
+        return None
+    holder = await home_holder(home)
+    who = holder.describe() if holder is not None else "an engine"
+    return f"warning: {said} ({who} runs on {home.root} with the file as it was; the checks above are of the file now)"
 
 
 async def _stored_vectors_refused(home: KlawHome, config: EngineConfig) -> str | None:

@@ -38,14 +38,21 @@ class Listed:
 
 
 def tools(
+    name: Annotated[
+        str | None, typer.Argument(help="One tool's row, what the model is told of it and the arguments it takes.")
+    ] = None,
     chat: Annotated[
         str | None,
         typer.Option("--chat", help="The chat as channel:chat_id (default: this user's `klaw chat` console chat)."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON: chat, model, origin and the rows.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print JSON: chat, model, origin and the rows (each tool's with its parameters)."),
+    ] = False,
 ) -> None:
     """The tools a chat's model is offered (source, approval), and those not offered, failed plugins and
-    MCP servers, and skills, each with why and how to fix it; exit 1 when a group or skill failed to load."""
+    MCP servers, and skills, each with why and how to fix it; exit 1 when a group or skill failed to load.
+    `klaw tools NAME` shows one tool and the arguments it takes (what `!NAME {json}` gives the stand-in)."""
     from klaw.channels.console import console_chat
     from klaw.scheduling.names import parse_chat_target
 
@@ -56,6 +63,9 @@ def tools(
     except ValueError as exc:
         fail(f"--chat: {exc}")
     listed = asyncio.run(_listed(home, config, ref))
+    if name is not None:
+        _show_one(listed, name, as_json)
+        return
     rows = listed.inventory.rows
     if as_json:
         data = {"chat": str(ref), "origin": listed.origin, **listed.inventory.to_json()}
@@ -184,3 +194,33 @@ def _print(listed: Listed) -> None:
         cells = (row.name, row.source, row.state, "asks you" if row.needs_approval else "", why)
         table.add_row(*(one_line(cell) for cell in cells))  # an MCP server's error is shown, never obeyed (296)
     console.print(table)
+
+
+def _show_one(listed: Listed, name: str, as_json: bool) -> None:
+    """`klaw tools NAME`: the tool's row, what the model is told of it and the arguments it takes, which a
+    person typing `!NAME {json}` to the stand-in had nowhere to read (newcomer18, decision 464)."""
+    from klaw.terminal_text import one_line
+    from klaw.tools.inventory import render_line
+    from klaw.tools.schema_text import argument_lines
+
+    inventory = listed.inventory
+    row = next((row for row in inventory.rows if row.name == name), None)
+    if row is None:
+        import difflib
+
+        near = difflib.get_close_matches(name, [row.name for row in inventory.rows], n=3)
+        hint = f" (did you mean {', '.join(near)}?)" if near else ""
+        fail(f"no tool {name!r} for {inventory.chat}{hint}: `klaw tools` lists them", code=1)
+    if as_json:
+        typer.echo(json.dumps({"chat": str(inventory.chat), "origin": listed.origin, **row.to_json()}, indent=2))
+        return
+    lines = [render_line(row)]
+    if row.description:
+        lines.append(row.description)
+    if row.parameters is not None:
+        arguments = argument_lines(row.parameters)
+        lines.append("Arguments (a JSON object):" if arguments else "It takes no arguments.")
+        lines += [f"  {line}" for line in arguments]
+    else:
+        lines.append("Its arguments cannot be shown: klaw has not loaded it as a tool.")
+    typer.echo("\n".join(one_line(line) for line in lines))  # an MCP server's words shown, never obeyed

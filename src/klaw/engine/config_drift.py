@@ -1,5 +1,6 @@
-"""Whether engine.yaml has changed since the running engine read it, so `/tools`, `/status` and `klaw tools`
-say "restart it to apply" instead of repeating a fix the file already holds (newcomer16, decision 445).
+"""Whether engine.yaml has changed since the running engine read it, so `/tools`, `/status`, `klaw tools` and
+`klaw config check` (the `config_file` query, decision 464) say "restart it to apply" instead of repeating a
+fix the file already holds, or calling the file valid as if that settled it (newcomers 16 and 18, decision 445).
 
 The file's bytes are noted when the engine is assembled; a later look reads the file again and, when the bytes
 differ, compares the two YAML documents parsed (an edited comment or spacing changes nothing). A file that no
@@ -13,6 +14,7 @@ grew its memory without end (adversary25). Such a file is said plainly as one th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,11 @@ class ConfigFileNote:
         except Exception:  # no longer YAML (or not readable as text): what a restart would meet is not this
             same = False
         return None if same else CHANGED
+
+    async def answer(self, _params: Mapping[str, Any]) -> dict[str, Any]:
+        """The socket's `config_file` query: `{"changed": None}` when the file is as the engine read it, else
+        what `look` says, so `klaw config check` can say the running engine needs a restart (decision 464)."""
+        return {"changed": self.look()}
 
     def status_lines(self) -> list[str]:
         """`/status`'s line when the file changed or cannot be read."""

@@ -34,7 +34,7 @@ from klaw.engine.full_text_upkeep import FullTextUpkeep
 from klaw.engine.memory_access import MemoryAccess
 from klaw.engine.memory_parts import memory_services
 from klaw.engine.processor import Inbound
-from klaw.engine.queries import EngineQueries
+from klaw.engine.queries import Answer, EngineQueries
 from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.socket_file import hold_home
 from klaw.home import KlawHome
@@ -138,16 +138,19 @@ class Engine:
             engine = cls(home=home, config=config, parts=parts, lifetimes=lifetimes, chats=chats)
             engine.memory_access = MemoryAccess(services, home.workspace)
             if parts.socket is not None:  # listening last: recovery and resume are done
+                extra: dict[str, Answer] = {
+                    "memory_tool": engine.memory_access.answer,
+                    "tools": parts.tool_listing.answer,
+                    "forget": functools.partial(_forget_said, parts),  # `klaw memory forget` while this runs
+                }
+                if (note := parts.tool_listing.config_note) is not None:
+                    extra["config_file"] = note.answer  # `klaw config check`: does the engine need a restart?
                 queries = EngineQueries(
                     parts.memory.store,
                     parts.processor.context_history,
                     messages,
                     parts.memory.settings,
-                    extra={
-                        "memory_tool": engine.memory_access.answer,
-                        "tools": parts.tool_listing.answer,
-                        "forget": functools.partial(_forget_said, parts),  # `klaw memory forget` while this runs
-                    },
+                    extra=extra,
                     approvals=parts.approvals,
                 )
                 await parts.socket.start(_FrameAdapter(engine), queries.answer)

@@ -10,9 +10,10 @@ from the command line is picked up within a minute. Changes made by the agent's 
 
 Misfire policy (coalesce, with a grace period): when a task's fire time has passed (the engine was
 down, or busy), its latest missed fire time decides — at most `scheduler.misfireGraceSeconds` late,
-the task runs once, however many times were missed; later than that, the firing is recorded as
-`missed` and the task waits for its next time. A fire time reached while the task's previous run is
-still going is skipped (`busy`): a task never overlaps itself. The next fire time is always
+the task runs once, however many times were missed; later than that, or when its next fire time is
+nearer than the latest missed one (a minutely task back 48 s late: its next time is 12 s away; decision
+464), the firing is recorded as `missed` and the task waits for its next time. A fire time reached while
+the task's previous run is still going is skipped (`busy`): a task never overlaps itself. The next fire time is always
 computed from now, and stored before the run starts, so a crash mid-run does not re-run it.
 
 At most `scheduler.maxRunsPerDay` runs start in any 24 hours (`DailyRuns`), fired or spawned: a
@@ -237,17 +238,23 @@ class Scheduler:
                 following = task.schedule.next_after(now, anchor=task.created_at, zone=self.zone)
                 await asyncio.to_thread(self.store.set_next_run, task.name, following)
                 if due is not None:
-                    await self._fire(task, now)
+                    await self._fire(task, now, following)
                 due = following
             if due is not None:
                 soonest = min(soonest, due)
         return soonest
 
-    async def _fire(self, task: ScheduledTask, now: datetime) -> None:
+    async def _fire(self, task: ScheduledTask, now: datetime, following: datetime | None) -> None:
         latest = task.schedule.latest_at_or_before(now, anchor=task.created_at, zone=self.zone) or task.next_run_at
         if latest is not None and now - latest > self._grace:
             late = now - latest
             log.info("task %s missed its time by %s (grace %s); waiting for the next", task.name, late, self._grace)
+            await asyncio.to_thread(self.store.record_run, task.name, now, "missed")
+            return
+        if latest is not None and following is not None and following - now < now - latest:
+            # Its next time is nearer than the one missed: that one is its run. A minutely task back 48 s
+            # after its time ran then, and again 12 s later (newcomer18, decision 464).
+            log.info("task %s: its next time is nearer than the one missed; waiting for it", task.name)
             await asyncio.to_thread(self.store.record_run, task.name, now, "missed")
             return
         if self.runner.is_running(task.name):

@@ -8,7 +8,9 @@ each, never per retry: one when the engine is lost (or is not there when the gat
 when it is back, with how long it was away and how many messages are waiting to be sent. The lines
 name the reason by its exception type only, never a message's text.
 
-`klaw serve` stops its own engine at shutdown: `expect_stop()` turns that loss into an INFO line.
+`klaw serve` stops its own engine at shutdown: `expect_stop()` turns that loss into an INFO line. An attached
+`klaw chat` says the engine's going and return on its screen itself: `said_on_screen()` keeps the lines in its
+log file, without the "(klaw logged a warning: see …)" pointer that only repeated them (decision 464).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from klaw.engine.clock import Clock
+from klaw.log_format import LOG_FILE_ONLY
 
 log = logging.getLogger("klaw.gateway.link")
 
@@ -47,6 +50,7 @@ class EngineOutage:
         self._since: datetime | None = None
         self._expected = False
         self._held: str | None = None  # the start's "not running" line, held through the grace
+        self._extra: dict[str, bool] = {}  # LOG_FILE_ONLY when the person is told on the screen already
 
     @property
     def ongoing(self) -> bool:
@@ -55,6 +59,11 @@ class EngineOutage:
     def expect_stop(self) -> None:
         """This process stops the engine itself (`klaw serve`): losing it now is no news."""
         self._expected = True
+
+    def said_on_screen(self) -> None:
+        """The program tells the person of each outage itself (an attached `klaw chat`): the lines go to its
+        log file only, never pointed at on the screen."""
+        self._extra = dict(LOG_FILE_ONLY)
 
     def unreachable(self, error: OSError, *, ever_connected: bool) -> None:
         """Connecting failed; said once, at the first failure of an outage."""
@@ -70,7 +79,7 @@ class EngineOutage:
                 self._open(line, level=logging.INFO)
             elif self._held is not None and (self._clock.now() - self._since).total_seconds() >= START_GRACE_SECONDS:
                 self._held = None
-                log.warning("%s", line)
+                log.warning("%s", line, extra=self._extra)
         else:
             self._open(f"cannot reach the engine on {self._path} ({_why(error)}); {WAITING}")
 
@@ -97,13 +106,14 @@ class EngineOutage:
             news,
             away,
             buffered,
+            extra=self._extra,
         )
 
     def _open(self, line: str, level: int = logging.WARNING) -> None:
         if self._since is not None:
             return
         self._since = self._clock.now()
-        log.log(logging.INFO if self._expected else level, "%s", line)
+        log.log(logging.INFO if self._expected else level, "%s", line, extra=self._extra)
 
 
 def _why(error: BaseException) -> str:

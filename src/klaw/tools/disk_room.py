@@ -142,7 +142,8 @@ class Room:
         return (
             f"the workspace holds {size(self.used)}{write}, and its quota is {size(self.limits.quota_bytes)}"
             " (tools.workspaceQuotaMb in engine.yaml). Delete files you no longer need (file_list shows them,"
-            " code_execute can remove them), or tell the person, who can raise tools.workspaceQuotaMb"
+            " code_execute can remove them), or tell the person, who can raise tools.workspaceQuotaMb (then restart"
+            " klaw)"
         )
 
     def files_words(self, adding: int | None = None) -> str:
@@ -151,7 +152,7 @@ class Room:
             f"the workspace holds {count(self.files)}{write}, and it may hold at most"
             f" {count(self.limits.quota_files)} (tools.workspaceQuotaFiles in engine.yaml). Delete files you no"
             " longer need (file_list shows them, code_execute can remove them: rm -r a folder of many), or tell"
-            " the person, who can raise tools.workspaceQuotaFiles"
+            " the person, who can raise tools.workspaceQuotaFiles (then restart klaw)"
         )
 
     def blind_words(self) -> str:

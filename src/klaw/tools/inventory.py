@@ -11,8 +11,9 @@ so it says what the model gets, not what engine.yaml hopes for (decision 238).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
 from klaw.config import MCP_GROUP_PREFIX
@@ -37,7 +38,9 @@ class ToolRow:
     `state`: `offered` (the model gets it this turn), `not offered` (there, but not for this model),
     `unavailable` (asked for, but what it needs is missing), `failed` (a group that did not load).
     `needs_approval`: a call waits for the person's `/approve` (`tools.approval`). `reason` and `fix`:
-    one line each, empty for an offered tool."""
+    one line each, empty for an offered tool. `description` and `parameters` (its JSON schema): what the
+    model is told of a registered tool, for `klaw tools NAME` and `--json` (decision 464); empty for a row
+    that is not a tool (a group, a server, a skill) or one not registered."""
 
     name: str
     source: str
@@ -45,6 +48,8 @@ class ToolRow:
     needs_approval: bool = False
     reason: str = ""
     fix: str = ""
+    description: str = field(default="", compare=False)
+    parameters: Mapping[str, Any] | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,7 +63,14 @@ class ToolRow:
             raise ValueError("a tool row needs name, source, reason and fix as text and a known state")
         if not isinstance(approval, bool):
             raise ValueError("a tool row's needs_approval is true or false")
-        return cls(state=state, needs_approval=approval, **texts)
+        description, parameters = data.get("description", ""), data.get("parameters")  # an older engine: none
+        return cls(
+            state=state,
+            needs_approval=approval,
+            description=description if isinstance(description, str) else "",
+            parameters=parameters if isinstance(parameters, dict) else None,
+            **texts,
+        )
 
 
 def tool_rows(
@@ -77,12 +89,14 @@ def tool_rows(
     rows = []
     for spec in selection.registry.specs():
         group = selection.group_of(spec.name)
+        source, told = _source(selection, group), copy.deepcopy(dict(spec.parameters))
         if group is None or group in groups:
-            rows.append(ToolRow(spec.name, _source(selection, group), "offered", spec.name in held))
+            row = ToolRow(spec.name, source, "offered", spec.name in held, "", "", spec.description, told)
         else:
             reason = f"{groups_field} for model {model_id} does not name {group}"
             fix = f"add {group} to {groups_field}, or /model to a model that has it"
-            rows.append(ToolRow(spec.name, _source(selection, group), "not offered", spec.name in held, reason, fix))
+            row = ToolRow(spec.name, source, "not offered", spec.name in held, reason, fix, spec.description, told)
+        rows.append(row)
     for name, why in selection.registry.unavailable.items():
         source = _source(selection, selection.groups.noted_by(name))
         rows.append(ToolRow(name, source, "unavailable", name in held, why, selection.registry.unavailable_fix(name)))
@@ -90,7 +104,7 @@ def tool_rows(
         rows.append(ToolRow(group, failure.source.describe(), "failed", False, failure.reason, failure.fix))
     for note in selection.groups.installed_unused():
         rows.append(ToolRow(note.source.group, note.source.describe(), "not offered", False, note.reason, note.fix))
-    rows += [row for state in servers if (row := _server_row(state)) is not None]
+    rows += [shown for state in servers if (shown := _server_row(state)) is not None]
     if skills is not None:
         rows += _skill_rows(skills, "skill_read" in selection.names(model_id))
     return rows + _held_unknown(selection, held, servers)

@@ -100,7 +100,7 @@ class ToolDefinition:
         try:
             validated = self.arguments.model_validate(parsed)
         except ValidationError as exc:
-            raise BadArguments(describe_invalid(exc)) from None
+            raise BadArguments(describe_invalid(exc, self.spec.parameters)) from None
         except RecursionError:
             raise BadArguments(_TOO_DEEP) from None
         return {param: getattr(validated, field_name) for field_name, param in self.parameters.items()}

@@ -9,7 +9,9 @@ of klaw.tools).
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -107,8 +109,12 @@ def _without_null_default(prop: Any) -> Any:
     return rest
 
 
-def describe_invalid(exc: ValidationError) -> str:
-    """Pydantic's errors as '- field: rule' lines, without the offending values (they can be huge)."""
+def describe_invalid(exc: ValidationError, schema: Mapping[str, Any] | None = None) -> str:
+    """Pydantic's errors as '- field: rule' lines, without the offending values (they can be huge).
+
+    With the tool's `schema`, an argument it does not take or one it needs and did not get adds the line
+    naming the arguments it takes: "key: Extra inputs are not permitted" alone left a person (and a model)
+    guessing that memory_core_update takes `set` and `remove` (newcomer18, decision 464)."""
     errors = exc.errors(include_url=False, include_input=False, include_context=False)
     lines = [
         f"- {'.'.join(_clip_part(str(part), _MAX_LOC_PART) for part in e['loc']) or '(arguments)'}: {_rule(e)}"
@@ -116,7 +122,62 @@ def describe_invalid(exc: ValidationError) -> str:
     ]
     if len(errors) > _MAX_ERRORS_SHOWN:
         lines.append(f"- … and {len(errors) - _MAX_ERRORS_SHOWN} more")
+    misnamed = any(e["type"] in ("extra_forbidden", "missing") and len(e["loc"]) == 1 for e in errors)
+    if schema is not None and misnamed and (taken := takes(schema)):
+        lines.append(f"- the arguments this tool takes: {taken}")
     return "invalid arguments:\n" + "\n".join(lines)
+
+
+def argument_lines(schema: Mapping[str, Any]) -> list[str]:
+    """A tool's arguments one per line, for a person (`klaw tools NAME`): 'path (string, required): what it
+    is', a list's item type, a choice's values and a default said too; nothing when it takes none."""
+    lines = []
+    for name, prop, notes in _arguments(schema):
+        if "default" in prop:
+            notes.append(f"default {json.dumps(prop['default'])}")
+        said = prop.get("description")
+        head = f"{name} ({', '.join(notes)})" if notes else name
+        lines.append(f"{head}: {said}" if isinstance(said, str) and said else head)
+    return lines
+
+
+def takes(schema: Mapping[str, Any]) -> str:
+    """A tool's arguments by name on one line, each with its type and whether it is required: 'path
+    (string, required), mode (string)'; empty when the schema names none."""
+    return ", ".join(f"{name} ({', '.join(notes)})" if notes else name for name, _, notes in _arguments(schema))
+
+
+def _arguments(schema: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], list[str]]]:
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return []
+    required = schema.get("required")
+    needed = set(required) if isinstance(required, list) else set()
+    found = []
+    for name, prop in properties.items():
+        prop = prop if isinstance(prop, Mapping) else {}
+        kind = _kind(prop)
+        notes = [kind] if kind else []
+        if name in needed:
+            notes.append("required")
+        found.append((str(name), prop, notes))
+    return found
+
+
+def _kind(prop: Mapping[str, Any]) -> str:
+    """A property's JSON type as words: 'string', 'list of string', 'one of "a", "b"', 'integer or string'."""
+    if isinstance(prop.get("enum"), list):
+        return "one of " + ", ".join(json.dumps(value) for value in prop["enum"])
+    kind = prop.get("type")
+    items = prop.get("items")
+    if kind == "array" and isinstance(items, Mapping) and (inner := _kind(items)):
+        return f"list of {inner}"
+    if isinstance(kind, str):
+        return kind
+    options = prop.get("anyOf")
+    if isinstance(options, list):
+        return " or ".join(found for option in options if isinstance(option, Mapping) and (found := _kind(option)))
+    return ""
 
 
 def _rule(error: Any) -> str:

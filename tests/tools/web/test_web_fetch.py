@@ -168,6 +168,7 @@ async def test_the_tool_result_is_an_error_the_model_reads_and_the_log_has_no_tr
     call = ToolCall("c1", "web_fetch", f'{{"url": "{pages.url("/article")}"}}')
     result = await registry.execute(call, ToolContext(ChatRef("console", "me"), Path(".")))
     assert result.is_error
-    assert result.content.startswith("127.0.0.1 is loopback") and "web.fetch.allowAddresses" in result.content
+    assert result.content.startswith("127.0.0.1 is loopback")
+    assert "web.fetch.allowAddresses, then restart klaw" in result.content
     assert pages.requests == []
     assert not [r for r in caplog.records if r.name == "klaw.tools.calls"]  # a refusal, not a failure

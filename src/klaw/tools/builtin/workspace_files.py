@@ -75,8 +75,8 @@ def _not_protected(protected: tuple[str, ...]) -> Callable[[str], str]:
         if normal in files or head in folders:
             raise ValueError(
                 f"{normal!r} is a prompt file or in the skills/ folder, which go into every turn of every chat, so"
-                " tools may not change it (tools.allowPromptEdits in engine.yaml allows it). Tell the person what"
-                " to write and they can make the change, or write it elsewhere in the workspace"
+                " tools may not change it (tools.allowPromptEdits in engine.yaml allows it, then restart klaw). Tell"
+                " the person what to write and they can make the change, or write it elsewhere in the workspace"
             )
         return path
 
@@ -335,8 +335,8 @@ def _refuse_protected(found: Walk, protected: tuple[str, ...], fd: int | None) -
     if hit:
         raise ToolRefusal(
             f"{found.shown} is one of the prompt files ({', '.join(PROMPT_FILES)}) that go into every turn of every"
-            " chat, so tools may not change it (tools.allowPromptEdits in engine.yaml allows it). Tell the person"
-            " what to change and they can edit the file."
+            " chat, so tools may not change it (tools.allowPromptEdits in engine.yaml allows it, then restart"
+            " klaw). Tell the person what to change and they can edit the file."
         )
 
 
@@ -365,8 +365,9 @@ def _refuse_in_folder(found: Walk, folders: tuple[str, ...], name: str) -> None:
         raise ToolRefusal(
             f"{found.shown} would change the {hit}/ folder, whose skills' descriptions go into every turn of every"
             " chat,"
-            " so tools may not change it (tools.allowPromptEdits in engine.yaml allows it). Tell the person"
-            f" what to write and they can add the skill (docs/skills.md), or write it elsewhere in the workspace."
+            " so tools may not change it (tools.allowPromptEdits in engine.yaml allows it, then restart klaw). Tell"
+            " the person what to write and they can add the skill (docs/skills.md), or write it elsewhere in the"
+            " workspace."
         )
 
 

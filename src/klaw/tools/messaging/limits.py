@@ -76,7 +76,7 @@ class SendLimits:
                 f"not sent: message_send sends at most {self.per_turn} message(s) per turn"
                 f" (tools.messageSendsPerTurn), and this turn has sent {sent_in_turn}. The next turn may send"
                 " again; put the rest into one message or into your answer here. The person can raise the cap"
-                " in engine.yaml."
+                " in engine.yaml (then restart klaw)."
             )
         turn.count += 1  # before anything is awaited, so this answer's other calls count this one
         kept = False
@@ -91,7 +91,7 @@ class SendLimits:
                         f"not sent: {chat} has had {found.in_hour} message(s) from message_send in the last"
                         f" hour, the most tools.messageSendsPerChatPerHour allows; the next may go in {minutes}"
                         f" minute(s) (at {frees:%H:%M} UTC): do not try again before then. The person can raise"
-                        " the cap in engine.yaml."
+                        " the cap in engine.yaml (then restart klaw)."
                     )
                 place = Place()
                 try:

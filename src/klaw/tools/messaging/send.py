@@ -89,7 +89,7 @@ def target_problem(chat: ChatRef, targets: Iterable[ChatRef]) -> str | None:
     listed = ", ".join(sorted(str(target) for target in allowed)) or "none"
     return (
         f"{chat} is not one of the person's chats this agent may write to (allowed: {listed});"
-        " the person can add it to tools.messageTargets in engine.yaml"
+        " the person can add it to tools.messageTargets in engine.yaml, then restart klaw"
     )
 
 

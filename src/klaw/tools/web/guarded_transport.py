@@ -82,7 +82,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
                 allow = (
                     ""
                     if reason == METADATA_REASON
-                    else " (the person can allow it in engine.yaml, web.fetch.allowAddresses)"
+                    else " (the person can allow it in engine.yaml, web.fetch.allowAddresses, then restart klaw)"
                 )
                 raise AddressRefused(f"{shown} is {reason}: web_fetch reaches public addresses only{allow}")
         return addresses

@@ -61,6 +61,8 @@ async function main() {
     search(document.getElementById("search-text").value);
   });
   document.addEventListener("klaw:queued", () => refreshStatus());  // sending.js: a message was queued
+  // Messages typed while klaw was away live only in this page until it is back: leaving asks first.
+  window.addEventListener("beforeunload", (event) => { if (state.outbox.length) event.preventDefault(); });
   openEvents(await loadHistory());
   refreshStatus();
   setInterval(refreshStatus, 5000);

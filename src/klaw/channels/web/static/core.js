@@ -6,8 +6,16 @@
 // which id the message got (a fast reply), so `send` can still mark its message answered (class `answered`).
 // lastEvent: the number of the last event shown (or the history's cursor); skipTo: events.js. sending: the
 // sends whose POST has not answered (their bubbles have no id yet); away: the engine was seen gone since the
-// page last read the history (catchUp).
-export const state = { csrf: "", chat: { channel: "web", chat_id: "main" }, bubbles: new Map(), answered: new Set(), shown: new Set(), chats: [], lastEvent: null, skipTo: null, sending: new Set(), away: false };
+// page last read the history (catchUp). outbox: the messages typed while klaw could not be reached, in order,
+// each with its bubble, sent when it answers again (sending.js, decision 464).
+export const state = { csrf: "", chat: { channel: "web", chat_id: "main" }, bubbles: new Map(), answered: new Set(), shown: new Set(), chats: [], lastEvent: null, skipTo: null, sending: new Set(), away: false, outbox: [] };
+
+// klaw could not be reached at all: the browser's own words for it ("Failed to fetch", "NetworkError when
+// attempting to fetch resource") name no cause a person knows, and it is not an answer: what was asked may
+// be asked again once klaw is back. A proxy in front of a stopped klaw answers 502-504 without klaw's words.
+export class Unreachable extends Error {
+  constructor() { super("klaw is not running (or cannot be reached)"); this.name = "Unreachable"; }
+}
 
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -28,9 +36,11 @@ export async function api(path, options = {}) {
     init.headers["X-CSRF-Token"] = state.csrf;
     init.body = JSON.stringify(init.body);
   }
-  const response = await fetch(path, init);
+  let response;
+  try { response = await fetch(path, init); } catch { throw new Unreachable(); }
   if (response.status === 401) { window.location.assign("/login"); throw new Error("signed out"); }
   const data = await response.json().catch(() => ({}));
+  if (!response.ok && !data.detail && [502, 503, 504].includes(response.status)) throw new Unreachable();
   if (!response.ok) throw new Error(data.detail || `HTTP ${response.status}`);
   return data;
 }
