@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_cli import klaw
 from tests.cli.test_reindex_cmd import a_home
 
@@ -18,14 +19,14 @@ REFUSAL = (
 
 def test_config_check_says_a_switched_embedder_needs_klaw_reindex_as_the_engine_does(tmp_path: Path) -> None:
     home = a_home(tmp_path)  # six messages in the log, embedder fake at 32 dimensions
-    assert klaw(home, "reindex").returncode == 0  # their vectors stored
-    assert klaw(home, "config", "check").returncode == 0
+    assert klaw_here(home, "reindex").returncode == 0  # their vectors stored
+    assert klaw_here(home, "config", "check").returncode == 0
     (home / "engine.yaml").write_text("embedder:\n  backend: fake\n  dim: 16\n", encoding="utf-8")
-    checked = klaw(home, "config", "check")
+    checked = klaw_here(home, "config", "check")
     said = " ".join(checked.stderr.split())
     assert checked.returncode == 1 and "valid" not in checked.stdout, said
     assert f"engine.yaml is valid, but the engine will not start on this home: {REFUSAL}" in said, said
     engine = klaw(home, "engine")  # the engine's own start refuses with the same sentence
     assert engine.returncode != 0 and REFUSAL in " ".join(engine.stderr.split()), engine.stderr
-    assert klaw(home, "reindex").returncode == 0  # the fix it names
-    assert klaw(home, "config", "check").returncode == 0
+    assert klaw_here(home, "reindex").returncode == 0  # the fix it names
+    assert klaw_here(home, "config", "check").returncode == 0

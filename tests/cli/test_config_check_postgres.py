@@ -7,7 +7,7 @@ from __future__ import annotations
 from itertools import count
 from pathlib import Path
 
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 from tests.conftest import new_database
 from tests.pg_server import PgServer
 
@@ -24,7 +24,7 @@ def _home(tmp_path: Path) -> Path:
 
 
 def _check(home: Path, dsn: str) -> tuple[int, str, str]:
-    result = klaw(home, "config", "check", env={VARIABLE: dsn})
+    result = klaw_here(home, "config", "check", env={VARIABLE: dsn})
     said = " ".join(result.stderr.split())
     assert "Traceback" not in said and dsn not in said and dsn not in result.stdout  # the DSN is never shown
     return result.returncode, result.stdout, said
@@ -90,7 +90,7 @@ def test_a_user_of_a_store_another_made_may_open_it_and_one_without_create_is_to
     )
     as_user = postgres_server.dsn(made).replace("postgresql://postgres@", f"postgresql://{user}@")
     home = _home(tmp_path)
-    opened = klaw(home, "db", "info", env={VARIABLE: as_user})
+    opened = klaw_here(home, "db", "info", env={VARIABLE: as_user})
     assert opened.returncode == 0, opened.stderr
     assert _check(home, as_user)[0] == 0
 

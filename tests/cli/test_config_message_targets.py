@@ -6,19 +6,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 
 TELEGRAM = "channels:\n  telegram:\n    enabled: true\n    allowedChatIds: [42]\n"
 
 
 def test_a_telegram_target_off_the_bots_allow_list_is_refused_by_config_check(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    klaw(home, "init")
+    klaw_here(home, "init")
     config = home / "engine.yaml"
     written = "embedder:\n  backend: fake\n"
     config.write_text(written + TELEGRAM + "tools:\n  messageTargets: [telegram:42, telegram:99]\n")
 
-    result = klaw(home, "config", "check")
+    result = klaw_here(home, "config", "check")
 
     assert result.returncode == 2  # a configuration error, as for any invalid engine.yaml
     said = " ".join(result.stderr.split())
@@ -30,4 +30,4 @@ def test_a_telegram_target_off_the_bots_allow_list_is_refused_by_config_check(tm
     assert "Traceback" not in result.stderr
 
     config.write_text(written + TELEGRAM + "tools:\n  messageTargets: [telegram:42, web:main]\n")
-    assert klaw(home, "config", "check", env={"KLAW_TELEGRAM_TOKEN": "123:abc"}).returncode == 0
+    assert klaw_here(home, "config", "check", env={"KLAW_TELEGRAM_TOKEN": "123:abc"}).returncode == 0

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from klaw.cli.app import app
 from tests.cli.inited_home import init_home
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 from tests.conftest import new_database
 from tests.pg_server import PgServer
 
@@ -31,7 +31,7 @@ def _postgres_home(tmp_path: Path) -> Path:
 def test_db_info_names_the_postgres_server_by_its_variable(tmp_path: Path, postgres_server: PgServer) -> None:
     home = _postgres_home(tmp_path)
     dsn = postgres_server.dsn(new_database(postgres_server))
-    info = klaw(home, "db", "info", env={VARIABLE: dsn})
+    info = klaw_here(home, "db", "info", env={VARIABLE: dsn})
     assert info.returncode == 0, info.stderr
     assert f"PostgreSQL database named by {VARIABLE} (schema version" in " ".join(info.stdout.split())
     assert "klaw.db" not in info.stdout and "tokenizer porter" not in info.stdout
@@ -48,7 +48,7 @@ def test_db_info_names_the_postgres_server_by_its_variable(tmp_path: Path, postg
     ],
 )
 def test_a_malformed_url_is_named_by_its_variable_without_its_password(tmp_path: Path, url: str) -> None:
-    result = klaw(_postgres_home(tmp_path), "db", "info", env={VARIABLE: url})
+    result = klaw_here(_postgres_home(tmp_path), "db", "info", env={VARIABLE: url})
     assert result.returncode != 0
     said = result.stdout + result.stderr
     assert VARIABLE in said and "Traceback" not in said
@@ -59,7 +59,7 @@ def test_the_servers_own_refusal_repeats_no_part_of_the_url(tmp_path: Path, post
     """The server answers a bad `options=` with its value ('invalid command-line argument … hunter2')."""
     dsn = postgres_server.dsn(new_database(postgres_server))
     url = f"{dsn}{'&' if '?' in dsn else '?'}options=hunter2"
-    result = klaw(_postgres_home(tmp_path), "db", "info", env={VARIABLE: url})
+    result = klaw_here(_postgres_home(tmp_path), "db", "info", env={VARIABLE: url})
     assert result.returncode != 0
     said = result.stdout + result.stderr
     assert VARIABLE in said and "hunter2" not in said and "Traceback" not in said
@@ -81,8 +81,8 @@ def test_commands_that_only_read_leave_a_database_klaw_never_set_up_as_it_is(
     env = {VARIABLE: postgres_server.dsn(name)}
     home = _postgres_home(tmp_path)
 
-    info = klaw(home, "db", "info", env=env)
-    checked = klaw(home, "config", "check", env=env)
+    info = klaw_here(home, "db", "info", env=env)
+    checked = klaw_here(home, "config", "check", env=env)
     # `klaw memory forget` writes, but has nothing to forget there: it says so too (decision 450). In this
     # process (typer's CliRunner): the words are the point, and it starts no engine.
     here = {"KLAW_HOME": str(home), "COLUMNS": "200", **env}

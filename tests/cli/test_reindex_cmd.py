@@ -10,6 +10,7 @@ from pathlib import Path
 from klaw.memory.conversation_log import ConversationLog
 from klaw.store.records import ChatRef, MessageRecord, Role
 from tests.cli.inited_home import init_home
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_cli import klaw
 
 CHAT = ChatRef("console", "me")
@@ -38,14 +39,14 @@ def test_reindex_rebuilds_and_reports(tmp_path: Path) -> None:
     log_file = next((home / "conversations").glob("*/*.jsonl"))
     with open(log_file, "ab") as handle:
         handle.write(b"{broken\n")
-    result = klaw(home, "reindex")
+    result = klaw_here(home, "reindex")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     for expected in ("reading log files", "rebuilding rows", "embedding", "messages", "vectors", "total:"):
         assert expected in out
     assert f"{log_file}:7: invalid JSON" in out
     assert "northern island" not in out  # never a message's content
-    info = klaw(home, "db", "info")
+    info = klaw_here(home, "db", "info")
     assert "│ messages " in info.stdout and " 6 │" in info.stdout
 
 

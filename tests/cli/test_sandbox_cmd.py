@@ -9,6 +9,7 @@ import pytest
 
 from klaw.home import KlawHome
 from tests.cli.inited_home import init_home
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_cli import klaw
 from tests.tools.sandbox_helpers import Runner, no_sandbox_reason
 from tests.tools.test_code_execute_turns import _wheel
@@ -19,12 +20,12 @@ pytestmark = pytest.mark.skipif(no_sandbox_reason() is not None, reason=f"no san
 def test_status_names_the_backend_or_why_there_is_none(tmp_path: Path) -> None:
     home = tmp_path / "home"
     init_home(home)
-    shown = klaw(home, "sandbox", "status")
+    shown = klaw_here(home, "sandbox", "status")
     assert shown.returncode == 0, shown.stderr
     assert "backend: bubblewrap" in shown.stdout and "network: off" in shown.stdout
     config = home / "engine.yaml"
     config.write_text(config.read_text(encoding="utf-8").replace("backend: auto", "backend: none"), encoding="utf-8")
-    off = klaw(home, "sandbox", "status")
+    off = klaw_here(home, "sandbox", "status")
     assert off.returncode == 1
     assert "code_execute is not offered: sandbox.backend is none in engine.yaml" in off.stdout
     assert "fix: set sandbox.backend to auto in engine.yaml" in off.stdout
@@ -46,7 +47,7 @@ async def test_install_puts_a_package_where_code_execute_imports_it(tmp_path: Pa
 
 
 def test_install_without_a_package_says_what_to_write(tmp_path: Path) -> None:
-    klaw(tmp_path / "home", "init")  # a mistyped home is refused before the packages are looked at
-    failed = klaw(tmp_path / "home", "sandbox", "install", "--no-index")
+    klaw_here(tmp_path / "home", "init")  # a mistyped home is refused before the packages are looked at
+    failed = klaw_here(tmp_path / "home", "sandbox", "install", "--no-index")
     assert failed.returncode == 1
     assert "name at least one package" in failed.stderr
