@@ -28,7 +28,7 @@ TURN = ["bench", "turn", "--stored", "20", "--turns", "2", "--chats", "2", "--ch
 
 
 async def _remember(path: Path, database: DatabaseConfig) -> None:
-    store = await open_storage(path, database)
+    store = await open_storage(path, database, creating=True)
     try:
         await store.messages.append(MessageRecord(ChatRef("console", "me"), Role.USER, "my dog is called Rex"))
     finally:

@@ -87,6 +87,9 @@ def test_commands_that_only_read_leave_a_database_klaw_never_set_up_as_it_is(
     # process (typer's CliRunner): the words are the point, and it starts no engine.
     here = {"KLAW_HOME": str(home), "COLUMNS": "200", **env}
     forgot = CliRunner().invoke(app, ["memory", "forget", "exchange", "1", "--yes"], env=here)
+    # `klaw memory list` and `search` only read: the same words, exit 1 (decision 467 keeps them).
+    listed = CliRunner().invoke(app, ["memory", "list"], env=here)
+    searched = CliRunner().invoke(app, ["memory", "search", "dog"], env=here)
     # `klaw schedule add --inject-into` reads the stored chats: none there, and nothing made either.
     scheduled = CliRunner().invoke(
         app, ["schedule", "add", "brief", "--every", "1h", "-m", "x", "--inject-into", "console:alice"], env=here
@@ -98,6 +101,8 @@ def test_commands_that_only_read_leave_a_database_klaw_never_set_up_as_it_is(
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert forgot.exception is None or isinstance(forgot.exception, SystemExit), forgot.exception
     assert (forgot.exit_code, " ".join(forgot.stderr.split())) == (1, f"error: {said[:-1]}"), forgot.stdout
+    for command in (listed, searched):
+        assert (command.exit_code, " ".join(command.stderr.split())) == (1, f"error: {said[:-1]}"), command.output
     assert scheduled.exception is None or isinstance(scheduled.exception, SystemExit), scheduled.exception
     assert scheduled.exit_code == 2
     assert "no chat console:alice has any messages (no chat has messages yet)" in " ".join(scheduled.stderr.split())

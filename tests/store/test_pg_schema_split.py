@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from klaw.store.postgres.migrations import set_up, start_problem
+from klaw.store.postgres.migrations import start_problem
 from klaw.store.postgres.store import PostgresStore
 from klaw.store.protocol import StorageError
 from tests.conftest import new_database
@@ -19,14 +19,14 @@ VARIABLE = "KLAW_TEST_DATABASE_URL"
 
 async def refused_everywhere(dsn: str, said: str) -> None:
     """`said`, word for word, from `klaw config check`'s question, the engine's open and `klaw db info`'s and
-    `klaw memory`'s set-up question (not "none there yet")."""
+    `klaw memory`'s open, which sets nothing up (not "none there yet": decision 467)."""
     problem = await start_problem(dsn, VARIABLE, 10)
     assert problem is not None and str(problem) == said, problem
     with pytest.raises(StorageError) as refused:
         await PostgresStore.open(dsn, variable=VARIABLE)
     assert str(refused.value) == said
     with pytest.raises(StorageError) as read:
-        await set_up(dsn, VARIABLE)
+        await PostgresStore.open(dsn, variable=VARIABLE, set_up_only=True)
     assert str(read.value) == said
 
 

@@ -156,23 +156,20 @@ def home_source() -> str:
     return f"KLAW_HOME={value}" if value else "KLAW_HOME is not set"
 
 
-async def open_store_or_exit(
-    path: Path, database: DatabaseConfig, *, reads_only: bool = False, edits_only: bool = False
-) -> Storage:
+async def open_store_or_exit(path: Path, database: DatabaseConfig, *, reads_only: bool = False) -> Storage:
     """klaw.db for a command that reads or edits it, through the storage protocol, or exit 2 with the
     store's message (a file SQLite cannot open, sqlite-vec that will not load and how to reinstall
-    it), never a traceback. `reads_only`: a command that only reads, which a full disk does not stop
-    (decision 431): where the disk refused the usual open, klaw.db is opened to be read without writing;
-    and which leaves a PostgreSQL database klaw never set up as it is (exit 1 saying so, decision 442).
-    `edits_only`: a command that changes what is stored (`klaw memory forget`) and so has nothing to do in
-    a database klaw never set up: it leaves it as it is in the same words (decision 450)."""
-    from klaw.store.backend import not_set_up, open_storage  # apsw and sqlite-vec only for commands needing them
-    from klaw.store.protocol import StorageError
+    it), never a traceback. A database klaw never set up is left as it is: `StoreNotSetUp` passes through,
+    for each command to say what that means for it (decision 467). `reads_only`: a command that only reads,
+    which a full disk does not stop (decision 431): where the disk refused the usual open, klaw.db is opened
+    to be read without writing."""
+    from klaw.store.backend import open_storage  # apsw and sqlite-vec only for commands needing them
+    from klaw.store.protocol import StorageError, StoreNotSetUp
 
     try:
-        if (reads_only or edits_only) and (missing := await not_set_up(database)) is not None:  # 442, 450
-            fail(missing, code=1)
         return await open_storage(path, database)
+    except StoreNotSetUp:
+        raise
     except StorageError as exc:
         trouble = disk_trouble(path, exc.__cause__) is not None
         if trouble and reads_only and database.backend == "sqlite":

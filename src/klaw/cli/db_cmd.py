@@ -30,25 +30,17 @@ def info() -> None:
     """Schema version, row counts, which embedder filled each vector table, the full-text tokenizer."""
     home = home_from_env()
     loaded = load_or_exit(home)
-    path = home.database_file(loaded.config.database.path)
-    if loaded.config.database.backend == "sqlite" and not path.exists():
-        typer.echo(f"{path} does not exist yet: it is created when the engine first starts.")
-        raise typer.Exit(0)
-    asyncio.run(_info(path, loaded.config.database))
+    asyncio.run(_info(home.database_file(loaded.config.database.path), loaded.config.database))
 
 
 async def _info(path: Path, database: DatabaseConfig) -> None:
-    from klaw.store.backend import not_set_up
-    from klaw.store.protocol import StorageError
+    from klaw.store.protocol import StoreNotSetUp
 
     try:
-        missing = await not_set_up(database)
-    except StorageError as exc:
-        fail(str(exc))
-    if missing is not None:  # as klaw.db not made yet: said, exit 0, nothing made (decision 442)
-        typer.echo(f"{missing}.")
-        raise typer.Exit(0)
-    store = await open_store_or_exit(path, database, reads_only=True)
+        store = await open_store_or_exit(path, database, reads_only=True)
+    except StoreNotSetUp as exc:  # no klaw.db, no klaw tables yet: said, exit 0, nothing made (decisions 442, 467)
+        typer.echo(f"{exc}.")
+        raise typer.Exit(0) from None
     try:
         version = await store.schema_version()
         counts = await store.counts()

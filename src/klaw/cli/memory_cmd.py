@@ -32,6 +32,7 @@ from klaw.cli.memory_forget_cmd import register_forget
 from klaw.cli.memory_list_cmd import register_list
 from klaw.errors import KlawError
 from klaw.memory.segment_numbers import segment_words
+from klaw.store.errors import StoreNotSetUp
 from klaw.terminal_text import visible
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
@@ -99,7 +100,7 @@ def search(
     home, loaded, path = stored_home_or_exit()
     try:
         outcome = asyncio.run(_search(path, home.embedder_cache, loaded.config, text, chat, segment, limit))
-    except SearchProblem as exc:
+    except (SearchProblem, StoreNotSetUp) as exc:  # nothing made where klaw never set a database up (467)
         fail(str(exc), code=1)
     _print(outcome, limit)
 

@@ -22,6 +22,7 @@ import typer
 from klaw.cli.context import fail, open_store_or_exit, stdout_console, stored_home_or_exit
 from klaw.home import KlawHome
 from klaw.memory.forget_targets import ForgetError, ForgetKind, typed_target  # light: typer reads the choices
+from klaw.store.errors import StoreNotSetUp
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
     from klaw.config import DatabaseConfig
@@ -110,6 +111,8 @@ def forget(
         raise typer.Exit(130) from None
     except ForgetError as exc:
         fail(f"cannot forget: {exc}", code=1)
+    except StoreNotSetUp as exc:
+        fail(str(exc), code=1)
     except _EngineRunning as running:
         fail(
             f"{running}, and it does not answer on its socket. Or type `/forget {kind.value} {target}` in"
@@ -163,7 +166,7 @@ def _target(
     async def words() -> tuple[int | str, str | None]:
         from klaw.memory.segment_numbers import id_of_number, number_of, segment_words
 
-        store = await open_store_or_exit(path, database, edits_only=True)
+        store = await open_store_or_exit(path, database)
         try:
             if number is not None:
                 assert owner is not None
@@ -179,6 +182,8 @@ def _target(
         return asyncio.run(words())
     except ForgetError as exc:
         fail(f"cannot forget: {exc}", code=1)
+    except StoreNotSetUp as exc:  # nothing to forget where klaw never set a database up, left so (450, 467)
+        fail(str(exc), code=1)
 
 
 def _tasks_left(home: KlawHome, plan: ForgetPlan) -> list[str]:
@@ -212,7 +217,7 @@ async def _forget(
 
     try:
         async with holding_home(home, "klaw memory forget"):  # no engine starts while the log is rewritten
-            store = await open_store_or_exit(path, database, edits_only=True)
+            store = await open_store_or_exit(path, database)
             try:
                 forgetting = _forgetting(home, store)
                 finished, files = await _finish_pending(forgetting)
@@ -339,14 +344,15 @@ def pending_forgets(home: KlawHome, database: DatabaseConfig) -> list[NotedForge
     cannot be opened raises `StorageError`, whose words say why: the caller says the check was not made,
     never that nothing is left (decision 460)."""
     from klaw.memory.forget_notes import Left
-    from klaw.store.backend import not_set_up, open_storage
+    from klaw.store.backend import open_storage
 
     path = home.database_file(database.path)
 
     async def read() -> list[NotedForget]:
-        if (database.backend == "sqlite" and not path.exists()) or await not_set_up(database) is not None:
+        try:
+            store = await open_storage(path, database)
+        except StoreNotSetUp:  # left as it is: nothing was forgotten in it (decision 467)
             return []
-        store = await open_storage(path, database)
         try:
             return [n for n in await _forgetting(home, store).notes.read() if n.left is not Left.NOTHING]
         finally:
@@ -360,16 +366,17 @@ def finish_interrupted_forgets(home: KlawHome, database: DatabaseConfig, command
     the words saying so, None when nothing was left (or the command's own refusal will say why it cannot)."""
     from klaw.engine_presence import holding_home
     from klaw.home_lock import HomeHeldError
-    from klaw.store.backend import not_set_up, open_storage
+    from klaw.store.backend import open_storage
     from klaw.store.protocol import StorageError
 
     path = home.database_file(database.path)
 
     async def finish() -> str | None:
-        if (database.backend == "sqlite" and not path.exists()) or await not_set_up(database) is not None:
-            return None
         async with holding_home(home, command):
-            store = await open_storage(path, database)
+            try:
+                store = await open_storage(path, database)
+            except StoreNotSetUp:  # left as it is: nothing to finish (decision 467)
+                return None
             try:
                 finished, files = await _finish_pending(_forgetting(home, store))
             finally:

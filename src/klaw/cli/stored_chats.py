@@ -18,19 +18,13 @@ if TYPE_CHECKING:
 
 async def chats_with_messages(home: KlawHome, config: EngineConfig) -> list[ChatRef]:
     """The stored chats, read from klaw.db (none when a SQLite home has no klaw.db yet, nor in a PostgreSQL
-    database klaw never set up, which it leaves as it is: decisions 442, 450)."""
-    from klaw.store.backend import not_set_up
-    from klaw.store.errors import StorageError
+    database klaw never set up, both left as they are: decisions 442, 450, 467)."""
+    from klaw.store.errors import StoreNotSetUp
 
-    path = home.database_file(config.database.path)
-    if config.database.backend == "sqlite" and not path.exists():
-        return []
     try:
-        if await not_set_up(config.database) is not None:
-            return []
-    except StorageError as exc:  # the server out of reach, a wrong password: said as the open would
-        fail(str(exc))
-    store = await open_store_or_exit(path, config.database, reads_only=True)
+        store = await open_store_or_exit(home.database_file(config.database.path), config.database, reads_only=True)
+    except StoreNotSetUp:  # left as it is: no chat there yet (decision 467)
+        return []
     try:
         return list(await store.segments.chats())
     finally:

@@ -65,7 +65,9 @@ async def open_memory(
 ) -> Memory:
     """Store, embedder and queue opened, the log tail replayed, interrupted forgets finished."""
     private_dirs(home.root)
-    store = await open_storage(home.database_file(config.database.path), config.database, clock=clock.now)
+    store = await open_storage(
+        home.database_file(config.database.path), config.database, clock=clock.now, creating=True
+    )
     stack.push_async_callback(store.aclose)
     await warn_of_leftover_reindex(home.database_file(config.database.path), config.database)
     if embedder is None:

@@ -7,11 +7,13 @@ sqlite-vec load only for commands that open the database.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
 from klaw.config import DatabaseConfig
+from klaw.store.errors import StoreNotSetUp
 from klaw.store.protocol import Storage, StorageError
 from klaw.store.rebuild_protocol import KeptLog, RebuildBackend
 from klaw.store.records import utc_now
@@ -27,10 +29,17 @@ def store_line(path: Path, database: DatabaseConfig) -> str:
 
 
 async def open_storage(
-    path: Path, database: DatabaseConfig, *, clock: Callable[[], datetime] = utc_now, reading: bool = False
+    path: Path,
+    database: DatabaseConfig,
+    *,
+    clock: Callable[[], datetime] = utc_now,
+    reading: bool = False,
+    creating: bool = False,
 ) -> Storage:
-    """Open (creating and migrating if needed) the configured store: the SQLite file at `path`, or the
-    PostgreSQL database named by the environment variable `database.urlEnv`; `StorageError` says why not.
+    """Open the configured store, brought to this klaw's schema: the SQLite file at `path`, or the PostgreSQL
+    database named by the environment variable `database.urlEnv`; `StorageError` says why not. `creating`:
+    set it up where klaw never did (the engine's start); a command (`klaw db info`, `klaw memory …`) leaves
+    such a database as it is, no file or table made, and gets `StoreNotSetUp` to word (decision 467).
     `reading`: klaw.db for a command that only reads, where the disk refused the usual open (decision 431)."""
     if database.backend == "postgres":
         from klaw.store.postgres.connection import dsn_from_env
@@ -45,7 +54,10 @@ async def open_storage(
             wait_seconds=database.wait_seconds,
             vector_cache_bytes=database.vector_cache_mb * 1024 * 1024,
             vector_search_threads=database.vector_search_threads,
+            set_up_only=not creating,
         )
+    if not creating and not await asyncio.to_thread(path.exists):
+        raise StoreNotSetUp(f"{path} does not exist yet: it is created when the engine first starts")
     from klaw.store.sqlite.store import SqliteStore
 
     return await SqliteStore.open(
@@ -72,21 +84,6 @@ async def start_problem(database: DatabaseConfig, connect_timeout: float = 10.0)
     except StorageError as exc:
         return exc
     return await postgres_start_problem(dsn, database.url_env or "", connect_timeout)
-
-
-async def not_set_up(database: DatabaseConfig) -> str | None:
-    """What a command that only reads says of a PostgreSQL database klaw has never set up, which it leaves
-    as it is (decision 442); None for SQLite (its callers look for the file) and for a database holding
-    klaw's tables. `StorageError` when the server cannot say (out of reach, a wrong password)."""
-    if database.backend != "postgres":
-        return None
-    from klaw.store.postgres.connection import dsn_from_env
-    from klaw.store.postgres.migrations import set_up
-
-    variable = database.url_env or ""
-    if await set_up(dsn_from_env(variable), variable):
-        return None
-    return f"no klaw database in the PostgreSQL database named by {variable} yet: `klaw serve` sets it up"
 
 
 def rebuild_backend(live: Path, database: DatabaseConfig) -> RebuildBackend:

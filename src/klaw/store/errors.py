@@ -33,6 +33,12 @@ def embedder_mismatch(
     )
 
 
+class StoreNotSetUp(StorageError):
+    """No klaw database where the configured one should be (no klaw.db yet; no klaw tables in the PostgreSQL
+    database): an open not asked to create one (`backend.open_storage`) left it as it is. Each command says
+    what that means for it (`klaw db info`: nothing stored yet; `klaw memory list`: exit 1; decision 467)."""
+
+
 class StorageUnavailable(StorageError):
     """The database server cannot be reached now (down, restarting, the network away): the same call may
     well succeed later, so a message refused for it is worth sending again."""

@@ -16,6 +16,7 @@ from klaw.store.archival_records import MemoryChunk, MemoryHit
 from klaw.store.errors import IndexMismatchError as IndexMismatchError
 from klaw.store.errors import StorageError as StorageError
 from klaw.store.errors import StorageUnavailable as StorageUnavailable
+from klaw.store.errors import StoreNotSetUp as StoreNotSetUp
 from klaw.store.errors import embedder_mismatch as embedder_mismatch
 from klaw.store.records import (
     ChatRef,

@@ -113,15 +113,3 @@ async def start_problem(dsn: str, variable: str, connect_timeout: float) -> Stor
             " (docs/postgres.md)"
         )
     return None
-
-
-async def set_up(dsn: str, variable: str, connect_timeout: float = 10.0) -> bool:
-    """Whether klaw's tables are in the database `dsn` names (its `schema_version` on the search path),
-    found without changing it: a command that only reads leaves a database klaw never set up as it is
-    (adversary23: `klaw db info` made klaw's 21 tables in a database it was pointed at). `StorageError` for
-    what would stop any open (`path_checks.py`): klaw's tables off the search path are not "none yet"."""
-    try:
-        async with _looked_at(dsn, variable, connect_timeout) as connection:
-            return await current_version(connection) > 0
-    except psycopg.Error as exc:
-        raise server_error(variable, exc) from exc

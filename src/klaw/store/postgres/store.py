@@ -2,7 +2,8 @@
 
 Opened from the DSN in the environment variable `database.urlEnv` names: what the user's search path or
 a move left unfinished would make an engine get wrong is refused first (path_checks.py), the schema is
-migrated (under an advisory lock, so engines starting together migrate once), then a pool of async
+migrated (under an advisory lock, so engines starting together migrate once; a command's open leaves a
+database klaw never set up as it is, decision 467), then a pool of async
 connections, each with pgvector's types registered, serves the repositories.
 """
 
@@ -18,6 +19,7 @@ from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from klaw.cancellation import cancel_requests, deliver_lost_cancellation
+from klaw.store.errors import StoreNotSetUp
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import Connection, PostgresDatabase, fetch_all, fetch_value, server_error
 from klaw.store.postgres.embedding_jobs import PostgresEmbeddingJobs
@@ -93,6 +95,7 @@ class PostgresStore:
         vector_cache_bytes: int = 0,
         vector_search_threads: int = 2,
         moving: bool = False,
+        set_up_only: bool = False,
     ) -> PostgresStore:
         """Migrate the database `dsn` names and open a pool on it. `variable` is the environment
         variable the DSN came from: messages name it, never the DSN (it may hold a password).
@@ -102,7 +105,8 @@ class PostgresStore:
         `vector_cache_bytes`: memory for chats' int8 vector copies (`database.vectorCacheMb`; 0, the
         default for CLI processes, searches every chat in the server). Refused (`path_checks.py`): klaw's
         tables or pgvector out of the search path's sight; a move into the database left unfinished, unless
-        `moving` (the move's own open, `klaw db migrate`, or a reindex's build, each with its journal)."""
+        `moving` (the move's own open, `klaw db migrate`, or a reindex's build, each with its journal).
+        `set_up_only`: a database klaw never set up is left as it is, `StoreNotSetUp` (a command's open, 467)."""
         options: dict[str, Any] = {"options": f"-c search_path={','.join(search_path)}"} if search_path else {}
         try:
             async with await psycopg.AsyncConnection.connect(
@@ -110,6 +114,10 @@ class PostgresStore:
             ) as connection:
                 if (problem := await open_problem(connection, variable, moving=moving)) is not None:
                     raise StorageError(problem)
+                if set_up_only and await current_version(connection) == 0:
+                    raise StoreNotSetUp(
+                        f"no klaw database in the PostgreSQL database named by {variable} yet: `klaw serve` sets it up"
+                    )
                 said_migrated(f"the PostgreSQL database named by {variable}", await migrate(connection))
         except StorageError:
             raise
