@@ -2,15 +2,18 @@
 import broke `klaw tools --json` and `klaw mcp serve`'s stdio protocol (stdout is theirs); an entry point
 naming a tool itself (`TOOLS = weather`) was called as a provider (the tool run with a ToolSetup, "coroutine
 'weather' was never awaited", "its provider raised TypeError"); and a provider passed as `Klaw(tools=
-[provide])` was told "tool 'provide' needs a description". Plugins arrive by entry points (a real dist-info)."""
+[provide])` was told "tool 'provide' needs a description"; a plugin whose import hangs hung the start for ever,
+silently (adversary26; decision 466). Plugins arrive by entry points (a real dist-info)."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import json
+import logging
 import os
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -159,3 +162,44 @@ def test_a_provider_passed_as_a_tool_is_told_how_providers_are_loaded(tmp_path: 
         " add the group's name to tools.enabled in config= (docs/library.md, 'Tools from an installed package'),"
         " or pass the tool functions themselves here"
     )
+
+
+HANGS = """
+import pathlib, time
+while not pathlib.Path(__file__).with_name("release").exists():  # the test releases it once it is done
+    time.sleep(0.05)
+
+
+def provide(setup):
+    return []
+"""
+
+
+async def test_a_plugin_whose_import_hangs_is_named_and_left_out_and_the_start_goes_on(
+    tmp_path: Path, site: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr("klaw.tools.plugin_import.SAY_AFTER_SECONDS", 0.2)  # 5 s and 60 s as shipped
+    monkeypatch.setattr("klaw.tools.plugin_import.LIMIT_SECONDS", 0.5)
+    install(site, "hang", "klaw_hanging_import", HANGS, "provide")
+    config = {**CONFIG, "tools": {"enabled": ["clock", "hang"]}}
+    safety_net = threading.Timer(10, (site / "release").touch)  # the old code waited for it: released, it fails
+    safety_net.start()
+    try:
+        with caplog.at_level(logging.WARNING, "klaw"):
+            async with Klaw(tmp_path / "home", config=config, model=FunctionModel(lambda _m, _i: "ok")) as agent:
+                rows = {row.name: row for row in await agent.tools("alice")}
+                assert await agent.ask("alice", "hi") == "ok"
+    finally:
+        safety_net.cancel()
+        (site / "release").touch()
+    assert rows["current_time"].state == "offered"  # the other groups load, turns run
+    assert rows["hang"].state == "failed"
+    assert (
+        rows["hang"].reason
+        == "importing klaw_hanging_import:provide: its import had not finished after 0.5 s (it hangs?)"
+    )
+    assert rows["hang"].fix.startswith("remove hang from tools.enabled (or uninstall klaw_hanging_import)")
+    assert (
+        "still importing klaw_hanging_import:provide (tool group 'hang'): klaw waits for it up to 0.5 s in all; if"
+        " its import hangs, remove hang from tools.enabled to start without it"
+    ) in caplog.text

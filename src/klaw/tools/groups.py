@@ -29,6 +29,7 @@ from typing import Any, Generic, TypeVar, cast
 from klaw.config import MCP_GROUP_PREFIX, TOOL_PLUGIN_GROUP, EngineConfig
 from klaw.home import KlawHome
 from klaw.redaction import mask_url_credentials
+from klaw.tools.plugin_import import PluginImportHangs, load_within
 from klaw.tools.registry import DuplicateToolName, ToolRegistry
 from klaw.tools.schema import ToolFunction
 
@@ -198,7 +199,7 @@ class ToolGroups:
                 continue
             try:
                 with _printing_aside():
-                    loaded = point.load()
+                    loaded = load_within(point, f"uninstall {point.dist.name if point.dist else 'its package'}")
             except PLUGIN_FAULTS:  # a plugin that fails to import is `klaw tools`' row, not this lookup's
                 log.debug("tool group %r could not be imported to look up its tools", point.name, exc_info=True)
                 continue
@@ -353,8 +354,8 @@ def _installed(
         package = point.dist.name if point.dist is not None else None
         sources[name] = source = GroupSource(name, False, package, point.value)
         try:
-            with _printing_aside():
-                loaded = point.load()
+            with _printing_aside():  # an import that hangs is named, then left out (decision 466)
+                loaded = load_within(point, f"remove {name} from tools.enabled")
             if (tool := _a_tool_itself(loaded)) is not None:  # `TOOLS = weather`: called, it would run the tool
                 attribute = point.value.rpartition(":")[2] or "TOOLS"
                 log.error("tool group %r (%s) is left out: it names the tool %s, not a list", name, point.value, tool)
@@ -368,10 +369,14 @@ def _installed(
             providers[name] = _as_provider(loaded)
         except PLUGIN_FAULTS as exc:
             log.error("tool group %r (%s) is left out: %s: %s", name, point.value, type(exc).__name__, exc)
+            hangs, package = isinstance(exc, PluginImportHangs), package or "the package"
             failures[name] = GroupFailure(
                 source,
-                f"loading {point.value} raised {_one_line(exc)}",
-                f"install what {package or 'the package'} needs (or reinstall it), or remove {name} from tools.enabled",
+                f"importing {point.value}: {exc}" if hangs else f"loading {point.value} raised {_one_line(exc)}",
+                f"remove {name} from tools.enabled (or uninstall {package}); its author can say what its import"
+                " waits for"
+                if hangs
+                else f"install what {package} needs (or reinstall it), or remove {name} from tools.enabled",
             )
     return providers
 
