@@ -108,6 +108,24 @@ def permission_words(where: Path, home_root: Path) -> str:
     )
 
 
+def denied_words(path: Path, then: str = AGAIN) -> str:
+    """A permission denied at `path` while klaw runs (a folder of its home made unreadable, chmod 000), with the
+    folder (or file) to give back and how: the outermost of its folders klaw's user cannot open, else the file
+    itself when it cannot be read or written, else its folder (decision 466)."""
+    here = Path(os.path.abspath(path))
+    blocked = next((p for p in reversed(here.parents) if not os.access(p, os.R_OK | os.X_OK)), None)
+    if blocked is None and os.path.lexists(here) and not os.access(here, os.R_OK | os.W_OK):
+        mode = "700" if os.path.isdir(here) else "600"
+        return (
+            f"klaw may not open {here}: permission denied. Give it back to klaw's user (chmod {mode} {here}), {then}."
+        )
+    blocked = blocked or (here if os.path.isdir(here) else here.parent)
+    return (
+        f"klaw may not open {blocked}: permission denied. Give it back to the user klaw runs as (chmod 700"
+        f" {blocked}, as klaw makes its folders; chown if it changed owner), {then}."
+    )
+
+
 def unwritable(home_root: Path, files: tuple[Path, ...] = ()) -> str | None:
     """Why klaw could not run on the home at `home_root`, asked of the file system without writing (so
     `klaw config check` can say it): the home or one of `files` that exists (klaw.db, its folder) on a

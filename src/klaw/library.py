@@ -35,7 +35,6 @@ from klaw.engine.approval import without_answer_line
 from klaw.engine.chat_reading import DEFAULT_LIMIT, HistoryEntry, MemoryFound, SessionInfo, TurnState
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Outbound, TextSink
-from klaw.engine.failures import is_disk_full
 from klaw.engine.runtime import Engine
 from klaw.engine.socket_file import EngineAlreadyRunningError
 from klaw.errors import KlawError
@@ -58,7 +57,7 @@ from klaw.library_arguments import (
     talk_instead,
     tools_of,
 )
-from klaw.library_notices import not_taken_disk_full, warn_overridden
+from klaw.library_notices import not_taken, warn_overridden
 from klaw.library_own_turn import AskChains, OwnTurnRunning
 from klaw.library_stream import Reader, ReplyStream, StreamReaders
 from klaw.llm.catalogue import ModelCatalogue
@@ -238,10 +237,10 @@ class Klaw:
         with self._chains.asking(caller, ref):
             try:
                 result = await engine.submit(ref, text)
-            except Exception as exc:  # a full disk at the message's own write: said as the turn says it
-                if not is_disk_full(exc):
+            except Exception as exc:  # a full disk or a folder made unreadable: said as the turn says it (466)
+                if (said := not_taken(engine.home.root, exc)) is None:
                     raise
-                raise TurnFailed(not_taken_disk_full(engine.home.root), cause=exc) from exc
+                raise TurnFailed(said, cause=exc) from exc
             if result.command_reply is not None:
                 return result.command_reply
             assert result.message_id is not None

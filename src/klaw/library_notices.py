@@ -1,5 +1,6 @@
 """What the library says in words of its own: a given `config=` overridden by chat commands stored in the
-home's database (decision 290), and a message a full disk kept out of the log (adversary14). Kept apart
+home's database (decision 290), and a message a full disk (adversary14) or a folder of the home made
+unreadable (decision 466) kept out of the log. Kept apart
 from library.py so that `Klaw` stays one screenful of the engine's use.
 """
 
@@ -8,7 +9,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from klaw.disk_trouble import mount_point
+from klaw.disk_trouble import denied_words, mount_point
+from klaw.engine.failures import is_disk_full, permission_denied
 from klaw.engine.runtime import Engine
 
 log = logging.getLogger("klaw.library")
@@ -25,6 +27,17 @@ def warn_overridden(engine: Engine) -> None:
             " '/rag reset' gives rag back to the config (/summarizer and /embeddings switch theirs)",
             ", ".join(f"{field} = {value!r} ({command})" for field, value, command in overrides),
         )
+
+
+def not_taken(home: Path, exc: Exception) -> str | None:
+    """Why a message was not taken, in words, when a full disk or a folder klaw may not open kept it out of
+    the log (a bare `OSError` or `PermissionError` from `ask` before); None for any other failure."""
+    if is_disk_full(exc):
+        return not_taken_disk_full(home)
+    if (denied := permission_denied(exc)) is not None:
+        said = denied_words(Path(denied.filename), "then send it again")
+        return f"Sorry, I could not take this message (it was not saved): {said}"
+    return None
 
 
 def not_taken_disk_full(home: Path) -> str:

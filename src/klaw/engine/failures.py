@@ -54,6 +54,18 @@ def is_disk_full(exc: BaseException | None) -> bool:
     return False
 
 
+def permission_denied(exc: BaseException | None) -> PermissionError | None:
+    """The `PermissionError` naming a file anywhere in `exc`'s chain (a folder of the home made unreadable
+    while klaw runs), or None: the person is told which folder and how to give it back (decision 466)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, PermissionError) and isinstance(exc.filename, str):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def unreachable_database(exc: BaseException | None) -> StorageUnavailable | None:
     """The `StorageUnavailable` anywhere in `exc`'s chain (the PostgreSQL server down, restarting, cut off
     mid-call), or None: the person is told the database is away and that the message waits for it."""

@@ -13,8 +13,8 @@ the one failure policy, so the two kinds of turn cannot drift apart again:
   every other chat are served. Cancellation (shutdown past its deadline) is not a failure and passes.
 
 A model error (`LlmError`) says what went wrong in words a person can act on ("the model timed
-out"), so its text is kept in the apology, and a full disk is named with what to do (free some
-space); any other error is only named by its id.
+out"), so its text is kept in the apology, a full disk is named with what to do (free some
+space), and so is a folder klaw may no longer open (give it back); any other error is only named by its id.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from klaw.disk_trouble import denied_words
 from klaw.engine.approval import NOBODY, ApprovalGate, ApprovalScope, Verdict
 from klaw.engine.clock import Clock
-from klaw.engine.failures import is_disk_full, unreachable_database
+from klaw.engine.failures import is_disk_full, permission_denied, unreachable_database
 from klaw.engine.tool_loop import DEFAULT_MAX_CALLS, LoopOutcome, Recorder, TextSink, run_tool_loop
 from klaw.engine.turn_timing import PhaseTimes
 from klaw.errors import KlawError
@@ -89,6 +90,9 @@ class TurnFailure:
                 f"Sorry, I could not answer: the disk is full, so this conversation could not be saved (error"
                 f" {self.error_id}). Free some space on the disk holding klaw's home, then send your message again."
             )
+        if (denied := permission_denied(self.error)) is not None:  # a folder made unreadable: named (466)
+            said = denied_words(Path(denied.filename), "then send your message again")
+            return f"Sorry, I could not answer: {said} (error {self.error_id})"
         if (away := unreachable_database(self.error)) is not None:  # its words name the variable, never the DSN
             return (
                 f"Sorry, I could not answer yet: {away} (error {self.error_id}). Your message is kept: it is"
