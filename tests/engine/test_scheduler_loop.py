@@ -143,6 +143,37 @@ async def test_interval_tasks_fire_on_their_grid(rig: Rig) -> None:
     assert rig.fired() == ["poll", "poll"]  # at 09:10 and 09:20
 
 
+class SteppedClock(ManualClock):
+    """A manual clock whose wall time a test steps as NTP or a person would; its sleeps run on as before."""
+
+    step = timedelta(0)
+
+    def now(self) -> datetime:
+        return super().now() + self.step
+
+
+async def test_an_interval_task_runs_on_when_the_wall_clock_is_set_back(store: ScheduleStore) -> None:
+    """Every 10 minutes is elapsed time: set back an hour, the clock held the next run back an hour (the
+    stored next run, a wall time, was an hour away; adversary26). Cron times stay the wall clock's."""
+    clock = SteppedClock(START)
+    rig = await start(store, clock)
+    try:
+        await rig.scheduler.add_task("poll", TaskSchedule.every("10m"), "poll")
+        await rig.scheduler.add_task("nine", TaskSchedule.cron("20 9 * * *"), "nine")
+        await rig.asleep()
+        for _ in range(10):
+            await rig.advance(60)
+        assert rig.fired() == ["poll"]  # at 09:10
+        clock.step = timedelta(hours=-1)  # the wall clock now says 08:10
+        for _ in range(25):
+            await rig.advance(60)
+        assert rig.fired() == ["poll", "poll", "poll"]  # at 08:20 and 08:30 by the clock; old code: none
+        task = store.get("poll")
+        assert task is not None and task.next_run_at == START - timedelta(minutes=20)  # 08:40, on the grid
+    finally:
+        await rig.scheduler.stop()
+
+
 async def test_duplicate_names_and_unknown_models_are_refused(rig: Rig) -> None:
     await rig.scheduler.add_task("daily", TaskSchedule.cron("0 8 * * *"), "x")
     with pytest.raises(DuplicateTask, match="already exists"):

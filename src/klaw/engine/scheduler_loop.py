@@ -234,6 +234,10 @@ class Scheduler:
         soonest = now + timedelta(seconds=RELOAD_SECONDS)
         for task in await asyncio.to_thread(self.store.list):
             due = task.next_run_at
+            if due is not None and task.schedule.kind == "every" and due - now > task.schedule.interval:
+                # The wall clock was set back past it: an interval is elapsed time, not a date (decision 466).
+                due = task.schedule.next_after(now, anchor=task.created_at, zone=self.zone)
+                await asyncio.to_thread(self.store.set_next_run, task.name, due)
             if due is None or due <= now:
                 following = task.schedule.next_after(now, anchor=task.created_at, zone=self.zone)
                 await asyncio.to_thread(self.store.set_next_run, task.name, following)

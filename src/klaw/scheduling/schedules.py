@@ -7,6 +7,9 @@ fields, and its scheduler loop runs on wall time, which the engine's injected cl
 
 Cron expressions are evaluated in the scheduler's time zone; intervals are counted from an anchor
 (the task's first fire time, creation + interval), so they stay on the same grid across restarts.
+An interval is elapsed time: a wall clock set back does not hold the next run back by the step (the
+scheduler brings a next run more than one interval away back onto the grid, decision 466); cron times
+are the wall clock's, so a clock set back an hour runs 09:00 when the clock says 09:00 again.
 """
 
 from __future__ import annotations
@@ -123,13 +126,13 @@ class TaskSchedule:
     def next_after(self, moment: datetime, *, anchor: datetime, zone: tzinfo) -> datetime | None:
         """The first fire time strictly after `moment` (UTC); None if there is none in 50 years.
 
-        `anchor` is the task's creation time: interval tasks fire at anchor + k × interval (k ≥ 1).
+        `anchor` is the task's creation time: interval tasks fire at anchor + k × interval (k ≥ 1); the grid
+        goes on before it for a wall clock set back past the creation (the first point after `moment`, so
+        an interval is never waited for more than once: decision 466).
         """
         if self.kind == "every":
             interval = self.interval
             first = anchor + interval
-            if moment < first:
-                return first
             return first + ((moment - first) // interval + 1) * interval
         try:
             fire = next(CronSim(self.expression, moment.astimezone(zone)))
