@@ -18,12 +18,14 @@ import logging
 import threading
 from importlib.metadata import EntryPoint
 
+from klaw.errors import KlawError
+
 log = logging.getLogger(__name__)
 SAY_AFTER_SECONDS = 5.0  # a plugin still importing is named by then
 LIMIT_SECONDS = 60.0  # and left out after this long
 
 
-class PluginImportHangs(Exception):
+class PluginImportHangs(KlawError, RuntimeError):
     """A plugin's import had not finished after `LIMIT_SECONDS`."""
 
 
