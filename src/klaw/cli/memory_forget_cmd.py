@@ -394,8 +394,6 @@ def noted_words(noted: list[NotedForget]) -> list[str]:
     from klaw.memory.forget_notes import Left, not_stored_words, note_left_words
 
     pending = [(n.chat, n.target) for n in noted if n.left is Left.LOG]
-    return [
-        *([pending_words(pending)] if pending else []),
-        *(not_stored_words(n) for n in noted if n.left is Left.NOT_STORED),
-        *(note_left_words(n) for n in noted if n.left is Left.NOTE),
-    ]
+    words = [pending_words(pending)] if pending else []
+    words += [not_stored_words(n) for n in noted if n.left is Left.NOT_STORED]
+    return words + [note_left_words(n) for n in noted if n.left is Left.NOTE]
