@@ -11,7 +11,7 @@ from klaw.store.shared.migrations import bundled_migrations
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.migrations import migrate
 from tests.cli.inited_home import init_home
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 
 
 async def _at_version(path: Path, version: int) -> None:
@@ -29,12 +29,12 @@ def test_db_info_on_an_older_home_says_it_migrated_it(tmp_path: Path) -> None:
     asyncio.run(_at_version(home / "klaw.db", 4))
     latest = len(bundled_migrations("klaw.store.sqlite"))
 
-    first = klaw(home, "db", "info")
+    first = klaw_here(home, "db", "info")
     said = " ".join(first.stderr.split())
     assert first.returncode == 0, first.stdout + first.stderr
     assert f"{home / 'klaw.db'}: schema version 4 migrated to {latest} by this klaw" in said, said
     assert "an older klaw cannot open it any more" in said
     assert f"schema version {latest}" in first.stdout
 
-    again = klaw(home, "db", "info")  # current now: nothing to say
+    again = klaw_here(home, "db", "info")  # current now: nothing to say
     assert "migrated" not in again.stderr, again.stderr

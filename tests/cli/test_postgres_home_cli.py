@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_reindex_cmd import a_home
 
 VARIABLE = "KLAW_NOT_SET_ANYWHERE"
@@ -26,7 +26,7 @@ def test_memory_commands_on_a_postgres_home_name_its_variable_not_klaw_db(
         f"embedder:\n  backend: fake\n  dim: 32\ndatabase:\n  backend: postgres\n  urlEnv: {VARIABLE}\n",
         encoding="utf-8",
     )
-    result = klaw(home, *command)
+    result = klaw_here(home, *command)
     said = " ".join(result.stderr.split())
     assert result.returncode != 0 and f"{VARIABLE} (database.urlEnv) is not set" in said
     assert "klaw.db" not in said and "Traceback" not in result.stderr
