@@ -14,21 +14,17 @@ without root a read-only home is a folder whose mode forbids writing."""
 from __future__ import annotations
 
 import asyncio
-import gc
-import logging
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from klaw.cli import main
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home
+from tests.cli.klaw_here import klaw_here
 from tests.cli.piped_chat import piped
 from tests.own_disk import fill, tmpfs
 
@@ -36,36 +32,12 @@ NO_TRACE = ("Traceback", "Logging error")
 
 
 async def _klaw(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """`klaw ARGS`, a command that ends by itself, run by klaw's entry point in this process (decision 451):
-    its words and exit status are the point, and each was a `klaw` process of ~1.2 s of CPU, 14 in this file.
-    The chats stay processes (`piped`). On a thread of its own: the command runs its own event loop."""
-    return await asyncio.to_thread(_klaw_here, env | {"COLUMNS": "300"}, list(args))
-
-
-def _klaw_here(env: dict[str, str], args: list[str]) -> subprocess.CompletedProcess[str]:
-    """`klaw.cli.main` (what `python -m klaw` runs: its handler words a read-only home or a full disk) with
-    `args`, stdout and stderr captured (typer's CliRunner), the log's lines on that stderr as the command's
-    own handler would write them, and what `main` changes for the process (umask, collector) given back.
-    Any exception but SystemExit is a traceback the person would have seen: it fails the test."""
-    umask, collecting, argv = os.umask(0o077), gc.isenabled(), sys.argv
-    root = logging.getLogger()
-    with CliRunner().isolation(env=env) as (out, err, _):
-        said = logging.StreamHandler(sys.stderr)  # the captured stderr, now
-        said.setLevel(logging.WARNING)
-        root.addHandler(said)
-        sys.argv = ["klaw", *args]
-        try:
-            main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
-        finally:
-            sys.argv = argv
-            root.removeHandler(said)
-            os.umask(umask)
-            if collecting:
-                gc.enable()
-        return subprocess.CompletedProcess(args, code, out.getvalue().decode(), err.getvalue().decode())
+    """`klaw ARGS`, a command that ends by itself, run by klaw's entry point in this process (decision 451,
+    tests/cli/klaw_here.py): its words and exit status are the point, and each was a `klaw` process of ~1.2 s of
+    CPU, 14 in this file. The chats stay processes (`piped`). On a thread of its own: the command runs its own
+    event loop."""
+    home = Path(env["KLAW_HOME"])
+    return await asyncio.to_thread(lambda: klaw_here(home, *args, env=env | {"COLUMNS": "300"}))
 
 
 def _one_line(result: subprocess.CompletedProcess[str]) -> str:

@@ -120,10 +120,7 @@ class ConversationLog:
         each atomically and under the chat's append lock, so no append is lost. The one exception to
         append-only: `/forget` (memory/log_rewrite.py). Returns the files rewritten."""
         directory = self.chat_dir(chat)
-        if days is None:
-            paths = self.files(directory)
-        else:
-            paths = [directory / f"{day}.jsonl" for day in sorted(set(days)) if DAY.match(day)]
+        paths = self._day_files(directory, days)
         wanted = frozenset(ids)
         rewritten: list[Path] = []
         async with self._lock(directory.name):
@@ -135,16 +132,18 @@ class ConversationLog:
     async def holds_records(self, chat: ChatRef, ids: Collection[str], days: Iterable[str] | None = None) -> bool:
         """Whether the chat's files of `days` (None: all) still hold a line of the records `ids` (read only):
         what `remove_records` would rewrite (decision 468)."""
-        directory = self.chat_dir(chat)
-        if days is None:
-            paths = self.files(directory)
-        else:
-            paths = [directory / f"{day}.jsonl" for day in sorted(set(days)) if DAY.match(day)]
+        paths = self._day_files(self.chat_dir(chat), days)
         wanted = frozenset(ids)
         for path in paths:
             if await _on_log_threads(holds_lines, path, wanted):
                 return True
         return False
+
+    def _day_files(self, directory: Path, days: Iterable[str] | None) -> list[Path]:
+        """The chat's files of `days` (UTC dates, each checked as one; None: all its files)."""
+        if days is None:
+            return self.files(directory)
+        return [directory / f"{day}.jsonl" for day in sorted(set(days)) if DAY.match(day)]
 
     async def find_record(self, record_id: str) -> MessageRecord | None:
         """The record `record_id` wherever a chat's files hold it, newest files first; None when none does.
