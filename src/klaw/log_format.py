@@ -19,6 +19,7 @@ import contextlib
 import logging
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -57,6 +58,22 @@ class SafeFormatter(logging.Formatter):
 
     def formatStack(self, stack_info: str) -> str:
         return visible(mask_url_credentials(super().formatStack(stack_info)))
+
+
+@contextlib.contextmanager
+def held_back(*names: str, level: int = logging.ERROR) -> Iterator[None]:
+    """While inside, the loggers `names` pass only records of `level` and above (a command whose own report
+    says what they would); each is given back its own level after, so a program or test that ran the command
+    in its process keeps its logging as it set it (`klaw reindex` left one at ERROR: decision 473)."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(level)
+    try:
+        yield
+    finally:
+        for logger, kept in zip(loggers, levels, strict=True):
+            logger.setLevel(kept)
 
 
 _told: set[str] = set()  # where a failure to log was already said, once per process

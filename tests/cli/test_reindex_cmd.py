@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,12 +36,16 @@ def a_home(tmp_path: Path) -> Path:
 
 
 def test_reindex_rebuilds_and_reports(tmp_path: Path) -> None:
+    """Its report names a malformed line once (the reader's warning held back while it runs), and the process's
+    logging is as it was after: the reader's logger stayed at ERROR, a library user's warnings lost (473)."""
     home = a_home(tmp_path)
     log_file = next((home / "conversations").glob("*/*.jsonl"))
     with open(log_file, "ab") as handle:
         handle.write(b"{broken\n")
+    reader = logging.getLogger("klaw.memory.conversation_log")
     result = klaw_here(home, "reindex")
     assert result.returncode == 0, result.stderr
+    assert reader.level == logging.NOTSET and "invalid JSON" not in result.stderr
     out = result.stdout
     for expected in ("reading log files", "rebuilding rows", "embedding", "messages", "vectors", "total:"):
         assert expected in out

@@ -4,7 +4,6 @@ log a PostgreSQL home keeps in its database written out as JSONL files."""
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -15,6 +14,7 @@ from rich.console import Console
 from klaw.cli.context import fail, home_from_env, load_or_exit, stdout_console
 from klaw.cli.reindex_cmd import stage_bars
 from klaw.home import KlawHome
+from klaw.log_format import held_back
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
     from klaw.config import DatabaseConfig
@@ -39,13 +39,8 @@ def check() -> None:
     note (exit 0), or, when the database cannot be opened to know that, that it was not checked (exit 1)."""
     # The reader warns of each line it skips; here the report below lists them once, so not twice. Set back
     # after: a test's CliRunner runs it in a process whose later tests read those warnings.
-    quiet = logging.getLogger("klaw.memory.conversation_log")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
+    with held_back("klaw.memory.conversation_log"):
         _check()
-    finally:
-        quiet.setLevel(level)
 
 
 def _check() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -21,6 +20,7 @@ import typer
 
 from klaw.cli.context import fail, open_store_or_exit, stdout_console, stored_home_or_exit
 from klaw.home import KlawHome
+from klaw.log_format import held_back
 from klaw.memory.forget_targets import ForgetError, ForgetKind, typed_target  # light: typer reads the choices
 from klaw.store.errors import StoreNotSetUp
 
@@ -278,13 +278,8 @@ async def _finish_pending(forgetting: Forgetting) -> tuple[list[tuple[ChatRef, s
     pending = [(n.chat, n.target) for n in noted if n.left in (Left.LOG, Left.NOTE)]  # a done one's note too
     if not pending:
         return pending, 0
-    quiet = logging.getLogger("klaw.memory.forgetting")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
+    with held_back("klaw.memory.forgetting"):
         return pending, await forgetting.finish_pending()
-    finally:
-        quiet.setLevel(level)
 
 
 async def _after_ctrl_c(forgetting: Forgetting, plan: ForgetPlan, stopped: str = "Interrupted") -> str:

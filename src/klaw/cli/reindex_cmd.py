@@ -19,6 +19,7 @@ from rich.text import Text
 from klaw.cli.context import fail, home_from_env, load_or_exit, stdout_console
 from klaw.console_logging import logs_through
 from klaw.home import KlawHome
+from klaw.log_format import held_back
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
     from klaw.config import EngineConfig
@@ -75,24 +76,29 @@ def reindex_command(
     PostgreSQL: every engine sharing the database). The log is the home's JSONL files, or on PostgreSQL
     the database's own `log_records`, rebuilt in a schema beside the live tables and swapped in.
     Interrupted (Ctrl-C), it resumes where it stopped when run again."""
-    from klaw.memory.embedder.protocol import EmbedderError
-    from klaw.memory.reindex import ReindexError, reindex
-    from klaw.store.protocol import StorageError
-
     home = home_from_env()
     loaded = load_or_exit(home)
     console = stdout_console()
     bars = _Bars(console, kept_log=loaded.config.database.backend == "postgres")
-    if not logging.getLogger().isEnabledFor(logging.DEBUG):
-        # The report names the malformed lines; a warning per line would only break the bars (-v shows them).
-        logging.getLogger("klaw.memory.conversation_log").setLevel(logging.ERROR)
-    from klaw.cli.memory_forget_cmd import finish_interrupted_forgets
+    # The report names the malformed lines; a warning per line would only break the bars (-v shows them).
+    # Held back only while the command runs: a program running it in its process keeps its logging (473).
+    quiet = () if logging.getLogger().isEnabledFor(logging.DEBUG) else ("klaw.memory.conversation_log",)
+    with held_back(*quiet):
+        _reindex(home, loaded.config, console, bars, keep_backup)
 
-    if finished := finish_interrupted_forgets(home, loaded.config.database, "klaw reindex"):
+
+def _reindex(home: KlawHome, config: EngineConfig, console: Console, bars: _Bars, keep_backup: bool) -> None:
+    """The command's work: an interrupted forget finished, the rebuild under its bars, the report."""
+    from klaw.cli.memory_forget_cmd import finish_interrupted_forgets
+    from klaw.memory.embedder.protocol import EmbedderError
+    from klaw.memory.reindex import ReindexError, reindex
+    from klaw.store.protocol import StorageError
+
+    if finished := finish_interrupted_forgets(home, config.database, "klaw reindex"):
         console.print(finished, highlight=False, markup=False, emoji=False, soft_wrap=True)  # decision 454
     try:
         with bars.progress, logs_through(console):  # log lines above the bars, never into them
-            report = asyncio.run(reindex(home, loaded.config, progress=bars.update, keep_backup=keep_backup))
+            report = asyncio.run(reindex(home, config, progress=bars.update, keep_backup=keep_backup))
     except KeyboardInterrupt:
         console.print(
             Text.assemble(
@@ -104,7 +110,7 @@ def reindex_command(
         fail(str(exc), code=1)
     except (StorageError, EmbedderError, OSError) as exc:
         fail(f"{exc}. The live database is unchanged; run 'klaw reindex' again to resume.", code=1)
-    database = loaded.config.database
+    database = config.database
     where = f"the PostgreSQL database named by {database.url_env}" if database.backend == "postgres" else None
     print_report(console, report, where or str(report.database), kept_log=where is not None)
 

@@ -23,6 +23,7 @@ from klaw.engine.sessions import model_in_force
 from klaw.engine.tool_assembly import docs_index, provide_late_groups, skill_catalogue, tool_registry
 from klaw.home import KlawHome
 from klaw.llm.catalogue import ModelCatalogue
+from klaw.log_format import held_back
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
 from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SEND_PLACES, SKILLS
@@ -162,15 +163,8 @@ def listing_without_engine(
     log lines of `ROW_LOGGERS` are held back (their rows say the same: said twice, a newcomer saw).
     `service_sets`: variables KLAW_HOME/service.env sets, which the service's engine has though this shell
     may not (an MCP server's key there is no start mistake)."""
-    loggers = [logging.getLogger(name) for name in ROW_LOGGERS]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.CRITICAL)
-    try:
+    with held_back(*ROW_LOGGERS, level=logging.CRITICAL):
         return _listing(home, config, chat, model, service_sets)
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
 
 
 def _listing(
