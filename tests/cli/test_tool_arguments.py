@@ -9,6 +9,7 @@ each tool's schema, and `klaw tools NAME` shows one tool with its arguments.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -63,3 +64,24 @@ def test_klaw_tools_shows_a_tools_arguments_and_its_json_carries_them(tmp_path: 
     unknown = CliRunner().invoke(app, ["tools", "memory_core_updat"], env=env)
     assert unknown.exit_code == 1
     assert "no tool 'memory_core_updat'" in unknown.output and "did you mean memory_core_update" in unknown.output
+
+
+def test_klaw_tools_names_an_mcp_servers_tool_only_a_running_engine_lists(tmp_path: Path) -> None:
+    """`klaw tools weather__forecast` with no engine said "no tool …: `klaw tools` lists them", sending the
+    person to a listing that cannot hold it: an MCP server's tools are known only once an engine started it
+    (decision 473). Its row in the listing says so already."""
+    home = _home(tmp_path)
+    server = {"command": sys.executable, "args": [str(tmp_path / "weather.py")]}
+    settings = {**SETTINGS, "tools": {"enabled": ["clock", "mcp:weather"]}, "mcp": {"servers": {"weather": server}}}
+    (home / "engine.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
+    env = {"KLAW_HOME": str(home), "COLUMNS": "200"}
+    one = CliRunner().invoke(app, ["tools", "weather__forecast"], env=env)
+    assert one.exit_code == 1
+    assert (
+        "no tool 'weather__forecast' for console:" in one.output
+        and "here: it would be MCP server weather's, and MCP servers' tools are listed while the engine runs"
+        " (none is running here): start it (klaw serve, or klaw engine) and run `klaw tools` again"
+        in one.output
+    ), one.output
+    other = CliRunner().invoke(app, ["tools", "forecast"], env=env)
+    assert other.exit_code == 1 and "it may be a tool of MCP server weather, and" in other.output, other.output

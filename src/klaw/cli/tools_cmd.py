@@ -208,6 +208,8 @@ def _show_one(listed: Listed, name: str, as_json: bool) -> None:
     if row is None:
         import difflib
 
+        if listed.origin == "engine.yaml" and (servers := _servers_not_started(inventory)):
+            fail(_not_listed_here(name, inventory.chat, servers), code=1)
         near = difflib.get_close_matches(name, [row.name for row in inventory.rows], n=3)
         hint = f" (did you mean {', '.join(near)}?)" if near else ""
         fail(f"no tool {name!r} for {inventory.chat}{hint}: `klaw tools` lists them", code=1)
@@ -224,3 +226,28 @@ def _show_one(listed: Listed, name: str, as_json: bool) -> None:
     else:
         lines.append("Its arguments cannot be shown: klaw has not loaded it as a tool.")
     typer.echo("\n".join(one_line(line) for line in lines))  # an MCP server's words shown, never obeyed
+
+
+def _servers_not_started(inventory: ToolInventory) -> list[str]:
+    """The enabled MCP servers of a listing built without an engine: their tools are unknown here."""
+    from klaw.config import MCP_GROUP_PREFIX
+
+    return [
+        row.name.removeprefix(MCP_GROUP_PREFIX)
+        for row in inventory.rows
+        if row.name.startswith(MCP_GROUP_PREFIX) and row.state == "unavailable"
+    ]
+
+
+def _not_listed_here(name: str, chat: ChatRef, servers: list[str]) -> str:
+    """An unknown name with no engine running and MCP servers enabled: it may be one of their tools, which
+    only a running engine lists (`server__tool`); "no tool" alone sent a person to a listing without it."""
+    owner = next((server for server in servers if name.startswith(f"{server}__")), None)
+    plural = "s" if len(servers) > 1 else ""
+    whose = f"it may be a tool of MCP server{plural} {', '.join(servers)}"
+    if owner is not None:
+        whose = f"it would be MCP server {owner}'s"
+    return (
+        f"no tool {name!r} for {chat} here: {whose}, and MCP servers' tools are listed while the engine runs"
+        " (none is running here): start it (klaw serve, or klaw engine) and run `klaw tools` again"
+    )
