@@ -4,7 +4,8 @@ A bad frame (too large, not JSON, invalid, unknown type) gets an `error` frame a
 goes on: a gateway bug must not cut a chat off. `inbound` and `command` frames are acked only once
 the handler has made them durable, so a gateway can replay safely; a handler that fails gets an
 error naming the frame instead: `internal` (retry later) for a transient fault such as a full disk,
-`refused` (final) for anything else, so one poison message never stalls a gateway's queue. `query`
+`refused` (final) for anything else (a folder of the home klaw may not open named with how to give it
+back, decision 473), so one poison message never stalls a gateway's queue. `query`
 frames get a `result` from the optional `QueryHandler`; `delivered` frames (a reply shown) are
 passed to the handler and never answered. Apart from the server so that the protocol's
 rules live in one place, away from the sockets. Logs carry frame types, ids and sizes, never message
@@ -15,9 +16,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Protocol
 
-from klaw.engine.failures import is_disk_full, is_transient
+from klaw.disk_trouble import denied_words
+from klaw.engine.failures import is_disk_full, is_transient, permission_denied
 from klaw.engine.frames import (
     MAX_FRAME_BYTES,
     AckFrame,
@@ -147,5 +150,9 @@ def _refusal(frame: InboundFrame | CommandFrame, exc: Exception) -> ErrorFrame:
         return ErrorFrame(code="internal", message=message, ref=frame.id)
     if isinstance(exc, MessageRefused):  # its words name what is wrong and never quote the text
         return ErrorFrame(code="refused", message=f"{exc}; it was not stored", ref=frame.id)
+    if (denied := permission_denied(exc)) is not None:  # a folder of the home made unreadable: named (473)
+        said = denied_words(Path(denied.filename), "then send it again")
+        what = "message" if isinstance(frame, InboundFrame) else "command"
+        return ErrorFrame(code="refused", message=f"this {what} was not stored: {said}", ref=frame.id)
     message = f"the engine could not handle this {frame.type} ({type(exc).__name__}; see its log); it was not stored"
     return ErrorFrame(code="refused", message=message, ref=frame.id)
