@@ -49,16 +49,20 @@ async def test_piped_input_that_cannot_be_a_message_is_refused_in_one_line(tmp_p
 
 
 async def test_a_piped_reply_is_alone_on_stdout_even_when_klaw_logs_a_warning(tmp_path: Path) -> None:
-    """A message over the context budget (under the message limit) logs a warning: the line pointing at
-    chat.log went to stdout, into `klaw chat > reply.txt`."""
+    """A turn that logs a warning (a prompt file leading outside the workspace): the line pointing at chat.log
+    went to stdout, into `klaw chat > reply.txt`. (It was a message over the context budget; that is said in the
+    chat now, on stderr, and logged to the file only: decision 473.)"""
     home = tmp_path / "home"
     init_home(home)
+    (home / "workspace" / "AGENTS.md").unlink()
+    (home / "workspace" / "AGENTS.md").symlink_to(home / "engine.yaml")
     async with FakeOpenAiServer() as model:
         env = chat_env(home, model.base_url)
         model.reply_text("That is a long one.")
         code, out, err = await piped(env, "many words " * 4_000)
         assert (code, out) == (0, "That is a long one.\n"), err
         assert "(klaw logged a warning: see" in err and "chat.log" in err
+        assert "This message is ~11.0k tokens, over the 7.2k-token budget" in err
 
 
 async def test_klaw_chat_beside_a_bare_running_engine_is_answered_through_it(tmp_path: Path) -> None:

@@ -206,6 +206,8 @@ async def test_block_absent_when_nothing_is_recalled(home: KlawHome, chat: Conve
 
 
 async def test_window_budget_is_reduced_by_the_auto_rag_tokens(home: KlawHome, chat: Conversation) -> None:
+    for name in ("SOUL.md", "IDENTITY.md", "AGENTS.md"):  # not cut at the tight budget's share (decision 473)
+        (home.workspace / name).write_text("Be brief.\n", encoding="utf-8")
     await chat.say(DEPLOY, Role.ASSISTANT)
     for i in range(2 * WINDOW):
         await chat.say(f"long small talk {i} " + "lorem ipsum dolor sit amet " * 30)  # ~200 tokens each

@@ -13,7 +13,10 @@ HALF = "a line of the pasted log\n" * 50  # 1,250 characters: ~300 tokens, under
 
 
 async def test_two_messages_over_the_budget_together_are_said_together_before_the_answer(tmp_path: Path) -> None:
-    async with running_engine(tmp_path, models={"fake/small": {"contextBudget": 500, "maxRetries": 0}}) as h:
+    small = {"fake/small": {"contextBudget": 500, "maxRetries": 0}}
+    async with running_engine(tmp_path, models=small, tools={"enabled": []}) as h:
+        for name in ("SOUL.md", "IDENTITY.md", "AGENTS.md"):  # within a file's share of 450 tokens (decision 473)
+            (h.home.workspace / name).write_text("Be brief.\n", encoding="utf-8")
         h.server.reply_text("short answer")
         assert (await h.turn("a short question")).text == "short answer"
         assert [o.kind for o in h.delivered] == ["reply"]  # within the budget: nothing said

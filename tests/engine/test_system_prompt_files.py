@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from klaw import AgentInfo, ChatMessage, FunctionModel, Klaw
-from klaw.engine.system_prompt import MAX_PROMPT_FILE_BYTES, SystemPrompt
+from klaw.engine.system_prompt import MAX_PROMPT_FILE_BYTES, SystemPrompt, cap_bytes
 from tests.test_library import CONFIG
 
 SECRET = "the web token of KLAW_HOME"
@@ -34,18 +34,22 @@ def test_a_prompt_file_linked_outside_stays_out_of_the_system_prompt(
     assert SECRET not in caplog.text and "AGENTS.md leads outside the workspace" in caplog.text
 
 
-async def test_a_huge_prompt_file_is_cut_at_its_cap_and_a_fifo_left_out_both_said(tmp_path: Path) -> None:
+async def test_a_huge_prompt_file_is_cut_at_its_share_of_the_budget_and_a_fifo_left_out_all_said(
+    tmp_path: Path,
+) -> None:
     """A person's log pasted into AGENTS.md went whole into every prompt; a FIFO as SOUL.md was read, waiting
-    for a writer. Now AGENTS.md gives its first 64 KiB and a line saying the rest is left out, the FIFO
-    nothing, and `/status` names both (decision 460). Through the library API."""
+    for a writer (decision 460). Then AGENTS.md gave its first 64 KiB, ~16.6k tokens, twice the default 8,192-token
+    budget: the conversation was crowded out and `klaw chat` said only "see chat.log". Now a file gives at most
+    1/8 of the model's budget, the chat is told once, and `/status` names it (decision 473). Library API."""
     home = tmp_path / "home"
     seen: list[str] = []
+    told: list[str] = []
 
     def model(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
         seen.append(messages[0].content or "")
         return "ok"
 
-    async with Klaw(home, config=CONFIG, model=FunctionModel(model)) as agent:
+    async with Klaw(home, config=CONFIG, model=FunctionModel(model), on_message=lambda m: told.append(m.text)) as agent:
         workspace = home / "workspace"
         (workspace / "AGENTS.md").write_text(
             "# Rules\nBe brief and kind.\n" + "é log line\n" * 30_000, encoding="utf-8"
@@ -53,15 +57,48 @@ async def test_a_huge_prompt_file_is_cut_at_its_cap_and_a_fifo_left_out_both_sai
         (workspace / "SOUL.md").unlink()
         os.mkfifo(workspace / "SOUL.md")
         assert await agent.ask("alice", "hello") == "ok"
+        assert await agent.ask("alice", "again") == "ok"
         status = await agent.ask("alice", "/status")
-    [prompt] = seen  # the cap falls inside an "é": the half of it is not decoded (nor a turn failed on it)
+        context = await agent.ask("alice", "/context")
+    cap = cap_bytes(int(8192 * 0.9))  # the default model's 8,192 tokens less the 10 % margin
+    assert cap == 3684 < MAX_PROMPT_FILE_BYTES
+    prompt = seen[0]  # the cap falls inside an "é": the half of it is not decoded (nor a turn failed on it)
     assert prompt.startswith("# Identity") and "# Rules\nBe brief and kind." in prompt, prompt[:200]
-    assert len(prompt.encode()) < MAX_PROMPT_FILE_BYTES + 2048
-    assert (
-        "[klaw: the rest of AGENTS.md (360,027 bytes in all) is left out: a prompt file is read up to 64 KiB]" in prompt
+    assert len(prompt.encode()) < cap + 2048
+    share = "a prompt file may use 1/8 of the model's context budget, ~921 tokens"
+    assert f"[klaw: the rest of AGENTS.md (360,027 bytes in all) is left out: {share}]" in prompt
+    cut = (
+        f"Prompt file AGENTS.md is 360,027 bytes: only its first 3,684 bytes go into each prompt ({share}); shorten"
+        " it (keep what the agent needs every turn there, the rest in a file of the workspace it can read when it"
+        " needs it), or give the model a larger contextBudget in engine.yaml"
     )
-    assert "Prompt file AGENTS.md is 360,027 bytes: only its first 64 KiB go into each prompt; shorten it" in status
-    assert (
+    fifo = (
         "Prompt file SOUL.md cannot be read (not a regular file but a FIFO (named pipe)); it is left out of the prompt:"
-        " put a file there or remove it" in status
-    ), status
+        " put a file there or remove it"
+    )
+    assert cut in status and fifo in status, status
+    assert told == [f"{fifo}.\n\n{cut}."]  # once, not at the second turn
+    assert "over" not in context and "Last turn's context:" in context
+
+
+async def test_a_context_over_its_budget_is_told_to_the_chat_with_the_file_cut(tmp_path: Path) -> None:
+    """The fixed layers over the budget (here the tools alone, on a 2,500-token model) were a log warning, "see
+    chat.log" on the screen: the chat is told, with the prompt file cut and the ways out (decision 473)."""
+    home = tmp_path / "home"
+    told: list[str] = []
+    small = {**CONFIG, "models": {"ollama/llama3.2": {"baseUrl": "http://127.0.0.1:9/v1", "contextBudget": 2500}}}
+    async with Klaw(
+        home, config=small, model=FunctionModel(lambda m, i: "ok"), on_message=lambda m: told.append(m.text)
+    ) as agent:
+        (home / "workspace" / "AGENTS.md").write_text("rule\n" * 1000, encoding="utf-8")
+        assert await agent.ask("alice", "hello") == "ok"
+    [said] = told
+    assert said.startswith("This chat's context is over its budget on ollama/llama3.2: the fixed layers take "), said
+    assert (
+        "over the 2250-token budget (system_prompt " in said and "no room is left for the conversation window." in said
+    )
+    assert " Prompt file AGENTS.md is 5,000 bytes: only its first 1,124 bytes go into each prompt (" in said
+    assert said.endswith(
+        "Give the model a larger contextBudget in engine.yaml, or offer fewer tools (tools.enabled); `/context` shows"
+        " each layer."
+    )

@@ -28,7 +28,7 @@ from klaw.engine.chat_leases import ChatLeases
 from klaw.engine.clock import Clock
 from klaw.engine.commands import CommandHandler
 from klaw.engine.config_drift import ConfigFileNote
-from klaw.engine.context_builder import ContextBuilder
+from klaw.engine.context_builder import SAFETY_MARGIN, ContextBuilder
 from klaw.engine.delivery import Delivery, Sink
 from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.memory_parts import Memory, memory_services, open_memory, prepare_vector
@@ -136,7 +136,12 @@ def context_builder(
         catalogue,
         config.context,
         store,
-        SystemPrompt(home.workspace, DOCS_PROMPT if docs is not None else None),
+        # `/status` before any turn reads the prompt files for the default model's budget (decision 473)
+        SystemPrompt(
+            home.workspace,
+            DOCS_PROMPT if docs is not None else None,
+            int(catalogue.context_budget(config.routing.default) * SAFETY_MARGIN),
+        ),
         memory.core,
         tools.specs,  # the session's model's tools
         auto_rag=AutoRagService(config.auto_rag, HybridSearch(store, query_embedder, config.search)),

@@ -43,10 +43,11 @@ class ChatReply:
         record = self._opening = exchange_open_record(self.chat, self.reply_to, self.clock.now(), exchange_id)
         self._opened = (await self.ingestion.accept(record)).record
 
-    async def note(self, text: str | None) -> None:
-        """A notice in the chat while the turn goes on, answering no message (None: nothing to say)."""
-        if text is not None:
-            await self.delivery.deliver(Outbound(self.chat, text, None, "notice"))
+    async def note(self, *texts: str | None) -> None:
+        """One notice in the chat while the turn goes on, answering no message: the `texts` that are not None,
+        a paragraph each (none: nothing to say)."""
+        if said := "\n\n".join(text for text in texts if text is not None):
+            await self.delivery.deliver(Outbound(self.chat, said, None, "notice"))
 
     async def stopped(self) -> MessageRecord:
         """For a turn `/forget` stopped (decision 219): its exchange closed as failed, so its messages count

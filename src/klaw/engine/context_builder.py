@@ -34,13 +34,14 @@ from klaw.engine.turn_timing import PhaseTimes
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.messages import ChatMessage, ToolSpec
 from klaw.llm.tokens import approximate_token_count
+from klaw.log_format import LOG_FILE_ONLY
 from klaw.memory.auto_rag import AutoRagService, RecalledMessage, format_block
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.hybrid_search import Phase, untimed
 from klaw.memory.past_conversations.pipeline import Retrieval, ShownSegment
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.store.protocol import Storage
-from klaw.store.records import MessageType, Role, StoredMessage
+from klaw.store.records import ChatRef, MessageType, Role, StoredMessage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -92,6 +93,7 @@ class BuiltContext:
     recalled: list[RecalledMessage] = field(default_factory=list)  # auto-RAG hits, best first
     warnings: list[str] = field(default_factory=list)  # budget problems, for /context (no content)
     timings: PhaseTimes = field(default_factory=PhaseTimes)  # seconds per layer (engine/turn_timing.py)
+    notices: list[str] = field(default_factory=list)  # to tell the chat before the model is asked (decision 473)
 
     @property
     def total_tokens(self) -> int:
@@ -119,11 +121,14 @@ class ContextBuilder:
     # the skills layer's text (file checks: run in a thread), None when off
     skills: Callable[[], str | None] | None = None
 
-    def _workspace_files(self) -> tuple[str, dict[str, Any], str | None]:
-        """The system prompt, core memory and skills layer, on a worker thread in one hop: each is a
-        small file checked or read, and a hop costs the event loop more than the reads (three a turn
-        were a fifth of a turn's hops with many chats at once)."""
-        return self.system_prompt.text_now(), self.core_memory.read_now(), self._skills_layer()
+    # what each chat was told of its prompt files and budget (`BuiltContext.notices`): said once, again if it changes
+    _told: dict[ChatRef, frozenset[str]] = field(default_factory=dict, init=False)
+
+    def _workspace_files(self, budget: int) -> tuple[tuple[str, tuple[str, ...]], dict[str, Any], str | None]:
+        """The system prompt (and what was cut of its files) for `budget`, core memory and the skills layer,
+        on a worker thread in one hop: each is a small file checked or read, and a hop costs the event loop
+        more than the reads (three a turn were a fifth of a turn's hops with many chats at once)."""
+        return self.system_prompt.read(budget), self.core_memory.read_now(), self._skills_layer()
 
     def _skills_layer(self) -> str | None:
         """The skills layer, or None when reading the skills fails: files a model can write must not
@@ -153,7 +158,7 @@ class ContextBuilder:
                 layers.append(ContextLayer(name, tokens, items, parts))
 
         with timings.phase("system_prompt"):  # the three workspace files' hop is timed here
-            prompt, memory, skills = await asyncio.to_thread(self._workspace_files)
+            (prompt, cut), memory, skills = await asyncio.to_thread(self._workspace_files, budget)
             place("system_prompt", prompt)
         with timings.phase("core_memory"):
             place(
@@ -171,6 +176,8 @@ class ContextBuilder:
         remaining = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
         if remaining < 0:
             warnings.append(self._over_budget(session, budget, layers, tools_tokens, pending_tokens))
+        # (a turn's messages alone over the budget: message_budget.py said so, with its own way out)
+        notices = [] if subagent else self._news(session, cut, warnings if pending_tokens <= budget else [])
         if not subagent:
             with timings.phase("past_conversations"):
                 room = max(remaining, 0)
@@ -226,6 +233,7 @@ class ContextBuilder:
             recalled=recalled,
             warnings=warnings,
             timings=timings,
+            notices=notices,
         )
 
     async def summary_layer(self, session: Session) -> str | None:
@@ -268,11 +276,28 @@ class ContextBuilder:
             return []
         return await self.auto_rag.recall(session.chat, segment_id, query, shown_rowids, max_tokens=room, phase=phase)
 
+    def _news(self, session: Session, cut: Sequence[str], warnings: Sequence[str]) -> list[str]:
+        """What to tell the chat of its prompt files cut at their cap or left out, and of a context over its
+        budget: each once, while it lasts (a log warning only showed `klaw chat`'s "see chat.log", and the
+        web page nothing). The over-budget sentence names the cut files and the ways out."""
+        said = [f"{note}." for note in cut]
+        if warnings:
+            files = f" {' '.join(said)}" if said else ""
+            said = [
+                f"This chat's context is over its budget on {session.model}: {warnings[0]}.{files} Give the model"
+                " a larger contextBudget in engine.yaml, or offer fewer tools (tools.enabled); `/context` shows"
+                " each layer."
+            ]
+        told, now = self._told.get(session.chat, frozenset()), frozenset(said)
+        self._told[session.chat] = now
+        return [sentence for sentence in said if sentence not in told]
+
     @staticmethod
     def _over_budget(
         session: Session, budget: int, layers: Sequence[ContextLayer], tools_tokens: int, pending_tokens: int
     ) -> str:
-        """Say (and log, with figures only) that the fixed layers alone exceed the budget."""
+        """Say (and log, with figures only: to the log file, the chat is told) that the fixed layers alone
+        exceed the budget."""
         parts = [*(f"{layer.name} {layer.tokens}" for layer in layers), f"tools {tools_tokens}"]
         parts.append(f"pending {pending_tokens}")
         fixed = sum(layer.tokens for layer in layers) + tools_tokens + pending_tokens
@@ -280,7 +305,7 @@ class ContextBuilder:
             f"the fixed layers take {fixed} tokens, over the {budget}-token budget ({', '.join(parts)}):"
             " no room is left for the conversation window"
         )
-        log.warning("context for chat %s: %s", session.chat, message)
+        log.warning("context for chat %s: %s", session.chat, message, extra=LOG_FILE_ONLY)
         return message
 
 

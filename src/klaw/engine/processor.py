@@ -294,8 +294,8 @@ class MessageProcessor:
         async def context() -> TurnPrompt:
             with timings.phase("context.session"):
                 session = await self.sessions.get_or_create(chat)
-            await sink.note(self.over_budget(pending, session.model))  # before the model is asked
             built = await self.context_builder.build(session, pending)
+            await sink.note(self.over_budget(pending, session.model), *built.notices)  # before the model is asked
             timings.merge(built.timings, "context.")
             self.last_context[chat] = built
             self.context_history.record(

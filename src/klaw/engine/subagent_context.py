@@ -80,7 +80,7 @@ class SubagentContextBuilder:
                 head.append(ChatMessage.system(text))
                 layers.append(ContextLayer(name, approximate_token_count(text) + MESSAGE_OVERHEAD_TOKENS))
 
-        place("system_prompt", await self.system_prompt.text())
+        place("system_prompt", await self.system_prompt.text(budget))
         place("task", task_note(task_name))
         memory = await self.core_memory.read() if core_memory else None
         place("core_memory", f"Core memory (read-only here):\n{CoreMemory.render(memory)}" if memory else None)

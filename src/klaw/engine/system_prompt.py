@@ -10,10 +10,13 @@ can put a symlink in place of a missing prompt file, and a file leading outside 
 web token, say) must not become part of every prompt sent to the model; it is left out, with a
 warning naming the file.
 
-Each is read up to `MAX_PROMPT_FILE_BYTES`: a person's log pasted into AGENTS.md by mistake (50 MB) went
-whole into every prompt of every chat. A longer file gives its first 64 KiB, followed by a line telling the
-model the rest is left out; `/status` says which file and what to do. Something there that is not a regular
-file (a FIFO, whose read waited for a writer, a folder) is left out the same way (small_file.py, decision 460).
+Each is read up to its cap: a person's log pasted into AGENTS.md by mistake (50 MB) went whole into every
+prompt of every chat. The cap follows the model's context budget (decision 473): a file may use at most
+`PROMPT_FILE_SHARE` of the budget the context is built in, and never more than `MAX_PROMPT_FILE_BYTES` (64 KiB
+was ~16.6k tokens, twice the default 8,192-token budget: the conversation was crowded out). A longer file gives
+its first part, followed by a line telling the model the rest is left out; the chat is told once and `/status`
+says which file and what to do. Something there that is not a regular file (a FIFO, whose read waited for a
+writer, a folder) is left out the same way (small_file.py, decision 460).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import logging
 import os
 from pathlib import Path
 
+from klaw.log_format import LOG_FILE_ONLY
 from klaw.small_file import read_regular, refused
 from klaw.tools.beneath import open_directory, walk
 
@@ -32,46 +36,72 @@ log = logging.getLogger(__name__)
 PROMPT_FILES = ("SOUL.md", "IDENTITY.md", "AGENTS.md")
 FALLBACK_PROMPT = "You are a helpful personal assistant."
 MAX_PROMPT_FILE_BYTES = 64 * 1024
-"""What of each prompt file goes into a prompt: ~16,000 tokens, twice what OpenAI's Codex reads of all its
-AGENTS.md files together (32 KiB), far more than the shipped files (1,098 bytes in all)."""
+"""The most of each prompt file that goes into a prompt, whatever the budget: ~16,000 tokens, twice what OpenAI's
+Codex reads of all its AGENTS.md files together (32 KiB), far more than the shipped files (1,098 bytes in all)."""
+PROMPT_FILE_SHARE = 8
+"""A prompt file may use at most 1/8 of the context budget (contextBudget less the builder's 10 % margin): three
+files at most 3/8, room left for the tools (~2,000 tokens with every group), memory and the conversation. At the
+default 8,192 tokens that is 921 tokens, 3,684 bytes of English."""
+BYTES_PER_TOKEN = 4
+"""A cap in tokens as bytes: `approximate_token_count` counts 4 ASCII characters a token and other characters at
+two a token (2 to 4 bytes each), so a file cut at 4 bytes a token never counts more tokens than its share."""
+
+
+def cap_bytes(budget_tokens: int | None) -> int:
+    """The bytes of each prompt file that go into a context of `budget_tokens` (None: `MAX_PROMPT_FILE_BYTES`)."""
+    if budget_tokens is None:
+        return MAX_PROMPT_FILE_BYTES
+    return max(1, min(MAX_PROMPT_FILE_BYTES, budget_tokens // PROMPT_FILE_SHARE * BYTES_PER_TOKEN))
 
 
 class SystemPrompt:
-    def __init__(self, workspace: Path, appendix: str | None = None) -> None:
+    def __init__(self, workspace: Path, appendix: str | None = None, budget_tokens: int | None = None) -> None:
+        """`budget_tokens`: the context budget `/status` reads the files for before any turn did (the default
+        model's); each turn reads them for its own model's budget."""
         self.workspace = workspace
         self._appendix = appendix
-        self._cache: tuple[tuple[float, ...], str] | None = None
-        self._notes: list[str] = []  # the prompt files cut or left out at the last read, for /status
+        self._budget = budget_tokens
+        self._cache: tuple[tuple[float, ...], dict[int, tuple[str, tuple[str, ...]]]] = ((), {})
+        self._notes: tuple[str, ...] = ()  # the prompt files cut or left out at the last read, for /status
 
-    async def text(self) -> str:
-        return await asyncio.to_thread(self.text_now)
+    async def text(self, budget_tokens: int | None = None) -> str:
+        return (await asyncio.to_thread(self.read, budget_tokens))[0]
 
-    def text_now(self) -> str:
+    def text_now(self, budget_tokens: int | None = None) -> str:
         """`text` on the calling thread (file checks: not on the event loop)."""
+        return self.read(budget_tokens)[0]
+
+    def read(self, budget_tokens: int | None = None) -> tuple[str, tuple[str, ...]]:
+        """The system prompt for a context of `budget_tokens`, and a sentence for each prompt file cut at its cap
+        or left out (what `/status` says, and the chat is told once)."""
         paths = [self.workspace / name for name in PROMPT_FILES]
         stamps = tuple(p.stat().st_mtime if p.exists() else -1.0 for p in paths)
-        if self._cache is not None and self._cache[0] == stamps:
-            return self._cache[1]
-        notes: list[str] = []
-        parts = [_read_beneath(self.workspace, p.name, notes).strip() for p in paths if p.exists()]
-        text = "\n\n".join(part for part in parts if part) or FALLBACK_PROMPT
-        if self._appendix:
-            text = f"{text}\n\n{self._appendix}"
-        self._cache, self._notes = (stamps, text), notes
-        return text
+        cap = cap_bytes(budget_tokens)
+        if self._cache[0] != stamps:
+            self._cache = (stamps, {})
+        read = self._cache[1].get(cap)
+        if read is None:
+            notes: list[str] = []
+            parts = [_read_beneath(self.workspace, p.name, notes, cap).strip() for p in paths if p.exists()]
+            text = "\n\n".join(part for part in parts if part) or FALLBACK_PROMPT
+            if self._appendix:
+                text = f"{text}\n\n{self._appendix}"
+            read = self._cache[1][cap] = (text, tuple(notes))
+        self._budget, self._notes = budget_tokens, read[1]
+        return read
 
     def status_lines(self) -> list[str]:
-        """`/status`'s lines for the prompt files cut at `MAX_PROMPT_FILE_BYTES` or left out, as the last
-        turn read them (read again here when one changed since: at most the cap of each)."""
+        """`/status`'s lines for the prompt files cut at their cap or left out, as the last turn read them (read
+        again here when one changed since: at most the cap of each)."""
         try:
-            self.text_now()
+            self.read(self._budget)
         except (OSError, UnicodeDecodeError) as exc:
             return [f"Prompt files: cannot be read now ({type(exc).__name__}); a turn fails the same way"]
         return list(self._notes)
 
 
-def _read_beneath(workspace: Path, name: str, notes: list[str]) -> str:
-    """The prompt file `name` read through a descriptor opened beneath the workspace, up to the cap (a line
+def _read_beneath(workspace: Path, name: str, notes: list[str], cap: int) -> str:
+    """The prompt file `name` read through a descriptor opened beneath the workspace, up to `cap` bytes (a line
     in `notes` when cut); "" when it leads outside (warned), is gone meanwhile or is not a regular file
     (a line in `notes`). An undecodable file raises, as before."""
     root_path = workspace.resolve()
@@ -92,25 +122,38 @@ def _read_beneath(workspace: Path, name: str, notes: list[str]) -> str:
     finally:
         os.close(root)
     try:
-        data = read_regular(fd, MAX_PROMPT_FILE_BYTES + 1, name)
+        data = read_regular(fd, cap + 1, name)
         size = os.fstat(fd).st_size
     except OSError as exc:  # a FIFO, a device, a folder: nothing of it goes in, and the turn goes on
         said = refused(f"Prompt file {name}", exc, "it is left out of the prompt: put a file there or remove it")
-        log.warning("%s", said)
+        log.warning("%s", said, extra=LOG_FILE_ONLY)  # the chat is told (decision 473)
         notes.append(said)
         return ""
     finally:
         os.close(fd)
-    if len(data) <= MAX_PROMPT_FILE_BYTES:
+    if len(data) <= cap:
         return data.decode("utf-8")
-    cap = f"{MAX_PROMPT_FILE_BYTES // 1024} KiB"
-    whole = f"{size / (1 << 20):.1f} MiB" if size >= 1 << 20 else f"{size:,} bytes"
-    log.warning("the prompt file %s is %s: only its first %s go into the system prompt", name, whole, cap)
+    whole, part = _size(size), _size(cap)
+    why = "a prompt file is read up to 64 KiB" if cap == MAX_PROMPT_FILE_BYTES else _share(cap)
+    log.warning(
+        "the prompt file %s is %s: only its first %s go into the system prompt", name, whole, part, extra=LOG_FILE_ONLY
+    )
     notes.append(
-        f"Prompt file {name} is {whole}: only its first {cap} go into each prompt; shorten it (keep what the"
-        " agent needs every turn there, the rest in a file of the workspace it can read when it needs it)"
+        f"Prompt file {name} is {whole}: only its first {part} go into each prompt ({why}); shorten it (keep what"
+        " the agent needs every turn there, the rest in a file of the workspace it can read when it needs it)"
+        + ("" if cap == MAX_PROMPT_FILE_BYTES else ", or give the model a larger contextBudget in engine.yaml")
     )
-    head = codecs.getincrementaldecoder("utf-8")().decode(data[:MAX_PROMPT_FILE_BYTES])  # no half character
+    head = codecs.getincrementaldecoder("utf-8")().decode(data[:cap])  # no half character
+    return f"{head.rstrip()}\n\n[klaw: the rest of {name} ({whole} in all) is left out: {why}]"
+
+
+def _share(cap: int) -> str:
     return (
-        f"{head.rstrip()}\n\n[klaw: the rest of {name} ({whole} in all) is left out: a prompt file is read up to {cap}]"
+        f"a prompt file may use 1/{PROMPT_FILE_SHARE} of the model's context budget, ~{cap // BYTES_PER_TOKEN:,} tokens"
     )
+
+
+def _size(size: int) -> str:
+    if size >= 1 << 20:
+        return f"{size / (1 << 20):.1f} MiB"
+    return f"{size // 1024} KiB" if size % 1024 == 0 else f"{size:,} bytes"
