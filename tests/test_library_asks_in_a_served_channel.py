@@ -61,8 +61,20 @@ async def test_an_ask_in_a_served_chat_takes_its_own_reply_and_leaves_the_page_i
             assert await agent.ask("console:someone-else", "also from the program") == (
                 "reply to: also from the program"
             )
-            # the program's replies and their pieces are the program's: none reached the gateway
-            assert not [f for f in await page.roundtrip("asked") if isinstance(f, OutboundFrame | DeltaFrame)]
+            # the program's pieces are the program's; its reply in web:main reached the page too (shown there
+            # at once, with the message it answers read from the history: decision 473), the console's did not
+            sent = [f for f in await page.roundtrip("asked") if isinstance(f, OutboundFrame | DeltaFrame)]
+            assert [(type(f), f.chat_id, f.text) for f in sent] == [
+                (OutboundFrame, "main", "reply to: from the program")
+            ], sent
+            assert isinstance(sent[0], OutboundFrame) and sent[0].channel == "web" and sent[0].kind == "reply"
+            assert sent[0].reply_to is not None
+            history = await agent.history("web:main")
+            assert [(entry.role, entry.text) for entry in history][-2:] == [
+                ("user", "from the program"),
+                ("assistant", "reply to: from the program"),
+            ]
+            assert history[-2].id == sent[0].reply_to
 
             for channel in ("web", "console"):
                 await page.send(InboundFrame(id=f"m-{channel}", channel=channel, chat_id="main", text="from the page"))

@@ -1,6 +1,7 @@
 """Where replies go: a sink per channel (the in-process console), else a fallback (the socket).
 A library program asking in another channel's chat (`ask("web:main", …)`) gets the replies to its own
-messages only (`answer_asks`); the rest of that channel keeps its route (decision 465).
+messages only (`answer_asks`); the rest of that channel keeps its route (decision 465), and the web page is
+sent those replies too (`SHOWN_WHOLE`, decision 473).
 
 The processor only says "deliver this to that chat"; the runtime decides how each channel is
 reached, so the same engine serves `klaw chat` in one process and gateways over the socket.
@@ -27,6 +28,13 @@ from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord
 
 log = logging.getLogger(__name__)
+
+SHOWN_WHOLE = frozenset({"web"})
+"""Channels whose gateway shows a chat's whole history (the web page): a reply to a program's `ask` there goes
+to the program and to the channel's route, so an open page shows it, and reads the message it answers from the
+history, as it does for another tab's (decision 473; before, only after a reload). Its pieces stay the
+program's. Another channel's person (Telegram, a piped `klaw chat`) would get a reply to a message never sent
+from there: not routed."""
 
 OutboundKind = Literal["reply", "notice", "error"]
 
@@ -133,7 +141,8 @@ class Delivery:
         if mine and outbound.approval is not None:
             return asker, False
         answers = {outbound.reply_to, *outbound.answers} - {None}
-        return (asker, not answers <= mine) if answers & mine else (None, False)
+        shown_whole = outbound.chat.channel in SHOWN_WHOLE  # the open page shows it too (decision 473)
+        return (asker, shown_whole or not answers <= mine) if answers & mine else (None, False)
 
     def unregister(self, channel: str, sink: Sink) -> None:
         if self._sinks.get(channel) is sink:
