@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from klaw import AgentInfo, ChatMessage, FunctionModel, Klaw
+from klaw import AgentInfo, AgentMessage, ChatMessage, FunctionModel, Klaw
 from klaw.engine.system_prompt import MAX_PROMPT_FILE_BYTES, SystemPrompt, cap_bytes
 from tests.test_library import CONFIG
 
@@ -49,7 +49,10 @@ async def test_a_huge_prompt_file_is_cut_at_its_share_of_the_budget_and_a_fifo_l
         seen.append(messages[0].content or "")
         return "ok"
 
-    async with Klaw(home, config=CONFIG, model=FunctionModel(model), on_message=lambda m: told.append(m.text)) as agent:
+    async def on_message(message: AgentMessage) -> None:
+        told.append(message.text)
+
+    async with Klaw(home, config=CONFIG, model=FunctionModel(model), on_message=on_message) as agent:
         workspace = home / "workspace"
         (workspace / "AGENTS.md").write_text(
             "# Rules\nBe brief and kind.\n" + "é log line\n" * 30_000, encoding="utf-8"
@@ -87,9 +90,11 @@ async def test_a_context_over_its_budget_is_told_to_the_chat_with_the_file_cut(t
     home = tmp_path / "home"
     told: list[str] = []
     small = {**CONFIG, "models": {"ollama/llama3.2": {"baseUrl": "http://127.0.0.1:9/v1", "contextBudget": 2500}}}
-    async with Klaw(
-        home, config=small, model=FunctionModel(lambda m, i: "ok"), on_message=lambda m: told.append(m.text)
-    ) as agent:
+
+    async def on_message(message: AgentMessage) -> None:
+        told.append(message.text)
+
+    async with Klaw(home, config=small, model=FunctionModel(lambda m, i: "ok"), on_message=on_message) as agent:
         (home / "workspace" / "AGENTS.md").write_text("rule\n" * 1000, encoding="utf-8")
         assert await agent.ask("alice", "hello") == "ok"
     [said] = told
