@@ -93,6 +93,8 @@ async def test_a_message_resumed_after_a_crash_is_logged_not_printed_above_the_b
             screen = await term.wait_for_prompt_after("here at last", "the resumed message's reply")
             before_banner = screen.split("klaw — model")[0]
             assert "resuming" not in before_banner and "WARNING" not in before_banner, screen
+            # the screen says it ("a message from before klaw last stopped"): no pointer at the log (decision 473)
+            assert "klaw logged a warning" not in screen, screen
             await term.type_line("/exit")
             assert await term.exit_status() == 0
     assert "resuming 1 message(s) left unanswered by the previous run" in (home / "logs" / "chat.log").read_text()

@@ -278,19 +278,19 @@ class ContextBuilder:
 
     def _news(self, session: Session, cut: Sequence[str], warnings: Sequence[str]) -> list[str]:
         """What to tell the chat of its prompt files cut at their cap or left out, and of a context over its
-        budget: each once, while it lasts (a log warning only showed `klaw chat`'s "see chat.log", and the
-        web page nothing). The over-budget sentence names the cut files and the ways out."""
-        said = [f"{note}." for note in cut]
+        budget: each once while it lasts, again when it changes (a log warning only showed `klaw chat`'s "see
+        chat.log", and the web page nothing). The over-budget sentence names the cut files and the ways out."""
+        said = {note: f"{note}." for note in cut}  # by what it is about: an over-budget's figures change each turn
         if warnings:
-            files = f" {' '.join(said)}" if said else ""
-            said = [
-                f"This chat's context is over its budget on {session.model}: {warnings[0]}.{files} Give the model"
-                " a larger contextBudget in engine.yaml, or offer fewer tools (tools.enabled); `/context` shows"
-                " each layer."
-            ]
-        told, now = self._told.get(session.chat, frozenset()), frozenset(said)
-        self._told[session.chat] = now
-        return [sentence for sentence in said if sentence not in told]
+            files = f" {' '.join(said.values())}" if said else ""
+            said = {
+                f"over the budget of {session.model}; {'; '.join(cut)}": f"This chat's context is over its budget on"
+                f" {session.model}: {warnings[0]}.{files} Give the model a larger contextBudget in engine.yaml, or"
+                " offer fewer tools (tools.enabled); `/context` shows each layer."
+            }
+        told = self._told.get(session.chat, frozenset())
+        self._told[session.chat] = frozenset(said)
+        return [sentence for key, sentence in said.items() if key not in told]
 
     @staticmethod
     def _over_budget(

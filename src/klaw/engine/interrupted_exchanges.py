@@ -24,6 +24,7 @@ from datetime import datetime
 
 from klaw.engine.open_questions import drop_shared, take_shared
 from klaw.engine.tools_used import NOT_ASKED
+from klaw.log_format import LOG_FILE_ONLY
 from klaw.memory.ingestion import Ingestion
 from klaw.store.exchange_records import exchange_close_record, opened_user_message_id
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role, StoredMessage
@@ -72,7 +73,9 @@ async def close_interrupted(
     if shared:  # their results written: a kill before this leaves the note, and results are not written twice
         await drop_shared(store.settings, chat)
     if closed:
-        log.warning("closed %d exchange(s) of %s a crash cut off as interrupted", closed, chat)
+        log.warning(  # the log file only: no news on the chat's screen after a restart (decision 473)
+            "closed %d exchange(s) of %s a crash cut off as interrupted", closed, chat, extra=LOG_FILE_ONLY
+        )
     return closed
 
 

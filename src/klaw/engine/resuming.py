@@ -23,6 +23,7 @@ from klaw.engine.clock import Clock
 from klaw.engine.delivery import Delivery, redeliver
 from klaw.engine.interrupted_exchanges import close_interrupted
 from klaw.engine.open_questions import OpenQuestions
+from klaw.log_format import LOG_FILE_ONLY
 from klaw.memory.ingestion import Ingestion
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, StoredMessage
@@ -56,14 +57,16 @@ class Resuming:
             resumed += await self._resume(chat, within)
         self.noted.keep_only(self._after_crash)  # what a kill -9 left open is in these chats alone (447)
         if resumed:
-            log.warning("resuming %d message(s) left unanswered by the previous run", resumed)
+            # to the log file only: the chat shows each reply as one "to a message from before klaw last stopped",
+            # and `klaw chat`'s "(klaw logged a warning: see …)" after a restart pointed at nothing new (473)
+            log.warning("resuming %d message(s) left unanswered by the previous run", resumed, extra=LOG_FILE_ONLY)
         return resumed
 
     async def take_over(self, chat: ChatRef) -> None:
         """Queue the chat's unanswered messages (those not queued here already): another engine sharing
         the store accepted them and died, or released the chat before their turn."""
         if await self._resume(chat, RESUME_WITHIN):
-            log.warning("taking over chat %s: messages no engine answered", chat)
+            log.warning("taking over chat %s: messages no engine answered", chat, extra=LOG_FILE_ONLY)
 
     async def redeliver(self, within: timedelta = RESUME_WITHIN) -> int:
         """Send again the replies no channel confirmed younger than `within` (delivery.redeliver)."""
