@@ -40,6 +40,10 @@ class LoadedConfig:
     # dotted camelCase path (e.g. "processing.debounceMs") -> "engine.yaml" | "env KLAW__…"
     sources: Mapping[str, str]
     path: Path
+    # engine.yaml's bytes as read for `config` (None: there was no file, all defaults): what a running engine
+    # compares the file with to say it changed since the start (engine/config_drift.py, decision 474). Kept
+    # here, beside the config, not on EngineConfig: a private attribute there counted in pydantic's `==`.
+    text: bytes | None = None
 
 
 # An unknown field close to no known one is likelier a newer klaw's than a typo (decision 396).
@@ -49,7 +53,8 @@ _NEWER = "if a newer klaw wrote it, upgrade this one (docs/maintenance.md) or re
 def load_config(path: Path, env: Mapping[str, str] | None = None) -> LoadedConfig:
     """Read `path` (missing file = all defaults), apply env overrides, validate."""
     env = os.environ if env is None else env
-    raw = _read_yaml(path)
+    text = _read_bytes(path)
+    raw = _parse_yaml(path, text)
     sources = {key: path.name for key in _leaf_paths(raw)}
     overrides: dict[tuple[str, ...], str] = {}
     for key, value, var in _env_overrides(env):
@@ -60,7 +65,7 @@ def load_config(path: Path, env: Mapping[str, str] | None = None) -> LoadedConfi
         config = EngineConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, f"{path} (or a KLAW__ environment override)", overrides)) from None
-    return LoadedConfig(config=config, sources=sources, path=path)
+    return LoadedConfig(config=config, sources=sources, path=path, text=text)
 
 
 def config_from_mapping(raw: Mapping[str, Any], where: str) -> EngineConfig:
@@ -72,19 +77,27 @@ def config_from_mapping(raw: Mapping[str, Any], where: str) -> EngineConfig:
         raise ConfigError(_describe(exc, where, {})) from None
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_bytes(path: Path) -> bytes | None:
+    """The file's bytes, read once (None: there is none); they are parsed and kept as they are."""
     if not path.exists():
-        return {}
+        return None
     if path.is_dir():
         raise ConfigError(f"{path} is a directory; engine.yaml must be a file (move it aside and run 'klaw init').")
     try:  # a regular file of at most MAX_CONFIG_BYTES: a FIFO there hung the start, /dev/zero ate memory (453)
-        text = read_small(path, MAX_CONFIG_BYTES).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start} cannot be decoded); save it as UTF-8.") from None
+        return read_small(path, MAX_CONFIG_BYTES)
     except OSError as exc:
         raise ConfigError(
             f"cannot read {path}: {exc.strerror or exc}; engine.yaml must be a regular file of at most 1 MiB."
         ) from None
+
+
+def _parse_yaml(path: Path, read: bytes | None) -> dict[str, Any]:
+    if read is None:
+        return {}
+    try:
+        text = read.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start} cannot be decoded); save it as UTF-8.") from None
     loader = _UniqueKeyLoader(text)  # a SafeLoader (nesting bounded) that notes repeated keys
     try:
         data = load_with(loader)

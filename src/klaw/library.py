@@ -34,6 +34,7 @@ from klaw.config_loader import config_from_mapping, load_config
 from klaw.engine.approval import without_answer_line
 from klaw.engine.chat_reading import DEFAULT_LIMIT, HistoryEntry, MemoryFound, SessionInfo, TurnState
 from klaw.engine.clock import Clock
+from klaw.engine.config_drift import ConfigFileNote
 from klaw.engine.delivery import Outbound, TextSink
 from klaw.engine.runtime import Engine
 from klaw.engine.socket_file import EngineAlreadyRunningError
@@ -177,7 +178,7 @@ class Klaw:
         if self._engine is not None:
             return self
         initialise_home(self.home)  # writes only the files that are missing
-        config = self._load_config()
+        config, config_file = self._load_config()
         self._make_home_private(config)
         # The first `ask` has the MCP servers' tools: start-up waits until each has started or failed, as
         # a piped chat's one turn does, unless mcp.startWaitSeconds is set (decision 291).
@@ -200,6 +201,7 @@ class Klaw:
                     channels={
                         LIBRARY_CHANNEL: self._deliver
                     },  # before recovery: a reply sent again at start reaches us
+                    config_file=config_file,
                 )
         except EngineAlreadyRunningError as exc:
             holder = holder_of(self.home.root)
@@ -212,8 +214,6 @@ class Klaw:
         self._closed = False
         if self._config is not None:
             warn_overridden(self._engine)
-            if (note := self._engine.tool_listing.config_note) is not None:
-                note.ignore()  # the engine never read engine.yaml: an edit of it is not for a restart
         return self
 
     async def ask(self, chat: str | ChatRef, text: str) -> str:
@@ -389,9 +389,12 @@ class Klaw:
         if changed:
             log.warning("%s", describe_changes(changed))
 
-    def _load_config(self) -> EngineConfig:
+    def _load_config(self) -> tuple[EngineConfig, ConfigFileNote | None]:
+        """The configuration, and engine.yaml's bytes it was parsed from (None: the program's `config=`, which
+        an edit of the file does not concern)."""
         if isinstance(self._config, EngineConfig):
-            return self._config
+            return self._config, None
         if self._config is not None:
-            return config_from_mapping(self._config, "the config= given to Klaw")
-        return load_config(self.home.config_file).config
+            return config_from_mapping(self._config, "the config= given to Klaw"), None
+        loaded = load_config(self.home.config_file)
+        return loaded.config, ConfigFileNote.of(loaded)

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from klaw.cli.app import app
 from klaw.cli.context import start_engine_or_exit
 from klaw.config import EngineConfig
+from klaw.config_loader import LoadedConfig
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.library import Klaw
@@ -48,7 +49,7 @@ async def test_an_engine_a_command_starts_freezes_what_start_built(tmp_path: Pat
     home = KlawHome(tmp_path / "home")
     initialise_home(home)
     async with FakeOpenAiServer() as server:
-        engine = await start_engine_or_exit(home, _config(server.base_url))
+        engine = await start_engine_or_exit(home, LoadedConfig(_config(server.base_url), {}, home.config_file))
         try:
             assert gc.get_freeze_count() > 10_000  # modules, classes, the config: never scanned again
             assert gc.get_threshold()[0] >= YOUNG_THRESHOLD

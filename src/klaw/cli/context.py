@@ -180,14 +180,22 @@ async def open_store_or_exit(path: Path, database: DatabaseConfig, *, reads_only
 
 
 async def start_engine_or_exit(
-    home: KlawHome, config: EngineConfig, channels: Mapping[str, Sink] | None = None, *, held_exit: int = HOME_HELD_EXIT
+    home: KlawHome,
+    loaded: LoadedConfig,
+    channels: Mapping[str, Sink] | None = None,
+    *,
+    config: EngineConfig | None = None,
+    held_exit: int = HOME_HELD_EXIT,
 ) -> Engine:
-    """A running engine, or exit 2 with one line saying why it could not start: the store's message, a
+    """A running engine on `config` (default: `loaded.config`, what `load_or_exit` read), noting the bytes of
+    engine.yaml `loaded` was parsed from, so an edit made from then on is said to need a restart (decision
+    474), or exit 2 with one line saying why it could not start: the store's message, a
     file it cannot write, or SQLite refusing part-way through start-up
     (another klaw process holding klaw.db: the second engine of a start race), never a traceback; exit 75
     (`HOME_HELD_EXIT`) when another klaw process holds the home, which a later start may find free;
     `held_exit` 2 for `klaw chat`, a person told what to do, as when it finds the holder before starting
     (decision 435; a chat that lost a start race to another exited 75, decision 443)."""
+    from klaw.engine.config_drift import ConfigFileNote
     from klaw.engine.runtime import Engine
     from klaw.engine.socket_file import EngineAlreadyRunningError
     from klaw.start_up_heap import keep_start_up_heap
@@ -195,8 +203,9 @@ async def start_engine_or_exit(
     from klaw.store.protocol import StorageError
 
     require_home(home)
+    config = loaded.config if config is None else config
     try:
-        engine = await Engine.start(home, config, channels=channels)
+        engine = await Engine.start(home, config, channels=channels, config_file=ConfigFileNote.of(loaded))
     except EngineAlreadyRunningError as exc:
         fail(str(exc), held_exit)
     except (StorageError, OSError, RuntimeError) as exc:

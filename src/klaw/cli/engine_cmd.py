@@ -45,11 +45,10 @@ def engine() -> None:
 
 
 async def _serve(home: KlawHome, loaded: LoadedConfig) -> None:
-    config = loaded.config
     console = stderr_console()
     checking = check_in_background(loaded, "klaw engine")
     with cancelled_on_failure(checking):
-        running = await start_engine_or_exit(home, config)
+        running = await start_engine_or_exit(home, loaded)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -135,7 +134,7 @@ def chat(
                 # (docs/mcp.md, decisions 252, 376).
                 try:
                     running = await start_engine_or_exit(
-                        home, started_without_waiting(config), channels=channels, held_exit=2
+                        home, loaded, channels, config=started_without_waiting(config), held_exit=2
                     )
                 finally:
                     starting.close()

@@ -94,7 +94,7 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
     if with_engine:
         checking = check_in_background(loaded, "klaw serve")
         with cancelled_on_failure(checking):
-            engine = await start_engine_or_exit(home, loaded.config)
+            engine = await start_engine_or_exit(home, loaded)
     running = Gateway(home, channels, backoff=Backoff(maximum=loaded.config.channels.engine_reconnect_max_seconds))
     try:
         with cancelled_on_failure(checking) if checking is not None else nullcontext():

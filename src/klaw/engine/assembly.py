@@ -167,9 +167,11 @@ async def assemble(
     embedder: Embedder | None = None,
     tools: Sequence[ToolFunction] = (),
     channels: Mapping[str, Sink] | None = None,
+    config_file: ConfigFileNote | None = None,
 ) -> Parts:
     """Every part built and started (listening last when `listen`); each close is on `stack`.
-    `channels`: in-process sinks registered before recovery, so a reply sent again at start reaches them."""
+    `channels`: in-process sinks registered before recovery, so a reply sent again at start reaches them.
+    `config_file`: engine.yaml as `config` was read from it (None: not from the file), for "restart it"."""
     memory = await open_memory(home, config, clock, stack, embedder)
     skills = skill_catalogue(home, config)
     docs = docs_index(home, config, memory.embedder)
@@ -256,8 +258,7 @@ async def assemble(
         SEND_PLACES: memory.store.sends,
     }
     provide_late_groups(home, config, selection, late)
-    note = ConfigFileNote.taken(home.config_file)
-    listing = ToolListing(config, router.catalogue, memory.store, selection, mcp_servers.states, skills, note)
+    listing = ToolListing(config, router.catalogue, memory.store, selection, mcp_servers.states, skills, config_file)
     commands = CommandHandler(
         catalogue=router.catalogue,
         commands=config.commands,
@@ -275,7 +276,7 @@ async def assemble(
         saved_memories=memory.store.memory_chunks,
         tool_listing=listing,
         stand_in=router.stand_in,
-        status_first=[note.status_lines],
+        status_first=[] if config_file is None else [config_file.status_lines],
         status_lines=[
             lambda: [store_line(home.database_file(config.database.path), config.database)],
             memory.warm_up.status_lines,

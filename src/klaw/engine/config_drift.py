@@ -2,10 +2,13 @@
 `klaw config check` (the `config_file` query, decision 464) say "restart it to apply" instead of repeating a
 fix the file already holds, or calling the file valid as if that settled it (newcomers 16 and 18, decision 445).
 
-The file's bytes are noted when the engine is assembled; a later look reads the file again and, when the bytes
-differ, compares the two YAML documents parsed (an edited comment or spacing changes nothing). A file that no
-longer parses counts as changed (the restart would refuse it: `klaw config check` says why). An engine given
-its configuration by a program (`Klaw(config=…)`) never read the file: its note is switched off.
+The note holds the very bytes the loader parsed the configuration from (`LoadedConfig.text`), handed to
+`Engine.start` beside the config: noted again at the end of the start, an edit made while the engine started
+(its plugins imported, its MCP servers started) was taken for what it runs on (check51, decision 474). A later
+look reads the file again and, when the bytes differ, compares the two YAML documents parsed (an edited comment
+or spacing changes nothing). A file that no longer parses counts as changed (the restart would refuse it:
+`klaw config check` says why). An engine given its configuration by a program (`Klaw(config=…)`) or a bench
+never read the file: it has no note.
 
 A look happens on the event loop, so it reads only a regular file, at most the size the loader accepts, opened
 without waiting (small_file.py): a FIFO put there froze the whole engine on `/status`, a symlink to /dev/zero
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from klaw.config_loader import MAX_CONFIG_BYTES
+from klaw.config_loader import MAX_CONFIG_BYTES, LoadedConfig
 from klaw.small_file import read_small, refused
 from klaw.yaml_syntax import safe_load
 
@@ -29,27 +32,21 @@ RESTART_FIRST = "engine.yaml changed since klaw started: restart klaw to apply i
 
 @dataclass(slots=True)
 class ConfigFileNote:
-    """engine.yaml as the engine read it at start (None: there was none)."""
+    """engine.yaml as the engine's configuration was read from it (`text` None: there was none)."""
 
     path: Path
     text: bytes | None
-    watched: bool = True
 
     @classmethod
-    def taken(cls, path: Path) -> ConfigFileNote:
-        return cls(path, _read(path)[0])
-
-    def ignore(self) -> None:
-        """The engine's configuration did not come from the file: its edits do not concern it."""
-        self.watched = False
+    def of(cls, loaded: LoadedConfig) -> ConfigFileNote:
+        """The note of the file `loaded` was parsed from, with the bytes parsed (not read again)."""
+        return cls(loaded.path, loaded.text)
 
     def changed(self) -> bool:
         return self.look() is not None
 
     def look(self) -> str | None:
         """None: the file is as the engine read it; else `CHANGED`, or why it cannot be read now."""
-        if not self.watched:
-            return None
         now, problem = _read(self.path)
         if problem is not None:
             return refused(self.path, problem, "a restart would fail: `klaw config check` says more")

@@ -27,6 +27,7 @@ from klaw.config import EngineConfig
 from klaw.engine.assembly import Parts, assemble
 from klaw.engine.chat_reading import ChatReader
 from klaw.engine.clock import Clock, SystemClock
+from klaw.engine.config_drift import ConfigFileNote
 from klaw.engine.delivery import Outbound, Sink
 from klaw.engine.drain_deadline import DrainDeadline
 from klaw.engine.frames import CommandFrame, DeliveredFrame, InboundFrame
@@ -108,13 +109,17 @@ class Engine:
         embedder: Embedder | None = None,
         tools: Sequence[ToolFunction] = (),
         channels: Mapping[str, Sink] | None = None,
+        config_file: ConfigFileNote | None = None,
     ) -> Engine:
         """Build and start every part; a failure at any step closes what was started, in reverse.
 
         `router`, `embedder` and `tools` (plain typed async functions, always offered) replace or add
         to what engine.yaml configures; the engine closes a router or embedder it is given. `channels`:
         in-process sinks (channel name to sink) registered before start-up recovery, so the replies a
-        crash left unconfirmed, sent again at start, reach them (decision 101)."""
+        crash left unconfirmed, sent again at start, reach them (decision 101). `config_file`: engine.yaml as
+        `config` was read from it (`ConfigFileNote.of(loaded)`: the loader's bytes, not read again), so `/status`,
+        `/tools` and `klaw config check` can say an edit made since then needs a restart; None when `config`
+        did not come from the file (decision 474)."""
         lifetimes = AsyncExitStack()
         clock = clock or SystemClock()
         try:
@@ -129,6 +134,7 @@ class Engine:
                 embedder=embedder,
                 tools=tools,
                 channels=channels,
+                config_file=config_file,
             )
             services = memory_services(config, parts.memory, clock, parts.delivery)
             messages = HybridSearch(parts.memory.store, parts.memory.embedder, config.search)
@@ -143,8 +149,8 @@ class Engine:
                     "tools": parts.tool_listing.answer,
                     "forget": functools.partial(_forget_said, parts),  # `klaw memory forget` while this runs
                 }
-                if (note := parts.tool_listing.config_note) is not None:
-                    extra["config_file"] = note.answer  # `klaw config check`: does the engine need a restart?
+                if config_file is not None:
+                    extra["config_file"] = config_file.answer  # `klaw config check`: does the engine need a restart?
                 queries = EngineQueries(
                     parts.memory.store,
                     parts.processor.context_history,
