@@ -7,14 +7,12 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 from klaw.config import DatabaseConfig
+from klaw.like_ctrl_c import stopped_like_ctrl_c
 from klaw.store.protocol import Storage, StorageError
 
 log = logging.getLogger(__name__)
@@ -23,7 +21,6 @@ BENCH_SCHEMA = "klaw_bench_{pid}"
 # Ended like Ctrl-C while a bench schema exists, so it is dropped: `timeout` and systemd send SIGTERM, a
 # closed terminal SIGHUP; each left `klaw_bench_<pid>` with its rows in the person's database (adversary22).
 _STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
 def check_database(database: DatabaseConfig) -> None:
@@ -105,34 +102,12 @@ def bench_schema(dsn: str) -> Iterator[list[str]]:
                 f"the database already holds a schema {schema} (another bench run with this process id, or one"
                 f" killed): klaw bench leaves it alone; drop it (DROP SCHEMA {schema} CASCADE) if no bench runs"
             ) from None
-    previous = _stop_like_ctrl_c()
-    try:
-        yield [schema, *path]
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as connection:
-            connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-
-def _stop_like_ctrl_c() -> dict[signal.Signals, _Handler]:
-    """SIGTERM and SIGHUP do what Ctrl-C does (the bench's Ctrl-C path drops the schema); the handlers they
-    had, to put back. They call SIGINT's handler of the moment rather than raise KeyboardInterrupt
-    themselves: under `asyncio.run` that handler cancels the main task, so the bench unwinds through its
-    own awaits and closes its store; a KeyboardInterrupt raised wherever the main thread happened to be
-    (inside the event loop's own code) left asyncio.run's clean-up waiting on a store that was never
-    closed, and one SIGHUP'd bench ran past two minutes (CI92)."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def interrupt(number: int, frame: FrameType | None) -> None:
-        like_ctrl_c = signal.getsignal(signal.SIGINT)
-        if callable(like_ctrl_c):
-            like_ctrl_c(signal.SIGINT, frame)
-            return
-        raise KeyboardInterrupt(f"signal {number}")
-
-    return {number: signal.signal(number, interrupt) for number in _STOPPING_SIGNALS}
+    with stopped_like_ctrl_c(*_STOPPING_SIGNALS):  # the bench's Ctrl-C path drops the schema
+        try:
+            yield [schema, *path]
+        finally:
+            with psycopg.connect(dsn, autocommit=True) as connection:
+                connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 @contextmanager

@@ -13,13 +13,13 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import FrameType
 from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
 from klaw.cli.context import say_while_stopping
+from klaw.like_ctrl_c import stopped_like_ctrl_c
 
 if TYPE_CHECKING:
     from klaw.engine.runtime import Engine
@@ -62,25 +62,13 @@ def stopping(engine: Engine | None, console: Console) -> None:
 def stopped_as_by_ctrl_c_while_starting() -> Iterator[None]:
     """Around a service command's run: a SIGTERM before its own handler is set is handed to SIGINT's
     handler, whichever it is at that moment (Python's, which raises KeyboardInterrupt, before the event
-    loop; asyncio's, which cancels the main task, while it runs), and the stop it asked ends with exit 0,
-    as a SIGTERM after the start does (130 is Ctrl-C's, and a service manager would call it a failure)."""
-    asked = False
-
-    def as_ctrl_c(_signum: int, frame: FrameType | None) -> None:
-        nonlocal asked
-        asked = True
-        handler = signal.getsignal(signal.SIGINT)
-        if callable(handler):
-            handler(signal.SIGINT, frame)
-        else:  # SIGINT ignored or left to the system: stop all the same
-            raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, as_ctrl_c)
-    try:
-        yield
-    except KeyboardInterrupt:
-        if not asked:
-            raise
-        raise typer.Exit(0) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    loop; asyncio's, which cancels the main task, while it runs: like_ctrl_c.py), and the stop it asked ends
+    with exit 0, as a SIGTERM after the start does (130 is Ctrl-C's, and a service manager would call it a
+    failure)."""
+    with stopped_like_ctrl_c(signal.SIGTERM) as came:
+        try:
+            yield
+        except KeyboardInterrupt:
+            if not came.asked:
+                raise
+            raise typer.Exit(0) from None
