@@ -10,7 +10,6 @@ two exceptions, so `klaw.InvalidChat` and `klaw.InvalidArgument` stay where prog
 
 from __future__ import annotations
 
-import inspect
 import os
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from klaw.llm.protocol import ChatModel
 from klaw.memory.embedder.protocol import Embedder
 from klaw.scheduling.names import parse_chat_target
 from klaw.store.records import ChatRef, chat_id_problem
+from klaw.tools.provider_shape import takes_tool_setup
 
 LIBRARY_CHANNEL = "library"
 
@@ -153,7 +153,7 @@ def tools_of(tools: object) -> tuple[object, ...]:
             + (": put the one function in a list" if callable(tools) else "")
         )
     for fn in tools:
-        if _takes_tool_setup(fn):  # before: "tool 'provide' needs a description" (newcomer17, decision 455)
+        if takes_tool_setup(fn):  # before: "tool 'provide' needs a description" (newcomer17, decision 455)
             name = getattr(fn, "__name__", "it")
             raise InvalidArgument(
                 f"tools= takes tools; {name}(setup: ToolSetup) is a tool group's provider, which the engine"
@@ -162,16 +162,6 @@ def tools_of(tools: object) -> tuple[object, ...]:
                 " 'Tools from an installed package'), or pass the tool functions themselves here"
             )
     return tuple(tools)  # each one is read, or refused in words, where the engine builds its tools
-
-
-def _takes_tool_setup(fn: object) -> bool:
-    """Whether `fn`'s one parameter is annotated `ToolSetup` (a provider), by name: a string annotation too."""
-    try:
-        parameters = list(inspect.signature(fn).parameters.values())  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
-    annotation = parameters[0].annotation if len(parameters) == 1 else None
-    return str(getattr(annotation, "__name__", annotation)).endswith("ToolSetup")
 
 
 def embedder_of(embedder: object) -> Embedder | None:

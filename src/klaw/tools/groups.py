@@ -30,6 +30,7 @@ from klaw.config import MCP_GROUP_PREFIX, TOOL_PLUGIN_GROUP, EngineConfig
 from klaw.home import KlawHome
 from klaw.redaction import mask_url_credentials
 from klaw.tools.plugin_import import PluginImportHangs, load_within
+from klaw.tools.provider_shape import takes_tool_setup
 from klaw.tools.registry import DuplicateToolName, ToolRegistry
 from klaw.tools.schema import ToolFunction
 
@@ -297,22 +298,12 @@ def _printing_aside() -> contextlib.AbstractContextManager[object]:
 
 def _a_tool_itself(loaded: object) -> str | None:
     """The name of the tool an entry point names where a list (or a provider) belongs, else None: an
-    `async def` (a provider is a plain function), or a function taking other than one `ToolSetup`."""
+    `async def` (a provider is a plain function), or a function not taking one `ToolSetup`."""
     if not inspect.isfunction(loaded):
         return None
     if inspect.iscoroutinefunction(loaded) or inspect.isasyncgenfunction(loaded):
         return loaded.__name__
-    try:
-        parameters = list(inspect.signature(loaded).parameters.values())
-    except (TypeError, ValueError):
-        return None
-    required = [p for p in parameters if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    if len(required) > 1 or not parameters:
-        return loaded.__name__
-    annotation = parameters[0].annotation
-    if annotation is parameters[0].empty or annotation is ToolSetup:
-        return None
-    return None if isinstance(annotation, str) and annotation.endswith("ToolSetup") else loaded.__name__
+    return None if takes_tool_setup(loaded, unannotated=True) else loaded.__name__
 
 
 def _functions(tools: Iterable[ToolFunction] | None) -> Sequence[ToolFunction]:
