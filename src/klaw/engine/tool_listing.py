@@ -69,7 +69,8 @@ class ToolListing:
     selection: ToolSelection
     servers: Callable[[], list[ServerState]]
     skills: SkillCatalogue | None
-    config_note: ConfigFileNote | None = None  # engine.yaml as the engine read it (None: a listing without one)
+    # engine.yaml as the engine's configuration was read from it (None: no engine, or a config not from the file)
+    config_note: ConfigFileNote | None = None
 
     async def inventory(self, chat: ChatRef) -> ToolInventory:
         """Read only: a chat never seen gets no session from being asked about. With engine.yaml changed since
