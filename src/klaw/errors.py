@@ -29,6 +29,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py, `_Spoiled` in sto
   - StorageError (RuntimeError) ............ store/errors: the store cannot do what was asked
     + IndexMismatchError ................... vectors of another embedder, or words of another tokenizer, are stored
     + StorageUnavailable ................... the database server cannot be reached now (worth retrying)
+      * ServerUnreachable .................. no server answered (refused, timed out): a start retried later
     + StoreNotSetUp ........................ no klaw database there yet; an open not asked to create left it so
     + LeaseLostError ....................... store/lease_fence: a turn's write after another engine took its chat
     + CopyFormatError ...................... store/postgres/vector_copy: a chat's vectors not in the layout expected

@@ -125,6 +125,12 @@ def say_while_stopping(console: Console, text: str) -> None:
 # `klaw service install` writes restarts it (`RestartPreventExitStatus=2` only), so the service starts
 # once the holder is gone (decision 435).
 HOME_HELD_EXIT = 75
+# Said by an engine start whose PostgreSQL server did not answer, which exits HOME_HELD_EXIT too: a server not
+# up yet (klaw started before it at boot) is no mistake to fix, and exit 2 left the service down (decision 475).
+RETRIED = (
+    " Taken for a passing fault (the server may still be starting): exit 75, which will be retried by the"
+    " service (klaw service install's unit starts klaw again every 5 s)."
+)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -194,12 +200,14 @@ async def start_engine_or_exit(
     (another klaw process holding klaw.db: the second engine of a start race), never a traceback; exit 75
     (`HOME_HELD_EXIT`) when another klaw process holds the home, which a later start may find free;
     `held_exit` 2 for `klaw chat`, a person told what to do, as when it finds the holder before starting
-    (decision 435; a chat that lost a start race to another exited 75, decision 443)."""
+    (decision 435; a chat that lost a start race to another exited 75, decision 443); `held_exit` too when no
+    PostgreSQL server answered (decision 475)."""
     from klaw.engine.config_drift import ConfigFileNote
     from klaw.engine.runtime import Engine
     from klaw.engine.socket_file import EngineAlreadyRunningError
     from klaw.start_up_heap import keep_start_up_heap
     from klaw.store.backend import storage_failure
+    from klaw.store.errors import ServerUnreachable
     from klaw.store.protocol import StorageError
 
     require_home(home)
@@ -208,6 +216,8 @@ async def start_engine_or_exit(
         engine = await Engine.start(home, config, channels=channels, config_file=ConfigFileNote.of(loaded))
     except EngineAlreadyRunningError as exc:
         fail(str(exc), held_exit)
+    except ServerUnreachable as exc:  # PostgreSQL not up yet (a reboot): passing, not a mistake (decision 475)
+        fail(f"{exc}{RETRIED if held_exit == HOME_HELD_EXIT else ''}", held_exit)
     except (StorageError, OSError, RuntimeError) as exc:
         from klaw.cli.edge_failures import edge_words
 

@@ -54,6 +54,9 @@ def unit_text(home: KlawHome) -> str:
         [
             "[Unit]",
             "Description=klaw: personal AI agent (engine and gateway)",
+            # After= alone orders, pulling nothing in (newcomer19). A user manager has no such target of its own, so
+            # there both lines are harmless no-ops; a copy run as a system unit waits for the network with them.
+            "Wants=network-online.target",
             "After=network-online.target",
             "",
             "[Service]",
@@ -66,7 +69,8 @@ def unit_text(home: KlawHome) -> str:
             "# klaw exits 2 when it refuses to start (a configuration mistake, a missing token, a port in use):",
             "# a restart would only say it again every 5 s until a person fixes it (klaw service status shows it).",
             "# A home another klaw process holds (klaw mcp serve, klaw chat) exits 75: restarted, so the service",
-            "# starts once that process is gone.",
+            "# starts once that process is gone. So does a PostgreSQL server that does not answer yet: a user unit",
+            "# cannot wait for the system's postgresql.service, so klaw is started again until it answers.",
             "RestartPreventExitStatus=2",
             "TimeoutStopSec=30",
             "UMask=0077",

@@ -42,3 +42,9 @@ class StoreNotSetUp(StorageError):
 class StorageUnavailable(StorageError):
     """The database server cannot be reached now (down, restarting, the network away): the same call may
     well succeed later, so a message refused for it is worth sending again."""
+
+
+class ServerUnreachable(StorageUnavailable):
+    """No PostgreSQL server answered at all (connection refused, timed out, no socket, a name not resolved
+    yet) or it answered that it is starting or stopping: at an engine's start a passing fault, retried by
+    the service (exit 75), unlike a server that answered no (a password, a database missing; decision 475)."""

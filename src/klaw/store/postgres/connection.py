@@ -20,6 +20,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolClosed
 
 from klaw.cancellation import cancel_requests, deliver_lost_cancellation
+from klaw.store.errors import ServerUnreachable
 from klaw.store.postgres.dsn_hiding import hide_connection_string
 from klaw.store.protocol import StorageError, StorageUnavailable
 
@@ -68,10 +69,15 @@ def server_error(variable: str, exc: BaseException) -> StorageError:
             f"cannot reach the PostgreSQL server named by {variable}, and klaw is closing without waiting for it"
         )
     if isinstance(exc, psycopg.OperationalError):
-        return StorageUnavailable(
+        unavailable = ServerUnreachable if no_server_answered(exc) else StorageUnavailable
+        return unavailable(
             f"cannot reach the PostgreSQL server named by {variable}: {_first_line(exc, variable)}. Check that it is"
             " running and that the connection string (host, port, user, password, database) is right."
         )
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege) and "extension" in str(exc):
+        # Refused by its permission check, which comes after the server found the extension's files: pgvector is
+        # installed, this user may not create it (newcomer19: told to install what was there).
+        return vector_not_creatable(variable, _first_line(exc, variable))
     if isinstance(exc, psycopg.errors.FeatureNotSupported | psycopg.errors.UndefinedFile) or "vector" in str(exc):
         return StorageError(
             f"the PostgreSQL server named by {variable} lacks the pgvector extension ({_first_line(exc, variable)}):"
@@ -98,6 +104,31 @@ def server_error(variable: str, exc: BaseException) -> StorageError:
             " password percent-encoded"
         )
     return StorageError(f"PostgreSQL ({variable}): {_first_line(exc, variable)}")
+
+
+def vector_not_creatable(variable: str, said: str) -> StorageError:
+    """pgvector installed on the server, not yet created in the database, by a user who may not create it."""
+    return StorageError(
+        f"pgvector is installed on the PostgreSQL server named by {variable}, but its database user may not"
+        f" create the extension in that database ({said}): have a superuser run CREATE EXTENSION vector there"
+        " (its owner may do it only where an administrator marked pgvector trusted), then start klaw again"
+        " (docs/postgres.md)"
+    )
+
+
+# What a server that answered says while it cannot take connections yet (or any more): passing, as no answer is.
+_NOT_NOW = ("starting up", "shutting down", "not yet accepting connections", "in recovery mode")
+
+
+def no_server_answered(exc: psycopg.OperationalError) -> bool:
+    """True when no server answered the connection (refused, timed out, no socket, a host name not resolved)
+    or it answered only that it is starting or stopping: a passing fault (a reboot where klaw starts before its
+    database), not a wrong password or database, which the server answered with a FATAL of its own. psycopg
+    gives a failed connection no SQLSTATE, so the server's words are what tell them apart (decision 475)."""
+    if exc.sqlstate is not None:
+        return exc.sqlstate.startswith("57P")  # admin shutdown, crash shutdown, cannot connect now
+    said = str(exc)
+    return "FATAL:" not in said or any(words in said for words in _NOT_NOW)
 
 
 def _first_line(exc: BaseException, variable: str) -> str:

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 
 import psycopg
 
-from klaw.store.postgres.connection import Connection, execute, fetch_value, server_error
+from klaw.store.postgres.connection import Connection, execute, fetch_value, server_error, vector_not_creatable
 from klaw.store.postgres.path_checks import open_problem
 from klaw.store.protocol import StorageError
 from klaw.store.shared.migrations import Migration, SchemaMove, bundled_migrations, pending
@@ -87,11 +87,18 @@ async def start_problem(dsn: str, variable: str, connect_timeout: float) -> Stor
             version = await current_version(connection)
             if not pending(bundled_migrations("klaw.store.postgres"), version):
                 return None
-            has_vector = await fetch_value(
-                connection,
-                "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')"
-                " OR EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')",
+            # pgvector: created in the database, installed on the server, and creatable by this user (a superuser;
+            # a trusted extension's, whoever may create in the database). A non-superuser's start was refused
+            # with "permission denied to create extension" while this said valid (newcomer19).
+            vector = await connection.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector'),"
+                " EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector'),"
+                " (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) OR EXISTS (SELECT 1 FROM"
+                " pg_available_extension_versions v JOIN pg_available_extensions e ON e.name = v.name AND"
+                " e.default_version = v.version WHERE v.name = 'vector' AND v.trusted)"
+                " AND has_database_privilege(current_database(), 'CREATE')"
             )
+            created, installed, may_create_vector = await vector.fetchone() or (False, False, False)
             schema = await fetch_value(connection, "SELECT current_schema()")
             may_create = schema is not None and await fetch_value(
                 connection, "SELECT has_schema_privilege(current_schema(), 'CREATE')"
@@ -100,11 +107,6 @@ async def start_problem(dsn: str, variable: str, connect_timeout: float) -> Stor
         return exc
     except psycopg.Error as exc:
         return server_error(variable, exc)
-    if not has_vector:
-        return StorageError(
-            f"the PostgreSQL server named by {variable} lacks the pgvector extension: install pgvector 0.8 or"
-            " newer there (docs/postgres.md), or have an administrator run CREATE EXTENSION vector in the database"
-        )
     if not may_create:
         where = f"schema {schema}" if schema is not None else "any schema of its search_path"
         return StorageError(
@@ -112,4 +114,11 @@ async def start_problem(dsn: str, variable: str, connect_timeout: float) -> Stor
             f" (GRANT CREATE ON SCHEMA {schema or 'public'} TO that user) or make it the database's owner"
             " (docs/postgres.md)"
         )
+    if not (created or installed):
+        return StorageError(
+            f"the PostgreSQL server named by {variable} lacks the pgvector extension: install pgvector 0.8 or"
+            " newer there (docs/postgres.md), or have an administrator run CREATE EXTENSION vector in the database"
+        )
+    if installed and not created and not may_create_vector:  # said after the tables' grant, in turn
+        return vector_not_creatable(variable, "not a superuser")
     return None

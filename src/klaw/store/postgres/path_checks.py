@@ -2,7 +2,8 @@
 
 Each check reads the catalogue and changes nothing, so both an open (before it migrates) and `klaw config
 check` run it. A path the connection itself sets (`klaw bench` and `klaw reindex` put a schema of their
-own first on purpose, decision 429; a DSN's `options`) is taken as meant. Decisions 436 and 444.
+own first on purpose, decision 429; a DSN's `options`) is taken as meant. Decisions 436, 444 and 475
+(a restore that left pgvector out).
 """
 
 from __future__ import annotations
@@ -79,6 +80,47 @@ async def vector_off_path_problem(connection: Connection, variable: str) -> str 
     )
 
 
+# The tables klaw's first migration made with pgvector's type: a pg_restore that may not create the extension
+# skips exactly these (newcomer19: the pool then failed to register the type, "cannot reach the server" 10 s on).
+VECTOR_TABLES = ("message_vectors", "memory_vectors", "summary_vectors")
+_RESTORE = "docs/postgres.md, Restoring a backup"
+
+
+async def restore_problem(connection: Connection, variable: str) -> str | None:
+    """klaw's tables without pgvector, or without its vector tables: what a `pg_restore` run by a user who
+    may not create extensions leaves (every other table restored, `schema_version` included, so no migration
+    makes them again). None on a database klaw has not set up (its first migration creates the extension)."""
+    made = "SELECT to_regclass(format('%%I.schema_version', current_schema())) IS NOT NULL"
+    # a migration recorded: a first one refused part-way (no pgvector there yet) leaves an empty schema_version
+    if not await fetch_value(connection, made) or not await fetch_value(
+        connection, "SELECT EXISTS (TABLE schema_version)"
+    ):
+        return None
+    found = await connection.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector'),"
+        " ARRAY(SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NULL)",
+        (list(VECTOR_TABLES),),
+    )
+    row = await found.fetchone()
+    if row is None:
+        return None
+    has_vector, missing = row
+    if not has_vector:
+        return (
+            f"the PostgreSQL database named by {variable} holds klaw's tables but not the vector extension (pgvector),"
+            " as a pg_restore run by a user who may not create extensions leaves it (its vector tables were skipped"
+            " too): have a superuser run CREATE EXTENSION vector in that database, then run the pg_restore again with"
+            f" --clean --if-exists ({_RESTORE})"
+        )
+    if missing:
+        return (
+            f"the PostgreSQL database named by {variable} holds klaw's tables but not {', '.join(missing)}, which a"
+            " pg_restore that could not create the vector extension skipped: now that the extension is there, run"
+            f" the pg_restore again with --clean --if-exists ({_RESTORE})"
+        )
+    return None
+
+
 # klaw's move journal (`_JOURNAL` in rebuild.py): its three tables, each with exactly these columns, in this
 # order. A table a person made under one of those names (a `reindex_state` of their own) is not a move.
 JOURNAL = (
@@ -122,4 +164,6 @@ async def open_problem(connection: Connection, variable: str, *, moving: bool = 
         return split
     if (hidden := await vector_off_path_problem(connection, variable)) is not None:
         return hidden
+    if (restored := await restore_problem(connection, variable)) is not None:
+        return restored
     return None if moving else await move_problem(connection, variable)

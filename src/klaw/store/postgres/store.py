@@ -10,7 +10,7 @@ connections, each with pgvector's types registered, serves the repositories.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -52,6 +52,21 @@ DEFAULT_WAIT_SECONDS = 30.0
 # lease row locked; the server ends its session, and the engine that took the chat over goes on
 # (docs/decisions/200-lease-fencing.md, addendum).
 IDLE_IN_TRANSACTION_SECONDS = 10
+
+
+async def _first_failure(
+    dsn: str, options: dict[str, Any], configure: Callable[[Connection], Awaitable[None]]
+) -> psycopg.Error | None:
+    """What a connection made as the pool makes its own fails with (the server gone meanwhile, pgvector's type
+    not registered): the pool's own timeout says only that it gave up."""
+    try:
+        async with await psycopg.AsyncConnection.connect(
+            dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS, **options
+        ) as connection:
+            await configure(connection)
+    except psycopg.Error as exc:
+        return exc
+    return None
 
 
 class PostgresStore:
@@ -150,6 +165,8 @@ class PostgresStore:
         except BaseException as exc:
             with contextlib.suppress(Exception):
                 await pool.close()
+            if isinstance(exc, PoolTimeout):  # "pool initialization incomplete": why its connections failed
+                exc = await _first_failure(dsn, options, configure) or exc
             if isinstance(exc, psycopg.Error | PoolTimeout):
                 raise server_error(variable, exc) from exc
             raise
