@@ -164,18 +164,18 @@ async def test_without_an_engine_klaw_tools_builds_the_list_itself_and_prints_pl
         f"flaky [plugin {FLAKY} (flaky = {FLAKY}:provide)]: failed: its provider raised RuntimeError: no token in"
         f" NOTES_TOKEN; fix: update or reinstall {FLAKY}, or remove flaky from tools.enabled"
     ) in lines
-    later = "and its tools are listed then; fix: run klaw tools while an engine runs (klaw serve, klaw engine) to see"
-    assert (
-        "mcp:found [MCP server found]: unavailable: not started here: an engine starts its command when it runs,"
-        f" {later} its tools"
+    see = "fix: run klaw tools while an engine runs (klaw serve, klaw engine) to see its tools"
+    assert (  # a healthy server no engine has started: "not started", not "unavailable" (newcomer19, decision 476)
+        "mcp:found [MCP server found]: not started: no engine runs to start it: an engine starts its command when it"
+        f" runs, and its tools are listed then; {see}"
     ) in lines, lines
     assert (  # a program that is not there: failed here too, as the engine would say (newcomer12)
         "mcp:files [MCP server files]: failed: it cannot start: there is no program '/nonexistent/mcp-files'"
         " (mcp.servers.files.command in engine.yaml); fix: correct mcp.servers.files in engine.yaml, then restart klaw"
     ) in lines, lines
     assert (
-        "mcp:remote [MCP server remote]: unavailable: not connected here: an engine connects to its URL when it runs,"
-        f" {later} its tools"
+        "mcp:remote [MCP server remote]: not started: no engine runs to connect to it: an engine connects to its URL"
+        f" when it runs, and lists its tools then; {see}"
     ) in lines, lines
     assert "greet [skill (workspace/skills, read with skill_read)]: offered" in lines
     odd = next(line for line in lines if line.startswith("odd [skill"))

@@ -186,6 +186,10 @@ def check() -> None:
         warn(linked)
     if (unheard := telegram.refuses_everyone()) is not None:
         warn(f"warning: {unheard}")
+    from klaw.config_history import upgrade_notes
+
+    for note in upgrade_notes(loaded):  # what an older `klaw init` pinned: said, never rewritten (decision 476)
+        warn(note)
     if (behind := asyncio.run(_running_engine_behind(home))) is not None:
         warn(behind)
 

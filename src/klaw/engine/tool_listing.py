@@ -35,8 +35,8 @@ from klaw.tools.skills.catalogue import SkillCatalogue
 
 # An enabled server's row when no engine runs: nothing here starts a command or connects to a URL, so
 # what it lists is unknown until an engine does (klaw serve, klaw engine, klaw chat).
-NOT_STARTED = "not started here: an engine starts its command when it runs, and its tools are listed then"
-NOT_CONNECTED = "not connected here: an engine connects to its URL when it runs, and its tools are listed then"
+NOT_STARTED = "no engine runs to start it: an engine starts its command when it runs, and its tools are listed then"
+NOT_CONNECTED = "no engine runs to connect to it: an engine connects to its URL when it runs, and lists its tools then"
 
 
 @dataclass(frozen=True, slots=True)

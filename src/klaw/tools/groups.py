@@ -161,6 +161,15 @@ class ToolGroups:
                 notes.append(GroupFailure(source, "installed, not enabled", f"add {point.name} to tools.enabled"))
         return notes
 
+    def builtin_not_enabled(self) -> dict[str, list[str]]:
+        """klaw's own groups no model is offered, each with its tools' names: `klaw tools` lists them, so a group
+        added since an older `klaw init` wrote tools.enabled is seen (newcomer19, decision 476)."""
+        return {
+            group: list(provider.tools) if isinstance(provider, GroupProvider) else [_tool_name(f) for f in provider]
+            for group, provider in self._builtin_providers.items()
+            if group not in self._enabled and isinstance(provider, GroupProvider | Sequence)
+        }
+
     def disabled_group_offering(self, tool: str) -> str | None:
         """The group not enabled whose tools include `tool`, so a `tools.approval` name no offered tool has
         is said to be that group's rather than misspelt. Only what can be known without running a
@@ -188,13 +197,7 @@ class ToolGroups:
 
     def _disabled_lists(self) -> Iterable[tuple[str, list[str] | None]]:
         """Each group not enabled with its tools' names, None for a plugin's whose names are unknown."""
-        for group, provider in self._builtin_providers.items():
-            if group in self._enabled:
-                continue
-            if isinstance(provider, GroupProvider):
-                yield group, list(provider.tools)
-            elif isinstance(provider, Sequence):
-                yield group, [_tool_name(fn) for fn in provider]
+        yield from self.builtin_not_enabled().items()
         for point in entry_points(group=TOOL_PLUGIN_GROUP):
             if point.name in self._enabled or point.name in self._builtin:
                 continue

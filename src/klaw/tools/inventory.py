@@ -16,13 +16,13 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
-from klaw.config import MCP_GROUP_PREFIX
+from klaw.config import ALL_TOOL_GROUPS, MCP_GROUP_PREFIX
 from klaw.terminal_text import one_line
 from klaw.tools.mcp.servers import ServerState
 from klaw.tools.selection import MCP_SEPARATOR, ToolSelection
 from klaw.tools.skills.catalogue import SkillScan
 
-ToolState = Literal["offered", "not offered", "unavailable", "failed"]
+ToolState = Literal["offered", "not offered", "not started", "unavailable", "failed"]
 TOOL_STATES: tuple[ToolState, ...] = get_args(ToolState)
 
 PROGRAM_SOURCE = "program (Klaw(tools=...))"
@@ -36,6 +36,7 @@ class ToolRow:
     """One tool (or a group, an MCP server, a skill) as the model of a chat sees it.
 
     `state`: `offered` (the model gets it this turn), `not offered` (there, but not for this model),
+    `not started` (an MCP server listed with no engine running: nothing is wrong, an engine starts it),
     `unavailable` (asked for, but what it needs is missing), `failed` (a group that did not load).
     `needs_approval`: a call waits for the person's `/approve` (`tools.approval`). `reason` and `fix`:
     one line each, empty for an offered tool. `description` and `parameters` (its JSON schema): what the
@@ -104,10 +105,30 @@ def tool_rows(
         rows.append(ToolRow(group, failure.source.describe(), "failed", False, failure.reason, failure.fix))
     for note in selection.groups.installed_unused():
         rows.append(ToolRow(note.source.group, note.source.describe(), "not offered", False, note.reason, note.fix))
+    rows += _builtin_unused(selection, model_id, groups_field)
     rows += [shown for state in servers if (shown := _server_row(state)) is not None]
     if skills is not None:
         rows += _skill_rows(skills, "skill_read" in selection.names(model_id))
     return rows + _held_unknown(selection, held, servers)
+
+
+def _builtin_unused(selection: ToolSelection, model_id: str, groups_field: str) -> list[ToolRow]:
+    """A row for each of klaw's groups no model is offered, with the list to write: an engine.yaml an older
+    `klaw init` wrote names only the groups of its day, and newer ones were off with no word (decision 476)."""
+    chosen = [group for group in selection.model_groups(model_id) if not group.startswith(MCP_GROUP_PREFIX)]
+    rows = []
+    for group, names in selection.groups.builtin_not_enabled().items():
+        tools = f" (its tools: {', '.join(names)})" if names else ""
+        listed = ", ".join([*sorted(chosen, key=_group_order), group])
+        reason = f"klaw's group {group}{tools}, which {groups_field} does not name"
+        fix = f"add it to {groups_field}, e.g. enabled: [{listed}] (docs/tools.md says what it reaches)"
+        rows.append(ToolRow(group, f"built-in {group}", "not offered", False, reason, fix))
+    return rows
+
+
+def _group_order(group: str) -> tuple[int, str]:
+    """klaw's groups in their offered order, then the others by name."""
+    return (ALL_TOOL_GROUPS.index(group), "") if group in ALL_TOOL_GROUPS else (len(ALL_TOOL_GROUPS), group)
 
 
 def _held_unknown(selection: ToolSelection, held: frozenset[str], servers: Sequence[ServerState]) -> list[ToolRow]:
@@ -171,9 +192,10 @@ def _server_row(state: ServerState) -> ToolRow | None:
         )
     if state.retry_in is not None:
         reason += f"; klaw tries again in {state.retry_in} s (failure {state.failures})"
-    if state.phase == "not started":
+    if state.phase == "not started":  # no engine runs: nothing wrong with it (newcomer19, decision 476)
         fix = "run klaw tools while an engine runs (klaw serve, klaw engine) to see its tools"
-    elif state.url is not None:  # no log of its own: it runs elsewhere
+        return ToolRow(name, source, "not started", False, reason, fix)
+    if state.url is not None:  # no log of its own: it runs elsewhere
         fix = f"check that the server at {state.url} runs and answers from this machine"
     elif state.silent:  # nothing in its log to read: only running it shows why (newcomer16)
         fix = (
