@@ -89,12 +89,15 @@ def test_a_message_the_move_lost_is_named_and_the_command_fails(tmp_path: Path, 
     log_file.write_text("".join(lines), encoding="utf-8")
     lost_id = json.loads(lost)["id"]
     env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
+    written = (home / "engine.yaml").read_bytes()
 
     moved = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
 
     assert moved.returncode == 1, moved.stdout + moved.stderr
     out = " ".join(moved.stdout.split())
     assert "messages differ from klaw.db" in out
+    # a move the check found wanting leaves engine.yaml on SQLite and names the change (decision 476)
+    assert (home / "engine.yaml").read_bytes() == written and "left on SQLite, as the check found" in out, out
     assert f"sample {lost_id}: missing in PostgreSQL" in out, out
     assert "must agree" in out and "Traceback" not in moved.stderr and "lighthouse" not in out
 

@@ -89,8 +89,18 @@ def test_the_migrate_names_the_line_to_change_and_the_copy_it_left(tmp_path: Pat
     said = _said(moved.stdout)
     assert moved.returncode == 0, moved.stderr
     config = home / "engine.yaml"
-    assert f"in the 'database:' section at line 8 of {config}, change line 9 (backend: sqlite)" in said, said
-    assert f"urlEnv: {VARIABLE}" in said and "Now set in engine.yaml" not in said
+    # The move switches engine.yaml itself: a person who missed the line kept writing to klaw.db, and those
+    # messages never reached PostgreSQL (newcomer19, decision 476). Only the two lines change; a copy is kept.
+    written = initial + "\nmemory:\n  coreMaxChars: 2000\n\ndatabase:\n  backend: sqlite\n  path: klaw.db\n"
+    switched = written.replace("  backend: sqlite\n", f"  backend: postgres\n  urlEnv: {VARIABLE}\n")
+    assert config.read_text(encoding="utf-8") == switched
+    kept = [path for path in home.iterdir() if path.name.startswith("engine.yaml.bak-")]
+    assert len(kept) == 1 and kept[0].read_text(encoding="utf-8") == written
+    assert oct(config.stat().st_mode & 0o777) == oct(kept[0].stat().st_mode & 0o777) == "0o600"
+    assert f"{config} now says database backend: postgres and urlEnv: {VARIABLE}, the rest of it unchanged" in said
+    assert f"(the file as it was is {kept[0]})" in said, said
+    info = klaw_here(home, "db", "info", env=env)
+    assert info.returncode == 0 and f"PostgreSQL database named by {VARIABLE}" in _said(info.stdout), info.stdout
     assert f"{home / 'klaw.db'} and the chats' JSONL log under {home / 'conversations'} are left as they were" in said
     assert "do not reach them" in said
     assert f"Keep {home / 'conversations'}/scheduler_*: the scheduled tasks' run logs stay files." in said

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit, stdout_console
+from klaw.cli.vector_gap import vector_gap
 from klaw.home import KlawHome
 
 if TYPE_CHECKING:
@@ -107,7 +108,8 @@ def migrate(
 
     Stop the engine first. Interrupted, it resumes where it stopped when run again. klaw.db and the
     JSONL log are left as they were (forgetting on the PostgreSQL home does not reach them: delete them
-    once it runs well); set database.backend: postgres and urlEnv in engine.yaml afterwards."""
+    once it runs well). engine.yaml is then set to database.backend: postgres and urlEnv (only those lines
+    change; the file as it was is kept beside it), unless the check found a difference."""
     home = home_from_env()
     loaded = load_or_exit(home)
     if to != "postgres":
@@ -144,14 +146,36 @@ async def _migrate(home: KlawHome, config: EngineConfig, variable: str, samples:
     searched = True
     if source is not None and samples:
         searched = await check_searches(console, home, config, (sqlite_file, source, target), samples)
-    console.print(_config_change(home.config_file, variable), highlight=False, soft_wrap=True)
+    console.print(_switched(home.config_file, variable, counted and searched), highlight=False, soft_wrap=True)
     console.print(_left_behind(home, sqlite_file), highlight=False, soft_wrap=True)
     return counted and searched
 
 
+def _switched(config_file: Path, variable: str, checked: bool) -> str:
+    """engine.yaml switched to PostgreSQL by the move itself, so no chat goes on into klaw.db unseen
+    (newcomer19, decision 476); when the check found a difference, or the file is not one it can edit
+    line by line, it is left as it is and the line to change is named."""
+    from klaw.cli.db_move_config import switch_to_postgres
+
+    if not checked:
+        return (
+            f"engine.yaml is left on SQLite, as the check found a difference. {_config_change(config_file, variable)}"
+        )
+    switched = switch_to_postgres(config_file, variable)
+    if switched is None:
+        change = _config_change(config_file, variable)
+        return f"engine.yaml is not one klaw edits by line, so it is left as it is. {change}"
+    kept = f" (the file as it was is {switched.kept})" if switched.kept is not None else ""
+    return (
+        f"{config_file} now says database backend: postgres and urlEnv: {variable}, the rest of it unchanged{kept}:"
+        f" klaw runs on PostgreSQL from its next start. The way back is that copy (and klaw.db, below)."
+    )
+
+
 def _config_change(config_file: Path, variable: str) -> str:
-    """What to change in engine.yaml, by line: `klaw init` wrote a `database:` section (backend: sqlite),
-    so adding a second one as a whole would be refused ('database' is already set)."""
+    """What to change in engine.yaml, by line, when the move did not (`_switched`): `klaw init` wrote a
+    `database:` section (backend: sqlite), so adding a second one as a whole would be refused ('database' is
+    already set)."""
     wanted = f"backend: postgres and urlEnv: {variable}"
     try:
         lines = config_file.read_text(encoding="utf-8").splitlines()
@@ -189,6 +213,9 @@ def _left_behind(home: KlawHome, sqlite_file: Path) -> str:
     )
 
 
+_ROW_NAMES = {"vectors": "message vectors", "embedding_pending": "waiting to be embedded"}
+
+
 async def _compare(
     console: Console, sqlite_file: Path, source: DatabaseConfig | None, target: DatabaseConfig, records: int
 ) -> bool:
@@ -199,15 +226,17 @@ async def _compare(
     table.add_column("what")
     table.add_column("klaw.db", justify="right")
     table.add_column("PostgreSQL", justify="right")
-    fields = ("chats", "segments", "messages", "control_records", "exchanges", "vectors")
+    fields = ("chats", "segments", "messages", "control_records", "exchanges", "vectors", "embedding_pending")
     differ = []
     for name in fields:
         new = getattr(after, name)
         old_value = "" if before is None else str(getattr(before, name))
-        if before is not None and getattr(before, name) != new and name != "vectors":
+        if before is not None and getattr(before, name) != new and name not in ("vectors", "embedding_pending"):
             differ.append(name)
-        table.add_row(name.replace("_", " "), old_value, str(new))
+        table.add_row(_ROW_NAMES.get(name, name.replace("_", " ")), old_value, str(new))
     console.print(table)
+    if before is not None and (gap := vector_gap(before, after)):
+        console.print(gap, highlight=False, soft_wrap=True)
     if differ:
         console.print(
             f"warning: {', '.join(differ)} differ from klaw.db: klaw.db may hold rows its log does not (or the"

@@ -74,7 +74,8 @@ async def _vector_embedder(
         return None, f"klaw.db's vectors are of another embedder ({old.embedder_id}) than PostgreSQL's"
     old_count, new_count = await source.vectors.count(), await target.vectors.count()
     if old_count != new_count:
-        return None, f"klaw.db holds {old_count} message vectors, PostgreSQL {new_count} (not all embedded)"
+        # Why they differ, and whether anything is lost, is said under the counts (cli/vector_gap.py).
+        return None, f"klaw.db holds {old_count} message vectors, PostgreSQL {new_count}: see above why"
     return create_embedder(config.embedder, cache_dir=home.embedder_cache), ""
 
 
