@@ -235,7 +235,7 @@ def _servers_not_started(inventory: ToolInventory) -> list[str]:
     return [
         row.name.removeprefix(MCP_GROUP_PREFIX)
         for row in inventory.rows
-        if row.name.startswith(MCP_GROUP_PREFIX) and row.state == "unavailable"
+        if row.name.startswith(MCP_GROUP_PREFIX) and row.state == "not started"
     ]
 
 
