@@ -40,3 +40,46 @@ async def test_messages_typed_while_klaw_is_away_are_sent_in_order_when_it_is_ba
         await page.reload()  # each was sent once, in the order typed
         await page.wait_for_selector("body[data-ready=true]")
         assert await page.locator(".msg.user .body").all_inner_texts() == ["first while away", "second while away"]
+
+
+async def test_a_message_typed_while_klaw_is_away_is_sent_by_the_next_page_after_its_tab_is_closed() -> None:
+    """The outbox lived only in its page: closing the tab (past the prompt) lost what was typed (decision 464).
+    It is kept in the browser's localStorage; the next page of this klaw takes it over and sends it, once; so
+    is one typed as the session ended, sent once the person has signed in again (decision 473)."""
+    async with opened_page() as session:
+        stack, page = session.stack, session.page
+        await sign_in(session)
+        await page.wait_for_selector("#engine-status.up")
+        await page.route("**/api/**", lambda route: route.abort())  # klaw gone: nothing answers
+        await page.fill("#input", "typed before closing")
+        await page.press("#input", "Enter")
+        await page.locator(".msg.user.unsent .meta", has_text=UNSENT).wait_for()
+        context = page.context
+        await page.close(run_before_unload=True)  # no prompt: the browser keeps it
+
+        stack.server.reply_text("Got it after all.")
+        again = await context.new_page()  # klaw is back; the session's cookie signs this page in
+        await again.goto(session.web.url)
+        await again.locator(".msg.user.answered", has_text="typed before closing").wait_for()
+        await again.locator(".msg.assistant", has_text="Got it after all.").wait_for()
+        await again.reload()  # sent once; nothing left to send
+        await again.wait_for_selector("body[data-ready=true]")
+        assert await again.locator(".msg.user .body").all_inner_texts() == ["typed before closing"]
+        assert await again.evaluate("Object.keys(localStorage).filter((k) => k.startsWith('klaw-outbox:'))") == []
+
+        # The session ends while a message waits: the page goes to the sign-in form and the message is kept.
+        await again.route("**/api/**", lambda route: route.abort())
+        await again.fill("#input", "typed as the session ended")
+        await again.press("#input", "Enter")
+        await again.locator(".msg.user.unsent .meta", has_text=UNSENT).wait_for()
+        await context.clear_cookies()
+        stack.server.reply_text("Got that one too.")
+        await again.unroute("**/api/**")
+        await again.wait_for_selector("#token")  # signed out: the form
+        await again.fill("#token", session.web.token)
+        await again.click("#sign-in")
+        await again.locator(".msg.user.answered", has_text="typed as the session ended").wait_for()
+        await again.reload()
+        await again.wait_for_selector("body[data-ready=true]")
+        texts = await again.locator(".msg.user .body").all_inner_texts()
+        assert texts == ["typed before closing", "typed as the session ended"]

@@ -85,7 +85,8 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
     @router.get("/session")
     async def session_info(cookie: str | None = Depends(session)) -> dict[str, Any]:
         csrf_token = auth.csrf_for(cookie) if cookie is not None else None  # a bearer key needs none
-        return {"csrf": csrf_token, "channel": "web", "chat_id": backend.chat_id, **backend.status()}
+        chat = {"channel": "web", "chat_id": backend.chat_id, "outbox": auth.outbox_key}
+        return {"csrf": csrf_token, **chat, **backend.status()}
 
     @router.get("/status", dependencies=[Depends(session)])
     async def status() -> dict[str, Any]:

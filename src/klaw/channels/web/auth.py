@@ -64,6 +64,13 @@ class WebAuth:
             expiry, nonce, _ = cookie.split(".")
             self._revoked.revoke(nonce, int(expiry))
 
+    @property
+    def outbox_key(self) -> str:
+        """The name the page keeps its unsent messages under in the browser's storage (decision 473): one per
+        token, so a new token (another home on the same address) sends nothing typed for the old one; it
+        reveals nothing of the token."""
+        return self._mac("outbox", "")[:16]
+
     def csrf_for(self, cookie: str) -> str:
         """The CSRF token of a session (or of a login form's pre-session cookie)."""
         return self._mac("csrf", cookie)

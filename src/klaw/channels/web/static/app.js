@@ -6,7 +6,7 @@
 // with textContent, except a reply's `html`: the gateway rendered it from Markdown and sanitized it
 // (channels/web/markdown.py), and the page's Content-Security-Policy runs no inline script whatever it holds.
 import { api, el, showError, state, table } from "./core.js";
-import { send } from "./sending.js";
+import { keepOutbox, send, stored } from "./sending.js";
 import { loadHistory } from "./history.js";
 import { refreshStatus } from "./status.js";
 import { openEvents } from "./events.js";
@@ -61,9 +61,11 @@ async function main() {
     search(document.getElementById("search-text").value);
   });
   document.addEventListener("klaw:queued", () => refreshStatus());  // sending.js: a message was queued
-  // Messages typed while klaw was away live only in this page until it is back: leaving asks first.
-  window.addEventListener("beforeunload", (event) => { if (state.outbox.length) event.preventDefault(); });
+  // Messages typed while klaw was away are kept in the browser (sending.js): leaving asks first only when
+  // the browser would not keep them (storage refused).
+  window.addEventListener("beforeunload", (event) => { if (state.outbox.length && !stored) event.preventDefault(); });
   openEvents(await loadHistory());
+  await keepOutbox(session.outbox);  // after the history: what a closed tab left is shown below it, then sent
   refreshStatus();
   setInterval(refreshStatus, 5000);
   document.body.dataset.ready = "true";

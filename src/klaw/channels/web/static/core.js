@@ -17,6 +17,12 @@ export class Unreachable extends Error {
   constructor() { super("klaw is not running (or cannot be reached)"); this.name = "Unreachable"; }
 }
 
+// The session ended (expired, signed out elsewhere): the page goes to the sign-in form; what was being sent is
+// kept (sending.js), not refused.
+export class SignedOut extends Error {
+  constructor() { super("signed out"); this.name = "SignedOut"; }
+}
+
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
@@ -38,7 +44,7 @@ export async function api(path, options = {}) {
   }
   let response;
   try { response = await fetch(path, init); } catch { throw new Unreachable(); }
-  if (response.status === 401) { window.location.assign("/login"); throw new Error("signed out"); }
+  if (response.status === 401) { window.location.assign("/login"); throw new SignedOut(); }
   const data = await response.json().catch(() => ({}));
   if (!response.ok && !data.detail && [502, 503, 504].includes(response.status)) throw new Unreachable();
   if (!response.ok) throw new Error(data.detail || `HTTP ${response.status}`);

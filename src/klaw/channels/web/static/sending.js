@@ -7,6 +7,13 @@
 // the page's outbox, its bubble saying so, and sent, in the order typed, when the page next reaches klaw
 // (`sendUnsent`, which status.js calls): nothing typed is lost (decision 464). Before, its bubble said the
 // browser's "not sent: Failed to fetch", the box was emptied and nothing was ever sent.
+//
+// The outbox is kept in the browser's localStorage too (decision 473), under the session's `outbox` key (one
+// per token) and this tab's own name, with the time the tab last said it is alive (every status check). A page
+// that loads, or checks the status, takes over the outboxes of tabs gone quiet (closed, or gone to the sign-in
+// form when the session expired: each marks its own as left when it goes) and sends them: a tab closed while
+// klaw was away, or a session that expired, no longer loses what was typed. An open tab's outbox is never taken
+// (it sends its own); Web Locks, where there are, keep two loading tabs from taking the same one.
 import { api, fmtTime, state } from "./core.js";
 import { addBubble, answered } from "./bubbles.js";
 
@@ -22,6 +29,70 @@ function keep(text, bubble) {
   bubble.classList.add("unsent");
   bubble.querySelector(".meta").textContent = UNSENT;
   state.outbox.push({ text, bubble });
+  save();
+}
+
+const TAB = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
+// A tab that has not said it is alive for this long is gone: it says so every 5 s, or once a minute when the
+// browser throttles a tab long in the background; a closed one says it is gone at once (pagehide).
+const QUIET_MS = 90000;
+let prefix = null;  // "klaw-outbox:<the session's key>:", once the page knows it
+export let stored = false;  // whether the outbox is in localStorage (else leaving the page asks first)
+
+// This tab's outbox written to localStorage (`alive`: false as the tab goes), or its entry removed when empty.
+function save(alive = true) {
+  if (!prefix) return;
+  try {
+    if (state.outbox.length) {
+      const entry = { at: alive ? Date.now() : 0, texts: state.outbox.map((message) => message.text) };
+      localStorage.setItem(prefix + TAB, JSON.stringify(entry));
+    } else localStorage.removeItem(prefix + TAB);
+    stored = true;
+  } catch { stored = false; }  // storage refused (full, disabled): the outbox lives in this page only
+}
+
+// Whether this tab's outbox is still its own in localStorage (true when storage cannot be read).
+function stillOurs() {
+  try { return localStorage.getItem(prefix + TAB) !== null; } catch { return true; }
+}
+
+// The page knows its session's key: its outbox is kept from now on, and gone tabs' outboxes are taken over.
+export async function keepOutbox(key) {
+  prefix = `klaw-outbox:${key}:`;
+  window.addEventListener("pagehide", () => save(false));
+  window.addEventListener("pageshow", (event) => { if (event.persisted) save(); });
+  await adoptQuiet();
+}
+
+// This tab says it is alive, and takes over the outboxes of tabs gone quiet, oldest first, behind its own.
+export async function adoptQuiet() {
+  if (!prefix) return;
+  if (state.outbox.length && !stillOurs()) {  // another page took this one's over (it was quiet too long): it sends them
+    for (const { bubble } of state.outbox.splice(0)) bubble.remove();
+    state.away = true;  // the history, read when klaw is back, shows them once sent
+  }
+  save();
+  const take = () => {
+    const found = [];
+    try {
+      for (let index = 0; index < localStorage.length; index++) {
+        const name = localStorage.key(index);
+        if (!name || !name.startsWith(prefix) || name === prefix + TAB) continue;
+        const entry = JSON.parse(localStorage.getItem(name) || "null");
+        if (entry && Date.now() - Number(entry.at) < QUIET_MS) continue;  // that tab is open: it sends its own
+        found.push([name, entry]);
+      }
+    } catch { return; }
+    found.sort((a, b) => Number(a[1]?.at) - Number(b[1]?.at));
+    for (const [name, entry] of found) {
+      localStorage.removeItem(name);
+      for (const text of Array.isArray(entry?.texts) ? entry.texts : []) {
+        if (typeof text === "string") keep(text, addBubble("user", text, UNSENT));
+      }
+    }
+  };
+  if (navigator.locks) await navigator.locks.request("klaw-outbox", async () => take());
+  else take();
 }
 
 // The outbox sent, oldest first; one klaw still does not take stays first, with the others behind it.
@@ -40,6 +111,7 @@ export async function sendUnsent() {
         break;
       }
       state.outbox.shift();
+      save();
     }
   } finally {
     flushing = false;
@@ -67,6 +139,7 @@ async function post(text, bubble) {
       state.away = true;
       return false;
     }
+    if (error.name === "SignedOut") return false;  // kept: sent once the person has signed in again (473)
     bubble.classList.add("error");
     bubble.querySelector(".meta").textContent = `not sent: ${error.message}`;
   } finally {

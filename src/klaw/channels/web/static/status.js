@@ -3,10 +3,11 @@
 // was gone has the page catch up on its history (decision 458: above history.js and sending.js).
 import { api, state } from "./core.js";
 import { catchUp } from "./history.js";
-import { sendUnsent } from "./sending.js";
+import { adoptQuiet, sendUnsent } from "./sending.js";
 
 export async function refreshStatus() {
   const badge = document.getElementById("engine-status");
+  await adoptQuiet();  // this tab is alive (klaw there or not); a closed tab's unsent messages are taken (473)
   let status;
   try {
     status = await api("/api/status");
