@@ -39,7 +39,7 @@ from klaw.llm.errors import LlmBadRequestError, LlmError
 from klaw.memory.background_task import rest, stop_task
 from klaw.memory.embedder.protocol import Embedder, EmbedderError, EmbedderUnavailable
 from klaw.store.protocol import Storage, StorageError
-from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, ClaimedJob, EmbeddingJob
+from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, EmbeddingJob
 from klaw.store.summaries.records import SUMMARY_TARGET
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,10 @@ class EmbeddingTarget(Protocol):
         """Store vectors by rowid; existing ones are kept (a re-run is harmless)."""
         ...
 
+    async def ready(self) -> None:
+        """Whatever must be done once before the store's joint put takes this target's vectors."""
+        ...
+
 
 class MessageTarget:
     """Jobs on `messages` rows: text from `messages.content`, vectors into `vec_messages`."""
@@ -91,6 +95,9 @@ class MessageTarget:
 
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         return await self._store.vectors.put(vectors)
+
+    async def ready(self) -> None:  # `vec_messages` is bound by the engine at start
+        return None
 
 
 class MemoryTarget:
@@ -103,10 +110,13 @@ class MemoryTarget:
         self._bound = False
 
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
+        await self.ready()
+        return await self._store.memory_chunks.put(vectors)
+
+    async def ready(self) -> None:
         if not self._bound:
             await self._store.memory_chunks.bind_embedder(self._embedder.model_id, self._embedder.dim)
             self._bound = True
-        return await self._store.memory_chunks.put(vectors)
 
 
 class SummaryTarget:
@@ -118,6 +128,9 @@ class SummaryTarget:
 
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         return await self._store.summaries.put_vectors(vectors)
+
+    async def ready(self) -> None:  # `vec_summaries` is bound by the engine at start
+        return None
 
 
 def default_targets(store: Storage, embedder: Embedder) -> dict[str, EmbeddingTarget]:
@@ -172,6 +185,7 @@ class EmbeddingQueue:
         self._clock = clock
         self._batch_size = min(batch_size, MAX_TEXTS_PER_CALL)
         self._targets: dict[str, EmbeddingTarget] = dict(targets or default_targets(store, embedder))
+        self._joint = targets is None  # the store's targets: several in one call (decision 471); given ones alone
         self._wake = asyncio.Event()
         self._batch_lock = asyncio.Lock()  # the worker and run_until_idle never take the same jobs
         self._worker: asyncio.Task[None] | None = None
@@ -292,43 +306,59 @@ class EmbeddingQueue:
             claimed = await self._store.embedding_jobs.claim_texts(self._clock.now(), self._batch_size, CLAIM_HOLD)
             if not claimed:
                 return None
-            embedded = 0
-            for target, group in _by_target(claimed).items():
-                handler = self._targets.get(target)
-                if handler is None:
-                    log.warning("embedding queue: %d job(s) for unknown target %r marked failed", len(group), target)
-                    for item in group:
-                        await self._store.embedding_jobs.fail(item.job.id, f"UnknownTarget: {target!r}")
-                    continue
-                embedded += await self._embed(handler, group)
+            for item in claimed:
+                if (target := item.job.target) not in self._targets:
+                    log.warning("embedding queue: a job for unknown target %r marked failed", target)
+                    await self._store.embedding_jobs.fail(item.job.id, f"UnknownTarget: {target!r}")
+            known = [item for item in claimed if item.job.target in self._targets]
+            gone = [item.job.id for item in known if item.text is None]
+            if gone:
+                await self._store.embedding_jobs.complete(gone)  # nothing left to embed
+            texts = {item.job.id: item.text for item in known if item.text is not None}
+            live = [item.job for item in known if item.text is not None]
+            embedded = await self._embed_texts(live, texts) if live else 0
             self._embedded += embedded
             return embedded
 
-    async def _embed(self, target: EmbeddingTarget, claimed: list[ClaimedJob]) -> int:
-        gone = [item.job.id for item in claimed if item.text is None]
-        if gone:
-            await self._store.embedding_jobs.complete(gone)  # nothing left to embed
-        texts = {item.job.target_rowid: item.text for item in claimed if item.text is not None}
-        live = [item.job for item in claimed if item.text is not None]
-        if not live:
-            return 0
-        return await self._embed_texts(target, live, texts)
-
-    async def _embed_texts(self, target: EmbeddingTarget, jobs: list[EmbeddingJob], texts: Mapping[int, str]) -> int:
-        """Embed and store `jobs` in one call; a batch whose request the endpoint rejected is halved
-        (see the module docstring), anything else reschedules the whole batch."""
+    async def _embed_texts(self, jobs: list[EmbeddingJob], texts: Mapping[int, str]) -> int:
+        """Embed `jobs` of any targets in one call and store their vectors; a batch whose request the
+        endpoint rejected is halved (see the module docstring), anything else reschedules the whole batch."""
         try:
-            vectors = await self._embedder.embed([texts[job.target_rowid] for job in jobs])
+            vectors = await self._embedder.embed([texts[job.id] for job in jobs])
             if vectors.shape[0] != len(jobs):
                 raise EmbedderError(f"the embedder returned {vectors.shape[0]} vectors for {len(jobs)} texts")
-            await target.put([(job.target_rowid, vectors[i]) for i, job in enumerate(jobs)])
         except Exception as exc:
             if len(jobs) > 1 and rejects_the_input(exc):
                 middle = len(jobs) // 2
-                first = await self._embed_texts(target, jobs[:middle], texts)
-                return first + await self._embed_texts(target, jobs[middle:], texts)
+                first = await self._embed_texts(jobs[:middle], texts)
+                return first + await self._embed_texts(jobs[middle:], texts)
             await self._reschedule(jobs, exc)
             return 0
+        groups: dict[str, list[tuple[EmbeddingJob, npt.NDArray[np.float32]]]] = {}
+        for i, job in enumerate(jobs):
+            groups.setdefault(job.target, []).append((job, vectors[i]))
+        if len(groups) > 1 and self._joint:
+            try:  # every target's vectors in one call to the store, one transaction (decision 471)
+                for target in groups:
+                    await self._targets[target].ready()
+                await self._store.embedding_jobs.put_vectors(
+                    {target: [(job.target_rowid, vector) for job, vector in group] for target, group in groups.items()}
+                )
+            except Exception as exc:  # one target's trouble must not sink the others': each alone, as before
+                log.info("embedding queue: a joint put failed (%s); storing each target alone", describe_error(exc))
+            else:
+                return await self._completed(jobs)
+        stored = 0
+        for target, group in groups.items():
+            try:
+                await self._targets[target].put([(job.target_rowid, vector) for job, vector in group])
+            except Exception as exc:
+                await self._reschedule([job for job, _ in group], exc)
+                continue
+            stored += await self._completed([job for job, _ in group])
+        return stored
+
+    async def _completed(self, jobs: list[EmbeddingJob]) -> int:
         await self._store.embedding_jobs.complete([job.id for job in jobs])
         self._last_error = None
         return len(jobs)
@@ -364,10 +394,3 @@ def rejects_the_input(exc: BaseException) -> bool:
     the HTTP client's `LlmBadRequestError`."""
     cause = exc if isinstance(exc, LlmBadRequestError) else exc.__cause__
     return isinstance(cause, LlmBadRequestError) and cause.status in INPUT_REJECTED_STATUSES
-
-
-def _by_target(claimed: list[ClaimedJob]) -> dict[str, list[ClaimedJob]]:
-    groups: dict[str, list[ClaimedJob]] = {}
-    for item in claimed:
-        groups.setdefault(item.job.target, []).append(item)
-    return groups

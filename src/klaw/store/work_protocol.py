@@ -7,11 +7,15 @@ store several engines share (docs/decisions/170-chat-leases.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from klaw.store.records import ChatRef, ClaimedJob, EmbeddingJob, EmbeddingJobCounts, TargetJobCounts
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 
 class EmbeddingJobRepository(Protocol):
@@ -39,6 +43,13 @@ class EmbeddingJobRepository(Protocol):
         ...
 
     async def complete(self, job_ids: Sequence[int]) -> None: ...
+
+    async def put_vectors(self, puts: Mapping[str, Sequence[tuple[int, npt.NDArray[np.float32]]]]) -> int:
+        """The vectors of several job targets (`message`, `summary`, `memory`: target -> (rowid, vector))
+        stored in one transaction, each target as its own repository's put stores it and paying the jobs
+        they were owed for; returns how many were new. `StorageError` for a target without a vector table.
+        The embedding queue's one call for a batch embedded together (decision 471)."""
+        ...
 
     async def retry(self, job_id: int, error: str, next_attempt_at: datetime) -> None:
         """Count a failed attempt and try again at `next_attempt_at`."""

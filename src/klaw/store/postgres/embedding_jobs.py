@@ -6,8 +6,12 @@ stored, so the table holds exactly the work still owed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
 
 from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_all, fetch_value
 from klaw.store.postgres.job_texts import with_texts
@@ -24,6 +28,9 @@ from klaw.store.records import (
 from klaw.store.shared.paid_jobs import PaidJobs
 from klaw.store.shared.rows import JOB_COLUMNS, job_from_row
 from klaw.store.shared.statements import PG_ENQUEUE_JOB
+
+if TYPE_CHECKING:  # vector_puts.py pays its jobs with this module's `pay_jobs`
+    from klaw.store.postgres.vector_puts import PostgresVectorPuts
 
 _PENDING = EmbeddingJobStatus.PENDING.value
 _FAILED = EmbeddingJobStatus.FAILED.value
@@ -64,10 +71,17 @@ async def _claim_in(connection: Connection, now: datetime, limit: int, hold: tim
 class PostgresEmbeddingJobs:
     """`paid`: the jobs the vector puts deleted already, which `complete` skips (a round trip saved)."""
 
-    def __init__(self, db: PostgresDatabase, clock: Callable[[], datetime], paid: PaidJobs) -> None:
+    def __init__(
+        self, db: PostgresDatabase, clock: Callable[[], datetime], paid: PaidJobs, puts: PostgresVectorPuts
+    ) -> None:
         self._db = db
         self._clock = clock
         self._paid = paid
+        self._puts = puts
+
+    async def put_vectors(self, puts: Mapping[str, Sequence[tuple[int, npt.NDArray[np.float32]]]]) -> int:
+        """Every target's vectors and the jobs they pay in one transaction (vector_puts.py, decision 471)."""
+        return await self._puts.put(puts)
 
     async def due(self, now: datetime, limit: int) -> list[EmbeddingJob]:
         rows = await self._db.rows(

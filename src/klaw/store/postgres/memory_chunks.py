@@ -3,7 +3,7 @@ generated tsvector and its vectors (`memory_vectors`, exact KNN per chat: a chat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -11,9 +11,9 @@ import numpy.typing as npt
 from klaw.store.archival_records import MemoryChunk, MemoryHit
 from klaw.store.postgres.bm25 import RANK_WEIGHTS
 from klaw.store.postgres.chats import ChatKeys
-from klaw.store.postgres.connection import PostgresDatabase, execute, fetch_all, fetch_one, fetch_value
-from klaw.store.postgres.embedding_jobs import pay_jobs
+from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_all, fetch_one, fetch_value
 from klaw.store.postgres.search import word_query
+from klaw.store.postgres.vector_puts import PutPart, nothing_after, run_puts
 from klaw.store.postgres.vectors import MEMORY_VECTORS, bind_table, checked, query_vector
 from klaw.store.records import MEMORY_TARGET, ChatRef
 from klaw.store.shared.paid_jobs import PaidJobs
@@ -82,9 +82,14 @@ class PostgresMemoryChunks:
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         if not vectors:
             return 0
+        return (await run_puts(self._db, self._paid, [self.put_part(vectors)]))[0]
+
+    def put_part(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> PutPart:
+        """`put` as one part of a transaction storing several targets' vectors (vector_puts.py)."""
         rows = checked(vectors, bound(self._dim, "memory"), "memory")
-        added = 0
-        async with self._db.transaction() as connection:
+
+        async def insert(connection: Connection) -> tuple[int, Callable[[], None]]:
+            added = 0
             for rowid, vector in rows:
                 added += await execute(
                     connection,
@@ -93,9 +98,9 @@ class PostgresMemoryChunks:
                     " ON CONFLICT (rowid) DO NOTHING",
                     (vector, rowid),
                 )
-            paid = await pay_jobs(connection, MEMORY_TARGET, [rowid for rowid, _ in rows])
-        self._paid.add(paid)
-        return added
+            return added, nothing_after
+
+        return PutPart(MEMORY_TARGET, [rowid for rowid, _ in rows], insert)
 
     async def vector_count(self) -> int:
         async with self._db.connection() as connection:

@@ -35,13 +35,15 @@ from klaw.store.postgres.segments import PostgresSegments
 from klaw.store.postgres.sends import PostgresSends
 from klaw.store.postgres.sessions import PostgresExchanges, PostgresSessions, PostgresSettings
 from klaw.store.postgres.vector_cache import PostgresVectorCache
+from klaw.store.postgres.vector_puts import PostgresVectorPuts
 from klaw.store.postgres.vectors import MESSAGE_VECTORS, PostgresVectors
 from klaw.store.protocol import StorageError, StoreCounts, VectorIndex
-from klaw.store.records import utc_now
+from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, utc_now
 from klaw.store.shared.migrations import said_migrated
 from klaw.store.shared.paid_jobs import PaidJobs
 from klaw.store.shared.record_kinds import control_sql, not_control_sql
 from klaw.store.summaries.postgres.repository import PostgresSummaries
+from klaw.store.summaries.records import SUMMARY_TARGET
 from klaw.store.work_protocol import ChatLeaseRepository
 
 DEFAULT_POOL_SIZE = 8
@@ -86,7 +88,6 @@ class PostgresStore:
         self.search = PostgresSearch(db, chats, self.vector_cache)
         paid = PaidJobs()  # a vector put pays its embedding jobs (decision 229)
         self.vectors = PostgresVectors(db, self.vector_cache, paid)
-        self.embedding_jobs = PostgresEmbeddingJobs(db, clock, paid)
         self.settings = PostgresSettings(db)
         self.sends = PostgresSends(db)
         self.sessions = PostgresSessions(db, chats)
@@ -94,6 +95,13 @@ class PostgresStore:
         self.memory_chunks = PostgresMemoryChunks(db, chats, paid)
         self.history = PostgresHistory(db, chats)
         self.summaries = PostgresSummaries(db, chats, clock, paid, self.messages.append_in, exchange_messages_in)
+        # A batch's vectors of every target in one transaction (decision 471).
+        puts = {
+            MESSAGE_TARGET: self.vectors.put_part,
+            SUMMARY_TARGET: self.summaries.put_part,
+            MEMORY_TARGET: self.memory_chunks.put_part,
+        }
+        self.embedding_jobs = PostgresEmbeddingJobs(db, clock, paid, PostgresVectorPuts(db, paid, puts))
         self.leases: ChatLeaseRepository | None = PostgresLeases(db, chats)
         self.keeps_log = True  # log_records, written by each append
 

@@ -16,14 +16,14 @@ after, and measured no faster (decisions 130 and 210). Every insert also changes
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_all, fetch_one, fetch_value
-from klaw.store.postgres.embedding_jobs import pay_jobs
 from klaw.store.postgres.vector_cache import PostgresVectorCache
+from klaw.store.postgres.vector_puts import PutPart, run_puts
 from klaw.store.protocol import StorageError, VectorIndex, embedder_mismatch
 from klaw.store.records import MESSAGE_TARGET
 from klaw.store.shared.paid_jobs import PaidJobs
@@ -90,33 +90,39 @@ class PostgresVectors:
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         if not vectors:
             return 0
+        return (await run_puts(self._db, self._paid, [self.put_part(vectors)]))[0]
+
+    def put_part(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> PutPart:
+        """`put` as one part of a transaction storing several targets' vectors (vector_puts.py)."""
         rows = checked(vectors, bound(self._dim, "message"), "message")
         by_rowid = dict(rows)
-        async with self._cache.writing():
-            async with self._db.transaction() as connection:  # one statement for the batch, not one per vector
-                inserted = await fetch_all(
-                    connection,
-                    f"INSERT INTO {MESSAGE_VECTORS} (rowid, chat, segment_id, created_at, embedding)"
-                    " SELECT m.rowid, m.chat, m.segment_id, m.created_at, v.embedding"
-                    " FROM unnest(%s::bigint[], %s::vector[]) AS v(rowid, embedding)"
-                    " JOIN messages m ON m.rowid = v.rowid"
-                    " ON CONFLICT (rowid) DO NOTHING RETURNING rowid, chat, segment_id, created_at",
-                    ([rowid for rowid, _ in rows], [vector for _, vector in rows]),
-                )
-                added: dict[int, list[VectorRow]] = {}
-                for rowid, chat, segment, created in sorted(inserted):
-                    added.setdefault(int(chat), []).append((int(rowid), int(segment), int(created), by_rowid[rowid]))
-                # The marks this insert set (its row locks held until commit): which versions it replaced.
-                marks = await fetch_all(
-                    connection,
-                    "SELECT chat, version, previous FROM vector_marks WHERE chat = ANY(%s)",
-                    (sorted(added),),
-                )
-                paid = await pay_jobs(connection, MESSAGE_TARGET, list(by_rowid))
-            self._paid.add(paid)
-            for chat, version, previous in marks:  # committed: now the cached copies may take them
-                self._cache.added(int(chat), added[int(chat)], int(version), int(previous))
-        return len(inserted)
+
+        async def insert(connection: Connection) -> tuple[int, Callable[[], None]]:
+            # one statement for the batch, not one per vector
+            inserted = await fetch_all(
+                connection,
+                f"INSERT INTO {MESSAGE_VECTORS} (rowid, chat, segment_id, created_at, embedding)"
+                " SELECT m.rowid, m.chat, m.segment_id, m.created_at, v.embedding"
+                " FROM unnest(%s::bigint[], %s::vector[]) AS v(rowid, embedding)"
+                " JOIN messages m ON m.rowid = v.rowid"
+                " ON CONFLICT (rowid) DO NOTHING RETURNING rowid, chat, segment_id, created_at",
+                ([rowid for rowid, _ in rows], [vector for _, vector in rows]),
+            )
+            added: dict[int, list[VectorRow]] = {}
+            for rowid, chat, segment, created in sorted(inserted):
+                added.setdefault(int(chat), []).append((int(rowid), int(segment), int(created), by_rowid[rowid]))
+            # The marks this insert set (its row locks held until commit): which versions it replaced.
+            marks = await fetch_all(
+                connection, "SELECT chat, version, previous FROM vector_marks WHERE chat = ANY(%s)", (sorted(added),)
+            )
+
+            def committed() -> None:  # now the cached copies may take them
+                for chat, version, previous in marks:
+                    self._cache.added(int(chat), added[int(chat)], int(version), int(previous))
+
+            return len(inserted), committed
+
+        return PutPart(MESSAGE_TARGET, list(by_rowid), insert, self._cache.writing)
 
     async def count(self) -> int:
         async with self._db.connection() as connection:

@@ -8,8 +8,9 @@ stay visible until someone retries them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import apsw
 
@@ -28,6 +29,11 @@ from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.job_ledger import JobLedger, due_datetime
 from klaw.store.sqlite.job_texts import with_texts
 from klaw.store.sqlite.query import fetch_all
+from klaw.store.sqlite.vector_puts import SqliteVectorPuts
+
+if TYPE_CHECKING:  # numpy where a vector is touched: opening the store needs none (decision 437)
+    import numpy as np
+    import numpy.typing as npt
 
 _PENDING = EmbeddingJobStatus.PENDING.value
 _FAILED = EmbeddingJobStatus.FAILED.value
@@ -48,10 +54,17 @@ class SqliteEmbeddingJobs:
     """`ledger`: what the puts paid and when the next job is due, shared with the vector stores
     (job_ledger.py): a batch's end costs no round trip while nothing else wrote the queue."""
 
-    def __init__(self, db: SqliteDatabase, clock: Callable[[], datetime], ledger: JobLedger) -> None:
+    def __init__(
+        self, db: SqliteDatabase, clock: Callable[[], datetime], ledger: JobLedger, puts: SqliteVectorPuts
+    ) -> None:
         self._db = db
         self._clock = clock
         self._ledger = ledger
+        self._puts = puts
+
+    async def put_vectors(self, puts: Mapping[str, Sequence[tuple[int, npt.NDArray[np.float32]]]]) -> int:
+        """Every target's vectors and the jobs they pay in one transaction (vector_puts.py, decision 471)."""
+        return await self._puts.put(puts)
 
     async def due(self, now: datetime, limit: int) -> list[EmbeddingJob]:
         due_by = to_millis(now)

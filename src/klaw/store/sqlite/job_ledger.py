@@ -62,13 +62,20 @@ class JobLedger:
     def pay(self, connection: apsw.Connection, target: str, rowids: Sequence[int]) -> Paid:
         """Inside the put's transaction: delete the jobs of `target` for `rowids` and read when the
         next pending job is due. `settle` the answer once the transaction has committed."""
-        rows = fetch_all(
-            connection,
-            "DELETE FROM embedding_jobs WHERE target = ? AND target_rowid IN (SELECT value FROM json_each(?))"
-            " RETURNING id",
-            (target, json.dumps(sorted({int(rowid) for rowid in rowids}))),
-        )
-        return Paid([int(row[0]) for row in rows], _earliest_due(connection), self._generations.stamp(_JOBS))
+        return self.pay_all(connection, [(target, rowids)])
+
+    def pay_all(self, connection: apsw.Connection, owed: Sequence[tuple[str, Sequence[int]]]) -> Paid:
+        """`pay` for the vectors of several targets stored in one transaction (sqlite/vector_puts.py)."""
+        paid: list[int] = []
+        for target, rowids in owed:
+            rows = fetch_all(
+                connection,
+                "DELETE FROM embedding_jobs WHERE target = ? AND target_rowid IN (SELECT value FROM json_each(?))"
+                " RETURNING id",
+                (target, json.dumps(sorted({int(rowid) for rowid in rowids}))),
+            )
+            paid.extend(int(row[0]) for row in rows)
+        return Paid(paid, _earliest_due(connection), self._generations.stamp(_JOBS))
 
     def settle(self, paid: Paid) -> None:
         """Keep what a committed put paid (on the database thread, after its commit)."""

@@ -8,7 +8,7 @@ chat) without the in-memory cache messages need.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import apsw
@@ -23,6 +23,7 @@ from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.fts_query import fts5_match_expression
 from klaw.store.sqlite.job_ledger import JobLedger
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
+from klaw.store.sqlite.vector_puts import PutPart, nothing_after, put_one
 from klaw.store.sqlite.vector_tables import bind_vector_table, table_exists, vector_blobs, vector_count
 
 if TYPE_CHECKING:  # numpy where a vector is touched: opening the store needs none (decision 437)
@@ -128,30 +129,28 @@ class SqliteMemoryChunks:
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         """Store chunk vectors by rowid (existing ones kept, vanished chunks skipped); returns how many
         were new."""
-        if not vectors:
-            return 0
+        return 0 if not vectors else await put_one(self._db, self._ledger, self.put_part(vectors))
+
+    def put_part(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> PutPart:
+        """`put` as one part of a transaction storing several targets' vectors (vector_puts.py)."""
         blobs = vector_blobs(vectors, bound(self._dim, "memory"), "memory")
 
-        def insert(connection: apsw.Connection) -> int:
+        def insert(connection: apsw.Connection) -> tuple[int, Callable[[], None]]:
             added = 0
-            self._ledger.prepare(connection)
-            with connection:
-                for rowid, blob in blobs:
-                    if fetch_one(connection, f"SELECT 1 FROM {MEMORY_VECTORS} WHERE rowid = ?", (rowid,)):
-                        continue
-                    meta = fetch_one(connection, "SELECT chat, created_at FROM memory_chunks WHERE rowid = ?", (rowid,))
-                    if meta is None:
-                        continue  # forgotten while it was being embedded
-                    connection.execute(
-                        f"INSERT INTO {MEMORY_VECTORS} (rowid, chat_key, embedding, created_at) VALUES (?, ?, ?, ?)",
-                        (rowid, meta[0], blob, meta[1]),
-                    )
-                    added += 1
-                paid = self._ledger.pay(connection, MEMORY_TARGET, [rowid for rowid, _ in blobs])
-            self._ledger.settle(paid)
-            return added
+            for rowid, blob in blobs:
+                if fetch_one(connection, f"SELECT 1 FROM {MEMORY_VECTORS} WHERE rowid = ?", (rowid,)):
+                    continue
+                meta = fetch_one(connection, "SELECT chat, created_at FROM memory_chunks WHERE rowid = ?", (rowid,))
+                if meta is None:
+                    continue  # forgotten while it was being embedded
+                connection.execute(
+                    f"INSERT INTO {MEMORY_VECTORS} (rowid, chat_key, embedding, created_at) VALUES (?, ?, ?, ?)",
+                    (rowid, meta[0], blob, meta[1]),
+                )
+                added += 1
+            return added, nothing_after
 
-        return await self._db.run(insert, behind=True)  # the embedding queue's: no turn waits (decision 382)
+        return PutPart(MEMORY_TARGET, [rowid for rowid, _ in blobs], insert)
 
     async def vector_count(self) -> int:
         return await self._db.run(lambda connection: vector_count(connection, MEMORY_VECTORS))

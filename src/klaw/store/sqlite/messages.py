@@ -85,9 +85,17 @@ class SqliteMessages(MessageReads[SqliteDatabase, ChatKeys]):
             return await self._db.run(insert, grouped=True)
         return await self._db.run_after(log_first, insert, grouped=True)
 
-    def append_in(self, connection: apsw.Connection, record: MessageRecord, *, embed: bool = False) -> StoredMessage:
+    def append_in(
+        self,
+        connection: apsw.Connection,
+        record: MessageRecord,
+        *,
+        embed: bool = False,
+        summary_checked: tuple[int, int] | None = None,
+    ) -> StoredMessage:
         """Append on the worker thread; the one place that decides a message's segment, and that
-        queues its embedding in the same transaction as the row."""
+        queues its embedding in the same transaction as the row. `summary_checked`: a summary record's
+        fold target as its writer's check found it (fold.py's `fold_summary_record`)."""
         with connection:
             existing = fetch_one(connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?", (record.id,))
             if existing is not None:
@@ -109,7 +117,7 @@ class SqliteMessages(MessageReads[SqliteDatabase, ChatKeys]):
                 fold_exchange_record(connection, record, chat_key, segment_id, rowid, created_at)
                 now = to_millis(self._clock())
                 forgot = fold_archival_record(connection, record, chat_key, segment_id, rowid, created_at, now)
-                fold_summary_record(connection, record, chat_key, rowid, created_at, now)
+                fold_summary_record(connection, record, chat_key, rowid, created_at, now, summary_checked)
                 if forgot:
                     bump_version(connection, chat_key)  # a saved copy of the chat's vectors is stale now
                     if self._vector_cache is not None:

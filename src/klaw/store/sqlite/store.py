@@ -11,7 +11,7 @@ import apsw
 
 from klaw.config import FullTextTokenizer
 from klaw.store.protocol import StoreCounts, VectorIndex
-from klaw.store.records import utc_now
+from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, utc_now
 from klaw.store.shared.migrations import said_migrated
 from klaw.store.sqlite.chats import ChatKeys
 from klaw.store.sqlite.connection import SqliteDatabase, database_error
@@ -31,8 +31,10 @@ from klaw.store.sqlite.sessions import SqliteExchanges, SqliteSessions
 from klaw.store.sqlite.settings import SqliteSettings
 from klaw.store.sqlite.tokenizers import bind_tokenizer
 from klaw.store.sqlite.vector_cache import ChatVectorCache
+from klaw.store.sqlite.vector_puts import SqliteVectorPuts
 from klaw.store.sqlite.vector_snapshot import SNAPSHOT_MIN_ROWS, SnapshotFolder
 from klaw.store.sqlite.vectors import SqliteVectors
+from klaw.store.summaries.records import SUMMARY_TARGET
 from klaw.store.summaries.sqlite.repository import SqliteSummaries
 from klaw.store.work_protocol import ChatLeaseRepository
 
@@ -64,7 +66,6 @@ class SqliteStore:
         self.search = SqliteSearch(db, chats, self.vector_cache, tokenizer)
         ledger = JobLedger(generations)  # a vector put pays its embedding jobs (decision 229)
         self.vectors = SqliteVectors(db, self.vector_cache, ledger)
-        self.embedding_jobs = SqliteEmbeddingJobs(db, clock, ledger)
         self.settings = SqliteSettings(db)
         self.sends = SqliteSends(db)
         self.sessions = SqliteSessions(db, chats, generations)
@@ -74,6 +75,13 @@ class SqliteStore:
         self.summaries = SqliteSummaries(
             db, chats, clock, generations, ledger, self.messages.append_in, exchange_messages_in
         )
+        # A batch's vectors of every target in one transaction (decision 471).
+        puts = {
+            MESSAGE_TARGET: self.vectors.put_part,
+            SUMMARY_TARGET: self.summaries.put_part,
+            MEMORY_TARGET: self.memory_chunks.put_part,
+        }
+        self.embedding_jobs = SqliteEmbeddingJobs(db, clock, ledger, SqliteVectorPuts(db, ledger, puts))
         # One process opens klaw.db, so no chat needs a lease; its log is the JSONL files.
         self.leases: ChatLeaseRepository | None = None
         self.keeps_log = False

@@ -9,7 +9,7 @@ version in the same transaction, so a copy saved beside the database knows it is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import apsw
@@ -21,6 +21,7 @@ from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.job_ledger import JobLedger
 from klaw.store.sqlite.query import fetch_one
 from klaw.store.sqlite.vector_cache import ChatVectorCache
+from klaw.store.sqlite.vector_puts import PutPart, put_one
 from klaw.store.sqlite.vector_snapshot import bump_version
 from klaw.store.sqlite.vector_tables import bind_vector_table, bound_embedder, table_exists, vector_blobs, vector_count
 
@@ -54,40 +55,41 @@ class SqliteVectors:
         await self._db.run(bind)
 
     async def put(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
+        return 0 if not vectors else await put_one(self._db, self._ledger, self.put_part(vectors))
+
+    def put_part(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> PutPart:
+        """`put` as one part of a transaction storing several targets' vectors (vector_puts.py): its rows
+        and the chats' `vector_marks` versions inside, the in-memory copies told after the commit."""
         import numpy as np
 
-        if not vectors:
-            return 0
         blobs = vector_blobs(vectors, bound(self._dim, "message"), "message")
         vectors_by_rowid = {rowid: np.asarray(v, dtype=np.float32) for rowid, v in vectors}
 
-        def insert(connection: apsw.Connection) -> int:
+        def insert(connection: apsw.Connection) -> tuple[int, Callable[[], None]]:
             added: dict[int, list[tuple[int, int, int, npt.NDArray[np.float32]]]] = {}
-            versions: dict[int, int] = {}
-            self._ledger.prepare(connection)
-            with connection:
-                for rowid, blob in blobs:
-                    if fetch_one(connection, f"SELECT 1 FROM {MESSAGE_VECTORS} WHERE rowid = ?", (rowid,)):
-                        continue
-                    meta = fetch_one(
-                        connection, "SELECT chat, segment_id, created_at FROM messages WHERE rowid = ?", (rowid,)
-                    )
-                    if meta is None:
-                        continue
-                    connection.execute(
-                        f"INSERT INTO {MESSAGE_VECTORS} (rowid, chat_key, embedding, segment_id, created_at)"
-                        " VALUES (?, ?, ?, ?, ?)",
-                        (rowid, meta[0], blob, meta[1], meta[2]),
-                    )
-                    added.setdefault(meta[0], []).append((rowid, meta[1], meta[2], vectors_by_rowid[rowid]))
-                versions = {chat_key: bump_version(connection, chat_key) for chat_key in added}
-                paid = self._ledger.pay(connection, MESSAGE_TARGET, list(vectors_by_rowid))
-            self._ledger.settle(paid)
-            for chat_key, rows in added.items():  # committed: now the cached copies may see them
-                self._cache.added(chat_key, rows, versions[chat_key])
-            return sum(len(rows) for rows in added.values())
+            for rowid, blob in blobs:
+                if fetch_one(connection, f"SELECT 1 FROM {MESSAGE_VECTORS} WHERE rowid = ?", (rowid,)):
+                    continue
+                meta = fetch_one(
+                    connection, "SELECT chat, segment_id, created_at FROM messages WHERE rowid = ?", (rowid,)
+                )
+                if meta is None:
+                    continue
+                connection.execute(
+                    f"INSERT INTO {MESSAGE_VECTORS} (rowid, chat_key, embedding, segment_id, created_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (rowid, meta[0], blob, meta[1], meta[2]),
+                )
+                added.setdefault(meta[0], []).append((rowid, meta[1], meta[2], vectors_by_rowid[rowid]))
+            versions = {chat_key: bump_version(connection, chat_key) for chat_key in added}
 
-        return await self._db.run(insert, behind=True)  # the embedding queue's: no turn waits (decision 382)
+            def committed() -> None:  # now the cached copies may see them
+                for chat_key, rows in added.items():
+                    self._cache.added(chat_key, rows, versions[chat_key])
+
+            return sum(len(rows) for rows in added.values()), committed
+
+        return PutPart(MESSAGE_TARGET, list(vectors_by_rowid), insert)
 
     async def warm_cache(self) -> int:
         """Load the most recently active chats' vectors into memory while they fit, so the first

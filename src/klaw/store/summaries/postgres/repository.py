@@ -16,8 +16,8 @@ import numpy.typing as npt
 
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_all, fetch_one, fetch_value
-from klaw.store.postgres.embedding_jobs import pay_jobs
 from klaw.store.postgres.folds import delete_summaries_in
+from klaw.store.postgres.vector_puts import PutPart, nothing_after, run_puts
 from klaw.store.postgres.vectors import SUMMARY_VECTORS, bound_embedder, checked, query_vector, record_embedder
 from klaw.store.protocol import LogFirst, StorageError
 from klaw.store.records import ChatRef, Exchange, MessageRecord, StoredMessage, from_millis, to_millis
@@ -240,10 +240,15 @@ class PostgresSummaries:
     async def put_vectors(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
         if not vectors:
             return 0
+        return (await run_puts(self._db, self._paid, [self.put_part(vectors)]))[0]
+
+    def put_part(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> PutPart:
+        """`put_vectors` as one part of a transaction storing several targets' vectors (vector_puts.py)."""
         embedder_id, dim = bound(self._bound, "summary")
         rows = checked(vectors, dim, "summary")
-        added = 0
-        async with self._db.transaction() as connection:
+
+        async def insert(connection: Connection) -> tuple[int, Callable[[], None]]:
+            added = 0
             if await bound_embedder(connection, SUMMARY_VECTORS) is None:
                 await record_embedder(connection, SUMMARY_VECTORS, embedder_id, dim)
             for summary_id, vector in rows:
@@ -254,9 +259,9 @@ class PostgresSummaries:
                     " ON CONFLICT (id) DO NOTHING",
                     (vector, summary_id),
                 )
-            paid = await pay_jobs(connection, SUMMARY_TARGET, [summary_id for summary_id, _ in rows])
-        self._paid.add(paid)
-        return added
+            return added, nothing_after
+
+        return PutPart(SUMMARY_TARGET, [summary_id for summary_id, _ in rows], insert)
 
     async def has_past_segments(self, chat: ChatRef, *, exclude_segment_id: int | None) -> bool:
         sql = (

@@ -18,12 +18,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Collection, Sequence
+from typing import Protocol
 
 import apsw
 
-from klaw.store.records import MessageRecord, MessageType
+from klaw.store.records import MessageRecord, MessageType, StoredMessage
 from klaw.store.sqlite.exchange_fold import opening, rowid_of
 from klaw.store.sqlite.query import fetch_all, fetch_one, fetch_value
+from klaw.store.sqlite.read_cache import TableGenerations
 from klaw.store.summaries.log_records import SummaryRecord, summary_to_fold
 from klaw.store.summaries.records import Summary, SummaryKind
 from klaw.store.summaries.rows import SummaryWrite
@@ -34,13 +36,21 @@ log = logging.getLogger(__name__)
 
 
 def fold_summary_record(
-    connection: apsw.Connection, record: MessageRecord, chat_key: int, rowid: int, created_at: int, now_millis: int
+    connection: apsw.Connection,
+    record: MessageRecord,
+    chat_key: int,
+    rowid: int,
+    created_at: int,
+    now_millis: int,
+    checked: tuple[int, int] | None = None,
 ) -> None:
-    """Store the summary a summary record holds (no-op for other types)."""
+    """Store the summary a summary record holds (no-op for other types). `checked`: the (exchange,
+    segment) the writer's check before logging this very record found (`fold_target`), no message
+    deleted since: that check is not made twice (decision 471)."""
     parsed = summary_to_fold(record)
     if parsed is None:
         return
-    target = exchange_of_open_record(connection, chat_key, parsed.exchange_open_id)
+    target = checked or exchange_of_open_record(connection, chat_key, parsed.exchange_open_id)
     if target is None:
         log.info("%s record %s names an exchange that is not stored; not kept", record.type.value, record.id)
         return
@@ -50,7 +60,7 @@ def fold_summary_record(
         "INSERT OR REPLACE INTO summary_records (rowid, segment_id, exchange_id) VALUES (?, ?, ?)",
         (rowid, segment_id, exchange_id if is_exchange else None),
     )
-    if not records_exist(connection, chat_key, parsed.sources):
+    if checked is None and not records_exist(connection, chat_key, parsed.sources):
         log.info("%s record %s was written from records since forgotten; not kept", record.type.value, record.id)
         return
     write = SummaryWrite(chat_key, segment_id, parsed.text, parsed.model, created_at, now_millis, rowid)
@@ -68,10 +78,53 @@ def fold_summary_record(
 
 def foldable(connection: apsw.Connection, chat_key: int, record: MessageRecord) -> bool:
     """Whether folding `record` now would store its summary (the writer checks before logging it)."""
+    return fold_target(connection, chat_key, record) is not None
+
+
+def fold_target(connection: apsw.Connection, chat_key: int, record: MessageRecord) -> tuple[int, int] | None:
+    """The (exchange, segment) folding `record` now would store its summary for; None when it would not."""
     parsed = SummaryRecord.from_record(record)
-    if parsed is None or exchange_of_open_record(connection, chat_key, parsed.exchange_open_id) is None:
-        return False
-    return records_exist(connection, chat_key, parsed.sources)
+    target = None if parsed is None else exchange_of_open_record(connection, chat_key, parsed.exchange_open_id)
+    if parsed is None or target is None:
+        return None
+    return target if records_exist(connection, chat_key, parsed.sources) else None
+
+
+class AppendIn(Protocol):
+    """`SqliteMessages.append_in`, as the summary repository appends a summary record with it."""
+
+    def __call__(
+        self, connection: apsw.Connection, record: MessageRecord, *, summary_checked: tuple[int, int] | None = None
+    ) -> StoredMessage: ...
+
+
+class FoldChecks:
+    """The writer's check of a summary record before it logs it (`fold_target`), kept for the append of
+    that record that follows (under the same `Ingestion.exclusive`, memory/summaries/summary_log.py),
+    so the fold does not make it again (decision 471). It holds while no message was deleted since:
+    `messages_deleted` counts every delete of this connection (read_cache.py), the one way a source, the
+    exchange's opening record or the exchange (deleted with its messages) goes."""
+
+    def __init__(self, generations: TableGenerations) -> None:
+        self._generations = generations
+        self._kept: tuple[str, tuple[int, int], tuple[int, ...]] | None = None
+
+    def _deletes(self) -> tuple[int, ...] | None:
+        return self._generations.stamp(("messages_deleted",))
+
+    def check(self, connection: apsw.Connection, chat_key: int, record: MessageRecord) -> bool:
+        """`foldable`, its answer kept for `record`'s append (on the database thread, outside a transaction)."""
+        self._generations.install(connection)  # once; what counts the deletes
+        target, stamp = fold_target(connection, chat_key, record), self._deletes()
+        self._kept = None if target is None or stamp is None else (record.id, target, stamp)
+        return target is not None
+
+    def take(self, record: MessageRecord) -> tuple[int, int] | None:
+        """The kept (exchange, segment) of `record` while still true, else None (the fold checks)."""
+        kept, self._kept = self._kept, None
+        if kept is None or kept[0] != record.id or kept[2] != self._deletes():
+            return None
+        return kept[1]
 
 
 def exchange_of_open_record(connection: apsw.Connection, chat_key: int, open_id: str) -> tuple[int, int] | None:

@@ -21,6 +21,7 @@ from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.job_ledger import JobLedger
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.read_cache import ReadCache, TableGenerations
+from klaw.store.sqlite.vector_puts import PutPart, nothing_after, put_one
 from klaw.store.sqlite.vector_tables import vector_blobs
 from klaw.store.summaries.records import (
     SUMMARY_TARGET,
@@ -32,7 +33,7 @@ from klaw.store.summaries.records import (
     SummaryToLog,
 )
 from klaw.store.summaries.rows import EXCHANGE, SEGMENT, SummaryWrite
-from klaw.store.summaries.sqlite.fold import foldable, folded_from, open_record_id
+from klaw.store.summaries.sqlite.fold import AppendIn, FoldChecks, foldable, folded_from, open_record_id
 from klaw.store.summaries.sqlite.rows import EMBEDDABLE, load_summaries, load_summary, queue_summary_job
 from klaw.store.summaries.sqlite.vectors import (
     bind_summary_vectors,
@@ -85,13 +86,14 @@ class SqliteSummaries:
         clock: Callable[[], datetime],
         generations: TableGenerations,
         ledger: JobLedger,
-        append_in: Callable[[apsw.Connection, MessageRecord], StoredMessage],
+        append_in: AppendIn,
         messages_of: Callable[[apsw.Connection, int], list[StoredMessage] | None],
     ) -> None:
         self._db = db
         self._append_in = append_in  # `SqliteMessages.append_in`: a summary record's row and its fold
         self._messages_of = messages_of  # `history.exchange_messages_in`: the scan brings each exchange's
         self._ledger = ledger  # `put_vectors` pays the summaries' embedding jobs (job_ledger.py)
+        self._checks = FoldChecks(generations)  # the log's check of a summary record kept for its fold (471)
         self._chats = chats
         self._clock = clock
         # What every turn reads of a segment's summaries, kept while no segment summary is written and
@@ -222,7 +224,7 @@ class SqliteSummaries:
                 return SummaryToLog(opened=False, record=None)
             record = build(opened)
             chat_key = self._chats.find(connection, record.chat)
-            kept = chat_key is not None and foldable(connection, chat_key, record)
+            kept = chat_key is not None and self._checks.check(connection, chat_key, record)
             return SummaryToLog(opened=True, record=record if kept else None)
 
         return await self._db.run(query)
@@ -231,7 +233,7 @@ class SqliteSummaries:
         self, record: MessageRecord, *, log_first: LogFirst | None = None
     ) -> tuple[StoredMessage, Summary | None]:
         def insert(connection: apsw.Connection) -> tuple[StoredMessage, Summary | None]:
-            stored = self._append_in(connection, record)
+            stored = self._append_in(connection, record, summary_checked=self._checks.take(record))
             return stored, folded_from(connection, stored.rowid)
 
         return await (self._db.run(insert) if log_first is None else self._db.run_after(log_first, insert))
@@ -295,20 +297,17 @@ class SqliteSummaries:
         return await self._db.run(query)
 
     async def put_vectors(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> int:
-        if not vectors:
-            return 0
+        return 0 if not vectors else await put_one(self._db, self._ledger, self.put_part(vectors))
+
+    def put_part(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]]) -> PutPart:
+        """`put_vectors` as one part of a transaction storing several targets' vectors (vector_puts.py)."""
         embedder_id, dim = bound(self._bound, "summary")
         blobs = vector_blobs(vectors, dim, "summary")
 
-        def insert(connection: apsw.Connection) -> int:
-            self._ledger.prepare(connection)
-            with connection:
-                added = insert_vectors(connection, blobs, embedder_id, dim)
-                paid = self._ledger.pay(connection, SUMMARY_TARGET, [summary_id for summary_id, _ in blobs])
-            self._ledger.settle(paid)
-            return added
+        def insert(connection: apsw.Connection) -> tuple[int, Callable[[], None]]:
+            return insert_vectors(connection, blobs, embedder_id, dim), nothing_after
 
-        return await self._db.run(insert, behind=True)  # the embedding queue's: no turn waits (decision 382)
+        return PutPart(SUMMARY_TARGET, [summary_id for summary_id, _ in blobs], insert)
 
     async def has_past_segments(self, chat: ChatRef, *, exclude_segment_id: int | None) -> bool:
         def query(connection: apsw.Connection) -> bool:
