@@ -60,6 +60,27 @@ async def home_holder(home: KlawHome) -> Holder | None:
     return holder
 
 
+# How long `klaw chat` waits for a `klaw serve` or `klaw engine` that holds the home without listening yet (it is
+# starting: its store, recovery, its MCP servers' `startWaitSeconds`, 5 s by default) before saying to try again.
+STARTING_WAIT_SECONDS = 15.0
+_POLL_SECONDS = 0.1
+
+
+async def wait_for_listening(home: KlawHome, seconds: float = STARTING_WAIT_SECONDS) -> Holder | None:
+    """The holder once an engine answers on the home's socket; None as soon as the home is free (the start
+    failed, or it stopped) or held by something that is no engine; `TimeoutError` after `seconds`. For a
+    `klaw chat` that found a service starting, as a restart after a crash leaves it for seconds: it was told to
+    `kill` a service that was merely starting (newcomer19, decision 475)."""
+    async with asyncio.timeout(seconds):
+        while True:
+            holder = holder_of(home.root)
+            if holder is None or (holder.role and holder.role != ENGINE_ROLE):
+                return None
+            if await engine_answers(home.socket_path):
+                return holder
+            await asyncio.sleep(_POLL_SECONDS)
+
+
 def held_message(home: KlawHome, holder: Holder) -> str:
     """One line for a person: who holds the home and what to do about it (this very program, when it
     opened a second `Klaw` on a home its first one still holds)."""

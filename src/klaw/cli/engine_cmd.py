@@ -85,7 +85,7 @@ def chat(
             await chat_in_this_terminal()
 
     async def chat_in_this_terminal() -> None:
-        attach_to = await _refuse_a_running_engine(home, loaded)
+        attach_to = await _refuse_a_running_engine(home)
         if attach_to is not None:  # an engine answers on engine.sock: talk to it (decision 430)
             from klaw.cli.chat_attach import chat_attached
 
@@ -198,14 +198,15 @@ async def _warn_of_held_names_no_tool_has(running: Engine) -> None:
         err_console.print(Text(approval_warning(row), style="yellow"), highlight=False)
 
 
-async def _refuse_a_running_engine(home: KlawHome, loaded: LoadedConfig) -> Holder | None:
+async def _refuse_a_running_engine(home: KlawHome) -> Holder | None:
     """The engine to attach to when one answers on engine.sock (`klaw serve`, `klaw engine`: decision 430);
     else exit 2 when an engine runs on the home, saying how to talk to it and how to end it, in the words
     of the command that runs it (decision 259): `klaw chat` runs an engine of its own, and a home has
     one. A `klaw chat` is left, not talked to on a web page it does not serve. A web page a gateway
     serves is named at the address it really listens on (newcomer9: the refusal said "start `klaw
-    gateway`" beside a running one, and named engine.yaml's port where a KLAW__ variable set another)."""
-    from klaw.cli.served_page import configured_page, served_page
+    gateway`" beside a running one, and named engine.yaml's port where a KLAW__ variable set another). A
+    `klaw serve` or `klaw engine` not listening yet is starting: waited for (`_once_listening`)."""
+    from klaw.cli.served_page import served_page
     from klaw.engine_presence import STOP_AN_ENGINE, engine_answers, home_holder, how_to_stop
     from klaw.home_lock import ENGINE_ROLE, LIBRARY
 
@@ -224,12 +225,24 @@ async def _refuse_a_running_engine(home: KlawHome, loaded: LoadedConfig) -> Hold
     page = await served_page(home)
     if page is not None:
         fail(f"{who} runs on {where}, and its web page is served at {page}: talk to your agent there, or {stop}")
-    if holder.command == "klaw serve":
-        fail(f"{who} runs on {where}: talk to your agent on its web page ({configured_page(loaded)}), or {stop}")
-    if holder.command == "klaw engine":  # not listening yet: starting
-        gateway = "start `klaw gateway` beside it and talk to your agent on the gateway's web page"
-        fail(f"{who} runs on {where}: {gateway}, or {stop}")
+    if holder.command in ("klaw serve", "klaw engine"):  # not listening yet: starting (a restart after a crash)
+        return await _once_listening(home, holder)
     if holder.command == LIBRARY:
         fail(f"{who} has opened {where}: it takes no messages from other programs; {stop}")
     talk = "it takes no messages from other programs (a program using klaw's library API)"
     fail(f"klaw chat starts its own engine, and {who} runs on {where}: {talk}. Or {STOP_AN_ENGINE}.")
+
+
+async def _once_listening(home: KlawHome, holder: Holder) -> Holder | None:
+    """`klaw serve` or `klaw engine` holding the home, not answering on engine.sock yet: it is starting (a
+    service restarted after a crash takes seconds to listen). Wait a bounded time and attach; None (start an
+    engine here) when it ended meanwhile; else exit 75, "try again in a moment", never "kill it" (decision 475)."""
+    from klaw import engine_presence
+    from klaw.cli.context import HOME_HELD_EXIT
+
+    who, where, seconds = holder.describe(), home.root, engine_presence.STARTING_WAIT_SECONDS
+    err_console.print(f"{who} is starting on {where}: waiting for it to answer (up to {seconds:g} s)", highlight=False)
+    try:
+        return await engine_presence.wait_for_listening(home, seconds)
+    except TimeoutError:
+        fail(f"{who} is still starting on {where}: try again in a moment (it answers once started)", HOME_HELD_EXIT)
