@@ -3,6 +3,7 @@ and engine, and the fake OpenAI server. Allow-list, reply splitting, commands, t
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 from telegram.warnings import PTBDeprecationWarning
 
 from klaw.channels.telegram import NOT_TAKEN, NOT_TEXT, REFUSAL, TelegramChannel
+from klaw.channels.telegram_split import MAX_REPLY_PARTS
 from klaw.config import TelegramChannelConfig
 from klaw.config_loader import LoadedConfig
 from klaw.home import KlawHome
@@ -130,6 +132,25 @@ async def test_long_replies_are_split_at_telegram_limits(telegram: FakeTelegram)
         assert all(len(part) <= 4096 for part in parts)
         assert [p.split(":")[0] for p in "\n\n".join(parts).split("\n\n")] == [f"Paragraph {n}" for n in range(8)]
         assert "".join(parts).replace("\n", "") == long_reply.replace("\n", "")
+
+
+async def test_a_runaway_reply_is_cut_after_eight_messages_and_kept_whole_in_the_log(telegram: FakeTelegram) -> None:
+    """A model looping answered 1.89M characters: 462 messages in a minute (adversary27 M4). Now 8 parts and
+    one closing message naming what was not sent; the log keeps the whole reply (decision 479)."""
+    runaway = "I repeat myself. " * 12_000  # 204 000 characters: 50 messages before
+    async with running_stack(channel_factory(telegram)) as stack:
+        stack.server.reply_text(runaway)
+        telegram.push_text(ANA, "tell me a story")
+        await telegram.wait_for(lambda: any("Reply cut here" in part for part in telegram.sent_to(ANA)))
+        await stack.gateway.stop()  # nothing more is on its way
+        parts = telegram.sent_to(ANA)
+        assert len(parts) == MAX_REPLY_PARTS + 1 and telegram.rejected == []
+        sent = "".join(parts[:-1]).replace(" ", "")
+        assert runaway.replace(" ", "").startswith(sent)
+        not_sent = len(runaway.strip()) - len(" ".join(parts[:-1])) - 1  # less the space at the last cut
+        assert parts[-1].startswith(f"(Reply cut here: {not_sent:,} more characters were not sent")
+        logged = "".join(p.read_text() for p in stack.home.conversations.rglob("*.jsonl"))
+        assert json.dumps(runaway.strip())[1:-1] in logged
 
 
 async def test_a_task_answer_opens_with_its_label(telegram: FakeTelegram) -> None:

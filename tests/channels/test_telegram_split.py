@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from klaw.channels.telegram_split import TELEGRAM_MESSAGE_LIMIT, split_message, utf16_length
+from klaw.channels.telegram_split import TELEGRAM_MESSAGE_LIMIT, reply_parts, split_message, utf16_length
 
 
 def test_short_text_is_one_part_and_blank_text_none() -> None:
@@ -49,3 +49,10 @@ def test_parts_fit_and_only_separators_are_lost(text: str, limit: int) -> None:
     assert all(0 < utf16_length(part) <= limit for part in parts)
     squeezed = "".join(text.split())
     assert "".join("".join(parts).split()) == squeezed
+
+
+def test_a_reply_is_at_most_its_parts_then_one_naming_what_was_cut() -> None:
+    assert reply_parts("x" * (2 * TELEGRAM_MESSAGE_LIMIT), max_parts=2) == ["x" * TELEGRAM_MESSAGE_LIMIT] * 2
+    parts = reply_parts("x" * (3 * TELEGRAM_MESSAGE_LIMIT + 5), max_parts=2)
+    assert parts[:2] == ["x" * TELEGRAM_MESSAGE_LIMIT] * 2
+    assert parts[2].startswith(f"(Reply cut here: {TELEGRAM_MESSAGE_LIMIT + 5:,} more characters were not sent")

@@ -17,10 +17,10 @@ so Telegram's "retry after" on them never holds the owner's messages back.
 Slash commands (`/new`, `/model x`, also `/new@thisbot`) are forwarded as commands, `/new@otherbot` (for
 another bot in a group) is ignored; `/start`
 (what Telegram sends first) is `/help`. While a turn is under way the chat shows "typing…"
-(`sendChatAction`, renewed every 4 s for up to 2 minutes). Replies are plain text, split at
-Telegram's 4096-character limit; an answer the agent sends on its own (a scheduled task's, a subagent's, one
-written in another chat) opens with its label line ("Scheduled task: digest", "From web:main"), as the
-console and the web page show it, so it is
+(`sendChatAction`, renewed every 4 s for up to 2 minutes). Replies are plain text, split at Telegram's
+4096-character limit, 8 messages at most and then one saying how much was cut (telegram_split). An answer
+the agent sends on its own (a scheduled task's, a subagent's, one written in another chat) opens with its
+label line ("Scheduled task: digest", "From web:main"), as the console and the web page show it, so it is
 not read as an answer to the last message. The bot token and message text are never logged, and the HTTP
 libraries' loggers are held at WARNING, since their request lines carry the token in the URL.
 """
@@ -38,7 +38,7 @@ from telegram.request import HTTPXRequest
 
 from klaw.ascii_digits import digits
 from klaw.channels.telegram_outage import TelegramOutage
-from klaw.channels.telegram_split import split_message, utf16_length
+from klaw.channels.telegram_split import reply_parts, utf16_length
 from klaw.channels.telegram_trouble import (
     CONNECT_SECONDS,
     NO_NAME,
@@ -242,7 +242,7 @@ class TelegramChannel:
         # the heading is bold, an entity the model's plain text cannot make: a reply that itself starts
         # "From web:main" arrives plain, so it cannot pass for one klaw headed (decision 408)
         heading = [] if label is None else [MessageEntity(MessageEntity.BOLD, 0, utf16_length(label))]
-        for n, part in enumerate(split_message(text) or ["(empty reply)"]):
+        for n, part in enumerate(reply_parts(text) or ["(empty reply)"]):
             await self._send(chat_id, part, heading if n == 0 else [])
 
     async def delta(self, frame: DeltaFrame) -> None:
