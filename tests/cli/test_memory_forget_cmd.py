@@ -342,3 +342,28 @@ def test_a_forget_whose_tombstone_reached_the_log_not_the_database_is_named(
 
 def ENV(home: KlawHome) -> dict[str, str]:
     return {"KLAW_HOME": str(home.root), "COLUMNS": "300"}
+
+
+def test_a_mistyped_chat_on_a_home_of_many_names_the_closest_few(home: KlawHome) -> None:
+    """`klaw memory list --chat library:nope` on a home of 3,000 chats printed all of them, 47 KB
+    (adversary27 L3): past 20 the closest 5 are named and the rest counted (decision 479)."""
+
+    async def write() -> None:
+        store = await SqliteStore.open(home.database_file("klaw.db"))
+        try:
+            chat = ScriptedChat(home, store)
+            for n in range(40):
+                await chat.turn("hello", reply="hi", chat=ChatRef("library", f"shelf{n}"))
+        finally:
+            await store.aclose()
+
+    asyncio.run(write())
+    env = {"KLAW_HOME": str(home.root), "COLUMNS": "200"}
+    listed = CliRunner().invoke(app, ["memory", "list", "--chat", "library:shelf7x"], env=env)
+    said = " ".join(listed.stderr.split())
+    assert listed.exit_code != 0 and "library:shelf7" in said and "and 35 more of the 40 chats stored" in said, said
+    assert "library:shelf21" not in said
+    code, _, err = run(home, "segment", "--chat", "library:shelf7x", "--number", "1", "--yes")
+    said = " ".join(err.split())
+    assert code == 1 and "library:shelf7," in said and "and 35 more of the 40 chats stored" in said, said
+    assert "library:shelf21" not in said

@@ -148,10 +148,15 @@ async def _search(
 
 
 async def _pick_chat(store: Storage, chat_arg: str | None) -> ChatRef:
+    from klaw.chat_listing import some_chats
     from klaw.store.records import ChatRef
 
     chats = sorted(await store.segments.chats(), key=str)
-    listing = "\n".join(f"  {c}" for c in chats)
+
+    def listing(wanted: str) -> str:  # the closest few of thousands, not all (decision 479)
+        names, more = some_chats(chats, wanted)
+        return "\n".join(f"  {name}" for name in [*names, more] if name)
+
     if chat_arg is None:
         if not chats:
             raise SearchProblem("no chat is stored yet: talk to the agent first.")
@@ -162,7 +167,9 @@ async def _pick_chat(store: Storage, chat_arg: str | None) -> ChatRef:
 
         if (mine := console_chat()) in chats:
             return mine
-        raise SearchProblem(f"several chats are stored, none of them {mine}; choose one with --chat:\n{listing}")
+        raise SearchProblem(
+            f"several chats are stored, none of them {mine}; choose one with --chat:\n{listing(str(mine))}"
+        )
     channel, sep, chat_id = chat_arg.partition(":")
     try:
         if not sep:
@@ -171,7 +178,7 @@ async def _pick_chat(store: Storage, chat_arg: str | None) -> ChatRef:
     except ValueError as exc:
         raise SearchProblem(f"--chat {chat_arg!r}: {exc}") from None
     if chat not in chats:
-        known = f"stored chats:\n{listing}" if chats else "no chat is stored yet."
+        known = f"stored chats:\n{listing(chat_arg)}" if chats else "no chat is stored yet."
         raise SearchProblem(f"no chat {chat} in the database; {known}")
     return chat
 

@@ -1,13 +1,16 @@
 """The rule that a command naming a chat names one that has talked with klaw: `klaw schedule add
 --inject-into` and `klaw mcp serve --chat` refuse a chat with no messages at start, with the same
 sentence, instead of accepting a mistyped id (runs nobody reads; an MCP client that finds nothing and
-saves into a new chat)."""
+saves into a new chat).
+
+The sentence names the closest few of a home's chats, not thousands (klaw.chat_listing)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from klaw.chat_listing import some_chats
 from klaw.cli.context import fail, open_store_or_exit
 
 if TYPE_CHECKING:
@@ -33,8 +36,10 @@ async def chats_with_messages(home: KlawHome, config: EngineConfig) -> list[Chat
 
 def require_chat_with_messages(target: ChatRef, chats: Iterable[ChatRef], remedy: str) -> None:
     """Exit 2 unless `target` is one of `chats`, listing them and saying `remedy` (how to go on)."""
-    known = sorted(set(chats), key=str)
+    known = set(chats)
     if target in known:
         return
-    listing = "the chats with messages: " + ", ".join(map(str, known)) if known else "no chat has messages yet"
+    names, more = some_chats(known, str(target))
+    listing = "the chats with messages: " + ", ".join([*names, more] if more else names)
+    listing = listing if known else "no chat has messages yet"
     fail(f"no chat {target} has any messages ({listing}). {remedy}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from klaw.chat_listing import some_chats
 from klaw.memory.forget_targets import ForgetError
 
 if TYPE_CHECKING:
@@ -40,7 +41,10 @@ async def id_of_number(store: Storage, chat: ChatRef, number: int) -> int:
     if 1 <= number <= len(ids):
         return ids[number - 1]
     if not ids and str(chat) not in (chats := sorted(map(str, await store.segments.chats()))):  # a typo in --chat
-        stored = f"the stored chats: {', '.join(chats)}" if chats else "no chat is stored yet"
+        names, more = some_chats(chats, str(chat))  # the closest few of thousands, not all (decision 479)
+        stored = (
+            f"the stored chats: {', '.join([*names, more] if more else names)}" if chats else "no chat is stored yet"
+        )
         raise ForgetError(f"no chat {chat} is stored ({stored}); `klaw memory list` lists them")
     held = f"segments 1 to {len(ids)}" if len(ids) > 1 else "segment 1" if ids else "no segment"
     raise ForgetError(
