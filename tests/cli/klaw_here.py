@@ -8,6 +8,10 @@ a read-only home or a full disk is in it; an exception other than SystemExit is 
 have seen and fails the test. What `main` changes for the process (umask, the cyclic collector, argv, the
 environment, the working directory) is given back after it.
 
+From an async test (an event loop running in this thread, where klaw's own `asyncio.run` cannot start), the
+command runs in a thread of its own and the test waits for it, blocked as it was on `subprocess.run`: nothing of
+the test's loop runs meanwhile, so no engine of the test sees the command's environment.
+
 Keep a real process (`klaw`) where the process is what is tested: a start that would run on instead of ending
 (`serve`, `engine`, `gateway`, `chat`, `mcp serve`), signals, kill -9, locks held by another process, what a
 fresh interpreter imports, stdio.
@@ -15,11 +19,13 @@ fresh interpreter imports, stdio.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -32,6 +38,17 @@ def klaw_here(
 ) -> subprocess.CompletedProcess[str]:
     """`klaw ARGS` on `home` in this process; `env` is added to this process's environment for the command
     only, `stdin` is what it reads (nothing when None)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _here(home, *args, env=env, stdin=stdin)
+    with ThreadPoolExecutor(1, thread_name_prefix="klaw_here") as thread:  # an async test's: see the docstring
+        return thread.submit(_here, home, *args, env=env, stdin=stdin).result()
+
+
+def _here(
+    home: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     umask, collecting, argv, cwd = os.umask(0o077), gc.isenabled(), sys.argv, os.getcwd()
     environment = dict(os.environ)
     root = logging.getLogger()

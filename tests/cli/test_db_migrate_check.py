@@ -24,7 +24,7 @@ from klaw.store.postgres.migrations import start_problem
 from klaw.store.postgres.store import PostgresStore
 from klaw.store.protocol import StorageError
 from klaw.store.records import ChatRef, MessageRecord, Role
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_reindex_cmd import a_home
 from tests.conftest import new_database
 from tests.pg_server import PgServer
@@ -68,10 +68,10 @@ DAYS = 30
 
 def test_the_move_is_checked_by_sample_searches(tmp_path: Path, postgres_server: PgServer) -> None:
     home = a_home(tmp_path)
-    assert klaw(home, "reindex").returncode == 0
+    assert klaw_here(home, "reindex").returncode == 0
     env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
 
-    moved = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+    moved = klaw_here(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
 
     assert moved.returncode == 0, moved.stdout + moved.stderr
     out = " ".join(moved.stdout.split())
@@ -82,7 +82,7 @@ def test_the_move_is_checked_by_sample_searches(tmp_path: Path, postgres_server:
 
 def test_a_message_the_move_lost_is_named_and_the_command_fails(tmp_path: Path, postgres_server: PgServer) -> None:
     home = a_home(tmp_path)
-    assert klaw(home, "reindex").returncode == 0  # klaw.db holds all six messages
+    assert klaw_here(home, "reindex").returncode == 0  # klaw.db holds all six messages
     log_file = next((home / "conversations").glob("*/*.jsonl"))
     lines = log_file.read_text(encoding="utf-8").splitlines(keepends=True)
     lost = lines.pop(2)  # the log no longer holds the third: the move cannot bring it
@@ -91,7 +91,7 @@ def test_a_message_the_move_lost_is_named_and_the_command_fails(tmp_path: Path, 
     env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
     written = (home / "engine.yaml").read_bytes()
 
-    moved = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+    moved = klaw_here(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
 
     assert moved.returncode == 1, moved.stdout + moved.stderr
     out = " ".join(moved.stdout.split())
@@ -106,7 +106,7 @@ def test_a_move_killed_midway_resumes_and_ends_with_equal_counts_and_searches(
     tmp_path: Path, postgres_server: PgServer
 ) -> None:
     home = _a_long_home(tmp_path)
-    assert klaw(home, "reindex").returncode == 0
+    assert klaw_here(home, "reindex").returncode == 0
     dsn = postgres_server.dsn(new_database(postgres_server))
     env = {**os.environ, "KLAW_HOME": str(home), "COLUMNS": "200", VARIABLE: dsn}
     command = [sys.executable, "-m", "klaw", "db", "migrate", "--to", "postgres", "--url-env", VARIABLE]
@@ -123,7 +123,7 @@ def test_a_move_killed_midway_resumes_and_ends_with_equal_counts_and_searches(
     (note,) = leftover_reindex_notes(home / "klaw.db", DatabaseConfig())
     assert "an interrupted 'klaw reindex' or 'klaw db migrate --to postgres' left klaw.db.reindex.lock" in note
 
-    again = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env={VARIABLE: dsn})
+    again = klaw_here(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env={VARIABLE: dsn})
 
     assert again.returncode == 0, again.stdout + again.stderr
     out = " ".join(again.stdout.split())

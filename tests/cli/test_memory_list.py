@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 from tests.engine.harness import CHAT, running_engine
 
 
@@ -16,7 +16,7 @@ async def test_list_shows_segments_and_exchanges_with_ids_and_first_words(tmp_pa
         await h.engine.submit(CHAT, "/new")
         await h.turn("what is the weather like in Lisbon")
     home = tmp_path / "home"
-    result = klaw(home, "memory", "list", "--chat", str(CHAT))
+    result = klaw_here(home, "memory", "list", "--chat", str(CHAT))
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "segment 1 (id 1):" in out and "segment 2 (id 2):" in out and "(current)" in out
@@ -37,18 +37,18 @@ async def test_search_after_new_finds_what_was_said_before_it(tmp_path: Path) ->
         await h.engine.submit(CHAT, "/new")
         await h.turn("what is the weather like in Lisbon")
     home = tmp_path / "home"
-    found = klaw(home, "memory", "search", "plumber thursday")
+    found = klaw_here(home, "memory", "search", "plumber thursday")
     assert found.returncode == 0, found.stderr
     assert "the plumber comes on thursday at nine" in found.stdout and f"{CHAT}: all segments" in found.stdout
-    narrower = klaw(home, "memory", "search", "plumber thursday", "--segment", "current")
+    narrower = klaw_here(home, "memory", "search", "plumber thursday", "--segment", "current")
     assert "the plumber comes" not in narrower.stdout
     assert "add --segment all to search them too" in " ".join(narrower.stdout.split())
-    helped = " ".join(klaw(home, "memory", "search", "--help").stdout.split())
+    helped = " ".join(klaw_here(home, "memory", "search", "--help").stdout.split())
     assert "all: the whole chat, every segment" in helped and "[default: all]" in helped
 
 
 def test_list_without_a_database_says_so(tmp_path: Path) -> None:
-    result = klaw(tmp_path, "memory", "list")
+    result = klaw_here(tmp_path, "memory", "list")
     assert result.returncode == 1
     assert "does not exist yet" in result.stderr
 
@@ -66,12 +66,12 @@ async def test_list_and_search_default_to_the_console_chat_when_the_agent_wrote_
         await h.turn("the plumber comes on thursday at nine", chat=mine)
         await h.turn("the plumber also fixes the web sink", chat=web)
     home = tmp_path / "home"
-    listed = klaw(home, "memory", "list")
+    listed = klaw_here(home, "memory", "list")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith(str(mine)) and "thursday at nine" in listed.stdout
     assert "web sink" not in listed.stdout
-    found = klaw(home, "memory", "search", "plumber")
+    found = klaw_here(home, "memory", "search", "plumber")
     assert found.returncode == 0, found.stderr
     assert f"{mine}: all segments" in found.stdout and "web sink" not in found.stdout
-    other = klaw(home, "memory", "list", "--chat", str(web))
+    other = klaw_here(home, "memory", "list", "--chat", str(web))
     assert other.returncode == 0 and "web sink" in other.stdout

@@ -16,7 +16,7 @@ from klaw.engine.runtime import Engine
 from klaw.home import KlawHome
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.memory.reindex import ReindexStage, reindex
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_reindex_cmd import a_home
 from tests.conftest import new_database
 from tests.engine import harness
@@ -47,20 +47,20 @@ async def test_a_left_build_schema_is_named_at_start_and_by_log_check_and_a_reru
     dsn = postgres_server.dsn(database)
     monkeypatch.setenv(VARIABLE, dsn)
     home = await asyncio.to_thread(a_home, tmp_path)  # it runs a loop of its own
-    moved = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, "--samples", "0")
+    moved = klaw_here(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, "--samples", "0")
     assert moved.returncode == 0, moved.stdout + moved.stderr
     (home / "engine.yaml").write_text(
         f"embedder:\n  backend: fake\n  dim: 32\ndatabase:\n  backend: postgres\n  urlEnv: {VARIABLE}\n",
         encoding="utf-8",
     )
-    quiet = klaw(home, "log", "check")
+    quiet = klaw_here(home, "log", "check")
     assert quiet.returncode == 0 and "klaw_reindex" not in quiet.stdout, quiet.stdout + quiet.stderr
 
     with pytest.raises(Interrupted):
         await reindex(KlawHome(home), load_config(home / "engine.yaml").config, progress=_stop_when_embedding_starts)
     assert _build_schemas(postgres_server, database) == "1"
 
-    checked = klaw(home, "log", "check")
+    checked = klaw_here(home, "log", "check")
     out = " ".join(checked.stdout.split())
     assert checked.returncode == 0, checked.stdout + checked.stderr  # the log itself is whole
     assert f"{SAID} of the PostgreSQL database named by {VARIABLE}" in out, out
@@ -75,9 +75,9 @@ async def test_a_left_build_schema_is_named_at_start_and_by_log_check_and_a_reru
     assert VARIABLE in warning and "stop every engine using the database" in warning
     assert dsn not in warning
 
-    rerun = await asyncio.to_thread(klaw, home, "reindex")
+    rerun = await asyncio.to_thread(klaw_here, home, "reindex")
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert "(1 done by an earlier run)" in rerun.stdout  # resumed, not started over
     assert _build_schemas(postgres_server, database) == "0"
-    after = klaw(home, "log", "check")
+    after = klaw_here(home, "log", "check")
     assert after.returncode == 0 and "klaw_reindex" not in after.stdout, after.stdout

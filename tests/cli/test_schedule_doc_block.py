@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 
 from tests.cli.inited_home import init_home
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 
 PAGE = Path(__file__).parents[2] / "docs" / "scheduled-tasks.md"
 
@@ -22,7 +22,7 @@ def test_the_pages_schedule_commands_run_in_order_on_a_fresh_home(tmp_path: Path
     for line in block.splitlines():
         argv = shlex.split(line)
         assert argv[0] == "klaw", line
-        result = klaw(home, *argv[1:])
+        result = klaw_here(home, *argv[1:])
         assert result.returncode == 0, f"{line}\n{result.stdout}{result.stderr}"
-    listed = klaw(home, "schedule", "list").stdout
+    listed = klaw_here(home, "schedule", "list").stdout
     assert "morning" in listed and "cleanup" in listed and "feed" not in listed

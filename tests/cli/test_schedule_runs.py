@@ -1,7 +1,7 @@
 """`klaw schedule runs NAME` shows what a task did from its log (newcomer13: no command read a task's runs;
 its log is JSONL under conversations/scheduler_<task>/). The runs are made by a real engine on a manual
 clock against the fake OpenAI-protocol server, one of them calling a tool; the command then reads the
-home as a person would, in a process of its own."""
+home as a person would, through klaw's own entry point (tests/cli/klaw_here.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.scheduling.schedules import TaskSchedule
 from klaw.scheduling.task_store import ScheduleStore
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 from tests.engine.harness import engine_config
 from tests.engine.test_scheduler_e2e import engine_on, run_once, scheduler_of
 
@@ -33,7 +33,7 @@ async def test_a_tasks_runs_are_shown_with_their_tools_and_answers(tmp_path: Pat
             server.reply_text("second report\n\x1b[2Jwith a second line")
             await run_once(engine, clock, 1)
 
-    shown = klaw(home.root, "schedule", "runs", "news")
+    shown = klaw_here(home.root, "schedule", "runs", "news")
     assert shown.returncode == 0, shown.stderr
     said = shown.stdout
     assert "The last 2 run(s) of task news, oldest first (times in UTC):" in said, said
@@ -43,10 +43,10 @@ async def test_a_tasks_runs_are_shown_with_their_tools_and_answers(tmp_path: Pat
     assert "Tools used" not in second and "  second report\n  ␛[2Jwith a second line" in second, said
     assert "\x1b" not in said  # shown, never obeyed
 
-    assert klaw(home.root, "schedule", "runs", "news", "--last", "1").stdout.count("report") == 1
+    assert klaw_here(home.root, "schedule", "runs", "news", "--last", "1").stdout.count("report") == 1
     ScheduleStore(home.scheduler_db).remove("news")  # a removed task's log is kept, and still shown
-    assert "second report" in klaw(home.root, "schedule", "runs", "news").stdout
-    missing = klaw(home.root, "schedule", "runs", "nope")
+    assert "second report" in klaw_here(home.root, "schedule", "runs", "news").stdout
+    missing = klaw_here(home.root, "schedule", "runs", "nope")
     assert missing.returncode == 1 and "no run of a task named 'nope' is logged" in missing.stderr, missing.stderr
 
 
@@ -67,7 +67,7 @@ async def test_a_call_refused_for_lack_of_approval_is_marked_denied_as_in_a_chat
             server.reply_text("I could not write it")
             await run_once(engine, clock, 0)
 
-    shown = klaw(home.root, "schedule", "runs", "held")
+    shown = klaw_here(home.root, "schedule", "runs", "held")
     assert shown.returncode == 0, shown.stderr
     assert "  Tools used: current_time, file_write (denied)\n" in shown.stdout, shown.stdout
     assert not (home.workspace / "note.md").exists()

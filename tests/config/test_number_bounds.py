@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from klaw.config import EngineConfig
 from klaw.config.base import Section
 from tests.cli.inited_home import init_home
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_cli import klaw
 
 
@@ -80,7 +81,7 @@ def test_klaw_config_check_names_each_field_and_chat_says_so_without_a_traceback
         "summarizer:\n  batchWaitSeconds: .inf\nscheduler:\n  misfireGraceSeconds: 1000000000000000000\n",
         encoding="utf-8",
     )
-    check = klaw(home, "config", "check")
+    check = klaw_here(home, "config", "check")
     assert check.returncode == 2, check.stdout + check.stderr
     said = check.stdout + check.stderr
     assert "summarizer.batchWaitSeconds = inf: " in said and "must be a finite number" in said, said

@@ -13,7 +13,7 @@ from typing import Any
 
 from klaw.llm.fake_server import Reply, TextReply, ToolCallsReply, echo_last_user_message
 from klaw.store.records import ChatRef
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 from tests.conftest import new_database
 from tests.engine.harness import CHAT, Harness, running_engine
 from tests.pg_server import PgServer
@@ -55,7 +55,7 @@ async def memories_shown(h: Harness) -> dict[str, str]:
 
 def listed(home: Path, *env: tuple[str, str]) -> dict[str, str]:
     """`klaw memory list`'s saved memories: the first words of each, by id."""
-    result = klaw(home, "memory", "list", "--chat", str(CHAT), env=dict(env))
+    result = klaw_here(home, "memory", "list", "--chat", str(CHAT), env=dict(env))
     assert result.returncode == 0, result.stderr
     found = [
         re.fullmatch(r"  memory (\S+): [-\d: ]+, segment \d+ \(id \d+\): (.*)", line)
@@ -84,10 +84,10 @@ async def test_an_id_noted_before_a_reindex_and_a_migration_still_forgets_that_m
     home = h.home.root
     h.home.config_file.write_text(FAKE_EMBEDDER, encoding="utf-8")
 
-    assert klaw(home, "reindex").returncode == 0  # every row renumbered, the forgotten exchange's gone
+    assert klaw_here(home, "reindex").returncode == 0  # every row renumbered, the forgotten exchange's gone
 
     assert listed(home) == noted
-    gone = klaw(home, "memory", "forget", "memory", noted[BOAT], "--chat", str(CHAT), "--yes")
+    gone = klaw_here(home, "memory", "forget", "memory", noted[BOAT], "--chat", str(CHAT), "--yes")
     assert gone.returncode == 0, gone.stderr
     assert f"Forgot memory {noted[BOAT]}" in gone.stdout
     async with running_engine(tmp_path) as h:
@@ -99,13 +99,13 @@ async def test_an_id_noted_before_a_reindex_and_a_migration_still_forgets_that_m
         )
 
     env = (VARIABLE, postgres_server.dsn(new_database(postgres_server)))
-    moved = klaw(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=dict([env]))
+    moved = klaw_here(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=dict([env]))
     assert moved.returncode == 0, moved.stderr
     h.home.config_file.write_text(
         f"{FAKE_EMBEDDER}database:\n  backend: postgres\n  urlEnv: {VARIABLE}\n", encoding="utf-8"
     )
     assert listed(home, env) == {LOCKER: noted[LOCKER]}  # the same id in PostgreSQL
-    gone = klaw(home, "memory", "forget", "memory", noted[LOCKER].upper(), "--yes", env=dict([env]))
+    gone = klaw_here(home, "memory", "forget", "memory", noted[LOCKER].upper(), "--yes", env=dict([env]))
     assert gone.returncode == 0, gone.stderr
     assert f"Forgot memory {noted[LOCKER]}" in gone.stdout
 
@@ -121,9 +121,9 @@ async def test_an_old_numeric_id_is_refused_with_what_to_type(tmp_path: Path) ->
             " like 3f9a1c2e, and /memory in the chat or `klaw memory list` shows each one's id."
         )
     h.home.config_file.write_text(FAKE_EMBEDDER, encoding="utf-8")
-    refused = klaw(h.home.root, "memory", "forget", "memory", "7", "--yes")
+    refused = klaw_here(h.home.root, "memory", "forget", "memory", "7", "--yes")
     assert refused.returncode == 2 and "no longer have numbers" in refused.stderr
     assert "Traceback" not in refused.stderr
-    assert LOCKER in klaw(h.home.root, "memory", "list").stdout
-    kept = klaw(h.home.root, "memory", "forget", "memory", memory_id, "--chat", str(OTHER), "--yes")
+    assert LOCKER in klaw_here(h.home.root, "memory", "list").stdout
+    kept = klaw_here(h.home.root, "memory", "forget", "memory", memory_id, "--chat", str(OTHER), "--yes")
     assert kept.returncode == 1 and f"there is no memory {memory_id} in this chat" in kept.stderr

@@ -25,6 +25,7 @@ from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.ingestion import Ingestion
 from klaw.store.records import ChatRef, EmbeddingJobCounts, MessageRecord, Role
 from klaw.store.sqlite.store import SqliteStore
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_cli import klaw
 from tests.cli.test_memory_search import fill
 
@@ -92,11 +93,11 @@ def test_the_e5_fix_installs_what_the_multilingual_extra_does() -> None:
 
 
 def test_init_refuses_a_made_up_language_code_naming_the_accepted_ones(tmp_path: Path) -> None:
-    result = klaw(tmp_path / "home", "init", "--language", "xx")
+    result = klaw_here(tmp_path / "home", "init", "--language", "xx")
     assert result.returncode == 2
     assert "'xx' is not a language" in result.stderr and " de, " in result.stderr and " zh" in result.stderr
     assert not (tmp_path / "home").exists()
-    assert klaw(tmp_path / "pt", "init", "--language", "pt-BR").returncode == 0  # a region is dropped
+    assert klaw_here(tmp_path / "pt", "init", "--language", "pt-BR").returncode == 0  # a region is dropped
 
 
 async def test_queued_texts_fail_at_once_with_the_fix_in_the_log(

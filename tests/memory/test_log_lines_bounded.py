@@ -15,7 +15,7 @@ from pathlib import Path
 from klaw.engine.frames import InboundFrame, encode_frame
 from klaw.gateway.buffer import InboundBuffer
 from klaw.memory.log_rewrite import remove_lines
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_reindex_cmd import a_home
 
 HUGE_CONTENT = 300 * 1024 * 1024
@@ -77,10 +77,10 @@ def test_reindex_and_forget_go_around_a_line_too_long_to_read(tmp_path: Path) ->
     home = a_home(tmp_path)
     log_file = next((home / "conversations").glob("*/*.jsonl"))
     _put_in_the_middle(log_file, JUST_OVER)
-    result = klaw(home, "reindex")
+    result = klaw_here(home, "reindex")
     assert result.returncode == 0, result.stderr
     assert f"{log_file}:4: longer than 32 MiB" in result.stdout
-    assert " 6 │" in klaw(home, "db", "info").stdout
+    assert " 6 │" in klaw_here(home, "db", "info").stdout
     size = log_file.stat().st_size
     first = json.loads(log_file.read_bytes().split(b"\n", 1)[0])
     assert remove_lines(log_file, {first["id"]}) == 1

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from klaw.store.records import MessageRecord, MessageType, Role
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_reindex_cmd import CHAT, T0, a_home
 from tests.engine.harness import running_engine
 
@@ -49,13 +49,13 @@ async def test_bad_metadata_is_malformed_for_check_and_reindex_and_the_chat_stil
     with open(log_file, "a", encoding="utf-8") as handle:
         handle.writelines(bad_line(n, kind, metadata) + "\n" for n, (kind, metadata, _) in enumerate(BAD_METADATA))
 
-    check = klaw(home, "log", "check")
+    check = klaw_here(home, "log", "check")
     assert check.returncode == 1, check.stdout + check.stderr
     assert f"6 records, {len(BAD_METADATA)} malformed lines" in check.stdout
     said = " ".join(check.stdout.split())  # rich wraps long lines
     for number, (_, _, reason) in enumerate(BAD_METADATA, start=7):
         assert f"{log_file}:{number}: {reason}" in said
-    reindex = klaw(home, "reindex")
+    reindex = klaw_here(home, "reindex")
     assert reindex.returncode == 0, reindex.stderr
     assert f"{len(BAD_METADATA)} malformed log line(s) skipped" in reindex.stdout
     assert "Traceback" not in check.stderr + reindex.stderr and "PRIVATE" not in check.stdout + reindex.stdout

@@ -19,7 +19,7 @@ from klaw.home import KlawHome
 from klaw.llm.fake_server import FakeOpenAiServer
 from klaw.store.log_format import encode_record
 from klaw.store.records import ChatRef, MessageRecord, Role
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_reindex_cmd import CHAT, T0, a_home
 from tests.engine.harness import engine_config
 
@@ -39,7 +39,7 @@ def a_home_with_a_stray_record(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_log_check_names_the_stray_line(tmp_path: Path) -> None:
     home, log_file = a_home_with_a_stray_record(tmp_path)
-    result = klaw(home, "log", "check")
+    result = klaw_here(home, "log", "check")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "6 records, 1 malformed lines" in result.stdout
     assert f"{log_file}:7: {REASON}" in result.stdout
@@ -48,11 +48,11 @@ def test_log_check_names_the_stray_line(tmp_path: Path) -> None:
 
 def test_reindex_reports_and_skips_the_stray_line(tmp_path: Path) -> None:
     home, log_file = a_home_with_a_stray_record(tmp_path)
-    result = klaw(home, "reindex")
+    result = klaw_here(home, "reindex")
     assert result.returncode == 0, result.stderr
     assert f"{log_file}:7: {REASON}" in result.stdout, result.stdout
     assert "PRIVATE" not in result.stdout + result.stderr
-    assert " 6 │" in klaw(home, "db", "info").stdout
+    assert " 6 │" in klaw_here(home, "db", "info").stdout
 
 
 async def test_the_engine_start_replays_no_stray_record_into_another_chat(

@@ -24,7 +24,7 @@ from klaw.memory.conversation_log import ConversationLog
 from klaw.memory.log_replay import read_day, scan_log
 from klaw.memory.subagent_history import SubagentHistoryLoader
 from klaw.store.records import ChatRef, MessageRecord, Role
-from tests.cli.test_cli import klaw
+from tests.cli.klaw_here import klaw_here
 from tests.cli.test_reindex_cmd import a_home
 from tests.engine.harness import engine_config
 
@@ -50,7 +50,7 @@ def test_log_check_reports_each_bad_line_and_stops_on_none(tmp_path: Path) -> No
     home = a_home(tmp_path)
     log_file = next((home / "conversations").glob("*/*.jsonl"))
     spoil(log_file)
-    result = klaw(home, "log", "check")
+    result = klaw_here(home, "log", "check")
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert "6 records, 3 malformed lines" in result.stdout
@@ -63,11 +63,11 @@ def test_reindex_rebuilds_around_the_bad_lines(tmp_path: Path) -> None:
     home = a_home(tmp_path)
     log_file = next((home / "conversations").glob("*/*.jsonl"))
     spoil(log_file)
-    result = klaw(home, "reindex")
+    result = klaw_here(home, "reindex")
     assert result.returncode == 0, result.stderr
     assert f"{log_file}:4:" in result.stdout and f"{log_file}:5:" in result.stdout
     assert "PRIVATE" not in result.stdout + result.stderr
-    assert " 6 │" in klaw(home, "db", "info").stdout
+    assert " 6 │" in klaw_here(home, "db", "info").stdout
 
 
 async def test_the_engine_starts_and_recovers_the_records_around_the_bad_lines(tmp_path: Path) -> None:
