@@ -1,17 +1,19 @@
 """Hybrid search weighs (reads the words of) only the messages that can reach its best `limit`: a
 message's final score is at most its spread score, so weighing stops at the first whose spread score
-is below the `limit`-th best final score found (decision 351). Same hits, same scores, same order as
-weighing every candidate and neighbour, which the search did before."""
+is below the `limit`-th best final score found (decision 351), and a neighbour spread below the
+`limit`-th best final score the candidates alone can have is not even read (decision 470). Same hits,
+same scores, same order as reading and weighing every candidate and neighbour, which the search did before."""
 
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
 import klaw.memory.hybrid_search as hybrid
+import klaw.memory.weighing as weighing
 from klaw.memory.hybrid_search import HybridSearch
-from klaw.memory.message_weight import weighed
 from klaw.memory.neighbour_scores import Spread
 from klaw.store.records import Role, StoredMessage
 from klaw.store.sqlite.store import SqliteStore
@@ -21,10 +23,14 @@ WORDS = ["garden", "water", "tomato", "seed", "sun", "rain", "hose", "soil", "ba
 
 
 def weigh_all(
-    spread: dict[int, Spread], messages: dict[int, StoredMessage], replied: set[int], limit: int
+    spread: dict[int, Spread],
+    messages: dict[int, StoredMessage],
+    replied: set[int],
+    limit: int,
+    known: dict[int, float] | None = None,
 ) -> dict[int, float]:
     """Every message weighed, as the search did before."""
-    return {rowid: hybrid._weighed(spread, messages, replied, rowid) for rowid in spread if rowid in messages}
+    return {rowid: weighing.weighed_one(spread, messages, replied, rowid) for rowid in spread if rowid in messages}
 
 
 async def test_only_messages_near_the_top_are_weighed_and_the_answer_is_the_same(
@@ -38,22 +44,31 @@ async def test_only_messages_near_the_top_are_weighed_and_the_answer_is_the_same
         await chat.say(text, Role.USER if i % 2 == 0 else Role.ASSISTANT)
     search = HybridSearch(store, chat.embedder)
     weighed_texts = 0
-    real = weighed
+    real = weighing.weighed_one
+    read = [0, 0]  # neighbours' messages read: with the bound, without it
+    neighbours_with_rows = store.search.neighbours_with_rows
 
-    def counted(score: float, own: float, text: str, *, replied: bool) -> float:
+    def counted(*args: Any) -> float:
         nonlocal weighed_texts
         weighed_texts += 1
-        return real(score, own, text, replied=replied)
+        return real(*args)
+
+    async def reading(*args: Any, **kwargs: Any) -> tuple[dict[int, list[tuple[int, int]]], list[StoredMessage]]:
+        around, others = await neighbours_with_rows(*args, **kwargs)
+        read[bounded] += len(others)
+        return around, others
 
     queries = ["what about the garden water?", "tomato seed in the rain", "basil compost spade", "hose"]
     for limit in (3, 10, 20):
         for query in queries:
-            monkeypatch.setattr(hybrid, "weighed", counted)
-            weighed_texts = 0
+            monkeypatch.setattr(weighing, "weighed_one", counted)
+            monkeypatch.setattr(store.search, "neighbours_with_rows", reading)
+            weighed_texts, bounded = 0, 0
             pruned = await search.search(ALICE, query, limit=limit)
             pruned_count = weighed_texts
-            monkeypatch.setattr(hybrid, "_best_weighed", weigh_all)
-            weighed_texts = 0
+            monkeypatch.setattr(hybrid, "best_weighed", weigh_all)
+            monkeypatch.setattr(hybrid, "least_final", lambda *_: (None, {}))  # every neighbour read
+            weighed_texts, bounded = 0, 1
             full = await search.search(ALICE, query, limit=limit)
             full_count = weighed_texts
             monkeypatch.undo()
@@ -63,3 +78,4 @@ async def test_only_messages_near_the_top_are_weighed_and_the_answer_is_the_same
             assert len(pruned) == limit
             # Weighing every candidate and neighbour (~4 a candidate) reads several times the texts.
             assert pruned_count < full_count / 2, (limit, query, pruned_count, full_count)
+    assert read[0] < read[1] / 2, read

@@ -37,7 +37,6 @@ side is an error of the store and propagates.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import logging
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -47,11 +46,11 @@ from datetime import datetime
 from klaw.config import SearchConfig
 from klaw.memory.embedder.protocol import Embedder, embed_queries
 from klaw.memory.fusion import score_fusion
-from klaw.memory.message_weight import weighed
 from klaw.memory.named_dates import named_periods, said_within
 from klaw.memory.neighbour_scores import Spread, spread_to_neighbours
 from klaw.memory.query_coverage import QueryCoverage, query_words
 from klaw.memory.speaker_weight import named_speaker, speaker_factor, speaker_of
+from klaw.memory.weighing import best_weighed, least_final, may_ask, weighed_one, worth_reading
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, SearchHit, StoredMessage
 
@@ -212,12 +211,11 @@ class HybridSearch:
             for rowid in fused:
                 if said_within(messages[rowid].record.created_at, periods):
                     fused[rowid] += self._config.date_weight
-        # The neighbours not among the candidates (nor excluded) are read with them: every one of them
-        # gets a share of a score, and its text weighs that score before ranking.
-        with phase("ranking.neighbours"):
-            around, others = await self._neighbours(list(messages.values()), excluded)
         asks = {rowid for rowid, message in messages.items() if QUESTION_MARK in message.content}
-        spread = spread_to_neighbours(fused, around, self._config.neighbour_weight, excluded=excluded, asks=asks)
+        # The neighbours not among the candidates (nor excluded) are found with them, each given a share of
+        # a score; the rows of those whose text can be weighed are read in the same call (`weighing.worth_reading`).
+        with phase("ranking.neighbours"):
+            around, others, spread, lowest = await self._spread(messages, fused, asks, excluded, limit)
         for message in others:
             if message.rowid in spread and is_conversation_message(message):
                 messages[message.rowid] = message
@@ -229,12 +227,15 @@ class HybridSearch:
             if n > rowid and d == 1 and n in messages and n in spread
         }
         replied = set(reply_to.values())
-        final = _best_weighed(spread, messages, replied, limit)
+        # A candidate's weighing as a question answered (`weighing.least_final`) is its final score when it was
+        # answered or asks nothing: not weighed again.
+        known = {rowid: score for rowid, score in lowest.items() if rowid in replied or not may_ask(messages[rowid])}
+        final = best_weighed(spread, messages, replied, limit, known)
 
         def hit(rowid: int, asked: HybridHit | None = None) -> HybridHit:
             fts = text_ranks.get(rowid)
             if rowid not in final:  # a question shown with its reply, below the best `limit` itself
-                final[rowid] = _weighed(spread, messages, replied, rowid)
+                final[rowid] = weighed_one(spread, messages, replied, rowid)
             return HybridHit(
                 message=messages[rowid],
                 score=final[rowid],
@@ -264,14 +265,36 @@ class HybridSearch:
             ranked.sort(key=lambda rowid: (-final[rowid], rowid not in fused, rowid))
         return [hit(rowid, hit(reply_to[rowid]) if rowid in reply_to else None) for rowid in ranked]
 
-    async def _neighbours(
-        self, candidates: list[StoredMessage], excluded: frozenset[int]
-    ) -> tuple[dict[int, list[tuple[int, int]]], list[StoredMessage]]:
-        """Rowid → (neighbour rowid, distance) of the messages around each candidate, and those
-        neighbours' messages (not the candidates', not the excluded)."""
-        if self._config.neighbour_weight <= 0 or self._config.neighbour_span <= 0 or not candidates:
-            return {}, []
-        return await self._store.search.neighbours_with_rows(candidates, self._config.neighbour_span, exclude=excluded)
+    async def _spread(
+        self,
+        messages: dict[int, StoredMessage],
+        fused: dict[int, float],
+        asks: set[int],
+        excluded: frozenset[int],
+        limit: int,
+    ) -> tuple[dict[int, list[tuple[int, int]]], list[StoredMessage], dict[int, Spread], dict[int, float]]:
+        """Rowid → (neighbour rowid, distance) of the messages around each candidate (`messages`, scored
+        `fused`); the messages of those neighbours (not candidates, not excluded) that `weighing.best_weighed`
+        can weigh, or that answer a candidate asking (`asks`); every score after spreading; and the
+        candidates' lowest possible final scores when they were needed (`weighing.least_final`)."""
+        weight = self._config.neighbour_weight
+        if weight <= 0 or self._config.neighbour_span <= 0 or not messages:
+            return {}, [], spread_to_neighbours(fused, {}, weight, excluded=excluded, asks=asks), {}
+        made: list[tuple[dict[int, Spread], dict[int, float]]] = []
+
+        def rows_for(around: dict[int, list[tuple[int, int]]]) -> set[int] | None:
+            # Run where the store finds the neighbours (a read thread on SQLite), between its two reads.
+            spread = spread_to_neighbours(fused, around, weight, excluded=excluded, asks=asks)
+            least, lowest = least_final(spread, messages, limit)
+            made.append((spread, lowest))
+            return None if least is None else worth_reading(spread, around, asks, least)
+
+        around, others = await self._store.search.neighbours_with_rows(
+            list(messages.values()), self._config.neighbour_span, exclude=excluded, rows_for=rows_for
+        )
+        if made:
+            return around, others, *made[-1]
+        return around, others, spread_to_neighbours(fused, around, weight, excluded=excluded, asks=asks), {}
 
     async def _text_side(
         self, chat: ChatRef, text: str, scope: _Scope, limit: int, excluded: frozenset[int]
@@ -321,37 +344,6 @@ class HybridSearch:
             log.warning("hybrid search: vector side unavailable (%s); using full text only", type(exc).__name__)
             return []
         return sorted(hits, key=lambda hit: hit.score)  # closest first, whatever order the backend used
-
-
-def _weighed(spread: dict[int, Spread], messages: dict[int, StoredMessage], replied: set[int], rowid: int) -> float:
-    return weighed(spread[rowid].score, spread[rowid].own, messages[rowid].content, replied=rowid in replied)
-
-
-def _best_weighed(
-    spread: dict[int, Spread], messages: dict[int, StoredMessage], replied: set[int], limit: int
-) -> dict[int, float]:
-    """The final score of every message that can be among the best `limit`: a message's final score
-    is at most its spread score (`weighed` only takes off and scales by less than 1, when no score is
-    negative), so messages are weighed from the highest spread score down until the next one's is
-    below the `limit`-th best final score found: none after it could enter (decision 351). Weighing
-    reads each text's words; most of a search's ~200 candidates and neighbours never get near the
-    best 20."""
-    present = [rowid for rowid in spread if rowid in messages]
-    if any(spread[rowid].score < 0 or spread[rowid].own < 0 for rowid in present):
-        return {rowid: _weighed(spread, messages, replied, rowid) for rowid in present}
-    present.sort(key=lambda rowid: spread[rowid].score, reverse=True)
-    final: dict[int, float] = {}
-    best: list[float] = []  # the `limit` highest final scores so far (a min-heap)
-    for rowid in present:
-        bound = spread[rowid].score
-        if len(best) == limit and bound < best[0]:
-            break
-        score = final[rowid] = _weighed(spread, messages, replied, rowid)
-        if len(best) < limit:
-            heapq.heappush(best, score)
-        elif score > best[0]:
-            heapq.heapreplace(best, score)
-    return final
 
 
 @dataclass(frozen=True, slots=True)

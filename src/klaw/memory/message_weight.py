@@ -33,7 +33,7 @@ READ_CHARS = 20_000
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 _WORDS = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
 _SENTENCES = re.compile(r"[^.!?。！？]+[.!?。！？]*")
-_ASKS = ("?", "？")
+ASK_MARKS = ("?", "？")  # a sentence ending with one asks (a text without either asks nothing)
 _CLOSERS = "\"')”’»」 "
 
 
@@ -43,7 +43,7 @@ def asking_share(text: str) -> float:
     total = sum(len(s) for s in sentences)
     if not total:
         return 0.0
-    return sum(len(s) for s in sentences if s.rstrip(_CLOSERS).endswith(_ASKS)) / total
+    return sum(len(s) for s in sentences if s.rstrip(_CLOSERS).endswith(ASK_MARKS)) / total
 
 
 def length_factor(text: str) -> float:

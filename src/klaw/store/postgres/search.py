@@ -28,6 +28,7 @@ from klaw.store.postgres.connection import Connection, PostgresDatabase, fetch_a
 from klaw.store.postgres.vector_cache import PostgresVectorCache
 from klaw.store.postgres.vector_search import cached_nearest
 from klaw.store.postgres.vectors import MESSAGE_VECTORS, query_vector
+from klaw.store.protocol import RowsFor
 from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts, to_millis
 from klaw.store.shared.record_kinds import conversation_sql
 from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
@@ -174,14 +175,21 @@ class PostgresSearch:
             return await _neighbour_rowids(connection, messages, span)
 
     async def neighbours_with_rows(
-        self, messages: Sequence[StoredMessage], span: int, *, exclude: Collection[int] = ()
+        self,
+        messages: Sequence[StoredMessage],
+        span: int,
+        *,
+        exclude: Collection[int] = (),
+        rows_for: RowsFor | None = None,
     ) -> tuple[dict[int, list[tuple[int, int]]], list[StoredMessage]]:
         if span <= 0 or not messages:
             return {}, []
         known = {m.rowid for m in messages} | set(exclude)
         async with self._db.connection() as connection:
             found = await _neighbour_rowids(connection, messages, span)
-            others = sorted({rowid for near in found.values() for rowid, _ in near} - known)
+            named = {rowid for near in found.values() for rowid, _ in near} - known
+            chosen = None if rows_for is None else rows_for(found)
+            others = sorted(named if chosen is None else named.intersection(chosen))
             rows = await fetch_all(
                 connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.rowid = ANY(%s)", (others,)
             )

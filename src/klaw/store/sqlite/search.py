@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from klaw.config import FullTextTokenizer
+from klaw.store.protocol import RowsFor
 from klaw.store.records import ChatRef, SearchHit, StoredMessage, WordCounts, to_millis
 from klaw.store.shared.record_kinds import conversation_sql
 from klaw.store.shared.rows import MESSAGE_COLUMNS, message_from_row
@@ -253,7 +254,12 @@ class SqliteSearch:
         return await self._db.read(lambda connection: _neighbour_rowids(connection, span, wanted))
 
     async def neighbours_with_rows(
-        self, messages: Sequence[StoredMessage], span: int, *, exclude: Collection[int] = ()
+        self,
+        messages: Sequence[StoredMessage],
+        span: int,
+        *,
+        exclude: Collection[int] = (),
+        rows_for: RowsFor | None = None,
     ) -> tuple[dict[int, list[tuple[int, int]]], list[StoredMessage]]:
         if span <= 0 or not messages:
             return {}, []
@@ -262,7 +268,9 @@ class SqliteSearch:
 
         def query(connection: apsw.Connection) -> tuple[dict[int, list[tuple[int, int]]], list[StoredMessage]]:
             found = _neighbour_rowids(connection, span, wanted)
-            others = sorted({rowid for near in found.values() for rowid, _ in near} - known)
+            named = {rowid for near in found.values() for rowid, _ in near} - known
+            chosen = None if rows_for is None else rows_for(found)
+            others = sorted(named if chosen is None else named.intersection(chosen))
             marks = ",".join("?" * len(others))
             rows = fetch_all(connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.rowid IN ({marks})", others)
             return found, [message_from_row(row) for row in rows]
