@@ -69,11 +69,20 @@ def least_final(
     most a candidate's final score (and is that score when the candidate was answered or asks nothing)."""
     if len(candidates) < limit or limit <= 0 or any(s.score < 0 or s.own < 0 for s in spread.values()):
         return None, {}
-    lowest = {
-        rowid: weighed(spread[rowid].score, spread[rowid].own, message.content, replied=True)
-        for rowid, message in candidates.items()
-    }
-    return heapq.nlargest(limit, lowest.values())[-1], lowest
+    # As `best_weighed`: highest spread first, until one's spread (more than its weighing) is below the
+    # `limit`-th best weighing found.
+    lowest: dict[int, float] = {}
+    best: list[float] = []  # a min-heap of the `limit` highest
+    for rowid in sorted(candidates, key=lambda rowid: spread[rowid].score, reverse=True):
+        share = spread[rowid]
+        if len(best) == limit and share.score < best[0]:
+            break
+        low = lowest[rowid] = weighed(share.score, share.own, candidates[rowid].content, replied=True)
+        if len(best) < limit:
+            heapq.heappush(best, low)
+        elif low > best[0]:
+            heapq.heapreplace(best, low)
+    return best[0], lowest
 
 
 def worth_reading(
