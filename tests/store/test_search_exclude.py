@@ -113,7 +113,7 @@ async def test_neighbours_come_with_the_rows_a_search_reads_next(storage: Storag
 
 
 async def test_a_search_reads_only_the_neighbours_it_names_once_it_saw_them_all(storage: Storage) -> None:
-    """`rows_for` is shown every neighbour found, once, and only the messages it names are read
+    """`keep` is shown every neighbour found, once, and only the messages it names are read
     (decision 470: hybrid search reads those it can weigh); None reads them all."""
     said = [
         await storage.messages.append(MessageRecord(ALICE, Role.USER if i % 2 == 0 else Role.ASSISTANT, f"said {i}"))
@@ -125,10 +125,10 @@ async def test_a_search_reads_only_the_neighbours_it_names_once_it_saw_them_all(
         shown.append(around)
         return {said[1].rowid, said[7].rowid, 10**9}  # a rowid no neighbour has is not read either
 
-    around, rows = await storage.search.neighbours_with_rows(said[3:6:2], 2, rows_for=first_only)
+    around, rows = await storage.search.neighbours_with_rows(said[3:6:2], 2, keep=first_only)
     assert shown == [around] and around == await storage.search.neighbours(said[3:6:2], 2)
     assert [m.content for m in rows] == ["said 1", "said 7"]
-    _, every = await storage.search.neighbours_with_rows(said[3:6:2], 2, rows_for=lambda _: None)
+    _, every = await storage.search.neighbours_with_rows(said[3:6:2], 2, keep=lambda _: None)
     assert [m.content for m in every] == ["said 1", "said 2", "said 4", "said 6", "said 7"]
 
 

@@ -290,7 +290,7 @@ class HybridSearch:
             return None if least is None else worth_reading(spread, around, asks, least)
 
         around, others = await self._store.search.neighbours_with_rows(
-            list(messages.values()), self._config.neighbour_span, exclude=excluded, rows_for=rows_for
+            list(messages.values()), self._config.neighbour_span, exclude=excluded, keep=rows_for
         )
         if made:
             return around, others, *made[-1]

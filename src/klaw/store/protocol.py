@@ -67,9 +67,7 @@ class VectorIndex:
 # The record's log write (blocking: its lines written and fsync'd), run by `append` just before the row's
 # transaction, on the thread the store runs that on: the log first, as always, in one hop with the row.
 LogFirst = Callable[[], object]
-# Given a search's neighbours (rowid → (neighbour rowid, distance)), the rowids whose messages it reads
-# (None: all of them): `SearchRepository.neighbours_with_rows`, called where the store reads.
-RowsFor = Callable[[dict[int, list[tuple[int, int]]]], Collection[int] | None]
+RowsFor = Callable[[dict[int, list[tuple[int, int]]]], Collection[int] | None] | None  # `neighbours_with_rows`' keep
 
 
 class MessageRepository(Protocol):
@@ -205,19 +203,11 @@ class SearchRepository(Protocol):
         ...
 
     async def neighbours_with_rows(
-        self,
-        messages: Sequence[StoredMessage],
-        span: int,
-        *,
-        exclude: Collection[int] = (),
-        rows_for: RowsFor | None = None,
+        self, messages: Sequence[StoredMessage], span: int, *, exclude: Collection[int] = (), keep: RowsFor = None
     ) -> tuple[dict[int, list[tuple[int, int]]], list[StoredMessage]]:
-        """`neighbours`, and the messages it names that are neither among `messages` nor in `exclude`,
-        read in the same call: a search ranks those neighbours by their text, so it would read them
-        next (one round trip instead of two). `rows_for`, given what `neighbours` found, names the
-        rowids whose messages are wanted (None: all); it is called once, between the two reads, on
-        whichever thread the store reads on (hybrid search reads only the neighbours it can rank high
-        enough to weigh: decision 470)."""
+        """`neighbours`, and the messages it names that are neither among `messages` nor in `exclude` (only those
+        `keep` names, if given: it sees what `neighbours` found, once, where the store reads; None: all), read in
+        the same call: a search ranks those by their text (one round trip instead of two; decision 470)."""
         ...
 
 

@@ -180,7 +180,7 @@ class PostgresSearch:
         span: int,
         *,
         exclude: Collection[int] = (),
-        rows_for: RowsFor | None = None,
+        keep: RowsFor = None,
     ) -> tuple[dict[int, list[tuple[int, int]]], list[StoredMessage]]:
         if span <= 0 or not messages:
             return {}, []
@@ -188,7 +188,7 @@ class PostgresSearch:
         async with self._db.connection() as connection:
             found = await _neighbour_rowids(connection, messages, span)
             named = {rowid for near in found.values() for rowid, _ in near} - known
-            chosen = None if rows_for is None else rows_for(found)
+            chosen = None if keep is None else keep(found)
             others = sorted(named if chosen is None else named.intersection(chosen))
             rows = await fetch_all(
                 connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.rowid = ANY(%s)", (others,)

@@ -259,7 +259,7 @@ class SqliteSearch:
         span: int,
         *,
         exclude: Collection[int] = (),
-        rows_for: RowsFor | None = None,
+        keep: RowsFor = None,
     ) -> tuple[dict[int, list[tuple[int, int]]], list[StoredMessage]]:
         if span <= 0 or not messages:
             return {}, []
@@ -269,7 +269,7 @@ class SqliteSearch:
         def query(connection: apsw.Connection) -> tuple[dict[int, list[tuple[int, int]]], list[StoredMessage]]:
             found = _neighbour_rowids(connection, span, wanted)
             named = {rowid for near in found.values() for rowid, _ in near} - known
-            chosen = None if rows_for is None else rows_for(found)
+            chosen = None if keep is None else keep(found)
             others = sorted(named if chosen is None else named.intersection(chosen))
             marks = ",".join("?" * len(others))
             rows = fetch_all(connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.rowid IN ({marks})", others)
