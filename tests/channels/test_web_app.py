@@ -38,7 +38,7 @@ class FakeBackend:
     engine_up: bool = True
     refusal: FrameError | None = None
 
-    async def submit(self, text: str) -> Submitted:
+    async def submit(self, text: str, client_id: str | None = None) -> Submitted:
         if self.refusal is not None:
             raise self.refusal
         self.submitted.append(text)

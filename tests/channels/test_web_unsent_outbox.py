@@ -8,6 +8,8 @@ nothing listens on the port: the same TypeError), two messages are typed, then k
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.channels.browser import needs_chromium, opened_page, sign_in
 
 pytestmark = needs_chromium
@@ -83,3 +85,35 @@ async def test_a_message_typed_while_klaw_is_away_is_sent_by_the_next_page_after
         await again.wait_for_selector("body[data-ready=true]")
         texts = await again.locator(".msg.user .body").all_inner_texts()
         assert texts == ["typed before closing", "typed as the session ended"]
+
+
+async def test_a_message_whose_response_was_lost_is_sent_again_and_stored_once() -> None:
+    """The outbox sent only `{text}`: a POST klaw stored whose response was lost (a dropped connection, a
+    proxy's 504, serve stopped right after taking it) was sent again and stored twice (adversary27 L4). The
+    page's own id for the message goes with it and klaw takes it once (decision 479)."""
+    async with opened_page() as session:
+        stack, page = session.stack, session.page
+        await page.add_init_script("const every = window.setInterval; window.setInterval = (f) => every(f, 300);")
+        await sign_in(session)
+        await page.wait_for_selector("#engine-status.up")
+        dropped: list[str] = []
+
+        async def drop_the_first_response(route: Any) -> None:
+            if route.request.method == "POST" and not dropped:
+                await route.fetch()  # klaw takes the message…
+                dropped.append(route.request.post_data or "")
+                await route.abort()  # …and the page never hears so
+            else:
+                await route.continue_()
+
+        await page.route("**/api/messages*", drop_the_first_response)
+        stack.server.reply_text("Got it once.")
+        await page.fill("#input", "sent, its answer lost")
+        await page.press("#input", "Enter")
+        await page.locator(".msg.user.answered", has_text="sent, its answer lost").wait_for()
+        await page.locator(".msg.assistant", has_text="Got it once.").wait_for()
+        assert len(dropped) == 1 and '"client_id":' in dropped[0]
+        await page.reload()
+        await page.wait_for_selector("body[data-ready=true]")
+        assert await page.locator(".msg.user .body").all_inner_texts() == ["sent, its answer lost"]
+        assert await page.locator(".msg.assistant .body").all_inner_texts() == ["Got it once."]

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from klaw.channels.web.auth import CSRF_HEADER, SESSION_COOKIE, WebAuth
 from klaw.channels.web.events import EventHub, Subscription
@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 KEEPALIVE_SECONDS = 15.0
 MAX_WAIT_SECONDS = 600
+CLIENT_ID_PATTERN = r"^[A-Za-z0-9_-]{8,64}$"
 ANSWERS = frozenset({"reply", "notice", "error"})  # what ends a message's wait (pieces, `delta`, do not)
 
 
@@ -48,7 +49,7 @@ class WebBackend(Protocol):
     @property
     def hub(self) -> EventHub: ...
 
-    async def submit(self, text: str) -> Submitted: ...
+    async def submit(self, text: str, client_id: str | None = None) -> Submitted: ...
 
     async def query(self, name: str, params: dict[str, Any]) -> Any: ...
 
@@ -60,9 +61,13 @@ class WebBackend(Protocol):
 class MessageIn(BaseModel):
     """The body of `POST /api/messages`. Its text is judged by `message_problem` in the handler, not by
     field limits, so a blank or overlong message gets the sentence every channel gives ("the message is
-    120,000 characters, more than the 100,000 …; put the text in a file …"), not pydantic's."""
+    120,000 characters, more than the 100,000 …; put the text in a file …"), not pydantic's.
+
+    `client_id`, the page's own id for this message (kept with it in the outbox), makes a POST sent again
+    after its response was lost (a dropped connection, a proxy's 504) stored once (decision 479)."""
 
     text: str
+    client_id: str | None = Field(default=None, pattern=CLIENT_ID_PATTERN)
 
 
 def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
@@ -102,7 +107,7 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
             raise HTTPException(422, f"the message {problem}")
         async with backend.hub.subscribe() as answers:  # before submitting: a quick reply is not missed
             try:
-                submitted = await backend.submit(message.text)
+                submitted = await backend.submit(message.text, message.client_id)
             except FrameError as exc:  # final: never buffered, so nothing is lost by refusing
                 if exc.code == "frame_too_large":
                     raise HTTPException(413, "the message is too long") from None

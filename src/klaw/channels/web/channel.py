@@ -147,8 +147,11 @@ class WebChannel:
         host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self._server.port if self._server else self._config.port}/"
 
-    async def submit(self, text: str) -> Submitted:
-        return await self._require_gateway().submit(WEB_CHANNEL, self.chat_id, text)
+    async def submit(self, text: str, client_id: str | None = None) -> Submitted:
+        """A page's message; one sent again with the same `client_id` (its response was lost) is the same
+        message, stored once, as a Telegram update fetched twice is (decision 479)."""
+        message_id = None if client_id is None else f"web-{self.chat_id}-{client_id}"
+        return await self._require_gateway().submit(WEB_CHANNEL, self.chat_id, text, message_id=message_id)
 
     async def query(self, name: str, params: dict[str, Any]) -> Any:
         return await self._require_gateway().query(name, params)

@@ -14,6 +14,10 @@
 // form when the session expired: each marks its own as left when it goes) and sends them: a tab closed while
 // klaw was away, or a session that expired, no longer loses what was typed. An open tab's outbox is never taken
 // (it sends its own); Web Locks, where there are, keep two loading tabs from taking the same one.
+//
+// Each message has the page's own id (`client_id`), kept with it in the outbox (`ids` beside `texts` in
+// localStorage): a POST klaw stored whose response was lost (a dropped connection, a proxy's 504, serve
+// stopped right after taking it) is sent again with the same id, and klaw stores it once (decision 479).
 import { api, fmtTime, state } from "./core.js";
 import { addBubble, answered } from "./bubbles.js";
 
@@ -21,15 +25,21 @@ export const UNSENT = "not sent yet: klaw is not running — it will be sent whe
 
 export async function send(text) {
   const bubble = addBubble("user", text, "sending…");
-  if (state.outbox.length) keep(text, bubble);  // behind the ones still waiting, so they keep their order
-  else if (!(await post(text, bubble))) keep(text, bubble);
+  const id = newId();
+  if (state.outbox.length) keep(text, bubble, id);  // behind the ones still waiting, so they keep their order
+  else if (!(await post(text, bubble, id))) keep(text, bubble, id);
 }
 
-function keep(text, bubble) {
+function keep(text, bubble, id) {
   bubble.classList.add("unsent");
   bubble.querySelector(".meta").textContent = UNSENT;
-  state.outbox.push({ text, bubble });
+  state.outbox.push({ text, bubble, id });
   save();
+}
+
+// 32 hex digits from the browser's random source (crypto.randomUUID needs https, a LAN address may not have it).
+function newId() {
+  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (byte) => byte.toString(16).padStart(2, "0")).join("");
 }
 
 const TAB = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
@@ -44,7 +54,7 @@ function save(alive = true) {
   if (!prefix) return;
   try {
     if (state.outbox.length) {
-      const entry = { at: alive ? Date.now() : 0, texts: state.outbox.map((message) => message.text) };
+      const entry = { at: alive ? Date.now() : 0, texts: state.outbox.map((message) => message.text), ids: state.outbox.map((message) => message.id) };
       localStorage.setItem(prefix + TAB, JSON.stringify(entry));
     } else localStorage.removeItem(prefix + TAB);
     stored = true;
@@ -86,9 +96,11 @@ export async function adoptQuiet() {
     found.sort((a, b) => Number(a[1]?.at) - Number(b[1]?.at));
     for (const [name, entry] of found) {
       localStorage.removeItem(name);
-      for (const text of Array.isArray(entry?.texts) ? entry.texts : []) {
-        if (typeof text === "string") keep(text, addBubble("user", text, UNSENT));
-      }
+      const ids = Array.isArray(entry?.ids) ? entry.ids : [];
+      (Array.isArray(entry?.texts) ? entry.texts : []).forEach((text, index) => {
+        const id = typeof ids[index] === "string" ? ids[index] : newId();  // an entry an older page kept has none
+        if (typeof text === "string") keep(text, addBubble("user", text, UNSENT), id);
+      });
     }
   };
   if (navigator.locks) await navigator.locks.request("klaw-outbox", async () => take());
@@ -102,10 +114,10 @@ export async function sendUnsent() {
   flushing = true;
   try {
     while (state.outbox.length) {
-      const { text, bubble } = state.outbox[0];
+      const { text, bubble, id } = state.outbox[0];
       bubble.classList.remove("unsent");
       bubble.querySelector(".meta").textContent = "sending…";
-      if (!(await post(text, bubble))) {
+      if (!(await post(text, bubble, id))) {
         bubble.classList.add("unsent");
         bubble.querySelector(".meta").textContent = UNSENT;
         break;
@@ -119,9 +131,10 @@ export async function sendUnsent() {
 }
 
 // One POST of a message shown in `bubble`: false when klaw could not be reached (the message is to be kept),
-// true when it was taken, queued, or refused for a reason of its own (said in the bubble).
-async function post(text, bubble) {
-  const posted = api("/api/messages", { method: "POST", body: { text } });
+// true when it was taken, queued, or refused for a reason of its own (said in the bubble). `id` is the
+// message's own: sent again, it is the same message to klaw.
+async function post(text, bubble, id) {
+  const posted = api("/api/messages", { method: "POST", body: { text, client_id: id } });
   state.sending.add(posted);
   try {
     const result = await posted;
