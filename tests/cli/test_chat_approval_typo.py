@@ -60,16 +60,21 @@ TOOLS = [shout]
 '''
 
 
-async def test_a_held_tool_whose_group_is_not_enabled_is_said_to_be_that_groups(tmp_path: Path) -> None:
+async def test_a_held_tool_of_a_plugin_not_enabled_is_not_called_misspelt_and_the_plugin_is_not_imported(
+    tmp_path: Path,
+) -> None:
     """`shout` exists (the installed plugin group `shouting` offers it) but tools.enabled leaves the group
-    out: before, the warning called the name misspelt ("no tool has this name")."""
+    out: before, the warning called the name misspelt ("no tool has this name"). klaw does not import a
+    plugin the person did not enable to word this (adversary27 M3: one whose import hangs froze /status and
+    the chat's start 60 s; decision 478): the plugin here exits its process if it is imported."""
     settings = {"enabled": "[clock]", "approval": "[shout]"}
-    [(status, err)] = await held_chat(tmp_path, settings, ("shouting", "klaw_firsthour_shout", SHOUT, "TOOLS"))
+    plugin = ("shouting", "klaw_firsthour_shout", "import os\nos._exit(7)\n" + SHOUT, "TOOLS")
+    [(status, err)] = await held_chat(tmp_path, settings, plugin)
     warned = " ".join(err.split())
-    assert "warning: tools.approval names shout, a tool of the group shouting" in warned, warned
-    assert "add shouting to tools.enabled" in warned and "no tool has this name" not in warned
-    held = next(line for line in status.splitlines() if line.startswith("Held for approval:"))
-    assert "shout (a tool of the group shouting" in held and "misspelt" not in held, held
+    assert "warning: tools.approval names shout, no tool offered has this name: it may be a tool of the group" in warned
+    assert "add shouting to tools.enabled if shout is its tool" in warned and "no tool has this name" not in warned
+    held = " ".join(next(line for line in status.splitlines() if line.startswith("Held for approval:")).split())
+    assert "shout (no tool offered has this name: it may be a tool of the group shouting" in held, held
 
 
 NOTES = '''

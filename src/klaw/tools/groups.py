@@ -172,47 +172,31 @@ class ToolGroups:
 
     def disabled_group_offering(self, tool: str) -> str | None:
         """The group not enabled whose tools include `tool`, so a `tools.approval` name no offered tool has
-        is said to be that group's rather than misspelt. Only what can be known without running a
-        provider: klaw's groups (a plain list like `clock`'s, or a provider naming its `tools`), and
-        installed packages' groups whose entry point is such a list (imported here, on this warning's path
-        only, never at an engine's start)."""
+        is said to be that group's rather than misspelt. Only klaw's own groups can say (a plain list like
+        `clock`'s, or a provider naming its `tools`): an installed package's group not enabled is never
+        imported to word a warning (`disabled_groups_unlisted`)."""
         return self._offerings().get(tool)
 
     def disabled_groups_unlisted(self) -> list[str]:
-        """Installed packages' groups not enabled whose entry point is a function (decision 343): their
-        tools are known only by running it, which needs the engine's services, so a held name no tool has
-        may be one of theirs and is not said to be misspelt (tools/inventory.py words it)."""
+        """Installed packages' groups not enabled: their tools are not known, since klaw does not import a
+        plugin the person did not enable (adversary27 M3: one whose import hung froze the engine's /status
+        and `klaw chat`'s start 60 s; decision 478), so a held name no tool has may be one of theirs and is
+        not said to be misspelt (tools/inventory.py words it, decision 343)."""
         self._offerings()
         return self._unlisted
 
     def _offerings(self) -> dict[str, str]:
         if self._offering is None:
             self._offering = {}
-            for group, names in self._disabled_lists():
-                if names is None:
-                    self._unlisted.append(group)
-                for name in names or ():
+            for group, names in self.builtin_not_enabled().items():
+                for name in names:
                     self._offering.setdefault(name, group)
+            self._unlisted = [
+                point.name
+                for point in entry_points(group=TOOL_PLUGIN_GROUP)
+                if point.name not in self._enabled and point.name not in self._builtin
+            ]
         return self._offering
-
-    def _disabled_lists(self) -> Iterable[tuple[str, list[str] | None]]:
-        """Each group not enabled with its tools' names, None for a plugin's whose names are unknown."""
-        yield from self.builtin_not_enabled().items()
-        for point in entry_points(group=TOOL_PLUGIN_GROUP):
-            if point.name in self._enabled or point.name in self._builtin:
-                continue
-            try:
-                with _printing_aside():
-                    loaded = load_within(point, f"uninstall {point.dist.name if point.dist else 'its package'}")
-            except PLUGIN_FAULTS:  # a plugin that fails to import is `klaw tools`' row, not this lookup's
-                log.debug("tool group %r could not be imported to look up its tools", point.name, exc_info=True)
-                continue
-            if isinstance(loaded, Sequence) and not isinstance(loaded, str | bytes):
-                yield point.name, [_tool_name(fn) for fn in loaded]
-            elif isinstance(loaded, GroupProvider) and loaded.tools:
-                yield point.name, list(loaded.tools)
-            elif callable(loaded) or isinstance(loaded, GroupProvider):
-                yield point.name, None
 
     def group_of(self, tool: str) -> str | None:
         """The group that offered `tool`, None for a tool of no group (a program's own; an MCP server's)."""

@@ -68,3 +68,26 @@ async def test_a_server_printing_its_log_to_stdout_is_answered_and_said_once_wit
     stray = [record for record in logged if "not a JSON-RPC message" in record.getMessage()]
     assert len(stray) == 1 and stray[0].levelno == logging.WARNING
     assert stray[0].getMessage().startswith("the MCP server 'flood' wrote to its stdout a line that is not")
+
+
+async def test_a_result_of_too_many_items_is_cut_and_one_too_deep_is_said_at_once(tmp_path: Path) -> None:
+    """adversary27 M2: 200,000 content items held the event loop ~19 s (pydantic's parse, the SDK's two
+    validations); L2: a message nested 100,000 deep was dropped as a stray line and its call waited out its
+    whole timeout (60 s here) to say the server did not answer (decision 478)."""
+    async with running_engine(tmp_path, tools={"enabled": ["mcp:flood"]}, mcp=MCP) as h:
+        h.server.reply_tool_calls([("flood__many", {})])
+        h.server.reply_text("cut")
+        assert (await h.turn("many")).text == "cut"
+        said = tool_result(h)
+        assert said.startswith("a\na\n") and said.count("a\n") == 1000
+        assert said.endswith(
+            "[klaw kept the first 1,000 of the 200,000 content items this tool's result had; the rest were left out]"
+        )
+
+        h.server.reply_tool_calls([("flood__deep", {})])
+        h.server.reply_text("deep")
+        assert (await asyncio.wait_for(h.turn("deep"), 50)).text == "deep"
+        assert tool_result(h) == (
+            "the MCP server 'flood' answered with a message klaw could not read (nested deeper than the 200 levels"
+            " klaw reads) during the call to deep, which did not complete; klaw stopped it and is restarting it"
+        )

@@ -13,7 +13,7 @@ from typing import Literal
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
-Kind = Literal["line", "answer", "coding"]
+Kind = Literal["line", "answer", "coding", "unreadable"]
 
 
 @dataclass
@@ -22,7 +22,7 @@ class Overflow:
 
     limit: int = MAX_MESSAGE_BYTES
     kind: Kind | None = None
-    detail: str = ""  # for "coding": klaw.unpacking's words (the coding refused, or the data corrupt)
+    detail: str = ""  # "coding": klaw.unpacking's words (the coding refused, or the data corrupt); "unreadable": why
 
     @property
     def happened(self) -> bool:
@@ -40,6 +40,8 @@ class Overflow:
                 f"{said}; klaw asks for answers uncompressed and undoes gzip and deflate only: turn the server's"
                 " (or its proxy's) compression off, or to gzip"
             )
+        if self.kind == "unreadable":
+            return f"answered with a message klaw could not read ({self.detail})"
         if self.kind == "line":
             return f"wrote a line longer than {cap} (klaw's limit for one message)"
         # An answer of server-sent events counts its notifications too (decision 309 addendum).

@@ -31,8 +31,8 @@ import anyio.lowlevel
 from mcp import StdioServerParameters
 from mcp.client import stdio as sdk
 from mcp.shared.message import SessionMessage
-from mcp.types import jsonrpc_message_adapter
 
+from klaw.tools.mcp.line_message import Unreadable, line_message
 from klaw.tools.mcp.overflow import Overflow
 
 if TYPE_CHECKING:
@@ -64,14 +64,6 @@ async def _lines(stdout: anyio.abc.ByteReceiveStream, overflow: Overflow) -> Asy
             return
 
 
-def _message(text: str) -> SessionMessage | None:
-    """The line as a JSON-RPC message, or None when it is not one."""
-    try:
-        return SessionMessage(jsonrpc_message_adapter.validate_json(text, by_name=False))
-    except ValueError:  # pydantic's ValidationError, which quotes the line: never logged
-        return None
-
-
 @asynccontextmanager
 async def bounded_stdio_client(
     server: StdioServerParameters, errlog: TextIO, overflow: Overflow, name: str
@@ -99,7 +91,11 @@ async def bounded_stdio_client(
                     stray_said = False
                     async for line in _lines(process.stdout, overflow):
                         text = line.decode(server.encoding, errors=server.encoding_error_handler)
-                        if (message := _message(text)) is None:
+                        message = line_message(text)
+                        if isinstance(message, Unreadable):
+                            overflow.kind, overflow.detail = "unreadable", message.why
+                            break
+                        if message is None:
                             if not stray_said and text.strip():
                                 stray_said = True
                                 log.warning(
@@ -115,7 +111,7 @@ async def bounded_stdio_client(
                         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                             return
                     if overflow.happened:
-                        log.warning("an MCP server wrote a line over %d bytes: its connection ends", overflow.limit)
+                        log.warning("the MCP server '%s' %s: its connection ends", name, overflow.words())
                 finally:
                     if not overflow.happened:  # a flooding server is left blocked on its pipe until it is stopped
                         await sdk._drain_stdout(process)
