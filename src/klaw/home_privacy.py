@@ -33,8 +33,8 @@ def restrict_umask() -> None:
 
 
 def make_private(home: KlawHome, extra: Iterable[Path] = ()) -> list[Path]:
-    """Remove group and other permissions from the home and what klaw keeps in it (and `extra`, e.g. a
-    database outside the home with its -wal/-shm); the paths changed, for a warning."""
+    """Remove group and other permissions from the home and what klaw keeps in it (and `extra`); the paths
+    changed, for a warning. Never a database.path outside the home: it may be another program's (decision 478)."""
     changed: list[Path] = []
     if not home.root.is_dir():
         return changed
@@ -50,11 +50,6 @@ def make_private(home: KlawHome, extra: Iterable[Path] = ()) -> list[Path]:
         if not path.is_relative_to(home.root):
             changed += _tighten(path)
     return changed
-
-
-def database_files(database: Path) -> list[Path]:
-    """A SQLite database outside the home too, with its -wal and -shm: what `make_private` takes as `extra`."""
-    return [database, *(database.with_name(database.name + end) for end in ("-wal", "-shm"))]
 
 
 def describe_changes(changed: list[Path]) -> str:

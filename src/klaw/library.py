@@ -42,7 +42,7 @@ from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.home_lock import ENGINE_ROLE, held_by_this_process, holder_of, program_config
-from klaw.home_privacy import database_files, describe_changes, make_private
+from klaw.home_privacy import describe_changes, make_private
 from klaw.library_arguments import (
     LIBRARY_CHANNEL,
     callback_of,
@@ -179,7 +179,7 @@ class Klaw:
             return self
         initialise_home(self.home)  # writes only the files that are missing
         config, config_file = self._load_config()
-        self._make_home_private(config)
+        self._make_home_private()
         # The first `ask` has the MCP servers' tools: start-up waits until each has started or failed, as
         # a piped chat's one turn does, unless mcp.startWaitSeconds is set (decision 291).
         config = config.model_copy(update={"mcp": config.mcp.waiting_until_started()})
@@ -382,10 +382,10 @@ class Klaw:
         if self._engine is not None:
             await self._engine.commands.handle(chat, "approve" if approved else "deny", request_id)
 
-    def _make_home_private(self, config: EngineConfig) -> None:
-        """What others could read of the home (and of a database kept outside it) made private, as every
-        `klaw` command does at start; a warning in the log says what changed (decision 237)."""
-        changed = make_private(self.home, database_files(self.home.database_file(config.database.path)))
+    def _make_home_private(self) -> None:
+        """What others could read of the home made private, as every `klaw` command does (decision 237), said
+        in a warning; never a database.path outside the home: it may be another program's (decision 478)."""
+        changed = make_private(self.home)
         if changed:
             log.warning("%s", describe_changes(changed))
 

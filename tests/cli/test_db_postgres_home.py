@@ -94,6 +94,10 @@ def test_commands_that_only_read_leave_a_database_klaw_never_set_up_as_it_is(
     scheduled = CliRunner().invoke(
         app, ["schedule", "add", "brief", "--every", "1h", "-m", "x", "--inject-into", "console:alice"], env=here
     )
+    # `klaw mcp serve --chat` with no engine running set the home up (an engine's start) before it refused
+    # the chat (adversary27 L1, decision 478).
+    before = sorted(path.name for path in home.iterdir())
+    served = klaw_here(home, "mcp", "serve", "--chat", "web:main", env=env)
 
     assert info.returncode == 0, info.stderr
     said = " ".join(info.stdout.split())
@@ -106,6 +110,9 @@ def test_commands_that_only_read_leave_a_database_klaw_never_set_up_as_it_is(
     assert scheduled.exception is None or isinstance(scheduled.exception, SystemExit), scheduled.exception
     assert scheduled.exit_code == 2
     assert "no chat console:alice has any messages (no chat has messages yet)" in " ".join(scheduled.stderr.split())
+    assert served.returncode == 2
+    assert "no chat web:main has any messages (no chat has messages yet)" in " ".join(served.stderr.split())
+    assert sorted(path.name for path in home.iterdir()) == before
     with psycopg.connect(postgres_server.dsn(name)) as connection:
         made = connection.execute(
             "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"

@@ -210,6 +210,22 @@ def test_a_port_without_http_is_refused_rather_than_ignored(tmp_path: Path) -> N
     assert result.returncode == 2 and "--port is for --http" in " ".join(result.stderr.split())
 
 
+def test_a_home_never_started_is_refused_with_nothing_made_in_it(tmp_path: Path) -> None:
+    """adversary27 L1: on a home never started, the command opened it (an engine's start: klaw.db, scheduler.db,
+    engine.lock made), then refused the chat. Now it asks the store as it is first (decision 478); the
+    PostgreSQL home's case is tests/cli/test_db_postgres_home.py's."""
+    from tests.cli.klaw_here import klaw_here
+
+    home = tmp_path / "home"
+    init_home(home)
+    before = sorted(path.name for path in home.iterdir())
+    result = klaw_here(home, "mcp", "serve", "--chat", "web:main")
+    assert result.returncode == 2
+    said = " ".join(result.stderr.split())
+    assert "no chat web:main has any messages (no chat has messages yet)" in said and "opening it" not in said
+    assert sorted(path.name for path in home.iterdir()) == before
+
+
 async def test_a_call_piped_in_after_initialize_is_answered_before_the_server_ends() -> None:
     """`printf '<initialize>\\n<initialized>\\n<tools/call>\\n' | klaw mcp serve --chat …`: stdin ends right
     after the call. The call is still answered (it used to get "Connection closed": the SDK ends the

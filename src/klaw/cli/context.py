@@ -13,7 +13,7 @@ from rich.text import Text
 
 from klaw.disk_trouble import disk_trouble
 from klaw.home import HOME_ENV_VAR, KlawHome
-from klaw.home_privacy import database_files, describe_changes, make_private
+from klaw.home_privacy import describe_changes, make_private
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -81,7 +81,7 @@ def load_or_exit(home: KlawHome) -> LoadedConfig:
     except ConfigError as exc:
         make_private_or_warn(home)
         fail(str(exc))
-    make_private_or_warn(home, database_files(home.database_file(loaded.config.database.path)))
+    make_private_or_warn(home)  # a database.path outside the home is not klaw's to chmod (decision 478)
     return loaded
 
 

@@ -18,10 +18,12 @@ from klaw.home import KlawHome
 from klaw.home_lock import running_command
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
+    from klaw.config import EngineConfig
     from klaw.mcp_server.memory_link import MemoryLink
     from klaw.store.records import ChatRef
 
 DEFAULT_PORT = 8766
+CHECK_THE_ID = "Check the id: klaw mcp serve shares the memory of a chat that has talked with klaw."
 
 app = typer.Typer(rich_markup_mode="markdown", help="klaw and the Model Context Protocol.", no_args_is_help=True)
 
@@ -48,7 +50,7 @@ def serve(
     from klaw.scheduling.names import parse_chat_target
 
     home = home_from_env()
-    load_or_exit(home)  # a broken engine.yaml is said now, not at the first call
+    config = load_or_exit(home).config  # a broken engine.yaml is said now, not at the first call
     try:
         target = parse_chat_target(chat)
     except ValueError as exc:
@@ -57,14 +59,18 @@ def serve(
         fail(f"--port is for --http: add --http to serve on 127.0.0.1:{port}, or drop --port for stdio")
     with running_command("klaw mcp serve"):  # what the home's lock says while this opens the home itself
         asyncio.run(
-            _serve(home, target, allow_write=allow_write, http=http, port=DEFAULT_PORT if port is None else port)
+            _serve(
+                home, config, target, allow_write=allow_write, http=http, port=DEFAULT_PORT if port is None else port
+            )
         )
 
 
-async def _serve(home: KlawHome, chat: ChatRef, *, allow_write: bool, http: bool, port: int) -> None:
+async def _serve(
+    home: KlawHome, config: EngineConfig, chat: ChatRef, *, allow_write: bool, http: bool, port: int
+) -> None:
     from klaw.mcp_server.server import build_server, serve_http
 
-    link = await _link(home, chat)
+    link = await _link(home, config, chat)
     try:
         await _refuse_a_chat_without_messages(link, chat)
     except BaseException:
@@ -109,12 +115,10 @@ async def _refuse_a_chat_without_messages(link: MemoryLink, chat: ChatRef) -> No
         chats = await link.chats()
     except (OSError, EOFError, TimeoutError) as exc:
         fail(f"klaw mcp serve: the engine stopped answering while this started ({type(exc).__name__}); try again")
-    require_chat_with_messages(
-        chat, chats, "Check the id: klaw mcp serve shares the memory of a chat that has talked with klaw."
-    )
+    require_chat_with_messages(chat, chats, CHECK_THE_ID)
 
 
-async def _link(home: KlawHome, chat: ChatRef) -> MemoryLink:
+async def _link(home: KlawHome, config: EngineConfig, chat: ChatRef) -> MemoryLink:
     from klaw.engine_presence import engine_answers, held_message, home_holder
     from klaw.home_lock import ENGINE_ROLE
     from klaw.mcp_server.memory_link import LibraryMemory, SocketMemory
@@ -131,6 +135,12 @@ async def _link(home: KlawHome, chat: ChatRef) -> MemoryLink:
             else ""
         )
         fail(f"klaw mcp serve: {held_message(home, holder)} (it does not answer on {home.socket_path}{library})")
+    # Asked of the store as it is before the home is opened: opening it starts an engine, which sets up
+    # klaw.db, scheduler.db and engine.lock, and a home never started then refused all the same (adversary27
+    # L1, decision 478). The read sets nothing up (decision 467), on either backend.
+    from klaw.cli.stored_chats import chats_with_messages, require_chat_with_messages
+
+    require_chat_with_messages(chat, await chats_with_messages(home, config), CHECK_THE_ID)
     err_console.print(f"klaw mcp serve: no engine runs on {home.root}; opening it in this process")
     try:
         return await LibraryMemory.open(home, chat)

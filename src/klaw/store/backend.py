@@ -39,7 +39,8 @@ async def open_storage(
     """Open the configured store, brought to this klaw's schema: the SQLite file at `path`, or the PostgreSQL
     database named by the environment variable `database.urlEnv`; `StorageError` says why not. `creating`:
     set it up where klaw never did (the engine's start); a command (`klaw db info`, `klaw memory …`) leaves
-    such a database as it is, no file or table made, and gets `StoreNotSetUp` to word (decision 467).
+    such a database as it is, no file or table made, and gets `StoreNotSetUp` to word (decision 467); an
+    SQLite file without klaw's tables is one too, and the start refuses one of another program's (decision 478).
     `reading`: klaw.db for a command that only reads, where the disk refused the usual open (decision 431)."""
     if database.backend == "postgres":
         from klaw.store.postgres.connection import dsn_from_env
@@ -56,9 +57,14 @@ async def open_storage(
             vector_search_threads=database.vector_search_threads,
             set_up_only=not creating,
         )
-    if not creating and not await asyncio.to_thread(path.exists):
+    exists = await asyncio.to_thread(path.exists)
+    if not creating and not exists:
         raise StoreNotSetUp(f"{path} does not exist yet: it is created when the engine first starts")
+    from klaw.store.sqlite.foreign_file import not_klaws
     from klaw.store.sqlite.store import SqliteStore
+
+    if exists and (refusal := await asyncio.to_thread(not_klaws, path, creating=creating, reading=reading)):
+        raise refusal
 
     return await SqliteStore.open(
         path,
