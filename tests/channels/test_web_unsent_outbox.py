@@ -43,6 +43,32 @@ async def test_messages_typed_while_klaw_is_away_are_sent_in_order_when_it_is_ba
         await page.wait_for_selector("body[data-ready=true]")
         assert await page.locator(".msg.user .body").all_inner_texts() == ["first while away", "second while away"]
 
+        # The outbox sent only `{text}`: a POST klaw stored whose response was lost (a dropped connection, a
+        # proxy's 504) was sent again and stored twice (adversary27 L4). The page's own id for the message
+        # goes with it, and klaw takes it once (decision 479).
+        dropped: list[str] = []
+
+        async def drop_the_first_response(route: Any) -> None:
+            if route.request.method == "POST" and not dropped:
+                await route.fetch()  # klaw takes the message…
+                dropped.append(route.request.post_data or "")
+                await route.abort()  # …and the page never hears so
+            else:
+                await route.continue_()
+
+        await page.route("**/api/messages*", drop_the_first_response)
+        stack.server.reply_text("Got it once.")
+        await page.fill("#input", "sent, its answer lost")
+        await page.press("#input", "Enter")
+        await page.locator(".msg.user.answered", has_text="sent, its answer lost").wait_for()
+        await page.locator(".msg.assistant", has_text="Got it once.").wait_for()
+        assert len(dropped) == 1 and '"client_id":' in dropped[0]
+        await page.reload()
+        await page.wait_for_selector("body[data-ready=true]")
+        said = await page.locator(".msg.user .body").all_inner_texts()
+        assert said == ["first while away", "second while away", "sent, its answer lost"]
+        assert (await page.locator(".msg.assistant .body").all_inner_texts())[2:] == ["Got it once."]
+
 
 async def test_a_message_typed_while_klaw_is_away_is_sent_by_the_next_page_after_its_tab_is_closed() -> None:
     """The outbox lived only in its page: closing the tab (past the prompt) lost what was typed (decision 464).
@@ -85,35 +111,3 @@ async def test_a_message_typed_while_klaw_is_away_is_sent_by_the_next_page_after
         await again.wait_for_selector("body[data-ready=true]")
         texts = await again.locator(".msg.user .body").all_inner_texts()
         assert texts == ["typed before closing", "typed as the session ended"]
-
-
-async def test_a_message_whose_response_was_lost_is_sent_again_and_stored_once() -> None:
-    """The outbox sent only `{text}`: a POST klaw stored whose response was lost (a dropped connection, a
-    proxy's 504, serve stopped right after taking it) was sent again and stored twice (adversary27 L4). The
-    page's own id for the message goes with it and klaw takes it once (decision 479)."""
-    async with opened_page() as session:
-        stack, page = session.stack, session.page
-        await page.add_init_script("const every = window.setInterval; window.setInterval = (f) => every(f, 300);")
-        await sign_in(session)
-        await page.wait_for_selector("#engine-status.up")
-        dropped: list[str] = []
-
-        async def drop_the_first_response(route: Any) -> None:
-            if route.request.method == "POST" and not dropped:
-                await route.fetch()  # klaw takes the message…
-                dropped.append(route.request.post_data or "")
-                await route.abort()  # …and the page never hears so
-            else:
-                await route.continue_()
-
-        await page.route("**/api/messages*", drop_the_first_response)
-        stack.server.reply_text("Got it once.")
-        await page.fill("#input", "sent, its answer lost")
-        await page.press("#input", "Enter")
-        await page.locator(".msg.user.answered", has_text="sent, its answer lost").wait_for()
-        await page.locator(".msg.assistant", has_text="Got it once.").wait_for()
-        assert len(dropped) == 1 and '"client_id":' in dropped[0]
-        await page.reload()
-        await page.wait_for_selector("body[data-ready=true]")
-        assert await page.locator(".msg.user .body").all_inner_texts() == ["sent, its answer lost"]
-        assert await page.locator(".msg.assistant .body").all_inner_texts() == ["Got it once."]
