@@ -53,8 +53,11 @@ class Resuming:
         answered: the person saw the error. A message already waiting for its turn (arrived live) is not
         queued twice. The chat's next turn closes its open exchanges as interrupted (decision 306)."""
         resumed = 0
-        for chat in await self.store.segments.chats():
-            resumed += await self._resume(chat, within)
+        by_chat: dict[ChatRef, list[StoredMessage]] = {}
+        for message in await self.store.messages.unanswered():  # one read, not a few per chat (decision 477)
+            by_chat.setdefault(message.record.chat, []).append(message)
+        for chat, messages in by_chat.items():
+            resumed += self._queue_unanswered(chat, messages, within)
         self.noted.keep_only(self._after_crash)  # what a kill -9 left open is in these chats alone (447)
         if resumed:
             # to the log file only: the chat shows each reply as one "to a message from before klaw last stopped",
@@ -91,9 +94,12 @@ class Resuming:
             await close_interrupted(ingestion, chat, again, self.clock.now(), never_approved)
 
     async def _resume(self, chat: ChatRef, within: timedelta) -> int:
+        return self._queue_unanswered(chat, await unanswered(self.store, chat), within)
+
+    def _queue_unanswered(self, chat: ChatRef, messages: list[StoredMessage], within: timedelta) -> int:
         cutoff = self.clock.now() - within
         resumed = 0
-        for message in await unanswered(self.store, chat):
+        for message in messages:
             self._after_crash.add(chat)  # the chat's open exchanges were cut off (decision 306)
             if message.record.created_at >= cutoff and message.rowid not in self.queued:
                 self.queue(chat, message)

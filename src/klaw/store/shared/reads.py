@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from klaw.store.records import (
     ChatRef,
     Exchange,
+    ExchangeStatus,
     MessageType,
     SessionState,
     StoredMessage,
@@ -41,6 +42,8 @@ class ChatRowSource(Protocol):
 _STRUCTURE = (MessageType.SESSION_BREAK, MessageType.MODEL_SWITCH, *SUMMARY_RECORD_TYPES)
 # Every record of a segment but its `/new`, `/model` and summary records.
 NOT_STRUCTURE = "m.type NOT IN (" + ", ".join(f"'{t.value}'" for t in _STRUCTURE) + ")"
+# The exchange states that answered nothing: running, or cut off by a crash (decision 306).
+_NOT_ANSWERED = f"'{ExchangeStatus.OPEN.value}', '{ExchangeStatus.INTERRUPTED.value}'"
 _EXCHANGES = f"SELECT {EXCHANGE_COLUMNS} FROM exchanges e JOIN chats c ON c.id = e.chat"
 
 
@@ -84,6 +87,22 @@ class MessageReads(SharedReads[DB, CK]):
             f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.segment_id = ? AND m.rowid > ?"
             f" AND {user_message_sql()} ORDER BY m.rowid",
             (segment_id, rowid),
+        )
+        return [message_from_row(row) for row in rows]
+
+    async def unanswered(self) -> list[StoredMessage]:
+        """Every chat's user text messages of its open segment stored after the one its last closed
+        exchange answered (open and interrupted exchanges answered nothing), in one read: what a crash
+        left unanswered, found at start without a query per chat (decision 477). Oldest first per chat,
+        the chats of the newest segments first, as resuming read them one chat at a time before."""
+        rows = await self._read(
+            f"SELECT {MESSAGE_COLUMNS} FROM segments s JOIN messages m ON m.segment_id = s.id"
+            " WHERE s.ended_at IS NULL"
+            " AND s.id = (SELECT max(o.id) FROM segments o WHERE o.chat = s.chat AND o.ended_at IS NULL)"
+            " AND m.rowid > coalesce((SELECT max(coalesce(e.user_message_rowid, 0)) FROM exchanges e"
+            f" WHERE e.segment_id = s.id AND e.status NOT IN ({_NOT_ANSWERED})), 0)"
+            f" AND {user_message_sql()} ORDER BY s.id DESC, m.rowid",
+            (),
         )
         return [message_from_row(row) for row in rows]
 
