@@ -109,7 +109,7 @@ async def open_memory(
     # Closed after every part that writes records (turns, summarizers, forgets) and before the queue and
     # store: an accept still under way (shielded, so a summarizer's outlives its cancelled task) is stored,
     # not written into a closed store as a "Task exception was never retrieved" at exit.
-    stack.push_async_callback(ingestion.settled)
+    stack.push_async_callback(ingestion.close)  # settled, then the log's watermark (decision 477)
     await ingestion.recover()
     forgetting = Forgetting(ingestion, clock.now)
     await forgetting.finish_pending()  # log files a crash left holding forgotten records

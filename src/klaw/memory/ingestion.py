@@ -2,7 +2,8 @@
 
 The log is the source of truth. A message is appended to the log and fsync'd, then inserted into
 the store. If the process dies in between, `recover()` at start-up replays the tail of every
-chat's log into the store; inserts are idempotent on message id, so replaying is always safe.
+chat's log into the store (the files written since the store's watermark: memory/log_recovery.py);
+inserts are idempotent on message id, so replaying is always safe.
 Records a `forget` tombstone names are never replayed (memory/forgetting.py).
 
 Ingestion also decides which messages get embedded (`should_embed`): the store queues the job in
@@ -13,13 +14,17 @@ the worker. Nothing here waits for an embedding.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
+from pathlib import Path
 
 from klaw.config import AutoRagConfig
-from klaw.memory.conversation_log import ConversationLog
+from klaw.memory.conversation_log import ConversationLog, StoreKeptLog
 from klaw.memory.embedding_policy import should_embed
+from klaw.memory.log_recovery import RECOVERED_KEY, changed_files, watermark
 from klaw.memory.turn_gate import TurnGate
 from klaw.message_text import MessageRefused
 from klaw.store.archival_records import tombstoned
@@ -79,6 +84,7 @@ class Ingestion:
         # Turns in flight, which a chat's summaries wait for before writing (turn_gate.py, decision 414)
         # and the embedding queue before a pass (decision 426).
         self.turns = TurnGate() if turns is None else turns
+        self._recovered = False  # a close moves the watermark only after a start's recovery (decision 477)
 
     async def accept(self, record: MessageRecord) -> StoredMessage:
         """Make `record` durable in the log, then store it (queueing its embedding if it should
@@ -191,35 +197,82 @@ class Ingestion:
                 observe(message)
 
     async def recover(self) -> int:
-        """Store log records the database is missing (after a crash); returns how many."""
+        """Store log records the database is missing (after a crash); returns how many. Only the files
+        written since the store's watermark are read (memory/log_recovery.py, decision 477), then the
+        watermark moves to the start of this recovery: nothing was logged meanwhile."""
+        began = _now_ms()
+        if isinstance(self.log, StoreKeptLog):  # no fold without its line: nothing to replay
+            self._recovered = True
+            return 0
+        since = watermark(await self.store.settings.get(RECOVERED_KEY))
         recovered = 0
-        for chat_dir in self.log.chat_dirs():
-            files = self.log.files(chat_dir)
-            if not files:
-                continue
-            # The newest file names the chat; a store that lacks the chat replays every file.
-            newest = await self.log.read(files[-1:])
-            if not newest.records:
-                candidates = files
-            else:
-                latest = await self.store.messages.latest_created_at(newest.records[-1].chat)
-                if latest is None:
-                    candidates = files
-                else:
-                    cutoff = (latest - RECOVERY_OVERLAP).date().isoformat()
-                    candidates = [f for f in files if f.stem >= cutoff]
-            # The newest file is read once: reading it again warned of each of its malformed lines twice.
-            records = (await self.log.read([f for f in candidates if f != files[-1]])).records
-            if files[-1] in candidates:
-                records += newest.records
-            forgotten = tombstoned(records)  # lines a crash kept from being removed by /forget
-            for record in records:
-                if record.id not in forgotten and await self.stored(record.id) is None:
-                    await self._store(record)
-                    recovered += 1
+        if since is None:
+            for chat_dir in self.log.chat_dirs():
+                recovered += await self._recover_chat(self.log.files(chat_dir))
+        else:
+            known = {chat.log_dir_name for chat in await self.store.segments.chats()}
+            for chat in await asyncio.to_thread(changed_files, self.log, since, known):
+                recovered += await self._replay((await self.log.read(chat.files)).records)
         if recovered:
             log.warning("recovered %d messages from the conversation log into the database", recovered)
+        await self._note_agreed(began)
+        self._recovered = True
         return recovered
+
+    async def close(self) -> None:
+        """`settled`, then the watermark moved to now if every record logged is stored (none refused by
+        the store and not retried): the next start reads no file this run wrote (decision 477). Not
+        after a start whose recovery did not finish; a watermark the store cannot take is left as it was."""
+        await self.settled()
+        if self._recovered and not self._logged_not_stored:
+            with contextlib.suppress(Exception):  # the store failing as it closes: the next start reads more
+                await self._note_agreed(_now_ms())
+
+    async def _note_agreed(self, at_ms: int) -> None:
+        if not isinstance(self.log, StoreKeptLog):
+            await self.store.settings.set(RECOVERED_KEY, at_ms)
+
+    async def _recover_chat(self, files: list[Path]) -> int:
+        """A chat recovered without a watermark: from a day before its newest stored message."""
+        if not files:
+            return 0
+        # The newest file names the chat; a store that lacks the chat replays every file.
+        newest = await self.log.read(files[-1:])
+        if not newest.records:
+            candidates = files
+        else:
+            latest = await self.store.messages.latest_created_at(newest.records[-1].chat)
+            if latest is None:
+                candidates = files
+            else:
+                cutoff = (latest - RECOVERY_OVERLAP).date().isoformat()
+                candidates = [f for f in files if f.stem >= cutoff]
+        # The newest file is read once: reading it again warned of each of its malformed lines twice.
+        records = (await self.log.read([f for f in candidates if f != files[-1]])).records
+        if files[-1] in candidates:
+            records += newest.records
+        return await self._replay(records)
+
+    async def _replay(self, records: list[MessageRecord]) -> int:
+        """Store the chat's `records` the store lacks: the ids it has since the oldest of them in one
+        query, then the "already stored?" rule for the others alone (an id of another chat's row)."""
+        forgotten = tombstoned(records)  # lines a crash kept from being removed by /forget
+        wanted = [record for record in records if record.id not in forgotten]
+        if not wanted:
+            return 0
+        since = min(r.created_at for r in wanted) - timedelta(seconds=1)  # the store keeps milliseconds
+        known = await self.store.messages.known_ids(wanted[0].chat, since)
+        recovered = 0
+        for record in wanted:
+            if record.id not in known and await self.stored(record.id) is None:
+                await self._store(record)
+                known.add(record.id or "")
+                recovered += 1
+        return recovered
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def _seen(accepting: asyncio.Future[list[StoredMessage]]) -> None:
