@@ -27,12 +27,13 @@ def klaw(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_bench_start_reports_cpu_wall_and_memory_to_the_engines_ready_line(tmp_path: Path) -> None:
     out = tmp_path / "start.json"
-    done = klaw("bench", "start", "--runs", "1", "--embedder", "fake", "--out", str(out))
+    done = klaw("bench", "start", "--runs", "1", "--embedder", "fake", "--chats", "3", "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    line = next(line for line in done.stdout.splitlines() if line.startswith("klaw engine (embedder fake)"))
+    prefix = "klaw engine (embedder fake, 3 idle chats)"  # a home of idle chats (decision 477)
+    line = next(line for line in done.stdout.splitlines() if line.startswith(prefix))
     assert "to ready CPU" in line and "wall" in line and "resident" in line and "(median of 1)" in line, line
     figures = json.loads(out.read_text(encoding="utf-8"))
-    assert figures["command"] == "engine" and figures["runs"] == 1
+    assert figures["command"] == "engine" and figures["runs"] == 1 and figures["chats"] == 3
     (run,) = figures["figures"][0]["runs"]
     assert min(run["cpu_s"], run["wall_s"], run["rss_mb"]) > 0, run
 

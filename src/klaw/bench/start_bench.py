@@ -8,7 +8,8 @@ ONNX graph, Python's bytecode). The model is the fake OpenAI server, so the star
 and nothing waits on a network.
 
 `against` names another klaw source tree (an older checkout's `src`): its runs alternate with this one's,
-run by run, so both share the machine's load of the same minutes (decision 410).
+run by run, so both share the machine's load of the same minutes (decision 410). `chats` fills the home
+with that many idle chats first: a start's cost must not grow with them (decision 477).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from klaw.bench.idle_chats import fill_idle_chats
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
@@ -87,6 +89,7 @@ class StartResult:
     embedder: str
     runs: int
     figures: list[StartFigures]
+    chats: int = 0  # idle chats the home held (`--chats`, decision 477)
 
 
 def _proc_cpu_s(pid: int) -> float | None:
@@ -184,12 +187,20 @@ async def _one_start(command: str, env: dict[str, str]) -> StartRun:
 
 
 async def measure_start(
-    root: Path, *, command: str = "engine", runs: int = 8, embedder: str = "minilm", against: str | None = None
+    root: Path,
+    *,
+    command: str = "engine",
+    runs: int = 8,
+    embedder: str = "minilm",
+    against: str | None = None,
+    chats: int = 0,
 ) -> StartResult:
     """`runs` starts of `klaw command` on one home under `root` (after one uncounted start), alternated run
-    by run with the tree `against` when it is given."""
+    by run with the tree `against` when it is given; the home holds `chats` idle chats (bench/idle_chats.py)."""
     home = KlawHome(root / "home")
     initialise_home(home)
+    if chats:
+        await fill_idle_chats(home, chats)
     sources: list[str | None] = [None] if against is None else [None, against]
     figures = [StartFigures(source) for source in sources]
     async with FakeOpenAiServer() as model:
@@ -200,4 +211,4 @@ async def measure_start(
             order = range(len(envs)) if number % 2 == 0 else reversed(range(len(envs)))
             for index in order:
                 figures[index].runs.append(await _one_start(command, envs[index]))
-    return StartResult(command=command, embedder=embedder, runs=runs, figures=figures)
+    return StartResult(command=command, embedder=embedder, runs=runs, figures=figures, chats=chats)

@@ -38,6 +38,9 @@ def start(
         Path | None,
         typer.Option(help="Another klaw's source folder (an older checkout's src): its starts alternate with these."),
     ] = None,
+    chats: Annotated[
+        int, typer.Option(min=0, max=100_000, help="Idle chats (one exchange each) the home holds first.")
+    ] = 0,
     out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
 ) -> None:
     """Start-up of `klaw engine` (or `klaw serve`): CPU and wall time from exec to its ready line, and its
@@ -58,11 +61,13 @@ def start(
                     runs=runs,
                     embedder=embedder.value,
                     against=None if against is None else str(against.resolve()),
+                    chats=chats,
                 )
             )
         except RuntimeError as exc:
             console.print(f"error: {exc}")
             raise typer.Exit(1) from None
+    idle = f", {result.chats} idle chats" if result.chats else ""
     for figures in result.figures:
         name = "this klaw" if figures.source is None else figures.source
         cpu = "n/a (no /proc)" if figures.cpu_s is None else f"{figures.cpu_s:.3f} s"
@@ -73,7 +78,7 @@ def start(
             else f"; settled CPU {figures.settled_cpu_s:.3f} s, resident {figures.settled_rss_mb:.0f} MB"
         )
         console.print(
-            f"klaw {result.command} (embedder {result.embedder}), {name}: to ready CPU {cpu},"
+            f"klaw {result.command} (embedder {result.embedder}{idle}), {name}: to ready CPU {cpu},"
             f" wall {figures.wall_s:.3f} s{rss}{settled} (median of {len(figures.runs)})"
         )
     emit(
