@@ -109,19 +109,14 @@ class MessageRepository(Protocol):
         crash left unanswered (the window would show only the newest of them)."""
         ...
 
-    async def unanswered(self) -> list[StoredMessage]:
-        """`user_messages_after` the last answered message, of every chat's open segment, in one read:
-        what resuming queues at start whatever the number of idle chats (decision 477)."""
-        ...
+    async def unanswered(self) -> list[StoredMessage]: ...  # the above, every chat's open segment, one read (477)
 
     async def count_in_segment(self, segment_id: int, *, at_most: int | None = None) -> int:
         """The segment's messages a model may be shown (not control records); with `at_most`, counting
         stops there, so "does the segment hold more than N?" costs N rows, not the whole segment."""
         ...
 
-    async def known_ids(self, chat: ChatRef, since: datetime) -> set[str]:
-        """Ids of the chat's messages created at or after `since` (for log recovery)."""
-        ...
+    async def known_ids(self, chat: ChatRef, since: datetime) -> set[str]: ...  # created since `since` (recovery)
 
     async def latest_created_at(self, chat: ChatRef) -> datetime | None: ...
 
