@@ -74,13 +74,23 @@ def load_or_exit(home: KlawHome) -> LoadedConfig:
 
     Every command that reads the config also makes the home private first, saying what it changed:
     a home an older klaw (or a person) left readable by others is tightened before anything runs."""
+    loaded = load_or_why(home)
+    if isinstance(loaded, str):
+        fail(loaded)
+    return loaded
+
+
+def load_or_why(home: KlawHome) -> LoadedConfig | str:
+    """`load_or_exit`'s configuration, or its validation message instead of the exit: `klaw chat` still
+    attaches to a running engine, which runs on what it read at its start, while engine.yaml is being
+    edited (check52: a half-made edit locked the person out of the agent that was running)."""
     from klaw.config_loader import ConfigError, load_config  # pydantic's models: not for `klaw --help`
 
     try:
         loaded = load_config(home.config_file)
     except ConfigError as exc:
         make_private_or_warn(home)
-        fail(str(exc))
+        return str(exc)
     make_private_or_warn(home)  # a database.path outside the home is not klaw's to chmod (decision 478)
     return loaded
 

@@ -17,6 +17,7 @@ from klaw.cli.context import (
     fail,
     home_from_env,
     load_or_exit,
+    load_or_why,
     require_home,
     start_engine_or_exit,
     stderr_console,
@@ -77,8 +78,7 @@ def chat(
     from klaw.llm.preflight import model_check
 
     home = home_from_env()
-    loaded = load_or_exit(home)
-    config = loaded.config
+    found = load_or_why(home)
 
     async def run() -> None:
         with terminal_kept():
@@ -89,8 +89,11 @@ def chat(
         if attach_to is not None:  # an engine answers on engine.sock: talk to it (decision 430)
             from klaw.cli.chat_attach import chat_attached
 
-            await chat_attached(home, loaded, attach_to)
+            await chat_attached(home, _attachable(home, found, attach_to), attach_to)
             return
+        if isinstance(found, str):
+            fail(found)  # no engine to talk to: this chat would start one on the file as it is now
+        loaded, config = found, found.config
         # What is typed while klaw starts waits for the first prompt, as what is typed while the model
         # thinks: in the terminal's own line mode a paste was cut at its 4,095-character limit and sent.
         keys = KeysWhileThinking()
@@ -172,6 +175,21 @@ def chat(
             raise typer.Exit(1)
 
     event_loop.run(run())
+
+
+def _attachable(home: KlawHome, found: LoadedConfig | str, holder: Holder) -> LoadedConfig:
+    """What an attached chat reads of engine.yaml (its slash commands, the model's timeout): the file, or,
+    while the file is not valid, the defaults, said once on stderr. The engine runs on what it read at its
+    start; the file matters at its next start (check52: the chat exited 2 beside a running engine)."""
+    if not isinstance(found, str):
+        return found
+    from klaw.config import EngineConfig
+    from klaw.config_loader import LoadedConfig
+
+    mend = "mend it before klaw next starts (klaw config check)"
+    said = f"warning: talking to {holder.describe()}, which runs on what it read at its start; {mend}:\n{found}"
+    err_console.print(Text(said, style="yellow"), highlight=False)
+    return LoadedConfig(config=EngineConfig(), sources={}, path=home.config_file)
 
 
 async def _kept_by_an_attached_terminal(home: KlawHome, *, piped: bool) -> KeptMessages | None:
