@@ -54,7 +54,8 @@ def test_a_server_not_up_yet_is_retried_by_the_service_and_a_missing_database_is
     said = _said(down)
     assert down.returncode == 75, said
     assert f"cannot reach the PostgreSQL server named by {VARIABLE}" in said and "secret" not in said
-    assert "will be retried by the service" in said, said
+    assert "A service (klaw service install's unit) retries it every 5 s" in said, said
+    assert "run by hand: start it again once PostgreSQL is up" in said and "will be retried" not in said, said
 
     missing = klaw_here(home, "serve", env={VARIABLE: postgres_server.dsn("klaw_no_such_database")})
     said = _said(missing)

@@ -137,9 +137,11 @@ def say_while_stopping(console: Console, text: str) -> None:
 HOME_HELD_EXIT = 75
 # Said by an engine start whose PostgreSQL server did not answer, which exits HOME_HELD_EXIT too: a server not
 # up yet (klaw started before it at boot) is no mistake to fix, and exit 2 left the service down (decision 475).
+# Worded for both ways klaw runs (decision 480): the unit's environment is not told apart (a terminal's shell
+# started by a systemd user service inherits its INVOCATION_ID and JOURNAL_STREAM).
 RETRIED = (
-    " Taken for a passing fault (the server may still be starting): exit 75, which will be retried by the"
-    " service (klaw service install's unit starts klaw again every 5 s)."
+    " Taken for a passing fault (the server may still be starting): exit 75. A service (klaw service install's"
+    " unit) retries it every 5 s; run by hand: start it again once PostgreSQL is up."
 )
 
 
