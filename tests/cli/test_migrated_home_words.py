@@ -99,6 +99,9 @@ def test_the_migrate_names_the_line_to_change_and_the_copy_it_left(tmp_path: Pat
     assert oct(config.stat().st_mode & 0o777) == oct(kept[0].stat().st_mode & 0o777) == "0o600"
     assert f"{config} now says database backend: postgres and urlEnv: {VARIABLE}, the rest of it unchanged" in said
     assert f"(the file as it was is {kept[0]})" in said, said
+    # A service reads service.env, not this shell: said with the file's name (check52, decision 480).
+    assert f"A service (klaw service install) needs {VARIABLE} in its environment too: it reads" in said, said
+    assert f"{home / 'service.env'}, which klaw service install writes" in said, said
     info = klaw_here(home, "db", "info", env=env)
     assert info.returncode == 0 and f"PostgreSQL database named by {VARIABLE}" in _said(info.stdout), info.stdout
     assert f"{home / 'klaw.db'} and the chats' JSONL log under {home / 'conversations'} are left as they were" in said

@@ -146,7 +146,10 @@ async def _migrate(home: KlawHome, config: EngineConfig, variable: str, samples:
     searched = True
     if source is not None and samples:
         searched = await check_searches(console, home, config, (sqlite_file, source, target), samples)
-    console.print(_switched(home.config_file, variable, counted and searched), highlight=False, soft_wrap=True)
+    switched = _switched(home.config_file, variable, counted and searched)
+    if counted and searched:
+        switched = f"{switched} {_service_words(home.root, variable)}"
+    console.print(switched, highlight=False, soft_wrap=True)
     console.print(_left_behind(home, sqlite_file), highlight=False, soft_wrap=True)
     return counted and searched
 
@@ -169,6 +172,24 @@ def _switched(config_file: Path, variable: str, checked: bool) -> str:
     return (
         f"{config_file} now says database backend: postgres and urlEnv: {variable}, the rest of it unchanged{kept}:"
         f" klaw runs on PostgreSQL from its next start. The way back is that copy (and klaw.db, below)."
+    )
+
+
+def _service_words(root: Path, variable: str) -> str:
+    """A service gets only what service.env sets, not this shell's variables (check52, decision 480)."""
+    from klaw.cli.service_env import SERVICE_ENV, names_in
+
+    env_file = root / SERVICE_ENV
+    try:
+        there = variable in names_in(env_file)
+    except (OSError, UnicodeDecodeError):
+        there = False
+    if there:
+        return f"A service (klaw service install) gets {variable} from {env_file}, which sets it."
+    return (
+        f"A service (klaw service install) needs {variable} in its environment too: it reads {env_file}, which"
+        f" klaw service install writes (--copy-env copies {variable} from this shell); a service installed"
+        f" before: add {variable}=... to that file, then restart it."
     )
 
 
