@@ -57,7 +57,13 @@ def test_an_old_init_file_is_noted_by_config_check_and_its_groups_listed_by_klaw
     for group in NEWER:  # before: no row at all for any of them
         row = next((line for line in lines if line.startswith(f"{group} [built-in {group}]: not offered: ")), None)
         assert row is not None, listed.stdout
-        assert f"e.g. enabled: [clock, files, memory, scheduler, subagents, {group}]" in row, row
+        assert "add it to tools.enabled (every group at once: the line under the rows" in row, row
+        assert "enabled: [" not in row, row  # each row's list added only its own group: two copied kept one
+    # One list with every group, once, under the rows (check52, decision 480).
+    every = ", ".join(ALL_TOOL_GROUPS)
+    said = f"To offer every group not offered, set tools.enabled: [{every}] (or name only those you want)."
+    assert lines[-1] == said, lines
+    assert sum("tools.enabled: [" in line for line in lines) == 1, listed.stdout
     assert "(its tools: docs_list, docs_read, docs_search)" in listed.stdout
 
 

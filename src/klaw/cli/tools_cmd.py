@@ -164,7 +164,9 @@ async def _ask_engine(home: KlawHome, chat: ChatRef) -> tuple[ToolInventory, lis
     groups = data.get("groups")
     read = [str(name) for name in groups] if isinstance(groups, list) else None
     rows_read = [ToolRow.from_json(row) for row in rows if isinstance(row, dict)]
-    return ToolInventory(chat, model, rows_read, data.get("config_changed") is True), read
+    line = data.get("groups_line")  # an older engine: none, its rows each hold their own list
+    changed = data.get("config_changed") is True
+    return ToolInventory(chat, model, rows_read, changed, line if isinstance(line, str) else ""), read
 
 
 def _why(exc: BaseException) -> str:
@@ -183,7 +185,8 @@ def _print(listed: Listed) -> None:
     if not console.is_terminal:
         # Piped (into grep, a bug report): a heading, then each row whole on one line, never folded at
         # rich's default 80 columns (as `klaw config show` keeps a setting whole).
-        typer.echo("\n".join([heading, *render_lines(inventory.rows)]))
+        under = [inventory.groups_line] if inventory.groups_line else []
+        typer.echo("\n".join([heading, *render_lines(inventory.rows), *under]))
         return
     console.print(heading, soft_wrap=True)
     table = Table()
@@ -194,6 +197,8 @@ def _print(listed: Listed) -> None:
         cells = (row.name, row.source, row.state, "asks you" if row.needs_approval else "", why)
         table.add_row(*(one_line(cell) for cell in cells))  # an MCP server's error is shown, never obeyed (296)
     console.print(table)
+    if inventory.groups_line:
+        console.print(inventory.groups_line, soft_wrap=True)
 
 
 def _show_one(listed: Listed, name: str, as_json: bool) -> None:

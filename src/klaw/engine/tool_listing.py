@@ -28,7 +28,7 @@ from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef
 from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SEND_PLACES, SKILLS
 from klaw.tools.groups import ServiceKey
-from klaw.tools.inventory import APPROVAL_SOURCE, ToolRow, render_lines, tool_rows
+from klaw.tools.inventory import APPROVAL_SOURCE, ToolRow, groups_line, render_lines, tool_rows
 from klaw.tools.mcp.servers import ServerState, server_address
 from klaw.tools.selection import ToolSelection
 from klaw.tools.skills.catalogue import SkillCatalogue
@@ -47,16 +47,18 @@ class ToolInventory:
     model: str
     rows: list[ToolRow]
     changed: bool = False  # engine.yaml changed since the engine started: the rows are what it loaded
+    groups_line: str = ""  # the list adding every group not offered, said once under the rows (decision 480)
 
     def to_json(self) -> dict[str, Any]:
-        return {"model": self.model, "rows": [row.to_json() for row in self.rows]}
+        return {"model": self.model, "rows": [row.to_json() for row in self.rows], "groups_line": self.groups_line}
 
     def text(self) -> str:
-        """`/tools`'s answer: a heading, then each row on one line."""
+        """`/tools`'s answer: a heading, then each row on one line, then the groups' line."""
         heading = f"Tools for {self.chat} (model {self.model}):"
         if self.changed:
             heading = f"{CHANGED} (the rows are what it loaded).\n{heading}"
-        return "\n".join([heading, *(f"- {line}" for line in render_lines(self.rows))])
+        under = [self.groups_line] if self.groups_line else []
+        return "\n".join([heading, *(f"- {line}" for line in render_lines(self.rows)), *under])
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +82,7 @@ class ToolListing:
         model = model_in_force(self.catalogue, state.model if state else None)
         rows = self.rows(model)
         if self.config_note is None or not self.config_note.changed():
-            return ToolInventory(chat, model, rows)
+            return ToolInventory(chat, model, rows, groups_line=self.every_group_line(model))
         return ToolInventory(chat, model, [replace(row, fix=RESTART_FIRST) if row.fix else row for row in rows], True)
 
     def rows(self, model: str) -> list[ToolRow]:
@@ -92,6 +94,10 @@ class ToolListing:
             servers=self.servers(),
             skills=self.skills.current() if self.skills is not None else None,
         )
+
+    def every_group_line(self, model: str) -> str:
+        """`groups_line` for `model`: the list adding every group not offered."""
+        return groups_line(self.selection, model, groups_field(self.config, model))
 
     def not_tools(self, model: str) -> list[str]:
         """The `tools.approval` names no tool of `model` has (misspelt, or a group's not enabled: they hold nothing)."""
@@ -187,7 +193,7 @@ def _listing(
         for name, server in config.mcp.servers.items()
     ]
     listing = ToolListing(config, ModelCatalogue.from_config(config), None, selection, lambda: servers, skills)
-    return ToolInventory(chat, model, listing.rows(model))
+    return ToolInventory(chat, model, listing.rows(model), groups_line=listing.every_group_line(model))
 
 
 def _not_started(name: str, server: McpServerConfig, workspace: Path, service_sets: frozenset[str]) -> ServerState:

@@ -115,15 +115,25 @@ def tool_rows(
 def _builtin_unused(selection: ToolSelection, model_id: str, groups_field: str) -> list[ToolRow]:
     """A row for each of klaw's groups no model is offered, with the list to write: an engine.yaml an older
     `klaw init` wrote names only the groups of its day, and newer ones were off with no word (decision 476)."""
-    chosen = [group for group in selection.model_groups(model_id) if not group.startswith(MCP_GROUP_PREFIX)]
     rows = []
     for group, names in selection.groups.builtin_not_enabled().items():
         tools = f" (its tools: {', '.join(names)})" if names else ""
-        listed = ", ".join([*sorted(chosen, key=_group_order), group])
         reason = f"klaw's group {group}{tools}, which {groups_field} does not name"
-        fix = f"add it to {groups_field}, e.g. enabled: [{listed}] (docs/tools.md says what it reaches)"
+        fix = f"add it to {groups_field} (every group at once: the line under the rows; docs/tools.md says what it is)"
         rows.append(ToolRow(group, f"built-in {group}", "not offered", False, reason, fix))
     return rows
+
+
+def groups_line(selection: ToolSelection, model_id: str, groups_field: str) -> str:
+    """The one list that adds every group no model is offered, said once under the rows: a list on each
+    row added only its own group, and a person who copied two kept only the second (check52, decision 480);
+    empty when every group is offered."""
+    missing = list(selection.groups.builtin_not_enabled())
+    if not missing:
+        return ""
+    chosen = [group for group in selection.model_groups(model_id) if not group.startswith(MCP_GROUP_PREFIX)]
+    listed = ", ".join(sorted({*chosen, *missing}, key=_group_order))
+    return f"To offer every group not offered, set {groups_field}: [{listed}] (or name only those you want)."
 
 
 def _group_order(group: str) -> tuple[int, str]:
