@@ -5,6 +5,7 @@ naming the file, never its content (decision 243)."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -63,17 +64,26 @@ async def test_a_huge_prompt_file_is_cut_at_its_share_of_the_budget_and_a_fifo_l
         assert await agent.ask("alice", "again") == "ok"
         status = await agent.ask("alice", "/status")
         context = await agent.ask("alice", "/context")
-    cap = cap_bytes(int(8192 * 0.9))  # the default model's 8,192 tokens less the 10 % margin
-    assert cap == 3684 < MAX_PROMPT_FILE_BYTES
+    budget = int(8192 * 0.9)  # the default model's 8,192 tokens less the 10 % margin
+    assert cap_bytes(budget) == 3686 * 4 and cap_bytes(budget, tools_tokens=4000) == 3684  # room, else the 1/8 floor
     prompt = seen[0]  # the cap falls inside an "é": the half of it is not decoded (nor a turn failed on it)
     assert prompt.startswith("# Identity") and "# Rules\nBe brief and kind." in prompt, prompt[:200]
-    assert len(prompt.encode()) < cap + 2048
-    share = "a prompt file may use 1/8 of the model's context budget, ~921 tokens"
-    assert f"[klaw: the rest of AGENTS.md (360,027 bytes in all) is left out: {share}]" in prompt
+    tokens = int(re.search(r"~([\d,]+) tokens here", prompt).group(1).replace(",", ""))  # type: ignore[union-attr]
+    identity = len((home / "workspace" / "IDENTITY.md").read_text(encoding="utf-8").strip().encode())
+    tools = int(re.search(r"- tools: (\d+) tokens", context).group(1))  # type: ignore[union-attr]
+    cap = cap_bytes(budget, tools, identity)  # what the tools leave of half the budget, after IDENTITY.md
+    assert cap == tokens * 4 and 3684 < cap < MAX_PROMPT_FILE_BYTES, (cap, tokens)
+    assert len(prompt.encode()) < cap + identity + 2048
+    share = (
+        "the prompt files may use what the tools leave of half the model's context budget, at least 1/8 of it a file:"
+        f" ~{tokens:,} tokens here"
+    )
+    marker = f"[klaw: the rest of AGENTS.md (360,027 bytes in all) is left out: {share}; file_read reads it: path"
+    assert marker in prompt, prompt[-400:]
     cut = (
-        f"Prompt file AGENTS.md is 360,027 bytes: only its first 3,684 bytes go into each prompt ({share}); shorten"
-        " it (keep what the agent needs every turn there, the rest in a file of the workspace it can read when it"
-        " needs it), or give the model a larger contextBudget in engine.yaml"
+        f"Prompt file workspace/AGENTS.md is 360,027 bytes: only its first {cap:,} bytes go into each prompt ({share});"
+        " shorten it (keep what the agent needs every turn there, the rest in a file of the workspace it can read when"
+        " it needs it), or give the model a larger contextBudget in engine.yaml (none holds it whole: 64 KiB at most)"
     )
     fifo = (
         "Prompt file SOUL.md cannot be read (not a regular file but a FIFO (named pipe)); it is left out of the prompt:"
@@ -103,8 +113,30 @@ async def test_a_context_over_its_budget_is_told_to_the_chat_with_the_file_cut(t
     assert (
         "over the 2250-token budget (system_prompt " in said and "no room is left for the conversation window." in said
     )
-    assert " Prompt file AGENTS.md is 5,000 bytes: only its first 1,124 bytes go into each prompt (" in said
+    assert " Prompt file workspace/AGENTS.md is 5,000 bytes: only its first 1,124 bytes go into each prompt (" in said
     assert said.endswith(
         "Give the model a larger contextBudget in engine.yaml, or offer fewer tools (tools.enabled); `/context` shows"
         " each layer."
     )
+
+
+def test_a_prompt_file_cut_names_its_folder_the_budget_that_holds_it_and_file_read(tmp_path: Path) -> None:
+    """check51's trial: a normal 10 KB AGENTS.md cut at 1/8 of the default budget while the context used 3,124 of
+    7,372 tokens; the notice named no folder nor figure, the model was not told it could read the rest. The
+    room the tools leave of half the budget is the cap; the notice's contextBudget holds the file whole; the cut
+    says file_read's offset where the rest starts (decision 480)."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    text = "# Rules\n" + "rule line here, keep it.\n" * 800  # 20,008 bytes
+    (workspace / "AGENTS.md").write_text(text, encoding="utf-8")
+    prompt = SystemPrompt(workspace)
+    budget, tools = int(8192 * 0.9), 1932  # the default model with every group's tools
+    cut_text, [note] = prompt.read(budget, tools)
+    assert note.startswith("Prompt file workspace/AGENTS.md is 20,008 bytes: only its first 7,016 bytes go"), note
+    needed = int(re.search(r"\(contextBudget: (\d+) holds it whole\)$", note).group(1))  # type: ignore[union-attr]
+    assert needed % 100 == 0
+    assert prompt.read(int(needed * 0.9), tools) == (text.strip(), ())  # that budget holds it whole
+    assert prompt.read(int((needed - 100) * 0.9), tools)[1]  # and is the least that does
+    head = cut_text[: cut_text.index("\n\n[klaw: the rest of AGENTS.md")]
+    offset = int(re.search(r"path 'AGENTS.md', offset=(\d+)\]$", cut_text).group(1))  # type: ignore[union-attr]
+    assert text[:offset].rstrip() == head and text[offset:]  # file_read from there reads the rest

@@ -124,11 +124,13 @@ class ContextBuilder:
     # what each chat was told of its prompt files and budget (`BuiltContext.notices`): said once, again if it changes
     _told: dict[ChatRef, frozenset[str]] = field(default_factory=dict, init=False)
 
-    def _workspace_files(self, budget: int) -> tuple[tuple[str, tuple[str, ...]], dict[str, Any], str | None]:
+    def _workspace_files(
+        self, budget: int, tools_tokens: int
+    ) -> tuple[tuple[str, tuple[str, ...]], dict[str, Any], str | None]:
         """The system prompt (and what was cut of its files) for `budget`, core memory and the skills layer,
         on a worker thread in one hop: each is a small file checked or read, and a hop costs the event loop
         more than the reads (three a turn were a fifth of a turn's hops with many chats at once)."""
-        return self.system_prompt.read(budget), self.core_memory.read_now(), self._skills_layer()
+        return self.system_prompt.read(budget, tools_tokens), self.core_memory.read_now(), self._skills_layer()
 
     def _skills_layer(self) -> str | None:
         """The skills layer, or None when reading the skills fails: files a model can write must not
@@ -158,7 +160,8 @@ class ContextBuilder:
                 layers.append(ContextLayer(name, tokens, items, parts))
 
         with timings.phase("system_prompt"):  # the three workspace files' hop is timed here
-            (prompt, cut), memory, skills = await asyncio.to_thread(self._workspace_files, budget)
+            files = await asyncio.to_thread(self._workspace_files, budget, tools_layer(tools).tokens)
+            (prompt, cut), memory, skills = files
             place("system_prompt", prompt)
         with timings.phase("core_memory"):
             place(

@@ -80,12 +80,12 @@ class SubagentContextBuilder:
                 head.append(ChatMessage.system(text))
                 layers.append(ContextLayer(name, approximate_token_count(text) + MESSAGE_OVERHEAD_TOKENS))
 
-        place("system_prompt", await self.system_prompt.text(budget))
+        tools = list(self.tools(model_id))
+        tools_tokens = tools_layer(tools).tokens
+        place("system_prompt", await self.system_prompt.text(budget, tools_tokens))
         place("task", task_note(task_name))
         memory = await self.core_memory.read() if core_memory else None
         place("core_memory", f"Core memory (read-only here):\n{CoreMemory.render(memory)}" if memory else None)
-        tools = list(self.tools(model_id))
-        tools_tokens = tools_layer(tools).tokens
         pending_tokens = approximate_token_count(request) + MESSAGE_OVERHEAD_TOKENS
         room = budget - sum(layer.tokens for layer in layers) - tools_tokens - pending_tokens
 
