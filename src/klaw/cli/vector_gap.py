@@ -9,7 +9,10 @@ that is not a loss. Any other gap comes from how klaw.db's messages were embedde
 
 from __future__ import annotations
 
-from klaw.store.protocol import StoreCounts
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the store's protocol is not for `klaw --help` (db_cmd imports this module at its top)
+    from klaw.store.protocol import StoreCounts
 
 
 def vector_gap(sqlite: StoreCounts, postgres: StoreCounts) -> str:
