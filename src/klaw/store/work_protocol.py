@@ -7,15 +7,18 @@ store several engines share (docs/decisions/170-chat-leases.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from klaw.store.errors import StorageError
 from klaw.store.records import ChatRef, ClaimedJob, EmbeddingJob, EmbeddingJobCounts, TargetJobCounts
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    Vectors = Sequence[tuple[int, npt.NDArray[np.float32]]]
 
 
 class EmbeddingJobRepository(Protocol):
@@ -101,3 +104,15 @@ class ChatLeaseRepository(Protocol):
         """Chats with a person's message created between `since` and `until` that no exchange answered,
         and no other holder's valid lease: what a dead engine left to answer."""
         ...
+
+
+Part = TypeVar("Part")
+
+
+def put_parts(makers: Mapping[str, Callable[[Vectors], Part]], puts: Mapping[str, Vectors]) -> list[Part]:
+    """`EmbeddingJobRepository.put_vectors`' parts on either backend: each target's vectors made into its part by
+    the target's maker (none for a target with nothing to put); a target no maker knows is refused whole."""
+    unknown = sorted(set(puts) - set(makers))
+    if unknown:
+        raise StorageError(f"no vector table for embedding job target(s) {', '.join(map(repr, unknown))}")
+    return [makers[target](vectors) for target, vectors in puts.items() if vectors]

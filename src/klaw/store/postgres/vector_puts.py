@@ -17,8 +17,8 @@ import numpy.typing as npt
 
 from klaw.store.postgres.connection import Connection, PostgresDatabase
 from klaw.store.postgres.embedding_jobs import pay_jobs
-from klaw.store.protocol import StorageError
 from klaw.store.shared.paid_jobs import PaidJobs
+from klaw.store.work_protocol import put_parts
 
 Vectors = Sequence[tuple[int, npt.NDArray[np.float32]]]
 
@@ -66,8 +66,5 @@ class PostgresVectorPuts:
         self._makers = dict(makers)
 
     async def put(self, puts: Mapping[str, Vectors]) -> int:
-        unknown = sorted(set(puts) - set(self._makers))
-        if unknown:
-            raise StorageError(f"no vector table for embedding job target(s) {', '.join(map(repr, unknown))}")
-        parts = [self._makers[target](vectors) for target, vectors in puts.items() if vectors]
+        parts = put_parts(self._makers, puts)
         return sum(await run_puts(self._db, self._paid, parts)) if parts else 0

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 import apsw
 
-from klaw.store.protocol import StorageError
 from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.job_ledger import JobLedger
+from klaw.store.work_protocol import put_parts
 
 if TYPE_CHECKING:  # numpy where a vector is touched: opening the store needs none (decision 437)
     import numpy as np
@@ -76,10 +76,7 @@ class SqliteVectorPuts:
         self._makers = dict(makers)
 
     async def put(self, puts: Mapping[str, Vectors]) -> int:
-        unknown = sorted(set(puts) - set(self._makers))
-        if unknown:
-            raise StorageError(f"no vector table for embedding job target(s) {', '.join(map(repr, unknown))}")
-        parts = [self._makers[target](vectors) for target, vectors in puts.items() if vectors]
+        parts = put_parts(self._makers, puts)
         if not parts:
             return 0
         added = await self._db.run(
