@@ -124,3 +124,38 @@ async def test_a_record_the_store_refused_keeps_the_watermark(tmp_path: Path) ->
         await database.aclose()
     async with agent(home) as klaw:
         assert await klaw.engine.store.messages.get(refused.id or "") is not None
+
+
+async def test_a_clock_stepped_back_does_not_hide_a_logged_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start while the wall clock ran an hour ahead (a Pi without a clock chip, before NTP) set the
+    watermark an hour ahead; NTP then stepped the clock back, and a message logged after the step was
+    refused by the store (as a kill -9 between the fsync and the commit leaves it). The next start must
+    still read that file: its mtime is an hour before the watermark (decision 486)."""
+    home = tmp_path / "home"
+    await chat_in(home, ["stepped"])
+    idle(home)
+    real_time_ns = time.time_ns
+    monkeypatch.setattr(time, "time_ns", lambda: real_time_ns() + 3600 * 1_000_000_000)  # an hour ahead
+    klaw = agent(home)
+    await klaw.start()
+    try:
+        monkeypatch.undo()  # NTP steps the clock back an hour
+        ingestion = klaw.engine.processor.ingestion
+        store = klaw.engine.store
+        refused = MessageRecord(ChatRef("library", "stepped"), Role.USER, "logged after the step")
+        real_append = store.messages.append
+
+        async def full(record: MessageRecord, *, embed: bool, log_first: Any) -> Any:
+            log_first()
+            raise OSError("database or disk is full")
+
+        setattr(store.messages, "append", full)  # noqa: B010 - the one call that fails
+        with pytest.raises(OSError, match="disk is full"):
+            await ingestion.accept(refused)
+        setattr(store.messages, "append", real_append)  # noqa: B010
+    finally:
+        await klaw.aclose()
+    async with agent(home) as klaw:
+        assert await klaw.engine.store.messages.get(refused.id or "") is not None

@@ -85,6 +85,10 @@ class Ingestion:
         # and the embedding queue before a pass (decision 426).
         self.turns = TurnGate() if turns is None else turns
         self._recovered = False  # a close moves the watermark only after a start's recovery (decision 477)
+        # The watermark as the store holds it (None: none yet, or a store that keeps its own log), and the
+        # lock its lowering takes when the wall clock stepped back behind it (decision 486).
+        self._agreed_ms: int | None = None
+        self._lowering = asyncio.Lock()
 
     async def accept(self, record: MessageRecord) -> StoredMessage:
         """Make `record` durable in the log, then store it (queueing its embedding if it should
@@ -139,6 +143,8 @@ class Ingestion:
         fresh = [record for record in records if record.id not in self._logged_not_stored]
         logged = [self._logged_not_stored.get(record.id, record) for record in records]
         embed = [should_embed(record, self.min_embed_tokens) for record in logged]
+        if fresh:
+            await self._clock_not_behind()
         async with self.log.appending(fresh) as write:
             try:
                 stored = await append(logged, embed, write)
@@ -231,6 +237,20 @@ class Ingestion:
     async def _note_agreed(self, at_ms: int) -> None:
         if not isinstance(self.log, StoreKeptLog):
             await self.store.settings.set(RECOVERED_KEY, at_ms)
+            self._agreed_ms = at_ms
+
+    async def _clock_not_behind(self) -> None:
+        """Before a line is logged: a wall clock behind the stored watermark (stepped back since it was
+        written: NTP correcting a Pi without a clock chip) lowers the watermark to now first, durably, so
+        the line's file, whose mtime the same clock gives, is read at the next start if its row is lost.
+        One comparison per accept; a settings write only after a step back (decision 486)."""
+        if self._agreed_ms is None or _now_ms() >= self._agreed_ms:
+            return
+        async with self._lowering:  # a second accept meanwhile logs only once the lowered one is stored
+            now = _now_ms()
+            if self._agreed_ms is not None and now < self._agreed_ms:
+                log.warning("the wall clock is behind the log's recovery watermark (stepped back?): lowered to now")
+                await self._note_agreed(now)
 
     async def _recover_chat(self, files: list[Path]) -> int:
         """A chat recovered without a watermark: from a day before its newest stored message."""

@@ -10,6 +10,10 @@ but not stored. A file not modified since was read by an earlier recovery or wri
 took each of its lines, so only files modified since (less `MTIME_SLACK`: a file system's coarse mtime,
 a clock stepped back a little) are read, and a chat the store has never heard of is read whole, as
 before. Finding them is a listing of the log's folders, with no file opened and no query per chat.
+A wall clock stepped back further during a run (NTP correcting a Pi without a clock chip) would give
+the files it writes mtimes before the watermark: `Ingestion` lowers the watermark to now, durably,
+before it logs a line while the clock is behind it (decision 486), so the watermark is never later
+than a line logged since.
 
 A store without the watermark (a new one, a home from before decision 477, a rebuilt one) is recovered
 as before, chat by chat, then has one.
