@@ -69,6 +69,11 @@ class KlawHome:
         return self.root / "approvals-open.json"
 
     @property
+    def privacy_walk_file(self) -> Path:
+        """Written once `make_private` walked the whole home (home_privacy.py, decision 486)."""
+        return self.root / ".private-walk"
+
+    @property
     def core_memory_file(self) -> Path:
         return self.root / "core_memory.json"
 

@@ -129,8 +129,8 @@ def init(
     refuse_a_file(home)
     chosen = _language_or_exit(language, home, force)
     try:
-        make_private_or_warn(home)
         report = initialise_home(home, overwrite=force, language=chosen)
+        make_private_or_warn(home)  # after: a home made here is walked at once, so no later start walks it
     except OSError as exc:  # a place this user cannot create or write (/proc/…, a read-only disk)
         fail(f"Could not create a klaw home at {home.root}: {exc.strerror or exc} ({home_source()}).")
     console = stdout_console()
