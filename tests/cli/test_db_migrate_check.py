@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -110,15 +110,22 @@ def test_a_move_killed_midway_resumes_and_ends_with_equal_counts_and_searches(
     dsn = postgres_server.dsn(new_database(postgres_server))
     env = {**os.environ, "KLAW_HOME": str(home), "COLUMNS": "200", VARIABLE: dsn}
     command = [sys.executable, "-m", "klaw", "db", "migrate", "--to", "postgres", "--url-env", VARIABLE]
-    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        done = _days_moved_once_some(dsn, first)
-        first.send_signal(signal.SIGSTOP)
-        done = _days_moved(dsn)
-        assert 0 < done < DAYS, f"{done} of {DAYS} days moved when stopped: not part-way"
-    finally:
-        first.kill()  # as a power cut: no clean-up
-        first.wait(timeout=30)
+    with psycopg.connect(dsn, autocommit=True) as holder:
+        holder.execute(_PAUSE.encode())
+        holder.execute("SELECT pg_advisory_lock(%s)", (_PAUSED,))  # what the move's second mark waits for
+        first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _wait_paused(holder, first)
+            first.kill()  # as a power cut: no clean-up
+            first.wait(timeout=30)
+            holder.execute("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+        finally:
+            if first.poll() is None:
+                first.kill()
+                first.wait(timeout=30)
+        holder.execute("DROP EVENT TRIGGER klaw_test_pause; DROP TRIGGER IF EXISTS klaw_test_pause ON reindex_files")
+    done = _days_moved(dsn)
+    assert 0 < done < DAYS, f"{done} of {DAYS} days moved when stopped: not part-way"
     assert asyncio.run(_start_refusals(dsn)) == [UNFINISHED] * 2  # klaw started on it meanwhile (decision 444)
     (note,) = leftover_reindex_notes(home / "klaw.db", DatabaseConfig())
     assert "an interrupted 'klaw reindex' or 'klaw db migrate --to postgres' left klaw.db.reindex.lock" in note
@@ -180,12 +187,38 @@ def _days_moved(dsn: str) -> int:
         return int(row[0]) if row else 0
 
 
-def _days_moved_once_some(dsn: str, process: subprocess.Popen[bytes]) -> int:
-    deadline = time.monotonic() + 60
+# The move stopped part-way on purpose: once a mark of days done is committed, the next one waits in its
+# transaction for an advisory lock the test holds (a trigger the journal table gets as the move creates it).
+# It was stopped by SIGSTOP once the test saw a day done: under CI's load the whole move ran between the look
+# and the signal, or no day was done within 60 s (decision 486).
+_PAUSED = 486
+_PAUSE = f"""
+CREATE FUNCTION klaw_test_pause_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM reindex_files WHERE xmin <> pg_current_xact_id()::xid) THEN
+    PERFORM pg_advisory_xact_lock({_PAUSED});
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE FUNCTION klaw_test_pause_journal() RETURNS event_trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF to_regclass('reindex_files') IS NOT NULL
+     AND NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'klaw_test_pause') THEN
+    CREATE TRIGGER klaw_test_pause AFTER INSERT ON reindex_files FOR EACH ROW EXECUTE FUNCTION klaw_test_pause_row();
+  END IF;
+END $$;
+CREATE EVENT TRIGGER klaw_test_pause ON ddl_command_end WHEN TAG IN ('CREATE TABLE')
+  EXECUTE FUNCTION klaw_test_pause_journal();
+"""
+
+
+def _wait_paused(holder: psycopg.Connection[Any], process: subprocess.Popen[bytes]) -> None:
+    """Until the move waits for the lock (a safety net of 600 s: a fresh process's start under load)."""
+    deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        done = _days_moved(dsn)
-        if done:
-            return done
-        assert process.poll() is None, "the move ended before it could be stopped"
-        time.sleep(0.02)
-    raise AssertionError("no day moved within 60 s")
+        row = holder.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").fetchone()
+        if row and row[0]:
+            return
+        assert process.poll() is None, "the move ended before it paused"
+        time.sleep(0.05)
+    raise AssertionError("the move did not reach its second mark of days done within 600 s")

@@ -1,6 +1,6 @@
 """An engine that stalls past its chat's lease writes nothing to the chat when it wakes
 (docs/decisions/200-lease-fencing.md): two `klaw engine` processes on one real PostgreSQL database; the
-first is SIGSTOPped while its turn waits for the model, the second takes the chat over once the lease
+first is SIGSTOPped while its turn waits for the model (held until then), the second takes the chat over once the lease
 expired and answers it; woken (SIGCONT), the first gets its model's answer and must not store a second
 reply, close a second exchange, or apologise."""
 
@@ -19,7 +19,6 @@ from tests.conftest import new_database
 from tests.engine.test_several_engines import _engine, _exchanges
 from tests.pg_server import PgServer
 
-MODEL_SECONDS = 3.0  # the first engine's model call takes this long: it is stopped during the call
 TIMEOUT_S = 120.0  # a safety net: every wait polls for what the engines did
 
 
@@ -51,12 +50,17 @@ async def test_an_engine_woken_after_another_took_its_chat_over_writes_no_second
     tmp_path: Path, postgres_server: PgServer
 ) -> None:
     dsn = postgres_server.dsn(new_database(postgres_server))
-    stalling = True  # the first engine's model call is slow; once it is stopped, the model answers at once
+    # The first engine's model call is held until that engine is stopped, then answered (and every call after
+    # it at once). It was held 3 s and the engine stopped 0.5 s after it took the lease: under CI's load the
+    # call had not begun by then, or had been answered before the stop (decision 486).
+    asked, stopped = asyncio.Event(), asyncio.Event()
 
-    async def latency() -> None:
-        await asyncio.sleep(MODEL_SECONDS if stalling else 0)
+    async def held() -> None:
+        asked.set()
+        await stopped.wait()
 
-    async with FakeOpenAiServer(latency=latency) as server, contextlib.AsyncExitStack() as stack:
+    async with FakeOpenAiServer() as server, contextlib.AsyncExitStack() as stack:
+        server.reply_text("the stalled engine's late reply", before=held)  # the first chat call: a's
         # the two engines start side by side (most of the test's time is starting them)
         a, b = await asyncio.gather(
             *(stack.enter_async_context(_engine(tmp_path / name, server.base_url, dsn)) for name in "ab")
@@ -64,9 +68,10 @@ async def test_an_engine_woken_after_another_took_its_chat_over_writes_no_second
         assert await a.send("m1", "stalled")
         pid = f":{a.process.pid}:"
         await _poll(lambda: (_holder(dsn, "stalled") or "").count(pid) == 1, "a holds the chat's lease")
-        await asyncio.sleep(0.5)  # its turn is waiting for the model now
+        async with asyncio.timeout(TIMEOUT_S):  # a safety net: its turn asks the model, b has nothing to do
+            await asked.wait()
         a.process.send_signal(signal.SIGSTOP)  # a stalls: its lease is not renewed
-        stalling = False
+        stopped.set()  # its answer waits in the socket for it
         try:
             # b finds the message unanswered under an expired lease, takes the chat over and answers.
             await _poll(lambda: _replies(dsn, "stalled") == 1, "b answers")

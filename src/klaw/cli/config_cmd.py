@@ -121,6 +121,10 @@ def check() -> None:
             code=1,
         )
     loaded = load_or_exit(home)
+    from klaw.cli.database_overrides import database_overrides
+
+    for overridden in database_overrides(home.config_file, home.root):  # before a refusal they explain (decision 486)
+        stderr_console(highlight=False).print(overridden)
     db_file = home.database_file(loaded.config.database.path)
     if (stuck := unwritable(home.root, (db_file.parent, db_file))) is not None:
         # Not "valid": every engine start and every chat fails on this home (decision 320's words).

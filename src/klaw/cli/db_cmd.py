@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit, stdout_console
+from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit, stderr_console, stdout_console
 from klaw.cli.vector_gap import vector_gap
 from klaw.home import KlawHome
 
@@ -150,6 +150,11 @@ async def _migrate(home: KlawHome, config: EngineConfig, variable: str, samples:
     if counted and searched:
         switched = f"{switched} {_service_words(home.root, variable)}"
     console.print(switched, highlight=False, soft_wrap=True)
+    if counted and searched:
+        from klaw.cli.database_overrides import database_overrides
+
+        for warning in database_overrides(home.config_file, home.root):  # they outrank engine.yaml (decision 486)
+            stderr_console(highlight=False).print(warning, soft_wrap=True)
     console.print(_left_behind(home, sqlite_file), highlight=False, soft_wrap=True)
     return counted and searched
 

@@ -214,7 +214,12 @@ async def _invalid_request(request: Request, exc: RequestValidationError) -> Res
             problems.append(f"the body is not valid JSON ({why or 'cannot be parsed'}{at}); send {SHAPE}")
             continue
         where = ".".join(str(part) for part in location[1:]) or "body"
-        if kind == "string_unicode":
+        if where == "client_id":  # pydantic's words quoted the pattern (decision 486)
+            problems.append(
+                "client_id: the page's own id for the message must be 8 to 64 letters, digits, '-' or '_'"
+                " (a UUID's hex, say); send it so, or leave it out; nothing was sent"
+            )
+        elif kind == "string_unicode":
             problems.append(f"{where}: {LONE_SURROGATE}")
         elif where == "body" and not _says_json(request):  # FastAPI reads a body as JSON only when told
             kind = request.headers.get("content-type")
