@@ -238,7 +238,7 @@ class Klaw:
             try:
                 result = await engine.submit(ref, text)
             except Exception as exc:  # a full disk or a folder made unreadable: said as the turn says it (466)
-                if (said := not_taken(engine.home.root, exc)) is None:
+                if (said := not_taken(engine.home.root, exc, text)) is None:
                     raise
                 raise TurnFailed(said, cause=exc) from exc
             if result.command_reply is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from klaw.command_syntax import parse_command
 from klaw.disk_trouble import denied_words, mount_point
 from klaw.engine.failures import is_disk_full, permission_denied
 from klaw.engine.runtime import Engine
@@ -29,15 +30,27 @@ def warn_overridden(engine: Engine) -> None:
         )
 
 
-def not_taken(home: Path, exc: Exception) -> str | None:
+def not_taken(home: Path, exc: Exception, text: str = "") -> str | None:
     """Why a message was not taken, in words, when a full disk or a folder klaw may not open kept it out of
-    the log (a bare `OSError` or `PermissionError` from `ask` before); None for any other failure."""
+    the log (a bare `OSError` or `PermissionError` from `ask` before); None for any other failure. A slash
+    command (`text`) is said as one: "/forget … was not saved" read as if the conversation were lost."""
     if is_disk_full(exc):
+        if (command := parse_command(text)) is not None:
+            return not_done_disk_full(home, command.name)
         return not_taken_disk_full(home)
     if (denied := permission_denied(exc)) is not None:
         said = denied_words(Path(denied.filename), "then send it again")
         return f"Sorry, I could not take this message (it was not saved): {said}"
     return None
+
+
+def not_done_disk_full(home: Path, command: str) -> str:
+    """A command a full disk stopped (`/forget` among them: its tombstone is written first), decision 486."""
+    return (
+        f"Sorry, I could not carry out /{command}: the disk is full (no space left on {mount_point(home)}, which"
+        f" holds klaw's home). Nothing was lost, and /{command} may not have taken effect. Free some space there"
+        f" (df -h shows how much is left), then send /{command} again."
+    )
 
 
 def not_taken_disk_full(home: Path) -> str:
