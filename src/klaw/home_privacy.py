@@ -27,8 +27,8 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from klaw.atomic_file import replace_file
 from klaw.home import KlawHome
-from klaw.private_files import write_private
 
 PRIVATE_UMASK = 0o077
 _OTHERS = 0o077
@@ -51,7 +51,7 @@ def make_private(home: KlawHome, extra: Iterable[Path] = ()) -> list[Path]:
     if changed or not _walked(home.privacy_walk_file):
         changed += _walk(home)
         with contextlib.suppress(OSError):  # a read-only home: walked again next time
-            write_private(home.privacy_walk_file, WALK)
+            replace_file(home.privacy_walk_file, WALK)  # renamed over whatever is there (a FIFO, a link)
     else:
         changed += _own_entries(home)
     for path in extra:

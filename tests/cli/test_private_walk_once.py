@@ -96,3 +96,12 @@ def test_a_walk_of_an_older_number_or_a_marker_others_could_write_is_walked_agai
         klaw_here(home.root, "config", "check")
         assert mode(deep) == 0o600
         assert mode(home.privacy_walk_file) == 0o600
+
+
+def test_a_fifo_in_the_markers_place_holds_no_start(tmp_path: Path) -> None:
+    """A FIFO where the marker goes: read without waiting, not believed, replaced by the marker."""
+    home = a_home_with_chats(tmp_path, 1)
+    home.privacy_walk_file.unlink()
+    os.mkfifo(home.privacy_walk_file, 0o600)
+    assert klaw_here(home.root, "config", "check").returncode == 0
+    assert stat.S_ISREG(home.privacy_walk_file.lstat().st_mode) and mode(home.privacy_walk_file) == 0o600
