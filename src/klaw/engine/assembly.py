@@ -153,6 +153,7 @@ def context_builder(
             max_message_distance=config.auto_rag.relevance_threshold,
         ),
         skills=None if skills is None else lambda: skills.layer(config.tools.skills.budget_tokens),
+        kept_skills=None if skills is None else lambda: skills.kept_layer(config.tools.skills.budget_tokens),
     )
 
 

@@ -19,17 +19,17 @@ which is the price of not searching twice).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from klaw.config import ContextConfig
 from klaw.engine.sessions import Session
 from klaw.engine.system_prompt import SystemPrompt
 from klaw.engine.transcript import paired_tool_messages, to_chat_message
+from klaw.engine.turn_files import turn_files
 from klaw.engine.turn_timing import PhaseTimes
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.messages import ChatMessage, ToolSpec
@@ -120,28 +120,11 @@ class ContextBuilder:
     past_conversations: PastConversationRetriever | None = None
     # the skills layer's text (file checks: run in a thread), None when off
     skills: Callable[[], str | None] | None = None
+    # the skills layer as last read, in a 1-tuple, when no skill changed since (stat calls only: turn_files.py)
+    kept_skills: Callable[[], tuple[str | None] | None] | None = None
 
     # what each chat was told of its prompt files and budget (`BuiltContext.notices`): said once, again if it changes
     _told: dict[ChatRef, frozenset[str]] = field(default_factory=dict, init=False)
-
-    def _workspace_files(
-        self, budget: int, tools_tokens: int
-    ) -> tuple[tuple[str, tuple[str, ...]], dict[str, Any], str | None]:
-        """The system prompt (and what was cut of its files) for `budget`, core memory and the skills layer,
-        on a worker thread in one hop: each is a small file checked or read, and a hop costs the event loop
-        more than the reads (three a turn were a fifth of a turn's hops with many chats at once)."""
-        return self.system_prompt.read(budget, tools_tokens), self.core_memory.read_now(), self._skills_layer()
-
-    def _skills_layer(self) -> str | None:
-        """The skills layer, or None when reading the skills fails: files a model can write must not
-        fail the turn (the kind of failure is logged, no file content)."""
-        if self.skills is None:
-            return None
-        try:
-            return self.skills()
-        except Exception as exc:  # any failure of the layer leaves the layer out, not the turn
-            log.warning("skills layer left out of this turn: reading the skills failed (%s)", type(exc).__name__)
-            return None
 
     async def build(
         self, session: Session, pending: Sequence[StoredMessage], *, subagent: bool = False
@@ -159,8 +142,10 @@ class ContextBuilder:
                 tokens = approximate_token_count(text) + MESSAGE_OVERHEAD_TOKENS
                 layers.append(ContextLayer(name, tokens, items, parts))
 
-        with timings.phase("system_prompt"):  # the three workspace files' hop is timed here
-            files = await asyncio.to_thread(self._workspace_files, budget, tools_layer(tools).tokens)
+        with timings.phase("system_prompt"):  # the three workspace files (their hop when one changed) timed here
+            files = await turn_files(
+                self.system_prompt, self.core_memory, self.skills, self.kept_skills, budget, tools_layer(tools).tokens
+            )
             (prompt, cut), memory, skills = files
             place("system_prompt", prompt)
         with timings.phase("core_memory"):

@@ -1,7 +1,7 @@
 """The system prompt: the workspace files that give the agent its character and instructions.
 
 SOUL.md (character), IDENTITY.md (name and tone) and AGENTS.md (instructions) are joined in that
-order. They are re-read when they change on disk (checked by modification time), so a person can
+order. They are re-read when they change on disk (checked by modification time, size and inode), so a person can
 edit them while the engine runs. `appendix` is what the engine itself adds after them (how to use
 the docs tools, when they are offered).
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import errno
 import logging
 import os
 from pathlib import Path
@@ -84,7 +85,8 @@ class SystemPrompt:
         self._appendix = appendix
         self._budget = budget_tokens
         self._tools = 0
-        self._cache: tuple[tuple[float, ...], dict[tuple[int, int], tuple[str, tuple[str, ...]]]] = ((), {})
+        self._paths = tuple(workspace / name for name in PROMPT_FILES)
+        self._cache: tuple[tuple[Stamp, ...], dict[tuple[int, int], tuple[str, tuple[str, ...]]]] = ((), {})
         self._notes: tuple[str, ...] = ()  # the prompt files cut or left out at the last read, for /status
 
     async def text(self, budget_tokens: int | None = None, tools_tokens: int = 0) -> str:
@@ -97,8 +99,8 @@ class SystemPrompt:
     def read(self, budget_tokens: int | None = None, tools_tokens: int = 0) -> tuple[str, tuple[str, ...]]:
         """The system prompt for a context of `budget_tokens` whose tools take `tools_tokens`, and a sentence for
         each prompt file cut at its cap or left out (what `/status` says, and the chat is told once)."""
-        paths = [self.workspace / name for name in PROMPT_FILES]
-        stamps = tuple(p.stat().st_mtime if p.exists() else -1.0 for p in paths)
+        paths = self._paths
+        stamps = _stamps(paths)
         key = (-1 if budget_tokens is None else budget_tokens, tools_tokens)
         if self._cache[0] != stamps:
             self._cache = (stamps, {})
@@ -119,6 +121,21 @@ class SystemPrompt:
         self._budget, self._tools, self._notes = budget_tokens, tools_tokens, read[1]
         return read
 
+    def kept(self, budget_tokens: int | None = None, tools_tokens: int = 0) -> tuple[str, tuple[str, ...]] | None:
+        """`read`'s answer from its cache when no prompt file changed since it was read (three `stat` calls, no
+        read: what the event loop may do itself, decision 481); None when one changed, or a `stat` failed (`read`,
+        on a worker thread, reads them or says why not)."""
+        try:
+            stamps = _stamps(self._paths)
+        except OSError:
+            return None
+        cached = self._cache
+        key = (-1 if budget_tokens is None else budget_tokens, tools_tokens)
+        read = cached[1].get(key) if cached[0] == stamps else None
+        if read is not None:
+            self._budget, self._tools, self._notes = budget_tokens, tools_tokens, read[1]
+        return read
+
     def status_lines(self) -> list[str]:
         """`/status`'s lines for the prompt files cut at their cap or left out, as the last turn read them (read
         again here when one changed since: at most the cap of each)."""
@@ -127,6 +144,31 @@ class SystemPrompt:
         except (OSError, UnicodeDecodeError) as exc:
             return [f"Prompt files: cannot be read now ({type(exc).__name__}); a turn fails the same way"]
         return list(self._notes)
+
+
+Stamp = tuple[int, int, int, int]
+"""A prompt file's modification and change times (ns), size and inode: an edit in place, even one whose modification
+time is put back, or a file renamed over it changes it; (-1, 0, 0, 0) when there is none."""
+_MISSING: Stamp = (-1, 0, 0, 0)
+
+
+def _stamps(paths: tuple[Path, ...]) -> tuple[Stamp, ...]:
+    """Each file's `Stamp`, one `stat` each: a missing one is what `Path.exists` calls missing (a dangling or
+    looping symlink too); any other failure (no permission) raises, as `Path.stat` did."""
+    stamps = []
+    for path in paths:
+        try:
+            found = os.stat(path)
+        except OSError as exc:
+            if exc.errno not in _MISSING_ERRNOS:
+                raise
+            stamps.append(_MISSING)
+        else:
+            stamps.append((found.st_mtime_ns, found.st_ctime_ns, found.st_size, found.st_ino))
+    return tuple(stamps)
+
+
+_MISSING_ERRNOS = frozenset((errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP))  # Path.exists' "missing"
 
 
 class _Cap:

@@ -1,8 +1,8 @@
 """Core memory: a small JSON object of lasting facts that goes into every context.
 
-Read on every turn (it is small), so an edit by a tool, a command or a person with an editor is
-seen at once. A missing file is empty memory; an unreadable one is reported and treated as empty
-rather than failing the turn.
+Checked on every turn (a `stat`: its times, size and inode) and read again when it changed (decision
+481), so an edit by a tool, a command or a person with an editor is seen at once. A missing file is
+empty memory; an unreadable one is reported and treated as empty rather than failing the turn.
 
 `update` (the memory_core_update tool) changes top-level keys: it refuses a file it cannot read
 (rather than overwrite what a person wrote), invalid keys and values, and a result larger than the
@@ -16,9 +16,11 @@ there held a worker thread, and the turn, for ever; a symlink to /dev/zero was r
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import math
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,7 @@ class CoreMemory:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = asyncio.Lock()
+        self._kept: tuple[_Stamp, dict[str, Any]] | None = None  # `read_now`'s last answer and the stamp it read
 
     async def update(
         self, set_values: Mapping[str, Any] | None = None, remove: Sequence[str] = (), *, max_chars: int
@@ -93,10 +96,15 @@ class CoreMemory:
         return await asyncio.to_thread(self.read_now)
 
     def read_now(self) -> dict[str, Any]:
-        """`read` on the calling thread (a file read: not on the event loop)."""
+        """`read` on the calling thread (a file read: not on the event loop). What it read is kept with the
+        file's stamp taken before the read, for `kept` (a file it refused is not kept: read, and warned about,
+        at every turn as before)."""
+        self._kept = None
+        stamp = _stamp(self.path)
         try:
             text = read_small(self.path, MAX_FILE_BYTES).decode("utf-8")
         except FileNotFoundError:
+            self._kept = (stamp, {}) if stamp == _NONE else None
             return {}
         except (OSError, UnicodeDecodeError) as exc:
             log.warning("core memory %s", refused(self.path, exc, _AS_EMPTY))
@@ -109,11 +117,38 @@ class CoreMemory:
         if not isinstance(data, dict):
             log.warning("core memory %s", refused(self.path, "not a JSON object", _AS_EMPTY))
             return {}
+        if stamp is not None:
+            self._kept = (stamp, copy.deepcopy(data))
         return data
 
+    def kept(self) -> Mapping[str, Any] | None:
+        """What `read_now` last read, when the file's stamp is the same as then (one `stat`, no read: what the
+        event loop may do itself, decision 481); None when it changed, was refused or was never read. Shared:
+        not to be changed by the caller (the context builder only renders it)."""
+        kept = self._kept
+        if kept is None or _stamp(self.path) != kept[0]:
+            return None
+        return kept[1]
+
     @staticmethod
-    def render(memory: dict[str, Any]) -> str:
+    def render(memory: Mapping[str, Any]) -> str:
         return json.dumps(memory, ensure_ascii=False, indent=2, sort_keys=True)
+
+
+_Stamp = tuple[int, int, int, int]
+_NONE: _Stamp = (-1, 0, 0, 0)  # no file
+
+
+def _stamp(path: Path) -> _Stamp | None:
+    """The file's modification and change times (ns), size and inode: a write in place or a file renamed over it
+    (`update`'s way) changes it; `_NONE` when there is no file, None when `stat` fails otherwise."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return _NONE
+    except OSError:
+        return None
+    return (found.st_mtime_ns, found.st_ctime_ns, found.st_size, found.st_ino)
 
 
 def _shown(key: str) -> str:

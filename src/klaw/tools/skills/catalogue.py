@@ -95,43 +95,59 @@ class SkillCatalogue:
         self.skills_dir = skills_dir
         self._max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._stamp: Stamp | None = None
-        self._scan = SkillScan()
+        # the last scan and the stamp it was made at, replaced as one (`kept_layer` reads it without the lock)
+        self._state: tuple[Stamp | None, SkillScan] = (None, SkillScan())
 
     def current(self) -> SkillScan:
         stamp = skills_stamp(self.skills_dir)
         with self._lock:
-            if stamp == self._stamp:
-                return self._scan
+            kept_stamp, kept = self._state
+            if stamp == kept_stamp:
+                return kept
             scan = scan_skills(self.skills_dir, max_bytes=self._max_bytes)
             for problem in scan.problems:
-                if problem not in self._scan.problems:
+                if problem not in kept.problems:
                     action = "skipped" if problem.severity == "error" else "loaded anyway"
                     log.warning("skill %s (%s): %s", problem.path, action, problem.reason, extra=LOG_FILE_ONLY)
-            self._stamp, self._scan = stamp, scan
+            self._state = (stamp, scan)
             return scan
 
     def layer(self, budget_tokens: int) -> str | None:
         """The skills layer: each skill's name and one-line description, as many as fit in
         `budget_tokens` (then how many more skill_list shows); None without skills."""
-        skills = list(self.current().skills.values())
-        if not skills:
+        return _layer(self.current(), budget_tokens)
+
+    def kept_layer(self, budget_tokens: int) -> tuple[str | None] | None:
+        """`layer` (in a 1-tuple) when no skill changed since the last scan: `skills_stamp`'s `stat` calls, no
+        read, which the event loop may make itself (decision 481); None when one changed (or none was scanned
+        yet): `layer`, on a worker thread, scans them again."""
+        stamp = skills_stamp(self.skills_dir)
+        kept_stamp, scan = self._state  # never the lock: a scan on a worker thread may hold it
+        if stamp != kept_stamp:
             return None
-        lines = [LAYER_HEADER]
-        used = approximate_token_count(LAYER_HEADER)
-        for index, skill in enumerate(skills):
-            summary = skill.summary
-            if len(summary) > MAX_LAYER_DESCRIPTION_CHARS:
-                summary = summary[: MAX_LAYER_DESCRIPTION_CHARS - 1].rstrip() + "…"
-            line = f"- {skill.name}: {summary}"
-            cost = approximate_token_count(line) + 1
-            left = len(skills) - index
-            reserve = MORE_LINE_TOKENS if left > 1 else 0  # room for the "… more" line if a later one does not fit
-            if used + cost + reserve > budget_tokens:
-                if len(lines) == 1:
-                    return None  # not even one fits: skill_list still lists them
-                lines.append(f"- … and {left} more (skill_list lists them all)")
-                break
-            lines.append(line)
-            used += cost
-        return "\n".join(lines)
+        return (_layer(scan, budget_tokens),)
+
+
+def _layer(scan: SkillScan, budget_tokens: int) -> str | None:
+    """`SkillCatalogue.layer` of `scan`."""
+    skills = list(scan.skills.values())
+    if not skills:
+        return None
+    lines = [LAYER_HEADER]
+    used = approximate_token_count(LAYER_HEADER)
+    for index, skill in enumerate(skills):
+        summary = skill.summary
+        if len(summary) > MAX_LAYER_DESCRIPTION_CHARS:
+            summary = summary[: MAX_LAYER_DESCRIPTION_CHARS - 1].rstrip() + "…"
+        line = f"- {skill.name}: {summary}"
+        cost = approximate_token_count(line) + 1
+        left = len(skills) - index
+        reserve = MORE_LINE_TOKENS if left > 1 else 0  # room for the "… more" line if a later one does not fit
+        if used + cost + reserve > budget_tokens:
+            if len(lines) == 1:
+                return None  # not even one fits: skill_list still lists them
+            lines.append(f"- … and {left} more (skill_list lists them all)")
+            break
+        lines.append(line)
+        used += cost
+    return "\n".join(lines)
