@@ -62,7 +62,7 @@ async def test_unchanged_files_are_not_read_again_and_each_change_is_seen_next_t
         agents = workspace / "AGENTS.md"
         agents.write_text("# Rules\nAnswer in haiku.\n", encoding="utf-8")
         await h.turn("hello")
-        assert "Answer in haiku." in system_text(h)
+        assert "Answer in haiku." in system_text(h) and "# Soul" in system_text(h)
         assert reads == ["prompt", "memory"]
 
         reads.clear()
@@ -85,6 +85,7 @@ async def test_unchanged_files_are_not_read_again_and_each_change_is_seen_next_t
         (workspace / "SOUL.md").unlink()
         await h.turn("and now?")
         assert "Answer in French." in system_text(h) and "prose" not in system_text(h)
+        assert "# Soul" not in system_text(h)  # a prompt file removed is left out at once
 
         h.server.default_reply = model_that_keeps_a_city
         await h.turn("I live in Lisbon")
