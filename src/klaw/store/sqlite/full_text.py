@@ -158,12 +158,14 @@ def _best(
     (`candidates`). A candidate's score is the one the full ranking gives it (the same `expression`);
     only which rows are scored differs."""
     in_range = " AND rowid BETWEEN ? AND ?" if bounds else ""
-    among, among_params = "", []
+    among = ""
+    among_params: list[Any] = []
     if exclude:
         # The turn's window: the newest messages, often the best matches of its own words. Left out
         # here, unscored, rather than looked up and dropped by `_in_scope`, so that the first rows
         # looked up are the answer (decision 300).
-        among, among_params = " AND +rowid NOT IN (SELECT value FROM json_each(?))", [json.dumps(sorted(exclude))]
+        left_out, among_params = outside("+rowid", exclude)
+        among = f" AND {left_out}"
     if common:
         # `+rowid`: the rowid is not offered to FTS5 as a lookup (each would start the query again);
         # the candidates are found once, by the index, and each match outside them is skipped unscored.
@@ -237,7 +239,21 @@ def excluding(where: str, params: list[Any], exclude: frozenset[int]) -> tuple[s
     """`where` over `messages m` with the rowids of `exclude` left out (unchanged when it is empty)."""
     if not exclude:
         return where, params
-    return f"{where} AND m.rowid NOT IN (SELECT value FROM json_each(?))", [*params, json.dumps(sorted(exclude))]
+    left_out, left_params = outside("+m.rowid", exclude)
+    return f"{where} AND {left_out}", [*params, *left_params]
+
+
+def outside(column: str, exclude: frozenset[int]) -> tuple[str, list[Any]]:
+    """SQL true when `column` (a rowid) is not in `exclude` (not empty), and its parameters. The set is
+    probed only for rowids between its smallest and largest: SQLite runs `NOT IN (subquery)` with its
+    NULL rule, a rewind of the set's table and a seek in it for every row tested, and the full-text
+    statement tests every match of the question's words (~5,000 at 100k messages) against a turn's
+    window, its newest rowids, above nearly all of them. Two comparisons settle those rows: the same
+    rows left out, ~10 % of the statement's CPU at 100k (decision 484)."""
+    return (
+        f"({column} < ? OR {column} > ? OR {column} NOT IN (SELECT value FROM json_each(?)))",
+        [min(exclude), max(exclude), json.dumps(sorted(exclude))],
+    )
 
 
 def scoped_count(
