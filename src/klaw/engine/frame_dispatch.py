@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from klaw.disk_trouble import denied_words
+from klaw.disk_trouble import denied_words, mount_point
 from klaw.engine.failures import is_disk_full, is_transient, permission_denied
 from klaw.engine.frames import (
     MAX_FRAME_BYTES,
@@ -71,7 +71,10 @@ class FrameDispatcher:
         *,
         queries: QueryHandler | None = None,
         max_frame_bytes: int = MAX_FRAME_BYTES,
+        home: Path | None = None,
     ) -> None:
+        """`home`: the folder whose disk a full-disk refusal names (the socket's, which is the home's)."""
+        self._home = home
         self._handler = handler
         self._routes = routes
         self._queries = queries
@@ -111,7 +114,7 @@ class FrameDispatcher:
             # The traceback only at debug level: exception messages (e.g. pydantic's) can quote the text.
             log.error("handler failed on %s %s from %s: %s", frame.type, frame.id, conn.name, type(exc).__name__)
             log.debug("handler traceback", exc_info=True)
-            await conn.send(_refusal(frame, exc))
+            await conn.send(_refusal(frame, exc, self._home))
             return
         await conn.send(AckFrame(id=frame.id))
 
@@ -140,13 +143,18 @@ class FrameDispatcher:
         await conn.send(result)
 
 
-def _refusal(frame: InboundFrame | CommandFrame, exc: Exception) -> ErrorFrame:
+def _refusal(frame: InboundFrame | CommandFrame, exc: Exception, home: Path | None = None) -> ErrorFrame:
     """`internal` (send it again later) only for a fault that can pass (engine/failures.py); otherwise
     a final `refused`: retrying the same frame would fail the same way and hold up every chat behind it."""
     if is_transient(exc):  # it may be in the log already (the store failed after): never "not stored"
-        why = "the disk is full; free some space" if is_disk_full(exc) else "a passing fault"
-        what = "message" if isinstance(frame, InboundFrame) else "command"
-        message = f"the engine could not finish taking this {what} ({why}); it may already be kept"
+        why = "a passing fault"
+        if is_disk_full(exc):
+            disk = f": no space left on {mount_point(home)}, which holds klaw's home" if home is not None else ""
+            why = f"the disk is full{disk}; free some space"
+        if isinstance(frame, CommandFrame):  # "may already be kept" read as if the chat were lost (decision 486)
+            message = f"the engine could not carry out this command ({why}); nothing was lost, and it may not have"
+            return ErrorFrame(code="internal", message=f"{message} taken effect", ref=frame.id)
+        message = f"the engine could not finish taking this message ({why}); it may already be kept"
         return ErrorFrame(code="internal", message=message, ref=frame.id)
     if isinstance(exc, MessageRefused):  # its words name what is wrong and never quote the text
         return ErrorFrame(code="refused", message=f"{exc}; it was not stored", ref=frame.id)

@@ -61,7 +61,9 @@ class EngineSocketServer:
         self._queries = queries
         self._dispatcher: FrameDispatcher | None = None
         if handler is not None:
-            self._dispatcher = FrameDispatcher(handler, self._routes, queries=queries, max_frame_bytes=max_frame_bytes)
+            self._dispatcher = FrameDispatcher(
+                handler, self._routes, queries=queries, max_frame_bytes=max_frame_bytes, home=path.parent
+            )
         self._server: asyncio.Server | None = None
         self._bound: socket.socket | None = None  # claimed by `bind`, not yet listening
         self._connections: dict[GatewayConnection, asyncio.Task[None]] = {}
@@ -97,7 +99,9 @@ class EngineSocketServer:
         (they deliver through it), so it gives the handler here."""
         if handler is not None:
             queries = queries or self._queries
-            self._dispatcher = FrameDispatcher(handler, self._routes, queries=queries, max_frame_bytes=self._max)
+            self._dispatcher = FrameDispatcher(
+                handler, self._routes, queries=queries, max_frame_bytes=self._max, home=self.path.parent
+            )
         if self._dispatcher is None:
             raise EngineSocketError("the engine socket server has no frame handler")
         if self._bound is None:
