@@ -25,7 +25,7 @@ from klaw.cli.context import (
 from klaw.cli.lazy_commands import LazyCommands
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
-from klaw.home_language import LanguageError, LanguageSettings, language_settings
+from klaw.home_language import LanguageError, LanguageSettings, apply_to_config_text, language_settings
 from klaw.home_lock import running_command
 from klaw.home_privacy import restrict_umask
 
@@ -109,7 +109,8 @@ def init(
         typer.Option(
             "--force",
             help="Overwrite existing files with the defaults (an edited one is first kept beside it as"
-            " <name>.bak-<UTC time>).",
+            " <name>.bak-<UTC time>); refused, naming them, when engine.yaml's database or embedder differ"
+            " from what it would write.",
         ),
     ] = False,
     if_missing: Annotated[
@@ -128,6 +129,8 @@ def init(
     home = home_from_env(must_exist=False)
     refuse_a_file(home)
     chosen = _language_or_exit(language, home, force)
+    if force:
+        _keeps_the_data_or_exit(home, chosen)
     try:
         report = initialise_home(home, overwrite=force, language=chosen)
         make_private_or_warn(home)  # after: a home made here is walked at once, so no later start walks it
@@ -179,6 +182,20 @@ def _e5_install() -> str:
     from klaw.memory.embedder.e5 import INSTALL_HINT
 
     return INSTALL_HINT
+
+
+def _keeps_the_data_or_exit(home: KlawHome, chosen: LanguageSettings | None) -> None:
+    """Exit 2 when `--force` would change where the memory lives or how it was indexed (decision 489)."""
+    from importlib import resources
+
+    from klaw.cli.init_data_choices import choices_lost, refusal
+
+    written = (resources.files("klaw.templates") / "engine.yaml").read_text(encoding="utf-8")
+    if chosen is not None:
+        written = apply_to_config_text(written, chosen)
+    lost = choices_lost(home.config_file, written)
+    if lost:
+        fail(refusal(home.config_file, lost))
 
 
 def _language_or_exit(code: str | None, home: KlawHome, force: bool) -> LanguageSettings | None:

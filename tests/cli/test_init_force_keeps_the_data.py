@@ -1,0 +1,61 @@
+"""`klaw init --force` on a home whose engine.yaml points at its data elsewhere than the defaults (a home moved
+to PostgreSQL, another tokenizer or embedder): it used to write the defaults, so the home quietly went back to
+the stale klaw.db (newcomer20, decision 489). It now refuses, naming each choice it would have changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.klaw_here import klaw_here
+from tests.cli.test_reindex_cmd import a_home
+from tests.conftest import new_database
+from tests.pg_server import PgServer
+
+VARIABLE = "KLAW_TEST_DATABASE_URL"
+
+
+def _said(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_init_force_on_a_postgres_home_refuses_and_keeps_it_on_postgres(
+    tmp_path: Path, postgres_server: PgServer
+) -> None:
+    home = a_home(tmp_path)
+    assert klaw_here(home, "reindex").returncode == 0  # klaw.db, as a home that ran on SQLite has
+    env = {VARIABLE: postgres_server.dsn(new_database(postgres_server))}
+    moved = klaw_here(home, "db", "migrate", "--to", "postgres", "--url-env", VARIABLE, env=env)
+    assert moved.returncode == 0, moved.stderr
+    config = home / "engine.yaml"
+    before = config.read_bytes()
+    kept_copies = sorted(home.glob("engine.yaml.bak-*"))
+
+    forced = klaw_here(home, "init", "--force", env=env)
+
+    said = _said(forced.stderr)
+    assert forced.returncode == 2, forced.stdout
+    assert "database.backend: postgres (the defaults: sqlite)" in said, said
+    assert f"database.urlEnv: {VARIABLE}" in said, said
+    assert "embedder.backend: fake (the defaults: minilm)" in said, said
+    assert "Nothing was changed" in said and f"mv {config} {config}.old" in said, said
+    assert config.read_bytes() == before and sorted(home.glob("engine.yaml.bak-*")) == kept_copies
+    info = klaw_here(home, "db", "info", env=env)
+    assert info.returncode == 0 and "PostgreSQL" in info.stdout and "klaw.db" not in info.stdout.split("\n")[0]
+    found = klaw_here(home, "memory", "search", "lighthouse", env=env)
+    assert found.returncode == 0 and "lighthouse" in found.stdout, found.stderr
+
+
+def test_init_force_keeps_going_when_the_data_choices_stay(tmp_path: Path) -> None:
+    """The same language given again, or a home on the defaults: --force writes as before."""
+    home = tmp_path / "ru"
+    assert klaw_here(home, "init", "--language", "ru").returncode == 0
+    again = klaw_here(home, "init", "--force", "--language", "ru")
+    assert again.returncode == 0, again.stderr
+
+    plain = klaw_here(home, "init", "--force")
+
+    said = _said(plain.stderr)
+    assert plain.returncode == 2, plain.stdout
+    assert "database.tokenizer: unicode61 (the defaults: porter)" in said, said
+    assert "embedder.backend: e5 (the defaults: minilm)" in said, said
+    assert "--language" in said, said
