@@ -62,6 +62,20 @@ ENGINE_COMMANDS = frozenset(
 )
 
 
+def for_this_bot(text: str, username: str) -> str | None:
+    """A Telegram message as klaw takes it: `/new@thisbot x` → `/new x`; `/start` (what Telegram sends
+    first) → `/help`; None for `/new@otherbot` (a group's command for another bot: neither a command nor
+    a message for klaw); anything else unchanged. `username` is the bot's, lower-case."""
+    command = parse_command(text)
+    if command is None:
+        return text
+    name, _, bot = command.name.partition("@")
+    if bot and bot != username:
+        return None
+    name = "help" if name == "start" else name
+    return f"/{name} {command.args}".rstrip()
+
+
 def unknown_command(name: str) -> str:
     """The words for `/name` when no command has that name, the engine's and `klaw chat`'s alike."""
     return f"Unknown command /{name}. Type /help for the list of commands."

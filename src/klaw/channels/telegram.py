@@ -41,15 +41,17 @@ from klaw.channels.telegram_outage import TelegramOutage
 from klaw.channels.telegram_split import reply_parts, utf16_length
 from klaw.channels.telegram_trouble import (
     CONNECT_SECONDS,
-    NO_NAME,
     NOT_JSON,
     PAYLOAD_LOGGER,
     retry_wait,
     take_timedelta_periods,
+    token_refused,
     unreachable,
     why,
+    why_not,
 )
-from klaw.command_syntax import parse_command
+from klaw.channels.telegram_updates import Fetched, one_by_one, tame_parse_log
+from klaw.command_syntax import for_this_bot, parse_command
 from klaw.config import CommandConfig, TelegramChannelConfig
 from klaw.config.channels import NO_ALLOWED_CHAT
 from klaw.engine.clock import Clock, SystemClock
@@ -80,6 +82,8 @@ NOT_TAKEN = "This message was not taken: it {problem}."
 MAX_REFUSALS_UNDER_WAY = 100
 """Refusals being sent beside the poll loop at once; past it a stranger's refusal is skipped (logged)."""
 QUIET_LOGGERS = ("httpx", "httpcore", "telegram")
+UPDATES = ["message"]
+NOT_READ = "telegram: skipped update %d: the library could not read it (%s); its message is lost"
 
 
 class TelegramChannel:
@@ -105,6 +109,11 @@ class TelegramChannel:
         self._base = base
         self._token_env = config.token_env
         take_timedelta_periods()
+        # before `Bot()`, whose first debug line has the token; their request lines and dumps carry it and text
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(max(logging.getLogger(name).getEffectiveLevel(), logging.WARNING))
+        logging.getLogger(PAYLOAD_LOGGER).setLevel(logging.CRITICAL)  # it quotes an answer that is no JSON
+        tame_parse_log()  # the library's line for an update it cannot read quotes the update's text
         self._bot = Bot(
             token,
             base_url=f"{base}/bot",
@@ -121,9 +130,6 @@ class TelegramChannel:
         self._username = ""
 
     async def start(self, gateway: Gateway) -> None:
-        for name in QUIET_LOGGERS:  # their request lines and debug dumps carry the token and message text
-            logging.getLogger(name).setLevel(max(logging.getLogger(name).getEffectiveLevel(), logging.WARNING))
-        logging.getLogger(PAYLOAD_LOGGER).setLevel(logging.CRITICAL)  # it quotes an answer that is no JSON
         self._gateway = gateway
         if not self._allowed:
             log.warning("telegram: %s", NO_ALLOWED_CHAT)
@@ -137,13 +143,13 @@ class TelegramChannel:
         try:
             await self._connect()
         except InvalidToken:  # its own message quotes the token: never shown
-            raise TelegramTokenRefused(_token_refused(self._token_env)) from None
+            raise TelegramTokenRefused(token_refused(self._token_env)) from None
         except (NetworkError, OSError) as exc:
             if not unreachable(exc):
                 raise
             # The gateway's other channels (the web page) run meanwhile: Telegram is retried in the background.
             self._outage.failed(
-                self._why_not(exc), 1.0, retrying="retrying in the background, the other channels run meanwhile"
+                why_not(self._base, exc), 1.0, retrying="retrying in the background, the other channels run meanwhile"
             )
             self._poller = asyncio.create_task(self._connect_then_poll(), name="telegram-poll")
             return
@@ -186,34 +192,18 @@ class TelegramChannel:
             try:
                 await self._connect()
             except InvalidToken:
-                log.error("telegram: %s; the channel stays off until klaw restarts", _token_refused(self._token_env))
+                log.error("telegram: %s; the channel stays off until klaw restarts", token_refused(self._token_env))
                 return
             except (NetworkError, OSError) as exc:
                 if not unreachable(exc):
                     log.error("telegram: could not start (%s); the channel stays off until klaw restarts", why(exc))
                     return
                 delay = backoff.next()
-                self._outage.failed(self._why_not(exc), delay)
+                self._outage.failed(why_not(self._base, exc), delay)
                 continue
             break
         self._outage.reached(f"polling as @{self._username} for {len(self._allowed)} allowed chat(s)")
         await self._poll()
-
-    def _why_not(self, exc: BaseException) -> str:
-        """Telegram out of reach, in words naming the address (channels.telegram.apiBaseUrl) and what to check."""
-        text = str(exc)
-        if any(words in text for words in NO_NAME):
-            reason = "its name did not resolve (DNS)"
-        elif NOT_JSON in text:
-            reason = "what answered is not Telegram's Bot API (no JSON: a captive portal or a proxy?)"
-        elif isinstance(exc, TimedOut):
-            reason = "it did not answer in time"
-        else:
-            reason = "the connection failed"
-        return (
-            f"could not reach Telegram at {self._base} (channels.telegram.apiBaseUrl): {reason}. Check this"
-            " machine's DNS and network (or a proxy or firewall in between), or the address"
-        )
 
     async def stop(self) -> None:
         tasks = [*self._typing.values(), *self._refusing, *([self._poller] if self._poller else [])]
@@ -249,12 +239,34 @@ class TelegramChannel:
         """Not asked for (`streaming` is False): Telegram gets whole replies."""
 
     async def _poll(self) -> None:
+        """The poll loop, started again whenever something escapes it: said in the log, never ended unseen
+        while `klaw serve` runs on (adversary28, decision 487)."""
         backoff = Backoff(initial=1.0, maximum=60.0)
         while True:
             try:
-                updates = await self._bot.get_updates(
-                    offset=self._offset, timeout=self._poll_timeout, allowed_updates=["message"]
-                )
+                await self._poll_loop()
+            except Exception as exc:
+                delay = backoff.next()
+                log.error("telegram: polling stopped (%s); polling again in %.0f s", why(exc), delay)
+                await self._clock.sleep(delay)
+
+    async def _fetch(self) -> list[Fetched]:
+        """The next updates; a batch the library cannot read is read an update at a time (decision 487)."""
+        try:
+            updates = await self._bot.get_updates(
+                offset=self._offset, timeout=self._poll_timeout, allowed_updates=UPDATES
+            )
+        except (TelegramError, OSError):
+            raise
+        except Exception:  # e.g. a date past year 9999: ValueError from the library's reading of one update
+            return await one_by_one(self._bot, self._offset, UPDATES)
+        return [Fetched(update.update_id, update) for update in updates]
+
+    async def _poll_loop(self) -> None:
+        backoff = Backoff(initial=1.0, maximum=60.0)
+        while True:
+            try:
+                updates = await self._fetch()
             except RetryAfter as exc:
                 await self._clock.sleep(retry_wait(exc))
                 continue
@@ -265,16 +277,20 @@ class TelegramChannel:
                 continue
             backoff.reset()
             self._outage.reached("polling again")
-            for update in updates:
+            for fetched in updates:
+                if (update := fetched.update) is None:
+                    log.warning(NOT_READ, fetched.update_id, fetched.why)
+                    self._offset = fetched.update_id + 1
+                    continue
                 try:
                     await self._handle(update)
                 except TelegramError as exc:  # taken in, but an answer (refusal, notice) failed
                     log.warning("telegram: could not answer update %d (%s)", update.update_id, why(exc))
                 except Exception as exc:  # not buffered (disk full?): leave it unconfirmed, fetch it again
                     delay = backoff.next()
-                    why_not = why(exc)
+                    reason = why(exc)
                     log.error(
-                        "telegram: could not take update %d (%s); retry in %.0f s", update.update_id, why_not, delay
+                        "telegram: could not take update %d (%s); retry in %.0f s", update.update_id, reason, delay
                     )
                     await self._clock.sleep(delay)
                     break
@@ -298,7 +314,7 @@ class TelegramChannel:
         if message.text is None:
             await self._send(chat_id, NOT_TEXT)
             return
-        text = self._as_klaw_text(message.text)
+        text = for_this_bot(message.text, self._username)
         if text is None:
             return  # `/cmd@other_bot` in a group: for another bot, not a message to us
         if (problem := message_problem(text)) is not None:  # never taken: said once, the update confirmed
@@ -339,19 +355,6 @@ class TelegramChannel:
         except (TelegramError, OSError) as exc:
             log.warning("telegram: could not send a refusal to chat %d (%s)", chat_id, why(exc))
 
-    def _as_klaw_text(self, text: str) -> str | None:
-        """`/new@thisbot x` → `/new x`; `/start` → `/help`; None for `/new@otherbot` (a group's command
-        for another bot: neither a command nor a message for klaw); anything else unchanged."""
-        command = parse_command(text)
-        if command is None:
-            return text
-        name, args = command.name, command.args
-        name, _, bot = name.partition("@")
-        if bot and bot != self._username:
-            return None
-        name = "help" if name == "start" else name
-        return f"/{name} {args}".rstrip()
-
     def _start_typing(self, chat_id: int) -> None:
         self._stop_typing(chat_id)
         self._typing[chat_id] = asyncio.create_task(self._keep_typing(chat_id), name=f"telegram-typing-{chat_id}")
@@ -391,10 +394,3 @@ class TelegramChannel:
 
 class TelegramTokenRefused(KlawError, RuntimeError):
     """Telegram refused the bot token at start: fatal, with what to fix (never the token itself)."""
-
-
-def _token_refused(token_env: str) -> str:
-    return (
-        f"Telegram refused the bot token in {token_env} (channels.telegram.tokenEnv names the variable): put"
-        " the token @BotFather gave you there, whole"
-    )

@@ -70,3 +70,28 @@ def why(exc: BaseException) -> str:
     if isinstance(exc, KlawError):  # the buffer's "the disk is full …": klaw's own sentence
         return str(exc)
     return f"an unexpected {type(exc).__name__}, a bug worth reporting"  # the class helps the report
+
+
+def why_not(base: str, exc: BaseException) -> str:
+    """Telegram out of reach, in words naming the address (channels.telegram.apiBaseUrl) and what to check."""
+    text = str(exc)
+    if any(words in text for words in NO_NAME):
+        reason = "its name did not resolve (DNS)"
+    elif NOT_JSON in text:
+        reason = "what answered is not Telegram's Bot API (no JSON: a captive portal or a proxy?)"
+    elif isinstance(exc, TimedOut):
+        reason = "it did not answer in time"
+    else:
+        reason = "the connection failed"
+    return (
+        f"could not reach Telegram at {base} (channels.telegram.apiBaseUrl): {reason}. Check this"
+        " machine's DNS and network (or a proxy or firewall in between), or the address"
+    )
+
+
+def token_refused(token_env: str) -> str:
+    """Telegram refused the token: which variable holds it and what to put there (never the token)."""
+    return (
+        f"Telegram refused the bot token in {token_env} (channels.telegram.tokenEnv names the variable): put"
+        " the token @BotFather gave you there, whole"
+    )
