@@ -4,6 +4,7 @@ the home's engine with `listen=True`. Before, it said only "stop it first (…)"
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -39,3 +40,27 @@ async def test_a_program_refused_beside_klaw_serve_is_told_how_to_ask_it_instead
             assert answer.status_code == 200, answer.text
             assert "hello from my program" in answer.json()["reply"]["text"]  # the fake model echoes
             assert await stop(serve) == 0
+
+
+async def test_the_refusal_names_the_address_the_page_listens_on_not_the_configured_port(tmp_path: Path) -> None:
+    """engine.yaml names one port (another person's klaw listens there), the service's environment sets
+    another: the hint named engine.yaml's, so following it sent the token to the wrong server (newcomer20,
+    decision 489). It names what the serving process wrote in KLAW_HOME/web_address."""
+    home = tmp_path / "home"
+    someone_else = socket.socket()
+    someone_else.bind(("127.0.0.1", 0))
+    someone_else.listen()
+    taken = someone_else.getsockname()[1]
+    async with FakeOpenAiServer() as model:
+        write_serve_home(home, serve_config(model.base_url, channels={"web": {"port": taken}}))
+        try:
+            async with running(env=serve_env(home, KLAW__CHANNELS__WEB__PORT="0")) as serve:
+                page = urlsplit(await web_page(serve))
+                with pytest.raises(EngineAlreadyRunningError) as refused:
+                    await Klaw(home).start()
+                message = " ".join(str(refused.value).split())
+                assert f"http://{page.netloc}/api/messages?wait=120" in message, message
+                assert f":{taken}" not in message, message
+                assert await stop(serve) == 0
+        finally:
+            someone_else.close()

@@ -207,7 +207,7 @@ class Klaw:
             holder = holder_of(self.home.root)
             if held_by_this_process(self.home.root) or (holder and holder.role and holder.role != ENGINE_ROLE):
                 raise  # this program's own Klaw ("use that one"), or maintenance ("wait for it to finish")
-            raise EngineAlreadyRunningError(f"{exc}. {talk_instead(self.home, config)}") from None
+            raise EngineAlreadyRunningError(f"{exc}. {await talk_instead(self.home)}") from None
         self._engine.delivery.stream_in_process(LIBRARY_CHANNEL, self._pick_stream)
         # an `ask` in another channel's chat (web:main) takes its own replies, not the channel (decision 465)
         self._engine.delivery.answer_asks(self._asked, self._deliver, self._pick_stream)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from klaw.config import EngineConfig
 from klaw.engine.clock import Clock
 from klaw.errors import KlawError
 from klaw.home import KlawHome
@@ -35,15 +34,24 @@ class InvalidArgument(KlawError, TypeError):
     the argument, what it takes, and for a model name given as `model=`, where a name goes instead."""
 
 
-def talk_instead(home: KlawHome, config: EngineConfig) -> str:
+async def talk_instead(home: KlawHome) -> str:
     """What a program can do instead of starting a second engine on a home one runs on: ask it over the
-    web API the engine serves (docs/channels.md, "From a script"), or be the home's engine itself."""
-    web = config.channels.web
-    port = str(web.port) if web.port else "PORT"  # 0: the kernel's pick, on klaw serve's `web page:` line
+    web API the engine serves (docs/channels.md, "From a script"), or be the home's engine itself. The
+    address is the one the serving process wrote (KLAW_HOME/web_address) and something answers at, never
+    engine.yaml's port: a service's environment may set another, and that port may be another person's
+    klaw, which the token would then be sent to (newcomer20, decision 489)."""
+    from klaw.served_page import served_page
+
+    page = await served_page(home)
+    ask = (
+        f'POST {{"text": …}} to {page.rstrip("/")}/api/messages?wait=120'
+        if page is not None
+        else f'when it serves the web page, POST {{"text": …}} to /api/messages?wait=120 at the address it'
+        f" writes in {home.web_address_file} (none answers now)"
+    )
     return (
-        f'A program can ask the running engine instead: POST {{"text": …}} to'
-        f" http://{web.host}:{port}/api/messages?wait=120 with the token in {home.web_token_file} as an"
-        ' `Authorization: Bearer` key, when it serves the web page (docs/channels.md, "From a script");'
+        f"A program can ask the running engine instead: {ask} with the token in {home.web_token_file} as an"
+        ' `Authorization: Bearer` key (docs/channels.md, "From a script");'
         " or run your program as the home's engine instead of it, with Klaw(home, listen=True), which"
         " klaw gateway and klaw mcp serve then talk to"
     )

@@ -22,9 +22,9 @@ import pytest
 from klaw import FunctionModel, Klaw
 from klaw.channels.web.auth import WebAuth
 from klaw.channels.web.token import load_or_create_token
-from klaw.cli.served_page import served_page
 from klaw.errors import KlawError
 from klaw.home import KlawHome
+from klaw.served_page import served_page
 from tests.test_library import CONFIG
 
 ENGINE_YAML = "embedder:\n  backend: fake\n  dim: 32\nsummarizer:\n  enabled: false\nprocessing:\n  debounceMs: 0\n"

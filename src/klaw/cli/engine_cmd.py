@@ -224,9 +224,9 @@ async def _refuse_a_running_engine(home: KlawHome) -> Holder | None:
     serves is named at the address it really listens on (newcomer9: the refusal said "start `klaw
     gateway`" beside a running one, and named engine.yaml's port where a KLAW__ variable set another). A
     `klaw serve` or `klaw engine` not listening yet is starting: waited for (`_once_listening`)."""
-    from klaw.cli.served_page import served_page
     from klaw.engine_presence import STOP_AN_ENGINE, engine_answers, home_holder, how_to_stop
     from klaw.home_lock import ENGINE_ROLE, LIBRARY
+    from klaw.served_page import served_page
 
     holder = await home_holder(home)
     if holder is None or (holder.role and holder.role != ENGINE_ROLE):

@@ -1,7 +1,10 @@
-"""The web page a running gateway serves on this home, for `klaw chat`'s refusal beside it: read from the
+"""The web page a running gateway serves on this home, for `klaw chat`'s refusal beside it and a library
+program's (`library_arguments.talk_instead`): read from the
 address file the gateway writes when it listens (`KlawHome.web_address_file`), and believed only when
 something answers there (a gateway killed outright leaves its file behind). Read as klaw's small files are
-(`read_small`): a FIFO put there never waited on, /dev/zero never read without end (decision 466)."""
+(`read_small`): a FIFO put there never waited on, /dev/zero never read without end (decision 466).
+Never engine.yaml's port: a service's environment may set another, and the configured port may be another
+person's klaw, which the hint would then send the token to (newcomer20, decision 489)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,6 @@ import asyncio
 import contextlib
 from urllib.parse import urlsplit
 
-from klaw.config_loader import LoadedConfig
 from klaw.home import KlawHome
 from klaw.small_file import read_small
 
@@ -35,12 +37,3 @@ async def served_page(home: KlawHome) -> str | None:
     with contextlib.suppress(OSError):
         await writer.wait_closed()
     return url
-
-
-def configured_page(loaded: LoadedConfig) -> str:
-    """The page's address as this shell reads the config, and where its port was set: a service's own
-    environment may set another, which this shell cannot see."""
-    web = loaded.config.channels.web
-    source = loaded.sources.get("channels.web.port", "")
-    where = f"by {source.removeprefix('env ')} in this shell" if source.startswith("env ") else f"in {loaded.path}"
-    return f"http://{web.host}:{web.port}/ by channels.web.port {where}, unless its service sets another"
