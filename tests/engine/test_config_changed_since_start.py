@@ -1,7 +1,9 @@
 """engine.yaml edited while klaw runs (newcomer16, decision 445): `/tools`, `/status` and `klaw tools` said the
 running engine's rows with their fixes — `hostExec.allow` set, `mcp:weather` added — though the file now held
 them, and nothing said to restart. Now each says "engine.yaml changed since klaw started: restart it to apply",
-a row's fix gives way to the restart, and an edit that changes no setting (a comment) says nothing."""
+and an edit that changes no setting (a comment) says nothing. Each row keeps its own fix, and the restart is
+said once under the rows: every row's fix giving way to "restart klaw" hid the fixes the edit had nothing to
+do with (newcomer20, decision 489)."""
 
 from __future__ import annotations
 
@@ -43,16 +45,17 @@ async def test_an_engine_yaml_edited_after_the_start_is_said_with_restart_not_th
             # The person applies the fix /tools gave: the engine still runs on what it read.
             config.write_text(yaml.safe_dump({**written, "hostExec": {"allow": ["ls"]}}), encoding="utf-8")
             tools = await agent.ask("alice", "/tools")
-            assert tools.startswith(CHANGED), tools
-            assert HOST_EXEC_FIX not in tools, tools  # the fix the file already holds is not said again
+            assert tools.startswith("Tools for "), tools
+            assert tools.splitlines()[-1].startswith(CHANGED), tools  # said once, under the rows
+            assert "a fix above that engine.yaml already holds applies then" in tools, tools
             host = next(line for line in tools.splitlines() if line.startswith("- host_exec"))
-            assert "restart klaw to apply it" in host, host
+            assert HOST_EXEC_FIX in host and "restart klaw" not in host, host  # its own fix, as it was
             status = await agent.ask("alice", "/status")
             assert status.startswith(CHANGED), status  # where a person looks first, above uptime and scheduler
 
             out, err = await _klaw(home, "tools")  # over the running engine's socket
             assert CHANGED in err and "Traceback" not in err, err
-            assert HOST_EXEC_FIX not in out, out
+            assert HOST_EXEC_FIX in out and "restart klaw" not in out, out
 
             # newcomer18 (decision 464): `klaw config check` said "valid" as if the edit were in force.
             out, err = await _klaw(home, "config", "check")

@@ -97,9 +97,9 @@ async def _listed(home: KlawHome, config: EngineConfig, chat: ChatRef) -> Listed
         else:
             changed = _changed(config, inventory, groups)
             if inventory.changed:  # any setting, not only the groups (decision 445)
-                from klaw.engine.config_drift import CHANGED
+                from klaw.engine.config_drift import RESTART_UNDER_ROWS
 
-                changed = f"{CHANGED}: the rows are the running engine's."
+                changed = RESTART_UNDER_ROWS
             defaults = "" if changed else _defaults(home, config, inventory.model)
             return Listed(inventory, "engine", f"from the engine running on {home.root}", changed, defaults)
     elif (holder := await home_holder(home)) is not None:

@@ -27,7 +27,8 @@ from klaw.small_file import read_small, refused
 from klaw.yaml_syntax import safe_load
 
 CHANGED = "engine.yaml changed since klaw started: restart it to apply"
-RESTART_FIRST = "engine.yaml changed since klaw started: restart klaw to apply it, then look again"
+# Under `/tools`' and `klaw tools`' rows, which keep their own fixes (decision 489).
+RESTART_UNDER_ROWS = f"{CHANGED} (the rows are what it loaded; a fix above that engine.yaml already holds applies then)"
 
 
 @dataclass(slots=True)

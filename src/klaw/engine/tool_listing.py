@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from klaw.config import MCP_GROUP_PREFIX, EngineConfig, McpServerConfig
-from klaw.engine.config_drift import CHANGED, RESTART_FIRST, ConfigFileNote
+from klaw.engine.config_drift import RESTART_UNDER_ROWS, ConfigFileNote
 from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.sessions import model_in_force
 from klaw.engine.tool_assembly import docs_index, provide_late_groups, skill_catalogue, tool_registry
@@ -55,9 +55,9 @@ class ToolInventory:
     def text(self) -> str:
         """`/tools`'s answer: a heading, then each row on one line, then the groups' line."""
         heading = f"Tools for {self.chat} (model {self.model}):"
-        if self.changed:
-            heading = f"{CHANGED} (the rows are what it loaded).\n{heading}"
         under = [self.groups_line] if self.groups_line else []
+        if self.changed:  # once, under the rows, which keep their own fixes (decision 489)
+            under.append(RESTART_UNDER_ROWS)
         return "\n".join([heading, *(f"- {line}" for line in render_lines(self.rows)), *under])
 
 
@@ -76,14 +76,14 @@ class ToolListing:
 
     async def inventory(self, chat: ChatRef) -> ToolInventory:
         """Read only: a chat never seen gets no session from being asked about. With engine.yaml changed since
-        the start, a row's fix (written for the file the engine loaded) gives way to "restart": the file may
-        hold that fix already, and saying it again sent a newcomer in circles (decision 445)."""
+        the start, the rows are marked `changed`: each keeps its own fix (written for the file the engine
+        loaded), and the restart is said once under them, with a fix the file already holds applying then
+        (decision 445 replaced every fix with "restart", hiding those the edit had nothing to do with: 489)."""
         state = await self.store.sessions.get(chat) if self.store is not None else None
         model = model_in_force(self.catalogue, state.model if state else None)
         rows = self.rows(model)
-        if self.config_note is None or not self.config_note.changed():
-            return ToolInventory(chat, model, rows, groups_line=self.every_group_line(model))
-        return ToolInventory(chat, model, [replace(row, fix=RESTART_FIRST) if row.fix else row for row in rows], True)
+        changed = self.config_note is not None and self.config_note.changed()
+        return ToolInventory(chat, model, rows, changed, self.every_group_line(model))
 
     def rows(self, model: str) -> list[ToolRow]:
         return tool_rows(
