@@ -19,6 +19,7 @@ that asked waits for it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import getpass
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 from rich.console import Console
 from rich.text import Text
 
+from klaw.channels.console_cancel import CANCELLING, ctrl_c_cancels
 from klaw.channels.console_kept import SENDING
 from klaw.channels.console_keys import KeysWhileThinking
 from klaw.channels.console_prompt import (
@@ -43,6 +45,7 @@ from klaw.terminal_text import visible
 
 if TYPE_CHECKING:  # imported where a prompt is drawn: a piped chat needs neither (decision 316)
     from prompt_toolkit import PromptSession
+    from rich.status import Status
 
     from klaw.channels.console_history import ConsoleHistory
     from klaw.channels.console_kept import KeptMessages
@@ -109,6 +112,7 @@ class ConsoleChannel:
         self._kept = kept
         self._history: ConsoleHistory | None = None  # made by `run`: a piped chat has no prompt to recall
         self._question: str | None = None  # a question that came at `you ›`, for its y/N prompt
+        self._cancels: set[asyncio.Task[None]] = set()  # turns a Ctrl-C is cancelling
         engine.delivery.register(CONSOLE_CHANNEL, self._replies.put)
 
     async def run(self) -> None:
@@ -245,7 +249,8 @@ class ConsoleChannel:
             with self._console.status("thinking…", spinner="dots") as status, self._keys.watching():
                 ticker = asyncio.create_task(count_up(status, model, timeout))
                 try:
-                    reply = await self._next_reply_to(result.message_id)
+                    with ctrl_c_cancels(functools.partial(self._cancel_turn, chat, status, ticker)):
+                        reply = await self._next_reply_to(result.message_id)
                 finally:
                     ticker.cancel()
                     await asyncio.gather(ticker, return_exceptions=True)
@@ -253,6 +258,22 @@ class ConsoleChannel:
             if reply.approval is None:
                 return
             await self._answer_approval(chat, reply.approval, session)
+
+    def _cancel_turn(self, chat: ChatRef, status: Status, ticker: asyncio.Task[None]) -> None:
+        """The first Ctrl-C while a turn runs (console_cancel.py): the spinner says so, and the chat's turn is
+        stopped as `/forget` stops it, told as cancelled; its answer ends the wait for the reply."""
+        ticker.cancel()
+        status.update(CANCELLING)
+        task = asyncio.create_task(self._stopped(chat))
+        self._cancels.add(task)
+        task.add_done_callback(self._cancels.discard)
+
+    async def _stopped(self, chat: ChatRef) -> None:
+        processor = self._engine.processor
+        if not processor.has_under_way(chat):  # the answer came with the key
+            return
+        async with processor.turn_stopped(chat) as stopped:
+            stopped.cancelled = True
 
     async def _answer_approval(self, chat: ChatRef, request_id: str, session: PromptSession[str]) -> None:
         """y, yes, or the `/approve` the question itself offers approves; anything else (Enter, /deny,

@@ -31,6 +31,8 @@ KEPT = (
     "Stopped before answering: something in this chat was forgotten while this message waited for its answer;"
     " send it again for one."
 )
+# A turn the person cancelled (Ctrl-C in `klaw chat`): nothing was forgotten, the message stays in the chat.
+CANCELLED = "Cancelled: this turn was stopped before its answer (Ctrl-C); your message is kept. Send it again for one."
 
 
 @dataclass(eq=False)
@@ -69,6 +71,7 @@ class Stopped:
 
     batches: list[StoppedBatch]
     erased: frozenset[str] = field(default=frozenset())
+    cancelled: bool = False  # the person cancelled the turn (Ctrl-C), nothing was forgotten
 
     def __bool__(self) -> bool:
         return bool(self.batches)
@@ -87,7 +90,7 @@ async def close_stopped(sink: ChatReply) -> StoppedBatch:
 async def tell_stopped(delivery: Delivery, chat: ChatRef, stopped: Stopped) -> None:
     """Answer each stopped batch: erased, or stopped only (then it is the person's to send again)."""
     for batch in stopped.batches:
-        text = ERASED if batch.answers[-1] in stopped.erased else KEPT
+        text = ERASED if batch.answers[-1] in stopped.erased else CANCELLED if stopped.cancelled else KEPT
         try:
             await delivery.deliver(Outbound(chat, text, batch.answers[-1], "error", answers=batch.answers))
         except Exception as exc:

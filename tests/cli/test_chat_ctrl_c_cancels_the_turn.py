@@ -1,0 +1,69 @@
+"""Ctrl-C in `klaw chat` while a turn runs cancels that turn, as in most chat CLIs (newcomer20, decision
+490): the tool's program is stopped, the turn closed, the person back at `you ›` with the message kept; a
+second Ctrl-C while the cancel is under way quits as before, and Ctrl-C at an empty prompt leaves. Before,
+the first Ctrl-C waited out a 20 s `sleep` and dropped the person at the shell."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.cli.chat_terminal import USER, chat_env, init_home, needs_tmux, terminal
+
+SLEEP = {"language": "shell", "code": "sleep 300; echo done"}
+
+
+def _records(home: Path) -> list[dict[str, object]]:
+    logs = sorted((home / "conversations").glob(f"console_{USER}/*.jsonl"))
+    return [json.loads(line) for path in logs for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@needs_tmux
+async def test_ctrl_c_during_a_long_tool_run_cancels_the_turn_and_the_chat_goes_on(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = chat_env(home, model.base_url)
+        model.reply_tool_calls([("code_execute", SLEEP)])
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
+            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+            await term.type_line("run the long thing")
+            await term.wait_for(lambda s: "thinking" in s and len(model.chat_requests) == 1, "the tool running")
+            await term.tmux("send-keys", "-t", term.target, "C-c")
+            screen = await term.wait_for_prompt_after("Cancelled: this turn was stopped", "the cancelled turn")
+            assert "your message is kept" in screen
+            assert "stopping: finishing the reply in flight" not in screen
+            assert "Traceback" not in screen
+            await term.type_line("and now?")  # the chat goes on: the next message is answered
+            await term.wait_for_prompt_after("echo: and now?", "the next reply")
+            sent = model.chat_requests[-1].body["messages"]
+            assert {"role": "user", "content": "run the long thing"} in sent  # the cancelled message is kept
+            await term.tmux("send-keys", "-t", term.target, "C-c")  # at an empty prompt: leave
+            assert await term.exit_status() == 0
+        assert len(model.chat_requests) == 2  # the cancelled turn never asked the model again
+    said = [(r["role"], r.get("content")) for r in _records(home) if r["type"] == "text"]
+    assert said[0] == ("user", "run the long thing") and ("assistant", "echo: and now?") in said
+    closes = [r for r in _records(home) if "status" in str(r.get("metadata"))]
+    assert closes and "'failed'" in str(closes[0]["metadata"]), closes  # closed: never answered again at a start
+    assert not (home / "engine.sock").exists()  # shut down, not killed
+
+
+@needs_tmux
+async def test_ctrl_c_twice_while_a_turn_runs_quits(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = chat_env(home, model.base_url)
+        model.reply_tool_calls([("code_execute", SLEEP)])
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
+            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+            await term.type_line("run the long thing")
+            await term.wait_for(lambda s: "thinking" in s and len(model.chat_requests) == 1, "the tool running")
+            await term.tmux("send-keys", "-t", term.target, "C-c")
+            await term.tmux("send-keys", "-t", term.target, "C-c")  # a second press, apart from the first
+            status = await term.exit_status()
+            screen = await term.screen()
+            assert status in (0, 130), screen  # quit: at once (130), or the cancel won and the prompt left (0)
+            assert "Traceback" not in screen
