@@ -103,3 +103,22 @@ async def test_a_call_asked_in_a_joined_turn_is_made(tmp_path: Path) -> None:
         assert (await h.turn('!current_time {"timezone": "UTC"}\nwhat time is it?')).text.startswith(
             "The tool answered: "
         )  # a call with a question after it in the same message: the call is still the last `!` line
+
+
+def test_a_taken_port_is_refused_with_the_command_that_takes_another(tmp_path: Path) -> None:
+    """newcomer20: "…: Address already in use; pass another port" did not say how a port is passed."""
+    import shlex
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "klaw.llm.fake_server", str(port)], capture_output=True, text=True, timeout=60
+        )
+    assert result.returncode == 1
+    said = f"pass another port: {shlex.quote(sys.executable)} -m klaw.llm.fake_server {port + 1}"
+    assert said in result.stderr and "Traceback" not in result.stderr, result.stderr

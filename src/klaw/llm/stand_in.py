@@ -106,4 +106,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         pass
     except OSError as exc:  # the port is taken
-        sys.exit(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}; pass another port")
+        # the syntax, not just "pass another port" (newcomer20): the interpreter klaw runs on, as the preflight says
+        import shlex
+
+        again = f"{shlex.quote(sys.executable)} -m klaw.llm.fake_server {port + 1 if port < 65535 else 9000}"
+        sys.exit(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}; pass another port: {again}")
