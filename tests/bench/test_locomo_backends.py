@@ -5,11 +5,12 @@ was no --backend (the home's database.backend alone, one backend per run)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
+import pytest
+
+from tests.cli.klaw_here import klaw_here
 from tests.conftest import new_database
 from tests.pg_server import PgServer
 
@@ -17,17 +18,13 @@ FIXTURE = Path(__file__).parent.parent / "fixtures" / "locomo_tiny.json"
 
 
 def bench_locomo(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    variables = {
-        **os.environ,
-        "KLAW_HOME": str(tmp_path / "home"),
-        "KLAW__EMBEDDER__BACKEND": "fake",
-        "KLAW__EMBEDDER__DIM": "32",
-        "COLUMNS": "200",
-        **env,
-    }
-    variables.pop("KLAW_DATABASE_URL", None)
-    command = [sys.executable, "-m", "klaw", "bench", "locomo", "--data", str(FIXTURE), "--out", str(tmp_path / "out")]
-    return subprocess.run([*command, *args], capture_output=True, text=True, env=variables, timeout=180)
+    """`klaw bench locomo` on the tiny fixture, in this process (tests/cli/klaw_here.py), without the
+    environment's KLAW_DATABASE_URL."""
+    variables = {"KLAW__EMBEDDER__BACKEND": "fake", "KLAW__EMBEDDER__DIM": "32", **env}
+    command = ["bench", "locomo", "--data", str(FIXTURE), "--out", str(tmp_path / "out")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("KLAW_DATABASE_URL", raising=False)
+        return klaw_here(tmp_path / "home", *command, *args, env=variables)
 
 
 def test_one_command_gives_both_backends_recall_side_by_side(tmp_path: Path, postgres_server: PgServer) -> None:

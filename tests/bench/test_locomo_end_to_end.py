@@ -32,9 +32,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -46,6 +43,7 @@ from klaw.bench.locomo.runner import LocomoRun, RunSettings, run_locomo
 from klaw.bench.locomo.workbench import Workbench
 from klaw.config import DatabaseConfig
 from klaw.memory.embedder.fake import FakeEmbedder
+from tests.cli.klaw_here import klaw_here
 from tests.conftest import new_database
 from tests.pg_server import PgServer
 
@@ -267,21 +265,9 @@ def test_json_and_markdown_carry_every_figure_and_the_configuration(run: LocomoR
 
 
 def test_cli_writes_json_and_markdown(tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "KLAW_HOME": str(tmp_path / "home"),
-        "KLAW__EMBEDDER__BACKEND": "fake",
-        "KLAW__EMBEDDER__DIM": "32",
-        "COLUMNS": "200",
-    }
+    env = {"KLAW__EMBEDDER__BACKEND": "fake", "KLAW__EMBEDDER__DIM": "32"}
     out = tmp_path / "out"
-    result = subprocess.run(
-        [sys.executable, "-m", "klaw", "bench", "locomo", "--data", str(FIXTURE), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    result = klaw_here(tmp_path / "home", "bench", "locomo", "--data", str(FIXTURE), "--out", str(out), env=env)
     assert result.returncode == 0, result.stderr
     figures = json.loads((out / "locomo.json").read_text(encoding="utf-8"))
     assert figures["results"]["fts"]["all_categories"]["mrr50"] == pytest.approx(0.825)
@@ -294,24 +280,14 @@ def test_cli_writes_json_and_markdown(tmp_path: Path) -> None:
 def test_cli_names_what_is_wrong_with_a_broken_file(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps([{"sample_id": "x", "conversation": {}, "qa": []}]), encoding="utf-8")
-    env = {**os.environ, "KLAW_HOME": str(tmp_path / "home"), "KLAW__EMBEDDER__BACKEND": "fake", "COLUMNS": "200"}
-    result = subprocess.run(
-        [sys.executable, "-m", "klaw", "bench", "locomo", "--data", str(broken), "--out", str(tmp_path / "o")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
+    env = {"KLAW__EMBEDDER__BACKEND": "fake"}
+    result = klaw_here(
+        tmp_path / "home", "bench", "locomo", "--data", str(broken), "--out", str(tmp_path / "o"), env=env
     )
     assert result.returncode == 2
     assert "conversation [0] (x)" in result.stderr
     assert "Traceback" not in result.stderr
-    bad_variant = subprocess.run(
-        [sys.executable, "-m", "klaw", "bench", "locomo", "--data", str(FIXTURE), "--variants", "bm25"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    bad_variant = klaw_here(tmp_path / "home", "bench", "locomo", "--data", str(FIXTURE), "--variants", "bm25", env=env)
     assert bad_variant.returncode == 2
     assert "variants" in bad_variant.stderr
 

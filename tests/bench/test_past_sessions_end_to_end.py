@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +33,7 @@ from klaw.bench.locomo.past_sessions_report import to_json, to_markdown
 from klaw.bench.locomo.workbench import Workbench
 from klaw.config import RagConfig
 from klaw.memory.embedder.fake import FakeEmbedder
+from tests.cli.klaw_here import klaw_here
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "past_sessions_tiny.json"
 DIM = 32
@@ -224,22 +222,15 @@ def test_json_and_markdown(run: PastRun) -> None:
 
 
 def test_cli_writes_json_and_markdown(tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "KLAW_HOME": str(tmp_path / "home"),
-        "KLAW__EMBEDDER__BACKEND": "fake",
-        "KLAW__EMBEDDER__DIM": "32",
-        "KLAW__RAG__MINSIMILARITY": "0.5",
-        "COLUMNS": "200",
-    }
+    env = {"KLAW__EMBEDDER__BACKEND": "fake", "KLAW__EMBEDDER__DIM": "32", "KLAW__RAG__MINSIMILARITY": "0.5"}
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "klaw", "bench", "past-sessions", "--data", str(FIXTURE), "--out", str(out)]
-    result = subprocess.run([*command, "--names", "kept"], capture_output=True, text=True, env=env, timeout=120)
+    command = ["bench", "past-sessions", "--data", str(FIXTURE), "--out", str(out)]
+    result = klaw_here(tmp_path / "home", *command, "--names", "kept", env=env)
     assert result.returncode == 0, result.stderr
     figures = json.loads((out / "past_sessions.json").read_text(encoding="utf-8"))
     assert figures["configuration"]["rag_in_force"]["minSimilarity"] == 0.5
     assert list(figures["figures"]) == ["kept"]
     assert figures["counts"]["exchange_summaries"] == {"turns": 7, "facts": 5}
     assert "Exchanges: a turn and the reply after it" in (out / "past_sessions.md").read_text(encoding="utf-8")
-    bad = subprocess.run([*command, "--names", "nicknames"], capture_output=True, text=True, env=env, timeout=120)
+    bad = klaw_here(tmp_path / "home", *command, "--names", "nicknames", env=env)
     assert bad.returncode == 2 and "names must be a non-empty subset of kept, neutral" in bad.stderr

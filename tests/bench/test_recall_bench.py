@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +21,7 @@ from klaw.bench.locomo.recall_bench import Asked, RecallRun, RecallSettings, run
 from klaw.bench.locomo.recall_report import groups, to_json, to_markdown
 from klaw.bench.locomo.workbench import Workbench
 from klaw.memory.embedder.fake import FakeEmbedder
+from tests.cli.klaw_here import klaw_here
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "recall_tiny.json"
 
@@ -76,35 +74,10 @@ def test_cli_writes_json_and_markdown(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     (home / "engine.yaml").write_text("embedder:\n  backend: fake\n  dim: 32\n", encoding="utf-8")
-    env = {**os.environ, "KLAW_HOME": str(home)}
     out = tmp_path / "out"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "klaw",
-            "bench",
-            "recall",
-            "--data",
-            str(FIXTURE),
-            "--out",
-            str(out),
-            "--layers",
-            "auto_rag",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = klaw_here(home, "bench", "recall", "--data", str(FIXTURE), "--out", str(out), "--layers", "auto_rag")
     assert result.returncode == 0, result.stderr
     assert set(json.loads((out / "recall.json").read_text())["layers"]) == {"auto_rag"}
     assert "Auto-RAG" in (out / "recall.md").read_text()
-    bad = subprocess.run(
-        [sys.executable, "-m", "klaw", "bench", "recall", "--data", str(FIXTURE), "--layers", "nope"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bad = klaw_here(home, "bench", "recall", "--data", str(FIXTURE), "--layers", "nope")
     assert bad.returncode != 0 and "layers must be" in bad.stdout + bad.stderr and "Traceback" not in bad.stderr
