@@ -1,6 +1,12 @@
 """The browser tests' shared steps: the whole stack with the web channel, Debian's Chromium driven by
 Playwright, and a person's sign-in with the page's token.
 
+One Chromium serves a module's tests (`one_chromium`, tests/channels/conftest.py; the modules run on one event
+loop for it, `BROWSER_MODULE`): starting Playwright's driver and a browser cost ~1.7 s of CPU, paid by each of
+the 26 browser tests before (decision 485). Each test still starts from a known state: its own browser context, as a
+new browser profile (no cookies, no localStorage, no cache), closed at the test's end. A test run without the
+fixture starts its own browser as before.
+
 Every browser test signs in the way a person does (the token typed into the form, the button
 clicked); only the first test of test_web_browser.py types a wrong token first, so it opens the page
 without signing in.
@@ -8,8 +14,9 @@ without signing in.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +37,35 @@ needs_chromium = pytest.mark.skipif(
     not CHROMIUM.exists(),
     reason="browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium; .ci/run does it)",
 )
+# A browser test module's marks: Chromium needed, the module's tests on one loop with its one browser.
+BROWSER_MODULE = [needs_chromium, pytest.mark.asyncio(loop_scope="module"), pytest.mark.usefixtures("one_chromium")]
+
+_shared: dict[asyncio.AbstractEventLoop, Any] = {}  # the browser `one_chromium` started, by the loop it runs on
+
+
+@asynccontextmanager
+async def launched() -> AsyncIterator[Any]:
+    """Playwright's driver and a Chromium started, closed after."""
+    playwright_api = pytest.importorskip("playwright.async_api")
+    async with playwright_api.async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+@asynccontextmanager
+async def shared_chromium() -> AsyncIterator[None]:
+    """One browser for the tests run on this loop meanwhile (`opened_page` takes it)."""
+    loop = asyncio.get_running_loop()
+    async with launched() as browser:
+        _shared[loop] = browser
+        try:
+            yield
+        finally:
+            del _shared[loop]
+
 
 # Counts the server-sent events the page receives, by kind, so a test can see a reply was streamed.
 COUNT_EVENTS = """
@@ -66,13 +102,14 @@ class Session:
 async def opened_page(width: int = 1200, height: int = 900, **overrides: Any) -> AsyncIterator[Session]:
     """The stack running (config `overrides` applied) and a Chromium page on nothing yet; the page
     counts its server-sent events and notes every URL answered 404."""
-    playwright_api = pytest.importorskip("playwright.async_api")
     ARTIFACTS.mkdir(exist_ok=True)
     holder: list[WebChannel] = []
-    async with running_stack(web_channel(holder), **overrides) as stack, playwright_api.async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+    async with running_stack(web_channel(holder), **overrides) as stack, AsyncExitStack() as closing:
+        browser: Any = _shared.get(asyncio.get_running_loop())
+        if browser is None:
+            browser = await closing.enter_async_context(launched())
+        context = await browser.new_context(viewport={"width": width, "height": height})
         try:
-            context = await browser.new_context(viewport={"width": width, "height": height})
             page = await context.new_page()  # more tabs of this browser: `page.context.new_page()`
             page.set_default_timeout(15_000)
             await page.add_init_script(COUNT_EVENTS)
@@ -85,7 +122,7 @@ async def opened_page(width: int = 1200, height: int = 900, **overrides: Any) ->
             page.on("response", note_missing)
             yield session
         finally:
-            await browser.close()
+            await context.close()
 
 
 @asynccontextmanager

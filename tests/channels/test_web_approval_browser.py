@@ -9,9 +9,9 @@ import re
 from typing import Any
 
 from klaw.engine.frames import OutboundFrame
-from tests.channels.browser import approval_page, ask_to_write, needs_chromium, sign_in
+from tests.channels.browser import BROWSER_MODULE, approval_page, ask_to_write, sign_in
 
-pytestmark = needs_chromium
+pytestmark = BROWSER_MODULE
 
 
 async def test_approve_and_deny_buttons_answer_the_question_in_chromium() -> None:

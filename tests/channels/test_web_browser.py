@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.channels.browser import ARTIFACTS, needs_chromium, opened_page, say, signed_in
+from tests.channels.browser import ARTIFACTS, BROWSER_MODULE, opened_page, say, signed_in
 
-pytestmark = needs_chromium
+pytestmark = BROWSER_MODULE
 
 # The page's own appendPiece (events.js, the module app.js imported) given 1,000 pieces of 41 characters that
 # each end with a line break, as a model writing line by line sends them: [blocks, characters, the largest

@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 
 from klaw.engine.runtime import Engine
-from tests.channels.browser import needs_chromium, opened_page, say, sign_in
+from tests.channels.browser import BROWSER_MODULE, opened_page, say, sign_in
 
-pytestmark = needs_chromium
+pytestmark = BROWSER_MODULE
 
 
 async def test_a_queued_message_is_counted_at_once_and_the_history_comes_back_with_the_engine() -> None:

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from klaw.store.records import ChatRef
-from tests.channels.browser import ARTIFACTS, needs_chromium, say, sign_in, signed_in
+from tests.channels.browser import ARTIFACTS, BROWSER_MODULE, say, sign_in, signed_in
 
-pytestmark = needs_chromium
+pytestmark = BROWSER_MODULE
 
 
 async def test_the_chat_so_far_is_shown_after_a_reload_and_a_new_sign_in() -> None:

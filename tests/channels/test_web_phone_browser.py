@@ -5,9 +5,9 @@ shown. Now a table row is a card of "column: value" lines on a narrow screen, an
 
 from __future__ import annotations
 
-from tests.channels.browser import ARTIFACTS, needs_chromium, say, signed_in
+from tests.channels.browser import ARTIFACTS, BROWSER_MODULE, say, signed_in
 
-pytestmark = needs_chromium
+pytestmark = BROWSER_MODULE
 
 WIDTH = 390  # a phone
 

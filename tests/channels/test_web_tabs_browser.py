@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.channels.browser import needs_chromium, say, signed_in
+from tests.channels.browser import BROWSER_MODULE, say, signed_in
 
-pytestmark = needs_chromium
+pytestmark = BROWSER_MODULE
 
 TABS = 8
 

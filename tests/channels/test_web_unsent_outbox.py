@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.channels.browser import needs_chromium, opened_page, sign_in
+from tests.channels.browser import BROWSER_MODULE, opened_page, sign_in
 
-pytestmark = needs_chromium
+pytestmark = BROWSER_MODULE
 
 UNSENT = "not sent yet: klaw is not running — it will be sent when it is back"
 
