@@ -45,3 +45,44 @@ async def test_a_command_sent_again_after_its_response_was_lost_runs_once() -> N
                 assert sent.status_code == 200, sent.text
                 answers.append((await _until(events.aiter_lines(), "new conversation"))[-1])
         assert len(await stack.engine.store.segments.list(chat)) == before + 1, json.dumps(answers)
+
+
+async def test_a_message_sent_again_with_wait_gets_its_stored_reply_at_once() -> None:
+    """adversary28: a script whose response was lost sends the same message again with the same client_id
+    and `?wait=10`: it waited the whole 10 s for `"reply": null`, the engine having stored the message once
+    and answered nothing new. Now the stored reply comes back at once, and the model is not asked again."""
+    async with _signed_in_page() as page:
+        stack, client = page.stack, page.client
+        stack.server.reply_text("First answer.")
+        body = {"text": "again", "client_id": "abcdefgh1"}
+        first = await client.post("/api/messages?wait=20", json=body, headers=page.headers)
+        assert first.status_code == 200 and first.json()["reply"]["text"] == "First answer.", first.text
+        asked = len(stack.server.requests)
+        stack.server.reply_text("A second answer nobody should see.")
+        again = await client.post("/api/messages?wait=20", json=body, headers=page.headers)
+        assert again.status_code == 200, again.text
+        answer = again.json()
+        assert answer["id"] == "web-main-abcdefgh1" and answer["reply"]["text"] == "First answer.", answer
+        assert answer["repeated"] is True
+        assert len(stack.server.requests) == asked  # not answered twice
+
+
+async def test_another_text_under_a_used_client_id_is_refused_in_words() -> None:
+    """adversary28: a different text under a client_id already used got 200 and was silently dropped (the
+    engine keeps one message per id). Now a 409 says so and what to do; nothing is stored."""
+    async with _signed_in_page() as page:
+        stack, client = page.stack, page.client
+        stack.server.reply_text("Noted.")
+        first = await client.post(
+            "/api/messages?wait=20", json={"text": "first text", "client_id": "abcdefgh2"}, headers=page.headers
+        )
+        assert first.status_code == 200, first.text
+        other = await client.post(
+            "/api/messages?wait=5", json={"text": "a different line", "client_id": "abcdefgh2"}, headers=page.headers
+        )
+        assert other.status_code == 409, other.text
+        detail = other.json()["detail"]
+        assert "client_id abcdefgh2" in detail and "another text" in detail and "new client_id" in detail, detail
+        assert "different line" not in detail
+        history = await client.get("/api/history")
+        assert [m["text"] for m in history.json()["messages"] if m["role"] == "user"] == ["first text"]

@@ -9,6 +9,7 @@ fits one 1 MiB frame) and JSON-ready; message text is cut to `TEXT_CHARS`. Bad p
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -63,6 +64,7 @@ class EngineQueries:
             "settings": self._overrides,
             "approvals": self._approvals_waiting,
             "approval_over": self._approval_over,
+            "sent": self._sent,
             **(extra or {}),
         }
 
@@ -193,6 +195,39 @@ class EngineQueries:
         if not isinstance(request_id, str) or not request_id:
             raise QueryError("name the question: id")
         return {"over": self._approvals.over(chat, request_id) if self._approvals is not None else None}
+
+    async def _sent(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A message a channel sent under its own id (the web page's `client_id`), asked before sending it
+        again: whether the chat holds it, whether its text is the one sent now (`sha256` of the UTF-8), and
+        the reply its exchange ended with, if any (decision 487). The engine keeps one message per id, so a
+        re-send after a lost response has nothing new to answer, and another text under the id is dropped."""
+        chat, message_id, digest = _chat(params), params.get("id"), params.get("sha256")
+        if not isinstance(message_id, str) or not message_id or not isinstance(digest, str):
+            raise QueryError("name the message: id and sha256")
+        found = await self._store.messages.get(message_id)
+        if found is None or found.record.chat != chat or found.role is not Role.USER or not found.is_conversation:
+            return {"stored": False}  # a command's record (`/new`) keeps its own replay (decision 486)
+        text = found.content.encode("utf-8", "surrogatepass")
+        if hashlib.sha256(text).hexdigest() != digest:
+            return {"stored": True, "same_text": False, "reply": None}
+        return {"stored": True, "same_text": True, "reply": await self._reply_to(found)}
+
+    async def _reply_to(self, message: StoredMessage) -> dict[str, Any] | None:
+        """The final reply of the exchange that took `message` (the one opened at it or at an earlier
+        message of its burst), cut to HISTORY_TEXT_CHARS; None while it runs, or when it ended without one."""
+        opened = [
+            e
+            for e in await self._store.exchanges.for_segment(message.segment_id)
+            if e.user_message_rowid is not None and e.user_message_rowid <= message.rowid
+        ]
+        last = max(opened, key=lambda e: e.user_message_rowid or 0, default=None)
+        if last is None or last.final_message_rowid is None or last.final_message_rowid < message.rowid:
+            return None
+        replies = await self._store.messages.by_rowids([last.final_message_rowid])
+        if not replies or replies[0].role is not Role.ASSISTANT:
+            return None
+        text = replies[0].content
+        return {"text": text[:HISTORY_TEXT_CHARS], "truncated": len(text) > HISTORY_TEXT_CHARS}
 
     async def _overrides(self, _: Mapping[str, Any]) -> dict[str, Any]:
         """The settings `/summarizer`, `/embeddings` and `/rag` override, with their values in force: a

@@ -25,6 +25,7 @@ from klaw.channels.web.auth import CSRF_HEADER, SESSION_COOKIE, WebAuth
 from klaw.channels.web.events import EventHub, Subscription
 from klaw.channels.web.markdown import render as render_markdown
 from klaw.channels.web.markdown import render_literal
+from klaw.channels.web.sent_again import message_id_for, reused, sent_before
 from klaw.config_view import ConfigRow, shown
 from klaw.engine.frames import FrameError, tools_before_failing, tools_used
 from klaw.gateway.buffer import BufferUnavailable
@@ -105,6 +106,14 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
         problem = message_problem(message.text)
         if problem is not None:  # final: nothing was stored, and the sentence says what to change
             raise HTTPException(422, f"the message {problem}")
+        if message.client_id is not None:  # sent before? (its response lost): decision 487
+            before = await sent_before(backend.query, backend.chat_id, message.client_id, message.text)
+            if before is not None and not before.get("same_text"):
+                raise HTTPException(409, reused(message.client_id))
+            if before is not None and wait > 0 and (reply := before.get("reply")) is not None:
+                shown_reply = {"kind": "reply", **reply, "html": render_markdown(reply["text"])}
+                sent_id = message_id_for(backend.chat_id, message.client_id)
+                return {"id": sent_id, "queued": False, "reply": shown_reply, "repeated": True}
         async with backend.hub.subscribe() as answers:  # before submitting: a quick reply is not missed
             try:
                 submitted = await backend.submit(message.text, message.client_id)

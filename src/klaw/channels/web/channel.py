@@ -21,6 +21,7 @@ from klaw.channels.web.auth import WebAuth
 from klaw.channels.web.events import EventHub
 from klaw.channels.web.markdown import render as render_markdown
 from klaw.channels.web.markdown import render_literal
+from klaw.channels.web.sent_again import message_id_for
 from klaw.channels.web.server import EmbeddedServer
 from klaw.channels.web.token import load_or_create_token
 from klaw.config import WebChannelConfig
@@ -150,7 +151,7 @@ class WebChannel:
     async def submit(self, text: str, client_id: str | None = None) -> Submitted:
         """A page's message; one sent again with the same `client_id` (its response was lost) is the same
         message, stored once, as a Telegram update fetched twice is (decision 479)."""
-        message_id = None if client_id is None else f"web-{self.chat_id}-{client_id}"
+        message_id = None if client_id is None else message_id_for(self.chat_id, client_id)
         return await self._require_gateway().submit(WEB_CHANNEL, self.chat_id, text, message_id=message_id)
 
     async def query(self, name: str, params: dict[str, Any]) -> Any:
