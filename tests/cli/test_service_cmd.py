@@ -115,6 +115,24 @@ def test_install_names_the_variables_the_service_will_lack_and_copies_them_only_
     assert oct(env_file.stat().st_mode & 0o777) == "0o600"
 
 
+def test_copy_env_with_the_variable_unset_in_the_shell_says_so_and_does_not_recommend_itself(tmp_path: Path) -> None:
+    """`--copy-env` with the variable unset said "… or run 'klaw service install --copy-env'" again
+    (newcomer20, decision 489): it now says the shell does not have it either."""
+    home, xdg = tmp_path / "home", tmp_path / "xdg"
+    init_home(home)
+    (home / "engine.yaml").write_text(
+        "database:\n  backend: postgres\n  urlEnv: KLAW_TEST_URL_NOWHERE\n", encoding="utf-8"
+    )
+    env = {**_fake_systemctl(tmp_path, "exit 0"), "XDG_CONFIG_HOME": str(xdg)}
+    for args in (("--copy-env",), ()):
+        installed = klaw_here(home, "service", "install", *args, env=env)
+        said = " ".join(installed.stdout.split())
+        assert installed.returncode == 0, installed.stderr
+        assert "KLAW_TEST_URL_NOWHERE (database.urlEnv), not set in this shell either" in said, said
+        assert "--copy-env" not in said, said
+        assert f"add them to {home / 'service.env'} as NAME=value lines: this shell has none of them" in said
+
+
 def test_uninstall_stops_and_disables_the_service_before_removing_the_unit(tmp_path: Path) -> None:
     """Uninstall removed the unit and then said `run: systemctl --user disable --now klaw.service`, which
     fails once the unit is gone; now it disables it first, while the unit is there, then removes it.
@@ -167,6 +185,10 @@ def test_without_a_reachable_user_manager_install_and_status_say_so_and_how_to_r
     said = " ".join(installed.stdout.split())
     assert "systemctl --user cannot reach your user's systemd here (Failed to connect to bus: No medium found)" in said
     assert "run 'klaw serve' under the container's own supervisor" in said
+    # not "start it now and at every login" as if it would work here (newcomer20, decision 489)
+    assert "start it now" not in said and "so nothing can start the unit from here" in said, said
+    assert "Where your user's systemd runs (a login session on this machine): systemctl --user daemon-reload;" in said
+    assert "run 'klaw serve' yourself or under its supervisor" in said
     status = klaw_here(home, "service", "status", env=env)
     assert status.returncode == 4, status.stdout + status.stderr
     assert f"(klaw serve for KLAW_HOME={home})" in status.stdout

@@ -135,8 +135,15 @@ def install(
             f" once systemd reloads (a running service keeps serving it until 'systemctl --user restart {UNIT_NAME}')"
         )
     _service_env(console, home.root / SERVICE_ENV, needed(config, os.environ), copy=copy_env)
-    if (unreachable := _no_user_manager()) is not None:
+    if (unreachable := _no_user_manager()) is not None:  # said as it is, not "start it now" (decision 489)
         console.print(unreachable)
+        console.print(
+            "so nothing can start the unit from here. Where your user's systemd runs (a login session on this"
+            f" machine): systemctl --user daemon-reload; systemctl --user enable --now {UNIT_NAME}."
+            " Until then, or on a machine without one, run 'klaw serve' yourself or under its supervisor"
+            " (docs/running-it.md)"
+        )
+        return
     console.print("start it now and at every login:\n  systemctl --user daemon-reload")
     console.print(f"  systemctl --user enable --now {UNIT_NAME}")
     console.print("to keep it running after you log out: loginctl enable-linger")
@@ -159,8 +166,15 @@ def _service_env(console: Console, env_file: Path, wanted: list[Needed], *, copy
         return
     console.print(f"the service gets only the variables {env_file} sets; it will not have:")
     for item in missing:
-        console.print(f"  {item.name} ({item.why}){', set in this shell' if item.in_shell else ''}")
-    console.print(f"add them to {env_file}, or run 'klaw service install --copy-env' to copy this shell's values there")
+        shell = "set in this shell" if item.in_shell else "not set in this shell either"
+        console.print(f"  {item.name} ({item.why}), {shell}")
+    if not copy and any(item.in_shell for item in missing):
+        console.print(
+            f"add them to {env_file}, or run 'klaw service install --copy-env' to copy the values this shell holds"
+        )
+    else:  # --copy-env copied what this shell holds: saying "run --copy-env" again went round (decision 489)
+        none = not any(item.in_shell for item in missing)
+        console.print(f"add them to {env_file} as NAME=value lines" + (": this shell has none of them" if none else ""))
 
 
 @app.command()
