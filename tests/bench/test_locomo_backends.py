@@ -61,3 +61,22 @@ def test_an_unset_variable_or_a_wrong_backend_is_one_line(tmp_path: Path) -> Non
     for result in (unset, wrong):
         assert "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_the_backend_engine_yaml_chose_is_named_with_the_sqlite_way_out(tmp_path: Path) -> None:
+    """No --backend on a PostgreSQL home whose variable this shell lacks: the error said only that the
+    variable was not set (newcomer20, decision 489); it now says engine.yaml chose postgres and that
+    `--backend sqlite` runs without it, which the test follows."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "engine.yaml").write_text("database:\n  backend: postgres\n  urlEnv: KLAW_NOT_SET_ANYWHERE\n")
+    (home / "engine.yaml").chmod(0o600)
+
+    unset = bench_locomo(tmp_path)
+
+    said = " ".join(unset.stderr.split())
+    assert unset.returncode == 2 and "KLAW_NOT_SET_ANYWHERE" in said, said
+    assert f"the home's database.backend (postgres, {home / 'engine.yaml'})" in said, said
+    assert "--backend sqlite" in said, said
+    on_sqlite = bench_locomo(tmp_path, "--backend", "sqlite")
+    assert on_sqlite.returncode == 0, on_sqlite.stderr

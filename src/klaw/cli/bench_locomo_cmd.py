@@ -110,6 +110,16 @@ def locomo(
     def settings_from(config: Any) -> dict[str, RunSettings]:
         databases = backend_databases(config.database, backend or [config.database.backend], url_env)
         unusable = unusable_backend(databases)
+        if unusable is not None and not backend and config.database.backend != "sqlite":
+            # the person typed no backend: say where it came from, and the way that needs no server (489)
+            from klaw.cli.context import home_from_env
+
+            where = home_from_env(must_exist=False).config_file
+            raise ValueError(
+                f"klaw bench locomo on {unusable}. No --backend was given, so it is the home's database.backend"
+                f" ({config.database.backend}, {where}); --backend sqlite runs the bench on a throwaway SQLite"
+                " file instead"
+            )
         if unusable is not None:
             raise ValueError(f"klaw bench locomo on {unusable}")
         return {
