@@ -101,3 +101,52 @@ async def test_a_turn_cut_by_the_server_going_down_is_answered_once_it_is_back(
     logged = [r.getMessage() for r in caplog.records if r.name == "klaw.store.postgres.pool_log"]
     assert len(logged) == 1 and logged[0].startswith("the PostgreSQL connection pool lost a connection")
     assert not [r for r in caplog.records if str(on_postgres.socket_dir) in r.getMessage()]
+
+
+class _BackWhenTheTurnFails(logging.Handler):
+    """Starts the server again the moment a turn says it failed for want of it: before the turn closes its
+    exchange, which then is written (adversary28: the server back within the close's wait)."""
+
+    def __init__(self, server: PgServer) -> None:
+        super().__init__(logging.WARNING)
+        self.server = server
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if (
+            "failed: cannot reach the PostgreSQL server" in record.getMessage()
+            and not (self.server.data / "postmaster.pid").exists()
+        ):
+            self.server.resume()  # on the loop, on purpose: nothing else runs until the server is back
+
+
+async def test_a_turn_whose_close_was_written_after_the_server_came_back_is_answered_once(
+    tmp_path: Path, on_postgres: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """adversary28: the server stopped in a tool call and came back before the turn's close was written: the
+    close said "failed", which counts as answered, so the message the apology promised to answer never was."""
+    monkeypatch.setattr(harness, "DATABASE", {**DATABASE, "waitSeconds": 5})
+    back = _BackWhenTheTurnFails(on_postgres)
+    logging.getLogger("klaw.engine.turn_runner").addHandler(back)
+    try:
+        async with running_engine(tmp_path) as h:
+            assert (await h.turn("good morning")).kind == "reply"
+            h.server.reply_tool_calls([("schedule_list", {})], before=lambda: asyncio.to_thread(on_postgres.pause))
+
+            apology = await h.turn("what is on my schedule?")
+
+            assert apology.kind == "error" and apology.text.endswith("answered once the database is back.")
+            h.server.reply_text("Nothing is scheduled.")
+            before = len(h.delivered)
+            async with asyncio.timeout(60):  # a safety net: the loop ends on the delivery
+                while len(h.delivered) == before:  # the chat taken over by the engine's own watch
+                    await h.clock.advance(0.5)
+                    await asyncio.sleep(0.2)
+            answer = h.delivered[-1]
+            assert (answer.kind, answer.text, answer.reply_to) == ("reply", "Nothing is scheduled.", apology.reply_to)
+            await asyncio.sleep(2)  # another round of the watch: nothing is answered twice
+            assert len(h.delivered) == before + 1 and await _completed_exchanges(h) == 2
+            segment = await h.engine.store.segments.current(harness.CHAT)
+            statuses = [e.status.value for e in await h.engine.store.exchanges.for_segment(segment.id)]
+            assert statuses == ["completed", "interrupted", "completed"]
+    finally:
+        logging.getLogger("klaw.engine.turn_runner").removeHandler(back)

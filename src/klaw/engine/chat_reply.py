@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Delivery, Outbound
+from klaw.engine.failures import unreachable_database
 from klaw.engine.interrupted_exchanges import close_interrupted
 from klaw.engine.tool_loop import LoopOutcome
 from klaw.engine.tools_used import tool_runs
@@ -95,7 +96,9 @@ class ChatReply:
         is the truth, the next start stores both and sends the reply, and a second close there would be
         a contradiction it ignores with a warning; decision 262). A turn whose chat's lease was lost
         says nothing: the engine now holding the chat answers it (decision 200). A turn stopped because a
-        forget erased its exchange closes nothing (decision 286)."""
+        forget erased its exchange closes nothing (decision 286). A turn the database's server going away
+        failed is closed as interrupted, not failed: its messages stay unanswered, and the engine's lease watch
+        answers them once the server is back, as the apology promises (adversary28, decision 488)."""
         if isinstance(failure.error, LeaseLostError):
             return
         closed = self._closed or (self._closing is not None and self.ingestion.logged_not_stored(self._closing.id))
@@ -105,7 +108,9 @@ class ChatReply:
             opened = self._opening  # the log took the opening, the full database not: it is open there (400)
         try:
             if opened is not None and not closed:
-                close = exchange_close_record(opened, ExchangeStatus.FAILED, None, self.clock.now())
+                away = unreachable_database(failure.error) is not None  # a close written once the server is back
+                status = ExchangeStatus.INTERRUPTED if away else ExchangeStatus.FAILED
+                close = exchange_close_record(opened, status, None, self.clock.now())
                 await self.ingestion.accept(close)
         finally:
             await self.delivery.deliver(
