@@ -82,7 +82,7 @@ async def test_a_message_the_full_database_refused_is_logged_once_when_sent_agai
         await cap_database(klaw, 0)
         await gateway.send(frame)
         refused = await gateway.recv()
-        assert isinstance(refused, ErrorFrame) and refused.code == "internal"  # transient: send it again later
+        assert isinstance(refused, ErrorFrame) and refused.code == "disk_full"  # sent again while it lasts (488)
         assert LONG_TEXT[:20] not in refused.message
         await gateway.send(frame)  # the gateway retries while the disk is still full
         assert isinstance(await gateway.recv(), ErrorFrame)

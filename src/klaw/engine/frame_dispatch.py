@@ -3,7 +3,9 @@
 A bad frame (too large, not JSON, invalid, unknown type) gets an `error` frame and the connection
 goes on: a gateway bug must not cut a chat off. `inbound` and `command` frames are acked only once
 the handler has made them durable, so a gateway can replay safely; a handler that fails gets an
-error naming the frame instead: `internal` (retry later) for a transient fault such as a full disk,
+error naming the frame instead: `disk_full` (in words naming the mount; the gateway retries for as long
+as it lasts, decision 488) when the disk holding the home is full, `internal` (retry later) for another
+transient fault (a command the full disk stopped too: given up after a few tries, decision 486),
 `refused` (final) for anything else (a folder of the home klaw may not open named with how to give it
 back, decision 473), so one poison message never stalls a gateway's queue. `query`
 frames get a `result` from the optional `QueryHandler`; `delivered` frames (a reply shown) are
@@ -19,9 +21,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from klaw.disk_trouble import denied_words, mount_point
+from klaw.disk_trouble import denied_words, full_words, mount_point
 from klaw.engine.failures import is_disk_full, is_transient, permission_denied
 from klaw.engine.frames import (
+    DISK_FULL,
     MAX_FRAME_BYTES,
     AckFrame,
     CommandFrame,
@@ -42,6 +45,9 @@ from klaw.errors import KlawError
 from klaw.message_text import MessageRefused
 
 log = logging.getLogger(__name__)
+
+# How a full disk's refusal ends: the gateway keeps the frame and sends it again while the disk is full.
+WAITS = "then it is taken: the gateway keeps it and sends it again until there is room"
 
 
 class FrameHandler(Protocol):
@@ -111,9 +117,16 @@ class FrameDispatcher:
             else:
                 await self._handler.on_command(frame)
         except Exception as exc:
-            # The traceback only at debug level: exception messages (e.g. pydantic's) can quote the text.
-            log.error("handler failed on %s %s from %s: %s", frame.type, frame.id, conn.name, type(exc).__name__)
-            log.debug("handler traceback", exc_info=True)
+            if self._home is not None and is_disk_full(exc):  # weather, in words (adversary28: "… FullError")
+                message = isinstance(frame, InboundFrame)  # kept in the gateway while it lasts (488); a command not
+                said = full_words(self._home, WAITS if message else "then send the command again")
+                log.warning("could not take %s %s from %s: %s", frame.type, frame.id, conn.name, said)
+                if message:
+                    await conn.send(ErrorFrame(code=DISK_FULL, message=said, ref=frame.id))
+                    return
+            else:  # the traceback only at debug level: exception messages (e.g. pydantic's) can quote the text
+                log.error("handler failed on %s %s from %s: %s", frame.type, frame.id, conn.name, type(exc).__name__)
+                log.debug("handler traceback", exc_info=True)
             await conn.send(_refusal(frame, exc, self._home))
             return
         await conn.send(AckFrame(id=frame.id))

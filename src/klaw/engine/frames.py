@@ -33,11 +33,14 @@ MAX_FRAME_BYTES = 1 << 20
 """The largest frame either side may send, counting the terminating newline."""
 READ_CHUNK_BYTES = 64 * 1024
 
-ErrorCode = Literal["frame_too_large", "malformed_json", "invalid_frame", "unknown_type", "refused", "internal"]
-"""`internal` alone is worth sending again (a transient fault: the engine stopping, its disk full);
-every other code is final: the same frame would be refused the same way, so a gateway gives up at once
-and tells the person `message`. `refused`: the frame was valid but its content cannot be accepted."""
-RETRYABLE_CODES: frozenset[str] = frozenset({"internal"})
+DISK_FULL: Literal["disk_full"] = "disk_full"
+ErrorCode = Literal[
+    "frame_too_large", "malformed_json", "invalid_frame", "unknown_type", "refused", "internal", "disk_full"
+]
+"""`internal` (a transient fault: the engine stopping) is sent again a few times, `disk_full` while the home's
+disk is full (freeing space is the fix, decision 488); any other code is final: the same frame would be refused
+again, so a gateway gives up at once and tells the person `message`. `refused`: valid, its content not accepted."""
+RETRYABLE_CODES: frozenset[str] = frozenset({"internal", DISK_FULL})
 OutboundKind = Literal["reply", "notice", "error"]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 

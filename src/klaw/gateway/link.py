@@ -35,6 +35,7 @@ from typing import Any
 
 from klaw.engine.clock import Clock
 from klaw.engine.frames import (
+    DISK_FULL,
     RETRYABLE_CODES,
     AckFrame,
     DeliveredFrame,
@@ -264,6 +265,9 @@ class EngineLink:
     async def _refused(self, frame: BufferedFrame, error: ErrorFrame) -> None:
         attempts = self._attempts[frame.id] = self._attempts.get(frame.id, 0) + 1
         retryable = error.code in RETRYABLE_CODES
+        if error.code == DISK_FULL:  # kept and sent again while it lasts: freeing space is the fix (488)
+            await self._disk_full(frame, error, attempts)
+            return
         if retryable and attempts < MAX_ATTEMPTS:
             delay = self._retry.next()
             log.warning("engine could not take message %s (attempt %d); retrying in %.1f s", frame.id, attempts, delay)
@@ -281,6 +285,23 @@ class EngineLink:
             await self._deliver(
                 OutboundFrame(channel=frame.channel, chat_id=frame.chat_id, text=text, reply_to=frame.id, kind="error")
             )
+
+    async def _disk_full(self, frame: BufferedFrame, error: ErrorFrame, attempts: int) -> None:
+        """The disk holding klaw's home is full: the frame stays first in the buffer and is sent again after the
+        backoff (at most its maximum) until the engine takes it; its chat is told once, at the first refusal."""
+        delay = self._retry.next()
+        if attempts == 1:
+            log.warning("engine's disk is full: message %s waits; sent again every %.0f s at most", frame.id, delay)
+            text = f"Your message is kept, not answered yet: {error.message}"  # the engine's words name the mount
+            with contextlib.suppress(Exception):
+                await self._deliver(
+                    OutboundFrame(
+                        channel=frame.channel, chat_id=frame.chat_id, text=text, reply_to=frame.id, kind="notice"
+                    )
+                )
+        else:
+            log.info("engine's disk still full: message %s (attempt %d); again in %.1f s", frame.id, attempts, delay)
+        await self._clock.sleep(delay)
 
     async def _hello_answered(self, lines: FrameReader) -> None:
         """Until the `pong` to the ping after hello; an `error` about the connection is a refusal."""
