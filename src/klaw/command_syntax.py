@@ -2,7 +2,7 @@
 
 One parser for every place that must tell a command from a message: the engine (text submitted in
 process, e.g. the console), the gateway (slash text becomes a `command` frame) and the Telegram
-channel (`/new@thisbot`). It imports nothing of klaw, so the gateway, which may not import the
+channel (`/new@thisbot`). It imports nothing of klaw but `text_preview`, so the gateway, which may not import the
 engine, and the engine share it.
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
+
+from klaw.text_preview import preview
 
 
 class Described(Protocol):
@@ -78,7 +80,7 @@ def for_this_bot(text: str, username: str) -> str | None:
 
 def unknown_command(name: str) -> str:
     """The words for `/name` when no command has that name, the engine's and `klaw chat`'s alike."""
-    return f"Unknown command /{name}. Type /help for the list of commands."
+    return f"Unknown command /{preview(name)}. Type /help for the list of commands."
 
 
 def help_text(commands: Iterable[Described]) -> str:

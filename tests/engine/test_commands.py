@@ -122,3 +122,15 @@ async def test_a_replayed_command_id_changes_nothing_twice(tmp_path: Path) -> No
         await h.engine.commands.handle(CHAT, "model", "fake/small")
         await h.engine.commands.handle(CHAT, "model", "fake/large", command_id="gw-3")  # replay: ignored
         assert (await h.engine.sessions.get_or_create(CHAT)).model == "fake/small"
+
+
+async def test_an_unknown_long_name_is_quoted_short(tmp_path: Path) -> None:
+    """adversary28: `/model` with a 5,000-character name quoted it whole (3 Telegram messages); an unknown
+    command's name the same. Now a prefix with an ellipsis, the configured models still listed."""
+    async with running_engine(tmp_path) as h:
+        error = await reply(h, "/model " + "z" * 5000)
+        assert "Unknown model 'zzzz" in error and "…'" in error and "fake/large, fake/small" in error, error
+        assert len(error) < 200, len(error)
+        unknown = await reply(h, "/" + "q" * 5000)
+        assert unknown.startswith("Unknown command /qqq") and "…" in unknown and len(unknown) < 200, unknown
+        assert await reply(h, "/model fake/large") == "Switched this chat to fake/large."

@@ -34,6 +34,7 @@ from klaw.memory.forget_words import ForgetWords, runs_left_sentence, tasks_left
 from klaw.memory.forgetting import ForgetError, ForgetKind, ForgetOutcome, ForgetPlan, Forgetting
 from klaw.store.protocol import MemoryChunkRepository
 from klaw.store.records import ChatRef
+from klaw.text_preview import PREVIEW_CHARS, preview
 from klaw.tools.inventory import NOT_A_TOOL, ToolRow
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 # The id of the command being handled (set by `CommandHandler.handle` for state-changing commands).
 _command_id: ContextVar[str | None] = ContextVar("klaw_command_id", default=None)
 
-PREVIEW_CHARS = 60
 SAVED_MEMORIES_SHOWN = 10
 SAVED_MEMORY_CHARS = 200
 
@@ -136,7 +136,7 @@ class CommandHandler:
             "your model and the full conversation log are kept."
         )
         if args:
-            words = _preview(args, PREVIEW_CHARS)
+            words = preview(args, PREVIEW_CHARS)
             started += f" The words after /new were not sent ({words!r}): send them as a message."
         return started
 
@@ -315,14 +315,8 @@ def _recalled_line(recalled: RecalledMessage) -> str:
     hit = recalled.hit
     distance = f"{hit.distance:.3f}" if hit.distance is not None else "-"
     fts = f"#{hit.fts_rank}" if hit.fts_rank is not None else "-"
-    preview = _preview(recalled.text, PREVIEW_CHARS)
-    return f"[{hit.message.role.value}] score {hit.score:.4f}, distance {distance}, full text {fts}: {preview}"
-
-
-def _preview(text: str, chars: int) -> str:
-    """`text` on one line, cut to `chars` with an ellipsis."""
-    preview = " ".join(text.split())
-    return preview if len(preview) <= chars else preview[: chars - 1] + "…"
+    shown = preview(recalled.text, PREVIEW_CHARS)
+    return f"[{hit.message.role.value}] score {hit.score:.4f}, distance {distance}, full text {fts}: {shown}"
 
 
 def _not_held(row: ToolRow) -> str:
@@ -368,7 +362,7 @@ async def _saved_memory_lines(saved: MemoryChunkRepository, chat: ChatRef) -> li
         return ["No saved memories in this chat (the agent saves one when asked to remember something)."]
     latest = await saved.latest(chat, SAVED_MEMORIES_SHOWN)
     lines = [f"Saved memories in this chat: {total} (newest first; /forget memory <id> erases one):"]
-    lines += [f"- {m.memory_id}: {_preview(m.content, SAVED_MEMORY_CHARS)} ({m.created_at:%Y-%m-%d})" for m in latest]
+    lines += [f"- {m.memory_id}: {preview(m.content, SAVED_MEMORY_CHARS)} ({m.created_at:%Y-%m-%d})" for m in latest]
     if total > len(latest):
         lines.append(f"… and {total - len(latest)} older: `klaw memory search` finds them, or ask the agent.")
     return lines

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from klaw.errors import KlawError
 from klaw.redaction import mask_url_credentials
+from klaw.text_preview import preview
 
 _MAX_SERVER_MESSAGE = 300
 
@@ -79,7 +80,8 @@ class UnknownModelError(LlmError, ValueError):
     `ValueError` too: where a person or a model chose the id, it is bad input, answered as such."""
 
     def __init__(self, model_id: str, known: Sequence[str]) -> None:
-        Exception.__init__(self, f"unknown model {model_id!r}; configured models: {', '.join(known) or '(none)'}")
+        shown = preview(model_id)  # a 5,000-character name quoted whole filled 3 Telegram messages (decision 487)
+        Exception.__init__(self, f"unknown model {shown!r}; configured models: {', '.join(known) or '(none)'}")
         self.model_id = model_id
         self.base_url = None
         self.status = None
