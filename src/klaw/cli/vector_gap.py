@@ -20,8 +20,8 @@ def vector_gap(sqlite: StoreCounts, postgres: StoreCounts) -> str:
     old, new = sqlite.vectors, postgres.vectors
     if old == new:
         return ""
-    waiting, failed = sqlite.embedding_pending, sqlite.embedding_failed
-    queued = f"{waiting} waiting to be embedded" + (f" and {failed} failed" if failed else "")
+    waiting, failed = sqlite.message_jobs  # a summary's job fills no message vector (adversary28)
+    queued = f"{waiting} message(s) waiting to be embedded" + (f" and {failed} failed" if failed else "")
     if new > old and old + waiting + failed == new:
         return (
             f"message vectors: klaw.db holds {old}, with {queued} (its engine embeds in the background; a `klaw"

@@ -1,8 +1,7 @@
-"""The storage protocol every backend implements (SQLite now, PostgreSQL later).
+"""The storage protocol every backend implements (SQLite and PostgreSQL).
 
-It is split into small repositories, one per concern, so each stays easy to read and to
-implement twice; `Storage` bundles them with the lifecycle. Every method is async: backends run
-blocking database calls off the event loop.
+It is split into small repositories, one per concern, so each stays easy to read and to implement twice;
+`Storage` bundles them with the lifecycle. Every method is async: backends run blocking calls off the loop.
 """
 
 from __future__ import annotations
@@ -53,6 +52,7 @@ class StoreCounts:
     embedding_pending: int
     embedding_failed: int
     embedding_errors: tuple[tuple[str, int], ...]  # (last error, jobs), most frequent first
+    message_jobs: tuple[int, int] = (0, 0)  # (pending, failed) of the above for message vectors alone (488)
 
 
 @dataclass(frozen=True)

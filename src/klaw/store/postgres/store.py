@@ -206,6 +206,10 @@ class PostgresStore:
                 embedding_pending=await count("SELECT count(*) FROM embedding_jobs WHERE status = 'pending'"),
                 embedding_failed=await count("SELECT count(*) FROM embedding_jobs WHERE status = 'failed'"),
                 embedding_errors=tuple((str(row[0]), int(row[1])) for row in errors),
+                message_jobs=(
+                    await count("SELECT count(*) FROM embedding_jobs WHERE status = 'pending' AND target = 'message'"),
+                    await count("SELECT count(*) FROM embedding_jobs WHERE status = 'failed' AND target = 'message'"),
+                ),
             )
 
     async def vector_indexes(self) -> list[VectorIndex]:

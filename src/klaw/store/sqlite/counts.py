@@ -31,4 +31,8 @@ def store_counts(connection: apsw.Connection) -> StoreCounts:
         embedding_pending=count("SELECT count(*) FROM embedding_jobs WHERE status = 'pending'"),
         embedding_failed=count("SELECT count(*) FROM embedding_jobs WHERE status = 'failed'"),
         embedding_errors=tuple((str(row[0]), int(row[1])) for row in errors),
+        message_jobs=(
+            count("SELECT count(*) FROM embedding_jobs WHERE status = 'pending' AND target = 'message'"),
+            count("SELECT count(*) FROM embedding_jobs WHERE status = 'failed' AND target = 'message'"),
+        ),
     )
