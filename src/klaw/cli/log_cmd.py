@@ -133,13 +133,23 @@ def export(
 
 
 def _check_files(console: Console, log: ConversationLog, dirs: list[Path]) -> int:
+    from datetime import UTC, datetime
+
+    from klaw.memory.log_oddities import oddities
+
     bad = 0
     for chat_dir in dirs:
         report = asyncio.run(log.read(log.files(chat_dir)))
-        console.print(f"{chat_dir.name}: {len(report.records)} records, {len(report.skipped)} malformed lines")
+        odd = oddities(report.records, datetime.now(UTC))  # parsed, but no klaw wrote them (decision 488)
+        console.print(
+            f"{chat_dir.name}: {len(report.records)} records, {len(report.skipped)} malformed lines"
+            + (f", {len(odd)} odd record(s)" if odd else "")
+        )
         for path, number, reason in report.skipped:
             console.print(f"  {path}:{number}: {reason}")
-        bad += len(report.skipped)
+        for sentence in odd:
+            console.print(f"  {sentence}")
+        bad += len(report.skipped) + len(odd)
     return bad
 
 
