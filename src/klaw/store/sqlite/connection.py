@@ -10,7 +10,6 @@ function that receives the apsw connection. Reads that must not wait behind the 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import importlib.util
 import logging
 import os
@@ -27,6 +26,7 @@ from klaw.store.protocol import StorageError
 from klaw.store.sqlite.last_messages import register_scoring
 from klaw.store.sqlite.query import Row, fetch_all
 from klaw.store.sqlite.read_pool import ReadPool
+from klaw.store.sqlite.thread_worker import ThreadWorker, deliver
 from klaw.store.sqlite.write_queue import WriteQueue, WriterConnection
 
 log = logging.getLogger(__name__)
@@ -60,15 +60,13 @@ WAL_AUTOCHECKPOINT = 4000
 class SqliteDatabase:
     """An apsw connection confined to one worker thread."""
 
-    def __init__(
-        self, connection: apsw.Connection, executor: ThreadPoolExecutor, path: Path, *, reading: bool = False
-    ) -> None:
+    def __init__(self, connection: apsw.Connection, worker: ThreadWorker, path: Path, *, reading: bool = False) -> None:
         self._connection = connection
-        self._executor = executor
+        self._worker = worker
         self.path = path
         self._closed = False
         self.reading = reading
-        self._queue = WriteQueue(executor, connection)  # in order; writes side by side commit together
+        self._queue = WriteQueue(worker, connection)  # in order; writes side by side commit together
         self._reads = ReadPool(path, lambda at: open_connection(at, create=False))
         if reading:  # one connection holds the file alone: reads run on the database thread
             self._reads.close()
@@ -76,14 +74,13 @@ class SqliteDatabase:
     @classmethod
     async def open(cls, path: Path, *, reading: bool = False) -> SqliteDatabase:
         """`reading`: for a command that only reads, on a disk that refused the usual open (`_connect`)."""
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="klaw-sqlite")
-        loop = asyncio.get_running_loop()
+        worker = ThreadWorker("klaw-sqlite")  # the database thread (thread_worker.py, decision 491)
         try:
-            connection = await loop.run_in_executor(executor, _connect, path, reading)
+            connection = await worker.call(_connect, path, reading)
         except BaseException:
-            executor.shutdown(wait=True)  # its one worker is idle: joined at once, no thread left behind
+            worker.shutdown()  # its one thread is idle: joined at once, no thread left behind
             raise
-        return cls(connection, executor, path, reading=reading)
+        return cls(connection, worker, path, reading=reading)
 
     @property
     def closed(self) -> bool:
@@ -96,7 +93,10 @@ class SqliteDatabase:
         background work no turn waits for, run when no other call waits (decision 382)."""
         if self._closed:
             raise StorageError(f"the database {self.path} is closed")
-        return await asyncio.wrap_future(self._queue.submit(fn, grouped=grouped, behind=behind))
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[T] = loop.create_future()
+        self._queue.submit(fn, loop, done, grouped=grouped, behind=behind)
+        return await done
 
     def after_rollback(self, callback: Callable[[], None]) -> None:
         """`callback()` on the database thread when a group of writes is rolled back to run each alone."""
@@ -106,22 +106,22 @@ class SqliteDatabase:
         self, first: Callable[[], object], fn: Callable[[apsw.Connection], T], *, grouped: bool = False
     ) -> T:
         """`first()` on a thread of its own, then, only if it returned, `run(fn)`: one hop for the
-        event loop. An error of `first` is raised and `fn` never runs."""
+        event loop. An error of `first` is raised and `fn` never runs. Once `first` returned, `fn` runs
+        even if the awaiter was cancelled meanwhile: the row follows its log line (decision 211)."""
         if self._closed:
             raise StorageError(f"the database {self.path} is closed")
-        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[T] = loop.create_future()
 
         def chain() -> None:
             try:
                 first()
-                then = self._queue.submit(fn, grouped=grouped)
+                self._queue.submit(fn, loop, done, grouped=grouped, always=True)
             except BaseException as exc:
-                _settle(done, None, exc)
-                return
-            then.add_done_callback(lambda finished: _settle(done, finished, None))
+                deliver(loop, done, None, exc)
 
         _FIRST_THREADS.submit(chain)
-        return await asyncio.wrap_future(done)
+        return await done
 
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """The rows of one read, on the database thread."""
@@ -141,7 +141,7 @@ class SqliteDatabase:
         """Close the read connections (after the reads under way), and read on the database thread
         from now on: what leaving WAL mode needs (no other connection open), e.g. `klaw reindex`
         making its build self-contained."""
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._reads.close)
+        await self._worker.call(self._reads.close)
 
     async def read_rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """The rows of one read, on a read connection (`read`)."""
@@ -150,28 +150,11 @@ class SqliteDatabase:
     async def aclose(self) -> None:
         if self._closed:
             return
-        loop = asyncio.get_running_loop()
         self._closed = True  # no read starts now; those under way finish before their connections close
-        await loop.run_in_executor(self._executor, self._reads.close)
+        await self._worker.call(self._reads.close)
         close = apsw.Connection.close if self.reading else _checkpoint_and_close  # a reader has nothing to optimize
-        await loop.run_in_executor(self._executor, close, self._connection)
-        self._executor.shutdown(wait=True)
-
-
-def _settle(
-    done: concurrent.futures.Future[T], finished: concurrent.futures.Future[T] | None, error: BaseException | None
-) -> None:
-    """Give `done` the outcome of `finished` (or `error`), unless its awaiter was cancelled meanwhile."""
-    if done.cancelled():
-        return
-    if finished is not None and finished.cancelled():
-        done.cancel()
-    elif finished is not None and finished.exception() is not None:
-        done.set_exception(finished.exception())
-    elif finished is not None:
-        done.set_result(finished.result())
-    else:
-        done.set_exception(error if error is not None else RuntimeError("nothing settled the future"))
+        await self._worker.call(close, self._connection)
+        self._worker.shutdown()
 
 
 def database_error(path: Path, exc: apsw.Error) -> StorageError:

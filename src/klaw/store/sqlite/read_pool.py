@@ -17,14 +17,14 @@ the file the writer created (0600) and create none: WAL's files exist already.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
 import apsw
+
+from klaw.store.sqlite.thread_worker import ThreadWorker
 
 T = TypeVar("T")
 
@@ -45,11 +45,10 @@ class ReadPool:
         self._opened: list[apsw.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
-        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="klaw-sqlite-read")
+        self._worker = ThreadWorker("klaw-sqlite-read", threads)  # the lighter hop of decision 491
 
     async def read(self, fn: Callable[[apsw.Connection], T]) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._in_snapshot, fn)
+        return await self._worker.call(self._in_snapshot, fn)
 
     def _in_snapshot(self, fn: Callable[[apsw.Connection], T]) -> T:
         connection = self._connection()
@@ -76,7 +75,7 @@ class ReadPool:
     def close(self) -> None:
         """Wait for the reads under way, then close every connection (blocking: call off the loop)."""
         self._closed = True
-        self._executor.shutdown(wait=True)
+        self._worker.shutdown()
         with self._lock:
             opened, self._opened = self._opened, []
         for connection in opened:

@@ -27,7 +27,9 @@ What a caller sees is what it saw when each ran alone:
   group never mixes one chat's failure into another's answer. The callbacks of `after_rollback` run
   first (`ChatKeys` forgets keys it may have read from a chat row the rollback took away).
 
-A call cancelled before it started is skipped, as `ThreadPoolExecutor` skips it.
+A call cancelled before it started is skipped, as `ThreadPoolExecutor` skipped it, unless it must run
+once submitted (`run_after`'s row, its log line written). Results reach the caller's loop future through
+`thread_worker.deliver` (decision 491), a group's in one wake-up of the loop.
 
 **Background work waits behind the turns** (decision 382). A call marked `behind` (the embedding queue's
 claim and its vectors' puts, the full-text index's merge steps, the note that a reply was shown: work no
@@ -41,17 +43,18 @@ while a background call waited, the background call waiting longest runs.
 
 from __future__ import annotations
 
-import concurrent.futures
+import asyncio
 import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
 import apsw
+
+from klaw.store.sqlite.thread_worker import ThreadWorker, deliver, settle
 
 T = TypeVar("T")
 
@@ -90,8 +93,26 @@ class WriterConnection(apsw.Connection):
 @dataclass(slots=True)
 class _Call:
     fn: Callable[[apsw.Connection], Any]
-    done: concurrent.futures.Future[Any]
+    loop: asyncio.AbstractEventLoop
+    done: asyncio.Future[Any]
     grouped: bool
+    always: bool  # run even if its awaiter was cancelled before it started
+
+    def skipped(self) -> bool:
+        """Cancelled before it started, and allowed to be skipped then."""
+        return not self.always and self.done.cancelled()
+
+    def failed(self, error: BaseException) -> None:
+        deliver(self.loop, self.done, None, error)
+
+    def finished(self, result: Any) -> None:
+        deliver(self.loop, self.done, result, None)
+
+
+def _settle_all(calls: list[_Call], results: list[Any]) -> None:
+    """On the loop: a group's results, one wake-up for all of them."""
+    for call, result in zip(calls, results, strict=True):
+        settle(call.done, result, None)
 
 
 class _Spoiled(Exception):
@@ -99,10 +120,10 @@ class _Spoiled(Exception):
 
 
 class WriteQueue:
-    """Calls on `connection`, run one at a time by `executor`'s single thread."""
+    """Calls on `connection`, run one at a time by `worker`'s single thread."""
 
-    def __init__(self, executor: ThreadPoolExecutor, connection: apsw.Connection) -> None:
-        self._executor = executor
+    def __init__(self, worker: ThreadWorker, connection: apsw.Connection) -> None:
+        self._worker = worker
         self._connection = connection
         self._calls: deque[_Call] = deque()  # in the order they came
         self._behind: deque[_Call] = deque()  # background work: when nothing above waits (decision 382)
@@ -115,23 +136,30 @@ class WriteQueue:
         self._after_rollback.append(callback)
 
     def submit(
-        self, fn: Callable[[apsw.Connection], T], *, grouped: bool = False, behind: bool = False
-    ) -> concurrent.futures.Future[T]:
-        """`fn(connection)` after every call of its line submitted before it; `grouped`: it may share a
-        transaction with the grouped calls next to it (a write in a `with connection:` block of its own,
-        nothing else); `behind`: background work no turn waits for, run when no other call waits (the
-        module's docstring)."""
-        call = _Call(fn, concurrent.futures.Future(), grouped)
+        self,
+        fn: Callable[[apsw.Connection], T],
+        loop: asyncio.AbstractEventLoop,
+        done: asyncio.Future[T],
+        *,
+        grouped: bool = False,
+        behind: bool = False,
+        always: bool = False,
+    ) -> None:
+        """`fn(connection)` after every call of its line submitted before it, its outcome given to `done`
+        on `loop` (any thread may submit); `grouped`: it may share a transaction with the grouped calls
+        next to it (a write in a `with connection:` block of its own, nothing else); `behind`: background
+        work no turn waits for, run when no other call waits (the module's docstring); `always`: run even
+        if `done` is cancelled before it starts."""
+        call = _Call(fn, loop, done, grouped, always)
         line = self._behind if behind else self._calls
         with self._lock:
             line.append(call)
         try:
-            self._executor.submit(self._step)
+            self._worker.call_soon(self._step)
         except BaseException:
             with self._lock, contextlib.suppress(ValueError):
                 line.remove(call)
             raise
-        return call.done
 
     def _line(self) -> deque[_Call] | None:
         """The line the next step takes from (under the lock), None when both are empty."""
@@ -151,7 +179,7 @@ class WriteQueue:
             if batch[0].grouped:
                 while line and line[0].grouped and len(batch) < MAX_GROUP:
                     batch.append(line.popleft())
-        calls = [call for call in batch if call.done.set_running_or_notify_cancel()]
+        calls = [call for call in batch if not call.skipped()]
         if calls and calls[0].grouped and self._together(calls):
             return
         for call in calls:
@@ -179,8 +207,14 @@ class WriteQueue:
             for callback in self._after_rollback:
                 callback()
             return False
+        by_loop: dict[asyncio.AbstractEventLoop, tuple[list[_Call], list[Any]]] = {}
         for call, result in zip(calls, results, strict=True):
-            call.done.set_result(result)
+            mine = by_loop.setdefault(call.loop, ([], []))
+            mine[0].append(call)
+            mine[1].append(result)
+        for loop, (theirs, their_results) in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a loop closed meanwhile has nobody left to tell
+                loop.call_soon_threadsafe(_settle_all, theirs, their_results)
         return True
 
     @staticmethod
@@ -201,6 +235,6 @@ class WriteQueue:
         try:
             result = call.fn(self._connection)
         except BaseException as exc:
-            call.done.set_exception(exc)
+            call.failed(exc)
         else:
-            call.done.set_result(result)
+            call.finished(result)
