@@ -65,6 +65,8 @@ async def test_memory_status_help_context_and_unknown(tmp_path: Path) -> None:
         await h.turn("hello")
         context = await reply(h, "/context")
         assert "system_prompt" in context and "sliding_window" in context and "tokens" in context
+        [pending] = [line for line in context.splitlines() if line.startswith("- pending:")]
+        assert pending.endswith("(1 item(s)): the new message(s) the turn answered, sent after everything above")
         assert "Unknown command /frobnicate" in await reply(h, "/frobnicate")
 
 

@@ -301,13 +301,20 @@ class CommandHandler:
             return "No turn has been built for this chat since the engine started."
         lines = [f"Last turn's context: {context.total_tokens} of {context.budget} tokens"]
         for layer in context.layers:
-            lines.append(f"- {layer.name}: {layer.tokens} tokens ({layer.items} item(s))")
+            said = _LAYER_WORDS.get(layer.name, "")
+            lines.append(f"- {layer.name}: {layer.tokens} tokens ({layer.items} item(s)){said}")
             lines += [f"    {name}: {tokens}" for name, tokens in layer.parts]
         if context.recalled:
             lines.append("Auto-RAG recalled (best first; fused score, vector distance, full-text rank):")
             lines += [f"  {rank}. {_recalled_line(r)}" for rank, r in enumerate(context.recalled, start=1)]
         lines += [f"Warning: {warning}" for warning in context.warnings]
         return "\n".join(lines)
+
+
+_LAYER_WORDS = {
+    # newcomer20: "pending: 20 tokens (1 item(s))" was never explained, on screen or in the docs
+    "pending": ": the new message(s) the turn answered, sent after everything above",
+}
 
 
 def _recalled_line(recalled: RecalledMessage) -> str:
