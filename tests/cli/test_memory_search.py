@@ -99,6 +99,9 @@ def test_syntax_characters_never_fail_and_unrelated_neighbours_are_explained(hom
         assert code == 0, err
         assert "Traceback" not in err
     assert "beyond the relevance threshold (0.5)" in out  # KNN always has nearest neighbours
+    # Into a pipe nothing is dimmed: the legend names the mark those hits carry (newcomer20, decision 490).
+    assert "marked [beyond threshold]: found by vectors alone" in " ".join(out.split()) and "dimmed" not in out
+    assert out.count("[beyond threshold]") >= 2, out  # the legend and at least one hit
     # A hit without the searched word is explained: its neighbours' words count too (decision 194).
     assert "FTS rank also counts the words of the messages just before and after" in " ".join(out.split())
 

@@ -51,6 +51,7 @@ PREVIEW_CHARS = 80
 # Below this width the figures would squeeze the message to a word per line: each hit becomes a line
 # of figures with its message under it, across the whole width.
 WIDE_TABLE_COLUMNS = 120
+BEYOND = "[beyond threshold]"  # a hit auto-RAG would not recall, where nothing can be dimmed
 
 
 SHORT_SAMPLE = 2000  # messages `_too_short` reads, the newest
@@ -253,8 +254,12 @@ def _print_results(console: Console, outcome: SearchOutcome, limit: int) -> None
         console.print(f"No message of {outcome.chat} ({outcome.scope}) matches.", highlight=False)
         console.print(outcome.vector_note, style="dim", highlight=False)
         return
+    # Without colour (a pipe, a file, NO_COLOR) nothing is dimmed: those hits are marked in words instead
+    # (newcomer20: the legend named a dimming nobody could see).
+    plain = console.color_system is None or console.no_color
+    marked = f"marked {BEYOND}" if plain else "dimmed"
     caption = (
-        f"{outcome.vector_note.rstrip('.')}; dimmed: found by vectors alone beyond the relevance threshold"
+        f"{outcome.vector_note.rstrip('.')}; {marked}: found by vectors alone beyond the relevance threshold"
         f" ({outcome.threshold}), which auto-RAG would not recall. FTS rank also counts the words of the"
         " messages just before and after (at a lower weight), so a reply can rank for its question's words"
     )
@@ -270,7 +275,7 @@ def _print_results(console: Console, outcome: SearchOutcome, limit: int) -> None
         ("message", "left"),
     ]
     if console.width < WIDE_TABLE_COLUMNS:
-        _print_stacked(console, outcome, limit, caption)
+        _print_stacked(console, outcome, limit, caption, plain=plain)
         return
     for name, justify in columns:
         table.add_column(name, justify=justify)
@@ -285,23 +290,24 @@ def _print_results(console: Console, outcome: SearchOutcome, limit: int) -> None
             record.role.value,
             f"{record.created_at:%Y-%m-%d %H:%M:%S}",
             segment_words(outcome.numbers.get(hit.message.segment_id), hit.message.segment_id).removeprefix("segment "),
-            Text(preview),  # message text is never read as rich markup
+            Text(f"{BEYOND} {preview}" if plain and _unrelated(hit, outcome.threshold) else preview),  # never markup
             style="dim" if _unrelated(hit, outcome.threshold) else None,
         )
     console.print(table)
 
 
-def _print_stacked(console: Console, outcome: SearchOutcome, limit: int, caption: str) -> None:
+def _print_stacked(console: Console, outcome: SearchOutcome, limit: int, caption: str, *, plain: bool) -> None:
     console.print(f"{outcome.chat}: {outcome.scope}", style="bold", highlight=False)
     for rank, hit in enumerate(outcome.hits[:limit], start=1):
         record = hit.message.record
         distance = "-" if hit.distance is None else f"{hit.distance:.3f}"
         fts = "-" if hit.fts_rank is None else str(hit.fts_rank)
         style = "dim" if _unrelated(hit, outcome.threshold) else ""
+        mark = f" {BEYOND}" if plain and style else ""
         console.print(
             f"{rank}. score {hit.score:.4f}, distance {distance}, FTS rank {fts}, {record.role.value},"
             f" {record.created_at:%Y-%m-%d %H:%M:%S} UTC,"
-            f" {segment_words(outcome.numbers.get(hit.message.segment_id), hit.message.segment_id)}",
+            f" {segment_words(outcome.numbers.get(hit.message.segment_id), hit.message.segment_id)}{mark}",
             style=style,
             highlight=False,
         )
