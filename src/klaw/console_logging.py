@@ -9,7 +9,8 @@ line may quote a path like `[/tmp]`) and soft-wrapped by the terminal, so they r
 `klaw chat` is a conversation, not an operator's console: there the lines go to a log file
 (`KLAW_HOME/logs/chat.log`) and the screen gets one line, the first time something is logged,
 saying where they are. Model retries and tool timeouts printed between the person's question and
-the friendly answer that explains them were noise. `--verbose` still shows every line on the screen.
+the friendly answer that explains them were noise. `--verbose` still shows every line on the screen;
+the file keeps warnings and errors only, with or without it.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ class PointerOnce(QuietLogFailures, logging.Handler):
 def logs_through(console: Console, log_file: Path | None = None) -> Iterator[None]:
     """While inside: the root logger's handlers are replaced by one printing through `console`
     (same level); the previous handlers are back afterwards. With `log_file`, records are written
-    there and the screen gets `PointerOnce`, unless the level is DEBUG (--verbose): then both."""
+    there (warnings and errors) and the screen gets `PointerOnce`, unless the level is DEBUG (--verbose):
+    then the screen gets every line."""
     root = logging.getLogger()
     previous = root.handlers[:]
     handlers: list[logging.Handler] = [ConsoleLogHandler(console)]
@@ -96,6 +98,9 @@ def logs_through(console: Console, log_file: Path | None = None) -> Iterator[Non
             log_file, maxBytes=LOG_FILE_BYTES, backupCount=1, encoding="utf-8", delay=True
         )
         writer.setFormatter(SafeFormatter(FILE_FORMAT))
+        # The file keeps warnings and errors, with or without --verbose: -v's debug lines (httpcore's traces,
+        # a thousand a turn) are for the screen, as its help says; they filled chat.log (decision 489).
+        writer.setLevel(logging.WARNING)
         verbose = root.getEffectiveLevel() <= logging.DEBUG
         handlers = [writer, handlers[0] if verbose else PointerOnce(console, log_file)]
     root.handlers = handlers

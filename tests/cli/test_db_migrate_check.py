@@ -78,6 +78,9 @@ def test_the_move_is_checked_by_sample_searches(tmp_path: Path, postgres_server:
     assert "comparing searches" in out and "search check: 6 sample queries" in out, out
     assert "vector search: 6 of 6 equal" in out and "6 of 6 samples found their own message on both" in out
     assert "warning" not in out and "lighthouse" not in out
+    # full-text rankings that differ are said as rankings, not as messages missing (newcomer20, decision 490)
+    assert "not found in PostgreSQL" not in out, out
+    assert "full text ranked otherwise in" in out and "the messages themselves are all there" in out, out
 
 
 def test_a_message_the_move_lost_is_named_and_the_command_fails(tmp_path: Path, postgres_server: PgServer) -> None:

@@ -74,6 +74,7 @@ def test_check_export_and_reindex_of_a_log_kept_in_postgres(tmp_path: Path, post
     assert oct(written.stat().st_mode & 0o777) == "0o600" and oct(written.parent.stat().st_mode & 0o777) == "0o700"
     again = klaw_here(home, "log", "export", "--to", str(target), env=env)
     assert again.returncode == 2 and "not an empty directory" in again.stderr
+    assert again.stdout == "", again.stdout  # refused before any bar: nothing looked half-started
 
     rebuilt = klaw_here(home, "reindex", env=env)  # on PostgreSQL, from log_records
     assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr

@@ -149,6 +149,7 @@ def test_a_held_home_refuses_the_migrate_naming_the_migrate(tmp_path: Path, post
     said = _said(refused.stderr)
     assert refused.returncode == 1 and "then run 'klaw db migrate --to postgres' again" in said, said
     assert "klaw reindex" not in said and "Traceback" not in refused.stderr
+    assert refused.stdout == "", repr(refused.stdout)  # nothing before the refusal (decision 490)
 
 
 def test_reindex_on_a_postgres_home_names_it_and_keeps_each_backup(tmp_path: Path, postgres_server: PgServer) -> None:

@@ -153,4 +153,5 @@ async def test_klaw_verbose_logs_no_key_from_the_base_urls_query(tmp_path: Path)
         code, out, err = await run_klaw(env, "--verbose", "chat", stdin=b"hi\n")
     assert (code, out) == (0, "ok\n"), err
     assert "HTTP Request: POST" in err and f"?api-key={MASK}" in err, err
-    assert QUERY_KEY not in err + (home / "logs" / "chat.log").read_text(encoding="utf-8")
+    log = home / "logs" / "chat.log"  # warnings only, -v or not (decision 489): none here, so maybe no file
+    assert QUERY_KEY not in err + (log.read_text(encoding="utf-8") if log.exists() else "")

@@ -81,7 +81,14 @@ def _print_version(asked: bool) -> None:
 @app.callback()
 def _root(
     context: typer.Context,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details to stderr.")] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Log debug details to the screen (stderr; klaw chat's own screen); log files keep warnings.",
+        ),
+    ] = False,
     _version: Annotated[
         bool,
         typer.Option("--version", help="Print klaw's version and exit.", is_eager=True, callback=_print_version),

@@ -81,7 +81,10 @@ def _run_bench(bench: _Bench, data: Path, out: Path, settings_from: Callable[[An
     emit(bench.to_json(result, machine=machine(), started_at=started_at, **extra), out / f"{bench.name}.json")
     (out / f"{bench.name}.md").write_text(markdown, encoding="utf-8")
     console = machine_console()
-    console.print(Markdown(markdown))
+    if console.is_terminal:
+        console.print(Markdown(markdown))
+    else:  # into a file: the Markdown itself, its tables whole (rich drew them cut at 80 columns: newcomer20)
+        console.out(markdown, highlight=False)
     console.print(f"wrote {out / f'{bench.name}.json'} and {out / f'{bench.name}.md'}")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.text import Text
 
 from klaw.disk_trouble import disk_trouble
@@ -55,6 +55,25 @@ def table_console(widest_row: int) -> Console:
     if console.is_terminal:
         return console
     return Console(markup=False, width=max(console.width, min(widest_row, PIPED_MAX_WIDTH)))
+
+
+def print_whole(console: Console, table: RenderableType) -> None:
+    """Print `table` whole: on a terminal at its width (rich wraps the cells), into a pipe or a file at the
+    table's own width, however wide. There rich's default of 80 columns cut the side-by-side tables' headers
+    and names ("postgres/s…", "system_…": newcomer15), and no one can widen a file afterwards. Every command
+    printing a table into a pipe uses it (`db status`, `db migrate`, `reindex`, `skills list`: newcomer20)."""
+    from rich.measure import Measurement
+
+    if console.is_terminal:
+        console.print(table)
+        return
+    widest = Measurement.get(console, console.options.update_width(100_000), table).maximum
+    width = console.width
+    console.width = max(width, widest)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 
 
 def home_from_env(*, must_exist: bool = True) -> KlawHome:

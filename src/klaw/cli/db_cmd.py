@@ -11,7 +11,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from klaw.cli.context import fail, home_from_env, load_or_exit, open_store_or_exit, stderr_console, stdout_console
+from klaw.cli.context import (
+    fail,
+    home_from_env,
+    load_or_exit,
+    open_store_or_exit,
+    print_whole,
+    stderr_console,
+    stdout_console,
+)
 from klaw.cli.vector_gap import vector_gap
 from klaw.home import KlawHome
 
@@ -64,7 +72,7 @@ async def _info(path: Path, database: DatabaseConfig) -> None:
     for name, count in rows:
         table.add_row(name, str(count))
     console = stdout_console()
-    console.print(table)
+    print_whole(console, table)
     for index in indexes:
         console.print(f"{index.name}: embedder {index.embedder_id}, dim {index.dim}")
     if database.backend == "postgres":  # a generated tsvector; database.tokenizer is SQLite's FTS5 setting
@@ -260,7 +268,7 @@ async def _compare(
         if before is not None and getattr(before, name) != new and name not in ("vectors", "embedding_pending"):
             differ.append(name)
         table.add_row(_ROW_NAMES.get(name, name.replace("_", " ")), old_value, str(new))
-    console.print(table)
+    print_whole(console, table)
     if before is not None and (gap := vector_gap(before, after)):
         console.print(gap, highlight=False, soft_wrap=True)
     if differ:

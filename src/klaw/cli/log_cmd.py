@@ -98,7 +98,7 @@ def export(
 ) -> None:
     """Write the log a PostgreSQL home keeps (log_records) as JSONL files, one per chat and UTC day, in the
     layout of KLAW_HOME/conversations: for backups, grep, or `klaw reindex` of an SQLite home."""
-    from klaw.memory.kept_log_files import ExportTargetError, export_kept_log
+    from klaw.memory.kept_log_files import ExportTargetError, export_kept_log, refuse_target
 
     home = home_from_env()
     database = load_or_exit(home).config.database
@@ -108,6 +108,10 @@ def export(
             f"this home's log is its JSONL files already ({home.conversations}): copy them; export is for a"
             " PostgreSQL home, whose log is in its database"
         )
+    try:
+        refuse_target(to)  # before the bar: a refusal under `exporting days 0/?` looked half-started
+    except ExportTargetError as exc:
+        fail(str(exc))
     console = stdout_console()
     try:
         report = _with_bars(console, database, "exporting days", lambda progress: export_kept_log(kept, to, progress))
@@ -129,13 +133,23 @@ def export(
 
 
 def _check_files(console: Console, log: ConversationLog, dirs: list[Path]) -> int:
+    from datetime import UTC, datetime
+
+    from klaw.memory.log_oddities import oddities
+
     bad = 0
     for chat_dir in dirs:
         report = asyncio.run(log.read(log.files(chat_dir)))
-        console.print(f"{chat_dir.name}: {len(report.records)} records, {len(report.skipped)} malformed lines")
+        odd = oddities(report.records, datetime.now(UTC))  # parsed, but no klaw wrote them (decision 488)
+        console.print(
+            f"{chat_dir.name}: {len(report.records)} records, {len(report.skipped)} malformed lines"
+            + (f", {len(odd)} odd record(s)" if odd else "")
+        )
         for path, number, reason in report.skipped:
             console.print(f"  {path}:{number}: {reason}")
-        bad += len(report.skipped)
+        for sentence in odd:
+            console.print(f"  {sentence}")
+        bad += len(report.skipped) + len(odd)
     return bad
 
 

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
-from klaw.cli.context import fail, home_from_env, load_or_exit, stdout_console
+from klaw.cli.context import fail, home_from_env, load_or_exit, print_whole, stdout_console
 from klaw.console_logging import logs_through
 from klaw.home import KlawHome
 from klaw.log_format import held_back
@@ -115,9 +115,21 @@ def _reindex(home: KlawHome, config: EngineConfig, console: Console, bars: _Bars
     print_report(console, report, where or str(report.database), kept_log=where is not None)
 
 
+class _StageBars(Progress):
+    """Bars that leave nothing when no stage began: a refusal before the work (the home held) printed an
+    empty line on stdout first, rich's last render of no bars (newcomer20)."""
+
+    def stop(self) -> None:
+        if self.tasks or self.disable:
+            super().stop()
+            return
+        self.live.transient = True  # and not Progress.stop's blank line after bars into a file or a pipe
+        self.live.stop()
+
+
 def stage_bars(console: Console) -> Progress:
     """A bar per stage, its label, done of total and time (reindex, and `klaw db migrate`'s check)."""
-    return Progress(
+    return _StageBars(
         TextColumn("{task.description:<18}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -171,7 +183,7 @@ def print_report(console: Console, report: ReindexReport, rebuilt: str, *, kept_
     ]
     for what, value in rows:
         table.add_row(what, value)
-    console.print(table)
+    print_whole(console, table)
     for stage in report.stages:
         rate = f" {stage.items} in" if stage.items else ""
         speed = f" ({stage.per_second:,.0f}/s)" if stage.items else ""

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from klaw.cli.context import home_from_env, load_or_exit, stdout_console
+from klaw.cli.context import home_from_env, load_or_exit, print_whole, stdout_console
 from klaw.terminal_text import one_line, visible
 
 if TYPE_CHECKING:  # loaded by the commands that use them, so `klaw --help` loads none of it
@@ -53,7 +53,7 @@ def list_skills() -> None:
         table = Table("name", "description", "files")
         for skill in scan.skills.values():
             table.add_row(visible(skill.name), visible(skill.summary), str(len(skill.files)))  # shown, not obeyed
-        console.print(table)
+        print_whole(console, table)
     _print_problems(console, scan)
 
 

@@ -93,3 +93,23 @@ class Section(BaseModel):
     @classmethod
     def _bounded(cls, value: object, info: ValidationInfo) -> object:
         return bounded_number(info.field_name or "", value)
+
+
+MIN_BUDGET_TOKENS = 256
+"""The least context budget taken (decision 487): `contextBudget: 1` passed, and each turn said "over the
+0-token budget" and sent ~2,183 tokens anyway. Not what works (that depends on the prompt files and the
+tools: `/context` shows them; the chat is told when the fixed layers do not fit), but a slip like `8` for
+`8000` is refused at load with the field's name."""
+
+
+def _enough_tokens(value: int) -> int:
+    if value < MIN_BUDGET_TOKENS:
+        raise ValueError(
+            f"{value} tokens is too small a context budget: give the model's context window in tokens, at least"
+            f" {MIN_BUDGET_TOKENS} (klaw's system prompt and tools alone take about 2,000; /context shows each layer)"
+        )
+    return value
+
+
+BudgetTokens = Annotated[int, AfterValidator(_enough_tokens)]
+"""A context budget in tokens, at least MIN_BUDGET_TOKENS, refused in words below it."""

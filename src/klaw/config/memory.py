@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from klaw.config.base import ApiKeyEnv, BaseUrl, DsnEnv, Section
+from klaw.config.base import ApiKeyEnv, BaseUrl, BudgetTokens, DsnEnv, Section
 
 
 class ProcessingConfig(Section):
@@ -17,7 +17,7 @@ class ProcessingConfig(Section):
 
 
 class ContextConfig(Section):
-    default_budget_tokens: int = Field(default=8000, gt=0)
+    default_budget_tokens: BudgetTokens = Field(default=8000)
     sliding_window: int = Field(default=20, gt=0)
     subagent_history: int = Field(default=5, gt=0)
 

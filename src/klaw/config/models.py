@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from pydantic import Field
 
-from klaw.config.base import ApiKeyEnv, BaseUrl, Section
+from klaw.config.base import ApiKeyEnv, BaseUrl, BudgetTokens, Section
 from klaw.config.tools import ToolGroupNames
 
 
@@ -21,7 +21,10 @@ class ModelConfig(Section):
         default=None,
         description="Model name sent to the provider; default: the id without its 'provider/' prefix.",
     )
-    context_budget: int | None = Field(default=None, gt=0, description="Context window in tokens.")
+    context_budget: BudgetTokens | None = Field(
+        default=None,
+        description="Context window in tokens (klaw's system prompt and tools alone take about 2,000).",
+    )
     timeout_seconds: float = Field(default=120.0, gt=0)
     total_timeout_seconds: float | None = Field(
         default=None,

@@ -106,6 +106,8 @@ async def model_check(
         if isinstance(exc, httpx.HTTPError) and (scheme := await wrong_scheme(model.base_url, exc)):
             return _scheme_refusal(model.base_url, model_id, where, f"{scheme} ({why})")
         proxy = proxy_for(model.base_url)
+        if proxy is None and (start := stand_in_start(model.base_url, model_id)) is not None:
+            return ModelCheck(f"No model server answered at {server} {where}: {why}.\n{start}")
         fix = f"Start the server, or change models.{model_id}.baseUrl." if proxy is None else proxy.hint()
         return ModelCheck(f"No model server answered at {server} {where}: {why}.\n{fix}\n\n{OLLAMA_EXAMPLE}")
     if tls_port_answer(response.status_code, response.content):  # nginx's, Go's answer on a TLS port
@@ -117,6 +119,27 @@ async def model_check(
     if response.is_success and not _is_json(response):
         return ModelCheck(_not_a_model_server(response, server, model_id, where))
     return ModelCheck(doubt=doubt)
+
+
+STAND_IN_PORT = 8999  # stand_in.py's default port, not imported: the preflight loads without the stand-in
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def stand_in_start(base_url: str, model_id: str) -> str | None:
+    """How to start the stand-in model when the model configured is it (the id its banner tells a person to
+    set, `stand-in/…`, or its port on this machine), else None: a person trying klaw with the stand-in down
+    was given 12 lines of Ollama and hosted-model setup, the stand-in's command last (newcomer20)."""
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL:
+        return None
+    port = url.port or 80
+    if url.host not in LOOPBACK or not (model_id.startswith("stand-in/") or port == STAND_IN_PORT):
+        return None
+    argument = "" if port == STAND_IN_PORT else f" {port}"
+    return (
+        f"Start the stand-in model in another terminal: {shlex.quote(sys.executable)} -m klaw.llm.fake_server{argument}"
+    )
 
 
 def _scheme_refusal(base_url: str, model_id: str, where: str, why: str) -> ModelCheck:

@@ -24,6 +24,7 @@ from pathlib import Path
 from klaw.config import AutoRagConfig
 from klaw.memory.conversation_log import ConversationLog, StoreKeptLog
 from klaw.memory.embedding_policy import should_embed
+from klaw.memory.log_oddities import over_cap, over_cap_words
 from klaw.memory.log_recovery import RECOVERED_KEY, changed_files, watermark
 from klaw.memory.turn_gate import TurnGate
 from klaw.message_text import MessageRefused
@@ -277,7 +278,9 @@ class Ingestion:
         """Store the chat's `records` the store lacks: the ids it has since the oldest of them in one
         query, then the "already stored?" rule for the others alone (an id of another chat's row)."""
         forgotten = tombstoned(records)  # lines a crash kept from being removed by /forget
-        wanted = [record for record in records if record.id not in forgotten]
+        for record in (r for r in records if over_cap(r)):  # typed into the log: no channel takes it (488)
+            log.warning("not recovered: %s ('klaw log check' names it)", over_cap_words(record))
+        wanted = [record for record in records if record.id not in forgotten and not over_cap(record)]
         if not wanted:
             return 0
         since = min(r.created_at for r in wanted) - timedelta(seconds=1)  # the store keeps milliseconds

@@ -64,13 +64,19 @@ def check_kept_log(kept: KeptLog, progress: KeptLogProgress | None = None) -> Ke
     return report
 
 
-def export_kept_log(kept: KeptLog, target: Path, progress: KeptLogProgress | None = None) -> KeptLogReport:
-    """Write the log under `target` (new or empty; directories 0700, files 0600, each fsync'd)."""
+def refuse_target(target: Path) -> None:
+    """ExportTargetError unless `target` is new or an empty directory; asked before any bar is drawn too (a
+    refusal under `exporting days 0/?` looked half-started: newcomer20)."""
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ExportTargetError(
             f"{target} is not an empty directory: export into a new one (its files would mix with the log"
             " already there)"
         )
+
+
+def export_kept_log(kept: KeptLog, target: Path, progress: KeptLogProgress | None = None) -> KeptLogReport:
+    """Write the log under `target` (new or empty; directories 0700, files 0600, each fsync'd)."""
+    refuse_target(target)
     private_dirs(target)
     report = KeptLogReport()
     days = kept.days()
