@@ -19,7 +19,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from klaw.home import KlawHome
-from klaw.home_lock import ENGINE_ROLE, LIBRARY, Holder, HomeHeldError, HomeLock, held_by_this_process, holder_of
+from klaw.home_lock import (
+    ENGINE_ROLE,
+    LIBRARY,
+    PIPED_CHAT,
+    Holder,
+    HomeHeldError,
+    HomeLock,
+    held_by_this_process,
+    holder_of,
+)
 
 CONNECT_TIMEOUT_SECONDS = 2.0
 # What to do about an engine in the way: it may be any of these, and only its owner can tell which.
@@ -98,6 +107,8 @@ def how_to_stop(holder: Holder) -> str:
     kill = f", or `kill {pid}`" if pid else ""
     if command == "klaw chat":
         return "leave it first (/exit or Ctrl-D in its terminal)"
+    if command == PIPED_CHAT:  # no terminal: it ends once its one message is answered (decision 487)
+        return "it ends once its message is answered: wait for it"
     if command == "klaw serve":
         return (
             f"stop it first (Ctrl-C in its terminal, `systemctl --user stop klaw.service` when the service"

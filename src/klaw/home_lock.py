@@ -58,6 +58,10 @@ class HomeHeldError(KlawError, RuntimeError):
 ENGINE_ROLE = "an engine"
 # The command of a process that holds a home without a `klaw` command: a program using klaw's library API.
 LIBRARY = "library"
+PIPED_CHAT = "klaw chat (piped)"
+"""The command a piped `klaw chat` (`echo … | klaw chat`) holds a home as: it ends once its message is
+answered, so another piped chat waits for it (cli/piped_wait.py, decision 487)."""
+
 # The `klaw` command this process runs (`klaw chat`), set by the CLI for the command's run; a process
 # that never sets it is a program using klaw's library API.
 _command: contextvars.ContextVar[str] = contextvars.ContextVar("klaw_command", default=LIBRARY)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
@@ -223,6 +224,7 @@ async def start_engine_or_exit(
     *,
     config: EngineConfig | None = None,
     held_exit: int = HOME_HELD_EXIT,
+    wait_if_held: Callable[[], Awaitable[bool]] | None = None,
 ) -> Engine:
     """A running engine on `config` (default: `loaded.config`, what `load_or_exit` read), noting the bytes of
     engine.yaml `loaded` was parsed from, so an edit made from then on is said to need a restart (decision
@@ -243,20 +245,23 @@ async def start_engine_or_exit(
 
     require_home(home)
     config = loaded.config if config is None else config
-    try:
-        engine = await Engine.start(home, config, channels=channels, config_file=ConfigFileNote.of(loaded))
-    except EngineAlreadyRunningError as exc:
-        fail(str(exc), held_exit)
-    except ServerUnreachable as exc:  # PostgreSQL not up yet (a reboot): passing, not a mistake (decision 475)
-        fail(f"{exc}{RETRIED if held_exit == HOME_HELD_EXIT else ''}", held_exit)
-    except (StorageError, OSError, RuntimeError) as exc:
-        from klaw.cli.edge_failures import edge_words
+    while True:  # `wait_if_held`: a piped chat waits for another that won the start race (decision 487)
+        try:
+            engine = await Engine.start(home, config, channels=channels, config_file=ConfigFileNote.of(loaded))
+            break
+        except EngineAlreadyRunningError as exc:
+            if wait_if_held is None or not await wait_if_held():
+                fail(str(exc), held_exit)
+        except ServerUnreachable as exc:  # PostgreSQL not up yet (a reboot): passing, not a mistake (decision 475)
+            fail(f"{exc}{RETRIED if held_exit == HOME_HELD_EXIT else ''}", held_exit)
+        except (StorageError, OSError, RuntimeError) as exc:
+            from klaw.cli.edge_failures import edge_words
 
-        fail(edge_words(exc, home.root) or str(exc))
-    except Exception as exc:
-        failure = storage_failure(home.database_file(config.database.path), config.database, exc)
-        if failure is None:
-            raise
-        fail(str(failure))
+            fail(edge_words(exc, home.root) or str(exc))
+        except Exception as exc:
+            failure = storage_failure(home.database_file(config.database.path), config.database, exc)
+            if failure is None:
+                raise
+            fail(str(failure))
     keep_start_up_heap()  # what the engine built at start is never scanned by the collector again
     return engine

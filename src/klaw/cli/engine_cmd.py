@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -13,6 +14,7 @@ from rich.text import Text
 from klaw import event_loop
 from klaw.cli.chat_input import piped_message, read_piped, said_without_engine
 from klaw.cli.context import (
+    HOME_HELD_EXIT,
     err_console,
     fail,
     home_from_env,
@@ -24,9 +26,11 @@ from klaw.cli.context import (
     stdout_console,
 )
 from klaw.cli.model_at_start import cancelled_on_failure, check_in_background, say_check, set_where
+from klaw.cli.piped_wait import PipedWait
 from klaw.cli.stopping import FINISHING, say_starting, stopped_as_by_ctrl_c_while_starting, stopping
 from klaw.console_logging import logs_through
 from klaw.home import KlawHome
+from klaw.home_lock import PIPED_CHAT, running_command
 
 if TYPE_CHECKING:
     from klaw.channels.console_kept import KeptMessages
@@ -79,13 +83,15 @@ def chat(
 
     home = home_from_env()
     found = load_or_why(home)
+    piped = not sys.stdin.isatty()
 
     async def run() -> None:
         with terminal_kept():
             await chat_in_this_terminal()
 
     async def chat_in_this_terminal() -> None:
-        attach_to = await _refuse_a_running_engine(home)
+        waiting = PipedWait(home, lambda line: err_console.print(line, highlight=False))
+        attach_to = await _refuse_a_running_engine(home, waiting)
         if attach_to is not None:  # an engine answers on engine.sock: talk to it (decision 430)
             from klaw.cli.chat_attach import chat_attached
 
@@ -137,7 +143,12 @@ def chat(
                 # (docs/mcp.md, decisions 252, 376).
                 try:
                     running = await start_engine_or_exit(
-                        home, loaded, channels, config=started_without_waiting(config), held_exit=2
+                        home,
+                        loaded,
+                        channels,
+                        config=started_without_waiting(config),
+                        held_exit=2,
+                        wait_if_held=waiting.until_free if data is not None else None,
                     )
                 finally:
                     starting.close()
@@ -174,7 +185,8 @@ def chat(
         if failed:
             raise typer.Exit(1)
 
-    event_loop.run(run())
+    with running_command(PIPED_CHAT) if piped else contextlib.nullcontext():  # told apart (decision 487)
+        event_loop.run(run())
 
 
 def _attachable(home: KlawHome, found: LoadedConfig | str, holder: Holder) -> LoadedConfig:
@@ -216,7 +228,7 @@ async def _warn_of_held_names_no_tool_has(running: Engine) -> None:
         err_console.print(Text(approval_warning(row), style="yellow"), highlight=False)
 
 
-async def _refuse_a_running_engine(home: KlawHome) -> Holder | None:
+async def _refuse_a_running_engine(home: KlawHome, waiting: PipedWait) -> Holder | None:
     """The engine to attach to when one answers on engine.sock (`klaw serve`, `klaw engine`: decision 430);
     else exit 2 when an engine runs on the home, saying how to talk to it and how to end it, in the words
     of the command that runs it (decision 259): `klaw chat` runs an engine of its own, and a home has
@@ -228,7 +240,9 @@ async def _refuse_a_running_engine(home: KlawHome) -> Holder | None:
     from klaw.home_lock import ENGINE_ROLE, LIBRARY
     from klaw.served_page import served_page
 
-    holder = await home_holder(home)
+    while (holder := await home_holder(home)) is not None and holder.command == PIPED_CHAT:
+        if not await waiting.until_free() and waiting.expired:  # a piped chat ends once answered (487)
+            fail(waiting.timed_out(), HOME_HELD_EXIT)
     if holder is None or (holder.role and holder.role != ENGINE_ROLE):
         return None  # maintenance (klaw reindex) is refused by the engine's start with its own words
     who, where, stop = holder.describe(), home.root, how_to_stop(holder)
@@ -256,7 +270,6 @@ async def _once_listening(home: KlawHome, holder: Holder) -> Holder | None:
     service restarted after a crash takes seconds to listen). Wait a bounded time and attach; None (start an
     engine here) when it ended meanwhile; else exit 75, "try again in a moment", never "kill it" (decision 475)."""
     from klaw import engine_presence
-    from klaw.cli.context import HOME_HELD_EXIT
 
     who, where, seconds = holder.describe(), home.root, engine_presence.STARTING_WAIT_SECONDS
     err_console.print(f"{who} is starting on {where}: waiting for it to answer (up to {seconds:g} s)", highlight=False)
