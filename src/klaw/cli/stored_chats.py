@@ -16,12 +16,13 @@ from klaw.cli.context import fail, open_store_or_exit
 if TYPE_CHECKING:
     from klaw.config import EngineConfig
     from klaw.home import KlawHome
+    from klaw.store.protocol import Storage
     from klaw.store.records import ChatRef
 
 
 async def chats_with_messages(home: KlawHome, config: EngineConfig) -> list[ChatRef]:
-    """The stored chats, read from klaw.db (none when a SQLite home has no klaw.db yet, nor in a PostgreSQL
-    database klaw never set up, both left as they are: decisions 442, 450, 467)."""
+    """The stored chats with at least one message, read from klaw.db (none when a SQLite home has no klaw.db
+    yet, nor in a PostgreSQL database klaw never set up, both left as they are: decisions 442, 450, 467)."""
     from klaw.store.errors import StoreNotSetUp
 
     try:
@@ -29,9 +30,19 @@ async def chats_with_messages(home: KlawHome, config: EngineConfig) -> list[Chat
     except StoreNotSetUp:  # left as it is: no chat there yet (decision 467)
         return []
     try:
-        return list(await store.segments.chats())
+        return [chat for chat in await store.segments.chats() if await _has_messages(store, chat)]
     finally:
         await store.aclose()
+
+
+async def _has_messages(store: Storage, chat: ChatRef) -> bool:
+    """Whether a message a model may be shown is left in the chat: one whose every segment was forgotten
+    (`klaw memory forget segment … --yes`) keeps its segments and the forget's control record, and was
+    listed among the chats with messages (newcomer20). Newest segment first, one row each at most."""
+    for segment in reversed(await store.segments.list(chat)):
+        if await store.messages.count_in_segment(segment.id, at_most=1):
+            return True
+    return False
 
 
 def require_chat_with_messages(target: ChatRef, chats: Iterable[ChatRef], remedy: str) -> None:
