@@ -26,11 +26,14 @@ from klaw.tools.selection import ToolSelection
 from klaw.tools.skills.catalogue import SkillCatalogue
 
 
-def skill_catalogue(home: KlawHome, config: EngineConfig) -> SkillCatalogue | None:
-    """The workspace's skills, when the `skills` group is enabled (else no layer and no tools)."""
+def skill_catalogue(home: KlawHome, config: EngineConfig, *, logged: bool = True) -> SkillCatalogue | None:
+    """The workspace's skills, when the `skills` group is enabled (else no layer and no tools). `logged`:
+    its problems are logged once for the home (KLAW_HOME/logs/skills_said, decision 489); a listing that
+    holds its log lines back (`klaw tools`) passes False, so what it found is not taken as said."""
     if "skills" not in config.tool_groups:
         return None
-    return SkillCatalogue(home.skills_dir, max_bytes=config.tools.skills.max_file_bytes)
+    said = home.root / "logs" / "skills_said" if logged else None
+    return SkillCatalogue(home.skills_dir, max_bytes=config.tools.skills.max_file_bytes, said_file=said)
 
 
 def docs_index(home: KlawHome, config: EngineConfig, embedder: Embedder | None) -> DocsIndex | None:

@@ -178,7 +178,7 @@ def _listing(
     home: KlawHome, config: EngineConfig, chat: ChatRef, model: str, service_sets: frozenset[str]
 ) -> ToolInventory:
     idle = _NotStarted()
-    skills = skill_catalogue(home, config)
+    skills = skill_catalogue(home, config, logged=False)
     services: dict[ServiceKey[Any], object] = {MEMORY: idle}
     for key, service in ((SKILLS, skills), (DOCS, docs_index(home, config, None))):
         if service is not None:

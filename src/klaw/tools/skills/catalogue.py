@@ -6,7 +6,8 @@ problems listed. `SkillCatalogue` is the engine's view: every turn it compares a
 (the folder's and each skill folder's modification time, each SKILL.md's time, size and inode: one
 `stat` per file, no parsing) with the last scan's, and scans again only when it differs, so a skill
 added, edited or broken is seen on the next turn without a restart. A broken skill is left out with
-one warning naming its file, logged when the scan that found it runs, never a failed turn.
+one warning naming its file, logged when the scan that found it runs, never a failed turn; with a
+`said_file`, once for the home rather than at every start (said_problems.py, decision 489).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from klaw.llm.tokens import approximate_token_count
 from klaw.log_format import LOG_FILE_ONLY
+from klaw.tools.skills.said_problems import not_said
 from klaw.tools.skills.skill_files import SKILL_FILE, Problem, Skill, check_skill
 
 log = logging.getLogger(__name__)
@@ -91,9 +93,10 @@ class SkillCatalogue:
     """The engine's skills: `current()` re-scans only when `skills_stamp` changed (thread-safe: the
     context builder and the skill tools call it from worker threads)."""
 
-    def __init__(self, skills_dir: Path, *, max_bytes: int) -> None:
+    def __init__(self, skills_dir: Path, *, max_bytes: int, said_file: Path | None = None) -> None:
         self.skills_dir = skills_dir
         self._max_bytes = max_bytes
+        self._said_file = said_file  # the problems the home's log was told of (said_problems.py); None: every scan
         self._lock = threading.Lock()
         # the last scan and the stamp it was made at, replaced as one (`kept_layer` reads it without the lock)
         self._state: tuple[Stamp | None, SkillScan] = (None, SkillScan())
@@ -105,7 +108,8 @@ class SkillCatalogue:
             if stamp == kept_stamp:
                 return kept
             scan = scan_skills(self.skills_dir, max_bytes=self._max_bytes)
-            for problem in scan.problems:
+            fresh = scan.problems if self._said_file is None else not_said(self._said_file, scan.problems)
+            for problem in fresh:
                 if problem not in kept.problems:
                     action = "skipped" if problem.severity == "error" else "loaded anyway"
                     log.warning("skill %s (%s): %s", problem.path, action, problem.reason, extra=LOG_FILE_ONLY)
