@@ -68,9 +68,10 @@ async def test_every_timed_turn_is_broken_into_its_phases(tmp_path: Path, monkey
         "exchange summaries": 30,
         "segment summary covers": 30,
         "undelivered": 0,
+        "message vectors": 60,  # each stored message's, as the embedding queue leaves them (decision 493)
     }
     assert len(set(asked)) == 3 and asked == questions(3)  # varied, and the same on every run
-    assert result.bench_version == BENCH_VERSION == 2
+    assert result.bench_version == BENCH_VERSION == 3
     assert result.turn.count == 3
     assert all(name in result.phases for name in TURN_PHASES)
     context = [name.removeprefix("context.") for name in result.phases if name.startswith("context.")]
@@ -102,7 +103,37 @@ async def _chat_state(engine: Engine, chat: ChatRef) -> dict[str, object]:
         "exchange summaries": sum([await store.summaries.exchange_summary(e.id) is not None for e in exchanges]),
         "segment summary covers": None if rolling is None else rolling.exchanges_covered,
         "undelivered": len(await store.exchanges.undelivered()),
+        "message vectors": await store.vectors.count(),
     }
+
+
+async def test_the_fill_stores_each_messages_vector_and_the_turns_find_hits_by_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decision 493: the fill stored no message vectors, so the vector side scanned nothing and the bench left
+    out the scan a real chat of that size pays. Now every filled message has the vector the embedding queue
+    would have stored (the engine's embedder's, of its text), and the timed turns place hits found by it."""
+    found: list[tuple[int, int]] = []
+    fill = turn_bench._fill
+
+    async def observed_fill(engine: Engine, chat: ChatRef, stored: int, progress: object) -> None:
+        await fill(engine, chat, stored, None)
+        assert engine.embedder is not None
+        segment = await engine.store.segments.current(chat)
+        said = [m for m in await engine.store.messages.window(segment.id, 400) if m.is_conversation]
+        assert len(said) == stored == await engine.store.vectors.count()
+        for message in said[:: len(said) // 5]:  # its own text's vector finds it first
+            vector = (await engine.embedder.embed([message.content]))[0]
+            hits = await engine.store.search.nearest(chat, vector, limit=1, segment_id=segment.id)
+            found.append((message.rowid, hits[0].message.rowid))
+
+    monkeypatch.setattr(turn_bench, "_fill", observed_fill)
+    result = await measure_turns(tmp_path / "home", stored=300, turns=6, concurrent_chats=2, turns_per_chat=1)
+
+    assert len(found) >= 5 and all(wanted == got for wanted, got in found)
+    assert result.stored_vectors == 300
+    assert result.vector_hits_per_turn > 0  # the vector side ran over the filled chat and its hits were placed
+    assert result.phases["context.auto_rag.vector"].count == 6
 
 
 def test_the_questions_vary_and_are_drawn_from_the_fills_vocabulary() -> None:
@@ -151,9 +182,9 @@ def test_the_command_prints_the_phases_and_writes_them_as_json(tmp_path: Path) -
     run = CliRunner().invoke(app, args)
     assert run.exit_code == 0, run.output
     assert "turn phases at 40 stored messages" in run.output and "auto_rag" in run.output
-    assert "CPU per turn" in run.output and "in its own process" in run.output and "bench version 2" in run.output
+    assert "CPU per turn" in run.output and "in its own process" in run.output and "bench version 3" in run.output
     figures = json.loads(out.read_text())["results"][0]
-    assert figures["stored_messages"] == 40 and figures["bench_version"] == 2
+    assert figures["stored_messages"] == 40 and figures["bench_version"] == 3 and figures["stored_vectors"] == 40
     assert set(TURN_PHASES) <= set(figures["phases"])
     assert figures["phases"]["context.window"]["count"] == 2
     assert figures["concurrent_turns"] == 2 * 3 and figures["cpu_ms_per_turn"] > 0

@@ -50,7 +50,7 @@ from klaw.llm.messages import ChatMessage
 from klaw.memory.embedder.factory import create_embedder
 from klaw.memory.embedder.protocol import Embedder, Vectors, WrappedEmbedder
 from klaw.store.protocol import Storage
-from klaw.store.records import ChatRef, MessageRecord
+from klaw.store.records import MESSAGE_TARGET, ChatRef, MessageRecord
 from klaw.store.sqlite.store import SqliteStore
 
 BENCH_CHANNEL = "bench"
@@ -79,8 +79,11 @@ class TurnBenchResult:
     gc_frozen_objects: int = 0  # objects the collector no longer scans (`keep_start_up_heap`, as `klaw engine`)
     backend: str = "sqlite"  # `database.backend` of the run (PostgreSQL: a schema of its own, bench_store.py)
     # 2 since decision 434 (the fill writes exchanges and summaries, Zipfian text, varied questions): figures
-    # of version 1 (no key) measured another chat and are not to be compared with these.
+    # of version 1 (no key) measured another chat and are not to be compared with these. 3 since decision 493
+    # (the fill stores every message's vector: the vector side scans the whole chat, as a real one's does).
     bench_version: int = BENCH_VERSION
+    stored_vectors: int = 0  # message vectors in the store after the fill (one a stored message since version 3)
+    vector_hits_per_turn: float = 0.0  # auto-RAG hits a timed turn placed that the vector side found
 
 
 async def measure_turns(
@@ -122,6 +125,7 @@ async def measure_turns(
         try:
             chat = ChatRef(BENCH_CHANNEL, "main")
             await _fill(engine, chat, stored, progress)
+            stored_vectors = await engine.store.vectors.count()
             turn_times = []
             records: list[TurnContext] = []
             if engine.docs is not None:
@@ -177,6 +181,8 @@ async def measure_turns(
         gc_ms_per_turn=collector.seconds * 1000 / total,
         gc_frozen_objects=gc.get_freeze_count(),
         backend=config.database.backend,
+        stored_vectors=stored_vectors,
+        vector_hits_per_turn=sum(hit.distance is not None for r in records for hit in r.recalled) / max(1, turns),
     )
 
 
@@ -249,13 +255,23 @@ async def _chat_turns(engine: Engine, replies: _ReplyWaiter, chat: ChatRef, coun
 
 async def _fill(engine: Engine, chat: ChatRef, stored: int, progress: Progress | None) -> None:
     """The chat's `stored` messages as turns the engine would have left (`turn_fill.py`: exchanges, their
-    summaries, a rolling segment summary, replies delivered), ending a day before the timed turns."""
+    summaries, a rolling segment summary, replies delivered), ending a day before the timed turns, each
+    message with the vector the embedding queue would have stored for it: the engine's embedder's, of
+    the message's text (decision 493: without them the vector side's scan never ran, ~7 ms of CPU a turn
+    at 100k; `bench scale`'s random unit vectors cost the same scan but are close to no question, and
+    auto-RAG then placed no hit at all). Stored a batch at a time by one `put_vectors` call, as the queue
+    stores them."""
     start = datetime.now(UTC) - timedelta(days=1, seconds=MESSAGE_SPACING_S * stored)
     fill = TurnFill(chat, start, await engine.store.exchanges.high_water() + 1)
     while fill.written < stored:
         records, replies = fill.batch(min(FILL_BATCH, stored - fill.written))
-        await _append(engine.store, records)
+        rowids = await _append(engine.store, records)
         await engine.store.exchanges.mark_delivered(replies)
+        said = [(rowid, r.content) for r, rowid in zip(records, rowids, strict=True) if r.is_conversation]
+        if engine.embedder is not None and said:
+            vectors = await engine.embedder.embed([text for _, text in said])
+            puts = [(rowid, vector) for (rowid, _), vector in zip(said, vectors, strict=True)]
+            await engine.store.embedding_jobs.put_vectors({MESSAGE_TARGET: puts})
         if progress:
             progress("fill", fill.written, stored)
     if not isinstance(engine.store, SqliteStore):
@@ -266,17 +282,17 @@ async def _fill(engine: Engine, chat: ChatRef, stored: int, progress: Progress |
         await analyze(engine.store)
 
 
-async def _append(store: Storage, records: list[MessageRecord]) -> None:
+async def _append(store: Storage, records: list[MessageRecord]) -> list[int]:
     """The store's own append (its folds write the exchanges and summaries); on PostgreSQL the same rows
-    in bulk (its append is ~100 messages a second here, `pg_fill.py` says why; 100,000 would take 20 minutes)."""
+    in bulk (its append is ~100 messages a second here, `pg_fill.py` says why; 100,000 would take 20 minutes).
+    Returns the records' rowids, in their order."""
     if isinstance(store, SqliteStore):
-        await store.messages.append_many(records)
-        return
+        return [stored.rowid for stored in await store.messages.append_many(records)]
     from klaw.bench.pg_fill import append_conversation
     from klaw.store.postgres.store import PostgresStore
 
     assert isinstance(store, PostgresStore)
-    await append_conversation(store, records)
+    return await append_conversation(store, records)
 
 
 async def _context_builds(engine: Engine, chat: ChatRef, count: int) -> list[float]:

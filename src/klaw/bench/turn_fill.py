@@ -33,7 +33,9 @@ FILL_SEED = 19  # the stored chat's text
 QUESTION_SEED = 434  # the timed turns' questions, drawn from the same vocabulary
 FILL_MODEL = "bench/fill"  # the `model` the fill's summaries name
 ROLLING_SOURCES = 6  # exchange summaries a rolling segment summary folds in (`summarizer.rollingEvery`)
-BENCH_VERSION = 2  # the bench's JSON `bench_version`: 2 = exchanges, summaries, Zipfian text, varied questions
+# the bench's JSON `bench_version`: 2 = exchanges, summaries, Zipfian text, varied questions; 3 = and every
+# stored message's vector (decision 493)
+BENCH_VERSION = 3
 
 
 def questions(count: int, seed: int = QUESTION_SEED) -> list[str]:

@@ -65,7 +65,8 @@ def turn(
     )
     console.print(
         f"bench version {BENCH_VERSION}: the stored chat written as turns leave it (exchanges, summaries, Zipfian"
-        " text) and varied questions; figures from before version 2 measured another chat (decision 434)"
+        " text, every message's vector) and varied questions; figures from before version 2 measured another chat"
+        " (decision 434), before version 3 a chat without message vectors (decision 493)"
     )
     results = []
     for size in stored or [1_000, 100_000]:
@@ -114,5 +115,7 @@ def _turn_line(size: int, result: Any) -> str:
         f" the garbage collector {result.gc_ms_per_turn:.2f} ms)"
         f" ({result.model_cpu_ms_per_turn:.1f} ms in the model's);"
         f" background model calls per turn {result.background_model_calls_per_turn:.2f};"
-        f" embedder ({result.embedder}) texts per turn {result.embedded_texts_per_turn:.2f}"
+        f" embedder ({result.embedder}) texts per turn {result.embedded_texts_per_turn:.2f};"
+        f" stored message vectors {result.stored_vectors}, auto-RAG hits found by vector per turn"
+        f" {result.vector_hits_per_turn:.2f}"
     )
