@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from klaw.config import ContextConfig
+from klaw.engine.context_cut import cut_to_fit
 from klaw.engine.sessions import Session
 from klaw.engine.system_prompt import SystemPrompt
 from klaw.engine.transcript import paired_tool_messages, to_chat_message
@@ -206,6 +207,9 @@ class ContextBuilder:
         sent, window_messages = _sendable(earlier)
         sent_after, round_messages = _sendable(interrupted)
         sent += sent_after
+        fixed = sum(layer.tokens for layer in layers) + tools_layer(tools).tokens  # the rest is the conversation's
+        conversation = [*window_messages, *_pending_around(pending, interrupted, round_messages)]
+        messages = cut_to_fit([*head, *conversation], len(head), budget - fixed, _chat_tokens)  # decision 488
         layers.append(
             ContextLayer("sliding_window", sum(message_tokens(m) for m in sent), len(window_messages + round_messages))
         )
@@ -213,7 +217,7 @@ class ContextBuilder:
             layers.append(tools_layer(tools))
         layers.append(ContextLayer("pending", pending_tokens, len(pending)))
         return BuiltContext(
-            messages=[*head, *window_messages, *_pending_around(pending, interrupted, round_messages)],
+            messages=messages,
             tools=tools,
             layers=layers,
             budget=budget,
@@ -327,6 +331,10 @@ def _pending_around(
     before = "\n".join(m.content for m in pending if m.rowid < start)
     after = "\n".join(m.content for m in pending if m.rowid > start)
     return [ChatMessage.user(before), *round_messages, *([ChatMessage.user(after)] if after else [])]
+
+
+def _chat_tokens(message: ChatMessage) -> int:
+    return approximate_token_count(message.content or "") + MESSAGE_OVERHEAD_TOKENS
 
 
 def _sendable(window: Sequence[StoredMessage]) -> tuple[list[StoredMessage], list[ChatMessage]]:
