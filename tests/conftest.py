@@ -6,6 +6,7 @@ from __future__ import annotations
 import compileall
 import itertools
 import os
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -34,6 +35,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.pop("COLUMNS", None)
         os.environ.pop("LINES", None)
+    # A suite started in the background by a script (`pytest … &`, nohup) inherits SIGINT ignored, as POSIX
+    # shells leave every background job, and so did every process a test started: the tests that press
+    # Ctrl-C (a SIGINT to a stand-in model, or to the test's own process inside `klaw memory forget`) saw
+    # it ignored, a 60 s stop timeout or exit 0 for 130. They test Ctrl-C in a person's foreground
+    # terminal, so the suite runs as one (decision 492); children get SIGINT's default again at exec.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
