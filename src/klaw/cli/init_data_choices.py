@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from klaw.config import EngineConfig
 
+# What `--language` chooses itself: given, these may change (then `klaw reindex`); the database may not.
+INDEX_CHOICES = ("database.tokenizer", "embedder.")
+
 
 def choices_lost(config_file: Path, written: str) -> list[tuple[str, str, str]]:
     """(engine.yaml name, the file's value, the value `written` would give) for each data choice that
