@@ -33,13 +33,13 @@ async def test_a_message_over_budget_typed_at_the_terminal_is_said_on_screen(tmp
     init_home(home)
     async with FakeOpenAiServer() as model:
         model.reply_text("the answer")
-        env = {**chat_env(home, model.base_url), "KLAW__MODELS__FAKE__CONTEXTBUDGET": "100"}
+        env = {**chat_env(home, model.base_url), "KLAW__MODELS__FAKE__CONTEXTBUDGET": "256"}
         async with terminal([sys.executable, "-m", "klaw", "chat", "--skip-check"], env, tmp_path) as term:
             await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
-            await term.type_line("word " * 100)  # ~125 tokens against a 90-token budget
+            await term.type_line("word " * 240)  # ~300 tokens against a 230-token budget (256 is the least allowed)
             screen = await term.wait_for_prompt_after("the answer", "the reply")
             flat = " ".join(screen.split())
-            assert "This message is ~129 tokens, over the 90-token budget of" in flat, screen
+            assert "This message is ~304 tokens, over the 230-token budget of" in flat, screen
             assert "save it as a file in the workspace" in flat
             await term.tmux("send-keys", "-t", term.target, "C-d")
             assert await term.exit_status() == 0
