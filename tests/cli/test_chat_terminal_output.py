@@ -15,6 +15,9 @@ from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import DEADLINE_SECONDS, Terminal, chat_env, init_home, needs_tmux, terminal
 
 WORDS = " ".join(f"w{n:05d}" for n in range(3000))  # 20,999 characters, the last word w02999
+# ~6k tokens of words: a context budget that holds them whole beside the system prompt and tools (a message over
+# the budget is cut in the model's context, decision 488; these tests are about the terminal, not the budget).
+WHOLE = {"KLAW__MODELS__FAKE__CONTEXTBUDGET": "32768"}
 
 
 async def paste(term: Terminal, text: str, workdir: Path) -> None:
@@ -39,7 +42,10 @@ async def test_a_long_reply_to_a_stalled_terminal_arrives_whole_and_the_shell_ge
     mode_file = tmp_path / "stdin-blocking"
     after = f"{shlex.quote(sys.executable)} -c 'import os; print(os.get_blocking(0))' > {shlex.quote(str(mode_file))}"
     command = ["sh", "-c", f"{shlex.join([sys.executable, '-m', 'klaw', 'chat'])}; status=$?; {after}; exit $status"]
-    async with FakeOpenAiServer() as model, terminal(command, chat_env(home, model.base_url), tmp_path) as term:
+    async with (
+        FakeOpenAiServer() as model,
+        terminal(command, {**chat_env(home, model.base_url), **WHOLE}, tmp_path) as term,
+    ):
         await term.wait_for_prompt_after("Type /help for commands", "the greeting")
         server_pid = int((await term.tmux("display-message", "-p", "#{pid}")).strip())
         await paste(term, WORDS, tmp_path)
@@ -69,7 +75,9 @@ async def test_a_paste_made_while_klaw_starts_is_sent_whole(tmp_path: Path) -> N
 
     async with FakeOpenAiServer() as model:
         model.latency = slow
-        async with terminal([sys.executable, "-m", "klaw", "chat"], chat_env(home, model.base_url), tmp_path) as term:
+        async with terminal(
+            [sys.executable, "-m", "klaw", "chat"], {**chat_env(home, model.base_url), **WHOLE}, tmp_path
+        ) as term:
             async with asyncio.timeout(DEADLINE_SECONDS):
                 while not any(r.path == "/v1/models" for r in model.requests):  # noqa: ASYNC110 - another process
                     await asyncio.sleep(0.05)

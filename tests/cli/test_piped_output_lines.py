@@ -50,7 +50,8 @@ def test_init_and_memory_search_print_whole_unpadded_lines(tmp_path: Path) -> No
     fill(home)
     lines = unpadded(piped_klaw(home.root, "memory", "search", "deploy friday", "--segment", "all"))
     assert f"   {DEPLOY}" in lines
-    caption = [line for line in lines if "dimmed: found by vectors alone" in line]
+    # Into a pipe nothing is dimmed: the legend names the mark the lines carry instead (decision 490).
+    caption = [line for line in lines if "marked [beyond threshold]: found by vectors alone" in line]
     assert len(caption) == 1 and caption[0].endswith("so a reply can rank for its question's words"), lines
     assert "segment 2 (id 2): 2026-03-01 09:00 UTC (current), 2 message(s)" in unpadded(
         piped_klaw(home.root, "memory", "list")
