@@ -278,8 +278,16 @@ def _vec0_path() -> str:
     """sqlite-vec's loadable extension: what `sqlite_vec.loadable_path()` answers (the package folder's
     `vec0`), found without running the package's `__init__`, which imports numpy (~0.2 s of every start)
     for a `register_numpy` klaw never calls: `klaw memory list`, `db info` or `tools` touch no vector
-    (decision 437). ImportError when sqlite-vec is not installed, as importing it would raise."""
-    spec = importlib.util.find_spec("sqlite_vec")
-    if spec is None or spec.origin is None:
-        raise ModuleNotFoundError("No module named 'sqlite_vec'", name="sqlite_vec")
-    return os.path.normpath(os.path.join(os.path.dirname(spec.origin), "vec0"))
+    (decision 437). ImportError when sqlite-vec is not installed, as importing it would raise. Found once a
+    process: `find_spec` of a package not imported searches every folder of `sys.path` again at each call, and
+    read connections open on their thread's first read, during turns (tests/engine/test_turn_imports.py)."""
+    global _vec0_found
+    if _vec0_found is None:
+        spec = importlib.util.find_spec("sqlite_vec")
+        if spec is None or spec.origin is None:
+            raise ModuleNotFoundError("No module named 'sqlite_vec'", name="sqlite_vec")
+        _vec0_found = os.path.normpath(os.path.join(os.path.dirname(spec.origin), "vec0"))
+    return _vec0_found
+
+
+_vec0_found: str | None = None
