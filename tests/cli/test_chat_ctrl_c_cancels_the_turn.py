@@ -5,6 +5,8 @@ the first Ctrl-C waited out a 20 s `sleep` and dropped the person at the shell."
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -72,8 +74,14 @@ async def test_ctrl_c_twice_while_a_turn_runs_quits(tmp_path: Path) -> None:
                 await term.wait_for(
                     lambda s: s.rstrip().endswith("you ›") or term.status_file.exists(), "the prompt or the exit"
                 )
-                if not term.status_file.exists():
+                for _ in range(3):  # a press landing as the prompt takes the terminal can be lost (CI110): press again
+                    if term.status_file.exists():
+                        break
                     await term.tmux("send-keys", "-t", term.target, "C-c")
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(5):
+                            while not term.status_file.exists():  # noqa: ASYNC110 - another process
+                                await asyncio.sleep(0.1)
             status = await term.exit_status()
             screen = await term.screen()
             assert status in (0, 130), screen  # quit: at once (130), or the cancel won and the prompt left (0)
