@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from klaw.llm.tokens import approximate_token_count
-from tests.engine.harness import running_engine
+from tests.engine.harness import CHAT, running_engine
 
 BUDGET = 4000  # fake/small's contextBudget in the harness; the builder keeps 90 % of it
 
@@ -31,3 +31,24 @@ async def test_a_message_far_over_the_budget_is_cut_with_a_marker_and_the_contex
         assert last.startswith("line 0: the quick brown fox")  # the start of what the person sent
         assert "klaw cut this message here" in last and f"{len(pasted):,} characters" in last
         assert (h.delivered[-1].kind, h.delivered[-1].text) == ("reply", "I read the start of it.")
+
+        # /context's pending layer is what the model was sent, said cut, with the whole size (decision 500)
+        said = (await h.engine.submit(CHAT, "/context")).command_reply or ""
+        line = next(line for line in said.splitlines() if line.startswith("- pending:"))
+        shown = int(line.split("- pending: ")[1].split(" tokens")[0])
+        whole = int(line.split("cut from ")[1].split(" tokens")[0])
+        assert shown == approximate_token_count(last) + 4, line  # the user message as sent, mark included
+        assert abs(whole - approximate_token_count(pasted)) <= 5 and whole > shown * 3, line  # the paste whole
+        assert "the model was sent the start of the message" in line, line
+        assert sum(int(x.split(": ")[1].split(" tokens")[0]) for x in said.splitlines() if x.startswith("- ")) <= (
+            BUDGET * 0.9
+        ), said
+
+
+async def test_a_message_within_the_budget_is_not_said_cut(tmp_path: Path) -> None:
+    async with running_engine(tmp_path) as h:
+        h.server.reply_text("ok")
+        await h.turn("a short question")
+        said = (await h.engine.submit(CHAT, "/context")).command_reply or ""
+        line = next(line for line in said.splitlines() if line.startswith("- pending:"))
+        assert "cut" not in line, line

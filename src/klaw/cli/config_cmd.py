@@ -162,6 +162,8 @@ def check() -> None:
     if (failed := _groups_failed(rows)) is not None:
         # Not "valid": the agent would go without these groups, and `klaw tools` exits 1 for them.
         fail(f"{loaded.path} is valid, but {failed}", code=1)
+    if (cramped := _budget_too_small(home, loaded.config)) is not None:
+        fail(f"{loaded.path}: {cramped}")  # exit 2: the file sets what no turn can work in (decision 500)
     typer.echo(f"{loaded.path}: valid")
     warn = stderr_console(highlight=False).print
     if untokened is not None:
@@ -284,6 +286,27 @@ def _tool_inventory(home: KlawHome, config: EngineConfig) -> tuple[list[ToolRow]
     except Exception as exc:
         return [], f"warning: the tools were not checked ({type(exc).__name__}: {exc})"
     return inventory.rows, None
+
+
+def _budget_too_small(home: KlawHome, config: EngineConfig) -> str | None:
+    """Each chat model whose contextBudget leaves no room for a message once the system prompt and its tools
+    are placed (engine/budget_room.py), in one sentence each; None when every one has room."""
+    import logging
+
+    from klaw.engine.budget_room import too_small
+    from klaw.engine.tool_assembly import skill_catalogue
+    from klaw.engine.tool_listing import ROW_LOGGERS, selection_without_engine
+    from klaw.log_format import held_back
+    from klaw.tools.docs.tools import DOCS_PROMPT
+
+    try:
+        with held_back(*ROW_LOGGERS, level=logging.CRITICAL):  # the rows said them: not twice
+            selection = selection_without_engine(home, config, skill_catalogue(home, config, logged=False))
+        appendix = DOCS_PROMPT if "docs" in config.tool_groups else None
+        found = too_small(home.workspace, config, selection.specs, appendix)
+    except Exception:  # the tools that cannot be built were said above; the turn tells the chat
+        return None
+    return "; ".join(each.words() for each in found) + "." if found else None
 
 
 def _groups_failed(rows: list[ToolRow]) -> str | None:

@@ -14,6 +14,7 @@ scheduler, the socket claimed, unanswered messages resumed, the scheduler starte
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -24,6 +25,7 @@ from klaw.config import EngineConfig
 from klaw.engine.agent_messages import AgentMessages
 from klaw.engine.answered_elsewhere import RESUME_WITHIN
 from klaw.engine.approval import ApprovalGate
+from klaw.engine.budget_room import log_too_small, too_small
 from klaw.engine.chat_leases import ChatLeases
 from klaw.engine.clock import Clock
 from klaw.engine.commands import CommandHandler
@@ -190,6 +192,8 @@ async def assemble(
     early |= {key: value for key, value in ((SKILLS, skills), (DOCS, docs)) if value is not None}
     selection = tool_registry(home, config, early, tools)
     registry = selection.registry
+    appendix = DOCS_PROMPT if docs is not None else None  # the budget too small for prompt and tools: said (500)
+    log_too_small(await asyncio.to_thread(too_small, home.workspace, config, selection.specs, appendix))
     mcp_servers = await start_mcp_servers(home, config, clock, stack, registry)
     router = open_router(config, clock, stack, router)
     slots = LlmSlots(config.processing.max_concurrent_llm)

@@ -302,6 +302,11 @@ class CommandHandler:
         lines = [f"Last turn's context: {context.total_tokens} of {context.budget} tokens"]
         for layer in context.layers:
             said = _LAYER_WORDS.get(layer.name, "")
+            if layer.whole:  # decision 500: what the model was sent, and that it was cut
+                said += (
+                    f"; cut from {layer.whole} tokens: over the budget, the model was sent the start of the"
+                    " message and a line saying klaw cut it there"
+                )
             lines.append(f"- {layer.name}: {layer.tokens} tokens ({layer.items} item(s)){said}")
             lines += [f"    {name}: {tokens}" for name, tokens in layer.parts]
         if context.recalled:

@@ -26,7 +26,10 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from klaw.config import ContextConfig
-from klaw.engine.context_cut import cut_to_fit
+from klaw.engine.context_cut import MESSAGE_OVERHEAD_TOKENS as MESSAGE_OVERHEAD_TOKENS  # still named here
+from klaw.engine.context_cut import SAFETY_MARGIN as SAFETY_MARGIN
+from klaw.engine.context_cut import cut_to_fit, tools_tokens
+from klaw.engine.recalled_parts import recalled_parts
 from klaw.engine.sessions import Session
 from klaw.engine.system_prompt import SystemPrompt
 from klaw.engine.transcript import paired_tool_messages, to_chat_message
@@ -39,7 +42,7 @@ from klaw.log_format import LOG_FILE_ONLY
 from klaw.memory.auto_rag import AutoRagService, RecalledMessage, format_block
 from klaw.memory.core_memory import CoreMemory
 from klaw.memory.hybrid_search import Phase, untimed
-from klaw.memory.past_conversations.pipeline import Retrieval, ShownSegment
+from klaw.memory.past_conversations.pipeline import Retrieval
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageType, Role, StoredMessage
@@ -47,8 +50,6 @@ from klaw.store.records import ChatRef, MessageType, Role, StoredMessage
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-SAFETY_MARGIN = 0.9
-MESSAGE_OVERHEAD_TOKENS = 4  # role and framing per message
 SUMMARY_HEADER = "Summary of this conversation so far:"
 
 
@@ -58,6 +59,7 @@ class ContextLayer:
     tokens: int
     items: int = 1
     parts: tuple[tuple[str, int], ...] = ()  # (name, tokens) of each item where it helps: the tools, per tool
+    whole: int = 0  # the pending messages' tokens before klaw cut them to the budget (0: not cut; decision 500)
 
 
 # The tools layers last computed, by the identities of their tools. The registry hands out the same
@@ -75,7 +77,7 @@ def tools_layer(tools: Sequence[ToolSpec]) -> ContextLayer:
     kept = _TOOLS_LAYERS.get(key)
     if kept is not None:
         return kept[1]
-    total = approximate_token_count(json.dumps([t.to_wire() for t in tools])) if tools else 0
+    total = tools_tokens(tools)
     parts = tuple((t.name, approximate_token_count(json.dumps(t.to_wire()))) for t in tools)
     layer = ContextLayer("tools", total, len(tools), parts)
     if len(_TOOLS_LAYERS) >= _TOOLS_LAYERS_KEPT:
@@ -208,14 +210,14 @@ class ContextBuilder:
         sent_after, round_messages = _sendable(interrupted)
         sent += sent_after
         fixed = sum(layer.tokens for layer in layers) + tools_layer(tools).tokens  # the rest is the conversation's
-        conversation = [*window_messages, *_pending_around(pending, interrupted, round_messages)]
-        messages = cut_to_fit([*head, *conversation], len(head), budget - fixed, _chat_tokens)  # decision 488
+        around = _pending_around(pending, interrupted, round_messages)
+        messages = cut_to_fit([*head, *window_messages, *around], len(head), budget - fixed, _chat_tokens)  # 488
         layers.append(
             ContextLayer("sliding_window", sum(message_tokens(m) for m in sent), len(window_messages + round_messages))
         )
         if tools:
             layers.append(tools_layer(tools))
-        layers.append(ContextLayer("pending", pending_tokens, len(pending)))
+        layers.append(_pending_layer(messages[len(head) + len(window_messages) :], around, round_messages, pending))
         return BuiltContext(
             messages=messages,
             tools=tools,
@@ -333,6 +335,23 @@ def _pending_around(
     return [ChatMessage.user(before), *round_messages, *([ChatMessage.user(after)] if after else [])]
 
 
+def _pending_layer(
+    sent: Sequence[ChatMessage],
+    around: Sequence[ChatMessage],
+    round_messages: Sequence[ChatMessage],
+    pending: Sequence[StoredMessage],
+) -> ContextLayer:
+    """The pending layer as the model was sent it: a message `cut_to_fit` cut counts what was sent, with its
+    whole size in `whole` (/context said the whole size, not what the model read: decision 500). `sent` is the
+    conversation's tail from the pending messages on, `around` the same before the cut."""
+    joined = approximate_token_count("\n".join(m.content for m in pending)) + MESSAGE_OVERHEAD_TOKENS
+    rounds = {id(message) for message in round_messages}
+    asked = [i for i, message in enumerate(around) if id(message) not in rounds]
+    if all(sent[i] is around[i] for i in asked):
+        return ContextLayer("pending", joined, len(pending))
+    return ContextLayer("pending", sum(_chat_tokens(sent[i]) for i in asked), len(pending), whole=joined)
+
+
 def _chat_tokens(message: ChatMessage) -> int:
     return approximate_token_count(message.content or "") + MESSAGE_OVERHEAD_TOKENS
 
@@ -361,28 +380,3 @@ def fit_newest(items: Sequence[T], tokens: Callable[[T], int], budget_tokens: in
         used += cost
     kept.reverse()
     return kept
-
-
-PART_WORDS_CHARS = 60
-
-
-def recalled_parts(shown: Sequence[ShownSegment]) -> tuple[tuple[str, int], ...]:
-    """Which past segments, exchanges and messages the past-conversations block holds, by id with their first
-    words and tokens: `/context` and the web Inspector named only "1 item(s)", so a person could not see what
-    was recalled (newcomer16, decision 445). The person's own chat, shown to them; kept in memory, never logged."""
-    parts: list[tuple[str, int]] = []
-    for segment in shown:
-        text = segment.hit.summary.text
-        parts.append((f"segment {segment.segment_id}: {_first_words(text)}", approximate_token_count(text)))
-        for exchange in segment.exchanges:
-            said = exchange.hit.summary.text
-            parts.append((f"  exchange {exchange.exchange_id}: {_first_words(said)}", approximate_token_count(said)))
-        for hit in segment.messages:
-            content = hit.message.content
-            parts.append((f"  message {hit.message.rowid}: {_first_words(content)}", approximate_token_count(content)))
-    return tuple(parts)
-
-
-def _first_words(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= PART_WORDS_CHARS else line[: PART_WORDS_CHARS - 1].rstrip() + "…"

@@ -10,16 +10,25 @@ context fits; the person is told first that their message is over the budget (me
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Sequence
 
-from klaw.llm.messages import ChatMessage
+from klaw.llm.messages import ChatMessage, ToolSpec
 from klaw.llm.tokens import approximate_token_count
 
+SAFETY_MARGIN = 0.9  # the share of a model's budget a context is built in (approximate token counts need the margin)
+MESSAGE_OVERHEAD_TOKENS = 4  # role and framing per message
 MIN_ROOM_TOKENS = 256  # what the conversation keeps even when the fixed layers alone fill the budget
 MARK = (
     "\n\n[klaw cut this message here: its {total:,} characters are more than the model's context holds;"
     " the model sees the first {kept:,}]"
 )
+
+
+def tools_tokens(tools: Sequence[ToolSpec]) -> int:
+    """The whole `tools` array's tokens, as sent (here, not in the builder: `klaw config check` counts them without
+    loading what the builder imports, numpy among it: decision 500)."""
+    return approximate_token_count(json.dumps([t.to_wire() for t in tools])) if tools else 0
 
 
 def cut_to_fit(

@@ -110,6 +110,7 @@ class TurnContext:
                     "tokens": layer.tokens,
                     "items": layer.items,
                     "parts": [{"name": name, "tokens": tokens} for name, tokens in layer.parts],
+                    **({"cut_from": layer.whole} if layer.whole else {}),
                 }
                 for layer in self.layers
             ],

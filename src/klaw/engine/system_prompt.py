@@ -67,7 +67,7 @@ def cap_bytes(budget_tokens: int | None, tools_tokens: int = 0, earlier_bytes: i
 def budget_for(size: int, tools_tokens: int, earlier_bytes: int) -> int | None:
     """The contextBudget (a multiple of 100, before the builder's margin) whose cap holds a file of `size` bytes
     whole; None over 64 KiB, which no budget holds."""
-    from klaw.engine.context_builder import SAFETY_MARGIN  # the builder imports this module
+    from klaw.engine.context_cut import SAFETY_MARGIN  # the builder imports this module
 
     if size > MAX_PROMPT_FILE_BYTES:
         return None

@@ -177,14 +177,8 @@ def listing_without_engine(
 def _listing(
     home: KlawHome, config: EngineConfig, chat: ChatRef, model: str, service_sets: frozenset[str]
 ) -> ToolInventory:
-    idle = _NotStarted()
     skills = skill_catalogue(home, config, logged=False)
-    services: dict[ServiceKey[Any], object] = {MEMORY: idle}
-    for key, service in ((SKILLS, skills), (DOCS, docs_index(home, config, None))):
-        if service is not None:
-            services[key] = service
-    selection = tool_registry(home, config, services, ())
-    provide_late_groups(home, config, selection, {SCHEDULER: idle, MESSAGES: idle, SEND_PLACES: idle})
+    selection = selection_without_engine(home, config, skills)
     enabled = set(config.tool_groups)
     servers = [
         _not_started(name, server, home.workspace, service_sets)
@@ -194,6 +188,20 @@ def _listing(
     ]
     listing = ToolListing(config, ModelCatalogue.from_config(config), None, selection, lambda: servers, skills)
     return ToolInventory(chat, model, listing.rows(model), groups_line=listing.every_group_line(model))
+
+
+def selection_without_engine(home: KlawHome, config: EngineConfig, skills: SkillCatalogue | None) -> ToolSelection:
+    """Every enabled group's tools as an engine's start provides them, bound to services never started (no MCP
+    server's tools: they are listed when an engine connects): `klaw tools`, and `klaw config check`'s budget
+    check (decision 500)."""
+    idle = _NotStarted()
+    services: dict[ServiceKey[Any], object] = {MEMORY: idle}
+    for key, service in ((SKILLS, skills), (DOCS, docs_index(home, config, None))):
+        if service is not None:
+            services[key] = service
+    selection = tool_registry(home, config, services, ())
+    provide_late_groups(home, config, selection, {SCHEDULER: idle, MESSAGES: idle, SEND_PLACES: idle})
+    return selection
 
 
 def _not_started(name: str, server: McpServerConfig, workspace: Path, service_sets: frozenset[str]) -> ServerState:
