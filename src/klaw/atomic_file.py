@@ -100,12 +100,13 @@ def append_whole(fd: int, payload: bytes, size: int) -> None:
         raise
 
 
-def kept_copy_name(target: Path) -> Path:
+def kept_copy_name(target: Path, kind: str = "bak") -> Path:
     """`<name>.bak-<UTC time>` beside `target` (a number after it when one of the same second is there): the
-    copies `klaw init --force` and `klaw reindex --keep-backup` keep, which no later run removes (395, 396)."""
+    copies `klaw init --force` and `klaw reindex --keep-backup` keep, which no later run removes (395, 396);
+    `kind` "broken": an engine.yaml that did not load, set aside by `init --force` (decision 500)."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    kept, number = target.with_name(f"{target.name}.bak-{stamp}"), 1
+    kept, number = target.with_name(f"{target.name}.{kind}-{stamp}"), 1
     while kept.exists():
         number += 1
-        kept = target.with_name(f"{target.name}.bak-{stamp}-{number}")
+        kept = target.with_name(f"{target.name}.{kind}-{stamp}-{number}")
     return kept

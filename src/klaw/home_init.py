@@ -28,17 +28,20 @@ class InitReport:
     steps: list[tuple[Literal["wrote", "made", "kept", "saved"], Path]] = field(default_factory=list)
 
 
-def initialise_home(home: KlawHome, *, overwrite: bool = False, language: LanguageSettings | None = None) -> InitReport:
+def initialise_home(
+    home: KlawHome, *, overwrite: bool = False, language: LanguageSettings | None = None, broken: bool = False
+) -> InitReport:
     """Write the default files that are missing (all of them with `overwrite`, each one that differs first
     copied beside it as `<name>.bak-<UTC time>`); never touch others.
-    With `language`, engine.yaml carries its tokenizer, embedder and gates (klaw/home_language.py)."""
+    With `language`, engine.yaml carries its tokenizer, embedder and gates (klaw/home_language.py).
+    `broken`: engine.yaml does not load; its copy is named `engine.yaml.broken-<UTC time>` (decision 500)."""
     templates = resources.files("klaw.templates")
     report = InitReport()
     private_dirs(home.root)  # 0700, like every folder klaw makes (an existing home is make_private's)
     config_text = (templates / "engine.yaml").read_text(encoding="utf-8")
     if language is not None:
         config_text = apply_to_config_text(config_text, language)
-    _write(report, home.config_file, config_text, overwrite)
+    _write(report, home.config_file, config_text, overwrite, "broken" if broken else "bak")
     _make(report, home.workspace)
     for name in WORKSPACE_FILES:
         _write(report, home.workspace / name, (templates / "workspace" / name).read_text(encoding="utf-8"), overwrite)
@@ -54,14 +57,14 @@ def _make(report: InitReport, directory: Path) -> None:
     private_dirs(directory)
 
 
-def _write(report: InitReport, target: Path, text: str, overwrite: bool) -> None:
+def _write(report: InitReport, target: Path, text: str, overwrite: bool, kind: str = "bak") -> None:
     if target.exists() and not overwrite:
         report.kept.append(target)
         report.steps.append(("kept", target))
         return
     data = text.encode("utf-8")
     if target.exists() and target.read_bytes() != data:  # `--force` on a file the person edited: keep theirs
-        saved = kept_copy_name(target)
+        saved = kept_copy_name(target, kind)
         write_private(saved, target.read_bytes())
         report.saved.append(saved)
         report.steps.append(("saved", saved))

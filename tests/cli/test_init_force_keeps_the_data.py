@@ -71,3 +71,40 @@ def test_init_force_keeps_going_when_the_data_choices_stay(tmp_path: Path) -> No
     moved = klaw_here(english, "init", "--force", "--language", "en")
     assert moved.returncode == 2 and "database.backend: postgres" in " ".join(moved.stderr.split())
     assert "database.tokenizer" not in moved.stderr, moved.stderr
+
+
+# Decision 500: an engine.yaml that does not load cannot be compared (newc20a): --force set it aside as a .bak
+# only, and a broken file naming PostgreSQL was reset to klaw.db unseen.
+def test_init_force_sets_a_broken_engine_yaml_aside_and_says_why_it_did_not_load(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert klaw_here(home, "init").returncode == 0
+    config = home / "engine.yaml"
+    broken = config.read_text(encoding="utf-8") + "models: [\n"  # a YAML slip at the end
+    config.write_text(broken, encoding="utf-8")
+
+    forced = klaw_here(home, "init", "--force")
+
+    assert forced.returncode == 0, forced.stderr
+    aside = sorted(home.glob("engine.yaml.broken-*"))
+    assert len(aside) == 1 and aside[0].read_text(encoding="utf-8") == broken
+    assert aside[0].stat().st_mode & 0o777 == 0o600 and not list(home.glob("engine.yaml.bak-*"))
+    said = _said(forced.stdout)
+    assert f"saved {aside[0]} (your engine.yaml, which did not load:" in said and "line " in said, said
+    assert klaw_here(home, "config", "check").returncode == 0  # the defaults, loading
+
+
+def test_init_force_refuses_a_broken_engine_yaml_that_names_postgres(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert klaw_here(home, "init").returncode == 0
+    config = home / "engine.yaml"
+    config.write_text(f"database:\n  backend: postgres\n  urlEnv: {VARIABLE}\nbogus: 1\n", encoding="utf-8")
+    before = config.read_bytes()
+
+    forced = klaw_here(home, "init", "--force")
+
+    said = _said(forced.stderr)
+    assert forced.returncode == 2, forced.stdout
+    assert f"{config} does not load (" in said and "bogus: unknown field" in said, said
+    assert "line 2: backend: postgres; line 3: urlEnv: KLAW_TEST_DATABASE_URL" in said, said
+    assert "Nothing was changed" in said and f"mv {config} {config}.old" in said, said
+    assert config.read_bytes() == before and not list(home.glob("engine.yaml.broken-*"))

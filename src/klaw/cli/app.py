@@ -116,8 +116,8 @@ def init(
         typer.Option(
             "--force",
             help="Overwrite existing files with the defaults (an edited one is first kept beside it as"
-            " <name>.bak-<UTC time>); refused, naming them, when engine.yaml's database or embedder differ"
-            " from what it would write.",
+            " <name>.bak-<UTC time>, an engine.yaml that does not load as engine.yaml.broken-<UTC time>); refused,"
+            " naming them, when engine.yaml's database or embedder differ from what it would write.",
         ),
     ] = False,
     if_missing: Annotated[
@@ -137,8 +137,9 @@ def init(
     refuse_a_file(home)
     chosen = _language_or_exit(language, home, force)
     reindex = force and _keeps_the_data_or_exit(home, chosen)
+    broken = _broken_or_exit(home, chosen) if force else None
     try:
-        report = initialise_home(home, overwrite=force, language=chosen)
+        report = initialise_home(home, overwrite=force, language=chosen, broken=broken is not None)
         make_private_or_warn(home)  # after: a home made here is walked at once, so no later start walks it
     except OSError as exc:  # a place this user cannot create or write (/proc/…, a read-only disk)
         fail(f"Could not create a klaw home at {home.root}: {exc.strerror or exc} ({home_source()}).")
@@ -146,7 +147,9 @@ def init(
     if if_missing and not report.written:
         return
     for step, path in report.steps:  # each folder before the files written into it
-        if step == "saved":
+        if step == "saved" and broken is not None and path.parent == home.root:
+            console.print(f"saved  {path} (your engine.yaml, which did not load: {broken})", markup=False)
+        elif step == "saved":
             console.print(f"saved  {path} (your file as it was before --force)")
         elif step == "made":
             skills = " (one folder per skill, with a SKILL.md: docs/skills.md)" if path == home.skills_dir else ""
@@ -208,6 +211,20 @@ def _keeps_the_data_or_exit(home: KlawHome, chosen: LanguageSettings | None) -> 
     if len(lost) > len(chose):
         fail(refusal(home.config_file, [item for item in lost if item not in chose]))
     return bool(chose)
+
+
+def _broken_or_exit(home: KlawHome, chosen: LanguageSettings | None) -> str | None:
+    """Why engine.yaml does not load (None: it loads, or there is none), for `--force`: it is set aside as
+    `engine.yaml.broken-<UTC time>`; exit 2 when its lines name another database or index than the defaults
+    (decision 500: a reset would switch the data, decision 489's rule, and the file cannot be compared)."""
+    from klaw.cli.init_data_choices import broken_file_choices, broken_refusal, load_error
+
+    error = load_error(home.config_file)
+    if error is None:
+        return None
+    if lines := broken_file_choices(home.config_file, index_chosen=chosen is not None):
+        fail(broken_refusal(home.config_file, error, lines))
+    return error
 
 
 def _language_or_exit(code: str | None, home: KlawHome, force: bool) -> LanguageSettings | None:
