@@ -7,12 +7,13 @@ Split from assembly.py so that the engine's start reads as its steps; each funct
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
 from klaw.config import EngineConfig
-from klaw.engine.clock import Clock
+from klaw.engine.clock import Clock, monotonic
 from klaw.home import KlawHome
 from klaw.memory.embedder.protocol import Embedder
 from klaw.tools.builtin.groups import BUILTIN_GROUPS
@@ -80,6 +81,7 @@ async def start_mcp_servers(
         registry,
         now=clock.now,
         sleep=clock.sleep,
+        monotonic=functools.partial(monotonic, clock),  # the backoff's timeline, whatever the wall clock does
         workspace=home.workspace,
         log_dir=home.mcp_logs,
     )

@@ -5,7 +5,10 @@ task, so each connection lives whole inside one task of its own (`_connection`):
 transport, lists the tools, says it is ready, and waits until it is told to stop or the link is
 found broken, then closes in that same task. A supervisor task around it times the start, probes an
 idle server, and after any failure (no start, a crash, a hang) waits 1 s, 2 s, 4 s … 5 min on the
-engine's clock before the next start; a connection that served resets the delay.
+engine's clock before the next start; a connection that served resets the delay. The wait counts from
+the moment the failure was found, on the clock's monotonic timeline, not from the end of the teardown
+that follows (a hung process takes seconds to be stopped): the retry comes when /status said it would,
+and a clock moved on meanwhile does not push it a whole backoff further (decision 495).
 
 A call never raises anything but `ToolRefusal`: a server that is down, dies mid-call or does not
 answer in `timeoutSeconds` gives the model a sentence saying so, and the turn goes on.
@@ -69,6 +72,7 @@ class ServerLink:
         *,
         now: Callable[[], datetime],
         sleep: Callable[[float], Awaitable[None]],
+        monotonic: Callable[[], float],
         workspace: Path,
         log_dir: Path,
         check_interval_seconds: float,
@@ -78,6 +82,7 @@ class ServerLink:
         self.config = config
         self._now = now
         self._sleep = sleep
+        self._monotonic = monotonic  # the timeline `sleep` runs on: backoffs are measured on it
         self._workspace = workspace
         self._log_dir = log_dir
         self._check_interval = check_interval_seconds
@@ -88,6 +93,7 @@ class ServerLink:
         self._reason: str | None = None
         self._reason_warned: str | None = None  # the reason last logged as a warning (said once per reason)
         self._retry_at: datetime | None = None
+        self._failed_at = 0.0  # on `monotonic`: when the last start failed or the link was found broken
         self._failures = 0
         self._final = False
         self._silent = False
@@ -226,15 +232,17 @@ class ServerLink:
                 delay, self._failures, self._reason_warned = BACKOFF_FIRST_SECONDS, 0, None
             self._failures += 1
             self._phase = "unavailable"
-            self._retry_at = self._now() + timedelta(seconds=delay)
+            left = max(0.0, delay - (self._monotonic() - self._failed_at))  # the teardown's time counts
+            self._retry_at = self._now() + timedelta(seconds=left)
             self.down.set()
             # Said once per reason: `klaw chat` prints warnings into the person's terminal, and a server that
             # cannot start would otherwise repeat the same line at every retry for the whole session (/status
             # shows the state at any time).
             level = logging.INFO if self._reason == self._reason_warned else logging.WARNING
             self._reason_warned = self._reason
-            log.log(level, "MCP server %r is unavailable (%s); retrying in %gs", self.name, self._reason, delay)
-            await self._wait(self._sleep(delay))
+            when = f"retrying in {left:.0f}s" if left >= 0.5 else "retrying now"  # its stop took the backoff
+            log.log(level, "MCP server %r is unavailable (%s); %s", self.name, self._reason, when)
+            await self._wait(self._sleep(left))
             delay = min(delay * 2, BACKOFF_MAX_SECONDS)
             self._retry_at = None
             self._phase = "starting"
@@ -252,6 +260,7 @@ class ServerLink:
         except TimeoutError:
             timed_out = self._reason = f"it did not start within {self.config.start_timeout_seconds:g} seconds"
         if not ready.is_set():
+            self._failed_at = self._monotonic()
             connection.cancel()
             await asyncio.gather(connection, return_exceptions=True)  # its output copied into its log
             self._silent = (
@@ -278,7 +287,7 @@ class ServerLink:
         # Unavailable from this moment, with the retry time _supervise will set (a server that served restarts
         # after the first backoff): the connection's teardown below can take a while, and /status asked
         # meanwhile must not show a server that is down with no retry planned.
-        self._phase, self._failures = "unavailable", 1
+        self._phase, self._failures, self._failed_at = "unavailable", 1, self._monotonic()
         self._retry_at = self._now() + timedelta(seconds=BACKOFF_FIRST_SECONDS)
         self.ready.clear()
         self._client = None

@@ -68,6 +68,7 @@ class McpServers:
         *,
         now: Callable[[], datetime],
         sleep: Callable[[float], Awaitable[None]],
+        monotonic: Callable[[], float],
         workspace: Path,
         log_dir: Path,
     ) -> None:
@@ -84,6 +85,7 @@ class McpServers:
                 server,
                 now=now,
                 sleep=sleep,
+                monotonic=monotonic,
                 workspace=workspace,
                 log_dir=log_dir,
                 check_interval_seconds=config.check_interval_seconds,
