@@ -4,9 +4,10 @@ It was refused ("talk to your agent on its web page"). One real `klaw serve` wit
 every step, as a person would meet them: a piped chat gets its reply alone on stdout, and its tool's
 question is left open (exit 3); a terminal (tmux) attaches and is asked that question at once (answered
 elsewhere, on engine.sock, the prompt ends saying so: decision 450), chats,
-runs a slash command, approves a held tool, denies one with Ctrl-C (as in process), and leaves with
-Ctrl-C while a reply is still being written; that reply, made while no terminal was attached, is shown at
-the next attach under its label (the piped message's reply, which came while one was, is not); a
+runs a slash command, approves a held tool, denies one with Ctrl-C (as in process), cancels a turn with
+Ctrl-C (decision 496: tests/cli/test_chat_attached_ctrl_c.py) and leaves; a reply made while no terminal was
+attached is shown at the next attach under its label (the piped message's reply, which came while one
+was, is not); a
 `kill -9` of the engine while a question waits ends its y/N prompt, saying the tool did not run, and the
 restarted engine's answer is shown; what is typed while the engine is down is kept, and a `klaw chat`
 started alone once the service stays down sends it.
@@ -15,6 +16,7 @@ started alone once the service stays down sends it.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import signal
 import sys
@@ -31,7 +33,7 @@ from klaw.channels.console_attached import (
     WHILE_AWAY,
 )
 from klaw.channels.console_kept import SENDING, KeptMessages
-from klaw.engine.frames import AckFrame, CommandFrame
+from klaw.engine.frames import AckFrame, CommandFrame, InboundFrame
 from klaw.home import KlawHome
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import USER, chat_env, init_home, needs_tmux, terminal
@@ -116,14 +118,26 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                     asked.set()
                     await gate.wait()
 
-                model.reply_text("written while nobody watched", before=held)
+                model.reply_text("never written", before=held)
                 await term.type_line("take your time")
                 await asyncio.wait_for(asked.wait(), timeout=STARTS_WITHIN)
-                await term.tmux("send-keys", "-t", term.target, "C-c")
-                assert await term.exit_status() == 130
-                assert "the engine goes on" in await term.screen()
+                await term.tmux("send-keys", "-t", term.target, "C-c")  # cancels the engine's turn (decision 496)
+                await term.wait_for_prompt_after("Cancelled: this turn was stopped", "the turn cancelled")
+                gate.set()
+                await term.tmux("send-keys", "-t", term.target, "C-c")  # at an empty prompt: leave
+                assert await term.exit_status() == 0
             assert serve.returncode is None  # leaving the terminal left the engine running
-            gate.set()
+            # A reply made while no terminal is attached: the console chat's message sent by another program.
+            model.reply_text("written while nobody watched")
+            other = await GatewayClient.connect(KlawHome(home).socket_path)
+            try:
+                await other.send(InboundFrame(id="away-1", channel="console", chat_id=USER, text="take your time"))
+                assert await other.recv() == AckFrame(id="away-1")
+            finally:
+                await other.aclose()
+            async with asyncio.timeout(STARTS_WITHIN):
+                while not _replied(home, "written while nobody watched"):  # noqa: ASYNC110 - another process
+                    await asyncio.sleep(0.05)
 
             (tmp_path / "second").mkdir()
             async with terminal(CHAT, env, tmp_path / "second") as term:
@@ -156,7 +170,17 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                 await term.type_line("/exit")
                 assert await term.exit_status() == 0
             assert await KeptMessages.open(home / "gateway") is None  # sent once: not again at the next attach
-        assert len(model.chat_requests) == 12  # each console turn (the killed one twice); none else twice
+        assert len(model.chat_requests) == 13  # each console turn (the killed one twice); none else twice
+
+
+def _replied(home: Path, text: str) -> bool:
+    """Whether the console chat's log holds `text` as a reply."""
+    for path in (home / "conversations").glob(f"console_{USER}/*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if record.get("role") == "assistant" and record.get("content") == text:
+                return True
+    return False
 
 
 def folded(screen: str) -> str:

@@ -5,8 +5,6 @@ the first Ctrl-C waited out a 20 s `sleep` and dropped the person at the shell."
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import sys
 from pathlib import Path
@@ -64,24 +62,13 @@ async def test_ctrl_c_twice_while_a_turn_runs_quits(tmp_path: Path) -> None:
             await term.type_line("run the long thing")
             await term.wait_for(lambda s: "thinking" in s and len(model.chat_requests) == 1, "the tool running")
             await term.tmux("send-keys", "-t", term.target, "C-c")
-            await term.tmux("send-keys", "-t", term.target, "C-c")  # a second press, apart from the first
-            screen = await term.wait_for(
-                lambda s: "Cancelled: this turn" in s or term.status_file.exists(), "the chat quit or the cancel"
-            )
-            if not term.status_file.exists() and "Cancelled: this turn" in screen:
-                # the cancel won the race and the second press came between the spinner and the prompt (the
-                # terminal's own line mode): at the prompt, Ctrl-C on an empty line leaves
-                await term.wait_for(
-                    lambda s: s.rstrip().endswith("you ›") or term.status_file.exists(), "the prompt or the exit"
-                )
-                for _ in range(3):  # a press landing as the prompt takes the terminal can be lost (CI110): press again
-                    if term.status_file.exists():
-                        break
-                    await term.tmux("send-keys", "-t", term.target, "C-c")
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(5):
-                            while not term.status_file.exists():  # noqa: ASYNC110 - another process
-                                await asyncio.sleep(0.1)
+            # The second press once the first was taken, as a person presses again on seeing it: two signals
+            # the kernel has not delivered yet are one. Exactly two presses (decision 496: in CI110 one landing
+            # as the prompt took the terminal was lost, and the test pressed a third time): the second quits
+            # while the cancel runs (130), or, the cancel done, is the prompt's Ctrl-C on an empty line (0),
+            # wherever it lands between the turn's end and the prompt.
+            await term.wait_for(lambda s: "cancelling this turn" in s or "Cancelled: this turn" in s, "the cancel")
+            await term.tmux("send-keys", "-t", term.target, "C-c")
             status = await term.exit_status()
             screen = await term.screen()
             assert status in (0, 130), screen  # quit: at once (130), or the cancel won and the prompt left (0)

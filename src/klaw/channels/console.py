@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 from rich.console import Console
 from rich.text import Text
 
-from klaw.channels.console_cancel import CANCELLING, ctrl_c_cancels
+from klaw.channels.console_cancel import CANCELLING, ChatCtrlC
 from klaw.channels.console_kept import SENDING
 from klaw.channels.console_keys import KeysWhileThinking
 from klaw.channels.console_prompt import (
@@ -113,9 +113,14 @@ class ConsoleChannel:
         self._history: ConsoleHistory | None = None  # made by `run`: a piped chat has no prompt to recall
         self._question: str | None = None  # a question that came at `you ›`, for its y/N prompt
         self._cancels: set[asyncio.Task[None]] = set()  # turns a Ctrl-C is cancelling
+        self._ctrl_c = ChatCtrlC()  # SIGINT's one handler while `run` runs (console_cancel.py)
         engine.delivery.register(CONSOLE_CHANNEL, self._replies.put)
 
     async def run(self) -> None:
+        with self._ctrl_c.installed():
+            await self._run()
+
+    async def _run(self) -> None:
         from prompt_toolkit import PromptSession
 
         from klaw.channels.console_history import ConsoleHistory
@@ -249,7 +254,7 @@ class ConsoleChannel:
             with self._console.status("thinking…", spinner="dots") as status, self._keys.watching():
                 ticker = asyncio.create_task(count_up(status, model, timeout))
                 try:
-                    with ctrl_c_cancels(functools.partial(self._cancel_turn, chat, status, ticker)):
+                    with self._ctrl_c.cancels(functools.partial(self._cancel_turn, chat, status, ticker)):
                         reply = await self._next_reply_to(result.message_id)
                 finally:
                     ticker.cancel()

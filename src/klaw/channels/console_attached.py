@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
 
 from klaw.channels.console import CONSOLE_CHANNEL, LEAVING_HELP, show_reply
+from klaw.channels.console_cancel import CANCELLING, ChatCtrlC
 from klaw.channels.console_prompt import approves, ask_approval, ctrl_c_clears_a_typed_line, next_message
 from klaw.channels.console_waiting import TICK_SECONDS, waiting_text
 from klaw.command_syntax import parse_command
@@ -49,6 +51,7 @@ QUESTION_GONE = (
     "The engine stopped before you answered: the question went with it, and the tool it asked about was not"
     " run (it was never approved). A restarted engine answers your message again, and asks again if it needs to."
 )
+OLDER_ENGINE = "the running engine cannot cancel a turn from an attached terminal (restart it to update it)"
 QUESTION_WAITS = 3  # `echo … | klaw chat`'s exit status when a tool's question holds the reply (decision 430)
 WATCH_SECONDS = 0.2  # how often the link's state is looked at, to say the engine went away or came back
 SETTLED_SECONDS = 0.5  # how often a y/N prompt asks the engine whether its question still waits (decision 450)
@@ -73,6 +76,8 @@ class AttachedConsole:
         self._question: str | None = None  # a question that came at `you ›`, for its y/N prompt
         self._gateway: Gateway | None = None
         self._there: bool | None = None  # whether the engine answered when last looked; None: not said yet
+        self._ctrl_c = ChatCtrlC()  # SIGINT's one handler while `run` runs (console_cancel.py)
+        self._cancels: set[asyncio.Task[None]] = set()  # `cancel_turn` queries under way
 
     # -- Channel --------------------------------------------------------------------------------
     async def start(self, gateway: Gateway) -> None:
@@ -90,7 +95,12 @@ class AttachedConsole:
 
     # -- the person -----------------------------------------------------------------------------
     async def run(self, banner: Text, history_file: Path) -> None:
-        """Prompt until /exit, Ctrl-D or Ctrl-C on an empty line; the engine goes on after."""
+        """Prompt until /exit, Ctrl-D or Ctrl-C on an empty line; the engine goes on after. Ctrl-C while a
+        reply is awaited cancels the chat's turn in the engine, a second one leaves (decision 496)."""
+        with self._ctrl_c.installed():
+            await self._run(banner, history_file)
+
+    async def _run(self, banner: Text, history_file: Path) -> None:
         from prompt_toolkit import PromptSession
 
         from klaw.channels.console_history import ConsoleHistory
@@ -172,8 +182,10 @@ class AttachedConsole:
         while True:
             with self._console.status("thinking…", spinner="dots") as status:
                 ticker = asyncio.create_task(self._count_up(status))
+                waiting = asyncio.current_task()
                 try:
-                    reply = await self._next_reply_to(message_id)
+                    with self._ctrl_c.cancels(functools.partial(self._cancel_turn, status, ticker, waiting)):
+                        reply = await self._next_reply_to(message_id)
                 finally:
                     ticker.cancel()
                     await asyncio.gather(ticker, return_exceptions=True)
@@ -185,6 +197,27 @@ class AttachedConsole:
             if reply.approval is None:
                 return
             await self._answer_approval(message_id, reply.approval, session)
+
+    def _cancel_turn(self, status: Status, ticker: asyncio.Task[None], waiting: asyncio.Task[Any] | None) -> None:
+        """The first Ctrl-C while a reply is awaited: the engine is asked to stop this chat's turn (the
+        `cancel_turn` query); its answer, stopped_turns.CANCELLED, ends the wait as any reply does."""
+        ticker.cancel()
+        status.update(CANCELLING)
+        task = asyncio.create_task(self._ask_to_cancel(waiting))
+        self._cancels.add(task)
+        task.add_done_callback(self._cancels.discard)
+
+    async def _ask_to_cancel(self, waiting: asyncio.Task[Any] | None) -> None:
+        """An engine that cannot be asked (down, or one older than the query) leaves the turn running: the
+        terminal leaves then, as before (exit 130, the engine goes on), saying why."""
+        params = {"channel": CONSOLE_CHANNEL, "chat_id": self._chat_id}
+        try:
+            await self.gateway.query("cancel_turn", params)
+        except (EngineUnavailable, QueryFailed) as exc:
+            why = str(exc) if isinstance(exc, EngineUnavailable) else OLDER_ENGINE
+            self._stderr.print(Text(f"Could not cancel the turn: {why}; leaving.", style="yellow"), highlight=False)
+            if waiting is not None:
+                waiting.cancel()
 
     async def _ask_open_questions(self, session: PromptSession[str]) -> None:
         """The questions waiting in this chat when the terminal attaches (one asked before, its terminal

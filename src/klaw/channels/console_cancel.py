@@ -1,17 +1,21 @@
-"""Ctrl-C while `klaw chat` waits for a turn (the spinner) cancels that turn, as most chat CLIs do; a second
-Ctrl-C before the cancel is done quits, as any Ctrl-C did before (the reply in flight finished, exit 130).
+"""Ctrl-C in `klaw chat` at a terminal (in process and attached alike), through one SIGINT handler held for the
+whole chat: while a turn's reply is awaited the first Ctrl-C cancels that turn, as most chat CLIs do, and a
+second one before the cancel is done quits (the handler found, asyncio.Runner's: exit 130); at the prompt,
+and from the end of a turn's wait until the prompt takes the terminal, it is the prompt's Ctrl-C (clears a
+typed line, leaves from an empty one: console_prompt.py).
 
-Before, the first Ctrl-C stopped the whole chat and waited for the reply in flight: a 20 s tool run
-(`sleep 20`) held the person 20 s and then dropped them at the shell, with no way to cancel just the turn
-(newcomer20). The cancel is `/forget`'s stop without the forget (`MessageProcessor.turn_stopped`): the
-turn's task is cancelled (a tool's program killed with its process group, bounded_process.py), its
-exchange closed so no later start answers it again, the person's message kept in the chat, and the
-turn's answer is a line saying it was cancelled (stopped_turns.CANCELLED); the prompt comes back.
+Before (decision 490), a handler of the turn's own was put in front of asyncio.Runner's for the spinner
+and taken away after, and every prompt put prompt_toolkit's in front of that (`handle_sigint`, through
+the event loop's signal handling) and took it away again: three owners swapped between a cancelled turn
+and the next prompt, and a Ctrl-C pressed as the prompt took the terminal (the terminal in its own line
+mode, echoing `^C`) could be lost, the next press working (CI110; decision 496). Now the chat's handler is
+the only one from its first prompt to its end; prompts are asked with `handle_sigint=False`, and a Ctrl-C
+that comes as a signal while a prompt is up (the terminal in line mode while prompt_toolkit prints
+something above the prompt) or on its way is given to that prompt as its Ctrl-C key. In the prompt's raw
+mode Ctrl-C is a key, not a signal, as before.
 
-At the prompt Ctrl-C is a key of prompt_toolkit's (console_prompt.py: clears a typed line, leaves from
-an empty one); here the terminal is in cbreak mode with signals kept (console_keys.py), so Ctrl-C is a
-SIGINT. The handler of the moment (asyncio.Runner's: it cancels the main task) is put back after, and
-is what a second Ctrl-C calls.
+The cancel itself is the caller's: in process, `/forget`'s stop without the forget (`turn_stopped`, the
+answer stopped_turns.CANCELLED); attached, the socket's `cancel_turn` query (engine/turn_cancel.py).
 """
 
 from __future__ import annotations
@@ -21,35 +25,109 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # prompt_toolkit is imported where a prompt is drawn, never by a piped chat (decision 316)
+    from prompt_toolkit.application import Application
 
 CANCELLING = "cancelling this turn… (Ctrl-C again to quit klaw chat)"
 
 
-@contextmanager
-def ctrl_c_cancels(cancel: Callable[[], None]) -> Iterator[None]:
-    """While the block runs, the first SIGINT calls `cancel` on the event loop; the next one goes to the
-    handler the block found. Outside the main thread (no signals there) the block runs unchanged."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    loop = asyncio.get_running_loop()
-    before: Any = signal.getsignal(signal.SIGINT)
-    pressed = 0
+class ChatCtrlC:
+    """What Ctrl-C means in this chat at each moment; `installed` makes it the process's SIGINT handler."""
 
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
-        nonlocal pressed
-        pressed += 1
-        if pressed == 1:
-            loop.call_soon_threadsafe(cancel)
-        elif callable(before):
-            before(signum, frame)
+    def __init__(self) -> None:
+        self._before: Any = None
+        self._cancel: Callable[[], None] | None = None  # a turn's reply is awaited
+        self._presses = 0  # Ctrl-Cs while it is
+        self._toward_prompt = False  # a turn's wait ended: the next Ctrl-C is the next prompt's
+        self._owed = False  # a Ctrl-C came before that prompt took the terminal
+        self._app: Application[Any] | None = None  # the prompt up
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        """The chat's handler for the block, the one found put back after. Outside the main thread (no
+        signals there) nothing changes. Through the event loop, which calls it once for each signal that
+        came (two presses before Python ran a handler of its own were one call: decision 490's note)."""
+        global _current
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        self._before = signal.getsignal(signal.SIGINT)
+        loop.add_signal_handler(signal.SIGINT, self._pressed)
+        _current = self
+        try:
+            yield
+        finally:
+            _current = None
+            loop.remove_signal_handler(signal.SIGINT)  # leaves Python's default handler: the one found back
+            if self._before is not None:
+                signal.signal(signal.SIGINT, self._before)
+
+    @contextmanager
+    def cancels(self, cancel: Callable[[], None]) -> Iterator[None]:
+        """While a turn's reply is awaited: the first Ctrl-C calls `cancel` on the event loop, the next quits."""
+        self._cancel, self._presses, self._toward_prompt = cancel, 0, False
+        if self._owed:  # pressed as the message went (its prompt closing): it cancels this turn
+            self._owed, self._presses = False, 1
+            asyncio.get_running_loop().call_soon(cancel)
+        try:
+            yield
+        finally:
+            self._cancel = None
+            self._toward_prompt = True
+
+    @contextmanager
+    def at_prompt(self, app: Application[Any]) -> Iterator[Callable[[], None]]:
+        """Around a prompt; yields what its `pre_run` calls, when it takes keys: a Ctrl-C owed is pressed then."""
+
+        def started() -> None:
+            self._app, self._toward_prompt = app, False
+            if self._owed:
+                self._owed = False
+                press_ctrl_c(app)
+
+        try:
+            yield started
+        finally:
+            self._app = None
+
+    def _pressed(self) -> None:
+        """One Ctrl-C, on the event loop."""
+        if self._cancel is not None:
+            self._presses += 1
+            if self._presses == 1:
+                self._cancel()
+                return
+        elif self._app is not None or self._toward_prompt:
+            self._for_the_prompt()
+            return
+        if callable(self._before):  # asyncio.Runner's: the main task cancelled, the chat quits (exit 130)
+            self._before(signal.SIGINT, None)
         else:
             raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, before)
+    def _for_the_prompt(self) -> None:
+        app = self._app
+        if app is not None and app.future is not None and not app.future.done():
+            press_ctrl_c(app)
+        else:  # the prompt is on its way (it gets it as it starts), or just closed (the turn it sent gets it)
+            self._owed = True
+
+
+def press_ctrl_c(app: Application[Any]) -> None:
+    """Ctrl-C given to a prompt as if typed there, whatever mode the terminal is in."""
+    from prompt_toolkit.key_binding import KeyPress
+    from prompt_toolkit.keys import Keys
+
+    app.key_processor.feed(KeyPress(Keys.ControlC, "\x03"))
+    app.key_processor.process_keys()
+
+
+_current: ChatCtrlC | None = None
+
+
+def current() -> ChatCtrlC | None:
+    """The chat's handler while one is installed (the prompts ask it: console_prompt.py)."""
+    return _current

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from klaw.channels import console_cancel
 from klaw.command_syntax import parse_command
 
 if TYPE_CHECKING:  # imported where a prompt is drawn: a piped chat needs neither (decision 316)
@@ -24,11 +25,23 @@ APPROVE_PROMPT = "approve? [y/N] › "
 
 async def ask_at_prompt(session: PromptSession[str], message: str, pre_run: Callable[[], None] | None = None) -> str:
     """Ask at the prompt, stdout patched only meanwhile: what is printed while it waits (a scheduled
-    task's answer, a log line) goes above it, and what was printed before it is on screen already."""
+    task's answer, a log line) goes above it, and what was printed before it is on screen already.
+    SIGINT stays the chat's (console_cancel.py): prompt_toolkit's own handler, swapped in and out at each
+    prompt, left a window where a Ctrl-C was lost (decision 496)."""
     from prompt_toolkit.patch_stdout import patch_stdout
 
+    ctrl_c = console_cancel.current()
     with patch_stdout(raw=True):
-        return await session.prompt_async(message, pre_run=pre_run)
+        if ctrl_c is None:
+            return await session.prompt_async(message, pre_run=pre_run, handle_sigint=False)
+        with ctrl_c.at_prompt(session.app) as taking_keys:
+
+            def started() -> None:
+                if pre_run is not None:
+                    pre_run()  # what was typed meanwhile first, then a Ctrl-C owed
+                taking_keys()
+
+            return await session.prompt_async(message, pre_run=started, handle_sigint=False)
 
 
 async def ask_approval(session: PromptSession[str]) -> str:

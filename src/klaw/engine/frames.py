@@ -136,8 +136,8 @@ class DeliveredFrame(_FrameModel):
 
 
 class QueryFrame(_FrameModel):
-    """A read-only question about the engine's memory (the web inspector); answered by a `result` frame
-    with the same id. Queries change nothing, so a gateway never buffers or replays them."""
+    """A question to the engine (the web inspector's, mostly read-only; `cancel_turn`, `forget` act), answered
+    by a `result` frame with the same id; a gateway never buffers or replays one (engine/queries.py)."""
 
     type: Literal["query"] = "query"
     id: NonEmptyStr

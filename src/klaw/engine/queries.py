@@ -4,7 +4,10 @@ The engine stays the only process that opens klaw.db (docs/decisions/002-engine-
 gateway in another process asks here instead of reading the database itself, and memory search runs with
 the engine's own embedder (no second copy of the model in the gateway). Every answer is bounded (so it
 fits one 1 MiB frame) and JSON-ready; message text is cut to `TEXT_CHARS`. Bad parameters raise
-`QueryError` with a sentence for the person; nothing here writes.
+`QueryError` with a sentence for the person; nothing here writes. Queries that act are added by the
+engine's start (`extra`): `forget` (`klaw memory forget` beside the engine), `memory_tool` (`klaw mcp
+serve`), `cancel_turn` (`{"channel", "chat_id"}` → `{"cancelled": bool}`: Ctrl-C in an attached `klaw chat`
+stops that chat's turn, engine/turn_cancel.py, decision 496).
 """
 
 from __future__ import annotations
@@ -236,7 +239,8 @@ class EngineQueries:
         return {"overrides": [{"field": field, "value": value, "command": command} for field, value, command in rows]}
 
 
-def _chat(params: Mapping[str, Any]) -> ChatRef:
+def named_chat(params: Mapping[str, Any]) -> ChatRef:
+    """The chat a query names by `channel` and `chat_id`, else a `QueryError` saying so."""
     channel, chat_id = params.get("channel"), params.get("chat_id")
     if not isinstance(channel, str) or not isinstance(chat_id, str):
         raise QueryError("name the chat: channel and chat_id")
@@ -244,6 +248,9 @@ def _chat(params: Mapping[str, Any]) -> ChatRef:
         return ChatRef(channel, chat_id)
     except ValueError as exc:
         raise QueryError(str(exc)) from None
+
+
+_chat = named_chat
 
 
 def _int(params: Mapping[str, Any], key: str, default: int | None = None, low: int = 0, high: int = MAX_ROW_ID) -> int:
