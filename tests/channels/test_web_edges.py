@@ -5,6 +5,7 @@ channel over real HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from klaw.store.records import ChatRef
@@ -86,3 +87,43 @@ async def test_another_text_under_a_used_client_id_is_refused_in_words() -> None
         assert "different line" not in detail
         history = await client.get("/api/history")
         assert [m["text"] for m in history.json()["messages"] if m["role"] == "user"] == ["first text"]
+
+
+async def test_another_text_under_a_client_id_the_gateway_holds_is_refused_while_the_engine_is_down() -> None:
+    """adv28a (decision 500): with the engine down, the engine cannot be asked whether the id was used; the
+    gateway's buffer holds the first text under it, and a different text was taken (200) and dropped unseen.
+    Now the same 409 in words; the same text again is the same message; the engine, back, stores one."""
+    from klaw.engine.runtime import Engine
+
+    async with _signed_in_page() as page:
+        stack, client = page.stack, page.client
+        await stack.engine.shutdown(timeout_seconds=5)
+        body = {"text": "first text", "client_id": "abcdefgh3"}
+        first = await client.post("/api/messages", json=body, headers=page.headers)
+        assert first.status_code == 200 and first.json()["queued"] is True, first.text
+        again = await client.post("/api/messages", json=body, headers=page.headers)
+        assert again.status_code == 200, again.text  # the page's outbox sending it again: the same message
+        other = await client.post(
+            "/api/messages", json={"text": "a different line", "client_id": "abcdefgh3"}, headers=page.headers
+        )
+        assert other.status_code == 409, other.text
+        detail = other.json()["detail"]
+        assert "client_id abcdefgh3" in detail and "another text" in detail and "new client_id" in detail, detail
+        assert "different line" not in detail
+        command = await client.post(
+            "/api/messages", json={"text": "/new", "client_id": "abcdefgh3"}, headers=page.headers
+        )
+        assert command.status_code == 409, command.text
+
+        stack.server.reply_text("Back and answered.")
+        engine = await Engine.start(stack.home, stack.loaded.config)
+        try:
+            for _ in range(200):
+                shown = (await client.get("/api/history")).json()  # an error while the gateway reconnects
+                users = [m for m in shown.get("messages", []) if m["role"] == "user"]
+                if users:
+                    break
+                await asyncio.sleep(0.1)
+            assert [m["text"] for m in users] == ["first text"]
+        finally:
+            await engine.shutdown(timeout_seconds=5)

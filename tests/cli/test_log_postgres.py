@@ -16,7 +16,7 @@ import psycopg
 
 from klaw.memory.conversation_log import ConversationLog
 from klaw.scheduling.names import task_chat
-from klaw.store.records import MessageRecord, Role
+from klaw.store.records import ChatRef, MessageRecord, Role
 from tests.cli.inited_home import init_home
 from tests.cli.klaw_here import klaw_here
 from tests.cli.test_reindex_cmd import a_home
@@ -205,3 +205,44 @@ def test_a_failure_names_the_variable_never_a_piece_of_its_value(tmp_path: Path,
     said = " ".join(checked.stderr.split())
     assert checked.returncode == 2 and f"the value of {VARIABLE} is not a PostgreSQL connection string" in said, said
     assert ":x@" not in checked.stdout + checked.stderr and "Traceback" not in checked.stderr
+
+
+def test_check_names_hand_edited_records_in_log_records_as_in_the_files(
+    tmp_path: Path, postgres_server: PgServer
+) -> None:
+    """Decision 500: the odd-record check (decision 488: a person's message over the cap, a record dated ahead,
+    one id on two lines) covered the JSONL files alone; rows of log_records edited by hand are named the same
+    (one id on two rows cannot be there: log_records.id is unique)."""
+    from klaw.message_text import MAX_MESSAGE_CHARS
+    from klaw.store.log_format import encode_record
+
+    dsn = postgres_server.dsn(new_database(postgres_server))
+    env = {VARIABLE: dsn}
+    home = _postgres_home(tmp_path, dsn)  # row 7: damaged JSON
+    chat = ChatRef("console", "me")
+    huge = MessageRecord(chat, Role.USER, "x" * (2 * MAX_MESSAGE_CHARS), id="huge1")
+    future = MessageRecord(
+        chat, Role.USER, "hello from later", id="future1", created_at=datetime(9999, 12, 31, tzinfo=UTC)
+    )
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        [(chat_row, created_at)] = connection.execute(
+            "SELECT chat, created_at FROM log_records WHERE id <> 'damaged' ORDER BY seq LIMIT 1"
+        ).fetchall()
+        for record, at in ((huge, int(str(created_at)) + 3), (future, int(future.created_at.timestamp() * 1000))):
+            connection.execute(
+                "INSERT INTO log_records (id, chat, created_at, line) VALUES (%s, %s, %s, %s)",
+                (record.id, chat_row, at, encode_record(record)),
+            )
+    # one id on two rows cannot be: log_records.id is unique (the third of the file's checks has nothing to find)
+
+    checked = klaw_here(home, "log", "check", env=env)
+
+    out = " ".join(checked.stdout.split())
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert "console_me (log_records): 8 records, 2 odd record(s)" in out, out
+    assert f"record huge1: a person's message of {2 * MAX_MESSAGE_CHARS:,} characters" in out, out
+    assert "record future1: dated 9999-12-31, in the future" in out, out
+    assert "xxxxxxxxxx" not in checked.stdout + checked.stderr and "Traceback" not in checked.stderr
+    # the day 9999-12-31 has no next: reading it for a rebuild ended in OverflowError, a traceback (decision 500)
+    rebuilt = klaw_here(home, "reindex", env=env)
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr

@@ -30,7 +30,8 @@ app = typer.Typer(
 @app.command()
 def check() -> None:
     """Count the records per chat and list malformed lines (file:line and reason, never content). On
-    PostgreSQL the log is the database's log_records: malformed rows are named by day, line and seq;
+    PostgreSQL the log is the database's log_records: malformed rows are named by day, line and seq, and
+    records no klaw writes (a message over the cap, a date ahead, an id twice) by id, as in the files;
     scheduled tasks' run logs stay JSONL files and are checked as such, and chats' JSONL files left from
     before the move are named in one line, not checked (they are not the log). An unfinished build an
     interrupted `klaw reindex` left (files beside klaw.db, or PostgreSQL's schema klaw_reindex) is named
@@ -62,7 +63,7 @@ def _check() -> None:
         bad = _check_files(console, files, files.task_dirs())  # run logs are files on every backend
         report = _with_bars(console, database, "reading log_records", lambda progress: check_kept_log(kept, progress))
         _print_kept(console, report)
-        bad += len(report.malformed)
+        bad += len(report.malformed) + sum(len(report.odd(chat)) for chat in report.records)
         _name_left_over(console, home, files.chat_dirs())
     for note in leftover_reindex_notes(home.database_file(database.path), database):
         console.print(note, soft_wrap=True)  # not the log's damage: no exit status of its own
@@ -201,7 +202,12 @@ def _with_bars(
 
 def _print_kept(console: Console, report: KeptLogReport) -> None:
     for chat, records in sorted(report.records.items(), key=lambda item: item[0].log_dir_name):
-        console.print(f"{chat.log_dir_name} (log_records): {records} records")
+        odd = report.odd(chat)  # parsed, but no klaw wrote them (decisions 488, 500)
+        console.print(
+            f"{chat.log_dir_name} (log_records): {records} records" + (f", {len(odd)} odd record(s)" if odd else "")
+        )
+        for sentence in odd:
+            console.print(f"  {sentence}")
     console.print(f"log_records: {sum(report.records.values())} records, {len(report.malformed)} malformed row(s)")
     for row in report.malformed:
         console.print(f"  {row.where()}: {row.reason}", soft_wrap=True)

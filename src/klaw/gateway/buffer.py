@@ -89,10 +89,16 @@ class InboundBuffer:
 
         Raises `FrameError("frame_too_large")` for a frame the engine could never accept, and
         `BufferUnavailable` (a sentence for the person) when the disk cannot take it (full, failing)."""
+        return await self.add(frame) is None
+
+    async def add(self, frame: BufferedFrame) -> BufferedFrame | None:
+        """`append`, answering the frame already pending under `frame.id` (nothing written), else None: a web
+        message sent again under a `client_id` the buffer holds with another text is refused, not dropped
+        unseen while the engine is down (decision 500)."""
         line = encode_frame(frame)
         async with self._lock:
-            if frame.id in self._pending:
-                return False
+            if (held := self._pending.get(frame.id)) is not None:
+                return held
             try:
                 await asyncio.to_thread(self._write, line)
             except OSError as exc:
@@ -103,7 +109,7 @@ class InboundBuffer:
                 ) from exc
             self._pending[frame.id] = frame
         await self._notify()
-        return True
+        return None
 
     async def ack(self, frame_id: str) -> bool:
         """The engine has the frame: forget it (durably). False for an id that is not pending."""

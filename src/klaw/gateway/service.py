@@ -66,6 +66,7 @@ class Submitted:
     id: str
     queued: bool
     duplicate: bool = False
+    other_text: bool = False  # a duplicate whose pending frame holds other words: nothing was taken (decision 500)
 
 
 class Gateway:
@@ -175,9 +176,10 @@ class Gateway:
                 )
         except ValidationError as exc:  # refused here, as the engine would (never buffered, never retried)
             raise FrameError("invalid_frame", describe_invalid(exc, "command" if command else "inbound")) from None
-        added = await self.buffer.append(frame)
+        held = await self.buffer.add(frame)
         self.link.kick()
-        return Submitted(frame_id, queued=not self.connected, duplicate=not added)
+        other = held is not None and _words(held) != _words(frame)
+        return Submitted(frame_id, queued=not self.connected, duplicate=held is not None, other_text=other)
 
     async def query(self, name: str, params: dict[str, Any]) -> Any:
         """A read-only question to the engine (`EngineUnavailable` while it is down, `QueryFailed`)."""
@@ -249,3 +251,10 @@ async def run_until_stopped(gateway: Gateway, stop: asyncio.Event) -> None:
     finally:
         with contextlib.suppress(Exception):
             await gateway.stop()
+
+
+def _words(frame: BufferedFrame) -> tuple[str, ...]:
+    """What a person sent in a frame, to tell a message sent again from another one under the same id."""
+    if isinstance(frame, InboundFrame):
+        return ("text", frame.text)
+    return ("command", frame.command, frame.args)

@@ -15,11 +15,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from klaw.atomic_file import fsync_dir
 from klaw.errors import KlawError
 from klaw.memory.conversation_log import decode_filed
+from klaw.memory.log_oddities import OddRecords
 from klaw.memory.log_replay import KEPT_LOG
 from klaw.private_files import open_private, private_dirs
 from klaw.store.log_format import MalformedLine
@@ -46,6 +48,14 @@ class KeptLogReport:
     records: dict[ChatRef, int] = field(default_factory=dict)  # usable records per chat
     malformed: list[MalformedRow] = field(default_factory=list)
     files: int = 0  # files written by an export
+    # records that parse but no klaw writes, per chat (decision 488's check, on log_records: decision 500)
+    watched: dict[ChatRef, OddRecords] = field(default_factory=dict)
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def odd(self, chat: ChatRef) -> list[str]:
+        """`chat`'s odd records, one sentence each (ids, sizes and dates, never text)."""
+        watch = self.watched.get(chat)
+        return watch.said() if watch is not None else []
 
 
 class ExportTargetError(KlawError, ValueError):
@@ -96,11 +106,12 @@ def export_kept_log(kept: KeptLog, target: Path, progress: KeptLogProgress | Non
 
 def _count(report: KeptLogReport, day: str, number: int, row: KeptLogRow) -> None:
     try:
-        decode_filed(row.line, row.chat)
+        record = decode_filed(row.line, row.chat)
     except MalformedLine as exc:
         report.malformed.append(MalformedRow(day, number, row.seq, row.chat, str(exc)))
         return
     report.records[row.chat] = report.records.get(row.chat, 0) + 1
+    report.watched.setdefault(row.chat, OddRecords(report.now)).see(record)
 
 
 def _write(directory: Path, name: str, lines: list[str]) -> None:

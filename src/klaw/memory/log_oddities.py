@@ -33,15 +33,36 @@ def over_cap_words(record: MessageRecord) -> str:
 
 def oddities(records: Sequence[MessageRecord], now: datetime) -> list[str]:
     """One sentence per odd record of one chat's log, in the log's order."""
-    said: list[str] = []
-    lines = Counter(record.id for record in records)
-    named: set[str | None] = set()
+    watch = OddRecords(now)
     for record in records:
+        watch.see(record)
+    return watch.said()
+
+
+class OddRecords:
+    """`oddities` a record at a time, keeping ids and sentences only (never a record): a PostgreSQL home's
+    `log_records`, read a day at a time, checked as the JSONL files are (decision 500)."""
+
+    def __init__(self, now: datetime) -> None:
+        self._now = now
+        self._seen = 0
+        self._said: list[tuple[int, int, str]] = []  # (the record's place, kind, sentence): the log's order
+        self._lines: Counter[str] = Counter()
+        self._first: dict[str, int] = {}
+
+    def see(self, record: MessageRecord) -> None:
+        place, self._seen = self._seen, self._seen + 1
         if over_cap(record):
-            said.append(over_cap_words(record))
-        if record.created_at > now + FUTURE_SLACK:
-            said.append(f"record {record.id}: dated {record.created_at:%Y-%m-%d}, in the future")
-        if lines[record.id] > 1 and record.id not in named:
-            named.add(record.id)
-            said.append(f"record {record.id}: its id is on {lines[record.id]} lines (readers keep the first)")
-    return said
+            self._said.append((place, 0, over_cap_words(record)))
+        if record.created_at > self._now + FUTURE_SLACK:
+            self._said.append((place, 1, f"record {record.id}: dated {record.created_at:%Y-%m-%d}, in the future"))
+        self._lines[record.id] += 1
+        self._first.setdefault(record.id, place)
+
+    def said(self) -> list[str]:
+        repeated = [
+            (self._first[key], 2, f"record {key}: its id is on {count} lines (readers keep the first)")
+            for key, count in self._lines.items()
+            if count > 1
+        ]
+        return [sentence for _, _, sentence in sorted([*self._said, *repeated], key=lambda said: said[:2])]

@@ -123,6 +123,8 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
                 raise HTTPException(422, exc.message) from None
             except BufferUnavailable as exc:  # the gateway's disk is full: say so, never a bare 500
                 raise HTTPException(503, str(exc)) from None
+            if submitted.other_text:  # the engine down or behind: the buffer holds the id with other words (500)
+                raise HTTPException(409, reused(message.client_id or submitted.id))
             sent: dict[str, Any] = {"id": submitted.id, "queued": submitted.queued}
             if wait > 0:
                 sent["reply"] = await _answer_to(answers, submitted.id, wait)

@@ -73,7 +73,14 @@ class PostgresKeptLog:
 def _bounds(day: str) -> tuple[int, int]:
     """The day's first and first-after milliseconds (UTC), as records' `created_at`."""
     start = datetime.fromisoformat(day).replace(tzinfo=UTC)
-    return int(start.timestamp() * 1000), int((start + timedelta(days=1)).timestamp() * 1000)
+    try:
+        end = int((start + timedelta(days=1)).timestamp() * 1000)
+    except OverflowError:  # 9999-12-31, a record dated by hand: its day has no next (decision 500)
+        end = _NO_LATER
+    return int(start.timestamp() * 1000), end
+
+
+_NO_LATER = 2**63 - 1  # PostgreSQL's largest bigint: after any created_at
 
 
 @dataclass(frozen=True)
