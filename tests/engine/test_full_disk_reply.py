@@ -1,13 +1,16 @@
-"""A reply the full database cannot store closes its exchange once: the log took the reply and its
-close before the database refused them, so the turn's failure writes no second close (failed, after
-completed), the person is told the disk is full and what to do, and the next start stores the reply,
-sends it, and warns of nothing (docs/decisions/262-one-close-per-exchange-on-a-full-disk.md).
+"""A reply the full database cannot store: the log took the reply and its close before the database refused them.
+The person is told once that the answer waits for room; once there is room the engine stores both from their
+logged lines and sends the reply, while it runs (adv28b, decision 500: before, an apology said to send the message
+again, and only the next start stored and sent the answer). An engine stopped while the disk is still full leaves
+them to the next start, which stores the reply, sends it, and warns of nothing: one close per exchange
+(docs/decisions/262-one-close-per-exchange-on-a-full-disk.md).
 
 SQLite reports SQLITE_FULL for real: `PRAGMA max_page_count` caps klaw.db at the pages it has, while the
 model writes its reply, as a full disk does (tests/engine/test_full_disk.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from pathlib import Path
@@ -37,7 +40,50 @@ def closes_in_log(home: KlawHome) -> list[str]:
     ]
 
 
-async def test_a_reply_the_full_database_refused_closes_its_exchange_once_and_the_apology_names_the_disk(
+async def test_a_reply_the_full_database_refused_is_stored_and_sent_once_there_is_room(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    home = KlawHome(tmp_path / "home")
+    initialise_home(home)
+    delivered: list[Outbound] = []
+
+    async def record(outbound: Outbound) -> None:
+        delivered.append(outbound)
+
+    async with FakeOpenAiServer() as server:
+        clock = ManualClock()
+        engine = await Engine.start(home, engine_config(server.base_url), clock=clock, listen=False)
+        engine.delivery.set_fallback(record)
+        try:
+
+            async def disk_fills() -> None:
+                await cap_database(engine, 0)
+
+            server.reply_text(LONG_TEXT, before=disk_fills)  # a reply needing pages the database cannot have
+            await engine.submit(CHAT, "write me a long story")
+            await clock.advance(engine.config.processing.debounce_ms / 1000)
+            await asyncio.wait_for(clock.wait_for_sleeper(1.0), 30)  # the first wait for room
+            [told] = delivered
+            assert told.kind == "notice" and told.text.startswith("Your answer is written but not saved yet: no space")
+            assert LONG_TEXT[:30] not in told.text
+            for seconds in (1.0, 2.0, 4.0):  # still full: tried again, nothing more said
+                await clock.advance(seconds)
+            assert [o.kind for o in delivered] == ["notice"]
+
+            await cap_database(engine, None)  # space is back
+            await clock.advance(10.0)
+            await engine.processor.drain(timeout_seconds=30)  # a deadline as a safety net only
+            assert [(o.kind, o.text) for o in delivered[1:]] == [("reply", LONG_TEXT)]
+            [turn] = await engine.chats.turns(CHAT)
+            assert turn.status == "completed"
+        finally:
+            await cap_database(engine, None)
+            await engine.shutdown(timeout_seconds=5)
+    assert closes_in_log(home) == [ExchangeStatus.COMPLETED.value]
+    assert not [r for r in caplog.records if "found no open exchange" in r.getMessage()]
+
+
+async def test_a_reply_still_unsaved_at_shutdown_is_stored_and_sent_by_the_next_start_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     home = KlawHome(tmp_path / "home")
@@ -57,15 +103,14 @@ async def test_a_reply_the_full_database_refused_closes_its_exchange_once_and_th
             async def disk_fills() -> None:
                 await cap_database(engine, 0)
 
-            server.reply_text(LONG_TEXT, before=disk_fills)  # a reply needing pages the database cannot have
+            server.reply_text(LONG_TEXT, before=disk_fills)
             await engine.submit(CHAT, "write me a long story")
-            await engine.processor.drain(timeout_seconds=30)  # a deadline as a safety net only
+            await clock.advance(engine.config.processing.debounce_ms / 1000)
+            await asyncio.wait_for(clock.wait_for_sleeper(1.0), 30)
         finally:
-            await cap_database(engine, None)  # space is back: the engine stops as usual
-            await engine.shutdown(timeout_seconds=5)
-        [apology] = delivered
-        assert apology.kind == "error"
-        assert "the disk is full" in apology.text and "Free some space" in apology.text
+            await engine.shutdown(timeout_seconds=1)  # the disk still full: the turn is stopped
+        assert delivered[0].kind == "notice"
+        assert "reply" not in [o.kind for o in delivered]
         assert closes_in_log(home) == [ExchangeStatus.COMPLETED.value]
 
         delivered.clear()
@@ -79,4 +124,5 @@ async def test_a_reply_the_full_database_refused_closes_its_exchange_once_and_th
         finally:
             await engine.shutdown(timeout_seconds=5)
     assert not [r for r in caplog.records if "found no open exchange" in r.getMessage()]
+    assert closes_in_log(home) == [ExchangeStatus.COMPLETED.value]
     assert [(o.kind, o.text) for o in delivered] == [("reply", LONG_TEXT)]

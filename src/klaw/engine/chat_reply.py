@@ -3,11 +3,14 @@ apology delivered. Apart from the processor, which runs the turn; the sink is wh
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from klaw.disk_trouble import full_words
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Delivery, Outbound
-from klaw.engine.failures import unreachable_database
+from klaw.engine.failures import is_disk_full, unreachable_database
 from klaw.engine.interrupted_exchanges import close_interrupted
 from klaw.engine.tool_loop import LoopOutcome
 from klaw.engine.tools_used import tool_runs
@@ -16,6 +19,11 @@ from klaw.memory.ingestion import Ingestion
 from klaw.store.exchange_records import exchange_close_record, exchange_open_record
 from klaw.store.lease_fence import LeaseLostError
 from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, Role
+
+log = logging.getLogger(__name__)
+
+ROOM_RETRY_FIRST_SECONDS = 1.0  # a reply the full disk kept out of the database: tried again after this, doubling
+ROOM_RETRY_MAX_SECONDS = 10.0  # up to this, for as long as the disk stays full (the gateway's backoff: decision 488)
 
 
 @dataclass(eq=False)
@@ -75,7 +83,12 @@ class ChatReply:
         final = MessageRecord(self.chat, Role.ASSISTANT, outcome.text, created_at=now)
         # The reply and the close in one log write and one fsync: both durable before the reply goes out.
         close = self._closing = exchange_close_record(self._opened, outcome.status, final.id, now)
-        await self.ingestion.accept_together([final, close])
+        try:
+            await self.ingestion.accept_together([final, close])
+        except Exception as exc:
+            if not (is_disk_full(exc) and self.ingestion.logged_not_stored(final.id)):
+                raise
+            await self._stored_once_there_is_room([final, close])
         self._closed = True
         await self.delivery.deliver(
             Outbound(
@@ -88,6 +101,30 @@ class ChatReply:
                 tools=tool_runs(outcome.tool_names, dict(outcome.not_run)),
             )
         )
+
+    async def _stored_once_there_is_room(self, records: list[MessageRecord]) -> None:
+        """The reply and its close, which the log took and the full database refused, stored from their logged
+        lines once there is room, while the engine runs (the next start's recovery stored them before, and the
+        person read an apology for an answer that existed: adv28b, decision 500). The person is told once that
+        the answer waits; tried again after a backoff (at most `ROOM_RETRY_MAX_SECONDS`) for as long as the disk
+        stays full, as the gateway does for a message (decision 488). Another failure meanwhile ends the turn as
+        before; a shutdown meanwhile leaves them to the next start, as before."""
+        where = getattr(self.ingestion.log, "root", None)
+        full = full_words(where, "then it is saved and sent here") if isinstance(where, Path) else "the disk is full"
+        await self.note(f"Your answer is written but not saved yet: {full}")
+        log.warning("chat %s: its reply waits for room to be stored (the disk is full); tried again", self.chat)
+        wait = ROOM_RETRY_FIRST_SECONDS
+        while True:
+            await self.clock.sleep(wait)
+            wait = min(wait * 2, ROOM_RETRY_MAX_SECONDS)
+            try:
+                await self.ingestion.accept_together(records)
+            except Exception as exc:
+                if not is_disk_full(exc):
+                    raise
+                continue
+            log.warning("chat %s: its reply is stored now that there is room, and sent", self.chat)
+            return
 
     async def fail(self, failure: TurnFailure) -> None:
         """Close the exchange as failed, then apologise; the apology goes out even when the close cannot
