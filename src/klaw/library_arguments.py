@@ -18,7 +18,7 @@ from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.llm.protocol import ChatModel
 from klaw.memory.embedder.protocol import Embedder
-from klaw.scheduling.names import parse_chat_target
+from klaw.scheduling.names import typed_chat_target
 from klaw.store.records import ChatRef, chat_id_problem
 from klaw.tools.provider_shape import takes_tool_setup
 
@@ -68,7 +68,7 @@ def chat_of(chat: str | ChatRef) -> ChatRef:
         )
     if ":" in chat:
         try:
-            ref = parse_chat_target(chat)
+            ref = typed_chat_target(chat)
         except ValueError as exc:
             raise InvalidChat(
                 f"the chat cannot be used: {exc} (a name without ':' is a chat of your program, e.g. 'alice')"

@@ -80,10 +80,11 @@ def test_a_file_written_now_gets_no_note_and_a_chosen_value_is_left_alone(tmp_pa
 
 
 def test_an_unknown_tool_group_exits_as_the_readme_says(tmp_path: Path) -> None:
-    """config check exited 2 for an unknown group while the README's table said 1: an invalid file exits 2 in
-    every command (a mistake in engine.yaml, never restarted); the README now says so."""
+    """config check exited 2 for an unknown group while the README's table said 1; then a plugin uninstalled
+    since made the file invalid for every command (newcomer21): an unknown group is a group that fails to load,
+    exit 1 with its row's words, the file valid for every other command (decision 501)."""
     home = _home(tmp_path, OLD_INIT.replace("subagents]", "subagents, weather]"))
     checked = klaw_here(home, "config", "check")
-    assert checked.returncode == 2 and "unknown tool group 'weather'" in checked.stderr, checked.stderr
+    assert checked.returncode == 1 and "tool group 'weather' fails to load" in checked.stderr, checked.stderr
     row = next(line for line in README.read_text(encoding="utf-8").splitlines() if "`klaw config check`" in line)
-    assert re.search(r"an invalid file, an unknown tool group among them, exits 2", row), row
+    assert re.search(r"a tool group .tools.enabled. names that no installed package offers .* exits 1", row), row

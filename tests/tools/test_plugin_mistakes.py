@@ -203,3 +203,51 @@ async def test_a_plugin_whose_import_hangs_is_named_and_left_out_and_the_start_g
         "still importing klaw_hanging_import:provide (tool group 'hang'): klaw waits for it up to 0.5 s in all; if"
         " its import hangs, remove hang from tools.enabled to start without it"
     ) in caplog.text
+
+
+GENERATOR = '''
+def gen(city: str):
+    """The weather, a line at a time.
+
+    Args:
+        city: the city's name
+    """
+    yield f"sunny in {city}"
+
+
+async def calm() -> str:
+    """Say something calm."""
+    return "calm"
+
+
+TOOLS = [calm, gen]
+
+
+def provide(setup):
+    return [gen]
+'''
+
+
+async def test_a_plugins_tool_that_yields_is_named_with_its_module_and_what_to_write(
+    tmp_path: Path, site: Path
+) -> None:
+    """newcomer21 (decision 501): a plain list holding a generator said "its provider raised ToolDefinitionError:
+    tool 'gen' yields …; fix: update or reinstall klaw-bad": a list has no provider, and no reinstall mends `gen`."""
+    install(site, "bad", "klaw_bad_gen", GENERATOR, "TOOLS")
+    (site / "klaw_bad_gen-0.1.dist-info" / "entry_points.txt").write_text(
+        "[klaw.tools]\nbad = klaw_bad_gen:TOOLS\nbadly = klaw_bad_gen:provide\n", encoding="utf-8"
+    )
+    config = {**CONFIG, "tools": {"enabled": ["clock", "bad", "badly"]}}
+    async with Klaw(tmp_path / "home", config=config, model=FunctionModel(lambda _m, _i: "ok")) as agent:
+        rows = {row.name: row for row in await agent.tools("alice")}
+        assert await agent.ask("alice", "hello") == "ok"  # the turn goes on without the group
+    for group in ("bad", "badly"):
+        row = rows[group]
+        assert row.state == "failed", row
+        assert row.reason.startswith("tool gen in klaw_bad_gen cannot be offered: tool 'gen' yields its results"), row
+        assert "provider" not in row.reason and "reinstall" not in row.fix
+        assert row.fix == (
+            "tool gen in klaw_bad_gen: write `return` instead of `yield` (klaw_bad_gen's author does that: update it"
+            f" once they have), or remove {group} from tools.enabled"
+        )
+    assert "calm" not in rows  # all or nothing: the group's good tool is left out with it

@@ -1,7 +1,7 @@
 """A third-party tool arrives through the `klaw.tools` entry point group: a package installed on the
 path (a real dist-info with entry_points.txt, as pip writes it), enabled by name in `tools.enabled`,
-is offered to the model and called in a turn. Unknown names are refused when the config is read; a
-plugin that fails to load is logged naming it and the engine serves turns without it."""
+is offered to the model and called in a turn. A name no package offers, like a plugin that fails to load,
+is logged naming it and the engine serves turns without it (decision 501)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from klaw.config_loader import ConfigError, load_config
+from klaw.config_loader import load_config
 from tests.engine.harness import CHAT, running_engine
 from tests.tools.conftest import install
 
@@ -46,14 +46,22 @@ async def test_an_installed_plugin_is_offered_and_called(tmp_path: Path, site: P
         }
 
 
-def test_a_name_neither_built_in_nor_installed_is_refused_naming_it(tmp_path: Path, site: Path) -> None:
+async def test_a_name_neither_built_in_nor_installed_is_a_failed_group_and_turns_go_on(
+    tmp_path: Path, site: Path
+) -> None:
+    """Not refused when the file is read (decision 501: an uninstalled plugin's name stopped every command):
+    left out, named failed, the closest name there is suggested."""
     install(site, "shouting", "klaw_shout_plugin2", PLUGIN, "TOOLS")
     path = tmp_path / "engine.yaml"
-    path.write_text("tools:\n  enabled: [clock, whispering]\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"tools\.enabled.*whispering.*shouting"):
-        load_config(path, env={})
-    path.write_text("tools:\n  enabled: [clock, shouting]\n", encoding="utf-8")
-    assert load_config(path, env={}).config.tools.enabled == ("clock", "shouting")
+    path.write_text("tools:\n  enabled: [clock, shoutin]\n", encoding="utf-8")
+    assert load_config(path, env={}).config.tools.enabled == ("clock", "shoutin")
+    async with running_engine(tmp_path, tools={"enabled": ["clock", "shoutin"]}) as h:
+        assert (await h.turn("hi")).text == "echo: hi"
+        offered = [tool["function"]["name"] for tool in h.server.chat_requests[0].body["tools"]]
+        assert offered == ["current_time"]
+        rows = {row.name: row for row in (await h.engine.tool_listing.inventory(CHAT)).rows}
+    assert rows["shoutin"].state == "failed" and "no installed package offers it" in rows["shoutin"].reason
+    assert rows["shoutin"].fix.startswith("if you meant shouting, write that;"), rows["shoutin"].fix
 
 
 async def test_a_plugin_that_fails_to_load_is_left_out_and_turns_go_on(

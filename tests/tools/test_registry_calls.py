@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,36 @@ async def test_a_tool_exceeding_the_timeout_is_cancelled(context: ToolContext) -
     assert result.is_error
     assert "did not finish within 0.01 seconds" in result.content
     assert cancelled.is_set()
+
+
+async def test_a_plain_def_past_the_timeout_is_said_to_be_waited_for_no_longer_not_cancelled(
+    context: ToolContext,
+) -> None:
+    """A thread cannot be stopped: "and was cancelled" told the model (and the person) the action was undone
+    while it went on (newcomer21, decision 501)."""
+    gate, finished = threading.Event(), threading.Event()
+
+    def slow_upload(name: str) -> str:
+        """Uploads a file, blocking.
+
+        Args:
+            name: the file
+        """
+        gate.wait(10)
+        finished.set()
+        return "uploaded"
+
+    registry = ToolRegistry(timeout_seconds=0.05)
+    registry.register(slow_upload)
+    result = await registry.execute(call("slow_upload", {"name": "a.txt"}), context)
+    assert result.is_error
+    assert result.content == (
+        "the tool did not finish within 0.05 seconds: klaw stopped waiting for it, and it may still be running"
+        " (what it does may still happen)"
+    )
+    assert "cancelled" not in result.content
+    gate.set()  # and so it does: the thread went on
+    assert await asyncio.to_thread(finished.wait, 10)
 
 
 async def test_a_tool_raising_timeout_itself_is_not_reported_as_our_timeout(context: ToolContext) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from klaw.cli.context import fail, home_from_env, load_or_exit, table_console
+from klaw.cli.context import fail, home_from_env, load_or_exit, stderr_console, table_console
 from klaw.cli.schedule_runs import runs
 from klaw.disk_trouble import disk_trouble, unwritable
 from klaw.terminal_text import visible
@@ -108,7 +108,7 @@ def add(
 ) -> None:
     """Add a task that runs on a cron schedule (--cron) or at an interval (--every)."""
     from klaw.llm.catalogue import ModelCatalogue
-    from klaw.scheduling.names import parse_chat_target, validate_task_name
+    from klaw.scheduling.names import typed_chat_target, validate_task_name
     from klaw.scheduling.schedules import TaskSchedule
     from klaw.scheduling.task_store import ScheduledTask, ScheduleStore
     from klaw.scheduling.zones import scheduler_zone
@@ -120,7 +120,7 @@ def add(
     try:
         validate_task_name(name)
         schedule = TaskSchedule.cron(cron) if cron is not None else TaskSchedule.every(every or "")
-        target = parse_chat_target(inject_into) if inject_into is not None else None
+        target = typed_chat_target(inject_into) if inject_into is not None else None
         if target is not None and not new_chat:
             _stored_chat_or_exit(home, config, target)
         ModelCatalogue.from_config(config).check(model)
@@ -149,6 +149,14 @@ def add(
     except ValueError as exc:
         fail(str(exc))
     typer.echo(f"Added {name}: {schedule.describe()}, next run {_local(task.next_run_at, zone)}. {PICKUP}")
+    if (
+        target is not None
+        and target.channel == "telegram"
+        and (why := config.channels.telegram.unserved(target.chat_id))
+    ):
+        stderr_console(highlight=False).print(
+            f"warning: {why}; each run's reply waits in {target} until it does (engine.yaml's channels.telegram)"
+        )
 
 
 def _stored_chat_or_exit(home: KlawHome, config: EngineConfig, target: ChatRef) -> None:

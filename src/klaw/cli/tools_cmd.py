@@ -206,6 +206,7 @@ def _show_one(listed: Listed, name: str, as_json: bool) -> None:
     person typing `!NAME {json}` to the stand-in had nowhere to read (newcomer18, decision 464)."""
     from klaw.terminal_text import one_line
     from klaw.tools.inventory import render_line
+    from klaw.tools.plugin_preview import INSTALLED_NOT_ENABLED
     from klaw.tools.schema_text import argument_lines
 
     inventory = listed.inventory
@@ -228,9 +229,28 @@ def _show_one(listed: Listed, name: str, as_json: bool) -> None:
         arguments = argument_lines(row.parameters)
         lines.append("Arguments (a JSON object):" if arguments else "It takes no arguments.")
         lines += [f"  {line}" for line in arguments]
+    elif row.reason == INSTALLED_NOT_ENABLED:  # a plugin's group: what enabling it offers (decision 501)
+        lines += _installed_group_tools(row.name)
     else:
         lines.append("Its arguments cannot be shown: klaw has not loaded it as a tool.")
     typer.echo("\n".join(one_line(line) for line in lines))  # an MCP server's words shown, never obeyed
+
+
+def _installed_group_tools(group: str) -> list[str]:
+    """The tools an installed group not enabled would offer, each with its arguments, or why they cannot be shown."""
+    from klaw.tools.plugin_preview import tools_of_installed
+    from klaw.tools.schema_text import argument_lines
+
+    found = tools_of_installed(group)
+    if isinstance(found, str):
+        return [f"Its tools cannot be shown: {found}."]
+    lines = [f"Its tools once {group} is in tools.enabled:"]
+    for spec in found:
+        arguments = argument_lines(spec.parameters)
+        lines.append(f"{spec.name}: {spec.description.splitlines()[0] if spec.description else ''}")
+        lines.append("  Arguments (a JSON object):" if arguments else "  It takes no arguments.")
+        lines += [f"    {line}" for line in arguments]
+    return lines
 
 
 def _servers_not_started(inventory: ToolInventory) -> list[str]:

@@ -85,6 +85,16 @@ class TelegramChannelConfig(Section):
             return None
         return NO_ALLOWED_CHAT
 
+    def unserved(self, chat_id: str) -> str | None:
+        """Why replies injected into `telegram:<chat_id>` (a scheduled task's) reach nobody: the bot is off,
+        or the chat is not one it serves; None when it is. Said at `klaw schedule add` and at each run, where
+        "Added" and "completed" said nothing while the replies sat in a chat nothing delivers (decision 501)."""
+        if not self.enabled:
+            return "channels.telegram.enabled is false: nothing delivers replies to a Telegram chat"
+        if chat_id not in {str(allowed) for allowed in self.allowed_chat_ids}:
+            return f"telegram:{chat_id} is not in channels.telegram.allowedChatIds: the bot delivers nothing to it"
+        return None
+
     @model_validator(mode="after")
     def _api_is_http(self) -> TelegramChannelConfig:
         if not self.api_base_url.startswith(("http://", "https://")):

@@ -85,5 +85,6 @@ def assemble_scheduler(
         store=ScheduleStore(home.scheduler_db),
         runner=runner,
         clock=clock,
+        unserved=lambda chat: config.channels.telegram.unserved(chat.chat_id) if chat.channel == "telegram" else None,
     )
     return scheduler

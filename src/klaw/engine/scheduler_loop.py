@@ -27,7 +27,7 @@ import errno
 import logging
 import sqlite3
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
@@ -91,6 +91,9 @@ class Scheduler:
     store: ScheduleStore
     runner: SubagentRunner
     clock: Clock
+    unserved: Callable[[ChatRef], str | None] = lambda _chat: None
+    """Why replies injected into a chat reach nobody (the Telegram bot off, the chat not allowed): warned at
+    each run (decision 501)."""
     zone: tzinfo = field(init=False)
     _grace: timedelta = field(init=False)
     _daily: DailyRuns = field(init=False)
@@ -273,6 +276,8 @@ class Scheduler:
             )
             await asyncio.to_thread(self.store.record_run, task.name, now, "capped")
             return
+        if task.inject_into is not None and (why := self.unserved(task.inject_into)) is not None:
+            log.warning("task %s runs, but its replies reach nobody: %s", task.name, why)
         try:
             request = SubagentRequest(
                 task.name,

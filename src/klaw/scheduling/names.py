@@ -17,6 +17,7 @@ import re
 
 from klaw.errors import KlawError
 from klaw.store.records import ChatRef
+from klaw.text_preview import preview
 
 SUBAGENT_CHANNEL = "scheduler"
 ADD_TOOL = "schedule_add"
@@ -71,3 +72,21 @@ def parse_chat_target(text: str) -> ChatRef:
     if channel == SUBAGENT_CHANNEL:
         raise ValueError(f"the {SUBAGENT_CHANNEL!r} channel holds task logs; a task cannot reply into it")
     return ChatRef(channel, chat_id)
+
+
+TELEGRAM = "telegram"  # the Telegram channel's name (klaw/channels/telegram.py), whose chat ids are numbers
+_TELEGRAM_ID = re.compile(r"-?[0-9]{1,20}")
+
+
+def typed_chat_target(text: str) -> ChatRef:
+    """A chat a person or a program types (`Klaw.ask`, `klaw schedule add --inject-into`), read as
+    `parse_chat_target` reads it; a Telegram chat's id must be its number too (a person's, or a group's negative
+    one): `telegram:abc` was accepted and made a chat no Telegram message ever reaches (newcomer21, decision
+    501). Stored targets are read with `parse_chat_target`, so a task saved before is still listed."""
+    chat = parse_chat_target(text)
+    if chat.channel == TELEGRAM and not _TELEGRAM_ID.fullmatch(chat.chat_id):
+        raise ValueError(
+            f"a Telegram chat's id is its number (e.g. telegram:123456789, a group's is negative), not"
+            f" {preview(chat.chat_id)!r}: the bot's refusal names it when that chat writes to it (docs/channels.md)"
+        )
+    return chat

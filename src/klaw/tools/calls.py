@@ -50,6 +50,10 @@ def _refusal(exc: Exception) -> bool:
     return isinstance(exc, ToolRefusal) or (isinstance(exc, KlawError) and isinstance(exc, ValueError))
 
 
+NOTHING_RETURNED = "(the tool finished and returned nothing)"
+"""What the model reads for a tool that returned None: it ran to its end without an error."""
+
+
 class CallRunner:
     """Runs calls under one time limit and cuts every result to one length."""
 
@@ -75,6 +79,12 @@ class CallRunner:
             if not deadline.expired():  # the tool's own timeout (an HTTP call, say), not ours
                 return self._failed(call, exc)
             log.warning("tool %r timed out after %ss (call %s)", call.name, self._timeout, call.id)
+            if tool.in_thread:  # a thread cannot be stopped: only the wait for it was (decision 501)
+                return self.error(
+                    call,
+                    f"the tool did not finish within {self._timeout:g} seconds: klaw stopped waiting for it, and it"
+                    " may still be running (what it does may still happen)",
+                )
             return self.error(call, f"the tool did not finish within {self._timeout:g} seconds and was cancelled")
         except Exception as exc:
             return self.error(call, str(exc)) if _refusal(exc) else self._failed(call, exc)
@@ -85,9 +95,13 @@ class CallRunner:
         return ToolResult(call.id, call.name, self._truncate(message), is_error=True)
 
     def _result(self, call: ToolCall, value: Any) -> ToolResult:
-        """A str is the model's text as is; anything else (dict, list, pydantic model, None) goes as JSON."""
+        """A str is the model's text as is; None (a tool that returns nothing) a sentence saying so, where
+        JSON's `null` left a model unsure whether it worked (decision 501); anything else (dict, list, pydantic
+        model) goes as JSON."""
         if isinstance(value, str):
             return ToolResult(call.id, call.name, self._truncate(value))
+        if value is None:
+            return ToolResult(call.id, call.name, NOTHING_RETURNED)
         try:
             text = to_json(value).decode()
         except PydanticSerializationError:

@@ -26,13 +26,14 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar, cast
 
-from klaw.config import MCP_GROUP_PREFIX, TOOL_PLUGIN_GROUP, EngineConfig
+from klaw.config import ALL_TOOL_GROUPS, MCP_GROUP_PREFIX, TOOL_PLUGIN_GROUP, EngineConfig
 from klaw.home import KlawHome
-from klaw.redaction import mask_url_credentials
+from klaw.tools.group_failures import GroupFailure, GroupSource, not_installed, one_line, shadowing, tool_refused
 from klaw.tools.plugin_import import PluginImportHangs, load_within
+from klaw.tools.plugin_preview import INSTALLED_NOT_ENABLED
 from klaw.tools.provider_shape import takes_tool_setup
 from klaw.tools.registry import DuplicateToolName, ToolRegistry
-from klaw.tools.schema import ToolFunction
+from klaw.tools.schema import ToolDefinitionError, ToolFunction
 
 log = logging.getLogger(__name__)
 # What a package's group may raise as it loads or provides its tools and be left out for: any error, and
@@ -40,35 +41,6 @@ log = logging.getLogger(__name__)
 PLUGIN_FAULTS = (Exception, SystemExit)
 
 T = TypeVar("T")
-REASON_CHARS = 200  # an exception's message in a failure row: one line, clipped
-
-
-@dataclass(frozen=True, slots=True)
-class GroupSource:
-    """Where a group comes from: klaw itself, or an installed package's `klaw.tools` entry point
-    (`package` its distribution, `target` the entry point's `module:attribute`; both None for a
-    name no installed package offers)."""
-
-    group: str
-    builtin: bool
-    package: str | None = None
-    target: str | None = None
-
-    def describe(self) -> str:
-        if self.builtin:
-            return f"built-in {self.group}"
-        if self.target is None:
-            return f"plugin {self.group} (not installed)"
-        return f"plugin {self.package or '?'} ({self.group} = {self.target})"
-
-
-@dataclass(frozen=True, slots=True)
-class GroupFailure:
-    """A group named in `tools.enabled` whose tools are not offered at all: one line why, one what to do."""
-
-    source: GroupSource
-    reason: str
-    fix: str
 
 
 class ServiceKey(Generic[T]):
@@ -156,9 +128,9 @@ class ToolGroups:
             source = GroupSource(point.name, False, point.dist.name if point.dist is not None else None, point.value)
             package = source.package or "its package"
             if point.name in self._builtin:
-                notes.append(_shadowing(source, package))
+                notes.append(shadowing(source, package))
             elif point.name not in self._enabled:
-                notes.append(GroupFailure(source, "installed, not enabled", f"add {point.name} to tools.enabled"))
+                notes.append(GroupFailure(source, INSTALLED_NOT_ENABLED, f"add {point.name} to tools.enabled"))
         return notes
 
     def builtin_not_enabled(self) -> dict[str, list[str]]:
@@ -222,12 +194,15 @@ class ToolGroups:
             if isinstance(exc, DuplicateToolName):
                 self.failures[name] = self._clash(name, exc.name)
                 return
+            if isinstance(exc, ToolDefinitionError) and not source.builtin:  # the tool's author's to mend
+                self.failures[name] = tool_refused(name, source, exc)
+                return
             fix = (
                 "a fault in klaw: report it"
                 if source.builtin
                 else f"update or reinstall {source.package or 'the package'}, or remove {name} from tools.enabled"
             )
-            self.failures[name] = GroupFailure(source, f"its provider raised {_one_line(exc)}", fix)
+            self.failures[name] = GroupFailure(source, f"its provider raised {one_line(exc)}", fix)
             return
         self._group_of.update(dict.fromkeys([n for n in setup.registry.names if n not in before], name))
         self._unavailable_in.update(dict.fromkeys([n for n in setup.registry.unavailable if n not in noted], name))
@@ -258,15 +233,6 @@ class ToolGroups:
         """Who can rename a tool of plugin `group`: its package's author."""
         package = self.sources[group].package
         return f"the author of {package}" if package else f"the author of {group}'s package"
-
-
-def _shadowing(source: GroupSource, package: str) -> GroupFailure:
-    """An entry point named as a built-in group: klaw's own group is the one loaded, this one never is."""
-    return GroupFailure(
-        source,
-        f"its name is klaw's built-in group {source.group}'s, which is loaded instead: this one never is",
-        f"{package} must offer it under a name of its own (ask its author), or uninstall {package}",
-    )
 
 
 def _as_provider(loaded: object) -> GroupProvider:
@@ -323,11 +289,7 @@ def _installed(
         point = found.get(name)
         if point is None:
             log.warning("tools.enabled names %r, which no installed package offers (%s)", name, TOOL_PLUGIN_GROUP)
-            failures[name] = GroupFailure(
-                GroupSource(name, builtin=False),
-                f"no installed package offers it (entry point group {TOOL_PLUGIN_GROUP})",
-                f"install the package that provides {name} in klaw's environment, or remove it from tools.enabled",
-            )
+            failures[name] = not_installed(name, [*ALL_TOOL_GROUPS, *found])
             continue
         package = point.dist.name if point.dist is not None else None
         sources[name] = source = GroupSource(name, False, package, point.value)
@@ -350,21 +312,13 @@ def _installed(
             hangs, package = isinstance(exc, PluginImportHangs), package or "the package"
             failures[name] = GroupFailure(
                 source,
-                f"importing {point.value}: {exc}" if hangs else f"loading {point.value} raised {_one_line(exc)}",
+                f"importing {point.value}: {exc}" if hangs else f"loading {point.value} raised {one_line(exc)}",
                 f"remove {name} from tools.enabled (or uninstall {package}); its author can say what its import"
                 " waits for"
                 if hangs
                 else f"install what {package} needs (or reinstall it), or remove {name} from tools.enabled",
             )
     return providers
-
-
-def _one_line(exc: BaseException) -> str:
-    """`Type: message`, the message's first line clipped, a URL's credentials masked: a row for a chat
-    (`/tools`), not a traceback."""
-    text = mask_url_credentials(str(exc).strip().splitlines()[0]) if str(exc).strip() else ""
-    text = text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _tool_name(fn: object) -> str:

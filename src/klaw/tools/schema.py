@@ -46,7 +46,15 @@ SchemaToolFunction = Callable[[dict[str, Any], "ToolContext"], Awaitable[Any]]
 
 class ToolDefinitionError(KlawError, ValueError):
     """A function that cannot be offered as a tool (a generator, no description, a parameter the
-    model cannot be told about, a name taken): raised when the engine starts, naming the tool and the fix."""
+    model cannot be told about, a name taken): raised when the engine starts, naming the tool and the fix.
+    `tool` and `module`: the tool's name and the module defining its function, when known; `fix`: what its
+    author writes instead, alone, so a plugin's failed row can put it first (decision 501)."""
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.fix = fix
+        self.tool: str | None = None
+        self.module: str | None = None
 
 
 @dataclass(slots=True)
@@ -147,10 +155,20 @@ def check_name(name: str) -> None:
 def function_tool(fn: ToolFunction, name: str, description: str | None) -> ToolDefinition:
     """The definition of `fn` offered as `name`. Raises ToolDefinitionError for a generator, a missing
     description, or parameters that cannot be described (no type hint, `*args`, `**kwargs`)."""
+    try:
+        return _function_tool(fn, name, description)
+    except ToolDefinitionError as exc:  # who wrote it: a plugin's row names the tool's module, not a provider
+        exc.tool, module = name, getattr(fn, "__module__", None)
+        exc.module = module if isinstance(module, str) else None
+        raise
+
+
+def _function_tool(fn: ToolFunction, name: str, description: str | None) -> ToolDefinition:
     check_name(name)
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         raise ToolDefinitionError(
-            f"tool {name!r} yields its results: a tool returns one result; write `return` instead of `yield`"
+            f"tool {name!r} yields its results: a tool returns one result; write `return` instead of `yield`",
+            fix="write `return` instead of `yield`",
         )
     in_thread = not inspect.iscoroutinefunction(fn)
     doc = inspect.getdoc(fn) or ""
@@ -163,7 +181,8 @@ def function_tool(fn: ToolFunction, name: str, description: str | None) -> ToolD
     text = description if description is not None else summary
     if not text.strip():
         raise ToolDefinitionError(
-            f"tool {name!r} needs a description: give it a docstring saying what it does (the model reads it)"
+            f"tool {name!r} needs a description: give it a docstring saying what it does (the model reads it)",
+            fix="give it a docstring saying what it does (the model reads it)",
         )
     arguments, parameters, context_parameter = _arguments_model(fn, name, arg_docs)
     spec = ToolSpec(name, text.strip(), trimmed_schema(arguments.model_json_schema()))
@@ -264,12 +283,14 @@ def _arguments_model(
         if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
             raise ToolDefinitionError(
                 f"tool {tool_name!r}: parameter {param.name!r} must be a named parameter"
-                " (the model cannot be told about *args, **kwargs or positional-only ones): name each argument"
+                " (the model cannot be told about *args, **kwargs or positional-only ones): name each argument",
+                fix=f"make {param.name} a named parameter (no *args, **kwargs or positional-only ones)",
             )
         if param.name not in hints:
             raise ToolDefinitionError(
                 f"tool {tool_name!r}: parameter {param.name!r} needs a type hint (e.g. `{param.name}: str`),"
-                " from which the model is told what to send"
+                " from which the model is told what to send",
+                fix=f"give parameter {param.name} a type hint (e.g. `{param.name}: str`)",
             )
         hint = hints[param.name]
         if isinstance(hint, type) and issubclass(hint, ToolContext):  # exactly `ToolContext`, not Optional

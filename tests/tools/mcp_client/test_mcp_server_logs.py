@@ -8,12 +8,14 @@ import asyncio
 import logging
 import math
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
+from klaw.tools.mcp.server_link import LinkStatus, ServerLink
 from klaw.tools.mcp.server_log import RATE_BYTES, TAIL_BYTES
-from tests.engine.harness import running_engine
+from tests.engine.harness import CHAT, running_engine
 from tests.tools.mcp_client.test_mcp_tools_in_turns import notes, status, tool_result, wait_ready
 
 
@@ -95,3 +97,44 @@ async def test_a_chatty_servers_output_past_the_rate_is_skipped_to_its_newest_li
         h.server.reply_text("still there")
         await h.turn("add")
         assert tool_result(h) == "5"
+
+
+CRASH = "import sys\nprint('loading plugins', file=sys.stderr)\nimport nonexistent_module_xyz\n"
+
+
+async def _down_again(link: ServerLink, failures: int) -> LinkStatus:
+    """The link's status once its start failed `failures` times (a fresh Python each time: seconds under load)."""
+    async with asyncio.timeout(60):
+        while not ((said := link.status()).failures >= failures and said.phase == "unavailable"):  # noqa: ASYNC110 - `down` stays set between two failures; the count is what changes
+            await asyncio.sleep(0.02)
+    return said
+
+
+async def test_a_server_that_crashes_at_start_is_said_with_its_last_line_and_waited_for_longer(
+    tmp_path: Path,
+) -> None:
+    """newcomer21 (decision 501): "it failed to start: MCPError: Connection closed (its error output: <file>)"
+    in /status, `klaw tools` and the model's refusal sent the person to a file for one line. The last line the
+    server wrote is quoted now (only the last: its traceback's earlier lines, what it printed before, stay in the
+    file), and each failure the same way waits twice as long as the one before (1 s, 2 s, 4 s)."""
+    crash = tmp_path / "crash.py"
+    crash.write_text(CRASH, encoding="utf-8")
+    server = {"servers": {"crash": {"command": sys.executable, "args": [str(crash)]}}}
+    async with running_engine(tmp_path, tools={"enabled": ["clock", "mcp:crash"]}, mcp=server) as h:
+        link = h.engine.mcp_servers.links["crash"]
+        log_file = h.home.root / "mcp" / "crash.log"
+        first = await _down_again(link, 1)
+        said = "it said: ModuleNotFoundError: No module named 'nonexistent_module_xyz'"
+        assert first.reason is not None and said in first.reason, first.reason
+        assert f"{said} (its error output: {log_file})" in " ".join((await status(h)).split())
+        assert "loading plugins" not in first.reason and "Traceback" not in first.reason
+        rows = (await h.engine.tool_listing.inventory(CHAT)).rows
+        assert any(said in row.reason for row in rows if row.state == "unavailable"), rows
+        assert said in link.unavailable()  # the model's refusal of a call
+        waits = []
+        for failures in (1, 2, 3):
+            down = await _down_again(link, failures)
+            assert down.retry_at is not None
+            waits.append((down.retry_at - h.clock.now()).total_seconds())
+            await h.clock.advance(waits[-1] + 0.01)
+        assert waits == pytest.approx([1.0, 2.0, 4.0]), waits  # the engine's clock stood still while it started

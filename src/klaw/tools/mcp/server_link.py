@@ -35,7 +35,7 @@ from klaw.config import McpServerConfig
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.mcp.overflow import Overflow
 from klaw.tools.mcp.results import describe, result_text
-from klaw.tools.mcp.server_log import said_since_start
+from klaw.tools.mcp.server_log import last_words, said_since_start
 from klaw.tools.mcp.servers import server_address
 from klaw.tools.mcp.transport import HttpRefusal, log_path, open_transport, refusal_reason, start_mistake
 
@@ -175,6 +175,14 @@ class ServerLink:
         if self.config.command is None:
             return f" (at {server_address(self.config)})"
         return f" (its error output: {log_path(self._log_dir, self.name)})"
+
+    def _last_words(self, served: bool) -> str:
+        """A command server's last line of error output, quoted, when it failed to start (its output copied
+        by now: the connection's stack closed); "" otherwise, and for a URL server (decision 501)."""
+        if served or self.config.command is None:
+            return ""
+        words = last_words(self._log_dir, self.name)
+        return "" if words is None else f"; it said: {words}"
 
     def _restarting(self) -> str:
         """What klaw does about a server that passed the cap: a command is stopped, a URL's session ended."""
@@ -329,7 +337,7 @@ class ServerLink:
                 elif refusal.status is not None:
                     self._reason = f"{what}: {refusal_reason(self.name, self.config, refusal.status)}"
                 else:
-                    self._reason += self._log_hint()
+                    self._reason += self._last_words(ready.is_set()) + self._log_hint()
             self._broken.set()
 
     def _missing_path(self, exc: BaseException) -> str | None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TextIO
 
 from klaw.private_files import open_private, private_dirs
+from klaw.redaction import mask_url_credentials
 
 LOG_MAX_BYTES = 1_000_000  # a server's error output past this is cut…
 LOG_KEEP_BYTES = 500_000  # …to about its newest half (from a line's start)
@@ -51,20 +52,46 @@ START_MARK = b"--- klaw started MCP server "
 SILENT_TAIL_BYTES = 64_000
 
 
+LAST_WORDS_CHARS = 200
+
+
 def said_since_start(log_dir: Path, name: str) -> bool:
     """Whether the server wrote anything to its log since klaw last started it: a server that timed out having
     said nothing (npx still downloading, no network, no Node) needs its command run by hand, not its log read
     (newcomer16). Read after the start's output was copied (its stack closed); an unreadable log says True."""
+    said = _since_start(log_dir, name)
+    return True if said is None else bool(said.strip())
+
+
+def last_words(log_dir: Path, name: str) -> str | None:
+    """The last line the server wrote since klaw last started it, shown characters only, cut to
+    `LAST_WORDS_CHARS`, a URL's credentials masked; None when it wrote nothing (or the log cannot be read).
+    A server that crashed at its start said why there (`ModuleNotFoundError: No module named 'x'`), and
+    "Connection closed (its error output: <file>)" sent the person to a file for one line (newcomer21,
+    decision 501). Its last line only: the server's own words for the person (/status, `klaw tools`,
+    the model's refusal), never a message's content, and a server printing its settings at start shows
+    at most the one line."""
+    said = _since_start(log_dir, name)
+    lines = [line.strip() for line in (said or b"").decode("utf-8", "replace").splitlines() if line.strip()]
+    if not lines:
+        return None
+    shown = mask_url_credentials("".join(c if c.isprintable() else "?" for c in lines[-1]))
+    return shown if len(shown) <= LAST_WORDS_CHARS else shown[: LAST_WORDS_CHARS - 1] + "…"
+
+
+def _since_start(log_dir: Path, name: str) -> bytes | None:
+    """What the log holds since its last start mark (within its last `SILENT_TAIL_BYTES`); None when it
+    cannot be read."""
     try:
         with log_path(log_dir, name).open("rb") as log:
             log.seek(max(0, log.seek(0, os.SEEK_END) - SILENT_TAIL_BYTES))
             tail = log.read()
     except OSError:
-        return True
+        return None
     mark = tail.rfind(START_MARK)
     if mark < 0:
-        return bool(tail.strip())
-    return bool(tail[tail.find(b"\n", mark) + 1 :].strip()) if b"\n" in tail[mark:] else False
+        return tail
+    return tail[tail.find(b"\n", mark) + 1 :] if b"\n" in tail[mark:] else b""
 
 
 async def server_stderr(log_dir: Path, name: str, started: datetime | None, stack: AsyncExitStack) -> TextIO:
