@@ -6,11 +6,13 @@ the first Ctrl-C waited out a 20 s `sleep` and dropped the person at the shell."
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.chat_terminal import USER, chat_env, init_home, needs_tmux, terminal
+from tests.cli.chat_terminal import USER, Terminal, chat_env, init_home, needs_tmux, terminal
 
 SLEEP = {"language": "shell", "code": "sleep 300; echo done"}
 
@@ -73,3 +75,34 @@ async def test_ctrl_c_twice_while_a_turn_runs_quits(tmp_path: Path) -> None:
             screen = await term.screen()
             assert status in (0, 130), screen  # quit: at once (130), or the cancel won and the prompt left (0)
             assert "Traceback" not in screen
+
+
+async def _chat_pid(term: Terminal) -> int:
+    """The `klaw chat` process: the child of the shell tmux runs in the pane."""
+    shell = int((await term.tmux("display-message", "-p", "-t", term.target, "#{pane_pid}")).strip())
+    children = Path(f"/proc/{shell}/task/{shell}/children").read_text(encoding="ascii").split()
+    assert len(children) == 1, children
+    return int(children[0])
+
+
+@needs_tmux
+async def test_a_sigint_at_the_prompt_is_the_prompts_ctrl_c(tmp_path: Path) -> None:
+    """A Ctrl-C that reaches `you ›` as a signal (the terminal in its line mode while something is printed above
+    the prompt, or before the prompt took the terminal) is the prompt's Ctrl-C key (decision 496): it clears a
+    typed line and leaves from an empty one. prompt_toolkit's own handler left whatever was typed."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = chat_env(home, model.base_url)
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
+            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+            await term.tmux("send-keys", "-t", term.target, "-l", "half a thought")
+            await term.wait_for(lambda s: s.rstrip().endswith("half a thought"), "the typed line")
+            chat = await _chat_pid(term)
+            os.kill(chat, signal.SIGINT)
+            await term.wait_for(lambda s: s.rstrip().endswith("you ›"), "the line cleared")
+            assert not term.status_file.exists()  # still there
+            os.kill(chat, signal.SIGINT)  # on the empty line: leave
+            assert await term.exit_status() == 0
+            assert "Traceback" not in await term.screen()
+        assert not model.chat_requests
