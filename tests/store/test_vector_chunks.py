@@ -121,3 +121,33 @@ async def test_chunks_that_do_not_read_as_sqlite_vec_reads_them_are_not_trusted(
         assert len(row_scans(statements)) == 1
     finally:
         await store.aclose()
+
+
+async def test_a_loaded_chat_takes_its_next_vectors_without_copying_its_rows(tmp_path: Path) -> None:
+    """A chat's copy is loaded with room ahead (decision 498), from the chunks or row by row: the next
+    message's vector is stored past the loaded rows instead of every row being copied into new arrays,
+    and the search still finds it."""
+    rng = np.random.default_rng(33)
+    path = tmp_path / "klaw.db"
+    alice = await build(path, rng)
+    store = await open_store(path)
+    try:
+        await assert_exact(store, alice, rng)  # Alice's copy, read from the chunks
+        await store.search.nearest(BOB, unit_rows(rng, 1)[0], limit=3)  # Bob's, small: row by row, floats kept
+        chats = ((ALICE, 1, f"alice{ROWS}"), (BOB, 2, "bob5000"))
+        before = [store.vector_cache.cached_view(key, DIM) for _, key, _ in chats]
+        later = unit_rows(rng, 2)
+        await add(store, ALICE, later[:1], ROWS)
+        await add(store, BOB, later[1:], 5000)
+        for (chat, key, content), loaded, vector in zip(chats, before, later, strict=True):
+            view = store.vector_cache.cached_view(key, DIM)
+            assert view is not None and loaded is not None
+            assert len(view) == len(loaded) + 1
+            assert np.shares_memory(view.codes, loaded.codes)
+            hits = await store.search.nearest(chat, vector, limit=1)
+            assert [h.message.record.content for h in hits] == [content]
+        bob = store.vector_cache.cached_view(2, DIM)
+        assert bob is not None and bob.floats is not None and before[1] is not None and before[1].floats is not None
+        assert np.shares_memory(bob.floats, before[1].floats)
+    finally:
+        await store.aclose()

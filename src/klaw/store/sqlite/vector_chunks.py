@@ -128,8 +128,8 @@ class _ChunkBlobs:
     def matrix(self, plan: _Plan, samples: npt.NDArray[np.intp], seen: dict[int, Sample]) -> ChatMatrix | None:
         """The chat's copy, quantized `BLOCK_ROWS` slots at a time; None when a blob is not the size
         its chunk implies."""
-        matrix = ChatMatrix.empty(len(plan.rowids), self._dim, exact=True)
-        matrix.rowids[:] = plan.rowids
+        matrix = ChatMatrix.for_load(len(plan.rowids), self._dim)
+        matrix.rowids[: len(plan.rowids)] = plan.rowids
         sampled = np.zeros(len(plan.rowids), dtype=bool)
         sampled[samples] = True
         per_block = max(1, BLOCK_ROWS // max(chunk.size for chunk in plan.chunks))
