@@ -98,8 +98,8 @@ def _parse_yaml(path: Path, read: bytes | None) -> dict[str, Any]:
         text = read.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start} cannot be decoded); save it as UTF-8.") from None
-    loader = _UniqueKeyLoader(text)  # a SafeLoader (nesting bounded) that notes repeated keys
-    try:
+    try:  # the loader's reader refuses a control character (NUL, ESC, DEL) at once: a YAMLError too (503)
+        loader = _UniqueKeyLoader(text)  # a SafeLoader (nesting bounded) that notes repeated keys
         data = load_with(loader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} {syntax_message(text, exc)}") from None

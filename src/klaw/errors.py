@@ -52,6 +52,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py, `_Spoiled` in sto
   - FrameError (ValueError) ................ engine/frames: a line that is not a valid frame
   - MessageRefused (ValueError) ............ message_text: a message no log can hold, or too long; nothing stored
     + IdUsedByAnotherChat .................. memory/ingestion: its id is another chat's message's; nothing stored
+    + IdUsedForAnotherText ................. message_text: its id is the chat's message with other words (503)
   - QueryError (ValueError) ................ engine/frame_dispatch: a query that cannot be answered
   - SettingError (ValueError) .............. engine/memory_settings: a `/rag set` that cannot be applied
   - TaskBusy (ValueError) .................. engine/subagents: a run of the task is in progress

@@ -34,6 +34,15 @@ class MessageRefused(KlawError, ValueError):
     to fix it, never quoting the text."""
 
 
+class IdUsedForAnotherText(MessageRefused):
+    """A message sent under an id the chat's stored message already has, with other words (a web page's
+    `client_id` reused, two posts racing: decision 503). A resend must keep its text; the stored one stays,
+    this one is refused for good (the `other_text` error code), checked where the id is accepted."""
+
+    def __init__(self, record_id: str) -> None:
+        super().__init__(f"the id {record_id[:64]!r} was already used for a message with other words")
+
+
 def message_problem(text: str) -> str | None:
     """Why `text` cannot be a message ("holds a lone surrogate …", "is 120,000 characters …"), or None."""
     if not isinstance(text, str):  # a program's `ask(chat, 42)`: the type is all there is to say

@@ -80,6 +80,8 @@ def load_with(loader: BoundedSafeLoader) -> Any:
 
 def syntax_message(text: str, error: yaml.YAMLError) -> str:
     """One sentence (without the file's name) saying where the YAML is wrong and how to fix it."""
+    if isinstance(error, yaml.reader.ReaderError):  # before any parsing: PyYAML says only "position 1840"
+        return _unprintable(text, error)
     mark = getattr(error, "problem_mark", None)
     problem = str(getattr(error, "problem", None) or "invalid YAML")
     if mark is None:
@@ -102,6 +104,18 @@ def syntax_message(text: str, error: yaml.YAMLError) -> str:
     context_mark = getattr(error, "context_mark", None)
     during = f" ({context} that starts at line {context_mark.line + 1})" if context and context_mark else ""
     return f"line {line}, column {mark.column + 1}: {problem}{during}. Fix the YAML syntax there."
+
+
+def _unprintable(text: str, error: yaml.reader.ReaderError) -> str:
+    """A character YAML never allows (a control character: NUL, ESC, BEL, DEL, even in a comment), by line and
+    column; PyYAML's own words give a character offset (decision 503)."""
+    before = text[: error.position]
+    line, column = before.count("\n") + 1, error.position - (before.rfind("\n") + 1) + 1
+    code = error.character if isinstance(error.character, int) else ord(str(error.character)[:1] or "\0")
+    return (
+        f"line {line}, column {column}: a control character (U+{code:04X}) YAML does not allow anywhere, not even"
+        " in a comment (pasted from a terminal?). Delete it, or retype the line."
+    )
 
 
 def _content_line_before(lines: list[str], index: int) -> int | None:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
+
+import pytest
 
 from klaw.store.records import ChatRef
 from tests.channels.test_web_forget_replay import _signed_in_page, _until
@@ -127,3 +130,80 @@ async def test_another_text_under_a_client_id_the_gateway_holds_is_refused_while
             assert [m["text"] for m in users] == ["first text"]
         finally:
             await engine.shutdown(timeout_seconds=5)
+
+
+async def test_posts_racing_under_one_client_id_take_one_text_and_refuse_the_others() -> None:
+    """adversary29 (decision 503): two posts with one client_id and different texts, sent at once, both got 200
+    with the first's reply; the second text was in no log and nobody was told. The `sent` look-up and the send
+    were two steps. Now the engine's accept decides (look-up and store under the id's lock): per client_id
+    exactly one text is stored, every sender of another text gets the 409, and a sender of the same text again
+    gets that message's reply."""
+    async with _signed_in_page() as page:
+        client = page.client
+        ids = [f"racerace{n:02d}" for n in range(16)]
+
+        async def post(client_id: str, text: str, after: float) -> tuple[str, str, int, dict[str, object]]:
+            await asyncio.sleep(after)  # spread over the engine's accepts: some land between a look-up and an add
+            body = {"text": text, "client_id": client_id}
+            answer = await client.post("/api/messages?wait=30", json=body, headers=page.headers)
+            return client_id, text, answer.status_code, answer.json()
+
+        words = ("alpha", "beta", "alpha", "gamma")  # each id's second post a little later than the one before's
+        posts = [post(i, f"{w} race {i}", n * k * 0.002) for k, i in enumerate(ids) for n, w in enumerate(words)]
+        results = await asyncio.gather(*posts)
+        history = (await client.get("/api/history")).json()
+        stored = {m["id"]: m["text"] for m in history["messages"] if m["role"] == "user"}
+        for client_id in ids:
+            mine = [(text, status, body) for i, text, status, body in results if i == client_id]
+            taken = {text for text, status, _ in mine if status == 200}
+            assert len(taken) == 1, mine  # one text per client_id, never two answered as one
+            [text] = taken
+            assert stored[f"web-main-{client_id}"] == text
+            for other, status, body in mine:
+                if other != text:
+                    assert status == 409, (other, status, body)
+                    assert f"client_id {client_id}" in str(body["detail"]) and other not in str(body["detail"])
+                else:
+                    reply = body["reply"]
+                    assert isinstance(reply, dict) and reply["kind"] == "reply", body
+        assert len(stored) == len(ids), stored
+
+
+async def test_a_post_whose_look_up_was_overtaken_by_another_text_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """adversary29 (decision 503), the window itself, held open: the second post's `sent` look-up answers
+    "not stored", then the first post's text is taken and answered, then the second is sent. Before, the
+    engine acknowledged it as a resend (one id, one message): 200 with the first's reply, its text in no log.
+    Now the engine's accept compares the words and the post is the 409."""
+    from klaw.channels.web import api, sent_again
+
+    looked_up = asyncio.Event()
+    overtaken = asyncio.Event()
+    real = sent_again.sent_before
+
+    async def slow_look_up(ask: Any, chat_id: str, client_id: str, text: str) -> dict[str, Any] | None:
+        answer = await real(ask, chat_id, client_id, text)
+        if text == "beta race two" and not overtaken.is_set():
+            looked_up.set()
+            await overtaken.wait()
+        return answer
+
+    monkeypatch.setattr(api, "sent_before", slow_look_up)  # the name the handler calls
+    async with _signed_in_page() as page:
+        client = page.client
+
+        async def post(text: str) -> Any:
+            body = {"text": text, "client_id": "racerace01"}
+            return await client.post("/api/messages?wait=20", json=body, headers=page.headers)
+
+        beta = asyncio.create_task(post("beta race two"))
+        await looked_up.wait()
+        alpha = await post("alpha race one")
+        assert alpha.status_code == 200 and alpha.json()["reply"]["text"] == "echo: alpha race one", alpha.text
+        overtaken.set()
+        refused = await beta
+        assert refused.status_code == 409, refused.text
+        assert "client_id racerace01" in refused.json()["detail"] and "beta" not in refused.json()["detail"]
+        history = (await client.get("/api/history")).json()
+        assert [m["text"] for m in history["messages"] if m["role"] == "user"] == ["alpha race one"]
+        again = await post("alpha race one")  # the same text again: its reply, as before
+        assert again.status_code == 200 and again.json()["reply"]["text"] == "echo: alpha race one", again.text

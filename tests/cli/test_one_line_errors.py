@@ -84,6 +84,19 @@ def test_an_engine_yaml_that_is_not_utf8_is_one_line(home: Path) -> None:
         assert "engine.yaml is not UTF-8 text" in said and "save it as UTF-8" in said
 
 
+@pytest.mark.parametrize(("char", "name"), [(b"\x00", "0000"), (b"\x1b", "001B"), (b"\x07", "0007"), (b"\x7f", "007F")])
+def test_a_control_character_in_engine_yaml_is_named_by_line_and_column(home: Path, char: bytes, name: str) -> None:
+    """adversary29 (decision 503): a NUL, ESC, BEL or DEL in engine.yaml, even in a comment, gave a 25-line
+    traceback ending in PyYAML's "unacceptable character #x0000 … position 1840" from every command, exit 1."""
+    (home / "engine.yaml").write_bytes(b"embedder:\n  backend: fake\n# pasted " + char + b" here\n")
+    for command in (("engine",), ("config", "check"), ("db", "info")):
+        result = klaw(home, *command)
+        assert result.returncode == 2, (command, result.stderr)
+        said = one_line_error(result)
+        assert f"engine.yaml line 3, column 10: a control character (U+{name})" in said, said
+        assert "not even in a comment" in said and "Delete it" in said
+
+
 def test_an_engine_yaml_that_is_a_directory_is_one_line(home: Path) -> None:
     (home / "engine.yaml").unlink()
     (home / "engine.yaml").mkdir(mode=0o700)

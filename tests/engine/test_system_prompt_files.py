@@ -13,6 +13,7 @@ import pytest
 
 from klaw import AgentInfo, AgentMessage, ChatMessage, FunctionModel, Klaw
 from klaw.engine.system_prompt import MAX_PROMPT_FILE_BYTES, SystemPrompt, cap_bytes
+from tests.cli.klaw_here import klaw_here
 from tests.test_library import CONFIG
 
 SECRET = "the web token of KLAW_HOME"
@@ -140,3 +141,33 @@ def test_a_prompt_file_cut_names_its_folder_the_budget_that_holds_it_and_file_re
     head = cut_text[: cut_text.index("\n\n[klaw: the rest of AGENTS.md")]
     offset = int(re.search(r"path 'AGENTS.md', offset=(\d+)\]$", cut_text).group(1))  # type: ignore[union-attr]
     assert text[:offset].rstrip() == head and text[offset:]  # file_read from there reads the rest
+
+
+async def test_a_prompt_file_that_is_not_utf8_is_left_out_and_named(tmp_path: Path) -> None:
+    """adversary29 (decision 503): one byte that is not UTF-8 in SOUL.md failed every turn ("Sorry, something
+    went wrong … (error …)", a UnicodeDecodeError in chat.log). Now the file is left out, the turn is answered,
+    and the chat, /status and `klaw config check` name it and say to save it as UTF-8."""
+    home = tmp_path / "home"
+    told: list[str] = []
+
+    async def on_message(message: AgentMessage) -> None:
+        told.append(message.text)
+
+    seen: list[str] = []
+
+    def model(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
+        seen.append(messages[0].content or "")
+        return "ok"
+
+    async with Klaw(home, config=CONFIG, model=FunctionModel(model), on_message=on_message) as agent:
+        soul = home / "workspace" / "SOUL.md"
+        soul.write_bytes(soul.read_bytes() + b"caf\xe9 in Latin-1\n")
+        assert await agent.ask("alice", "hello") == "ok"
+        status = await agent.ask("alice", "/status")
+    said = "Prompt file workspace/SOUL.md is not UTF-8 text (byte "
+    assert said in status and "it is left out of the prompt; save it as UTF-8" in status, status
+    assert any(said in line for line in told), told
+    assert "Latin-1" not in seen[0] and "# Identity" in seen[0]
+    checked = klaw_here(home, "config", "check")
+    assert checked.returncode == 0, checked.stderr
+    assert f"warning: {said}" in checked.stderr and "Traceback" not in checked.stderr

@@ -1,15 +1,17 @@
 """Any failure inside a turn or a task run ends it as failed, tells the person with an error id the log
 also names, and the engine serves the next message; shutdown closes the store even when a turn fails.
 
-Failures come from real means: a workspace prompt file that is not UTF-8 text (reading it raises), the
+Failures come from real means: a workspace prompt file that is a UNIX socket (opening it raises ENXIO), the
 chat's log file turned into a directory while the model thinks (every append fails, as on a full
 disk), tool arguments nested deeper than the JSON parser's stack, a reply over the socket's 1 MiB frame.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -34,14 +36,16 @@ ERROR_ID = re.compile(r"\(error ([0-9a-f]{12})\)")
 
 
 def break_prompt(home: KlawHome) -> None:
-    """SOUL.md made undecodable: a folder or a FIFO there is left out of the prompt (decision 460), but
-    text that is not UTF-8 still fails the turn's prompt."""
+    """SOUL.md made unopenable: a folder or a FIFO there is left out of the prompt (decision 460), text that
+    is not UTF-8 too (decision 503), but a UNIX socket (open: ENXIO) still fails the turn's prompt."""
     soul = home.workspace / "SOUL.md"
     soul.rename(home.workspace / "SOUL.md.saved")
-    soul.write_bytes(b"\xff\xfe not UTF-8 \xc3\x28")
+    with contextlib.chdir(home.workspace), socket.socket(socket.AF_UNIX) as bound:
+        bound.bind("SOUL.md")  # relative: a test's path may be longer than a socket address holds
 
 
 def mend_prompt(home: KlawHome) -> None:
+    (home.workspace / "SOUL.md").unlink()
     (home.workspace / "SOUL.md.saved").replace(home.workspace / "SOUL.md")
 
 
@@ -66,7 +70,7 @@ async def test_a_non_model_failure_in_a_turn_is_a_failed_exchange_an_apology_and
         assert reply.text.startswith("Sorry, something went wrong")
         found = ERROR_ID.search(reply.text)
         assert found is not None
-        lines = error_id_logged(caplog, found.group(1), "UnicodeDecodeError")
+        lines = error_id_logged(caplog, found.group(1), "OSError")
         assert not any("this turn fails" in line for line in lines)  # never content
         assert await exchange_statuses(h) == [ExchangeStatus.FAILED]
         assert h.server.chat_requests == []
@@ -164,7 +168,7 @@ async def test_a_failing_task_run_is_recorded_failed_and_the_chat_is_told_with_a
         assert notice.text.startswith("The task 'digest' could not run")
         found = ERROR_ID.search(notice.text)
         assert found is not None
-        error_id_logged(caplog, found.group(1), "UnicodeDecodeError")
+        error_id_logged(caplog, found.group(1), "OSError")
         log = ConversationLog(h.home.conversations)
         records = (await log.read(log.files(log.chat_dir(task_chat("digest"))))).records
         assert records[-1].metadata == {"run_status": "failed"}

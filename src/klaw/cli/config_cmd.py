@@ -188,6 +188,10 @@ def check() -> None:
         warn(line)
     for line in _skill_problems(home, loaded.config):
         warn(line)
+    from klaw.engine.system_prompt import left_out
+
+    for line in left_out(home.workspace):  # every turn goes without it (decision 503)
+        warn(f"warning: {line}")
     if (linked := _code_refused(home, loaded.config)) is not None:
         warn(linked)
     if (unheard := telegram.refuses_everyone()) is not None:
@@ -300,7 +304,9 @@ def _budget_too_small(home: KlawHome, config: EngineConfig) -> str | None:
     from klaw.tools.docs.tools import DOCS_PROMPT
 
     try:
-        with held_back(*ROW_LOGGERS, level=logging.CRITICAL):  # the rows said them: not twice
+        with held_back(
+            *ROW_LOGGERS, "klaw.engine.system_prompt", level=logging.CRITICAL
+        ):  # the rows said them: not twice
             selection = selection_without_engine(home, config, skill_catalogue(home, config, logged=False))
         appendix = DOCS_PROMPT if "docs" in config.tool_groups else None
         found = too_small(home.workspace, config, selection.specs, appendix)

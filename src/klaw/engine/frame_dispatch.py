@@ -42,7 +42,7 @@ from klaw.engine.frames import (
 from klaw.engine.gateway_connection import GatewayConnection
 from klaw.engine.outbound_routes import OutboundRoutes
 from klaw.errors import KlawError
-from klaw.message_text import MessageRefused
+from klaw.message_text import IdUsedForAnotherText, MessageRefused
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +169,8 @@ def _refusal(frame: InboundFrame | CommandFrame, exc: Exception, home: Path | No
             return ErrorFrame(code="internal", message=f"{message} taken effect", ref=frame.id)
         message = f"the engine could not finish taking this message ({why}); it may already be kept"
         return ErrorFrame(code="internal", message=message, ref=frame.id)
+    if isinstance(exc, IdUsedForAnotherText):  # the web page's 409 (decision 503)
+        return ErrorFrame(code="other_text", message=f"{exc}; it was not stored", ref=frame.id)
     if isinstance(exc, MessageRefused):  # its words name what is wrong and never quote the text
         return ErrorFrame(code="refused", message=f"{exc}; it was not stored", ref=frame.id)
     if (denied := permission_denied(exc)) is not None:  # a folder of the home made unreadable: named (473)

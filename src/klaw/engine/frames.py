@@ -34,12 +34,12 @@ MAX_FRAME_BYTES = 1 << 20
 READ_CHUNK_BYTES = 64 * 1024
 
 DISK_FULL: Literal["disk_full"] = "disk_full"
-ErrorCode = Literal[
-    "frame_too_large", "malformed_json", "invalid_frame", "unknown_type", "refused", "internal", "disk_full"
-]
+_FinalCode = Literal["frame_too_large", "malformed_json", "invalid_frame", "unknown_type", "refused", "other_text"]
+ErrorCode = Literal[_FinalCode, "internal", "disk_full"]
 """`internal` (a transient fault: the engine stopping) is sent again a few times, `disk_full` while the home's
 disk is full (freeing space is the fix, decision 488); any other code is final: the same frame would be refused
-again, so a gateway gives up at once and tells the person `message`. `refused`: valid, its content not accepted."""
+again, so a gateway gives up at once and tells the person `message`. `refused`: valid, its content not accepted;
+`other_text`: its id is the chat's message with other words (the web page's 409, decision 503)."""
 RETRYABLE_CODES: frozenset[str] = frozenset({"internal", DISK_FULL})
 OutboundKind = Literal["reply", "notice", "error"]
 NonEmptyStr = Annotated[str, Field(min_length=1)]

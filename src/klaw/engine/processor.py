@@ -137,7 +137,7 @@ class MessageProcessor:
                 stored = await self.ingestion.accept(record)
             else:
                 record = dataclasses.replace(record, id=inbound.id)
-                stored, new = await self.ingestion.accept_once(record)
+                stored, new = await self.ingestion.accept_once(record, same_text=True)
                 if not new:
                     return stored  # a replayed message (gateway reconnect): already accepted
         self._accept_seconds[stored.rowid] = accepting.seconds["accept"]

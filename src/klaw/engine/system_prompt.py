@@ -29,7 +29,7 @@ import logging
 import os
 from pathlib import Path
 
-from klaw.log_format import LOG_FILE_ONLY
+from klaw.log_format import LOG_FILE_ONLY, held_back
 from klaw.small_file import read_regular, refused
 from klaw.tools.beneath import open_directory, walk
 
@@ -198,7 +198,8 @@ class _Cap:
 def _read_beneath(workspace: Path, name: str, notes: list[str], capped: _Cap) -> str:
     """The prompt file `name` read through a descriptor opened beneath the workspace, up to `cap` bytes (a line
     in `notes` when cut); "" when it leads outside (warned), is gone meanwhile or is not a regular file
-    (a line in `notes`). An undecodable file raises, as before."""
+    (a line in `notes`), or is not UTF-8 text (left out and named, as a skill file is: decision 503; before,
+    every turn failed with an error id and a UnicodeDecodeError in chat.log)."""
     root_path = workspace.resolve()
     root = open_directory(root_path)
     try:
@@ -227,8 +228,15 @@ def _read_beneath(workspace: Path, name: str, notes: list[str], capped: _Cap) ->
         return ""
     finally:
         os.close(fd)
-    if len(data) <= cap:
-        return data.decode("utf-8")
+    try:
+        if len(data) <= cap:
+            return data.decode("utf-8")
+        head = codecs.getincrementaldecoder("utf-8")().decode(data[:cap])  # no half character
+    except UnicodeDecodeError as exc:
+        said = not_utf8(f"{workspace.name}/{name}", exc.start)
+        log.warning("%s", said, extra=LOG_FILE_ONLY)  # the chat is told, and /status and config check say it
+        notes.append(said)
+        return ""
     whole, part, why = _size(size), _size(cap), capped.why()
     log.warning(
         "the prompt file %s is %s: only its first %s go into the system prompt", name, whole, part, extra=LOG_FILE_ONLY
@@ -238,10 +246,29 @@ def _read_beneath(workspace: Path, name: str, notes: list[str], capped: _Cap) ->
         " it (keep what the agent needs every turn there, the rest in a file of the workspace it can read when it"
         f" needs it){capped.larger(size)}"
     )
-    head = codecs.getincrementaldecoder("utf-8")().decode(data[:cap])  # no half character
     return (
         f"{head.rstrip()}\n\n[klaw: the rest of {name} ({whole} in all) is left out: {why}; file_read reads it:"
         f" path {name!r}, offset={len(head)}]"
+    )
+
+
+def left_out(workspace: Path) -> list[str]:
+    """The notes of the prompt files every turn leaves out (not UTF-8 text, not a regular file), for `klaw config
+    check` (decision 503): the file stays valid, the agent goes without that file. Read with this module's
+    warnings held back: the caller says them."""
+    try:
+        with held_back(__name__, level=logging.CRITICAL):
+            notes = SystemPrompt(workspace).read()[1]
+    except OSError:
+        return []
+    return [note for note in notes if "left out of the prompt" in note]
+
+
+def not_utf8(shown: str, at: int) -> str:
+    """The note for a prompt file that is not UTF-8 text: which file, where, what is done, how to fix it."""
+    return (
+        f"Prompt file {shown} is not UTF-8 text (byte {at:,} cannot be decoded): it is left out of the prompt;"
+        " save it as UTF-8"
     )
 
 

@@ -68,6 +68,7 @@ HELLO_PING = "hello"
 """The id of the `ping` that follows each hello: its `pong` says the engine took the connection."""
 
 Deliver = Callable[[OutboundFrame | DeltaFrame], Awaitable[None]]
+Settled = Callable[[BufferedFrame, ErrorFrame | None], bool]
 
 
 class EngineUnavailable(KlawError, RuntimeError):
@@ -117,8 +118,12 @@ class EngineLink:
         channels: Sequence[str],
         streaming: Sequence[str] = (),
         backoff: Backoff | None = None,
+        settled: Settled | None = None,
     ) -> None:
+        """`settled` hears of each buffered frame the engine took (None) or refused for good (its error);
+        True from it means someone waits for that verdict and tells the person (decision 503)."""
         self._path = socket_path
+        self._settled = settled
         self._buffer = buffer
         self._deliver = deliver
         self._clock = clock
@@ -251,6 +256,8 @@ class EngineLink:
             self._attempts.pop(frame.id, None)
             self._retry.reset()
             await self._buffer.ack(frame.id)
+            if self._settled is not None:
+                self._settled(frame, None)
 
     async def _send_one(self, frame: BufferedFrame) -> None:
         acked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -276,6 +283,8 @@ class EngineLink:
         log.error("engine refused message %s (%s) after %d attempt(s); giving up on it", frame.id, error.code, attempts)
         self._attempts.pop(frame.id, None)
         await self._buffer.ack(frame.id)
+        if self._settled is not None and self._settled(frame, error) and error.code == "other_text":
+            return  # its sender is told (the web page's 409); the chat's own message under the id is not touched
         if retryable:
             # The engine may have logged it before failing (decision 400): say only what is known.
             text = f"Sorry, {error.message}: look at the chat before sending it again."

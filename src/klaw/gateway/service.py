@@ -18,7 +18,7 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,7 +26,15 @@ from pydantic import ValidationError
 
 from klaw.command_syntax import parse_command
 from klaw.engine.clock import Clock, SystemClock
-from klaw.engine.frames import CommandFrame, DeltaFrame, FrameError, InboundFrame, OutboundFrame, describe_invalid
+from klaw.engine.frames import (
+    CommandFrame,
+    DeltaFrame,
+    ErrorFrame,
+    FrameError,
+    InboundFrame,
+    OutboundFrame,
+    describe_invalid,
+)
 from klaw.gateway.buffer import BufferedFrame, InboundBuffer
 from klaw.gateway.link import Backoff, EngineLink
 from klaw.home import KlawHome
@@ -67,6 +75,8 @@ class Submitted:
     queued: bool
     duplicate: bool = False
     other_text: bool = False  # a duplicate whose pending frame holds other words: nothing was taken (decision 500)
+    # with `verdict=True`, the engine's word on this frame: None once taken, its error if refused (decision 503)
+    taken: asyncio.Future[ErrorFrame | None] | None = field(default=None, compare=False)
 
 
 class Gateway:
@@ -93,6 +103,7 @@ class Gateway:
         self._started: list[Channel] = []
         self._shown: OrderedDict[str, None] = OrderedDict()  # ids of replies shown, newest last
         self._parts: OrderedDict[tuple[str, ...], list[str | None]] = OrderedDict()  # replies whose parts are coming
+        self._verdicts: dict[int, tuple[BufferedFrame, asyncio.Future[ErrorFrame | None]]] = {}  # by id(frame)
 
     @property
     def link(self) -> EngineLink:
@@ -123,6 +134,7 @@ class Gateway:
             channels=names,
             streaming=streaming,
             backoff=self._backoff,
+            settled=self._settled,
         )
         for name in names:
             queue: asyncio.Queue[OutboundFrame | DeltaFrame] = asyncio.Queue()
@@ -152,7 +164,14 @@ class Gateway:
         self._tasks.clear()
 
     async def submit(
-        self, channel: str, chat_id: str, text: str, *, message_id: str | None = None, sender: str | None = None
+        self,
+        channel: str,
+        chat_id: str,
+        text: str,
+        *,
+        message_id: str | None = None,
+        sender: str | None = None,
+        verdict: bool = False,
     ) -> Submitted:
         """Buffer what a person typed and send it when the engine is there. A `message_id` that is
         already pending is not buffered twice (`duplicate`). Raises `FrameError` for text too large or
@@ -176,10 +195,28 @@ class Gateway:
                 )
         except ValidationError as exc:  # refused here, as the engine would (never buffered, never retried)
             raise FrameError("invalid_frame", describe_invalid(exc, "command" if command else "inbound")) from None
-        held = await self.buffer.add(frame)
+        taken: asyncio.Future[ErrorFrame | None] | None = None
+        if verdict:  # before the add: the engine may take the frame before `add` returns
+            taken = asyncio.get_running_loop().create_future()
+            self._verdicts[id(frame)] = (frame, taken)
+        held: BufferedFrame | None = None
+        try:
+            held = await self.buffer.add(frame)
+        finally:
+            if taken is not None and (held is not None or (not taken.done() and frame.id not in self.buffer)):
+                self._verdicts.pop(id(frame), None)  # never buffered (a duplicate, a full disk): no verdict comes
+                taken = None
         self.link.kick()
         other = held is not None and _words(held) != _words(frame)
-        return Submitted(frame_id, queued=not self.connected, duplicate=held is not None, other_text=other)
+        return Submitted(frame_id, queued=not self.connected, duplicate=held is not None, other_text=other, taken=taken)
+
+    def _settled(self, frame: BufferedFrame, error: ErrorFrame | None) -> bool:
+        """The link's word on a buffered frame: handed to the submitter waiting for it, if one still does."""
+        _, taken = self._verdicts.pop(id(frame), (frame, None))
+        if taken is None or taken.done():
+            return False
+        taken.set_result(error)
+        return True
 
     async def query(self, name: str, params: dict[str, Any]) -> Any:
         """A read-only question to the engine (`EngineUnavailable` while it is down, `QueryFailed`)."""

@@ -27,7 +27,7 @@ from klaw.memory.embedding_policy import should_embed
 from klaw.memory.log_oddities import over_cap, over_cap_words
 from klaw.memory.log_recovery import RECOVERED_KEY, changed_files, watermark
 from klaw.memory.turn_gate import TurnGate
-from klaw.message_text import MessageRefused
+from klaw.message_text import IdUsedForAnotherText, MessageRefused
 from klaw.store.archival_records import tombstoned
 from klaw.store.protocol import LogFirst, Storage
 from klaw.store.records import MessageRecord, StoredMessage
@@ -90,6 +90,7 @@ class Ingestion:
         # lock its lowering takes when the wall clock stepped back behind it (decision 486).
         self._agreed_ms: int | None = None
         self._lowering = asyncio.Lock()
+        self._id_locks: dict[str, tuple[asyncio.Lock, int]] = {}  # `accept_once`'s, by id, with their users
 
     async def accept(self, record: MessageRecord) -> StoredMessage:
         """Make `record` durable in the log, then store it (queueing its embedding if it should
@@ -178,16 +179,31 @@ class Ingestion:
         sure reached us, and crash recovery replays the log (None: no id given, nothing stored)."""
         return None if record_id is None else await self.store.messages.get(record_id)
 
-    async def accept_once(self, record: MessageRecord) -> tuple[StoredMessage, bool]:
+    async def accept_once(self, record: MessageRecord, *, same_text: bool = False) -> tuple[StoredMessage, bool]:
         """`accept`, unless a record with this id is already stored: then that one, neither logged
         nor stored again. Returns the stored record and whether it was accepted just now.
-        `IdUsedByAnotherChat` when the stored one is another chat's: not a resend, a clash."""
-        existing = await self.stored(record.id)
-        if existing is not None:
-            if existing.record.chat != record.chat:
-                raise IdUsedByAnotherChat(record.id or "")
-            return existing, False
-        return await self.accept(record), True
+        `IdUsedByAnotherChat` when the stored one is another chat's: not a resend, a clash; with
+        `same_text`, `IdUsedForAnotherText` when its words differ (decision 503). The look-up and the
+        accept are one step under the id's lock: two frames under one id never both pass the look-up."""
+        key = record.id or ""
+        lock, users = self._id_locks.get(key, (asyncio.Lock(), 0))
+        self._id_locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                existing = await self.stored(record.id)
+                if existing is None:
+                    return await self.accept(record), True
+        finally:
+            lock, users = self._id_locks[key]
+            if users == 1:
+                del self._id_locks[key]
+            else:
+                self._id_locks[key] = (lock, users - 1)
+        if existing.record.chat != record.chat:
+            raise IdUsedByAnotherChat(key)
+        if same_text and existing.record.content != record.content:
+            raise IdUsedForAnotherText(key)
+        return existing, False
 
     async def _store(self, record: MessageRecord) -> StoredMessage:
         embed = should_embed(record, self.min_embed_tokens)

@@ -25,7 +25,7 @@ from klaw.channels.web.auth import CSRF_HEADER, SESSION_COOKIE, WebAuth
 from klaw.channels.web.events import EventHub, Subscription
 from klaw.channels.web.markdown import render as render_markdown
 from klaw.channels.web.markdown import render_literal
-from klaw.channels.web.sent_again import message_id_for, reused, sent_before
+from klaw.channels.web.sent_again import message_id_for, refused_as_other_text, reused, sent_before
 from klaw.config_view import ConfigRow, shown
 from klaw.engine.frames import FrameError, tools_before_failing, tools_used
 from klaw.gateway.buffer import BufferUnavailable
@@ -125,6 +125,13 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
                 raise HTTPException(503, str(exc)) from None
             if submitted.other_text:  # the engine down or behind: the buffer holds the id with other words (500)
                 raise HTTPException(409, reused(message.client_id or submitted.id))
+            if message.client_id is not None and await refused_as_other_text(submitted):  # 503: the engine's word
+                raise HTTPException(409, reused(message.client_id))
+            if message.client_id is not None and wait > 0:  # a twin post took the id and was answered meanwhile
+                before = await sent_before(backend.query, backend.chat_id, message.client_id, message.text)
+                if before is not None and (reply := before.get("reply")) is not None:
+                    shown_reply = {"kind": "reply", **reply, "html": render_markdown(reply["text"])}
+                    return {"id": submitted.id, "queued": False, "reply": shown_reply}
             sent: dict[str, Any] = {"id": submitted.id, "queued": submitted.queued}
             if wait > 0:
                 sent["reply"] = await _answer_to(answers, submitted.id, wait)

@@ -152,7 +152,9 @@ class WebChannel:
         """A page's message; one sent again with the same `client_id` (its response was lost) is the same
         message, stored once, as a Telegram update fetched twice is (decision 479)."""
         message_id = None if client_id is None else message_id_for(self.chat_id, client_id)
-        return await self._require_gateway().submit(WEB_CHANNEL, self.chat_id, text, message_id=message_id)
+        gateway = self._require_gateway()
+        verdict = message_id is not None  # the engine's word on it: another text under the id is a 409 (503)
+        return await gateway.submit(WEB_CHANNEL, self.chat_id, text, message_id=message_id, verdict=verdict)
 
     async def query(self, name: str, params: dict[str, Any]) -> Any:
         return await self._require_gateway().query(name, params)

@@ -10,11 +10,16 @@ down (or one older than the query) the post goes on as before: the gateway's buf
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from klaw.gateway.link import EngineUnavailable, QueryFailed
+from klaw.gateway.service import Submitted
+
+VERDICT_SECONDS = 10.0
+"""How long a post under a `client_id` waits for the engine to take its frame (milliseconds when it is up)."""
 
 Ask = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
@@ -42,3 +47,21 @@ async def sent_before(ask: Ask, chat_id: str, client_id: str, text: str) -> dict
     except (EngineUnavailable, QueryFailed):
         return None
     return answer if isinstance(answer, dict) and answer.get("stored") else None
+
+
+async def refused_as_other_text(submitted: Submitted) -> bool:
+    """Whether the engine refused this post's frame because the chat's message under its id has other words
+    (decision 503). The `sent` look-up before sending and the buffer's check (500) leave a window: two posts
+    racing, the first taken between the second's look-up and its add. The engine's accept is the one step
+    that cannot be raced (`Ingestion.accept_once` under the id's lock), so its verdict is waited for while
+    the engine is connected; while it is down the post is queued and that check happens when it is sent."""
+    taken = submitted.taken
+    if taken is None or submitted.queued:
+        return False
+    try:
+        async with asyncio.timeout(VERDICT_SECONDS):
+            error = await asyncio.shield(taken)
+    except TimeoutError:
+        taken.cancel()  # settled later: the chat is told, as for any refused message
+        return False
+    return error is not None and error.code == "other_text"
