@@ -105,8 +105,9 @@ async def test_a_local_embedders_cached_graph_is_loaded_without_the_onnx_package
         model.reply_text("ok")
         env = {**chat_env(home, model.base_url), "KLAW__EMBEDDER__BACKEND": "minilm"}
         env["KLAW__EMBEDDER__RUNTIME"] = "onnx-fp32"
-        first = await loaded(tmp_path, env, "chat", stdin="hi\n")
-        again = await loaded(tmp_path, env, "chat", stdin="hi again\n")
+        # long enough to be embedded: a piped chat loads the model for its vectors, after its reply (499)
+        first = await loaded(tmp_path, env, "chat", stdin="the tomatoes in the garden grew tall this summer\n")
+        again = await loaded(tmp_path, env, "chat", stdin="the basil beside the tomatoes did well this summer too\n")
     assert "onnx" in first  # built the graph: the test reaches the path it means to
     assert "onnxruntime" in again and "onnx" not in again, again & {"onnx", "google"}
 

@@ -170,6 +170,11 @@ class ConsoleChannel:
             return False
         if command is None and self._before_turn is not None:
             await self._before_turn.before_turn()
+        # All of stdin is this one message: no other can join it, so its turn starts at once rather than after
+        # processing.debounceMs of silence (1.5 s of every piped chat's wall time), as a library ask's does
+        # (decision 499); unless this chat already has work under way (messages a crash left unanswered,
+        # resumed at start): then it waits as before, after their turn and its reply.
+        alone = not self._engine.processor.has_under_way(chat)
         result = await self._engine.submit(chat, text)
         if result.command_reply is not None:
             said = result.command_reply + (
@@ -177,6 +182,8 @@ class ConsoleChannel:
             )
             self._console.out(self._shown(said), highlight=False)
             return True
+        if alone:
+            self._engine.processor.answer_now(chat)
         while True:
             reply = await self._next_reply_to(result.message_id)
             if reply.approval is None:

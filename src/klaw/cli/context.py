@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from klaw.engine.delivery import Sink
     from klaw.engine.runtime import Engine
     from klaw.store.protocol import Storage
+    from klaw.store.records import ChatRef
 
 
 def stdout_console(**options: Any) -> Console:
@@ -225,6 +226,7 @@ async def start_engine_or_exit(
     config: EngineConfig | None = None,
     held_exit: int = HOME_HELD_EXIT,
     wait_if_held: Callable[[], Awaitable[bool]] | None = None,
+    one_message: ChatRef | None = None,
 ) -> Engine:
     """A running engine on `config` (default: `loaded.config`, what `load_or_exit` read), noting the bytes of
     engine.yaml `loaded` was parsed from, so an edit made from then on is said to need a restart (decision
@@ -234,7 +236,7 @@ async def start_engine_or_exit(
     (`HOME_HELD_EXIT`) when another klaw process holds the home, which a later start may find free;
     `held_exit` 2 for `klaw chat`, a person told what to do, as when it finds the holder before starting
     (decision 435; a chat that lost a start race to another exited 75, decision 443); `held_exit` too when no
-    PostgreSQL server answered (decision 475)."""
+    PostgreSQL server answered (decision 475). `one_message`: a piped chat's engine (`Engine.start`'s, decision 499)."""
     from klaw.engine.config_drift import ConfigFileNote
     from klaw.engine.runtime import Engine
     from klaw.engine.socket_file import EngineAlreadyRunningError
@@ -247,7 +249,9 @@ async def start_engine_or_exit(
     config = loaded.config if config is None else config
     while True:  # `wait_if_held`: a piped chat waits for another that won the start race (decision 487)
         try:
-            engine = await Engine.start(home, config, channels=channels, config_file=ConfigFileNote.of(loaded))
+            engine = await Engine.start(
+                home, config, channels=channels, config_file=ConfigFileNote.of(loaded), one_message=one_message
+            )
             break
         except EngineAlreadyRunningError as exc:
             if wait_if_held is None or not await wait_if_held():

@@ -28,6 +28,7 @@ from klaw.cli.context import (
 from klaw.cli.model_at_start import cancelled_on_failure, check_in_background, say_check, set_where
 from klaw.cli.piped_wait import PipedWait
 from klaw.cli.stopping import FINISHING, say_starting, stopped_as_by_ctrl_c_while_starting, stopping
+from klaw.command_syntax import parse_command
 from klaw.console_logging import logs_through
 from klaw.home import KlawHome
 from klaw.home_lock import PIPED_CHAT, running_command
@@ -149,6 +150,7 @@ def chat(
                         config=started_without_waiting(config),
                         held_exit=2,
                         wait_if_held=waiting.until_free if data is not None else None,
+                        one_message=console_chat() if data is not None else None,
                     )
                 finally:
                     starting.close()
@@ -161,8 +163,10 @@ def chat(
                 try:
                     if data is None:
                         await channel.run()
-                    elif not await channel.answer_piped(piped):
-                        failed = True
+                    else:
+                        failed = not await channel.answer_piped(piped)
+                        if parse_command(piped) is None:  # the reply is out: its vectors and the message's (499)
+                            await running.embed_what_waits()
                 except asyncio.CancelledError:
                     # Ctrl-C while the model thinks: asyncio.run cancelled this task. Take the cancel back so
                     # the shutdown below is an ordinary one (parts ask `cancelling()` whether their caller

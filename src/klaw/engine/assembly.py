@@ -67,6 +67,7 @@ from klaw.memory.summaries.service import SummarizerService
 from klaw.scheduling.tools import asks_for_more_than_its_chat
 from klaw.store.backend import store_line
 from klaw.store.protocol import Storage
+from klaw.store.records import ChatRef
 from klaw.tools.builtin.groups import DOCS, MEMORY, MESSAGES, SCHEDULER, SEND_PLACES, SKILLS
 from klaw.tools.docs.index import DocsIndex
 from klaw.tools.docs.tools import DOCS_PROMPT
@@ -171,11 +172,13 @@ async def assemble(
     tools: Sequence[ToolFunction] = (),
     channels: Mapping[str, Sink] | None = None,
     config_file: ConfigFileNote | None = None,
+    one_message: ChatRef | None = None,
 ) -> Parts:
     """Every part built and started (listening last when `listen`); each close is on `stack`.
     `channels`: in-process sinks registered before recovery, so a reply sent again at start reaches them.
-    `config_file`: engine.yaml as `config` was read from it (None: not from the file), for "restart it"."""
-    memory = await open_memory(home, config, clock, stack, embedder)
+    `config_file`: engine.yaml as `config` was read from it (None: not from the file), for "restart it".
+    `one_message`: an engine for one piped message, whose embedder loads when first needed (decision 499)."""
+    memory = await open_memory(home, config, clock, stack, embedder, one_message=one_message)
     skills = skill_catalogue(home, config)
     docs = docs_index(home, config, memory.embedder)
     socket = EngineSocketServer(home.socket_path) if listen else None

@@ -58,12 +58,21 @@ class Memory:
     core: CoreMemory
     observers: list[Callable[[StoredMessage], None]]  # told of every stored record
     warm_up: WarmUp  # the local model's load, started with the engine; a turn's query waits for it
+    one_message: bool = False  # started to answer one piped message: nothing embedded before it is needed
 
 
 async def open_memory(
-    home: KlawHome, config: EngineConfig, clock: Clock, stack: AsyncExitStack, embedder: Embedder | None
+    home: KlawHome,
+    config: EngineConfig,
+    clock: Clock,
+    stack: AsyncExitStack,
+    embedder: Embedder | None,
+    *,
+    one_message: ChatRef | None = None,
 ) -> Memory:
-    """Store, embedder and queue opened, the log tail replayed, interrupted forgets finished."""
+    """Store, embedder and queue opened, the log tail replayed, interrupted forgets finished. `one_message`:
+    the chat of the one piped message this engine is started for: a local model loads at start only when
+    that chat's turn will search with a vector, else when something first embeds (decision 499)."""
     private_dirs(home.root)
     store = await open_storage(
         home.database_file(config.database.path), config.database, clock=clock.now, creating=True
@@ -74,7 +83,8 @@ async def open_memory(
         # HTTP retries wait on engine time; the local model's ONNX graphs are cached in the home
         embedder = create_embedder(config.embedder, sleep=clock.sleep, cache_dir=home.embedder_cache)
     stack.push_async_callback(embedder.aclose)
-    warm_up = WarmUp.start(embedder)  # loads on the model's thread while the rest starts (decision 260)
+    # loads on the model's thread while the rest starts (decision 260); for one message, when first needed (499)
+    warm_up = WarmUp.start(embedder, now=one_message is None)
     stack.push_async_callback(warm_up.aclose)
     shared = embed_once(embedder)
     if shared is not embedder:
@@ -114,18 +124,39 @@ async def open_memory(
     forgetting = Forgetting(ingestion, clock.now)
     await forgetting.finish_pending()  # log files a crash left holding forgotten records
     await export_unlogged_summaries(ingestion, clock.now)  # summaries from before they were logged
+    if one_message is not None and await _searches_first(store, one_message, config):
+        warm_up.begin()  # the turn waits for the model: its load overlaps the rest of the start, as before
     if settings.embeddings_enabled:
         queue.start()  # embeds what recovery and any earlier run left pending
     core = CoreMemory(home.core_memory_file)
-    return Memory(store, embedder, shared, queue, ingestion, forgetting, settings, core, observers, warm_up)
+    alone = one_message is not None
+    return Memory(store, embedder, shared, queue, ingestion, forgetting, settings, core, observers, warm_up, alone)
+
+
+async def _searches_first(store: Storage, chat: ChatRef, config: EngineConfig) -> bool:
+    """Whether `chat`'s next turn will likely embed its text to search: its open segment already holds more
+    than the sliding window (auto-RAG's guard, decision 470), or it has a summarized past segment (past
+    conversations' guard). A guess for when the model's load begins, never for what a turn finds: a turn
+    that searches waits for the load either way, outside its query's deadline (decision 260). Reads only:
+    a chat never seen gets no segment from it."""
+    if not (config.auto_rag.enabled or config.rag.enabled):
+        return False
+    open_ = [segment.id for segment in await store.segments.list(chat) if segment.ended_at is None]
+    current = open_[-1] if open_ else None
+    window = config.context.sliding_window
+    if current is not None and await store.messages.count_in_segment(current, at_most=window + 1) > window:
+        return True
+    return await store.summaries.has_past_segments(chat, exclude_segment_id=current)
 
 
 def prepare_vector(config: EngineConfig, memory: Memory) -> Callable[[MessageRecord], None] | None:
     """What the processor calls on each message it is about to accept: its vector started at once when
     the queue and the turn's query will both take it (embedder forms alike, embeddings on, long enough
-    to be stored), so it is computed while the log is fsync'd and the exchange opened; None otherwise."""
+    to be stored), so it is computed while the log is fsync'd and the exchange opened; None otherwise, and
+    for an engine answering one piped message: its turn embeds the text only when it searches, and the
+    queue after the reply (decision 499), so a turn that searches nothing loads no model before it."""
     shared = memory.shared
-    if not isinstance(shared, EmbedOnce):
+    if not isinstance(shared, EmbedOnce) or memory.one_message:
         return None
     min_tokens = config.auto_rag.min_message_tokens
 

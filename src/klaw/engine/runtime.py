@@ -15,6 +15,7 @@ every append is fsync'd before it counts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Mapping, Sequence
@@ -55,6 +56,9 @@ from klaw.tools.schema import ToolFunction
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT_SECONDS = 60.0
+# A piped chat's wait, after its reply, for its message's and reply's vectors (a local model's load included:
+# 1.8-5.6 s measured at a load of 8 on 2 CPUs, decision 260); a remote embedder that hangs ends it (decision 499)
+ONE_MESSAGE_EMBED_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ class Engine:
         tools: Sequence[ToolFunction] = (),
         channels: Mapping[str, Sink] | None = None,
         config_file: ConfigFileNote | None = None,
+        one_message: ChatRef | None = None,
     ) -> Engine:
         """Build and start every part; a failure at any step closes what was started, in reverse.
 
@@ -120,7 +125,9 @@ class Engine:
         crash left unconfirmed, sent again at start, reach them (decision 101). `config_file`: engine.yaml as
         `config` was read from it (`ConfigFileNote.of(loaded)`: the loader's bytes, not read again), so `/status`,
         `/tools` and `klaw config check` can say an edit made since then needs a restart; None when `config`
-        did not come from the file (decision 474)."""
+        did not come from the file (decision 474). `one_message`: started to answer one piped message (`echo …
+        | klaw chat`): a local embedder loads when something first embeds, not at start, and the message's
+        vector is made after its reply (`embed_what_waits`), not before its turn (decision 499)."""
         lifetimes = AsyncExitStack()
         clock = clock or SystemClock()
         try:
@@ -136,6 +143,7 @@ class Engine:
                 tools=tools,
                 channels=channels,
                 config_file=config_file,
+                one_message=one_message,
             )
             services = memory_services(config, parts.memory, clock, parts.delivery)
             messages = HybridSearch(parts.memory.store, parts.memory.embedder, config.search)
@@ -188,6 +196,15 @@ class Engine:
         stored = await self.processor.handle_inbound(Inbound(chat, text, message_id))
         self.approvals.heard(chat)  # a question after this message may be answered by a bare /approve
         return SubmitResult(message_id=stored.record.id)
+
+    async def embed_what_waits(self, limit_seconds: float = ONE_MESSAGE_EMBED_SECONDS) -> None:
+        """Wait (at most `limit_seconds`) for the embedding queue to embed every job due now: a piped chat's
+        message and reply once the reply is out, so the next piped chat's search finds their vectors as it
+        did when they were made before the turn (decision 499); what is left stays queued for the next start.
+        At once when the worker is off (`/embeddings off`)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(limit_seconds):
+                await self.embedding_queue.wait_idle()
 
     async def _drain_runs(self, timeout_seconds: float) -> bool:
         if self.scheduler is None:

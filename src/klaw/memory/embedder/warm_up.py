@@ -40,15 +40,27 @@ class WarmUp:
         self._task: asyncio.Task[None] | None = None
         self._model_id = model_id
         self._failure: str | None = None  # why the load failed, in words that never quote content
+        self._deferred: Callable[[], Awaitable[None]] | None = None  # a load not begun until asked for
 
     @classmethod
-    def start(cls, embedder: Embedder) -> WarmUp:
-        """Start `embedder.warm_up()` in the background when it has one; else nothing to wait for."""
+    def start(cls, embedder: Embedder, *, now: bool = True) -> WarmUp:
+        """Start `embedder.warm_up()` in the background when it has one; else nothing to wait for.
+        `now=False` (an engine started for one piped message): the load begins when a query first waits
+        for it (`wait`), still uncounted by the query's deadline; a turn that searches nothing never pays
+        it (decision 499)."""
         warm = cls(embedder.model_id)
         warm_up: Callable[[], Awaitable[None]] | None = getattr(embedder, "warm_up", None)
         if warm_up is not None:
-            warm._task = asyncio.create_task(warm._warm(warm_up), name="embedder-warm-up")
+            warm._deferred = warm_up
+            if now:
+                warm.begin()
         return warm
+
+    def begin(self) -> None:
+        """Begin a deferred load now (at once if it has begun, or there is nothing to load)."""
+        warm_up, self._deferred = self._deferred, None
+        if warm_up is not None and self._task is None:
+            self._task = asyncio.create_task(self._warm(warm_up), name="embedder-warm-up")
 
     def status_lines(self) -> list[str]:
         """`/status`'s line when the load at start failed (the embedding queue's line says whether the
@@ -59,14 +71,19 @@ class WarmUp:
 
     @property
     def done(self) -> bool:
-        return self._task is None or self._task.done()
+        """Whether nothing is left to wait for: loaded, failed, or nothing to load (a deferred load not
+        begun is not done: `wait` begins it)."""
+        return self._deferred is None and (self._task is None or self._task.done())
 
     async def wait(self, limit_seconds: float = WAIT_LIMIT_SECONDS) -> None:
-        """Until the warm-up has ended (loaded or failed) or `limit_seconds` passed; never raises its error."""
+        """Until the warm-up has ended (loaded or failed) or `limit_seconds` passed, begun first when it was
+        deferred; never raises its error."""
+        self.begin()
         if self._task is not None and not self._task.done():
             await asyncio.wait({self._task}, timeout=limit_seconds)
 
     async def aclose(self) -> None:
+        self._deferred = None  # nothing begins once the embedder closes
         task = self._task
         if task is not None and not task.done():
             await cancel_and_wait(task)  # a cancel of the caller meanwhile is not swallowed (decision 428)
