@@ -1,11 +1,13 @@
 """The embedding queue starts its batches between turns (decision 426): its claims, embedder calls and
-vector writes share the engine's threads and the GIL with the turns a person waits for, so while a turn
-is in flight the message that started it is not embedded yet, and once the turn ends its message and
-reply go in together. A turn that stays open (a slow model, an approval) holds them back only
+vector writes share the engine's threads and the GIL with the turns a person waits for, so a message is
+not embedded before its own turn, nor while it runs, and once the turn ends its message and reply go in
+together. The gate counts a message from its acceptance to its turn's end (decision 497): before, it
+marked only turns, and a pass could embed a message between its acceptance and its turn's start
+(decision 494). A turn that stays open (a slow model, an approval) holds them back only
 `QUIET_WAIT_SECONDS`: the queue then embeds anyway.
 
-Through the library API (`Klaw`) with a model function that holds the turn open until the test lets
-it answer, and the fake hashed embedder; the vectors are counted in the real SQLite store.
+Through the library API (`Klaw`) with a model function that holds each turn open until the test lets it
+answer, and the fake hashed embedder; the vectors are counted in the real SQLite store.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from klaw import FunctionModel, Klaw, ManualClock
 from klaw.llm.function_model import AgentInfo
 from klaw.llm.messages import ChatMessage
+from klaw.memory import turn_gate
 from klaw.memory.turn_gate import QUIET_WAIT_SECONDS
 
 CONFIG = {
@@ -26,12 +31,10 @@ CONFIG = {
     "autoRag": {"minMessageTokens": 1},
 }
 QUESTION = "which ferry did we book for the island trip in june?"
+LATER = "and the ferry back on sunday evening?"
 
 
-async def test_a_message_sent_during_a_turn_is_embedded_after_it_or_after_the_bound(tmp_path: Path) -> None:
-    """The gate holds a pass while a turn is in flight. The turn's own question may be embedded before its
-    turn starts (a pass can run between the message's acceptance and its turn taking the gate: the gate marks
-    turns, not queued messages), so the message held back is one sent while the turn runs."""
+async def test_a_turns_message_is_embedded_after_the_turn_or_after_the_bound(tmp_path: Path) -> None:
     answer = asyncio.Event()
     asked = asyncio.Event()
 
@@ -41,24 +44,76 @@ async def test_a_message_sent_during_a_turn_is_embedded_after_it_or_after_the_bo
         return "the early one, at seven"
 
     async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(model), clock=ManualClock()) as agent:
-        vectors = agent.engine.store.vectors
-        turn = asyncio.create_task(agent.ask("alice", QUESTION))
-        await asyncio.wait_for(asked.wait(), 10)
-        before = await vectors.count()  # 0 or 1: the question, if a pass ran before its turn began
-        later = asyncio.create_task(agent.ask("alice", "and the ferry back?"))  # accepted mid-turn
-        started = time.monotonic()
+        try:
+            vectors = agent.engine.store.vectors
+            started = time.monotonic()
+            turn = asyncio.create_task(agent.ask("alice", QUESTION))
+            await asyncio.wait_for(asked.wait(), 10)
 
-        await asyncio.sleep(QUIET_WAIT_SECONDS / 3)
-        assert await vectors.count() == before  # the turn is in flight: the new message waits
+            await asyncio.sleep(QUIET_WAIT_SECONDS / 3)
+            assert await vectors.count() == 0  # the turn is in flight: its message waits, since its acceptance
 
-        while await vectors.count() == before:  # held longer than the bound: embedded anyway
-            assert time.monotonic() - started < QUIET_WAIT_SECONDS + 5, "the queue waited past its bound"
-            await asyncio.sleep(0.05)
-        assert not turn.done()
-        assert time.monotonic() - started >= QUIET_WAIT_SECONDS * 0.9
+            while await vectors.count() == 0:  # held longer than the bound: embedded anyway
+                assert time.monotonic() - started < QUIET_WAIT_SECONDS + 5, "the queue waited past its bound"
+                await asyncio.sleep(0.05)
+            assert not turn.done()
+            assert time.monotonic() - started >= QUIET_WAIT_SECONDS * 0.9
 
-        answer.set()
-        assert await turn == "the early one, at seven"
-        assert await later == "the early one, at seven"
-        await agent.engine.embedding_queue.wait_idle()
-        assert await vectors.count() == 4  # both questions and both replies
+            answer.set()
+            assert await turn == "the early one, at seven"
+            await agent.engine.embedding_queue.wait_idle()
+            assert await vectors.count() == 2  # the question and the reply
+        finally:  # a failed assertion leaves no turn holding the shutdown
+            answer.set()
+
+
+async def test_a_message_sent_while_a_turn_runs_is_not_embedded_before_its_own_turn_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first turn ends once the second message is stored; the second turn then holds at its model call.
+    Before decision 497 the pass waiting since the first message ran as soon as the first turn ended: it
+    embedded the second message (and the first turn's pair) beside the second turn's start."""
+    monkeypatch.setattr(turn_gate, "QUIET_WAIT_SECONDS", 60.0)  # the bound never decides here
+    first_asked, second_asked = asyncio.Event(), asyncio.Event()
+    first_go, second_go = asyncio.Event(), asyncio.Event()
+
+    async def model(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
+        if not first_asked.is_set():
+            first_asked.set()
+            await first_go.wait()
+            return "the early one, at seven"
+        second_asked.set()
+        await second_go.wait()
+        return "the last one, at nine"
+
+    async with Klaw(tmp_path / "home", config=CONFIG, model=FunctionModel(model), clock=ManualClock()) as agent:
+        try:
+            vectors = agent.engine.store.vectors
+            first = asyncio.create_task(agent.ask("alice", QUESTION))
+            await asyncio.wait_for(first_asked.wait(), 10)
+            second = asyncio.create_task(agent.ask("alice", LATER))  # accepted while the first turn runs
+            await _stored(agent, LATER)
+            first_go.set()
+            assert await first == "the early one, at seven"
+
+            await asyncio.wait_for(second_asked.wait(), 10)  # the second turn is under way, at its model call
+            await asyncio.sleep(0.3)  # time for a pass that should not run
+            assert await vectors.count() == 0  # neither the second message nor the first turn's pair
+
+            second_go.set()
+            assert await second == "the last one, at nine"
+            async with asyncio.timeout(20):  # a hold left behind would keep the pass waiting the minute
+                await agent.engine.embedding_queue.wait_idle()
+            assert await vectors.count() == 4  # both questions and both replies
+        finally:  # a failed assertion leaves no turn holding the shutdown
+            first_go.set()
+            second_go.set()
+
+
+async def _stored(agent: Klaw, text: str) -> None:
+    """Until the chat's history holds `text` (its message accepted: logged and stored)."""
+    for _ in range(1000):
+        if text in [entry.text for entry in await agent.history("alice")]:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the message was not stored")

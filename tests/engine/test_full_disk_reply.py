@@ -118,7 +118,7 @@ async def test_a_reply_still_unsaved_at_shutdown_is_stored_and_sent_by_the_next_
             engine = await Engine.start(home, config, clock=clock, listen=False)  # a new connection: no cap
         engine.delivery.set_fallback(record)
         try:
-            await engine.processor.redeliver()  # as when a gateway says hello: the start found no route
+            await engine.processor.resuming.redeliver()  # as when a gateway says hello: the start found no route
             [turn] = await engine.chats.turns(CHAT)
             assert turn.status == "completed"
         finally:

@@ -100,7 +100,7 @@ async def test_a_message_arriving_live_is_not_resumed_as_well(tmp_path: Path) ->
     """A message taken live and still waiting for its turn is queued once, whatever resume finds."""
     async with running_engine(tmp_path) as h:
         await h.say("arrived while the engine was starting")
-        assert await h.engine.processor.resume_unanswered() == 0
+        assert await h.engine.processor.resuming.resume_unanswered() == 0
         await h.clock.advance(h.engine.config.processing.debounce_ms / 1000)
         await h.wait_for_replies(1)
     assert h.last_request_messages()[-1]["content"] == "arrived while the engine was starting"

@@ -315,10 +315,10 @@ async def assemble(
         stack.push_async_callback(socket.aclose)
     # Messages a crash left unanswered get their turn (after the debounce, like any other), queued
     # before the socket listens: a message arriving live is then never resumed as well.
-    await processor.resume_unanswered()
-    await processor.redeliver()  # replies a crash left unconfirmed: queued until their gateway says hello
+    await processor.resuming.resume_unanswered()
+    await processor.resuming.redeliver()  # replies a crash left unconfirmed: queued until their gateway says hello
     if leases is not None:  # chats an engine sharing the store left unanswered when it died
-        leases.start(processor.take_over, clock.now, RESUME_WITHIN)
+        leases.start(processor.resuming.take_over, clock.now, RESUME_WITHIN)
     await scheduler.start()  # after recovery, and once replies have somewhere to go
     stack.push_async_callback(scheduler.stop)
     if docs is not None:  # built (once per klaw version and embedder) before the first docs_search needs it

@@ -18,7 +18,7 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import KW_ONLY, dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from klaw.config import EngineConfig
 from klaw.engine.answered_elsewhere import RESUME_WITHIN, pass_on_elsewhere, still_unanswered
@@ -48,6 +48,7 @@ from klaw.engine.stopped_turns import (
 from klaw.engine.turn_runner import Turn, TurnPrompt, TurnRunner
 from klaw.engine.turn_timing import PhaseTimes
 from klaw.memory.ingestion import Ingestion
+from klaw.memory.turn_gate import QueuedMessages
 from klaw.store.protocol import Storage
 from klaw.store.records import ChatRef, MessageRecord, Role, StoredMessage
 
@@ -90,7 +91,7 @@ class MessageProcessor:
     _inbound_under_way: int = field(default=0, init=False)  # `handle_inbound`s between their check and their queue
     _inbound_done: asyncio.Event = field(default_factory=asyncio.Event, init=False)  # set when that is 0
     _chat_locks: dict[ChatRef, asyncio.Lock] = field(default_factory=dict, init=False)
-    _queued: set[int] = field(default_factory=set, init=False)  # rowids waiting for, or in, their turn
+    _queued: QueuedMessages = field(init=False)  # rowids waiting for, or in, their turn: the gate's (decision 497)
     resuming: Resuming = field(init=False)  # after a crash: unanswered messages queued, replies sent again
     _answered_here: set[int] = field(default_factory=set, init=False)  # queued, answered by an earlier turn here
     # rowid → its accept's time, until its turn reads it
@@ -103,6 +104,7 @@ class MessageProcessor:
 
     def __post_init__(self) -> None:
         self._debouncer = Debouncer(self.config.processing.debounce_ms / 1000, self._process, self.clock)
+        self._queued = self.ingestion.turns.queued  # no embedding pass while one waits (decision 497)
         self.resuming = Resuming(self.store, self.delivery, self.clock, self._queue, self._queued)
 
     @property
@@ -121,7 +123,8 @@ class MessageProcessor:
         self._inbound_under_way += 1
         self._inbound_done.clear()
         try:
-            return await self._accept_and_queue(inbound)
+            with self.ingestion.turns.accepting():  # until `_queue`: no embedding pass in between (decision 497)
+                return await self._accept_and_queue(inbound)
         finally:
             self._inbound_under_way -= 1
             if not self._inbound_under_way:
@@ -144,20 +147,8 @@ class MessageProcessor:
         self._queue(inbound.chat, stored)
         return stored
 
-    async def resume_unanswered(self, within: timedelta = RESUME_WITHIN) -> int:
-        """Queue the messages a crash left unanswered (resuming.py); returns how many."""
-        return await self.resuming.resume_unanswered(within)
-
-    async def take_over(self, chat: ChatRef) -> None:
-        """Queue the chat's messages a dead engine sharing the store left unanswered (resuming.py)."""
-        await self.resuming.take_over(chat)
-
-    async def redeliver(self, within: timedelta = RESUME_WITHIN) -> int:
-        """Send again the replies no channel confirmed younger than `within` (resuming.py)."""
-        return await self.resuming.redeliver(within)
-
     def _queue(self, chat: ChatRef, message: StoredMessage) -> None:
-        """Into the chat's debounce; remembered until its turn ends (see `resume_unanswered`)."""
+        """Into the chat's debounce; remembered until its turn ends (see `Resuming.resume_unanswered`)."""
         self._queued.add(message.rowid)
         self._debouncer.add(chat, message)
 
@@ -178,11 +169,15 @@ class MessageProcessor:
                     await self._process_locked(chat, pending, task)
         finally:
             self._left_lock_queue(chat, waiting)
-            for message in pending:
-                self._queued.discard(message.rowid)
-                self._accept_seconds.pop(message.rowid, None)
+            self._unqueue(pending)
             if task is not None:
                 self._turn_tasks.discard(task)
+
+    def _unqueue(self, messages: list[StoredMessage]) -> None:
+        """Out of `_queued` (and so of the embedding gate): their turn ended, or never will here."""
+        for message in messages:
+            self._queued.discard(message.rowid)
+            self._accept_seconds.pop(message.rowid, None)
 
     def _left_lock_queue(self, chat: ChatRef, waiting: LockWait) -> None:
         queue = self._lock_waiting.get(chat, [])
@@ -203,9 +198,7 @@ class MessageProcessor:
                 self._answered_here -= {m.rowid for m in pending}
                 await pass_on_elsewhere(self.store, self.delivery, chat, [m for m in pending if m.rowid not in turn])
         finally:
-            for message in batch.answering:
-                self._queued.discard(message.rowid)
-                self._accept_seconds.pop(message.rowid, None)
+            self._unqueue(batch.answering)
 
     async def _run_stoppable(self, chat: ChatRef, batch: Batch, task: asyncio.Task[None] | None) -> None:
         """The turn, which `turn_stopped` may cancel once it holds the chat's turn lock, its lease's wait too
@@ -257,19 +250,20 @@ class MessageProcessor:
         batches = [w.messages for w in queued]
         if debounced := self._debouncer.take(chat):
             batches.append(debounced)
-        async with self._chat_lock(chat):
-            # after the running turn's close, oldest first: the last message's exchange is the latest
-            for batch in batches:
-                for message in batch:
-                    self._queued.discard(message.rowid)
-                    self._accept_seconds.pop(message.rowid, None)
-                self._halted.setdefault(chat, []).append(await close_stopped(self._reply_sink(chat, batch)))
-            await self.ingestion.settled()
-            stopped = Stopped(self._halted.pop(chat, []))
-            try:
-                yield stopped
-            finally:
-                await tell_stopped(self.delivery, chat, stopped)
+        try:
+            async with self._chat_lock(chat):
+                # after the running turn's close, oldest first: the last message's exchange is the latest
+                for batch in batches:
+                    self._unqueue(batch)
+                    self._halted.setdefault(chat, []).append(await close_stopped(self._reply_sink(chat, batch)))
+                await self.ingestion.settled()
+                stopped = Stopped(self._halted.pop(chat, []))
+                try:
+                    yield stopped
+                finally:
+                    await tell_stopped(self.delivery, chat, stopped)
+        finally:  # cancelled waiting for the lock: the batches taken out never hold the gate (decision 497)
+            self._unqueue([message for batch in batches for message in batch])
 
     def _lease(self, chat: ChatRef) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext() if self.leases is None else self.leases.hold(chat)

@@ -14,7 +14,7 @@ these feed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -40,7 +40,7 @@ class Resuming:
     delivery: Delivery
     clock: Clock
     queue: Callable[[ChatRef, StoredMessage], None]
-    queued: set[int]
+    queued: Container[int]
     _after_crash: set[ChatRef] = field(default_factory=set, init=False)  # their next turn closes cut-off exchanges
     _again: dict[ChatRef, list[str]] = field(default_factory=dict, init=False)  # the ids queued to answer again
     noted: OpenQuestions = field(default_factory=lambda: OpenQuestions(None))  # the gate's (decision 447)
