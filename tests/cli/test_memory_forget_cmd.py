@@ -367,3 +367,28 @@ def test_a_mistyped_chat_on_a_home_of_many_names_the_closest_few(home: KlawHome)
     said = " ".join(err.split())
     assert code == 1 and "library:shelf7," in said and "and 35 more of the 40 chats stored" in said, said
     assert "library:shelf21" not in said
+
+
+def test_forget_discards_the_build_an_interrupted_reindex_left(home: KlawHome) -> None:
+    """adversary29 (decision 503): `klaw reindex` killed mid-way left `klaw.db.reindex` (and its WAL) holding
+    the text; `klaw memory forget` erased it everywhere else, and `grep -r` still found it there. Now the
+    unfinished build is discarded (a build read from the log before a forget cannot be finished) and said."""
+    from tests.memory.test_reindex import Interrupted
+
+    ids = fill(home)
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C in its embedding stage: the build stays, to resume
+        asyncio.run(reindex(home, config(), embedder=Interrupted()))
+    build = home.database_file("klaw.db.reindex")
+    assert build.exists()
+
+    def holding() -> list[str]:
+        return sorted(p.name for p in home.root.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes())
+
+    assert "klaw.db.reindex" in " ".join(holding())
+    code, out, _ = run(home, "exchange", str(ids["exchange"]), "--yes")
+    said = " ".join(out.split())
+    assert code == 0 and "Forgot exchange" in said, said
+    assert f"The unfinished build an interrupted 'klaw reindex' left ({build}) held it too and was discarded" in said
+    assert holding() == [] and not build.exists()
+    asyncio.run(reindex(home, config()))  # and a reindex starts over from the log, without it
+    assert SECRET.encode() not in database_bytes(home.database_file("klaw.db"))

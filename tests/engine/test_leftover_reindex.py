@@ -45,3 +45,23 @@ async def test_the_engine_names_a_killed_reindexs_files_and_how_to_resume_or_dis
     [warning] = leftover_warnings(caplog)
     assert "klaw.db.reindex, klaw.db.reindex.lock" in warning and str(home.root) in warning
     assert "run 'klaw reindex' to finish it" in warning and "delete those files to discard it" in warning
+
+
+async def test_forget_in_a_chat_discards_the_unfinished_build_that_holds_the_text(tmp_path: Path) -> None:
+    """adversary29 (decision 503): what a killed reindex left still held a forgotten text. `/forget` in a chat
+    (the engine's path; `klaw memory forget` has its own test) discards it and says so."""
+    from tests.engine.harness import running_engine
+    from tests.engine.test_memory_tools_turns import command
+
+    async with running_engine(tmp_path) as h:
+        assert (await h.turn("my pin is 4321 kiwi")).text.endswith("my pin is 4321 kiwi")
+        database = Path(h.home.root) / "klaw.db"
+        left = [database.with_name(database.name + suffix) for suffix in (".reindex", ".reindex-wal")]
+        for path in left:  # as a build read before the forget holds it (its pages, its WAL)
+            path.write_bytes(b"SQLite format 3\x00 ... my pin is 4321 kiwi ...")
+        answer = await command(h, "/forget last")
+        assert "held it too and was discarded" in answer and str(left[0]) in answer, answer
+        assert not any(path.exists() for path in left)
+        assert (await h.turn("my name is Ann")).text.endswith("my name is Ann")
+        answer = await command(h, "/forget last")  # nothing left over now: nothing said of a build
+        assert answer.startswith("Forgot") and "unfinished build" not in answer, answer

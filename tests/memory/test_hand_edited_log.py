@@ -6,6 +6,7 @@ over-long message out, as a channel would have refused it (decision 488)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,3 +48,39 @@ async def test_log_check_names_hand_edited_records_and_recovery_leaves_an_over_l
         assert await again.engine.store.messages.get("huge1") is None
         assert await again.engine.store.messages.get("future1") is not None  # named, not refused
     assert any("not recovered: record huge1" in r.getMessage() for r in caplog.records)
+
+
+async def test_log_check_names_exchange_lines_a_person_moved(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """adversary29 (decision 503): a person swapped the user and assistant lines of one exchange and moved another
+    exchange's close above its open. `klaw log check` said "0 malformed lines", exit 0; `klaw reindex` then warned
+    "exchange_close record … found no open exchange; ignored" and left an exchange open with no text. Now log
+    check names each line out of place (ids, never text) and exits 1; reindex's warnings stay."""
+    async with running_engine(tmp_path) as h:
+        assert (await h.turn("first question")).kind == "reply"
+        assert (await h.turn("second question")).kind == "reply"
+    day = sorted((h.home.conversations / CHAT.log_dir_name).glob("*.jsonl"))[-1]
+    lines = day.read_text().splitlines()
+    kinds = [json.loads(line).get("type", "text") for line in lines]
+    ids = [json.loads(line)["id"] for line in lines]
+    opens = [i for i, kind in enumerate(kinds) if kind == "exchange_open"]
+    closes = [i for i, kind in enumerate(kinds) if kind == "exchange_close"]
+    assert len(opens) == len(closes) == 2 and opens[0] > 0, kinds
+    asked, reply = (
+        opens[0] - 1,
+        next(i for i in range(opens[0], closes[0]) if json.loads(lines[i])["role"] == "assistant"),
+    )
+    lines[asked], lines[reply] = lines[reply], lines[asked]  # the person's message and the reply, swapped
+    lines.insert(opens[1], lines.pop(closes[1]))  # the second exchange's close above its open
+    day.write_text("\n".join(lines) + "\n")
+
+    checked = await asyncio.to_thread(klaw_here, h.home.root, "log", "check")
+
+    assert checked.returncode == 1, checked.stdout
+    said = " ".join(checked.stdout.split())
+    assert f"record {ids[opens[0]]}: an exchange_open before the person's message {ids[asked]} it opens on" in said
+    assert f"record {ids[reply]}: an exchange's reply before its exchange_open {ids[opens[0]]}" in said
+    assert f"record {ids[closes[1]]}: an exchange_close before its exchange_open {ids[opens[1]]}" in said
+    assert "3 odd record(s)" in said and "question" not in said
+
+    reindexed = await asyncio.to_thread(klaw_here, h.home.root, "reindex")
+    assert "found no open exchange; ignored" in reindexed.stdout + reindexed.stderr

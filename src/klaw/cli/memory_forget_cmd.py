@@ -90,11 +90,12 @@ def forget(
         return yes or typer.confirm("Forget it?", default=False)
 
     from klaw.cli.memory_forget_socket import forget_through_engine
-    from klaw.memory.forget_words import erased_from, left_behind
+    from klaw.memory.forget_words import discard_unfinished_build, erased_from, left_behind
 
     if forget_through_engine(home, loaded.config.database, kind, target, owner, confirm, console, label):
-        if left := left_behind(home, loaded.config.database):
-            console.print(left.strip(), highlight=False)
+        for left in (left_behind(home, loaded.config.database), discard_unfinished_build(home, loaded.config.database)):
+            if left:
+                console.print(left.strip(), highlight=False)
         return
 
     told: list[str] = []
@@ -131,6 +132,7 @@ def forget(
         f"Forgot {label or outcome.plan.label}: {erased_from(loaded.config.database, outcome.files_rewritten)}. A"
         " tombstone in the log keeps `klaw reindex` from bringing it back."
         + left_behind(home, loaded.config.database)
+        + discard_unfinished_build(home, loaded.config.database)
         + tasks_left_sentence(_tasks_left(home, outcome.plan))
         + runs_left_sentence(outcome.plan.spawned_runs),
         highlight=False,

@@ -234,6 +234,7 @@ class CommandHandler:
         return CommandAnswer(  # the erasure its own sentence: after describe's parenthesis it read as its part
             f"{stopped_first} {plan.said}: {plan.describe()}. It is {erased}."
             f" Core memory is unchanged: /memory shows it.{self.forget_words.left_behind()}"
+            f"{await self.forget_words.discard_build()}"
             f"{tasks_left_sentence(await self._tasks_left(plan))}"
             f"{runs_left_sentence(plan.spawned_runs)}",
             erased=True,

@@ -10,6 +10,7 @@ those files still held the text, so the words name PostgreSQL and say what is le
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,6 +88,40 @@ class ForgetWords:
 
     def left_behind(self) -> str:
         return left_behind(self.home, self.database)
+
+    async def discard_build(self) -> str:
+        """`discard_unfinished_build`, off the event loop (a PostgreSQL build is dropped over a connection)."""
+        return await asyncio.to_thread(discard_unfinished_build, self.home, self.database)
+
+
+def discard_unfinished_build(home: KlawHome, database: DatabaseConfig) -> str:
+    """Discard the build an interrupted `klaw reindex` left (`<klaw.db>.reindex` and its side files, or the
+    PostgreSQL schema `klaw_reindex`), and say so; empty when there is none. Called once a forget is done
+    (decision 503): the build holds the forgotten text, and was read from the log as it was before the forget,
+    so finishing it would be wrong anyway. Its lock file, which holds no text, is left to the next reindex."""
+    from klaw.memory.reindex_leftover import reindex_leftovers
+    from klaw.store.backend import rebuild_backend
+    from klaw.store.protocol import StorageError
+
+    live = home.database_file(database.path)
+    build = rebuild_backend(live, database)
+    try:
+        if database.backend == "postgres":
+            there = build.exists()
+        else:  # its side files count too (a WAL holds the latest pages)
+            there = any(not path.name.endswith(".lock") for path in reindex_leftovers(live))
+        if not there:
+            return ""
+        build.discard()
+    except (OSError, StorageError) as exc:
+        return (
+            f" The unfinished build an interrupted 'klaw reindex' left ({build.location}) may still hold it and"
+            f" could not be discarded ({exc}): delete it, or run 'klaw reindex' (it starts over)."
+        )
+    return (
+        f" The unfinished build an interrupted 'klaw reindex' left ({build.location}) held it too and was"
+        " discarded: a build begun before a forget cannot be finished; run 'klaw reindex' again to start over."
+    )
 
 
 def tasks_left_sentence(names: Sequence[str]) -> str:
