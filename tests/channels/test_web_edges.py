@@ -207,3 +207,33 @@ async def test_a_post_whose_look_up_was_overtaken_by_another_text_is_refused(mon
         assert [m["text"] for m in history["messages"] if m["role"] == "user"] == ["alpha race one"]
         again = await post("alpha race one")  # the same text again: its reply, as before
         assert again.status_code == 200 and again.json()["reply"]["text"] == "echo: alpha race one", again.text
+
+
+async def test_another_text_queued_while_the_engine_is_down_is_refused_in_the_chat_when_it_is_back() -> None:
+    """review54 (decision 506): a post under a client_id whose message is stored, with other words, sent while
+    the engine is down, is queued (200: the engine cannot be asked); the engine, back, refuses it (`other_text`).
+    Nobody waits for that verdict any more (the post was answered), so the chat must be told, as for any refused
+    message; the gateway kept the post's verdict and took the refusal as told to the poster: the page saw nothing."""
+    from klaw.engine.runtime import Engine
+
+    async with _signed_in_page() as page:
+        stack, client = page.stack, page.client
+        stack.server.reply_text("First answer.")
+        body = {"text": "first text", "client_id": "queuedother1"}
+        first = await client.post("/api/messages?wait=20", json=body, headers=page.headers)
+        assert first.status_code == 200 and first.json()["reply"]["text"] == "First answer.", first.text
+        await stack.engine.shutdown(timeout_seconds=5)
+        other = {"text": "a different line", "client_id": "queuedother1"}
+        queued = await client.post("/api/messages", json=other, headers=page.headers)
+        assert queued.status_code == 200 and queued.json()["queued"] is True, queued.text
+        async with client.stream("GET", "/api/events") as events:
+            engine = await Engine.start(stack.home, stack.loaded.config)
+            try:
+                async with asyncio.timeout(20):
+                    said = await _until(events.aiter_lines(), "did not accept this message")
+                history = (await client.get("/api/history")).json()
+            finally:
+                await engine.shutdown(timeout_seconds=5)
+        kind, data = said[-1]
+        assert kind == "error" and "other words" in data["text"] and "different line" not in data["text"], said
+        assert [m["text"] for m in history["messages"] if m["role"] == "user"] == ["first text"], history

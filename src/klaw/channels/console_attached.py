@@ -214,7 +214,10 @@ class AttachedConsole:
         try:
             await self.gateway.query("cancel_turn", params)
         except (EngineUnavailable, QueryFailed) as exc:
-            why = str(exc) if isinstance(exc, EngineUnavailable) else OLDER_ENGINE
+            # Only an engine that does not know the query is older (memory_forget_socket.py reads it alike); one
+            # whose cancel failed says so in its own words, not "restart it to update it" (decision 506).
+            older = isinstance(exc, QueryFailed) and str(exc).startswith("unknown query")
+            why = OLDER_ENGINE if older else str(exc)
             self._stderr.print(Text(f"Could not cancel the turn: {why}; leaving.", style="yellow"), highlight=False)
             if waiting is not None:
                 waiting.cancel()

@@ -54,9 +54,14 @@ async def refused_as_other_text(submitted: Submitted) -> bool:
     (decision 503). The `sent` look-up before sending and the buffer's check (500) leave a window: two posts
     racing, the first taken between the second's look-up and its add. The engine's accept is the one step
     that cannot be raced (`Ingestion.accept_once` under the id's lock), so its verdict is waited for while
-    the engine is connected; while it is down the post is queued and that check happens when it is sent."""
+    the engine is connected; while it is down the post is queued and that check happens when it is sent: then
+    nobody waits for the verdict, so it is given up at once and a refusal is told in the chat, as for any
+    refused message (before, the gateway took it as told to this post, and the page saw nothing: decision 506)."""
     taken = submitted.taken
-    if taken is None or submitted.queued:
+    if taken is None:
+        return False
+    if submitted.queued:
+        taken.cancel()
         return False
     try:
         async with asyncio.timeout(VERDICT_SECONDS):
