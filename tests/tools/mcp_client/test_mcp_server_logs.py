@@ -138,3 +138,29 @@ async def test_a_server_that_crashes_at_start_is_said_with_its_last_line_and_wai
             waits.append((down.retry_at - h.clock.now()).total_seconds())
             await h.clock.advance(waits[-1] + 0.01)
         assert waits == pytest.approx([1.0, 2.0, 4.0]), waits  # the engine's clock stood still while it started
+
+
+SAYS_ITS_KEY = (
+    "import os, sys\nprint('invalid API key ' + os.environ['KLAW_REVIEW_MCP_KEY'], file=sys.stderr)\nsys.exit(1)\n"
+)
+
+
+async def test_a_server_that_fails_saying_the_key_it_was_given_is_quoted_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """review54 (decision 506): the last line a server wrote before failing is quoted in /status, chat.log and the
+    model's refusal (decision 501). A server that fails naming the key klaw passed it (its `env`) put that key
+    there: into the log, the terminal and the model's context. The values of its `env` variables are masked."""
+    secret = "sk-review54-0123456789abcdef"
+    monkeypatch.setenv("KLAW_REVIEW_MCP_KEY", secret)
+    script = tmp_path / "says_its_key.py"
+    script.write_text(SAYS_ITS_KEY, encoding="utf-8")
+    server = {"servers": {"keyed": {"command": sys.executable, "args": [str(script)], "env": ["KLAW_REVIEW_MCP_KEY"]}}}
+    caplog.set_level(logging.INFO)
+    async with running_engine(tmp_path, tools={"enabled": ["clock", "mcp:keyed"]}, mcp=server) as h:
+        link = h.engine.mcp_servers.links["keyed"]
+        down = await _down_again(link, 1)
+        assert down.reason is not None and "it said: invalid API key ••••••" in down.reason, down.reason
+        shown = [down.reason, await status(h), link.unavailable(), caplog.text]
+        assert not [where for where in shown if secret in where], shown
+    assert secret in (h.home.root / "mcp" / "keyed.log").read_text(encoding="utf-8")  # its own log, 0600, keeps it

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
@@ -181,7 +182,7 @@ class ServerLink:
         by now: the connection's stack closed); "" otherwise, and for a URL server (decision 501)."""
         if served or self.config.command is None:
             return ""
-        words = last_words(self._log_dir, self.name)
+        words = last_words(self._log_dir, self.name, [os.environ.get(variable) for variable in self.config.env])
         return "" if words is None else f"; it said: {words}"
 
     def _restarting(self) -> str:

@@ -19,13 +19,14 @@ import asyncio
 import contextlib
 import fcntl
 import os
+from collections.abc import Iterable
 from contextlib import AsyncExitStack
 from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
 from klaw.private_files import open_private, private_dirs
-from klaw.redaction import mask_url_credentials
+from klaw.redaction import MASK, mask_url_credentials
 
 LOG_MAX_BYTES = 1_000_000  # a server's error output past this is cut…
 LOG_KEEP_BYTES = 500_000  # …to about its newest half (from a line's start)
@@ -53,6 +54,7 @@ SILENT_TAIL_BYTES = 64_000
 
 
 LAST_WORDS_CHARS = 200
+HIDDEN_MIN_CHARS = 4  # a value shorter than this ("1", "on") is no secret, and masking it would garble the line
 
 
 def said_since_start(log_dir: Path, name: str) -> bool:
@@ -63,19 +65,23 @@ def said_since_start(log_dir: Path, name: str) -> bool:
     return True if said is None else bool(said.strip())
 
 
-def last_words(log_dir: Path, name: str) -> str | None:
+def last_words(log_dir: Path, name: str, hidden: Iterable[str | None] = ()) -> str | None:
     """The last line the server wrote since klaw last started it, shown characters only, cut to
     `LAST_WORDS_CHARS`, a URL's credentials masked; None when it wrote nothing (or the log cannot be read).
     A server that crashed at its start said why there (`ModuleNotFoundError: No module named 'x'`), and
     "Connection closed (its error output: <file>)" sent the person to a file for one line (newcomer21,
     decision 501). Its last line only: the server's own words for the person (/status, `klaw tools`,
     the model's refusal), never a message's content, and a server printing its settings at start shows
-    at most the one line."""
+    at most the one line. `hidden`: the values klaw gave it (its `env`'s variables), masked: a server that
+    fails saying the key it was given ("invalid API key sk-…") would have put it in chat.log, /status and
+    the model's context (decision 506)."""
     said = _since_start(log_dir, name)
     lines = [line.strip() for line in (said or b"").decode("utf-8", "replace").splitlines() if line.strip()]
     if not lines:
         return None
     shown = mask_url_credentials("".join(c if c.isprintable() else "?" for c in lines[-1]))
+    for value in sorted({value for value in hidden if value and len(value) >= HIDDEN_MIN_CHARS}, key=len, reverse=True):
+        shown = shown.replace(value, MASK)
     return shown if len(shown) <= LAST_WORDS_CHARS else shown[: LAST_WORDS_CHARS - 1] + "…"
 
 
