@@ -43,13 +43,13 @@ from klaw.llm.call_errors import classify, malformed, out_of_reach, reading_erro
 from klaw.llm.endpoint import Endpoint, RetryPolicy, Sleep, auth_headers
 from klaw.llm.errors import LlmBadRequestError, LlmError
 from klaw.llm.http_client import parsed_url
+from klaw.llm.post_request import post_request, timeout_of
 from klaw.llm.server_said import error_message
 from klaw.llm.unreachable import url_problem
 from klaw.llm.wrong_scheme import wrong_scheme
 
 logger = logging.getLogger(__name__)
 DEFAULT_POLICY = RetryPolicy()  # frozen: one shared default
-JSON_CONTENT = {"Content-Type": "application/json"}  # what httpx sets for `json=`
 
 
 @asynccontextmanager
@@ -73,9 +73,7 @@ async def open_with_retries(
     """
     headers = IDENTITY | auth_headers(endpoint, env)  # uncompressed, so its bytes can be counted (decision 317)
     attempts = endpoint.max_retries + 1
-    timeout = httpx.Timeout(
-        endpoint.timeout_seconds, connect=min(endpoint.timeout_seconds, endpoint.connect_timeout_seconds)
-    )
+    timeout = timeout_of(endpoint)
     for attempt in range(1, attempts + 1):
         started = time.monotonic()
         delay: float | None = None
@@ -83,9 +81,7 @@ async def open_with_retries(
         status: int | str
         try:
             url = parsed_url(endpoint.url(path))
-            sent: dict[str, Any] = {"json": payload} if encoded is None else {"content": encoded}
-            sent["headers"] = headers if encoded is None else headers | JSON_CONTENT
-            request = http.build_request("POST", url, **sent, timeout=timeout)
+            request = post_request(http, url, headers, timeout, payload, encoded)
             response = await http.send(request, stream=True)
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
             raise endpoint.error(
