@@ -237,3 +237,16 @@ async def test_another_text_queued_while_the_engine_is_down_is_refused_in_the_ch
         kind, data = said[-1]
         assert kind == "error" and "other words" in data["text"] and "different line" not in data["text"], said
         assert [m["text"] for m in history["messages"] if m["role"] == "user"] == ["first text"], history
+
+
+async def test_a_wait_that_is_not_a_number_of_seconds_is_said_so() -> None:
+    """adversary29 (decision 503): `?wait=nan` was answered "wait: Input should be less than or equal to 600"."""
+    async with _signed_in_page() as page:
+        for wait in ("nan", "inf", "-1", "601", "soon"):
+            answer = await page.client.post(f"/api/messages?wait={wait}", json={"text": "hi"}, headers=page.headers)
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["detail"] == (
+                "wait: the seconds to wait for the reply, a number from 0 to 600 (0: do not wait)"
+            ), wait
+        history = (await page.client.get("/api/history")).json()
+        assert not [m for m in history["messages"] if m["role"] == "user"]  # nothing was sent

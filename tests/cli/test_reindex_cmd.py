@@ -8,6 +8,8 @@ import socket
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from klaw.memory.conversation_log import ConversationLog
 from klaw.store.records import ChatRef, MessageRecord, Role
 from tests.cli.inited_home import init_home
@@ -50,6 +52,14 @@ def test_reindex_rebuilds_and_reports(tmp_path: Path) -> None:
     for expected in ("reading log files", "rebuilding rows", "embedding", "messages", "vectors", "total:"):
         assert expected in out
     assert f"{log_file}:7: invalid JSON" in out
+    # into a pipe, where rich draws no bars, a line per stage as it starts and ends (adversary29, decision 503)
+    for line in (
+        "reading log files: 0 of 1",
+        "reading log files: 1 of 1",
+        "rebuilding rows: 7 of 7",
+        "embedding: 6 of 6",
+    ):
+        assert line in out.splitlines(), out
     assert "northern island" not in out  # never a message's content
     info = klaw_here(home, "db", "info")
     assert "│ messages " in info.stdout and " 6 │" in info.stdout
@@ -73,3 +83,21 @@ def test_reindex_refuses_while_the_engine_listens(tmp_path: Path) -> None:
     assert not (home / "klaw.db").exists()
     assert after_an_interrupted_one.returncode == 1
     assert "The interrupted reindex resumes where it stopped." in " ".join(after_an_interrupted_one.stderr.split())
+
+
+def test_db_info_names_the_build_a_killed_first_reindex_left(tmp_path: Path) -> None:
+    """adversary29 (decision 503): a first `klaw reindex` (no klaw.db yet) killed left `klaw.db.reindex`, and
+    `klaw db info` said only "klaw.db does not exist yet…", as if nothing were there."""
+    from klaw.home import KlawHome
+    from klaw.memory.reindex import reindex
+    from tests.memory.test_reindex import Interrupted
+    from tests.memory.test_reindex import config as reindex_config
+
+    home = a_home(tmp_path)
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C in its embedding stage, as kill -9 leaves it
+        asyncio.run(reindex(KlawHome(home), reindex_config(), embedder=Interrupted()))
+    assert (home / "klaw.db.reindex").exists() and not (home / "klaw.db").exists()
+    info = klaw_here(home, "db", "info")
+    said = " ".join(info.stdout.split())
+    assert info.returncode == 0 and "klaw.db does not exist yet" in said, said
+    assert "But an interrupted 'klaw reindex' left klaw.db.reindex" in said and "run 'klaw reindex' to finish" in said

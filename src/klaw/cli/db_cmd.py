@@ -48,7 +48,11 @@ async def _info(path: Path, database: DatabaseConfig) -> None:
     try:
         store = await open_store_or_exit(path, database, reads_only=True)
     except StoreNotSetUp as exc:  # no klaw.db, no klaw tables yet: said, exit 0, nothing made (decisions 442, 467)
+        from klaw.memory.reindex_leftover import leftover_reindex_notes
+
         typer.echo(f"{exc}.")
+        for note in await asyncio.to_thread(leftover_reindex_notes, path, database):  # a first reindex killed (503)
+            typer.echo(f"But {note}.")
         raise typer.Exit(0) from None
     try:
         version = await store.schema_version()

@@ -101,7 +101,9 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
     @router.post("/messages", dependencies=[Depends(csrf)])
     async def post_message(
         message: MessageIn,
-        wait: float = Query(0, ge=0, le=MAX_WAIT_SECONDS, description="Seconds to wait for the reply."),
+        wait: float = Query(
+            0, ge=0, le=MAX_WAIT_SECONDS, allow_inf_nan=False, description="Seconds to wait for the reply."
+        ),
     ) -> dict[str, Any]:
         problem = message_problem(message.text)
         if problem is not None:  # final: nothing was stored, and the sentence says what to change

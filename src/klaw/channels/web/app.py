@@ -221,6 +221,8 @@ async def _invalid_request(request: Request, exc: RequestValidationError) -> Res
             )
         elif kind == "string_unicode":
             problems.append(f"{where}: {LONE_SURROGATE}")
+        elif where == "wait" and location[:1] == ("query",):  # `nan` was "should be less than or equal to 600" (503)
+            problems.append("wait: the seconds to wait for the reply, a number from 0 to 600 (0: do not wait)")
         elif where == "body" and not _says_json(request):  # FastAPI reads a body as JSON only when told
             kind = request.headers.get("content-type")
             sent = f"as {kind}" if kind else "with no Content-Type"
