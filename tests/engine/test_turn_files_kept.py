@@ -58,6 +58,7 @@ async def test_unchanged_files_are_not_read_again_and_each_change_is_seen_next_t
     tmp_path: Path, reads: list[str]
 ) -> None:
     async with running_engine(tmp_path) as h:
+        reads.clear()  # the start's budget check (decision 500) read the prompt once per chat model: not a turn's
         workspace = h.home.workspace
         agents = workspace / "AGENTS.md"
         agents.write_text("# Rules\nAnswer in haiku.\n", encoding="utf-8")
