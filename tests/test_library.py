@@ -124,6 +124,7 @@ def test_the_curated_names_are_exported() -> None:
         "Usage",
         "__version__",
         "call_tool",
+        "private_open",
         "tool_calls",
     ]
     page = (REPO / "docs" / "library.md").read_text(encoding="utf-8")

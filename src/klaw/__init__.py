@@ -59,6 +59,7 @@ _EXPORTS = {
     "ToolSetup": "klaw.tools.groups",
     "ToolFunction": "klaw.tools.schema",
     "ToolRow": "klaw.tools.inventory",
+    "private_open": "klaw.private_files",
     # errors
     "KlawError": "klaw.errors",
     "ConfigError": "klaw.config_loader",
@@ -136,6 +137,7 @@ __all__ = [
     "Usage",
     "__version__",
     "call_tool",
+    "private_open",
     "tool_calls",
 ]
 
@@ -174,6 +176,7 @@ if TYPE_CHECKING:
     from klaw.llm.protocol import ChatModel, StreamAccumulator
     from klaw.memory.embedder.protocol import Embedder, EmbedderError
     from klaw.message_text import MessageRefused
+    from klaw.private_files import private_open
     from klaw.store.protocol import StorageError, StorageUnavailable
     from klaw.store.records import ChatRef
     from klaw.tools.groups import ToolSetup

@@ -59,13 +59,20 @@ def upgrade_notes(loaded: LoadedConfig) -> list[str]:
     return notes
 
 
+# How many of ToolGroup's first groups each older `klaw init` wrote into tools.enabled (the template's history:
+# 5 on 2026-11-22, then 6, 7, 9 and 11 on 2026-11-25; 12 since). A list the docs suggest, such as getting-started's
+# [clock, files, memory], is a person's choice, not a file of an older day: no note for it (newcomer21, 502).
+INIT_WROTE: tuple[int, ...] = (5, 6, 7, 9, 11)
+
+
 def groups_newer_than(enabled: tuple[str, ...]) -> list[str]:
-    """klaw's groups added after the newest one `enabled` names (ToolGroup lists them in the order klaw got
-    them), none of them named: a list written before they existed rather than one that left them out."""
-    named = [ALL_TOOL_GROUPS.index(group) for group in enabled if group in ALL_TOOL_GROUPS]
-    if not named:
-        return []  # [] offers no tools on purpose; plugins or MCP servers alone are a choice too
-    return list(ALL_TOOL_GROUPS[max(named) + 1 :])
+    """klaw's groups added after those `enabled` names, when it names exactly what an older `klaw init` wrote
+    (ToolGroup lists the groups in the order klaw got them): a list written before they existed, not one that
+    left them out on purpose."""
+    for count in INIT_WROTE:
+        if set(enabled) == set(ALL_TOOL_GROUPS[:count]):
+            return list(ALL_TOOL_GROUPS[count:])
+    return []  # [] offers no tools on purpose; a shorter or mixed list is a choice too
 
 
 def _values(config: EngineConfig) -> dict[str, Any]:

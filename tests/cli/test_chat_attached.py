@@ -2,7 +2,8 @@
 
 It was refused ("talk to your agent on its web page"). One real `klaw serve` with the fake model serves
 every step, as a person would meet them: a piped chat gets its reply alone on stdout, and its tool's
-question is left open (exit 3); a terminal (tmux) attaches and is asked that question at once (answered
+question is left open (exit 3); a terminal (tmux) attaches and is asked that question at once (a pipe sent
+meanwhile waits for the terminal to leave, then gets its reply: decision 502; answered
 elsewhere, on engine.sock, the prompt ends saying so: decision 450), chats,
 runs a slash command, approves a held tool, denies one with Ctrl-C (as in process), cancels a turn with
 Ctrl-C (decision 496: tests/cli/test_chat_attached_ctrl_c.py) and leaves; a reply made while no terminal was
@@ -37,7 +38,7 @@ from klaw.engine.frames import AckFrame, CommandFrame, InboundFrame
 from klaw.home import KlawHome
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import USER, chat_env, init_home, needs_tmux, terminal
-from tests.cli.piped_chat import piped, refused
+from tests.cli.piped_chat import piped, started_chat
 from tests.cli.test_chat_terminal_approval import APPROVE, QUESTION, hold_file_write
 from tests.engine import GatewayClient
 from tests.serve_helpers import STARTS_WITHIN, running, stop, web_page
@@ -72,8 +73,15 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                 screen = await term.wait_for(lambda s: s.rstrip().endswith(APPROVE.rstrip()), "the open question")
                 assert f"`klaw serve` (pid {serve.pid})" in screen
                 assert screen.index(OPEN_QUESTION) < screen.index(QUESTION) < screen.index("path: piped.txt")
-                line = refused(*await piped(env, "a second console"))  # it would take this one's replies
-                assert f"a `klaw chat` terminal is attached to `klaw serve` (pid {serve.pid})" in line
+                # A pipe beside this terminal waits for it to leave (it would take this one's replies), then
+                # goes: it was refused at once (newcomer21, decision 502).
+                pipe = await started_chat(env, b"a pipe beside a terminal")
+                assert pipe.stderr is not None
+                line = await asyncio.wait_for(pipe.stderr.readline(), timeout=STARTS_WITHIN * 2)
+                said = " ".join(line.decode().split())
+                assert said.startswith("a `klaw chat` terminal (pid "), said  # this one's, from attached.lock
+                assert f"is attached to `klaw serve` (pid {serve.pid})" in said, said
+                assert "waiting for it to leave (up to 300 s; /exit there lets this one through)" in said, said
                 # Answered elsewhere: another program on engine.sock speaking for the console chat. The prompt
                 # learns it from the engine and ends, saying how; it stayed up before (decision 450).
                 other = await GatewayClient.connect(KlawHome(home).socket_path)
@@ -124,8 +132,12 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                 await term.tmux("send-keys", "-t", term.target, "C-c")  # cancels the engine's turn (decision 496)
                 await term.wait_for_prompt_after("Cancelled: this turn was stopped", "the turn cancelled")
                 gate.set()
+                assert pipe.returncode is None  # still waiting for this terminal
+                model.reply_text("an answer for the pipe that waited")
                 await term.tmux("send-keys", "-t", term.target, "C-c")  # at an empty prompt: leave
                 assert await term.exit_status() == 0
+            piped_out, piped_err = await asyncio.wait_for(pipe.communicate(), timeout=STARTS_WITHIN * 2)
+            assert (await pipe.wait(), piped_out.decode()) == (0, "an answer for the pipe that waited\n"), piped_err
             assert serve.returncode is None  # leaving the terminal left the engine running
             # A reply made while no terminal is attached: the console chat's message sent by another program.
             model.reply_text("written while nobody watched")
@@ -170,7 +182,9 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                 await term.type_line("/exit")
                 assert await term.exit_status() == 0
             assert await KeptMessages.open(home / "gateway") is None  # sent once: not again at the next attach
-        assert len(model.chat_requests) == 13  # each console turn (the killed one twice); none else twice
+        assert (
+            len(model.chat_requests) == 14
+        )  # each console turn (the killed one twice, the pipe that waited); none else twice
 
 
 def _replied(home: Path, text: str) -> bool:

@@ -1,4 +1,4 @@
-from klaw import ToolFunction, ToolSetup
+from klaw import ToolFunction, ToolSetup, private_open
 
 
 def provide(setup: ToolSetup) -> list[ToolFunction]:
@@ -6,7 +6,7 @@ def provide(setup: ToolSetup) -> list[ToolFunction]:
 
     async def note_write(text: str) -> str:
         """Add a line to the person's notes."""
-        with notes.open("a", encoding="utf-8") as file:
+        with private_open(notes, "a") as file:  # created 0600, as klaw's own files, whatever the umask
             file.write(text + "\n")
         return "noted"
 

@@ -6,7 +6,9 @@ is logged naming it and the engine serves turns without it (decision 501)."""
 from __future__ import annotations
 
 import logging
+import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 
@@ -83,10 +85,12 @@ NOTES = next(block for block in DOC_BLOCKS if "ToolSetup" in block)
 
 
 async def test_a_package_group_gets_the_engine_setup_and_is_chosen_per_model_like_klaws_own(
-    tmp_path: Path, site: Path
+    tmp_path: Path, site: Path, request: pytest.FixtureRequest
 ) -> None:
     install(site, "notes", "klaw_notes_plugin", NOTES, "provide")
     models = {"fake/small": {"tools": ["clock"]}}  # the default model; fake/large has tools.enabled
+    umask = os.umask(0o022)  # a person's usual one: `open` would make the notes 0644
+    request.addfinalizer(lambda: os.umask(umask))
     async with running_engine(tmp_path, tools={"enabled": ["clock", "notes"]}, models=models) as h:
         h.server.reply_tool_calls([("note_write", {"text": "buy milk"})])
         h.server.reply_text("cannot")
@@ -105,6 +109,8 @@ async def test_a_package_group_gets_the_engine_setup_and_is_chosen_per_model_lik
         ]
         assert h.last_request_messages()[-1]["content"] == "noted"
         assert (h.home.workspace / "notes.txt").read_text(encoding="utf-8") == "buy milk\n"
+        # the page's private_open: 0600 under the umask the test set (`open` made it 0644: newcomer21, 502)
+        assert stat.S_IMODE((h.home.workspace / "notes.txt").stat().st_mode) == 0o600
         status = await h.engine.commands.handle(CHAT, "status", "")
         assert "Not offered: note_sync: no sync server set; fix: set NOTES_SYNC_URL, then restart klaw" in status
         [row] = [row for row in (await h.engine.tool_listing.inventory(CHAT)).rows if row.name == "note_sync"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import typer
 import typer.main
@@ -52,6 +52,22 @@ class _Nouns(LazyCommands):
         "mcp": "klaw.cli.mcp_cmd:app",
     }
     first = ("chat", "engine", "gateway", "serve", "reindex", "tools")  # then `init`, then the groups
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """A usage error said as `error: …`, as klaw's own refusals are (cli/usage_errors.py)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        from klaw.cli.usage_errors import run_standalone
+
+        run_standalone(super().main, args, prog_name, complete_var, windows_expand_args=windows_expand_args, **extra)
 
 
 help_flags.install()

@@ -54,6 +54,7 @@ def _run_bench(bench: _Bench, data: Path, out: Path, settings_from: Callable[[An
     home = home_from_env(must_exist=False)
     config = load_or_exit(home).config
     try:
+        data.open("rb").close()  # first: a path mistyped is said before a database out of reach (502)
         settings = settings_from(config)
         dataset = load_locomo(data)
         notes = load_session_notes(data, dataset) if bench.needs_notes else None

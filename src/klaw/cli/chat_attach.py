@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import typer
@@ -22,7 +23,8 @@ from rich.text import Text
 
 from klaw.channels.console_kept import kept_where
 from klaw.cli.chat_input import piped_message, read_piped, said_without_engine
-from klaw.cli.context import err_console, fail, stdout_console
+from klaw.cli.context import HOME_HELD_EXIT, err_console, fail, stdout_console
+from klaw.cli.piped_wait import PIPED_WAIT_SECONDS
 from klaw.console_logging import logs_through
 from klaw.private_files import open_private, private_dirs
 
@@ -33,24 +35,60 @@ if TYPE_CHECKING:
     from klaw.home import KlawHome
     from klaw.home_lock import Holder
 
+_POLL_SECONDS = 0.2
 CONNECT_WAIT_SECONDS = 10.0  # how long the start waits for the engine's answer before saying it does not
 
 
-@contextlib.contextmanager
-def one_terminal(directory: Path, who: str, where: Path, *, piped: bool = False) -> Iterator[None]:
-    """Held while this terminal is attached; exit 2 if another `klaw chat` is attached to the engine."""
+@contextlib.asynccontextmanager
+async def one_terminal(
+    directory: Path, who: str, where: Path, *, piped: bool = False, wait_seconds: float = PIPED_WAIT_SECONDS
+) -> AsyncIterator[None]:
+    """Held while this chat is attached. Another terminal is refused (exit 2); a piped chat waits for the one
+    attached to leave, up to `wait_seconds`, saying so on stderr, then exit 75 (decision 502: it was refused
+    at once, where the README promises piped chats beside a running engine take their turn)."""
     private_dirs(directory)
     fd = open_private(directory / "attached.lock", os.O_RDWR | os.O_CREAT)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if piped:  # a script: nothing to leave; it can try again when the terminal has left
-                fail(f"not sent: a `klaw chat` terminal is attached to {who} on {where}; send it there, or later")
-            fail(f"another `klaw chat` is attached to {who} on {where}: leave it first (/exit or Ctrl-D)")
+        if not _took(fd):
+            if not piped:
+                fail(f"another `klaw chat` is attached to {who} on {where}: leave it first (/exit or Ctrl-D)")
+            await _wait_for(fd, _holder(fd), f"{who} on {where}", wait_seconds)
+        os.ftruncate(fd, 0)  # who holds it, for a piped chat that finds it held
+        os.pwrite(fd, f"{os.getpid()} {'piped' if piped else 'terminal'}\n".encode(), 0)
         yield
     finally:
         os.close(fd)
+
+
+def _took(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _holder(fd: int) -> str:
+    """ "a `klaw chat` terminal (pid N) is" or "another piped `klaw chat` (pid N) is", from the lock file."""
+    pid, _, kind = os.pread(fd, 64, 0).decode("ascii", "replace").strip().partition(" ")
+    of = f" (pid {pid})" if pid.isdigit() else ""
+    return f"another piped `klaw chat`{of} is" if kind == "piped" else f"a `klaw chat` terminal{of} is"
+
+
+async def _wait_for(fd: int, holder: str, engine: str, seconds: float) -> None:
+    """Until the attached chat leaves; exit 75 after `seconds`, the message not sent."""
+    leaves = "/exit there lets this one through" if "terminal" in holder else "it ends with its reply"
+    err_console.print(
+        f"{holder} attached to {engine}: waiting for it to leave (up to {seconds:g} s; {leaves})", highlight=False
+    )
+    deadline = time.monotonic() + seconds
+    while not _took(fd):
+        if time.monotonic() >= deadline:
+            fail(
+                f"not sent: {holder} still attached to {engine} after {seconds:g} s; send it there, or later",
+                HOME_HELD_EXIT,
+            )
+        await asyncio.sleep(_POLL_SECONDS)
 
 
 async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) -> None:
@@ -81,36 +119,37 @@ async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) ->
     interrupted = False
     status = 0
     logs = logs_through(console if data is None else err_console, home.chat_log_file)
-    with one_terminal(directory, who, home.root, piped=data is not None), logs:
-        await gateway.start()
-        gateway.link.outage.said_on_screen()  # the console says "The engine stopped." itself (decision 464)
-        try:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(CONNECT_WAIT_SECONDS):
-                    await gateway.link.connected.wait()
-            if not gateway.connected:
-                err_console.print(
-                    Text(f"{who} on {home.root} does not answer yet; what you send is kept until it does"),
-                    style="yellow",
-                    highlight=False,
-                )
-            if data is None:
-                banner = Text.assemble(
-                    ("klaw", "bold"),
-                    f" — attached to the running engine, {who}, on {home.root}. Type /help for commands,"
-                    " /exit or Ctrl-D to leave (the engine goes on).",
-                )
-                await channel.run(banner, home.root / "chat_history")
-            else:
-                status = await channel.answer_piped(piped)
-        except asyncio.CancelledError:  # Ctrl-C while a reply is awaited: leave, the engine goes on
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            interrupted = True
-        finally:
-            await gateway.stop()
-            channel.show_pending()
+    async with one_terminal(directory, who, home.root, piped=data is not None):
+        with logs:
+            await gateway.start()
+            gateway.link.outage.said_on_screen()  # the console says "The engine stopped." itself (decision 464)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(CONNECT_WAIT_SECONDS):
+                        await gateway.link.connected.wait()
+                if not gateway.connected:
+                    err_console.print(
+                        Text(f"{who} on {home.root} does not answer yet; what you send is kept until it does"),
+                        style="yellow",
+                        highlight=False,
+                    )
+                if data is None:
+                    banner = Text.assemble(
+                        ("klaw", "bold"),
+                        f" — attached to the running engine, {who}, on {home.root}. Type /help for commands,"
+                        " /exit or Ctrl-D to leave (the engine goes on).",
+                    )
+                    await channel.run(banner, home.root / "chat_history")
+                else:
+                    status = await channel.answer_piped(piped)
+            except asyncio.CancelledError:  # Ctrl-C while a reply is awaited: leave, the engine goes on
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                interrupted = True
+            finally:
+                await gateway.stop()
+                channel.show_pending()
     if interrupted:
         err_console.print("Left; the engine goes on, and a reply still to come is shown at your next klaw chat.")
         raise typer.Exit(130)

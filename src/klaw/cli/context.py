@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from pathlib import Path
@@ -169,6 +170,19 @@ RETRIED = (
 def fail(message: str, code: int = 2) -> NoReturn:
     err_console.print(Text.assemble(("error:", "red"), f" {message}"), highlight=False)
     raise typer.Exit(code)
+
+
+def asked(question: str, otherwise: str) -> bool:
+    """`typer.confirm(question)` (default no); input that ends unanswered while stdin is not a terminal (a
+    script's `< /dev/null`) is exit 2 saying `otherwise`, where typer said "Aborted." (exit 1: decision 502).
+    Ctrl-C or Ctrl-D at a terminal stays typer's "Aborted."."""
+    try:
+        return typer.confirm(question, default=False)
+    except typer.Abort:
+        if sys.stdin.isatty():
+            raise
+        typer.echo("")  # after the question's line
+        fail(f"stdin is not a terminal and gave no answer: {otherwise}")
 
 
 def require_home(home: KlawHome) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from klaw.cli.context import fail, open_store_or_exit, stdout_console, stored_home_or_exit
+from klaw.cli.context import asked, fail, open_store_or_exit, stdout_console, stored_home_or_exit
 from klaw.home import KlawHome
 from klaw.log_format import held_back
 from klaw.memory.forget_targets import ForgetError, ForgetKind, typed_target  # light: typer reads the choices
@@ -84,10 +84,8 @@ def forget(
 
     def confirm(plan: ForgetPlan) -> bool:
         text = f"This erases {label or plan.label} of {plan.chat} for good: {plan.describe()}."
-        console.print(
-            text, highlight=False, markup=False, emoji=False
-        )  # a chat id such as burst:one is not an emoji code
-        return yes or typer.confirm("Forget it?", default=False)
+        console.print(text, highlight=False, markup=False, emoji=False)  # burst:one is no emoji code
+        return yes or asked("Forget it?", "add --yes to forget without being asked")
 
     from klaw.cli.memory_forget_socket import forget_through_engine
     from klaw.memory.forget_words import discard_unfinished_build, erased_from, left_behind

@@ -13,13 +13,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import tzinfo
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from klaw.cli.context import fail, home_from_env, load_or_exit
 from klaw.store.records import MessageRecord
 from klaw.terminal_text import visible
+
+if TYPE_CHECKING:
+    from klaw.scheduling.task_store import ScheduledTask
 
 
 def runs(
@@ -39,7 +42,15 @@ def runs(
         fail(str(exc))
     loader = SubagentHistoryLoader(home.conversations)
     if not loader.task_dir(name).is_dir():
-        fail(f"no run of a task named {name!r} is logged; {_tasks(home.scheduler_db)}", code=1)
+        tasks = _tasks(home.scheduler_db)
+        task = next((task for task in tasks if task.name == name), None)
+        if task is not None and task.last_run_at is None:  # not an error: it is to come (newcomer21, 502)
+            when = f"{task.next_run_at.astimezone(zone):%Y-%m-%d %H:%M:%S} ({zone})" if task.next_run_at else None
+            typer.echo(f"Task {name} has not run yet; its next run is {when or 'set when the engine next looks'}.")
+            return
+        names = ", ".join(task.name for task in tasks)
+        known = f"the tasks are: {names}" if names else "there are no scheduled tasks (klaw schedule add)"
+        fail(f"no run of a task named {name!r} is logged; {known}", code=1)
     shown = asyncio.run(loader.load_runs(name, last))
     under_way = asyncio.run(loader.has_unfinished_run(name))
     if not shown and not under_way:
@@ -70,12 +81,11 @@ def _run_text(run: Sequence[MessageRecord], zone: tzinfo) -> str:
     return "\n".join(lines)
 
 
-def _tasks(scheduler_db: object) -> str:
-    """The scheduled tasks' names, for a name that has no log."""
+def _tasks(scheduler_db: object) -> list[ScheduledTask]:
+    """The scheduled tasks, for a name that has no log: it may be one still to run, or a typo."""
     from pathlib import Path
 
     from klaw.scheduling.task_store import ScheduleStore
 
     path = Path(str(scheduler_db))
-    names = [task.name for task in ScheduleStore(path).list_read_only()] if path.exists() else []
-    return f"the tasks are: {', '.join(names)}" if names else "there are no scheduled tasks (klaw schedule add)"
+    return ScheduleStore(path).list_read_only() if path.exists() else []
