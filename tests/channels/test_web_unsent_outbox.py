@@ -8,9 +8,10 @@ nothing listens on the port: the same TypeError), two messages are typed, then k
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from tests.channels.browser import BROWSER_MODULE, opened_page, sign_in
+from tests.channels.browser import BROWSER_MODULE, Session, opened_page, sign_in
 
 pytestmark = BROWSER_MODULE
 
@@ -117,3 +118,61 @@ async def test_a_message_typed_while_klaw_is_away_is_sent_by_the_next_page_after
         await again.wait_for_selector("body[data-ready=true]")
         texts = await again.locator(".msg.user .body").all_inner_texts()
         assert texts == ["typed before closing", "typed as the session ended"]
+
+
+async def test_every_message_a_turn_answered_shows_answered_live_and_after_a_reload() -> None:
+    """The outbox sends its messages back to back; within the engine's debounce they are one turn, whose reply
+    names them all (`answers`) but replies to the last (`reply_to`). Only that one was marked answered, live and
+    after a reload; the others looked unanswered for good (a queued one kept "queued: the engine is offline"),
+    as if lost (decision 505). The model is held so the test sees the turn before and after its reply."""
+    async with opened_page(debounce_ms=2500) as session:  # the burst is one turn, even on a loaded machine
+        stack, page = session.stack, session.page
+        await page.add_init_script(EVERY_300_MS)
+        await sign_in(session)
+        await page.wait_for_selector("#engine-status.up")
+        answered = page.locator(".msg.user.answered")
+
+        first = await held_burst(session, ["first of a burst", "second of a burst"], "Both, in one turn.")
+        await page.locator(".msg.assistant", has_text="Both, in one turn.").wait_for()
+        await answered.nth(1).wait_for()  # live: the bubbles the page sent
+        assert await answered.locator(".body").all_inner_texts() == ["first of a burst", "second of a burst"]
+        await page.reload()
+        await page.wait_for_selector("body[data-ready=true]")
+        assert await answered.locator(".body").all_inner_texts() == ["first of a burst", "second of a burst"]
+
+        # A reload while the turn is held shows them waiting (not answered); its reply marks both on the
+        # bubbles the history placed, each keeping its time.
+        second = await held_burst(session, ["third, held", "fourth, held"], "The next two.", reload=True)
+        assert await answered.count() == 2
+        second.set()
+        await page.locator(".msg.assistant", has_text="The next two.").wait_for()
+        await answered.nth(3).wait_for()
+        assert all(await answered.locator(".meta").all_inner_texts())  # a time under each, not emptied
+        await page.reload()
+        await page.wait_for_selector("body[data-ready=true]")
+        assert await answered.count() == await page.locator(".msg.user").count() == 4
+        assert len(stack.server.chat_requests) == 2, "each burst was one turn"
+        assert first.is_set()
+
+
+async def held_burst(session: Session, texts: list[str], reply: str, *, reload: bool = False) -> asyncio.Event:
+    """`texts` typed while klaw is away, then sent by the page back to back; the model's `reply` waits for
+    the returned event (set here unless `reload`: the page is reloaded first, the turn still held)."""
+    page = session.page
+    release = asyncio.Event()
+    session.stack.server.reply_text(reply, before=release.wait)
+    await page.route("**/api/**", lambda route: route.abort())
+    for text in texts:
+        await page.fill("#input", text)
+        await page.press("#input", "Enter")
+        await page.locator(".msg.user.unsent", has_text=text).wait_for()
+    sent = await page.locator(".msg.user[data-id]").count() + len(texts)  # each gets its id once klaw took it
+    await page.unroute("**/api/**")
+    await page.locator(".msg.user[data-id]").nth(sent - 1).wait_for()
+    if reload:
+        await page.reload()
+        await page.wait_for_selector("body[data-ready=true]")
+        await page.locator(".msg.user .body", has_text=texts[-1]).wait_for()
+    else:
+        release.set()
+    return release

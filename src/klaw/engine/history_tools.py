@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 
 from klaw.engine.tools_used import tool_runs
 from klaw.store.protocol import Storage
-from klaw.store.records import ExchangeStatus, MessageRecord, MessageType, RecordKind, StoredMessage
+from klaw.store.records import Exchange, ExchangeStatus, MessageRecord, MessageType, RecordKind, StoredMessage
 
 ENDED_WITHOUT_A_REPLY = frozenset({ExchangeStatus.FAILED, ExchangeStatus.INTERRUPTED})
+NOT_ANSWERED = frozenset({ExchangeStatus.OPEN, ExchangeStatus.INTERRUPTED})  # as answered_elsewhere's
 
 
 @dataclass
@@ -65,17 +66,26 @@ class HistoryTools:
     unanswered: Mapping[int, tuple[str, ...]]
 
 
-async def unanswered_turns(store: Storage, segment_id: int) -> dict[int, int]:
-    """The rowid of each record of a turn of the segment that ended without a reply (it failed, or a crash
-    cut it off; not one under way), mapped to the rowid of the person's message that turn answered. A
-    failed turn is rare: one read per such turn."""
+async def unanswered_turns(store: Storage, exchanges: Iterable[Exchange]) -> dict[int, int]:
+    """The rowid of each record of a turn of the segment (its `exchanges`) that ended without a reply (it
+    failed, or a crash cut it off; not one under way), mapped to the rowid of the person's message that turn
+    answered. A failed turn is rare: one read per such turn."""
     owners: dict[int, int] = {}
-    for exchange in await store.exchanges.for_segment(segment_id):
+    for exchange in exchanges:
         if exchange.status not in ENDED_WITHOUT_A_REPLY or exchange.user_message_rowid is None:
             continue  # answered, or still under way (its calls are listed with its reply once it comes)
         for message in await store.history.exchange_messages(exchange.id) or []:
             owners[message.rowid] = exchange.user_message_rowid
     return owners
+
+
+def answered_up_to(exchanges: Iterable[Exchange]) -> int:
+    """The rowid of the last of the segment's messages a turn answered (0: none yet): a turn answers every
+    message of its chat up to its own (several sent in a burst are one turn: decision 505), so each person's
+    message at or before it was answered, by that turn or an earlier one; the ones after still wait. The
+    engine's rule for what it answers next (answered_elsewhere.unanswered), read for the page's history."""
+    closed = [e.user_message_rowid or 0 for e in exchanges if e.status not in NOT_ANSWERED]
+    return max(closed, default=0)
 
 
 def history_tools(window: Sequence[StoredMessage], unanswered: Mapping[int, int]) -> HistoryTools:

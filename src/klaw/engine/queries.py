@@ -22,7 +22,7 @@ from klaw.engine.approval import ApprovalGate
 from klaw.engine.context_history import ContextHistory
 from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.frames import QueryFrame, unasked_label
-from klaw.engine.history_tools import history_tools, unanswered_turns
+from klaw.engine.history_tools import answered_up_to, history_tools, unanswered_turns
 from klaw.engine.memory_settings import MemorySettings
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.store.protocol import Storage
@@ -162,7 +162,9 @@ class EngineQueries:
         budget = HISTORY_BYTES
         for segment in reversed(await self._store.segments.list(_chat(params))):
             window = await self._store.messages.window(segment.id, MAX_MESSAGES)
-            tools = history_tools(window, await unanswered_turns(self._store, segment.id))
+            exchanges = await self._store.exchanges.for_segment(segment.id)
+            tools = history_tools(window, await unanswered_turns(self._store, exchanges))
+            answered = answered_up_to(exchanges)
             for index in reversed(range(len(window))):
                 message = window[index]
                 record = message.record
@@ -177,9 +179,11 @@ class EngineQueries:
                 entry["task_label"] = unasked_label(task, metadata.get("origin") == "spawn", sent_from)
                 if record.role is Role.ASSISTANT:
                     entry["tools"] = list(tools.replies.get(index, ()))
-                elif message.rowid in tools.unanswered:  # its turn called these, then failed: no reply has them
-                    entry["tools"] = list(tools.unanswered[message.rowid])
-                    entry["turn_failed"] = True
+                else:  # a reload marks it answered as the live reply did (its `answers`: decision 505)
+                    entry["answered"] = message.rowid <= answered
+                    if message.rowid in tools.unanswered:  # its turn called these, then failed: no reply has them
+                        entry["tools"] = list(tools.unanswered[message.rowid])
+                        entry["turn_failed"] = True
                 budget -= len(json.dumps(entry))
                 if budget < 0 or len(picked) == limit:
                     return {"messages": picked[::-1], "complete": False}

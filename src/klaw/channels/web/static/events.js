@@ -74,7 +74,9 @@ function onEvent(kind, event) {
     if (kind === "reply") closeQuestions();
     stamp(bubble, new Date().toISOString());
     state.bubbles.delete(data.reply_to);
-    if (data.reply_to) markAnswered(data.reply_to);
+    // A turn answers every message of a burst the engine took as one (its debounce): `answers` names them
+    // all, `reply_to` only the last; marking that one alone left the others looking unanswered (decision 505).
+    for (const id of new Set([...(Array.isArray(data.answers) ? data.answers : []), data.reply_to])) if (id) markAnswered(id);
     if (data.forgotten) reloadAfterForget(bubble);
     else catchUpAfter(data.reply_to);  // the engine is there: what the page missed meanwhile (if so) is shown now
   }

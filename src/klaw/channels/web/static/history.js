@@ -1,7 +1,7 @@
 // klaw web page: the chat's history — shown when the page opens, and read again to catch up on what the
 // page missed (decision 458: above approvals.js, as waiting questions come back with their buttons).
 import { api, el, fmtTime, state } from "./core.js";
-import { addBubble, fillReply, showTools } from "./bubbles.js";
+import { addBubble, answered, fillReply, showTools } from "./bubbles.js";
 import { addApprovalButtons } from "./approvals.js";
 
 // The chat so far, so a reload or a new sign-in does not open on an empty page. Older messages than
@@ -30,10 +30,18 @@ function placeHistory(messages, complete, approvals, place, found = () => {}) {
     const divided = segment !== null && message.segment_id !== segment;
     segment = message.segment_id;
     const shown = message.id ? document.querySelector(`#messages .msg${message.role === "user" ? ".user" : ":not(.user)"}[data-id="${CSS.escape(message.id)}"]`) : null;
-    if (shown) { found(shown); continue; }
+    if (shown) {
+      if (message.answered && !shown.classList.contains("answered")) answered(shown);  // its reply was missed
+      found(shown);
+      continue;
+    }
     if (divided) place(el("div", { class: "divider", text: "new conversation" }));
     const bubble = addBubble(message.role === "user" ? "user" : "assistant", message.role === "user" ? message.text : "", fmtTime(message.created_at));
     if (message.id) bubble.dataset.id = message.id;
+    if (message.role === "user") {
+      bubble.dataset.at = message.created_at;  // answered later (its reply comes live), it keeps this time
+      if (message.answered) bubble.classList.add("answered");  // as a live reply's `answers` marked it (decision 505)
+    }
     if (message.role !== "user") {
       fillReply(bubble, message);
       if (message.id) state.shown.add(message.id);
