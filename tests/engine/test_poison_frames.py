@@ -83,15 +83,20 @@ async def test_text_holding_a_lone_surrogate_is_refused_for_good_and_nothing_is_
     assert len(log_lines(engine.home)) == 1
 
 
-async def test_a_message_over_the_limit_is_refused_with_its_size(engine: Engine, gateway: GatewayClient) -> None:
+async def test_a_message_over_the_limit_is_refused_with_its_size(
+    engine: Engine, gateway: GatewayClient, caplog: pytest.LogCaptureFixture
+) -> None:
     """Every channel's limit, at the engine (decision 240): the gateway's error says the size and the limit,
-    so the person reads why; before, the frame was stored and its 200,001 characters went to the model."""
+    so the person reads why; before, the frame was stored and its 200,001 characters went to the model. The
+    engine's log says it refused bad input (a warning), not that its handler failed (an error: review54)."""
     await gateway.send(InboundFrame(id="m1", channel="web", chat_id="main", text="y" * 200_001))
     error = await gateway.recv()
     assert isinstance(error, ErrorFrame) and error.ref == "m1" and error.code == "refused"
     assert "is 200,001 characters, more than the 100,000 a message may hold" in error.message
     assert "it was not stored" in error.message and "yyy" not in error.message
     assert log_lines(engine.home) == []
+    said = [r for r in caplog.records if r.name == "klaw.engine.frame_dispatch"]
+    assert [(r.levelname, r.getMessage().split(" from ")[0]) for r in said] == [("WARNING", "refused inbound m1")]
 
 
 async def test_a_chat_id_no_log_can_be_named_after_is_refused_for_good(engine: Engine, gateway: GatewayClient) -> None:

@@ -124,6 +124,8 @@ class FrameDispatcher:
                 if message:
                     await conn.send(ErrorFrame(code=DISK_FULL, message=said, ref=frame.id))
                     return
+            elif isinstance(exc, MessageRefused):  # bad input, refused for good in words: not the engine's fault
+                log.warning("refused %s %s from %s: %s", frame.type, frame.id, conn.name, type(exc).__name__)
             else:  # the traceback only at debug level: exception messages (e.g. pydantic's) can quote the text
                 log.error("handler failed on %s %s from %s: %s", frame.type, frame.id, conn.name, type(exc).__name__)
                 log.debug("handler traceback", exc_info=True)
