@@ -101,3 +101,48 @@ def test_db_info_names_the_build_a_killed_first_reindex_left(tmp_path: Path) -> 
     said = " ".join(info.stdout.split())
     assert info.returncode == 0 and "klaw.db does not exist yet" in said, said
     assert "But an interrupted 'klaw reindex' left klaw.db.reindex" in said and "run 'klaw reindex' to finish" in said
+
+
+def test_sigterm_stops_a_reindex_where_it_is_and_the_next_run_finishes(tmp_path: Path) -> None:
+    """`kill PID` (a service stopping) during `klaw reindex`: stopped as Ctrl-C stops it, saying where and how to
+    resume, exit 143 (decision 503; before, it died in silence). The stage is held by an embedding server that
+    accepts and never answers, so the signal lands mid-stage whatever the machine's speed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    home = a_home(tmp_path)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        engine_yaml = home / "engine.yaml"
+        engine_yaml.write_text(
+            f"embedder:\n  backend: openai\n  baseUrl: http://127.0.0.1:{port}/v1\n  model: e\n  dim: 32\n",
+            encoding="utf-8",
+        )
+        env = {**os.environ, "KLAW_HOME": str(home), "COLUMNS": "200"}
+        with subprocess.Popen(
+            [sys.executable, "-m", "klaw", "reindex"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        ) as run:
+            assert run.stdout is not None
+            seen: list[str] = []
+            for line in run.stdout:
+                seen.append(line)
+                if line.startswith("embedding: 0 of"):
+                    break
+            run.send_signal(signal.SIGTERM)
+            out, err = run.communicate(timeout=60)
+    said = " ".join(("".join(seen) + out).split())
+    assert run.returncode == 143, (said, err)
+    assert "stopped by SIGTERM at embedding" in said and "Run 'klaw reindex' again to resume." in said
+    assert "Traceback" not in err
+    engine_yaml.write_text("embedder:\n  backend: fake\n  dim: 32\n", encoding="utf-8")
+    again = klaw_here(home, "reindex")
+    assert again.returncode == 0, again.stderr
+    assert " 6 │" in klaw_here(home, "db", "info").stdout

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import signal
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -48,9 +49,10 @@ async def run_with_bars(
     from klaw.store.rebuild_protocol import TargetRefused
 
     bars = _Bars(console)
-    terminated = _cancel_on_sigterm()  # `kill PID`, a service stopping: said as Ctrl-C is (decision 503)
+    terminated = asyncio.Event()
     try:
-        with bars.progress, logs_through(console):
+        # `kill PID`, a service stopping: said as Ctrl-C is (decision 503)
+        with _cancel_on_sigterm() as terminated, bars.progress, logs_through(console):
             return await reindex(home, config, progress=bars.update, backend=backend, command=command)
     except (KeyboardInterrupt, asyncio.CancelledError):
         how = "stopped by SIGTERM" if terminated.is_set() else "interrupted"
@@ -104,8 +106,9 @@ def _reindex(home: KlawHome, config: EngineConfig, console: Console, bars: _Bars
     terminated: list[asyncio.Event] = []
 
     async def work() -> ReindexReport:
-        terminated.append(_cancel_on_sigterm())  # `kill PID`: said as Ctrl-C is (decision 503)
-        return await reindex(home, config, progress=bars.update, keep_backup=keep_backup)
+        with _cancel_on_sigterm() as stopped:  # `kill PID`: said as Ctrl-C is (decision 503)
+            terminated.append(stopped)
+            return await reindex(home, config, progress=bars.update, keep_backup=keep_backup)
 
     try:
         with bars.progress, logs_through(console):  # log lines above the bars, never into them
@@ -151,9 +154,12 @@ def stage_bars(console: Console) -> Progress:
     )
 
 
-def _cancel_on_sigterm() -> asyncio.Event:
+@contextlib.contextmanager
+def _cancel_on_sigterm() -> Iterator[asyncio.Event]:
     """SIGTERM cancels the running task, as Ctrl-C does under `asyncio.run`: the work stops where it is, resumable,
-    and says so; before, it died in silence (adversary29). The event tells that SIGTERM was the cause."""
+    and says so; before, it died in silence (adversary29). The event tells that SIGTERM was the cause. Only while
+    the rebuild runs: the handler is removed after it, so a SIGTERM during what the caller does next (`klaw db
+    migrate`'s checks) is the default's, not a cancel of a task no longer expecting it (review54)."""
     terminated = asyncio.Event()
     task = asyncio.current_task()
 
@@ -162,9 +168,15 @@ def _cancel_on_sigterm() -> asyncio.Event:
         if task is not None:
             task.cancel()
 
+    installed = False
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread (a test's)
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop)
-    return terminated
+        installed = True
+    try:
+        yield terminated
+    finally:
+        if installed:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
 
 
 PLAIN_EVERY_SECONDS = 10.0
