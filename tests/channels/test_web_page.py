@@ -192,7 +192,7 @@ async def test_a_message_just_sent_shows_its_time_and_the_reply_lists_the_turn_s
             await page.reload()
             await page.wait_for_selector("body[data-ready=true]")
         server.reply_text("Nothing to look up.")
-        await say(page, "thanks", 1)  # the first is history now: shown with its time, not marked again
+        await say(page, "thanks", 2)  # the first is history now: shown with its time, marked answered (505)
         assert await page.locator(".msg.assistant").last.locator(".tools").count() == 0  # no tool, no line
         await page.screenshot(path=str(ARTIFACTS / "web-chat-times-and-tools.png"))
 
