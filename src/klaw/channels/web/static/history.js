@@ -29,7 +29,7 @@ function placeHistory(messages, complete, approvals, place, found = () => {}) {
   for (const message of messages) {
     const divided = segment !== null && message.segment_id !== segment;
     segment = message.segment_id;
-    const shown = message.id ? document.querySelector(`#messages .msg${message.role === "user" ? ".user" : ":not(.user)"}[data-id="${CSS.escape(message.id)}"]`) : null;
+    const shown = message.id ? document.querySelector(`#messages .msg${message.role === "user" ? ".user" : ":not(.user)"}[data-id="${CSS.escape(message.id)}"]`) || fromThisPage(message) : null;
     if (shown) {
       if (message.answered && !shown.classList.contains("answered")) answered(shown);  // its reply was missed
       found(shown);
@@ -58,6 +58,20 @@ function placeHistory(messages, complete, approvals, place, found = () => {}) {
     state.shown.add(`approval:${question.id}`);
     place(bubble);
   }
+}
+
+// A message this page sent whose POST has not answered (its answer lost, or still on its way, or waiting in the
+// outbox to be sent again): found by the page's own id, which klaw's id for it ends with (`web-<chat>-<client_id>`,
+// decision 479), and given klaw's id. Without it the history showed it a second time (CI114: a dropped answer).
+function fromThisPage(message) {
+  if (message.role !== "user") return null;
+  for (const bubble of document.querySelectorAll("#messages .msg.user[data-client-id]:not([data-id])")) {
+    if (message.id === `web-${state.chat.chat_id}-${bubble.dataset.clientId}`) {
+      bubble.dataset.id = message.id;
+      return bubble;
+    }
+  }
+  return null;
 }
 
 // The engine is back (the status says so, or a reply came) after the page loaded without it, or after it was

@@ -26,6 +26,7 @@ export const UNSENT = "not sent yet: klaw is not running — it will be sent whe
 export async function send(text) {
   const bubble = addBubble("user", text, "sending…");
   const id = newId();
+  bubble.dataset.clientId = id;  // the history finds it by this before its POST answers (history.js fromThisPage)
   if (state.outbox.length) keep(text, bubble, id);  // behind the ones still waiting, so they keep their order
   else if (!(await post(text, bubble, id))) keep(text, bubble, id);
 }
@@ -99,7 +100,12 @@ export async function adoptQuiet() {
       const ids = Array.isArray(entry?.ids) ? entry.ids : [];
       (Array.isArray(entry?.texts) ? entry.texts : []).forEach((text, index) => {
         const id = typeof ids[index] === "string" ? ids[index] : newId();  // an entry an older page kept has none
-        if (typeof text === "string") keep(text, addBubble("user", text, UNSENT), id);
+        if (typeof text !== "string") return;
+        // klaw took it, and the tab closed before it heard so (its answer lost): the history shows it already
+        if (document.querySelector(`#messages .msg.user[data-id="${CSS.escape(`web-${state.chat.chat_id}-${id}`)}"]`)) return;
+        const bubble = addBubble("user", text, UNSENT);
+        bubble.dataset.clientId = id;
+        keep(text, bubble, id);
       });
     }
   };
