@@ -46,7 +46,8 @@ class TooSmall:
         leaving = f"leaving {left}" if left >= 0 else f"{-left} more than it holds, leaving nothing"
         return (
             f"{self.field} = {self.budget} leaves no room for a message on {self.model}: its context is built in"
-            f" {built} tokens (90 %), and the system prompt takes {self.prompt}, the {self.tool_count} tools'"
+            f" {built} tokens ({round(SAFETY_MARGIN * 100)} %), and the system prompt takes {self.prompt},"
+            f" the {self.tool_count} tools'"
             f" definitions {self.tools}: {leaving} for the conversation, where a turn needs {MIN_ROOM_TOKENS}."
             f" Raise {self.field} to at least {self.needed}, or offer {self.model} fewer tools"
             f" (tools.enabled, or models.{self.model}.tools); `klaw tools` lists them, /context shows each layer"
