@@ -74,6 +74,12 @@ class KlawHome:
         return self.root / ".private-walk"
 
     @property
+    def plugins_seen_file(self) -> Path:
+        """The package that offered each plugin tool group when klaw last loaded it (tools/plugins_seen.py):
+        a group uninstalled since is named with the package to install again (decision 510)."""
+        return self.root / "plugins_seen.json"
+
+    @property
     def core_memory_file(self) -> Path:
         return self.root / "core_memory.json"
 

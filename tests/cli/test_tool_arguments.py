@@ -63,7 +63,10 @@ def test_klaw_tools_shows_a_tools_arguments_and_its_json_carries_them(tmp_path: 
 
     unknown = CliRunner().invoke(app, ["tools", "memory_core_updat"], env=env)
     assert unknown.exit_code == 1
-    assert "no tool 'memory_core_updat'" in unknown.output and "did you mean memory_core_update" in unknown.output
+    assert (
+        "no tool or tool group 'memory_core_updat'" in unknown.output
+        and "did you mean memory_core_update" in unknown.output
+    )
 
 
 def test_klaw_tools_names_an_mcp_servers_tool_only_a_running_engine_lists(tmp_path: Path) -> None:

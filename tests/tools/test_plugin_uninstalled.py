@@ -41,7 +41,7 @@ async def test_an_uninstalled_plugin_is_a_failed_group_not_an_invalid_file(tmp_p
     checked = klaw_here(home, "config", "check")
     assert checked.returncode == 1, checked.stderr  # as for a plugin whose import fails: valid, but…
     assert "is valid, but tool group 'weather' fails to load: no installed package offers it" in checked.stderr
-    assert "or no longer is" in checked.stderr and "remove it from tools.enabled" in checked.stderr
+    assert "is no longer installed" in checked.stderr and "remove weather from tools.enabled" in checked.stderr
     assert "unknown tool group" not in checked.stderr
     listed = klaw_here(home, "memory", "list", "--chat", "console:me")  # needs no tools at all
     assert listed.returncode == 0 and "hello" in listed.stdout, listed.stderr
@@ -49,7 +49,7 @@ async def test_an_uninstalled_plugin_is_a_failed_group_not_an_invalid_file(tmp_p
         assert await agent.ask("console:me", "and now?") == "still here"
         rows = {row.name: row for row in await agent.tools("console:me")}
     assert rows["weather"].state == "failed", rows["weather"]
-    assert "no longer is" in rows["weather"].reason
+    assert "no longer installed" in rows["weather"].reason
     assert rows["current_time"].state == "offered"
 
 

@@ -64,7 +64,9 @@ def tools(
         fail(f"--chat: {exc}")
     listed = asyncio.run(_listed(home, config, ref))
     if name is not None:
-        _show_one(listed, name, as_json)
+        from klaw.cli.tool_show import show_one
+
+        show_one(listed.inventory, listed.origin, name, as_json, config.tools.approval)
         return
     rows = listed.inventory.rows
     if as_json:
@@ -199,80 +201,3 @@ def _print(listed: Listed) -> None:
     console.print(table)
     if inventory.groups_line:
         console.print(inventory.groups_line, soft_wrap=True)
-
-
-def _show_one(listed: Listed, name: str, as_json: bool) -> None:
-    """`klaw tools NAME`: the tool's row, what the model is told of it and the arguments it takes, which a
-    person typing `!NAME {json}` to the stand-in had nowhere to read (newcomer18, decision 464)."""
-    from klaw.terminal_text import one_line
-    from klaw.tools.inventory import render_line
-    from klaw.tools.plugin_preview import INSTALLED_NOT_ENABLED
-    from klaw.tools.schema_text import argument_lines
-
-    inventory = listed.inventory
-    row = next((row for row in inventory.rows if row.name == name), None)
-    if row is None:
-        import difflib
-
-        if listed.origin == "engine.yaml" and (servers := _servers_not_started(inventory)):
-            fail(_not_listed_here(name, inventory.chat, servers), code=1)
-        near = difflib.get_close_matches(name, [row.name for row in inventory.rows], n=3)
-        hint = f" (did you mean {', '.join(near)}?)" if near else ""
-        fail(f"no tool {name!r} for {inventory.chat}{hint}: `klaw tools` lists them", code=1)
-    if as_json:
-        typer.echo(json.dumps({"chat": str(inventory.chat), "origin": listed.origin, **row.to_json()}, indent=2))
-        return
-    lines = [render_line(row)]
-    if row.description:
-        lines.append(row.description)
-    if row.parameters is not None:
-        arguments = argument_lines(row.parameters)
-        lines.append("Arguments (a JSON object):" if arguments else "It takes no arguments.")
-        lines += [f"  {line}" for line in arguments]
-    elif row.reason == INSTALLED_NOT_ENABLED:  # a plugin's group: what enabling it offers (decision 501)
-        lines += _installed_group_tools(row.name)
-    else:
-        lines.append("Its arguments cannot be shown: klaw has not loaded it as a tool.")
-    typer.echo("\n".join(one_line(line) for line in lines))  # an MCP server's words shown, never obeyed
-
-
-def _installed_group_tools(group: str) -> list[str]:
-    """The tools an installed group not enabled would offer, each with its arguments, or why they cannot be shown."""
-    from klaw.tools.plugin_preview import tools_of_installed
-    from klaw.tools.schema_text import argument_lines
-
-    found = tools_of_installed(group)
-    if isinstance(found, str):
-        return [f"Its tools cannot be shown: {found}."]
-    lines = [f"Its tools once {group} is in tools.enabled:"]
-    for spec in found:
-        arguments = argument_lines(spec.parameters)
-        lines.append(f"{spec.name}: {spec.description.splitlines()[0] if spec.description else ''}")
-        lines.append("  Arguments (a JSON object):" if arguments else "  It takes no arguments.")
-        lines += [f"    {line}" for line in arguments]
-    return lines
-
-
-def _servers_not_started(inventory: ToolInventory) -> list[str]:
-    """The enabled MCP servers of a listing built without an engine: their tools are unknown here."""
-    from klaw.config import MCP_GROUP_PREFIX
-
-    return [
-        row.name.removeprefix(MCP_GROUP_PREFIX)
-        for row in inventory.rows
-        if row.name.startswith(MCP_GROUP_PREFIX) and row.state == "not started"
-    ]
-
-
-def _not_listed_here(name: str, chat: ChatRef, servers: list[str]) -> str:
-    """An unknown name with no engine running and MCP servers enabled: it may be one of their tools, which
-    only a running engine lists (`server__tool`); "no tool" alone sent a person to a listing without it."""
-    owner = next((server for server in servers if name.startswith(f"{server}__")), None)
-    plural = "s" if len(servers) > 1 else ""
-    whose = f"it may be a tool of MCP server{plural} {', '.join(servers)}"
-    if owner is not None:
-        whose = f"it would be MCP server {owner}'s"
-    return (
-        f"no tool {name!r} for {chat} here: {whose}, and MCP servers' tools are listed while the engine runs"
-        " (none is running here): start it (klaw serve, or klaw engine) and run `klaw tools` again"
-    )

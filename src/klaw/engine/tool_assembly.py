@@ -56,7 +56,7 @@ def tool_registry(
     the selection's. The groups needing later services are provided by `provide_late_groups`; MCP servers'
     tools join as each lists them."""
     registry = ToolRegistry()
-    groups = ToolGroups(config.tool_groups, BUILTIN_GROUPS)
+    groups = ToolGroups(config.tool_groups, BUILTIN_GROUPS, home.plugins_seen_file)
     groups.provide(ToolSetup(registry, config, home, services))
     for tool in extra:
         registry.register(tool)

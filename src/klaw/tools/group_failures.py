@@ -7,11 +7,13 @@ package offers (uninstalled since, or a slip for a group's name), a plugin's too
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from klaw.config import TOOL_PLUGIN_GROUP
 from klaw.redaction import mask_url_credentials
+from klaw.tools.plugins_seen import SeenPackage
 from klaw.tools.schema import ToolDefinitionError
 
 REASON_CHARS = 200  # an exception's message in a failure row: one line, clipped
@@ -32,7 +34,7 @@ class GroupSource:
         if self.builtin:
             return f"built-in {self.group}"
         if self.target is None:
-            return f"plugin {self.group} (not installed)"
+            return f"plugin {self.package or self.group} (not installed)"
         return f"plugin {self.package or '?'} ({self.group} = {self.target})"
 
 
@@ -76,18 +78,27 @@ def tool_refused(group: str, source: GroupSource, exc: ToolDefinitionError) -> G
     )
 
 
-def not_installed(name: str, known: Iterable[str]) -> GroupFailure:
+def not_installed(name: str, known: Iterable[str], seen: SeenPackage | None = None) -> GroupFailure:
     """A name `tools.enabled` gives that no installed package offers: a plugin uninstalled (or lost with a
     rebuilt environment), or a slip for a group's name, which difflib's closest names suggest. Left out like
-    a plugin whose import fails, so the engine and every command run without it (decision 501)."""
+    a plugin whose import fails, so the engine and every command run without it (decision 501). `seen`: the
+    package that offered it when klaw last loaded it on this home, named with the command installing it
+    again (decision 510); the slip is suggested only without one (a group once installed is no slip)."""
+    if seen is not None:
+        return GroupFailure(
+            GroupSource(name, builtin=False, package=seen.package),
+            f"no installed package offers it (entry point group {TOOL_PLUGIN_GROUP}): {seen.package} {seen.version}"
+            f" offered it ({seen.target}) when klaw last loaded it, and is no longer installed in klaw's environment",
+            f"install {seen.package} again (`{seen.install_command()}`), or remove {name} from tools.enabled",
+        )
     like = [other for other in difflib.get_close_matches(name, dict.fromkeys(known), n=1) if other != name]
     slip = f"if you meant {like[0]}, write that; " if like else ""
     return GroupFailure(
         GroupSource(name, builtin=False),
         f"no installed package offers it (entry point group {TOOL_PLUGIN_GROUP}): its plugin is not installed in"
         " klaw's environment, or no longer is",
-        f"{slip}install the package that provides {name} in klaw's environment (again, if it was uninstalled),"
-        " or remove it from tools.enabled",
+        f"{slip}install the package that provides {name} in klaw's environment (again, if it was uninstalled:"
+        f" `{sys.executable} -m pip install PACKAGE`), or remove it from tools.enabled",
     )
 
 

@@ -24,10 +24,12 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
 
 from klaw.config import ALL_TOOL_GROUPS, MCP_GROUP_PREFIX, TOOL_PLUGIN_GROUP, EngineConfig
 from klaw.home import KlawHome
+from klaw.tools import plugins_seen
 from klaw.tools.group_failures import GroupFailure, GroupSource, not_installed, one_line, shadowing, tool_refused
 from klaw.tools.plugin_import import PluginImportHangs, load_within
 from klaw.tools.plugin_preview import INSTALLED_NOT_ENABLED
@@ -92,10 +94,14 @@ ToolProvider = Sequence[ToolFunction] | ProvideTools | GroupProvider
 class ToolGroups:
     """The enabled groups' providers, klaw's and installed packages' alike, and the group of each tool."""
 
-    def __init__(self, enabled: Iterable[str], builtin: Mapping[str, ToolProvider]) -> None:
+    def __init__(
+        self, enabled: Iterable[str], builtin: Mapping[str, ToolProvider], seen_file: Path | None = None
+    ) -> None:
         """`enabled`: every group some model is offered (EngineConfig.tool_groups); `builtin`: klaw's own
-        providers by name. klaw's groups are provided in `builtin`'s order, then the others in `enabled`'s,
-        so the order tools are offered in (and prompts cached by) does not depend on how they are listed."""
+        providers by name; `seen_file`: the home's record of the package offering each plugin group
+        (tools/plugins_seen.py), None for none. klaw's groups are provided in `builtin`'s order, then the
+        others in `enabled`'s, so the order tools are offered in (and prompts cached by) does not depend on
+        how they are listed."""
         names = [name for name in dict.fromkeys(enabled) if not name.startswith(MCP_GROUP_PREFIX)]
         plugins = [name for name in names if name not in builtin]
         self._enabled, self._builtin = frozenset(names), frozenset(builtin)
@@ -104,7 +110,7 @@ class ToolGroups:
             self._pending[name] = _as_provider(builtin[name])
         self.sources: dict[str, GroupSource] = {name: GroupSource(name, builtin=True) for name in self._pending}
         self.failures: dict[str, GroupFailure] = {}
-        self._pending.update(_installed(plugins, self.sources, self.failures))
+        self._pending.update(_installed(plugins, self.sources, self.failures, seen_file))
         self._group_of: dict[str, str] = {}
         self._unavailable_in: dict[str, str] = {}
         self._builtin_providers = builtin
@@ -271,13 +277,14 @@ def _functions(tools: Iterable[ToolFunction] | None) -> Sequence[ToolFunction]:
 
 
 def _installed(
-    names: Sequence[str], sources: dict[str, GroupSource], failures: dict[str, GroupFailure]
+    names: Sequence[str], sources: dict[str, GroupSource], failures: dict[str, GroupFailure], seen_file: Path | None
 ) -> dict[str, GroupProvider]:
-    """The providers installed packages declare for `names` (their sources recorded); a name none
-    declares, or one that fails to load, is logged and recorded as a failure."""
+    """The providers installed packages declare for `names` (their sources recorded, and their packages in
+    `seen_file`); a name none declares, or one that fails to load, is logged and recorded as a failure."""
     if not names:
         return {}
     found = {point.name: point for point in entry_points(group=TOOL_PLUGIN_GROUP)}
+    plugins_seen.note(seen_file, {name: found[name] for name in names if name in found})
     for name in sorted(set(found) & set(sources)):  # a built-in group's name: klaw's own is loaded
         log.warning(
             "an installed package's tool group %r (%s) is ignored: klaw has a group of that name",
@@ -289,7 +296,8 @@ def _installed(
         point = found.get(name)
         if point is None:
             log.warning("tools.enabled names %r, which no installed package offers (%s)", name, TOOL_PLUGIN_GROUP)
-            failures[name] = not_installed(name, [*ALL_TOOL_GROUPS, *found])
+            earlier = plugins_seen.seen(seen_file, name) if seen_file is not None else None
+            failures[name] = not_installed(name, [*ALL_TOOL_GROUPS, *found], earlier)
             continue
         package = point.dist.name if point.dist is not None else None
         sources[name] = source = GroupSource(name, False, package, point.value)

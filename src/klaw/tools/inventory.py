@@ -41,7 +41,9 @@ class ToolRow:
     `needs_approval`: a call waits for the person's `/approve` (`tools.approval`). `reason` and `fix`:
     one line each, empty for an offered tool. `description` and `parameters` (its JSON schema): what the
     model is told of a registered tool, for `klaw tools NAME` and `--json` (decision 464); empty for a row
-    that is not a tool (a group, a server, a skill) or one not registered."""
+    that is not a tool (a group, a server, a skill) or one not registered. `group`: the group a tool's row is
+    of (`clock`, `weather`, `mcp:files`), so `klaw tools GROUP` shows an enabled group's tools (decision 510);
+    empty for a row that is no group's tool, and from an older engine."""
 
     name: str
     source: str
@@ -51,6 +53,7 @@ class ToolRow:
     fix: str = ""
     description: str = field(default="", compare=False)
     parameters: Mapping[str, Any] | None = field(default=None, compare=False)
+    group: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,7 +68,9 @@ class ToolRow:
         if not isinstance(approval, bool):
             raise ValueError("a tool row's needs_approval is true or false")
         description, parameters = data.get("description", ""), data.get("parameters")  # an older engine: none
+        group = data.get("group", "")
         return cls(
+            group=group if isinstance(group, str) else "",
             state=state,
             needs_approval=approval,
             description=description if isinstance(description, str) else "",
@@ -92,15 +97,17 @@ def tool_rows(
         group = selection.group_of(spec.name)
         source, told = _source(selection, group), copy.deepcopy(dict(spec.parameters))
         if group is None or group in groups:
-            row = ToolRow(spec.name, source, "offered", spec.name in held, "", "", spec.description, told)
+            row = ToolRow(spec.name, source, "offered", spec.name in held, "", "", spec.description, told, group or "")
         else:
             reason = f"{groups_field} for model {model_id} does not name {group}"
             fix = f"add {group} to {groups_field}, or /model to a model that has it"
-            row = ToolRow(spec.name, source, "not offered", spec.name in held, reason, fix, spec.description, told)
+            held_now = spec.name in held
+            row = ToolRow(spec.name, source, "not offered", held_now, reason, fix, spec.description, told, group)
         rows.append(row)
     for name, why in selection.registry.unavailable.items():
-        source = _source(selection, selection.groups.noted_by(name))
-        rows.append(ToolRow(name, source, "unavailable", name in held, why, selection.registry.unavailable_fix(name)))
+        noted = selection.groups.noted_by(name)
+        fix = selection.registry.unavailable_fix(name)
+        rows.append(ToolRow(name, _source(selection, noted), "unavailable", name in held, why, fix, group=noted or ""))
     for group, failure in selection.groups.failures.items():
         rows.append(ToolRow(group, failure.source.describe(), "failed", False, failure.reason, failure.fix))
     for note in selection.groups.installed_unused():
