@@ -40,6 +40,7 @@ class _Nouns(LazyCommands):
         "serve": "klaw.cli.gateway_cmd:serve",
         "reindex": "klaw.cli.reindex_cmd:reindex_command",
         "tools": "klaw.cli.tools_cmd:tools",
+        "status": "klaw.cli.status_cmd:status",
         "config": "klaw.cli.config_cmd:app",
         "db": "klaw.cli.db_cmd:app",
         "log": "klaw.cli.log_cmd:app",

@@ -196,6 +196,10 @@ def check() -> None:
         warn(linked)
     if (unheard := telegram.refuses_everyone()) is not None:
         warn(f"warning: {unheard}")
+    from klaw.cli.task_targets import task_target_warnings
+
+    for line in task_target_warnings(home, loaded.config):  # as stored: no rich markup or :emoji: read (510)
+        typer.echo(line, err=True)
     from klaw.config_history import upgrade_notes
 
     for note in upgrade_notes(loaded):  # what an older `klaw init` pinned: said, never rewritten (decision 476)

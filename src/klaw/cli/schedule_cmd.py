@@ -80,6 +80,12 @@ def list_tasks() -> None:
         table.add_row(*rows[-1])
     widths = [max(len(cell) for cell in cells) for cells in zip(columns, *rows, strict=True)]
     table_console(sum(width + 3 for width in widths) + 1).print(table)  # each cell padded and bordered
+    notes = store.last_notes()
+    for task in tasks:  # what a last run met, in words: it was only in the log (decision 510)
+        if task.last_run_at is not None and (note := notes.get(task.name)):
+            typer.echo(
+                f"Last run of {task.name} ({_local(task.last_run_at, zone)}, {task.last_status}): {visible(note)}"
+            )
 
 
 @app.command()

@@ -41,12 +41,16 @@ def runs(
     except InvalidTaskName as exc:
         fail(str(exc))
     loader = SubagentHistoryLoader(home.conversations)
+    tasks = _tasks(home.scheduler_db)
+    task = next((task for task in tasks if task.name == name), None)
+    met = _last_note(home.scheduler_db, task, zone)
     if not loader.task_dir(name).is_dir():
-        tasks = _tasks(home.scheduler_db)
-        task = next((task for task in tasks if task.name == name), None)
         if task is not None and task.last_run_at is None:  # not an error: it is to come (newcomer21, 502)
             when = f"{task.next_run_at.astimezone(zone):%Y-%m-%d %H:%M:%S} ({zone})" if task.next_run_at else None
             typer.echo(f"Task {name} has not run yet; its next run is {when or 'set when the engine next looks'}.")
+            return
+        if met:  # it never started a run (could not start, capped): no log, but words (decision 510)
+            typer.echo(f"Task {name} has no run logged. {met}")
             return
         names = ", ".join(task.name for task in tasks)
         known = f"the tasks are: {names}" if names else "there are no scheduled tasks (klaw schedule add)"
@@ -54,7 +58,7 @@ def runs(
     shown = asyncio.run(loader.load_runs(name, last))
     under_way = asyncio.run(loader.has_unfinished_run(name))
     if not shown and not under_way:
-        typer.echo(f"Task {name} has no finished run logged yet.")
+        typer.echo(f"Task {name} has no finished run logged yet." + (f" {met}" if met else ""))
         return
     typer.echo(f"The last {len(shown)} run(s) of task {name}, oldest first (times in {zone}):")
     for run in shown:
@@ -63,6 +67,9 @@ def runs(
     if under_way:
         typer.echo("")
         typer.echo("A run after these is under way, or klaw stopped before it finished (its answer is not logged).")
+    if met:
+        typer.echo("")
+        typer.echo(met)
 
 
 def _run_text(run: Sequence[MessageRecord], zone: tzinfo) -> str:
@@ -89,3 +96,18 @@ def _tasks(scheduler_db: object) -> list[ScheduledTask]:
 
     path = Path(str(scheduler_db))
     return ScheduleStore(path).list_read_only() if path.exists() else []
+
+
+def _last_note(scheduler_db: object, task: ScheduledTask | None, zone: tzinfo) -> str:
+    """What the task's last run met that its status does not say (its replies reach nobody, its model refused,
+    it could not start), in words, as the scheduler recorded it; "" when nothing (decision 510)."""
+    from pathlib import Path
+
+    from klaw.scheduling.task_store import ScheduleStore
+
+    if task is None or task.last_run_at is None:
+        return ""
+    note = ScheduleStore(Path(str(scheduler_db))).last_notes().get(task.name)
+    if not note:
+        return ""
+    return f"Its last run ({task.last_run_at.astimezone(zone):%Y-%m-%d %H:%M:%S}, {task.last_status}): {visible(note)}"

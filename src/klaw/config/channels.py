@@ -2,12 +2,45 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from klaw.config.base import Section, http_url, variable_name
+from klaw.text_preview import preview
+
+TELEGRAM_ID = re.compile(r"-?[0-9]{1,20}")  # a person's chat, or a group's (negative)
+
+
+def telegram_id_refused(chat_id: str, *, prefixed: bool = True) -> str | None:
+    """Why `chat_id` is no Telegram chat's id, in the one sentence every place a person writes one says (a
+    chat typed to `Klaw.ask` or `klaw schedule add`, engine.yaml's allow-list and message targets, a stored
+    task's target: decisions 501, 510); None when it is one. `prefixed`: written `telegram:<id>` there."""
+    if TELEGRAM_ID.fullmatch(chat_id):
+        return None
+    example = "telegram:123456789" if prefixed else "123456789"
+    bare = chat_id.strip().removeprefix("telegram:").strip()
+    alone = f" (here the number alone: {bare})" if not prefixed and TELEGRAM_ID.fullmatch(bare) else ""
+    return (
+        f"a Telegram chat's id is its number (e.g. {example}, a group's is negative), not {preview(chat_id)!r}:"
+        f" the bot's refusal names it when that chat writes to it (docs/channels.md){alone}"
+    )
+
+
+def _chat_id(value: object) -> object:
+    """An `allowedChatIds` entry: a number (YAML's, or digits quoted); anything else refused in the sentence
+    a typed chat gets. pydantic's own "unable to parse string as an integer" named no fix, and `true` was
+    read as the chat 1."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = value.strip() if isinstance(value, str) else repr(value)
+    if isinstance(value, str) and TELEGRAM_ID.fullmatch(text):
+        return int(text)
+    said = telegram_id_refused(text, prefixed=False) or ""
+    raise PydanticCustomError("telegram_chat_id", said)
 
 
 def _bare_host_name(value: str) -> str:
@@ -69,7 +102,7 @@ class TelegramChannelConfig(Section):
     token_env: Annotated[str, variable_name("token", "KLAW_TELEGRAM_TOKEN")] = Field(
         default="KLAW_TELEGRAM_TOKEN", description="Name of the environment variable holding the bot token."
     )
-    allowed_chat_ids: tuple[int, ...] = Field(
+    allowed_chat_ids: tuple[Annotated[int, BeforeValidator(_chat_id)], ...] = Field(
         default=(), description="Chats the bot answers; any other chat gets one refusal and nothing is stored."
     )
     allowed_user_ids: tuple[int, ...] = Field(

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, field_validator, model_validator
 
 from klaw.config.base import Section
+from klaw.config.channels import telegram_id_refused
 
 
 class SchedulerConfig(Section):
@@ -180,6 +181,8 @@ class ToolsConfig(Section):
             channel, sep, chat_id = target.partition(":")
             if not sep or not chat_id.strip() or not _CHANNEL.match(channel) or channel == "scheduler":
                 raise ValueError(f"{target!r} is not a chat: write channel:chat_id, e.g. telegram:123456789")
+            if channel == "telegram" and (refused := telegram_id_refused(chat_id.strip())) is not None:
+                raise ValueError(refused)  # the words a typed chat gets (decision 510)
         return targets
 
     @field_validator("approval")

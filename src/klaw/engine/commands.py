@@ -167,15 +167,15 @@ class CommandHandler:
             lines += await _saved_memory_lines(self.saved_memories, chat)
         return "\n".join(lines)
 
-    async def _status(self, chat: ChatRef, _: str) -> str:
-        session = await self.sessions.get_or_create(chat)
+    async def engine_status(self, chat_lines: Sequence[str] = ()) -> list[str]:
+        """/status's lines that are the engine's, not a chat's, with `chat_lines` after its uptime: the socket's
+        `status` query gives them to `klaw status` without touching a chat (decision 510)."""
         uptime = self.clock.now() - self.started_at
         slots = self.processor.slots
         lines = [line for source in self.status_first for line in source()]
         lines += [
             f"Uptime: {_duration(uptime.total_seconds())}",
-            f"Model: {session.model}{_answered_by(self.stand_in(session.model))}",
-            f"Segment started: {session.segment.started_at.isoformat(timespec='seconds')}",
+            *chat_lines,
             f"Queue depth: {slots.queue_depth} waiting for an LLM slot,"
             f" {self.processor.waiting_chats} chat(s) in debounce",
             f"LLM slots in use: {slots.in_use}/{slots.size}",
@@ -196,6 +196,15 @@ class CommandHandler:
                 lines.append(f"Scheduled tasks: cannot be read now ({_unread(self.scheduler, exc)})")
         for source in self.status_lines:
             lines += source()
+        return lines
+
+    async def _status(self, chat: ChatRef, _: str) -> str:
+        session = await self.sessions.get_or_create(chat)
+        said = [
+            f"Model: {session.model}{_answered_by(self.stand_in(session.model))}",
+            f"Segment started: {session.segment.started_at.isoformat(timespec='seconds')}",
+        ]
+        lines = await self.engine_status(said)
         if self.approvals is not None and self.approvals.tools:
             waiting = self.approvals.describe_waiting(chat)
             rows = self._listing.not_tool_rows(session.model) if self._listing is not None else []

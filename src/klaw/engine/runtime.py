@@ -39,6 +39,7 @@ from klaw.engine.processor import Inbound
 from klaw.engine.queries import Answer, EngineQueries
 from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.socket_file import hold_home
+from klaw.engine.status_query import status_answer
 from klaw.engine.turn_cancel import cancel_turn_answer
 from klaw.home import KlawHome
 from klaw.llm.router import ModelRouter
@@ -158,6 +159,7 @@ class Engine:
                     "tools": parts.tool_listing.answer,
                     "forget": functools.partial(_forget_said, parts),  # `klaw memory forget` while this runs
                     "cancel_turn": functools.partial(cancel_turn_answer, parts.processor),  # Ctrl-C, attached (496)
+                    "status": functools.partial(status_answer, parts.commands),  # `klaw status` (decision 510)
                 }
                 if config_file is not None:
                     extra["config_file"] = config_file.answer  # `klaw config check`: does the engine need a restart?

@@ -106,6 +106,7 @@ class Scheduler:
         self.zone = scheduler_zone(config.timezone)
         self._grace = timedelta(seconds=config.misfire_grace_seconds)
         self._daily = DailyRuns(config.max_runs_per_day)
+        self._notes: dict[str, str] = {}  # a run's warning at its start, recorded with its end (decision 510)
         self.runner.on_finished = self._finished
         self.runner.notes = RunNotes(self.store, self.clock)  # a run's note, from its start until its answer is in
 
@@ -274,10 +275,12 @@ class Scheduler:
                 task.name,
                 self._daily.cap,
             )
-            await asyncio.to_thread(self.store.record_run, task.name, now, "capped")
+            capped = f"not run: tasks already ran {self._daily.cap} times in 24 hours (scheduler.maxRunsPerDay)"
+            await asyncio.to_thread(self.store.record_run, task.name, now, "capped", capped)
             return
         if task.inject_into is not None and (why := self.unserved(task.inject_into)) is not None:
             log.warning("task %s runs, but its replies reach nobody: %s", task.name, why)
+            self._notes[task.name] = f"its replies reach nobody: {why}"
         try:
             request = SubagentRequest(
                 task.name,
@@ -291,12 +294,16 @@ class Scheduler:
             self._daily.started(now)
         except (ValueError, RuntimeError) as exc:  # e.g. its model was removed from engine.yaml
             log.warning("task %s could not start: %s", task.name, exc)
-            await asyncio.to_thread(self.store.record_run, task.name, now, "failed")
+            self._notes.pop(task.name, None)
+            await asyncio.to_thread(self.store.record_run, task.name, now, "failed", f"it could not start: {exc}")
 
     async def _finished(self, request: SubagentRequest, outcome: RunOutcome) -> None:
         """At the run's end, before its answer is in its chat (decision 432): the task's last run."""
         if request.origin == "schedule":
-            await asyncio.to_thread(self.store.record_run, request.task_name, self.clock.now(), outcome.status.value)
+            said = [note for note in (self._notes.pop(request.task_name, None), outcome.reason) if note]
+            note = "; ".join(said) or None  # what the run met, for `klaw schedule list|runs` (decision 510)
+            now = self.clock.now()
+            await asyncio.to_thread(self.store.record_run, request.task_name, now, outcome.status.value, note)
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep on the engine's clock, or until a task changes or the scheduler stops."""

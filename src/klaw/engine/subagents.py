@@ -112,6 +112,7 @@ class RunOutcome:
     task_name: str
     status: RunStatus
     delivered: bool
+    reason: str = ""  # a failed run's, in words (its model refused, …): `klaw schedule list|runs` (decision 510)
 
 
 class TaskBusy(KlawError, ValueError):
@@ -275,7 +276,8 @@ class SubagentRunner:
                 # A notice, not an "error": that kind answers the person's own message in a channel.
                 notice = f"The task '{name}' could not run: {_reason(result)} (error {result.error_id})"
                 await self.delivery.deliver(Outbound(target, notice, None, "notice"))
-            return RunOutcome(name, RunStatus.FAILED, delivered=False), None
+            reason = f"it could not run: {_reason(result)} (error {result.error_id})"
+            return RunOutcome(name, RunStatus.FAILED, delivered=False, reason=reason), None
         status = RunStatus.TOOL_LIMIT if result.status is ExchangeStatus.TOOL_LIMIT else RunStatus.COMPLETED
         if is_silent(result.text):
             return RunOutcome(name, RunStatus.SILENT, delivered=False), None

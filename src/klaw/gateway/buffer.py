@@ -186,3 +186,10 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def pending_in(directory: Path) -> int:
+    """How many messages the buffer in `directory` holds that the engine has not acknowledged yet: what
+    waits for it while it is down (`klaw status`, decision 510); read only, nothing made when there is none."""
+    path = directory / FILE_NAME
+    return len(_load(directory, path)) if path.exists() else 0

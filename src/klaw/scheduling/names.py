@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import re
 
+from klaw.config.channels import telegram_id_refused
 from klaw.errors import KlawError
 from klaw.store.records import ChatRef
-from klaw.text_preview import preview
 
 SUBAGENT_CHANNEL = "scheduler"
 ADD_TOOL = "schedule_add"
@@ -75,7 +75,6 @@ def parse_chat_target(text: str) -> ChatRef:
 
 
 TELEGRAM = "telegram"  # the Telegram channel's name (klaw/channels/telegram.py), whose chat ids are numbers
-_TELEGRAM_ID = re.compile(r"-?[0-9]{1,20}")
 
 
 def typed_chat_target(text: str) -> ChatRef:
@@ -84,9 +83,6 @@ def typed_chat_target(text: str) -> ChatRef:
     one): `telegram:abc` was accepted and made a chat no Telegram message ever reaches (newcomer21, decision
     501). Stored targets are read with `parse_chat_target`, so a task saved before is still listed."""
     chat = parse_chat_target(text)
-    if chat.channel == TELEGRAM and not _TELEGRAM_ID.fullmatch(chat.chat_id):
-        raise ValueError(
-            f"a Telegram chat's id is its number (e.g. telegram:123456789, a group's is negative), not"
-            f" {preview(chat.chat_id)!r}: the bot's refusal names it when that chat writes to it (docs/channels.md)"
-        )
+    if chat.channel == TELEGRAM and (refused := telegram_id_refused(chat.chat_id)) is not None:
+        raise ValueError(refused)
     return chat

@@ -70,6 +70,10 @@ _MIGRATE_TO_4 = (
     " SELECT log_name, task, origin, inject_into, started_at FROM runs_3",
     "DROP TABLE runs_3",
 )
+# What the last run of a task met that its status does not say (its replies reach nobody, its model refused,
+# it could not start), in words, for `klaw schedule list` and `runs`; a table of its own, made when missing,
+# so the schema's version (and an older klaw reading the file) is untouched (decision 510).
+_NOTES = "CREATE TABLE IF NOT EXISTS task_notes (name TEXT PRIMARY KEY, at INTEGER NOT NULL, note TEXT NOT NULL)"
 _RUN_COLUMNS = "log_name, task, origin, inject_into, started_at, answer_id, answer, answered_at"
 _COLUMNS = (
     "name, kind, expression, message, model, inject_into, created_at, next_run_at, last_run_at, last_status,"
@@ -141,6 +145,7 @@ class ScheduleStore:
             had_runs = connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone() is not None
             for statement in _MIGRATE_TO_4 if had_runs and version < 4 else (_RUNS,):
                 connection.execute(statement)
+            connection.execute(_NOTES)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def add(self, task: ScheduledTask) -> None:
@@ -190,11 +195,29 @@ class ScheduleStore:
         with self._connect() as connection:
             connection.execute("UPDATE tasks SET next_run_at = ? WHERE name = ?", (_millis(next_run_at), name))
 
-    def record_run(self, name: str, at: datetime, status: str) -> None:
+    def record_run(self, name: str, at: datetime, status: str, note: str | None = None) -> None:
+        """The task's last run: when, its status, and what it met in words (`note`; None clears an older one)."""
         with self._connect() as connection:
             connection.execute(
                 "UPDATE tasks SET last_run_at = ?, last_status = ? WHERE name = ?", (to_millis(at), status, name)
             )
+            connection.execute(_NOTES)  # a file `create` has not brought up to date yet
+            if note is None:
+                connection.execute("DELETE FROM task_notes WHERE name = ?", (name,))
+            else:
+                connection.execute(
+                    "INSERT OR REPLACE INTO task_notes (name, at, note) VALUES (?, ?, ?)", (name, to_millis(at), note)
+                )
+
+    def last_notes(self) -> dict[str, str]:
+        """Each task's last run's note (`record_run`), read without writing; none when the file has no such
+        table (an older klaw's) or cannot be read (`list` says why)."""
+        try:
+            with closing(sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro", uri=True, timeout=10)) as db:
+                rows = db.execute("SELECT name, note FROM task_notes").fetchall()
+        except sqlite3.Error:
+            return {}
+        return {str(name): str(note) for name, note in rows}
 
     def run_started(self, run: RunUnderWay) -> None:
         """Note a run under way until `run_ended` (a run of the same name whose answer waits keeps its own)."""
