@@ -4,6 +4,8 @@ segments at once: each waits once, in its own segment, and leaves only its own s
 
 from __future__ import annotations
 
+import functools
+import random
 from datetime import UTC, datetime, timedelta
 
 from klaw.memory.summaries.exchange_batches import ExchangeBatches
@@ -52,3 +54,46 @@ def test_an_exchange_asked_alone_goes_alone_and_is_forgotten_with_it() -> None:
     assert _due(batches, 1) == [1]
     batches.remove(1)
     assert _due(batches, 1) == [2, 3]
+
+
+def _walked(batches: ExchangeBatches, still_open: set[int], now: datetime) -> list[int] | None:
+    """The batch the summarizer took before decision 507: every segment in `segments` order, `due` on each."""
+    for segment_id in batches.segments():
+        batch = batches.due(segment_id, closed=segment_id not in still_open, now=now)
+        if batch is not None:
+            return [w.exchange.id for w in batch]
+    return None
+
+
+def _turn_of(set_back: dict[int, int], exchange_id: int) -> int:
+    return set_back.get(exchange_id, 0)
+
+
+def test_the_next_batch_due_is_the_one_the_walk_over_every_segment_found() -> None:
+    """`next_due` (one pass, decision 507) against the walk it replaced, over 300 mixes of 60 segments: closed
+    or open, full, long, waited out, set back after a failure, asked alone, some removed."""
+    rng = random.Random(507)
+    for _ in range(300):
+        set_back: dict[int, int] = {}
+        batches = ExchangeBatches(most=6, wait_seconds=600, max_tokens=1000, turn=functools.partial(_turn_of, set_back))
+        ids = rng.sample(range(1, 5000), rng.choice((60, 240)))
+        for exchange_id in ids:
+            segment_id = rng.randrange(60)
+            started = START + timedelta(seconds=rng.randrange(1200))
+            exchange = Exchange(
+                exchange_id, ChatRef("t", f"c{segment_id}"), segment_id, started, ExchangeStatus.COMPLETED, None
+            )
+            batches.add(exchange, tokens=rng.choice((10, 20, 90)))
+        for exchange_id in rng.sample(ids, rng.randrange(40)):  # summarized, or forgotten: its totals go with it
+            batches.remove(exchange_id)
+        ids = [exchange_id for exchange_id in ids if exchange_id in batches]
+        for exchange_id in rng.sample(ids, rng.randrange(4)):
+            set_back[exchange_id] = rng.randrange(1, 4)
+        batches.ask_alone(rng.sample(ids, rng.choice((0, 0, 1, 2))))
+        segments = batches.waiting_in()
+        assert sorted(segments) == sorted(batches.segments())
+        still_open = {s for s in segments if rng.random() < 0.99}
+        now = START + timedelta(seconds=rng.choice((0, 900, 1700)))
+        expected = _walked(batches, still_open, now)
+        batch = batches.next_due(still_open, now=now)
+        assert (None if batch is None else [w.exchange.id for w in batch]) == expected

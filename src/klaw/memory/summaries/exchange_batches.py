@@ -15,7 +15,7 @@ the summarizer's scan after a restart, so a crash loses no summary, only the wai
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -47,6 +47,11 @@ class ExchangeBatches:
         # list (with 50 chats at once that walk was ~200 comparisons a turn on the event loop, decision 288).
         self._segment_of: dict[int, int] = {}
         self._alone: set[int] = set()
+        # Each segment's waiting tokens and its earliest finish, kept with its list: whether a segment can be due
+        # at all is then known without a walk over its exchanges (`next_due`, decision 507). Only a filter: the
+        # exact rule runs on any segment it lets through, and a removal only lowers the tokens and moves the
+        # earliest finish later, so totals behind a removal would let more through, never fewer.
+        self._totals: dict[int, tuple[int, datetime]] = {}
 
     def __contains__(self, exchange_id: object) -> bool:
         return exchange_id in self._segment_of
@@ -54,7 +59,10 @@ class ExchangeBatches:
     def add(self, exchange: Exchange, tokens: int) -> None:
         if exchange.id not in self._segment_of:
             self._segment_of[exchange.id] = exchange.segment_id
-            self._by_segment.setdefault(exchange.segment_id, []).append(Waiting(exchange, tokens))
+            waiting = Waiting(exchange, tokens)
+            self._by_segment.setdefault(exchange.segment_id, []).append(waiting)
+            total, earliest = self._totals.get(exchange.segment_id, (0, waiting.finished_at))
+            self._totals[exchange.segment_id] = (total + tokens, min(earliest, waiting.finished_at))
 
     def remove(self, exchange_id: int) -> None:
         self._alone.discard(exchange_id)
@@ -65,6 +73,9 @@ class ExchangeBatches:
         waiting[:] = [w for w in waiting if w.exchange.id != exchange_id]
         if not waiting:
             del self._by_segment[segment_id]
+            del self._totals[segment_id]
+        else:
+            self._totals[segment_id] = (sum(w.tokens for w in waiting), min(w.finished_at for w in waiting))
 
     def ask_alone(self, exchange_ids: Iterable[int]) -> None:
         """These go alone, at once: a batch answer left them out, or the batch was rejected."""
@@ -78,20 +89,58 @@ class ExchangeBatches:
     def _key(self, waiting: Waiting) -> tuple[int, int]:
         return self._turn(waiting.exchange.id), waiting.exchange.id
 
+    def waiting_in(self) -> list[int]:
+        """The segments with waiting exchanges, in no order (what `next_due` needs told which are open)."""
+        return list(self._by_segment)
+
+    def next_due(self, still_open: Container[int], *, now: datetime) -> list[Waiting] | None:
+        """The next batch due, from the segment waiting longest (its first exchange the least by `turn`, then
+        id) among those due; None when none is. What `segments` then `due` on each gave, in one walk: a
+        segment that cannot be due (open, short, light, its earliest finish within the wait, none asked alone)
+        is passed over from its kept totals, the first of the others found once, no list sorted but the one
+        taken. With many chats each waiting for a batch, the sort of every segment and of each one's list was
+        the summarizer's cost on the event loop after every exchange, growing with the chats (decision 507).
+        `still_open`: the open ones among `waiting_in`."""
+        best: tuple[tuple[int, int], list[Waiting]] | None = None
+        totals = self._totals
+        for segment_id, waiting in self._by_segment.items():
+            tokens, earliest = totals[segment_id]
+            if not (
+                segment_id not in still_open
+                or len(waiting) >= self._most
+                or tokens >= self._max_tokens
+                or now - earliest >= self._wait
+                or (self._alone and any(w.exchange.id in self._alone for w in waiting))
+            ):
+                continue  # not due whichever of its exchanges comes first (`_ready` asks of that one only)
+            first = min(waiting, key=self._key)
+            key = self._key(first)
+            if best is not None and key >= best[0]:
+                continue  # due or not, it comes after the one found
+            if self._ready(waiting, first, closed=segment_id not in still_open, now=now):
+                best = (key, waiting)
+        if best is None:
+            return None
+        waiting = best[1]
+        waiting.sort(key=self._key)
+        return self._take(waiting)
+
+    def _ready(self, waiting: list[Waiting], first: Waiting, *, closed: bool, now: datetime) -> bool:
+        return (
+            closed
+            or len(waiting) >= self._most
+            or sum(w.tokens for w in waiting) >= self._max_tokens
+            or now - first.finished_at >= self._wait
+            or first.exchange.id in self._alone
+        )
+
     def due(self, segment_id: int, *, closed: bool, now: datetime) -> list[Waiting] | None:
         """The segment's next batch when its exchanges should wait no longer, else None."""
         waiting = self._by_segment.get(segment_id)
         if not waiting:
             return None
         waiting.sort(key=self._key)  # one that failed since it was added goes behind
-        ready = (
-            closed
-            or len(waiting) >= self._most
-            or sum(w.tokens for w in waiting) >= self._max_tokens
-            or now - waiting[0].finished_at >= self._wait
-            or waiting[0].exchange.id in self._alone
-        )
-        return self._take(waiting) if ready else None
+        return self._take(waiting) if self._ready(waiting, waiting[0], closed=closed, now=now) else None
 
     def _take(self, waiting: list[Waiting]) -> list[Waiting]:
         first = waiting[0]

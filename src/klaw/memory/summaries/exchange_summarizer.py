@@ -176,16 +176,11 @@ class ExchangeSummarizer(BackgroundWorker):
     async def _due_batch(self) -> list[Waiting] | None:
         """The next batch due, the segment waiting longest first. Which segments are closed is one query
         for all of them: many chats each waiting for a batch made this one query per chat, every pass."""
-        segments = self._batches.segments()
+        segments = self._batches.waiting_in()
         if not segments:
             return None
         still_open = await self._work.store.segments.open_among(segments)
-        now = self._clock.now()
-        for segment_id in segments:
-            batch = self._batches.due(segment_id, closed=segment_id not in still_open, now=now)
-            if batch is not None:
-                return batch
-        return None
+        return self._batches.next_due(still_open, now=self._clock.now())
 
     async def _alone(self, exchange: Exchange) -> None:
         """One exchange in its own request; kept verbatim when the model gives no summary of it
