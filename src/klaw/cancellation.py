@@ -24,6 +24,15 @@ def cancel_requests() -> int:
     return 0 if task is None else task.cancelling()
 
 
+def take_back_cancellation() -> None:
+    """Undo one cancellation request of the running task (nothing outside a task): a Ctrl-C or SIGTERM that
+    asyncio.run turned into one is taken back so the orderly shutdown that follows runs whole (its parts ask
+    `cancelling()` whether their caller is being cancelled, and would stop half-way)."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
 def deliver_lost_cancellation(before: int) -> None:
     """Raise `CancelledError` when the running task was asked to stop since `cancel_requests()` said
     `before`, and the awaits since then returned as if it had not."""

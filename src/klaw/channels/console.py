@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 from rich.console import Console
 from rich.text import Text
 
-from klaw.channels.console_cancel import CANCELLING, ChatCtrlC
+from klaw.channels.console_cancel import ChatCtrlC, start_cancelling
 from klaw.channels.console_kept import SENDING
 from klaw.channels.console_keys import KeysWhileThinking
 from klaw.channels.console_prompt import (
@@ -112,7 +112,7 @@ class ConsoleChannel:
         self._kept = kept
         self._history: ConsoleHistory | None = None  # made by `run`: a piped chat has no prompt to recall
         self._question: str | None = None  # a question that came at `you ›`, for its y/N prompt
-        self._cancels: set[asyncio.Task[None]] = set()  # turns a Ctrl-C is cancelling
+        self._cancels: set[asyncio.Task[bool]] = set()  # turns a Ctrl-C is cancelling
         self._ctrl_c = ChatCtrlC()  # SIGINT's one handler while `run` runs (console_cancel.py)
         engine.delivery.register(CONSOLE_CHANNEL, self._replies.put)
 
@@ -274,18 +274,7 @@ class ConsoleChannel:
     def _cancel_turn(self, chat: ChatRef, status: Status, ticker: asyncio.Task[None]) -> None:
         """The first Ctrl-C while a turn runs (console_cancel.py): the spinner says so, and the chat's turn is
         stopped as `/forget` stops it, told as cancelled; its answer ends the wait for the reply."""
-        ticker.cancel()
-        status.update(CANCELLING)
-        task = asyncio.create_task(self._stopped(chat))
-        self._cancels.add(task)
-        task.add_done_callback(self._cancels.discard)
-
-    async def _stopped(self, chat: ChatRef) -> None:
-        processor = self._engine.processor
-        if not processor.has_under_way(chat):  # the answer came with the key
-            return
-        async with processor.turn_stopped(chat) as stopped:
-            stopped.cancelled = True
+        start_cancelling(status, ticker, self._cancels, self._engine.cancel_turn(chat))
 
     async def _answer_approval(self, chat: ChatRef, request_id: str, session: PromptSession[str]) -> None:
         """y, yes, or the `/approve` the question itself offers approves; anything else (Enter, /deny,

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.text import Text
 
 from klaw.channels.console import CONSOLE_CHANNEL, LEAVING_HELP, show_reply
-from klaw.channels.console_cancel import CANCELLING, ChatCtrlC
+from klaw.channels.console_cancel import ChatCtrlC, start_cancelling
 from klaw.channels.console_prompt import approves, ask_approval, ctrl_c_clears_a_typed_line, next_message
 from klaw.channels.console_waiting import TICK_SECONDS, waiting_text
 from klaw.command_syntax import parse_command
@@ -201,11 +201,7 @@ class AttachedConsole:
     def _cancel_turn(self, status: Status, ticker: asyncio.Task[None], waiting: asyncio.Task[Any] | None) -> None:
         """The first Ctrl-C while a reply is awaited: the engine is asked to stop this chat's turn (the
         `cancel_turn` query); its answer, stopped_turns.CANCELLED, ends the wait as any reply does."""
-        ticker.cancel()
-        status.update(CANCELLING)
-        task = asyncio.create_task(self._ask_to_cancel(waiting))
-        self._cancels.add(task)
-        task.add_done_callback(self._cancels.discard)
+        start_cancelling(status, ticker, self._cancels, self._ask_to_cancel(waiting))
 
     async def _ask_to_cancel(self, waiting: asyncio.Task[Any] | None) -> None:
         """An engine that cannot be asked (down, or one older than the query) leaves the turn running: the

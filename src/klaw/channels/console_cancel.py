@@ -14,8 +14,8 @@ that comes as a signal while a prompt is up (the terminal in line mode while pro
 something above the prompt) or on its way is given to that prompt as its Ctrl-C key. In the prompt's raw
 mode Ctrl-C is a key, not a signal, as before.
 
-The cancel itself is the caller's: in process, `/forget`'s stop without the forget (`turn_stopped`, the
-answer stopped_turns.CANCELLED); attached, the socket's `cancel_turn` query (engine/turn_cancel.py).
+The cancel itself is engine/turn_cancel.py's `cancel_turn` (`/forget`'s stop without the forget, the answer
+stopped_turns.CANCELLED): in process through `Engine.cancel_turn`, attached through the socket's query.
 """
 
 from __future__ import annotations
@@ -23,12 +23,15 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # prompt_toolkit is imported where a prompt is drawn, never by a piped chat (decision 316)
     from prompt_toolkit.application import Application
+    from rich.status import Status
+
+T = TypeVar("T")
 
 CANCELLING = "cancelling this turn… (Ctrl-C again to quit klaw chat)"
 
@@ -114,6 +117,19 @@ class ChatCtrlC:
             press_ctrl_c(app)
         else:  # the prompt is on its way (it gets it as it starts), or just closed (the turn it sent gets it)
             self._owed = True
+
+
+def start_cancelling(
+    status: Status, ticker: asyncio.Task[None], cancels: set[asyncio.Task[T]], cancel: Coroutine[Any, Any, T]
+) -> None:
+    """The first Ctrl-C while a reply is awaited, in process and attached alike: the waiting line stops counting
+    and says a cancel is under way, and `cancel` runs as a task `cancels` holds until it ends (the event loop
+    keeps only a weak reference to a task)."""
+    ticker.cancel()
+    status.update(CANCELLING)
+    task = asyncio.create_task(cancel)
+    cancels.add(task)
+    task.add_done_callback(cancels.discard)
 
 
 def press_ctrl_c(app: Application[Any]) -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.text import Text
 
+from klaw.cancellation import take_back_cancellation
 from klaw.channels.console_kept import kept_where
 from klaw.cli.chat_input import piped_message, read_piped, said_without_engine
 from klaw.cli.context import HOME_HELD_EXIT, err_console, fail, stdout_console
@@ -143,9 +144,7 @@ async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) ->
                 else:
                     status = await channel.answer_piped(piped)
             except asyncio.CancelledError:  # Ctrl-C while a reply is awaited: leave, the engine goes on
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()
+                take_back_cancellation()
                 interrupted = True
             finally:
                 await gateway.stop()

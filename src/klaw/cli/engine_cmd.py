@@ -12,6 +12,7 @@ import typer
 from rich.text import Text
 
 from klaw import event_loop
+from klaw.cancellation import take_back_cancellation
 from klaw.cli.chat_input import piped_message, read_piped, said_without_engine
 from klaw.cli.context import (
     HOME_HELD_EXIT,
@@ -169,11 +170,8 @@ def chat(
                             await running.embed_what_waits()
                 except asyncio.CancelledError:
                     # Ctrl-C while the model thinks: asyncio.run cancelled this task. Take the cancel back so
-                    # the shutdown below is an ordinary one (parts ask `cancelling()` whether their caller
-                    # is being cancelled, and would stop half-way), then exit 130 as after any Ctrl-C.
-                    task = asyncio.current_task()
-                    if task is not None:
-                        task.uncancel()
+                    # the shutdown below is an ordinary one, then exit 130 as after any Ctrl-C.
+                    take_back_cancellation()
                     interrupted = True
                 finally:
                     # Said after a Ctrl-C, or when the console ends with work under way. A piped message's

@@ -16,6 +16,7 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 from klaw import event_loop
+from klaw.cancellation import take_back_cancellation
 from klaw.cli.context import (
     fail,
     home_from_env,
@@ -108,9 +109,7 @@ async def _run(home: KlawHome, loaded: LoadedConfig, *, with_engine: bool) -> No
         # Ctrl-C or SIGTERM while the channels start (decision 431): the engine that has started stops in
         # order, as after the start (it was left to the loop's close, its files open). The cancel is taken
         # back for the shutdown (parts ask `cancelling()`), and given again so asyncio.run says interrupted.
-        task = asyncio.current_task()
-        if task is not None:
-            task.uncancel()
+        take_back_cancellation()
         await running.stop()
         if engine is not None:
             await engine.shutdown()

@@ -40,7 +40,7 @@ from klaw.engine.queries import Answer, EngineQueries
 from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.socket_file import hold_home
 from klaw.engine.status_query import status_answer
-from klaw.engine.turn_cancel import cancel_turn_answer
+from klaw.engine.turn_cancel import cancel_turn, cancel_turn_answer
 from klaw.home import KlawHome
 from klaw.llm.router import ModelRouter
 from klaw.memory.chunk_search import ChunkSearch
@@ -198,6 +198,11 @@ class Engine:
         stored = await self.processor.handle_inbound(Inbound(chat, text, message_id))
         self.approvals.heard(chat)  # a question after this message may be answered by a bare /approve
         return SubmitResult(message_id=stored.record.id)
+
+    async def cancel_turn(self, chat: ChatRef) -> bool:
+        """Ctrl-C in an in-process `klaw chat` (turn_cancel.py, as the socket's `cancel_turn` query): what `chat`
+        has under way stopped, told as cancelled; False when nothing was."""
+        return await cancel_turn(self.processor, chat)
 
     async def embed_what_waits(self, limit_seconds: float = ONE_MESSAGE_EMBED_SECONDS) -> None:
         """Wait (at most `limit_seconds`) for the embedding queue to embed every job due now: a piped chat's

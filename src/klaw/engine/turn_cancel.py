@@ -1,6 +1,6 @@
 """A person's Ctrl-C on a chat's running turn: the turn stopped as `/forget` stops it, nothing forgotten.
 
-One stop for both `klaw chat`s: in process the console calls `MessageProcessor.turn_stopped` itself
+One stop for both `klaw chat`s: in process the console calls it through `Engine.cancel_turn`
 (channels/console.py); attached to `klaw serve` or `klaw engine`, the terminal asks the socket's `cancel_turn`
 query (`{"channel", "chat_id"}` → `{"cancelled": bool}`) for the chat it is attached to (decision 496). The
 turn's task is cancelled (a tool's program killed with its process group), the waiting batches taken
