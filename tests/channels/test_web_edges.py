@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from klaw.store.records import ChatRef
-from tests.channels.test_web_forget_replay import _signed_in_page, _until
+from tests.channels.test_web_forget_replay import _Page, _signed_in_page, _until
 
 
 async def test_a_malformed_client_id_is_refused_in_words_and_nothing_is_sent() -> None:
@@ -51,16 +51,21 @@ async def test_a_command_sent_again_after_its_response_was_lost_runs_once() -> N
         assert len(await stack.engine.store.segments.list(chat)) == before + 1, json.dumps(answers)
 
 
+async def _first_answer(page: _Page, body: dict[str, str]) -> None:
+    """`body` posted with `?wait=20`, and the model's "First answer." in the response."""
+    page.stack.server.reply_text("First answer.")
+    first = await page.client.post("/api/messages?wait=20", json=body, headers=page.headers)
+    assert first.status_code == 200 and first.json()["reply"]["text"] == "First answer.", first.text
+
+
 async def test_a_message_sent_again_with_wait_gets_its_stored_reply_at_once() -> None:
     """adversary28: a script whose response was lost sends the same message again with the same client_id
     and `?wait=10`: it waited the whole 10 s for `"reply": null`, the engine having stored the message once
     and answered nothing new. Now the stored reply comes back at once, and the model is not asked again."""
     async with _signed_in_page() as page:
         stack, client = page.stack, page.client
-        stack.server.reply_text("First answer.")
         body = {"text": "again", "client_id": "abcdefgh1"}
-        first = await client.post("/api/messages?wait=20", json=body, headers=page.headers)
-        assert first.status_code == 200 and first.json()["reply"]["text"] == "First answer.", first.text
+        await _first_answer(page, body)
         asked = len(stack.server.requests)
         stack.server.reply_text("A second answer nobody should see.")
         again = await client.post("/api/messages?wait=20", json=body, headers=page.headers)
@@ -69,6 +74,18 @@ async def test_a_message_sent_again_with_wait_gets_its_stored_reply_at_once() ->
         assert answer["id"] == "web-main-abcdefgh1" and answer["reply"]["text"] == "First answer.", answer
         assert answer["repeated"] is True
         assert len(stack.server.requests) == asked  # not answered twice
+
+
+async def _another_text_refused(page: _Page, client_id: str, query: str = "") -> None:
+    """Post "a different line" under `client_id`, which holds another text: decision 487's 409, in words that
+    name the id and what to do, and that do not repeat the text."""
+    other = await page.client.post(
+        f"/api/messages{query}", json={"text": "a different line", "client_id": client_id}, headers=page.headers
+    )
+    assert other.status_code == 409, other.text
+    detail = other.json()["detail"]
+    assert f"client_id {client_id}" in detail and "another text" in detail and "new client_id" in detail, detail
+    assert "different line" not in detail
 
 
 async def test_another_text_under_a_used_client_id_is_refused_in_words() -> None:
@@ -81,13 +98,7 @@ async def test_another_text_under_a_used_client_id_is_refused_in_words() -> None
             "/api/messages?wait=20", json={"text": "first text", "client_id": "abcdefgh2"}, headers=page.headers
         )
         assert first.status_code == 200, first.text
-        other = await client.post(
-            "/api/messages?wait=5", json={"text": "a different line", "client_id": "abcdefgh2"}, headers=page.headers
-        )
-        assert other.status_code == 409, other.text
-        detail = other.json()["detail"]
-        assert "client_id abcdefgh2" in detail and "another text" in detail and "new client_id" in detail, detail
-        assert "different line" not in detail
+        await _another_text_refused(page, "abcdefgh2", "?wait=5")
         history = await client.get("/api/history")
         assert [m["text"] for m in history.json()["messages"] if m["role"] == "user"] == ["first text"]
 
@@ -106,13 +117,7 @@ async def test_another_text_under_a_client_id_the_gateway_holds_is_refused_while
         assert first.status_code == 200 and first.json()["queued"] is True, first.text
         again = await client.post("/api/messages", json=body, headers=page.headers)
         assert again.status_code == 200, again.text  # the page's outbox sending it again: the same message
-        other = await client.post(
-            "/api/messages", json={"text": "a different line", "client_id": "abcdefgh3"}, headers=page.headers
-        )
-        assert other.status_code == 409, other.text
-        detail = other.json()["detail"]
-        assert "client_id abcdefgh3" in detail and "another text" in detail and "new client_id" in detail, detail
-        assert "different line" not in detail
+        await _another_text_refused(page, "abcdefgh3")
         command = await client.post(
             "/api/messages", json={"text": "/new", "client_id": "abcdefgh3"}, headers=page.headers
         )
@@ -218,10 +223,7 @@ async def test_another_text_queued_while_the_engine_is_down_is_refused_in_the_ch
 
     async with _signed_in_page() as page:
         stack, client = page.stack, page.client
-        stack.server.reply_text("First answer.")
-        body = {"text": "first text", "client_id": "queuedother1"}
-        first = await client.post("/api/messages?wait=20", json=body, headers=page.headers)
-        assert first.status_code == 200 and first.json()["reply"]["text"] == "First answer.", first.text
+        await _first_answer(page, {"text": "first text", "client_id": "queuedother1"})
         await stack.engine.shutdown(timeout_seconds=5)
         other = {"text": "a different line", "client_id": "queuedother1"}
         queued = await client.post("/api/messages", json=other, headers=page.headers)

@@ -162,6 +162,14 @@ async def terminal(command: list[str], env: dict[str, str], workdir: Path) -> As
         await term.tmux("kill-server")
 
 
+@asynccontextmanager
+async def greeted_chat(env: dict[str, str], workdir: Path) -> AsyncIterator[Terminal]:
+    """`klaw chat` in a terminal (`terminal`), from the moment its greeting and prompt are shown."""
+    async with terminal([sys.executable, "-m", "klaw", "chat"], env, workdir) as term:
+        await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+        yield term
+
+
 def closed_port() -> int:
     """A local TCP port nothing listens on (bound, then released)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:

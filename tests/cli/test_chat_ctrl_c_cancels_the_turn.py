@@ -5,76 +5,57 @@ the first Ctrl-C waited out a 20 s `sleep` and dropped the person at the shell."
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.chat_terminal import USER, Terminal, chat_env, init_home, needs_tmux, terminal
+from tests.cli.chat_terminal import Terminal, chat_env, greeted_chat, init_home, needs_tmux
+from tests.cli.ctrl_c_turn import (
+    SLEEP,
+    assert_the_cancelled_turn_was_logged,
+    ctrl_c_again_while_cancelling,
+    ctrl_c_while_the_tool_runs,
+    the_chat_goes_on_and_leaves,
+)
 
-SLEEP = {"language": "shell", "code": "sleep 300; echo done"}
 
-
-def _records(home: Path) -> list[dict[str, object]]:
-    logs = sorted((home / "conversations").glob(f"console_{USER}/*.jsonl"))
-    return [json.loads(line) for path in logs for line in path.read_text(encoding="utf-8").splitlines()]
+@asynccontextmanager
+async def _chat_asked_for_a_long_tool_run(
+    home: Path, workdir: Path
+) -> AsyncIterator[tuple[FakeOpenAiServer, Terminal]]:
+    """`klaw chat` in process on a new home, at its prompt; the model asks for the long `sleep` at the first
+    message."""
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = chat_env(home, model.base_url)
+        model.reply_tool_calls([("code_execute", SLEEP)])
+        async with greeted_chat(env, workdir) as term:
+            yield model, term
 
 
 @needs_tmux
 async def test_ctrl_c_during_a_long_tool_run_cancels_the_turn_and_the_chat_goes_on(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    init_home(home)
-    async with FakeOpenAiServer() as model:
-        env = chat_env(home, model.base_url)
-        model.reply_tool_calls([("code_execute", SLEEP)])
-        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
-            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
-            await term.type_line("run the long thing")
-            await term.wait_for(lambda s: "thinking" in s and len(model.chat_requests) == 1, "the tool running")
-            await term.tmux("send-keys", "-t", term.target, "C-c")
-            screen = await term.wait_for_prompt_after("Cancelled: this turn was stopped", "the cancelled turn")
-            assert "your message is kept" in screen
-            assert "stopping: finishing the reply in flight" not in screen
-            assert "Traceback" not in screen
-            await term.type_line("and now?")  # the chat goes on: the next message is answered
-            await term.wait_for_prompt_after("echo: and now?", "the next reply")
-            sent = model.chat_requests[-1].body["messages"]
-            assert {"role": "user", "content": "run the long thing"} in sent  # the cancelled message is kept
-            await term.tmux("send-keys", "-t", term.target, "C-c")  # at an empty prompt: leave
-            assert await term.exit_status() == 0
-        assert len(model.chat_requests) == 2  # the cancelled turn never asked the model again
-    said = [(r["role"], r.get("content")) for r in _records(home) if r["type"] == "text"]
-    assert said[0] == ("user", "run the long thing") and ("assistant", "echo: and now?") in said
-    closes = [r for r in _records(home) if "status" in str(r.get("metadata"))]
-    assert closes and "'failed'" in str(closes[0]["metadata"]), closes  # closed: never answered again at a start
+    async with _chat_asked_for_a_long_tool_run(home, tmp_path) as (model, term):
+        await ctrl_c_while_the_tool_runs(term, model)
+        screen = await term.wait_for_prompt_after("Cancelled: this turn was stopped", "the cancelled turn")
+        assert "your message is kept" in screen
+        assert "stopping: finishing the reply in flight" not in screen
+        assert "Traceback" not in screen
+        await the_chat_goes_on_and_leaves(term, model)
+    assert len(model.chat_requests) == 2  # the cancelled turn never asked the model again
+    assert_the_cancelled_turn_was_logged(home)
     assert not (home / "engine.sock").exists()  # shut down, not killed
 
 
 @needs_tmux
 async def test_ctrl_c_twice_while_a_turn_runs_quits(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    init_home(home)
-    async with FakeOpenAiServer() as model:
-        env = chat_env(home, model.base_url)
-        model.reply_tool_calls([("code_execute", SLEEP)])
-        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
-            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
-            await term.type_line("run the long thing")
-            await term.wait_for(lambda s: "thinking" in s and len(model.chat_requests) == 1, "the tool running")
-            await term.tmux("send-keys", "-t", term.target, "C-c")
-            # The second press once the first was taken, as a person presses again on seeing it: two signals
-            # the kernel has not delivered yet are one. Exactly two presses (decision 496: in CI110 one landing
-            # as the prompt took the terminal was lost, and the test pressed a third time): the second quits
-            # while the cancel runs (130), or, the cancel done, is the prompt's Ctrl-C on an empty line (0),
-            # wherever it lands between the turn's end and the prompt.
-            await term.wait_for(lambda s: "cancelling this turn" in s or "Cancelled: this turn" in s, "the cancel")
-            await term.tmux("send-keys", "-t", term.target, "C-c")
-            status = await term.exit_status()
-            screen = await term.screen()
-            assert status in (0, 130), screen  # quit: at once (130), or the cancel won and the prompt left (0)
-            assert "Traceback" not in screen
+    async with _chat_asked_for_a_long_tool_run(tmp_path / "home", tmp_path) as (model, term):
+        await ctrl_c_while_the_tool_runs(term, model)
+        await ctrl_c_again_while_cancelling(term)
 
 
 async def _chat_pid(term: Terminal) -> int:
@@ -94,8 +75,7 @@ async def test_a_sigint_at_the_prompt_is_the_prompts_ctrl_c(tmp_path: Path) -> N
     init_home(home)
     async with FakeOpenAiServer() as model:
         env = chat_env(home, model.base_url)
-        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
-            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+        async with greeted_chat(env, tmp_path) as term:
             await term.tmux("send-keys", "-t", term.target, "-l", "half a thought")
             await term.wait_for(lambda s: s.rstrip().endswith("half a thought"), "the typed line")
             chat = await _chat_pid(term)

@@ -25,9 +25,9 @@ from tests.cli.chat_terminal import (
     chat_env,
     chat_without_a_terminal,
     closed_port,
+    greeted_chat,
     init_home,
     needs_tmux,
-    terminal,
 )
 
 
@@ -37,8 +37,7 @@ async def test_klaw_chat_in_a_terminal_answers_runs_commands_and_exits_cleanly(t
     init_home(home)
     async with FakeOpenAiServer() as model:
         env = chat_env(home, model.base_url)
-        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
-            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+        async with greeted_chat(env, tmp_path) as term:
             assert "model FAKE" in await term.screen()
 
             await term.type_line("hello from the terminal")
@@ -94,8 +93,7 @@ async def model_thinking(tmp_path: Path) -> AsyncIterator[Thinking]:
     async with FakeOpenAiServer() as model:
         model.reply_text("the late answer", before=slow_model)
         env = chat_env(home, model.base_url)
-        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
-            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+        async with greeted_chat(env, tmp_path) as term:
             await term.type_line("a slow question")
             async with asyncio.timeout(DEADLINE_SECONDS):
                 await started.wait()
@@ -174,8 +172,7 @@ async def test_ctrl_c_at_the_prompt_clears_a_typed_line_and_leaves_from_an_empty
     init_home(home)
     async with FakeOpenAiServer() as model:
         env = chat_env(home, model.base_url)
-        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
-            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+        async with greeted_chat(env, tmp_path) as term:
             await term.tmux("send-keys", "-t", term.target, "-l", "a line I changed my mind about")
             await term.wait_for(lambda s: "changed my mind" in s, "the typed line")
             await term.tmux("send-keys", "-t", term.target, "C-c")

@@ -4,13 +4,12 @@ appear while the person sits at the prompt, each headed with where it came from.
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 from klaw.engine.frames import HelloFrame, InboundFrame, OutboundFrame
 from klaw.home import KlawHome
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.cli.chat_terminal import PROMPT, USER, chat_env, init_home, needs_tmux, terminal
+from tests.cli.chat_terminal import PROMPT, USER, chat_env, greeted_chat, init_home, needs_tmux
 from tests.engine import GatewayClient
 
 
@@ -25,8 +24,7 @@ async def test_a_subagent_answer_is_shown_at_the_prompt_without_typing(tmp_path:
         model.reply_text("Started it in the background.")
         gate = asyncio.Event()
         model.reply_text("Here are three sources.", before=gate.wait)
-        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
-            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+        async with greeted_chat(env, tmp_path) as term:
             await term.type_line("research this for me")
             await term.wait_for_prompt_after("Started it in the background.", "the turn's reply")
             gate.set()
@@ -53,8 +51,7 @@ async def test_a_message_the_agent_wrote_in_another_chat_says_where_it_came_from
         env = chat_env(home, model.base_url)
         model.reply_tool_calls([("message_send", {"target": f"console:{USER}", "text": "hello console from web"})])
         model.reply_text("Sent it to your terminal.")
-        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
-            await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
+        async with greeted_chat(env, tmp_path) as term:
             web = await GatewayClient.connect(KlawHome(home).socket_path)  # the web page's gateway
             try:
                 await web.send(HelloFrame(channels=["web"]))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from klaw.config import EngineConfig
 from klaw.engine.clock import ManualClock
 from klaw.engine.delivery import Outbound
 from klaw.engine.runtime import Engine
@@ -40,29 +41,47 @@ def closes_in_log(home: KlawHome) -> list[str]:
     ]
 
 
-async def test_a_reply_the_full_database_refused_is_stored_and_sent_once_there_is_room(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+@pytest.fixture
+def home(tmp_path: Path) -> KlawHome:
+    """A home `klaw init` made."""
     home = KlawHome(tmp_path / "home")
     initialise_home(home)
-    delivered: list[Outbound] = []
+    return home
+
+
+async def _started(home: KlawHome, config: EngineConfig, clock: ManualClock, delivered: list[Outbound]) -> Engine:
+    """An engine without a socket: what it sends goes to its delivery's fallback, kept in `delivered`."""
 
     async def record(outbound: Outbound) -> None:
         delivered.append(outbound)
 
+    engine = await Engine.start(home, config, clock=clock, listen=False)
+    engine.delivery.set_fallback(record)
+    return engine
+
+
+async def _a_long_reply_fills_the_disk(engine: Engine, server: FakeOpenAiServer, clock: ManualClock) -> None:
+    """A message whose reply needs pages the database cannot have (the cap set as the model answers), until
+    the turn waits for room the first time."""
+
+    async def disk_fills() -> None:
+        await cap_database(engine, 0)
+
+    server.reply_text(LONG_TEXT, before=disk_fills)
+    await engine.submit(CHAT, "write me a long story")
+    await clock.advance(engine.config.processing.debounce_ms / 1000)
+    await asyncio.wait_for(clock.wait_for_sleeper(1.0), 30)
+
+
+async def test_a_reply_the_full_database_refused_is_stored_and_sent_once_there_is_room(
+    home: KlawHome, caplog: pytest.LogCaptureFixture
+) -> None:
+    delivered: list[Outbound] = []
     async with FakeOpenAiServer() as server:
         clock = ManualClock()
-        engine = await Engine.start(home, engine_config(server.base_url), clock=clock, listen=False)
-        engine.delivery.set_fallback(record)
+        engine = await _started(home, engine_config(server.base_url), clock, delivered)
         try:
-
-            async def disk_fills() -> None:
-                await cap_database(engine, 0)
-
-            server.reply_text(LONG_TEXT, before=disk_fills)  # a reply needing pages the database cannot have
-            await engine.submit(CHAT, "write me a long story")
-            await clock.advance(engine.config.processing.debounce_ms / 1000)
-            await asyncio.wait_for(clock.wait_for_sleeper(1.0), 30)  # the first wait for room
+            await _a_long_reply_fills_the_disk(engine, server, clock)
             [told] = delivered
             assert told.kind == "notice" and told.text.startswith("Your answer is written but not saved yet: no space")
             assert LONG_TEXT[:30] not in told.text
@@ -84,29 +103,15 @@ async def test_a_reply_the_full_database_refused_is_stored_and_sent_once_there_i
 
 
 async def test_a_reply_still_unsaved_at_shutdown_is_stored_and_sent_by_the_next_start_once(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    home: KlawHome, caplog: pytest.LogCaptureFixture
 ) -> None:
-    home = KlawHome(tmp_path / "home")
-    initialise_home(home)
     delivered: list[Outbound] = []
-
-    async def record(outbound: Outbound) -> None:
-        delivered.append(outbound)
-
     async with FakeOpenAiServer() as server:
         config = engine_config(server.base_url)
         clock = ManualClock()
-        engine = await Engine.start(home, config, clock=clock, listen=False)
-        engine.delivery.set_fallback(record)
+        engine = await _started(home, config, clock, delivered)
         try:
-
-            async def disk_fills() -> None:
-                await cap_database(engine, 0)
-
-            server.reply_text(LONG_TEXT, before=disk_fills)
-            await engine.submit(CHAT, "write me a long story")
-            await clock.advance(engine.config.processing.debounce_ms / 1000)
-            await asyncio.wait_for(clock.wait_for_sleeper(1.0), 30)
+            await _a_long_reply_fills_the_disk(engine, server, clock)
         finally:
             await engine.shutdown(timeout_seconds=1)  # the disk still full: the turn is stopped
         assert delivered[0].kind == "notice"
@@ -115,8 +120,7 @@ async def test_a_reply_still_unsaved_at_shutdown_is_stored_and_sent_by_the_next_
 
         delivered.clear()
         with caplog.at_level(logging.WARNING):
-            engine = await Engine.start(home, config, clock=clock, listen=False)  # a new connection: no cap
-        engine.delivery.set_fallback(record)
+            engine = await _started(home, config, clock, delivered)  # a new connection: no cap
         try:
             await engine.processor.resuming.redeliver()  # as when a gateway says hello: the start found no route
             [turn] = await engine.chats.turns(CHAT)
