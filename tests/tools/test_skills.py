@@ -220,3 +220,19 @@ def test_a_symlink_loop_leaves_out_its_skill_alone(tmp_path: Path) -> None:
     assert checked.exception is None or isinstance(checked.exception, SystemExit)
     assert "skipped: loopy/a: is a symlink in a loop" in checked.output
     assert "1 skill(s) usable, 1 left out" in checked.output
+
+
+def test_a_folder_named_like_an_emoji_code_is_named_as_it_is(tmp_path: Path) -> None:
+    """rich reads `:fire:` as an emoji code even with markup off: `klaw config check` named a skill folder
+    `:fire:` as "🔥/SKILL.md", a file nobody can find. klaw's consoles print text as it is (emoji off)."""
+    from tests.cli.klaw_here import klaw_here
+
+    assert klaw_here(tmp_path, "init", stdin="").returncode == 0
+    skill(tmp_path / "workspace" / "skills", ":fire:", "no front matter\n")
+    checked = klaw_here(tmp_path, "config", "check")
+    assert checked.returncode == 0, checked.stderr
+    assert "skipped: :fire:/SKILL.md: does not start with YAML front matter" in checked.stderr, checked.stderr
+    assert "\N{FIRE}" not in checked.stderr
+    for command in ("list", "check"):
+        said = klaw(tmp_path, command).output
+        assert ":fire:/SKILL.md" in said and "\N{FIRE}" not in said, said

@@ -29,12 +29,13 @@ if TYPE_CHECKING:
 
 
 def stdout_console(**options: Any) -> Console:
-    """Where commands print what they show (`options` are rich's: `markup=False` unless given). On a
-    terminal rich wraps at its width; into a file or a pipe (`klaw memory list | grep`, a script, a
-    service's journal) a line stays whole instead of being broken at rich's default 80 columns
-    mid-sentence. A block rich pads to the width (Markdown, `Padding`) is printed as plain text by the
-    command when `is_terminal` is false, or it is padded with spaces to column 80."""
-    console = Console(**({"markup": False} | options))
+    """Where commands print what they show (`options` are rich's: `markup=False` and `emoji=False` unless
+    given, so text is shown as it is: a skill folder `:fire:` is not read as an emoji code). On a terminal rich
+    wraps at its width; into a file or a pipe (`klaw memory list | grep`, a script, a service's journal) a line
+    stays whole instead of being broken at rich's default 80 columns mid-sentence. A block rich pads to the
+    width (Markdown, `Padding`) is printed as plain text by the command when `is_terminal` is false, or it is
+    padded with spaces to column 80."""
+    console = Console(**({"markup": False, "emoji": False} | options))
     if not console.is_terminal and "soft_wrap" not in options:
         console.soft_wrap = True
     return console
@@ -54,10 +55,10 @@ def table_console(widest_row: int) -> Console:
     """Where a command prints a table. On a terminal, its width; into a pipe or a file (a bug report, a
     script) as wide as the widest row needs, up to `PIPED_MAX_WIDTH`, so a row stays on one line instead
     of folding at rich's default 80 columns (a date cut into "2026-11-2 / 7 13:07")."""
-    console = Console(markup=False)
+    console = Console(markup=False, emoji=False)
     if console.is_terminal:
         return console
-    return Console(markup=False, width=max(console.width, min(widest_row, PIPED_MAX_WIDTH)))
+    return Console(markup=False, emoji=False, width=max(console.width, min(widest_row, PIPED_MAX_WIDTH)))
 
 
 def print_whole(console: Console, table: RenderableType) -> None:
