@@ -15,6 +15,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py, `_Spoiled` in sto
   - YamlBadValue ........................... yaml_syntax: a value its tag cannot be built from (a yaml.YAMLError too)
   - LanguageError (ValueError) ............. home_language: a language code klaw init cannot use
   - HomeHeldError (RuntimeError) ........... home_lock: another process holds the home (an engine, or maintenance)
+  - BackupError (RuntimeError) ............. home_backup: `klaw backup` cannot write its archive there
   - LlmError (RuntimeError) ................ llm/errors: a model call failed (model id, base URL, status)
     + LlmTimeoutError
     + LlmRateLimitError

@@ -44,6 +44,7 @@ class _Nouns(LazyCommands):
         "config": "klaw.cli.config_cmd:app",
         "db": "klaw.cli.db_cmd:app",
         "log": "klaw.cli.log_cmd:app",
+        "backup": "klaw.cli.backup_cmd:backup",
         "memory": "klaw.cli.memory_cmd:app",
         "schedule": "klaw.cli.schedule_cmd:app",
         "bench": "klaw.cli.bench_cmd:app",

@@ -2,7 +2,10 @@
 
 Plain HTML, CSS and JavaScript shipped in the package (`static/`), no build step. Headers keep the
 page to itself: a strict Content-Security-Policy (scripts and styles only from this origin, no
-inline code, no framing), no referrer to other sites, no caching of pages or API answers. A request naming
+inline code, no framing), no referrer to other sites, no caching of pages or API answers, and the page's
+own files (`/static/…`) revalidated at every load (`Cache-Control: no-cache`, answered 304 by their ETag while
+unchanged): a reload after an upgrade runs the new app.js with the new index.html, never the browser's cached
+old one (decision 512). A request naming
 another host than the page's own is refused before anything else (host_guard.py). Unsafe methods from
 another origin are refused before any handler runs (the `Origin` header must name this host), on
 top of SameSite=Strict cookies and CSRF tokens. Before any body is read, the sender must hold a
@@ -17,6 +20,7 @@ from __future__ import annotations
 import html
 from collections.abc import Awaitable, Callable, Iterable
 from importlib import resources
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request, Response
@@ -43,15 +47,23 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 EXPIRED_FORM = "The form expired; please try again."
 
 
+# The page's files, shipped in the package (a test points this at a copy it can change).
+STATIC_DIRECTORY = Path(str(resources.files("klaw.channels.web") / "static"))
+# The page's own files: the browser may keep them but asks again at every load (If-None-Match: a 304 while
+# unchanged). Without it Chromium took last-modified as leave to reuse them for days, so a reload after an
+# upgrade ran the old app.js with the new index.html ("openEvents is not defined"; newcomer22, decision 512).
+STATIC_CACHE = "no-cache"
+
+
 def _page(name: str) -> str:
-    return (resources.files("klaw.channels.web") / "static" / name).read_text(encoding="utf-8")
+    return (STATIC_DIRECTORY / name).read_text(encoding="utf-8")
 
 
 def create_app(backend: WebBackend, auth: WebAuth, allowed_hosts: Iterable[str] = ()) -> FastAPI:
     """`allowed_hosts`: names the page answers to besides localhost and IP addresses (host_guard.py)."""
     app = FastAPI(title="klaw", docs_url=None, redoc_url=None, openapi_url=None)
     app.include_router(build_api(backend, auth))
-    app.mount("/static", StaticFiles(packages=[("klaw.channels.web", "static")]), name="static")
+    app.mount("/static", StaticFiles(directory=STATIC_DIRECTORY), name="static")
     limiter = LoginLimiter(auth.clock)
 
     def admit(request: Request) -> Response | None:
@@ -110,7 +122,9 @@ def create_app(backend: WebBackend, auth: WebAuth, allowed_hosts: Iterable[str] 
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["X-Frame-Options"] = "DENY"
         response.headers["Referrer-Policy"] = "same-origin"  # no-referrer would make Chrome send Origin: null
-        if not request.url.path.startswith("/static/"):
+        if request.url.path.startswith("/static/"):
+            response.headers["Cache-Control"] = STATIC_CACHE
+        else:
             response.headers.setdefault("Cache-Control", "no-store")
         return response
 

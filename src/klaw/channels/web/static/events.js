@@ -119,6 +119,9 @@ function streamEvents(channel, release) {
   const source = new EventSource(since == null ? "/api/events" : `/api/events?since=${encodeURIComponent(since)}`);
   for (const kind of EVENT_KINDS) {
     source.addEventListener(kind, (event) => {
+      // EventSource's own connection error (klaw stopped, the network gone) is an `error` event too, with no
+      // data and no id: only the server's `error` events (messages) are shown (decision 512).
+      if (!(event instanceof MessageEvent)) return;
       const id = Number(event.lastEventId);
       if (channel) channel.postMessage({ kind, id, data: event.data });
       deliver(kind, id, event.data);
@@ -135,6 +138,6 @@ function deliver(kind, id, data) {
     if (id <= state.skipTo) return;
     state.skipTo = null;
   }
-  state.lastEvent = id;
+  if (Number.isFinite(id)) state.lastEvent = id;  // never NaN: it is the next stream's `since`
   onEvent(kind, { data });
 }

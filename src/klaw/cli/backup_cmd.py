@@ -1,0 +1,65 @@
+"""`klaw backup [PATH]`: the home in one private archive while klaw may run on it (home_backup.py, decision 512).
+
+A thin skin: the work is `klaw.home_backup.back_up`; here the home and its database are found, a bar shows
+the bytes archived (on stderr, on a terminal), and the report says what was left out, how to restore, and,
+on PostgreSQL, that the database needs pg_dump."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+from klaw.cli.context import fail, home_from_env, load_or_exit, stderr_console, stdout_console
+
+RESTORE = (
+    "Restore it: stop klaw serve (or the service) and leave every klaw chat terminal attached to it, then"
+    " mkdir -m 700 NEW_HOME && tar xzf {path} -C NEW_HOME (docs/maintenance.md)."
+)
+PG_DUMP = (
+    "This home's memory and conversation log are in PostgreSQL (database.backend: postgres): the archive holds"
+    ' none of them. Back the database up too: pg_dump -Fc -f klaw-$(date +%F).dump "${variable}"'
+    " (docs/postgres.md, 'Restoring a backup')."
+)
+
+
+def backup(
+    path: Annotated[
+        Path | None,
+        typer.Argument(help="The archive to write (a .tgz), or a folder for klaw-DATE-TIME.tgz; default: here."),
+    ] = None,
+) -> None:
+    """Write the whole home into one gzip'd tar, readable by you alone (0600), while klaw may be running:
+    klaw.db and scheduler.db copied as of one moment (SQLite's online backup), then the conversation log
+    (whole lines only); cache/, sandbox/, logs/, docs_index.db and sockets left out. On PostgreSQL the
+    database is not in it: back it up with pg_dump (the command is printed)."""
+    from klaw.home_backup import BackupError, back_up
+
+    home = home_from_env()
+    database = load_or_exit(home).config.database
+    sqlite_file = home.database_file(database.path) if database.backend == "sqlite" else None
+    target = (path or Path.cwd()).expanduser()
+    errors = stderr_console()
+    columns = (TextColumn("archiving"), BarColumn(), DownloadColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=errors, transient=True) as bar:
+        task = bar.add_task("archiving", total=None)
+        try:
+            report = back_up(
+                home,
+                target,
+                database=sqlite_file,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+        except BackupError as exc:
+            fail(str(exc))
+        except OSError as exc:
+            fail(f"cannot write {target}: {exc.strerror or exc}; nothing was written")
+    out = stdout_console()
+    out.print(f"Wrote {report.path} ({report.files} files, {report.bytes / 1e6:.1f} MB before compression; mode 0600).")
+    if report.left_out:
+        out.print("Left out: " + ", ".join(report.left_out) + ".")
+    out.print(RESTORE.format(path=report.path))
+    if report.postgres:
+        errors.print(PG_DUMP.format(variable=database.url_env or "KLAW_DATABASE_URL"))

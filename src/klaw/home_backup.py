@@ -1,0 +1,223 @@
+"""`klaw backup`: one private archive of a home, consistent while klaw runs on it (decision 512).
+
+`tar czf … -C ~ .klaw` made a world-readable archive (the umask's 0644) of every conversation and
+service.env, packed the embedder's 87 MB cache, and copied klaw.db's pages while the engine wrote them.
+Here:
+
+- The SQLite files (the memory's klaw.db, scheduler.db) are copied with SQLite's online backup API in one
+  read transaction: a snapshot of one moment, whatever the engine writes meanwhile (WAL readers do not
+  block it). Their -wal and -shm files are not needed beside a snapshot.
+- The conversation log is copied after the database. A line is logged (and fsync'd) before its row is
+  stored, so every row of the snapshot has its line in the copy; a line logged after the snapshot is in
+  the copy's log only, and the first start of the restored home stores it (start-up recovery reads files
+  modified after the store's watermark, and the archive keeps each file's time). Lines are only ever
+  appended (a forget rewrites a file whole, atomically), so a file read while a line is being appended is
+  cut after its last whole line: the copy never holds a torn line `klaw log check` would report. The
+  gateway's buffer (`gateway/*.jsonl`) is appended the same way and cut the same way.
+- What is rebuilt on its own or belongs to the running process is left out: `cache/` (the embedder's
+  graphs), `docs_index.db`, `logs/`, `sandbox/` (`klaw sandbox install` makes it again), sockets,
+  `engine.lock`, `web_address`, `.private-walk` (so the restored home is checked for privacy once).
+- The archive is created 0600 whatever the umask, under a temporary name beside it, and given its name
+  only once whole; an existing file is never replaced.
+
+On PostgreSQL the memory and its log are in the database: the archive holds the folder's files and the
+report says to back the database up with pg_dump.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import stat
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from klaw.errors import KlawError
+from klaw.home import KlawHome
+from klaw.private_files import open_private
+
+# Left out, by name at the home's top: rebuilt on their own, or the running process's.
+LEFT_OUT = {
+    "cache": "rebuilt on first use",
+    "docs_index.db": "rebuilt on its own",
+    "logs": "rewritten on their own",
+    "sandbox": "made again by klaw sandbox install",
+    "engine.lock": "the running process's",
+    "web_address": "the running page's",
+    ".private-walk": "so the restored home is checked for privacy once",
+}
+SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+APPENDED = ("conversations", "gateway")  # folders of append-only JSONL files: cut after their last whole line
+_PIECE = 1 << 20
+
+Progress = Callable[[int, int], None]  # (bytes archived so far, bytes in all)
+
+
+class BackupError(KlawError, RuntimeError):
+    """The backup cannot be written (its file exists, its folder is missing); the message says what to do."""
+
+
+@dataclass
+class BackupReport:
+    path: Path
+    files: int = 0
+    bytes: int = 0
+    left_out: list[str] = field(default_factory=list)  # "cache/ (rebuilt on first use)", …
+    postgres: bool = False  # the memory is in PostgreSQL: not in this archive
+
+
+def default_name(now: datetime | None = None) -> str:
+    return f"klaw-{(now or datetime.now(UTC)).strftime('%Y-%m-%d-%H%M%S')}.tgz"
+
+
+def back_up(home: KlawHome, target: Path, *, database: Path | None, progress: Progress | None = None) -> BackupReport:
+    """Write `home` into a new gzip'd tar at `target` (a folder: a dated name inside it). `database`: the
+    SQLite file of the memory (`database.path`), None on PostgreSQL. Blocking: run it in a thread."""
+    if target.is_dir():
+        target = target / default_name()
+    if target.exists():
+        raise BackupError(f"{target} exists already: name another file (klaw backup PATH), nothing was written")
+    if not target.parent.is_dir():
+        raise BackupError(f"{target.parent} is not a folder: create it first, or name another place")
+    report = BackupReport(path=target, postgres=database is None)
+    databases = [path for path in (database, home.scheduler_db) if path is not None and path.is_file()]
+    with tempfile.TemporaryDirectory(prefix=".klaw-backup-", dir=target.parent) as scratch:
+        snapshots = [(_snapshot(path, Path(scratch) / f"{n}.db"), path) for n, path in enumerate(databases)]
+        # After the snapshots: every row they hold has its line in the log read below.
+        plan = [(snapshot, _member(home, original)) for snapshot, original in snapshots]
+        plan += list(_files(home, set(databases), report))
+        total = sum(_size(path) for path, _ in plan)
+        partial = target.parent / f".{target.name}.partial"
+        descriptor = open_private(partial, os.O_WRONLY | os.O_EXCL)
+        try:
+            with os.fdopen(descriptor, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as archive:
+                for path, name in plan:
+                    report.bytes += _add(archive, path, name)
+                    report.files += 1
+                    if progress is not None:
+                        progress(report.bytes, max(total, report.bytes))
+                raw.flush()
+            os.link(partial, target)  # never over a file that appeared meanwhile (FileExistsError)
+        except FileExistsError:
+            raise BackupError(f"{target} appeared while the backup was written: nothing was replaced") from None
+        finally:
+            partial.unlink(missing_ok=True)
+    return report
+
+
+def _snapshot(source: Path, copy: Path) -> Path:
+    """`source` as of one moment, by SQLite's online backup (one read transaction: writers go on)."""
+    import apsw  # not for `klaw --help`
+
+    os.close(open_private(copy, os.O_WRONLY))  # created 0600 before SQLite opens it
+    reader = apsw.Connection(str(source), flags=apsw.SQLITE_OPEN_READONLY)
+    writer = apsw.Connection(str(copy))
+    try:
+        with writer.backup("main", reader, "main") as backup:
+            while not backup.done:
+                backup.step(-1)
+        writer.execute("PRAGMA journal_mode=DELETE")  # one file, no -wal to carry beside it
+    finally:
+        writer.close()
+        reader.close()
+    return copy
+
+
+def _member(home: KlawHome, path: Path) -> str:
+    """The name in the archive: the path below the home (a database kept elsewhere: its file's name)."""
+    with contextlib.suppress(ValueError):
+        return path.relative_to(home.root).as_posix()
+    return f"outside-home/{path.name}"
+
+
+def _files(home: KlawHome, databases: set[Path], report: BackupReport) -> Iterator[tuple[Path, str]]:
+    """Every file and folder of the home to archive (the log's first), in a stable order."""
+    skipped = {home.root / name for name in LEFT_OUT}
+    skipped |= {Path(f"{path}{suffix}") for path in databases for suffix in ("", *SQLITE_SIDECARS)}
+    skipped |= {home.root / f"{home.docs_index_file.name}{suffix}" for suffix in SQLITE_SIDECARS}
+    for name, why in LEFT_OUT.items():
+        if (home.root / name).exists():
+            report.left_out.append(f"{name}{'/' if (home.root / name).is_dir() else ''} ({why})")
+    tops = sorted(home.root.iterdir(), key=lambda path: (path.name not in APPENDED, path.name))
+    for top in tops:
+        yield from _walk(home, top, skipped)
+
+
+def _walk(home: KlawHome, path: Path, skipped: set[Path]) -> Iterator[tuple[Path, str]]:
+    if path in skipped:
+        return
+    mode = path.lstat().st_mode
+    if stat.S_ISDIR(mode):
+        yield path, path.relative_to(home.root).as_posix()
+        for child in sorted(path.iterdir()):
+            yield from _walk(home, child, skipped)
+    elif stat.S_ISREG(mode) or stat.S_ISLNK(mode):  # sockets, fifos: the running process's
+        yield path, path.relative_to(home.root).as_posix()
+
+
+def _size(path: Path) -> int:
+    info = path.lstat()
+    return info.st_size if stat.S_ISREG(info.st_mode) else 0
+
+
+def _add(archive: tarfile.TarFile, path: Path, name: str) -> int:
+    """`path` as `name`; a log file cut after its last whole line. Returns the bytes written."""
+    info = archive.gettarinfo(str(path), arcname=name)
+    if not info.isreg():
+        archive.addfile(info)
+        return 0
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size  # what is appended after this is not taken
+        if name.split("/", 1)[0] in APPENDED and name.endswith(".jsonl"):
+            size = _whole_lines(handle, size)
+        info.size = size
+        archive.addfile(info, _Bounded(handle, size))
+    return size
+
+
+def _whole_lines(handle: BinaryIO, size: int) -> int:
+    """How much of the file ends with a whole line: a last line without its newline is kept when it is a
+    whole JSON record (a file edited by hand), cut when it is not (being appended at this moment)."""
+    end = size
+    while end > 0:
+        start = max(0, end - _PIECE)
+        handle.seek(start)
+        piece = handle.read(end - start)
+        newline = piece.rfind(b"\n")
+        if newline >= 0:
+            cut = start + newline + 1
+            break
+        end = start
+    else:
+        cut = 0
+    if cut < size:
+        handle.seek(cut)
+        try:
+            json.loads(handle.read(size - cut))
+        except ValueError:
+            return cut
+    return size
+
+
+class _Bounded(io.RawIOBase):
+    """The first `size` bytes of an open file, read from its start."""
+
+    def __init__(self, handle: BinaryIO, size: int) -> None:
+        handle.seek(0)
+        self._handle, self._left = handle, size
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, count: int = -1) -> bytes:
+        count = self._left if count < 0 else min(count, self._left)
+        data = self._handle.read(count)
+        self._left -= len(data)
+        return data
