@@ -82,6 +82,11 @@ def back_up(home: KlawHome, target: Path, *, database: Path | None, progress: Pr
     SQLite file of the memory (`database.path`), None on PostgreSQL. Blocking: run it in a thread."""
     if target.is_dir():
         target = target / default_name()
+    if target.resolve().is_relative_to(home.root.resolve()):
+        raise BackupError(
+            f"{target} is inside the home ({home.root}): each backup would be packed into the next;"
+            " name a place outside it (klaw backup ~/backups/), nothing was written"
+        )
     if target.exists():
         raise BackupError(f"{target} exists already: name another file (klaw backup PATH), nothing was written")
     if not target.parent.is_dir():

@@ -97,3 +97,5 @@ def test_a_postgres_home_is_told_to_dump_its_database_and_an_archive_is_never_re
     assert "pg_dump" in done.stderr and '"$MY_KLAW_DSN"' in done.stderr
     again = klaw_here(home, "backup", str(written))
     assert again.returncode == 2 and "exists already" in again.stderr and "Traceback" not in again.stderr
+    inside = klaw_here(home, "backup", str(home))
+    assert inside.returncode == 2 and "is inside the home" in inside.stderr and not list(home.glob("*.tgz"))
