@@ -76,7 +76,7 @@ async def test_a_telegram_chat_is_a_number_and_names_are_compared_exactly(tmp_pa
 def test_schedule_add_into_a_telegram_chat_nothing_serves_warns(tmp_path: Path) -> None:
     home = tmp_path / "home"
     assert klaw_here(home, "init").returncode == 0
-    args = ("schedule", "add", "tg", "--every", "1m", "--message", "hi", "--new-chat", "--inject-into")
+    args = ("schedule", "add", "tg", "--every", "1h", "--message", "hi", "--new-chat", "--inject-into")
     refused = klaw_here(home, *args, "telegram:abc")
     assert refused.returncode == 2 and "a Telegram chat's id is its number" in refused.stderr, refused.stderr
     added = klaw_here(home, *args, "telegram:123456")

@@ -41,7 +41,7 @@ from klaw.engine.socket_file import EngineAlreadyRunningError
 from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
-from klaw.home_lock import ENGINE_ROLE, held_by_this_process, holder_of, program_config
+from klaw.home_lock import program_config
 from klaw.home_privacy import describe_changes, make_private
 from klaw.library_arguments import (
     LIBRARY_CHANNEL,
@@ -55,10 +55,10 @@ from klaw.library_arguments import (
     model_of,
     query_of,
     session_of,
-    talk_instead,
     tools_of,
 )
 from klaw.library_notices import not_taken, warn_overridden
+from klaw.library_open import noted_closed, noted_open, opened, refused_start
 from klaw.library_own_turn import AskChains, OwnTurnRunning
 from klaw.library_stream import Reader, ReplyStream, StreamReaders
 from klaw.llm.catalogue import ModelCatalogue
@@ -171,6 +171,12 @@ class Klaw:
             )
         return self._engine
 
+    @staticmethod
+    def opened(home: str | Path | KlawHome) -> Klaw | None:
+        """This program's started `Klaw` on `home`, or None: the one a notebook cell run twice lost (decision 513)."""
+        found: Klaw | None = opened(home_of(home))
+        return found
+
     async def start(self) -> Klaw:
         """Start the engine (`async with` calls it). It returns once each MCP server `tools.enabled` names
         has started or failed (up to its `startTimeoutSeconds`), unless `mcp.startWaitSeconds` is set:
@@ -190,24 +196,15 @@ class Klaw:
             router = ModelRouter(ModelCatalogue.from_config(config), factory=lambda _id, _config: model, lent=True)
         try:
             with program_config() if self._config is not None else contextlib.nullcontext():
+                # the library's channel given before recovery: a reply sent again at start reaches us
                 self._engine = await Engine.start(
-                    self.home,
-                    config,
-                    clock=self._clock,
-                    listen=self._listen,
-                    router=router,
-                    embedder=self._embedder,
-                    tools=self._tools,
-                    channels={
-                        LIBRARY_CHANNEL: self._deliver
-                    },  # before recovery: a reply sent again at start reaches us
+                    self.home, config, clock=self._clock, listen=self._listen, router=router,
+                    embedder=self._embedder, tools=self._tools, channels={LIBRARY_CHANNEL: self._deliver},
                     config_file=config_file,
-                )
+                )  # fmt: skip
         except EngineAlreadyRunningError as exc:
-            holder = holder_of(self.home.root)
-            if held_by_this_process(self.home.root) or (holder and holder.role and holder.role != ENGINE_ROLE):
-                raise  # this program's own Klaw ("use that one"), or maintenance ("wait for it to finish")
-            raise EngineAlreadyRunningError(f"{exc}. {await talk_instead(self.home)}") from None
+            raise await refused_start(self.home, exc) from None
+        noted_open(self.home, self)
         self._engine.delivery.stream_in_process(LIBRARY_CHANNEL, self._pick_stream)
         # an `ask` in another channel's chat (web:main) takes its own replies, not the channel (decision 465)
         self._engine.delivery.answer_asks(self._asked, self._deliver, self._pick_stream)
@@ -308,6 +305,7 @@ class Klaw:
             return
         engine, self._engine = self._engine, None
         self._closed = True
+        noted_closed(self.home, self)
         self._closing = asyncio.get_running_loop().create_future()
         try:
             if engine is not None:

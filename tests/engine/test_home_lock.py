@@ -68,9 +68,10 @@ async def test_a_second_engine_beside_a_library_engine_is_refused(tmp_path: Path
             await a_library(home).start()
         message = str(refused.value)
         # this very program holds it: "end that program first (pid <our own>)" would be no advice at all
-        assert message == (
-            f"cannot start: this program already has Klaw('{home.resolve()}') open: use that one, or close it first"
+        assert message.startswith(
+            f"cannot start: this program already has Klaw('{home.resolve()}') open: use that one, or close it first."
         )
+        assert refused.value.open is first  # the Klaw it means, for a notebook that lost it (decision 513)
         assert stat.S_IMODE(os.stat(home / "engine.lock").st_mode) == 0o600
         assert await first.ask("alice", "still here?") == "ok"  # the refused start left the first alone
     async with a_library(home) as again:  # given back at shutdown

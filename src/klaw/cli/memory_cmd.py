@@ -80,6 +80,9 @@ class SearchOutcome:
     """Each segment id of the chat and its number within it, shown beside the id (decision 402)."""
     too_short: str = ""
     """When no result came from the vector side: how many messages searched are too short to embed, or ''."""
+    elsewhere: str = ""
+    """When no --chat was given and other chats are stored: which chat was searched and which others hold
+    the words (decision 513), or ''."""
 
 
 @app.command()
@@ -143,7 +146,8 @@ async def _search(
             searched = [segment_id] if segment_id is not None else [segment.id for segment in segments]
             short = await _too_short(store, searched, config.auto_rag.min_message_tokens)
         threshold = config.auto_rag.relevance_threshold
-        return SearchOutcome(chat, scope_label, hits, note, threshold, older, numbers, short)
+        elsewhere = await _other_chats_with(store, chat, text) if chat_arg is None else ""
+        return SearchOutcome(chat, scope_label, hits, note, threshold, older, numbers, short, elsewhere)
     finally:
         await store.aclose()
 
@@ -182,6 +186,24 @@ async def _pick_chat(store: Storage, chat_arg: str | None) -> ChatRef:
         known = f"stored chats:\n{listing(chat_arg)}" if chats else "no chat is stored yet."
         raise SearchProblem(f"no chat {chat} in the database; {known}")
     return chat
+
+
+OTHER_CHATS_LOOKED_AT = 20  # the most recently active; a home with thousands of chats is not read whole
+
+
+async def _other_chats_with(store: Storage, searched: ChatRef, text: str) -> str:
+    """Which chat a search without --chat read, and the other chats whose messages hold `text`'s words (full text,
+    up to 20 of the most recently active): a person living in the web page searched the console chat by default,
+    saw only unrelated hits and took memory for lost (newcomer22). '' when no other chat is stored."""
+    others = [chat for chat in await store.segments.chats() if chat != searched]  # the newest segment first
+    if not others:
+        return ""
+    found = [chat for chat in others[:OTHER_CHATS_LOOKED_AT] if await store.search.full_text(chat, text, limit=1)]
+    said = f"Searched {searched}, the default chat; --chat channel:chat_id searches another."
+    if found:
+        return f"{said} These chats hold these words too: {', '.join(map(str, found))}."
+    capped = f" (of the {OTHER_CHATS_LOOKED_AT} most recently active)" if len(others) > OTHER_CHATS_LOOKED_AT else ""
+    return f"{said} No other chat{capped} holds these words."
 
 
 async def _embedder_for(store: Storage, config: EngineConfig, cache_dir: Path) -> tuple[Embedder | None, str]:
@@ -238,6 +260,8 @@ def _unrelated(hit: HybridHit, threshold: float) -> bool:
 def _print(outcome: SearchOutcome, limit: int) -> None:
     console = stdout_console()
     _print_results(console, outcome, limit)
+    if outcome.elsewhere:
+        console.print(outcome.elsewhere, highlight=False)
     if outcome.too_short:
         console.print(outcome.too_short, style="dim", highlight=False)
     if outcome.older_segments:

@@ -115,7 +115,7 @@ def add(
     """Add a task that runs on a cron schedule (--cron) or at an interval (--every)."""
     from klaw.llm.catalogue import ModelCatalogue
     from klaw.scheduling.names import typed_chat_target, validate_task_name
-    from klaw.scheduling.schedules import TaskSchedule
+    from klaw.scheduling.schedules import TaskSchedule, day_share_warning
     from klaw.scheduling.task_store import ScheduledTask, ScheduleStore
     from klaw.scheduling.zones import scheduler_zone
 
@@ -155,6 +155,9 @@ def add(
     except ValueError as exc:
         fail(str(exc))
     typer.echo(f"Added {name}: {schedule.describe()}, next run {_local(task.next_run_at, zone)}. {PICKUP}")
+    limit = config.scheduler.max_runs_per_day
+    if (heavy := day_share_warning(schedule.runs_per_day(now, zone, at_most=limit), limit)) is not None:
+        stderr_console(highlight=False).print(f"warning: {heavy}")
     if (
         target is not None
         and target.channel == "telegram"

@@ -29,6 +29,7 @@ from klaw.atomic_file import replace_file
 from klaw.cli.context import fail, home_from_env, load_or_exit, stdout_console
 from klaw.cli.service_env import SERVICE_ENV, Needed, copy_values, names_in, needed, write_template
 from klaw.home import HOME_ENV_VAR, KlawHome
+from klaw.home_lock import holder_of
 
 app = typer.Typer(
     rich_markup_mode="markdown",
@@ -135,6 +136,7 @@ def install(
             f" once systemd reloads (a running service keeps serving it until 'systemctl --user restart {UNIT_NAME}')"
         )
     _service_env(console, home.root / SERVICE_ENV, needed(config, os.environ), copy=copy_env)
+    _running_now(console, home)
     if (unreachable := _no_user_manager()) is not None:  # said as it is, not "start it now" (decision 489)
         console.print(unreachable)
         console.print(
@@ -147,6 +149,21 @@ def install(
     console.print("start it now and at every login:\n  systemctl --user daemon-reload")
     console.print(f"  systemctl --user enable --now {UNIT_NAME}")
     console.print("to keep it running after you log out: loginctl enable-linger")
+
+
+def _running_now(console: Console, home: KlawHome) -> None:
+    """Name what holds this home now (a `klaw serve` run by hand, newcomer22): the service started meanwhile
+    exits 75 and systemd starts it again every 5 s until the home is free, which is how it takes over once that
+    process stops (decision 435), but looks like a broken unit. So: stop it first (decision 513)."""
+    holder = holder_of(home.root)
+    if holder is None:
+        return
+    stop = f"kill {holder.pid}, or Ctrl-C in its terminal" if holder.pid else "Ctrl-C in its terminal"
+    console.print(
+        f"{holder.describe()} is running on this home now: stop it first ({stop}), then start the unit."
+        f" Started while it runs, the service exits 75 (the home is held) and systemd starts it again every 5 s"
+        f" until the home is free"
+    )
 
 
 def _service_env(console: Console, env_file: Path, wanted: list[Needed], *, copy: bool) -> None:

@@ -37,8 +37,9 @@ def say_starting(command: str, home: KlawHome) -> None:
     (decision 445)."""
     if not sys.stderr.isatty():
         return
-    sys.stderr.write(f"{command} starting on {home.root}… (it says when it is ready)\n")
-    sys.stderr.flush()
+    from klaw.start_notes import said_starting
+
+    said_starting(command, home.root)  # unless the entry point said it already, before its imports (decision 513)
 
 
 def stopping(engine: Engine | None, console: Console) -> None:

@@ -246,7 +246,7 @@ class ApprovalGate:
             return f"No answer within {duration_words(self._timeout)}: {pending.tool} was not run."
         if pending.decision in (Decision.APPROVED, Decision.DENIED, Decision.NO_TERMINAL):
             return None
-        return f"{pending.tool} was not run: the engine is stopping."
+        return f"Not run: klaw stopped before you answered about {pending.tool}; your message is answered again."
 
     def over(self, chat: ChatRef, request_id: str) -> str | None:  # the `approval_over` query (decision 450)
         """None while question `request_id` waits (or is being ended); else how it ended, in `settled`'s words."""
@@ -307,11 +307,14 @@ class ApprovalGate:
             " terminal to ask you in; run klaw chat in a terminal to approve it."
         )
 
-    def close(self) -> None:
-        """The engine is stopping: deny what waits, so turns end instead of holding up shutdown."""
+    def waiting_chats(self) -> set[ChatRef]:  # the chats a question waits in: a stop cuts their turns (513)
+        return {p.chat for p in self._pending.values() if not p.answer.done()}
+
+    def close(self, cut: Collection[ChatRef] = ()) -> None:
+        """Stopping: deny what waits, but a question of a turn in `cut` (cancelled, left noted: asked again, 513)."""
         self.stopping = True
         for pending in self._pending.values():
-            if not pending.answer.done():
+            if not pending.answer.done() and pending.chat not in cut:
                 pending.answer.cancel()
 
 

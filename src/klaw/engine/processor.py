@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
@@ -228,6 +228,12 @@ class MessageProcessor:
             self._running.pop(chat, None)
             if task is not None:
                 self._stopped.discard(task)
+
+    def cut(self, chats: Collection[ChatRef]) -> list[ChatRef]:
+        """Cancel the running turns of `chats` as a shutdown past its deadline does: their messages are answered
+        again at the next start (a question open at a stop is asked again then, decision 513)."""
+        running = [(chat, task) for chat in chats if (task := self._running.get(chat)) is not None]
+        return [chat for chat, task in running if task.cancel()]
 
     def has_under_way(self, chat: ChatRef) -> bool:
         """Whether the chat has a turn running or messages waiting for theirs (what `turn_stopped` stops)."""

@@ -232,7 +232,9 @@ class Engine:
         """
         self.processor.stop_accepting()
         self.store.stopping()  # a database server out of reach is not waited for (decision 442)
-        self.approvals.close()  # questions still waiting are denied: their turns end instead of the drain timing out
+        # A turn waiting for a question is cut, as at the drain's deadline: its message is answered again at the next
+        # start, which asks again (decision 513); a question no turn of ours waits for is denied.
+        self.approvals.close(self.processor.cut(self.approvals.waiting_chats()))
         if self.socket is not None:
             await self.socket.stop_accepting()
         if self.scheduler is not None:

@@ -18,6 +18,7 @@ import socket
 import stat
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 from klaw.engine_presence import held_message
 from klaw.errors import KlawError
@@ -34,7 +35,10 @@ class EngineSocketError(KlawError, RuntimeError):
 
 
 class EngineAlreadyRunningError(EngineSocketError):
-    """Another engine answers on the socket path; starting a second one would steal its gateways."""
+    """Another engine answers on the socket path; starting a second one would steal its gateways. `open`:
+    this program's own `Klaw` holding the home, when it is one (decision 513), else None."""
+
+    open: Any = None
 
 
 def hold_home(home: KlawHome, stack: AsyncExitStack) -> None:

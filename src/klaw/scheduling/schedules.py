@@ -183,3 +183,18 @@ def format_interval(seconds: int) -> str:
         if count:
             parts.append(f"{count}{unit}")
     return "".join(parts) or "0s"
+
+
+def day_share_warning(runs: int, max_runs_per_day: int) -> str | None:
+    """What to say when one task takes more than half of `scheduler.maxRunsPerDay` (newcomer22: `--every 1m` is
+    1440 runs, all of the default, after which every `schedule_add` the agent tries is refused), or None. Said by
+    `klaw schedule add` and in `schedule_add`'s answer; the task is kept either way (decision 513)."""
+    if max_runs_per_day <= 0 or runs * 2 <= max_runs_per_day:
+        return None
+    shown = f"{max_runs_per_day}+" if runs > max_runs_per_day else str(runs)
+    return (
+        f"this task runs {shown} times a day, {min(100, round(runs * 100 / max_runs_per_day))} % of the"
+        f" {max_runs_per_day} runs all tasks may start in a day (scheduler.maxRunsPerDay): other tasks' runs are"
+        " skipped once the day's runs are used and the agent cannot add more; give it a longer interval, or raise"
+        " scheduler.maxRunsPerDay in engine.yaml"
+    )

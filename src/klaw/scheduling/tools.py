@@ -24,7 +24,7 @@ from typing import Annotated, Any, Protocol
 from pydantic import Field
 
 from klaw.scheduling.names import ADD_TOOL, SUBAGENT_CHANNEL, parse_chat_target
-from klaw.scheduling.schedules import TaskSchedule
+from klaw.scheduling.schedules import TaskSchedule, day_share_warning
 from klaw.scheduling.task_store import ScheduledTask
 from klaw.store.records import ChatRef
 from klaw.tools.calls import ToolRefusal
@@ -158,7 +158,11 @@ def register_scheduler_tools(
             task = await scheduler.add_task(
                 name, schedule, message, model=model, inject_into=target, allowed_tools=allowed
             )
-        return _describe(task, scheduler.zone)
+        described = _describe(task, scheduler.zone)
+        runs = schedule.runs_per_day(task.created_at, scheduler.zone, at_most=max_runs_per_day)
+        if (heavy := day_share_warning(runs, max_runs_per_day)) is not None:
+            described["warning"] = f"{heavy} (tell the person)"
+        return described
 
     async def schedule_add(
         context: ToolContext,

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 
 from klaw.cancellation import cancel_and_wait
 from klaw.memory.embedder.protocol import Embedder, EmbedderError
+from klaw.start_notes import note
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class WarmUp:
         if warm_up is not None:
             warm._deferred = warm_up
             if now:
+                note(f"loading the embedder {embedder.model_id} (in the background: a search waits for it)")
                 warm.begin()
         return warm
 

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 
 import psycopg
 
+from klaw.start_notes import note
 from klaw.store.postgres.connection import Connection, execute, fetch_value, server_error, vector_not_creatable
 from klaw.store.postgres.path_checks import open_problem
 from klaw.store.protocol import StorageError
@@ -49,6 +50,9 @@ async def migrate(connection: Connection, migrations: list[Migration] | None = N
                     " applied_at bigint NOT NULL)",
                 )
         version = found = await current_version(connection)
+        if found and (steps := pending(migrations, version)):  # decision 513, as the SQLite runner says it
+            moved = f"schema version {found} to {steps[-1].version}"
+            note(f"moving the PostgreSQL database from {moved}, once after an upgrade")
         for migration in pending(migrations, version):
             async with connection.transaction():
                 await connection.execute(migration.sql.encode())  # several statements, no parameters

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import apsw
 
+from klaw.start_notes import note
 from klaw.store.shared.migrations import Migration, SchemaMove, bundled_migrations, pending
 from klaw.store.sqlite.migration_note import migrating_process, noting_migration
 from klaw.store.sqlite.query import fetch_one
@@ -58,6 +59,8 @@ def migrate(connection: apsw.Connection, migrations: list[Migration] | None = No
     if not steps:
         connection.execute("COMMIT")
         return SchemaMove(found, found)
+    if found:  # a new file's first schema is no move (decision 513: said on a terminal while `klaw serve` starts)
+        note(f"moving {connection.filename} from schema version {found} to {steps[-1].version}, once after an upgrade")
     with noting_migration(connection.filename):  # an opening meanwhile waits for it (migrate_when_free)
         try:
             for migration in steps:
