@@ -109,6 +109,14 @@ class FakeTelegram:
         asyncio.get_running_loop().create_task(self._notify())
         return message_id
 
+    def push_raw(self, message: Any) -> int:
+        """An update whose `message` is whatever the test gives (a hostile or broken one); returns its update_id."""
+        update_id = self._next_update
+        self._next_update += 1
+        self.updates.append({"update_id": update_id, "message": message})
+        asyncio.get_running_loop().create_task(self._notify())
+        return update_id
+
     async def wait_for(self, predicate: Any, *, seconds: float = 60) -> None:
         """Until `predicate()` holds; `seconds` is a safety net only."""
         async with asyncio.timeout(seconds), self._changed:

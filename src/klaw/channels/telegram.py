@@ -50,13 +50,14 @@ from klaw.channels.telegram_trouble import (
     why,
     why_not,
 )
-from klaw.channels.telegram_updates import Fetched, one_by_one, tame_parse_log
+from klaw.channels.telegram_updates import NOT_HANDLED, SKIPPED, Fetched, one_by_one, tame_parse_log, unfit
 from klaw.command_syntax import for_this_bot, parse_command
 from klaw.config import CommandConfig, TelegramChannelConfig
 from klaw.config.channels import NO_ALLOWED_CHAT
 from klaw.engine.clock import Clock, SystemClock
 from klaw.engine.frames import DeltaFrame, FrameError, OutboundFrame, unasked_label
 from klaw.errors import KlawError
+from klaw.gateway.buffer import BufferUnavailable
 from klaw.gateway.link import Backoff
 from klaw.gateway.service import Gateway
 from klaw.message_text import message_problem
@@ -83,7 +84,6 @@ MAX_REFUSALS_UNDER_WAY = 100
 """Refusals being sent beside the poll loop at once; past it a stranger's refusal is skipped (logged)."""
 QUIET_LOGGERS = ("httpx", "httpcore", "telegram")
 UPDATES = ["message"]
-NOT_READ = "telegram: skipped update %d: the library could not read it (%s); its message is lost"
 
 
 class TelegramChannel:
@@ -278,15 +278,17 @@ class TelegramChannel:
             backoff.reset()
             self._outage.reached("polling again")
             for fetched in updates:
-                if (update := fetched.update) is None:
-                    log.warning(NOT_READ, fetched.update_id, fetched.why)
-                    self._offset = fetched.update_id + 1
+                update = fetched.update
+                problem = f"the library could not read it ({fetched.why})" if update is None else unfit(update)
+                if update is None or problem is not None:
+                    log.warning(SKIPPED, fetched.update_id, problem)
+                    self._offset = fetched.update_id + 1  # skipped and confirmed: the chats go on
                     continue
                 try:
                     await self._handle(update)
                 except TelegramError as exc:  # taken in, but an answer (refusal, notice) failed
                     log.warning("telegram: could not answer update %d (%s)", update.update_id, why(exc))
-                except Exception as exc:  # not buffered (disk full?): leave it unconfirmed, fetch it again
+                except (BufferUnavailable, OSError) as exc:  # klaw cannot store now: unconfirmed, fetched again
                     delay = backoff.next()
                     reason = why(exc)
                     log.error(
@@ -294,6 +296,8 @@ class TelegramChannel:
                     )
                     await self._clock.sleep(delay)
                     break
+                except Exception as exc:  # this update, not the disk: retried it would hold every chat for ever
+                    log.error(NOT_HANDLED, update.update_id, type(exc).__name__)
                 self._offset = update.update_id + 1  # confirmed by the next getUpdates, after buffering
 
     async def _handle(self, update: Update) -> None:

@@ -7,6 +7,11 @@ poll) and each update read alone: the readable ones are handled as ever, an unre
 its `update_id` (confirmed past, so it is not fetched again) and said in the log by id and the reason's
 class only. The library's own CRITICAL line for it quotes the raw batch, message text and all: klaw never
 logs a message's content, so `ContentFreeParseLog` drops that one line and lets the logger's others pass.
+
+The library reads without checking types, so a message it does read may still be unfit: text that is a
+number or a list, no chat, a chat id given as a string (`"42"`, which must not pass for chat 42).
+`unfit` says, by field and type only, why such a message cannot be handled; it is skipped and confirmed
+like an unreadable one, nothing sent (adversary30, decision 515).
 """
 
 from __future__ import annotations
@@ -34,6 +39,49 @@ def tame_parse_log() -> None:
     logger = logging.getLogger(PARSE_LOGGER)
     if not any(isinstance(f, ContentFreeParseLog) for f in logger.filters):
         logger.addFilter(ContentFreeParseLog())
+
+
+SKIPPED = "telegram: skipped update %d: %s; its message is lost"
+"""An update passed over (confirmed), by id and why only: the library could not read it, or `unfit` says."""
+NOT_HANDLED = "telegram: skipped update %d: handling it raised %s, a bug worth reporting; its message is lost"
+LARGEST_ID = 2**63
+"""Telegram's ids fit in 52 bits; anything past a signed 64-bit integer is no id klaw can store."""
+
+
+def unfit(update: Update) -> str | None:
+    """Why the message of an update the library read cannot be handled, in words naming the field and the
+    type only (never a value: it may be the text), or None when every field the channel reads is sound."""
+    message = update.message
+    if message is None:
+        return None
+    if (why := _not_an_id("message_id", message.message_id)) is not None:
+        return why
+    chat = message.chat
+    if chat is None:
+        return "its message has no chat"
+    if (why := _not_an_id("chat id", chat.id)) is not None:
+        return why
+    if message.from_user is not None and (why := _not_an_id("sender's id", message.from_user.id)) is not None:
+        return why
+    if message.text is not None and not isinstance(message.text, str):
+        return f"its text is {_kind(message.text)}, not a string"
+    return None
+
+
+def _not_an_id(field: str, value: object) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"its {field} is {_kind(value)}, not a whole number"
+    if not -LARGEST_ID <= value < LARGEST_ID:
+        return f"its {field} is a number too large for an id"
+    return None
+
+
+def _kind(value: object) -> str:
+    """A value's type in words ("a str", "an int", "missing"), never the value."""
+    if value is None:
+        return "missing"
+    name = type(value).__name__
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
 
 
 @dataclass(frozen=True, slots=True)
