@@ -24,7 +24,7 @@ from klaw.config import EngineConfig
 from klaw.errors import KlawError
 from klaw.redaction import mask_url_credentials
 from klaw.small_file import read_small
-from klaw.yaml_syntax import BoundedSafeLoader, load_with, safe_load, syntax_message
+from klaw.yaml_syntax import BoundedSafeLoader, load_with, mark_line, safe_load, syntax_message
 
 ENV_PREFIX = "KLAW__"
 MAX_CONFIG_BYTES = 1 << 20  # engine.yaml as written is a few KiB
@@ -151,7 +151,7 @@ class _UniqueKeyLoader(BoundedSafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue  # `<<: *base` merges on purpose; keys it brings may be overridden
             key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
+            line = mark_line(key_node.start_mark)
             if isinstance(key, str | int | float | bool) and key in seen:
                 self.repeated.append(_RepeatedKey(str(key), line, seen[key]))
             elif isinstance(key, str | int | float | bool):

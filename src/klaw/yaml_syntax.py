@@ -19,6 +19,7 @@ Imports nothing of klaw.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -86,14 +87,15 @@ def syntax_message(text: str, error: yaml.YAMLError) -> str:
     problem = str(getattr(error, "problem", None) or "invalid YAML")
     if mark is None:
         return f"{problem}. Fix the YAML syntax."
-    lines = text.splitlines()
-    line = mark.line + 1
-    if problem.startswith("found character '\\t'"):
+    lines = EDITOR_BREAK.split(text)
+    line, column = editor_place(text, mark.index)
+    hidden = _hidden_break(text, mark.index)
+    if problem.startswith("found character '\\t'") and not hidden:
         return f"line {line} has a tab character: YAML indents with spaces only. Replace the tab with spaces."
-    if problem.startswith("expected <block end>"):
-        before = _content_line_before(lines, mark.line)
+    if problem.startswith("expected <block end>") and not hidden:
+        before = _content_line_before(lines, line - 1)
         if before is not None:
-            this_indent = mark.column
+            this_indent = column - 1
             before_indent = _indent(lines[before])
             return (
                 f"line {before + 1} or {line}: the indentation does not match the lines around it (line"
@@ -102,15 +104,53 @@ def syntax_message(text: str, error: yaml.YAMLError) -> str:
             )
     context = getattr(error, "context", None)
     context_mark = getattr(error, "context_mark", None)
-    during = f" ({context} that starts at line {context_mark.line + 1})" if context and context_mark else ""
-    return f"line {line}, column {mark.column + 1}: {problem}{during}. Fix the YAML syntax there."
+    during = ""
+    if context and context_mark:
+        during = f" ({context} that starts at line {editor_place(text, context_mark.index)[0]})"
+    return f"line {line}, column {column}: {problem}{during}. {hidden or 'Fix the YAML syntax there.'}"
+
+
+EDITOR_BREAK = re.compile(r"\r\n|\r|\n")
+"""The line breaks an editor shows; YAML also breaks lines at U+0085, U+2028 and U+2029 (`YAML_ONLY_BREAKS`)."""
+YAML_ONLY_BREAKS = {"\x85": "NEXT LINE", "\u2028": "LINE SEPARATOR", "\u2029": "PARAGRAPH SEPARATOR"}
+"""Line breaks to YAML (and PyYAML's error marks), none to an editor: a mark's line is past the one shown."""
+
+
+def editor_place(text: str, index: int) -> tuple[int, int]:
+    """The line and column (from 1) an editor shows for character `index` of `text`: PyYAML's marks count
+    U+0085, U+2028 and U+2029 as line breaks too, so with one of them above, its line was past the one
+    a person finds the mistake on (decision 515)."""
+    before = text[:index]
+    starts = [m.end() for m in EDITOR_BREAK.finditer(before)]
+    start = starts[-1] if starts else 0
+    return len(starts) + 1, index - start + 1
+
+
+def mark_line(mark: Any) -> int:
+    """A PyYAML mark's line as an editor shows it (the mark's own count when it holds no text)."""
+    buffer = getattr(mark, "buffer", None)
+    return editor_place(buffer, mark.index)[0] if isinstance(buffer, str) else int(mark.line) + 1
+
+
+def _hidden_break(text: str, index: int) -> str:
+    """What to say of the YAML-only line break nearest before `index` (the likeliest cause), "" for none."""
+    found = [i for i, char in enumerate(text[:index]) if char in YAML_ONLY_BREAKS]
+    if not found:
+        return ""
+    char = text[found[-1]]
+    line, column = editor_place(text, found[-1])
+    more = f" (and {len(found) - 1} more above it)" if len(found) > 1 else ""
+    return (
+        f"Line {line}, column {column} holds a U+{ord(char):04X} ({YAML_ONLY_BREAKS[char]}){more}, which YAML reads"
+        " as a line break though an editor shows none (pasted from a web page or a word processor?): delete it,"
+        " or retype the line."
+    )
 
 
 def _unprintable(text: str, error: yaml.reader.ReaderError) -> str:
     """A character YAML never allows (a control character: NUL, ESC, BEL, DEL, even in a comment), by line and
     column; PyYAML's own words give a character offset (decision 503)."""
-    before = text[: error.position]
-    line, column = before.count("\n") + 1, error.position - (before.rfind("\n") + 1) + 1
+    line, column = editor_place(text, error.position)
     code = error.character if isinstance(error.character, int) else ord(str(error.character)[:1] or "\0")
     return (
         f"line {line}, column {column}: a control character (U+{code:04X}) YAML does not allow anywhere, not even"

@@ -97,6 +97,30 @@ def test_a_control_character_in_engine_yaml_is_named_by_line_and_column(home: Pa
         assert "not even in a comment" in said and "Delete it" in said
 
 
+@pytest.mark.parametrize(("char", "name"), [("\u2028", "U+2028 (LINE SEPARATOR)"), ("\x85", "U+0085 (NEXT LINE)")])
+def test_a_line_break_only_yaml_sees_is_named_on_the_line_an_editor_shows(home: Path, char: str, name: str) -> None:
+    """adversary30 (decision 515): U+2028 or U+0085 pasted into a value on line 8 gave "line 10, column 3:
+    could not find expected ':'" while an editor showed lines 9 and 10 fine: YAML counts those as line breaks. The
+    error is now placed where an editor shows it, and the character is named by its line and column."""
+    lines = [*CONFIG.splitlines(), "tools:", f"  approval: [host_exec]{char}  file_write", "  allowPromptEdits: false"]
+    (home / "engine.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for command in (("config", "check"), ("db", "info")):
+        result = klaw_here_or_run(home, *command)
+        assert result.returncode == 2, (command, result.stderr)
+        said = one_line_error(result)
+        assert "engine.yaml line 9, column 3: could not find expected ':'" in said, said
+        assert f"Line 8, column 24 holds a {name}, which YAML reads as a line break though an editor shows" in said
+        assert "delete it" in said
+
+
+def test_a_repeated_key_is_named_on_the_line_an_editor_shows(home: Path) -> None:
+    """The repeated-key message's lines are an editor's too, with a U+2028 in a quoted value above them."""
+    text = CONFIG + 'tools:\n  approval: [host_exec]\nmemory:\n  note: "a\u2028b"\ntools:\n  allowPromptEdits: false\n'
+    (home / "engine.yaml").write_text(text, encoding="utf-8")
+    said = one_line_error(klaw_here_or_run(home, "config", "check"))
+    assert "engine.yaml line 11: 'tools' is already set at line 7" in said, said
+
+
 def test_an_engine_yaml_that_is_a_directory_is_one_line(home: Path) -> None:
     (home / "engine.yaml").unlink()
     (home / "engine.yaml").mkdir(mode=0o700)
