@@ -167,6 +167,7 @@ def test_config_check_warns_of_a_tools_approval_name_no_tool_has(tmp_path: Path)
     assert "warning: tools.approval names file_wrte, but no tool has this name" in said
     assert "use a name `klaw tools` lists" in said
     assert "names file_write," not in said and said.count("tools.approval names") == 1
-    (tmp_path / "engine.yaml").write_text("tools:\n  approval: [host_exec, file_write]\n", "utf-8")
+    held = "tools:\n  approval: [host_exec, file_write, code_execute]\n"  # code_execute too: decision 515
+    (tmp_path / "engine.yaml").write_text(held, "utf-8")
     quiet = klaw_here(tmp_path, "config", "check")
     assert quiet.returncode == 0 and "warning" not in quiet.stderr

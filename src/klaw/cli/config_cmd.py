@@ -184,7 +184,7 @@ def check() -> None:
         )
     if (unasked := _host_exec_unasked(loaded.config)) is not None:
         warn(unasked)
-    for line in [unlisted] if unlisted is not None else _approval_holds_nothing(rows):
+    for line in [unlisted] if unlisted is not None else _approval_warnings(loaded.config, rows):
         warn(line)
     for line in _skill_problems(home, loaded.config):
         warn(line)
@@ -331,12 +331,16 @@ def _groups_failed(rows: list[ToolRow]) -> str | None:
     return f"{said}. `klaw tools` lists what the agent is offered and what failed"
 
 
-def _approval_holds_nothing(rows: list[ToolRow]) -> list[str]:
+def _approval_warnings(config: EngineConfig, rows: list[ToolRow]) -> list[str]:
     """A warning for each `tools.approval` name no tool has, the rows `klaw tools` flags (decision 238):
-    valid YAML, yet a misspelt name holds nothing and the tool meant runs unasked."""
+    valid YAML, yet a misspelt name holds nothing and the tool meant runs unasked; and for a held file_write
+    that code_execute's writes pass by (decision 515)."""
+    from klaw.config.tools import writes_unheld
     from klaw.tools.inventory import APPROVAL_SOURCE
 
-    return [approval_warning(row) for row in rows if row.source == APPROVAL_SOURCE]
+    unheld = writes_unheld(config.tools.approval, [row.name for row in rows if row.state == "offered"])
+    said = [approval_warning(row) for row in rows if row.source == APPROVAL_SOURCE]
+    return said + ([f"warning: {unheld}"] if unheld is not None else [])
 
 
 def _skill_problems(home: KlawHome, config: EngineConfig) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from importlib.metadata import entry_points
 from typing import Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -192,3 +193,22 @@ class ToolsConfig(Section):
         if bad:
             raise ValueError(f"{bad[0]!r} is not a tool name: use 1-64 letters, digits, '_' or '-'")
         return tuple(dict.fromkeys(names))
+
+
+WORKSPACE_WRITERS = ("file_write",)
+"""klaw's tools that write the workspace and nothing else; code run by code_execute writes it as well."""
+
+
+def writes_unheld(held: Collection[str], offered: Collection[str]) -> str | None:
+    """A warning when `tools.approval` holds a workspace writer (file_write) while code_execute is offered
+    unheld: code it runs writes the same files without asking, so the hold is one a person would believe
+    covers every write and does not (adversary30, decision 515). Valid all the same: it may be meant."""
+    writers = [name for name in WORKSPACE_WRITERS if name in held]
+    if not writers or "code_execute" not in offered or "code_execute" in held:
+        return None
+    return (
+        f"tools.approval holds {' and '.join(writers)}, but code_execute is offered without asking you, and code"
+        " it runs can create, change and delete any file in the workspace (all but the prompt files and skills/)"
+        " unasked. Add code_execute to tools.approval to be asked before code runs too, or take code out of"
+        " tools.enabled"
+    )

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
 from klaw.config import EngineConfig
+from klaw.config.tools import writes_unheld
 from klaw.engine.agent_messages import AgentMessages
 from klaw.engine.answered_elsewhere import RESUME_WITHIN
 from klaw.engine.approval import ApprovalGate
@@ -81,6 +83,8 @@ from klaw.tools.skills.catalogue import SkillCatalogue
 
 LIVE_EMBEDDING_BATCH = 16
 DOCS_WARM_DELAY_SECONDS = 10.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -195,6 +199,8 @@ async def assemble(
     early |= {key: value for key, value in ((SKILLS, skills), (DOCS, docs)) if value is not None}
     selection = tool_registry(home, config, early, tools)
     registry = selection.registry
+    if (unheld := writes_unheld(config.tools.approval, registry.names)) is not None:
+        log.warning("%s", unheld)  # klaw config check's warning, in the start's log too (decision 515)
     appendix = DOCS_PROMPT if docs is not None else None  # the budget too small for prompt and tools: said (500)
     log_too_small(await asyncio.to_thread(too_small, home.workspace, config, selection.specs, appendix))
     mcp_servers = await start_mcp_servers(home, config, clock, stack, registry)
