@@ -161,6 +161,8 @@ class ScheduleStore:
 
     def remove(self, name: str) -> bool:
         with self._connect() as connection:
+            connection.execute(_NOTES)  # a file `create` has not brought up to date yet
+            connection.execute("DELETE FROM task_notes WHERE name = ?", (name,))  # its last run's words go with it
             return connection.execute("DELETE FROM tasks WHERE name = ?", (name,)).rowcount > 0
 
     def get(self, name: str) -> ScheduledTask | None:
@@ -211,10 +213,15 @@ class ScheduleStore:
 
     def last_notes(self) -> dict[str, str]:
         """Each task's last run's note (`record_run`), read without writing; none when the file has no such
-        table (an older klaw's) or cannot be read (`list` says why)."""
+        table (an older klaw's) or cannot be read (`list` says why). Only a task there now, whose last run is
+        the one its note was kept with: a task removed, or added again under its name, said its old run's
+        trouble to `klaw status` (review55)."""
         try:
             with closing(sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro", uri=True, timeout=10)) as db:
-                rows = db.execute("SELECT name, note FROM task_notes").fetchall()
+                rows = db.execute(
+                    "SELECT n.name, n.note FROM task_notes AS n JOIN tasks AS t ON t.name = n.name"
+                    " AND t.last_run_at = n.at"
+                ).fetchall()
         except sqlite3.Error:
             return {}
         return {str(name): str(note) for name, note in rows}
