@@ -2,12 +2,13 @@
 
 It was refused ("talk to your agent on its web page"). One real `klaw serve` with the fake model serves
 every step, as a person would meet them: a piped chat gets its reply alone on stdout, and its tool's
-question is left open (exit 3); a terminal (tmux) attaches and is asked that question at once (a pipe sent
+question is ended as one nobody can answer, as in process (decision 516: it was left open, exit 3); a
+question left open by a client that went away is asked at once when a terminal (tmux) attaches (a pipe sent
 meanwhile waits for the terminal to leave, then gets its reply: decision 502; answered
 elsewhere, on engine.sock, the prompt ends saying so: decision 450), chats,
 runs a slash command, approves a held tool, denies one with Ctrl-C (as in process), cancels a turn with
 Ctrl-C (decision 496: tests/cli/test_chat_attached_ctrl_c.py) and leaves; a reply made while no terminal was
-attached is shown at the next attach under its label (the piped message's reply, which came while one
+attached is shown at the next attach under its label (the left-open message's reply, which came while one
 was, is not); a
 `kill -9` of the engine while a question waits ends its y/N prompt, saying the tool did not run, and the
 restarted engine's answer is shown; what is typed while the engine is down is kept, and a `klaw chat`
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import signal
 import sys
 from pathlib import Path
@@ -29,16 +29,16 @@ from klaw.channels.console_attached import (
     KEPT,
     OPEN_QUESTION,
     QUESTION_GONE,
-    QUESTION_WAITS,
     WENT_AWAY,
     WHILE_AWAY,
 )
 from klaw.channels.console_kept import SENDING, KeptMessages
-from klaw.engine.frames import AckFrame, CommandFrame, InboundFrame
+from klaw.engine.frames import AckFrame, InboundFrame
 from klaw.home import KlawHome
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import USER, chat_env, init_home, needs_tmux, terminal
 from tests.cli.piped_chat import piped, started_chat
+from tests.cli.test_chat_piped_question_attached import NO_TERMINAL, answer_elsewhere, left_open
 from tests.cli.test_chat_terminal_approval import APPROVE, QUESTION, hold_file_write
 from tests.engine import GatewayClient
 from tests.serve_helpers import STARTS_WITHIN, running, stop, web_page
@@ -61,12 +61,17 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
             assert "Traceback" not in err
             code, out, err = await piped(env, "/statsu")  # a script's typo fails, as without an engine (431)
             assert (code, out) == (1, "") and "/statsu" in err, err
+            model.reply_tool_calls([("file_write", {"path": "never-piped.txt", "content": "no"})])
+            model.reply_text("Not written: nobody could approve it.")
+            code, out, err = await piped(env, "write it from a pipe")  # nobody can answer: ended, as in process
+            assert (code, out) == (0, "Not written: nobody could approve it.\n"), err  # it left with 3 (516)
+            assert NO_TERMINAL in " ".join(err.split()), err
+            assert not (home / "workspace" / "never-piped.txt").exists()
+            # A question left open (a client on engine.sock that left before it was asked, as a killed pipe):
+            # the next terminal asks it at once.
             model.reply_tool_calls([("file_write", {"path": "piped.txt", "content": "from a pipe"})])
             model.reply_text("Wrote piped.txt.")
-            code, out, err = await piped(env, "write it from a pipe")  # the pipe can't answer: it says how, leaves
-            assert (code, out) == (QUESTION_WAITS, ""), err
-            found = re.search(r"/approve (\S+) or /deny (\S+)", " ".join(err.split()))
-            assert found is not None and found[1] == found[2], err
+            request_id = await left_open(home, "write it from elsewhere")
 
             (tmp_path / "first").mkdir()
             async with terminal(CHAT, env, tmp_path / "first") as term:  # the pipe's question, asked at once
@@ -84,15 +89,8 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                 assert "waiting for it to leave (up to 300 s; /exit there lets this one through)" in said, said
                 # Answered elsewhere: another program on engine.sock speaking for the console chat. The prompt
                 # learns it from the engine and ends, saying how; it stayed up before (decision 450).
-                other = await GatewayClient.connect(KlawHome(home).socket_path)
-                try:
-                    await other.send(
-                        CommandFrame(id="elsewhere", channel="console", chat_id=USER, command="approve", args=found[1])
-                    )
-                    assert await other.recv() == AckFrame(id="elsewhere")
-                finally:
-                    await other.aclose()
-                settled = f"Answered elsewhere, not at this prompt: /approve {found[1]}, so file_write runs."
+                await answer_elsewhere(home, "approve", request_id)
+                settled = f"Answered elsewhere, not at this prompt: /approve {request_id}, so file_write runs."
                 await term.wait_for(lambda s: settled in folded(s), "the question said answered elsewhere")
                 screen = await term.wait_for_prompt_after("Wrote piped.txt.", "the piped message's reply")
                 assert "Approved: file_write runs now." in screen
@@ -182,9 +180,9 @@ async def test_klaw_chat_attaches_to_a_running_klaw_serve(tmp_path: Path) -> Non
                 await term.type_line("/exit")
                 assert await term.exit_status() == 0
             assert await KeptMessages.open(home / "gateway") is None  # sent once: not again at the next attach
-        assert (
-            len(model.chat_requests) == 14
-        )  # each console turn (the killed one twice, the pipe that waited); none else twice
+        # each console turn (the killed one twice, the pipe that waited, the pipe whose question was ended: two
+        # calls); none else twice
+        assert len(model.chat_requests) == 16
 
 
 def _replied(home: Path, text: str) -> bool:

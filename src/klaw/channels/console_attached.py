@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from klaw.gateway.service import Gateway
 
 WHILE_AWAY = "Reply that came while no terminal was attached:"
+OTHER_MESSAGE = "Reply to another message of this chat, not to the one piped now:"
 WENT_AWAY = "The engine stopped. What you type is kept and sent when it is back; /exit leaves (nothing here starts it)."
 BACK = "The engine is back."
 KEPT = "The engine is not answering now: this message is kept and sent when it is back."
@@ -52,7 +53,6 @@ QUESTION_GONE = (
     " run (it was never approved). A restarted engine answers your message again, and asks again if it needs to."
 )
 OLDER_ENGINE = "the running engine cannot cancel a turn from an attached terminal (restart it to update it)"
-QUESTION_WAITS = 3  # `echo … | klaw chat`'s exit status when a tool's question holds the reply (decision 430)
 WATCH_SECONDS = 0.2  # how often the link's state is looked at, to say the engine went away or came back
 SETTLED_SECONDS = 0.5  # how often a y/N prompt asks the engine whether its question still waits (decision 450)
 
@@ -124,31 +124,16 @@ class AttachedConsole:
 
     async def answer_piped(self, text: str) -> int:
         """`echo "…" | klaw chat`: the reply alone on stdout, exit status 0; 1 when it is an error. A held
-        tool's question cannot be answered here, and a terminal cannot attach while this pipe holds the
-        console's place: the question goes to stderr with how to answer it, and the pipe leaves with
-        `QUESTION_WAITS` (the reply is shown in the terminal that answers it)."""
-        message_id = await self._submit(text)
-        if message_id is None:
-            return 1
-        command = parse_command(text)
-        reply = await self._next_reply_to(message_id)
-        if reply.approval is not None:
-            from klaw.channels.console_markdown import reply_markdown
+        tool's question is ended as one nobody can answer here, as in process, and the reply the turn goes on
+        to is printed (console_attached_pipe.py, decision 516: it left with status 3 and the question open)."""
+        from klaw.channels.console_attached_pipe import AttachedPipe
 
-            self._stderr.print(reply_markdown(reply.text))
-            ask = reply.approval
-            where = (
-                f"Nobody can answer it here (the message was piped). Answer it in `klaw chat` at a terminal:"
-                f" /approve {ask} or /deny {ask} (its y/N prompt there); the reply is shown there."
-            )
-            self._stderr.print(Text(where, style="yellow"), highlight=False)
-            return QUESTION_WAITS
-        if reply.kind == "error":
-            self._stderr.print(Text(visible(reply.text), style="red"), highlight=False)
-            return 1
-        said = reply.text + (f"\n{LEAVING_HELP}" if command is not None and command.name == "help" else "")
-        self._console.out(visible(said) if self._console.is_terminal else said, highlight=False)
-        return 0
+        consoles = (self._console, self._stderr)
+        pipe = AttachedPipe(self.gateway, self._chat_id, consoles, self._submit, self._next_frame, self._show_arrival)
+        return await pipe.answer(text)
+
+    async def _next_frame(self) -> OutboundFrame:
+        return self._held.pop(0) if self._held else await self._replies.get()
 
     def show_pending(self) -> None:
         """Replies that arrived after the prompt closed, shown before the terminal leaves."""
@@ -360,7 +345,9 @@ class AttachedConsole:
         # answered here, to a piped message, say, comes while this one is (trial48).
         away = reply.waited and reply.reply_to is not None and reply.reply_to not in self._mine and reply.task is None
         if not self._console.is_terminal:  # piped: stdout is the reply to stdin's message alone
-            said = f"{WHILE_AWAY}\n{reply.text}" if away else reply.text
+            other = reply.reply_to is not None and reply.reply_to not in self._mine and reply.task is None
+            label = WHILE_AWAY if away else OTHER_MESSAGE if other else None  # never bare, as if its own (516)
+            said = reply.text if label is None else f"{label}\n{reply.text}"
             self._stderr.print(Text(visible(said)), highlight=False)
             return
         if away and reply.approval is None:

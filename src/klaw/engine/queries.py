@@ -7,7 +7,8 @@ fits one 1 MiB frame) and JSON-ready; message text is cut to `TEXT_CHARS`. Bad p
 `QueryError` with a sentence for the person; nothing here writes. Queries that act are added by the
 engine's start (`extra`): `forget` (`klaw memory forget` beside the engine), `memory_tool` (`klaw mcp
 serve`), `cancel_turn` (`{"channel", "chat_id"}` → `{"cancelled": bool}`: Ctrl-C in an attached `klaw chat`
-stops that chat's turn, engine/turn_cancel.py, decision 496).
+stops that chat's turn, engine/turn_cancel.py, decision 496), `nobody_can_answer` (`{"channel", "chat_id",
+"id"}` → `{"ended": bool, "said"}`: a piped attached `klaw chat` ends its question unrun, decision 516).
 """
 
 from __future__ import annotations

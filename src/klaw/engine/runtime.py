@@ -31,12 +31,13 @@ from klaw.engine.clock import Clock, SystemClock
 from klaw.engine.config_drift import ConfigFileNote
 from klaw.engine.delivery import Outbound, Sink
 from klaw.engine.drain_deadline import DrainDeadline
+from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.frames import CommandFrame, DeliveredFrame, InboundFrame
 from klaw.engine.full_text_upkeep import FullTextUpkeep
 from klaw.engine.memory_access import MemoryAccess
 from klaw.engine.memory_parts import memory_services
 from klaw.engine.processor import Inbound
-from klaw.engine.queries import Answer, EngineQueries
+from klaw.engine.queries import Answer, EngineQueries, named_chat
 from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.socket_file import hold_home
 from klaw.engine.status_query import status_answer
@@ -160,6 +161,7 @@ class Engine:
                     "forget": functools.partial(_forget_said, parts),  # `klaw memory forget` while this runs
                     "cancel_turn": functools.partial(cancel_turn_answer, parts.processor),  # Ctrl-C, attached (496)
                     "status": functools.partial(status_answer, parts.commands),  # `klaw status` (decision 510)
+                    "nobody_can_answer": functools.partial(_nobody_can_answer, parts),  # a piped chat's question (516)
                 }
                 if config_file is not None:
                     extra["config_file"] = config_file.answer  # `klaw config check`: does the engine need a restart?
@@ -284,6 +286,18 @@ async def _forget_said(parts: Parts, params: Mapping[str, Any]) -> dict[str, Any
         said = f"Forgotten with klaw memory forget: {answer['label']} ({answer['describe']})."
         await parts.delivery.deliver(Outbound(ChatRef(channel, chat_id), said, None, "notice", forgotten=True))
     return answer
+
+
+async def _nobody_can_answer(parts: Parts, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The `nobody_can_answer` query: a piped `klaw chat` attached here ends question `id` of its chat unrun, as
+    the in-process one does (approval.py `nobody_can_answer`), so its turn goes on to the reply it waits for
+    (decision 516). `ended` is false when the question no longer waited (answered elsewhere, timed out)."""
+    chat, request_id = named_chat(params), params.get("id")
+    if not isinstance(request_id, str) or not request_id:
+        raise QueryError("name the question: id")
+    ended = request_id in parts.approvals.waiting(chat)
+    said = parts.approvals.nobody_can_answer(chat, request_id)
+    return {"ended": ended, "said": said}
 
 
 async def _finish(task: asyncio.Task[None]) -> None:
