@@ -25,6 +25,7 @@ counts, never the text being embedded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ import numpy.typing as npt
 from klaw.disk_trouble import damaged_database, damaged_words
 from klaw.llm.errors import LlmBadRequestError, LlmError
 from klaw.memory.background_task import rest, stop_task
+from klaw.memory.embedder.model_thread import in_background
 from klaw.memory.embedder.protocol import Embedder, EmbedderError, EmbedderUnavailable
 from klaw.store.protocol import Storage, StorageError
 from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, EmbeddingJob
@@ -324,7 +326,9 @@ class EmbeddingQueue:
         """Embed `jobs` of any targets in one call and store their vectors; a batch whose request the
         endpoint rejected is halved (see the module docstring), anything else reschedules the whole batch."""
         try:
-            vectors = await self._embedder.embed([texts[job.id] for job in jobs])
+            # a live engine's batch goes after its turns' queries, a text at a time (decision 508); a reindex's not
+            with in_background() if self._between_turns is not None else contextlib.nullcontext():
+                vectors = await self._embedder.embed([texts[job.id] for job in jobs])
             if vectors.shape[0] != len(jobs):
                 raise EmbedderError(f"the embedder returned {vectors.shape[0]} vectors for {len(jobs)} texts")
         except Exception as exc:

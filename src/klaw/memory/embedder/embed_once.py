@@ -30,7 +30,7 @@ import numpy.typing as npt
 from klaw.cancellation import cancel_and_wait
 from klaw.memory.embedder.protocol import Embedder, EmbedderError, QueryEmbedder, Vectors, WrappedEmbedder
 
-KEPT_VECTORS = 64  # a few turns of messages and replies; 384 floats each, ~100 KB in all
+KEPT_VECTORS = 256  # ~85 turns of messages, replies, summaries: a queue behind busy turns (decision 508); ~400 KB
 
 _Vector = npt.NDArray[np.float32]
 _Source = _Vector | tuple["asyncio.Task[Vectors]", int]  # a kept row, or a computation and the row it gives
