@@ -252,9 +252,6 @@ async def start_engine_or_exit(
     `held_exit` 2 for `klaw chat`, a person told what to do, as when it finds the holder before starting
     (decision 435; a chat that lost a start race to another exited 75, decision 443); `held_exit` too when no
     PostgreSQL server answered (decision 475). `one_message`: a piped chat's engine (`Engine.start`'s, decision 499)."""
-    from klaw.start_notes import note
-
-    note("loading the engine")  # its modules: most of a start's seconds on a loaded machine (decision 513)
     from klaw.engine.config_drift import ConfigFileNote
     from klaw.engine.runtime import Engine
     from klaw.engine.socket_file import EngineAlreadyRunningError

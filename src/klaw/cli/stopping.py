@@ -37,9 +37,10 @@ def say_starting(command: str, home: KlawHome) -> None:
     (decision 445)."""
     if not sys.stderr.isatty():
         return
-    from klaw.start_notes import said_starting
+    from klaw.start_notes import note, said_starting
 
     said_starting(command, home.root)  # unless the entry point said it already, before its imports (decision 513)
+    note("loading the engine")  # its modules and the channels': most of a start's seconds under load (decision 513)
 
 
 def stopping(engine: Engine | None, console: Console) -> None:
