@@ -104,7 +104,10 @@ def back_up(home: KlawHome, target: Path, *, database: Path | None, progress: Pr
         try:
             with os.fdopen(descriptor, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as archive:
                 for path, name in plan:
-                    report.bytes += _add(archive, path, name)
+                    try:
+                        report.bytes += _add(archive, path, name)
+                    except FileNotFoundError:  # gone since the walk (a rewrite's temporary file): not in the home
+                        continue
                     report.files += 1
                     if progress is not None:
                         progress(report.bytes, max(total, report.bytes))
@@ -156,19 +159,28 @@ def _files(home: KlawHome, databases: set[Path], report: BackupReport) -> Iterat
 
 
 def _walk(home: KlawHome, path: Path, skipped: set[Path]) -> Iterator[tuple[Path, str]]:
+    """A file or folder that goes while klaw runs (a rewrite's temporary file) is passed over: the home
+    holds it no longer, and the whole backup failed as "cannot write" the archive (review55, decision 517)."""
     if path in skipped:
         return
-    mode = path.lstat().st_mode
+    try:
+        mode = path.lstat().st_mode
+        children = sorted(path.iterdir()) if stat.S_ISDIR(mode) else []
+    except FileNotFoundError:
+        return
     if stat.S_ISDIR(mode):
         yield path, path.relative_to(home.root).as_posix()
-        for child in sorted(path.iterdir()):
+        for child in children:
             yield from _walk(home, child, skipped)
     elif stat.S_ISREG(mode) or stat.S_ISLNK(mode):  # sockets, fifos: the running process's
         yield path, path.relative_to(home.root).as_posix()
 
 
 def _size(path: Path) -> int:
-    info = path.lstat()
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return 0
     return info.st_size if stat.S_ISREG(info.st_mode) else 0
 
 

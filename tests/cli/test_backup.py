@@ -99,3 +99,23 @@ def test_a_postgres_home_is_told_to_dump_its_database_and_an_archive_is_never_re
     assert again.returncode == 2 and "exists already" in again.stderr and "Traceback" not in again.stderr
     inside = klaw_here(home, "backup", str(home))
     assert inside.returncode == 2 and "is inside the home" in inside.stderr and not list(home.glob("*.tgz"))
+
+
+def test_a_file_gone_during_the_backup_is_passed_over(tmp_path: Path) -> None:
+    """review55 (decision 517): a file klaw removes while the backup runs (a rewrite's temporary file, a
+    forgotten chat's day) failed the whole backup as "cannot write" the archive; it is passed over now."""
+    home = a_home(tmp_path)
+    (day,) = (home / "conversations").glob("*/*.jsonl")
+    going = home / "conversations" / "zz_gone" / "2026-01-01.jsonl"
+    going.parent.mkdir(mode=0o700)
+    going.write_text('{"a": 1}\n', encoding="utf-8")
+    target = tmp_path / "home.tgz"
+
+    def progress(done: int, total: int) -> None:  # after the first file archived, before the others
+        going.unlink(missing_ok=True)
+
+    report = back_up(KlawHome(home), target, database=home / "klaw.db", progress=progress)
+    with tarfile.open(target) as archive:
+        names = archive.getnames()
+    assert day.relative_to(home).as_posix() in names and "conversations/zz_gone/2026-01-01.jsonl" not in names
+    assert report.files == len(names)
