@@ -83,6 +83,17 @@ def unknown_command(name: str) -> str:
     return f"Unknown command /{preview(name)}. Type /help for the list of commands."
 
 
+def skill_not_command(name: str, args: str) -> str:
+    """The words for `/name` when `name` is a skill (decision 514): a skill is no command and takes no
+    arguments after a slash, so the person is shown how to ask for it, with their own words if they gave some."""
+    shown = preview(name)
+    asked = f"use the {shown} skill" + (f" for {preview(args)}" if args.strip() else "")
+    return (
+        f'{shown} is a skill, not a command: ask for it in words, e.g. "{asked}". A message the skill\'s'
+        " description matches uses it too; skills take no arguments after a slash. Type /help for the commands."
+    )
+
+
 def help_text(commands: Iterable[Described]) -> str:
     """`/help`'s answer: the commands engine.yaml lists (`commands`), one line each."""
     return "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in commands)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import getpass
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from rich.console import Console
@@ -38,7 +38,14 @@ from klaw.channels.console_prompt import (
     next_message,
 )
 from klaw.channels.console_waiting import count_up
-from klaw.command_syntax import ENGINE_COMMANDS, Described, help_text, parse_command, unknown_command
+from klaw.command_syntax import (
+    ENGINE_COMMANDS,
+    Described,
+    help_text,
+    parse_command,
+    skill_not_command,
+    unknown_command,
+)
 from klaw.message_text import MessageRefused
 from klaw.store.records import ChatRef
 from klaw.terminal_text import visible
@@ -68,7 +75,9 @@ class BeforeTurn(Protocol):
     async def before_turn(self) -> None: ...
 
 
-def answered_without_engine(text: str, commands: Iterable[Described]) -> tuple[str, bool] | None:
+def answered_without_engine(
+    text: str, commands: Iterable[Described], is_skill: Callable[[str], bool] = lambda _name: False
+) -> tuple[str, bool] | None:
     """A piped command `klaw chat` answers before it starts an engine, as it leaves at `/exit` (decision
     431): a name no command has, in the engine's words (False: exit 1, a script's typo must not pass), and
     `/help`, engine.yaml's list with `/exit`. None for anything else: a message, or a command that reads
@@ -77,6 +86,8 @@ def answered_without_engine(text: str, commands: Iterable[Described]) -> tuple[s
     if command is None:
         return None
     if command.name not in ENGINE_COMMANDS:
+        if is_skill(command.name):  # decision 514
+            return skill_not_command(command.name, command.args), False
         return unknown_command(command.name), False
     if command.name == "help":
         return f"{help_text(commands)}\n{LEAVING_HELP}", True

@@ -23,7 +23,7 @@ from rich.text import Text
 
 from klaw.cancellation import take_back_cancellation
 from klaw.channels.console_kept import kept_where
-from klaw.cli.chat_input import piped_message, read_piped, said_without_engine
+from klaw.cli.chat_input import piped_message, read_piped, said_without_engine, skills_folder
 from klaw.cli.context import HOME_HELD_EXIT, err_console, fail, stdout_console
 from klaw.cli.piped_wait import PIPED_WAIT_SECONDS
 from klaw.console_logging import logs_through
@@ -107,7 +107,9 @@ async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) ->
             fail(refusal)  # a usage error: exit 2, nothing sent
         if piped.strip().lower() in EXIT_WORDS:
             return
-        if said_without_engine(piped, loaded.config.commands):  # a typo (exit 1), /help (decision 431)
+        if said_without_engine(
+            piped, loaded.config.commands, skills_folder(home, loaded.config)
+        ):  # a typo (exit 1), /help (decision 431)
             return
     config = loaded.config
     model_id = config.routing.default

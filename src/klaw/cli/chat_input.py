@@ -10,8 +10,11 @@ docs/decisions/240-bad-input-at-the-engine.md.
 
 from __future__ import annotations
 
+import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.text import Text
@@ -20,6 +23,10 @@ from klaw.cli.context import err_console, stdout_console
 from klaw.command_syntax import Described
 from klaw.message_text import message_problem
 from klaw.terminal_text import visible
+
+if TYPE_CHECKING:
+    from klaw.config import EngineConfig
+    from klaw.home import KlawHome
 
 
 def read_piped() -> bytes | None:
@@ -46,12 +53,13 @@ def piped_message(data: bytes) -> tuple[str, str | None]:
     return text, None if problem is None else f"the message {problem}"
 
 
-def said_without_engine(piped: str, commands: Iterable[Described]) -> bool:
+def said_without_engine(piped: str, commands: Iterable[Described], skills_dir: Path | None = None) -> bool:
     """Print what `klaw chat` answers to a piped command before any engine, in process or attached (decision
-    431): a typo on stderr, exit 1 (a script's typo must not pass), `/help` on stdout. True when it did."""
+    431): a typo on stderr, exit 1 (a script's typo must not pass), `/help` on stdout. True when it did.
+    A skill's name (`skills_dir` holds it; None: skills off) is said to be one, with how to ask for it (514)."""
     from klaw.channels.console import answered_without_engine  # the console loads only when a chat runs
 
-    early = answered_without_engine(piped, commands)
+    early = answered_without_engine(piped, commands, _skill_in(skills_dir))
     if early is None:
         return False
     said, answered = early
@@ -61,3 +69,18 @@ def said_without_engine(piped: str, commands: Iterable[Described]) -> bool:
     shown = stdout_console()
     shown.out(visible(said) if shown.is_terminal else said, highlight=False)
     return True
+
+
+def skills_folder(home: KlawHome, config: EngineConfig) -> Path | None:
+    """The home's skills folder when the `skills` group is enabled; None when skills are off."""
+    return home.skills_dir if "skills" in config.tool_groups else None
+
+
+def _skill_in(skills_dir: Path | None) -> Callable[[str], bool]:
+    """Whether a name is a skill's folder with a SKILL.md, looked at without reading it (no engine runs: the
+    skills are not scanned); a name a skill could not have (tools/skills/skill_files.NAME) is none."""
+    if skills_dir is None:
+        return lambda _name: False
+    return lambda name: (
+        re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name) is not None and (skills_dir / name / "SKILL.md").is_file()
+    )

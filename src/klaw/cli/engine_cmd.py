@@ -13,7 +13,7 @@ from rich.text import Text
 
 from klaw import event_loop
 from klaw.cancellation import take_back_cancellation
-from klaw.cli.chat_input import piped_message, read_piped, said_without_engine
+from klaw.cli.chat_input import piped_message, read_piped, said_without_engine, skills_folder
 from klaw.cli.context import (
     HOME_HELD_EXIT,
     err_console,
@@ -128,7 +128,9 @@ def chat(
                     fail(refusal)  # a usage error: exit 2, nothing sent or stored
                 if piped.strip().lower() in EXIT_WORDS:
                     return  # `echo /exit | klaw chat` leaves as typed (decision 282), no engine started (376)
-                if said_without_engine(piped, config.commands):  # a typo, /help: no engine (431)
+                if said_without_engine(
+                    piped, config.commands, skills_folder(home, config)
+                ):  # a typo, /help: no engine (431)
                     return
             # Log lines go to KLAW_HOME/logs/chat.log from before the engine starts (a resumed message, an MCP
             # server that cannot start), not onto the screen above the banner; printed through the console

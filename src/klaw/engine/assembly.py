@@ -290,6 +290,7 @@ async def assemble(
         saved_memories=memory.store.memory_chunks,
         tool_listing=listing,
         stand_in=router.stand_in,
+        is_skill=(lambda _name: False) if skills is None else (lambda name: name in skills.current().skills),
         status_first=[] if config_file is None else [config_file.status_lines],
         status_lines=[
             lambda: [store_line(home.database_file(config.database.path), config.database)],

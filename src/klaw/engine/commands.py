@@ -4,6 +4,7 @@ holds the chat while it erases (decision 219)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
@@ -12,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from klaw.command_syntax import help_text, unknown_command
+from klaw.command_syntax import help_text, skill_not_command, unknown_command
 from klaw.config import CommandConfig
 from klaw.disk_trouble import disk_trouble
 from klaw.engine.approval import ApprovalGate
@@ -82,6 +83,7 @@ class CommandHandler:
     status_first: Sequence[Callable[[], list[str]]] = ()
     # The model a program gave (`Klaw(model=...)`) answering a configured id, by name; None: the configured one
     stand_in: Callable[[str], str | None] = lambda _model_id: None
+    is_skill: Callable[[str], bool] = lambda _name: False  # /weather-report names a skill (decision 514)
     _handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = field(init=False)
     _listing: ToolListing | None = field(init=False, default=None)
 
@@ -118,7 +120,8 @@ class CommandHandler:
         key = name.lower().lstrip("/")
         handler = self._handlers.get(key)
         if handler is None:
-            return CommandAnswer(unknown_command(name))
+            skill = await asyncio.to_thread(self.is_skill, key)  # the catalogue may scan the skills folder
+            return CommandAnswer(skill_not_command(key, args) if skill else unknown_command(name))
         token = _command_id.set(command_id)
         try:
             if key == "forget":

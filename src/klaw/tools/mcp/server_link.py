@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -34,11 +33,20 @@ from mcp.types import CONNECTION_CLOSED, Implementation, Tool
 from klaw.cancellation import cancel_and_wait
 from klaw.config import McpServerConfig
 from klaw.tools.calls import ToolRefusal
+from klaw.tools.mcp.call_watch import exit_words, race
 from klaw.tools.mcp.overflow import Overflow
 from klaw.tools.mcp.results import describe, result_text
 from klaw.tools.mcp.server_log import last_words, said_since_start
 from klaw.tools.mcp.servers import server_address
-from klaw.tools.mcp.transport import HttpRefusal, log_path, open_transport, refusal_reason, start_mistake
+from klaw.tools.mcp.tool_pages import list_all_tools
+from klaw.tools.mcp.transport import (
+    HttpRefusal,
+    log_path,
+    missing_path,
+    open_transport,
+    refusal_reason,
+    start_mistake,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +54,6 @@ BACKOFF_FIRST_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 300.0
 PROBE_TIMEOUT_SECONDS = 10.0
 PROBE_MIN_SECONDS = 2.0  # a busy machine may take a moment to answer even a tool list
-MAX_LIST_PAGES = 20
 CLIENT_INFO = Implementation(name="klaw", version="0.1.0")
 
 Phase = Literal["starting", "ready", "unavailable", "stopped"]
@@ -99,6 +106,9 @@ class ServerLink:
         self._final = False
         self._silent = False
         self._served = False  # it was ready once in this engine's run: a timeout now means slow, not broken
+        self._exited = asyncio.Event()  # the connection's process ended (stdio_lines.py tells it)
+        self._exit_status: int | None = None
+        self._start_failed = asyncio.Event()  # the latest start ended without the server ready
         self._broken = asyncio.Event()
         self._stopping = asyncio.Event()
         self.settled = asyncio.Event()  # the first start ended, ready or failed
@@ -123,11 +133,13 @@ class ServerLink:
         """The tool's result text; ToolRefusal with a sentence for the model on any failure."""
         client = self._client
         if client is None or self._phase != "ready":
-            raise ToolRefusal(self.unavailable())
+            client = await self._restarted()
         timeout = self.config.timeout_seconds
         try:
             async with asyncio.timeout(timeout):
-                result = await client.call_tool(tool, arguments)
+                result, gone = await race(
+                    client, tool, arguments, self._exited, self._probe_bound(), lambda: self._exit_status
+                )
         except TimeoutError:
             log.warning("MCP server %r: %s did not answer within %gs", self.name, tool, timeout)
             check = asyncio.create_task(self._check_alive())  # a hung server is restarted
@@ -145,20 +157,38 @@ class ServerLink:
                     f" not complete; {self._restarting()}"
                 ) from None
             if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
-                self._mark_broken(f"it stopped during a call{self._log_hint()}")
-                raise ToolRefusal(
-                    f"the MCP server {self.name!r} stopped during the call to {tool}, which did not complete;"
-                    " klaw is restarting it"
-                ) from None
-            if isinstance(exc, MCPError):
+                result, gone = None, ("stopped", exit_words(self._exit_status))
+            elif isinstance(exc, MCPError):
                 raise ToolRefusal(f"the MCP server {self.name!r} refused the call to {tool}: {exc.message}") from None
-            self._mark_broken(describe(exc))
-            reason = describe(exc)
-            raise ToolRefusal(f"the MCP server {self.name!r} failed during the call to {tool} ({reason})") from None
+            else:
+                self._mark_broken(reason := describe(exc))
+                raise ToolRefusal(f"the MCP server {self.name!r} failed during the call to {tool} ({reason})") from None
+        if result is None:
+            did, detail = gone or ("stopped", "")
+            self._mark_broken(f"it {did} during a call{detail}{self._log_hint()}")
+            raise ToolRefusal(
+                f"the MCP server {self.name!r} {did} during the call to {tool}{detail}, which did not complete;"
+                " klaw is restarting it"
+            )
         text = result_text(result)
         if result.is_error:
             raise ToolRefusal(text)
         return text
+
+    async def _restarted(self) -> Client:
+        """A server that served and is being restarted: the call waits for it (at most `timeoutSeconds`, engine's
+        clock), not refused with "klaw retries in 0 s" (decision 514). Refused at once: never ready yet, its
+        restart failed, its retry further off, engine.yaml's mistake."""
+        bound = self.config.timeout_seconds
+        soon = self._retry_at is None or (self._retry_at - self._now()).total_seconds() <= bound
+        if not self._served or self._final or self._stopping.is_set() or self._start_failed.is_set() or not soon:
+            raise ToolRefusal(self.unavailable())
+        log.info("MCP server %r: a call waits for its restart (at most %gs)", self.name, bound)
+        await self._wait(self.ready.wait(), self._start_failed.wait(), self._sleep(bound))
+        if self._client is not None and self._phase == "ready":
+            return self._client
+        waited = "" if self._start_failed.is_set() else f"; klaw waited {bound:g} s for it to start again"
+        raise ToolRefusal(self.unavailable() + waited)
 
     def unavailable(self) -> str:
         """Why a call cannot be made now, for the model: still starting, or down and when klaw retries."""
@@ -173,9 +203,12 @@ class ServerLink:
     def _log_hint(self) -> str:
         """Where a command server's last words are, or which address a URL server has (newcomer14: "ConnectError:
         All connection attempts failed" named no address), for the person reading why it stopped."""
-        if self.config.command is None:
-            return f" (at {server_address(self.config)})"
-        return f" (its error output: {log_path(self._log_dir, self.name)})"
+        url = self.config.command is None
+        return (
+            f" (at {server_address(self.config)})"
+            if url
+            else f" (its error output: {log_path(self._log_dir, self.name)})"
+        )
 
     def _last_words(self, served: bool) -> str:
         """A command server's last line of error output, quoted, when it failed to start (its output copied
@@ -187,19 +220,27 @@ class ServerLink:
 
     def _restarting(self) -> str:
         """What klaw does about a server that passed the cap: a command is stopped, a URL's session ended."""
-        if self.config.command is None:
-            return "klaw ended its session and is starting a new one"
-        return "klaw stopped it and is restarting it"
+        url = self.config.command is None
+        return "klaw ended its session and is starting a new one" if url else "klaw stopped it and is restarting it"
 
     def _overflowed(self) -> None:
         """A URL server's answer passed the cap, maybe one nobody waits for (an abandoned call's): its session
         ends now rather than at the next call (decision 309)."""
         self._mark_broken(f"it {self._overflow.words()}")
 
+    def _process_exited(self, status: int | None) -> None:
+        """The command's process ended (stdio_lines.py): a call waiting ends now, and so does the link."""
+        self._exit_status = status
+        self._exited.set()  # before the mark: a waiting call says how it ended
+        self._mark_broken(f"it stopped{exit_words(status)}{self._log_hint()}")
+
     def _mark_broken(self, reason: str) -> None:
         if self._phase == "ready":
             self._reason = reason
             self._broken.set()
+
+    def _probe_bound(self) -> float:
+        return min(PROBE_TIMEOUT_SECONDS, max(PROBE_MIN_SECONDS, self.config.timeout_seconds))
 
     async def _check_alive(self) -> None:
         """Ask for the tool list (the 2026-07-28 protocol has no ping): any answer, even an error, means
@@ -208,7 +249,7 @@ class ServerLink:
         if client is None:
             return
         try:
-            async with asyncio.timeout(min(PROBE_TIMEOUT_SECONDS, max(PROBE_MIN_SECONDS, self.config.timeout_seconds))):
+            async with asyncio.timeout(self._probe_bound()):
                 await client.list_tools(cache_mode="refresh")
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
@@ -261,6 +302,7 @@ class ServerLink:
         """One connection from start to end; True when it became ready (it served)."""
         ready = asyncio.Event()
         self._broken.clear()
+        self._start_failed.clear()
         connection = asyncio.create_task(self._connection(ready), name=f"mcp-{self.name}-link")
         timed_out: str | None = None  # the reason a start past its timeout gets
         try:
@@ -281,6 +323,7 @@ class ServerLink:
             )
             if self._silent:
                 self._reason = f"{self._reason} and printed nothing ({SILENT_WHY})"
+            self._start_failed.set()
             return False
         self._phase, self._served, self._silent = "ready", True, False
         self._reason = None
@@ -308,6 +351,7 @@ class ServerLink:
         """The whole life of one client, in this one task (anyio's rule)."""
         refusal = HttpRefusal()
         self._overflow = overflow = Overflow()
+        self._exited, self._exit_status = asyncio.Event(), None
         try:
             async with AsyncExitStack() as stack:
                 transport = await open_transport(
@@ -320,9 +364,10 @@ class ServerLink:
                     started=self._now(),
                     overflow=overflow,
                     on_overflow=self._overflowed,
+                    on_exit=self._process_exited,
                 )
                 client = await stack.enter_async_context(Client(transport, client_info=CLIENT_INFO))
-                self._on_tools(await self._list_tools(client))
+                self._on_tools(await list_all_tools(client))
                 self._client = client
                 ready.set()
                 await self._broken.wait()
@@ -333,46 +378,13 @@ class ServerLink:
                 self._reason = f"{what}: {describe(exc)}"
                 if overflow.happened:
                     self._reason = f"{what}: the server {overflow.words()}"
-                elif (missing := self._missing_path(exc)) is not None:
+                elif (missing := missing_path(self.name, self.config, self._workspace, exc)) is not None:
                     self._reason = f"it failed to start: {missing}"
                 elif refusal.status is not None:
                     self._reason = f"{what}: {refusal_reason(self.name, self.config, refusal.status)}"
                 else:
                     self._reason += self._last_words(ready.is_set()) + self._log_hint()
             self._broken.set()
-
-    def _missing_path(self, exc: BaseException) -> str | None:
-        """What is missing when the process could not be started at all (its error output is then empty:
-        no process ran): the command, or the working directory, named with the engine.yaml key to fix."""
-        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-            exc = exc.exceptions[0]
-        if not isinstance(exc, FileNotFoundError) or self.config.command is None:
-            return None
-        # uvloop's process spawn leaves `filename` unset, so what is missing is looked up here
-        where, command, cwd = f"mcp.servers.{self.name}", self.config.command, self.config.cwd
-        if exc.filename == command or (exc.filename is None and not self._program_exists(command)):
-            return f"there is no program {command!r} ({where}.command in engine.yaml)"
-        if cwd is not None and (exc.filename == cwd or (exc.filename is None and not Path(cwd).is_dir())):
-            return f"its working directory {cwd!r} does not exist ({where}.cwd in engine.yaml)"
-        named = f"{exc.filename} does not exist" if exc.filename else "a file it needs does not exist"
-        return f"{named} (starting {command!r}, {where} in engine.yaml)"
-
-    def _program_exists(self, command: str) -> bool:
-        """As the spawn finds it: on PATH for a bare name, else relative to the server's working directory."""
-        if "/" not in command:
-            return shutil.which(command) is not None
-        return (Path(self.config.cwd or self._workspace) / command).is_file()
-
-    async def _list_tools(self, client: Client) -> list[Tool]:
-        tools: list[Tool] = []
-        cursor: str | None = None
-        for _ in range(MAX_LIST_PAGES):
-            page = await client.list_tools(cursor=cursor)
-            tools += page.tools
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        return tools
 
     async def _wait(self, *waits: Awaitable[Any]) -> None:
         """Until the first of `waits` ends, or klaw stops."""

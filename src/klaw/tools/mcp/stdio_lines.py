@@ -22,7 +22,7 @@ replaces is its `stdout_reader` alone.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, TextIO
 
@@ -66,10 +66,16 @@ async def _lines(stdout: anyio.abc.ByteReceiveStream, overflow: Overflow) -> Asy
 
 @asynccontextmanager
 async def bounded_stdio_client(
-    server: StdioServerParameters, errlog: TextIO, overflow: Overflow, name: str
+    server: StdioServerParameters,
+    errlog: TextIO,
+    overflow: Overflow,
+    name: str,
+    on_exit: Callable[[int | None], None] = lambda code: None,
 ) -> AsyncIterator[TransportStreams]:
     """`mcp.client.stdio.stdio_client` with `_lines` as its reader (module docstring); `name`, the server's
-    in engine.yaml, is what a warning calls it."""
+    in engine.yaml, is what a warning calls it. `on_exit` is told the process's exit status as soon as it
+    ends, whether or not its stdout ended (a child it started may hold that open): a call pending then is
+    ended at once by the link (decision 514)."""
     command = await sdk._get_executable_command(server.command)
     process = await sdk._create_platform_compatible_process(
         command=command,
@@ -145,9 +151,13 @@ async def bounded_stdio_client(
         await sdk._aclose_all(read_stream, write_stream, read_stream_writer, write_stream_reader)
         await anyio.lowlevel.checkpoint()
 
+    async def exit_watcher() -> None:
+        on_exit(await process.wait())
+
     async with anyio.create_task_group() as tg:
         tg.start_soon(stdout_reader)
         tg.start_soon(stdin_writer)
+        tg.start_soon(exit_watcher)
         try:
             yield read_stream, write_stream
         finally:

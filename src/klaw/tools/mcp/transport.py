@@ -45,7 +45,15 @@ from klaw.tools.mcp.stdio_lines import bounded_stdio_client
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HttpRefusal", "MissingVariable", "log_path", "open_transport", "refusal_reason", "start_mistake"]
+__all__ = [
+    "HttpRefusal",
+    "MissingVariable",
+    "log_path",
+    "missing_path",
+    "open_transport",
+    "refusal_reason",
+    "start_mistake",
+]
 
 
 class MissingVariable(KlawError, RuntimeError):
@@ -200,12 +208,14 @@ async def open_transport(
     started: datetime | None = None,
     overflow: Overflow | None = None,
     on_overflow: Callable[[], None] = lambda: None,
+    on_exit: Callable[[int | None], None] = lambda code: None,
 ) -> Transport:
     """A transport for `mcp.Client`, its resources (log file, HTTP client) closed by `stack`; a URL server's
     401/403 is noted in `refusal`; a command's start is marked in its log with `started`. A line a command
     writes, or an answer a URL server sends, past the cap ends its connection, noted in `overflow`
     (stdio_lines.py, decision 298; http_answers.py, decision 309), and a URL server's tells `on_overflow` at
-    once: the SDK may be reading an answer nobody waits for."""
+    once: the SDK may be reading an answer nobody waits for. A command's exit is told to `on_exit` at once
+    (decision 514)."""
     env = os.environ if env is None else env
     overflow = Overflow() if overflow is None else overflow
     if config.url is not None:
@@ -237,9 +247,33 @@ async def open_transport(
     if (why := unfit()) is not None:  # an SDK whose private helpers changed: uncapped rather than broken
         _warn_once(why)
         return stdio_client(params, errlog)
-    return bounded_stdio_client(params, errlog, overflow, name)
+    return bounded_stdio_client(params, errlog, overflow, name, on_exit)
 
 
 @functools.cache
 def _warn_once(why: str) -> None:
     log.warning("%s", why)
+
+
+def missing_path(name: str, config: McpServerConfig, workspace: Path, exc: BaseException) -> str | None:
+    """What is missing when the process could not be started at all (its error output is then empty:
+    no process ran): the command, or the working directory, named with the engine.yaml key to fix."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if not isinstance(exc, FileNotFoundError) or config.command is None:
+        return None
+    # uvloop's process spawn leaves `filename` unset, so what is missing is looked up here
+    where, command, cwd = f"mcp.servers.{name}", config.command, config.cwd
+    if exc.filename == command or (exc.filename is None and not _program_exists(command, Path(cwd or workspace))):
+        return f"there is no program {command!r} ({where}.command in engine.yaml)"
+    if cwd is not None and (exc.filename == cwd or (exc.filename is None and not Path(cwd).is_dir())):
+        return f"its working directory {cwd!r} does not exist ({where}.cwd in engine.yaml)"
+    named = f"{exc.filename} does not exist" if exc.filename else "a file it needs does not exist"
+    return f"{named} (starting {command!r}, {where} in engine.yaml)"
+
+
+def _program_exists(command: str, cwd: Path) -> bool:
+    """As the spawn finds it: on PATH for a bare name, else relative to the server's working directory."""
+    if "/" not in command:
+        return shutil.which(command) is not None
+    return (cwd / command).is_file()
