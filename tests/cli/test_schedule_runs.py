@@ -71,3 +71,28 @@ async def test_a_call_refused_for_lack_of_approval_is_marked_denied_as_in_a_chat
     assert shown.returncode == 0, shown.stderr
     assert "  Tools used: current_time, file_write (denied)\n" in shown.stdout, shown.stdout
     assert not (home.workspace / "note.md").exists()
+
+
+async def test_the_runs_are_shown_beside_a_damaged_scheduler_db(tmp_path: Path) -> None:
+    """review55 (decision 517): decision 510 read scheduler.db for the last run's note before showing the log,
+    so a damaged scheduler.db stopped `klaw schedule runs` showing runs its log holds whole."""
+    home = KlawHome(tmp_path / "home")
+    initialise_home(home)
+    (home.root / "engine.yaml").write_text("scheduler:\n  timezone: UTC\n", encoding="utf-8")
+    clock = ManualClock()
+    async with FakeOpenAiServer() as server:
+        config = engine_config(server.base_url, scheduler={"timezone": "UTC"})
+        async with engine_on(home, config, clock) as engine:
+            await scheduler_of(engine).add_task("news", TaskSchedule.cron("* * * * *"), "Report what is new")
+            server.reply_text("first report")
+            await run_once(engine, clock, 0)
+    for path in home.root.glob("scheduler.db*"):
+        path.unlink()
+    home.scheduler_db.write_bytes(b"not a database " * 100)
+    home.scheduler_db.chmod(0o600)
+
+    shown = klaw_here(home.root, "schedule", "runs", "news")
+    assert shown.returncode == 0, shown.stderr
+    assert "first report" in shown.stdout, shown.stdout
+    missing = klaw_here(home.root, "schedule", "runs", "nope")  # no log: the damaged file is said, as before
+    assert missing.returncode == 1 and "a database is damaged" in missing.stderr, missing.stderr

@@ -41,10 +41,11 @@ def runs(
     except InvalidTaskName as exc:
         fail(str(exc))
     loader = SubagentHistoryLoader(home.conversations)
-    tasks = _tasks(home.scheduler_db)
+    logged = loader.task_dir(name).is_dir()
+    tasks = _tasks(home.scheduler_db, logged)
     task = next((task for task in tasks if task.name == name), None)
     met = _last_note(home.scheduler_db, task, zone)
-    if not loader.task_dir(name).is_dir():
+    if not logged:
         if task is not None and task.last_run_at is None:  # not an error: it is to come (newcomer21, 502)
             when = f"{task.next_run_at.astimezone(zone):%Y-%m-%d %H:%M:%S} ({zone})" if task.next_run_at else None
             typer.echo(f"Task {name} has not run yet; its next run is {when or 'set when the engine next looks'}.")
@@ -88,14 +89,23 @@ def _run_text(run: Sequence[MessageRecord], zone: tzinfo) -> str:
     return "\n".join(lines)
 
 
-def _tasks(scheduler_db: object) -> list[ScheduledTask]:
-    """The scheduled tasks, for a name that has no log: it may be one still to run, or a typo."""
+def _tasks(scheduler_db: object, logged: bool) -> list[ScheduledTask]:
+    """The scheduled tasks: for a name that has no log (it may be one still to run, or a typo), and for the
+    last run's note (decision 510). With a log to show, a scheduler.db that cannot be read is passed over:
+    the runs are in the log, and a damaged file stopped the command that showed them (review55, decision 517);
+    without one, its error says what to do (`klaw schedule list`'s words)."""
+    import sqlite3
     from pathlib import Path
 
     from klaw.scheduling.task_store import ScheduleStore
 
     path = Path(str(scheduler_db))
-    return ScheduleStore(path).list_read_only() if path.exists() else []
+    try:
+        return ScheduleStore(path).list_read_only() if path.exists() else []
+    except sqlite3.Error:
+        if not logged:
+            raise
+        return []
 
 
 def _last_note(scheduler_db: object, task: ScheduledTask | None, zone: tzinfo) -> str:
