@@ -9,7 +9,10 @@ nothing listens on the port: the same TypeError), two messages are typed, then k
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
+
+import pytest
 
 from tests.channels.browser import BROWSER_MODULE, Session, opened_page, sign_in
 
@@ -62,11 +65,19 @@ async def test_messages_typed_while_klaw_is_away_are_sent_in_order_when_it_is_ba
                 await route.continue_()
 
         await page.route("**/api/messages*", drop_the_first_response)
+        statuses = record_calls(page)  # for a failure's message
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
         stack.server.reply_text("Got it once.")
         await page.fill("#input", "sent, its answer lost")
         await page.press("#input", "Enter")
-        await page.locator(".msg.user.answered", has_text="sent, its answer lost").wait_for()
+        try:
+            await page.locator(".msg.user.answered", has_text="sent, its answer lost").wait_for()
+        except Exception as exc:  # 3 of 24 runs under load (decision 509): say what the page held
+            held = await what_the_page_holds(page)
+            raise AssertionError(f"not answered; the page held {held}, its POSTs {statuses}, errors {errors}") from exc
         await page.locator(".msg.assistant", has_text="Got it once.").wait_for()
+        assert all(await page.locator(".msg.user.answered .meta").all_inner_texts())  # each with its time
         assert len(dropped) == 1 and '"client_id":' in dropped[0]
         await page.reload()
         await page.wait_for_selector("body[data-ready=true]")
@@ -123,6 +134,144 @@ async def test_a_message_typed_while_klaw_is_away_is_sent_by_the_next_page_after
         assert texts == ["typed before closing", "typed as the session ended"]
 
 
+# The page's pagehide handlers never run in this tab, as when Chromium skips them for a tab closed under load.
+NO_PAGEHIDE = """const listen = window.addEventListener;
+window.addEventListener = function (kind, ...rest) {
+  if (kind !== "pagehide") return listen.call(this, kind, ...rest);
+};"""
+
+
+@pytest.mark.parametrize("ending", ["crashed", "closed without pagehide"])
+async def test_a_tab_that_ends_without_a_word_has_its_message_sent_at_once_by_the_next_page(ending: str) -> None:
+    """A tab killed, crashed, or closed while Chromium skipped its pagehide never marked its outbox left, so the
+    next page took it for an open tab's and sent its message only after 90 s of quiet (decision 505's cause).
+    Each tab holds a Web Lock while it lives; the browser releases a dead tab's, and the next page takes its
+    outbox at once (decision 509). Sent once, shown once, after a reload too."""
+    async with opened_page() as session:
+        stack, page = session.stack, session.page
+        await page.context.add_init_script(EVERY_300_MS)
+        if ending != "crashed":
+            await page.add_init_script(NO_PAGEHIDE)  # this tab's only
+        await sign_in(session)
+        await page.wait_for_selector("#engine-status.up")
+        await page.route("**/api/**", lambda route: route.abort())  # klaw gone: nothing answers
+        await page.fill("#input", "typed before it died")
+        await page.press("#input", "Enter")
+        await shown(page.locator(".msg.user.unsent .meta", has_text=UNSENT), page)
+        context = page.context
+        if ending == "crashed":
+            crashed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            page.once("crash", lambda _: crashed.set_result(None))
+            cdp = await context.new_cdp_session(page)
+            asyncio.ensure_future(cdp.send("Page.crash")).add_done_callback(lambda done: done.exception())
+            await crashed  # the renderer is gone: no handler of the page ran
+        await page.close(run_before_unload=False)
+
+        # What the tab left: its entry still says it was alive a moment ago (it never said it left).
+        peek = await context.new_page()
+        await peek.goto(f"{session.web.url}/static/favicon.svg")  # the origin's storage, without the app
+        left = await peek.evaluate(OUTBOX_ENTRIES)
+        await peek.close()
+        assert len(left) == 1 and left[0]["n"] == 1 and 0 < left[0]["ago"] < 90_000, left
+
+        stack.server.reply_text("Got it at once.")
+        again = await context.new_page()  # klaw is back; the session's cookie signs this page in
+        again.set_default_timeout(15_000)  # far below the 90 s the page waited before
+        posts = record_posts(again)
+        await again.goto(session.web.url)
+        await shown(again.locator(".msg.user.answered", has_text="typed before it died"), again)
+        await shown(again.locator(".msg.assistant", has_text="Got it at once."), again)
+        assert posts == ["typed before it died"]
+        await again.reload()
+        await again.wait_for_selector("body[data-ready=true]")
+        assert await again.locator(".msg.user .body").all_inner_texts() == ["typed before it died"]
+        assert await again.locator(".msg.assistant .body").all_inner_texts() == ["Got it at once."]
+        assert await again.evaluate(OUTBOX_ENTRIES) == []
+        assert len(stack.server.chat_requests) == 1
+
+
+async def test_an_open_tab_keeps_its_own_message_and_sends_it_when_klaw_is_back() -> None:
+    """Two tabs open, one of them cut off from klaw with a message waiting: the other, reading the status and
+    looking for gone tabs' outboxes every 0.3 s, leaves it alone (its tab's Web Lock is held), and it is sent
+    once, by its own tab, when klaw answers that tab again; both tabs show it once (decision 509)."""
+    async with opened_page() as session:
+        stack, page = session.stack, session.page
+        await page.context.add_init_script(EVERY_300_MS)
+        await sign_in(session)
+        await page.wait_for_selector("#engine-status.up")
+        other = await page.context.new_page()
+        other.set_default_timeout(15_000)
+        posts = record_posts(other)
+        await other.goto(session.web.url)
+        await other.wait_for_selector("#engine-status.up")
+
+        await page.route("**/api/**", lambda route: route.abort())  # klaw gone, for this tab only
+        await page.fill("#input", "mine to send")
+        await page.press("#input", "Enter")
+        await shown(page.locator(".msg.user.unsent .meta", has_text=UNSENT), page, other)
+        assert [entry["n"] for entry in await other.evaluate(OUTBOX_ENTRIES)] == [1]
+        for _ in range(3):  # three of the other tab's status readings, each after it looked for gone tabs
+            async with other.expect_request("**/api/status"):
+                pass
+        assert await other.locator(".msg.user").count() == 0 and posts == []
+        assert [entry["n"] for entry in await other.evaluate(OUTBOX_ENTRIES)] == [1]
+
+        stack.server.reply_text("Sent by its own tab.")
+        await page.unroute("**/api/**")
+        await shown(page.locator(".msg.user.answered", has_text="mine to send"), page, other)
+        await shown(other.locator(".msg.assistant", has_text="Sent by its own tab."), page, other)
+        await shown(other.locator(".msg.user", has_text="mine to send"), page, other)
+        for tab in (page, other):
+            await tab.reload()
+            await tab.wait_for_selector("body[data-ready=true]")
+            assert await tab.locator(".msg.user .body").all_inner_texts() == ["mine to send"]
+        assert posts == [] and await other.evaluate(OUTBOX_ENTRIES) == []
+        assert len(stack.server.chat_requests) == 1
+
+
+async def shown(locator: Any, *pages: Any) -> None:
+    """Wait for `locator`; when it does not show, say what each of `pages` held (its outbox, bubbles, locks)."""
+    try:
+        await locator.wait_for()
+    except Exception as exc:
+        held = [await what_the_page_holds(page) for page in pages]
+        raise AssertionError(f"{locator} did not show; the pages held {held}") from exc
+
+
+def record_calls(page: Any) -> list[str]:
+    """The page's message posts and history reads as they end: method, path, and how (a status, or failed)."""
+    calls: list[str] = []
+    started = asyncio.get_running_loop().time()
+
+    def note(request: Any, how: str) -> None:
+        if "/api/messages" in request.url or "/api/history" in request.url:
+            at = asyncio.get_running_loop().time() - started
+            calls.append(f"{at:.1f}s {request.method} {request.url.split('/api/')[-1]} {how}")
+
+    async def finished(request: Any) -> None:
+        try:
+            response = await request.response()
+        except Exception:  # the page closed meanwhile (the test's end): an error here would fail the next test
+            return
+        note(request, str(response.status if response else "?"))
+
+    page.on("requestfinished", finished)
+    page.on("requestfailed", lambda request: note(request, "failed"))
+    return calls
+
+
+def record_posts(page: Any) -> list[str]:
+    """The texts of the messages `page` posts, as they are sent."""
+    texts: list[str] = []
+
+    def note(request: Any) -> None:
+        if request.method == "POST" and request.url.endswith("/api/messages"):
+            texts.append(json.loads(request.post_data or "{}").get("text", ""))
+
+    page.on("request", note)
+    return texts
+
+
 async def test_every_message_a_turn_answered_shows_answered_live_and_after_a_reload() -> None:
     """The outbox sends its messages back to back; within the engine's debounce they are one turn, whose reply
     names them all (`answers`) but replies to the last (`reply_to`). Only that one was marked answered, live and
@@ -158,16 +307,23 @@ async def test_every_message_a_turn_answered_shows_answered_live_and_after_a_rel
         assert first.is_set()
 
 
-# The outbox entries in localStorage (each tab's, with how long ago it said it was alive) and the user bubbles.
-PAGE_HOLDS = """(() => ({
-  outbox: Object.keys(localStorage).filter((k) => k.startsWith("klaw-outbox:")).map((k) => {
-    const entry = JSON.parse(localStorage.getItem(k));
-    return { tab: k.split(":").pop(), ago: Date.now() - entry.at, n: entry.texts.length };
-  }),
+# The outbox entries in localStorage: each tab's, with how long ago it said it was alive and its message count.
+OUTBOX_ENTRIES = """Object.keys(localStorage).filter((k) => k.startsWith("klaw-outbox:")).map((k) => {
+  const entry = JSON.parse(localStorage.getItem(k));
+  return { tab: k.split(":").pop(), ago: Date.now() - entry.at, n: entry.texts.length, lock: entry.lock || null };
+})"""
+# The outbox entries and the user bubbles.
+PAGE_HOLDS = (
+    "(async () => ({ outbox: "
+    + OUTBOX_ENTRIES
+    + """,
   bubbles: [...document.querySelectorAll("#messages .msg")]
     .map((b) => `${b.className} [${b.dataset.id || ""}] ${b.innerText}`),
   ready: document.body.dataset.ready || "", status: document.getElementById("engine-status")?.textContent,
+  locks: navigator.locks ? (await navigator.locks.query()).held.map((lock) => lock.name) : null,
+  events: window.__events,
 }))()"""
+)
 
 
 async def what_the_page_holds(page: Any) -> Any:

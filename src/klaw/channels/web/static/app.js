@@ -1,10 +1,11 @@
 // klaw web page: chat with streamed replies, memory inspector, memory browser and search, settings.
 // Plain JavaScript, no build step: ES modules, this one the page's entry (index.html), each other with one
 // job and importing only those below it (decision 458): core.js ← bubbles.js ← sending.js ← approvals.js ←
-// history.js ← status.js, events.js; core.js ← chats.js ← inspector.js, memory.js. This one wires them to
-// the page: the session, the tabs (and the Settings one), the composer. Text from messages is only ever set
-// with textContent, except a reply's `html`: the gateway rendered it from Markdown and sanitized it
-// (channels/web/markdown.py), and the page's Content-Security-Policy runs no inline script whatever it holds.
+// history.js ← status.js, events.js; alive.js ← sending.js; core.js ← chats.js ← inspector.js, memory.js.
+// This one wires them to the page: the session, the tabs (and the Settings one), the composer. Text from
+// messages is only ever set with textContent, except a reply's `html`: the gateway rendered it from Markdown
+// and sanitized it (channels/web/markdown.py), and the page's Content-Security-Policy runs no inline script
+// whatever it holds.
 import { api, el, showError, state, table } from "./core.js";
 import { keepOutbox, send, stored } from "./sending.js";
 import { loadHistory } from "./history.js";

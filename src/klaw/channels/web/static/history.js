@@ -68,6 +68,7 @@ function fromThisPage(message) {
   for (const bubble of document.querySelectorAll("#messages .msg.user[data-client-id]:not([data-id])")) {
     if (message.id === `web-${state.chat.chat_id}-${bubble.dataset.clientId}`) {
       bubble.dataset.id = message.id;
+      bubble.dataset.at ||= message.created_at;  // marked answered now, it shows this time, not nothing
       return bubble;
     }
   }

@@ -9,17 +9,19 @@
 // browser's "not sent: Failed to fetch", the box was emptied and nothing was ever sent.
 //
 // The outbox is kept in the browser's localStorage too (decision 473), under the session's `outbox` key (one
-// per token) and this tab's own name, with the time the tab last said it is alive (every status check). A page
-// that loads, or checks the status, takes over the outboxes of tabs gone quiet (closed, or gone to the sign-in
-// form when the session expired: each marks its own as left when it goes) and sends them: a tab closed while
-// klaw was away, or a session that expired, no longer loses what was typed. An open tab's outbox is never taken
-// (it sends its own); Web Locks, where there are, keep two loading tabs from taking the same one.
+// per token) and this tab's own name, with the time the tab last said it is alive (every status check) and the
+// Web Lock it holds while it lives (alive.js, decision 509). A page that loads, or checks the status, takes over
+// the outboxes of tabs gone (closed, killed or crashed: their locks released; gone to the sign-in form when the
+// session expired: each marks its own as left when it goes) and sends them: a tab closed while klaw was away, or
+// a session that expired, no longer loses what was typed. An open tab's outbox is never taken (it sends its
+// own); Web Locks, where there are, keep two loading tabs from taking the same one.
 //
 // Each message has the page's own id (`client_id`), kept with it in the outbox (`ids` beside `texts` in
 // localStorage): a POST klaw stored whose response was lost (a dropped connection, a proxy's 504, serve
 // stopped right after taking it) is sent again with the same id, and klaw stores it once (decision 479).
 import { api, fmtTime, state } from "./core.js";
 import { addBubble, answered } from "./bubbles.js";
+import { aliveMark, heldLocks, holdTabLock, stillAlive, TAB } from "./alive.js";
 
 export const UNSENT = "not sent yet: klaw is not running — it will be sent when it is back";
 
@@ -43,10 +45,6 @@ function newId() {
   return Array.from(crypto.getRandomValues(new Uint8Array(16)), (byte) => byte.toString(16).padStart(2, "0")).join("");
 }
 
-const TAB = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
-// A tab that has not said it is alive for this long is gone: it says so every 5 s, or once a minute when the
-// browser throttles a tab long in the background; a closed one says it is gone at once (pagehide).
-const QUIET_MS = 90000;
 let prefix = null;  // "klaw-outbox:<the session's key>:", once the page knows it
 export let stored = false;  // whether the outbox is in localStorage (else leaving the page asks first)
 
@@ -55,7 +53,7 @@ function save(alive = true) {
   if (!prefix) return;
   try {
     if (state.outbox.length) {
-      const entry = { at: alive ? Date.now() : 0, texts: state.outbox.map((message) => message.text), ids: state.outbox.map((message) => message.id) };
+      const entry = { ...aliveMark(alive), texts: state.outbox.map((message) => message.text), ids: state.outbox.map((message) => message.id) };
       localStorage.setItem(prefix + TAB, JSON.stringify(entry));
     } else localStorage.removeItem(prefix + TAB);
     stored = true;
@@ -69,28 +67,30 @@ function stillOurs() {
 
 // The page knows its session's key: its outbox is kept from now on, and gone tabs' outboxes are taken over.
 export async function keepOutbox(key) {
+  await holdTabLock();  // before this tab's entry is first written, so the entry names the lock
   prefix = `klaw-outbox:${key}:`;
   window.addEventListener("pagehide", () => save(false));
-  window.addEventListener("pageshow", (event) => { if (event.persisted) save(); });
+  window.addEventListener("pageshow", async (event) => { if (event.persisted) { await holdTabLock(); save(); } });
   await adoptQuiet();
 }
 
-// This tab says it is alive, and takes over the outboxes of tabs gone quiet, oldest first, behind its own.
+// This tab says it is alive, and takes over the outboxes of tabs gone, oldest first, behind its own.
 export async function adoptQuiet() {
   if (!prefix) return;
-  if (state.outbox.length && !stillOurs()) {  // another page took this one's over (it was quiet too long): it sends them
+  if (state.outbox.length && !stillOurs()) {  // another page took this one's over (it seemed gone): it sends them
     for (const { bubble } of state.outbox.splice(0)) bubble.remove();
     state.away = true;  // the history, read when klaw is back, shows them once sent
   }
   save();
-  const take = () => {
+  const take = async () => {
+    const held = await heldLocks();  // read inside the outbox lock: no tab takes an entry while another decides
     const found = [];
     try {
       for (let index = 0; index < localStorage.length; index++) {
         const name = localStorage.key(index);
         if (!name || !name.startsWith(prefix) || name === prefix + TAB) continue;
         const entry = JSON.parse(localStorage.getItem(name) || "null");
-        if (entry && Date.now() - Number(entry.at) < QUIET_MS) continue;  // that tab is open: it sends its own
+        if (entry && stillAlive(entry, held)) continue;  // that tab is open: it sends its own
         found.push([name, entry]);
       }
     } catch { return; }
@@ -109,8 +109,8 @@ export async function adoptQuiet() {
       });
     }
   };
-  if (navigator.locks) await navigator.locks.request("klaw-outbox", async () => take());
-  else take();
+  if (navigator.locks) await navigator.locks.request("klaw-outbox", take);
+  else await take();
 }
 
 // The outbox sent, oldest first; one klaw still does not take stays first, with the others behind it.
