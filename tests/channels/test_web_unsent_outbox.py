@@ -277,7 +277,7 @@ async def test_every_message_a_turn_answered_shows_answered_live_and_after_a_rel
     names them all (`answers`) but replies to the last (`reply_to`). Only that one was marked answered, live and
     after a reload; the others looked unanswered for good (a queued one kept "queued: the engine is offline"),
     as if lost (decision 505). The model is held so the test sees the turn before and after its reply."""
-    async with opened_page(debounce_ms=5000) as session:  # the burst is one turn, even at a load of 40 (2.5 s split one)
+    async with opened_page(debounce_ms=5000) as session:  # one turn even at a load of 40 (2.5 s split one)
         stack, page = session.stack, session.page
         await page.add_init_script(EVERY_300_MS)
         await sign_in(session)
