@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from tests.engine.harness import Harness, running_engine
-from tests.tools.mcp_client.test_mcp_tools_in_turns import tool_result
+from tests.tools.mcp_client.test_mcp_tools_in_turns import status, tool_result
 
 SERVER = str(Path(__file__).with_name("gallery_server.py"))
 GALLERY = {"servers": {"gallery": {"command": sys.executable, "args": [SERVER]}}, "startWaitSeconds": 60}
@@ -67,6 +67,8 @@ async def test_a_server_killed_mid_call_ends_its_call_at_once_and_the_next_call_
         said = tool_result(h)
         assert said.startswith("the MCP server 'gallery' stopped during the call to wait"), said
         assert said.endswith("which did not complete; klaw is restarting it"), said
+        shown = " ".join((await status(h)).split())  # the process's exit, seen too, words nothing else
+        assert "MCP gallery: unavailable, it stopped during a call (its error output: " in shown, shown
         assert await call(h, "ok", {}, advance=1.0) == "gallery ok"
 
 

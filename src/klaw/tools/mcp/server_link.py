@@ -108,6 +108,7 @@ class ServerLink:
         self._served = False  # it was ready once in this engine's run: a timeout now means slow, not broken
         self._exited = asyncio.Event()  # the connection's process ended (stdio_lines.py tells it)
         self._exit_status: int | None = None
+        self._calls = 0  # calls waiting for an answer now
         self._start_failed = asyncio.Event()  # the latest start ended without the server ready
         self._broken = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -135,6 +136,7 @@ class ServerLink:
         if client is None or self._phase != "ready":
             client = await self._restarted()
         timeout = self.config.timeout_seconds
+        self._calls += 1  # a process exit meanwhile is worded by the call ("during a call"), not by the watcher
         try:
             async with asyncio.timeout(timeout):
                 result, gone = await race(
@@ -163,9 +165,11 @@ class ServerLink:
             else:
                 self._mark_broken(reason := describe(exc))
                 raise ToolRefusal(f"the MCP server {self.name!r} failed during the call to {tool} ({reason})") from None
+        finally:
+            self._calls -= 1
         if result is None:
             did, detail = gone or ("stopped", "")
-            self._mark_broken(f"it {did} during a call{detail}{self._log_hint()}")
+            self._mark_broken(f"it {did} during a call{self._log_hint()}")  # /status: the detail is the model's
             raise ToolRefusal(
                 f"the MCP server {self.name!r} {did} during the call to {tool}{detail}, which did not complete;"
                 " klaw is restarting it"
@@ -203,12 +207,9 @@ class ServerLink:
     def _log_hint(self) -> str:
         """Where a command server's last words are, or which address a URL server has (newcomer14: "ConnectError:
         All connection attempts failed" named no address), for the person reading why it stopped."""
-        url = self.config.command is None
-        return (
-            f" (at {server_address(self.config)})"
-            if url
-            else f" (its error output: {log_path(self._log_dir, self.name)})"
-        )
+        if self.config.command is None:
+            return f" (at {server_address(self.config)})"
+        return f" (its error output: {log_path(self._log_dir, self.name)})"
 
     def _last_words(self, served: bool) -> str:
         """A command server's last line of error output, quoted, when it failed to start (its output copied
@@ -224,15 +225,15 @@ class ServerLink:
         return "klaw ended its session and is starting a new one" if url else "klaw stopped it and is restarting it"
 
     def _overflowed(self) -> None:
-        """A URL server's answer passed the cap, maybe one nobody waits for (an abandoned call's): its session
-        ends now rather than at the next call (decision 309)."""
+        """A URL server's answer passed the cap, maybe one nobody waits for: its session ends now (decision 309)."""
         self._mark_broken(f"it {self._overflow.words()}")
 
     def _process_exited(self, status: int | None) -> None:
         """The command's process ended (stdio_lines.py): a call waiting ends now, and so does the link."""
         self._exit_status = status
-        self._exited.set()  # before the mark: a waiting call says how it ended
-        self._mark_broken(f"it stopped{exit_words(status)}{self._log_hint()}")
+        self._exited.set()  # a waiting call ends, and words the link's end itself ("during a call")
+        if not self._calls:
+            self._mark_broken(f"it stopped{exit_words(status)}{self._log_hint()}")
 
     def _mark_broken(self, reason: str) -> None:
         if self._phase == "ready":
