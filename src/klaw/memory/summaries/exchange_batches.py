@@ -81,11 +81,6 @@ class ExchangeBatches:
         """These go alone, at once: a batch answer left them out, or the batch was rejected."""
         self._alone.update(exchange_ids)
 
-    def segments(self) -> list[int]:
-        """Segments with waiting exchanges, the one waiting longest first; an exchange whose request
-        failed counts as waiting less than any that did not."""
-        return sorted(self._by_segment, key=lambda s: min(map(self._key, self._by_segment[s])))
-
     def _key(self, waiting: Waiting) -> tuple[int, int]:
         return self._turn(waiting.exchange.id), waiting.exchange.id
 
@@ -95,7 +90,7 @@ class ExchangeBatches:
 
     def next_due(self, still_open: Container[int], *, now: datetime) -> list[Waiting] | None:
         """The next batch due, from the segment waiting longest (its first exchange the least by `turn`, then
-        id) among those due; None when none is. What `segments` then `due` on each gave, in one walk: a
+        id) among those due; None when none is. What a walk over every segment in that order gave, in one pass: a
         segment that cannot be due (open, short, light, its earliest finish within the wait, none asked alone)
         is passed over from its kept totals, the first of the others found once, no list sorted but the one
         taken. With many chats each waiting for a batch, the sort of every segment and of each one's list was
@@ -133,14 +128,6 @@ class ExchangeBatches:
             or now - first.finished_at >= self._wait
             or first.exchange.id in self._alone
         )
-
-    def due(self, segment_id: int, *, closed: bool, now: datetime) -> list[Waiting] | None:
-        """The segment's next batch when its exchanges should wait no longer, else None."""
-        waiting = self._by_segment.get(segment_id)
-        if not waiting:
-            return None
-        waiting.sort(key=self._key)  # one that failed since it was added goes behind
-        return self._take(waiting) if self._ready(waiting, waiting[0], closed=closed, now=now) else None
 
     def _take(self, waiting: list[Waiting]) -> list[Waiting]:
         first = waiting[0]
