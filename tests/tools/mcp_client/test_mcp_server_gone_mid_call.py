@@ -80,3 +80,33 @@ async def test_an_image_a_tool_returns_reaches_the_model_named_with_its_true_siz
         assert await call(h, "picture", {}) == "[image image/png, 70 bytes, not shown]"
     docs = (Path(__file__).parents[3] / "docs" / "mcp.md").read_text(encoding="utf-8")
     assert "| an image (`Image(...)`, `ImageContent`) | `[image image/png, 70 bytes, not shown]`" in docs
+
+
+ONCE = {"servers": {"once": {"command": sys.executable, "args": [str(Path(__file__).with_name("one_call_server.py"))]}}}
+
+
+async def test_a_server_that_exits_right_after_answering_is_shown_stopped_at_once_not_ready(tmp_path: Path) -> None:
+    """The answer and the process's end reach klaw together, while the call's race is still ending its watch
+    (decision 521): the call has its answer, and /status says the server stopped, not "ready" until the next
+    call finds it gone; that call waits for the restart and is answered."""
+    async with running_engine(tmp_path, tools={"enabled": ["mcp:once"]}, mcp=ONCE) as h:
+
+        async def last(advance: float = 0.0) -> str:
+            h.server.reply_tool_calls([("once__last", {})])
+            h.server.reply_text("done")
+            before, asked = len(h.delivered), len(h.server.chat_requests)
+            await h.say("call last")
+            await h.clock.advance(h.engine.config.processing.debounce_ms / 1000)
+            if advance:
+                async with asyncio.timeout(30):
+                    while len(h.server.chat_requests) <= asked:  # noqa: ASYNC110 - the model asked for the call
+                        await asyncio.sleep(0.02)
+                await h.clock.advance(advance)
+            await h.wait_for_replies(before + 1)
+            return tool_result(h)
+
+        assert (await last()).startswith("my last answer ...")
+        shown = " ".join((await status(h)).split())
+        assert "MCP once: ready" not in shown, shown
+        assert "MCP once: unavailable, it stopped (it exited with status 0) (its error output: " in shown, shown
+        assert (await last(advance=1.0)).startswith("my last answer ...")

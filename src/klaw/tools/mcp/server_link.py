@@ -57,8 +57,6 @@ PROBE_MIN_SECONDS = 2.0  # a busy machine may take a moment to answer even a too
 CLIENT_INFO = Implementation(name="klaw", version="0.1.0")
 
 Phase = Literal["starting", "ready", "unavailable", "stopped"]
-
-
 SILENT_WHY = "npx or uvx may still be downloading its package, or find no network, no Node or no Python"
 
 
@@ -136,7 +134,7 @@ class ServerLink:
         if client is None or self._phase != "ready":
             client = await self._restarted()
         timeout = self.config.timeout_seconds
-        self._calls += 1  # a process exit meanwhile is worded by the call ("during a call"), not by the watcher
+        self._calls += 1  # a process exit meanwhile is worded by the calls ("during a call"), not by the watcher
         try:
             async with asyncio.timeout(timeout):
                 result, gone = await race(
@@ -167,6 +165,8 @@ class ServerLink:
                 raise ToolRefusal(f"the MCP server {self.name!r} failed during the call to {tool} ({reason})") from None
         finally:
             self._calls -= 1
+            if not self._calls and self._exited.is_set():  # it answered, then ended as the call finished (521)
+                self._mark_broken(f"it stopped{exit_words(self._exit_status)}{self._log_hint()}")
         if result is None:
             did, detail = gone or ("stopped", "")
             self._mark_broken(f"it {did} during a call{self._log_hint()}")  # /status: the detail is the model's
