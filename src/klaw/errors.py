@@ -16,6 +16,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py, `_Spoiled` in sto
   - LanguageError (ValueError) ............. home_language: a language code klaw init cannot use
   - HomeHeldError (RuntimeError) ........... home_lock: another process holds the home (an engine, or maintenance)
   - BackupError (RuntimeError) ............. home_backup: `klaw backup` cannot write its archive there
+  - RestoreError (RuntimeError) ............ home_restore: `klaw restore` refused that archive or that folder
   - LlmError (RuntimeError) ................ llm/errors: a model call failed (model id, base URL, status)
     + LlmTimeoutError
     + LlmRateLimitError

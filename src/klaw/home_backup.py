@@ -19,6 +19,10 @@ Here:
   `engine.lock`, `web_address`, `.private-walk` (so the restored home is checked for privacy once).
 - The archive is created 0600 whatever the umask, under a temporary name beside it, and given its name
   only once whole; an existing file is never replaced.
+- Its first member, `klaw-backup.json`, says what it is (`FORMAT`, the klaw that made it, when, which
+  member is the memory's database, the sandbox's packages): `klaw restore` reads it before writing anything
+  (home_restore.py, decision 522). It is not a file of the home: a home holding one (extracted by hand)
+  does not pack it again.
 
 On PostgreSQL the memory and its log are in the database: the archive holds the folder's files and the
 report says to back the database up with pg_dump.
@@ -56,6 +60,8 @@ LEFT_OUT = {
 SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
 APPENDED = ("conversations", "gateway")  # folders of append-only JSONL files: cut after their last whole line
 _PIECE = 1 << 20
+MANIFEST = "klaw-backup.json"
+FORMAT = 1  # moved on when a restore of this klaw could not use what an older one packed
 
 Progress = Callable[[int, int], None]  # (bytes archived so far, bytes in all)
 
@@ -93,6 +99,7 @@ def back_up(home: KlawHome, target: Path, *, database: Path | None, progress: Pr
         raise BackupError(f"{target.parent} is not a folder: create it first, or name another place")
     report = BackupReport(path=target, postgres=database is None)
     databases = [path for path in (database, home.scheduler_db) if path is not None and path.is_file()]
+    manifest = _manifest(home, database)
     with tempfile.TemporaryDirectory(prefix=".klaw-backup-", dir=target.parent) as scratch:
         snapshots = [(_snapshot(path, Path(scratch) / f"{n}.db"), path) for n, path in enumerate(databases)]
         # After the snapshots: every row they hold has its line in the log read below.
@@ -103,6 +110,8 @@ def back_up(home: KlawHome, target: Path, *, database: Path | None, progress: Pr
         descriptor = open_private(partial, os.O_WRONLY | os.O_EXCL)
         try:
             with os.fdopen(descriptor, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as archive:
+                _add_manifest(archive, manifest)
+                report.files += 1
                 for path, name in plan:
                     try:
                         report.bytes += _add(archive, path, name)
@@ -118,6 +127,42 @@ def back_up(home: KlawHome, target: Path, *, database: Path | None, progress: Pr
         finally:
             partial.unlink(missing_ok=True)
     return report
+
+
+def _manifest(home: KlawHome, database: Path | None) -> bytes:
+    """What `klaw restore` reads first: the format, the klaw and moment that made it, the database's member
+    (None: PostgreSQL, or no klaw.db yet), and the sandbox's packages (sandbox/ is left out: the restore
+    names the `klaw sandbox install` bringing them back)."""
+    from klaw import __version__
+
+    record = {
+        "format": FORMAT,
+        "klaw": __version__,
+        "made": datetime.now(UTC).isoformat(timespec="seconds"),
+        "database": _member(home, database) if database is not None and database.is_file() else None,
+        "postgres": database is None,
+        "sandboxPackages": sandbox_packages(home),
+    }
+    return (json.dumps(record, indent=1) + "\n").encode()
+
+
+def sandbox_packages(home: KlawHome) -> list[str]:
+    """The packages installed into the sandbox's virtualenv (`klaw sandbox install`), pip's own left out."""
+    from importlib.metadata import distributions
+
+    found = set()
+    for site in sorted(home.sandbox_venv.glob("lib/python*/site-packages")):
+        for dist in distributions(path=[str(site)]):
+            name = dist.metadata["Name"] if dist.metadata else None
+            if name and name.lower() not in {"pip", "setuptools", "wheel"}:
+                found.add(name)
+    return sorted(found, key=str.lower)
+
+
+def _add_manifest(archive: tarfile.TarFile, manifest: bytes) -> None:
+    info = tarfile.TarInfo(MANIFEST)
+    info.size, info.mode, info.mtime = len(manifest), 0o600, int(datetime.now(UTC).timestamp())
+    archive.addfile(info, io.BytesIO(manifest))
 
 
 def _snapshot(source: Path, copy: Path) -> Path:
@@ -147,7 +192,7 @@ def _member(home: KlawHome, path: Path) -> str:
 
 def _files(home: KlawHome, databases: set[Path], report: BackupReport) -> Iterator[tuple[Path, str]]:
     """Every file and folder of the home to archive (the log's first), in a stable order."""
-    skipped = {home.root / name for name in LEFT_OUT}
+    skipped = {home.root / name for name in (*LEFT_OUT, MANIFEST)}
     skipped |= {Path(f"{path}{suffix}") for path in databases for suffix in ("", *SQLITE_SIDECARS)}
     skipped |= {home.root / f"{home.docs_index_file.name}{suffix}" for suffix in SQLITE_SIDECARS}
     for name, why in LEFT_OUT.items():
@@ -155,7 +200,20 @@ def _files(home: KlawHome, databases: set[Path], report: BackupReport) -> Iterat
             report.left_out.append(f"{name}{'/' if (home.root / name).is_dir() else ''} ({why})")
     tops = sorted(home.root.iterdir(), key=lambda path: (path.name not in APPENDED, path.name))
     for top in tops:
-        yield from _walk(home, top, skipped)
+        for path, name in _walk(home, top, skipped):
+            if path.is_symlink() and _leads_out(home, path):
+                report.left_out.append(f"{name} (a link leading out of the home: klaw restore refuses those)")
+                continue
+            yield path, name
+
+
+def _leads_out(home: KlawHome, link: Path) -> bool:
+    """A symbolic link whose target is not below the home (absolute, or climbing out with `..`)."""
+    try:
+        target = os.readlink(link)
+    except OSError:
+        return False
+    return os.path.isabs(target) or not Path(os.path.normpath(link.parent / target)).is_relative_to(home.root)
 
 
 def _walk(home: KlawHome, path: Path, skipped: set[Path]) -> Iterator[tuple[Path, str]]:

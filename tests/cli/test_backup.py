@@ -57,7 +57,7 @@ def test_a_backup_of_a_serving_home_restores_into_a_working_home(tmp_path: Path)
     done = outputs[0]
     assert done.returncode == 0, done.stderr
     assert f"Wrote {archive}" in done.stdout and "cache/ (rebuilt on first use)" in done.stdout
-    assert "tar xzf" in done.stdout and "klaw chat" in done.stdout  # how to restore, and what to stop first
+    assert f"klaw restore {archive}" in done.stdout and "klaw chat" in done.stdout  # how to restore, what to stop
     for written in (archive, by_library):
         assert stat.S_IMODE(written.stat().st_mode) == 0o600
         with tarfile.open(written) as packed:

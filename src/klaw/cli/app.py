@@ -45,6 +45,7 @@ class _Nouns(LazyCommands):
         "db": "klaw.cli.db_cmd:app",
         "log": "klaw.cli.log_cmd:app",
         "backup": "klaw.cli.backup_cmd:backup",
+        "restore": "klaw.cli.restore_cmd:restore",
         "memory": "klaw.cli.memory_cmd:app",
         "schedule": "klaw.cli.schedule_cmd:app",
         "bench": "klaw.cli.bench_cmd:app",

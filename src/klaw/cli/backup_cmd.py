@@ -1,8 +1,8 @@
 """`klaw backup [PATH]`: the home in one private archive while klaw may run on it (home_backup.py, decision 512).
 
 A thin skin: the work is `klaw.home_backup.back_up`; here the home and its database are found, a bar shows
-the bytes archived (on stderr, on a terminal), and the report says what was left out, how to restore, and,
-on PostgreSQL, that the database needs pg_dump."""
+the bytes archived (on stderr, on a terminal), and the report says what was left out, how to restore
+(`klaw restore`), and, on PostgreSQL, that the database needs pg_dump."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeE
 from klaw.cli.context import fail, home_from_env, load_or_exit, stderr_console, stdout_console
 
 RESTORE = (
-    "Restore it: stop klaw serve (or the service) and leave every klaw chat terminal attached to it, then"
-    " mkdir -m 700 NEW_HOME && tar xzf {path} -C NEW_HOME (docs/maintenance.md)."
+    "Restore it: klaw restore {path} --home NEW_FOLDER (checked, then made a home; it never writes over a home"
+    " in use: to put it back in place, stop klaw serve, or the service, and leave every klaw chat attached to it,"
+    " then move the old home aside; docs/maintenance.md)."
 )
 PG_DUMP = (
     "This home's memory and conversation log are in PostgreSQL (database.backend: postgres): the archive holds"

@@ -1,0 +1,284 @@
+"""`klaw restore ARCHIVE`: a `klaw backup` archive made a working home again, or refused whole (decision 522).
+
+The way back was `mkdir -m 700 NEW && tar xzf X -C NEW`: it trusted the archive (tar follows a member
+`../x` or a link out of the folder only with care a person must remember), wrote over a home that held
+data, made files with the archive's modes, and said nothing about whether the result worked. Here:
+
+- The target is refused first, before the archive is read: an engine running on it (its lock is held)
+  or anything in it (a home, even one `klaw init` made) is named with what to do instead: `--home` to a
+  new folder, or move the home aside once klaw is stopped. Only a missing or empty folder is restored into.
+- The archive is read through once before anything is written: its first member is `klaw-backup.json`
+  (home_backup.py) with a format this klaw knows (an archive from before that file, 512's, is taken when
+  it holds engine.yaml at its top); every member is a file, folder or link below the home (no absolute
+  name, no `..`, no link leading out, no device); every byte is decompressed to the end, so a cut or
+  damaged archive is named as such (gzip checks its CRC and length there) before a file is made.
+- It is then extracted into a hidden folder beside the target (0700: nothing in it is reachable by
+  others meanwhile), folders 0700 and files 0600 (0700 when the owner could run them) whatever the
+  archive or the umask say, each file's time kept (the first start stores log lines newer than the
+  database's watermark). tarfile's `data` filter checks every member a second time as it is written.
+- The hidden folder is checked as klaw reads a home (restore_check.py): klaw.db opens as the engine
+  opens it, the log is read by `klaw log check`'s reader, scheduler.db's tasks are listed. Only then is it
+  renamed to the target, in one step: a refusal, a damaged database or a crash leaves no half-made home
+  (a crash may leave the hidden folder, `.NAME.restoring-…`, which the next restore does not mind).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import gzip
+import json
+import os
+import posixpath
+import shutil
+import tarfile
+import tempfile
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from klaw.errors import KlawError
+from klaw.home_backup import FORMAT, MANIFEST
+from klaw.home_lock import holder_of
+from klaw.private_files import private_dirs
+
+Progress = Callable[[str, int, int], None]  # (stage: "checking" or "restoring", bytes read, bytes in all)
+_PIECE = 1 << 20
+_DAMAGE = (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError)
+
+
+class RestoreError(KlawError, RuntimeError):
+    """The archive cannot be restored there; the message says why and what to do. Nothing was written."""
+
+
+@dataclass
+class ArchiveFacts:
+    """What the archive says of itself (`klaw-backup.json`); format 0: made before that file existed."""
+
+    format: int
+    made: str = ""
+    klaw: str = ""
+    database: str | None = "klaw.db"  # its member; None: on PostgreSQL, not in the archive
+    postgres: bool = False
+    sandbox_packages: list[str] = field(default_factory=list)
+    files: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class RestoreReport:
+    target: Path
+    facts: ArchiveFacts
+    counts: Any = None  # restore_check.RestoredCounts
+
+
+def restore(archive: Path, target: Path, *, progress: Progress | None = None) -> RestoreReport:
+    """Restore the `klaw backup` archive `archive` as the home `target` (missing or an empty folder), or raise
+    `RestoreError` with nothing written. Blocking: run it in a thread."""
+    from klaw.restore_check import check_restored  # the store and the log's reader: not for `klaw --help`
+
+    refuse_target(target, archive)
+    facts = check_archive(archive, progress)
+    private_dirs(target.parent)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.restoring-", dir=target.parent))  # 0700
+    try:
+        _extract(archive, staging, progress)
+        counts = check_restored(staging, facts.database)
+        try:
+            os.rename(staging, target)  # an empty folder is replaced; one written to meanwhile is not
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):  # a mount point, another user's folder
+                raise RestoreError(
+                    f"the restored home cannot be put at {target} ({exc.strerror}): nothing was restored;"
+                    f" name a new folder (klaw restore {archive} --home NEW_FOLDER)"
+                ) from None
+            raise RestoreError(
+                f"{target} was written to while the archive was restored: nothing was restored; run klaw restore"
+                " again into a new folder"
+            ) from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return RestoreReport(target=target, facts=facts, counts=counts)
+
+
+def refuse_target(target: Path, archive: Path) -> None:
+    """`RestoreError` when `target` may not become the restored home: an engine runs on it, or it holds
+    anything (named, with what to do instead)."""
+    elsewhere = f"klaw restore {archive} --home NEW_FOLDER"
+    holder = holder_of(target) if target.is_dir() else None
+    if holder is not None:
+        raise RestoreError(
+            f"{holder.describe()} is running on {target}: a restore never writes over a home in use. Restore"
+            f" into a new folder ({elsewhere}), or stop klaw first and move {target} aside"
+            f" (mv {target} {target}.old); nothing was written"
+        )
+    if target.exists() and not target.is_dir():
+        raise RestoreError(f"{target} is a file, not a folder: name a new folder ({elsewhere}); nothing was written")
+    try:
+        held = sorted(entry.name for entry in target.iterdir()) if target.is_dir() else []
+    except PermissionError:
+        raise RestoreError(
+            f"{target} cannot be read: name a folder of yours ({elsewhere}); nothing was written"
+        ) from None
+    if held:
+        shown = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4 else "")
+        raise RestoreError(
+            f"{target} holds a home or other files already ({shown}): a restore never writes over them."
+            f" Restore into a new folder ({elsewhere}), or, with klaw stopped, move this one aside"
+            f" (mv {target} {target}.old) and run klaw restore again; nothing was written"
+        )
+
+
+def check_archive(archive: Path, progress: Progress | None = None) -> ArchiveFacts:
+    """Read `archive` through: a klaw backup of a known format, every member confined to the home, every
+    byte there (`RestoreError` naming what is wrong otherwise). Writes nothing."""
+    facts: ArchiveFacts | None = None
+    names: set[str] = set()
+    with _opened(archive, "checking", progress) as (members, stream):
+        for member in members:
+            if facts is None:
+                facts = _facts(archive, member, stream)
+                if member.name == MANIFEST:
+                    continue
+            _confined(archive, member, names)
+            names.add(member.name)
+            if member.isreg():
+                data = stream.extractfile(member)
+                assert data is not None
+                while data.read(_PIECE):
+                    pass
+            facts.files += 1
+            facts.bytes += member.size if member.isreg() else 0
+    if facts is None:
+        raise RestoreError(f"{archive} is an empty archive, not a klaw backup: nothing was written")
+    if facts.format == 0 and "engine.yaml" not in names:
+        first = ", ".join(sorted(names)[:3])
+        raise RestoreError(
+            f"{archive} is not a klaw backup: it has no {MANIFEST} and no engine.yaml at its top (it holds {first}…)."
+            " klaw restore takes what `klaw backup` writes; nothing was written"
+        )
+    if facts.format == 0:
+        facts.database = "klaw.db" if "klaw.db" in names else None
+    return facts
+
+
+def _facts(archive: Path, first: tarfile.TarInfo, stream: tarfile.TarFile) -> ArchiveFacts:
+    """The archive's own description, from its first member (format 0 when that is not `klaw-backup.json`)."""
+    if first.name != MANIFEST:
+        return ArchiveFacts(format=0)
+    data = stream.extractfile(first) if first.isreg() and first.size < _PIECE else None
+    try:
+        record = json.loads(data.read()) if data is not None else None
+        version = record["format"] if isinstance(record, dict) else None
+    except (ValueError, KeyError):
+        version = None
+    if not isinstance(record, dict) or not isinstance(version, int) or isinstance(version, bool):
+        raise RestoreError(f"{archive}'s {MANIFEST} is not one klaw wrote: not restored, nothing was written")
+    if version > FORMAT:
+        raise RestoreError(
+            f"{archive} was made by a newer klaw ({record.get('klaw', '?')}, backup format {version}; this klaw"
+            f" reads format {FORMAT} and older): upgrade klaw, then restore; nothing was written"
+        )
+    database = record.get("database")
+    packages = record.get("sandboxPackages")
+    return ArchiveFacts(
+        format=version,
+        made=str(record.get("made", "")),
+        klaw=str(record.get("klaw", "")),
+        database=database if isinstance(database, str) else None,
+        postgres=record.get("postgres") is True,
+        sandbox_packages=[str(name) for name in packages] if isinstance(packages, list) else [],
+    )
+
+
+def _confined(archive: Path, member: tarfile.TarInfo, seen: set[str]) -> None:
+    """`RestoreError` unless `member` is a file, folder or link that stays below the home."""
+    name = member.name
+    where = f"{archive}'s member {name!r}"
+    parts = name.split("/")
+    if name.startswith("/") or ".." in parts or not name.strip("./"):
+        raise RestoreError(f"{where} would be written outside the home: not a klaw backup, nothing was written")
+    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
+        raise RestoreError(f"{where} is a device or a pipe, which no klaw home holds: nothing was written")
+    if member.issym():
+        pointed = posixpath.normpath(posixpath.join(posixpath.dirname(name), member.linkname))
+        if member.linkname.startswith("/") or pointed == ".." or pointed.startswith("../"):
+            raise RestoreError(
+                f"{where} is a link leading out of the home (to {member.linkname}): not restored, nothing was written"
+            )
+    if member.islnk() and member.linkname not in seen:
+        raise RestoreError(f"{where} is a link to {member.linkname}, not a file before it: nothing was written")
+
+
+def _extract(archive: Path, staging: Path, progress: Progress | None) -> None:
+    """Every member but the manifest into `staging`, private whatever the archive's modes or the umask."""
+
+    def private(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
+        member = tarfile.data_filter(member, path)  # a second look at every member as it is written
+        if member.isdir():
+            return member.replace(mode=0o700, deep=False)
+        if member.isreg() or member.islnk():
+            return member.replace(mode=0o700 if member.mode & 0o100 else 0o600, deep=False)
+        return member
+
+    try:
+        with _opened(archive, "restoring", progress) as (members, stream):
+            wanted = (member for member in members if member.name != MANIFEST)
+            stream.extractall(staging, members=wanted, filter=private)
+    except tarfile.FilterError as exc:
+        raise RestoreError(f"{archive}: {exc}: not restored, nothing was written") from None
+
+
+@contextlib.contextmanager
+def _opened(archive: Path, stage: str, progress: Progress | None) -> Iterator[tuple[Iterator[tarfile.TarInfo], Any]]:
+    """The archive's members, read once from the start (a stream: no seeking back), with `progress` told
+    the compressed bytes read; its damage and its absence words as `RestoreError`."""
+    try:
+        raw: IO[bytes] = open(archive, "rb")  # noqa: SIM115 - closed below, after the gzip reader
+    except FileNotFoundError:
+        raise RestoreError(
+            f"{archive} does not exist: name the archive klaw backup wrote; nothing was written"
+        ) from None
+    except IsADirectoryError:
+        raise RestoreError(
+            f"{archive} is a folder: name the archive (a .tgz) klaw backup wrote; nothing was written"
+        ) from None
+    except PermissionError:
+        raise RestoreError(f"{archive} cannot be read by you: nothing was written") from None
+    total = os.fstat(raw.fileno()).st_size
+    count = 0
+    try:
+        with raw, gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
+            stream = tarfile.open(fileobj=unzipped, mode="r|")  # noqa: SIM115 - reads from `unzipped`, closed above
+
+            def members() -> Iterator[tarfile.TarInfo]:
+                nonlocal count
+                for member in stream:
+                    count += 1
+                    if progress is not None:
+                        progress(stage, raw.tell(), total)
+                    yield member
+
+            yield members(), stream
+            while unzipped.read(_PIECE):  # to the end: gzip checks the whole stream's CRC and length there
+                pass
+            if progress is not None:
+                progress(stage, total, total)
+    except _DAMAGE as exc:
+        if count == 0:
+            raise RestoreError(
+                f"{archive} is not a klaw backup (not a gzip'd tar: {_reason(exc)}): nothing was written"
+            ) from None
+        raise RestoreError(
+            f"{archive} is cut short or damaged ({_reason(exc)}, after {count} member(s)): a copy that did not"
+            " finish, or a damaged disk? Take another copy of the backup; nothing was written"
+        ) from None
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, EOFError):
+        return "it ends before its end"
+    return str(exc) or type(exc).__name__
