@@ -280,5 +280,5 @@ def _opened(archive: Path, stage: str, progress: Progress | None) -> Iterator[tu
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, EOFError):
-        return "it ends before its end"
+        return "its compressed data ends early"
     return str(exc) or type(exc).__name__
