@@ -147,3 +147,33 @@ async def test_config_check_loads_neither_numpy_nor_httpx(tmp_path: Path) -> Non
     the key check lives beside the endpoint, not in the model check: decision 437)."""
     modules = await loaded(tmp_path, await a_home_with_a_database(tmp_path), "config", "check")
     assert "klaw" in modules and "apsw" in modules and not modules & {"numpy", "httpx"}, modules & {"numpy", "httpx"}
+
+
+async def test_a_piped_chat_beside_a_running_serve_loads_no_http_client_numpy_or_engine(tmp_path: Path) -> None:
+    """`echo hi | klaw chat` beside `klaw serve` talks over engine.sock and makes no model check of its own:
+    it loaded the check's module (httpx, h11, httpcore, and the click and pygments httpx's own command line
+    pulls in) before it knew it would attach (decision 520)."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = {**chat_env(home, model.base_url), "KLAW__CHANNELS__WEB__PORT": "0"}
+        async with running(env=env, stderr=None) as serve:
+            await web_page(serve)
+            model.reply_text("an answer for the pipe")
+            names = set(await run_probe(PROGRAM, tmp_path / "modules.json", env, ("chat",), "hello from a pipe\n"))
+            assert await stop(serve) == 0
+    modules = {name.split(".")[0] for name in names}
+    heavy = {"httpx", "httpcore", "h11", "numpy", "onnxruntime", "prompt_toolkit"}
+    assert "klaw.channels.console_attached" in names and not modules & heavy, modules & heavy
+    assert "klaw.engine.runtime" not in names  # attached: no engine in this process
+
+
+async def test_importing_the_library_loads_no_numpy(tmp_path: Path) -> None:
+    """`from klaw import Klaw` imports the engine's modules, but numpy (~0.2 s) only once a vector is touched:
+    the embedding queue, the embed-once cache and past conversations named it for their annotations (520)."""
+    program = "import json, sys\nfrom klaw import Klaw\nopen(sys.argv[1], 'w').write(json.dumps(sorted(sys.modules)))"
+    out = tmp_path / "modules.json"
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", program, str(out))
+    assert await process.wait() == 0
+    modules = set(json.loads(out.read_text(encoding="utf-8")))
+    assert "klaw.engine.runtime" in modules and "numpy" not in modules, sorted(m for m in modules if "numpy" in m)

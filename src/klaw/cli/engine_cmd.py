@@ -79,9 +79,7 @@ def chat(
     from klaw.channels.console_keys import KeysWhileThinking
     from klaw.channels.console_prompt import EXIT_WORDS
     from klaw.channels.console_tty import terminal_kept
-    from klaw.cli.chat_model import chat_model
     from klaw.cli.chat_start_wait import ToolsWait, started_without_waiting
-    from klaw.llm.preflight import model_check
 
     home = home_from_env()
     found = load_or_why(home)
@@ -108,6 +106,11 @@ def chat(
         with contextlib.ExitStack() as starting:
             starting.enter_context(keys.watching())
             if not skip_check:
+                # Imported here, not at the command's start: a chat attached to a running engine makes no
+                # model check, and these bring httpx (with the CLI httpx loads) and the model catalogue (520).
+                from klaw.cli.chat_model import chat_model
+                from klaw.llm.preflight import model_check
+
                 # the model this chat will use: its own /model choice outlives the process
                 chosen = await chat_model(home, config, console_chat())
                 check = await model_check(

@@ -17,9 +17,8 @@ until the text at fault is alone: the others get their vectors at once, for at m
 extra calls per bad text, and only the bad one backs off. An outage, a wrong key or a rate limit
 fails any batch, so those are not split.
 
-Time passes only through the injected clock, so tests advance a `ManualClock` instead of sleeping.
-Logs name the error (its class, and the reason for klaw's own errors, which never quote content) and
-counts, never the text being embedded.
+Time passes only through the injected clock, so tests advance a `ManualClock` instead of sleeping. Logs name
+the error (its class, and the reason for klaw's own errors, which never quote content), counts, never texts.
 """
 
 from __future__ import annotations
@@ -30,10 +29,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Protocol
 
 from klaw.disk_trouble import damaged_database, damaged_words
 from klaw.llm.errors import LlmBadRequestError, LlmError
@@ -43,6 +39,10 @@ from klaw.memory.embedder.protocol import Embedder, EmbedderError, EmbedderUnava
 from klaw.store.protocol import Storage, StorageError
 from klaw.store.records import MEMORY_TARGET, MESSAGE_TARGET, EmbeddingJob
 from klaw.store.summaries.records import SUMMARY_TARGET
+
+if TYPE_CHECKING:  # vector types only: importing the engine loads no numpy until a vector is touched (520)
+    import numpy as np
+    import numpy.typing as npt
 
 log = logging.getLogger(__name__)
 

@@ -23,17 +23,19 @@ import asyncio
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, TypeAlias
 
 from klaw.cancellation import cancel_and_wait
 from klaw.memory.embedder.protocol import Embedder, EmbedderError, QueryEmbedder, Vectors, WrappedEmbedder
 
 KEPT_VECTORS = 256  # ~85 turns of messages, replies, summaries: a queue behind busy turns (decision 508); ~400 KB
 
-_Vector = npt.NDArray[np.float32]
-_Source = _Vector | tuple["asyncio.Task[Vectors]", int]  # a kept row, or a computation and the row it gives
+if TYPE_CHECKING:  # numpy is imported where rows are stacked: importing the engine loads none (520)
+    import numpy as np
+    import numpy.typing as npt
+
+_Vector: TypeAlias = "npt.NDArray[np.float32]"
+_Source: TypeAlias = "_Vector | tuple[asyncio.Task[Vectors], int]"  # a kept row, or a computation and the row it gives
 
 
 def embeds_alike(embedder: Embedder) -> bool:
@@ -80,6 +82,8 @@ class EmbedOnce(WrappedEmbedder):
                 rows.append((await asyncio.shield(task))[index])
             else:
                 rows.append(source)
+        import numpy as np
+
         return np.stack(rows).astype(np.float32, copy=False)
 
     def kept(self, text: str) -> Vectors | None:

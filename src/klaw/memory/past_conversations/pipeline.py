@@ -12,15 +12,16 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Protocol
 
 from klaw.config import RagConfig
 from klaw.memory.hybrid_search import HybridHit
 from klaw.store.records import ChatRef
 from klaw.store.summaries.records import SummaryHit
+
+if TYPE_CHECKING:  # a vector's type only: importing the engine loads no numpy until a vector is touched (520)
+    import numpy as np
+    import numpy.typing as npt
 
 
 @dataclass(frozen=True, slots=True)
