@@ -129,7 +129,8 @@ class AttachedConsole:
         from klaw.channels.console_attached_pipe import AttachedPipe
 
         consoles = (self._console, self._stderr)
-        pipe = AttachedPipe(self.gateway, self._chat_id, consoles, self._submit, self._next_frame, self._show_arrival)
+        submit = functools.partial(self._submit, whole=True)  # all of stdin: answered without the debounce (520)
+        pipe = AttachedPipe(self.gateway, self._chat_id, consoles, submit, self._next_frame, self._show_arrival)
         return await pipe.answer(text)
 
     async def _next_frame(self) -> OutboundFrame:
@@ -146,10 +147,10 @@ class AttachedConsole:
             raise RuntimeError("the attached console is not started")
         return self._gateway
 
-    async def _submit(self, text: str) -> str | None:
+    async def _submit(self, text: str, *, whole: bool = False) -> str | None:
         """Buffer it for the engine; its id, or None after saying why it was not sent."""
         try:
-            submitted = await self.gateway.submit(CONSOLE_CHANNEL, self._chat_id, text)
+            submitted = await self.gateway.submit(CONSOLE_CHANNEL, self._chat_id, text, whole=whole)
         except (FrameError, BufferUnavailable) as exc:
             why = exc.message if isinstance(exc, FrameError) else str(exc)
             self._stderr.print(Text(f"Not sent: {why}", style="red"), highlight=False)

@@ -1,10 +1,9 @@
 """The engine socket protocol: one frame per line of newline-delimited UTF-8 JSON, at most 1 MiB.
 
 Gateways send `hello`, `inbound`, `command`, `query`, `ping` and `delivered`; the engine sends `ack`, `outbound`,
-`delta`, `result`, `pong`, `shutdown` and `error`. Both sides use the same models and `decode_frame`,
-so the gateway and the engine cannot drift apart on a field. Unknown extra fields are ignored so
-that a newer peer can add fields without breaking an older one; a missing or ill-typed field is an
-`invalid_frame` error.
+`delta`, `result`, `pong`, `shutdown` and `error`. Both sides use the same models and `decode_frame`, so the
+gateway and the engine cannot drift apart on a field. Unknown extra fields are ignored so that a newer peer can
+add fields without breaking an older one; a missing or ill-typed field is an `invalid_frame` error.
 
 Error messages name the field and the problem and never quote the frame: a frame carries private
 message text, and the error goes back over the wire and into logs. `FrameReader` splits a stream
@@ -114,6 +113,7 @@ class InboundFrame(_FrameModel):
     text: Text
     created_at: AwareDatetime | None = None
     sender: Text | None = None
+    whole: bool = False  # no other message can join it (a piped `klaw chat`): no debounce (decision 520)
 
 
 class CommandFrame(_FrameModel):

@@ -323,11 +323,16 @@ class _FrameAdapter:
         comes back as a `notice` replying to the frame, like a `command` frame's.
         """
         chat = ChatRef(frame.channel, frame.chat_id)
+        # A whole message (a piped chat's, decision 520) starts its turn at once, as in process (decision 499),
+        # unless the chat has work under way: then it waits as any message does.
+        alone = frame.whole and not self._engine.processor.has_under_way(chat)
         result = await self._engine.submit(chat, frame.text, frame.id)
         if result.command_reply is not None:  # marked forgotten only when something was erased
             await self._engine.delivery.deliver(
                 Outbound(chat, result.command_reply, frame.id, "notice", forgotten=result.erased)
             )
+        elif alone:
+            self._engine.processor.answer_now(chat)
 
     async def on_delivered(self, frame: DeliveredFrame) -> None:
         await self._engine.delivery.confirmed([frame.id])

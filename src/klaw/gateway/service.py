@@ -172,10 +172,12 @@ class Gateway:
         message_id: str | None = None,
         sender: str | None = None,
         verdict: bool = False,
+        whole: bool = False,
     ) -> Submitted:
         """Buffer what a person typed and send it when the engine is there. A `message_id` that is
         already pending is not buffered twice (`duplicate`). Raises `FrameError` for text too large or
-        not valid (a lone surrogate, a chat id no log could be named after): the channel tells the person."""
+        not valid (a lone surrogate, a chat id no log could be named after): the channel tells the person.
+        `whole`: the message is all there is (a piped chat's): answered without the debounce (decision 520)."""
         frame_id = message_id or uuid.uuid4().hex
         command = parse_command(text)
         frame: BufferedFrame
@@ -192,6 +194,7 @@ class Gateway:
                     text=text,
                     created_at=self._clock.now(),
                     sender=sender,
+                    whole=whole,
                 )
         except ValidationError as exc:  # refused here, as the engine would (never buffered, never retried)
             raise FrameError("invalid_frame", describe_invalid(exc, "command" if command else "inbound")) from None
