@@ -38,6 +38,8 @@ from telegram.request import HTTPXRequest
 
 from klaw.ascii_digits import digits
 from klaw.channels.telegram_outage import TelegramOutage
+from klaw.channels.telegram_sending import TYPING_EVERY_SECONDS as TYPING_EVERY_SECONDS  # tests read it here
+from klaw.channels.telegram_sending import TelegramSender
 from klaw.channels.telegram_split import reply_parts, utf16_length
 from klaw.channels.telegram_trouble import (
     CONNECT_SECONDS,
@@ -66,10 +68,7 @@ log = logging.getLogger(__name__)
 
 TELEGRAM_CHANNEL = "telegram"
 POLL_TIMEOUT_SECONDS = 30
-TYPING_EVERY_SECONDS = 4.0
-TYPING_AT_MOST_SECONDS = 120.0
 MAX_REFUSED_CHATS = 10_000
-SEND_ATTEMPTS = 3
 REFUSAL = (
     "Sorry, this is a private assistant and this chat (id {chat_id}) is not on its allow-list."
     " Nothing you send here is kept."
@@ -80,8 +79,6 @@ PERSON_REFUSAL = (
 )
 NOT_TEXT = "I can only read text messages for now."
 NOT_TAKEN = "This message was not taken: it {problem}."
-MAX_REFUSALS_UNDER_WAY = 100
-"""Refusals being sent beside the poll loop at once; past it a stranger's refusal is skipped (logged)."""
 QUIET_LOGGERS = ("httpx", "httpcore", "telegram")
 UPDATES = ["message"]
 
@@ -125,8 +122,7 @@ class TelegramChannel:
         self._offset: int | None = None
         self._refused: set[int] = set()
         self._refused_people: set[int] = set()
-        self._typing: dict[int, asyncio.Task[None]] = {}
-        self._refusing: set[asyncio.Task[None]] = set()  # refusals sent beside the poll loop
+        self._sender = TelegramSender(self._bot, self._clock)
         self._username = ""
 
     async def start(self, gateway: Gateway) -> None:
@@ -206,11 +202,11 @@ class TelegramChannel:
         await self._poll()
 
     async def stop(self) -> None:
-        tasks = [*self._typing.values(), *self._refusing, *([self._poller] if self._poller else [])]
+        tasks = [*self._sender.tasks(), *([self._poller] if self._poller else [])]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        self._typing.clear()
+        self._sender.forget_typing()
         self._poller = None
         if self._offset is not None:  # confirm what was buffered, so it is not fetched again
             with contextlib.suppress(TelegramError, OSError):
@@ -223,7 +219,7 @@ class TelegramChannel:
             log.warning("telegram: dropping a %s for chat %s, which is not allowed", frame.kind, frame.chat_id)
             return
         if frame.kind != "notice" or frame.reply_to is not None or frame.approval is not None:
-            self._stop_typing(chat_id)  # a notice on its own (a message over the budget) leaves the turn typing
+            self._sender.stop_typing(chat_id)  # a notice on its own (a message over the budget) leaves the turn typing
         sent_from = frame.sent_from
         if sent_from is not None and chat_id < 0:  # a group's members are not told which chat (an id) wrote it
             sent_from = sent_from.partition(":")[0]
@@ -233,7 +229,7 @@ class TelegramChannel:
         # "From web:main" arrives plain, so it cannot pass for one klaw headed (decision 408)
         heading = [] if label is None else [MessageEntity(MessageEntity.BOLD, 0, utf16_length(label))]
         for n, part in enumerate(reply_parts(text) or ["(empty reply)"]):
-            await self._send(chat_id, part, heading if n == 0 else [])
+            await self._sender.send(chat_id, part, heading if n == 0 else [])
 
     async def delta(self, frame: DeltaFrame) -> None:
         """Not asked for (`streaming` is False): Telegram gets whole replies."""
@@ -309,20 +305,20 @@ class TelegramChannel:
             if chat_id not in self._refused and len(self._refused) < MAX_REFUSED_CHATS:
                 self._refused.add(chat_id)
                 log.info("telegram: refused chat %d (not on the allow-list)", chat_id)
-                self._refuse_beside(chat_id, REFUSAL.format(chat_id=chat_id))
+                self._sender.refuse_beside(chat_id, REFUSAL.format(chat_id=chat_id))
             return
         user_id = message.from_user.id if message.from_user else None
         if self._people and user_id not in self._people:
             await self._refuse_person(chat_id, user_id)
             return
         if message.text is None:
-            await self._send(chat_id, NOT_TEXT)
+            await self._sender.send(chat_id, NOT_TEXT)
             return
         text = for_this_bot(message.text, self._username)
         if text is None:
             return  # `/cmd@other_bot` in a group: for another bot, not a message to us
         if (problem := message_problem(text)) is not None:  # never taken: said once, the update confirmed
-            await self._send(chat_id, NOT_TAKEN.format(problem=problem))
+            await self._sender.send(chat_id, NOT_TAKEN.format(problem=problem))
             return
         sender = str(user_id) if user_id is not None else None
         try:
@@ -331,10 +327,10 @@ class TelegramChannel:
             )
         except FrameError as exc:  # refused as the engine would refuse it: final, not a full disk
             log.info("telegram: a message in chat %d was not taken (%s)", chat_id, exc.message)
-            await self._send(chat_id, f"This message was not taken: {exc.message}.")
+            await self._sender.send(chat_id, f"This message was not taken: {exc.message}.")
             return
         if not (submitted.duplicate or submitted.queued) and parse_command(text) is None:
-            self._start_typing(chat_id)  # not while the engine is down: nobody is typing then
+            self._sender.start_typing(chat_id)  # not while the engine is down: nobody is typing then
 
     async def _refuse_person(self, chat_id: int, user_id: int | None) -> None:
         """Once per person a gateway run (a channel's post, with no person, is never answered)."""
@@ -342,53 +338,7 @@ class TelegramChannel:
             return
         self._refused_people.add(user_id)
         log.info("telegram: refused user %d in chat %d (not on allowedUserIds)", user_id, chat_id)
-        self._refuse_beside(chat_id, PERSON_REFUSAL.format(user_id=user_id))
-
-    def _refuse_beside(self, chat_id: int, text: str) -> None:
-        """Send a refusal without holding the poll loop (module docstring); skipped past a bound."""
-        if len(self._refusing) >= MAX_REFUSALS_UNDER_WAY:
-            log.info("telegram: a refusal to chat %d skipped: %d are being sent", chat_id, len(self._refusing))
-            return
-        task = asyncio.create_task(self._send_refusal(chat_id, text), name=f"telegram-refusal-{chat_id}")
-        self._refusing.add(task)
-        task.add_done_callback(self._refusing.discard)
-
-    async def _send_refusal(self, chat_id: int, text: str) -> None:
-        try:
-            await self._send(chat_id, text)
-        except (TelegramError, OSError) as exc:
-            log.warning("telegram: could not send a refusal to chat %d (%s)", chat_id, why(exc))
-
-    def _start_typing(self, chat_id: int) -> None:
-        self._stop_typing(chat_id)
-        self._typing[chat_id] = asyncio.create_task(self._keep_typing(chat_id), name=f"telegram-typing-{chat_id}")
-
-    def _stop_typing(self, chat_id: int) -> None:
-        task = self._typing.pop(chat_id, None)
-        if task is not None:
-            task.cancel()
-
-    async def _keep_typing(self, chat_id: int) -> None:
-        waited = 0.0
-        while waited < TYPING_AT_MOST_SECONDS:
-            with contextlib.suppress(TelegramError, OSError):
-                await self._bot.send_chat_action(chat_id, "typing")
-            await self._clock.sleep(TYPING_EVERY_SECONDS)
-            waited += TYPING_EVERY_SECONDS
-        self._typing.pop(chat_id, None)
-
-    async def _send(self, chat_id: int, text: str, entities: list[MessageEntity] | None = None) -> None:
-        for attempt in range(1, SEND_ATTEMPTS + 1):
-            try:
-                await self._bot.send_message(chat_id, text, entities=entities or None)
-                return
-            except RetryAfter as exc:
-                await self._clock.sleep(retry_wait(exc))
-            except (TelegramError, OSError) as exc:
-                if attempt == SEND_ATTEMPTS:
-                    raise
-                log.warning("telegram: sendMessage failed (%s); retrying", why(exc))
-                await self._clock.sleep(attempt)
+        self._sender.refuse_beside(chat_id, PERSON_REFUSAL.format(user_id=user_id))
 
     def _require_gateway(self) -> Gateway:
         if self._gateway is None:

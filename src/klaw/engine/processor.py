@@ -31,7 +31,7 @@ from klaw.engine.context_history import ContextHistory, TurnContext
 from klaw.engine.debounce import Debouncer
 from klaw.engine.delivery import Delivery, kept_reply
 from klaw.engine.drain_deadline import DrainDeadline
-from klaw.engine.failures import EngineStopping
+from klaw.engine.intake import Intake, drain
 from klaw.engine.message_budget import OverBudget, no_note
 from klaw.engine.resuming import Resuming
 from klaw.engine.sessions import SessionManager
@@ -87,9 +87,7 @@ class MessageProcessor:
     context_history: ContextHistory = field(default_factory=ContextHistory, init=False)
     _debouncer: Debouncer[ChatRef, StoredMessage] = field(init=False)
     _turn_tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
-    _accepting: bool = field(default=True, init=False)
-    _inbound_under_way: int = field(default=0, init=False)  # `handle_inbound`s between their check and their queue
-    _inbound_done: asyncio.Event = field(default_factory=asyncio.Event, init=False)  # set when that is 0
+    _intake: Intake = field(default_factory=Intake, init=False)  # whether messages are taken, which are now
     _chat_locks: dict[ChatRef, asyncio.Lock] = field(default_factory=dict, init=False)
     _queued: QueuedMessages = field(init=False)  # rowids waiting for, or in, their turn: the gate's (decision 497)
     resuming: Resuming = field(init=False)  # after a crash: unanswered messages queued, replies sent again
@@ -118,17 +116,8 @@ class MessageProcessor:
 
     async def handle_inbound(self, inbound: Inbound) -> StoredMessage:
         """Make the message durable and schedule its chat's turn; returns once it is stored."""
-        if not self._accepting:
-            raise EngineStopping("the engine is shutting down and accepts no new messages")
-        self._inbound_under_way += 1
-        self._inbound_done.clear()
-        try:
-            with self.ingestion.turns.accepting():  # until `_queue`: no embedding pass in between (decision 497)
-                return await self._accept_and_queue(inbound)
-        finally:
-            self._inbound_under_way -= 1
-            if not self._inbound_under_way:
-                self._inbound_done.set()
+        with self._intake.taking(), self.ingestion.turns.accepting():  # until `_queue`: no embedding pass between
+            return await self._accept_and_queue(inbound)
 
     async def _accept_and_queue(self, inbound: Inbound) -> StoredMessage:
         record = MessageRecord(inbound.chat, Role.USER, inbound.text, created_at=self.clock.now())
@@ -364,7 +353,7 @@ class MessageProcessor:
         return self._chat_locks.get(chat) or self._chat_locks.setdefault(chat, asyncio.Lock())
 
     def stop_accepting(self) -> None:
-        self._accepting = False
+        self._intake.open = False
 
     def answer_now(self, chat: ChatRef) -> None:
         """Start the chat's turn without waiting for its debounce (a library call is one whole message)."""
@@ -372,29 +361,17 @@ class MessageProcessor:
 
     def abandon(self) -> None:
         """Forget the turns waiting for their debounce, for a start-up that failed after resuming."""
-        self._accepting = False
+        self._intake.open = False
         self._debouncer.cancel_all()
         self._queued.clear()
 
     async def _flush_after_accepts(self) -> None:
-        """The debounces flushed once every message accepted before `stop_accepting` is queued: one still
-        being written then (adversary22) was queued after the flush, and its turn ran on closed parts."""
-        if self._inbound_under_way:
-            await self._inbound_done.wait()
+        """The debounces flushed once every message accepted before `stop_accepting` is queued (intake.py)."""
+        await self._intake.taken()
         await self._debouncer.flush_all()
 
     async def drain(self, timeout_seconds: float, deadline: DrainDeadline | None = None) -> bool:
         """Answer everything accepted (pending debounces now), waiting up to the timeout (or the
         `deadline` brought forward: a second Ctrl-C) for turns in flight; returns False if some were
         still running and were cancelled."""
-        flush = asyncio.create_task(self._flush_after_accepts())
-        try:
-            async with (deadline or DrainDeadline()).within(timeout_seconds):
-                await flush
-                while self._turn_tasks:
-                    await asyncio.gather(*list(self._turn_tasks), return_exceptions=True)
-            return True
-        except TimeoutError:
-            for task in [flush, *self._turn_tasks]:
-                task.cancel()
-            return False
+        return await drain(self._flush_after_accepts, self._turn_tasks, timeout_seconds, deadline)
