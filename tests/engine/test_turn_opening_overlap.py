@@ -3,7 +3,8 @@
 The opening is a log record, fsync'd, then a database row: a few milliseconds on a real disk that the
 turn used to wait for before it read a word of its context. Nothing a context layer reads is in it,
 so the two now run side by side, and the model is asked only once both are done. The disk is stalled
-here by keeping the log's own threads busy, as a slow fsync would.
+here by keeping the log's own threads busy and holding every log append where it runs (the database
+thread writes a record's line itself when it is idle, decision 519), as a slow fsync would.
 """
 
 from __future__ import annotations
@@ -29,16 +30,24 @@ from tests.engine.harness import CHAT, running_engine
 
 @contextmanager
 def log_stalled() -> Iterator[None]:
-    """Every thread that writes the conversation log busy until the block ends: appends wait, like a slow
-    disk. The log's own threads, and the ones SQLite runs a record's log write on before its row
-    (decision 211)."""
+    """Every log append waits until the block ends, like a slow disk: the threads that write the
+    conversation log busy (the log's own, and the ones SQLite runs a record's log write on before its
+    row, decision 211), and an append started elsewhere (the idle database thread's, decision 519) held."""
     release = threading.Event()
     pools = (conversation_log._LOG_THREADS, sqlite_connection._FIRST_THREADS)
     busy = [pool.submit(release.wait) for pool in pools for _ in range(pool._max_workers)]
+    append = conversation_log._append_lines
+
+    def held(path: Path, lines: list[str]) -> None:
+        release.wait(30)
+        append(path, lines)
+
+    conversation_log._append_lines = held  # read at each call, by its module
     try:
         yield
     finally:
         release.set()
+        conversation_log._append_lines = append
         for job in busy:
             job.result(timeout=10)
 

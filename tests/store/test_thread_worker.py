@@ -106,3 +106,47 @@ async def test_close_runs_what_was_queued_then_leaves_no_thread(tmp_path: Path) 
     assert await again.run(_count) == 20
     await again.aclose()
     assert _klaw_threads() <= before
+
+
+async def test_an_idle_database_thread_writes_the_log_line_itself_a_busy_one_leaves_it_to_the_log_threads(
+    tmp_path: Path,
+) -> None:
+    """Decision 519: one thread woken instead of two when the database thread has nothing to do; when it is
+    busy the line is written beside its work, as before. Either way the row comes after its line, and a
+    line that could not be written keeps its row out."""
+    db = await _opened(tmp_path)
+    wrote_on: list[str] = []
+    lines: list[int] = []
+
+    def log_first(value: int) -> None:
+        lines.append(value)
+        wrote_on.append(threading.current_thread().name)
+
+    def insert(value: int) -> Any:
+        def write(connection: apsw.Connection) -> int:
+            assert value in lines  # its line came first
+            connection.execute("INSERT INTO t VALUES (?)", (value,))
+            return value
+
+        return write
+
+    assert await db.run_after(lambda: log_first(1), insert(1)) == 1
+    assert wrote_on == ["klaw-sqlite_0"]
+
+    release = threading.Event()
+    busy = asyncio.ensure_future(db.run(lambda _c: release.wait(30)))
+    await asyncio.sleep(0.05)  # the database thread is in it
+    pending = asyncio.ensure_future(db.run_after(lambda: log_first(2), insert(2)))
+    for _ in range(300):
+        if len(wrote_on) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert wrote_on[1].startswith("klaw-log-first")  # written while the database thread was busy
+    assert not pending.done()  # its row waits for the database thread
+    release.set()
+    assert await busy and await pending == 2
+
+    with pytest.raises(ZeroDivisionError):  # idle again: a line that fails there keeps its row out
+        await db.run_after(lambda: 1 / 0, insert(3))
+    assert await db.run(_count) == 2
+    await db.aclose()

@@ -34,8 +34,10 @@ T = TypeVar("T")
 
 # A write that must be durable before a transaction (the log lines of the rows it stores: decision 211)
 # runs on one of these threads, several side by side (concurrent fsyncs are committed together by the
-# file system, and the database thread never waits for a disk flush), and hands the transaction to
+# file system, and a busy database thread does not wait for a disk flush), and hands the transaction to
 # the database thread itself: the event loop is woken once, when both are done, not once for each.
+# When the database thread has nothing queued or running, it writes the line itself, then the rows: one
+# thread woken instead of two (decision 519).
 _FIRST_THREADS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="klaw-log-first")
 
 # Prepared statements apsw keeps per connection, its largest. apsw's cache makes room by taking slots
@@ -55,6 +57,16 @@ STATEMENT_CACHE = 512
 # page look-up does not grow, and `klaw.db-wal` near 16 MB in steady use. What a kill -9 keeps is the
 # log's (decision 211) and each commit's, neither of which depends on when frames move into klaw.db.
 WAL_AUTOCHECKPOINT = 4000
+
+
+def _first_then(first: Callable[[], object], fn: Callable[[apsw.Connection], T]) -> Callable[[apsw.Connection], T]:
+    """`first()`, then `fn(connection)` only if it returned: `run_after`'s chain as one database-thread call."""
+
+    def both(connection: apsw.Connection) -> T:
+        first()
+        return fn(connection)
+
+    return both
 
 
 class SqliteDatabase:
@@ -107,11 +119,17 @@ class SqliteDatabase:
     ) -> T:
         """`first()` on a thread of its own, then, only if it returned, `run(fn)`: one hop for the
         event loop. An error of `first` is raised and `fn` never runs. Once `first` returned, `fn` runs
-        even if the awaiter was cancelled meanwhile: the row follows its log line (decision 211)."""
+        even if the awaiter was cancelled meanwhile: the row follows its log line (decision 211). An idle
+        database thread runs both, `fn` in a transaction of its own (decision 519): a turn's accept, its
+        exchange's opening and its reply wake one thread less, and what is durable when is unchanged."""
         if self._closed:
             raise StorageError(f"the database {self.path} is closed")
         loop = asyncio.get_running_loop()
         done: asyncio.Future[T] = loop.create_future()
+
+        if self._queue.idle:
+            self._queue.submit(_first_then(first, fn), loop, done, always=True)
+            return await done
 
         def chain() -> None:
             try:

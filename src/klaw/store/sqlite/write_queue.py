@@ -130,6 +130,8 @@ class WriteQueue:
         self._ahead_in_a_row = 0
         self._lock = threading.Lock()
         self._after_rollback: list[Callable[[], None]] = []
+        self._steps = 0  # steps submitted and not yet ended (each submit queues one): 0 while the thread is idle
+        self._step_open = False  # the running step's count not yet taken back (the database thread's alone)
 
     def after_rollback(self, callback: Callable[[], None]) -> None:
         """`callback()` on the database thread whenever a group is rolled back, before its calls run again."""
@@ -154,12 +156,20 @@ class WriteQueue:
         line = self._behind if behind else self._calls
         with self._lock:
             line.append(call)
+            self._steps += 1
         try:
             self._worker.call_soon(self._step)
         except BaseException:
             with self._lock, contextlib.suppress(ValueError):
+                self._steps -= 1
                 line.remove(call)
             raise
+
+    @property
+    def idle(self) -> bool:
+        """Whether the thread has nothing queued or running at this moment: a hint for `run_after`, which
+        then gives this thread the log write too (decision 519); it may change at once, and either way is right."""
+        return self._steps == 0
 
     def _line(self) -> deque[_Call] | None:
         """The line the next step takes from (under the lock), None when both are empty."""
@@ -171,6 +181,21 @@ class WriteQueue:
 
     def _step(self) -> None:
         """One step of the thread: the call first in line, with the grouped calls right behind it when it is one."""
+        self._step_open = True
+        try:
+            self._take_step()
+        finally:
+            self._end_step()
+
+    def _end_step(self) -> None:
+        """The step's count taken back, once, before it gives its last result: a caller resumed by that result
+        finds the thread idle (`run_after`'s next write is then the database thread's whole)."""
+        if self._step_open:
+            self._step_open = False
+            with self._lock:
+                self._steps -= 1
+
+    def _take_step(self) -> None:
         with self._lock:
             line = self._line()
             if line is None:
@@ -183,7 +208,7 @@ class WriteQueue:
         if calls and calls[0].grouped and self._together(calls):
             return
         for call in calls:
-            self._alone(call)
+            self._alone(call, last=call is calls[-1])
 
     def _together(self, calls: list[_Call]) -> bool:
         """Every call in one transaction, their results given once it committed; False (nothing kept, no
@@ -212,6 +237,7 @@ class WriteQueue:
             mine = by_loop.setdefault(call.loop, ([], []))
             mine[0].append(call)
             mine[1].append(result)
+        self._end_step()
         for loop, (theirs, their_results) in by_loop.items():
             with contextlib.suppress(RuntimeError):  # a loop closed meanwhile has nobody left to tell
                 loop.call_soon_threadsafe(_settle_all, theirs, their_results)
@@ -231,10 +257,14 @@ class WriteQueue:
             raise _Spoiled
         return result
 
-    def _alone(self, call: _Call) -> None:
+    def _alone(self, call: _Call, *, last: bool = False) -> None:
         try:
             result = call.fn(self._connection)
         except BaseException as exc:
+            if last:
+                self._end_step()
             call.failed(exc)
         else:
+            if last:
+                self._end_step()
             call.finished(result)
