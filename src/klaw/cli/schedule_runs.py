@@ -85,6 +85,8 @@ def _run_text(run: Sequence[MessageRecord], zone: tzinfo) -> str:
     lines = [f"{start:%Y-%m-%d %H:%M:%S} – {end:%H:%M:%S} ({seconds:.0f} s)  {status}"]
     if called := record_runs(run):  # "(denied)", "(not run)" as a chat marks them
         lines.append("  " + visible(tools_used(called)))
+        if any(call.endswith(" (denied)") for call in called):  # as `klaw schedule list` says it (decision 526)
+            lines[0] += ", a tool denied"
     lines += ["  " + line for line in visible(final.content).splitlines() or [""]]
     return "\n".join(lines)
 

@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 DAMAGED_SCHEDULER_FIX = repair_scheduler_db()
 
 RELOAD_SECONDS = 60.0
+DENIED_STATUS = "a tool denied"
+"""Added to a run's status when a held tool it called was refused: it did not do what it was asked (decision 526)."""
 
 
 @dataclass(frozen=True)
@@ -301,9 +303,13 @@ class Scheduler:
         """At the run's end, before its answer is in its chat (decision 432): the task's last run."""
         if request.origin == "schedule":
             said = [note for note in (self._notes.pop(request.task_name, None), outcome.reason) if note]
+            status = outcome.status.value
+            if outcome.denied:  # "completed" said a run did its work when a held tool it needed never ran (526)
+                status = f"{status}, {DENIED_STATUS}"
+                said.append(denied_note(outcome.denied, request.task_name))
             note = "; ".join(said) or None  # what the run met, for `klaw schedule list|runs` (decision 510)
             now = self.clock.now()
-            await asyncio.to_thread(self.store.record_run, request.task_name, now, outcome.status.value, note)
+            await asyncio.to_thread(self.store.record_run, request.task_name, now, status, note)
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep on the engine's clock, or until a task changes or the scheduler stops."""
@@ -320,6 +326,15 @@ class Scheduler:
             for pending in (sleeper, waker):
                 pending.cancel()
             self._wake.clear()
+
+
+def denied_note(tools: Sequence[str], task: str) -> str:
+    """What a run whose held tools were refused met: nobody is asked in a run, so they did not run (decision 526)."""
+    named = ", ".join(tools)
+    return (
+        f"{named} did not run: a run asks nobody, so a held tool (tools.approval) runs only when its task allows it"
+        f" (`klaw schedule remove {task}`, then add it again with --allow-tool {tools[0]})"
+    )
 
 
 def _disk_words(path: Path, exc: Exception) -> str | None:

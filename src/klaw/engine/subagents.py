@@ -45,6 +45,7 @@ from klaw.engine.silent import is_silent
 from klaw.engine.slots import LlmSlots, Priority
 from klaw.engine.subagent_context import SubagentContextBuilder
 from klaw.engine.tool_loop import LoopOutcome
+from klaw.engine.tools_used import DENIED
 from klaw.engine.turn_runner import Turn, TurnFailure, TurnPrompt, TurnRunner
 from klaw.errors import KlawError
 from klaw.llm.call_purpose import calling_for
@@ -113,6 +114,7 @@ class RunOutcome:
     status: RunStatus
     delivered: bool
     reason: str = ""  # a failed run's, in words (its model refused, …): `klaw schedule list|runs` (decision 510)
+    denied: tuple[str, ...] = ()  # the held tools it called and was refused: nobody is asked in a run (decision 526)
 
 
 class TaskBusy(KlawError, ValueError):
@@ -279,13 +281,14 @@ class SubagentRunner:
             reason = f"it could not run: {_reason(result)} (error {result.error_id})"
             return RunOutcome(name, RunStatus.FAILED, delivered=False, reason=reason), None
         status = RunStatus.TOOL_LIMIT if result.status is ExchangeStatus.TOOL_LIMIT else RunStatus.COMPLETED
+        denied = tuple(dict.fromkeys(result.tool_names[at] for at, why in result.not_run if why == DENIED))
         if is_silent(result.text):
-            return RunOutcome(name, RunStatus.SILENT, delivered=False), None
+            return RunOutcome(name, RunStatus.SILENT, delivered=False, denied=denied), None
         if target is None:
-            return RunOutcome(name, status, delivered=False), None
+            return RunOutcome(name, status, delivered=False, denied=denied), None
         once = None if sink.final is None else (answer_id(sink.final), sink.final.created_at)
         answer = WaitingAnswer(target, result.text, run_answer_metadata(name, request.origin), once)
-        return RunOutcome(name, status, delivered=True), answer  # delivered: handed on for its chat
+        return RunOutcome(name, status, delivered=True, denied=denied), answer  # delivered: handed on for its chat
 
     def final(self, chat: ChatRef, text: str, status: str) -> MessageRecord:
         """A run's last record: what ends a run in the task's log (memory/subagent_history.py)."""
