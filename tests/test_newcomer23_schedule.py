@@ -49,3 +49,25 @@ async def test_a_run_whose_held_tool_was_denied_is_not_listed_as_just_completed(
     assert "completed, a tool denied" in shown.stdout.split("\n\n")[1].splitlines()[0], shown.stdout
     again = " ".join(listed_again.stdout.split())
     assert "(completed)" in again and "a tool denied" not in again, again
+
+
+def test_the_frequency_warning_counts_every_task_not_only_the_one_added(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    first = klaw_here(home.root, "schedule", "add", "tea", "--every", "1m", "-m", "tea?")
+    assert first.returncode == 0 and "this task runs 1440 times a day, 100 % of the 1440 runs" in " ".join(
+        first.stderr.split()
+    ), first.stderr
+    second = klaw_here(home.root, "schedule", "add", "coffee", "--every", "1m", "-m", "coffee?")
+    said = " ".join(second.stderr.split())
+    assert second.returncode == 0, second.stderr
+    assert "this task runs 1440 times a day and the other 1 task 1440: together 2880 times a day, 200 %" in said, said
+    assert "over the cap, so some runs are skipped every day" in said and "remove a task" in said, said
+    # Two tasks of 8 an hour are 384 of 1440 (27 %): nothing said; a third of 30 an hour takes them past half.
+    fresh = _home(tmp_path / "fresh")
+    for name in ("a", "b"):
+        quiet = klaw_here(fresh.root, "schedule", "add", name, "--every", "450s", "-m", "x")
+        assert quiet.returncode == 0 and "warning" not in quiet.stderr, quiet.stderr
+    third = klaw_here(fresh.root, "schedule", "add", "c", "--every", "2m", "-m", "x")
+    said = " ".join(third.stderr.split())
+    assert "this task runs 720 times a day and the other 2 tasks 384: together 1104 times a day, 77 %" in said, said
+    assert "most of them" in said, said

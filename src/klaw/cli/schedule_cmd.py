@@ -115,7 +115,7 @@ def add(
     """Add a task that runs on a cron schedule (--cron) or at an interval (--every)."""
     from klaw.llm.catalogue import ModelCatalogue
     from klaw.scheduling.names import typed_chat_target, validate_task_name
-    from klaw.scheduling.schedules import TaskSchedule, day_share_warning
+    from klaw.scheduling.schedules import TaskSchedule, day_share_warning, other_runs
     from klaw.scheduling.task_store import ScheduledTask, ScheduleStore
     from klaw.scheduling.zones import scheduler_zone
 
@@ -156,7 +156,9 @@ def add(
         fail(str(exc))
     typer.echo(f"Added {name}: {schedule.describe()}, next run {_local(task.next_run_at, zone)}. {PICKUP}")
     limit = config.scheduler.max_runs_per_day
-    if (heavy := day_share_warning(schedule.runs_per_day(now, zone, at_most=limit), limit)) is not None:
+    others, count = other_runs(((t.name, t.schedule) for t in store.list()), name, now, zone, cap=limit)
+    runs = schedule.runs_per_day(now, zone, at_most=limit)
+    if (heavy := day_share_warning(runs, limit, others=others, other_tasks=count)) is not None:
         stderr_console(highlight=False).print(f"warning: {heavy}")
     if (
         target is not None

@@ -15,6 +15,7 @@ are the wall clock's, so a clock set back an hour runs 09:00 when the clock says
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Literal
@@ -185,16 +186,51 @@ def format_interval(seconds: int) -> str:
     return "".join(parts) or "0s"
 
 
-def day_share_warning(runs: int, max_runs_per_day: int) -> str | None:
-    """What to say when one task takes more than half of `scheduler.maxRunsPerDay` (newcomer22: `--every 1m` is
-    1440 runs, all of the default, after which every `schedule_add` the agent tries is refused), or None. Said by
-    `klaw schedule add` and in `schedule_add`'s answer; the task is kept either way (decision 513)."""
-    if max_runs_per_day <= 0 or runs * 2 <= max_runs_per_day:
+def other_runs(
+    tasks: Iterable[tuple[str, TaskSchedule]], name: str, start: datetime, zone: tzinfo, *, cap: int
+) -> tuple[int, int]:
+    """The runs a day of the tasks other than `name` (each at most `cap`) and how many they are, for
+    `day_share_warning`'s sum."""
+    counts = [min(schedule.runs_per_day(start, zone, at_most=cap), cap) for other, schedule in tasks if other != name]
+    return sum(counts), len(counts)
+
+
+def day_share_warning(runs: int, max_runs_per_day: int, *, others: int = 0, other_tasks: int = 0) -> str | None:
+    """What to say when all tasks together take more than half of `scheduler.maxRunsPerDay` (newcomer22: `--every
+    1m` is 1440 runs, all of the default, after which every `schedule_add` the agent tries is refused), or None.
+    `runs` is this task's (`TaskSchedule.runs_per_day`'s count, at most the cap + 1: "1440+"), `others` the sum of
+    the `other_tasks` tasks already there, each at most the cap: two `--every 1m` tasks each warned 100 %, never
+    the 200 % they take together (newcomer23, decision 526). Said by `klaw schedule add` and in `schedule_add`'s
+    answer; the task is kept either way (decision 513)."""
+    total = runs + others
+    if max_runs_per_day <= 0 or total * 2 <= max_runs_per_day:
         return None
-    shown = f"{max_runs_per_day}+" if runs > max_runs_per_day else str(runs)
-    return (
-        f"this task runs {shown} times a day, {min(100, round(runs * 100 / max_runs_per_day))} % of the"
-        f" {max_runs_per_day} runs all tasks may start in a day (scheduler.maxRunsPerDay): other tasks' runs are"
-        " skipped once the day's runs are used and the agent cannot add more; give it a longer interval, or raise"
-        " scheduler.maxRunsPerDay in engine.yaml"
+    cause = (
+        "other tasks' runs are skipped once the day's runs are used and the agent cannot add more; give it a longer"
+        " interval"
     )
+    if others <= 0:
+        return (
+            f"this task runs {_count(runs, max_runs_per_day)} times a day, {_share(runs, max_runs_per_day)} % of the"
+            f" {max_runs_per_day} runs all tasks may start in a day (scheduler.maxRunsPerDay): {cause}, or raise"
+            " scheduler.maxRunsPerDay in engine.yaml"
+        )
+    together = min(runs, max_runs_per_day) + others
+    over = "over the cap, so some runs are skipped every day" if together > max_runs_per_day else "most of them"
+    tasks = "task" if other_tasks == 1 else "tasks"
+    return (
+        f"this task runs {_count(runs, max_runs_per_day)} times a day and the other {other_tasks} {tasks} {others}:"
+        f" together {together} times a day, {round(together * 100 / max_runs_per_day)} % of the {max_runs_per_day}"
+        f" runs all tasks may start in a day (scheduler.maxRunsPerDay), {over}; {cause}, remove a task (`klaw"
+        " schedule list` shows them), or raise scheduler.maxRunsPerDay in engine.yaml"
+    )
+
+
+def _count(runs: int, cap: int) -> str:
+    """A count `runs_per_day` stopped at the cap + 1: "1440+"."""
+    return f"{cap}+" if runs > cap else str(runs)
+
+
+def _share(runs: int, cap: int) -> int:
+    """Runs as a percentage of scheduler.maxRunsPerDay, a count past the cap read as the cap."""
+    return round(min(runs, cap) * 100 / cap)

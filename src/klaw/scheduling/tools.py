@@ -24,7 +24,7 @@ from typing import Annotated, Any, Protocol
 from pydantic import Field
 
 from klaw.scheduling.names import ADD_TOOL, SUBAGENT_CHANNEL, parse_chat_target
-from klaw.scheduling.schedules import TaskSchedule, day_share_warning
+from klaw.scheduling.schedules import TaskSchedule, day_share_warning, other_runs
 from klaw.scheduling.task_store import ScheduledTask
 from klaw.store.records import ChatRef
 from klaw.tools.calls import ToolRefusal
@@ -114,7 +114,8 @@ def register_scheduler_tools(
 
     adding = asyncio.Lock()
 
-    async def check_limits(schedule: TaskSchedule, now: datetime) -> None:
+    async def check_limits(schedule: TaskSchedule, now: datetime) -> list[ScheduledTask]:
+        """The tasks there are, once this one is within the limits."""
         tasks = await scheduler.list_tasks()
         if len(tasks) >= max_tasks:
             raise ToolRefusal(
@@ -128,6 +129,7 @@ def register_scheduler_tools(
                 f"with this task the scheduled tasks would run more than {max_runs_per_day} times a day"
                 f" (scheduler.maxRunsPerDay); choose a longer interval, remove a task, or ask the person to raise it"
             )
+        return tasks
 
     async def add(
         context: ToolContext,
@@ -154,13 +156,16 @@ def register_scheduler_tools(
             )
         clock = context.extras.get("clock")  # the engine's time when it gives it (tests move it)
         async with adding:  # the calls of one round run concurrently: each must see the others' tasks
-            await check_limits(schedule, clock.now() if clock is not None else datetime.now(UTC))
+            before = await check_limits(schedule, clock.now() if clock is not None else datetime.now(UTC))
             task = await scheduler.add_task(
                 name, schedule, message, model=model, inject_into=target, allowed_tools=allowed
             )
         described = _describe(task, scheduler.zone)
         runs = schedule.runs_per_day(task.created_at, scheduler.zone, at_most=max_runs_per_day)
-        if (heavy := day_share_warning(runs, max_runs_per_day)) is not None:
+        others = other_runs(
+            ((t.name, t.schedule) for t in before), name, task.created_at, scheduler.zone, cap=max_runs_per_day
+        )
+        if (heavy := day_share_warning(runs, max_runs_per_day, others=others[0], other_tasks=others[1])) is not None:
             described["warning"] = f"{heavy} (tell the person)"
         return described
 
