@@ -28,10 +28,22 @@ class Walk:
     folder is open, so `entry.stat(follow_symlinks=False)` works on it; `note` names an entry of the folder
     being listed as one klaw could not look at. Blocking."""
 
-    def __init__(self, top: Path) -> None:
+    def __init__(self, top: Path, max_depth: int | None = None) -> None:
         self.top = top
+        self.max_depth = max_depth  # folders this many levels below the top are listed, not entered
         self.unreadable: list[str] = []
+        self.too_deep = 0  # folders left unlisted by `max_depth`
+        self.here = -1  # the folder being listed, open: for `*at` calls on its entries
         self._names: list[str] = []  # the folders from the top down to the one being listed
+
+    @property
+    def depth(self) -> int:
+        """How many folders below the top the folder being listed is (0: the top)."""
+        return len(self._names)
+
+    def path(self, name: str) -> str:
+        """`name`, an entry of the folder being listed, as a path below the top."""
+        return "/".join([*self._names, name])
 
     def note(self, name: str, why: str) -> None:
         """`name` (an entry of the folder being listed; "" for that folder) could not be looked into."""
@@ -53,7 +65,11 @@ class Walk:
         try:
             while here is not None:
                 subfolders: list[str] = []
+                self.here = here
                 yield from self._listing(here, subfolders)
+                if self.max_depth is not None and len(self._names) >= self.max_depth:
+                    self.too_deep += len(subfolders)
+                    subfolders = []
                 levels.append((_identity(here), subfolders))
                 here = self._next(here, levels, top)
         finally:

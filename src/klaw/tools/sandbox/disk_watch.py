@@ -193,10 +193,11 @@ def undo(workspace: Path, before: Snapshot, after: Snapshot) -> list[str]:
     files from a file it renamed (the person's, under a new name) or one another chat wrote meanwhile, and
     removing those lost data (adversary11). Until files are deleted, `file_write` and new runs are refused
     by the room they measure. Blocking (`workspace` unused: kept for the caller's signature)."""
-    if before is None or after is None:
+    if before.untracked or after.untracked:
         return ["what the run wrote could not be told apart (the workspace has too many files to track): it is kept"]
-    created = sorted(name for name in after if name not in before)
-    grown = sorted(name for name, mark in after.items() if name in before and mark[0] > before[name][0])
+    old, new = before.marks, after.marks
+    created = sorted(name for name in new if name not in old)
+    grown = sorted(name for name, mark in new.items() if name in old and mark[0] > old[name][0])
     lines = []
     if created:
         lines.append(f"kept, created while the run went on: {_names(created)}")

@@ -13,6 +13,7 @@ import os
 import stat
 from contextlib import suppress
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -72,7 +73,7 @@ def code_execute_tool(
                     job = await _within(room, job)
                 before = await asyncio.to_thread(snapshot, context.workspace)
                 outcome = await backend.run(job)
-                after = await asyncio.to_thread(snapshot, context.workspace)
+                after = await asyncio.to_thread(partial(snapshot, clear_setid=True), context.workspace)
                 kept = await asyncio.to_thread(_not_kept, room, context.workspace, before, after) if room else []
                 if job.max_file_bytes is not None and job.max_file_bytes < config.max_file_mb * MIB:
                     kept.insert(0, _files_bounded(job.max_file_bytes))

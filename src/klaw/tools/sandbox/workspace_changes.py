@@ -1,38 +1,92 @@
 """Which workspace files a run created, changed or deleted: a snapshot before, one after, compared.
 
 The model needs to know what its code left behind (a plot, a CSV) without listing the folder again.
-A snapshot is each regular file's (size, mtime in ns, inode) under the workspace, symlinks not
-followed; a workspace with more than `MAX_ENTRIES` files is not tracked (the result says so) rather
-than walked for seconds on every call.
+A snapshot is each regular file's and symbolic link's (size, mtime in ns, inode) under the workspace,
+links not followed but named with their target (`rootlink -> /`: a link to a folder was missed when
+the walk was os.walk's, which counts it among the folders, adversary31). The walk is workspace_walk's:
+by descriptors, without recursion or a path-length limit. os.walk recursed once per level: code making a
+1,100-deep folder raised RecursionError in every later snapshot, so code_execute failed for good and the
+run's output was lost (decision 524). It is bounded: past `MAX_ENTRIES` entries the workspace is not
+tracked, and folders deeper than `MAX_DEPTH` are not looked into; the result says so either way rather
+than walking for seconds on every call.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from klaw.tools.workspace_walk import Walk
+
 MAX_ENTRIES = 20_000
+MAX_DEPTH = 64
 MAX_NAMED = 30
 
-Snapshot = dict[str, tuple[int, int, int]] | None  # None: too many files to track
+Mark = tuple[int, int, int]  # (size, mtime in ns, inode)
 
 
-def snapshot(workspace: Path) -> Snapshot:
-    """Blocking (it walks the tree): call it in a thread."""
-    seen: dict[str, tuple[int, int, int]] = {}
-    root = str(workspace)
-    for folder, _dirs, files in os.walk(root):
-        for name in files:
-            path = os.path.join(folder, name)
-            try:
-                info = os.lstat(path)
-            except OSError:
+@dataclass
+class Snapshot:
+    """The files and links under the workspace; `untracked`: too many entries to say (the marks are empty);
+    `too_deep`: folders past `MAX_DEPTH` levels, not looked into."""
+
+    marks: dict[str, Mark] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)  # each link's target, as it reads
+    untracked: bool = False
+    too_deep: bool = False
+    cleared: list[str] = field(default_factory=list)  # files whose setuid/setgid bits were taken away
+
+
+def snapshot(workspace: Path, *, clear_setid: bool = False) -> Snapshot:
+    """Blocking (it walks the tree): call it in a thread. Never raises for what the workspace holds: an entry
+    that vanished or cannot be looked at is left out. `clear_setid` (after a run): a file with its setuid or
+    setgid bit has them taken away, so that code run as root cannot leave a setuid-root program on the host
+    (the sandbox mounts the workspace nosuid, the host does not)."""
+    taken = Snapshot()
+    walk = Walk(workspace, max_depth=None if clear_setid else MAX_DEPTH)  # after a run: every setuid file found
+    seen = 0
+    for entry in walk:
+        seen += 1
+        if seen > MAX_ENTRIES and not taken.untracked:
+            taken.untracked = True
+            taken.marks.clear()
+            taken.links.clear()
+            if not clear_setid:
+                return taken
+        tracked = not taken.untracked and walk.depth <= MAX_DEPTH
+        taken.too_deep = taken.too_deep or walk.depth > MAX_DEPTH
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                if tracked:
+                    taken.links[walk.path(entry.name)] = os.readlink(entry.name, dir_fd=walk.here)
+            elif not stat.S_ISREG(info.st_mode):
                 continue
-            seen[os.path.relpath(path, root)] = (info.st_size, info.st_mtime_ns, info.st_ino)
-            if len(seen) > MAX_ENTRIES:
-                return None
-    return seen
+            elif clear_setid and info.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                info = _setid_cleared(walk.here, entry.name, info)
+                taken.cleared.append(walk.path(entry.name))
+        except OSError:
+            continue
+        if tracked:
+            taken.marks[walk.path(entry.name)] = (info.st_size, info.st_mtime_ns, info.st_ino)
+    taken.too_deep = taken.too_deep or walk.too_deep > 0
+    return taken
+
+
+def _setid_cleared(folder: int, name: str, seen: os.stat_result) -> os.stat_result:
+    """The file `name` in `folder` without its setuid and setgid bits, opened without following a link and
+    checked to be the file seen (a concurrent run may have swapped it); its stat after."""
+    descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    try:
+        info = os.fstat(descriptor)
+        if (info.st_dev, info.st_ino) != (seen.st_dev, seen.st_ino):
+            raise FileNotFoundError(name)
+        os.fchmod(descriptor, stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+        return os.fstat(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,24 +95,40 @@ class Changes:
     changed: list[str]
     deleted: list[str]
     tracked: bool = True
+    too_deep: bool = False
+    cleared: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         """What the model reads: one line per kind that happened, at most `MAX_NAMED` names each."""
-        if not self.tracked:
-            return [f"workspace files: not tracked (more than {MAX_ENTRIES} files)"]
         out = []
+        if self.cleared:
+            shown = ", ".join(sorted(self.cleared)[:MAX_NAMED])
+            out.append(f"setuid/setgid bits taken off (klaw keeps none in the workspace): {shown}")
+        if not self.tracked:
+            return [f"workspace files: not tracked (more than {MAX_ENTRIES:,} files and folders)", *out]
         for label, names in (("created", self.created), ("changed", self.changed), ("deleted", self.deleted)):
             if names:
                 shown = ", ".join(names[:MAX_NAMED])
                 more = f" … and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else ""
                 out.append(f"files {label}: {shown}{more}")
+        if self.too_deep:
+            out.append(f"(files more than {MAX_DEPTH} folders deep in the workspace are not tracked: some are there)")
         return out
 
 
 def compare(before: Snapshot, after: Snapshot) -> Changes:
-    if before is None or after is None:
-        return Changes([], [], [], tracked=False)
-    created = sorted(name for name in after if name not in before)
-    changed = sorted(name for name, mark in after.items() if name in before and before[name] != mark)
-    deleted = sorted(name for name in before if name not in after)
-    return Changes(created, changed, deleted)
+    if before.untracked or after.untracked:
+        return Changes([], [], [], tracked=False, cleared=tuple(after.cleared))
+    old, new = before.marks, after.marks
+
+    def shown(name: str, taken: Snapshot) -> str:
+        return f"{name} -> {taken.links[name]}" if name in taken.links else name
+
+    created = sorted(shown(name, after) for name in new if name not in old)
+    changed = sorted(
+        shown(name, after)
+        for name, mark in new.items()
+        if name in old and (old[name] != mark or before.links.get(name) != after.links.get(name))
+    )
+    deleted = sorted(shown(name, before) for name in old if name not in new)
+    return Changes(created, changed, deleted, too_deep=after.too_deep, cleared=tuple(after.cleared))
