@@ -48,9 +48,14 @@ async def test_a_spawned_run_never_writes_into_a_scheduled_tasks_history(tmp_pat
         s.server.reply_text("Started it.")
         await s.ask("summarise the page I sent")
         assert (await s.outbound()).text == "Started it."
+        # The spawned run obeyed the note, but it holds no allowed tool: the chat's person is asked, and says no
+        request_id, question = await s.question()
+        assert question.text.startswith("The subagent 'backup', which the agent spawned from this chat, wants")
+        await s.send(f"/deny {request_id}")
+        assert (await s.outbound()).text == "Denied: host_exec will not run."
         async with asyncio.timeout(10):
             await scheduler.runner.wait_for_completed(1)
-        assert s.ran == []  # the spawned run obeyed the note, but it holds no allowed tool
+        assert s.ran == []
 
         await run_task(s, "backup", 1)
         # The scheduled run saw only its own request: no note, no host_exec.
@@ -58,9 +63,9 @@ async def test_a_spawned_run_never_writes_into_a_scheduled_tasks_history(tmp_pat
         sent = [m["content"] for m in s.server.chat_requests[-1].body["messages"] if m["role"] != "system"]
         assert sent == ["routine backup check"]
         assert s.logged_tool_results("scheduler_backup") == []
-        # The spawned run's refused call is in its own log, `spawn:backup`; nobody was asked.
+        # The spawned run's refused call is in its own log, `spawn:backup`.
         [refused] = s.logged_tool_results("scheduler_spawn%3Abackup")
-        assert refused["approval"] == "no_person"
+        assert refused["approval"] == "denied"
 
 
 async def test_a_run_holding_allowed_tools_does_not_read_core_memory_a_chat_wrote(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ The answer arrives as a slash command, which the engine handles at once, outside
 lock: the turn that asked holds that lock while it waits, and a queued answer would wait for the turn that waits
 for it. No answer within `tools.approvalTimeoutSeconds` (engine clock) is a denial. A turn with nobody to ask
 (a task's run) runs a held tool only if its task was created allowing it (decision 379); else it is denied.
+A subagent spawned from a chat asks that chat's person, the question naming the subagent (decision 525).
 
 Logged: the request id, tool name, chat and decision, never the arguments (they are the conversation); the
 decision is also on the tool result's record. Open questions are noted on disk too (open_questions.py, 447)."""
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 
 # A tool held only for some arguments in some chat (schedule_add allowing held tools or reporting elsewhere)
 Condition = Callable[[Mapping[str, Any], ChatRef], bool]
+# What a yes grants, in plain words under the arguments (schedule_add's allow_tools: decision 525)
+Grants = Callable[[Mapping[str, Any]], str | None]
 
 
 class Decision(StrEnum):
@@ -55,10 +58,13 @@ class Decision(StrEnum):
 @dataclass(frozen=True)
 class ApprovalScope:
     """Who answers for a turn: the person in its chat (`ask`), or nobody, in which case only the tools
-    in `allowed` (a task created allowing them) run without asking."""
+    in `allowed` (a task created allowing them) run without asking. A subagent spawned from a chat asks
+    in that chat (`ask_in`), its question saying who wants the call (`asker`: "the subagent 'x'")."""
 
     ask: bool = False
     allowed: frozenset[str] = frozenset()
+    ask_in: ChatRef | None = None
+    asker: str | None = None
 
 
 PERSON_PRESENT = ApprovalScope(ask=True)
@@ -86,6 +92,8 @@ class _Pending:
     call: ToolCall
     asked_at: float  # on the clock the timeout runs on (clock.py's monotonic): the time left counts from here
     after: str | None = None  # "answer"/"restart": asked with no message of the person's since their answer/the start
+    noted_in: ChatRef | None = None  # the turn's chat, where the call is noted (a subagent's run), if not `chat`
+    asker: str | None = None  # who wants the call when not the chat's own agent (a spawned subagent, decision 525)
     decision: Decision | None = None  # set once it is over
     refused: Decision | None = None  # not run, not by the person's /deny: NO_TERMINAL, UNRECORDED
     over: asyncio.Event = field(default_factory=asyncio.Event)
@@ -102,6 +110,7 @@ class ApprovalGate:
         clock: Clock,
         delivery: Delivery,
         conditions: Mapping[str, Condition] | None = None,
+        grants: Mapping[str, Grants] | None = None,
         noted: OpenQuestions | None = None,  # the open questions on disk, for a start after a kill (decision 447)
     ) -> None:
         self.noted = noted or OpenQuestions(None)
@@ -110,6 +119,7 @@ class ApprovalGate:
         self._clock = clock
         self._delivery = delivery
         self._conditions = dict(conditions or {})
+        self._grants = dict(grants or {})
         self._pending: dict[str, _Pending] = {}
         self.settled = SettledQuestions(timeout_seconds)  # how each ended, for a prompt that did not answer (450)
         self.stopping = False  # closed by the shutdown: held calls denied, and their turns end there (454)
@@ -159,15 +169,17 @@ class ApprovalGate:
                 f" whole ({length} characters as shown; at most {MAX_SHOWN_CHARS}). Make smaller calls (a file"
                 f" written in parts, a script saved to a file first), each short enough to be read before it runs.",
             )
-        return await self._ask(call, chat)
+        return await self._ask(call, chat, scope)
 
-    async def _ask(self, call: ToolCall, chat: ChatRef) -> Verdict:
+    async def _ask(self, call: ToolCall, turn_chat: ChatRef, scope: ApprovalScope) -> Verdict:
+        chat = scope.ask_in or turn_chat  # a spawned subagent asks the chat that spawned it (decision 525)
         request_id = self._new_id()
-        asked = question(request_id, call, self._timeout)
+        asked = question(request_id, call, self._timeout, asker=scope.asker, grants=self._granted(call))
         answer = asyncio.get_running_loop().create_future()
         after = None if (last := self._last_word.get(chat, "restart")) == "message" else last
-        pending = _Pending(request_id, chat, call.name, answer, call, monotonic(self._clock), after)
-        await self.noted.ask(chat, call.id)  # before the question: a kill -9 from here on leaves it never approved
+        pending = _Pending(request_id, chat, call.name, answer, call, monotonic(self._clock), after, turn_chat)
+        pending.asker = scope.asker
+        await self.noted.ask(turn_chat, call.id)  # before the question: a kill -9 from here on leaves it never approved
         self._pending[pending.id] = pending
         cut_off = False
         try:
@@ -186,7 +198,7 @@ class ApprovalGate:
         finally:
             self.settled.note(pending.id, chat, call.name, pending.decision.value if pending.decision else None)
             self._pending.pop(pending.id, None)
-            recorded = cut_off or await self.noted.close(chat, call.id)  # before an approved call runs
+            recorded = cut_off or await self.noted.close(turn_chat, call.id)  # before an approved call runs
             pending.over.set()
         decision = Decision.UNRECORDED if decision is Decision.APPROVED and not recorded else decision  # 453, 466
         log.info("approval %s: %s in %s %s", pending.id, call.name, chat, decision.value)
@@ -205,6 +217,11 @@ class ApprovalGate:
         if pending.answer.cancelled():
             return Decision.UNAVAILABLE
         return Decision.APPROVED if pending.answer.result() else pending.refused or Decision.DENIED
+
+    def _granted(self, call: ToolCall) -> str | None:
+        said = self._grants.get(call.name)
+        arguments = call_arguments(call.arguments) if said is not None else None
+        return None if said is None or arguments is None else said(arguments)
 
     def _new_id(self) -> str:
         while True:
@@ -230,7 +247,14 @@ class ApprovalGate:
             {
                 "id": p.id,
                 "tool": p.tool,
-                "text": question(p.id, p.call, self._timeout, waited=timedelta(seconds=now - p.asked_at)),
+                "text": question(
+                    p.id,
+                    p.call,
+                    self._timeout,
+                    waited=timedelta(seconds=now - p.asked_at),
+                    asker=p.asker,
+                    grants=self._granted(p.call),
+                ),
             }
             for p in waiting
         ]
@@ -286,7 +310,8 @@ class ApprovalGate:
         if pending is None or pending.chat != chat or pending.answer.done():
             said = f"No approval request {request_id!r} is waiting in this chat (answered, timed out, or never asked)."
             return f"{said} {_which(verb, waiting)}" if waiting else said
-        if approved and not self.noted.over(chat, pending.call.id):  # noted still: a kill would say never approved
+        # Noted still: a kill would say never approved
+        if approved and not self.noted.over(pending.noted_in or chat, pending.call.id):
             pending.refused, approved = Decision.UNRECORDED, False
         pending.answer.set_result(approved)
         self._last_word[chat] = "answer"
@@ -315,7 +340,8 @@ class ApprovalGate:
         """Stopping: deny what waits, but a question of a turn in `cut` (cancelled, left noted: asked again, 513)."""
         self.stopping = True
         for pending in self._pending.values():
-            if not pending.answer.done() and pending.chat not in cut:
+            # A subagent's question is not its chat's turn's: its run is not cut, so it is denied (decision 525)
+            if not pending.answer.done() and (pending.chat not in cut or pending.asker is not None):
                 pending.answer.cancel()
 
 

@@ -14,21 +14,33 @@ from klaw.engine.approval_text import duration_words, longest_backtick_run, show
 from klaw.llm.messages import ToolCall
 
 
-def question(request_id: str, call: ToolCall, timeout_seconds: float, *, waited: timedelta | None = None) -> str:
+def question(
+    request_id: str,
+    call: ToolCall,
+    timeout_seconds: float,
+    *,
+    waited: timedelta | None = None,
+    asker: str | None = None,
+    grants: str | None = None,
+) -> str:
     """The question as the person reads it: the tool, its arguments whole and with nothing hidden (in a
     code block; approval_text.py), the id. The gate asks only when they fit `MAX_SHOWN_CHARS`. A call
     without arguments says so in words, not with a bare `{}` in a code block. Shown again after it
-    `waited`, it says the time left, in whole seconds rounded down (never more than is left)."""
+    `waited`, it says the time left, in whole seconds rounded down (never more than is left). `asker`
+    names who wants the call when it is not the chat's own agent: a subagent it spawned; `grants` what a yes
+    grants in plain words, under the arguments (a task running a held tool unasked: decision 525)."""
     if waited is None:
         within = f"within {duration_words(timeout_seconds)}"
     else:
         within = f"in the {time_left_words(timeout_seconds - waited.total_seconds())} left"
     answer = f"/approve {request_id} or /deny {request_id} (no answer {within} means no)"
+    who = "The agent" if asker is None else f"The {asker}, which the agent spawned from this chat,"
     if call_arguments(call.arguments) == {}:
-        return f"The agent wants to run {shown(call.name)} (no arguments).\n{answer}"
+        return f"{who} wants to run {shown(call.name)} (no arguments).\n{answer}"
     arguments = shown_arguments(call)
     fence = "`" * max(3, longest_backtick_run(arguments) + 1)
-    return f"The agent wants to run {shown(call.name)}:\n{fence}\n{arguments}\n{fence}\n{answer}"
+    granted = "" if grants is None else f"{shown(grants)}\n"
+    return f"{who} wants to run {shown(call.name)}:\n{fence}\n{arguments}\n{fence}\n{granted}{answer}"
 
 
 def without_answer_line(asked: str) -> str:
