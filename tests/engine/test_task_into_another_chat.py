@@ -25,6 +25,7 @@ async def test_a_task_reporting_into_another_chat_waits_for_the_person_and_a_den
         request_id, question = await s.question()
         assert "The agent wants to run schedule_add:" in question.text
         assert "inject_into: console:me" in question.text
+        assert "```\nIf you approve, the task 'ping' will post its answers into console:me every 1m.\n" in question.text
         await s.send(f"/deny {request_id}")
         assert (await s.outbound()).text == "Denied: schedule_add will not run."
         assert (await s.outbound()).text == "Not scheduled."

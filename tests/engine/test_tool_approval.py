@@ -324,6 +324,11 @@ async def test_a_task_run_is_denied_a_held_tool_unless_its_task_was_created_allo
         await s.ask("tidy up every hour, you may run commands")
         request_id, question = await s.question()
         assert "The agent wants to run schedule_add:" in question.text and 'allow_tools: ["host_exec"]' in question.text
+        # What a yes grants, in plain words under the arguments (newcomer23, decision 525)
+        assert question.text.endswith(
+            "```\nIf you approve, the task 'tidy' will run host_exec every 1h without asking you.\n"
+            f"/approve {request_id} or /deny {request_id} (no answer within 2 minutes means no)"
+        ), question.text
         await s.send(f"/approve {request_id}")
         assert (await s.outbound()).text == "Approved: schedule_add runs now."
         assert (await s.outbound()).text == "Scheduled, with host_exec."

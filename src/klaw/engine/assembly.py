@@ -66,6 +66,7 @@ from klaw.memory.forget_words import ForgetWords
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.past_conversations.retriever import PastConversationRetriever
 from klaw.memory.summaries.service import SummarizerService
+from klaw.scheduling.granted_words import schedule_add_grants
 from klaw.scheduling.tools import asks_for_more_than_its_chat
 from klaw.store.backend import store_line
 from klaw.store.protocol import Storage
@@ -213,6 +214,7 @@ async def assemble(
         delivery=delivery,
         # a task allowed held tools, or reporting into another chat: the person says yes first (decision 379)
         conditions={"schedule_add": functools.partial(asks_for_more_than_its_chat, targets=message_targets(config))},
+        grants={"schedule_add": schedule_add_grants},  # what a yes grants, in words (decision 525)
         # read before any turn: a kill -9 left them (decision 447); on a shared store kept there too (466)
         noted=OpenQuestions(home.open_questions_file, memory.store.settings if memory.store.leases else None),
     )
